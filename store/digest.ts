@@ -1,0 +1,82 @@
+/**
+ * BLAKE3 digests in OCI `alg:hex` form and the hash backends that compute them.
+ * Isomorphic: imports no `node:` module.
+ */
+import { blake3 } from '@noble/hashes/blake3.js';
+import { StoreError } from './errors.js';
+
+export type Digest = `blake3:${string}`;
+
+const DIGEST_RE = /^blake3:[0-9a-f]{64}$/;
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+/** True when `value` is `blake3:` followed by 64 lowercase hex digits. */
+export function isDigest(value: unknown): value is Digest {
+  return typeof value === 'string' && DIGEST_RE.test(value);
+}
+
+/**
+ * Returns the 64-hex part of a digest.
+ * @throws StoreError `INVALID_DIGEST` for anything but `blake3:<64 lowercase hex>`.
+ */
+export function digestHex(digest: string): string {
+  if (!isDigest(digest)) {
+    throw new StoreError('INVALID_DIGEST', `not a blake3 digest: ${JSON.stringify(String(digest).slice(0, 80))}`);
+  }
+  return digest.slice(7);
+}
+
+export function bytesToHex(bytes: Uint8Array): string {
+  let out = '';
+  for (let i = 0; i < bytes.length; i++) out += HEX[bytes[i]!];
+  return out;
+}
+
+export function hexToBytes(hex: string): Uint8Array {
+  if (hex.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(hex)) throw new RangeError('invalid hex');
+  const out = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  return out;
+}
+
+export function formatDigest(hash: Uint8Array): Digest {
+  if (hash.length !== 32) throw new RangeError('BLAKE3-256 digest must be 32 bytes');
+  return `blake3:${bytesToHex(hash)}`;
+}
+
+/** An incremental BLAKE3-256 computation. */
+export interface Hasher {
+  update(chunk: Uint8Array): void;
+  /** The 32-byte digest; the hasher must not be used afterwards. */
+  digest(): Uint8Array;
+}
+
+/** A BLAKE3 implementation. Every backend must agree with `nobleBlake3` on every input. */
+export interface HashBackend {
+  readonly name: string;
+  create(): Promise<Hasher>;
+}
+
+/** The reference backend: `@noble/hashes` (pure JS, portable, audited). */
+export const nobleBlake3: HashBackend = {
+  name: 'noble',
+  async create(): Promise<Hasher> {
+    const h = blake3.create();
+    return {
+      update: (chunk) => void h.update(chunk),
+      digest: () => h.digest(),
+    };
+  },
+};
+
+/** BLAKE3 of small `bytes` (manifest payloads, keys) with the reference implementation, synchronously. */
+export function digestOf(bytes: Uint8Array): Digest {
+  return formatDigest(blake3(bytes));
+}
+
+/** BLAKE3 of `bytes` with the given backend. */
+export async function hashBytes(bytes: Uint8Array, backend: HashBackend): Promise<Digest> {
+  const h = await backend.create();
+  h.update(bytes);
+  return formatDigest(h.digest());
+}
