@@ -1,0 +1,84 @@
+/** grant, revoke, grants, keys: the operator's access and key lifecycle commands. */
+import { writeFileAtomic } from '../atomic-file.js';
+import { EXIT_OK, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+
+const grantOptions = { ...storeOptions, principal: { type: 'string' }, session: { type: 'string' }, all: { type: 'boolean', default: false }, by: { type: 'string' } } as const;
+
+function grantTarget(values: { principal?: string; session?: string; all?: boolean }): { principal: string; session: string } {
+  if (!values.principal) throw new UsageError('--principal is required');
+  if (values.all === (values.session !== undefined)) throw new UsageError('give exactly one of --session S or --all');
+  return { principal: values.principal, session: values.all ? '*' : values.session! };
+}
+
+function changeGrant(kind: 'grant' | 'revoke') {
+  return async (argv: string[], io: CliIo): Promise<number> => {
+    const { values } = parse(argv, grantOptions);
+    try {
+      const { principal, session } = grantTarget(values);
+      const ledger = await openFromArgs(values, io);
+      try {
+        const rec = await ledger[kind](principal, session, { by: values.by });
+        if (values.json) writeJson(io.stdout, rec);
+        else io.stdout.write(`${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}\n`);
+        return EXIT_OK;
+      } finally {
+        await ledger.close();
+      }
+    } catch (err) {
+      return reportError(err, io, values.json);
+    }
+  };
+}
+
+export const grant = changeGrant('grant');
+export const revoke = changeGrant('revoke');
+
+export async function grants(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(argv, { ...storeOptions, principal: { type: 'string' }, session: { type: 'string' } });
+  try {
+    const ledger = await openFromArgs(values, io);
+    try {
+      const list = await ledger.grants({ principal: values.principal, session: values.session });
+      if (values.json) writeJson(io.stdout, list);
+      else for (const g of list) io.stdout.write(`${g.principal}\t${g.session}\t${g.state}\t${g.at}${g.by ? `\t${g.by}` : ''}\n`);
+      return EXIT_OK;
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}
+
+/** keys export --out FILE | keys rotate | keys revoke KEYID [--at TIME] | keys list */
+export async function keys(argv: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = argv;
+  const { values, positionals } = parse(rest, { ...storeOptions, out: { type: 'string' }, at: { type: 'string' } }, true);
+  try {
+    if (!sub || !['export', 'rotate', 'revoke', 'list'].includes(sub)) throw new UsageError('usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list');
+    const ledger = await openFromArgs(values, io);
+    try {
+      if (sub === 'export' || sub === 'list') {
+        const trust = ledger.trustStore();
+        if (values.out) {
+          await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
+          io.stdout.write(`wrote ${trust.keys.length} trusted key(s) to ${values.out}; give this file to auditors out of band\n`);
+        } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);
+        else for (const k of trust.keys) io.stdout.write(`${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}\n`);
+      } else if (sub === 'rotate') {
+        const keyId = await ledger.rotateKey();
+        io.stdout.write(`rotated: new signing key ${keyId}\n`);
+      } else {
+        const keyId = positionals[0];
+        if (!keyId) throw new UsageError('keys revoke needs a KEYID');
+        await ledger.revokeKey(keyId, values.at);
+        io.stdout.write(`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}\n`);
+      }
+      return EXIT_OK;
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}

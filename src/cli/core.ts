@@ -1,0 +1,108 @@
+/** The core commands: init, publish, resume, history. */
+import { createReadStream } from 'node:fs';
+import { LedgerError } from '../errors.js';
+import { DEFAULT_MAX_SUMMARY_BYTES } from '../summary.js';
+import { EXIT_OK, openFromArgs, parse, readLimited, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+
+export async function init(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(argv, storeOptions);
+  try {
+    const ledger = await openFromArgs(values, io);
+    const info = { root: ledger.root, host: ledger.host, keyId: ledger.keyId, hash: ledger.hashBackend.name, verifier: ledger.verifier.name, recovery: ledger.recovery };
+    await ledger.close();
+    if (values.json) writeJson(io.stdout, info);
+    else io.stdout.write(`store ready at ${info.root}\nhost ${info.host}, signing key ${info.keyId}\n`);
+    return EXIT_OK;
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}
+
+const scopeOptions = {
+  ...storeOptions,
+  principal: { type: 'string' },
+  session: { type: 'string' },
+} as const;
+
+function need(value: string | undefined, name: string): string {
+  if (value === undefined) throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+export async function publish(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parse(argv, { ...scopeOptions, run: { type: 'string' }, 'max-bytes': { type: 'string' }, 'expected-prev': { type: 'string' } }, true);
+  try {
+    const principal = need(values.principal, 'principal');
+    const session = need(values.session, 'session');
+    const run = need(values.run, 'run');
+    const maxSummaryBytes = values['max-bytes'] ? Number(values['max-bytes']) : DEFAULT_MAX_SUMMARY_BYTES;
+    if (!Number.isSafeInteger(maxSummaryBytes) || maxSummaryBytes <= 0) throw new UsageError('--max-bytes must be a positive integer');
+    if (positionals.length > 1) throw new UsageError('publish takes at most one FILE (default: standard input)');
+    const file = positionals[0];
+    const input = file && file !== '-' ? createReadStream(file) : io.stdin;
+    if (!input) throw new UsageError('no summary given: pass FILE or pipe JSON on standard input');
+    // JSON text can be a little larger than its canonical form; refuse anything far beyond the limit before buffering it.
+    const raw = await readLimited(input, maxSummaryBytes * 2 + 4096);
+    let summary: unknown;
+    try {
+      summary = JSON.parse(raw.toString('utf8'));
+    } catch (err) {
+      throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid JSON', { cause: err });
+    }
+    const ledger = await openFromArgs(values, io, { maxSummaryBytes });
+    try {
+      const expectedPrev = values['expected-prev'] === undefined ? undefined : values['expected-prev'] === 'null' ? null : (values['expected-prev'] as `blake3:${string}`);
+      const receipt = await ledger.publish({ principal, session, run }, summary, { expectedPrev });
+      if (values.json) writeJson(io.stdout, receipt);
+      else io.stdout.write(`published ${session} seq ${receipt.seq}\nmanifest ${receipt.id}\nsummary  ${receipt.digest} (${receipt.size} bytes)\n`);
+      return EXIT_OK;
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}
+
+export async function resume(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(argv, scopeOptions);
+  try {
+    const principal = need(values.principal, 'principal');
+    const session = need(values.session, 'session');
+    const ledger = await openFromArgs(values, io);
+    try {
+      const resumed = await ledger.resume({ principal, session });
+      if (!resumed) {
+        io.stderr.write(`session ${session} has no compaction yet\n`);
+        if (values.json) writeJson(io.stdout, null);
+        return EXIT_OK;
+      }
+      if (values.json) writeJson(io.stdout, resumed);
+      else writeJson(io.stdout, resumed.summary);
+      return EXIT_OK;
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}
+
+export async function history(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(argv, scopeOptions);
+  try {
+    const principal = need(values.principal, 'principal');
+    const session = need(values.session, 'session');
+    const ledger = await openFromArgs(values, io);
+    try {
+      const entries = await ledger.history({ principal, session });
+      if (values.json) writeJson(io.stdout, entries.map((e) => ({ id: e.id, manifest: e.manifest })));
+      else for (const e of entries) io.stdout.write(`${e.manifest.seq}\t${e.manifest.createdAt}\t${e.manifest.host}\t${e.manifest.run}\t${e.id}\t${e.manifest.summary.size} bytes\n`);
+      return EXIT_OK;
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}

@@ -1,0 +1,98 @@
+/** Shared plumbing of the CLI commands: I/O handles, option parsing, opening the ledger, error output. */
+import { hostname } from 'node:os';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { Writable } from 'node:stream';
+import { isValidId } from '../../manifests/ids.js';
+import { isHandoffLedgerError } from '../errors.js';
+import { defaultRoot, openLedger, type Ledger, type OpenLedgerOptions } from '../ledger.js';
+
+export interface CliIo {
+  stdout: Writable;
+  stderr: Writable;
+  stdin?: NodeJS.ReadableStream;
+  env: NodeJS.ProcessEnv;
+}
+
+export type Command = (argv: string[], io: CliIo) => Promise<number>;
+
+/** Exit codes: 0 success, 1 a refusal or finding (coded error), 2 usage or I/O error. */
+export const EXIT_OK = 0;
+export const EXIT_REFUSED = 1;
+export const EXIT_USAGE = 2;
+
+export class UsageError extends Error {}
+
+export const storeOptions = {
+  root: { type: 'string' },
+  host: { type: 'string' },
+  postgres: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies ParseArgsConfig['options'];
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+export function parse<T extends Options>(argv: string[], options: T, allowPositionals = false): ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: boolean; strict: true }>> {
+  try {
+    return parseArgs({ args: argv, options, allowPositionals, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+export function defaultHost(env: NodeJS.ProcessEnv): string {
+  if (env.HANDOFF_LEDGER_HOST) return env.HANDOFF_LEDGER_HOST;
+  const name = hostname().replace(/[^A-Za-z0-9._:@-]/g, '-').slice(0, 128);
+  return isValidId(name) ? name : 'localhost';
+}
+
+export type PostgresOpener = (connectionString: string, options: OpenLedgerOptions) => Promise<Ledger>;
+let postgresOpener: PostgresOpener | undefined;
+
+/** Lets the PostgreSQL backend register itself without the core CLI importing `pg`. */
+export function registerPostgresOpener(opener: PostgresOpener): void {
+  postgresOpener = opener;
+}
+
+export async function openFromArgs(values: { root?: string; host?: string; postgres?: string }, io: CliIo, extra: Partial<OpenLedgerOptions> = {}): Promise<Ledger> {
+  const root = values.root ?? defaultRoot(io.env);
+  const host = values.host ?? defaultHost(io.env);
+  const options: OpenLedgerOptions = { root, host, onNotice: (m) => io.stderr.write(m + '\n'), ...extra };
+  const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
+  if (pg) {
+    if (!postgresOpener) throw new UsageError('this build has no PostgreSQL backend');
+    return postgresOpener(pg, options);
+  }
+  return openLedger(options);
+}
+
+export function writeJson(out: Writable, value: unknown): void {
+  out.write(JSON.stringify(value, null, 2) + '\n');
+}
+
+/** Prints an error the way every command does and returns its exit code. */
+export function reportError(err: unknown, io: CliIo, json = false): number {
+  if (err instanceof UsageError) {
+    io.stderr.write(`handoff-ledger: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+  if (isHandoffLedgerError(err)) {
+    if (json) writeJson(io.stdout, { error: { code: err.code, message: err.message } });
+    io.stderr.write(`handoff-ledger: ${err.code}: ${err.message}\n`);
+    return err.code === 'STORAGE_FAILED' || err.code === 'LOCKED' ? EXIT_USAGE : EXIT_REFUSED;
+  }
+  io.stderr.write(`handoff-ledger: ${(err as Error)?.message ?? String(err)}\n`);
+  return EXIT_USAGE;
+}
+
+/** Reads a whole stream, refusing more than `maxBytes` before buffering it. */
+export async function readLimited(stream: NodeJS.ReadableStream, maxBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    const b = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+    size += b.length;
+    if (size > maxBytes) throw new UsageError(`input is larger than ${maxBytes} bytes`);
+    chunks.push(b);
+  }
+  return Buffer.concat(chunks);
+}

@@ -1,0 +1,17 @@
+/**
+ * handoff-ledger: durable, signed, verifiable storage for agent context-compaction summaries.
+ * `import { openLedger } from 'handoff-ledger'`; lower layers: 'handoff-ledger/store', 'handoff-ledger/manifests'.
+ */
+export { openLedger, defaultRoot, Ledger } from './ledger.js';
+export type { OpenLedgerOptions, PublishOptions, Receipt, Resumed, HistoryEntry, RecoveryReport } from './ledger.js';
+export type { Scope, PublishScope } from './scope.js';
+export { LedgerError, isHandoffLedgerError, type LedgerErrorCode, type HandoffLedgerError } from './errors.js';
+export { StoreError, type StoreErrorCode } from '../store/errors.js';
+export { ManifestError, type ManifestErrorCode } from '../manifests/errors.js';
+export { summarySchema, summaryJsonSchema, validateSummary, DEFAULT_MAX_SUMMARY_BYTES, type Summary } from './summary.js';
+export type { Authorizer, Action } from './grants.js';
+export { LocalSigner, generateJwk, loadKeyFile, type PrivateJwk } from './keys.js';
+export type { Signer, Envelope } from '../manifests/envelope.js';
+export type { Manifest } from '../manifests/manifest.js';
+export type { TrustStore, TrustedKey } from '../manifests/trust.js';
+export type { Digest } from '../store/digest.js';

@@ -1,0 +1,377 @@
+/**
+ * The ledger: composes a BlobStore, a ManifestLog and a host key into publish / resume / history.
+ * Comments cite the numbered steps of DESIGN.md's Publish and Resume contracts.
+ */
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { Digest, HashBackend } from '../store/digest.js';
+import { StoreError } from '../store/errors.js';
+import type { BlobStore } from '../store/blob-store.js';
+import { FsBlobStore } from '../store/fs-blob-store.js';
+import type { FsOps } from '../store/fs-ops.js';
+import { loadHashBackend, type HashBackendName } from '../store/hash-backends.js';
+import { ensurePrivateDir } from '../store/safe-dir.js';
+import type { SignatureVerifier } from '../manifests/ed25519.js';
+import { nobleVerifier } from '../manifests/ed25519.js';
+import { nodeVerifier } from '../manifests/ed25519-node.js';
+import { signEnvelope, serializeEnvelope, type Envelope, type Signer } from '../manifests/envelope.js';
+import { ManifestError } from '../manifests/errors.js';
+import { LevelManifestLog, type LevelManifestLogOptions } from '../manifests/level-log.js';
+import type { ChainHead, GrantRecord, LogEntry, ManifestLog } from '../manifests/log.js';
+import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../manifests/manifest.js';
+import type { TrustStore } from '../manifests/trust.js';
+import { verifyManifestEnvelope, type VerifiedManifest } from '../manifests/verify-manifest.js';
+import { LedgerError, throwIfCancelled } from './errors.js';
+import { authorize, type Action, type Authorizer } from './grants.js';
+import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
+import { Keyring, mergeTrust } from './keyring.js';
+import { KeyedMutex } from './locks.js';
+import { decodeSummary, DEFAULT_MAX_SUMMARY_BYTES, validateSummary, type Summary } from './summary.js';
+
+export interface OpenLedgerOptions {
+  /** Store directory; default `$HANDOFF_LEDGER_ROOT`, else `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`. */
+  root?: string;
+  /** This host's id: bound into every manifest it signs. */
+  host: string;
+  /** An injected signer (KMS/HSM); default: the store's key file for this host, generated on first open. */
+  signer?: Signer;
+  /** Path of a private JWK key file to sign with instead of the store's own. */
+  keyFile?: string;
+  /** Further trusted keys (other hosts sharing a PostgreSQL store). The store's own trust file is always used. */
+  trust?: TrustStore;
+  /** Largest accepted summary, in canonical bytes (default 1 MiB). */
+  maxSummaryBytes?: number;
+  authorizer?: Authorizer;
+  /** BLAKE3 backend: `auto` (WASM, falling back to noble with a notice), `wasm`, `noble`. */
+  hash?: HashBackendName;
+  /** Ed25519 verification backend: `auto` (node:crypto), `node`, `noble`. */
+  verifier?: 'auto' | 'node' | 'noble';
+  /** Injected backends (PostgreSQL, or tests). Default: filesystem blobs + LevelDB log under `root`. */
+  blobs?: BlobStore;
+  log?: ManifestLog;
+  /** Filesystem operations of the embedded blob store (fault injection). */
+  fs?: FsOps;
+  /** LevelDB log options (fault injection). */
+  levelLog?: LevelManifestLogOptions;
+  /** Clock for `createdAt` (tests). */
+  clock?: () => Date;
+  /** Receives one-line notices (backend fallbacks). Default: console.warn. */
+  onNotice?: (message: string) => void;
+}
+
+export interface PublishOptions {
+  signal?: AbortSignal;
+  /** The head id the caller expects (null: an empty chain); `CHAIN_CONFLICT` when the head moved. */
+  expectedPrev?: Digest | null;
+  covers?: { transcriptThrough: number; transcriptDigest?: Digest };
+}
+
+export interface Receipt {
+  id: Digest;
+  seq: number;
+  digest: Digest;
+  size: number;
+  envelope: Envelope;
+}
+
+export interface Resumed {
+  summary: Summary;
+  manifest: Manifest;
+  id: Digest;
+  seq: number;
+}
+
+export interface HistoryEntry {
+  id: Digest;
+  manifest: Manifest;
+  envelope: Envelope;
+}
+
+export interface RecoveryReport {
+  stagingRemoved: number;
+  headProblems: Array<{ session: string; problem: string }>;
+}
+
+export function defaultRoot(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.HANDOFF_LEDGER_ROOT) return env.HANDOFF_LEDGER_ROOT;
+  const state = env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
+  return join(state, 'handoff-ledger');
+}
+
+function toLedgerCancel(err: unknown): unknown {
+  if (err instanceof StoreError && err.code === 'CANCELLED') return new LedgerError('CANCELLED', 'publish cancelled', { cause: err });
+  return err;
+}
+
+export class Ledger {
+  readonly host: string;
+  readonly root: string;
+  readonly log: ManifestLog;
+  readonly blobs: BlobStore;
+  readonly recovery: RecoveryReport;
+  readonly hashBackend: HashBackend;
+  readonly verifier: SignatureVerifier;
+  private readonly keyring: Keyring;
+  private readonly extraTrust: TrustStore | undefined;
+  private readonly maxSummaryBytes: number;
+  private readonly authorizer: Authorizer | undefined;
+  private readonly clock: () => Date;
+  private readonly chains = new KeyedMutex();
+  private readonly watermarks = new Map<string, number>();
+  private closed = false;
+
+  /** @internal use openLedger */
+  constructor(init: {
+    host: string; root: string; log: ManifestLog; blobs: BlobStore; keyring: Keyring; recovery: RecoveryReport;
+    hashBackend: HashBackend; verifier: SignatureVerifier; options: OpenLedgerOptions;
+  }) {
+    this.host = init.host;
+    this.root = init.root;
+    this.log = init.log;
+    this.blobs = init.blobs;
+    this.keyring = init.keyring;
+    this.recovery = init.recovery;
+    this.hashBackend = init.hashBackend;
+    this.verifier = init.verifier;
+    this.extraTrust = init.options.trust;
+    this.maxSummaryBytes = init.options.maxSummaryBytes ?? DEFAULT_MAX_SUMMARY_BYTES;
+    this.authorizer = init.options.authorizer;
+    this.clock = init.options.clock ?? (() => new Date());
+  }
+
+  /** Every key this ledger trusts: its own trust file plus the keys passed in `trust`. */
+  trustStore(): TrustStore {
+    return mergeTrust(this.keyring.trustStore(), this.extraTrust);
+  }
+
+  get keyId(): string {
+    return this.keyring.signer.keyId;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new LedgerError('CLOSED', 'the ledger is closed');
+  }
+
+  private authorize(scope: Scope, action: Action): Promise<void> {
+    return authorize(this.log, this.authorizer, scope.principal, scope.session, action);
+  }
+
+  /**
+   * Publishes a compaction summary: validates it, stores it as a blob, and appends a signed manifest
+   * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
+   * before that leaves no manifest and the previous head intact.
+   * @throws LedgerError `INVALID_ID`, `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `CANCELLED`, `CLOSED`;
+   *   StoreError / ManifestError `STORAGE_FAILED`
+   */
+  async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
+    this.assertOpen();
+    const { signal } = options;
+    // Publish step 1: validate ids; authorize.
+    const s = parsePublishScope(scope);
+    throwIfCancelled(signal);
+    await this.authorize(s, 'publish');
+    // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
+    const { bytes } = validateSummary(summary, this.maxSummaryBytes);
+    // Publish step 3: encode canonically → put the blob durably (blob durable before manifest).
+    const blob = await this.blobs.put(bytes, { signal, maxBytes: this.maxSummaryBytes }).catch((err) => {
+      throw toLedgerCancel(err);
+    });
+    // Publish step 4: under the chain's lock.
+    return this.chains.run(s.session, async () => {
+      // Point of no return: re-check cancellation and authorization, then build, sign, append.
+      throwIfCancelled(signal);
+      await this.authorize(s, 'publish');
+      const head = await this.log.head(s.session);
+      if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
+        throw new LedgerError('CHAIN_CONFLICT', `session ${s.session}: the head moved (expected ${options.expectedPrev ?? 'an empty chain'})`);
+      }
+      const signer = this.keyring.signer;
+      const manifest: Manifest = {
+        v: 1,
+        kind: 'compaction',
+        host: this.host,
+        principal: s.principal,
+        session: s.session,
+        run: s.run,
+        seq: head ? head.seq + 1 : 0,
+        prev: head ? head.id : null,
+        summary: { digest: blob.digest, size: blob.size, mediaType: SUMMARY_MEDIA_TYPE },
+        ...(options.covers ? { covers: options.covers } : {}),
+        createdAt: this.clock().toISOString(),
+        keyId: signer.keyId,
+      };
+      const payload = encodeManifest(manifest);
+      const id = manifestId(payload);
+      const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
+      throwIfCancelled(signal);
+      await this.log.append({ session: s.session, principal: s.principal, seq: manifest.seq, prev: manifest.prev, id, envelope: serializeEnvelope(envelope) });
+      // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
+      this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
+      await this.log.setWatermark(s.session, manifest.seq).catch(() => {});
+      return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
+    });
+  }
+
+  /** Verifies one stored entry: signature with the trust store, then scope, then its place in the chain. */
+  private verifyEntry(entry: LogEntry, session: string, seq: number, expectedId?: Digest): VerifiedManifest {
+    const verified = verifyManifestEnvelope(entry.envelope, { trust: this.trustStore(), verifier: this.verifier });
+    const m = verified.manifest;
+    if (m.session !== session) {
+      throw new LedgerError('SCOPE_MISMATCH', `the manifest at session ${session} seq ${seq} belongs to session ${m.session}`);
+    }
+    if (m.seq !== seq || m.principal !== entry.principal || (expectedId !== undefined && verified.id !== expectedId)) {
+      throw new LedgerError('CHAIN_BROKEN', `session ${session}: the entry at seq ${seq} is not the manifest its chain records`);
+    }
+    return verified;
+  }
+
+  private async readHead(session: string): Promise<ChainHead | undefined> {
+    const [head, stored] = await Promise.all([this.log.head(session), this.log.getWatermark(session)]);
+    const known = Math.max(this.watermarks.get(session) ?? -1, stored ?? -1);
+    // Resume: refuse a head below the highest seq ever verified or published here (rollback).
+    if ((head?.seq ?? -1) < known) {
+      throw new LedgerError('ROLLBACK', `session ${session}: head is at seq ${head?.seq ?? 'none'}, but seq ${known} was already verified`);
+    }
+    if (head && (await this.log.entry(session, head.seq + 1))) {
+      throw new LedgerError('ROLLBACK', `session ${session}: entries exist beyond the head at seq ${head.seq}`);
+    }
+    return head;
+  }
+
+  /**
+   * Returns the latest verified summary of a session, or `undefined` when it has none. Verifies the
+   * signature (trusted key for the host at its time), the scope, the link to the previous entry and
+   * the blob's digest and size before any summary byte is returned.
+   * @throws LedgerError `ROLLBACK`, `SCOPE_MISMATCH`, `CHAIN_BROKEN`, `UNAUTHORIZED`, `REVOKED`;
+   *   ManifestError `SIGNATURE_INVALID`, `KEY_UNTRUSTED`, `KEY_EXPIRED`, `KEY_REVOKED`, `MANIFEST_INVALID`;
+   *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
+   */
+  async resume(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<Resumed | undefined> {
+    this.assertOpen();
+    const s = parseScope(scope);
+    throwIfCancelled(options.signal);
+    await this.authorize(s, 'resume');
+    const head = await this.readHead(s.session);
+    if (!head) return undefined;
+    const entry = await this.log.entry(s.session, head.seq);
+    if (!entry) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: the head names seq ${head.seq}, which is not stored`);
+    const { manifest, id } = this.verifyEntry(entry, s.session, head.seq, head.id);
+    if (manifest.seq > 0) {
+      const prev = await this.log.entry(s.session, manifest.seq - 1);
+      if (!prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${manifest.seq - 1} is missing`);
+      this.verifyEntry(prev, s.session, manifest.seq - 1, manifest.prev ?? undefined);
+    }
+    throwIfCancelled(options.signal);
+    const bytes = await this.blobs.get(manifest.summary.digest, { signal: options.signal, maxBytes: Math.max(this.maxSummaryBytes, manifest.summary.size) });
+    if (bytes.length !== manifest.summary.size) {
+      throw new StoreError('BLOB_INTEGRITY', `summary ${manifest.summary.digest} is ${bytes.length} bytes, the manifest says ${manifest.summary.size}`);
+    }
+    const summary = decodeSummary(bytes);
+    this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, head.seq));
+    await this.log.setWatermark(s.session, head.seq).catch(() => {});
+    return { summary, manifest, id, seq: head.seq };
+  }
+
+  /** The session's verified chain, oldest first. Every entry's signature, scope and link are checked. */
+  async history(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<HistoryEntry[]> {
+    this.assertOpen();
+    const s = parseScope(scope);
+    await this.authorize(s, 'history');
+    const head = await this.readHead(s.session);
+    const out: HistoryEntry[] = [];
+    let prev: Digest | null = null;
+    for await (const entry of this.log.chain(s.session)) {
+      throwIfCancelled(options.signal);
+      if (head && entry.seq > head.seq) break;
+      const v = this.verifyEntry(entry, s.session, out.length);
+      if (v.manifest.prev !== prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${entry.seq} does not link to seq ${entry.seq - 1}`);
+      prev = v.id;
+      out.push({ id: v.id, manifest: v.manifest, envelope: v.envelope });
+    }
+    if (head && (out.length !== head.seq + 1 || prev !== head.id)) {
+      throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: the chain does not end at its head`);
+    }
+    return out;
+  }
+
+  /** Grants `principal` access to `session` (or lifts a principal-wide revocation with `'*'`). Durable. */
+  async grant(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
+    return this.setGrant(principal, session, 'granted', options.by);
+  }
+
+  /** Revokes `principal`'s access to `session` (`'*'`: everywhere). Deletes nothing; durable; immediate. */
+  async revoke(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
+    // Taken under the chain lock so that no publish of this session is between its commit-point check and its append.
+    if (session === '*') return this.setGrant(principal, session, 'revoked', options.by);
+    return this.chains.run(session, () => this.setGrant(principal, session, 'revoked', options.by));
+  }
+
+  async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
+    this.assertOpen();
+    return this.log.grants.list(filter);
+  }
+
+  private async setGrant(principal: string, session: string, state: 'granted' | 'revoked', by?: string): Promise<GrantRecord> {
+    this.assertOpen();
+    parseScope({ principal, session: session === '*' ? 'all' : session });
+    const record: GrantRecord = { principal, session, state, at: this.clock().toISOString(), ...(by ? { by } : {}) };
+    await this.log.grants.put(record);
+    return record;
+  }
+
+  /** Rotates this host's key (see Keyring.rotate); later manifests are signed with the new key. */
+  async rotateKey(): Promise<string> {
+    this.assertOpen();
+    return (await this.keyring.rotate()).keyId;
+  }
+
+  /** Revokes a key from `at` (default now). */
+  async revokeKey(keyId: string, at?: string): Promise<void> {
+    this.assertOpen();
+    await this.keyring.revoke(keyId, at);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([this.log.close(), this.blobs.close()]);
+  }
+}
+
+async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<SignatureVerifier> {
+  return name === 'noble' ? nobleVerifier : nodeVerifier;
+}
+
+/**
+ * Opens a ledger. Opening is recovery: staging files of interrupted writes are cleared and every chain
+ * head is checked against its entries (`ledger.recovery` reports both).
+ * @throws ManifestError `LOCKED` when another process has the embedded store open.
+ */
+export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
+  const host = parseScope({ principal: options.host, session: 'x' }).principal;
+  const root = options.root ?? defaultRoot();
+  const clock = options.clock ?? (() => new Date());
+  await ensurePrivateDir(root, 'UNSAFE_ROOT');
+  const hashBackend = await loadHashBackend(options.hash ?? 'auto', options.onNotice);
+  // The log is opened first: its lock must be held before staging files are cleared, or a second
+  // process would delete the first one's in-flight writes.
+  const log = options.log ?? (await LevelManifestLog.open(join(root, 'manifests-v1'), options.levelLog));
+  try {
+    let stagingRemoved = 0;
+    let blobs = options.blobs;
+    if (!blobs) {
+      const opened = await FsBlobStore.open(root, { hash: hashBackend, fs: options.fs });
+      blobs = opened.store;
+      stagingRemoved = opened.recovery.stagingRemoved;
+    }
+    const headProblems = log instanceof LevelManifestLog ? await log.checkHeads() : [];
+    const keyring = await Keyring.open({ root, host, signer: options.signer, keyFile: options.keyFile, clock });
+    const verifier = await pickVerifier(options.verifier);
+    return new Ledger({ host, root, log, blobs, keyring, recovery: { stagingRemoved, headProblems }, hashBackend, verifier, options });
+  } catch (err) {
+    if (!options.log) await log.close().catch(() => {});
+    throw err;
+  }
+}
+
+export { ManifestError };

@@ -1,0 +1,301 @@
+import { describe, expect, it } from 'vitest';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { openLedger, type Ledger } from '../src/ledger.js';
+import { LevelManifestLog } from '../manifests/level-log.js';
+import { digestHex } from '../store/digest.js';
+import { nodeFsOps, type FsOps } from '../store/fs-ops.js';
+import { signEnvelope, serializeEnvelope } from '../manifests/envelope.js';
+import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, type Manifest } from '../manifests/manifest.js';
+import { decodeBase64, encodeBase64 } from '../manifests/base64.js';
+import { LocalSigner, generateJwk } from '../src/keys.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const alice = { principal: 'alice', session: 'sess-1', run: 'run-1' };
+
+async function open(root: string, extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {
+  return openLedger({ root, host: 'host-a', ...extra });
+}
+
+function blobPath(root: string, digest: string): string {
+  const hex = digestHex(digest);
+  return join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+}
+
+function raw(ledger: Ledger) {
+  return (ledger.log as LevelManifestLog).raw;
+}
+
+const entryKey = (session: string, seq: number) => `e!${session}!${seq.toString(16).padStart(12, '0')}`;
+
+describe('publish and resume', () => {
+  it('round-trips a summary and returns a receipt that names the manifest, seq and blob', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const receipt = await ledger.publish(alice, sampleSummary());
+    expect(receipt.seq).toBe(0);
+    expect(receipt.id).toMatch(/^blake3:[0-9a-f]{64}$/);
+    const resumed = await ledger.resume(alice);
+    expect(resumed?.summary).toEqual(sampleSummary());
+    expect(resumed?.id).toBe(receipt.id);
+    expect(resumed?.manifest).toMatchObject({ host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-1', seq: 0, prev: null });
+    await ledger.close();
+  });
+
+  it('returns undefined for a session with no compaction', async () => {
+    const ledger = await open(tempDir());
+    expect(await ledger.resume({ principal: 'alice', session: 'nothing-yet' })).toBeUndefined();
+    await ledger.close();
+  });
+
+  it('survives close and reopen', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    const receipt = await ledger.publish(alice, sampleSummary('before restart'));
+    await ledger.close();
+    ledger = await open(root);
+    const resumed = await ledger.resume(alice);
+    expect(resumed?.summary.task).toContain('before restart');
+    expect(resumed?.id).toBe(receipt.id);
+    const next = await ledger.publish(alice, sampleSummary('after restart'));
+    expect(next.seq).toBe(1);
+    expect((await ledger.history(alice))[1]?.manifest.prev).toBe(receipt.id);
+    await ledger.close();
+  });
+
+  it('links 100 sequential publishes as seq 0..99 by prev', async () => {
+    const ledger = await open(tempDir());
+    const ids: string[] = [];
+    for (let i = 0; i < 100; i++) ids.push((await ledger.publish(alice, sampleSummary(i))).id);
+    const history = await ledger.history(alice);
+    expect(history.map((h) => h.manifest.seq)).toEqual([...Array(100).keys()]);
+    history.forEach((h, i) => {
+      expect(h.id).toBe(ids[i]);
+      expect(h.manifest.prev).toBe(i === 0 ? null : ids[i - 1]);
+    });
+    expect((await ledger.resume(alice))?.summary.task).toContain('(99)');
+    await ledger.close();
+  });
+
+  it('stores the canonical summary bytes under their digest, blob files 0600', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const r = await ledger.publish(alice, { nextSteps: ['b'], state: 's', task: 't' });
+    const path = blobPath(root, r.digest);
+    expect(readFileSync(path, 'utf8')).toBe('{"nextSteps":["b"],"state":"s","task":"t"}');
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(statSync(root).mode & 0o777).toBe(0o700);
+    await ledger.close();
+  });
+
+  it('refuses a stale expectedPrev with CHAIN_CONFLICT and appends nothing', async () => {
+    const ledger = await open(tempDir());
+    const first = await ledger.publish(alice, sampleSummary(1), { expectedPrev: null });
+    await ledger.publish(alice, sampleSummary(2), { expectedPrev: first.id });
+    await expect(ledger.publish(alice, sampleSummary(3), { expectedPrev: first.id })).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+    await expect(ledger.publish(alice, sampleSummary(3), { expectedPrev: null })).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+    expect((await ledger.history(alice)).length).toBe(2);
+    await ledger.close();
+  });
+});
+
+describe('summary validation', () => {
+  it.each([
+    ['SUMMARY_EMPTY', undefined],
+    ['SUMMARY_EMPTY', ''],
+    ['SUMMARY_EMPTY', { task: '  ', state: '\n', nextSteps: [] }],
+    ['SUMMARY_INVALID', { task: 't', state: 's' }],
+    ['SUMMARY_INVALID', { task: 't', state: 's', nextSteps: [], extra: 'x' }],
+    ['SUMMARY_INVALID', { task: 't\ud800', state: 's', nextSteps: [] }],
+    ['SUMMARY_INVALID', { task: 't', state: 's', nextSteps: [], files: [{ path: '../etc/passwd' }] }],
+    ['SUMMARY_INVALID', { task: 't', state: 's', nextSteps: [], files: [{ path: '/abs' }] }],
+    ['SUMMARY_INVALID', 'Error: model overloaded'],
+    ['SUMMARY_INCOMPLETE', { task: 't', state: 's', nextSteps: [], incomplete: true }],
+    ['SUMMARY_TOO_LARGE', { task: 'x'.repeat(2 * 1024 * 1024), state: 's', nextSteps: [] }],
+  ])('refuses with %s and publishes nothing (%#)', async (code, summary) => {
+    const ledger = await open(tempDir());
+    await ledger.publish(alice, sampleSummary('kept'));
+    await expect(ledger.publish(alice, summary)).rejects.toMatchObject({ name: 'LedgerError', code });
+    expect((await ledger.resume(alice))?.summary.task).toContain('kept');
+    expect((await ledger.history(alice)).length).toBe(1);
+    await ledger.close();
+  });
+
+  it('honours a configured maxSummaryBytes', async () => {
+    const ledger = await open(tempDir(), { maxSummaryBytes: 200 });
+    await expect(ledger.publish(alice, { ...sampleSummary(), notes: 'n'.repeat(300) })).rejects.toMatchObject({ code: 'SUMMARY_TOO_LARGE' });
+    await ledger.close();
+  });
+});
+
+describe('ids', () => {
+  it.each(['../x', 'a/b', '', 'x'.repeat(129), 'a\0b', 'аlice' /* Cyrillic а */, '-lead', 'a b', '.', '..', 'a\\b', 'ａ'])(
+    'refuses %j with INVALID_ID and creates no file outside the root',
+    async (bad) => {
+      const parent = tempDir();
+      const root = join(parent, 'store');
+      const ledger = await open(root);
+      const before = readdirSync(parent);
+      for (const scope of [{ ...alice, principal: bad }, { ...alice, session: bad }, { ...alice, run: bad }]) {
+        await expect(ledger.publish(scope, sampleSummary())).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ID' });
+      }
+      await expect(ledger.resume({ principal: 'alice', session: bad })).rejects.toMatchObject({ code: 'INVALID_ID' });
+      expect(readdirSync(parent)).toEqual(before);
+      await ledger.close();
+    },
+  );
+
+  it('refuses an invalid host id at open', async () => {
+    await expect(openLedger({ root: tempDir(), host: '../evil' })).rejects.toMatchObject({ code: 'INVALID_ID' });
+  });
+});
+
+describe('tampering is refused and returns no summary bytes', () => {
+  it('a flipped byte in a stored blob → BLOB_INTEGRITY', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const r = await ledger.publish(alice, sampleSummary());
+    const path = blobPath(root, r.digest);
+    const bytes = readFileSync(path);
+    bytes[10]! ^= 0x01;
+    writeFileSync(path, bytes);
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
+    await ledger.close();
+  });
+
+  it('a deleted blob → BLOB_NOT_FOUND', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const r = await ledger.publish(alice, sampleSummary());
+    await ledger.blobs.delete(r.digest);
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'BLOB_NOT_FOUND' });
+    await ledger.close();
+  });
+
+  it('an edited manifest entry in the database → SIGNATURE_INVALID', async () => {
+    const ledger = await open(tempDir());
+    await ledger.publish(alice, sampleSummary());
+    const db = raw(ledger);
+    const entry = JSON.parse((await db.get(entryKey('sess-1', 0)))!);
+    const env = JSON.parse(entry.envelope);
+    const manifest = JSON.parse(new TextDecoder().decode(decodeBase64(env.payload)!));
+    manifest.run = 'run-forged';
+    env.payload = encodeBase64(encodeManifest(manifest));
+    entry.envelope = JSON.stringify(env);
+    await db.put(entryKey('sess-1', 0), JSON.stringify(entry));
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'ManifestError', code: 'SIGNATURE_INVALID' });
+    await expect(ledger.history(alice)).rejects.toMatchObject({ code: 'SIGNATURE_INVALID' });
+    await ledger.close();
+  });
+
+  it("a manifest of session A placed at session B's head → SCOPE_MISMATCH", async () => {
+    const ledger = await open(tempDir());
+    await ledger.publish({ ...alice, session: 'sess-a' }, sampleSummary('A'));
+    await ledger.publish({ ...alice, session: 'sess-b' }, sampleSummary('B'));
+    const db = raw(ledger);
+    await db.put(entryKey('sess-b', 0), (await db.get(entryKey('sess-a', 0)))!);
+    const headA = JSON.parse((await db.get('h!sess-a'))!);
+    await db.put('h!sess-b', JSON.stringify({ ...headA, session: 'sess-b' }));
+    await expect(ledger.resume({ principal: 'alice', session: 'sess-b' })).rejects.toMatchObject({ name: 'LedgerError', code: 'SCOPE_MISMATCH' });
+    await ledger.close();
+  });
+
+  it('a manifest signed by an unknown key → KEY_UNTRUSTED', async () => {
+    const ledger = await open(tempDir());
+    const r = await ledger.publish(alice, sampleSummary());
+    const stranger = new LocalSigner(generateJwk());
+    const forged: Manifest = { v: 1, kind: 'compaction', host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-x', seq: 1, prev: r.id,
+      summary: { digest: r.digest, size: r.size, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' }, createdAt: new Date().toISOString(), keyId: stranger.keyId };
+    const payload = encodeManifest(forged);
+    const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, stranger);
+    const db = raw(ledger);
+    await db.put(entryKey('sess-1', 1), JSON.stringify({ position: 1, session: 'sess-1', seq: 1, id: manifestId(payload), principal: 'alice', envelope: serializeEnvelope(env) }));
+    await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: manifestId(payload), owner: 'alice' }));
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'ManifestError', code: 'KEY_UNTRUSTED' });
+    await ledger.close();
+  });
+
+  it('a head moved back → ROLLBACK, also after a restart', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    for (let i = 0; i < 3; i++) await ledger.publish(alice, sampleSummary(i));
+    expect((await ledger.resume(alice))?.seq).toBe(2);
+    const db = raw(ledger);
+    const entry1 = JSON.parse((await db.get(entryKey('sess-1', 1)))!);
+    await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: entry1.id, owner: 'alice' }));
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'ROLLBACK' });
+    await db.del(entryKey('sess-1', 2)); // hide the evidence too
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'ROLLBACK' });
+    await ledger.close();
+    ledger = await open(root);
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'LedgerError', code: 'ROLLBACK' });
+    await ledger.close();
+  });
+
+  it('a head whose id does not match its entry → CHAIN_BROKEN', async () => {
+    const ledger = await open(tempDir());
+    await ledger.publish(alice, sampleSummary(0));
+    await ledger.publish(alice, sampleSummary(1));
+    const db = raw(ledger);
+    const head = JSON.parse((await db.get('h!sess-1'))!);
+    await db.put('h!sess-1', JSON.stringify({ ...head, id: 'blake3:' + '0'.repeat(64) }));
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'CHAIN_BROKEN' });
+    await ledger.close();
+  });
+});
+
+describe('failures leave no manifest', () => {
+  it('a failed blob write (injected EIO at fsync) leaves the previous head intact', async () => {
+    const root = tempDir();
+    let fail = false;
+    const fs: FsOps = { ...nodeFsOps, fsync: async (h) => { if (fail) throw Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }); return nodeFsOps.fsync(h); } };
+    const ledger = await open(root, { fs });
+    const first = await ledger.publish(alice, sampleSummary('first'));
+    fail = true;
+    const err = await ledger.publish(alice, sampleSummary('second')).catch((e) => e);
+    expect(err).toMatchObject({ name: 'StoreError', code: 'STORAGE_FAILED' });
+    expect(err.cause).toMatchObject({ code: 'EIO' });
+    expect((await ledger.resume(alice))?.id).toBe(first.id);
+    expect((await ledger.history(alice)).length).toBe(1);
+    expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    fail = false;
+    expect((await ledger.publish(alice, sampleSummary('retry'))).seq).toBe(1);
+    await ledger.close();
+  });
+
+  it('a cancelled publish leaves no manifest and no staging file', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const first = await ledger.publish(alice, sampleSummary('first'));
+    const ac = new AbortController();
+    ac.abort(new Error('user pressed stop'));
+    await expect(ledger.publish(alice, sampleSummary('x'), { signal: ac.signal })).rejects.toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    expect((await ledger.resume(alice))?.id).toBe(first.id);
+    expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    await ledger.close();
+  });
+});
+
+describe('one process owns an embedded store', () => {
+  it('a second opener of the same root gets LOCKED with a message saying what to do', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const err = await open(root).catch((e) => e);
+    expect(err).toMatchObject({ name: 'ManifestError', code: 'LOCKED' });
+    expect(err.message).toMatch(/another process.*PostgreSQL/s);
+    await ledger.close();
+    (await open(root)).close();
+  });
+
+  it('refuses a root that others can write or that is a symlink', async () => {
+    const { chmodSync, symlinkSync } = await import('node:fs');
+    const dir = tempDir();
+    chmodSync(dir, 0o777);
+    await expect(openLedger({ root: dir, host: 'h' })).rejects.toMatchObject({ code: 'UNSAFE_ROOT' });
+    chmodSync(dir, 0o700);
+    const link = join(tempDir(), 'link');
+    symlinkSync(dir, link);
+    await expect(openLedger({ root: link, host: 'h' })).rejects.toMatchObject({ code: 'UNSAFE_ROOT' });
+    expect(existsSync(join(dir, 'manifests-v1'))).toBe(false);
+  });
+});

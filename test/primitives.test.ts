@@ -1,0 +1,150 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import jcsReference from 'canonicalize';
+import { blake3 } from '@noble/hashes/blake3.js';
+import { bytesToHex, digestHex, digestOf, hashBytes, isDigest, nobleBlake3 } from '../store/digest.js';
+import { loadHashBackend } from '../store/hash-backends.js';
+import { loadWasmBlake3 } from '../store/hash-wasm.js';
+import { StoreError } from '../store/errors.js';
+import { canonicalize } from '../manifests/canonical.js';
+import { pae, parseEnvelope } from '../manifests/envelope.js';
+import { ManifestError } from '../manifests/errors.js';
+import { decodeBase64, decodeBase64Url, encodeBase64, encodeBase64Url } from '../manifests/base64.js';
+import { readVector } from './support/vectors.js';
+
+const input = (len: number) => Uint8Array.from({ length: len }, (_, i) => i % 251);
+
+describe('BLAKE3', async () => {
+  const backends = [nobleBlake3, await loadWasmBlake3()];
+
+  it('matches inline official vectors (lengths 0, 1, 1024, 1025) on every backend', async () => {
+    const inline: Array<[number, string]> = [
+      [0, 'af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262'],
+      [1, '2d3adedff11b61f14c886e35afa036736dcd87a74d27b5c1510225d0f592e213'],
+      [1024, '42214739f095a406f3fc83deb889744ac00df831c10daa55189b5d121c855af7'],
+      [1025, 'd00278ae47eb27b34faecf67b4fe263f82d5412916c1ffd97c8cb7fb814b8444'],
+    ];
+    for (const b of backends) for (const [len, hex] of inline) expect(await hashBytes(input(len), b), `${b.name} len ${len}`).toBe(`blake3:${hex}`);
+  });
+
+  it('matches every official vector from shared/vectors on every backend, one-shot and chunked', async () => {
+    const doc = readVector<{ cases: Array<{ input_len: number; hash: string }> }>('blake3/test_vectors.json');
+    if (!doc) return expect(process.env.CI).toBeFalsy();
+    expect(doc.cases.length).toBeGreaterThan(30);
+    for (const [i, c] of doc.cases.entries()) {
+      for (const b of backends) {
+        expect(await hashBytes(input(c.input_len), b), `${b.name} case #${i} len ${c.input_len}`).toBe(`blake3:${c.hash.slice(0, 64)}`);
+        const h = await b.create();
+        const bytes = input(c.input_len);
+        for (let off = 0; off < bytes.length; off += 1000) h.update(bytes.subarray(off, off + 1000));
+        expect(`blake3:${bytesToHex(h.digest())}`, `${b.name} chunked case #${i}`).toBe(`blake3:${c.hash.slice(0, 64)}`);
+      }
+    }
+  });
+
+  it('gives the same digest on every backend for random inputs and chunkings', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.uint8Array({ maxLength: 20_000 }), fc.integer({ min: 1, max: 5000 }), async (bytes, step) => {
+        const ref = `blake3:${bytesToHex(blake3(bytes))}`;
+        for (const b of backends) {
+          const h = await b.create();
+          for (let off = 0; off < bytes.length; off += step) h.update(bytes.subarray(off, off + step));
+          expect(`blake3:${bytesToHex(h.digest())}`).toBe(ref);
+        }
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('auto-selects WASM where it loads; noble stays selectable', async () => {
+    expect((await loadHashBackend('auto')).name).toBe('wasm');
+    expect((await loadHashBackend('noble')).name).toBe('noble');
+  });
+
+  it('formats and parses digests strictly', () => {
+    expect(digestOf(new Uint8Array())).toBe('blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262');
+    expect(isDigest('blake3:' + 'a'.repeat(64))).toBe(true);
+    for (const bad of ['blake3:' + 'A'.repeat(64), 'sha256:' + 'a'.repeat(64), 'blake3:' + 'a'.repeat(63), 'blake3:../../etc', '', 42]) {
+      expect(isDigest(bad)).toBe(false);
+      expect(() => digestHex(bad as string)).toThrow(expect.objectContaining({ name: 'StoreError', code: 'INVALID_DIGEST' }));
+    }
+    expect(() => digestHex('x')).toThrow(StoreError);
+  });
+});
+
+describe('DSSE PAE', () => {
+  it('matches the DSSE protocol example', () => {
+    const out = pae('http://example.com/HelloWorld', new TextEncoder().encode('hello world'));
+    expect(new TextDecoder().decode(out)).toBe('DSSEv1 29 http://example.com/HelloWorld 11 hello world');
+  });
+
+  it('counts bytes, not characters', () => {
+    expect(new TextDecoder().decode(pae('t/é', new TextEncoder().encode('ü')))).toBe('DSSEv1 4 t/é 2 ü');
+  });
+});
+
+describe('envelope parsing', () => {
+  const ok = { payloadType: 't', payload: encodeBase64(new Uint8Array([1, 2])), signatures: [{ keyid: 'k', sig: encodeBase64(new Uint8Array(64)) }] };
+  it('accepts a well-formed envelope', () => {
+    expect(parseEnvelope(JSON.stringify(ok)).payload).toEqual(new Uint8Array([1, 2]));
+  });
+  it.each([
+    ['not JSON', '{'],
+    ['an array', '[]'],
+    ['an extra field', JSON.stringify({ ...ok, extra: 1 })],
+    ['no signatures', JSON.stringify({ ...ok, signatures: [] })],
+    ['non-canonical base64', JSON.stringify({ ...ok, payload: 'AQI' })],
+    ['a signature with an extra field', JSON.stringify({ ...ok, signatures: [{ keyid: 'k', sig: ok.signatures[0]!.sig, x: 1 }] })],
+    ['a huge line', JSON.stringify({ ...ok, payload: 'A'.repeat(100_000) })],
+    ['a __proto__ key', '{"__proto__":{"x":1},"payloadType":"t","payload":"AQI=","signatures":[]}'],
+  ])('refuses %s with ENVELOPE_INVALID', (_, text) => {
+    expect(() => parseEnvelope(text)).toThrow(expect.objectContaining({ code: 'ENVELOPE_INVALID' }));
+    expect(() => parseEnvelope(text)).toThrow(ManifestError);
+  });
+});
+
+describe('RFC 8785 canonical JSON', () => {
+  it('sorts keys by UTF-16 code units and formats numbers the ECMAScript way', () => {
+    expect(canonicalize({ b: 1, a: [true, null, 'x'], '\u20ac': 0, '\ud83d\ude00': 1, '\r': 2 })).toBe(
+      '{"\\r":2,"a":[true,null,"x"],"b":1,"€":0,"😀":1}',
+    );
+    expect(canonicalize([1e21, 1e-7, -0, 0.1, 333333333.3333333])).toBe('[1e+21,1e-7,0,0.1,333333333.3333333]');
+  });
+
+  it('equals the reference canonicalize package on random JSON values', () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 6 }), (value) => {
+        expect(canonicalize(value)).toBe(jcsReference(value));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('round-trips: parsing the canonical text and canonicalizing again gives the same text', () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 6 }), (value) => {
+        const text = canonicalize(value);
+        expect(canonicalize(JSON.parse(text))).toBe(text);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('refuses lone surrogates, non-finite numbers and class instances', () => {
+    expect(() => canonicalize('a\ud800')).toThrow(TypeError);
+    expect(() => canonicalize({ x: NaN })).toThrow(TypeError);
+    expect(() => canonicalize(new Date())).toThrow(TypeError);
+  });
+});
+
+describe('base64', () => {
+  it('round-trips and refuses non-canonical forms', () => {
+    fc.assert(fc.property(fc.uint8Array({ maxLength: 200 }), (b) => {
+      expect(decodeBase64(encodeBase64(b))).toEqual(b);
+      expect(decodeBase64Url(encodeBase64Url(b))).toEqual(b);
+    }));
+    expect(decodeBase64('AQ=')).toBeUndefined();
+    expect(decodeBase64('AR==')).toBeUndefined(); // non-zero padding bits
+    expect(decodeBase64Url('AQ==')).toBeUndefined();
+  });
+});
