@@ -2,7 +2,7 @@
 /** The `handoff-ledger` command line. Each command lives in src/cli/ and returns its exit code. */
 import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
-import { EXIT_USAGE, type CliIo, type Command } from './cli/io.js';
+import { EXIT_USAGE, UsageError, type CliIo, type Command } from './cli/io.js';
 
 const commands: Record<string, { summary: string; load: () => Promise<Command> }> = {
   init: { summary: 'create or open the store and its host key', load: async () => (await import('./cli/core.js')).init },
@@ -12,6 +12,8 @@ const commands: Record<string, { summary: string; load: () => Promise<Command> }
   grant: { summary: 'grant --principal P (--session S | --all)', load: async () => (await import('./cli/access.js')).grant },
   revoke: { summary: 'revoke --principal P (--session S | --all)', load: async () => (await import('./cli/access.js')).revoke },
   grants: { summary: 'list grants and revocations', load: async () => (await import('./cli/access.js')).grants },
+  fsck: { summary: 'check every manifest, blob and head; exit 1 on any finding', load: async () => (await import('./cli/maintenance.js')).fsck },
+  gc: { summary: 'gc --grace DURATION [--dry-run]: remove unreferenced blobs older than the grace period', load: async () => (await import('./cli/maintenance.js')).gc },
   keys: { summary: 'keys export [--out FILE] | rotate | revoke KEYID | list', load: async () => (await import('./cli/access.js')).keys },
 };
 
@@ -44,7 +46,15 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stderr.write(`handoff-ledger: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
     return EXIT_USAGE;
   }
-  return (await command.load())(rest, io);
+  try {
+    return await (await command.load())(rest, io);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr.write(`handoff-ledger: ${err.message}\n`);
+      return EXIT_USAGE;
+    }
+    throw err;
+  }
 }
 
 function isEntryPoint(): boolean {

@@ -15,3 +15,4 @@ export type { Signer, Envelope } from '../manifests/envelope.js';
 export type { Manifest } from '../manifests/manifest.js';
 export type { TrustStore, TrustedKey } from '../manifests/trust.js';
 export type { Digest } from '../store/digest.js';
+export { fsck, gc, parseDuration, type FsckReport, type FsckFinding, type GcReport } from './maintenance.js';

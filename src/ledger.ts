@@ -19,7 +19,7 @@ import { ManifestError } from '../manifests/errors.js';
 import { LevelManifestLog, type LevelManifestLogOptions } from '../manifests/level-log.js';
 import type { ChainHead, GrantRecord, LogEntry, ManifestLog } from '../manifests/log.js';
 import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../manifests/manifest.js';
-import type { TrustStore } from '../manifests/trust.js';
+import { findTrustedKey, type TrustStore } from '../manifests/trust.js';
 import { verifyManifestEnvelope, type VerifiedManifest } from '../manifests/verify-manifest.js';
 import { LedgerError, throwIfCancelled } from './errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
@@ -186,6 +186,10 @@ export class Ledger {
         throw new LedgerError('CHAIN_CONFLICT', `session ${s.session}: the head moved (expected ${options.expectedPrev ?? 'an empty chain'})`);
       }
       const signer = this.keyring.signer;
+      const createdAt = this.clock().toISOString();
+      // A rotated-out or revoked key must not sign: its manifests would never verify.
+      const usable = findTrustedKey(this.trustStore(), this.host, signer.keyId, createdAt);
+      if (!usable.ok) throw new ManifestError(usable.code, `${usable.message}; rotate the host key`);
       const manifest: Manifest = {
         v: 1,
         kind: 'compaction',
@@ -197,7 +201,7 @@ export class Ledger {
         prev: head ? head.id : null,
         summary: { digest: blob.digest, size: blob.size, mediaType: SUMMARY_MEDIA_TYPE },
         ...(options.covers ? { covers: options.covers } : {}),
-        createdAt: this.clock().toISOString(),
+        createdAt,
         keyId: signer.keyId,
       };
       const payload = encodeManifest(manifest);

@@ -1,0 +1,49 @@
+/** fsck and gc commands. */
+import { fsck as runFsck, gc as runGc, parseDuration } from '../maintenance.js';
+import { EXIT_OK, EXIT_REFUSED, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+
+export async function fsck(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
+  try {
+    const ledger = await openFromArgs(values, io);
+    try {
+      const report = await runFsck(ledger, { checkBlobs: !values['skip-blobs'] });
+      const recovery = ledger.recovery;
+      if (values.json) writeJson(io.stdout, { ...report, recovery });
+      else {
+        if (recovery.stagingRemoved) io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
+        for (const f of report.findings) io.stdout.write(`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}\n`);
+        io.stdout.write(`${report.ok ? 'clean' : `${report.findings.length} finding(s)`}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`);
+      }
+      return report.ok && recovery.headProblems.length === 0 ? EXIT_OK : EXIT_REFUSED;
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}
+
+export async function gc(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(argv, { ...storeOptions, grace: { type: 'string' }, 'dry-run': { type: 'boolean', default: false } });
+  try {
+    if (values.grace === undefined) throw new UsageError('--grace DURATION is required (e.g. --grace 24h)');
+    let graceMs: number;
+    try {
+      graceMs = parseDuration(values.grace);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+    const ledger = await openFromArgs(values, io);
+    try {
+      const report = await runGc(ledger, { graceMs, dryRun: values['dry-run'] });
+      if (values.json) writeJson(io.stdout, report);
+      else io.stdout.write(`${values['dry-run'] ? 'would remove' : 'removed'} ${report.removed.length} unreferenced blob(s); ${report.referenced} referenced, ${report.keptYoung} kept within the grace period\n`);
+      return EXIT_OK;
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}

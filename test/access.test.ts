@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import { openLedger, type Ledger } from '../src/ledger.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+async function open(root = tempDir(), extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {
+  return openLedger({ root, host: 'host-a', ...extra });
+}
+
+describe('sessions belong to their first publisher', () => {
+  it('keeps two accounts publishing and resuming concurrently out of each other’s sessions', async () => {
+    const ledger = await open();
+    const sessions = (who: string) => Array.from({ length: 8 }, (_, i) => `${who}-s${i}`);
+    await Promise.all(
+      ['alice', 'bob'].flatMap((who) =>
+        sessions(who).map(async (session) => {
+          for (let i = 0; i < 3; i++) await ledger.publish({ principal: who, session, run: 'r1' }, sampleSummary(`${who}/${session}/${i}`));
+          const resumed = await ledger.resume({ principal: who, session });
+          expect(resumed?.summary.task).toContain(`${who}/${session}/2`);
+        }),
+      ),
+    );
+    for (const [me, other] of [['alice', 'bob'], ['bob', 'alice']] as const) {
+      for (const session of sessions(other)) {
+        await expect(ledger.resume({ principal: me, session })).rejects.toMatchObject({ name: 'LedgerError', code: 'UNAUTHORIZED' });
+        await expect(ledger.history({ principal: me, session })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+        await expect(ledger.publish({ principal: me, session, run: 'r9' }, sampleSummary('intruder'))).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+        const history = await ledger.history({ principal: other, session });
+        expect(history.length).toBe(3);
+        expect(history.every((h) => h.manifest.principal === other)).toBe(true);
+      }
+    }
+    await ledger.close();
+  });
+
+  it('does not let ids that differ by case or separator alias one another', async () => {
+    const ledger = await open();
+    const variants = ['proj.a', 'proj-a', 'proj:a', 'proj_a', 'Proj.a', 'PROJ.A', 'proj@a'];
+    for (const [i, session] of variants.entries()) await ledger.publish({ principal: `user${i}`, session, run: 'r' }, sampleSummary(session));
+    for (const [i, session] of variants.entries()) {
+      const resumed = await ledger.resume({ principal: `user${i}`, session });
+      expect(resumed?.summary.task).toContain(`(${session})`);
+      expect(resumed?.seq).toBe(0);
+    }
+    for (const p of ['Alice', 'ALICE']) await expect(ledger.publish({ principal: p, session: 'proj.a', run: 'r' }, sampleSummary())).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await ledger.close();
+  });
+
+  it('lets a granted principal publish into and resume another’s session, recorded as itself', async () => {
+    const ledger = await open();
+    await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary('alice'));
+    await ledger.grant('bob', 's', { by: 'ops' });
+    const r = await ledger.publish({ principal: 'bob', session: 's', run: 'r2' }, sampleSummary('bob'));
+    expect(r.seq).toBe(1);
+    const resumed = await ledger.resume({ principal: 'alice', session: 's' });
+    expect(resumed?.manifest.principal).toBe('bob');
+    expect((await ledger.grants({ principal: 'bob' }))[0]).toMatchObject({ session: 's', state: 'granted', by: 'ops' });
+    await ledger.close();
+  });
+
+  it('consults a pluggable authorizer at the start and again at the commit point', async () => {
+    const calls: string[] = [];
+    let allowCommit = true;
+    const ledger = await open(tempDir(), {
+      authorizer: ({ action, principal }) => {
+        calls.push(`${action}:${principal}`);
+        return action !== 'publish' || calls.filter((c) => c.startsWith('publish')).length % 2 === 1 || allowCommit;
+      },
+    });
+    await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary());
+    expect(calls).toEqual(['publish:alice', 'publish:alice']);
+    allowCommit = false;
+    await expect(ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(2))).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    expect((await ledger.history({ principal: 'alice', session: 's' })).length).toBe(1);
+    await ledger.close();
+  });
+});
+
+describe('revocation', () => {
+  it('takes effect for every later operation, deletes nothing, survives restart, and a re-grant restores the same history', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    const scope = { principal: 'alice', session: 's', run: 'r' };
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await ledger.publish(scope, sampleSummary(i))).id);
+    await ledger.revoke('alice', 's');
+    await expect(ledger.resume(scope)).rejects.toMatchObject({ name: 'LedgerError', code: 'REVOKED' });
+    await expect(ledger.publish(scope, sampleSummary(9))).rejects.toMatchObject({ code: 'REVOKED' });
+    await expect(ledger.history(scope)).rejects.toMatchObject({ code: 'REVOKED' });
+    await ledger.close();
+    ledger = await open(root);
+    await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'REVOKED' });
+    await ledger.grant('alice', 's');
+    const history = await ledger.history(scope);
+    expect(history.map((h) => h.id)).toEqual(ids);
+    expect((await ledger.resume(scope))?.id).toBe(ids[2]);
+    await ledger.close();
+  });
+
+  it('revoking a principal everywhere (--all) suspends it on its own sessions until lifted', async () => {
+    const ledger = await open();
+    await ledger.publish({ principal: 'alice', session: 'a1', run: 'r' }, sampleSummary());
+    await ledger.revoke('alice', '*');
+    await expect(ledger.resume({ principal: 'alice', session: 'a1' })).rejects.toMatchObject({ code: 'REVOKED' });
+    await expect(ledger.publish({ principal: 'alice', session: 'new', run: 'r' }, sampleSummary())).rejects.toMatchObject({ code: 'REVOKED' });
+    await ledger.grant('alice', '*');
+    expect((await ledger.resume({ principal: 'alice', session: 'a1' }))?.seq).toBe(0);
+    await ledger.close();
+  });
+
+  it('never lets a manifest land after REVOKED was returned, with publishes in flight', async () => {
+    for (let round = 0; round < 5; round++) {
+      const ledger = await open();
+      await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary('owner'));
+      await ledger.grant('bob', 's');
+      const outcomes: Array<{ ok: boolean; code?: string; at: number }> = [];
+      let tick = 0;
+      const publishes = Array.from({ length: 20 }, (_, i) =>
+        ledger.publish({ principal: 'bob', session: 's', run: `r${i}` }, sampleSummary(`bob${i}`)).then(
+          () => outcomes.push({ ok: true, at: tick++ }),
+          (e) => outcomes.push({ ok: false, code: e.code, at: tick++ }),
+        ),
+      );
+      await new Promise((r) => setTimeout(r, round * 3));
+      await ledger.revoke('bob', 's');
+      const revokedAt = tick++;
+      await Promise.all(publishes);
+      const firstDenied = Math.min(...outcomes.filter((o) => !o.ok).map((o) => o.at), Infinity);
+      expect(outcomes.every((o) => o.ok || o.code === 'REVOKED')).toBe(true);
+      // Successes all precede the revocation's completion, and none follows a denial.
+      expect(outcomes.filter((o) => o.ok).every((o) => o.at < revokedAt && o.at < firstDenied)).toBe(true);
+      const history = await ledger.history({ principal: 'alice', session: 's' });
+      expect(history.length).toBe(1 + outcomes.filter((o) => o.ok).length);
+      await ledger.close();
+    }
+  });
+});

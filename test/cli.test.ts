@@ -1,0 +1,124 @@
+import { describe, expect, it, beforeAll } from 'vitest';
+import { spawnSync, spawn } from 'node:child_process';
+import { existsSync, writeFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { openLedger } from '../src/ledger.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const CLI = fileURLToPath(new URL('../dist/src/cli.js', import.meta.url));
+
+function cli(args: string[], opts: { input?: string; env?: Record<string, string> } = {}) {
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    input: opts.input ?? '',
+    encoding: 'utf8',
+    env: { ...process.env, HANDOFF_LEDGER_HOST: 'cli-host', ...opts.env },
+    timeout: 60_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+beforeAll(() => {
+  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
+});
+
+describe('handoff-ledger CLI', () => {
+  it('init, publish from stdin and file, resume, history — on HANDOFF_LEDGER_ROOT', () => {
+    const root = join(tempDir(), 'store');
+    const env = { HANDOFF_LEDGER_ROOT: root };
+    expect(cli(['init'], { env })).toMatchObject({ code: 0 });
+    const s = ['--principal', 'alice', '--session', 'cli-s', '--run', 'r1'];
+    const pub = cli(['publish', ...s, '--json'], { env, input: JSON.stringify(sampleSummary('stdin')) });
+    expect(pub.code, pub.stderr).toBe(0);
+    expect(JSON.parse(pub.stdout)).toMatchObject({ seq: 0 });
+    const file = join(tempDir(), 'summary.json');
+    writeFileSync(file, JSON.stringify(sampleSummary('file')));
+    expect(cli(['publish', ...s, file], { env }).code).toBe(0);
+    const res = cli(['resume', '--principal', 'alice', '--session', 'cli-s'], { env });
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout)).toEqual(sampleSummary('file'));
+    const hist = cli(['history', '--principal', 'alice', '--session', 'cli-s', '--json'], { env });
+    expect(JSON.parse(hist.stdout).map((h: any) => h.manifest.seq)).toEqual([0, 1]);
+    expect(cli(['fsck'], { env })).toMatchObject({ code: 0 });
+  });
+
+  it('--root wins over the environment, and the default root follows XDG_STATE_HOME', () => {
+    const state = tempDir();
+    const r = cli(['init', '--json'], { env: { HANDOFF_LEDGER_ROOT: '', XDG_STATE_HOME: state } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).root).toBe(join(state, 'handoff-ledger'));
+    const explicit = join(tempDir(), 'x');
+    expect(JSON.parse(cli(['init', '--json', '--root', explicit], { env: { XDG_STATE_HOME: state } }).stdout).root).toBe(explicit);
+  });
+
+  it('exits 1 with the error code for a refused summary and an invalid id, 2 for usage errors', () => {
+    const root = join(tempDir(), 'store');
+    const bad = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], { input: '{"task":"","state":"","nextSteps":[]}' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('SUMMARY_EMPTY');
+    const notJson = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], { input: 'Error: rate limited' });
+    expect(notJson).toMatchObject({ code: 1 });
+    expect(notJson.stderr).toContain('SUMMARY_INVALID');
+    const id = cli(['resume', '--root', root, '--principal', '../etc', '--session', 's']);
+    expect(id.code).toBe(1);
+    expect(id.stderr).toContain('INVALID_ID');
+    expect(cli(['publish', '--root', root]).code).toBe(2);
+    expect(cli(['frobnicate']).code).toBe(2);
+    expect(cli(['resume', '--bogus']).code).toBe(2);
+  });
+
+  it('refuses input far over the size limit before buffering it', () => {
+    const root = join(tempDir(), 'store');
+    const r = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--max-bytes', '1000'], { input: 'x'.repeat(100_000) });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/larger than/);
+  });
+
+  it('grant, revoke, grants and keys export', () => {
+    const root = join(tempDir(), 'store');
+    const s = ['--root', root];
+    expect(cli(['publish', ...s, '--principal', 'alice', '--session', 'g', '--run', 'r'], { input: JSON.stringify(sampleSummary()) }).code).toBe(0);
+    expect(cli(['resume', ...s, '--principal', 'bob', '--session', 'g']).stderr).toContain('UNAUTHORIZED');
+    expect(cli(['grant', ...s, '--principal', 'bob', '--session', 'g']).code).toBe(0);
+    expect(cli(['resume', ...s, '--principal', 'bob', '--session', 'g']).code).toBe(0);
+    expect(cli(['revoke', ...s, '--principal', 'bob', '--session', 'g']).code).toBe(0);
+    expect(cli(['resume', ...s, '--principal', 'bob', '--session', 'g']).stderr).toContain('REVOKED');
+    expect(JSON.parse(cli(['grants', ...s, '--json']).stdout)).toEqual([expect.objectContaining({ principal: 'bob', session: 'g', state: 'revoked' })]);
+    expect(cli(['grant', ...s, '--principal', 'bob']).code).toBe(2);
+    const out = join(tempDir(), 'trust.json');
+    expect(cli(['keys', 'export', ...s, '--out', out]).code).toBe(0);
+    const trust = JSON.parse(readFileSync(out, 'utf8'));
+    expect(trust).toMatchObject({ version: 1, keys: [expect.objectContaining({ host: 'cli-host' })] });
+    expect(cli(['keys', 'rotate', ...s]).code).toBe(0);
+    expect(JSON.parse(cli(['keys', 'export', ...s]).stdout).keys).toHaveLength(2);
+  });
+
+  it('a second process opening the same root gets LOCKED, exit 2, with what to do', async () => {
+    const root = join(tempDir(), 'store');
+    const ledger = await openLedger({ root, host: 'h' });
+    await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary());
+    const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [CLI, 'resume', '--root', root, '--principal', 'alice', '--session', 's']);
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/LOCKED: .*another process.*PostgreSQL/s);
+    await ledger.close();
+    expect(cli(['resume', '--root', root, '--principal', 'alice', '--session', 's']).code).toBe(0);
+  });
+
+  it('fsck exits 1 on a finding; gc needs --grace', () => {
+    const root = join(tempDir(), 'store');
+    const pub = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--json'], { input: JSON.stringify(sampleSummary()) });
+    const { digest } = JSON.parse(pub.stdout);
+    const hex = digest.slice(7);
+    writeFileSync(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), 'tampered');
+    const f = cli(['fsck', '--root', root]);
+    expect(f.code).toBe(1);
+    expect(f.stdout).toContain('BLOB_INTEGRITY');
+    expect(cli(['gc', '--root', root]).code).toBe(2);
+    expect(cli(['gc', '--root', root, '--grace', '1h']).code).toBe(0);
+  });
+});

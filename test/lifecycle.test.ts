@@ -1,0 +1,240 @@
+import { describe, expect, it } from 'vitest';
+import { chmodSync, readdirSync, utimesSync, writeFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { openLedger, type Ledger } from '../src/ledger.js';
+import { fsck, gc, parseDuration } from '../src/maintenance.js';
+import { nodeFsOps, type FsOps } from '../store/fs-ops.js';
+import { digestHex } from '../store/digest.js';
+import { LocalSigner, generateJwk } from '../src/keys.js';
+import type { BatchOp } from '../manifests/level-log.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's', run: 'r' };
+
+async function open(root = tempDir(), extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {
+  return openLedger({ root, host: 'host-a', ...extra });
+}
+
+describe('concurrency inside one process', () => {
+  it('serializes 64 concurrent publishes into one session as seq 0..63, one linear chain', async () => {
+    const ledger = await open();
+    const receipts = await Promise.all(Array.from({ length: 64 }, (_, i) => ledger.publish(scope, sampleSummary(i))));
+    expect(receipts.map((r) => r.seq).sort((a, b) => a - b)).toEqual([...Array(64).keys()]);
+    const history = await ledger.history(scope);
+    expect(history.length).toBe(64);
+    expect(new Set(history.map((h) => h.id)).size).toBe(64);
+    const report = await fsck(ledger);
+    expect(report).toMatchObject({ ok: true, manifests: 64 });
+    await ledger.close();
+  });
+
+  it('gives CHAIN_CONFLICT to every loser of an expectedPrev race, and nothing partial', async () => {
+    const ledger = await open();
+    const base = await ledger.publish(scope, sampleSummary('base'));
+    const results = await Promise.allSettled(
+      Array.from({ length: 64 }, (_, i) => ledger.publish(scope, sampleSummary(i), { expectedPrev: base.id })),
+    );
+    const won = results.filter((r) => r.status === 'fulfilled');
+    expect(won.length).toBe(1);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'CHAIN_CONFLICT' });
+    expect((await ledger.history(scope)).length).toBe(2);
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+
+  it('lets publishes on different chains share one durable batch (group commit)', async () => {
+    let batches = 0;
+    const writeBatch = async (db: any, ops: BatchOp[]) => {
+      batches++;
+      await db.batch(ops, { sync: true });
+    };
+    const ledger = await open(tempDir(), { levelLog: { writeBatch } });
+    await Promise.all(Array.from({ length: 32 }, (_, i) => ledger.publish({ ...scope, session: `s${i}` }, sampleSummary(i))));
+    expect(batches).toBeLessThan(32);
+    for (let i = 0; i < 32; i++) expect((await ledger.resume({ principal: 'alice', session: `s${i}` }))?.seq).toBe(0);
+    await ledger.close();
+  });
+});
+
+describe('cancellation', () => {
+  const steps: Array<keyof FsOps> = ['open', 'write', 'fsync', 'close', 'mkdir', 'link', 'fsyncDir'];
+  it.each(steps)('an abort during the blob %s step leaves no manifest and no staging file', async (step) => {
+    const root = tempDir();
+    let ac: AbortController | undefined;
+    const fs: FsOps = { ...nodeFsOps };
+    (fs as any)[step] = async (...args: unknown[]) => {
+      ac?.abort(new Error(`stop at ${step}`));
+      return (nodeFsOps as any)[step](...args);
+    };
+    const ledger = await open(root, { fs });
+    const first = await ledger.publish({ ...scope, session: 'other' }, sampleSummary('x')); // shard dirs exist for some digests
+    ac = new AbortController();
+    const outcome = await ledger.publish(scope, sampleSummary(`abort-${step}`), { signal: ac.signal }).catch((e) => e);
+    if (step === 'mkdir' && !ac.signal.aborted) {
+      expect(outcome.seq).toBe(0); // no new shard directory was needed: nothing to abort at
+    } else {
+      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+      expect(await ledger.resume({ principal: 'alice', session: 's' })).toBeUndefined();
+    }
+    expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    expect(first.seq).toBe(0);
+    await ledger.close();
+  });
+
+  it('an abort during the durable batch write (after the point of no return) still publishes', async () => {
+    let ac: AbortController | undefined;
+    const writeBatch = async (db: any, ops: BatchOp[]) => {
+      ac?.abort(new Error('too late'));
+      await db.batch(ops, { sync: true });
+    };
+    const ledger = await open(tempDir(), { levelLog: { writeBatch } });
+    ac = new AbortController();
+    const receipt = await ledger.publish(scope, sampleSummary('committed'), { signal: ac.signal });
+    expect(ac.signal.aborted).toBe(true);
+    expect((await ledger.resume(scope))?.id).toBe(receipt.id);
+    await ledger.close();
+  });
+
+  it('an abort while waiting for the chain lock (blob already stored) leaves no manifest', async () => {
+    const writeBatch = async (db: any, ops: BatchOp[]) => {
+      await new Promise((r) => setTimeout(r, 40)); // a slow disk keeps the chain lock busy
+      await db.batch(ops, { sync: true });
+    };
+    const ledger = await open(tempDir(), { levelLog: { writeBatch } });
+    const ac = new AbortController();
+    const slow = Array.from({ length: 5 }, (_, i) => ledger.publish(scope, sampleSummary(i)));
+    const cancelled = ledger.publish(scope, sampleSummary('cancelled'), { signal: ac.signal });
+    await new Promise((r) => setTimeout(r, 60));
+    ac.abort();
+    await expect(cancelled).rejects.toMatchObject({ code: 'CANCELLED' });
+    await Promise.all(slow);
+    const history = await ledger.history(scope);
+    expect(history.length).toBe(5);
+    await ledger.close();
+  });
+});
+
+describe('restart, recovery, fsck and gc', () => {
+  it('clears leftover staging files, fsck is clean, and gc removes only the old orphan', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    const kept = await ledger.publish(scope, sampleSummary('kept'));
+    const oldOrphan = await ledger.blobs.put(new TextEncoder().encode('orphan from a crashed publish'));
+    const youngOrphan = await ledger.blobs.put(new TextEncoder().encode('orphan of a publish in flight'));
+    await ledger.close();
+    const hex = digestHex(oldOrphan.digest);
+    const past = new Date(Date.now() - 3 * 86_400_000);
+    utimesSync(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), past, past);
+    writeFileSync(join(root, 'tmp', 'deadbeef.tmp'), 'half a blob');
+    writeFileSync(join(root, 'tmp', 'cafe.tmp'), '');
+
+    ledger = await open(root);
+    expect(ledger.recovery).toEqual({ stagingRemoved: 2, headProblems: [] });
+    expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    expect(await fsck(ledger)).toMatchObject({ ok: true, chains: 1, manifests: 1, blobsChecked: 1, findings: [] });
+    const report = await gc(ledger, { graceMs: parseDuration('1d') });
+    expect(report.removed).toEqual([oldOrphan.digest]);
+    expect(report.keptYoung).toBe(1);
+    expect(await ledger.blobs.has(youngOrphan.digest)).toBe(true);
+    expect(await ledger.blobs.has(kept.digest)).toBe(true);
+    const everything = await gc(ledger, { graceMs: 0, now: Date.now() + 1000 });
+    expect(everything.removed).toEqual([youngOrphan.digest]);
+    expect((await ledger.resume(scope))?.id).toBe(kept.id);
+    await ledger.close();
+  });
+
+  it('fsck reports a corrupt blob and a missing blob', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const a = await ledger.publish(scope, sampleSummary('a'));
+    await ledger.publish({ ...scope, session: 's2' }, sampleSummary('b')).then((r) => ledger.blobs.delete(r.digest));
+    const hex = digestHex(a.digest);
+    const path = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    const bytes = readFileSync(path);
+    bytes[0]! ^= 1;
+    writeFileSync(path, bytes);
+    const report = await fsck(ledger);
+    expect(report.ok).toBe(false);
+    expect(report.findings.map((f) => f.code).sort()).toEqual(['BLOB_INTEGRITY', 'BLOB_NOT_FOUND']);
+    await ledger.close();
+  });
+
+  it('parses durations and refuses nonsense', () => {
+    expect(parseDuration('90s')).toBe(90_000);
+    expect(parseDuration('24h')).toBe(86_400_000);
+    expect(parseDuration('7d')).toBe(7 * 86_400_000);
+    expect(() => parseDuration('soon')).toThrow(RangeError);
+  });
+});
+
+describe('keys', () => {
+  it('generates a 0600 key on first open and refuses a key file readable by others', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const keyId = ledger.keyId;
+    await ledger.close();
+    const [file] = readdirSync(join(root, 'keys'));
+    expect(file).toMatch(/^[0-9a-f]{64}\.jwk$/);
+    const path = join(root, 'keys', file!);
+    chmodSync(path, 0o644);
+    await expect(open(root)).rejects.toMatchObject({ name: 'LedgerError', code: 'KEY_FILE_UNSAFE' });
+    chmodSync(path, 0o600);
+    const again = await open(root);
+    expect(again.keyId).toBe(keyId);
+    await again.close();
+  });
+
+  it('rotates: old manifests keep verifying across a restart, new ones use the new key', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    const before = await ledger.publish(scope, sampleSummary('old key'));
+    const oldKey = ledger.keyId;
+    const newKey = await ledger.rotateKey();
+    expect(newKey).not.toBe(oldKey);
+    const after = await ledger.publish(scope, sampleSummary('new key'));
+    await ledger.close();
+    ledger = await open(root);
+    expect(ledger.keyId).toBe(newKey);
+    const history = await ledger.history(scope);
+    expect(history.map((h) => h.manifest.keyId)).toEqual([oldKey, newKey]);
+    expect(history.map((h) => h.id)).toEqual([before.id, after.id]);
+    const old = ledger.trustStore().keys.find((k) => k.keyId === oldKey)!;
+    expect(old.notAfter).toBeDefined();
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+
+  it('revocation: manifests signed at or after revokedAt stop verifying, earlier ones still do, across a restart', async () => {
+    const root = tempDir();
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const clock = () => new Date(now);
+    let ledger = await open(root, { clock });
+    await ledger.publish(scope, sampleSummary(1));
+    now += 60_000;
+    await ledger.publish(scope, sampleSummary(2));
+    const keyId = ledger.keyId;
+    await ledger.revokeKey(keyId, '2026-11-30T10:00:30.000Z');
+    await ledger.close();
+    ledger = await open(root, { clock }).catch((e) => e);
+    expect(ledger).toMatchObject({ code: 'KEY_INVALID' }); // the revoked key cannot sign any more
+    // Reading only: an auditor-style open with another key trusts the same file.
+    const reader = await open(root, { clock, signer: new LocalSigner(generateJwk()) });
+    await expect(reader.resume(scope)).rejects.toMatchObject({ name: 'ManifestError', code: 'KEY_REVOKED' });
+    const report = await fsck(reader);
+    expect(report.findings).toEqual([expect.objectContaining({ code: 'KEY_REVOKED', seq: 1 })]);
+    await reader.close();
+  });
+
+  it('signs with an injected Signer (KMS/HSM) and trusts it', async () => {
+    const inner = new LocalSigner(generateJwk());
+    let calls = 0;
+    const signer = { keyId: 'kms:projects/p/keys/host-a/1', publicKey: inner.publicKey, sign: async (m: Uint8Array) => { calls++; return inner.sign(m); } };
+    const ledger = await open(tempDir(), { signer });
+    await ledger.publish(scope, sampleSummary());
+    expect(calls).toBe(1);
+    expect((await ledger.resume(scope))?.manifest.keyId).toBe(signer.keyId);
+    expect(ledger.trustStore().keys.map((k) => k.keyId)).toContain(signer.keyId);
+    await expect(ledger.rotateKey()).rejects.toMatchObject({ code: 'KEY_INVALID' });
+    await ledger.close();
+  });
+});
