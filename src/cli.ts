@@ -12,6 +12,7 @@ const commands: Record<string, { summary: string; load: () => Promise<Command> }
   grant: { summary: 'grant --principal P (--session S | --all)', load: async () => (await import('./cli/access.js')).grant },
   revoke: { summary: 'revoke --principal P (--session S | --all)', load: async () => (await import('./cli/access.js')).revoke },
   grants: { summary: 'list grants and revocations', load: async () => (await import('./cli/access.js')).grants },
+  demo: { summary: "the main job: a restricted user's session compacted, restarted and resumed", load: async () => (await import('./cli/demo.js')).run },
   fsck: { summary: 'check every manifest, blob and head; exit 1 on any finding', load: async () => (await import('./cli/maintenance.js')).fsck },
   gc: { summary: 'gc --grace DURATION [--dry-run]: remove unreferenced blobs older than the grace period', load: async () => (await import('./cli/maintenance.js')).gc },
   keys: { summary: 'keys export [--out FILE] | rotate | revoke KEYID | list', load: async () => (await import('./cli/access.js')).keys },

@@ -16,3 +16,4 @@ export type { Manifest } from '../manifests/manifest.js';
 export type { TrustStore, TrustedKey } from '../manifests/trust.js';
 export type { Digest } from '../store/digest.js';
 export { fsck, gc, parseDuration, type FsckReport, type FsckFinding, type GcReport } from './maintenance.js';
+export * from './compaction/index.js';

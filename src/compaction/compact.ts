@@ -1,0 +1,106 @@
+/**
+ * One compaction, as a Harness runs it: ask the model for the handoff (tool call or structured output),
+ * validate it, publish it, and hand back the compacted context. The model never touches a file; a
+ * rejected answer publishes nothing and leaves the previous compaction as the one `resume` returns.
+ */
+import type { Digest } from '../../store/digest.js';
+import { LedgerError, throwIfCancelled } from '../errors.js';
+import { validateSummary, type Summary } from '../summary.js';
+import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
+import { resumeContext } from './resume-context.js';
+import { compactionRequest, extractSummary, type CompactionMode } from './tool.js';
+
+export interface CompactionScope {
+  principal: string;
+  session: string;
+  run: string;
+}
+
+/** What `compact` needs of a ledger: `Ledger.publish` (structurally, so a wrapper fits too). */
+export interface PublishingLedger {
+  publish(
+    scope: CompactionScope,
+    summary: unknown,
+    options?: {
+      signal?: AbortSignal;
+      expectedPrev?: Digest | null;
+      covers?: { transcriptThrough: number; transcriptDigest?: Digest };
+    },
+  ): Promise<{ id: Digest; seq: number; digest: Digest; size: number }>;
+}
+
+export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
+  ledger: L;
+  scope: CompactionScope;
+  model: ModelAdapter;
+  /** The context to summarize: typically the previous handoff message plus the turns since. */
+  transcript: readonly ModelMessage[];
+  /** What the summary covers in the Harness's full transcript (recorded in the signed manifest). */
+  covers?: { transcriptThrough: number; transcriptDigest?: Digest };
+  signal?: AbortSignal;
+  /** `tool` (default): `submit_handoff`; `structured`: a JSON-Schema response format. */
+  mode?: CompactionMode;
+  instructions?: string;
+  maxOutputTokens?: number;
+  /**
+   * Checked before publishing, so an oversized answer fails before the store is touched. The ledger
+   * enforces its own `maxSummaryBytes` in any case.
+   */
+  maxSummaryBytes?: number;
+  /** Publish only if the chain head is still this id (`CHAIN_CONFLICT` otherwise). */
+  expectedPrev?: Digest | null;
+}
+
+export interface CompactResult<R> {
+  receipt: R;
+  summary: Summary;
+  /** The compacted context: the handoff message that replaces the summarized turns. */
+  context: ModelMessage[];
+}
+
+async function askModel(options: CompactOptions): Promise<ModelResponse> {
+  const request = compactionRequest({
+    messages: options.transcript,
+    mode: options.mode,
+    instructions: options.instructions,
+    maxOutputTokens: options.maxOutputTokens,
+  });
+  if (options.signal) request.signal = options.signal;
+  try {
+    return await options.model(request);
+  } catch (err) {
+    // An adapter aborted by our signal reports it in its own way; the contract is CANCELLED.
+    if (options.signal?.aborted) throw new LedgerError('CANCELLED', 'compaction cancelled', { cause: err });
+    throw err;
+  }
+}
+
+/**
+ * Runs one compaction: request the summary, extract it, validate it, publish it.
+ * Nothing is published unless every step succeeds; the caller keeps its context on failure.
+ * @throws LedgerError `SUMMARY_EMPTY`, `SUMMARY_INVALID`, `SUMMARY_TOO_LARGE`, `SUMMARY_INCOMPLETE`
+ *   (truncated or flagged incomplete), `CANCELLED`, plus every code of `Ledger.publish`
+ *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …); errors thrown by the model
+ *   adapter pass through unchanged
+ * @example
+ * if (shouldCompact({ usedTokens, contextWindow })) {
+ *   const { context } = await compact({ ledger, scope, model, transcript: messages, signal });
+ *   messages = context;
+ * }
+ */
+export async function compact<L extends PublishingLedger>(
+  options: CompactOptions<L>,
+): Promise<CompactResult<Awaited<ReturnType<L['publish']>>>> {
+  throwIfCancelled(options.signal);
+  const response = await askModel(options);
+  throwIfCancelled(options.signal);
+  const value = extractSummary(response);
+  // Publish step 2 runs again inside the ledger; this pass gives a typed summary and fails early.
+  const { summary } = validateSummary(value, options.maxSummaryBytes ?? Number.MAX_SAFE_INTEGER);
+  const publishOptions: Parameters<PublishingLedger['publish']>[2] = {};
+  if (options.signal) publishOptions.signal = options.signal;
+  if (options.covers) publishOptions.covers = options.covers;
+  if (options.expectedPrev !== undefined) publishOptions.expectedPrev = options.expectedPrev;
+  const receipt = (await options.ledger.publish(options.scope, summary, publishOptions)) as Awaited<ReturnType<L['publish']>>;
+  return { receipt, summary, context: [resumeContext({ summary, id: receipt.id, seq: receipt.seq })] };
+}

@@ -1,0 +1,72 @@
+/**
+ * The model adapter seam: one function from a request to a response. Any provider SDK fits behind it
+ * (a few lines map `ModelRequest` to the provider's call and its reply back to `ModelResponse`), and
+ * tests drive compaction with a scripted model instead of a network.
+ */
+
+/** One message of the model's context. `tool` messages carry a tool result for `toolCallId`. */
+export interface ModelMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string;
+  /** For `tool` messages: the call this result answers. */
+  toolCallId?: string;
+  /** For `assistant` messages that called tools. */
+  toolCalls?: ModelToolCall[];
+}
+
+/** A tool the model may call: name, description, and the JSON Schema of its input. */
+export interface ModelToolDefinition {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+}
+
+/** Structured output: the model's whole answer must be JSON matching `schema`. */
+export interface ModelResponseFormat {
+  type: 'json_schema';
+  name: string;
+  description?: string;
+  schema: Record<string, unknown>;
+  /**
+   * Provider "strict" modes require every property to be required; the summary schema has optional
+   * fields, so this is false and the library validates the answer itself.
+   */
+  strict: boolean;
+}
+
+export interface ModelRequest {
+  /** What the Harness wants: a normal turn, or a compaction summary. Adapters may ignore it. */
+  purpose: 'turn' | 'compaction';
+  messages: ModelMessage[];
+  tools?: ModelToolDefinition[];
+  /** `{ name }` forces that tool; `'none'` forbids tools. */
+  toolChoice?: 'auto' | 'none' | { name: string };
+  responseFormat?: ModelResponseFormat;
+  maxOutputTokens?: number;
+  signal?: AbortSignal;
+}
+
+/** A tool call as the provider returned it. `input` is parsed JSON, or the raw string if unparsed. */
+export interface ModelToolCall {
+  id: string;
+  name: string;
+  input: unknown;
+}
+
+/**
+ * Why the model stopped. Only `stop` and `tool_calls` mean a finished answer; `length` means the answer
+ * was cut off at the output-token limit, `content_filter` that the provider withheld part of it.
+ */
+export type ModelFinishReason = 'stop' | 'tool_calls' | 'length' | 'content_filter' | 'other';
+
+export interface ModelResponse {
+  finishReason: ModelFinishReason;
+  /** The answer text (for structured output: the JSON text). */
+  text?: string;
+  /** Structured output the provider already parsed, when it does so. */
+  output?: unknown;
+  toolCalls?: ModelToolCall[];
+}
+
+/** The adapter a Harness supplies: its provider call, mapped to these shapes. */
+export type ModelAdapter = (request: ModelRequest) => Promise<ModelResponse>;

@@ -1,0 +1,33 @@
+import { LedgerError } from '../errors.js';
+
+/** Compact when the context is 70% full: room remains for the compaction request and its answer. */
+export const DEFAULT_COMPACTION_RATIO = 0.7;
+
+export interface ShouldCompactOptions {
+  /** Tokens the current context uses (as the provider or the Harness counts them). */
+  usedTokens: number;
+  /** The model's context window, in tokens. */
+  contextWindow: number;
+  /** Fraction of the window at which to compact, in (0, 1]; default 0.7. */
+  ratio?: number;
+}
+
+/**
+ * Whether the Harness should compact now: `usedTokens >= ratio × contextWindow`.
+ * @throws LedgerError `INVALID_ARGUMENT` (negative or non-finite counts, a window ≤ 0, a ratio outside (0, 1])
+ * @example
+ * shouldCompact({ usedTokens: 140_000, contextWindow: 200_000 }); // true
+ */
+export function shouldCompact(options: ShouldCompactOptions): boolean {
+  const { usedTokens, contextWindow, ratio = DEFAULT_COMPACTION_RATIO } = options;
+  if (!Number.isFinite(usedTokens) || usedTokens < 0) {
+    throw new LedgerError('INVALID_ARGUMENT', `usedTokens must be a finite number ≥ 0, got ${usedTokens}`);
+  }
+  if (!Number.isFinite(contextWindow) || contextWindow <= 0) {
+    throw new LedgerError('INVALID_ARGUMENT', `contextWindow must be a finite number > 0, got ${contextWindow}`);
+  }
+  if (!Number.isFinite(ratio) || ratio <= 0 || ratio > 1) {
+    throw new LedgerError('INVALID_ARGUMENT', `ratio must be in (0, 1], got ${ratio}`);
+  }
+  return usedTokens >= ratio * contextWindow;
+}

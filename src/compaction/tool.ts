@@ -1,0 +1,100 @@
+/**
+ * What the model is asked for at compaction time: the `submit_handoff` tool (the summary is its input)
+ * or, for APIs with structured output, a response format with the same schema. Either way the answer
+ * goes to the Harness, never to the filesystem, so the user's file permissions play no part.
+ */
+import { summaryJsonSchema } from '../summary.js';
+import { LedgerError } from '../errors.js';
+import type { ModelMessage, ModelRequest, ModelResponse, ModelResponseFormat, ModelToolDefinition } from './model.js';
+
+export const SUBMIT_HANDOFF = 'submit_handoff';
+
+/** The `submit_handoff` tool definition. The Harness handles the call itself; it touches no file. */
+export const submitHandoffTool: ModelToolDefinition = Object.freeze({
+  name: SUBMIT_HANDOFF,
+  description:
+    'Submit the handoff summary of this session so work can continue in a fresh context. ' +
+    'Call it exactly once. The Harness stores the summary; do not write it to a file.',
+  inputSchema: summaryJsonSchema,
+});
+
+/** The structured-output format for model APIs that constrain the whole answer to a JSON Schema. */
+export const handoffResponseFormat: ModelResponseFormat = Object.freeze({
+  type: 'json_schema',
+  name: 'handoff_summary',
+  description: 'The handoff summary of this session',
+  schema: summaryJsonSchema,
+  strict: false,
+});
+
+/** How the summary is requested: through the `submit_handoff` tool, or as structured output. */
+export type CompactionMode = 'tool' | 'structured';
+
+export const DEFAULT_COMPACTION_INSTRUCTIONS =
+  'The context is nearly full. Write a handoff summary of the session so far: the task, where it stands, ' +
+  'the next steps in order, decisions, open questions and the project files that matter. ' +
+  'The next context will contain only this summary, so include everything needed to continue.';
+
+export interface CompactionRequestOptions {
+  /** The context to summarize (for example the messages since the last compaction). */
+  messages: readonly ModelMessage[];
+  mode?: CompactionMode;
+  instructions?: string;
+  maxOutputTokens?: number;
+}
+
+/** Builds the request that asks a model for the handoff summary. Only `submit_handoff` is offered. */
+export function compactionRequest(options: CompactionRequestOptions): ModelRequest {
+  const mode = options.mode ?? 'tool';
+  const how =
+    mode === 'tool'
+      ? `Call ${SUBMIT_HANDOFF} exactly once with the summary.`
+      : 'Answer only with the summary as JSON matching the response schema.';
+  const request: ModelRequest = {
+    purpose: 'compaction',
+    messages: [...options.messages, { role: 'user', content: `${options.instructions ?? DEFAULT_COMPACTION_INSTRUCTIONS}\n\n${how}` }],
+  };
+  if (mode === 'tool') {
+    request.tools = [submitHandoffTool];
+    request.toolChoice = { name: SUBMIT_HANDOFF };
+  } else {
+    request.responseFormat = handoffResponseFormat;
+  }
+  if (options.maxOutputTokens !== undefined) request.maxOutputTokens = options.maxOutputTokens;
+  return request;
+}
+
+function parseJson(text: string, what: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new LedgerError('SUMMARY_INVALID', `${what} is not JSON`, { cause: err });
+  }
+}
+
+/**
+ * Takes the summary out of a model response, before schema validation: the `submit_handoff` input,
+ * else the parsed structured output, else the answer text parsed as JSON.
+ * @throws LedgerError `SUMMARY_INCOMPLETE` (the answer was cut off: finish reason other than `stop` or
+ *   `tool_calls`), `SUMMARY_EMPTY` (no answer), `SUMMARY_INVALID` (not JSON, other tools called, or
+ *   `submit_handoff` called more than once)
+ */
+export function extractSummary(response: ModelResponse): unknown {
+  // A truncated answer can still parse (a cut-off array, a shorter string); it is never a handoff.
+  if (response.finishReason !== 'stop' && response.finishReason !== 'tool_calls') {
+    throw new LedgerError('SUMMARY_INCOMPLETE', `the model did not finish its summary (finish reason ${response.finishReason})`);
+  }
+  const calls = response.toolCalls ?? [];
+  const other = calls.find((c) => c.name !== SUBMIT_HANDOFF);
+  if (other) {
+    throw new LedgerError('SUMMARY_INVALID', `the model called ${JSON.stringify(other.name)}; only ${SUBMIT_HANDOFF} is handled during compaction`);
+  }
+  if (calls.length > 1) throw new LedgerError('SUMMARY_INVALID', `the model called ${SUBMIT_HANDOFF} ${calls.length} times`);
+  const call = calls[0];
+  if (call) return typeof call.input === 'string' ? parseJson(call.input, `the ${SUBMIT_HANDOFF} input`) : call.input;
+  if (response.output !== undefined) return response.output;
+  if (response.text === undefined || response.text.trim() === '') {
+    throw new LedgerError('SUMMARY_EMPTY', 'the model returned no summary');
+  }
+  return parseJson(response.text, 'the model answer');
+}

@@ -1,0 +1,115 @@
+/**
+ * The Ledger contract as one reusable suite: the embedded store and PostgreSQL run it unchanged
+ * (test/embedded-backend.test.ts, test/pg-backend.test.ts), so publish/resume semantics cannot drift.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Ledger, OpenLedgerOptions } from '../../src/ledger.js';
+import { fsck, gc } from '../../src/maintenance.js';
+
+export interface LedgerBackend {
+  /** Opens a ledger on this backend's storage (the same storage every call, so a reopen is a restart). */
+  open(extra?: Partial<OpenLedgerOptions>): Promise<Ledger>;
+  dispose(): Promise<void>;
+}
+
+export type LedgerBackendFactory = () => Promise<LedgerBackend>;
+
+const summary = (n: number | string) => ({ task: `task ${n}`, state: `state ${n}`, nextSteps: [`step ${n}`] });
+
+export function ledgerSuite(name: string, factory: LedgerBackendFactory, options: { skip?: boolean } = {}): void {
+  describe.skipIf(options.skip)(`Ledger conformance: ${name}`, () => {
+    let backend: LedgerBackend | undefined;
+    const ledgers: Ledger[] = [];
+    const open = async (extra?: Partial<OpenLedgerOptions>) => {
+      backend ??= await factory();
+      const l = await backend.open(extra);
+      ledgers.push(l);
+      return l;
+    };
+    afterEach(async () => {
+      for (const l of ledgers.splice(0)) await l.close().catch(() => {});
+      await backend?.dispose();
+      backend = undefined;
+    });
+    const scope = { principal: 'alice', session: 'conf-s', run: 'r1' };
+
+    it('publishes and resumes the same summary, also after a restart', async () => {
+      let ledger = await open();
+      const r = await ledger.publish(scope, summary(1));
+      expect(r.seq).toBe(0);
+      expect((await ledger.resume(scope))?.summary).toEqual(summary(1));
+      await ledger.close();
+      ledger = await open();
+      expect((await ledger.resume(scope))?.id).toBe(r.id);
+      expect((await ledger.publish(scope, summary(2))).seq).toBe(1);
+    });
+
+    it('returns undefined for a session without compactions', async () => {
+      const ledger = await open();
+      expect(await ledger.resume({ principal: 'alice', session: 'empty' })).toBeUndefined();
+    });
+
+    it('links sequential publishes by prev and verifies the history', async () => {
+      const ledger = await open();
+      const ids: string[] = [];
+      for (let i = 0; i < 20; i++) ids.push((await ledger.publish(scope, summary(i))).id);
+      const history = await ledger.history(scope);
+      expect(history.map((h) => h.id)).toEqual(ids);
+      history.forEach((h, i) => expect(h.manifest.prev).toBe(i === 0 ? null : ids[i - 1]));
+    });
+
+    it('serializes concurrent publishes into one linear chain', async () => {
+      const ledger = await open();
+      const receipts = await Promise.all(Array.from({ length: 24 }, (_, i) => ledger.publish(scope, summary(i))));
+      expect(receipts.map((r) => r.seq).sort((a, b) => a - b)).toEqual([...Array(24).keys()]);
+      expect((await fsck(ledger)).ok).toBe(true);
+    });
+
+    it('publishes concurrently into many sessions', async () => {
+      const ledger = await open();
+      await Promise.all(Array.from({ length: 16 }, (_, i) => ledger.publish({ ...scope, session: `many-${i}` }, summary(i))));
+      for (let i = 0; i < 16; i++) expect((await ledger.resume({ principal: 'alice', session: `many-${i}` }))?.summary.task).toBe(`task ${i}`);
+    });
+
+    it('refuses a stale expectedPrev with CHAIN_CONFLICT', async () => {
+      const ledger = await open();
+      const first = await ledger.publish(scope, summary(1));
+      await ledger.publish(scope, summary(2), { expectedPrev: first.id });
+      await expect(ledger.publish(scope, summary(3), { expectedPrev: first.id })).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+      expect((await ledger.history(scope)).length).toBe(2);
+    });
+
+    it('keeps other principals out, honours grants and durable revocation', async () => {
+      let ledger = await open();
+      await ledger.publish(scope, summary(1));
+      await expect(ledger.resume({ principal: 'bob', session: scope.session })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+      await ledger.grant('bob', scope.session);
+      expect((await ledger.resume({ principal: 'bob', session: scope.session }))?.seq).toBe(0);
+      await ledger.revoke('bob', scope.session);
+      await ledger.close();
+      ledger = await open();
+      await expect(ledger.resume({ principal: 'bob', session: scope.session })).rejects.toMatchObject({ code: 'REVOKED' });
+      expect(await ledger.grants({ principal: 'bob' })).toEqual([expect.objectContaining({ session: scope.session, state: 'revoked' })]);
+    });
+
+    it('publishes nothing for an invalid summary or a cancelled publish', async () => {
+      const ledger = await open();
+      await ledger.publish(scope, summary('kept'));
+      await expect(ledger.publish(scope, { task: '', state: '', nextSteps: [] })).rejects.toMatchObject({ code: 'SUMMARY_EMPTY' });
+      const ac = new AbortController();
+      ac.abort();
+      await expect(ledger.publish(scope, summary('x'), { signal: ac.signal })).rejects.toMatchObject({ code: 'CANCELLED' });
+      expect((await ledger.resume(scope))?.summary.task).toBe('task kept');
+    });
+
+    it('fsck is clean and gc keeps referenced blobs', async () => {
+      const ledger = await open();
+      const r = await ledger.publish(scope, summary(1));
+      const orphan = await ledger.blobs.put(new TextEncoder().encode('orphan'));
+      const report = await gc(ledger, { graceMs: 0, now: Date.now() + 5000 });
+      expect(report.removed).toContain(orphan.digest);
+      expect(report.removed).not.toContain(r.digest);
+      expect(await fsck(ledger)).toMatchObject({ ok: true, manifests: 1 });
+    });
+  });
+}

@@ -1,0 +1,96 @@
+/** `compact` on the real ledger: what it publishes, what it returns, and what it refuses before the store is touched. */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LedgerError } from '../../src/errors.js';
+import { openLedger, type Ledger } from '../../src/ledger.js';
+import { compact, resumeContext, type ModelRequest } from '../../src/compaction/index.js';
+import { sampleSummary, scriptedModel, submitHandoff } from '../support/harness/index.js';
+
+const scope = { principal: 'alice', session: 's1', run: 'r1' };
+let base: string;
+let ledger: Ledger;
+beforeEach(async () => {
+  base = await mkdtemp(join(tmpdir(), 'handoff-compact-'));
+  ledger = await openLedger({ root: join(base, 'store'), host: 'h1', onNotice: () => {} });
+});
+afterEach(async () => {
+  await ledger.close();
+  await rm(base, { recursive: true, force: true });
+});
+
+async function blobCount(): Promise<number> {
+  let n = 0;
+  for await (const _ of ledger.blobs.list()) n++;
+  return n;
+}
+
+describe('compact', () => {
+  it('publishes the summary with its covers and returns the receipt and the handoff context', async () => {
+    const model = scriptedModel([submitHandoff(sampleSummary())]);
+    const transcript = [{ role: 'user' as const, content: 'add retries' }];
+    const result = await compact({ ledger, scope, model, transcript, covers: { transcriptThrough: 1 } });
+
+    expect(result.summary).toEqual(sampleSummary());
+    expect(result.receipt.seq).toBe(0);
+    const resumed = await ledger.resume(scope);
+    expect(resumed?.id).toBe(result.receipt.id);
+    expect(resumed?.manifest.covers).toEqual({ transcriptThrough: 1 });
+    // The context compact returns is exactly what a restarted Harness renders from resume.
+    expect(result.context).toEqual([resumeContext(resumed!)]);
+    expect(model.requests[0]?.messages.slice(0, 1)).toEqual(transcript);
+  });
+
+  it('refuses CHAIN_CONFLICT when the head moved past expectedPrev', async () => {
+    const model = scriptedModel([submitHandoff(sampleSummary()), submitHandoff(sampleSummary({ state: 'later' }))]);
+    await compact({ ledger, scope, model, transcript: [], expectedPrev: null });
+    const err = await compact({ ledger, scope, model, transcript: [], expectedPrev: null }).catch((e: unknown) => e);
+    expect((err as LedgerError).code).toBe('CHAIN_CONFLICT');
+    expect((await ledger.history(scope)).length).toBe(1);
+  });
+
+  it('refuses an answer over maxSummaryBytes before any blob is written', async () => {
+    const model = scriptedModel([submitHandoff(sampleSummary({ notes: 'x'.repeat(600) }))]);
+    const err = await compact({ ledger, scope, model, transcript: [], maxSummaryBytes: 512 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LedgerError);
+    expect((err as LedgerError).code).toBe('SUMMARY_TOO_LARGE');
+    expect(await blobCount()).toBe(0);
+    expect(await ledger.resume(scope)).toBeUndefined();
+  });
+
+  it('does not ask the model when the signal is already aborted', async () => {
+    const model = scriptedModel([]);
+    const err = await compact({ ledger, scope, model, transcript: [], signal: AbortSignal.abort() }).catch((e: unknown) => e);
+    expect((err as LedgerError).code).toBe('CANCELLED');
+    expect(model.requests).toEqual([]);
+  });
+
+  it('reports an adapter that fails because of the abort as CANCELLED, and passes other adapter errors through', async () => {
+    const controller = new AbortController();
+    const aborting = async (): Promise<never> => {
+      controller.abort();
+      throw new DOMException('aborted', 'AbortError');
+    };
+    const cancelled = await compact({ ledger, scope, model: aborting, transcript: [], signal: controller.signal }).catch((e: unknown) => e);
+    expect((cancelled as LedgerError).code).toBe('CANCELLED');
+
+    const outage = new Error('503 from the provider');
+    const failing = async () => {
+      throw outage;
+    };
+    expect(await compact({ ledger, scope, model: failing, transcript: [] }).catch((e: unknown) => e)).toBe(outage);
+    expect(await ledger.resume(scope)).toBeUndefined();
+  });
+
+  it('passes the signal to the adapter', async () => {
+    const controller = new AbortController();
+    let seen: AbortSignal | undefined;
+    const model = async (req: ModelRequest) => {
+      seen = req.signal;
+      return { finishReason: 'tool_calls' as const, toolCalls: [{ id: '1', name: 'submit_handoff', input: sampleSummary() }] };
+    };
+    await compact({ ledger, scope, model, transcript: [], signal: controller.signal });
+    expect(seen).toBe(controller.signal);
+  });
+});

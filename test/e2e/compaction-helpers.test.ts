@@ -1,0 +1,167 @@
+/** The compaction helpers a Harness adopts as they are: the threshold, the tool, the request, the resume message. */
+import { describe, expect, it } from 'vitest';
+import { LedgerError } from '../../src/errors.js';
+import { summaryJsonSchema } from '../../src/summary.js';
+import {
+  compactionRequest,
+  DEFAULT_COMPACTION_RATIO,
+  extractSummary,
+  handoffResponseFormat,
+  HANDOFF_CONTEXT_HEADER,
+  resumeContext,
+  shouldCompact,
+  SUBMIT_HANDOFF,
+  submitHandoffTool,
+} from '../../src/compaction/index.js';
+import { sampleSummary } from '../support/harness/index.js';
+
+const ID = `blake3:${'ab'.repeat(32)}` as const;
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(LedgerError);
+    return (err as LedgerError).code;
+  }
+  return undefined;
+}
+
+describe('shouldCompact', () => {
+  it('uses 0.7 of the context window by default', () => {
+    expect(DEFAULT_COMPACTION_RATIO).toBe(0.7);
+    expect(shouldCompact({ usedTokens: 699, contextWindow: 1000 })).toBe(false);
+    expect(shouldCompact({ usedTokens: 700, contextWindow: 1000 })).toBe(true);
+    expect(shouldCompact({ usedTokens: 139_999, contextWindow: 200_000 })).toBe(false);
+    expect(shouldCompact({ usedTokens: 140_000, contextWindow: 200_000 })).toBe(true);
+  });
+
+  it('honours a custom ratio', () => {
+    expect(shouldCompact({ usedTokens: 499, contextWindow: 1000, ratio: 0.5 })).toBe(false);
+    expect(shouldCompact({ usedTokens: 500, contextWindow: 1000, ratio: 0.5 })).toBe(true);
+    expect(shouldCompact({ usedTokens: 1000, contextWindow: 1000, ratio: 1 })).toBe(true);
+  });
+
+  it.each([
+    { usedTokens: -1, contextWindow: 1000 },
+    { usedTokens: Number.NaN, contextWindow: 1000 },
+    { usedTokens: 1, contextWindow: 0 },
+    { usedTokens: 1, contextWindow: Number.POSITIVE_INFINITY },
+    { usedTokens: 1, contextWindow: 1000, ratio: 0 },
+    { usedTokens: 1, contextWindow: 1000, ratio: 1.5 },
+  ])('rejects %o with INVALID_ARGUMENT', (options) => {
+    expect(codeOf(() => shouldCompact(options))).toBe('INVALID_ARGUMENT');
+  });
+});
+
+describe('submit_handoff and the structured-output format', () => {
+  it('carry the summary JSON Schema as input and response schema', () => {
+    expect(submitHandoffTool.name).toBe(SUBMIT_HANDOFF);
+    expect(submitHandoffTool.description).toMatch(/do not write it to a file/);
+    expect(submitHandoffTool.inputSchema).toBe(summaryJsonSchema);
+    expect(handoffResponseFormat).toMatchObject({ type: 'json_schema', schema: summaryJsonSchema, strict: false });
+    expect(summaryJsonSchema).toMatchObject({ type: 'object', required: expect.arrayContaining(['task', 'state', 'nextSteps']) });
+  });
+
+  it('build a compaction request that offers only submit_handoff and forces it', () => {
+    const messages = [{ role: 'user' as const, content: 'hi' }];
+    const req = compactionRequest({ messages, maxOutputTokens: 4000 });
+    expect(req.purpose).toBe('compaction');
+    expect(req.tools).toEqual([submitHandoffTool]);
+    expect(req.toolChoice).toEqual({ name: SUBMIT_HANDOFF });
+    expect(req.responseFormat).toBeUndefined();
+    expect(req.maxOutputTokens).toBe(4000);
+    expect(req.messages[0]).toEqual(messages[0]);
+    expect(req.messages.at(-1)?.content).toMatch(/Call submit_handoff exactly once/);
+    expect(messages).toHaveLength(1);
+  });
+
+  it('build a structured-output request with no tools at all', () => {
+    const req = compactionRequest({ messages: [], mode: 'structured', instructions: 'Summarize.' });
+    expect(req.tools).toBeUndefined();
+    expect(req.responseFormat).toBe(handoffResponseFormat);
+    expect(req.messages.at(-1)?.content).toMatch(/^Summarize\.\n\nAnswer only with the summary as JSON/);
+  });
+});
+
+describe('extractSummary', () => {
+  const summary = sampleSummary();
+
+  it('takes the submit_handoff input, parsed output, or JSON text', () => {
+    expect(extractSummary({ finishReason: 'tool_calls', toolCalls: [{ id: '1', name: SUBMIT_HANDOFF, input: summary }] })).toEqual(summary);
+    expect(extractSummary({ finishReason: 'tool_calls', toolCalls: [{ id: '1', name: SUBMIT_HANDOFF, input: JSON.stringify(summary) }] })).toEqual(summary);
+    expect(extractSummary({ finishReason: 'stop', output: summary })).toEqual(summary);
+    expect(extractSummary({ finishReason: 'stop', text: JSON.stringify(summary) })).toEqual(summary);
+  });
+
+  it.each([
+    ['length', 'SUMMARY_INCOMPLETE'],
+    ['content_filter', 'SUMMARY_INCOMPLETE'],
+    ['other', 'SUMMARY_INCOMPLETE'],
+  ] as const)('refuses finish reason %s with %s even when the JSON parses', (finishReason, code) => {
+    expect(codeOf(() => extractSummary({ finishReason, text: JSON.stringify(summary) }))).toBe(code);
+  });
+
+  it('refuses two submit_handoff calls and calls to any other tool', () => {
+    const call = { id: '1', name: SUBMIT_HANDOFF, input: summary };
+    expect(codeOf(() => extractSummary({ finishReason: 'tool_calls', toolCalls: [call, { ...call, id: '2' }] }))).toBe('SUMMARY_INVALID');
+    expect(codeOf(() => extractSummary({ finishReason: 'tool_calls', toolCalls: [call, { id: '3', name: 'read_file', input: {} }] }))).toBe('SUMMARY_INVALID');
+  });
+
+  it('reports an empty answer as SUMMARY_EMPTY and non-JSON as SUMMARY_INVALID', () => {
+    expect(codeOf(() => extractSummary({ finishReason: 'stop', text: '  \n' }))).toBe('SUMMARY_EMPTY');
+    expect(codeOf(() => extractSummary({ finishReason: 'stop', text: 'Here you go: {' }))).toBe('SUMMARY_INVALID');
+  });
+});
+
+describe('resumeContext', () => {
+  it('renders every section in a fixed order as one user message', () => {
+    const message = resumeContext({
+      id: ID,
+      seq: 3,
+      summary: {
+        task: 'T',
+        state: 'S',
+        nextSteps: ['first', 'second'],
+        decisions: ['d1'],
+        openQuestions: ['q1'],
+        files: [{ path: 'src/a.ts', note: 'entry' }, { path: 'b.md' }],
+        notes: 'n',
+      },
+    });
+    expect(message.role).toBe('user');
+    expect(message.content).toBe(
+      [
+        HANDOFF_CONTEXT_HEADER,
+        `Verified compaction #3 (${ID}). The summary below was written by you at that time.`,
+        '',
+        'Task: T',
+        '',
+        'State: S',
+        '',
+        'Next steps:',
+        '1. first',
+        '2. second',
+        '',
+        'Decisions:',
+        '- d1',
+        '',
+        'Open questions:',
+        '- q1',
+        '',
+        'Files:',
+        '- src/a.ts: entry',
+        '- b.md',
+        '',
+        'Notes:',
+        'n',
+      ].join('\n'),
+    );
+  });
+
+  it('leaves out empty optional sections', () => {
+    const { content } = resumeContext({ id: ID, seq: 0, summary: { task: 'T', state: 'S', nextSteps: [], notes: ' ' } });
+    expect(content).not.toMatch(/Next steps:|Decisions:|Open questions:|Files:|Notes:/);
+    expect(content.endsWith('State: S')).toBe(true);
+  });
+});

@@ -1,0 +1,116 @@
+/** `handoff-ledger demo` (the `npm start` job), run end to end into a temporary store. */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runDemo } from '../../src/demo.js';
+import { run } from '../../src/cli/demo.js';
+import { openLedger } from '../../src/ledger.js';
+
+let base: string;
+beforeEach(async () => {
+  base = await mkdtemp(join(tmpdir(), 'handoff-demo-test-'));
+});
+afterEach(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+function collector(): Writable & { text: () => string } {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, done) {
+      chunks.push(String(chunk));
+      done();
+    },
+  });
+  return Object.assign(stream, { text: () => chunks.join('') });
+}
+
+/** The label column of each printed line, in order (blank labels continue the previous step). */
+const steps = (text: string) =>
+  text
+    .split('\n')
+    .map((l) => l.slice(0, 10).trim())
+    .filter((l) => l !== '');
+
+describe('runDemo', () => {
+  it('prints each step and leaves two verified compactions in the store', async () => {
+    const root = join(base, 'store');
+    const out = collector();
+
+    const report = await runDemo({ root, out });
+
+    const text = out.text();
+    expect(steps(text)).toEqual([
+      'handoff-le',
+      'store',
+      'account',
+      'session',
+      'turn 1',
+      'turn 2',
+      'turn 3',
+      'turn 4',
+      'turn 5',
+      'threshold',
+      'published',
+      'restart',
+      'resume',
+      'user',
+      'model',
+      'turn 6',
+      'user',
+      'published',
+      'restart',
+      'resume',
+      'user',
+      'model',
+      'account',
+      'demo compl',
+    ]);
+    expect(text).toMatch(/write README\.md → ok/);
+    expect(text).toMatch(/HANDOFF\.md → denied: outside_allowed_roots/);
+    expect(text).toMatch(/auto compaction seq 0: manifest blake3:[0-9a-f]{64}/);
+    expect(text).toMatch(/manual compaction seq 1: manifest blake3:[0-9a-f]{64}/);
+    expect(text).toMatch(/turn 5 +\d+\/1000 tokens \((7\d|8\d|9\d)%\)/);
+    expect(report.answers).toEqual(['Next I will: Add full jitter to the backoff delay.', 'Next I will: Document the retry options in README.md.']);
+
+    // The store holds what the demo printed, and it verifies on a fresh open.
+    const ledger = await openLedger({ root, host: 'demo-host', onNotice: () => {} });
+    try {
+      const history = await ledger.history({ principal: 'demo-user', session: report.session });
+      expect(history.map((h) => h.id)).toEqual(report.published.map((p) => p.id));
+      expect(history.map((h) => [h.manifest.seq, h.manifest.host, h.manifest.principal])).toEqual([
+        [0, 'demo-host', 'demo-user'],
+        [1, 'demo-host', 'demo-user'],
+      ]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('runs again on the same store in a new session', async () => {
+    const root = join(base, 'store');
+    const first = await runDemo({ root, out: collector() });
+    const second = await runDemo({ root, out: collector() });
+    expect(second.session).not.toBe(first.session);
+    expect(second.published.map((p) => p.seq)).toEqual([0, 1]);
+  });
+});
+
+describe('handoff-ledger demo (command)', () => {
+  it('exits 0 and uses HANDOFF_LEDGER_ROOT when no --root is given', async () => {
+    const stdout = collector();
+    const stderr = collector();
+    const code = await run([], { stdout, stderr, env: { HANDOFF_LEDGER_ROOT: join(base, 'env-root') } });
+    expect(stderr.text()).toBe('');
+    expect(code).toBe(0);
+    expect(stdout.text()).toContain(`store      ${join(base, 'env-root')}`);
+  });
+
+  it('exits 2 on an unknown option', async () => {
+    const stderr = collector();
+    expect(await run(['--nope'], { stdout: collector(), stderr, env: {} })).toBe(2);
+    expect(stderr.text()).toMatch(/nope/);
+  });
+});
