@@ -24,7 +24,8 @@ export type LedgerErrorCode =
   | 'KEY_INVALID'
   | 'STORAGE_FAILED'
   | 'CANCELLED'
-  | 'CLOSED';
+  | 'CLOSED'
+  | 'MODEL_FAILED';
 
 export class LedgerError extends Error {
   override readonly name = 'LedgerError';

@@ -71,7 +71,8 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
   } catch (err) {
     // An adapter aborted by our signal reports it in its own way; the contract is CANCELLED.
     if (options.signal?.aborted) throw new LedgerError('CANCELLED', 'compaction cancelled', { cause: err });
-    throw err;
+    // Provider errors arrive in every SDK's own shape; the Harness gets one code, the original as cause.
+    throw new LedgerError('MODEL_FAILED', `the model adapter failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
   }
 }
 
@@ -79,7 +80,7 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  * Runs one compaction: request the summary, extract it, validate it, publish it.
  * Nothing is published unless every step succeeds; the caller keeps its context on failure.
  * @throws LedgerError `SUMMARY_EMPTY`, `SUMMARY_INVALID`, `SUMMARY_TOO_LARGE`, `SUMMARY_INCOMPLETE`
- *   (truncated or flagged incomplete), `CANCELLED`, plus every code of `Ledger.publish`
+ *   (truncated or flagged incomplete), `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …); errors thrown by the model
  *   adapter pass through unchanged
  * @example

@@ -66,7 +66,7 @@ describe('compact', () => {
     expect(model.requests).toEqual([]);
   });
 
-  it('reports an adapter that fails because of the abort as CANCELLED, and passes other adapter errors through', async () => {
+  it('reports an adapter that fails because of the abort as CANCELLED, and other adapter errors as MODEL_FAILED with the original as cause', async () => {
     const controller = new AbortController();
     const aborting = async (): Promise<never> => {
       controller.abort();
@@ -79,7 +79,9 @@ describe('compact', () => {
     const failing = async () => {
       throw outage;
     };
-    expect(await compact({ ledger, scope, model: failing, transcript: [] }).catch((e: unknown) => e)).toBe(outage);
+    const failed = await compact({ ledger, scope, model: failing, transcript: [] }).catch((e: unknown) => e);
+    expect(failed).toMatchObject({ name: 'LedgerError', code: 'MODEL_FAILED' });
+    expect((failed as LedgerError).cause).toBe(outage);
     expect(await ledger.resume(scope)).toBeUndefined();
   });
 
