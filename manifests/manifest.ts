@@ -17,6 +17,12 @@ export const timestampSchema = z
   .refine((s) => TIMESTAMP_RE.test(s) && new Date(s).toISOString() === s, 'must be an ISO-8601 UTC time with milliseconds');
 export const keyIdSchema = z.string().regex(/^[\x21-\x7e]{1,256}$/, 'must be 1-256 printable ASCII characters');
 
+/** What a compaction summarized: the transcript up to this position, optionally with its digest. */
+export const coversSchema = z.strictObject({
+  transcriptThrough: z.int().min(0),
+  transcriptDigest: digestSchema.optional(),
+});
+
 export const manifestSchema = z.strictObject({
   v: z.literal(1),
   kind: z.literal('compaction'),
@@ -31,12 +37,7 @@ export const manifestSchema = z.strictObject({
     size: z.int().min(0),
     mediaType: z.literal(SUMMARY_MEDIA_TYPE),
   }),
-  covers: z
-    .strictObject({
-      transcriptThrough: z.int().min(0),
-      transcriptDigest: digestSchema.optional(),
-    })
-    .optional(),
+  covers: coversSchema.optional(),
   createdAt: timestampSchema,
   keyId: keyIdSchema,
 }).refine((m) => (m.seq === 0) === (m.prev === null), { message: 'prev must be null exactly when seq is 0', path: ['prev'] });

@@ -18,7 +18,7 @@ import { signEnvelope, serializeEnvelope, type Envelope, type Signer } from '../
 import { ManifestError } from '../manifests/errors.js';
 import { LevelManifestLog, type LevelManifestLogOptions } from '../manifests/level-log.js';
 import type { ChainHead, GrantRecord, LogEntry, ManifestLog } from '../manifests/log.js';
-import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../manifests/manifest.js';
+import { coversSchema, encodeManifest, manifestId, manifestSchema, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../manifests/manifest.js';
 import { findTrustedKey, type TrustStore } from '../manifests/trust.js';
 import { verifyManifestEnvelope, type VerifiedManifest } from '../manifests/verify-manifest.js';
 import { LedgerError, throwIfCancelled } from './errors.js';
@@ -98,6 +98,15 @@ export function defaultRoot(env: NodeJS.ProcessEnv = process.env): string {
   return join(state, 'handoff-ledger');
 }
 
+function parseCovers(covers: unknown): PublishOptions['covers'] {
+  if (covers === undefined) return undefined;
+  const parsed = coversSchema.safeParse(covers);
+  if (!parsed.success) {
+    throw new LedgerError('INVALID_ARGUMENT', `covers: ${parsed.error.issues[0]?.path.join('.') || '(root)'}: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  }
+  return parsed.data as PublishOptions['covers'];
+}
+
 function toLedgerCancel(err: unknown): unknown {
   if (err instanceof StoreError && err.code === 'CANCELLED') return new LedgerError('CANCELLED', 'publish cancelled', { cause: err });
   return err;
@@ -168,6 +177,7 @@ export class Ledger {
     const { signal } = options;
     // Publish step 1: validate ids; authorize.
     const s = parsePublishScope(scope);
+    const covers = parseCovers(options.covers);
     throwIfCancelled(signal);
     await this.authorize(s, 'publish');
     // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
@@ -200,10 +210,13 @@ export class Ledger {
         seq: head ? head.seq + 1 : 0,
         prev: head ? head.id : null,
         summary: { digest: blob.digest, size: blob.size, mediaType: SUMMARY_MEDIA_TYPE },
-        ...(options.covers ? { covers: options.covers } : {}),
+        ...(covers ? { covers } : {}),
         createdAt,
         keyId: signer.keyId,
       };
+      // The writer never signs what its own verifier would refuse: that would brick the chain head.
+      const checked = manifestSchema.safeParse(manifest);
+      if (!checked.success) throw new LedgerError('INVALID_ARGUMENT', `refusing to sign an invalid manifest: ${checked.error.issues[0]?.message}`);
       const payload = encodeManifest(manifest);
       const id = manifestId(payload);
       const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
@@ -359,7 +372,12 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
   const hashBackend = await loadHashBackend(options.hash ?? 'auto', options.onNotice);
   // The log is opened first: its lock must be held before staging files are cleared, or a second
   // process would delete the first one's in-flight writes.
-  const log = options.log ?? (await LevelManifestLog.open(join(root, 'manifests-v1'), options.levelLog));
+  let log = options.log;
+  if (!log) {
+    // LevelDB follows a planted symlink: check the directory like every other one in the store.
+    await ensurePrivateDir(join(root, 'manifests-v1'), 'UNSAFE_PATH');
+    log = await LevelManifestLog.open(join(root, 'manifests-v1'), options.levelLog);
+  }
   try {
     let stagingRemoved = 0;
     let blobs = options.blobs;

@@ -56,6 +56,22 @@ function* strings(value: unknown): Generator<string> {
   else if (value && typeof value === 'object') for (const v of Object.values(value)) yield* strings(v);
 }
 
+/** The rules beyond the schema, shared by publish (validate) and resume (decode) so they cannot drift. */
+function checkContent(summary: Summary): void {
+  if (summary.incomplete === true) {
+    throw new LedgerError('SUMMARY_INCOMPLETE', 'the summary is marked incomplete; it is not published');
+  }
+  if (isBlank(summary.task) && isBlank(summary.state) && summary.nextSteps.every(isBlank)) {
+    throw new LedgerError('SUMMARY_EMPTY', 'the summary has no task, state or next steps');
+  }
+  if (isBlank(summary.task) || isBlank(summary.state)) {
+    throw new LedgerError('SUMMARY_EMPTY', 'the summary needs a non-blank task and state');
+  }
+  for (const s of strings(summary)) {
+    if (!s.isWellFormed()) throw new LedgerError('SUMMARY_INVALID', 'the summary contains a lone surrogate (not valid UTF-8)');
+  }
+}
+
 export interface ValidatedSummary {
   summary: Summary;
   /** The canonical (RFC 8785) UTF-8 bytes that are stored and hashed. */
@@ -82,18 +98,7 @@ export function validateSummary(value: unknown, maxBytes: number = DEFAULT_MAX_S
     );
   }
   const summary = parsed.data;
-  if (summary.incomplete === true) {
-    throw new LedgerError('SUMMARY_INCOMPLETE', 'the summary is marked incomplete; it is not published');
-  }
-  if (isBlank(summary.task) && isBlank(summary.state) && summary.nextSteps.every(isBlank)) {
-    throw new LedgerError('SUMMARY_EMPTY', 'the summary has no task, state or next steps');
-  }
-  if (isBlank(summary.task) || isBlank(summary.state)) {
-    throw new LedgerError('SUMMARY_EMPTY', 'the summary needs a non-blank task and state');
-  }
-  for (const s of strings(summary)) {
-    if (!s.isWellFormed()) throw new LedgerError('SUMMARY_INVALID', 'the summary contains a lone surrogate (not valid UTF-8)');
-  }
+  checkContent(summary);
   const bytes = canonicalBytes(summary);
   if (bytes.length > maxBytes) {
     throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is ${bytes.length} bytes, over the limit of ${maxBytes}`);
@@ -113,5 +118,6 @@ export function decodeSummary(bytes: Uint8Array): Summary {
   }
   const parsed = summarySchema.safeParse(value);
   if (!parsed.success) throw new LedgerError('SUMMARY_INVALID', 'stored summary does not match the summary schema');
+  checkContent(parsed.data);
   return parsed.data;
 }

@@ -45,9 +45,9 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     const raw = await readLimited(input, maxSummaryBytes * 2 + 4096);
     let summary: unknown;
     try {
-      summary = JSON.parse(raw.toString('utf8'));
+      summary = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw));
     } catch (err) {
-      throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid JSON', { cause: err });
+      throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid UTF-8 JSON', { cause: err });
     }
     const ledger = await openFromArgs(values, io, { maxSummaryBytes });
     try {
