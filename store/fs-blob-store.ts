@@ -62,6 +62,7 @@ export class FsBlobStore implements BlobStore {
   private readonly hash: HashBackend;
   private readonly maxBlobBytes: number;
   private readonly fs: FsOps;
+  private readonly unsyncedDirs = new Set<string>();
 
   private constructor(root: string, options: FsBlobStoreOptions) {
     this.root = root;
@@ -90,9 +91,13 @@ export class FsBlobStore implements BlobStore {
   /** Removes every staging file left by an interrupted write (recovery on open). */
   async recover(): Promise<RecoveryReport> {
     let stagingRemoved = 0;
-    for (const name of await this.fs.readdir(this.tmpDir)) {
-      await this.fs.rm(join(this.tmpDir, name));
-      stagingRemoved++;
+    try {
+      for (const name of await this.fs.readdir(this.tmpDir)) {
+        await this.fs.rm(join(this.tmpDir, name));
+        stagingRemoved++;
+      }
+    } catch (err) {
+      throw storageFailed('recover staging', err);
     }
     return { stagingRemoved };
   }
@@ -138,6 +143,7 @@ export class FsBlobStore implements BlobStore {
       handle = undefined;
       const digest = formatDigest(hasher.digest());
       throwIfAborted(options.signal);
+      step = 'place blob';
       await this.placeBlob(staging, digest, size);
       return { digest, size };
     } catch (err) {
@@ -152,17 +158,24 @@ export class FsBlobStore implements BlobStore {
   private async placeBlob(staging: string, digest: Digest, size: number): Promise<void> {
     const hex = digestHex(digest);
     const { dir1, dir2, file } = this.pathOf(hex);
-    if (await this.ensureShardDir(dir1)) await this.fs.fsyncDir(this.blobDir).catch(wrap('fsync directory'));
-    if (await this.ensureShardDir(dir2)) await this.fs.fsyncDir(dir1).catch(wrap('fsync directory'));
+    // A directory whose new entry was not yet made durable stays on the list until an fsync of it
+    // succeeds: a retry after a failed fsync finds the entry already there and must not skip the fsync.
+    if (await this.ensureShardDir(dir1)) this.unsyncedDirs.add(this.blobDir);
+    if (await this.ensureShardDir(dir2)) this.unsyncedDirs.add(dir1);
+    this.unsyncedDirs.add(dir2);
     try {
       await this.fs.link(staging, file);
     } catch (err) {
       if (errno(err) !== 'EEXIST') throw storageFailed('link', err);
-      if (await this.existingMatches(digest, size)) return;
-      await this.quarantine(hex, file);
-      await this.fs.link(staging, file).catch(wrap('link'));
+      if (!(await this.existingMatches(digest, size))) {
+        await this.quarantine(hex, file);
+        await this.fs.link(staging, file).catch(wrap('link'));
+      }
     }
-    await this.fs.fsyncDir(dir2).catch(wrap('fsync directory'));
+    for (const dir of [...this.unsyncedDirs]) {
+      await this.fs.fsyncDir(dir).catch(wrap('fsync directory'));
+      this.unsyncedDirs.delete(dir);
+    }
   }
 
   /** Creates a shard directory if missing; returns true when it was created. Refuses a planted symlink. */
@@ -281,7 +294,8 @@ export class FsBlobStore implements BlobStore {
   }
 
   async *list(): AsyncIterable<Digest> {
-    for (const a of await this.fs.readdir(this.blobDir)) {
+    const shards = await this.fs.readdir(this.blobDir).catch(wrap('list'));
+    for (const a of shards) {
       if (!/^[0-9a-f]{2}$/.test(a)) continue;
       for (const b of await this.fs.readdir(join(this.blobDir, a)).catch(() => [] as string[])) {
         if (!/^[0-9a-f]{2}$/.test(b)) continue;
