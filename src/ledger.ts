@@ -46,7 +46,12 @@ export interface OpenLedgerOptions {
   hash?: HashBackendName;
   /** Ed25519 verification backend: `auto` (node:crypto), `node`, `noble`. */
   verifier?: 'auto' | 'node' | 'noble';
-  /** Injected backends (PostgreSQL, or tests). Default: filesystem blobs + LevelDB log under `root`. */
+  /**
+   * Share one store between processes and hosts: blobs and manifests in PostgreSQL. `root` then holds
+   * only this host's key and trust file.
+   */
+  postgres?: { connectionString: string; schema?: string; maxConnections?: number; maxBlobBytes?: number };
+  /** Injected backends (tests, custom stores). Default: filesystem blobs + LevelDB log under `root`. */
   blobs?: BlobStore;
   log?: ManifestLog;
   /** Filesystem operations of the embedded blob store (fault injection). */
@@ -373,6 +378,12 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
   // The log is opened first: its lock must be held before staging files are cleared, or a second
   // process would delete the first one's in-flight writes.
   let log = options.log;
+  let pgBlobs: BlobStore | undefined;
+  if (options.postgres && !log && !options.blobs) {
+    // Loaded only when asked for, so the embedded store never loads the PostgreSQL client.
+    const { openPostgresBackends } = await import('./pg-backend.js');
+    ({ log, blobs: pgBlobs } = await openPostgresBackends({ ...options.postgres, hash: hashBackend, maxBlobBytes: options.postgres.maxBlobBytes }));
+  }
   if (!log) {
     // LevelDB follows a planted symlink: check the directory like every other one in the store.
     await ensurePrivateDir(join(root, 'manifests-v1'), 'UNSAFE_PATH');
@@ -380,7 +391,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
   }
   try {
     let stagingRemoved = 0;
-    let blobs = options.blobs;
+    let blobs = options.blobs ?? pgBlobs;
     if (!blobs) {
       const opened = await FsBlobStore.open(root, { hash: hashBackend, fs: options.fs });
       blobs = opened.store;
@@ -392,6 +403,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
     return new Ledger({ host, root, log, blobs, keyring, recovery: { stagingRemoved, headProblems }, hashBackend, verifier, options });
   } catch (err) {
     if (!options.log) await log.close().catch(() => {});
+    if (pgBlobs) await pgBlobs.close().catch(() => {});
     throw err;
   }
 }

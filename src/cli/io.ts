@@ -45,24 +45,12 @@ export function defaultHost(env: NodeJS.ProcessEnv): string {
   return isValidId(name) ? name : 'localhost';
 }
 
-export type PostgresOpener = (connectionString: string, options: OpenLedgerOptions) => Promise<Ledger>;
-let postgresOpener: PostgresOpener | undefined;
-
-/** Lets the PostgreSQL backend register itself without the core CLI importing `pg`. */
-export function registerPostgresOpener(opener: PostgresOpener): void {
-  postgresOpener = opener;
-}
-
 export async function openFromArgs(values: { root?: string; host?: string; postgres?: string }, io: CliIo, extra: Partial<OpenLedgerOptions> = {}): Promise<Ledger> {
   const root = values.root ?? defaultRoot(io.env);
   const host = values.host ?? defaultHost(io.env);
   const options: OpenLedgerOptions = { root, host, onNotice: (m) => io.stderr.write(m + '\n'), ...extra };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
-  if (pg) {
-    if (!postgresOpener) throw new UsageError('this build has no PostgreSQL backend');
-    return postgresOpener(pg, options);
-  }
-  return openLedger(options);
+  return openLedger(pg ? { ...options, postgres: { connectionString: pg } } : options);
 }
 
 export function writeJson(out: Writable, value: unknown): void {
