@@ -1,0 +1,155 @@
+/**
+ * The PostgreSQL plumbing shared by the Postgres blob store and the Postgres manifest log: one pool,
+ * transactions that never leak a broken connection back into it, and versioned migrations run under
+ * an advisory lock. Layer-neutral: it throws driver errors as they are and each layer maps them to its
+ * own error class.
+ */
+import pg from 'pg';
+
+/** Something queries can be sent to: the pool itself or a client checked out for a transaction. */
+export type PgQueryable = Pick<pg.ClientBase, 'query'>;
+
+export interface PgConnectOptions {
+  /** `postgresql://user@host:port/db` (a Unix socket: `postgresql://user@/db?host=/run/postgresql`). */
+  connectionString?: string;
+  /** An existing pool to use instead; it is not ended by `close()`. */
+  pool?: pg.Pool;
+  /** PostgreSQL schema holding every table (default `handoff_ledger`), so no user table is ever touched. */
+  schema?: string;
+}
+
+/** One versioned, forward-only schema step. `sql` uses `{schema}` where the quoted schema name goes. */
+export interface PgMigration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export class PgDatabase {
+  readonly pool: pg.Pool;
+  /** The schema name, already quoted for SQL text. */
+  readonly schema: string;
+  private readonly ownsPool: boolean;
+  private closed = false;
+
+  /**
+   * @throws RangeError when neither a pool nor a connection string is given, or the schema name is not
+   *   a plain lowercase identifier.
+   */
+  constructor(options: PgConnectOptions) {
+    const schema = options.schema ?? 'handoff_ledger';
+    if (!SCHEMA_RE.test(schema)) throw new RangeError(`schema must match ${SCHEMA_RE}, got ${JSON.stringify(schema)}`);
+    this.schema = `"${schema}"`;
+    if (options.pool) {
+      this.pool = options.pool;
+      this.ownsPool = false;
+    } else if (options.connectionString) {
+      this.pool = new pg.Pool({ connectionString: options.connectionString, connectionTimeoutMillis: 10_000 });
+      this.ownsPool = true;
+    } else {
+      throw new RangeError('PostgreSQL backend needs a connectionString or a pool');
+    }
+    // An idle connection dropped by the server (restart, failover) is removed by the pool; without a
+    // listener the 'error' event would crash the process. The next operation reconnects.
+    this.pool.on('error', () => {});
+  }
+
+  /** Fills `{schema}` in SQL text. */
+  sql(text: string): string {
+    return text.replaceAll('{schema}', this.schema);
+  }
+
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    return this.pool.query<R>(text, values);
+  }
+
+  /**
+   * Runs `fn` inside one transaction on one connection: COMMIT when it resolves, ROLLBACK when it throws.
+   * A connection that failed (server restart, network) is destroyed rather than returned to the pool.
+   * When COMMIT itself fails the outcome is unknown to the client; callers report it as a failure.
+   */
+  async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    // A checked-out client has no pool listener: a connection lost between queries would otherwise
+    // surface as an unhandled 'error' event. The failure reaches us through the next query instead.
+    const onError = (err: Error) => {
+      broken = err;
+    };
+    client.on('error', onError);
+    try {
+      await client.query(begin);
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      if (!broken) {
+        await client.query('ROLLBACK').catch((rollbackErr: Error) => {
+          broken = rollbackErr;
+        });
+      }
+      throw err;
+    } finally {
+      client.off('error', onError);
+      client.release(broken);
+    }
+  }
+
+  /**
+   * Applies the missing migrations of `component` in one transaction under an advisory lock, so two
+   * processes opening the same database at once neither race nor apply a step twice.
+   * @throws Error when the database holds a version this code does not know (a newer library wrote it)
+   *   or a known version under another name.
+   */
+  async migrate(component: string, migrations: readonly PgMigration[]): Promise<void> {
+    await this.transaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`handoff_ledger.migrate:${this.schema}`]);
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
+      await client.query(
+        this.sql(`CREATE TABLE IF NOT EXISTS {schema}.handoff_ledger_migrations (
+          component text NOT NULL, version integer NOT NULL, name text NOT NULL,
+          applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))`),
+      );
+      const { rows } = await client.query<{ version: number; name: string }>(
+        this.sql('SELECT version, name FROM {schema}.handoff_ledger_migrations WHERE component = $1'),
+        [component],
+      );
+      const applied = new Map(rows.map((r) => [r.version, r.name]));
+      const known = new Map(migrations.map((m) => [m.version, m.name]));
+      for (const [version, name] of applied) {
+        if (!known.has(version)) {
+          throw new Error(`${component} schema v${version} in ${this.schema} is newer than this library; upgrade handoff-ledger`);
+        }
+        if (known.get(version) !== name) {
+          throw new Error(`${component} schema v${version} in ${this.schema} is "${name}", expected "${known.get(version)}"`);
+        }
+      }
+      for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+        if (applied.has(m.version)) continue;
+        await client.query(this.sql(m.sql));
+        await client.query(
+          this.sql('INSERT INTO {schema}.handoff_ledger_migrations (component, version, name) VALUES ($1, $2, $3)'),
+          [component, m.version, m.name],
+        );
+      }
+    });
+  }
+
+  /** Ends the pool when this object created it; a borrowed pool stays open for its owner. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.ownsPool) await this.pool.end();
+  }
+}
+
+/** The SQLSTATE of a PostgreSQL error, if `err` is one. */
+export function pgCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/** SQLSTATE 23505: a unique or primary key constraint refused a row. */
+export const UNIQUE_VIOLATION = '23505';

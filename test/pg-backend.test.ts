@@ -1,0 +1,236 @@
+/**
+ * The PostgreSQL backend against the shared conformance suites (BlobStore, ManifestLog, Ledger) on a
+ * throw-away cluster, plus what only a server can show: concurrent openers migrating once, commit-ordered
+ * positions under concurrent writers, a restart in the middle of writes, an unreachable server.
+ */
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import pgLib from 'pg';
+import { PgBlobStore } from '../store/pg-blob-store.js';
+import { StoreError } from '../store/errors.js';
+import { digestOf, nobleBlake3 } from '../store/digest.js';
+import { ManifestError } from '../manifests/errors.js';
+import { PgManifestLog } from '../manifests/pg-log.js';
+import type { AppendRequest, LogEntry } from '../manifests/log.js';
+import { openLedger } from '../src/ledger.js';
+import { openPostgresBackends } from '../src/pg-backend.js';
+import { blobStoreSuite } from './conformance/blob-store.js';
+import { manifestLogSuite } from './conformance/manifest-log.js';
+import { ledgerSuite } from './conformance/ledger.js';
+import { describePostgres } from './support/postgres.js';
+
+let schemas = 0;
+/** Each test gets its own schema: a fresh, empty store inside the file's database. */
+const nextSchema = () => `t${process.pid}_${schemas++}`;
+
+const utf8 = (s: string) => new TextEncoder().encode(s);
+const idOf = (session: string, seq: number) => digestOf(utf8(`${session}/${seq}`));
+const link = (session: string, seq: number): AppendRequest => ({
+  session,
+  principal: 'alice',
+  seq,
+  prev: seq === 0 ? null : idOf(session, seq - 1),
+  id: idOf(session, seq),
+  envelope: `{"e":"${session}/${seq}"}`,
+});
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of it) out.push(x);
+  return out;
+}
+
+async function rejection(p: Promise<unknown>): Promise<unknown> {
+  return p.then(
+    () => expect.unreachable('expected a rejection'),
+    (err: unknown) => err,
+  );
+}
+
+describePostgres('PostgreSQL backend', (pg) => {
+  /** Runs SQL on its own connection, outside the stores under test. */
+  async function sql<R extends pgLib.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]> {
+    const client = new pgLib.Client({ connectionString: pg.connectionString });
+    await client.connect();
+    try {
+      return (await client.query<R>(text, values)).rows;
+    } finally {
+      await client.end();
+    }
+  }
+
+  blobStoreSuite('PgBlobStore', async ({ hash, maxBlobBytes }) => {
+    const schema = nextSchema();
+    const open = () => PgBlobStore.open({ connectionString: pg.connectionString, schema, hash, maxBlobBytes });
+    const fx = {
+      store: await open(),
+      async reopen() {
+        await fx.store.close();
+        fx.store = await open();
+        return fx.store;
+      },
+      async corrupt(digest: string) {
+        await sql(
+          `UPDATE "${schema}".blob_chunks SET data = set_byte(data, 0, (get_byte(data, 0) + 1) % 256)
+           WHERE idx = 0 AND blob_id = (SELECT id FROM "${schema}".blobs WHERE digest = $1)`,
+          [digest],
+        );
+      },
+      async dispose() {
+        await fx.store.close();
+      },
+    };
+    return fx;
+  });
+
+  manifestLogSuite('PgManifestLog', async () => {
+    const schema = nextSchema();
+    const open = () => PgManifestLog.open({ connectionString: pg.connectionString, schema });
+    const fx = {
+      log: await open(),
+      async reopen() {
+        await fx.log.close();
+        fx.log = await open();
+        return fx.log;
+      },
+      async dispose() {
+        await fx.log.close();
+      },
+    };
+    return fx;
+  });
+
+  ledgerSuite('PostgreSQL', async () => {
+    const schema = nextSchema();
+    // Only the host key lives on disk; blobs and manifests are in the database.
+    const root = mkdtempSync(join(tmpdir(), 'hl-pg-ledger-'));
+    return {
+      open: async (extra) =>
+        openLedger({ root, host: 'conformance-host', ...(await openPostgresBackends({ connectionString: pg.connectionString, schema })), ...extra }),
+      dispose: () => rm(root, { recursive: true, force: true }),
+    };
+  });
+
+  describe('schema migrations', () => {
+    it('migrates once when many processes open a fresh database at the same moment', async () => {
+      const schema = nextSchema();
+      const conn = { connectionString: pg.connectionString, schema };
+      const opened = await Promise.all([
+        ...Array.from({ length: 5 }, () => PgManifestLog.open(conn)),
+        ...Array.from({ length: 5 }, () => PgBlobStore.open({ ...conn, hash: nobleBlake3 })),
+      ]);
+      await Promise.all(opened.map((o) => o.close()));
+      const rows = await sql<{ component: string; version: number }>(
+        `SELECT component, version FROM "${schema}".handoff_ledger_migrations ORDER BY component, version`,
+      );
+      expect(rows).toEqual([
+        { component: 'blobs', version: 1 },
+        { component: 'manifests', version: 1 },
+      ]);
+    });
+
+    it('refuses (STORAGE_FAILED) a database migrated by a newer library', async () => {
+      const schema = nextSchema();
+      await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();
+      await sql(`INSERT INTO "${schema}".handoff_ledger_migrations (component, version, name) VALUES ('manifests', 2, 'future')`);
+      const err = await rejection(PgManifestLog.open({ connectionString: pg.connectionString, schema }));
+      expect(err).toBeInstanceOf(ManifestError);
+      expect((err as ManifestError).code).toBe('STORAGE_FAILED');
+      expect((err as Error).message).toMatch(/newer than this library/);
+    });
+  });
+
+  describe('global order', () => {
+    it('lets a reader tailing entries() miss nothing while writers on separate connections commit concurrently', async () => {
+      const schema = nextSchema();
+      const writers = await Promise.all(Array.from({ length: 4 }, () => PgManifestLog.open({ connectionString: pg.connectionString, schema })));
+      const reader = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        let done = false;
+        const seen: LogEntry[] = [];
+        const tail = (async () => {
+          for (;;) {
+            const finished = done;
+            for await (const e of reader.entries({ afterPosition: seen.at(-1)?.position ?? -1 })) seen.push(e);
+            if (finished) return;
+          }
+        })();
+        await Promise.all(
+          writers.map(async (log, w) => {
+            for (let seq = 0; seq < 25; seq++) await Promise.all([0, 1].map((k) => log.append(link(`w${w}.${k}`, seq))));
+          }),
+        );
+        done = true;
+        await tail;
+        // Positions follow commit order: anything committed after the reader's last position lands after it.
+        expect(seen.map((e) => e.position)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+      } finally {
+        await Promise.all([...writers, reader].map((l) => l.close()));
+      }
+    });
+  });
+
+  describe('storage failures', () => {
+    const nowhere = 'postgresql://postgres@/nowhere?host=%2Fnonexistent-socket-dir';
+
+    it('throws STORAGE_FAILED with the driver error as cause when the server cannot be reached', async () => {
+      const blobErr = await rejection(PgBlobStore.open({ connectionString: nowhere, hash: nobleBlake3 }));
+      expect(blobErr).toBeInstanceOf(StoreError);
+      expect((blobErr as StoreError).code).toBe('STORAGE_FAILED');
+      expect((blobErr as StoreError).cause).toBeInstanceOf(Error);
+      const logErr = await rejection(PgManifestLog.open({ connectionString: nowhere }));
+      expect(logErr).toBeInstanceOf(ManifestError);
+      expect((logErr as ManifestError).code).toBe('STORAGE_FAILED');
+      expect((logErr as ManifestError).cause).toBeInstanceOf(Error);
+    });
+
+    it('fails in-flight writes with STORAGE_FAILED across a server restart, keeps no partial state, and works after', async () => {
+      const schema = nextSchema();
+      const store = await PgBlobStore.open({ connectionString: pg.connectionString, schema, hash: nobleBlake3 });
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        await log.append(link('s', 0));
+        // A blob put stalls mid-stream, holding its transaction open.
+        let release!: () => void;
+        const stalled = new Promise<void>((r) => (release = r));
+        const source = (async function* () {
+          yield new Uint8Array(5 * 1024 * 1024).fill(1);
+          await stalled;
+          yield new Uint8Array(10).fill(2);
+        })();
+        const put = rejection(store.put(source));
+        // An append waits on the chain's head row, locked by another connection.
+        const locker = new pgLib.Client({ connectionString: pg.connectionString });
+        locker.on('error', () => {});
+        await locker.connect();
+        await locker.query('BEGIN');
+        await locker.query(`SELECT 1 FROM "${schema}".heads WHERE session = 's' FOR UPDATE`);
+        const append = rejection(log.append(link('s', 1)));
+        await new Promise((r) => setTimeout(r, 300));
+
+        await pg.cluster.restart();
+        release();
+        const [putErr, appendErr] = await Promise.all([put, append]);
+        await locker.end().catch(() => {});
+        expect(putErr).toBeInstanceOf(StoreError);
+        expect((putErr as StoreError).code).toBe('STORAGE_FAILED');
+        expect(appendErr).toBeInstanceOf(ManifestError);
+        expect((appendErr as ManifestError).code).toBe('STORAGE_FAILED');
+
+        expect(await collect(store.list())).toEqual([]);
+        expect(await sql(`SELECT blob_id FROM "${schema}".blob_chunks`)).toEqual([]);
+        expect(await log.head('s')).toMatchObject({ seq: 0 });
+        expect((await collect(log.entries())).map((e) => e.position)).toEqual([0]);
+
+        // The pools reconnect: later writes succeed.
+        expect((await store.put(utf8('after the restart'))).size).toBe(17);
+        expect(await log.append(link('s', 1))).toMatchObject({ seq: 1, position: 1 });
+      } finally {
+        await Promise.all([store.close(), log.close()]);
+      }
+    });
+  });
+});
