@@ -1,20 +1,68 @@
 /** Strict standard base64 (RFC 4648 section 4, padded) and base64url (unpadded) for small values. Isomorphic. */
-const STD = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+const DECODE = new Int8Array(128).fill(-1);
+for (let i = 0; i < 64; i++) DECODE[ALPHABET.charCodeAt(i)] = i;
 const URL = /^[A-Za-z0-9_-]*$/;
 
 export function encodeBase64(bytes: Uint8Array): string {
-  let bin = '';
-  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return btoa(bin);
+  const parts: string[] = [];
+  let chunk = '';
+  const n = bytes.length;
+  let i = 0;
+  for (; i + 2 < n; i += 3) {
+    const v = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!;
+    chunk += ALPHABET[v >> 18]! + ALPHABET[(v >> 12) & 63]! + ALPHABET[(v >> 6) & 63]! + ALPHABET[v & 63]!;
+    if (chunk.length >= 8192) {
+      parts.push(chunk);
+      chunk = '';
+    }
+  }
+  if (n - i === 1) {
+    const v = bytes[i]! << 16;
+    chunk += ALPHABET[v >> 18]! + ALPHABET[(v >> 12) & 63]! + '==';
+  } else if (n - i === 2) {
+    const v = (bytes[i]! << 16) | (bytes[i + 1]! << 8);
+    chunk += ALPHABET[v >> 18]! + ALPHABET[(v >> 12) & 63]! + ALPHABET[(v >> 6) & 63]! + '=';
+  }
+  parts.push(chunk);
+  return parts.join('');
 }
 
-/** Decodes canonical padded base64; returns `undefined` for anything else (so one payload has one encoding). */
+/**
+ * Decodes canonical padded base64; returns `undefined` for anything else (so one payload has one encoding):
+ * only alphabet characters, padding only at the end, and the unused low bits of the last character zero.
+ */
 export function decodeBase64(text: string): Uint8Array | undefined {
-  if (typeof text !== 'string' || !STD.test(text)) return undefined;
-  const bin = atob(text);
-  const out = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-  return encodeBase64(out) === text ? out : undefined;
+  if (typeof text !== 'string' || text.length % 4 !== 0) return undefined;
+  const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  const out = new Uint8Array((text.length / 4) * 3 - pad);
+  let o = 0;
+  for (let i = 0; i < text.length; i += 4) {
+    const last = i + 4 === text.length;
+    const c0 = text.charCodeAt(i), c1 = text.charCodeAt(i + 1), c2 = text.charCodeAt(i + 2), c3 = text.charCodeAt(i + 3);
+    const a = c0 < 128 ? DECODE[c0]! : -1;
+    const b = c1 < 128 ? DECODE[c1]! : -1;
+    if (a < 0 || b < 0) return undefined;
+    if (last && pad === 2) {
+      if ((b & 15) !== 0) return undefined;
+      out[o++] = (a << 2) | (b >> 4);
+      break;
+    }
+    const c = c2 < 128 ? DECODE[c2]! : -1;
+    if (c < 0) return undefined;
+    if (last && pad === 1) {
+      if ((c & 3) !== 0) return undefined;
+      out[o++] = (a << 2) | (b >> 4);
+      out[o++] = ((b & 15) << 4) | (c >> 2);
+      break;
+    }
+    const d = c3 < 128 ? DECODE[c3]! : -1;
+    if (d < 0) return undefined;
+    out[o++] = (a << 2) | (b >> 4);
+    out[o++] = ((b & 15) << 4) | (c >> 2);
+    out[o++] = ((c & 3) << 6) | d;
+  }
+  return out;
 }
 
 export function encodeBase64Url(bytes: Uint8Array): string {
@@ -24,6 +72,5 @@ export function encodeBase64Url(bytes: Uint8Array): string {
 export function decodeBase64Url(text: string): Uint8Array | undefined {
   if (typeof text !== 'string' || !URL.test(text) || text.length % 4 === 1) return undefined;
   const std = text.replace(/-/g, '+').replace(/_/g, '/');
-  const out = decodeBase64(std + '='.repeat((4 - (std.length % 4)) % 4));
-  return out && encodeBase64Url(out) === text ? out : undefined;
+  return decodeBase64(std + '='.repeat((4 - (std.length % 4)) % 4));
 }

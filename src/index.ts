@@ -17,3 +17,6 @@ export type { TrustStore, TrustedKey } from '../manifests/trust.js';
 export type { Digest } from '../store/digest.js';
 export { fsck, gc, parseDuration, type FsckReport, type FsckFinding, type GcReport } from './maintenance.js';
 export * from './compaction/index.js';
+export { exportBundle, type ExportOptions, type ExportResult, type ExportSource } from './export.js';
+export { openBundleDir } from './bundle-dir.js';
+export { createWorkerLineVerifier } from '../manifests/verify-workers.js';

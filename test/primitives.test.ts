@@ -143,6 +143,14 @@ describe('base64', () => {
       expect(decodeBase64(encodeBase64(b))).toEqual(b);
       expect(decodeBase64Url(encodeBase64Url(b))).toEqual(b);
     }));
+    // Canonical iff Node's lenient decoder, re-encoded, gives back the same text.
+    const b64char = fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_ '.split(''));
+    fc.assert(fc.property(fc.array(b64char, { maxLength: 40 }), (chars) => {
+      const text = chars.join('');
+      const canonical = Buffer.from(Buffer.from(text, 'base64')).toString('base64') === text;
+      expect(decodeBase64(text) !== undefined, text).toBe(canonical);
+      if (canonical) expect(Buffer.from(decodeBase64(text)!).toString('base64')).toBe(text);
+    }), { numRuns: 3000 });
     expect(decodeBase64('AQ=')).toBeUndefined();
     expect(decodeBase64('AR==')).toBeUndefined(); // non-zero padding bits
     expect(decodeBase64Url('AQ==')).toBeUndefined();

@@ -1,0 +1,28 @@
+/**
+ * Errors of the audit layer itself: the verifier could not run (bad arguments, unreadable or
+ * unrecognizable bundle, unusable trust file, worker failure). A tampered manifest is never an
+ * `AuditError`: it is a finding in the report. The `code` is the contract; messages are for people.
+ * Isomorphic.
+ */
+export type AuditErrorCode =
+  /** Bad command-line arguments or options. CLI exit 2. */
+  | 'USAGE'
+  /** A bundle file or directory could not be read or written (ENOENT, EACCES, EIO, …). CLI exit 2. */
+  | 'BUNDLE_IO'
+  /** The directory is not a bundle this verifier understands: missing or malformed `bundle.json`. CLI exit 2. */
+  | 'BUNDLE_INVALID'
+  /** The export target already exists; exports never overwrite. CLI exit 2. */
+  | 'BUNDLE_EXISTS'
+  /** The `--trust` file is unreadable or does not match the trust store schema. CLI exit 2. */
+  | 'TRUST_INVALID'
+  /** A verification worker thread could not start or died. CLI exit 2. */
+  | 'WORKER_FAILED';
+
+export class AuditError extends Error {
+  override readonly name = 'AuditError';
+  readonly code: AuditErrorCode;
+  constructor(code: AuditErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * `handoff-ledger export [--principal P] [--session S] --out DIR [--with-blobs] [--root R] [--json]`:
+ * writes an audit bundle. Trust keys are not part of it: auditors get them from `keys export`,
+ * out of band. Exit 0 written, 1 a coded ledger error, 2 usage or I/O error.
+ */
+import { AuditError } from '../../manifests/audit-errors.js';
+import { exportBundle } from '../export.js';
+import { EXIT_OK, EXIT_USAGE, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+
+export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--root R]';
+
+/** Runs `export`; returns the exit code. */
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  let json = false;
+  try {
+    const { values, positionals } = parse(argv, {
+      ...storeOptions,
+      principal: { type: 'string' },
+      session: { type: 'string' },
+      out: { type: 'string' },
+      'with-blobs': { type: 'boolean', default: false },
+    }, true);
+    json = values.json;
+    if (positionals.length > 0) throw new UsageError(`usage: handoff-ledger ${usage}`);
+    if (!values.out) throw new UsageError('--out DIR is required');
+    const ledger = await openFromArgs(values, io);
+    try {
+      const result = await exportBundle(ledger, {
+        out: values.out,
+        ...(values.principal !== undefined ? { principal: values.principal } : {}),
+        ...(values.session !== undefined ? { session: values.session } : {}),
+        withBlobs: values['with-blobs'],
+      });
+      for (const b of result.unavailableBlobs) io.stderr.write(`handoff-ledger: blob ${b.digest} not exported (${b.code}); verify will report it\n`);
+      const { counts } = result.header;
+      if (json) writeJson(io.stdout, result);
+      else {
+        io.stdout.write(
+          `exported ${counts.manifests} manifests in ${counts.chains} chains${counts.blobs !== undefined ? ` and ${counts.blobs} blobs` : ''} to ${result.dir}\n` +
+            `auditors also need this host's public keys: handoff-ledger keys export\n`,
+        );
+      }
+      return EXIT_OK;
+    } finally {
+      await ledger.close();
+    }
+  } catch (err) {
+    if (err instanceof AuditError) {
+      if (json) writeJson(io.stdout, { error: { code: err.code, message: err.message } });
+      io.stderr.write(`handoff-ledger: ${err.code}: ${err.message}\n`);
+      return EXIT_USAGE;
+    }
+    return reportError(err, io, json);
+  }
+}

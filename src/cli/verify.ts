@@ -1,0 +1,179 @@
+/**
+ * `handoff-ledger verify DIR --trust keys.json [--json] [--workers N] [--verifier node|noble]`:
+ * the offline auditor. Exit 0 clean, 1 findings, 2 usage or I/O error. A progress bar goes to stderr
+ * only when stderr is a terminal; stdout carries the report alone.
+ */
+import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { loadHashBackend } from '../../store/hash-backends.js';
+import { AuditError } from '../../manifests/audit-errors.js';
+import type { Finding } from '../../manifests/audit-findings.js';
+import { nobleVerifier } from '../../manifests/ed25519.js';
+import { nodeVerifier } from '../../manifests/ed25519-node.js';
+import { ManifestError } from '../../manifests/errors.js';
+import { parseTrustStore, type TrustStore } from '../../manifests/trust.js';
+import { verifyBundle, type AuditProgress, type BundleAuditReport } from '../../manifests/verify-chain.js';
+import type { LineVerifier } from '../../manifests/verify-line.js';
+import { createWorkerLineVerifier } from '../../manifests/verify-workers.js';
+import { openBundleDir } from '../bundle-dir.js';
+import { decodeSummary, validateSummary } from '../summary.js';
+import { EXIT_OK, EXIT_REFUSED, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
+
+const MAX_TRUST_BYTES = 16 * 1024 * 1024;
+/** Below this, starting threads costs more than it saves (~4,000 manifests). */
+const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
+
+export const usage = 'verify DIR --trust FILE [--json] [--workers auto|N] [--verifier node|noble]';
+
+async function readTrust(path: string): Promise<TrustStore> {
+  let text: string;
+  try {
+    const bytes = await readFile(path);
+    if (bytes.length > MAX_TRUST_BYTES) throw new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_BYTES} bytes`);
+    text = bytes.toString('utf8');
+  } catch (err) {
+    if (err instanceof AuditError) throw err;
+    throw new AuditError('TRUST_INVALID', `cannot read trust file ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  try {
+    return parseTrustStore(text);
+  } catch (err) {
+    throw new AuditError('TRUST_INVALID', `trust file ${path}: ${(err as ManifestError).message}`, { cause: err });
+  }
+}
+
+/** The Node CLI's summary check: the stored bytes decode to a summary that publish would have accepted. */
+function checkSummary(bytes: Uint8Array): string | undefined {
+  try {
+    validateSummary(decodeSummary(bytes), Number.MAX_SAFE_INTEGER);
+    return undefined;
+  } catch (err) {
+    return `${(err as { code?: string }).code ?? 'invalid'}: ${(err as Error).message}`;
+  }
+}
+
+function progressBar(io: CliIo): { update: (p: AuditProgress) => void; done: () => void } {
+  const tty = (io.stderr as { isTTY?: boolean }).isTTY === true;
+  let last = 0;
+  let drawn = false;
+  return {
+    update(p) {
+      if (!tty) return;
+      const now = Date.now();
+      if (now - last < 100) return;
+      last = now;
+      const frac = p.totalBytes ? Math.min(1, p.bytes / p.totalBytes) : 0;
+      const width = 30;
+      const full = Math.round(frac * width);
+      io.stderr.write(`\r[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${(frac * 100).toFixed(0).padStart(3)}%  ${p.lines.toLocaleString('en-US')} lines`);
+      drawn = true;
+    },
+    done() {
+      if (drawn) io.stderr.write('\r\x1b[K');
+    },
+  };
+}
+
+async function lineVerifierFor(workers: string, trust: TrustStore, verifier: 'node' | 'noble', size: number, io: CliIo): Promise<LineVerifier | undefined> {
+  if (workers === '0') return undefined;
+  if (workers === 'auto') {
+    if (availableParallelism() < 2 || size < WORKERS_FROM_BYTES) return undefined;
+    try {
+      return await createWorkerLineVerifier({ trust, verifier });
+    } catch (err) {
+      io.stderr.write(`handoff-ledger: verifying in one thread (${(err as Error).message})\n`);
+      return undefined;
+    }
+  }
+  const threads = Number(workers);
+  if (!Number.isSafeInteger(threads) || threads < 0 || threads > 256) throw new UsageError('--workers must be auto or a number 0-256');
+  return createWorkerLineVerifier({ trust, verifier, threads });
+}
+
+function describeFinding(f: Finding): string {
+  const where = [f.line !== undefined ? `line ${f.line}` : undefined, f.seq !== undefined ? `seq ${f.seq}` : undefined].filter(Boolean).join(', ');
+  return `  ${f.code}${where ? ` (${where})` : ''}: ${f.message}`;
+}
+
+function humanReport(dir: string, r: BundleAuditReport): string {
+  const out: string[] = [];
+  const h = r.header;
+  const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
+  out.push(`bundle ${dir}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`);
+  const byChain = new Map<string, Finding[]>();
+  const unattributed: Finding[] = [];
+  for (const f of r.findings) {
+    if (f.chain === undefined) unattributed.push(f);
+    else byChain.set(f.chain, [...(byChain.get(f.chain) ?? []), f]);
+  }
+  const listAll = r.chains.length <= 20;
+  let hidden = 0;
+  for (const c of r.chains) {
+    const fs = byChain.get(c.session) ?? [];
+    if (fs.length === 0 && !listAll) {
+      hidden++;
+      continue;
+    }
+    out.push(`chain ${c.session}: ${c.entries} manifests, head seq ${c.headSeq} ${c.head} — ${fs.length === 0 ? 'ok' : `${fs.length} finding(s)`}`);
+    out.push(...fs.map(describeFinding));
+    byChain.delete(c.session);
+  }
+  for (const [session, fs] of byChain) {
+    out.push(`chain ${session} (out of scope):`, ...fs.map(describeFinding));
+  }
+  if (hidden > 0) out.push(`${hidden} more chains: ok`);
+  if (unattributed.length > 0) out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
+  if (r.findingsTruncated) out.push(`… ${r.counts.findings - r.findings.length} more findings not listed`);
+  const byCode = Object.entries(r.counts.byCode).map(([code, n]) => `${code} ${n}`).join(', ');
+  out.push(
+    r.ok
+      ? `verdict: OK — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
+      : `verdict: FAILED — ${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`,
+  );
+  return out.join('\n') + '\n';
+}
+
+/** Runs `verify`; returns the exit code. */
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  let json = false;
+  try {
+    const { values, positionals } = parse(argv, {
+      trust: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      workers: { type: 'string', default: 'auto' },
+      verifier: { type: 'string', default: 'node' },
+    }, true);
+    json = values.json;
+    if (positionals.length !== 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
+    if (!values.trust) throw new UsageError('--trust FILE is required: the pinned public keys of the hosts (`handoff-ledger keys export`)');
+    if (values.verifier !== 'node' && values.verifier !== 'noble') throw new UsageError('--verifier must be node or noble');
+    const dir = positionals[0]!;
+    const trust = await readTrust(values.trust);
+    const reader = await openBundleDir(dir);
+    const size = (await reader.manifestsSize?.()) ?? 0;
+    const lineVerifier = await lineVerifierFor(values.workers, trust, values.verifier, size, io);
+    const bar = progressBar(io);
+    let report: BundleAuditReport;
+    try {
+      report = await verifyBundle(reader, {
+        trust,
+        verifier: values.verifier === 'noble' ? nobleVerifier : nodeVerifier,
+        ...(lineVerifier ? { lineVerifier } : {}),
+        hash: await loadHashBackend('auto', (m) => io.stderr.write(`${m}\n`)),
+        checkSummary,
+        onProgress: bar.update,
+      });
+    } finally {
+      bar.done();
+      await lineVerifier?.close();
+    }
+    io.stdout.write(json ? `${JSON.stringify({ bundle: dir, ...report }, null, 2)}\n` : humanReport(dir, report));
+    return report.ok ? EXIT_OK : EXIT_REFUSED;
+  } catch (err) {
+    if (!(err instanceof AuditError || err instanceof UsageError)) throw err;
+    const code = err instanceof AuditError ? err.code : 'USAGE';
+    if (json) io.stdout.write(`${JSON.stringify({ error: { code, message: err.message } }, null, 2)}\n`);
+    io.stderr.write(`handoff-ledger: ${code}: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+}

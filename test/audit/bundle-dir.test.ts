@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { bundleBlobPath } from '../../manifests/bundle.js';
+import { verifyBundle } from '../../manifests/verify-chain.js';
+import { openBundleDir } from '../../src/bundle-dir.js';
+import { buildBundle, writeBundleDir } from '../support/bundle-builder.js';
+import { tempDir } from '../support/tmp.js';
+
+const found = (r: { findings: Array<{ code: string; line?: number }> }) => r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
+
+describe('openBundleDir', () => {
+  it('treats a symlinked or FIFO blob as missing, without following or blocking on it', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+    const dir = join(tempDir(), 'bundle');
+    await writeBundleDir(dir, b.lines, { blobs: b.blobs });
+    const [d0, d1] = b.manifests.map((m) => m.manifest.summary.digest);
+    const p0 = join(dir, bundleBlobPath(d0!));
+    writeFileSync(join(dir, 'elsewhere'), b.blobs.get(d0!)!);
+    unlinkSync(p0);
+    symlinkSync(join(dir, 'elsewhere'), p0);
+    const p1 = join(dir, bundleBlobPath(d1!));
+    unlinkSync(p1);
+    execFileSync('mkfifo', [p1]);
+    const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
+    expect(found(r)).toEqual(['BLOB_MISSING@1', 'BLOB_MISSING@2']);
+  });
+
+  it('checks blobs when the header counts them even if the blobs directory is gone', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const dir = join(tempDir(), 'bundle');
+    await writeBundleDir(dir, b.lines, { blobs: new Map() });
+    const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
+    expect(found(r)).toEqual(['BLOB_MISSING@1', 'BLOB_MISSING@2']);
+  });
+
+  it('skips blob checks for a bundle exported without blobs', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const dir = join(tempDir(), 'bundle');
+    await writeBundleDir(dir, b.lines);
+    const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
+    expect(r.ok).toBe(true);
+    expect(r.counts.blobsChecked).toBe(0);
+  });
+
+  it('refuses an oversized bundle.json and a missing manifests.jsonl with BUNDLE_INVALID', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const dir = join(tempDir(), 'bundle');
+    await writeBundleDir(dir, b.lines);
+    unlinkSync(join(dir, 'manifests.jsonl'));
+    await expect(openBundleDir(dir)).rejects.toMatchObject({ name: 'AuditError', code: 'BUNDLE_INVALID' });
+    writeFileSync(join(dir, 'bundle.json'), ' '.repeat(70_000));
+    await expect(openBundleDir(dir)).rejects.toMatchObject({ name: 'AuditError', code: 'BUNDLE_INVALID' });
+  });
+});

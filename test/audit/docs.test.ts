@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { FINDING_CODES } from '../../manifests/audit-findings.js';
+
+const doc = readFileSync(new URL('../../docs/AUDIT.md', import.meta.url), 'utf8');
+const AUDIT_ERROR_CODES = [...readFileSync(new URL('../../manifests/audit-errors.ts', import.meta.url), 'utf8').matchAll(/\| '([A-Z_]+)'/g)].map((m) => m[1]!);
+
+describe('docs/AUDIT.md', () => {
+  it('documents every finding code in its table', () => {
+    const missing = Object.keys(FINDING_CODES).filter((code) => !doc.includes(`| \`${code}\` |`));
+    expect(missing).toEqual([]);
+  });
+
+  it('documents every audit error code in its table', () => {
+    expect(AUDIT_ERROR_CODES.length).toBeGreaterThan(3);
+    expect(AUDIT_ERROR_CODES.filter((code) => !doc.includes(`| \`${code}\` |`))).toEqual([]);
+  });
+
+  it('documents the tail-truncation limitation', () => {
+    expect(doc).toMatch(/Tail truncation is undetectable by a bare chain/);
+  });
+});

@@ -1,0 +1,152 @@
+import { describe, expect, it } from 'vitest';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { open, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { digestHex } from '../../store/digest.js';
+import { nodeFsOps, type FsOps } from '../../store/fs-ops.js';
+import { AuditError } from '../../manifests/audit-errors.js';
+import { parseBundleHeader } from '../../manifests/bundle.js';
+import { verifyBundle } from '../../manifests/verify-chain.js';
+import { openLedger, type Ledger } from '../../src/ledger.js';
+import { exportBundle } from '../../src/export.js';
+import { openBundleDir } from '../../src/bundle-dir.js';
+import { run as verifyCli } from '../../src/cli/verify.js';
+import { run as exportCli } from '../../src/cli/export.js';
+import { captureIo } from '../support/capture-io.js';
+import { sampleSummary, tempDir } from '../support/tmp.js';
+
+async function ledgerWithChains(root: string): Promise<Ledger> {
+  const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+  // Interleaved like concurrent sessions: s1 (alice) 3 manifests, s2 (bob) 2, and bob, granted, once in s1.
+  await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary('a0'));
+  await ledger.publish({ principal: 'bob', session: 's2', run: 'r1' }, sampleSummary('b0'));
+  await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary('a1'));
+  await ledger.grant('bob', 's1');
+  await ledger.publish({ principal: 'bob', session: 's1', run: 'r2' }, sampleSummary('a2'));
+  await ledger.publish({ principal: 'bob', session: 's2', run: 'r1' }, sampleSummary('b1'));
+  await ledger.publish({ principal: 'carol', session: 's3', run: 'r1' }, sampleSummary('c0'));
+  return ledger;
+}
+
+async function storedLines(ledger: Ledger): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of ledger.log.entries()) out.push(e.envelope);
+  return out;
+}
+
+describe('exportBundle', () => {
+  it('writes every envelope byte for byte in global log order, the header, and the blobs', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      const out = join(dir, 'bundle');
+      const result = await exportBundle(ledger, { out, withBlobs: true, clock: () => new Date('2026-02-01T00:00:00.000Z') });
+      expect(readFileSync(join(out, 'manifests.jsonl'), 'utf8')).toBe((await storedLines(ledger)).map((l) => `${l}\n`).join(''));
+      const header = parseBundleHeader(readFileSync(join(out, 'bundle.json'), 'utf8'));
+      expect(header).toEqual({
+        format: 'handoff-ledger-bundle', version: 1, exportedAt: '2026-02-01T00:00:00.000Z', host: 'host-a',
+        counts: { manifests: 6, chains: 3, blobs: 6 }, filters: {},
+      });
+      expect(result.header).toEqual(header);
+      expect(readdirSync(join(out, 'blobs', 'blake3'))).toHaveLength(6);
+      expect(readdirSync(dir).sort()).toEqual(['bundle', 'store']); // no staging directory left
+      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
+      expect(report.findings).toEqual([]);
+      expect(report.counts).toMatchObject({ manifests: 6, chains: 3, blobsChecked: 6 });
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('exports one whole chain with --session, and every chain a principal published in with --principal', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      const s1 = await exportBundle(ledger, { out: join(dir, 's1'), session: 's1' });
+      expect(s1.header.counts).toEqual({ manifests: 3, chains: 1 });
+      const bob = await exportBundle(ledger, { out: join(dir, 'bob'), principal: 'bob' });
+      expect(bob.header).toMatchObject({ counts: { manifests: 5, chains: 2 }, filters: { principal: 'bob' } });
+      for (const b of [s1, bob]) {
+        const r = await verifyBundle(await openBundleDir(b.dir), { trust: ledger.trustStore() });
+        expect(r.findings).toEqual([]);
+      }
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('refuses an existing target with BUNDLE_EXISTS and a bad filter id with USAGE', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      await expect(exportBundle(ledger, { out: join(dir, 'store') })).rejects.toMatchObject({ name: 'AuditError', code: 'BUNDLE_EXISTS' });
+      await expect(exportBundle(ledger, { out: join(dir, 'x'), session: '../etc' })).rejects.toMatchObject({ name: 'AuditError', code: 'USAGE' });
+      expect(existsSync(join(dir, 'x'))).toBe(false);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('leaves no bundle and no staging directory when an fsync fails', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      let calls = 0;
+      const fs: FsOps = { ...nodeFsOps, fsync: async (h) => { if (++calls === 3) throw Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }); return nodeFsOps.fsync(h); } };
+      const err = await exportBundle(ledger, { out: join(dir, 'bundle'), withBlobs: true, fs }).catch((e) => e);
+      expect(err).toBeInstanceOf(AuditError);
+      expect(err.code).toBe('BUNDLE_IO');
+      expect(readdirSync(dir)).toEqual(['store']);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('exports without a blob the store cannot return intact, so verify reports BLOB_MISSING', async () => {
+    const dir = tempDir();
+    const root = join(dir, 'store');
+    const ledger = await ledgerWithChains(root);
+    try {
+      const digest = (await ledger.resume({ principal: 'carol', session: 's3' }))!.manifest.summary.digest;
+      const hex = digestHex(digest);
+      const h = await open(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), 'r+');
+      await h.write(Buffer.from('X'), 0, 1, 0);
+      await h.close();
+      const result = await exportBundle(ledger, { out: join(dir, 'bundle'), withBlobs: true });
+      expect(result.unavailableBlobs).toEqual([{ digest, code: 'BLOB_INTEGRITY' }]);
+      const r = await verifyBundle(await openBundleDir(result.dir), { trust: ledger.trustStore() });
+      expect(r.findings.map((f) => `${f.code}@${f.line}`)).toEqual(['BLOB_MISSING@6']);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('export and verify commands', () => {
+  it('export --out writes a bundle that verify --trust passes with exit 0', async () => {
+    const dir = tempDir();
+    const root = join(dir, 'store');
+    await (await ledgerWithChains(root)).close();
+    const ex = captureIo();
+    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', join(dir, 'bundle'), '--with-blobs'], ex.io)).toBe(0);
+    expect(ex.stdout()).toContain('exported 6 manifests in 3 chains and 6 blobs');
+    const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    await writeFile(join(dir, 'keys.json'), JSON.stringify(ledger.trustStore()));
+    await ledger.close();
+    const v = captureIo();
+    expect(await verifyCli([join(dir, 'bundle'), '--trust', join(dir, 'keys.json')], v.io)).toBe(0);
+    expect(v.stdout()).toMatch(/verdict: OK — 6 manifests in 3 chains verified, 6 blobs checked\n$/);
+  });
+
+  it('export exits 2 with BUNDLE_EXISTS for an existing target and with usage errors', async () => {
+    const dir = tempDir();
+    const root = join(dir, 'store');
+    await (await ledgerWithChains(root)).close();
+    const a = captureIo();
+    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', root], a.io)).toBe(2);
+    expect(a.stderr()).toContain('BUNDLE_EXISTS');
+    const b = captureIo();
+    expect(await exportCli(['--root', root, '--host', 'host-a'], b.io)).toBe(2);
+    expect(b.stderr()).toContain('--out DIR is required');
+  });
+});

@@ -1,0 +1,148 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { FINDING_CODES } from '../../manifests/audit-findings.js';
+import { memoryBundleReader } from '../../manifests/bundle.js';
+import { verifyBundle, verifyChain } from '../../manifests/verify-chain.js';
+import { splitLines, MAX_LINE_BYTES } from '../../manifests/verify-line.js';
+import { nodeVerifier } from '../../manifests/ed25519-node.js';
+import { loadHashBackend } from '../../store/hash-backends.js';
+import { buildBundle, ChainBuilder, jsonl, makeKey, trustOf } from '../support/bundle-builder.js';
+
+const found = (r: { findings: Array<{ code: string; line?: number }> }) => r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of it) out.push(x);
+  return out;
+}
+
+describe('verifyChain', () => {
+  it('verifies envelope lines from any iterable with 1-based line numbers', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+    const lines = [...b.lines];
+    lines.splice(1, 1);
+    const r = await verifyChain(lines, { trust: b.trust });
+    expect(found(r)).toEqual(['SEQ_GAP@2']);
+    expect(r.counts).toMatchObject({ lines: 2, manifests: 2, chains: 1 });
+  });
+
+  it('accepts an async iterable (a ManifestLog mapped to envelopes)', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+    const r = await verifyChain((async function* () { yield* b.lines; })(), { trust: b.trust });
+    expect(r.ok).toBe(true);
+    expect(r.chains[0]!.head).toBe(b.manifests[2]!.id);
+  });
+
+  it('reports a string over the line bound as LINE_TOO_LONG', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const r = await verifyChain([...b.lines, 'x'.repeat(MAX_LINE_BYTES + 1)], { trust: b.trust });
+    expect(found(r)).toEqual(['LINE_TOO_LONG@2']);
+  });
+
+  it('keeps at most maxFindings findings but counts every one', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const r = await verifyChain(Array.from({ length: 1000 }, () => 'nope'), { trust: b.trust, maxFindings: 10 });
+    expect(r.findings).toHaveLength(10);
+    expect(r.counts.findings).toBe(1000);
+    expect(r.counts.byCode).toEqual({ LINE_NOT_JSON: 1000 });
+    expect(r.findingsTruncated).toBe(true);
+    expect(r.ok).toBe(false);
+  });
+
+  it('gives the same report in batches of 1 and of 1000', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 6 }, { session: 's2', count: 4 }] });
+    const lines = [...b.lines];
+    lines.splice(3, 1);
+    const one = await verifyChain(lines, { trust: b.trust, batchSize: 1 });
+    const many = await verifyChain(lines, { trust: b.trust });
+    expect(one).toEqual(many);
+  });
+});
+
+describe('splitLines', () => {
+  it('splits bytes into the same lines whatever the chunk boundaries', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.string({ maxLength: 20 }).map((s) => s.replace(/\n/g, '')), { maxLength: 20 }), fc.array(fc.nat(50), { maxLength: 10 }), async (lines, cuts) => {
+        const bytes = new TextEncoder().encode(jsonl(lines));
+        const chunks: Uint8Array[] = [];
+        let off = 0;
+        for (const c of cuts) {
+          chunks.push(bytes.subarray(off, Math.min(bytes.length, off + c)));
+          off = Math.min(bytes.length, off + c);
+        }
+        chunks.push(bytes.subarray(off));
+        const got = await collect(splitLines(chunks));
+        expect(got.map((l) => l.text)).toEqual(lines);
+        expect(got.every((l) => l.terminated)).toBe(true);
+      }),
+    );
+  });
+
+  it('never buffers more than the bound of one line', async () => {
+    const big = new Uint8Array(1024 * 1024).fill(0x41);
+    const chunks = [...Array.from({ length: 10 }, () => big), new Uint8Array([10, 0x7b, 0x7d, 10])];
+    const got = await collect(splitLines(chunks, 1000));
+    expect(got).toEqual([
+      { line: 1, tooLong: 10 * 1024 * 1024, terminated: true, bytes: 10 * 1024 * 1024 + 1 },
+      { line: 2, text: '{}', terminated: true, bytes: 3 },
+    ]);
+  });
+});
+
+describe('verifyBundle on hostile input', () => {
+  it('never throws, whatever bytes manifests.jsonl holds, and reports only documented codes with line numbers', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+    const base = new TextEncoder().encode(jsonl(b.lines));
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.record({ at: fc.nat(base.length - 1), byte: fc.integer({ min: 0, max: 255 }) }), { minLength: 1, maxLength: 8 }),
+        async (edits) => {
+          const bytes = Uint8Array.from(base);
+          for (const e of edits) bytes[e.at] = e.byte;
+          const r = await verifyBundle(memoryBundleReader({ manifests: bytes }), { trust: b.trust, verifier: nodeVerifier });
+          for (const f of r.findings) {
+            expect(Object.keys(FINDING_CODES)).toContain(f.code);
+            expect(f.line).toBeGreaterThan(0);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('survives deeply nested JSON and prototype-shaped keys', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const lines = ['['.repeat(30_000) + ']'.repeat(30_000), '{"__proto__":{"payloadType":1},"constructor":{}}'];
+    const r = await verifyChain(lines, { trust: b.trust });
+    expect(found(r)).toEqual(['ENVELOPE_INVALID@1', 'ENVELOPE_INVALID@2']);
+  });
+});
+
+describe('verifyBundle blob step', () => {
+  it('hashes large blobs with the injected backend and finds BLOB_DIGEST and BLOB_SIZE without reading oversized blobs', async () => {
+    const key = makeKey('host-a');
+    const chain = new ChainBuilder(key, { principal: 'alice', session: 's1' });
+    const big = new TextEncoder().encode(JSON.stringify({ task: 'x'.repeat(200_000), state: 's', nextSteps: [] }));
+    const lines = [(await chain.next({}, { blob: big })).line, (await chain.next({}, { blob: big.subarray(1) })).line, (await chain.next({}, { blob: big.subarray(2) })).line];
+    const flipped = Uint8Array.from(big);
+    flipped[150_000]! ^= 1;
+    const oversized = new Uint8Array(big.length + 10);
+    const reads: number[] = [];
+    const blobs = new Map([
+      [chain.built[0]!.manifest.summary.digest, big],
+      [chain.built[1]!.manifest.summary.digest, flipped.subarray(1)],
+      [chain.built[2]!.manifest.summary.digest, oversized],
+    ]);
+    const reader = memoryBundleReader({ manifests: jsonl(lines), blobs });
+    const readBlob = reader.readBlob!;
+    reader.readBlob = async (d, max) => {
+      const r = await readBlob(d, max);
+      if (r?.bytes) reads.push(r.bytes.length);
+      return r;
+    };
+    const hash = await loadHashBackend('wasm');
+    const r = await verifyBundle(reader, { trust: trustOf(key.trusted), hash });
+    expect(found(r)).toEqual(['BLOB_DIGEST@2', 'BLOB_SIZE@3']);
+    expect(reads.sort()).toEqual([big.length - 1, big.length].sort());
+  });
+});

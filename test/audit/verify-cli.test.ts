@@ -1,0 +1,120 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { FINDING_CODES } from '../../manifests/audit-findings.js';
+import { run as verifyCli } from '../../src/cli/verify.js';
+import { buildBundle, makeKey, writeBundleDir, writeTrustFile, type TestBundle } from '../support/bundle-builder.js';
+import { captureIo } from '../support/capture-io.js';
+import { tempDir } from '../support/tmp.js';
+
+let big: TestBundle;
+
+beforeAll(async () => {
+  // 10,000 manifests in 100 interleaved chains of 100.
+  big = await buildBundle({ chains: Array.from({ length: 100 }, (_, i) => ({ session: `session-${i}`, principal: `p${i % 7}`, count: 100 })) });
+}, 120_000);
+
+async function bundleDir(lines: string[], o: Parameters<typeof writeBundleDir>[2] = {}) {
+  const dir = tempDir();
+  await writeBundleDir(join(dir, 'bundle'), lines, o);
+  await writeTrustFile(join(dir, 'keys.json'), big.trust);
+  return { bundle: join(dir, 'bundle'), trust: join(dir, 'keys.json'), dir };
+}
+
+describe('verify command', () => {
+  it('verifies a clean 10,000-manifest bundle with blobs: exit 0 and an OK verdict', async () => {
+    const { bundle, trust } = await bundleDir(big.lines, { blobs: big.blobs });
+    const c = captureIo();
+    expect(await verifyCli([bundle, '--trust', trust], c.io)).toBe(0);
+    expect(c.stdout()).toMatch(/verdict: OK — 10000 manifests in 100 chains verified, 10000 blobs checked\n$/);
+    expect(c.stderr()).toBe('');
+  });
+
+  it('gives the same verdict in one thread (--workers 0), on two workers, and with the noble verifier', async () => {
+    const { bundle, trust } = await bundleDir(big.lines.slice(0, 400));
+    for (const args of [['--workers', '0'], ['--workers', '2'], ['--workers', '0', '--verifier', 'noble']]) {
+      const c = captureIo();
+      expect(await verifyCli([bundle, '--trust', trust, ...args], c.io)).toBe(0);
+      expect(c.stdout()).toContain('verdict: OK — 400 manifests in 100 chains verified');
+    }
+  });
+
+  it('--json prints one valid JSON report naming every finding, and exits 1', async () => {
+    const lines = [...big.lines];
+    lines.splice(500, 1); // a SEQ_GAP in session-0's chain
+    lines.push('not json', lines[10]!); // LINE_NOT_JSON, DUPLICATE
+    const { bundle, trust } = await bundleDir(lines, { count: 10_000 });
+    const c = captureIo();
+    expect(await verifyCli([bundle, '--trust', trust, '--json'], c.io)).toBe(1);
+    const report = JSON.parse(c.stdout());
+    expect(report.ok).toBe(false);
+    expect(report.findings.map((f: { code: string; line?: number }) => `${f.code}@${f.line ?? '-'}`)).toEqual([
+      'SEQ_GAP@600', 'LINE_NOT_JSON@10000', 'DUPLICATE@10001', 'COUNT_MISMATCH@-',
+    ]);
+    for (const f of report.findings) expect(Object.keys(FINDING_CODES)).toContain(f.code);
+    expect(report.findings[0]).toMatchObject({ chain: 'session-0', seq: 6, evidence: { expected: 5, actual: 6 } });
+    expect(report.counts).toMatchObject({ lines: 10_001, manifests: 10_000, chains: 100, findings: 4 });
+    expect(report.header).toMatchObject({ format: 'handoff-ledger-bundle', host: 'host-a' });
+  });
+
+  it('groups human findings by chain and ends with a one-line FAILED verdict', async () => {
+    const lines = big.lines.slice(0, 300); // chains of 3
+    lines.splice(100, 1); // session-0 seq 1
+    lines.push('{');
+    const { bundle, trust } = await bundleDir(lines);
+    const c = captureIo();
+    expect(await verifyCli([bundle, '--trust', trust], c.io)).toBe(1);
+    const out = c.stdout().split('\n');
+    expect(out).toContain('chain session-0: 2 manifests, head seq 2 ' + big.chains.get('session-0')!.built[2]!.id + ' — 1 finding(s)');
+    expect(out).toContain('99 more chains: ok');
+    expect(out.at(-2)).toBe('verdict: FAILED — 2 finding(s) (LINE_NOT_JSON 1, SEQ_GAP 1) in 300 lines');
+  });
+
+  it('draws a progress bar on stderr only when stderr is a terminal', async () => {
+    const { bundle, trust } = await bundleDir(big.lines.slice(0, 2000), {});
+    const tty = captureIo({ tty: true });
+    expect(await verifyCli([bundle, '--trust', trust], tty.io)).toBe(0);
+    expect(tty.stderr()).toMatch(/\r\[#*\.*\] +\d+%/);
+    expect(tty.stderr().endsWith('\r\x1b[K')).toBe(true);
+    expect(tty.stdout()).not.toContain('\r');
+    const pipe = captureIo();
+    expect(await verifyCli([bundle, '--trust', trust], pipe.io)).toBe(0);
+    expect(pipe.stderr()).toBe('');
+  });
+
+  describe('exit 2', () => {
+    it('without --trust, without DIR, or with an unknown option (USAGE)', async () => {
+      const { bundle, trust } = await bundleDir(big.lines.slice(0, 3));
+      for (const argv of [[bundle], ['--trust', trust], [bundle, '--trust', trust, '--bogus'], [bundle, '--trust', trust, '--workers', 'many']]) {
+        const c = captureIo();
+        expect(await verifyCli(argv, c.io), argv.join(' ')).toBe(2);
+        expect(c.stderr()).toContain('USAGE');
+      }
+    });
+
+    it('for a missing directory (BUNDLE_IO) and a directory that is not a bundle (BUNDLE_INVALID)', async () => {
+      const { dir, trust } = await bundleDir(big.lines.slice(0, 3));
+      const a = captureIo();
+      expect(await verifyCli([join(dir, 'nope'), '--trust', trust], a.io)).toBe(2);
+      expect(a.stderr()).toContain('BUNDLE_IO');
+      mkdirSync(join(dir, 'empty'));
+      const b = captureIo();
+      expect(await verifyCli([join(dir, 'empty'), '--trust', trust, '--json'], b.io)).toBe(2);
+      expect(JSON.parse(b.stdout())).toMatchObject({ error: { code: 'BUNDLE_INVALID' } });
+      writeFileSync(join(dir, 'bundle', 'bundle.json'), '{"format":"something-else"}');
+      const c = captureIo();
+      expect(await verifyCli([join(dir, 'bundle'), '--trust', trust], c.io)).toBe(2);
+      expect(c.stderr()).toContain('BUNDLE_INVALID');
+    });
+
+    it('for an unreadable or malformed trust file (TRUST_INVALID)', async () => {
+      const { dir, bundle } = await bundleDir(big.lines.slice(0, 3));
+      writeFileSync(join(dir, 'bad.json'), JSON.stringify({ version: 1, keys: [{ ...makeKey('h').trusted, extra: 1 }] }));
+      for (const t of [join(dir, 'missing.json'), join(dir, 'bad.json')]) {
+        const c = captureIo();
+        expect(await verifyCli([bundle, '--trust', t], c.io)).toBe(2);
+        expect(c.stderr()).toContain('TRUST_INVALID');
+      }
+    });
+  });
+});

@@ -1,0 +1,20 @@
+import { Writable } from 'node:stream';
+
+/** CLI I/O captured in memory; `tty` marks stderr as a terminal (for the progress bar). */
+export function captureIo(o: { tty?: boolean; env?: NodeJS.ProcessEnv } = {}) {
+  const chunks = { stdout: [] as string[], stderr: [] as string[] };
+  const sink = (into: string[]) =>
+    new Writable({
+      write(chunk, _enc, done) {
+        into.push(String(chunk));
+        done();
+      },
+    });
+  const stderr = sink(chunks.stderr) as Writable & { isTTY?: boolean };
+  if (o.tty) stderr.isTTY = true;
+  return {
+    io: { stdout: sink(chunks.stdout), stderr, env: o.env ?? {} },
+    stdout: () => chunks.stdout.join(''),
+    stderr: () => chunks.stderr.join(''),
+  };
+}
