@@ -103,6 +103,9 @@ export function defaultRoot(env: NodeJS.ProcessEnv = process.env): string {
   return join(state, 'handoff-ledger');
 }
 
+/** Attempts at appending after whatever the head is, when other writers keep winning the race. */
+const MAX_APPEND_ATTEMPTS = 8;
+
 function parseCovers(covers: unknown): PublishOptions['covers'] {
   if (covers === undefined) return undefined;
   const parsed = coversSchema.safeParse(covers);
@@ -193,45 +196,60 @@ export class Ledger {
     });
     // Publish step 4: under the chain's lock.
     return this.chains.run(s.session, async () => {
-      // Point of no return: re-check cancellation and authorization, then build, sign, append.
-      throwIfCancelled(signal);
-      await this.authorize(s, 'publish');
-      const head = await this.log.head(s.session);
-      if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
-        throw new LedgerError('CHAIN_CONFLICT', `session ${s.session}: the head moved (expected ${options.expectedPrev ?? 'an empty chain'})`);
+      // Another process or host (PostgreSQL) may win the append between our head read and our commit.
+      // Without expectedPrev the caller asked for "after whatever is there": read the head again and re-sign.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await this.commit(s, blob, covers, options);
+        } catch (err) {
+          const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
+          if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
+        }
       }
-      const signer = this.keyring.signer;
-      const createdAt = this.clock().toISOString();
-      // A rotated-out or revoked key must not sign: its manifests would never verify.
-      const usable = findTrustedKey(this.trustStore(), this.host, signer.keyId, createdAt);
-      if (!usable.ok) throw new ManifestError(usable.code, `${usable.message}; rotate the host key`);
-      const manifest: Manifest = {
-        v: 1,
-        kind: 'compaction',
-        host: this.host,
-        principal: s.principal,
-        session: s.session,
-        run: s.run,
-        seq: head ? head.seq + 1 : 0,
-        prev: head ? head.id : null,
-        summary: { digest: blob.digest, size: blob.size, mediaType: SUMMARY_MEDIA_TYPE },
-        ...(covers ? { covers } : {}),
-        createdAt,
-        keyId: signer.keyId,
-      };
-      // The writer never signs what its own verifier would refuse: that would brick the chain head.
-      const checked = manifestSchema.safeParse(manifest);
-      if (!checked.success) throw new LedgerError('INVALID_ARGUMENT', `refusing to sign an invalid manifest: ${checked.error.issues[0]?.message}`);
-      const payload = encodeManifest(manifest);
-      const id = manifestId(payload);
-      const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
-      throwIfCancelled(signal);
-      await this.log.append({ session: s.session, principal: s.principal, seq: manifest.seq, prev: manifest.prev, id, envelope: serializeEnvelope(envelope) });
-      // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
-      this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
-      await this.log.setWatermark(s.session, manifest.seq).catch(() => {});
-      return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
     });
+  }
+
+  /** Publish step 4 under the chain lock: the point of no return, then build, sign and append one manifest. */
+  private async commit(s: PublishScope, blob: { digest: Digest; size: number }, covers: PublishOptions['covers'], options: PublishOptions): Promise<Receipt> {
+    const { signal } = options;
+    // Point of no return: re-check cancellation and authorization.
+    throwIfCancelled(signal);
+    await this.authorize(s, 'publish');
+    const head = await this.log.head(s.session);
+    if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
+      throw new LedgerError('CHAIN_CONFLICT', `session ${s.session}: the head moved (expected ${options.expectedPrev ?? 'an empty chain'})`);
+    }
+    const signer = this.keyring.signer;
+    const createdAt = this.clock().toISOString();
+    // A rotated-out or revoked key must not sign: its manifests would never verify.
+    const usable = findTrustedKey(this.trustStore(), this.host, signer.keyId, createdAt);
+    if (!usable.ok) throw new ManifestError(usable.code, `${usable.message}; rotate the host key`);
+    const manifest: Manifest = {
+      v: 1,
+      kind: 'compaction',
+      host: this.host,
+      principal: s.principal,
+      session: s.session,
+      run: s.run,
+      seq: head ? head.seq + 1 : 0,
+      prev: head ? head.id : null,
+      summary: { digest: blob.digest, size: blob.size, mediaType: SUMMARY_MEDIA_TYPE },
+      ...(covers ? { covers } : {}),
+      createdAt,
+      keyId: signer.keyId,
+    };
+    // The writer never signs what its own verifier would refuse: that would brick the chain head.
+    const checked = manifestSchema.safeParse(manifest);
+    if (!checked.success) throw new LedgerError('INVALID_ARGUMENT', `refusing to sign an invalid manifest: ${checked.error.issues[0]?.message}`);
+    const payload = encodeManifest(manifest);
+    const id = manifestId(payload);
+    const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
+    throwIfCancelled(signal);
+    await this.log.append({ session: s.session, principal: s.principal, seq: manifest.seq, prev: manifest.prev, id, envelope: serializeEnvelope(envelope) });
+    // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
+    this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
+    await this.log.setWatermark(s.session, manifest.seq).catch(() => {});
+    return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
   }
 
   /** Verifies one stored entry: signature with the trust store, then scope, then its place in the chain. */

@@ -238,3 +238,48 @@ describe('keys', () => {
     await ledger.close();
   });
 });
+
+describe('writers that share one log (other processes or hosts)', () => {
+  /** Two hosts on one log; host B publishes right after host A's commit step reads the head (A's 3rd head read). */
+  async function racingHosts() {
+    const { LevelManifestLog } = await import('../manifests/level-log.js');
+    const shared = await LevelManifestLog.open(join(tempDir(), 'log'));
+    const a = await open(tempDir(), { host: 'host-a', log: shared });
+    const b = await open(tempDir(), { host: 'host-b', log: shared, trust: a.trustStore() });
+    const realHead = shared.head.bind(shared);
+    const realAppend = shared.append.bind(shared);
+    const stats = { headReads: 0, conflicts: 0, race: true };
+    const viaA = { head: async (session: string) => {
+      const head = await realHead(session);
+      if (stats.race && ++stats.headReads === 3) {
+        stats.race = false;
+        await b.publish({ principal: 'alice', session: 's', run: 'on-b' }, sampleSummary('b'));
+      }
+      return head;
+    }, append: async (...args: Parameters<typeof shared.append>) => realAppend(...args).catch((e) => {
+      if (e.code === 'CHAIN_CONFLICT') stats.conflicts++;
+      throw e;
+    }) };
+    const aLog = Object.assign(Object.create(shared), viaA);
+    const racingA = await open(tempDir(), { host: 'host-a', log: aLog, signer: undefined, keyFile: undefined, root: a.root });
+    return { shared, a: racingA, b, stats, close: async () => { await b.blobs.close(); await racingA.blobs.close(); await a.blobs.close(); await shared.close(); } };
+  }
+
+  it('re-reads the head and re-signs when another host wins the append race', async () => {
+    const { a, b, stats, close } = await racingHosts();
+    const receipt = await a.publish({ principal: 'alice', session: 's', run: 'on-a' }, sampleSummary('a'));
+    expect(stats.conflicts).toBe(1);
+    expect(receipt.seq).toBe(1);
+    const history = await b.history({ principal: 'alice', session: 's' });
+    expect(history.map((h) => [h.manifest.host, h.manifest.seq])).toEqual([['host-b', 0], ['host-a', 1]]);
+    await close();
+  });
+
+  it('does not retry when the caller passed expectedPrev: the race is CHAIN_CONFLICT', async () => {
+    const { a, b, stats, close } = await racingHosts();
+    await expect(a.publish({ principal: 'alice', session: 's', run: 'on-a' }, sampleSummary('a'), { expectedPrev: null })).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+    expect(stats.conflicts).toBe(1);
+    expect((await b.history({ principal: 'alice', session: 's' })).length).toBe(1);
+    await close();
+  });
+});
