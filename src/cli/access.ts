@@ -1,6 +1,6 @@
 /** grant, revoke, grants, keys: the operator's access and key lifecycle commands. */
 import { writeFileAtomic } from '../atomic-file.js';
-import { EXIT_OK, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import { withLedger, EXIT_OK, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
 const grantOptions = { ...storeOptions, principal: { type: 'string' }, session: { type: 'string' }, all: { type: 'boolean', default: false }, by: { type: 'string' } } as const;
 
@@ -15,15 +15,12 @@ function changeGrant(kind: 'grant' | 'revoke') {
     const { values } = parse(argv, grantOptions);
     try {
       const { principal, session } = grantTarget(values);
-      const ledger = await openFromArgs(values, io);
-      try {
+      return await withLedger(values, io, async (ledger) => {
         const rec = await ledger[kind](principal, session, { by: values.by });
         if (values.json) writeJson(io.stdout, rec);
         else io.stdout.write(`${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}\n`);
         return EXIT_OK;
-      } finally {
-        await ledger.close();
-      }
+      });
     } catch (err) {
       return reportError(err, io, values.json);
     }
@@ -36,15 +33,12 @@ export const revoke = changeGrant('revoke');
 export async function grants(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, principal: { type: 'string' }, session: { type: 'string' } });
   try {
-    const ledger = await openFromArgs(values, io);
-    try {
+    return await withLedger(values, io, async (ledger) => {
       const list = await ledger.grants({ principal: values.principal, session: values.session });
       if (values.json) writeJson(io.stdout, list);
       else for (const g of list) io.stdout.write(`${g.principal}\t${g.session}\t${g.state}\t${g.at}${g.by ? `\t${g.by}` : ''}\n`);
       return EXIT_OK;
-    } finally {
-      await ledger.close();
-    }
+    });
   } catch (err) {
     return reportError(err, io, values.json);
   }
@@ -56,8 +50,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parse(rest, { ...storeOptions, out: { type: 'string' }, at: { type: 'string' } }, true);
   try {
     if (!sub || !['export', 'rotate', 'revoke', 'list'].includes(sub)) throw new UsageError('usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list');
-    const ledger = await openFromArgs(values, io);
-    try {
+    return await withLedger(values, io, async (ledger) => {
       if (sub === 'export' || sub === 'list') {
         const trust = ledger.trustStore();
         if (values.out) {
@@ -75,9 +68,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
         io.stdout.write(`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}\n`);
       }
       return EXIT_OK;
-    } finally {
-      await ledger.close();
-    }
+    });
   } catch (err) {
     return reportError(err, io, values.json);
   }

@@ -2,7 +2,7 @@
 import { createReadStream } from 'node:fs';
 import { LedgerError } from '../errors.js';
 import { DEFAULT_MAX_SUMMARY_BYTES } from '../summary.js';
-import { EXIT_OK, openFromArgs, parse, readLimited, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import { withLedger, EXIT_OK, openFromArgs, parse, readLimited, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
 export async function init(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, storeOptions);
@@ -49,16 +49,13 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     } catch (err) {
       throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid UTF-8 JSON', { cause: err });
     }
-    const ledger = await openFromArgs(values, io, { maxSummaryBytes });
-    try {
-      const expectedPrev = values['expected-prev'] === undefined ? undefined : values['expected-prev'] === 'null' ? null : (values['expected-prev'] as `blake3:${string}`);
+    const expectedPrev = values['expected-prev'] === undefined ? undefined : values['expected-prev'] === 'null' ? null : (values['expected-prev'] as `blake3:${string}`);
+    return await withLedger(values, io, async (ledger) => {
       const receipt = await ledger.publish({ principal, session, run }, summary, { expectedPrev });
       if (values.json) writeJson(io.stdout, receipt);
       else io.stdout.write(`published ${session} seq ${receipt.seq}\nmanifest ${receipt.id}\nsummary  ${receipt.digest} (${receipt.size} bytes)\n`);
       return EXIT_OK;
-    } finally {
-      await ledger.close();
-    }
+    }, { maxSummaryBytes });
   } catch (err) {
     return reportError(err, io, values.json);
   }
@@ -69,8 +66,7 @@ export async function resume(argv: string[], io: CliIo): Promise<number> {
   try {
     const principal = need(values.principal, 'principal');
     const session = need(values.session, 'session');
-    const ledger = await openFromArgs(values, io);
-    try {
+    return await withLedger(values, io, async (ledger) => {
       const resumed = await ledger.resume({ principal, session });
       if (!resumed) {
         io.stderr.write(`session ${session} has no compaction yet\n`);
@@ -80,9 +76,7 @@ export async function resume(argv: string[], io: CliIo): Promise<number> {
       if (values.json) writeJson(io.stdout, resumed);
       else writeJson(io.stdout, resumed.summary);
       return EXIT_OK;
-    } finally {
-      await ledger.close();
-    }
+    });
   } catch (err) {
     return reportError(err, io, values.json);
   }
@@ -93,15 +87,12 @@ export async function history(argv: string[], io: CliIo): Promise<number> {
   try {
     const principal = need(values.principal, 'principal');
     const session = need(values.session, 'session');
-    const ledger = await openFromArgs(values, io);
-    try {
+    return await withLedger(values, io, async (ledger) => {
       const entries = await ledger.history({ principal, session });
       if (values.json) writeJson(io.stdout, entries.map((e) => ({ id: e.id, manifest: e.manifest })));
       else for (const e of entries) io.stdout.write(`${e.manifest.seq}\t${e.manifest.createdAt}\t${e.manifest.host}\t${e.manifest.run}\t${e.id}\t${e.manifest.summary.size} bytes\n`);
       return EXIT_OK;
-    } finally {
-      await ledger.close();
-    }
+    });
   } catch (err) {
     return reportError(err, io, values.json);
   }

@@ -53,6 +53,21 @@ export async function openFromArgs(values: { root?: string; host?: string; postg
   return openLedger(pg ? { ...options, postgres: { connectionString: pg } } : options);
 }
 
+/** Opens the ledger the options name, runs `fn`, and closes the ledger whatever happens. */
+export async function withLedger(
+  values: { root?: string; host?: string; postgres?: string },
+  io: CliIo,
+  fn: (ledger: Ledger) => Promise<number>,
+  extra: Partial<OpenLedgerOptions> = {},
+): Promise<number> {
+  const ledger = await openFromArgs(values, io, extra);
+  try {
+    return await fn(ledger);
+  } finally {
+    await ledger.close();
+  }
+}
+
 export function writeJson(out: Writable, value: unknown): void {
   out.write(JSON.stringify(value, null, 2) + '\n');
 }

@@ -1,12 +1,11 @@
 /** fsck and gc commands. */
 import { fsck as runFsck, gc as runGc, parseDuration } from '../maintenance.js';
-import { EXIT_OK, EXIT_REFUSED, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import { withLedger, EXIT_OK, EXIT_REFUSED, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
   try {
-    const ledger = await openFromArgs(values, io);
-    try {
+    return await withLedger(values, io, async (ledger) => {
       const report = await runFsck(ledger, { checkBlobs: !values['skip-blobs'] });
       const recovery = ledger.recovery;
       if (values.json) writeJson(io.stdout, { ...report, recovery });
@@ -16,9 +15,7 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
         io.stdout.write(`${report.ok ? 'clean' : `${report.findings.length} finding(s)`}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`);
       }
       return report.ok && recovery.headProblems.length === 0 ? EXIT_OK : EXIT_REFUSED;
-    } finally {
-      await ledger.close();
-    }
+    });
   } catch (err) {
     return reportError(err, io, values.json);
   }
@@ -34,15 +31,12 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
     } catch (err) {
       throw new UsageError((err as Error).message);
     }
-    const ledger = await openFromArgs(values, io);
-    try {
+    return await withLedger(values, io, async (ledger) => {
       const report = await runGc(ledger, { graceMs, dryRun: values['dry-run'] });
       if (values.json) writeJson(io.stdout, report);
       else io.stdout.write(`${values['dry-run'] ? 'would remove' : 'removed'} ${report.removed.length} unreferenced blob(s); ${report.referenced} referenced, ${report.keptYoung} kept within the grace period\n`);
       return EXIT_OK;
-    } finally {
-      await ledger.close();
-    }
+    });
   } catch (err) {
     return reportError(err, io, values.json);
   }
