@@ -27,7 +27,7 @@ const nextCommand = async () => {
   return commands.shift();
 };
 
-/** Publishes until stopped; a lost race (another host moved the head) is retried, storage failures are reported. */
+/** Publishes until stopped; a lost race (another writer moved the head) is retried, storage failures are reported. */
 async function publisher(worker) {
   for (let i = 0; !stopping; i++) {
     const session = config.sessions[(worker + i) % config.sessions.length];
@@ -35,7 +35,10 @@ async function publisher(worker) {
     const summary = { task: `publish ${marker}`, state: `written by ${config.host}`, nextSteps: [`continue after ${marker}`] };
     for (let attempt = 0; ; attempt++) {
       try {
-        const r = await ledger.publish({ principal: 'alice', session, run: `run-${worker}` }, summary);
+        // Even workers publish optimistically (expectedPrev from their own head read), so a race they lose
+        // surfaces as CHAIN_CONFLICT; odd workers leave the re-read and re-sign to the ledger.
+        const expectedPrev = worker % 2 === 0 ? ((await ledger.log.head(session))?.id ?? null) : undefined;
+        const r = await ledger.publish({ principal: 'alice', session, run: `run-${worker}` }, summary, { expectedPrev });
         say({ type: 'ack', host: config.host, marker, session, seq: r.seq, id: r.id, digest: r.digest, lostRaces: attempt });
         break;
       } catch (err) {
