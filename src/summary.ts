@@ -99,6 +99,12 @@ export function validateSummary(value: unknown, maxBytes: number = DEFAULT_MAX_S
   }
   const summary = parsed.data;
   checkContent(summary);
+  // Each UTF-16 code unit takes at least one byte: a summary that cannot fit is refused before it is encoded.
+  let atLeast = 0;
+  for (const s of strings(summary)) atLeast += s.length;
+  if (atLeast > maxBytes) {
+    throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is at least ${atLeast} bytes, over the limit of ${maxBytes}`);
+  }
   const bytes = canonicalBytes(summary);
   if (bytes.length > maxBytes) {
     throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is ${bytes.length} bytes, over the limit of ${maxBytes}`);

@@ -16,6 +16,9 @@ import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions 
 import { ensurePrivateDir } from './safe-dir.js';
 
 const CHUNK = 4 * 1024 * 1024;
+// Hashing a large buffer yields to the event loop this often, so I/O completions are not held up.
+const HASH_SLICE = 1024 * 1024;
+const STREAM_WRITES_IN_FLIGHT = 4;
 const HEX64 = /^[0-9a-f]{64}$/;
 const WRITE_FLAGS = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
 // O_NONBLOCK: opening a FIFO planted at a blob path must not hang the reader.
@@ -43,11 +46,7 @@ function storageFailed(step: string, err: unknown): StoreError {
   return new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
 }
 
-async function* chunksOf(source: BlobSource): AsyncIterable<Uint8Array> {
-  if (source instanceof Uint8Array) {
-    for (let off = 0; off < source.length; off += CHUNK) yield source.subarray(off, off + CHUNK);
-    return;
-  }
+async function* chunksOf(source: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
   for await (const chunk of source) {
     if (!(chunk instanceof Uint8Array)) throw new TypeError('blob source must yield Uint8Array chunks');
     yield chunk;
@@ -62,7 +61,12 @@ export class FsBlobStore implements BlobStore {
   private readonly hash: HashBackend;
   private readonly maxBlobBytes: number;
   private readonly fs: FsOps;
-  private readonly unsyncedDirs = new Set<string>();
+  /**
+   * Directories holding an entry not yet known durable (their fsync failed), each with the version of
+   * its listing: a retry may find the entry already there (EEXIST), so the next put fsyncs them.
+   */
+  private readonly unsyncedDirs = new Map<string, number>();
+  private listingVersion = 0;
 
   private constructor(root: string, options: FsBlobStoreOptions) {
     this.root = root;
@@ -108,6 +112,11 @@ export class FsBlobStore implements BlobStore {
     return { dir1, dir2, file: join(dir2, hex) };
   }
 
+  /**
+   * DESIGN.md, "Blob store": write while hashing, one pass over the bytes. The write and its fsync run on
+   * the I/O threads while this thread hashes; once the digest is known the shard directories are made
+   * durable, overlapping the data fsync. Only then is the name linked: data durable before its name.
+   */
   async put(source: BlobSource, options: PutOptions = {}): Promise<BlobInfo> {
     const limit = Math.min(options.maxBytes ?? Infinity, this.maxBlobBytes);
     throwIfAborted(options.signal);
@@ -117,52 +126,110 @@ export class FsBlobStore implements BlobStore {
     const staging = join(this.tmpDir, `${randomBytes(16).toString('hex')}.tmp`);
     let handle: FileHandle | undefined;
     let created = false;
-    let step = 'open staging file';
     try {
-      handle = await this.fs.open(staging, WRITE_FLAGS, 0o600);
+      handle = await this.fs.open(staging, WRITE_FLAGS, 0o600).catch(wrap('open staging file'));
       created = true;
-      const hasher = await this.hash.create();
-      let size = 0;
-      step = 'write';
-      for await (const chunk of chunksOf(source)) {
-        size += chunk.length;
-        if (size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limit} bytes`);
-        throwIfAborted(options.signal);
-        // Hash while the write is in flight: one pass over the bytes, hashing overlapped with I/O.
-        const written = this.fs.write(handle, chunk);
-        try {
-          hasher.update(chunk);
-        } finally {
-          await written;
-        }
-      }
-      step = 'fsync';
-      await this.fs.fsync(handle);
-      step = 'close';
-      await this.fs.close(handle);
+      const written = source instanceof Uint8Array
+        ? await this.writeBuffer(handle, source, options.signal)
+        : await this.writeStream(handle, source, limit, options.signal);
+      await this.fs.close(handle).catch(wrap('close'));
       handle = undefined;
-      const digest = formatDigest(hasher.digest());
       throwIfAborted(options.signal);
-      step = 'place blob';
-      await this.placeBlob(staging, digest, size);
-      return { digest, size };
+      await this.placeBlob(staging, written.digest, written.size);
+      return written;
     } catch (err) {
-      throw storageFailed(step, err);
+      throw storageFailed('put', err);
     } finally {
       if (handle) await handle.close().catch(() => {});
       if (created) await this.fs.unlink(staging).catch(() => {});
     }
   }
 
+  /** A whole buffer: one write and its fsync in flight while the bytes are hashed here. */
+  private async writeBuffer(handle: FileHandle, bytes: Uint8Array, signal?: AbortSignal): Promise<BlobInfo> {
+    const hasher = await this.hash.create();
+    let ioFailed = false;
+    const io = (async () => {
+      await this.fs.write(handle, bytes).catch(wrap('write'));
+      throwIfAborted(signal);
+      await this.fs.fsync(handle).catch(wrap('fsync'));
+    })();
+    io.catch(() => (ioFailed = true)); // awaited below; this also keeps an early failure from being "unhandled"
+    let digest: Digest;
+    try {
+      for (let off = 0; off < bytes.length && !ioFailed; off += HASH_SLICE) {
+        hasher.update(bytes.subarray(off, off + HASH_SLICE));
+        throwIfAborted(signal);
+        // Let the I/O thread's completion through (write done → fsync issued) while hashing goes on.
+        if (off + HASH_SLICE < bytes.length) await yieldToIo();
+      }
+      if (ioFailed) await io; // throws the write's own error; the partial digest is never used
+      digest = formatDigest(hasher.digest());
+    } catch (err) {
+      await io.catch(() => {});
+      throw err;
+    }
+    await settleAll(io, this.ensureShardDirs(digest));
+    return { digest, size: bytes.length };
+  }
+
+  /**
+   * A stream of chunks: writes stay in order on one chain, up to STREAM_WRITES_IN_FLIGHT of them
+   * pending, so the source produces the next chunk and this thread hashes it while earlier ones are
+   * written. The size limit is enforced as chunks arrive.
+   */
+  private async writeStream(handle: FileHandle, source: AsyncIterable<Uint8Array>, limit: number, signal?: AbortSignal): Promise<BlobInfo> {
+    const hasher = await this.hash.create();
+    let size = 0;
+    let chain: Promise<void> = Promise.resolve();
+    const pending: Array<Promise<void>> = [];
+    try {
+      for await (const chunk of chunksOf(source)) {
+        size += chunk.length;
+        if (size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limit} bytes`);
+        throwIfAborted(signal);
+        chain = chain.then(() => this.fs.write(handle, chunk)).catch(wrap('write'));
+        chain.catch(() => {}); // awaited below; this only keeps an early failure from being "unhandled"
+        pending.push(chain);
+        hasher.update(chunk);
+        if (pending.length >= STREAM_WRITES_IN_FLIGHT) await pending.shift();
+      }
+      await chain;
+    } catch (err) {
+      await chain.catch(() => {}); // no write may still run once the caller closes the file
+      throw err;
+    }
+    const digest = formatDigest(hasher.digest());
+    await settleAll(this.fs.fsync(handle).catch(wrap('fsync')), this.ensureShardDirs(digest));
+    return { digest, size };
+  }
+
+  /** Makes both shard directories of `digest` exist durably (each new one fsynced into its parent). */
+  private async ensureShardDirs(digest: Digest): Promise<void> {
+    const { dir1, dir2 } = this.pathOf(digestHex(digest));
+    if (await this.ensureShardDir(dir1)) await this.syncDir(this.blobDir);
+    if (await this.ensureShardDir(dir2)) await this.syncDir(dir1);
+    // Leftovers of an earlier failed fsync (perhaps of the very directories just found to exist).
+    for (const dir of [...this.unsyncedDirs.keys()]) await this.syncDir(dir);
+  }
+
+  /** fsyncs a directory; on failure it stays listed, so that the next put fsyncs it again. */
+  private async syncDir(dir: string): Promise<void> {
+    const listed = this.unsyncedDirs.get(dir);
+    try {
+      await this.fs.fsyncDir(dir);
+    } catch (err) {
+      this.unsyncedDirs.set(dir, ++this.listingVersion);
+      throw storageFailed('fsync directory', err);
+    }
+    // Settles only a listing made before this fsync began; one made meanwhile may not be covered by it.
+    if (listed !== undefined && this.unsyncedDirs.get(dir) === listed) this.unsyncedDirs.delete(dir);
+  }
+
   /** Links the fsynced staging file to its final name, never overwriting, then makes the name durable. */
   private async placeBlob(staging: string, digest: Digest, size: number): Promise<void> {
     const hex = digestHex(digest);
-    const { dir1, dir2, file } = this.pathOf(hex);
-    // A directory whose new entry was not yet made durable stays on the list until an fsync of it
-    // succeeds: a retry after a failed fsync finds the entry already there and must not skip the fsync.
-    if (await this.ensureShardDir(dir1)) this.unsyncedDirs.add(this.blobDir);
-    if (await this.ensureShardDir(dir2)) this.unsyncedDirs.add(dir1);
-    this.unsyncedDirs.add(dir2);
+    const { dir2, file } = this.pathOf(hex);
     try {
       await this.fs.link(staging, file);
     } catch (err) {
@@ -172,10 +239,8 @@ export class FsBlobStore implements BlobStore {
         await this.fs.link(staging, file).catch(wrap('link'));
       }
     }
-    for (const dir of [...this.unsyncedDirs]) {
-      await this.fs.fsyncDir(dir).catch(wrap('fsync directory'));
-      this.unsyncedDirs.delete(dir);
-    }
+    // Also on the "already there" path: the put that linked it may have failed at exactly this fsync.
+    await this.syncDir(dir2);
   }
 
   /** Creates a shard directory if missing; returns true when it was created. Refuses a planted symlink. */
@@ -186,7 +251,7 @@ export class FsBlobStore implements BlobStore {
     } catch (err) {
       if (errno(err) !== 'EEXIST') throw storageFailed('mkdir', err);
     }
-    const st = await this.fs.lstat(dir);
+    const st = await this.fs.lstat(dir).catch(wrap('lstat'));
     if (!st.isDirectory()) {
       throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink or file planted?)`);
     }
@@ -318,6 +383,17 @@ export class FsBlobStore implements BlobStore {
   }
 
   async close(): Promise<void> {}
+}
+
+function yieldToIo(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Waits for every operation (none is left running behind a failure), then throws the first failure. */
+async function settleAll(...ops: Array<Promise<unknown>>): Promise<void> {
+  const results = await Promise.allSettled(ops);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 function wrap(step: string) {

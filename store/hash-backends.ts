@@ -1,18 +1,33 @@
 /**
  * Choosing a BLAKE3 backend. The fast backend is the default where it loads; the reference
  * (`@noble/hashes`) is the fallback, with one clear notice, never silently a wrong answer:
- * a backend is only used after it has reproduced known digests at load time.
+ * a backend is only used after it has reproduced known digests at load time, whole and in pieces.
  */
-import { nobleBlake3, hashBytes, type HashBackend } from './digest.js';
+import { nobleBlake3, formatDigest, type HashBackend } from './digest.js';
 import { loadWasmBlake3 } from './hash-wasm.js';
 
 export type HashBackendName = 'auto' | 'wasm' | 'noble';
 
-/** Known answers every backend must reproduce before it is used (official BLAKE3 vectors). */
-const SELF_TEST: ReadonlyArray<[number, string]> = [
-  [0, 'af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262'],
-  [1, '2d3adedff11b61f14c886e35afa036736dcd87a74d27b5c1510225d0f592e213'],
-  [1025, 'd00278ae47eb27b34faecf67b4fe263f82d5412916c1ffd97c8cb7fb814b8444'],
+const NAMES: readonly string[] = ['auto', 'wasm', 'noble'];
+
+/** Where the fast backend comes from; tests inject a failing or lying loader here. */
+export interface HashBackendLoaders {
+  /** Default: WASM BLAKE3 from hash-wasm. */
+  wasm?: () => Promise<HashBackend>;
+}
+
+/**
+ * Known answers every backend must reproduce before it is used (official BLAKE3 vectors, input
+ * `i % 251`), with the size of the pieces it is fed in (0: all at once). The set reaches past one
+ * 1 KiB chunk, past several tree levels (102,400 bytes) and feeds uneven pieces, so a backend that is
+ * only right on short or one-shot inputs is refused too.
+ */
+const SELF_TEST: ReadonlyArray<[length: number, piece: number, hex: string]> = [
+  [0, 0, 'af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262'],
+  [1, 0, '2d3adedff11b61f14c886e35afa036736dcd87a74d27b5c1510225d0f592e213'],
+  [1025, 0, 'd00278ae47eb27b34faecf67b4fe263f82d5412916c1ffd97c8cb7fb814b8444'],
+  [8193, 1000, 'bab6c09cb8ce8cf459261398d2e7aef35700bf488116ceb94a36d0f5f1b7bc3b'],
+  [102400, 0, 'bc3e3d41a1146b069abffad3c0d44860cf664390afce4d9661f7902e7943e085'],
 ];
 
 function vectorInput(len: number): Uint8Array {
@@ -22,9 +37,29 @@ function vectorInput(len: number): Uint8Array {
 }
 
 async function selfTest(backend: HashBackend): Promise<void> {
-  for (const [len, hex] of SELF_TEST) {
-    const got = await hashBytes(vectorInput(len), backend);
-    if (got !== `blake3:${hex}`) throw new Error(`BLAKE3 backend ${backend.name} failed its self-test at length ${len}`);
+  for (const [len, piece, hex] of SELF_TEST) {
+    const bytes = vectorInput(len);
+    const h = await backend.create();
+    const step = piece || Math.max(1, len);
+    for (let off = 0; off < len; off += step) h.update(bytes.subarray(off, off + step));
+    if (formatDigest(h.digest()) !== `blake3:${hex}`) {
+      throw new Error(`BLAKE3 backend ${backend.name} failed its self-test at length ${len}${piece ? ` in ${piece}-byte pieces` : ''}`);
+    }
+  }
+}
+
+async function loadChecked(load: () => Promise<HashBackend>): Promise<HashBackend> {
+  const backend = await load();
+  await selfTest(backend);
+  return backend;
+}
+
+async function fastOrReference(load: () => Promise<HashBackend>, onNotice: (message: string) => void): Promise<HashBackend> {
+  try {
+    return await loadChecked(load);
+  } catch (err) {
+    onNotice(`handoff-ledger: WASM BLAKE3 unavailable (${(err as Error)?.message ?? String(err)}); using @noble/hashes (pure JS, ~15x slower)`);
+    return nobleBlake3;
   }
 }
 
@@ -32,27 +67,22 @@ let cached: Promise<HashBackend> | undefined;
 
 /**
  * Loads a BLAKE3 backend. `auto` (default) prefers WASM and falls back to noble, reporting the
- * fallback once through `onNotice`; `wasm` fails if WASM cannot load; `noble` is the reference.
+ * fallback once through `onNotice` (once per process for the default loader, whose outcome is cached);
+ * `wasm` fails if WASM cannot load or fails its self-test; `noble` is the reference.
+ * @param loaders where the fast backend comes from (tests inject failing or lying ones)
+ * @throws TypeError for an unknown backend name
+ * @throws Error when `wasm` is asked for and cannot load or fails its self-test
  */
 export async function loadHashBackend(
   name: HashBackendName = 'auto',
   onNotice: (message: string) => void = (m) => console.warn(m),
+  loaders: HashBackendLoaders = {},
 ): Promise<HashBackend> {
+  if (!NAMES.includes(name)) throw new TypeError(`unknown BLAKE3 backend ${JSON.stringify(name)} (auto, wasm or noble)`);
   if (name === 'noble') return nobleBlake3;
-  if (name === 'wasm') {
-    const b = await loadWasmBlake3();
-    await selfTest(b);
-    return b;
-  }
-  cached ??= (async () => {
-    try {
-      const b = await loadWasmBlake3();
-      await selfTest(b);
-      return b;
-    } catch (err) {
-      onNotice(`handoff-ledger: WASM BLAKE3 unavailable (${(err as Error).message}); using @noble/hashes (slower)`);
-      return nobleBlake3;
-    }
-  })();
+  const load = loaders.wasm ?? loadWasmBlake3;
+  if (name === 'wasm') return loadChecked(load);
+  if (loaders.wasm) return fastOrReference(load, onNotice);
+  cached ??= fastOrReference(load, onNotice);
   return cached;
 }

@@ -5,16 +5,36 @@
 import { createBLAKE3 } from 'hash-wasm';
 import type { HashBackend, Hasher } from './digest.js';
 
-/** Creates the WASM backend; rejects if WebAssembly is unavailable. */
+type WasmHasher = Awaited<ReturnType<typeof createBLAKE3>>;
+
+// Each createBLAKE3() instantiates a WebAssembly module (~0.1 ms, a small share of every small publish):
+// finished hashers are reset and reused. Bounded: beyond it, concurrent hashers are simply dropped.
+const POOL_LIMIT = 16;
+
+/**
+ * Creates the WASM backend.
+ * @throws Error (rejects) if WebAssembly is unavailable or the module cannot be instantiated
+ */
 export async function loadWasmBlake3(): Promise<HashBackend> {
-  await createBLAKE3(); // fail here, at load time, rather than in the middle of a publish
+  const pool: WasmHasher[] = [await createBLAKE3()]; // fail here, at load time, rather than in the middle of a publish
   return {
     name: 'wasm',
     async create(): Promise<Hasher> {
-      const h = await createBLAKE3();
+      const h = pool.pop() ?? (await createBLAKE3());
+      h.init();
+      let done = false;
       return {
-        update: (chunk) => void h.update(chunk),
-        digest: () => h.digest('binary'),
+        update: (chunk) => {
+          if (done) throw new Error('BLAKE3 hasher used after digest()');
+          h.update(chunk);
+        },
+        digest: () => {
+          if (done) throw new Error('BLAKE3 hasher used after digest()');
+          done = true;
+          const out = h.digest('binary');
+          if (pool.length < POOL_LIMIT) pool.push(h);
+          return out;
+        },
       };
     },
   };

@@ -1,0 +1,53 @@
+/** The shape of benchmarks/results/latest.json (schema `handoff-ledger-bench/1`). */
+import type { Spread } from '../lib/stats.js';
+import type { CaseGroup } from '../suites/sizes.js';
+import type { RssResult } from '../suites/rss.js';
+
+export const SCHEMA = 'handoff-ledger-bench/1';
+
+export interface SizeRow {
+  case: string;
+  group: CaseGroup;
+  op: 'write' | 'read';
+  size: number;
+  /** Seconds per operation, one per measured round. */
+  samplesSeconds: number[];
+  seconds: Spread;
+  mibPerSecond: Spread;
+}
+
+export interface Target {
+  id: string;
+  description: string;
+  /** The target, as a number in `unit` (a ratio, a rate, bytes). */
+  target: number;
+  /** How the target compares: measured ≥ target, or measured ≤ target. */
+  direction: '>=' | '<=';
+  unit: string;
+  /** Undefined when this run did not measure it (quick mode). */
+  measured?: number;
+  /** True met, false missed, undefined not measured. */
+  met?: boolean;
+  detail: string;
+}
+
+export interface BenchResults {
+  schema: typeof SCHEMA;
+  mode: 'full' | 'quick';
+  startedAt: string;
+  durationSeconds: number;
+  machine: { node: string; v8: string; platform: string; arch: string; cpus: number; cpuModel: string; memoryGiB: number; loadAverage: { start: number[]; end: number[] } };
+  config: { sizes: number[]; rounds: number; batch: Record<string, number>; nobleMaxBytes: number; text: string; concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number }; chain: { manifests: number; sessions: number; rounds: number; threads: number; nodeSample: number; nobleSample: number }; rssSizes: number[] };
+  hash: { fastest: string; probeMiBps: Record<string, number> };
+  sizes: SizeRow[];
+  concurrency: Array<{ sessions: number; bytes: number; samples: number[]; publishesPerSecond: Spread }>;
+  chain: {
+    manifests: number; sessions: number; threads: number; buildSeconds: number; bundleCached: boolean;
+    /** Manifests per second. */
+    verifyChainPool: Spread; verifyChainOneCore: Spread; perManifestNode: Spread; perManifestNoble: Spread;
+    /** Bare node:crypto Ed25519 verifications per second, one core: the ceiling per thread. */
+    rawVerifyNode: Spread;
+  };
+  rss: RssResult[];
+  targets: Target[];
+}

@@ -1,0 +1,133 @@
+/** The results as text: a terminal table and a markdown report (benchmarks/results/latest.md). */
+import { fmt, sizeLabel } from '../lib/stats.js';
+import type { BenchResults, Target } from './model.js';
+
+type Cell = string;
+
+function grid(header: Cell[], rows: Cell[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: Cell[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
+}
+
+/** A markdown table; `left` lists the columns aligned left (default: the first). */
+function markdown(header: Cell[], rows: Cell[][], left: number[] = [0]): string[] {
+  const sep = header.map((_, i) => (left.includes(i) ? '---' : '---:'));
+  return [`| ${header.join(' | ')} |`, `| ${sep.join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
+}
+
+const ORDER = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)'];
+
+/** Case names in a fixed order (the limit, the peer, the ledger), whatever order the rounds ran them in. */
+export function caseNames(r: BenchResults): string[] {
+  const rank = (name: string) => (ORDER.includes(name) ? ORDER.indexOf(name) : ORDER.length);
+  return [...new Set(r.sizes.map((s) => s.case))].sort((a, b) => rank(a) - rank(b));
+}
+
+/** Rows of case × size: median MiB/s with [min–max]. */
+function throughputRows(r: BenchResults, spreadToo: boolean): { header: Cell[]; rows: Cell[][] } {
+  const sizes = r.config.sizes;
+  const header = ['MiB/s (median' + (spreadToo ? ' [min–max])' : ')'), ...sizes.map(sizeLabel)];
+  const rows = caseNames(r).map((name) => [
+    name,
+    ...sizes.map((size) => {
+      const row = r.sizes.find((s) => s.case === name && s.size === size);
+      if (!row) return '–';
+      const m = row.mibPerSecond;
+      return spreadToo ? `${fmt(m.median)} [${fmt(m.min)}–${fmt(m.max)}]` : fmt(m.median);
+    }),
+  ]);
+  return { header, rows };
+}
+
+function latencyRows(r: BenchResults): { header: Cell[]; rows: Cell[][] } {
+  const sizes = r.config.sizes;
+  return {
+    header: ['ms per operation (median)', ...sizes.map(sizeLabel)],
+    rows: caseNames(r).map((name) => [name, ...sizes.map((size) => {
+      const row = r.sizes.find((s) => s.case === name && s.size === size);
+      return row ? fmt(row.seconds.median * 1000) : '–';
+    })]),
+  };
+}
+
+function targetCell(t: Target): Cell[] {
+  const measured = t.measured === undefined ? 'not measured' : `${fmt(t.measured)} ${t.unit}`;
+  const verdict = t.met === undefined ? 'n/a' : t.met ? 'met' : 'MISSED';
+  return [t.description, `${t.direction} ${fmt(t.target)} ${t.unit}`, measured, verdict];
+}
+
+function otherRows(r: BenchResults): Cell[][] {
+  const rows: Cell[][] = [];
+  for (const c of r.concurrency) {
+    rows.push([`4 KiB publishes/s, ${c.sessions} session${c.sessions > 1 ? 's' : ''}`, `${fmt(c.publishesPerSecond.median)} [${fmt(c.publishesPerSecond.min)}–${fmt(c.publishesPerSecond.max)}]`]);
+  }
+  const ch = r.chain;
+  const spread = (s: { median: number; min: number; max: number }) => `${fmt(s.median)} [${fmt(s.min)}–${fmt(s.max)}]`;
+  if (ch.manifests > 0) rows.push(...chainRows(ch, spread));
+  for (const x of r.rss) {
+    rows.push([`peak RSS, ${sizeLabel(x.bytes)}: publish / resume (MiB)`, `${fmt(x.publishPeakKiB / 1024)} / ${fmt(x.resumePeakKiB / 1024)} (with the summary built: ${fmt(x.baselineKiB / 1024)})`]);
+  }
+  return rows;
+}
+
+function chainRows(ch: BenchResults['chain'], spread: (s: { median: number; min: number; max: number }) => string): Cell[][] {
+  const rows: Cell[][] = [];
+  rows.push([`chain verify, verifyChain + ${ch.threads}-thread pool (manifests/s, ${ch.manifests.toLocaleString('en-US')} manifests)`, spread(ch.verifyChainPool)]);
+  rows.push(['chain verify, verifyChain on one core (manifests/s)', spread(ch.verifyChainOneCore)]);
+  rows.push(['verifyManifestEnvelope, node:crypto, one core (manifests/s)', spread(ch.perManifestNode)]);
+  rows.push(['verifyManifestEnvelope, noble, one core (manifests/s)', spread(ch.perManifestNoble)]);
+  rows.push(['bare Ed25519 verify, node:crypto, one core (per s): the ceiling per thread', spread(ch.rawVerifyNode)]);
+  return rows;
+}
+
+function machineLine(r: BenchResults): string {
+  const m = r.machine;
+  return `${m.cpus} × ${m.cpuModel}, ${fmt(m.memoryGiB)} GiB, Node ${m.node} (V8 ${m.v8}), ${m.platform}/${m.arch}; load average ${m.loadAverage.start.map((x) => x.toFixed(1)).join(' ')} at start, ${m.loadAverage.end.map((x) => x.toFixed(1)).join(' ')} at end`;
+}
+
+export function terminalReport(r: BenchResults): string {
+  const t = throughputRows(r, true);
+  const targets = r.targets.map(targetCell);
+  return [
+    '',
+    `handoff-ledger benchmark (${r.mode}), ${r.startedAt}, ${fmt(r.durationSeconds)} s`,
+    machineLine(r),
+    '',
+    ...grid(t.header, t.rows),
+    '',
+    ...grid(['other', 'median [min–max]'], otherRows(r)),
+    '',
+    ...grid(['target', 'goal', 'measured', ''], targets),
+    '',
+  ].join('\n');
+}
+
+export function markdownReport(r: BenchResults): string {
+  const t = throughputRows(r, true);
+  const l = latencyRows(r);
+  const sizes = r.config.sizes.map(sizeLabel).join(', ');
+  return [
+    `# handoff-ledger benchmark (${r.mode})`,
+    '',
+    `${r.startedAt}; ${fmt(r.durationSeconds)} s. ${machineLine(r)}.`,
+    '',
+    `Sizes ${sizes}, interleaved; ${r.config.rounds} measured rounds after one warm-up round; small sizes timed in batches ` +
+      `(${Object.entries(r.config.batch).map(([s, k]) => `${sizeLabel(Number(s))}: ${k}`).join(', ')} operations per sample). ` +
+      `Summary text: ${r.config.text} prose with JSON escapes. The pure-JS hash (noble) is measured up to ${sizeLabel(r.config.nobleMaxBytes)} only. ` +
+      `Fastest hash backend for "raw read + hash": ${r.hash.fastest}.`,
+    '',
+    '![throughput against size](throughput.svg)',
+    '',
+    ...markdown(t.header, t.rows),
+    '',
+    ...markdown(l.header, l.rows),
+    '',
+    ...markdown(['other', 'median [min–max]'], otherRows(r)),
+    '',
+    '## Targets (issue 6), from this run',
+    '',
+    ...markdown(['target', 'goal', 'measured', 'verdict', 'how'], r.targets.map((t) => [...targetCell(t), t.detail]), [0, 4]),
+    '',
+  ].join('\n');
+}

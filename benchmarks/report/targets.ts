@@ -1,0 +1,54 @@
+/**
+ * Issue 6's targets, as ratios of medians from this one run. A target the run did not measure
+ * (quick mode has no 16/64 MiB sizes) is reported as not measured, never as met.
+ */
+import { MiB, sizeLabel } from '../lib/stats.js';
+import type { BenchResults, SizeRow, Target } from './model.js';
+
+type Input = Omit<BenchResults, 'targets'>;
+
+function median(rows: SizeRow[], name: string, size: number): number | undefined {
+  return rows.find((r) => r.case === name && r.size === size)?.seconds.median;
+}
+
+function check(t: Omit<Target, 'met' | 'measured'>, measured: number | undefined): Target {
+  if (measured === undefined || !Number.isFinite(measured)) return { ...t };
+  return { ...t, measured, met: t.direction === '>=' ? measured >= t.target : measured <= t.target };
+}
+
+/** Ratio of medians: how many times faster `fast` is than `slow` (their seconds per operation). */
+function speedup(rows: SizeRow[], fast: string, base: string, size: number): number | undefined {
+  const a = median(rows, fast, size);
+  const b = median(rows, base, size);
+  return a === undefined || b === undefined ? undefined : b / a;
+}
+
+/** The same ratio within each round (the cases of one round ran minutes apart at most): its range. */
+function perRound(rows: SizeRow[], fast: string, base: string, size: number): string {
+  const a = rows.find((r) => r.case === fast && r.size === size)?.samplesSeconds;
+  const b = rows.find((r) => r.case === base && r.size === size)?.samplesSeconds;
+  if (!a || !b || a.length !== b.length || a.length === 0) return '';
+  const ratios = a.map((x, i) => b[i]! / x).sort((p, q) => p - q);
+  return `; per round ${ratios[0]!.toFixed(2)}–${ratios[ratios.length - 1]!.toFixed(2)}`;
+}
+
+export function evaluateTargets(r: Input): Target[] {
+  const out: Target[] = [];
+  for (const size of [16 * MiB, 64 * MiB]) {
+    out.push(check({ id: `publish-vs-raw-write-${size}`, description: `publish ${sizeLabel(size)} vs raw durable write`, target: 0.9, direction: '>=', unit: '×', detail: `raw durable write time / publish (wasm) time, medians${perRound(r.sizes, 'publish (wasm)', 'raw durable write', size)}` }, speedup(r.sizes, 'publish (wasm)', 'raw durable write', size)));
+  }
+  for (const size of [16 * MiB, 64 * MiB]) {
+    out.push(check({ id: `resume-vs-raw-read-hash-${size}`, description: `resume ${sizeLabel(size)} vs raw read + hash (${r.hash.fastest})`, target: 0.8, direction: '>=', unit: '×', detail: `raw read + hash time / resume (wasm) time, medians${perRound(r.sizes, 'resume (wasm)', 'raw read + hash', size)}` }, speedup(r.sizes, 'resume (wasm)', 'raw read + hash', size)));
+  }
+  for (const size of r.config.sizes) {
+    out.push(check({ id: `publish-vs-cacache-${size}`, description: `publish ${sizeLabel(size)} vs cacache.put`, target: 1.5, direction: '>=', unit: '×', detail: `cacache.put time / publish (wasm) time, medians (cacache never fsyncs)${perRound(r.sizes, 'publish (wasm)', 'cacache.put', size)}` }, speedup(r.sizes, 'publish (wasm)', 'cacache.put', size)));
+  }
+  const one = r.concurrency.find((c) => c.sessions === 1)?.publishesPerSecond.median;
+  const many = r.concurrency.find((c) => c.sessions === 32)?.publishesPerSecond.median;
+  out.push(check({ id: 'concurrency-32-vs-1', description: '4 KiB publishes/s, 32 sessions vs 1', target: 3, direction: '>=', unit: '×', detail: 'median publishes/s with 32 concurrent sessions / with one' }, one && many ? many / one : undefined));
+  const full = r.chain.manifests >= 100_000;
+  out.push(check({ id: 'chain-verify-rate', description: `chain verification, ${r.chain.threads} threads`, target: 15_000, direction: '>=', unit: 'manifests/s', detail: `verifyChain over a ${r.chain.manifests.toLocaleString('en-US')}-manifest bundle with a ${r.chain.threads}-thread pool, median; ceiling on this machine: ${r.chain.threads} × ${Math.round(r.chain.rawVerifyNode.median).toLocaleString('en-US')} bare Ed25519 verifications/s` + (full ? '' : ' (quick mode: a small bundle, not the 100,000 of the target)') }, full ? r.chain.verifyChainPool.median : undefined));
+  const rss = r.rss.find((x) => x.bytes === 64 * MiB);
+  out.push(check({ id: 'rss-publish-64MiB', description: 'peak RSS publishing 64 MiB', target: 3 * 64 + 64, direction: '<=', unit: 'MiB', detail: 'absolute peak RSS of a fresh process during the publish (runtime and the summary itself included) ≤ 3 × size + 64 MiB' }, rss ? rss.publishPeakKiB / 1024 : undefined));
+  return out;
+}

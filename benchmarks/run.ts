@@ -1,0 +1,127 @@
+/**
+ * `npm run bench` — throughput of the ledger beside the physical limit and a peer (issue 6).
+ *
+ *   node --expose-gc dist/benchmarks/run.js [--quick] [--out DIR] [--work DIR] [--text ascii|mixed]
+ *                                           [--only sizes,concurrency,chain,rss]
+ *
+ * Writes latest.json, latest.md and throughput.svg to benchmarks/results/ (quick runs: results/quick/)
+ * and prints the tables. Progress goes to stderr. Timings are medians of interleaved rounds.
+ */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { TextKind } from './lib/data.js';
+import { KiB, MiB, mapSpread, spread } from './lib/stats.js';
+import { SCHEMA, type BenchResults } from './report/model.js';
+import { throughputSvg } from './report/svg.js';
+import { markdownReport, terminalReport } from './report/tables.js';
+import { evaluateTargets } from './report/targets.js';
+import { runChainSuite } from './suites/chain.js';
+import { runConcurrencySuite } from './suites/concurrency.js';
+import { runRssSuite } from './suites/rss.js';
+import { runSizeSuite } from './suites/sizes.js';
+
+const FULL = {
+  sizes: [KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB],
+  rounds: 5,
+  batch: { [KiB]: 20, [64 * KiB]: 10, [MiB]: 4, [16 * MiB]: 1, [64 * MiB]: 1 } as Record<number, number>,
+  nobleMaxBytes: 16 * MiB,
+  concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 3, durationMs: 2000 },
+  chain: { manifests: 100_000, sessions: 1000, rounds: 2, threads: 2, nodeSample: 20_000, nobleSample: 1000 },
+  rssSizes: [KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB],
+};
+
+const QUICK: typeof FULL = {
+  sizes: [KiB, 64 * KiB, MiB],
+  rounds: 2,
+  batch: { [KiB]: 3, [64 * KiB]: 2, [MiB]: 1 },
+  nobleMaxBytes: 16 * MiB,
+  concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 1, durationMs: 250 },
+  chain: { manifests: 2000, sessions: 50, rounds: 1, threads: 2, nodeSample: 500, nobleSample: 100 },
+  rssSizes: [MiB],
+};
+
+const SUITES = ['sizes', 'concurrency', 'chain', 'rss'] as const;
+const emptySpread = { n: 0, median: 0, min: 0, max: 0, q1: 0, q3: 0 };
+
+function settings() {
+  const { values } = parseArgs({
+    options: { quick: { type: 'boolean' }, out: { type: 'string' }, work: { type: 'string' }, text: { type: 'string' }, only: { type: 'string' } },
+  });
+  const text = (values.text ?? 'ascii') as TextKind;
+  if (text !== 'ascii' && text !== 'mixed') throw new Error('--text must be ascii or mixed');
+  const only = new Set(values.only ? values.only.split(',') : SUITES);
+  for (const s of only) if (!(SUITES as readonly string[]).includes(s)) throw new Error(`--only: unknown suite ${s}`);
+  const quick = values.quick === true;
+  const results = fileURLToPath(new URL('../../benchmarks/results/', import.meta.url));
+  return { quick, cfg: quick ? QUICK : FULL, text, only, out: values.out ?? (quick ? join(results, 'quick') : results), work: values.work };
+}
+
+async function main(): Promise<void> {
+  const s = settings();
+  const { cfg } = s;
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const started = new Date();
+  const loadStart = loadavg();
+  const t0 = performance.now();
+  const workDir = await mkdtemp(join(s.work ?? tmpdir(), 'hl-bench-'));
+  try {
+    log(`handoff-ledger bench (${s.quick ? 'quick' : 'full'}), work dir ${workDir}`);
+    log('sizes:');
+    const sizes = s.only.has('sizes')
+      ? await runSizeSuite({ sizes: cfg.sizes, rounds: cfg.rounds, batch: (n) => cfg.batch[n] ?? 1, nobleMaxBytes: cfg.nobleMaxBytes, text: s.text, workDir, log })
+      : { cases: [], fastestHash: 'wasm', hashProbeMiBps: {} };
+    log('concurrency:');
+    const concurrency = s.only.has('concurrency') ? await runConcurrencySuite({ ...cfg.concurrency, workDir, log }) : [];
+    log('chain:');
+    const chain = s.only.has('chain') ? await runChainSuite({ ...cfg.chain, log }) : undefined;
+    log('rss:');
+    const rss = s.only.has('rss') ? await runRssSuite({ sizes: cfg.rssSizes, text: s.text, workDir, log }) : [];
+    const cpu = cpus();
+    const partial: Omit<BenchResults, 'targets'> = {
+      schema: SCHEMA,
+      mode: s.quick ? 'quick' : 'full',
+      startedAt: started.toISOString(),
+      durationSeconds: (performance.now() - t0) / 1000,
+      machine: {
+        node: process.versions.node, v8: process.versions.v8, platform: process.platform, arch: process.arch,
+        cpus: cpu.length, cpuModel: cpu[0]?.model.trim() ?? 'unknown', memoryGiB: totalmem() / 1024 ** 3,
+        loadAverage: { start: loadStart, end: loadavg() },
+      },
+      config: {
+        sizes: cfg.sizes, rounds: cfg.rounds, batch: Object.fromEntries(cfg.sizes.map((n) => [String(n), cfg.batch[n] ?? 1])),
+        nobleMaxBytes: cfg.nobleMaxBytes, text: s.text, concurrency: cfg.concurrency, chain: cfg.chain, rssSizes: cfg.rssSizes,
+      },
+      hash: { fastest: sizes.fastestHash, probeMiBps: sizes.hashProbeMiBps },
+      sizes: sizes.cases.map((c) => {
+        const seconds = spread(c.samples);
+        return { case: c.case, group: c.group, op: c.op, size: c.size, samplesSeconds: c.samples, seconds, mibPerSecond: mapSpread(seconds, (sec) => c.size / MiB / sec) };
+      }),
+      concurrency: concurrency.map((c) => ({ ...c, publishesPerSecond: spread(c.samples) })),
+      chain: chain
+        ? {
+            manifests: chain.manifests, sessions: chain.sessions, threads: chain.threads, buildSeconds: chain.buildSeconds, bundleCached: chain.cached,
+            verifyChainPool: spread(chain.verifyChainPool), verifyChainOneCore: spread(chain.verifyChainOneCore),
+            perManifestNode: spread(chain.perManifestNode), perManifestNoble: spread(chain.perManifestNoble), rawVerifyNode: spread(chain.rawVerifyNode),
+          }
+        : { manifests: 0, sessions: 0, threads: 0, buildSeconds: 0, bundleCached: false, verifyChainPool: emptySpread, verifyChainOneCore: emptySpread, perManifestNode: emptySpread, perManifestNoble: emptySpread, rawVerifyNode: emptySpread },
+      rss,
+    };
+    const results: BenchResults = { ...partial, targets: evaluateTargets(partial) };
+    await mkdir(s.out, { recursive: true });
+    await writeFile(join(s.out, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+    await writeFile(join(s.out, 'latest.md'), markdownReport(results));
+    await writeFile(join(s.out, 'throughput.svg'), throughputSvg(results));
+    process.stdout.write(terminalReport(results));
+    log(`wrote ${join(s.out, 'latest.json')}, latest.md, throughput.svg`);
+  } finally {
+    await rm(workDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,74 @@
+/**
+ * The limit: what the hardware allows for the same bytes, with nothing of the ledger in the way.
+ * A durable write is the same sequence the blob store needs (staging file, write, fsync, rename,
+ * directory fsync); reads go through the page cache, as a resume right after a publish does.
+ */
+import { constants } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import { join } from 'node:path';
+import type { HashBackend } from '../../store/digest.js';
+
+const CHUNK = 4 * 1024 * 1024;
+
+async function writeAll(handle: fsp.FileHandle, bytes: Uint8Array): Promise<void> {
+  let off = 0;
+  while (off < bytes.length) off += (await handle.write(bytes, off, bytes.length - off)).bytesWritten;
+}
+
+/** Staging file, write, fsync, close, rename, directory fsync. */
+export async function rawDurableWrite(dir: string, name: string, bytes: Uint8Array): Promise<void> {
+  const staging = join(dir, `${name}.tmp`);
+  const handle = await fsp.open(staging, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600);
+  try {
+    await writeAll(handle, bytes);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await fsp.rename(staging, join(dir, name));
+  const d = await fsp.open(dir, 'r');
+  try {
+    await d.sync();
+  } finally {
+    await d.close();
+  }
+}
+
+/** Reads a whole file of known size into one buffer. */
+export async function rawRead(path: string, size: number): Promise<Uint8Array> {
+  const handle = await fsp.open(path, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(size);
+    let off = 0;
+    while (off < size) {
+      const { bytesRead } = await handle.read(buf, off, size - off, off);
+      if (bytesRead === 0) break;
+      off += bytesRead;
+    }
+    return buf;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Reads a whole file while hashing it: the read of the next chunk is in flight while this one is hashed. */
+export async function rawReadHash(path: string, size: number, backend: HashBackend): Promise<Uint8Array> {
+  const handle = await fsp.open(path, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(size);
+    const hasher = await backend.create();
+    let off = 0;
+    let pending = size > 0 ? handle.read(buf, 0, Math.min(CHUNK, size), 0) : undefined;
+    while (pending) {
+      const { bytesRead } = await pending;
+      if (bytesRead === 0) break;
+      const start = off;
+      off += bytesRead;
+      pending = off < size ? handle.read(buf, off, Math.min(CHUNK, size - off), off) : undefined;
+      hasher.update(buf.subarray(start, off));
+    }
+    return hasher.digest();
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * Throughput by summary size, one run, interleaved: every round visits every size, and in every
+ * size every case (raw write, cacache.put, publish per backend; then raw read, raw read + hash,
+ * cacache.get, resume per backend), in an order rotated from round to round so that drift of a
+ * shared machine is spread over all cases alike. The first round is a warm-up and is discarded.
+ */
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as cacache from 'cacache';
+import { formatDigest, type HashBackend } from '../../store/digest.js';
+import { loadHashBackend } from '../../store/hash-backends.js';
+import { openLedger, type Ledger } from '../../src/ledger.js';
+import { validateSummary } from '../../src/summary.js';
+import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
+import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
+import { rawDurableWrite, rawRead, rawReadHash } from './raw.js';
+
+export type CaseGroup = 'limit' | 'peer' | 'ledger';
+
+export interface CaseSamples {
+  case: string;
+  group: CaseGroup;
+  op: 'write' | 'read';
+  size: number;
+  /** Seconds per operation, one per measured round. */
+  samples: number[];
+}
+
+export interface SizeSuiteOptions {
+  sizes: number[];
+  /** Measured rounds (a warm-up round comes first). */
+  rounds: number;
+  /** Operations timed together as one sample, by size (small operations are timed in batches). */
+  batch: (size: number) => number;
+  /** The pure-JS backend is measured up to this size only, to keep the run short. */
+  nobleMaxBytes: number;
+  text: TextKind;
+  workDir: string;
+  log: (line: string) => void;
+}
+
+export interface SizeSuiteResult {
+  cases: CaseSamples[];
+  fastestHash: string;
+  hashProbeMiBps: Record<string, number>;
+}
+
+interface Item {
+  marker: string;
+  bytes: Uint8Array;
+}
+
+interface Ctx {
+  size: number;
+  items: Item[];
+  rawDir: string;
+  cache: string;
+  ledgers: Map<string, Ledger>;
+  fastest: HashBackend;
+  receipts: Map<string, string>;
+  text: TextKind;
+}
+
+interface CaseDef {
+  name: string;
+  group: CaseGroup;
+  op: 'write' | 'read';
+  backend?: string;
+  run(ctx: Ctx): Promise<void>;
+}
+
+const MAX_SUMMARY = 1024 * MiB;
+const scopeOf = (size: number) => ({ principal: 'bench', session: `size-${size}`, run: 'bench' });
+
+function ledgerCases(backend: string): CaseDef[] {
+  return [
+    {
+      name: `publish (${backend})`, group: 'ledger', op: 'write', backend,
+      async run(ctx) {
+        const ledger = ctx.ledgers.get(backend)!;
+        for (const item of ctx.items) {
+          const summary = makeSummary(ctx.size, item.marker, ctx.text);
+          const receipt = await timed(() => ledger.publish(scopeOf(ctx.size), summary));
+          ctx.receipts.set(`${backend}:${item.marker}`, receipt.digest);
+        }
+      },
+    },
+    {
+      name: `resume (${backend})`, group: 'ledger', op: 'read', backend,
+      async run(ctx) {
+        const ledger = ctx.ledgers.get(backend)!;
+        for (let i = 0; i < ctx.items.length; i++) {
+          const r = await timed(() => ledger.resume(scopeOf(ctx.size)));
+          if (r?.manifest.summary.size !== ctx.size) throw new Error(`resume (${backend}) returned the wrong summary`);
+        }
+      },
+    },
+  ];
+}
+
+const CASES: CaseDef[] = [
+  {
+    name: 'raw durable write', group: 'limit', op: 'write',
+    async run(ctx) {
+      for (const item of ctx.items) await timed(() => rawDurableWrite(ctx.rawDir, item.marker, item.bytes));
+    },
+  },
+  {
+    name: 'cacache.put', group: 'peer', op: 'write',
+    async run(ctx) {
+      for (const item of ctx.items) await timed(() => cacache.put(ctx.cache, item.marker, item.bytes));
+    },
+  },
+  ...ledgerCases('wasm'),
+  ...ledgerCases('noble'),
+  {
+    name: 'raw read', group: 'limit', op: 'read',
+    async run(ctx) {
+      for (const item of ctx.items) await timed(() => rawRead(join(ctx.rawDir, item.marker), ctx.size));
+    },
+  },
+  {
+    name: 'raw read + hash', group: 'limit', op: 'read',
+    async run(ctx) {
+      for (const item of ctx.items) {
+        const digest = formatDigest(await timed(() => rawReadHash(join(ctx.rawDir, item.marker), ctx.size, ctx.fastest)));
+        // The limit and the ledger must have handled the very same bytes.
+        const published = ctx.receipts.get(`wasm:${item.marker}`);
+        if (published !== undefined && published !== digest) throw new Error('raw bytes and published bytes differ');
+      }
+    },
+  },
+  {
+    name: 'cacache.get', group: 'peer', op: 'read',
+    async run(ctx) {
+      for (const item of ctx.items) {
+        const got = await timed(() => cacache.get(ctx.cache, item.marker));
+        if (got.data.length !== ctx.size) throw new Error('cacache.get returned the wrong size');
+      }
+    },
+  },
+];
+
+// Accumulates the time of the awaited operation only (item preparation stays outside).
+let clock = 0;
+async function timed<T>(op: () => Promise<T>): Promise<T> {
+  const t0 = performance.now();
+  const out = await op();
+  clock += performance.now() - t0;
+  return out;
+}
+
+function rotate<T>(xs: T[], by: number): T[] {
+  const k = by % xs.length;
+  return [...xs.slice(k), ...xs.slice(0, k)];
+}
+
+async function probeHash(backends: HashBackend[]): Promise<Record<string, number>> {
+  const bytes = new Uint8Array(4 * MiB).fill(0x61);
+  const out: Record<string, number> = {};
+  for (const b of backends) {
+    const t0 = performance.now();
+    const h = await b.create();
+    h.update(bytes);
+    h.digest();
+    out[b.name] = 4 / ((performance.now() - t0) / 1000);
+  }
+  return out;
+}
+
+/** Runs the size suite; returns seconds per operation for every case and size. */
+export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult> {
+  const backends = [await loadHashBackend('wasm'), await loadHashBackend('noble')];
+  await probeHash(backends); // warm both
+  const hashProbeMiBps = await probeHash(backends);
+  const fastest = backends.reduce((a, b) => (hashProbeMiBps[a.name]! >= hashProbeMiBps[b.name]! ? a : b));
+  const rawDir = join(o.workDir, 'raw');
+  const cache = join(o.workDir, 'cacache');
+  await mkdir(rawDir, { recursive: true, mode: 0o700 });
+  const ledgers = new Map<string, Ledger>();
+  for (const name of ['wasm', 'noble'] as const) {
+    ledgers.set(name, await openLedger({ root: join(o.workDir, `ledger-${name}`), host: 'bench', hash: name, maxSummaryBytes: MAX_SUMMARY, onNotice: o.log }));
+  }
+  const results = new Map<string, CaseSamples>();
+  try {
+    for (let round = 0; round <= o.rounds; round++) {
+      const warmup = round === 0;
+      for (const size of o.sizes) {
+        const k = warmup ? Math.min(2, o.batch(size)) : o.batch(size);
+        const items = Array.from({ length: k }, () => {
+          const marker = nextMarker();
+          return { marker, bytes: validateSummary(makeSummary(size, marker, o.text), MAX_SUMMARY).bytes };
+        });
+        const ctx: Ctx = { size, items, rawDir, cache, ledgers, fastest, receipts: new Map(), text: o.text };
+        const applicable = CASES.filter((c) => c.backend !== 'noble' || size <= o.nobleMaxBytes);
+        for (const op of ['write', 'read'] as const) {
+          for (const c of rotate(applicable.filter((x) => x.op === op), round)) {
+            collectGarbage();
+            clock = 0;
+            await c.run(ctx);
+            if (warmup) continue;
+            const key = `${c.name}@${size}`;
+            const entry = results.get(key) ?? { case: c.name, group: c.group, op: c.op, size, samples: [] };
+            entry.samples.push(clock / 1000 / k);
+            results.set(key, entry);
+          }
+        }
+      }
+      o.log(warmup ? '  warm-up round done' : `  round ${round}/${o.rounds} done (${o.sizes.map(sizeLabel).join(', ')})`);
+    }
+  } finally {
+    for (const l of ledgers.values()) await l.close();
+  }
+  return { cases: [...results.values()], fastestHash: fastest.name, hashProbeMiBps };
+}

@@ -1,0 +1,77 @@
+/**
+ * The benchmark runs (quick mode) and writes results of the documented shape. Timings are not
+ * asserted — only that every figure is there, finite, and consistent (min ≤ median ≤ max).
+ * Runs the compiled benchmark in dist/ (`npm test` builds it first, in pretest).
+ */
+import { describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import type { BenchResults } from '../benchmarks/report/model.js';
+import { tempDir } from './support/tmp.js';
+
+const RUN = fileURLToPath(new URL('../dist/benchmarks/run.js', import.meta.url));
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+function expectSpread(s: { n: number; median: number; min: number; max: number; q1: number; q3: number }, what: string): void {
+  for (const k of ['median', 'min', 'max', 'q1', 'q3'] as const) expect(Number.isFinite(s[k]) && s[k] >= 0, `${what}.${k}`).toBe(true);
+  expect(s.min <= s.median && s.median <= s.max, `${what}: min ≤ median ≤ max`).toBe(true);
+  expect(s.q1 <= s.q3, `${what}: q1 ≤ q3`).toBe(true);
+  expect(s.n, `${what}.n`).toBeGreaterThan(0);
+}
+
+describe('npm run bench -- --quick', () => {
+  it('writes latest.json, latest.md and throughput.svg with every case, size and target', async () => {
+    expect(existsSync(RUN), 'dist/ is missing: run `npm run build` (npm test does it in pretest)').toBe(true);
+    const out = tempDir('hl-bench-out-');
+    const work = tempDir('hl-bench-work-');
+    const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', RUN, '--quick', '--out', out, '--work', work], { maxBuffer: 16 * MiB });
+    expect(stdout).toMatch(/handoff-ledger benchmark \(quick\)/);
+
+    const r = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as BenchResults;
+    expect(r.schema).toBe('handoff-ledger-bench/1');
+    expect(r.mode).toBe('quick');
+    expect(r.config.sizes).toEqual([KiB, 64 * KiB, MiB]);
+    expect(r.machine.cpus).toBeGreaterThan(0);
+
+    const cases = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)'];
+    expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set(cases));
+    for (const name of cases) {
+      for (const size of r.config.sizes) {
+        const row = r.sizes.find((s) => s.case === name && s.size === size);
+        expect(row, `${name} @ ${size}`).toBeDefined();
+        expect(row!.samplesSeconds).toHaveLength(r.config.rounds);
+        expectSpread(row!.seconds, `${name} @ ${size} seconds`);
+        expectSpread(row!.mibPerSecond, `${name} @ ${size} MiB/s`);
+      }
+    }
+    expect(['wasm', 'noble']).toContain(r.hash.fastest);
+
+    expect(r.concurrency.map((c) => c.sessions)).toEqual([1, 32]);
+    for (const c of r.concurrency) expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);
+    expect(r.chain.manifests).toBe(2000);
+    for (const k of ['verifyChainPool', 'verifyChainOneCore', 'perManifestNode', 'perManifestNoble', 'rawVerifyNode'] as const) expectSpread(r.chain[k], `chain.${k}`);
+    expect(r.rss.map((x) => x.bytes)).toEqual([MiB]);
+    expect(r.rss[0]!.publishPeakKiB).toBeGreaterThan(0);
+
+    // Targets: all listed; those quick mode does not measure are "not measured", never met or missed.
+    const ids = r.targets.map((t) => t.id);
+    expect(ids).toEqual(expect.arrayContaining(['publish-vs-raw-write-67108864', 'resume-vs-raw-read-hash-16777216', 'publish-vs-cacache-1024', 'concurrency-32-vs-1', 'chain-verify-rate', 'rss-publish-64MiB']));
+    for (const id of ['publish-vs-raw-write-16777216', 'chain-verify-rate', 'rss-publish-64MiB']) {
+      const t = r.targets.find((x) => x.id === id)!;
+      expect(t.measured, id).toBeUndefined();
+      expect(t.met, id).toBeUndefined();
+    }
+    for (const id of ['publish-vs-cacache-1024', 'concurrency-32-vs-1']) expect(typeof r.targets.find((x) => x.id === id)!.met, id).toBe('boolean');
+
+    const md = readFileSync(join(out, 'latest.md'), 'utf8');
+    expect(md).toMatch(/\| raw durable write \|/);
+    expect(md).toMatch(/## Targets/);
+    const svg = readFileSync(join(out, 'throughput.svg'), 'utf8');
+    expect(svg).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    expect(svg.match(/<polyline /g)).toHaveLength(cases.length);
+  }, 300_000);
+});
