@@ -44,6 +44,8 @@ function storageFailed(what: string, err: unknown): ManifestError {
 
 export class LevelManifestLog implements ManifestLog {
   readonly grants: GrantTable;
+  // This process owns the database, so caches of what it wrote are exact.
+  private readonly watermarkCache = new Map<string, number>();
   private readonly headCache = new Map<string, ChainHead | null>();
   private readonly queue: Pending[] = [];
   private readonly pendingSessions = new Set<string>();
@@ -135,6 +137,7 @@ export class LevelManifestLog implements ManifestLog {
       throw new ManifestError('STORAGE_FAILED', 'append cancelled before it was queued', { cause: err });
     }
     const head = await this.cachedHead(request.session);
+    await this.getWatermark(request.session); // loads it, so the batch can keep the higher of the two
     const expectedSeq = head ? head.seq + 1 : 0;
     const expectedPrev: Digest | null = head ? head.id : null;
     if (this.pendingSessions.has(request.session) || request.seq !== expectedSeq || request.prev !== expectedPrev) {
@@ -157,6 +160,7 @@ export class LevelManifestLog implements ManifestLog {
         const batch = this.queue.splice(0);
         const ops: BatchOp[] = [];
         const results: Array<{ entry: LogEntry; head: ChainHead }> = [];
+        const marks: number[] = [];
         let position = this.nextPosition;
         for (const { request, owner } of batch) {
           const entry: LogEntry = {
@@ -173,6 +177,10 @@ export class LevelManifestLog implements ManifestLog {
           ops.push({ type: 'put', key, value: JSON.stringify(entry) });
           ops.push({ type: 'put', key: `h!${request.session}`, value: JSON.stringify(head) });
           ops.push({ type: 'put', key: posKey(entry.position), value: key });
+          // The rollback watermark rises with the head, in the same batch (ManifestLog.append contract).
+          const mark = Math.max(this.watermarkCache.get(request.session) ?? -1, request.seq);
+          ops.push({ type: 'put', key: `w!${request.session}`, value: String(mark) });
+          marks.push(mark);
           results.push({ entry, head });
         }
         try {
@@ -187,6 +195,7 @@ export class LevelManifestLog implements ManifestLog {
         this.nextPosition = position;
         batch.forEach((p, i) => {
           this.headCache.set(p.request.session, results[i]!.head);
+          this.watermarkCache.set(p.request.session, marks[i]!);
           this.pendingSessions.delete(p.request.session);
           p.resolve(results[i]!.entry);
         });
@@ -197,13 +206,22 @@ export class LevelManifestLog implements ManifestLog {
   }
 
   async getWatermark(session: string): Promise<number | undefined> {
-    const raw = await this.db.get(`w!${session}`);
-    return raw === undefined ? undefined : Number(raw);
+    let mark = this.watermarkCache.get(session);
+    if (mark === undefined) {
+      const raw = await this.db.get(`w!${session}`);
+      if (raw === undefined) return undefined;
+      mark = Number(raw);
+      this.watermarkCache.set(session, mark);
+    }
+    return mark;
   }
 
   async setWatermark(session: string, seq: number): Promise<void> {
     const current = await this.getWatermark(session);
-    if (current === undefined || seq > current) await this.db.put(`w!${session}`, String(seq));
+    if (current === undefined || seq > current) {
+      await this.db.put(`w!${session}`, String(seq));
+      this.watermarkCache.set(session, seq);
+    }
   }
 
   /** Recovery check on open: every head must point at a stored entry with the same id, and no entry may lie beyond it. */
@@ -227,18 +245,34 @@ export class LevelManifestLog implements ManifestLog {
   }
 }
 
+/**
+ * Grants are read twice per publish or resume. This process owns the database (LevelDB's lock), so a
+ * write-through cache, absences included, is exact.
+ */
 class LevelGrantTable implements GrantTable {
+  private readonly cache = new Map<string, GrantRecord | null>();
+
   constructor(private readonly db: Level<string, string>) {}
 
   async get(principal: string, session: string): Promise<GrantRecord | undefined> {
-    const raw = await this.db.get(`g!${principal}!${session}`);
-    return raw === undefined ? undefined : (JSON.parse(raw) as GrantRecord);
+    const key = `g!${principal}!${session}`;
+    let rec = this.cache.get(key);
+    if (rec === undefined) {
+      const raw = await this.db.get(key);
+      rec = raw === undefined ? null : (JSON.parse(raw) as GrantRecord);
+      if (this.cache.size >= 100_000) this.cache.clear();
+      this.cache.set(key, rec);
+    }
+    return rec ?? undefined;
   }
 
   async put(record: GrantRecord): Promise<void> {
+    const key = `g!${record.principal}!${record.session}`;
     try {
-      await this.db.put(`g!${record.principal}!${record.session}`, JSON.stringify(record), { sync: true });
+      await this.db.put(key, JSON.stringify(record), { sync: true });
+      this.cache.set(key, record);
     } catch (err) {
+      this.cache.delete(key);
       throw storageFailed('grant write', err);
     }
   }

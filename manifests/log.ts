@@ -73,8 +73,8 @@ export interface ManifestLog {
   /** Every chain head. */
   heads(): AsyncIterable<ChainHead>;
   /**
-   * Appends atomically and durably: the entry, the new head and the global position commit together
-   * or not at all. When it resolves, the entry is durable.
+   * Appends atomically and durably: the entry, the new head, the global position and the session's
+   * watermark (raised to the new seq) commit together or not at all. When it resolves, the entry is durable.
    * @throws ManifestError `CHAIN_CONFLICT` (head moved), `STORAGE_FAILED`
    */
   append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;

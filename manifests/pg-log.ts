@@ -166,6 +166,8 @@ export class PgManifestLog implements ManifestLog {
         // Taken last, so the global lock is held only for the insert and the commit.
         const position = (await client.query<{ position: string }>(this.sql.takePosition!)).rows[0]!.position;
         await client.query(this.sql.insertEntry!, [position, request.session, request.seq, request.id, request.principal, request.envelope]);
+        // The watermark rises with the head in the same transaction (ManifestLog.append contract).
+        await client.query(this.sql.setWatermark!, [request.session, request.seq]);
         checkCancelled(options.signal, 'before commit');
         return toEntry({ position, ...request });
       });

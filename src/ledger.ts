@@ -247,8 +247,8 @@ export class Ledger {
     throwIfCancelled(signal);
     await this.log.append({ session: s.session, principal: s.principal, seq: manifest.seq, prev: manifest.prev, id, envelope: serializeEnvelope(envelope) });
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
+    // (The log raised the persisted watermark in the append itself.)
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
-    await this.log.setWatermark(s.session, manifest.seq).catch(() => {});
     return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
   }
 

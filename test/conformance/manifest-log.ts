@@ -271,6 +271,14 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         await fx.log.setWatermark('s1', 7);
         expect(await fx.log.getWatermark('s1')).toBe(7);
       });
+
+      it('raises the watermark with every append, in the same commit', async () => {
+        await appendChain('w', 3, 'alice');
+        expect(await fx.log.getWatermark('w')).toBe(2);
+        await fx.log.setWatermark('w', 9);
+        await fx.log.append(link('w', 3));
+        expect(await fx.log.getWatermark('w')).toBe(9);
+      });
     });
 
     describe('persistence', () => {
