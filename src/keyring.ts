@@ -5,7 +5,7 @@
  * `revokedAt`. Old manifests keep verifying after a rotation; manifests signed at or after a
  * revocation stop verifying.
  */
-import { readFile } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestOf } from '../store/digest.js';
 import { ensurePrivateDir } from '../store/safe-dir.js';
@@ -39,6 +39,10 @@ export class Keyring {
     const trustPath = join(options.root, 'trust.json');
     let trust: TrustStore = { version: 1, keys: [] };
     try {
+      // trust.json decides which signatures count: refuse a planted link or a file others can write.
+      const st = await lstat(trustPath);
+      if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`);
+      if ((st.mode & 0o022) !== 0) throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
       trust = parseTrustStore(await readFile(trustPath, 'utf8'));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;

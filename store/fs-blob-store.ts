@@ -123,6 +123,9 @@ export class FsBlobStore implements BlobStore {
     if (source instanceof Uint8Array && source.length > limit) {
       throw new StoreError('BLOB_TOO_LARGE', `blob of ${source.length} bytes exceeds the limit of ${limit}`);
     }
+    // Staging was checked at open; a link swapped in since would send the write outside the root.
+    const tmp = await this.fs.lstat(this.tmpDir).catch(wrap('lstat staging'));
+    if (!tmp.isDirectory()) throw new StoreError('UNSAFE_PATH', `blob store: ${this.tmpDir} is not a directory (symlink planted?)`);
     const staging = join(this.tmpDir, `${randomBytes(16).toString('hex')}.tmp`);
     let handle: FileHandle | undefined;
     let created = false;

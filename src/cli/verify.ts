@@ -3,7 +3,7 @@
  * the offline auditor. Exit 0 clean, 1 findings, 2 usage or I/O error. A progress bar goes to stderr
  * only when stderr is a terminal; stdout carries the report alone.
  */
-import { readFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { loadHashBackend } from '../../store/hash-backends.js';
 import { AuditError } from '../../manifests/audit-errors.js';
@@ -17,7 +17,7 @@ import type { LineVerifier } from '../../manifests/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/verify-workers.js';
 import { openBundleDir } from '../bundle-dir.js';
 import { decodeSummary, validateSummary } from '../summary.js';
-import { EXIT_OK, EXIT_REFUSED, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
+import { EXIT_OK, EXIT_REFUSED, EXIT_USAGE, parse, readLimited, UsageError, type CliIo } from './io.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
@@ -28,8 +28,11 @@ export const usage = 'verify DIR --trust FILE [--json] [--workers auto|N] [--ver
 async function readTrust(path: string): Promise<TrustStore> {
   let text: string;
   try {
-    const bytes = await readFile(path);
-    if (bytes.length > MAX_TRUST_BYTES) throw new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_BYTES} bytes`);
+    // Bounded while reading, not after: the trust file may be a pipe (`--trust <(…)`) of any length.
+    const bytes = await readLimited(createReadStream(path), MAX_TRUST_BYTES).catch((err: unknown) => {
+      if (err instanceof UsageError) throw new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_BYTES} bytes`);
+      throw err;
+    });
     text = bytes.toString('utf8');
   } catch (err) {
     if (err instanceof AuditError) throw err;

@@ -1,0 +1,74 @@
+/**
+ * Crash-test child (test/reliability/crash.test.ts). Loads the compiled ledger, says `loaded`, waits
+ * for the store root on stdin (so the parent can start the next child's slow module loading while the previous
+ * one runs), opens the store, then publishes in a loop until it is SIGKILLed: a few concurrent writers,
+ * several sessions, sizes from 100 B to 2 MiB. Every receipt is written to stdout synchronously the
+ * moment publish resolves: a line on stdout is an acknowledgement the store must never lose.
+ *
+ *   node crash-child.mjs <child-number> <seed>     then: <root>\n on stdin
+ */
+import { writeSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { crashSummary, SESSIONS } from './crash-summary.mjs';
+
+const [childArg, seedArg] = process.argv.slice(2);
+const child = Number(childArg);
+let seed = Number(seedArg) >>> 0 || 1;
+
+/** mulberry32: a small seeded PRNG, so a failing run can be replayed from its seed. */
+function random() {
+  seed = (seed + 0x6d2b79f5) >>> 0;
+  let t = seed;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+}
+
+function emit(value) {
+  const bytes = Buffer.from(JSON.stringify(value) + '\n');
+  let off = 0;
+  while (off < bytes.length) {
+    try {
+      off += writeSync(1, bytes, off);
+    } catch (err) {
+      // stdout is a pipe; if it is momentarily full, retry rather than drop an acknowledgement.
+      if (err.code !== 'EAGAIN') throw err;
+    }
+  }
+}
+
+/** Mostly small summaries, some medium, a few near 2 MiB: the sizes a Harness really produces. */
+function pickSize() {
+  const r = random();
+  const [lo, hi] = r < 0.7 ? [100, 8 * 1024] : r < 0.95 ? [8 * 1024, 256 * 1024] : [256 * 1024, 2 * 1024 * 1024];
+  return Math.floor(lo * Math.pow(hi / lo, random()));
+}
+
+const { openLedger } = await import('../../dist/src/index.js');
+emit({ t: 'loaded' });
+
+const lines = createInterface({ input: process.stdin });
+const root = await new Promise((resolve) => lines.once('line', resolve));
+lines.close();
+
+const ledger = await openLedger({ root, host: 'crash-host', maxSummaryBytes: 3 * 1024 * 1024, onNotice: () => {} });
+emit({ t: 'open', recovery: ledger.recovery });
+
+let n = 0;
+async function writer() {
+  for (;;) {
+    const s = Math.floor(random() * SESSIONS);
+    const scope = { principal: `owner-${s}`, session: `session-${s}`, run: `run-${child}` };
+    const marker = `${child}.${n++}`;
+    const size = pickSize();
+    try {
+      const r = await ledger.publish(scope, crashSummary(marker, size));
+      emit({ t: 'ack', session: scope.session, principal: scope.principal, seq: r.seq, id: r.id, digest: r.digest, size: r.size, marker, fill: size });
+    } catch (err) {
+      emit({ t: 'error', session: scope.session, marker, name: err?.name, code: err?.code, message: String(err?.message ?? err) });
+      process.exit(3);
+    }
+  }
+}
+const writers = 1 + Math.floor(random() * 3);
+for (let i = 0; i < writers; i++) void writer();
