@@ -203,7 +203,7 @@ describe('attacks on an audit bundle', () => {
   });
 });
 
-// Known product bugs (see /work/notes/reliability-bugs.md); `it.fails` until fixed, then flip to `it`.
+// Found by this suite (BUG-8, BUG-9), fixed: kept as regression tests.
 describe('known bugs', () => {
   it('BUG-8: a trust.json swapped for a symlink is refused, not read through the link', async () => {
     const s = await storeWithBlob();

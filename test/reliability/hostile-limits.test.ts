@@ -145,7 +145,6 @@ describe('100 MB files are refused before they are read', () => {
   });
 
   // Found by this suite (BUG-7, fixed): readTrust read the whole file before checking MAX_TRUST_BYTES.
-  // `it.fails` until fixed; flip to `it` then.
   it('BUG-7: verify --trust refuses a 100 MB trust file after reading at most its 16 MiB bound', async () => {
     // A FIFO fed by a child process: the child counts what the CLI actually pulled before refusing.
     const dir = tempDir('hl-limits-');
