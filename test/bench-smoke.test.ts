@@ -9,6 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { findPostgresBin } from '../benchmarks/lib/pg-cluster.js';
 import type { BenchResults } from '../benchmarks/report/model.js';
 import { tempDir } from './support/tmp.js';
 
@@ -37,13 +38,27 @@ describe('npm run bench -- --quick', () => {
     expect(r.config.sizes).toEqual([KiB, 64 * KiB, MiB]);
     expect(r.machine.cpus).toBeGreaterThan(0);
 
-    const cases = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)'];
+    // The PostgreSQL rows are measured exactly when the server binaries are there, and say why when not.
+    const pgFound = findPostgresBin();
+    const pgCases = 'bin' in pgFound ? ['publish (postgres)', 'resume (postgres)'] : [];
+    if ('bin' in pgFound) {
+      expect(r.postgres.skipped).toBeUndefined();
+      expect(r.postgres.serverVersion).toMatch(/^\d+/);
+      expect(r.postgres.concurrency.map((c) => c.sessions)).toEqual([1, 32]);
+      for (const c of r.postgres.concurrency) expectSpread(c.publishesPerSecond, `postgres ${c.sessions} sessions`);
+    } else {
+      expect(r.postgres.skipped).toContain(pgFound.reason);
+      expect(r.postgres.concurrency).toEqual([]);
+    }
+    const cases = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', ...pgCases];
     expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set(cases));
+    expect(r.config.postgres.sizes).toEqual([KiB, 64 * KiB, MiB]);
     for (const name of cases) {
-      for (const size of r.config.sizes) {
+      const pgRow = pgCases.includes(name);
+      for (const size of pgRow ? r.config.postgres.sizes : r.config.sizes) {
         const row = r.sizes.find((s) => s.case === name && s.size === size);
         expect(row, `${name} @ ${size}`).toBeDefined();
-        expect(row!.samplesSeconds).toHaveLength(r.config.rounds);
+        expect(row!.samplesSeconds).toHaveLength(pgRow ? r.config.postgres.rounds : r.config.rounds);
         expectSpread(row!.seconds, `${name} @ ${size} seconds`);
         expectSpread(row!.mibPerSecond, `${name} @ ${size} MiB/s`);
       }
@@ -70,6 +85,12 @@ describe('npm run bench -- --quick', () => {
     const md = readFileSync(join(out, 'latest.md'), 'utf8');
     expect(md).toMatch(/\| raw durable write \|/);
     expect(md).toMatch(/## Targets/);
+    if (pgCases.length > 0) {
+      expect(md).toMatch(/\| publish \(postgres\) \|/);
+      expect(md).toMatch(/\| 4 KiB publishes\/s, 32 sessions \(postgres\) \|/);
+    } else {
+      expect(md).toMatch(/PostgreSQL rows skipped: /);
+    }
     const svg = readFileSync(join(out, 'throughput.svg'), 'utf8');
     expect(svg).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
     expect(svg.match(/<polyline /g)).toHaveLength(cases.length);

@@ -37,7 +37,7 @@ export interface BenchResults {
   startedAt: string;
   durationSeconds: number;
   machine: { node: string; v8: string; platform: string; arch: string; cpus: number; cpuModel: string; memoryGiB: number; loadAverage: { start: number[]; end: number[] } };
-  config: { sizes: number[]; rounds: number; batch: Record<string, number>; nobleMaxBytes: number; text: string; concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number }; chain: { manifests: number; sessions: number; rounds: number; threads: number; nodeSample: number; nobleSample: number }; rssSizes: number[] };
+  config: { sizes: number[]; rounds: number; batch: Record<string, number>; nobleMaxBytes: number; text: string; concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number }; chain: { manifests: number; sessions: number; rounds: number; threads: number; nodeSample: number; nobleSample: number }; rssSizes: number[]; postgres: { sizes: number[]; rounds: number; maxConnections: number; concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number } } };
   hash: { fastest: string; probeMiBps: Record<string, number> };
   sizes: SizeRow[];
   concurrency: Array<{ sessions: number; bytes: number; samples: number[]; publishesPerSecond: Spread }>;
@@ -49,5 +49,12 @@ export interface BenchResults {
     rawVerifyNode: Spread;
   };
   rss: RssResult[];
+  /** The PostgreSQL backend's rows: its sizes are in `sizes` (`publish (postgres)`, `resume (postgres)`). */
+  postgres: {
+    /** Why they were not measured (no PostgreSQL binaries, or not selected by --only). */
+    skipped?: string;
+    serverVersion?: string;
+    concurrency: Array<{ sessions: number; bytes: number; samples: number[]; publishesPerSecond: Spread }>;
+  };
   targets: Target[];
 }

@@ -19,6 +19,8 @@ const COLORS: Record<string, string> = {
   'resume (wasm)': '#2ca02c',
   'publish (noble)': '#9467bd',
   'resume (noble)': '#8c564b',
+  'publish (postgres)': '#e377c2',
+  'resume (postgres)': '#bcbd22',
 };
 const DASH: Record<string, string> = { limit: '6 4', peer: '2 3', ledger: '' };
 

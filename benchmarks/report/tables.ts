@@ -16,7 +16,7 @@ function markdown(header: Cell[], rows: Cell[][], left: number[] = [0]): string[
   return [`| ${header.join(' | ')} |`, `| ${sep.join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
 }
 
-const ORDER = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)'];
+const ORDER = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', 'publish (postgres)', 'resume (postgres)'];
 
 /** Case names in a fixed order (the limit, the peer, the ledger), whatever order the rounds ran them in. */
 export function caseNames(r: BenchResults): string[] {
@@ -59,9 +59,13 @@ function targetCell(t: Target): Cell[] {
 
 function otherRows(r: BenchResults): Cell[][] {
   const rows: Cell[][] = [];
-  for (const c of r.concurrency) {
-    rows.push([`4 KiB publishes/s, ${c.sessions} session${c.sessions > 1 ? 's' : ''}`, `${fmt(c.publishesPerSecond.median)} [${fmt(c.publishesPerSecond.min)}–${fmt(c.publishesPerSecond.max)}]`]);
-  }
+  const perSecond = (label: string, cs: BenchResults['concurrency']) => {
+    for (const c of cs) {
+      rows.push([`${c.bytes / 1024} KiB publishes/s, ${c.sessions} session${c.sessions > 1 ? 's' : ''}${label}`, `${fmt(c.publishesPerSecond.median)} [${fmt(c.publishesPerSecond.min)}–${fmt(c.publishesPerSecond.max)}]`]);
+    }
+  };
+  perSecond('', r.concurrency);
+  perSecond(' (postgres)', r.postgres.concurrency);
   const ch = r.chain;
   const spread = (s: { median: number; min: number; max: number }) => `${fmt(s.median)} [${fmt(s.min)}–${fmt(s.max)}]`;
   if (ch.manifests > 0) rows.push(...chainRows(ch, spread));
@@ -81,6 +85,13 @@ function chainRows(ch: BenchResults['chain'], spread: (s: { median: number; min:
   return rows;
 }
 
+/** Which PostgreSQL the postgres rows ran against, or why there are none ('' when not selected). */
+function postgresLine(r: BenchResults): string {
+  const p = r.postgres;
+  if (p.serverVersion !== undefined) return `PostgreSQL rows: server ${p.serverVersion}, throw-away local cluster over a Unix socket (fsync on, default settings), a pool of ${r.config.postgres.maxConnections} connections; measured after the embedded suites (not interleaved with them), ${r.config.postgres.rounds} rounds after a warm-up.`;
+  return p.skipped !== undefined && !p.skipped.startsWith('not selected') ? `PostgreSQL rows skipped: ${p.skipped}.` : '';
+}
+
 function machineLine(r: BenchResults): string {
   const m = r.machine;
   return `${m.cpus} × ${m.cpuModel}, ${fmt(m.memoryGiB)} GiB, Node ${m.node} (V8 ${m.v8}), ${m.platform}/${m.arch}; load average ${m.loadAverage.start.map((x) => x.toFixed(1)).join(' ')} at start, ${m.loadAverage.end.map((x) => x.toFixed(1)).join(' ')} at end`;
@@ -93,6 +104,7 @@ export function terminalReport(r: BenchResults): string {
     '',
     `handoff-ledger benchmark (${r.mode}), ${r.startedAt}, ${fmt(r.durationSeconds)} s`,
     machineLine(r),
+    ...(postgresLine(r) ? [postgresLine(r)] : []),
     '',
     ...grid(t.header, t.rows),
     '',
@@ -116,6 +128,7 @@ export function markdownReport(r: BenchResults): string {
       `(${Object.entries(r.config.batch).map(([s, k]) => `${sizeLabel(Number(s))}: ${k}`).join(', ')} operations per sample). ` +
       `Summary text: ${r.config.text} prose with JSON escapes. The pure-JS hash (noble) is measured up to ${sizeLabel(r.config.nobleMaxBytes)} only. ` +
       `Fastest hash backend for "raw read + hash": ${r.hash.fastest}.`,
+    ...(postgresLine(r) ? ['', postgresLine(r)] : []),
     '',
     '![throughput against size](throughput.svg)',
     '',
