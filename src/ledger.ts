@@ -136,6 +136,7 @@ export class Ledger {
   private readonly chains = new KeyedMutex();
   private readonly watermarks = new Map<string, number>();
   private closed = false;
+  private trustCache: TrustStore | undefined;
 
   /** @internal use openLedger */
   constructor(init: {
@@ -158,7 +159,13 @@ export class Ledger {
 
   /** Every key this ledger trusts: its own trust file plus the keys passed in `trust`. */
   trustStore(): TrustStore {
-    return mergeTrust(this.keyring.trustStore(), this.extraTrust);
+    return structuredClone(this.trust());
+  }
+
+  /** The merged trust store, built once and again only after this ledger changes its keys. */
+  private trust(): TrustStore {
+    this.trustCache ??= mergeTrust(this.keyring.trustStore(), this.extraTrust);
+    return this.trustCache;
   }
 
   get keyId(): string {
@@ -222,7 +229,7 @@ export class Ledger {
     const signer = this.keyring.signer;
     const createdAt = this.clock().toISOString();
     // A rotated-out or revoked key must not sign: its manifests would never verify.
-    const usable = findTrustedKey(this.trustStore(), this.host, signer.keyId, createdAt);
+    const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
     if (!usable.ok) throw new ManifestError(usable.code, `${usable.message}; rotate the host key`);
     const manifest: Manifest = {
       v: 1,
@@ -254,7 +261,7 @@ export class Ledger {
 
   /** Verifies one stored entry: signature with the trust store, then scope, then its place in the chain. */
   private verifyEntry(entry: LogEntry, session: string, seq: number, expectedId?: Digest): VerifiedManifest {
-    const verified = verifyManifestEnvelope(entry.envelope, { trust: this.trustStore(), verifier: this.verifier });
+    const verified = verifyManifestEnvelope(entry.envelope, { trust: this.trust(), verifier: this.verifier });
     const m = verified.manifest;
     if (m.session !== session) {
       throw new LedgerError('SCOPE_MISMATCH', `the manifest at session ${session} seq ${seq} belongs to session ${m.session}`);
@@ -362,13 +369,21 @@ export class Ledger {
   /** Rotates this host's key (see Keyring.rotate); later manifests are signed with the new key. */
   async rotateKey(): Promise<string> {
     this.assertOpen();
-    return (await this.keyring.rotate()).keyId;
+    try {
+      return (await this.keyring.rotate()).keyId;
+    } finally {
+      this.trustCache = undefined;
+    }
   }
 
   /** Revokes a key from `at` (default now). */
   async revokeKey(keyId: string, at?: string): Promise<void> {
     this.assertOpen();
-    await this.keyring.revoke(keyId, at);
+    try {
+      await this.keyring.revoke(keyId, at);
+    } finally {
+      this.trustCache = undefined;
+    }
   }
 
   async close(): Promise<void> {
