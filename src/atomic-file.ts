@@ -2,16 +2,7 @@ import { open, rename, unlink } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
-
-/** fsyncs a directory so that a rename or create inside it survives a crash. */
-export async function fsyncDir(dir: string): Promise<void> {
-  const h = await open(dir, 'r');
-  try {
-    await h.sync();
-  } finally {
-    await h.close();
-  }
-}
+import { nodeFsOps } from '../store/fs-ops.js';
 
 /**
  * Replaces `path` with `data` atomically and durably: staging file (O_EXCL, given mode), write, fsync,
@@ -36,5 +27,5 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
     await unlink(tmp).catch(() => {});
     throw err;
   }
-  await fsyncDir(dir);
+  await nodeFsOps.fsyncDir(dir);
 }

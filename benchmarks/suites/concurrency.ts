@@ -26,7 +26,7 @@ export interface ConcurrencyResult {
 }
 
 /** Publishes for `durationMs` from `sessions` concurrent loops; returns publishes per second. */
-async function measure(publish: (session: string) => Promise<unknown>, sessions: number, durationMs: number): Promise<number> {
+export async function publishesPerSecond(publish: (session: string) => Promise<unknown>, sessions: number, durationMs: number): Promise<number> {
   let done = 0;
   const t0 = performance.now();
   const deadline = t0 + durationMs;
@@ -46,11 +46,11 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
   const results = o.sessions.map((sessions) => ({ sessions, bytes: o.bytes, samples: [] as number[] }));
   const publish = (session: string) => ledger.publish({ principal: 'bench', session, run: 'bench' }, makeSummary(o.bytes, nextMarker()));
   try {
-    await measure(publish, Math.max(...o.sessions), Math.min(300, o.durationMs)); // warm-up
+    await publishesPerSecond(publish, Math.max(...o.sessions), Math.min(300, o.durationMs)); // warm-up
     for (let round = 0; round < o.rounds; round++) {
       for (const r of round % 2 === 0 ? results : [...results].reverse()) {
         collectGarbage();
-        r.samples.push(await measure(publish, r.sessions, o.durationMs));
+        r.samples.push(await publishesPerSecond(publish, r.sessions, o.durationMs));
       }
       o.log(`  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}`);
     }

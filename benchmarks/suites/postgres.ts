@@ -10,7 +10,7 @@ import { openLedger, type Ledger } from '../../src/ledger.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { findPostgresBin, PgCluster } from '../lib/pg-cluster.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
-import type { ConcurrencyResult } from './concurrency.js';
+import { publishesPerSecond, type ConcurrencyResult } from './concurrency.js';
 import type { CaseSamples } from './sizes.js';
 
 export interface PostgresSuiteOptions {
@@ -69,21 +69,6 @@ async function publishResume(ledger: Ledger, size: number, k: number, text: Text
   return { publish: publish / 1000 / k, resume: resume / 1000 / k };
 }
 
-async function publishesPerSecond(ledger: Ledger, sessions: number, bytes: number, durationMs: number): Promise<number> {
-  let done = 0;
-  const t0 = performance.now();
-  const deadline = t0 + durationMs;
-  await Promise.all(
-    Array.from({ length: sessions }, async (_, i) => {
-      while (performance.now() < deadline) {
-        await ledger.publish({ principal: 'bench', session: `pg-c${sessions}-${i}`, run: 'bench' }, makeSummary(bytes, nextMarker()));
-        done++;
-      }
-    }),
-  );
-  return done / ((performance.now() - t0) / 1000);
-}
-
 async function measure(ledger: Ledger, o: PostgresSuiteOptions): Promise<Pick<PostgresSuiteResult, 'cases' | 'concurrency'>> {
   const cases = new Map<string, CaseSamples>();
   const push = (name: string, op: 'write' | 'read', size: number, seconds: number) => {
@@ -105,11 +90,12 @@ async function measure(ledger: Ledger, o: PostgresSuiteOptions): Promise<Pick<Po
   }
   const c = o.concurrency;
   const concurrency = c.sessions.map((sessions) => ({ sessions, bytes: c.bytes, samples: [] as number[] }));
-  await publishesPerSecond(ledger, Math.max(...c.sessions), c.bytes, Math.min(300, c.durationMs)); // warm-up
+  const publish = (session: string) => ledger.publish({ principal: 'bench', session: `pg-${session}`, run: 'bench' }, makeSummary(c.bytes, nextMarker()));
+  await publishesPerSecond(publish, Math.max(...c.sessions), Math.min(300, c.durationMs)); // warm-up
   for (let round = 0; round < c.rounds; round++) {
     for (const r of round % 2 === 0 ? concurrency : [...concurrency].reverse()) {
       collectGarbage();
-      r.samples.push(await publishesPerSecond(ledger, r.sessions, c.bytes, c.durationMs));
+      r.samples.push(await publishesPerSecond(publish, r.sessions, c.durationMs));
     }
     o.log(`  round ${round + 1}/${c.rounds}: ${concurrency.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}`);
   }
