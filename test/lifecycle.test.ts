@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { openLedger, type Ledger } from '../src/ledger.js';
 import { fsck, gc, parseDuration } from '../src/maintenance.js';
 import { nodeFsOps, type FsOps } from '../store/fs-ops.js';
-import { digestHex } from '../store/digest.js';
+import { digestHex, digestOf } from '../store/digest.js';
+import { validateSummary } from '../src/summary.js';
 import { LocalSigner, generateJwk } from '../src/keys.js';
 import type { BatchOp } from '../manifests/level-log.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
@@ -43,16 +44,31 @@ describe('concurrency inside one process', () => {
   });
 
   it('lets publishes on different chains share one durable batch (group commit)', async () => {
+    const { LevelManifestLog } = await import('../manifests/level-log.js');
+    // The first batch is held until every append has arrived, so the other 31 must queue behind it.
     let batches = 0;
+    let appends = 0;
+    let release!: () => void;
+    const allArrived = new Promise<void>((r) => (release = r));
     const writeBatch = async (db: any, ops: BatchOp[]) => {
-      batches++;
+      if (++batches === 1) await allArrived;
       await db.batch(ops, { sync: true });
     };
-    const ledger = await open(tempDir(), { levelLog: { writeBatch } });
+    const inner = await LevelManifestLog.open(join(tempDir(), 'log'), { writeBatch });
+    const log = Object.assign(Object.create(inner), {
+      append: (...args: Parameters<typeof inner.append>) => {
+        const appended = inner.append(...args);
+        if (++appends === 32) release();
+        return appended;
+      },
+    });
+    const ledger = await open(tempDir(), { log });
     await Promise.all(Array.from({ length: 32 }, (_, i) => ledger.publish({ ...scope, session: `s${i}` }, sampleSummary(i))));
-    expect(batches).toBeLessThan(32);
+    expect(appends).toBe(32);
+    expect(batches).toBe(2);
     for (let i = 0; i < 32; i++) expect((await ledger.resume({ principal: 'alice', session: `s${i}` }))?.seq).toBe(0);
     await ledger.close();
+    await inner.close();
   });
 });
 
@@ -96,20 +112,30 @@ describe('cancellation', () => {
   });
 
   it('an abort while waiting for the chain lock (blob already stored) leaves no manifest', async () => {
+    // The first publish holds the chain lock inside its durable batch until the test lets it go.
+    let entered!: () => void;
+    const inBatch = new Promise<void>((r) => (entered = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
     const writeBatch = async (db: any, ops: BatchOp[]) => {
-      await new Promise((r) => setTimeout(r, 40)); // a slow disk keeps the chain lock busy
+      entered();
+      await gate;
       await db.batch(ops, { sync: true });
     };
     const ledger = await open(tempDir(), { levelLog: { writeBatch } });
+    const holder = ledger.publish(scope, sampleSummary('holder'));
+    await inBatch;
     const ac = new AbortController();
-    const slow = Array.from({ length: 5 }, (_, i) => ledger.publish(scope, sampleSummary(i)));
-    const cancelled = ledger.publish(scope, sampleSummary('cancelled'), { signal: ac.signal });
-    await new Promise((r) => setTimeout(r, 60));
-    ac.abort();
+    const waiting = sampleSummary('cancelled');
+    const cancelled = ledger.publish(scope, waiting, { signal: ac.signal });
+    const digest = digestOf(validateSummary(waiting).bytes);
+    while (!(await ledger.blobs.has(digest))) await new Promise((r) => setTimeout(r, 5));
+    ac.abort(); // its blob is stored; it can only be waiting for the lock
+    release();
     await expect(cancelled).rejects.toMatchObject({ code: 'CANCELLED' });
-    await Promise.all(slow);
+    await holder;
     const history = await ledger.history(scope);
-    expect(history.length).toBe(5);
+    expect(history.map((h) => h.manifest.seq)).toEqual([0]);
     await ledger.close();
   });
 });
