@@ -5,9 +5,12 @@
  * Strings need no other treatment than ECMAScript `JSON.stringify` gives them (RFC 8785 section 3.2.2.2);
  * a string that needs no escaping is emitted as it is. For bytes (`canonicalBytes`), long strings skip
  * `JSON.stringify` (~70 MB/s on text with newlines and quotes, slower than the disk) and the intermediate
- * JSON text: each is UTF-8 encoded in 1 MiB pieces and escaped by a small WebAssembly loop, straight
- * into the output buffer. Where WebAssembly is unavailable the JSON.stringify path serves.
+ * JSON text: each is UTF-8 encoded in 1 MiB pieces and escaped by a small WebAssembly loop
+ * (manifests/json-escape.ts), straight into the output buffer. Where WebAssembly is unavailable the
+ * JSON.stringify path serves.
  */
+import { ESCAPE, loadEscaper, type Escaper } from './json-escape.js';
+
 const NEEDS_ESCAPE = /["\\\u0000-\u001f]/;
 /** Strings at least this long (in UTF-16 code units) are encoded straight into the output bytes. */
 const LONG_STRING = 16 * 1024;
@@ -81,7 +84,7 @@ const encoder = new TextEncoder();
 export function canonicalBytes(value: unknown): Uint8Array {
   const parts: Part[] = [];
   pushValue(parts, value, 0, true);
-  const esc = parts.some((p) => p instanceof LongString) ? escaper() : undefined;
+  const esc = parts.some((p) => p instanceof LongString) ? loadEscaper() : undefined;
   if (esc) return encodeParts(parts, esc);
   return encoder.encode(parts.map((p) => (typeof p === 'string' ? p : JSON.stringify(p.value))).join(''));
 }
@@ -89,13 +92,14 @@ export function canonicalBytes(value: unknown): Uint8Array {
 /**
  * The canonical bytes of `value` as a sequence of pieces (each at most a few MiB), for writers that
  * stream: a long string is encoded piece by piece as the consumer pulls, so encoding can overlap with
- * writing. The concatenation equals `canonicalBytes(value)`. Pieces are fresh arrays, free to keep.
+ * writing. The concatenation equals `canonicalBytes(value)`. A piece may be a view into the escaper's
+ * memory: it is valid until the next piece is pulled (copy it to keep it).
  * @throws TypeError as `canonicalize` (before the first piece is produced)
  */
 export function canonicalChunks(value: unknown): Iterable<Uint8Array> {
   const parts: Part[] = [];
   pushValue(parts, value, 0, true);
-  const esc = escaper();
+  const esc = loadEscaper();
   if (!esc || !parts.some((p) => p instanceof LongString)) return [canonicalBytes(value)];
   return (function* () {
     let text = '';
@@ -109,125 +113,11 @@ export function canonicalChunks(value: unknown): Iterable<Uint8Array> {
       for (let read = 0; read < p.value.length; ) {
         const { read: r, written } = encoder.encodeInto(read === 0 ? p.value : p.value.substring(read), esc.src);
         read += r;
-        yield esc.dst.slice(0, esc.escape(SRC, SRC + written, DST) - DST);
+        yield esc.escape(written);
       }
     }
     yield encoder.encode(text);
   })();
-}
-
-// Second byte of the two-byte escapes; 0x75 ('u') marks a \u00XX escape; 0: the byte stays as it is. Bytes of
-// multi-byte UTF-8 sequences are all >= 0x80, so escaping byte by byte is escaping character by character.
-const ESCAPE = new Uint8Array(256);
-for (let c = 0; c < 0x20; c++) ESCAPE[c] = 0x75;
-ESCAPE[0x08] = 0x62; // \b
-ESCAPE[0x09] = 0x74; // \t
-ESCAPE[0x0a] = 0x6e; // \n
-ESCAPE[0x0c] = 0x66; // \f
-ESCAPE[0x0d] = 0x72; // \r
-ESCAPE[0x22] = 0x22; // \"
-ESCAPE[0x5c] = 0x5c; // \\
-
-const PIECE = 1 << 20;
-const SRC = 1024;
-const DST = SRC + PIECE;
-
-/** `escape(src, srcEnd, dst)` → dstEnd, over a memory holding ESCAPE at 0, hex digits at 256, SRC and DST. */
-interface Escaper {
-  escape(src: number, srcEnd: number, dst: number): number;
-  src: Uint8Array;
-  dst: Uint8Array;
-}
-
-/**
- * The escape loop as a WebAssembly module, assembled here from readable opcodes (no binary blob).
- * Equivalent to: for each byte b of [r, end): e = ESCAPE[b]; e == 0 ? emit b : emit '\\', then e, or
- * 'u' '0' '0' hex(b >> 4) hex(b & 15) when e is 'u'. Tested byte for byte against JSON.stringify.
- */
-function assembleEscaper(): Uint8Array {
-  const uleb = (n: number): number[] => {
-    const out: number[] = [];
-    do {
-      out.push((n & 0x7f) | (n >>> 7 ? 0x80 : 0));
-      n >>>= 7;
-    } while (n);
-    return out;
-  };
-  const vec = (items: number[][]) => [...uleb(items.length), ...items.flat()];
-  const section = (id: number, bytes: number[]) => [id, ...uleb(bytes.length), ...bytes];
-  const [R, END, W, B, E] = [0, 1, 2, 3, 4]; // params r, end, w; locals b, e
-  const get = (i: number) => [0x20, i];
-  const set = (i: number) => [0x21, i];
-  const i32 = (n: number) => [0x41, ...(n < 64 ? [n] : [(n & 0x7f) | 0x80, n >> 7])]; // signed LEB128 of 0..8191
-  const [add, and, shrU, eqz, ne, geU] = [0x6a, 0x71, 0x76, 0x45, 0x47, 0x4f];
-  const load8 = (offset: number) => [0x2d, 0, ...uleb(offset)];
-  const store8 = (offset: number) => [0x3a, 0, ...uleb(offset)];
-  const inc = (i: number, n: number) => [...get(i), ...i32(n), add, ...set(i)];
-  const [block, loop, ifVoid, orElse, end] = [[0x02, 0x40], [0x03, 0x40], [0x04, 0x40], [0x05], [0x0b]];
-  const br = (depth: number) => [0x0c, depth];
-  const brIf = (depth: number) => [0x0d, depth];
-  const code = [
-    ...vec([[2, 0x7f]]),
-    ...block, ...loop,
-    ...get(R), ...get(END), geU, ...brIf(1),
-    ...get(R), ...load8(0), ...set(B), ...inc(R, 1),
-    ...get(B), ...load8(0), ...set(E),
-    ...get(E), eqz, ...ifVoid, ...get(W), ...get(B), ...store8(0), ...inc(W, 1), ...br(1), ...end,
-    ...get(W), ...i32(0x5c), ...store8(0),
-    ...get(E), ...i32(0x75), ne, ...ifVoid,
-    ...get(W), ...get(E), ...store8(1), ...inc(W, 2),
-    ...orElse,
-    ...get(W), ...i32(0x75), ...store8(1),
-    ...get(W), ...i32(0x30), ...store8(2),
-    ...get(W), ...i32(0x30), ...store8(3),
-    ...get(W), ...get(B), ...i32(4), shrU, ...load8(256), ...store8(4),
-    ...get(W), ...get(B), ...i32(15), and, ...load8(256), ...store8(5),
-    ...inc(W, 6),
-    ...end,
-    ...br(0),
-    ...end, ...end,
-    ...get(W), ...end,
-  ];
-  const data = [...ESCAPE, ...encoder.encode('0123456789abcdef')];
-  const pages = Math.ceil((DST + 6 * PIECE + 16) / 65536);
-  const ascii = (s: string) => vec([...s].map((ch) => [ch.charCodeAt(0)]));
-  return Uint8Array.from([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, vec([[0x60, ...vec([[0x7f], [0x7f], [0x7f]]), ...vec([[0x7f]])]])), // (i32 i32 i32) → i32
-    ...section(3, vec([[0]])),
-    ...section(5, vec([[0x00, ...uleb(pages)]])),
-    ...section(7, vec([[...ascii('memory'), 0x02, 0], [...ascii('escape'), 0x00, 0]])),
-    ...section(10, vec([[...uleb(code.length), ...code]])),
-    ...section(11, vec([[0x00, ...i32(0), ...end, ...uleb(data.length), ...data]])),
-  ]);
-}
-
-/** The part of the WebAssembly API used here (the lib setting carries no WebAssembly types). */
-interface WasmApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: Record<string, unknown> };
-}
-
-let cachedEscaper: Escaper | null | undefined;
-
-/** The WebAssembly escaper, or undefined where WebAssembly is unavailable (then JSON.stringify serves). */
-function escaper(): Escaper | undefined {
-  if (cachedEscaper === undefined) {
-    try {
-      const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-      if (!wasm) throw new Error('no WebAssembly');
-      const { exports } = new wasm.Instance(new wasm.Module(assembleEscaper()));
-      const memory = exports.memory as { buffer: ArrayBuffer };
-      cachedEscaper = {
-        escape: exports.escape as Escaper['escape'],
-        src: new Uint8Array(memory.buffer, SRC, PIECE),
-        dst: new Uint8Array(memory.buffer, DST, 6 * PIECE + 16),
-      };
-    } catch {
-      cachedEscaper = null;
-    }
-  }
-  return cachedEscaper ?? undefined;
 }
 
 const nodeBuffer = (globalThis as { Buffer?: { byteLength(s: string, encoding: 'utf8'): number } }).Buffer;
@@ -307,7 +197,7 @@ function encodeParts(parts: Part[], esc: Escaper): Uint8Array {
     for (let read = 0; read < seg.length; ) {
       const { read: r, written } = encoder.encodeInto(read === 0 ? seg : seg.substring(read), esc.src);
       read += r;
-      put(esc.dst.subarray(0, esc.escape(SRC, SRC + written, DST) - DST));
+      put(esc.escape(written));
     }
     put(QUOTE);
   }

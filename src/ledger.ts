@@ -26,7 +26,7 @@ import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
 import { Keyring, mergeTrust } from './keyring.js';
 import { KeyedMutex } from './locks.js';
-import { decodeSummary, DEFAULT_MAX_SUMMARY_BYTES, validateSummary, type Summary } from './summary.js';
+import { decodeSummary, DEFAULT_MAX_SUMMARY_BYTES, prepareSummary, type Summary } from './summary.js';
 
 export interface OpenLedgerOptions {
   /** Store directory; default `$HANDOFF_LEDGER_ROOT`, else `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`. */
@@ -196,9 +196,13 @@ export class Ledger {
     throwIfCancelled(signal);
     await this.authorize(s, 'publish');
     // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
-    const { bytes } = validateSummary(summary, this.maxSummaryBytes);
-    // Publish step 3: encode canonically → put the blob durably (blob durable before manifest).
-    const blob = await this.blobs.put(bytes, { signal, maxBytes: this.maxSummaryBytes }).catch((err) => {
+    const { source } = prepareSummary(summary, this.maxSummaryBytes);
+    // Publish step 3: encode canonically → put the blob durably (blob durable before manifest). A large
+    // summary is encoded as the store writes it; the store measures it against the same limit.
+    const blob = await this.blobs.put(source, { signal, maxBytes: this.maxSummaryBytes }).catch((err) => {
+      if (err instanceof StoreError && err.code === 'BLOB_TOO_LARGE') {
+        throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is over the limit of ${this.maxSummaryBytes} bytes`, { cause: err });
+      }
       throw toLedgerCancel(err);
     });
     // Publish step 4: under the chain's lock.

@@ -4,7 +4,7 @@
  * validates what comes back before anything is stored.
  */
 import { z } from 'zod';
-import { canonicalBytes } from '../manifests/canonical.js';
+import { canonicalBytes, canonicalChunks } from '../manifests/canonical.js';
 import { LedgerError } from './errors.js';
 
 export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
@@ -78,13 +78,8 @@ export interface ValidatedSummary {
   bytes: Uint8Array;
 }
 
-/**
- * Validates a summary and encodes it canonically (publish step 2).
- * @throws LedgerError `SUMMARY_INVALID` (schema, unknown fields, lone surrogates), `SUMMARY_EMPTY`
- *   (blank task/state and no next steps), `SUMMARY_INCOMPLETE` (flagged incomplete),
- *   `SUMMARY_TOO_LARGE` (canonical bytes over `maxBytes`)
- */
-export function validateSummary(value: unknown, maxBytes: number = DEFAULT_MAX_SUMMARY_BYTES): ValidatedSummary {
+/** Schema, content rules and a first size bound (each UTF-16 code unit takes at least one byte). */
+function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atLeast: number } {
   if (value === undefined || value === null || value === '') {
     throw new LedgerError('SUMMARY_EMPTY', 'the summary is empty');
   }
@@ -99,17 +94,62 @@ export function validateSummary(value: unknown, maxBytes: number = DEFAULT_MAX_S
   }
   const summary = parsed.data;
   checkContent(summary);
-  // Each UTF-16 code unit takes at least one byte: a summary that cannot fit is refused before it is encoded.
   let atLeast = 0;
   for (const s of strings(summary)) atLeast += s.length;
   if (atLeast > maxBytes) {
     throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is at least ${atLeast} bytes, over the limit of ${maxBytes}`);
   }
+  return { summary, atLeast };
+}
+
+/**
+ * Validates a summary and encodes it canonically (publish step 2).
+ * @throws LedgerError `SUMMARY_INVALID` (schema, unknown fields, lone surrogates), `SUMMARY_EMPTY`
+ *   (blank task/state and no next steps), `SUMMARY_INCOMPLETE` (flagged incomplete),
+ *   `SUMMARY_TOO_LARGE` (canonical bytes over `maxBytes`)
+ */
+export function validateSummary(value: unknown, maxBytes: number = DEFAULT_MAX_SUMMARY_BYTES): ValidatedSummary {
+  const { summary } = checkSummary(value, maxBytes);
+  return { summary, bytes: encodeSummary(summary, maxBytes) };
+}
+
+function encodeSummary(summary: Summary, maxBytes: number): Uint8Array {
   const bytes = canonicalBytes(summary);
   if (bytes.length > maxBytes) {
     throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is ${bytes.length} bytes, over the limit of ${maxBytes}`);
   }
-  return { summary, bytes };
+  return bytes;
+}
+
+/** From this much text (UTF-16 code units) on, a summary is encoded while it is written, not before. */
+export const STREAM_SUMMARY_FROM = 1024 * 1024;
+
+export interface PreparedSummary {
+  summary: Summary;
+  /**
+   * The canonical bytes, or for a large summary the same bytes as a stream of pieces encoded as the
+   * blob store pulls them (each valid until the next is pulled). A stream's size is checked by the
+   * blob store against its `maxBytes` (`BLOB_TOO_LARGE`) as it goes.
+   */
+  source: Uint8Array | AsyncIterable<Uint8Array>;
+}
+
+/**
+ * Validates a summary and prepares its canonical bytes for the blob store: all at once for a small
+ * summary, as a stream for a large one (the encoding overlaps the write, and no second copy of a large
+ * summary is held in memory).
+ * @throws LedgerError as `validateSummary`
+ */
+export function prepareSummary(value: unknown, maxBytes: number = DEFAULT_MAX_SUMMARY_BYTES): PreparedSummary {
+  const { summary, atLeast } = checkSummary(value, maxBytes);
+  if (atLeast < STREAM_SUMMARY_FROM) return { summary, source: encodeSummary(summary, maxBytes) };
+  const pieces = canonicalChunks(summary); // throws here, before any byte is written, on what JCS refuses
+  return {
+    summary,
+    source: (async function* () {
+      yield* pieces;
+    })(),
+  };
 }
 
 const decoder = new TextDecoder('utf-8', { fatal: true });

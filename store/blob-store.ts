@@ -26,7 +26,10 @@ export interface GetOptions {
   maxBytes?: number;
 }
 
-/** Bytes to store: a buffer, or a stream of chunks whose total size is not known in advance. */
+/**
+ * Bytes to store: a buffer, or a stream of chunks whose total size is not known in advance. A store is
+ * done with a chunk when it pulls the next one, so a source may reuse one buffer for all its chunks.
+ */
 export type BlobSource = Uint8Array | AsyncIterable<Uint8Array>;
 
 export interface BlobStore {

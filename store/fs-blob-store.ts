@@ -14,11 +14,9 @@ import { StoreError, throwIfAborted } from './errors.js';
 import { nodeFsOps, type FsOps } from './fs-ops.js';
 import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from './blob-store.js';
 import { ensurePrivateDir } from './safe-dir.js';
+import { writeBuffer, writeStream } from './fs-blob-write.js';
 
 const CHUNK = 4 * 1024 * 1024;
-// Hashing a large buffer yields to the event loop this often, so I/O completions are not held up.
-const HASH_SLICE = 1024 * 1024;
-const STREAM_WRITES_IN_FLIGHT = 4;
 const HEX64 = /^[0-9a-f]{64}$/;
 const WRITE_FLAGS = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
 // O_NONBLOCK: opening a FIFO planted at a blob path must not hang the reader.
@@ -44,13 +42,6 @@ function errno(err: unknown): string | undefined {
 function storageFailed(step: string, err: unknown): StoreError {
   if (err instanceof StoreError) return err;
   return new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
-}
-
-async function* chunksOf(source: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
-  for await (const chunk of source) {
-    if (!(chunk instanceof Uint8Array)) throw new TypeError('blob source must yield Uint8Array chunks');
-    yield chunk;
-  }
 }
 
 export class FsBlobStore implements BlobStore {
@@ -132,9 +123,10 @@ export class FsBlobStore implements BlobStore {
     try {
       handle = await this.fs.open(staging, WRITE_FLAGS, 0o600).catch(wrap('open staging file'));
       created = true;
+      const ctx = { fs: this.fs, hash: this.hash, afterDigest: (digest: Digest) => this.ensureShardDirs(digest) };
       const written = source instanceof Uint8Array
-        ? await this.writeBuffer(handle, source, options.signal)
-        : await this.writeStream(handle, source, limit, options.signal);
+        ? await writeBuffer(ctx, handle, source, options.signal)
+        : await writeStream(ctx, handle, source, limit, options.signal);
       await this.fs.close(handle).catch(wrap('close'));
       handle = undefined;
       throwIfAborted(options.signal);
@@ -146,65 +138,6 @@ export class FsBlobStore implements BlobStore {
       if (handle) await handle.close().catch(() => {});
       if (created) await this.fs.unlink(staging).catch(() => {});
     }
-  }
-
-  /** A whole buffer: one write and its fsync in flight while the bytes are hashed here. */
-  private async writeBuffer(handle: FileHandle, bytes: Uint8Array, signal?: AbortSignal): Promise<BlobInfo> {
-    const hasher = await this.hash.create();
-    let ioFailed = false;
-    const io = (async () => {
-      await this.fs.write(handle, bytes).catch(wrap('write'));
-      throwIfAborted(signal);
-      await this.fs.fsync(handle).catch(wrap('fsync'));
-    })();
-    io.catch(() => (ioFailed = true)); // awaited below; this also keeps an early failure from being "unhandled"
-    let digest: Digest;
-    try {
-      for (let off = 0; off < bytes.length && !ioFailed; off += HASH_SLICE) {
-        hasher.update(bytes.subarray(off, off + HASH_SLICE));
-        throwIfAborted(signal);
-        // Let the I/O thread's completion through (write done → fsync issued) while hashing goes on.
-        if (off + HASH_SLICE < bytes.length) await yieldToIo();
-      }
-      if (ioFailed) await io; // throws the write's own error; the partial digest is never used
-      digest = formatDigest(hasher.digest());
-    } catch (err) {
-      await io.catch(() => {});
-      throw err;
-    }
-    await settleAll(io, this.ensureShardDirs(digest));
-    return { digest, size: bytes.length };
-  }
-
-  /**
-   * A stream of chunks: writes stay in order on one chain, up to STREAM_WRITES_IN_FLIGHT of them
-   * pending, so the source produces the next chunk and this thread hashes it while earlier ones are
-   * written. The size limit is enforced as chunks arrive.
-   */
-  private async writeStream(handle: FileHandle, source: AsyncIterable<Uint8Array>, limit: number, signal?: AbortSignal): Promise<BlobInfo> {
-    const hasher = await this.hash.create();
-    let size = 0;
-    let chain: Promise<void> = Promise.resolve();
-    const pending: Array<Promise<void>> = [];
-    try {
-      for await (const chunk of chunksOf(source)) {
-        size += chunk.length;
-        if (size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limit} bytes`);
-        throwIfAborted(signal);
-        chain = chain.then(() => this.fs.write(handle, chunk)).catch(wrap('write'));
-        chain.catch(() => {}); // awaited below; this only keeps an early failure from being "unhandled"
-        pending.push(chain);
-        hasher.update(chunk);
-        if (pending.length >= STREAM_WRITES_IN_FLIGHT) await pending.shift();
-      }
-      await chain;
-    } catch (err) {
-      await chain.catch(() => {}); // no write may still run once the caller closes the file
-      throw err;
-    }
-    const digest = formatDigest(hasher.digest());
-    await settleAll(this.fs.fsync(handle).catch(wrap('fsync')), this.ensureShardDirs(digest));
-    return { digest, size };
   }
 
   /** Makes both shard directories of `digest` exist durably (each new one fsynced into its parent). */
@@ -386,17 +319,6 @@ export class FsBlobStore implements BlobStore {
   }
 
   async close(): Promise<void> {}
-}
-
-function yieldToIo(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
-
-/** Waits for every operation (none is left running behind a failure), then throws the first failure. */
-async function settleAll(...ops: Array<Promise<unknown>>): Promise<void> {
-  const results = await Promise.allSettled(ops);
-  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failed) throw failed.reason;
 }
 
 function wrap(step: string) {

@@ -7,7 +7,8 @@ import type { FileHandle } from 'node:fs/promises';
 
 export interface FsOps {
   open(path: string, flags: number, mode?: number): Promise<FileHandle>;
-  write(handle: FileHandle, data: Uint8Array): Promise<void>;
+  /** Writes all of `data`, at `position` when given (several such writes may be in flight at once). */
+  write(handle: FileHandle, data: Uint8Array, position?: number): Promise<void>;
   fsync(handle: FileHandle): Promise<void>;
   close(handle: FileHandle): Promise<void>;
   link(existing: string, target: string): Promise<void>;
@@ -25,10 +26,10 @@ export interface FsOps {
 
 export const nodeFsOps: FsOps = {
   open: (path, flags, mode) => fsp.open(path, flags, mode),
-  async write(handle, data) {
+  async write(handle, data, position) {
     let off = 0;
     while (off < data.length) {
-      const { bytesWritten } = await handle.write(data, off, data.length - off);
+      const { bytesWritten } = await handle.write(data, off, data.length - off, position === undefined ? null : position + off);
       off += bytesWritten;
     }
   },

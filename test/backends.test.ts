@@ -22,6 +22,7 @@ import { encodeManifest, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifes
 import { keyIdOf, type TrustStore } from '../manifests/trust.js';
 import { verifyManifestEnvelope } from '../manifests/verify-manifest.js';
 import { canonicalBytes, canonicalChunks, canonicalize } from '../manifests/canonical.js';
+import { loadEscaper, PIECE, type EscaperKind } from '../manifests/json-escape.js';
 import { validateSummary } from '../src/summary.js';
 import { readVector } from './support/vectors.js';
 import { tempDir } from './support/tmp.js';
@@ -244,6 +245,97 @@ describe('signature backends agree with each other', () => {
   });
 });
 
+/** The part of the WebAssembly API these tests stub (the lib setting carries no WebAssembly types). */
+interface WasmApi {
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object) => { exports: Record<string, unknown> };
+  CompileError: new (message: string) => Error;
+}
+
+describe('JSON escapers: the SIMD and the byte-at-a-time WebAssembly loops agree with JSON.stringify', () => {
+  const escapeWith = (kind: EscaperKind, s: string) => {
+    const esc = loadEscaper(kind)!;
+    const { written } = new TextEncoder().encodeInto(s, esc.src);
+    return Buffer.from(esc.escape(written));
+  };
+  const reference = (s: string) => Buffer.from(JSON.stringify(s).slice(1, -1));
+
+  it('loads both kinds here, and auto picks SIMD', () => {
+    expect(loadEscaper('simd')?.kind).toBe('simd');
+    expect(loadEscaper('scalar')?.kind).toBe('scalar');
+    expect(loadEscaper()?.kind).toBe('simd');
+  });
+
+  it('escape random text byte for byte like JSON.stringify, escapes at every offset of a 16-byte block', () => {
+    const chars = fc.oneof(
+      { weight: 10, arbitrary: fc.constantFrom('a', ' ', 'Z', '~', '\u007f') },
+      { weight: 2, arbitrary: fc.constantFrom('"', '\\', '\n', '\t', '\u0000', '\u0001', '\u001f', '\b', '\f', '\r') },
+      { weight: 1, arbitrary: fc.constantFrom('é', '→', '😀', '\u2028') },
+    );
+    fc.assert(
+      fc.property(fc.array(chars, { maxLength: 300 }), (list) => {
+        const s = list.join('');
+        const want = reference(s);
+        expect(escapeWith('simd', s).equals(want)).toBe(true);
+        expect(escapeWith('scalar', s).equals(want)).toBe(true);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('escape a whole piece (1 MiB) with a special character in its last 16 bytes and in its very last byte', () => {
+    for (const tail of ['"', 'abc\u0002', '\\x'.padEnd(15, 'y') + '\n']) {
+      const s = 'q'.repeat(PIECE - tail.length) + tail;
+      const want = reference(s);
+      expect(escapeWith('simd', s).equals(want)).toBe(true);
+      expect(escapeWith('scalar', s).equals(want)).toBe(true);
+    }
+  });
+
+  it('auto falls back to the byte-at-a-time loop where the SIMD module does not compile', async () => {
+    const real = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
+    vi.resetModules();
+    // An engine without SIMD refuses the first module asked for (the SIMD one) at compile time.
+    let compiled = 0;
+    vi.stubGlobal('WebAssembly', { Instance: real.Instance, Module: function (bytes: Uint8Array) {
+      if (compiled++ === 0) throw new real.CompileError('invalid opcode 0xfd');
+      return new real.Module(bytes);
+    } });
+    try {
+      const fresh = await import('../manifests/json-escape.js');
+      expect(fresh.loadEscaper('simd')).toBeUndefined();
+      expect(fresh.loadEscaper()?.kind).toBe('scalar');
+    } finally {
+      vi.unstubAllGlobals();
+      vi.resetModules();
+    }
+  });
+
+  it('does not use a loop that fails its self-test (wrong output is never taken for an escaper)', async () => {
+    const real = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
+    vi.resetModules();
+    // Every instance's escape drops the last output byte.
+    let instances = 0;
+    vi.stubGlobal('WebAssembly', { Module: real.Module, Instance: function (module: object) {
+      instances++;
+      const inst = new real.Instance(module);
+      const escape = inst.exports.escape as (a: number, b: number, c: number) => number;
+      return { exports: { ...inst.exports, escape: (a: number, b: number, c: number) => escape(a, b, c) - 1 } };
+    } });
+    try {
+      const fresh = await import('../manifests/json-escape.js');
+      expect(fresh.loadEscaper()).toBeUndefined();
+      expect(instances).toBe(2); // both loops were built, and both refused
+      const canonical = await import('../manifests/canonical.js');
+      const value = { s: 'long "text"\n'.repeat(5000) };
+      expect(Buffer.from(canonical.canonicalBytes(value)).equals(Buffer.from(canonicalize(value)))).toBe(true);
+    } finally {
+      vi.unstubAllGlobals();
+      vi.resetModules();
+    }
+  });
+});
+
 describe('canonical bytes: the WebAssembly escaper of long strings agrees with JSON.stringify', () => {
   const reference = (value: unknown) => new TextEncoder().encode(canonicalize(value));
   const long = (unit: string, length: number) => unit.repeat(Math.ceil(length / unit.length)).slice(0, length).replace(/[\ud800-\udbff]$/, 'x');
@@ -319,11 +411,11 @@ describe('canonical bytes: the WebAssembly escaper of long strings agrees with J
   });
 
   it('streams the same bytes in pieces (canonicalChunks), short values and long strings alike', () => {
-    const concat = (pieces: Iterable<Uint8Array>) => Buffer.concat([...pieces].map((p) => Buffer.from(p)));
     const s = long('piece "of" text\n\u0001 → 😀 ', 3 * 1024 * 1024 + 17);
     for (const value of [{ a: 1, b: ['x'] }, { s }, { z: s, a: [s, 'q'], m: { s } }]) {
-      const pieces = [...canonicalChunks(value)];
-      expect(concat(pieces).equals(Buffer.from(canonicalBytes(value)))).toBe(true);
+      const pieces: Buffer[] = [];
+      for (const piece of canonicalChunks(value)) pieces.push(Buffer.from(piece)); // a copy: a piece lives until the next is pulled
+      expect(Buffer.concat(pieces).equals(Buffer.from(canonicalBytes(value)))).toBe(true);
       if (value !== null && 's' in value) expect(pieces.length).toBeGreaterThan(3); // a long string arrives in 1 MiB pieces
     }
   });

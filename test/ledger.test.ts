@@ -3,7 +3,8 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from '
 import { join } from 'node:path';
 import { openLedger, type Ledger } from '../src/ledger.js';
 import { LevelManifestLog } from '../manifests/level-log.js';
-import { digestHex } from '../store/digest.js';
+import { digestHex, hashBytes, nobleBlake3 } from '../store/digest.js';
+import { STREAM_SUMMARY_FROM, validateSummary } from '../src/summary.js';
 import { nodeFsOps, type FsOps } from '../store/fs-ops.js';
 import { signEnvelope, serializeEnvelope } from '../manifests/envelope.js';
 import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, type Manifest } from '../manifests/manifest.js';
@@ -24,6 +25,12 @@ function blobPath(root: string, digest: string): string {
 
 function raw(ledger: Ledger) {
   return (ledger.log as LevelManifestLog).raw;
+}
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of it) out.push(x);
+  return out;
 }
 
 const entryKey = (session: string, seq: number) => `e!${session}!${seq.toString(16).padStart(12, '0')}`;
@@ -271,6 +278,55 @@ describe('failures leave no manifest', () => {
     ac.abort(new Error('user pressed stop'));
     await expect(ledger.publish(alice, sampleSummary('x'), { signal: ac.signal })).rejects.toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
     expect((await ledger.resume(alice))?.id).toBe(first.id);
+    expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    await ledger.close();
+  });
+});
+
+describe('large summaries are encoded while they are written', () => {
+  const MiB = 1024 * 1024;
+  const big = (marker: string, text: string, units: number) => ({ ...sampleSummary(marker), state: text.repeat(Math.ceil(units / text.length)).slice(0, units) });
+
+  it('stores exactly the canonical bytes of a summary over the streaming threshold, and resumes it', async () => {
+    const root = tempDir();
+    const ledger = await open(root, { maxSummaryBytes: 64 * MiB });
+    const summary = big('large', 'line "one"\n\tC:\\dir → ok 😀\n', STREAM_SUMMARY_FROM + 12345);
+    const bytes = validateSummary(summary, 64 * MiB).bytes;
+    const r = await ledger.publish(alice, summary);
+    expect(r).toMatchObject({ size: bytes.length, digest: await hashBytes(bytes, nobleBlake3) });
+    expect(readFileSync(blobPath(root, r.digest)).equals(Buffer.from(bytes))).toBe(true);
+    expect((await ledger.resume(alice))?.summary).toEqual(summary);
+    await ledger.close();
+  });
+
+  it('refuses with SUMMARY_TOO_LARGE a summary whose escapes take it over the limit as it streams, leaving no blob', async () => {
+    const root = tempDir();
+    const ledger = await open(root, { maxSummaryBytes: 4 * MiB });
+    await ledger.publish(alice, sampleSummary('kept'));
+    const blobsBefore = await collect(ledger.blobs.list());
+    // 1 Mi code units pass the first bound; as \u0001 escapes they are 6 MiB of canonical bytes.
+    const err = await ledger.publish(alice, big('escapes', '\u0001', MiB + 1)).catch((e) => e);
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_TOO_LARGE', cause: { code: 'BLOB_TOO_LARGE' } });
+    expect(await collect(ledger.blobs.list())).toEqual(blobsBefore);
+    expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    expect((await ledger.history(alice)).length).toBe(1);
+    await ledger.close();
+  });
+
+  it('a publish cancelled between two block writes leaves no manifest, no blob and no staging file', async () => {
+    const root = tempDir();
+    const ac = new AbortController();
+    let writes = 0;
+    const fs: FsOps = { ...nodeFsOps, write: async (h, data, position) => { if (++writes === 3) ac.abort(new Error('user pressed stop')); return nodeFsOps.write(h, data, position); } };
+    const ledger = await open(root, { fs, maxSummaryBytes: 64 * MiB });
+    const first = await ledger.publish(alice, sampleSummary('first'));
+    const blobsBefore = await collect(ledger.blobs.list());
+    writes = 0;
+    const err = await ledger.publish(alice, big('cancelled', 'text with "quotes"\n', 6 * MiB), { signal: ac.signal }).catch((e) => e);
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    expect(writes).toBeGreaterThanOrEqual(3);
+    expect((await ledger.resume(alice))?.id).toBe(first.id);
+    expect(await collect(ledger.blobs.list())).toEqual(blobsBefore);
     expect(readdirSync(join(root, 'tmp'))).toEqual([]);
     await ledger.close();
   });

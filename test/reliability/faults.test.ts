@@ -16,6 +16,7 @@ import { recordFigures, counter, SOAK } from './figures.js';
 import { isTypedError, sizedSummary, stagingFiles, Tally } from './store-support.js';
 import { tempDir } from '../support/tmp.js';
 
+const MiB = 1024 * 1024;
 const started = Date.now();
 const tally = new Tally();
 const perStep = counter();
@@ -107,22 +108,25 @@ describe('fault injection at every step of publish', () => {
 });
 
 describe('fault injection at every step of a streamed put', () => {
-  // The ledger hands the store one buffer (one write call); streams of chunks take another path with a
-  // write per chunk, so a fault can land between chunks. Checked at the BlobStore contract: the put
-  // fails STORAGE_FAILED with the errno, no staging file is left, the blob is absent or intact, a retry stores it.
-  it('fails each call of a three-chunk streamed put in turn', async () => {
+  // A stream is copied into 1 MiB blocks, each written at its offset with several writes in flight, and a
+  // flush-behind fsync starts after 8 MiB: a fault can land on any block or on that early fsync. Checked at
+  // the BlobStore contract: the put fails STORAGE_FAILED with the errno, no staging file is left, the blob
+  // is absent or intact, a retry stores it.
+  it('fails each call of a streamed put of three uneven chunks (9 MiB) in turn', async () => {
     const root = tempDir('hl-fault-');
     const plan = new FaultPlan();
     const { store } = await FsBlobStore.open(root, { hash: wasm, fs: plan.fs });
     let n = 0;
-    const chunksFor = (marker: string) => [0, 1, 2].map((i) => new TextEncoder().encode(`${marker}:${i}:`.padEnd(64 * 1024, '.')));
+    const sizes = [3 * MiB + 1, 3 * MiB + 2, 3 * MiB + 3];
+    const chunksFor = (marker: string) => sizes.map((size, i) => new TextEncoder().encode(`${marker}:${i}:`.padEnd(size, '.')));
     const stream = async function* (chunks: Uint8Array[]) {
       yield* chunks;
     };
     plan.resetCounts();
     await store.put(stream(chunksFor('count')));
     const calls = { ...plan.calls };
-    expect(calls.write).toBe(3);
+    expect(calls.write).toBe(10); // nine full blocks and six bytes
+    expect(calls.fsync).toBe(2); // flush-behind after 8 MiB, then the final one
     for (const [op, count] of Object.entries(calls) as Array<[FaultOp, number]>) {
       for (let nth = 1; nth <= count; nth++) {
         for (const code of errnosFor()) {
@@ -142,7 +146,7 @@ describe('fault injection at every step of a streamed put', () => {
           expect(stagingFiles(root), what).toEqual([]);
           const info = await store.put(stream(chunks));
           const bytes = await store.get(info.digest);
-          tally.right(bytes.length === 3 * 64 * 1024 && Buffer.from(bytes).equals(Buffer.concat(chunks)), `${what}: retried blob differs`);
+          tally.right(Buffer.from(bytes).equals(Buffer.concat(chunks)), `${what}: retried blob differs`);
         }
       }
     }
