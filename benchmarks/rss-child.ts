@@ -31,7 +31,7 @@ const peakKiB = (resettable: boolean) => (resettable ? statusKiB('VmHWM') : unde
 
 const [bytesArg, root, text = 'ascii'] = process.argv.slice(2);
 const bytes = Number(bytesArg);
-const ledger = await openLedger({ root: root!, host: 'bench', hash: 'wasm', maxSummaryBytes: 1024 ** 3, onNotice: () => {} });
+const ledger = await openLedger({ root: root!, host: 'bench', hash: 'auto', maxSummaryBytes: 1024 ** 3, onNotice: () => {} });
 const scope = { principal: 'bench', session: 'rss', run: 'bench' };
 await ledger.publish(scope, makeSummary(4096, nextMarker())); // code loaded and compiled before measuring
 await ledger.resume(scope);

@@ -6,6 +6,11 @@
  * escapes on a probe before it is used; where neither loads, callers fall back to JSON.stringify.
  */
 
+import {
+  add, addTo, and, bitmask8, block, br, brIf, ctz, end, eq8, eqz, geU, get, i32, I32, ifVoid, inc, instantiateModule, leU, load8, loop,
+  ltU8, ne, or128, orElse, set, shrU, splat8, store8, V128, v128Load, v128Store, vec,
+} from './wasm-asm.js';
+
 // Second byte of the two-byte escapes; 0x75 ('u') marks a \u00XX escape; 0: the byte stays as it is. Bytes of
 // multi-byte UTF-8 sequences are all >= 0x80, so escaping byte by byte is escaping character by character.
 export const ESCAPE = new Uint8Array(256);
@@ -37,32 +42,6 @@ export interface Escaper {
 
 const encoder = new TextEncoder();
 
-const uleb = (n: number): number[] => {
-  const out: number[] = [];
-  do {
-    out.push((n & 0x7f) | (n >>> 7 ? 0x80 : 0));
-    n >>>= 7;
-  } while (n);
-  return out;
-};
-const vec = (items: number[][]) => [...uleb(items.length), ...items.flat()];
-const section = (id: number, bytes: number[]) => [id, ...uleb(bytes.length), ...bytes];
-const get = (i: number) => [0x20, i];
-const set = (i: number) => [0x21, i];
-const i32 = (n: number) => [0x41, ...(n < 64 ? [n] : [(n & 0x7f) | 0x80, n >> 7])]; // signed LEB128 of 0..8191
-const [add, and, shrU, eqz, ne, geU, leU, ctz] = [0x6a, 0x71, 0x76, 0x45, 0x47, 0x4f, 0x4d, 0x68];
-const load8 = (offset: number) => [0x2d, 0, ...uleb(offset)];
-const store8 = (offset: number) => [0x3a, 0, ...uleb(offset)];
-const inc = (i: number, n: number) => [...get(i), ...i32(n), add, ...set(i)];
-const addTo = (i: number, j: number) => [...get(i), ...get(j), add, ...set(i)];
-const [block, loop, ifVoid, orElse, end] = [[0x02, 0x40], [0x03, 0x40], [0x04, 0x40], [0x05], [0x0b]];
-const br = (depth: number) => [0x0c, depth];
-const brIf = (depth: number) => [0x0d, depth];
-// WebAssembly SIMD (prefix 0xfd).
-const simd = (op: number) => [0xfd, ...uleb(op)];
-const [v128Load, v128Store] = [[...simd(0x00), 0, 0], [...simd(0x0b), 0, 0]];
-const [splat8, eq8, ltU8, or128, bitmask8] = [simd(0x0f), simd(0x23), simd(0x26), simd(0x50), simd(0x64)];
-
 const [R, END, W, B, E, M] = [0, 1, 2, 3, 4, 5]; // params r, end, w; i32 locals b, e, m
 const [V, QUOTE, BACKSLASH, SPACE] = [6, 7, 8, 9]; // v128 locals (SIMD variant only)
 
@@ -91,7 +70,7 @@ const escapeOne = (depth: number) => [
 /** for (;;) { if (r >= end) break; escapeOne } */
 function scalarBody(): number[] {
   return [
-    ...vec([[3, 0x7f]]),
+    ...vec([[3, I32]]),
     ...block, ...loop,
     ...get(R), ...get(END), geU, ...brIf(1),
     ...escapeOne(0),
@@ -113,7 +92,7 @@ function scalarBody(): number[] {
 function simdBody(): number[] {
   const splatConst = (c: number, local: number) => [...i32(c), ...splat8, ...set(local)];
   return [
-    ...vec([[3, 0x7f], [4, 0x7b]]),
+    ...vec([[3, I32], [4, V128]]),
     ...splatConst(0x22, QUOTE), ...splatConst(0x5c, BACKSLASH), ...splatConst(0x20, SPACE),
     ...block, ...loop,
     ...get(R), ...i32(16), add, ...get(END), leU, ...ifVoid,
@@ -132,31 +111,10 @@ function simdBody(): number[] {
   ];
 }
 
-function assemble(code: number[]): Uint8Array {
-  const data = [...ESCAPE, ...encoder.encode('0123456789abcdef')];
-  const pages = Math.ceil((DST + DST_ROOM) / 65536);
-  const ascii = (s: string) => vec([...s].map((ch) => [ch.charCodeAt(0)]));
-  return Uint8Array.from([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, vec([[0x60, ...vec([[0x7f], [0x7f], [0x7f]]), ...vec([[0x7f]])]])), // (i32 i32 i32) → i32
-    ...section(3, vec([[0]])),
-    ...section(5, vec([[0x00, ...uleb(pages)]])),
-    ...section(7, vec([[...ascii('memory'), 0x02, 0], [...ascii('escape'), 0x00, 0]])),
-    ...section(10, vec([[...uleb(code.length), ...code]])),
-    ...section(11, vec([[0x00, ...i32(0), ...end, ...uleb(data.length), ...data]])),
-  ]);
-}
-
-/** The part of the WebAssembly API used here (the lib setting carries no WebAssembly types). */
-interface WasmApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: Record<string, unknown> };
-}
-
 function instantiate(kind: EscaperKind): Escaper {
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  if (!wasm) throw new Error('no WebAssembly');
-  const { exports } = new wasm.Instance(new wasm.Module(assemble(kind === 'simd' ? simdBody() : scalarBody())));
+  const data = [...ESCAPE, ...encoder.encode('0123456789abcdef')];
+  const code = kind === 'simd' ? simdBody() : scalarBody();
+  const exports = instantiateModule({ name: 'escape', code, data, memoryBytes: DST + DST_ROOM });
   const memory = exports.memory as { buffer: ArrayBuffer };
   const run = exports.escape as (src: number, srcEnd: number, dst: number) => number;
   const dst = new Uint8Array(memory.buffer, DST, DST_ROOM);

@@ -26,7 +26,7 @@ import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
 import { Keyring, mergeTrust } from './keyring.js';
 import { KeyedMutex } from './locks.js';
-import { decodeSummary, DEFAULT_MAX_SUMMARY_BYTES, prepareSummary, type Summary } from './summary.js';
+import { canDecodeStream, decodeSummary, decodeSummaryStream, DEFAULT_MAX_SUMMARY_BYTES, prepareSummary, STREAM_SUMMARY_FROM, type Summary } from './summary.js';
 
 export interface OpenLedgerOptions {
   /** Store directory; default `$HANDOFF_LEDGER_ROOT`, else `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`. */
@@ -313,14 +313,21 @@ export class Ledger {
       this.verifyEntry(prev, s.session, manifest.seq - 1, manifest.prev ?? undefined);
     }
     throwIfCancelled(options.signal);
-    const bytes = await this.blobs.get(manifest.summary.digest, { signal: options.signal, maxBytes: Math.max(this.maxSummaryBytes, manifest.summary.size) });
-    if (bytes.length !== manifest.summary.size) {
-      throw new StoreError('BLOB_INTEGRITY', `summary ${manifest.summary.digest} is ${bytes.length} bytes, the manifest says ${manifest.summary.size}`);
-    }
-    const summary = decodeSummary(bytes);
+    const summary = await this.readSummary(manifest.summary, options.signal);
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, head.seq));
     await this.log.setWatermark(s.session, head.seq).catch(() => {});
     return { summary, manifest, id, seq: head.seq };
+  }
+
+  /** The summary a manifest names, verified against its digest and size: streamed and decoded as it is read when large. */
+  private async readSummary(ref: { digest: Digest; size: number }, signal?: AbortSignal): Promise<Summary> {
+    const get = { signal, maxBytes: Math.max(this.maxSummaryBytes, ref.size) };
+    if (ref.size >= STREAM_SUMMARY_FROM && canDecodeStream()) return decodeSummaryStream(this.blobs.chunks(ref.digest, get), ref.size);
+    const bytes = await this.blobs.get(ref.digest, get);
+    if (bytes.length !== ref.size) {
+      throw new StoreError('BLOB_INTEGRITY', `summary ${ref.digest} is ${bytes.length} bytes, the manifest says ${ref.size}`);
+    }
+    return decodeSummary(bytes);
   }
 
   /** The session's verified chain, oldest first. Every entry's signature, scope and link are checked. */

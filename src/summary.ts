@@ -6,6 +6,8 @@
 import { z } from 'zod';
 import { canonicalBytes, canonicalChunks } from '../manifests/canonical.js';
 import { LedgerError } from './errors.js';
+import { StoreError } from '../store/errors.js';
+import { StreamingJsonDecoder } from './summary-decoder.js';
 
 export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
 
@@ -154,6 +156,14 @@ export function prepareSummary(value: unknown, maxBytes: number = DEFAULT_MAX_SU
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
+/** The schema and the content rules on a parsed stored summary. */
+function checkStored(value: unknown): Summary {
+  const parsed = summarySchema.safeParse(value);
+  if (!parsed.success) throw new LedgerError('SUMMARY_INVALID', 'stored summary does not match the summary schema');
+  checkContent(parsed.data);
+  return parsed.data;
+}
+
 /** Parses stored summary bytes (already digest-verified) back into a summary. */
 export function decodeSummary(bytes: Uint8Array): Summary {
   let value: unknown;
@@ -162,8 +172,40 @@ export function decodeSummary(bytes: Uint8Array): Summary {
   } catch (err) {
     throw new LedgerError('SUMMARY_INVALID', 'stored summary is not UTF-8 JSON', { cause: err });
   }
-  const parsed = summarySchema.safeParse(value);
-  if (!parsed.success) throw new LedgerError('SUMMARY_INVALID', 'stored summary does not match the summary schema');
-  checkContent(parsed.data);
-  return parsed.data;
+  return checkStored(value);
 }
+
+/**
+ * Decodes a stored summary of `size` bytes while its chunks arrive (a large summary on resume; see
+ * src/summary-decoder.ts), with `decodeSummary`'s result. The stream's own verdict comes first: when
+ * decoding fails, the rest is still read, so a blob that does not match its digest is reported as the
+ * store reports it (`BLOB_INTEGRITY`), not as an invalid summary.
+ * @throws LedgerError `SUMMARY_INVALID`; StoreError from the stream; StoreError `BLOB_INTEGRITY` when
+ *   the stream holds other than `size` bytes
+ */
+export async function decodeSummaryStream(chunks: AsyncIterable<Uint8Array>, size: number): Promise<Summary> {
+  const decoding = new StreamingJsonDecoder(size);
+  let failure: unknown;
+  let total = 0;
+  for await (const chunk of chunks) {
+    total += chunk.length;
+    if (failure !== undefined) continue;
+    try {
+      decoding.push(chunk);
+    } catch (err) {
+      failure = err;
+    }
+  }
+  if (total !== size) throw new StoreError('BLOB_INTEGRITY', `the stored summary is ${total} bytes, the manifest says ${size}`);
+  let value: unknown;
+  try {
+    if (failure !== undefined) throw failure;
+    value = decoding.end();
+  } catch (err) {
+    throw new LedgerError('SUMMARY_INVALID', 'stored summary is not UTF-8 JSON', { cause: err });
+  }
+  return checkStored(value);
+}
+
+/** True where `decodeSummaryStream` can run (it needs WebAssembly SIMD). */
+export const canDecodeStream = (): boolean => StreamingJsonDecoder.available();

@@ -44,6 +44,14 @@ export interface BlobStore {
    * @throws StoreError `INVALID_DIGEST`, `BLOB_NOT_FOUND`, `BLOB_INTEGRITY`, `BLOB_TOO_LARGE`, `STORAGE_FAILED`
    */
   get(digest: string, options?: GetOptions): Promise<Uint8Array>;
+  /**
+   * The bytes of a blob as a stream of chunks, in order, while they are re-hashed: for consumers that
+   * work as bytes arrive (each chunk is valid until the next is pulled). The digest and size are checked
+   * after the last chunk; on a mismatch the iteration throws `BLOB_INTEGRITY` instead of finishing, so
+   * a consumer must not act on what it read until the iteration has completed.
+   * @throws StoreError as `get`
+   */
+  chunks(digest: string, options?: GetOptions): AsyncIterable<Uint8Array>;
   /** True when a blob with this digest is stored (its content is not checked). */
   has(digest: string): Promise<boolean>;
   /** Size and storage time, or `undefined` when absent. */

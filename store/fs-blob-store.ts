@@ -14,7 +14,7 @@ import { StoreError, throwIfAborted } from './errors.js';
 import { nodeFsOps, type FsOps } from './fs-ops.js';
 import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from './blob-store.js';
 import { ensurePrivateDir } from './safe-dir.js';
-import { writeBuffer, writeStream } from './fs-blob-write.js';
+import { readStream, writeBuffer, writeStream } from './fs-blob-io.js';
 
 const CHUNK = 4 * 1024 * 1024;
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -211,6 +211,29 @@ export class FsBlobStore implements BlobStore {
   }
 
   async get(digest: string, options: GetOptions = {}): Promise<Uint8Array> {
+    const { handle, size } = await this.openBlob(digest, options);
+    try {
+      return await this.readHashed(handle, size, digest, options.signal);
+    } catch (err) {
+      throw storageFailed('read blob', err);
+    } finally {
+      await handle.close().catch(() => {});
+    }
+  }
+
+  async *chunks(digest: string, options: GetOptions = {}): AsyncIterable<Uint8Array> {
+    const { handle, size } = await this.openBlob(digest, options);
+    try {
+      yield* readStream(handle, size, digest, this.hash, options.signal);
+    } catch (err) {
+      throw storageFailed('read blob', err);
+    } finally {
+      await handle.close().catch(() => {});
+    }
+  }
+
+  /** Opens a stored blob for reading: a regular file within the size limit, reached through no symlink. */
+  private async openBlob(digest: string, options: GetOptions): Promise<{ handle: FileHandle; size: number }> {
     const hex = digestHex(digest);
     throwIfAborted(options.signal);
     const { dir1, dir2, file } = this.pathOf(hex);
@@ -228,12 +251,10 @@ export class FsBlobStore implements BlobStore {
       if (!st.isFile()) throw new StoreError('UNSAFE_PATH', `blob ${digest}: not a regular file at its path`);
       const limit = options.maxBytes ?? this.maxBlobBytes;
       if (st.size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${st.size} bytes, over the limit of ${limit}`);
-      const bytes = await this.readHashed(handle, st.size, digest, options.signal);
-      return bytes;
+      return { handle, size: st.size };
     } catch (err) {
-      throw storageFailed('read blob', err);
-    } finally {
       await handle.close().catch(() => {});
+      throw storageFailed('read blob', err);
     }
   }
 

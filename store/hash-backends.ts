@@ -1,17 +1,21 @@
 /**
- * Choosing a BLAKE3 backend. The fast backend is the default where it loads; the reference
- * (`@noble/hashes`) is the fallback, with one clear notice, never silently a wrong answer:
- * a backend is only used after it has reproduced known digests at load time, whole and in pieces.
+ * Choosing a BLAKE3 backend. The fastest backend that loads is the default: native, then WASM; the
+ * reference (`@noble/hashes`) is the last fallback. Each fallback is reported with one clear notice,
+ * never silently a wrong answer: a backend is only used after it has reproduced known digests at load
+ * time, whole and in pieces.
  */
 import { nobleBlake3, formatDigest, type HashBackend } from './digest.js';
+import { loadNativeBlake3 } from './hash-native.js';
 import { loadWasmBlake3 } from './hash-wasm.js';
 
-export type HashBackendName = 'auto' | 'wasm' | 'noble';
+export type HashBackendName = 'auto' | 'native' | 'wasm' | 'noble';
 
-const NAMES: readonly string[] = ['auto', 'wasm', 'noble'];
+const NAMES: readonly string[] = ['auto', 'native', 'wasm', 'noble'];
 
-/** Where the fast backend comes from; tests inject a failing or lying loader here. */
+/** Where the fast backends come from; tests inject failing or lying loaders here. */
 export interface HashBackendLoaders {
+  /** Default: native BLAKE3 from @napi-rs/blake-hash. */
+  native?: () => Promise<HashBackend>;
   /** Default: WASM BLAKE3 from hash-wasm. */
   wasm?: () => Promise<HashBackend>;
 }
@@ -54,11 +58,23 @@ async function loadChecked(load: () => Promise<HashBackend>): Promise<HashBacken
   return backend;
 }
 
-async function fastOrReference(load: () => Promise<HashBackend>, onNotice: (message: string) => void): Promise<HashBackend> {
+const reason = (err: unknown) => (err as Error)?.message ?? String(err);
+
+/** Native, else WASM, else noble; one notice when it is not native, naming what failed and what serves. */
+async function fastest(loaders: Required<HashBackendLoaders>, onNotice: (message: string) => void): Promise<HashBackend> {
+  let nativeFailure: unknown;
   try {
-    return await loadChecked(load);
+    return await loadChecked(loaders.native);
   } catch (err) {
-    onNotice(`handoff-ledger: WASM BLAKE3 unavailable (${(err as Error)?.message ?? String(err)}); using @noble/hashes (pure JS, ~15x slower)`);
+    nativeFailure = err;
+  }
+  const native = `native BLAKE3 unavailable (${reason(nativeFailure)})`;
+  try {
+    const wasm = await loadChecked(loaders.wasm);
+    onNotice(`handoff-ledger: ${native}; using WASM BLAKE3 (hash-wasm, ~5x slower)`);
+    return wasm;
+  } catch (err) {
+    onNotice(`handoff-ledger: ${native}; WASM BLAKE3 unavailable (${reason(err)}); using @noble/hashes (pure JS, ~40x slower)`);
     return nobleBlake3;
   }
 }
@@ -66,23 +82,25 @@ async function fastOrReference(load: () => Promise<HashBackend>, onNotice: (mess
 let cached: Promise<HashBackend> | undefined;
 
 /**
- * Loads a BLAKE3 backend. `auto` (default) prefers WASM and falls back to noble, reporting the
- * fallback once through `onNotice` (once per process for the default loader, whose outcome is cached);
- * `wasm` fails if WASM cannot load or fails its self-test; `noble` is the reference.
- * @param loaders where the fast backend comes from (tests inject failing or lying ones)
+ * Loads a BLAKE3 backend. `auto` (default) prefers native, then WASM, and falls back to noble,
+ * reporting a fallback once through `onNotice` (once per process for the default loaders, whose
+ * outcome is cached); `native` and `wasm` fail if that backend cannot load or fails its self-test;
+ * `noble` is the reference.
+ * @param loaders where the fast backends come from (tests inject failing or lying ones)
  * @throws TypeError for an unknown backend name
- * @throws Error when `wasm` is asked for and cannot load or fails its self-test
+ * @throws Error when `native` or `wasm` is asked for and cannot load or fails its self-test
  */
 export async function loadHashBackend(
   name: HashBackendName = 'auto',
   onNotice: (message: string) => void = (m) => console.warn(m),
   loaders: HashBackendLoaders = {},
 ): Promise<HashBackend> {
-  if (!NAMES.includes(name)) throw new TypeError(`unknown BLAKE3 backend ${JSON.stringify(name)} (auto, wasm or noble)`);
+  if (!NAMES.includes(name)) throw new TypeError(`unknown BLAKE3 backend ${JSON.stringify(name)} (auto, native, wasm or noble)`);
   if (name === 'noble') return nobleBlake3;
-  const load = loaders.wasm ?? loadWasmBlake3;
-  if (name === 'wasm') return loadChecked(load);
-  if (loaders.wasm) return fastOrReference(load, onNotice);
-  cached ??= fastOrReference(load, onNotice);
+  const all = { native: loaders.native ?? loadNativeBlake3, wasm: loaders.wasm ?? loadWasmBlake3 };
+  if (name === 'native') return loadChecked(all.native);
+  if (name === 'wasm') return loadChecked(all.wasm);
+  if (loaders.native || loaders.wasm) return fastest(all, onNotice);
+  cached ??= fastest(all, onNotice);
   return cached;
 }

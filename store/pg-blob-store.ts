@@ -186,6 +186,11 @@ export class PgBlobStore implements BlobStore {
     }
   }
 
+  /** One chunk, the whole blob, once `get` has verified it (rows are fetched and hashed the same way). */
+  async *chunks(digest: string, options: GetOptions = {}): AsyncIterable<Uint8Array> {
+    yield await this.get(digest, options);
+  }
+
   /** Reads every chunk while hashing the previous one; refuses on any mismatch of size, order or digest. */
   private async readVerified(client: pg.PoolClient, digest: string, limit: number, signal?: AbortSignal): Promise<Buffer> {
     const { rows } = await client.query<{ id: string; size: string; chunk_count: number }>(

@@ -12,6 +12,7 @@ import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex, formatDigest, hashBytes, nobleBlake3, type HashBackend, type Hasher } from '../store/digest.js';
 import { loadHashBackend, type HashBackendName } from '../store/hash-backends.js';
 import { loadWasmBlake3 } from '../store/hash-wasm.js';
+import { loadNativeBlake3 } from '../store/hash-native.js';
 import { FsBlobStore } from '../store/fs-blob-store.js';
 import { nobleSign, noblePublicKey, nobleVerifier, type SignatureVerifier } from '../manifests/ed25519.js';
 import { nodeVerifier } from '../manifests/ed25519-node.js';
@@ -29,7 +30,8 @@ import { tempDir } from './support/tmp.js';
 
 const input = (len: number) => Uint8Array.from({ length: len }, (_, i) => i % 251);
 const ref = (bytes: Uint8Array) => formatDigest(blake3(bytes));
-const NAMES: HashBackendName[] = ['auto', 'wasm', 'noble'];
+const NAMES: HashBackendName[] = ['auto', 'native', 'wasm', 'noble'];
+const noNative = async (): Promise<HashBackend> => Promise.reject(new Error('no binary for this platform'));
 const quiet = () => {};
 
 /** A backend that answers like `inner` except where `lie` says otherwise. */
@@ -68,24 +70,41 @@ describe('hash backend selection', () => {
   });
 
   it('refuses an unknown backend name with a TypeError', async () => {
-    await expect(loadHashBackend('native' as HashBackendName, quiet)).rejects.toThrow(TypeError);
+    await expect(loadHashBackend('sha256' as HashBackendName, quiet)).rejects.toThrow(TypeError);
   });
 });
 
 describe('hash backend fallback', () => {
-  it('falls back to noble with exactly one notice when the fast backend fails to load', async () => {
+  it('falls back to WASM with exactly one notice when the native backend fails to load', async () => {
     const notices: string[] = [];
-    const backend = await loadHashBackend('auto', (m) => notices.push(m), { wasm: async () => Promise.reject(new Error('WebAssembly is disabled')) });
+    const backend = await loadHashBackend('auto', (m) => notices.push(m), { native: noNative });
+    expect(backend.name).toBe('wasm');
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toMatch(/native BLAKE3 unavailable \(no binary for this platform\); using WASM/);
+    expect(await hashBytes(input(1025), backend)).toBe(ref(input(1025)));
+  });
+
+  it('falls back to WASM when the native backend loads but fails its self-test', async () => {
+    const notices: string[] = [];
+    const liar = lyingBackend(await loadNativeBlake3(), (_, d) => flipFirstBit(d));
+    expect((await loadHashBackend('auto', (m) => notices.push(m), { native: async () => liar })).name).toBe('wasm');
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toMatch(/native BLAKE3 unavailable.*self-test/);
+  });
+
+  it('falls back to noble with exactly one notice when neither fast backend loads', async () => {
+    const notices: string[] = [];
+    const backend = await loadHashBackend('auto', (m) => notices.push(m), { native: noNative, wasm: async () => Promise.reject(new Error('WebAssembly is disabled')) });
     expect(backend.name).toBe('noble');
     expect(notices).toHaveLength(1);
-    expect(notices[0]).toMatch(/WASM BLAKE3 unavailable.*WebAssembly is disabled.*@noble\/hashes/);
+    expect(notices[0]).toMatch(/native BLAKE3 unavailable.*WASM BLAKE3 unavailable.*WebAssembly is disabled.*@noble\/hashes/);
     expect(await hashBytes(input(1025), backend)).toBe(ref(input(1025)));
   });
 
   it('refuses, through its self-test, a fast backend that loads but returns wrong digests', async () => {
     const notices: string[] = [];
     const liar = lyingBackend(await loadWasmBlake3(), (_, d) => flipFirstBit(d));
-    const backend = await loadHashBackend('auto', (m) => notices.push(m), { wasm: async () => liar });
+    const backend = await loadHashBackend('auto', (m) => notices.push(m), { native: noNative, wasm: async () => liar });
     expect(backend.name).toBe('noble');
     expect(notices).toHaveLength(1);
     expect(notices[0]).toMatch(/self-test/);
@@ -93,36 +112,38 @@ describe('hash backend fallback', () => {
 
   it('refuses a backend that is right on whole inputs but wrong when fed in pieces', async () => {
     const notices: string[] = [];
-    const liar = lyingBackend(await loadWasmBlake3(), (chunks, d) => (chunks.length > 1 ? flipFirstBit(d) : d));
+    const liar = lyingBackend(await loadNativeBlake3(), (chunks, d) => (chunks.length > 1 ? flipFirstBit(d) : d));
     expect(await hashBytes(input(1025), liar)).toBe(ref(input(1025))); // a one-shot check alone would pass it
-    const backend = await loadHashBackend('auto', (m) => notices.push(m), { wasm: async () => liar });
-    expect(backend.name).toBe('noble');
+    const backend = await loadHashBackend('auto', (m) => notices.push(m), { native: async () => liar });
+    expect(backend.name).toBe('wasm');
     expect(notices).toHaveLength(1);
   });
 
   it('refuses a backend that is right on short inputs but wrong past one 1 KiB chunk tree level', async () => {
     const liar = lyingBackend(await loadWasmBlake3(), (chunks, d) => (chunks.reduce((n, c) => n + c.length, 0) > 4096 ? flipFirstBit(d) : d));
     const notices: string[] = [];
-    expect((await loadHashBackend('auto', (m) => notices.push(m), { wasm: async () => liar })).name).toBe('noble');
+    expect((await loadHashBackend('auto', (m) => notices.push(m), { native: noNative, wasm: async () => liar })).name).toBe('noble');
     expect(notices).toHaveLength(1);
   });
 
-  it('makes an explicit "wasm" choice fail loudly instead of falling back', async () => {
+  it('makes an explicit "native" or "wasm" choice fail loudly instead of falling back', async () => {
+    await expect(loadHashBackend('native', quiet, { native: noNative })).rejects.toThrow(/no binary/);
     await expect(loadHashBackend('wasm', quiet, { wasm: async () => Promise.reject(new Error('no wasm')) })).rejects.toThrow(/no wasm/);
     const liar = lyingBackend(await loadWasmBlake3(), (_, d) => flipFirstBit(d));
     await expect(loadHashBackend('wasm', quiet, { wasm: async () => liar })).rejects.toThrow(/self-test/);
+    await expect(loadHashBackend('native', quiet, { native: async () => liar })).rejects.toThrow(/self-test/);
   });
 
   it('uses a healthy injected backend without any notice', async () => {
     const notices: string[] = [];
-    const wasm = await loadWasmBlake3();
-    expect(await loadHashBackend('auto', (m) => notices.push(m), { wasm: async () => wasm })).toBe(wasm);
+    const native = await loadNativeBlake3();
+    expect(await loadHashBackend('auto', (m) => notices.push(m), { native: async () => native })).toBe(native);
     expect(notices).toEqual([]);
   });
 });
 
 describe('hash backends agree with each other on random inputs', async () => {
-  const backends = [nobleBlake3, await loadWasmBlake3(), await loadHashBackend('auto', quiet)];
+  const backends = [nobleBlake3, await loadWasmBlake3(), await loadNativeBlake3(), await loadHashBackend('auto', quiet)];
 
   it('gives one digest for random bytes around chunk and tree boundaries, in random pieces', async () => {
     const lengths = fc.oneof(fc.integer({ min: 0, max: 70_000 }), fc.constantFrom(1023, 1024, 1025, 2048, 2049, 4096, 65_536, 65_537));
@@ -149,15 +170,18 @@ describe('hash backends agree with each other on random inputs', async () => {
         for (const i of [2, 0, 1]) expect(formatDigest(hashers[i]!.digest()), `${b.name} #${i}`).toBe(ref(inputs[i]!));
       }
     }
-    const h = await (await loadWasmBlake3()).create();
-    h.digest();
-    expect(() => h.update(new Uint8Array(1))).toThrow(/after digest/);
+    for (const b of backends.slice(1, 3)) {
+      const h = await b.create();
+      h.digest();
+      expect(() => h.update(new Uint8Array(1)), b.name).toThrow(/after digest/);
+      expect(() => h.digest(), b.name).toThrow(/after digest/);
+    }
   });
 
   it('gives the reference digest through the blob store (hash while writing, re-hash while reading) with every backend', async () => {
     // Past the store's write and hash slices (4 MiB); the pure-JS reference gets the smaller sizes only.
     const sizes = [0, 1, 4096, 4 * 1024 * 1024 + 7, 9 * 1024 * 1024 + 3];
-    for (const b of backends.slice(0, 2)) {
+    for (const b of backends.slice(0, 3)) {
       const { store } = await FsBlobStore.open(tempDir(), { hash: b });
       for (const size of b.name === 'noble' ? sizes.slice(0, 4) : sizes) {
         const bytes = Uint8Array.from({ length: size }, (_, i) => (i * 31 + size) & 0xff);

@@ -9,6 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { loadHashBackend } from '../store/hash-backends.js';
 import { findPostgresBin } from '../benchmarks/lib/pg-cluster.js';
 import type { BenchResults } from '../benchmarks/report/model.js';
 import { tempDir } from './support/tmp.js';
@@ -50,7 +51,10 @@ describe('npm run bench -- --quick', () => {
       expect(r.postgres.skipped).toContain(pgFound.reason);
       expect(r.postgres.concurrency).toEqual([]);
     }
-    const cases = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', ...pgCases];
+    // Native rows where its binary loads here, as for the ledger's own default.
+    const nativeLoads = await loadHashBackend('native', () => {}).then(() => true, () => false);
+    const nativeCases = nativeLoads ? ['publish (native)', 'resume (native)'] : [];
+    const cases = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', ...nativeCases, 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', ...pgCases];
     expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set(cases));
     expect(r.config.postgres.sizes).toEqual([KiB, 64 * KiB, MiB]);
     for (const name of cases) {
@@ -63,7 +67,7 @@ describe('npm run bench -- --quick', () => {
         expectSpread(row!.mibPerSecond, `${name} @ ${size} MiB/s`);
       }
     }
-    expect(['wasm', 'noble']).toContain(r.hash.fastest);
+    expect(nativeLoads ? ['native', 'wasm', 'noble'] : ['wasm', 'noble']).toContain(r.hash.fastest);
 
     expect(r.concurrency.map((c) => c.sessions)).toEqual([1, 32]);
     for (const c of r.concurrency) expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);

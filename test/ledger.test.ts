@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openLedger, type Ledger } from '../src/ledger.js';
@@ -296,6 +296,37 @@ describe('large summaries are encoded while they are written', () => {
     expect(r).toMatchObject({ size: bytes.length, digest: await hashBytes(bytes, nobleBlake3) });
     expect(readFileSync(blobPath(root, r.digest)).equals(Buffer.from(bytes))).toBe(true);
     expect((await ledger.resume(alice))?.summary).toEqual(summary);
+    await ledger.close();
+  });
+
+  it('resumes a large summary by decoding its chunks as they are read, to the same value', async () => {
+    const ledger = await open(tempDir(), { maxSummaryBytes: 64 * MiB });
+    const summary = { ...big('large', 'prose "quoted" \\ back\n\ttab é 😀 \u0007 ', 3 * MiB), files: [{ path: 'src/a.ts', note: 'n "q"' }], decisions: ['d\u2028'] };
+    await ledger.publish(alice, summary);
+    const chunks = vi.spyOn(ledger.blobs, 'chunks');
+    const get = vi.spyOn(ledger.blobs, 'get');
+    expect((await ledger.resume(alice))?.summary).toEqual(summary);
+    expect(chunks).toHaveBeenCalledTimes(1);
+    expect(get).not.toHaveBeenCalled();
+    await ledger.close();
+  });
+
+  it('reports a large blob whose bytes were changed as BLOB_INTEGRITY, also when the change breaks its JSON first', async () => {
+    const root = tempDir();
+    const ledger = await open(root, { maxSummaryBytes: 64 * MiB });
+    const r = await ledger.publish(alice, big('tampered', 'some text\n', 2 * MiB));
+    const path = blobPath(root, r.digest);
+    for (const [at, byte] of [[0, 0x78], [7, 0x01], [r.size - 1, 0x20]] as const) {
+      const bytes = readFileSync(path);
+      const was = bytes[at]!;
+      bytes[at] = byte; // '{' → 'x'; a raw control character in the first string; the closing '}'
+      writeFileSync(path, bytes);
+      await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
+      bytes[at] = was;
+      writeFileSync(path, bytes);
+    }
+    writeFileSync(path, readFileSync(path).subarray(0, r.size - 1)); // truncated
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
     await ledger.close();
   });
 

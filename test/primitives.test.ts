@@ -56,8 +56,9 @@ describe('BLAKE3', async () => {
     );
   });
 
-  it('auto-selects WASM where it loads; noble stays selectable', async () => {
-    expect((await loadHashBackend('auto')).name).toBe('wasm');
+  it('auto-selects native where its binary loads, else WASM; noble stays selectable', async () => {
+    const nativeLoads = await loadHashBackend('native', () => {}).then(() => true, () => false);
+    expect((await loadHashBackend('auto')).name).toBe(nativeLoads ? 'native' : 'wasm');
     expect((await loadHashBackend('noble')).name).toBe('noble');
   });
 

@@ -15,6 +15,8 @@ const COLORS: Record<string, string> = {
   'raw read + hash': '#aaaaaa',
   'cacache.put': '#d62728',
   'cacache.get': '#ff9896',
+  'publish (native)': '#17becf',
+  'resume (native)': '#7f7f7f',
   'publish (wasm)': '#1f77b4',
   'resume (wasm)': '#2ca02c',
   'publish (noble)': '#9467bd',

@@ -42,7 +42,7 @@ export async function publishesPerSecond(publish: (session: string) => Promise<u
 }
 
 export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<ConcurrencyResult[]> {
-  const ledger = await openLedger({ root: join(o.workDir, 'ledger-concurrency'), host: 'bench', hash: 'wasm', onNotice: o.log });
+  const ledger = await openLedger({ root: join(o.workDir, 'ledger-concurrency'), host: 'bench', hash: 'auto', onNotice: o.log });
   const results = o.sessions.map((sessions) => ({ sessions, bytes: o.bytes, samples: [] as number[] }));
   const publish = (session: string) => ledger.publish({ principal: 'bench', session, run: 'bench' }, makeSummary(o.bytes, nextMarker()));
   try {

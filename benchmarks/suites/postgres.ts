@@ -125,7 +125,7 @@ export async function runPostgresSuite(o: PostgresSuiteOptions): Promise<Postgre
     const version = await serverVersion(connectionString);
     o.log(`  PostgreSQL ${version} (${found.bin}) ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     ledger = await openLedger({
-      root: join(o.workDir, 'ledger-postgres'), host: 'bench', hash: 'wasm', maxSummaryBytes: MAX_SUMMARY, onNotice: o.log,
+      root: join(o.workDir, 'ledger-postgres'), host: 'bench', hash: 'auto', maxSummaryBytes: MAX_SUMMARY, onNotice: o.log,
       postgres: { connectionString, schema: 'handoff_ledger_bench', maxConnections: o.maxConnections, maxBlobBytes: MAX_SUMMARY },
     });
     return { serverVersion: version, ...(await measure(ledger, o)) };

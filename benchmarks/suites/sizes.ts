@@ -8,7 +8,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as cacache from 'cacache';
 import { formatDigest, type HashBackend } from '../../store/digest.js';
-import { loadHashBackend } from '../../store/hash-backends.js';
+import { loadHashBackend, type HashBackendName } from '../../store/hash-backends.js';
 import { openLedger, type Ledger } from '../../src/ledger.js';
 import { validateSummary } from '../../src/summary.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
@@ -111,6 +111,7 @@ const CASES: CaseDef[] = [
       for (const item of ctx.items) await timed(() => cacache.put(ctx.cache, item.marker, item.bytes));
     },
   },
+  ...ledgerCases('native'),
   ...ledgerCases('wasm'),
   ...ledgerCases('noble'),
   {
@@ -170,7 +171,9 @@ async function probeHash(backends: HashBackend[]): Promise<Record<string, number
 
 /** Runs the size suite; returns seconds per operation for every case and size. */
 export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult> {
-  const backends = [await loadHashBackend('wasm'), await loadHashBackend('noble')];
+  // Native where its binary loads here (a platform without one measures WASM and noble only).
+  const native = await loadHashBackend('native').catch((err: Error) => void o.log(`  native BLAKE3 not measured: ${err.message}`));
+  const backends = [...(native ? [native] : []), await loadHashBackend('wasm'), await loadHashBackend('noble')];
   await probeHash(backends); // warm both
   const hashProbeMiBps = await probeHash(backends);
   const fastest = backends.reduce((a, b) => (hashProbeMiBps[a.name]! >= hashProbeMiBps[b.name]! ? a : b));
@@ -178,8 +181,8 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
   const cache = join(o.workDir, 'cacache');
   await mkdir(rawDir, { recursive: true, mode: 0o700 });
   const ledgers = new Map<string, Ledger>();
-  for (const name of ['wasm', 'noble'] as const) {
-    ledgers.set(name, await openLedger({ root: join(o.workDir, `ledger-${name}`), host: 'bench', hash: name, maxSummaryBytes: MAX_SUMMARY, onNotice: o.log }));
+  for (const { name } of backends) {
+    ledgers.set(name, await openLedger({ root: join(o.workDir, `ledger-${name}`), host: 'bench', hash: name as HashBackendName, maxSummaryBytes: MAX_SUMMARY, onNotice: o.log }));
   }
   const results = new Map<string, CaseSamples>();
   try {
@@ -192,7 +195,7 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
           return { marker, bytes: validateSummary(makeSummary(size, marker, o.text), MAX_SUMMARY).bytes };
         });
         const ctx: Ctx = { size, items, rawDir, cache, ledgers, fastest, receipts: new Map(), text: o.text };
-        const applicable = CASES.filter((c) => c.backend !== 'noble' || size <= o.nobleMaxBytes);
+        const applicable = CASES.filter((c) => (c.backend === undefined || ledgers.has(c.backend)) && (c.backend !== 'noble' || size <= o.nobleMaxBytes));
         for (const op of ['write', 'read'] as const) {
           for (const c of rotate(applicable.filter((x) => x.op === op), round)) {
             collectGarbage();

@@ -127,6 +127,44 @@ export function blobStoreSuite(name: string, factory: BlobStoreFactory): void {
       });
     });
 
+    describe('chunks', () => {
+      const concat = async (digest: string, options?: Parameters<BlobStore['chunks']>[1]) => {
+        const parts: Buffer[] = [];
+        for await (const c of fx.store.chunks(digest, options)) parts.push(Buffer.from(c)); // a copy: a chunk lives until the next is pulled
+        return Buffer.concat(parts);
+      };
+
+      it('streams the same bytes as get, in order, for empty, small and multi-chunk blobs', async () => {
+        for (const data of [new Uint8Array(0), bytes(1000, 23), bytes(5 * MiB + 77, 29)]) {
+          const info = await fx.store.put(data);
+          expect((await concat(info.digest)).equals(Buffer.from(data))).toBe(true);
+        }
+      });
+
+      it('throws BLOB_INTEGRITY at the end of the iteration when the bytes do not match the digest', async () => {
+        const info = await fx.store.put(bytes(3 * MiB, 31));
+        await fx.corrupt(info.digest);
+        await expectStoreError(concat(info.digest), 'BLOB_INTEGRITY');
+      });
+
+      it('throws BLOB_NOT_FOUND, BLOB_TOO_LARGE, INVALID_DIGEST and CANCELLED like get', async () => {
+        const info = await fx.store.put(bytes(5000, 37));
+        await expectStoreError(concat(await hashBytes(bytes(10), nobleBlake3)), 'BLOB_NOT_FOUND');
+        await expectStoreError(concat(info.digest, { maxBytes: 4999 }), 'BLOB_TOO_LARGE');
+        await expectStoreError(concat('blake3:XYZ'), 'INVALID_DIGEST');
+        await expectStoreError(concat(info.digest, { signal: AbortSignal.abort() }), 'CANCELLED');
+      });
+
+      it('can be left early without harm: the store stays usable', async () => {
+        const info = await fx.store.put(bytes(6 * MiB, 41));
+        for await (const c of fx.store.chunks(info.digest)) {
+          expect(c.length).toBeGreaterThan(0);
+          break;
+        }
+        expect((await concat(info.digest)).equals(Buffer.from(bytes(6 * MiB, 41)))).toBe(true);
+      });
+    });
+
     describe('has, stat, list and delete', () => {
       it('reports presence, size and a storage time', async () => {
         const before = Date.now();

@@ -1,7 +1,8 @@
 /**
- * The write half of the filesystem blob store's `put` (DESIGN.md, "Blob store": write while hashing,
- * one pass over the bytes). Writes and fsyncs run on the I/O threads while this thread hashes; the
- * caller's `afterDigest` (making the shard directories durable) overlaps the final data fsync.
+ * The byte pipelines of the filesystem blob store: `put`'s writes (DESIGN.md, "Blob store": write while
+ * hashing, one pass over the bytes; writes and fsyncs run on the I/O threads while this thread hashes,
+ * and the caller's `afterDigest` — making the shard directories durable — overlaps the final data
+ * fsync), and the streamed, verified-at-the-end read behind `chunks`.
  */
 import type { FileHandle } from 'node:fs/promises';
 import { formatDigest, type Digest, type HashBackend } from './digest.js';
@@ -44,6 +45,41 @@ function takeBlocks(): Buffer[] {
 
 function giveBlocks(blocks: Buffer[]): void {
   if (freeBlockSets.length < KEEP_BLOCK_SETS) freeBlockSets.push(blocks);
+}
+
+/**
+ * Reads an open blob of `size` bytes as chunks (views into reused blocks, each valid until the next is
+ * pulled), the next read in flight while the consumer works; hashes each; after the last, checks that
+ * the file ended there and that the digest matches, else throws BLOB_INTEGRITY.
+ */
+export async function* readStream(handle: FileHandle, size: number, digest: string, hash: HashBackend, signal?: AbortSignal): AsyncIterable<Uint8Array> {
+  const hasher = await hash.create();
+  const blocks = takeBlocks();
+  let pending: Promise<{ bytesRead: number }> | undefined;
+  try {
+    let off = 0;
+    let slot = 0;
+    pending = size > 0 ? handle.read(blocks[0]!, 0, Math.min(BLOCK, size), 0) : undefined;
+    while (pending) {
+      const { bytesRead } = await pending;
+      pending = undefined;
+      if (bytesRead === 0) break;
+      const chunk = blocks[slot]!.subarray(0, bytesRead);
+      off += bytesRead;
+      throwIfAborted(signal);
+      slot = (slot + 1) % BLOCKS;
+      if (off < size) pending = handle.read(blocks[slot]!, 0, Math.min(BLOCK, size - off), off);
+      hasher.update(chunk);
+      yield chunk;
+    }
+    // The file must end where its size said: a blob that grew or shrank under us is not trusted.
+    const extra = await handle.read(Buffer.alloc(1), 0, 1, off);
+    if (off !== size || extra.bytesRead !== 0) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
+    if (formatDigest(hasher.digest()) !== digest) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
+  } finally {
+    await pending?.catch(() => {}); // no read may still fill a block once it is given back
+    giveBlocks(blocks);
+  }
 }
 
 function storageFailed(step: string) {

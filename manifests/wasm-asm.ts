@@ -1,0 +1,77 @@
+/**
+ * A tiny WebAssembly assembler for the library's two byte loops (JSON escaping and unescaping): opcodes
+ * as readable helpers, and one function to build and instantiate a module of one exported function
+ * `(i32, i32, i32) → i32` over a memory with a data segment at address 0. No binary blob is shipped.
+ */
+const uleb = (n: number): number[] => {
+  const out: number[] = [];
+  do {
+    out.push((n & 0x7f) | (n >>> 7 ? 0x80 : 0));
+    n >>>= 7;
+  } while (n);
+  return out;
+};
+export const vec = (items: number[][]) => [...uleb(items.length), ...items.flat()];
+const section = (id: number, bytes: number[]) => [id, ...uleb(bytes.length), ...bytes];
+
+// Locals and constants.
+export const get = (i: number) => [0x20, i];
+export const set = (i: number) => [0x21, i];
+export const i32 = (n: number) => [0x41, ...(n < 64 ? [n] : [(n & 0x7f) | 0x80, n >> 7])]; // signed LEB128 of 0..8191
+export const [I32, V128] = [0x7f, 0x7b];
+// i32 arithmetic and comparisons.
+export const [eqz, eq, ne, ltU, gtU, leU, geU] = [0x45, 0x46, 0x47, 0x49, 0x4b, 0x4d, 0x4f];
+export const [ctz, add, sub, mul, and, or, shl, shrU] = [0x68, 0x6a, 0x6b, 0x6c, 0x71, 0x72, 0x74, 0x76];
+// Memory.
+export const load8 = (offset: number) => [0x2d, 0, ...uleb(offset)];
+export const store8 = (offset: number) => [0x3a, 0, ...uleb(offset)];
+export const store32 = (offset: number) => [0x36, 2, ...uleb(offset)];
+// Control.
+export const [block, loop, ifVoid, orElse, end] = [[0x02, 0x40], [0x03, 0x40], [0x04, 0x40], [0x05], [0x0b]];
+export const br = (depth: number) => [0x0c, depth];
+export const brIf = (depth: number) => [0x0d, depth];
+export const ret = [0x0f];
+// Composites.
+export const inc = (i: number, n: number) => [...get(i), ...i32(n), add, ...set(i)];
+export const addTo = (i: number, j: number) => [...get(i), ...get(j), add, ...set(i)];
+// WebAssembly SIMD (prefix 0xfd).
+const simd = (op: number) => [0xfd, ...uleb(op)];
+export const [v128Load, v128Store] = [[...simd(0x00), 0, 0], [...simd(0x0b), 0, 0]];
+export const [splat8, eq8, ltU8, or128, bitmask8] = [simd(0x0f), simd(0x23), simd(0x26), simd(0x50), simd(0x64)];
+
+/** The part of the WebAssembly API used here (the lib setting carries no WebAssembly types). */
+interface WasmApi {
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object) => { exports: Record<string, unknown> };
+}
+
+export interface ModuleSpec {
+  /** Name of the one exported function, `(i32, i32, i32) → i32`. */
+  name: string;
+  /** Body: local declarations, then the code, ending with `end`. */
+  code: number[];
+  /** Bytes placed at address 0. */
+  data: number[];
+  /** Memory to reserve, in bytes. */
+  memoryBytes: number;
+}
+
+/**
+ * Assembles and instantiates a module; its exports are the function and `memory`.
+ * @throws where WebAssembly is unavailable or refuses the module (e.g. no SIMD)
+ */
+export function instantiateModule(spec: ModuleSpec): Record<string, unknown> {
+  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+  if (!wasm) throw new Error('no WebAssembly');
+  const ascii = (s: string) => vec([...s].map((ch) => [ch.charCodeAt(0)]));
+  const bytes = Uint8Array.from([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, vec([[0x60, ...vec([[I32], [I32], [I32]]), ...vec([[I32]])]])), // (i32 i32 i32) → i32
+    ...section(3, vec([[0]])),
+    ...section(5, vec([[0x00, ...uleb(Math.ceil(spec.memoryBytes / 65536))]])),
+    ...section(7, vec([[...ascii('memory'), 0x02, 0], [...ascii(spec.name), 0x00, 0]])),
+    ...section(10, vec([[...uleb(spec.code.length), ...spec.code]])),
+    ...section(11, vec([[0x00, ...i32(0), ...end, ...uleb(spec.data.length), ...spec.data]])),
+  ]);
+  return new wasm.Instance(new wasm.Module(bytes)).exports;
+}

@@ -1,0 +1,143 @@
+/**
+ * The streaming JSON decoder of large summaries (src/summary-decoder.ts) against JSON.parse: the same
+ * value for every JSON text and every way of cutting it into chunks, and a refusal wherever JSON.parse
+ * would refuse (plus the two documented stricter cases: lone surrogate escapes, a byte order mark).
+ */
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { SummaryDecodeError, StreamingJsonDecoder } from '../src/summary-decoder.js';
+import { loadUnescaper, UnescapeStatus } from '../src/json-unescape.js';
+import { canonicalBytes } from '../manifests/canonical.js';
+
+const enc = new TextEncoder();
+
+/** Decodes `bytes` pushed in pieces cut at `cuts` (sorted offsets). */
+function decode(bytes: Uint8Array, cuts: number[] = []): unknown {
+  const d = new StreamingJsonDecoder(bytes.length);
+  let at = 0;
+  for (const cut of [...cuts, bytes.length]) {
+    d.push(bytes.slice(at, cut)); // a copy, so the decoder cannot lean on the caller's buffer
+    at = cut;
+  }
+  return d.end();
+}
+
+const cutsOf = (length: number) => fc.uniqueArray(fc.integer({ min: 0, max: length }), { maxLength: 6 }).map((xs) => xs.sort((a, b) => a - b));
+
+/** A JSON string literal of `s` with each UTF-16 unit either raw or escaped (\uXXXX in either case, or a short escape). */
+function literal(s: string, choices: number[]): string {
+  let out = '"';
+  let k = 0;
+  for (const ch of s) {
+    const c = choices[k++ % choices.length]!;
+    const raw = JSON.stringify(ch).slice(1, -1);
+    if (c % 3 === 0 || raw.length > ch.length) {
+      out += raw; // JSON.stringify's own form (short escapes, \u00XX for control characters)
+    } else {
+      for (let i = 0; i < ch.length; i++) {
+        const hex = ch.charCodeAt(i).toString(16).padStart(4, '0');
+        out += `\\u${c % 3 === 1 ? hex : hex.toUpperCase()}`;
+      }
+    }
+  }
+  return `${out}"`;
+}
+
+const text = fc.string({ unit: fc.oneof(fc.constantFrom('"', '\\', '\n', '\u0000', '\u001f', '/', 'é', '😀', '\u2028', '\u00ff'), fc.string({ unit: 'binary', maxLength: 1 })), maxLength: 60 });
+
+describe('the WebAssembly unescaper', () => {
+  it('loads here and decodes what it takes on, stopping where the caller must act', () => {
+    const u = loadUnescaper()!;
+    const run = (s: string) => {
+      const { written } = enc.encodeInto(s, u.src);
+      const r = u.run(written);
+      return { status: r.status, read: r.read, out: Buffer.from(r.out).toString() };
+    };
+    expect(run('plain"rest')).toEqual({ status: UnescapeStatus.Closed, read: 6, out: 'plain' });
+    expect(run('a\\n\\t\\"\\\\\\/\\u0041\\u001f"')).toEqual({ status: UnescapeStatus.Closed, read: 24, out: 'a\n\t"\\/A\u001f' });
+    expect(run('ab\\u00e9"')).toMatchObject({ status: UnescapeStatus.Other, read: 2, out: 'ab' }); // \u00e9 is the caller's
+    expect(run('ab\\x"')).toMatchObject({ status: UnescapeStatus.Other, read: 2 });
+    expect(run('ab\u0001"')).toMatchObject({ status: UnescapeStatus.Other, read: 2 });
+    expect(run('ab\\u00')).toMatchObject({ status: UnescapeStatus.NeedMore, read: 2, out: 'ab' }); // cut off: keep for later
+    expect(run('ab\\')).toMatchObject({ status: UnescapeStatus.NeedMore, read: 2 });
+    expect(run('x'.repeat(40))).toMatchObject({ status: UnescapeStatus.NeedMore, read: 40 });
+  });
+});
+
+describe('StreamingJsonDecoder agrees with JSON.parse', () => {
+  it('on canonical bytes of random values, cut anywhere', () => {
+    const value = fc.letrec((tie) => ({
+      node: fc.oneof({ depthSize: 'small' }, text, fc.boolean(), fc.constant(null), fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), tie('arr'), tie('obj')),
+      arr: fc.array(tie('node'), { maxLength: 4 }),
+      obj: fc.dictionary(text, tie('node'), { maxKeys: 4 }),
+    })).node;
+    fc.assert(
+      fc.property(value, fc.integer({ min: 0, max: 1e9 }), (v, seed) => {
+        const bytes = canonicalBytes(v);
+        const cuts = [...new Set([seed % (bytes.length + 1), (seed >> 7) % (bytes.length + 1), (seed >> 14) % (bytes.length + 1)])].sort((a, b) => a - b);
+        expect(decode(bytes, cuts)).toEqual(JSON.parse(new TextDecoder().decode(bytes)));
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('on strings written with every kind of escape (\\uXXXX in both cases, surrogate pairs), whitespace between tokens', () => {
+    fc.assert(
+      fc.property(fc.array(text, { minLength: 1, maxLength: 4 }), fc.array(fc.nat(), { minLength: 1, maxLength: 7 }), (strings, choices) => {
+        const json = `{ "list" : [ ${strings.map((s) => literal(s, choices)).join(' ,\n\t')} ] , ${literal('k"ey', choices)}: true }`;
+        const bytes = enc.encode(json);
+        const want = JSON.parse(json);
+        for (let cut = 0; cut <= bytes.length; cut += Math.max(1, Math.floor(bytes.length / 13))) {
+          expect(decode(bytes, [cut])).toEqual(want);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('on a long string of prose with escapes (the WebAssembly loop, pieces of 1 MiB), cut in odd places', () => {
+    const s = 'line "one"\n\tC:\\dir → ok 😀 \u0001 é\n'.repeat(90_000);
+    const bytes = canonicalBytes({ state: s, task: 't', nextSteps: ['a'] });
+    expect(decode(bytes, [1, 17, 1_048_577, 2_000_003, bytes.length - 3])).toEqual({ state: s, task: 't', nextSteps: ['a'] });
+  });
+
+  it('keeps duplicate keys as JSON.parse does (the last wins, at the first one\'s place) and "__proto__" as an own key', () => {
+    for (const json of ['{"a":1,"b":2,"a":3}', '{"__proto__":{"x":1},"y":"z"}', '{"2":"b","1":"a","x":["2","1"]}']) {
+      const got = decode(enc.encode(json)) as object;
+      expect(got).toEqual(JSON.parse(json));
+      expect(Object.keys(got)).toEqual(Object.keys(JSON.parse(json)));
+      expect(Object.getPrototypeOf(got)).toBe(Object.prototype);
+    }
+  });
+});
+
+describe('StreamingJsonDecoder refuses what is not UTF-8 JSON, wherever the chunks are cut', () => {
+  const bad: Array<[string, Uint8Array]> = [
+    ['invalid UTF-8 inside a string', Uint8Array.from([...enc.encode('{"a":"x'), 0xff, 0xfe, ...enc.encode('"}')])],
+    ['a truncated UTF-8 sequence inside a string', Uint8Array.from([...enc.encode('{"a":"x'), 0xe2, 0x82, ...enc.encode('"}')])],
+    ['a raw control character in a string', enc.encode('{"a":"x\ny"}')],
+    ['an invalid escape', enc.encode('{"a":"x\\qy"}')],
+    ['a \\u escape with a non-hex digit', enc.encode('{"a":"x\\u00g1"}')],
+    ['a lone high surrogate escape', enc.encode('{"a":"x\\ud83dy"}')],
+    ['a lone low surrogate escape', enc.encode('{"a":"\\ude00"}')],
+    ['an unterminated string', enc.encode('{"a":"xyz')],
+    ['an escape cut off by the end', enc.encode('{"a":"x\\u00')],
+    ['a byte order mark', Uint8Array.from([0xef, 0xbb, 0xbf, ...enc.encode('{"a":"x"}')])],
+    ['garbage between tokens', enc.encode('{"a":"x"} !')],
+    ['non-ASCII between tokens', Uint8Array.from([...enc.encode('{"a":'), 0xc3, 0xa9, ...enc.encode('1}')])],
+    ['an unclosed object', enc.encode('{"a":"x"')],
+  ];
+  it.each(bad)('%s', (_, bytes) => {
+    for (let cut = 0; cut <= bytes.length; cut++) {
+      expect(() => decode(bytes, [cut]), `cut at ${cut}`).toThrow(expect.objectContaining({ name: expect.stringMatching(/SummaryDecodeError|SyntaxError/) }));
+    }
+  });
+
+  it('refuses more or fewer bytes than announced', () => {
+    const d = new StreamingJsonDecoder(5);
+    expect(() => d.push(enc.encode('"abcdef"'))).toThrow(SummaryDecodeError);
+    const e = new StreamingJsonDecoder(10);
+    e.push(enc.encode('"abc"'));
+    expect(() => e.end()).toThrow(SummaryDecodeError);
+  });
+});
