@@ -54,7 +54,7 @@ describe('npm run bench -- --quick', () => {
     // Native rows where its binary loads here, as for the ledger's own default.
     const nativeLoads = await loadHashBackend('native', () => {}).then(() => true, () => false);
     const nativeCases = nativeLoads ? ['publish (native)', 'resume (native)'] : [];
-    const cases = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', ...nativeCases, 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', ...pgCases];
+    const cases = ['raw durable write', 'raw read', 'raw read + hash', 'raw read + hash + text', 'cacache.put', 'cacache.get', ...nativeCases, 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', ...pgCases];
     expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set(cases));
     expect(r.config.postgres.sizes).toEqual([KiB, 64 * KiB, MiB]);
     for (const name of cases) {

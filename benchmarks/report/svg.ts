@@ -13,6 +13,7 @@ const COLORS: Record<string, string> = {
   'raw durable write': '#444444',
   'raw read': '#888888',
   'raw read + hash': '#aaaaaa',
+  'raw read + hash + text': '#bbbb88',
   'cacache.put': '#d62728',
   'cacache.get': '#ff9896',
   'publish (native)': '#17becf',

@@ -16,7 +16,7 @@ function markdown(header: Cell[], rows: Cell[][], left: number[] = [0]): string[
   return [`| ${header.join(' | ')} |`, `| ${sep.join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
 }
 
-const ORDER = ['raw durable write', 'raw read', 'raw read + hash', 'cacache.put', 'cacache.get', 'publish (native)', 'resume (native)', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', 'publish (postgres)', 'resume (postgres)'];
+const ORDER = ['raw durable write', 'raw read', 'raw read + hash', 'raw read + hash + text', 'cacache.put', 'cacache.get', 'publish (native)', 'resume (native)', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', 'publish (postgres)', 'resume (postgres)'];
 
 /** Case names in a fixed order (the limit, the peer, the ledger), whatever order the rounds ran them in. */
 export function caseNames(r: BenchResults): string[] {

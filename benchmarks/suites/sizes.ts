@@ -13,7 +13,7 @@ import { openLedger, type Ledger } from '../../src/ledger.js';
 import { validateSummary } from '../../src/summary.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
-import { rawDurableWrite, rawRead, rawReadHash } from './raw.js';
+import { rawDurableWrite, rawRead, rawReadHash, rawReadHashText } from './raw.js';
 
 export type CaseGroup = 'limit' | 'peer' | 'ledger';
 
@@ -128,6 +128,15 @@ const CASES: CaseDef[] = [
         // The limit and the ledger must have handled the very same bytes.
         const published = ctx.receipts.get(`wasm:${item.marker}`);
         if (published !== undefined && published !== digest) throw new Error('raw bytes and published bytes differ');
+      }
+    },
+  },
+  {
+    name: 'raw read + hash + text', group: 'limit', op: 'read',
+    async run(ctx) {
+      for (const item of ctx.items) {
+        const { text } = await timed(() => rawReadHashText(join(ctx.rawDir, item.marker), ctx.size, ctx.fastest));
+        if (text.length === 0 && ctx.size > 0) throw new Error('raw read + hash + text produced no text');
       }
     },
   },
