@@ -9,7 +9,7 @@
  * surrogate escape (a summary refuses lone surrogates anyway) and a byte order mark (never part of
  * canonical bytes). Bytes that are not UTF-8 are refused (as the fatal TextDecoder does).
  */
-import { isUtf8 } from 'node:buffer';
+import { isAscii, isUtf8 } from 'node:buffer';
 import { loadUnescaper, PIECE, UnescapeStatus, type Unescaper } from './json-unescape.js';
 
 export class SummaryDecodeError extends Error {
@@ -99,8 +99,10 @@ export class StreamingJsonDecoder {
 
   private closeString(): void {
     const body = this.arena.subarray(this.stringStart, this.arenaEnd);
-    if (!isUtf8(body)) throw new SummaryDecodeError('a string is not valid UTF-8');
-    this.strings[this.strings.length - 1] = body.toString('utf8');
+    // ASCII (most summaries): valid UTF-8 as it is, and latin1 makes the same string with a plain copy.
+    if (isAscii(body)) this.strings[this.strings.length - 1] = body.toString('latin1');
+    else if (isUtf8(body)) this.strings[this.strings.length - 1] = body.toString('utf8');
+    else throw new SummaryDecodeError('a string is not valid UTF-8');
     this.stringStart = -1;
   }
 
