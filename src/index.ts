@@ -2,8 +2,9 @@
  * handoff-ledger: durable, signed, verifiable storage for agent context-compaction summaries.
  * `import { openLedger } from 'handoff-ledger'`; lower layers: 'handoff-ledger/store', 'handoff-ledger/manifests'.
  */
-export { openLedger, defaultRoot, Ledger } from './ledger.js';
-export type { OpenLedgerOptions, PublishOptions, Receipt, Resumed, HistoryEntry, RecoveryReport } from './ledger.js';
+export { openLedger, defaultRoot, type OpenLedgerOptions } from './open.js';
+export { Ledger } from './ledger.js';
+export type { PublishOptions, Receipt, Resumed, HistoryEntry, RecoveryReport } from './ledger.js';
 export type { Scope, PublishScope } from './scope.js';
 export { LedgerError, isHandoffLedgerError, type LedgerErrorCode, type HandoffLedgerError } from './errors.js';
 export { StoreError, type StoreErrorCode } from '../store/errors.js';
