@@ -142,6 +142,32 @@ describe('hash backend fallback', () => {
   });
 });
 
+describe('digestOf (manifest ids, key ids): the WebAssembly fast path agrees with the reference', () => {
+  it('gives the reference digest on random small inputs once its fast path is ready', async () => {
+    const { digestOf, digestOfReady } = await import('../store/digest.js');
+    await digestOfReady;
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 5000 }), (bytes) => {
+        expect(digestOf(bytes)).toBe(ref(bytes));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('serves with the reference where WebAssembly is unavailable', async () => {
+    vi.resetModules();
+    vi.stubGlobal('WebAssembly', undefined);
+    try {
+      const fresh = await import('../store/digest.js');
+      await fresh.digestOfReady; // settles, with the fast path left unset
+      expect(fresh.digestOf(input(1025))).toBe(ref(input(1025)));
+    } finally {
+      vi.unstubAllGlobals();
+      vi.resetModules();
+    }
+  });
+});
+
 describe('hash backends agree with each other on random inputs', async () => {
   const backends = [nobleBlake3, await loadWasmBlake3(), await loadNativeBlake3(), await loadHashBackend('auto', quiet)];
 
