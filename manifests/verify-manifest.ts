@@ -6,7 +6,7 @@ import type { Digest } from '../store/digest.js';
 import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 import { pae, parseEnvelope, type Envelope, type ParsedEnvelope } from './envelope.js';
 import { ManifestError } from './errors.js';
-import { MANIFEST_PAYLOAD_TYPE, manifestId, manifestSchema, type Manifest } from './manifest.js';
+import { encodeManifest, MANIFEST_PAYLOAD_TYPE, manifestId, manifestSchema, type Manifest } from './manifest.js';
 import { findTrustedKey, type TrustStore } from './trust.js';
 
 export interface VerifiedManifest {
@@ -72,8 +72,20 @@ function verifySchema(value: unknown): Manifest {
 }
 
 /**
+ * The payload must be the canonical (RFC 8785) encoding of the manifest it carries, as every writer makes
+ * it: one byte string per manifest, so no JSON parser can read a signed manifest differently from this
+ * one (duplicate keys, escapes, number forms, whitespace).
+ */
+function verifyCanonical(payload: Uint8Array, manifest: Manifest): void {
+  const canonical = encodeManifest(manifest);
+  if (canonical.length !== payload.length || canonical.some((b, i) => b !== payload[i])) {
+    throw new ManifestError('MANIFEST_INVALID', 'manifest payload is not the canonical (RFC 8785) encoding of its manifest');
+  }
+}
+
+/**
  * Verifies one envelope: strict parse → payload type → trusted key for host and time → signature →
- * manifest schema. Returns the manifest and its id.
+ * manifest schema and canonical form. Returns the manifest and its id.
  * @throws ManifestError `ENVELOPE_INVALID`, `PAYLOAD_TYPE`, `MANIFEST_INVALID`, `KEY_UNTRUSTED`,
  *   `KEY_EXPIRED`, `KEY_REVOKED`, `SIGNATURE_INVALID`
  */
@@ -83,5 +95,6 @@ export function verifyManifestEnvelope(input: string | unknown, options: VerifyM
   const fields = readSignedFields(parsed.payload);
   verifyKeyAndSignature(parsed, fields, options);
   const manifest = verifySchema(fields.value);
+  verifyCanonical(parsed.payload, manifest);
   return { id: manifestId(parsed.payload), manifest, envelope: parsed.envelope, payload: parsed.payload };
 }

@@ -222,6 +222,22 @@ describe('tampering is refused and returns no summary bytes', () => {
     await ledger.close();
   });
 
+  it('a manifest signed by the host key whose payload is not canonical (a duplicate key) → MANIFEST_INVALID', async () => {
+    const signer = new LocalSigner(generateJwk());
+    const ledger = await open(tempDir(), { signer });
+    const r = await ledger.publish(alice, sampleSummary());
+    const forged: Manifest = { v: 1, kind: 'compaction', host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-x', seq: 1, prev: r.id,
+      summary: { digest: r.digest, size: r.size, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' }, createdAt: new Date().toISOString(), keyId: signer.keyId };
+    // A reader that keeps the first of two keys sees session "sess-2"; JSON.parse keeps the last.
+    const payload = new TextEncoder().encode(new TextDecoder().decode(encodeManifest(forged)).replace('{', '{"session":"sess-2",'));
+    const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
+    const db = raw(ledger);
+    await db.put(entryKey('sess-1', 1), JSON.stringify({ position: 1, session: 'sess-1', seq: 1, id: manifestId(payload), principal: 'alice', envelope: serializeEnvelope(env) }));
+    await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: manifestId(payload), owner: 'alice' }));
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'ManifestError', code: 'MANIFEST_INVALID', message: expect.stringMatching(/canonical/) });
+    await ledger.close();
+  });
+
   it('a head moved back → ROLLBACK, also after a restart', async () => {
     const root = tempDir();
     let ledger = await open(root);

@@ -10,7 +10,8 @@ import { nodeVerifier } from '../../manifests/ed25519-node.js';
 import { FINDING_CODES, type FindingCode } from '../../manifests/audit-findings.js';
 import { verifyBundle, type VerifyBundleOptions } from '../../manifests/verify-chain.js';
 import { memoryBundleReader } from '../../manifests/bundle.js';
-import type { Envelope } from '../../manifests/envelope.js';
+import { serializeEnvelope, signEnvelope, type Envelope } from '../../manifests/envelope.js';
+import { MANIFEST_PAYLOAD_TYPE } from '../../manifests/manifest.js';
 import {
   at, buildBundle, ChainBuilder, jsonl, makeKey, readerOf, signPayload, trustOf,
   type LayoutOptions, type TestBundle,
@@ -227,6 +228,23 @@ describe.each<[string, SignatureVerifier]>([
     it('finds KEY_REVOKED for manifests created at or after revokedAt', async () => {
       const { b, lines, run } = await fresh();
       expect(found(await run(lines, { trust: trustOf({ ...b.key.trusted, revokedAt: at(4) }) }))).toEqual(['KEY_REVOKED@9']);
+    });
+  });
+
+  describe('validly signed payloads that are not canonical', () => {
+    it.each<[string, (payload: string) => string]>([
+      ['a duplicate key (JSON.parse keeps the later one)', (p) => p.replace('{', '{"session":"s2",')],
+      ['whitespace between tokens', (p) => p.replace(',', ', ')],
+      ['keys out of order', (p) => JSON.stringify(Object.fromEntries(Object.entries(JSON.parse(p) as object).reverse()))],
+      ['an unneeded escape', (p) => p.replace('"compaction"', '"\\u0063ompaction"')],
+    ])('finds MANIFEST_INVALID for %s', async (_, mutate) => {
+      const { b, lines, run } = await fresh();
+      const canonical = new TextDecoder().decode((await b.chains.get('s1')!.next()).payload);
+      const text = mutate(canonical);
+      expect(text).not.toBe(canonical);
+      expect(JSON.parse(text)).toEqual(JSON.parse(canonical)); // the same manifest to JSON.parse, other bytes
+      lines.push(serializeEnvelope(await signEnvelope(MANIFEST_PAYLOAD_TYPE, new TextEncoder().encode(text), b.key.signer)));
+      expect(found(await run(lines))).toEqual(['MANIFEST_INVALID@10']);
     });
   });
 
