@@ -102,6 +102,7 @@ export function canonicalChunks(value: unknown): Iterable<Uint8Array> {
   const esc = loadEscaper();
   if (!esc || !parts.some((p) => p instanceof LongString)) return [canonicalBytes(value)];
   return (function* () {
+    let own = new Uint8Array(0); // reused from piece to piece: a piece is valid until the next is pulled
     let text = '';
     for (const p of parts) {
       if (typeof p === 'string') {
@@ -113,7 +114,12 @@ export function canonicalChunks(value: unknown): Iterable<Uint8Array> {
       for (let read = 0; read < p.value.length; ) {
         const { read: r, written } = encoder.encodeInto(read === 0 ? p.value : p.value.substring(read), esc.src);
         read += r;
-        yield esc.escape(written);
+        // The escaper's memory is shared by every encoding in the process, and the consumer may await
+        // (letting another one run) before it is done with this piece: hand out this generator's own copy.
+        const escaped = esc.escape(written);
+        if (own.length < escaped.length) own = new Uint8Array(Math.max(escaped.length, 2 * own.length));
+        own.set(escaped);
+        yield own.subarray(0, escaped.length);
       }
     }
     yield encoder.encode(text);

@@ -121,7 +121,7 @@ function instantiate(kind: EscaperKind): Escaper {
   return {
     kind,
     src: new Uint8Array(memory.buffer, SRC, PIECE),
-    escape: (length: number) => dst.subarray(0, run(SRC, SRC + Math.min(length, PIECE), DST) - DST),
+    escape: (length: number) => dst.subarray(0, run(SRC, SRC + Math.max(0, Math.min(length, PIECE)), DST) - DST),
   };
 }
 

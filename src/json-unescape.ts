@@ -108,7 +108,7 @@ function instantiate(): Unescaper {
   return {
     src: new Uint8Array(memory.buffer, SRC, PIECE),
     run(length) {
-      const status = unescape(SRC, SRC + Math.min(length, PIECE), DST);
+      const status = unescape(SRC, SRC + Math.max(0, Math.min(length, PIECE)), DST);
       return { status, read: words[0]! - SRC, out: dst.subarray(0, words[1]! - DST) };
     },
   };

@@ -53,6 +53,7 @@ export interface RecoveryReport {
   headProblems: Array<{ session: string; problem: string }>;
 }
 
+/** Attempts at appending after whatever the head is, when other writers keep winning the race. */
 const MAX_APPEND_ATTEMPTS = 8;
 
 function parseCovers(covers: unknown): PublishOptions['covers'] {
@@ -150,7 +151,7 @@ export class Ledger {
     // summary is encoded as the store writes it; the store measures it against the same limit.
     const blob = await this.blobs.put(source, { signal, maxBytes: this.maxSummaryBytes }).catch((err) => {
       if (err instanceof StoreError && err.code === 'BLOB_TOO_LARGE') {
-        throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is over the limit of ${this.maxSummaryBytes} bytes`, { cause: err });
+        throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is too large to store: ${err.message}`, { cause: err });
       }
       throw toLedgerCancel(err);
     });
@@ -271,7 +272,14 @@ export class Ledger {
   /** The summary a manifest names, verified against its digest and size: streamed and decoded as it is read when large. */
   private async readSummary(ref: { digest: Digest; size: number }, signal?: AbortSignal): Promise<Summary> {
     const get = { signal, maxBytes: Math.max(this.maxSummaryBytes, ref.size) };
-    if (ref.size >= STREAM_SUMMARY_FROM && canDecodeStream()) return decodeSummaryStream(this.blobs.chunks(ref.digest, get), ref.size);
+    if (ref.size >= STREAM_SUMMARY_FROM && canDecodeStream()) {
+      // The decoder sizes its buffer by the manifest's claim: hold the claim to the stored size first.
+      const stored = await this.blobs.stat(ref.digest);
+      if (stored && stored.size !== ref.size) {
+        throw new StoreError('BLOB_INTEGRITY', `summary ${ref.digest} is ${stored.size} bytes, the manifest says ${ref.size}`);
+      }
+      return decodeSummaryStream(this.blobs.chunks(ref.digest, get), ref.size);
+    }
     const bytes = await this.blobs.get(ref.digest, get);
     if (bytes.length !== ref.size) {
       throw new StoreError('BLOB_INTEGRITY', `summary ${ref.digest} is ${bytes.length} bytes, the manifest says ${ref.size}`);

@@ -63,7 +63,6 @@ export function defaultRoot(env: NodeJS.ProcessEnv = process.env): string {
   return join(state, 'handoff-ledger');
 }
 
-/** Attempts at appending after whatever the head is, when other writers keep winning the race. */
 async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<SignatureVerifier> {
   return name === 'noble' ? nobleVerifier : nodeVerifier;
 }

@@ -5,9 +5,9 @@
  * becomes a JS string once, directly from UTF-8; what lies between the strings (the structure) is
  * collected with a placeholder per string and handed to JSON.parse at the end.
  *
- * Semantics are JSON.parse's on UTF-8 text, with two refusals where JSON.parse would accept: a lone
- * surrogate escape (a summary refuses lone surrogates anyway) and a byte order mark (never part of
- * canonical bytes). Bytes that are not UTF-8 are refused (as the fatal TextDecoder does).
+ * Semantics are JSON.parse's on UTF-8 text, with three refusals where JSON.parse would accept: a lone
+ * surrogate escape (a summary refuses lone surrogates anyway), a byte order mark (never part of
+ * canonical bytes), and nesting deeper than 512 levels (a summary nests 3). Bytes that are not UTF-8 are refused (as the fatal TextDecoder does).
  */
 import { isAscii, isUtf8 } from 'node:buffer';
 import { loadUnescaper, PIECE, UnescapeStatus, type Unescaper } from './json-unescape.js';
@@ -147,17 +147,19 @@ function hex4(bytes: Uint8Array, pos: number): number {
   return v;
 }
 
+/** Deeper than any summary; a bound that turns hostile nesting into a decode error, not a stack overflow. */
+const MAX_DEPTH = 512;
+
 /** Puts the strings back where their placeholders ("<index>") stand, as keys and as values. */
-function restore(value: unknown, strings: string[]): unknown {
+function restore(value: unknown, strings: string[], depth = 0): unknown {
   if (typeof value === 'string') return strings[Number(value)];
-  if (Array.isArray(value)) return value.map((v) => restore(v, strings));
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) {
-      // defineProperty: a key "__proto__" stays an own property, as JSON.parse makes it.
-      Object.defineProperty(out, strings[Number(k)]!, { value: restore(v, strings), enumerable: true, writable: true, configurable: true });
-    }
-    return out;
+  if (value === null || typeof value !== 'object') return value;
+  if (depth >= MAX_DEPTH) throw new SummaryDecodeError(`nesting deeper than ${MAX_DEPTH} levels`);
+  if (Array.isArray(value)) return value.map((v) => restore(v, strings, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    // defineProperty: a key "__proto__" stays an own property, as JSON.parse makes it.
+    Object.defineProperty(out, strings[Number(k)]!, { value: restore(v, strings, depth + 1), enumerable: true, writable: true, configurable: true });
   }
-  return value;
+  return out;
 }

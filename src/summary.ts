@@ -184,13 +184,15 @@ export function decodeSummary(bytes: Uint8Array): Summary {
  *   the stream holds other than `size` bytes
  */
 export async function decodeSummaryStream(chunks: AsyncIterable<Uint8Array>, size: number): Promise<Summary> {
-  const decoding = new StreamingJsonDecoder(size);
+  // Made at the first chunk, once the store has found the blob and checked it against its size limit.
+  let decoding: StreamingJsonDecoder | undefined;
   let failure: unknown;
   let total = 0;
   for await (const chunk of chunks) {
     total += chunk.length;
     if (failure !== undefined) continue;
     try {
+      decoding ??= new StreamingJsonDecoder(size);
       decoding.push(chunk);
     } catch (err) {
       failure = err;
@@ -200,7 +202,7 @@ export async function decodeSummaryStream(chunks: AsyncIterable<Uint8Array>, siz
   let value: unknown;
   try {
     if (failure !== undefined) throw failure;
-    value = decoding.end();
+    value = (decoding ?? new StreamingJsonDecoder(size)).end();
   } catch (err) {
     throw new LedgerError('SUMMARY_INVALID', 'stored summary is not UTF-8 JSON', { cause: err });
   }

@@ -7,7 +7,10 @@ import type { FileHandle } from 'node:fs/promises';
 
 export interface FsOps {
   open(path: string, flags: number, mode?: number): Promise<FileHandle>;
-  /** Writes all of `data`, at `position` when given (several such writes may be in flight at once). */
+  /**
+   * Writes all of `data` at `position` (at the current offset when undefined). Streamed puts issue several
+   * positioned writes at once, so a replacement must honour `position`: writes finish in any order.
+   */
   write(handle: FileHandle, data: Uint8Array, position?: number): Promise<void>;
   fsync(handle: FileHandle): Promise<void>;
   close(handle: FileHandle): Promise<void>;

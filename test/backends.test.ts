@@ -342,6 +342,15 @@ describe('JSON escapers: the SIMD and the byte-at-a-time WebAssembly loops agree
     }
   });
 
+  it('escape nothing for a length outside [0, PIECE] below zero, and at most PIECE bytes above', () => {
+    for (const kind of ['simd', 'scalar'] as const) {
+      const esc = loadEscaper(kind)!;
+      esc.src.fill(0x61);
+      expect(esc.escape(-2000).length, kind).toBe(0);
+      expect(esc.escape(PIECE + 100).length, kind).toBe(PIECE);
+    }
+  });
+
   it('auto falls back to the byte-at-a-time loop where the SIMD module does not compile', async () => {
     const real = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
     vi.resetModules();
@@ -468,6 +477,25 @@ describe('canonical bytes: the WebAssembly escaper of long strings agrees with J
       expect(Buffer.concat(pieces).equals(Buffer.from(canonicalBytes(value)))).toBe(true);
       if (value !== null && 's' in value) expect(pieces.length).toBeGreaterThan(3); // a long string arrives in 1 MiB pieces
     }
+  });
+
+  it('keeps each generator\'s piece intact while another encoding runs (the escaper\'s memory is shared)', () => {
+    const a = long('first "value"\n', 2 * 1024 * 1024 + 5);
+    const b = long('SECOND \\ value\t', 2 * 1024 * 1024 + 9);
+    const ga = canonicalChunks({ a })[Symbol.iterator]();
+    const gb = canonicalChunks({ b })[Symbol.iterator]();
+    const outA: Buffer[] = [];
+    const outB: Buffer[] = [];
+    for (;;) {
+      const pa = ga.next();
+      const pb = gb.next(); // runs the escaper for b while a's piece is still held
+      canonicalBytes({ c: long('third\n', 20_000) }); // and a whole encoding on top
+      if (!pa.done) outA.push(Buffer.from(pa.value));
+      if (!pb.done) outB.push(Buffer.from(pb.value));
+      if (pa.done && pb.done) break;
+    }
+    expect(Buffer.concat(outA).equals(Buffer.from(canonicalBytes({ a })))).toBe(true);
+    expect(Buffer.concat(outB).equals(Buffer.from(canonicalBytes({ b })))).toBe(true);
   });
 
   it('refuses a long string with a lone surrogate like a short one', () => {

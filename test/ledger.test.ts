@@ -346,6 +346,33 @@ describe('large summaries are encoded while they are written', () => {
     await ledger.close();
   });
 
+  it('publishes large summaries (over the 8 MiB of blocks a put holds) in several sessions at once, each stored and resumed exactly', async () => {
+    const ledger = await open(tempDir(), { maxSummaryBytes: 64 * MiB });
+    const scopes = [1, 2, 3].map((i) => ({ principal: 'alice', session: `par-${i}`, run: 'r' }));
+    const summaries = scopes.map((_, i) => big(`parallel ${i}`, `text ${i} with "quotes"\n\\ and 😀 `.repeat(i + 1), 12 * MiB + i));
+    const receipts = await Promise.all(scopes.map((sc, i) => ledger.publish(sc, summaries[i])));
+    for (const [i, sc] of scopes.entries()) {
+      expect(receipts[i]!.digest).toBe(await hashBytes(validateSummary(summaries[i], 64 * MiB).bytes, nobleBlake3));
+      expect((await ledger.resume(sc))?.summary).toEqual(summaries[i]);
+    }
+    await ledger.close();
+  });
+
+  it('refuses with BLOB_INTEGRITY, before reading, a manifest whose size is not the stored blob\'s (no buffer of the claimed size)', async () => {
+    const signer = new LocalSigner(generateJwk());
+    const ledger = await open(tempDir(), { signer, maxSummaryBytes: 64 * MiB });
+    const r = await ledger.publish(alice, big('sized', 'some text\n', 2 * MiB));
+    const forged: Manifest = { v: 1, kind: 'compaction', host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-x', seq: 1, prev: r.id,
+      summary: { digest: r.digest, size: 5 * 1024 ** 3, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' }, createdAt: new Date().toISOString(), keyId: signer.keyId };
+    const payload = encodeManifest(forged);
+    const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
+    const db = raw(ledger);
+    await db.put(entryKey('sess-1', 1), JSON.stringify({ position: 1, session: 'sess-1', seq: 1, id: manifestId(payload), principal: 'alice', envelope: serializeEnvelope(env) }));
+    await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: manifestId(payload), owner: 'alice' }));
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
+    await ledger.close();
+  });
+
   it('refuses with SUMMARY_TOO_LARGE a summary whose escapes take it over the limit as it streams, leaving no blob', async () => {
     const root = tempDir();
     const ledger = await open(root, { maxSummaryBytes: 4 * MiB });

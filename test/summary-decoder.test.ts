@@ -61,6 +61,8 @@ describe('the WebAssembly unescaper', () => {
     expect(run('ab\\u00')).toMatchObject({ status: UnescapeStatus.NeedMore, read: 2, out: 'ab' }); // cut off: keep for later
     expect(run('ab\\')).toMatchObject({ status: UnescapeStatus.NeedMore, read: 2 });
     expect(run('x'.repeat(40))).toMatchObject({ status: UnescapeStatus.NeedMore, read: 40 });
+    expect(u.run(-2000)).toMatchObject({ status: UnescapeStatus.NeedMore, read: 0 });
+    expect(u.run(-2000).out.length).toBe(0);
   });
 });
 
@@ -126,6 +128,7 @@ describe('StreamingJsonDecoder refuses what is not UTF-8 JSON, wherever the chun
     ['garbage between tokens', enc.encode('{"a":"x"} !')],
     ['non-ASCII between tokens', Uint8Array.from([...enc.encode('{"a":'), 0xc3, 0xa9, ...enc.encode('1}')])],
     ['an unclosed object', enc.encode('{"a":"x"')],
+    ['nesting deeper than 512 levels', enc.encode(`${'['.repeat(600)}"x"${']'.repeat(600)}`)],
   ];
   it.each(bad)('%s', (_, bytes) => {
     for (let cut = 0; cut <= bytes.length; cut++) {
