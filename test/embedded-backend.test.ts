@@ -69,6 +69,6 @@ ledgerSuite('embedded (filesystem + LevelDB)', async () => {
   const root = join(freshDir(), 'store');
   return {
     open: (extra) => openLedger({ root, host: 'conformance-host', ...extra }),
-    dispose: () => rm(root, { recursive: true, force: true }),
+    dispose: () => rm(join(root, '..'), { recursive: true, force: true }),
   };
 });
