@@ -33,6 +33,7 @@ function usage(): string {
     '',
     'Common options: --root DIR (or HANDOFF_LEDGER_ROOT; default ${XDG_STATE_HOME:-~/.local/state}/handoff-ledger),',
     '  --host ID (or HANDOFF_LEDGER_HOST; default the machine name), --postgres URL (or HANDOFF_LEDGER_POSTGRES), --json',
+    'BLAKE3 backend: HANDOFF_LEDGER_HASH=auto|native|wasm|noble (default auto: native, else WASM, else noble).',
     'Exit codes: 0 ok, 1 refused (a coded error or audit finding), 2 usage or I/O error.',
     '',
   ].join('\n');

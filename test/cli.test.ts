@@ -51,6 +51,22 @@ describe('handoff-ledger CLI', () => {
     expect(JSON.parse(cli(['init', '--json', '--root', explicit], { env: { XDG_STATE_HOME: state } }).stdout).root).toBe(explicit);
   });
 
+  it('takes the BLAKE3 backend from HANDOFF_LEDGER_HASH, and refuses an unknown one as a usage error', () => {
+    const root = join(tempDir(), 'store');
+    for (const name of ['noble', 'wasm']) {
+      const r = cli(['init', '--json', '--root', root], { env: { HANDOFF_LEDGER_HASH: name } });
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout).hash).toBe(name);
+    }
+    expect(JSON.parse(cli(['init', '--json', '--root', root]).stdout).hash).toMatch(/^(native|wasm)$/);
+    const bad = cli(['init', '--root', root], { env: { HANDOFF_LEDGER_HASH: 'sha256' } });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('HANDOFF_LEDGER_HASH must be one of auto, native, wasm, noble');
+    const badVerify = cli(['verify', '--trust', join(root, 'trust.json'), root], { env: { HANDOFF_LEDGER_HASH: 'fast' } });
+    expect(badVerify.code).toBe(2);
+    expect(badVerify.stderr).toContain('HANDOFF_LEDGER_HASH');
+  });
+
   it('exits 1 with the error code for a refused summary and an invalid id, 2 for usage errors', () => {
     const root = join(tempDir(), 'store');
     const bad = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], { input: '{"task":"","state":"","nextSteps":[]}' });

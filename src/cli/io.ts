@@ -1,6 +1,7 @@
 /** Shared plumbing of the CLI commands: I/O handles, option parsing, opening the ledger, error output. */
 import { hostname } from 'node:os';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { HashBackendName } from '../../store/hash-backends.js';
 import type { Writable } from 'node:stream';
 import { isValidId } from '../../manifests/ids.js';
 import { isHandoffLedgerError } from '../errors.js';
@@ -45,10 +46,21 @@ export function defaultHost(env: NodeJS.ProcessEnv): string {
   return isValidId(name) ? name : 'localhost';
 }
 
+const HASH_BACKENDS: readonly HashBackendName[] = ['auto', 'native', 'wasm', 'noble'];
+
+/** The BLAKE3 backend an operator asked for with HANDOFF_LEDGER_HASH (default auto). @throws UsageError */
+export function hashFromEnv(env: NodeJS.ProcessEnv): HashBackendName {
+  const name = env.HANDOFF_LEDGER_HASH || 'auto';
+  if (!HASH_BACKENDS.includes(name as HashBackendName)) {
+    throw new UsageError(`HANDOFF_LEDGER_HASH must be one of ${HASH_BACKENDS.join(', ')}, not ${JSON.stringify(name)}`);
+  }
+  return name as HashBackendName;
+}
+
 export async function openFromArgs(values: { root?: string; host?: string; postgres?: string }, io: CliIo, extra: Partial<OpenLedgerOptions> = {}): Promise<Ledger> {
   const root = values.root ?? defaultRoot(io.env);
   const host = values.host ?? defaultHost(io.env);
-  const options: OpenLedgerOptions = { root, host, onNotice: (m) => io.stderr.write(m + '\n'), ...extra };
+  const options: OpenLedgerOptions = { root, host, hash: hashFromEnv(io.env), onNotice: (m) => io.stderr.write(m + '\n'), ...extra };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
   return openLedger(pg ? { ...options, postgres: { connectionString: pg } } : options);
 }

@@ -17,7 +17,7 @@ import type { LineVerifier } from '../../manifests/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/verify-workers.js';
 import { openBundleDir } from '../bundle-dir.js';
 import { decodeSummary, validateSummary } from '../summary.js';
-import { EXIT_OK, EXIT_REFUSED, EXIT_USAGE, parse, readLimited, UsageError, type CliIo } from './io.js';
+import { EXIT_OK, EXIT_REFUSED, EXIT_USAGE, hashFromEnv, parse, readLimited, UsageError, type CliIo } from './io.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
@@ -152,6 +152,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     if (values.verifier !== 'node' && values.verifier !== 'noble') throw new UsageError('--verifier must be node or noble');
     const dir = positionals[0]!;
     const trust = await readTrust(values.trust);
+    const hashName = hashFromEnv(io.env);
     const reader = await openBundleDir(dir);
     const size = (await reader.manifestsSize?.()) ?? 0;
     const lineVerifier = await lineVerifierFor(values.workers, trust, values.verifier, size, io);
@@ -162,7 +163,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         trust,
         verifier: values.verifier === 'noble' ? nobleVerifier : nodeVerifier,
         ...(lineVerifier ? { lineVerifier } : {}),
-        hash: await loadHashBackend('auto', (m) => io.stderr.write(`${m}\n`)),
+        hash: await loadHashBackend(hashName, (m) => io.stderr.write(`${m}\n`)),
         checkSummary,
         onProgress: bar.update,
       });
