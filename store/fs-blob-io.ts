@@ -68,7 +68,10 @@ export async function* readStream(handle: FileHandle, size: number, digest: stri
       off += bytesRead;
       throwIfAborted(signal);
       slot = (slot + 1) % BLOCKS;
-      if (off < size) pending = handle.read(blocks[slot]!, 0, Math.min(BLOCK, size - off), off);
+      if (off < size) {
+        pending = handle.read(blocks[slot]!, 0, Math.min(BLOCK, size - off), off);
+        pending.catch(() => {}); // awaited at the next pull; this keeps a consumer that walks away from an unhandled rejection
+      }
       hasher.update(chunk);
       yield chunk;
     }
