@@ -34,7 +34,7 @@ export interface CrashFigures {
 }
 
 export const CRASH_HOST = 'crash-host';
-export const CRASH_MAX_BYTES = 3 * 1024 * 1024;
+export const CRASH_MAX_BYTES = 16 * 1024 * 1024;
 
 export function openCrashStore(root: string): Promise<Ledger> {
   return openLedger({ root, host: CRASH_HOST, maxSummaryBytes: CRASH_MAX_BYTES, onNotice: () => {} });

@@ -2,16 +2,19 @@
  * Crash-test child (test/reliability/crash.test.ts). Loads the compiled ledger, says `loaded`, waits
  * for the store root on stdin (so the parent can start the next child's slow module loading while the previous
  * one runs), opens the store, then publishes in a loop until it is SIGKILLed: a few concurrent writers,
- * several sessions, sizes from 100 B to 2 MiB. Every receipt is written to stdout synchronously the
+ * several sessions, sizes from 100 B to 12 MiB. Every receipt is written to stdout synchronously the
  * moment publish resolves: a line on stdout is an acknowledgement the store must never lose.
  *
- *   node crash-child.mjs <child-number> <seed>     then: <root>\n on stdin
+ *   node crash-child.mjs <child-number> <seed> [mixed|large]     then: <root>\n on stdin
+ *
+ * `large`: every summary is 9–12 MiB, so every publish streams its summary into the store and passes a
+ * flush-behind fsync before its final one.
  */
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { crashSummary, SESSIONS } from './crash-summary.mjs';
 
-const [childArg, seedArg] = process.argv.slice(2);
+const [childArg, seedArg, modeArg = 'mixed'] = process.argv.slice(2);
 const child = Number(childArg);
 let seed = Number(seedArg) >>> 0 || 1;
 
@@ -37,10 +40,14 @@ function emit(value) {
   }
 }
 
-/** Mostly small summaries, some medium, a few near 2 MiB: the sizes a Harness really produces. */
+/**
+ * Mostly small summaries, some medium, a few near 2 MiB: the sizes a Harness really produces; and three in a
+ * hundred of 9–12 MiB, which the ledger streams into the store with a flush-behind fsync along the way.
+ */
 function pickSize() {
+  if (modeArg === 'large') return Math.floor(9 * 1024 * 1024 + random() * 3 * 1024 * 1024);
   const r = random();
-  const [lo, hi] = r < 0.7 ? [100, 8 * 1024] : r < 0.95 ? [8 * 1024, 256 * 1024] : [256 * 1024, 2 * 1024 * 1024];
+  const [lo, hi] = r < 0.7 ? [100, 8 * 1024] : r < 0.93 ? [8 * 1024, 256 * 1024] : r < 0.97 ? [256 * 1024, 2 * 1024 * 1024] : [9 * 1024 * 1024, 12 * 1024 * 1024];
   return Math.floor(lo * Math.pow(hi / lo, random()));
 }
 
@@ -51,7 +58,7 @@ const lines = createInterface({ input: process.stdin });
 const root = await new Promise((resolve) => lines.once('line', resolve));
 lines.close();
 
-const ledger = await openLedger({ root, host: 'crash-host', maxSummaryBytes: 3 * 1024 * 1024, onNotice: () => {} });
+const ledger = await openLedger({ root, host: 'crash-host', maxSummaryBytes: 16 * 1024 * 1024, onNotice: () => {} });
 emit({ t: 'open', recovery: ledger.recovery });
 
 let n = 0;

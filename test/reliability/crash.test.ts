@@ -36,6 +36,8 @@ function staleDist(): string[] {
 /** HANDOFF_LEDGER_CRASH_KILLS overrides the count (to replay a seed quickly); the defaults are the contract. */
 const KILLS = Number(process.env.HANDOFF_LEDGER_CRASH_KILLS ?? (SOAK ? 2000 : 200));
 const KILLS_PER_STORE = SOAK ? 100 : 50;
+/** Kills of children that publish only large summaries. */
+const LARGE_KILLS = SOAK ? 200 : 30;
 /**
  * A child opens in ~100 ms (more under load) and then publishes every few ms. A quarter of the kills
  * land anywhere from `go` on (mostly in open = recovery); the rest up to MAX_PUBLISHING_MS into publishing.
@@ -52,7 +54,7 @@ function time(key: string, ms: number): void {
   timing.add(key, ms);
   timed.add(key);
 }
-const totals = { kills: 0, acks: 0, committed: 0, stagingRemovedByChildren: 0, stores: 0 };
+const totals = { kills: 0, largeKills: 0, acks: 0, largeAcks: 0, committed: 0, stagingRemovedByChildren: 0, stores: 0 };
 const started = Date.now();
 
 let prng = SEED >>> 0 || 1;
@@ -62,6 +64,9 @@ function random(): number {
   t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
   return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
 }
+
+/** `mixed`: 100 B – 12 MiB, mostly small; `large`: only 9–12 MiB summaries (streamed, flush-behind). */
+type Mode = 'mixed' | 'large';
 
 /** One child: spawned early so its module loading overlaps the previous child's run. */
 class Child {
@@ -79,8 +84,8 @@ class Child {
   goAt = 0;
   openedAt = 0;
 
-  constructor(readonly n: number) {
-    this.proc = spawn(process.execPath, [CHILD, String(n), String(SEED * 7919 + n)], { stdio: ['pipe', 'pipe', 'pipe'] });
+  constructor(readonly n: number, mode: Mode) {
+    this.proc = spawn(process.execPath, [CHILD, String(n), String(SEED * 7919 + n), mode], { stdio: ['pipe', 'pipe', 'pipe'] });
     this.proc.stderr.on('data', (d: Buffer) => (this.stderr += d.toString()));
     let markLoaded!: () => void;
     this.loaded = new Promise((resolve) => (markLoaded = resolve));
@@ -134,58 +139,81 @@ async function newStore(): Promise<string> {
   return root;
 }
 
+/**
+ * `kills` cycles of: start a child on the store, SIGKILL it at a random moment, let the next child (and,
+ * every third kill, the parent) recover and check; every KILLS_PER_STORE kills the whole store is
+ * checked and replaced.
+ */
+async function crashRun(kills: number, mode: Mode, maxPublishingMs: number): Promise<void> {
+  let root = await newStore();
+  let storeAcks: Ack[] = [];
+  let unchecked: Ack[] = [];
+  // Two children load ahead: module loading (~0.5 s) is the slowest step of a cycle.
+  let next = totals.kills;
+  const warm = [new Child(next++, mode), new Child(next++, mode)];
+  try {
+    for (let k = 0; k < kills; k++) {
+      const child = warm.shift()!;
+      await child.whenLoaded();
+      warm.push(new Child(next++, mode));
+      const staged = stagingFiles(root).length;
+      child.go(root);
+      const anywhere = random() < 0.25;
+      await child.killAfter(random() * (anywhere ? 150 + maxPublishingMs : maxPublishingMs), anywhere ? undefined : child.openedSignal);
+      totals.kills++;
+      if (mode === 'large') totals.largeKills++;
+      time('child load (spawn → loaded)', child.loadedAt - child.spawnedAt);
+      if (child.opened) time('child open (go → opened)', child.openedAt - child.goAt);
+      expect(child.failure, child.failure).toBeUndefined();
+      phases.add(child.opened ? (child.acks.length > 0 ? 'publishing' : 'opened, before the first ack') : 'opening (recovery)');
+      if (child.opened) {
+        // This child's own open was the recovery of the previous kill.
+        tally.right(child.opened.stagingRemoved === staged, `child ${k} recovery removed ${child.opened.stagingRemoved} of ${staged} staging files`);
+        totals.stagingRemovedByChildren += child.opened.stagingRemoved;
+      }
+      storeAcks.push(...child.acks);
+      unchecked.push(...child.acks);
+      totals.acks += child.acks.length;
+      totals.largeAcks += child.acks.filter((a) => a.size > 8 * 1024 * 1024).length;
+      // Every third kill the parent reopens and checks; in between, the next child recovers on its own.
+      if (k % 3 === 2 || (k + 1) % KILLS_PER_STORE === 0) {
+        const t = performance.now();
+        await checkAfterKill(root, unchecked, tally, fig);
+        time('parent check after a kill', performance.now() - t);
+        unchecked = [];
+      }
+      if ((k + 1) % KILLS_PER_STORE === 0 || k + 1 === kills) {
+        totals.committed += await checkWholeStore(root, storeAcks, tally, fig);
+        rmSync(root, { recursive: true, force: true });
+        if (k + 1 < kills) root = await newStore();
+        storeAcks = [];
+      }
+    }
+  } finally {
+    for (const c of warm) c.proc.kill('SIGKILL');
+    await Promise.all(warm.map((c) => c.exited));
+  }
+}
+
 describe('crash consistency under SIGKILL', () => {
   it(`loses nothing acknowledged and shows nothing half-published across ${KILLS} kills (seed ${SEED})`, async () => {
     expect(existsSync(DIST), 'dist/ is missing: run `npm run build` (npm test does it in pretest)').toBe(true);
     expect(staleDist(), 'dist/ is older than these sources: run `npm run build` (npm test does it in pretest)').toEqual([]);
-    let root = await newStore();
-    let storeAcks: Ack[] = [];
-    let unchecked: Ack[] = [];
-    // Two children load ahead: module loading (~0.5 s) is the slowest step of a cycle.
-    const warm = [new Child(0), new Child(1)];
-    try {
-      for (let k = 0; k < KILLS; k++) {
-        const child = warm.shift()!;
-        await child.whenLoaded();
-        warm.push(new Child(k + 2));
-        const staged = stagingFiles(root).length;
-        child.go(root);
-        const anywhere = random() < 0.25;
-        await child.killAfter(random() * (anywhere ? 150 + MAX_PUBLISHING_MS : MAX_PUBLISHING_MS), anywhere ? undefined : child.openedSignal);
-        totals.kills++;
-        time('child load (spawn → loaded)', child.loadedAt - child.spawnedAt);
-        if (child.opened) time('child open (go → opened)', child.openedAt - child.goAt);
-        expect(child.failure, child.failure).toBeUndefined();
-        phases.add(child.opened ? (child.acks.length > 0 ? 'publishing' : 'opened, before the first ack') : 'opening (recovery)');
-        if (child.opened) {
-          // This child's own open was the recovery of the previous kill.
-          tally.right(child.opened.stagingRemoved === staged, `child ${k} recovery removed ${child.opened.stagingRemoved} of ${staged} staging files`);
-          totals.stagingRemovedByChildren += child.opened.stagingRemoved;
-        }
-        storeAcks.push(...child.acks);
-        unchecked.push(...child.acks);
-        totals.acks += child.acks.length;
-        // Every third kill the parent reopens and checks; in between, the next child recovers on its own.
-        if (k % 3 === 2 || (k + 1) % KILLS_PER_STORE === 0) {
-          const t = performance.now();
-          await checkAfterKill(root, unchecked, tally, fig);
-          time('parent check after a kill', performance.now() - t);
-          unchecked = [];
-        }
-        if ((k + 1) % KILLS_PER_STORE === 0 || k + 1 === KILLS) {
-          totals.committed += await checkWholeStore(root, storeAcks, tally, fig);
-          rmSync(root, { recursive: true, force: true });
-          if (k + 1 < KILLS) root = await newStore();
-          storeAcks = [];
-        }
-      }
-    } finally {
-      for (const c of warm) c.proc.kill('SIGKILL');
-      await Promise.all(warm.map((c) => c.exited));
-    }
+    const before = totals.acks;
+    await crashRun(KILLS, 'mixed', MAX_PUBLISHING_MS);
     expect(tally.losses).toBe(0);
     expect(tally.wrongAnswers).toBe(0);
-    expect(totals.acks).toBeGreaterThan(KILLS);
+    expect(totals.acks - before).toBeGreaterThan(KILLS);
+  }, SOAK ? 3_600_000 : 600_000);
+
+  it(`streams 9–12 MiB summaries (flush-behind fsyncs) and still loses nothing across ${LARGE_KILLS} kills (seed ${SEED})`, async () => {
+    expect(staleDist(), 'dist/ is older than these sources: run `npm run build` (npm test does it in pretest)').toEqual([]);
+    const before = totals.largeAcks;
+    // A 9–12 MiB publish takes ~60–150 ms here: kills land before, inside and after its writes and fsyncs.
+    await crashRun(LARGE_KILLS, 'large', 800);
+    expect(tally.losses).toBe(0);
+    expect(tally.wrongAnswers).toBe(0);
+    expect(totals.largeAcks - before).toBeGreaterThan(0);
   }, SOAK ? 3_600_000 : 600_000);
 });
 
@@ -193,8 +221,9 @@ afterAll(async () => {
   await recordFigures({
     suite: 'crash',
     title:
-      `Children publish (1–3 concurrent writers, 6 sessions, 100 B – 2 MiB) and are SIGKILLed at random: a quarter anywhere from ` +
-      `start (mostly during open = recovery), the rest 0–${MAX_PUBLISHING_MS} ms into publishing; ` +
+      `Children publish (1–3 concurrent writers, 6 sessions, 100 B – 12 MiB, 3% over 8 MiB; then children that publish only ` +
+      `9–12 MiB summaries, streamed with a flush-behind fsync) and are SIGKILLed at random: a quarter anywhere from ` +
+      `start (mostly during open = recovery), the rest 0–${MAX_PUBLISHING_MS} ms (large: 0–800 ms) into publishing; ` +
       `every ${KILLS_PER_STORE} kills the store is checked whole (chains, blobs, offline audit) and replaced. Seed ${SEED}.`,
     durationMs: Date.now() - started,
     kills: totals.kills,
@@ -202,6 +231,8 @@ afterAll(async () => {
     wrongAnswers: tally.wrongAnswers,
     details: {
       'acknowledged publishes (all found intact)': totals.acks,
+      'of them over 8 MiB (streamed, with a flush-behind fsync)': totals.largeAcks,
+      'kills of children publishing only 9–12 MiB summaries': totals.largeKills,
       'committed manifests (acknowledged or cut off before the ack)': totals.committed,
       ...Object.fromEntries(Object.entries(phases.counts).map(([k, v]) => [`kills while ${k}`, v])),
       'staging files removed by recovery (parent reopen)': fig.stagingRemovedAtReopen,
