@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from '
 import { join } from 'node:path';
 import { openLedger, type Ledger } from '../src/ledger.js';
 import { LevelManifestLog } from '../manifests/level-log.js';
-import { digestHex, hashBytes, nobleBlake3 } from '../store/digest.js';
+import { digestHex, hashBytes, nobleBlake3, type Digest } from '../store/digest.js';
 import { STREAM_SUMMARY_FROM, validateSummary } from '../src/summary.js';
 import { nodeFsOps, type FsOps } from '../store/fs-ops.js';
 import { signEnvelope, serializeEnvelope } from '../manifests/envelope.js';
@@ -34,6 +34,20 @@ async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
 }
 
 const entryKey = (session: string, seq: number) => `e!${session}!${seq.toString(16).padStart(12, '0')}`;
+
+/**
+ * Behind the ledger's back, makes a manifest signed by `signer` the head of alice's sess-1 at seq 1, after
+ * the publish `r`: its summary size may be misstated, its payload bytes rewritten after encoding.
+ */
+async function plantSeq1(ledger: Ledger, r: { id: Digest; digest: Digest; size: number }, signer: LocalSigner, o: { size?: number; rewrite?: (payload: Uint8Array) => Uint8Array } = {}): Promise<void> {
+  const forged: Manifest = { v: 1, kind: 'compaction', host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-x', seq: 1, prev: r.id,
+    summary: { digest: r.digest, size: o.size ?? r.size, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' }, createdAt: new Date().toISOString(), keyId: signer.keyId };
+  const payload = (o.rewrite ?? ((p) => p))(encodeManifest(forged));
+  const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
+  const db = raw(ledger);
+  await db.put(entryKey('sess-1', 1), JSON.stringify({ position: 1, session: 'sess-1', seq: 1, id: manifestId(payload), principal: 'alice', envelope: serializeEnvelope(env) }));
+  await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: manifestId(payload), owner: 'alice' }));
+}
 
 describe('publish and resume', () => {
   it('round-trips a summary and returns a receipt that names the manifest, seq and blob', async () => {
@@ -210,14 +224,7 @@ describe('tampering is refused and returns no summary bytes', () => {
   it('a manifest signed by an unknown key → KEY_UNTRUSTED', async () => {
     const ledger = await open(tempDir());
     const r = await ledger.publish(alice, sampleSummary());
-    const stranger = new LocalSigner(generateJwk());
-    const forged: Manifest = { v: 1, kind: 'compaction', host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-x', seq: 1, prev: r.id,
-      summary: { digest: r.digest, size: r.size, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' }, createdAt: new Date().toISOString(), keyId: stranger.keyId };
-    const payload = encodeManifest(forged);
-    const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, stranger);
-    const db = raw(ledger);
-    await db.put(entryKey('sess-1', 1), JSON.stringify({ position: 1, session: 'sess-1', seq: 1, id: manifestId(payload), principal: 'alice', envelope: serializeEnvelope(env) }));
-    await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: manifestId(payload), owner: 'alice' }));
+    await plantSeq1(ledger, r, new LocalSigner(generateJwk()));
     await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'ManifestError', code: 'KEY_UNTRUSTED' });
     await ledger.close();
   });
@@ -226,14 +233,8 @@ describe('tampering is refused and returns no summary bytes', () => {
     const signer = new LocalSigner(generateJwk());
     const ledger = await open(tempDir(), { signer });
     const r = await ledger.publish(alice, sampleSummary());
-    const forged: Manifest = { v: 1, kind: 'compaction', host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-x', seq: 1, prev: r.id,
-      summary: { digest: r.digest, size: r.size, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' }, createdAt: new Date().toISOString(), keyId: signer.keyId };
     // A reader that keeps the first of two keys sees session "sess-2"; JSON.parse keeps the last.
-    const payload = new TextEncoder().encode(new TextDecoder().decode(encodeManifest(forged)).replace('{', '{"session":"sess-2",'));
-    const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
-    const db = raw(ledger);
-    await db.put(entryKey('sess-1', 1), JSON.stringify({ position: 1, session: 'sess-1', seq: 1, id: manifestId(payload), principal: 'alice', envelope: serializeEnvelope(env) }));
-    await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: manifestId(payload), owner: 'alice' }));
+    await plantSeq1(ledger, r, signer, { rewrite: (p) => new TextEncoder().encode(new TextDecoder().decode(p).replace('{', '{"session":"sess-2",')) });
     await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'ManifestError', code: 'MANIFEST_INVALID', message: expect.stringMatching(/canonical/) });
     await ledger.close();
   });
@@ -362,13 +363,7 @@ describe('large summaries are encoded while they are written', () => {
     const signer = new LocalSigner(generateJwk());
     const ledger = await open(tempDir(), { signer, maxSummaryBytes: 64 * MiB });
     const r = await ledger.publish(alice, big('sized', 'some text\n', 2 * MiB));
-    const forged: Manifest = { v: 1, kind: 'compaction', host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-x', seq: 1, prev: r.id,
-      summary: { digest: r.digest, size: 5 * 1024 ** 3, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' }, createdAt: new Date().toISOString(), keyId: signer.keyId };
-    const payload = encodeManifest(forged);
-    const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
-    const db = raw(ledger);
-    await db.put(entryKey('sess-1', 1), JSON.stringify({ position: 1, session: 'sess-1', seq: 1, id: manifestId(payload), principal: 'alice', envelope: serializeEnvelope(env) }));
-    await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: manifestId(payload), owner: 'alice' }));
+    await plantSeq1(ledger, r, signer, { size: 5 * 1024 ** 3 });
     await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
     await ledger.close();
   });
