@@ -52,6 +52,28 @@ export interface Hasher {
   digest(): Uint8Array;
 }
 
+/**
+ * A Hasher over a backend's `update` and `finish` that throws on any use after `digest()`: the fast
+ * backends reuse or free their state once finished, so a late update must fail loudly, not hash garbage.
+ */
+export function singleUseHasher(update: (chunk: Uint8Array) => void, finish: () => Uint8Array): Hasher {
+  let done = false;
+  const check = () => {
+    if (done) throw new Error('BLAKE3 hasher used after digest()');
+  };
+  return {
+    update: (chunk) => {
+      check();
+      update(chunk);
+    },
+    digest: () => {
+      check();
+      done = true;
+      return finish();
+    },
+  };
+}
+
 /** A BLAKE3 implementation. Every backend must agree with `nobleBlake3` on every input. */
 export interface HashBackend {
   readonly name: string;

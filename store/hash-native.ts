@@ -4,7 +4,7 @@
  * class against ~0.5 GB/s for WASM. Node only: where the binary is missing (another platform, a
  * browser) loading fails and the WASM backend serves.
  */
-import type { HashBackend, Hasher } from './digest.js';
+import { singleUseHasher, type HashBackend, type Hasher } from './digest.js';
 
 interface NativeHasher {
   update(input: Uint8Array): unknown;
@@ -22,18 +22,10 @@ export async function loadNativeBlake3(): Promise<HashBackend> {
     name: 'native',
     async create(): Promise<Hasher> {
       const h = new Blake3Hasher();
-      let done = false;
-      return {
-        update: (chunk) => {
-          if (done) throw new Error('BLAKE3 hasher used after digest()');
-          h.update(chunk);
-        },
-        digest: () => {
-          if (done) throw new Error('BLAKE3 hasher used after digest()');
-          done = true;
-          return new Uint8Array(h.digestBuffer());
-        },
-      };
+      return singleUseHasher(
+        (chunk) => void h.update(chunk),
+        () => new Uint8Array(h.digestBuffer()),
+      );
     },
   };
 }

@@ -3,7 +3,7 @@
  * Isomorphic: the WASM binary is embedded in the package, so it loads in browsers too.
  */
 import { createBLAKE3 } from 'hash-wasm';
-import type { HashBackend, Hasher } from './digest.js';
+import { singleUseHasher, type HashBackend, type Hasher } from './digest.js';
 
 type WasmHasher = Awaited<ReturnType<typeof createBLAKE3>>;
 
@@ -22,20 +22,14 @@ export async function loadWasmBlake3(): Promise<HashBackend> {
     async create(): Promise<Hasher> {
       const h = pool.pop() ?? (await createBLAKE3());
       h.init();
-      let done = false;
-      return {
-        update: (chunk) => {
-          if (done) throw new Error('BLAKE3 hasher used after digest()');
-          h.update(chunk);
-        },
-        digest: () => {
-          if (done) throw new Error('BLAKE3 hasher used after digest()');
-          done = true;
+      return singleUseHasher(
+        (chunk) => void h.update(chunk),
+        () => {
           const out = h.digest('binary');
           if (pool.length < POOL_LIMIT) pool.push(h);
           return out;
         },
-      };
+      );
     },
   };
 }
