@@ -7,8 +7,7 @@
  */
 
 import {
-  add, addTo, and, bitmask8, block, br, brIf, ctz, end, eq8, eqz, geU, get, i32, I32, ifVoid, inc, instantiateModule, leU, load8, loop,
-  ltU8, ne, or128, orElse, set, shrU, splat8, store8, V128, v128Load, v128Store, vec,
+  and, block, br, brIf, end, eqz, geU, get, i32, I32, ifVoid, inc, instantiateModule, load8, loop, ne, orElse, scanCleanBytes, scanSplats, set, shrU, store8, V128, vec,
 } from './wasm-asm.js';
 
 // Second byte of the two-byte escapes; 0x75 ('u') marks a \u00XX escape; 0: the byte stays as it is. Bytes of
@@ -90,21 +89,12 @@ function scalarBody(): number[] {
  * }
  */
 function simdBody(): number[] {
-  const splatConst = (c: number, local: number) => [...i32(c), ...splat8, ...set(local)];
+  const l = { r: R, end: END, w: W, m: M, v: V, quote: QUOTE, backslash: BACKSLASH, space: SPACE };
   return [
     ...vec([[3, I32], [4, V128]]),
-    ...splatConst(0x22, QUOTE), ...splatConst(0x5c, BACKSLASH), ...splatConst(0x20, SPACE),
+    ...scanSplats(l),
     ...block, ...loop,
-    ...get(R), ...i32(16), add, ...get(END), leU, ...ifVoid,
-    ...get(R), ...v128Load, ...set(V),
-    ...get(W), ...get(V), ...v128Store,
-    ...get(V), ...get(QUOTE), ...eq8, ...get(V), ...get(BACKSLASH), ...eq8, ...or128, ...get(V), ...get(SPACE), ...ltU8, ...or128,
-    ...bitmask8, ...set(M),
-    ...get(M), eqz, ...ifVoid, ...inc(R, 16), ...inc(W, 16), ...br(2), ...end,
-    ...get(M), ctz, ...set(M), ...addTo(R, M), ...addTo(W, M),
-    ...orElse,
-    ...get(R), ...get(END), geU, ...brIf(2),
-    ...end,
+    ...scanCleanBytes(l),
     ...escapeOne(0),
     ...end, ...end,
     ...get(W), ...end,

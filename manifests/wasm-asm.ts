@@ -39,6 +39,48 @@ const simd = (op: number) => [0xfd, ...uleb(op)];
 export const [v128Load, v128Store] = [[...simd(0x00), 0, 0], [...simd(0x0b), 0, 0]];
 export const [splat8, eq8, ltU8, or128, bitmask8] = [simd(0x0f), simd(0x23), simd(0x26), simd(0x50), simd(0x64)];
 
+/** The locals a byte loop over [r, end) writing at w uses for the SIMD scan (`scanSplats`, `scanCleanBytes`). */
+export interface ScanLocals {
+  r: number;
+  end: number;
+  w: number;
+  /** i32 scratch */
+  m: number;
+  /** v128 scratch */
+  v: number;
+  /** v128 registers holding '"', '\\' and 0x20 in every lane (set by `scanSplats`) */
+  quote: number;
+  backslash: number;
+  space: number;
+}
+
+/** Sets the three splat registers of `scanCleanBytes`. */
+export function scanSplats(l: ScanLocals): number[] {
+  const splat = (c: number, local: number) => [...i32(c), ...splat8, ...set(local)];
+  return [...splat(0x22, l.quote), ...splat(0x5c, l.backslash), ...splat(0x20, l.space)];
+}
+
+/**
+ * The SIMD fast path, placed first inside `block { loop { … } }`. While 16 bytes remain: stores them at w;
+ * when none is '"', '\\' or below 0x20, advances r and w by 16 and continues the loop; else advances both
+ * to the first such byte (the clean prefix is already stored) and falls through with r at it. With fewer
+ * than 16 bytes left: leaves the block when r reached end, else falls through (the byte at r may be any).
+ */
+export function scanCleanBytes(l: ScanLocals): number[] {
+  return [
+    ...get(l.r), ...i32(16), add, ...get(l.end), leU, ...ifVoid,
+    ...get(l.r), ...v128Load, ...set(l.v),
+    ...get(l.w), ...get(l.v), ...v128Store,
+    ...get(l.v), ...get(l.quote), ...eq8, ...get(l.v), ...get(l.backslash), ...eq8, ...or128, ...get(l.v), ...get(l.space), ...ltU8, ...or128,
+    ...bitmask8, ...set(l.m),
+    ...get(l.m), eqz, ...ifVoid, ...inc(l.r, 16), ...inc(l.w, 16), ...br(2), ...end,
+    ...get(l.m), ctz, ...set(l.m), ...addTo(l.r, l.m), ...addTo(l.w, l.m),
+    ...orElse,
+    ...get(l.r), ...get(l.end), geU, ...brIf(2),
+    ...end,
+  ];
+}
+
 /** The part of the WebAssembly API used here (the lib setting carries no WebAssembly types). */
 interface WasmApi {
   Module: new (bytes: Uint8Array) => object;

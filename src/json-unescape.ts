@@ -7,8 +7,7 @@
  * itself. It must pass a self-test against JSON.parse before it is used.
  */
 import {
-  add, addTo, bitmask8, block, br, brIf, ctz, end, eq, eq8, eqz, geU, get, gtU, i32, I32, ifVoid, instantiateModule, inc, leU,
-  load8, loop, ltU, ltU8, ne, or, or128, orElse, set, shl, splat8, store32, store8, V128, v128Load, v128Store, vec,
+  add, block, br, brIf, end, eq, eqz, geU, get, gtU, i32, I32, ifVoid, instantiateModule, inc, load8, loop, ltU, ne, or, scanCleanBytes, scanSplats, set, shl, store32, store8, V128, vec,
 } from '../manifests/wasm-asm.js';
 
 /** Bytes unescaped per call. */
@@ -41,23 +40,15 @@ const [R, END, W, B, E, M, S, H, L] = [0, 1, 2, 3, 4, 5, 6, 7, 8]; // params r, 
 const [V, QUOTE, BACKSLASH, SPACE] = [9, 10, 11, 12]; // v128 locals
 
 function body(): number[] {
-  const splatConst = (c: number, local: number) => [...i32(c), ...splat8, ...set(local)];
   const exitWith = (status: number, depth: number) => [...i32(status), ...set(S), ...br(depth)];
+  const l = { r: R, end: END, w: W, m: M, v: V, quote: QUOTE, backslash: BACKSLASH, space: SPACE };
   return [
     ...vec([[6, I32], [4, V128]]),
-    ...splatConst(0x22, QUOTE), ...splatConst(0x5c, BACKSLASH), ...splatConst(0x20, SPACE),
+    ...scanSplats(l),
     ...block, ...loop,
-    // Fast path: 16 bytes at a time while none is a quote, a backslash or a control character.
-    ...get(R), ...i32(16), add, ...get(END), leU, ...ifVoid,
-    ...get(R), ...v128Load, ...set(V),
-    ...get(W), ...get(V), ...v128Store,
-    ...get(V), ...get(QUOTE), ...eq8, ...get(V), ...get(BACKSLASH), ...eq8, ...or128, ...get(V), ...get(SPACE), ...ltU8, ...or128,
-    ...bitmask8, ...set(M),
-    ...get(M), eqz, ...ifVoid, ...inc(R, 16), ...inc(W, 16), ...br(2), ...end,
-    ...get(M), ctz, ...set(M), ...addTo(R, M), ...addTo(W, M),
-    ...orElse,
-    ...get(R), ...get(END), geU, ...brIf(2), // input used up: NeedMore
-    ...end,
+    // Fast path: 16 bytes at a time while none is a quote, a backslash or a control character; the
+    // input used up leaves the block with the status still NeedMore.
+    ...scanCleanBytes(l),
     ...get(R), ...load8(0), ...set(B),
     // The closing quote.
     ...get(B), ...i32(0x22), eq, ...ifVoid, ...inc(R, 1), ...exitWith(UnescapeStatus.Closed, 2), ...end,
