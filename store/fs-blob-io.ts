@@ -5,7 +5,7 @@
  * fsync), and the streamed, verified-at-the-end read behind `chunks`.
  */
 import type { FileHandle } from 'node:fs/promises';
-import { formatDigest, type Digest, type HashBackend } from './digest.js';
+import { formatDigest, type Digest, type HashBackend, type Hasher } from './digest.js';
 import { StoreError, throwIfAborted } from './errors.js';
 import type { FsOps } from './fs-ops.js';
 
@@ -15,6 +15,8 @@ const HASH_SLICE = 1024 * 1024;
 const BLOCK = 1024 * 1024;
 /** Blocks per stream: up to this many positioned writes are in flight while the next block fills. */
 const BLOCKS = 8;
+/** `readWhole` reads into its one buffer this much at a time. */
+const READ_CHUNK = 4 * 1024 * 1024;
 /**
  * Flush-behind: while a stream is written, an fsync is started whenever this many bytes were written
  * since the last one began, so the kernel writes back during the put instead of all at its end. Only
@@ -47,6 +49,32 @@ function giveBlocks(blocks: Buffer[]): void {
   if (freeBlockSets.length < KEEP_BLOCK_SETS) freeBlockSets.push(blocks);
 }
 
+/** After the last read: the file must end where its size said (a blob that grew or shrank under us is not trusted) and match its digest. */
+async function verifyEnd(handle: FileHandle, off: number, size: number, hasher: Hasher, digest: string): Promise<void> {
+  const extra = await handle.read(Buffer.alloc(1), 0, 1, off);
+  if (off !== size || extra.bytesRead !== 0) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
+  if (formatDigest(hasher.digest()) !== digest) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
+}
+
+/** Reads an open blob of exactly `size` bytes into one buffer, hashing each chunk while the next is read; refuses on any mismatch. */
+export async function readWhole(handle: FileHandle, size: number, digest: string, hash: HashBackend, signal?: AbortSignal): Promise<Uint8Array> {
+  const buf = Buffer.allocUnsafe(size);
+  const hasher = await hash.create();
+  let off = 0;
+  let pending = size > 0 ? handle.read(buf, 0, Math.min(READ_CHUNK, size), 0) : undefined;
+  while (pending) {
+    const { bytesRead } = await pending;
+    if (bytesRead === 0) break;
+    const start = off;
+    off += bytesRead;
+    throwIfAborted(signal);
+    pending = off < size ? handle.read(buf, off, Math.min(READ_CHUNK, size - off), off) : undefined;
+    hasher.update(buf.subarray(start, off));
+  }
+  await verifyEnd(handle, off, size, hasher, digest);
+  return buf;
+}
+
 /**
  * Reads an open blob of `size` bytes as chunks (views into reused blocks, each valid until the next is
  * pulled), the next read in flight while the consumer works; hashes each; after the last, checks that
@@ -75,10 +103,7 @@ export async function* readStream(handle: FileHandle, size: number, digest: stri
       hasher.update(chunk);
       yield chunk;
     }
-    // The file must end where its size said: a blob that grew or shrank under us is not trusted.
-    const extra = await handle.read(Buffer.alloc(1), 0, 1, off);
-    if (off !== size || extra.bytesRead !== 0) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
-    if (formatDigest(hasher.digest()) !== digest) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
+    await verifyEnd(handle, off, size, hasher, digest);
   } finally {
     await pending?.catch(() => {}); // no read may still fill a block once it is given back
     giveBlocks(blocks);

@@ -9,14 +9,13 @@ import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { digestHex, formatDigest, isDigest, type Digest, type HashBackend } from './digest.js';
+import { digestHex, isDigest, type Digest, type HashBackend } from './digest.js';
 import { StoreError, throwIfAborted } from './errors.js';
 import { nodeFsOps, type FsOps } from './fs-ops.js';
 import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from './blob-store.js';
 import { ensurePrivateDir } from './safe-dir.js';
-import { readStream, writeBuffer, writeStream } from './fs-blob-io.js';
+import { readStream, readWhole, writeBuffer, writeStream } from './fs-blob-io.js';
 
-const CHUNK = 4 * 1024 * 1024;
 const HEX64 = /^[0-9a-f]{64}$/;
 const WRITE_FLAGS = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
 // O_NONBLOCK: opening a FIFO planted at a blob path must not hang the reader.
@@ -213,7 +212,7 @@ export class FsBlobStore implements BlobStore {
   async get(digest: string, options: GetOptions = {}): Promise<Uint8Array> {
     const { handle, size } = await this.openBlob(digest, options);
     try {
-      return await this.readHashed(handle, size, digest, options.signal);
+      return await readWhole(handle, size, digest, this.hash, options.signal);
     } catch (err) {
       throw storageFailed('read blob', err);
     } finally {
@@ -256,32 +255,6 @@ export class FsBlobStore implements BlobStore {
       await handle.close().catch(() => {});
       throw storageFailed('read blob', err);
     }
-  }
-
-  /** Reads exactly `size` bytes while hashing the previous chunk; refuses on any mismatch. */
-  private async readHashed(handle: FileHandle, size: number, digest: string, signal?: AbortSignal): Promise<Uint8Array> {
-    const buf = Buffer.allocUnsafe(size);
-    const hasher = await this.hash.create();
-    let off = 0;
-    let pending = size > 0 ? handle.read(buf, 0, Math.min(CHUNK, size), 0) : undefined;
-    while (pending) {
-      const { bytesRead } = await pending;
-      if (bytesRead === 0) break;
-      const start = off;
-      off += bytesRead;
-      throwIfAborted(signal);
-      pending = off < size ? handle.read(buf, off, Math.min(CHUNK, size - off), off) : undefined;
-      hasher.update(buf.subarray(start, off));
-    }
-    // The file must end where its size said: a blob that grew or shrank under us is not trusted.
-    const extra = await handle.read(Buffer.alloc(1), 0, 1, off);
-    if (off !== size || extra.bytesRead !== 0) {
-      throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
-    }
-    if (formatDigest(hasher.digest()) !== digest) {
-      throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
-    }
-    return buf;
   }
 
   private async checkShardDirs(dir1: string, dir2: string): Promise<void> {
