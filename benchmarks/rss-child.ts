@@ -5,7 +5,7 @@
  * Usage: node --expose-gc rss-child.js <bytes> <root> [ascii|mixed]   → one JSON line on stdout.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { openLedger } from '../src/ledger.js';
+import { openLedger } from '../src/ledger/ledger.js';
 import { makeSummary, nextMarker, type TextKind } from './lib/data.js';
 import { collectGarbage } from './lib/stats.js';
 

@@ -2,7 +2,7 @@
  * The content-addressed blob store contract. Every backend (filesystem, PostgreSQL) implements it
  * and runs the same conformance suite (test/conformance/blob-store.ts).
  */
-import type { Digest } from './digest.js';
+import type { Digest } from './hash/digest.js';
 
 export interface BlobInfo {
   digest: Digest;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { openLedger, type Ledger } from '../src/ledger.js';
+import { openLedger, type Ledger } from '../src/ledger/ledger.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 async function open(root = tempDir(), extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {

@@ -9,22 +9,22 @@
 import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
 import { blake3 } from '@noble/hashes/blake3.js';
-import { bytesToHex, formatDigest, hashBytes, nobleBlake3, type HashBackend, type Hasher } from '../store/digest.js';
-import { loadHashBackend, type HashBackendName } from '../store/hash-backends.js';
-import { loadWasmBlake3 } from '../store/hash-wasm.js';
-import { loadNativeBlake3 } from '../store/hash-native.js';
-import { FsBlobStore } from '../store/fs-blob-store.js';
-import { nobleSign, noblePublicKey, nobleVerifier, type SignatureVerifier } from '../manifests/ed25519.js';
-import { nodeVerifier } from '../manifests/ed25519-node.js';
-import { encodeBase64, encodeBase64Url } from '../manifests/base64.js';
-import { serializeEnvelope, signEnvelope } from '../manifests/envelope.js';
+import { bytesToHex, formatDigest, hashBytes, nobleBlake3, type HashBackend, type Hasher } from '../store/hash/digest.js';
+import { loadHashBackend, type HashBackendName } from '../store/hash/backends.node.js';
+import { loadWasmBlake3 } from '../store/hash/wasm.js';
+import { loadNativeBlake3 } from '../store/hash/native.node.js';
+import { FsBlobStore } from '../store/fs/blob-store.js';
+import { nobleSign, noblePublicKey, nobleVerifier, type SignatureVerifier } from '../manifests/crypto/ed25519.js';
+import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
+import { encodeBase64, encodeBase64Url } from '../manifests/encoding/base64.js';
+import { serializeEnvelope, signEnvelope } from '../manifests/crypto/envelope.js';
 import { ManifestError } from '../manifests/errors.js';
-import { encodeManifest, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../manifests/manifest.js';
-import { keyIdOf, type TrustStore } from '../manifests/trust.js';
-import { verifyManifestEnvelope } from '../manifests/verify-manifest.js';
-import { canonicalBytes, canonicalChunks, canonicalize } from '../manifests/canonical.js';
-import { loadEscaper, PIECE, type EscaperKind } from '../manifests/json-escape.js';
-import { validateSummary } from '../src/summary.js';
+import { encodeManifest, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../manifests/format/manifest.js';
+import { keyIdOf, type TrustStore } from '../manifests/format/trust.js';
+import { verifyManifestEnvelope } from '../manifests/crypto/verify-manifest.js';
+import { canonicalBytes, canonicalChunks, canonicalize } from '../manifests/encoding/canonical.js';
+import { loadEscaper, PIECE, type EscaperKind } from '../manifests/encoding/json-escape.js';
+import { validateSummary } from '../src/summary/summary.js';
 import { readVector } from './support/vectors.js';
 import { tempDir } from './support/tmp.js';
 
@@ -144,7 +144,7 @@ describe('hash backend fallback', () => {
 
 describe('digestOf (manifest ids, key ids): the WebAssembly fast path agrees with the reference', () => {
   it('gives the reference digest on random small inputs once its fast path is ready', async () => {
-    const { digestOf, digestOfReady } = await import('../store/digest.js');
+    const { digestOf, digestOfReady } = await import('../store/hash/digest.js');
     await digestOfReady;
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 5000 }), (bytes) => {
@@ -158,7 +158,7 @@ describe('digestOf (manifest ids, key ids): the WebAssembly fast path agrees wit
     vi.resetModules();
     vi.stubGlobal('WebAssembly', undefined);
     try {
-      const fresh = await import('../store/digest.js');
+      const fresh = await import('../store/hash/digest.js');
       await fresh.digestOfReady; // settles, with the fast path left unset
       expect(fresh.digestOf(input(1025))).toBe(ref(input(1025)));
     } finally {
@@ -361,7 +361,7 @@ describe('JSON escapers: the SIMD and the byte-at-a-time WebAssembly loops agree
       return new real.Module(bytes);
     } });
     try {
-      const fresh = await import('../manifests/json-escape.js');
+      const fresh = await import('../manifests/encoding/json-escape.js');
       expect(fresh.loadEscaper('simd')).toBeUndefined();
       expect(fresh.loadEscaper()?.kind).toBe('scalar');
     } finally {
@@ -382,10 +382,10 @@ describe('JSON escapers: the SIMD and the byte-at-a-time WebAssembly loops agree
       return { exports: { ...inst.exports, escape: (a: number, b: number, c: number) => escape(a, b, c) - 1 } };
     } });
     try {
-      const fresh = await import('../manifests/json-escape.js');
+      const fresh = await import('../manifests/encoding/json-escape.js');
       expect(fresh.loadEscaper()).toBeUndefined();
       expect(instances).toBe(2); // both loops were built, and both refused
-      const canonical = await import('../manifests/canonical.js');
+      const canonical = await import('../manifests/encoding/canonical.js');
       const value = { s: 'long "text"\n'.repeat(5000) };
       expect(Buffer.from(canonical.canonicalBytes(value)).equals(Buffer.from(canonicalize(value)))).toBe(true);
     } finally {
@@ -448,7 +448,7 @@ describe('canonical bytes: the WebAssembly escaper of long strings agrees with J
     vi.resetModules();
     vi.stubGlobal('WebAssembly', undefined);
     try {
-      const fresh = await import('../manifests/canonical.js');
+      const fresh = await import('../manifests/encoding/canonical.js');
       const stringify = vi.spyOn(JSON, 'stringify');
       try {
         expect(Buffer.from(fresh.canonicalBytes({ s })).equals(Buffer.from(want))).toBe(true);

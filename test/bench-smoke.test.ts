@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { loadHashBackend } from '../store/hash-backends.js';
+import { loadHashBackend } from '../store/hash/backends.node.js';
 import { findPostgresBin } from '../benchmarks/lib/pg-cluster.js';
 import type { BenchResults } from '../benchmarks/report/model.js';
 import { tempDir } from './support/tmp.js';

@@ -3,10 +3,10 @@ import { spawnSync, spawn } from 'node:child_process';
 import { existsSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openLedger } from '../src/ledger.js';
+import { openLedger } from '../src/ledger/ledger.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
-const CLI = fileURLToPath(new URL('../dist/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 
 function cli(args: string[], opts: { input?: string; env?: Record<string, string> } = {}) {
   const r = spawnSync(process.execPath, [CLI, ...args], {

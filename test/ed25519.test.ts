@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { hexToBytes } from '../store/digest.js';
-import { nobleVerifier, nobleSign, noblePublicKey, type SignatureVerifier } from '../manifests/ed25519.js';
-import { nodeVerifier } from '../manifests/ed25519-node.js';
+import { hexToBytes } from '../store/hash/digest.js';
+import { nobleVerifier, nobleSign, noblePublicKey, type SignatureVerifier } from '../manifests/crypto/ed25519.js';
+import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
 import { readVector } from './support/vectors.js';
 
 const verifiers: SignatureVerifier[] = [nobleVerifier, nodeVerifier];

@@ -6,13 +6,13 @@ import { open, rm } from 'node:fs/promises';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FsBlobStore } from '../store/fs-blob-store.js';
-import { digestHex } from '../store/digest.js';
-import { LevelManifestLog } from '../manifests/level-log.js';
+import { FsBlobStore } from '../store/fs/blob-store.js';
+import { digestHex } from '../store/hash/digest.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { manifestLogSuite } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
-import { openLedger } from '../src/ledger.js';
+import { openLedger } from '../src/ledger/ledger.js';
 
 // Not tempDir(): a fixture may outlive one test's afterEach (it is disposed by the suite itself).
 const freshDir = () => mkdtempSync(join(tmpdir(), 'hl-embedded-'));

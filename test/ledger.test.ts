@@ -1,15 +1,15 @@
 import { describe, expect, it, vi } from 'vitest';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openLedger, type Ledger } from '../src/ledger.js';
-import { LevelManifestLog } from '../manifests/level-log.js';
-import { digestHex, hashBytes, nobleBlake3, type Digest } from '../store/digest.js';
-import { STREAM_SUMMARY_FROM, validateSummary } from '../src/summary.js';
-import { nodeFsOps, type FsOps } from '../store/fs-ops.js';
-import { signEnvelope, serializeEnvelope } from '../manifests/envelope.js';
-import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, type Manifest } from '../manifests/manifest.js';
-import { decodeBase64, encodeBase64 } from '../manifests/base64.js';
-import { LocalSigner, generateJwk } from '../src/keys.js';
+import { openLedger, type Ledger } from '../src/ledger/ledger.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { digestHex, hashBytes, nobleBlake3, type Digest } from '../store/hash/digest.js';
+import { STREAM_SUMMARY_FROM, validateSummary } from '../src/summary/summary.js';
+import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
+import { signEnvelope, serializeEnvelope } from '../manifests/crypto/envelope.js';
+import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, type Manifest } from '../manifests/format/manifest.js';
+import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
+import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const alice = { principal: 'alice', session: 'sess-1', run: 'run-1' };

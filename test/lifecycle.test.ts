@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { chmodSync, readdirSync, utimesSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openLedger, type Ledger } from '../src/ledger.js';
-import { fsck, gc, parseDuration } from '../src/maintenance.js';
-import { nodeFsOps, type FsOps } from '../store/fs-ops.js';
-import { digestHex, digestOf } from '../store/digest.js';
-import { validateSummary } from '../src/summary.js';
-import { LocalSigner, generateJwk } from '../src/keys.js';
-import type { BatchOp } from '../manifests/level-log.js';
+import { openLedger, type Ledger } from '../src/ledger/ledger.js';
+import { fsck, gc, parseDuration } from '../src/ops/maintenance.js';
+import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
+import { digestHex, digestOf } from '../store/hash/digest.js';
+import { validateSummary } from '../src/summary/summary.js';
+import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import type { BatchOp } from '../manifests/log/level/log.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
@@ -44,7 +44,7 @@ describe('concurrency inside one process', () => {
   });
 
   it('lets publishes on different chains share one durable batch (group commit)', async () => {
-    const { LevelManifestLog } = await import('../manifests/level-log.js');
+    const { LevelManifestLog } = await import('../manifests/log/level/log.js');
     // The first batch is held until every append has arrived, so the other 31 must queue behind it.
     let batches = 0;
     let appends = 0;
@@ -268,7 +268,7 @@ describe('keys', () => {
 describe('writers that share one log (other processes or hosts)', () => {
   /** Two hosts on one log; host B publishes right after host A's commit step reads the head (A's 3rd head read). */
   async function racingHosts() {
-    const { LevelManifestLog } = await import('../manifests/level-log.js');
+    const { LevelManifestLog } = await import('../manifests/log/level/log.js');
     const shared = await LevelManifestLog.open(join(tempDir(), 'log'));
     const a = await open(tempDir(), { host: 'host-a', log: shared });
     const b = await open(tempDir(), { host: 'host-b', log: shared, trust: a.trustStore() });

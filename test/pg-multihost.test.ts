@@ -11,19 +11,19 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
-import { openLedger } from '../src/ledger.js';
-import { mergeTrust } from '../src/keyring.js';
-import { openPostgresBackends } from '../src/pg-backend.js';
-import { exportBundle } from '../src/export.js';
-import { openBundleDir } from '../src/bundle-dir.js';
-import type { TrustStore } from '../manifests/trust.js';
-import { verifyBundle } from '../manifests/verify-chain.js';
-import { nodeVerifier } from '../manifests/ed25519-node.js';
+import { openLedger } from '../src/ledger/ledger.js';
+import { mergeTrust } from '../src/keys/keyring.js';
+import { openPostgresBackends } from '../src/ledger/pg-backend.js';
+import { exportBundle } from '../src/ops/export.js';
+import { openBundleDir } from '../src/ops/bundle-dir.js';
+import type { TrustStore } from '../manifests/format/trust.js';
+import { verifyBundle } from '../manifests/audit/verify-chain.js';
+import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
 import { describePostgres } from './support/postgres.js';
 import { tempDir } from './support/tmp.js';
 
 const HOST_SCRIPT = fileURLToPath(new URL('./support/pg-host.mjs', import.meta.url));
-const BUILT = fileURLToPath(new URL('../dist/src/pg-backend.js', import.meta.url));
+const BUILT = fileURLToPath(new URL('../dist/src/ledger/pg-backend.js', import.meta.url));
 const SESSIONS = ['s0', 's1', 's2'];
 
 type Msg =

@@ -1,13 +1,13 @@
 /**
- * The streaming JSON decoder of large summaries (src/summary-decoder.ts) against JSON.parse: the same
+ * The streaming JSON decoder of large summaries (src/summary/decoder.ts) against JSON.parse: the same
  * value for every JSON text and every way of cutting it into chunks, and a refusal wherever JSON.parse
  * would refuse (plus the two documented stricter cases: lone surrogate escapes, a byte order mark).
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { SummaryDecodeError, StreamingJsonDecoder } from '../src/summary-decoder.js';
-import { loadUnescaper, UnescapeStatus } from '../src/json-unescape.js';
-import { canonicalBytes } from '../manifests/canonical.js';
+import { SummaryDecodeError, StreamingJsonDecoder } from '../src/summary/decoder.js';
+import { loadUnescaper, UnescapeStatus } from '../manifests/encoding/json-unescape.js';
+import { canonicalBytes } from '../manifests/encoding/canonical.js';
 
 const enc = new TextEncoder();
 

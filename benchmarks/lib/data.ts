@@ -6,7 +6,7 @@
  * encoder off its "nothing to escape" shortcut. `ascii` text is the main case; `mixed` adds ~1% of
  * non-ASCII characters (V8 then holds the string as UTF-16, twice the memory).
  */
-import { validateSummary, type Summary } from '../../src/summary.js';
+import { validateSummary, type Summary } from '../../src/summary/summary.js';
 
 export type TextKind = 'ascii' | 'mixed';
 

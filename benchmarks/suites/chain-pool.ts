@@ -1,11 +1,11 @@
 /**
- * A worker_threads pool behind the auditor's `LineVerifier` seam (manifests/verify-line.ts): batches of
+ * A worker_threads pool behind the auditor's `LineVerifier` seam (manifests/audit/verify-line.ts): batches of
  * lines go round-robin to the threads, results come back in input order because verifyChain awaits
  * them in order. The benchmark's own pool, so the chain rate on N cores can be measured today.
  */
 import { Worker } from 'node:worker_threads';
-import type { TrustStore } from '../../manifests/trust.js';
-import type { LineOutcome, LineVerifier } from '../../manifests/verify-line.js';
+import type { TrustStore } from '../../manifests/format/trust.js';
+import type { LineOutcome, LineVerifier } from '../../manifests/audit/verify-line.js';
 
 interface Pending {
   resolve: (outcomes: LineOutcome[]) => void;

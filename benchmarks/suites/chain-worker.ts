@@ -3,9 +3,9 @@
  * node:crypto verifier on the batches the main thread sends, and answers in the same order.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { nodeVerifier } from '../../manifests/ed25519-node.js';
-import type { TrustStore } from '../../manifests/trust.js';
-import { verifyLineText } from '../../manifests/verify-line.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
+import type { TrustStore } from '../../manifests/format/trust.js';
+import { verifyLineText } from '../../manifests/audit/verify-line.js';
 
 const ctx = { trust: (workerData as { trust: TrustStore }).trust, verifier: nodeVerifier };
 

@@ -13,15 +13,15 @@ import { createPrivateKey, generateKeyPairSync, sign as nodeSign, verify as node
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeBase64Url } from '../../manifests/base64.js';
-import { noblePublicKey, nobleVerifier } from '../../manifests/ed25519.js';
-import { nodeVerifier } from '../../manifests/ed25519-node.js';
-import { serializeEnvelope, signEnvelope } from '../../manifests/envelope.js';
-import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../../manifests/manifest.js';
-import { keyIdOf, type TrustStore } from '../../manifests/trust.js';
-import { verifyChain } from '../../manifests/verify-chain.js';
-import { verifyManifestEnvelope } from '../../manifests/verify-manifest.js';
-import { digestOf, type Digest } from '../../store/digest.js';
+import { encodeBase64Url } from '../../manifests/encoding/base64.js';
+import { noblePublicKey, nobleVerifier } from '../../manifests/crypto/ed25519.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
+import { serializeEnvelope, signEnvelope } from '../../manifests/crypto/envelope.js';
+import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../../manifests/format/manifest.js';
+import { keyIdOf, type TrustStore } from '../../manifests/format/trust.js';
+import { verifyChain } from '../../manifests/audit/verify-chain.js';
+import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
+import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { collectGarbage } from '../lib/stats.js';
 import { workerLineVerifier } from './chain-pool.js';
 

@@ -4,7 +4,7 @@
  * Rounds alternate 1 and 32 so both see the same machine.
  */
 import { join } from 'node:path';
-import { openLedger } from '../../src/ledger.js';
+import { openLedger } from '../../src/ledger/ledger.js';
 import { makeSummary, nextMarker } from '../lib/data.js';
 import { collectGarbage } from '../lib/stats.js';
 

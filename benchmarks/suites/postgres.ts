@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import pg from 'pg';
-import { openLedger, type Ledger } from '../../src/ledger.js';
+import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { findPostgresBin, PgCluster } from '../lib/pg-cluster.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';

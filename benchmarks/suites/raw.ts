@@ -6,7 +6,7 @@
 import { constants } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { join } from 'node:path';
-import type { HashBackend } from '../../store/digest.js';
+import type { HashBackend } from '../../store/hash/digest.js';
 
 const CHUNK = 4 * 1024 * 1024;
 

@@ -7,10 +7,10 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as cacache from 'cacache';
-import { formatDigest, type HashBackend } from '../../store/digest.js';
-import { loadHashBackend, type HashBackendName } from '../../store/hash-backends.js';
-import { openLedger, type Ledger } from '../../src/ledger.js';
-import { validateSummary } from '../../src/summary.js';
+import { formatDigest, type HashBackend } from '../../store/hash/digest.js';
+import { loadHashBackend, type HashBackendName } from '../../store/hash/backends.node.js';
+import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { validateSummary } from '../../src/summary/summary.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
 import { rawDurableWrite, rawRead, rawReadHash, rawReadHashText } from './raw.js';

@@ -1,5 +1,5 @@
 /** grant, revoke, grants, keys: the operator's access and key lifecycle commands. */
-import { writeFileAtomic } from '../atomic-file.js';
+import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withLedger, EXIT_OK, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
 const grantOptions = { ...storeOptions, principal: { type: 'string' }, session: { type: 'string' }, all: { type: 'boolean', default: false }, by: { type: 'string' } } as const;

@@ -1,7 +1,7 @@
 /** The core commands: init, publish, resume, history. */
 import { createReadStream } from 'node:fs';
 import { LedgerError } from '../errors.js';
-import { DEFAULT_MAX_SUMMARY_BYTES } from '../summary.js';
+import { DEFAULT_MAX_SUMMARY_BYTES } from '../summary/summary.js';
 import { withLedger, EXIT_OK, openFromArgs, parse, readLimited, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
 export async function init(argv: string[], io: CliIo): Promise<number> {

@@ -1,6 +1,6 @@
 /** `handoff-ledger demo [--root DIR] [--host ID]`: runs the end-to-end demo on the embedded store. */
-import { runDemo } from '../demo.js';
-import { defaultRoot } from '../ledger.js';
+import { runDemo } from './demo-scenario.js';
+import { defaultRoot } from '../ledger/ledger.js';
 import { EXIT_OK, parse, reportError, type CliIo } from './io.js';
 
 export const usage = 'usage: handoff-ledger demo [--root DIR] [--host ID]\n';

@@ -3,8 +3,8 @@
  * writes an audit bundle. Trust keys are not part of it: auditors get them from `keys export`,
  * out of band. Exit 0 written, 1 a coded ledger error, 2 usage or I/O error.
  */
-import { AuditError } from '../../manifests/audit-errors.js';
-import { exportBundle } from '../export.js';
+import { AuditError } from '../../manifests/audit/errors.js';
+import { exportBundle } from '../ops/export.js';
 import { EXIT_OK, EXIT_USAGE, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
 export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--root R]';

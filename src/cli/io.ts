@@ -1,11 +1,11 @@
 /** Shared plumbing of the CLI commands: I/O handles, option parsing, opening the ledger, error output. */
 import { hostname } from 'node:os';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import type { HashBackendName } from '../../store/hash-backends.js';
+import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Writable } from 'node:stream';
-import { isValidId } from '../../manifests/ids.js';
+import { isValidId } from '../../manifests/format/ids.js';
 import { isHandoffLedgerError } from '../errors.js';
-import { defaultRoot, openLedger, type Ledger, type OpenLedgerOptions } from '../ledger.js';
+import { defaultRoot, openLedger, type Ledger, type OpenLedgerOptions } from '../ledger/ledger.js';
 
 export interface CliIo {
   stdout: Writable;

@@ -1,5 +1,5 @@
 /** fsck and gc commands. */
-import { fsck as runFsck, gc as runGc, parseDuration } from '../maintenance.js';
+import { fsck as runFsck, gc as runGc, parseDuration } from '../ops/maintenance.js';
 import { withLedger, EXIT_OK, EXIT_REFUSED, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {

@@ -5,18 +5,18 @@
  */
 import { createReadStream } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { loadHashBackend } from '../../store/hash-backends.js';
-import { AuditError } from '../../manifests/audit-errors.js';
-import type { Finding } from '../../manifests/audit-findings.js';
-import { nobleVerifier } from '../../manifests/ed25519.js';
-import { nodeVerifier } from '../../manifests/ed25519-node.js';
+import { loadHashBackend } from '../../store/hash/backends.node.js';
+import { AuditError } from '../../manifests/audit/errors.js';
+import type { Finding } from '../../manifests/audit/findings.js';
+import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { parseTrustStore, type TrustStore } from '../../manifests/trust.js';
-import { verifyBundle, type AuditProgress, type BundleAuditReport } from '../../manifests/verify-chain.js';
-import type { LineVerifier } from '../../manifests/verify-line.js';
-import { createWorkerLineVerifier } from '../../manifests/verify-workers.js';
-import { openBundleDir } from '../bundle-dir.js';
-import { decodeSummary, validateSummary } from '../summary.js';
+import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import { verifyBundle, type AuditProgress, type BundleAuditReport } from '../../manifests/audit/verify-chain.js';
+import type { LineVerifier } from '../../manifests/audit/verify-line.js';
+import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
+import { openBundleDir } from '../ops/bundle-dir.js';
+import { decodeSummary, validateSummary } from '../summary/summary.js';
 import { EXIT_OK, EXIT_REFUSED, EXIT_USAGE, hashFromEnv, parse, readLimited, UsageError, type CliIo } from './io.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;

@@ -3,9 +3,9 @@
  * validate it, publish it, and hand back the compacted context. The model never touches a file; a
  * rejected answer publishes nothing and leaves the previous compaction as the one `resume` returns.
  */
-import type { Digest } from '../../store/digest.js';
+import type { Digest } from '../../store/hash/digest.js';
 import { LedgerError, throwIfCancelled } from '../errors.js';
-import { validateSummary, type Summary } from '../summary.js';
+import { validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
 import { resumeContext } from './resume-context.js';
 import { compactionRequest, extractSummary, type CompactionMode } from './tool.js';

@@ -2,8 +2,8 @@
  * Renders a verified handoff as the message the model sees when a session continues. The model gets
  * its context from the Harness, so resuming needs no file access at all.
  */
-import type { Digest } from '../../store/digest.js';
-import type { Summary } from '../summary.js';
+import type { Digest } from '../../store/hash/digest.js';
+import type { Summary } from '../summary/summary.js';
 import type { ModelMessage } from './model.js';
 
 /** A verified handoff: what `Ledger.resume` returns (or what `compact` just published). */

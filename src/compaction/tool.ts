@@ -3,7 +3,7 @@
  * or, for APIs with structured output, a response format with the same schema. Either way the answer
  * goes to the Harness, never to the filesystem, so the user's file permissions play no part.
  */
-import { summaryJsonSchema } from '../summary.js';
+import { summaryJsonSchema } from '../summary/summary.js';
 import { LedgerError } from '../errors.js';
 import type { ModelMessage, ModelRequest, ModelResponse, ModelResponseFormat, ModelToolDefinition } from './model.js';
 

@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { bundleBlobPath } from '../../manifests/bundle.js';
-import { verifyBundle } from '../../manifests/verify-chain.js';
-import { openBundleDir } from '../../src/bundle-dir.js';
+import { bundleBlobPath } from '../../manifests/audit/bundle.js';
+import { verifyBundle } from '../../manifests/audit/verify-chain.js';
+import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { buildBundle, writeBundleDir } from '../support/bundle-builder.js';
 import { tempDir } from '../support/tmp.js';
 

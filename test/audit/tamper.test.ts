@@ -4,14 +4,14 @@
  * mutated lines, as an attacker would, so each case shows what the signed chain alone reveals.
  */
 import { describe, expect, it } from 'vitest';
-import { decodeSummary } from '../../src/summary.js';
-import { nobleVerifier, type SignatureVerifier } from '../../manifests/ed25519.js';
-import { nodeVerifier } from '../../manifests/ed25519-node.js';
-import { FINDING_CODES, type FindingCode } from '../../manifests/audit-findings.js';
-import { verifyBundle, type VerifyBundleOptions } from '../../manifests/verify-chain.js';
-import { memoryBundleReader } from '../../manifests/bundle.js';
-import { serializeEnvelope, signEnvelope, type Envelope } from '../../manifests/envelope.js';
-import { MANIFEST_PAYLOAD_TYPE } from '../../manifests/manifest.js';
+import { decodeSummary } from '../../src/summary/summary.js';
+import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
+import { FINDING_CODES, type FindingCode } from '../../manifests/audit/findings.js';
+import { verifyBundle, type VerifyBundleOptions } from '../../manifests/audit/verify-chain.js';
+import { memoryBundleReader } from '../../manifests/audit/bundle.js';
+import { serializeEnvelope, signEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
+import { MANIFEST_PAYLOAD_TYPE } from '../../manifests/format/manifest.js';
 import {
   at, buildBundle, ChainBuilder, jsonl, makeKey, readerOf, signPayload, trustOf,
   type LayoutOptions, type TestBundle,

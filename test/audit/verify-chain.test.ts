@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { FINDING_CODES } from '../../manifests/audit-findings.js';
-import { memoryBundleReader } from '../../manifests/bundle.js';
-import { verifyBundle, verifyChain } from '../../manifests/verify-chain.js';
-import { splitLines, MAX_LINE_BYTES } from '../../manifests/verify-line.js';
-import { nodeVerifier } from '../../manifests/ed25519-node.js';
-import { loadHashBackend } from '../../store/hash-backends.js';
+import { FINDING_CODES } from '../../manifests/audit/findings.js';
+import { memoryBundleReader } from '../../manifests/audit/bundle.js';
+import { verifyBundle, verifyChain } from '../../manifests/audit/verify-chain.js';
+import { splitLines, MAX_LINE_BYTES } from '../../manifests/audit/verify-line.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
+import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { buildBundle, ChainBuilder, jsonl, makeKey, trustOf } from '../support/bundle-builder.js';
 
 const found = (r: { findings: Array<{ code: string; line?: number }> }) => r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { FINDING_CODES } from '../../manifests/audit-findings.js';
+import { FINDING_CODES } from '../../manifests/audit/findings.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
 import { buildBundle, makeKey, writeBundleDir, writeTrustFile, type TestBundle } from '../support/bundle-builder.js';
 import { captureIo } from '../support/capture-io.js';

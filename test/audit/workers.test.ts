@@ -1,17 +1,17 @@
 /**
- * The worker-thread line verifier runs the compiled dist/ twin of manifests/verify-workers.ts
+ * The worker-thread line verifier runs the compiled dist/ twin of manifests/audit/verify-workers.node.ts
  * (`npm test` builds it first through `pretest`).
  */
 import { describe, expect, it } from 'vitest';
-import { memoryBundleReader } from '../../manifests/bundle.js';
-import { nodeVerifier } from '../../manifests/ed25519-node.js';
-import { verifyBundle } from '../../manifests/verify-chain.js';
-import { createWorkerLineVerifier, workerScriptUrl } from '../../manifests/verify-workers.js';
+import { memoryBundleReader } from '../../manifests/audit/bundle.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
+import { verifyBundle } from '../../manifests/audit/verify-chain.js';
+import { createWorkerLineVerifier, workerScriptUrl } from '../../manifests/audit/verify-workers.node.js';
 import { buildBundle, jsonl, trustOf } from '../support/bundle-builder.js';
 
 describe('createWorkerLineVerifier', () => {
   it('runs from the compiled dist/ twin when the module itself is TypeScript', () => {
-    expect(workerScriptUrl().pathname).toMatch(/\/dist\/manifests\/verify-workers\.js$/);
+    expect(workerScriptUrl().pathname).toMatch(/\/dist\/manifests\/audit\/verify-workers\.node\.js$/);
   });
 
   it('produces exactly the in-thread report, findings and line numbers included', async () => {

@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { BlobStore } from '../../store/blob-store.js';
-import { hashBytes, nobleBlake3, type Digest, type HashBackend } from '../../store/digest.js';
+import { hashBytes, nobleBlake3, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import { StoreError, type StoreErrorCode } from '../../store/errors.js';
 
 export interface BlobStoreFixture {

@@ -3,8 +3,8 @@
  * (test/embedded-backend.test.ts, test/pg-backend.test.ts), so publish/resume semantics cannot drift.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Ledger, OpenLedgerOptions } from '../../src/ledger.js';
-import { fsck, gc } from '../../src/maintenance.js';
+import type { Ledger, OpenLedgerOptions } from '../../src/ledger/ledger.js';
+import { fsck, gc } from '../../src/ops/maintenance.js';
 
 export interface LedgerBackend {
   /** Opens a ledger on this backend's storage (the same storage every call, so a reopen is a restart). */

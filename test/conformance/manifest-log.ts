@@ -3,10 +3,10 @@
  * watermarks. Every backend (LevelDB, PostgreSQL) runs it unchanged through a factory.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { digestOf, type Digest } from '../../store/digest.js';
+import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
 import { ManifestError, type ManifestErrorCode } from '../../manifests/errors.js';
-import type { AppendRequest, GrantRecord, LogEntry, ManifestLog } from '../../manifests/log.js';
+import type { AppendRequest, GrantRecord, LogEntry, ManifestLog } from '../../manifests/log/log.js';
 
 export interface ManifestLogFixture {
   log: ManifestLog;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LedgerError } from '../../src/errors.js';
-import { openLedger, type Ledger } from '../../src/ledger.js';
+import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
 import { compact, resumeContext, type ModelRequest } from '../../src/compaction/index.js';
 import { sampleSummary, scriptedModel, submitHandoff } from '../support/harness/index.js';
 

@@ -1,7 +1,7 @@
 /** The compaction helpers a Harness adopts as they are: the threshold, the tool, the request, the resume message. */
 import { describe, expect, it } from 'vitest';
 import { LedgerError } from '../../src/errors.js';
-import { summaryJsonSchema } from '../../src/summary.js';
+import { summaryJsonSchema } from '../../src/summary/summary.js';
 import {
   compactionRequest,
   DEFAULT_COMPACTION_RATIO,

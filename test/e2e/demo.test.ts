@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runDemo } from '../../src/demo.js';
+import { runDemo } from '../../src/cli/demo-scenario.js';
 import { run } from '../../src/cli/demo.js';
-import { openLedger } from '../../src/ledger.js';
+import { openLedger } from '../../src/ledger/ledger.js';
 
 let base: string;
 beforeEach(async () => {

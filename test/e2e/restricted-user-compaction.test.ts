@@ -5,7 +5,7 @@
 import { access, mkdir, readFile, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openLedger } from '../../src/ledger.js';
+import { openLedger } from '../../src/ledger/ledger.js';
 import { HANDOFF_CONTEXT_HEADER, SUBMIT_HANDOFF } from '../../src/compaction/index.js';
 import {
   answer,
@@ -149,7 +149,7 @@ describe('compaction through the ledger (the fix)', () => {
 
   it('compacts on a manual /compact below the threshold, and resumes after a restart without any file-tool call', async () => {
     const permissionsBefore = structuredClone(world.account.allowedRoots);
-    const summary = sampleSummary({ task: 'Rename the config loader', nextSteps: ['Update the imports in src/cli.ts'] });
+    const summary = sampleSummary({ task: 'Rename the config loader', nextSteps: ['Update the imports in src/cli/main.ts'] });
     const model = scriptedModel([reply(answer(1)), reply(answer(2)), submitHandoff(summary)]);
     const first = await startSession(world, { model });
     await first.harness.send(request(1));
@@ -165,7 +165,7 @@ describe('compaction through the ledger (the fix)', () => {
     expect(resumed?.summary).toEqual(summary);
     expect(resumed?.seq).toBe(0);
     const next = await second.harness.send('Where were we?');
-    expect(next.answer).toBe('Next: Update the imports in src/cli.ts (task: Rename the config loader)');
+    expect(next.answer).toBe('Next: Update the imports in src/cli/main.ts (task: Rename the config loader)');
     expect(second.harness.fileTool.calls).toEqual([]);
     expect(world.account.allowedRoots).toEqual(permissionsBefore);
     await second.ledger!.close();

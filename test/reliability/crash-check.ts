@@ -4,12 +4,12 @@
  * and in the offline auditor), chains are contiguous, blobs exist and match, recovery clears staging.
  */
 import { isDeepStrictEqual } from 'node:util';
-import { openLedger, type Ledger } from '../../src/ledger.js';
-import { decodeSummary } from '../../src/summary.js';
-import { verifyChain } from '../../manifests/verify-chain.js';
-import { verifyManifestEnvelope } from '../../manifests/verify-manifest.js';
-import type { Manifest } from '../../manifests/manifest.js';
-import { nodeVerifier } from '../../manifests/ed25519-node.js';
+import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { decodeSummary } from '../../src/summary/summary.js';
+import { verifyChain } from '../../manifests/audit/verify-chain.js';
+import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
+import type { Manifest } from '../../manifests/format/manifest.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { crashSummary, SESSIONS } from './crash-summary.mjs';
 import { stagingFiles, Tally } from './store-support.js';
 

@@ -7,8 +7,8 @@
  */
 import { constants } from 'node:os';
 import type { Level } from 'level';
-import { nodeFsOps, type FsOps } from '../../store/fs-ops.js';
-import type { BatchOp } from '../../manifests/level-log.js';
+import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
+import type { BatchOp } from '../../manifests/log/level/log.js';
 
 export type Errno = 'EIO' | 'ENOSPC' | 'EACCES' | 'EROFS';
 export const ERRNOS: readonly Errno[] = ['EIO', 'ENOSPC', 'EACCES', 'EROFS'];

@@ -4,10 +4,10 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openLedger, type Ledger } from '../../src/ledger.js';
-import { validateSummary } from '../../src/summary.js';
-import { loadHashBackend } from '../../store/hash-backends.js';
-import { hashBytes, digestHex } from '../../store/digest.js';
+import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { validateSummary } from '../../src/summary/summary.js';
+import { loadHashBackend } from '../../store/hash/backends.node.js';
+import { hashBytes, digestHex } from '../../store/hash/digest.js';
 import { ERRNOS, type Errno, type FaultPlan } from './fault-plan.js';
 import { SOAK } from './figures.js';
 import { blobPath, sizedSummary } from './store-support.js';

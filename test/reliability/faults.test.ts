@@ -9,7 +9,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { FsBlobStore } from '../../store/fs-blob-store.js';
+import { FsBlobStore } from '../../store/fs/blob-store.js';
 import { FaultPlan, type Errno, type FaultOp } from './fault-plan.js';
 import { entryCount, errnosFor, hexOf, main, openFaulty as open, scenarios, wasm, type Ctx, type Summary } from './fault-scenarios.js';
 import { recordFigures, counter, SOAK } from './figures.js';

@@ -5,10 +5,10 @@
  */
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { digestHex, type Digest } from '../../store/digest.js';
+import { digestHex, type Digest } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { AuditError } from '../../manifests/audit-errors.js';
+import { AuditError } from '../../manifests/audit/errors.js';
 import { LedgerError } from '../../src/errors.js';
 
 export function blobPath(root: string, digest: string): string {

@@ -6,14 +6,14 @@
 import { createPrivateKey, sign as nodeSign, type KeyObject } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { digestOf, type Digest } from '../../store/digest.js';
-import { encodeBase64Url } from '../../manifests/base64.js';
-import { canonicalBytes } from '../../manifests/canonical.js';
-import { noblePublicKey } from '../../manifests/ed25519.js';
-import { serializeEnvelope, signEnvelope, type Envelope, type Signer } from '../../manifests/envelope.js';
-import { manifestId, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../../manifests/manifest.js';
-import { keyIdOf, type TrustedKey, type TrustStore } from '../../manifests/trust.js';
-import { BUNDLE_FORMAT, bundleBlobPath, memoryBundleReader, serializeBundleHeader, type BundleHeader, type BundleReader } from '../../manifests/bundle.js';
+import { digestOf, type Digest } from '../../store/hash/digest.js';
+import { encodeBase64Url } from '../../manifests/encoding/base64.js';
+import { canonicalBytes } from '../../manifests/encoding/canonical.js';
+import { noblePublicKey } from '../../manifests/crypto/ed25519.js';
+import { serializeEnvelope, signEnvelope, type Envelope, type Signer } from '../../manifests/crypto/envelope.js';
+import { manifestId, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../../manifests/format/manifest.js';
+import { keyIdOf, type TrustedKey, type TrustStore } from '../../manifests/format/trust.js';
+import { BUNDLE_FORMAT, bundleBlobPath, memoryBundleReader, serializeBundleHeader, type BundleHeader, type BundleReader } from '../../manifests/audit/bundle.js';
 
 export const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 export const at = (secondsAfterT0: number) => new Date(T0 + secondsAfterT0 * 1000).toISOString();

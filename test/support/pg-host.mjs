@@ -4,7 +4,7 @@
 // Protocol: config as JSON in argv[2]; one JSON object per stdout line; commands on stdin lines.
 import { createInterface } from 'node:readline';
 import { openLedger } from '../../dist/src/index.js';
-import { openPostgresBackends } from '../../dist/src/pg-backend.js';
+import { openPostgresBackends } from '../../dist/src/ledger/pg-backend.js';
 
 const config = JSON.parse(process.argv[2]);
 const say = (msg) => process.stdout.write(`${JSON.stringify(msg)}\n`);

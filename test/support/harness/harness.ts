@@ -13,8 +13,8 @@ import {
   type ModelAdapter,
   type ModelMessage,
 } from '../../../src/compaction/index.js';
-import type { Ledger, Resumed } from '../../../src/ledger.js';
-import type { Summary } from '../../../src/summary.js';
+import type { Ledger, Resumed } from '../../../src/ledger/ledger.js';
+import type { Summary } from '../../../src/summary/summary.js';
 import { FileTool } from './file-tool.js';
 import { contextTokens } from './tokens.js';
 import type { Transcript } from './transcript.js';

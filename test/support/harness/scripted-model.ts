@@ -4,7 +4,7 @@
  * reverse). Answers that depend on context (the handoff after a restart) read the request itself.
  */
 import { HANDOFF_CONTEXT_HEADER, SUBMIT_HANDOFF, type ModelAdapter, type ModelRequest, type ModelResponse } from '../../../src/compaction/index.js';
-import type { Summary } from '../../../src/summary.js';
+import type { Summary } from '../../../src/summary/summary.js';
 
 export interface ScriptStep {
   expect: ModelRequest['purpose'];

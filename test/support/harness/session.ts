@@ -4,7 +4,7 @@
  * what the ledger returns on resume carries the context across.
  */
 import { join } from 'node:path';
-import { openLedger, type Ledger, type OpenLedgerOptions } from '../../../src/ledger.js';
+import { openLedger, type Ledger, type OpenLedgerOptions } from '../../../src/ledger/ledger.js';
 import type { CompactionMode } from '../../../src/compaction/index.js';
 import { ReferenceHarness } from './harness.js';
 import type { ScriptedModel } from './scripted-model.js';

@@ -3,7 +3,7 @@
  * records (in the signed manifest) how far the summary covers it.
  */
 import { appendFile, readFile } from 'node:fs/promises';
-import { digestOf, type Digest } from '../../../store/digest.js';
+import { digestOf, type Digest } from '../../../store/hash/digest.js';
 import type { ModelMessage } from '../../../src/compaction/index.js';
 
 export class Transcript {

@@ -1,0 +1,125 @@
+/**
+ * The export bundle format (version 1), isomorphic. A bundle is a directory:
+ *
+ *   bundle.json              header: format, version, exportedAt, host, counts, filters (unsigned)
+ *   manifests.jsonl          one DSSE envelope per line, exactly as stored, in global log order, each `\n`-terminated
+ *   blobs/blake3/<64hex>     optional: the summary blobs the manifests reference
+ *
+ * The header is unsigned: it is a description, never a source of trust. Keys are not part of a bundle;
+ * auditors pass a pinned trust file. `BundleReader` abstracts the files, so a browser can verify text it
+ * fetched and Node can read a directory (src/ops/bundle-dir.ts).
+ */
+import { z } from 'zod';
+import { isDigest, type Digest } from '../../store/hash/digest.js';
+import { AuditError } from './errors.js';
+import { idSchema } from '../format/ids.js';
+import { timestampSchema } from '../format/manifest.js';
+
+export const BUNDLE_FORMAT = 'handoff-ledger-bundle';
+export const BUNDLE_VERSION = 1;
+export const BUNDLE_HEADER_FILE = 'bundle.json';
+export const BUNDLE_MANIFESTS_FILE = 'manifests.jsonl';
+/** Blobs live at `blobs/blake3/<64 hex>`: only validated hex digests become path components. */
+export const BUNDLE_BLOB_DIR = 'blobs/blake3';
+const MAX_HEADER_BYTES = 64 * 1024;
+
+const count = z.int().min(0);
+
+export const bundleHeaderSchema = z.strictObject({
+  format: z.literal(BUNDLE_FORMAT),
+  version: z.literal(BUNDLE_VERSION),
+  exportedAt: timestampSchema,
+  /** The host whose ledger was exported. */
+  host: idSchema,
+  counts: z.strictObject({
+    manifests: count,
+    chains: count,
+    /** Present iff the bundle carries blobs. */
+    blobs: count.optional(),
+  }),
+  filters: z.strictObject({
+    principal: idSchema.optional(),
+    session: idSchema.optional(),
+  }),
+});
+
+export type BundleHeader = z.infer<typeof bundleHeaderSchema>;
+
+/** Parses a header from untrusted text. @throws AuditError `BUNDLE_INVALID` */
+export function parseBundleHeader(text: string): BundleHeader {
+  if (text.length > MAX_HEADER_BYTES) throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE} is over ${MAX_HEADER_BYTES} bytes`);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE} is not JSON`, { cause: err });
+  }
+  const parsed = bundleHeaderSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+  }
+  return parsed.data;
+}
+
+/** The serialized header (what `export` writes). */
+export function serializeBundleHeader(header: BundleHeader): string {
+  return `${JSON.stringify(bundleHeaderSchema.parse(header), null, 2)}\n`;
+}
+
+/** A blob read from a bundle: `bytes` is absent when `size` exceeds the caller's bound (never read). */
+export interface BundleBlob {
+  size: number;
+  bytes?: Uint8Array;
+}
+
+/**
+ * Read access to one bundle. Implementations throw `AuditError` `BUNDLE_IO` when a file cannot be read.
+ */
+export interface BundleReader {
+  /** The text of bundle.json, or `undefined` when the bundle has none (bare manifests.jsonl text). */
+  header(): Promise<string | undefined>;
+  /** The bytes of manifests.jsonl, in chunks of any size. */
+  manifests(): AsyncIterable<Uint8Array>;
+  /** Total size of manifests.jsonl in bytes, when known (for progress). */
+  manifestsSize?(): Promise<number | undefined>;
+  /**
+   * Present iff the bundle carries blobs. Returns `undefined` for an absent blob; reads no bytes
+   * of a blob larger than `maxBytes`.
+   */
+  readBlob?(digest: Digest, maxBytes: number): Promise<BundleBlob | undefined>;
+}
+
+/** The path of a blob inside a bundle. @throws TypeError for anything but a blake3 digest */
+export function bundleBlobPath(digest: string): string {
+  if (!isDigest(digest)) throw new TypeError('bundle blob path needs a blake3:<64 hex> digest');
+  return `${BUNDLE_BLOB_DIR}/${digest.slice(7)}`;
+}
+
+/**
+ * A reader over values already in memory: fetched text in a browser, or test fixtures.
+ * `blobs` (when given) maps a digest to its bytes and makes the bundle a bundle with blobs.
+ */
+export function memoryBundleReader(input: {
+  header?: string;
+  manifests: string | Uint8Array;
+  blobs?: ReadonlyMap<string, Uint8Array>;
+}): BundleReader {
+  const bytes = typeof input.manifests === 'string' ? new TextEncoder().encode(input.manifests) : input.manifests;
+  const reader: BundleReader = {
+    header: async () => input.header,
+    async *manifests() {
+      yield bytes;
+    },
+    manifestsSize: async () => bytes.length,
+  };
+  const blobs = input.blobs;
+  if (blobs) {
+    reader.readBlob = async (digest, maxBytes) => {
+      const b = blobs.get(digest);
+      if (!b) return undefined;
+      return b.length > maxBytes ? { size: b.length } : { size: b.length, bytes: b };
+    };
+  }
+  return reader;
+}

@@ -1,0 +1,164 @@
+/**
+ * Step 6 of the offline audit: the chain rules, over manifests that already passed every per-line
+ * step (so every field used here is signed by a trusted key). Chains are keyed by session: a session
+ * has exactly one chain (DESIGN.md, "Core contracts"). Each entry gets at most one chain finding, the
+ * most specific, so one tampered line does not drown the report in consequences. Isomorphic.
+ */
+import type { Digest } from '../../store/hash/digest.js';
+import type { ChainSummary, FindingSink } from './findings.js';
+import type { VerifiedLine } from './verify-line.js';
+
+export interface ChainEntry extends VerifiedLine {
+  /** The exact envelope text of the line (evidence for forks). */
+  text: string;
+}
+
+/** What the bundle claims to contain; a chain outside it is `OUT_OF_SCOPE`. */
+export interface AuditScope {
+  session?: string;
+  /** Chains in which this principal published at least one manifest. */
+  principal?: string;
+}
+
+/** Drops repeated ids (`DUPLICATE`) and groups the rest by session, keeping file order. */
+function groupChains(entries: ChainEntry[], sink: FindingSink): { chains: Map<string, ChainEntry[]>; byId: Map<Digest, ChainEntry> } {
+  const byId = new Map<Digest, ChainEntry>();
+  const chains = new Map<string, ChainEntry[]>();
+  for (const e of entries) {
+    const first = byId.get(e.id);
+    if (first) {
+      sink.add({
+        code: 'DUPLICATE',
+        line: e.line,
+        chain: e.session,
+        seq: e.seq,
+        message: `manifest ${e.id} already appeared on line ${first.line}`,
+        evidence: { lines: [first.line], ids: [e.id] },
+      });
+      continue;
+    }
+    byId.set(e.id, e);
+    let chain = chains.get(e.session);
+    if (!chain) chains.set(e.session, (chain = []));
+    chain.push(e);
+  }
+  return { chains, byId };
+}
+
+function inScope(session: string, chain: ChainEntry[], scope: AuditScope | undefined): boolean {
+  if (scope?.session !== undefined && session !== scope.session) return false;
+  if (scope?.principal !== undefined && !chain.some((e) => e.principal === scope.principal)) return false;
+  return true;
+}
+
+function verifyForksAndOrder(session: string, chain: ChainEntry[], bySeq: Map<number, ChainEntry[]>, sink: FindingSink): Set<ChainEntry> {
+  const flagged = new Set<ChainEntry>();
+  let maxSeq = -1;
+  for (const e of chain) {
+    const group = bySeq.get(e.seq)!;
+    if (group.length > 1 && group[0] !== e) {
+      const first = group[0]!;
+      sink.add({
+        code: 'FORK',
+        line: e.line,
+        chain: session,
+        seq: e.seq,
+        message: `two manifests at seq ${e.seq}: lines ${first.line} and ${e.line}`,
+        evidence: { lines: [first.line, e.line], ids: [first.id, e.id], envelopes: [first.text, e.text] },
+      });
+      flagged.add(e);
+    } else if (e.seq < maxSeq) {
+      sink.add({
+        code: 'OUT_OF_ORDER',
+        line: e.line,
+        chain: session,
+        seq: e.seq,
+        message: `seq ${e.seq} appears after seq ${maxSeq} of the same chain`,
+        evidence: { expected: maxSeq + 1, actual: e.seq },
+      });
+      flagged.add(e);
+    }
+    maxSeq = Math.max(maxSeq, e.seq);
+  }
+  return flagged;
+}
+
+function verifyLinks(session: string, bySeq: Map<number, ChainEntry[]>, byId: Map<Digest, ChainEntry>, flagged: Set<ChainEntry>, sink: FindingSink): void {
+  const seqs = [...bySeq.keys()].sort((a, b) => a - b);
+  for (let i = 0; i < seqs.length; i++) {
+    const seq = seqs[i]!;
+    const group = bySeq.get(seq)!;
+    if (i === 0 && seq !== 0) {
+      sink.add({ code: 'SEQ_NOT_ZERO', line: group[0]!.line, chain: session, seq, message: `chain starts at seq ${seq}, not 0`, evidence: { expected: 0, actual: seq } });
+      continue;
+    }
+    if (i > 0 && seq !== seqs[i - 1]! + 1) {
+      const expected = seqs[i - 1]! + 1;
+      sink.add({ code: 'SEQ_GAP', line: group[0]!.line, chain: session, seq, message: `seq ${expected}..${seq - 1} missing before seq ${seq}`, evidence: { expected, actual: seq } });
+      continue;
+    }
+    if (seq === 0) continue; // the schema already holds prev === null exactly at seq 0
+    for (const e of group) {
+      if (flagged.size > 0 && flagged.has(e)) continue;
+      const parent = e.prev === null ? undefined : byId.get(e.prev);
+      if (parent && parent.session === session && parent.seq === seq - 1) {
+        // Fixed-width ISO-8601 UTC with milliseconds (schema-checked): string order is time order.
+        if (e.createdAt < parent.createdAt) {
+          sink.add({
+            code: 'TIME_REVERSED', line: e.line, chain: session, seq,
+            message: `createdAt ${e.createdAt} is before ${parent.createdAt} of seq ${seq - 1}`,
+            evidence: { expected: parent.createdAt, actual: e.createdAt, lines: [parent.line] },
+          });
+        }
+        continue;
+      }
+      const other = parent !== undefined && parent.session !== session;
+      sink.add({
+        code: other ? 'SESSION_MISMATCH' : 'PREV_MISMATCH', line: e.line, chain: session, seq,
+        message: other ? `prev links to line ${parent.line} of session ${parent.session}` : `prev ${e.prev} is not the id of a manifest at seq ${seq - 1}`,
+        evidence: { expected: bySeq.get(seq - 1)![0]!.id, actual: e.prev },
+      });
+    }
+  }
+}
+
+/**
+ * Applies the chain rules to verified entries in file (global log) order and returns one summary per
+ * in-scope chain. Findings: DUPLICATE, OUT_OF_SCOPE, FORK, OUT_OF_ORDER, SEQ_NOT_ZERO, SEQ_GAP,
+ * PREV_MISMATCH, SESSION_MISMATCH, TIME_REVERSED.
+ */
+export function verifyChainRules(entries: ChainEntry[], scope: AuditScope | undefined, sink: FindingSink): ChainSummary[] {
+  const { chains, byId } = groupChains(entries, sink);
+  const summaries: ChainSummary[] = [];
+  for (const [session, chain] of chains) {
+    if (!inScope(session, chain, scope)) {
+      sink.add({
+        code: 'OUT_OF_SCOPE',
+        line: chain[0]!.line,
+        chain: session,
+        message: `chain of session ${session} is outside the bundle's scope ${JSON.stringify(scope)}`,
+        evidence: { lines: chain.map((e) => e.line).slice(0, 100) },
+      });
+      continue;
+    }
+    const bySeq = new Map<number, ChainEntry[]>();
+    for (const e of chain) {
+      const g = bySeq.get(e.seq);
+      if (g) g.push(e);
+      else bySeq.set(e.seq, [e]);
+    }
+    const flagged = verifyForksAndOrder(session, chain, bySeq, sink);
+    verifyLinks(session, bySeq, byId, flagged, sink);
+    let headSeq = 0;
+    for (const seq of bySeq.keys()) if (seq > headSeq) headSeq = seq;
+    summaries.push({
+      session,
+      entries: chain.length,
+      head: bySeq.get(headSeq)![0]!.id,
+      headSeq,
+      principals: [...new Set(chain.map((e) => e.principal))],
+      hosts: [...new Set(chain.map((e) => e.host))],
+    });
+  }
+  return summaries;
+}

@@ -1,0 +1,117 @@
+/**
+ * What the offline auditor reports: typed findings with line numbers, grouped by chain.
+ * Isomorphic. `FINDING_CODES` is the closed list of codes, each with the step that produces it;
+ * docs/AUDIT.md documents every one of them (a test holds the two together).
+ */
+import type { Digest } from '../../store/hash/digest.js';
+
+export const FINDING_CODES = {
+  // Step 1, line parse: every line of manifests.jsonl is hostile until proven otherwise.
+  LINE_TOO_LONG: 'line is longer than the bound (64 KiB); it is skipped without being parsed',
+  LINE_NOT_JSON: 'line is empty, not UTF-8, or not JSON',
+  LINE_TRUNCATED: 'last line has no terminating newline (a cut-off file)',
+  ENVELOPE_INVALID: 'JSON but not a strict DSSE envelope (fields, types, canonical base64)',
+  // Step 2-5, one envelope: payload type, key, signature, schema (manifests/crypto/verify-manifest.ts).
+  PAYLOAD_TYPE: 'envelope carries another payload type than the v1 manifest',
+  KEY_UNTRUSTED: "manifest's keyId is not in the trust file for the manifest's host",
+  KEY_EXPIRED: 'key was not yet or no longer valid (notBefore/notAfter) at the manifest createdAt',
+  KEY_REVOKED: 'key was revoked at or before the manifest createdAt',
+  SIGNATURE_INVALID: 'no strict Ed25519 signature by the trusted key over PAE(payloadType, payload)',
+  MANIFEST_INVALID: 'signed payload is not a strict v1 manifest (unknown field, bad id, seq/prev rule, …)',
+  // Step 6, chains: per session, over the verified manifests only.
+  OUT_OF_SCOPE: "chain outside the bundle's declared scope (session/principal filter)",
+  DUPLICATE: 'same manifest (same id) appears again',
+  FORK: 'two different manifests at one seq of a chain (evidence: both envelopes)',
+  OUT_OF_ORDER: 'manifest appears after a higher seq of its chain (global log order violated)',
+  SEQ_NOT_ZERO: 'chain does not start at seq 0',
+  SEQ_GAP: 'seq numbers of a chain are not contiguous',
+  PREV_MISMATCH: 'prev is not the id of the manifest at seq - 1',
+  SESSION_MISMATCH: "prev links to a manifest of another session (one session per chain)",
+  TIME_REVERSED: 'createdAt is earlier than the createdAt of the manifest it links to',
+  // Step 7, blobs (only when the bundle carries blobs).
+  BLOB_MISSING: 'summary blob named by a manifest is absent from the bundle',
+  BLOB_SIZE: 'summary blob size differs from the size the manifest signs',
+  BLOB_DIGEST: 'summary blob bytes do not hash (BLAKE3) to the digest the manifest signs',
+  SUMMARY_INVALID: 'summary blob is intact but not a valid summary',
+  // Step 8, bundle header (unsigned, so only a consistency check).
+  COUNT_MISMATCH: 'header manifest count differs from the number of lines',
+} as const;
+
+export type FindingCode = keyof typeof FINDING_CODES;
+
+export interface FindingEvidence {
+  /** Other lines involved (the first occurrence of a duplicate, the other side of a fork). */
+  lines?: number[];
+  ids?: Digest[];
+  /** Exact envelope texts (both sides of a fork). */
+  envelopes?: string[];
+  expected?: string | number | null;
+  actual?: string | number | null;
+}
+
+export interface Finding {
+  code: FindingCode;
+  /** 1-based line of manifests.jsonl; absent for bundle-level findings. */
+  line?: number;
+  /** The session of the chain, only when it comes from a verified manifest. */
+  chain?: string;
+  seq?: number;
+  message: string;
+  evidence?: FindingEvidence;
+}
+
+export interface ChainSummary {
+  session: string;
+  /** Verified manifests in this chain (duplicates not counted). */
+  entries: number;
+  /** Id and seq of the highest-seq manifest. */
+  head: Digest;
+  headSeq: number;
+  principals: string[];
+  hosts: string[];
+}
+
+export interface AuditCounts {
+  lines: number;
+  /** Lines that passed every per-line step (parse, type, key, signature, schema). */
+  manifests: number;
+  chains: number;
+  findings: number;
+  byCode: Partial<Record<FindingCode, number>>;
+  /** Distinct summary blobs checked (0 when the bundle carries none). */
+  blobsChecked: number;
+}
+
+export interface AuditReport {
+  ok: boolean;
+  findings: Finding[];
+  chains: ChainSummary[];
+  counts: AuditCounts;
+  /** True when more findings occurred than `maxFindings`; `counts` still counts all of them. */
+  findingsTruncated: boolean;
+}
+
+/** Collects findings with a bound, so a hostile bundle of a billion bad lines cannot exhaust memory. */
+export class FindingSink {
+  readonly findings: Finding[] = [];
+  readonly byCode: Partial<Record<FindingCode, number>> = {};
+  total = 0;
+  constructor(private readonly max: number) {}
+
+  add(finding: Finding): void {
+    this.total++;
+    this.byCode[finding.code] = (this.byCode[finding.code] ?? 0) + 1;
+    if (this.findings.length < this.max) this.findings.push(finding);
+  }
+
+  /** Counts per code, in step order (the order of FINDING_CODES). */
+  counts(): Partial<Record<FindingCode, number>> {
+    const out: Partial<Record<FindingCode, number>> = {};
+    for (const code of Object.keys(FINDING_CODES) as FindingCode[]) if (this.byCode[code] !== undefined) out[code] = this.byCode[code];
+    return out;
+  }
+
+  get truncated(): boolean {
+    return this.total > this.findings.length;
+  }
+}

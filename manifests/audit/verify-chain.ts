@@ -1,0 +1,183 @@
+/**
+ * The offline auditor (DESIGN.md, "Offline audit"), as a checklist of named steps:
+ *
+ *   1. verifyLines     strict, bounded line parse                     LINE_* / ENVELOPE_INVALID
+ *   2-5.               payload type, trusted key for host and time,   PAYLOAD_TYPE, KEY_*, SIGNATURE_INVALID,
+ *                      strict Ed25519 signature, strict schema        MANIFEST_INVALID
+ *   6. verifyChainRules  per session: scope, duplicates, forks, order, seq from 0, prev links, time
+ *   7. verifyBlobs     digest, size, summary schema (bundles with blobs)
+ *   8. verifyHeader    header counts against the lines
+ *
+ * Every problem in the input is a finding in the report; only the verifier's own failures throw.
+ * Isomorphic: the signature backend and the per-line executor (e.g. worker threads) are injected.
+ */
+import { FindingSink, type AuditReport, type Finding } from './findings.js';
+import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundle.js';
+import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
+import type { TrustStore } from '../format/trust.js';
+import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
+import { verifyChainRules, type AuditScope, type ChainEntry } from './chain-rules.js';
+import { inlineLineVerifier, splitLines, verifyRawLine, type LineOutcome, type LineVerifier, type RawLine } from './verify-line.js';
+
+export type { AuditScope } from './chain-rules.js';
+
+export interface AuditProgress {
+  lines: number;
+  bytes: number;
+  totalBytes?: number;
+}
+
+export interface VerifyChainOptions {
+  /** The pinned trust store. Keys inside a bundle are never trusted. */
+  trust: TrustStore;
+  /** Signature backend (default: the portable noble verifier; Node: manifests/crypto/ed25519.node.ts). */
+  verifier?: SignatureVerifier;
+  /** Runs steps 1-5 (default: in this thread). manifests/audit/verify-workers.node.ts spreads them over threads. */
+  lineVerifier?: LineVerifier;
+  /** Chains outside this scope are `OUT_OF_SCOPE`. verifyBundle defaults it to the header's filters. */
+  scope?: AuditScope;
+  /** Findings kept in the report (default 100,000); counts always count all of them. */
+  maxFindings?: number;
+  /** Lines per batch handed to the line verifier (default 1,000). */
+  batchSize?: number;
+  onProgress?: (progress: AuditProgress) => void;
+}
+
+export interface VerifyBundleOptions extends VerifyChainOptions, BlobCheckOptions {}
+
+export interface BundleAuditReport extends AuditReport {
+  /** The bundle's (unsigned) header, when it has one. */
+  header?: BundleHeader;
+}
+
+/** Steps 1-5 over every line, in batches, keeping verified entries in file order. */
+async function verifyLines(raws: AsyncIterable<RawLine>, options: VerifyChainOptions, sink: FindingSink, totalBytes?: number): Promise<{ entries: ChainEntry[]; lines: number }> {
+  const ctx = { trust: options.trust, verifier: options.verifier ?? nobleVerifier };
+  const executor = options.lineVerifier ?? inlineLineVerifier(ctx);
+  const batchSize = options.batchSize ?? 1000;
+  const entries: ChainEntry[] = [];
+  const inflight: Array<{ done: Promise<LineOutcome[]>; texts: Map<number, string>; bytes: number; count: number }> = [];
+  let batch: Array<{ line: number; text: string }> = [];
+  let batchBytes = 0;
+  let lines = 0;
+  let bytes = 0;
+  let lastLine = 0;
+
+  const take = (outcome: LineOutcome, text: string | undefined): void => {
+    if (!outcome.ok) return sink.add(outcome.finding);
+    const entry = outcome.entry as ChainEntry;
+    entry.text = text!; // kept for FORK evidence
+    entries.push(entry);
+  };
+  const settleOldest = async (): Promise<void> => {
+    const b = inflight.shift()!;
+    for (const outcome of await b.done) take(outcome, outcome.ok ? b.texts.get(outcome.entry.line) : undefined);
+    lines += b.count;
+    bytes += b.bytes;
+    options.onProgress?.({ lines, bytes, totalBytes });
+  };
+  const dispatch = async (): Promise<void> => {
+    if (batch.length === 0) return;
+    const texts = new Map(batch.map((l) => [l.line, l.text]));
+    const done = executor.verifyLines(batch);
+    done.catch(() => {}); // awaited in order below; this only keeps an early rejection from being "unhandled"
+    inflight.push({ done, texts, bytes: batchBytes, count: batch.length });
+    batch = [];
+    batchBytes = 0;
+    while (inflight.length > executor.concurrency) await settleOldest();
+  };
+
+  try {
+    for await (const raw of raws) {
+      lastLine = raw.line;
+      if (!raw.terminated) {
+        // A cut-off final line: reported as such; kept only if what is there still verifies completely.
+        const outcome = verifyRawLine(raw, ctx);
+        sink.add({ code: 'LINE_TRUNCATED', line: raw.line, message: `last line (${raw.bytes} bytes) has no terminating newline` });
+        if (outcome.ok) batch.push({ line: raw.line, text: raw.text! });
+        batchBytes += raw.bytes;
+      } else if (raw.text === undefined) {
+        sink.add((verifyRawLine(raw, ctx) as Extract<LineOutcome, { ok: false }>).finding);
+        lines++;
+        bytes += raw.bytes;
+      } else {
+        batch.push({ line: raw.line, text: raw.text });
+        batchBytes += raw.bytes;
+      }
+      if (batch.length >= batchSize) await dispatch();
+    }
+    await dispatch();
+    while (inflight.length > 0) await settleOldest();
+  } finally {
+    if (!options.lineVerifier) await executor.close();
+  }
+  return { entries, lines: lastLine };
+}
+
+function report(sink: FindingSink, lines: number, entries: ChainEntry[], chains: AuditReport['chains'], blobsChecked: number): AuditReport {
+  // Line-ordered; bundle-level findings (no line) last.
+  const findings = [...sink.findings].sort((a: Finding, b: Finding) => (a.line ?? Infinity) - (b.line ?? Infinity));
+  return {
+    ok: sink.total === 0,
+    findings,
+    chains,
+    counts: { lines, manifests: entries.length, chains: chains.length, findings: sink.total, byCode: sink.counts(), blobsChecked },
+    findingsTruncated: sink.truncated,
+  };
+}
+
+/**
+ * Verifies envelope lines (e.g. a ManifestLog's `entries()` mapped to `envelope`) through steps 1-6.
+ * Line numbers are 1-based positions in `lines`.
+ * @throws AuditError `WORKER_FAILED` when an injected line verifier fails (never for bad input)
+ */
+export async function verifyChain(lines: Iterable<string> | AsyncIterable<string>, options: VerifyChainOptions): Promise<AuditReport> {
+  const sink = new FindingSink(options.maxFindings ?? 100_000);
+  const raws = (async function* () {
+    let line = 0;
+    for await (const text of lines) {
+      line++;
+      yield { line, text: String(text), terminated: true, bytes: String(text).length + 1 } satisfies RawLine;
+    }
+  })();
+  const { entries, lines: count } = await verifyLines(raws, options, sink);
+  const chains = verifyChainRules(entries, options.scope, sink);
+  return report(sink, count, entries, chains, 0);
+}
+
+function scopeOf(header: BundleHeader | undefined): AuditScope | undefined {
+  const f = header?.filters;
+  return f && (f.session !== undefined || f.principal !== undefined) ? f : undefined;
+}
+
+/**
+ * Verifies a bundle through every step: header, lines (1-5), chains (6), blobs (7), counts (8).
+ * @throws AuditError `BUNDLE_INVALID` (no parseable header where the reader has one), `BUNDLE_IO`
+ *   (from the reader), `WORKER_FAILED`
+ */
+export async function verifyBundle(reader: BundleReader, options: VerifyBundleOptions): Promise<BundleAuditReport> {
+  const headerText = await reader.header();
+  const header = headerText === undefined ? undefined : parseBundleHeader(headerText);
+  const sink = new FindingSink(options.maxFindings ?? 100_000);
+  const totalBytes = await reader.manifestsSize?.();
+  const { entries, lines } = await verifyLines(splitLines(reader.manifests()), options, sink, totalBytes);
+  const scope = options.scope ?? scopeOf(header);
+  const chains = verifyChainRules(entries, scope, sink);
+  const blobsChecked = await verifyBlobs(dedupe(entries), reader, options, sink);
+  // Step 8: the header is unsigned, so this only catches accidental truncation (see docs/AUDIT.md, Limitations).
+  if (header && header.counts.manifests !== lines) {
+    sink.add({
+      code: 'COUNT_MISMATCH',
+      message: `bundle.json counts ${header.counts.manifests} manifests; manifests.jsonl has ${lines} lines`,
+      evidence: { expected: header.counts.manifests, actual: lines },
+    });
+  }
+  const result: BundleAuditReport = report(sink, lines, entries, chains, blobsChecked);
+  if (header) result.header = header;
+  return result;
+}
+
+function dedupe(entries: ChainEntry[]): ChainEntry[] {
+  const seen = new Set<string>();
+  return entries.filter((e) => (seen.has(e.id) ? false : (seen.add(e.id), true)));
+}

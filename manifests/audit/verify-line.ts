@@ -1,0 +1,208 @@
+/**
+ * Steps 1-5 of the offline audit, for one line of manifests.jsonl: bounded line split, strict JSON
+ * parse, then the single-manifest checklist of verify-manifest.ts (payload type → trusted key for host
+ * and time → strict Ed25519 signature → strict schema). Each failure becomes a finding with the line
+ * number; nothing a line contains can make these functions throw. Isomorphic.
+ */
+import type { Digest } from '../../store/hash/digest.js';
+import type { SignatureVerifier } from '../crypto/ed25519.js';
+import { MAX_ENVELOPE_BYTES } from '../crypto/envelope.js';
+import { ManifestError } from '../errors.js';
+import type { Finding, FindingCode } from './findings.js';
+import type { TrustStore } from '../format/trust.js';
+import { verifyManifestEnvelope } from '../crypto/verify-manifest.js';
+
+/** Lines longer than this are findings, never parsed: an envelope is a few hundred bytes. */
+export const MAX_LINE_BYTES = MAX_ENVELOPE_BYTES;
+
+/** One line of a bundle as split from bytes: its text, or why there is none. */
+export interface RawLine {
+  /** 1-based. */
+  line: number;
+  /** Undefined when the line is over the bound or not UTF-8. */
+  text?: string;
+  /** Byte length, when over the bound (the bytes were skipped, never buffered). */
+  tooLong?: number;
+  notUtf8?: boolean;
+  /** False only for a final line with no newline. */
+  terminated: boolean;
+  /** Bytes consumed including the newline, for progress. */
+  bytes: number;
+}
+
+// ignoreBOM keeps a byte-order mark in the text, so a BOM-prefixed line fails JSON.parse instead of being silently accepted.
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+function concat(parts: Uint8Array[], length: number): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Uint8Array(length);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
+}
+
+/**
+ * Splits a byte stream into `\n`-terminated lines, holding at most `maxLineBytes` of any one line in
+ * memory: a 10 MB line is counted and skipped, never decoded or parsed.
+ */
+export async function* splitLines(chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, maxLineBytes = MAX_LINE_BYTES): AsyncGenerator<RawLine> {
+  let parts: Uint8Array[] = [];
+  let length = 0;
+  let overflow = false;
+  let line = 0;
+  const finish = (terminated: boolean): RawLine => {
+    line++;
+    const bytes = length + (terminated ? 1 : 0);
+    let out: RawLine;
+    if (overflow) {
+      out = { line, tooLong: length, terminated, bytes };
+    } else {
+      try {
+        out = { line, text: decoder.decode(concat(parts, length)), terminated, bytes };
+      } catch {
+        out = { line, notUtf8: true, terminated, bytes };
+      }
+    }
+    parts = [];
+    length = 0;
+    overflow = false;
+    return out;
+  };
+  const take = (piece: Uint8Array): void => {
+    length += piece.length;
+    if (overflow) return;
+    if (length > maxLineBytes) {
+      overflow = true;
+      parts = [];
+    } else if (piece.length > 0) {
+      parts.push(piece.slice());
+    }
+  };
+  for await (const chunk of chunks) {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(10, start);
+      if (nl < 0) {
+        take(chunk.subarray(start));
+        break;
+      }
+      take(chunk.subarray(start, nl));
+      yield finish(true);
+      start = nl + 1;
+    }
+  }
+  if (length > 0 || overflow) yield finish(false);
+}
+
+const encoder = new TextEncoder();
+
+/** Splits text (a fetched manifests.jsonl in a browser, say) exactly as `splitLines` splits its bytes. */
+export function splitText(text: string, maxLineBytes = MAX_LINE_BYTES): AsyncGenerator<RawLine> {
+  return splitLines([encoder.encode(text)], maxLineBytes);
+}
+
+/** What the chain steps need from a manifest that passed every per-line step. */
+export interface VerifiedLine {
+  line: number;
+  id: Digest;
+  host: string;
+  principal: string;
+  session: string;
+  seq: number;
+  prev: Digest | null;
+  createdAt: string;
+  summary: { digest: Digest; size: number };
+}
+
+export type LineOutcome = { ok: true; entry: VerifiedLine } | { ok: false; finding: Finding };
+
+export interface LineVerifyContext {
+  trust: TrustStore;
+  verifier: SignatureVerifier;
+}
+
+const MANIFEST_CODES = new Set<string>([
+  'ENVELOPE_INVALID',
+  'PAYLOAD_TYPE',
+  'MANIFEST_INVALID',
+  'KEY_UNTRUSTED',
+  'KEY_EXPIRED',
+  'KEY_REVOKED',
+  'SIGNATURE_INVALID',
+]);
+
+function lineFinding(code: FindingCode, line: number, message: string): LineOutcome {
+  return { ok: false, finding: { code, line, message } };
+}
+
+/**
+ * Verifies one line's text. The envelope is parsed once here and handed over as a value, so the
+ * payload bytes hashed and verified are exactly the base64-decoded bytes of this line (never re-serialized).
+ */
+export function verifyLineText(line: number, text: string, ctx: LineVerifyContext): LineOutcome {
+  // Step 1: strict line parse (the length bound was enforced by the splitter, before this parse).
+  if (text.length > MAX_LINE_BYTES) return lineFinding('LINE_TOO_LONG', line, `line is over ${MAX_LINE_BYTES} bytes`);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return lineFinding('LINE_NOT_JSON', line, text.length === 0 ? 'empty line' : 'line is not JSON');
+  }
+  // Steps 2-5: payload type, trusted key for host and time, signature, schema.
+  try {
+    const { id, manifest: m } = verifyManifestEnvelope(value, ctx);
+    return {
+      ok: true,
+      entry: {
+        line,
+        id,
+        host: m.host,
+        principal: m.principal,
+        session: m.session,
+        seq: m.seq,
+        prev: m.prev,
+        createdAt: m.createdAt,
+        summary: { digest: m.summary.digest as Digest, size: m.summary.size },
+      },
+    };
+  } catch (err) {
+    if (err instanceof ManifestError && MANIFEST_CODES.has(err.code)) {
+      return lineFinding(err.code as FindingCode, line, err.message);
+    }
+    // Hostile input must never crash the auditor; an unexpected failure is reported against its line.
+    return lineFinding('MANIFEST_INVALID', line, `unverifiable: ${(err as Error)?.message ?? String(err)}`);
+  }
+}
+
+/** Verifies a raw line from the splitter (over-long or non-UTF-8 lines never reach JSON.parse). */
+export function verifyRawLine(raw: RawLine, ctx: LineVerifyContext): LineOutcome {
+  if (raw.tooLong !== undefined) {
+    return lineFinding('LINE_TOO_LONG', raw.line, `line is ${raw.tooLong} bytes, over the bound of ${MAX_LINE_BYTES}; skipped unparsed`);
+  }
+  if (raw.notUtf8 || raw.text === undefined) return lineFinding('LINE_NOT_JSON', raw.line, 'line is not UTF-8');
+  return verifyLineText(raw.line, raw.text, ctx);
+}
+
+/**
+ * Runs the per-line steps over batches of lines: in this thread by default, or spread over worker
+ * threads (manifests/audit/verify-workers.node.ts, Node only). Results come back in input order.
+ */
+export interface LineVerifier {
+  /** How many batches to keep in flight (1 for the in-thread verifier). */
+  readonly concurrency: number;
+  verifyLines(batch: Array<{ line: number; text: string }>): Promise<LineOutcome[]>;
+  close(): Promise<void>;
+}
+
+export function inlineLineVerifier(ctx: LineVerifyContext): LineVerifier {
+  return {
+    concurrency: 1,
+    async verifyLines(batch) {
+      return batch.map((l) => verifyLineText(l.line, l.text, ctx));
+    },
+    async close() {},
+  };
+}

@@ -1,0 +1,100 @@
+/**
+ * Verifying one signed manifest, as a checklist of steps each with its own code (sigstore style).
+ * Isomorphic: the ledger's resume, fsck and the offline auditor all call this.
+ */
+import type { Digest } from '../../store/hash/digest.js';
+import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
+import { pae, parseEnvelope, type Envelope, type ParsedEnvelope } from './envelope.js';
+import { ManifestError } from '../errors.js';
+import { encodeManifest, MANIFEST_PAYLOAD_TYPE, manifestId, manifestSchema, type Manifest } from '../format/manifest.js';
+import { findTrustedKey, type TrustStore } from '../format/trust.js';
+
+export interface VerifiedManifest {
+  id: Digest;
+  manifest: Manifest;
+  envelope: Envelope;
+  /** The exact payload bytes that were verified. */
+  payload: Uint8Array;
+}
+
+export interface VerifyManifestOptions {
+  trust: TrustStore;
+  /** Signature backend; defaults to the portable noble verifier. */
+  verifier?: SignatureVerifier;
+}
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+function verifyPayloadType(parsed: ParsedEnvelope): void {
+  if (parsed.envelope.payloadType !== MANIFEST_PAYLOAD_TYPE) {
+    throw new ManifestError(
+      'PAYLOAD_TYPE',
+      `payload type ${JSON.stringify(parsed.envelope.payloadType.slice(0, 100))} is not ${MANIFEST_PAYLOAD_TYPE}`,
+    );
+  }
+}
+
+/** The fields the key lookup needs, read before the signature is checked; everything else waits. */
+function readSignedFields(payload: Uint8Array): { value: Record<string, unknown>; host: string; keyId: string; createdAt: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(decoder.decode(payload));
+  } catch (err) {
+    throw new ManifestError('MANIFEST_INVALID', 'manifest payload is not UTF-8 JSON', { cause: err });
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ManifestError('MANIFEST_INVALID', 'manifest payload is not a JSON object');
+  }
+  const { host, keyId, createdAt } = value as Record<string, unknown>;
+  if (typeof host !== 'string' || typeof keyId !== 'string' || typeof createdAt !== 'string' || Number.isNaN(Date.parse(createdAt))) {
+    throw new ManifestError('MANIFEST_INVALID', 'manifest lacks a host, keyId or createdAt');
+  }
+  return { value: value as Record<string, unknown>, host, keyId, createdAt };
+}
+
+function verifyKeyAndSignature(parsed: ParsedEnvelope, fields: { host: string; keyId: string; createdAt: string }, options: VerifyManifestOptions): void {
+  const lookup = findTrustedKey(options.trust, fields.host, fields.keyId, fields.createdAt);
+  if (!lookup.ok) throw new ManifestError(lookup.code, lookup.message);
+  const verifier = options.verifier ?? nobleVerifier;
+  const message = pae(parsed.envelope.payloadType, parsed.payload);
+  // The envelope keyid is only a hint; the signature must verify under the trusted key the manifest names.
+  const ok = parsed.signatures.some((s) => s.keyid === fields.keyId && verifier.verify(s.sig, message, lookup.publicKey));
+  if (!ok) throw new ManifestError('SIGNATURE_INVALID', `no valid signature by ${fields.keyId} on this manifest`);
+}
+
+function verifySchema(value: unknown): Manifest {
+  const result = manifestSchema.safeParse(value);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    throw new ManifestError('MANIFEST_INVALID', `manifest schema: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+  }
+  return result.data as Manifest;
+}
+
+/**
+ * The payload must be the canonical (RFC 8785) encoding of the manifest it carries, as every writer makes
+ * it: one byte string per manifest, so no JSON parser can read a signed manifest differently from this
+ * one (duplicate keys, escapes, number forms, whitespace).
+ */
+function verifyCanonical(payload: Uint8Array, manifest: Manifest): void {
+  const canonical = encodeManifest(manifest);
+  if (canonical.length !== payload.length || canonical.some((b, i) => b !== payload[i])) {
+    throw new ManifestError('MANIFEST_INVALID', 'manifest payload is not the canonical (RFC 8785) encoding of its manifest');
+  }
+}
+
+/**
+ * Verifies one envelope: strict parse → payload type → trusted key for host and time → signature →
+ * manifest schema and canonical form. Returns the manifest and its id.
+ * @throws ManifestError `ENVELOPE_INVALID`, `PAYLOAD_TYPE`, `MANIFEST_INVALID`, `KEY_UNTRUSTED`,
+ *   `KEY_EXPIRED`, `KEY_REVOKED`, `SIGNATURE_INVALID`
+ */
+export function verifyManifestEnvelope(input: string | unknown, options: VerifyManifestOptions): VerifiedManifest {
+  const parsed = parseEnvelope(input);
+  verifyPayloadType(parsed);
+  const fields = readSignedFields(parsed.payload);
+  verifyKeyAndSignature(parsed, fields, options);
+  const manifest = verifySchema(fields.value);
+  verifyCanonical(parsed.payload, manifest);
+  return { id: manifestId(parsed.payload), manifest, envelope: parsed.envelope, payload: parsed.payload };
+}

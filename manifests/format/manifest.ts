@@ -1,0 +1,55 @@
+/**
+ * The v1 manifest: the signed statement that publishes one compaction (DESIGN.md, "Manifest v1").
+ * Isomorphic. Parsing is strict (unknown keys rejected); the id is BLAKE3 of the exact payload bytes.
+ */
+import { z } from 'zod';
+import { digestOf, isDigest, type Digest } from '../../store/hash/digest.js';
+import { canonicalBytes } from '../encoding/canonical.js';
+import { idSchema } from './ids.js';
+
+export const MANIFEST_PAYLOAD_TYPE = 'application/vnd.handoff-ledger.manifest.v1+json';
+export const SUMMARY_MEDIA_TYPE = 'application/vnd.handoff-ledger.summary.v1+json';
+
+const digestSchema = z.string().refine(isDigest, 'must be blake3:<64 lowercase hex>');
+const TIMESTAMP_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+export const timestampSchema = z
+  .string()
+  .refine((s) => TIMESTAMP_RE.test(s) && new Date(s).toISOString() === s, 'must be an ISO-8601 UTC time with milliseconds');
+export const keyIdSchema = z.string().regex(/^[\x21-\x7e]{1,256}$/, 'must be 1-256 printable ASCII characters');
+
+/** What a compaction summarized: the transcript up to this position, optionally with its digest. */
+export const coversSchema = z.strictObject({
+  transcriptThrough: z.int().min(0),
+  transcriptDigest: digestSchema.optional(),
+});
+
+export const manifestSchema = z.strictObject({
+  v: z.literal(1),
+  kind: z.literal('compaction'),
+  host: idSchema,
+  principal: idSchema,
+  session: idSchema,
+  run: idSchema,
+  seq: z.int().min(0),
+  prev: digestSchema.nullable(),
+  summary: z.strictObject({
+    digest: digestSchema,
+    size: z.int().min(0),
+    mediaType: z.literal(SUMMARY_MEDIA_TYPE),
+  }),
+  covers: coversSchema.optional(),
+  createdAt: timestampSchema,
+  keyId: keyIdSchema,
+}).refine((m) => (m.seq === 0) === (m.prev === null), { message: 'prev must be null exactly when seq is 0', path: ['prev'] });
+
+export type Manifest = z.infer<typeof manifestSchema> & { prev: Digest | null };
+
+/** The canonical payload bytes of a manifest (what is signed and hashed). */
+export function encodeManifest(manifest: Manifest): Uint8Array {
+  return canonicalBytes(manifest);
+}
+
+/** Manifest id: BLAKE3 of the exact payload bytes. Chains link by this id, never by signature bytes. */
+export function manifestId(payload: Uint8Array): Digest {
+  return digestOf(payload);
+}

@@ -1,0 +1,77 @@
+/**
+ * Trust stores: which public keys may sign for which host, and when (DESIGN.md, "Keys and trust").
+ * A manifest verifies only with a key listed for the manifest's own host and valid at its createdAt.
+ * Isomorphic. Keys are a list (not an object keyed by host) so hostile host names cannot touch prototypes.
+ */
+import { z } from 'zod';
+import { digestOf } from '../../store/hash/digest.js';
+import { decodeBase64Url } from '../encoding/base64.js';
+import { ManifestError, type ManifestErrorCode } from '../errors.js';
+import { idSchema } from './ids.js';
+import { keyIdSchema, timestampSchema } from './manifest.js';
+
+export const trustedKeySchema = z.strictObject({
+  host: idSchema,
+  keyId: keyIdSchema,
+  /** Raw 32-byte Ed25519 public key, base64url (the JWK `x`). */
+  publicKey: z.string().refine((s) => decodeBase64Url(s)?.length === 32, 'must be a base64url 32-byte Ed25519 key'),
+  notBefore: timestampSchema,
+  notAfter: timestampSchema.optional(),
+  revokedAt: timestampSchema.optional(),
+});
+
+export const trustStoreSchema = z.strictObject({
+  version: z.literal(1),
+  keys: z.array(trustedKeySchema).max(10_000),
+});
+
+export type TrustedKey = z.infer<typeof trustedKeySchema>;
+export type TrustStore = z.infer<typeof trustStoreSchema>;
+
+/** Key ids derived from the public key: `ed25519:` + the first 128 bits of its BLAKE3, in hex. */
+export function keyIdOf(publicKey: Uint8Array): string {
+  return `ed25519:${digestOf(publicKey).slice(7, 39)}`;
+}
+
+/** Parses a trust store from untrusted JSON text or value. @throws ManifestError `TRUST_INVALID` */
+export function parseTrustStore(input: string | unknown): TrustStore {
+  let value = input;
+  if (typeof input === 'string') {
+    try {
+      value = JSON.parse(input);
+    } catch (err) {
+      throw new ManifestError('TRUST_INVALID', 'trust store is not valid JSON', { cause: err });
+    }
+  }
+  const parsed = trustStoreSchema.safeParse(value);
+  if (!parsed.success) {
+    throw new ManifestError('TRUST_INVALID', `trust store is malformed: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  }
+  return parsed.data;
+}
+
+export type KeyLookup =
+  | { ok: true; key: TrustedKey; publicKey: Uint8Array }
+  | { ok: false; code: Extract<ManifestErrorCode, 'KEY_UNTRUSTED' | 'KEY_EXPIRED' | 'KEY_REVOKED'>; message: string };
+
+/**
+ * Finds the key `keyId` listed for `host` and checks it was valid at `at` (ISO time):
+ * notBefore <= at < notAfter, and at < revokedAt.
+ */
+export function findTrustedKey(trust: TrustStore, host: string, keyId: string, at: string): KeyLookup {
+  const key = trust.keys.find((k) => k.host === host && k.keyId === keyId);
+  if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `key ${keyId} is not trusted for host ${host}` };
+  const t = Date.parse(at);
+  if (key.revokedAt !== undefined && t >= Date.parse(key.revokedAt)) {
+    return { ok: false, code: 'KEY_REVOKED', message: `key ${keyId} of host ${host} was revoked at ${key.revokedAt}` };
+  }
+  if (t < Date.parse(key.notBefore) || (key.notAfter !== undefined && t >= Date.parse(key.notAfter))) {
+    return { ok: false, code: 'KEY_EXPIRED', message: `key ${keyId} of host ${host} was not valid at ${at}` };
+  }
+  return { ok: true, key, publicKey: decodeBase64Url(key.publicKey)! };
+}
+
+export function emptyTrustStore(): TrustStore {
+  return { version: 1, keys: [] };
+}
+

@@ -1,0 +1,85 @@
+/**
+ * The manifest log contract: per-session hash chains plus one global order, and the durable grant
+ * table. Every backend (LevelDB, PostgreSQL) implements it and runs the same conformance suite.
+ */
+import type { Digest } from '../../store/hash/digest.js';
+
+/** One appended manifest, as stored. */
+export interface LogEntry {
+  /** Position in the global log (0, 1, 2, … in append order across all sessions). */
+  position: number;
+  session: string;
+  seq: number;
+  id: Digest;
+  /** The principal that published it (also inside the signed payload). */
+  principal: string;
+  /** The DSSE envelope exactly as stored: one line of JSON. */
+  envelope: string;
+}
+
+export interface ChainHead {
+  session: string;
+  seq: number;
+  id: Digest;
+  /** The principal that published seq 0: the session's owner. */
+  owner: string;
+}
+
+export interface AppendRequest {
+  session: string;
+  principal: string;
+  seq: number;
+  /** Must equal the current head's id (null for seq 0), else `CHAIN_CONFLICT`. */
+  prev: Digest | null;
+  id: Digest;
+  envelope: string;
+}
+
+export interface AppendOptions {
+  signal?: AbortSignal;
+}
+
+export type GrantState = 'granted' | 'revoked';
+
+/**
+ * One row of the grant table: `principal`'s access to `session`. `session: '*'` is principal-wide:
+ * revoking it suspends the principal everywhere (own sessions included), granting it lifts that.
+ */
+export interface GrantRecord {
+  principal: string;
+  session: string;
+  state: GrantState;
+  /** ISO time of the last change. */
+  at: string;
+  /** Who made the change (free text, e.g. an operator id). */
+  by?: string;
+}
+
+export interface GrantTable {
+  get(principal: string, session: string): Promise<GrantRecord | undefined>;
+  /** Writes the record durably (sync). */
+  put(record: GrantRecord): Promise<void>;
+  list(filter?: { principal?: string; session?: string }): Promise<GrantRecord[]>;
+}
+
+export interface ManifestLog {
+  readonly grants: GrantTable;
+  head(session: string): Promise<ChainHead | undefined>;
+  entry(session: string, seq: number): Promise<LogEntry | undefined>;
+  /** One session's chain in seq order, from `fromSeq` (default 0). */
+  chain(session: string, options?: { fromSeq?: number }): AsyncIterable<LogEntry>;
+  /** Every entry in global log order, after `afterPosition` (default: from the start). */
+  entries(options?: { afterPosition?: number }): AsyncIterable<LogEntry>;
+  /** Every chain head. */
+  heads(): AsyncIterable<ChainHead>;
+  /**
+   * Appends atomically and durably: the entry, the new head, the global position and the session's
+   * watermark (raised to the new seq) commit together or not at all. When it resolves, the entry is durable.
+   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `STORAGE_FAILED`
+   */
+  append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;
+  /** Highest seq a reader of this log has verified for `session` (rollback protection). */
+  getWatermark(session: string): Promise<number | undefined>;
+  setWatermark(session: string, seq: number): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,247 @@
+/**
+ * The manifest log on PostgreSQL (DESIGN.md, "Scale-out"): many processes and hosts append to one set of
+ * chains. Each append is one transaction: lock the chain's head row, check the link, move the head,
+ * take the next global position, insert the entry. Two writers racing for one seq serialize on the
+ * head row (or on the primary key when the chain is new) and the loser gets `CHAIN_CONFLICT`, so a
+ * chain can neither fork nor gap.
+ */
+import type pg from 'pg';
+import type { Digest } from '../../../store/hash/digest.js';
+import { throwIfAborted } from '../../../store/errors.js';
+import { PgDatabase, pgCode, UNIQUE_VIOLATION, type PgConnectOptions } from '../../../store/pg/db.js';
+import { ManifestError } from '../../errors.js';
+import type { AppendOptions, AppendRequest, ChainHead, GrantRecord, GrantState, GrantTable, LogEntry, ManifestLog } from '../log.js';
+import { MANIFEST_MIGRATIONS } from './schema.js';
+
+const PAGE = 500;
+
+export type PgManifestLogOptions = PgConnectOptions;
+
+interface EntryRow {
+  // int8 arrives as a decimal string from pg.
+  position: string;
+  session: string;
+  seq: number;
+  id: string;
+  principal: string;
+  envelope: string;
+}
+
+interface HeadRow {
+  session: string;
+  seq: number;
+  id: string;
+  owner: string;
+}
+
+const toEntry = (r: EntryRow): LogEntry => ({
+  position: Number(r.position),
+  session: r.session,
+  seq: r.seq,
+  id: r.id as Digest,
+  principal: r.principal,
+  envelope: r.envelope,
+});
+
+const toHead = (r: HeadRow): ChainHead => ({ session: r.session, seq: r.seq, id: r.id as Digest, owner: r.owner });
+
+function storageFailed(what: string, err: unknown): ManifestError {
+  if (err instanceof ManifestError) return err;
+  return new ManifestError('STORAGE_FAILED', `postgres manifest log: ${what} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+}
+
+/** Same convention as the LevelDB log: a cancelled append is a storage failure caused by `CANCELLED`. */
+function checkCancelled(signal: AbortSignal | undefined, when: string): void {
+  try {
+    throwIfAborted(signal);
+  } catch (err) {
+    throw new ManifestError('STORAGE_FAILED', `append cancelled ${when}`, { cause: err });
+  }
+}
+
+export class PgManifestLog implements ManifestLog {
+  readonly grants: GrantTable;
+  private readonly sql: Record<string, string>;
+
+  private constructor(private readonly db: PgDatabase) {
+    this.grants = new PgGrantTable(db);
+    const q = (text: string) => db.sql(text);
+    const entryCols = 'position, session, seq, id, principal, envelope';
+    this.sql = {
+      head: q('SELECT session, seq, id, owner FROM {schema}.heads WHERE session = $1'),
+      lockHead: q('SELECT session, seq, id, owner FROM {schema}.heads WHERE session = $1 FOR UPDATE'),
+      newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
+      moveHead: q('UPDATE {schema}.heads SET seq = $2, id = $3 WHERE session = $1'),
+      takePosition: q('UPDATE {schema}.log_counter SET next_position = next_position + 1 RETURNING (next_position - 1)::text AS position'),
+      insertEntry: q('INSERT INTO {schema}.entries (position, session, seq, id, principal, envelope) VALUES ($1, $2, $3, $4, $5, $6)'),
+      entry: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq = $2`),
+      chain: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT ${PAGE}`),
+      entries: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position > $1 ORDER BY position LIMIT ${PAGE}`),
+      heads: q(`SELECT session, seq, id, owner FROM {schema}.heads WHERE session > $1 ORDER BY session LIMIT ${PAGE}`),
+      getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),
+      // Only ever raised: two readers recording different heights must not lower each other's.
+      setWatermark: q(`INSERT INTO {schema}.watermarks (session, seq) VALUES ($1, $2)
+        ON CONFLICT (session) DO UPDATE SET seq = GREATEST({schema}.watermarks.seq, EXCLUDED.seq)`),
+    };
+  }
+
+  /**
+   * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
+   * @throws ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
+   */
+  static async open(options: PgManifestLogOptions): Promise<PgManifestLog> {
+    const db = new PgDatabase(options);
+    try {
+      await db.migrate('manifests', MANIFEST_MIGRATIONS);
+    } catch (err) {
+      await db.close().catch(() => {});
+      throw storageFailed('open', err);
+    }
+    return new PgManifestLog(db);
+  }
+
+  private async rows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
+    try {
+      return (await this.db.query<R>(text, values)).rows;
+    } catch (err) {
+      throw storageFailed(what, err);
+    }
+  }
+
+  async head(session: string): Promise<ChainHead | undefined> {
+    const [row] = await this.rows<HeadRow>('head', this.sql.head!, [session]);
+    return row && toHead(row);
+  }
+
+  async entry(session: string, seq: number): Promise<LogEntry | undefined> {
+    const [row] = await this.rows<EntryRow>('entry', this.sql.entry!, [session, seq]);
+    return row && toEntry(row);
+  }
+
+  async *chain(session: string, options: { fromSeq?: number } = {}): AsyncIterable<LogEntry> {
+    let from = options.fromSeq ?? 0;
+    for (;;) {
+      const rows = await this.rows<EntryRow>('chain', this.sql.chain!, [session, from]);
+      for (const row of rows) yield toEntry(row);
+      if (rows.length < PAGE) return;
+      from = rows[rows.length - 1]!.seq + 1;
+    }
+  }
+
+  async *entries(options: { afterPosition?: number } = {}): AsyncIterable<LogEntry> {
+    let after = options.afterPosition ?? -1;
+    for (;;) {
+      const rows = await this.rows<EntryRow>('entries', this.sql.entries!, [after]);
+      for (const row of rows) yield toEntry(row);
+      if (rows.length < PAGE) return;
+      after = Number(rows[rows.length - 1]!.position);
+    }
+  }
+
+  async *heads(): AsyncIterable<ChainHead> {
+    let after = '';
+    for (;;) {
+      const rows = await this.rows<HeadRow>('heads', this.sql.heads!, [after]);
+      for (const row of rows) yield toHead(row);
+      if (rows.length < PAGE) return;
+      after = rows[rows.length - 1]!.session;
+    }
+  }
+
+  async append(request: AppendRequest, options: AppendOptions = {}): Promise<LogEntry> {
+    checkCancelled(options.signal, 'before it started');
+    const conflict = (head: HeadRow | undefined) =>
+      new ManifestError(
+        'CHAIN_CONFLICT',
+        `session ${request.session}: append at seq ${request.seq} does not extend the head (seq ${head?.seq ?? 'none'})`,
+      );
+    try {
+      return await this.db.transaction(async (client) => {
+        // Waits for any concurrent append to this chain to finish, then sees its result.
+        const [head] = (await client.query<HeadRow>(this.sql.lockHead!, [request.session])).rows;
+        if (request.seq !== (head ? head.seq + 1 : 0) || request.prev !== (head ? head.id : null)) throw conflict(head);
+        if (head) await client.query(this.sql.moveHead!, [request.session, request.seq, request.id]);
+        // A new chain has no row to lock: a concurrent first append blocks here on the key, then loses.
+        else await client.query(this.sql.newHead!, [request.session, request.seq, request.id, request.principal]);
+        // Taken last, so the global lock is held only for the insert and the commit.
+        const position = (await client.query<{ position: string }>(this.sql.takePosition!)).rows[0]!.position;
+        await client.query(this.sql.insertEntry!, [position, request.session, request.seq, request.id, request.principal, request.envelope]);
+        // The watermark rises with the head in the same transaction (ManifestLog.append contract).
+        await client.query(this.sql.setWatermark!, [request.session, request.seq]);
+        checkCancelled(options.signal, 'before commit');
+        return toEntry({ position, ...request });
+      });
+    } catch (err) {
+      if (pgCode(err) === UNIQUE_VIOLATION) {
+        throw new ManifestError('CHAIN_CONFLICT', `session ${request.session}: another writer appended seq ${request.seq} first`, { cause: err });
+      }
+      throw storageFailed('append', err);
+    }
+  }
+
+  async getWatermark(session: string): Promise<number | undefined> {
+    const [row] = await this.rows<{ seq: number }>('watermark read', this.sql.getWatermark!, [session]);
+    return row?.seq;
+  }
+
+  async setWatermark(session: string, seq: number): Promise<void> {
+    // Read first: every resume records its height, and a no-op upsert would still cost a durable commit.
+    const current = await this.getWatermark(session);
+    if (current !== undefined && current >= seq) return;
+    await this.rows('watermark write', this.sql.setWatermark!, [session, seq]);
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
+  }
+}
+
+interface GrantRow {
+  principal: string;
+  session: string;
+  state: GrantState;
+  at: string;
+  by: string | null;
+}
+
+function toGrant(r: GrantRow): GrantRecord {
+  const rec: GrantRecord = { principal: r.principal, session: r.session, state: r.state, at: r.at };
+  if (r.by !== null) rec.by = r.by;
+  return rec;
+}
+
+class PgGrantTable implements GrantTable {
+  constructor(private readonly db: PgDatabase) {}
+
+  private async rows(what: string, text: string, values: unknown[]): Promise<GrantRow[]> {
+    try {
+      return (await this.db.query<GrantRow>(this.db.sql(text), values)).rows;
+    } catch (err) {
+      throw storageFailed(what, err);
+    }
+  }
+
+  async get(principal: string, session: string): Promise<GrantRecord | undefined> {
+    const [row] = await this.rows('grant read', 'SELECT * FROM {schema}.grants WHERE principal = $1 AND session = $2', [principal, session]);
+    return row && toGrant(row);
+  }
+
+  async put(record: GrantRecord): Promise<void> {
+    await this.rows(
+      'grant write',
+      `INSERT INTO {schema}.grants (principal, session, state, at, by) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (principal, session) DO UPDATE SET state = EXCLUDED.state, at = EXCLUDED.at, by = EXCLUDED.by`,
+      [record.principal, record.session, record.state, record.at, record.by ?? null],
+    );
+  }
+
+  async list(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
+    const rows = await this.rows(
+      'grant list',
+      `SELECT * FROM {schema}.grants WHERE ($1::text IS NULL OR principal = $1) AND ($2::text IS NULL OR session = $2)
+       ORDER BY principal, session`,
+      [filter.principal ?? null, filter.session ?? null],
+    );
+    return rows.map(toGrant);
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * The manifest log's tables in PostgreSQL, as versioned forward-only migrations (applied by
+ * store/pg/db.ts under an advisory lock). Ids are compared and ordered bytewise (COLLATE "C"), the same
+ * order the LevelDB log keeps, whatever the database's locale.
+ */
+import type { PgMigration } from '../../../store/pg/db.js';
+
+export const MANIFEST_MIGRATIONS: readonly PgMigration[] = [
+  {
+    version: 1,
+    name: 'entries, heads, grants, watermarks',
+    sql: `
+      -- One row: the next global position. Appends update it inside their transaction, so its row lock
+      -- orders them: positions are gap-free and follow commit order (a sequence is neither).
+      CREATE TABLE {schema}.log_counter (
+        singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+        next_position bigint NOT NULL CHECK (next_position >= 0));
+      INSERT INTO {schema}.log_counter (singleton, next_position) VALUES (true, 0);
+
+      -- A session id names one session in the whole store, so (session, seq) is the chain key: a
+      -- second writer at the same seq violates it and loses (CHAIN_CONFLICT), it cannot fork the chain.
+      CREATE TABLE {schema}.entries (
+        position bigint PRIMARY KEY CHECK (position >= 0),
+        session text COLLATE "C" NOT NULL,
+        seq integer NOT NULL CHECK (seq >= 0),
+        id text NOT NULL,
+        principal text COLLATE "C" NOT NULL,
+        envelope text NOT NULL,
+        UNIQUE (session, seq));
+
+      CREATE TABLE {schema}.heads (
+        session text COLLATE "C" PRIMARY KEY,
+        seq integer NOT NULL,
+        id text NOT NULL,
+        owner text COLLATE "C" NOT NULL,
+        FOREIGN KEY (session, seq) REFERENCES {schema}.entries (session, seq) DEFERRABLE INITIALLY DEFERRED);
+
+      CREATE TABLE {schema}.grants (
+        principal text COLLATE "C" NOT NULL,
+        session text COLLATE "C" NOT NULL,
+        state text NOT NULL CHECK (state IN ('granted', 'revoked')),
+        at text NOT NULL,
+        by text,
+        PRIMARY KEY (principal, session));
+
+      CREATE TABLE {schema}.watermarks (
+        session text COLLATE "C" PRIMARY KEY,
+        seq integer NOT NULL CHECK (seq >= 0));`,
+  },
+];

@@ -1,0 +1,77 @@
+/**
+ * Host signing keys (DESIGN.md, "Keys and trust"): Ed25519 JWK files (mode 0600, refused when readable
+ * by others) or an injected `Signer` for KMS/HSM use. Signing uses node:crypto.
+ */
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { lstat, readFile } from 'node:fs/promises';
+import { z } from 'zod';
+import { decodeBase64Url } from '../../manifests/encoding/base64.js';
+import type { Signer } from '../../manifests/crypto/envelope.js';
+import { keyIdOf } from '../../manifests/format/trust.js';
+import { LedgerError } from '../errors.js';
+import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+
+const b64url32 = z.string().refine((s) => decodeBase64Url(s)?.length === 32, 'must be base64url of 32 bytes');
+const jwkSchema = z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: b64url32, d: b64url32, kid: z.string().optional() });
+
+export type PrivateJwk = z.infer<typeof jwkSchema>;
+
+/** A `Signer` backed by a private key held in this process. */
+export class LocalSigner implements Signer {
+  readonly keyId: string;
+  readonly publicKey: Uint8Array;
+  private readonly key: KeyObject;
+
+  constructor(jwk: PrivateJwk) {
+    const parsed = jwkSchema.safeParse(jwk);
+    if (!parsed.success) throw new LedgerError('KEY_INVALID', `not an Ed25519 private JWK: ${parsed.error.issues[0]?.message}`);
+    try {
+      this.key = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d }, format: 'jwk' });
+    } catch (err) {
+      throw new LedgerError('KEY_INVALID', 'the Ed25519 private key cannot be loaded', { cause: err });
+    }
+    // The JWK's x must be the public half of its d; a mismatched file would sign under a key nobody trusts.
+    const x = (createPublicKey(this.key).export({ format: 'jwk' }) as { x: string }).x;
+    if (x !== jwk.x) throw new LedgerError('KEY_INVALID', 'the JWK public key does not match its private key');
+    this.publicKey = decodeBase64Url(x)!;
+    this.keyId = keyIdOf(this.publicKey);
+  }
+
+  sign(message: Uint8Array): Uint8Array {
+    return new Uint8Array(sign(null, message, this.key));
+  }
+}
+
+export function generateJwk(): PrivateJwk {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const jwk = privateKey.export({ format: 'jwk' }) as { x: string; d: string };
+  const signer = new LocalSigner({ kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d });
+  return { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d, kid: signer.keyId };
+}
+
+/**
+ * Loads a private key file, refusing one that is a symlink or readable/writable by group or others.
+ * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`
+ */
+export async function loadKeyFile(path: string): Promise<LocalSigner> {
+  const st = await lstat(path);
+  if (st.isSymbolicLink() || !st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`);
+  if ((st.mode & 0o077) !== 0) {
+    throw new LedgerError(
+      'KEY_FILE_UNSAFE',
+      `key file ${path} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`,
+    );
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(await readFile(path, 'utf8'));
+  } catch (err) {
+    throw new LedgerError('KEY_INVALID', `key file ${path} is not JSON`, { cause: err });
+  }
+  return new LocalSigner(value as PrivateJwk);
+}
+
+/** Writes a key file atomically with mode 0600. */
+export async function writeKeyFile(path: string, jwk: PrivateJwk): Promise<void> {
+  await writeFileAtomic(path, JSON.stringify(jwk) + '\n', 0o600);
+}

@@ -1,0 +1,365 @@
+/**
+ * The ledger: composes a BlobStore, a ManifestLog and a host key into publish / resume / history.
+ * Comments cite the numbered steps of DESIGN.md's Publish and Resume contracts.
+ */
+import type { Digest, HashBackend } from '../../store/hash/digest.js';
+import { StoreError } from '../../store/errors.js';
+import type { BlobStore } from '../../store/blob-store.js';
+import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
+import { signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
+import { ManifestError } from '../../manifests/errors.js';
+import type { ChainHead, GrantRecord, LogEntry, ManifestLog } from '../../manifests/log/log.js';
+import { coversSchema, encodeManifest, manifestId, manifestSchema, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../../manifests/format/manifest.js';
+import { findTrustedKey, type TrustStore } from '../../manifests/format/trust.js';
+import { verifyManifestEnvelope, type VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
+import { LedgerError, throwIfCancelled } from '../errors.js';
+import { authorize, type Action, type Authorizer } from './grants.js';
+import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
+import { Keyring, mergeTrust } from '../keys/keyring.js';
+import { KeyedMutex } from './locks.js';
+import type { OpenLedgerOptions } from './open.js';
+import { canDecodeStream, decodeSummary, decodeSummaryStream, DEFAULT_MAX_SUMMARY_BYTES, prepareSummary, STREAM_SUMMARY_FROM, type Summary } from '../summary/summary.js';
+
+export interface PublishOptions {
+  signal?: AbortSignal;
+  /** The head id the caller expects (null: an empty chain); `CHAIN_CONFLICT` when the head moved. */
+  expectedPrev?: Digest | null;
+  covers?: { transcriptThrough: number; transcriptDigest?: Digest };
+}
+
+export interface Receipt {
+  id: Digest;
+  seq: number;
+  digest: Digest;
+  size: number;
+  envelope: Envelope;
+}
+
+export interface Resumed {
+  summary: Summary;
+  manifest: Manifest;
+  id: Digest;
+  seq: number;
+}
+
+export interface HistoryEntry {
+  id: Digest;
+  manifest: Manifest;
+  envelope: Envelope;
+}
+
+export interface RecoveryReport {
+  stagingRemoved: number;
+  headProblems: Array<{ session: string; problem: string }>;
+}
+
+/** Attempts at appending after whatever the head is, when other writers keep winning the race. */
+const MAX_APPEND_ATTEMPTS = 8;
+
+function parseCovers(covers: unknown): PublishOptions['covers'] {
+  if (covers === undefined) return undefined;
+  const parsed = coversSchema.safeParse(covers);
+  if (!parsed.success) {
+    throw new LedgerError('INVALID_ARGUMENT', `covers: ${parsed.error.issues[0]?.path.join('.') || '(root)'}: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  }
+  return parsed.data as PublishOptions['covers'];
+}
+
+function toLedgerCancel(err: unknown): unknown {
+  if (err instanceof StoreError && err.code === 'CANCELLED') return new LedgerError('CANCELLED', 'publish cancelled', { cause: err });
+  return err;
+}
+
+export class Ledger {
+  readonly host: string;
+  readonly root: string;
+  readonly log: ManifestLog;
+  readonly blobs: BlobStore;
+  readonly recovery: RecoveryReport;
+  readonly hashBackend: HashBackend;
+  readonly verifier: SignatureVerifier;
+  private readonly keyring: Keyring;
+  private readonly extraTrust: TrustStore | undefined;
+  private readonly maxSummaryBytes: number;
+  private readonly authorizer: Authorizer | undefined;
+  private readonly clock: () => Date;
+  private readonly chains = new KeyedMutex();
+  private readonly watermarks = new Map<string, number>();
+  private closed = false;
+  private trustCache: TrustStore | undefined;
+
+  /** @internal use openLedger */
+  constructor(init: {
+    host: string; root: string; log: ManifestLog; blobs: BlobStore; keyring: Keyring; recovery: RecoveryReport;
+    hashBackend: HashBackend; verifier: SignatureVerifier; options: OpenLedgerOptions;
+  }) {
+    this.host = init.host;
+    this.root = init.root;
+    this.log = init.log;
+    this.blobs = init.blobs;
+    this.keyring = init.keyring;
+    this.recovery = init.recovery;
+    this.hashBackend = init.hashBackend;
+    this.verifier = init.verifier;
+    this.extraTrust = init.options.trust;
+    this.maxSummaryBytes = init.options.maxSummaryBytes ?? DEFAULT_MAX_SUMMARY_BYTES;
+    this.authorizer = init.options.authorizer;
+    this.clock = init.options.clock ?? (() => new Date());
+  }
+
+  /** Every key this ledger trusts: its own trust file plus the keys passed in `trust`. */
+  trustStore(): TrustStore {
+    return structuredClone(this.trust());
+  }
+
+  /** The merged trust store, built once and again only after this ledger changes its keys. */
+  private trust(): TrustStore {
+    this.trustCache ??= mergeTrust(this.keyring.trustStore(), this.extraTrust);
+    return this.trustCache;
+  }
+
+  get keyId(): string {
+    return this.keyring.signer.keyId;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new LedgerError('CLOSED', 'the ledger is closed');
+  }
+
+  private authorize(scope: Scope, action: Action): Promise<void> {
+    return authorize(this.log, this.authorizer, scope.principal, scope.session, action);
+  }
+
+  /**
+   * Publishes a compaction summary: validates it, stores it as a blob, and appends a signed manifest
+   * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
+   * before that leaves no manifest and the previous head intact.
+   * @throws LedgerError `INVALID_ID`, `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `CANCELLED`, `CLOSED`;
+   *   StoreError / ManifestError `STORAGE_FAILED`
+   */
+  async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
+    this.assertOpen();
+    const { signal } = options;
+    // Publish step 1: validate ids; authorize.
+    const s = parsePublishScope(scope);
+    const covers = parseCovers(options.covers);
+    throwIfCancelled(signal);
+    await this.authorize(s, 'publish');
+    // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
+    const { source } = prepareSummary(summary, this.maxSummaryBytes);
+    // Publish step 3: encode canonically → put the blob durably (blob durable before manifest). A large
+    // summary is encoded as the store writes it; the store measures it against the same limit.
+    const blob = await this.blobs.put(source, { signal, maxBytes: this.maxSummaryBytes }).catch((err) => {
+      if (err instanceof StoreError && err.code === 'BLOB_TOO_LARGE') {
+        throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is too large to store: ${err.message}`, { cause: err });
+      }
+      throw toLedgerCancel(err);
+    });
+    // Publish step 4: under the chain's lock.
+    return this.chains.run(s.session, async () => {
+      // Another process or host (PostgreSQL) may win the append between our head read and our commit.
+      // Without expectedPrev the caller asked for "after whatever is there": read the head again and re-sign.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await this.commit(s, blob, covers, options);
+        } catch (err) {
+          const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
+          if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
+        }
+      }
+    });
+  }
+
+  /** Publish step 4 under the chain lock: the point of no return, then build, sign and append one manifest. */
+  private async commit(s: PublishScope, blob: { digest: Digest; size: number }, covers: PublishOptions['covers'], options: PublishOptions): Promise<Receipt> {
+    const { signal } = options;
+    // Point of no return: re-check cancellation and authorization.
+    throwIfCancelled(signal);
+    await this.authorize(s, 'publish');
+    const head = await this.log.head(s.session);
+    if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
+      throw new LedgerError('CHAIN_CONFLICT', `session ${s.session}: the head moved (expected ${options.expectedPrev ?? 'an empty chain'})`);
+    }
+    const signer = this.keyring.signer;
+    const createdAt = this.clock().toISOString();
+    // A rotated-out or revoked key must not sign: its manifests would never verify.
+    const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
+    if (!usable.ok) throw new ManifestError(usable.code, `${usable.message}; rotate the host key`);
+    const manifest: Manifest = {
+      v: 1,
+      kind: 'compaction',
+      host: this.host,
+      principal: s.principal,
+      session: s.session,
+      run: s.run,
+      seq: head ? head.seq + 1 : 0,
+      prev: head ? head.id : null,
+      summary: { digest: blob.digest, size: blob.size, mediaType: SUMMARY_MEDIA_TYPE },
+      ...(covers ? { covers } : {}),
+      createdAt,
+      keyId: signer.keyId,
+    };
+    // The writer never signs what its own verifier would refuse: that would brick the chain head.
+    const checked = manifestSchema.safeParse(manifest);
+    if (!checked.success) throw new LedgerError('INVALID_ARGUMENT', `refusing to sign an invalid manifest: ${checked.error.issues[0]?.message}`);
+    const payload = encodeManifest(manifest);
+    const id = manifestId(payload);
+    const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
+    throwIfCancelled(signal);
+    await this.log.append({ session: s.session, principal: s.principal, seq: manifest.seq, prev: manifest.prev, id, envelope: serializeEnvelope(envelope) });
+    // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
+    // (The log raised the persisted watermark in the append itself.)
+    this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
+    return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
+  }
+
+  /** Verifies one stored entry: signature with the trust store, then scope, then its place in the chain. */
+  private verifyEntry(entry: LogEntry, session: string, seq: number, expectedId?: Digest): VerifiedManifest {
+    const verified = verifyManifestEnvelope(entry.envelope, { trust: this.trust(), verifier: this.verifier });
+    const m = verified.manifest;
+    if (m.session !== session) {
+      throw new LedgerError('SCOPE_MISMATCH', `the manifest at session ${session} seq ${seq} belongs to session ${m.session}`);
+    }
+    if (m.seq !== seq || m.principal !== entry.principal || (expectedId !== undefined && verified.id !== expectedId)) {
+      throw new LedgerError('CHAIN_BROKEN', `session ${session}: the entry at seq ${seq} is not the manifest its chain records`);
+    }
+    return verified;
+  }
+
+  private async readHead(session: string): Promise<ChainHead | undefined> {
+    const [head, stored] = await Promise.all([this.log.head(session), this.log.getWatermark(session)]);
+    const known = Math.max(this.watermarks.get(session) ?? -1, stored ?? -1);
+    // Resume: refuse a head below the highest seq ever verified or published here (rollback).
+    if ((head?.seq ?? -1) < known) {
+      throw new LedgerError('ROLLBACK', `session ${session}: head is at seq ${head?.seq ?? 'none'}, but seq ${known} was already verified`);
+    }
+    if (head && (await this.log.entry(session, head.seq + 1))) {
+      throw new LedgerError('ROLLBACK', `session ${session}: entries exist beyond the head at seq ${head.seq}`);
+    }
+    return head;
+  }
+
+  /**
+   * Returns the latest verified summary of a session, or `undefined` when it has none. Verifies the
+   * signature (trusted key for the host at its time), the scope, the link to the previous entry and
+   * the blob's digest and size before any summary byte is returned.
+   * @throws LedgerError `ROLLBACK`, `SCOPE_MISMATCH`, `CHAIN_BROKEN`, `UNAUTHORIZED`, `REVOKED`;
+   *   ManifestError `SIGNATURE_INVALID`, `KEY_UNTRUSTED`, `KEY_EXPIRED`, `KEY_REVOKED`, `MANIFEST_INVALID`;
+   *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
+   */
+  async resume(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<Resumed | undefined> {
+    this.assertOpen();
+    const s = parseScope(scope);
+    throwIfCancelled(options.signal);
+    await this.authorize(s, 'resume');
+    const head = await this.readHead(s.session);
+    if (!head) return undefined;
+    const entry = await this.log.entry(s.session, head.seq);
+    if (!entry) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: the head names seq ${head.seq}, which is not stored`);
+    const { manifest, id } = this.verifyEntry(entry, s.session, head.seq, head.id);
+    if (manifest.seq > 0) {
+      const prev = await this.log.entry(s.session, manifest.seq - 1);
+      if (!prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${manifest.seq - 1} is missing`);
+      this.verifyEntry(prev, s.session, manifest.seq - 1, manifest.prev ?? undefined);
+    }
+    throwIfCancelled(options.signal);
+    const summary = await this.readSummary(manifest.summary, options.signal);
+    this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, head.seq));
+    await this.log.setWatermark(s.session, head.seq).catch(() => {});
+    return { summary, manifest, id, seq: head.seq };
+  }
+
+  /** The summary a manifest names, verified against its digest and size: streamed and decoded as it is read when large. */
+  private async readSummary(ref: { digest: Digest; size: number }, signal?: AbortSignal): Promise<Summary> {
+    const get = { signal, maxBytes: Math.max(this.maxSummaryBytes, ref.size) };
+    if (ref.size >= STREAM_SUMMARY_FROM && canDecodeStream()) {
+      // The decoder sizes its buffer by the manifest's claim: hold the claim to the stored size first.
+      const stored = await this.blobs.stat(ref.digest);
+      if (stored && stored.size !== ref.size) {
+        throw new StoreError('BLOB_INTEGRITY', `summary ${ref.digest} is ${stored.size} bytes, the manifest says ${ref.size}`);
+      }
+      return decodeSummaryStream(this.blobs.chunks(ref.digest, get), ref.size);
+    }
+    const bytes = await this.blobs.get(ref.digest, get);
+    if (bytes.length !== ref.size) {
+      throw new StoreError('BLOB_INTEGRITY', `summary ${ref.digest} is ${bytes.length} bytes, the manifest says ${ref.size}`);
+    }
+    return decodeSummary(bytes);
+  }
+
+  /** The session's verified chain, oldest first. Every entry's signature, scope and link are checked. */
+  async history(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<HistoryEntry[]> {
+    this.assertOpen();
+    const s = parseScope(scope);
+    await this.authorize(s, 'history');
+    const head = await this.readHead(s.session);
+    const out: HistoryEntry[] = [];
+    let prev: Digest | null = null;
+    for await (const entry of this.log.chain(s.session)) {
+      throwIfCancelled(options.signal);
+      if (head && entry.seq > head.seq) break;
+      const v = this.verifyEntry(entry, s.session, out.length);
+      if (v.manifest.prev !== prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${entry.seq} does not link to seq ${entry.seq - 1}`);
+      prev = v.id;
+      out.push({ id: v.id, manifest: v.manifest, envelope: v.envelope });
+    }
+    if (head && (out.length !== head.seq + 1 || prev !== head.id)) {
+      throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: the chain does not end at its head`);
+    }
+    return out;
+  }
+
+  /** Grants `principal` access to `session` (or lifts a principal-wide revocation with `'*'`). Durable. */
+  async grant(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
+    return this.setGrant(principal, session, 'granted', options.by);
+  }
+
+  /** Revokes `principal`'s access to `session` (`'*'`: everywhere). Deletes nothing; durable; immediate. */
+  async revoke(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
+    // Taken under the chain lock so that no publish of this session is between its commit-point check and its append.
+    if (session === '*') return this.setGrant(principal, session, 'revoked', options.by);
+    return this.chains.run(session, () => this.setGrant(principal, session, 'revoked', options.by));
+  }
+
+  async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
+    this.assertOpen();
+    return this.log.grants.list(filter);
+  }
+
+  private async setGrant(principal: string, session: string, state: 'granted' | 'revoked', by?: string): Promise<GrantRecord> {
+    this.assertOpen();
+    parseScope({ principal, session: session === '*' ? 'all' : session });
+    const record: GrantRecord = { principal, session, state, at: this.clock().toISOString(), ...(by ? { by } : {}) };
+    await this.log.grants.put(record);
+    return record;
+  }
+
+  /** Rotates this host's key (see Keyring.rotate); later manifests are signed with the new key. */
+  async rotateKey(): Promise<string> {
+    this.assertOpen();
+    try {
+      return (await this.keyring.rotate()).keyId;
+    } finally {
+      this.trustCache = undefined;
+    }
+  }
+
+  /** Revokes a key from `at` (default now). */
+  async revokeKey(keyId: string, at?: string): Promise<void> {
+    this.assertOpen();
+    try {
+      await this.keyring.revoke(keyId, at);
+    } finally {
+      this.trustCache = undefined;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([this.log.close(), this.blobs.close()]);
+  }
+}
+
+export { ManifestError };
+export { defaultRoot, openLedger, type OpenLedgerOptions } from './open.js';

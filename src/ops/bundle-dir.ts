@@ -1,0 +1,115 @@
+/**
+ * Reading a bundle directory from disk (Node): the `BundleReader` the `verify` command hands to the
+ * isomorphic verifier. Everything under the directory is untrusted: files are opened without
+ * following symlinks, blobs larger than their signed size are never read, and only validated hex
+ * digests become path components.
+ */
+import { constants, createReadStream } from 'node:fs';
+import { lstat, open } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { AuditError } from '../../manifests/audit/errors.js';
+import { BUNDLE_HEADER_FILE, BUNDLE_MANIFESTS_FILE, bundleBlobPath, parseBundleHeader, type BundleReader } from '../../manifests/audit/bundle.js';
+
+// O_NONBLOCK: a FIFO planted in a bundle must not hang the auditor.
+const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const MAX_HEADER_BYTES = 64 * 1024;
+
+const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
+
+function ioError(what: string, err: unknown): AuditError {
+  return new AuditError('BUNDLE_IO', `cannot read ${what}: ${(err as Error)?.message ?? err}`, { cause: err });
+}
+
+async function readSmallFile(path: string, max: number): Promise<string | undefined> {
+  let h;
+  try {
+    h = await open(path, READ);
+  } catch (err) {
+    if (errno(err) === 'ENOENT') return undefined;
+    throw ioError(path, err);
+  }
+  try {
+    const st = await h.stat();
+    if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`);
+    if (st.size > max) throw new AuditError('BUNDLE_INVALID', `${path} is ${st.size} bytes, over ${max}`);
+    return await h.readFile('utf8');
+  } catch (err) {
+    throw err instanceof AuditError ? err : ioError(path, err);
+  } finally {
+    await h.close();
+  }
+}
+
+/**
+ * Opens a bundle directory. The bundle carries blobs iff its header counts blobs or it has a
+ * `blobs/` directory; then every manifest's blob is checked (absent ones are `BLOB_MISSING`).
+ * @throws AuditError `BUNDLE_IO` (directory unreadable), `BUNDLE_INVALID` (no bundle.json or manifests.jsonl)
+ */
+export async function openBundleDir(dir: string): Promise<BundleReader> {
+  const root = resolve(dir);
+  try {
+    const st = await lstat(root);
+    if (!st.isDirectory()) throw new AuditError('BUNDLE_INVALID', `${root} is not a directory`);
+  } catch (err) {
+    if (err instanceof AuditError) throw err;
+    throw ioError(root, err);
+  }
+  const headerText = await readSmallFile(join(root, BUNDLE_HEADER_FILE), MAX_HEADER_BYTES);
+  if (headerText === undefined) throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_HEADER_FILE}; not a bundle`);
+  const header = parseBundleHeader(headerText);
+  const manifestsPath = join(root, BUNDLE_MANIFESTS_FILE);
+  let manifestsSize: number;
+  try {
+    const st = await lstat(manifestsPath);
+    if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${manifestsPath} is not a regular file`);
+    manifestsSize = st.size;
+  } catch (err) {
+    if (err instanceof AuditError) throw err;
+    if (errno(err) === 'ENOENT') throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_MANIFESTS_FILE}`);
+    throw ioError(manifestsPath, err);
+  }
+  const hasBlobDir = await lstat(join(root, 'blobs')).then((s) => s.isDirectory(), () => false);
+
+  const reader: BundleReader = {
+    header: async () => headerText,
+    manifestsSize: async () => manifestsSize,
+    async *manifests() {
+      const h = await open(manifestsPath, READ).catch((err) => {
+        throw ioError(manifestsPath, err);
+      });
+      const stream = createReadStream('', { fd: h, highWaterMark: 1024 * 1024 });
+      try {
+        for await (const chunk of stream) yield chunk as Buffer;
+      } catch (err) {
+        throw ioError(manifestsPath, err);
+      } finally {
+        stream.destroy();
+      }
+    },
+  };
+  if (header.counts.blobs !== undefined || hasBlobDir) {
+    reader.readBlob = async (digest, maxBytes) => {
+      const path = join(root, bundleBlobPath(digest));
+      let h;
+      try {
+        h = await open(path, READ);
+      } catch (err) {
+        // A symlink (ELOOP) or anything else that is not a plain file in the bundle counts as absent.
+        if (errno(err) === 'ENOENT' || errno(err) === 'ELOOP') return undefined;
+        throw ioError(path, err);
+      }
+      try {
+        const st = await h.stat();
+        if (!st.isFile()) return undefined;
+        if (st.size > maxBytes) return { size: st.size };
+        const bytes = await h.readFile();
+        return { size: bytes.length, bytes };
+      } catch (err) {
+        throw ioError(path, err);
+      } finally {
+        await h.close();
+      }
+    };
+  }
+  return reader;
+}

@@ -1,0 +1,186 @@
+/**
+ * `export`: writes an audit bundle (manifests/audit/bundle.ts) from a ledger's log and blobs. Node only.
+ *
+ * Atomic and durable: everything is written into a private staging directory next to the target,
+ * every file and directory is fsynced, and only then is the staging directory renamed to the target
+ * (never over an existing one) and the parent fsynced. A failure at any step leaves no bundle.
+ * Envelopes are copied byte for byte as stored; export verifies nothing (that is the auditor's job),
+ * so a corrupt store yields a bundle whose verification shows the corruption.
+ */
+import { constants } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join, resolve } from 'node:path';
+import { isDigest, type Digest } from '../../store/hash/digest.js';
+import type { BlobStore } from '../../store/blob-store.js';
+import { StoreError } from '../../store/errors.js';
+import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
+import { ManifestError } from '../../manifests/errors.js';
+import { AuditError } from '../../manifests/audit/errors.js';
+import { BUNDLE_FORMAT, BUNDLE_HEADER_FILE, BUNDLE_MANIFESTS_FILE, BUNDLE_VERSION, bundleBlobPath, serializeBundleHeader, type BundleHeader } from '../../manifests/audit/bundle.js';
+import { parseEnvelope } from '../../manifests/crypto/envelope.js';
+import { isValidId } from '../../manifests/format/ids.js';
+import type { ManifestLog } from '../../manifests/log/log.js';
+
+export interface ExportOptions {
+  /** Target directory; must not exist. */
+  out: string;
+  /** Only chains in which this principal published at least one manifest (whole chains, so they verify). */
+  principal?: string;
+  /** Only this session's chain. */
+  session?: string;
+  /** Also copy every referenced summary blob (re-hashed by the blob store as it is read). */
+  withBlobs?: boolean;
+  /** Clock for `exportedAt` (tests). */
+  clock?: () => Date;
+  /** Filesystem operations (fault injection). */
+  fs?: FsOps;
+}
+
+export interface ExportResult {
+  dir: string;
+  header: BundleHeader;
+  /** Blobs the store could not return intact (absent or corrupt): not in the bundle, so `verify` reports them. */
+  unavailableBlobs: Array<{ digest: Digest; code: string }>;
+}
+
+/** What export needs from a ledger (a `Ledger` is one). */
+export interface ExportSource {
+  readonly host: string;
+  readonly log: ManifestLog;
+  readonly blobs: BlobStore;
+}
+
+const CREATE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
+const FLUSH_BYTES = 1024 * 1024;
+
+function ioError(step: string, err: unknown): AuditError {
+  if (err instanceof AuditError) return err;
+  return new AuditError('BUNDLE_IO', `export: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+}
+
+/** The summary digest a stored envelope names, read without verification (export copies, it does not judge). */
+function summaryDigestOf(envelope: string): Digest | undefined {
+  try {
+    const payload = JSON.parse(new TextDecoder().decode(parseEnvelope(envelope).payload)) as { summary?: { digest?: unknown } };
+    return isDigest(payload.summary?.digest) ? payload.summary.digest : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function selectSessions(log: ManifestLog, o: ExportOptions): Promise<((session: string) => boolean)> {
+  if (o.principal === undefined) return (s) => o.session === undefined || s === o.session;
+  const sessions = new Set<string>();
+  for await (const e of log.entries()) if (e.principal === o.principal && (o.session === undefined || e.session === o.session)) sessions.add(e.session);
+  return (s) => sessions.has(s);
+}
+
+async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void> {
+  const h: FileHandle = await fs.open(path, CREATE, 0o600);
+  try {
+    if (data instanceof Uint8Array) await fs.write(h, data);
+    else for await (const chunk of data) await fs.write(h, chunk);
+    await fs.fsync(h);
+  } finally {
+    await fs.close(h);
+  }
+}
+
+/**
+ * Exports the chains selected by `options` into a new bundle directory.
+ * @throws AuditError `USAGE` (bad filter id), `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
+ *   ManifestError/StoreError from the log or blob store pass through.
+ */
+export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
+  const fs = options.fs ?? nodeFsOps;
+  for (const [name, v] of [['principal', options.principal], ['session', options.session]] as const) {
+    if (v !== undefined && !isValidId(v)) throw new AuditError('USAGE', `--${name} ${JSON.stringify(v)} is not a valid id`);
+  }
+  const out = resolve(options.out);
+  try {
+    await fs.lstat(out);
+    throw new AuditError('BUNDLE_EXISTS', `${out} already exists; export never overwrites`);
+  } catch (err) {
+    if (err instanceof AuditError) throw err;
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw ioError(`checking ${out}`, err);
+  }
+  const parent = dirname(out);
+  const staging = join(parent, `.${basename(out)}.${randomBytes(6).toString('hex')}.partial`);
+  const selected = await selectSessions(source.log, options);
+  const counts = { manifests: 0, chains: 0, blobs: 0 };
+  const unavailableBlobs: ExportResult['unavailableBlobs'] = [];
+  let step = 'creating the staging directory';
+  try {
+    await fs.mkdir(staging, 0o700);
+    step = `writing ${BUNDLE_MANIFESTS_FILE}`;
+    const sessions = new Set<string>();
+    const digests = new Set<Digest>();
+    await writeAll(fs, join(staging, BUNDLE_MANIFESTS_FILE), (async function* () {
+      const encoder = new TextEncoder();
+      let buffered: string[] = [];
+      let size = 0;
+      for await (const e of source.log.entries()) {
+        if (!selected(e.session)) continue;
+        counts.manifests++;
+        sessions.add(e.session);
+        if (options.withBlobs) {
+          const d = summaryDigestOf(e.envelope);
+          if (d) digests.add(d);
+        }
+        buffered.push(e.envelope, '\n');
+        size += e.envelope.length + 1;
+        if (size >= FLUSH_BYTES) {
+          yield encoder.encode(buffered.join(''));
+          buffered = [];
+          size = 0;
+        }
+      }
+      if (buffered.length > 0) yield encoder.encode(buffered.join(''));
+    })());
+    counts.chains = sessions.size;
+    if (options.withBlobs) {
+      step = 'writing blobs';
+      await fs.mkdir(join(staging, 'blobs'), 0o700);
+      await fs.mkdir(join(staging, 'blobs', 'blake3'), 0o700);
+      for (const digest of digests) {
+        let bytes: Uint8Array;
+        try {
+          bytes = await source.blobs.get(digest);
+        } catch (err) {
+          const code = (err as { code?: string }).code;
+          if (code !== 'BLOB_NOT_FOUND' && code !== 'BLOB_INTEGRITY') throw err;
+          unavailableBlobs.push({ digest, code });
+          continue;
+        }
+        await writeAll(fs, join(staging, bundleBlobPath(digest)), bytes);
+        counts.blobs++;
+      }
+      await fs.fsyncDir(join(staging, 'blobs', 'blake3'));
+      await fs.fsyncDir(join(staging, 'blobs'));
+    }
+    step = `writing ${BUNDLE_HEADER_FILE}`;
+    const header: BundleHeader = {
+      format: BUNDLE_FORMAT,
+      version: BUNDLE_VERSION,
+      exportedAt: (options.clock?.() ?? new Date()).toISOString(),
+      host: source.host,
+      counts: { manifests: counts.manifests, chains: counts.chains, ...(options.withBlobs ? { blobs: counts.blobs } : {}) },
+      filters: { ...(options.principal !== undefined ? { principal: options.principal } : {}), ...(options.session !== undefined ? { session: options.session } : {}) },
+    };
+    await writeAll(fs, join(staging, BUNDLE_HEADER_FILE), new TextEncoder().encode(serializeBundleHeader(header)));
+    await fs.fsyncDir(staging);
+    // The bundle appears complete or not at all: rename is atomic, and a non-empty target makes it fail.
+    step = `renaming the staging directory to ${out}`;
+    await fs.rename(staging, out);
+    await fs.fsyncDir(parent);
+    return { dir: out, header, unavailableBlobs };
+  } catch (err) {
+    await fs.rm(staging).catch(() => {});
+    if ((err as { code?: string }).code === 'ENOTEMPTY' || (err as { code?: string }).code === 'EEXIST') {
+      throw new AuditError('BUNDLE_EXISTS', `${out} appeared during the export; export never overwrites`, { cause: err });
+    }
+    if (err instanceof StoreError || err instanceof ManifestError) throw err;
+    throw ioError(step, err);
+  }
+}

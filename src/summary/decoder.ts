@@ -1,0 +1,165 @@
+/**
+ * Decodes the JSON of a large stored summary while its bytes stream in (resume of a summary of 1 MiB
+ * or more), instead of decoding it to text and parsing that afterwards: each string's body goes
+ * through the WebAssembly unescaper (manifests/encoding/json-unescape.ts) into one arena as the chunks arrive, and
+ * becomes a JS string once, directly from UTF-8; what lies between the strings (the structure) is
+ * collected with a placeholder per string and handed to JSON.parse at the end.
+ *
+ * Semantics are JSON.parse's on UTF-8 text, with three refusals where JSON.parse would accept: a lone
+ * surrogate escape (a summary refuses lone surrogates anyway), a byte order mark (never part of
+ * canonical bytes), and nesting deeper than 512 levels (a summary nests 3). Bytes that are not UTF-8 are refused (as the fatal TextDecoder does).
+ */
+import { isAscii, isUtf8 } from 'node:buffer';
+import { loadUnescaper, PIECE, UnescapeStatus, type Unescaper } from '../../manifests/encoding/json-unescape.js';
+
+export class SummaryDecodeError extends Error {
+  override readonly name = 'SummaryDecodeError';
+}
+
+/** The longest escape the decoder handles itself: a surrogate pair, \uXXXX\uXXXX. */
+const LONGEST_ESCAPE = 12;
+
+export class StreamingJsonDecoder {
+  private readonly unescaper: Unescaper;
+  /** Unescaped string bytes, all strings one after another (never more than the input's size). */
+  private readonly arena: Buffer;
+  private arenaEnd = 0;
+  private stringStart = -1; // arena offset of the string being read, or -1 outside strings
+  private readonly structure: string[] = [];
+  private readonly strings: string[] = [];
+  /** The tail of the last chunk that could not be used yet (a cut-off escape). */
+  private carry: Uint8Array | undefined;
+  private received = 0;
+
+  /**
+   * @param size the exact number of bytes that will be pushed (sizes the arena)
+   * @throws Error where the WebAssembly unescaper is unavailable (the caller then decodes as a whole)
+   */
+  constructor(readonly size: number) {
+    const u = loadUnescaper();
+    if (!u) throw new Error('the WebAssembly unescaper is unavailable');
+    this.unescaper = u;
+    this.arena = Buffer.allocUnsafe(size);
+  }
+
+  /** True where streaming decoding can be used here. */
+  static available(): boolean {
+    return loadUnescaper() !== undefined;
+  }
+
+  /** Consumes the next bytes; `chunk` is not kept. @throws SummaryDecodeError */
+  push(chunk: Uint8Array): void {
+    this.received += chunk.length;
+    if (this.received > this.size) throw new SummaryDecodeError('more bytes than announced');
+    let bytes = chunk;
+    if (this.carry) {
+      bytes = Buffer.concat([this.carry, chunk]);
+      this.carry = undefined;
+    }
+    let pos = 0;
+    while (pos < bytes.length) {
+      if (this.stringStart < 0) {
+        const quote = bytes.indexOf(0x22, pos);
+        const stop = quote < 0 ? bytes.length : quote;
+        if (stop > pos) this.structure.push(Buffer.from(bytes.buffer, bytes.byteOffset + pos, stop - pos).toString('latin1'));
+        if (quote < 0) return;
+        this.structure.push(`"${this.strings.length}"`);
+        this.strings.push('');
+        this.stringStart = this.arenaEnd;
+        pos = quote + 1;
+        continue;
+      }
+      pos = this.stringBody(bytes, pos);
+    }
+  }
+
+  /** Unescapes string bytes from `pos`; returns where it stopped (the end of `bytes` once it needs more). */
+  private stringBody(bytes: Uint8Array, pos: number): number {
+    const u = this.unescaper;
+    const n = Math.min(PIECE, bytes.length - pos);
+    u.src.set(bytes.subarray(pos, pos + n));
+    const { status, read, out } = u.run(n);
+    this.append(out);
+    pos += read;
+    if (status === UnescapeStatus.Closed) {
+      this.closeString();
+      return pos;
+    }
+    if (status === UnescapeStatus.Other) return this.otherEscape(bytes, pos);
+    if (read === n || pos + n - read < bytes.length) return pos; // used all, or the next piece starts where this stopped
+    // An escape cut off at the end of the chunk: keep its bytes for the next one.
+    this.carry = bytes.slice(pos);
+    return bytes.length;
+  }
+
+  private append(out: Uint8Array): void {
+    this.arena.set(out, this.arenaEnd);
+    this.arenaEnd += out.length;
+  }
+
+  private closeString(): void {
+    const body = this.arena.subarray(this.stringStart, this.arenaEnd);
+    // ASCII (most summaries): valid UTF-8 as it is, and latin1 makes the same string with a plain copy.
+    if (isAscii(body)) this.strings[this.strings.length - 1] = body.toString('latin1');
+    else if (isUtf8(body)) this.strings[this.strings.length - 1] = body.toString('utf8');
+    else throw new SummaryDecodeError('a string is not valid UTF-8');
+    this.stringStart = -1;
+  }
+
+  /** An escape or byte the loop leaves to us, at `pos`: any \uXXXX (a surrogate pair as one), or a refusal. */
+  private otherEscape(bytes: Uint8Array, pos: number): number {
+    if (bytes[pos] !== 0x5c) throw new SummaryDecodeError('a control character inside a string');
+    if (bytes.length - pos < LONGEST_ESCAPE && this.received < this.size) {
+      this.carry = bytes.slice(pos);
+      return bytes.length;
+    }
+    const unit = hex4(bytes, pos);
+    if (unit >= 0xdc00 && unit < 0xe000) throw new SummaryDecodeError('a lone low surrogate escape');
+    if (unit >= 0xd800 && unit < 0xdc00) {
+      const low = bytes[pos + 6] === 0x5c ? hex4(bytes, pos + 6) : -1;
+      if (low < 0xdc00 || low >= 0xe000) throw new SummaryDecodeError('a lone high surrogate escape');
+      this.append(Buffer.from(String.fromCharCode(unit, low), 'utf8'));
+      return pos + 12;
+    }
+    this.append(Buffer.from(String.fromCharCode(unit), 'utf8'));
+    return pos + 6;
+  }
+
+  /** The decoded value, once every byte was pushed. @throws SummaryDecodeError, SyntaxError */
+  end(): unknown {
+    if (this.received !== this.size) throw new SummaryDecodeError(`${this.received} bytes pushed, ${this.size} announced`);
+    if (this.stringStart >= 0 || this.carry) throw new SummaryDecodeError('the input ends inside a string');
+    const strings = this.strings;
+    return restore(JSON.parse(this.structure.join('')), strings);
+  }
+}
+
+/** The value of the \uXXXX escape at `pos`. @throws SummaryDecodeError for anything else */
+function hex4(bytes: Uint8Array, pos: number): number {
+  if (bytes[pos] !== 0x5c || bytes[pos + 1] !== 0x75 || pos + 6 > bytes.length) throw new SummaryDecodeError('an invalid escape in a string');
+  let v = 0;
+  for (let i = pos + 2; i < pos + 6; i++) {
+    const c = bytes[i]!;
+    const d = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1;
+    if (d < 0) throw new SummaryDecodeError('an invalid \\u escape in a string');
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/** Deeper than any summary; a bound that turns hostile nesting into a decode error, not a stack overflow. */
+const MAX_DEPTH = 512;
+
+/** Puts the strings back where their placeholders ("<index>") stand, as keys and as values. */
+function restore(value: unknown, strings: string[], depth = 0): unknown {
+  if (typeof value === 'string') return strings[Number(value)];
+  if (value === null || typeof value !== 'object') return value;
+  if (depth >= MAX_DEPTH) throw new SummaryDecodeError(`nesting deeper than ${MAX_DEPTH} levels`);
+  if (Array.isArray(value)) return value.map((v) => restore(v, strings, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    // defineProperty: a key "__proto__" stays an own property, as JSON.parse makes it.
+    Object.defineProperty(out, strings[Number(k)]!, { value: restore(v, strings, depth + 1), enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}

@@ -1,0 +1,213 @@
+/**
+ * The structured handoff summary (v1). A Harness hands `summaryJsonSchema` to the model as its
+ * structured-output schema (or as the input schema of the `submit_handoff` tool); the library
+ * validates what comes back before anything is stored.
+ */
+import { z } from 'zod';
+import { canonicalBytes, canonicalChunks } from '../../manifests/encoding/canonical.js';
+import { LedgerError } from '../errors.js';
+import { StoreError } from '../../store/errors.js';
+import { StreamingJsonDecoder } from './decoder.js';
+
+export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
+
+const text = z.string().max(64 * 1024 * 1024);
+const line = z.string().max(64 * 1024);
+
+/** A project-relative path: no leading slash or drive, no `..` segment, no backslash, no NUL. */
+const relativePath = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine(
+    (p) => !p.startsWith('/') && !/^[A-Za-z]:/.test(p) && !p.includes('\\') && !p.includes('\0') && !p.split('/').includes('..'),
+    'must be a project-relative path without ".." segments',
+  );
+
+export const summarySchema = z.strictObject({
+  /** What the user asked for, in one or two sentences. */
+  task: text.describe('The task the user is working on, as they would state it'),
+  /** Where the work stands now. */
+  state: text.describe('Where the work stands: what is done, what is in progress'),
+  /** What to do next, in order. */
+  nextSteps: z.array(line).max(1000).describe('The next steps, in order'),
+  decisions: z.array(line).max(1000).optional().describe('Decisions made and why'),
+  openQuestions: z.array(line).max(1000).optional().describe('Questions still open for the user'),
+  files: z
+    .array(z.strictObject({ path: relativePath, note: line.optional() }))
+    .max(10_000)
+    .optional()
+    .describe('Project files that matter for the next steps (project-relative paths)'),
+  notes: text.optional().describe('Anything else the next context needs'),
+  /** Set by a model that could not finish its summary; such a summary is refused. */
+  incomplete: z.boolean().optional().describe('true if the summary could not be completed'),
+});
+
+export type Summary = z.infer<typeof summarySchema>;
+
+/** The JSON Schema (draft 2020-12) of a summary, for structured-output APIs and tool definitions. */
+export const summaryJsonSchema: Record<string, unknown> = z.toJSONSchema(summarySchema, { target: 'draft-2020-12' }) as Record<string, unknown>;
+
+function isBlank(s: string | undefined): boolean {
+  return s === undefined || s.trim().length === 0;
+}
+
+function* strings(value: unknown): Generator<string> {
+  if (typeof value === 'string') yield value;
+  else if (Array.isArray(value)) for (const v of value) yield* strings(v);
+  else if (value && typeof value === 'object') for (const v of Object.values(value)) yield* strings(v);
+}
+
+/** The rules beyond the schema, shared by publish (validate) and resume (decode) so they cannot drift. */
+function checkContent(summary: Summary): void {
+  if (summary.incomplete === true) {
+    throw new LedgerError('SUMMARY_INCOMPLETE', 'the summary is marked incomplete; it is not published');
+  }
+  if (isBlank(summary.task) && isBlank(summary.state) && summary.nextSteps.every(isBlank)) {
+    throw new LedgerError('SUMMARY_EMPTY', 'the summary has no task, state or next steps');
+  }
+  if (isBlank(summary.task) || isBlank(summary.state)) {
+    throw new LedgerError('SUMMARY_EMPTY', 'the summary needs a non-blank task and state');
+  }
+  for (const s of strings(summary)) {
+    if (!s.isWellFormed()) throw new LedgerError('SUMMARY_INVALID', 'the summary contains a lone surrogate (not valid UTF-8)');
+  }
+}
+
+export interface ValidatedSummary {
+  summary: Summary;
+  /** The canonical (RFC 8785) UTF-8 bytes that are stored and hashed. */
+  bytes: Uint8Array;
+}
+
+/** Schema, content rules and a first size bound (each UTF-16 code unit takes at least one byte). */
+function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atLeast: number } {
+  if (value === undefined || value === null || value === '') {
+    throw new LedgerError('SUMMARY_EMPTY', 'the summary is empty');
+  }
+  const parsed = summarySchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const tooBig = parsed.error.issues.some((i) => i.code === 'too_big');
+    throw new LedgerError(
+      tooBig ? 'SUMMARY_TOO_LARGE' : 'SUMMARY_INVALID',
+      `summary: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
+    );
+  }
+  const summary = parsed.data;
+  checkContent(summary);
+  let atLeast = 0;
+  for (const s of strings(summary)) atLeast += s.length;
+  if (atLeast > maxBytes) {
+    throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is at least ${atLeast} bytes, over the limit of ${maxBytes}`);
+  }
+  return { summary, atLeast };
+}
+
+/**
+ * Validates a summary and encodes it canonically (publish step 2).
+ * @throws LedgerError `SUMMARY_INVALID` (schema, unknown fields, lone surrogates), `SUMMARY_EMPTY`
+ *   (blank task/state and no next steps), `SUMMARY_INCOMPLETE` (flagged incomplete),
+ *   `SUMMARY_TOO_LARGE` (canonical bytes over `maxBytes`)
+ */
+export function validateSummary(value: unknown, maxBytes: number = DEFAULT_MAX_SUMMARY_BYTES): ValidatedSummary {
+  const { summary } = checkSummary(value, maxBytes);
+  return { summary, bytes: encodeSummary(summary, maxBytes) };
+}
+
+function encodeSummary(summary: Summary, maxBytes: number): Uint8Array {
+  const bytes = canonicalBytes(summary);
+  if (bytes.length > maxBytes) {
+    throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is ${bytes.length} bytes, over the limit of ${maxBytes}`);
+  }
+  return bytes;
+}
+
+/** From this much text (UTF-16 code units) on, a summary is encoded while it is written, not before. */
+export const STREAM_SUMMARY_FROM = 1024 * 1024;
+
+export interface PreparedSummary {
+  summary: Summary;
+  /**
+   * The canonical bytes, or for a large summary the same bytes as a stream of pieces encoded as the
+   * blob store pulls them (each valid until the next is pulled). A stream's size is checked by the
+   * blob store against its `maxBytes` (`BLOB_TOO_LARGE`) as it goes.
+   */
+  source: Uint8Array | AsyncIterable<Uint8Array>;
+}
+
+/**
+ * Validates a summary and prepares its canonical bytes for the blob store: all at once for a small
+ * summary, as a stream for a large one (the encoding overlaps the write, and no second copy of a large
+ * summary is held in memory).
+ * @throws LedgerError as `validateSummary`
+ */
+export function prepareSummary(value: unknown, maxBytes: number = DEFAULT_MAX_SUMMARY_BYTES): PreparedSummary {
+  const { summary, atLeast } = checkSummary(value, maxBytes);
+  if (atLeast < STREAM_SUMMARY_FROM) return { summary, source: encodeSummary(summary, maxBytes) };
+  const pieces = canonicalChunks(summary); // throws here, before any byte is written, on what JCS refuses
+  return {
+    summary,
+    source: (async function* () {
+      yield* pieces;
+    })(),
+  };
+}
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** The schema and the content rules on a parsed stored summary. */
+function checkStored(value: unknown): Summary {
+  const parsed = summarySchema.safeParse(value);
+  if (!parsed.success) throw new LedgerError('SUMMARY_INVALID', 'stored summary does not match the summary schema');
+  checkContent(parsed.data);
+  return parsed.data;
+}
+
+/** Parses stored summary bytes (already digest-verified) back into a summary. */
+export function decodeSummary(bytes: Uint8Array): Summary {
+  let value: unknown;
+  try {
+    value = JSON.parse(decoder.decode(bytes));
+  } catch (err) {
+    throw new LedgerError('SUMMARY_INVALID', 'stored summary is not UTF-8 JSON', { cause: err });
+  }
+  return checkStored(value);
+}
+
+/**
+ * Decodes a stored summary of `size` bytes while its chunks arrive (a large summary on resume; see
+ * src/summary/decoder.ts), with `decodeSummary`'s result. The stream's own verdict comes first: when
+ * decoding fails, the rest is still read, so a blob that does not match its digest is reported as the
+ * store reports it (`BLOB_INTEGRITY`), not as an invalid summary.
+ * @throws LedgerError `SUMMARY_INVALID`; StoreError from the stream; StoreError `BLOB_INTEGRITY` when
+ *   the stream holds other than `size` bytes
+ */
+export async function decodeSummaryStream(chunks: AsyncIterable<Uint8Array>, size: number): Promise<Summary> {
+  // Made at the first chunk, once the store has found the blob and checked it against its size limit.
+  let decoding: StreamingJsonDecoder | undefined;
+  let failure: unknown;
+  let total = 0;
+  for await (const chunk of chunks) {
+    total += chunk.length;
+    if (failure !== undefined) continue;
+    try {
+      decoding ??= new StreamingJsonDecoder(size);
+      decoding.push(chunk);
+    } catch (err) {
+      failure = err;
+    }
+  }
+  if (total !== size) throw new StoreError('BLOB_INTEGRITY', `the stored summary is ${total} bytes, the manifest says ${size}`);
+  let value: unknown;
+  try {
+    if (failure !== undefined) throw failure;
+    value = (decoding ?? new StreamingJsonDecoder(size)).end();
+  } catch (err) {
+    throw new LedgerError('SUMMARY_INVALID', 'stored summary is not UTF-8 JSON', { cause: err });
+  }
+  return checkStored(value);
+}
+
+/** True where `decodeSummaryStream` can run (it needs WebAssembly SIMD). */
+export const canDecodeStream = (): boolean => StreamingJsonDecoder.available();

@@ -1,0 +1,228 @@
+/**
+ * The byte pipelines of the filesystem blob store: `put`'s writes (DESIGN.md, "Blob store": write while
+ * hashing, one pass over the bytes; writes and fsyncs run on the I/O threads while this thread hashes,
+ * and the caller's `afterDigest` — making the shard directories durable — overlaps the final data
+ * fsync), and the streamed, verified-at-the-end read behind `chunks`.
+ */
+import type { FileHandle } from 'node:fs/promises';
+import { formatDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
+import { StoreError, throwIfAborted } from '../errors.js';
+import type { FsOps } from './ops.js';
+
+// Hashing a large buffer yields to the event loop this often, so I/O completions are not held up.
+const HASH_SLICE = 1024 * 1024;
+/** A stream is copied into blocks of this size (its source may reuse a chunk once the next is pulled). */
+const BLOCK = 1024 * 1024;
+/** Blocks per stream: up to this many positioned writes are in flight while the next block fills. */
+const BLOCKS = 8;
+/** `readWhole` reads into its one buffer this much at a time. */
+const READ_CHUNK = 4 * 1024 * 1024;
+/**
+ * Flush-behind: while a stream is written, an fsync is started whenever this many bytes were written
+ * since the last one began, so the kernel writes back during the put instead of all at its end. Only
+ * the final fsync, issued after the last write completed, makes the blob durable; an earlier one that
+ * fails fails the put all the same.
+ */
+export const FLUSH_BEHIND = 8 * 1024 * 1024;
+
+export interface WriteContext {
+  fs: FsOps;
+  hash: HashBackend;
+  /** Runs once the digest is known, alongside the final data fsync (both must succeed). */
+  afterDigest(digest: Digest): Promise<void>;
+}
+
+export interface Written {
+  digest: Digest;
+  size: number;
+}
+
+/** Blocks reused across puts, so a large put does not page-fault fresh memory for every block. */
+const freeBlockSets: Buffer[][] = [];
+const KEEP_BLOCK_SETS = 2;
+
+function takeBlocks(): Buffer[] {
+  return freeBlockSets.pop() ?? Array.from({ length: BLOCKS }, () => Buffer.allocUnsafe(BLOCK));
+}
+
+function giveBlocks(blocks: Buffer[]): void {
+  if (freeBlockSets.length < KEEP_BLOCK_SETS) freeBlockSets.push(blocks);
+}
+
+/** After the last read: the file must end where its size said (a blob that grew or shrank under us is not trusted) and match its digest. */
+async function verifyEnd(handle: FileHandle, off: number, size: number, hasher: Hasher, digest: string): Promise<void> {
+  const extra = await handle.read(Buffer.alloc(1), 0, 1, off);
+  if (off !== size || extra.bytesRead !== 0) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
+  if (formatDigest(hasher.digest()) !== digest) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
+}
+
+/** Reads an open blob of exactly `size` bytes into one buffer, hashing each chunk while the next is read; refuses on any mismatch. */
+export async function readWhole(handle: FileHandle, size: number, digest: string, hash: HashBackend, signal?: AbortSignal): Promise<Uint8Array> {
+  const buf = Buffer.allocUnsafe(size);
+  const hasher = await hash.create();
+  let off = 0;
+  let pending = size > 0 ? handle.read(buf, 0, Math.min(READ_CHUNK, size), 0) : undefined;
+  while (pending) {
+    const { bytesRead } = await pending;
+    if (bytesRead === 0) break;
+    const start = off;
+    off += bytesRead;
+    throwIfAborted(signal);
+    pending = off < size ? handle.read(buf, off, Math.min(READ_CHUNK, size - off), off) : undefined;
+    hasher.update(buf.subarray(start, off));
+  }
+  await verifyEnd(handle, off, size, hasher, digest);
+  return buf;
+}
+
+/**
+ * Reads an open blob of `size` bytes as chunks (views into reused blocks, each valid until the next is
+ * pulled), the next read in flight while the consumer works; hashes each; after the last, checks that
+ * the file ended there and that the digest matches, else throws BLOB_INTEGRITY.
+ */
+export async function* readStream(handle: FileHandle, size: number, digest: string, hash: HashBackend, signal?: AbortSignal): AsyncIterable<Uint8Array> {
+  const hasher = await hash.create();
+  const blocks = takeBlocks();
+  let pending: Promise<{ bytesRead: number }> | undefined;
+  try {
+    let off = 0;
+    let slot = 0;
+    pending = size > 0 ? handle.read(blocks[0]!, 0, Math.min(BLOCK, size), 0) : undefined;
+    while (pending) {
+      const { bytesRead } = await pending;
+      pending = undefined;
+      if (bytesRead === 0) break;
+      const chunk = blocks[slot]!.subarray(0, bytesRead);
+      off += bytesRead;
+      throwIfAborted(signal);
+      slot = (slot + 1) % BLOCKS;
+      if (off < size) {
+        pending = handle.read(blocks[slot]!, 0, Math.min(BLOCK, size - off), off);
+        pending.catch(() => {}); // awaited at the next pull; this keeps a consumer that walks away from an unhandled rejection
+      }
+      hasher.update(chunk);
+      yield chunk;
+    }
+    await verifyEnd(handle, off, size, hasher, digest);
+  } finally {
+    await pending?.catch(() => {}); // no read may still fill a block once it is given back
+    giveBlocks(blocks);
+  }
+}
+
+function storageFailed(step: string) {
+  return (err: unknown): never => {
+    if (err instanceof StoreError) throw err;
+    throw new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+  };
+}
+
+function yieldToIo(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Waits for every operation (none is left running behind a failure), then throws the first failure. */
+export async function settleAll(...ops: Array<Promise<unknown>>): Promise<void> {
+  const results = await Promise.allSettled(ops);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
+/** A whole buffer: one write and its fsync in flight while the bytes are hashed here. */
+export async function writeBuffer(ctx: WriteContext, handle: FileHandle, bytes: Uint8Array, signal?: AbortSignal): Promise<Written> {
+  const hasher = await ctx.hash.create();
+  let ioFailed = false;
+  const io = (async () => {
+    await ctx.fs.write(handle, bytes).catch(storageFailed('write'));
+    throwIfAborted(signal);
+    await ctx.fs.fsync(handle).catch(storageFailed('fsync'));
+  })();
+  io.catch(() => (ioFailed = true)); // awaited below; this also keeps an early failure from being "unhandled"
+  let digest: Digest;
+  try {
+    for (let off = 0; off < bytes.length && !ioFailed; off += HASH_SLICE) {
+      hasher.update(bytes.subarray(off, off + HASH_SLICE));
+      throwIfAborted(signal);
+      // Let the I/O thread's completion through (write done → fsync issued) while hashing goes on.
+      if (off + HASH_SLICE < bytes.length) await yieldToIo();
+    }
+    if (ioFailed) await io; // throws the write's own error; the partial digest is never used
+    digest = formatDigest(hasher.digest());
+  } catch (err) {
+    await io.catch(() => {});
+    throw err;
+  }
+  await settleAll(io, ctx.afterDigest(digest));
+  return { digest, size: bytes.length };
+}
+
+/**
+ * A stream of chunks, of any sizes: copied into BLOCKS reusable blocks; each full block is written at
+ * its offset (several writes in flight) and hashed here while the source produces the next bytes;
+ * flush-behind fsyncs start every FLUSH_BEHIND bytes. The size limit is enforced as chunks arrive.
+ */
+export async function writeStream(
+  ctx: WriteContext,
+  handle: FileHandle,
+  source: AsyncIterable<Uint8Array>,
+  limit: number,
+  signal?: AbortSignal,
+): Promise<Written> {
+  const hasher = await ctx.hash.create();
+  const blocks = takeBlocks();
+  const writes: Array<Promise<void> | undefined> = new Array(BLOCKS);
+  const flushes: Array<Promise<void>> = [];
+  let flushing = false;
+  let unflushed = 0;
+  let slot = 0;
+  let fill = 0;
+  let size = 0; // bytes received
+  let offset = 0; // file offset of the block being filled
+  let failure: unknown;
+  const ended = (p: Promise<void>) => p.catch((err) => void (failure ??= err));
+
+  const emit = async (): Promise<void> => {
+    const block = blocks[slot]!.subarray(0, fill);
+    writes[slot] = ended(ctx.fs.write(handle, block, offset).catch(storageFailed('write')));
+    offset += fill;
+    hasher.update(block);
+    unflushed += fill;
+    if (unflushed >= FLUSH_BEHIND && !flushing) {
+      unflushed = 0;
+      flushing = true;
+      flushes.push(ended(ctx.fs.fsync(handle).catch(storageFailed('fsync'))).then(() => void (flushing = false)));
+    }
+    slot = (slot + 1) % BLOCKS;
+    fill = 0;
+    await writes[slot]; // the block about to be refilled must be written out first
+    if (failure !== undefined) throw failure;
+  };
+
+  try {
+    try {
+      for await (const chunk of source) {
+        if (!(chunk instanceof Uint8Array)) throw new TypeError('blob source must yield Uint8Array chunks');
+        size += chunk.length;
+        if (size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limit} bytes`);
+        throwIfAborted(signal);
+        for (let off = 0; off < chunk.length; ) {
+          const n = Math.min(BLOCK - fill, chunk.length - off);
+          blocks[slot]!.set(chunk.subarray(off, off + n), fill);
+          fill += n;
+          off += n;
+          if (fill === BLOCK) await emit();
+        }
+      }
+      if (fill > 0) await emit();
+    } finally {
+      // No write may still run once the caller closes the file, nor a block be reused while written.
+      await Promise.all([...writes, ...flushes]);
+    }
+    if (failure !== undefined) throw failure;
+  } finally {
+    giveBlocks(blocks);
+  }
+  const digest = formatDigest(hasher.digest());
+  await settleAll(ctx.fs.fsync(handle).catch(storageFailed('fsync')), ctx.afterDigest(digest));
+  return { digest, size };
+}

@@ -1,0 +1,322 @@
+/**
+ * The filesystem blob store (DESIGN.md, "Blob store"). Layout:
+ *   <root>/blobs-v1/blake3/<aa>/<bb>/<64hex>   immutable blobs, named by digest only
+ *   <root>/tmp/                                staging files, cleared on open
+ *   <root>/quarantine/                         corrupt blobs moved aside, never deleted
+ * Only hex digests ever become path components.
+ */
+import { constants } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
+import { StoreError, throwIfAborted } from '../errors.js';
+import { nodeFsOps, type FsOps } from './ops.js';
+import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from '../blob-store.js';
+import { ensurePrivateDir } from './safe-dir.js';
+import { readStream, readWhole, writeBuffer, writeStream } from './blob-io.js';
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const WRITE_FLAGS = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
+// O_NONBLOCK: opening a FIFO planted at a blob path must not hang the reader.
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+export interface FsBlobStoreOptions {
+  /** BLAKE3 backend used to hash while writing and re-hash while reading. */
+  hash: HashBackend;
+  /** Upper bound for any single blob, in bytes (default 1 GiB). */
+  maxBlobBytes?: number;
+  /** Filesystem operations; tests inject faults here. */
+  fs?: FsOps;
+}
+
+export interface RecoveryReport {
+  stagingRemoved: number;
+}
+
+function errno(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function storageFailed(step: string, err: unknown): StoreError {
+  if (err instanceof StoreError) return err;
+  return new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+}
+
+export class FsBlobStore implements BlobStore {
+  readonly root: string;
+  private readonly blobDir: string;
+  private readonly tmpDir: string;
+  private readonly quarantineDir: string;
+  private readonly hash: HashBackend;
+  private readonly maxBlobBytes: number;
+  private readonly fs: FsOps;
+  /**
+   * Directories holding an entry not yet known durable (their fsync failed), each with the version of
+   * its listing: a retry may find the entry already there (EEXIST), so the next put fsyncs them.
+   */
+  private readonly unsyncedDirs = new Map<string, number>();
+  private listingVersion = 0;
+
+  private constructor(root: string, options: FsBlobStoreOptions) {
+    this.root = root;
+    this.blobDir = join(root, 'blobs-v1', 'blake3');
+    this.tmpDir = join(root, 'tmp');
+    this.quarantineDir = join(root, 'quarantine');
+    this.hash = options.hash;
+    this.maxBlobBytes = options.maxBlobBytes ?? 1024 ** 3;
+    this.fs = options.fs ?? nodeFsOps;
+  }
+
+  /**
+   * Opens (creating if needed) a store under `root` and clears its staging area.
+   * @throws StoreError `UNSAFE_ROOT` if the root is a symlink, not a directory, or writable by group/others.
+   */
+  static async open(root: string, options: FsBlobStoreOptions): Promise<{ store: FsBlobStore; recovery: RecoveryReport }> {
+    const store = new FsBlobStore(root, options);
+    await ensurePrivateDir(root, 'UNSAFE_ROOT');
+    for (const dir of [join(root, 'blobs-v1'), store.blobDir, store.tmpDir, store.quarantineDir]) {
+      await ensurePrivateDir(dir, 'UNSAFE_PATH');
+    }
+    const recovery = await store.recover();
+    return { store, recovery };
+  }
+
+  /** Removes every staging file left by an interrupted write (recovery on open). */
+  async recover(): Promise<RecoveryReport> {
+    let stagingRemoved = 0;
+    try {
+      for (const name of await this.fs.readdir(this.tmpDir)) {
+        await this.fs.rm(join(this.tmpDir, name));
+        stagingRemoved++;
+      }
+    } catch (err) {
+      throw storageFailed('recover staging', err);
+    }
+    return { stagingRemoved };
+  }
+
+  private pathOf(hex: string): { dir1: string; dir2: string; file: string } {
+    const dir1 = join(this.blobDir, hex.slice(0, 2));
+    const dir2 = join(dir1, hex.slice(2, 4));
+    return { dir1, dir2, file: join(dir2, hex) };
+  }
+
+  /**
+   * DESIGN.md, "Blob store": write while hashing, one pass over the bytes. The write and its fsync run on
+   * the I/O threads while this thread hashes; once the digest is known the shard directories are made
+   * durable, overlapping the data fsync. Only then is the name linked: data durable before its name.
+   */
+  async put(source: BlobSource, options: PutOptions = {}): Promise<BlobInfo> {
+    const limit = Math.min(options.maxBytes ?? Infinity, this.maxBlobBytes);
+    throwIfAborted(options.signal);
+    if (source instanceof Uint8Array && source.length > limit) {
+      throw new StoreError('BLOB_TOO_LARGE', `blob of ${source.length} bytes exceeds the limit of ${limit}`);
+    }
+    // Staging was checked at open; a link swapped in since would send the write outside the root.
+    const tmp = await this.fs.lstat(this.tmpDir).catch(wrap('lstat staging'));
+    if (!tmp.isDirectory()) throw new StoreError('UNSAFE_PATH', `blob store: ${this.tmpDir} is not a directory (symlink planted?)`);
+    const staging = join(this.tmpDir, `${randomBytes(16).toString('hex')}.tmp`);
+    let handle: FileHandle | undefined;
+    let created = false;
+    try {
+      handle = await this.fs.open(staging, WRITE_FLAGS, 0o600).catch(wrap('open staging file'));
+      created = true;
+      const ctx = { fs: this.fs, hash: this.hash, afterDigest: (digest: Digest) => this.ensureShardDirs(digest) };
+      const written = source instanceof Uint8Array
+        ? await writeBuffer(ctx, handle, source, options.signal)
+        : await writeStream(ctx, handle, source, limit, options.signal);
+      await this.fs.close(handle).catch(wrap('close'));
+      handle = undefined;
+      throwIfAborted(options.signal);
+      await this.placeBlob(staging, written.digest, written.size);
+      return written;
+    } catch (err) {
+      throw storageFailed('put', err);
+    } finally {
+      if (handle) await handle.close().catch(() => {});
+      if (created) await this.fs.unlink(staging).catch(() => {});
+    }
+  }
+
+  /** Makes both shard directories of `digest` exist durably (each new one fsynced into its parent). */
+  private async ensureShardDirs(digest: Digest): Promise<void> {
+    const { dir1, dir2 } = this.pathOf(digestHex(digest));
+    if (await this.ensureShardDir(dir1)) await this.syncDir(this.blobDir);
+    if (await this.ensureShardDir(dir2)) await this.syncDir(dir1);
+    // Leftovers of an earlier failed fsync (perhaps of the very directories just found to exist).
+    for (const dir of [...this.unsyncedDirs.keys()]) await this.syncDir(dir);
+  }
+
+  /** fsyncs a directory; on failure it stays listed, so that the next put fsyncs it again. */
+  private async syncDir(dir: string): Promise<void> {
+    const listed = this.unsyncedDirs.get(dir);
+    try {
+      await this.fs.fsyncDir(dir);
+    } catch (err) {
+      this.unsyncedDirs.set(dir, ++this.listingVersion);
+      throw storageFailed('fsync directory', err);
+    }
+    // Settles only a listing made before this fsync began; one made meanwhile may not be covered by it.
+    if (listed !== undefined && this.unsyncedDirs.get(dir) === listed) this.unsyncedDirs.delete(dir);
+  }
+
+  /** Links the fsynced staging file to its final name, never overwriting, then makes the name durable. */
+  private async placeBlob(staging: string, digest: Digest, size: number): Promise<void> {
+    const hex = digestHex(digest);
+    const { dir2, file } = this.pathOf(hex);
+    try {
+      await this.fs.link(staging, file);
+    } catch (err) {
+      if (errno(err) !== 'EEXIST') throw storageFailed('link', err);
+      if (!(await this.existingMatches(digest, size))) {
+        await this.quarantine(hex, file);
+        await this.fs.link(staging, file).catch(wrap('link'));
+      }
+    }
+    // Also on the "already there" path: the put that linked it may have failed at exactly this fsync.
+    await this.syncDir(dir2);
+  }
+
+  /** Creates a shard directory if missing; returns true when it was created. Refuses a planted symlink. */
+  private async ensureShardDir(dir: string): Promise<boolean> {
+    try {
+      await this.fs.mkdir(dir, 0o700);
+      return true;
+    } catch (err) {
+      if (errno(err) !== 'EEXIST') throw storageFailed('mkdir', err);
+    }
+    const st = await this.fs.lstat(dir).catch(wrap('lstat'));
+    if (!st.isDirectory()) {
+      throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink or file planted?)`);
+    }
+    return false;
+  }
+
+  private async existingMatches(digest: Digest, size: number): Promise<boolean> {
+    try {
+      const bytes = await this.get(digest);
+      return bytes.length === size;
+    } catch (err) {
+      if (err instanceof StoreError && (err.code === 'BLOB_INTEGRITY' || err.code === 'UNSAFE_PATH')) return false;
+      throw err;
+    }
+  }
+
+  private async quarantine(hex: string, file: string): Promise<void> {
+    const target = join(this.quarantineDir, `${hex}.${Date.now()}.${randomBytes(4).toString('hex')}`);
+    await this.fs.rename(file, target).catch(wrap('quarantine'));
+    await this.fs.fsyncDir(this.quarantineDir).catch(wrap('fsync directory'));
+  }
+
+  async get(digest: string, options: GetOptions = {}): Promise<Uint8Array> {
+    const { handle, size } = await this.openBlob(digest, options);
+    try {
+      return await readWhole(handle, size, digest, this.hash, options.signal);
+    } catch (err) {
+      throw storageFailed('read blob', err);
+    } finally {
+      await handle.close().catch(() => {});
+    }
+  }
+
+  async *chunks(digest: string, options: GetOptions = {}): AsyncIterable<Uint8Array> {
+    const { handle, size } = await this.openBlob(digest, options);
+    try {
+      yield* readStream(handle, size, digest, this.hash, options.signal);
+    } catch (err) {
+      throw storageFailed('read blob', err);
+    } finally {
+      await handle.close().catch(() => {});
+    }
+  }
+
+  /** Opens a stored blob for reading: a regular file within the size limit, reached through no symlink. */
+  private async openBlob(digest: string, options: GetOptions): Promise<{ handle: FileHandle; size: number }> {
+    const hex = digestHex(digest);
+    throwIfAborted(options.signal);
+    const { dir1, dir2, file } = this.pathOf(hex);
+    await this.checkShardDirs(dir1, dir2);
+    let handle: FileHandle;
+    try {
+      handle = await this.fs.open(file, READ_FLAGS);
+    } catch (err) {
+      if (errno(err) === 'ENOENT') throw new StoreError('BLOB_NOT_FOUND', `blob ${digest} is not stored`);
+      if (errno(err) === 'ELOOP') throw new StoreError('UNSAFE_PATH', `blob ${digest}: a symlink stands at its path`, { cause: err });
+      throw storageFailed('open blob', err);
+    }
+    try {
+      const st = await handle.stat();
+      if (!st.isFile()) throw new StoreError('UNSAFE_PATH', `blob ${digest}: not a regular file at its path`);
+      const limit = options.maxBytes ?? this.maxBlobBytes;
+      if (st.size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${st.size} bytes, over the limit of ${limit}`);
+      return { handle, size: st.size };
+    } catch (err) {
+      await handle.close().catch(() => {});
+      throw storageFailed('read blob', err);
+    }
+  }
+
+  private async checkShardDirs(dir1: string, dir2: string): Promise<void> {
+    for (const dir of [dir1, dir2]) {
+      let st;
+      try {
+        st = await this.fs.lstat(dir);
+      } catch (err) {
+        if (errno(err) === 'ENOENT') return;
+        throw storageFailed('lstat', err);
+      }
+      if (!st.isDirectory()) throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink planted?)`);
+    }
+  }
+
+  async has(digest: string): Promise<boolean> {
+    return (await this.stat(digest)) !== undefined;
+  }
+
+  async stat(digest: string): Promise<BlobStat | undefined> {
+    const hex = digestHex(digest);
+    const { dir1, dir2, file } = this.pathOf(hex);
+    await this.checkShardDirs(dir1, dir2);
+    try {
+      const st = await this.fs.lstat(file);
+      if (!st.isFile()) return undefined;
+      return { digest: digest as Digest, size: st.size, storedAtMs: st.mtimeMs };
+    } catch (err) {
+      if (errno(err) === 'ENOENT') return undefined;
+      throw storageFailed('stat', err);
+    }
+  }
+
+  async *list(): AsyncIterable<Digest> {
+    const shards = await this.fs.readdir(this.blobDir).catch(wrap('list'));
+    for (const a of shards) {
+      if (!/^[0-9a-f]{2}$/.test(a)) continue;
+      for (const b of await this.fs.readdir(join(this.blobDir, a)).catch(() => [] as string[])) {
+        if (!/^[0-9a-f]{2}$/.test(b)) continue;
+        for (const name of await this.fs.readdir(join(this.blobDir, a, b)).catch(() => [] as string[])) {
+          const d = `blake3:${name}`;
+          if (HEX64.test(name) && name.startsWith(a + b) && isDigest(d)) yield d;
+        }
+      }
+    }
+  }
+
+  async delete(digest: string): Promise<void> {
+    const { dir2, file } = this.pathOf(digestHex(digest));
+    try {
+      await this.fs.unlink(file);
+      await this.fs.fsyncDir(dir2);
+    } catch (err) {
+      if (errno(err) !== 'ENOENT') throw storageFailed('delete', err);
+    }
+  }
+
+  async close(): Promise<void> {}
+}
+
+function wrap(step: string) {
+  return (err: unknown): never => {
+    throw storageFailed(step, err);
+  };
+}

@@ -1,0 +1,278 @@
+/**
+ * The PostgreSQL blob store (DESIGN.md, "Scale-out"): blobs as rows, so every host sharing the database
+ * sees the same content-addressed store. Layout, in the backend's schema:
+ *   blobs(id, digest UNIQUE, size, chunk_count, stored_at)
+ *   blob_chunks(blob_id, idx, data)   4 MiB pieces, so a large summary streams in and out
+ * A blob row commits together with all of its chunks in one transaction: when `put` resolves the blob
+ * is durable, and no reader ever sees a blob without its bytes.
+ */
+import type pg from 'pg';
+import { digestHex, formatDigest, isDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
+import { StoreError, throwIfAborted } from '../errors.js';
+import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from '../blob-store.js';
+import { PgDatabase, type PgConnectOptions, type PgMigration } from './db.js';
+
+const CHUNK = 4 * 1024 * 1024;
+const LIST_PAGE = 1000;
+
+export const BLOB_MIGRATIONS: readonly PgMigration[] = [
+  {
+    version: 1,
+    name: 'blobs and chunks',
+    sql: `
+      CREATE TABLE {schema}.blobs (
+        id bigserial PRIMARY KEY,
+        digest text COLLATE "C" NOT NULL UNIQUE CHECK (digest ~ '^blake3:[0-9a-f]{64}$'),
+        size bigint NOT NULL CHECK (size >= 0),
+        chunk_count integer NOT NULL CHECK (chunk_count >= 0),
+        stored_at timestamptz NOT NULL DEFAULT clock_timestamp());
+      -- Deferred: chunks are written while the bytes stream in, before the digest (the blob row) is known.
+      CREATE TABLE {schema}.blob_chunks (
+        blob_id bigint NOT NULL REFERENCES {schema}.blobs (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+        idx integer NOT NULL CHECK (idx >= 0),
+        data bytea NOT NULL,
+        PRIMARY KEY (blob_id, idx));
+      -- Stored uncompressed: pglz would cost more CPU per byte than the hash, and summaries are small.
+      ALTER TABLE {schema}.blob_chunks ALTER COLUMN data SET STORAGE EXTERNAL;`,
+  },
+];
+
+export interface PgBlobStoreOptions extends PgConnectOptions {
+  /** BLAKE3 backend used to hash while writing and re-hash while reading. */
+  hash: HashBackend;
+  /** Upper bound for any single blob, in bytes (default 1 GiB). */
+  maxBlobBytes?: number;
+}
+
+function storageFailed(step: string, err: unknown): StoreError {
+  if (err instanceof StoreError) return err;
+  return new StoreError('STORAGE_FAILED', `postgres blob store: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+}
+
+/**
+ * Cuts any stream of pieces into rows of exactly CHUNK bytes (the last one shorter), refusing as soon as
+ * more than `limit` bytes have arrived rather than a row later.
+ */
+async function* rowsOf(source: BlobSource, limit: number, signal?: AbortSignal): AsyncIterable<Buffer> {
+  if (source instanceof Uint8Array) {
+    for (let off = 0; off < source.length; off += CHUNK) {
+      const end = Math.min(off + CHUNK, source.length);
+      yield Buffer.from(source.buffer, source.byteOffset + off, end - off);
+    }
+    return;
+  }
+  let row = Buffer.allocUnsafe(CHUNK);
+  let fill = 0;
+  let total = 0;
+  for await (const piece of source) {
+    if (!(piece instanceof Uint8Array)) throw new TypeError('blob source must yield Uint8Array chunks');
+    total += piece.length;
+    if (total > limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limit} bytes`);
+    throwIfAborted(signal);
+    let off = 0;
+    while (off < piece.length) {
+      const n = Math.min(CHUNK - fill, piece.length - off);
+      row.set(piece.subarray(off, off + n), fill);
+      fill += n;
+      off += n;
+      if (fill === CHUNK) {
+        yield row;
+        row = Buffer.allocUnsafe(CHUNK);
+        fill = 0;
+      }
+    }
+  }
+  if (fill > 0) yield row.subarray(0, fill);
+}
+
+export class PgBlobStore implements BlobStore {
+  private readonly db: PgDatabase;
+  private readonly hash: HashBackend;
+  private readonly maxBlobBytes: number;
+
+  private constructor(db: PgDatabase, options: PgBlobStoreOptions) {
+    this.db = db;
+    this.hash = options.hash;
+    this.maxBlobBytes = options.maxBlobBytes ?? 1024 ** 3;
+  }
+
+  /**
+   * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
+   * @throws StoreError `STORAGE_FAILED` when the database cannot be reached or migrated.
+   */
+  static async open(options: PgBlobStoreOptions): Promise<PgBlobStore> {
+    const db = new PgDatabase(options);
+    try {
+      await db.migrate('blobs', BLOB_MIGRATIONS);
+    } catch (err) {
+      await db.close().catch(() => {});
+      throw storageFailed('open', err);
+    }
+    return new PgBlobStore(db, options);
+  }
+
+  async put(source: BlobSource, options: PutOptions = {}): Promise<BlobInfo> {
+    const limit = Math.min(options.maxBytes ?? Infinity, this.maxBlobBytes);
+    throwIfAborted(options.signal);
+    if (source instanceof Uint8Array && source.length > limit) {
+      throw new StoreError('BLOB_TOO_LARGE', `blob of ${source.length} bytes exceeds the limit of ${limit}`);
+    }
+    try {
+      return await this.db.transaction((client) => this.write(client, source, limit, options.signal));
+    } catch (err) {
+      throw storageFailed('put', err);
+    }
+  }
+
+  private async write(client: pg.PoolClient, source: BlobSource, limit: number, signal?: AbortSignal): Promise<BlobInfo> {
+    const { rows } = await client.query<{ id: string }>(this.db.sql(`SELECT nextval(pg_get_serial_sequence('{schema}.blobs', 'id'))::text AS id`));
+    const blobId = rows[0]!.id;
+    const hasher = await this.hash.create();
+    const insertChunk = this.db.sql('INSERT INTO {schema}.blob_chunks (blob_id, idx, data) VALUES ($1, $2, $3)');
+    let size = 0;
+    let idx = 0;
+    for await (const row of rowsOf(source, limit, signal)) {
+      size += row.length;
+      throwIfAborted(signal);
+      // Hash while the row travels to the server: one pass over the bytes, hashing overlapped with I/O.
+      const inserted = client.query(insertChunk, [blobId, idx++, row]);
+      try {
+        hasher.update(row);
+      } finally {
+        await inserted;
+      }
+    }
+    const digest = formatDigest(hasher.digest());
+    throwIfAborted(signal);
+    await this.placeBlob(client, blobId, digest, size, idx);
+    // Last check before COMMIT: cancelled here means nothing was stored.
+    throwIfAborted(signal);
+    return { digest, size };
+  }
+
+  /**
+   * Inserts the blob row; a concurrent or earlier writer of the same digest waits on the unique index.
+   * An existing row is kept when its bytes verify (the chunks just written are dropped again)
+   * and replaced when they do not, so a put repairs a corrupt blob the way the filesystem store does.
+   */
+  private async placeBlob(client: pg.PoolClient, blobId: string, digest: Digest, size: number, chunks: number): Promise<void> {
+    const insert = this.db.sql(`INSERT INTO {schema}.blobs (id, digest, size, chunk_count) VALUES ($1, $2, $3, $4)
+      ON CONFLICT (digest) DO NOTHING RETURNING id`);
+    const placed = await client.query(insert, [blobId, digest, size, chunks]);
+    if (placed.rowCount === 1) return;
+    try {
+      await this.readVerified(client, digest, Infinity);
+      await client.query(this.db.sql('DELETE FROM {schema}.blob_chunks WHERE blob_id = $1'), [blobId]);
+      return;
+    } catch (err) {
+      if (!(err instanceof StoreError && err.code === 'BLOB_INTEGRITY')) throw err;
+    }
+    await client.query(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest]);
+    await client.query(insert, [blobId, digest, size, chunks]);
+  }
+
+  async get(digest: string, options: GetOptions = {}): Promise<Uint8Array> {
+    digestHex(digest);
+    throwIfAborted(options.signal);
+    const limit = options.maxBytes ?? this.maxBlobBytes;
+    try {
+      // One snapshot for the row and all its chunks: a concurrent delete cannot tear a read.
+      return await this.db.transaction(
+        (client) => this.readVerified(client, digest, limit, options.signal),
+        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
+      );
+    } catch (err) {
+      throw storageFailed('get', err);
+    }
+  }
+
+  /** One chunk, the whole blob, once `get` has verified it (rows are fetched and hashed the same way). */
+  async *chunks(digest: string, options: GetOptions = {}): AsyncIterable<Uint8Array> {
+    yield await this.get(digest, options);
+  }
+
+  /** Reads every chunk while hashing the previous one; refuses on any mismatch of size, order or digest. */
+  private async readVerified(client: pg.PoolClient, digest: string, limit: number, signal?: AbortSignal): Promise<Buffer> {
+    const { rows } = await client.query<{ id: string; size: string; chunk_count: number }>(
+      this.db.sql('SELECT id::text, size::text, chunk_count FROM {schema}.blobs WHERE digest = $1'),
+      [digest],
+    );
+    const row = rows[0];
+    if (!row) throw new StoreError('BLOB_NOT_FOUND', `blob ${digest} is not stored`);
+    const size = Number(row.size);
+    if (size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${size} bytes, over the limit of ${limit}`);
+    const out = Buffer.allocUnsafe(size);
+    const hasher: Hasher = await this.hash.create();
+    const text = this.db.sql('SELECT data FROM {schema}.blob_chunks WHERE blob_id = $1 AND idx = $2');
+    const fetchChunk = (idx: number) => client.query<{ data: Buffer }>(text, [row.id, idx]);
+    let off = 0;
+    let pending = row.chunk_count > 0 ? fetchChunk(0) : undefined;
+    for (let idx = 0; pending; idx++) {
+      const data = (await pending).rows[0]?.data;
+      throwIfAborted(signal);
+      pending = idx + 1 < row.chunk_count ? fetchChunk(idx + 1) : undefined;
+      if (!data || off + data.length > size) {
+        await pending?.catch(() => {});
+        throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: chunk ${idx} is missing or overruns the stored size`);
+      }
+      data.copy(out, off);
+      off += data.length;
+      hasher.update(data);
+    }
+    if (off !== size) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: chunks hold ${off} bytes, the row says ${size}`);
+    if (formatDigest(hasher.digest()) !== digest) {
+      throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
+    }
+    return out;
+  }
+
+  async has(digest: string): Promise<boolean> {
+    return (await this.stat(digest)) !== undefined;
+  }
+
+  async stat(digest: string): Promise<BlobStat | undefined> {
+    digestHex(digest);
+    try {
+      const { rows } = await this.db.query<{ size: string; ms: number }>(
+        this.db.sql('SELECT size::text, (extract(epoch FROM stored_at) * 1000)::float8 AS ms FROM {schema}.blobs WHERE digest = $1'),
+        [digest],
+      );
+      const row = rows[0];
+      return row ? { digest: digest as Digest, size: Number(row.size), storedAtMs: row.ms } : undefined;
+    } catch (err) {
+      throw storageFailed('stat', err);
+    }
+  }
+
+  async *list(): AsyncIterable<Digest> {
+    // Keyset pages: memory stays bounded however many blobs there are.
+    let after = '';
+    for (;;) {
+      let rows: Array<{ digest: string }>;
+      try {
+        ({ rows } = await this.db.query<{ digest: string }>(
+          this.db.sql('SELECT digest FROM {schema}.blobs WHERE digest > $1 ORDER BY digest LIMIT $2'),
+          [after, LIST_PAGE],
+        ));
+      } catch (err) {
+        throw storageFailed('list', err);
+      }
+      for (const { digest } of rows) if (isDigest(digest)) yield digest;
+      if (rows.length < LIST_PAGE) return;
+      after = rows[rows.length - 1]!.digest;
+    }
+  }
+
+  async delete(digest: string): Promise<void> {
+    digestHex(digest);
+    try {
+      await this.db.query(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest]);
+    } catch (err) {
+      throw storageFailed('delete', err);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
+  }
+}
