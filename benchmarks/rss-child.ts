@@ -5,7 +5,7 @@
  * Usage: node --expose-gc rss-child.js <bytes> <root> [ascii|mixed]   → one JSON line on stdout.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { openLedger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
 import { makeSummary, nextMarker, type TextKind } from './lib/data.js';
 import { collectGarbage } from './lib/stats.js';
 
@@ -27,11 +27,18 @@ function resetPeak(): boolean {
   }
 }
 
-const peakKiB = (resettable: boolean) => (resettable ? statusKiB('VmHWM') : undefined) ?? process.resourceUsage().maxRSS;
+const peakKiB = (resettable: boolean) =>
+  (resettable ? statusKiB('VmHWM') : undefined) ?? process.resourceUsage().maxRSS;
 
 const [bytesArg, root, text = 'ascii'] = process.argv.slice(2);
 const bytes = Number(bytesArg);
-const ledger = await openLedger({ root: root!, host: 'bench', hash: 'auto', maxSummaryBytes: 1024 ** 3, onNotice: () => {} });
+const ledger = await openLedger({
+  root: root!,
+  host: 'bench',
+  hash: 'auto',
+  maxSummaryBytes: 1024 ** 3,
+  onNotice: () => {},
+});
 const scope = { principal: 'bench', session: 'rss', run: 'bench' };
 await ledger.publish(scope, makeSummary(4096, nextMarker())); // code loaded and compiled before measuring
 await ledger.resume(scope);
@@ -47,4 +54,6 @@ const resumed = await ledger.resume(scope);
 const resumePeakKiB = peakKiB(resettable);
 if (resumed?.manifest.summary.size !== bytes) throw new Error('resume returned the wrong summary');
 await ledger.close();
-process.stdout.write(`${JSON.stringify({ bytes, baselineKiB, publishPeakKiB, resumePeakKiB, method: resettable ? 'VmHWM' : 'maxRSS' })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ bytes, baselineKiB, publishPeakKiB, resumePeakKiB, method: resettable ? 'VmHWM' : 'maxRSS' })}\n`,
+);

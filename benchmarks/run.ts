@@ -34,7 +34,12 @@ const FULL = {
   chain: { manifests: 100_000, sessions: 1000, rounds: 2, threads: 2, nodeSample: 20_000, nobleSample: 1000 },
   rssSizes: [KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB],
   // No 64 MiB row: it ran at the 16 MiB rate (~45 MiB/s) and added ~20 s to the suite's ~30 s.
-  postgres: { sizes: [KiB, 64 * KiB, MiB, 16 * MiB], rounds: 5, maxConnections: 10, concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 3, durationMs: 2000 } },
+  postgres: {
+    sizes: [KiB, 64 * KiB, MiB, 16 * MiB],
+    rounds: 5,
+    maxConnections: 10,
+    concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 3, durationMs: 2000 },
+  },
 };
 
 const QUICK: typeof FULL = {
@@ -45,7 +50,12 @@ const QUICK: typeof FULL = {
   concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 1, durationMs: 250 },
   chain: { manifests: 2000, sessions: 50, rounds: 1, threads: 2, nodeSample: 500, nobleSample: 100 },
   rssSizes: [MiB],
-  postgres: { sizes: [KiB, 64 * KiB, MiB], rounds: 2, maxConnections: 10, concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 1, durationMs: 250 } },
+  postgres: {
+    sizes: [KiB, 64 * KiB, MiB],
+    rounds: 2,
+    maxConnections: 10,
+    concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 1, durationMs: 250 },
+  },
 };
 
 const SUITES = ['sizes', 'concurrency', 'chain', 'rss', 'postgres'] as const;
@@ -53,7 +63,13 @@ const emptySpread = { n: 0, median: 0, min: 0, max: 0, q1: 0, q3: 0 };
 
 function settings() {
   const { values } = parseArgs({
-    options: { quick: { type: 'boolean' }, out: { type: 'string' }, work: { type: 'string' }, text: { type: 'string' }, only: { type: 'string' } },
+    options: {
+      quick: { type: 'boolean' },
+      out: { type: 'string' },
+      work: { type: 'string' },
+      text: { type: 'string' },
+      only: { type: 'string' },
+    },
   });
   const text = (values.text ?? 'ascii') as TextKind;
   if (text !== 'ascii' && text !== 'mixed') throw new Error('--text must be ascii or mixed');
@@ -61,7 +77,14 @@ function settings() {
   for (const s of only) if (!(SUITES as readonly string[]).includes(s)) throw new Error(`--only: unknown suite ${s}`);
   const quick = values.quick === true;
   const results = fileURLToPath(new URL('../../benchmarks/results/', import.meta.url));
-  return { quick, cfg: quick ? QUICK : FULL, text, only, out: values.out ?? (quick ? join(results, 'quick') : results), work: values.work };
+  return {
+    quick,
+    cfg: quick ? QUICK : FULL,
+    text,
+    only,
+    out: values.out ?? (quick ? join(results, 'quick') : results),
+    work: values.work,
+  };
 }
 
 async function main(): Promise<void> {
@@ -76,10 +99,20 @@ async function main(): Promise<void> {
     log(`handoff-ledger bench (${s.quick ? 'quick' : 'full'}), work dir ${workDir}`);
     log('sizes:');
     const sizes = s.only.has('sizes')
-      ? await runSizeSuite({ sizes: cfg.sizes, rounds: cfg.rounds, batch: (n) => cfg.batch[n] ?? 1, nobleMaxBytes: cfg.nobleMaxBytes, text: s.text, workDir, log })
+      ? await runSizeSuite({
+          sizes: cfg.sizes,
+          rounds: cfg.rounds,
+          batch: (n) => cfg.batch[n] ?? 1,
+          nobleMaxBytes: cfg.nobleMaxBytes,
+          text: s.text,
+          workDir,
+          log,
+        })
       : { cases: [], fastestHash: 'wasm', hashProbeMiBps: {} };
     log('concurrency:');
-    const concurrency = s.only.has('concurrency') ? await runConcurrencySuite({ ...cfg.concurrency, workDir, log }) : [];
+    const concurrency = s.only.has('concurrency')
+      ? await runConcurrencySuite({ ...cfg.concurrency, workDir, log })
+      : [];
     log('chain:');
     const chain = s.only.has('chain') ? await runChainSuite({ ...cfg.chain, log }) : undefined;
     log('rss:');
@@ -87,7 +120,16 @@ async function main(): Promise<void> {
     log('postgres:');
     const pgc = cfg.postgres;
     const postgres = s.only.has('postgres')
-      ? await runPostgresSuite({ sizes: pgc.sizes, rounds: pgc.rounds, batch: (n) => cfg.batch[n] ?? 1, concurrency: pgc.concurrency, maxConnections: pgc.maxConnections, text: s.text, workDir, log })
+      ? await runPostgresSuite({
+          sizes: pgc.sizes,
+          rounds: pgc.rounds,
+          batch: (n) => cfg.batch[n] ?? 1,
+          concurrency: pgc.concurrency,
+          maxConnections: pgc.maxConnections,
+          text: s.text,
+          workDir,
+          log,
+        })
       : { skipped: 'not selected (--only)', cases: [], concurrency: [] };
     const cpu = cpus();
     const partial: Omit<BenchResults, 'targets'> = {
@@ -96,27 +138,65 @@ async function main(): Promise<void> {
       startedAt: started.toISOString(),
       durationSeconds: (performance.now() - t0) / 1000,
       machine: {
-        node: process.versions.node, v8: process.versions.v8, platform: process.platform, arch: process.arch,
-        cpus: cpu.length, cpuModel: cpu[0]?.model.trim() ?? 'unknown', memoryGiB: totalmem() / 1024 ** 3,
+        node: process.versions.node,
+        v8: process.versions.v8,
+        platform: process.platform,
+        arch: process.arch,
+        cpus: cpu.length,
+        cpuModel: cpu[0]?.model.trim() ?? 'unknown',
+        memoryGiB: totalmem() / 1024 ** 3,
         loadAverage: { start: loadStart, end: loadavg() },
       },
       config: {
-        sizes: cfg.sizes, rounds: cfg.rounds, batch: Object.fromEntries(cfg.sizes.map((n) => [String(n), cfg.batch[n] ?? 1])),
-        nobleMaxBytes: cfg.nobleMaxBytes, text: s.text, concurrency: cfg.concurrency, chain: cfg.chain, rssSizes: cfg.rssSizes, postgres: cfg.postgres,
+        sizes: cfg.sizes,
+        rounds: cfg.rounds,
+        batch: Object.fromEntries(cfg.sizes.map((n) => [String(n), cfg.batch[n] ?? 1])),
+        nobleMaxBytes: cfg.nobleMaxBytes,
+        text: s.text,
+        concurrency: cfg.concurrency,
+        chain: cfg.chain,
+        rssSizes: cfg.rssSizes,
+        postgres: cfg.postgres,
       },
       hash: { fastest: sizes.fastestHash, probeMiBps: sizes.hashProbeMiBps },
       sizes: [...sizes.cases, ...postgres.cases].map((c) => {
         const seconds = spread(c.samples);
-        return { case: c.case, group: c.group, op: c.op, size: c.size, samplesSeconds: c.samples, seconds, mibPerSecond: mapSpread(seconds, (sec) => c.size / MiB / sec) };
+        return {
+          case: c.case,
+          group: c.group,
+          op: c.op,
+          size: c.size,
+          samplesSeconds: c.samples,
+          seconds,
+          mibPerSecond: mapSpread(seconds, (sec) => c.size / MiB / sec),
+        };
       }),
       concurrency: concurrency.map((c) => ({ ...c, publishesPerSecond: spread(c.samples) })),
       chain: chain
         ? {
-            manifests: chain.manifests, sessions: chain.sessions, threads: chain.threads, buildSeconds: chain.buildSeconds, bundleCached: chain.cached,
-            verifyChainPool: spread(chain.verifyChainPool), verifyChainOneCore: spread(chain.verifyChainOneCore),
-            perManifestNode: spread(chain.perManifestNode), perManifestNoble: spread(chain.perManifestNoble), rawVerifyNode: spread(chain.rawVerifyNode),
+            manifests: chain.manifests,
+            sessions: chain.sessions,
+            threads: chain.threads,
+            buildSeconds: chain.buildSeconds,
+            bundleCached: chain.cached,
+            verifyChainPool: spread(chain.verifyChainPool),
+            verifyChainOneCore: spread(chain.verifyChainOneCore),
+            perManifestNode: spread(chain.perManifestNode),
+            perManifestNoble: spread(chain.perManifestNoble),
+            rawVerifyNode: spread(chain.rawVerifyNode),
           }
-        : { manifests: 0, sessions: 0, threads: 0, buildSeconds: 0, bundleCached: false, verifyChainPool: emptySpread, verifyChainOneCore: emptySpread, perManifestNode: emptySpread, perManifestNoble: emptySpread, rawVerifyNode: emptySpread },
+        : {
+            manifests: 0,
+            sessions: 0,
+            threads: 0,
+            buildSeconds: 0,
+            bundleCached: false,
+            verifyChainPool: emptySpread,
+            verifyChainOneCore: emptySpread,
+            perManifestNode: emptySpread,
+            perManifestNoble: emptySpread,
+            rawVerifyNode: emptySpread,
+          },
       rss,
       postgres: {
         ...(postgres.skipped === undefined ? {} : { skipped: postgres.skipped }),

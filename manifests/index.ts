@@ -12,6 +12,15 @@ export * from './audit/errors.js';
 export * from './audit/findings.js';
 export * from './audit/bundle.js';
 export * from './audit/verify-chain.js';
-export { splitLines, splitText, inlineLineVerifier, MAX_LINE_BYTES, type LineVerifier, type LineOutcome, type VerifiedLine, type RawLine } from './audit/verify-line.js';
+export {
+  splitLines,
+  splitText,
+  inlineLineVerifier,
+  MAX_LINE_BYTES,
+  type LineVerifier,
+  type LineOutcome,
+  type VerifiedLine,
+  type RawLine,
+} from './audit/verify-line.js';
 export type { SummaryCheck, BlobCheckOptions } from './audit/verify-blobs.js';
 export type { AuditScope, ChainEntry } from './audit/chain-rules.js';

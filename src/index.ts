@@ -9,7 +9,13 @@ export type { Scope, PublishScope } from './ledger/scope.js';
 export { LedgerError, isHandoffLedgerError, type LedgerErrorCode, type HandoffLedgerError } from './errors.js';
 export { StoreError, type StoreErrorCode } from '../store/errors.js';
 export { ManifestError, type ManifestErrorCode } from '../manifests/errors.js';
-export { summarySchema, summaryJsonSchema, validateSummary, DEFAULT_MAX_SUMMARY_BYTES, type Summary } from './summary/summary.js';
+export {
+  summarySchema,
+  summaryJsonSchema,
+  validateSummary,
+  DEFAULT_MAX_SUMMARY_BYTES,
+  type Summary,
+} from './summary/summary.js';
 export type { Authorizer, Action } from './ledger/grants.js';
 export { LocalSigner, generateJwk, loadKeyFile, type PrivateJwk } from './keys/local-signer.js';
 export type { Signer, Envelope } from '../manifests/crypto/envelope.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { openLedger, type Ledger } from '../src/ledger/ledger.js';
+import { type Ledger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 async function open(root = tempDir(), extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {
@@ -13,17 +14,26 @@ describe('sessions belong to their first publisher', () => {
     await Promise.all(
       ['alice', 'bob'].flatMap((who) =>
         sessions(who).map(async (session) => {
-          for (let i = 0; i < 3; i++) await ledger.publish({ principal: who, session, run: 'r1' }, sampleSummary(`${who}/${session}/${i}`));
+          for (let i = 0; i < 3; i++)
+            await ledger.publish({ principal: who, session, run: 'r1' }, sampleSummary(`${who}/${session}/${i}`));
           const resumed = await ledger.resume({ principal: who, session });
           expect(resumed?.summary.task).toContain(`${who}/${session}/2`);
         }),
       ),
     );
-    for (const [me, other] of [['alice', 'bob'], ['bob', 'alice']] as const) {
+    for (const [me, other] of [
+      ['alice', 'bob'],
+      ['bob', 'alice'],
+    ] as const) {
       for (const session of sessions(other)) {
-        await expect(ledger.resume({ principal: me, session })).rejects.toMatchObject({ name: 'LedgerError', code: 'UNAUTHORIZED' });
+        await expect(ledger.resume({ principal: me, session })).rejects.toMatchObject({
+          name: 'LedgerError',
+          code: 'UNAUTHORIZED',
+        });
         await expect(ledger.history({ principal: me, session })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
-        await expect(ledger.publish({ principal: me, session, run: 'r9' }, sampleSummary('intruder'))).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+        await expect(
+          ledger.publish({ principal: me, session, run: 'r9' }, sampleSummary('intruder')),
+        ).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
         const history = await ledger.history({ principal: other, session });
         expect(history.length).toBe(3);
         expect(history.every((h) => h.manifest.principal === other)).toBe(true);
@@ -35,13 +45,17 @@ describe('sessions belong to their first publisher', () => {
   it('does not let ids that differ by case or separator alias one another', async () => {
     const ledger = await open();
     const variants = ['proj.a', 'proj-a', 'proj:a', 'proj_a', 'Proj.a', 'PROJ.A', 'proj@a'];
-    for (const [i, session] of variants.entries()) await ledger.publish({ principal: `user${i}`, session, run: 'r' }, sampleSummary(session));
+    for (const [i, session] of variants.entries())
+      await ledger.publish({ principal: `user${i}`, session, run: 'r' }, sampleSummary(session));
     for (const [i, session] of variants.entries()) {
       const resumed = await ledger.resume({ principal: `user${i}`, session });
       expect(resumed?.summary.task).toContain(`(${session})`);
       expect(resumed?.seq).toBe(0);
     }
-    for (const p of ['Alice', 'ALICE']) await expect(ledger.publish({ principal: p, session: 'proj.a', run: 'r' }, sampleSummary())).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    for (const p of ['Alice', 'ALICE'])
+      await expect(
+        ledger.publish({ principal: p, session: 'proj.a', run: 'r' }, sampleSummary()),
+      ).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
     await ledger.close();
   });
 
@@ -69,7 +83,9 @@ describe('sessions belong to their first publisher', () => {
     await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary());
     expect(calls).toEqual(['publish:alice', 'publish:alice']);
     allowCommit = false;
-    await expect(ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(2))).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(
+      ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(2)),
+    ).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
     expect((await ledger.history({ principal: 'alice', session: 's' })).length).toBe(1);
     await ledger.close();
   });
@@ -101,7 +117,9 @@ describe('revocation', () => {
     await ledger.publish({ principal: 'alice', session: 'a1', run: 'r' }, sampleSummary());
     await ledger.revoke('alice', '*');
     await expect(ledger.resume({ principal: 'alice', session: 'a1' })).rejects.toMatchObject({ code: 'REVOKED' });
-    await expect(ledger.publish({ principal: 'alice', session: 'new', run: 'r' }, sampleSummary())).rejects.toMatchObject({ code: 'REVOKED' });
+    await expect(
+      ledger.publish({ principal: 'alice', session: 'new', run: 'r' }, sampleSummary()),
+    ).rejects.toMatchObject({ code: 'REVOKED' });
     await ledger.grant('alice', '*');
     expect((await ledger.resume({ principal: 'alice', session: 'a1' }))?.seq).toBe(0);
     await ledger.close();

@@ -18,8 +18,12 @@ const RUN = fileURLToPath(new URL('../dist/benchmarks/run.js', import.meta.url))
 const KiB = 1024;
 const MiB = 1024 * KiB;
 
-function expectSpread(s: { n: number; median: number; min: number; max: number; q1: number; q3: number }, what: string): void {
-  for (const k of ['median', 'min', 'max', 'q1', 'q3'] as const) expect(Number.isFinite(s[k]) && s[k] >= 0, `${what}.${k}`).toBe(true);
+function expectSpread(
+  s: { n: number; median: number; min: number; max: number; q1: number; q3: number },
+  what: string,
+): void {
+  for (const k of ['median', 'min', 'max', 'q1', 'q3'] as const)
+    expect(Number.isFinite(s[k]) && s[k] >= 0, `${what}.${k}`).toBe(true);
   expect(s.min <= s.median && s.median <= s.max, `${what}: min ≤ median ≤ max`).toBe(true);
   expect(s.q1 <= s.q3, `${what}: q1 ≤ q3`).toBe(true);
   expect(s.n, `${what}.n`).toBeGreaterThan(0);
@@ -30,7 +34,11 @@ describe('npm run bench -- --quick', () => {
     expect(existsSync(RUN), 'dist/ is missing: run `npm run build` (npm test does it in pretest)').toBe(true);
     const out = tempDir('hl-bench-out-');
     const work = tempDir('hl-bench-work-');
-    const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', RUN, '--quick', '--out', out, '--work', work], { maxBuffer: 16 * MiB });
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--expose-gc', RUN, '--quick', '--out', out, '--work', work],
+      { maxBuffer: 16 * MiB },
+    );
     expect(stdout).toMatch(/handoff-ledger benchmark \(quick\)/);
 
     const r = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as BenchResults;
@@ -52,9 +60,25 @@ describe('npm run bench -- --quick', () => {
       expect(r.postgres.concurrency).toEqual([]);
     }
     // Native rows where its binary loads here, as for the ledger's own default.
-    const nativeLoads = await loadHashBackend('native', () => {}).then(() => true, () => false);
+    const nativeLoads = await loadHashBackend('native', () => {}).then(
+      () => true,
+      () => false,
+    );
     const nativeCases = nativeLoads ? ['publish (native)', 'resume (native)'] : [];
-    const cases = ['raw durable write', 'raw read', 'raw read + hash', 'raw read + hash + text', 'cacache.put', 'cacache.get', ...nativeCases, 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', ...pgCases];
+    const cases = [
+      'raw durable write',
+      'raw read',
+      'raw read + hash',
+      'raw read + hash + text',
+      'cacache.put',
+      'cacache.get',
+      ...nativeCases,
+      'publish (wasm)',
+      'resume (wasm)',
+      'publish (noble)',
+      'resume (noble)',
+      ...pgCases,
+    ];
     expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set(cases));
     expect(r.config.postgres.sizes).toEqual([KiB, 64 * KiB, MiB]);
     for (const name of cases) {
@@ -72,19 +96,36 @@ describe('npm run bench -- --quick', () => {
     expect(r.concurrency.map((c) => c.sessions)).toEqual([1, 32]);
     for (const c of r.concurrency) expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);
     expect(r.chain.manifests).toBe(2000);
-    for (const k of ['verifyChainPool', 'verifyChainOneCore', 'perManifestNode', 'perManifestNoble', 'rawVerifyNode'] as const) expectSpread(r.chain[k], `chain.${k}`);
+    for (const k of [
+      'verifyChainPool',
+      'verifyChainOneCore',
+      'perManifestNode',
+      'perManifestNoble',
+      'rawVerifyNode',
+    ] as const)
+      expectSpread(r.chain[k], `chain.${k}`);
     expect(r.rss.map((x) => x.bytes)).toEqual([MiB]);
     expect(r.rss[0]!.publishPeakKiB).toBeGreaterThan(0);
 
     // Targets: all listed; those quick mode does not measure are "not measured", never met or missed.
     const ids = r.targets.map((t) => t.id);
-    expect(ids).toEqual(expect.arrayContaining(['publish-vs-raw-write-67108864', 'resume-vs-raw-read-hash-16777216', 'publish-vs-cacache-1024', 'concurrency-32-vs-1', 'chain-verify-rate', 'rss-publish-64MiB']));
+    expect(ids).toEqual(
+      expect.arrayContaining([
+        'publish-vs-raw-write-67108864',
+        'resume-vs-raw-read-hash-16777216',
+        'publish-vs-cacache-1024',
+        'concurrency-32-vs-1',
+        'chain-verify-rate',
+        'rss-publish-64MiB',
+      ]),
+    );
     for (const id of ['publish-vs-raw-write-16777216', 'chain-verify-rate', 'rss-publish-64MiB']) {
       const t = r.targets.find((x) => x.id === id)!;
       expect(t.measured, id).toBeUndefined();
       expect(t.met, id).toBeUndefined();
     }
-    for (const id of ['publish-vs-cacache-1024', 'concurrency-32-vs-1']) expect(typeof r.targets.find((x) => x.id === id)!.met, id).toBe('boolean');
+    for (const id of ['publish-vs-cacache-1024', 'concurrency-32-vs-1'])
+      expect(typeof r.targets.find((x) => x.id === id)!.met, id).toBe('boolean');
 
     const md = readFileSync(join(out, 'latest.md'), 'utf8');
     expect(md).toMatch(/\| raw durable write \|/);

@@ -3,7 +3,7 @@ import { spawnSync, spawn } from 'node:child_process';
 import { existsSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openLedger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
@@ -48,7 +48,9 @@ describe('handoff-ledger CLI', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout).root).toBe(join(state, 'handoff-ledger'));
     const explicit = join(tempDir(), 'x');
-    expect(JSON.parse(cli(['init', '--json', '--root', explicit], { env: { XDG_STATE_HOME: state } }).stdout).root).toBe(explicit);
+    expect(
+      JSON.parse(cli(['init', '--json', '--root', explicit], { env: { XDG_STATE_HOME: state } }).stdout).root,
+    ).toBe(explicit);
   });
 
   it('takes the BLAKE3 backend from HANDOFF_LEDGER_HASH, and refuses an unknown one as a usage error', () => {
@@ -62,17 +64,23 @@ describe('handoff-ledger CLI', () => {
     const bad = cli(['init', '--root', root], { env: { HANDOFF_LEDGER_HASH: 'sha256' } });
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('HANDOFF_LEDGER_HASH must be one of auto, native, wasm, noble');
-    const badVerify = cli(['verify', '--trust', join(root, 'trust.json'), root], { env: { HANDOFF_LEDGER_HASH: 'fast' } });
+    const badVerify = cli(['verify', '--trust', join(root, 'trust.json'), root], {
+      env: { HANDOFF_LEDGER_HASH: 'fast' },
+    });
     expect(badVerify.code).toBe(2);
     expect(badVerify.stderr).toContain('HANDOFF_LEDGER_HASH');
   });
 
   it('exits 1 with the error code for a refused summary and an invalid id, 2 for usage errors', () => {
     const root = join(tempDir(), 'store');
-    const bad = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], { input: '{"task":"","state":"","nextSteps":[]}' });
+    const bad = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], {
+      input: '{"task":"","state":"","nextSteps":[]}',
+    });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('SUMMARY_EMPTY');
-    const notJson = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], { input: 'Error: rate limited' });
+    const notJson = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], {
+      input: 'Error: rate limited',
+    });
     expect(notJson).toMatchObject({ code: 1 });
     expect(notJson.stderr).toContain('SUMMARY_INVALID');
     const id = cli(['resume', '--root', root, '--principal', '../etc', '--session', 's']);
@@ -85,7 +93,10 @@ describe('handoff-ledger CLI', () => {
 
   it('refuses input far over the size limit before buffering it', () => {
     const root = join(tempDir(), 'store');
-    const r = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--max-bytes', '1000'], { input: 'x'.repeat(100_000) });
+    const r = cli(
+      ['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--max-bytes', '1000'],
+      { input: 'x'.repeat(100_000) },
+    );
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/larger than/);
   });
@@ -93,13 +104,19 @@ describe('handoff-ledger CLI', () => {
   it('grant, revoke, grants and keys export', () => {
     const root = join(tempDir(), 'store');
     const s = ['--root', root];
-    expect(cli(['publish', ...s, '--principal', 'alice', '--session', 'g', '--run', 'r'], { input: JSON.stringify(sampleSummary()) }).code).toBe(0);
+    expect(
+      cli(['publish', ...s, '--principal', 'alice', '--session', 'g', '--run', 'r'], {
+        input: JSON.stringify(sampleSummary()),
+      }).code,
+    ).toBe(0);
     expect(cli(['resume', ...s, '--principal', 'bob', '--session', 'g']).stderr).toContain('UNAUTHORIZED');
     expect(cli(['grant', ...s, '--principal', 'bob', '--session', 'g']).code).toBe(0);
     expect(cli(['resume', ...s, '--principal', 'bob', '--session', 'g']).code).toBe(0);
     expect(cli(['revoke', ...s, '--principal', 'bob', '--session', 'g']).code).toBe(0);
     expect(cli(['resume', ...s, '--principal', 'bob', '--session', 'g']).stderr).toContain('REVOKED');
-    expect(JSON.parse(cli(['grants', ...s, '--json']).stdout)).toEqual([expect.objectContaining({ principal: 'bob', session: 'g', state: 'revoked' })]);
+    expect(JSON.parse(cli(['grants', ...s, '--json']).stdout)).toEqual([
+      expect.objectContaining({ principal: 'bob', session: 'g', state: 'revoked' }),
+    ]);
     expect(cli(['grant', ...s, '--principal', 'bob']).code).toBe(2);
     const out = join(tempDir(), 'trust.json');
     expect(cli(['keys', 'export', ...s, '--out', out]).code).toBe(0);
@@ -127,7 +144,9 @@ describe('handoff-ledger CLI', () => {
 
   it('fsck exits 1 on a finding; gc needs --grace', () => {
     const root = join(tempDir(), 'store');
-    const pub = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--json'], { input: JSON.stringify(sampleSummary()) });
+    const pub = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--json'], {
+      input: JSON.stringify(sampleSummary()),
+    });
     const { digest } = JSON.parse(pub.stdout);
     const hex = digest.slice(7);
     writeFileSync(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), 'tampered');

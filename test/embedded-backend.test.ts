@@ -12,7 +12,7 @@ import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { manifestLogSuite } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
-import { openLedger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
 
 // Not tempDir(): a fixture may outlive one test's afterEach (it is disposed by the suite itself).
 const freshDir = () => mkdtempSync(join(tmpdir(), 'hl-embedded-'));

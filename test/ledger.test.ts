@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openLedger, type Ledger } from '../src/ledger/ledger.js';
+import { type Ledger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { digestHex, hashBytes, nobleBlake3, type Digest } from '../store/hash/digest.js';
 import { STREAM_SUMMARY_FROM, validateSummary } from '../src/summary/summary.js';
@@ -39,13 +40,39 @@ const entryKey = (session: string, seq: number) => `e!${session}!${seq.toString(
  * Behind the ledger's back, makes a manifest signed by `signer` the head of alice's sess-1 at seq 1, after
  * the publish `r`: its summary size may be misstated, its payload bytes rewritten after encoding.
  */
-async function plantSeq1(ledger: Ledger, r: { id: Digest; digest: Digest; size: number }, signer: LocalSigner, o: { size?: number; rewrite?: (payload: Uint8Array) => Uint8Array } = {}): Promise<void> {
-  const forged: Manifest = { v: 1, kind: 'compaction', host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-x', seq: 1, prev: r.id,
-    summary: { digest: r.digest, size: o.size ?? r.size, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' }, createdAt: new Date().toISOString(), keyId: signer.keyId };
+async function plantSeq1(
+  ledger: Ledger,
+  r: { id: Digest; digest: Digest; size: number },
+  signer: LocalSigner,
+  o: { size?: number; rewrite?: (payload: Uint8Array) => Uint8Array } = {},
+): Promise<void> {
+  const forged: Manifest = {
+    v: 1,
+    kind: 'compaction',
+    host: 'host-a',
+    principal: 'alice',
+    session: 'sess-1',
+    run: 'run-x',
+    seq: 1,
+    prev: r.id,
+    summary: { digest: r.digest, size: o.size ?? r.size, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' },
+    createdAt: new Date().toISOString(),
+    keyId: signer.keyId,
+  };
   const payload = (o.rewrite ?? ((p) => p))(encodeManifest(forged));
   const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
   const db = raw(ledger);
-  await db.put(entryKey('sess-1', 1), JSON.stringify({ position: 1, session: 'sess-1', seq: 1, id: manifestId(payload), principal: 'alice', envelope: serializeEnvelope(env) }));
+  await db.put(
+    entryKey('sess-1', 1),
+    JSON.stringify({
+      position: 1,
+      session: 'sess-1',
+      seq: 1,
+      id: manifestId(payload),
+      principal: 'alice',
+      envelope: serializeEnvelope(env),
+    }),
+  );
   await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: manifestId(payload), owner: 'alice' }));
 }
 
@@ -59,7 +86,14 @@ describe('publish and resume', () => {
     const resumed = await ledger.resume(alice);
     expect(resumed?.summary).toEqual(sampleSummary());
     expect(resumed?.id).toBe(receipt.id);
-    expect(resumed?.manifest).toMatchObject({ host: 'host-a', principal: 'alice', session: 'sess-1', run: 'run-1', seq: 0, prev: null });
+    expect(resumed?.manifest).toMatchObject({
+      host: 'host-a',
+      principal: 'alice',
+      session: 'sess-1',
+      run: 'run-1',
+      seq: 0,
+      prev: null,
+    });
     await ledger.close();
   });
 
@@ -113,8 +147,12 @@ describe('publish and resume', () => {
     const ledger = await open(tempDir());
     const first = await ledger.publish(alice, sampleSummary(1), { expectedPrev: null });
     await ledger.publish(alice, sampleSummary(2), { expectedPrev: first.id });
-    await expect(ledger.publish(alice, sampleSummary(3), { expectedPrev: first.id })).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
-    await expect(ledger.publish(alice, sampleSummary(3), { expectedPrev: null })).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+    await expect(ledger.publish(alice, sampleSummary(3), { expectedPrev: first.id })).rejects.toMatchObject({
+      code: 'CHAIN_CONFLICT',
+    });
+    await expect(ledger.publish(alice, sampleSummary(3), { expectedPrev: null })).rejects.toMatchObject({
+      code: 'CHAIN_CONFLICT',
+    });
     expect((await ledger.history(alice)).length).toBe(2);
     await ledger.close();
   });
@@ -144,27 +182,46 @@ describe('summary validation', () => {
 
   it('honours a configured maxSummaryBytes', async () => {
     const ledger = await open(tempDir(), { maxSummaryBytes: 200 });
-    await expect(ledger.publish(alice, { ...sampleSummary(), notes: 'n'.repeat(300) })).rejects.toMatchObject({ code: 'SUMMARY_TOO_LARGE' });
+    await expect(ledger.publish(alice, { ...sampleSummary(), notes: 'n'.repeat(300) })).rejects.toMatchObject({
+      code: 'SUMMARY_TOO_LARGE',
+    });
     await ledger.close();
   });
 });
 
 describe('ids', () => {
-  it.each(['../x', 'a/b', '', 'x'.repeat(129), 'a\0b', 'аlice' /* Cyrillic а */, '-lead', 'a b', '.', '..', 'a\\b', 'ａ'])(
-    'refuses %j with INVALID_ID and creates no file outside the root',
-    async (bad) => {
-      const parent = tempDir();
-      const root = join(parent, 'store');
-      const ledger = await open(root);
-      const before = readdirSync(parent);
-      for (const scope of [{ ...alice, principal: bad }, { ...alice, session: bad }, { ...alice, run: bad }]) {
-        await expect(ledger.publish(scope, sampleSummary())).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ID' });
-      }
-      await expect(ledger.resume({ principal: 'alice', session: bad })).rejects.toMatchObject({ code: 'INVALID_ID' });
-      expect(readdirSync(parent)).toEqual(before);
-      await ledger.close();
-    },
-  );
+  it.each([
+    '../x',
+    'a/b',
+    '',
+    'x'.repeat(129),
+    'a\0b',
+    'аlice' /* Cyrillic а */,
+    '-lead',
+    'a b',
+    '.',
+    '..',
+    'a\\b',
+    'ａ',
+  ])('refuses %j with INVALID_ID and creates no file outside the root', async (bad) => {
+    const parent = tempDir();
+    const root = join(parent, 'store');
+    const ledger = await open(root);
+    const before = readdirSync(parent);
+    for (const scope of [
+      { ...alice, principal: bad },
+      { ...alice, session: bad },
+      { ...alice, run: bad },
+    ]) {
+      await expect(ledger.publish(scope, sampleSummary())).rejects.toMatchObject({
+        name: 'LedgerError',
+        code: 'INVALID_ID',
+      });
+    }
+    await expect(ledger.resume({ principal: 'alice', session: bad })).rejects.toMatchObject({ code: 'INVALID_ID' });
+    expect(readdirSync(parent)).toEqual(before);
+    await ledger.close();
+  });
 
   it('refuses an invalid host id at open', async () => {
     await expect(openLedger({ root: tempDir(), host: '../evil' })).rejects.toMatchObject({ code: 'INVALID_ID' });
@@ -217,7 +274,10 @@ describe('tampering is refused and returns no summary bytes', () => {
     await db.put(entryKey('sess-b', 0), (await db.get(entryKey('sess-a', 0)))!);
     const headA = JSON.parse((await db.get('h!sess-a'))!);
     await db.put('h!sess-b', JSON.stringify({ ...headA, session: 'sess-b' }));
-    await expect(ledger.resume({ principal: 'alice', session: 'sess-b' })).rejects.toMatchObject({ name: 'LedgerError', code: 'SCOPE_MISMATCH' });
+    await expect(ledger.resume({ principal: 'alice', session: 'sess-b' })).rejects.toMatchObject({
+      name: 'LedgerError',
+      code: 'SCOPE_MISMATCH',
+    });
     await ledger.close();
   });
 
@@ -234,8 +294,14 @@ describe('tampering is refused and returns no summary bytes', () => {
     const ledger = await open(tempDir(), { signer });
     const r = await ledger.publish(alice, sampleSummary());
     // A reader that keeps the first of two keys sees session "sess-2"; JSON.parse keeps the last.
-    await plantSeq1(ledger, r, signer, { rewrite: (p) => new TextEncoder().encode(new TextDecoder().decode(p).replace('{', '{"session":"sess-2",')) });
-    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'ManifestError', code: 'MANIFEST_INVALID', message: expect.stringMatching(/canonical/) });
+    await plantSeq1(ledger, r, signer, {
+      rewrite: (p) => new TextEncoder().encode(new TextDecoder().decode(p).replace('{', '{"session":"sess-2",')),
+    });
+    await expect(ledger.resume(alice)).rejects.toMatchObject({
+      name: 'ManifestError',
+      code: 'MANIFEST_INVALID',
+      message: expect.stringMatching(/canonical/),
+    });
     await ledger.close();
   });
 
@@ -272,7 +338,13 @@ describe('failures leave no manifest', () => {
   it('a failed blob write (injected EIO at fsync) leaves the previous head intact', async () => {
     const root = tempDir();
     let fail = false;
-    const fs: FsOps = { ...nodeFsOps, fsync: async (h) => { if (fail) throw Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }); return nodeFsOps.fsync(h); } };
+    const fs: FsOps = {
+      ...nodeFsOps,
+      fsync: async (h) => {
+        if (fail) throw Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' });
+        return nodeFsOps.fsync(h);
+      },
+    };
     const ledger = await open(root, { fs });
     const first = await ledger.publish(alice, sampleSummary('first'));
     fail = true;
@@ -293,7 +365,10 @@ describe('failures leave no manifest', () => {
     const first = await ledger.publish(alice, sampleSummary('first'));
     const ac = new AbortController();
     ac.abort(new Error('user pressed stop'));
-    await expect(ledger.publish(alice, sampleSummary('x'), { signal: ac.signal })).rejects.toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    await expect(ledger.publish(alice, sampleSummary('x'), { signal: ac.signal })).rejects.toMatchObject({
+      name: 'LedgerError',
+      code: 'CANCELLED',
+    });
     expect((await ledger.resume(alice))?.id).toBe(first.id);
     expect(readdirSync(join(root, 'tmp'))).toEqual([]);
     await ledger.close();
@@ -302,7 +377,10 @@ describe('failures leave no manifest', () => {
 
 describe('large summaries are encoded while they are written', () => {
   const MiB = 1024 * 1024;
-  const big = (marker: string, text: string, units: number) => ({ ...sampleSummary(marker), state: text.repeat(Math.ceil(units / text.length)).slice(0, units) });
+  const big = (marker: string, text: string, units: number) => ({
+    ...sampleSummary(marker),
+    state: text.repeat(Math.ceil(units / text.length)).slice(0, units),
+  });
 
   it('stores exactly the canonical bytes of a summary over the streaming threshold, and resumes it', async () => {
     const root = tempDir();
@@ -318,7 +396,11 @@ describe('large summaries are encoded while they are written', () => {
 
   it('resumes a large summary by decoding its chunks as they are read, to the same value', async () => {
     const ledger = await open(tempDir(), { maxSummaryBytes: 64 * MiB });
-    const summary = { ...big('large', 'prose "quoted" \\ back\n\ttab é 😀 \u0007 ', 3 * MiB), files: [{ path: 'src/a.ts', note: 'n "q"' }], decisions: ['d\u2028'] };
+    const summary = {
+      ...big('large', 'prose "quoted" \\ back\n\ttab é 😀 \u0007 ', 3 * MiB),
+      files: [{ path: 'src/a.ts', note: 'n "q"' }],
+      decisions: ['d\u2028'],
+    };
     await ledger.publish(alice, summary);
     const chunks = vi.spyOn(ledger.blobs, 'chunks');
     const get = vi.spyOn(ledger.blobs, 'get');
@@ -333,7 +415,11 @@ describe('large summaries are encoded while they are written', () => {
     const ledger = await open(root, { maxSummaryBytes: 64 * MiB });
     const r = await ledger.publish(alice, big('tampered', 'some text\n', 2 * MiB));
     const path = blobPath(root, r.digest);
-    for (const [at, byte] of [[0, 0x78], [7, 0x01], [r.size - 1, 0x20]] as const) {
+    for (const [at, byte] of [
+      [0, 0x78],
+      [7, 0x01],
+      [r.size - 1, 0x20],
+    ] as const) {
       const bytes = readFileSync(path);
       const was = bytes[at]!;
       bytes[at] = byte; // '{' → 'x'; a raw control character in the first string; the closing '}'
@@ -350,7 +436,9 @@ describe('large summaries are encoded while they are written', () => {
   it('publishes large summaries (over the 8 MiB of blocks a put holds) in several sessions at once, each stored and resumed exactly', async () => {
     const ledger = await open(tempDir(), { maxSummaryBytes: 64 * MiB });
     const scopes = [1, 2, 3].map((i) => ({ principal: 'alice', session: `par-${i}`, run: 'r' }));
-    const summaries = scopes.map((_, i) => big(`parallel ${i}`, `text ${i} with "quotes"\n\\ and 😀 `.repeat(i + 1), 12 * MiB + i));
+    const summaries = scopes.map((_, i) =>
+      big(`parallel ${i}`, `text ${i} with "quotes"\n\\ and 😀 `.repeat(i + 1), 12 * MiB + i),
+    );
     const receipts = await Promise.all(scopes.map((sc, i) => ledger.publish(sc, summaries[i])));
     for (const [i, sc] of scopes.entries()) {
       expect(receipts[i]!.digest).toBe(await hashBytes(validateSummary(summaries[i], 64 * MiB).bytes, nobleBlake3));
@@ -359,7 +447,7 @@ describe('large summaries are encoded while they are written', () => {
     await ledger.close();
   });
 
-  it('refuses with BLOB_INTEGRITY, before reading, a manifest whose size is not the stored blob\'s (no buffer of the claimed size)', async () => {
+  it("refuses with BLOB_INTEGRITY, before reading, a manifest whose size is not the stored blob's (no buffer of the claimed size)", async () => {
     const signer = new LocalSigner(generateJwk());
     const ledger = await open(tempDir(), { signer, maxSummaryBytes: 64 * MiB });
     const r = await ledger.publish(alice, big('sized', 'some text\n', 2 * MiB));
@@ -386,12 +474,20 @@ describe('large summaries are encoded while they are written', () => {
     const root = tempDir();
     const ac = new AbortController();
     let writes = 0;
-    const fs: FsOps = { ...nodeFsOps, write: async (h, data, position) => { if (++writes === 3) ac.abort(new Error('user pressed stop')); return nodeFsOps.write(h, data, position); } };
+    const fs: FsOps = {
+      ...nodeFsOps,
+      write: async (h, data, position) => {
+        if (++writes === 3) ac.abort(new Error('user pressed stop'));
+        return nodeFsOps.write(h, data, position);
+      },
+    };
     const ledger = await open(root, { fs, maxSummaryBytes: 64 * MiB });
     const first = await ledger.publish(alice, sampleSummary('first'));
     const blobsBefore = await collect(ledger.blobs.list());
     writes = 0;
-    const err = await ledger.publish(alice, big('cancelled', 'text with "quotes"\n', 6 * MiB), { signal: ac.signal }).catch((e) => e);
+    const err = await ledger
+      .publish(alice, big('cancelled', 'text with "quotes"\n', 6 * MiB), { signal: ac.signal })
+      .catch((e) => e);
     expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
     expect(writes).toBeGreaterThanOrEqual(3);
     expect((await ledger.resume(alice))?.id).toBe(first.id);

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { chmodSync, readdirSync, utimesSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openLedger, type Ledger } from '../src/ledger/ledger.js';
+import { type Ledger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
 import { fsck, gc, parseDuration } from '../src/ops/maintenance.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
@@ -63,7 +64,9 @@ describe('concurrency inside one process', () => {
       },
     });
     const ledger = await open(tempDir(), { log });
-    await Promise.all(Array.from({ length: 32 }, (_, i) => ledger.publish({ ...scope, session: `s${i}` }, sampleSummary(i))));
+    await Promise.all(
+      Array.from({ length: 32 }, (_, i) => ledger.publish({ ...scope, session: `s${i}` }, sampleSummary(i))),
+    );
     expect(appends).toBe(32);
     expect(batches).toBe(2);
     for (let i = 0; i < 32; i++) expect((await ledger.resume({ principal: 'alice', session: `s${i}` }))?.seq).toBe(0);
@@ -76,7 +79,7 @@ describe('cancellation', () => {
   const steps: Array<keyof FsOps> = ['open', 'write', 'fsync', 'close', 'mkdir', 'link', 'fsyncDir'];
   it.each(steps)('an abort during the blob %s step leaves no manifest and no staging file', async (step) => {
     const root = tempDir();
-    let ac: AbortController | undefined;
+    let ac: AbortController | undefined = undefined;
     const fs: FsOps = { ...nodeFsOps };
     (fs as any)[step] = async (...args: unknown[]) => {
       ac?.abort(new Error(`stop at ${step}`));
@@ -98,7 +101,7 @@ describe('cancellation', () => {
   });
 
   it('an abort during the durable batch write (after the point of no return) still publishes', async () => {
-    let ac: AbortController | undefined;
+    let ac: AbortController | undefined = undefined;
     const writeBatch = async (db: any, ops: BatchOp[]) => {
       ac?.abort(new Error('too late'));
       await db.batch(ops, { sync: true });
@@ -254,7 +257,14 @@ describe('keys', () => {
   it('signs with an injected Signer (KMS/HSM) and trusts it', async () => {
     const inner = new LocalSigner(generateJwk());
     let calls = 0;
-    const signer = { keyId: 'kms:projects/p/keys/host-a/1', publicKey: inner.publicKey, sign: async (m: Uint8Array) => { calls++; return inner.sign(m); } };
+    const signer = {
+      keyId: 'kms:projects/p/keys/host-a/1',
+      publicKey: inner.publicKey,
+      sign: async (m: Uint8Array) => {
+        calls++;
+        return inner.sign(m);
+      },
+    };
     const ledger = await open(tempDir(), { signer });
     await ledger.publish(scope, sampleSummary());
     expect(calls).toBe(1);
@@ -275,20 +285,41 @@ describe('writers that share one log (other processes or hosts)', () => {
     const realHead = shared.head.bind(shared);
     const realAppend = shared.append.bind(shared);
     const stats = { headReads: 0, conflicts: 0, race: true };
-    const viaA = { head: async (session: string) => {
-      const head = await realHead(session);
-      if (stats.race && ++stats.headReads === 3) {
-        stats.race = false;
-        await b.publish({ principal: 'alice', session: 's', run: 'on-b' }, sampleSummary('b'));
-      }
-      return head;
-    }, append: async (...args: Parameters<typeof shared.append>) => realAppend(...args).catch((e) => {
-      if (e.code === 'CHAIN_CONFLICT') stats.conflicts++;
-      throw e;
-    }) };
+    const viaA = {
+      head: async (session: string) => {
+        const head = await realHead(session);
+        if (stats.race && ++stats.headReads === 3) {
+          stats.race = false;
+          await b.publish({ principal: 'alice', session: 's', run: 'on-b' }, sampleSummary('b'));
+        }
+        return head;
+      },
+      append: async (...args: Parameters<typeof shared.append>) =>
+        realAppend(...args).catch((e) => {
+          if (e.code === 'CHAIN_CONFLICT') stats.conflicts++;
+          throw e;
+        }),
+    };
     const aLog = Object.assign(Object.create(shared), viaA);
-    const racingA = await open(tempDir(), { host: 'host-a', log: aLog, signer: undefined, keyFile: undefined, root: a.root });
-    return { shared, a: racingA, b, stats, close: async () => { await b.blobs.close(); await racingA.blobs.close(); await a.blobs.close(); await shared.close(); } };
+    const racingA = await open(tempDir(), {
+      host: 'host-a',
+      log: aLog,
+      signer: undefined,
+      keyFile: undefined,
+      root: a.root,
+    });
+    return {
+      shared,
+      a: racingA,
+      b,
+      stats,
+      close: async () => {
+        await b.blobs.close();
+        await racingA.blobs.close();
+        await a.blobs.close();
+        await shared.close();
+      },
+    };
   }
 
   it('re-reads the head and re-signs when another host wins the append race', async () => {
@@ -297,13 +328,18 @@ describe('writers that share one log (other processes or hosts)', () => {
     expect(stats.conflicts).toBe(1);
     expect(receipt.seq).toBe(1);
     const history = await b.history({ principal: 'alice', session: 's' });
-    expect(history.map((h) => [h.manifest.host, h.manifest.seq])).toEqual([['host-b', 0], ['host-a', 1]]);
+    expect(history.map((h) => [h.manifest.host, h.manifest.seq])).toEqual([
+      ['host-b', 0],
+      ['host-a', 1],
+    ]);
     await close();
   });
 
   it('does not retry when the caller passed expectedPrev: the race is CHAIN_CONFLICT', async () => {
     const { a, b, stats, close } = await racingHosts();
-    await expect(a.publish({ principal: 'alice', session: 's', run: 'on-a' }, sampleSummary('a'), { expectedPrev: null })).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+    await expect(
+      a.publish({ principal: 'alice', session: 's', run: 'on-a' }, sampleSummary('a'), { expectedPrev: null }),
+    ).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
     expect(stats.conflicts).toBe(1);
     expect((await b.history({ principal: 'alice', session: 's' })).length).toBe(1);
     await close();

@@ -15,7 +15,7 @@ import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
 import { ManifestError } from '../manifests/errors.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
 import type { AppendRequest, LogEntry } from '../manifests/log/log.js';
-import { openLedger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { manifestLogSuite } from './conformance/manifest-log.js';
@@ -109,7 +109,12 @@ describePostgres('PostgreSQL backend', (pg) => {
     const root = mkdtempSync(join(tmpdir(), 'hl-pg-ledger-'));
     return {
       open: async (extra) =>
-        openLedger({ root, host: 'conformance-host', ...(await openPostgresBackends({ connectionString: pg.connectionString, schema })), ...extra }),
+        openLedger({
+          root,
+          host: 'conformance-host',
+          ...(await openPostgresBackends({ connectionString: pg.connectionString, schema })),
+          ...extra,
+        }),
       dispose: () => rm(root, { recursive: true, force: true }),
     };
   });
@@ -135,7 +140,9 @@ describePostgres('PostgreSQL backend', (pg) => {
     it('refuses (STORAGE_FAILED) a database migrated by a newer library', async () => {
       const schema = nextSchema();
       await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();
-      await sql(`INSERT INTO "${schema}".handoff_ledger_migrations (component, version, name) VALUES ('manifests', 2, 'future')`);
+      await sql(
+        `INSERT INTO "${schema}".handoff_ledger_migrations (component, version, name) VALUES ('manifests', 2, 'future')`,
+      );
       const err = await rejection(PgManifestLog.open({ connectionString: pg.connectionString, schema }));
       expect(err).toBeInstanceOf(ManifestError);
       expect((err as ManifestError).code).toBe('STORAGE_FAILED');
@@ -146,7 +153,9 @@ describePostgres('PostgreSQL backend', (pg) => {
   describe('global order', () => {
     it('lets a reader tailing entries() miss nothing while writers on separate connections commit concurrently', async () => {
       const schema = nextSchema();
-      const writers = await Promise.all(Array.from({ length: 4 }, () => PgManifestLog.open({ connectionString: pg.connectionString, schema })));
+      const writers = await Promise.all(
+        Array.from({ length: 4 }, () => PgManifestLog.open({ connectionString: pg.connectionString, schema })),
+      );
       const reader = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
       try {
         let done = false;
@@ -160,7 +169,8 @@ describePostgres('PostgreSQL backend', (pg) => {
         })();
         await Promise.all(
           writers.map(async (log, w) => {
-            for (let seq = 0; seq < 25; seq++) await Promise.all([0, 1].map((k) => log.append(link(`w${w}.${k}`, seq))));
+            for (let seq = 0; seq < 25; seq++)
+              await Promise.all([0, 1].map((k) => log.append(link(`w${w}.${k}`, seq))));
           }),
         );
         done = true;

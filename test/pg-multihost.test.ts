@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
-import { openLedger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
 import { mergeTrust } from '../src/keys/keyring.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { exportBundle } from '../src/ops/export.js';
@@ -27,7 +27,16 @@ const BUILT = fileURLToPath(new URL('../dist/src/ledger/pg-backend.js', import.m
 const SESSIONS = ['s0', 's1', 's2'];
 
 type Msg =
-  | { type: 'ack'; host: string; marker: string; session: string; seq: number; id: string; digest: string; lostRaces: number }
+  | {
+      type: 'ack';
+      host: string;
+      marker: string;
+      session: string;
+      seq: number;
+      id: string;
+      digest: string;
+      lostRaces: number;
+    }
   | { type: 'fail'; host: string; marker: string; session: string; code: string; error: string }
   | { type: 'resumed'; host: string; session: string; seq: number; id: string; task: string }
   | { type: 'stopped' | 'closed'; host: string };
@@ -103,12 +112,18 @@ describePostgres('two hosts sharing one PostgreSQL database', (pg) => {
     // Each host's key is created in its own root; every host trusts both keys.
     const trusts: TrustStore[] = [];
     for (const h of hosts) {
-      const ledger = await openLedger({ ...h, ...(await openPostgresBackends({ connectionString, schema })), onNotice: () => {} });
+      const ledger = await openLedger({
+        ...h,
+        ...(await openPostgresBackends({ connectionString, schema })),
+        onNotice: () => {},
+      });
       trusts.push(ledger.trustStore());
       await ledger.close();
     }
     const trust = mergeTrust(...trusts);
-    const procs = hosts.map((h) => new HostProcess({ ...h, connectionString, schema, trust, sessions: SESSIONS, workers: 2 }));
+    const procs = hosts.map(
+      (h) => new HostProcess({ ...h, connectionString, schema, trust, sessions: SESSIONS, workers: 2 }),
+    );
     try {
       await Promise.all(procs.map((p) => p.until(() => p.count('ack') >= options.acks, `${options.acks} acks`)));
       // Run on until the hosts have really raced for one head (and lost, and retried) a few times.
@@ -117,7 +132,9 @@ describePostgres('two hosts sharing one PostgreSQL database', (pg) => {
       if (options.midRun) {
         await options.midRun();
         const base = procs.map((p) => p.count('ack'));
-        await Promise.all(procs.map((p, i) => p.until(() => p.count('ack') >= base[i]! + options.acks, 'acks after the restart')));
+        await Promise.all(
+          procs.map((p, i) => p.until(() => p.count('ack') >= base[i]! + options.acks, 'acks after the restart')),
+        );
       }
       procs.forEach((p) => p.send('stop'));
       await Promise.all(procs.map((p) => p.until(() => p.count('stopped') === 1, 'stopped')));
@@ -145,7 +162,10 @@ describePostgres('two hosts sharing one PostgreSQL database', (pg) => {
       // history() verifies every signature (each host's key), every prev link, and that the chain ends at its head.
       for (const session of SESSIONS) chains.set(session, await auditor.history({ principal: 'alice', session }));
       for (const [session, chain] of chains) {
-        expect(chain.map((e) => e.manifest.seq), session).toEqual(chain.map((_, i) => i));
+        expect(
+          chain.map((e) => e.manifest.seq),
+          session,
+        ).toEqual(chain.map((_, i) => i));
         for (const e of chain) {
           const key = run.trust.keys.find((k) => k.keyId === e.manifest.keyId);
           expect(key?.host, `${session}#${e.manifest.seq} signed by its host's key`).toBe(e.manifest.host);
@@ -177,14 +197,18 @@ describePostgres('two hosts sharing one PostgreSQL database', (pg) => {
       expect(report.chains.map((c) => c.session).sort()).toEqual(SESSIONS);
       const total = [...chains.values()].reduce((n, c) => n + c.length, 0);
       expect(report.counts.lines).toBe(total);
-      expect(report.counts.blobsChecked).toBe(new Set([...chains.values()].flat().map((e) => e.manifest.summary.digest)).size);
+      expect(report.counts.blobsChecked).toBe(
+        new Set([...chains.values()].flat().map((e) => e.manifest.summary.digest)).size,
+      );
 
       // Entries nobody acknowledged can only be publishes whose commit outcome the client could not learn.
       const acked = new Set(acks.map((a) => a.id));
       const unacked = [...chains.values()].flat().filter((e) => !acked.has(e.id));
       const failedMarkers = new Set(fails.map((f) => f.marker));
       for (const e of unacked) {
-        const summary = JSON.parse(new TextDecoder().decode(await auditor.blobs.get(e.manifest.summary.digest))) as { task: string };
+        const summary = JSON.parse(new TextDecoder().decode(await auditor.blobs.get(e.manifest.summary.digest))) as {
+          task: string;
+        };
         expect(failedMarkers.has(summary.task.replace('publish ', '')), `unacknowledged ${summary.task}`).toBe(true);
       }
       return { acks, fails, unacked, total };

@@ -22,8 +22,6 @@ function decode(bytes: Uint8Array, cuts: number[] = []): unknown {
   return d.end();
 }
 
-const cutsOf = (length: number) => fc.uniqueArray(fc.integer({ min: 0, max: length }), { maxLength: 6 }).map((xs) => xs.sort((a, b) => a - b));
-
 /** A JSON string literal of `s` with each UTF-16 unit either raw or escaped (\uXXXX in either case, or a short escape). */
 function literal(s: string, choices: number[]): string {
   let out = '"';
@@ -43,7 +41,13 @@ function literal(s: string, choices: number[]): string {
   return `${out}"`;
 }
 
-const text = fc.string({ unit: fc.oneof(fc.constantFrom('"', '\\', '\n', '\u0000', '\u001f', '/', 'é', '😀', '\u2028', '\u00ff'), fc.string({ unit: 'binary', maxLength: 1 })), maxLength: 60 });
+const text = fc.string({
+  unit: fc.oneof(
+    fc.constantFrom('"', '\\', '\n', '\u0000', '\u001f', '/', 'é', '😀', '\u2028', '\u00ff'),
+    fc.string({ unit: 'binary', maxLength: 1 }),
+  ),
+  maxLength: 60,
+});
 
 describe('the WebAssembly unescaper', () => {
   it('loads here and decodes what it takes on, stopping where the caller must act', () => {
@@ -54,7 +58,11 @@ describe('the WebAssembly unescaper', () => {
       return { status: r.status, read: r.read, out: Buffer.from(r.out).toString() };
     };
     expect(run('plain"rest')).toEqual({ status: UnescapeStatus.Closed, read: 6, out: 'plain' });
-    expect(run('a\\n\\t\\"\\\\\\/\\u0041\\u001f"')).toEqual({ status: UnescapeStatus.Closed, read: 24, out: 'a\n\t"\\/A\u001f' });
+    expect(run('a\\n\\t\\"\\\\\\/\\u0041\\u001f"')).toEqual({
+      status: UnescapeStatus.Closed,
+      read: 24,
+      out: 'a\n\t"\\/A\u001f',
+    });
     expect(run('ab\\u00e9"')).toMatchObject({ status: UnescapeStatus.Other, read: 2, out: 'ab' }); // \u00e9 is the caller's
     expect(run('ab\\x"')).toMatchObject({ status: UnescapeStatus.Other, read: 2 });
     expect(run('ab\u0001"')).toMatchObject({ status: UnescapeStatus.Other, read: 2 });
@@ -69,14 +77,25 @@ describe('the WebAssembly unescaper', () => {
 describe('StreamingJsonDecoder agrees with JSON.parse', () => {
   it('on canonical bytes of random values, cut anywhere', () => {
     const value = fc.letrec((tie) => ({
-      node: fc.oneof({ depthSize: 'small' }, text, fc.boolean(), fc.constant(null), fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), tie('arr'), tie('obj')),
+      node: fc.oneof(
+        { depthSize: 'small' },
+        text,
+        fc.boolean(),
+        fc.constant(null),
+        fc.integer(),
+        fc.double({ noNaN: true, noDefaultInfinity: true }),
+        tie('arr'),
+        tie('obj'),
+      ),
       arr: fc.array(tie('node'), { maxLength: 4 }),
       obj: fc.dictionary(text, tie('node'), { maxKeys: 4 }),
     })).node;
     fc.assert(
       fc.property(value, fc.integer({ min: 0, max: 1e9 }), (v, seed) => {
         const bytes = canonicalBytes(v);
-        const cuts = [...new Set([seed % (bytes.length + 1), (seed >> 7) % (bytes.length + 1), (seed >> 14) % (bytes.length + 1)])].sort((a, b) => a - b);
+        const cuts = [
+          ...new Set([seed % (bytes.length + 1), (seed >> 7) % (bytes.length + 1), (seed >> 14) % (bytes.length + 1)]),
+        ].sort((a, b) => a - b);
         expect(decode(bytes, cuts)).toEqual(JSON.parse(new TextDecoder().decode(bytes)));
       }),
       { numRuns: 400 },
@@ -85,14 +104,18 @@ describe('StreamingJsonDecoder agrees with JSON.parse', () => {
 
   it('on strings written with every kind of escape (\\uXXXX in both cases, surrogate pairs), whitespace between tokens', () => {
     fc.assert(
-      fc.property(fc.array(text, { minLength: 1, maxLength: 4 }), fc.array(fc.nat(), { minLength: 1, maxLength: 7 }), (strings, choices) => {
-        const json = `{ "list" : [ ${strings.map((s) => literal(s, choices)).join(' ,\n\t')} ] , ${literal('k"ey', choices)}: true }`;
-        const bytes = enc.encode(json);
-        const want = JSON.parse(json);
-        for (let cut = 0; cut <= bytes.length; cut += Math.max(1, Math.floor(bytes.length / 13))) {
-          expect(decode(bytes, [cut])).toEqual(want);
-        }
-      }),
+      fc.property(
+        fc.array(text, { minLength: 1, maxLength: 4 }),
+        fc.array(fc.nat(), { minLength: 1, maxLength: 7 }),
+        (strings, choices) => {
+          const json = `{ "list" : [ ${strings.map((s) => literal(s, choices)).join(' ,\n\t')} ] , ${literal('k"ey', choices)}: true }`;
+          const bytes = enc.encode(json);
+          const want = JSON.parse(json);
+          for (let cut = 0; cut <= bytes.length; cut += Math.max(1, Math.floor(bytes.length / 13))) {
+            expect(decode(bytes, [cut])).toEqual(want);
+          }
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -100,7 +123,11 @@ describe('StreamingJsonDecoder agrees with JSON.parse', () => {
   it('on a long string of prose with escapes (the WebAssembly loop, pieces of 1 MiB), cut in odd places', () => {
     const s = 'line "one"\n\tC:\\dir → ok 😀 \u0001 é\n'.repeat(90_000);
     const bytes = canonicalBytes({ state: s, task: 't', nextSteps: ['a'] });
-    expect(decode(bytes, [1, 17, 1_048_577, 2_000_003, bytes.length - 3])).toEqual({ state: s, task: 't', nextSteps: ['a'] });
+    expect(decode(bytes, [1, 17, 1_048_577, 2_000_003, bytes.length - 3])).toEqual({
+      state: s,
+      task: 't',
+      nextSteps: ['a'],
+    });
   });
 
   it('keeps duplicate keys as JSON.parse does (the last wins, at the first one\'s place) and "__proto__" as an own key', () => {
@@ -116,7 +143,10 @@ describe('StreamingJsonDecoder agrees with JSON.parse', () => {
 describe('StreamingJsonDecoder refuses what is not UTF-8 JSON, wherever the chunks are cut', () => {
   const bad: Array<[string, Uint8Array]> = [
     ['invalid UTF-8 inside a string', Uint8Array.from([...enc.encode('{"a":"x'), 0xff, 0xfe, ...enc.encode('"}')])],
-    ['a truncated UTF-8 sequence inside a string', Uint8Array.from([...enc.encode('{"a":"x'), 0xe2, 0x82, ...enc.encode('"}')])],
+    [
+      'a truncated UTF-8 sequence inside a string',
+      Uint8Array.from([...enc.encode('{"a":"x'), 0xe2, 0x82, ...enc.encode('"}')]),
+    ],
     ['a raw control character in a string', enc.encode('{"a":"x\ny"}')],
     ['an invalid escape', enc.encode('{"a":"x\\qy"}')],
     ['a \\u escape with a non-hex digit', enc.encode('{"a":"x\\u00g1"}')],
@@ -132,7 +162,9 @@ describe('StreamingJsonDecoder refuses what is not UTF-8 JSON, wherever the chun
   ];
   it.each(bad)('%s', (_, bytes) => {
     for (let cut = 0; cut <= bytes.length; cut++) {
-      expect(() => decode(bytes, [cut]), `cut at ${cut}`).toThrow(expect.objectContaining({ name: expect.stringMatching(/SummaryDecodeError|SyntaxError/) }));
+      expect(() => decode(bytes, [cut]), `cut at ${cut}`).toThrow(
+        expect.objectContaining({ name: expect.stringMatching(/SummaryDecodeError|SyntaxError/) }),
+      );
     }
   });
 

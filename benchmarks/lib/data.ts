@@ -36,7 +36,12 @@ function textBlock(kind: TextKind): string {
   let line = 0;
   while (out.length < 64 * 1024) {
     const r = next();
-    const word = r < 0.05 ? CODE[Math.floor(next() * CODE.length)]! : kind === 'mixed' && r < 0.06 ? NON_ASCII[Math.floor(next() * NON_ASCII.length)]! : WORDS[Math.floor(next() * WORDS.length)]!;
+    const word =
+      r < 0.05
+        ? CODE[Math.floor(next() * CODE.length)]!
+        : kind === 'mixed' && r < 0.06
+          ? NON_ASCII[Math.floor(next() * NON_ASCII.length)]!
+          : WORDS[Math.floor(next() * WORDS.length)]!;
     out += word;
     line += word.length + 1;
     if (line > 80) {
@@ -92,7 +97,11 @@ function fixedPart(marker: string): Summary {
   return {
     task: `Benchmark the ledger (${marker})`,
     state: '',
-    nextSteps: ['Compare publish with the raw durable write', 'Compare resume with raw read and hash', 'Record the medians'],
+    nextSteps: [
+      'Compare publish with the raw durable write',
+      'Compare resume with raw read and hash',
+      'Record the medians',
+    ],
     decisions: ['Interleave the cases so drift hits them all alike'],
     files: [{ path: 'benchmarks/run.ts', note: 'entry point' }],
   };
@@ -107,7 +116,9 @@ const overheads = new Map<number, number>();
  */
 export function makeSummary(bytes: number, marker: string, kind: TextKind = 'ascii'): Summary {
   const summary = fixedPart(marker);
-  const overhead = overheads.get(marker.length) ?? validateSummary({ ...summary, state: 'x' }, Number.MAX_SAFE_INTEGER).bytes.length - 1;
+  const overhead =
+    overheads.get(marker.length) ??
+    validateSummary({ ...summary, state: 'x' }, Number.MAX_SAFE_INTEGER).bytes.length - 1;
   overheads.set(marker.length, overhead);
   if (bytes < overhead + 1) throw new RangeError(`a summary needs at least ${overhead + 1} bytes`);
   summary.state = bodyOfBytes('x', bytes - overhead, kind); // the leading 'x': never blank, even at the minimum size

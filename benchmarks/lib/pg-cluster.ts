@@ -5,7 +5,17 @@
  * afterwards (at process exit at the latest).
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -29,7 +39,9 @@ export function findPostgresBin(): { bin: string } | { reason: string } {
   // Debian's postgresql package keeps the server binaries off PATH.
   const debian = '/usr/lib/postgresql';
   if (existsSync(debian)) {
-    const versions = readdirSync(debian).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+    const versions = readdirSync(debian)
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a));
     for (const v of versions) candidates.push(join(debian, v, 'bin'));
   }
   const bin = candidates.find((d) => existsSync(join(d, 'initdb')) && existsSync(join(d, 'pg_ctl')));
@@ -80,10 +92,22 @@ export class PgCluster {
       // initdb refuses to run as root: the cluster belongs to the postgres user, in a directory it owns.
       const uid = Number(spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).stdout.trim());
       const gid = Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout.trim());
-      if (!Number.isInteger(uid) || uid <= 0) throw new Error('running as root, but there is no postgres user to own the cluster');
+      if (!Number.isInteger(uid) || uid <= 0)
+        throw new Error('running as root, but there is no postgres user to own the cluster');
       for (const p of [this.dir, this.socketDir, this.logFile]) chownSync(p, uid, gid);
     }
-    await this.exec('initdb', ['-D', this.dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions']);
+    await this.exec('initdb', [
+      '-D',
+      this.dataDir,
+      '-U',
+      'postgres',
+      '--auth=trust',
+      '-E',
+      'UTF8',
+      '--locale=C',
+      '--no-sync',
+      '--no-instructions',
+    ]);
     appendFileSync(
       join(this.dataDir, 'postgresql.conf'),
       [

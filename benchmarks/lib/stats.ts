@@ -29,7 +29,14 @@ function quantile(sorted: number[], q: number): number {
 export function spread(samples: number[]): Spread {
   if (samples.length === 0) throw new RangeError('no samples');
   const s = [...samples].sort((a, b) => a - b);
-  return { n: s.length, median: quantile(s, 0.5), min: s[0]!, max: s[s.length - 1]!, q1: quantile(s, 0.25), q3: quantile(s, 0.75) };
+  return {
+    n: s.length,
+    median: quantile(s, 0.5),
+    min: s[0]!,
+    max: s[s.length - 1]!,
+    q1: quantile(s, 0.25),
+    q3: quantile(s, 0.75),
+  };
 }
 
 /** Maps every figure of a spread (e.g. seconds per op → MiB/s; a decreasing map swaps min and max). */

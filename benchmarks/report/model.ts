@@ -36,15 +36,53 @@ export interface BenchResults {
   mode: 'full' | 'quick';
   startedAt: string;
   durationSeconds: number;
-  machine: { node: string; v8: string; platform: string; arch: string; cpus: number; cpuModel: string; memoryGiB: number; loadAverage: { start: number[]; end: number[] } };
-  config: { sizes: number[]; rounds: number; batch: Record<string, number>; nobleMaxBytes: number; text: string; concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number }; chain: { manifests: number; sessions: number; rounds: number; threads: number; nodeSample: number; nobleSample: number }; rssSizes: number[]; postgres: { sizes: number[]; rounds: number; maxConnections: number; concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number } } };
+  machine: {
+    node: string;
+    v8: string;
+    platform: string;
+    arch: string;
+    cpus: number;
+    cpuModel: string;
+    memoryGiB: number;
+    loadAverage: { start: number[]; end: number[] };
+  };
+  config: {
+    sizes: number[];
+    rounds: number;
+    batch: Record<string, number>;
+    nobleMaxBytes: number;
+    text: string;
+    concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number };
+    chain: {
+      manifests: number;
+      sessions: number;
+      rounds: number;
+      threads: number;
+      nodeSample: number;
+      nobleSample: number;
+    };
+    rssSizes: number[];
+    postgres: {
+      sizes: number[];
+      rounds: number;
+      maxConnections: number;
+      concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number };
+    };
+  };
   hash: { fastest: string; probeMiBps: Record<string, number> };
   sizes: SizeRow[];
   concurrency: Array<{ sessions: number; bytes: number; samples: number[]; publishesPerSecond: Spread }>;
   chain: {
-    manifests: number; sessions: number; threads: number; buildSeconds: number; bundleCached: boolean;
+    manifests: number;
+    sessions: number;
+    threads: number;
+    buildSeconds: number;
+    bundleCached: boolean;
     /** Manifests per second. */
-    verifyChainPool: Spread; verifyChainOneCore: Spread; perManifestNode: Spread; perManifestNoble: Spread;
+    verifyChainPool: Spread;
+    verifyChainOneCore: Spread;
+    perManifestNode: Spread;
+    perManifestNoble: Spread;
     /** Bare node:crypto Ed25519 verifications per second, one core: the ceiling per thread. */
     rawVerifyNode: Spread;
   };

@@ -6,7 +6,8 @@ type Cell = string;
 
 function grid(header: Cell[], rows: Cell[][]): string[] {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: Cell[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  const line = (cells: Cell[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
 }
 
@@ -16,7 +17,22 @@ function markdown(header: Cell[], rows: Cell[][], left: number[] = [0]): string[
   return [`| ${header.join(' | ')} |`, `| ${sep.join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
 }
 
-const ORDER = ['raw durable write', 'raw read', 'raw read + hash', 'raw read + hash + text', 'cacache.put', 'cacache.get', 'publish (native)', 'resume (native)', 'publish (wasm)', 'resume (wasm)', 'publish (noble)', 'resume (noble)', 'publish (postgres)', 'resume (postgres)'];
+const ORDER = [
+  'raw durable write',
+  'raw read',
+  'raw read + hash',
+  'raw read + hash + text',
+  'cacache.put',
+  'cacache.get',
+  'publish (native)',
+  'resume (native)',
+  'publish (wasm)',
+  'resume (wasm)',
+  'publish (noble)',
+  'resume (noble)',
+  'publish (postgres)',
+  'resume (postgres)',
+];
 
 /** Case names in a fixed order (the limit, the peer, the ledger), whatever order the rounds ran them in. */
 export function caseNames(r: BenchResults): string[] {
@@ -44,10 +60,13 @@ function latencyRows(r: BenchResults): { header: Cell[]; rows: Cell[][] } {
   const sizes = r.config.sizes;
   return {
     header: ['ms per operation (median)', ...sizes.map(sizeLabel)],
-    rows: caseNames(r).map((name) => [name, ...sizes.map((size) => {
-      const row = r.sizes.find((s) => s.case === name && s.size === size);
-      return row ? fmt(row.seconds.median * 1000) : '–';
-    })]),
+    rows: caseNames(r).map((name) => [
+      name,
+      ...sizes.map((size) => {
+        const row = r.sizes.find((s) => s.case === name && s.size === size);
+        return row ? fmt(row.seconds.median * 1000) : '–';
+      }),
+    ]),
   };
 }
 
@@ -61,7 +80,10 @@ function otherRows(r: BenchResults): Cell[][] {
   const rows: Cell[][] = [];
   const perSecond = (label: string, cs: BenchResults['concurrency']) => {
     for (const c of cs) {
-      rows.push([`${c.bytes / 1024} KiB publishes/s, ${c.sessions} session${c.sessions > 1 ? 's' : ''}${label}`, `${fmt(c.publishesPerSecond.median)} [${fmt(c.publishesPerSecond.min)}–${fmt(c.publishesPerSecond.max)}]`]);
+      rows.push([
+        `${c.bytes / 1024} KiB publishes/s, ${c.sessions} session${c.sessions > 1 ? 's' : ''}${label}`,
+        `${fmt(c.publishesPerSecond.median)} [${fmt(c.publishesPerSecond.min)}–${fmt(c.publishesPerSecond.max)}]`,
+      ]);
     }
   };
   perSecond('', r.concurrency);
@@ -70,14 +92,23 @@ function otherRows(r: BenchResults): Cell[][] {
   const spread = (s: { median: number; min: number; max: number }) => `${fmt(s.median)} [${fmt(s.min)}–${fmt(s.max)}]`;
   if (ch.manifests > 0) rows.push(...chainRows(ch, spread));
   for (const x of r.rss) {
-    rows.push([`peak RSS, ${sizeLabel(x.bytes)}: publish / resume (MiB)`, `${fmt(x.publishPeakKiB / 1024)} / ${fmt(x.resumePeakKiB / 1024)} (with the summary built: ${fmt(x.baselineKiB / 1024)})`]);
+    rows.push([
+      `peak RSS, ${sizeLabel(x.bytes)}: publish / resume (MiB)`,
+      `${fmt(x.publishPeakKiB / 1024)} / ${fmt(x.resumePeakKiB / 1024)} (with the summary built: ${fmt(x.baselineKiB / 1024)})`,
+    ]);
   }
   return rows;
 }
 
-function chainRows(ch: BenchResults['chain'], spread: (s: { median: number; min: number; max: number }) => string): Cell[][] {
+function chainRows(
+  ch: BenchResults['chain'],
+  spread: (s: { median: number; min: number; max: number }) => string,
+): Cell[][] {
   const rows: Cell[][] = [];
-  rows.push([`chain verify, verifyChain + ${ch.threads}-thread pool (manifests/s, ${ch.manifests.toLocaleString('en-US')} manifests)`, spread(ch.verifyChainPool)]);
+  rows.push([
+    `chain verify, verifyChain + ${ch.threads}-thread pool (manifests/s, ${ch.manifests.toLocaleString('en-US')} manifests)`,
+    spread(ch.verifyChainPool),
+  ]);
   rows.push(['chain verify, verifyChain on one core (manifests/s)', spread(ch.verifyChainOneCore)]);
   rows.push(['verifyManifestEnvelope, node:crypto, one core (manifests/s)', spread(ch.perManifestNode)]);
   rows.push(['verifyManifestEnvelope, noble, one core (manifests/s)', spread(ch.perManifestNoble)]);
@@ -88,8 +119,11 @@ function chainRows(ch: BenchResults['chain'], spread: (s: { median: number; min:
 /** Which PostgreSQL the postgres rows ran against, or why there are none ('' when not selected). */
 function postgresLine(r: BenchResults): string {
   const p = r.postgres;
-  if (p.serverVersion !== undefined) return `PostgreSQL rows: server ${p.serverVersion}, throw-away local cluster over a Unix socket (fsync on, default settings), a pool of ${r.config.postgres.maxConnections} connections; measured after the embedded suites (not interleaved with them), ${r.config.postgres.rounds} rounds after a warm-up.`;
-  return p.skipped !== undefined && !p.skipped.startsWith('not selected') ? `PostgreSQL rows skipped: ${p.skipped}.` : '';
+  if (p.serverVersion !== undefined)
+    return `PostgreSQL rows: server ${p.serverVersion}, throw-away local cluster over a Unix socket (fsync on, default settings), a pool of ${r.config.postgres.maxConnections} connections; measured after the embedded suites (not interleaved with them), ${r.config.postgres.rounds} rounds after a warm-up.`;
+  return p.skipped !== undefined && !p.skipped.startsWith('not selected')
+    ? `PostgreSQL rows skipped: ${p.skipped}.`
+    : '';
 }
 
 function machineLine(r: BenchResults): string {
@@ -125,7 +159,9 @@ export function markdownReport(r: BenchResults): string {
     `${r.startedAt}; ${fmt(r.durationSeconds)} s. ${machineLine(r)}.`,
     '',
     `Sizes ${sizes}, interleaved; ${r.config.rounds} measured rounds after one warm-up round; small sizes timed in batches ` +
-      `(${Object.entries(r.config.batch).map(([s, k]) => `${sizeLabel(Number(s))}: ${k}`).join(', ')} operations per sample). ` +
+      `(${Object.entries(r.config.batch)
+        .map(([s, k]) => `${sizeLabel(Number(s))}: ${k}`)
+        .join(', ')} operations per sample). ` +
       `Summary text: ${r.config.text} prose with JSON escapes. The pure-JS hash (noble) is measured up to ${sizeLabel(r.config.nobleMaxBytes)} only. ` +
       `Fastest hash backend for "raw read + hash": ${r.hash.fastest}.`,
     ...(postgresLine(r) ? ['', postgresLine(r)] : []),
@@ -140,7 +176,11 @@ export function markdownReport(r: BenchResults): string {
     '',
     '## Targets (issue 6), from this run',
     '',
-    ...markdown(['target', 'goal', 'measured', 'verdict', 'how'], r.targets.map((t) => [...targetCell(t), t.detail]), [0, 4]),
+    ...markdown(
+      ['target', 'goal', 'measured', 'verdict', 'how'],
+      r.targets.map((t) => [...targetCell(t), t.detail]),
+      [0, 4],
+    ),
     '',
   ].join('\n');
 }

@@ -41,20 +41,95 @@ function floorNote(rows: SizeRow[], resume: string, size: number): string {
 export function evaluateTargets(r: Input): Target[] {
   const out: Target[] = [];
   for (const size of [16 * MiB, 64 * MiB]) {
-    out.push(check({ id: `publish-vs-raw-write-${size}`, description: `publish ${sizeLabel(size)} vs raw durable write`, target: 0.9, direction: '>=', unit: '×', detail: `raw durable write time / publish (${r.hash.fastest}) time, medians${perRound(r.sizes, `publish (${r.hash.fastest})`, 'raw durable write', size)}` }, speedup(r.sizes, `publish (${r.hash.fastest})`, 'raw durable write', size)));
+    out.push(
+      check(
+        {
+          id: `publish-vs-raw-write-${size}`,
+          description: `publish ${sizeLabel(size)} vs raw durable write`,
+          target: 0.9,
+          direction: '>=',
+          unit: '×',
+          detail: `raw durable write time / publish (${r.hash.fastest}) time, medians${perRound(r.sizes, `publish (${r.hash.fastest})`, 'raw durable write', size)}`,
+        },
+        speedup(r.sizes, `publish (${r.hash.fastest})`, 'raw durable write', size),
+      ),
+    );
   }
   for (const size of [16 * MiB, 64 * MiB]) {
-    out.push(check({ id: `resume-vs-raw-read-hash-${size}`, description: `resume ${sizeLabel(size)} vs raw read + hash (${r.hash.fastest})`, target: 0.8, direction: '>=', unit: '×', detail: `raw read + hash time / resume (${r.hash.fastest}) time, medians${perRound(r.sizes, `resume (${r.hash.fastest})`, 'raw read + hash', size)}${floorNote(r.sizes, `resume (${r.hash.fastest})`, size)}` }, speedup(r.sizes, `resume (${r.hash.fastest})`, 'raw read + hash', size)));
+    out.push(
+      check(
+        {
+          id: `resume-vs-raw-read-hash-${size}`,
+          description: `resume ${sizeLabel(size)} vs raw read + hash (${r.hash.fastest})`,
+          target: 0.8,
+          direction: '>=',
+          unit: '×',
+          detail: `raw read + hash time / resume (${r.hash.fastest}) time, medians${perRound(r.sizes, `resume (${r.hash.fastest})`, 'raw read + hash', size)}${floorNote(r.sizes, `resume (${r.hash.fastest})`, size)}`,
+        },
+        speedup(r.sizes, `resume (${r.hash.fastest})`, 'raw read + hash', size),
+      ),
+    );
   }
   for (const size of r.config.sizes) {
-    out.push(check({ id: `publish-vs-cacache-${size}`, description: `publish ${sizeLabel(size)} vs cacache.put`, target: 1.5, direction: '>=', unit: '×', detail: `cacache.put time / publish (${r.hash.fastest}) time, medians (cacache never fsyncs)${perRound(r.sizes, `publish (${r.hash.fastest})`, 'cacache.put', size)}` }, speedup(r.sizes, `publish (${r.hash.fastest})`, 'cacache.put', size)));
+    out.push(
+      check(
+        {
+          id: `publish-vs-cacache-${size}`,
+          description: `publish ${sizeLabel(size)} vs cacache.put`,
+          target: 1.5,
+          direction: '>=',
+          unit: '×',
+          detail: `cacache.put time / publish (${r.hash.fastest}) time, medians (cacache never fsyncs)${perRound(r.sizes, `publish (${r.hash.fastest})`, 'cacache.put', size)}`,
+        },
+        speedup(r.sizes, `publish (${r.hash.fastest})`, 'cacache.put', size),
+      ),
+    );
   }
   const one = r.concurrency.find((c) => c.sessions === 1)?.publishesPerSecond.median;
   const many = r.concurrency.find((c) => c.sessions === 32)?.publishesPerSecond.median;
-  out.push(check({ id: 'concurrency-32-vs-1', description: '4 KiB publishes/s, 32 sessions vs 1', target: 3, direction: '>=', unit: '×', detail: 'median publishes/s with 32 concurrent sessions / with one' }, one && many ? many / one : undefined));
+  out.push(
+    check(
+      {
+        id: 'concurrency-32-vs-1',
+        description: '4 KiB publishes/s, 32 sessions vs 1',
+        target: 3,
+        direction: '>=',
+        unit: '×',
+        detail: 'median publishes/s with 32 concurrent sessions / with one',
+      },
+      one && many ? many / one : undefined,
+    ),
+  );
   const full = r.chain.manifests >= 100_000;
-  out.push(check({ id: 'chain-verify-rate', description: `chain verification, ${r.chain.threads} threads`, target: 15_000, direction: '>=', unit: 'manifests/s', detail: `verifyChain over a ${r.chain.manifests.toLocaleString('en-US')}-manifest bundle with a ${r.chain.threads}-thread pool, median; ceiling on this machine: ${r.chain.threads} × ${Math.round(r.chain.rawVerifyNode.median).toLocaleString('en-US')} bare Ed25519 verifications/s` + (full ? '' : ' (quick mode: a small bundle, not the 100,000 of the target)') }, full ? r.chain.verifyChainPool.median : undefined));
+  out.push(
+    check(
+      {
+        id: 'chain-verify-rate',
+        description: `chain verification, ${r.chain.threads} threads`,
+        target: 15_000,
+        direction: '>=',
+        unit: 'manifests/s',
+        detail:
+          `verifyChain over a ${r.chain.manifests.toLocaleString('en-US')}-manifest bundle with a ${r.chain.threads}-thread pool, median; ceiling on this machine: ${r.chain.threads} × ${Math.round(r.chain.rawVerifyNode.median).toLocaleString('en-US')} bare Ed25519 verifications/s` +
+          (full ? '' : ' (quick mode: a small bundle, not the 100,000 of the target)'),
+      },
+      full ? r.chain.verifyChainPool.median : undefined,
+    ),
+  );
   const rss = r.rss.find((x) => x.bytes === 64 * MiB);
-  out.push(check({ id: 'rss-publish-64MiB', description: 'peak RSS publishing 64 MiB', target: 3 * 64 + 64, direction: '<=', unit: 'MiB', detail: 'absolute peak RSS of a fresh process during the publish (runtime and the summary itself included) ≤ 3 × size + 64 MiB' }, rss ? rss.publishPeakKiB / 1024 : undefined));
+  out.push(
+    check(
+      {
+        id: 'rss-publish-64MiB',
+        description: 'peak RSS publishing 64 MiB',
+        target: 3 * 64 + 64,
+        direction: '<=',
+        unit: 'MiB',
+        detail:
+          'absolute peak RSS of a fresh process during the publish (runtime and the summary itself included) ≤ 3 × size + 64 MiB',
+      },
+      rss ? rss.publishPeakKiB / 1024 : undefined,
+    ),
+  );
   return out;
 }

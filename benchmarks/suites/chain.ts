@@ -17,7 +17,13 @@ import { encodeBase64Url } from '../../manifests/encoding/base64.js';
 import { noblePublicKey, nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { serializeEnvelope, signEnvelope } from '../../manifests/crypto/envelope.js';
-import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../../manifests/format/manifest.js';
+import {
+  encodeManifest,
+  manifestId,
+  MANIFEST_PAYLOAD_TYPE,
+  SUMMARY_MEDIA_TYPE,
+  type Manifest,
+} from '../../manifests/format/manifest.js';
 import { keyIdOf, type TrustStore } from '../../manifests/format/trust.js';
 import { verifyChain } from '../../manifests/audit/verify-chain.js';
 import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
@@ -57,7 +63,10 @@ export async function buildBundle(n: number, sessions: number): Promise<{ lines:
   const seed = new Uint8Array(32).fill(7);
   const publicKey = noblePublicKey(seed);
   const keyId = keyIdOf(publicKey);
-  const key = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', d: encodeBase64Url(seed), x: encodeBase64Url(publicKey) }, format: 'jwk' });
+  const key = createPrivateKey({
+    key: { kty: 'OKP', crv: 'Ed25519', d: encodeBase64Url(seed), x: encodeBase64Url(publicKey) },
+    format: 'jwk',
+  });
   const signer = { keyId, publicKey, sign: (msg: Uint8Array) => new Uint8Array(nodeSign(null, msg, key)) };
   const heads: Array<Digest | null> = new Array(sessions).fill(null);
   const t0 = Date.parse('2026-01-01T00:00:00.000Z');
@@ -66,9 +75,19 @@ export async function buildBundle(n: number, sessions: number): Promise<{ lines:
     const s = i % sessions;
     const seq = Math.floor(i / sessions);
     const manifest: Manifest = {
-      v: 1, kind: 'compaction', host: 'bench-host', principal: `p${s % 97}`, session: `s${s}`, run: `r${seq}`, seq,
+      v: 1,
+      kind: 'compaction',
+      host: 'bench-host',
+      principal: `p${s % 97}`,
+      session: `s${s}`,
+      run: `r${seq}`,
+      seq,
       prev: heads[s]!,
-      summary: { digest: digestOf(new Uint8Array([i & 0xff, i >> 8, i >> 16])), size: 1000 + i, mediaType: SUMMARY_MEDIA_TYPE },
+      summary: {
+        digest: digestOf(new Uint8Array([i & 0xff, i >> 8, i >> 16])),
+        size: 1000 + i,
+        mediaType: SUMMARY_MEDIA_TYPE,
+      },
       createdAt: new Date(t0 + i * 1000).toISOString(),
       keyId,
     };
@@ -76,7 +95,10 @@ export async function buildBundle(n: number, sessions: number): Promise<{ lines:
     heads[s] = manifestId(payload);
     lines.push(serializeEnvelope(await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer)));
   }
-  const trust: TrustStore = { version: 1, keys: [{ host: 'bench-host', keyId, publicKey: encodeBase64Url(publicKey), notBefore: '2020-01-01T00:00:00.000Z' }] };
+  const trust: TrustStore = {
+    version: 1,
+    keys: [{ host: 'bench-host', keyId, publicKey: encodeBase64Url(publicKey), notBefore: '2020-01-01T00:00:00.000Z' }],
+  };
   return { lines, trust };
 }
 
@@ -95,15 +117,23 @@ async function audit(lines: string[], trust: TrustStore, threads: number): Promi
   // The pool is started inside the timed region: an auditor pays for its threads too.
   const lineVerifier = threads > 0 ? await workerLineVerifier(trust, threads) : undefined;
   try {
-    const report = await verifyChain(lines, { trust, verifier: nodeVerifier, ...(lineVerifier ? { lineVerifier } : {}) });
-    if (!report.ok || report.counts.manifests !== lines.length) throw new Error(`bundle did not verify: ${JSON.stringify(report.counts)}`);
+    const report = await verifyChain(lines, {
+      trust,
+      verifier: nodeVerifier,
+      ...(lineVerifier ? { lineVerifier } : {}),
+    });
+    if (!report.ok || report.counts.manifests !== lines.length)
+      throw new Error(`bundle did not verify: ${JSON.stringify(report.counts)}`);
   } finally {
     await lineVerifier?.close();
   }
 }
 
 /** The bundle from the cache, or built and cached. */
-async function cachedBundle(n: number, sessions: number): Promise<{ lines: string[]; trust: TrustStore; cached: boolean }> {
+async function cachedBundle(
+  n: number,
+  sessions: number,
+): Promise<{ lines: string[]; trust: TrustStore; cached: boolean }> {
   const dir = join(tmpdir(), 'handoff-ledger-bench');
   const file = join(dir, `bundle-v1-${n}-${sessions}.json`);
   try {
@@ -132,11 +162,24 @@ export async function runChainSuite(o: ChainOptions): Promise<ChainResult> {
   const t0 = performance.now();
   const { lines, trust, cached } = await cachedBundle(o.manifests, o.sessions);
   const buildSeconds = (performance.now() - t0) / 1000;
-  o.log(`  ${cached ? 'loaded' : 'built and cached'} ${lines.length.toLocaleString('en-US')} signed manifests in ${buildSeconds.toFixed(1)} s`);
+  o.log(
+    `  ${cached ? 'loaded' : 'built and cached'} ${lines.length.toLocaleString('en-US')} signed manifests in ${buildSeconds.toFixed(1)} s`,
+  );
   const nodeSample = lines.slice(0, o.nodeSample);
   const nobleSample = lines.slice(0, o.nobleSample);
   perManifest(nobleSample, trust); // warm-up
-  const r: ChainResult = { manifests: lines.length, sessions: o.sessions, threads: o.threads, perManifestNode: [], verifyChainOneCore: [], verifyChainPool: [], perManifestNoble: [], rawVerifyNode: [], buildSeconds, cached };
+  const r: ChainResult = {
+    manifests: lines.length,
+    sessions: o.sessions,
+    threads: o.threads,
+    perManifestNode: [],
+    verifyChainOneCore: [],
+    verifyChainPool: [],
+    perManifestNoble: [],
+    rawVerifyNode: [],
+    buildSeconds,
+    cached,
+  };
   for (let round = 0; round < o.rounds; round++) {
     r.verifyChainPool.push(await rate(lines.length, () => audit(lines, trust, o.threads)));
     o.log(`  pool round ${round + 1}/${o.rounds}: ${o.threads} threads ${Math.round(r.verifyChainPool.at(-1)!)}/s`);
@@ -145,6 +188,8 @@ export async function runChainSuite(o: ChainOptions): Promise<ChainResult> {
   r.perManifestNode.push(await rate(nodeSample.length, () => perManifest(nodeSample, trust)));
   r.perManifestNoble.push(await rate(nobleSample.length, () => perManifest(nobleSample, trust, nobleVerifier)));
   r.rawVerifyNode.push(rawVerifyRate(Math.min(5000, o.nodeSample)));
-  o.log(`  one core: verifyChain ${Math.round(r.verifyChainOneCore[0]!)}/s, verifyManifestEnvelope ${Math.round(r.perManifestNode[0]!)}/s, bare Ed25519 verify ${Math.round(r.rawVerifyNode[0]!)}/s`);
+  o.log(
+    `  one core: verifyChain ${Math.round(r.verifyChainOneCore[0]!)}/s, verifyManifestEnvelope ${Math.round(r.perManifestNode[0]!)}/s, bare Ed25519 verify ${Math.round(r.rawVerifyNode[0]!)}/s`,
+  );
   return r;
 }

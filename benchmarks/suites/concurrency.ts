@@ -4,7 +4,7 @@
  * Rounds alternate 1 and 32 so both see the same machine.
  */
 import { join } from 'node:path';
-import { openLedger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { makeSummary, nextMarker } from '../lib/data.js';
 import { collectGarbage } from '../lib/stats.js';
 
@@ -26,7 +26,11 @@ export interface ConcurrencyResult {
 }
 
 /** Publishes for `durationMs` from `sessions` concurrent loops; returns publishes per second. */
-export async function publishesPerSecond(publish: (session: string) => Promise<unknown>, sessions: number, durationMs: number): Promise<number> {
+export async function publishesPerSecond(
+  publish: (session: string) => Promise<unknown>,
+  sessions: number,
+  durationMs: number,
+): Promise<number> {
   let done = 0;
   const t0 = performance.now();
   const deadline = t0 + durationMs;
@@ -42,9 +46,15 @@ export async function publishesPerSecond(publish: (session: string) => Promise<u
 }
 
 export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<ConcurrencyResult[]> {
-  const ledger = await openLedger({ root: join(o.workDir, 'ledger-concurrency'), host: 'bench', hash: 'auto', onNotice: o.log });
+  const ledger = await openLedger({
+    root: join(o.workDir, 'ledger-concurrency'),
+    host: 'bench',
+    hash: 'auto',
+    onNotice: o.log,
+  });
   const results = o.sessions.map((sessions) => ({ sessions, bytes: o.bytes, samples: [] as number[] }));
-  const publish = (session: string) => ledger.publish({ principal: 'bench', session, run: 'bench' }, makeSummary(o.bytes, nextMarker()));
+  const publish = (session: string) =>
+    ledger.publish({ principal: 'bench', session, run: 'bench' }, makeSummary(o.bytes, nextMarker()));
   try {
     await publishesPerSecond(publish, Math.max(...o.sessions), Math.min(300, o.durationMs)); // warm-up
     for (let round = 0; round < o.rounds; round++) {
@@ -52,7 +62,9 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
         collectGarbage();
         r.samples.push(await publishesPerSecond(publish, r.sessions, o.durationMs));
       }
-      o.log(`  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}`);
+      o.log(
+        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}`,
+      );
     }
   } finally {
     await ledger.close();

@@ -6,7 +6,8 @@
  */
 import { join } from 'node:path';
 import pg from 'pg';
-import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { type Ledger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { findPostgresBin, PgCluster } from '../lib/pg-cluster.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
@@ -50,7 +51,12 @@ async function serverVersion(connectionString: string): Promise<string> {
 }
 
 /** Seconds per publish and per resume of `k` summaries of `size` bytes, each timed without its preparation. */
-async function publishResume(ledger: Ledger, size: number, k: number, text: TextKind): Promise<{ publish: number; resume: number }> {
+async function publishResume(
+  ledger: Ledger,
+  size: number,
+  k: number,
+  text: TextKind,
+): Promise<{ publish: number; resume: number }> {
   let publish = 0;
   let resume = 0;
   for (let i = 0; i < k; i++) {
@@ -69,7 +75,10 @@ async function publishResume(ledger: Ledger, size: number, k: number, text: Text
   return { publish: publish / 1000 / k, resume: resume / 1000 / k };
 }
 
-async function measure(ledger: Ledger, o: PostgresSuiteOptions): Promise<Pick<PostgresSuiteResult, 'cases' | 'concurrency'>> {
+async function measure(
+  ledger: Ledger,
+  o: PostgresSuiteOptions,
+): Promise<Pick<PostgresSuiteResult, 'cases' | 'concurrency'>> {
   const cases = new Map<string, CaseSamples>();
   const push = (name: string, op: 'write' | 'read', size: number, seconds: number) => {
     const key = `${name}@${size}`;
@@ -90,14 +99,17 @@ async function measure(ledger: Ledger, o: PostgresSuiteOptions): Promise<Pick<Po
   }
   const c = o.concurrency;
   const concurrency = c.sessions.map((sessions) => ({ sessions, bytes: c.bytes, samples: [] as number[] }));
-  const publish = (session: string) => ledger.publish({ principal: 'bench', session: `pg-${session}`, run: 'bench' }, makeSummary(c.bytes, nextMarker()));
+  const publish = (session: string) =>
+    ledger.publish({ principal: 'bench', session: `pg-${session}`, run: 'bench' }, makeSummary(c.bytes, nextMarker()));
   await publishesPerSecond(publish, Math.max(...c.sessions), Math.min(300, c.durationMs)); // warm-up
   for (let round = 0; round < c.rounds; round++) {
     for (const r of round % 2 === 0 ? concurrency : [...concurrency].reverse()) {
       collectGarbage();
       r.samples.push(await publishesPerSecond(publish, r.sessions, c.durationMs));
     }
-    o.log(`  round ${round + 1}/${c.rounds}: ${concurrency.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}`);
+    o.log(
+      `  round ${round + 1}/${c.rounds}: ${concurrency.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}`,
+    );
   }
   return { cases: [...cases.values()], concurrency };
 }
@@ -125,8 +137,17 @@ export async function runPostgresSuite(o: PostgresSuiteOptions): Promise<Postgre
     const version = await serverVersion(connectionString);
     o.log(`  PostgreSQL ${version} (${found.bin}) ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     ledger = await openLedger({
-      root: join(o.workDir, 'ledger-postgres'), host: 'bench', hash: 'auto', maxSummaryBytes: MAX_SUMMARY, onNotice: o.log,
-      postgres: { connectionString, schema: 'handoff_ledger_bench', maxConnections: o.maxConnections, maxBlobBytes: MAX_SUMMARY },
+      root: join(o.workDir, 'ledger-postgres'),
+      host: 'bench',
+      hash: 'auto',
+      maxSummaryBytes: MAX_SUMMARY,
+      onNotice: o.log,
+      postgres: {
+        connectionString,
+        schema: 'handoff_ledger_bench',
+        maxConnections: o.maxConnections,
+        maxBlobBytes: MAX_SUMMARY,
+      },
     });
     return { serverVersion: version, ...(await measure(ledger, o)) };
   } finally {

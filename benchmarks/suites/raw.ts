@@ -55,14 +55,23 @@ export async function rawRead(path: string, size: number): Promise<Uint8Array> {
  * `rawReadHash`, then the bytes as one JS string: the least a resume that hands back the summary's text
  * must do (a floor under resume, not a target of it).
  */
-export async function rawReadHashText(path: string, size: number, backend: HashBackend): Promise<{ digest: Uint8Array; text: string }> {
+export async function rawReadHashText(
+  path: string,
+  size: number,
+  backend: HashBackend,
+): Promise<{ digest: Uint8Array; text: string }> {
   const buf = Buffer.allocUnsafe(size);
   const digest = await rawReadHash(path, size, backend, buf);
   return { digest, text: buf.toString('utf8') };
 }
 
 /** Reads a whole file while hashing it: the read of the next chunk is in flight while this one is hashed. */
-export async function rawReadHash(path: string, size: number, backend: HashBackend, into?: Buffer): Promise<Uint8Array> {
+export async function rawReadHash(
+  path: string,
+  size: number,
+  backend: HashBackend,
+  into?: Buffer,
+): Promise<Uint8Array> {
   const handle = await fsp.open(path, 'r');
   try {
     const buf = into ?? Buffer.allocUnsafe(size);

@@ -18,15 +18,24 @@ export interface RssResult {
 
 const run = promisify(execFile);
 
-export async function runRssSuite(o: { sizes: number[]; text: TextKind; workDir: string; log: (line: string) => void }): Promise<RssResult[]> {
+export async function runRssSuite(o: {
+  sizes: number[];
+  text: TextKind;
+  workDir: string;
+  log: (line: string) => void;
+}): Promise<RssResult[]> {
   const child = fileURLToPath(new URL('../rss-child.js', import.meta.url));
   const out: RssResult[] = [];
   for (const bytes of o.sizes) {
     const root = await mkdtemp(join(o.workDir, 'rss-'));
-    const { stdout } = await run(process.execPath, ['--expose-gc', child, String(bytes), root, o.text], { maxBuffer: 1024 * 1024 });
+    const { stdout } = await run(process.execPath, ['--expose-gc', child, String(bytes), root, o.text], {
+      maxBuffer: 1024 * 1024,
+    });
     const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as RssResult;
     out.push(r);
-    o.log(`  ${bytes} B: publish peak ${Math.round(r.publishPeakKiB / 1024)} MiB, resume peak ${Math.round(r.resumePeakKiB / 1024)} MiB`);
+    o.log(
+      `  ${bytes} B: publish peak ${Math.round(r.publishPeakKiB / 1024)} MiB, resume peak ${Math.round(r.resumePeakKiB / 1024)} MiB`,
+    );
   }
   return out;
 }

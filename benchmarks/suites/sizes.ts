@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import * as cacache from 'cacache';
 import { formatDigest, type HashBackend } from '../../store/hash/digest.js';
 import { loadHashBackend, type HashBackendName } from '../../store/hash/backends.node.js';
-import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { type Ledger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { validateSummary } from '../../src/summary/summary.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
@@ -75,7 +76,10 @@ const scopeOf = (size: number) => ({ principal: 'bench', session: `size-${size}`
 function ledgerCases(backend: string): CaseDef[] {
   return [
     {
-      name: `publish (${backend})`, group: 'ledger', op: 'write', backend,
+      name: `publish (${backend})`,
+      group: 'ledger',
+      op: 'write',
+      backend,
       async run(ctx) {
         const ledger = ctx.ledgers.get(backend)!;
         for (const item of ctx.items) {
@@ -86,7 +90,10 @@ function ledgerCases(backend: string): CaseDef[] {
       },
     },
     {
-      name: `resume (${backend})`, group: 'ledger', op: 'read', backend,
+      name: `resume (${backend})`,
+      group: 'ledger',
+      op: 'read',
+      backend,
       async run(ctx) {
         const ledger = ctx.ledgers.get(backend)!;
         for (let i = 0; i < ctx.items.length; i++) {
@@ -100,13 +107,17 @@ function ledgerCases(backend: string): CaseDef[] {
 
 const CASES: CaseDef[] = [
   {
-    name: 'raw durable write', group: 'limit', op: 'write',
+    name: 'raw durable write',
+    group: 'limit',
+    op: 'write',
     async run(ctx) {
       for (const item of ctx.items) await timed(() => rawDurableWrite(ctx.rawDir, item.marker, item.bytes));
     },
   },
   {
-    name: 'cacache.put', group: 'peer', op: 'write',
+    name: 'cacache.put',
+    group: 'peer',
+    op: 'write',
     async run(ctx) {
       for (const item of ctx.items) await timed(() => cacache.put(ctx.cache, item.marker, item.bytes));
     },
@@ -115,16 +126,22 @@ const CASES: CaseDef[] = [
   ...ledgerCases('wasm'),
   ...ledgerCases('noble'),
   {
-    name: 'raw read', group: 'limit', op: 'read',
+    name: 'raw read',
+    group: 'limit',
+    op: 'read',
     async run(ctx) {
       for (const item of ctx.items) await timed(() => rawRead(join(ctx.rawDir, item.marker), ctx.size));
     },
   },
   {
-    name: 'raw read + hash', group: 'limit', op: 'read',
+    name: 'raw read + hash',
+    group: 'limit',
+    op: 'read',
     async run(ctx) {
       for (const item of ctx.items) {
-        const digest = formatDigest(await timed(() => rawReadHash(join(ctx.rawDir, item.marker), ctx.size, ctx.fastest)));
+        const digest = formatDigest(
+          await timed(() => rawReadHash(join(ctx.rawDir, item.marker), ctx.size, ctx.fastest)),
+        );
         // The limit and the ledger must have handled the very same bytes.
         const published = ctx.receipts.get(`wasm:${item.marker}`);
         if (published !== undefined && published !== digest) throw new Error('raw bytes and published bytes differ');
@@ -132,7 +149,9 @@ const CASES: CaseDef[] = [
     },
   },
   {
-    name: 'raw read + hash + text', group: 'limit', op: 'read',
+    name: 'raw read + hash + text',
+    group: 'limit',
+    op: 'read',
     async run(ctx) {
       for (const item of ctx.items) {
         const { text } = await timed(() => rawReadHashText(join(ctx.rawDir, item.marker), ctx.size, ctx.fastest));
@@ -141,7 +160,9 @@ const CASES: CaseDef[] = [
     },
   },
   {
-    name: 'cacache.get', group: 'peer', op: 'read',
+    name: 'cacache.get',
+    group: 'peer',
+    op: 'read',
     async run(ctx) {
       for (const item of ctx.items) {
         const got = await timed(() => cacache.get(ctx.cache, item.marker));
@@ -181,7 +202,9 @@ async function probeHash(backends: HashBackend[]): Promise<Record<string, number
 /** Runs the size suite; returns seconds per operation for every case and size. */
 export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult> {
   // Native where its binary loads here (a platform without one measures WASM and noble only).
-  const native = await loadHashBackend('native').catch((err: Error) => void o.log(`  native BLAKE3 not measured: ${err.message}`));
+  const native = await loadHashBackend('native').catch(
+    (err: Error) => void o.log(`  native BLAKE3 not measured: ${err.message}`),
+  );
   const backends = [...(native ? [native] : []), await loadHashBackend('wasm'), await loadHashBackend('noble')];
   await probeHash(backends); // warm both
   const hashProbeMiBps = await probeHash(backends);
@@ -191,7 +214,16 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
   await mkdir(rawDir, { recursive: true, mode: 0o700 });
   const ledgers = new Map<string, Ledger>();
   for (const { name } of backends) {
-    ledgers.set(name, await openLedger({ root: join(o.workDir, `ledger-${name}`), host: 'bench', hash: name as HashBackendName, maxSummaryBytes: MAX_SUMMARY, onNotice: o.log }));
+    ledgers.set(
+      name,
+      await openLedger({
+        root: join(o.workDir, `ledger-${name}`),
+        host: 'bench',
+        hash: name as HashBackendName,
+        maxSummaryBytes: MAX_SUMMARY,
+        onNotice: o.log,
+      }),
+    );
   }
   const results = new Map<string, CaseSamples>();
   try {
@@ -204,9 +236,15 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
           return { marker, bytes: validateSummary(makeSummary(size, marker, o.text), MAX_SUMMARY).bytes };
         });
         const ctx: Ctx = { size, items, rawDir, cache, ledgers, fastest, receipts: new Map(), text: o.text };
-        const applicable = CASES.filter((c) => (c.backend === undefined || ledgers.has(c.backend)) && (c.backend !== 'noble' || size <= o.nobleMaxBytes));
+        const applicable = CASES.filter(
+          (c) =>
+            (c.backend === undefined || ledgers.has(c.backend)) && (c.backend !== 'noble' || size <= o.nobleMaxBytes),
+        );
         for (const op of ['write', 'read'] as const) {
-          for (const c of rotate(applicable.filter((x) => x.op === op), round)) {
+          for (const c of rotate(
+            applicable.filter((x) => x.op === op),
+            round,
+          )) {
             collectGarbage();
             clock = 0;
             await c.run(ctx);
@@ -218,7 +256,9 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
           }
         }
       }
-      o.log(warmup ? '  warm-up round done' : `  round ${round}/${o.rounds} done (${o.sizes.map(sizeLabel).join(', ')})`);
+      o.log(
+        warmup ? '  warm-up round done' : `  round ${round}/${o.rounds} done (${o.sizes.map(sizeLabel).join(', ')})`,
+      );
     }
   } finally {
     for (const l of ledgers.values()) await l.close();

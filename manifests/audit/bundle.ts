@@ -47,7 +47,8 @@ export type BundleHeader = z.infer<typeof bundleHeaderSchema>;
 
 /** Parses a header from untrusted text. @throws AuditError `BUNDLE_INVALID` */
 export function parseBundleHeader(text: string): BundleHeader {
-  if (text.length > MAX_HEADER_BYTES) throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE} is over ${MAX_HEADER_BYTES} bytes`);
+  if (text.length > MAX_HEADER_BYTES)
+    throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE} is over ${MAX_HEADER_BYTES} bytes`);
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -57,7 +58,10 @@ export function parseBundleHeader(text: string): BundleHeader {
   const parsed = bundleHeaderSchema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+    throw new AuditError(
+      'BUNDLE_INVALID',
+      `${BUNDLE_HEADER_FILE}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
+    );
   }
   return parsed.data;
 }

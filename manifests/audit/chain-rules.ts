@@ -21,7 +21,10 @@ export interface AuditScope {
 }
 
 /** Drops repeated ids (`DUPLICATE`) and groups the rest by session, keeping file order. */
-function groupChains(entries: ChainEntry[], sink: FindingSink): { chains: Map<string, ChainEntry[]>; byId: Map<Digest, ChainEntry> } {
+function groupChains(
+  entries: ChainEntry[],
+  sink: FindingSink,
+): { chains: Map<string, ChainEntry[]>; byId: Map<Digest, ChainEntry> } {
   const byId = new Map<Digest, ChainEntry>();
   const chains = new Map<string, ChainEntry[]>();
   for (const e of entries) {
@@ -51,7 +54,12 @@ function inScope(session: string, chain: ChainEntry[], scope: AuditScope | undef
   return true;
 }
 
-function verifyForksAndOrder(session: string, chain: ChainEntry[], bySeq: Map<number, ChainEntry[]>, sink: FindingSink): Set<ChainEntry> {
+function verifyForksAndOrder(
+  session: string,
+  chain: ChainEntry[],
+  bySeq: Map<number, ChainEntry[]>,
+  sink: FindingSink,
+): Set<ChainEntry> {
   const flagged = new Set<ChainEntry>();
   let maxSeq = -1;
   for (const e of chain) {
@@ -83,18 +91,38 @@ function verifyForksAndOrder(session: string, chain: ChainEntry[], bySeq: Map<nu
   return flagged;
 }
 
-function verifyLinks(session: string, bySeq: Map<number, ChainEntry[]>, byId: Map<Digest, ChainEntry>, flagged: Set<ChainEntry>, sink: FindingSink): void {
+function verifyLinks(
+  session: string,
+  bySeq: Map<number, ChainEntry[]>,
+  byId: Map<Digest, ChainEntry>,
+  flagged: Set<ChainEntry>,
+  sink: FindingSink,
+): void {
   const seqs = [...bySeq.keys()].sort((a, b) => a - b);
   for (let i = 0; i < seqs.length; i++) {
     const seq = seqs[i]!;
     const group = bySeq.get(seq)!;
     if (i === 0 && seq !== 0) {
-      sink.add({ code: 'SEQ_NOT_ZERO', line: group[0]!.line, chain: session, seq, message: `chain starts at seq ${seq}, not 0`, evidence: { expected: 0, actual: seq } });
+      sink.add({
+        code: 'SEQ_NOT_ZERO',
+        line: group[0]!.line,
+        chain: session,
+        seq,
+        message: `chain starts at seq ${seq}, not 0`,
+        evidence: { expected: 0, actual: seq },
+      });
       continue;
     }
     if (i > 0 && seq !== seqs[i - 1]! + 1) {
       const expected = seqs[i - 1]! + 1;
-      sink.add({ code: 'SEQ_GAP', line: group[0]!.line, chain: session, seq, message: `seq ${expected}..${seq - 1} missing before seq ${seq}`, evidence: { expected, actual: seq } });
+      sink.add({
+        code: 'SEQ_GAP',
+        line: group[0]!.line,
+        chain: session,
+        seq,
+        message: `seq ${expected}..${seq - 1} missing before seq ${seq}`,
+        evidence: { expected, actual: seq },
+      });
       continue;
     }
     if (seq === 0) continue; // the schema already holds prev === null exactly at seq 0
@@ -105,7 +133,10 @@ function verifyLinks(session: string, bySeq: Map<number, ChainEntry[]>, byId: Ma
         // Fixed-width ISO-8601 UTC with milliseconds (schema-checked): string order is time order.
         if (e.createdAt < parent.createdAt) {
           sink.add({
-            code: 'TIME_REVERSED', line: e.line, chain: session, seq,
+            code: 'TIME_REVERSED',
+            line: e.line,
+            chain: session,
+            seq,
             message: `createdAt ${e.createdAt} is before ${parent.createdAt} of seq ${seq - 1}`,
             evidence: { expected: parent.createdAt, actual: e.createdAt, lines: [parent.line] },
           });
@@ -114,8 +145,13 @@ function verifyLinks(session: string, bySeq: Map<number, ChainEntry[]>, byId: Ma
       }
       const other = parent !== undefined && parent.session !== session;
       sink.add({
-        code: other ? 'SESSION_MISMATCH' : 'PREV_MISMATCH', line: e.line, chain: session, seq,
-        message: other ? `prev links to line ${parent.line} of session ${parent.session}` : `prev ${e.prev} is not the id of a manifest at seq ${seq - 1}`,
+        code: other ? 'SESSION_MISMATCH' : 'PREV_MISMATCH',
+        line: e.line,
+        chain: session,
+        seq,
+        message: other
+          ? `prev links to line ${parent.line} of session ${parent.session}`
+          : `prev ${e.prev} is not the id of a manifest at seq ${seq - 1}`,
         evidence: { expected: bySeq.get(seq - 1)![0]!.id, actual: e.prev },
       });
     }
@@ -127,7 +163,11 @@ function verifyLinks(session: string, bySeq: Map<number, ChainEntry[]>, byId: Ma
  * in-scope chain. Findings: DUPLICATE, OUT_OF_SCOPE, FORK, OUT_OF_ORDER, SEQ_NOT_ZERO, SEQ_GAP,
  * PREV_MISMATCH, SESSION_MISMATCH, TIME_REVERSED.
  */
-export function verifyChainRules(entries: ChainEntry[], scope: AuditScope | undefined, sink: FindingSink): ChainSummary[] {
+export function verifyChainRules(
+  entries: ChainEntry[],
+  scope: AuditScope | undefined,
+  sink: FindingSink,
+): ChainSummary[] {
   const { chains, byId } = groupChains(entries, sink);
   const summaries: ChainSummary[] = [];
   for (const [session, chain] of chains) {

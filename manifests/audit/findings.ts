@@ -26,7 +26,7 @@ export const FINDING_CODES = {
   SEQ_NOT_ZERO: 'chain does not start at seq 0',
   SEQ_GAP: 'seq numbers of a chain are not contiguous',
   PREV_MISMATCH: 'prev is not the id of the manifest at seq - 1',
-  SESSION_MISMATCH: "prev links to a manifest of another session (one session per chain)",
+  SESSION_MISMATCH: 'prev links to a manifest of another session (one session per chain)',
   TIME_REVERSED: 'createdAt is earlier than the createdAt of the manifest it links to',
   // Step 7, blobs (only when the bundle carries blobs).
   BLOB_MISSING: 'summary blob named by a manifest is absent from the bundle',
@@ -107,7 +107,8 @@ export class FindingSink {
   /** Counts per code, in step order (the order of FINDING_CODES). */
   counts(): Partial<Record<FindingCode, number>> {
     const out: Partial<Record<FindingCode, number>> = {};
-    for (const code of Object.keys(FINDING_CODES) as FindingCode[]) if (this.byCode[code] !== undefined) out[code] = this.byCode[code];
+    for (const code of Object.keys(FINDING_CODES) as FindingCode[])
+      if (this.byCode[code] !== undefined) out[code] = this.byCode[code];
     return out;
   }
 

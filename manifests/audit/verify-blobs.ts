@@ -26,7 +26,11 @@ const CONCURRENCY = 16;
 
 type BlobVerdict = { code: FindingCode; message: string } | null;
 
-async function checkBlob(reader: Required<Pick<BundleReader, 'readBlob'>>, e: ChainEntry, options: BlobCheckOptions): Promise<BlobVerdict> {
+async function checkBlob(
+  reader: Required<Pick<BundleReader, 'readBlob'>>,
+  e: ChainEntry,
+  options: BlobCheckOptions,
+): Promise<BlobVerdict> {
   const { digest, size } = e.summary;
   // Read at most one byte more than signed: a planted oversized blob is a finding, not a memory blow-up.
   const blob = await reader.readBlob(digest, size);
@@ -45,7 +49,12 @@ async function checkBlob(reader: Required<Pick<BundleReader, 'readBlob'>>, e: Ch
 }
 
 /** Checks the blob of every entry (each distinct digest and size once). Returns how many blobs were checked. */
-export async function verifyBlobs(entries: ChainEntry[], reader: BundleReader, options: BlobCheckOptions, sink: FindingSink): Promise<number> {
+export async function verifyBlobs(
+  entries: ChainEntry[],
+  reader: BundleReader,
+  options: BlobCheckOptions,
+  sink: FindingSink,
+): Promise<number> {
   const readBlob = reader.readBlob;
   if (!readBlob) return 0;
   const key = (e: ChainEntry) => `${e.summary.digest}/${e.summary.size}`;
@@ -56,7 +65,8 @@ export async function verifyBlobs(entries: ChainEntry[], reader: BundleReader, o
   const bound = { readBlob: readBlob.bind(reader) };
   await Promise.all(
     Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
-      for (let next = queue.pop(); next; next = queue.pop()) verdicts.set(next[0], await checkBlob(bound, next[1], options));
+      for (let next = queue.pop(); next; next = queue.pop())
+        verdicts.set(next[0], await checkBlob(bound, next[1], options));
     }),
   );
   for (const e of entries) {

@@ -17,7 +17,14 @@ import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import type { TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
 import { verifyChainRules, type AuditScope, type ChainEntry } from './chain-rules.js';
-import { inlineLineVerifier, splitLines, verifyRawLine, type LineOutcome, type LineVerifier, type RawLine } from './verify-line.js';
+import {
+  inlineLineVerifier,
+  splitLines,
+  verifyRawLine,
+  type LineOutcome,
+  type LineVerifier,
+  type RawLine,
+} from './verify-line.js';
 
 export type { AuditScope } from './chain-rules.js';
 
@@ -51,12 +58,18 @@ export interface BundleAuditReport extends AuditReport {
 }
 
 /** Steps 1-5 over every line, in batches, keeping verified entries in file order. */
-async function verifyLines(raws: AsyncIterable<RawLine>, options: VerifyChainOptions, sink: FindingSink, totalBytes?: number): Promise<{ entries: ChainEntry[]; lines: number }> {
+async function verifyLines(
+  raws: AsyncIterable<RawLine>,
+  options: VerifyChainOptions,
+  sink: FindingSink,
+  totalBytes?: number,
+): Promise<{ entries: ChainEntry[]; lines: number }> {
   const ctx = { trust: options.trust, verifier: options.verifier ?? nobleVerifier };
   const executor = options.lineVerifier ?? inlineLineVerifier(ctx);
   const batchSize = options.batchSize ?? 1000;
   const entries: ChainEntry[] = [];
-  const inflight: Array<{ done: Promise<LineOutcome[]>; texts: Map<number, string>; bytes: number; count: number }> = [];
+  const inflight: Array<{ done: Promise<LineOutcome[]>; texts: Map<number, string>; bytes: number; count: number }> =
+    [];
   let batch: Array<{ line: number; text: string }> = [];
   let batchBytes = 0;
   let lines = 0;
@@ -93,7 +106,11 @@ async function verifyLines(raws: AsyncIterable<RawLine>, options: VerifyChainOpt
       if (!raw.terminated) {
         // A cut-off final line: reported as such; kept only if what is there still verifies completely.
         const outcome = verifyRawLine(raw, ctx);
-        sink.add({ code: 'LINE_TRUNCATED', line: raw.line, message: `last line (${raw.bytes} bytes) has no terminating newline` });
+        sink.add({
+          code: 'LINE_TRUNCATED',
+          line: raw.line,
+          message: `last line (${raw.bytes} bytes) has no terminating newline`,
+        });
         if (outcome.ok) batch.push({ line: raw.line, text: raw.text! });
         batchBytes += raw.bytes;
       } else if (raw.text === undefined) {
@@ -114,14 +131,27 @@ async function verifyLines(raws: AsyncIterable<RawLine>, options: VerifyChainOpt
   return { entries, lines: lastLine };
 }
 
-function report(sink: FindingSink, lines: number, entries: ChainEntry[], chains: AuditReport['chains'], blobsChecked: number): AuditReport {
+function report(
+  sink: FindingSink,
+  lines: number,
+  entries: ChainEntry[],
+  chains: AuditReport['chains'],
+  blobsChecked: number,
+): AuditReport {
   // Line-ordered; bundle-level findings (no line) last.
   const findings = [...sink.findings].sort((a: Finding, b: Finding) => (a.line ?? Infinity) - (b.line ?? Infinity));
   return {
     ok: sink.total === 0,
     findings,
     chains,
-    counts: { lines, manifests: entries.length, chains: chains.length, findings: sink.total, byCode: sink.counts(), blobsChecked },
+    counts: {
+      lines,
+      manifests: entries.length,
+      chains: chains.length,
+      findings: sink.total,
+      byCode: sink.counts(),
+      blobsChecked,
+    },
     findingsTruncated: sink.truncated,
   };
 }
@@ -131,7 +161,10 @@ function report(sink: FindingSink, lines: number, entries: ChainEntry[], chains:
  * Line numbers are 1-based positions in `lines`.
  * @throws AuditError `WORKER_FAILED` when an injected line verifier fails (never for bad input)
  */
-export async function verifyChain(lines: Iterable<string> | AsyncIterable<string>, options: VerifyChainOptions): Promise<AuditReport> {
+export async function verifyChain(
+  lines: Iterable<string> | AsyncIterable<string>,
+  options: VerifyChainOptions,
+): Promise<AuditReport> {
   const sink = new FindingSink(options.maxFindings ?? 100_000);
   const raws = (async function* () {
     let line = 0;

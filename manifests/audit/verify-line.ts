@@ -48,7 +48,10 @@ function concat(parts: Uint8Array[], length: number): Uint8Array {
  * Splits a byte stream into `\n`-terminated lines, holding at most `maxLineBytes` of any one line in
  * memory: a 10 MB line is counted and skipped, never decoded or parsed.
  */
-export async function* splitLines(chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, maxLineBytes = MAX_LINE_BYTES): AsyncGenerator<RawLine> {
+export async function* splitLines(
+  chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  maxLineBytes = MAX_LINE_BYTES,
+): AsyncGenerator<RawLine> {
   let parts: Uint8Array[] = [];
   let length = 0;
   let overflow = false;
@@ -180,7 +183,11 @@ export function verifyLineText(line: number, text: string, ctx: LineVerifyContex
 /** Verifies a raw line from the splitter (over-long or non-UTF-8 lines never reach JSON.parse). */
 export function verifyRawLine(raw: RawLine, ctx: LineVerifyContext): LineOutcome {
   if (raw.tooLong !== undefined) {
-    return lineFinding('LINE_TOO_LONG', raw.line, `line is ${raw.tooLong} bytes, over the bound of ${MAX_LINE_BYTES}; skipped unparsed`);
+    return lineFinding(
+      'LINE_TOO_LONG',
+      raw.line,
+      `line is ${raw.tooLong} bytes, over the bound of ${MAX_LINE_BYTES}; skipped unparsed`,
+    );
   }
   if (raw.notUtf8 || raw.text === undefined) return lineFinding('LINE_NOT_JSON', raw.line, 'line is not UTF-8');
   return verifyLineText(raw.line, raw.text, ctx);

@@ -50,7 +50,10 @@ export async function createWorkerLineVerifier(options: WorkerLineVerifierOption
     throw new AuditError('WORKER_FAILED', `worker script ${fileURLToPath(script)} is missing; run \`npm run build\``);
   }
   const data = { kind: WORKER_KIND, trust: options.trust, verifier: options.verifier ?? 'node' };
-  const pending = new Map<number, { resolve: (r: LineOutcome[]) => void; reject: (e: unknown) => void; worker: Worker }>();
+  const pending = new Map<
+    number,
+    { resolve: (r: LineOutcome[]) => void; reject: (e: unknown) => void; worker: Worker }
+  >();
   const load = new Map<Worker, number>();
   let failure: AuditError | undefined;
   let nextId = 0;
@@ -119,7 +122,10 @@ function runWorker(data: { trust: TrustStore; verifier: 'node' | 'noble' }): voi
   const ctx = { trust: data.trust, verifier };
   parentPort!.on('message', (req: Request) => {
     try {
-      parentPort!.postMessage({ id: req.id, results: req.batch.map((l) => verifyLineText(l.line, l.text, ctx)) } satisfies Reply);
+      parentPort!.postMessage({
+        id: req.id,
+        results: req.batch.map((l) => verifyLineText(l.line, l.text, ctx)),
+      } satisfies Reply);
     } catch (err) {
       parentPort!.postMessage({ id: req.id, error: (err as Error)?.message ?? String(err) } satisfies Reply);
     }

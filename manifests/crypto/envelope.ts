@@ -50,7 +50,11 @@ export async function signEnvelope(payloadType: string, payload: Uint8Array, sig
 
 /** The stored text of an envelope (one line, no trailing newline). */
 export function serializeEnvelope(envelope: Envelope): string {
-  return JSON.stringify({ payloadType: envelope.payloadType, payload: envelope.payload, signatures: envelope.signatures });
+  return JSON.stringify({
+    payloadType: envelope.payloadType,
+    payload: envelope.payload,
+    signatures: envelope.signatures,
+  });
 }
 
 export interface ParsedEnvelope {
@@ -76,7 +80,10 @@ export function parseEnvelope(input: string | unknown): ParsedEnvelope {
   let value: unknown = input;
   if (typeof input === 'string') {
     if (input.length > MAX_ENVELOPE_BYTES) {
-      throw new ManifestError('ENVELOPE_INVALID', `envelope text is ${input.length} characters, over ${MAX_ENVELOPE_BYTES}`);
+      throw new ManifestError(
+        'ENVELOPE_INVALID',
+        `envelope text is ${input.length} characters, over ${MAX_ENVELOPE_BYTES}`,
+      );
     }
     try {
       value = JSON.parse(input);
@@ -85,7 +92,10 @@ export function parseEnvelope(input: string | unknown): ParsedEnvelope {
     }
   }
   if (!isPlainObject(value) || !exactKeys(value, ['payloadType', 'payload', 'signatures'])) {
-    throw new ManifestError('ENVELOPE_INVALID', 'envelope must be an object with exactly payloadType, payload, signatures');
+    throw new ManifestError(
+      'ENVELOPE_INVALID',
+      'envelope must be an object with exactly payloadType, payload, signatures',
+    );
   }
   const { payloadType, payload, signatures } = value;
   if (typeof payloadType !== 'string' || typeof payload !== 'string' || !Array.isArray(signatures)) {
@@ -97,7 +107,12 @@ export function parseEnvelope(input: string | unknown): ParsedEnvelope {
   const bytes = decodeBase64(payload);
   if (!bytes) throw new ManifestError('ENVELOPE_INVALID', 'payload is not canonical base64');
   const sigs = signatures.map((s, i) => {
-    if (!isPlainObject(s) || !exactKeys(s, ['keyid', 'sig']) || typeof s.keyid !== 'string' || typeof s.sig !== 'string') {
+    if (
+      !isPlainObject(s) ||
+      !exactKeys(s, ['keyid', 'sig']) ||
+      typeof s.keyid !== 'string' ||
+      typeof s.sig !== 'string'
+    ) {
       throw new ManifestError('ENVELOPE_INVALID', `signature ${i} must be an object with exactly keyid and sig`);
     }
     const sig = decodeBase64(s.sig);

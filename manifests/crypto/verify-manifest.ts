@@ -6,7 +6,13 @@ import type { Digest } from '../../store/hash/digest.js';
 import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 import { pae, parseEnvelope, type Envelope, type ParsedEnvelope } from './envelope.js';
 import { ManifestError } from '../errors.js';
-import { encodeManifest, MANIFEST_PAYLOAD_TYPE, manifestId, manifestSchema, type Manifest } from '../format/manifest.js';
+import {
+  encodeManifest,
+  MANIFEST_PAYLOAD_TYPE,
+  manifestId,
+  manifestSchema,
+  type Manifest,
+} from '../format/manifest.js';
 import { findTrustedKey, type TrustStore } from '../format/trust.js';
 
 export interface VerifiedManifest {
@@ -35,7 +41,12 @@ function verifyPayloadType(parsed: ParsedEnvelope): void {
 }
 
 /** The fields the key lookup needs, read before the signature is checked; everything else waits. */
-function readSignedFields(payload: Uint8Array): { value: Record<string, unknown>; host: string; keyId: string; createdAt: string } {
+function readSignedFields(payload: Uint8Array): {
+  value: Record<string, unknown>;
+  host: string;
+  keyId: string;
+  createdAt: string;
+} {
   let value: unknown;
   try {
     value = JSON.parse(decoder.decode(payload));
@@ -46,19 +57,30 @@ function readSignedFields(payload: Uint8Array): { value: Record<string, unknown>
     throw new ManifestError('MANIFEST_INVALID', 'manifest payload is not a JSON object');
   }
   const { host, keyId, createdAt } = value as Record<string, unknown>;
-  if (typeof host !== 'string' || typeof keyId !== 'string' || typeof createdAt !== 'string' || Number.isNaN(Date.parse(createdAt))) {
+  if (
+    typeof host !== 'string' ||
+    typeof keyId !== 'string' ||
+    typeof createdAt !== 'string' ||
+    Number.isNaN(Date.parse(createdAt))
+  ) {
     throw new ManifestError('MANIFEST_INVALID', 'manifest lacks a host, keyId or createdAt');
   }
   return { value: value as Record<string, unknown>, host, keyId, createdAt };
 }
 
-function verifyKeyAndSignature(parsed: ParsedEnvelope, fields: { host: string; keyId: string; createdAt: string }, options: VerifyManifestOptions): void {
+function verifyKeyAndSignature(
+  parsed: ParsedEnvelope,
+  fields: { host: string; keyId: string; createdAt: string },
+  options: VerifyManifestOptions,
+): void {
   const lookup = findTrustedKey(options.trust, fields.host, fields.keyId, fields.createdAt);
   if (!lookup.ok) throw new ManifestError(lookup.code, lookup.message);
   const verifier = options.verifier ?? nobleVerifier;
   const message = pae(parsed.envelope.payloadType, parsed.payload);
   // The envelope keyid is only a hint; the signature must verify under the trusted key the manifest names.
-  const ok = parsed.signatures.some((s) => s.keyid === fields.keyId && verifier.verify(s.sig, message, lookup.publicKey));
+  const ok = parsed.signatures.some(
+    (s) => s.keyid === fields.keyId && verifier.verify(s.sig, message, lookup.publicKey),
+  );
   if (!ok) throw new ManifestError('SIGNATURE_INVALID', `no valid signature by ${fields.keyId} on this manifest`);
 }
 
@@ -66,7 +88,10 @@ function verifySchema(value: unknown): Manifest {
   const result = manifestSchema.safeParse(value);
   if (!result.success) {
     const issue = result.error.issues[0];
-    throw new ManifestError('MANIFEST_INVALID', `manifest schema: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+    throw new ManifestError(
+      'MANIFEST_INVALID',
+      `manifest schema: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
+    );
   }
   return result.data as Manifest;
 }
@@ -79,7 +104,10 @@ function verifySchema(value: unknown): Manifest {
 function verifyCanonical(payload: Uint8Array, manifest: Manifest): void {
   const canonical = encodeManifest(manifest);
   if (canonical.length !== payload.length || canonical.some((b, i) => b !== payload[i])) {
-    throw new ManifestError('MANIFEST_INVALID', 'manifest payload is not the canonical (RFC 8785) encoding of its manifest');
+    throw new ManifestError(
+      'MANIFEST_INVALID',
+      'manifest payload is not the canonical (RFC 8785) encoding of its manifest',
+    );
   }
 }
 

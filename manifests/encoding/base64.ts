@@ -39,7 +39,10 @@ export function decodeBase64(text: string): Uint8Array | undefined {
   let o = 0;
   for (let i = 0; i < text.length; i += 4) {
     const last = i + 4 === text.length;
-    const c0 = text.charCodeAt(i), c1 = text.charCodeAt(i + 1), c2 = text.charCodeAt(i + 2), c3 = text.charCodeAt(i + 3);
+    const c0 = text.charCodeAt(i),
+      c1 = text.charCodeAt(i + 1),
+      c2 = text.charCodeAt(i + 2),
+      c3 = text.charCodeAt(i + 3);
     const a = c0 < 128 ? DECODE[c0]! : -1;
     const b = c1 < 128 ? DECODE[c1]! : -1;
     if (a < 0 || b < 0) return undefined;

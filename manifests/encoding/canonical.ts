@@ -48,9 +48,12 @@ function pushValue(parts: Part[], value: unknown, depth: number, deferLong: bool
     parts.push(']');
   } else if (typeof value === 'object') {
     const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) throw new TypeError('JCS: only plain objects can be canonicalized');
+    if (proto !== Object.prototype && proto !== null)
+      throw new TypeError('JCS: only plain objects can be canonicalized');
     // RFC 8785 section 3.2.3: members sorted by their names as arrays of UTF-16 code units.
-    const keys = Object.keys(value).filter((k) => (value as Record<string, unknown>)[k] !== undefined).sort();
+    const keys = Object.keys(value)
+      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+      .sort();
     parts.push('{');
     keys.forEach((k, i) => {
       if (i > 0) parts.push(',');
@@ -111,7 +114,7 @@ export function canonicalChunks(value: unknown): Iterable<Uint8Array> {
       }
       yield encoder.encode(`${text}"`);
       text = '"';
-      for (let read = 0; read < p.value.length; ) {
+      for (let read = 0; read < p.value.length;) {
         const { read: r, written } = encoder.encodeInto(read === 0 ? p.value : p.value.substring(read), esc.src);
         read += r;
         // The escaper's memory is shared by every encoding in the process, and the consumer may await
@@ -136,8 +139,10 @@ function utf8Length(s: string): number {
     const c = s.charCodeAt(i);
     if (c < 0x80) n += 1;
     else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c < 0xdc00) (n += 4), i++;
-    else n += 3;
+    else if (c >= 0xd800 && c < 0xdc00) {
+      n += 4;
+      i++;
+    } else n += 3;
   }
   return n;
 }
@@ -156,7 +161,7 @@ function escapeRoom(s: string, bytes: number): number {
     }
     seen += stop - start;
   }
-  return Math.min(5 * bytes, Math.ceil(((extra / Math.max(1, seen)) * s.length) * 1.5 + bytes / 64) + 64);
+  return Math.min(5 * bytes, Math.ceil((extra / Math.max(1, seen)) * s.length * 1.5 + bytes / 64) + 64);
 }
 
 /** Encodes parts into one buffer: short parts as text, long strings piece by piece through the escaper. */
@@ -200,7 +205,7 @@ function encodeParts(parts: Part[], esc: Escaper): Uint8Array {
       continue;
     }
     put(QUOTE);
-    for (let read = 0; read < seg.length; ) {
+    for (let read = 0; read < seg.length;) {
       const { read: r, written } = encoder.encodeInto(read === 0 ? seg : seg.substring(read), esc.src);
       read += r;
       put(esc.escape(written));

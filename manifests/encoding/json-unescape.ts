@@ -7,7 +7,34 @@
  * itself. It must pass a self-test against JSON.parse before it is used.
  */
 import {
-  add, block, br, brIf, end, eq, eqz, geU, get, gtU, i32, I32, ifVoid, instantiateModule, inc, load8, loop, ltU, ne, or, scanCleanBytes, scanSplats, set, shl, store32, store8, V128, vec,
+  add,
+  block,
+  br,
+  brIf,
+  end,
+  eq,
+  eqz,
+  geU,
+  get,
+  gtU,
+  i32,
+  I32,
+  ifVoid,
+  instantiateModule,
+  inc,
+  load8,
+  loop,
+  ltU,
+  ne,
+  or,
+  scanCleanBytes,
+  scanSplats,
+  set,
+  shl,
+  store32,
+  store8,
+  V128,
+  vec,
 } from './wasm-asm.js';
 
 /** Bytes unescaped per call. */
@@ -43,43 +70,146 @@ function body(): number[] {
   const exitWith = (status: number, depth: number) => [...i32(status), ...set(S), ...br(depth)];
   const l = { r: R, end: END, w: W, m: M, v: V, quote: QUOTE, backslash: BACKSLASH, space: SPACE };
   return [
-    ...vec([[6, I32], [4, V128]]),
+    ...vec([
+      [6, I32],
+      [4, V128],
+    ]),
     ...scanSplats(l),
-    ...block, ...loop,
+    ...block,
+    ...loop,
     // Fast path: 16 bytes at a time while none is a quote, a backslash or a control character; the
     // input used up leaves the block with the status still NeedMore.
     ...scanCleanBytes(l),
-    ...get(R), ...load8(0), ...set(B),
+    ...get(R),
+    ...load8(0),
+    ...set(B),
     // The closing quote.
-    ...get(B), ...i32(0x22), eq, ...ifVoid, ...inc(R, 1), ...exitWith(UnescapeStatus.Closed, 2), ...end,
+    ...get(B),
+    ...i32(0x22),
+    eq,
+    ...ifVoid,
+    ...inc(R, 1),
+    ...exitWith(UnescapeStatus.Closed, 2),
+    ...end,
     // An escape.
-    ...get(B), ...i32(0x5c), eq, ...ifVoid,
-    ...get(R), ...i32(1), add, ...get(END), geU, ...brIf(2), // cut off after the backslash: NeedMore
-    ...get(R), ...load8(1), ...load8(UNESC), ...set(E),
-    ...get(E), eqz, ...ifVoid, ...exitWith(UnescapeStatus.Other, 3), ...end,
-    ...get(E), ...i32(0x75), ne, ...ifVoid, ...get(W), ...get(E), ...store8(0), ...inc(W, 1), ...inc(R, 2), ...br(2), ...end,
+    ...get(B),
+    ...i32(0x5c),
+    eq,
+    ...ifVoid,
+    ...get(R),
+    ...i32(1),
+    add,
+    ...get(END),
+    geU,
+    ...brIf(2), // cut off after the backslash: NeedMore
+    ...get(R),
+    ...load8(1),
+    ...load8(UNESC),
+    ...set(E),
+    ...get(E),
+    eqz,
+    ...ifVoid,
+    ...exitWith(UnescapeStatus.Other, 3),
+    ...end,
+    ...get(E),
+    ...i32(0x75),
+    ne,
+    ...ifVoid,
+    ...get(W),
+    ...get(E),
+    ...store8(0),
+    ...inc(W, 1),
+    ...inc(R, 2),
+    ...br(2),
+    ...end,
     // \u00XY with XY < 0x80; any other \u escape is the caller's.
-    ...get(R), ...i32(6), add, ...get(END), gtU, ...brIf(2), // cut off: NeedMore
-    ...get(R), ...load8(2), ...i32(0x30), ne, ...get(R), ...load8(3), ...i32(0x30), ne, or, ...ifVoid, ...exitWith(UnescapeStatus.Other, 3), ...end,
-    ...get(R), ...load8(4), ...load8(HEX), ...set(H),
-    ...get(R), ...load8(5), ...load8(HEX), ...set(L),
-    ...get(H), ...i32(7), gtU, ...get(L), ...i32(15), gtU, or, ...ifVoid, ...exitWith(UnescapeStatus.Other, 3), ...end,
-    ...get(W), ...get(H), ...i32(4), shl, ...get(L), or, ...store8(0), ...inc(W, 1), ...inc(R, 6), ...br(1),
+    ...get(R),
+    ...i32(6),
+    add,
+    ...get(END),
+    gtU,
+    ...brIf(2), // cut off: NeedMore
+    ...get(R),
+    ...load8(2),
+    ...i32(0x30),
+    ne,
+    ...get(R),
+    ...load8(3),
+    ...i32(0x30),
+    ne,
+    or,
+    ...ifVoid,
+    ...exitWith(UnescapeStatus.Other, 3),
+    ...end,
+    ...get(R),
+    ...load8(4),
+    ...load8(HEX),
+    ...set(H),
+    ...get(R),
+    ...load8(5),
+    ...load8(HEX),
+    ...set(L),
+    ...get(H),
+    ...i32(7),
+    gtU,
+    ...get(L),
+    ...i32(15),
+    gtU,
+    or,
+    ...ifVoid,
+    ...exitWith(UnescapeStatus.Other, 3),
+    ...end,
+    ...get(W),
+    ...get(H),
+    ...i32(4),
+    shl,
+    ...get(L),
+    or,
+    ...store8(0),
+    ...inc(W, 1),
+    ...inc(R, 6),
+    ...br(1),
     ...end,
     // A raw control character is not valid in a JSON string.
-    ...get(B), ...i32(0x20), ltU, ...ifVoid, ...exitWith(UnescapeStatus.Other, 2), ...end,
+    ...get(B),
+    ...i32(0x20),
+    ltU,
+    ...ifVoid,
+    ...exitWith(UnescapeStatus.Other, 2),
+    ...end,
     // Any other byte (only reached within the last 16 bytes of the input) is copied.
-    ...get(W), ...get(B), ...store8(0), ...inc(W, 1), ...inc(R, 1), ...br(0),
-    ...end, ...end,
-    ...i32(OUT), ...get(R), ...store32(0),
-    ...i32(OUT), ...get(W), ...store32(4),
-    ...get(S), ...end,
+    ...get(W),
+    ...get(B),
+    ...store8(0),
+    ...inc(W, 1),
+    ...inc(R, 1),
+    ...br(0),
+    ...end,
+    ...end,
+    ...i32(OUT),
+    ...get(R),
+    ...store32(0),
+    ...i32(OUT),
+    ...get(W),
+    ...store32(4),
+    ...get(S),
+    ...end,
   ];
 }
 
 function tables(): number[] {
   const data = new Uint8Array(SRC);
-  for (const [ch, byte] of [['"', 0x22], ['\\', 0x5c], ['/', 0x2f], ['b', 0x08], ['f', 0x0c], ['n', 0x0a], ['r', 0x0d], ['t', 0x09], ['u', 0x75]] as const) {
+  for (const [ch, byte] of [
+    ['"', 0x22],
+    ['\\', 0x5c],
+    ['/', 0x2f],
+    ['b', 0x08],
+    ['f', 0x0c],
+    ['n', 0x0a],
+    ['r', 0x0d],
+    ['t', 0x09],
+    ['u', 0x75],
+  ] as const) {
     data[UNESC + ch.charCodeAt(0)] = byte;
   }
   data.fill(0xff, HEX, HEX + 256);
@@ -119,7 +249,12 @@ function selfTest(u: Unescaper): boolean {
   const { written } = encoder.encodeInto(`${escaped.slice(1)}trailing`, u.src);
   const { status, read, out } = u.run(written);
   const want = encoder.encode(PROBE);
-  return status === UnescapeStatus.Closed && read === encoder.encode(escaped).length - 1 && out.length === want.length && out.every((b, i) => b === want[i]);
+  return (
+    status === UnescapeStatus.Closed &&
+    read === encoder.encode(escaped).length - 1 &&
+    out.length === want.length &&
+    out.every((b, i) => b === want[i])
+  );
 }
 
 let cached: Unescaper | null | undefined;

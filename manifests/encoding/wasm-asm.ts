@@ -36,7 +36,10 @@ export const inc = (i: number, n: number) => [...get(i), ...i32(n), add, ...set(
 export const addTo = (i: number, j: number) => [...get(i), ...get(j), add, ...set(i)];
 // WebAssembly SIMD (prefix 0xfd).
 const simd = (op: number) => [0xfd, ...uleb(op)];
-export const [v128Load, v128Store] = [[...simd(0x00), 0, 0], [...simd(0x0b), 0, 0]];
+export const [v128Load, v128Store] = [
+  [...simd(0x00), 0, 0],
+  [...simd(0x0b), 0, 0],
+];
 export const [splat8, eq8, ltU8, or128, bitmask8] = [simd(0x0f), simd(0x23), simd(0x26), simd(0x50), simd(0x64)];
 
 /** The locals a byte loop over [r, end) writing at w uses for the SIMD scan (`scanSplats`, `scanCleanBytes`). */
@@ -68,15 +71,48 @@ export function scanSplats(l: ScanLocals): number[] {
  */
 export function scanCleanBytes(l: ScanLocals): number[] {
   return [
-    ...get(l.r), ...i32(16), add, ...get(l.end), leU, ...ifVoid,
-    ...get(l.r), ...v128Load, ...set(l.v),
-    ...get(l.w), ...get(l.v), ...v128Store,
-    ...get(l.v), ...get(l.quote), ...eq8, ...get(l.v), ...get(l.backslash), ...eq8, ...or128, ...get(l.v), ...get(l.space), ...ltU8, ...or128,
-    ...bitmask8, ...set(l.m),
-    ...get(l.m), eqz, ...ifVoid, ...inc(l.r, 16), ...inc(l.w, 16), ...br(2), ...end,
-    ...get(l.m), ctz, ...set(l.m), ...addTo(l.r, l.m), ...addTo(l.w, l.m),
+    ...get(l.r),
+    ...i32(16),
+    add,
+    ...get(l.end),
+    leU,
+    ...ifVoid,
+    ...get(l.r),
+    ...v128Load,
+    ...set(l.v),
+    ...get(l.w),
+    ...get(l.v),
+    ...v128Store,
+    ...get(l.v),
+    ...get(l.quote),
+    ...eq8,
+    ...get(l.v),
+    ...get(l.backslash),
+    ...eq8,
+    ...or128,
+    ...get(l.v),
+    ...get(l.space),
+    ...ltU8,
+    ...or128,
+    ...bitmask8,
+    ...set(l.m),
+    ...get(l.m),
+    eqz,
+    ...ifVoid,
+    ...inc(l.r, 16),
+    ...inc(l.w, 16),
+    ...br(2),
+    ...end,
+    ...get(l.m),
+    ctz,
+    ...set(l.m),
+    ...addTo(l.r, l.m),
+    ...addTo(l.w, l.m),
     ...orElse,
-    ...get(l.r), ...get(l.end), geU, ...brIf(2),
+    ...get(l.r),
+    ...get(l.end),
+    geU,
+    ...brIf(2),
     ...end,
   ];
 }
@@ -107,11 +143,24 @@ export function instantiateModule(spec: ModuleSpec): Record<string, unknown> {
   if (!wasm) throw new Error('no WebAssembly');
   const ascii = (s: string) => vec([...s].map((ch) => [ch.charCodeAt(0)]));
   const bytes = Uint8Array.from([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00,
     ...section(1, vec([[0x60, ...vec([[I32], [I32], [I32]]), ...vec([[I32]])]])), // (i32 i32 i32) → i32
     ...section(3, vec([[0]])),
     ...section(5, vec([[0x00, ...uleb(Math.ceil(spec.memoryBytes / 65536))]])),
-    ...section(7, vec([[...ascii('memory'), 0x02, 0], [...ascii(spec.name), 0x00, 0]])),
+    ...section(
+      7,
+      vec([
+        [...ascii('memory'), 0x02, 0],
+        [...ascii(spec.name), 0x00, 0],
+      ]),
+    ),
     ...section(10, vec([[...uleb(spec.code.length), ...spec.code]])),
     ...section(11, vec([[0x00, ...i32(0), ...end, ...uleb(spec.data.length), ...spec.data]])),
   ]);

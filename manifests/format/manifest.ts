@@ -14,7 +14,10 @@ const digestSchema = z.string().refine(isDigest, 'must be blake3:<64 lowercase h
 const TIMESTAMP_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 export const timestampSchema = z
   .string()
-  .refine((s) => TIMESTAMP_RE.test(s) && new Date(s).toISOString() === s, 'must be an ISO-8601 UTC time with milliseconds');
+  .refine(
+    (s) => TIMESTAMP_RE.test(s) && new Date(s).toISOString() === s,
+    'must be an ISO-8601 UTC time with milliseconds',
+  );
 export const keyIdSchema = z.string().regex(/^[\x21-\x7e]{1,256}$/, 'must be 1-256 printable ASCII characters');
 
 /** What a compaction summarized: the transcript up to this position, optionally with its digest. */
@@ -23,24 +26,29 @@ export const coversSchema = z.strictObject({
   transcriptDigest: digestSchema.optional(),
 });
 
-export const manifestSchema = z.strictObject({
-  v: z.literal(1),
-  kind: z.literal('compaction'),
-  host: idSchema,
-  principal: idSchema,
-  session: idSchema,
-  run: idSchema,
-  seq: z.int().min(0),
-  prev: digestSchema.nullable(),
-  summary: z.strictObject({
-    digest: digestSchema,
-    size: z.int().min(0),
-    mediaType: z.literal(SUMMARY_MEDIA_TYPE),
-  }),
-  covers: coversSchema.optional(),
-  createdAt: timestampSchema,
-  keyId: keyIdSchema,
-}).refine((m) => (m.seq === 0) === (m.prev === null), { message: 'prev must be null exactly when seq is 0', path: ['prev'] });
+export const manifestSchema = z
+  .strictObject({
+    v: z.literal(1),
+    kind: z.literal('compaction'),
+    host: idSchema,
+    principal: idSchema,
+    session: idSchema,
+    run: idSchema,
+    seq: z.int().min(0),
+    prev: digestSchema.nullable(),
+    summary: z.strictObject({
+      digest: digestSchema,
+      size: z.int().min(0),
+      mediaType: z.literal(SUMMARY_MEDIA_TYPE),
+    }),
+    covers: coversSchema.optional(),
+    createdAt: timestampSchema,
+    keyId: keyIdSchema,
+  })
+  .refine((m) => (m.seq === 0) === (m.prev === null), {
+    message: 'prev must be null exactly when seq is 0',
+    path: ['prev'],
+  });
 
 export type Manifest = z.infer<typeof manifestSchema> & { prev: Digest | null };
 

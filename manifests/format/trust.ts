@@ -45,7 +45,10 @@ export function parseTrustStore(input: string | unknown): TrustStore {
   }
   const parsed = trustStoreSchema.safeParse(value);
   if (!parsed.success) {
-    throw new ManifestError('TRUST_INVALID', `trust store is malformed: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+    throw new ManifestError(
+      'TRUST_INVALID',
+      `trust store is malformed: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+    );
   }
   return parsed.data;
 }
@@ -74,4 +77,3 @@ export function findTrustedKey(trust: TrustStore, host: string, keyId: string, a
 export function emptyTrustStore(): TrustStore {
   return { version: 1, keys: [] };
 }
-

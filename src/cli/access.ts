@@ -2,9 +2,18 @@
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withLedger, EXIT_OK, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
-const grantOptions = { ...storeOptions, principal: { type: 'string' }, session: { type: 'string' }, all: { type: 'boolean', default: false }, by: { type: 'string' } } as const;
+const grantOptions = {
+  ...storeOptions,
+  principal: { type: 'string' },
+  session: { type: 'string' },
+  all: { type: 'boolean', default: false },
+  by: { type: 'string' },
+} as const;
 
-function grantTarget(values: { principal?: string; session?: string; all?: boolean }): { principal: string; session: string } {
+function grantTarget(values: { principal?: string; session?: string; all?: boolean }): {
+  principal: string;
+  session: string;
+} {
   if (!values.principal) throw new UsageError('--principal is required');
   if (values.all === (values.session !== undefined)) throw new UsageError('give exactly one of --session S or --all');
   return { principal: values.principal, session: values.all ? '*' : values.session! };
@@ -18,7 +27,10 @@ function changeGrant(kind: 'grant' | 'revoke') {
       return await withLedger(values, io, async (ledger) => {
         const rec = await ledger[kind](principal, session, { by: values.by });
         if (values.json) writeJson(io.stdout, rec);
-        else io.stdout.write(`${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}\n`);
+        else
+          io.stdout.write(
+            `${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}\n`,
+          );
         return EXIT_OK;
       });
     } catch (err) {
@@ -36,7 +48,9 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
     return await withLedger(values, io, async (ledger) => {
       const list = await ledger.grants({ principal: values.principal, session: values.session });
       if (values.json) writeJson(io.stdout, list);
-      else for (const g of list) io.stdout.write(`${g.principal}\t${g.session}\t${g.state}\t${g.at}${g.by ? `\t${g.by}` : ''}\n`);
+      else
+        for (const g of list)
+          io.stdout.write(`${g.principal}\t${g.session}\t${g.state}\t${g.at}${g.by ? `\t${g.by}` : ''}\n`);
       return EXIT_OK;
     });
   } catch (err) {
@@ -47,17 +61,30 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
 /** keys export --out FILE | keys rotate | keys revoke KEYID [--at TIME] | keys list */
 export async function keys(argv: string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = argv;
-  const { values, positionals } = parse(rest, { ...storeOptions, out: { type: 'string' }, at: { type: 'string' } }, true);
+  const { values, positionals } = parse(
+    rest,
+    { ...storeOptions, out: { type: 'string' }, at: { type: 'string' } },
+    true,
+  );
   try {
-    if (!sub || !['export', 'rotate', 'revoke', 'list'].includes(sub)) throw new UsageError('usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list');
+    if (!sub || !['export', 'rotate', 'revoke', 'list'].includes(sub))
+      throw new UsageError(
+        'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list',
+      );
     return await withLedger(values, io, async (ledger) => {
       if (sub === 'export' || sub === 'list') {
         const trust = ledger.trustStore();
         if (values.out) {
           await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
-          io.stdout.write(`wrote ${trust.keys.length} trusted key(s) to ${values.out}; give this file to auditors out of band\n`);
+          io.stdout.write(
+            `wrote ${trust.keys.length} trusted key(s) to ${values.out}; give this file to auditors out of band\n`,
+          );
         } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);
-        else for (const k of trust.keys) io.stdout.write(`${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}\n`);
+        else
+          for (const k of trust.keys)
+            io.stdout.write(
+              `${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}\n`,
+            );
       } else if (sub === 'rotate') {
         const keyId = await ledger.rotateKey();
         io.stdout.write(`rotated: new signing key ${keyId}\n`);

@@ -2,13 +2,31 @@
 import { createReadStream } from 'node:fs';
 import { LedgerError } from '../errors.js';
 import { DEFAULT_MAX_SUMMARY_BYTES } from '../summary/summary.js';
-import { withLedger, EXIT_OK, openFromArgs, parse, readLimited, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import {
+  withLedger,
+  EXIT_OK,
+  openFromArgs,
+  parse,
+  readLimited,
+  reportError,
+  storeOptions,
+  UsageError,
+  writeJson,
+  type CliIo,
+} from './io.js';
 
 export async function init(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, storeOptions);
   try {
     const ledger = await openFromArgs(values, io);
-    const info = { root: ledger.root, host: ledger.host, keyId: ledger.keyId, hash: ledger.hashBackend.name, verifier: ledger.verifier.name, recovery: ledger.recovery };
+    const info = {
+      root: ledger.root,
+      host: ledger.host,
+      keyId: ledger.keyId,
+      hash: ledger.hashBackend.name,
+      verifier: ledger.verifier.name,
+      recovery: ledger.recovery,
+    };
     await ledger.close();
     if (values.json) writeJson(io.stdout, info);
     else io.stdout.write(`store ready at ${info.root}\nhost ${info.host}, signing key ${info.keyId}\n`);
@@ -30,13 +48,18 @@ function need(value: string | undefined, name: string): string {
 }
 
 export async function publish(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parse(argv, { ...scopeOptions, run: { type: 'string' }, 'max-bytes': { type: 'string' }, 'expected-prev': { type: 'string' } }, true);
+  const { values, positionals } = parse(
+    argv,
+    { ...scopeOptions, run: { type: 'string' }, 'max-bytes': { type: 'string' }, 'expected-prev': { type: 'string' } },
+    true,
+  );
   try {
     const principal = need(values.principal, 'principal');
     const session = need(values.session, 'session');
     const run = need(values.run, 'run');
     const maxSummaryBytes = values['max-bytes'] ? Number(values['max-bytes']) : DEFAULT_MAX_SUMMARY_BYTES;
-    if (!Number.isSafeInteger(maxSummaryBytes) || maxSummaryBytes <= 0) throw new UsageError('--max-bytes must be a positive integer');
+    if (!Number.isSafeInteger(maxSummaryBytes) || maxSummaryBytes <= 0)
+      throw new UsageError('--max-bytes must be a positive integer');
     if (positionals.length > 1) throw new UsageError('publish takes at most one FILE (default: standard input)');
     const file = positionals[0];
     const input = file && file !== '-' ? createReadStream(file) : io.stdin;
@@ -49,13 +72,26 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     } catch (err) {
       throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid UTF-8 JSON', { cause: err });
     }
-    const expectedPrev = values['expected-prev'] === undefined ? undefined : values['expected-prev'] === 'null' ? null : (values['expected-prev'] as `blake3:${string}`);
-    return await withLedger(values, io, async (ledger) => {
-      const receipt = await ledger.publish({ principal, session, run }, summary, { expectedPrev });
-      if (values.json) writeJson(io.stdout, receipt);
-      else io.stdout.write(`published ${session} seq ${receipt.seq}\nmanifest ${receipt.id}\nsummary  ${receipt.digest} (${receipt.size} bytes)\n`);
-      return EXIT_OK;
-    }, { maxSummaryBytes });
+    const expectedPrev =
+      values['expected-prev'] === undefined
+        ? undefined
+        : values['expected-prev'] === 'null'
+          ? null
+          : (values['expected-prev'] as `blake3:${string}`);
+    return await withLedger(
+      values,
+      io,
+      async (ledger) => {
+        const receipt = await ledger.publish({ principal, session, run }, summary, { expectedPrev });
+        if (values.json) writeJson(io.stdout, receipt);
+        else
+          io.stdout.write(
+            `published ${session} seq ${receipt.seq}\nmanifest ${receipt.id}\nsummary  ${receipt.digest} (${receipt.size} bytes)\n`,
+          );
+        return EXIT_OK;
+      },
+      { maxSummaryBytes },
+    );
   } catch (err) {
     return reportError(err, io, values.json);
   }
@@ -89,8 +125,16 @@ export async function history(argv: string[], io: CliIo): Promise<number> {
     const session = need(values.session, 'session');
     return await withLedger(values, io, async (ledger) => {
       const entries = await ledger.history({ principal, session });
-      if (values.json) writeJson(io.stdout, entries.map((e) => ({ id: e.id, manifest: e.manifest })));
-      else for (const e of entries) io.stdout.write(`${e.manifest.seq}\t${e.manifest.createdAt}\t${e.manifest.host}\t${e.manifest.run}\t${e.id}\t${e.manifest.summary.size} bytes\n`);
+      if (values.json)
+        writeJson(
+          io.stdout,
+          entries.map((e) => ({ id: e.id, manifest: e.manifest })),
+        );
+      else
+        for (const e of entries)
+          io.stdout.write(
+            `${e.manifest.seq}\t${e.manifest.createdAt}\t${e.manifest.host}\t${e.manifest.run}\t${e.id}\t${e.manifest.summary.size} bytes\n`,
+          );
       return EXIT_OK;
     });
   } catch (err) {

@@ -21,7 +21,8 @@ import {
   type ModelRequest,
   type ModelResponse,
 } from '../compaction/index.js';
-import { defaultRoot, openLedger, type Ledger } from '../ledger/ledger.js';
+import { type Ledger } from '../ledger/ledger.js';
+import { defaultRoot, openLedger } from '../ledger/open.js';
 import type { Summary } from '../summary/summary.js';
 
 export interface DemoOptions {
@@ -92,7 +93,8 @@ class ProjectFileTool {
   }
 }
 
-const tokens = (messages: readonly ModelMessage[]) => messages.reduce((n, m) => n + 4 + Math.ceil(m.content.length / 4), 0);
+const tokens = (messages: readonly ModelMessage[]) =>
+  messages.reduce((n, m) => n + 4 + Math.ceil(m.content.length / 4), 0);
 
 /** The scripted model: canned turns, the next summary on compaction, answers from the handoff after resume. */
 function scriptedModel(): ModelAdapter {
@@ -100,13 +102,22 @@ function scriptedModel(): ModelAdapter {
   return async (request: ModelRequest): Promise<ModelResponse> => {
     if (request.purpose === 'compaction') {
       const summary = SUMMARIES[summaries++];
-      check(request.tools?.length === 1 && request.tools[0]?.name === SUBMIT_HANDOFF, 'compaction offers only submit_handoff');
-      return { finishReason: 'tool_calls', toolCalls: [{ id: `call_${summaries}`, name: SUBMIT_HANDOFF, input: summary }] };
+      check(
+        request.tools?.length === 1 && request.tools[0]?.name === SUBMIT_HANDOFF,
+        'compaction offers only submit_handoff',
+      );
+      return {
+        finishReason: 'tool_calls',
+        toolCalls: [{ id: `call_${summaries}`, name: SUBMIT_HANDOFF, input: summary }],
+      };
     }
     const last = request.messages.at(-1)?.content ?? '';
     const handoff = request.messages.find((m) => m.content.startsWith(HANDOFF_CONTEXT_HEADER));
     if (last.startsWith('What')) {
-      const next = handoff?.content.split('\n').find((l) => l.startsWith('1. '))?.slice(3);
+      const next = handoff?.content
+        .split('\n')
+        .find((l) => l.startsWith('1. '))
+        ?.slice(3);
       return { finishReason: 'stop', text: next ? `Next I will: ${next}.` : 'I have lost the thread of this session.' };
     }
     return { finishReason: 'stop', text: `Done: ${last.slice(0, 40)}… `.padEnd(360, '·') };
@@ -137,7 +148,12 @@ class DemoSession {
   async compact(trigger: 'auto' | 'manual'): Promise<{ seq: number; id: string }> {
     const before = tokens(this.context);
     const callsBefore = this.files.calls;
-    const { receipt, context } = await compact({ ledger: this.ledger, scope: this.scope, model: this.model, transcript: this.context });
+    const { receipt, context } = await compact({
+      ledger: this.ledger,
+      scope: this.scope,
+      model: this.model,
+      transcript: this.context,
+    });
     check(this.files.calls === callsBefore, 'compaction makes no file-tool call');
     this.context = context;
     this.say('published', `${trigger} compaction seq ${receipt.seq}: manifest ${receipt.id}`);
@@ -172,7 +188,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   const say = (label: string, text: string) => void options.out.write(`${label.padEnd(10)} ${text}\n`);
   const open = () => openLedger({ root, host, onNotice: (m) => say('notice', m) });
   const project = await realpath(await mkdtemp(join(tmpdir(), 'handoff-demo-project-')));
-  const scope = { principal: PRINCIPAL, session: `demo-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`, run: 'run-1' };
+  const scope = {
+    principal: PRINCIPAL,
+    session: `demo-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`,
+    run: 'run-1',
+  };
   const report: DemoReport = { root, session: scope.session, published: [], answers: [] };
   options.out.write('handoff-ledger demo: compaction for a restricted account, end to end\n\n');
   const session = new DemoSession(await open(), scriptedModel(), scope, project, say);
@@ -183,7 +203,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const denied = await session.files.write(join(root, 'HANDOFF.md'), 'x');
     check(denied.startsWith('denied: outside_allowed_roots'), 'the store is outside the account');
     say('', `write ${join(root, 'HANDOFF.md')} → ${denied}`);
-    say('session', `${scope.session}, context window ${CONTEXT_WINDOW} tokens, compaction at ${DEFAULT_COMPACTION_RATIO * 100}%`);
+    say(
+      'session',
+      `${scope.session}, context window ${CONTEXT_WINDOW} tokens, compaction at ${DEFAULT_COMPACTION_RATIO * 100}%`,
+    );
     for (let n = 1; ; n++) {
       check(n <= 20, 'the session reaches the threshold');
       await session.send(`Turn ${n}: keep working on the HTTP retry logic. `.padEnd(200, '.'));

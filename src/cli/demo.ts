@@ -1,6 +1,6 @@
 /** `handoff-ledger demo [--root DIR] [--host ID]`: runs the end-to-end demo on the embedded store. */
 import { runDemo } from './demo-scenario.js';
-import { defaultRoot } from '../ledger/ledger.js';
+import { defaultRoot } from '../ledger/open.js';
 import { EXIT_OK, parse, reportError, type CliIo } from './io.js';
 
 export const usage = 'usage: handoff-ledger demo [--root DIR] [--host ID]\n';
@@ -8,7 +8,11 @@ export const usage = 'usage: handoff-ledger demo [--root DIR] [--host ID]\n';
 /** @returns 0 when every step ran and every check held; 1 on a refused ledger operation; 2 otherwise */
 export async function run(argv: string[], io: CliIo): Promise<number> {
   try {
-    const { values } = parse(argv, { root: { type: 'string' }, host: { type: 'string' }, help: { type: 'boolean', default: false } });
+    const { values } = parse(argv, {
+      root: { type: 'string' },
+      host: { type: 'string' },
+      help: { type: 'boolean', default: false },
+    });
     if (values.help) {
       io.stdout.write(usage);
       return EXIT_OK;

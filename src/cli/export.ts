@@ -5,7 +5,17 @@
  */
 import { AuditError } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
-import { EXIT_OK, EXIT_USAGE, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import {
+  EXIT_OK,
+  EXIT_USAGE,
+  openFromArgs,
+  parse,
+  reportError,
+  storeOptions,
+  UsageError,
+  writeJson,
+  type CliIo,
+} from './io.js';
 
 export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--root R]';
 
@@ -13,13 +23,17 @@ export const usage = 'export [--principal P] [--session S] --out DIR [--with-blo
 export async function run(argv: string[], io: CliIo): Promise<number> {
   let json = false;
   try {
-    const { values, positionals } = parse(argv, {
-      ...storeOptions,
-      principal: { type: 'string' },
-      session: { type: 'string' },
-      out: { type: 'string' },
-      'with-blobs': { type: 'boolean', default: false },
-    }, true);
+    const { values, positionals } = parse(
+      argv,
+      {
+        ...storeOptions,
+        principal: { type: 'string' },
+        session: { type: 'string' },
+        out: { type: 'string' },
+        'with-blobs': { type: 'boolean', default: false },
+      },
+      true,
+    );
     json = values.json;
     if (positionals.length > 0) throw new UsageError(`usage: handoff-ledger ${usage}`);
     if (!values.out) throw new UsageError('--out DIR is required');
@@ -31,7 +45,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         ...(values.session !== undefined ? { session: values.session } : {}),
         withBlobs: values['with-blobs'],
       });
-      for (const b of result.unavailableBlobs) io.stderr.write(`handoff-ledger: blob ${b.digest} not exported (${b.code}); verify will report it\n`);
+      for (const b of result.unavailableBlobs)
+        io.stderr.write(`handoff-ledger: blob ${b.digest} not exported (${b.code}); verify will report it\n`);
       const { counts } = result.header;
       if (json) writeJson(io.stdout, result);
       else {

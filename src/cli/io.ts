@@ -5,7 +5,8 @@ import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Writable } from 'node:stream';
 import { isValidId } from '../../manifests/format/ids.js';
 import { isHandoffLedgerError } from '../errors.js';
-import { defaultRoot, openLedger, type Ledger, type OpenLedgerOptions } from '../ledger/ledger.js';
+import { type Ledger } from '../ledger/ledger.js';
+import { defaultRoot, openLedger, type OpenLedgerOptions } from '../ledger/open.js';
 
 export interface CliIo {
   stdout: Writable;
@@ -32,7 +33,11 @@ export const storeOptions = {
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
-export function parse<T extends Options>(argv: string[], options: T, allowPositionals = false): ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: boolean; strict: true }>> {
+export function parse<T extends Options>(
+  argv: string[],
+  options: T,
+  allowPositionals = false,
+): ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: boolean; strict: true }>> {
   try {
     return parseArgs({ args: argv, options, allowPositionals, strict: true });
   } catch (err) {
@@ -42,7 +47,9 @@ export function parse<T extends Options>(argv: string[], options: T, allowPositi
 
 export function defaultHost(env: NodeJS.ProcessEnv): string {
   if (env.HANDOFF_LEDGER_HOST) return env.HANDOFF_LEDGER_HOST;
-  const name = hostname().replace(/[^A-Za-z0-9._:@-]/g, '-').slice(0, 128);
+  const name = hostname()
+    .replace(/[^A-Za-z0-9._:@-]/g, '-')
+    .slice(0, 128);
   return isValidId(name) ? name : 'localhost';
 }
 
@@ -57,10 +64,20 @@ export function hashFromEnv(env: NodeJS.ProcessEnv): HashBackendName {
   return name as HashBackendName;
 }
 
-export async function openFromArgs(values: { root?: string; host?: string; postgres?: string }, io: CliIo, extra: Partial<OpenLedgerOptions> = {}): Promise<Ledger> {
+export async function openFromArgs(
+  values: { root?: string; host?: string; postgres?: string },
+  io: CliIo,
+  extra: Partial<OpenLedgerOptions> = {},
+): Promise<Ledger> {
   const root = values.root ?? defaultRoot(io.env);
   const host = values.host ?? defaultHost(io.env);
-  const options: OpenLedgerOptions = { root, host, hash: hashFromEnv(io.env), onNotice: (m) => io.stderr.write(m + '\n'), ...extra };
+  const options: OpenLedgerOptions = {
+    root,
+    host,
+    hash: hashFromEnv(io.env),
+    onNotice: (m) => io.stderr.write(m + '\n'),
+    ...extra,
+  };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
   return openLedger(pg ? { ...options, postgres: { connectionString: pg } } : options);
 }

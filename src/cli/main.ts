@@ -6,18 +6,51 @@ import { EXIT_USAGE, UsageError, type CliIo, type Command } from './io.js';
 
 const commands: Record<string, { summary: string; load: () => Promise<Command> }> = {
   init: { summary: 'create or open the store and its host key', load: async () => (await import('./core.js')).init },
-  publish: { summary: 'publish a summary: publish --principal P --session S --run R [FILE|-]', load: async () => (await import('./core.js')).publish },
-  resume: { summary: 'print the verified latest summary: resume --principal P --session S', load: async () => (await import('./core.js')).resume },
-  history: { summary: "list a session's verified chain: history --principal P --session S", load: async () => (await import('./core.js')).history },
-  grant: { summary: 'grant --principal P (--session S | --all)', load: async () => (await import('./access.js')).grant },
-  revoke: { summary: 'revoke --principal P (--session S | --all)', load: async () => (await import('./access.js')).revoke },
+  publish: {
+    summary: 'publish a summary: publish --principal P --session S --run R [FILE|-]',
+    load: async () => (await import('./core.js')).publish,
+  },
+  resume: {
+    summary: 'print the verified latest summary: resume --principal P --session S',
+    load: async () => (await import('./core.js')).resume,
+  },
+  history: {
+    summary: "list a session's verified chain: history --principal P --session S",
+    load: async () => (await import('./core.js')).history,
+  },
+  grant: {
+    summary: 'grant --principal P (--session S | --all)',
+    load: async () => (await import('./access.js')).grant,
+  },
+  revoke: {
+    summary: 'revoke --principal P (--session S | --all)',
+    load: async () => (await import('./access.js')).revoke,
+  },
   grants: { summary: 'list grants and revocations', load: async () => (await import('./access.js')).grants },
-  demo: { summary: "the main job: a restricted user's session compacted, restarted and resumed", load: async () => (await import('./demo.js')).run },
-  export: { summary: 'export [--principal P] [--session S] --out DIR [--with-blobs]: write an audit bundle', load: async () => (await import('./export.js')).run },
-  verify: { summary: 'verify DIR --trust FILE [--json] [--workers auto|N] [--verifier node|noble]: audit a bundle offline', load: async () => (await import('./verify.js')).run },
-  fsck: { summary: 'check every manifest, blob and head; exit 1 on any finding', load: async () => (await import('./maintenance.js')).fsck },
-  gc: { summary: 'gc --grace DURATION [--dry-run]: remove unreferenced blobs older than the grace period', load: async () => (await import('./maintenance.js')).gc },
-  keys: { summary: 'keys export [--out FILE] | rotate | revoke KEYID | list', load: async () => (await import('./access.js')).keys },
+  demo: {
+    summary: "the main job: a restricted user's session compacted, restarted and resumed",
+    load: async () => (await import('./demo.js')).run,
+  },
+  export: {
+    summary: 'export [--principal P] [--session S] --out DIR [--with-blobs]: write an audit bundle',
+    load: async () => (await import('./export.js')).run,
+  },
+  verify: {
+    summary: 'verify DIR --trust FILE [--json] [--workers auto|N] [--verifier node|noble]: audit a bundle offline',
+    load: async () => (await import('./verify.js')).run,
+  },
+  fsck: {
+    summary: 'check every manifest, blob and head; exit 1 on any finding',
+    load: async () => (await import('./maintenance.js')).fsck,
+  },
+  gc: {
+    summary: 'gc --grace DURATION [--dry-run]: remove unreferenced blobs older than the grace period',
+    load: async () => (await import('./maintenance.js')).gc,
+  },
+  keys: {
+    summary: 'keys export [--out FILE] | rotate | revoke KEYID | list',
+    load: async () => (await import('./access.js')).keys,
+  },
 };
 
 export function registerCommand(name: string, summary: string, load: () => Promise<Command>): void {
@@ -51,7 +84,9 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     return EXIT_USAGE;
   }
   try {
-    return await (await command.load())(rest, io);
+    return await (
+      await command.load()
+    )(rest, io);
   } catch (err) {
     if (err instanceof UsageError) {
       io.stderr.write(`handoff-ledger: ${err.message}\n`);
@@ -70,7 +105,12 @@ function isEntryPoint(): boolean {
 }
 
 if (isEntryPoint()) {
-  main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env }).then(
+  main(process.argv.slice(2), {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stdin: process.stdin,
+    env: process.env,
+  }).then(
     (code) => {
       process.exitCode = code;
     },

@@ -1,6 +1,16 @@
 /** fsck and gc commands. */
 import { fsck as runFsck, gc as runGc, parseDuration } from '../ops/maintenance.js';
-import { withLedger, EXIT_OK, EXIT_REFUSED, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import {
+  withLedger,
+  EXIT_OK,
+  EXIT_REFUSED,
+  parse,
+  reportError,
+  storeOptions,
+  UsageError,
+  writeJson,
+  type CliIo,
+} from './io.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
@@ -10,9 +20,13 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
       const recovery = ledger.recovery;
       if (values.json) writeJson(io.stdout, { ...report, recovery });
       else {
-        if (recovery.stagingRemoved) io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
-        for (const f of report.findings) io.stdout.write(`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}\n`);
-        io.stdout.write(`${report.ok ? 'clean' : `${report.findings.length} finding(s)`}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`);
+        if (recovery.stagingRemoved)
+          io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
+        for (const f of report.findings)
+          io.stdout.write(`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}\n`);
+        io.stdout.write(
+          `${report.ok ? 'clean' : `${report.findings.length} finding(s)`}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
+        );
       }
       return report.ok && recovery.headProblems.length === 0 ? EXIT_OK : EXIT_REFUSED;
     });
@@ -22,7 +36,11 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
 }
 
 export async function gc(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parse(argv, { ...storeOptions, grace: { type: 'string' }, 'dry-run': { type: 'boolean', default: false } });
+  const { values } = parse(argv, {
+    ...storeOptions,
+    grace: { type: 'string' },
+    'dry-run': { type: 'boolean', default: false },
+  });
   try {
     if (values.grace === undefined) throw new UsageError('--grace DURATION is required (e.g. --grace 24h)');
     let graceMs: number;
@@ -34,7 +52,10 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
     return await withLedger(values, io, async (ledger) => {
       const report = await runGc(ledger, { graceMs, dryRun: values['dry-run'] });
       if (values.json) writeJson(io.stdout, report);
-      else io.stdout.write(`${values['dry-run'] ? 'would remove' : 'removed'} ${report.removed.length} unreferenced blob(s); ${report.referenced} referenced, ${report.keptYoung} kept within the grace period\n`);
+      else
+        io.stdout.write(
+          `${values['dry-run'] ? 'would remove' : 'removed'} ${report.removed.length} unreferenced blob(s); ${report.referenced} referenced, ${report.keptYoung} kept within the grace period\n`,
+        );
       return EXIT_OK;
     });
   } catch (err) {

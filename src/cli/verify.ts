@@ -30,7 +30,8 @@ async function readTrust(path: string): Promise<TrustStore> {
   try {
     // Bounded while reading, not after: the trust file may be a pipe (`--trust <(…)`) of any length.
     const bytes = await readLimited(createReadStream(path), MAX_TRUST_BYTES).catch((err: unknown) => {
-      if (err instanceof UsageError) throw new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_BYTES} bytes`);
+      if (err instanceof UsageError)
+        throw new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_BYTES} bytes`);
       throw err;
     });
     text = bytes.toString('utf8');
@@ -68,7 +69,9 @@ function progressBar(io: CliIo): { update: (p: AuditProgress) => void; done: () 
       const frac = p.totalBytes ? Math.min(1, p.bytes / p.totalBytes) : 0;
       const width = 30;
       const full = Math.round(frac * width);
-      io.stderr.write(`\r[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${(frac * 100).toFixed(0).padStart(3)}%  ${p.lines.toLocaleString('en-US')} lines`);
+      io.stderr.write(
+        `\r[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${(frac * 100).toFixed(0).padStart(3)}%  ${p.lines.toLocaleString('en-US')} lines`,
+      );
       drawn = true;
     },
     done() {
@@ -77,7 +80,13 @@ function progressBar(io: CliIo): { update: (p: AuditProgress) => void; done: () 
   };
 }
 
-async function lineVerifierFor(workers: string, trust: TrustStore, verifier: 'node' | 'noble', size: number, io: CliIo): Promise<LineVerifier | undefined> {
+async function lineVerifierFor(
+  workers: string,
+  trust: TrustStore,
+  verifier: 'node' | 'noble',
+  size: number,
+  io: CliIo,
+): Promise<LineVerifier | undefined> {
   if (workers === '0') return undefined;
   if (workers === 'auto') {
     if (availableParallelism() < 2 || size < WORKERS_FROM_BYTES) return undefined;
@@ -89,12 +98,15 @@ async function lineVerifierFor(workers: string, trust: TrustStore, verifier: 'no
     }
   }
   const threads = Number(workers);
-  if (!Number.isSafeInteger(threads) || threads < 0 || threads > 256) throw new UsageError('--workers must be auto or a number 0-256');
+  if (!Number.isSafeInteger(threads) || threads < 0 || threads > 256)
+    throw new UsageError('--workers must be auto or a number 0-256');
   return createWorkerLineVerifier({ trust, verifier, threads });
 }
 
 function describeFinding(f: Finding): string {
-  const where = [f.line !== undefined ? `line ${f.line}` : undefined, f.seq !== undefined ? `seq ${f.seq}` : undefined].filter(Boolean).join(', ');
+  const where = [f.line !== undefined ? `line ${f.line}` : undefined, f.seq !== undefined ? `seq ${f.seq}` : undefined]
+    .filter(Boolean)
+    .join(', ');
   return `  ${f.code}${where ? ` (${where})` : ''}: ${f.message}`;
 }
 
@@ -117,7 +129,9 @@ function humanReport(dir: string, r: BundleAuditReport): string {
       hidden++;
       continue;
     }
-    out.push(`chain ${c.session}: ${c.entries} manifests, head seq ${c.headSeq} ${c.head} — ${fs.length === 0 ? 'ok' : `${fs.length} finding(s)`}`);
+    out.push(
+      `chain ${c.session}: ${c.entries} manifests, head seq ${c.headSeq} ${c.head} — ${fs.length === 0 ? 'ok' : `${fs.length} finding(s)`}`,
+    );
     out.push(...fs.map(describeFinding));
     byChain.delete(c.session);
   }
@@ -125,9 +139,12 @@ function humanReport(dir: string, r: BundleAuditReport): string {
     out.push(`chain ${session} (out of scope):`, ...fs.map(describeFinding));
   }
   if (hidden > 0) out.push(`${hidden} more chains: ok`);
-  if (unattributed.length > 0) out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
+  if (unattributed.length > 0)
+    out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
   if (r.findingsTruncated) out.push(`… ${r.counts.findings - r.findings.length} more findings not listed`);
-  const byCode = Object.entries(r.counts.byCode).map(([code, n]) => `${code} ${n}`).join(', ');
+  const byCode = Object.entries(r.counts.byCode)
+    .map(([code, n]) => `${code} ${n}`)
+    .join(', ');
   out.push(
     r.ok
       ? `verdict: OK — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
@@ -140,16 +157,24 @@ function humanReport(dir: string, r: BundleAuditReport): string {
 export async function run(argv: string[], io: CliIo): Promise<number> {
   let json = false;
   try {
-    const { values, positionals } = parse(argv, {
-      trust: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      workers: { type: 'string', default: 'auto' },
-      verifier: { type: 'string', default: 'node' },
-    }, true);
+    const { values, positionals } = parse(
+      argv,
+      {
+        trust: { type: 'string' },
+        json: { type: 'boolean', default: false },
+        workers: { type: 'string', default: 'auto' },
+        verifier: { type: 'string', default: 'node' },
+      },
+      true,
+    );
     json = values.json;
     if (positionals.length !== 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
-    if (!values.trust) throw new UsageError('--trust FILE is required: the pinned public keys of the hosts (`handoff-ledger keys export`)');
-    if (values.verifier !== 'node' && values.verifier !== 'noble') throw new UsageError('--verifier must be node or noble');
+    if (!values.trust)
+      throw new UsageError(
+        '--trust FILE is required: the pinned public keys of the hosts (`handoff-ledger keys export`)',
+      );
+    if (values.verifier !== 'node' && values.verifier !== 'noble')
+      throw new UsageError('--verifier must be node or noble');
     const dir = positionals[0]!;
     const trust = await readTrust(values.trust);
     const hashName = hashFromEnv(io.env);

@@ -72,7 +72,9 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
     // An adapter aborted by our signal reports it in its own way; the contract is CANCELLED.
     if (options.signal?.aborted) throw new LedgerError('CANCELLED', 'compaction cancelled', { cause: err });
     // Provider errors arrive in every SDK's own shape; the Harness gets one code, the original as cause.
-    throw new LedgerError('MODEL_FAILED', `the model adapter failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    throw new LedgerError('MODEL_FAILED', `the model adapter failed: ${(err as Error)?.message ?? String(err)}`, {
+      cause: err,
+    });
   }
 }
 
@@ -102,6 +104,8 @@ export async function compact<L extends PublishingLedger>(
   if (options.signal) publishOptions.signal = options.signal;
   if (options.covers) publishOptions.covers = options.covers;
   if (options.expectedPrev !== undefined) publishOptions.expectedPrev = options.expectedPrev;
-  const receipt = (await options.ledger.publish(options.scope, summary, publishOptions)) as Awaited<ReturnType<L['publish']>>;
+  const receipt = (await options.ledger.publish(options.scope, summary, publishOptions)) as Awaited<
+    ReturnType<L['publish']>
+  >;
   return { receipt, summary, context: [resumeContext({ summary, id: receipt.id, seq: receipt.seq })] };
 }

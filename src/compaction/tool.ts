@@ -52,7 +52,10 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
       : 'Answer only with the summary as JSON matching the response schema.';
   const request: ModelRequest = {
     purpose: 'compaction',
-    messages: [...options.messages, { role: 'user', content: `${options.instructions ?? DEFAULT_COMPACTION_INSTRUCTIONS}\n\n${how}` }],
+    messages: [
+      ...options.messages,
+      { role: 'user', content: `${options.instructions ?? DEFAULT_COMPACTION_INSTRUCTIONS}\n\n${how}` },
+    ],
   };
   if (mode === 'tool') {
     request.tools = [submitHandoffTool];
@@ -82,14 +85,21 @@ function parseJson(text: string, what: string): unknown {
 export function extractSummary(response: ModelResponse): unknown {
   // A truncated answer can still parse (a cut-off array, a shorter string); it is never a handoff.
   if (response.finishReason !== 'stop' && response.finishReason !== 'tool_calls') {
-    throw new LedgerError('SUMMARY_INCOMPLETE', `the model did not finish its summary (finish reason ${response.finishReason})`);
+    throw new LedgerError(
+      'SUMMARY_INCOMPLETE',
+      `the model did not finish its summary (finish reason ${response.finishReason})`,
+    );
   }
   const calls = response.toolCalls ?? [];
   const other = calls.find((c) => c.name !== SUBMIT_HANDOFF);
   if (other) {
-    throw new LedgerError('SUMMARY_INVALID', `the model called ${JSON.stringify(other.name)}; only ${SUBMIT_HANDOFF} is handled during compaction`);
+    throw new LedgerError(
+      'SUMMARY_INVALID',
+      `the model called ${JSON.stringify(other.name)}; only ${SUBMIT_HANDOFF} is handled during compaction`,
+    );
   }
-  if (calls.length > 1) throw new LedgerError('SUMMARY_INVALID', `the model called ${SUBMIT_HANDOFF} ${calls.length} times`);
+  if (calls.length > 1)
+    throw new LedgerError('SUMMARY_INVALID', `the model called ${SUBMIT_HANDOFF} ${calls.length} times`);
   const call = calls[0];
   if (call) return typeof call.input === 'string' ? parseJson(call.input, `the ${SUBMIT_HANDOFF} input`) : call.input;
   if (response.output !== undefined) return response.output;

@@ -41,8 +41,10 @@ export class Keyring {
     try {
       // trust.json decides which signatures count: refuse a planted link or a file others can write.
       const st = await lstat(trustPath);
-      if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`);
-      if ((st.mode & 0o022) !== 0) throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
+      if (!st.isFile())
+        throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`);
+      if ((st.mode & 0o022) !== 0)
+        throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
       trust = parseTrustStore(await readFile(trustPath, 'utf8'));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
@@ -83,7 +85,15 @@ export class Keyring {
     if (!listed) {
       await this.save({
         ...this.trust,
-        keys: [...this.trust.keys, { host: this.options.host, keyId: signer.keyId, publicKey: encodeBase64Url(signer.publicKey), notBefore: this.now() }],
+        keys: [
+          ...this.trust.keys,
+          {
+            host: this.options.host,
+            keyId: signer.keyId,
+            publicKey: encodeBase64Url(signer.publicKey),
+            notBefore: this.now(),
+          },
+        ],
       });
       return;
     }
@@ -91,7 +101,8 @@ export class Keyring {
       throw new LedgerError('KEY_INVALID', `trust.json lists key ${signer.keyId} with another public key`);
     }
     const lookup = findTrustedKey(this.trust, this.options.host, signer.keyId, this.now());
-    if (!lookup.ok) throw new LedgerError('KEY_INVALID', `the host key cannot sign now: ${lookup.message}; rotate the key`);
+    if (!lookup.ok)
+      throw new LedgerError('KEY_INVALID', `the host key cannot sign now: ${lookup.message}; rotate the key`);
   }
 
   private async save(trust: TrustStore): Promise<void> {
@@ -104,7 +115,8 @@ export class Keyring {
    * the new one `notBefore` = now. Not available with an injected signer (rotate it in the KMS).
    */
   async rotate(): Promise<Signer> {
-    if (!this.keyPath) throw new LedgerError('KEY_INVALID', 'cannot rotate an injected signer; rotate it where it lives');
+    if (!this.keyPath)
+      throw new LedgerError('KEY_INVALID', 'cannot rotate an injected signer; rotate it where it lives');
     const at = this.now();
     const old = this.current;
     const jwk = generateJwk();
@@ -122,14 +134,19 @@ export class Keyring {
 
   /** Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify. */
   async revoke(keyId: string, at: string = this.now()): Promise<void> {
-    if (!this.trust.keys.some((k) => k.keyId === keyId)) throw new LedgerError('KEY_INVALID', `no trusted key ${keyId}`);
-    await this.save({ ...this.trust, keys: this.trust.keys.map((k) => (k.keyId === keyId ? { ...k, revokedAt: at } : k)) });
+    if (!this.trust.keys.some((k) => k.keyId === keyId))
+      throw new LedgerError('KEY_INVALID', `no trusted key ${keyId}`);
+    await this.save({
+      ...this.trust,
+      keys: this.trust.keys.map((k) => (k.keyId === keyId ? { ...k, revokedAt: at } : k)),
+    });
   }
 }
 
 /** Union of trust stores (the store's own file plus keys of other hosts given by the caller). */
 export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore {
   const keys: TrustedKey[] = [];
-  for (const s of stores) for (const k of s?.keys ?? []) if (!keys.some((x) => x.host === k.host && x.keyId === k.keyId)) keys.push(k);
+  for (const s of stores)
+    for (const k of s?.keys ?? []) if (!keys.some((x) => x.host === k.host && x.keyId === k.keyId)) keys.push(k);
   return { version: 1, keys };
 }

@@ -12,7 +12,13 @@ import { LedgerError } from '../errors.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 
 const b64url32 = z.string().refine((s) => decodeBase64Url(s)?.length === 32, 'must be base64url of 32 bytes');
-const jwkSchema = z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: b64url32, d: b64url32, kid: z.string().optional() });
+const jwkSchema = z.object({
+  kty: z.literal('OKP'),
+  crv: z.literal('Ed25519'),
+  x: b64url32,
+  d: b64url32,
+  kid: z.string().optional(),
+});
 
 export type PrivateJwk = z.infer<typeof jwkSchema>;
 
@@ -24,7 +30,8 @@ export class LocalSigner implements Signer {
 
   constructor(jwk: PrivateJwk) {
     const parsed = jwkSchema.safeParse(jwk);
-    if (!parsed.success) throw new LedgerError('KEY_INVALID', `not an Ed25519 private JWK: ${parsed.error.issues[0]?.message}`);
+    if (!parsed.success)
+      throw new LedgerError('KEY_INVALID', `not an Ed25519 private JWK: ${parsed.error.issues[0]?.message}`);
     try {
       this.key = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d }, format: 'jwk' });
     } catch (err) {
@@ -55,7 +62,8 @@ export function generateJwk(): PrivateJwk {
  */
 export async function loadKeyFile(path: string): Promise<LocalSigner> {
   const st = await lstat(path);
-  if (st.isSymbolicLink() || !st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`);
+  if (st.isSymbolicLink() || !st.isFile())
+    throw new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`);
   if ((st.mode & 0o077) !== 0) {
     throw new LedgerError(
       'KEY_FILE_UNSAFE',

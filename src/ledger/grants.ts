@@ -9,16 +9,27 @@ import { LedgerError } from '../errors.js';
 
 export type Action = 'publish' | 'resume' | 'history';
 
-export type Authorizer = (request: { principal: string; session: string; action: Action }) => boolean | Promise<boolean>;
+export type Authorizer = (request: {
+  principal: string;
+  session: string;
+  action: Action;
+}) => boolean | Promise<boolean>;
 
-export async function authorize(log: ManifestLog, authorizer: Authorizer | undefined, principal: string, session: string, action: Action): Promise<void> {
+export async function authorize(
+  log: ManifestLog,
+  authorizer: Authorizer | undefined,
+  principal: string,
+  session: string,
+  action: Action,
+): Promise<void> {
   const [everywhere, here, head] = await Promise.all([
     log.grants.get(principal, '*'),
     log.grants.get(principal, session),
     log.head(session),
   ]);
   if (everywhere?.state === 'revoked') throw new LedgerError('REVOKED', `principal ${principal} is revoked`);
-  if (here?.state === 'revoked') throw new LedgerError('REVOKED', `principal ${principal} is revoked for session ${session}`);
+  if (here?.state === 'revoked')
+    throw new LedgerError('REVOKED', `principal ${principal} is revoked for session ${session}`);
   const allowed = head === undefined || head.owner === principal || here?.state === 'granted';
   if (!allowed) throw new LedgerError('UNAUTHORIZED', `principal ${principal} may not ${action} session ${session}`);
   if (authorizer && !(await authorizer({ principal, session, action }))) {

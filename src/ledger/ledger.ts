@@ -9,7 +9,15 @@ import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
 import { ManifestError } from '../../manifests/errors.js';
 import type { ChainHead, GrantRecord, LogEntry, ManifestLog } from '../../manifests/log/log.js';
-import { coversSchema, encodeManifest, manifestId, manifestSchema, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../../manifests/format/manifest.js';
+import {
+  coversSchema,
+  encodeManifest,
+  manifestId,
+  manifestSchema,
+  MANIFEST_PAYLOAD_TYPE,
+  SUMMARY_MEDIA_TYPE,
+  type Manifest,
+} from '../../manifests/format/manifest.js';
 import { findTrustedKey, type TrustStore } from '../../manifests/format/trust.js';
 import { verifyManifestEnvelope, type VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
 import { LedgerError, throwIfCancelled } from '../errors.js';
@@ -17,8 +25,16 @@ import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { KeyedMutex } from './locks.js';
-import type { OpenLedgerOptions } from './open.js';
-import { canDecodeStream, decodeSummary, decodeSummaryStream, DEFAULT_MAX_SUMMARY_BYTES, prepareSummary, STREAM_SUMMARY_FROM, type Summary } from '../summary/summary.js';
+import type { OpenLedgerOptions } from './options.js';
+import {
+  canDecodeStream,
+  decodeSummary,
+  decodeSummaryStream,
+  DEFAULT_MAX_SUMMARY_BYTES,
+  prepareSummary,
+  STREAM_SUMMARY_FROM,
+  type Summary,
+} from '../summary/summary.js';
 
 export interface PublishOptions {
   signal?: AbortSignal;
@@ -60,13 +76,17 @@ function parseCovers(covers: unknown): PublishOptions['covers'] {
   if (covers === undefined) return undefined;
   const parsed = coversSchema.safeParse(covers);
   if (!parsed.success) {
-    throw new LedgerError('INVALID_ARGUMENT', `covers: ${parsed.error.issues[0]?.path.join('.') || '(root)'}: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `covers: ${parsed.error.issues[0]?.path.join('.') || '(root)'}: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+    );
   }
   return parsed.data as PublishOptions['covers'];
 }
 
 function toLedgerCancel(err: unknown): unknown {
-  if (err instanceof StoreError && err.code === 'CANCELLED') return new LedgerError('CANCELLED', 'publish cancelled', { cause: err });
+  if (err instanceof StoreError && err.code === 'CANCELLED')
+    return new LedgerError('CANCELLED', 'publish cancelled', { cause: err });
   return err;
 }
 
@@ -90,8 +110,15 @@ export class Ledger {
 
   /** @internal use openLedger */
   constructor(init: {
-    host: string; root: string; log: ManifestLog; blobs: BlobStore; keyring: Keyring; recovery: RecoveryReport;
-    hashBackend: HashBackend; verifier: SignatureVerifier; options: OpenLedgerOptions;
+    host: string;
+    root: string;
+    log: ManifestLog;
+    blobs: BlobStore;
+    keyring: Keyring;
+    recovery: RecoveryReport;
+    hashBackend: HashBackend;
+    verifier: SignatureVerifier;
+    options: OpenLedgerOptions;
   }) {
     this.host = init.host;
     this.root = init.root;
@@ -171,14 +198,22 @@ export class Ledger {
   }
 
   /** Publish step 4 under the chain lock: the point of no return, then build, sign and append one manifest. */
-  private async commit(s: PublishScope, blob: { digest: Digest; size: number }, covers: PublishOptions['covers'], options: PublishOptions): Promise<Receipt> {
+  private async commit(
+    s: PublishScope,
+    blob: { digest: Digest; size: number },
+    covers: PublishOptions['covers'],
+    options: PublishOptions,
+  ): Promise<Receipt> {
     const { signal } = options;
     // Point of no return: re-check cancellation and authorization.
     throwIfCancelled(signal);
     await this.authorize(s, 'publish');
     const head = await this.log.head(s.session);
     if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
-      throw new LedgerError('CHAIN_CONFLICT', `session ${s.session}: the head moved (expected ${options.expectedPrev ?? 'an empty chain'})`);
+      throw new LedgerError(
+        'CHAIN_CONFLICT',
+        `session ${s.session}: the head moved (expected ${options.expectedPrev ?? 'an empty chain'})`,
+      );
     }
     const signer = this.keyring.signer;
     const createdAt = this.clock().toISOString();
@@ -201,12 +236,23 @@ export class Ledger {
     };
     // The writer never signs what its own verifier would refuse: that would brick the chain head.
     const checked = manifestSchema.safeParse(manifest);
-    if (!checked.success) throw new LedgerError('INVALID_ARGUMENT', `refusing to sign an invalid manifest: ${checked.error.issues[0]?.message}`);
+    if (!checked.success)
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `refusing to sign an invalid manifest: ${checked.error.issues[0]?.message}`,
+      );
     const payload = encodeManifest(manifest);
     const id = manifestId(payload);
     const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
     throwIfCancelled(signal);
-    await this.log.append({ session: s.session, principal: s.principal, seq: manifest.seq, prev: manifest.prev, id, envelope: serializeEnvelope(envelope) });
+    await this.log.append({
+      session: s.session,
+      principal: s.principal,
+      seq: manifest.seq,
+      prev: manifest.prev,
+      id,
+      envelope: serializeEnvelope(envelope),
+    });
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
     // (The log raised the persisted watermark in the append itself.)
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
@@ -218,10 +264,16 @@ export class Ledger {
     const verified = verifyManifestEnvelope(entry.envelope, { trust: this.trust(), verifier: this.verifier });
     const m = verified.manifest;
     if (m.session !== session) {
-      throw new LedgerError('SCOPE_MISMATCH', `the manifest at session ${session} seq ${seq} belongs to session ${m.session}`);
+      throw new LedgerError(
+        'SCOPE_MISMATCH',
+        `the manifest at session ${session} seq ${seq} belongs to session ${m.session}`,
+      );
     }
     if (m.seq !== seq || m.principal !== entry.principal || (expectedId !== undefined && verified.id !== expectedId)) {
-      throw new LedgerError('CHAIN_BROKEN', `session ${session}: the entry at seq ${seq} is not the manifest its chain records`);
+      throw new LedgerError(
+        'CHAIN_BROKEN',
+        `session ${session}: the entry at seq ${seq} is not the manifest its chain records`,
+      );
     }
     return verified;
   }
@@ -231,7 +283,10 @@ export class Ledger {
     const known = Math.max(this.watermarks.get(session) ?? -1, stored ?? -1);
     // Resume: refuse a head below the highest seq ever verified or published here (rollback).
     if ((head?.seq ?? -1) < known) {
-      throw new LedgerError('ROLLBACK', `session ${session}: head is at seq ${head?.seq ?? 'none'}, but seq ${known} was already verified`);
+      throw new LedgerError(
+        'ROLLBACK',
+        `session ${session}: head is at seq ${head?.seq ?? 'none'}, but seq ${known} was already verified`,
+      );
     }
     if (head && (await this.log.entry(session, head.seq + 1))) {
       throw new LedgerError('ROLLBACK', `session ${session}: entries exist beyond the head at seq ${head.seq}`);
@@ -255,7 +310,11 @@ export class Ledger {
     const head = await this.readHead(s.session);
     if (!head) return undefined;
     const entry = await this.log.entry(s.session, head.seq);
-    if (!entry) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: the head names seq ${head.seq}, which is not stored`);
+    if (!entry)
+      throw new LedgerError(
+        'CHAIN_BROKEN',
+        `session ${s.session}: the head names seq ${head.seq}, which is not stored`,
+      );
     const { manifest, id } = this.verifyEntry(entry, s.session, head.seq, head.id);
     if (manifest.seq > 0) {
       const prev = await this.log.entry(s.session, manifest.seq - 1);
@@ -276,13 +335,19 @@ export class Ledger {
       // The decoder sizes its buffer by the manifest's claim: hold the claim to the stored size first.
       const stored = await this.blobs.stat(ref.digest);
       if (stored && stored.size !== ref.size) {
-        throw new StoreError('BLOB_INTEGRITY', `summary ${ref.digest} is ${stored.size} bytes, the manifest says ${ref.size}`);
+        throw new StoreError(
+          'BLOB_INTEGRITY',
+          `summary ${ref.digest} is ${stored.size} bytes, the manifest says ${ref.size}`,
+        );
       }
       return decodeSummaryStream(this.blobs.chunks(ref.digest, get), ref.size);
     }
     const bytes = await this.blobs.get(ref.digest, get);
     if (bytes.length !== ref.size) {
-      throw new StoreError('BLOB_INTEGRITY', `summary ${ref.digest} is ${bytes.length} bytes, the manifest says ${ref.size}`);
+      throw new StoreError(
+        'BLOB_INTEGRITY',
+        `summary ${ref.digest} is ${bytes.length} bytes, the manifest says ${ref.size}`,
+      );
     }
     return decodeSummary(bytes);
   }
@@ -299,7 +364,11 @@ export class Ledger {
       throwIfCancelled(options.signal);
       if (head && entry.seq > head.seq) break;
       const v = this.verifyEntry(entry, s.session, out.length);
-      if (v.manifest.prev !== prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${entry.seq} does not link to seq ${entry.seq - 1}`);
+      if (v.manifest.prev !== prev)
+        throw new LedgerError(
+          'CHAIN_BROKEN',
+          `session ${s.session}: seq ${entry.seq} does not link to seq ${entry.seq - 1}`,
+        );
       prev = v.id;
       out.push({ id: v.id, manifest: v.manifest, envelope: v.envelope });
     }
@@ -326,7 +395,12 @@ export class Ledger {
     return this.log.grants.list(filter);
   }
 
-  private async setGrant(principal: string, session: string, state: 'granted' | 'revoked', by?: string): Promise<GrantRecord> {
+  private async setGrant(
+    principal: string,
+    session: string,
+    state: 'granted' | 'revoked',
+    by?: string,
+  ): Promise<GrantRecord> {
     this.assertOpen();
     parseScope({ principal, session: session === '*' ? 'all' : session });
     const record: GrantRecord = { principal, session, state, at: this.clock().toISOString(), ...(by ? { by } : {}) };
@@ -362,4 +436,3 @@ export class Ledger {
 }
 
 export { ManifestError };
-export { defaultRoot, openLedger, type OpenLedgerOptions } from './open.js';

@@ -7,55 +7,17 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { BlobStore } from '../../store/blob-store.js';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
-import type { FsOps } from '../../store/fs/ops.js';
-import { loadHashBackend, type HashBackendName } from '../../store/hash/backends.node.js';
+import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
-import type { Signer } from '../../manifests/crypto/envelope.js';
-import { LevelManifestLog, type LevelManifestLogOptions } from '../../manifests/log/level/log.js';
-import type { ManifestLog } from '../../manifests/log/log.js';
-import type { TrustStore } from '../../manifests/format/trust.js';
-import type { Authorizer } from './grants.js';
+import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { Keyring } from '../keys/keyring.js';
 import { Ledger } from './ledger.js';
 import { parseScope } from './scope.js';
+import type { OpenLedgerOptions } from './options.js';
 
-export interface OpenLedgerOptions {
-  /** Store directory; default `$HANDOFF_LEDGER_ROOT`, else `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`. */
-  root?: string;
-  /** This host's id: bound into every manifest it signs. */
-  host: string;
-  /** An injected signer (KMS/HSM); default: the store's key file for this host, generated on first open. */
-  signer?: Signer;
-  /** Path of a private JWK key file to sign with instead of the store's own. */
-  keyFile?: string;
-  /** Further trusted keys (other hosts sharing a PostgreSQL store). The store's own trust file is always used. */
-  trust?: TrustStore;
-  /** Largest accepted summary, in canonical bytes (default 1 MiB). */
-  maxSummaryBytes?: number;
-  authorizer?: Authorizer;
-  /** BLAKE3 backend: `auto` (native, else WASM, else noble; a fallback is reported once), `native`, `wasm`, `noble`. */
-  hash?: HashBackendName;
-  /** Ed25519 verification backend: `auto` (node:crypto), `node`, `noble`. */
-  verifier?: 'auto' | 'node' | 'noble';
-  /**
-   * Share one store between processes and hosts: blobs and manifests in PostgreSQL. `root` then holds
-   * only this host's key and trust file.
-   */
-  postgres?: { connectionString: string; schema?: string; maxConnections?: number; maxBlobBytes?: number };
-  /** Injected backends (tests, custom stores). Default: filesystem blobs + LevelDB log under `root`. */
-  blobs?: BlobStore;
-  log?: ManifestLog;
-  /** Filesystem operations of the embedded blob store (fault injection). */
-  fs?: FsOps;
-  /** LevelDB log options (fault injection). */
-  levelLog?: LevelManifestLogOptions;
-  /** Clock for `createdAt` (tests). */
-  clock?: () => Date;
-  /** Receives one-line notices (backend fallbacks). Default: console.warn. */
-  onNotice?: (message: string) => void;
-}
+export type { OpenLedgerOptions } from './options.js';
 
 export function defaultRoot(env: NodeJS.ProcessEnv = process.env): string {
   if (env.HANDOFF_LEDGER_ROOT) return env.HANDOFF_LEDGER_ROOT;
@@ -85,7 +47,11 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
   if (options.postgres && !log && !options.blobs) {
     // Loaded only when asked for, so the embedded store never loads the PostgreSQL client.
     const { openPostgresBackends } = await import('./pg-backend.js');
-    ({ log, blobs: pgBlobs } = await openPostgresBackends({ ...options.postgres, hash: hashBackend, maxBlobBytes: options.postgres.maxBlobBytes }));
+    ({ log, blobs: pgBlobs } = await openPostgresBackends({
+      ...options.postgres,
+      hash: hashBackend,
+      maxBlobBytes: options.postgres.maxBlobBytes,
+    }));
   }
   if (!log) {
     // LevelDB follows a planted symlink: check the directory like every other one in the store.
@@ -103,7 +69,17 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
     const headProblems = log instanceof LevelManifestLog ? await log.checkHeads() : [];
     const keyring = await Keyring.open({ root, host, signer: options.signer, keyFile: options.keyFile, clock });
     const verifier = await pickVerifier(options.verifier);
-    return new Ledger({ host, root, log, blobs, keyring, recovery: { stagingRemoved, headProblems }, hashBackend, verifier, options });
+    return new Ledger({
+      host,
+      root,
+      log,
+      blobs,
+      keyring,
+      recovery: { stagingRemoved, headProblems },
+      hashBackend,
+      verifier,
+      options,
+    });
   } catch (err) {
     if (!options.log) await log.close().catch(() => {});
     if (pgBlobs) await pgBlobs.close().catch(() => {});

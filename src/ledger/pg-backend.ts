@@ -29,9 +29,15 @@ export interface PostgresBackendOptions {
  * Closing both ends the shared pool.
  * @throws StoreError / ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
  */
-export async function openPostgresBackends(options: PostgresBackendOptions): Promise<{ blobs: BlobStore; log: ManifestLog }> {
+export async function openPostgresBackends(
+  options: PostgresBackendOptions,
+): Promise<{ blobs: BlobStore; log: ManifestLog }> {
   const hash = typeof options.hash === 'object' ? options.hash : await loadHashBackend(options.hash ?? 'auto');
-  const pool = new pg.Pool({ connectionString: options.connectionString, max: options.maxConnections ?? 10, connectionTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.maxConnections ?? 10,
+    connectionTimeoutMillis: 10_000,
+  });
   let open = 2;
   const release = async () => {
     if (--open === 0) await pool.end();

@@ -14,7 +14,10 @@ export interface PublishScope extends Scope {
 function checkId(name: string, value: unknown): string {
   if (!isValidId(value)) {
     const shown = typeof value === 'string' ? JSON.stringify(value.slice(0, 40)) : typeof value;
-    throw new LedgerError('INVALID_ID', `${name} ${shown} is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)`);
+    throw new LedgerError(
+      'INVALID_ID',
+      `${name} ${shown} is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)`,
+    );
   }
   return value;
 }

@@ -8,7 +8,13 @@ import { constants, createReadStream } from 'node:fs';
 import { lstat, open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AuditError } from '../../manifests/audit/errors.js';
-import { BUNDLE_HEADER_FILE, BUNDLE_MANIFESTS_FILE, bundleBlobPath, parseBundleHeader, type BundleReader } from '../../manifests/audit/bundle.js';
+import {
+  BUNDLE_HEADER_FILE,
+  BUNDLE_MANIFESTS_FILE,
+  bundleBlobPath,
+  parseBundleHeader,
+  type BundleReader,
+} from '../../manifests/audit/bundle.js';
 
 // O_NONBLOCK: a FIFO planted in a bundle must not hang the auditor.
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
@@ -55,7 +61,8 @@ export async function openBundleDir(dir: string): Promise<BundleReader> {
     throw ioError(root, err);
   }
   const headerText = await readSmallFile(join(root, BUNDLE_HEADER_FILE), MAX_HEADER_BYTES);
-  if (headerText === undefined) throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_HEADER_FILE}; not a bundle`);
+  if (headerText === undefined)
+    throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_HEADER_FILE}; not a bundle`);
   const header = parseBundleHeader(headerText);
   const manifestsPath = join(root, BUNDLE_MANIFESTS_FILE);
   let manifestsSize: number;
@@ -68,7 +75,10 @@ export async function openBundleDir(dir: string): Promise<BundleReader> {
     if (errno(err) === 'ENOENT') throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_MANIFESTS_FILE}`);
     throw ioError(manifestsPath, err);
   }
-  const hasBlobDir = await lstat(join(root, 'blobs')).then((s) => s.isDirectory(), () => false);
+  const hasBlobDir = await lstat(join(root, 'blobs')).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
 
   const reader: BundleReader = {
     header: async () => headerText,

@@ -17,7 +17,15 @@ import { StoreError } from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
-import { BUNDLE_FORMAT, BUNDLE_HEADER_FILE, BUNDLE_MANIFESTS_FILE, BUNDLE_VERSION, bundleBlobPath, serializeBundleHeader, type BundleHeader } from '../../manifests/audit/bundle.js';
+import {
+  BUNDLE_FORMAT,
+  BUNDLE_HEADER_FILE,
+  BUNDLE_MANIFESTS_FILE,
+  BUNDLE_VERSION,
+  bundleBlobPath,
+  serializeBundleHeader,
+  type BundleHeader,
+} from '../../manifests/audit/bundle.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { isValidId } from '../../manifests/format/ids.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
@@ -62,17 +70,20 @@ function ioError(step: string, err: unknown): AuditError {
 /** The summary digest a stored envelope names, read without verification (export copies, it does not judge). */
 function summaryDigestOf(envelope: string): Digest | undefined {
   try {
-    const payload = JSON.parse(new TextDecoder().decode(parseEnvelope(envelope).payload)) as { summary?: { digest?: unknown } };
+    const payload = JSON.parse(new TextDecoder().decode(parseEnvelope(envelope).payload)) as {
+      summary?: { digest?: unknown };
+    };
     return isDigest(payload.summary?.digest) ? payload.summary.digest : undefined;
   } catch {
     return undefined;
   }
 }
 
-async function selectSessions(log: ManifestLog, o: ExportOptions): Promise<((session: string) => boolean)> {
+async function selectSessions(log: ManifestLog, o: ExportOptions): Promise<(session: string) => boolean> {
   if (o.principal === undefined) return (s) => o.session === undefined || s === o.session;
   const sessions = new Set<string>();
-  for await (const e of log.entries()) if (e.principal === o.principal && (o.session === undefined || e.session === o.session)) sessions.add(e.session);
+  for await (const e of log.entries())
+    if (e.principal === o.principal && (o.session === undefined || e.session === o.session)) sessions.add(e.session);
   return (s) => sessions.has(s);
 }
 
@@ -94,8 +105,12 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
  */
 export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
   const fs = options.fs ?? nodeFsOps;
-  for (const [name, v] of [['principal', options.principal], ['session', options.session]] as const) {
-    if (v !== undefined && !isValidId(v)) throw new AuditError('USAGE', `--${name} ${JSON.stringify(v)} is not a valid id`);
+  for (const [name, v] of [
+    ['principal', options.principal],
+    ['session', options.session],
+  ] as const) {
+    if (v !== undefined && !isValidId(v))
+      throw new AuditError('USAGE', `--${name} ${JSON.stringify(v)} is not a valid id`);
   }
   const out = resolve(options.out);
   try {
@@ -116,28 +131,32 @@ export async function exportBundle(source: ExportSource, options: ExportOptions)
     step = `writing ${BUNDLE_MANIFESTS_FILE}`;
     const sessions = new Set<string>();
     const digests = new Set<Digest>();
-    await writeAll(fs, join(staging, BUNDLE_MANIFESTS_FILE), (async function* () {
-      const encoder = new TextEncoder();
-      let buffered: string[] = [];
-      let size = 0;
-      for await (const e of source.log.entries()) {
-        if (!selected(e.session)) continue;
-        counts.manifests++;
-        sessions.add(e.session);
-        if (options.withBlobs) {
-          const d = summaryDigestOf(e.envelope);
-          if (d) digests.add(d);
+    await writeAll(
+      fs,
+      join(staging, BUNDLE_MANIFESTS_FILE),
+      (async function* () {
+        const encoder = new TextEncoder();
+        let buffered: string[] = [];
+        let size = 0;
+        for await (const e of source.log.entries()) {
+          if (!selected(e.session)) continue;
+          counts.manifests++;
+          sessions.add(e.session);
+          if (options.withBlobs) {
+            const d = summaryDigestOf(e.envelope);
+            if (d) digests.add(d);
+          }
+          buffered.push(e.envelope, '\n');
+          size += e.envelope.length + 1;
+          if (size >= FLUSH_BYTES) {
+            yield encoder.encode(buffered.join(''));
+            buffered = [];
+            size = 0;
+          }
         }
-        buffered.push(e.envelope, '\n');
-        size += e.envelope.length + 1;
-        if (size >= FLUSH_BYTES) {
-          yield encoder.encode(buffered.join(''));
-          buffered = [];
-          size = 0;
-        }
-      }
-      if (buffered.length > 0) yield encoder.encode(buffered.join(''));
-    })());
+        if (buffered.length > 0) yield encoder.encode(buffered.join(''));
+      })(),
+    );
     counts.chains = sessions.size;
     if (options.withBlobs) {
       step = 'writing blobs';
@@ -165,8 +184,15 @@ export async function exportBundle(source: ExportSource, options: ExportOptions)
       version: BUNDLE_VERSION,
       exportedAt: (options.clock?.() ?? new Date()).toISOString(),
       host: source.host,
-      counts: { manifests: counts.manifests, chains: counts.chains, ...(options.withBlobs ? { blobs: counts.blobs } : {}) },
-      filters: { ...(options.principal !== undefined ? { principal: options.principal } : {}), ...(options.session !== undefined ? { session: options.session } : {}) },
+      counts: {
+        manifests: counts.manifests,
+        chains: counts.chains,
+        ...(options.withBlobs ? { blobs: counts.blobs } : {}),
+      },
+      filters: {
+        ...(options.principal !== undefined ? { principal: options.principal } : {}),
+        ...(options.session !== undefined ? { session: options.session } : {}),
+      },
     };
     await writeAll(fs, join(staging, BUNDLE_HEADER_FILE), new TextEncoder().encode(serializeBundleHeader(header)));
     await fs.fsyncDir(staging);
@@ -178,7 +204,9 @@ export async function exportBundle(source: ExportSource, options: ExportOptions)
   } catch (err) {
     await fs.rm(staging).catch(() => {});
     if ((err as { code?: string }).code === 'ENOTEMPTY' || (err as { code?: string }).code === 'EEXIST') {
-      throw new AuditError('BUNDLE_EXISTS', `${out} appeared during the export; export never overwrites`, { cause: err });
+      throw new AuditError('BUNDLE_EXISTS', `${out} appeared during the export; export never overwrites`, {
+        cause: err,
+      });
     }
     if (err instanceof StoreError || err instanceof ManifestError) throw err;
     throw ioError(step, err);

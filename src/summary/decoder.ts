@@ -61,7 +61,8 @@ export class StreamingJsonDecoder {
       if (this.stringStart < 0) {
         const quote = bytes.indexOf(0x22, pos);
         const stop = quote < 0 ? bytes.length : quote;
-        if (stop > pos) this.structure.push(Buffer.from(bytes.buffer, bytes.byteOffset + pos, stop - pos).toString('latin1'));
+        if (stop > pos)
+          this.structure.push(Buffer.from(bytes.buffer, bytes.byteOffset + pos, stop - pos).toString('latin1'));
         if (quote < 0) return;
         this.structure.push(`"${this.strings.length}"`);
         this.strings.push('');
@@ -127,7 +128,8 @@ export class StreamingJsonDecoder {
 
   /** The decoded value, once every byte was pushed. @throws SummaryDecodeError, SyntaxError */
   end(): unknown {
-    if (this.received !== this.size) throw new SummaryDecodeError(`${this.received} bytes pushed, ${this.size} announced`);
+    if (this.received !== this.size)
+      throw new SummaryDecodeError(`${this.received} bytes pushed, ${this.size} announced`);
     if (this.stringStart >= 0 || this.carry) throw new SummaryDecodeError('the input ends inside a string');
     const strings = this.strings;
     return restore(JSON.parse(this.structure.join('')), strings);
@@ -136,11 +138,13 @@ export class StreamingJsonDecoder {
 
 /** The value of the \uXXXX escape at `pos`. @throws SummaryDecodeError for anything else */
 function hex4(bytes: Uint8Array, pos: number): number {
-  if (bytes[pos] !== 0x5c || bytes[pos + 1] !== 0x75 || pos + 6 > bytes.length) throw new SummaryDecodeError('an invalid escape in a string');
+  if (bytes[pos] !== 0x5c || bytes[pos + 1] !== 0x75 || pos + 6 > bytes.length)
+    throw new SummaryDecodeError('an invalid escape in a string');
   let v = 0;
   for (let i = pos + 2; i < pos + 6; i++) {
     const c = bytes[i]!;
-    const d = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1;
+    const d =
+      c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1;
     if (d < 0) throw new SummaryDecodeError('an invalid \\u escape in a string');
     v = v * 16 + d;
   }
@@ -159,7 +163,12 @@ function restore(value: unknown, strings: string[], depth = 0): unknown {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
     // defineProperty: a key "__proto__" stays an own property, as JSON.parse makes it.
-    Object.defineProperty(out, strings[Number(k)]!, { value: restore(v, strings, depth + 1), enumerable: true, writable: true, configurable: true });
+    Object.defineProperty(out, strings[Number(k)]!, {
+      value: restore(v, strings, depth + 1),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return out;
 }

@@ -20,7 +20,12 @@ const relativePath = z
   .min(1)
   .max(4096)
   .refine(
-    (p) => !p.startsWith('/') && !/^[A-Za-z]:/.test(p) && !p.includes('\\') && !p.includes('\0') && !p.split('/').includes('..'),
+    (p) =>
+      !p.startsWith('/') &&
+      !/^[A-Za-z]:/.test(p) &&
+      !p.includes('\\') &&
+      !p.includes('\0') &&
+      !p.split('/').includes('..'),
     'must be a project-relative path without ".." segments',
   );
 
@@ -46,7 +51,9 @@ export const summarySchema = z.strictObject({
 export type Summary = z.infer<typeof summarySchema>;
 
 /** The JSON Schema (draft 2020-12) of a summary, for structured-output APIs and tool definitions. */
-export const summaryJsonSchema: Record<string, unknown> = z.toJSONSchema(summarySchema, { target: 'draft-2020-12' }) as Record<string, unknown>;
+export const summaryJsonSchema: Record<string, unknown> = z.toJSONSchema(summarySchema, {
+  target: 'draft-2020-12',
+}) as Record<string, unknown>;
 
 function isBlank(s: string | undefined): boolean {
   return s === undefined || s.trim().length === 0;
@@ -70,7 +77,8 @@ function checkContent(summary: Summary): void {
     throw new LedgerError('SUMMARY_EMPTY', 'the summary needs a non-blank task and state');
   }
   for (const s of strings(summary)) {
-    if (!s.isWellFormed()) throw new LedgerError('SUMMARY_INVALID', 'the summary contains a lone surrogate (not valid UTF-8)');
+    if (!s.isWellFormed())
+      throw new LedgerError('SUMMARY_INVALID', 'the summary contains a lone surrogate (not valid UTF-8)');
   }
 }
 
@@ -99,7 +107,10 @@ function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atL
   let atLeast = 0;
   for (const s of strings(summary)) atLeast += s.length;
   if (atLeast > maxBytes) {
-    throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is at least ${atLeast} bytes, over the limit of ${maxBytes}`);
+    throw new LedgerError(
+      'SUMMARY_TOO_LARGE',
+      `the summary is at least ${atLeast} bytes, over the limit of ${maxBytes}`,
+    );
   }
   return { summary, atLeast };
 }
@@ -198,7 +209,8 @@ export async function decodeSummaryStream(chunks: AsyncIterable<Uint8Array>, siz
       failure = err;
     }
   }
-  if (total !== size) throw new StoreError('BLOB_INTEGRITY', `the stored summary is ${total} bytes, the manifest says ${size}`);
+  if (total !== size)
+    throw new StoreError('BLOB_INTEGRITY', `the stored summary is ${total} bytes, the manifest says ${size}`);
   let value: unknown;
   try {
     if (failure !== undefined) throw failure;

@@ -52,12 +52,20 @@ function giveBlocks(blocks: Buffer[]): void {
 /** After the last read: the file must end where its size said (a blob that grew or shrank under us is not trusted) and match its digest. */
 async function verifyEnd(handle: FileHandle, off: number, size: number, hasher: Hasher, digest: string): Promise<void> {
   const extra = await handle.read(Buffer.alloc(1), 0, 1, off);
-  if (off !== size || extra.bytesRead !== 0) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
-  if (formatDigest(hasher.digest()) !== digest) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
+  if (off !== size || extra.bytesRead !== 0)
+    throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
+  if (formatDigest(hasher.digest()) !== digest)
+    throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
 }
 
 /** Reads an open blob of exactly `size` bytes into one buffer, hashing each chunk while the next is read; refuses on any mismatch. */
-export async function readWhole(handle: FileHandle, size: number, digest: string, hash: HashBackend, signal?: AbortSignal): Promise<Uint8Array> {
+export async function readWhole(
+  handle: FileHandle,
+  size: number,
+  digest: string,
+  hash: HashBackend,
+  signal?: AbortSignal,
+): Promise<Uint8Array> {
   const buf = Buffer.allocUnsafe(size);
   const hasher = await hash.create();
   let off = 0;
@@ -80,7 +88,13 @@ export async function readWhole(handle: FileHandle, size: number, digest: string
  * pulled), the next read in flight while the consumer works; hashes each; after the last, checks that
  * the file ended there and that the digest matches, else throws BLOB_INTEGRITY.
  */
-export async function* readStream(handle: FileHandle, size: number, digest: string, hash: HashBackend, signal?: AbortSignal): AsyncIterable<Uint8Array> {
+export async function* readStream(
+  handle: FileHandle,
+  size: number,
+  digest: string,
+  hash: HashBackend,
+  signal?: AbortSignal,
+): AsyncIterable<Uint8Array> {
   const hasher = await hash.create();
   const blocks = takeBlocks();
   let pending: Promise<{ bytesRead: number }> | undefined;
@@ -113,7 +127,9 @@ export async function* readStream(handle: FileHandle, size: number, digest: stri
 function storageFailed(step: string) {
   return (err: unknown): never => {
     if (err instanceof StoreError) throw err;
-    throw new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+    throw new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, {
+      cause: err,
+    });
   };
 }
 
@@ -129,7 +145,12 @@ export async function settleAll(...ops: Array<Promise<unknown>>): Promise<void> 
 }
 
 /** A whole buffer: one write and its fsync in flight while the bytes are hashed here. */
-export async function writeBuffer(ctx: WriteContext, handle: FileHandle, bytes: Uint8Array, signal?: AbortSignal): Promise<Written> {
+export async function writeBuffer(
+  ctx: WriteContext,
+  handle: FileHandle,
+  bytes: Uint8Array,
+  signal?: AbortSignal,
+): Promise<Written> {
   const hasher = await ctx.hash.create();
   let ioFailed = false;
   const io = (async () => {
@@ -205,7 +226,7 @@ export async function writeStream(
         size += chunk.length;
         if (size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limit} bytes`);
         throwIfAborted(signal);
-        for (let off = 0; off < chunk.length; ) {
+        for (let off = 0; off < chunk.length;) {
           const n = Math.min(BLOCK - fill, chunk.length - off);
           blocks[slot]!.set(chunk.subarray(off, off + n), fill);
           fill += n;

@@ -40,7 +40,9 @@ function errno(err: unknown): string | undefined {
 
 function storageFailed(step: string, err: unknown): StoreError {
   if (err instanceof StoreError) return err;
-  return new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+  return new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, {
+    cause: err,
+  });
 }
 
 export class FsBlobStore implements BlobStore {
@@ -72,7 +74,10 @@ export class FsBlobStore implements BlobStore {
    * Opens (creating if needed) a store under `root` and clears its staging area.
    * @throws StoreError `UNSAFE_ROOT` if the root is a symlink, not a directory, or writable by group/others.
    */
-  static async open(root: string, options: FsBlobStoreOptions): Promise<{ store: FsBlobStore; recovery: RecoveryReport }> {
+  static async open(
+    root: string,
+    options: FsBlobStoreOptions,
+  ): Promise<{ store: FsBlobStore; recovery: RecoveryReport }> {
     const store = new FsBlobStore(root, options);
     await ensurePrivateDir(root, 'UNSAFE_ROOT');
     for (const dir of [join(root, 'blobs-v1'), store.blobDir, store.tmpDir, store.quarantineDir]) {
@@ -115,7 +120,8 @@ export class FsBlobStore implements BlobStore {
     }
     // Staging was checked at open; a link swapped in since would send the write outside the root.
     const tmp = await this.fs.lstat(this.tmpDir).catch(wrap('lstat staging'));
-    if (!tmp.isDirectory()) throw new StoreError('UNSAFE_PATH', `blob store: ${this.tmpDir} is not a directory (symlink planted?)`);
+    if (!tmp.isDirectory())
+      throw new StoreError('UNSAFE_PATH', `blob store: ${this.tmpDir} is not a directory (symlink planted?)`);
     const staging = join(this.tmpDir, `${randomBytes(16).toString('hex')}.tmp`);
     let handle: FileHandle | undefined;
     let created = false;
@@ -123,9 +129,10 @@ export class FsBlobStore implements BlobStore {
       handle = await this.fs.open(staging, WRITE_FLAGS, 0o600).catch(wrap('open staging file'));
       created = true;
       const ctx = { fs: this.fs, hash: this.hash, afterDigest: (digest: Digest) => this.ensureShardDirs(digest) };
-      const written = source instanceof Uint8Array
-        ? await writeBuffer(ctx, handle, source, options.signal)
-        : await writeStream(ctx, handle, source, limit, options.signal);
+      const written =
+        source instanceof Uint8Array
+          ? await writeBuffer(ctx, handle, source, options.signal)
+          : await writeStream(ctx, handle, source, limit, options.signal);
       await this.fs.close(handle).catch(wrap('close'));
       handle = undefined;
       throwIfAborted(options.signal);
@@ -242,14 +249,16 @@ export class FsBlobStore implements BlobStore {
       handle = await this.fs.open(file, READ_FLAGS);
     } catch (err) {
       if (errno(err) === 'ENOENT') throw new StoreError('BLOB_NOT_FOUND', `blob ${digest} is not stored`);
-      if (errno(err) === 'ELOOP') throw new StoreError('UNSAFE_PATH', `blob ${digest}: a symlink stands at its path`, { cause: err });
+      if (errno(err) === 'ELOOP')
+        throw new StoreError('UNSAFE_PATH', `blob ${digest}: a symlink stands at its path`, { cause: err });
       throw storageFailed('open blob', err);
     }
     try {
       const st = await handle.stat();
       if (!st.isFile()) throw new StoreError('UNSAFE_PATH', `blob ${digest}: not a regular file at its path`);
       const limit = options.maxBytes ?? this.maxBlobBytes;
-      if (st.size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${st.size} bytes, over the limit of ${limit}`);
+      if (st.size > limit)
+        throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${st.size} bytes, over the limit of ${limit}`);
       return { handle, size: st.size };
     } catch (err) {
       await handle.close().catch(() => {});
@@ -266,7 +275,8 @@ export class FsBlobStore implements BlobStore {
         if (errno(err) === 'ENOENT') return;
         throw storageFailed('lstat', err);
       }
-      if (!st.isDirectory()) throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink planted?)`);
+      if (!st.isDirectory())
+        throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink planted?)`);
     }
   }
 

@@ -32,7 +32,12 @@ export const nodeFsOps: FsOps = {
   async write(handle, data, position) {
     let off = 0;
     while (off < data.length) {
-      const { bytesWritten } = await handle.write(data, off, data.length - off, position === undefined ? null : position + off);
+      const { bytesWritten } = await handle.write(
+        data,
+        off,
+        data.length - off,
+        position === undefined ? null : position + off,
+      );
       off += bytesWritten;
     }
   },

@@ -17,6 +17,9 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
   if (st.isSymbolicLink()) throw new StoreError(code, `${dir} is a symbolic link; refusing to use it`);
   if (!st.isDirectory()) throw new StoreError(code, `${dir} is not a directory`);
   if ((st.mode & 0o022) !== 0) {
-    throw new StoreError(code, `${dir} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 700 on it`);
+    throw new StoreError(
+      code,
+      `${dir} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 700 on it`,
+    );
   }
 }

@@ -47,7 +47,9 @@ async function selfTest(backend: HashBackend): Promise<void> {
     const step = piece || Math.max(1, len);
     for (let off = 0; off < len; off += step) h.update(bytes.subarray(off, off + step));
     if (formatDigest(h.digest()) !== `blake3:${hex}`) {
-      throw new Error(`BLAKE3 backend ${backend.name} failed its self-test at length ${len}${piece ? ` in ${piece}-byte pieces` : ''}`);
+      throw new Error(
+        `BLAKE3 backend ${backend.name} failed its self-test at length ${len}${piece ? ` in ${piece}-byte pieces` : ''}`,
+      );
     }
   }
 }
@@ -61,7 +63,10 @@ async function loadChecked(load: () => Promise<HashBackend>): Promise<HashBacken
 const reason = (err: unknown) => (err as Error)?.message ?? String(err);
 
 /** Native, else WASM, else noble; one notice when it is not native, naming what failed and what serves. */
-async function fastest(loaders: Required<HashBackendLoaders>, onNotice: (message: string) => void): Promise<HashBackend> {
+async function fastest(
+  loaders: Required<HashBackendLoaders>,
+  onNotice: (message: string) => void,
+): Promise<HashBackend> {
   let nativeFailure: unknown;
   try {
     return await loadChecked(loaders.native);
@@ -74,7 +79,9 @@ async function fastest(loaders: Required<HashBackendLoaders>, onNotice: (message
     onNotice(`handoff-ledger: ${native}; using WASM BLAKE3 (hash-wasm, ~5x slower)`);
     return wasm;
   } catch (err) {
-    onNotice(`handoff-ledger: ${native}; WASM BLAKE3 unavailable (${reason(err)}); using @noble/hashes (pure JS, ~40x slower)`);
+    onNotice(
+      `handoff-ledger: ${native}; WASM BLAKE3 unavailable (${reason(err)}); using @noble/hashes (pure JS, ~40x slower)`,
+    );
     return nobleBlake3;
   }
 }
@@ -95,7 +102,8 @@ export async function loadHashBackend(
   onNotice: (message: string) => void = (m) => console.warn(m),
   loaders: HashBackendLoaders = {},
 ): Promise<HashBackend> {
-  if (!NAMES.includes(name)) throw new TypeError(`unknown BLAKE3 backend ${JSON.stringify(name)} (auto, native, wasm or noble)`);
+  if (!NAMES.includes(name))
+    throw new TypeError(`unknown BLAKE3 backend ${JSON.stringify(name)} (auto, native, wasm or noble)`);
   if (name === 'noble') return nobleBlake3;
   const all = { native: loaders.native ?? loadNativeBlake3, wasm: loaders.wasm ?? loadWasmBlake3 };
   if (name === 'native') return loadChecked(all.native);

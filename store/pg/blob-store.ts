@@ -46,7 +46,9 @@ export interface PgBlobStoreOptions extends PgConnectOptions {
 
 function storageFailed(step: string, err: unknown): StoreError {
   if (err instanceof StoreError) return err;
-  return new StoreError('STORAGE_FAILED', `postgres blob store: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+  return new StoreError('STORAGE_FAILED', `postgres blob store: ${step} failed: ${(err as Error)?.message ?? err}`, {
+    cause: err,
+  });
 }
 
 /**
@@ -124,8 +126,15 @@ export class PgBlobStore implements BlobStore {
     }
   }
 
-  private async write(client: pg.PoolClient, source: BlobSource, limit: number, signal?: AbortSignal): Promise<BlobInfo> {
-    const { rows } = await client.query<{ id: string }>(this.db.sql(`SELECT nextval(pg_get_serial_sequence('{schema}.blobs', 'id'))::text AS id`));
+  private async write(
+    client: pg.PoolClient,
+    source: BlobSource,
+    limit: number,
+    signal?: AbortSignal,
+  ): Promise<BlobInfo> {
+    const { rows } = await client.query<{ id: string }>(
+      this.db.sql(`SELECT nextval(pg_get_serial_sequence('{schema}.blobs', 'id'))::text AS id`),
+    );
     const blobId = rows[0]!.id;
     const hasher = await this.hash.create();
     const insertChunk = this.db.sql('INSERT INTO {schema}.blob_chunks (blob_id, idx, data) VALUES ($1, $2, $3)');
@@ -155,7 +164,13 @@ export class PgBlobStore implements BlobStore {
    * An existing row is kept when its bytes verify (the chunks just written are dropped again)
    * and replaced when they do not, so a put repairs a corrupt blob the way the filesystem store does.
    */
-  private async placeBlob(client: pg.PoolClient, blobId: string, digest: Digest, size: number, chunks: number): Promise<void> {
+  private async placeBlob(
+    client: pg.PoolClient,
+    blobId: string,
+    digest: Digest,
+    size: number,
+    chunks: number,
+  ): Promise<void> {
     const insert = this.db.sql(`INSERT INTO {schema}.blobs (id, digest, size, chunk_count) VALUES ($1, $2, $3, $4)
       ON CONFLICT (digest) DO NOTHING RETURNING id`);
     const placed = await client.query(insert, [blobId, digest, size, chunks]);
@@ -192,7 +207,12 @@ export class PgBlobStore implements BlobStore {
   }
 
   /** Reads every chunk while hashing the previous one; refuses on any mismatch of size, order or digest. */
-  private async readVerified(client: pg.PoolClient, digest: string, limit: number, signal?: AbortSignal): Promise<Buffer> {
+  private async readVerified(
+    client: pg.PoolClient,
+    digest: string,
+    limit: number,
+    signal?: AbortSignal,
+  ): Promise<Buffer> {
     const { rows } = await client.query<{ id: string; size: string; chunk_count: number }>(
       this.db.sql('SELECT id::text, size::text, chunk_count FROM {schema}.blobs WHERE digest = $1'),
       [digest],
@@ -200,7 +220,8 @@ export class PgBlobStore implements BlobStore {
     const row = rows[0];
     if (!row) throw new StoreError('BLOB_NOT_FOUND', `blob ${digest} is not stored`);
     const size = Number(row.size);
-    if (size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${size} bytes, over the limit of ${limit}`);
+    if (size > limit)
+      throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${size} bytes, over the limit of ${limit}`);
     const out = Buffer.allocUnsafe(size);
     const hasher: Hasher = await this.hash.create();
     const text = this.db.sql('SELECT data FROM {schema}.blob_chunks WHERE blob_id = $1 AND idx = $2');
@@ -219,7 +240,8 @@ export class PgBlobStore implements BlobStore {
       off += data.length;
       hasher.update(data);
     }
-    if (off !== size) throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: chunks hold ${off} bytes, the row says ${size}`);
+    if (off !== size)
+      throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: chunks hold ${off} bytes, the row says ${size}`);
     if (formatDigest(hasher.digest()) !== digest) {
       throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
     }
@@ -234,7 +256,9 @@ export class PgBlobStore implements BlobStore {
     digestHex(digest);
     try {
       const { rows } = await this.db.query<{ size: string; ms: number }>(
-        this.db.sql('SELECT size::text, (extract(epoch FROM stored_at) * 1000)::float8 AS ms FROM {schema}.blobs WHERE digest = $1'),
+        this.db.sql(
+          'SELECT size::text, (extract(epoch FROM stored_at) * 1000)::float8 AS ms FROM {schema}.blobs WHERE digest = $1',
+        ),
         [digest],
       );
       const row = rows[0];

@@ -120,10 +120,14 @@ export class PgDatabase {
       const known = new Map(migrations.map((m) => [m.version, m.name]));
       for (const [version, name] of applied) {
         if (!known.has(version)) {
-          throw new Error(`${component} schema v${version} in ${this.schema} is newer than this library; upgrade handoff-ledger`);
+          throw new Error(
+            `${component} schema v${version} in ${this.schema} is newer than this library; upgrade handoff-ledger`,
+          );
         }
         if (known.get(version) !== name) {
-          throw new Error(`${component} schema v${version} in ${this.schema} is "${name}", expected "${known.get(version)}"`);
+          throw new Error(
+            `${component} schema v${version} in ${this.schema} is "${name}", expected "${known.get(version)}"`,
+          );
         }
       }
       for (const m of [...migrations].sort((a, b) => a.version - b.version)) {

@@ -8,7 +8,8 @@ import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { buildBundle, writeBundleDir } from '../support/bundle-builder.js';
 import { tempDir } from '../support/tmp.js';
 
-const found = (r: { findings: Array<{ code: string; line?: number }> }) => r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
+const found = (r: { findings: Array<{ code: string; line?: number }> }) =>
+  r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
 
 describe('openBundleDir', () => {
   it('treats a symlinked or FIFO blob as missing, without following or blocking on it', async () => {

@@ -3,7 +3,9 @@ import { readFileSync } from 'node:fs';
 import { FINDING_CODES } from '../../manifests/audit/findings.js';
 
 const doc = readFileSync(new URL('../../docs/AUDIT.md', import.meta.url), 'utf8');
-const AUDIT_ERROR_CODES = [...readFileSync(new URL('../../manifests/audit/errors.ts', import.meta.url), 'utf8').matchAll(/\| '([A-Z_]+)'/g)].map((m) => m[1]!);
+const AUDIT_ERROR_CODES = [
+  ...readFileSync(new URL('../../manifests/audit/errors.ts', import.meta.url), 'utf8').matchAll(/\| '([A-Z_]+)'/g),
+].map((m) => m[1]!);
 
 describe('docs/AUDIT.md', () => {
   it('documents every finding code in its table', () => {

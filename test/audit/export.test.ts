@@ -7,7 +7,8 @@ import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { parseBundleHeader } from '../../manifests/audit/bundle.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
-import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { type Ledger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { exportBundle } from '../../src/ops/export.js';
 import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
@@ -40,12 +41,22 @@ describe('exportBundle', () => {
     const ledger = await ledgerWithChains(join(dir, 'store'));
     try {
       const out = join(dir, 'bundle');
-      const result = await exportBundle(ledger, { out, withBlobs: true, clock: () => new Date('2026-02-01T00:00:00.000Z') });
-      expect(readFileSync(join(out, 'manifests.jsonl'), 'utf8')).toBe((await storedLines(ledger)).map((l) => `${l}\n`).join(''));
+      const result = await exportBundle(ledger, {
+        out,
+        withBlobs: true,
+        clock: () => new Date('2026-02-01T00:00:00.000Z'),
+      });
+      expect(readFileSync(join(out, 'manifests.jsonl'), 'utf8')).toBe(
+        (await storedLines(ledger)).map((l) => `${l}\n`).join(''),
+      );
       const header = parseBundleHeader(readFileSync(join(out, 'bundle.json'), 'utf8'));
       expect(header).toEqual({
-        format: 'handoff-ledger-bundle', version: 1, exportedAt: '2026-02-01T00:00:00.000Z', host: 'host-a',
-        counts: { manifests: 6, chains: 3, blobs: 6 }, filters: {},
+        format: 'handoff-ledger-bundle',
+        version: 1,
+        exportedAt: '2026-02-01T00:00:00.000Z',
+        host: 'host-a',
+        counts: { manifests: 6, chains: 3, blobs: 6 },
+        filters: {},
       });
       expect(result.header).toEqual(header);
       expect(readdirSync(join(out, 'blobs', 'blake3'))).toHaveLength(6);
@@ -79,8 +90,14 @@ describe('exportBundle', () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));
     try {
-      await expect(exportBundle(ledger, { out: join(dir, 'store') })).rejects.toMatchObject({ name: 'AuditError', code: 'BUNDLE_EXISTS' });
-      await expect(exportBundle(ledger, { out: join(dir, 'x'), session: '../etc' })).rejects.toMatchObject({ name: 'AuditError', code: 'USAGE' });
+      await expect(exportBundle(ledger, { out: join(dir, 'store') })).rejects.toMatchObject({
+        name: 'AuditError',
+        code: 'BUNDLE_EXISTS',
+      });
+      await expect(exportBundle(ledger, { out: join(dir, 'x'), session: '../etc' })).rejects.toMatchObject({
+        name: 'AuditError',
+        code: 'USAGE',
+      });
       expect(existsSync(join(dir, 'x'))).toBe(false);
     } finally {
       await ledger.close();
@@ -92,7 +109,13 @@ describe('exportBundle', () => {
     const ledger = await ledgerWithChains(join(dir, 'store'));
     try {
       let calls = 0;
-      const fs: FsOps = { ...nodeFsOps, fsync: async (h) => { if (++calls === 3) throw Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }); return nodeFsOps.fsync(h); } };
+      const fs: FsOps = {
+        ...nodeFsOps,
+        fsync: async (h) => {
+          if (++calls === 3) throw Object.assign(new Error('EIO: i/o error'), { code: 'EIO' });
+          return nodeFsOps.fsync(h);
+        },
+      };
       const err = await exportBundle(ledger, { out: join(dir, 'bundle'), withBlobs: true, fs }).catch((e) => e);
       expect(err).toBeInstanceOf(AuditError);
       expect(err.code).toBe('BUNDLE_IO');
@@ -128,7 +151,9 @@ describe('export and verify commands', () => {
     const root = join(dir, 'store');
     await (await ledgerWithChains(root)).close();
     const ex = captureIo();
-    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', join(dir, 'bundle'), '--with-blobs'], ex.io)).toBe(0);
+    expect(
+      await exportCli(['--root', root, '--host', 'host-a', '--out', join(dir, 'bundle'), '--with-blobs'], ex.io),
+    ).toBe(0);
     expect(ex.stdout()).toContain('exported 6 manifests in 3 chains and 6 blobs');
     const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
     await writeFile(join(dir, 'keys.json'), JSON.stringify(ledger.trustStore()));

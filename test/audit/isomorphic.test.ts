@@ -32,7 +32,8 @@ const NODE_ENTRY_POINTS = new Set(ISOMORPHIC_LAYERS.map((layer) => `${layer}/ind
 const ISOMORPHIC = ISOMORPHIC_LAYERS.flatMap(modulesUnder).filter((f) => !isNodeOnly(f) && !NODE_ENTRY_POINTS.has(f));
 const VERIFIER_ENTRIES = ['manifests/audit/verify-chain.ts', 'manifests/audit/verify-line.ts'];
 const ALLOWED_PACKAGES = [/^zod(\/|$)/, /^@noble\//, /^hash-wasm$/];
-const SPECIFIER = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|^\s*import\s*['"]([^'"]+)['"]/gm;
+const SPECIFIER =
+  /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|^\s*import\s*['"]([^'"]+)['"]/gm;
 
 function importsOf(file: string): string[] {
   const text = readFileSync(join(ROOT, file), 'utf8');
@@ -60,14 +61,18 @@ const isNodeBuiltin = (spec: string) => spec.startsWith('node:') || builtinModul
 
 describe('the isomorphic core', () => {
   it('finds the modules the rule calls isomorphic, the auditor among them', () => {
-    expect(ISOMORPHIC).toEqual(expect.arrayContaining([...VERIFIER_ENTRIES, 'store/hash/digest.ts', 'manifests/crypto/ed25519.ts']));
+    expect(ISOMORPHIC).toEqual(
+      expect.arrayContaining([...VERIFIER_ENTRIES, 'store/hash/digest.ts', 'manifests/crypto/ed25519.ts']),
+    );
     expect(ISOMORPHIC.some(isNodeOnly)).toBe(false);
   });
 
   it('imports nothing from node: or a Node builtin, through its whole import graph', () => {
     const { modules, external } = importGraph(ISOMORPHIC);
     expect(modules.size).toBeGreaterThanOrEqual(ISOMORPHIC.length);
-    const offenders = [...external].filter(([spec]) => isNodeBuiltin(spec)).map(([spec, file]) => `${file} imports ${spec}`);
+    const offenders = [...external]
+      .filter(([spec]) => isNodeBuiltin(spec))
+      .map(([spec, file]) => `${file} imports ${spec}`);
     expect(offenders).toEqual([]);
   });
 
@@ -84,7 +89,9 @@ describe('the isomorphic core', () => {
 
   it('would notice a node: import (the scan itself works)', () => {
     const { external } = importGraph(['manifests/crypto/ed25519.node.ts', 'manifests/audit/verify-workers.node.ts']);
-    expect([...external.keys()].filter(isNodeBuiltin)).toEqual(expect.arrayContaining(['node:crypto', 'node:worker_threads']));
+    expect([...external.keys()].filter(isNodeBuiltin)).toEqual(
+      expect.arrayContaining(['node:crypto', 'node:worker_threads']),
+    );
   });
 
   it('names Node-only modules by folder or suffix', () => {

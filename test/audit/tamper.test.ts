@@ -13,8 +13,16 @@ import { memoryBundleReader } from '../../manifests/audit/bundle.js';
 import { serializeEnvelope, signEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
 import { MANIFEST_PAYLOAD_TYPE } from '../../manifests/format/manifest.js';
 import {
-  at, buildBundle, ChainBuilder, jsonl, makeKey, readerOf, signPayload, trustOf,
-  type LayoutOptions, type TestBundle,
+  at,
+  buildBundle,
+  ChainBuilder,
+  jsonl,
+  makeKey,
+  readerOf,
+  signPayload,
+  trustOf,
+  type LayoutOptions,
+  type TestBundle,
 } from '../support/bundle-builder.js';
 
 const provoked = new Set<FindingCode>();
@@ -25,7 +33,8 @@ async function audit(lines: string[], b: TestBundle, o: LayoutOptions & Partial<
   return report;
 }
 
-const found = (r: { findings: Array<{ code: string; line?: number }> }) => r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
+const found = (r: { findings: Array<{ code: string; line?: number }> }) =>
+  r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
 
 function editEnvelope(line: string, edit: (e: Envelope) => void): string {
   const e = JSON.parse(line) as Envelope;
@@ -57,7 +66,12 @@ function flipLastChar(s: string): string {
 }
 
 // s1 (alice) seq 0-4 and s2 (bob) seq 0-3, interleaved: line 2k+1 = s1#k, line 2k+2 = s2#k, line 9 = s1#4.
-const spec = { chains: [{ session: 's1', principal: 'alice', count: 5 }, { session: 's2', principal: 'bob', count: 4 }] };
+const spec = {
+  chains: [
+    { session: 's1', principal: 'alice', count: 5 },
+    { session: 's2', principal: 'bob', count: 4 },
+  ],
+};
 
 describe.each<[string, SignatureVerifier]>([
   ['noble', nobleVerifier],
@@ -65,7 +79,12 @@ describe.each<[string, SignatureVerifier]>([
 ])('verifyBundle tamper matrix (%s verifier)', (_name, verifier) => {
   const fresh = async () => {
     const b = await buildBundle(spec);
-    return { b, lines: [...b.lines], run: (lines: string[], o: LayoutOptions & Partial<VerifyBundleOptions> = {}) => audit(lines, b, { verifier, ...o }) };
+    return {
+      b,
+      lines: [...b.lines],
+      run: (lines: string[], o: LayoutOptions & Partial<VerifyBundleOptions> = {}) =>
+        audit(lines, b, { verifier, ...o }),
+    };
   };
 
   it('reports a clean bundle as ok with both chains and their heads', async () => {
@@ -75,8 +94,22 @@ describe.each<[string, SignatureVerifier]>([
     expect(r.ok).toBe(true);
     expect(r.counts).toMatchObject({ lines: 9, manifests: 9, chains: 2, findings: 0, blobsChecked: 9 });
     expect(r.chains).toEqual([
-      { session: 's1', entries: 5, head: b.chains.get('s1')!.built[4]!.id, headSeq: 4, principals: ['alice'], hosts: ['host-a'] },
-      { session: 's2', entries: 4, head: b.chains.get('s2')!.built[3]!.id, headSeq: 3, principals: ['bob'], hosts: ['host-a'] },
+      {
+        session: 's1',
+        entries: 5,
+        head: b.chains.get('s1')!.built[4]!.id,
+        headSeq: 4,
+        principals: ['alice'],
+        hosts: ['host-a'],
+      },
+      {
+        session: 's2',
+        entries: 4,
+        head: b.chains.get('s2')!.built[3]!.id,
+        headSeq: 3,
+        principals: ['bob'],
+        hosts: ['host-a'],
+      },
     ]);
   });
 
@@ -166,7 +199,10 @@ describe.each<[string, SignatureVerifier]>([
     it('finds SIGNATURE_INVALID for an inserted manifest forged under the host key id', async () => {
       const { b, lines, run } = await fresh();
       const forger = makeKey('host-a', 66);
-      const forged = new ChainBuilder({ ...forger, keyId: b.key.keyId, signer: { ...forger.signer, keyId: b.key.keyId } }, { principal: 'alice', session: 's1' });
+      const forged = new ChainBuilder(
+        { ...forger, keyId: b.key.keyId, signer: { ...forger.signer, keyId: b.key.keyId } },
+        { principal: 'alice', session: 's1' },
+      );
       for (const m of b.chains.get('s1')!.built) forged.built.push(m);
       lines.push((await forged.next()).line); // a well-formed s1#5 that links correctly
       expect(found(await run(lines))).toEqual(['SIGNATURE_INVALID@10']);
@@ -182,7 +218,10 @@ describe.each<[string, SignatureVerifier]>([
 
     it('finds LINE_NOT_JSON for an empty line, a byte-order mark, and bytes that are not UTF-8', async () => {
       const { b } = await fresh();
-      const bytes = Buffer.concat([Buffer.from(`${b.lines[0]}\n\n\ufeff${b.lines[2]}\n`), Buffer.from([0xff, 0xfe, 0x0a])]);
+      const bytes = Buffer.concat([
+        Buffer.from(`${b.lines[0]}\n\n\ufeff${b.lines[2]}\n`),
+        Buffer.from([0xff, 0xfe, 0x0a]),
+      ]);
       const r = await verifyBundle(memoryBundleReader({ manifests: bytes }), { trust: b.trust, verifier });
       r.findings.forEach((f) => provoked.add(f.code));
       expect(found(r)).toEqual(['LINE_NOT_JSON@2', 'LINE_NOT_JSON@3', 'LINE_NOT_JSON@4']);
@@ -221,13 +260,24 @@ describe.each<[string, SignatureVerifier]>([
 
     it('finds KEY_EXPIRED for manifests created at or after notAfter, and before notBefore', async () => {
       const { b, lines, run } = await fresh();
-      expect(found(await run(lines, { trust: trustOf({ ...b.key.trusted, notAfter: at(3) }) }))).toEqual(['KEY_EXPIRED@7', 'KEY_EXPIRED@8', 'KEY_EXPIRED@9']);
-      expect(found(await run(lines, { trust: trustOf({ ...b.key.trusted, notBefore: at(1) }) }))).toEqual(['KEY_EXPIRED@1', 'KEY_EXPIRED@2', 'SEQ_NOT_ZERO@3', 'SEQ_NOT_ZERO@4']);
+      expect(found(await run(lines, { trust: trustOf({ ...b.key.trusted, notAfter: at(3) }) }))).toEqual([
+        'KEY_EXPIRED@7',
+        'KEY_EXPIRED@8',
+        'KEY_EXPIRED@9',
+      ]);
+      expect(found(await run(lines, { trust: trustOf({ ...b.key.trusted, notBefore: at(1) }) }))).toEqual([
+        'KEY_EXPIRED@1',
+        'KEY_EXPIRED@2',
+        'SEQ_NOT_ZERO@3',
+        'SEQ_NOT_ZERO@4',
+      ]);
     });
 
     it('finds KEY_REVOKED for manifests created at or after revokedAt', async () => {
       const { b, lines, run } = await fresh();
-      expect(found(await run(lines, { trust: trustOf({ ...b.key.trusted, revokedAt: at(4) }) }))).toEqual(['KEY_REVOKED@9']);
+      expect(found(await run(lines, { trust: trustOf({ ...b.key.trusted, revokedAt: at(4) }) }))).toEqual([
+        'KEY_REVOKED@9',
+      ]);
     });
   });
 
@@ -235,7 +285,10 @@ describe.each<[string, SignatureVerifier]>([
     it.each<[string, (payload: string) => string]>([
       ['a duplicate key (JSON.parse keeps the later one)', (p) => p.replace('{', '{"session":"s2",')],
       ['whitespace between tokens', (p) => p.replace(',', ', ')],
-      ['keys out of order', (p) => JSON.stringify(Object.fromEntries(Object.entries(JSON.parse(p) as object).reverse()))],
+      [
+        'keys out of order',
+        (p) => JSON.stringify(Object.fromEntries(Object.entries(JSON.parse(p) as object).reverse())),
+      ],
       ['an unneeded escape', (p) => p.replace('"compaction"', '"\\u0063ompaction"')],
     ])('finds MANIFEST_INVALID for %s', async (_, mutate) => {
       const { b, lines, run } = await fresh();
@@ -243,7 +296,9 @@ describe.each<[string, SignatureVerifier]>([
       const text = mutate(canonical);
       expect(text).not.toBe(canonical);
       expect(JSON.parse(text)).toEqual(JSON.parse(canonical)); // the same manifest to JSON.parse, other bytes
-      lines.push(serializeEnvelope(await signEnvelope(MANIFEST_PAYLOAD_TYPE, new TextEncoder().encode(text), b.key.signer)));
+      lines.push(
+        serializeEnvelope(await signEnvelope(MANIFEST_PAYLOAD_TYPE, new TextEncoder().encode(text), b.key.signer)),
+      );
       expect(found(await run(lines))).toEqual(['MANIFEST_INVALID@10']);
     });
   });
@@ -252,11 +307,19 @@ describe.each<[string, SignatureVerifier]>([
     it('finds FORK for two manifests at one seq, with both envelopes as evidence', async () => {
       const { b, lines, run } = await fresh();
       const s1 = b.chains.get('s1')!;
-      const twin = await new ChainBuilder(b.key, { principal: 'alice', session: 's1', run: 'run-2' }).next({ seq: 4, prev: s1.built[3]!.id, createdAt: at(4) });
+      const twin = await new ChainBuilder(b.key, { principal: 'alice', session: 's1', run: 'run-2' }).next({
+        seq: 4,
+        prev: s1.built[3]!.id,
+        createdAt: at(4),
+      });
       lines.push(twin.line);
       const r = await run(lines);
       expect(found(r)).toEqual(['FORK@10']);
-      expect(r.findings[0]!.evidence).toMatchObject({ lines: [9, 10], ids: [s1.built[4]!.id, twin.id], envelopes: [lines[8], twin.line] });
+      expect(r.findings[0]!.evidence).toMatchObject({
+        lines: [9, 10],
+        ids: [s1.built[4]!.id, twin.id],
+        envelopes: [lines[8], twin.line],
+      });
     });
 
     it('finds PREV_MISMATCH for a manifest whose prev skips its predecessor', async () => {
@@ -315,13 +378,17 @@ describe.each<[string, SignatureVerifier]>([
     it('finds MANIFEST_INVALID for a validly signed payload with an extra field', async () => {
       const { b, lines, run } = await fresh();
       const s1 = b.chains.get('s1')!.built;
-      lines.push((await signPayload({ ...s1[4]!.manifest, seq: 5, prev: s1[4]!.id, createdAt: at(5), extra: true }, b.key)).line);
+      lines.push(
+        (await signPayload({ ...s1[4]!.manifest, seq: 5, prev: s1[4]!.id, createdAt: at(5), extra: true }, b.key)).line,
+      );
       expect(found(await run(lines))).toEqual(['MANIFEST_INVALID@10']);
     });
 
     it('finds PAYLOAD_TYPE for a valid envelope of another payload type', async () => {
       const { b, lines, run } = await fresh();
-      lines.push((await signPayload({ _type: 'https://in-toto.io/Statement/v1' }, b.key, 'application/vnd.in-toto+json')).line);
+      lines.push(
+        (await signPayload({ _type: 'https://in-toto.io/Statement/v1' }, b.key, 'application/vnd.in-toto+json')).line,
+      );
       expect(found(await run(lines))).toEqual(['PAYLOAD_TYPE@10']);
     });
   });

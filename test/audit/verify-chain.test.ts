@@ -8,7 +8,8 @@ import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { buildBundle, ChainBuilder, jsonl, makeKey, trustOf } from '../support/bundle-builder.js';
 
-const found = (r: { findings: Array<{ code: string; line?: number }> }) => r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
+const found = (r: { findings: Array<{ code: string; line?: number }> }) =>
+  r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
 
 async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];
@@ -28,7 +29,12 @@ describe('verifyChain', () => {
 
   it('accepts an async iterable (a ManifestLog mapped to envelopes)', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
-    const r = await verifyChain((async function* () { yield* b.lines; })(), { trust: b.trust });
+    const r = await verifyChain(
+      (async function* () {
+        yield* b.lines;
+      })(),
+      { trust: b.trust },
+    );
     expect(r.ok).toBe(true);
     expect(r.chains[0]!.head).toBe(b.manifests[2]!.id);
   });
@@ -41,7 +47,10 @@ describe('verifyChain', () => {
 
   it('keeps at most maxFindings findings but counts every one', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
-    const r = await verifyChain(Array.from({ length: 1000 }, () => 'nope'), { trust: b.trust, maxFindings: 10 });
+    const r = await verifyChain(
+      Array.from({ length: 1000 }, () => 'nope'),
+      { trust: b.trust, maxFindings: 10 },
+    );
     expect(r.findings).toHaveLength(10);
     expect(r.counts.findings).toBe(1000);
     expect(r.counts.byCode).toEqual({ LINE_NOT_JSON: 1000 });
@@ -50,7 +59,12 @@ describe('verifyChain', () => {
   });
 
   it('gives the same report in batches of 1 and of 1000', async () => {
-    const b = await buildBundle({ chains: [{ session: 's1', count: 6 }, { session: 's2', count: 4 }] });
+    const b = await buildBundle({
+      chains: [
+        { session: 's1', count: 6 },
+        { session: 's2', count: 4 },
+      ],
+    });
     const lines = [...b.lines];
     lines.splice(3, 1);
     const one = await verifyChain(lines, { trust: b.trust, batchSize: 1 });
@@ -62,19 +76,26 @@ describe('verifyChain', () => {
 describe('splitLines', () => {
   it('splits bytes into the same lines whatever the chunk boundaries', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.string({ maxLength: 20 }).map((s) => s.replace(/\n/g, '')), { maxLength: 20 }), fc.array(fc.nat(50), { maxLength: 10 }), async (lines, cuts) => {
-        const bytes = new TextEncoder().encode(jsonl(lines));
-        const chunks: Uint8Array[] = [];
-        let off = 0;
-        for (const c of cuts) {
-          chunks.push(bytes.subarray(off, Math.min(bytes.length, off + c)));
-          off = Math.min(bytes.length, off + c);
-        }
-        chunks.push(bytes.subarray(off));
-        const got = await collect(splitLines(chunks));
-        expect(got.map((l) => l.text)).toEqual(lines);
-        expect(got.every((l) => l.terminated)).toBe(true);
-      }),
+      fc.asyncProperty(
+        fc.array(
+          fc.string({ maxLength: 20 }).map((s) => s.replace(/\n/g, '')),
+          { maxLength: 20 },
+        ),
+        fc.array(fc.nat(50), { maxLength: 10 }),
+        async (lines, cuts) => {
+          const bytes = new TextEncoder().encode(jsonl(lines));
+          const chunks: Uint8Array[] = [];
+          let off = 0;
+          for (const c of cuts) {
+            chunks.push(bytes.subarray(off, Math.min(bytes.length, off + c)));
+            off = Math.min(bytes.length, off + c);
+          }
+          chunks.push(bytes.subarray(off));
+          const got = await collect(splitLines(chunks));
+          expect(got.map((l) => l.text)).toEqual(lines);
+          expect(got.every((l) => l.terminated)).toBe(true);
+        },
+      ),
     );
   });
 
@@ -95,11 +116,17 @@ describe('verifyBundle on hostile input', () => {
     const base = new TextEncoder().encode(jsonl(b.lines));
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ at: fc.nat(base.length - 1), byte: fc.integer({ min: 0, max: 255 }) }), { minLength: 1, maxLength: 8 }),
+        fc.array(fc.record({ at: fc.nat(base.length - 1), byte: fc.integer({ min: 0, max: 255 }) }), {
+          minLength: 1,
+          maxLength: 8,
+        }),
         async (edits) => {
           const bytes = Uint8Array.from(base);
           for (const e of edits) bytes[e.at] = e.byte;
-          const r = await verifyBundle(memoryBundleReader({ manifests: bytes }), { trust: b.trust, verifier: nodeVerifier });
+          const r = await verifyBundle(memoryBundleReader({ manifests: bytes }), {
+            trust: b.trust,
+            verifier: nodeVerifier,
+          });
           for (const f of r.findings) {
             expect(Object.keys(FINDING_CODES)).toContain(f.code);
             expect(f.line).toBeGreaterThan(0);
@@ -123,7 +150,11 @@ describe('verifyBundle blob step', () => {
     const key = makeKey('host-a');
     const chain = new ChainBuilder(key, { principal: 'alice', session: 's1' });
     const big = new TextEncoder().encode(JSON.stringify({ task: 'x'.repeat(200_000), state: 's', nextSteps: [] }));
-    const lines = [(await chain.next({}, { blob: big })).line, (await chain.next({}, { blob: big.subarray(1) })).line, (await chain.next({}, { blob: big.subarray(2) })).line];
+    const lines = [
+      (await chain.next({}, { blob: big })).line,
+      (await chain.next({}, { blob: big.subarray(1) })).line,
+      (await chain.next({}, { blob: big.subarray(2) })).line,
+    ];
     const flipped = Uint8Array.from(big);
     flipped[150_000]! ^= 1;
     const oversized = new Uint8Array(big.length + 10);

@@ -11,7 +11,9 @@ let big: TestBundle;
 
 beforeAll(async () => {
   // 10,000 manifests in 100 interleaved chains of 100.
-  big = await buildBundle({ chains: Array.from({ length: 100 }, (_, i) => ({ session: `session-${i}`, principal: `p${i % 7}`, count: 100 })) });
+  big = await buildBundle({
+    chains: Array.from({ length: 100 }, (_, i) => ({ session: `session-${i}`, principal: `p${i % 7}`, count: 100 })),
+  });
 }, 120_000);
 
 async function bundleDir(lines: string[], o: Parameters<typeof writeBundleDir>[2] = {}) {
@@ -32,7 +34,11 @@ describe('verify command', () => {
 
   it('gives the same verdict in one thread (--workers 0), on two workers, and with the noble verifier', async () => {
     const { bundle, trust } = await bundleDir(big.lines.slice(0, 400));
-    for (const args of [['--workers', '0'], ['--workers', '2'], ['--workers', '0', '--verifier', 'noble']]) {
+    for (const args of [
+      ['--workers', '0'],
+      ['--workers', '2'],
+      ['--workers', '0', '--verifier', 'noble'],
+    ]) {
       const c = captureIo();
       expect(await verifyCli([bundle, '--trust', trust, ...args], c.io)).toBe(0);
       expect(c.stdout()).toContain('verdict: OK — 400 manifests in 100 chains verified');
@@ -49,7 +55,10 @@ describe('verify command', () => {
     const report = JSON.parse(c.stdout());
     expect(report.ok).toBe(false);
     expect(report.findings.map((f: { code: string; line?: number }) => `${f.code}@${f.line ?? '-'}`)).toEqual([
-      'SEQ_GAP@600', 'LINE_NOT_JSON@10000', 'DUPLICATE@10001', 'COUNT_MISMATCH@-',
+      'SEQ_GAP@600',
+      'LINE_NOT_JSON@10000',
+      'DUPLICATE@10001',
+      'COUNT_MISMATCH@-',
     ]);
     for (const f of report.findings) expect(Object.keys(FINDING_CODES)).toContain(f.code);
     expect(report.findings[0]).toMatchObject({ chain: 'session-0', seq: 6, evidence: { expected: 5, actual: 6 } });
@@ -65,7 +74,9 @@ describe('verify command', () => {
     const c = captureIo();
     expect(await verifyCli([bundle, '--trust', trust], c.io)).toBe(1);
     const out = c.stdout().split('\n');
-    expect(out).toContain('chain session-0: 2 manifests, head seq 2 ' + big.chains.get('session-0')!.built[2]!.id + ' — 1 finding(s)');
+    expect(out).toContain(
+      'chain session-0: 2 manifests, head seq 2 ' + big.chains.get('session-0')!.built[2]!.id + ' — 1 finding(s)',
+    );
     expect(out).toContain('99 more chains: ok');
     expect(out.at(-2)).toBe('verdict: FAILED — 2 finding(s) (LINE_NOT_JSON 1, SEQ_GAP 1) in 300 lines');
   });
@@ -85,7 +96,12 @@ describe('verify command', () => {
   describe('exit 2', () => {
     it('without --trust, without DIR, or with an unknown option (USAGE)', async () => {
       const { bundle, trust } = await bundleDir(big.lines.slice(0, 3));
-      for (const argv of [[bundle], ['--trust', trust], [bundle, '--trust', trust, '--bogus'], [bundle, '--trust', trust, '--workers', 'many']]) {
+      for (const argv of [
+        [bundle],
+        ['--trust', trust],
+        [bundle, '--trust', trust, '--bogus'],
+        [bundle, '--trust', trust, '--workers', 'many'],
+      ]) {
         const c = captureIo();
         expect(await verifyCli(argv, c.io), argv.join(' ')).toBe(2);
         expect(c.stderr()).toContain('USAGE');
@@ -109,7 +125,10 @@ describe('verify command', () => {
 
     it('for an unreadable or malformed trust file (TRUST_INVALID)', async () => {
       const { dir, bundle } = await bundleDir(big.lines.slice(0, 3));
-      writeFileSync(join(dir, 'bad.json'), JSON.stringify({ version: 1, keys: [{ ...makeKey('h').trusted, extra: 1 }] }));
+      writeFileSync(
+        join(dir, 'bad.json'),
+        JSON.stringify({ version: 1, keys: [{ ...makeKey('h').trusted, extra: 1 }] }),
+      );
       for (const t of [join(dir, 'missing.json'), join(dir, 'bad.json')]) {
         const c = captureIo();
         expect(await verifyCli([bundle, '--trust', t], c.io)).toBe(2);

@@ -26,7 +26,13 @@ describe('createWorkerLineVerifier', () => {
     try {
       const threaded = await verifyBundle(reader(), { trust: b.trust, lineVerifier: pool, batchSize: 64 });
       expect(threaded).toEqual(inline);
-      expect(inline.findings.map((f) => f.code)).toEqual(['SEQ_GAP', 'LINE_NOT_JSON', 'DUPLICATE', 'SIGNATURE_INVALID', 'SEQ_GAP']);
+      expect(inline.findings.map((f) => f.code)).toEqual([
+        'SEQ_GAP',
+        'LINE_NOT_JSON',
+        'DUPLICATE',
+        'SIGNATURE_INVALID',
+        'SEQ_GAP',
+      ]);
     } finally {
       await pool.close();
     }
@@ -36,7 +42,10 @@ describe('createWorkerLineVerifier', () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
     const pool = await createWorkerLineVerifier({ trust: trustOf(), threads: 1 });
     try {
-      const r = await verifyBundle(memoryBundleReader({ manifests: jsonl(b.lines) }), { trust: b.trust, lineVerifier: pool });
+      const r = await verifyBundle(memoryBundleReader({ manifests: jsonl(b.lines) }), {
+        trust: b.trust,
+        lineVerifier: pool,
+      });
       expect(r.findings.map((f) => f.code)).toEqual(['KEY_UNTRUSTED', 'KEY_UNTRUSTED', 'KEY_UNTRUSTED']);
     } finally {
       await pool.close();
@@ -44,7 +53,9 @@ describe('createWorkerLineVerifier', () => {
   });
 
   it('fails with WORKER_FAILED when the compiled script is missing', async () => {
-    await expect(createWorkerLineVerifier({ trust: trustOf(), scriptUrl: new URL('file:///nonexistent/verify-workers.js') })).rejects.toMatchObject({
+    await expect(
+      createWorkerLineVerifier({ trust: trustOf(), scriptUrl: new URL('file:///nonexistent/verify-workers.js') }),
+    ).rejects.toMatchObject({
       name: 'AuditError',
       code: 'WORKER_FAILED',
     });
@@ -52,7 +63,10 @@ describe('createWorkerLineVerifier', () => {
 
   it('fails with WORKER_FAILED when a worker crashes while starting', async () => {
     const crash = new URL('data:text/javascript,throw new Error("boom")');
-    await expect(createWorkerLineVerifier({ trust: trustOf(), threads: 2, scriptUrl: crash })).rejects.toMatchObject({ name: 'AuditError', code: 'WORKER_FAILED' });
+    await expect(createWorkerLineVerifier({ trust: trustOf(), threads: 2, scriptUrl: crash })).rejects.toMatchObject({
+      name: 'AuditError',
+      code: 'WORKER_FAILED',
+    });
   });
 
   it('rejects batches with WORKER_FAILED after it is closed', async () => {

@@ -185,7 +185,9 @@ export function blobStoreSuite(name: string, factory: BlobStoreFactory): void {
       });
 
       it('lists every stored digest once', async () => {
-        const digests = await Promise.all([1, 2, 3, 4].map(async (i) => (await fx.store.put(bytes(100 * i, i))).digest));
+        const digests = await Promise.all(
+          [1, 2, 3, 4].map(async (i) => (await fx.store.put(bytes(100 * i, i))).digest),
+        );
         expect((await collect(fx.store.list())).sort()).toEqual([...digests].sort());
       });
 
@@ -203,7 +205,13 @@ export function blobStoreSuite(name: string, factory: BlobStoreFactory): void {
       });
 
       it('throws INVALID_DIGEST for anything but blake3:<64 lowercase hex>', async () => {
-        for (const bad of ['', 'blake3:', `blake3:${'A'.repeat(64)}`, `sha256:${'a'.repeat(64)}`, `blake3:${'a'.repeat(63)}/`]) {
+        for (const bad of [
+          '',
+          'blake3:',
+          `blake3:${'A'.repeat(64)}`,
+          `sha256:${'a'.repeat(64)}`,
+          `blake3:${'a'.repeat(63)}/`,
+        ]) {
           await expectStoreError(fx.store.get(bad), 'INVALID_DIGEST');
           await expectStoreError(fx.store.stat(bad), 'INVALID_DIGEST');
           await expectStoreError(fx.store.has(bad), 'INVALID_DIGEST');

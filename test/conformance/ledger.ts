@@ -3,7 +3,8 @@
  * (test/embedded-backend.test.ts, test/pg-backend.test.ts), so publish/resume semantics cannot drift.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Ledger, OpenLedgerOptions } from '../../src/ledger/ledger.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import type { OpenLedgerOptions } from '../../src/ledger/options.js';
 import { fsck, gc } from '../../src/ops/maintenance.js';
 
 export interface LedgerBackend {
@@ -67,38 +68,53 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
 
     it('publishes concurrently into many sessions', async () => {
       const ledger = await open();
-      await Promise.all(Array.from({ length: 16 }, (_, i) => ledger.publish({ ...scope, session: `many-${i}` }, summary(i))));
-      for (let i = 0; i < 16; i++) expect((await ledger.resume({ principal: 'alice', session: `many-${i}` }))?.summary.task).toBe(`task ${i}`);
+      await Promise.all(
+        Array.from({ length: 16 }, (_, i) => ledger.publish({ ...scope, session: `many-${i}` }, summary(i))),
+      );
+      for (let i = 0; i < 16; i++)
+        expect((await ledger.resume({ principal: 'alice', session: `many-${i}` }))?.summary.task).toBe(`task ${i}`);
     });
 
     it('refuses a stale expectedPrev with CHAIN_CONFLICT', async () => {
       const ledger = await open();
       const first = await ledger.publish(scope, summary(1));
       await ledger.publish(scope, summary(2), { expectedPrev: first.id });
-      await expect(ledger.publish(scope, summary(3), { expectedPrev: first.id })).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+      await expect(ledger.publish(scope, summary(3), { expectedPrev: first.id })).rejects.toMatchObject({
+        code: 'CHAIN_CONFLICT',
+      });
       expect((await ledger.history(scope)).length).toBe(2);
     });
 
     it('keeps other principals out, honours grants and durable revocation', async () => {
       let ledger = await open();
       await ledger.publish(scope, summary(1));
-      await expect(ledger.resume({ principal: 'bob', session: scope.session })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+      await expect(ledger.resume({ principal: 'bob', session: scope.session })).rejects.toMatchObject({
+        code: 'UNAUTHORIZED',
+      });
       await ledger.grant('bob', scope.session);
       expect((await ledger.resume({ principal: 'bob', session: scope.session }))?.seq).toBe(0);
       await ledger.revoke('bob', scope.session);
       await ledger.close();
       ledger = await open();
-      await expect(ledger.resume({ principal: 'bob', session: scope.session })).rejects.toMatchObject({ code: 'REVOKED' });
-      expect(await ledger.grants({ principal: 'bob' })).toEqual([expect.objectContaining({ session: scope.session, state: 'revoked' })]);
+      await expect(ledger.resume({ principal: 'bob', session: scope.session })).rejects.toMatchObject({
+        code: 'REVOKED',
+      });
+      expect(await ledger.grants({ principal: 'bob' })).toEqual([
+        expect.objectContaining({ session: scope.session, state: 'revoked' }),
+      ]);
     });
 
     it('publishes nothing for an invalid summary or a cancelled publish', async () => {
       const ledger = await open();
       await ledger.publish(scope, summary('kept'));
-      await expect(ledger.publish(scope, { task: '', state: '', nextSteps: [] })).rejects.toMatchObject({ code: 'SUMMARY_EMPTY' });
+      await expect(ledger.publish(scope, { task: '', state: '', nextSteps: [] })).rejects.toMatchObject({
+        code: 'SUMMARY_EMPTY',
+      });
       const ac = new AbortController();
       ac.abort();
-      await expect(ledger.publish(scope, summary('x'), { signal: ac.signal })).rejects.toMatchObject({ code: 'CANCELLED' });
+      await expect(ledger.publish(scope, summary('x'), { signal: ac.signal })).rejects.toMatchObject({
+        code: 'CANCELLED',
+      });
       expect((await ledger.resume(scope))?.summary.task).toBe('task kept');
     });
 

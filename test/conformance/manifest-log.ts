@@ -18,7 +18,8 @@ export interface ManifestLogFixture {
 
 export type ManifestLogFactory = () => Promise<ManifestLogFixture>;
 
-const idOf = (session: string, seq: number, salt = ''): Digest => digestOf(new TextEncoder().encode(`${session}/${seq}${salt}`));
+const idOf = (session: string, seq: number, salt = ''): Digest =>
+  digestOf(new TextEncoder().encode(`${session}/${seq}${salt}`));
 
 /** A request that extends `session` from `seq - 1` (ids are derived, so the suite can predict `prev`). */
 function link(session: string, seq: number, principal = 'alice', salt = ''): AppendRequest {
@@ -28,7 +29,11 @@ function link(session: string, seq: number, principal = 'alice', salt = ''): App
     seq,
     prev: seq === 0 ? null : idOf(session, seq - 1),
     id: idOf(session, seq, salt),
-    envelope: JSON.stringify({ payloadType: 't', payload: `${session}:${seq}${salt}`, signatures: [{ keyid: 'k', sig: 'é\u2028"' }] }),
+    envelope: JSON.stringify({
+      payloadType: 't',
+      payload: `${session}:${seq}${salt}`,
+      signatures: [{ keyid: 'k', sig: 'é\u2028"' }],
+    }),
   };
 }
 
@@ -77,7 +82,14 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
       it('appends seq 0 and returns the stored entry at global position 0', async () => {
         const req = link('s1', 0);
         const entry = await fx.log.append(req);
-        expect(entry).toEqual({ position: 0, session: 's1', seq: 0, id: req.id, principal: 'alice', envelope: req.envelope });
+        expect(entry).toEqual({
+          position: 0,
+          session: 's1',
+          seq: 0,
+          id: req.id,
+          principal: 'alice',
+          envelope: req.envelope,
+        });
         expect(await fx.log.head('s1')).toEqual({ session: 's1', seq: 0, id: req.id, owner: 'alice' });
         expect(await fx.log.entry('s1', 0)).toEqual(entry);
       });
@@ -176,7 +188,11 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
             expect((r.reason as ManifestError).code).toBe('CHAIN_CONFLICT');
           }
         }
-        expect(await fx.log.head('race')).toMatchObject({ seq, id: won[0]!.value.id, owner: seq === 0 ? won[0]!.value.principal : 'alice' });
+        expect(await fx.log.head('race')).toMatchObject({
+          seq,
+          id: won[0]!.value.id,
+          owner: seq === 0 ? won[0]!.value.principal : 'alice',
+        });
         expect(await collect(fx.log.chain('race'))).toHaveLength(seq + 1);
       };
 
@@ -187,7 +203,10 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
 
       it('lets exactly one of many concurrent appends at the next seq win', async () => {
         await fx.log.append(link('race', 0));
-        const racers = Array.from({ length: 8 }, (_, i) => ({ ...link('race', 1, `p${i}`), id: idOf('race', 1, `#${i}`) }));
+        const racers = Array.from({ length: 8 }, (_, i) => ({
+          ...link('race', 1, `p${i}`),
+          id: idOf('race', 1, `#${i}`),
+        }));
         await expectOneWinner(await Promise.allSettled(racers.map((r) => fx.log.append(r))), 1);
       });
 
@@ -197,7 +216,11 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
           let wins = 0;
           for (let attempt = 0; attempt < 40 && wins < 5; attempt++) {
             const head = (await fx.log.head('busy'))!;
-            const req: AppendRequest = { ...link('busy', head.seq + 1, `w${w}`), prev: head.id, id: idOf('busy', head.seq + 1, `w${w}`) };
+            const req: AppendRequest = {
+              ...link('busy', head.seq + 1, `w${w}`),
+              prev: head.id,
+              id: idOf('busy', head.seq + 1, `w${w}`),
+            };
             try {
               await fx.log.append(req);
               wins++;
@@ -215,7 +238,10 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
       });
 
       it('appends nothing when the signal is already aborted (STORAGE_FAILED caused by CANCELLED)', async () => {
-        const err = await expectManifestError(fx.log.append(link('s1', 0), { signal: AbortSignal.abort() }), 'STORAGE_FAILED');
+        const err = await expectManifestError(
+          fx.log.append(link('s1', 0), { signal: AbortSignal.abort() }),
+          'STORAGE_FAILED',
+        );
         expect(err.cause).toBeInstanceOf(StoreError);
         expect((err.cause as StoreError).code).toBe('CANCELLED');
         expect(await fx.log.head('s1')).toBeUndefined();
@@ -285,7 +311,13 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
       it('keeps entries, heads, positions, grants and watermarks across close and reopen', async () => {
         const a = await appendChain('a', 2, 'alice');
         const b = await appendChain('b', 1, 'bob');
-        await fx.log.grants.put({ principal: 'bob', session: 'a', state: 'granted', at: '2026-11-30T12:00:00.000Z', by: 'alice' });
+        await fx.log.grants.put({
+          principal: 'bob',
+          session: 'a',
+          state: 'granted',
+          at: '2026-11-30T12:00:00.000Z',
+          by: 'alice',
+        });
         await fx.log.setWatermark('a', 1);
         const log = await fx.reopen();
         expect(await collect(log.entries())).toEqual([...a, ...b]);

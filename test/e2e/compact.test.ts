@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LedgerError } from '../../src/errors.js';
-import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { type Ledger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { compact, resumeContext, type ModelRequest } from '../../src/compaction/index.js';
 import { sampleSummary, scriptedModel, submitHandoff } from '../support/harness/index.js';
 
@@ -61,7 +62,9 @@ describe('compact', () => {
 
   it('does not ask the model when the signal is already aborted', async () => {
     const model = scriptedModel([]);
-    const err = await compact({ ledger, scope, model, transcript: [], signal: AbortSignal.abort() }).catch((e: unknown) => e);
+    const err = await compact({ ledger, scope, model, transcript: [], signal: AbortSignal.abort() }).catch(
+      (e: unknown) => e,
+    );
     expect((err as LedgerError).code).toBe('CANCELLED');
     expect(model.requests).toEqual([]);
   });
@@ -72,7 +75,13 @@ describe('compact', () => {
       controller.abort();
       throw new DOMException('aborted', 'AbortError');
     };
-    const cancelled = await compact({ ledger, scope, model: aborting, transcript: [], signal: controller.signal }).catch((e: unknown) => e);
+    const cancelled = await compact({
+      ledger,
+      scope,
+      model: aborting,
+      transcript: [],
+      signal: controller.signal,
+    }).catch((e: unknown) => e);
     expect((cancelled as LedgerError).code).toBe('CANCELLED');
 
     const outage = new Error('503 from the provider');
@@ -90,7 +99,10 @@ describe('compact', () => {
     let seen: AbortSignal | undefined;
     const model = async (req: ModelRequest) => {
       seen = req.signal;
-      return { finishReason: 'tool_calls' as const, toolCalls: [{ id: '1', name: 'submit_handoff', input: sampleSummary() }] };
+      return {
+        finishReason: 'tool_calls' as const,
+        toolCalls: [{ id: '1', name: 'submit_handoff', input: sampleSummary() }],
+      };
     };
     await compact({ ledger, scope, model, transcript: [], signal: controller.signal });
     expect(seen).toBe(controller.signal);

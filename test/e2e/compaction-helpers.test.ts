@@ -60,7 +60,10 @@ describe('submit_handoff and the structured-output format', () => {
     expect(submitHandoffTool.description).toMatch(/do not write it to a file/);
     expect(submitHandoffTool.inputSchema).toBe(summaryJsonSchema);
     expect(handoffResponseFormat).toMatchObject({ type: 'json_schema', schema: summaryJsonSchema, strict: false });
-    expect(summaryJsonSchema).toMatchObject({ type: 'object', required: expect.arrayContaining(['task', 'state', 'nextSteps']) });
+    expect(summaryJsonSchema).toMatchObject({
+      type: 'object',
+      required: expect.arrayContaining(['task', 'state', 'nextSteps']),
+    });
   });
 
   it('build a compaction request that offers only submit_handoff and forces it', () => {
@@ -88,8 +91,15 @@ describe('extractSummary', () => {
   const summary = sampleSummary();
 
   it('takes the submit_handoff input, parsed output, or JSON text', () => {
-    expect(extractSummary({ finishReason: 'tool_calls', toolCalls: [{ id: '1', name: SUBMIT_HANDOFF, input: summary }] })).toEqual(summary);
-    expect(extractSummary({ finishReason: 'tool_calls', toolCalls: [{ id: '1', name: SUBMIT_HANDOFF, input: JSON.stringify(summary) }] })).toEqual(summary);
+    expect(
+      extractSummary({ finishReason: 'tool_calls', toolCalls: [{ id: '1', name: SUBMIT_HANDOFF, input: summary }] }),
+    ).toEqual(summary);
+    expect(
+      extractSummary({
+        finishReason: 'tool_calls',
+        toolCalls: [{ id: '1', name: SUBMIT_HANDOFF, input: JSON.stringify(summary) }],
+      }),
+    ).toEqual(summary);
     expect(extractSummary({ finishReason: 'stop', output: summary })).toEqual(summary);
     expect(extractSummary({ finishReason: 'stop', text: JSON.stringify(summary) })).toEqual(summary);
   });
@@ -104,8 +114,14 @@ describe('extractSummary', () => {
 
   it('refuses two submit_handoff calls and calls to any other tool', () => {
     const call = { id: '1', name: SUBMIT_HANDOFF, input: summary };
-    expect(codeOf(() => extractSummary({ finishReason: 'tool_calls', toolCalls: [call, { ...call, id: '2' }] }))).toBe('SUMMARY_INVALID');
-    expect(codeOf(() => extractSummary({ finishReason: 'tool_calls', toolCalls: [call, { id: '3', name: 'read_file', input: {} }] }))).toBe('SUMMARY_INVALID');
+    expect(codeOf(() => extractSummary({ finishReason: 'tool_calls', toolCalls: [call, { ...call, id: '2' }] }))).toBe(
+      'SUMMARY_INVALID',
+    );
+    expect(
+      codeOf(() =>
+        extractSummary({ finishReason: 'tool_calls', toolCalls: [call, { id: '3', name: 'read_file', input: {} }] }),
+      ),
+    ).toBe('SUMMARY_INVALID');
   });
 
   it('reports an empty answer as SUMMARY_EMPTY and non-JSON as SUMMARY_INVALID', () => {
@@ -160,7 +176,11 @@ describe('resumeContext', () => {
   });
 
   it('leaves out empty optional sections', () => {
-    const { content } = resumeContext({ id: ID, seq: 0, summary: { task: 'T', state: 'S', nextSteps: [], notes: ' ' } });
+    const { content } = resumeContext({
+      id: ID,
+      seq: 0,
+      summary: { task: 'T', state: 'S', nextSteps: [], notes: ' ' },
+    });
     expect(content).not.toMatch(/Next steps:|Decisions:|Open questions:|Files:|Notes:/);
     expect(content.endsWith('State: S')).toBe(true);
   });

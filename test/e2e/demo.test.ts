@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runDemo } from '../../src/cli/demo-scenario.js';
 import { run } from '../../src/cli/demo.js';
-import { openLedger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 
 let base: string;
 beforeEach(async () => {
@@ -73,7 +73,10 @@ describe('runDemo', () => {
     expect(text).toMatch(/auto compaction seq 0: manifest blake3:[0-9a-f]{64}/);
     expect(text).toMatch(/manual compaction seq 1: manifest blake3:[0-9a-f]{64}/);
     expect(text).toMatch(/turn 5 +\d+\/1000 tokens \((7\d|8\d|9\d)%\)/);
-    expect(report.answers).toEqual(['Next I will: Add full jitter to the backoff delay.', 'Next I will: Document the retry options in README.md.']);
+    expect(report.answers).toEqual([
+      'Next I will: Add full jitter to the backoff delay.',
+      'Next I will: Document the retry options in README.md.',
+    ]);
 
     // The store holds what the demo printed, and it verifies on a fresh open.
     const ledger = await openLedger({ root, host: 'demo-host', onNotice: () => {} });

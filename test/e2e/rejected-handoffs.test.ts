@@ -56,9 +56,20 @@ const cases: Array<[string, ModelResponse, LedgerError['code']]> = [
   ['a summary missing its state', toolInput({ task: 'Add retry', nextSteps: [] }), 'SUMMARY_INVALID'],
   ['a summary with an unknown field', toolInput({ ...sampleSummary(), mood: 'great' }), 'SUMMARY_INVALID'],
   ['a tool input that is not JSON', toolInput('{"task": "Add retry", '), 'SUMMARY_INVALID'],
-  ['a file write instead of submit_handoff', { finishReason: 'tool_calls', toolCalls: [{ id: 'c', name: 'write_file', input: { path: 'HANDOFF.md', content: '#' } }] }, 'SUMMARY_INVALID'],
+  [
+    'a file write instead of submit_handoff',
+    {
+      finishReason: 'tool_calls',
+      toolCalls: [{ id: 'c', name: 'write_file', input: { path: 'HANDOFF.md', content: '#' } }],
+    },
+    'SUMMARY_INVALID',
+  ],
   ['an oversized summary', toolInput(sampleSummary({ notes: 'x'.repeat(MAX_SUMMARY_BYTES) })), 'SUMMARY_TOO_LARGE'],
-  ['a truncated answer (finish reason length)', { finishReason: 'length', text: '{"task":"Add retry with backoff","state":"Retry loop wri' }, 'SUMMARY_INCOMPLETE'],
+  [
+    'a truncated answer (finish reason length)',
+    { finishReason: 'length', text: '{"task":"Add retry with backoff","state":"Retry loop wri' },
+    'SUMMARY_INCOMPLETE',
+  ],
   ['a truncated tool call that still parses', toolInput(sampleSummary(), 'length'), 'SUMMARY_INCOMPLETE'],
   ['a summary flagged incomplete', toolInput(sampleSummary({ incomplete: true })), 'SUMMARY_INCOMPLETE'],
 ];
@@ -131,7 +142,10 @@ describe('rejected compaction answers', () => {
       expect: 'compaction',
       respond: () => {
         controller.abort(new Error('user pressed Esc'));
-        return { finishReason: 'tool_calls', toolCalls: [{ id: 'c', name: 'submit_handoff', input: sampleSummary({ state: 'never' }) }] };
+        return {
+          finishReason: 'tool_calls',
+          toolCalls: [{ id: 'c', name: 'submit_handoff', input: sampleSummary({ state: 'never' }) }],
+        };
       },
     });
     const err = await harness.compactNow('manual', controller.signal).catch((e: unknown) => e);

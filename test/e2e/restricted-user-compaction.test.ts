@@ -5,7 +5,7 @@
 import { access, mkdir, readFile, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openLedger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { HANDOFF_CONTEXT_HEADER, SUBMIT_HANDOFF } from '../../src/compaction/index.js';
 import {
   answer,
@@ -38,7 +38,11 @@ afterEach(async () => {
   await world.cleanup();
 });
 
-const exists = (p: string) => access(p).then(() => true, () => false);
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 /** Turn 1 writes a file in the project; turns 2–5 are plain. Turn 5 crosses 0.7 × 1000 tokens. */
 function longSessionScript() {
@@ -70,7 +74,9 @@ describe('legacy compaction (the incident)', () => {
     expect(model.requests.at(-1)?.messages.at(-1)?.content).toContain(`to ${path} using write_file`);
     expect(failure).toBeInstanceOf(LegacyCompactionError);
     expect((failure as Error).message).toBe(`Compaction did not create ${path}`);
-    expect(harness.fileTool.calls.slice(callsBefore)).toEqual([{ op: 'write', path, ok: false, code: 'outside_allowed_roots' }]);
+    expect(harness.fileTool.calls.slice(callsBefore)).toEqual([
+      { op: 'write', path, ok: false, code: 'outside_allowed_roots' },
+    ]);
     expect(await exists(path)).toBe(false);
     expect(await transcript.bytes()).toEqual(transcriptBefore);
     expect(await snapshotTree(world.project)).toEqual(projectBefore);
@@ -137,7 +143,10 @@ describe('compaction through the ledger (the fix)', () => {
 
     expect(resumed?.summary).toEqual(sampleSummary());
     expect(resumed?.id).toBe(published?.id);
-    expect(resumed?.manifest.covers).toEqual({ transcriptThrough: 12, transcriptDigest: await second.transcript.digest() });
+    expect(resumed?.manifest.covers).toEqual({
+      transcriptThrough: 12,
+      transcriptDigest: await second.transcript.digest(),
+    });
     expect(second.harness.context()).toEqual(compactedContext);
     const next = await second.harness.send('What should we do next?');
     expect(next.answer).toBe('Continuing with: Add full jitter to the backoff delay');
@@ -149,7 +158,10 @@ describe('compaction through the ledger (the fix)', () => {
 
   it('compacts on a manual /compact below the threshold, and resumes after a restart without any file-tool call', async () => {
     const permissionsBefore = structuredClone(world.account.allowedRoots);
-    const summary = sampleSummary({ task: 'Rename the config loader', nextSteps: ['Update the imports in src/cli/main.ts'] });
+    const summary = sampleSummary({
+      task: 'Rename the config loader',
+      nextSteps: ['Update the imports in src/cli/main.ts'],
+    });
     const model = scriptedModel([reply(answer(1)), reply(answer(2)), submitHandoff(summary)]);
     const first = await startSession(world, { model });
     await first.harness.send(request(1));
@@ -172,12 +184,18 @@ describe('compaction through the ledger (the fix)', () => {
   });
 
   it('chains a manual compaction after an automatic one, both signed into the session, with structured output', async () => {
-    const later = sampleSummary({ state: 'Jitter added; docs pending', nextSteps: ['Document the retry options in README.md'] });
+    const later = sampleSummary({
+      state: 'Jitter added; docs pending',
+      nextSteps: ['Document the retry options in README.md'],
+    });
     const model = scriptedModel([...longSessionScript(), submitHandoff(sampleSummary())]);
     const first = await startSession(world, { model });
     await runLongSession(first.harness);
 
-    const model2 = scriptedModel([reply(answer(6)), { expect: 'compaction', respond: { finishReason: 'stop', text: JSON.stringify(later) } }]);
+    const model2 = scriptedModel([
+      reply(answer(6)),
+      { expect: 'compaction', respond: { finishReason: 'stop', text: JSON.stringify(later) } },
+    ]);
     const second = await restart(world, first, { model: model2, mode: 'structured' });
     await second.harness.resume();
     await second.harness.send(request(6));
@@ -197,7 +215,9 @@ describe('compaction through the ledger (the fix)', () => {
     ]);
     expect(history[1]?.manifest.prev).toBe(history[0]?.id);
     expect((await third.harness.send('Next?')).answer).toBe('Continuing with: Document the retry options in README.md');
-    expect([first, second, third].flatMap((s) => s.harness.fileTool.calls.filter((c) => c.path !== 'notes/plan.md'))).toEqual([]);
+    expect(
+      [first, second, third].flatMap((s) => s.harness.fileTool.calls.filter((c) => c.path !== 'notes/plan.md')),
+    ).toEqual([]);
     await third.ledger!.close();
   });
 });
@@ -233,7 +253,12 @@ async function expectDenials(tool: FileTool, w: World): Promise<void> {
     expect((err as FileToolError).code, path).toBe('outside_allowed_roots');
   }
   expect(await readFile(join(w.foreignProject, 'secret.txt'), 'utf8')).toBe('bob only\n');
-  for (const p of [join(w.foreignProject, 'x.txt'), join(w.foreignProject, 'not-yet'), join(w.ledgerRoot, 'x'), join(w.internalDir, SESSION)]) {
+  for (const p of [
+    join(w.foreignProject, 'x.txt'),
+    join(w.foreignProject, 'not-yet'),
+    join(w.ledgerRoot, 'x'),
+    join(w.internalDir, SESSION),
+  ]) {
     expect(await exists(p), p).toBe(false);
   }
   // The control: the account's own project stays writable.

@@ -4,7 +4,8 @@
  * and in the offline auditor), chains are contiguous, blobs exist and match, recovery clears staging.
  */
 import { isDeepStrictEqual } from 'node:util';
-import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { type Ledger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { decodeSummary } from '../../src/summary/summary.js';
 import { verifyChain } from '../../manifests/audit/verify-chain.js';
 import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
@@ -45,14 +46,29 @@ function scopeOf(session: string) {
 }
 
 /** Checks one acknowledged publish against the verified entry found at its seq. */
-async function checkAck(ledger: Ledger, ack: Ack, at: { id: string; manifest: Manifest } | undefined, tally: Tally, fig: CrashFigures): Promise<void> {
+async function checkAck(
+  ledger: Ledger,
+  ack: Ack,
+  at: { id: string; manifest: Manifest } | undefined,
+  tally: Tally,
+  fig: CrashFigures,
+): Promise<void> {
   tally.present(at !== undefined, `ack ${ack.marker} (${ack.session} seq ${ack.seq}) is missing`);
-  tally.present(at!.id === ack.id, `ack ${ack.marker}: seq ${ack.seq} of ${ack.session} is ${at!.id}, the receipt said ${ack.id}`);
+  tally.present(
+    at!.id === ack.id,
+    `ack ${ack.marker}: seq ${ack.seq} of ${ack.session} is ${at!.id}, the receipt said ${ack.id}`,
+  );
   const m = at!.manifest;
-  tally.right(m.summary.digest === ack.digest && m.summary.size === ack.size && m.principal === ack.principal, `ack ${ack.marker}: manifest fields differ from the receipt`);
+  tally.right(
+    m.summary.digest === ack.digest && m.summary.size === ack.size && m.principal === ack.principal,
+    `ack ${ack.marker}: manifest fields differ from the receipt`,
+  );
   const bytes = await ledger.blobs.get(ack.digest);
   fig.blobsVerified++;
-  tally.right(isDeepStrictEqual(decodeSummary(bytes), crashSummary(ack.marker, ack.fill)), `ack ${ack.marker}: stored summary is not the one published`);
+  tally.right(
+    isDeepStrictEqual(decodeSummary(bytes), crashSummary(ack.marker, ack.fill)),
+    `ack ${ack.marker}: stored summary is not the one published`,
+  );
 }
 
 /**
@@ -64,9 +80,15 @@ export async function checkAfterKill(root: string, acks: Ack[], tally: Tally, fi
   const staged = stagingFiles(root).length;
   const ledger = await openCrashStore(root);
   try {
-    tally.right(ledger.recovery.stagingRemoved === staged, `recovery removed ${ledger.recovery.stagingRemoved} staging files, ${staged} were there`);
+    tally.right(
+      ledger.recovery.stagingRemoved === staged,
+      `recovery removed ${ledger.recovery.stagingRemoved} staging files, ${staged} were there`,
+    );
     tally.right(stagingFiles(root).length === 0, 'staging files left after recovery');
-    tally.right(ledger.recovery.headProblems.length === 0, `recovery found head problems: ${JSON.stringify(ledger.recovery.headProblems)}`);
+    tally.right(
+      ledger.recovery.headProblems.length === 0,
+      `recovery found head problems: ${JSON.stringify(ledger.recovery.headProblems)}`,
+    );
     fig.stagingRemovedAtReopen += ledger.recovery.stagingRemoved;
     const trust = ledger.trustStore();
     for (const ack of acks) {
@@ -74,13 +96,19 @@ export async function checkAfterKill(root: string, acks: Ack[], tally: Tally, fi
       tally.present(entry?.id === ack.id, `ack ${ack.marker} (${ack.session} seq ${ack.seq}) is missing or replaced`);
       const v = verifyManifestEnvelope(entry!.envelope, { trust, verifier: nodeVerifier });
       fig.manifestsVerified++;
-      tally.right(v.id === ack.id && v.manifest.seq === ack.seq && v.manifest.session === ack.session, `ack ${ack.marker}: stored envelope is another manifest`);
+      tally.right(
+        v.id === ack.id && v.manifest.seq === ack.seq && v.manifest.session === ack.session,
+        `ack ${ack.marker}: stored envelope is another manifest`,
+      );
       await checkAck(ledger, ack, v, tally, fig);
     }
     for (const session of new Set(acks.map((a) => a.session))) {
       const resumed = await ledger.resume(scopeOf(session));
       const newest = Math.max(...acks.filter((a) => a.session === session).map((a) => a.seq));
-      tally.present(resumed !== undefined && resumed.seq >= newest, `${session}: resume returns seq ${resumed?.seq}, seq ${newest} was acknowledged`);
+      tally.present(
+        resumed !== undefined && resumed.seq >= newest,
+        `${session}: resume returns seq ${resumed?.seq}, seq ${newest} was acknowledged`,
+      );
       fig.manifestsVerified += 2;
     }
   } finally {
@@ -109,13 +137,17 @@ export async function checkWholeStore(root: string, acks: Ack[], tally: Tally, f
         decodeSummary(await ledger.blobs.get(e.manifest.summary.digest));
         fig.blobsVerified++;
       }
-      for (const ack of acks.filter((a) => a.session === session)) await checkAck(ledger, ack, chain[ack.seq], tally, fig);
+      for (const ack of acks.filter((a) => a.session === session))
+        await checkAck(ledger, ack, chain[ack.seq], tally, fig);
     }
     const envelopes: string[] = [];
     for await (const e of ledger.log.entries()) envelopes.push(e.envelope);
     const report = await verifyChain(envelopes, { trust: ledger.trustStore(), verifier: nodeVerifier });
     tally.right(report.ok, `offline audit findings: ${JSON.stringify(report.findings.slice(0, 3))}`);
-    tally.right(report.counts.manifests === committed, `offline audit saw ${report.counts.manifests} manifests, chains hold ${committed}`);
+    tally.right(
+      report.counts.manifests === committed,
+      `offline audit saw ${report.counts.manifests} manifests, chains hold ${committed}`,
+    );
     fig.auditedManifests += report.counts.manifests;
     return committed;
   } finally {

@@ -47,7 +47,14 @@ function emit(value) {
 function pickSize() {
   if (modeArg === 'large') return Math.floor(9 * 1024 * 1024 + random() * 3 * 1024 * 1024);
   const r = random();
-  const [lo, hi] = r < 0.7 ? [100, 8 * 1024] : r < 0.93 ? [8 * 1024, 256 * 1024] : r < 0.97 ? [256 * 1024, 2 * 1024 * 1024] : [9 * 1024 * 1024, 12 * 1024 * 1024];
+  const [lo, hi] =
+    r < 0.7
+      ? [100, 8 * 1024]
+      : r < 0.93
+        ? [8 * 1024, 256 * 1024]
+        : r < 0.97
+          ? [256 * 1024, 2 * 1024 * 1024]
+          : [9 * 1024 * 1024, 12 * 1024 * 1024];
   return Math.floor(lo * Math.pow(hi / lo, random()));
 }
 
@@ -70,9 +77,26 @@ async function writer() {
     const size = pickSize();
     try {
       const r = await ledger.publish(scope, crashSummary(marker, size));
-      emit({ t: 'ack', session: scope.session, principal: scope.principal, seq: r.seq, id: r.id, digest: r.digest, size: r.size, marker, fill: size });
+      emit({
+        t: 'ack',
+        session: scope.session,
+        principal: scope.principal,
+        seq: r.seq,
+        id: r.id,
+        digest: r.digest,
+        size: r.size,
+        marker,
+        fill: size,
+      });
     } catch (err) {
-      emit({ t: 'error', session: scope.session, marker, name: err?.name, code: err?.code, message: String(err?.message ?? err) });
+      emit({
+        t: 'error',
+        session: scope.session,
+        marker,
+        name: err?.name,
+        code: err?.code,
+        message: String(err?.message ?? err),
+      });
       process.exit(3);
     }
   }

@@ -6,5 +6,10 @@ export const SESSIONS = 6;
 export function crashSummary(marker, size) {
   const unit = `${marker}|`;
   const pad = Math.max(0, size - 110 - marker.length);
-  return { task: `crash ${marker}`, state: 'in progress', nextSteps: ['continue'], notes: unit.repeat(Math.ceil(pad / unit.length)).slice(0, pad) };
+  return {
+    task: `crash ${marker}`,
+    state: 'in progress',
+    nextSteps: ['continue'],
+    notes: unit.repeat(Math.ceil(pad / unit.length)).slice(0, pad),
+  };
 }

@@ -46,7 +46,13 @@ const MAX_PUBLISHING_MS = 200;
 const SEED = Number(process.env.HANDOFF_LEDGER_CRASH_SEED ?? Date.now() % 1_000_000);
 
 const tally = new Tally();
-const fig: CrashFigures = { stagingRemovedAtReopen: 0, manifestsVerified: 0, blobsVerified: 0, auditedManifests: 0, longestChain: 0 };
+const fig: CrashFigures = {
+  stagingRemovedAtReopen: 0,
+  manifestsVerified: 0,
+  blobsVerified: 0,
+  auditedManifests: 0,
+  longestChain: 0,
+};
 const phases = counter();
 const timing = counter();
 const timed = counter();
@@ -84,8 +90,13 @@ class Child {
   goAt = 0;
   openedAt = 0;
 
-  constructor(readonly n: number, mode: Mode) {
-    this.proc = spawn(process.execPath, [CHILD, String(n), String(SEED * 7919 + n), mode], { stdio: ['pipe', 'pipe', 'pipe'] });
+  constructor(
+    readonly n: number,
+    mode: Mode,
+  ) {
+    this.proc = spawn(process.execPath, [CHILD, String(n), String(SEED * 7919 + n), mode], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     this.proc.stderr.on('data', (d: Buffer) => (this.stderr += d.toString()));
     let markLoaded!: () => void;
     this.loaded = new Promise((resolve) => (markLoaded = resolve));
@@ -103,8 +114,7 @@ class Child {
         this.opened = ev.recovery as { stagingRemoved: number };
         this.openedAt = performance.now();
         this.markOpened();
-      }
-      else if (ev.t === 'ack') this.acks.push(ev as unknown as Ack);
+      } else if (ev.t === 'ack') this.acks.push(ev as unknown as Ack);
       else if (ev.t === 'error') this.failure = `child ${n} publish failed: ${line}`;
     });
     this.exited = new Promise((resolve) => this.proc.on('close', (code) => resolve(code)));
@@ -126,8 +136,14 @@ class Child {
   }
 
   async whenLoaded(): Promise<void> {
-    const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`child ${this.n} did not load:\n${this.stderr}`)), 60_000));
-    await Promise.race([this.loaded, timeout, this.exited.then(() => Promise.reject(new Error(`child ${this.n} exited:\n${this.stderr}`)))]);
+    const timeout = new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`child ${this.n} did not load:\n${this.stderr}`)), 60_000),
+    );
+    await Promise.race([
+      this.loaded,
+      timeout,
+      this.exited.then(() => Promise.reject(new Error(`child ${this.n} exited:\n${this.stderr}`))),
+    ]);
   }
 }
 
@@ -159,16 +175,24 @@ async function crashRun(kills: number, mode: Mode, maxPublishingMs: number): Pro
       const staged = stagingFiles(root).length;
       child.go(root);
       const anywhere = random() < 0.25;
-      await child.killAfter(random() * (anywhere ? 150 + maxPublishingMs : maxPublishingMs), anywhere ? undefined : child.openedSignal);
+      await child.killAfter(
+        random() * (anywhere ? 150 + maxPublishingMs : maxPublishingMs),
+        anywhere ? undefined : child.openedSignal,
+      );
       totals.kills++;
       if (mode === 'large') totals.largeKills++;
       time('child load (spawn → loaded)', child.loadedAt - child.spawnedAt);
       if (child.opened) time('child open (go → opened)', child.openedAt - child.goAt);
       expect(child.failure, child.failure).toBeUndefined();
-      phases.add(child.opened ? (child.acks.length > 0 ? 'publishing' : 'opened, before the first ack') : 'opening (recovery)');
+      phases.add(
+        child.opened ? (child.acks.length > 0 ? 'publishing' : 'opened, before the first ack') : 'opening (recovery)',
+      );
       if (child.opened) {
         // This child's own open was the recovery of the previous kill.
-        tally.right(child.opened.stagingRemoved === staged, `child ${k} recovery removed ${child.opened.stagingRemoved} of ${staged} staging files`);
+        tally.right(
+          child.opened.stagingRemoved === staged,
+          `child ${k} recovery removed ${child.opened.stagingRemoved} of ${staged} staging files`,
+        );
         totals.stagingRemovedByChildren += child.opened.stagingRemoved;
       }
       storeAcks.push(...child.acks);
@@ -196,25 +220,39 @@ async function crashRun(kills: number, mode: Mode, maxPublishingMs: number): Pro
 }
 
 describe('crash consistency under SIGKILL', () => {
-  it(`loses nothing acknowledged and shows nothing half-published across ${KILLS} kills (seed ${SEED})`, async () => {
-    expect(existsSync(DIST), 'dist/ is missing: run `npm run build` (npm test does it in pretest)').toBe(true);
-    expect(staleDist(), 'dist/ is older than these sources: run `npm run build` (npm test does it in pretest)').toEqual([]);
-    const before = totals.acks;
-    await crashRun(KILLS, 'mixed', MAX_PUBLISHING_MS);
-    expect(tally.losses).toBe(0);
-    expect(tally.wrongAnswers).toBe(0);
-    expect(totals.acks - before).toBeGreaterThan(KILLS);
-  }, SOAK ? 3_600_000 : 600_000);
+  it(
+    `loses nothing acknowledged and shows nothing half-published across ${KILLS} kills (seed ${SEED})`,
+    async () => {
+      expect(existsSync(DIST), 'dist/ is missing: run `npm run build` (npm test does it in pretest)').toBe(true);
+      expect(
+        staleDist(),
+        'dist/ is older than these sources: run `npm run build` (npm test does it in pretest)',
+      ).toEqual([]);
+      const before = totals.acks;
+      await crashRun(KILLS, 'mixed', MAX_PUBLISHING_MS);
+      expect(tally.losses).toBe(0);
+      expect(tally.wrongAnswers).toBe(0);
+      expect(totals.acks - before).toBeGreaterThan(KILLS);
+    },
+    SOAK ? 3_600_000 : 600_000,
+  );
 
-  it(`streams 9–12 MiB summaries (flush-behind fsyncs) and still loses nothing across ${LARGE_KILLS} kills (seed ${SEED})`, async () => {
-    expect(staleDist(), 'dist/ is older than these sources: run `npm run build` (npm test does it in pretest)').toEqual([]);
-    const before = totals.largeAcks;
-    // A 9–12 MiB publish takes ~60–150 ms here: kills land before, inside and after its writes and fsyncs.
-    await crashRun(LARGE_KILLS, 'large', 800);
-    expect(tally.losses).toBe(0);
-    expect(tally.wrongAnswers).toBe(0);
-    expect(totals.largeAcks - before).toBeGreaterThan(0);
-  }, SOAK ? 3_600_000 : 600_000);
+  it(
+    `streams 9–12 MiB summaries (flush-behind fsyncs) and still loses nothing across ${LARGE_KILLS} kills (seed ${SEED})`,
+    async () => {
+      expect(
+        staleDist(),
+        'dist/ is older than these sources: run `npm run build` (npm test does it in pretest)',
+      ).toEqual([]);
+      const before = totals.largeAcks;
+      // A 9–12 MiB publish takes ~60–150 ms here: kills land before, inside and after its writes and fsyncs.
+      await crashRun(LARGE_KILLS, 'large', 800);
+      expect(tally.losses).toBe(0);
+      expect(tally.wrongAnswers).toBe(0);
+      expect(totals.largeAcks - before).toBeGreaterThan(0);
+    },
+    SOAK ? 3_600_000 : 600_000,
+  );
 });
 
 afterAll(async () => {
@@ -242,7 +280,9 @@ afterAll(async () => {
       'blobs re-hashed': fig.blobsVerified,
       'longest chain': fig.longestChain,
       stores: totals.stores,
-      ...Object.fromEntries(Object.entries(timing.counts).map(([k, v]) => [`mean ${k}, ms`, Math.round(v / timed.counts[k]!)])),
+      ...Object.fromEntries(
+        Object.entries(timing.counts).map(([k, v]) => [`mean ${k}, ms`, Math.round(v / timed.counts[k]!)]),
+      ),
       'checks made': tally.checks,
     },
   });

@@ -4,7 +4,8 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { type Ledger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { validateSummary } from '../../src/summary/summary.js';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { hashBytes, digestHex } from '../../store/hash/digest.js';
@@ -95,7 +96,14 @@ export const scenarios: Scenario[] = [
 
 /** A ledger whose blob store and LevelDB commit go through the fault plan. */
 export async function openFaulty(root: string, plan: FaultPlan): Promise<Ledger> {
-  return openLedger({ root, host: 'fault-host', fs: plan.fs, levelLog: { writeBatch: plan.writeBatch }, maxSummaryBytes: MAX, onNotice: () => {} });
+  return openLedger({
+    root,
+    host: 'fault-host',
+    fs: plan.fs,
+    levelLog: { writeBatch: plan.writeBatch },
+    maxSummaryBytes: MAX,
+    onNotice: () => {},
+  });
 }
 
 export async function entryCount(ledger: Ledger): Promise<number> {

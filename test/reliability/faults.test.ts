@@ -11,7 +11,17 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
 import { FaultPlan, type Errno, type FaultOp } from './fault-plan.js';
-import { entryCount, errnosFor, hexOf, main, openFaulty as open, scenarios, wasm, type Ctx, type Summary } from './fault-scenarios.js';
+import {
+  entryCount,
+  errnosFor,
+  hexOf,
+  main,
+  openFaulty as open,
+  scenarios,
+  wasm,
+  type Ctx,
+  type Summary,
+} from './fault-scenarios.js';
 import { recordFigures, counter, SOAK } from './figures.js';
 import { isTypedError, sizedSummary, stagingFiles, Tally } from './store-support.js';
 import { tempDir } from '../support/tmp.js';
@@ -23,15 +33,29 @@ const perStep = counter();
 const outcomes = counter();
 
 /** The store must look exactly as it did before the failed publish. */
-async function expectUnchanged(c: Ctx, head: { id: string; seq: number; task: string }, entries: number, what: string): Promise<void> {
+async function expectUnchanged(
+  c: Ctx,
+  head: { id: string; seq: number; task: string },
+  entries: number,
+  what: string,
+): Promise<void> {
   const resumed = await c.ledger.resume(main);
   tally.present(resumed?.id === head.id, `${what}: previous head ${head.seq} no longer resumes`);
   tally.right(resumed?.summary.task === head.task, `${what}: resume returned another summary`);
-  tally.right((await c.ledger.log.entry(main.session, head.seq + 1)) === undefined, `${what}: a manifest appeared at seq ${head.seq + 1}`);
+  tally.right(
+    (await c.ledger.log.entry(main.session, head.seq + 1)) === undefined,
+    `${what}: a manifest appeared at seq ${head.seq + 1}`,
+  );
   tally.right((await entryCount(c.ledger)) === entries, `${what}: the global log grew`);
 }
 
-async function runCase(c: Ctx, prepare: (c: Ctx) => Promise<Summary>, op: FaultOp, nth: number, code: Errno): Promise<void> {
+async function runCase(
+  c: Ctx,
+  prepare: (c: Ctx) => Promise<Summary>,
+  op: FaultOp,
+  nth: number,
+  code: Errno,
+): Promise<void> {
   const what = `${op} #${nth} ${code}`;
   const summary = await prepare(c);
   const prev = (await c.ledger.resume(main))!;
@@ -57,7 +81,10 @@ async function runCase(c: Ctx, prepare: (c: Ctx) => Promise<Summary>, op: FaultO
     c.ledger = await open(c.root, c.plan);
     expect(c.ledger.recovery.stagingRemoved).toBe(1);
     expect(stagingFiles(c.root)).toEqual([]);
-    tally.present((await c.ledger.resume(main))?.id === outcome.receipt!.id, `${what}: published head lost after reopen`);
+    tally.present(
+      (await c.ledger.resume(main))?.id === outcome.receipt!.id,
+      `${what}: published head lost after reopen`,
+    );
     return;
   }
 
@@ -79,32 +106,39 @@ async function runCase(c: Ctx, prepare: (c: Ctx) => Promise<Summary>, op: FaultO
   tally.right(retry.seq === head.seq + 1 && retry.envelope !== undefined, `${what}: retry got seq ${retry.seq}`);
   const resumed = await c.ledger.resume(main);
   tally.present(resumed?.id === retry.id, `${what}: retried publish does not resume`);
-  tally.right(resumed?.summary.task === summary.task && resumed.summary.notes === summary.notes, `${what}: retried summary differs`);
+  tally.right(
+    resumed?.summary.task === summary.task && resumed.summary.notes === summary.notes,
+    `${what}: retried summary differs`,
+  );
 }
 
 describe('fault injection at every step of publish', () => {
-  it.each(scenarios)('fails each call of publishing $name in turn: no manifest, head intact, STORAGE_FAILED, retry succeeds', async (scenario) => {
-    const root = tempDir('hl-fault-');
-    const plan = new FaultPlan();
-    let n = 0;
-    const c: Ctx = { root, plan, ledger: await open(root, plan), marker: () => `${scenario.name.length}-${n++}` };
-    try {
-      await c.ledger.publish(main, sizedSummary('first head'));
-      // Count the calls one publish makes in this scenario; then fail every one of them.
-      const counting = await scenario.prepare(c);
-      plan.resetCounts();
-      await c.ledger.publish(main, counting);
-      const calls = { ...plan.calls };
-      expect(Object.keys(calls)).toEqual(expect.arrayContaining(['open', 'write', 'fsync', 'link', 'batch']));
-      for (const [op, count] of Object.entries(calls) as Array<[FaultOp, number]>) {
-        for (let nth = 1; nth <= count; nth++) {
-          for (const code of errnosFor()) await runCase(c, scenario.prepare, op, nth, code);
+  it.each(scenarios)(
+    'fails each call of publishing $name in turn: no manifest, head intact, STORAGE_FAILED, retry succeeds',
+    async (scenario) => {
+      const root = tempDir('hl-fault-');
+      const plan = new FaultPlan();
+      let n = 0;
+      const c: Ctx = { root, plan, ledger: await open(root, plan), marker: () => `${scenario.name.length}-${n++}` };
+      try {
+        await c.ledger.publish(main, sizedSummary('first head'));
+        // Count the calls one publish makes in this scenario; then fail every one of them.
+        const counting = await scenario.prepare(c);
+        plan.resetCounts();
+        await c.ledger.publish(main, counting);
+        const calls = { ...plan.calls };
+        expect(Object.keys(calls)).toEqual(expect.arrayContaining(['open', 'write', 'fsync', 'link', 'batch']));
+        for (const [op, count] of Object.entries(calls) as Array<[FaultOp, number]>) {
+          for (let nth = 1; nth <= count; nth++) {
+            for (const code of errnosFor()) await runCase(c, scenario.prepare, op, nth, code);
+          }
         }
+      } finally {
+        await c.ledger.close();
       }
-    } finally {
-      await c.ledger.close();
-    }
-  }, 180_000);
+    },
+    180_000,
+  );
 });
 
 describe('fault injection at every step of a streamed put', () => {
@@ -118,7 +152,8 @@ describe('fault injection at every step of a streamed put', () => {
     const { store } = await FsBlobStore.open(root, { hash: wasm, fs: plan.fs });
     let n = 0;
     const sizes = [3 * MiB + 1, 3 * MiB + 2, 3 * MiB + 3];
-    const chunksFor = (marker: string) => sizes.map((size, i) => new TextEncoder().encode(`${marker}:${i}:`.padEnd(size, '.')));
+    const chunksFor = (marker: string) =>
+      sizes.map((size, i) => new TextEncoder().encode(`${marker}:${i}:`.padEnd(size, '.')));
     const stream = async function* (chunks: Uint8Array[]) {
       yield* chunks;
     };
@@ -133,7 +168,10 @@ describe('fault injection at every step of a streamed put', () => {
           const chunks = chunksFor(`s${n++}`);
           const what = `stream ${op} #${nth} ${code}`;
           plan.arm(op, nth, code);
-          const outcome = await store.put(stream(chunks)).then((info) => ({ info, err: undefined }), (err: unknown) => ({ info: undefined, err }));
+          const outcome = await store.put(stream(chunks)).then(
+            (info) => ({ info, err: undefined }),
+            (err: unknown) => ({ info: undefined, err }),
+          );
           plan.disarm();
           expect(plan.fired, what).toBe(true);
           perStep.add(`${op} (stream)`);
@@ -159,7 +197,10 @@ describe('a failed directory fsync is not forgotten', () => {
   // takes the "already there" path. Unless that path fsyncs the directory too, the retried publish commits
   // a manifest whose blob name may vanish on power loss. Found by this suite (BUG-3, fixed): directories
   // stay on an unsynced list until an fsync of them succeeds.
-  async function retryAfterDirFsyncFault(nth: number, dirOf: (hex: string) => string[]): Promise<{ dir: string; synced: string[] }> {
+  async function retryAfterDirFsyncFault(
+    nth: number,
+    dirOf: (hex: string) => string[],
+  ): Promise<{ dir: string; synced: string[] }> {
     const root = tempDir('hl-fault-');
     const plan = new FaultPlan();
     const ledger = await open(root, plan);
@@ -167,7 +208,10 @@ describe('a failed directory fsync is not forgotten', () => {
       const summary = sizedSummary('dir-fsync');
       const dir = join(root, 'blobs-v1', ...dirOf(await hexOf(summary)));
       plan.arm('fsyncDir', nth, 'EIO');
-      await expect(ledger.publish(main, summary)).rejects.toMatchObject({ code: 'STORAGE_FAILED', cause: { code: 'EIO' } });
+      await expect(ledger.publish(main, summary)).rejects.toMatchObject({
+        code: 'STORAGE_FAILED',
+        cause: { code: 'EIO' },
+      });
       expect(plan.fired).toBe(true);
       plan.disarm();
       plan.resetCounts();
@@ -191,16 +235,22 @@ describe('a failed directory fsync is not forgotten', () => {
 
 describe('faults during recovery at open', () => {
   // Found by this suite (BUG-4, fixed): recover() let raw Node errors escape from openLedger.
-  it.each(['readdir', 'rm'] as const)('a failing %s while clearing staging rejects open with StoreError STORAGE_FAILED', async (op) => {
-    const root = tempDir('hl-fault-');
-    const plan = new FaultPlan();
-    await (await open(root, plan)).close();
-    writeFileSync(join(root, 'tmp', 'left-by-a-crash.tmp'), 'x');
-    plan.arm(op, 1, 'EIO');
-    const err = await open(root, plan).then(async (l) => (await l.close(), undefined), (e: unknown) => e);
-    expect(plan.fired).toBe(true);
-    expect(err).toMatchObject({ name: 'StoreError', code: 'STORAGE_FAILED', cause: { code: 'EIO' } });
-  });
+  it.each(['readdir', 'rm'] as const)(
+    'a failing %s while clearing staging rejects open with StoreError STORAGE_FAILED',
+    async (op) => {
+      const root = tempDir('hl-fault-');
+      const plan = new FaultPlan();
+      await (await open(root, plan)).close();
+      writeFileSync(join(root, 'tmp', 'left-by-a-crash.tmp'), 'x');
+      plan.arm(op, 1, 'EIO');
+      const err = await open(root, plan).then(
+        async (l) => (await l.close(), undefined),
+        (e: unknown) => e,
+      );
+      expect(plan.fired).toBe(true);
+      expect(err).toMatchObject({ name: 'StoreError', code: 'STORAGE_FAILED', cause: { code: 'EIO' } });
+    },
+  );
 
   it('a store whose open failed during recovery opens cleanly once the fault clears', async () => {
     const root = tempDir('hl-fault-');
@@ -232,6 +282,9 @@ afterAll(async () => {
     faultsPerStep: perStep.counts,
     losses: tally.losses,
     wrongAnswers: tally.wrongAnswers,
-    details: { 'checks made': tally.checks, ...Object.fromEntries(Object.entries(outcomes.counts).map(([k, v]) => [`outcome: ${k}`, v])) },
+    details: {
+      'checks made': tally.checks,
+      ...Object.fromEntries(Object.entries(outcomes.counts).map(([k, v]) => [`outcome: ${k}`, v])),
+    },
   });
 });

@@ -61,7 +61,11 @@ export function readAllFigures(): SuiteFigures[] {
  */
 export async function recordFigures(figures: Omit<SuiteFigures, 'mode' | 'finishedAt'>): Promise<void> {
   mkdirSync(FIGURES_DIR, { recursive: true });
-  const full: SuiteFigures = { ...figures, mode: SOAK ? 'soak' : 'standard', finishedAt: new Date().toISOString().slice(0, 19) + 'Z' };
+  const full: SuiteFigures = {
+    ...figures,
+    mode: SOAK ? 'soak' : 'standard',
+    finishedAt: new Date().toISOString().slice(0, 19) + 'Z',
+  };
   await withLock(() => {
     writeAtomic(join(FIGURES_DIR, `${figures.suite}${SOAK ? '.soak' : ''}.json`), JSON.stringify(full, null, 2) + '\n');
     writeAtomic(REPORT_FILE, renderReport(readAllFigures()));

@@ -7,10 +7,22 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { openLedger, type Ledger } from '../../src/ledger/ledger.js';
+import { type Ledger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -28,7 +40,13 @@ const started = Date.now();
 const scope = { principal: 'alice', session: 's', run: 'r' };
 const T = 'filesystem attacks';
 
-async function storeWithBlob(): Promise<{ root: string; outside: string; ledger: Ledger; digest: string; path: string }> {
+async function storeWithBlob(): Promise<{
+  root: string;
+  outside: string;
+  ledger: Ledger;
+  digest: string;
+  path: string;
+}> {
   const root = join(tempDir('hl-fsa-'), 'store');
   const outside = tempDir('hl-fsa-outside-');
   const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
@@ -41,7 +59,8 @@ function tree(dir: string): string[] {
   return (readdirSync(dir, { recursive: true }) as string[]).sort();
 }
 
-const refused = (what: string) => () => judge.tally.right(false, `${what}: accepted (read or wrote through a planted path)`);
+const refused = (what: string) => () =>
+  judge.tally.right(false, `${what}: accepted (read or wrote through a planted path)`);
 
 describe('planted symlinks', () => {
   it('a symlink at a blob path, pointing at a file with the right bytes: UNSAFE_PATH, nothing read', async () => {
@@ -54,26 +73,30 @@ describe('planted symlinks', () => {
     await s.ledger.close();
   });
 
-  it.each([1, 2])('a symlinked shard directory (level %i) is refused for reads and writes; nothing lands outside', async (level) => {
-    const s = await storeWithBlob();
-    const hex = digestHex(s.digest);
-    const shard = level === 1 ? join(s.root, 'blobs-v1', 'blake3', hex.slice(0, 2)) : dirname(s.path);
-    // The outside copy mirrors the shard, right bytes included: following the link would verify.
-    execFileSync('cp', ['-a', `${shard}/.`, s.outside]);
-    rmSync(shard, { recursive: true });
-    symlinkSync(s.outside, shard);
-    const before = tree(s.outside);
-    await judge.judge(T, () => s.ledger.resume(scope), refused('shard symlink (read)'), ['UNSAFE_PATH']);
-    // A new blob whose digest falls in the linked shard: find one, then publish it.
-    const prefix = level === 1 ? hex.slice(0, 2) : hex.slice(0, 4);
-    let marker = 0;
-    let summary = sizedSummary('w0');
-    while (!digestHex(digestOf(validateSummary(summary).bytes)).startsWith(prefix)) summary = sizedSummary(`w${++marker}`);
-    await judge.judge(T, () => s.ledger.publish(scope, summary), refused('shard symlink (write)'), ['UNSAFE_PATH']);
-    expect(tree(s.outside)).toEqual(before);
-    expect(stagingFiles(s.root)).toEqual([]);
-    await s.ledger.close();
-  });
+  it.each([1, 2])(
+    'a symlinked shard directory (level %i) is refused for reads and writes; nothing lands outside',
+    async (level) => {
+      const s = await storeWithBlob();
+      const hex = digestHex(s.digest);
+      const shard = level === 1 ? join(s.root, 'blobs-v1', 'blake3', hex.slice(0, 2)) : dirname(s.path);
+      // The outside copy mirrors the shard, right bytes included: following the link would verify.
+      execFileSync('cp', ['-a', `${shard}/.`, s.outside]);
+      rmSync(shard, { recursive: true });
+      symlinkSync(s.outside, shard);
+      const before = tree(s.outside);
+      await judge.judge(T, () => s.ledger.resume(scope), refused('shard symlink (read)'), ['UNSAFE_PATH']);
+      // A new blob whose digest falls in the linked shard: find one, then publish it.
+      const prefix = level === 1 ? hex.slice(0, 2) : hex.slice(0, 4);
+      let marker = 0;
+      let summary = sizedSummary('w0');
+      while (!digestHex(digestOf(validateSummary(summary).bytes)).startsWith(prefix))
+        summary = sizedSummary(`w${++marker}`);
+      await judge.judge(T, () => s.ledger.publish(scope, summary), refused('shard symlink (write)'), ['UNSAFE_PATH']);
+      expect(tree(s.outside)).toEqual(before);
+      expect(stagingFiles(s.root)).toEqual([]);
+      await s.ledger.close();
+    },
+  );
 
   it('a symlink planted in staging is removed at open; its target is untouched', async () => {
     const s = await storeWithBlob();
@@ -83,11 +106,22 @@ describe('planted symlinks', () => {
     writeFileSync(join(s.outside, 'dir', 'inner'), 'keep');
     symlinkSync(join(s.outside, 'precious'), join(s.root, 'tmp', 'a.tmp'));
     symlinkSync(join(s.outside, 'dir'), join(s.root, 'tmp', 'b.tmp'));
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), async (ledger) => {
-      judge.tally.right(ledger.recovery.stagingRemoved === 2 && stagingFiles(s.root).length === 0, 'staging links not cleared');
-      judge.tally.right(readFileSync(join(s.outside, 'precious'), 'utf8') === 'do not delete' && readFileSync(join(s.outside, 'dir', 'inner'), 'utf8') === 'keep', 'recovery deleted through a link');
-      await ledger.close();
-    });
+    await judge.judge(
+      T,
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }),
+      async (ledger) => {
+        judge.tally.right(
+          ledger.recovery.stagingRemoved === 2 && stagingFiles(s.root).length === 0,
+          'staging links not cleared',
+        );
+        judge.tally.right(
+          readFileSync(join(s.outside, 'precious'), 'utf8') === 'do not delete' &&
+            readFileSync(join(s.outside, 'dir', 'inner'), 'utf8') === 'keep',
+          'recovery deleted through a link',
+        );
+        await ledger.close();
+      },
+    );
   });
 
   it.each([
@@ -103,7 +137,12 @@ describe('planted symlinks', () => {
     rmSync(join(s.root, name), { recursive: true });
     symlinkSync(s.outside, join(s.root, name));
     const before = tree(s.outside);
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused(`${name} symlink`), [code]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }),
+      refused(`${name} symlink`),
+      [code],
+    );
     expect(tree(s.outside)).toEqual(before);
   });
 
@@ -115,25 +154,37 @@ describe('planted symlinks', () => {
     copyFileSync(join(keyDir, keyName!), join(s.outside, 'key.jwk'));
     rmSync(join(keyDir, keyName!));
     symlinkSync(join(s.outside, 'key.jwk'), join(keyDir, keyName!));
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused('key symlink'), ['KEY_FILE_UNSAFE']);
+    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused('key symlink'), [
+      'KEY_FILE_UNSAFE',
+    ]);
   });
 });
 
 describe('blobs replaced by other file types', () => {
-  it.each(['fifo', 'directory'])('a blob replaced by a %s: resume refuses UNSAFE_PATH without hanging; republishing quarantines it', async (kind) => {
-    const s = await storeWithBlob();
-    rmSync(s.path);
-    if (kind === 'fifo') execFileSync('mkfifo', ['-m', '600', s.path]);
-    else mkdirSync(s.path, { mode: 0o700 });
-    await judge.judge(T, () => s.ledger.resume(scope), refused(`blob ${kind}`), ['UNSAFE_PATH']);
-    // The same bytes published again: the impostor is moved aside and the real blob put back.
-    await judge.judge(T, () => s.ledger.publish(scope, sizedSummary('victim')), async () => {
-      const r = await s.ledger.resume(scope);
-      judge.tally.right(r?.summary.task === sizedSummary('victim').task && statSync(s.path).isFile(), 'blob not restored');
-      judge.tally.right(readdirSync(join(s.root, 'quarantine')).length === 1, 'impostor not quarantined');
-    });
-    await s.ledger.close();
-  });
+  it.each(['fifo', 'directory'])(
+    'a blob replaced by a %s: resume refuses UNSAFE_PATH without hanging; republishing quarantines it',
+    async (kind) => {
+      const s = await storeWithBlob();
+      rmSync(s.path);
+      if (kind === 'fifo') execFileSync('mkfifo', ['-m', '600', s.path]);
+      else mkdirSync(s.path, { mode: 0o700 });
+      await judge.judge(T, () => s.ledger.resume(scope), refused(`blob ${kind}`), ['UNSAFE_PATH']);
+      // The same bytes published again: the impostor is moved aside and the real blob put back.
+      await judge.judge(
+        T,
+        () => s.ledger.publish(scope, sizedSummary('victim')),
+        async () => {
+          const r = await s.ledger.resume(scope);
+          judge.tally.right(
+            r?.summary.task === sizedSummary('victim').task && statSync(s.path).isFile(),
+            'blob not restored',
+          );
+          judge.tally.right(readdirSync(join(s.root, 'quarantine')).length === 1, 'impostor not quarantined');
+        },
+      );
+      await s.ledger.close();
+    },
+  );
 });
 
 describe('unsafe permissions', () => {
@@ -142,7 +193,12 @@ describe('unsafe permissions', () => {
     const s = await storeWithBlob();
     await s.ledger.close();
     chmodSync(s.root, mode);
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused(`root mode ${mode.toString(8)}`), ['UNSAFE_ROOT']);
+    await judge.judge(
+      T,
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }),
+      refused(`root mode ${mode.toString(8)}`),
+      ['UNSAFE_ROOT'],
+    );
     chmodSync(s.root, 0o700);
   });
 
@@ -151,17 +207,23 @@ describe('unsafe permissions', () => {
     await s.ledger.close();
     const link = join(tempDir('hl-fsa-'), 'link');
     symlinkSync(s.root, link);
-    await judge.judge(T, () => openLedger({ root: link, host: 'h', onNotice: () => {} }), refused('root symlink'), ['UNSAFE_ROOT']);
+    await judge.judge(T, () => openLedger({ root: link, host: 'h', onNotice: () => {} }), refused('root symlink'), [
+      'UNSAFE_ROOT',
+    ]);
     const file = join(tempDir('hl-fsa-'), 'file');
     writeFileSync(file, '');
-    await judge.judge(T, () => openLedger({ root: file, host: 'h', onNotice: () => {} }), refused('root file'), ['UNSAFE_ROOT']);
+    await judge.judge(T, () => openLedger({ root: file, host: 'h', onNotice: () => {} }), refused('root file'), [
+      'UNSAFE_ROOT',
+    ]);
   });
 
   it.each(['tmp', 'blobs-v1', 'manifests-v1', 'keys'])('a world-writable %s is refused UNSAFE_PATH', async (name) => {
     const s = await storeWithBlob();
     await s.ledger.close();
     chmodSync(join(s.root, name), 0o777);
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused(`${name} 0777`), ['UNSAFE_PATH']);
+    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused(`${name} 0777`), [
+      'UNSAFE_PATH',
+    ]);
   });
 
   it('a key file readable by others is refused KEY_FILE_UNSAFE', async () => {
@@ -169,7 +231,9 @@ describe('unsafe permissions', () => {
     await s.ledger.close();
     const [keyName] = readdirSync(join(s.root, 'keys'));
     chmodSync(join(s.root, 'keys', keyName!), 0o644);
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused('key 0644'), ['KEY_FILE_UNSAFE']);
+    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused('key 0644'), [
+      'KEY_FILE_UNSAFE',
+    ]);
   });
 });
 
@@ -189,18 +253,28 @@ describe('attacks on an audit bundle', () => {
     await judge.judge(T, () => openBundleDir(dir), refused(`bundle ${name} fifo`), ['BUNDLE_INVALID']);
   });
 
-  it.each(['symlink', 'fifo'])('a bundle blob replaced by a %s (right bytes behind it) counts as missing, never read', async (kind) => {
-    const { dir, b, opts } = await bundleDir();
-    const digest = b.manifests[0]!.manifest.summary.digest;
-    const path = join(dir, bundleBlobPath(digest));
-    const outside = join(tempDir('hl-fsa-outside-'), 'blob');
-    renameSync(path, outside);
-    if (kind === 'symlink') symlinkSync(outside, path);
-    else execFileSync('mkfifo', [path]);
-    await judge.judge(T, async () => verifyBundle(await openBundleDir(dir), opts), (report) => {
-      judge.tally.right(report.counts.manifests === 2 && isDeepStrictEqual(report.counts.byCode, { BLOB_MISSING: 1 }), `audit: ${JSON.stringify(report.counts)}`);
-    });
-  });
+  it.each(['symlink', 'fifo'])(
+    'a bundle blob replaced by a %s (right bytes behind it) counts as missing, never read',
+    async (kind) => {
+      const { dir, b, opts } = await bundleDir();
+      const digest = b.manifests[0]!.manifest.summary.digest;
+      const path = join(dir, bundleBlobPath(digest));
+      const outside = join(tempDir('hl-fsa-outside-'), 'blob');
+      renameSync(path, outside);
+      if (kind === 'symlink') symlinkSync(outside, path);
+      else execFileSync('mkfifo', [path]);
+      await judge.judge(
+        T,
+        async () => verifyBundle(await openBundleDir(dir), opts),
+        (report) => {
+          judge.tally.right(
+            report.counts.manifests === 2 && isDeepStrictEqual(report.counts.byCode, { BLOB_MISSING: 1 }),
+            `audit: ${JSON.stringify(report.counts)}`,
+          );
+        },
+      );
+    },
+  );
 });
 
 // Found by this suite (BUG-8, BUG-9), fixed: kept as regression tests.
@@ -212,7 +286,9 @@ describe('known bugs', () => {
     copyFileSync(trust, join(s.outside, 'trust.json'));
     rmSync(trust);
     symlinkSync(join(s.outside, 'trust.json'), trust);
-    await expect(openLedger({ root: s.root, host: 'h', onNotice: () => {} })).rejects.toMatchObject({ code: expect.stringMatching(/UNSAFE_PATH|KEY_FILE_UNSAFE|TRUST_INVALID/) });
+    await expect(openLedger({ root: s.root, host: 'h', onNotice: () => {} })).rejects.toMatchObject({
+      code: expect.stringMatching(/UNSAFE_PATH|KEY_FILE_UNSAFE|TRUST_INVALID/),
+    });
   });
 
   it('BUG-9: staging swapped for a symlink while the ledger is open: publish refuses instead of writing through it', async () => {
@@ -220,7 +296,9 @@ describe('known bugs', () => {
     try {
       rmSync(join(s.root, 'tmp'), { recursive: true });
       symlinkSync(s.outside, join(s.root, 'tmp'));
-      await expect(s.ledger.publish(scope, sizedSummary('through the link'))).rejects.toMatchObject({ code: 'UNSAFE_PATH' });
+      await expect(s.ledger.publish(scope, sizedSummary('through the link'))).rejects.toMatchObject({
+        code: 'UNSAFE_PATH',
+      });
     } finally {
       await s.ledger.close();
     }
@@ -231,7 +309,8 @@ afterAll(async () => {
   expect(judge.untyped).toBe(0);
   await recordFigures({
     suite: 'fs-attacks',
-    title: 'Symlinks planted at a blob path, a shard directory (both levels), in staging and at every store directory and the key file; blobs replaced by a FIFO or a directory; group/world-writable root and directories; FIFOs and symlinks in an audit bundle. Link targets hold the right bytes, so reading through a link would have been caught as a wrong answer.',
+    title:
+      'Symlinks planted at a blob path, a shard directory (both levels), in staging and at every store directory and the key file; blobs replaced by a FIFO or a directory; group/world-writable root and directories; FIFOs and symlinks in an audit bundle. Link targets hold the right bytes, so reading through a link would have been caught as a wrong answer.',
     durationMs: Date.now() - started,
     inputs: judge.inputs.counts,
     losses: judge.tally.losses,

@@ -12,7 +12,42 @@ import { InvariantViolation, isTypedError, Tally } from './store-support.js';
 export const HANG_MS = 5_000;
 
 /** Characters that have broken parsers, paths and serializers before. */
-const NASTY = ['\0', '\ud800', '\udfff', '\udbff\udfff', '"', '\\', '\n', '\r', '\u2028', '\ufeff', '\u202e', '/', '..', '%2e', '$', '{', '}', '[', ']', ':', '@', '.', '-', '_', 'a', 'Z', '9', 'é', 'а', '𝄞', ' ', '\t', '\x7f', '\x1b'];
+const NASTY = [
+  '\0',
+  '\ud800',
+  '\udfff',
+  '\udbff\udfff',
+  '"',
+  '\\',
+  '\n',
+  '\r',
+  '\u2028',
+  '\ufeff',
+  '\u202e',
+  '/',
+  '..',
+  '%2e',
+  '$',
+  '{',
+  '}',
+  '[',
+  ']',
+  ':',
+  '@',
+  '.',
+  '-',
+  '_',
+  'a',
+  'Z',
+  '9',
+  'é',
+  'а',
+  '𝄞',
+  ' ',
+  '\t',
+  '\x7f',
+  '\x1b',
+];
 
 /** Strings biased towards the characters parsers and path joiners mishandle. */
 export const hostileString = (maxLength = 40): fc.Arbitrary<string> =>
@@ -20,7 +55,20 @@ export const hostileString = (maxLength = 40): fc.Arbitrary<string> =>
     fc.string({ unit: fc.constantFrom(...NASTY), maxLength }),
     fc.string({ unit: 'binary', maxLength }),
     fc.string({ unit: fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)), maxLength: 4 }),
-    fc.constantFrom('__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', '', ' ', '.', '..', '../x', 'CON', 'a'.repeat(129)),
+    fc.constantFrom(
+      '__proto__',
+      'constructor',
+      'prototype',
+      'toString',
+      'hasOwnProperty',
+      '',
+      ' ',
+      '.',
+      '..',
+      '../x',
+      'CON',
+      'a'.repeat(129),
+    ),
   );
 
 /** Ids: valid ones, near misses, and hostile strings. */
@@ -32,10 +80,31 @@ export const idLike: fc.Arbitrary<string> = fc.oneof(
 
 /** Any JS value, including prototype-keyed and null-prototype objects. */
 export const anyValue: fc.Arbitrary<unknown> = fc.oneof(
-  fc.anything({ withNullPrototype: true, withObjectString: true, withBoxedValues: true, withSparseArray: true, maxDepth: 4 }),
+  fc.anything({
+    withNullPrototype: true,
+    withObjectString: true,
+    withBoxedValues: true,
+    withSparseArray: true,
+    maxDepth: 4,
+  }),
   fc.jsonValue({ maxDepth: 4 }),
   fc.dictionary(hostileString(12), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 5 }),
-  fc.constantFrom(1e308, -0, Number.MAX_SAFE_INTEGER + 2, NaN, Infinity, -1, 0.5, 2 ** 64, '', null, undefined, true, [], {}),
+  fc.constantFrom(
+    1e308,
+    -0,
+    Number.MAX_SAFE_INTEGER + 2,
+    NaN,
+    Infinity,
+    -1,
+    0.5,
+    2 ** 64,
+    '',
+    null,
+    undefined,
+    true,
+    [],
+    {},
+  ),
 );
 
 /** Mutations of a text: replace, insert, delete, truncate, duplicate a slice. */
@@ -47,17 +116,33 @@ export const textMutation = (text: string): fc.Arbitrary<string> => {
     fc.tuple(at, fc.nat(40)).map(([i, n]) => text.slice(0, i) + text.slice(i + n)),
     at.map((i) => text.slice(0, i)),
     fc.tuple(at, at).map(([i, j]) => text.slice(0, Math.max(i, j)) + text.slice(Math.min(i, j))),
-    fc.tuple(at, fc.integer({ min: 0, max: 0xffff })).map(([i, c]) => text.slice(0, i) + String.fromCharCode(c) + text.slice(i + 1)),
+    fc
+      .tuple(at, fc.integer({ min: 0, max: 0xffff }))
+      .map(([i, c]) => text.slice(0, i) + String.fromCharCode(c) + text.slice(i + 1)),
   );
 };
 
 /** Byte mutations: flip, insert invalid UTF-8 or NUL, delete, truncate. */
 export const bytesMutation = (bytes: Uint8Array): fc.Arbitrary<Uint8Array> => {
   const at = fc.nat(Math.max(0, bytes.length));
-  const splice = (i: number, del: number, ins: number[]) => Uint8Array.from([...bytes.subarray(0, i), ...ins, ...bytes.subarray(i + del)]);
+  const splice = (i: number, del: number, ins: number[]) =>
+    Uint8Array.from([...bytes.subarray(0, i), ...ins, ...bytes.subarray(i + del)]);
   return fc.oneof(
     fc.tuple(at, fc.integer({ min: 1, max: 255 })).map(([i, x]) => splice(i, 1, [(bytes[i] ?? 0) ^ x])),
-    fc.tuple(at, fc.constantFrom<number[]>([0xff], [0xc0, 0x80], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0], [0x0a], [0xef, 0xbb, 0xbf])).map(([i, ins]) => splice(i, 0, ins)),
+    fc
+      .tuple(
+        at,
+        fc.constantFrom<number[]>(
+          [0xff],
+          [0xc0, 0x80],
+          [0xed, 0xa0, 0x80],
+          [0xe2, 0x82],
+          [0],
+          [0x0a],
+          [0xef, 0xbb, 0xbf],
+        ),
+      )
+      .map(([i, ins]) => splice(i, 0, ins)),
     fc.tuple(at, fc.nat(30)).map(([i, n]) => splice(i, n, [])),
     at.map((i) => bytes.slice(0, i)),
   );
@@ -76,7 +161,12 @@ export class Judge {
    * Runs `fn` on one input of `target`. A typed error is an acceptable answer (`expectCodes`, when
    * given, narrows which codes); a result must pass `check`.
    */
-  async judge<T>(target: string, fn: () => T | Promise<T>, check: (result: T) => void | Promise<void>, expectCodes?: readonly string[]): Promise<void> {
+  async judge<T>(
+    target: string,
+    fn: () => T | Promise<T>,
+    check: (result: T) => void | Promise<void>,
+    expectCodes?: readonly string[],
+  ): Promise<void> {
     this.inputs.add(target);
     const t0 = performance.now();
     let result: T;
@@ -88,10 +178,15 @@ export class Judge {
       if (!isTypedError(err)) {
         this.untyped++;
         this.tally.wrongAnswers++;
-        throw new InvariantViolation(`${target}: untyped ${(err as Error)?.name ?? typeof err}: ${(err as Error)?.message ?? String(err)}`);
+        throw new InvariantViolation(
+          `${target}: untyped ${(err as Error)?.name ?? typeof err}: ${(err as Error)?.message ?? String(err)}`,
+        );
       }
       this.typed.add(`${err.name} ${err.code}`);
-      this.tally.right(!expectCodes || expectCodes.includes(err.code), `${target}: unexpected code ${err.code} (${err.message})`);
+      this.tally.right(
+        !expectCodes || expectCodes.includes(err.code),
+        `${target}: unexpected code ${err.code} (${err.message})`,
+      );
       return;
     }
     this.time(target, t0);
@@ -115,7 +210,11 @@ export class Judge {
       'untyped exceptions': this.untyped,
       'slowest input, ms': Math.round(this.slowestMs),
       'checks made': this.tally.checks,
-      ...Object.fromEntries(Object.entries(this.typed.counts).sort().map(([k, v]) => [`refused: ${k}`, v])),
+      ...Object.fromEntries(
+        Object.entries(this.typed.counts)
+          .sort()
+          .map(([k, v]) => [`refused: ${k}`, v]),
+      ),
     };
   }
 }

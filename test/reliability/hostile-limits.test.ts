@@ -9,7 +9,7 @@ import { Readable } from 'node:stream';
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, openSync, closeSync, ftruncateSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { openLedger } from '../../src/ledger/ledger.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { readLimited } from '../../src/cli/io.js';
 import { publish as cliPublish } from '../../src/cli/core.js';
 import { run as cliVerify } from '../../src/cli/verify.js';
@@ -46,11 +46,20 @@ function hundredMegabytes(chunk = 64 * 1024, byte = 0x61) {
   return { counter, gen };
 }
 
-async function refusedBeforeBuffered(target: string, pulled: () => number, limit: number, fn: () => Promise<unknown>, codes: string[]): Promise<void> {
+async function refusedBeforeBuffered(
+  target: string,
+  pulled: () => number,
+  limit: number,
+  fn: () => Promise<unknown>,
+  codes: string[],
+): Promise<void> {
   await judge.judge(target, fn, () => judge.tally.right(false, `${target}: a 100 MB input was accepted`), codes);
   refusedAfter[target] = pulled();
   // Read-ahead of a Readable (16 chunks) or one chunk of a generator is fine; 100 MB is not.
-  judge.tally.right(pulled() <= limit + 2 * MiB, `${target}: pulled ${pulled()} bytes before refusing (limit ${limit})`);
+  judge.tally.right(
+    pulled() <= limit + 2 * MiB,
+    `${target}: pulled ${pulled()} bytes before refusing (limit ${limit})`,
+  );
 }
 
 describe('100 MB streams are refused after at most the limit', () => {
@@ -69,7 +78,10 @@ describe('100 MB streams are refused after at most the limit', () => {
     const root = join(tempDir('hl-limits-'), 'store');
     const cap = captureIo();
     judge.inputs.add('100 MB: CLI publish stdin');
-    const code = await cliPublish(['--root', root, '--host', 'h', '--principal', 'p', '--session', 's', '--run', 'r'], { ...cap.io, stdin: Readable.from(gen()) });
+    const code = await cliPublish(['--root', root, '--host', 'h', '--principal', 'p', '--session', 's', '--run', 'r'], {
+      ...cap.io,
+      stdin: Readable.from(gen()),
+    });
     expect(code).toBe(2);
     expect(cap.stderr()).toMatch(/larger than/);
     expect(existsSync(root)).toBe(false);
@@ -81,7 +93,13 @@ describe('100 MB streams are refused after at most the limit', () => {
     const root = tempDir('hl-limits-');
     const { store } = await FsBlobStore.open(root, { hash: await loadHashBackend('wasm') });
     const { counter, gen } = hundredMegabytes();
-    await refusedBeforeBuffered('100 MB: BlobStore.put stream', () => counter.pulled, MiB, () => store.put(gen(), { maxBytes: MiB }), ['BLOB_TOO_LARGE']);
+    await refusedBeforeBuffered(
+      '100 MB: BlobStore.put stream',
+      () => counter.pulled,
+      MiB,
+      () => store.put(gen(), { maxBytes: MiB }),
+      ['BLOB_TOO_LARGE'],
+    );
     expect(stagingFiles(root)).toEqual([]);
     const listed: string[] = [];
     for await (const d of store.list()) listed.push(d);
@@ -92,9 +110,16 @@ describe('100 MB streams are refused after at most the limit', () => {
     const { counter, gen } = hundredMegabytes(MiB, 0x5b /* '[' */);
     const reader: BundleReader = { ...memoryBundleReader({ manifests: '' }), manifests: gen };
     const key = makeKey('host-a');
-    await judge.judge('100 MB: bundle line', () => verifyBundle(reader, { trust: trustOf(key.trusted), verifier: nodeVerifier }), (report) => {
-      judge.tally.right(!report.ok && report.counts.byCode.LINE_TOO_LONG === 1 && report.counts.manifests === 0, `audit: ${JSON.stringify(report.counts)}`);
-    });
+    await judge.judge(
+      '100 MB: bundle line',
+      () => verifyBundle(reader, { trust: trustOf(key.trusted), verifier: nodeVerifier }),
+      (report) => {
+        judge.tally.right(
+          !report.ok && report.counts.byCode.LINE_TOO_LONG === 1 && report.counts.manifests === 0,
+          `audit: ${JSON.stringify(report.counts)}`,
+        );
+      },
+    );
     expect(counter.pulled).toBe(MB100);
   });
 });
@@ -109,7 +134,12 @@ describe('100 MB values are refused before they are parsed or encoded', () => {
     const err = await Promise.resolve()
       .then(fn as () => unknown)
       .catch((e: unknown) => e);
-    await judge.judge(target, () => Promise.reject(err), () => {}, [code]);
+    await judge.judge(
+      target,
+      () => Promise.reject(err),
+      () => {},
+      [code],
+    );
     // "over N" is the size check's message; a JSON.parse failure would say "not valid JSON".
     expect((err as Error).message).toMatch(/over/);
   });
@@ -118,7 +148,12 @@ describe('100 MB values are refused before they are parsed or encoded', () => {
     const root = join(tempDir('hl-limits-'), 'store');
     const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
     try {
-      await judge.judge('100 MB: summary', () => ledger.publish({ principal: 'p', session: 's', run: 'r' }, { ...sizedSummary('big'), notes: big }), () => judge.tally.right(false, 'accepted'), ['SUMMARY_TOO_LARGE']);
+      await judge.judge(
+        '100 MB: summary',
+        () => ledger.publish({ principal: 'p', session: 's', run: 'r' }, { ...sizedSummary('big'), notes: big }),
+        () => judge.tally.right(false, 'accepted'),
+        ['SUMMARY_TOO_LARGE'],
+      );
       expect(stagingFiles(root)).toEqual([]);
     } finally {
       await ledger.close();
@@ -138,7 +173,12 @@ describe('100 MB files are refused before they are read', () => {
       const fd = openSync(path, 'w', 0o600);
       ftruncateSync(fd, MB100);
       closeSync(fd);
-      await judge.judge('100 MB: planted blob file', () => ledger.resume(scope), () => judge.tally.right(false, 'resumed a 100 MB planted blob'), ['BLOB_TOO_LARGE']);
+      await judge.judge(
+        '100 MB: planted blob file',
+        () => ledger.resume(scope),
+        () => judge.tally.right(false, 'resumed a 100 MB planted blob'),
+        ['BLOB_TOO_LARGE'],
+      );
     } finally {
       await ledger.close();
     }
@@ -153,13 +193,18 @@ describe('100 MB files are refused before they are read', () => {
     await writeBundleDir(join(dir, 'bundle'), bundle.lines);
     const fifo = join(dir, 'trust.fifo');
     execFileSync('mkfifo', [fifo]);
-    const writer = spawn(process.execPath, ['-e', FIFO_WRITER, fifo, String(MB100)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const writer = spawn(process.execPath, ['-e', FIFO_WRITER, fifo, String(MB100)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let written = '';
     writer.stdout.on('data', (d: Buffer) => (written += d.toString()));
     const exited = new Promise<void>((resolve) => writer.on('close', () => resolve()));
     const cap = captureIo();
     const code = await cliVerify([join(dir, 'bundle'), '--trust', fifo, '--json'], cap.io);
-    const done = await Promise.race([exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 3000))]);
+    const done = await Promise.race([
+      exited.then(() => true),
+      new Promise<false>((r) => setTimeout(() => r(false), 3000)),
+    ]);
     if (!done) writer.kill('SIGKILL'); // the CLI never opened it: nothing was read
     await exited;
     const pulled = Number(written.trim() || 0);
@@ -184,14 +229,17 @@ afterAll(async () => {
   expect(judge.untyped).toBe(0);
   await recordFigures({
     suite: 'hostile-limits',
-    title: '100 MB inputs at every door — CLI stdin, BlobStore.put streams, bundle lines, envelope/header text, summaries, a sparse file planted at a blob path — refused by a size bound before being buffered, parsed or encoded (the trust file of `verify` is BUG-7, not counted here).',
+    title:
+      '100 MB inputs at every door — CLI stdin, BlobStore.put streams, bundle lines, envelope/header text, summaries, a sparse file planted at a blob path — refused by a size bound before being buffered, parsed or encoded (the trust file of `verify` is BUG-7, not counted here).',
     durationMs: Date.now() - started,
     inputs: judge.inputs.counts,
     losses: judge.tally.losses,
     wrongAnswers: judge.tally.wrongAnswers,
     details: {
       ...judge.details(),
-      ...Object.fromEntries(Object.entries(refusedAfter).map(([k, v]) => [`bytes pulled before refusing, ${k.replace('100 MB: ', '')}`, v])),
+      ...Object.fromEntries(
+        Object.entries(refusedAfter).map(([k, v]) => [`bytes pulled before refusing, ${k.replace('100 MB: ', '')}`, v]),
+      ),
     },
   });
 });

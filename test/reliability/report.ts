@@ -70,7 +70,8 @@ export function renderReport(figures: SuiteFigures[]): string {
       `| step (FsOps call or LevelDB commit) | ${faultRuns.map((f) => f.mode).join(' | ')} |`,
       `| --- | ${faultRuns.map(() => '---:').join(' | ')} |`,
     );
-    for (const step of steps) out.push(`| ${step} | ${faultRuns.map((f) => fmt(f.faultsPerStep![step] ?? 0)).join(' | ')} |`);
+    for (const step of steps)
+      out.push(`| ${step} | ${faultRuns.map((f) => fmt(f.faultsPerStep![step] ?? 0)).join(' | ')} |`);
     out.push('');
   }
   const inputs: Array<[string, string, number]> = rows.flatMap((f) =>

@@ -36,9 +36,14 @@ export function sizedSummary(marker: string, bytes = 200) {
 }
 
 /** True for an error of one of the library's typed classes, carrying a code. */
-export function isTypedError(err: unknown): err is (LedgerError | StoreError | ManifestError | AuditError) & { code: string } {
+export function isTypedError(
+  err: unknown,
+): err is (LedgerError | StoreError | ManifestError | AuditError) & { code: string } {
   return (
-    (err instanceof LedgerError || err instanceof StoreError || err instanceof ManifestError || err instanceof AuditError) &&
+    (err instanceof LedgerError ||
+      err instanceof StoreError ||
+      err instanceof ManifestError ||
+      err instanceof AuditError) &&
     typeof err.code === 'string' &&
     err.code.length > 0
   );

@@ -11,9 +11,21 @@ import { encodeBase64Url } from '../../manifests/encoding/base64.js';
 import { canonicalBytes } from '../../manifests/encoding/canonical.js';
 import { noblePublicKey } from '../../manifests/crypto/ed25519.js';
 import { serializeEnvelope, signEnvelope, type Envelope, type Signer } from '../../manifests/crypto/envelope.js';
-import { manifestId, MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, type Manifest } from '../../manifests/format/manifest.js';
+import {
+  manifestId,
+  MANIFEST_PAYLOAD_TYPE,
+  SUMMARY_MEDIA_TYPE,
+  type Manifest,
+} from '../../manifests/format/manifest.js';
 import { keyIdOf, type TrustedKey, type TrustStore } from '../../manifests/format/trust.js';
-import { BUNDLE_FORMAT, bundleBlobPath, memoryBundleReader, serializeBundleHeader, type BundleHeader, type BundleReader } from '../../manifests/audit/bundle.js';
+import {
+  BUNDLE_FORMAT,
+  bundleBlobPath,
+  memoryBundleReader,
+  serializeBundleHeader,
+  type BundleHeader,
+  type BundleReader,
+} from '../../manifests/audit/bundle.js';
 
 export const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 export const at = (secondsAfterT0: number) => new Date(T0 + secondsAfterT0 * 1000).toISOString();
@@ -84,7 +96,10 @@ export class ChainBuilder {
   ) {}
 
   /** Appends the next manifest; `signWith` signs it with another key (its keyId goes into the manifest). */
-  async next(overrides: Partial<Manifest> = {}, o: { blob?: Uint8Array; signWith?: TestKey } = {}): Promise<BuiltManifest> {
+  async next(
+    overrides: Partial<Manifest> = {},
+    o: { blob?: Uint8Array; signWith?: TestKey } = {},
+  ): Promise<BuiltManifest> {
     const seq = this.built.length;
     const key = o.signWith ?? this.key;
     const bytes = o.blob ?? summaryBytes(this.scope.session, seq);
@@ -125,7 +140,9 @@ export async function buildBundle(spec: {
   key?: TestKey;
 }): Promise<TestBundle> {
   const key = spec.key ?? makeKey('host-a');
-  const builders = spec.chains.map((c) => new ChainBuilder(key, { session: c.session, principal: c.principal ?? 'alice' }));
+  const builders = spec.chains.map(
+    (c) => new ChainBuilder(key, { session: c.session, principal: c.principal ?? 'alice' }),
+  );
   const manifests: BuiltManifest[] = [];
   const longest = Math.max(...spec.chains.map((c) => c.count));
   for (let i = 0; i < longest; i++) {

@@ -11,7 +11,14 @@ const say = (msg) => process.stdout.write(`${JSON.stringify(msg)}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const { blobs, log } = await openPostgresBackends({ connectionString: config.connectionString, schema: config.schema });
-const ledger = await openLedger({ root: config.root, host: config.host, trust: config.trust, blobs, log, onNotice: () => {} });
+const ledger = await openLedger({
+  root: config.root,
+  host: config.host,
+  trust: config.trust,
+  blobs,
+  log,
+  onNotice: () => {},
+});
 
 let stopping = false;
 const commands = [];
@@ -32,14 +39,29 @@ async function publisher(worker) {
   for (let i = 0; !stopping; i++) {
     const session = config.sessions[(worker + i) % config.sessions.length];
     const marker = `${config.host}/${worker}/${i}`;
-    const summary = { task: `publish ${marker}`, state: `written by ${config.host}`, nextSteps: [`continue after ${marker}`] };
+    const summary = {
+      task: `publish ${marker}`,
+      state: `written by ${config.host}`,
+      nextSteps: [`continue after ${marker}`],
+    };
     for (let attempt = 0; ; attempt++) {
       try {
         // Even workers publish optimistically (expectedPrev from their own head read), so a race they lose
         // surfaces as CHAIN_CONFLICT; odd workers leave the re-read and re-sign to the ledger.
         const expectedPrev = worker % 2 === 0 ? ((await ledger.log.head(session))?.id ?? null) : undefined;
-        const r = await ledger.publish({ principal: 'alice', session, run: `run-${worker}` }, summary, { expectedPrev });
-        say({ type: 'ack', host: config.host, marker, session, seq: r.seq, id: r.id, digest: r.digest, lostRaces: attempt });
+        const r = await ledger.publish({ principal: 'alice', session, run: `run-${worker}` }, summary, {
+          expectedPrev,
+        });
+        say({
+          type: 'ack',
+          host: config.host,
+          marker,
+          session,
+          seq: r.seq,
+          id: r.id,
+          digest: r.digest,
+          lostRaces: attempt,
+        });
         break;
       } catch (err) {
         const code = err?.code ?? String(err);

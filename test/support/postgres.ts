@@ -27,7 +27,11 @@ export interface PostgresHandle {
  * `describe` that starts a throw-away cluster and one database before its tests and removes both after.
  * Without PostgreSQL binaries: skipped with a notice saying why, or one failing test under CI=true.
  */
-export function describePostgres(name: string, body: (pg: PostgresHandle) => void, database = 'handoff_ledger_test'): void {
+export function describePostgres(
+  name: string,
+  body: (pg: PostgresHandle) => void,
+  database = 'handoff_ledger_test',
+): void {
   const found = findPostgresBin();
   if ('reason' in found) {
     if (isCi()) {
@@ -38,7 +42,9 @@ export function describePostgres(name: string, body: (pg: PostgresHandle) => voi
       });
       return;
     }
-    console.warn(`handoff-ledger: skipped "${name}": ${found.reason}. Install PostgreSQL (e.g. apt-get install postgresql) to run these tests.`);
+    console.warn(
+      `handoff-ledger: skipped "${name}": ${found.reason}. Install PostgreSQL (e.g. apt-get install postgresql) to run these tests.`,
+    );
     describe.skip(name, () => body({} as PostgresHandle));
     return;
   }

@@ -14,7 +14,15 @@ import { Level } from 'level';
 import { throwIfAborted as storeThrowIfAborted } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
-import type { AppendOptions, AppendRequest, ChainHead, GrantRecord, GrantTable, LogEntry, ManifestLog } from '../log.js';
+import type {
+  AppendOptions,
+  AppendRequest,
+  ChainHead,
+  GrantRecord,
+  GrantTable,
+  LogEntry,
+  ManifestLog,
+} from '../log.js';
 
 export type BatchOp = { type: 'put'; key: string; value: string } | { type: 'del'; key: string };
 
@@ -39,7 +47,9 @@ interface Pending {
 
 function storageFailed(what: string, err: unknown): ManifestError {
   if (err instanceof ManifestError) return err;
-  return new ManifestError('STORAGE_FAILED', `manifest log: ${what} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+  return new ManifestError('STORAGE_FAILED', `manifest log: ${what} failed: ${(err as Error)?.message ?? err}`, {
+    cause: err,
+  });
 }
 
 export class LevelManifestLog implements ManifestLog {
@@ -229,8 +239,10 @@ export class LevelManifestLog implements ManifestLog {
     const problems: Array<{ session: string; problem: string }> = [];
     for await (const head of this.heads()) {
       const entry = await this.entry(head.session, head.seq);
-      if (!entry || entry.id !== head.id) problems.push({ session: head.session, problem: `head seq ${head.seq} has no matching entry` });
-      if (await this.entry(head.session, head.seq + 1)) problems.push({ session: head.session, problem: `entries exist beyond head seq ${head.seq}` });
+      if (!entry || entry.id !== head.id)
+        problems.push({ session: head.session, problem: `head seq ${head.seq} has no matching entry` });
+      if (await this.entry(head.session, head.seq + 1))
+        problems.push({ session: head.session, problem: `entries exist beyond head seq ${head.seq}` });
     }
     return problems;
   }

@@ -10,7 +10,16 @@ import type { Digest } from '../../../store/hash/digest.js';
 import { throwIfAborted } from '../../../store/errors.js';
 import { PgDatabase, pgCode, UNIQUE_VIOLATION, type PgConnectOptions } from '../../../store/pg/db.js';
 import { ManifestError } from '../../errors.js';
-import type { AppendOptions, AppendRequest, ChainHead, GrantRecord, GrantState, GrantTable, LogEntry, ManifestLog } from '../log.js';
+import type {
+  AppendOptions,
+  AppendRequest,
+  ChainHead,
+  GrantRecord,
+  GrantState,
+  GrantTable,
+  LogEntry,
+  ManifestLog,
+} from '../log.js';
 import { MANIFEST_MIGRATIONS } from './schema.js';
 
 const PAGE = 500;
@@ -47,7 +56,11 @@ const toHead = (r: HeadRow): ChainHead => ({ session: r.session, seq: r.seq, id:
 
 function storageFailed(what: string, err: unknown): ManifestError {
   if (err instanceof ManifestError) return err;
-  return new ManifestError('STORAGE_FAILED', `postgres manifest log: ${what} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+  return new ManifestError(
+    'STORAGE_FAILED',
+    `postgres manifest log: ${what} failed: ${(err as Error)?.message ?? err}`,
+    { cause: err },
+  );
 }
 
 /** Same convention as the LevelDB log: a cancelled append is a storage failure caused by `CANCELLED`. */
@@ -72,8 +85,12 @@ export class PgManifestLog implements ManifestLog {
       lockHead: q('SELECT session, seq, id, owner FROM {schema}.heads WHERE session = $1 FOR UPDATE'),
       newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
       moveHead: q('UPDATE {schema}.heads SET seq = $2, id = $3 WHERE session = $1'),
-      takePosition: q('UPDATE {schema}.log_counter SET next_position = next_position + 1 RETURNING (next_position - 1)::text AS position'),
-      insertEntry: q('INSERT INTO {schema}.entries (position, session, seq, id, principal, envelope) VALUES ($1, $2, $3, $4, $5, $6)'),
+      takePosition: q(
+        'UPDATE {schema}.log_counter SET next_position = next_position + 1 RETURNING (next_position - 1)::text AS position',
+      ),
+      insertEntry: q(
+        'INSERT INTO {schema}.entries (position, session, seq, id, principal, envelope) VALUES ($1, $2, $3, $4, $5, $6)',
+      ),
       entry: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq = $2`),
       chain: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT ${PAGE}`),
       entries: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position > $1 ORDER BY position LIMIT ${PAGE}`),
@@ -165,7 +182,14 @@ export class PgManifestLog implements ManifestLog {
         else await client.query(this.sql.newHead!, [request.session, request.seq, request.id, request.principal]);
         // Taken last, so the global lock is held only for the insert and the commit.
         const position = (await client.query<{ position: string }>(this.sql.takePosition!)).rows[0]!.position;
-        await client.query(this.sql.insertEntry!, [position, request.session, request.seq, request.id, request.principal, request.envelope]);
+        await client.query(this.sql.insertEntry!, [
+          position,
+          request.session,
+          request.seq,
+          request.id,
+          request.principal,
+          request.envelope,
+        ]);
         // The watermark rises with the head in the same transaction (ManifestLog.append contract).
         await client.query(this.sql.setWatermark!, [request.session, request.seq]);
         checkCancelled(options.signal, 'before commit');
@@ -173,7 +197,11 @@ export class PgManifestLog implements ManifestLog {
       });
     } catch (err) {
       if (pgCode(err) === UNIQUE_VIOLATION) {
-        throw new ManifestError('CHAIN_CONFLICT', `session ${request.session}: another writer appended seq ${request.seq} first`, { cause: err });
+        throw new ManifestError(
+          'CHAIN_CONFLICT',
+          `session ${request.session}: another writer appended seq ${request.seq} first`,
+          { cause: err },
+        );
       }
       throw storageFailed('append', err);
     }
@@ -222,7 +250,10 @@ class PgGrantTable implements GrantTable {
   }
 
   async get(principal: string, session: string): Promise<GrantRecord | undefined> {
-    const [row] = await this.rows('grant read', 'SELECT * FROM {schema}.grants WHERE principal = $1 AND session = $2', [principal, session]);
+    const [row] = await this.rows('grant read', 'SELECT * FROM {schema}.grants WHERE principal = $1 AND session = $2', [
+      principal,
+      session,
+    ]);
     return row && toGrant(row);
   }
 

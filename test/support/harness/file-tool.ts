@@ -66,8 +66,20 @@ export class FileTool {
   static definitions(): ModelToolDefinition[] {
     const path = { type: 'string', description: 'Path, absolute or relative to the project' };
     return [
-      { name: 'write_file', description: 'Write a text file', inputSchema: { type: 'object', properties: { path, content: { type: 'string' } }, required: ['path', 'content'] } },
-      { name: 'read_file', description: 'Read a text file', inputSchema: { type: 'object', properties: { path }, required: ['path'] } },
+      {
+        name: 'write_file',
+        description: 'Write a text file',
+        inputSchema: {
+          type: 'object',
+          properties: { path, content: { type: 'string' } },
+          required: ['path', 'content'],
+        },
+      },
+      {
+        name: 'read_file',
+        description: 'Read a text file',
+        inputSchema: { type: 'object', properties: { path }, required: ['path'] },
+      },
     ];
   }
 
@@ -85,7 +97,12 @@ export class FileTool {
     for (;;) {
       const real = await realpathOrUndefined(existing);
       if (real !== undefined) return join(real, ...rest);
-      if (await lstat(existing).then(() => true, () => false)) {
+      if (
+        await lstat(existing).then(
+          () => true,
+          () => false,
+        )
+      ) {
         throw new FileToolError('outside_allowed_roots', `${path}: dangling symbolic link`);
       }
       rest.unshift(basename(existing));
@@ -97,7 +114,10 @@ export class FileTool {
     try {
       const target = await this.resolveTarget(path);
       if (!this.roots.some((r) => within(target, r)) || this.denied.some((d) => within(target, d))) {
-        throw new FileToolError('outside_allowed_roots', `${String(path)} is outside the allowed roots of ${this.account.principal}`);
+        throw new FileToolError(
+          'outside_allowed_roots',
+          `${String(path)} is outside the allowed roots of ${this.account.principal}`,
+        );
       }
       return target;
     } catch (err) {
@@ -111,7 +131,11 @@ export class FileTool {
     const target = await this.authorize('write', path);
     await mkdir(dirname(target), { recursive: true });
     // O_NOFOLLOW: a symlink planted at the final name after the check is not followed.
-    const h = await open(target, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644);
+    const h = await open(
+      target,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+      0o644,
+    );
     try {
       await h.writeFile(content);
     } finally {

@@ -84,12 +84,23 @@ export class ReferenceHarness {
     await transcript.append({ role: 'user', content: text });
     for (let round = 0; ; round++) {
       if (round === 8) throw new Error('the model kept calling tools');
-      const res = await model({ purpose: 'turn', messages: this.context(), tools: FileTool.definitions(), toolChoice: 'auto' });
+      const res = await model({
+        purpose: 'turn',
+        messages: this.context(),
+        tools: FileTool.definitions(),
+        toolChoice: 'auto',
+      });
       if (!res.toolCalls?.length) {
         const answer = res.text ?? '';
         await transcript.append({ role: 'assistant', content: answer });
         const result: TurnResult = { answer };
-        if (shouldCompact({ usedTokens: this.usedTokens(), contextWindow: this.options.contextWindow, ratio: this.options.ratio })) {
+        if (
+          shouldCompact({
+            usedTokens: this.usedTokens(),
+            contextWindow: this.options.contextWindow,
+            ratio: this.options.ratio,
+          })
+        ) {
           try {
             result.compacted = { trigger: 'auto', seq: (await this.compactWithConfiguredPath('auto')).seq };
           } catch (err) {
@@ -142,7 +153,10 @@ export class ReferenceHarness {
 
   /** After a restart: the verified handoff becomes the context again, with no file access. */
   async resume(): Promise<Resumed | undefined> {
-    const resumed = await this.ledger.resume({ principal: this.fileTool.account.principal, session: this.options.session });
+    const resumed = await this.ledger.resume({
+      principal: this.fileTool.account.principal,
+      session: this.options.session,
+    });
     if (!resumed) return undefined;
     this.handoff = resumeContext(resumed);
     this.contextStart = resumed.manifest.covers?.transcriptThrough ?? this.options.transcript.length;
@@ -163,11 +177,20 @@ export class ReferenceHarness {
     const path = this.legacyHandoffPath();
     const res = await this.options.model({
       purpose: 'turn',
-      messages: [...this.context(), { role: 'user', content: `Write a handoff summary of this session to ${path} using write_file.` }],
+      messages: [
+        ...this.context(),
+        { role: 'user', content: `Write a handoff summary of this session to ${path} using write_file.` },
+      ],
       tools: FileTool.definitions(),
     });
     for (const call of res.toolCalls ?? []) await this.fileTool.handle(call);
-    if (!(await access(path).then(() => true, () => false))) throw new LegacyCompactionError(path);
+    if (
+      !(await access(path).then(
+        () => true,
+        () => false,
+      ))
+    )
+      throw new LegacyCompactionError(path);
   }
 
   /** The incident's resume: the model is told to read the handoff back with its file tool. */

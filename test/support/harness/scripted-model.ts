@@ -3,7 +3,13 @@
  * when the request is not the kind the script expects (a turn where a compaction was due, or the
  * reverse). Answers that depend on context (the handoff after a restart) read the request itself.
  */
-import { HANDOFF_CONTEXT_HEADER, SUBMIT_HANDOFF, type ModelAdapter, type ModelRequest, type ModelResponse } from '../../../src/compaction/index.js';
+import {
+  HANDOFF_CONTEXT_HEADER,
+  SUBMIT_HANDOFF,
+  type ModelAdapter,
+  type ModelRequest,
+  type ModelResponse,
+} from '../../../src/compaction/index.js';
 import type { Summary } from '../../../src/summary/summary.js';
 
 export interface ScriptStep {
@@ -25,7 +31,8 @@ export function scriptedModel(steps: ScriptStep[] = []): ScriptedModel {
     requests.push(structuredClone({ ...request, signal: undefined }));
     const step = queue.shift();
     if (!step) throw new Error(`scripted model: no step left for a ${request.purpose} request`);
-    if (step.expect !== request.purpose) throw new Error(`scripted model: expected a ${step.expect} request, got ${request.purpose}`);
+    if (step.expect !== request.purpose)
+      throw new Error(`scripted model: expected a ${step.expect} request, got ${request.purpose}`);
     return structuredClone(typeof step.respond === 'function' ? step.respond(request) : step.respond);
   };
   return Object.assign(model, {
@@ -43,7 +50,13 @@ export const reply = (text: string): ScriptStep => ({ expect: 'turn', respond: {
 
 /** A turn in which the model writes a file with the ordinary file tool, then answers. */
 export const writeThenReply = (path: string, content: string, text: string): ScriptStep[] => [
-  { expect: 'turn', respond: { finishReason: 'tool_calls', toolCalls: [{ id: callId(), name: 'write_file', input: { path, content } }] } },
+  {
+    expect: 'turn',
+    respond: {
+      finishReason: 'tool_calls',
+      toolCalls: [{ id: callId(), name: 'write_file', input: { path, content } }],
+    },
+  },
   reply(text),
 ];
 

@@ -4,7 +4,8 @@
  * what the ledger returns on resume carries the context across.
  */
 import { join } from 'node:path';
-import { openLedger, type Ledger, type OpenLedgerOptions } from '../../../src/ledger/ledger.js';
+import { type Ledger } from '../../../src/ledger/ledger.js';
+import { openLedger, type OpenLedgerOptions } from '../../../src/ledger/open.js';
 import type { CompactionMode } from '../../../src/compaction/index.js';
 import { ReferenceHarness } from './harness.js';
 import type { ScriptedModel } from './scripted-model.js';
@@ -31,7 +32,10 @@ export interface RunningSession {
 }
 
 export async function startSession(world: World, options: SessionOptions): Promise<RunningSession> {
-  const ledger = options.ledger === false ? undefined : await openLedger({ root: world.ledgerRoot, host: 'e2e-host', onNotice: () => {}, ...options.ledgerOptions });
+  const ledger =
+    options.ledger === false
+      ? undefined
+      : await openLedger({ root: world.ledgerRoot, host: 'e2e-host', onNotice: () => {}, ...options.ledgerOptions });
   const transcript = await Transcript.open(join(world.stateDir, `${SESSION}.jsonl`));
   const harness = new ReferenceHarness({
     fileTool: await world.fileTool(),
@@ -48,7 +52,11 @@ export async function startSession(world: World, options: SessionOptions): Promi
 }
 
 /** Host restart: close the ledger and open everything again. The caller resumes. */
-export async function restart(world: World, previous: RunningSession, options: SessionOptions): Promise<RunningSession> {
+export async function restart(
+  world: World,
+  previous: RunningSession,
+  options: SessionOptions,
+): Promise<RunningSession> {
   await previous.ledger?.close();
   return startSession(world, { run: 'run-2', ...options });
 }

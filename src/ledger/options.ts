@@ -1,0 +1,45 @@
+/** The options of `openLedger` (a module of its own so that the ledger and its opener do not import each other). */
+import type { BlobStore } from '../../store/blob-store.js';
+import type { FsOps } from '../../store/fs/ops.js';
+import type { HashBackendName } from '../../store/hash/backends.node.js';
+import type { Signer } from '../../manifests/crypto/envelope.js';
+import type { LevelManifestLogOptions } from '../../manifests/log/level/log.js';
+import type { ManifestLog } from '../../manifests/log/log.js';
+import type { TrustStore } from '../../manifests/format/trust.js';
+import type { Authorizer } from './grants.js';
+
+export interface OpenLedgerOptions {
+  /** Store directory; default `$HANDOFF_LEDGER_ROOT`, else `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`. */
+  root?: string;
+  /** This host's id: bound into every manifest it signs. */
+  host: string;
+  /** An injected signer (KMS/HSM); default: the store's key file for this host, generated on first open. */
+  signer?: Signer;
+  /** Path of a private JWK key file to sign with instead of the store's own. */
+  keyFile?: string;
+  /** Further trusted keys (other hosts sharing a PostgreSQL store). The store's own trust file is always used. */
+  trust?: TrustStore;
+  /** Largest accepted summary, in canonical bytes (default 1 MiB). */
+  maxSummaryBytes?: number;
+  authorizer?: Authorizer;
+  /** BLAKE3 backend: `auto` (native, else WASM, else noble; a fallback is reported once), `native`, `wasm`, `noble`. */
+  hash?: HashBackendName;
+  /** Ed25519 verification backend: `auto` (node:crypto), `node`, `noble`. */
+  verifier?: 'auto' | 'node' | 'noble';
+  /**
+   * Share one store between processes and hosts: blobs and manifests in PostgreSQL. `root` then holds
+   * only this host's key and trust file.
+   */
+  postgres?: { connectionString: string; schema?: string; maxConnections?: number; maxBlobBytes?: number };
+  /** Injected backends (tests, custom stores). Default: filesystem blobs + LevelDB log under `root`. */
+  blobs?: BlobStore;
+  log?: ManifestLog;
+  /** Filesystem operations of the embedded blob store (fault injection). */
+  fs?: FsOps;
+  /** LevelDB log options (fault injection). */
+  levelLog?: LevelManifestLogOptions;
+  /** Clock for `createdAt` (tests). */
+  clock?: () => Date;
+  /** Receives one-line notices (backend fallbacks). Default: console.warn. */
+  onNotice?: (message: string) => void;
+}
