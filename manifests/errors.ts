@@ -1,8 +1,9 @@
 /**
- * Errors of the manifest layer. The `code` is the contract; messages are for people.
+ * Errors of the manifest layer (formats, signatures, trust, the manifest logs).
  */
+import { HandoffLedgerError } from '../store/errors.js';
+
 export type ManifestErrorCode =
-  | 'INVALID_ID'
   | 'ENVELOPE_INVALID'
   | 'PAYLOAD_TYPE'
   | 'MANIFEST_INVALID'
@@ -12,16 +13,11 @@ export type ManifestErrorCode =
   | 'KEY_REVOKED'
   | 'KEY_INVALID'
   | 'TRUST_INVALID'
-  | 'CHAIN_BROKEN'
   | 'CHAIN_CONFLICT'
   | 'LOCKED'
-  | 'STORAGE_FAILED';
+  | 'STORAGE_FAILED'
+  | 'CANCELLED';
 
-export class ManifestError extends Error {
+export class ManifestError extends HandoffLedgerError<ManifestErrorCode> {
   override readonly name = 'ManifestError';
-  readonly code: ManifestErrorCode;
-  constructor(code: ManifestErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-  }
 }

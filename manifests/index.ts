@@ -1,26 +1,50 @@
-export * from './errors.js';
-export * from './format/ids.js';
-export * from './encoding/canonical.js';
-export * from './encoding/base64.js';
-export * from './format/manifest.js';
-export * from './crypto/envelope.js';
-export * from './format/trust.js';
-export * from './crypto/ed25519.js';
-export * from './crypto/verify-manifest.js';
-export * from './log/log.js';
-export * from './audit/errors.js';
-export * from './audit/findings.js';
-export * from './audit/bundle.js';
-export * from './audit/verify-chain.js';
+/**
+ * `handoff-ledger/manifests`: the manifest layer — the v1 manifest format, RFC 8785 canonical JSON,
+ * DSSE envelopes, Ed25519, trust stores, one-manifest verification, and the manifest log (the contract,
+ * the LevelDB and PostgreSQL logs). A Node entry point; the offline verifier is `handoff-ledger/audit`.
+ */
+export { ManifestError, type ManifestErrorCode } from './errors.js';
+export { ID_PATTERN, isValidId } from './format/ids.js';
 export {
-  splitLines,
-  splitText,
-  inlineLineVerifier,
-  MAX_LINE_BYTES,
-  type LineVerifier,
-  type LineOutcome,
-  type VerifiedLine,
-  type RawLine,
-} from './audit/verify-line.js';
-export type { SummaryCheck, BlobCheckOptions } from './audit/verify-blobs.js';
-export type { AuditScope, ChainEntry } from './audit/chain-rules.js';
+  encodeManifest,
+  manifestId,
+  MANIFEST_PAYLOAD_TYPE,
+  SUMMARY_MEDIA_TYPE,
+  type Covers,
+  type Manifest,
+} from './format/manifest.js';
+export {
+  emptyTrustStore,
+  findTrustedKey,
+  keyIdOf,
+  parseTrustStore,
+  type KeyLookup,
+  type TrustedKey,
+  type TrustStore,
+} from './format/trust.js';
+export { canonicalize, canonicalBytes } from './encoding/canonical.js';
+export {
+  pae,
+  parseEnvelope,
+  serializeEnvelope,
+  signEnvelope,
+  type Envelope,
+  type EnvelopeSignature,
+  type ParsedEnvelope,
+  type Signer,
+} from './crypto/envelope.js';
+export { nobleVerifier, type SignatureVerifier } from './crypto/ed25519.js';
+export { nodeVerifier } from './crypto/ed25519.node.js';
+export { verifyManifestEnvelope, type VerifiedManifest, type VerifyManifestOptions } from './crypto/verify-manifest.js';
+export type {
+  AppendOptions,
+  AppendRequest,
+  ChainHead,
+  GrantRecord,
+  GrantState,
+  GrantTable,
+  LogEntry,
+  ManifestLog,
+} from './log/log.js';
+export { LevelManifestLog, type LevelManifestLogOptions } from './log/level/log.js';
+export { PgManifestLog, type PgManifestLogOptions } from './log/pg/log.js';

@@ -1,10 +1,10 @@
 /**
- * Errors of the ledger layer. The `code` is the contract (semver applies to codes, not messages).
- * Errors from the layers below (`StoreError`, `ManifestError`) pass through with their own codes;
- * every class has `code` and `cause`, and `isHandoffLedgerError` recognizes all three.
+ * Errors of the ledger layer. Errors from the layers below (`StoreError`, `ManifestError`, `AuditError`) pass
+ * through with their own codes; all extend `HandoffLedgerError`, which `isHandoffLedgerError` recognizes.
  */
-import { StoreError } from '../store/errors.js';
-import { ManifestError } from '../manifests/errors.js';
+import { HandoffLedgerError, throwIfAborted } from '../store/errors.js';
+
+export { HandoffLedgerError, isHandoffLedgerError } from '../store/errors.js';
 
 export type LedgerErrorCode =
   | 'INVALID_ID'
@@ -19,29 +19,17 @@ export type LedgerErrorCode =
   | 'ROLLBACK'
   | 'UNAUTHORIZED'
   | 'REVOKED'
-  | 'LOCKED'
   | 'KEY_FILE_UNSAFE'
   | 'KEY_INVALID'
-  | 'STORAGE_FAILED'
   | 'CANCELLED'
   | 'CLOSED'
   | 'MODEL_FAILED';
 
-export class LedgerError extends Error {
+export class LedgerError extends HandoffLedgerError<LedgerErrorCode> {
   override readonly name = 'LedgerError';
-  readonly code: LedgerErrorCode;
-  constructor(code: LedgerErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-  }
 }
 
-export type HandoffLedgerError = LedgerError | StoreError | ManifestError;
-
-export function isHandoffLedgerError(err: unknown): err is HandoffLedgerError {
-  return err instanceof LedgerError || err instanceof StoreError || err instanceof ManifestError;
-}
-
+/** `throwIfAborted` of the ledger layer: a cancelled ledger operation is a `LedgerError` `CANCELLED`. */
 export function throwIfCancelled(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw new LedgerError('CANCELLED', 'operation cancelled', { cause: signal.reason });
+  throwIfAborted(signal, LedgerError);
 }

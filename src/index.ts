@@ -1,29 +1,75 @@
 /**
  * handoff-ledger: durable, signed, verifiable storage for agent context-compaction summaries.
- * `import { openLedger } from 'handoff-ledger'`; lower layers: 'handoff-ledger/store', 'handoff-ledger/manifests'.
+ * `import { openLedger } from 'handoff-ledger'`. Lower layers: `handoff-ledger/store`,
+ * `handoff-ledger/manifests`; the isomorphic offline verifier: `handoff-ledger/audit`.
  */
-export { openLedger, defaultRoot, type OpenLedgerOptions } from './ledger/open.js';
-export { Ledger } from './ledger/ledger.js';
-export type { PublishOptions, Receipt, Resumed, HistoryEntry, RecoveryReport } from './ledger/ledger.js';
-export type { Scope, PublishScope } from './ledger/scope.js';
-export { LedgerError, isHandoffLedgerError, type LedgerErrorCode, type HandoffLedgerError } from './errors.js';
+// The ledger
+export { openLedger, defaultRoot } from './ledger/open.js';
+export type { OpenLedgerOptions } from './ledger/options.js';
+export {
+  Ledger,
+  type HistoryEntry,
+  type PublishOptions,
+  type Receipt,
+  type RecoveryReport,
+  type Resumed,
+} from './ledger/ledger.js';
+export type { PublishScope, Scope } from './ledger/scope.js';
+export type { Action, Authorizer } from './ledger/grants.js';
+export { openPostgresBackends, type PostgresBackendOptions } from './ledger/pg-backend.js';
+
+// Errors: one base, one class per layer; the `code` is the contract.
+export { HandoffLedgerError, isHandoffLedgerError, LedgerError, type LedgerErrorCode } from './errors.js';
 export { StoreError, type StoreErrorCode } from '../store/errors.js';
 export { ManifestError, type ManifestErrorCode } from '../manifests/errors.js';
+export { AuditError, type AuditErrorCode } from '../manifests/audit/errors.js';
+
+// Summaries
 export {
-  summarySchema,
-  summaryJsonSchema,
-  validateSummary,
   DEFAULT_MAX_SUMMARY_BYTES,
+  summaryJsonSchema,
+  summarySchema,
+  validateSummary,
   type Summary,
 } from './summary/summary.js';
-export type { Authorizer, Action } from './ledger/grants.js';
-export { LocalSigner, generateJwk, loadKeyFile, type PrivateJwk } from './keys/local-signer.js';
-export type { Signer, Envelope } from '../manifests/crypto/envelope.js';
-export type { Manifest } from '../manifests/format/manifest.js';
-export type { TrustStore, TrustedKey } from '../manifests/format/trust.js';
+
+// Keys
+export { generateJwk, loadKeyFile, LocalSigner, type PrivateJwk } from './keys/local-signer.js';
+export type { Envelope, Signer } from '../manifests/crypto/envelope.js';
+export type { Covers, Manifest } from '../manifests/format/manifest.js';
+export type { TrustedKey, TrustStore } from '../manifests/format/trust.js';
 export type { Digest } from '../store/hash/digest.js';
-export { fsck, gc, parseDuration, type FsckReport, type FsckFinding, type GcReport } from './ops/maintenance.js';
-export * from './compaction/index.js';
+
+// Operations
+export { fsck, gc, parseDuration, type FsckFinding, type FsckReport, type GcReport } from './ops/maintenance.js';
 export { exportBundle, type ExportOptions, type ExportResult, type ExportSource } from './ops/export.js';
+
+// Auditing on Node (the verifier itself is `handoff-ledger/audit`)
 export { openBundleDir } from './ops/bundle-dir.js';
 export { createWorkerLineVerifier } from '../manifests/audit/verify-workers.node.js';
+export { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
+
+// Harness integration
+export type {
+  ModelAdapter,
+  ModelFinishReason,
+  ModelMessage,
+  ModelRequest,
+  ModelResponse,
+  ModelResponseFormat,
+  ModelToolCall,
+  ModelToolDefinition,
+} from './compaction/model.js';
+export { DEFAULT_COMPACTION_RATIO, shouldCompact, type ShouldCompactOptions } from './compaction/should-compact.js';
+export {
+  compactionRequest,
+  DEFAULT_COMPACTION_INSTRUCTIONS,
+  extractSummary,
+  handoffResponseFormat,
+  SUBMIT_HANDOFF,
+  submitHandoffTool,
+  type CompactionMode,
+  type CompactionRequestOptions,
+} from './compaction/tool.js';
+export { HANDOFF_CONTEXT_HEADER, resumeContext } from './compaction/resume-context.js';
+export { compact, type CompactOptions, type CompactResult, type PublishingLedger } from './compaction/compact.js';

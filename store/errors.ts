@@ -1,6 +1,24 @@
 /**
- * Errors of the blob-store layer. The `code` is the contract; messages are for people.
+ * One error base for every layer. Each layer has a one-line subclass with a closed union of codes; the
+ * `code` is the contract (semver applies to codes, not messages). Lower layers' errors pass through the
+ * upper layers unchanged, so a caller tests `isHandoffLedgerError(err)` and then `err.code`.
+ * The base lives in the lowest layer so that every layer can extend it without importing upwards.
  */
+export interface ErrorOptions {
+  cause?: unknown;
+}
+
+export abstract class HandoffLedgerError<Code extends string = string> extends Error {
+  readonly code: Code;
+  constructor(code: Code, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/** A layer's error class, as the shared helpers below construct it. */
+export type ErrorClass<Code extends string> = new (code: Code, message: string, options?: ErrorOptions) => Error;
+
 export type StoreErrorCode =
   | 'INVALID_DIGEST'
   | 'BLOB_NOT_FOUND'
@@ -11,18 +29,29 @@ export type StoreErrorCode =
   | 'STORAGE_FAILED'
   | 'CANCELLED';
 
-export class StoreError extends Error {
+/** Errors of the blob-store layer. */
+export class StoreError extends HandoffLedgerError<StoreErrorCode> {
   override readonly name = 'StoreError';
-  readonly code: StoreErrorCode;
-  constructor(code: StoreErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-  }
 }
 
-/** Throws `CANCELLED` if the signal is aborted; used at every await point of a write. */
-export function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) {
-    throw new StoreError('CANCELLED', 'operation cancelled', { cause: signal.reason });
-  }
+/** Is `err` an error of this library (any layer, the auditor included)? */
+export function isHandoffLedgerError(err: unknown): err is HandoffLedgerError {
+  return err instanceof HandoffLedgerError;
+}
+
+/**
+ * Throws `CANCELLED` (of the calling layer's class) if the signal is aborted; called at every await point
+ * of a write, so a cancelled operation stops before its next side effect.
+ */
+export function throwIfAborted(signal: AbortSignal | undefined, Class: ErrorClass<'CANCELLED'> = StoreError): void {
+  if (signal?.aborted) throw new Class('CANCELLED', 'operation cancelled', { cause: signal.reason });
+}
+
+/**
+ * The storage-failure error of a layer: an error of this library passes through unchanged (it already says
+ * what failed), anything else (an errno, a driver error) becomes `STORAGE_FAILED` with it as the cause.
+ */
+export function storageFailure(Class: ErrorClass<'STORAGE_FAILED'>, what: string, err: unknown): Error {
+  if (err instanceof HandoffLedgerError) return err;
+  return new Class('STORAGE_FAILED', `${what} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
 }

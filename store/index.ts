@@ -1,7 +1,25 @@
-export * from './hash/digest.js';
-export * from './errors.js';
-export * from './blob-store.js';
+/**
+ * `handoff-ledger/store`: BLAKE3 digests and the blob-store layer (the contract, the filesystem and
+ * PostgreSQL backends). A Node entry point; the isomorphic parts are `store/hash/` and the contract.
+ */
+export {
+  digestOf,
+  formatDigest,
+  isDigest,
+  digestHex,
+  type Digest,
+  type HashBackend,
+  type Hasher,
+} from './hash/digest.js';
 export { loadHashBackend, type HashBackendName } from './hash/backends.node.js';
-export { loadWasmBlake3 } from './hash/wasm.js';
-export { FsBlobStore, type FsBlobStoreOptions, type RecoveryReport } from './fs/blob-store.js';
-export { nodeFsOps, type FsOps } from './fs/ops.js';
+export {
+  HandoffLedgerError,
+  isHandoffLedgerError,
+  StoreError,
+  type ErrorOptions,
+  type StoreErrorCode,
+} from './errors.js';
+export type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from './blob-store.js';
+export { FsBlobStore, type FsBlobStoreOptions } from './fs/blob-store.js';
+export type { FsOps } from './fs/ops.js';
+export { PgBlobStore, type PgBlobStoreOptions } from './pg/blob-store.js';

@@ -14,6 +14,7 @@ import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { AuditError } from './errors.js';
 import { idSchema } from '../format/ids.js';
 import { timestampSchema } from '../format/manifest.js';
+import { describeZodError } from '../format/zod-issue.js';
 
 export const BUNDLE_FORMAT = 'handoff-ledger-bundle';
 export const BUNDLE_VERSION = 1;
@@ -57,11 +58,7 @@ export function parseBundleHeader(text: string): BundleHeader {
   }
   const parsed = bundleHeaderSchema.safeParse(value);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new AuditError(
-      'BUNDLE_INVALID',
-      `${BUNDLE_HEADER_FILE}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
-    );
+    throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE}: ${describeZodError(parsed.error)}`);
   }
   return parsed.data;
 }

@@ -4,6 +4,8 @@
  * `AuditError`: it is a finding in the report. The `code` is the contract; messages are for people.
  * Isomorphic.
  */
+import { HandoffLedgerError } from '../../store/errors.js';
+
 export type AuditErrorCode =
   /** Bad command-line arguments or options. CLI exit 2. */
   | 'USAGE'
@@ -18,11 +20,6 @@ export type AuditErrorCode =
   /** A verification worker thread could not start or died. CLI exit 2. */
   | 'WORKER_FAILED';
 
-export class AuditError extends Error {
+export class AuditError extends HandoffLedgerError<AuditErrorCode> {
   override readonly name = 'AuditError';
-  readonly code: AuditErrorCode;
-  constructor(code: AuditErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-  }
 }

@@ -14,6 +14,7 @@ import {
   type Manifest,
 } from '../format/manifest.js';
 import { findTrustedKey, type TrustStore } from '../format/trust.js';
+import { describeZodError } from '../format/zod-issue.js';
 
 export interface VerifiedManifest {
   id: Digest;
@@ -87,11 +88,7 @@ function verifyKeyAndSignature(
 function verifySchema(value: unknown): Manifest {
   const result = manifestSchema.safeParse(value);
   if (!result.success) {
-    const issue = result.error.issues[0];
-    throw new ManifestError(
-      'MANIFEST_INVALID',
-      `manifest schema: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
-    );
+    throw new ManifestError('MANIFEST_INVALID', `manifest schema: ${describeZodError(result.error)}`);
   }
   return result.data as Manifest;
 }

@@ -25,6 +25,7 @@ export const coversSchema = z.strictObject({
   transcriptThrough: z.int().min(0),
   transcriptDigest: digestSchema.optional(),
 });
+export type Covers = { transcriptThrough: number; transcriptDigest?: Digest };
 
 export const manifestSchema = z
   .strictObject({

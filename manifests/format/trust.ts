@@ -9,6 +9,7 @@ import { decodeBase64Url } from '../encoding/base64.js';
 import { ManifestError, type ManifestErrorCode } from '../errors.js';
 import { idSchema } from './ids.js';
 import { keyIdSchema, timestampSchema } from './manifest.js';
+import { describeZodError } from './zod-issue.js';
 
 export const trustedKeySchema = z.strictObject({
   host: idSchema,
@@ -45,10 +46,7 @@ export function parseTrustStore(input: string | unknown): TrustStore {
   }
   const parsed = trustStoreSchema.safeParse(value);
   if (!parsed.success) {
-    throw new ManifestError(
-      'TRUST_INVALID',
-      `trust store is malformed: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
-    );
+    throw new ManifestError('TRUST_INVALID', `trust store is malformed: ${describeZodError(parsed.error)}`);
   }
   return parsed.data;
 }

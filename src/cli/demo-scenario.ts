@@ -20,7 +20,7 @@ import {
   type ModelMessage,
   type ModelRequest,
   type ModelResponse,
-} from '../compaction/index.js';
+} from '../index.js';
 import { type Ledger } from '../ledger/ledger.js';
 import { defaultRoot, openLedger } from '../ledger/open.js';
 import type { Summary } from '../summary/summary.js';

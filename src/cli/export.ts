@@ -3,19 +3,8 @@
  * writes an audit bundle. Trust keys are not part of it: auditors get them from `keys export`,
  * out of band. Exit 0 written, 1 a coded ledger error, 2 usage or I/O error.
  */
-import { AuditError } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
-import {
-  EXIT_OK,
-  EXIT_USAGE,
-  openFromArgs,
-  parse,
-  reportError,
-  storeOptions,
-  UsageError,
-  writeJson,
-  type CliIo,
-} from './io.js';
+import { EXIT_OK, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
 export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--root R]';
 
@@ -60,11 +49,6 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       await ledger.close();
     }
   } catch (err) {
-    if (err instanceof AuditError) {
-      if (json) writeJson(io.stdout, { error: { code: err.code, message: err.message } });
-      io.stderr.write(`handoff-ledger: ${err.code}: ${err.message}\n`);
-      return EXIT_USAGE;
-    }
     return reportError(err, io, json);
   }
 }

@@ -5,6 +5,7 @@ import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Writable } from 'node:stream';
 import { isValidId } from '../../manifests/format/ids.js';
 import { isHandoffLedgerError } from '../errors.js';
+import { AuditError } from '../../manifests/audit/errors.js';
 import { type Ledger } from '../ledger/ledger.js';
 import { defaultRoot, openLedger, type OpenLedgerOptions } from '../ledger/open.js';
 
@@ -101,20 +102,25 @@ export function writeJson(out: Writable, value: unknown): void {
   out.write(JSON.stringify(value, null, 2) + '\n');
 }
 
-/** Prints an error the way every command does and returns its exit code. */
+/**
+ * The one error printer of the CLI: `handoff-ledger: CODE: message` on stderr (and `{ error: { code, message } }`
+ * on stdout with --json), and the exit code: 2 when the command could not run (usage, storage, lock, the
+ * auditor's own errors), 1 when the ledger refused (a coded refusal: tampering, scope, keys, …).
+ */
 export function reportError(err: unknown, io: CliIo, json = false): number {
-  if (err instanceof UsageError) {
-    io.stderr.write(`handoff-ledger: ${err.message}\n`);
+  const known =
+    err instanceof UsageError ? { code: 'USAGE', message: err.message } : isHandoffLedgerError(err) ? err : undefined;
+  if (!known) {
+    io.stderr.write(`handoff-ledger: ${(err as Error)?.message ?? String(err)}\n`);
     return EXIT_USAGE;
   }
-  if (isHandoffLedgerError(err)) {
-    if (json) writeJson(io.stdout, { error: { code: err.code, message: err.message } });
-    io.stderr.write(`handoff-ledger: ${err.code}: ${err.message}\n`);
-    return err.code === 'STORAGE_FAILED' || err.code === 'LOCKED' ? EXIT_USAGE : EXIT_REFUSED;
-  }
-  io.stderr.write(`handoff-ledger: ${(err as Error)?.message ?? String(err)}\n`);
-  return EXIT_USAGE;
+  if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
+  io.stderr.write(`handoff-ledger: ${known.code}: ${known.message}\n`);
+  const couldNotRun = err instanceof UsageError || err instanceof AuditError || USAGE_CODES.has(known.code);
+  return couldNotRun ? EXIT_USAGE : EXIT_REFUSED;
 }
+
+const USAGE_CODES = new Set(['STORAGE_FAILED', 'LOCKED']);
 
 /** Reads a whole stream, refusing more than `maxBytes` before buffering it. */
 export async function readLimited(stream: NodeJS.ReadableStream, maxBytes: number): Promise<Buffer> {

@@ -17,7 +17,7 @@ import type { LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
 import { decodeSummary, validateSummary } from '../summary/summary.js';
-import { EXIT_OK, EXIT_REFUSED, EXIT_USAGE, hashFromEnv, parse, readLimited, UsageError, type CliIo } from './io.js';
+import { EXIT_OK, EXIT_REFUSED, hashFromEnv, parse, readLimited, reportError, UsageError, type CliIo } from './io.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
@@ -200,9 +200,6 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     return report.ok ? EXIT_OK : EXIT_REFUSED;
   } catch (err) {
     if (!(err instanceof AuditError || err instanceof UsageError)) throw err;
-    const code = err instanceof AuditError ? err.code : 'USAGE';
-    if (json) io.stdout.write(`${JSON.stringify({ error: { code, message: err.message } }, null, 2)}\n`);
-    io.stderr.write(`handoff-ledger: ${code}: ${err.message}\n`);
-    return EXIT_USAGE;
+    return reportError(err, io, json);
   }
 }

@@ -4,39 +4,35 @@
  * rejected answer publishes nothing and leaves the previous compaction as the one `resume` returns.
  */
 import type { Digest } from '../../store/hash/digest.js';
+import type { Covers } from '../../manifests/format/manifest.js';
+import type { PublishScope } from '../ledger/scope.js';
 import { LedgerError, throwIfCancelled } from '../errors.js';
 import { validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
 import { resumeContext } from './resume-context.js';
 import { compactionRequest, extractSummary, type CompactionMode } from './tool.js';
 
-export interface CompactionScope {
-  principal: string;
-  session: string;
-  run: string;
-}
-
 /** What `compact` needs of a ledger: `Ledger.publish` (structurally, so a wrapper fits too). */
 export interface PublishingLedger {
   publish(
-    scope: CompactionScope,
+    scope: PublishScope,
     summary: unknown,
     options?: {
       signal?: AbortSignal;
       expectedPrev?: Digest | null;
-      covers?: { transcriptThrough: number; transcriptDigest?: Digest };
+      covers?: Covers;
     },
   ): Promise<{ id: Digest; seq: number; digest: Digest; size: number }>;
 }
 
 export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
   ledger: L;
-  scope: CompactionScope;
+  scope: PublishScope;
   model: ModelAdapter;
   /** The context to summarize: typically the previous handoff message plus the turns since. */
   transcript: readonly ModelMessage[];
   /** What the summary covers in the Harness's full transcript (recorded in the signed manifest). */
-  covers?: { transcriptThrough: number; transcriptDigest?: Digest };
+  covers?: Covers;
   signal?: AbortSignal;
   /** `tool` (default): `submit_handoff`; `structured`: a JSON-Schema response format. */
   mode?: CompactionMode;

@@ -2,16 +2,9 @@
  * Renders a verified handoff as the message the model sees when a session continues. The model gets
  * its context from the Harness, so resuming needs no file access at all.
  */
-import type { Digest } from '../../store/hash/digest.js';
-import type { Summary } from '../summary/summary.js';
+import type { Resumed } from '../ledger/ledger.js';
 import type { ModelMessage } from './model.js';
 
-/** A verified handoff: what `Ledger.resume` returns (or what `compact` just published). */
-export interface ResumedHandoff {
-  summary: Summary;
-  id: Digest;
-  seq: number;
-}
 
 /** First line of every rendered handoff; lets a Harness recognize the message in its context. */
 export const HANDOFF_CONTEXT_HEADER = '[handoff] This session continues from an earlier context that was compacted.';
@@ -30,7 +23,7 @@ function list(title: string, items: readonly string[] | undefined, numbered = fa
  * const resumed = await ledger.resume({ principal, session });
  * const messages = resumed ? [resumeContext(resumed), ...newTurns] : newTurns;
  */
-export function resumeContext(resumed: ResumedHandoff): ModelMessage {
+export function resumeContext(resumed: Pick<Resumed, 'summary' | 'id' | 'seq'>): ModelMessage {
   const { summary } = resumed;
   const lines = [
     HANDOFF_CONTEXT_HEADER,

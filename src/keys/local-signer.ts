@@ -10,6 +10,7 @@ import type { Signer } from '../../manifests/crypto/envelope.js';
 import { keyIdOf } from '../../manifests/format/trust.js';
 import { LedgerError } from '../errors.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { describeZodError } from '../../manifests/format/zod-issue.js';
 
 const b64url32 = z.string().refine((s) => decodeBase64Url(s)?.length === 32, 'must be base64url of 32 bytes');
 const jwkSchema = z.object({
@@ -31,7 +32,7 @@ export class LocalSigner implements Signer {
   constructor(jwk: PrivateJwk) {
     const parsed = jwkSchema.safeParse(jwk);
     if (!parsed.success)
-      throw new LedgerError('KEY_INVALID', `not an Ed25519 private JWK: ${parsed.error.issues[0]?.message}`);
+      throw new LedgerError('KEY_INVALID', `not an Ed25519 private JWK: ${describeZodError(parsed.error)}`);
     try {
       this.key = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d }, format: 'jwk' });
     } catch (err) {

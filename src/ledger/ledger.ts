@@ -16,11 +16,12 @@ import {
   manifestSchema,
   MANIFEST_PAYLOAD_TYPE,
   SUMMARY_MEDIA_TYPE,
+  type Covers,
   type Manifest,
 } from '../../manifests/format/manifest.js';
 import { findTrustedKey, type TrustStore } from '../../manifests/format/trust.js';
 import { verifyManifestEnvelope, type VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
-import { LedgerError, throwIfCancelled } from '../errors.js';
+import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
@@ -35,12 +36,13 @@ import {
   STREAM_SUMMARY_FROM,
   type Summary,
 } from '../summary/summary.js';
+import { describeZodError } from '../../manifests/format/zod-issue.js';
 
 export interface PublishOptions {
   signal?: AbortSignal;
   /** The head id the caller expects (null: an empty chain); `CHAIN_CONFLICT` when the head moved. */
   expectedPrev?: Digest | null;
-  covers?: { transcriptThrough: number; transcriptDigest?: Digest };
+  covers?: Covers;
 }
 
 export interface Receipt {
@@ -76,16 +78,13 @@ function parseCovers(covers: unknown): PublishOptions['covers'] {
   if (covers === undefined) return undefined;
   const parsed = coversSchema.safeParse(covers);
   if (!parsed.success) {
-    throw new LedgerError(
-      'INVALID_ARGUMENT',
-      `covers: ${parsed.error.issues[0]?.path.join('.') || '(root)'}: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
-    );
+    throw new LedgerError('INVALID_ARGUMENT', `covers: ${describeZodError(parsed.error)}`);
   }
   return parsed.data as PublishOptions['covers'];
 }
 
 function toLedgerCancel(err: unknown): unknown {
-  if (err instanceof StoreError && err.code === 'CANCELLED')
+  if (isHandoffLedgerError(err) && err.code === 'CANCELLED' && !(err instanceof LedgerError))
     return new LedgerError('CANCELLED', 'publish cancelled', { cause: err });
   return err;
 }
@@ -239,7 +238,7 @@ export class Ledger {
     if (!checked.success)
       throw new LedgerError(
         'INVALID_ARGUMENT',
-        `refusing to sign an invalid manifest: ${checked.error.issues[0]?.message}`,
+        `refusing to sign an invalid manifest: ${describeZodError(checked.error)}`,
       );
     const payload = encodeManifest(manifest);
     const id = manifestId(payload);

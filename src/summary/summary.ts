@@ -8,6 +8,7 @@ import { canonicalBytes, canonicalChunks } from '../../manifests/encoding/canoni
 import { LedgerError } from '../errors.js';
 import { StoreError } from '../../store/errors.js';
 import { StreamingJsonDecoder } from './decoder.js';
+import { describeZodError } from '../../manifests/format/zod-issue.js';
 
 export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
 
@@ -95,11 +96,10 @@ function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atL
   }
   const parsed = summarySchema.safeParse(value);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
     const tooBig = parsed.error.issues.some((i) => i.code === 'too_big');
     throw new LedgerError(
       tooBig ? 'SUMMARY_TOO_LARGE' : 'SUMMARY_INVALID',
-      `summary: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
+      `summary: ${describeZodError(parsed.error)}`,
     );
   }
   const summary = parsed.data;

@@ -6,7 +6,7 @@
  */
 import type { FileHandle } from 'node:fs/promises';
 import { formatDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
-import { StoreError, throwIfAborted } from '../errors.js';
+import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import type { FsOps } from './ops.js';
 
 // Hashing a large buffer yields to the event loop this often, so I/O completions are not held up.
@@ -126,10 +126,7 @@ export async function* readStream(
 
 function storageFailed(step: string) {
   return (err: unknown): never => {
-    if (err instanceof StoreError) throw err;
-    throw new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, {
-      cause: err,
-    });
+    throw storageFailure(StoreError, `blob store: ${step}`, err);
   };
 }
 

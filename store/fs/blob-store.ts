@@ -10,7 +10,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
-import { StoreError, throwIfAborted } from '../errors.js';
+import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import { nodeFsOps, type FsOps } from './ops.js';
 import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from '../blob-store.js';
 import { ensurePrivateDir } from './safe-dir.js';
@@ -38,11 +38,8 @@ function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
 }
 
-function storageFailed(step: string, err: unknown): StoreError {
-  if (err instanceof StoreError) return err;
-  return new StoreError('STORAGE_FAILED', `blob store: ${step} failed: ${(err as Error)?.message ?? err}`, {
-    cause: err,
-  });
+function storageFailed(step: string, err: unknown): Error {
+  return storageFailure(StoreError, `blob store: ${step}`, err);
 }
 
 export class FsBlobStore implements BlobStore {

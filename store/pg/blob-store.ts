@@ -8,7 +8,7 @@
  */
 import type pg from 'pg';
 import { digestHex, formatDigest, isDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
-import { StoreError, throwIfAborted } from '../errors.js';
+import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from '../blob-store.js';
 import { PgDatabase, type PgConnectOptions, type PgMigration } from './db.js';
 
@@ -44,11 +44,8 @@ export interface PgBlobStoreOptions extends PgConnectOptions {
   maxBlobBytes?: number;
 }
 
-function storageFailed(step: string, err: unknown): StoreError {
-  if (err instanceof StoreError) return err;
-  return new StoreError('STORAGE_FAILED', `postgres blob store: ${step} failed: ${(err as Error)?.message ?? err}`, {
-    cause: err,
-  });
+function storageFailed(step: string, err: unknown): Error {
+  return storageFailure(StoreError, `postgres blob store: ${step}`, err);
 }
 
 /**

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LedgerError } from '../../src/errors.js';
 import { type Ledger } from '../../src/ledger/ledger.js';
 import { openLedger } from '../../src/ledger/open.js';
-import { compact, resumeContext, type ModelRequest } from '../../src/compaction/index.js';
+import { compact, resumeContext, type ModelRequest } from '../../src/index.js';
 import { sampleSummary, scriptedModel, submitHandoff } from '../support/harness/index.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };

@@ -12,7 +12,7 @@ import {
   shouldCompact,
   SUBMIT_HANDOFF,
   submitHandoffTool,
-} from '../../src/compaction/index.js';
+} from '../../src/index.js';
 import { sampleSummary } from '../support/harness/index.js';
 
 const ID = `blake3:${'ab'.repeat(32)}` as const;

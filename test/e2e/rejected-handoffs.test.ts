@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LedgerError } from '../../src/errors.js';
-import type { ModelResponse } from '../../src/compaction/index.js';
+import type { ModelResponse } from '../../src/index.js';
 import {
   answer,
   compactionAnswer,

@@ -6,7 +6,7 @@ import { access, mkdir, readFile, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
-import { HANDOFF_CONTEXT_HEADER, SUBMIT_HANDOFF } from '../../src/compaction/index.js';
+import { HANDOFF_CONTEXT_HEADER, SUBMIT_HANDOFF } from '../../src/index.js';
 import {
   answer,
   CONTEXT_WINDOW,

@@ -11,7 +11,7 @@
  * so concurrent publishes on different chains pay one fsync between them.
  */
 import { Level } from 'level';
-import { throwIfAborted as storeThrowIfAborted } from '../../../store/errors.js';
+import { storageFailure, throwIfAborted } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
 import type {
@@ -45,11 +45,8 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
-function storageFailed(what: string, err: unknown): ManifestError {
-  if (err instanceof ManifestError) return err;
-  return new ManifestError('STORAGE_FAILED', `manifest log: ${what} failed: ${(err as Error)?.message ?? err}`, {
-    cause: err,
-  });
+function storageFailed(what: string, err: unknown): Error {
+  return storageFailure(ManifestError, `manifest log: ${what}`, err);
 }
 
 export class LevelManifestLog implements ManifestLog {
@@ -141,11 +138,7 @@ export class LevelManifestLog implements ManifestLog {
   }
 
   async append(request: AppendRequest, options: AppendOptions = {}): Promise<LogEntry> {
-    try {
-      storeThrowIfAborted(options.signal);
-    } catch (err) {
-      throw new ManifestError('STORAGE_FAILED', 'append cancelled before it was queued', { cause: err });
-    }
+    throwIfAborted(options.signal, ManifestError);
     const head = await this.cachedHead(request.session);
     await this.getWatermark(request.session); // loads it, so the batch can keep the higher of the two
     const expectedSeq = head ? head.seq + 1 : 0;

@@ -7,7 +7,7 @@
  */
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
-import { throwIfAborted } from '../../../store/errors.js';
+import { storageFailure, throwIfAborted } from '../../../store/errors.js';
 import { PgDatabase, pgCode, UNIQUE_VIOLATION, type PgConnectOptions } from '../../../store/pg/db.js';
 import { ManifestError } from '../../errors.js';
 import type {
@@ -54,22 +54,8 @@ const toEntry = (r: EntryRow): LogEntry => ({
 
 const toHead = (r: HeadRow): ChainHead => ({ session: r.session, seq: r.seq, id: r.id as Digest, owner: r.owner });
 
-function storageFailed(what: string, err: unknown): ManifestError {
-  if (err instanceof ManifestError) return err;
-  return new ManifestError(
-    'STORAGE_FAILED',
-    `postgres manifest log: ${what} failed: ${(err as Error)?.message ?? err}`,
-    { cause: err },
-  );
-}
-
-/** Same convention as the LevelDB log: a cancelled append is a storage failure caused by `CANCELLED`. */
-function checkCancelled(signal: AbortSignal | undefined, when: string): void {
-  try {
-    throwIfAborted(signal);
-  } catch (err) {
-    throw new ManifestError('STORAGE_FAILED', `append cancelled ${when}`, { cause: err });
-  }
+function storageFailed(what: string, err: unknown): Error {
+  return storageFailure(ManifestError, `postgres manifest log: ${what}`, err);
 }
 
 export class PgManifestLog implements ManifestLog {
@@ -166,7 +152,7 @@ export class PgManifestLog implements ManifestLog {
   }
 
   async append(request: AppendRequest, options: AppendOptions = {}): Promise<LogEntry> {
-    checkCancelled(options.signal, 'before it started');
+    throwIfAborted(options.signal, ManifestError);
     const conflict = (head: HeadRow | undefined) =>
       new ManifestError(
         'CHAIN_CONFLICT',
@@ -192,7 +178,7 @@ export class PgManifestLog implements ManifestLog {
         ]);
         // The watermark rises with the head in the same transaction (ManifestLog.append contract).
         await client.query(this.sql.setWatermark!, [request.session, request.seq]);
-        checkCancelled(options.signal, 'before commit');
+        throwIfAborted(options.signal, ManifestError);
         return toEntry({ position, ...request });
       });
     } catch (err) {

@@ -7,7 +7,7 @@
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
-import type { ModelToolCall, ModelToolDefinition } from '../../../src/compaction/index.js';
+import type { ModelToolCall, ModelToolDefinition } from '../../../src/index.js';
 
 export type FileToolErrorCode = 'outside_allowed_roots' | 'invalid_path' | 'not_found';
 

@@ -12,7 +12,7 @@ import {
   type CompactionMode,
   type ModelAdapter,
   type ModelMessage,
-} from '../../../src/compaction/index.js';
+} from '../../../src/index.js';
 import type { Ledger, Resumed } from '../../../src/ledger/ledger.js';
 import type { Summary } from '../../../src/summary/summary.js';
 import { FileTool } from './file-tool.js';

@@ -9,7 +9,7 @@ import {
   type ModelAdapter,
   type ModelRequest,
   type ModelResponse,
-} from '../../../src/compaction/index.js';
+} from '../../../src/index.js';
 import type { Summary } from '../../../src/summary/summary.js';
 
 export interface ScriptStep {

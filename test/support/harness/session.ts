@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { type Ledger } from '../../../src/ledger/ledger.js';
 import { openLedger, type OpenLedgerOptions } from '../../../src/ledger/open.js';
-import type { CompactionMode } from '../../../src/compaction/index.js';
+import type { CompactionMode } from '../../../src/index.js';
 import { ReferenceHarness } from './harness.js';
 import type { ScriptedModel } from './scripted-model.js';
 import { Transcript } from './transcript.js';

@@ -2,7 +2,7 @@
  * Token accounting for the fixture: about four characters per token plus a small per-message
  * overhead, deterministic so tests know exactly when the 0.7 threshold is crossed.
  */
-import type { ModelMessage } from '../../../src/compaction/index.js';
+import type { ModelMessage } from '../../../src/index.js';
 
 export const MESSAGE_OVERHEAD_TOKENS = 4;
 

@@ -4,7 +4,7 @@
  */
 import { appendFile, readFile } from 'node:fs/promises';
 import { digestOf, type Digest } from '../../../store/hash/digest.js';
-import type { ModelMessage } from '../../../src/compaction/index.js';
+import type { ModelMessage } from '../../../src/index.js';
 
 export class Transcript {
   private constructor(

@@ -1,0 +1,46 @@
+/**
+ * `handoff-ledger/audit`: the offline verifier. Isomorphic: it imports nothing from `node:`, so the same
+ * modules verify a bundle in Node and in a browser. Node helpers (reading a bundle directory, worker
+ * threads, the node:crypto verifier) are exported by the main entry point.
+ * @example
+ * const report = await verifyBundle(memoryBundleReader({ manifests: text }), { trust: parseTrustStore(json) });
+ * if (!report.ok) for (const f of report.findings) console.log(f.code, f.line, f.message);
+ */
+export {
+  verifyBundle,
+  verifyChain,
+  type AuditProgress,
+  type BundleAuditReport,
+  type VerifyBundleOptions,
+  type VerifyChainOptions,
+} from './verify-chain.js';
+export {
+  FINDING_CODES,
+  type AuditCounts,
+  type AuditReport,
+  type ChainSummary,
+  type Finding,
+  type FindingCode,
+  type FindingEvidence,
+} from './findings.js';
+export {
+  BUNDLE_FORMAT,
+  BUNDLE_VERSION,
+  memoryBundleReader,
+  parseBundleHeader,
+  type BundleBlob,
+  type BundleHeader,
+  type BundleReader,
+} from './bundle.js';
+export {
+  inlineLineVerifier,
+  MAX_LINE_BYTES,
+  type LineOutcome,
+  type LineVerifier,
+  type VerifiedLine,
+} from './verify-line.js';
+export type { BlobCheckOptions, SummaryCheck } from './verify-blobs.js';
+export type { AuditScope } from './chain-rules.js';
+export { AuditError, type AuditErrorCode } from './errors.js';
+export { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
+export { parseTrustStore, type TrustedKey, type TrustStore } from '../format/trust.js';

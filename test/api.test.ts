@@ -1,0 +1,163 @@
+/**
+ * The public surface: each entry point of package.json `exports` exists in the build and exports exactly these
+ * runtime names (types are pinned by the compiler for whoever imports them). Adding a name is a deliberate act:
+ * change this list with it. Importing an entry point has no side effects: no output, no files, no open handles.
+ */
+import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { tempDir } from './support/tmp.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  exports: Record<string, string | { types: string; default: string }>;
+};
+
+const SURFACE: Record<string, string[]> = {
+  '.': [
+    'AuditError',
+    'DEFAULT_COMPACTION_INSTRUCTIONS',
+    'DEFAULT_COMPACTION_RATIO',
+    'DEFAULT_MAX_SUMMARY_BYTES',
+    'HANDOFF_CONTEXT_HEADER',
+    'HandoffLedgerError',
+    'Ledger',
+    'LedgerError',
+    'LocalSigner',
+    'ManifestError',
+    'SUBMIT_HANDOFF',
+    'StoreError',
+    'compact',
+    'compactionRequest',
+    'createWorkerLineVerifier',
+    'defaultRoot',
+    'exportBundle',
+    'extractSummary',
+    'fsck',
+    'gc',
+    'generateJwk',
+    'handoffResponseFormat',
+    'isHandoffLedgerError',
+    'loadKeyFile',
+    'nodeVerifier',
+    'openBundleDir',
+    'openLedger',
+    'openPostgresBackends',
+    'parseDuration',
+    'resumeContext',
+    'shouldCompact',
+    'submitHandoffTool',
+    'summaryJsonSchema',
+    'summarySchema',
+    'validateSummary',
+  ],
+  './store': [
+    'FsBlobStore',
+    'HandoffLedgerError',
+    'PgBlobStore',
+    'StoreError',
+    'digestHex',
+    'digestOf',
+    'formatDigest',
+    'isDigest',
+    'isHandoffLedgerError',
+    'loadHashBackend',
+  ],
+  './manifests': [
+    'ID_PATTERN',
+    'LevelManifestLog',
+    'MANIFEST_PAYLOAD_TYPE',
+    'ManifestError',
+    'PgManifestLog',
+    'SUMMARY_MEDIA_TYPE',
+    'canonicalBytes',
+    'canonicalize',
+    'emptyTrustStore',
+    'encodeManifest',
+    'findTrustedKey',
+    'isValidId',
+    'keyIdOf',
+    'manifestId',
+    'nobleVerifier',
+    'nodeVerifier',
+    'pae',
+    'parseEnvelope',
+    'parseTrustStore',
+    'serializeEnvelope',
+    'signEnvelope',
+    'verifyManifestEnvelope',
+  ],
+  './audit': [
+    'AuditError',
+    'BUNDLE_FORMAT',
+    'BUNDLE_VERSION',
+    'FINDING_CODES',
+    'MAX_LINE_BYTES',
+    'inlineLineVerifier',
+    'memoryBundleReader',
+    'nobleVerifier',
+    'parseBundleHeader',
+    'parseTrustStore',
+    'verifyBundle',
+    'verifyChain',
+  ],
+};
+
+const codeEntries = Object.entries(pkg.exports).filter(
+  (e): e is [string, { types: string; default: string }] => typeof e[1] === 'object',
+);
+
+describe('the public API', () => {
+  it('pins every code entry point of package.json', () => {
+    expect(codeEntries.map(([name]) => name).sort()).toEqual(Object.keys(SURFACE).sort());
+  });
+
+  it.each(codeEntries)('%s: its built module and types exist', (_name, target) => {
+    expect(existsSync(join(ROOT, target.default)), target.default).toBe(true);
+    expect(existsSync(join(ROOT, target.types)), target.types).toBe(true);
+  });
+
+  it.each(codeEntries)('%s exports exactly the pinned names', async (name, target) => {
+    const mod = (await import(pathToFileURL(join(ROOT, target.default)).href)) as Record<string, unknown>;
+    expect(Object.keys(mod).sort()).toEqual([...SURFACE[name]!].sort());
+  });
+
+  it('one error base: every layer error is a HandoffLedgerError', async () => {
+    const { AuditError, HandoffLedgerError, LedgerError, ManifestError, StoreError, isHandoffLedgerError } =
+      await import('../src/index.js');
+    for (const err of [
+      new StoreError('BLOB_NOT_FOUND', 'x'),
+      new ManifestError('LOCKED', 'x'),
+      new LedgerError('ROLLBACK', 'x'),
+      new AuditError('BUNDLE_IO', 'x'),
+    ]) {
+      expect(err).toBeInstanceOf(HandoffLedgerError);
+      expect(isHandoffLedgerError(err)).toBe(true);
+      expect(err.name).toBe(err.constructor.name);
+    }
+    expect(isHandoffLedgerError(new Error('x'))).toBe(false);
+  });
+
+  it.each(codeEntries)(
+    '%s: importing it prints nothing, writes no file and leaves nothing running',
+    (_name, target) => {
+      const home = tempDir();
+      const url = pathToFileURL(join(ROOT, target.default)).href;
+      // A timeout kills the child: it would mean a timer or handle kept the process alive after the import.
+      const child = spawnSync(
+        process.execPath,
+        ['--input-type=module', '-e', `await import(${JSON.stringify(url)});`],
+        {
+          env: { PATH: process.env.PATH, HOME: home, XDG_STATE_HOME: join(home, 'state'), TMPDIR: home },
+          encoding: 'utf8',
+          timeout: 20_000,
+        },
+      );
+      expect(child.error).toBeUndefined();
+      expect([child.status, child.stdout, child.stderr]).toEqual([0, '', '']);
+      expect(readdirSync(home)).toEqual([]);
+    },
+  );
+});
