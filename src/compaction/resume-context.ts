@@ -5,7 +5,6 @@
 import type { Resumed } from '../ledger/ledger.js';
 import type { ModelMessage } from './model.js';
 
-
 /** First line of every rendered handoff; lets a Harness recognize the message in its context. */
 export const HANDOFF_CONTEXT_HEADER = '[handoff] This session continues from an earlier context that was compacted.';
 
