@@ -1,5 +1,5 @@
 /**
- * `npm run bench` — throughput of the ledger beside the physical limit and a peer (issue 6).
+ * `npm run bench` — throughput of the ledger beside the physical limit and a peer.
  *
  *   node --expose-gc dist/benchmarks/run.js [--quick] [--out DIR] [--work DIR] [--text ascii|mixed]
  *                                           [--only sizes,concurrency,chain,rss,postgres]

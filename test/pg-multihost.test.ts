@@ -1,5 +1,5 @@
 /**
- * Scale-out (DESIGN.md; issue 8): two Node processes acting as two hosts, each with its own key,
+ * Scale-out: two Node processes acting as two hosts, each with its own key,
  * publish concurrently into the same sessions through one PostgreSQL database. Chains must stay
  * linear and verifying, every manifest attributed to the host that signed it, resume on either host
  * must return the latest summary, an export from the database must verify offline, and a database

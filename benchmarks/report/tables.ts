@@ -174,7 +174,7 @@ export function markdownReport(r: BenchResults): string {
     '',
     ...markdown(['other', 'median [min–max]'], otherRows(r)),
     '',
-    '## Targets (issue 6), from this run',
+    '## Targets, from this run',
     '',
     ...markdown(
       ['target', 'goal', 'measured', 'verdict', 'how'],

@@ -1,5 +1,5 @@
 /**
- * The same ledger on the PostgreSQL backend (issue 8): publish and resume by size, and 4 KiB publishes/s
+ * The same ledger on the PostgreSQL backend: publish and resume by size, and 4 KiB publishes/s
  * with 1 and 32 concurrent sessions, against a throw-away cluster started once for the suite and removed
  * at its end (on errors and Ctrl-C too). Rounds follow the embedded suites: a warm-up first, then every
  * round visits every size; the 1 / 32 session rounds alternate their order.

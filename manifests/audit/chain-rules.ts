@@ -1,7 +1,7 @@
 /**
  * Step 6 of the offline audit: the chain rules, over manifests that already passed every per-line
  * step (so every field used here is signed by a trusted key). Chains are keyed by session: a session
- * has exactly one chain (DESIGN.md, "Core contracts"). Each entry gets at most one chain finding, the
+ * has exactly one chain (docs/DESIGN.md, "Core contracts"). Each entry gets at most one chain finding, the
  * most specific, so one tampered line does not drown the report in consequences. Isomorphic.
  */
 import type { Digest } from '../../store/hash/digest.js';

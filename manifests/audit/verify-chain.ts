@@ -1,5 +1,5 @@
 /**
- * The offline auditor (DESIGN.md, "Offline audit"), as a checklist of named steps:
+ * The offline auditor (docs/DESIGN.md, "Offline audit"), as a checklist of named steps:
  *
  *   1. verifyLines     strict, bounded line parse                     LINE_* / ENVELOPE_INVALID
  *   2-5.               payload type, trusted key for host and time,   PAYLOAD_TYPE, KEY_*, SIGNATURE_INVALID,

@@ -1,5 +1,5 @@
 /**
- * The v1 manifest: the signed statement that publishes one compaction (DESIGN.md, "Manifest v1").
+ * The v1 manifest: the signed statement that publishes one compaction (docs/DESIGN.md, "Manifest v1").
  * Isomorphic. Parsing is strict (unknown keys rejected); the id is BLAKE3 of the exact payload bytes.
  */
 import { z } from 'zod';

@@ -1,5 +1,5 @@
 /**
- * Trust stores: which public keys may sign for which host, and when (DESIGN.md, "Keys and trust").
+ * Trust stores: which public keys may sign for which host, and when (docs/DESIGN.md, "Keys and trust").
  * A manifest verifies only with a key listed for the manifest's own host and valid at its createdAt.
  * Isomorphic. Keys are a list (not an object keyed by host) so hostile host names cannot touch prototypes.
  */

@@ -1,5 +1,5 @@
 /**
- * Host signing keys (DESIGN.md, "Keys and trust"): Ed25519 JWK files (mode 0600, refused when readable
+ * Host signing keys (docs/DESIGN.md, "Keys and trust"): Ed25519 JWK files (mode 0600, refused when readable
  * by others) or an injected `Signer` for KMS/HSM use. Signing uses node:crypto.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';

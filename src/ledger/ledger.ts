@@ -1,6 +1,6 @@
 /**
  * The ledger: composes a BlobStore, a ManifestLog and a host key into publish / resume / history.
- * Comments cite the numbered steps of DESIGN.md's Publish and Resume contracts.
+ * Comments cite the numbered steps of docs/DESIGN.md's Publish and Resume contracts.
  */
 import type { Digest, HashBackend } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';

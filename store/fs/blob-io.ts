@@ -1,5 +1,5 @@
 /**
- * The byte pipelines of the filesystem blob store: `put`'s writes (DESIGN.md, "Blob store": write while
+ * The byte pipelines of the filesystem blob store: `put`'s writes (docs/DESIGN.md, "Blob store": write while
  * hashing, one pass over the bytes; writes and fsyncs run on the I/O threads while this thread hashes,
  * and the caller's `afterDigest` — making the shard directories durable — overlaps the final data
  * fsync), and the streamed, verified-at-the-end read behind `chunks`.

@@ -1,5 +1,5 @@
 /**
- * The filesystem blob store (DESIGN.md, "Blob store"). Layout:
+ * The filesystem blob store (docs/DESIGN.md, "Blob store"). Layout:
  *   <root>/blobs-v1/blake3/<aa>/<bb>/<64hex>   immutable blobs, named by digest only
  *   <root>/tmp/                                staging files, cleared on open
  *   <root>/quarantine/                         corrupt blobs moved aside, never deleted
@@ -105,7 +105,7 @@ export class FsBlobStore implements BlobStore {
   }
 
   /**
-   * DESIGN.md, "Blob store": write while hashing, one pass over the bytes. The write and its fsync run on
+   * docs/DESIGN.md, "Blob store": write while hashing, one pass over the bytes. The write and its fsync run on
    * the I/O threads while this thread hashes; once the digest is known the shard directories are made
    * durable, overlapping the data fsync. Only then is the name linked: data durable before its name.
    */

@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL blob store (DESIGN.md, "Scale-out"): blobs as rows, so every host sharing the database
+ * The PostgreSQL blob store (docs/DESIGN.md, "Scale-out"): blobs as rows, so every host sharing the database
  * sees the same content-addressed store. Layout, in the backend's schema:
  *   blobs(id, digest UNIQUE, size, chunk_count, stored_at)
  *   blob_chunks(blob_id, idx, data)   4 MiB pieces, so a large summary streams in and out

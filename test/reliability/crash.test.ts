@@ -1,5 +1,5 @@
 /**
- * Crash consistency (issue 7). Child processes publish in a loop (crash-child.mjs) and are SIGKILLed
+ * Crash consistency. Child processes publish in a loop (crash-child.mjs) and are SIGKILLed
  * at random moments — while opening (recovering), mid-publish, mid-fsync, mid-commit. After each kill
  * the store is reopened and checked (crash-check.ts): nothing acknowledged is lost, nothing half
  * published is visible, every manifest and blob verifies, recovery leaves no staging files.

@@ -1,5 +1,5 @@
 /**
- * Fault injection at every step of publish (issue 7). For each way a publish can meet the disk — a new
+ * Fault injection at every step of publish. For each way a publish can meet the disk — a new
  * blob in new shard directories, a new blob beside existing ones, bytes already stored, a corrupt copy
  * in the way — the suite first counts the filesystem and LevelDB calls one publish makes, then fails
  * each of those calls in turn with EIO, ENOSPC, EACCES and EROFS. After every fault: no manifest, the

@@ -1,5 +1,5 @@
 /**
- * Filesystem attacks on the store (issue 7): symlinks planted at a blob path, a shard directory or in
+ * Filesystem attacks on the store: symlinks planted at a blob path, a shard directory or in
  * staging; a blob replaced by a FIFO or a directory; store directories made group/world-writable or
  * swapped for links; the same on an audit bundle. Each must be refused with a clear typed error, never
  * hang, and never read through the link — the link targets below hold exactly the right bytes, so a

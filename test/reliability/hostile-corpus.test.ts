@@ -1,5 +1,5 @@
 /**
- * Hand-written hostile inputs (issue 7): huge numbers, deep nesting, prototype keys, invalid UTF-8,
+ * Hand-written hostile inputs: huge numbers, deep nesting, prototype keys, invalid UTF-8,
  * NUL bytes, lone surrogates — each aimed at every parser that could meet it (summary validation and
  * decoding, manifest and envelope verification, trust stores, bundle headers and lines, the CLI).
  * Every case must end in a typed error with an expected code or a checked-correct result. The 100 MB

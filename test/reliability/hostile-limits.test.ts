@@ -1,5 +1,5 @@
 /**
- * 100 MB inputs are refused before they are buffered (issue 7). Streams are generated lazily and
+ * 100 MB inputs are refused before they are buffered. Streams are generated lazily and
  * count what was pulled from them, so each test proves the refusal came after at most the limit (plus
  * one read-ahead window) — not after swallowing the whole input. Large strings, a sparse 100 MB file
  * planted at a blob path and a 100 MB trust file cover the non-stream doors.

@@ -1,5 +1,5 @@
 /**
- * Hostile input, property-based (issue 7): random and mutated ids, summaries, stored summary bytes,
+ * Hostile input, property-based: random and mutated ids, summaries, stored summary bytes,
  * manifests, envelopes and bundle lines. Each input may only yield a typed error (LedgerError,
  * StoreError, ManifestError with a code) or a correct result — never a raw exception, a hang, a forged
  * or altered answer, or a file outside the store root.

@@ -1,5 +1,5 @@
 /**
- * The manifest log on PostgreSQL (DESIGN.md, "Scale-out"): many processes and hosts append to one set of
+ * The manifest log on PostgreSQL (docs/DESIGN.md, "Scale-out"): many processes and hosts append to one set of
  * chains. Each append is one transaction: lock the chain's head row, check the link, move the head,
  * take the next global position, insert the entry. Two writers racing for one seq serialize on the
  * head row (or on the primary key when the chain is new) and the loser gets `CHAIN_CONFLICT`, so a
