@@ -76,9 +76,11 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
         const trust = ledger.trustStore();
         if (values.out) {
           await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
-          io.stdout.write(
-            `wrote ${trust.keys.length} trusted key(s) to ${values.out}; give this file to auditors out of band\n`,
-          );
+          if (values.json) writeJson(io.stdout, { wrote: values.out, keys: trust.keys.length });
+          else
+            io.stdout.write(
+              `wrote ${trust.keys.length} trusted key(s) to ${values.out}; give this file to auditors out of band\n`,
+            );
         } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);
         else
           for (const k of trust.keys)
@@ -87,12 +89,14 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             );
       } else if (sub === 'rotate') {
         const keyId = await ledger.rotateKey();
-        io.stdout.write(`rotated: new signing key ${keyId}\n`);
+        if (values.json) writeJson(io.stdout, { rotated: true, keyId });
+        else io.stdout.write(`rotated: new signing key ${keyId}\n`);
       } else {
         const keyId = positionals[0];
         if (!keyId) throw new UsageError('keys revoke needs a KEYID');
         await ledger.revokeKey(keyId, values.at);
-        io.stdout.write(`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}\n`);
+        if (values.json) writeJson(io.stdout, { revoked: keyId, ...(values.at ? { at: values.at } : {}) });
+        else io.stdout.write(`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}\n`);
       }
       return EXIT_OK;
     });

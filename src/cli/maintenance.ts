@@ -1,6 +1,7 @@
 /** fsck and gc commands. */
 import { fsck as runFsck, gc as runGc, parseDuration } from '../ops/maintenance.js';
 import {
+  colours,
   withLedger,
   EXIT_OK,
   EXIT_REFUSED,
@@ -24,8 +25,9 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
           io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
         for (const f of report.findings)
           io.stdout.write(`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}\n`);
+        const paint = colours(io, io.stdout);
         io.stdout.write(
-          `${report.ok ? 'clean' : `${report.findings.length} finding(s)`}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
+          `${report.ok ? paint.good('clean') : paint.bad(`${report.findings.length} finding(s)`)}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
         );
       }
       return report.ok && recovery.headProblems.length === 0 ? EXIT_OK : EXIT_REFUSED;

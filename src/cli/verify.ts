@@ -17,7 +17,17 @@ import type { LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
 import { decodeSummary, validateSummary } from '../summary/summary.js';
-import { EXIT_OK, EXIT_REFUSED, hashFromEnv, parse, readLimited, reportError, UsageError, type CliIo } from './io.js';
+import {
+  colours,
+  EXIT_OK,
+  EXIT_REFUSED,
+  hashFromEnv,
+  parse,
+  readLimited,
+  reportError,
+  UsageError,
+  type CliIo,
+} from './io.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
@@ -110,7 +120,7 @@ function describeFinding(f: Finding): string {
   return `  ${f.code}${where ? ` (${where})` : ''}: ${f.message}`;
 }
 
-function humanReport(dir: string, r: BundleAuditReport): string {
+function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof colours>): string {
   const out: string[] = [];
   const h = r.header;
   const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
@@ -147,8 +157,8 @@ function humanReport(dir: string, r: BundleAuditReport): string {
     .join(', ');
   out.push(
     r.ok
-      ? `verdict: OK — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
-      : `verdict: FAILED — ${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`,
+      ? `verdict: ${paint.good('OK')} — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
+      : `verdict: ${paint.bad('FAILED')} — ${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`,
   );
   return out.join('\n') + '\n';
 }
@@ -196,7 +206,11 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       bar.done();
       await lineVerifier?.close();
     }
-    io.stdout.write(json ? `${JSON.stringify({ bundle: dir, ...report }, null, 2)}\n` : humanReport(dir, report));
+    io.stdout.write(
+      json
+        ? `${JSON.stringify({ bundle: dir, ...report }, null, 2)}\n`
+        : humanReport(dir, report, colours(io, io.stdout)),
+    );
     return report.ok ? EXIT_OK : EXIT_REFUSED;
   } catch (err) {
     if (!(err instanceof AuditError || err instanceof UsageError)) throw err;
