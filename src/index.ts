@@ -48,6 +48,7 @@ export { exportBundle, type ExportOptions, type ExportResult, type ExportSource 
 export { openBundleDir } from './ops/bundle-dir.js';
 export { createWorkerLineVerifier } from '../manifests/audit/verify-workers.node.js';
 export { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
+export { auditBundle } from './ops/audit.js';
 
 // Harness integration
 export type {
@@ -73,3 +74,11 @@ export {
 } from './compaction/tool.js';
 export { HANDOFF_CONTEXT_HEADER, resumeContext } from './compaction/resume-context.js';
 export { compact, type CompactOptions, type CompactResult, type PublishingLedger } from './compaction/compact.js';
+
+// Telemetry (OpenTelemetry API; a no-op unless the application registers an SDK)
+export {
+  LedgerTelemetry,
+  type IdentifierPolicy,
+  type Operation as TelemetryOperation,
+  type TelemetryOptions,
+} from './telemetry/telemetry.js';

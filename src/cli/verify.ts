@@ -12,7 +12,8 @@ import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
-import { verifyBundle, type AuditProgress, type BundleAuditReport } from '../../manifests/audit/verify-chain.js';
+import type { AuditProgress, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
+import { auditBundle } from '../ops/audit.js';
 import type { LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
@@ -194,7 +195,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const bar = progressBar(io);
     let report: BundleAuditReport;
     try {
-      report = await verifyBundle(reader, {
+      report = await auditBundle(reader, {
         trust,
         verifier: values.verifier === 'noble' ? nobleVerifier : nodeVerifier,
         ...(lineVerifier ? { lineVerifier } : {}),

@@ -26,6 +26,9 @@ import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { KeyedMutex } from './locks.js';
+import { LedgerTelemetry } from '../telemetry/telemetry.js';
+import { packageVersion } from '../version.js';
+import type { Span } from '@opentelemetry/api';
 import type { OpenLedgerOptions } from './options.js';
 import {
   canDecodeStream,
@@ -97,6 +100,8 @@ export class Ledger {
   readonly recovery: RecoveryReport;
   readonly hashBackend: HashBackend;
   readonly verifier: SignatureVerifier;
+  /** Spans and metrics of this ledger's operations (see TelemetryOptions). */
+  readonly telemetry: LedgerTelemetry;
   private readonly keyring: Keyring;
   private readonly extraTrust: TrustStore | undefined;
   private readonly maxSummaryBytes: number;
@@ -131,6 +136,7 @@ export class Ledger {
     this.maxSummaryBytes = init.options.maxSummaryBytes ?? DEFAULT_MAX_SUMMARY_BYTES;
     this.authorizer = init.options.authorizer;
     this.clock = init.options.clock ?? (() => new Date());
+    this.telemetry = new LedgerTelemetry(init.options.telemetry, packageVersion());
   }
 
   /** Every key this ledger trusts: its own trust file plus the keys passed in `trust`. */
@@ -164,6 +170,20 @@ export class Ledger {
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
+    return this.telemetry.run(
+      'publish',
+      { scope, host: this.host },
+      (span) => this.publishTraced(scope, summary, options, span),
+      (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
+    );
+  }
+
+  private async publishTraced(
+    scope: PublishScope,
+    summary: unknown,
+    options: PublishOptions,
+    span: Span,
+  ): Promise<Receipt> {
     this.assertOpen();
     const { signal } = options;
     // Publish step 1: validate ids; authorize.
@@ -191,6 +211,7 @@ export class Ledger {
         } catch (err) {
           const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
           if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
+          this.telemetry.chainConflictRetry(span);
         }
       }
     });
@@ -302,6 +323,18 @@ export class Ledger {
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
   async resume(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<Resumed | undefined> {
+    return this.telemetry.run(
+      'resume',
+      { scope, host: this.host },
+      () => this.resumeTraced(scope, options),
+      (r) => ({
+        attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
+        ...(r ? { bytes: r.manifest.summary.size } : {}),
+      }),
+    );
+  }
+
+  private async resumeTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<Resumed | undefined> {
     this.assertOpen();
     const s = parseScope(scope);
     throwIfCancelled(options.signal);
@@ -353,6 +386,15 @@ export class Ledger {
 
   /** The session's verified chain, oldest first. Every entry's signature, scope and link are checked. */
   async history(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<HistoryEntry[]> {
+    return this.telemetry.run(
+      'history',
+      { scope, host: this.host },
+      () => this.historyTraced(scope, options),
+      (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
+    );
+  }
+
+  private async historyTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<HistoryEntry[]> {
     this.assertOpen();
     const s = parseScope(scope);
     await this.authorize(s, 'history');

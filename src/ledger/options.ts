@@ -7,6 +7,7 @@ import type { LevelManifestLogOptions } from '../../manifests/log/level/log.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Authorizer } from './grants.js';
+import type { TelemetryOptions } from '../telemetry/telemetry.js';
 
 export interface OpenLedgerOptions {
   /** Store directory; default `$HANDOFF_LEDGER_ROOT`, else `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`. */
@@ -40,6 +41,11 @@ export interface OpenLedgerOptions {
   levelLog?: LevelManifestLogOptions;
   /** Clock for `createdAt` (tests). */
   clock?: () => Date;
+  /**
+   * OpenTelemetry: spans and metrics through the global API (a no-op unless the application registers an
+   * SDK), or through the providers given here. Principal and session ids are left out unless asked for.
+   */
+  telemetry?: TelemetryOptions;
   /** Receives one-line notices (backend fallbacks). Default: console.warn. */
   onNotice?: (message: string) => void;
 }

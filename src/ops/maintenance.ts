@@ -122,6 +122,25 @@ export async function gc(
   ledger: Ledger,
   options: { graceMs: number; dryRun?: boolean; now?: number },
 ): Promise<GcReport> {
+  return ledger.telemetry.run(
+    'gc',
+    { host: ledger.host },
+    () => collect(ledger, options),
+    (r) => ({
+      attributes: {
+        'handoff_ledger.blobs_scanned': r.scanned,
+        'handoff_ledger.blobs_removed': r.removed.length,
+        'handoff_ledger.blobs_kept_young': r.keptYoung,
+        'handoff_ledger.dry_run': options.dryRun === true,
+      },
+    }),
+  );
+}
+
+async function collect(
+  ledger: Ledger,
+  options: { graceMs: number; dryRun?: boolean; now?: number },
+): Promise<GcReport> {
   if (!Number.isFinite(options.graceMs) || options.graceMs < 0)
     throw new RangeError('graceMs must be a non-negative number');
   const referenced = new Set<string>();

@@ -1,8 +1,8 @@
 /** The package's own version, read from its package.json: one source of truth for `--version` and telemetry. */
 import { readFileSync } from 'node:fs';
 
-/** The directories a module of this package can sit in: src/cli/ when run from source, dist/src/cli/ when built. */
-const CANDIDATES = ['../../package.json', '../../../package.json'];
+/** Where package.json is from this module: beside src/ when run from source, two up from dist/src/ when built. */
+const CANDIDATES = ['../package.json', '../../package.json'];
 
 let cached: string | undefined;
 
