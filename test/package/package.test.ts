@@ -51,8 +51,13 @@ let tarball: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'handoff-ledger-package-'));
-  await run('npm', ['run', '--silent', 'build'], { cwd: repo });
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], { cwd: repo });
+  // Under `npm test` the pretest step has just built dist/, and other test files are running from it: a
+  // second build here would rewrite files under their feet. `npm run check:package` builds first too.
+  if (process.env.npm_lifecycle_event !== 'test') await run('npm', ['run', '--silent', 'build'], { cwd: repo });
+  // --ignore-scripts: prepack would rebuild dist/ as well.
+  const { stdout } = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], {
+    cwd: repo,
+  });
   packed = (JSON.parse(stdout) as PackResult[])[0]!;
   tarball = join(work, packed.filename);
 }, 300_000);
@@ -61,7 +66,7 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-describe('the packed tarball', () => {
+describe('the packed tarball', { timeout: 240_000 }, () => {
   it('is publishable: not private, with the Apache-2.0 licence text', async () => {
     expect(pkg.private).toBeUndefined();
     const paths = packed.files.map((f) => f.path);
@@ -112,7 +117,7 @@ describe('the packed tarball', () => {
   });
 });
 
-describe('a fresh project that installs the tarball', () => {
+describe('a fresh project that installs the tarball', { timeout: 240_000 }, () => {
   let consumer: string;
 
   beforeAll(async () => {
