@@ -198,3 +198,21 @@ describe('colour', () => {
     expect((await cli(clean(), { env: { FORCE_COLOR: '1' } })).stdout).toMatch(escape);
   });
 });
+
+describe('keys with --json', () => {
+  it('prints what rotate, revoke and export --out did as JSON', async () => {
+    const before = JSON.parse((await cli(['keys', 'list', ...store, '--json'])).stdout) as {
+      keys: Array<{ keyId: string }>;
+    };
+    const rotated = await cli(['keys', 'rotate', ...store, '--json']);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const { keyId } = JSON.parse(rotated.stdout) as { keyId: string };
+    expect(keyId).not.toBe(before.keys[0]!.keyId);
+    const old = before.keys[0]!.keyId;
+    const revoked = await cli(['keys', 'revoke', old, ...store, '--json', '--at', '2030-01-01T00:00:00.000Z']);
+    expect(JSON.parse(revoked.stdout)).toEqual({ revoked: old, at: '2030-01-01T00:00:00.000Z' });
+    const out = newDir();
+    const exported = await cli(['keys', 'export', ...store, '--out', out, '--json']);
+    expect(JSON.parse(exported.stdout)).toEqual({ wrote: out, keys: 2 });
+  });
+});
