@@ -185,7 +185,7 @@ export function commandHelp(name: string, spec: CommandSpec): string {
   return [
     `usage: handoff-ledger ${spec.synopsis}`,
     '',
-    `${spec.summary}.`,
+    `${spec.summary[0]!.toUpperCase()}${spec.summary.slice(1)}.`,
     '',
     'Options:',
     ...spec.options.map((o) => `  ${o}`),
