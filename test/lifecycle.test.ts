@@ -85,7 +85,7 @@ describe('cancellation', () => {
       ac?.abort(new Error(`stop at ${step}`));
       return (nodeFsOps as any)[step](...args);
     };
-    const ledger = await open(root, { fs });
+    const ledger = await open(root, { fs, inlineSummaryBytes: 0 }); // the blob file path, whatever the size
     const first = await ledger.publish({ ...scope, session: 'other' }, sampleSummary('x')); // shard dirs exist for some digests
     ac = new AbortController();
     const outcome = await ledger.publish(scope, sampleSummary(`abort-${step}`), { signal: ac.signal }).catch((e) => e);
@@ -125,7 +125,8 @@ describe('cancellation', () => {
       await gate;
       await db.batch(ops, { sync: true });
     };
-    const ledger = await open(tempDir(), { levelLog: { writeBatch } });
+    // Summaries as files: the waiting publish's blob is stored before it waits for the lock.
+    const ledger = await open(tempDir(), { levelLog: { writeBatch }, inlineSummaryBytes: 0 });
     const holder = ledger.publish(scope, sampleSummary('holder'));
     await inBatch;
     const ac = new AbortController();
@@ -172,9 +173,9 @@ describe('restart, recovery, fsck and gc', () => {
     await ledger.close();
   });
 
-  it('fsck reports a corrupt blob and a missing blob', async () => {
+  it('fsck reports a corrupt blob file and a missing blob', async () => {
     const root = tempDir();
-    const ledger = await open(root);
+    const ledger = await open(root, { inlineSummaryBytes: 0 });
     const a = await ledger.publish(scope, sampleSummary('a'));
     await ledger.publish({ ...scope, session: 's2' }, sampleSummary('b')).then((r) => ledger.blobs.delete(r.digest));
     const hex = digestHex(a.digest);

@@ -115,6 +115,12 @@ describePostgres('PostgreSQL backend', (pg) => {
           ...(await openPostgresBackends({ connectionString: pg.connectionString, schema })),
           ...extra,
         }),
+      async corruptInlineBlob(_ledger, digest) {
+        await sql(
+          `UPDATE "${schema}".inline_blobs SET bytes = set_byte(bytes, 0, get_byte(bytes, 0) # 1) WHERE digest = $1`,
+          [digest],
+        );
+      },
       dispose: () => rm(root, { recursive: true, force: true }),
     };
   });

@@ -33,6 +33,30 @@ export interface AppendRequest {
   prev: Digest | null;
   id: Digest;
   envelope: string;
+  /**
+   * A blob small enough to live in the log (the summary the entry names), committed in the same atomic,
+   * durable write as the entry: both or neither. A blob already stored under this digest is kept as it is.
+   */
+  blob?: InlineBlob;
+}
+
+/** Bytes stored in the log itself under their BLAKE3 digest. The log does not hash them: readers re-hash. */
+export interface InlineBlob {
+  digest: Digest;
+  bytes: Uint8Array;
+}
+
+/**
+ * The blobs a log holds inline (written only by `append`). Reads return the stored bytes unverified: the
+ * caller re-hashes them, as it does a file's.
+ */
+export interface InlineBlobTable {
+  get(digest: Digest): Promise<Uint8Array | undefined>;
+  /** Size and first storage time (ms since epoch), or `undefined` when absent. */
+  stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined>;
+  list(): AsyncIterable<Digest>;
+  /** Removes an inline blob (garbage collection only). Absent blobs are not an error. */
+  delete(digest: Digest): Promise<void>;
 }
 
 export interface AppendOptions {
@@ -64,6 +88,8 @@ export interface GrantTable {
 
 export interface ManifestLog {
   readonly grants: GrantTable;
+  /** Present when the log can store small blobs inline (`AppendRequest.blob`); both built-in logs can. */
+  readonly inlineBlobs?: InlineBlobTable;
   head(session: string): Promise<ChainHead | undefined>;
   entry(session: string, seq: number): Promise<LogEntry | undefined>;
   /** One session's chain in seq order, from `fromSeq` (default 0). */

@@ -2,7 +2,7 @@
  * The ledger: composes a BlobStore, a ManifestLog and a host key into publish / resume / history.
  * Comments cite the numbered steps of docs/DESIGN.md's Publish and Resume contracts.
  */
-import type { Digest, HashBackend } from '../../store/hash/digest.js';
+import { hashBytes, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
@@ -29,6 +29,7 @@ import { KeyedMutex } from './locks.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import { packageVersion } from '../version.js';
 import type { Span } from '@opentelemetry/api';
+import { TieredBlobStore } from './blob-tiers.js';
 import type { OpenLedgerOptions } from './options.js';
 import {
   canDecodeStream,
@@ -74,6 +75,17 @@ export interface RecoveryReport {
   headProblems: Array<{ session: string; problem: string }>;
 }
 
+/** Summaries up to this many canonical bytes are stored inline in the manifest log by default. */
+export const DEFAULT_INLINE_SUMMARY_BYTES = 64 * 1024;
+
+/** A stored (or, when `inline` is set, about to be appended) summary blob. */
+interface SummaryBlob {
+  digest: Digest;
+  size: number;
+  /** The bytes, when they are to be written inline by the append itself. */
+  inline?: Uint8Array;
+}
+
 /** Attempts at appending after whatever the head is, when other writers keep winning the race. */
 const MAX_APPEND_ATTEMPTS = 8;
 
@@ -105,6 +117,7 @@ export class Ledger {
   private readonly keyring: Keyring;
   private readonly extraTrust: TrustStore | undefined;
   private readonly maxSummaryBytes: number;
+  private readonly inlineSummaryBytes: number;
   private readonly authorizer: Authorizer | undefined;
   private readonly clock: () => Date;
   private readonly chains = new KeyedMutex();
@@ -127,13 +140,19 @@ export class Ledger {
     this.host = init.host;
     this.root = init.root;
     this.log = init.log;
-    this.blobs = init.blobs;
+    // Inline blobs are readable whatever the threshold: an earlier opening may have written some.
+    this.blobs = init.log.inlineBlobs
+      ? new TieredBlobStore(init.blobs, init.log.inlineBlobs, init.hashBackend)
+      : init.blobs;
     this.keyring = init.keyring;
     this.recovery = init.recovery;
     this.hashBackend = init.hashBackend;
     this.verifier = init.verifier;
     this.extraTrust = init.options.trust;
     this.maxSummaryBytes = init.options.maxSummaryBytes ?? DEFAULT_MAX_SUMMARY_BYTES;
+    this.inlineSummaryBytes = init.log.inlineBlobs
+      ? (init.options.inlineSummaryBytes ?? DEFAULT_INLINE_SUMMARY_BYTES)
+      : -1;
     this.authorizer = init.options.authorizer;
     this.clock = init.options.clock ?? (() => new Date());
     this.telemetry = new LedgerTelemetry(init.options.telemetry, packageVersion());
@@ -193,14 +212,9 @@ export class Ledger {
     await this.authorize(s, 'publish');
     // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
     const { source } = prepareSummary(summary, this.maxSummaryBytes);
-    // Publish step 3: encode canonically → put the blob durably (blob durable before manifest). A large
-    // summary is encoded as the store writes it; the store measures it against the same limit.
-    const blob = await this.blobs.put(source, { signal, maxBytes: this.maxSummaryBytes }).catch((err) => {
-      if (err instanceof StoreError && err.code === 'BLOB_TOO_LARGE') {
-        throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is too large to store: ${err.message}`, { cause: err });
-      }
-      throw toLedgerCancel(err);
-    });
+    // Publish step 3: encode canonically → put the blob durably (blob durable before manifest), or, for a
+    // small summary, hand its bytes to the append, which commits them with the manifest (one durable write).
+    const blob = await this.storeSummary(source, signal);
     // Publish step 4: under the chain's lock.
     return this.chains.run(s.session, async () => {
       // Another process or host (PostgreSQL) may win the append between our head read and our commit.
@@ -217,10 +231,30 @@ export class Ledger {
     });
   }
 
+  /**
+   * Publish step 3. A large summary is encoded as the store writes it; the store measures it against
+   * the same limit. A small one is only hashed here: the append writes it inline.
+   */
+  private async storeSummary(
+    source: Uint8Array | AsyncIterable<Uint8Array>,
+    signal?: AbortSignal,
+  ): Promise<SummaryBlob> {
+    if (source instanceof Uint8Array && source.length <= this.inlineSummaryBytes) {
+      throwIfCancelled(signal);
+      return { digest: await hashBytes(source, this.hashBackend), size: source.length, inline: source };
+    }
+    return this.blobs.put(source, { signal, maxBytes: this.maxSummaryBytes }).catch((err) => {
+      if (err instanceof StoreError && err.code === 'BLOB_TOO_LARGE') {
+        throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is too large to store: ${err.message}`, { cause: err });
+      }
+      throw toLedgerCancel(err);
+    });
+  }
+
   /** Publish step 4 under the chain lock: the point of no return, then build, sign and append one manifest. */
   private async commit(
     s: PublishScope,
-    blob: { digest: Digest; size: number },
+    blob: SummaryBlob,
     covers: PublishOptions['covers'],
     options: PublishOptions,
   ): Promise<Receipt> {
@@ -272,6 +306,7 @@ export class Ledger {
       prev: manifest.prev,
       id,
       envelope: serializeEnvelope(envelope),
+      ...(blob.inline ? { blob: { digest: blob.digest, bytes: blob.inline } } : {}),
     });
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
     // (The log raised the persisted watermark in the append itself.)

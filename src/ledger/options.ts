@@ -22,6 +22,12 @@ export interface OpenLedgerOptions {
   trust?: TrustStore;
   /** Largest accepted summary, in canonical bytes (default 1 MiB). */
   maxSummaryBytes?: number;
+  /**
+   * Summaries up to this many canonical bytes (default 64 KiB) are stored inline in the manifest log, in the
+   * same durable write as their manifest: one sync instead of three. `0` stores every summary as a blob file
+   * (or blob row). Ignored with an injected log that cannot hold blobs.
+   */
+  inlineSummaryBytes?: number;
   authorizer?: Authorizer;
   /** BLAKE3 backend: `auto` (native, else WASM, else noble; a fallback is reported once), `native`, `wasm`, `noble`. */
   hash?: HashBackendName;

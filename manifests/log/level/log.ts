@@ -6,13 +6,14 @@
  *   e!<session>!<seq:12 hex>   entry (JSON)          h!<session>        head (JSON)
  *   p!<position:16 hex>        key of the entry      g!<principal>!<session>  grant (JSON)
  *   w!<session>                highest verified seq (rollback watermark)
+ *   b!<64 hex>                 inline blob bytes     t!<64 hex>         its size and storage time (JSON)
  *
  * Group commit: appends that arrive while a batch is being made durable wait and share the next one,
  * so concurrent publishes on different chains pay one fsync between them.
  */
 import { Level } from 'level';
 import { storageFailure, throwIfAborted } from '../../../store/errors.js';
-import type { Digest } from '../../../store/hash/digest.js';
+import { digestHex, type Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
 import type {
   AppendOptions,
@@ -20,11 +21,15 @@ import type {
   ChainHead,
   GrantRecord,
   GrantTable,
+  InlineBlobTable,
   LogEntry,
   ManifestLog,
 } from '../log.js';
 
-export type BatchOp = { type: 'put'; key: string; value: string } | { type: 'del'; key: string };
+export type BatchOp =
+  | { type: 'put'; key: string; value: string }
+  | { type: 'put'; key: string; value: Uint8Array; valueEncoding: 'view' }
+  | { type: 'del'; key: string };
 
 export interface LevelManifestLogOptions {
   /**
@@ -51,6 +56,7 @@ function storageFailed(what: string, err: unknown): Error {
 
 export class LevelManifestLog implements ManifestLog {
   readonly grants: GrantTable;
+  readonly inlineBlobs: InlineBlobTable;
   // This process owns the database, so caches of what it wrote are exact.
   private readonly watermarkCache = new Map<string, number>();
   private readonly headCache = new Map<string, ChainHead | null>();
@@ -64,6 +70,7 @@ export class LevelManifestLog implements ManifestLog {
     private readonly writeBatch: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>,
   ) {
     this.grants = new LevelGrantTable(db);
+    this.inlineBlobs = new LevelInlineBlobs(db);
   }
 
   /**
@@ -86,7 +93,10 @@ export class LevelManifestLog implements ManifestLog {
       }
       throw storageFailed('open', err);
     }
-    const log = new LevelManifestLog(db, options.writeBatch ?? ((d, ops) => d.batch(ops, { sync: true })));
+    const log = new LevelManifestLog(
+      db,
+      options.writeBatch ?? ((d, ops) => d.batch<string, string | Uint8Array>(ops, { sync: true })),
+    );
     for await (const key of db.keys({ gte: 'p!', lt: 'p!\xff', reverse: true, limit: 1 })) {
       log.nextPosition = parseInt(key.slice(2), 16) + 1;
     }
@@ -180,6 +190,8 @@ export class LevelManifestLog implements ManifestLog {
           ops.push({ type: 'put', key, value: JSON.stringify(entry) });
           ops.push({ type: 'put', key: `h!${request.session}`, value: JSON.stringify(head) });
           ops.push({ type: 'put', key: posKey(entry.position), value: key });
+          // Inline blob: in the same batch as the entry that names it, so both or neither are durable.
+          if (request.blob) ops.push(...inlineBlobOps(request.blob.digest, request.blob.bytes));
           // The rollback watermark rises with the head, in the same batch (ManifestLog.append contract).
           const mark = Math.max(this.watermarkCache.get(request.session) ?? -1, request.seq);
           ops.push({ type: 'put', key: `w!${request.session}`, value: String(mark) });
@@ -247,6 +259,52 @@ export class LevelManifestLog implements ManifestLog {
 
   async close(): Promise<void> {
     await this.db.close();
+  }
+}
+
+function inlineBlobOps(digest: Digest, bytes: Uint8Array): BatchOp[] {
+  const hex = digestHex(digest);
+  const meta = JSON.stringify({ size: bytes.length, storedAtMs: Date.now() });
+  return [
+    { type: 'put', key: `b!${hex}`, value: bytes, valueEncoding: 'view' },
+    { type: 'put', key: `t!${hex}`, value: meta },
+  ];
+}
+
+/** Inline blobs: bytes under `b!`, their size and storage time under `t!` (so listing and gc read no bytes). */
+class LevelInlineBlobs implements InlineBlobTable {
+  constructor(private readonly db: Level<string, string>) {}
+
+  async get(digest: Digest): Promise<Uint8Array | undefined> {
+    try {
+      return await this.db.get<string, Uint8Array>(`b!${digestHex(digest)}`, { valueEncoding: 'view' });
+    } catch (err) {
+      throw storageFailed('inline blob read', err);
+    }
+  }
+
+  async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
+    const raw = await this.db.get(`t!${digestHex(digest)}`);
+    return raw === undefined ? undefined : (JSON.parse(raw) as { size: number; storedAtMs: number });
+  }
+
+  async *list(): AsyncIterable<Digest> {
+    for await (const key of this.db.keys({ gte: 't!', lt: 't!\xff' })) yield `blake3:${key.slice(2)}`;
+  }
+
+  async delete(digest: Digest): Promise<void> {
+    const hex = digestHex(digest);
+    try {
+      await this.db.batch(
+        [
+          { type: 'del', key: `b!${hex}` },
+          { type: 'del', key: `t!${hex}` },
+        ],
+        { sync: true },
+      );
+    } catch (err) {
+      throw storageFailed('inline blob delete', err);
+    }
   }
 }
 

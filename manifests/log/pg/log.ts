@@ -17,6 +17,7 @@ import type {
   GrantRecord,
   GrantState,
   GrantTable,
+  InlineBlobTable,
   LogEntry,
   ManifestLog,
 } from '../log.js';
@@ -60,10 +61,12 @@ function storageFailed(what: string, err: unknown): Error {
 
 export class PgManifestLog implements ManifestLog {
   readonly grants: GrantTable;
+  readonly inlineBlobs: InlineBlobTable;
   private readonly sql: Record<string, string>;
 
   private constructor(private readonly db: PgDatabase) {
     this.grants = new PgGrantTable(db);
+    this.inlineBlobs = new PgInlineBlobs(db);
     const q = (text: string) => db.sql(text);
     const entryCols = 'position, session, seq, id, principal, envelope';
     this.sql = {
@@ -81,6 +84,10 @@ export class PgManifestLog implements ManifestLog {
       chain: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT ${PAGE}`),
       entries: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position > $1 ORDER BY position LIMIT ${PAGE}`),
       heads: q(`SELECT session, seq, id, owner FROM {schema}.heads WHERE session > $1 ORDER BY session LIMIT ${PAGE}`),
+      // Same digest, same bytes: a second publish of one summary rewrites them (repairing a damaged copy)
+      // and keeps the first storage time.
+      putInline: q(`INSERT INTO {schema}.inline_blobs (digest, size, bytes) VALUES ($1, $2, $3)
+        ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes`),
       getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),
       // Only ever raised: two readers recording different heights must not lower each other's.
       setWatermark: q(`INSERT INTO {schema}.watermarks (session, seq) VALUES ($1, $2)
@@ -176,6 +183,12 @@ export class PgManifestLog implements ManifestLog {
           request.principal,
           request.envelope,
         ]);
+        // The inline blob commits with the entry that names it: both or neither.
+        if (request.blob) {
+          const { digest, bytes } = request.blob;
+          const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+          await client.query(this.sql.putInline!, [digest, bytes.length, buf]);
+        }
         // The watermark rises with the head in the same transaction (ManifestLog.append contract).
         await client.query(this.sql.setWatermark!, [request.session, request.seq]);
         throwIfAborted(options.signal, ManifestError);
@@ -207,6 +220,54 @@ export class PgManifestLog implements ManifestLog {
 
   async close(): Promise<void> {
     await this.db.close();
+  }
+}
+
+class PgInlineBlobs implements InlineBlobTable {
+  constructor(private readonly db: PgDatabase) {}
+
+  private async rows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
+    try {
+      return (await this.db.query<R>(this.db.sql(text), values)).rows;
+    } catch (err) {
+      throw storageFailed(what, err);
+    }
+  }
+
+  async get(digest: Digest): Promise<Uint8Array | undefined> {
+    const [row] = await this.rows<{ bytes: Buffer }>(
+      'inline blob read',
+      'SELECT bytes FROM {schema}.inline_blobs WHERE digest = $1',
+      [digest],
+    );
+    return row?.bytes;
+  }
+
+  async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
+    const [row] = await this.rows<{ size: number; stored_at: Date }>(
+      'inline blob stat',
+      'SELECT size, stored_at FROM {schema}.inline_blobs WHERE digest = $1',
+      [digest],
+    );
+    return row && { size: row.size, storedAtMs: row.stored_at.getTime() };
+  }
+
+  async *list(): AsyncIterable<Digest> {
+    let after = '';
+    for (;;) {
+      const rows = await this.rows<{ digest: Digest }>(
+        'inline blob list',
+        `SELECT digest FROM {schema}.inline_blobs WHERE digest > $1 ORDER BY digest LIMIT ${PAGE}`,
+        [after],
+      );
+      for (const row of rows) yield row.digest;
+      if (rows.length < PAGE) return;
+      after = rows[rows.length - 1]!.digest;
+    }
+  }
+
+  async delete(digest: Digest): Promise<void> {
+    await this.rows('inline blob delete', 'DELETE FROM {schema}.inline_blobs WHERE digest = $1', [digest]);
   }
 }
 
