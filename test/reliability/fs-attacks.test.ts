@@ -156,9 +156,12 @@ describe('planted symlinks', () => {
     copyFileSync(join(keyDir, keyName!), join(s.outside, 'key.jwk'));
     rmSync(join(keyDir, keyName!));
     symlinkSync(join(s.outside, 'key.jwk'), join(keyDir, keyName!));
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }), refused('key symlink'), [
-      'KEY_FILE_UNSAFE',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused('key symlink'),
+      ['KEY_FILE_UNSAFE'],
+    );
   });
 });
 
@@ -209,23 +212,32 @@ describe('unsafe permissions', () => {
     await s.ledger.close();
     const link = join(tempDir('hl-fsa-'), 'link');
     symlinkSync(s.root, link);
-    await judge.judge(T, () => openLedger({ root: link, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }), refused('root symlink'), [
-      'UNSAFE_ROOT',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: link, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused('root symlink'),
+      ['UNSAFE_ROOT'],
+    );
     const file = join(tempDir('hl-fsa-'), 'file');
     writeFileSync(file, '');
-    await judge.judge(T, () => openLedger({ root: file, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }), refused('root file'), [
-      'UNSAFE_ROOT',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: file, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused('root file'),
+      ['UNSAFE_ROOT'],
+    );
   });
 
   it.each(['tmp', 'blobs-v1', 'manifests-v1', 'keys'])('a world-writable %s is refused UNSAFE_PATH', async (name) => {
     const s = await storeWithBlob();
     await s.ledger.close();
     chmodSync(join(s.root, name), 0o777);
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }), refused(`${name} 0777`), [
-      'UNSAFE_PATH',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused(`${name} 0777`),
+      ['UNSAFE_PATH'],
+    );
   });
 
   it('a key file readable by others is refused KEY_FILE_UNSAFE', async () => {
@@ -233,9 +245,12 @@ describe('unsafe permissions', () => {
     await s.ledger.close();
     const [keyName] = readdirSync(join(s.root, 'keys'));
     chmodSync(join(s.root, 'keys', keyName!), 0o644);
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }), refused('key 0644'), [
-      'KEY_FILE_UNSAFE',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused('key 0644'),
+      ['KEY_FILE_UNSAFE'],
+    );
   });
 });
 
@@ -288,7 +303,9 @@ describe('known bugs', () => {
     copyFileSync(trust, join(s.outside, 'trust.json'));
     rmSync(trust);
     symlinkSync(join(s.outside, 'trust.json'), trust);
-    await expect(openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY })).rejects.toMatchObject({
+    await expect(
+      openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+    ).rejects.toMatchObject({
       code: expect.stringMatching(/UNSAFE_PATH|KEY_FILE_UNSAFE|TRUST_INVALID/),
     });
   });
