@@ -43,6 +43,8 @@ export type {
   GrantRecord,
   GrantState,
   GrantTable,
+  InlineBlob,
+  InlineBlobTable,
   LogEntry,
   ManifestLog,
 } from './log/log.js';
