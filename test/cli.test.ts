@@ -1,3 +1,4 @@
+import { Level } from 'level';
 import { describe, expect, it, beforeAll } from 'vitest';
 import { spawnSync, spawn } from 'node:child_process';
 import { existsSync, writeFileSync, readFileSync } from 'node:fs';
@@ -142,14 +143,19 @@ describe('handoff-ledger CLI', () => {
     expect(cli(['resume', '--root', root, '--principal', 'alice', '--session', 's']).code).toBe(0);
   });
 
-  it('fsck exits 1 on a finding; gc needs --grace', () => {
+  it('fsck exits 1 on a finding; gc needs --grace', async () => {
     const root = join(tempDir(), 'store');
     const pub = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--json'], {
       input: JSON.stringify(sampleSummary()),
     });
     const { digest } = JSON.parse(pub.stdout);
-    const hex = digest.slice(7);
-    writeFileSync(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), 'tampered');
+    // A small summary is stored inline in the log: change its bytes there.
+    const db = new Level<string, Uint8Array>(join(root, 'manifests-v1'), { valueEncoding: 'view' });
+    const key = `b!${digest.slice(7)}`;
+    const bytes = Uint8Array.from((await db.get(key))!);
+    bytes[0]! ^= 1;
+    await db.put(key, bytes);
+    await db.close();
     const f = cli(['fsck', '--root', root]);
     expect(f.code).toBe(1);
     expect(f.stdout).toContain('BLOB_INTEGRITY');

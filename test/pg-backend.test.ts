@@ -13,6 +13,7 @@ import { PgBlobStore } from '../store/pg/blob-store.js';
 import { StoreError } from '../store/errors.js';
 import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
 import { ManifestError } from '../manifests/errors.js';
+import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
 import type { AppendRequest, LogEntry } from '../manifests/log/log.js';
 import { openLedger } from '../src/ledger/open.js';
@@ -140,6 +141,7 @@ describePostgres('PostgreSQL backend', (pg) => {
       expect(rows).toEqual([
         { component: 'blobs', version: 1 },
         { component: 'manifests', version: 1 },
+        { component: 'manifests', version: 2 },
       ]);
     });
 
@@ -147,7 +149,8 @@ describePostgres('PostgreSQL backend', (pg) => {
       const schema = nextSchema();
       await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();
       await sql(
-        `INSERT INTO "${schema}".handoff_ledger_migrations (component, version, name) VALUES ('manifests', 2, 'future')`,
+        `INSERT INTO "${schema}".handoff_ledger_migrations (component, version, name) VALUES ('manifests', $1, 'future')`,
+        [MANIFEST_MIGRATIONS.length + 1],
       );
       const err = await rejection(PgManifestLog.open({ connectionString: pg.connectionString, schema }));
       expect(err).toBeInstanceOf(ManifestError);

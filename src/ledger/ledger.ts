@@ -333,19 +333,26 @@ export class Ledger {
     return verified;
   }
 
-  private async readHead(session: string): Promise<ChainHead | undefined> {
+  /** The session's head, refused when below the highest seq ever verified or published here (rollback). */
+  private async headAboveWatermark(session: string): Promise<ChainHead | undefined> {
     const [head, stored] = await Promise.all([this.log.head(session), this.log.getWatermark(session)]);
     const known = Math.max(this.watermarks.get(session) ?? -1, stored ?? -1);
-    // Resume: refuse a head below the highest seq ever verified or published here (rollback).
     if ((head?.seq ?? -1) < known) {
       throw new LedgerError(
         'ROLLBACK',
         `session ${session}: head is at seq ${head?.seq ?? 'none'}, but seq ${known} was already verified`,
       );
     }
-    if (head && (await this.log.entry(session, head.seq + 1))) {
-      throw new LedgerError('ROLLBACK', `session ${session}: entries exist beyond the head at seq ${head.seq}`);
-    }
+    return head;
+  }
+
+  private static entriesBeyondHead(session: string, head: ChainHead): LedgerError {
+    return new LedgerError('ROLLBACK', `session ${session}: entries exist beyond the head at seq ${head.seq}`);
+  }
+
+  private async readHead(session: string): Promise<ChainHead | undefined> {
+    const head = await this.headAboveWatermark(session);
+    if (head && (await this.log.entry(session, head.seq + 1))) throw Ledger.entriesBeyondHead(session, head);
     return head;
   }
 
@@ -374,9 +381,16 @@ export class Ledger {
     const s = parseScope(scope);
     throwIfCancelled(options.signal);
     await this.authorize(s, 'resume');
-    const head = await this.readHead(s.session);
+    const head = await this.headAboveWatermark(s.session);
     if (!head) return undefined;
-    const entry = await this.log.entry(s.session, head.seq);
+    // Resume's fixed cost is mostly round trips to the log: the entry that must not exist beyond the head,
+    // the head's entry and the one before it are read at once (the checks keep their order).
+    const [beyond, entry, prev] = await Promise.all([
+      this.log.entry(s.session, head.seq + 1),
+      this.log.entry(s.session, head.seq),
+      head.seq > 0 ? this.log.entry(s.session, head.seq - 1) : undefined,
+    ]);
+    if (beyond) throw Ledger.entriesBeyondHead(s.session, head);
     if (!entry)
       throw new LedgerError(
         'CHAIN_BROKEN',
@@ -384,7 +398,6 @@ export class Ledger {
       );
     const { manifest, id } = this.verifyEntry(entry, s.session, head.seq, head.id);
     if (manifest.seq > 0) {
-      const prev = await this.log.entry(s.session, manifest.seq - 1);
       if (!prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${manifest.seq - 1} is missing`);
       this.verifyEntry(prev, s.session, manifest.seq - 1, manifest.prev ?? undefined);
     }
