@@ -58,7 +58,7 @@ export function checkStoredEntry(entry: LogEntry, v: VerifiedManifest, session: 
   if (m.principal !== entry.principal)
     return {
       code: 'PRINCIPAL_MISMATCH',
-      message: `the entry records principal ${entry.principal}, the manifest is signed for ${m.principal}`,
+      message: `the entry records principal ${JSON.stringify(entry.principal)}, the manifest is signed for ${m.principal}`,
     };
   if (v.id !== entry.id) return { code: 'ID_MISMATCH', message: 'the stored id is not the hash of the payload' };
   return undefined;

@@ -16,8 +16,8 @@ function checkId(value: unknown, name: string, wildcard = false): string {
   throw new ManifestError('INVALID_ID', `${name} is not a valid id: ${JSON.stringify(String(value).slice(0, 80))}`);
 }
 
-function checkCount(value: unknown, name: string): number {
-  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
+function checkCount(value: unknown, name: string, min = 0): number {
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min) return value;
   throw new ManifestError(
     'INVALID_ARGUMENT',
     `${name} must be a non-negative integer, got ${String(value).slice(0, 40)}`,
@@ -60,11 +60,11 @@ export abstract class AbstractManifestLog implements ManifestLog {
     this.grants = new CheckedGrantTable(grants);
   }
 
-  head(session: string): Promise<ChainHead | undefined> {
+  async head(session: string): Promise<ChainHead | undefined> {
     return this._head(checkId(session, 'session'));
   }
 
-  entry(session: string, seq: number): Promise<LogEntry | undefined> {
+  async entry(session: string, seq: number): Promise<LogEntry | undefined> {
     return this._entry(checkId(session, 'session'), checkCount(seq, 'seq'));
   }
 
@@ -75,7 +75,9 @@ export abstract class AbstractManifestLog implements ManifestLog {
 
   async *entries(options?: { afterPosition?: number }): AsyncIterable<LogEntry> {
     const { afterPosition } = checkObject<{ afterPosition: number }>(options, 'options');
-    yield* this._entries(afterPosition === undefined ? undefined : checkCount(afterPosition, 'afterPosition'));
+    // -1, "after nothing", is the start too: a tailing reader passes its last position or -1.
+    const after = afterPosition === undefined ? -1 : checkCount(afterPosition, 'afterPosition', -1);
+    yield* this._entries(after === -1 ? undefined : after);
   }
 
   heads(): AsyncIterable<ChainHead> {
@@ -91,19 +93,19 @@ export abstract class AbstractManifestLog implements ManifestLog {
     return this._append(checked, signal);
   }
 
-  getWatermark(session: string): Promise<number | undefined> {
+  async getWatermark(session: string): Promise<number | undefined> {
     return this._getWatermark(checkId(session, 'session'));
   }
 
-  setWatermark(session: string, seq: number): Promise<void> {
+  async setWatermark(session: string, seq: number): Promise<void> {
     return this._setWatermark(checkId(session, 'session'), checkCount(seq, 'seq'));
   }
 
-  checkHeads(): Promise<HeadProblem[]> {
+  async checkHeads(): Promise<HeadProblem[]> {
     return this._checkHeads();
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
     return this._close();
   }
 
@@ -141,11 +143,11 @@ const GRANT_STATES: ReadonlySet<unknown> = new Set(['granted', 'revoked']);
 class CheckedGrantTable implements GrantTable {
   constructor(private readonly inner: GrantTable) {}
 
-  get(principal: string, session: string): Promise<GrantRecord | undefined> {
+  async get(principal: string, session: string): Promise<GrantRecord | undefined> {
     return this.inner.get(checkId(principal, 'principal'), checkId(session, 'session', true));
   }
 
-  put(record: GrantRecord): Promise<void> {
+  async put(record: GrantRecord): Promise<void> {
     const r = checkObject<GrantRecord>(record, 'grant record');
     checkId(r.principal, 'principal');
     checkId(r.session, 'session', true);
@@ -158,7 +160,7 @@ class CheckedGrantTable implements GrantTable {
     return this.inner.put(record);
   }
 
-  list(filter?: { principal?: string; session?: string }): Promise<GrantRecord[]> {
+  async list(filter?: { principal?: string; session?: string }): Promise<GrantRecord[]> {
     const f = checkObject<{ principal: string; session: string }>(filter, 'filter');
     if (f.principal !== undefined) checkId(f.principal, 'principal');
     if (f.session !== undefined) checkId(f.session, 'session', true);
