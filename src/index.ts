@@ -41,7 +41,16 @@ export type { TrustedKey, TrustStore } from '../manifests/format/trust.js';
 export type { Digest } from '../store/hash/digest.js';
 
 // Operations
-export { fsck, gc, parseDuration, type FsckFinding, type FsckReport, type GcReport } from './ops/maintenance.js';
+export {
+  fsck,
+  FSCK_STORE_CODES,
+  gc,
+  parseDuration,
+  type FsckFinding,
+  type FsckFindingCode,
+  type FsckReport,
+  type GcReport,
+} from './ops/maintenance.js';
 export { exportBundle, type ExportOptions, type ExportResult, type ExportSource } from './ops/export.js';
 
 // Auditing on Node (the verifier itself is `handoff-ledger/audit`)

@@ -21,6 +21,7 @@ const SURFACE: Record<string, string[]> = {
     'DEFAULT_COMPACTION_INSTRUCTIONS',
     'DEFAULT_COMPACTION_RATIO',
     'DEFAULT_MAX_SUMMARY_BYTES',
+    'FSCK_STORE_CODES',
     'HANDOFF_CONTEXT_HEADER',
     'HandoffLedgerError',
     'Ledger',
@@ -56,6 +57,7 @@ const SURFACE: Record<string, string[]> = {
     'validateSummary',
   ],
   './store': [
+    'AbstractBlobStore',
     'FsBlobStore',
     'HandoffLedgerError',
     'PgBlobStore',
@@ -68,6 +70,7 @@ const SURFACE: Record<string, string[]> = {
     'loadHashBackend',
   ],
   './manifests': [
+    'AbstractManifestLog',
     'ID_PATTERN',
     'LevelManifestLog',
     'MANIFEST_PAYLOAD_TYPE',

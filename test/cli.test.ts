@@ -143,6 +143,24 @@ describe('handoff-ledger CLI', () => {
     expect(cli(['resume', '--root', root, '--principal', 'alice', '--session', 's']).code).toBe(0);
   });
 
+  it('fsck prints stored data escaped: a tampered session id reaches the terminal without control characters', async () => {
+    const root = join(tempDir(), 'store');
+    const pub = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--json'], {
+      input: JSON.stringify(sampleSummary()),
+    });
+    expect(pub.code, pub.stderr).toBe(0);
+    const { LevelManifestLog } = await import('../manifests/log/level/log.js');
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    const planted = { position: 1, session: 'evil\u001b[2J', seq: 0, id: JSON.parse(pub.stdout).id, principal: 'a' };
+    await log.raw.put(`p!${'1'.padStart(16, '0')}`, 'e!planted!000000000000');
+    await log.raw.put('e!planted!000000000000', JSON.stringify({ ...planted, envelope: '{}' }));
+    await log.close();
+    const f = cli(['fsck', '--root', root]);
+    expect(f.code).toBe(1);
+    expect(f.stdout).toContain('ROLLBACK\tevil\\u001b[2J\t');
+    expect(f.stdout).not.toContain('\u001b');
+  });
+
   it('fsck exits 1 on a finding; gc needs --grace', async () => {
     const root = join(tempDir(), 'store');
     const pub = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--json'], {
@@ -158,7 +176,7 @@ describe('handoff-ledger CLI', () => {
     await db.close();
     const f = cli(['fsck', '--root', root]);
     expect(f.code).toBe(1);
-    expect(f.stdout).toContain('BLOB_INTEGRITY');
+    expect(f.stdout).toContain('BLOB_DIGEST');
     expect(cli(['gc', '--root', root]).code).toBe(2);
     expect(cli(['gc', '--root', root, '--grace', '1h']).code).toBe(0);
   });

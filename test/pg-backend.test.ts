@@ -159,6 +159,40 @@ describePostgres('PostgreSQL backend', (pg) => {
     });
   });
 
+  describe('head check', () => {
+    it('finds a head naming another id and entries beyond a head, and openLedger reports them', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        for (let seq = 0; seq < 3; seq++) await log.append(link('a', seq));
+        await log.append(link('b', 0));
+        await sql(`UPDATE "${schema}".heads SET id = $1 WHERE session = 'b'`, [idOf('x', 0)]);
+        // Rolled back by one: the watermark (2) is above the head, and seq 2 lies beyond it.
+        await sql(`UPDATE "${schema}".heads SET seq = 1, id = $1 WHERE session = 'a'`, [idOf('a', 1)]);
+        const expected = [
+          { session: 'a', code: 'ROLLBACK', problem: 'head is at seq 1, but seq 2 was already verified' },
+          { session: 'a', code: 'ROLLBACK', problem: 'entries exist beyond head seq 1' },
+          { session: 'b', code: 'HEAD_MISMATCH', problem: 'head seq 0 has no matching entry' },
+        ];
+        expect(await log.checkHeads()).toEqual(expected);
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-heads-'));
+        try {
+          const ledger = await openLedger({
+            root,
+            host: 'h',
+            ...(await openPostgresBackends({ connectionString: pg.connectionString, schema })),
+          });
+          expect(ledger.recovery.headProblems).toEqual(expected);
+          await ledger.close();
+        } finally {
+          await rm(root, { recursive: true, force: true });
+        }
+      } finally {
+        await log.close();
+      }
+    });
+  });
+
   describe('global order', () => {
     it('lets a reader tailing entries() miss nothing while writers on separate connections commit concurrently', async () => {
       const schema = nextSchema();

@@ -1,8 +1,10 @@
 /**
  * The manifest log contract: per-session hash chains plus one global order, and the durable grant
- * table. Every backend (LevelDB, PostgreSQL) implements it and runs the same conformance suite.
+ * table. Every backend (LevelDB, PostgreSQL) extends AbstractManifestLog (./abstract-log.ts), which checks
+ * arguments once, and runs the same conformance suite.
  */
 import type { Digest } from '../../store/hash/digest.js';
+import type { HeadProblem } from '../chain/head-rules.js';
 
 /** One appended manifest, as stored. */
 export interface LogEntry {
@@ -101,11 +103,17 @@ export interface ManifestLog {
   /**
    * Appends atomically and durably: the entry, the new head, the global position and the session's
    * watermark (raised to the new seq) commit together or not at all. When it resolves, the entry is durable.
-   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `STORAGE_FAILED`
+   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `STORAGE_FAILED`, `CANCELLED`; `INVALID_ID`,
+   *   `INVALID_ARGUMENT` for a malformed request
    */
   append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;
   /** Highest seq a reader of this log has verified for `session` (rollback protection). */
   getWatermark(session: string): Promise<number | undefined>;
   setWatermark(session: string, seq: number): Promise<void>;
+  /**
+   * The recovery check a ledger runs at open: every head names a stored entry with its id, no entry lies
+   * beyond a head, and no head is below its session's watermark (head-rules.ts). Empty when all hold.
+   */
+  checkHeads(): Promise<HeadProblem[]>;
   close(): Promise<void>;
 }

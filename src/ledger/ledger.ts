@@ -20,7 +20,9 @@ import {
   type Manifest,
 } from '../../manifests/format/manifest.js';
 import { findTrustedKey, type TrustStore } from '../../manifests/format/trust.js';
-import { verifyManifestEnvelope, type VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
+import type { VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
+import { ChainChecker, type CheckedEntry } from '../../manifests/chain/checker.js';
+import { headProblems, readHeadFacts, type HeadProblem } from '../../manifests/chain/head-rules.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
@@ -72,7 +74,8 @@ export interface HistoryEntry {
 
 export interface RecoveryReport {
   stagingRemoved: number;
-  headProblems: Array<{ session: string; problem: string }>;
+  /** What the log's head check found at open (ManifestLog.checkHeads). */
+  headProblems: HeadProblem[];
 }
 
 /** Summaries up to this many canonical bytes are stored inline in the manifest log by default. */
@@ -314,46 +317,40 @@ export class Ledger {
     return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
   }
 
-  /** Verifies one stored entry: signature with the trust store, then scope, then its place in the chain. */
-  private verifyEntry(entry: LogEntry, session: string, seq: number, expectedId?: Digest): VerifiedManifest {
-    const verified = verifyManifestEnvelope(entry.envelope, { trust: this.trust(), verifier: this.verifier });
-    const m = verified.manifest;
-    if (m.session !== session) {
-      throw new LedgerError(
-        'SCOPE_MISMATCH',
-        `the manifest at session ${session} seq ${seq} belongs to session ${m.session}`,
-      );
-    }
-    if (m.seq !== seq || m.principal !== entry.principal || (expectedId !== undefined && verified.id !== expectedId)) {
-      throw new LedgerError(
-        'CHAIN_BROKEN',
-        `session ${session}: the entry at seq ${seq} is not the manifest its chain records`,
-      );
-    }
-    return verified;
+  /**
+   * Turns the chain checker's verdict on one entry into the ledger's refusal: the manifest's own error,
+   * `SCOPE_MISMATCH` for an entry of another session, `CHAIN_BROKEN` for any other broken rule. Time
+   * running backwards is the auditor's and fsck's finding, not a reason to refuse a verified chain.
+   */
+  private accept(session: string, seq: number, checked: CheckedEntry): VerifiedManifest {
+    if (checked.error) throw checked.error;
+    const broken = checked.findings.find((f) => f.code !== 'TIME_REVERSED');
+    if (broken?.code === 'SCOPE_MISMATCH')
+      throw new LedgerError('SCOPE_MISMATCH', `session ${session} seq ${seq}: ${broken.message}`);
+    if (broken) throw new LedgerError('CHAIN_BROKEN', `session ${session} seq ${seq}: ${broken.message}`);
+    return checked.verified!;
   }
 
-  /** The session's head, refused when below the highest seq ever verified or published here (rollback). */
-  private async headAboveWatermark(session: string): Promise<ChainHead | undefined> {
-    const [head, stored] = await Promise.all([this.log.head(session), this.log.getWatermark(session)]);
-    const known = Math.max(this.watermarks.get(session) ?? -1, stored ?? -1);
-    if ((head?.seq ?? -1) < known) {
+  private checker(session: string, startsAt = 0): ChainChecker {
+    return new ChainChecker(session, { trust: this.trust(), verifier: this.verifier }, startsAt);
+  }
+
+  /**
+   * Reads a session's head and refuses it unless it passes the head rules, with this process's own
+   * watermark too: not below the highest seq ever verified or published here, nothing beyond it, and
+   * naming a stored entry with its id. Returns the head and that entry.
+   */
+  private async readHead(session: string): Promise<{ head: ChainHead; entry: LogEntry } | undefined> {
+    const facts = await readHeadFacts(this.log, session);
+    const known = Math.max(this.watermarks.get(session) ?? -1, facts.watermark ?? -1);
+    const [problem] = headProblems({ ...facts, watermark: known < 0 ? undefined : known });
+    if (problem) {
       throw new LedgerError(
-        'ROLLBACK',
-        `session ${session}: head is at seq ${head?.seq ?? 'none'}, but seq ${known} was already verified`,
+        problem.code === 'ROLLBACK' ? 'ROLLBACK' : 'CHAIN_BROKEN',
+        `session ${session}: ${problem.problem}`,
       );
     }
-    return head;
-  }
-
-  private static entriesBeyondHead(session: string, head: ChainHead): LedgerError {
-    return new LedgerError('ROLLBACK', `session ${session}: entries exist beyond the head at seq ${head.seq}`);
-  }
-
-  private async readHead(session: string): Promise<ChainHead | undefined> {
-    const head = await this.headAboveWatermark(session);
-    if (head && (await this.log.entry(session, head.seq + 1))) throw Ledger.entriesBeyondHead(session, head);
-    return head;
+    return facts.head && { head: facts.head, entry: facts.entryAtHead! };
   }
 
   /**
@@ -381,26 +378,17 @@ export class Ledger {
     const s = parseScope(scope);
     throwIfCancelled(options.signal);
     await this.authorize(s, 'resume');
-    const head = await this.headAboveWatermark(s.session);
-    if (!head) return undefined;
-    // Resume's fixed cost is mostly round trips to the log: the entry that must not exist beyond the head,
-    // the head's entry and the one before it are read at once (the checks keep their order).
-    const [beyond, entry, prev] = await Promise.all([
-      this.log.entry(s.session, head.seq + 1),
-      this.log.entry(s.session, head.seq),
-      head.seq > 0 ? this.log.entry(s.session, head.seq - 1) : undefined,
-    ]);
-    if (beyond) throw Ledger.entriesBeyondHead(s.session, head);
-    if (!entry)
-      throw new LedgerError(
-        'CHAIN_BROKEN',
-        `session ${s.session}: the head names seq ${head.seq}, which is not stored`,
-      );
-    const { manifest, id } = this.verifyEntry(entry, s.session, head.seq, head.id);
-    if (manifest.seq > 0) {
-      if (!prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${manifest.seq - 1} is missing`);
-      this.verifyEntry(prev, s.session, manifest.seq - 1, manifest.prev ?? undefined);
+    const read = await this.readHead(s.session);
+    if (!read) return undefined;
+    const { head, entry } = read;
+    // The head's entry and the one before it, through the same chain rules as history and fsck.
+    const checker = this.checker(s.session, Math.max(head.seq - 1, 0));
+    if (head.seq > 0) {
+      const prev = await this.log.entry(s.session, head.seq - 1);
+      if (!prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${head.seq - 1} is missing`);
+      this.accept(s.session, prev.seq, checker.check(prev));
     }
+    const { manifest, id } = this.accept(s.session, head.seq, checker.check(entry));
     throwIfCancelled(options.signal);
     const summary = await this.readSummary(manifest.summary, options.signal);
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, head.seq));
@@ -446,22 +434,17 @@ export class Ledger {
     this.assertOpen();
     const s = parseScope(scope);
     await this.authorize(s, 'history');
-    const head = await this.readHead(s.session);
+    const head = (await this.readHead(s.session))?.head;
     const out: HistoryEntry[] = [];
-    let prev: Digest | null = null;
+    if (!head) return out;
+    const checker = this.checker(s.session);
     for await (const entry of this.log.chain(s.session)) {
       throwIfCancelled(options.signal);
-      if (head && entry.seq > head.seq) break;
-      const v = this.verifyEntry(entry, s.session, out.length);
-      if (v.manifest.prev !== prev)
-        throw new LedgerError(
-          'CHAIN_BROKEN',
-          `session ${s.session}: seq ${entry.seq} does not link to seq ${entry.seq - 1}`,
-        );
-      prev = v.id;
+      if (entry.seq > head.seq) break;
+      const v = this.accept(s.session, entry.seq, checker.check(entry));
       out.push({ id: v.id, manifest: v.manifest, envelope: v.envelope });
     }
-    if (head && (out.length !== head.seq + 1 || prev !== head.id)) {
+    if (out.length !== head.seq + 1 || out[head.seq]?.id !== head.id) {
       throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: the chain does not end at its head`);
     }
     return out;

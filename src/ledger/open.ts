@@ -71,7 +71,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       blobs = opened.store;
       stagingRemoved = opened.recovery.stagingRemoved;
     }
-    const headProblems = log instanceof LevelManifestLog ? await log.checkHeads() : [];
+    const headProblems = await log.checkHeads();
     const keyring = await Keyring.open({ root, host, signer: options.signer, keyFile: options.keyFile, clock });
     const verifier = await pickVerifier(options.verifier);
     return new Ledger({

@@ -161,14 +161,14 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         expect((await ledger.resume(scope))?.id).toBe(first.id);
       });
 
-      it('re-hashes an inline blob on every read: changed bytes are BLOB_INTEGRITY for resume and fsck, never bytes', async () => {
+      it('re-hashes an inline blob on every read: changed bytes are BLOB_INTEGRITY for resume and BLOB_DIGEST for fsck, never bytes', async () => {
         const ledger = await open();
         const r = await ledger.publish(scope, summary(1));
         await backend!.corruptInlineBlob(ledger, r.digest);
         await expect(ledger.resume(scope)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
         await expect(ledger.blobs.get(r.digest)).rejects.toMatchObject({ code: 'BLOB_INTEGRITY' });
         const report = await fsck(ledger);
-        expect(report.findings.map((f) => f.code)).toEqual(['BLOB_INTEGRITY']);
+        expect(report.findings.map((f) => f.code)).toEqual(['BLOB_DIGEST']);
       });
 
       it('refuses an inline blob larger than the reader allows with BLOB_TOO_LARGE', async () => {

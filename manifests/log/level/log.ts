@@ -12,19 +12,11 @@
  * so concurrent publishes on different chains pay one fsync between them.
  */
 import { Level } from 'level';
-import { storageFailure, throwIfAborted } from '../../../store/errors.js';
+import { storageFailure } from '../../../store/errors.js';
 import { digestHex, type Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
-import type {
-  AppendOptions,
-  AppendRequest,
-  ChainHead,
-  GrantRecord,
-  GrantTable,
-  InlineBlobTable,
-  LogEntry,
-  ManifestLog,
-} from '../log.js';
+import { AbstractManifestLog } from '../abstract-log.js';
+import type { AppendRequest, ChainHead, GrantRecord, GrantTable, InlineBlobTable, LogEntry } from '../log.js';
 
 export type BatchOp =
   | { type: 'put'; key: string; value: string }
@@ -54,8 +46,7 @@ function storageFailed(what: string, err: unknown): Error {
   return storageFailure(ManifestError, `manifest log: ${what}`, err);
 }
 
-export class LevelManifestLog implements ManifestLog {
-  readonly grants: GrantTable;
+export class LevelManifestLog extends AbstractManifestLog {
   readonly inlineBlobs: InlineBlobTable;
   // This process owns the database, so caches of what it wrote are exact.
   private readonly watermarkCache = new Map<string, number>();
@@ -69,7 +60,7 @@ export class LevelManifestLog implements ManifestLog {
     private readonly db: Level<string, string>,
     private readonly writeBatch: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>,
   ) {
-    this.grants = new LevelGrantTable(db);
+    super(new LevelGrantTable(db));
     this.inlineBlobs = new LevelInlineBlobs(db);
   }
 
@@ -103,23 +94,23 @@ export class LevelManifestLog implements ManifestLog {
     return log;
   }
 
-  async head(session: string): Promise<ChainHead | undefined> {
+  protected async _head(session: string): Promise<ChainHead | undefined> {
     const raw = await this.db.get(`h!${session}`);
     return raw === undefined ? undefined : (JSON.parse(raw) as ChainHead);
   }
 
-  async entry(session: string, seq: number): Promise<LogEntry | undefined> {
+  protected async _entry(session: string, seq: number): Promise<LogEntry | undefined> {
     const raw = await this.db.get(entryKey(session, seq));
     return raw === undefined ? undefined : (JSON.parse(raw) as LogEntry);
   }
 
-  async *chain(session: string, options: { fromSeq?: number } = {}): AsyncIterable<LogEntry> {
-    const it = this.db.values({ gte: entryKey(session, options.fromSeq ?? 0), lt: `e!${session}!\xff` });
+  protected async *_chain(session: string, fromSeq: number): AsyncIterable<LogEntry> {
+    const it = this.db.values({ gte: entryKey(session, fromSeq), lt: `e!${session}!\xff` });
     for await (const raw of it) yield JSON.parse(raw) as LogEntry;
   }
 
-  async *entries(options: { afterPosition?: number } = {}): AsyncIterable<LogEntry> {
-    const gt = options.afterPosition === undefined ? 'p!' : posKey(options.afterPosition);
+  protected async *_entries(afterPosition: number | undefined): AsyncIterable<LogEntry> {
+    const gt = afterPosition === undefined ? 'p!' : posKey(afterPosition);
     let keys: string[] = [];
     const flush = async function* (db: Level<string, string>, ks: string[]) {
       for (const raw of await db.getMany(ks)) if (raw !== undefined) yield JSON.parse(raw) as LogEntry;
@@ -134,23 +125,22 @@ export class LevelManifestLog implements ManifestLog {
     yield* flush(this.db, keys);
   }
 
-  async *heads(): AsyncIterable<ChainHead> {
+  protected async *_heads(): AsyncIterable<ChainHead> {
     for await (const raw of this.db.values({ gte: 'h!', lt: 'h!\xff' })) yield JSON.parse(raw) as ChainHead;
   }
 
   private async cachedHead(session: string): Promise<ChainHead | null> {
     let head = this.headCache.get(session);
     if (head === undefined) {
-      head = (await this.head(session)) ?? null;
+      head = (await this._head(session)) ?? null;
       this.headCache.set(session, head);
     }
     return head;
   }
 
-  async append(request: AppendRequest, options: AppendOptions = {}): Promise<LogEntry> {
-    throwIfAborted(options.signal, ManifestError);
+  protected async _append(request: AppendRequest): Promise<LogEntry> {
     const head = await this.cachedHead(request.session);
-    await this.getWatermark(request.session); // loads it, so the batch can keep the higher of the two
+    await this._getWatermark(request.session); // loads it, so the batch can keep the higher of the two
     const expectedSeq = head ? head.seq + 1 : 0;
     const expectedPrev: Digest | null = head ? head.id : null;
     if (this.pendingSessions.has(request.session) || request.seq !== expectedSeq || request.prev !== expectedPrev) {
@@ -220,7 +210,7 @@ export class LevelManifestLog implements ManifestLog {
     }
   }
 
-  async getWatermark(session: string): Promise<number | undefined> {
+  protected async _getWatermark(session: string): Promise<number | undefined> {
     let mark = this.watermarkCache.get(session);
     if (mark === undefined) {
       const raw = await this.db.get(`w!${session}`);
@@ -231,25 +221,19 @@ export class LevelManifestLog implements ManifestLog {
     return mark;
   }
 
-  async setWatermark(session: string, seq: number): Promise<void> {
-    const current = await this.getWatermark(session);
+  protected async _setWatermark(session: string, seq: number): Promise<void> {
+    const current = await this._getWatermark(session);
     if (current === undefined || seq > current) {
       await this.db.put(`w!${session}`, String(seq));
       this.watermarkCache.set(session, seq);
     }
   }
 
-  /** Recovery check on open: every head must point at a stored entry with the same id, and no entry may lie beyond it. */
-  async checkHeads(): Promise<Array<{ session: string; problem: string }>> {
-    const problems: Array<{ session: string; problem: string }> = [];
-    for await (const head of this.heads()) {
-      const entry = await this.entry(head.session, head.seq);
-      if (!entry || entry.id !== head.id)
-        problems.push({ session: head.session, problem: `head seq ${head.seq} has no matching entry` });
-      if (await this.entry(head.session, head.seq + 1))
-        problems.push({ session: head.session, problem: `entries exist beyond head seq ${head.seq}` });
+  protected async *_headlessSessions(): AsyncIterable<string> {
+    for await (const key of this.db.keys({ gte: 'w!', lt: 'w!\xff' })) {
+      const session = key.slice(2);
+      if ((await this.db.get(`h!${session}`)) === undefined) yield session;
     }
-    return problems;
   }
 
   /** Raw access for tests that tamper with stored records and for fsck. */
@@ -257,7 +241,7 @@ export class LevelManifestLog implements ManifestLog {
     return this.db;
   }
 
-  async close(): Promise<void> {
+  protected async _close(): Promise<void> {
     await this.db.close();
   }
 }
