@@ -49,6 +49,7 @@ export { openBundleDir } from './ops/bundle-dir.js';
 export { createWorkerLineVerifier } from '../manifests/audit/verify-workers.node.js';
 export { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
 export { auditBundle } from './ops/audit.js';
+export type { SignatureVerifier } from '../manifests/crypto/ed25519.js';
 
 // Harness integration
 export type {
