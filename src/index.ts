@@ -31,7 +31,14 @@ export {
   summarySchema,
   validateSummary,
   type Summary,
+  type JsonSchemaObject,
 } from './summary/summary.js';
+export {
+  normalizeStrictSummary,
+  SUMMARY_SCHEMA_FORMS,
+  summarySchemaFor,
+  type SummarySchemaForm,
+} from './summary/schema-forms.js';
 
 // Keys
 export { generateJwk, loadKeyFile, LocalSigner, type PrivateJwk } from './keys/local-signer.js';

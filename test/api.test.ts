@@ -29,6 +29,7 @@ const SURFACE: Record<string, string[]> = {
     'LocalSigner',
     'ManifestError',
     'SUBMIT_HANDOFF',
+    'SUMMARY_SCHEMA_FORMS',
     'StoreError',
     'auditBundle',
     'compact',
@@ -43,6 +44,7 @@ const SURFACE: Record<string, string[]> = {
     'handoffResponseFormat',
     'isHandoffLedgerError',
     'loadKeyFile',
+    'normalizeStrictSummary',
     'nodeVerifier',
     'openBundleDir',
     'openLedger',
@@ -53,6 +55,7 @@ const SURFACE: Record<string, string[]> = {
     'submitHandoffTool',
     'summaryJsonSchema',
     'summarySchema',
+    'summarySchemaFor',
     'validateSummary',
   ],
   './store': [
