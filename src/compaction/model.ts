@@ -55,9 +55,10 @@ export interface ModelToolCall {
 
 /**
  * Why the model stopped. Only `stop` and `tool_calls` mean a finished answer; `length` means the answer
- * was cut off at the output-token limit, `content_filter` that the provider withheld part of it.
+ * was cut off at the output-token limit, `content_filter` that the provider withheld part of it,
+ * `refusal` that the model declined to answer (its words, if any, in `refusal`).
  */
-export type ModelFinishReason = 'stop' | 'tool_calls' | 'length' | 'content_filter' | 'other';
+export type ModelFinishReason = 'stop' | 'tool_calls' | 'length' | 'content_filter' | 'refusal' | 'other';
 
 export interface ModelResponse {
   finishReason: ModelFinishReason;
@@ -66,6 +67,8 @@ export interface ModelResponse {
   /** Structured output the provider already parsed, when it does so. */
   output?: unknown;
   toolCalls?: ModelToolCall[];
+  /** The model's explanation when it refused (`finishReason: 'refusal'`). */
+  refusal?: string;
 }
 
 /** The adapter a Harness supplies: its provider call, mapped to these shapes. */
