@@ -25,6 +25,7 @@ import type {
   ModelResponse,
   ModelToolCall,
 } from '../compaction/model.js';
+import { summarySchemaFor } from '../summary/schema-forms.js';
 import { readJson, schemaFor, toolCall } from './shared.js';
 
 export interface OpenAIAdapterOptions {
@@ -67,7 +68,7 @@ function responsesParams(model: string, request: ModelRequest): ResponseCreatePa
   if (choice) params.tool_choice = typeof choice === 'string' ? choice : { type: 'function', name: choice.name };
   const f = request.responseFormat;
   if (f) {
-    const schema = schemaFor('submit_handoff', f.schema, FORM);
+    const schema = summarySchemaFor(FORM);
     params.text = {
       format: {
         type: 'json_schema',
@@ -102,7 +103,8 @@ function fromResponse(r: Response, structured: boolean): ModelResponse {
   const text = texts.join('');
   const out: ModelResponse = { finishReason, text };
   if (calls.length > 0) out.toolCalls = calls;
-  if (structured && text.trim() !== '') out.output = readJson(text, true);
+  const value = structured ? readJson(text, true) : undefined;
+  if (value !== undefined) out.output = value;
   return out;
 }
 
@@ -146,7 +148,7 @@ function chatParams(model: string, request: ModelRequest): ChatCompletionCreateP
     const f = request.responseFormat;
     params.response_format = {
       type: 'json_schema',
-      json_schema: { name: f.name, strict: true, schema: schemaFor('submit_handoff', f.schema, FORM) },
+      json_schema: { name: f.name, strict: true, schema: summarySchemaFor(FORM) },
     };
     if (f.description) params.response_format.json_schema.description = f.description;
   }
@@ -173,7 +175,8 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
     t.type === 'function' ? [toolCall(t.id, t.function.name, t.function.arguments, true)] : [],
   );
   if (calls.length > 0) out.toolCalls = calls;
-  if (structured && out.text !== undefined && out.text.trim() !== '') out.output = readJson(out.text, true);
+  const value = structured && out.text !== undefined ? readJson(out.text, true) : undefined;
+  if (value !== undefined) out.output = value;
   return out;
 }
 

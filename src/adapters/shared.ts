@@ -30,21 +30,22 @@ export function splitSystem(messages: readonly ModelMessage[]): { system: string
 }
 
 /**
- * Parses JSON the model wrote (structured text, tool arguments); a strict answer's nulls become
- * absent fields. Text that is not JSON stays text, so `extractSummary` reports it (`SUMMARY_INVALID`).
+ * Parses JSON the model wrote (structured text, tool arguments); a strict answer's nulls become absent
+ * fields. `undefined` for text that is not JSON: the caller leaves it as text, and `extractSummary`
+ * reports it (`SUMMARY_INVALID`).
  */
 export function readJson(text: string, strict: boolean): unknown {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    return text;
+    return undefined;
   }
   return strict ? normalizeStrictSummary(value) : value;
 }
 
 /** A tool call read back: the handoff's input normalised when it was requested in strict form. */
 export function toolCall(id: string, name: string, input: unknown, strict: boolean): ModelToolCall {
-  const value = typeof input === 'string' ? readJson(input, false) : input;
+  const value = typeof input === 'string' ? (readJson(input, false) ?? input) : input;
   return { id, name, input: strict && isSummaryTool(name) ? normalizeStrictSummary(value) : value };
 }
