@@ -4,6 +4,7 @@ import { openaiAdapter } from '../../src/adapters/openai.js';
 import { summarySchemaFor } from '../../src/summary/schema-forms.js';
 import type { Reply } from '../support/fake-provider.js';
 import { providerCases, strictSummary } from './provider-cases.js';
+import { chat, completion } from './openai-replies.js';
 
 const client = (url: string) => new OpenAI({ apiKey: 'test-key', baseURL: `${url}/v1`, maxRetries: 0 });
 const httpError = (): Reply => ({
@@ -92,31 +93,4 @@ for (const mode of ['tool', 'structured'] as const) {
       ((body(r).tools as Array<{ function: { name: string } }> | undefined) ?? []).map((t) => t.function.name),
     expectedSchema: summarySchemaFor('openai-strict'),
   });
-}
-
-function completion(message: Record<string, unknown>, finish: string) {
-  return {
-    id: 'chatcmpl_1',
-    object: 'chat.completion',
-    created: 1764547200,
-    model: 'gpt-test',
-    choices: [{ index: 0, message, finish_reason: finish, logprobs: null }],
-    usage: { prompt_tokens: 10, completion_tokens: 20, total_tokens: 30 },
-  };
-}
-
-function chat(mode: 'tool' | 'structured', text: string, finish: string): Reply {
-  return {
-    body: completion(
-      mode === 'tool'
-        ? {
-            role: 'assistant',
-            content: null,
-            refusal: null,
-            tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'submit_handoff', arguments: text } }],
-          }
-        : { role: 'assistant', content: text, refusal: null },
-      finish,
-    ),
-  };
 }
