@@ -29,7 +29,8 @@ export interface ModelResponseFormat {
   schema: Record<string, unknown>;
   /**
    * Provider "strict" modes require every property to be required; the summary schema has optional
-   * fields, so this is false and the library validates the answer itself.
+   * fields, so this is false here. The adapters (src/adapters) send each API its own form instead
+   * (`summarySchemaFor`), strict where the API has it; the library validates the answer in any case.
    */
   strict: boolean;
 }
