@@ -94,6 +94,10 @@ const SURFACE: Record<string, string[]> = {
     'signEnvelope',
     'verifyManifestEnvelope',
   ],
+  './adapters/openai': ['openaiAdapter'],
+  './adapters/anthropic': ['anthropicAdapter', 'anthropicSubmitHandoffTool'],
+  './adapters/gemini': ['geminiAdapter'],
+  './adapters/ai-sdk': ['aiSdkAdapter'],
   './audit': [
     'AuditError',
     'BUNDLE_FORMAT',

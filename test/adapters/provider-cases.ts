@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
-import { compact, type CompactionMode, type ModelAdapter } from '../../src/compaction/index.js';
+import { compact } from '../../src/compaction/compact.js';
+import type { ModelAdapter } from '../../src/compaction/model.js';
+import type { CompactionMode } from '../../src/compaction/tool.js';
 import type { JsonSchemaObject } from '../../src/summary/summary.js';
 import { startFakeProvider, type FakeProvider, type RecordedRequest, type Reply } from '../support/fake-provider.js';
 
