@@ -54,6 +54,7 @@ function responsesInput(request: ModelRequest): ResponseInputItem[] {
 }
 
 function responsesParams(model: string, request: ModelRequest): ResponseCreateParamsNonStreaming {
+  // store: false: the transcript being summarised is not kept as a stored response on OpenAI's side.
   const params: ResponseCreateParamsNonStreaming = { model, input: responsesInput(request), store: false };
   if (request.tools?.length) {
     params.tools = request.tools.map((t): FunctionTool => ({
