@@ -31,7 +31,14 @@ export {
   summarySchema,
   validateSummary,
   type Summary,
+  type JsonSchemaObject,
 } from './summary/summary.js';
+export {
+  normalizeStrictSummary,
+  SUMMARY_SCHEMA_FORMS,
+  summarySchemaFor,
+  type SummarySchemaForm,
+} from './summary/schema-forms.js';
 
 // Keys
 export { generateJwk, loadKeyFile, LocalSigner, type PrivateJwk } from './keys/local-signer.js';
@@ -58,6 +65,7 @@ export { openBundleDir } from './ops/bundle-dir.js';
 export { createWorkerLineVerifier } from '../manifests/audit/verify-workers.node.js';
 export { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
 export { auditBundle } from './ops/audit.js';
+export type { SignatureVerifier } from '../manifests/crypto/ed25519.js';
 
 // Harness integration
 export type {

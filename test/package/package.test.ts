@@ -139,6 +139,7 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
     );
   }, 600_000);
 
+  // Before the optional peer SDKs are installed: an adapter entry point must load without its SDK.
   it('imports every entry point as ESM', async () => {
     const script = entries
       .map(
@@ -155,40 +156,55 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
     for (const e of entries) expect(counts[e], e).toBeGreaterThan(0);
   });
 
-  for (const resolution of ['node16', 'bundler'] as const) {
-    it(`type-checks an import of every entry point with moduleResolution ${resolution}`, async () => {
-      const dir = join(consumer, `ts-${resolution}`);
-      await run('mkdir', ['-p', dir]);
-      const lines = entries.map(
-        (e, i) =>
-          `import * as m${i} from ${JSON.stringify(specifier(e))};\nexport const n${i}: number = Object.keys(m${i}).length;`,
+  describe('with the optional peer SDKs installed (as a Harness using an adapter has them)', () => {
+    beforeAll(async () => {
+      const lock = JSON.parse(await readFile(join(repo, 'package-lock.json'), 'utf8')) as {
+        packages: Record<string, { version: string }>;
+      };
+      const peers = Object.keys((pkg as { peerDependencies?: Record<string, string> }).peerDependencies ?? {});
+      // @types/json-schema: the ai SDK's own declarations import it without depending on it, so a project
+      // that type-checks libraries (skipLibCheck off) and uses the ai SDK has it installed.
+      const pins = [...peers, '@types/json-schema'].map(
+        (name) => `${name}@${lock.packages[`node_modules/${name}`]!.version}`,
       );
-      // One typed use of the main entry: the types must describe the API, not only exist.
-      lines.push(
-        `import { openLedger, type Ledger } from ${JSON.stringify(pkg.name)};`,
-        `export const open: (root: string) => Promise<Ledger> = (root) => openLedger({ root, host: 'h' });`,
-      );
-      await writeFile(join(dir, 'index.ts'), lines.join('\n') + '\n');
-      const module = resolution === 'node16' ? 'node16' : 'esnext';
-      await writeFile(
-        join(dir, 'tsconfig.json'),
-        JSON.stringify({
-          compilerOptions: {
-            module,
-            moduleResolution: resolution,
-            target: 'es2022',
-            strict: true,
-            noEmit: true,
-            types: ['node'],
-            skipLibCheck: false,
-          },
-          files: ['index.ts'],
-        }),
-      );
-      const result = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', dir]).catch((err) => err);
-      expect(`${result.stdout ?? ''}${result.stderr ?? ''}`).toBe('');
-    });
-  }
+      await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...pins], { cwd: consumer });
+    }, 600_000);
+
+    for (const resolution of ['node16', 'bundler'] as const) {
+      it(`type-checks an import of every entry point with moduleResolution ${resolution}`, async () => {
+        const dir = join(consumer, `ts-${resolution}`);
+        await run('mkdir', ['-p', dir]);
+        const lines = entries.map(
+          (e, i) =>
+            `import * as m${i} from ${JSON.stringify(specifier(e))};\nexport const n${i}: number = Object.keys(m${i}).length;`,
+        );
+        // One typed use of the main entry: the types must describe the API, not only exist.
+        lines.push(
+          `import { openLedger, type Ledger } from ${JSON.stringify(pkg.name)};`,
+          `export const open: (root: string) => Promise<Ledger> = (root) => openLedger({ root, host: 'h' });`,
+        );
+        await writeFile(join(dir, 'index.ts'), lines.join('\n') + '\n');
+        const module = resolution === 'node16' ? 'node16' : 'esnext';
+        await writeFile(
+          join(dir, 'tsconfig.json'),
+          JSON.stringify({
+            compilerOptions: {
+              module,
+              moduleResolution: resolution,
+              target: 'es2022',
+              strict: true,
+              noEmit: true,
+              types: ['node'],
+              skipLibCheck: false,
+            },
+            files: ['index.ts'],
+          }),
+        );
+        const result = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', dir]).catch((err) => err);
+        expect(`${result.stdout ?? ''}${result.stderr ?? ''}`).toBe('');
+      });
+    }
+  });
 
   it('runs the CLI: --version, then one publish and its resume', async () => {
     const cli = join(consumer, 'node_modules', '.bin', 'handoff-ledger');
