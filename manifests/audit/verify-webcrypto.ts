@@ -34,7 +34,17 @@ export function pointIsCanonical(enc: Uint8Array): boolean {
   return enc[0]! < 0xed;
 }
 
-type Subtle = Pick<SubtleCrypto, 'importKey' | 'verify'>;
+/** The two SubtleCrypto methods used (declared here: the isomorphic layers compile without the DOM library). */
+export interface Subtle {
+  importKey(
+    format: 'raw',
+    key: Uint8Array,
+    algorithm: { name: 'Ed25519' },
+    extractable: false,
+    usages: ['verify'],
+  ): Promise<unknown>;
+  verify(algorithm: { name: 'Ed25519' }, key: unknown, signature: Uint8Array, data: Uint8Array): Promise<boolean>;
+}
 
 /** The platform's SubtleCrypto, or undefined where there is none (non-secure contexts). */
 function platformSubtle(): Subtle | undefined {
@@ -48,7 +58,7 @@ function platformSubtle(): Subtle | undefined {
 export function webCryptoEd25519(
   subtle: Subtle,
 ): (sig: Uint8Array, msg: Uint8Array, pk: Uint8Array) => Promise<boolean> {
-  const keys = new Map<string, Promise<CryptoKey>>();
+  const keys = new Map<string, Promise<unknown>>();
   const keyOf = (pk: Uint8Array) => {
     const k = String.fromCharCode(...pk);
     let key = keys.get(k);

@@ -5,6 +5,7 @@ import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import {
   createWebCryptoLineVerifier,
   pointIsCanonical,
+  type Subtle,
   scalarIsCanonical,
   webCryptoEd25519,
 } from '../../manifests/audit/verify-webcrypto.js';
@@ -13,7 +14,7 @@ import { inlineLineVerifier } from '../../manifests/audit/verify-line.js';
 import { buildBundle, readerOf, signPayload } from '../support/bundle-builder.js';
 import { readVector } from '../support/vectors.js';
 
-const subtle = webcrypto.subtle as unknown as SubtleCrypto;
+const subtle = webcrypto.subtle as unknown as Subtle;
 
 describe('WebCrypto Ed25519 (strict)', () => {
   it('gives the Wycheproof result on every test case, as the noble verifier does', async () => {
@@ -78,7 +79,7 @@ describe('the WebCrypto line verifier', () => {
   });
 
   it('declines (undefined) on a platform whose Ed25519 does not verify', async () => {
-    const broken = { importKey: subtle.importKey.bind(subtle), verify: async () => true } as unknown as SubtleCrypto;
+    const broken = { importKey: subtle.importKey.bind(subtle), verify: async () => true } as unknown as Subtle;
     expect(await createWebCryptoLineVerifier({ version: 1, keys: [] }, broken)).toBeUndefined();
   });
 });
