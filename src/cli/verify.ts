@@ -18,7 +18,7 @@ import { auditBundle } from '../ops/audit.js';
 import type { LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
-import { decodeSummary, validateSummary } from '../summary/summary.js';
+import { storedSummaryProblem } from '../../manifests/format/summary.js';
 import {
   colours,
   EXIT_OK,
@@ -55,16 +55,6 @@ async function readTrust(path: string): Promise<TrustStore> {
     return parseTrustStore(text);
   } catch (err) {
     throw new AuditError('TRUST_INVALID', `trust file ${path}: ${(err as ManifestError).message}`, { cause: err });
-  }
-}
-
-/** The Node CLI's summary check: the stored bytes decode to a summary that publish would have accepted. */
-function checkSummary(bytes: Uint8Array): string | undefined {
-  try {
-    validateSummary(decodeSummary(bytes), Number.MAX_SAFE_INTEGER);
-    return undefined;
-  } catch (err) {
-    return `${(err as { code?: string }).code ?? 'invalid'}: ${(err as Error).message}`;
   }
 }
 
@@ -187,7 +177,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         verifier: values.verifier === 'noble' ? nobleVerifier : nodeVerifier,
         ...(lineVerifier ? { lineVerifier } : {}),
         hash: await loadHashBackend(hashName, (m) => io.stderr.write(`${m}\n`)),
-        checkSummary,
+        checkSummary: storedSummaryProblem,
         onProgress: bar.update,
       });
     } finally {

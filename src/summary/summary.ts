@@ -9,78 +9,27 @@ import { LedgerError } from '../errors.js';
 import { StoreError } from '../../store/errors.js';
 import { StreamingJsonDecoder } from './decoder.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
+import {
+  parseStoredSummary,
+  summaryStrings,
+  summaryContentProblem,
+  summarySchema,
+  type Summary,
+} from '../../manifests/format/summary.js';
 
 export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
 
-const text = z.string().max(64 * 1024 * 1024);
-const line = z.string().max(64 * 1024);
-
-/** A project-relative path: no leading slash or drive, no `..` segment, no backslash, no NUL. */
-const relativePath = z
-  .string()
-  .min(1)
-  .max(4096)
-  .refine(
-    (p) =>
-      !p.startsWith('/') &&
-      !/^[A-Za-z]:/.test(p) &&
-      !p.includes('\\') &&
-      !p.includes('\0') &&
-      !p.split('/').includes('..'),
-    'must be a project-relative path without ".." segments',
-  );
-
-export const summarySchema = z.strictObject({
-  /** What the user asked for, in one or two sentences. */
-  task: text.describe('The task the user is working on, as they would state it'),
-  /** Where the work stands now. */
-  state: text.describe('Where the work stands: what is done, what is in progress'),
-  /** What to do next, in order. */
-  nextSteps: z.array(line).max(1000).describe('The next steps, in order'),
-  decisions: z.array(line).max(1000).optional().describe('Decisions made and why'),
-  openQuestions: z.array(line).max(1000).optional().describe('Questions still open for the user'),
-  files: z
-    .array(z.strictObject({ path: relativePath, note: line.optional() }))
-    .max(10_000)
-    .optional()
-    .describe('Project files that matter for the next steps (project-relative paths)'),
-  notes: text.optional().describe('Anything else the next context needs'),
-  /** Set by a model that could not finish its summary; such a summary is refused. */
-  incomplete: z.boolean().optional().describe('true if the summary could not be completed'),
-});
-
-export type Summary = z.infer<typeof summarySchema>;
+export { summarySchema, type Summary };
 
 /** The JSON Schema (draft 2020-12) of a summary, for structured-output APIs and tool definitions. */
 export const summaryJsonSchema: Record<string, unknown> = z.toJSONSchema(summarySchema, {
   target: 'draft-2020-12',
 }) as Record<string, unknown>;
 
-function isBlank(s: string | undefined): boolean {
-  return s === undefined || s.trim().length === 0;
-}
-
-function* strings(value: unknown): Generator<string> {
-  if (typeof value === 'string') yield value;
-  else if (Array.isArray(value)) for (const v of value) yield* strings(v);
-  else if (value && typeof value === 'object') for (const v of Object.values(value)) yield* strings(v);
-}
-
 /** The rules beyond the schema, shared by publish (validate) and resume (decode) so they cannot drift. */
 function checkContent(summary: Summary): void {
-  if (summary.incomplete === true) {
-    throw new LedgerError('SUMMARY_INCOMPLETE', 'the summary is marked incomplete; it is not published');
-  }
-  if (isBlank(summary.task) && isBlank(summary.state) && summary.nextSteps.every(isBlank)) {
-    throw new LedgerError('SUMMARY_EMPTY', 'the summary has no task, state or next steps');
-  }
-  if (isBlank(summary.task) || isBlank(summary.state)) {
-    throw new LedgerError('SUMMARY_EMPTY', 'the summary needs a non-blank task and state');
-  }
-  for (const s of strings(summary)) {
-    if (!s.isWellFormed())
-      throw new LedgerError('SUMMARY_INVALID', 'the summary contains a lone surrogate (not valid UTF-8)');
-  }
+  const problem = summaryContentProblem(summary);
+  if (problem) throw new LedgerError(problem.code, problem.message);
 }
 
 export interface ValidatedSummary {
@@ -105,7 +54,7 @@ function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atL
   const summary = parsed.data;
   checkContent(summary);
   let atLeast = 0;
-  for (const s of strings(summary)) atLeast += s.length;
+  for (const s of summaryStrings(summary)) atLeast += s.length;
   if (atLeast > maxBytes) {
     throw new LedgerError(
       'SUMMARY_TOO_LARGE',
@@ -169,10 +118,9 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** The schema and the content rules on a parsed stored summary. */
 function checkStored(value: unknown): Summary {
-  const parsed = summarySchema.safeParse(value);
-  if (!parsed.success) throw new LedgerError('SUMMARY_INVALID', 'stored summary does not match the summary schema');
-  checkContent(parsed.data);
-  return parsed.data;
+  const parsed = parseStoredSummary(value);
+  if ('problem' in parsed) throw new LedgerError(parsed.problem.code, parsed.problem.message);
+  return parsed.summary;
 }
 
 /** Parses stored summary bytes (already digest-verified) back into a summary. */
