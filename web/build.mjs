@@ -64,7 +64,7 @@ export async function buildWeb() {
   const html = template
     .replace('__CSP__', () => csp)
     .replace(/<style>\s*__CSS__\s*<\/style>/, () => `<style>${css}</style>`)
-    .replace(/<script>\s*__JS__\s*<\/script>/, () => `<script>${js}</script>`);
+    .replace(/<script>\s*__JS__;?\s*<\/script>/, () => `<script>${js}</script>`);
   if (html.includes('__JS__') || html.includes('__CSS__') || html.includes('__CSP__'))
     throw new Error('index.html template placeholders were not all filled');
   await mkdir(OUT, { recursive: true });
