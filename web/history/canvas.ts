@@ -10,6 +10,7 @@ import type { HistoryModel, Mark, MarkState, Row } from './model.js';
 export const ROW_HEIGHT = 28;
 export const CELL = 14;
 export const LABEL_WIDTH = 190;
+const MAX_HEIGHT = 420;
 
 export const STATE_STYLE: Record<MarkState, { colour: string; label: string; shape: string }> = {
   verified: { colour: '#1a7f37', label: 'verified', shape: 'filled square' },
@@ -46,6 +47,8 @@ export class HistoryView {
     this.cursor = model.rows.length > 0 ? { row: 0, index: 0 } : undefined;
     this.space.style.width = `${LABEL_WIDTH + (model.maxSeq + 2) * CELL}px`;
     this.space.style.height = `${Math.max(1, model.rows.length) * ROW_HEIGHT}px`;
+    // A few sessions get a short picture; many get a scrolling one.
+    this.scroller.style.height = `${Math.min(MAX_HEIGHT, Math.max(1, model.rows.length) * ROW_HEIGHT + 18)}px`;
     this.draw();
     this.announce();
   }
@@ -169,14 +172,14 @@ export class HistoryView {
         ctx.lineWidth = 2;
         ctx.setLineDash([]);
         ctx.beginPath();
-        ctx.moveTo(xOf(seq), y - 11);
-        ctx.lineTo(xOf(seq), y + 11);
+        ctx.moveTo(xOf(seq), y - 13);
+        ctx.lineTo(xOf(seq), y + 13);
         ctx.stroke();
       }
       for (const m of row.marks) {
         if (m.seq < seqFrom || m.seq > seqTo) continue;
         const forked = row.forks.includes(m.seq);
-        const my = forked ? y - 6 + Math.min(m.lane, 2) * 6 : y;
+        const my = forked ? y - 5 + Math.min(m.lane, 2) * 10 : y;
         drawMark(ctx, m.state, xOf(m.seq), my);
       }
       ctx.fillStyle = r % 2 === 1 ? '#f6f8fa' : '#ffffff';
