@@ -137,7 +137,10 @@ function verify(): void {
       $('progress-text').textContent = `${m.lines.toLocaleString('en-US')} lines verified`;
     } else if (m.type === 'done') {
       worker.terminate();
+      // Marks for measuring: verification ends here; drawing the result is the page's own cost.
+      performance.mark('handoff-ledger:verified');
       finished(m.report, m.manifests, m.verifier, m.ms);
+      performance.mark('handoff-ledger:rendered');
     } else {
       worker.terminate();
       progress.hidden = true;
@@ -151,6 +154,7 @@ function verify(): void {
     document.body.dataset.state = 'error';
     fail(`WORKER_FAILED: ${e.message}`);
   };
+  performance.mark('handoff-ledger:verify');
   const request: VerifyRequest = { type: 'verify', source: state.bundle.source, trustText: state.trustText };
   worker.postMessage(request);
 }
