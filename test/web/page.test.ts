@@ -233,6 +233,23 @@ describe('the auditor page, by keyboard and by eye', () => {
     }
   });
 
+  it('prints the report without the controls', async () => {
+    const { dir, trustPath } = await pictureBundle();
+    const page = await browser.newPage();
+    try {
+      await verifyInPage(page, dir, trustPath);
+      await page.emulateMedia({ media: 'print' });
+      for (const hidden of ['#inputs', '.actions', '#filters'])
+        expect(await page.isVisible(hidden), hidden).toBe(false);
+      for (const shown of ['#verdict', '#history', '#findings', '#chains'])
+        expect(await page.isVisible(shown), shown).toBe(true);
+      const pdf = await page.pdf();
+      expect(pdf.subarray(0, 5).toString()).toBe('%PDF-');
+    } finally {
+      await page.close();
+    }
+  });
+
   it("filters by principal, session and time, and exports the CLI's JSON report", async () => {
     const { dir, trustPath } = await pictureBundle();
     const cli = await cliReport(dir, trustPath);
