@@ -34,7 +34,10 @@ export default tseslint.config(
     },
     rules: {
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
-      'import-x/no-restricted-paths': ['error', { zones: [layer('store', []), layer('manifests', ['./store']), webZone] }],
+      'import-x/no-restricted-paths': [
+        'error',
+        { zones: [layer('store', []), layer('manifests', ['./store']), webZone] },
+      ],
       '@typescript-eslint/no-unused-vars': [
         'error',
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
