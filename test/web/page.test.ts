@@ -74,6 +74,13 @@ function onlyLocal(requests: string[]): string[] {
 }
 
 describe('the auditor page', () => {
+  it('is the package export handoff-ledger/web', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
+    expect(pkg.exports['./web']).toBe('./dist/web/index.html');
+    const html = readFileSync(join(ROOT, 'dist/web/index.html'), 'utf8');
+    expect(html).toMatch(/<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'sha256-/);
+  });
+
   it.each(TAMPER_CASES.map((c) => [c.name, c] as const))(
     'reports %s exactly as the CLI does, without a network request',
     async (_name, c) => {
