@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * `handoff-ledger audit-ui`: the page on 127.0.0.1 with a bundle preloaded, read-only, nothing else
  * reachable; and the preloaded page verifying in a real browser exactly as the CLI does.

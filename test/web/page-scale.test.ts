@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * The page at scale: a 100,000-manifest bundle verifies in the browser within twice the time the CLI
  * takes on the same machine (the CLI as operators run it: built, worker threads, node:crypto), and the
@@ -56,7 +55,7 @@ describe('the auditor page at scale', () => {
       await page.setInputFiles('#bundle-input', dir);
       await page.setInputFiles('#trust-input', join(root, 'trust.json'));
       await page.evaluate(() => {
-        const w = window as unknown as { ticks: number[] };
+        const w = globalThis as unknown as { ticks: number[] };
         w.ticks = [];
         setInterval(() => w.ticks.push(performance.now()), 20);
       });
@@ -65,9 +64,10 @@ describe('the auditor page at scale', () => {
       await page.waitForSelector('body[data-state="ok"]', { timeout: 600_000 });
       const pageMs = performance.now() - pageStarted;
       const m = await page.evaluate(() => {
-        const at = (name: string) => performance.getEntriesByName(`handoff-ledger:${name}`)[0]!.startTime;
+        const at = (name: string) =>
+          (performance as any).getEntriesByName(`handoff-ledger:${name}`)[0].startTime as number;
         const [start, verified, rendered] = [at('verify'), at('verified'), at('rendered')];
-        const ticks = (window as unknown as { ticks: number[] }).ticks.filter((t) => t >= start && t <= verified);
+        const ticks = (globalThis as unknown as { ticks: number[] }).ticks.filter((t) => t >= start && t <= verified);
         let stall = 0;
         for (let i = 1; i < ticks.length; i++) stall = Math.max(stall, ticks[i]! - ticks[i - 1]!);
         return { verifyMs: verified - start, renderMs: rendered - verified, stall, ticks: ticks.length };

@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * The auditor's page in a real browser (headless Chromium), opened from file:// as an auditor would
  * open a downloaded copy: for a clean bundle, every tamper case and a hostile bundle, the page's
@@ -112,10 +111,10 @@ describe('the auditor page', () => {
       await verifyInPage(page, dir, trustPath);
       expect(await pageFindings(page)).toEqual(HOSTILE_CASE.expected);
       const dom = await page.evaluate(() => ({
-        pwned: (window as unknown as { __pwned?: number }).__pwned,
-        scripts: document.scripts.length,
-        images: document.images.length,
-        text: document.getElementById('findings')!.textContent,
+        pwned: (globalThis as { __pwned?: number }).__pwned,
+        scripts: (globalThis as any).document.scripts.length,
+        images: (globalThis as any).document.images.length,
+        text: (globalThis as any).document.getElementById('findings').textContent as string,
       }));
       expect(dom.pwned).toBeUndefined();
       expect(dom).toMatchObject({ scripts: 1, images: 0 });
@@ -162,7 +161,7 @@ async function pictureBundle(): Promise<{ dir: string; trustPath: string }> {
   return { dir: join(root, 'picture'), trustPath: join(root, 'trust.json') };
 }
 
-const activeId = (page: Page) => page.evaluate(() => document.activeElement?.id ?? '');
+const activeId = (page: Page) => page.evaluate(() => ((globalThis as any).document.activeElement?.id ?? '') as string);
 
 async function tabTo(page: Page, id: string): Promise<void> {
   for (let i = 0; i < 30 && (await activeId(page)) !== id; i++) await page.keyboard.press('Tab');
@@ -227,12 +226,16 @@ describe('the auditor page, by keyboard and by eye', () => {
         'SEQ_GAP@134',
         'FORK@240',
       ]);
+      // Hovering a mark shows its fields: api-gateway is the first row; seq 3 is the fourth cell after the labels.
+      const box = (await page.locator('#history').boundingBox())!;
+      await page.mouse.move(box.x + 190 + 3 * 14 + 7, box.y + 14);
+      expect(await page.textContent('#details')).toMatch(/sessionapi-gatewayseq3line/);
       // Seq 20 of the forked session shows the twin as a second mark at the same seq.
       await page.locator('#findings li[data-code="FORK"] button').click();
       expect(await page.textContent('#details')).toMatch(/seq20 \(fork: another manifest has this seq\)/);
       mkdirSync(ARTIFACTS, { recursive: true });
       await page.locator('#history').screenshot({ path: join(ARTIFACTS, 'history.png') });
-      await page.evaluate(() => window.scrollTo(0, 0));
+      await page.evaluate(() => (globalThis as any).scrollTo(0, 0));
       await page.screenshot({ path: join(ARTIFACTS, 'auditor-page.png'), fullPage: true });
       expect(readFileSync(join(ARTIFACTS, 'history.png')).length).toBeGreaterThan(5000);
     } finally {
