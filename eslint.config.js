@@ -5,6 +5,13 @@ import tseslint from 'typescript-eslint';
 import globals from 'globals';
 import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 
+// The auditor's page (web/) runs the isomorphic core in a browser: it may import manifests/ and store/, never src/.
+const webZone = {
+  target: './web',
+  from: ['./src', './test', './benchmarks'],
+  message: 'web/ may import only the isomorphic layers (manifests/, store/).',
+};
+
 const layer = (from, allowed) => ({
   target: `./${from}`,
   from: ['./store', './manifests', './src'].filter((l) => l !== `./${from}` && !allowed.includes(l)),
@@ -27,7 +34,10 @@ export default tseslint.config(
     },
     rules: {
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
-      'import-x/no-restricted-paths': ['error', { zones: [layer('store', []), layer('manifests', ['./store'])] }],
+      'import-x/no-restricted-paths': [
+        'error',
+        { zones: [layer('store', []), layer('manifests', ['./store']), webZone] },
+      ],
       '@typescript-eslint/no-unused-vars': [
         'error',
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
@@ -40,5 +50,9 @@ export default tseslint.config(
       'preserve-caught-error': 'off',
       'no-empty': ['error', { allowEmptyCatch: true }],
     },
+  },
+  {
+    files: ['web/**/*.ts'],
+    languageOptions: { globals: { ...globals.browser } },
   },
 );

@@ -39,7 +39,10 @@ export {
   type LineVerifier,
   type VerifiedLine,
 } from './verify-line.js';
+export { createWebCryptoLineVerifier } from './verify-webcrypto.js';
+export { describeFinding, describeVerdict } from './report-text.js';
 export type { BlobCheckOptions, SummaryCheck } from './verify-blobs.js';
+export { storedSummaryProblem } from '../format/summary.js';
 export type { AuditScope } from './chain-rules.js';
 export { AuditError, type AuditErrorCode } from './errors.js';
 export { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';

@@ -132,6 +132,18 @@ export const commands: Record<string, CommandSpec> = {
     json: true,
     load: async () => (await import('./verify.js')).run,
   },
+  'audit-ui': {
+    summary: "serve the auditor's page on 127.0.0.1 with a bundle preloaded",
+    synopsis: 'audit-ui [--open] [--trust FILE] [--port N] [BUNDLE_DIR]',
+    options: [
+      '--trust FILE      preload this trust file too (else the auditor picks one in the page)',
+      '--port N          listen on this port (default: any free port)',
+      '--open            open the page in the default browser',
+    ],
+    exits: { ok: 'stopped (Ctrl-C or SIGTERM)', refused: 'never (a bad bundle is a usage or I/O error, exit 2)' },
+    json: false,
+    load: async () => (await import('./audit-ui.js')).run,
+  },
   fsck: {
     summary: 'check every manifest, blob and head',
     synopsis: 'fsck [--skip-blobs] [--json]',

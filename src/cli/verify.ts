@@ -8,6 +8,7 @@ import { availableParallelism } from 'node:os';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Finding } from '../../manifests/audit/findings.js';
+import { describeFinding, describeVerdict } from '../../manifests/audit/report-text.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ManifestError } from '../../manifests/errors.js';
@@ -17,7 +18,7 @@ import { auditBundle } from '../ops/audit.js';
 import type { LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
-import { decodeSummary, validateSummary } from '../summary/summary.js';
+import { storedSummaryProblem } from '../../manifests/format/summary.js';
 import {
   colours,
   EXIT_OK,
@@ -54,16 +55,6 @@ async function readTrust(path: string): Promise<TrustStore> {
     return parseTrustStore(text);
   } catch (err) {
     throw new AuditError('TRUST_INVALID', `trust file ${path}: ${(err as ManifestError).message}`, { cause: err });
-  }
-}
-
-/** The Node CLI's summary check: the stored bytes decode to a summary that publish would have accepted. */
-function checkSummary(bytes: Uint8Array): string | undefined {
-  try {
-    validateSummary(decodeSummary(bytes), Number.MAX_SAFE_INTEGER);
-    return undefined;
-  } catch (err) {
-    return `${(err as { code?: string }).code ?? 'invalid'}: ${(err as Error).message}`;
   }
 }
 
@@ -114,13 +105,6 @@ async function lineVerifierFor(
   return createWorkerLineVerifier({ trust, verifier, threads });
 }
 
-function describeFinding(f: Finding): string {
-  const where = [f.line !== undefined ? `line ${f.line}` : undefined, f.seq !== undefined ? `seq ${f.seq}` : undefined]
-    .filter(Boolean)
-    .join(', ');
-  return `  ${f.code}${where ? ` (${where})` : ''}: ${f.message}`;
-}
-
 function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof colours>): string {
   const out: string[] = [];
   const h = r.header;
@@ -153,14 +137,7 @@ function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof
   if (unattributed.length > 0)
     out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
   if (r.findingsTruncated) out.push(`… ${r.counts.findings - r.findings.length} more findings not listed`);
-  const byCode = Object.entries(r.counts.byCode)
-    .map(([code, n]) => `${code} ${n}`)
-    .join(', ');
-  out.push(
-    r.ok
-      ? `verdict: ${paint.good('OK')} — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
-      : `verdict: ${paint.bad('FAILED')} — ${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`,
-  );
+  out.push(describeVerdict(r, paint));
   return out.join('\n') + '\n';
 }
 
@@ -200,7 +177,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         verifier: values.verifier === 'noble' ? nobleVerifier : nodeVerifier,
         ...(lineVerifier ? { lineVerifier } : {}),
         hash: await loadHashBackend(hashName, (m) => io.stderr.write(`${m}\n`)),
-        checkSummary,
+        checkSummary: storedSummaryProblem,
         onProgress: bar.update,
       });
     } finally {

@@ -9,53 +9,19 @@ import { LedgerError } from '../errors.js';
 import { StoreError } from '../../store/errors.js';
 import { StreamingJsonDecoder } from './decoder.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
+import {
+  NON_BLANK_PATTERN,
+  RELATIVE_PATH,
+  parseStoredSummary,
+  summaryStrings,
+  summaryContentProblem,
+  summarySchema,
+  type Summary,
+} from '../../manifests/format/summary.js';
 
 export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
 
-/**
- * Rules the validator enforces beyond types, as JSON Schema patterns, so that every schema form tells
- * the model what will be refused. Non-blank is only metadata here: the validator reports a blank task or
- * state as `SUMMARY_EMPTY` (content rules), not as a schema error.
- */
-export const NON_BLANK_PATTERN = '\\S';
-
-/**
- * A project-relative path: no leading slash or drive, no `..` segment, no backslash, no NUL. The
- * pattern is what JSON Schema carries (`source`, as zod emits it).
- */
-export const RELATIVE_PATH = /^(?!\/)(?![A-Za-z]:)(?!(?:[\s\S]*\/)?\.\.(?:\/|$))[^\\\0]+$/;
-
-const text = z.string().max(64 * 1024 * 1024);
-const line = z.string().max(64 * 1024);
-const nonBlankText = (description: string) => text.meta({ description, pattern: NON_BLANK_PATTERN });
-
-const relativePath = z
-  .string()
-  .min(1)
-  .max(4096)
-  .regex(RELATIVE_PATH, 'must be a project-relative path without ".." segments')
-  .describe('A project-relative path');
-
-export const summarySchema = z.strictObject({
-  /** What the user asked for, in one or two sentences. */
-  task: nonBlankText('The task the user is working on, as they would state it'),
-  /** Where the work stands now. */
-  state: nonBlankText('Where the work stands: what is done, what is in progress'),
-  /** What to do next, in order. */
-  nextSteps: z.array(line).max(1000).describe('The next steps, in order'),
-  decisions: z.array(line).max(1000).optional().describe('Decisions made and why'),
-  openQuestions: z.array(line).max(1000).optional().describe('Questions still open for the user'),
-  files: z
-    .array(z.strictObject({ path: relativePath, note: line.optional().describe('Why the file matters') }))
-    .max(10_000)
-    .optional()
-    .describe('Project files that matter for the next steps (project-relative paths)'),
-  notes: text.optional().describe('Anything else the next context needs'),
-  /** Set by a model that could not finish its summary; such a summary is refused. */
-  incomplete: z.boolean().optional().describe('true if the summary could not be completed'),
-});
-
-export type Summary = z.infer<typeof summarySchema>;
+export { NON_BLANK_PATTERN, RELATIVE_PATH, summarySchema, type Summary };
 
 /** A JSON Schema object node as the schema forms carry it (the index signature lets SDK types accept it). */
 export interface JsonSchemaObject {
@@ -84,31 +50,10 @@ export function deepFreeze<T>(value: T): T {
   return value;
 }
 
-function isBlank(s: string | undefined): boolean {
-  return s === undefined || s.trim().length === 0;
-}
-
-function* strings(value: unknown): Generator<string> {
-  if (typeof value === 'string') yield value;
-  else if (Array.isArray(value)) for (const v of value) yield* strings(v);
-  else if (value && typeof value === 'object') for (const v of Object.values(value)) yield* strings(v);
-}
-
 /** The rules beyond the schema, shared by publish (validate) and resume (decode) so they cannot drift. */
 function checkContent(summary: Summary): void {
-  if (summary.incomplete === true) {
-    throw new LedgerError('SUMMARY_INCOMPLETE', 'the summary is marked incomplete; it is not published');
-  }
-  if (isBlank(summary.task) && isBlank(summary.state) && summary.nextSteps.every(isBlank)) {
-    throw new LedgerError('SUMMARY_EMPTY', 'the summary has no task, state or next steps');
-  }
-  if (isBlank(summary.task) || isBlank(summary.state)) {
-    throw new LedgerError('SUMMARY_EMPTY', 'the summary needs a non-blank task and state');
-  }
-  for (const s of strings(summary)) {
-    if (!s.isWellFormed())
-      throw new LedgerError('SUMMARY_INVALID', 'the summary contains a lone surrogate (not valid UTF-8)');
-  }
+  const problem = summaryContentProblem(summary);
+  if (problem) throw new LedgerError(problem.code, problem.message);
 }
 
 export interface ValidatedSummary {
@@ -133,7 +78,7 @@ function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atL
   const summary = parsed.data;
   checkContent(summary);
   let atLeast = 0;
-  for (const s of strings(summary)) atLeast += s.length;
+  for (const s of summaryStrings(summary)) atLeast += s.length;
   if (atLeast > maxBytes) {
     throw new LedgerError(
       'SUMMARY_TOO_LARGE',
@@ -197,10 +142,9 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** The schema and the content rules on a parsed stored summary. */
 function checkStored(value: unknown): Summary {
-  const parsed = summarySchema.safeParse(value);
-  if (!parsed.success) throw new LedgerError('SUMMARY_INVALID', 'stored summary does not match the summary schema');
-  checkContent(parsed.data);
-  return parsed.data;
+  const parsed = parseStoredSummary(value);
+  if ('problem' in parsed) throw new LedgerError(parsed.problem.code, parsed.problem.message);
+  return parsed.summary;
 }
 
 /** Parses stored summary bytes (already digest-verified) back into a summary. */

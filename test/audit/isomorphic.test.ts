@@ -94,6 +94,15 @@ describe('the isomorphic core', () => {
     );
   });
 
+  it("lets the auditor's page (web/) reach only isomorphic modules, and no Node builtin", () => {
+    const page = modulesUnder('web');
+    expect(page).toEqual(expect.arrayContaining(['web/app.ts', 'web/worker/verify.worker.ts']));
+    const { modules, external } = importGraph(page);
+    expect([...modules].filter((m) => m.startsWith('src/') || isNodeOnly(m))).toEqual([]);
+    expect([...external.keys()].filter(isNodeBuiltin)).toEqual([]);
+    expect([...external.keys()].filter((spec) => !ALLOWED_PACKAGES.some((re) => re.test(spec)))).toEqual([]);
+  });
+
   it('names Node-only modules by folder or suffix', () => {
     expect(isNodeOnly('store/fs/blob-store.ts')).toBe(true);
     expect(isNodeOnly('manifests/log/level/log.ts')).toBe(true);

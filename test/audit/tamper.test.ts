@@ -10,7 +10,7 @@ import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { FINDING_CODES, type FindingCode } from '../../manifests/audit/findings.js';
 import { verifyBundle, type VerifyBundleOptions } from '../../manifests/audit/verify-chain.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
-import { serializeEnvelope, signEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
+import { serializeEnvelope, signEnvelope } from '../../manifests/crypto/envelope.js';
 import { MANIFEST_PAYLOAD_TYPE } from '../../manifests/format/manifest.js';
 import {
   at,
@@ -24,6 +24,7 @@ import {
   type LayoutOptions,
   type TestBundle,
 } from '../support/bundle-builder.js';
+import { editEnvelope, flipPayloadBit, flipSignatureBit } from '../support/tamper-cases.js';
 
 const provoked = new Set<FindingCode>();
 
@@ -35,31 +36,6 @@ async function audit(lines: string[], b: TestBundle, o: LayoutOptions & Partial<
 
 const found = (r: { findings: Array<{ code: string; line?: number }> }) =>
   r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
-
-function editEnvelope(line: string, edit: (e: Envelope) => void): string {
-  const e = JSON.parse(line) as Envelope;
-  edit(e);
-  return JSON.stringify(e);
-}
-
-/** Flips the lowest bit of the first byte of `marker`'s value inside the signed payload. */
-function flipPayloadBit(line: string, marker: string): string {
-  return editEnvelope(line, (e) => {
-    const bytes = Buffer.from(e.payload, 'base64');
-    const i = bytes.indexOf(marker) + marker.length;
-    expect(i).toBeGreaterThanOrEqual(marker.length);
-    bytes[i]! ^= 1;
-    e.payload = bytes.toString('base64');
-  });
-}
-
-function flipSignatureBit(line: string): string {
-  return editEnvelope(line, (e) => {
-    const sig = Buffer.from(e.signatures[0]!.sig, 'base64');
-    sig[10]! ^= 1;
-    e.signatures[0]!.sig = sig.toString('base64');
-  });
-}
 
 function flipLastChar(s: string): string {
   return s.slice(0, -1) + String.fromCharCode(s.charCodeAt(s.length - 1) ^ 1);

@@ -1,0 +1,32 @@
+/**
+ * The auditor's words: one finding line and the verdict line, shared by the CLI (`verify`) and the
+ * auditor's page so both say exactly the same thing about a bundle. Isomorphic. Returns plain text;
+ * whoever displays it escapes it for their medium (a terminal, HTML).
+ */
+import type { AuditReport, Finding } from './findings.js';
+
+/** `  CODE (line N, seq S): message` */
+export function describeFinding(f: Finding): string {
+  const where = [f.line !== undefined ? `line ${f.line}` : undefined, f.seq !== undefined ? `seq ${f.seq}` : undefined]
+    .filter(Boolean)
+    .join(', ');
+  return `  ${f.code}${where ? ` (${where})` : ''}: ${f.message}`;
+}
+
+/** How a medium marks the verdict word (a terminal colours it); plain text by default. */
+export interface VerdictPaint {
+  good(word: string): string;
+  bad(word: string): string;
+}
+
+const plain: VerdictPaint = { good: (w) => w, bad: (w) => w };
+
+/** `verdict: OK — …` or `verdict: FAILED — N finding(s) (CODE n, …) in L lines`. */
+export function describeVerdict(r: AuditReport, paint: VerdictPaint = plain): string {
+  const byCode = Object.entries(r.counts.byCode)
+    .map(([code, n]) => `${code} ${n}`)
+    .join(', ');
+  return r.ok
+    ? `verdict: ${paint.good('OK')} — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
+    : `verdict: ${paint.bad('FAILED')} — ${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`;
+}

@@ -1,0 +1,142 @@
+/**
+ * Steps 1-5 with WebCrypto's Ed25519 (browsers, Deno, Node ≥ 20): `crypto.subtle.verify` is
+ * asynchronous and runs off the calling thread, while `verifyManifestEnvelope` wants a synchronous
+ * answer. So each batch runs twice: a first pass records the one signature check each line asks for,
+ * WebCrypto answers all of them concurrently, and a second pass replays the same checklist with those
+ * answers. The second pass alone decides each line's outcome. Isomorphic.
+ *
+ * Strictness: WebCrypto implementations differ on RFC 8032 edge cases; this verifier rejects S ≥ L and
+ * non-canonical public keys itself before asking WebCrypto, and the shared Wycheproof suite
+ * (test/audit/verify-webcrypto.test.ts, and the browser test) holds it to the noble verifier's answers.
+ */
+import type { SignatureVerifier } from '../crypto/ed25519.js';
+import { verifyLineText, type LineOutcome, type LineVerifier, type LineVerifyContext } from './verify-line.js';
+
+/** The group order L, little-endian, for the S < L check. */
+const L = [
+  0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+];
+
+/** True iff the 32 little-endian bytes at `offset` are a number below L (a canonical scalar S). */
+export function scalarIsCanonical(bytes: Uint8Array, offset: number): boolean {
+  for (let i = 31; i >= 0; i--) {
+    const b = bytes[offset + i]!;
+    if (b !== L[i]) return b < L[i]!;
+  }
+  return false;
+}
+
+/** True iff a point encoding's y (sign bit cleared) is below p = 2^255 - 19. */
+export function pointIsCanonical(enc: Uint8Array): boolean {
+  if ((enc[31]! & 0x7f) !== 0x7f) return true;
+  for (let i = 30; i >= 1; i--) if (enc[i] !== 0xff) return true;
+  return enc[0]! < 0xed;
+}
+
+/** The two SubtleCrypto methods used (declared here: the isomorphic layers compile without the DOM library). */
+export interface Subtle {
+  importKey(
+    format: 'raw',
+    key: Uint8Array,
+    algorithm: { name: 'Ed25519' },
+    extractable: false,
+    usages: ['verify'],
+  ): Promise<unknown>;
+  verify(algorithm: { name: 'Ed25519' }, key: unknown, signature: Uint8Array, data: Uint8Array): Promise<boolean>;
+}
+
+/** The platform's SubtleCrypto, or undefined where there is none (non-secure contexts). */
+function platformSubtle(): Subtle | undefined {
+  return (globalThis as { crypto?: { subtle?: Subtle } }).crypto?.subtle;
+}
+
+/**
+ * An asynchronous strict Ed25519 check over WebCrypto; public keys are imported once each.
+ * Resolves false (never rejects) for anything but a valid signature.
+ */
+export function webCryptoEd25519(
+  subtle: Subtle,
+): (sig: Uint8Array, msg: Uint8Array, pk: Uint8Array) => Promise<boolean> {
+  const keys = new Map<string, Promise<unknown>>();
+  const keyOf = (pk: Uint8Array) => {
+    const k = String.fromCharCode(...pk);
+    let key = keys.get(k);
+    if (!key) {
+      key = subtle.importKey('raw', pk.slice(), { name: 'Ed25519' }, false, ['verify']);
+      keys.set(k, key);
+    }
+    return key;
+  };
+  return async (sig, msg, pk) => {
+    if (sig.length !== 64 || pk.length !== 32) return false;
+    if (!scalarIsCanonical(sig, 32) || !pointIsCanonical(pk) || !pointIsCanonical(sig.subarray(0, 32))) return false;
+    try {
+      return await subtle.verify({ name: 'Ed25519' }, await keyOf(pk), sig.slice(), msg.slice());
+    } catch {
+      return false;
+    }
+  };
+}
+
+/**
+ * Resolves to a WebCrypto-backed line verifier when the platform verifies Ed25519 correctly (checked
+ * on RFC 8032 test 2), else to undefined so the caller keeps the portable in-thread verifier.
+ */
+export async function createWebCryptoLineVerifier(
+  trust: LineVerifyContext['trust'],
+  subtle: Subtle | undefined = platformSubtle(),
+): Promise<LineVerifier | undefined> {
+  if (!subtle) return undefined;
+  const check = webCryptoEd25519(subtle);
+  const hex = (s: string) => Uint8Array.from(s.match(/../g)!.map((b) => parseInt(b, 16)));
+  const pk = hex('3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c');
+  const sig = hex(
+    '92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00',
+  );
+  const bad = sig.slice();
+  bad[5]! ^= 1;
+  const works = (await check(sig, Uint8Array.of(0x72), pk).catch(() => false)) === true;
+  if (!works || (await check(bad, Uint8Array.of(0x72), pk))) return undefined;
+  return webCryptoLineVerifier(trust, check);
+}
+
+/** The two-pass batch verifier over an asynchronous signature check. */
+export function webCryptoLineVerifier(
+  trust: LineVerifyContext['trust'],
+  check: (sig: Uint8Array, msg: Uint8Array, pk: Uint8Array) => Promise<boolean>,
+): LineVerifier {
+  return {
+    // Two batches in flight: one is parsed while WebCrypto works through the other.
+    concurrency: 2,
+    async verifyLines(batch): Promise<LineOutcome[]> {
+      // Keyed by line and call number: an envelope may carry several signatures under the trusted key id.
+      const asked = new Map<string, Promise<boolean>>();
+      let current = 0;
+      let call = 0;
+      const recorder: SignatureVerifier = {
+        name: 'webcrypto-record',
+        verify(signature, message, publicKey) {
+          asked.set(`${current}:${call++}`, check(signature, message, publicKey));
+          // "Invalid" makes the checklist ask for every candidate signature, as the replay may need each.
+          return false;
+        },
+      };
+      for (const l of batch) {
+        [current, call] = [l.line, 0];
+        verifyLineText(l.line, l.text, { trust, verifier: recorder });
+      }
+      const answers = new Map<string, boolean>();
+      await Promise.all([...asked].map(async ([k, answer]) => answers.set(k, await answer)));
+      const replay: SignatureVerifier = {
+        name: 'webcrypto',
+        verify: () => answers.get(`${current}:${call++}`) === true,
+      };
+      return batch.map((l) => {
+        [current, call] = [l.line, 0];
+        return verifyLineText(l.line, l.text, { trust, verifier: replay });
+      });
+    },
+    async close() {},
+  };
+}

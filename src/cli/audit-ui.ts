@@ -1,0 +1,65 @@
+/**
+ * `handoff-ledger audit-ui [--open] [--trust FILE] [--port N] [BUNDLE_DIR]`: serves the auditor's page
+ * on 127.0.0.1 with the bundle (and trust file) preloaded, read-only, until interrupted. Verification
+ * runs in the browser; the server only hands it the bundle's files.
+ */
+import { spawn } from 'node:child_process';
+import { AuditError } from '../../manifests/audit/errors.js';
+import { openBundleDir } from '../ops/bundle-dir.js';
+import { findPage, startAuditServer, type AuditServer } from '../ops/audit-server.js';
+import { EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
+
+export const usage = 'audit-ui [--open] [--trust FILE] [--port N] [BUNDLE_DIR]';
+
+function openInBrowser(url: string, io: CliIo): void {
+  const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
+  const child = spawn(command, [url], { detached: true, stdio: 'ignore' });
+  child.on('error', (err) =>
+    io.stderr.write(`handoff-ledger: could not open a browser (${err.message}); open ${url}\n`),
+  );
+  child.unref();
+}
+
+/** Starts the server for `argv`; resolves once it listens. @throws UsageError, AuditError */
+export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
+  const { values, positionals } = parse(
+    argv,
+    { open: { type: 'boolean', default: false }, trust: { type: 'string' }, port: { type: 'string', default: '0' } },
+    true,
+  );
+  if (positionals.length > 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError('--port must be a number 0-65535');
+  const page = findPage();
+  if (!page) throw new UsageError('the auditor page is not built (npm run build:web writes dist/web/index.html)');
+  const bundle = positionals[0];
+  // Refused here, with the CLI's codes, rather than as an error in the browser.
+  const reader = bundle ? await openBundleDir(bundle) : undefined;
+  const server = await startAuditServer({
+    page,
+    port,
+    ...(bundle ? { bundle, hasBlobs: reader?.readBlob !== undefined } : {}),
+    ...(values.trust ? { trust: values.trust } : {}),
+  });
+  io.stdout.write(`audit-ui: ${server.url}${bundle ? ` (bundle ${bundle}, read-only)` : ''}; Ctrl-C stops it\n`);
+  if (values.open) openInBrowser(server.url, io);
+  return server;
+}
+
+/** Runs `audit-ui` until SIGINT or SIGTERM; returns the exit code. */
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  let server: AuditServer;
+  try {
+    server = await serve(argv, io);
+  } catch (err) {
+    if (!(err instanceof AuditError)) throw err;
+    io.stderr.write(`handoff-ledger: ${err.code}: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+  await new Promise<void>((stop) => {
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+  await server.close();
+  return EXIT_OK;
+}

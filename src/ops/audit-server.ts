@@ -1,0 +1,136 @@
+/**
+ * The local server behind `handoff-ledger audit-ui`: serves the built auditor's page and, read-only,
+ * exactly the files a bundle consists of (bundle.json, manifests.jsonl, blobs/blake3/<64 hex>), on
+ * 127.0.0.1 only. Nothing else is reachable: no directory listings, no other paths, no symlinks (files
+ * are opened with O_NOFOLLOW), no method but GET and HEAD, and no Host but the server's own (so a
+ * DNS-rebinding page elsewhere cannot read the bundle through it).
+ */
+import { constants, createReadStream, existsSync } from 'node:fs';
+import { open, readFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { basename, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BUNDLE_HEADER_FILE, BUNDLE_MANIFESTS_FILE } from '../../manifests/audit/bundle.js';
+
+const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const BLOB_PATH = /^\/bundle\/blobs\/blake3\/([0-9a-f]{64})$/;
+
+/** dist/web/index.html, from source (src/ops) or from the built CLI (dist/src/ops), never web/'s template. */
+export function findPage(): string | undefined {
+  const here = fileURLToPath(new URL('.', import.meta.url));
+  const candidates = [join(here, '../../dist/web/index.html')];
+  if (here.split(/[\\/]/).includes('dist')) candidates.push(join(here, '../../web/index.html'));
+  return candidates.find((p) => existsSync(p));
+}
+
+export interface AuditServerOptions {
+  /** The built page (dist/web/index.html). */
+  page: string;
+  /** The bundle directory to preload, if any. */
+  bundle?: string;
+  /** Whether the bundle carries blobs (the page then checks them). */
+  hasBlobs?: boolean;
+  /** A trust file to preload, if any. */
+  trust?: string;
+  /** Default 0: any free port. */
+  port?: number;
+}
+
+export interface AuditServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+function escapeAttribute(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** The page with a meta tag announcing what this server preloads (the page requests nothing without it). */
+function pageWithPreload(html: string, o: AuditServerOptions): string {
+  const preload: Record<string, unknown> = {};
+  if (o.bundle) preload.bundle = { name: basename(resolve(o.bundle)), base: '/bundle/', hasBlobs: o.hasBlobs === true };
+  if (o.trust) preload.trust = '/trust.json';
+  const meta = `<meta name="handoff-ledger-preload" content="${escapeAttribute(JSON.stringify(preload))}" />`;
+  return html.replace('<meta charset="utf-8" />', () => `<meta charset="utf-8" />\n    ${meta}`);
+}
+
+const HEADERS = {
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-resource-policy': 'same-origin',
+};
+
+function refuse(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, { ...HEADERS, 'content-type': 'text/plain; charset=utf-8' });
+  res.end(`${text}\n`);
+}
+
+/** Streams a regular file opened without following symlinks; anything else is 404. */
+async function sendFile(req: IncomingMessage, res: ServerResponse, path: string, type: string): Promise<void> {
+  let handle;
+  try {
+    handle = await open(path, READ);
+  } catch {
+    return refuse(res, 404, 'not found');
+  }
+  try {
+    const st = await handle.stat();
+    if (!st.isFile()) return refuse(res, 404, 'not found');
+    res.writeHead(200, { ...HEADERS, 'content-type': type, 'content-length': String(st.size) });
+    if (req.method === 'HEAD') return void res.end();
+    const stream = createReadStream('', { fd: handle, autoClose: false });
+    await new Promise<void>((done) => {
+      stream.on('error', () => {
+        res.destroy();
+        done();
+      });
+      stream.on('end', done);
+      res.on('close', done);
+      stream.pipe(res);
+    });
+  } finally {
+    await handle.close();
+  }
+}
+
+export async function startAuditServer(o: AuditServerOptions): Promise<AuditServer> {
+  const html = pageWithPreload(await readFile(o.page, 'utf8'), o);
+  const bundle = o.bundle ? resolve(o.bundle) : undefined;
+  let allowedHosts: Set<string> = new Set();
+  const server = createServer((req, res) => {
+    if (!allowedHosts.has(req.headers.host ?? '')) return refuse(res, 421, 'misdirected request');
+    if (req.method !== 'GET' && req.method !== 'HEAD') return refuse(res, 405, 'read-only');
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (path === '/' || path === '/index.html') {
+      res.writeHead(200, { ...HEADERS, 'content-type': 'text/html; charset=utf-8' });
+      return void res.end(req.method === 'HEAD' ? undefined : html);
+    }
+    if (o.trust && path === '/trust.json') return void sendFile(req, res, o.trust, 'application/json');
+    if (bundle) {
+      if (path === `/bundle/${BUNDLE_HEADER_FILE}`)
+        return void sendFile(req, res, join(bundle, BUNDLE_HEADER_FILE), 'application/json');
+      if (path === `/bundle/${BUNDLE_MANIFESTS_FILE}`)
+        return void sendFile(req, res, join(bundle, BUNDLE_MANIFESTS_FILE), 'text/plain; charset=utf-8');
+      const blob = BLOB_PATH.exec(path);
+      if (blob && o.hasBlobs)
+        return void sendFile(req, res, join(bundle, 'blobs', 'blake3', blob[1]!), 'application/octet-stream');
+    }
+    refuse(res, 404, 'not found');
+  });
+  await new Promise<void>((done, fail) => {
+    server.once('error', fail);
+    server.listen(o.port ?? 0, '127.0.0.1', done);
+  });
+  const { port } = server.address() as AddressInfo;
+  allowedHosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`]);
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    close: () =>
+      new Promise<void>((done) => {
+        server.close(() => done());
+        server.closeAllConnections();
+      }),
+  };
+}

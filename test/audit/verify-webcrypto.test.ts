@@ -1,0 +1,85 @@
+import { webcrypto } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { hexToBytes } from '../../store/hash/digest.js';
+import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
+import {
+  createWebCryptoLineVerifier,
+  pointIsCanonical,
+  type Subtle,
+  scalarIsCanonical,
+  webCryptoEd25519,
+} from '../../manifests/audit/verify-webcrypto.js';
+import { verifyBundle } from '../../manifests/audit/verify-chain.js';
+import { inlineLineVerifier } from '../../manifests/audit/verify-line.js';
+import { buildBundle, readerOf, signPayload } from '../support/bundle-builder.js';
+import { readVector } from '../support/vectors.js';
+
+const subtle = webcrypto.subtle as unknown as Subtle;
+
+describe('WebCrypto Ed25519 (strict)', () => {
+  it('gives the Wycheproof result on every test case, as the noble verifier does', async () => {
+    const check = webCryptoEd25519(subtle);
+    const doc = readVector<any>('ed25519/wycheproof_ed25519_test.json');
+    let n = 0;
+    for (const group of doc.testGroups) {
+      const pub = hexToBytes(group.publicKey?.pk ?? group.key?.pk);
+      for (const t of group.tests) {
+        const [sig, msg] = [hexToBytes(t.sig), hexToBytes(t.msg)];
+        const expected = t.result === 'valid';
+        expect(await check(sig, msg, pub), `tcId ${t.tcId} (${t.comment})`).toBe(expected);
+        expect(nobleVerifier.verify(sig, msg, pub), `noble tcId ${t.tcId}`).toBe(expected);
+        n++;
+      }
+    }
+    expect(n).toBeGreaterThan(100);
+  });
+
+  it('rejects S = L and accepts S = L - 1 as a scalar', () => {
+    const l = hexToBytes('edd3f55c1a631258d69cf7a2def9de1400000000000000000000000000000010');
+    expect(scalarIsCanonical(l, 0)).toBe(false);
+    const below = l.slice();
+    below[0]! -= 1;
+    expect(scalarIsCanonical(below, 0)).toBe(true);
+  });
+
+  it('rejects a point encoding whose y is p or above', () => {
+    const p = new Uint8Array(32).fill(0xff);
+    p[0] = 0xed;
+    p[31] = 0x7f;
+    expect(pointIsCanonical(p)).toBe(false);
+    p[0] = 0xec;
+    expect(pointIsCanonical(p)).toBe(true);
+  });
+});
+
+describe('the WebCrypto line verifier', () => {
+  it('reports exactly what the in-thread verifier reports, on good and tampered lines', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 6 }] });
+    const lines = [...b.lines];
+    const env = JSON.parse(lines[2]!);
+    const sig = Buffer.from(env.signatures[0].sig, 'base64');
+    sig[3]! ^= 1;
+    env.signatures[0].sig = sig.toString('base64');
+    lines[2] = JSON.stringify(env);
+    // A second, valid signature under the same key id after an invalid one still verifies.
+    const twice = JSON.parse(b.lines[4]!);
+    twice.signatures.unshift({ keyid: twice.signatures[0].keyid, sig: env.signatures[0].sig });
+    lines[4] = JSON.stringify(twice);
+    lines.push((await signPayload({ not: 'a manifest' }, b.key)).line);
+    const web = await createWebCryptoLineVerifier(b.trust, subtle);
+    expect(web).toBeDefined();
+    const viaWeb = await verifyBundle(readerOf(lines), { trust: b.trust, lineVerifier: web!, batchSize: 3 });
+    const inline = inlineLineVerifier({ trust: b.trust, verifier: nobleVerifier });
+    const viaNoble = await verifyBundle(readerOf(lines), { trust: b.trust, lineVerifier: inline, batchSize: 3 });
+    expect(viaWeb).toEqual(viaNoble);
+    expect(viaWeb.findings.map((f) => `${f.code}@${f.line}`)).toEqual(
+      expect.arrayContaining(['SIGNATURE_INVALID@3', 'MANIFEST_INVALID@7']),
+    );
+    expect(viaWeb.findings.some((f) => f.line === 5)).toBe(false);
+  });
+
+  it('declines (undefined) on a platform whose Ed25519 does not verify', async () => {
+    const broken = { importKey: subtle.importKey.bind(subtle), verify: async () => true } as unknown as Subtle;
+    expect(await createWebCryptoLineVerifier({ version: 1, keys: [] }, broken)).toBeUndefined();
+  });
+});

@@ -1,0 +1,293 @@
+/**
+ * The auditor's page in a real browser (headless Chromium), opened from file:// as an auditor would
+ * open a downloaded copy: for a clean bundle, every tamper case and a hostile bundle, the page's
+ * verdict and findings equal the CLI's; nothing from a bundle runs; no request leaves the page.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BrowserContext, Page } from 'playwright-core';
+import { describeVerdict } from '../../manifests/audit/report-text.js';
+import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
+import { run as verifyCli } from '../../src/cli/verify.js';
+import { launchChromium, watchPage } from '../support/browser.js';
+import { captureIo } from '../support/capture-io.js';
+import { at, buildBundle, ChainBuilder, writeBundleDir, writeTrustFile } from '../support/bundle-builder.js';
+import {
+  flipSignatureBit,
+  HOSTILE_CASE,
+  HOSTILE_MARKUP,
+  TAMPER_CASES,
+  writeCase,
+  type TamperCase,
+} from '../support/tamper-cases.js';
+import { tempDir } from '../support/tmp.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const PAGE = pathToFileURL(join(ROOT, 'dist/web/index.html')).href;
+const ARTIFACTS = join(ROOT, 'test/artifacts');
+
+let browser: BrowserContext;
+let closeBrowser: () => Promise<void>;
+
+beforeAll(async () => {
+  execFileSync(process.execPath, [join(ROOT, 'web/build.mjs')], { stdio: 'pipe' });
+  ({ browser, close: closeBrowser } = await launchChromium());
+}, 120_000);
+
+afterAll(async () => closeBrowser?.());
+
+async function cliReport(dir: string, trust: string): Promise<BundleAuditReport> {
+  const c = captureIo();
+  await verifyCli([dir, '--trust', trust, '--json', '--workers', '0'], c.io);
+  return JSON.parse(c.stdout()) as BundleAuditReport;
+}
+
+const codesAt = (r: { findings: Array<{ code: string; line?: number }> }) =>
+  r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
+
+/** Opens the page, picks the folder and the trust file, verifies, and waits for the verdict. */
+async function verifyInPage(page: Page, dir: string, trust: string): Promise<void> {
+  await page.goto(PAGE);
+  await page.setInputFiles('#bundle-input', dir);
+  await page.setInputFiles('#trust-input', trust);
+  await page.click('#verify');
+  await page.waitForSelector('body[data-state="ok"], body[data-state="failed"], body[data-state="error"]', {
+    timeout: 60_000,
+  });
+}
+
+async function pageFindings(page: Page): Promise<string[]> {
+  return page.$$eval('#findings li', (lis) => lis.map((li) => `${li.dataset.code}@${li.dataset.line ?? '-'}`));
+}
+
+async function casePaths(c: TamperCase): Promise<{ dir: string; trustPath: string }> {
+  const root = tempDir();
+  return writeCase(c, join(root, c.name), join(root, 'trust.json'));
+}
+
+function onlyLocal(requests: string[]): string[] {
+  return requests.filter((u) => !(u === PAGE || u.startsWith('blob:') || u.startsWith('data:')));
+}
+
+describe('the auditor page', () => {
+  it('is one self-contained file under a Content-Security-Policy without network access', () => {
+    const html = readFileSync(join(ROOT, 'dist/web/index.html'), 'utf8');
+    expect(html).toMatch(/<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'sha256-/);
+  });
+
+  it.each(TAMPER_CASES.map((c) => [c.name, c] as const))(
+    'reports %s exactly as the CLI does, without a network request',
+    async (_name, c) => {
+      const { dir, trustPath } = await casePaths(c);
+      const cli = await cliReport(dir, trustPath);
+      expect(codesAt(cli)).toEqual(c.expected);
+      const page = await browser.newPage();
+      const seen = watchPage(page);
+      try {
+        await verifyInPage(page, dir, trustPath);
+        expect(await pageFindings(page)).toEqual(c.expected);
+        expect(await page.textContent('#verdict')).toBe(`${cli.ok ? '✓' : '✗'} ${describeVerdict(cli)}`);
+        expect(await page.getAttribute('body', 'data-state')).toBe(cli.ok ? 'ok' : 'failed');
+        expect(onlyLocal(seen.requests)).toEqual([]);
+        expect(seen.errors).toEqual([]);
+      } finally {
+        await page.close();
+      }
+    },
+  );
+
+  it('shows a hostile bundle as text: no script from it runs, no markup from it is parsed', async () => {
+    const { dir, trustPath } = await casePaths(HOSTILE_CASE);
+    const cli = await cliReport(dir, trustPath);
+    expect(codesAt(cli)).toEqual(HOSTILE_CASE.expected);
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await verifyInPage(page, dir, trustPath);
+      expect(await pageFindings(page)).toEqual(HOSTILE_CASE.expected);
+      const dom = await page.evaluate(() => ({
+        pwned: (globalThis as { __pwned?: number }).__pwned,
+        scripts: (globalThis as any).document.scripts.length,
+        images: (globalThis as any).document.images.length,
+        text: (globalThis as any).document.getElementById('findings').textContent as string,
+      }));
+      expect(dom.pwned).toBeUndefined();
+      expect(dom).toMatchObject({ scripts: 1, images: 0 });
+      // The markup is there, as characters on the page.
+      expect(dom.text).toContain(HOSTILE_MARKUP);
+      expect(onlyLocal(seen.requests)).toEqual([]);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+/**
+ * A bundle worth looking at: eight sessions of three principals, with a gap, a fork, a missing blob
+ * and a broken signature among 240 manifests.
+ */
+async function pictureBundle(): Promise<{ dir: string; trustPath: string }> {
+  const names = ['api-gateway', 'billing-refactor', 'docs-sweep', 'flaky-tests', 'infra-upgrade', 'ledger-audit'];
+  const b = await buildBundle({
+    chains: [...names, 'release-notes', 'search-index'].map((session, i) => ({
+      session,
+      principal: ['alice', 'bob', 'carol'][i % 3]!,
+      count: 30,
+    })),
+  });
+  const lineOf = (session: string, seq: number) => b.chains.get(session)!.built[seq]!.line;
+  const blobs = new Map(b.blobs);
+  blobs.delete(b.chains.get('billing-refactor')!.built[5]!.manifest.summary.digest);
+  const forked = b.chains.get('infra-upgrade')!;
+  const twin = await new ChainBuilder(b.key, { principal: 'bob', session: 'infra-upgrade', run: 'run-2' }).next({
+    seq: 20,
+    prev: forked.built[19]!.id,
+    createdAt: at(20),
+  });
+  const lines = b.lines
+    .filter((l) => l !== lineOf('docs-sweep', 10))
+    .map((l) => (l === lineOf('release-notes', 15) ? flipSignatureBit(l) : l));
+  lines.push(twin.line);
+  blobs.set(twin.manifest.summary.digest, twin.blob);
+  const root = tempDir();
+  await writeBundleDir(join(root, 'picture'), lines, { blobs });
+  await writeTrustFile(join(root, 'trust.json'), b.trust);
+  return { dir: join(root, 'picture'), trustPath: join(root, 'trust.json') };
+}
+
+const activeId = (page: Page) => page.evaluate(() => ((globalThis as any).document.activeElement?.id ?? '') as string);
+
+async function tabTo(page: Page, id: string): Promise<void> {
+  for (let i = 0; i < 30 && (await activeId(page)) !== id; i++) await page.keyboard.press('Tab');
+  expect(await activeId(page)).toBe(id);
+}
+
+describe('the auditor page, by keyboard and by eye', () => {
+  it('is usable with the keyboard alone: choose files, verify, walk the history, follow a finding', async () => {
+    const { dir, trustPath } = await pictureBundle();
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await page.goto(PAGE);
+      await tabTo(page, 'bundle-input');
+      const [bundleChooser] = await Promise.all([page.waitForEvent('filechooser'), page.keyboard.press('Space')]);
+      await bundleChooser.setFiles(dir);
+      await tabTo(page, 'trust-input');
+      const [trustChooser] = await Promise.all([page.waitForEvent('filechooser'), page.keyboard.press('Space')]);
+      await trustChooser.setFiles(trustPath);
+      await tabTo(page, 'verify');
+      await page.keyboard.press('Enter');
+      await page.waitForSelector('body[data-state="failed"]');
+      expect(await activeId(page)).toBe('verdict');
+      // The verdict says it in words, not only in colour.
+      expect(await page.textContent('#verdict')).toMatch(/^✗ verdict: FAILED — /);
+
+      await tabTo(page, 'history');
+      const details = () => page.textContent('#details');
+      expect(await details()).toMatch(/sessionapi-gateway.*seq0/s);
+      await page.keyboard.press('ArrowRight');
+      expect(await details()).toMatch(/sessionapi-gateway.*seq1/s);
+      await page.keyboard.press('End');
+      expect(await details()).toMatch(/seq29/);
+      await page.keyboard.press('ArrowDown');
+      expect(await details()).toMatch(/sessionbilling-refactor.*seq29/s);
+
+      await tabTo(page, 'export-json');
+      const show = page.locator('#findings li[data-code="BLOB_MISSING"] button');
+      await show.focus();
+      await page.keyboard.press('Enter');
+      expect(await activeId(page)).toBe('history');
+      expect(await details()).toMatch(/stateblob missing \(BLOB_MISSING\)sessionbilling-refactorseq5/);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('draws forks and gaps, tells states apart by shape as well as colour, and keeps a screenshot', async () => {
+    const { dir, trustPath } = await pictureBundle();
+    const page = await browser.newPage();
+    try {
+      await page.setViewportSize({ width: 1100, height: 900 });
+      await verifyInPage(page, dir, trustPath);
+      const legend = await page.textContent('#legend');
+      for (const words of ['filled square', 'triangle', 'hollow circle', 'fork', 'gap'])
+        expect(legend).toContain(words);
+      expect(await pageFindings(page)).toEqual([
+        'BLOB_MISSING@42',
+        'SEQ_GAP@90',
+        'SIGNATURE_INVALID@126',
+        'SEQ_GAP@134',
+        'FORK@240',
+      ]);
+      // Hovering a mark shows its fields: api-gateway is the first row; seq 3 is the fourth cell after the labels.
+      const box = (await page.locator('#history').boundingBox())!;
+      await page.mouse.move(box.x + 190 + 3 * 14 + 7, box.y + 14);
+      expect(await page.textContent('#details')).toMatch(/sessionapi-gatewayseq3line/);
+      // Seq 20 of the forked session shows the twin as a second mark at the same seq.
+      await page.locator('#findings li[data-code="FORK"] button').click();
+      expect(await page.textContent('#details')).toMatch(/seq20 \(fork: another manifest has this seq\)/);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.locator('#history').screenshot({ path: join(ARTIFACTS, 'history.png') });
+      await page.evaluate(() => (globalThis as any).scrollTo(0, 0));
+      await page.screenshot({ path: join(ARTIFACTS, 'auditor-page.png'), fullPage: true });
+      expect(readFileSync(join(ARTIFACTS, 'history.png')).length).toBeGreaterThan(5000);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('prints the report without the controls', async () => {
+    const { dir, trustPath } = await pictureBundle();
+    const page = await browser.newPage();
+    try {
+      await verifyInPage(page, dir, trustPath);
+      await page.emulateMedia({ media: 'print' });
+      for (const hidden of ['#inputs', '.actions', '#filters'])
+        expect(await page.isVisible(hidden), hidden).toBe(false);
+      for (const shown of ['#verdict', '#history', '#findings', '#chains'])
+        expect(await page.isVisible(shown), shown).toBe(true);
+      const pdf = await page.pdf();
+      expect(pdf.subarray(0, 5).toString()).toBe('%PDF-');
+    } finally {
+      await page.close();
+    }
+  });
+
+  it("filters by principal, session and time, and exports the CLI's JSON report", async () => {
+    const { dir, trustPath } = await pictureBundle();
+    const cli = await cliReport(dir, trustPath);
+    const page = await browser.newPage();
+    try {
+      await verifyInPage(page, dir, trustPath);
+      const all = await pageFindings(page);
+      expect(all).toEqual(codesAt(cli));
+      await page.selectOption('#filter-principal', 'bob');
+      const bobs = await pageFindings(page);
+      expect(bobs.length).toBeGreaterThan(0);
+      expect(bobs.length).toBeLessThan(all.length);
+      expect(bobs).toEqual(['BLOB_MISSING@42', 'FORK@240']);
+      await page.fill('#filter-session', 'billing');
+      expect((await pageFindings(page)).map((f) => f.split('@')[0])).toEqual(['BLOB_MISSING']);
+      await page.selectOption('#filter-principal', '');
+      await page.fill('#filter-session', '');
+      // createdAt is T0 + seq seconds: a window after seq 21 leaves out the fork and the missing blob.
+      const local = (iso: string) => {
+        const d = new Date(iso);
+        return new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 19);
+      };
+      await page.fill('#filter-from', local(at(21)));
+      expect((await pageFindings(page)).some((f) => f.startsWith('FORK') || f.startsWith('BLOB_MISSING'))).toBe(false);
+      const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export-json')]);
+      const exported = JSON.parse(readFileSync(await download.path(), 'utf8'));
+      expect(exported).toEqual({ ...cli, bundle: 'picture' });
+      expect(download.suggestedFilename()).toBe('picture.audit.json');
+    } finally {
+      await page.close();
+    }
+  });
+});

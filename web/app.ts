@@ -1,0 +1,208 @@
+/**
+ * The auditor's page: pick or drop a bundle folder and a trust file, verify in a Web Worker with a
+ * progress bar, then show the verdict, the history picture, findings and chains. Built by
+ * web/build.node.ts into one self-contained dist/web/index.html.
+ */
+import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
+import type { Finding } from '../manifests/audit/findings.js';
+import { HistoryView } from './history/canvas.js';
+import { buildHistory, distinct, type HistoryFilter } from './history/model.js';
+import type { ManifestMark, VerifyRequest, WorkerMessage } from './protocol.js';
+import { exportJson, el, showChains, showDetails, showFindings, showLegend, showVerdict } from './report-view.js';
+import { bundleFromFiles, bundleFromPreload, filesOfInput, fromDrop, preloadOf, type PickedBundle } from './sources.js';
+
+/** The worker's bundled source, put in by the build: a blob: worker runs from file:// and any host. */
+declare const __WORKER_SOURCE__: string;
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+
+const state: {
+  bundle?: PickedBundle;
+  trustText?: string;
+  trustName?: string;
+  report?: BundleAuditReport;
+  manifests: ManifestMark[];
+  worker?: Worker;
+} = { manifests: [] };
+
+const history = new HistoryView($('history'), $('history-space'), $<HTMLCanvasElement>('history-canvas'), (m, r) =>
+  showDetails($('details'), m, r),
+);
+
+function fail(message: string): void {
+  const e = $('error');
+  e.textContent = message;
+  e.hidden = false;
+}
+
+function refreshPicked(): void {
+  const parts = [
+    state.bundle ? state.bundle.description : 'no bundle chosen',
+    state.trustName !== undefined ? `trust file ${state.trustName}` : 'no trust file chosen',
+  ];
+  $('picked').textContent = parts.join('; ');
+  $<HTMLButtonElement>('verify').disabled = !(state.bundle && state.trustText !== undefined);
+}
+
+function takeBundle(picked: PickedBundle | string | undefined): void {
+  if (picked === undefined) return;
+  if (typeof picked === 'string') return fail(picked);
+  state.bundle = picked;
+  refreshPicked();
+}
+
+async function takeTrust(file: Blob & { name?: string }): Promise<void> {
+  state.trustText = await file.text();
+  state.trustName = file.name ?? 'trust.json';
+  refreshPicked();
+}
+
+function currentFilter(): HistoryFilter {
+  const value = (id: string) => $<HTMLInputElement>(id).value;
+  const iso = (v: string) => (v ? new Date(v).toISOString() : undefined);
+  const f: HistoryFilter = {};
+  if (value('filter-principal')) f.principal = value('filter-principal');
+  if (value('filter-host')) f.host = value('filter-host');
+  if (value('filter-session')) f.session = value('filter-session');
+  const from = iso(value('filter-from'));
+  const to = iso(value('filter-to'));
+  if (from) f.from = from;
+  if (to) f.to = to;
+  return f;
+}
+
+function render(): void {
+  const report = state.report!;
+  const filter = currentFilter();
+  const model = buildHistory(state.manifests, report.findings, filter);
+  history.setModel(model);
+  const filtered = Object.keys(filter).length > 0;
+  const findings = filtered
+    ? report.findings.filter((f: Finding) => f.line !== undefined && model.byLine.has(f.line))
+    : report.findings;
+  showFindings(
+    $('findings'),
+    $('findings-note'),
+    findings,
+    report,
+    (line) => model.byLine.has(line),
+    (line) => {
+      history.selectLine(line);
+    },
+  );
+}
+
+function fillSelect(id: string, label: string, values: string[]): void {
+  const select = $<HTMLSelectElement>(id);
+  select.replaceChildren(el('option', `all ${label}`, { value: '' }));
+  for (const v of values) {
+    const option = el('option', v);
+    option.value = v;
+    select.append(option);
+  }
+}
+
+function finished(report: BundleAuditReport, manifests: ManifestMark[], verifier: string, ms: number): void {
+  state.report = report;
+  state.manifests = manifests;
+  $('progress').hidden = true;
+  $('progress-text').textContent = `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier})`;
+  $('result').hidden = false;
+  showVerdict($('verdict'), $('bundle-info'), report, state.bundle!.name);
+  fillSelect('filter-principal', 'principals', distinct(manifests, 'principal'));
+  fillSelect('filter-host', 'hosts', distinct(manifests, 'host'));
+  showChains($('chains').querySelector('tbody')!, $('chains-note'), report);
+  render();
+  document.body.dataset.state = report.ok ? 'ok' : 'failed';
+  $('verdict').focus();
+}
+
+function verify(): void {
+  if (!state.bundle || state.trustText === undefined) return;
+  state.worker?.terminate();
+  $('error').hidden = true;
+  $('result').hidden = true;
+  document.body.dataset.state = 'verifying';
+  const progress = $<HTMLProgressElement>('progress');
+  progress.hidden = false;
+  progress.removeAttribute('value');
+  const url = URL.createObjectURL(new Blob([__WORKER_SOURCE__], { type: 'text/javascript' }));
+  const worker = new Worker(url);
+  URL.revokeObjectURL(url);
+  state.worker = worker;
+  worker.onmessage = (event: MessageEvent<WorkerMessage>) => {
+    const m = event.data;
+    if (m.type === 'progress') {
+      if (m.totalBytes) progress.value = m.bytes / m.totalBytes;
+      $('progress-text').textContent = `${m.lines.toLocaleString('en-US')} lines verified`;
+    } else if (m.type === 'done') {
+      worker.terminate();
+      // Marks for measuring: verification ends here; drawing the result is the page's own cost.
+      performance.mark('handoff-ledger:verified');
+      finished(m.report, m.manifests, m.verifier, m.ms);
+      performance.mark('handoff-ledger:rendered');
+    } else {
+      worker.terminate();
+      progress.hidden = true;
+      $('progress-text').textContent = '';
+      document.body.dataset.state = 'error';
+      fail(`${m.code}: ${m.message}`);
+    }
+  };
+  worker.onerror = (e) => {
+    progress.hidden = true;
+    document.body.dataset.state = 'error';
+    fail(`WORKER_FAILED: ${e.message}`);
+  };
+  performance.mark('handoff-ledger:verify');
+  const request: VerifyRequest = { type: 'verify', source: state.bundle.source, trustText: state.trustText };
+  worker.postMessage(request);
+}
+
+function wire(): void {
+  showLegend($('legend'));
+  showDetails($('details'), undefined, undefined);
+  $<HTMLInputElement>('bundle-input').addEventListener('change', (e) => {
+    const list = (e.target as HTMLInputElement).files;
+    if (list) takeBundle(bundleFromFiles(filesOfInput(list)));
+  });
+  $<HTMLInputElement>('trust-input').addEventListener('change', (e) => {
+    const file = (e.target as HTMLInputElement).files?.[0];
+    if (file) void takeTrust(file);
+  });
+  const drop = $('drop');
+  drop.addEventListener('dragover', (e) => {
+    e.preventDefault();
+    drop.classList.add('over');
+  });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (e) => {
+    e.preventDefault();
+    drop.classList.remove('over');
+    if (!e.dataTransfer) return;
+    void fromDrop(e.dataTransfer.items).then(async (got) => {
+      takeBundle(got.bundle);
+      if (got.trust) await takeTrust(got.trust);
+    });
+  });
+  $('verify').addEventListener('click', verify);
+  $('export-json').addEventListener('click', () => state.report && exportJson(state.report, state.bundle!.name));
+  $('print').addEventListener('click', () => window.print());
+  $('filters').addEventListener('input', () => state.report && render());
+  $('filters').addEventListener('submit', (e) => e.preventDefault());
+  refreshPicked();
+  void preload();
+}
+
+async function preload(): Promise<void> {
+  const p = preloadOf(document);
+  if (!p) return;
+  if (p.bundle) takeBundle(bundleFromPreload(p.bundle));
+  if (p.trust) {
+    const res = await fetch(new URL(p.trust, location.href), { cache: 'no-store' });
+    if (res.ok) await takeTrust(Object.assign(await res.blob(), { name: 'trust file served by audit-ui' }));
+  }
+  if (state.bundle && state.trustText !== undefined) verify();
+}
+
+wire();

@@ -1,0 +1,154 @@
+/**
+ * The report as the page shows it: verdict first, then findings (each linking to its manifest in the
+ * history picture), chains, and the selected manifest's fields. Every string from a bundle goes into
+ * the page as a Text node (textContent), never as markup; the wording is the CLI's (report-text.ts).
+ */
+import { describeFinding, describeVerdict } from '../manifests/audit/report-text.js';
+import type { Finding } from '../manifests/audit/findings.js';
+import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
+import { STATE_STYLE } from './history/canvas.js';
+import type { Mark, MarkState, Row } from './history/model.js';
+
+/** Findings and chains listed in the page; the JSON export always carries the whole report. */
+const MAX_LISTED = 2000;
+
+export function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  text?: string,
+  attrs: Record<string, string> = {},
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+export function showVerdict(target: HTMLElement, info: HTMLElement, report: BundleAuditReport, name: string): void {
+  target.className = report.ok ? 'ok' : 'failed';
+  target.textContent = `${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`;
+  const h = report.header;
+  const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
+  info.textContent = `bundle ${name}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`;
+}
+
+export function showFindings(
+  list: HTMLElement,
+  note: HTMLElement,
+  findings: Finding[],
+  report: BundleAuditReport,
+  linkable: (line: number) => boolean,
+  onShow: (line: number) => void,
+): void {
+  list.replaceChildren();
+  for (const f of findings.slice(0, MAX_LISTED)) {
+    const li = el('li', undefined, {
+      'data-code': f.code,
+      ...(f.line !== undefined ? { 'data-line': String(f.line) } : {}),
+    });
+    const text = describeFinding(f).trimStart();
+    li.append(el('code', f.code), text.slice(f.code.length));
+    if (f.line !== undefined && linkable(f.line)) {
+      const button = el('button', 'show manifest', {
+        type: 'button',
+        'aria-label': `show the manifest on line ${f.line}`,
+      });
+      const line = f.line;
+      button.addEventListener('click', () => onShow(line));
+      li.append(button);
+    }
+    list.append(li);
+  }
+  const notes: string[] = [];
+  if (findings.length === 0) notes.push(report.ok ? 'No findings.' : 'No findings match the filters.');
+  if (findings.length > MAX_LISTED) notes.push(`${findings.length - MAX_LISTED} more findings are in the JSON export.`);
+  if (report.findingsTruncated)
+    notes.push(`… ${report.counts.findings - report.findings.length} more findings not listed`);
+  note.textContent = notes.join(' ');
+}
+
+export function showChains(body: HTMLElement, note: HTMLElement, report: BundleAuditReport): void {
+  body.replaceChildren(
+    ...report.chains.slice(0, MAX_LISTED).map((c) => {
+      const tr = el('tr');
+      for (const v of [
+        c.session,
+        String(c.entries),
+        String(c.headSeq),
+        c.head,
+        c.principals.join(', '),
+        c.hosts.join(', '),
+      ])
+        tr.append(el('td', v));
+      return tr;
+    }),
+  );
+  note.textContent =
+    report.chains.length > MAX_LISTED ? `${report.chains.length - MAX_LISTED} more chains are in the JSON export.` : '';
+}
+
+export function showDetails(target: HTMLElement, mark: Mark | undefined, row: Row | undefined): void {
+  if (!mark || !row) {
+    target.textContent = 'No manifest selected.';
+    return;
+  }
+  const dl = el('dl');
+  const fields: Array<[string, string]> = [
+    ['state', `${STATE_STYLE[mark.state].label}${mark.codes.length ? ` (${mark.codes.join(', ')})` : ''}`],
+    ['session', mark.session],
+    ['seq', `${mark.seq}${row.forks.includes(mark.seq) ? ' (fork: another manifest has this seq)' : ''}`],
+    ['line', String(mark.line)],
+    ['principal', mark.principal],
+    ['host', mark.host],
+    ['created', mark.createdAt],
+    ['id', mark.id],
+    ['prev', mark.prev ?? '(none: first of its chain)'],
+    ['summary', `${mark.summary.digest}, ${mark.summary.size} bytes`],
+  ];
+  for (const [k, v] of fields) dl.append(el('dt', k), el('dd', v));
+  target.replaceChildren(dl);
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+/** A small drawing of a state's mark, matching the canvas, for the legend. */
+function icon(state: MarkState): SVGElement {
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('width', '14');
+  svg.setAttribute('height', '14');
+  svg.setAttribute('aria-hidden', 'true');
+  const colour = STATE_STYLE[state].colour;
+  const shape = document.createElementNS(
+    SVG,
+    state === 'verified' ? 'rect' : state === 'finding' ? 'polygon' : 'circle',
+  );
+  const attrs: Record<string, string> =
+    state === 'verified'
+      ? { x: '3', y: '3', width: '8', height: '8', fill: colour }
+      : state === 'finding'
+        ? { points: '7,1 13,12 1,12', fill: colour }
+        : { cx: '7', cy: '7', r: '5', fill: 'none', stroke: colour, 'stroke-width': '2' };
+  for (const [k, v] of Object.entries(attrs)) shape.setAttribute(k, v);
+  svg.append(shape);
+  return svg;
+}
+
+export function showLegend(list: HTMLElement): void {
+  const items = (Object.keys(STATE_STYLE) as MarkState[]).map((state) => {
+    const li = el('li');
+    li.append(icon(state), `${STATE_STYLE[state].label} (${STATE_STYLE[state].shape})`);
+    return li;
+  });
+  items.push(el('li', 'fork: purple bar, marks stacked at one seq'), el('li', 'gap: red dashed line'));
+  list.replaceChildren(...items);
+}
+
+/** Downloads the report in the CLI's `--json` shape. */
+export function exportJson(report: BundleAuditReport, name: string): void {
+  const blob = new Blob([`${JSON.stringify({ bundle: name, ...report }, null, 2)}\n`], { type: 'application/json' });
+  const a = el('a', undefined, { download: `${name || 'bundle'}.audit.json` });
+  a.href = URL.createObjectURL(blob);
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+}

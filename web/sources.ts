@@ -1,0 +1,110 @@
+/**
+ * Turning what the auditor picked or dropped into a bundle source and a trust file: the files of a
+ * folder (input[webkitdirectory] or a dropped directory) keyed by their path inside the bundle, or the
+ * bundle `handoff-ledger audit-ui` serves (announced by a meta tag it adds, so a page opened any other
+ * way makes no request at all).
+ */
+import { BUNDLE_BLOB_DIR, BUNDLE_HEADER_FILE, BUNDLE_MANIFESTS_FILE } from '../manifests/audit/bundle.js';
+import type { BundleSource } from './protocol.js';
+
+export interface PickedBundle {
+  name: string;
+  source: BundleSource;
+  /** What the page says it picked. */
+  description: string;
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+
+/** Builds a source from files and their paths relative to the picked folder's parent (`name/…`). */
+export function bundleFromFiles(files: Array<{ path: string; file: Blob }>): PickedBundle | string {
+  if (files.length === 0) return 'the folder is empty';
+  const name = files[0]!.path.split('/')[0]!;
+  const inside = new Map<string, Blob>();
+  for (const { path, file } of files) {
+    const parts = path.split('/');
+    if (parts[0] !== name) return 'pick one bundle folder';
+    inside.set(parts.slice(1).join('/'), file);
+  }
+  const manifests = inside.get(BUNDLE_MANIFESTS_FILE);
+  if (!manifests) return `the folder ${JSON.stringify(name)} has no ${BUNDLE_MANIFESTS_FILE}; it is not a bundle`;
+  const header = inside.get(BUNDLE_HEADER_FILE);
+  let blobs: Record<string, Blob> | undefined;
+  for (const [path, file] of inside) {
+    if (!path.startsWith('blobs/')) continue;
+    blobs ??= Object.create(null) as Record<string, Blob>;
+    const hex = path.slice(BUNDLE_BLOB_DIR.length + 1);
+    if (path.startsWith(`${BUNDLE_BLOB_DIR}/`) && HEX64.test(hex)) blobs[hex] = file;
+  }
+  const count = blobs ? Object.keys(blobs).length : 0;
+  return {
+    name,
+    source: { kind: 'files', manifests, ...(header ? { header } : {}), ...(blobs ? { blobs } : {}) },
+    description: `bundle ${name}: ${manifests.size.toLocaleString('en-US')} bytes of manifests${blobs ? `, ${count} blobs` : ''}`,
+  };
+}
+
+export function filesOfInput(list: FileList): Array<{ path: string; file: Blob }> {
+  return [...list].map((file) => ({ path: file.webkitRelativePath || file.name, file }));
+}
+
+async function readAll(dir: FileSystemDirectoryEntry): Promise<FileSystemEntry[]> {
+  const reader = dir.createReader();
+  const out: FileSystemEntry[] = [];
+  for (;;) {
+    const batch = await new Promise<FileSystemEntry[]>((resolve, reject) => reader.readEntries(resolve, reject));
+    if (batch.length === 0) return out;
+    out.push(...batch);
+  }
+}
+
+async function walk(entry: FileSystemEntry, prefix: string, out: Array<{ path: string; file: Blob }>): Promise<void> {
+  const path = prefix ? `${prefix}/${entry.name}` : entry.name;
+  if (entry.isFile) {
+    const file = await new Promise<File>((resolve, reject) => (entry as FileSystemFileEntry).file(resolve, reject));
+    out.push({ path, file });
+  } else if (entry.isDirectory) {
+    for (const child of await readAll(entry as FileSystemDirectoryEntry)) await walk(child, path, out);
+  }
+}
+
+/** A drop: a directory is the bundle, a file the trust file. */
+export async function fromDrop(items: DataTransferItemList): Promise<{ bundle?: PickedBundle | string; trust?: File }> {
+  const entries = [...items].map((i) => i.webkitGetAsEntry()).filter((e): e is FileSystemEntry => e !== null);
+  const files = [...items].map((i) => i.getAsFile());
+  const result: { bundle?: PickedBundle | string; trust?: File } = {};
+  for (const [i, entry] of entries.entries()) {
+    if (entry.isDirectory) {
+      const found: Array<{ path: string; file: Blob }> = [];
+      await walk(entry, '', found);
+      result.bundle = bundleFromFiles(found);
+    } else if (files[i]) {
+      result.trust = files[i]!;
+    }
+  }
+  return result;
+}
+
+export interface Preload {
+  bundle?: { name: string; base: string; hasBlobs: boolean };
+  trust?: string;
+}
+
+/** The preload `handoff-ledger audit-ui` announces in `<meta name="handoff-ledger-preload">`, if any. */
+export function preloadOf(doc: Document): Preload | undefined {
+  const meta = doc.querySelector('meta[name="handoff-ledger-preload"]');
+  if (!meta || (location.protocol !== 'http:' && location.protocol !== 'https:')) return undefined;
+  try {
+    return JSON.parse(meta.getAttribute('content') ?? '') as Preload;
+  } catch {
+    return undefined;
+  }
+}
+
+export function bundleFromPreload(p: NonNullable<Preload['bundle']>): PickedBundle {
+  return {
+    name: p.name,
+    source: { kind: 'url', base: new URL(p.base, location.href).href, hasBlobs: p.hasBlobs },
+    description: `bundle ${p.name}, served by handoff-ledger audit-ui`,
+  };
+}
