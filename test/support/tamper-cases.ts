@@ -185,7 +185,8 @@ export const TAMPER_CASES: TamperCase[] = [
     make: async (b) => ({
       lines: [
         ...b.lines,
-        editEnvelope(b.lines[0]!, (e) => void ((e as unknown as Record<string, unknown>).extra = 1)),
+        // Unknown fields are ignored (DSSE); a keyid that is not a string is not a DSSE envelope.
+        editEnvelope(b.lines[0]!, (e) => void ((e.signatures[0] as unknown as Record<string, unknown>).keyid = 1)),
         editEnvelope(b.lines[0]!, (e) => void (e.payload = `${e.payload.slice(0, -4)}====`)),
       ],
     }),
@@ -268,7 +269,8 @@ export const HOSTILE_CASE: TamperCase = {
     );
     const envelope = editEnvelope(
       b.lines[0]!,
-      (e) => void ((e as unknown as Record<string, unknown>)[HOSTILE_MARKUP] = 1),
+      // Unknown envelope fields are ignored (DSSE): the markup sits in a keyid that is not a string.
+      (e) => void ((e.signatures[0] as unknown as Record<string, unknown>).keyid = { [HOSTILE_MARKUP]: 1 }),
     );
     return {
       lines: [
