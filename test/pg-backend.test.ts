@@ -35,7 +35,7 @@ const link = (session: string, seq: number): AppendRequest => ({
   seq,
   prev: seq === 0 ? null : idOf(session, seq - 1),
   id: idOf(session, seq),
-  envelope: `{"e":"${session}/${seq}"}`,
+  envelope: `{"payload":"${Buffer.from(`${session}/${seq}`).toString('base64')}"}`,
 });
 
 async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {

@@ -109,7 +109,6 @@ export function parseVerifierKey(vkey: string): NoteVerifierKey {
 
 function assertValidText(text: string, what: string): void {
   if (!isWellFormed(text)) throw new ManifestError('NOTE_MALFORMED', `${what} is not valid UTF-8`);
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u0009\u000b-\u001f]/.test(text))
     throw new ManifestError('NOTE_MALFORMED', `${what} contains a control character other than newline`);
 }
@@ -189,7 +188,6 @@ export function openNote(
       throw new ManifestError('NOTE_SIGNATURE_INVALID', `the signature by ${id} does not verify`);
     out.sigs.push({ name, keyHash, base64: b64 });
   }
-  if (out.sigs.length === 0)
-    throw new ManifestError('NOTE_UNVERIFIED', 'the note carries no signature by a known key');
+  if (out.sigs.length === 0) throw new ManifestError('NOTE_UNVERIFIED', 'the note carries no signature by a known key');
   return out;
 }

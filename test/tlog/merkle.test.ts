@@ -53,16 +53,23 @@ function mth(leaves: Uint8Array[]): Uint8Array {
 }
 
 /** The RFC 6962 reference leaves (transparency-dev/merkle testonly). */
-const REF_LEAVES = ['', '00', '10', '2021', '3031', '40414243', '5051525354555657', '606162636465666768696a6b6c6d6e6f'].map(
-  (h) => Uint8Array.from(Buffer.from(h, 'hex')),
-);
+const REF_LEAVES = [
+  '',
+  '00',
+  '10',
+  '2021',
+  '3031',
+  '40414243',
+  '5051525354555657',
+  '606162636465666768696a6b6c6d6e6f',
+].map((h) => Uint8Array.from(Buffer.from(h, 'hex')));
 
 function storedTree(leaves: Uint8Array[]) {
   const store = new Map<string, Uint8Array>();
   let frontier: TreeNode[] = [];
   let size = 0;
   // One leaf at a time and in uneven groups: a group commit must store the same nodes as single appends.
-  for (let i = 0; i < leaves.length; ) {
+  for (let i = 0; i < leaves.length;) {
     const n = Math.min(leaves.length - i, (i % 3) + 1);
     const r = appendLeaves(frontier, size, leaves.slice(i, i + n));
     for (const node of r.nodes) store.set(`${node.level}/${node.index}`, node.hash);

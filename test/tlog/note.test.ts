@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
-import { encodeVerifierKey, openNote, parseVerifierKey, signNote, type NoteSigner } from '../../manifests/crypto/note.js';
+import {
+  encodeVerifierKey,
+  openNote,
+  parseVerifierKey,
+  signNote,
+  type NoteSigner,
+} from '../../manifests/crypto/note.js';
 import { formatCheckpoint, parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { ManifestError } from '../../manifests/errors.js';
@@ -57,7 +63,10 @@ describe('signed notes', () => {
 
   it('refuses a note whose text was changed (NOTE_SIGNATURE_INVALID)', () => {
     const v = vectors[1]!;
-    expectCode(() => openNote(v.Signed.replace('\n7\n', '\n8\n'), [parseVerifierKey(v.Vkey)]), 'NOTE_SIGNATURE_INVALID');
+    expectCode(
+      () => openNote(v.Signed.replace('\n7\n', '\n8\n'), [parseVerifierKey(v.Vkey)]),
+      'NOTE_SIGNATURE_INVALID',
+    );
   });
 
   it('refuses a note signed by no known key (NOTE_UNVERIFIED), keeping the unknown signature aside', () => {

@@ -22,6 +22,9 @@ import type {
   ManifestLog,
 } from '../log.js';
 import { MANIFEST_MIGRATIONS } from './schema.js';
+import { leafOfEnvelope } from '../../tlog/leaf.js';
+import { treeHeadAt, type NodeId, type TreeHead } from '../../tlog/tree.js';
+import { PgTree } from './tree.js';
 
 const PAGE = 500;
 
@@ -63,10 +66,12 @@ export class PgManifestLog implements ManifestLog {
   readonly grants: GrantTable;
   readonly inlineBlobs: InlineBlobTable;
   private readonly sql: Record<string, string>;
+  private readonly tree: PgTree;
 
   private constructor(private readonly db: PgDatabase) {
     this.grants = new PgGrantTable(db);
     this.inlineBlobs = new PgInlineBlobs(db);
+    this.tree = new PgTree(db);
     const q = (text: string) => db.sql(text);
     const entryCols = 'position, session, seq, id, principal, envelope';
     this.sql = {
@@ -88,6 +93,10 @@ export class PgManifestLog implements ManifestLog {
       // and keeps the first storage time.
       putInline: q(`INSERT INTO {schema}.inline_blobs (digest, size, bytes) VALUES ($1, $2, $3)
         ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes`),
+      entryAt: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position = $1`),
+      positionOf: q('SELECT position::text AS position FROM {schema}.entries WHERE id = $1 ORDER BY position LIMIT 1'),
+      getOrigin: q("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"),
+      setOrigin: q("INSERT INTO {schema}.log_meta (key, value) VALUES ('origin', $1) ON CONFLICT (key) DO NOTHING"),
       getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),
       // Only ever raised: two readers recording different heights must not lower each other's.
       setWatermark: q(`INSERT INTO {schema}.watermarks (session, seq) VALUES ($1, $2)
@@ -103,11 +112,13 @@ export class PgManifestLog implements ManifestLog {
     const db = new PgDatabase(options);
     try {
       await db.migrate('manifests', MANIFEST_MIGRATIONS);
+      const log = new PgManifestLog(db);
+      await log.tree.backfill();
+      return log;
     } catch (err) {
       await db.close().catch(() => {});
       throw storageFailed('open', err);
     }
-    return new PgManifestLog(db);
   }
 
   private async rows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
@@ -160,6 +171,7 @@ export class PgManifestLog implements ManifestLog {
 
   async append(request: AppendRequest, options: AppendOptions = {}): Promise<LogEntry> {
     throwIfAborted(options.signal, ManifestError);
+    const leaf = leafOfEnvelope(request.envelope);
     const conflict = (head: HeadRow | undefined) =>
       new ManifestError(
         'CHAIN_CONFLICT',
@@ -189,6 +201,8 @@ export class PgManifestLog implements ManifestLog {
           const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
           await client.query(this.sql.putInline!, [digest, bytes.length, buf]);
         }
+        // The tree grows in the same transaction, still under the counter's lock (global order).
+        await this.tree.grow(client, Number(position), [leaf]);
         // The watermark rises with the head in the same transaction (ManifestLog.append contract).
         await client.query(this.sql.setWatermark!, [request.session, request.seq]);
         throwIfAborted(options.signal, ManifestError);
@@ -204,6 +218,41 @@ export class PgManifestLog implements ManifestLog {
       }
       throw storageFailed('append', err);
     }
+  }
+
+  async treeHead(): Promise<TreeHead> {
+    try {
+      // Nodes never change once committed, so reading the size first and its nodes next is consistent.
+      const size = await this.tree.size(this.db);
+      return await treeHeadAt(size, (ids) => this.tree.read(this.db, ids));
+    } catch (err) {
+      throw storageFailed('tree head', err);
+    }
+  }
+
+  async treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
+    try {
+      return await this.tree.read(this.db, ids);
+    } catch (err) {
+      throw storageFailed('tree read', err);
+    }
+  }
+
+  async entryAt(position: number): Promise<LogEntry | undefined> {
+    if (!Number.isSafeInteger(position) || position < 0) return undefined;
+    const [row] = await this.rows<EntryRow>('entry', this.sql.entryAt!, [String(position)]);
+    return row && toEntry(row);
+  }
+
+  async positionOf(id: Digest): Promise<number | undefined> {
+    const [row] = await this.rows<{ position: string }>('id lookup', this.sql.positionOf!, [id]);
+    return row && Number(row.position);
+  }
+
+  async origin(proposed: string): Promise<string> {
+    await this.rows('origin write', this.sql.setOrigin!, [proposed]);
+    const [row] = await this.rows<{ value: string }>('origin read', this.sql.getOrigin!, []);
+    return row!.value;
   }
 
   async getWatermark(session: string): Promise<number | undefined> {
