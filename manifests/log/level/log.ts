@@ -110,6 +110,12 @@ export class LevelManifestLog implements ManifestLog {
     try {
       log.treeSize = await readTreeSize(db);
       log.frontier = await loadFrontier(db, log.treeSize);
+      // More leaves than positions: entries were removed under the tree (the tree is not derived from them).
+      if (log.treeSize > log.nextPosition)
+        throw new ManifestError(
+          'TREE_DAMAGED',
+          `the tree has ${log.treeSize} leaves, the log ${log.nextPosition} entries`,
+        );
       if (log.treeSize < log.nextPosition) {
         // A store from before the tree existed: add its entries now (resumable, see backfillTree).
         const after = log.treeSize === 0 ? undefined : log.treeSize - 1;
