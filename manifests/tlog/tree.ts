@@ -61,10 +61,19 @@ export function appendLeaves(
   size: number,
   leaves: Uint8Array[],
 ): { nodes: TreeNode[]; frontier: TreeNode[]; size: number } {
+  return appendLeafHashes(frontier, size, leaves.map(leafHash));
+}
+
+/** As appendLeaves, for leaves whose hashes are already known (an auditor folding a bundle). */
+export function appendLeafHashes(
+  frontier: TreeNode[],
+  size: number,
+  hashes: Uint8Array[],
+): { nodes: TreeNode[]; frontier: TreeNode[]; size: number } {
   const stack = frontier.slice();
   const nodes: TreeNode[] = [];
-  for (const leaf of leaves) {
-    let node: TreeNode = { level: 0, index: size++, hash: leafHash(leaf) };
+  for (const hash of hashes) {
+    let node: TreeNode = { level: 0, index: size++, hash };
     nodes.push(node);
     while (stack.length > 0 && stack[stack.length - 1]!.level === node.level) {
       const left = stack.pop()!;

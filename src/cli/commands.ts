@@ -140,7 +140,10 @@ export const commands: Record<string, CommandSpec> = {
     summary: "print the log's latest signed checkpoint",
     synopsis: 'checkpoint [--json]',
     options: ['(stdout: the C2SP tlog-checkpoint signed note, byte for byte)', ...store],
-    exits: { ok: 'printed', refused: 'a coded refusal (ROLLBACK, FORK: the log does not extend the pinned checkpoint)' },
+    exits: {
+      ok: 'printed',
+      refused: 'a coded refusal (ROLLBACK, FORK: the log does not extend the pinned checkpoint)',
+    },
     json: true,
     load: async () => (await import('./tlog.js')).checkpoint,
   },

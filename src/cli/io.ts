@@ -80,7 +80,9 @@ export async function openFromArgs(
     host,
     hash: hashFromEnv(io.env),
     onNotice: (m) => io.stderr.write(m + '\n'),
-    ...((values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN) ? { origin: values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN } : {}),
+    ...((values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN)
+      ? { origin: values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN }
+      : {}),
     ...extra,
   };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
