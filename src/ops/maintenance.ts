@@ -1,6 +1,6 @@
 /**
  * Store maintenance: `fsck` (every manifest verifies, every referenced blob exists and matches, heads
- * consistent) and `gc` (removes blobs no manifest references, older than a grace period).
+ * consistent, the Merkle tree is the tree of the entries) and `gc` (removes blobs no manifest references, older than a grace period).
  */
 import type { Digest } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
@@ -8,6 +8,7 @@ import { ManifestError } from '../../manifests/errors.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
 import type { Ledger } from '../ledger/ledger.js';
+import { fsckTree } from './fsck-tree.js';
 
 export interface FsckFinding {
   code: string;
@@ -103,6 +104,8 @@ export async function fsck(
       });
     position = entry.position + 1;
   }
+  // The tree over the global order must be exactly the tree of the entries.
+  findings.push(...(await fsckTree(ledger.log, options.signal)));
   return { ok: findings.length === 0, chains, manifests, blobsChecked: checked.size, findings };
 }
 

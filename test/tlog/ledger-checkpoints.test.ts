@@ -2,6 +2,7 @@ import { cpSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
+import { fsck } from '../../src/ops/maintenance.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerError } from '../../src/errors.js';
@@ -175,3 +176,38 @@ function snapshotless(root: string): string {
   cpSync(join(root, 'manifests-v1'), copy, { recursive: true });
   return copy;
 }
+
+describe('fsck of the tree', () => {
+  it('passes a store whose tree is the tree of its entries', async () => {
+    const ledger = await open(tempDir());
+    await publishMany(ledger, 's1', 3);
+    expect((await fsck(ledger)).findings).toEqual([]);
+    await ledger.close();
+  });
+
+  it('reports a stored node that is not the hash of its entries (TREE_NODE_MISMATCH) and a wrong root', async () => {
+    const ledger = await open(tempDir());
+    await publishMany(ledger, 's1', 4);
+    const db = (ledger.log as LevelManifestLog).raw;
+    await db.put(`t!01!${'0'.repeat(15)}1`, encodeBase64(new Uint8Array(32).fill(9)));
+    const codes = (await fsck(ledger)).findings.map((f) => f.code);
+    expect(codes).toContain('TREE_NODE_MISMATCH');
+    await ledger.close();
+  });
+
+  it('reports an entry changed under the tree (TREE_NODE_MISMATCH, TREE_ROOT)', async () => {
+    const ledger = await open(tempDir());
+    const [r0] = await publishMany(ledger, 's1', 2);
+    const db = (ledger.log as LevelManifestLog).raw;
+    const key = `e!s1!${'0'.repeat(12)}`;
+    const entry = JSON.parse((await db.get(key))!);
+    const env = JSON.parse(entry.envelope);
+    env.payload = encodeBase64(new TextEncoder().encode('{"changed":true}'));
+    entry.envelope = JSON.stringify(env);
+    await db.put(key, JSON.stringify(entry));
+    const codes = (await fsck(ledger)).findings.map((f) => f.code);
+    expect(codes).toEqual(expect.arrayContaining(['TREE_NODE_MISMATCH', 'TREE_ROOT']));
+    expect(r0).toBeDefined();
+    await ledger.close();
+  });
+});
