@@ -50,7 +50,12 @@ export async function fsckTree(log: ManifestLog, signal?: AbortSignal): Promise<
     try {
       pending.push(leafOfEnvelope(entry.envelope));
     } catch (err) {
-      findings.push({ code: 'ENVELOPE_INVALID', session: entry.session, seq: entry.seq, message: (err as Error).message });
+      findings.push({
+        code: 'ENVELOPE_INVALID',
+        session: entry.session,
+        seq: entry.seq,
+        message: (err as Error).message,
+      });
       return findings;
     }
     if (pending.length === BATCH) await compare();
