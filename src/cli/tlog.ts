@@ -25,11 +25,10 @@ function size(text: string | undefined, what: string): number | undefined {
 
 /** prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N] */
 export async function prove(argv: string[], io: CliIo): Promise<number> {
-  const [kind, ...rest] = argv;
-  const { values, positionals } = parse(rest, { ...storeOptions, size: { type: 'string' } }, true);
+  const { values, positionals } = parse(argv, { ...storeOptions, size: { type: 'string' } }, true);
   try {
-    const arg = positionals[0];
-    if ((kind !== 'inclusion' && kind !== 'consistency') || positionals.length !== 1)
+    const [kind, arg] = positionals;
+    if ((kind !== 'inclusion' && kind !== 'consistency') || positionals.length !== 2)
       throw new UsageError('usage: prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N]');
     if (kind === 'inclusion' && !isDigest(arg!)) throw new UsageError('MANIFEST-ID must be blake3:<64 hex>');
     const treeSize = size(values.size, '--size');
