@@ -142,6 +142,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         { component: 'blobs', version: 1 },
         { component: 'manifests', version: 1 },
         { component: 'manifests', version: 2 },
+        { component: 'manifests', version: 3 },
       ]);
     });
 

@@ -162,7 +162,7 @@ describe('rollback and fork detection', () => {
     const ledger = await open(root);
     await publishMany(ledger, 's1', 2);
     // Behind the ledger's back the tree's size record is lowered: the tree it reads is now older.
-    await (ledger.log as LevelManifestLog).raw.put('t!size', '1');
+    await (ledger.log as LevelManifestLog).raw.put('n!size', '1');
     (ledger.log as unknown as { treeSize: number }).treeSize = 1;
     expect((await refusal(ledger.resume({ principal: 'alice', session: 's1' }))).code).toBe('ROLLBACK');
     expect((await refusal(ledger.publish(scope('s1'), sampleSummary(9)))).code).toBe('ROLLBACK');
@@ -189,7 +189,7 @@ describe('fsck of the tree', () => {
     const ledger = await open(tempDir());
     await publishMany(ledger, 's1', 4);
     const db = (ledger.log as LevelManifestLog).raw;
-    await db.put(`t!01!${'0'.repeat(15)}1`, encodeBase64(new Uint8Array(32).fill(9)));
+    await db.put(`n!01!${'0'.repeat(15)}1`, encodeBase64(new Uint8Array(32).fill(9)));
     const codes = (await fsck(ledger)).findings.map((f) => f.code);
     expect(codes).toContain('TREE_NODE_MISMATCH');
     await ledger.close();
