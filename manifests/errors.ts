@@ -18,7 +18,12 @@ export type ManifestErrorCode =
   | 'CHAIN_CONFLICT'
   | 'LOCKED'
   | 'STORAGE_FAILED'
-  | 'CANCELLED';
+  | 'CANCELLED'
+  | 'NOTE_MALFORMED'
+  | 'NOTE_UNVERIFIED'
+  | 'NOTE_SIGNATURE_INVALID'
+  | 'CHECKPOINT_INVALID'
+  | 'TREE_DAMAGED';
 
 export class ManifestError extends HandoffLedgerError<ManifestErrorCode> {
   override readonly name = 'ManifestError';

@@ -14,11 +14,13 @@ export {
   type Manifest,
 } from './format/manifest.js';
 export {
+  checkpointVerifiers,
   emptyTrustStore,
   findTrustedKey,
   keyIdOf,
   parseTrustStore,
   type KeyLookup,
+  type TrustedCheckpointKey,
   type TrustedKey,
   type TrustStore,
 } from './format/trust.js';
@@ -52,3 +54,16 @@ export { AbstractManifestLog } from './log/abstract-log.js';
 export type { HeadProblem, HeadProblemCode } from './chain/head-rules.js';
 export { LevelManifestLog, type LevelManifestLogOptions } from './log/level/log.js';
 export { PgManifestLog, type PgManifestLogOptions } from './log/pg/log.js';
+export {
+  encodeVerifierKey,
+  noteKeyHash,
+  openNote,
+  parseVerifierKey,
+  signNote,
+  type NoteSignature,
+  type NoteSigner,
+  type NoteVerifierKey,
+  type OpenedNote,
+} from './crypto/note.js';
+export { formatCheckpoint, parseCheckpoint, type Checkpoint } from './format/checkpoint.js';
+export type { NodeId, TreeHead } from './tlog/tree.js';

@@ -17,6 +17,8 @@ export type LedgerErrorCode =
   | 'CHAIN_BROKEN'
   | 'CHAIN_CONFLICT'
   | 'ROLLBACK'
+  | 'FORK'
+  | 'NOT_FOUND'
   | 'UNAUTHORIZED'
   | 'REVOKED'
   | 'KEY_FILE_UNSAFE'
@@ -26,8 +28,24 @@ export type LedgerErrorCode =
   | 'MODEL_FAILED'
   | 'MODEL_REFUSED';
 
+/** Both sides of a detected rollback or fork: the checkpoint this ledger had pinned and the log's current one. */
+export interface CheckpointEvidence {
+  /** The signed note this ledger had pinned (signed or verified before). */
+  pinned: string;
+  /** The log's current tree as a checkpoint body (unsigned: this ledger never signs a tree it refused). */
+  current: string;
+  /** Why the two cannot both be true. */
+  reason: string;
+}
+
 export class LedgerError extends HandoffLedgerError<LedgerErrorCode> {
   override readonly name = 'LedgerError';
+  /** Present on `ROLLBACK` / `FORK` detected by checkpoints. */
+  readonly evidence?: CheckpointEvidence;
+  constructor(code: LedgerErrorCode, message: string, options?: { cause?: unknown; evidence?: CheckpointEvidence }) {
+    super(code, message, options);
+    if (options?.evidence) this.evidence = options.evidence;
+  }
 }
 
 /** `throwIfAborted` of the ledger layer: a cancelled ledger operation is a `LedgerError` `CANCELLED`. */

@@ -18,8 +18,18 @@ export type { PublishScope, Scope } from './ledger/scope.js';
 export type { Action, Authorizer } from './ledger/grants.js';
 export { openPostgresBackends, type PostgresBackendOptions } from './ledger/pg-backend.js';
 
+// Checkpoints and proofs
+export type { SignedCheckpoint } from './ledger/checkpoints.js';
+export type { ConsistencyProof, InclusionProof } from './ledger/proofs.js';
+
 // Errors: one base, one class per layer; the `code` is the contract.
-export { HandoffLedgerError, isHandoffLedgerError, LedgerError, type LedgerErrorCode } from './errors.js';
+export {
+  HandoffLedgerError,
+  isHandoffLedgerError,
+  LedgerError,
+  type CheckpointEvidence,
+  type LedgerErrorCode,
+} from './errors.js';
 export { StoreError, type StoreErrorCode } from '../store/errors.js';
 export { ManifestError, type ManifestErrorCode } from '../manifests/errors.js';
 export { AuditError, type AuditErrorCode } from '../manifests/audit/errors.js';
@@ -44,7 +54,7 @@ export {
 export { generateJwk, loadKeyFile, LocalSigner, type PrivateJwk } from './keys/local-signer.js';
 export type { Envelope, Signer } from '../manifests/crypto/envelope.js';
 export type { Covers, Manifest } from '../manifests/format/manifest.js';
-export type { TrustedKey, TrustStore } from '../manifests/format/trust.js';
+export type { TrustedCheckpointKey, TrustedKey, TrustStore } from '../manifests/format/trust.js';
 export type { Digest } from '../store/hash/digest.js';
 
 // Operations

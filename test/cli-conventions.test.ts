@@ -87,6 +87,11 @@ const cases: Record<string, { ok: () => string[]; refused: () => string[] }> = {
     refused: () => ['verify', files.bundle, '--trust', files.strangerTrust],
   },
   fsck: { ok: () => ['fsck', ...store], refused: () => ['fsck', ...badHost] },
+  checkpoint: { ok: () => ['checkpoint', ...store], refused: () => ['checkpoint', ...badHost] },
+  prove: {
+    ok: () => ['prove', 'consistency', '1', ...store],
+    refused: () => ['prove', 'inclusion', `blake3:${'a'.repeat(64)}`, ...store],
+  },
   gc: { ok: () => ['gc', ...store, '--grace', '1h'], refused: () => ['gc', ...badHost, '--grace', '1h'] },
   'audit-ui': { ok: () => ['audit-ui'], refused: () => ['audit-ui'] },
   demo: {
@@ -224,6 +229,6 @@ describe('keys with --json', () => {
     expect(JSON.parse(revoked.stdout)).toEqual({ revoked: old, at: '2030-01-01T00:00:00.000Z' });
     const out = newDir();
     const exported = await cli(['keys', 'export', ...store, '--out', out, '--json']);
-    expect(JSON.parse(exported.stdout)).toEqual({ wrote: out, keys: 2 });
+    expect(JSON.parse(exported.stdout)).toEqual({ wrote: out, keys: 2, checkpointKeys: 2 });
   });
 });

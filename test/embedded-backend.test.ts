@@ -6,8 +6,9 @@ import { open, rm } from 'node:fs/promises';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../store/fs/blob-store.js';
-import { digestHex } from '../store/hash/digest.js';
+import { digestHex, digestOf } from '../store/hash/digest.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { manifestLogSuite } from './conformance/manifest-log.js';
@@ -78,4 +79,38 @@ ledgerSuite('embedded (filesystem + LevelDB)', async () => {
     },
     dispose: () => rm(join(root, '..'), { recursive: true, force: true }),
   };
+});
+
+describe('LevelManifestLog tree', () => {
+  it('builds the tree on open for a store written before the tree existed', async () => {
+    const dir = freshDir();
+    const path = join(dir, 'log');
+    let log = await LevelManifestLog.open(path);
+    for (let seq = 0; seq < 5; seq++) {
+      await log.append({
+        session: 's',
+        principal: 'p',
+        seq,
+        prev: seq === 0 ? null : digestOf(new TextEncoder().encode(`s${seq - 1}`)),
+        id: digestOf(new TextEncoder().encode(`s${seq}`)),
+        envelope: JSON.stringify({ payload: Buffer.from(`payload ${seq}`).toString('base64') }),
+      });
+    }
+    const before = await log.treeHead();
+    // What a store of the previous version holds: entries, heads and positions, no n!/i! records.
+    const stale: string[] = [];
+    for await (const key of log.raw.keys()) if (key.startsWith('n!') || key.startsWith('i!')) stale.push(key);
+    await log.raw.batch(stale.map((key) => ({ type: 'del' as const, key })));
+    await log.close();
+    log = await LevelManifestLog.open(path);
+    try {
+      const after = await log.treeHead();
+      expect(after.size).toBe(5);
+      expect(Buffer.from(after.root).toString('hex')).toBe(Buffer.from(before.root).toString('hex'));
+      expect(await log.positionOf(digestOf(new TextEncoder().encode('s3')))).toBe(3);
+    } finally {
+      await log.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -35,7 +35,7 @@ const link = (session: string, seq: number): AppendRequest => ({
   seq,
   prev: seq === 0 ? null : idOf(session, seq - 1),
   id: idOf(session, seq),
-  envelope: `{"e":"${session}/${seq}"}`,
+  envelope: `{"payload":"${Buffer.from(`${session}/${seq}`).toString('base64')}"}`,
 });
 
 async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
@@ -142,6 +142,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         { component: 'blobs', version: 1 },
         { component: 'manifests', version: 1 },
         { component: 'manifests', version: 2 },
+        { component: 'manifests', version: 3 },
       ]);
     });
 

@@ -4,6 +4,10 @@
  *   bundle.json              header: format, version, exportedAt, host, counts, filters (unsigned)
  *   manifests.jsonl          one DSSE envelope per line, exactly as stored, in global log order, each `\n`-terminated
  *   blobs/blake3/<64hex>     optional: the summary blobs the manifests reference
+ *   checkpoint.note          the signed C2SP checkpoint the bundle was cut at (manifests.jsonl = its first leaves,
+ *                            or, filtered, some of them)
+ *   proofs.jsonl             filtered bundles: per manifest line, `{ leafIndex, proof }` at the checkpoint's size
+ *   consistency.json         optional (`export --since`): `{ oldSize, proof }` from an auditor's earlier checkpoint
  *
  * The header is unsigned: it is a description, never a source of trust. Keys are not part of a bundle;
  * auditors pass a pinned trust file. `BundleReader` abstracts the files, so a browser can verify text it
@@ -20,6 +24,11 @@ export const BUNDLE_FORMAT = 'handoff-ledger-bundle';
 export const BUNDLE_VERSION = 1;
 export const BUNDLE_HEADER_FILE = 'bundle.json';
 export const BUNDLE_MANIFESTS_FILE = 'manifests.jsonl';
+export const BUNDLE_CHECKPOINT_FILE = 'checkpoint.note';
+export const BUNDLE_PROOFS_FILE = 'proofs.jsonl';
+export const BUNDLE_CONSISTENCY_FILE = 'consistency.json';
+/** The tree files a bundle may carry (read whole, each bounded). */
+export type BundleTreeFile = typeof BUNDLE_CHECKPOINT_FILE | typeof BUNDLE_PROOFS_FILE | typeof BUNDLE_CONSISTENCY_FILE;
 /** Blobs live at `blobs/blake3/<64 hex>`: only validated hex digests become path components. */
 export const BUNDLE_BLOB_DIR = 'blobs/blake3';
 const MAX_HEADER_BYTES = 64 * 1024;
@@ -89,6 +98,8 @@ export interface BundleReader {
    * of a blob larger than `maxBytes`.
    */
   readBlob?(digest: Digest, maxBytes: number): Promise<BundleBlob | undefined>;
+  /** The text of a tree file, or `undefined` when the bundle has none (bundles from before checkpoints). */
+  treeFile?(name: BundleTreeFile): Promise<string | undefined>;
 }
 
 /** The path of a blob inside a bundle. @throws TypeError for anything but a blake3 digest */
@@ -105,6 +116,7 @@ export function memoryBundleReader(input: {
   header?: string;
   manifests: string | Uint8Array;
   blobs?: ReadonlyMap<string, Uint8Array>;
+  treeFiles?: Partial<Record<BundleTreeFile, string>>;
 }): BundleReader {
   const bytes = typeof input.manifests === 'string' ? new TextEncoder().encode(input.manifests) : input.manifests;
   const reader: BundleReader = {
@@ -113,6 +125,7 @@ export function memoryBundleReader(input: {
       yield bytes;
     },
     manifestsSize: async () => bytes.length,
+    treeFile: async (name) => input.treeFiles?.[name],
   };
   const blobs = input.blobs;
   if (blobs) {

@@ -35,9 +35,34 @@ export const FINDING_CODES = {
   SUMMARY_INVALID: 'summary blob is intact but not a valid summary',
   // Step 8, bundle header (unsigned, so only a consistency check).
   COUNT_MISMATCH: 'header manifest count differs from the number of lines',
+  // Step 9, the signed checkpoint the bundle was cut at (manifests/audit/verify-tree.ts).
+  CHECKPOINT_MISSING: 'no checkpoint.note although checkpoint keys are pinned (or --since was given)',
+  CHECKPOINT_INVALID: 'checkpoint.note is not a well-formed C2SP signed note with a tlog-checkpoint body',
+  CHECKPOINT_UNTRUSTED: 'checkpoint is not signed by a pinned checkpoint key named after its origin',
+  CHECKPOINT_SIGNATURE_INVALID: 'a pinned checkpoint key signature on checkpoint.note does not verify',
+  TREE_SIZE_MISMATCH: 'full bundle: the number of lines differs from the checkpoint size (removed or added manifests)',
+  TREE_ROOT_MISMATCH: 'full bundle: the lines do not hash to the checkpoint root (changed, replaced or reordered)',
+  INCLUSION_PROOF_MISSING: 'filtered bundle: a line has no well-formed inclusion proof in proofs.jsonl',
+  INCLUSION_PROOF_INVALID: 'filtered bundle: a line is not in the checkpoint tree at the index its proof gives',
+  CONSISTENCY_MISSING: 'verify --since on a filtered bundle: no consistency proof from the earlier size',
+  CONSISTENCY_INVALID: "the checkpoint does not extend the auditor's earlier one (rollback, fork, other log)",
 } as const;
 
 export type FindingCode = keyof typeof FINDING_CODES;
+
+/** The step-9 codes (the signed checkpoint): their own tamper matrix is test/audit/tamper-tree.test.ts. */
+export const CHECKPOINT_FINDING_CODES: readonly FindingCode[] = [
+  'CHECKPOINT_MISSING',
+  'CHECKPOINT_INVALID',
+  'CHECKPOINT_UNTRUSTED',
+  'CHECKPOINT_SIGNATURE_INVALID',
+  'TREE_SIZE_MISMATCH',
+  'TREE_ROOT_MISMATCH',
+  'INCLUSION_PROOF_MISSING',
+  'INCLUSION_PROOF_INVALID',
+  'CONSISTENCY_MISSING',
+  'CONSISTENCY_INVALID',
+];
 
 export interface FindingEvidence {
   /** Other lines involved (the first occurrence of a duplicate, the other side of a fork). */

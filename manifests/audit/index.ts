@@ -15,6 +15,7 @@ export {
   type VerifyChainOptions,
 } from './verify-chain.js';
 export {
+  CHECKPOINT_FINDING_CODES,
   FINDING_CODES,
   type AuditCounts,
   type AuditReport,
@@ -29,6 +30,7 @@ export {
   memoryBundleReader,
   parseBundleHeader,
   type BundleBlob,
+  type BundleTreeFile,
   type BundleHeader,
   type BundleReader,
 } from './bundle.js';
@@ -46,4 +48,23 @@ export { storedSummaryProblem } from '../format/summary.js';
 export type { AuditScope } from './chain-rules.js';
 export { AuditError, type AuditErrorCode } from './errors.js';
 export { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
-export { parseTrustStore, type TrustedKey, type TrustStore } from '../format/trust.js';
+export {
+  checkpointVerifiers,
+  parseTrustStore,
+  type TrustedCheckpointKey,
+  type TrustedKey,
+  type TrustStore,
+} from '../format/trust.js';
+export type { CheckpointSummary, TreeCheckOptions } from './verify-tree.js';
+// Checkpoints and RFC 6962 proofs, checkable with nothing but a trust file.
+export {
+  EMPTY_ROOT,
+  leafHash,
+  nodeHash,
+  rootFromInclusionProof,
+  verifyConsistency,
+  verifyInclusion,
+  type ProofResult,
+} from '../tlog/merkle.js';
+export { openNote, parseVerifierKey, type NoteVerifierKey, type OpenedNote } from '../crypto/note.js';
+export { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';

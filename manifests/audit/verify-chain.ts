@@ -7,6 +7,7 @@
  *   6. verifyChainRules  per session: scope, duplicates, forks, order, seq from 0, prev links, time
  *   7. verifyBlobs     digest, size, summary schema (bundles with blobs)
  *   8. verifyHeader    header counts against the lines
+ *   9. verifyTree      the signed checkpoint: lines = its leaves (full), inclusion proofs (filtered), --since
  *
  * Every problem in the input is a finding in the report; only the verifier's own failures throw.
  * Isomorphic: the signature backend and the per-line executor (e.g. worker threads) are injected.
@@ -16,6 +17,8 @@ import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundl
 import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import type { TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
+import { tapLeaves, verifyTree, type CheckpointSummary } from './verify-tree.js';
+import { BUNDLE_CHECKPOINT_FILE } from './bundle.js';
 import { verifyChainRules, type AuditScope, type ChainEntry } from './chain-rules.js';
 import {
   inlineLineVerifier,
@@ -50,11 +53,16 @@ export interface VerifyChainOptions {
   onProgress?: (progress: AuditProgress) => void;
 }
 
-export interface VerifyBundleOptions extends VerifyChainOptions, BlobCheckOptions {}
+export interface VerifyBundleOptions extends VerifyChainOptions, BlobCheckOptions {
+  /** The auditor's earlier checkpoint (signed note text): the bundle's checkpoint must extend it (step 9). */
+  since?: string;
+}
 
 export interface BundleAuditReport extends AuditReport {
   /** The bundle's (unsigned) header, when it has one. */
   header?: BundleHeader;
+  /** The verified checkpoint the bundle was checked against (step 9). */
+  checkpoint?: CheckpointSummary;
 }
 
 /** Steps 1-5 over every line, in batches, keeping verified entries in file order. */
@@ -193,7 +201,11 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   const header = headerText === undefined ? undefined : parseBundleHeader(headerText);
   const sink = new FindingSink(options.maxFindings ?? 100_000);
   const totalBytes = await reader.manifestsSize?.();
-  const { entries, lines } = await verifyLines(splitLines(reader.manifests()), options, sink, totalBytes);
+  // Leaves are hashed only when there is a checkpoint to hold them against.
+  const leaves: Array<Uint8Array | undefined> = [];
+  const hasCheckpoint = (await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE)) !== undefined;
+  const raws = hasCheckpoint ? tapLeaves(splitLines(reader.manifests()), leaves) : splitLines(reader.manifests());
+  const { entries, lines } = await verifyLines(raws, options, sink, totalBytes);
   const scope = options.scope ?? scopeOf(header);
   const chains = verifyChainRules(entries, scope, sink);
   const blobsChecked = await verifyBlobs(dedupe(entries), reader, options, sink);
@@ -205,8 +217,11 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
       evidence: { expected: header.counts.manifests, actual: lines },
     });
   }
+  // Step 9: a filtered bundle holds some leaves, so it is checked by inclusion proofs instead of the root.
+  const checkpoint = await verifyTree(reader, leaves, scopeOf(header) !== undefined, options, sink);
   const result: BundleAuditReport = report(sink, lines, entries, chains, blobsChecked);
   if (header) result.header = header;
+  if (checkpoint) result.checkpoint = checkpoint;
   return result;
 }
 

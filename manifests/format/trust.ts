@@ -10,6 +10,7 @@ import { ManifestError, type ManifestErrorCode } from '../errors.js';
 import { idSchema } from './ids.js';
 import { keyIdSchema, timestampSchema } from './manifest.js';
 import { describeZodError } from './zod-issue.js';
+import { parseVerifierKey, type NoteVerifierKey } from '../crypto/note.js';
 
 export const trustedKeySchema = z.strictObject({
   host: idSchema,
@@ -21,12 +22,46 @@ export const trustedKeySchema = z.strictObject({
   revokedAt: timestampSchema.optional(),
 });
 
+const isVerifierKey = (s: string) => {
+  try {
+    parseVerifierKey(s);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * A checkpoint key: signs the log's C2SP checkpoints (never manifests: one key, one message format).
+ * Checkpoints carry no time, so only `revokedAt` matters to a verifier: a revoked key's checkpoints
+ * are refused whenever they were signed; `notBefore`/`notAfter` record rotation.
+ */
+export const trustedCheckpointKeySchema = z.strictObject({
+  host: idSchema,
+  keyId: keyIdSchema,
+  /** The C2SP signed-note verifier key `<origin>+<key hash>+<base64(0x01 ‖ key)>`. */
+  vkey: z.string().max(1024).refine(isVerifierKey, 'must be a C2SP Ed25519 note verifier key'),
+  notBefore: timestampSchema,
+  notAfter: timestampSchema.optional(),
+  revokedAt: timestampSchema.optional(),
+});
+
 export const trustStoreSchema = z.strictObject({
   version: z.literal(1),
   keys: z.array(trustedKeySchema).max(10_000),
+  checkpointKeys: z.array(trustedCheckpointKeySchema).max(10_000).optional(),
 });
 
 export type TrustedKey = z.infer<typeof trustedKeySchema>;
+export type TrustedCheckpointKey = z.infer<typeof trustedCheckpointKeySchema>;
+
+/** The unrevoked checkpoint keys of a trust store, as note verifiers (optionally only those named `origin`). */
+export function checkpointVerifiers(trust: TrustStore, origin?: string): NoteVerifierKey[] {
+  return (trust.checkpointKeys ?? [])
+    .filter((k) => k.revokedAt === undefined)
+    .map((k) => parseVerifierKey(k.vkey))
+    .filter((k) => origin === undefined || k.name === origin);
+}
 export type TrustStore = z.infer<typeof trustStoreSchema>;
 
 /** Key ids derived from the public key: `ed25519:` + the first 128 bits of its BLAKE3, in hex. */

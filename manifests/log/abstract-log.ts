@@ -9,6 +9,7 @@ import { throwIfAborted } from '../../store/errors.js';
 import { ManifestError } from '../errors.js';
 import { isValidId } from '../format/ids.js';
 import { headProblems, readHeadFacts, type HeadProblem } from '../chain/head-rules.js';
+import type { NodeId, TreeHead } from '../tlog/tree.js';
 import type { AppendOptions, AppendRequest, ChainHead, GrantRecord, GrantTable, LogEntry, ManifestLog } from './log.js';
 
 function checkId(value: unknown, name: string, wildcard = false): string {
@@ -128,6 +129,13 @@ export abstract class AbstractManifestLog implements ManifestLog {
   /** Entries after `afterPosition` (undefined: from the start). */
   protected abstract _entries(afterPosition: number | undefined): AsyncIterable<LogEntry>;
   protected abstract _heads(): AsyncIterable<ChainHead>;
+  // The Merkle tree over the log (manifests/tlog/): each backend stores it in its own append batch.
+  abstract treeHead(): Promise<TreeHead>;
+  abstract treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
+  abstract entryAt(position: number): Promise<LogEntry | undefined>;
+  abstract positionOf(id: Digest): Promise<number | undefined>;
+  abstract origin(proposed: string): Promise<string>;
+
   /** The append itself; the request is well-formed and the signal was not aborted when it was called. */
   protected abstract _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry>;
   protected abstract _getWatermark(session: string): Promise<number | undefined>;

@@ -5,6 +5,7 @@
  */
 import type { Digest } from '../../store/hash/digest.js';
 import type { HeadProblem } from '../chain/head-rules.js';
+import type { NodeId, TreeHead } from '../tlog/tree.js';
 
 /** One appended manifest, as stored. */
 export interface LogEntry {
@@ -101,12 +102,29 @@ export interface ManifestLog {
   /** Every chain head. */
   heads(): AsyncIterable<ChainHead>;
   /**
-   * Appends atomically and durably: the entry, the new head, the global position and the session's
-   * watermark (raised to the new seq) commit together or not at all. When it resolves, the entry is durable.
-   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `STORAGE_FAILED`, `CANCELLED`; `INVALID_ID`,
-   *   `INVALID_ARGUMENT` for a malformed request
+   * Appends atomically and durably: the entry, the new head, the global position, the session's
+   * watermark (raised to the new seq) and the tree's new nodes commit together or not at all. When it
+   * resolves, the entry is durable.
+   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `ENVELOPE_INVALID` (no base64 payload), `STORAGE_FAILED`,
+   *   `CANCELLED`; `INVALID_ID`, `INVALID_ARGUMENT` for a malformed request
    */
   append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;
+  /**
+   * The RFC 6962 tree over every entry in global order (leaf i = the signed payload bytes of position i),
+   * as committed: it grows in the append's own batch or transaction.
+   */
+  treeHead(): Promise<TreeHead>;
+  /** Stored hashes of perfect subtrees (manifests/tlog/tree.ts). @throws ManifestError `TREE_DAMAGED` */
+  treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
+  /** The entry at a global position, or `undefined`. */
+  entryAt(position: number): Promise<LogEntry | undefined>;
+  /** The global position of a manifest id, or `undefined`. */
+  positionOf(id: Digest): Promise<number | undefined>;
+  /**
+   * The log's origin (its unique name in checkpoints): the stored one, or `proposed`, stored durably by
+   * the first caller, so that every host sharing a store signs under one name.
+   */
+  origin(proposed: string): Promise<string>;
   /** Highest seq a reader of this log has verified for `session` (rollback protection). */
   getWatermark(session: string): Promise<number | undefined>;
   setWatermark(session: string, seq: number): Promise<void>;

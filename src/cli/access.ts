@@ -58,7 +58,7 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
   }
 }
 
-/** keys export --out FILE | keys rotate | keys revoke KEYID [--at TIME] | keys list */
+/** keys export --out FILE | keys rotate | keys revoke KEYID [--at TIME] | keys list | keys vkey */
 export async function keys(argv: string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = argv;
   const { values, positionals } = parse(
@@ -67,26 +67,41 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     true,
   );
   try {
-    if (!sub || !['export', 'rotate', 'revoke', 'list'].includes(sub))
+    if (!sub || !['export', 'rotate', 'revoke', 'list', 'vkey'].includes(sub))
       throw new UsageError(
-        'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list',
+        'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list | keys vkey',
       );
     return await withLedger(values, io, async (ledger) => {
-      if (sub === 'export' || sub === 'list') {
+      if (sub === 'vkey') {
+        // The C2SP note verifier key of the checkpoint key: what witnesses and tlog tools are configured with.
+        io.stdout.write(`${ledger.checkpointVerifierKey}\n`);
+      } else if (sub === 'export' || sub === 'list') {
         const trust = ledger.trustStore();
         if (values.out) {
           await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
-          if (values.json) writeJson(io.stdout, { wrote: values.out, keys: trust.keys.length });
+          if (values.json)
+            writeJson(io.stdout, {
+              wrote: values.out,
+              keys: trust.keys.length,
+              checkpointKeys: trust.checkpointKeys?.length ?? 0,
+            });
           else
             io.stdout.write(
-              `wrote ${trust.keys.length} trusted key(s) to ${values.out}; give this file to auditors out of band\n`,
+              `wrote ${trust.keys.length} trusted key(s) and ${trust.checkpointKeys?.length ?? 0} checkpoint key(s) to ` +
+                `${values.out}; give this file to auditors out of band\n`,
             );
         } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);
-        else
+        else {
           for (const k of trust.keys)
             io.stdout.write(
               `${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}\n`,
             );
+          // A verifier key's name is any non-space text: printed JSON-escaped, it cannot drive the terminal.
+          for (const k of trust.checkpointKeys ?? [])
+            io.stdout.write(
+              `${k.host}\t${k.keyId}\tcheckpoints ${JSON.stringify(k.vkey)}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}\n`,
+            );
+        }
       } else if (sub === 'rotate') {
         const keyId = await ledger.rotateKey();
         if (values.json) writeJson(io.stdout, { rotated: true, keyId });

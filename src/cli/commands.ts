@@ -23,6 +23,7 @@ const store = [
   '--root DIR        the store (or HANDOFF_LEDGER_ROOT; default ${XDG_STATE_HOME:-~/.local/state}/handoff-ledger)',
   '--host ID         this host (or HANDOFF_LEDGER_HOST; default the machine name)',
   '--postgres URL    a shared PostgreSQL store (or HANDOFF_LEDGER_POSTGRES)',
+  '--origin NAME     the checkpoint name of the log, set when the store is created (or HANDOFF_LEDGER_ORIGIN)',
   '--json            print the result as JSON on stdout',
 ];
 const scope = ['--principal P     the user the session belongs to', '--session S       the session', ...store];
@@ -96,9 +97,10 @@ export const commands: Record<string, CommandSpec> = {
   },
   keys: {
     summary: "export, list, rotate or revoke this host's keys",
-    synopsis: 'keys (export [--out FILE] | list | rotate | revoke KEYID [--at ISO-TIME]) [--json]',
+    synopsis: 'keys (export [--out FILE] | list | rotate | revoke KEYID [--at ISO-TIME] | vkey) [--json]',
     options: [
       'export            the trust file auditors need (stdout, or --out FILE written atomically)',
+      'vkey              the C2SP note verifier key of the checkpoint key (<origin>+<hash>+<key>)',
       'rotate            a new signing key; the old one stays trusted for what it signed',
       'revoke KEYID      distrust a key from --at (default now)',
       ...store,
@@ -109,10 +111,11 @@ export const commands: Record<string, CommandSpec> = {
   },
   export: {
     summary: 'write an audit bundle',
-    synopsis: 'export [--principal P] [--session S] --out DIR [--with-blobs] [--json]',
+    synopsis: 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since CHECKPOINT] [--json]',
     options: [
       '--out DIR         the bundle directory (must not exist)',
       '--with-blobs      include the summaries',
+      '--since FILE      an earlier checkpoint note of the auditor: add a consistency proof from it',
       ...scope,
     ],
     exits: { ok: 'written', refused: refusedLedger },
@@ -121,9 +124,10 @@ export const commands: Record<string, CommandSpec> = {
   },
   verify: {
     summary: 'audit a bundle offline',
-    synopsis: 'verify DIR --trust FILE [--json] [--workers auto|N] [--verifier node|noble]',
+    synopsis: 'verify DIR --trust FILE [--since CHECKPOINT] [--json] [--workers auto|N] [--verifier node|noble]',
     options: [
       '--trust FILE      the pinned public keys (`handoff-ledger keys export`)',
+      '--since FILE      your earlier checkpoint note: the checkpoint of the bundle must extend it',
       '--workers auto|N  verifying threads (0: none)',
       '--verifier NAME   Ed25519 backend: node (default) or noble',
       '--json            print the report as JSON on stdout',
@@ -143,6 +147,30 @@ export const commands: Record<string, CommandSpec> = {
     exits: { ok: 'stopped (Ctrl-C or SIGTERM)', refused: 'never (a bad bundle is a usage or I/O error, exit 2)' },
     json: false,
     load: async () => (await import('./audit-ui.js')).run,
+  },
+  checkpoint: {
+    summary: "print the log's latest signed checkpoint",
+    synopsis: 'checkpoint [--json]',
+    options: ['(stdout: the C2SP tlog-checkpoint signed note, byte for byte)', ...store],
+    exits: {
+      ok: 'printed',
+      refused: 'a coded refusal (ROLLBACK, FORK: the log does not extend the pinned checkpoint)',
+    },
+    json: true,
+    load: async () => (await import('./tlog.js')).checkpoint,
+  },
+  prove: {
+    summary: 'print an RFC 6962 inclusion or consistency proof as JSON',
+    synopsis: 'prove (inclusion MANIFEST-ID | consistency OLD-SIZE) [--size N]',
+    options: [
+      'inclusion ID      {leafIndex, treeSize, root, leaf, proof} (base64), leaf = the signed payload',
+      'consistency M     {oldSize, oldRoot, treeSize, root, proof} (base64)',
+      '--size N          the tree size to prove against (default: the latest checkpoint)',
+      ...store,
+    ],
+    exits: { ok: 'printed', refused: 'a coded refusal (NOT_FOUND, INVALID_ARGUMENT, ROLLBACK, FORK)' },
+    json: true,
+    load: async () => (await import('./tlog.js')).prove,
   },
   fsck: {
     summary: 'check every manifest, blob and head',

@@ -3,10 +3,23 @@
  * writes an audit bundle. Trust keys are not part of it: auditors get them from `keys export`,
  * out of band. Exit 0 written, 1 a coded ledger error, 2 usage or I/O error.
  */
+import { readFile } from 'node:fs/promises';
+import { AuditError } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
 import { EXIT_OK, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
 
-export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--root R]';
+export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since CHECKPOINT] [--root R]';
+
+/** An auditor's earlier checkpoint note (a few hundred bytes). @throws AuditError `USAGE` */
+export async function readSince(path: string): Promise<string> {
+  try {
+    const text = await readFile(path, 'utf8');
+    if (text.length > 64 * 1024) throw new Error('over 64 KiB');
+    return text;
+  } catch (err) {
+    throw new AuditError('USAGE', `--since ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
 
 /** Runs `export`; returns the exit code. */
 export async function run(argv: string[], io: CliIo): Promise<number> {
@@ -20,12 +33,14 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         session: { type: 'string' },
         out: { type: 'string' },
         'with-blobs': { type: 'boolean', default: false },
+        since: { type: 'string' },
       },
       true,
     );
     json = values.json;
     if (positionals.length > 0) throw new UsageError(`usage: handoff-ledger ${usage}`);
     if (!values.out) throw new UsageError('--out DIR is required');
+    const since = values.since === undefined ? undefined : await readSince(values.since);
     const ledger = await openFromArgs(values, io);
     try {
       const result = await exportBundle(ledger, {
@@ -33,6 +48,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         ...(values.principal !== undefined ? { principal: values.principal } : {}),
         ...(values.session !== undefined ? { session: values.session } : {}),
         withBlobs: values['with-blobs'],
+        ...(since !== undefined ? { since } : {}),
       });
       for (const b of result.unavailableBlobs)
         io.stderr.write(`handoff-ledger: blob ${b.digest} not exported (${b.code}); verify will report it\n`);

@@ -31,6 +31,7 @@ export const storeOptions = {
   root: { type: 'string' },
   host: { type: 'string' },
   postgres: { type: 'string' },
+  origin: { type: 'string' },
   json: { type: 'boolean', default: false },
 } as const satisfies ParseArgsConfig['options'];
 
@@ -68,7 +69,7 @@ export function hashFromEnv(env: NodeJS.ProcessEnv): HashBackendName {
 }
 
 export async function openFromArgs(
-  values: { root?: string; host?: string; postgres?: string },
+  values: { root?: string; host?: string; postgres?: string; origin?: string },
   io: CliIo,
   extra: Partial<OpenLedgerOptions> = {},
 ): Promise<Ledger> {
@@ -79,6 +80,9 @@ export async function openFromArgs(
     host,
     hash: hashFromEnv(io.env),
     onNotice: (m) => io.stderr.write(m + '\n'),
+    ...((values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN)
+      ? { origin: values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN }
+      : {}),
     ...extra,
   };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
@@ -87,7 +91,7 @@ export async function openFromArgs(
 
 /** Opens the ledger the options name, runs `fn`, and closes the ledger whatever happens. */
 export async function withLedger(
-  values: { root?: string; host?: string; postgres?: string },
+  values: { root?: string; host?: string; postgres?: string; origin?: string },
   io: CliIo,
   fn: (ledger: Ledger) => Promise<number>,
   extra: Partial<OpenLedgerOptions> = {},

@@ -15,6 +15,7 @@ import { ManifestError } from '../../manifests/errors.js';
 import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
 import type { AuditProgress, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { auditBundle } from '../ops/audit.js';
+import { readSince } from './export.js';
 import type { LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
@@ -35,7 +36,7 @@ const MAX_TRUST_BYTES = 16 * 1024 * 1024;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
 
-export const usage = 'verify DIR --trust FILE [--json] [--workers auto|N] [--verifier node|noble]';
+export const usage = 'verify DIR --trust FILE [--since CHECKPOINT] [--json] [--workers auto|N] [--verifier node|noble]';
 
 async function readTrust(path: string): Promise<TrustStore> {
   let text: string;
@@ -134,6 +135,11 @@ function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof
     out.push(`chain ${session} (out of scope):`, ...fs.map(describeFinding));
   }
   if (hidden > 0) out.push(`${hidden} more chains: ok`);
+  // The origin is a name from the bundle: printed JSON-escaped.
+  if (r.checkpoint)
+    out.push(
+      `checkpoint ${JSON.stringify(r.checkpoint.origin)} size ${r.checkpoint.size} root ${r.checkpoint.root}, signed by ${r.checkpoint.signedBy.map((n) => JSON.stringify(n)).join(', ')}`,
+    );
   if (unattributed.length > 0)
     out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
   if (r.findingsTruncated) out.push(`… ${r.counts.findings - r.findings.length} more findings not listed`);
@@ -149,6 +155,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       argv,
       {
         trust: { type: 'string' },
+        since: { type: 'string' },
         json: { type: 'boolean', default: false },
         workers: { type: 'string', default: 'auto' },
         verifier: { type: 'string', default: 'node' },
@@ -165,6 +172,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError('--verifier must be node or noble');
     const dir = positionals[0]!;
     const trust = await readTrust(values.trust);
+    const since = values.since === undefined ? undefined : await readSince(values.since);
     const hashName = hashFromEnv(io.env);
     const reader = await openBundleDir(dir);
     const size = (await reader.manifestsSize?.()) ?? 0;
@@ -179,6 +187,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         hash: await loadHashBackend(hashName, (m) => io.stderr.write(`${m}\n`)),
         checkSummary: storedSummaryProblem,
         onProgress: bar.update,
+        ...(since !== undefined ? { since } : {}),
       });
     } finally {
       bar.done();

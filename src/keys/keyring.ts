@@ -9,9 +9,16 @@ import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
-import { encodeBase64Url } from '../../manifests/encoding/base64.js';
+import { decodeBase64Url, encodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
-import { findTrustedKey, parseTrustStore, type TrustStore, type TrustedKey } from '../../manifests/format/trust.js';
+import {
+  findTrustedKey,
+  parseTrustStore,
+  type TrustedCheckpointKey,
+  type TrustStore,
+  type TrustedKey,
+} from '../../manifests/format/trust.js';
+import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { LedgerError } from '../errors.js';
 import { generateJwk, loadKeyFile, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
@@ -22,6 +29,8 @@ export interface KeyringOptions {
   signer?: Signer;
   keyFile?: string;
   clock: () => Date;
+  /** The log's checkpoint origin: the name the checkpoint key signs under. */
+  origin: string;
 }
 
 export class Keyring {
@@ -31,6 +40,8 @@ export class Keyring {
     private readonly keyPath: string | undefined,
     private current: Signer,
     private trust: TrustStore,
+    private readonly checkpointPath: string,
+    private checkpoint: Signer,
   ) {}
 
   static async open(options: KeyringOptions): Promise<Keyring> {
@@ -61,13 +72,52 @@ export class Keyring {
         signer = await loadKeyFile(keyPath);
       }
     }
-    const ring = new Keyring(options, trustPath, keyPath, signer, trust);
+    // The checkpoint key is a key of its own: one key never signs two message formats.
+    const checkpointPath = join(keysDir, `checkpoint-${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
+    let checkpoint: Signer;
+    try {
+      checkpoint = await loadKeyFile(checkpointPath);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      await writeKeyFile(checkpointPath, generateJwk());
+      checkpoint = await loadKeyFile(checkpointPath);
+    }
+    const ring = new Keyring(options, trustPath, keyPath, signer, trust, checkpointPath, checkpoint);
     await ring.ensureTrusted(signer);
+    await ring.ensureCheckpointTrusted();
     return ring;
   }
 
   get signer(): Signer {
     return this.current;
+  }
+
+  /** Signs checkpoints of the log, under the log's origin. */
+  get checkpointSigner(): NoteSigner & { keyId: string } {
+    const key = this.checkpoint;
+    return { name: this.options.origin, keyId: key.keyId, publicKey: key.publicKey, sign: (m) => key.sign(m) };
+  }
+
+  /** The note verifier key string of the current checkpoint key. */
+  get checkpointVerifierKey(): string {
+    return encodeVerifierKey(this.options.origin, this.checkpoint.publicKey);
+  }
+
+  private async ensureCheckpointTrusted(): Promise<void> {
+    const vkey = this.checkpointVerifierKey;
+    const listed = (this.trust.checkpointKeys ?? []).find((k) => k.host === this.options.host && k.vkey === vkey);
+    if (listed) {
+      if (listed.revokedAt !== undefined)
+        throw new LedgerError('KEY_INVALID', `the checkpoint key ${listed.keyId} is revoked; rotate the keys`);
+      return;
+    }
+    const entry: TrustedCheckpointKey = {
+      host: this.options.host,
+      keyId: this.checkpoint.keyId,
+      vkey,
+      notBefore: this.now(),
+    };
+    await this.save({ ...this.trust, checkpointKeys: [...(this.trust.checkpointKeys ?? []), entry] });
   }
 
   /** This store's trust file contents (what `keys export` hands to auditors). */
@@ -126,19 +176,36 @@ export class Keyring {
     keys.push({ host: this.options.host, keyId: jwk.kid!, publicKey: jwk.x, notBefore: at });
     // Trust first, then the key file: a crash in between leaves the old key file, still valid until `at`... and
     // the ensureTrusted check on the next open reports it plainly instead of signing with an expired key.
-    await this.save({ ...this.trust, keys });
+    // The checkpoint key rotates with the host key, under the same rule.
+    const cjwk = generateJwk();
+    const checkpointKeys = (this.trust.checkpointKeys ?? []).map((k) =>
+      k.host === this.options.host && k.keyId === this.checkpoint.keyId && k.notAfter === undefined
+        ? { ...k, notAfter: at }
+        : k,
+    );
+    checkpointKeys.push({
+      host: this.options.host,
+      keyId: cjwk.kid!,
+      vkey: encodeVerifierKey(this.options.origin, decodeBase64Url(cjwk.x)!),
+      notBefore: at,
+    });
+    await this.save({ ...this.trust, keys, checkpointKeys });
     await writeKeyFile(this.keyPath, jwk);
+    await writeKeyFile(this.checkpointPath, cjwk);
     this.current = await loadKeyFile(this.keyPath);
+    this.checkpoint = await loadKeyFile(this.checkpointPath);
     return this.current;
   }
 
   /** Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify. */
   async revoke(keyId: string, at: string = this.now()): Promise<void> {
-    if (!this.trust.keys.some((k) => k.keyId === keyId))
+    const checkpointKeys = this.trust.checkpointKeys ?? [];
+    if (!this.trust.keys.some((k) => k.keyId === keyId) && !checkpointKeys.some((k) => k.keyId === keyId))
       throw new LedgerError('KEY_INVALID', `no trusted key ${keyId}`);
     await this.save({
       ...this.trust,
       keys: this.trust.keys.map((k) => (k.keyId === keyId ? { ...k, revokedAt: at } : k)),
+      checkpointKeys: checkpointKeys.map((k) => (k.keyId === keyId ? { ...k, revokedAt: at } : k)),
     });
   }
 }
@@ -146,7 +213,11 @@ export class Keyring {
 /** Union of trust stores (the store's own file plus keys of other hosts given by the caller). */
 export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore {
   const keys: TrustedKey[] = [];
-  for (const s of stores)
+  const checkpointKeys: TrustedCheckpointKey[] = [];
+  for (const s of stores) {
     for (const k of s?.keys ?? []) if (!keys.some((x) => x.host === k.host && x.keyId === k.keyId)) keys.push(k);
-  return { version: 1, keys };
+    for (const k of s?.checkpointKeys ?? [])
+      if (!checkpointKeys.some((x) => x.host === k.host && x.vkey === k.vkey)) checkpointKeys.push(k);
+  }
+  return checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys };
 }

@@ -32,6 +32,8 @@ import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import { packageVersion } from '../version.js';
 import type { Span } from '@opentelemetry/api';
 import { TieredBlobStore } from './blob-tiers.js';
+import type { CheckpointGuard, SignedCheckpoint } from './checkpoints.js';
+import { consistencyProof, inclusionProof, type ConsistencyProof, type InclusionProof } from './proofs.js';
 import type { OpenLedgerOptions } from './options.js';
 import {
   canDecodeStream,
@@ -118,6 +120,7 @@ export class Ledger {
   /** Spans and metrics of this ledger's operations (see TelemetryOptions). */
   readonly telemetry: LedgerTelemetry;
   private readonly keyring: Keyring;
+  private readonly checkpoints: CheckpointGuard;
   private readonly extraTrust: TrustStore | undefined;
   private readonly maxSummaryBytes: number;
   private readonly inlineSummaryBytes: number;
@@ -135,6 +138,7 @@ export class Ledger {
     log: ManifestLog;
     blobs: BlobStore;
     keyring: Keyring;
+    checkpoints: CheckpointGuard;
     recovery: RecoveryReport;
     hashBackend: HashBackend;
     verifier: SignatureVerifier;
@@ -148,6 +152,7 @@ export class Ledger {
       ? new TieredBlobStore(init.blobs, init.log.inlineBlobs, init.hashBackend)
       : init.blobs;
     this.keyring = init.keyring;
+    this.checkpoints = init.checkpoints;
     this.recovery = init.recovery;
     this.hashBackend = init.hashBackend;
     this.verifier = init.verifier;
@@ -265,6 +270,8 @@ export class Ledger {
     // Point of no return: re-check cancellation and authorization.
     throwIfCancelled(signal);
     await this.authorize(s, 'publish');
+    // Never append to a log that does not extend the pinned checkpoint (rolled back or forked).
+    await this.checkpoints.sync();
     const head = await this.log.head(s.session);
     if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
       throw new LedgerError(
@@ -314,6 +321,9 @@ export class Ledger {
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
     // (The log raised the persisted watermark in the append itself.)
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
+    // The new tree is signed and pinned (group commits share one checkpoint). A rollback or fork found
+    // here stays with the guard, which refuses every later operation.
+    await this.checkpoints.sync().catch(() => {});
     return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
   }
 
@@ -378,6 +388,7 @@ export class Ledger {
     const s = parseScope(scope);
     throwIfCancelled(options.signal);
     await this.authorize(s, 'resume');
+    await this.checkpoints.sync();
     const read = await this.readHead(s.session);
     if (!read) return undefined;
     const { head, entry } = read;
@@ -434,6 +445,7 @@ export class Ledger {
     this.assertOpen();
     const s = parseScope(scope);
     await this.authorize(s, 'history');
+    await this.checkpoints.sync();
     const head = (await this.readHead(s.session))?.head;
     const out: HistoryEntry[] = [];
     if (!head) return out;
@@ -448,6 +460,38 @@ export class Ledger {
       throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: the chain does not end at its head`);
     }
     return out;
+  }
+
+  /**
+   * The log's latest checkpoint, signed by this host's checkpoint key, after checking that the log extends
+   * the one pinned before. @throws LedgerError `ROLLBACK`, `FORK`
+   */
+  async checkpoint(): Promise<SignedCheckpoint> {
+    this.assertOpen();
+    return this.checkpoints.sync();
+  }
+
+  /** The note verifier key (`<origin>+<hash>+<key>`) of this host's current checkpoint key. */
+  get checkpointVerifierKey(): string {
+    return this.keyring.checkpointVerifierKey;
+  }
+
+  /**
+   * RFC 6962 inclusion proof of a manifest in the tree of `size` entries (default: the latest checkpoint).
+   * @throws LedgerError `NOT_FOUND`, `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`
+   */
+  async inclusionProof(id: Digest, options: { size?: number } = {}): Promise<InclusionProof> {
+    this.assertOpen();
+    return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, options.size);
+  }
+
+  /**
+   * RFC 6962 consistency proof from the tree of `oldSize` entries to that of `size` (default: latest).
+   * @throws LedgerError `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`
+   */
+  async consistencyProof(oldSize: number, options: { size?: number } = {}): Promise<ConsistencyProof> {
+    this.assertOpen();
+    return consistencyProof(this.log, (await this.checkpoints.sync()).checkpoint.size, oldSize, options.size);
   }
 
   /** Grants `principal` access to `session` (or lifts a principal-wide revocation with `'*'`). Durable. */

@@ -12,7 +12,12 @@ import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
-import { Keyring } from '../keys/keyring.js';
+import { randomBytes } from 'node:crypto';
+import { checkpointVerifiers } from '../../manifests/format/trust.js';
+import { isValidOrigin } from '../../manifests/format/checkpoint.js';
+import { Keyring, mergeTrust } from '../keys/keyring.js';
+import { LedgerError } from '../errors.js';
+import { CheckpointGuard } from './checkpoints.js';
 import { Ledger } from './ledger.js';
 import { parseScope } from './scope.js';
 import type { OpenLedgerOptions } from './options.js';
@@ -72,7 +77,31 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       stagingRemoved = opened.recovery.stagingRemoved;
     }
     const headProblems = await log.checkHeads();
-    const keyring = await Keyring.open({ root, host, signer: options.signer, keyFile: options.keyFile, clock });
+    if (options.origin !== undefined && !isValidOrigin(options.origin))
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        'origin: a non-empty name without spaces or "+" (e.g. example.com/log1)',
+      );
+    // The first opener names the log; every later opener, on any host, signs under that name.
+    const origin = await log.origin(options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`);
+    if (options.origin !== undefined && origin !== options.origin)
+      throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${origin}, not ${options.origin}`);
+    const keyring = await Keyring.open({
+      root,
+      host,
+      signer: options.signer,
+      keyFile: options.keyFile,
+      clock,
+      origin,
+    });
+    // Open = recovery: the log must extend the newest checkpoint this ledger pinned.
+    const checkpoints = await CheckpointGuard.open({
+      root,
+      log,
+      origin,
+      signer: () => keyring.checkpointSigner,
+      verifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin),
+    });
     const verifier = await pickVerifier(options.verifier);
     return new Ledger({
       host,
@@ -80,6 +109,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       log,
       blobs,
       keyring,
+      checkpoints,
       recovery: { stagingRemoved, headProblems },
       hashBackend,
       verifier,

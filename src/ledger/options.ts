@@ -45,6 +45,11 @@ export interface OpenLedgerOptions {
   fs?: FsOps;
   /** LevelDB log options (fault injection). */
   levelLog?: LevelManifestLogOptions;
+  /**
+   * The log's checkpoint origin (C2SP tlog-checkpoint: a unique name such as `example.com/handoffs`). The
+   * first opener of a store sets it (default `handoff-ledger.local/<random>`); a different one later is refused.
+   */
+  origin?: string;
   /** Clock for `createdAt` (tests). */
   clock?: () => Date;
   /**

@@ -9,6 +9,9 @@ import { lstat, open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AuditError } from '../../manifests/audit/errors.js';
 import {
+  BUNDLE_CHECKPOINT_FILE,
+  BUNDLE_CONSISTENCY_FILE,
+  BUNDLE_PROOFS_FILE,
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
   bundleBlobPath,
@@ -19,6 +22,7 @@ import {
 // O_NONBLOCK: a FIFO planted in a bundle must not hang the auditor.
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const MAX_HEADER_BYTES = 64 * 1024;
+const MAX_TREE_FILE = 1024 * 1024;
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
 
@@ -82,6 +86,15 @@ export async function openBundleDir(dir: string): Promise<BundleReader> {
 
   const reader: BundleReader = {
     header: async () => headerText,
+    treeFile: async (name) => {
+      if (name !== BUNDLE_CHECKPOINT_FILE && name !== BUNDLE_PROOFS_FILE && name !== BUNDLE_CONSISTENCY_FILE)
+        throw new TypeError(`not a bundle tree file: ${name}`);
+      // proofs.jsonl holds ~64 hashes of 44 characters per manifest line: bounded by the manifests file itself.
+      return readSmallFile(
+        join(root, name),
+        name === BUNDLE_PROOFS_FILE ? Math.max(MAX_TREE_FILE, manifestsSize * 4) : MAX_TREE_FILE,
+      );
+    },
     manifestsSize: async () => manifestsSize,
     async *manifests() {
       const h = await open(manifestsPath, READ).catch((err) => {

@@ -30,6 +30,9 @@ import { parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { isValidId } from '../../manifests/format/ids.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
+import { BUNDLE_CHECKPOINT_FILE, BUNDLE_CONSISTENCY_FILE, BUNDLE_PROOFS_FILE } from '../../manifests/audit/bundle.js';
+import { checkpointVerifiers, type TrustStore } from '../../manifests/format/trust.js';
+import { consistencyFile, inclusionProofLines, sinceSize } from './export-tree.js';
 
 export interface ExportOptions {
   /** Target directory; must not exist. */
@@ -40,6 +43,8 @@ export interface ExportOptions {
   session?: string;
   /** Also copy every referenced summary blob (re-hashed by the blob store as it is read). */
   withBlobs?: boolean;
+  /** An auditor's earlier checkpoint (signed note): the bundle carries a consistency proof from it. */
+  since?: string;
   /** Clock for `exportedAt` (tests). */
   clock?: () => Date;
   /** Filesystem operations (fault injection). */
@@ -60,6 +65,10 @@ export interface ExportSource {
   readonly blobs: BlobStore;
   /** Where the export's span and metrics go (a ledger's own); default the global OpenTelemetry API. */
   readonly telemetry?: LedgerTelemetry;
+  /** The signed checkpoint to cut the bundle at (a `Ledger` has one); without it the bundle has no tree files. */
+  checkpoint?(): Promise<{ note: string; checkpoint: { size: number } }>;
+  /** The trusted keys (for `since`: the earlier checkpoint may be signed by a rotated checkpoint key). */
+  trustStore?(): TrustStore;
 }
 
 const CREATE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
@@ -141,6 +150,16 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
   }
   const parent = dirname(out);
   const staging = join(parent, `.${basename(out)}.${randomBytes(6).toString('hex')}.partial`);
+  // The cut: the bundle holds exactly the manifests of this checkpoint's tree (later appends are left out).
+  const cut = source.checkpoint ? await source.checkpoint() : undefined;
+  const limit = cut?.checkpoint.size ?? Infinity;
+  if (options.since !== undefined && !cut) throw new AuditError('USAGE', '--since needs a store with checkpoints');
+  const oldSize =
+    options.since === undefined || !cut
+      ? undefined
+      : sinceSize(options.since, source.trustStore ? checkpointVerifiers(source.trustStore()) : [], limit);
+  const filtered = options.principal !== undefined || options.session !== undefined;
+  const positions: number[] = [];
   const selected = await selectSessions(source.log, options);
   const counts = { manifests: 0, chains: 0, blobs: 0 };
   const unavailableBlobs: ExportResult['unavailableBlobs'] = [];
@@ -158,7 +177,9 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
         let buffered: string[] = [];
         let size = 0;
         for await (const e of source.log.entries()) {
+          if (e.position >= limit) break;
           if (!selected(e.session)) continue;
+          positions.push(e.position);
           counts.manifests++;
           sessions.add(e.session);
           if (options.withBlobs) {
@@ -196,6 +217,14 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
       }
       await fs.fsyncDir(join(staging, 'blobs', 'blake3'));
       await fs.fsyncDir(join(staging, 'blobs'));
+    }
+    if (cut) {
+      step = 'writing the checkpoint and proofs';
+      await writeAll(fs, join(staging, BUNDLE_CHECKPOINT_FILE), new TextEncoder().encode(cut.note));
+      if (filtered)
+        await writeAll(fs, join(staging, BUNDLE_PROOFS_FILE), inclusionProofLines(source.log, positions, limit));
+      if (oldSize !== undefined)
+        await writeAll(fs, join(staging, BUNDLE_CONSISTENCY_FILE), await consistencyFile(source.log, oldSize, limit));
     }
     step = `writing ${BUNDLE_HEADER_FILE}`;
     const header: BundleHeader = {

@@ -1,6 +1,6 @@
 /**
- * Store maintenance: `fsck` (the store holds nothing resume or the auditor would refuse) and `gc`
- * (removes blobs no manifest references, older than a grace period).
+ * Store maintenance: `fsck` (the store holds nothing resume or the auditor would refuse, and the Merkle tree
+ * is the tree of the entries) and `gc` (removes blobs no manifest references, older than a grace period).
  */
 import type { Digest } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
@@ -25,6 +25,10 @@ export const FSCK_STORE_CODES = {
   ROLLBACK: "a chain was cut back: its head is below the session's watermark, or entries lie beyond the head",
   POSITION_GAP: 'the global log positions are not 0, 1, 2, …',
   BLOB_UNREADABLE: 'a summary blob could not be read (unsafe path, storage failure)',
+  TREE_DAMAGED: 'a stored Merkle tree node cannot be read',
+  TREE_NODE_MISMATCH: 'a stored Merkle tree node is not the hash of the entries it covers',
+  TREE_SIZE: 'the stored tree has another number of leaves than the log has entries',
+  TREE_ROOT: 'the stored tree root is not the root of the entries',
 } as const;
 
 export type FsckStoreCode = keyof typeof FSCK_STORE_CODES;
@@ -50,6 +54,7 @@ export type FsckAuditCode = Extract<
 >;
 
 export type FsckFindingCode = FsckAuditCode | FsckStoreCode;
+import { fsckTree } from './fsck-tree.js';
 
 export interface FsckFinding {
   code: FsckFindingCode;
@@ -143,6 +148,8 @@ export async function fsck(
       findings.push({ code: 'ROLLBACK', session: entry.session, message: 'entries exist, but no head names them' });
     }
   }
+  // The tree over the global order must be exactly the tree of the entries.
+  findings.push(...(await fsckTree(ledger.log, options.signal)));
   return { ok: findings.length === 0, chains, manifests, blobsChecked: checked.size, findings };
 }
 

@@ -196,14 +196,15 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         const r = await ledger.publish(scope, summary(1));
         const orphan = new TextEncoder().encode('an inline blob no manifest names');
         const orphanDigest = digestOf(orphan);
-        // An entry whose envelope names no summary (fsck would report it; gc counts no reference from it).
+        // An entry whose envelope names no summary (fsck would report it; gc counts no reference from it). Its
+        // payload is empty: the log takes every entry's payload as its Merkle leaf.
         await ledger.log.append({
           session: 'conf-junk',
           principal: 'alice',
           seq: 0,
           prev: null,
           id: digestOf(new TextEncoder().encode('junk')),
-          envelope: '{}',
+          envelope: '{"payload":""}',
           blob: { digest: orphanDigest, bytes: orphan },
         });
         expect(await ledger.blobs.has(orphanDigest)).toBe(true);

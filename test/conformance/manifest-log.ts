@@ -6,6 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { ManifestError, type ManifestErrorCode } from '../../manifests/errors.js';
 import type { AppendRequest, GrantRecord, LogEntry, ManifestLog } from '../../manifests/log/log.js';
+import { EMPTY_ROOT, leafHash, nodeHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
+import { consistencyRanges, hashRanges, inclusionRanges } from '../../manifests/tlog/tree.js';
 
 export interface ManifestLogFixture {
   log: ManifestLog;
@@ -30,7 +32,7 @@ function link(session: string, seq: number, principal = 'alice', salt = ''): App
     id: idOf(session, seq, salt),
     envelope: JSON.stringify({
       payloadType: 't',
-      payload: `${session}:${seq}${salt}`,
+      payload: Buffer.from(`${session}:${seq}${salt}`).toString('base64'),
       signatures: [{ keyid: 'k', sig: 'é\u2028"' }],
     }),
   };
@@ -51,6 +53,18 @@ async function expectManifestError(p: Promise<unknown>, code: ManifestErrorCode)
   expect((err as ManifestError).code).toBe(code);
   return err as ManifestError;
 }
+
+/** RFC 6962 MTH straight from the definition: the reference every backend's stored tree must equal. */
+function mth(leaves: Uint8Array[]): Uint8Array {
+  if (leaves.length === 0) return EMPTY_ROOT;
+  if (leaves.length === 1) return leafHash(leaves[0]!);
+  let k = 1;
+  while (k * 2 < leaves.length) k *= 2;
+  return nodeHash(mth(leaves.slice(0, k)), mth(leaves.slice(k)));
+}
+
+const payloadOf = (envelope: string) => Buffer.from(JSON.parse(envelope).payload as string, 'base64');
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 /** Registers the ManifestLog conformance tests for one backend. */
 export function manifestLogSuite(name: string, factory: ManifestLogFactory): void {
@@ -94,7 +108,7 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
       });
 
       it('keeps the envelope text exactly as given', async () => {
-        const req = { ...link('s1', 0), envelope: '{"payload":"x","odd":"\\u0000 é 😀 \\n","signatures":[]}' };
+        const req = { ...link('s1', 0), envelope: '{"payload":"eA==","odd":"\\u0000 é 😀 \\n","signatures":[]}' };
         await fx.log.append(req);
         expect((await fx.log.entry('s1', 0))!.envelope).toBe(req.envelope);
       });
@@ -403,6 +417,72 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await log.getWatermark('a')).toBe(1);
         // Positions continue after the stored ones.
         expect(await log.append(link('a', 2))).toMatchObject({ position: 3 });
+      });
+    });
+
+    describe('Merkle tree', () => {
+      it('is empty with the empty root before the first append', async () => {
+        expect(await fx.log.treeHead()).toEqual({ size: 0, root: EMPTY_ROOT });
+      });
+
+      it('covers every entry in global order, leaf = the envelope payload bytes, after concurrent appends', async () => {
+        await Promise.all(['a', 'b', 'c'].map((s) => appendChain(s, 4)));
+        const entries = await collect(fx.log.entries());
+        const head = await fx.log.treeHead();
+        expect(head.size).toBe(12);
+        expect(hex(head.root)).toBe(hex(mth(entries.map((e) => payloadOf(e.envelope)))));
+      });
+
+      it('serves inclusion and consistency proofs that verify, and finds entries by id and position', async () => {
+        await appendChain('a', 7);
+        await appendChain('b', 4);
+        const entries = await collect(fx.log.entries());
+        const leaves = entries.map((e) => payloadOf(e.envelope));
+        const read = (ids: Parameters<ManifestLog['treeNodes']>[0]) => fx.log.treeNodes(ids);
+        for (const e of entries) {
+          expect(await fx.log.positionOf(e.id)).toBe(e.position);
+          expect(await fx.log.entryAt(e.position)).toEqual(e);
+          for (const size of [e.position + 1, leaves.length]) {
+            const proof = await hashRanges(inclusionRanges(e.position, size), read);
+            const root = mth(leaves.slice(0, size));
+            expect(verifyInclusion(e.position, size, leafHash(leaves[e.position]!), proof, root).ok).toBe(true);
+          }
+        }
+        for (let m = 1; m < leaves.length; m++) {
+          const proof = await hashRanges(consistencyRanges(m, leaves.length), read);
+          expect(verifyConsistency(m, leaves.length, proof, mth(leaves.slice(0, m)), mth(leaves)).ok).toBe(true);
+        }
+        expect(await fx.log.positionOf(idOf('zz', 0))).toBeUndefined();
+        expect(await fx.log.entryAt(99)).toBeUndefined();
+      });
+
+      it('keeps the tree across a reopen and keeps growing it', async () => {
+        await appendChain('a', 5);
+        const before = await fx.log.treeHead();
+        const log = await fx.reopen();
+        expect(hex((await log.treeHead()).root)).toBe(hex(before.root));
+        await log.append(link('a', 5));
+        const entries = await collect(log.entries());
+        expect(hex((await log.treeHead()).root)).toBe(hex(mth(entries.map((e) => payloadOf(e.envelope)))));
+      });
+
+      it('refuses an envelope without a base64 payload and appends nothing (ENVELOPE_INVALID)', async () => {
+        await expectManifestError(
+          fx.log.append({ ...link('a', 0), envelope: '{"payload":"not base64!"}' }),
+          'ENVELOPE_INVALID',
+        );
+        expect(await fx.log.head('a')).toBeUndefined();
+        expect((await fx.log.treeHead()).size).toBe(0);
+      });
+
+      it('reports a missing tree node as TREE_DAMAGED', async () => {
+        await expectManifestError(fx.log.treeNodes([{ level: 3, index: 0 }]), 'TREE_DAMAGED');
+      });
+
+      it('stores its origin once: the first proposal wins', async () => {
+        expect(await fx.log.origin('example.org/one')).toBe('example.org/one');
+        expect(await fx.log.origin('example.org/two')).toBe('example.org/one');
+        expect(await (await fx.reopen()).origin('example.org/three')).toBe('example.org/one');
       });
     });
   });

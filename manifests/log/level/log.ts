@@ -7,6 +7,7 @@
  *   p!<position:16 hex>        key of the entry      g!<principal>!<session>  grant (JSON)
  *   w!<session>                highest verified seq (rollback watermark)
  *   b!<64 hex>                 inline blob bytes     t!<64 hex>         its size and storage time (JSON)
+ *   n!…, i!…, m!origin         the Merkle tree over the global order (./tree.ts)
  *
  * Group commit: appends that arrive while a batch is being made durable wait and share the next one,
  * so concurrent publishes on different chains pay one fsync between them.
@@ -17,6 +18,9 @@ import { digestHex, type Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
 import { AbstractManifestLog } from '../abstract-log.js';
 import type { AppendRequest, ChainHead, GrantRecord, GrantTable, InlineBlobTable, LogEntry } from '../log.js';
+import { leafOfEnvelope } from '../../tlog/leaf.js';
+import { treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
+import { backfillTree, idKey, loadFrontier, ORIGIN_KEY, readNodes, readTreeSize, treePuts } from './tree.js';
 
 export type BatchOp =
   | { type: 'put'; key: string; value: string }
@@ -37,6 +41,7 @@ const entryKey = (session: string, seq: number) => `e!${session}!${seqKey(seq)}`
 
 interface Pending {
   request: AppendRequest;
+  leaf: Uint8Array;
   owner: string;
   resolve: (entry: LogEntry) => void;
   reject: (err: unknown) => void;
@@ -55,6 +60,8 @@ export class LevelManifestLog extends AbstractManifestLog {
   private readonly pendingSessions = new Set<string>();
   private flushing = false;
   private nextPosition = 0;
+  private frontier: TreeNode[] = [];
+  private treeSize = 0;
 
   private constructor(
     private readonly db: Level<string, string>,
@@ -90,6 +97,29 @@ export class LevelManifestLog extends AbstractManifestLog {
     );
     for await (const key of db.keys({ gte: 'p!', lt: 'p!\xff', reverse: true, limit: 1 })) {
       log.nextPosition = parseInt(key.slice(2), 16) + 1;
+    }
+    try {
+      log.treeSize = await readTreeSize(db);
+      log.frontier = await loadFrontier(db, log.treeSize);
+      // More leaves than positions: entries were removed under the tree (the tree is not derived from them).
+      if (log.treeSize > log.nextPosition)
+        throw new ManifestError(
+          'TREE_DAMAGED',
+          `the tree has ${log.treeSize} leaves, the log ${log.nextPosition} entries`,
+        );
+      if (log.treeSize < log.nextPosition) {
+        // A store from before the tree existed: add its entries now (resumable, see backfillTree).
+        const after = log.treeSize === 0 ? undefined : log.treeSize - 1;
+        const state = await backfillTree(db, log.entries({ afterPosition: after }), {
+          frontier: log.frontier,
+          size: log.treeSize,
+        });
+        log.treeSize = state.size;
+        log.frontier = state.frontier;
+      }
+    } catch (err) {
+      await db.close().catch(() => {});
+      throw err;
     }
     return log;
   }
@@ -149,9 +179,10 @@ export class LevelManifestLog extends AbstractManifestLog {
         `session ${request.session}: append at seq ${request.seq} does not extend the head (seq ${head?.seq ?? 'none'})`,
       );
     }
+    const leaf = leafOfEnvelope(request.envelope);
     this.pendingSessions.add(request.session);
     return new Promise<LogEntry>((resolve, reject) => {
-      this.queue.push({ request, owner: head?.owner ?? request.principal, resolve, reject });
+      this.queue.push({ request, leaf, owner: head?.owner ?? request.principal, resolve, reject });
       if (!this.flushing) void this.flush();
     });
   }
@@ -188,6 +219,13 @@ export class LevelManifestLog extends AbstractManifestLog {
           marks.push(mark);
           results.push({ entry, head });
         }
+        // The tree grows in the same batch: it always covers exactly the committed entries.
+        const tree = treePuts(
+          this.frontier,
+          this.treeSize,
+          batch.map((p, i) => ({ id: p.request.id, position: results[i]!.entry.position, leaf: p.leaf })),
+        );
+        ops.push(...tree.puts);
         try {
           await this.writeBatch(this.db, ops);
         } catch (err) {
@@ -198,6 +236,8 @@ export class LevelManifestLog extends AbstractManifestLog {
           continue;
         }
         this.nextPosition = position;
+        this.frontier = tree.frontier;
+        this.treeSize = tree.size;
         batch.forEach((p, i) => {
           this.headCache.set(p.request.session, results[i]!.head);
           this.watermarkCache.set(p.request.session, marks[i]!);
@@ -208,6 +248,37 @@ export class LevelManifestLog extends AbstractManifestLog {
     } finally {
       this.flushing = false;
     }
+  }
+
+  async treeHead(): Promise<TreeHead> {
+    return treeHeadAt(this.treeSize, async (ids) => {
+      const byKey = new Map(this.frontier.map((n) => [`${n.level}/${n.index}`, n.hash]));
+      const cached = ids.map((id) => byKey.get(`${id.level}/${id.index}`));
+      return cached.every((h) => h !== undefined) ? (cached as Uint8Array[]) : readNodes(this.db, ids);
+    });
+  }
+
+  treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
+    return readNodes(this.db, ids);
+  }
+
+  async entryAt(position: number): Promise<LogEntry | undefined> {
+    if (!Number.isSafeInteger(position) || position < 0) return undefined;
+    const key = await this.db.get(posKey(position));
+    const raw = key === undefined ? undefined : await this.db.get(key);
+    return raw === undefined ? undefined : (JSON.parse(raw) as LogEntry);
+  }
+
+  async positionOf(id: Digest): Promise<number | undefined> {
+    const raw = await this.db.get(idKey(id));
+    return raw === undefined ? undefined : Number(raw);
+  }
+
+  async origin(proposed: string): Promise<string> {
+    const stored = await this.db.get(ORIGIN_KEY);
+    if (stored !== undefined) return stored;
+    await this.db.put(ORIGIN_KEY, proposed, { sync: true });
+    return proposed;
   }
 
   protected async _getWatermark(session: string): Promise<number | undefined> {

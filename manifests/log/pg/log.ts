@@ -22,6 +22,9 @@ import type {
   LogEntry,
 } from '../log.js';
 import { MANIFEST_MIGRATIONS } from './schema.js';
+import { leafOfEnvelope } from '../../tlog/leaf.js';
+import { treeHeadAt, type NodeId, type TreeHead } from '../../tlog/tree.js';
+import { PgTree } from './tree.js';
 
 const PAGE = 500;
 
@@ -72,10 +75,12 @@ interface HeadFactsRow {
 export class PgManifestLog extends AbstractManifestLog {
   readonly inlineBlobs: InlineBlobTable;
   private readonly sql: Record<string, string>;
+  private readonly tree: PgTree;
 
   private constructor(private readonly db: PgDatabase) {
     super(new PgGrantTable(db));
     this.inlineBlobs = new PgInlineBlobs(db);
+    this.tree = new PgTree(db);
     const q = (text: string) => db.sql(text);
     const entryCols = 'position, session, seq, id, principal, envelope';
     this.sql = {
@@ -97,6 +102,10 @@ export class PgManifestLog extends AbstractManifestLog {
       // and keeps the first storage time.
       putInline: q(`INSERT INTO {schema}.inline_blobs (digest, size, bytes) VALUES ($1, $2, $3)
         ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes`),
+      entryAt: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position = $1`),
+      positionOf: q('SELECT position::text AS position FROM {schema}.entries WHERE id = $1 ORDER BY position LIMIT 1'),
+      getOrigin: q("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"),
+      setOrigin: q("INSERT INTO {schema}.log_meta (key, value) VALUES ('origin', $1) ON CONFLICT (key) DO NOTHING"),
       getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),
       // Only ever raised: two readers recording different heights must not lower each other's.
       // The facts the head rules need, for a page of sessions that have a head or a watermark.
@@ -121,11 +130,13 @@ export class PgManifestLog extends AbstractManifestLog {
     const db = new PgDatabase(options);
     try {
       await db.migrate('manifests', MANIFEST_MIGRATIONS);
+      const log = new PgManifestLog(db);
+      await log.tree.backfill();
+      return log;
     } catch (err) {
       await db.close().catch(() => {});
       throw storageFailed('open', err);
     }
-    return new PgManifestLog(db);
   }
 
   private async rows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
@@ -177,6 +188,7 @@ export class PgManifestLog extends AbstractManifestLog {
   }
 
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
+    const leaf = leafOfEnvelope(request.envelope);
     const conflict = (head: HeadRow | undefined) =>
       new ManifestError(
         'CHAIN_CONFLICT',
@@ -206,6 +218,8 @@ export class PgManifestLog extends AbstractManifestLog {
           const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
           await client.query(this.sql.putInline!, [digest, bytes.length, buf]);
         }
+        // The tree grows in the same transaction, still under the counter's lock (global order).
+        await this.tree.grow(client, Number(position), [leaf]);
         // The watermark rises with the head in the same transaction (ManifestLog.append contract).
         await client.query(this.sql.setWatermark!, [request.session, request.seq]);
         throwIfAborted(signal, ManifestError);
@@ -221,6 +235,41 @@ export class PgManifestLog extends AbstractManifestLog {
       }
       throw storageFailed('append', err);
     }
+  }
+
+  async treeHead(): Promise<TreeHead> {
+    try {
+      // Nodes never change once committed, so reading the size first and its nodes next is consistent.
+      const size = await this.tree.size(this.db);
+      return await treeHeadAt(size, (ids) => this.tree.read(this.db, ids));
+    } catch (err) {
+      throw storageFailed('tree head', err);
+    }
+  }
+
+  async treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
+    try {
+      return await this.tree.read(this.db, ids);
+    } catch (err) {
+      throw storageFailed('tree read', err);
+    }
+  }
+
+  async entryAt(position: number): Promise<LogEntry | undefined> {
+    if (!Number.isSafeInteger(position) || position < 0) return undefined;
+    const [row] = await this.rows<EntryRow>('entry', this.sql.entryAt!, [String(position)]);
+    return row && toEntry(row);
+  }
+
+  async positionOf(id: Digest): Promise<number | undefined> {
+    const [row] = await this.rows<{ position: string }>('id lookup', this.sql.positionOf!, [id]);
+    return row && Number(row.position);
+  }
+
+  async origin(proposed: string): Promise<string> {
+    await this.rows('origin write', this.sql.setOrigin!, [proposed]);
+    const [row] = await this.rows<{ value: string }>('origin read', this.sql.getOrigin!, []);
+    return row!.value;
   }
 
   protected async _getWatermark(session: string): Promise<number | undefined> {

@@ -59,4 +59,21 @@ export const MANIFEST_MIGRATIONS: readonly PgMigration[] = [
         stored_at timestamptz NOT NULL DEFAULT clock_timestamp());
       ALTER TABLE {schema}.inline_blobs ALTER COLUMN bytes SET STORAGE EXTERNAL;`,
   },
+  {
+    version: 3,
+    name: 'Merkle tree over the global order, manifest id index, log metadata',
+    sql: `
+      -- Perfect subtrees of the RFC 6962 tree (manifests/tlog/tree.ts): (level, idx) covers the leaves
+      -- [idx·2^level, (idx+1)·2^level). Written in the append's transaction, after the counter row is
+      -- locked, so the tree grows in global order and always covers exactly the committed entries.
+      CREATE TABLE {schema}.tree_nodes (
+        level smallint NOT NULL CHECK (level >= 0 AND level < 64),
+        idx bigint NOT NULL CHECK (idx >= 0),
+        hash bytea NOT NULL CHECK (length(hash) = 32),
+        PRIMARY KEY (level, idx));
+      CREATE INDEX entries_by_id ON {schema}.entries (id);
+      CREATE TABLE {schema}.log_meta (
+        key text COLLATE "C" PRIMARY KEY,
+        value text NOT NULL);`,
+  },
 ];

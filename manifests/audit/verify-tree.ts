@@ -1,0 +1,230 @@
+/**
+ * Step 9 of the offline audit: the bundle against the log's signed checkpoint (C2SP tlog-checkpoint).
+ *
+ *   9a  the checkpoint is signed by a pinned checkpoint key named after its origin   CHECKPOINT_*
+ *   9b  full bundle: its lines are exactly the tree's leaves (size, then root)       TREE_SIZE_MISMATCH, TREE_ROOT_MISMATCH
+ *       filtered bundle: each line has an inclusion proof into the checkpoint        INCLUSION_PROOF_*
+ *   9c  `since`: the checkpoint extends the auditor's earlier one                     CONSISTENCY_*
+ *
+ * Leaves are the exact base64-decoded payloads of the lines, so a removed, added, reordered or changed
+ * manifest anywhere (the tail included) changes the root. Isomorphic.
+ */
+import { AuditError } from './errors.js';
+import { BUNDLE_CHECKPOINT_FILE, BUNDLE_CONSISTENCY_FILE, BUNDLE_PROOFS_FILE, type BundleReader } from './bundle.js';
+import type { FindingSink } from './findings.js';
+import type { RawLine } from './verify-line.js';
+import { openNote, type OpenedNote } from '../crypto/note.js';
+import type { SignatureVerifier } from '../crypto/ed25519.js';
+import { ManifestError } from '../errors.js';
+import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
+import { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';
+import { checkpointVerifiers, type TrustStore } from '../format/trust.js';
+import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
+import { leafOfEnvelope } from '../tlog/leaf.js';
+import { appendLeafHashes, rootOf } from '../tlog/tree.js';
+
+export interface TreeCheckOptions {
+  trust: TrustStore;
+  verifier?: SignatureVerifier;
+  /** The auditor's earlier checkpoint (a signed note): the bundle's checkpoint must extend it. */
+  since?: string;
+}
+
+/** What the report says about the checkpoint the bundle was verified against. */
+export interface CheckpointSummary {
+  origin: string;
+  size: number;
+  root: string;
+  signedBy: string[];
+}
+
+/** Leaf hashes of the lines, in order (undefined: a line with no decodable payload). */
+export async function* tapLeaves(
+  lines: AsyncIterable<RawLine>,
+  out: Array<Uint8Array | undefined>,
+): AsyncGenerator<RawLine> {
+  for await (const raw of lines) {
+    let hash: Uint8Array | undefined;
+    if (raw.text !== undefined) {
+      try {
+        hash = leafHash(leafOfEnvelope(raw.text));
+      } catch {
+        hash = undefined;
+      }
+    }
+    out[raw.line - 1] = hash;
+    yield raw;
+  }
+}
+
+type Opened = { ok: true; checkpoint: Checkpoint; note: OpenedNote } | { ok: false; code: string; message: string };
+
+function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
+  try {
+    const note = openNote(text, checkpointVerifiers(options.trust), options.verifier);
+    const checkpoint = parseCheckpoint(note.text);
+    // The key must be the log's own: a pinned key of another log does not vouch for this origin.
+    if (!note.sigs.some((s) => s.name === checkpoint.origin))
+      return { ok: false, code: 'CHECKPOINT_UNTRUSTED', message: `no pinned key named ${checkpoint.origin} signed it` };
+    return { ok: true, checkpoint, note };
+  } catch (err) {
+    if (!(err instanceof ManifestError)) throw err;
+    const code =
+      err.code === 'NOTE_UNVERIFIED'
+        ? 'CHECKPOINT_UNTRUSTED'
+        : err.code === 'NOTE_SIGNATURE_INVALID'
+          ? 'CHECKPOINT_SIGNATURE_INVALID'
+          : 'CHECKPOINT_INVALID';
+    return { ok: false, code, message: err.message };
+  }
+}
+
+function rootOfLeaves(leaves: Array<Uint8Array | undefined>, n: number): Uint8Array | undefined {
+  const known = leaves.slice(0, n);
+  if (known.length < n || known.some((h) => h === undefined)) return undefined;
+  return rootOf(appendLeafHashes([], 0, known as Uint8Array[]).frontier);
+}
+
+const hashes = (v: unknown): Uint8Array[] | undefined => {
+  if (!Array.isArray(v) || v.length > 128) return undefined;
+  const out = v.map((s) => (typeof s === 'string' ? decodeBase64(s) : undefined));
+  return out.every((h) => h?.length === 32) ? (out as Uint8Array[]) : undefined;
+};
+
+/**
+ * Runs step 9. Returns the checkpoint summary, or `undefined` when the bundle has no checkpoint and none
+ * was demanded (no pinned checkpoint key, no `since`).
+ * @throws AuditError `USAGE` when the auditor's own `since` checkpoint does not verify
+ */
+export async function verifyTree(
+  reader: BundleReader,
+  leaves: Array<Uint8Array | undefined>,
+  filtered: boolean,
+  options: TreeCheckOptions,
+  sink: FindingSink,
+): Promise<CheckpointSummary | undefined> {
+  const text = await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE);
+  if (text === undefined) {
+    if (checkpointVerifiers(options.trust).length > 0 || options.since !== undefined)
+      sink.add({ code: 'CHECKPOINT_MISSING', message: `the bundle has no ${BUNDLE_CHECKPOINT_FILE}` });
+    return undefined;
+  }
+  // 9a
+  const opened = openCheckpoint(text, options);
+  if (!opened.ok) {
+    sink.add({ code: opened.code as 'CHECKPOINT_INVALID', message: `${BUNDLE_CHECKPOINT_FILE}: ${opened.message}` });
+    return undefined;
+  }
+  const cp = opened.checkpoint;
+  const summary: CheckpointSummary = {
+    origin: cp.origin,
+    size: cp.size,
+    root: encodeBase64(cp.root),
+    signedBy: opened.note.sigs.map((s) => `${s.name}+${s.keyHash.toString(16).padStart(8, '0')}`),
+  };
+  // 9b
+  if (!filtered) {
+    if (leaves.length !== cp.size) {
+      sink.add({
+        code: 'TREE_SIZE_MISMATCH',
+        message: `the checkpoint covers ${cp.size} manifests; the bundle has ${leaves.length} lines`,
+        evidence: { expected: cp.size, actual: leaves.length },
+      });
+    } else {
+      const root = rootOfLeaves(leaves, cp.size);
+      if (!root || !equalBytes(root, cp.root))
+        sink.add({
+          code: 'TREE_ROOT_MISMATCH',
+          message: 'the lines do not hash to the checkpoint root: a manifest was changed, replaced or reordered',
+          evidence: { expected: summary.root, actual: root ? encodeBase64(root) : null },
+        });
+    }
+  } else await verifyInclusions(reader, leaves, cp, sink);
+  // 9c
+  if (options.since !== undefined) await verifySince(reader, leaves, filtered, cp, options, sink);
+  return summary;
+}
+
+async function verifyInclusions(
+  reader: BundleReader,
+  leaves: Array<Uint8Array | undefined>,
+  cp: Checkpoint,
+  sink: FindingSink,
+): Promise<void> {
+  const lines = ((await reader.treeFile?.(BUNDLE_PROOFS_FILE)) ?? '').split('\n');
+  let lastIndex = -1;
+  for (let i = 0; i < leaves.length; i++) {
+    const line = i + 1;
+    let entry: { leafIndex?: unknown; proof?: unknown } | undefined;
+    try {
+      entry = lines[i] ? (JSON.parse(lines[i]!) as typeof entry) : undefined;
+    } catch {
+      entry = undefined;
+    }
+    const proof = hashes(entry?.proof);
+    const index = entry?.leafIndex;
+    if (!entry || !proof || typeof index !== 'number' || !Number.isSafeInteger(index)) {
+      sink.add({ code: 'INCLUSION_PROOF_MISSING', line, message: `no well-formed inclusion proof for line ${line}` });
+      continue;
+    }
+    const leaf = leaves[i];
+    const r = leaf
+      ? index > lastIndex
+        ? verifyInclusion(index, cp.size, leaf, proof, cp.root)
+        : { ok: false as const, reason: `leaf index ${index} does not follow ${lastIndex} (global order)` }
+      : { ok: false as const, reason: 'the line has no payload' };
+    if (!r.ok)
+      sink.add({
+        code: 'INCLUSION_PROOF_INVALID',
+        line,
+        message: `line ${line} is not in the checkpoint: ${r.reason}`,
+      });
+    lastIndex = Math.max(lastIndex, index);
+  }
+}
+
+async function verifySince(
+  reader: BundleReader,
+  leaves: Array<Uint8Array | undefined>,
+  filtered: boolean,
+  cp: Checkpoint,
+  options: TreeCheckOptions,
+  sink: FindingSink,
+): Promise<void> {
+  const old = openCheckpoint(options.since!, options);
+  if (!old.ok) throw new AuditError('USAGE', `--since: the earlier checkpoint does not verify: ${old.message}`);
+  const o = old.checkpoint;
+  const fail = (message: string) =>
+    sink.add({
+      code: 'CONSISTENCY_INVALID',
+      message: `the checkpoint does not extend the earlier one (size ${o.size}): ${message}`,
+      evidence: { expected: encodeBase64(o.root), actual: summaryRoot(cp) },
+    });
+  if (o.origin !== cp.origin) return fail(`another log (${o.origin})`);
+  if (o.size > cp.size) return fail(`the log shrank to ${cp.size} (rolled back)`);
+  if (o.size === 0) return;
+  if (!filtered) {
+    const root = rootOfLeaves(leaves, o.size);
+    if (!root || !equalBytes(root, o.root)) fail(`the bundle's first ${o.size} manifests have another root`);
+    return;
+  }
+  const text = await reader.treeFile?.(BUNDLE_CONSISTENCY_FILE);
+  let c: { oldSize?: unknown; proof?: unknown } | undefined;
+  try {
+    c = text === undefined ? undefined : (JSON.parse(text) as typeof c);
+  } catch {
+    c = undefined;
+  }
+  const proof = hashes(c?.proof);
+  if (!c || c.oldSize !== o.size || !proof) {
+    sink.add({
+      code: 'CONSISTENCY_MISSING',
+      message: `no consistency proof from size ${o.size} (export it with --since)`,
+    });
+    return;
+  }
+  const r = verifyConsistency(o.size, cp.size, proof, o.root, cp.root);
+  if (!r.ok) fail(r.reason);
+}
+
+const summaryRoot = (cp: Checkpoint) => encodeBase64(cp.root);

@@ -1,0 +1,193 @@
+/**
+ * C2SP signed notes (github.com/C2SP/C2SP signed-note.md), Ed25519 only, byte-compatible with Go's
+ * golang.org/x/mod/sumdb/note: a text of `\n`-terminated lines, a blank line, then one line per signature,
+ * `— <key name> <base64(4-byte key hash ‖ 64-byte signature)>`. The key hash is the first four bytes of
+ * SHA-256(key name ‖ "\n" ‖ 0x01 ‖ public key); the verifier key string is `<name>+<hash hex>+<base64(0x01 ‖ key)>`.
+ * Isomorphic.
+ */
+import { sha256 } from '@noble/hashes/sha2.js';
+import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
+import { ManifestError } from '../errors.js';
+import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
+
+/** The signed-note algorithm byte of Ed25519 keys. */
+export const ALG_ED25519 = 0x01;
+const SIG_PREFIX = '\u2014 ';
+const MAX_SIGNATURES = 100;
+/** A checkpoint is a few hundred bytes; this bounds what a hostile note can make us scan. */
+export const MAX_NOTE_BYTES = 1024 * 1024;
+
+const encoder = new TextEncoder();
+
+/** A key that can verify notes: its name, 4-byte key hash and raw 32-byte Ed25519 public key. */
+export interface NoteVerifierKey {
+  name: string;
+  keyHash: number;
+  publicKey: Uint8Array;
+}
+
+/** Signs note texts: a name, and an Ed25519 key (the signature covers the text bytes). */
+export interface NoteSigner {
+  readonly name: string;
+  readonly publicKey: Uint8Array;
+  sign(message: Uint8Array): Uint8Array | Promise<Uint8Array>;
+}
+
+export interface NoteSignature {
+  name: string;
+  keyHash: number;
+  /** base64 of key hash ‖ signature, as on the line. */
+  base64: string;
+}
+
+export interface OpenedNote {
+  text: string;
+  /** Signatures by known keys, all verified. */
+  sigs: NoteSignature[];
+  /** Signatures by keys not among the verifiers (kept, not checked). */
+  unverified: NoteSignature[];
+}
+
+/** Go's unicode.IsSpace set, and `+`. */
+const NAME_FORBIDDEN = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000+]/;
+
+/** Key names: non-empty, valid UTF-8, no Unicode space, no `+` (as Go's note.isValidName). */
+export function isValidKeyName(name: string): boolean {
+  return typeof name === 'string' && name.length > 0 && !NAME_FORBIDDEN.test(name) && isWellFormed(name);
+}
+
+function isWellFormed(s: string): boolean {
+  // Lone surrogates cannot be encoded as UTF-8.
+  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+}
+
+/** The signed-note key hash of an Ed25519 key: big-endian uint32 of SHA-256(name ‖ "\n" ‖ 0x01 ‖ key)[0:4]. */
+export function noteKeyHash(name: string, publicKey: Uint8Array): number {
+  const nameBytes = encoder.encode(name);
+  const buf = new Uint8Array(nameBytes.length + 2 + publicKey.length);
+  buf.set(nameBytes, 0);
+  buf[nameBytes.length] = 0x0a;
+  buf[nameBytes.length + 1] = ALG_ED25519;
+  buf.set(publicKey, nameBytes.length + 2);
+  const h = sha256(buf);
+  return ((h[0]! << 24) | (h[1]! << 16) | (h[2]! << 8) | h[3]!) >>> 0;
+}
+
+const hex8 = (n: number) => n.toString(16).padStart(8, '0');
+
+/** The verifier key string `<name>+<hash hex>+<base64(0x01 ‖ key)>`. @throws TypeError for a bad name or key */
+export function encodeVerifierKey(name: string, publicKey: Uint8Array): string {
+  if (!isValidKeyName(name)) throw new TypeError(`invalid note key name ${JSON.stringify(name)}`);
+  if (!(publicKey instanceof Uint8Array) || publicKey.length !== 32) throw new TypeError('an Ed25519 key is 32 bytes');
+  const key = new Uint8Array(33);
+  key[0] = ALG_ED25519;
+  key.set(publicKey, 1);
+  return `${name}+${hex8(noteKeyHash(name, publicKey))}+${encodeBase64(key)}`;
+}
+
+/**
+ * Parses a verifier key string; the hash must match the name and key.
+ * @throws ManifestError `KEY_INVALID`
+ */
+export function parseVerifierKey(vkey: string): NoteVerifierKey {
+  const bad = (why: string) => new ManifestError('KEY_INVALID', `malformed note verifier key: ${why}`);
+  if (typeof vkey !== 'string' || vkey.length > 1024) throw bad('not a string of at most 1024 characters');
+  // Split at the first two `+` only: the base64 key may contain `+` itself.
+  const a = vkey.indexOf('+');
+  const b = a < 0 ? -1 : vkey.indexOf('+', a + 1);
+  if (b < 0) throw bad('expected <name>+<hash>+<key>');
+  const [name, hash, b64] = [vkey.slice(0, a), vkey.slice(a + 1, b), vkey.slice(b + 1)];
+  if (!isValidKeyName(name)) throw bad('invalid key name');
+  if (!/^[0-9a-f]{8}$/.test(hash)) throw bad('the key hash is not 8 lowercase hex digits');
+  const key = decodeBase64(b64);
+  if (!key || key.length !== 33 || key[0] !== ALG_ED25519) throw bad('not an Ed25519 (0x01) key of 32 bytes');
+  const publicKey = key.slice(1);
+  const keyHash = parseInt(hash, 16);
+  if (noteKeyHash(name, publicKey) !== keyHash) throw bad('the key hash does not match the name and key');
+  return { name, keyHash, publicKey };
+}
+
+function assertValidText(text: string, what: string): void {
+  if (!isWellFormed(text)) throw new ManifestError('NOTE_MALFORMED', `${what} is not valid UTF-8`);
+  if (/[\u0000-\u0009\u000b-\u001f]/.test(text))
+    throw new ManifestError('NOTE_MALFORMED', `${what} contains a control character other than newline`);
+}
+
+/**
+ * Signs a note text (non-empty, `\n`-terminated, no control characters but newline) with each signer.
+ * @throws ManifestError `NOTE_MALFORMED`, `KEY_INVALID`
+ */
+export async function signNote(text: string, signers: NoteSigner[]): Promise<string> {
+  if (typeof text !== 'string' || !text.endsWith('\n'))
+    throw new ManifestError('NOTE_MALFORMED', 'a note text must end with a newline');
+  assertValidText(text, 'the note text');
+  const message = encoder.encode(text);
+  let sigs = '';
+  for (const signer of signers) {
+    if (!isValidKeyName(signer.name)) throw new ManifestError('KEY_INVALID', `invalid note key name`);
+    const sig = await signer.sign(message);
+    if (!(sig instanceof Uint8Array) || sig.length !== 64)
+      throw new ManifestError('KEY_INVALID', `note signer ${signer.name} returned a malformed signature`);
+    const hash = noteKeyHash(signer.name, signer.publicKey);
+    const body = new Uint8Array(68);
+    new DataView(body.buffer).setUint32(0, hash);
+    body.set(sig, 4);
+    sigs += `${SIG_PREFIX}${signer.name} ${encodeBase64(body)}\n`;
+  }
+  return `${text}\n${sigs}`;
+}
+
+/**
+ * Opens a signed note: parses it strictly and verifies every signature by a known key (Go's note.Open
+ * rules: unknown keys are set aside, a bad signature by a known key fails the note, at least one known
+ * signature is required, repeated signatures are ignored).
+ * @throws ManifestError `NOTE_MALFORMED`, `NOTE_SIGNATURE_INVALID`, `NOTE_UNVERIFIED`
+ */
+export function openNote(
+  note: string,
+  known: NoteVerifierKey[],
+  verifier: SignatureVerifier = nobleVerifier,
+): OpenedNote {
+  const malformed = (why: string) => new ManifestError('NOTE_MALFORMED', `malformed note: ${why}`);
+  if (typeof note !== 'string') throw malformed('not text');
+  if (note.length > MAX_NOTE_BYTES) throw malformed(`over ${MAX_NOTE_BYTES} bytes`);
+  assertValidText(note, 'the note');
+  const split = note.lastIndexOf('\n\n');
+  if (split < 0) throw malformed('no blank line before the signatures');
+  const text = note.slice(0, split + 1);
+  let block = note.slice(split + 2);
+  if (block.length === 0 || !block.endsWith('\n')) throw malformed('the signature block must end with a newline');
+  const message = encoder.encode(text);
+  const out: OpenedNote = { text, sigs: [], unverified: [] };
+  const seen = new Set<string>();
+  const seenUnverified = new Set<string>();
+  let count = 0;
+  while (block.length > 0) {
+    const nl = block.indexOf('\n');
+    let line = block.slice(0, nl);
+    block = block.slice(nl + 1);
+    if (!line.startsWith(SIG_PREFIX)) throw malformed('a signature line must start with "— "');
+    line = line.slice(SIG_PREFIX.length);
+    const space = line.indexOf(' ');
+    const name = space < 0 ? line : line.slice(0, space);
+    const b64 = space < 0 ? '' : line.slice(space + 1);
+    const sig = decodeBase64(b64);
+    if (!sig || !isValidKeyName(name) || b64 === '' || sig.length < 5) throw malformed('bad signature line');
+    if (++count > MAX_SIGNATURES) throw malformed(`more than ${MAX_SIGNATURES} signatures`);
+    const keyHash = new DataView(sig.buffer, sig.byteOffset).getUint32(0);
+    const key = known.find((k) => k.name === name && k.keyHash === keyHash);
+    if (!key) {
+      if (!seenUnverified.has(line)) out.unverified.push({ name, keyHash, base64: b64 });
+      seenUnverified.add(line);
+      continue;
+    }
+    const id = `${name}+${hex8(keyHash)}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    if (!verifier.verify(sig.subarray(4), message, key.publicKey))
+      throw new ManifestError('NOTE_SIGNATURE_INVALID', `the signature by ${id} does not verify`);
+    out.sigs.push({ name, keyHash, base64: b64 });
+  }
+  if (out.sigs.length === 0) throw new ManifestError('NOTE_UNVERIFIED', 'the note carries no signature by a known key');
+  return out;
+}

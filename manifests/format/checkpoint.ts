@@ -1,0 +1,49 @@
+/**
+ * C2SP tlog-checkpoint bodies (github.com/C2SP/C2SP tlog-checkpoint.md): the origin (the log's unique
+ * name), the tree size in decimal, the base64 RFC 6962 root hash, then optional extension lines; every line
+ * `\n`-terminated and none empty. A checkpoint is the text of a signed note (manifests/crypto/note.ts).
+ * Isomorphic.
+ */
+import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
+import { ManifestError } from '../errors.js';
+import { isValidKeyName } from '../crypto/note.js';
+import { HASH_SIZE } from '../tlog/merkle.js';
+
+export interface Checkpoint {
+  origin: string;
+  size: number;
+  root: Uint8Array;
+  extensions: string[];
+}
+
+const invalid = (why: string) => new ManifestError('CHECKPOINT_INVALID', `malformed checkpoint: ${why}`);
+
+/** Origins are key names too (the note is signed under a key named after the origin): no spaces, no `+`. */
+export function isValidOrigin(origin: string): boolean {
+  return isValidKeyName(origin) && origin.length <= 256;
+}
+
+/** The checkpoint body. @throws ManifestError `CHECKPOINT_INVALID` */
+export function formatCheckpoint(c: Checkpoint): string {
+  if (!isValidOrigin(c.origin)) throw invalid('the origin must be a non-empty name without spaces or "+"');
+  if (!Number.isSafeInteger(c.size) || c.size < 0) throw invalid('the size must be a non-negative integer');
+  if (!(c.root instanceof Uint8Array) || c.root.length !== HASH_SIZE) throw invalid('the root must be 32 bytes');
+  for (const e of c.extensions)
+    if (e.length === 0 || e.includes('\n')) throw invalid('extension lines must be non-empty single lines');
+  return [c.origin, String(c.size), encodeBase64(c.root), ...c.extensions].map((l) => `${l}\n`).join('');
+}
+
+/** Parses a checkpoint body (the text of an opened note). @throws ManifestError `CHECKPOINT_INVALID` */
+export function parseCheckpoint(text: string): Checkpoint {
+  if (typeof text !== 'string' || !text.endsWith('\n')) throw invalid('the text must end with a newline');
+  const lines = text.slice(0, -1).split('\n');
+  if (lines.length < 3) throw invalid('expected origin, size and root hash lines');
+  if (lines.some((l) => l.length === 0)) throw invalid('empty line');
+  const [origin, size, root, ...extensions] = lines as [string, string, string, ...string[]];
+  if (!isValidOrigin(origin)) throw invalid('bad origin line');
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(size) || !Number.isSafeInteger(Number(size)))
+    throw invalid('the size is not a decimal integer without leading zeros');
+  const hash = decodeBase64(root);
+  if (!hash || hash.length !== HASH_SIZE) throw invalid('the root hash is not base64 of 32 bytes');
+  return { origin, size: Number(size), root: hash, extensions };
+}

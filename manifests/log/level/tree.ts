@@ -1,0 +1,93 @@
+/**
+ * The Merkle tree's records in the LevelDB log (manifests/tlog/tree.ts says which nodes exist):
+ *
+ *   n!<level:2 hex>!<index:16 hex>   node hash (base64)     n!size   leaves in the tree (decimal)
+ *   i!<manifest id>                  global position        m!origin the log's checkpoint origin
+ *
+ * They are written in the append's own batch, so the tree always covers exactly the committed entries.
+ */
+import type { Level } from 'level';
+import { decodeBase64, encodeBase64 } from '../../encoding/base64.js';
+import { ManifestError } from '../../errors.js';
+import { leafOfEnvelope } from '../../tlog/leaf.js';
+import { appendLeaves, frontierOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
+import type { LogEntry } from '../log.js';
+
+export const TREE_SIZE_KEY = 'n!size';
+export const ORIGIN_KEY = 'm!origin';
+export const nodeKey = (id: NodeId) =>
+  `n!${id.level.toString(16).padStart(2, '0')}!${id.index.toString(16).padStart(16, '0')}`;
+export const idKey = (id: string) => `i!${id}`;
+
+export type Put = { type: 'put'; key: string; value: string };
+
+/** Node hashes by id. @throws ManifestError `TREE_DAMAGED` when one is missing or not 32 bytes */
+export async function readNodes(db: Level<string, string>, ids: NodeId[]): Promise<Uint8Array[]> {
+  const raws = ids.length === 0 ? [] : await db.getMany(ids.map(nodeKey));
+  return raws.map((raw, i) => {
+    const hash = raw === undefined ? undefined : decodeBase64(raw);
+    if (!hash || hash.length !== 32)
+      throw new ManifestError('TREE_DAMAGED', `tree node ${ids[i]!.level}/${ids[i]!.index} is missing or malformed`);
+    return hash;
+  });
+}
+
+export async function readTreeSize(db: Level<string, string>): Promise<number> {
+  const raw = await db.get(TREE_SIZE_KEY);
+  const size = raw === undefined ? 0 : Number(raw);
+  if (!Number.isSafeInteger(size) || size < 0) throw new ManifestError('TREE_DAMAGED', `tree size ${raw} is malformed`);
+  return size;
+}
+
+export async function loadFrontier(db: Level<string, string>, size: number): Promise<TreeNode[]> {
+  const ids = frontierOf(size);
+  const hashes = await readNodes(db, ids);
+  return ids.map((id, i) => ({ ...id, hash: hashes[i]! }));
+}
+
+/**
+ * Adds the entries at positions ≥ the tree's size to the tree (stores written before the tree existed), in
+ * batches; each batch is synced, so an interruption resumes where it stopped.
+ */
+export async function backfillTree(
+  db: Level<string, string>,
+  entries: AsyncIterable<LogEntry>,
+  state: { frontier: TreeNode[]; size: number },
+): Promise<{ frontier: TreeNode[]; size: number }> {
+  let pending: Array<{ id: string; position: number; leaf: Uint8Array }> = [];
+  const flush = async () => {
+    if (pending.length === 0) return;
+    const next = treePuts(state.frontier, state.size, pending);
+    await db.batch(next.puts, { sync: true });
+    state = { frontier: next.frontier, size: next.size };
+    pending = [];
+  };
+  for await (const e of entries) {
+    if (e.position !== state.size + pending.length)
+      throw new ManifestError(
+        'TREE_DAMAGED',
+        `global position ${e.position} follows ${state.size + pending.length - 1}`,
+      );
+    pending.push({ id: e.id, position: e.position, leaf: leafOfEnvelope(e.envelope) });
+    if (pending.length === 1000) await flush();
+  }
+  await flush();
+  return state;
+}
+
+/** The puts that add `entries` (consecutive, from position `size`) to the tree, and the new frontier. */
+export function treePuts(
+  frontier: TreeNode[],
+  size: number,
+  entries: Array<{ id: string; position: number; leaf: Uint8Array }>,
+): { puts: Put[]; frontier: TreeNode[]; size: number } {
+  const grown = appendLeaves(
+    frontier,
+    size,
+    entries.map((e) => e.leaf),
+  );
+  const puts: Put[] = grown.nodes.map((n) => ({ type: 'put', key: nodeKey(n), value: encodeBase64(n.hash) }));
+  for (const e of entries) puts.push({ type: 'put', key: idKey(e.id), value: String(e.position) });
+  puts.push({ type: 'put', key: TREE_SIZE_KEY, value: String(grown.size) });
+  return { puts, frontier: grown.frontier, size: grown.size };
+}

@@ -1,0 +1,47 @@
+/** checkpoint, prove: the transparency-log view of the store (C2SP checkpoints, RFC 6962 proofs). */
+import { isDigest } from '../../store/hash/digest.js';
+import { EXIT_OK, parse, reportError, storeOptions, UsageError, withLedger, writeJson, type CliIo } from './io.js';
+
+/** checkpoint: prints the signed note exactly (it is what tlog tools and witnesses verify byte for byte). */
+export async function checkpoint(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(argv, storeOptions);
+  try {
+    return await withLedger(values, io, async (ledger) => {
+      const { note, checkpoint: cp } = await ledger.checkpoint();
+      if (values.json) writeJson(io.stdout, { origin: cp.origin, size: cp.size, note });
+      else io.stdout.write(note);
+      return EXIT_OK;
+    });
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}
+
+function size(text: string | undefined, what: string): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(text)) throw new UsageError(`${what} must be a decimal tree size`);
+  return Number(text);
+}
+
+/** prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N] */
+export async function prove(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parse(argv, { ...storeOptions, size: { type: 'string' } }, true);
+  try {
+    const [kind, arg] = positionals;
+    if ((kind !== 'inclusion' && kind !== 'consistency') || positionals.length !== 2)
+      throw new UsageError('usage: prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N]');
+    if (kind === 'inclusion' && !isDigest(arg!)) throw new UsageError('MANIFEST-ID must be blake3:<64 hex>');
+    const treeSize = size(values.size, '--size');
+    const oldSize = kind === 'consistency' ? size(arg, 'OLD-SIZE') : undefined;
+    return await withLedger(values, io, async (ledger) => {
+      const proof =
+        kind === 'inclusion'
+          ? await ledger.inclusionProof(arg as `blake3:${string}`, { size: treeSize })
+          : await ledger.consistencyProof(oldSize!, { size: treeSize });
+      writeJson(io.stdout, proof);
+      return EXIT_OK;
+    });
+  } catch (err) {
+    return reportError(err, io, values.json);
+  }
+}

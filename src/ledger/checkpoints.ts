@@ -1,0 +1,127 @@
+/**
+ * Rollback and fork detection with checkpoints. The ledger pins the newest checkpoint it has signed or
+ * verified in its own root (`<root>/checkpoints/<blake3(origin)>.note`, written atomically and fsynced,
+ * outside the database) and accepts the log's current tree only when it extends the pinned one: a smaller
+ * tree is `ROLLBACK`, another root at the same size or a failed consistency proof is `FORK`. An attacker
+ * who rewrites the whole database, watermarks included, cannot produce a consistency proof from a tree
+ * that is not a prefix of the new one.
+ */
+import { lstat, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { digestOf } from '../../store/hash/digest.js';
+import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
+import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { openNote, signNote, type NoteSigner, type NoteVerifierKey } from '../../manifests/crypto/note.js';
+import { formatCheckpoint, parseCheckpoint, type Checkpoint } from '../../manifests/format/checkpoint.js';
+import { equalBytes, verifyConsistency } from '../../manifests/tlog/merkle.js';
+import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tlog/tree.js';
+import type { ManifestLog } from '../../manifests/log/log.js';
+import { LedgerError } from '../errors.js';
+
+export interface SignedCheckpoint {
+  /** The signed note: checkpoint body, blank line, signature line(s). */
+  note: string;
+  checkpoint: Checkpoint;
+}
+
+export class CheckpointGuard {
+  private pinned: SignedCheckpoint | undefined;
+  private inflight: Promise<unknown> = Promise.resolve();
+  private waiting: Promise<SignedCheckpoint> | undefined;
+  /** A rollback or fork, once seen, is reported by every later call: the log cannot be trusted again. */
+  private failure: LedgerError | undefined;
+
+  private constructor(
+    private readonly log: ManifestLog,
+    readonly origin: string,
+    private readonly signer: () => NoteSigner,
+    private readonly path: string,
+  ) {}
+
+  /**
+   * Loads the pinned checkpoint (verified with the store's checkpoint keys) and checks the log against it.
+   * @throws LedgerError `ROLLBACK`, `FORK`, `KEY_FILE_UNSAFE`; ManifestError `NOTE_*`, `CHECKPOINT_INVALID`
+   */
+  static async open(init: {
+    root: string;
+    log: ManifestLog;
+    origin: string;
+    signer: () => NoteSigner;
+    verifiers: NoteVerifierKey[];
+  }): Promise<CheckpointGuard> {
+    const dir = join(init.root, 'checkpoints');
+    await ensurePrivateDir(dir, 'UNSAFE_PATH');
+    const path = join(dir, `${digestOf(new TextEncoder().encode(init.origin)).slice(7)}.note`);
+    const guard = new CheckpointGuard(init.log, init.origin, init.signer, path);
+    let note: string | undefined;
+    try {
+      const st = await lstat(path);
+      if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`);
+      note = await readFile(path, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    if (note !== undefined) {
+      const checkpoint = parseCheckpoint(openNote(note, init.verifiers).text);
+      if (checkpoint.origin !== init.origin)
+        throw new LedgerError('FORK', `${path} pins origin ${checkpoint.origin}, not ${init.origin}`);
+      guard.pinned = { note, checkpoint };
+    }
+    await guard.sync();
+    return guard;
+  }
+
+  /**
+   * Checks the log's current tree against the pinned checkpoint and pins (signed) the current one. Calls
+   * that arrive while a check runs share the next one: one tree read, one signature, one fsynced write.
+   */
+  sync(): Promise<SignedCheckpoint> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.waiting) return this.waiting;
+    const run = this.inflight
+      .catch(() => {})
+      .then(() => {
+        this.waiting = undefined;
+        return this.advance();
+      });
+    this.waiting = run;
+    this.inflight = run;
+    return run;
+  }
+
+  private async advance(): Promise<SignedCheckpoint> {
+    const head = await this.log.treeHead();
+    const pinned = this.pinned;
+    if (pinned && pinned.checkpoint.size === head.size && equalBytes(pinned.checkpoint.root, head.root)) return pinned;
+    if (pinned) await this.demandConsistency(pinned, head);
+    const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions: [] };
+    const note = await signNote(formatCheckpoint(checkpoint), [this.signer()]);
+    // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget.
+    await writeFileAtomic(this.path, note, 0o600);
+    this.pinned = { note, checkpoint };
+    return this.pinned;
+  }
+
+  private async demandConsistency(pinned: SignedCheckpoint, head: TreeHead): Promise<void> {
+    const old = pinned.checkpoint;
+    const refuse = (code: 'ROLLBACK' | 'FORK', reason: string): never => {
+      const current = formatCheckpoint({ origin: this.origin, size: head.size, root: head.root, extensions: [] });
+      this.failure = new LedgerError(code, `the log is not an extension of the pinned checkpoint: ${reason}`, {
+        evidence: { pinned: pinned.note, current, reason },
+      });
+      throw this.failure;
+    };
+    if (head.size < old.size) refuse('ROLLBACK', `the tree has ${head.size} entries, ${old.size} were pinned`);
+    if (head.size === old.size) refuse('FORK', `another root at the pinned size ${old.size}`);
+    // Every tree extends the empty one.
+    if (old.size === 0) return;
+    let proof: Uint8Array[];
+    try {
+      proof = await hashRanges(consistencyRanges(old.size, head.size), (ids) => this.log.treeNodes(ids));
+    } catch (err) {
+      return refuse('FORK', `no consistency proof from size ${old.size}: ${(err as Error).message}`);
+    }
+    const result = verifyConsistency(old.size, head.size, proof, old.root, head.root);
+    if (!result.ok) refuse('FORK', `the consistency proof from size ${old.size} fails: ${result.reason}`);
+  }
+}

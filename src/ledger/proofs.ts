@@ -1,0 +1,86 @@
+/**
+ * Proofs served by a ledger: RFC 6962 inclusion of a manifest and consistency between two tree sizes, in
+ * the JSON shape the CLI prints (sizes, base64 roots, base64 proof hashes; for inclusion the leaf index and
+ * the leaf bytes). Anyone can check them with manifests/tlog/merkle.ts or any RFC 6962 verifier.
+ */
+import type { Digest } from '../../store/hash/digest.js';
+import { encodeBase64 } from '../../manifests/encoding/base64.js';
+import type { ManifestLog } from '../../manifests/log/log.js';
+import { leafOfEnvelope } from '../../manifests/tlog/leaf.js';
+import { consistencyRanges, hashRanges, inclusionRanges, treeHeadAt } from '../../manifests/tlog/tree.js';
+import { LedgerError } from '../errors.js';
+
+export interface InclusionProof {
+  leafIndex: number;
+  treeSize: number;
+  /** base64 RFC 6962 root of the tree of `treeSize` entries. */
+  root: string;
+  /** base64 of the leaf: the manifest's signed payload bytes. */
+  leaf: string;
+  /** base64 hashes, from the leaf upwards. */
+  proof: string[];
+}
+
+export interface ConsistencyProof {
+  oldSize: number;
+  oldRoot: string;
+  treeSize: number;
+  root: string;
+  proof: string[];
+}
+
+function pickSize(latest: number, size: number | undefined, min: number, what: string): number {
+  if (size === undefined) return latest;
+  if (!Number.isSafeInteger(size) || size < min || size > latest)
+    throw new LedgerError('INVALID_ARGUMENT', `${what}: a tree size from ${min} to ${latest}`);
+  return size;
+}
+
+export async function inclusionProof(
+  log: ManifestLog,
+  latest: number,
+  id: Digest,
+  size?: number,
+): Promise<InclusionProof> {
+  const position = await log.positionOf(id);
+  const entry = position === undefined ? undefined : await log.entryAt(position);
+  if (position === undefined || !entry || position >= latest)
+    throw new LedgerError('NOT_FOUND', `manifest ${id} is not in the log`);
+  const treeSize = pickSize(latest, size, position + 1, 'size');
+  const read = (ids: Parameters<ManifestLog['treeNodes']>[0]) => log.treeNodes(ids);
+  const [proof, head] = await Promise.all([
+    hashRanges(inclusionRanges(position, treeSize), read),
+    treeHeadAt(treeSize, read),
+  ]);
+  return {
+    leafIndex: position,
+    treeSize,
+    root: encodeBase64(head.root),
+    leaf: encodeBase64(leafOfEnvelope(entry.envelope)),
+    proof: proof.map(encodeBase64),
+  };
+}
+
+export async function consistencyProof(
+  log: ManifestLog,
+  latest: number,
+  oldSize: number,
+  size?: number,
+): Promise<ConsistencyProof> {
+  // RFC 6962 defines no proof from the empty tree (every tree extends it).
+  const old = pickSize(latest, oldSize, 1, 'old size');
+  const treeSize = pickSize(latest, size, old, 'size');
+  const read = (ids: Parameters<ManifestLog['treeNodes']>[0]) => log.treeNodes(ids);
+  const [proof, from, to] = await Promise.all([
+    hashRanges(consistencyRanges(old, treeSize), read),
+    treeHeadAt(old, read),
+    treeHeadAt(treeSize, read),
+  ]);
+  return {
+    oldSize: old,
+    oldRoot: encodeBase64(from.root),
+    treeSize,
+    root: encodeBase64(to.root),
+    proof: proof.map(encodeBase64),
+  };
+}

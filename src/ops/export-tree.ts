@@ -1,0 +1,54 @@
+/**
+ * The tree files of an export bundle (manifests/audit/bundle.ts): the checkpoint it was cut at, an
+ * inclusion proof per manifest of a filtered bundle, and a consistency proof from an auditor's earlier
+ * checkpoint. Proofs are read from the log's stored tree at the checkpoint's size.
+ */
+import { encodeBase64 } from '../../manifests/encoding/base64.js';
+import type { ManifestLog } from '../../manifests/log/log.js';
+import { consistencyRanges, hashRanges, inclusionRanges } from '../../manifests/tlog/tree.js';
+import { openNote } from '../../manifests/crypto/note.js';
+import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import { AuditError } from '../../manifests/audit/errors.js';
+import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
+
+/** `proofs.jsonl`: one `{ leafIndex, proof }` line per exported manifest, in bundle order. */
+export async function* inclusionProofLines(
+  log: ManifestLog,
+  positions: number[],
+  size: number,
+): AsyncGenerator<Uint8Array> {
+  const encoder = new TextEncoder();
+  const read = (ids: Parameters<ManifestLog['treeNodes']>[0]) => log.treeNodes(ids);
+  let buffered = '';
+  for (const leafIndex of positions) {
+    const proof = await hashRanges(inclusionRanges(leafIndex, size), read);
+    buffered += `${JSON.stringify({ leafIndex, proof: proof.map(encodeBase64) })}\n`;
+    if (buffered.length >= 1 << 20) {
+      yield encoder.encode(buffered);
+      buffered = '';
+    }
+  }
+  if (buffered) yield encoder.encode(buffered);
+}
+
+/**
+ * The size of an auditor's earlier checkpoint, which must be a checkpoint of this log signed by one of
+ * its keys. @throws AuditError `USAGE`
+ */
+export function sinceSize(note: string, verifiers: NoteVerifierKey[], size: number): number {
+  let old;
+  try {
+    old = parseCheckpoint(openNote(note, verifiers).text);
+  } catch (err) {
+    throw new AuditError('USAGE', `--since: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });
+  }
+  if (old.size > size)
+    throw new AuditError('USAGE', `--since: the earlier checkpoint has ${old.size} entries, the log ${size}`);
+  return old.size;
+}
+
+/** `consistency.json`: `{ oldSize, proof }` from `oldSize` to `size`. */
+export async function consistencyFile(log: ManifestLog, oldSize: number, size: number): Promise<Uint8Array> {
+  const proof = oldSize === 0 ? [] : await hashRanges(consistencyRanges(oldSize, size), (ids) => log.treeNodes(ids));
+  return new TextEncoder().encode(`${JSON.stringify({ oldSize, proof: proof.map(encodeBase64) })}\n`);
+}

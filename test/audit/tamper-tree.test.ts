@@ -1,0 +1,243 @@
+/**
+ * The tamper matrix of step 9: bundles cut at a signed checkpoint by a real ledger, then changed the way
+ * an attacker with the database (and the unsigned header) would. Each case asserts the exact step-9
+ * findings; the chain findings of steps 1-8 show what the chains alone would have revealed.
+ */
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openLedger } from '../../src/ledger/open.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { exportBundle } from '../../src/ops/export.js';
+import { CHECKPOINT_FINDING_CODES, type FindingCode } from '../../manifests/audit/findings.js';
+import { verifyBundle, type VerifyBundleOptions } from '../../manifests/audit/verify-chain.js';
+import { memoryBundleReader, type BundleTreeFile } from '../../manifests/audit/bundle.js';
+import type { TrustStore } from '../../manifests/format/trust.js';
+import { AuditError } from '../../manifests/audit/errors.js';
+import { signNote } from '../../manifests/crypto/note.js';
+import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
+import { sampleSummary, tempDir } from '../support/tmp.js';
+
+const provoked = new Set<FindingCode>();
+const ORIGIN = 'example.com/audited';
+
+interface Files {
+  header: string;
+  lines: string[];
+  tree: Partial<Record<BundleTreeFile, string>>;
+}
+
+function readBundle(dir: string): Files {
+  const opt = (name: string) => {
+    try {
+      return readFileSync(join(dir, name), 'utf8');
+    } catch {
+      return undefined;
+    }
+  };
+  const tree: Files['tree'] = {};
+  for (const name of ['checkpoint.note', 'proofs.jsonl', 'consistency.json'] as const) {
+    const t = opt(name);
+    if (t !== undefined) tree[name] = t;
+  }
+  return { header: opt('bundle.json')!, lines: opt('manifests.jsonl')!.split('\n').slice(0, -1), tree };
+}
+
+/** The attacker rewrites the unsigned header to match the lines. */
+function withCount(header: string, n: number): string {
+  const h = JSON.parse(header);
+  h.counts.manifests = n;
+  return JSON.stringify(h);
+}
+
+async function audit(f: Files, trust: TrustStore, o: Partial<VerifyBundleOptions> = {}) {
+  const reader = memoryBundleReader({
+    header: withCount(f.header, f.lines.length),
+    manifests: f.lines.map((l) => `${l}\n`).join(''),
+    treeFiles: f.tree,
+  });
+  const report = await verifyBundle(reader, { trust, ...o });
+  for (const x of report.findings) provoked.add(x.code);
+  return report;
+}
+
+const found = (r: { findings: Array<{ code: string; line?: number }> }) =>
+  r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
+
+const publish = (l: Ledger, session: string, marker: string | number) =>
+  l.publish({ principal: 'alice', session, run: 'r' }, sampleSummary(marker));
+
+let full: Files;
+let filtered: Files;
+let trust: TrustStore;
+let earlier: string;
+let forkedEarlier: string;
+let forkLines: string[];
+let ledger: Ledger;
+let root: string;
+let base: string;
+
+beforeAll(async () => {
+  // Not tempDir(): that is emptied after each test, and these stores live for the whole file.
+  base = mkdtempSync(join(tmpdir(), 'hl-tree-'));
+  chmodSync(base, 0o700);
+  const dir = (name: string) => {
+    const d = join(base, name);
+    mkdirSync(d, { mode: 0o700 });
+    return d;
+  };
+  root = dir('store');
+  ledger = await openLedger({ root, host: 'h1', origin: ORIGIN });
+  await publish(ledger, 's1', 0);
+  await publish(ledger, 's2', 0);
+  earlier = (await ledger.checkpoint()).note;
+  await publish(ledger, 's1', 1);
+  await publish(ledger, 's2', 1);
+  await publish(ledger, 's1', 2);
+  trust = ledger.trustStore();
+  const out = dir('out');
+  await exportBundle(ledger, { out: join(out, 'full') });
+  await exportBundle(ledger, { out: join(out, 's1'), session: 's1' });
+  full = readBundle(join(out, 'full'));
+  filtered = readBundle(join(out, 's1'));
+  // A fork: the same keys and origin, another history (what a host showing two auditors two logs holds).
+  const forkRoot = dir('fork');
+  cpSync(join(root, 'keys'), join(forkRoot, 'keys'), { recursive: true });
+  cpSync(join(root, 'trust.json'), join(forkRoot, 'trust.json'));
+  const fork = await openLedger({ root: forkRoot, host: 'h1', origin: ORIGIN });
+  await publish(fork, 'other', 0);
+  await publish(fork, 'other', 1);
+  forkedEarlier = (await fork.checkpoint()).note;
+  await exportBundle(fork, { out: join(out, 'fork') });
+  forkLines = readBundle(join(out, 'fork')).lines;
+  await fork.close();
+});
+
+afterAll(async () => {
+  await ledger.close();
+  rmSync(base, { recursive: true, force: true });
+});
+
+describe('step 9: full bundles against their checkpoint', () => {
+  it('passes a clean bundle and reports the checkpoint', async () => {
+    const r = await audit(full, trust);
+    expect(found(r)).toEqual([]);
+    expect(r.checkpoint).toMatchObject({ origin: ORIGIN, size: 5 });
+  });
+
+  it('catches tail truncation that the chains alone cannot see (TREE_SIZE_MISMATCH)', async () => {
+    const r = await audit({ ...full, lines: full.lines.slice(0, 4) }, trust);
+    expect(found(r)).toEqual(['TREE_SIZE_MISMATCH@-']);
+  });
+
+  it('catches a removed or an added manifest (TREE_SIZE_MISMATCH)', async () => {
+    const removed = await audit({ ...full, lines: [...full.lines.slice(0, 1), ...full.lines.slice(2)] }, trust);
+    expect(found(removed)).toContain('TREE_SIZE_MISMATCH@-');
+    const added = await audit({ ...full, lines: [...full.lines, full.lines[4]!] }, trust);
+    expect(found(added)).toContain('TREE_SIZE_MISMATCH@-');
+  });
+
+  it('catches a reordering that keeps every chain valid (TREE_ROOT_MISMATCH)', async () => {
+    const [a, b, ...rest] = full.lines;
+    const r = await audit({ ...full, lines: [b!, a!, ...rest] }, trust);
+    expect(found(r)).toEqual(['TREE_ROOT_MISMATCH@-']);
+  });
+
+  it('catches a validly signed manifest from a forked history in place of the newest one (TREE_ROOT_MISMATCH)', async () => {
+    // Every chain still verifies: s1 merely looks one manifest shorter, and the fork's chain is complete.
+    const r = await audit({ ...full, lines: [...full.lines.slice(0, 4), forkLines[0]!] }, trust);
+    expect(found(r)).toEqual(['TREE_ROOT_MISMATCH@-']);
+  });
+
+  it('requires a checkpoint when checkpoint keys are pinned (CHECKPOINT_MISSING)', async () => {
+    const r = await audit({ ...full, tree: {} }, trust);
+    expect(found(r)).toEqual(['CHECKPOINT_MISSING@-']);
+    // A trust file without checkpoint keys (bundles from before checkpoints) asks for none.
+    const legacy = { version: 1 as const, keys: trust.keys };
+    expect(found(await audit({ ...full, tree: {} }, legacy))).toEqual([]);
+  });
+
+  it('refuses a malformed, an unknown-key and a changed checkpoint', async () => {
+    const note = full.tree['checkpoint.note']!;
+    const bad = (text: string) => audit({ ...full, tree: { 'checkpoint.note': text } }, trust);
+    expect(found(await bad(note.replace('\n\n', '\n')))).toEqual(['CHECKPOINT_INVALID@-']);
+    const seed = new Uint8Array(32).fill(7);
+    const body = note.slice(0, note.indexOf('\n\n') + 1);
+    const forged = await signNote(body, [
+      { name: ORIGIN, publicKey: noblePublicKey(seed), sign: (m) => nobleSign(m, seed) },
+    ]);
+    expect(found(await bad(forged))).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+    expect(found(await bad(note.replace(/\n5\n/, '\n4\n')))).toEqual(['CHECKPOINT_SIGNATURE_INVALID@-']);
+  });
+});
+
+describe('step 9: filtered bundles and inclusion proofs', () => {
+  it('passes a clean session export', async () => {
+    const r = await audit(filtered, trust);
+    expect(found(r)).toEqual([]);
+    expect(filtered.lines).toHaveLength(3);
+  });
+
+  it('requires a proof per line (INCLUSION_PROOF_MISSING) and refuses a wrong one (INCLUSION_PROOF_INVALID)', async () => {
+    const { 'proofs.jsonl': proofs, ...rest } = filtered.tree;
+    expect(found(await audit({ ...filtered, tree: rest }, trust))).toEqual([
+      'INCLUSION_PROOF_MISSING@1',
+      'INCLUSION_PROOF_MISSING@2',
+      'INCLUSION_PROOF_MISSING@3',
+    ]);
+    const lines = proofs!.split('\n');
+    const p = JSON.parse(lines[1]!);
+    p.leafIndex += 1;
+    lines[1] = JSON.stringify(p);
+    expect(
+      found(await audit({ ...filtered, tree: { ...filtered.tree, 'proofs.jsonl': lines.join('\n') } }, trust)),
+    ).toEqual(['INCLUSION_PROOF_INVALID@2']);
+    // A manifest of another session slipped in with a proof of its own position fails the scope, not the tree.
+    const changed = filtered.lines.slice();
+    changed[2] = full.lines[3]!;
+    expect(found(await audit({ ...filtered, lines: changed }, trust))).toContain('INCLUSION_PROOF_INVALID@3');
+  });
+});
+
+describe('step 9: --since, an auditor’s earlier checkpoint', () => {
+  it('accepts a bundle whose checkpoint extends the earlier one', async () => {
+    expect(found(await audit(full, trust, { since: earlier }))).toEqual([]);
+  });
+
+  it('catches a history rewritten between two audits (CONSISTENCY_INVALID)', async () => {
+    // The earlier audit saw the forked history; today's bundle is not an extension of it.
+    expect(found(await audit(full, trust, { since: forkedEarlier }))).toEqual(['CONSISTENCY_INVALID@-']);
+  });
+
+  it('catches a rollback below the earlier checkpoint (CONSISTENCY_INVALID)', async () => {
+    const later = (await ledger.checkpoint()).note;
+    await publish(ledger, 's3', 0);
+    const newer = (await ledger.checkpoint()).note;
+    expect(later).not.toBe(newer);
+    expect(found(await audit(full, trust, { since: newer }))).toEqual(['CONSISTENCY_INVALID@-']);
+  });
+
+  it('needs a consistency proof in a filtered bundle (CONSISTENCY_MISSING), and checks the exported one', async () => {
+    expect(found(await audit(filtered, trust, { since: earlier }))).toEqual(['CONSISTENCY_MISSING@-']);
+    const out = join(tempDir(), 'since');
+    await exportBundle(ledger, { out, session: 's1', since: earlier });
+    const withProof = readBundle(out);
+    expect(found(await audit(withProof, trust, { since: earlier }))).toEqual([]);
+    expect(found(await audit(withProof, trust, { since: forkedEarlier }))).toEqual(['CONSISTENCY_INVALID@-']);
+  });
+
+  it('refuses an earlier checkpoint that does not verify as a usage error (AuditError USAGE)', async () => {
+    const err = await audit(full, trust, { since: 'not a note' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AuditError);
+    expect((err as AuditError).code).toBe('USAGE');
+  });
+});
+
+describe('the step-9 tamper matrix', () => {
+  it('provokes every step-9 finding code', () => {
+    expect([...provoked].filter((c) => CHECKPOINT_FINDING_CODES.includes(c)).sort()).toEqual(
+      [...CHECKPOINT_FINDING_CODES].sort(),
+    );
+  });
+});

@@ -1,0 +1,213 @@
+import { cpSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openLedger } from '../../src/ledger/open.js';
+import { fsck } from '../../src/ops/maintenance.js';
+import { LevelManifestLog } from '../../manifests/log/level/log.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { LedgerError } from '../../src/errors.js';
+import { openNote, parseVerifierKey } from '../../manifests/crypto/note.js';
+import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import { checkpointVerifiers } from '../../manifests/format/trust.js';
+import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
+import { leafHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
+import { sampleSummary, tempDir } from '../support/tmp.js';
+
+const scope = (session: string) => ({ principal: 'alice', session, run: 'r1' });
+const open = (root: string, extra: Partial<Parameters<typeof openLedger>[0]> = {}) =>
+  openLedger({ root, host: 'host-a', origin: 'example.com/handoffs', ...extra });
+const b64 = (s: string) => decodeBase64(s)!;
+
+async function publishMany(ledger: Ledger, session: string, n: number) {
+  const out = [];
+  for (let i = 0; i < n; i++) out.push(await ledger.publish(scope(session), sampleSummary(`${session}-${i}`)));
+  return out;
+}
+
+async function refusal(p: Promise<unknown>): Promise<LedgerError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(LedgerError);
+  return err as LedgerError;
+}
+
+describe('checkpoints', () => {
+  it('signs a C2SP checkpoint of the whole log with a checkpoint key listed in the trust file', async () => {
+    const ledger = await open(tempDir());
+    try {
+      await publishMany(ledger, 's1', 2);
+      await publishMany(ledger, 's2', 1);
+      const { note, checkpoint } = await ledger.checkpoint();
+      const trust = ledger.trustStore();
+      const opened = openNote(note, checkpointVerifiers(trust));
+      expect(parseCheckpoint(opened.text)).toEqual(checkpoint);
+      expect(checkpoint).toMatchObject({ origin: 'example.com/handoffs', size: 3 });
+      expect(trust.checkpointKeys).toHaveLength(1);
+      expect(trust.checkpointKeys![0]!.vkey).toBe(ledger.checkpointVerifierKey);
+      expect(parseVerifierKey(ledger.checkpointVerifierKey).name).toBe('example.com/handoffs');
+      // One key, one message format: the checkpoint key is not the manifest key.
+      expect(trust.checkpointKeys![0]!.keyId).not.toBe(ledger.keyId);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('serves inclusion proofs of each manifest and consistency proofs that verify against the checkpoints', async () => {
+    const ledger = await open(tempDir());
+    try {
+      const first = await publishMany(ledger, 's1', 3);
+      const old = (await ledger.checkpoint()).checkpoint;
+      const later = await publishMany(ledger, 's2', 4);
+      const now = (await ledger.checkpoint()).checkpoint;
+      for (const r of [...first, ...later]) {
+        const p = await ledger.inclusionProof(r.id);
+        expect(p.treeSize).toBe(7);
+        expect(p.leaf).toBe(r.envelope.payload);
+        expect(p.root).toBe(encodeBase64(now.root));
+        expect(verifyInclusion(p.leafIndex, p.treeSize, leafHash(b64(p.leaf)), p.proof.map(b64), now.root).ok).toBe(
+          true,
+        );
+      }
+      const atOld = await ledger.inclusionProof(first[1]!.id, { size: 3 });
+      expect(atOld.root).toBe(encodeBase64(old.root));
+      const c = await ledger.consistencyProof(3);
+      expect(verifyConsistency(3, 7, c.proof.map(b64), old.root, now.root).ok).toBe(true);
+      expect((await refusal(ledger.inclusionProof(later[0]!.id, { size: 3 }))).code).toBe('INVALID_ARGUMENT');
+      expect((await refusal(ledger.consistencyProof(0))).code).toBe('INVALID_ARGUMENT');
+      expect((await refusal(ledger.consistencyProof(8))).code).toBe('INVALID_ARGUMENT');
+      expect((await refusal(ledger.inclusionProof(`blake3:${'0'.repeat(64)}`))).code).toBe('NOT_FOUND');
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('pins the newest checkpoint in its own root, outside the database', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    const { note } = await ledger.checkpoint();
+    await ledger.close();
+    const files = readdirSync(join(root, 'checkpoints'));
+    expect(files).toHaveLength(1);
+    const pinned = readFileSync(join(root, 'checkpoints', files[0]!), 'utf8');
+    expect(pinned).toBe(note);
+  });
+
+  it('refuses another origin for an existing store (INVALID_ARGUMENT)', async () => {
+    const root = tempDir();
+    await (await open(root)).close();
+    expect((await refusal(open(root, { origin: 'example.com/other' }))).code).toBe('INVALID_ARGUMENT');
+  });
+});
+
+describe('rollback and fork detection', () => {
+  /** A copy of the whole database (entries, heads, watermarks, tree), to be put back later by an attacker. */
+  const snapshot = (root: string) => {
+    const copy = join(tempDir(), 'db');
+    cpSync(join(root, 'manifests-v1'), copy, { recursive: true });
+    return () => {
+      rmSync(join(root, 'manifests-v1'), { recursive: true, force: true });
+      cpSync(copy, join(root, 'manifests-v1'), { recursive: true });
+    };
+  };
+
+  it('refuses a database rolled back to an older copy, watermarks included (ROLLBACK, with both checkpoints)', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await publishMany(ledger, 's1', 1);
+    await ledger.close();
+    const restore = snapshot(root);
+    ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    const pinned = (await ledger.checkpoint()).note;
+    await ledger.close();
+    restore();
+    const err = await refusal(open(root));
+    expect(err.code).toBe('ROLLBACK');
+    expect(err.evidence?.pinned).toBe(pinned);
+    expect(parseCheckpoint(err.evidence!.current).size).toBe(1);
+  });
+
+  it('refuses a forked log: other entries in place of the pinned ones, at the same size or beyond (FORK)', async () => {
+    for (const extra of [0, 2]) {
+      const root = tempDir();
+      let ledger = await open(root);
+      await publishMany(ledger, 's1', 1);
+      await ledger.close();
+      const restore = snapshot(root);
+      ledger = await open(root);
+      await publishMany(ledger, 's1', 2);
+      await ledger.close();
+      restore();
+      // The attacker writes another history with a ledger of its own (same keys, its own pinned state).
+      const attackerRoot = tempDir();
+      cpSync(join(root, 'keys'), join(attackerRoot, 'keys'), { recursive: true });
+      cpSync(join(root, 'trust.json'), join(attackerRoot, 'trust.json'));
+      cpSync(snapshotless(root), join(attackerRoot, 'manifests-v1'), { recursive: true });
+      const attacker = await open(attackerRoot);
+      await publishMany(attacker, 'evil', 2 + extra);
+      await attacker.close();
+      rmSync(join(root, 'manifests-v1'), { recursive: true });
+      cpSync(join(attackerRoot, 'manifests-v1'), join(root, 'manifests-v1'), { recursive: true });
+      const err = await refusal(open(root));
+      expect(err.code, `size ${3 + extra}`).toBe('FORK');
+      expect(err.evidence?.reason).toMatch(extra === 0 ? /another root/ : /consistency proof/);
+    }
+  });
+
+  it('refuses every later operation once a fork was seen', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    // Behind the ledger's back the tree's size record is lowered: the tree it reads is now older.
+    await (ledger.log as LevelManifestLog).raw.put('n!size', '1');
+    (ledger.log as unknown as { treeSize: number }).treeSize = 1;
+    expect((await refusal(ledger.resume({ principal: 'alice', session: 's1' }))).code).toBe('ROLLBACK');
+    expect((await refusal(ledger.publish(scope('s1'), sampleSummary(9)))).code).toBe('ROLLBACK');
+    await ledger.close();
+  });
+});
+
+/** The restored database directory itself (after `restore()`), for the attacker to build on. */
+function snapshotless(root: string): string {
+  const copy = join(tempDir(), 'db');
+  cpSync(join(root, 'manifests-v1'), copy, { recursive: true });
+  return copy;
+}
+
+describe('fsck of the tree', () => {
+  it('passes a store whose tree is the tree of its entries', async () => {
+    const ledger = await open(tempDir());
+    await publishMany(ledger, 's1', 3);
+    expect((await fsck(ledger)).findings).toEqual([]);
+    await ledger.close();
+  });
+
+  it('reports a stored node that is not the hash of its entries (TREE_NODE_MISMATCH) and a wrong root', async () => {
+    const ledger = await open(tempDir());
+    await publishMany(ledger, 's1', 4);
+    const db = (ledger.log as LevelManifestLog).raw;
+    await db.put(`n!01!${'0'.repeat(15)}1`, encodeBase64(new Uint8Array(32).fill(9)));
+    const codes = (await fsck(ledger)).findings.map((f) => f.code);
+    expect(codes).toContain('TREE_NODE_MISMATCH');
+    await ledger.close();
+  });
+
+  it('reports an entry changed under the tree (TREE_NODE_MISMATCH, TREE_ROOT)', async () => {
+    const ledger = await open(tempDir());
+    const [r0] = await publishMany(ledger, 's1', 2);
+    const db = (ledger.log as LevelManifestLog).raw;
+    const key = `e!s1!${'0'.repeat(12)}`;
+    const entry = JSON.parse((await db.get(key))!);
+    const env = JSON.parse(entry.envelope);
+    env.payload = encodeBase64(new TextEncoder().encode('{"changed":true}'));
+    entry.envelope = JSON.stringify(env);
+    await db.put(key, JSON.stringify(entry));
+    const codes = (await fsck(ledger)).findings.map((f) => f.code);
+    expect(codes).toEqual(expect.arrayContaining(['TREE_NODE_MISMATCH', 'TREE_ROOT']));
+    expect(r0).toBeDefined();
+    await ledger.close();
+  });
+});

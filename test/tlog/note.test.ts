@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
+import {
+  encodeVerifierKey,
+  openNote,
+  parseVerifierKey,
+  signNote,
+  type NoteSigner,
+} from '../../manifests/crypto/note.js';
+import { formatCheckpoint, parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import { decodeBase64 } from '../../manifests/encoding/base64.js';
+import { ManifestError } from '../../manifests/errors.js';
+import { readVector } from '../support/vectors.js';
+
+interface NoteVector {
+  Name: string;
+  Skey: string;
+  Vkey: string;
+  Text: string;
+  Signed: string;
+  Comment: string;
+}
+
+const vectors = readVector<NoteVector[]>('note/signed-notes.json');
+
+/** Go's private key string `PRIVATE+KEY+<name>+<hash>+<base64(0x01 ‖ seed)>`. */
+function signerFromSkey(skey: string): NoteSigner & { seed: Uint8Array } {
+  const [, , name, , b64] = skey.split('+') as [string, string, string, string, string];
+  const seed = decodeBase64(b64)!.slice(1);
+  return { name, seed, publicKey: noblePublicKey(seed), sign: (m) => nobleSign(m, seed) };
+}
+
+function expectCode(fn: () => unknown, code: string): void {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ManifestError);
+    expect((err as ManifestError).code).toBe(code);
+    return;
+  }
+  throw new Error(`expected ${code}`);
+}
+
+describe('signed notes', () => {
+  it('has the vectors signed by Go', () => expect(vectors.length).toBe(4));
+
+  vectors.forEach((v, i) => {
+    it(`reproduces Go's verifier key and signed note byte for byte (vector ${i}, ${v.Comment})`, async () => {
+      const signer = signerFromSkey(v.Skey);
+      expect(encodeVerifierKey(signer.name, signer.publicKey), `vector ${i}`).toBe(v.Vkey);
+      expect(await signNote(v.Text, [signer]), `vector ${i}`).toBe(v.Signed);
+    });
+
+    it(`opens Go's note and reads its checkpoint (vector ${i})`, () => {
+      const opened = openNote(v.Signed, [parseVerifierKey(v.Vkey)]);
+      expect(opened.text).toBe(v.Text);
+      expect(opened.sigs).toHaveLength(1);
+      const cp = parseCheckpoint(opened.text);
+      expect(cp.origin).toBe(v.Name);
+      expect(formatCheckpoint(cp)).toBe(v.Text);
+    });
+  });
+
+  it('refuses a note whose text was changed (NOTE_SIGNATURE_INVALID)', () => {
+    const v = vectors[1]!;
+    expectCode(
+      () => openNote(v.Signed.replace('\n7\n', '\n8\n'), [parseVerifierKey(v.Vkey)]),
+      'NOTE_SIGNATURE_INVALID',
+    );
+  });
+
+  it('refuses a note signed by no known key (NOTE_UNVERIFIED), keeping the unknown signature aside', () => {
+    const [a, , c] = vectors;
+    expectCode(() => openNote(a!.Signed, [parseVerifierKey(c!.Vkey)]), 'NOTE_UNVERIFIED');
+  });
+
+  it('refuses malformed notes (NOTE_MALFORMED)', () => {
+    const v = vectors[0]!;
+    const known = [parseVerifierKey(v.Vkey)];
+    for (const bad of [
+      v.Signed.replace('\n\n', '\n'), // no blank line
+      v.Signed.slice(0, -1), // unterminated signature block
+      v.Signed.replace('— ', '-- '), // wrong prefix
+      v.Signed.replace('\n0\n', '\n0\u0007\n'), // control character
+      v.Signed.replace(/ [A-Za-z0-9+/=]+\n$/, ' AAAA\n'), // signature too short
+    ])
+      expectCode(() => openNote(bad, known), 'NOTE_MALFORMED');
+  });
+
+  it('refuses verifier keys whose hash does not match (KEY_INVALID)', () => {
+    const v = vectors[0]!;
+    expectCode(() => parseVerifierKey(v.Vkey.replace('+ab1d5d4c+', '+ab1d5d4d+')), 'KEY_INVALID');
+    expectCode(() => parseVerifierKey(v.Vkey.replace('handoff-ledger/example', 'other')), 'KEY_INVALID');
+  });
+});
+
+describe('checkpoint body', () => {
+  it('refuses leading zeros, empty lines, and a root that is not 32 bytes (CHECKPOINT_INVALID)', () => {
+    const root = '47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=';
+    for (const bad of [`o\n07\n${root}\n`, `o\n7\n${root}\n\n`, `o\n7\nAAAA\n`, `o\n7\n`, `o p\n7\n${root}\n`])
+      expectCode(() => parseCheckpoint(bad), 'CHECKPOINT_INVALID');
+    expect(parseCheckpoint(`o\n7\n${root}\next\n`).extensions).toEqual(['ext']);
+  });
+});

@@ -1,0 +1,107 @@
+/**
+ * The tree on PostgreSQL: the same log gives the same checkpoints and proofs on both backends, and a
+ * rolled-back database is refused by a ledger that pinned a later checkpoint.
+ */
+import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import pgLib from 'pg';
+import { expect, it } from 'vitest';
+import { openLedger } from '../../src/ledger/open.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { LedgerError } from '../../src/errors.js';
+import { generateJwk } from '../../src/keys/local-signer.js';
+import { describePostgres } from '../support/postgres.js';
+import { sampleSummary, tempDir } from '../support/tmp.js';
+
+describePostgres(
+  'Merkle tree on PostgreSQL',
+  (pg) => {
+    const sql = async (text: string) => {
+      const client = new pgLib.Client({ connectionString: pg.connectionString });
+      await client.connect();
+      try {
+        await client.query(text);
+      } finally {
+        await client.end();
+      }
+    };
+
+    /** Two ledgers that sign byte-identical manifests: one key file, one clock, one host, one origin. */
+    async function pair() {
+      const keyFile = join(tempDir(), 'key.jwk');
+      writeFileSync(keyFile, JSON.stringify(generateJwk()), { mode: 0o600 });
+      const start = Date.parse('2026-12-01T00:00:00.000Z');
+      const clocks = [0, 1].map(() => {
+        let t = start;
+        return () => new Date((t += 1000));
+      });
+      const common = { host: 'h1', keyFile, origin: 'example.com/both' };
+      const embedded = await openLedger({ ...common, root: tempDir(), clock: clocks[0] });
+      const schema = `tree_${process.pid}_${Date.now()}`;
+      const pgRoot = tempDir();
+      const onPg = await openLedger({
+        ...common,
+        root: pgRoot,
+        clock: clocks[1],
+        postgres: { connectionString: pg.connectionString, schema },
+      });
+      return { embedded, onPg, schema, pgRoot, common };
+    }
+
+    const publishBoth = async (ledgers: Ledger[], n: number) => {
+      for (let i = 0; i < n; i++)
+        for (const l of ledgers)
+          await l.publish({ principal: 'alice', session: `s${i % 3}`, run: 'r' }, sampleSummary(i));
+    };
+
+    it('gives the same root and the same proofs as the embedded backend for the same log', async () => {
+      const { embedded, onPg } = await pair();
+      try {
+        await publishBoth([embedded, onPg], 11);
+        const [a, b] = [await embedded.checkpoint(), await onPg.checkpoint()];
+        expect(b.checkpoint.size).toBe(11);
+        expect(Buffer.from(b.checkpoint.root).toString('hex')).toBe(Buffer.from(a.checkpoint.root).toString('hex'));
+        const history = await embedded.history({ principal: 'alice', session: 's1' });
+        for (const h of history) {
+          const latest = await embedded.inclusionProof(h.id);
+          expect(await onPg.inclusionProof(h.id)).toEqual(latest);
+          const size = latest.leafIndex + 1;
+          expect(await onPg.inclusionProof(h.id, { size })).toEqual(await embedded.inclusionProof(h.id, { size }));
+        }
+        for (let m = 1; m <= 11; m++)
+          expect(await onPg.consistencyProof(m)).toEqual(await embedded.consistencyProof(m));
+      } finally {
+        await embedded.close();
+        await onPg.close();
+      }
+    });
+
+    it('refuses a database rolled back behind its pinned checkpoint, watermarks included (ROLLBACK)', async () => {
+      const { embedded, onPg, schema, pgRoot, common } = await pair();
+      await embedded.close();
+      await publishBoth([onPg], 4);
+      await onPg.close();
+      // The attacker removes the newest entry with everything that would reveal it: head, watermark, tree.
+      await sql(`BEGIN;
+        DELETE FROM "${schema}".tree_nodes WHERE (level = 0 AND idx = 3) OR (level = 1 AND idx = 1) OR (level = 2 AND idx = 0);
+        DELETE FROM "${schema}".heads WHERE session = 's0';
+        DELETE FROM "${schema}".entries WHERE position = 3;
+        UPDATE "${schema}".heads SET seq = 0 WHERE session = 's0';
+        INSERT INTO "${schema}".heads SELECT session, seq, id, principal FROM "${schema}".entries WHERE position = 0;
+        UPDATE "${schema}".watermarks SET seq = 0 WHERE session = 's0';
+        UPDATE "${schema}".log_counter SET next_position = 3;
+        COMMIT;`);
+      const err = await openLedger({
+        ...common,
+        root: pgRoot,
+        postgres: { connectionString: pg.connectionString, schema },
+      }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(LedgerError);
+      expect((err as LedgerError).code).toBe('ROLLBACK');
+    });
+  },
+  'handoff_ledger_tree_test',
+);
