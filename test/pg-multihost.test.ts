@@ -191,7 +191,10 @@ describePostgres('two hosts sharing one PostgreSQL database', (pg) => {
       // An export from the database (global log order, with blobs) verifies offline.
       const out = join(tempDir('hl-export-'), 'bundle');
       expect((await exportBundle(auditor, { out, withBlobs: true })).unavailableBlobs).toEqual([]);
-      const report = await verifyBundle(await openBundleDir(out), { trust: run.trust, verifier: nodeVerifier });
+      const report = await verifyBundle(await openBundleDir(out), {
+        trust: mergeTrust(run.trust, auditor.trustStore()),
+        verifier: nodeVerifier,
+      });
       expect(report.findings).toEqual([]);
       expect(report.ok).toBe(true);
       expect(report.chains.map((c) => c.session).sort()).toEqual(SESSIONS);

@@ -62,6 +62,8 @@ export class LevelManifestLog extends AbstractManifestLog {
   private nextPosition = 0;
   private frontier: TreeNode[] = [];
   private treeSize = 0;
+  /** Set at open when the stored tree cannot be the tree of the stored entries; appends refuse then. */
+  private treeDamage: string | undefined;
 
   private constructor(
     private readonly db: Level<string, string>,
@@ -102,12 +104,11 @@ export class LevelManifestLog extends AbstractManifestLog {
       log.treeSize = await readTreeSize(db);
       log.frontier = await loadFrontier(db, log.treeSize);
       // More leaves than positions: entries were removed under the tree (the tree is not derived from them).
+      // The store still opens, so that fsck can report it and resume can refuse with the checkpoint's
+      // ROLLBACK; only appending, which would build on a tree that is not the entries', is refused.
       if (log.treeSize > log.nextPosition)
-        throw new ManifestError(
-          'TREE_DAMAGED',
-          `the tree has ${log.treeSize} leaves, the log ${log.nextPosition} entries`,
-        );
-      if (log.treeSize < log.nextPosition) {
+        log.treeDamage = `the tree has ${log.treeSize} leaves, the log ${log.nextPosition} entries`;
+      else if (log.treeSize < log.nextPosition) {
         // A store from before the tree existed: add its entries now (resumable, see backfillTree).
         const after = log.treeSize === 0 ? undefined : log.treeSize - 1;
         const state = await backfillTree(db, log.entries({ afterPosition: after }), {
@@ -169,6 +170,7 @@ export class LevelManifestLog extends AbstractManifestLog {
   }
 
   protected async _append(request: AppendRequest): Promise<LogEntry> {
+    if (this.treeDamage) throw new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
     const head = await this.cachedHead(request.session);
     await this._getWatermark(request.session); // loads it, so the batch can keep the higher of the two
     const expectedSeq = head ? head.seq + 1 : 0;
