@@ -135,7 +135,9 @@ describe('ids', () => {
       );
       const layout = readdirSync(root).sort();
       judge.tally.right(
-        layout.every((n) => ['blobs-v1', 'keys', 'manifests-v1', 'quarantine', 'tmp', 'trust.json'].includes(n)),
+        layout.every((n) =>
+          ['blobs-v1', 'checkpoints', 'keys', 'manifests-v1', 'quarantine', 'tmp', 'trust.json'].includes(n),
+        ),
         `unexpected entries in the root: ${layout}`,
       );
       for (const a of readdirSync(join(root, 'blobs-v1', 'blake3'))) {
