@@ -58,6 +58,16 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
 }
 
+/** `main` as the process runs it: a rejection is a bug, printed with its stack, exit 70 (EX_SOFTWARE). */
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  try {
+    return await main(argv, io);
+  } catch (err) {
+    io.stderr.write(`handoff-ledger: internal error: ${(err as Error)?.stack ?? err}\n`);
+    return EXIT_INTERNAL;
+  }
+}
+
 function isEntryPoint(): boolean {
   try {
     return process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
@@ -67,18 +77,12 @@ function isEntryPoint(): boolean {
 }
 
 if (isEntryPoint()) {
-  main(process.argv.slice(2), {
+  void runCli(process.argv.slice(2), {
     stdout: process.stdout,
     stderr: process.stderr,
     stdin: process.stdin,
     env: process.env,
-  }).then(
-    (code) => {
-      process.exitCode = code;
-    },
-    (err) => {
-      process.stderr.write(`handoff-ledger: internal error: ${(err as Error)?.stack ?? err}\n`);
-      process.exitCode = EXIT_INTERNAL;
-    },
-  );
+  }).then((code) => {
+    process.exitCode = code;
+  });
 }
