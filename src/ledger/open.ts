@@ -14,7 +14,7 @@ import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { Keyring } from '../keys/keyring.js';
 import { Ledger } from './ledger.js';
-import { parseScope } from './scope.js';
+import { parseHost } from './scope.js';
 import type { OpenLedgerOptions } from './options.js';
 
 export type { OpenLedgerOptions } from './options.js';
@@ -35,7 +35,7 @@ async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<Signat
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
  */
 export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
-  const host = parseScope({ principal: options.host, session: 'x' }).principal;
+  const host = parseHost(options.host);
   const root = options.root ?? defaultRoot();
   const clock = options.clock ?? (() => new Date());
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
