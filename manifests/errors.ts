@@ -15,6 +15,7 @@ export type ManifestErrorCode =
   | 'TRUST_INVALID'
   | 'CHAIN_CONFLICT'
   | 'LOCKED'
+  | 'RECORD_CORRUPT'
   | 'STORAGE_FAILED'
   | 'CANCELLED';
 

@@ -54,11 +54,15 @@ export interface BlobStore {
   chunks(digest: string, options?: GetOptions): AsyncIterable<Uint8Array>;
   /** True when a blob with this digest is stored (its content is not checked). */
   has(digest: string): Promise<boolean>;
-  /** Size and storage time, or `undefined` when absent. */
+  /** Size and storage time (the last `put` of these bytes), or `undefined` when absent. */
   stat(digest: string): Promise<BlobStat | undefined>;
   /** Every stored digest, in no particular order. */
   list(): AsyncIterable<Digest>;
-  /** Removes a blob (garbage collection only). Absent blobs are not an error. */
-  delete(digest: string): Promise<void>;
+  /**
+   * Removes a blob (garbage collection only). Absent blobs are not an error. With `storedBeforeMs`, removes it
+   * only when its storage time is still before that instant (a `put` of the same bytes refreshes the storage
+   * time): resolves `true` when removed, `false` when kept or absent.
+   */
+  delete(digest: string, options?: { storedBeforeMs?: number }): Promise<boolean>;
   close(): Promise<void>;
 }

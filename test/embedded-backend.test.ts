@@ -2,7 +2,7 @@
  * The embedded backend (filesystem blobs, LevelDB manifest log) against the shared conformance suites,
  * the same suites the PostgreSQL backend runs (test/pg-backend.test.ts).
  */
-import { open, rm } from 'node:fs/promises';
+import { open, rm, utimes } from 'node:fs/promises';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,6 +38,11 @@ blobStoreSuite('FsBlobStore', async ({ hash, maxBlobBytes }) => {
       } finally {
         await handle.close();
       }
+    },
+    async backdate(digest: string, ms: number) {
+      const hex = digestHex(digest);
+      const then = new Date(Date.now() - ms);
+      await utimes(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), then, then);
     },
     async dispose() {
       await fx.store.close();

@@ -1,6 +1,7 @@
 /** grant, revoke, grants, keys: the operator's access and key lifecycle commands. */
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withLedger, EXIT_OK, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import { printableLines } from './printable.js';
 
 const grantOptions = {
   ...storeOptions,
@@ -50,7 +51,9 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
       if (values.json) writeJson(io.stdout, list);
       else
         for (const g of list)
-          io.stdout.write(`${g.principal}\t${g.session}\t${g.state}\t${g.at}${g.by ? `\t${g.by}` : ''}\n`);
+          io.stdout.write(
+            printableLines([`${g.principal}\t${g.session}\t${g.state}\t${g.at}${g.by ? `\t${g.by}` : ''}`]),
+          );
       return EXIT_OK;
     });
   } catch (err) {
@@ -83,7 +86,9 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
         else
           for (const k of trust.keys)
             io.stdout.write(
-              `${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}\n`,
+              printableLines([
+                `${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}`,
+              ]),
             );
       } else if (sub === 'rotate') {
         const keyId = await ledger.rotateKey();
@@ -92,7 +97,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
         const keyId = positionals[0];
         if (!keyId) throw new UsageError('keys revoke needs a KEYID');
         await ledger.revokeKey(keyId, values.at);
-        io.stdout.write(`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}\n`);
+        io.stdout.write(printableLines([`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}`]));
       }
       return EXIT_OK;
     });

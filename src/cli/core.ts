@@ -14,6 +14,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
+import { printableLines } from './printable.js';
 
 export async function init(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, storeOptions);
@@ -133,7 +134,9 @@ export async function history(argv: string[], io: CliIo): Promise<number> {
       else
         for (const e of entries)
           io.stdout.write(
-            `${e.manifest.seq}\t${e.manifest.createdAt}\t${e.manifest.host}\t${e.manifest.run}\t${e.id}\t${e.manifest.summary.size} bytes\n`,
+            printableLines([
+              `${e.manifest.seq}\t${e.manifest.createdAt}\t${e.manifest.host}\t${e.manifest.run}\t${e.id}\t${e.manifest.summary.size} bytes`,
+            ]),
           );
       return EXIT_OK;
     });

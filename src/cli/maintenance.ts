@@ -11,6 +11,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
+import { printableLines } from './printable.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
@@ -22,11 +23,14 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
       else {
         if (recovery.stagingRemoved)
           io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
+        for (const p of recovery.headProblems)
+          io.stdout.write(printableLines([`HEAD_PROBLEM\t${p.session}\t-\t${p.problem}`]));
         for (const f of report.findings)
-          io.stdout.write(`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}\n`);
+          io.stdout.write(printableLines([`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}`]));
         io.stdout.write(
           `${report.ok ? 'clean' : `${report.findings.length} finding(s)`}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
         );
+        io.stdout.write(`not verified: ${report.notVerified}\n`);
       }
       return report.ok && recovery.headProblems.length === 0 ? EXIT_OK : EXIT_REFUSED;
     });

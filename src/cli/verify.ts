@@ -18,6 +18,7 @@ import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.n
 import { openBundleDir } from '../ops/bundle-dir.js';
 import { decodeSummary, validateSummary } from '../summary/summary.js';
 import { EXIT_OK, EXIT_REFUSED, hashFromEnv, parse, readLimited, reportError, UsageError, type CliIo } from './io.js';
+import { printable, printableLines } from './printable.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
@@ -93,7 +94,7 @@ async function lineVerifierFor(
     try {
       return await createWorkerLineVerifier({ trust, verifier });
     } catch (err) {
-      io.stderr.write(`handoff-ledger: verifying in one thread (${(err as Error).message})\n`);
+      io.stderr.write(`handoff-ledger: verifying in one thread (${printable((err as Error).message)})\n`);
       return undefined;
     }
   }

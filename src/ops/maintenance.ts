@@ -8,6 +8,8 @@ import { ManifestError } from '../../manifests/errors.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
 import type { Ledger } from '../ledger/ledger.js';
+import type { ChainHead } from '../../manifests/log/log.js';
+import type { TrustStore } from '../../manifests/format/trust.js';
 
 export interface FsckFinding {
   code: string;
@@ -22,13 +24,31 @@ export interface FsckReport {
   manifests: number;
   blobsChecked: number;
   findings: FsckFinding[];
+  /** What fsck cannot check, because nothing signs it (printed with every report, clean or not). */
+  notVerified: string;
 }
+
+/**
+ * Grants are records of the log only: no signature covers them, so a writer of the database can grant a principal
+ * another's session undetectably. A session's owner is checked (the principal of its signed seq 0).
+ */
+export const FSCK_NOT_VERIFIED =
+  'grant and revocation records (unsigned: anyone who can write the database can change who may read a session)';
 
 function codeOf(err: unknown): string {
   return err instanceof ManifestError || err instanceof StoreError ? err.code : 'ERROR';
 }
 
-/** Checks the whole store. Reads every manifest and every referenced blob; changes nothing. */
+/** A corrupt stored record (`RECORD_CORRUPT`) becomes a finding, and fsck goes on with what it can still read. */
+function recordProblem(err: unknown, findings: FsckFinding[], session?: string): void {
+  if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+  findings.push({ code: err.code, ...(session !== undefined ? { session } : {}), message: err.message });
+}
+
+/**
+ * Checks the whole store. Reads every manifest and every referenced blob; changes nothing. A chain whose records
+ * are corrupt is reported (`RECORD_CORRUPT`) and the other chains are still checked.
+ */
 export async function fsck(
   ledger: Ledger,
   options: { signal?: AbortSignal; checkBlobs?: boolean } = {},
@@ -38,72 +58,112 @@ export async function fsck(
   const checked = new Set<Digest>();
   let chains = 0;
   let manifests = 0;
-  for await (const head of ledger.log.heads()) {
-    chains++;
-    let prev: Digest | null = null;
-    let seq = 0;
-    for await (const entry of ledger.log.chain(head.session)) {
-      options.signal?.throwIfAborted();
-      manifests++;
-      const at = { session: head.session, seq: entry.seq };
-      if (entry.seq !== seq)
-        findings.push({ code: 'SEQ_GAP', ...at, message: `expected seq ${seq}, found ${entry.seq}` });
-      seq = entry.seq + 1;
-      let verified;
+  try {
+    for await (const head of ledger.log.heads()) {
+      chains++;
       try {
-        verified = verifyManifestEnvelope(entry.envelope, { trust, verifier: ledger.verifier });
+        manifests += await checkChain(ledger, head, trust, checked, findings, options);
       } catch (err) {
-        findings.push({ code: codeOf(err), ...at, message: (err as Error).message });
-        prev = entry.id;
-        continue;
-      }
-      const m = verified.manifest;
-      if (m.session !== head.session || m.seq !== entry.seq)
-        findings.push({
-          code: 'SCOPE_MISMATCH',
-          ...at,
-          message: `entry holds the manifest of ${m.session} seq ${m.seq}`,
-        });
-      if (verified.id !== entry.id)
-        findings.push({ code: 'ID_MISMATCH', ...at, message: 'the stored id is not the hash of the payload' });
-      if (m.prev !== prev)
-        findings.push({ code: 'PREV_MISMATCH', ...at, message: 'prev does not name the previous entry' });
-      prev = verified.id;
-      if (options.checkBlobs !== false && !checked.has(m.summary.digest)) {
-        checked.add(m.summary.digest);
-        try {
-          const bytes = await ledger.blobs.get(m.summary.digest, { maxBytes: Math.max(m.summary.size, 1) });
-          if (bytes.length !== m.summary.size)
-            findings.push({
-              code: 'BLOB_SIZE',
-              ...at,
-              message: `blob is ${bytes.length} bytes, manifest says ${m.summary.size}`,
-            });
-        } catch (err) {
-          findings.push({ code: codeOf(err), ...at, message: (err as Error).message });
-        }
+        recordProblem(err, findings, head.session);
       }
     }
-    if (seq !== head.seq + 1 || prev !== head.id) {
-      findings.push({
-        code: 'HEAD_MISMATCH',
-        session: head.session,
-        message: `head says seq ${head.seq} ${head.id}; the chain ends at seq ${seq - 1}`,
-      });
-    }
+  } catch (err) {
+    recordProblem(err, findings);
   }
   let position = 0;
-  for await (const entry of ledger.log.entries()) {
-    if (entry.position !== position)
-      findings.push({
-        code: 'POSITION_GAP',
-        session: entry.session,
-        seq: entry.seq,
-        message: `global position ${entry.position}, expected ${position}`,
-      });
-    position = entry.position + 1;
+  try {
+    for await (const entry of ledger.log.entries()) {
+      if (entry.position !== position)
+        findings.push({
+          code: 'POSITION_GAP',
+          session: entry.session,
+          seq: entry.seq,
+          message: `global position ${entry.position}, expected ${position}`,
+        });
+      position = entry.position + 1;
+    }
+  } catch (err) {
+    recordProblem(err, findings);
   }
-  return { ok: findings.length === 0, chains, manifests, blobsChecked: checked.size, findings };
+  return {
+    ok: findings.length === 0,
+    chains,
+    manifests,
+    blobsChecked: checked.size,
+    findings,
+    notVerified: FSCK_NOT_VERIFIED,
+  };
+}
+
+/** One chain: every entry's signature, scope, id and link, its blob, its head and its owner. Returns the entries read. */
+async function checkChain(
+  ledger: Ledger,
+  head: ChainHead,
+  trust: TrustStore,
+  checked: Set<Digest>,
+  findings: FsckFinding[],
+  options: { signal?: AbortSignal; checkBlobs?: boolean },
+): Promise<number> {
+  let manifests = 0;
+  let prev: Digest | null = null;
+  let seq = 0;
+  for await (const entry of ledger.log.chain(head.session)) {
+    options.signal?.throwIfAborted();
+    manifests++;
+    const at = { session: head.session, seq: entry.seq };
+    if (entry.seq !== seq)
+      findings.push({ code: 'SEQ_GAP', ...at, message: `expected seq ${seq}, found ${entry.seq}` });
+    seq = entry.seq + 1;
+    let verified;
+    try {
+      verified = verifyManifestEnvelope(entry.envelope, { trust, verifier: ledger.verifier });
+    } catch (err) {
+      findings.push({ code: codeOf(err), ...at, message: (err as Error).message });
+      prev = entry.id;
+      continue;
+    }
+    const m = verified.manifest;
+    if (m.session !== head.session || m.seq !== entry.seq || m.principal !== entry.principal)
+      findings.push({
+        code: 'SCOPE_MISMATCH',
+        ...at,
+        message: `entry holds the manifest of ${m.session} seq ${m.seq} by ${m.principal}`,
+      });
+    // The owner record decides who may read the session; seq 0's signed principal is what it must say.
+    if (m.seq === 0 && m.session === head.session && head.owner !== m.principal)
+      findings.push({
+        code: 'OWNER_MISMATCH',
+        ...at,
+        message: `the chain head names owner ${head.owner}; seq 0 was signed for ${m.principal}`,
+      });
+    if (verified.id !== entry.id)
+      findings.push({ code: 'ID_MISMATCH', ...at, message: 'the stored id is not the hash of the payload' });
+    if (m.prev !== prev)
+      findings.push({ code: 'PREV_MISMATCH', ...at, message: 'prev does not name the previous entry' });
+    prev = verified.id;
+    if (options.checkBlobs !== false && !checked.has(m.summary.digest)) {
+      checked.add(m.summary.digest);
+      try {
+        const bytes = await ledger.blobs.get(m.summary.digest, { maxBytes: Math.max(m.summary.size, 1) });
+        if (bytes.length !== m.summary.size)
+          findings.push({
+            code: 'BLOB_SIZE',
+            ...at,
+            message: `blob is ${bytes.length} bytes, manifest says ${m.summary.size}`,
+          });
+      } catch (err) {
+        findings.push({ code: codeOf(err), ...at, message: (err as Error).message });
+      }
+    }
+  }
+  if (seq !== head.seq + 1 || prev !== head.id) {
+    findings.push({
+      code: 'HEAD_MISMATCH',
+      session: head.session,
+      message: `head says seq ${head.seq} ${head.id}; the chain ends at seq ${seq - 1}`,
+    });
+  }
+  return manifests;
 }
 
 export interface GcReport {
@@ -116,7 +176,9 @@ export interface GcReport {
 /**
  * Removes blobs that no manifest references and that were stored more than `graceMs` ago. A blob
  * of a publish in flight is younger than any sensible grace period, so it is never taken from under
- * the manifest about to reference it. Every manifest counts as a reference, verified or not.
+ * the manifest about to reference it; a publish whose summary equals an old orphan refreshes its storage time
+ * when it re-puts the bytes, and the delete itself re-checks that time. Every manifest counts as a reference,
+ * verified or not.
  */
 export async function gc(
   ledger: Ledger,
@@ -148,7 +210,11 @@ export async function gc(
       keptYoung++;
       continue;
     }
-    if (!options.dryRun) await ledger.blobs.delete(digest);
+    // Judged again by the store itself at the delete: a publish that re-put these bytes since the stat keeps them.
+    if (!options.dryRun && !(await ledger.blobs.delete(digest, { storedBeforeMs: cutoff + 1 }))) {
+      keptYoung++;
+      continue;
+    }
     removed.push(digest);
   }
   return { scanned, referenced: referenced.size, removed, keptYoung };

@@ -44,6 +44,7 @@ function storageFailed(step: string, err: unknown): Error {
 
 export class FsBlobStore implements BlobStore {
   readonly root: string;
+  private readonly blobsV1Dir: string;
   private readonly blobDir: string;
   private readonly tmpDir: string;
   private readonly quarantineDir: string;
@@ -59,7 +60,8 @@ export class FsBlobStore implements BlobStore {
 
   private constructor(root: string, options: FsBlobStoreOptions) {
     this.root = root;
-    this.blobDir = join(root, 'blobs-v1', 'blake3');
+    this.blobsV1Dir = join(root, 'blobs-v1');
+    this.blobDir = join(this.blobsV1Dir, 'blake3');
     this.tmpDir = join(root, 'tmp');
     this.quarantineDir = join(root, 'quarantine');
     this.hash = options.hash;
@@ -115,10 +117,8 @@ export class FsBlobStore implements BlobStore {
     if (source instanceof Uint8Array && source.length > limit) {
       throw new StoreError('BLOB_TOO_LARGE', `blob of ${source.length} bytes exceeds the limit of ${limit}`);
     }
-    // Staging was checked at open; a link swapped in since would send the write outside the root.
-    const tmp = await this.fs.lstat(this.tmpDir).catch(wrap('lstat staging'));
-    if (!tmp.isDirectory())
-      throw new StoreError('UNSAFE_PATH', `blob store: ${this.tmpDir} is not a directory (symlink planted?)`);
+    // Staging and the blob tree were checked at open; a link swapped in since would send the write outside the root.
+    await this.checkRealDirs([this.tmpDir, this.blobsV1Dir, this.blobDir]);
     const staging = join(this.tmpDir, `${randomBytes(16).toString('hex')}.tmp`);
     let handle: FileHandle | undefined;
     let created = false;
@@ -146,6 +146,8 @@ export class FsBlobStore implements BlobStore {
   /** Makes both shard directories of `digest` exist durably (each new one fsynced into its parent). */
   private async ensureShardDirs(digest: Digest): Promise<void> {
     const { dir1, dir2 } = this.pathOf(digestHex(digest));
+    // Again right before the shard directories are made and the name linked: the swap may have come mid-write.
+    await this.checkRealDirs([this.blobsV1Dir, this.blobDir]);
     if (await this.ensureShardDir(dir1)) await this.syncDir(this.blobDir);
     if (await this.ensureShardDir(dir2)) await this.syncDir(dir1);
     // Leftovers of an earlier failed fsync (perhaps of the very directories just found to exist).
@@ -176,10 +178,37 @@ export class FsBlobStore implements BlobStore {
       if (!(await this.existingMatches(digest, size))) {
         await this.quarantine(hex, file);
         await this.fs.link(staging, file).catch(wrap('link'));
+      } else {
+        await this.refresh(file, staging);
       }
     }
     // Also on the "already there" path: the put that linked it may have failed at exactly this fsync.
     await this.syncDir(dir2);
+  }
+
+  /**
+   * A put of bytes already stored makes them young again: gc judges by this time, and the manifest about
+   * to name the blob is not appended yet. When gc removed the old file meanwhile, the staged copy takes its place.
+   */
+  private async refresh(file: string, staging: string): Promise<void> {
+    const now = new Date();
+    try {
+      await this.fs.utimes(file, now, now);
+    } catch (err) {
+      if (errno(err) !== 'ENOENT') throw storageFailed('refresh storage time', err);
+      await this.fs.link(staging, file).catch((e: unknown) => {
+        if (errno(e) !== 'EEXIST') throw storageFailed('link', e);
+      });
+    }
+  }
+
+  /** Refuses any of `dirs` that is no longer a real directory (a symlink swapped in after open). */
+  private async checkRealDirs(dirs: string[]): Promise<void> {
+    for (const dir of dirs) {
+      const st = await this.fs.lstat(dir).catch(wrap('lstat'));
+      if (!st.isDirectory())
+        throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink planted?)`);
+    }
   }
 
   /** Creates a shard directory if missing; returns true when it was created. Refuses a planted symlink. */
@@ -264,7 +293,7 @@ export class FsBlobStore implements BlobStore {
   }
 
   private async checkShardDirs(dir1: string, dir2: string): Promise<void> {
-    for (const dir of [dir1, dir2]) {
+    for (const dir of [this.blobsV1Dir, this.blobDir, dir1, dir2]) {
       let st;
       try {
         st = await this.fs.lstat(dir);
@@ -309,13 +338,19 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  async delete(digest: string): Promise<void> {
-    const { dir2, file } = this.pathOf(digestHex(digest));
+  async delete(digest: string, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
+    const { dir1, dir2, file } = this.pathOf(digestHex(digest));
+    await this.checkShardDirs(dir1, dir2);
     try {
+      // Judged as late as possible: a put that refreshed the time before this lstat keeps its blob.
+      if (options.storedBeforeMs !== undefined && (await this.fs.lstat(file)).mtimeMs >= options.storedBeforeMs)
+        return false;
       await this.fs.unlink(file);
       await this.fs.fsyncDir(dir2);
+      return true;
     } catch (err) {
       if (errno(err) !== 'ENOENT') throw storageFailed('delete', err);
+      return false;
     }
   }
 

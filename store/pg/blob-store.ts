@@ -175,6 +175,10 @@ export class PgBlobStore implements BlobStore {
     try {
       await this.readVerified(client, digest, Infinity);
       await client.query(this.db.sql('DELETE FROM {schema}.blob_chunks WHERE blob_id = $1'), [blobId]);
+      // The bytes are young again: gc judges by stored_at, and the manifest about to name them is not appended yet.
+      await client.query(this.db.sql('UPDATE {schema}.blobs SET stored_at = clock_timestamp() WHERE digest = $1'), [
+        digest,
+      ]);
       return;
     } catch (err) {
       if (!(err instanceof StoreError && err.code === 'BLOB_INTEGRITY')) throw err;
@@ -284,10 +288,20 @@ export class PgBlobStore implements BlobStore {
     }
   }
 
-  async delete(digest: string): Promise<void> {
+  async delete(digest: string, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
     digestHex(digest);
     try {
-      await this.db.query(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest]);
+      // One statement: a put that refreshed stored_at first (its row lock orders the two) keeps the blob.
+      const { rowCount } =
+        options.storedBeforeMs === undefined
+          ? await this.db.query(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest])
+          : await this.db.query(
+              this.db.sql(
+                'DELETE FROM {schema}.blobs WHERE digest = $1 AND stored_at < to_timestamp($2::float8 / 1000)',
+              ),
+              [digest, options.storedBeforeMs],
+            );
+      return (rowCount ?? 0) > 0;
     } catch (err) {
       throw storageFailed('delete', err);
     }

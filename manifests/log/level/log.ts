@@ -14,6 +14,13 @@ import { Level } from 'level';
 import { storageFailure, throwIfAborted } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
+import {
+  parseEntryRecord,
+  parseGrantRecord,
+  parseHeadRecord,
+  parsePositionRecord,
+  parseWatermarkRecord,
+} from './records.js';
 import type {
   AppendOptions,
   AppendRequest,
@@ -95,27 +102,29 @@ export class LevelManifestLog implements ManifestLog {
 
   async head(session: string): Promise<ChainHead | undefined> {
     const raw = await this.db.get(`h!${session}`);
-    return raw === undefined ? undefined : (JSON.parse(raw) as ChainHead);
+    return raw === undefined ? undefined : parseHeadRecord(`h!${session}`, raw);
   }
 
   async entry(session: string, seq: number): Promise<LogEntry | undefined> {
-    const raw = await this.db.get(entryKey(session, seq));
-    return raw === undefined ? undefined : (JSON.parse(raw) as LogEntry);
+    const key = entryKey(session, seq);
+    const raw = await this.db.get(key);
+    return raw === undefined ? undefined : parseEntryRecord(key, raw);
   }
 
   async *chain(session: string, options: { fromSeq?: number } = {}): AsyncIterable<LogEntry> {
-    const it = this.db.values({ gte: entryKey(session, options.fromSeq ?? 0), lt: `e!${session}!\xff` });
-    for await (const raw of it) yield JSON.parse(raw) as LogEntry;
+    const it = this.db.iterator({ gte: entryKey(session, options.fromSeq ?? 0), lt: `e!${session}!\xff` });
+    for await (const [key, raw] of it) yield parseEntryRecord(key, raw);
   }
 
   async *entries(options: { afterPosition?: number } = {}): AsyncIterable<LogEntry> {
     const gt = options.afterPosition === undefined ? 'p!' : posKey(options.afterPosition);
     let keys: string[] = [];
     const flush = async function* (db: Level<string, string>, ks: string[]) {
-      for (const raw of await db.getMany(ks)) if (raw !== undefined) yield JSON.parse(raw) as LogEntry;
+      const raws = await db.getMany(ks);
+      for (let i = 0; i < ks.length; i++) if (raws[i] !== undefined) yield parseEntryRecord(ks[i]!, raws[i]!);
     };
-    for await (const entryRef of this.db.values({ gt, lt: 'p!\xff' })) {
-      keys.push(entryRef);
+    for await (const [key, entryRef] of this.db.iterator({ gt, lt: 'p!\xff' })) {
+      keys.push(parsePositionRecord(key, entryRef));
       if (keys.length === 256) {
         yield* flush(this.db, keys);
         keys = [];
@@ -125,7 +134,7 @@ export class LevelManifestLog implements ManifestLog {
   }
 
   async *heads(): AsyncIterable<ChainHead> {
-    for await (const raw of this.db.values({ gte: 'h!', lt: 'h!\xff' })) yield JSON.parse(raw) as ChainHead;
+    for await (const [key, raw] of this.db.iterator({ gte: 'h!', lt: 'h!\xff' })) yield parseHeadRecord(key, raw);
   }
 
   private async cachedHead(session: string): Promise<ChainHead | null> {
@@ -213,7 +222,7 @@ export class LevelManifestLog implements ManifestLog {
     if (mark === undefined) {
       const raw = await this.db.get(`w!${session}`);
       if (raw === undefined) return undefined;
-      mark = Number(raw);
+      mark = parseWatermarkRecord(`w!${session}`, raw);
       this.watermarkCache.set(session, mark);
     }
     return mark;
@@ -230,12 +239,25 @@ export class LevelManifestLog implements ManifestLog {
   /** Recovery check on open: every head must point at a stored entry with the same id, and no entry may lie beyond it. */
   async checkHeads(): Promise<Array<{ session: string; problem: string }>> {
     const problems: Array<{ session: string; problem: string }> = [];
-    for await (const head of this.heads()) {
-      const entry = await this.entry(head.session, head.seq);
-      if (!entry || entry.id !== head.id)
-        problems.push({ session: head.session, problem: `head seq ${head.seq} has no matching entry` });
-      if (await this.entry(head.session, head.seq + 1))
-        problems.push({ session: head.session, problem: `entries exist beyond head seq ${head.seq}` });
+    // A corrupt record is reported here (and by fsck), never a reason to refuse opening: fsck needs the store open.
+    const corrupt = (session: string, err: unknown) => {
+      if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+      problems.push({ session, problem: err.message });
+    };
+    try {
+      for await (const head of this.heads()) {
+        try {
+          const entry = await this.entry(head.session, head.seq);
+          if (!entry || entry.id !== head.id)
+            problems.push({ session: head.session, problem: `head seq ${head.seq} has no matching entry` });
+          if (await this.entry(head.session, head.seq + 1))
+            problems.push({ session: head.session, problem: `entries exist beyond head seq ${head.seq}` });
+        } catch (err) {
+          corrupt(head.session, err);
+        }
+      }
+    } catch (err) {
+      corrupt('(unknown)', err);
     }
     return problems;
   }
@@ -264,7 +286,7 @@ class LevelGrantTable implements GrantTable {
     let rec = this.cache.get(key);
     if (rec === undefined) {
       const raw = await this.db.get(key);
-      rec = raw === undefined ? null : (JSON.parse(raw) as GrantRecord);
+      rec = raw === undefined ? null : parseGrantRecord(key, raw);
       if (this.cache.size >= 100_000) this.cache.clear();
       this.cache.set(key, rec);
     }
@@ -285,8 +307,8 @@ class LevelGrantTable implements GrantTable {
   async list(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
     const prefix = filter.principal === undefined ? 'g!' : `g!${filter.principal}!`;
     const out: GrantRecord[] = [];
-    for await (const raw of this.db.values({ gte: prefix, lt: `${prefix}\xff` })) {
-      const rec = JSON.parse(raw) as GrantRecord;
+    for await (const [key, raw] of this.db.iterator({ gte: prefix, lt: `${prefix}\xff` })) {
+      const rec = parseGrantRecord(key, raw);
       if (filter.session === undefined || rec.session === filter.session) out.push(rec);
     }
     return out;
