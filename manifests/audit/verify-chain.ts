@@ -69,6 +69,9 @@ export interface BundleAuditReport extends AuditReport {
   checked: AuditCoverage;
 }
 
+/** A batch is also cut by bytes: a thousand padded 64 KiB lines must not sit in memory at once. */
+const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+
 /** FORK findings get both envelopes as evidence, read back from the bundle; at most this many forks get them. */
 const MAX_FORK_EVIDENCE = 1000;
 
@@ -151,7 +154,7 @@ async function verifyLines(
         batch.push({ line: raw.line, text: raw.text });
         batchBytes += raw.bytes;
       }
-      if (batch.length >= batchSize) await dispatch();
+      if (batch.length >= batchSize || batchBytes >= MAX_BATCH_BYTES) await dispatch();
     }
     await dispatch();
     while (inflight.length > 0) await settleOldest();

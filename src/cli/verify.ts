@@ -132,7 +132,8 @@ function describeCoverage(r: BundleAuditReport): string {
   return `checked: signatures, chain rules, ${blobs}; ${scope}`;
 }
 
-function humanReport(dir: string, r: BundleAuditReport): string {
+/** The human-readable report: findings grouped by chain, every line escaped, one verdict line at the end. */
+export function humanReport(dir: string, r: BundleAuditReport): string {
   const out: string[] = [];
   const h = r.header;
   const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';

@@ -124,13 +124,16 @@ export async function exportBundle(source: ExportSource, options: ExportOptions)
       throw new AuditError('BUNDLE_EXISTS', `${out} already exists; export never overwrites`);
     throw ioError(`creating ${out}`, err);
   }
-  const claim = await fs.lstat(out).catch((err: unknown) => {
+  // Identity by inode and its change/birth times in nanoseconds: a directory made in place of a removed one often
+  // gets the same inode number back.
+  const identity = async () => {
+    const st = await fs.lstat(out, { bigint: true });
+    return st.isDirectory() ? `${st.dev}:${st.ino}:${st.ctimeNs}:${st.birthtimeNs}` : 'not a directory';
+  };
+  const claim = await identity().catch((err: unknown) => {
     throw ioError(`checking ${out}`, err);
   });
-  const stillOurClaim = async () => {
-    const st = await fs.lstat(out).catch(() => undefined);
-    return st !== undefined && st.isDirectory() && st.ino === claim.ino && st.dev === claim.dev;
-  };
+  const stillOurClaim = async () => (await identity().catch(() => undefined)) === claim;
   try {
     return await exportInto(source, options, fs, out, stillOurClaim);
   } catch (err) {
