@@ -385,7 +385,7 @@ describe('verify time', () => {
       () => text,
       () =>
         judge.tally.right(
-          text < Math.max(5 * json, 200),
+          text < Math.max(10 * json, 1000),
           `text report ${text.toFixed(0)} ms vs JSON ${json.toFixed(0)} ms`,
         ),
     );
