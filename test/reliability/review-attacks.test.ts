@@ -130,6 +130,38 @@ describe('terminal injection', () => {
   });
 });
 
+describe('unsigned owner and grant records', () => {
+  it('fsck finds an owner record changed to another principal; a planted grant it cannot see, and says so', async () => {
+    const root = tempDir('hl-review-');
+    const ledger = await openLedger({ root, host: 'host-a' });
+    await ledger.publish(scope, sizedSummary('owned'));
+    const raw = (ledger.log as LevelManifestLog).raw;
+    const head = JSON.parse((await raw.get('h!s'))!);
+    await raw.put('h!s', JSON.stringify({ ...head, owner: 'mallory' }));
+    await raw.put(
+      'g!eve!s',
+      JSON.stringify({ principal: 'eve', session: 's', state: 'granted', at: '2026-01-01T00:00:00.000Z' }),
+    );
+    await ledger.close();
+    const reopened = await openLedger({ root, host: 'host-a' });
+    try {
+      await judge.judge(
+        'unsigned records',
+        () => fsck(reopened),
+        (report) => {
+          judge.tally.right(
+            report.findings.map((f) => f.code).join() === 'OWNER_MISMATCH',
+            `fsck findings: ${JSON.stringify(report.findings)}`,
+          );
+          expect(report.notVerified).toMatch(/^grant and revocation records/);
+        },
+      );
+    } finally {
+      await reopened.close();
+    }
+  });
+});
+
 describe('gc against a publish that reuses an old orphan blob', () => {
   it('keeps the blob when gc runs between the blob write and the append', async () => {
     const inner = await LevelManifestLog.open(join(tempDir('hl-review-'), 'log'));
