@@ -2,7 +2,7 @@
  * `npm run bench` — throughput of the ledger beside the physical limit and a peer.
  *
  *   node --expose-gc dist/benchmarks/run.js [--quick] [--out DIR] [--work DIR] [--text ascii|mixed]
- *                                           [--only sizes,concurrency,chain,rss,postgres]
+ *                                           [--only sizes,alone,concurrency,chain,rss,postgres]
  *
  * Writes latest.json, latest.md and throughput.svg to benchmarks/results/ (quick runs: results/quick/)
  * and prints the tables. Progress goes to stderr. Timings are medians of interleaved rounds.
@@ -19,6 +19,7 @@ import { SCHEMA, type BenchResults } from './report/model.js';
 import { throughputSvg } from './report/svg.js';
 import { markdownReport, terminalReport } from './report/tables.js';
 import { evaluateTargets } from './report/targets.js';
+import { RAW_ALONE, runAloneSuite } from './suites/alone.js';
 import { runChainSuite } from './suites/chain.js';
 import { runConcurrencySuite } from './suites/concurrency.js';
 import { runPostgresSuite } from './suites/postgres.js';
@@ -31,6 +32,7 @@ const FULL = {
   batch: { [KiB]: 20, [64 * KiB]: 10, [MiB]: 4, [16 * MiB]: 1, [64 * MiB]: 1 } as Record<number, number>,
   nobleMaxBytes: 16 * MiB,
   concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 3, durationMs: 2000 },
+  alone: { sizes: [16 * MiB, 64 * MiB], rounds: 5 },
   chain: { manifests: 100_000, sessions: 1000, rounds: 2, threads: 2, nodeSample: 20_000, nobleSample: 1000 },
   rssSizes: [KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB],
   // No 64 MiB row: it ran at the 16 MiB rate (~45 MiB/s) and added ~20 s to the suite's ~30 s.
@@ -48,6 +50,7 @@ const QUICK: typeof FULL = {
   batch: { [KiB]: 3, [64 * KiB]: 2, [MiB]: 1 },
   nobleMaxBytes: 16 * MiB,
   concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 1, durationMs: 250 },
+  alone: { sizes: [MiB], rounds: 1 },
   chain: { manifests: 2000, sessions: 50, rounds: 1, threads: 2, nodeSample: 500, nobleSample: 100 },
   rssSizes: [MiB],
   postgres: {
@@ -58,7 +61,7 @@ const QUICK: typeof FULL = {
   },
 };
 
-const SUITES = ['sizes', 'concurrency', 'chain', 'rss', 'postgres'] as const;
+const SUITES = ['sizes', 'alone', 'concurrency', 'chain', 'rss', 'postgres'] as const;
 const emptySpread = { n: 0, median: 0, min: 0, max: 0, q1: 0, q3: 0 };
 
 function settings() {
@@ -87,6 +90,13 @@ function settings() {
   };
 }
 
+/** The disk's own durable write speed in this run: the raw write alone at the largest size measured alone. */
+function diskRecord(cases: Array<{ case: string; size: number; samples: number[] }>): BenchResults['disk'] {
+  const raw = cases.filter((c) => c.case === RAW_ALONE && c.samples.length > 0).sort((a, b) => b.size - a.size)[0];
+  if (!raw) return undefined;
+  return { bytes: raw.size, durableWriteMiBps: mapSpread(spread(raw.samples), (sec) => raw.size / MiB / sec) };
+}
+
 async function main(): Promise<void> {
   const s = settings();
   const { cfg } = s;
@@ -109,10 +119,14 @@ async function main(): Promise<void> {
           log,
         })
       : { cases: [], fastestHash: 'wasm', hashProbeMiBps: {} };
+    log('alone (publish alone vs raw durable write alone):');
+    const alone = s.only.has('alone')
+      ? await runAloneSuite({ ...cfg.alone, text: s.text, workDir, log })
+      : { cases: [], backend: '' };
     log('concurrency:');
     const concurrency = s.only.has('concurrency')
       ? await runConcurrencySuite({ ...cfg.concurrency, workDir, log })
-      : [];
+      : { ledger: [], rawWrites: [] };
     log('chain:');
     const chain = s.only.has('chain') ? await runChainSuite({ ...cfg.chain, log }) : undefined;
     log('rss:');
@@ -157,9 +171,11 @@ async function main(): Promise<void> {
         chain: cfg.chain,
         rssSizes: cfg.rssSizes,
         postgres: cfg.postgres,
+        alone: cfg.alone,
       },
+      disk: diskRecord(alone.cases),
       hash: { fastest: sizes.fastestHash, probeMiBps: sizes.hashProbeMiBps },
-      sizes: [...sizes.cases, ...postgres.cases].map((c) => {
+      sizes: [...sizes.cases, ...alone.cases, ...postgres.cases].map((c) => {
         const seconds = spread(c.samples);
         return {
           case: c.case,
@@ -169,9 +185,14 @@ async function main(): Promise<void> {
           samplesSeconds: c.samples,
           seconds,
           mibPerSecond: mapSpread(seconds, (sec) => c.size / MiB / sec),
+          ...(c.writebackSeconds ? { writebackSeconds: spread(c.writebackSeconds) } : {}),
         };
       }),
-      concurrency: concurrency.map((c) => ({ ...c, publishesPerSecond: spread(c.samples) })),
+      concurrency: concurrency.ledger.map((c) => ({ ...c, publishesPerSecond: spread(c.samples) })),
+      rawSmallWrites:
+        concurrency.rawWrites.length > 0
+          ? { bytes: cfg.concurrency.bytes, samples: concurrency.rawWrites, perSecond: spread(concurrency.rawWrites) }
+          : undefined,
       chain: chain
         ? {
             manifests: chain.manifests,

@@ -4,6 +4,8 @@
 import { HandoffLedgerError } from '../store/errors.js';
 
 export type ManifestErrorCode =
+  | 'INVALID_ID'
+  | 'INVALID_ARGUMENT'
   | 'ENVELOPE_INVALID'
   | 'PAYLOAD_TYPE'
   | 'MANIFEST_INVALID'

@@ -43,8 +43,12 @@ export type {
   GrantRecord,
   GrantState,
   GrantTable,
+  InlineBlob,
+  InlineBlobTable,
   LogEntry,
   ManifestLog,
 } from './log/log.js';
+export { AbstractManifestLog } from './log/abstract-log.js';
+export type { HeadProblem, HeadProblemCode } from './chain/head-rules.js';
 export { LevelManifestLog, type LevelManifestLogOptions } from './log/level/log.js';
 export { PgManifestLog, type PgManifestLogOptions } from './log/pg/log.js';

@@ -23,7 +23,8 @@ export type LedgerErrorCode =
   | 'KEY_INVALID'
   | 'CANCELLED'
   | 'CLOSED'
-  | 'MODEL_FAILED';
+  | 'MODEL_FAILED'
+  | 'MODEL_REFUSED';
 
 export class LedgerError extends HandoffLedgerError<LedgerErrorCode> {
   override readonly name = 'LedgerError';

@@ -31,7 +31,14 @@ export {
   summarySchema,
   validateSummary,
   type Summary,
+  type JsonSchemaObject,
 } from './summary/summary.js';
+export {
+  normalizeStrictSummary,
+  SUMMARY_SCHEMA_FORMS,
+  summarySchemaFor,
+  type SummarySchemaForm,
+} from './summary/schema-forms.js';
 
 // Keys
 export { generateJwk, loadKeyFile, LocalSigner, type PrivateJwk } from './keys/local-signer.js';
@@ -41,13 +48,24 @@ export type { TrustedKey, TrustStore } from '../manifests/format/trust.js';
 export type { Digest } from '../store/hash/digest.js';
 
 // Operations
-export { fsck, gc, parseDuration, type FsckFinding, type FsckReport, type GcReport } from './ops/maintenance.js';
+export {
+  fsck,
+  FSCK_STORE_CODES,
+  gc,
+  parseDuration,
+  type FsckFinding,
+  type FsckFindingCode,
+  type FsckReport,
+  type GcReport,
+} from './ops/maintenance.js';
 export { exportBundle, type ExportOptions, type ExportResult, type ExportSource } from './ops/export.js';
 
 // Auditing on Node (the verifier itself is `handoff-ledger/audit`)
 export { openBundleDir } from './ops/bundle-dir.js';
 export { createWorkerLineVerifier } from '../manifests/audit/verify-workers.node.js';
 export { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
+export { auditBundle } from './ops/audit.js';
+export type { SignatureVerifier } from '../manifests/crypto/ed25519.js';
 
 // Harness integration
 export type {
@@ -73,3 +91,11 @@ export {
 } from './compaction/tool.js';
 export { HANDOFF_CONTEXT_HEADER, resumeContext } from './compaction/resume-context.js';
 export { compact, type CompactOptions, type CompactResult, type PublishingLedger } from './compaction/compact.js';
+
+// Telemetry (OpenTelemetry API; a no-op unless the application registers an SDK)
+export {
+  LedgerTelemetry,
+  type IdentifierPolicy,
+  type Operation as TelemetryOperation,
+  type TelemetryOptions,
+} from './telemetry/telemetry.js';

@@ -1,8 +1,10 @@
 /**
- * The content-addressed blob store contract. Every backend (filesystem, PostgreSQL) implements it
- * and runs the same conformance suite (test/conformance/blob-store.ts).
+ * The content-addressed blob store contract, and the abstract base every backend (filesystem,
+ * PostgreSQL) extends: it checks arguments once, then calls the backend's `_method`. Every backend runs
+ * the same conformance suite (test/conformance/blob-store.ts).
  */
-import type { Digest } from './hash/digest.js';
+import { digestHex, type Digest } from './hash/digest.js';
+import { StoreError, throwIfAborted } from './errors.js';
 
 export interface BlobInfo {
   digest: Digest;
@@ -36,12 +38,14 @@ export interface BlobStore {
   /**
    * Stores bytes durably under their BLAKE3 digest and returns it. When `put` resolves the blob
    * is durable (fsynced file and directory, or committed transaction). Idempotent.
-   * @throws StoreError `BLOB_TOO_LARGE`, `CANCELLED`, `STORAGE_FAILED`
+   * @throws StoreError `BLOB_TOO_LARGE`, `CANCELLED`, `STORAGE_FAILED`; `INVALID_ARGUMENT` (a source that is
+   *   not bytes, a chunk that is not a Uint8Array, a `maxBytes` that is not a non-negative integer)
    */
   put(source: BlobSource, options?: PutOptions): Promise<BlobInfo>;
   /**
    * Returns the bytes of a blob after re-hashing them; never returns bytes that do not match.
-   * @throws StoreError `INVALID_DIGEST`, `BLOB_NOT_FOUND`, `BLOB_INTEGRITY`, `BLOB_TOO_LARGE`, `STORAGE_FAILED`
+   * @throws StoreError `INVALID_DIGEST`, `BLOB_NOT_FOUND`, `BLOB_INTEGRITY`, `BLOB_TOO_LARGE`, `CANCELLED`,
+   *   `STORAGE_FAILED`, `INVALID_ARGUMENT`
    */
   get(digest: string, options?: GetOptions): Promise<Uint8Array>;
   /**
@@ -63,6 +67,163 @@ export interface BlobStore {
    * only when its storage time is still before that instant (a `put` of the same bytes refreshes the storage
    * time): resolves `true` when removed, `false` when kept or absent.
    */
-  delete(digest: string, options?: { storedBeforeMs?: number }): Promise<boolean>;
+  delete(digest: string, options?: DeleteOptions): Promise<boolean>;
   close(): Promise<void>;
+}
+
+export interface DeleteOptions {
+  /** Remove the blob only if its storage time (ms since epoch) is still before this instant. */
+  storedBeforeMs?: number;
+}
+
+/** What a backend's `_put` is given: the effective size limit and the caller's signal, both already checked. */
+export interface WriteLimits {
+  /** The smaller of the caller's `maxBytes` and the store's `maxBlobBytes`. */
+  limit: number;
+  signal?: AbortSignal;
+}
+
+/** What a backend's `_get` and `_chunks` are given: the caller's `maxBytes`, else the store's `maxBlobBytes`. */
+export interface ReadLimits {
+  limit: number;
+  signal?: AbortSignal;
+}
+
+const DEFAULT_MAX_BLOB_BYTES = 1024 ** 3;
+
+function invalid(message: string): StoreError {
+  return new StoreError('INVALID_ARGUMENT', message);
+}
+
+function checkByteLimit(value: unknown, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+    throw invalid(`${name} must be a non-negative integer, got ${String(value).slice(0, 40)}`);
+  return value;
+}
+
+function checkOptions(options: unknown): { maxBytes?: number; signal?: AbortSignal } {
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
+  const { maxBytes, signal } = options as { maxBytes?: unknown; signal?: unknown };
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal');
+  return { maxBytes: checkByteLimit(maxBytes, 'maxBytes'), signal };
+}
+
+function checkDeleteOptions(options: unknown): DeleteOptions {
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
+  const { storedBeforeMs } = options as { storedBeforeMs?: unknown };
+  if (storedBeforeMs === undefined) return {};
+  if (typeof storedBeforeMs !== 'number' || !Number.isFinite(storedBeforeMs))
+    throw invalid(`storedBeforeMs must be a finite number, got ${String(storedBeforeMs).slice(0, 40)}`);
+  return { storedBeforeMs };
+}
+
+/** An async iterable, or a sync one (`for await` reads both; callers in plain JavaScript pass arrays). */
+function isIterable(value: unknown): value is AsyncIterable<unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as { [Symbol.asyncIterator]?: unknown; [Symbol.iterator]?: unknown };
+  return typeof v[Symbol.asyncIterator] === 'function' || typeof v[Symbol.iterator] === 'function';
+}
+
+/**
+ * A stream source as the backends see it: every chunk a Uint8Array, the running size within the limit
+ * (refused as soon as it passes, not a block later), cancellation checked as each chunk arrives.
+ */
+async function* metered(source: AsyncIterable<unknown>, limits: WriteLimits): AsyncIterable<Uint8Array> {
+  let size = 0;
+  for await (const chunk of source) {
+    if (!(chunk instanceof Uint8Array)) throw invalid('a blob source must yield Uint8Array chunks');
+    size += chunk.length;
+    if (size > limits.limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limits.limit} bytes`);
+    throwIfAborted(limits.signal);
+    yield chunk;
+  }
+}
+
+/**
+ * The shared front of every backend (in the manner of abstract-level): the public methods check their
+ * arguments, the signal and the size limits once, here, then call the backend's `_put`, `_get`, … with
+ * values already known good. So both backends refuse the same bad input with the same code.
+ */
+export abstract class AbstractBlobStore implements BlobStore {
+  /** Upper bound for any single blob, in bytes. */
+  readonly maxBlobBytes: number;
+
+  protected constructor(options: { maxBlobBytes?: number }) {
+    const max = checkByteLimit(options.maxBlobBytes, 'maxBlobBytes') ?? DEFAULT_MAX_BLOB_BYTES;
+    this.maxBlobBytes = max;
+  }
+
+  async put(source: BlobSource, options?: PutOptions): Promise<BlobInfo> {
+    const { maxBytes, signal } = checkOptions(options);
+    const limits: WriteLimits = { limit: Math.min(maxBytes ?? Infinity, this.maxBlobBytes), signal };
+    throwIfAborted(signal);
+    if (source instanceof Uint8Array) {
+      if (source.length > limits.limit)
+        throw new StoreError('BLOB_TOO_LARGE', `blob of ${source.length} bytes exceeds the limit of ${limits.limit}`);
+      return this._put(source, limits);
+    }
+    if (!isIterable(source)) throw invalid('a blob source must be a Uint8Array or an AsyncIterable of them');
+    return this._put(metered(source, limits), limits);
+  }
+
+  async get(digest: string, options?: GetOptions): Promise<Uint8Array> {
+    const d = checkDigest(digest);
+    const limits = this.readLimits(options);
+    return this._get(d, limits);
+  }
+
+  async *chunks(digest: string, options?: GetOptions): AsyncIterable<Uint8Array> {
+    const d = checkDigest(digest);
+    const limits = this.readLimits(options);
+    yield* this._chunks(d, limits);
+  }
+
+  async has(digest: string): Promise<boolean> {
+    return (await this._stat(checkDigest(digest))) !== undefined;
+  }
+
+  async stat(digest: string): Promise<BlobStat | undefined> {
+    return this._stat(checkDigest(digest));
+  }
+
+  list(): AsyncIterable<Digest> {
+    return this._list();
+  }
+
+  async delete(digest: string, options?: DeleteOptions): Promise<boolean> {
+    const d = checkDigest(digest);
+    return this._delete(d, checkDeleteOptions(options));
+  }
+
+  close(): Promise<void> {
+    return this._close();
+  }
+
+  private readLimits(options: GetOptions | undefined): ReadLimits {
+    const { maxBytes, signal } = checkOptions(options);
+    throwIfAborted(signal);
+    return { limit: maxBytes ?? this.maxBlobBytes, signal };
+  }
+
+  /** Stores `source` (a buffer within the limit, or a metered stream) durably; see `BlobStore.put`. */
+  protected abstract _put(source: Uint8Array | AsyncIterable<Uint8Array>, limits: WriteLimits): Promise<BlobInfo>;
+  /** The verified bytes of a blob; a stored blob over `limits.limit` is `BLOB_TOO_LARGE` before it is read. */
+  protected abstract _get(digest: Digest, limits: ReadLimits): Promise<Uint8Array>;
+  protected abstract _chunks(digest: Digest, limits: ReadLimits): AsyncIterable<Uint8Array>;
+  protected abstract _stat(digest: Digest): Promise<BlobStat | undefined>;
+  protected abstract _list(): AsyncIterable<Digest>;
+  /**
+   * Removes the blob; with `storedBeforeMs`, only while its storage time is still before it (judged as late as
+   * the backend can, so a `put` that refreshed the time keeps the blob). True when a blob was removed.
+   */
+  protected abstract _delete(digest: Digest, options: DeleteOptions): Promise<boolean>;
+  protected abstract _close(): Promise<void>;
+}
+
+function checkDigest(digest: unknown): Digest {
+  digestHex(digest as string);
+  return digest as Digest;
 }

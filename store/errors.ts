@@ -21,6 +21,7 @@ export type ErrorClass<Code extends string> = new (code: Code, message: string, 
 
 export type StoreErrorCode =
   | 'INVALID_DIGEST'
+  | 'INVALID_ARGUMENT'
   | 'BLOB_NOT_FOUND'
   | 'BLOB_INTEGRITY'
   | 'BLOB_TOO_LARGE'

@@ -19,7 +19,17 @@ export {
   type ErrorOptions,
   type StoreErrorCode,
 } from './errors.js';
-export type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from './blob-store.js';
+export {
+  AbstractBlobStore,
+  type BlobInfo,
+  type BlobSource,
+  type BlobStat,
+  type BlobStore,
+  type GetOptions,
+  type PutOptions,
+  type ReadLimits,
+  type WriteLimits,
+} from './blob-store.js';
 export { FsBlobStore, type FsBlobStoreOptions } from './fs/blob-store.js';
 export type { FsOps } from './fs/ops.js';
 export { PgBlobStore, type PgBlobStoreOptions } from './pg/blob-store.js';

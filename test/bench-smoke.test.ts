@@ -42,7 +42,7 @@ describe('npm run bench -- --quick', () => {
     expect(stdout).toMatch(/handoff-ledger benchmark \(quick\)/);
 
     const r = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as BenchResults;
-    expect(r.schema).toBe('handoff-ledger-bench/1');
+    expect(r.schema).toBe('handoff-ledger-bench/2');
     expect(r.mode).toBe('quick');
     expect(r.config.sizes).toEqual([KiB, 64 * KiB, MiB]);
     expect(r.machine.cpus).toBeGreaterThan(0);
@@ -79,7 +79,23 @@ describe('npm run bench -- --quick', () => {
       'resume (noble)',
       ...pgCases,
     ];
-    expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set(cases));
+    // The pair timed alone, each after a sync, at the sizes of config.alone; the publish on the ledger's default backend.
+    const aloneCases = ['raw durable write, alone', `publish (${nativeLoads ? 'native' : 'wasm'}), alone`];
+    expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set([...cases, ...aloneCases]));
+    expect(r.config.alone.sizes).toEqual([MiB]);
+    for (const name of aloneCases) {
+      const row = r.sizes.find((s) => s.case === name && s.size === MiB);
+      expect(row, `${name} @ 1 MiB`).toBeDefined();
+      expect(row!.samplesSeconds).toHaveLength(r.config.alone.rounds);
+    }
+    // The regime: the disk's durable write speed, from the raw write alone.
+    expect(r.disk?.bytes).toBe(MiB);
+    expectSpread(r.disk!.durableWriteMiBps, 'disk.durableWriteMiBps');
+    // Write cases report the writeback they left (synced after them, outside their timing); reads do not.
+    for (const row of r.sizes.filter((s) => !pgCases.includes(s.case) && !s.case.endsWith(', alone'))) {
+      if (row.op === 'write') expectSpread(row.writebackSeconds!, `${row.case} @ ${row.size} writeback`);
+      else expect(row.writebackSeconds, `${row.case} @ ${row.size}`).toBeUndefined();
+    }
     expect(r.config.postgres.sizes).toEqual([KiB, 64 * KiB, MiB]);
     for (const name of cases) {
       const pgRow = pgCases.includes(name);
@@ -95,6 +111,8 @@ describe('npm run bench -- --quick', () => {
 
     expect(r.concurrency.map((c) => c.sessions)).toEqual([1, 32]);
     for (const c of r.concurrency) expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);
+    expect(r.rawSmallWrites?.bytes).toBe(4 * KiB);
+    expectSpread(r.rawSmallWrites!.perSecond, 'rawSmallWrites');
     expect(r.chain.manifests).toBe(2000);
     for (const k of [
       'verifyChainPool',
@@ -117,19 +135,40 @@ describe('npm run bench -- --quick', () => {
         'concurrency-32-vs-1',
         'chain-verify-rate',
         'rss-publish-64MiB',
+        'publish-alone-vs-raw-alone-16777216',
+        'publish-alone-vs-raw-alone-67108864',
+        'resume-vs-floor-1024',
+        'resume-vs-floor-65536',
+        'publish-small-vs-raw-durable-write-rate',
+        'concurrency-32-rate',
+        'chain-verify-vs-ceiling',
       ]),
     );
-    for (const id of ['publish-vs-raw-write-16777216', 'chain-verify-rate', 'rss-publish-64MiB']) {
+    for (const id of [
+      'publish-vs-raw-write-16777216',
+      'chain-verify-rate',
+      'rss-publish-64MiB',
+      'publish-alone-vs-raw-alone-16777216',
+      'chain-verify-vs-ceiling',
+    ]) {
       const t = r.targets.find((x) => x.id === id)!;
       expect(t.measured, id).toBeUndefined();
       expect(t.met, id).toBeUndefined();
     }
-    for (const id of ['publish-vs-cacache-1024', 'concurrency-32-vs-1'])
+    for (const id of [
+      'publish-vs-cacache-1024',
+      'concurrency-32-vs-1',
+      'resume-vs-floor-1024',
+      'publish-small-vs-raw-durable-write-rate',
+      'concurrency-32-rate',
+    ])
       expect(typeof r.targets.find((x) => x.id === id)!.met, id).toBe('boolean');
 
     const md = readFileSync(join(out, 'latest.md'), 'utf8');
     expect(md).toMatch(/\| raw durable write \|/);
     expect(md).toMatch(/## Targets/);
+    expect(md).toMatch(/Disk: raw durable write of 1 MiB alone \(after sync\) [\d,.]+ MiB\/s/);
+    expect(md).toMatch(/\| writeback left \(ms\/op, median\) \|/);
     if (pgCases.length > 0) {
       expect(md).toMatch(/\| publish \(postgres\) \|/);
       expect(md).toMatch(/\| 4 KiB publishes\/s, 32 sessions \(postgres\) \|/);
@@ -138,6 +177,6 @@ describe('npm run bench -- --quick', () => {
     }
     const svg = readFileSync(join(out, 'throughput.svg'), 'utf8');
     expect(svg).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
-    expect(svg.match(/<polyline /g)).toHaveLength(cases.length);
+    expect(svg.match(/<polyline /g)).toHaveLength(cases.length + aloneCases.length);
   }, 300_000);
 });

@@ -1,3 +1,4 @@
+import { Level } from 'level';
 import { describe, expect, it, beforeAll } from 'vitest';
 import { spawnSync, spawn } from 'node:child_process';
 import { existsSync, writeFileSync, readFileSync } from 'node:fs';
@@ -142,17 +143,40 @@ describe('handoff-ledger CLI', () => {
     expect(cli(['resume', '--root', root, '--principal', 'alice', '--session', 's']).code).toBe(0);
   });
 
-  it('fsck exits 1 on a finding; gc needs --grace', () => {
+  it('fsck prints stored data escaped: a tampered session id reaches the terminal without control characters', async () => {
+    const root = join(tempDir(), 'store');
+    const pub = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--json'], {
+      input: JSON.stringify(sampleSummary()),
+    });
+    expect(pub.code, pub.stderr).toBe(0);
+    const { LevelManifestLog } = await import('../manifests/log/level/log.js');
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    const planted = { position: 1, session: 'evil\u001b[2J', seq: 0, id: JSON.parse(pub.stdout).id, principal: 'a' };
+    await log.raw.put(`p!${'1'.padStart(16, '0')}`, 'e!planted!000000000000');
+    await log.raw.put('e!planted!000000000000', JSON.stringify({ ...planted, envelope: '{}' }));
+    await log.close();
+    const f = cli(['fsck', '--root', root]);
+    expect(f.code).toBe(1);
+    expect(f.stdout).toContain('ROLLBACK\tevil\\u001b[2J\t');
+    expect(f.stdout).not.toContain('\u001b');
+  });
+
+  it('fsck exits 1 on a finding; gc needs --grace', async () => {
     const root = join(tempDir(), 'store');
     const pub = cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--json'], {
       input: JSON.stringify(sampleSummary()),
     });
     const { digest } = JSON.parse(pub.stdout);
-    const hex = digest.slice(7);
-    writeFileSync(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), 'tampered');
+    // A small summary is stored inline in the log: change its bytes there.
+    const db = new Level<string, Uint8Array>(join(root, 'manifests-v1'), { valueEncoding: 'view' });
+    const key = `b!${digest.slice(7)}`;
+    const bytes = Uint8Array.from((await db.get(key))!);
+    bytes[0]! ^= 1;
+    await db.put(key, bytes);
+    await db.close();
     const f = cli(['fsck', '--root', root]);
     expect(f.code).toBe(1);
-    expect(f.stdout).toContain('BLOB_INTEGRITY');
+    expect(f.stdout).toContain('BLOB_DIGEST');
     expect(cli(['gc', '--root', root]).code).toBe(2);
     expect(cli(['gc', '--root', root, '--grace', '1h']).code).toBe(0);
   });

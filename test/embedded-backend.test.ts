@@ -74,6 +74,13 @@ ledgerSuite('embedded (filesystem + LevelDB)', async () => {
   const root = join(freshDir(), 'store');
   return {
     open: (extra) => openLedger({ root, host: 'conformance-host', ...extra }),
+    async corruptInlineBlob(ledger, digest) {
+      const db = (ledger.log as LevelManifestLog).raw;
+      const key = `b!${digestHex(digest)}`;
+      const bytes = Uint8Array.from((await db.get<string, Uint8Array>(key, { valueEncoding: 'view' }))!);
+      bytes[0]! ^= 1;
+      await db.put<string, Uint8Array>(key, bytes, { valueEncoding: 'view' });
+    },
     dispose: () => rm(join(root, '..'), { recursive: true, force: true }),
   };
 });

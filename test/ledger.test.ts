@@ -134,7 +134,7 @@ describe('publish and resume', () => {
 
   it('stores the canonical summary bytes under their digest, blob files 0600', async () => {
     const root = tempDir();
-    const ledger = await open(root);
+    const ledger = await open(root, { inlineSummaryBytes: 0 }); // a file, whatever the size
     const r = await ledger.publish(alice, { nextSteps: ['b'], state: 's', task: 't' });
     const path = blobPath(root, r.digest);
     expect(readFileSync(path, 'utf8')).toBe('{"nextSteps":["b"],"state":"s","task":"t"}');
@@ -229,9 +229,9 @@ describe('ids', () => {
 });
 
 describe('tampering is refused and returns no summary bytes', () => {
-  it('a flipped byte in a stored blob → BLOB_INTEGRITY', async () => {
+  it('a flipped byte in a stored blob file → BLOB_INTEGRITY', async () => {
     const root = tempDir();
-    const ledger = await open(root);
+    const ledger = await open(root, { inlineSummaryBytes: 0 }); // a file, whatever the size
     const r = await ledger.publish(alice, sampleSummary());
     const path = blobPath(root, r.digest);
     const bytes = readFileSync(path);
@@ -345,7 +345,7 @@ describe('failures leave no manifest', () => {
         return nodeFsOps.fsync(h);
       },
     };
-    const ledger = await open(root, { fs });
+    const ledger = await open(root, { fs, inlineSummaryBytes: 0 }); // summaries as files, whatever their size
     const first = await ledger.publish(alice, sampleSummary('first'));
     fail = true;
     const err = await ledger.publish(alice, sampleSummary('second')).catch((e) => e);

@@ -46,21 +46,23 @@ describe('concurrency inside one process', () => {
 
   it('lets publishes on different chains share one durable batch (group commit)', async () => {
     const { LevelManifestLog } = await import('../manifests/log/level/log.js');
-    // The first batch is held until every append has arrived, so the other 31 must queue behind it.
+    // The first batch is held until the other 31 appends are queued behind it (not merely called: an
+    // append reads its head before it queues).
     let batches = 0;
     let appends = 0;
-    let release!: () => void;
-    const allArrived = new Promise<void>((r) => (release = r));
+    const queued = () => (inner as unknown as { queue: unknown[] }).queue.length;
+    const allQueued = async () => {
+      while (queued() < 31) await new Promise((r) => setTimeout(r, 1));
+    };
     const writeBatch = async (db: any, ops: BatchOp[]) => {
-      if (++batches === 1) await allArrived;
+      if (++batches === 1) await allQueued();
       await db.batch(ops, { sync: true });
     };
     const inner = await LevelManifestLog.open(join(tempDir(), 'log'), { writeBatch });
     const log = Object.assign(Object.create(inner), {
       append: (...args: Parameters<typeof inner.append>) => {
-        const appended = inner.append(...args);
-        if (++appends === 32) release();
-        return appended;
+        appends++;
+        return inner.append(...args);
       },
     });
     const ledger = await open(tempDir(), { log });
@@ -85,7 +87,7 @@ describe('cancellation', () => {
       ac?.abort(new Error(`stop at ${step}`));
       return (nodeFsOps as any)[step](...args);
     };
-    const ledger = await open(root, { fs });
+    const ledger = await open(root, { fs, inlineSummaryBytes: 0 }); // the blob file path, whatever the size
     const first = await ledger.publish({ ...scope, session: 'other' }, sampleSummary('x')); // shard dirs exist for some digests
     ac = new AbortController();
     const outcome = await ledger.publish(scope, sampleSummary(`abort-${step}`), { signal: ac.signal }).catch((e) => e);
@@ -125,7 +127,8 @@ describe('cancellation', () => {
       await gate;
       await db.batch(ops, { sync: true });
     };
-    const ledger = await open(tempDir(), { levelLog: { writeBatch } });
+    // Summaries as files: the waiting publish's blob is stored before it waits for the lock.
+    const ledger = await open(tempDir(), { levelLog: { writeBatch }, inlineSummaryBytes: 0 });
     const holder = ledger.publish(scope, sampleSummary('holder'));
     await inBatch;
     const ac = new AbortController();
@@ -172,9 +175,9 @@ describe('restart, recovery, fsck and gc', () => {
     await ledger.close();
   });
 
-  it('fsck reports a corrupt blob and a missing blob', async () => {
+  it('fsck reports a corrupt blob file and a missing blob', async () => {
     const root = tempDir();
-    const ledger = await open(root);
+    const ledger = await open(root, { inlineSummaryBytes: 0 });
     const a = await ledger.publish(scope, sampleSummary('a'));
     await ledger.publish({ ...scope, session: 's2' }, sampleSummary('b')).then((r) => ledger.blobs.delete(r.digest));
     const hex = digestHex(a.digest);
@@ -184,7 +187,7 @@ describe('restart, recovery, fsck and gc', () => {
     writeFileSync(path, bytes);
     const report = await fsck(ledger);
     expect(report.ok).toBe(false);
-    expect(report.findings.map((f) => f.code).sort()).toEqual(['BLOB_INTEGRITY', 'BLOB_NOT_FOUND']);
+    expect(report.findings.map((f) => f.code).sort()).toEqual(['BLOB_DIGEST', 'BLOB_MISSING']);
     await ledger.close();
   });
 

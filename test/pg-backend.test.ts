@@ -13,6 +13,7 @@ import { PgBlobStore } from '../store/pg/blob-store.js';
 import { StoreError } from '../store/errors.js';
 import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
 import { ManifestError } from '../manifests/errors.js';
+import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
 import type { AppendRequest, LogEntry } from '../manifests/log/log.js';
 import { openLedger } from '../src/ledger/open.js';
@@ -121,6 +122,12 @@ describePostgres('PostgreSQL backend', (pg) => {
           ...(await openPostgresBackends({ connectionString: pg.connectionString, schema })),
           ...extra,
         }),
+      async corruptInlineBlob(_ledger, digest) {
+        await sql(
+          `UPDATE "${schema}".inline_blobs SET bytes = set_byte(bytes, 0, get_byte(bytes, 0) # 1) WHERE digest = $1`,
+          [digest],
+        );
+      },
       dispose: () => rm(root, { recursive: true, force: true }),
     };
   });
@@ -140,6 +147,7 @@ describePostgres('PostgreSQL backend', (pg) => {
       expect(rows).toEqual([
         { component: 'blobs', version: 1 },
         { component: 'manifests', version: 1 },
+        { component: 'manifests', version: 2 },
       ]);
     });
 
@@ -147,12 +155,47 @@ describePostgres('PostgreSQL backend', (pg) => {
       const schema = nextSchema();
       await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();
       await sql(
-        `INSERT INTO "${schema}".handoff_ledger_migrations (component, version, name) VALUES ('manifests', 2, 'future')`,
+        `INSERT INTO "${schema}".handoff_ledger_migrations (component, version, name) VALUES ('manifests', $1, 'future')`,
+        [MANIFEST_MIGRATIONS.length + 1],
       );
       const err = await rejection(PgManifestLog.open({ connectionString: pg.connectionString, schema }));
       expect(err).toBeInstanceOf(ManifestError);
       expect((err as ManifestError).code).toBe('STORAGE_FAILED');
       expect((err as Error).message).toMatch(/newer than this library/);
+    });
+  });
+
+  describe('head check', () => {
+    it('finds a head naming another id and entries beyond a head, and openLedger reports them', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        for (let seq = 0; seq < 3; seq++) await log.append(link('a', seq));
+        await log.append(link('b', 0));
+        await sql(`UPDATE "${schema}".heads SET id = $1 WHERE session = 'b'`, [idOf('x', 0)]);
+        // Rolled back by one: the watermark (2) is above the head, and seq 2 lies beyond it.
+        await sql(`UPDATE "${schema}".heads SET seq = 1, id = $1 WHERE session = 'a'`, [idOf('a', 1)]);
+        const expected = [
+          { session: 'a', code: 'ROLLBACK', problem: 'head is at seq 1, but seq 2 was already verified' },
+          { session: 'a', code: 'ROLLBACK', problem: 'entries exist beyond head seq 1' },
+          { session: 'b', code: 'HEAD_MISMATCH', problem: 'head seq 0 has no matching entry' },
+        ];
+        expect(await log.checkHeads()).toEqual(expected);
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-heads-'));
+        try {
+          const ledger = await openLedger({
+            root,
+            host: 'h',
+            ...(await openPostgresBackends({ connectionString: pg.connectionString, schema })),
+          });
+          expect(ledger.recovery.headProblems).toEqual(expected);
+          await ledger.close();
+        } finally {
+          await rm(root, { recursive: true, force: true });
+        }
+      } finally {
+        await log.close();
+      }
     });
   });
 

@@ -113,15 +113,11 @@ describe('envelope parsing', () => {
   it.each([
     ['not JSON', '{'],
     ['an array', '[]'],
-    ['an extra field', JSON.stringify({ ...ok, extra: 1 })],
     ['no signatures', JSON.stringify({ ...ok, signatures: [] })],
     ['non-canonical base64', JSON.stringify({ ...ok, payload: 'AQI' })],
-    [
-      'a signature with an extra field',
-      JSON.stringify({ ...ok, signatures: [{ keyid: 'k', sig: ok.signatures[0]!.sig, x: 1 }] }),
-    ],
     ['a huge line', JSON.stringify({ ...ok, payload: 'A'.repeat(100_000) })],
     ['a __proto__ key', '{"__proto__":{"x":1},"payloadType":"t","payload":"AQI=","signatures":[]}'],
+    ['fields only under __proto__', `{"__proto__":${JSON.stringify(ok)}}`],
   ])('refuses %s with ENVELOPE_INVALID', (_, text) => {
     expect(() => parseEnvelope(text)).toThrow(expect.objectContaining({ code: 'ENVELOPE_INVALID' }));
     expect(() => parseEnvelope(text)).toThrow(ManifestError);

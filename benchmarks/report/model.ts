@@ -1,9 +1,9 @@
-/** The shape of benchmarks/results/latest.json (schema `handoff-ledger-bench/1`). */
+/** The shape of benchmarks/results/latest.json (schema `handoff-ledger-bench/2`). */
 import type { Spread } from '../lib/stats.js';
 import type { CaseGroup } from '../suites/sizes.js';
 import type { RssResult } from '../suites/rss.js';
 
-export const SCHEMA = 'handoff-ledger-bench/1';
+export const SCHEMA = 'handoff-ledger-bench/2';
 
 export interface SizeRow {
   case: string;
@@ -14,6 +14,8 @@ export interface SizeRow {
   samplesSeconds: number[];
   seconds: Spread;
   mibPerSecond: Spread;
+  /** Write cases: seconds per operation of the `sync` after the case (untimed): writeback it left behind. */
+  writebackSeconds?: Spread;
 }
 
 export interface Target {
@@ -68,10 +70,15 @@ export interface BenchResults {
       maxConnections: number;
       concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number };
     };
+    alone: { sizes: number[]; rounds: number };
   };
+  /** The regime: the disk's raw durable write speed, measured alone in this run (absent when not measured). */
+  disk?: { bytes: number; durableWriteMiBps: Spread };
   hash: { fastest: string; probeMiBps: Record<string, number> };
   sizes: SizeRow[];
   concurrency: Array<{ sessions: number; bytes: number; samples: number[]; publishesPerSecond: Spread }>;
+  /** Raw durable single-file writes of the concurrency suite's size, one stream: what a file per summary allows. */
+  rawSmallWrites?: { bytes: number; samples: number[]; perSecond: Spread };
   chain: {
     manifests: number;
     sessions: number;

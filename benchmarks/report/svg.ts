@@ -24,6 +24,10 @@ const COLORS: Record<string, string> = {
   'resume (noble)': '#8c564b',
   'publish (postgres)': '#e377c2',
   'resume (postgres)': '#bcbd22',
+  'raw durable write, alone': '#000000',
+  'publish (native), alone': '#ff7f0e',
+  'publish (wasm), alone': '#ffbb78',
+  'publish (noble), alone': '#c5b0d5',
 };
 const DASH: Record<string, string> = { limit: '6 4', peer: '2 3', ledger: '' };
 

@@ -32,6 +32,10 @@ const ORDER = [
   'resume (noble)',
   'publish (postgres)',
   'resume (postgres)',
+  'raw durable write, alone',
+  'publish (native), alone',
+  'publish (wasm), alone',
+  'publish (noble), alone',
 ];
 
 /** Case names in a fixed order (the limit, the peer, the ledger), whatever order the rounds ran them in. */
@@ -87,6 +91,13 @@ function otherRows(r: BenchResults): Cell[][] {
     }
   };
   perSecond('', r.concurrency);
+  if (r.rawSmallWrites) {
+    const w = r.rawSmallWrites;
+    rows.push([
+      `${w.bytes / 1024} KiB raw durable single-file writes/s, one stream`,
+      `${fmt(w.perSecond.median)} [${fmt(w.perSecond.min)}–${fmt(w.perSecond.max)}]`,
+    ]);
+  }
   perSecond(' (postgres)', r.postgres.concurrency);
   const ch = r.chain;
   const spread = (s: { median: number; min: number; max: number }) => `${fmt(s.median)} [${fmt(s.min)}–${fmt(s.max)}]`;
@@ -126,6 +137,26 @@ function postgresLine(r: BenchResults): string {
     : '';
 }
 
+/** The regime a figure comes from: the disk's own durable write speed in this run. */
+function diskLine(r: BenchResults): string {
+  const d = r.disk;
+  if (!d) return 'Disk: raw durable write not measured in this run (suite "alone" not selected).';
+  const m = d.durableWriteMiBps;
+  return `Disk: raw durable write of ${sizeLabel(d.bytes)} alone (after sync) ${fmt(m.median)} MiB/s [${fmt(m.min)}–${fmt(m.max)}].`;
+}
+
+/** Writeback each write case left unsynced, which the untimed sync after it flushed. */
+function writebackRows(r: BenchResults): Cell[][] {
+  const names = caseNames(r).filter((n) => r.sizes.some((s) => s.case === n && s.writebackSeconds));
+  return names.map((name) => [
+    name,
+    ...r.config.sizes.map((size) => {
+      const w = r.sizes.find((s) => s.case === name && s.size === size)?.writebackSeconds;
+      return w ? fmt(w.median * 1000) : '–';
+    }),
+  ]);
+}
+
 function machineLine(r: BenchResults): string {
   const m = r.machine;
   return `${m.cpus} × ${m.cpuModel}, ${fmt(m.memoryGiB)} GiB, Node ${m.node} (V8 ${m.v8}), ${m.platform}/${m.arch}; load average ${m.loadAverage.start.map((x) => x.toFixed(1)).join(' ')} at start, ${m.loadAverage.end.map((x) => x.toFixed(1)).join(' ')} at end`;
@@ -138,6 +169,7 @@ export function terminalReport(r: BenchResults): string {
     '',
     `handoff-ledger benchmark (${r.mode}), ${r.startedAt}, ${fmt(r.durationSeconds)} s`,
     machineLine(r),
+    diskLine(r),
     ...(postgresLine(r) ? [postgresLine(r)] : []),
     '',
     ...grid(t.header, t.rows),
@@ -158,6 +190,8 @@ export function markdownReport(r: BenchResults): string {
     '',
     `${r.startedAt}; ${fmt(r.durationSeconds)} s. ${machineLine(r)}.`,
     '',
+    diskLine(r),
+    '',
     `Sizes ${sizes}, interleaved; ${r.config.rounds} measured rounds after one warm-up round; small sizes timed in batches ` +
       `(${Object.entries(r.config.batch)
         .map(([s, k]) => `${sizeLabel(Number(s))}: ${k}`)
@@ -171,6 +205,11 @@ export function markdownReport(r: BenchResults): string {
     ...markdown(t.header, t.rows),
     '',
     ...markdown(l.header, l.rows),
+    '',
+    "Every write case starts after `sync` (untimed), so no other case's writeback is on its clock; the `sync` right " +
+      'after it (untimed too) flushes what the case left unsynced, in ms per operation:',
+    '',
+    ...markdown(['writeback left (ms/op, median)', ...r.config.sizes.map(sizeLabel)], writebackRows(r)),
     '',
     ...markdown(['other', 'median [min–max]'], otherRows(r)),
     '',

@@ -1,12 +1,18 @@
 /**
  * Small publishes per second: one session publishing back to back, against 32 sessions publishing
  * concurrently (each its own chain, all in one ledger: what group commit and parallel blob fsyncs are for).
- * Rounds alternate 1 and 32 so both see the same machine.
+ * Rounds alternate 1 and 32 so both see the same machine. Beside them, the limit a file per summary
+ * would hit: raw durable writes of the same size, one after another (file fsync + directory fsync each).
+ * Every measurement starts after a `sync` (lib/quiet.ts).
  */
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { openLedger } from '../../src/ledger/open.js';
+import { validateSummary } from '../../src/summary/summary.js';
 import { makeSummary, nextMarker } from '../lib/data.js';
+import { syncPageCache } from '../lib/quiet.js';
 import { collectGarbage } from '../lib/stats.js';
+import { rawDurableWrite } from './raw.js';
 
 export interface ConcurrencyOptions {
   sessions: number[];
@@ -45,7 +51,13 @@ export async function publishesPerSecond(
   return done / ((performance.now() - t0) / 1000);
 }
 
-export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<ConcurrencyResult[]> {
+export interface ConcurrencySuiteResult {
+  ledger: ConcurrencyResult[];
+  /** Raw durable single-file writes of `bytes` per second, one stream, one per round. */
+  rawWrites: number[];
+}
+
+export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<ConcurrencySuiteResult> {
   const ledger = await openLedger({
     root: join(o.workDir, 'ledger-concurrency'),
     host: 'bench',
@@ -55,19 +67,28 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
   const results = o.sessions.map((sessions) => ({ sessions, bytes: o.bytes, samples: [] as number[] }));
   const publish = (session: string) =>
     ledger.publish({ principal: 'bench', session, run: 'bench' }, makeSummary(o.bytes, nextMarker()));
+  const rawDir = join(o.workDir, 'raw-small');
+  await mkdir(rawDir, { recursive: true, mode: 0o700 });
+  const rawBytes = validateSummary(makeSummary(o.bytes, nextMarker())).bytes;
+  let rawN = 0;
+  const rawWrite = () => rawDurableWrite(rawDir, `w${rawN++}`, rawBytes);
+  const rawWrites: number[] = [];
   try {
     await publishesPerSecond(publish, Math.max(...o.sessions), Math.min(300, o.durationMs)); // warm-up
     for (let round = 0; round < o.rounds; round++) {
       for (const r of round % 2 === 0 ? results : [...results].reverse()) {
         collectGarbage();
+        syncPageCache();
         r.samples.push(await publishesPerSecond(publish, r.sessions, o.durationMs));
       }
+      syncPageCache();
+      rawWrites.push(await publishesPerSecond(rawWrite, 1, o.durationMs));
       o.log(
-        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}`,
+        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s`,
       );
     }
   } finally {
     await ledger.close();
   }
-  return results;
+  return { ledger: results, rawWrites };
 }

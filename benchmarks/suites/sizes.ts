@@ -3,6 +3,7 @@
  * size every case (raw write, cacache.put, publish per backend; then raw read, raw read + hash,
  * cacache.get, resume per backend), in an order rotated from round to round so that drift of a
  * shared machine is spread over all cases alike. The first round is a warm-up and is discarded.
+ * Every write case starts after a `sync` and is followed by one (both untimed; see lib/quiet.ts).
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -14,6 +15,7 @@ import { openLedger } from '../../src/ledger/open.js';
 import { validateSummary } from '../../src/summary/summary.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
+import { syncPageCache } from '../lib/quiet.js';
 import { rawDurableWrite, rawRead, rawReadHash, rawReadHashText } from './raw.js';
 
 export type CaseGroup = 'limit' | 'peer' | 'ledger';
@@ -25,6 +27,11 @@ export interface CaseSamples {
   size: number;
   /** Seconds per operation, one per measured round. */
   samples: number[];
+  /**
+   * Write cases: seconds per operation that the `sync` right after the case took, outside its timing: the
+   * writeback the case left for others (near zero for a durable write; cacache's unsynced bytes).
+   */
+  writebackSeconds?: number[];
 }
 
 export interface SizeSuiteOptions {
@@ -246,12 +253,16 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
             round,
           )) {
             collectGarbage();
+            // A durable case starts from a quiet page cache: no other case's writeback on its clock.
+            if (c.op === 'write') syncPageCache();
             clock = 0;
             await c.run(ctx);
+            const writeback = c.op === 'write' ? syncPageCache() : undefined;
             if (warmup) continue;
             const key = `${c.name}@${size}`;
             const entry = results.get(key) ?? { case: c.name, group: c.group, op: c.op, size, samples: [] };
             entry.samples.push(clock / 1000 / k);
+            if (writeback !== undefined) (entry.writebackSeconds ??= []).push(writeback / k);
             results.set(key, entry);
           }
         }

@@ -1,12 +1,14 @@
 /**
  * Step 6 of the offline audit: the chain rules, over manifests that already passed every per-line
- * step (so every field used here is signed by a trusted key). Chains are keyed by session: a session
+ * step (so every field used here is signed by a trusted key); the link rules themselves are shared with
+ * fsck and the ledger (../chain/link-rules.ts). Chains are keyed by session: a session
  * has exactly one chain (docs/DESIGN.md, "Core contracts"). Each entry gets at most one chain finding, the
  * most specific, so one tampered line does not drown the report in consequences. Isomorphic.
  */
 import type { Digest } from '../../store/hash/digest.js';
 import type { ChainSummary, FindingSink } from './findings.js';
 import type { VerifiedLine } from './verify-line.js';
+import { checkLink, type LinkViolation } from '../chain/link-rules.js';
 
 /**
  * A verified line as the chain rules keep it: its signed fields only, never its text, so that memory grows with
@@ -92,6 +94,7 @@ function verifyForksAndOrder(
   return flagged;
 }
 
+/** The link rules (../chain/link-rules.ts) over each seq group; forks and order were judged before. */
 function verifyLinks(
   session: string,
   bySeq: Map<number, ChainEntry[]>,
@@ -100,61 +103,44 @@ function verifyLinks(
   sink: FindingSink,
 ): void {
   const seqs = [...bySeq.keys()].sort((a, b) => a - b);
+  const add = (e: ChainEntry, v: LinkViolation, extra: { lines?: number[] } = {}) =>
+    sink.add({
+      code: v.code,
+      line: e.line,
+      chain: session,
+      seq: e.seq,
+      message: v.message,
+      evidence: { expected: v.expected, actual: v.actual, ...extra },
+    });
   for (let i = 0; i < seqs.length; i++) {
     const seq = seqs[i]!;
     const group = bySeq.get(seq)!;
-    if (i === 0 && seq !== 0) {
-      sink.add({
-        code: 'SEQ_NOT_ZERO',
-        line: group[0]!.line,
-        chain: session,
-        seq,
-        message: `chain starts at seq ${seq}, not 0`,
-        evidence: { expected: 0, actual: seq },
-      });
-      continue;
-    }
-    if (i > 0 && seq !== seqs[i - 1]! + 1) {
-      const expected = seqs[i - 1]! + 1;
-      sink.add({
-        code: 'SEQ_GAP',
-        line: group[0]!.line,
-        chain: session,
-        seq,
-        message: `seq ${expected}..${seq - 1} missing before seq ${seq}`,
-        evidence: { expected, actual: seq },
-      });
-      continue;
+    const before = i === 0 ? undefined : bySeq.get(seqs[i - 1]!)![0]!;
+    if (!before || before.seq !== seq - 1) {
+      const broken = checkLink(before, group[0]!);
+      if (broken) {
+        add(group[0]!, broken);
+        continue;
+      }
     }
     if (seq === 0) continue; // the schema already holds prev === null exactly at seq 0
     for (const e of group) {
       if (flagged.size > 0 && flagged.has(e)) continue;
-      const parent = e.prev === null ? undefined : byId.get(e.prev);
-      if (parent && parent.session === session && parent.seq === seq - 1) {
-        // Fixed-width ISO-8601 UTC with milliseconds (schema-checked): string order is time order.
-        if (e.createdAt < parent.createdAt) {
-          sink.add({
-            code: 'TIME_REVERSED',
-            line: e.line,
-            chain: session,
-            seq,
-            message: `createdAt ${e.createdAt} is before ${parent.createdAt} of seq ${seq - 1}`,
-            evidence: { expected: parent.createdAt, actual: e.createdAt, lines: [parent.line] },
-          });
-        }
-        continue;
-      }
-      const other = parent !== undefined && parent.session !== session;
-      sink.add({
-        code: other ? 'SESSION_MISMATCH' : 'PREV_MISMATCH',
-        line: e.line,
-        chain: session,
-        seq,
-        message: other
-          ? `prev links to line ${parent.line} of session ${parent.session}`
-          : `prev ${e.prev} is not the id of a manifest at seq ${seq - 1}`,
-        evidence: { expected: bySeq.get(seq - 1)![0]!.id, actual: e.prev },
-      });
+      // With a fork at seq - 1, the parent is the side that e's prev names.
+      const linked = e.prev === null ? undefined : byId.get(e.prev);
+      const parent = linked && linked.session === session && linked.seq === seq - 1 ? linked : before!;
+      const broken = checkLink(parent, e);
+      if (!broken) continue;
+      if (broken.code === 'PREV_MISMATCH' && linked !== undefined && linked.session !== session) {
+        sink.add({
+          code: 'SESSION_MISMATCH',
+          line: e.line,
+          chain: session,
+          seq,
+          message: `prev links to line ${linked.line} of session ${linked.session}`,
+          evidence: { expected: broken.expected, actual: broken.actual },
+        });
+      } else add(e, broken, broken.code === 'TIME_REVERSED' ? { lines: [parent.line] } : {});
     }
   }
 }

@@ -3,11 +3,12 @@
  * The signature is Ed25519 over PAE(payloadType, payload); verifiers hash and verify the exact
  * payload bytes they were given and only then parse them — they never re-serialize.
  */
-import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
+import { decodeBase64Either, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
 
 export interface EnvelopeSignature {
-  keyid: string;
+  /** DSSE: an optional, unauthenticated hint at the signing key. The library always writes it. */
+  keyid?: string;
   sig: string;
 }
 
@@ -58,23 +59,42 @@ export function serializeEnvelope(envelope: Envelope): string {
 }
 
 export interface ParsedEnvelope {
+  /** The envelope's DSSE fields only; fields this version does not know are left out. */
   envelope: Envelope;
   payload: Uint8Array;
-  signatures: Array<{ keyid: string; sig: Uint8Array }>;
+  signatures: Array<{ keyid?: string; sig: Uint8Array }>;
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function exactKeys(v: Record<string, unknown>, keys: string[]): boolean {
-  const own = Object.keys(v);
-  return own.length === keys.length && keys.every((k) => Object.prototype.hasOwnProperty.call(v, k));
+/** An own field only: a `__proto__` key (an own property after JSON.parse) must not lend its contents. */
+function field(v: Record<string, unknown>, key: string): unknown {
+  return Object.prototype.hasOwnProperty.call(v, key) ? v[key] : undefined;
+}
+
+function parseSignature(s: unknown, i: number): { signature: EnvelopeSignature; sig: Uint8Array } {
+  if (!isPlainObject(s)) throw new ManifestError('ENVELOPE_INVALID', `signature ${i} is not an object`);
+  const keyid = field(s, 'keyid');
+  const sig = field(s, 'sig');
+  if (typeof sig !== 'string' || (keyid !== undefined && typeof keyid !== 'string')) {
+    throw new ManifestError('ENVELOPE_INVALID', `signature ${i} needs a string sig and, if present, a string keyid`);
+  }
+  const bytes = decodeBase64Either(sig);
+  if (!bytes) throw new ManifestError('ENVELOPE_INVALID', `signature ${i} is not canonical padded base64`);
+  const signature: EnvelopeSignature = keyid === undefined ? { sig } : { keyid, sig };
+  return { signature, sig: bytes };
 }
 
 /**
  * Parses an envelope from untrusted text or a parsed value, defensively: anything malformed is
  * `ENVELOPE_INVALID`, never a raw `SyntaxError`. Does not check the payload type or signatures.
+ *
+ * Input follows the DSSE envelope spec (envelope.md), which is looser than what the library writes:
+ * payload and signatures in either base64 alphabet (padded, canonical), `keyid` optional, and fields it
+ * does not recognise ignored ("consumers MUST ignore unrecognized fields"). The signed payload itself is
+ * still held to the canonical manifest encoding by `verifyManifestEnvelope`.
  */
 export function parseEnvelope(input: string | unknown): ParsedEnvelope {
   let value: unknown = input;
@@ -91,37 +111,28 @@ export function parseEnvelope(input: string | unknown): ParsedEnvelope {
       throw new ManifestError('ENVELOPE_INVALID', 'envelope is not valid JSON', { cause: err });
     }
   }
-  if (!isPlainObject(value) || !exactKeys(value, ['payloadType', 'payload', 'signatures'])) {
+  if (!isPlainObject(value)) throw new ManifestError('ENVELOPE_INVALID', 'envelope must be a JSON object');
+  const payloadType = field(value, 'payloadType');
+  const payload = field(value, 'payload');
+  const signatures = field(value, 'signatures');
+  if (typeof payloadType !== 'string' || typeof payload !== 'string' || !Array.isArray(signatures)) {
     throw new ManifestError(
       'ENVELOPE_INVALID',
-      'envelope must be an object with exactly payloadType, payload, signatures',
+      'envelope needs a string payloadType and payload and a signatures array',
     );
-  }
-  const { payloadType, payload, signatures } = value;
-  if (typeof payloadType !== 'string' || typeof payload !== 'string' || !Array.isArray(signatures)) {
-    throw new ManifestError('ENVELOPE_INVALID', 'envelope fields have the wrong types');
   }
   if (signatures.length === 0 || signatures.length > MAX_SIGNATURES) {
     throw new ManifestError('ENVELOPE_INVALID', `envelope must carry 1-${MAX_SIGNATURES} signatures`);
   }
-  const bytes = decodeBase64(payload);
-  if (!bytes) throw new ManifestError('ENVELOPE_INVALID', 'payload is not canonical base64');
-  const sigs = signatures.map((s, i) => {
-    if (
-      !isPlainObject(s) ||
-      !exactKeys(s, ['keyid', 'sig']) ||
-      typeof s.keyid !== 'string' ||
-      typeof s.sig !== 'string'
-    ) {
-      throw new ManifestError('ENVELOPE_INVALID', `signature ${i} must be an object with exactly keyid and sig`);
-    }
-    const sig = decodeBase64(s.sig);
-    if (!sig) throw new ManifestError('ENVELOPE_INVALID', `signature ${i} is not canonical base64`);
-    return { keyid: s.keyid, sig };
-  });
+  const bytes = decodeBase64Either(payload);
+  if (!bytes) throw new ManifestError('ENVELOPE_INVALID', 'payload is not canonical padded base64');
+  const parsed = signatures.map(parseSignature);
   return {
-    envelope: { payloadType, payload, signatures: signatures as EnvelopeSignature[] },
+    envelope: { payloadType, payload, signatures: parsed.map((p) => p.signature) },
     payload: bytes,
-    signatures: sigs,
+    signatures: parsed.map((p) => ({
+      ...(p.signature.keyid === undefined ? {} : { keyid: p.signature.keyid }),
+      sig: p.sig,
+    })),
   };
 }

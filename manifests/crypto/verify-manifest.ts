@@ -78,9 +78,11 @@ function verifyKeyAndSignature(
   if (!lookup.ok) throw new ManifestError(lookup.code, lookup.message);
   const verifier = options.verifier ?? nobleVerifier;
   const message = pae(parsed.envelope.payloadType, parsed.payload);
-  // The envelope keyid is only a hint; the signature must verify under the trusted key the manifest names.
+  // DSSE lets a verifier filter signatures by their keyid hint (protocol.md): a signature whose keyid
+  // names another key is skipped, one without a keyid is tried; any one that verifies under the trusted
+  // key the manifest names suffices.
   const ok = parsed.signatures.some(
-    (s) => s.keyid === fields.keyId && verifier.verify(s.sig, message, lookup.publicKey),
+    (s) => (s.keyid === undefined || s.keyid === fields.keyId) && verifier.verify(s.sig, message, lookup.publicKey),
   );
   if (!ok) throw new ManifestError('SIGNATURE_INVALID', `no valid signature by ${fields.keyId} on this manifest`);
 }

@@ -68,6 +68,21 @@ export function decodeBase64(text: string): Uint8Array | undefined {
   return out;
 }
 
+const STANDARD_ONLY = /[+/]/;
+const URL_ONLY = /[-_]/;
+
+/**
+ * Decodes padded base64 in either alphabet, as DSSE requires of verifiers (envelope.md: "either standard
+ * or URL-safe encoding is allowed"); the same canonical rules as `decodeBase64` otherwise. A string that
+ * mixes the two alphabets is neither encoding, so it is refused.
+ */
+export function decodeBase64Either(text: string): Uint8Array | undefined {
+  if (typeof text !== 'string') return undefined;
+  if (!URL_ONLY.test(text)) return decodeBase64(text);
+  if (STANDARD_ONLY.test(text)) return undefined;
+  return decodeBase64(text.replace(/-/g, '+').replace(/_/g, '/'));
+}
+
 export function encodeBase64Url(bytes: Uint8Array): string {
   return encodeBase64(bytes).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }

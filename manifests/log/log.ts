@@ -1,8 +1,10 @@
 /**
  * The manifest log contract: per-session hash chains plus one global order, and the durable grant
- * table. Every backend (LevelDB, PostgreSQL) implements it and runs the same conformance suite.
+ * table. Every backend (LevelDB, PostgreSQL) extends AbstractManifestLog (./abstract-log.ts), which checks
+ * arguments once, and runs the same conformance suite.
  */
 import type { Digest } from '../../store/hash/digest.js';
+import type { HeadProblem } from '../chain/head-rules.js';
 
 /** One appended manifest, as stored. */
 export interface LogEntry {
@@ -33,6 +35,34 @@ export interface AppendRequest {
   prev: Digest | null;
   id: Digest;
   envelope: string;
+  /**
+   * A blob small enough to live in the log (the summary the entry names), committed in the same atomic,
+   * durable write as the entry: both or neither. A blob already stored under this digest is kept as it is.
+   */
+  blob?: InlineBlob;
+}
+
+/** Bytes stored in the log itself under their BLAKE3 digest. The log does not hash them: readers re-hash. */
+export interface InlineBlob {
+  digest: Digest;
+  bytes: Uint8Array;
+}
+
+/**
+ * The blobs a log holds inline (written only by `append`). Reads return the stored bytes unverified: the
+ * caller re-hashes them, as it does a file's.
+ */
+export interface InlineBlobTable {
+  get(digest: Digest): Promise<Uint8Array | undefined>;
+  /** Size and storage time (ms since epoch: the last append that wrote these bytes), or `undefined` when absent. */
+  stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined>;
+  list(): AsyncIterable<Digest>;
+  /**
+   * Removes an inline blob (garbage collection only). Absent blobs are not an error. With `storedBeforeMs`, only
+   * while its storage time is still before that instant (an append of the same bytes refreshes it), as
+   * `BlobStore.delete`: true when removed.
+   */
+  delete(digest: Digest, options?: { storedBeforeMs?: number }): Promise<boolean>;
 }
 
 export interface AppendOptions {
@@ -64,6 +94,8 @@ export interface GrantTable {
 
 export interface ManifestLog {
   readonly grants: GrantTable;
+  /** Present when the log can store small blobs inline (`AppendRequest.blob`); both built-in logs can. */
+  readonly inlineBlobs?: InlineBlobTable;
   head(session: string): Promise<ChainHead | undefined>;
   entry(session: string, seq: number): Promise<LogEntry | undefined>;
   /** One session's chain in seq order, from `fromSeq` (default 0). */
@@ -75,11 +107,17 @@ export interface ManifestLog {
   /**
    * Appends atomically and durably: the entry, the new head, the global position and the session's
    * watermark (raised to the new seq) commit together or not at all. When it resolves, the entry is durable.
-   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `STORAGE_FAILED`
+   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `STORAGE_FAILED`, `CANCELLED`; `INVALID_ID`,
+   *   `INVALID_ARGUMENT` for a malformed request
    */
   append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;
   /** Highest seq a reader of this log has verified for `session` (rollback protection). */
   getWatermark(session: string): Promise<number | undefined>;
   setWatermark(session: string, seq: number): Promise<void>;
+  /**
+   * The recovery check a ledger runs at open: every head names a stored entry with its id, no entry lies
+   * beyond a head, and no head is below its session's watermark (head-rules.ts). Empty when all hold.
+   */
+  checkHeads(): Promise<HeadProblem[]>;
   close(): Promise<void>;
 }

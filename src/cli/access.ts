@@ -30,7 +30,9 @@ function changeGrant(kind: 'grant' | 'revoke') {
         if (values.json) writeJson(io.stdout, rec);
         else
           io.stdout.write(
-            `${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}\n`,
+            printableLines([
+              `${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}`,
+            ]),
           );
         return EXIT_OK;
       });
@@ -79,9 +81,13 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
         const trust = ledger.trustStore();
         if (values.out) {
           await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
-          io.stdout.write(
-            `wrote ${trust.keys.length} trusted key(s) to ${values.out}; give this file to auditors out of band\n`,
-          );
+          if (values.json) writeJson(io.stdout, { wrote: values.out, keys: trust.keys.length });
+          else
+            io.stdout.write(
+              printableLines([
+                `wrote ${trust.keys.length} trusted key(s) to ${values.out}; give this file to auditors out of band`,
+              ]),
+            );
         } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);
         else
           for (const k of trust.keys)
@@ -92,12 +98,14 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             );
       } else if (sub === 'rotate') {
         const keyId = await ledger.rotateKey();
-        io.stdout.write(`rotated: new signing key ${keyId}\n`);
+        if (values.json) writeJson(io.stdout, { rotated: true, keyId });
+        else io.stdout.write(`rotated: new signing key ${keyId}\n`);
       } else {
         const keyId = positionals[0];
         if (!keyId) throw new UsageError('keys revoke needs a KEYID');
         await ledger.revokeKey(keyId, values.at);
-        io.stdout.write(printableLines([`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}`]));
+        if (values.json) writeJson(io.stdout, { revoked: keyId, ...(values.at ? { at: values.at } : {}) });
+        else io.stdout.write(printableLines([`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}`]));
       }
       return EXIT_OK;
     });

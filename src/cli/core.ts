@@ -30,7 +30,8 @@ export async function init(argv: string[], io: CliIo): Promise<number> {
     };
     await ledger.close();
     if (values.json) writeJson(io.stdout, info);
-    else io.stdout.write(`store ready at ${info.root}\nhost ${info.host}, signing key ${info.keyId}\n`);
+    else
+      io.stdout.write(printableLines([`store ready at ${info.root}`, `host ${info.host}, signing key ${info.keyId}`]));
     return EXIT_OK;
   } catch (err) {
     return reportError(err, io, values.json);
@@ -106,7 +107,7 @@ export async function resume(argv: string[], io: CliIo): Promise<number> {
     return await withLedger(values, io, async (ledger) => {
       const resumed = await ledger.resume({ principal, session });
       if (!resumed) {
-        io.stderr.write(`session ${session} has no compaction yet\n`);
+        io.stderr.write(printableLines([`session ${session} has no compaction yet`]));
         if (values.json) writeJson(io.stdout, null);
         return EXIT_OK;
       }

@@ -19,10 +19,12 @@ export interface CliIo {
 
 export type Command = (argv: string[], io: CliIo) => Promise<number>;
 
-/** Exit codes: 0 success, 1 a refusal or finding (coded error), 2 usage or I/O error. */
+/** Exit codes (README "Exit codes"): 0 success, 1 a refusal or finding (coded error), 2 usage or I/O error, 70 a bug. */
 export const EXIT_OK = 0;
 export const EXIT_REFUSED = 1;
 export const EXIT_USAGE = 2;
+/** sysexits.h EX_SOFTWARE: an exception no command expected. */
+export const EXIT_INTERNAL = 70;
 
 export class UsageError extends Error {}
 
@@ -77,7 +79,7 @@ export async function openFromArgs(
     root,
     host,
     hash: hashFromEnv(io.env),
-    onNotice: (m) => io.stderr.write(m + '\n'),
+    onNotice: (m) => io.stderr.write(`${printable(m)}\n`),
     ...extra,
   };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
@@ -97,6 +99,19 @@ export async function withLedger(
   } finally {
     await ledger.close();
   }
+}
+
+/**
+ * Colour for a stream that is a terminal, unless the user opted out: NO_COLOR (no-color.org: any non-empty
+ * value) wins over FORCE_COLOR, which turns colour on for a pipe.
+ */
+export function colours(io: CliIo, stream: Writable): { good: (s: string) => string; bad: (s: string) => string } {
+  const { NO_COLOR, FORCE_COLOR, TERM } = io.env;
+  const tty = (stream as { isTTY?: boolean }).isTTY === true && TERM !== 'dumb';
+  const forced = FORCE_COLOR !== undefined && FORCE_COLOR !== '' && FORCE_COLOR !== '0' && FORCE_COLOR !== 'false';
+  const on = !NO_COLOR && (tty || forced);
+  const paint = (code: number) => (s: string) => (on ? `\x1b[${code}m${s}\x1b[39m` : s);
+  return { good: paint(32), bad: paint(31) };
 }
 
 export function writeJson(out: Writable, value: unknown): void {

@@ -1,6 +1,7 @@
 /** fsck and gc commands. */
 import { fsck as runFsck, gc as runGc, parseDuration } from '../ops/maintenance.js';
 import {
+  colours,
   withLedger,
   EXIT_OK,
   EXIT_REFUSED,
@@ -23,12 +24,11 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
       else {
         if (recovery.stagingRemoved)
           io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
-        for (const p of recovery.headProblems)
-          io.stdout.write(printableLines([`HEAD_PROBLEM\t${p.session}\t-\t${p.problem}`]));
         for (const f of report.findings)
           io.stdout.write(printableLines([`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}`]));
+        const paint = colours(io, io.stdout);
         io.stdout.write(
-          `${report.ok ? 'clean' : `${report.findings.length} finding(s)`}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
+          `${report.ok ? paint.good('clean') : paint.bad(`${report.findings.length} finding(s)`)}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
         );
         io.stdout.write(`not verified: ${report.notVerified}\n`);
       }

@@ -13,18 +13,24 @@ import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
-import {
-  verifyBundle,
-  type AuditProgress,
-  type AuditScope,
-  type BundleAuditReport,
-} from '../../manifests/audit/verify-chain.js';
+import type { AuditProgress, AuditScope, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { isValidId } from '../../manifests/format/ids.js';
+import { auditBundle } from '../ops/audit.js';
 import type { LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
 import { decodeSummary, validateSummary } from '../summary/summary.js';
-import { EXIT_OK, EXIT_REFUSED, hashFromEnv, parse, readLimited, reportError, UsageError, type CliIo } from './io.js';
+import {
+  colours,
+  EXIT_OK,
+  EXIT_REFUSED,
+  hashFromEnv,
+  parse,
+  readLimited,
+  reportError,
+  UsageError,
+  type CliIo,
+} from './io.js';
 import { printable, printableLines } from './printable.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;
@@ -132,8 +138,13 @@ function describeCoverage(r: BundleAuditReport): string {
   return `checked: signatures, chain rules, ${blobs}; ${scope}`;
 }
 
-/** The human-readable report: findings grouped by chain, every line escaped, one verdict line at the end. */
-export function humanReport(dir: string, r: BundleAuditReport): string {
+const NO_PAINT = { good: (s: string) => s, bad: (s: string) => s };
+
+/**
+ * The human-readable report: findings grouped by chain, every line escaped, one verdict line at the end (its
+ * verdict word painted after escaping, so the colour codes are the only control characters that reach the terminal).
+ */
+export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof colours> = NO_PAINT): string {
   const out: string[] = [];
   const h = r.header;
   const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
@@ -173,12 +184,11 @@ export function humanReport(dir: string, r: BundleAuditReport): string {
   const byCode = Object.entries(r.counts.byCode)
     .map(([code, n]) => `${code} ${n}`)
     .join(', ');
-  out.push(
-    r.ok
-      ? `verdict: OK — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
-      : `verdict: FAILED — ${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`,
-  );
-  return printableLines(out);
+  const verdict = r.ok
+    ? `verdict: ${paint.good('OK')} — ${printable(`${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`)}`
+    : `verdict: ${paint.bad('FAILED')} — ${printable(`${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`)}`;
+  return `${printableLines(out)}${verdict}
+`;
 }
 
 function auditorScope(principal: string | undefined, session: string | undefined): AuditScope | undefined {
@@ -236,7 +246,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const bar = progressBar(io);
     let report: BundleAuditReport;
     try {
-      report = await verifyBundle(reader, {
+      report = await auditBundle(reader, {
         trust,
         verifier: values.verifier === 'noble' ? nobleVerifier : nodeVerifier,
         ...(lineVerifier ? { lineVerifier } : {}),
@@ -250,7 +260,11 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       bar.done();
       await lineVerifier?.close();
     }
-    io.stdout.write(json ? `${JSON.stringify({ bundle: dir, ...report }, null, 2)}\n` : humanReport(dir, report));
+    io.stdout.write(
+      json
+        ? `${JSON.stringify({ bundle: dir, ...report }, null, 2)}\n`
+        : humanReport(dir, report, colours(io, io.stdout)),
+    );
     return report.ok ? EXIT_OK : EXIT_REFUSED;
   } catch (err) {
     if (!(err instanceof AuditError || err instanceof UsageError)) throw err;

@@ -29,7 +29,8 @@ export interface ModelResponseFormat {
   schema: Record<string, unknown>;
   /**
    * Provider "strict" modes require every property to be required; the summary schema has optional
-   * fields, so this is false and the library validates the answer itself.
+   * fields, so this is false here. The adapters (src/adapters) send each API its own form instead
+   * (`summarySchemaFor`), strict where the API has it; the library validates the answer in any case.
    */
   strict: boolean;
 }
@@ -55,9 +56,10 @@ export interface ModelToolCall {
 
 /**
  * Why the model stopped. Only `stop` and `tool_calls` mean a finished answer; `length` means the answer
- * was cut off at the output-token limit, `content_filter` that the provider withheld part of it.
+ * was cut off at the output-token limit, `content_filter` that the provider withheld part of it,
+ * `refusal` that the model declined to answer (its words, if any, in `refusal`).
  */
-export type ModelFinishReason = 'stop' | 'tool_calls' | 'length' | 'content_filter' | 'other';
+export type ModelFinishReason = 'stop' | 'tool_calls' | 'length' | 'content_filter' | 'refusal' | 'other';
 
 export interface ModelResponse {
   finishReason: ModelFinishReason;
@@ -66,6 +68,8 @@ export interface ModelResponse {
   /** Structured output the provider already parsed, when it does so. */
   output?: unknown;
   toolCalls?: ModelToolCall[];
+  /** The model's explanation when it refused (`finishReason: 'refusal'`). */
+  refusal?: string;
 }
 
 /** The adapter a Harness supplies: its provider call, mapped to these shapes. */

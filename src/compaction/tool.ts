@@ -78,11 +78,15 @@ function parseJson(text: string, what: string): unknown {
 /**
  * Takes the summary out of a model response, before schema validation: the `submit_handoff` input,
  * else the parsed structured output, else the answer text parsed as JSON.
- * @throws LedgerError `SUMMARY_INCOMPLETE` (the answer was cut off: finish reason other than `stop` or
- *   `tool_calls`), `SUMMARY_EMPTY` (no answer), `SUMMARY_INVALID` (not JSON, other tools called, or
+ * @throws LedgerError `MODEL_REFUSED` (finish reason `refusal`), `SUMMARY_INCOMPLETE` (the answer was
+ *   cut off: any other finish reason than `stop` or `tool_calls`), `SUMMARY_EMPTY` (no answer), `SUMMARY_INVALID` (not JSON, other tools called, or
  *   `submit_handoff` called more than once)
  */
 export function extractSummary(response: ModelResponse): unknown {
+  if (response.finishReason === 'refusal') {
+    const words = response.refusal === undefined ? '' : `: ${JSON.stringify(response.refusal.slice(0, 200))}`;
+    throw new LedgerError('MODEL_REFUSED', `the model refused to write the summary${words}`);
+  }
   // A truncated answer can still parse (a cut-off array, a shorter string); it is never a handoff.
   if (response.finishReason !== 'stop' && response.finishReason !== 'tool_calls') {
     throw new LedgerError(

@@ -2,7 +2,7 @@
  * The ledger: composes a BlobStore, a ManifestLog and a host key into publish / resume / history.
  * Comments cite the numbered steps of docs/DESIGN.md's Publish and Resume contracts.
  */
-import type { Digest, HashBackend } from '../../store/hash/digest.js';
+import { hashBytes, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
@@ -20,12 +20,18 @@ import {
   type Manifest,
 } from '../../manifests/format/manifest.js';
 import { findTrustedKey, type TrustStore } from '../../manifests/format/trust.js';
-import { verifyManifestEnvelope, type VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
+import type { VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
+import { ChainChecker, type CheckedEntry } from '../../manifests/chain/checker.js';
+import { headProblems, readHeadFacts, type HeadProblem } from '../../manifests/chain/head-rules.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { KeyedMutex, SharedExclusiveLock } from './locks.js';
+import { LedgerTelemetry } from '../telemetry/telemetry.js';
+import { packageVersion } from '../version.js';
+import type { Span } from '@opentelemetry/api';
+import { TieredBlobStore } from './blob-tiers.js';
 import type { OpenLedgerOptions } from './options.js';
 import {
   canDecodeStream,
@@ -68,7 +74,19 @@ export interface HistoryEntry {
 
 export interface RecoveryReport {
   stagingRemoved: number;
-  headProblems: Array<{ session: string; problem: string }>;
+  /** What the log's head check found at open (ManifestLog.checkHeads). */
+  headProblems: HeadProblem[];
+}
+
+/** Summaries up to this many canonical bytes are stored inline in the manifest log by default. */
+export const DEFAULT_INLINE_SUMMARY_BYTES = 64 * 1024;
+
+/** A stored (or, when `inline` is set, about to be appended) summary blob. */
+interface SummaryBlob {
+  digest: Digest;
+  size: number;
+  /** The bytes, when they are to be written inline by the append itself. */
+  inline?: Uint8Array;
 }
 
 /** Attempts at appending after whatever the head is, when other writers keep winning the race. */
@@ -97,9 +115,12 @@ export class Ledger {
   readonly recovery: RecoveryReport;
   readonly hashBackend: HashBackend;
   readonly verifier: SignatureVerifier;
+  /** Spans and metrics of this ledger's operations (see TelemetryOptions). */
+  readonly telemetry: LedgerTelemetry;
   private readonly keyring: Keyring;
   private readonly extraTrust: TrustStore | undefined;
   private readonly maxSummaryBytes: number;
+  private readonly inlineSummaryBytes: number;
   private readonly authorizer: Authorizer | undefined;
   private readonly clock: () => Date;
   private readonly chains = new KeyedMutex();
@@ -126,15 +147,22 @@ export class Ledger {
     this.host = init.host;
     this.root = init.root;
     this.log = init.log;
-    this.blobs = init.blobs;
+    // Inline blobs are readable whatever the threshold: an earlier opening may have written some.
+    this.blobs = init.log.inlineBlobs
+      ? new TieredBlobStore(init.blobs, init.log.inlineBlobs, init.hashBackend)
+      : init.blobs;
     this.keyring = init.keyring;
     this.recovery = init.recovery;
     this.hashBackend = init.hashBackend;
     this.verifier = init.verifier;
     this.extraTrust = init.options.trust;
     this.maxSummaryBytes = init.options.maxSummaryBytes ?? DEFAULT_MAX_SUMMARY_BYTES;
+    this.inlineSummaryBytes = init.log.inlineBlobs
+      ? (init.options.inlineSummaryBytes ?? DEFAULT_INLINE_SUMMARY_BYTES)
+      : -1;
     this.authorizer = init.options.authorizer;
     this.clock = init.options.clock ?? (() => new Date());
+    this.telemetry = new LedgerTelemetry(init.options.telemetry, packageVersion());
   }
 
   /** Every key this ledger trusts: its own trust file plus the keys passed in `trust`. */
@@ -168,6 +196,20 @@ export class Ledger {
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
+    return this.telemetry.run(
+      'publish',
+      { scope, host: this.host },
+      (span) => this.publishTraced(scope, summary, options, span),
+      (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
+    );
+  }
+
+  private async publishTraced(
+    scope: PublishScope,
+    summary: unknown,
+    options: PublishOptions,
+    span: Span,
+  ): Promise<Receipt> {
     this.assertOpen();
     const { signal } = options;
     // Publish step 1: validate ids; authorize.
@@ -177,14 +219,9 @@ export class Ledger {
     await this.authorize(s, 'publish');
     // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
     const { source } = prepareSummary(summary, this.maxSummaryBytes);
-    // Publish step 3: encode canonically → put the blob durably (blob durable before manifest). A large
-    // summary is encoded as the store writes it; the store measures it against the same limit.
-    const blob = await this.blobs.put(source, { signal, maxBytes: this.maxSummaryBytes }).catch((err) => {
-      if (err instanceof StoreError && err.code === 'BLOB_TOO_LARGE') {
-        throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is too large to store: ${err.message}`, { cause: err });
-      }
-      throw toLedgerCancel(err);
-    });
+    // Publish step 3: encode canonically → put the blob durably (blob durable before manifest), or, for a
+    // small summary, hand its bytes to the append, which commits them with the manifest (one durable write).
+    const blob = await this.storeSummary(source, signal);
     // Publish step 4: under the chain's lock.
     return this.chains.run(s.session, async () => {
       // Another process or host (PostgreSQL) may win the append between our head read and our commit.
@@ -195,15 +232,36 @@ export class Ledger {
         } catch (err) {
           const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
           if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
+          this.telemetry.chainConflictRetry(span);
         }
       }
+    });
+  }
+
+  /**
+   * Publish step 3. A large summary is encoded as the store writes it; the store measures it against
+   * the same limit. A small one is only hashed here: the append writes it inline.
+   */
+  private async storeSummary(
+    source: Uint8Array | AsyncIterable<Uint8Array>,
+    signal?: AbortSignal,
+  ): Promise<SummaryBlob> {
+    if (source instanceof Uint8Array && source.length <= this.inlineSummaryBytes) {
+      throwIfCancelled(signal);
+      return { digest: await hashBytes(source, this.hashBackend), size: source.length, inline: source };
+    }
+    return this.blobs.put(source, { signal, maxBytes: this.maxSummaryBytes }).catch((err) => {
+      if (err instanceof StoreError && err.code === 'BLOB_TOO_LARGE') {
+        throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is too large to store: ${err.message}`, { cause: err });
+      }
+      throw toLedgerCancel(err);
     });
   }
 
   /** Publish step 4 under the chain lock: the point of no return, then build, sign and append one manifest. */
   private async commit(
     s: PublishScope,
-    blob: { digest: Digest; size: number },
+    blob: SummaryBlob,
     covers: PublishOptions['covers'],
     options: PublishOptions,
   ): Promise<Receipt> {
@@ -259,6 +317,7 @@ export class Ledger {
       prev: manifest.prev,
       id,
       envelope: serializeEnvelope(envelope),
+      ...(blob.inline ? { blob: { digest: blob.digest, bytes: blob.inline } } : {}),
     });
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
     // (The log raised the persisted watermark in the append itself.)
@@ -266,39 +325,40 @@ export class Ledger {
     return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
   }
 
-  /** Verifies one stored entry: signature with the trust store, then scope, then its place in the chain. */
-  private verifyEntry(entry: LogEntry, session: string, seq: number, expectedId?: Digest): VerifiedManifest {
-    const verified = verifyManifestEnvelope(entry.envelope, { trust: this.trust(), verifier: this.verifier });
-    const m = verified.manifest;
-    if (m.session !== session) {
-      throw new LedgerError(
-        'SCOPE_MISMATCH',
-        `the manifest at session ${session} seq ${seq} belongs to session ${m.session}`,
-      );
-    }
-    if (m.seq !== seq || m.principal !== entry.principal || (expectedId !== undefined && verified.id !== expectedId)) {
-      throw new LedgerError(
-        'CHAIN_BROKEN',
-        `session ${session}: the entry at seq ${seq} is not the manifest its chain records`,
-      );
-    }
-    return verified;
+  /**
+   * Turns the chain checker's verdict on one entry into the ledger's refusal: the manifest's own error,
+   * `SCOPE_MISMATCH` for an entry of another session, `CHAIN_BROKEN` for any other broken rule. Time
+   * running backwards is the auditor's and fsck's finding, not a reason to refuse a verified chain.
+   */
+  private accept(session: string, seq: number, checked: CheckedEntry): VerifiedManifest {
+    if (checked.error) throw checked.error;
+    const broken = checked.findings.find((f) => f.code !== 'TIME_REVERSED');
+    if (broken?.code === 'SCOPE_MISMATCH')
+      throw new LedgerError('SCOPE_MISMATCH', `session ${session} seq ${seq}: ${broken.message}`);
+    if (broken) throw new LedgerError('CHAIN_BROKEN', `session ${session} seq ${seq}: ${broken.message}`);
+    return checked.verified!;
   }
 
-  private async readHead(session: string): Promise<ChainHead | undefined> {
-    const [head, stored] = await Promise.all([this.log.head(session), this.log.getWatermark(session)]);
-    const known = Math.max(this.watermarks.get(session) ?? -1, stored ?? -1);
-    // Resume: refuse a head below the highest seq ever verified or published here (rollback).
-    if ((head?.seq ?? -1) < known) {
+  private checker(session: string, startsAt = 0): ChainChecker {
+    return new ChainChecker(session, { trust: this.trust(), verifier: this.verifier }, startsAt);
+  }
+
+  /**
+   * Reads a session's head and refuses it unless it passes the head rules, with this process's own
+   * watermark too: not below the highest seq ever verified or published here, nothing beyond it, and
+   * naming a stored entry with its id. Returns the head and that entry.
+   */
+  private async readHead(session: string): Promise<{ head: ChainHead; entry: LogEntry } | undefined> {
+    const facts = await readHeadFacts(this.log, session);
+    const known = Math.max(this.watermarks.get(session) ?? -1, facts.watermark ?? -1);
+    const [problem] = headProblems({ ...facts, watermark: known < 0 ? undefined : known });
+    if (problem) {
       throw new LedgerError(
-        'ROLLBACK',
-        `session ${session}: head is at seq ${head?.seq ?? 'none'}, but seq ${known} was already verified`,
+        problem.code === 'ROLLBACK' ? 'ROLLBACK' : 'CHAIN_BROKEN',
+        `session ${session}: ${problem.problem}`,
       );
     }
-    if (head && (await this.log.entry(session, head.seq + 1))) {
-      throw new LedgerError('ROLLBACK', `session ${session}: entries exist beyond the head at seq ${head.seq}`);
-    }
-    return head;
+    return facts.head && { head: facts.head, entry: facts.entryAtHead! };
   }
 
   /**
@@ -310,24 +370,33 @@ export class Ledger {
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
   async resume(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<Resumed | undefined> {
+    return this.telemetry.run(
+      'resume',
+      { scope, host: this.host },
+      () => this.resumeTraced(scope, options),
+      (r) => ({
+        attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
+        ...(r ? { bytes: r.manifest.summary.size } : {}),
+      }),
+    );
+  }
+
+  private async resumeTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<Resumed | undefined> {
     this.assertOpen();
     const s = parseScope(scope);
     throwIfCancelled(options.signal);
     await this.authorize(s, 'resume');
-    const head = await this.readHead(s.session);
-    if (!head) return undefined;
-    const entry = await this.log.entry(s.session, head.seq);
-    if (!entry)
-      throw new LedgerError(
-        'CHAIN_BROKEN',
-        `session ${s.session}: the head names seq ${head.seq}, which is not stored`,
-      );
-    const { manifest, id } = this.verifyEntry(entry, s.session, head.seq, head.id);
-    if (manifest.seq > 0) {
-      const prev = await this.log.entry(s.session, manifest.seq - 1);
-      if (!prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${manifest.seq - 1} is missing`);
-      this.verifyEntry(prev, s.session, manifest.seq - 1, manifest.prev ?? undefined);
+    const read = await this.readHead(s.session);
+    if (!read) return undefined;
+    const { head, entry } = read;
+    // The head's entry and the one before it, through the same chain rules as history and fsck.
+    const checker = this.checker(s.session, Math.max(head.seq - 1, 0));
+    if (head.seq > 0) {
+      const prev = await this.log.entry(s.session, head.seq - 1);
+      if (!prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${head.seq - 1} is missing`);
+      this.accept(s.session, prev.seq, checker.check(prev));
     }
+    const { manifest, id } = this.accept(s.session, head.seq, checker.check(entry));
     throwIfCancelled(options.signal);
     const summary = await this.readSummary(manifest.summary, options.signal);
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, head.seq));
@@ -361,25 +430,29 @@ export class Ledger {
 
   /** The session's verified chain, oldest first. Every entry's signature, scope and link are checked. */
   async history(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<HistoryEntry[]> {
+    return this.telemetry.run(
+      'history',
+      { scope, host: this.host },
+      () => this.historyTraced(scope, options),
+      (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
+    );
+  }
+
+  private async historyTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<HistoryEntry[]> {
     this.assertOpen();
     const s = parseScope(scope);
     await this.authorize(s, 'history');
-    const head = await this.readHead(s.session);
+    const head = (await this.readHead(s.session))?.head;
     const out: HistoryEntry[] = [];
-    let prev: Digest | null = null;
+    if (!head) return out;
+    const checker = this.checker(s.session);
     for await (const entry of this.log.chain(s.session)) {
       throwIfCancelled(options.signal);
-      if (head && entry.seq > head.seq) break;
-      const v = this.verifyEntry(entry, s.session, out.length);
-      if (v.manifest.prev !== prev)
-        throw new LedgerError(
-          'CHAIN_BROKEN',
-          `session ${s.session}: seq ${entry.seq} does not link to seq ${entry.seq - 1}`,
-        );
-      prev = v.id;
+      if (entry.seq > head.seq) break;
+      const v = this.accept(s.session, entry.seq, checker.check(entry));
       out.push({ id: v.id, manifest: v.manifest, envelope: v.envelope });
     }
-    if (head && (out.length !== head.seq + 1 || prev !== head.id)) {
+    if (out.length !== head.seq + 1 || out[head.seq]?.id !== head.id) {
       throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: the chain does not end at its head`);
     }
     return out;

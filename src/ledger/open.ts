@@ -33,9 +33,14 @@ async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<Signat
  * Opens a ledger. Opening is recovery: staging files of interrupted writes are cleared and every chain
  * head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
+ * @throws RangeError for an `inlineSummaryBytes` that is not a non-negative integer.
  */
 export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
   const host = parseHost(options.host);
+  const inline = options.inlineSummaryBytes;
+  if (inline !== undefined && (!Number.isSafeInteger(inline) || inline < 0)) {
+    throw new RangeError(`inlineSummaryBytes must be a non-negative integer, not ${String(inline)}`);
+  }
   const root = options.root ?? defaultRoot();
   const clock = options.clock ?? (() => new Date());
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
@@ -66,7 +71,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       blobs = opened.store;
       stagingRemoved = opened.recovery.stagingRemoved;
     }
-    const headProblems = log instanceof LevelManifestLog ? await log.checkHeads() : [];
+    const headProblems = await log.checkHeads();
     const keyring = await Keyring.open({ root, host, signer: options.signer, keyFile: options.keyFile, clock });
     const verifier = await pickVerifier(options.verifier);
     return new Ledger({

@@ -7,6 +7,7 @@ import type { LevelManifestLogOptions } from '../../manifests/log/level/log.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Authorizer } from './grants.js';
+import type { TelemetryOptions } from '../telemetry/telemetry.js';
 
 export interface OpenLedgerOptions {
   /** Store directory; default `$HANDOFF_LEDGER_ROOT`, else `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`. */
@@ -21,6 +22,12 @@ export interface OpenLedgerOptions {
   trust?: TrustStore;
   /** Largest accepted summary, in canonical bytes (default 1 MiB). */
   maxSummaryBytes?: number;
+  /**
+   * Summaries up to this many canonical bytes (default 64 KiB) are stored inline in the manifest log, in the
+   * same durable write as their manifest: one sync instead of three. `0` stores every summary as a blob file
+   * (or blob row). Ignored with an injected log that cannot hold blobs.
+   */
+  inlineSummaryBytes?: number;
   authorizer?: Authorizer;
   /** BLAKE3 backend: `auto` (native, else WASM, else noble; a fallback is reported once), `native`, `wasm`, `noble`. */
   hash?: HashBackendName;
@@ -40,6 +47,11 @@ export interface OpenLedgerOptions {
   levelLog?: LevelManifestLogOptions;
   /** Clock for `createdAt` (tests). */
   clock?: () => Date;
+  /**
+   * OpenTelemetry: spans and metrics through the global API (a no-op unless the application registers an
+   * SDK), or through the providers given here. Principal and session ids are left out unless asked for.
+   */
+  telemetry?: TelemetryOptions;
   /** Receives one-line notices (backend fallbacks). Default: console.warn. */
   onNotice?: (message: string) => void;
 }

@@ -3,11 +3,11 @@
  * `openLedger({ postgres: { connectionString } })` and for hosts that inject backends themselves.
  * Each host still signs with its own key; the database only stores what they sign.
  */
-import pg from 'pg';
 import type { HashBackend } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import { loadHashBackend, type HashBackendName } from '../../store/hash/backends.node.js';
 import { PgBlobStore } from '../../store/pg/blob-store.js';
+import { createPgPool } from '../../store/pg/db.js';
 import { PgManifestLog } from '../../manifests/log/pg/log.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 
@@ -33,11 +33,7 @@ export async function openPostgresBackends(
   options: PostgresBackendOptions,
 ): Promise<{ blobs: BlobStore; log: ManifestLog }> {
   const hash = typeof options.hash === 'object' ? options.hash : await loadHashBackend(options.hash ?? 'auto');
-  const pool = new pg.Pool({
-    connectionString: options.connectionString,
-    max: options.maxConnections ?? 10,
-    connectionTimeoutMillis: 10_000,
-  });
+  const pool = createPgPool(options);
   let open = 2;
   const release = async () => {
     if (--open === 0) await pool.end();

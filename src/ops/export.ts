@@ -31,6 +31,7 @@ import {
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { isValidId } from '../../manifests/format/ids.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
+import { LedgerTelemetry } from '../telemetry/telemetry.js';
 
 export interface ExportOptions {
   /** Target directory; must not exist. */
@@ -59,6 +60,8 @@ export interface ExportSource {
   readonly host: string;
   readonly log: ManifestLog;
   readonly blobs: BlobStore;
+  /** Where the export's span and metrics go (a ledger's own); default the global OpenTelemetry API. */
+  readonly telemetry?: LedgerTelemetry;
 }
 
 const CREATE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
@@ -106,6 +109,22 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
  *   ManifestError/StoreError from the log or blob store pass through.
  */
 export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
+  return (source.telemetry ?? new LedgerTelemetry()).run(
+    'export',
+    { scope: options, host: source.host },
+    () => exportTraced(source, options),
+    (r) => ({
+      attributes: {
+        'handoff_ledger.manifests': r.header.counts.manifests,
+        'handoff_ledger.chains': r.header.counts.chains,
+        'handoff_ledger.blobs': r.header.counts.blobs ?? 0,
+        'handoff_ledger.blobs_unavailable': r.unavailableBlobs.length,
+      },
+    }),
+  );
+}
+
+async function exportTraced(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
   const fs = options.fs ?? nodeFsOps;
   for (const [name, v] of [
     ['principal', options.principal],

@@ -1,18 +1,64 @@
 /**
- * Store maintenance: `fsck` (every manifest verifies, every referenced blob exists and matches, heads
- * consistent) and `gc` (removes blobs no manifest references, older than a grace period).
+ * Store maintenance: `fsck` (the store holds nothing resume or the auditor would refuse) and `gc`
+ * (removes blobs no manifest references, older than a grace period).
  */
 import type { Digest } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
-import { ManifestError } from '../../manifests/errors.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
-import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
-import type { Ledger } from '../ledger/ledger.js';
+import { ChainChecker } from '../../manifests/chain/checker.js';
+import type { Manifest } from '../../manifests/format/manifest.js';
+import type { FindingCode } from '../../manifests/audit/findings.js';
+import { LedgerError } from '../errors.js';
+import { ManifestError } from '../../manifests/errors.js';
 import type { ChainHead } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
+import type { Ledger } from '../ledger/ledger.js';
+import { decodeSummary } from '../summary/summary.js';
+
+/**
+ * What fsck reports. Where a problem means what an auditor's finding means, it has the auditor's code
+ * (docs/AUDIT.md); the rest are problems only a store can have, documented there under "fsck".
+ */
+export const FSCK_STORE_CODES = {
+  SCOPE_MISMATCH: 'an entry is stored under another session than its signed manifest names',
+  SEQ_MISMATCH: 'an entry is stored under another seq than its signed manifest names',
+  PRINCIPAL_MISMATCH: 'the principal stored with an entry is not the one its manifest is signed for',
+  ID_MISMATCH: 'the id stored with an entry is not the hash of its payload',
+  HEAD_MISMATCH: 'a head names no stored entry with its id',
+  ROLLBACK: "a chain was cut back: its head is below the session's watermark, or entries lie beyond the head",
+  POSITION_GAP: 'the global log positions are not 0, 1, 2, …',
+  BLOB_UNREADABLE: 'a summary blob could not be read (unsafe path, storage failure)',
+  OWNER_MISMATCH: "a chain's owner record names another principal than the one its seq 0 is signed for",
+  RECORD_CORRUPT:
+    'a stored log record (entry, head, grant, inline blob, …) cannot be parsed; the rest is still checked',
+} as const;
+
+export type FsckStoreCode = keyof typeof FSCK_STORE_CODES;
+
+/** The auditor's codes that fsck reports with the same meaning. */
+export type FsckAuditCode = Extract<
+  FindingCode,
+  | 'ENVELOPE_INVALID'
+  | 'PAYLOAD_TYPE'
+  | 'KEY_UNTRUSTED'
+  | 'KEY_EXPIRED'
+  | 'KEY_REVOKED'
+  | 'SIGNATURE_INVALID'
+  | 'MANIFEST_INVALID'
+  | 'SEQ_NOT_ZERO'
+  | 'SEQ_GAP'
+  | 'PREV_MISMATCH'
+  | 'TIME_REVERSED'
+  | 'BLOB_MISSING'
+  | 'BLOB_SIZE'
+  | 'BLOB_DIGEST'
+  | 'SUMMARY_INVALID'
+>;
+
+export type FsckFindingCode = FsckAuditCode | FsckStoreCode;
 
 export interface FsckFinding {
-  code: string;
+  code: FsckFindingCode;
   session?: string;
   seq?: number;
   message: string;
@@ -35,19 +81,42 @@ export interface FsckReport {
 export const FSCK_NOT_VERIFIED =
   'grant and revocation records (unsigned: anyone who can write the database can change who may read a session)';
 
-function codeOf(err: unknown): string {
-  return err instanceof ManifestError || err instanceof StoreError ? err.code : 'ERROR';
-}
-
 /** A corrupt stored record (`RECORD_CORRUPT`) becomes a finding, and fsck goes on with what it can still read. */
 function recordProblem(err: unknown, findings: FsckFinding[], session?: string): void {
   if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
   findings.push({ code: err.code, ...(session !== undefined ? { session } : {}), message: err.message });
 }
 
+/** The blob a manifest names: present, its size, its digest (re-hashed by the store), a valid summary. */
+async function checkBlob(
+  ledger: Ledger,
+  ref: Manifest['summary'],
+): Promise<{ code: FsckFindingCode; message: string } | undefined> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await ledger.blobs.get(ref.digest, { maxBytes: Math.max(ref.size, 1) });
+  } catch (err) {
+    if (!(err instanceof StoreError)) throw err;
+    const code = (
+      { BLOB_NOT_FOUND: 'BLOB_MISSING', BLOB_INTEGRITY: 'BLOB_DIGEST', BLOB_TOO_LARGE: 'BLOB_SIZE' } as const
+    )[err.code as 'BLOB_NOT_FOUND' | 'BLOB_INTEGRITY' | 'BLOB_TOO_LARGE'];
+    return { code: code ?? 'BLOB_UNREADABLE', message: err.message };
+  }
+  if (bytes.length !== ref.size)
+    return { code: 'BLOB_SIZE', message: `blob is ${bytes.length} bytes, manifest says ${ref.size}` };
+  try {
+    decodeSummary(bytes);
+  } catch (err) {
+    if (!(err instanceof LedgerError)) throw err;
+    return { code: 'SUMMARY_INVALID', message: err.message };
+  }
+  return undefined;
+}
+
 /**
- * Checks the whole store. Reads every manifest and every referenced blob; changes nothing. A chain whose records
- * are corrupt is reported (`RECORD_CORRUPT`) and the other chains are still checked.
+ * Checks the whole store with the rules resume and the auditor apply: the log's head check, every
+ * chain through the shared chain checker, every referenced blob, the global positions. Changes nothing. A chain
+ * whose records are corrupt is reported (`RECORD_CORRUPT`) and the other chains are still checked.
  */
 export async function fsck(
   ledger: Ledger,
@@ -56,11 +125,21 @@ export async function fsck(
   const findings: FsckFinding[] = [];
   const trust = ledger.trustStore();
   const checked = new Set<Digest>();
+  const headed = new Set<string>();
   let chains = 0;
   let manifests = 0;
   try {
+    for (const p of await ledger.log.checkHeads()) {
+      findings.push({ code: p.code, session: p.session, message: p.problem });
+      headed.add(p.session); // reported already: the entries walk below need not say it again
+    }
+  } catch (err) {
+    recordProblem(err, findings);
+  }
+  try {
     for await (const head of ledger.log.heads()) {
       chains++;
+      headed.add(head.session);
       try {
         manifests += await checkChain(ledger, head, trust, checked, findings, options);
       } catch (err) {
@@ -81,6 +160,10 @@ export async function fsck(
           message: `global position ${entry.position}, expected ${position}`,
         });
       position = entry.position + 1;
+      if (!headed.has(entry.session)) {
+        headed.add(entry.session);
+        findings.push({ code: 'ROLLBACK', session: entry.session, message: 'entries exist, but no head names them' });
+      }
     }
   } catch (err) {
     recordProblem(err, findings);
@@ -95,7 +178,7 @@ export async function fsck(
   };
 }
 
-/** One chain: every entry's signature, scope, id and link, its blob, its head and its owner. Returns the entries read. */
+/** One chain through the shared checker, its blobs, and its owner record against its signed seq 0. Returns the entries read. */
 async function checkChain(
   ledger: Ledger,
   head: ChainHead,
@@ -105,63 +188,27 @@ async function checkChain(
   options: { signal?: AbortSignal; checkBlobs?: boolean },
 ): Promise<number> {
   let manifests = 0;
-  let prev: Digest | null = null;
-  let seq = 0;
+  const checker = new ChainChecker(head.session, { trust, verifier: ledger.verifier });
   for await (const entry of ledger.log.chain(head.session)) {
     options.signal?.throwIfAborted();
     manifests++;
     const at = { session: head.session, seq: entry.seq };
-    if (entry.seq !== seq)
-      findings.push({ code: 'SEQ_GAP', ...at, message: `expected seq ${seq}, found ${entry.seq}` });
-    seq = entry.seq + 1;
-    let verified;
-    try {
-      verified = verifyManifestEnvelope(entry.envelope, { trust, verifier: ledger.verifier });
-    } catch (err) {
-      findings.push({ code: codeOf(err), ...at, message: (err as Error).message });
-      prev = entry.id;
-      continue;
-    }
-    const m = verified.manifest;
-    if (m.session !== head.session || m.seq !== entry.seq || m.principal !== entry.principal)
-      findings.push({
-        code: 'SCOPE_MISMATCH',
-        ...at,
-        message: `entry holds the manifest of ${m.session} seq ${m.seq} by ${m.principal}`,
-      });
+    const { verified, findings: broken } = checker.check(entry);
+    for (const f of broken) findings.push({ ...f, ...at });
+    const m = verified?.manifest;
     // The owner record decides who may read the session; seq 0's signed principal is what it must say.
-    if (m.seq === 0 && m.session === head.session && head.owner !== m.principal)
+    if (m && m.seq === 0 && m.session === head.session && head.owner !== m.principal)
       findings.push({
         code: 'OWNER_MISMATCH',
         ...at,
         message: `the chain head names owner ${head.owner}; seq 0 was signed for ${m.principal}`,
       });
-    if (verified.id !== entry.id)
-      findings.push({ code: 'ID_MISMATCH', ...at, message: 'the stored id is not the hash of the payload' });
-    if (m.prev !== prev)
-      findings.push({ code: 'PREV_MISMATCH', ...at, message: 'prev does not name the previous entry' });
-    prev = verified.id;
-    if (options.checkBlobs !== false && !checked.has(m.summary.digest)) {
-      checked.add(m.summary.digest);
-      try {
-        const bytes = await ledger.blobs.get(m.summary.digest, { maxBytes: Math.max(m.summary.size, 1) });
-        if (bytes.length !== m.summary.size)
-          findings.push({
-            code: 'BLOB_SIZE',
-            ...at,
-            message: `blob is ${bytes.length} bytes, manifest says ${m.summary.size}`,
-          });
-      } catch (err) {
-        findings.push({ code: codeOf(err), ...at, message: (err as Error).message });
-      }
+    const ref = m?.summary;
+    if (ref && options.checkBlobs !== false && !checked.has(ref.digest)) {
+      checked.add(ref.digest);
+      const problem = await checkBlob(ledger, ref);
+      if (problem) findings.push({ ...problem, ...at });
     }
-  }
-  if (seq !== head.seq + 1 || prev !== head.id) {
-    findings.push({
-      code: 'HEAD_MISMATCH',
-      session: head.session,
-      message: `head says seq ${head.seq} ${head.id}; the chain ends at seq ${seq - 1}`,
-    });
   }
   return manifests;
 }
@@ -181,6 +228,25 @@ export interface GcReport {
  * verified or not.
  */
 export async function gc(
+  ledger: Ledger,
+  options: { graceMs: number; dryRun?: boolean; now?: number },
+): Promise<GcReport> {
+  return ledger.telemetry.run(
+    'gc',
+    { host: ledger.host },
+    () => collect(ledger, options),
+    (r) => ({
+      attributes: {
+        'handoff_ledger.blobs_scanned': r.scanned,
+        'handoff_ledger.blobs_removed': r.removed.length,
+        'handoff_ledger.blobs_kept_young': r.keptYoung,
+        'handoff_ledger.dry_run': options.dryRun === true,
+      },
+    }),
+  );
+}
+
+async function collect(
   ledger: Ledger,
   options: { graceMs: number; dryRun?: boolean; now?: number },
 ): Promise<GcReport> {

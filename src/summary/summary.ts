@@ -12,35 +12,41 @@ import { describeZodError } from '../../manifests/format/zod-issue.js';
 
 export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
 
+/**
+ * Rules the validator enforces beyond types, as JSON Schema patterns, so that every schema form tells
+ * the model what will be refused. Non-blank is only metadata here: the validator reports a blank task or
+ * state as `SUMMARY_EMPTY` (content rules), not as a schema error.
+ */
+export const NON_BLANK_PATTERN = '\\S';
+
+/**
+ * A project-relative path: no leading slash or drive, no `..` segment, no backslash, no NUL. The
+ * pattern is what JSON Schema carries (`source`, as zod emits it).
+ */
+export const RELATIVE_PATH = /^(?!\/)(?![A-Za-z]:)(?!(?:[\s\S]*\/)?\.\.(?:\/|$))[^\\\0]+$/;
+
 const text = z.string().max(64 * 1024 * 1024);
 const line = z.string().max(64 * 1024);
+const nonBlankText = (description: string) => text.meta({ description, pattern: NON_BLANK_PATTERN });
 
-/** A project-relative path: no leading slash or drive, no `..` segment, no backslash, no NUL. */
 const relativePath = z
   .string()
   .min(1)
   .max(4096)
-  .refine(
-    (p) =>
-      !p.startsWith('/') &&
-      !/^[A-Za-z]:/.test(p) &&
-      !p.includes('\\') &&
-      !p.includes('\0') &&
-      !p.split('/').includes('..'),
-    'must be a project-relative path without ".." segments',
-  );
+  .regex(RELATIVE_PATH, 'must be a project-relative path without ".." segments')
+  .describe('A project-relative path');
 
 export const summarySchema = z.strictObject({
   /** What the user asked for, in one or two sentences. */
-  task: text.describe('The task the user is working on, as they would state it'),
+  task: nonBlankText('The task the user is working on, as they would state it'),
   /** Where the work stands now. */
-  state: text.describe('Where the work stands: what is done, what is in progress'),
+  state: nonBlankText('Where the work stands: what is done, what is in progress'),
   /** What to do next, in order. */
   nextSteps: z.array(line).max(1000).describe('The next steps, in order'),
   decisions: z.array(line).max(1000).optional().describe('Decisions made and why'),
   openQuestions: z.array(line).max(1000).optional().describe('Questions still open for the user'),
   files: z
-    .array(z.strictObject({ path: relativePath, note: line.optional() }))
+    .array(z.strictObject({ path: relativePath, note: line.optional().describe('Why the file matters') }))
     .max(10_000)
     .optional()
     .describe('Project files that matter for the next steps (project-relative paths)'),
@@ -51,10 +57,32 @@ export const summarySchema = z.strictObject({
 
 export type Summary = z.infer<typeof summarySchema>;
 
-/** The JSON Schema (draft 2020-12) of a summary, for structured-output APIs and tool definitions. */
-export const summaryJsonSchema: Record<string, unknown> = z.toJSONSchema(summarySchema, {
-  target: 'draft-2020-12',
-}) as Record<string, unknown>;
+/** A JSON Schema object node as the schema forms carry it (the index signature lets SDK types accept it). */
+export interface JsonSchemaObject {
+  type: 'object';
+  properties: Record<string, Record<string, unknown>>;
+  required: string[];
+  additionalProperties: false;
+  [keyword: string]: unknown;
+}
+
+/**
+ * The JSON Schema (draft 2020-12) of a summary, for structured-output APIs and tool definitions. It
+ * carries every rule JSON Schema can express (lengths, counts, the path pattern, non-blank task and
+ * state); `summarySchemaFor` (src/summary/schema-forms.ts) derives each provider's dialect from it.
+ */
+export const summaryJsonSchema: JsonSchemaObject = deepFreeze(
+  z.toJSONSchema(summarySchema, { target: 'draft-2020-12' }) as JsonSchemaObject,
+);
+
+/** Shared schema objects are frozen: one caller's edit must not change what every other caller sends. */
+export function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
 
 function isBlank(s: string | undefined): boolean {
   return s === undefined || s.trim().length === 0;

@@ -8,6 +8,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { formatDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
 import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import type { FsOps } from './ops.js';
+import { fixedBlocks } from '../blocks.js';
 
 // Hashing a large buffer yields to the event loop this often, so I/O completions are not held up.
 const HASH_SLICE = 1024 * 1024;
@@ -175,15 +176,15 @@ export async function writeBuffer(
 }
 
 /**
- * A stream of chunks, of any sizes: copied into BLOCKS reusable blocks; each full block is written at
- * its offset (several writes in flight) and hashed here while the source produces the next bytes;
- * flush-behind fsyncs start every FLUSH_BEHIND bytes. The size limit is enforced as chunks arrive.
+ * A stream of chunks, of any sizes (already metered by the store's front: type, size limit,
+ * cancellation): cut into BLOCKS reusable blocks; each full block is written at its offset (several
+ * writes in flight) and hashed here while the source produces the next bytes; flush-behind fsyncs start
+ * every FLUSH_BEHIND bytes.
  */
 export async function writeStream(
   ctx: WriteContext,
   handle: FileHandle,
   source: AsyncIterable<Uint8Array>,
-  limit: number,
   signal?: AbortSignal,
 ): Promise<Written> {
   const hasher = await ctx.hash.create();
@@ -192,46 +193,28 @@ export async function writeStream(
   const flushes: Array<Promise<void>> = [];
   let flushing = false;
   let unflushed = 0;
-  let slot = 0;
-  let fill = 0;
-  let size = 0; // bytes received
-  let offset = 0; // file offset of the block being filled
+  let slot = 0; // fixedBlocks fills blocks in the same rotation
+  let offset = 0; // file offset of the next block
   let failure: unknown;
   const ended = (p: Promise<void>) => p.catch((err) => void (failure ??= err));
 
-  const emit = async (): Promise<void> => {
-    const block = blocks[slot]!.subarray(0, fill);
-    writes[slot] = ended(ctx.fs.write(handle, block, offset).catch(storageFailed('write')));
-    offset += fill;
-    hasher.update(block);
-    unflushed += fill;
-    if (unflushed >= FLUSH_BEHIND && !flushing) {
-      unflushed = 0;
-      flushing = true;
-      flushes.push(ended(ctx.fs.fsync(handle).catch(storageFailed('fsync'))).then(() => void (flushing = false)));
-    }
-    slot = (slot + 1) % BLOCKS;
-    fill = 0;
-    await writes[slot]; // the block about to be refilled must be written out first
-    if (failure !== undefined) throw failure;
-  };
-
   try {
     try {
-      for await (const chunk of source) {
-        if (!(chunk instanceof Uint8Array)) throw new TypeError('blob source must yield Uint8Array chunks');
-        size += chunk.length;
-        if (size > limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limit} bytes`);
-        throwIfAborted(signal);
-        for (let off = 0; off < chunk.length;) {
-          const n = Math.min(BLOCK - fill, chunk.length - off);
-          blocks[slot]!.set(chunk.subarray(off, off + n), fill);
-          fill += n;
-          off += n;
-          if (fill === BLOCK) await emit();
+      for await (const block of fixedBlocks(source, blocks)) {
+        writes[slot] = ended(ctx.fs.write(handle, block, offset).catch(storageFailed('write')));
+        offset += block.length;
+        hasher.update(block);
+        unflushed += block.length;
+        if (unflushed >= FLUSH_BEHIND && !flushing) {
+          unflushed = 0;
+          flushing = true;
+          flushes.push(ended(ctx.fs.fsync(handle).catch(storageFailed('fsync'))).then(() => void (flushing = false)));
         }
+        slot = (slot + 1) % BLOCKS;
+        await writes[slot]; // the block about to be refilled must be written out first
+        if (failure !== undefined) throw failure;
+        throwIfAborted(signal);
       }
-      if (fill > 0) await emit();
     } finally {
       // No write may still run once the caller closes the file, nor a block be reused while written.
       await Promise.all([...writes, ...flushes]);
@@ -242,5 +225,5 @@ export async function writeStream(
   }
   const digest = formatDigest(hasher.digest());
   await settleAll(ctx.fs.fsync(handle).catch(storageFailed('fsync')), ctx.afterDigest(digest));
-  return { digest, size };
+  return { digest, size: offset };
 }

@@ -12,7 +12,14 @@ import { join } from 'node:path';
 import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
 import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import { nodeFsOps, type FsOps } from './ops.js';
-import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from '../blob-store.js';
+import {
+  AbstractBlobStore,
+  type BlobInfo,
+  type BlobStat,
+  type DeleteOptions,
+  type ReadLimits,
+  type WriteLimits,
+} from '../blob-store.js';
 import { ensurePrivateDir } from './safe-dir.js';
 import { readStream, readWhole, writeBuffer, writeStream } from './blob-io.js';
 
@@ -42,14 +49,13 @@ function storageFailed(step: string, err: unknown): Error {
   return storageFailure(StoreError, `blob store: ${step}`, err);
 }
 
-export class FsBlobStore implements BlobStore {
+export class FsBlobStore extends AbstractBlobStore {
   readonly root: string;
   private readonly blobsV1Dir: string;
   private readonly blobDir: string;
   private readonly tmpDir: string;
   private readonly quarantineDir: string;
   private readonly hash: HashBackend;
-  private readonly maxBlobBytes: number;
   private readonly fs: FsOps;
   /**
    * Directories holding an entry not yet known durable (their fsync failed), each with the version of
@@ -59,13 +65,13 @@ export class FsBlobStore implements BlobStore {
   private listingVersion = 0;
 
   private constructor(root: string, options: FsBlobStoreOptions) {
+    super(options);
     this.root = root;
     this.blobsV1Dir = join(root, 'blobs-v1');
     this.blobDir = join(this.blobsV1Dir, 'blake3');
     this.tmpDir = join(root, 'tmp');
     this.quarantineDir = join(root, 'quarantine');
     this.hash = options.hash;
-    this.maxBlobBytes = options.maxBlobBytes ?? 1024 ** 3;
     this.fs = options.fs ?? nodeFsOps;
   }
 
@@ -111,12 +117,7 @@ export class FsBlobStore implements BlobStore {
    * the I/O threads while this thread hashes; once the digest is known the shard directories are made
    * durable, overlapping the data fsync. Only then is the name linked: data durable before its name.
    */
-  async put(source: BlobSource, options: PutOptions = {}): Promise<BlobInfo> {
-    const limit = Math.min(options.maxBytes ?? Infinity, this.maxBlobBytes);
-    throwIfAborted(options.signal);
-    if (source instanceof Uint8Array && source.length > limit) {
-      throw new StoreError('BLOB_TOO_LARGE', `blob of ${source.length} bytes exceeds the limit of ${limit}`);
-    }
+  protected async _put(source: Uint8Array | AsyncIterable<Uint8Array>, { signal }: WriteLimits): Promise<BlobInfo> {
     // Staging and the blob tree were checked at open; a link swapped in since would send the write outside the root.
     await this.checkRealDirs([this.tmpDir, this.blobsV1Dir, this.blobDir]);
     const staging = join(this.tmpDir, `${randomBytes(16).toString('hex')}.tmp`);
@@ -128,11 +129,11 @@ export class FsBlobStore implements BlobStore {
       const ctx = { fs: this.fs, hash: this.hash, afterDigest: (digest: Digest) => this.ensureShardDirs(digest) };
       const written =
         source instanceof Uint8Array
-          ? await writeBuffer(ctx, handle, source, options.signal)
-          : await writeStream(ctx, handle, source, limit, options.signal);
+          ? await writeBuffer(ctx, handle, source, signal)
+          : await writeStream(ctx, handle, source, signal);
       await this.fs.close(handle).catch(wrap('close'));
       handle = undefined;
-      throwIfAborted(options.signal);
+      throwIfAborted(signal);
       await this.placeBlob(staging, written.digest, written.size);
       return written;
     } catch (err) {
@@ -228,7 +229,7 @@ export class FsBlobStore implements BlobStore {
 
   private async existingMatches(digest: Digest, size: number): Promise<boolean> {
     try {
-      const bytes = await this.get(digest);
+      const bytes = await this._get(digest, { limit: this.maxBlobBytes });
       return bytes.length === size;
     } catch (err) {
       if (err instanceof StoreError && (err.code === 'BLOB_INTEGRITY' || err.code === 'UNSAFE_PATH')) return false;
@@ -242,10 +243,10 @@ export class FsBlobStore implements BlobStore {
     await this.fs.fsyncDir(this.quarantineDir).catch(wrap('fsync directory'));
   }
 
-  async get(digest: string, options: GetOptions = {}): Promise<Uint8Array> {
-    const { handle, size } = await this.openBlob(digest, options);
+  protected async _get(digest: Digest, limits: ReadLimits): Promise<Uint8Array> {
+    const { handle, size } = await this.openBlob(digest, limits.limit);
     try {
-      return await readWhole(handle, size, digest, this.hash, options.signal);
+      return await readWhole(handle, size, digest, this.hash, limits.signal);
     } catch (err) {
       throw storageFailed('read blob', err);
     } finally {
@@ -253,10 +254,10 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  async *chunks(digest: string, options: GetOptions = {}): AsyncIterable<Uint8Array> {
-    const { handle, size } = await this.openBlob(digest, options);
+  protected async *_chunks(digest: Digest, limits: ReadLimits): AsyncIterable<Uint8Array> {
+    const { handle, size } = await this.openBlob(digest, limits.limit);
     try {
-      yield* readStream(handle, size, digest, this.hash, options.signal);
+      yield* readStream(handle, size, digest, this.hash, limits.signal);
     } catch (err) {
       throw storageFailed('read blob', err);
     } finally {
@@ -265,9 +266,8 @@ export class FsBlobStore implements BlobStore {
   }
 
   /** Opens a stored blob for reading: a regular file within the size limit, reached through no symlink. */
-  private async openBlob(digest: string, options: GetOptions): Promise<{ handle: FileHandle; size: number }> {
+  private async openBlob(digest: Digest, limit: number): Promise<{ handle: FileHandle; size: number }> {
     const hex = digestHex(digest);
-    throwIfAborted(options.signal);
     const { dir1, dir2, file } = this.pathOf(hex);
     await this.checkShardDirs(dir1, dir2);
     let handle: FileHandle;
@@ -282,7 +282,6 @@ export class FsBlobStore implements BlobStore {
     try {
       const st = await handle.stat();
       if (!st.isFile()) throw new StoreError('UNSAFE_PATH', `blob ${digest}: not a regular file at its path`);
-      const limit = options.maxBytes ?? this.maxBlobBytes;
       if (st.size > limit)
         throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${st.size} bytes, over the limit of ${limit}`);
       return { handle, size: st.size };
@@ -306,25 +305,21 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  async has(digest: string): Promise<boolean> {
-    return (await this.stat(digest)) !== undefined;
-  }
-
-  async stat(digest: string): Promise<BlobStat | undefined> {
+  protected async _stat(digest: Digest): Promise<BlobStat | undefined> {
     const hex = digestHex(digest);
     const { dir1, dir2, file } = this.pathOf(hex);
     await this.checkShardDirs(dir1, dir2);
     try {
       const st = await this.fs.lstat(file);
       if (!st.isFile()) return undefined;
-      return { digest: digest as Digest, size: st.size, storedAtMs: st.mtimeMs };
+      return { digest, size: st.size, storedAtMs: st.mtimeMs };
     } catch (err) {
       if (errno(err) === 'ENOENT') return undefined;
       throw storageFailed('stat', err);
     }
   }
 
-  async *list(): AsyncIterable<Digest> {
+  protected async *_list(): AsyncIterable<Digest> {
     const shards = await this.fs.readdir(this.blobDir).catch(wrap('list'));
     for (const a of shards) {
       if (!/^[0-9a-f]{2}$/.test(a)) continue;
@@ -338,7 +333,7 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  async delete(digest: string, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
+  protected async _delete(digest: Digest, options: DeleteOptions): Promise<boolean> {
     const { dir1, dir2, file } = this.pathOf(digestHex(digest));
     await this.checkShardDirs(dir1, dir2);
     try {
@@ -354,7 +349,7 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  async close(): Promise<void> {}
+  protected async _close(): Promise<void> {}
 }
 
 function wrap(step: string) {

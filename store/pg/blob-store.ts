@@ -7,9 +7,17 @@
  * is durable, and no reader ever sees a blob without its bytes.
  */
 import type pg from 'pg';
-import { digestHex, formatDigest, isDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
+import { formatDigest, isDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
 import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
-import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from '../blob-store.js';
+import {
+  AbstractBlobStore,
+  type BlobInfo,
+  type BlobStat,
+  type DeleteOptions,
+  type ReadLimits,
+  type WriteLimits,
+} from '../blob-store.js';
+import { fixedBlocks } from '../blocks.js';
 import { PgDatabase, type PgConnectOptions, type PgMigration } from './db.js';
 
 const CHUNK = 4 * 1024 * 1024;
@@ -48,51 +56,14 @@ function storageFailed(step: string, err: unknown): Error {
   return storageFailure(StoreError, `postgres blob store: ${step}`, err);
 }
 
-/**
- * Cuts any stream of pieces into rows of exactly CHUNK bytes (the last one shorter), refusing as soon as
- * more than `limit` bytes have arrived rather than a row later.
- */
-async function* rowsOf(source: BlobSource, limit: number, signal?: AbortSignal): AsyncIterable<Buffer> {
-  if (source instanceof Uint8Array) {
-    for (let off = 0; off < source.length; off += CHUNK) {
-      const end = Math.min(off + CHUNK, source.length);
-      yield Buffer.from(source.buffer, source.byteOffset + off, end - off);
-    }
-    return;
-  }
-  let row = Buffer.allocUnsafe(CHUNK);
-  let fill = 0;
-  let total = 0;
-  for await (const piece of source) {
-    if (!(piece instanceof Uint8Array)) throw new TypeError('blob source must yield Uint8Array chunks');
-    total += piece.length;
-    if (total > limit) throw new StoreError('BLOB_TOO_LARGE', `blob exceeds the limit of ${limit} bytes`);
-    throwIfAborted(signal);
-    let off = 0;
-    while (off < piece.length) {
-      const n = Math.min(CHUNK - fill, piece.length - off);
-      row.set(piece.subarray(off, off + n), fill);
-      fill += n;
-      off += n;
-      if (fill === CHUNK) {
-        yield row;
-        row = Buffer.allocUnsafe(CHUNK);
-        fill = 0;
-      }
-    }
-  }
-  if (fill > 0) yield row.subarray(0, fill);
-}
-
-export class PgBlobStore implements BlobStore {
+export class PgBlobStore extends AbstractBlobStore {
   private readonly db: PgDatabase;
   private readonly hash: HashBackend;
-  private readonly maxBlobBytes: number;
 
   private constructor(db: PgDatabase, options: PgBlobStoreOptions) {
+    super(options);
     this.db = db;
     this.hash = options.hash;
-    this.maxBlobBytes = options.maxBlobBytes ?? 1024 ** 3;
   }
 
   /**
@@ -110,14 +81,9 @@ export class PgBlobStore implements BlobStore {
     return new PgBlobStore(db, options);
   }
 
-  async put(source: BlobSource, options: PutOptions = {}): Promise<BlobInfo> {
-    const limit = Math.min(options.maxBytes ?? Infinity, this.maxBlobBytes);
-    throwIfAborted(options.signal);
-    if (source instanceof Uint8Array && source.length > limit) {
-      throw new StoreError('BLOB_TOO_LARGE', `blob of ${source.length} bytes exceeds the limit of ${limit}`);
-    }
+  protected async _put(source: Uint8Array | AsyncIterable<Uint8Array>, { signal }: WriteLimits): Promise<BlobInfo> {
     try {
-      return await this.db.transaction((client) => this.write(client, source, limit, options.signal));
+      return await this.db.transaction((client) => this.write(client, source, signal));
     } catch (err) {
       throw storageFailed('put', err);
     }
@@ -125,8 +91,7 @@ export class PgBlobStore implements BlobStore {
 
   private async write(
     client: pg.PoolClient,
-    source: BlobSource,
-    limit: number,
+    source: Uint8Array | AsyncIterable<Uint8Array>,
     signal?: AbortSignal,
   ): Promise<BlobInfo> {
     const { rows } = await client.query<{ id: string }>(
@@ -137,7 +102,9 @@ export class PgBlobStore implements BlobStore {
     const insertChunk = this.db.sql('INSERT INTO {schema}.blob_chunks (blob_id, idx, data) VALUES ($1, $2, $3)');
     let size = 0;
     let idx = 0;
-    for await (const row of rowsOf(source, limit, signal)) {
+    // Two row buffers: a row's insert has completed before the pull that refills its buffer.
+    const rowBuffers = [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
+    for await (const row of fixedBlocks(source, rowBuffers)) {
       size += row.length;
       throwIfAborted(signal);
       // Hash while the row travels to the server: one pass over the bytes, hashing overlapped with I/O.
@@ -187,14 +154,11 @@ export class PgBlobStore implements BlobStore {
     await client.query(insert, [blobId, digest, size, chunks]);
   }
 
-  async get(digest: string, options: GetOptions = {}): Promise<Uint8Array> {
-    digestHex(digest);
-    throwIfAborted(options.signal);
-    const limit = options.maxBytes ?? this.maxBlobBytes;
+  protected async _get(digest: Digest, { limit, signal }: ReadLimits): Promise<Uint8Array> {
     try {
       // One snapshot for the row and all its chunks: a concurrent delete cannot tear a read.
       return await this.db.transaction(
-        (client) => this.readVerified(client, digest, limit, options.signal),
+        (client) => this.readVerified(client, digest, limit, signal),
         'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
       );
     } catch (err) {
@@ -203,8 +167,8 @@ export class PgBlobStore implements BlobStore {
   }
 
   /** One chunk, the whole blob, once `get` has verified it (rows are fetched and hashed the same way). */
-  async *chunks(digest: string, options: GetOptions = {}): AsyncIterable<Uint8Array> {
-    yield await this.get(digest, options);
+  protected async *_chunks(digest: Digest, limits: ReadLimits): AsyncIterable<Uint8Array> {
+    yield await this._get(digest, limits);
   }
 
   /** Reads every chunk while hashing the previous one; refuses on any mismatch of size, order or digest. */
@@ -249,12 +213,7 @@ export class PgBlobStore implements BlobStore {
     return out;
   }
 
-  async has(digest: string): Promise<boolean> {
-    return (await this.stat(digest)) !== undefined;
-  }
-
-  async stat(digest: string): Promise<BlobStat | undefined> {
-    digestHex(digest);
+  protected async _stat(digest: Digest): Promise<BlobStat | undefined> {
     try {
       const { rows } = await this.db.query<{ size: string; ms: number }>(
         this.db.sql(
@@ -263,13 +222,13 @@ export class PgBlobStore implements BlobStore {
         [digest],
       );
       const row = rows[0];
-      return row ? { digest: digest as Digest, size: Number(row.size), storedAtMs: row.ms } : undefined;
+      return row ? { digest, size: Number(row.size), storedAtMs: row.ms } : undefined;
     } catch (err) {
       throw storageFailed('stat', err);
     }
   }
 
-  async *list(): AsyncIterable<Digest> {
+  protected async *_list(): AsyncIterable<Digest> {
     // Keyset pages: memory stays bounded however many blobs there are.
     let after = '';
     for (;;) {
@@ -288,8 +247,7 @@ export class PgBlobStore implements BlobStore {
     }
   }
 
-  async delete(digest: string, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
-    digestHex(digest);
+  protected async _delete(digest: Digest, options: DeleteOptions): Promise<boolean> {
     try {
       // One statement: a put that refreshed stored_at first (its row lock orders the two) keeps the blob.
       const { rowCount } =
@@ -307,7 +265,7 @@ export class PgBlobStore implements BlobStore {
     }
   }
 
-  async close(): Promise<void> {
+  protected async _close(): Promise<void> {
     await this.db.close();
   }
 }

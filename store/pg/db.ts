@@ -9,6 +9,22 @@ import pg from 'pg';
 /** Something queries can be sent to: the pool itself or a client checked out for a transaction. */
 export type PgQueryable = Pick<pg.ClientBase, 'query'>;
 
+/**
+ * Builds a connection pool: the one place a pool is made, for one store or for a blob store and a
+ * manifest log sharing it (openPostgresBackends).
+ */
+export function createPgPool(options: { connectionString: string; maxConnections?: number }): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.maxConnections ?? 10,
+    connectionTimeoutMillis: 10_000,
+  });
+  // An idle connection dropped by the server (restart, failover) is removed by the pool; without a
+  // listener the 'error' event would crash the process. The next operation reconnects.
+  pool.on('error', () => {});
+  return pool;
+}
+
 export interface PgConnectOptions {
   /** `postgresql://user@host:port/db` (a Unix socket: `postgresql://user@/db?host=/run/postgresql`). */
   connectionString?: string;
@@ -45,15 +61,14 @@ export class PgDatabase {
     if (options.pool) {
       this.pool = options.pool;
       this.ownsPool = false;
+      // A borrowed pool may lack the listener createPgPool adds; a dropped idle connection must not crash us.
+      this.pool.on('error', () => {});
     } else if (options.connectionString) {
-      this.pool = new pg.Pool({ connectionString: options.connectionString, connectionTimeoutMillis: 10_000 });
+      this.pool = createPgPool({ connectionString: options.connectionString });
       this.ownsPool = true;
     } else {
       throw new RangeError('PostgreSQL backend needs a connectionString or a pool');
     }
-    // An idle connection dropped by the server (restart, failover) is removed by the pool; without a
-    // listener the 'error' event would crash the process. The next operation reconnects.
-    this.pool.on('error', () => {});
   }
 
   /** Fills `{schema}` in SQL text. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { FINDING_CODES } from '../../manifests/audit/findings.js';
+import { FSCK_STORE_CODES } from '../../src/ops/maintenance.js';
 
 const doc = readFileSync(new URL('../../docs/AUDIT.md', import.meta.url), 'utf8');
 const AUDIT_ERROR_CODES = [
@@ -16,6 +17,11 @@ describe('docs/AUDIT.md', () => {
   it('documents every audit error code in its table', () => {
     expect(AUDIT_ERROR_CODES.length).toBeGreaterThan(3);
     expect(AUDIT_ERROR_CODES.filter((code) => !doc.includes(`| \`${code}\` |`))).toEqual([]);
+  });
+
+  it('documents every fsck store-only code in its table', () => {
+    const missing = Object.keys(FSCK_STORE_CODES).filter((code) => !doc.includes(`| \`${code}\` |`));
+    expect(missing).toEqual([]);
   });
 
   it('documents the tail-truncation limitation', () => {

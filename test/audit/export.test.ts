@@ -16,8 +16,9 @@ import { run as exportCli } from '../../src/cli/export.js';
 import { captureIo } from '../support/capture-io.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
 
-async function ledgerWithChains(root: string): Promise<Ledger> {
-  const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+/** `inlineSummaryBytes: 0` puts every summary in a blob file (for tests that damage one). */
+async function ledgerWithChains(root: string, inlineSummaryBytes?: number): Promise<Ledger> {
+  const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {}, inlineSummaryBytes });
   // Interleaved like concurrent sessions: s1 (alice) 3 manifests, s2 (bob) 2, and bob, granted, once in s1.
   await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary('a0'));
   await ledger.publish({ principal: 'bob', session: 's2', run: 'r1' }, sampleSummary('b0'));
@@ -128,7 +129,7 @@ describe('exportBundle', () => {
   it('exports without a blob the store cannot return intact, so verify reports BLOB_MISSING', async () => {
     const dir = tempDir();
     const root = join(dir, 'store');
-    const ledger = await ledgerWithChains(root);
+    const ledger = await ledgerWithChains(root, 0);
     try {
       const digest = (await ledger.resume({ principal: 'carol', session: 's3' }))!.manifest.summary.digest;
       const hex = digestHex(digest);

@@ -134,7 +134,7 @@ describe.each<[string, SignatureVerifier]>([
 
     it("finds SIGNATURE_INVALID for a flipped bit in the envelope's key id (the hint must name the signed key)", async () => {
       const { lines, run } = await fresh();
-      lines[8] = editEnvelope(lines[8]!, (e) => void (e.signatures[0]!.keyid = flipLastChar(e.signatures[0]!.keyid)));
+      lines[8] = editEnvelope(lines[8]!, (e) => void (e.signatures[0]!.keyid = flipLastChar(e.signatures[0]!.keyid!)));
       expect(found(await run(lines))).toEqual(['SIGNATURE_INVALID@9']);
     });
 
@@ -368,9 +368,11 @@ describe.each<[string, SignatureVerifier]>([
       expect(found(await run(lines))).toEqual(['LINE_TOO_LONG@3']);
     });
 
-    it('finds ENVELOPE_INVALID for JSON that is not a strict envelope', async () => {
+    it('finds ENVELOPE_INVALID for JSON that is not a DSSE envelope', async () => {
       const { lines, run } = await fresh();
-      lines.push(editEnvelope(lines[0]!, (e) => void ((e as unknown as Record<string, unknown>).extra = 1)));
+      lines.push(
+        editEnvelope(lines[0]!, (e) => void ((e.signatures[0] as unknown as Record<string, unknown>).keyid = 1)),
+      );
       lines.push(editEnvelope(lines[0]!, (e) => void (e.payload = `${e.payload.slice(0, -4)}====`)));
       expect(found(await run(lines))).toEqual(['ENVELOPE_INVALID@10', 'ENVELOPE_INVALID@11']);
     });

@@ -281,6 +281,50 @@ export function blobStoreSuite(name: string, factory: BlobStoreFactory): void {
       });
     });
 
+    describe('invalid arguments (checked once, in front of every backend)', () => {
+      it('refuses with INVALID_ARGUMENT a source that is neither bytes nor a stream of them, storing nothing', async () => {
+        for (const bad of [undefined, null, 42, 'text', { length: 3 }]) {
+          await expectStoreError(fx.store.put(bad as never), 'INVALID_ARGUMENT');
+        }
+        expect(await collect(fx.store.list())).toEqual([]);
+      });
+
+      it('refuses with INVALID_ARGUMENT a stream that yields something other than a Uint8Array, storing nothing', async () => {
+        async function* mixed(): AsyncIterable<unknown> {
+          yield bytes(2 * MiB, 43);
+          yield 'not bytes';
+        }
+        await expectStoreError(fx.store.put(mixed() as AsyncIterable<Uint8Array>), 'INVALID_ARGUMENT');
+        await expectStoreError(fx.store.put(['a', 'b'] as never), 'INVALID_ARGUMENT');
+        expect(await collect(fx.store.list())).toEqual([]);
+        expect((await fx.store.put(bytes(10))).size).toBe(10);
+      });
+
+      it('refuses with INVALID_ARGUMENT a maxBytes that is not a non-negative integer, and a signal that is not an AbortSignal', async () => {
+        const info = await fx.store.put(bytes(100));
+        const concat = async (o: unknown) => {
+          for await (const _ of fx.store.chunks(info.digest, o as never));
+        };
+        for (const options of [
+          { maxBytes: -1 },
+          { maxBytes: 1.5 },
+          { maxBytes: NaN },
+          { maxBytes: '100' },
+          { signal: {} },
+          7,
+        ]) {
+          await expectStoreError(fx.store.put(bytes(10, 2), options as never), 'INVALID_ARGUMENT');
+          await expectStoreError(fx.store.get(info.digest, options as never), 'INVALID_ARGUMENT');
+          await expectStoreError(concat(options), 'INVALID_ARGUMENT');
+        }
+        expect(await collect(fx.store.list())).toEqual([info.digest]);
+      });
+
+      it('checks the digest before anything else: INVALID_DIGEST even with invalid options', async () => {
+        await expectStoreError(fx.store.get('blake3:zz', { maxBytes: -1 }), 'INVALID_DIGEST');
+      });
+    });
+
     describe('integrity', () => {
       it('throws BLOB_INTEGRITY instead of returning bytes that do not match the digest', async () => {
         const info = await fx.store.put(bytes(6 * MiB, 9));

@@ -6,10 +6,19 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import type { OpenLedgerOptions } from '../../src/ledger/options.js';
 import { fsck, gc } from '../../src/ops/maintenance.js';
+import { exportBundle } from '../../src/ops/export.js';
+import { openBundleDir } from '../../src/ops/bundle-dir.js';
+import { verifyBundle } from '../../manifests/audit/verify-chain.js';
+import { TieredBlobStore } from '../../src/ledger/blob-tiers.js';
+import { digestOf, type Digest } from '../../store/hash/digest.js';
+import { validateSummary } from '../../src/summary/summary.js';
+import { tempDir } from '../support/tmp.js';
 
 export interface LedgerBackend {
   /** Opens a ledger on this backend's storage (the same storage every call, so a reopen is a restart). */
   open(extra?: Partial<OpenLedgerOptions>): Promise<Ledger>;
+  /** Flips one bit of the inline blob `digest` where this backend's log stores it. */
+  corruptInlineBlob(ledger: Ledger, digest: Digest): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -116,6 +125,100 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         code: 'CANCELLED',
       });
       expect((await ledger.resume(scope))?.summary.task).toBe('task kept');
+    });
+
+    describe('small summaries inline in the manifest log', () => {
+      const inlineStat = (ledger: Ledger, digest: Digest) => ledger.log.inlineBlobs!.stat(digest);
+      const fileTier = (ledger: Ledger) => (ledger.blobs as TieredBlobStore).files;
+      const big = { task: 'big', state: 'x'.repeat(4096), nextSteps: ['s'] };
+
+      it('stores a summary up to inlineSummaryBytes in the log and a larger one as a blob, both resumable after a restart', async () => {
+        let ledger = await open({ inlineSummaryBytes: 1024 });
+        const small = await ledger.publish(scope, summary(1));
+        expect(small.digest).toBe(digestOf(validateSummary(summary(1)).bytes));
+        expect(await inlineStat(ledger, small.digest)).toMatchObject({ size: small.size });
+        expect(await fileTier(ledger).has(small.digest)).toBe(false);
+        const large = await ledger.publish({ ...scope, session: 'conf-big' }, big);
+        expect(await inlineStat(ledger, large.digest)).toBeUndefined();
+        expect(await fileTier(ledger).has(large.digest)).toBe(true);
+        await ledger.close();
+        ledger = await open({ inlineSummaryBytes: 0 }); // written inline earlier: still read from the log
+        expect((await ledger.resume(scope))?.summary).toEqual(summary(1));
+        expect((await ledger.resume({ ...scope, session: 'conf-big' }))?.summary).toEqual(big);
+        expect(await ledger.blobs.stat(small.digest)).toMatchObject({ digest: small.digest, size: small.size });
+        expect(await fsck(ledger)).toMatchObject({ ok: true, manifests: 2, blobsChecked: 2 });
+      });
+
+      it('stores no inline blob when the append is refused (both or neither)', async () => {
+        const ledger = await open();
+        const first = await ledger.publish(scope, summary(1));
+        const refused = summary('refused');
+        await expect(ledger.publish(scope, refused, { expectedPrev: null })).rejects.toMatchObject({
+          code: 'CHAIN_CONFLICT',
+        });
+        const digest = digestOf(validateSummary(refused).bytes);
+        expect(await ledger.blobs.has(digest)).toBe(false);
+        expect((await ledger.resume(scope))?.id).toBe(first.id);
+      });
+
+      it('re-hashes an inline blob on every read: changed bytes are BLOB_INTEGRITY for resume and BLOB_DIGEST for fsck, never bytes', async () => {
+        const ledger = await open();
+        const r = await ledger.publish(scope, summary(1));
+        await backend!.corruptInlineBlob(ledger, r.digest);
+        await expect(ledger.resume(scope)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
+        await expect(ledger.blobs.get(r.digest)).rejects.toMatchObject({ code: 'BLOB_INTEGRITY' });
+        const report = await fsck(ledger);
+        expect(report.findings.map((f) => f.code)).toEqual(['BLOB_DIGEST']);
+      });
+
+      it('refuses an inline blob larger than the reader allows with BLOB_TOO_LARGE', async () => {
+        const ledger = await open();
+        const r = await ledger.publish(scope, summary(1));
+        await expect(ledger.blobs.get(r.digest, { maxBytes: r.size - 1 })).rejects.toMatchObject({
+          code: 'BLOB_TOO_LARGE',
+        });
+      });
+
+      it('exports inline blobs into the bundle, where the offline verifier checks them', async () => {
+        const ledger = await open();
+        await ledger.publish(scope, summary(1));
+        await ledger.publish(scope, summary(2));
+        const out = `${tempDir()}/bundle`;
+        const result = await exportBundle(ledger, { out, withBlobs: true });
+        expect(result.unavailableBlobs).toEqual([]);
+        const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
+        expect(report.findings).toEqual([]);
+        expect(report.counts).toMatchObject({ manifests: 2, blobsChecked: 2 });
+      });
+
+      it('gc removes an inline blob no manifest references, once past the grace period, and keeps referenced ones', async () => {
+        const ledger = await open();
+        const r = await ledger.publish(scope, summary(1));
+        const orphan = new TextEncoder().encode('an inline blob no manifest names');
+        const orphanDigest = digestOf(orphan);
+        // An entry whose envelope names no summary (fsck would report it; gc counts no reference from it).
+        await ledger.log.append({
+          session: 'conf-junk',
+          principal: 'alice',
+          seq: 0,
+          prev: null,
+          id: digestOf(new TextEncoder().encode('junk')),
+          envelope: '{}',
+          blob: { digest: orphanDigest, bytes: orphan },
+        });
+        expect(await ledger.blobs.has(orphanDigest)).toBe(true);
+        const young = await gc(ledger, { graceMs: 60_000 });
+        expect(young.removed).toEqual([]);
+        const report = await gc(ledger, { graceMs: 0, now: Date.now() + 5000 });
+        expect(report.removed).toEqual([orphanDigest]);
+        expect(await ledger.blobs.has(orphanDigest)).toBe(false);
+        expect((await ledger.resume(scope))?.id).toBe(r.id);
+      });
+
+      it('refuses an inlineSummaryBytes that is not a non-negative integer', async () => {
+        await expect(open({ inlineSummaryBytes: -1 })).rejects.toThrow(RangeError);
+        await expect(open({ inlineSummaryBytes: 1.5 })).rejects.toThrow(RangeError);
+      });
     });
 
     it('fsck is clean and gc keeps referenced blobs', async () => {

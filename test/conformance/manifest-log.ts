@@ -131,6 +131,7 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(all.map((e) => e.position)).toEqual([0, 1, 2, 3, 4]);
         expect(all.map((e) => `${e.session}:${e.seq}`)).toEqual(['a:0', 'b:0', 'a:1', 'c:0', 'b:1']);
         expect((await collect(fx.log.entries({ afterPosition: 2 }))).map((e) => e.position)).toEqual([3, 4]);
+        expect((await collect(fx.log.entries({ afterPosition: -1 }))).map((e) => e.position)).toEqual([0, 1, 2, 3, 4]);
       });
 
       it('gives concurrent appends on different chains distinct, gap-free positions', async () => {
@@ -303,6 +304,82 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         await fx.log.setWatermark('w', 9);
         await fx.log.append(link('w', 3));
         expect(await fx.log.getWatermark('w')).toBe(9);
+      });
+    });
+
+    describe('invalid arguments (checked once, in front of every backend)', () => {
+      const badIds = ['', 'a!b', 'a\u0000', 'é', 'x'.repeat(129), '-lead', 42, null];
+
+      it('refuses with INVALID_ID a session or principal outside the id grammar, and changes nothing', async () => {
+        await appendChain('s1', 1);
+        for (const bad of badIds) {
+          const id = bad as string;
+          await expectManifestError(fx.log.head(id), 'INVALID_ID');
+          await expectManifestError(fx.log.entry(id, 0), 'INVALID_ID');
+          await expectManifestError(collect(fx.log.chain(id)), 'INVALID_ID');
+          await expectManifestError(fx.log.getWatermark(id), 'INVALID_ID');
+          await expectManifestError(fx.log.setWatermark(id, 1), 'INVALID_ID');
+          await expectManifestError(fx.log.append({ ...link('s1', 1), session: id }), 'INVALID_ID');
+          await expectManifestError(fx.log.append({ ...link('s1', 1), principal: id }), 'INVALID_ID');
+          await expectManifestError(fx.log.grants.get(id, 's1'), 'INVALID_ID');
+          await expectManifestError(fx.log.grants.list({ session: id }), 'INVALID_ID');
+        }
+        expect((await collect(fx.log.entries())).map((e) => `${e.session}:${e.seq}`)).toEqual(['s1:0']);
+      });
+
+      it('refuses with INVALID_ID an id or prev that is not a blake3 digest', async () => {
+        await appendChain('s1', 1);
+        await expectManifestError(fx.log.append({ ...link('s1', 1), id: 'blake3:xyz' as Digest }), 'INVALID_ID');
+        await expectManifestError(fx.log.append({ ...link('s1', 1), prev: 'sha256:00' as Digest }), 'INVALID_ID');
+        expect(await fx.log.head('s1')).toMatchObject({ seq: 0 });
+      });
+
+      it('refuses with INVALID_ARGUMENT a seq, position or watermark that is not a non-negative integer, and an empty envelope', async () => {
+        await appendChain('s1', 1);
+        for (const bad of [-1, 1.5, NaN, '1', null]) {
+          const n = bad as number;
+          await expectManifestError(fx.log.entry('s1', n), 'INVALID_ARGUMENT');
+          await expectManifestError(collect(fx.log.chain('s1', { fromSeq: n })), 'INVALID_ARGUMENT');
+          if (n !== -1) await expectManifestError(collect(fx.log.entries({ afterPosition: n })), 'INVALID_ARGUMENT');
+          await expectManifestError(fx.log.setWatermark('s1', n), 'INVALID_ARGUMENT');
+          await expectManifestError(fx.log.append({ ...link('s1', 1), seq: n }), 'INVALID_ARGUMENT');
+        }
+        await expectManifestError(collect(fx.log.entries({ afterPosition: -2 })), 'INVALID_ARGUMENT');
+        await expectManifestError(fx.log.append({ ...link('s1', 1), envelope: '' }), 'INVALID_ARGUMENT');
+        await expectManifestError(fx.log.append(null as never), 'INVALID_ARGUMENT');
+        await expectManifestError(fx.log.append(link('s1', 1), { signal: {} as AbortSignal }), 'INVALID_ARGUMENT');
+        expect(await fx.log.head('s1')).toMatchObject({ seq: 0 });
+        expect(await fx.log.getWatermark('s1')).toBe(0);
+      });
+
+      it('refuses with INVALID_ARGUMENT a malformed grant record, and stores nothing', async () => {
+        const good: GrantRecord = { principal: 'bob', session: '*', state: 'revoked', at: '2026-11-30T12:00:00.000Z' };
+        await expectManifestError(fx.log.grants.put({ ...good, state: 'maybe' as never }), 'INVALID_ARGUMENT');
+        await expectManifestError(fx.log.grants.put({ ...good, at: 'yesterday' }), 'INVALID_ARGUMENT');
+        await expectManifestError(fx.log.grants.put({ ...good, by: 7 as never }), 'INVALID_ARGUMENT');
+        await expectManifestError(fx.log.grants.put({ ...good, principal: 'b!ob' }), 'INVALID_ID');
+        expect(await fx.log.grants.list()).toEqual([]);
+        await fx.log.grants.put(good);
+        expect(await fx.log.grants.list()).toEqual([good]);
+      });
+    });
+
+    describe('head check', () => {
+      it('finds nothing in a log written only through append', async () => {
+        await appendChain('a', 3);
+        await appendChain('b', 1);
+        await fx.log.setWatermark('a', 2);
+        expect(await fx.log.checkHeads()).toEqual([]);
+      });
+
+      it('reports ROLLBACK for a session whose watermark is above its head, or that has a watermark and no head', async () => {
+        await appendChain('a', 2);
+        await fx.log.setWatermark('a', 4);
+        await fx.log.setWatermark('gone', 0);
+        expect(await fx.log.checkHeads()).toEqual([
+          { session: 'a', code: 'ROLLBACK', problem: 'head is at seq 1, but seq 4 was already verified' },
+          { session: 'gone', code: 'ROLLBACK', problem: 'head is at seq none, but seq 0 was already verified' },
+        ]);
       });
     });
 

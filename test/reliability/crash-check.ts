@@ -30,6 +30,8 @@ export interface CrashFigures {
   stagingRemovedAtReopen: number;
   manifestsVerified: number;
   blobsVerified: number;
+  /** Of them, summaries stored inline in the log (committed in the manifest's own batch). */
+  inlineBlobsVerified: number;
   auditedManifests: number;
   longestChain: number;
 }
@@ -136,6 +138,7 @@ export async function checkWholeStore(root: string, acks: Ack[], tally: Tally, f
       for (const e of chain) {
         decodeSummary(await ledger.blobs.get(e.manifest.summary.digest));
         fig.blobsVerified++;
+        if (await ledger.log.inlineBlobs?.stat(e.manifest.summary.digest)) fig.inlineBlobsVerified++;
       }
       for (const ack of acks.filter((a) => a.session === session))
         await checkAck(ledger, ack, chain[ack.seq], tally, fig);

@@ -47,7 +47,7 @@ export class FaultPlan {
     this.fs = wrapped as unknown as FsOps;
     this.writeBatch = async (db, ops) => {
       this.hit('batch');
-      await db.batch(ops, { sync: true });
+      await db.batch<string, string | Uint8Array>(ops, { sync: true });
     };
   }
 

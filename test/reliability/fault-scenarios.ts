@@ -31,6 +31,8 @@ export function errnosFor(): readonly Errno[] {
 export interface Ctx {
   root: string;
   ledger: Ledger;
+  /** The ledger's inlineSummaryBytes (reopens keep it). */
+  inline: number;
   plan: FaultPlan;
   marker: () => string;
 }
@@ -47,6 +49,8 @@ export async function hexOf(summary: Summary): Promise<string> {
 
 export interface Scenario {
   name: string;
+  /** Summaries up to this size go inline into the log batch (0: every summary is a blob file). */
+  inline: number;
   prepare: (c: Ctx) => Promise<Summary>;
 }
 
@@ -55,6 +59,7 @@ export const scenarios: Scenario[] = [
     // Over 8 MiB of text: the ledger streams it, the store writes 1 MiB blocks at their offsets and starts
     // a flush-behind fsync after 8 MiB, so each of those calls fails in turn too.
     name: 'a new blob in new shard directories',
+    inline: 0,
     async prepare(c) {
       for (;;) {
         const s = sizedSummary(c.marker(), 9 * 1024 * 1024 + 64 * 1024);
@@ -64,6 +69,7 @@ export const scenarios: Scenario[] = [
   },
   {
     name: 'a new blob beside existing blobs',
+    inline: 0,
     async prepare(c) {
       for (;;) {
         const s = sizedSummary(c.marker());
@@ -74,6 +80,7 @@ export const scenarios: Scenario[] = [
   },
   {
     name: 'the same bytes already stored',
+    inline: 0,
     async prepare(c) {
       const s = sizedSummary(c.marker());
       await c.ledger.publish(other, s);
@@ -82,6 +89,7 @@ export const scenarios: Scenario[] = [
   },
   {
     name: 'a corrupt copy at the blob path (quarantined, replaced)',
+    inline: 0,
     async prepare(c) {
       const s = sizedSummary(c.marker());
       const r = await c.ledger.publish(other, s);
@@ -92,13 +100,25 @@ export const scenarios: Scenario[] = [
       return s;
     },
   },
+  {
+    // A small summary goes into the log's batch itself: the one durable write there is to fail.
+    name: 'a small summary inline in the log batch',
+    inline: 64 * 1024,
+    async prepare(c) {
+      return sizedSummary(c.marker());
+    },
+  },
 ];
 
-/** A ledger whose blob store and LevelDB commit go through the fault plan. */
-export async function openFaulty(root: string, plan: FaultPlan): Promise<Ledger> {
+/**
+ * A ledger whose blob store and LevelDB commit go through the fault plan. By default every summary is a
+ * blob file (`inline` 0), so the file steps are there to fail.
+ */
+export async function openFaulty(root: string, plan: FaultPlan, inline = 0): Promise<Ledger> {
   return openLedger({
     root,
     host: 'fault-host',
+    inlineSummaryBytes: inline,
     fs: plan.fs,
     levelLog: { writeBatch: plan.writeBatch },
     maxSummaryBytes: MAX,

@@ -1,7 +1,7 @@
 /**
  * Fault injection at every step of publish. For each way a publish can meet the disk — a new
  * blob in new shard directories, a new blob beside existing ones, bytes already stored, a corrupt copy
- * in the way — the suite first counts the filesystem and LevelDB calls one publish makes, then fails
+ * in the way, a small summary that goes inline into the log's batch — the suite first counts the filesystem and LevelDB calls one publish makes, then fails
  * each of those calls in turn with EIO, ENOSPC, EACCES and EROFS. After every fault: no manifest, the
  * previous head still resumes, the error is STORAGE_FAILED with the errno as its cause, no staging
  * file is left, and a retry once the fault clears publishes.
@@ -78,7 +78,7 @@ async function runCase(
     tally.present(outcome.receipt?.seq === head.seq + 1, `${what}: publish should succeed`);
     expect(stagingFiles(c.root)).toHaveLength(1);
     await c.ledger.close();
-    c.ledger = await open(c.root, c.plan);
+    c.ledger = await open(c.root, c.plan, c.inline);
     expect(c.ledger.recovery.stagingRemoved).toBe(1);
     expect(stagingFiles(c.root)).toEqual([]);
     tally.present(
@@ -95,10 +95,13 @@ async function runCase(
   outcomes.add(`${err!.name} STORAGE_FAILED`);
   expect(stagingFiles(c.root), `${what}: staging file left`).toEqual([]);
   await expectUnchanged(c, head, entries, what);
+  // Both or neither: a summary that was to be inline is not in the log without its manifest.
+  const digest = `blake3:${await hexOf(summary)}` as const;
+  if (c.inline > 0) tally.right(!(await c.ledger.blobs.has(digest)), `${what}: an inline blob without its manifest`);
   if (op === 'batch') {
     // The commit itself failed: after a restart the store must still say nothing happened.
     await c.ledger.close();
-    c.ledger = await open(c.root, c.plan);
+    c.ledger = await open(c.root, c.plan, c.inline);
     expect(c.ledger.recovery.headProblems).toEqual([]);
     await expectUnchanged(c, head, entries, `${what} (after reopen)`);
   }
@@ -119,7 +122,13 @@ describe('fault injection at every step of publish', () => {
       const root = tempDir('hl-fault-');
       const plan = new FaultPlan();
       let n = 0;
-      const c: Ctx = { root, plan, ledger: await open(root, plan), marker: () => `${scenario.name.length}-${n++}` };
+      const c: Ctx = {
+        root,
+        plan,
+        inline: scenario.inline,
+        ledger: await open(root, plan, scenario.inline),
+        marker: () => `${scenario.name.length}-${n++}`,
+      };
       try {
         await c.ledger.publish(main, sizedSummary('first head'));
         // Count the calls one publish makes in this scenario; then fail every one of them.
@@ -127,7 +136,9 @@ describe('fault injection at every step of publish', () => {
         plan.resetCounts();
         await c.ledger.publish(main, counting);
         const calls = { ...plan.calls };
-        expect(Object.keys(calls)).toEqual(expect.arrayContaining(['open', 'write', 'fsync', 'link', 'batch']));
+        if (scenario.inline > 0)
+          expect(calls).toEqual({ batch: 1 }); // no file, no fsync of its own
+        else expect(Object.keys(calls)).toEqual(expect.arrayContaining(['open', 'write', 'fsync', 'link', 'batch']));
         for (const [op, count] of Object.entries(calls) as Array<[FaultOp, number]>) {
           for (let nth = 1; nth <= count; nth++) {
             for (const code of errnosFor()) await runCase(c, scenario.prepare, op, nth, code);

@@ -39,6 +39,8 @@ const judge = new Judge();
 const started = Date.now();
 const scope = { principal: 'alice', session: 's', run: 'r' };
 const T = 'filesystem attacks';
+// These attacks target blob files: every summary is stored as a file, none inline in the log.
+const FILES_ONLY = 0;
 
 async function storeWithBlob(): Promise<{
   root: string;
@@ -49,7 +51,7 @@ async function storeWithBlob(): Promise<{
 }> {
   const root = join(tempDir('hl-fsa-'), 'store');
   const outside = tempDir('hl-fsa-outside-');
-  const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+  const ledger = await openLedger({ root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY });
   const r = await ledger.publish(scope, sizedSummary('victim'));
   return { root, outside, ledger, digest: r.digest, path: blobPath(root, r.digest) };
 }
@@ -108,7 +110,7 @@ describe('planted symlinks', () => {
     symlinkSync(join(s.outside, 'dir'), join(s.root, 'tmp', 'b.tmp'));
     await judge.judge(
       T,
-      () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }),
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
       async (ledger) => {
         judge.tally.right(
           ledger.recovery.stagingRemoved === 2 && stagingFiles(s.root).length === 0,
@@ -139,7 +141,7 @@ describe('planted symlinks', () => {
     const before = tree(s.outside);
     await judge.judge(
       T,
-      () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }),
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
       refused(`${name} symlink`),
       [code],
     );
@@ -154,9 +156,12 @@ describe('planted symlinks', () => {
     copyFileSync(join(keyDir, keyName!), join(s.outside, 'key.jwk'));
     rmSync(join(keyDir, keyName!));
     symlinkSync(join(s.outside, 'key.jwk'), join(keyDir, keyName!));
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused('key symlink'), [
-      'KEY_FILE_UNSAFE',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused('key symlink'),
+      ['KEY_FILE_UNSAFE'],
+    );
   });
 });
 
@@ -195,7 +200,7 @@ describe('unsafe permissions', () => {
     chmodSync(s.root, mode);
     await judge.judge(
       T,
-      () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }),
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
       refused(`root mode ${mode.toString(8)}`),
       ['UNSAFE_ROOT'],
     );
@@ -207,23 +212,32 @@ describe('unsafe permissions', () => {
     await s.ledger.close();
     const link = join(tempDir('hl-fsa-'), 'link');
     symlinkSync(s.root, link);
-    await judge.judge(T, () => openLedger({ root: link, host: 'h', onNotice: () => {} }), refused('root symlink'), [
-      'UNSAFE_ROOT',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: link, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused('root symlink'),
+      ['UNSAFE_ROOT'],
+    );
     const file = join(tempDir('hl-fsa-'), 'file');
     writeFileSync(file, '');
-    await judge.judge(T, () => openLedger({ root: file, host: 'h', onNotice: () => {} }), refused('root file'), [
-      'UNSAFE_ROOT',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: file, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused('root file'),
+      ['UNSAFE_ROOT'],
+    );
   });
 
   it.each(['tmp', 'blobs-v1', 'manifests-v1', 'keys'])('a world-writable %s is refused UNSAFE_PATH', async (name) => {
     const s = await storeWithBlob();
     await s.ledger.close();
     chmodSync(join(s.root, name), 0o777);
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused(`${name} 0777`), [
-      'UNSAFE_PATH',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused(`${name} 0777`),
+      ['UNSAFE_PATH'],
+    );
   });
 
   it('a key file readable by others is refused KEY_FILE_UNSAFE', async () => {
@@ -231,9 +245,12 @@ describe('unsafe permissions', () => {
     await s.ledger.close();
     const [keyName] = readdirSync(join(s.root, 'keys'));
     chmodSync(join(s.root, 'keys', keyName!), 0o644);
-    await judge.judge(T, () => openLedger({ root: s.root, host: 'h', onNotice: () => {} }), refused('key 0644'), [
-      'KEY_FILE_UNSAFE',
-    ]);
+    await judge.judge(
+      T,
+      () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+      refused('key 0644'),
+      ['KEY_FILE_UNSAFE'],
+    );
   });
 });
 
@@ -286,7 +303,9 @@ describe('known bugs', () => {
     copyFileSync(trust, join(s.outside, 'trust.json'));
     rmSync(trust);
     symlinkSync(join(s.outside, 'trust.json'), trust);
-    await expect(openLedger({ root: s.root, host: 'h', onNotice: () => {} })).rejects.toMatchObject({
+    await expect(
+      openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY }),
+    ).rejects.toMatchObject({
       code: expect.stringMatching(/UNSAFE_PATH|KEY_FILE_UNSAFE|TRUST_INVALID/),
     });
   });

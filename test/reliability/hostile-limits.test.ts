@@ -164,7 +164,8 @@ describe('100 MB values are refused before they are parsed or encoded', () => {
 describe('100 MB files are refused before they are read', () => {
   it('a sparse 100 MB file planted at a blob path: resume refuses BLOB_TOO_LARGE without reading it', async () => {
     const root = join(tempDir('hl-limits-'), 'store');
-    const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+    // The summary as a blob file (not inline in the log), so there is a blob path to plant at.
+    const ledger = await openLedger({ root, host: 'h', onNotice: () => {}, inlineSummaryBytes: 0 });
     try {
       const scope = { principal: 'p', session: 's', run: 'r' };
       const r = await ledger.publish(scope, sizedSummary('small'));

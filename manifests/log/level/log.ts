@@ -6,32 +6,31 @@
  *   e!<session>!<seq:12 hex>   entry (JSON)          h!<session>        head (JSON)
  *   p!<position:16 hex>        key of the entry      g!<principal>!<session>  grant (JSON)
  *   w!<session>                highest verified seq (rollback watermark)
+ *   b!<64 hex>                 inline blob bytes     t!<64 hex>         its size and storage time (JSON)
  *
  * Group commit: appends that arrive while a batch is being made durable wait and share the next one,
  * so concurrent publishes on different chains pay one fsync between them.
  */
 import { Level } from 'level';
-import { storageFailure, throwIfAborted } from '../../../store/errors.js';
-import type { Digest } from '../../../store/hash/digest.js';
+import { storageFailure } from '../../../store/errors.js';
+import { digestHex, type Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
 import {
   parseEntryRecord,
   parseGrantRecord,
   parseHeadRecord,
+  parseInlineKey,
+  parseInlineMetaRecord,
   parsePositionRecord,
   parseWatermarkRecord,
 } from './records.js';
-import type {
-  AppendOptions,
-  AppendRequest,
-  ChainHead,
-  GrantRecord,
-  GrantTable,
-  LogEntry,
-  ManifestLog,
-} from '../log.js';
+import { AbstractManifestLog } from '../abstract-log.js';
+import type { AppendRequest, ChainHead, GrantRecord, GrantTable, InlineBlobTable, LogEntry } from '../log.js';
 
-export type BatchOp = { type: 'put'; key: string; value: string } | { type: 'del'; key: string };
+export type BatchOp =
+  | { type: 'put'; key: string; value: string }
+  | { type: 'put'; key: string; value: Uint8Array; valueEncoding: 'view' }
+  | { type: 'del'; key: string };
 
 export interface LevelManifestLogOptions {
   /**
@@ -56,8 +55,8 @@ function storageFailed(what: string, err: unknown): Error {
   return storageFailure(ManifestError, `manifest log: ${what}`, err);
 }
 
-export class LevelManifestLog implements ManifestLog {
-  readonly grants: GrantTable;
+export class LevelManifestLog extends AbstractManifestLog {
+  readonly inlineBlobs: InlineBlobTable;
   // This process owns the database, so caches of what it wrote are exact.
   private readonly watermarkCache = new Map<string, number>();
   private readonly headCache = new Map<string, ChainHead | null>();
@@ -70,7 +69,8 @@ export class LevelManifestLog implements ManifestLog {
     private readonly db: Level<string, string>,
     private readonly writeBatch: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>,
   ) {
-    this.grants = new LevelGrantTable(db);
+    super(new LevelGrantTable(db));
+    this.inlineBlobs = new LevelInlineBlobs(db);
   }
 
   /**
@@ -93,31 +93,34 @@ export class LevelManifestLog implements ManifestLog {
       }
       throw storageFailed('open', err);
     }
-    const log = new LevelManifestLog(db, options.writeBatch ?? ((d, ops) => d.batch(ops, { sync: true })));
+    const log = new LevelManifestLog(
+      db,
+      options.writeBatch ?? ((d, ops) => d.batch<string, string | Uint8Array>(ops, { sync: true })),
+    );
     for await (const key of db.keys({ gte: 'p!', lt: 'p!\xff', reverse: true, limit: 1 })) {
       log.nextPosition = parseInt(key.slice(2), 16) + 1;
     }
     return log;
   }
 
-  async head(session: string): Promise<ChainHead | undefined> {
+  protected async _head(session: string): Promise<ChainHead | undefined> {
     const raw = await this.db.get(`h!${session}`);
     return raw === undefined ? undefined : parseHeadRecord(`h!${session}`, raw);
   }
 
-  async entry(session: string, seq: number): Promise<LogEntry | undefined> {
+  protected async _entry(session: string, seq: number): Promise<LogEntry | undefined> {
     const key = entryKey(session, seq);
     const raw = await this.db.get(key);
     return raw === undefined ? undefined : parseEntryRecord(key, raw);
   }
 
-  async *chain(session: string, options: { fromSeq?: number } = {}): AsyncIterable<LogEntry> {
-    const it = this.db.iterator({ gte: entryKey(session, options.fromSeq ?? 0), lt: `e!${session}!\xff` });
+  protected async *_chain(session: string, fromSeq: number): AsyncIterable<LogEntry> {
+    const it = this.db.iterator({ gte: entryKey(session, fromSeq), lt: `e!${session}!\xff` });
     for await (const [key, raw] of it) yield parseEntryRecord(key, raw);
   }
 
-  async *entries(options: { afterPosition?: number } = {}): AsyncIterable<LogEntry> {
-    const gt = options.afterPosition === undefined ? 'p!' : posKey(options.afterPosition);
+  protected async *_entries(afterPosition: number | undefined): AsyncIterable<LogEntry> {
+    const gt = afterPosition === undefined ? 'p!' : posKey(afterPosition);
     let keys: string[] = [];
     const flush = async function* (db: Level<string, string>, ks: string[]) {
       const raws = await db.getMany(ks);
@@ -133,23 +136,22 @@ export class LevelManifestLog implements ManifestLog {
     yield* flush(this.db, keys);
   }
 
-  async *heads(): AsyncIterable<ChainHead> {
+  protected async *_heads(): AsyncIterable<ChainHead> {
     for await (const [key, raw] of this.db.iterator({ gte: 'h!', lt: 'h!\xff' })) yield parseHeadRecord(key, raw);
   }
 
   private async cachedHead(session: string): Promise<ChainHead | null> {
     let head = this.headCache.get(session);
     if (head === undefined) {
-      head = (await this.head(session)) ?? null;
+      head = (await this._head(session)) ?? null;
       this.headCache.set(session, head);
     }
     return head;
   }
 
-  async append(request: AppendRequest, options: AppendOptions = {}): Promise<LogEntry> {
-    throwIfAborted(options.signal, ManifestError);
+  protected async _append(request: AppendRequest): Promise<LogEntry> {
     const head = await this.cachedHead(request.session);
-    await this.getWatermark(request.session); // loads it, so the batch can keep the higher of the two
+    await this._getWatermark(request.session); // loads it, so the batch can keep the higher of the two
     const expectedSeq = head ? head.seq + 1 : 0;
     const expectedPrev: Digest | null = head ? head.id : null;
     if (this.pendingSessions.has(request.session) || request.seq !== expectedSeq || request.prev !== expectedPrev) {
@@ -189,6 +191,8 @@ export class LevelManifestLog implements ManifestLog {
           ops.push({ type: 'put', key, value: JSON.stringify(entry) });
           ops.push({ type: 'put', key: `h!${request.session}`, value: JSON.stringify(head) });
           ops.push({ type: 'put', key: posKey(entry.position), value: key });
+          // Inline blob: in the same batch as the entry that names it, so both or neither are durable.
+          if (request.blob) ops.push(...inlineBlobOps(request.blob.digest, request.blob.bytes));
           // The rollback watermark rises with the head, in the same batch (ManifestLog.append contract).
           const mark = Math.max(this.watermarkCache.get(request.session) ?? -1, request.seq);
           ops.push({ type: 'put', key: `w!${request.session}`, value: String(mark) });
@@ -217,7 +221,7 @@ export class LevelManifestLog implements ManifestLog {
     }
   }
 
-  async getWatermark(session: string): Promise<number | undefined> {
+  protected async _getWatermark(session: string): Promise<number | undefined> {
     let mark = this.watermarkCache.get(session);
     if (mark === undefined) {
       const raw = await this.db.get(`w!${session}`);
@@ -228,38 +232,19 @@ export class LevelManifestLog implements ManifestLog {
     return mark;
   }
 
-  async setWatermark(session: string, seq: number): Promise<void> {
-    const current = await this.getWatermark(session);
+  protected async _setWatermark(session: string, seq: number): Promise<void> {
+    const current = await this._getWatermark(session);
     if (current === undefined || seq > current) {
       await this.db.put(`w!${session}`, String(seq));
       this.watermarkCache.set(session, seq);
     }
   }
 
-  /** Recovery check on open: every head must point at a stored entry with the same id, and no entry may lie beyond it. */
-  async checkHeads(): Promise<Array<{ session: string; problem: string }>> {
-    const problems: Array<{ session: string; problem: string }> = [];
-    // A corrupt record is reported here (and by fsck), never a reason to refuse opening: fsck needs the store open.
-    const corrupt = (session: string, err: unknown) => {
-      if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
-      problems.push({ session, problem: err.message });
-    };
-    try {
-      for await (const head of this.heads()) {
-        try {
-          const entry = await this.entry(head.session, head.seq);
-          if (!entry || entry.id !== head.id)
-            problems.push({ session: head.session, problem: `head seq ${head.seq} has no matching entry` });
-          if (await this.entry(head.session, head.seq + 1))
-            problems.push({ session: head.session, problem: `entries exist beyond head seq ${head.seq}` });
-        } catch (err) {
-          corrupt(head.session, err);
-        }
-      }
-    } catch (err) {
-      corrupt('(unknown)', err);
+  protected async *_headlessSessions(): AsyncIterable<string> {
+    for await (const key of this.db.keys({ gte: 'w!', lt: 'w!\xff' })) {
+      const session = key.slice(2);
+      if ((await this.db.get(`h!${session}`)) === undefined) yield session;
     }
-    return problems;
   }
 
   /** Raw access for tests that tamper with stored records and for fsck. */
@@ -267,8 +252,64 @@ export class LevelManifestLog implements ManifestLog {
     return this.db;
   }
 
-  async close(): Promise<void> {
+  protected async _close(): Promise<void> {
     await this.db.close();
+  }
+}
+
+function inlineBlobOps(digest: Digest, bytes: Uint8Array): BatchOp[] {
+  const hex = digestHex(digest);
+  const meta = JSON.stringify({ size: bytes.length, storedAtMs: Date.now() });
+  return [
+    { type: 'put', key: `b!${hex}`, value: bytes, valueEncoding: 'view' },
+    { type: 'put', key: `t!${hex}`, value: meta },
+  ];
+}
+
+/** Inline blobs: bytes under `b!`, their size and storage time under `t!` (so listing and gc read no bytes). */
+class LevelInlineBlobs implements InlineBlobTable {
+  constructor(private readonly db: Level<string, string>) {}
+
+  async get(digest: Digest): Promise<Uint8Array | undefined> {
+    try {
+      return await this.db.get<string, Uint8Array>(`b!${digestHex(digest)}`, { valueEncoding: 'view' });
+    } catch (err) {
+      throw storageFailed('inline blob read', err);
+    }
+  }
+
+  async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
+    const key = `t!${digestHex(digest)}`;
+    const raw = await this.db.get(key);
+    return raw === undefined ? undefined : parseInlineMetaRecord(key, raw);
+  }
+
+  async *list(): AsyncIterable<Digest> {
+    for await (const key of this.db.keys({ gte: 't!', lt: 't!\xff' })) yield parseInlineKey(key);
+  }
+
+  async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
+    const hex = digestHex(digest);
+    // Judged as late as possible: an append that rewrote `t!` (refreshing the time) before this read keeps the blob.
+    if (options.storedBeforeMs === undefined) {
+      // Unconditional: a corrupt `t!` record can still be removed.
+      if ((await this.db.get(`t!${hex}`)) === undefined) return false;
+    } else {
+      const meta = await this.stat(digest);
+      if (!meta || meta.storedAtMs >= options.storedBeforeMs) return false;
+    }
+    try {
+      await this.db.batch(
+        [
+          { type: 'del', key: `b!${hex}` },
+          { type: 'del', key: `t!${hex}` },
+        ],
+        { sync: true },
+      );
+    } catch (err) {
+      throw storageFailed('inline blob delete', err);
+    }
+    return true;
   }
 }
 

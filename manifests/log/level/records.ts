@@ -4,6 +4,7 @@
  * with `RECORD_CORRUPT` naming the record's key, never with a raw `SyntaxError` or a later `TypeError`.
  */
 import { ManifestError } from '../../errors.js';
+import type { Digest } from '../../../store/hash/digest.js';
 import type { ChainHead, GrantRecord, LogEntry } from '../log.js';
 
 type Fields = Record<string, unknown>;
@@ -71,4 +72,16 @@ export function parseWatermarkRecord(key: string, raw: string): number {
 export function parsePositionRecord(key: string, raw: string): string {
   if (!/^e!.+![0-9a-f]{12}$/.test(raw)) throw corrupt(key, 'not the key of a log entry');
   return raw;
+}
+
+/** `t!<hex>` records hold an inline blob's size and storage time. */
+export function parseInlineMetaRecord(key: string, raw: string): { size: number; storedAtMs: number } {
+  return parse(key, raw, 'inline blob', (v) => isCount(v.size) && isCount(v.storedAtMs));
+}
+
+/** The digest an inline blob's `t!` key names. */
+export function parseInlineKey(key: string): Digest {
+  const hex = key.slice(2);
+  if (!/^[0-9a-f]{64}$/.test(hex)) throw corrupt(JSON.stringify(key), 'not the key of an inline blob');
+  return `blake3:${hex}`;
 }

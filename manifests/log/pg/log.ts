@@ -10,15 +10,16 @@ import type { Digest } from '../../../store/hash/digest.js';
 import { storageFailure, throwIfAborted } from '../../../store/errors.js';
 import { PgDatabase, pgCode, UNIQUE_VIOLATION, type PgConnectOptions } from '../../../store/pg/db.js';
 import { ManifestError } from '../../errors.js';
+import { AbstractManifestLog } from '../abstract-log.js';
+import { headProblems, type HeadProblem } from '../../chain/head-rules.js';
 import type {
-  AppendOptions,
   AppendRequest,
   ChainHead,
   GrantRecord,
   GrantState,
   GrantTable,
+  InlineBlobTable,
   LogEntry,
-  ManifestLog,
 } from '../log.js';
 import { MANIFEST_MIGRATIONS } from './schema.js';
 
@@ -58,12 +59,23 @@ function storageFailed(what: string, err: unknown): Error {
   return storageFailure(ManifestError, `postgres manifest log: ${what}`, err);
 }
 
-export class PgManifestLog implements ManifestLog {
-  readonly grants: GrantTable;
+interface HeadFactsRow {
+  session: string;
+  head_seq: number | null;
+  head_id: string | null;
+  owner: string | null;
+  entry_id: string | null;
+  watermark: number | null;
+  beyond: boolean;
+}
+
+export class PgManifestLog extends AbstractManifestLog {
+  readonly inlineBlobs: InlineBlobTable;
   private readonly sql: Record<string, string>;
 
   private constructor(private readonly db: PgDatabase) {
-    this.grants = new PgGrantTable(db);
+    super(new PgGrantTable(db));
+    this.inlineBlobs = new PgInlineBlobs(db);
     const q = (text: string) => db.sql(text);
     const entryCols = 'position, session, seq, id, principal, envelope';
     this.sql = {
@@ -81,8 +93,21 @@ export class PgManifestLog implements ManifestLog {
       chain: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT ${PAGE}`),
       entries: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position > $1 ORDER BY position LIMIT ${PAGE}`),
       heads: q(`SELECT session, seq, id, owner FROM {schema}.heads WHERE session > $1 ORDER BY session LIMIT ${PAGE}`),
+      // Same digest, same bytes: a second publish of one summary rewrites them (repairing a damaged copy)
+      // and makes them young again, as a re-put does for a blob: gc's conditional delete judges by stored_at.
+      putInline: q(`INSERT INTO {schema}.inline_blobs (digest, size, bytes) VALUES ($1, $2, $3)
+        ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes, stored_at = clock_timestamp()`),
       getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),
       // Only ever raised: two readers recording different heights must not lower each other's.
+      // The facts the head rules need, for a page of sessions that have a head or a watermark.
+      headFacts: q(`SELECT s.session, h.seq AS head_seq, h.id AS head_id, h.owner, e.id AS entry_id, w.seq AS watermark,
+          EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = s.session AND x.seq = coalesce(h.seq, -1) + 1) AS beyond
+        FROM (SELECT session FROM {schema}.heads WHERE session > $1
+              UNION SELECT session FROM {schema}.watermarks WHERE session > $1 ORDER BY session LIMIT ${PAGE}) s
+        LEFT JOIN {schema}.heads h ON h.session = s.session
+        LEFT JOIN {schema}.entries e ON e.session = h.session AND e.seq = h.seq
+        LEFT JOIN {schema}.watermarks w ON w.session = s.session
+        ORDER BY s.session`),
       setWatermark: q(`INSERT INTO {schema}.watermarks (session, seq) VALUES ($1, $2)
         ON CONFLICT (session) DO UPDATE SET seq = GREATEST({schema}.watermarks.seq, EXCLUDED.seq)`),
     };
@@ -111,18 +136,18 @@ export class PgManifestLog implements ManifestLog {
     }
   }
 
-  async head(session: string): Promise<ChainHead | undefined> {
+  protected async _head(session: string): Promise<ChainHead | undefined> {
     const [row] = await this.rows<HeadRow>('head', this.sql.head!, [session]);
     return row && toHead(row);
   }
 
-  async entry(session: string, seq: number): Promise<LogEntry | undefined> {
+  protected async _entry(session: string, seq: number): Promise<LogEntry | undefined> {
     const [row] = await this.rows<EntryRow>('entry', this.sql.entry!, [session, seq]);
     return row && toEntry(row);
   }
 
-  async *chain(session: string, options: { fromSeq?: number } = {}): AsyncIterable<LogEntry> {
-    let from = options.fromSeq ?? 0;
+  protected async *_chain(session: string, fromSeq: number): AsyncIterable<LogEntry> {
+    let from = fromSeq;
     for (;;) {
       const rows = await this.rows<EntryRow>('chain', this.sql.chain!, [session, from]);
       for (const row of rows) yield toEntry(row);
@@ -131,8 +156,8 @@ export class PgManifestLog implements ManifestLog {
     }
   }
 
-  async *entries(options: { afterPosition?: number } = {}): AsyncIterable<LogEntry> {
-    let after = options.afterPosition ?? -1;
+  protected async *_entries(afterPosition: number | undefined): AsyncIterable<LogEntry> {
+    let after = afterPosition ?? -1;
     for (;;) {
       const rows = await this.rows<EntryRow>('entries', this.sql.entries!, [after]);
       for (const row of rows) yield toEntry(row);
@@ -141,7 +166,7 @@ export class PgManifestLog implements ManifestLog {
     }
   }
 
-  async *heads(): AsyncIterable<ChainHead> {
+  protected async *_heads(): AsyncIterable<ChainHead> {
     let after = '';
     for (;;) {
       const rows = await this.rows<HeadRow>('heads', this.sql.heads!, [after]);
@@ -151,8 +176,7 @@ export class PgManifestLog implements ManifestLog {
     }
   }
 
-  async append(request: AppendRequest, options: AppendOptions = {}): Promise<LogEntry> {
-    throwIfAborted(options.signal, ManifestError);
+  protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
     const conflict = (head: HeadRow | undefined) =>
       new ManifestError(
         'CHAIN_CONFLICT',
@@ -176,9 +200,15 @@ export class PgManifestLog implements ManifestLog {
           request.principal,
           request.envelope,
         ]);
+        // The inline blob commits with the entry that names it: both or neither.
+        if (request.blob) {
+          const { digest, bytes } = request.blob;
+          const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+          await client.query(this.sql.putInline!, [digest, bytes.length, buf]);
+        }
         // The watermark rises with the head in the same transaction (ManifestLog.append contract).
         await client.query(this.sql.setWatermark!, [request.session, request.seq]);
-        throwIfAborted(options.signal, ManifestError);
+        throwIfAborted(signal, ManifestError);
         return toEntry({ position, ...request });
       });
     } catch (err) {
@@ -193,20 +223,108 @@ export class PgManifestLog implements ManifestLog {
     }
   }
 
-  async getWatermark(session: string): Promise<number | undefined> {
+  protected async _getWatermark(session: string): Promise<number | undefined> {
     const [row] = await this.rows<{ seq: number }>('watermark read', this.sql.getWatermark!, [session]);
     return row?.seq;
   }
 
-  async setWatermark(session: string, seq: number): Promise<void> {
+  protected async _setWatermark(session: string, seq: number): Promise<void> {
     // Read first: every resume records its height, and a no-op upsert would still cost a durable commit.
-    const current = await this.getWatermark(session);
+    const current = await this._getWatermark(session);
     if (current !== undefined && current >= seq) return;
     await this.rows('watermark write', this.sql.setWatermark!, [session, seq]);
   }
 
-  async close(): Promise<void> {
+  /** One round trip per page of sessions instead of three per session: a shared database may hold many chains. */
+  protected override async _checkHeads(): Promise<HeadProblem[]> {
+    const problems: HeadProblem[] = [];
+    for (let after = ''; ;) {
+      const rows = await this.rows<HeadFactsRow>('head check', this.sql.headFacts!, [after]);
+      for (const r of rows) {
+        const head =
+          r.head_seq === null
+            ? undefined
+            : toHead({ session: r.session, seq: r.head_seq, id: r.head_id!, owner: r.owner! });
+        problems.push(
+          ...headProblems({
+            session: r.session,
+            head,
+            entryAtHead: r.entry_id === null ? undefined : { id: r.entry_id as Digest },
+            entryBeyondHead: r.beyond,
+            watermark: r.watermark ?? undefined,
+          }),
+        );
+      }
+      if (rows.length < PAGE) return problems;
+      after = rows[rows.length - 1]!.session;
+    }
+  }
+
+  protected async *_headlessSessions(): AsyncIterable<string> {
+    // _checkHeads covers them in its one query.
+  }
+
+  protected async _close(): Promise<void> {
     await this.db.close();
+  }
+}
+
+class PgInlineBlobs implements InlineBlobTable {
+  constructor(private readonly db: PgDatabase) {}
+
+  private async rows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
+    try {
+      return (await this.db.query<R>(this.db.sql(text), values)).rows;
+    } catch (err) {
+      throw storageFailed(what, err);
+    }
+  }
+
+  async get(digest: Digest): Promise<Uint8Array | undefined> {
+    const [row] = await this.rows<{ bytes: Buffer }>(
+      'inline blob read',
+      'SELECT bytes FROM {schema}.inline_blobs WHERE digest = $1',
+      [digest],
+    );
+    return row?.bytes;
+  }
+
+  async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
+    const [row] = await this.rows<{ size: number; stored_at: Date }>(
+      'inline blob stat',
+      'SELECT size, stored_at FROM {schema}.inline_blobs WHERE digest = $1',
+      [digest],
+    );
+    return row && { size: row.size, storedAtMs: row.stored_at.getTime() };
+  }
+
+  async *list(): AsyncIterable<Digest> {
+    let after = '';
+    for (;;) {
+      const rows = await this.rows<{ digest: Digest }>(
+        'inline blob list',
+        `SELECT digest FROM {schema}.inline_blobs WHERE digest > $1 ORDER BY digest LIMIT ${PAGE}`,
+        [after],
+      );
+      for (const row of rows) yield row.digest;
+      if (rows.length < PAGE) return;
+      after = rows[rows.length - 1]!.digest;
+    }
+  }
+
+  async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
+    // One statement: an append that refreshed stored_at first (its row lock orders the two) keeps the blob.
+    const removed =
+      options.storedBeforeMs === undefined
+        ? await this.rows('inline blob delete', 'DELETE FROM {schema}.inline_blobs WHERE digest = $1 RETURNING 1', [
+            digest,
+          ])
+        : await this.rows(
+            'inline blob delete',
+            'DELETE FROM {schema}.inline_blobs WHERE digest = $1 AND stored_at < to_timestamp($2::float8 / 1000) RETURNING 1',
+            [digest, options.storedBeforeMs],
+          );
+    return removed.length > 0;
   }
 }
 

@@ -47,4 +47,16 @@ export const MANIFEST_MIGRATIONS: readonly PgMigration[] = [
         session text COLLATE "C" PRIMARY KEY,
         seq integer NOT NULL CHECK (seq >= 0));`,
   },
+  {
+    version: 2,
+    name: 'inline blobs',
+    sql: `
+      -- Small summaries, inserted in the transaction of the entry that names them (one commit, not two).
+      CREATE TABLE {schema}.inline_blobs (
+        digest text COLLATE "C" PRIMARY KEY CHECK (digest ~ '^blake3:[0-9a-f]{64}$'),
+        size integer NOT NULL CHECK (size >= 0),
+        bytes bytea NOT NULL,
+        stored_at timestamptz NOT NULL DEFAULT clock_timestamp());
+      ALTER TABLE {schema}.inline_blobs ALTER COLUMN bytes SET STORAGE EXTERNAL;`,
+  },
 ];

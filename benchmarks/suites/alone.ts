@@ -1,0 +1,83 @@
+/**
+ * Publish alone against a raw durable write alone: the pair the interleaved size suite cannot give. Each
+ * timed operation runs by itself after a `sync`, so neither carries anything else's writeback, and the
+ * ratio shows what publish costs over the disk in this run's regime. The same raw write, on the largest
+ * size, is the run's record of the disk's own durable write speed.
+ */
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { openLedger } from '../../src/ledger/open.js';
+import { validateSummary } from '../../src/summary/summary.js';
+import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
+import { syncPageCache } from '../lib/quiet.js';
+import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
+import { rawDurableWrite } from './raw.js';
+import type { CaseSamples } from './sizes.js';
+
+export interface AloneOptions {
+  sizes: number[];
+  rounds: number;
+  text: TextKind;
+  workDir: string;
+  log: (line: string) => void;
+}
+
+export const RAW_ALONE = 'raw durable write, alone';
+export const publishAlone = (backend: string) => `publish (${backend}), alone`;
+
+async function timedAlone(op: () => Promise<unknown>): Promise<number> {
+  collectGarbage();
+  syncPageCache();
+  const t0 = performance.now();
+  await op();
+  return (performance.now() - t0) / 1000;
+}
+
+/** Rounds alternate which of the two goes first; the first round is a warm-up. */
+export async function runAloneSuite(o: AloneOptions): Promise<{ cases: CaseSamples[]; backend: string }> {
+  const rawDir = join(o.workDir, 'raw-alone');
+  await mkdir(rawDir, { recursive: true, mode: 0o700 });
+  const ledger = await openLedger({
+    root: join(o.workDir, 'ledger-alone'),
+    host: 'bench',
+    hash: 'auto',
+    maxSummaryBytes: 1024 * MiB,
+    onNotice: o.log,
+  });
+  const backend = ledger.hashBackend.name;
+  const raw = new Map<number, CaseSamples>();
+  const pub = new Map<number, CaseSamples>();
+  try {
+    for (const size of o.sizes) {
+      raw.set(size, { case: RAW_ALONE, group: 'limit', op: 'write', size, samples: [] });
+      pub.set(size, { case: publishAlone(backend), group: 'ledger', op: 'write', size, samples: [] });
+    }
+    for (let round = 0; round <= o.rounds; round++) {
+      for (const size of o.sizes) {
+        const marker = nextMarker();
+        const summary = makeSummary(size, marker, o.text);
+        const bytes = validateSummary(summary, 1024 * MiB).bytes;
+        const scope = { principal: 'bench', session: `alone-${size}`, run: 'bench' };
+        const pair = [
+          async () => {
+            const t = await timedAlone(() => rawDurableWrite(rawDir, marker, bytes));
+            if (round > 0) raw.get(size)!.samples.push(t);
+          },
+          async () => {
+            const t = await timedAlone(() => ledger.publish(scope, summary));
+            if (round > 0) pub.get(size)!.samples.push(t);
+          },
+        ];
+        for (const run of round % 2 === 0 ? pair : pair.reverse()) await run();
+      }
+      o.log(
+        round === 0
+          ? '  warm-up round done'
+          : `  round ${round}/${o.rounds} done (${o.sizes.map(sizeLabel).join(', ')})`,
+      );
+    }
+  } finally {
+    await ledger.close();
+  }
+  return { cases: [...raw.values(), ...pub.values()], backend };
+}

@@ -1,0 +1,63 @@
+/**
+ * The rules a chain head obeys, in one place: the log's recovery check at open (`checkHeads`), resume's
+ * reading of a head, and fsck all apply them. Isomorphic.
+ */
+import type { Digest } from '../../store/hash/digest.js';
+import type { ChainHead, LogEntry, ManifestLog } from '../log/log.js';
+
+/**
+ * `HEAD_MISMATCH`: the head names no stored entry with its id. `ROLLBACK`: the chain was cut back: the head
+ * is below the highest seq already verified or published (the watermark), or entries lie beyond it.
+ * `RECORD_CORRUPT`: a stored record the check needed cannot be parsed (reported, never a reason to refuse
+ * opening: fsck needs the store open).
+ */
+export type HeadProblemCode = 'HEAD_MISMATCH' | 'ROLLBACK' | 'RECORD_CORRUPT';
+
+export interface HeadProblem {
+  session: string;
+  code: HeadProblemCode;
+  problem: string;
+}
+
+/** What the rules look at for one session, as read from a log. */
+export interface HeadFacts {
+  session: string;
+  head: ChainHead | undefined;
+  /** The stored entry at the head's seq, or at least its id (undefined: none, or no head). */
+  entryAtHead: { id: Digest } | undefined;
+  /** True when an entry is stored at the seq after the head (seq 0 when there is no head). */
+  entryBeyondHead: boolean;
+  /** Highest seq verified or published for the session (undefined: none recorded). */
+  watermark: number | undefined;
+}
+
+/** The problems of one session's head, most decisive first (a reader refuses with the first). */
+export function headProblems(f: HeadFacts): HeadProblem[] {
+  const out: HeadProblem[] = [];
+  const at = (code: HeadProblemCode, problem: string) => out.push({ session: f.session, code, problem });
+  const headSeq = f.head?.seq ?? -1;
+  if (f.watermark !== undefined && headSeq < f.watermark)
+    at('ROLLBACK', `head is at seq ${f.head?.seq ?? 'none'}, but seq ${f.watermark} was already verified`);
+  if (f.entryBeyondHead)
+    at('ROLLBACK', f.head ? `entries exist beyond head seq ${headSeq}` : 'entries exist, but no head names them');
+  if (f.head && f.entryAtHead?.id !== f.head.id) at('HEAD_MISMATCH', `head seq ${headSeq} has no matching entry`);
+  return out;
+}
+
+/**
+ * Reads the facts of one session from a log: `head` when the caller already has it, else read here.
+ * Resume raises the watermark it is given with the one it holds in memory.
+ */
+export async function readHeadFacts(
+  log: Pick<ManifestLog, 'head' | 'entry' | 'getWatermark'>,
+  session: string,
+  head?: ChainHead | null,
+): Promise<HeadFacts & { entryAtHead: LogEntry | undefined }> {
+  const current = head === undefined ? await log.head(session) : (head ?? undefined);
+  const [atHead, beyond, watermark] = await Promise.all([
+    current ? log.entry(session, current.seq) : undefined,
+    log.entry(session, (current?.seq ?? -1) + 1),
+    log.getWatermark(session),
+  ]);
+  return { session, head: current, entryAtHead: atHead, entryBeyondHead: beyond !== undefined, watermark };
+}

@@ -1,0 +1,187 @@
+/**
+ * The shared front of every manifest log backend (in the manner of abstract-level): the public methods
+ * check their arguments and the signal once, here, then call the backend's `_head`, `_append`, … with
+ * values already known good. Ids reach a backend only in their grammar (ids.ts), so no backend's key
+ * scheme can be confused by a separator inside one. Isomorphic.
+ */
+import { isDigest, type Digest } from '../../store/hash/digest.js';
+import { throwIfAborted } from '../../store/errors.js';
+import { ManifestError } from '../errors.js';
+import { isValidId } from '../format/ids.js';
+import { headProblems, readHeadFacts, type HeadProblem } from '../chain/head-rules.js';
+import type { AppendOptions, AppendRequest, ChainHead, GrantRecord, GrantTable, LogEntry, ManifestLog } from './log.js';
+
+function checkId(value: unknown, name: string, wildcard = false): string {
+  if (isValidId(value) || (wildcard && value === '*')) return value as string;
+  throw new ManifestError('INVALID_ID', `${name} is not a valid id: ${JSON.stringify(String(value).slice(0, 80))}`);
+}
+
+function checkCount(value: unknown, name: string, min = 0): number {
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min) return value;
+  throw new ManifestError(
+    'INVALID_ARGUMENT',
+    `${name} must be a non-negative integer, got ${String(value).slice(0, 40)}`,
+  );
+}
+
+function checkDigest(value: unknown, name: string): Digest {
+  if (isDigest(value)) return value;
+  throw new ManifestError(
+    'INVALID_ID',
+    `${name} is not a blake3 digest: ${JSON.stringify(String(value).slice(0, 80))}`,
+  );
+}
+
+function checkObject<T>(value: unknown, name: string): Partial<T> {
+  if (value === undefined) return {};
+  if (typeof value === 'object' && value !== null) return value as Partial<T>;
+  throw new ManifestError('INVALID_ARGUMENT', `${name} must be an object`);
+}
+
+function checkRequest(request: unknown): AppendRequest {
+  if (typeof request !== 'object' || request === null)
+    throw new ManifestError('INVALID_ARGUMENT', 'append request must be an object');
+  const r = request as Record<string, unknown>;
+  checkId(r.session, 'session');
+  checkId(r.principal, 'principal');
+  checkCount(r.seq, 'seq');
+  if (r.prev !== null) checkDigest(r.prev, 'prev');
+  checkDigest(r.id, 'id');
+  if (typeof r.envelope !== 'string' || r.envelope.length === 0)
+    throw new ManifestError('INVALID_ARGUMENT', 'envelope must be a non-empty string');
+  return request as AppendRequest;
+}
+
+export abstract class AbstractManifestLog implements ManifestLog {
+  readonly grants: GrantTable;
+
+  /** @param grants the backend's grant table; callers reach it through the checked front. */
+  protected constructor(grants: GrantTable) {
+    this.grants = new CheckedGrantTable(grants);
+  }
+
+  async head(session: string): Promise<ChainHead | undefined> {
+    return this._head(checkId(session, 'session'));
+  }
+
+  async entry(session: string, seq: number): Promise<LogEntry | undefined> {
+    return this._entry(checkId(session, 'session'), checkCount(seq, 'seq'));
+  }
+
+  async *chain(session: string, options?: { fromSeq?: number }): AsyncIterable<LogEntry> {
+    const { fromSeq } = checkObject<{ fromSeq: number }>(options, 'options');
+    yield* this._chain(checkId(session, 'session'), fromSeq === undefined ? 0 : checkCount(fromSeq, 'fromSeq'));
+  }
+
+  async *entries(options?: { afterPosition?: number }): AsyncIterable<LogEntry> {
+    const { afterPosition } = checkObject<{ afterPosition: number }>(options, 'options');
+    // -1, "after nothing", is the start too: a tailing reader passes its last position or -1.
+    const after = afterPosition === undefined ? -1 : checkCount(afterPosition, 'afterPosition', -1);
+    yield* this._entries(after === -1 ? undefined : after);
+  }
+
+  heads(): AsyncIterable<ChainHead> {
+    return this._heads();
+  }
+
+  async append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry> {
+    const { signal } = checkObject<AppendOptions>(options, 'options');
+    if (signal !== undefined && !(signal instanceof AbortSignal))
+      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
+    const checked = checkRequest(request);
+    throwIfAborted(signal, ManifestError);
+    return this._append(checked, signal);
+  }
+
+  async getWatermark(session: string): Promise<number | undefined> {
+    return this._getWatermark(checkId(session, 'session'));
+  }
+
+  async setWatermark(session: string, seq: number): Promise<void> {
+    return this._setWatermark(checkId(session, 'session'), checkCount(seq, 'seq'));
+  }
+
+  async checkHeads(): Promise<HeadProblem[]> {
+    return this._checkHeads();
+  }
+
+  async close(): Promise<void> {
+    return this._close();
+  }
+
+  /**
+   * Walks every head, then every session with a watermark but no head, through the head rules. A backend
+   * that can gather the same facts in fewer round trips overrides this (PostgreSQL does).
+   */
+  protected async _checkHeads(): Promise<HeadProblem[]> {
+    const problems: HeadProblem[] = [];
+    // A corrupt record is a problem to report, not a reason to stop: the other sessions are still checked.
+    const corrupt = (session: string, err: unknown) => {
+      if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+      problems.push({ session, code: 'RECORD_CORRUPT', problem: err.message });
+    };
+    const check = async (session: string, head: ChainHead | null) => {
+      try {
+        problems.push(...headProblems(await readHeadFacts(this, session, head)));
+      } catch (err) {
+        corrupt(session, err);
+      }
+    };
+    try {
+      for await (const head of this._heads()) await check(head.session, head);
+    } catch (err) {
+      corrupt('(unknown)', err);
+    }
+    try {
+      for await (const session of this._headlessSessions()) await check(session, null);
+    } catch (err) {
+      corrupt('(unknown)', err);
+    }
+    return problems;
+  }
+
+  protected abstract _head(session: string): Promise<ChainHead | undefined>;
+  protected abstract _entry(session: string, seq: number): Promise<LogEntry | undefined>;
+  protected abstract _chain(session: string, fromSeq: number): AsyncIterable<LogEntry>;
+  /** Entries after `afterPosition` (undefined: from the start). */
+  protected abstract _entries(afterPosition: number | undefined): AsyncIterable<LogEntry>;
+  protected abstract _heads(): AsyncIterable<ChainHead>;
+  /** The append itself; the request is well-formed and the signal was not aborted when it was called. */
+  protected abstract _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry>;
+  protected abstract _getWatermark(session: string): Promise<number | undefined>;
+  protected abstract _setWatermark(session: string, seq: number): Promise<void>;
+  /** Sessions that have a watermark but no head (their chain was removed), for `_checkHeads`. */
+  protected abstract _headlessSessions(): AsyncIterable<string>;
+  protected abstract _close(): Promise<void>;
+}
+
+const GRANT_STATES: ReadonlySet<unknown> = new Set(['granted', 'revoked']);
+
+/** The grant table behind the same front: ids in their grammar (`'*'` for a session), records well-formed. */
+class CheckedGrantTable implements GrantTable {
+  constructor(private readonly inner: GrantTable) {}
+
+  async get(principal: string, session: string): Promise<GrantRecord | undefined> {
+    return this.inner.get(checkId(principal, 'principal'), checkId(session, 'session', true));
+  }
+
+  async put(record: GrantRecord): Promise<void> {
+    const r = checkObject<GrantRecord>(record, 'grant record');
+    checkId(r.principal, 'principal');
+    checkId(r.session, 'session', true);
+    if (!GRANT_STATES.has(r.state))
+      throw new ManifestError('INVALID_ARGUMENT', `grant state must be 'granted' or 'revoked'`);
+    if (typeof r.at !== 'string' || Number.isNaN(Date.parse(r.at)))
+      throw new ManifestError('INVALID_ARGUMENT', 'grant time (at) must be an ISO date');
+    if (r.by !== undefined && typeof r.by !== 'string')
+      throw new ManifestError('INVALID_ARGUMENT', 'grant author (by) must be a string');
+    return this.inner.put(record);
+  }
+
+  async list(filter?: { principal?: string; session?: string }): Promise<GrantRecord[]> {
+    const f = checkObject<{ principal: string; session: string }>(filter, 'filter');
+    if (f.principal !== undefined) checkId(f.principal, 'principal');
+    if (f.session !== undefined) checkId(f.session, 'session', true);
+    return this.inner.list(filter);
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * `handoff-ledger/adapters/ai-sdk`: a `ModelAdapter` over the Vercel `ai` SDK (an optional peer
+ * dependency, imported on the first call), for any provider the Harness has a `LanguageModel` for.
+ * Tool mode forces the `submit_handoff` tool; structured mode asks for an object output. Which schema
+ * form is sent depends on the provider underneath: `json-schema` by default, `openai-strict` for
+ * OpenAI models (whose provider sends strict schemas; the answer's nulls are then normalised).
+ */
+import type { LanguageModel, ModelMessage as AiMessage, ToolSet } from 'ai';
+import type {
+  ModelAdapter,
+  ModelFinishReason,
+  ModelRequest,
+  ModelResponse,
+  ModelToolCall,
+} from '../compaction/model.js';
+import { SUBMIT_HANDOFF } from '../compaction/tool.js';
+import { summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
+import { readJson, schemaFor, splitSystem, toolCall } from './shared.js';
+
+export interface AiSdkAdapterOptions {
+  model: LanguageModel;
+  /** The summary schema form for the provider underneath (default `json-schema`). */
+  schemaForm?: SummarySchemaForm;
+  /** Retries of the `ai` SDK itself (default 2, the SDK's own default). */
+  maxRetries?: number;
+}
+
+function messages(request: ModelRequest): AiMessage[] {
+  const names = new Map<string, string>();
+  const { rest } = splitSystem(request.messages);
+  return rest.map((m): AiMessage => {
+    if (m.role === 'tool') {
+      const toolCallId = m.toolCallId ?? '';
+      return {
+        role: 'tool',
+        content: [
+          {
+            type: 'tool-result',
+            toolCallId,
+            toolName: names.get(toolCallId) ?? 'unknown',
+            output: { type: 'text', value: m.content },
+          },
+        ],
+      };
+    }
+    if (m.role === 'assistant' && m.toolCalls?.length) {
+      for (const c of m.toolCalls) names.set(c.id, c.name);
+      return {
+        role: 'assistant',
+        content: [
+          ...(m.content === '' ? [] : [{ type: 'text' as const, text: m.content }]),
+          ...m.toolCalls.map((c) => ({
+            type: 'tool-call' as const,
+            toolCallId: c.id,
+            toolName: c.name,
+            input: c.input,
+          })),
+        ],
+      };
+    }
+    return { role: m.role === 'assistant' ? 'assistant' : 'user', content: m.content };
+  });
+}
+
+const FINISH: Record<string, ModelFinishReason> = {
+  stop: 'stop',
+  'tool-calls': 'tool_calls',
+  length: 'length',
+  // The ai SDK reports a model's refusal as a content filter (its OpenAI provider does so explicitly).
+  'content-filter': 'refusal',
+};
+
+/**
+ * @example
+ * import { openai } from '@ai-sdk/openai';
+ * const model = aiSdkAdapter({ model: openai('gpt-5-mini'), schemaForm: 'openai-strict' });
+ * await compact({ ledger, scope, model, transcript });
+ */
+export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
+  const form = options.schemaForm ?? 'json-schema';
+  const strict = form === 'openai-strict';
+  return async (request) => {
+    const ai = await import('ai');
+    const { generateText, jsonSchema, tool, Output } = ai;
+    const tools: ToolSet = {};
+    for (const t of request.tools ?? []) {
+      tools[t.name] = tool({
+        description: t.description,
+        inputSchema: jsonSchema(schemaFor(t.name, t.inputSchema, form)),
+        ...(strict && t.name === SUBMIT_HANDOFF ? { strict: true } : {}),
+      });
+    }
+    const choice = request.toolChoice;
+    const f = request.responseFormat;
+    const { system } = splitSystem(request.messages);
+    let result: Awaited<ReturnType<typeof generateText>>;
+    try {
+      result = await generateText({
+        model: options.model,
+        messages: messages(request),
+        ...(system === undefined ? {} : { system }),
+        ...(Object.keys(tools).length > 0 ? { tools } : {}),
+        ...(choice === undefined
+          ? {}
+          : { toolChoice: typeof choice === 'string' ? choice : { type: 'tool' as const, toolName: choice.name } }),
+        ...(f
+          ? {
+              output: Output.object({
+                schema: jsonSchema(summarySchemaFor(form)),
+                name: f.name,
+                ...(f.description ? { description: f.description } : {}),
+              }),
+            }
+          : {}),
+        ...(request.maxOutputTokens === undefined ? {} : { maxOutputTokens: request.maxOutputTokens }),
+        ...(request.signal ? { abortSignal: request.signal } : {}),
+        ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+      });
+    } catch (err) {
+      // The SDK throws where the model did not deliver (no forced tool call, no parseable object);
+      // both errors carry the answer, which extractSummary then judges like any other.
+      if (ai.ToolChoiceViolationError.isInstance(err)) {
+        const text = err.content.flatMap((p) => (p.type === 'text' ? [p.text] : [])).join('');
+        return answer(err.finishReason, text, [], undefined);
+      }
+      if (ai.NoObjectGeneratedError.isInstance(err))
+        return answer(err.finishReason ?? 'other', err.text ?? '', [], readJson(err.text ?? '', strict));
+      throw err;
+    }
+    const calls = result.toolCalls.map((c) => toolCall(c.toolCallId, c.toolName, c.input, strict));
+    // The text, not `result.output`: a cut-off or invalid answer must reach extractSummary, not throw here.
+    return answer(result.finishReason, result.text, calls, f ? readJson(result.text, strict) : undefined);
+  };
+}
+
+function answer(reason: string, text: string, calls: ModelToolCall[], value: unknown): ModelResponse {
+  const finishReason = FINISH[reason] ?? 'other';
+  if (finishReason === 'refusal') return text === '' ? { finishReason } : { finishReason, refusal: text };
+  const out: ModelResponse = { finishReason, text };
+  if (calls.length > 0) out.toolCalls = calls;
+  if (value !== undefined) out.output = value;
+  return out;
+}

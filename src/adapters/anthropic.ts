@@ -1,0 +1,102 @@
+/**
+ * `handoff-ledger/adapters/anthropic`: a `ModelAdapter` over the official `@anthropic-ai/sdk` (an
+ * optional peer dependency; the Harness passes its client). The summary is always asked for through
+ * the forced `submit_handoff` tool with `summarySchemaFor('anthropic')` as its `input_schema`, which is
+ * Anthropic's way to a structured answer; a structured-output request is sent the same way.
+ */
+import type Anthropic from '@anthropic-ai/sdk';
+import type {
+  ContentBlockParam,
+  Message,
+  MessageCreateParamsNonStreaming,
+  MessageParam,
+  Tool,
+} from '@anthropic-ai/sdk/resources/messages/messages';
+import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
+import { SUBMIT_HANDOFF, submitHandoffTool } from '../compaction/tool.js';
+import { summarySchemaFor } from '../summary/schema-forms.js';
+import { schemaFor, splitSystem, toolCall } from './shared.js';
+
+export interface AnthropicAdapterOptions {
+  /** The Harness's client (`new Anthropic({ apiKey })`). */
+  client: Anthropic;
+  model: string;
+  /** `max_tokens` when the request sets no output limit (the Messages API requires one). */
+  maxTokens?: number;
+}
+
+/** The `submit_handoff` tool in Anthropic's shape, for a Harness that calls the SDK itself. */
+export const anthropicSubmitHandoffTool: Tool = Object.freeze({
+  name: SUBMIT_HANDOFF,
+  description: submitHandoffTool.description,
+  input_schema: summarySchemaFor('anthropic'),
+});
+
+function content(m: ModelRequest['messages'][number]): string | ContentBlockParam[] {
+  if (m.role === 'tool') return [{ type: 'tool_result', tool_use_id: m.toolCallId ?? '', content: m.content }];
+  if (m.role === 'assistant' && m.toolCalls?.length) {
+    const blocks: ContentBlockParam[] = m.content === '' ? [] : [{ type: 'text', text: m.content }];
+    for (const c of m.toolCalls) blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: c.input });
+    return blocks;
+  }
+  return m.content;
+}
+
+function params(options: AnthropicAdapterOptions, request: ModelRequest): MessageCreateParamsNonStreaming {
+  const { system, rest } = splitSystem(request.messages);
+  const messages: MessageParam[] = rest.map((m) => ({
+    role: m.role === 'assistant' ? 'assistant' : 'user',
+    content: content(m),
+  }));
+  const p: MessageCreateParamsNonStreaming = {
+    model: options.model,
+    max_tokens: request.maxOutputTokens ?? options.maxTokens ?? 8192,
+    messages,
+  };
+  if (system !== undefined) p.system = system;
+  const tools: Tool[] = (request.tools ?? []).map((t) => ({
+    name: t.name,
+    description: t.description,
+    input_schema: schemaFor(t.name, t.inputSchema, 'anthropic') as Tool['input_schema'],
+  }));
+  if (request.responseFormat && !tools.some((t) => t.name === SUBMIT_HANDOFF)) tools.push(anthropicSubmitHandoffTool);
+  if (tools.length > 0) p.tools = tools;
+  const choice = request.responseFormat ? { name: SUBMIT_HANDOFF } : request.toolChoice;
+  if (choice === 'auto' || choice === 'none') p.tool_choice = { type: choice };
+  else if (choice) p.tool_choice = { type: 'tool', name: choice.name, disable_parallel_tool_use: true };
+  return p;
+}
+
+const STOP: Record<string, ModelFinishReason> = {
+  end_turn: 'stop',
+  stop_sequence: 'stop',
+  tool_use: 'tool_calls',
+  max_tokens: 'length',
+  model_context_window_exceeded: 'length',
+  refusal: 'refusal',
+};
+
+function fromMessage(m: Message): ModelResponse {
+  const text = m.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('');
+  const finishReason = STOP[m.stop_reason ?? ''] ?? 'other';
+  if (finishReason === 'refusal') return text === '' ? { finishReason } : { finishReason, refusal: text };
+  const calls = m.content.flatMap((b) => (b.type === 'tool_use' ? [toolCall(b.id, b.name, b.input, false)] : []));
+  const out: ModelResponse = { finishReason, text };
+  if (calls.length > 0) out.toolCalls = calls;
+  return out;
+}
+
+/**
+ * @example
+ * const model = anthropicAdapter({ client: new Anthropic(), model: 'claude-sonnet-4-5' });
+ * await compact({ ledger, scope, model, transcript });
+ */
+export function anthropicAdapter(options: AnthropicAdapterOptions): ModelAdapter {
+  return async (request) =>
+    fromMessage(
+      await options.client.messages.create(
+        params(options, request),
+        request.signal ? { signal: request.signal } : undefined,
+      ),
+    );
+}

@@ -1,0 +1,80 @@
+/**
+ * `handoff-ledger/adapters/gemini`: a `ModelAdapter` over the official `@google/genai` SDK (an optional
+ * peer dependency; the Harness passes its client). The summary is always asked for as JSON output with
+ * `summarySchemaFor('gemini')` as `responseJsonSchema` (sent as JSON Schema, so `additionalProperties:
+ * false` reaches the model; the SDK's OpenAPI `Schema` conversion would drop it). A `tool`-mode request
+ * is sent the same way: the response schema is Gemini's way to a structured answer.
+ */
+import type { GoogleGenAI } from '@google/genai';
+import type { Content, GenerateContentParameters, GenerateContentResponse } from '@google/genai';
+import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
+import { summarySchemaFor } from '../summary/schema-forms.js';
+import { readJson, splitSystem } from './shared.js';
+
+export interface GeminiAdapterOptions {
+  /** The Harness's client (`new GoogleGenAI({ apiKey })`). */
+  client: GoogleGenAI;
+  model: string;
+}
+
+function contents(request: ModelRequest): Content[] {
+  const { rest } = splitSystem(request.messages);
+  return rest.map((m) => {
+    // Earlier tool traffic becomes plain text: the compaction request offers Gemini no tools.
+    let text = m.content;
+    if (m.role === 'tool') text = `Tool result${m.toolCallId ? ` (${m.toolCallId})` : ''}: ${m.content}`;
+    else if (m.toolCalls?.length) {
+      const calls = m.toolCalls.map((c) => `Called ${c.name} with ${JSON.stringify(c.input)}`).join('\n');
+      text = text === '' ? calls : `${text}\n${calls}`;
+    }
+    return { role: m.role === 'assistant' ? 'model' : 'user', parts: [{ text }] };
+  });
+}
+
+function params(model: string, request: ModelRequest): GenerateContentParameters {
+  const { system } = splitSystem(request.messages);
+  const config: GenerateContentParameters['config'] = {
+    responseMimeType: 'application/json',
+    responseJsonSchema: summarySchemaFor('gemini'),
+  };
+  if (system !== undefined) config.systemInstruction = system;
+  if (request.maxOutputTokens !== undefined) config.maxOutputTokens = request.maxOutputTokens;
+  if (request.signal) config.abortSignal = request.signal;
+  return { model, contents: contents(request), config };
+}
+
+const FINISH: Record<string, ModelFinishReason> = {
+  STOP: 'stop',
+  MAX_TOKENS: 'length',
+  SAFETY: 'content_filter',
+  RECITATION: 'content_filter',
+  BLOCKLIST: 'content_filter',
+  PROHIBITED_CONTENT: 'content_filter',
+  SPII: 'content_filter',
+};
+
+function fromResponse(r: GenerateContentResponse): ModelResponse {
+  const block = r.promptFeedback?.blockReason;
+  if (block) {
+    const words = r.promptFeedback?.blockReasonMessage;
+    return { finishReason: 'refusal', refusal: words ? `${block}: ${words}` : block };
+  }
+  const candidate = r.candidates?.[0];
+  if (!candidate) return { finishReason: 'stop', text: '' };
+  const text = (candidate.content?.parts ?? [])
+    .flatMap((p) => (typeof p.text === 'string' && p.thought !== true ? [p.text] : []))
+    .join('');
+  const out: ModelResponse = { finishReason: FINISH[candidate.finishReason ?? 'STOP'] ?? 'other', text };
+  const value = readJson(text, false);
+  if (value !== undefined) out.output = value;
+  return out;
+}
+
+/**
+ * @example
+ * const model = geminiAdapter({ client: new GoogleGenAI({ apiKey }), model: 'gemini-2.5-flash' });
+ * await compact({ ledger, scope, model, transcript, mode: 'structured' });
+ */
+export function geminiAdapter(options: GeminiAdapterOptions): ModelAdapter {
+  return async (request) => fromResponse(await options.client.models.generateContent(params(options.model, request)));
+}

@@ -1,0 +1,199 @@
+/**
+ * `handoff-ledger/adapters/openai`: a `ModelAdapter` over the official `openai` SDK (an optional peer
+ * dependency; the Harness passes its client). The summary is asked for in OpenAI's strict form
+ * (`summarySchemaFor('openai-strict')`): strict structured output, or the strict `submit_handoff`
+ * function, on the Responses API (default) or Chat Completions. Nulls of the strict answer become
+ * absent fields before validation.
+ */
+import type OpenAI from 'openai';
+import type {
+  ChatCompletion,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionMessageParam,
+  ChatCompletionTool,
+} from 'openai/resources/chat/completions';
+import type {
+  FunctionTool,
+  Response,
+  ResponseCreateParamsNonStreaming,
+  ResponseInputItem,
+} from 'openai/resources/responses/responses';
+import type {
+  ModelAdapter,
+  ModelFinishReason,
+  ModelRequest,
+  ModelResponse,
+  ModelToolCall,
+} from '../compaction/model.js';
+import { summarySchemaFor } from '../summary/schema-forms.js';
+import { readJson, schemaFor, toolCall } from './shared.js';
+
+export interface OpenAIAdapterOptions {
+  /** The Harness's client (`new OpenAI({ apiKey })`). */
+  client: OpenAI;
+  model: string;
+  /** `responses` (default) or `chat` (Chat Completions). */
+  api?: 'responses' | 'chat';
+}
+
+const FORM = 'openai-strict';
+
+function responsesInput(request: ModelRequest): ResponseInputItem[] {
+  const items: ResponseInputItem[] = [];
+  for (const m of request.messages) {
+    if (m.role === 'tool') {
+      items.push({ type: 'function_call_output', call_id: m.toolCallId ?? '', output: m.content });
+      continue;
+    }
+    if (m.content !== '' || !m.toolCalls?.length) items.push({ role: m.role, content: m.content });
+    for (const c of m.toolCalls ?? []) {
+      items.push({ type: 'function_call', call_id: c.id, name: c.name, arguments: JSON.stringify(c.input) });
+    }
+  }
+  return items;
+}
+
+function responsesParams(model: string, request: ModelRequest): ResponseCreateParamsNonStreaming {
+  // store: false: the transcript being summarised is not kept as a stored response on OpenAI's side.
+  const params: ResponseCreateParamsNonStreaming = { model, input: responsesInput(request), store: false };
+  if (request.tools?.length) {
+    params.tools = request.tools.map((t): FunctionTool => ({
+      type: 'function',
+      name: t.name,
+      description: t.description,
+      strict: true,
+      parameters: schemaFor(t.name, t.inputSchema, FORM),
+    }));
+  }
+  const choice = request.toolChoice;
+  if (choice) params.tool_choice = typeof choice === 'string' ? choice : { type: 'function', name: choice.name };
+  const f = request.responseFormat;
+  if (f) {
+    const schema = summarySchemaFor(FORM);
+    params.text = {
+      format: {
+        type: 'json_schema',
+        name: f.name,
+        strict: true,
+        schema,
+        ...(f.description ? { description: f.description } : {}),
+      },
+    };
+  }
+  if (request.maxOutputTokens !== undefined) params.max_output_tokens = request.maxOutputTokens;
+  return params;
+}
+
+function fromResponse(r: Response, structured: boolean): ModelResponse {
+  const calls: ModelToolCall[] = [];
+  const texts: string[] = [];
+  let refusal: string | undefined;
+  for (const item of r.output ?? []) {
+    if (item.type === 'function_call') calls.push(toolCall(item.call_id, item.name, item.arguments, true));
+    if (item.type !== 'message') continue;
+    for (const part of item.content) {
+      if (part.type === 'output_text') texts.push(part.text);
+      else if (part.type === 'refusal') refusal = part.refusal;
+    }
+  }
+  if (refusal !== undefined) return { finishReason: 'refusal', refusal };
+  let finishReason: ModelFinishReason = calls.length > 0 ? 'tool_calls' : 'stop';
+  if (r.status === 'incomplete') {
+    finishReason = r.incomplete_details?.reason === 'content_filter' ? 'content_filter' : 'length';
+  } else if (r.status !== 'completed') finishReason = 'other';
+  const text = texts.join('');
+  const out: ModelResponse = { finishReason, text };
+  if (calls.length > 0) out.toolCalls = calls;
+  const value = structured ? readJson(text, true) : undefined;
+  if (value !== undefined) out.output = value;
+  return out;
+}
+
+function chatMessages(request: ModelRequest): ChatCompletionMessageParam[] {
+  return request.messages.map((m): ChatCompletionMessageParam => {
+    if (m.role === 'tool') return { role: 'tool', tool_call_id: m.toolCallId ?? '', content: m.content };
+    if (m.role === 'assistant' && m.toolCalls?.length) {
+      return {
+        role: 'assistant',
+        content: m.content === '' ? null : m.content,
+        tool_calls: m.toolCalls.map((c) => ({
+          id: c.id,
+          type: 'function',
+          function: { name: c.name, arguments: JSON.stringify(c.input) },
+        })),
+      };
+    }
+    return { role: m.role, content: m.content };
+  });
+}
+
+function chatParams(model: string, request: ModelRequest): ChatCompletionCreateParamsNonStreaming {
+  const params: ChatCompletionCreateParamsNonStreaming = { model, messages: chatMessages(request) };
+  if (request.tools?.length) {
+    params.tools = request.tools.map((t): ChatCompletionTool => ({
+      type: 'function',
+      function: {
+        name: t.name,
+        description: t.description,
+        strict: true,
+        parameters: schemaFor(t.name, t.inputSchema, FORM),
+      },
+    }));
+    params.parallel_tool_calls = false;
+  }
+  const choice = request.toolChoice;
+  if (choice) {
+    params.tool_choice = typeof choice === 'string' ? choice : { type: 'function', function: { name: choice.name } };
+  }
+  if (request.responseFormat) {
+    const f = request.responseFormat;
+    params.response_format = {
+      type: 'json_schema',
+      json_schema: { name: f.name, strict: true, schema: summarySchemaFor(FORM) },
+    };
+    if (f.description) params.response_format.json_schema.description = f.description;
+  }
+  if (request.maxOutputTokens !== undefined) params.max_completion_tokens = request.maxOutputTokens;
+  return params;
+}
+
+const CHAT_FINISH: Record<string, ModelFinishReason> = {
+  stop: 'stop',
+  tool_calls: 'tool_calls',
+  function_call: 'tool_calls',
+  length: 'length',
+  content_filter: 'content_filter',
+};
+
+function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
+  const choice = c.choices[0];
+  if (!choice) return { finishReason: 'other' };
+  const message = choice.message;
+  if (message.refusal) return { finishReason: 'refusal', refusal: message.refusal };
+  const out: ModelResponse = { finishReason: CHAT_FINISH[choice.finish_reason] ?? 'other' };
+  if (message.content !== null) out.text = message.content;
+  const calls = (message.tool_calls ?? []).flatMap((t) =>
+    t.type === 'function' ? [toolCall(t.id, t.function.name, t.function.arguments, true)] : [],
+  );
+  if (calls.length > 0) out.toolCalls = calls;
+  const value = structured && out.text !== undefined ? readJson(out.text, true) : undefined;
+  if (value !== undefined) out.output = value;
+  return out;
+}
+
+/**
+ * @example
+ * const model = openaiAdapter({ client: new OpenAI(), model: 'gpt-5-mini' });
+ * await compact({ ledger, scope, model, transcript });
+ */
+export function openaiAdapter(options: OpenAIAdapterOptions): ModelAdapter {
+  const { client, model } = options;
+  return async (request) => {
+    const structured = request.responseFormat !== undefined;
+    const signal = request.signal ? { signal: request.signal } : undefined;
+    if (options.api === 'chat') {
+      return fromChat(await client.chat.completions.create(chatParams(model, request), signal), structured);
+    }
+    return fromResponse(await client.responses.create(responsesParams(model, request), signal), structured);
+  };
+}

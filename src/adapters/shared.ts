@@ -1,0 +1,51 @@
+/**
+ * What every provider adapter does the same way: recognise the summary request, give it the dialect's
+ * schema, and read a structured answer back (normalising strict-mode nulls). The adapters import their
+ * SDK for types only: the Harness makes the client, so an SDK is loaded only by a Harness that uses it.
+ */
+import { SUBMIT_HANDOFF } from '../compaction/tool.js';
+import type { ModelMessage, ModelToolCall } from '../compaction/model.js';
+import { normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
+
+/** The schema a tool or response format is sent with: the dialect's summary form for the handoff. */
+export function schemaFor(
+  name: string,
+  schema: Record<string, unknown>,
+  form: SummarySchemaForm,
+): Record<string, unknown> {
+  return isSummaryTool(name) ? summarySchemaFor(form) : schema;
+}
+
+export function isSummaryTool(name: string): boolean {
+  return name === SUBMIT_HANDOFF;
+}
+
+/** The system messages joined (APIs that take the system prompt apart), and the others. */
+export function splitSystem(messages: readonly ModelMessage[]): { system: string | undefined; rest: ModelMessage[] } {
+  const system = messages.filter((m) => m.role === 'system').map((m) => m.content);
+  return {
+    system: system.length > 0 ? system.join('\n\n') : undefined,
+    rest: messages.filter((m) => m.role !== 'system'),
+  };
+}
+
+/**
+ * Parses JSON the model wrote (structured text, tool arguments); a strict answer's nulls become absent
+ * fields. `undefined` for text that is not JSON: the caller leaves it as text, and `extractSummary`
+ * reports it (`SUMMARY_INVALID`).
+ */
+export function readJson(text: string, strict: boolean): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  return strict ? normalizeStrictSummary(value) : value;
+}
+
+/** A tool call read back: the handoff's input normalised when it was requested in strict form. */
+export function toolCall(id: string, name: string, input: unknown, strict: boolean): ModelToolCall {
+  const value = typeof input === 'string' ? (readJson(input, false) ?? input) : input;
+  return { id, name, input: strict && isSummaryTool(name) ? normalizeStrictSummary(value) : value };
+}

@@ -1,0 +1,199 @@
+/**
+ * The commands of `handoff-ledger` and their help: what each does, its options and its exit codes. The
+ * top-level usage, `help <command>` and `<command> --help` are all printed from this one table, so a
+ * command cannot be added without its help.
+ */
+import type { Command } from './io.js';
+
+export interface CommandSpec {
+  /** One line for the command list. */
+  summary: string;
+  /** The synopsis after `handoff-ledger `. */
+  synopsis: string;
+  /** Option lines, each `--flag ARG  what it does`. */
+  options: string[];
+  /** What exit codes 0 and 1 mean for this command (2 and 70 mean the same everywhere). */
+  exits: { ok: string; refused: string };
+  /** Whether `--json` prints the command's data as JSON on stdout. */
+  json: boolean;
+  load: () => Promise<Command>;
+}
+
+const store = [
+  '--root DIR        the store (or HANDOFF_LEDGER_ROOT; default ${XDG_STATE_HOME:-~/.local/state}/handoff-ledger)',
+  '--host ID         this host (or HANDOFF_LEDGER_HOST; default the machine name)',
+  '--postgres URL    a shared PostgreSQL store (or HANDOFF_LEDGER_POSTGRES)',
+  '--json            print the result as JSON on stdout',
+];
+const scope = ['--principal P     the user the session belongs to', '--session S       the session', ...store];
+const refusedLedger = 'a coded refusal (invalid id, unauthorized, revoked, failed verification…)';
+const core = async () => import('./core.js');
+const access = async () => import('./access.js');
+const maintenance = async () => import('./maintenance.js');
+
+export const commands: Record<string, CommandSpec> = {
+  init: {
+    summary: 'create or open the store and its host key',
+    synopsis: 'init [--root DIR] [--host ID] [--json]',
+    options: store,
+    exits: { ok: 'the store is ready', refused: refusedLedger },
+    json: true,
+    load: async () => (await core()).init,
+  },
+  publish: {
+    summary: 'publish a summary to a session',
+    synopsis: 'publish --principal P --session S --run R [--expected-prev ID|null] [--max-bytes N] [FILE|-]',
+    options: [
+      '--run R           the run (process) that wrote the summary',
+      '--expected-prev   the head the chain must still have (null: an empty chain); CHAIN_CONFLICT otherwise',
+      '--max-bytes N     largest accepted summary in canonical bytes (default 1 MiB)',
+      'FILE|-            the summary JSON (default: standard input)',
+      ...scope,
+    ],
+    exits: { ok: 'published; the receipt is on stdout', refused: refusedLedger },
+    json: true,
+    load: async () => (await core()).publish,
+  },
+  resume: {
+    summary: 'print the verified latest summary of a session',
+    synopsis: 'resume --principal P --session S [--json]',
+    options: scope,
+    exits: { ok: 'verified (stdout: the summary; `null` with --json when there is none yet)', refused: refusedLedger },
+    json: true,
+    load: async () => (await core()).resume,
+  },
+  history: {
+    summary: "list a session's verified chain",
+    synopsis: 'history --principal P --session S [--json]',
+    options: scope,
+    exits: { ok: 'the whole chain verified', refused: refusedLedger },
+    json: true,
+    load: async () => (await core()).history,
+  },
+  grant: {
+    summary: 'grant a principal access to a session, or lift a revocation',
+    synopsis: 'grant --principal P (--session S | --all) [--by WHO]',
+    options: ['--all             every session of the principal', '--by WHO          who decided', ...scope],
+    exits: { ok: 'recorded', refused: refusedLedger },
+    json: true,
+    load: async () => (await access()).grant,
+  },
+  revoke: {
+    summary: "revoke a principal's access to a session (or all)",
+    synopsis: 'revoke --principal P (--session S | --all) [--by WHO]',
+    options: ['--all             every session of the principal', '--by WHO          who decided', ...scope],
+    exits: { ok: 'recorded', refused: refusedLedger },
+    json: true,
+    load: async () => (await access()).revoke,
+  },
+  grants: {
+    summary: 'list grants and revocations',
+    synopsis: 'grants [--principal P] [--session S] [--json]',
+    options: scope,
+    exits: { ok: 'listed', refused: refusedLedger },
+    json: true,
+    load: async () => (await access()).grants,
+  },
+  keys: {
+    summary: "export, list, rotate or revoke this host's keys",
+    synopsis: 'keys (export [--out FILE] | list | rotate | revoke KEYID [--at ISO-TIME]) [--json]',
+    options: [
+      'export            the trust file auditors need (stdout, or --out FILE written atomically)',
+      'rotate            a new signing key; the old one stays trusted for what it signed',
+      'revoke KEYID      distrust a key from --at (default now)',
+      ...store,
+    ],
+    exits: { ok: 'done', refused: refusedLedger },
+    json: true,
+    load: async () => (await access()).keys,
+  },
+  export: {
+    summary: 'write an audit bundle',
+    synopsis: 'export [--principal P] [--session S] --out DIR [--with-blobs] [--json]',
+    options: [
+      '--out DIR         the bundle directory (must not exist)',
+      '--with-blobs      include the summaries',
+      ...scope,
+    ],
+    exits: { ok: 'written', refused: refusedLedger },
+    json: true,
+    load: async () => (await import('./export.js')).run,
+  },
+  verify: {
+    summary: 'audit a bundle offline',
+    synopsis: 'verify DIR --trust FILE [--json] [--workers auto|N] [--verifier node|noble]',
+    options: [
+      '--trust FILE      the pinned public keys (`handoff-ledger keys export`)',
+      '--workers auto|N  verifying threads (0: none)',
+      '--verifier NAME   Ed25519 backend: node (default) or noble',
+      '--json            print the report as JSON on stdout',
+    ],
+    exits: { ok: 'the bundle verified clean', refused: 'findings (listed on stdout)' },
+    json: true,
+    load: async () => (await import('./verify.js')).run,
+  },
+  fsck: {
+    summary: 'check every manifest, blob and head',
+    synopsis: 'fsck [--skip-blobs] [--json]',
+    options: ['--skip-blobs      check manifests and heads only', ...store],
+    exits: { ok: 'clean', refused: 'findings (listed on stdout), or a coded refusal' },
+    json: true,
+    load: async () => (await maintenance()).fsck,
+  },
+  gc: {
+    summary: 'remove unreferenced blobs older than a grace period',
+    synopsis: 'gc --grace DURATION [--dry-run] [--json]',
+    options: ['--grace DURATION  e.g. 24h, 7d: keep younger blobs (in-flight publishes)', '--dry-run', ...store],
+    exits: { ok: 'collected (or, with --dry-run, listed)', refused: refusedLedger },
+    json: true,
+    load: async () => (await maintenance()).gc,
+  },
+  demo: {
+    summary: "the main job: a restricted user's session compacted, restarted and resumed",
+    synopsis: 'demo [--root DIR] [--host ID]',
+    options: ['--root DIR        where the demo store goes', '--host ID         the demo host'],
+    exits: { ok: 'every step ran and every check held', refused: refusedLedger },
+    json: false,
+    load: async () => (await import('./demo.js')).run,
+  },
+};
+
+export const EXIT_CODES = [
+  '0   success (see each command)',
+  '1   refused: a coded error, or findings (fsck, verify)',
+  '2   usage error, I/O or storage failure, store locked by another process',
+  '70  internal error (a bug: please report it)',
+];
+
+export function usage(): string {
+  const width = Math.max(...Object.keys(commands).map((n) => n.length));
+  return [
+    'usage: handoff-ledger <command> [options]',
+    '       handoff-ledger help <command> | <command> --help | --version',
+    '',
+    ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
+    '',
+    'BLAKE3 backend: HANDOFF_LEDGER_HASH=auto|native|wasm|noble (default auto: native, else WASM, else noble).',
+    'Output: data on stdout, messages and errors on stderr; NO_COLOR disables colour.',
+    'Exit codes:',
+    ...EXIT_CODES.map((l) => `  ${l}`),
+    '',
+  ].join('\n');
+}
+
+export function commandHelp(name: string, spec: CommandSpec): string {
+  return [
+    `usage: handoff-ledger ${spec.synopsis}`,
+    '',
+    `${spec.summary[0]!.toUpperCase()}${spec.summary.slice(1)}.`,
+    '',
+    'Options:',
+    ...spec.options.map((o) => `  ${o}`),
+    '',
+    'Exit codes:',
+    `  0   ${spec.exits.ok}`,
+    `  1   ${spec.exits.refused}`,
+    ...EXIT_CODES.slice(2).map((l) => `  ${l}`),
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,93 @@
+/**
+ * The ledger's view of its blobs: small summaries live inline in the manifest log (written by the append
+ * that names them), larger ones in the blob store. Reads, listing, gc and export go through this one
+ * `BlobStore`, so an inline blob is re-hashed, exported, verified, collected and checked like a file.
+ */
+import type {
+  BlobInfo,
+  BlobSource,
+  BlobStat,
+  BlobStore,
+  DeleteOptions,
+  GetOptions,
+  PutOptions,
+} from '../../store/blob-store.js';
+import { StoreError, throwIfAborted } from '../../store/errors.js';
+import { digestHex, hashBytes, type Digest, type HashBackend } from '../../store/hash/digest.js';
+import type { InlineBlobTable } from '../../manifests/log/log.js';
+
+export class TieredBlobStore implements BlobStore {
+  constructor(
+    /** Where `put` writes and where blobs too large to be inline live. */
+    readonly files: BlobStore,
+    readonly inline: InlineBlobTable,
+    private readonly hash: HashBackend,
+  ) {}
+
+  /** Plain `put` always goes to the blob store: only an append may write an inline blob (atomically with its entry). */
+  put(source: BlobSource, options?: PutOptions): Promise<BlobInfo> {
+    return this.files.put(source, options);
+  }
+
+  /** The verified bytes of an inline blob, or `undefined` when the log holds none under this digest. */
+  private async inlineBytes(digest: string, options: GetOptions = {}): Promise<Uint8Array | undefined> {
+    digestHex(digest);
+    throwIfAborted(options.signal);
+    const bytes = await this.inline.get(digest as Digest);
+    if (bytes === undefined) return undefined;
+    if (options.maxBytes !== undefined && bytes.length > options.maxBytes) {
+      throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${bytes.length} bytes, more than ${options.maxBytes}`);
+    }
+    // Never bytes that do not match their address, whichever tier held them.
+    if ((await hashBytes(bytes, this.hash)) !== digest) {
+      throw new StoreError('BLOB_INTEGRITY', `inline blob ${digest} does not match its digest`);
+    }
+    return bytes;
+  }
+
+  async get(digest: string, options?: GetOptions): Promise<Uint8Array> {
+    return (await this.inlineBytes(digest, options)) ?? this.files.get(digest, options);
+  }
+
+  async *chunks(digest: string, options?: GetOptions): AsyncIterable<Uint8Array> {
+    const bytes = await this.inlineBytes(digest, options);
+    if (bytes === undefined) yield* this.files.chunks(digest, options);
+    else yield bytes;
+  }
+
+  async has(digest: string): Promise<boolean> {
+    return (await this.inline.stat(digest as Digest)) !== undefined || this.files.has(digest);
+  }
+
+  async stat(digest: string): Promise<BlobStat | undefined> {
+    digestHex(digest);
+    const st = await this.inline.stat(digest as Digest);
+    return st ? { digest: digest as Digest, ...st } : this.files.stat(digest);
+  }
+
+  /** Every digest of either tier, once (a blob may be in both: published inline and also `put` as a file). */
+  async *list(): AsyncIterable<Digest> {
+    const seen = new Set<Digest>();
+    for await (const d of this.inline.list()) {
+      seen.add(d);
+      yield d;
+    }
+    for await (const d of this.files.list()) if (!seen.has(d)) yield d;
+  }
+
+  /**
+   * Removes the blob from both tiers, each judged by its own storage time under `storedBeforeMs` (an append that
+   * wrote the bytes inline, or a put of them as a file, makes that copy young). True only when a copy was removed
+   * and none was kept: a blob still readable from one tier was not collected.
+   */
+  async delete(digest: string, options: DeleteOptions = {}): Promise<boolean> {
+    digestHex(digest);
+    const inlineRemoved = await this.inline.delete(digest as Digest, options);
+    const fileRemoved = await this.files.delete(digest, options);
+    return (inlineRemoved || fileRemoved) && !(await this.has(digest));
+  }
+
+  close(): Promise<void> {
+    return this.files.close();
+  }
+}

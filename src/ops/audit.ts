@@ -1,0 +1,31 @@
+/** `verifyBundle` with a `verify` span and metrics: the offline audit as the Node CLI and Node hosts run it. */
+import type { BundleReader } from '../../manifests/audit/bundle.js';
+import { verifyBundle, type BundleAuditReport, type VerifyBundleOptions } from '../../manifests/audit/verify-chain.js';
+import { LedgerTelemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
+
+/**
+ * Audits a bundle exactly as `verifyBundle` does and records it: span `handoff_ledger.verify` with the
+ * verdict and counts. Findings are a result, not a failure: the outcome is `ok` whenever the audit ran.
+ * @throws whatever `verifyBundle` throws (AuditError `BUNDLE_IO`, …)
+ */
+export async function auditBundle(
+  reader: BundleReader,
+  options: VerifyBundleOptions & { telemetry?: TelemetryOptions | LedgerTelemetry },
+): Promise<BundleAuditReport> {
+  const { telemetry, ...verifyOptions } = options;
+  const t = telemetry instanceof LedgerTelemetry ? telemetry : new LedgerTelemetry(telemetry);
+  return t.run(
+    'verify',
+    {},
+    () => verifyBundle(reader, verifyOptions),
+    (r) => ({
+      attributes: {
+        'handoff_ledger.verdict_ok': r.ok,
+        'handoff_ledger.manifests': r.counts.manifests,
+        'handoff_ledger.chains': r.counts.chains,
+        'handoff_ledger.findings': r.counts.findings,
+        'handoff_ledger.blobs_checked': r.counts.blobsChecked,
+      },
+    }),
+  );
+}

@@ -1,0 +1,177 @@
+/**
+ * Telemetry through the OpenTelemetry API only: spans and metrics for publish, resume, history, export,
+ * verify and gc. The API is a no-op until the host application registers an SDK (or passes providers
+ * here), so a library user who does nothing pays for nothing and sends nothing anywhere.
+ *
+ * Principal and session ids can be personal data (a user name, a conversation id). They are left out by
+ * default; `identifiers: 'plain'` records them, `{ hashKey }` records a keyed BLAKE3 hash that joins
+ * spans of one session without naming it. Error messages can carry ids too, so spans carry the error
+ * code only, and the message only when identifiers are recorded in plain.
+ */
+import {
+  metrics,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Counter,
+  type Histogram,
+  type MeterProvider,
+  type Span,
+  type TracerProvider,
+} from '@opentelemetry/api';
+import { blake3 } from '@noble/hashes/blake3.js';
+import { bytesToHex } from '@noble/hashes/utils.js';
+
+/** How principal and session ids appear in telemetry. */
+export type IdentifierPolicy = 'omit' | 'plain' | { hashKey: Uint8Array };
+
+export interface TelemetryOptions {
+  /** Default: the global provider (`trace.setGlobalTracerProvider`), a no-op until an SDK registers one. */
+  tracerProvider?: TracerProvider;
+  /** Default: the global provider (`metrics.setGlobalMeterProvider`). */
+  meterProvider?: MeterProvider;
+  /** Principal and session ids on spans: `'omit'` (default), `'plain'`, or hashed with a 32-byte key. */
+  identifiers?: IdentifierPolicy;
+}
+
+export type Operation = 'publish' | 'resume' | 'history' | 'export' | 'verify' | 'gc';
+
+export const INSTRUMENTATION_NAME = 'handoff-ledger';
+/** Attribute names: one namespace, so an operator can find everything this library records. */
+export const ATTR = {
+  operation: 'handoff_ledger.operation',
+  outcome: 'handoff_ledger.outcome',
+  errorType: 'error.type',
+  host: 'handoff_ledger.host',
+  principal: 'handoff_ledger.principal',
+  session: 'handoff_ledger.session',
+  principalHash: 'handoff_ledger.principal_hash',
+  sessionHash: 'handoff_ledger.session_hash',
+} as const;
+
+const OPERATIONS: readonly Operation[] = ['publish', 'resume', 'history', 'export', 'verify', 'gc'];
+
+/** The code of a coded error (every error class here has one), else the class name: low cardinality either way. */
+export function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(code)) return code;
+  return (err as Error | null)?.name ?? 'UNKNOWN';
+}
+
+function checkPolicy(policy: IdentifierPolicy): IdentifierPolicy {
+  if (policy === 'omit' || policy === 'plain') return policy;
+  if (!(policy?.hashKey instanceof Uint8Array) || policy.hashKey.length !== 32)
+    throw new TypeError("telemetry identifiers: hashKey must be 32 bytes (or use 'omit' / 'plain')");
+  return { hashKey: Uint8Array.from(policy.hashKey) };
+}
+
+/** The ledger's telemetry; one per ledger, built from its `telemetry` option. */
+export class LedgerTelemetry {
+  private readonly tracer;
+  private readonly durations: Record<Operation, Histogram>;
+  private readonly bytes: Counter;
+  private readonly failures: Counter;
+  private readonly retries: Counter;
+  private readonly identifiers: IdentifierPolicy;
+
+  constructor(options: TelemetryOptions = {}, version = '') {
+    this.identifiers = checkPolicy(options.identifiers ?? 'omit');
+    this.tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION_NAME, version);
+    const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_NAME, version);
+    this.durations = Object.fromEntries(
+      OPERATIONS.map((op) => [
+        op,
+        meter.createHistogram(`handoff_ledger.${op}.duration`, {
+          description: `Duration of ${op}, successful or not (attribute handoff_ledger.outcome)`,
+          unit: 's',
+        }),
+      ]),
+    ) as Record<Operation, Histogram>;
+    this.bytes = meter.createCounter('handoff_ledger.summary.bytes', {
+      description: 'Summary bytes written by publish and read by resume',
+      unit: 'By',
+    });
+    this.failures = meter.createCounter('handoff_ledger.failures', {
+      description: 'Failed operations, by operation and error code (error.type)',
+    });
+    this.retries = meter.createCounter('handoff_ledger.chain_conflict.retries', {
+      description: 'Publishes re-signed after another writer appended to the chain first',
+    });
+  }
+
+  /** Attributes naming a principal and session, as the identifier policy allows. */
+  private identify(scope: unknown): Attributes {
+    if (this.identifiers === 'omit' || typeof scope !== 'object' || scope === null) return {};
+    const out: Attributes = {};
+    for (const [field, plain, hashed] of [
+      ['principal', ATTR.principal, ATTR.principalHash],
+      ['session', ATTR.session, ATTR.sessionHash],
+    ] as const) {
+      const value = (scope as Record<string, unknown>)[field];
+      if (typeof value !== 'string') continue;
+      if (this.identifiers === 'plain') out[plain] = value;
+      else out[hashed] = bytesToHex(blake3(new TextEncoder().encode(value), { key: this.identifiers.hashKey }));
+    }
+    return out;
+  }
+
+  /**
+   * Runs one operation inside a span named `handoff_ledger.<op>` and records its duration, outcome
+   * (`ok` or the error code) and, through `describe`, what it moved. The operation's own result or
+   * error passes through unchanged; telemetry never turns a success into a failure.
+   */
+  async run<T>(
+    op: Operation,
+    init: { scope?: unknown; host?: string },
+    fn: (span: Span) => Promise<T>,
+    describe?: (result: T) => { attributes?: Attributes; bytes?: number },
+  ): Promise<T> {
+    const attributes: Attributes = { [ATTR.operation]: op, ...this.identify(init.scope) };
+    if (init.host !== undefined) attributes[ATTR.host] = init.host;
+    return this.tracer.startActiveSpan(`handoff_ledger.${op}`, { attributes }, async (span) => {
+      const started = performance.now();
+      let outcome = 'ok';
+      try {
+        const result = await fn(span);
+        const described = safely(() => describe?.(result));
+        if (described?.attributes) span.setAttributes(described.attributes);
+        if (described?.bytes !== undefined) {
+          span.setAttribute('handoff_ledger.summary.bytes', described.bytes);
+          this.bytes.add(described.bytes, { [ATTR.operation]: op });
+        }
+        return result;
+      } catch (err) {
+        outcome = errorCode(err);
+        span.setAttribute(ATTR.errorType, outcome);
+        span.recordException({
+          name: outcome,
+          ...(this.identifiers === 'plain' ? { message: (err as Error)?.message } : {}),
+        });
+        span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+        this.failures.add(1, { [ATTR.operation]: op, [ATTR.errorType]: outcome });
+        throw err;
+      } finally {
+        span.setAttribute(ATTR.outcome, outcome);
+        this.durations[op].record((performance.now() - started) / 1000, {
+          [ATTR.outcome]: outcome,
+          ...(outcome === 'ok' ? {} : { [ATTR.errorType]: outcome }),
+        });
+        span.end();
+      }
+    });
+  }
+
+  /** One more attempt at appending after another writer won the race for the chain head. */
+  chainConflictRetry(span: Span): void {
+    this.retries.add(1);
+    span.addEvent('handoff_ledger.chain_conflict.retry');
+  }
+}
+
+function safely<T>(fn: () => T): T | undefined {
+  try {
+    return fn();
+  } catch {
+    return undefined;
+  }
+}

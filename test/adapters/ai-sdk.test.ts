@@ -1,0 +1,59 @@
+/** The ai SDK adapter with the real `ai` SDK and its OpenAI provider (Chat Completions) against the fake provider. */
+import { createOpenAI } from '@ai-sdk/openai';
+import { describe, expect, it } from 'vitest';
+import { aiSdkAdapter } from '../../src/adapters/ai-sdk.js';
+import { summarySchemaFor } from '../../src/summary/schema-forms.js';
+import { providerCases, strictSummary, summary } from './provider-cases.js';
+import { chat, completion } from './openai-replies.js';
+import { startFakeProvider } from '../support/fake-provider.js';
+import { compactionRequest } from '../../src/compaction/tool.js';
+
+const model = (url: string) => createOpenAI({ apiKey: 'test-key', baseURL: `${url}/v1` }).chat('gpt-test');
+
+for (const mode of ['tool', 'structured'] as const) {
+  providerCases(`aiSdkAdapter (OpenAI chat model, openai-strict, ${mode})`, {
+    adapter: (url) => aiSdkAdapter({ model: model(url), schemaForm: 'openai-strict', maxRetries: 0 }),
+    mode,
+    answer: strictSummary,
+    good: (a) => chat(mode, JSON.stringify(a), mode === 'tool' ? 'tool_calls' : 'stop'),
+    truncated: (a) => chat(mode, JSON.stringify(a).slice(0, 40), 'length'),
+    refusal: () => ({
+      body: completion({ role: 'assistant', content: null, refusal: "I can't help with that." }, 'stop'),
+    }),
+    empty: () => ({ body: completion({ role: 'assistant', content: '', refusal: null }, 'stop') }),
+    httpError: () => ({
+      status: 400,
+      body: { error: { message: 'no such model', type: 'invalid_request_error', code: 'model_not_found' } },
+    }),
+    sentSchema: (r) =>
+      mode === 'tool'
+        ? (r.body.tools as Array<{ function: { parameters: unknown; strict?: boolean } }>)[0]!.function.parameters
+        : (r.body.response_format as { json_schema: { schema: unknown } }).json_schema.schema,
+    sentTools: (r) =>
+      ((r.body.tools as Array<{ function: { name: string } }> | undefined) ?? []).map((t) => t.function.name),
+    expectedSchema: summarySchemaFor('openai-strict'),
+  });
+}
+
+describe('aiSdkAdapter', () => {
+  it('marks the submit_handoff function strict and sends the json-schema form by default', async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(
+        chat('tool', JSON.stringify(strictSummary), 'tool_calls'),
+        chat('tool', JSON.stringify(summary), 'tool_calls'),
+      );
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }] });
+      await aiSdkAdapter({ model: model(provider.url), schemaForm: 'openai-strict', maxRetries: 0 })(request);
+      const response = await aiSdkAdapter({ model: model(provider.url), maxRetries: 0 })(request);
+      const [strictTool, plainTool] = provider.requests.map(
+        (r) => (r.body.tools as Array<{ function: { parameters: unknown; strict?: boolean } }>)[0]!.function,
+      );
+      expect(strictTool!.strict).toBe(true);
+      expect(plainTool!.parameters).toEqual(summarySchemaFor('json-schema'));
+      expect(response.toolCalls?.[0]?.input).toEqual(summary);
+    } finally {
+      await provider.close();
+    }
+  });
+});

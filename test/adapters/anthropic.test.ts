@@ -1,0 +1,91 @@
+/** The Anthropic adapter with the real `@anthropic-ai/sdk` against the fake provider: the forced submit_handoff tool. */
+import Anthropic from '@anthropic-ai/sdk';
+import { describe, expect, it } from 'vitest';
+import { anthropicAdapter, anthropicSubmitHandoffTool } from '../../src/adapters/anthropic.js';
+import { summarySchemaFor } from '../../src/summary/schema-forms.js';
+import type { Reply } from '../support/fake-provider.js';
+import { providerCases, summary } from './provider-cases.js';
+
+function message(content: unknown[], stopReason: string): Reply {
+  return {
+    body: {
+      id: 'msg_1',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-test',
+      content,
+      stop_reason: stopReason,
+      stop_sequence: null,
+      usage: { input_tokens: 10, output_tokens: 20 },
+    },
+  };
+}
+const toolUse = (input: unknown) => ({ type: 'tool_use', id: 'toolu_1', name: 'submit_handoff', input });
+
+for (const mode of ['tool', 'structured'] as const) {
+  providerCases(`anthropicAdapter (${mode} mode: forced submit_handoff)`, {
+    adapter: (url) =>
+      anthropicAdapter({
+        client: new Anthropic({ apiKey: 'test-key', baseURL: url, maxRetries: 0 }),
+        model: 'claude-test',
+      }),
+    mode,
+    answer: summary,
+    good: (a) => message([toolUse(a)], 'tool_use'),
+    truncated: (a) => message([toolUse(a)], 'max_tokens'),
+    refusal: () => message([], 'refusal'),
+    empty: () => message([], 'end_turn'),
+    httpError: () => ({
+      status: 404,
+      body: { type: 'error', error: { type: 'not_found_error', message: 'no such model' } },
+    }),
+    sentSchema: (r) => (r.body.tools as Array<{ input_schema: unknown }>)[0]!.input_schema,
+    sentTools: (r) => (r.body.tools as Array<{ name: string }>).map((t) => t.name),
+    expectedSchema: summarySchemaFor('anthropic'),
+    expectedTools: ['submit_handoff'],
+  });
+}
+
+describe('anthropicSubmitHandoffTool', () => {
+  it('is the Messages API tool shape (input_schema, type object)', () => {
+    expect(anthropicSubmitHandoffTool).toEqual({
+      name: 'submit_handoff',
+      description: expect.stringContaining('handoff summary'),
+      input_schema: summarySchemaFor('anthropic'),
+    });
+    expect(anthropicSubmitHandoffTool.input_schema.type).toBe('object');
+  });
+});
+
+describe('anthropicAdapter requests', () => {
+  it('sends the system prompt apart, forces the tool with one call, and sets max_tokens', async () => {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const provider = await startFakeProvider();
+    try {
+      provider.script(message([toolUse(summary)], 'tool_use'));
+      const model = anthropicAdapter({
+        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+        model: 'claude-test',
+      });
+      const { compactionRequest } = await import('../../src/compaction/tool.js');
+      await model(
+        compactionRequest({
+          messages: [
+            { role: 'system', content: 'be brief' },
+            { role: 'user', content: 'hi' },
+          ],
+        }),
+      );
+      const body = provider.requests[0]!.body;
+      expect(provider.requests[0]!.path).toBe('/v1/messages');
+      expect(body).toMatchObject({
+        system: 'be brief',
+        max_tokens: 8192,
+        tool_choice: { type: 'tool', name: 'submit_handoff', disable_parallel_tool_use: true },
+      });
+      expect((body.messages as Array<{ role: string }>).map((m) => m.role)).toEqual(['user', 'user']);
+    } finally {
+      await provider.close();
+    }
+  });
+});

@@ -1,0 +1,52 @@
+/** The Gemini adapter with the real `@google/genai` SDK against the fake provider: JSON output under responseJsonSchema. */
+import { GoogleGenAI } from '@google/genai';
+import { expect } from 'vitest';
+import { geminiAdapter } from '../../src/adapters/gemini.js';
+import { summarySchemaFor } from '../../src/summary/schema-forms.js';
+import type { Reply } from '../support/fake-provider.js';
+import { providerCases, summary } from './provider-cases.js';
+
+function generated(text: string | undefined, finishReason: string): Reply {
+  return {
+    body: {
+      candidates: [
+        {
+          content: { role: 'model', parts: text === undefined ? [] : [{ text }] },
+          finishReason,
+          index: 0,
+        },
+      ],
+      usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 20, totalTokenCount: 30 },
+      modelVersion: 'gemini-test',
+    },
+  };
+}
+
+for (const mode of ['structured', 'tool'] as const) {
+  providerCases(`geminiAdapter (${mode} mode: responseJsonSchema)`, {
+    adapter: (url) =>
+      geminiAdapter({
+        client: new GoogleGenAI({ apiKey: 'test-key', httpOptions: { baseUrl: url, retryOptions: { attempts: 1 } } }),
+        model: 'gemini-test',
+      }),
+    mode,
+    answer: summary,
+    good: (a) => generated(JSON.stringify(a), 'STOP'),
+    truncated: (a) => generated(JSON.stringify(a).slice(0, 40), 'MAX_TOKENS'),
+    refusal: () => ({ body: { promptFeedback: { blockReason: 'PROHIBITED_CONTENT' }, modelVersion: 'gemini-test' } }),
+    empty: () => generated(undefined, 'STOP'),
+    httpError: () => ({ status: 404, body: { error: { code: 404, message: 'no such model', status: 'NOT_FOUND' } } }),
+    sentSchema: (r) => {
+      expect(r.path).toBe('/v1beta/models/gemini-test:generateContent');
+      expect(r.body.systemInstruction).toMatchObject({ parts: [{ text: 'You are a coding assistant.' }] });
+      const config = r.body.generationConfig as Record<string, unknown>;
+      // Sent as JSON Schema, not converted to the OpenAPI Schema that drops additionalProperties.
+      expect(config).not.toHaveProperty('responseSchema');
+      expect(config.responseMimeType).toBe('application/json');
+      return config.responseJsonSchema;
+    },
+    sentTools: (r) => ((r.body.tools as unknown[] | undefined) ?? []).map(() => 'a tool'),
+    expectedSchema: summarySchemaFor('gemini'),
+    expectedTools: [],
+  });
+}

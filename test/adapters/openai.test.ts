@@ -1,0 +1,96 @@
+/** The OpenAI adapter with the real `openai` SDK against the fake provider: Responses and Chat Completions, tool and structured modes. */
+import OpenAI from 'openai';
+import { openaiAdapter } from '../../src/adapters/openai.js';
+import { summarySchemaFor } from '../../src/summary/schema-forms.js';
+import type { Reply } from '../support/fake-provider.js';
+import { providerCases, strictSummary } from './provider-cases.js';
+import { chat, completion } from './openai-replies.js';
+
+const client = (url: string) => new OpenAI({ apiKey: 'test-key', baseURL: `${url}/v1`, maxRetries: 0 });
+const httpError = (): Reply => ({
+  status: 400,
+  body: { error: { message: 'no such model', type: 'invalid_request_error', code: 'model_not_found' } },
+});
+
+function response(output: unknown[], status = 'completed', reason?: string): Reply {
+  return {
+    body: {
+      id: 'resp_1',
+      object: 'response',
+      created_at: 1764547200,
+      model: 'gpt-test',
+      status,
+      incomplete_details: reason ? { reason } : null,
+      output,
+      usage: { input_tokens: 10, output_tokens: 20, total_tokens: 30 },
+    },
+  };
+}
+const functionCall = (args: string) => ({
+  type: 'function_call',
+  id: 'fc_1',
+  call_id: 'call_1',
+  name: 'submit_handoff',
+  arguments: args,
+  status: 'completed',
+});
+const message = (content: unknown[]) => ({
+  type: 'message',
+  id: 'msg_1',
+  role: 'assistant',
+  status: 'completed',
+  content,
+});
+const outputText = (text: string) => ({ type: 'output_text', text, annotations: [] });
+const refusalPart = { type: 'refusal', refusal: "I can't help with that." };
+
+const body = (r: { body: Record<string, unknown> }) => r.body;
+
+for (const mode of ['tool', 'structured'] as const) {
+  providerCases(`openaiAdapter (Responses API, ${mode})`, {
+    adapter: (url) => openaiAdapter({ client: client(url), model: 'gpt-test' }),
+    mode,
+    answer: strictSummary,
+    good: (a) =>
+      response([mode === 'tool' ? functionCall(JSON.stringify(a)) : message([outputText(JSON.stringify(a))])]),
+    truncated: (a) =>
+      response(
+        [
+          mode === 'tool'
+            ? functionCall(JSON.stringify(a).slice(0, 40))
+            : message([outputText(JSON.stringify(a).slice(0, 40))]),
+        ],
+        'incomplete',
+        'max_output_tokens',
+      ),
+    refusal: () => response([message([refusalPart])]),
+    empty: () => response(mode === 'tool' ? [] : [message([outputText('')])]),
+    httpError,
+    sentSchema: (r) =>
+      mode === 'tool'
+        ? (body(r).tools as Array<{ parameters: unknown; strict: boolean }>)[0]!.parameters
+        : (body(r).text as { format: { schema: unknown; strict: boolean } }).format.schema,
+    sentTools: (r) => ((body(r).tools as Array<{ name: string }> | undefined) ?? []).map((t) => t.name),
+    expectedSchema: summarySchemaFor('openai-strict'),
+  });
+
+  providerCases(`openaiAdapter (Chat Completions, ${mode})`, {
+    adapter: (url) => openaiAdapter({ client: client(url), model: 'gpt-test', api: 'chat' }),
+    mode,
+    answer: strictSummary,
+    good: (a) => chat(mode, JSON.stringify(a), mode === 'tool' ? 'tool_calls' : 'stop'),
+    truncated: (a) => chat(mode, JSON.stringify(a).slice(0, 40), 'length'),
+    refusal: () => ({
+      body: completion({ role: 'assistant', content: null, refusal: "I can't help with that." }, 'stop'),
+    }),
+    empty: () => ({ body: completion({ role: 'assistant', content: '', refusal: null }, 'stop') }),
+    httpError,
+    sentSchema: (r) =>
+      mode === 'tool'
+        ? (body(r).tools as Array<{ function: { parameters: unknown } }>)[0]!.function.parameters
+        : (body(r).response_format as { json_schema: { schema: unknown } }).json_schema.schema,
+    sentTools: (r) =>
+      ((body(r).tools as Array<{ function: { name: string } }> | undefined) ?? []).map((t) => t.function.name),
+    expectedSchema: summarySchemaFor('openai-strict'),
+  });
+}

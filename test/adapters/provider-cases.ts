@@ -1,0 +1,148 @@
+/**
+ * The cases every model adapter must pass, run against a real SDK and the fake provider: a good answer
+ * publishes; a truncated, refused, empty, schema-violating or failed answer gives its code and
+ * publishes nothing; the request carries the dialect's schema and no other tool.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openLedger } from '../../src/ledger/open.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { compact } from '../../src/compaction/compact.js';
+import type { ModelAdapter } from '../../src/compaction/model.js';
+import type { CompactionMode } from '../../src/compaction/tool.js';
+import type { JsonSchemaObject } from '../../src/summary/summary.js';
+import { startFakeProvider, type FakeProvider, type RecordedRequest, type Reply } from '../support/fake-provider.js';
+
+export const summary = {
+  task: 'Add retries to the uploader',
+  state: 'Backoff written; tests pending',
+  nextSteps: ['Write the retry tests', 'Update the changelog'],
+  files: [{ path: 'src/upload/retry.ts', note: 'new backoff' }, { path: 'src/upload/index.ts' }],
+};
+
+/** The same summary as a strict-mode model writes it: every optional field present, null when absent. */
+export const strictSummary = {
+  ...summary,
+  decisions: null,
+  openQuestions: null,
+  files: [
+    { path: 'src/upload/retry.ts', note: 'new backoff' },
+    { path: 'src/upload/index.ts', note: null },
+  ],
+  notes: null,
+  incomplete: null,
+};
+
+export interface ProviderDialect {
+  /** Builds the adapter with the real SDK pointed at the fake provider. */
+  adapter(url: string): ModelAdapter;
+  mode: CompactionMode;
+  /** The summary as this dialect's model writes it. */
+  answer: Record<string, unknown>;
+  good(answer: unknown): Reply;
+  /** The answer cut off at the output-token limit (with the provider's own finish reason). */
+  truncated(answer: unknown): Reply;
+  refusal(): Reply;
+  empty(): Reply;
+  httpError(): Reply;
+  /** The summary schema the request carried, and the names of the tools it offered. */
+  sentSchema(request: RecordedRequest): unknown;
+  sentTools(request: RecordedRequest): string[];
+  expectedSchema: JsonSchemaObject;
+  /** The tools the request offers; by default `submit_handoff` in tool mode and none in structured mode. */
+  expectedTools?: string[];
+}
+
+export function providerCases(name: string, dialect: ProviderDialect): void {
+  describe(name, () => {
+    const scope = { principal: 'alice', session: 's1', run: 'r1' };
+    let provider: FakeProvider;
+    let base: string;
+    let ledger: Ledger;
+    beforeAll(async () => {
+      provider = await startFakeProvider();
+    });
+    afterAll(async () => {
+      await provider.close();
+    });
+    beforeEach(async () => {
+      provider.requests.length = 0;
+      base = await mkdtemp(join(tmpdir(), 'handoff-adapter-'));
+      ledger = await openLedger({ root: join(base, 'store'), host: 'h1', onNotice: () => {} });
+    });
+    afterEach(async () => {
+      await ledger.close();
+      await rm(base, { recursive: true, force: true });
+    });
+
+    const run = (reply: Reply) => {
+      provider.script(reply);
+      return compact({
+        ledger,
+        scope,
+        model: dialect.adapter(provider.url),
+        transcript: [
+          { role: 'system', content: 'You are a coding assistant.' },
+          { role: 'user', content: 'add retries to the uploader' },
+        ],
+        mode: dialect.mode,
+        maxOutputTokens: 2000,
+      });
+    };
+
+    const refusedWith = async (reply: Reply, code: string) => {
+      const err = await run(reply).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'LedgerError', code });
+      expect(await ledger.resume(scope)).toBeUndefined();
+      expect(provider.requests).toHaveLength(1);
+      return err as Error;
+    };
+
+    it('publishes a good answer as the summary, strict nulls removed', async () => {
+      const { summary: published, receipt } = await run(dialect.good(dialect.answer));
+      expect(published).toEqual(summary);
+      const resumed = await ledger.resume(scope);
+      expect(resumed?.id).toBe(receipt.id);
+      expect(resumed?.summary).toEqual(summary);
+    });
+
+    it("sends the dialect's summary schema and no tool but submit_handoff", async () => {
+      await run(dialect.good(dialect.answer));
+      const [request] = provider.requests;
+      expect(dialect.sentSchema(request!)).toEqual(dialect.expectedSchema);
+      expect(dialect.sentTools(request!)).toEqual(
+        dialect.expectedTools ?? (dialect.mode === 'tool' ? ['submit_handoff'] : []),
+      );
+      expect(JSON.stringify(request!.body)).not.toMatch(/write_file|"path":"\//);
+    });
+
+    it('refuses a truncated answer with SUMMARY_INCOMPLETE', async () => {
+      await refusedWith(
+        dialect.truncated({ task: summary.task, state: summary.state, nextSteps: [] }),
+        'SUMMARY_INCOMPLETE',
+      );
+    });
+
+    it('refuses a refusal with MODEL_REFUSED', async () => {
+      await refusedWith(dialect.refusal(), 'MODEL_REFUSED');
+    });
+
+    it('refuses an empty answer with SUMMARY_EMPTY', async () => {
+      await refusedWith(dialect.empty(), 'SUMMARY_EMPTY');
+    });
+
+    it('refuses an answer that breaks the schema with SUMMARY_INVALID', async () => {
+      const bad = { ...dialect.answer, files: [{ path: '../secret', note: 'x' }] };
+      const err = await refusedWith(dialect.good(bad), 'SUMMARY_INVALID');
+      expect(err.message).toMatch(/files/);
+    });
+
+    it('turns an HTTP error into MODEL_FAILED with the SDK error as cause', async () => {
+      const err = await refusedWith(dialect.httpError(), 'MODEL_FAILED');
+      expect(err.cause).toBeInstanceOf(Error);
+      expect(err.message).toMatch(/no such model/);
+    });
+  });
+}

@@ -1,0 +1,218 @@
+/**
+ * The conventions every command keeps: `--help` and `help <command>`, `--version`, `--json` on every
+ * command that prints data, the documented exit codes (0 ok, 1 refused, 2 usage), errors on stderr and
+ * data on stdout, and NO_COLOR. The table below must name every command, so a new one is held to them too.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { commands } from '../src/cli/commands.js';
+import { main } from '../src/cli/main.js';
+import { captureIo } from './support/capture-io.js';
+import { sampleSummary } from './support/tmp.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+
+// One store for the whole file (tempDir() is removed after each test).
+const base = mkdtempSync(join(tmpdir(), 'hl-conventions-'));
+afterAll(() => rmSync(base, { recursive: true, force: true }));
+const root = join(base, 'store');
+const store = ['--root', root, '--host', 'conv-host'];
+const scope = [...store, '--principal', 'alice', '--session', 's1'];
+const badHost = ['--root', root, '--host', 'not a host id'];
+let fresh = 0;
+const newDir = () => join(base, `out-${fresh++}`);
+const files = {
+  summary: join(base, 'summary.json'),
+  invalid: join(base, 'invalid.json'),
+  bundle: join(base, 'bundle'),
+  trust: join(base, 'keys.json'),
+  strangerTrust: join(base, 'stranger.json'),
+};
+
+async function cli(argv: string[], o: { env?: NodeJS.ProcessEnv; tty?: boolean } = {}) {
+  const c = captureIo({ env: o.env ?? {} });
+  if (o.tty) (c.io.stdout as Writable & { isTTY?: boolean }).isTTY = true;
+  const code = await main(argv, c.io);
+  return { code, stdout: c.stdout(), stderr: c.stderr() };
+}
+
+beforeAll(async () => {
+  writeFileSync(files.summary, JSON.stringify(sampleSummary('conventions')));
+  writeFileSync(files.invalid, JSON.stringify({ task: '' }));
+  for (const argv of [
+    ['publish', ...scope, '--run', 'r1', files.summary],
+    ['export', ...store, '--out', files.bundle],
+    ['keys', 'export', ...store, '--out', files.trust],
+    ['keys', 'export', '--root', join(base, 'stranger'), '--host', 'stranger', '--out', files.strangerTrust],
+  ]) {
+    const r = await cli(argv);
+    if (r.code !== 0) throw new Error(`${argv.join(' ')}: ${r.stderr}`);
+  }
+}, 120_000);
+
+/** Per command: a line that succeeds and one that is refused with exit 1. */
+const cases: Record<string, { ok: () => string[]; refused: () => string[] }> = {
+  init: { ok: () => ['init', ...store], refused: () => ['init', ...badHost] },
+  publish: {
+    ok: () => ['publish', ...scope, '--run', 'r2', files.summary],
+    refused: () => ['publish', ...scope, '--run', 'r2', files.invalid],
+  },
+  resume: {
+    ok: () => ['resume', ...scope],
+    refused: () => ['resume', ...store, '--principal', 'alice', '--session', 'not a session'],
+  },
+  history: {
+    ok: () => ['history', ...scope],
+    refused: () => ['history', ...store, '--principal', 'alice', '--session', 'not a session'],
+  },
+  grant: {
+    ok: () => ['grant', ...store, '--principal', 'bob', '--session', 's1'],
+    refused: () => ['grant', ...store, '--principal', 'not a principal', '--session', 's1'],
+  },
+  revoke: {
+    ok: () => ['revoke', ...store, '--principal', 'carol', '--session', 's1'],
+    refused: () => ['revoke', ...store, '--principal', 'not a principal', '--session', 's1'],
+  },
+  grants: { ok: () => ['grants', ...store], refused: () => ['grants', ...badHost] },
+  keys: { ok: () => ['keys', 'list', ...store], refused: () => ['keys', 'revoke', 'no-such-key', ...store] },
+  export: {
+    ok: () => ['export', ...store, '--out', newDir()],
+    refused: () => ['export', ...badHost, '--out', newDir()],
+  },
+  verify: {
+    ok: () => ['verify', files.bundle, '--trust', files.trust],
+    refused: () => ['verify', files.bundle, '--trust', files.strangerTrust],
+  },
+  fsck: { ok: () => ['fsck', ...store], refused: () => ['fsck', ...badHost] },
+  gc: { ok: () => ['gc', ...store, '--grace', '1h'], refused: () => ['gc', ...badHost, '--grace', '1h'] },
+  demo: {
+    ok: () => ['demo', '--root', newDir()],
+    refused: () => ['demo', '--root', newDir(), '--host', 'not a host id'],
+  },
+};
+/** Commands whose refusal is a report of findings on stdout rather than an error on stderr. */
+const findingsOnStdout = new Set(['verify']);
+/** demo narrates its steps on stdout as it goes; a refusal stops the story, its error still on stderr. */
+const narrates = new Set(['demo']);
+
+describe('the command table', () => {
+  it('names every command the CLI has', () => {
+    expect(Object.keys(cases).sort()).toEqual(Object.keys(commands).sort());
+  });
+});
+
+describe('handoff-ledger --version', () => {
+  it("prints the package's version and a newline on stdout", async () => {
+    for (const flag of ['--version', '-V', 'version'])
+      expect(await cli([flag])).toEqual({ code: 0, stdout: `${pkg.version}\n`, stderr: '' });
+  });
+});
+
+describe('handoff-ledger help', () => {
+  it('prints the usage on stdout for --help, and on stderr with exit 2 when no command is given', async () => {
+    const help = await cli(['--help']);
+    expect(help).toMatchObject({ code: 0, stderr: '' });
+    expect(help.stdout).toMatch(/^usage: handoff-ledger <command>[\s\S]*Exit codes:[\s\S]*\n$/);
+    const none = await cli([]);
+    expect(none).toMatchObject({ code: 2, stdout: '', stderr: help.stdout });
+  });
+
+  it("ends an unknown command's message with a newline before the usage", async () => {
+    const r = await cli(['frobnicate']);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^handoff-ledger: unknown command "frobnicate"\n\nusage: [\s\S]*\n$/);
+  });
+
+  it('refuses help for a command that does not exist', async () => {
+    expect(await cli(['help', 'frobnicate'])).toMatchObject({ code: 2, stdout: '' });
+  });
+});
+
+describe.each(Object.keys(commands))('%s', (name) => {
+  const spec = commands[name]!;
+
+  it('prints its help for --help and for help <command>: usage, options and exit codes, on stdout', async () => {
+    const viaFlag = await cli([name, '--help']);
+    expect(viaFlag).toMatchObject({ code: 0, stderr: '' });
+    expect(viaFlag.stdout.startsWith(`usage: handoff-ledger ${name}`)).toBe(true);
+    expect(viaFlag.stdout).toMatch(/Options:[\s\S]*Exit codes:\n {2}0 [\s\S]*\n {2}1 [\s\S]*\n {2}2 [\s\S]*\n$/);
+    expect(await cli(['help', name])).toEqual(viaFlag);
+    expect(await cli([...cases[name]!.ok(), '-h'])).toEqual(viaFlag);
+  });
+
+  it('exits 0 on success', async () => {
+    const r = await cli(cases[name]!.ok());
+    expect(r.code, r.stderr).toBe(0);
+  }, 60_000);
+
+  it('exits 1 on a refusal, with the error code on stderr and no data on stdout', async () => {
+    const r = await cli(cases[name]!.refused());
+    expect(r.code, r.stderr + r.stdout).toBe(1);
+    if (findingsOnStdout.has(name)) expect(r.stdout).toMatch(/FAILED/);
+    else {
+      if (!narrates.has(name)) expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(/^handoff-ledger: [A-Z_]+: .*\n$/m);
+    }
+  }, 60_000);
+
+  it('exits 2 on a usage error, with the message on stderr and nothing on stdout', async () => {
+    const r = await cli([...(name === 'keys' ? ['keys', 'list'] : [name]), '--no-such-option']);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toMatch(/^handoff-ledger: .*no-such-option.*\n$/);
+  });
+
+  if (spec.json)
+    it('prints its data as JSON with --json, and a refusal as a JSON error object', async () => {
+      const ok = await cli([...cases[name]!.ok(), '--json']);
+      expect(ok.code, ok.stderr).toBe(0);
+      expect(() => JSON.parse(ok.stdout)).not.toThrow();
+      const refused = await cli([...cases[name]!.refused(), '--json']);
+      expect(refused.code).toBe(1);
+      const body = JSON.parse(refused.stdout) as { error?: { code: string }; ok?: boolean };
+      if (findingsOnStdout.has(name)) expect(body.ok).toBe(false);
+      else expect(body.error?.code).toMatch(/^[A-Z_]+$/);
+    }, 60_000);
+});
+
+describe('colour', () => {
+  const clean = () => ['verify', files.bundle, '--trust', files.trust];
+  const escape = /\x1b\[/;
+
+  it('colours the verdict on a terminal', async () => {
+    const r = await cli(clean(), { tty: true });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(escape);
+  });
+
+  it('prints no escape sequence when NO_COLOR is set, even with FORCE_COLOR', async () => {
+    expect((await cli(clean(), { tty: true, env: { NO_COLOR: '1' } })).stdout).not.toMatch(escape);
+    expect((await cli(clean(), { env: { NO_COLOR: '1', FORCE_COLOR: '1' } })).stdout).not.toMatch(escape);
+  });
+
+  it('prints none into a pipe unless FORCE_COLOR asks for it', async () => {
+    expect((await cli(clean())).stdout).not.toMatch(escape);
+    expect((await cli(clean(), { env: { FORCE_COLOR: '1' } })).stdout).toMatch(escape);
+  });
+});
+
+describe('keys with --json', () => {
+  it('prints what rotate, revoke and export --out did as JSON', async () => {
+    const before = JSON.parse((await cli(['keys', 'list', ...store, '--json'])).stdout) as {
+      keys: Array<{ keyId: string }>;
+    };
+    const rotated = await cli(['keys', 'rotate', ...store, '--json']);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const { keyId } = JSON.parse(rotated.stdout) as { keyId: string };
+    expect(keyId).not.toBe(before.keys[0]!.keyId);
+    const old = before.keys[0]!.keyId;
+    const revoked = await cli(['keys', 'revoke', old, ...store, '--json', '--at', '2030-01-01T00:00:00.000Z']);
+    expect(JSON.parse(revoked.stdout)).toEqual({ revoked: old, at: '2030-01-01T00:00:00.000Z' });
+    const out = newDir();
+    const exported = await cli(['keys', 'export', ...store, '--out', out, '--json']);
+    expect(JSON.parse(exported.stdout)).toEqual({ wrote: out, keys: 2 });
+  });
+});

@@ -1,0 +1,228 @@
+/**
+ * fsck applies the rules resume and the auditor apply (one chain checker, one set of head rules): a store
+ * that resume refuses is never "clean", and a problem the auditor would find has the auditor's code.
+ */
+import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import type { Level } from 'level';
+import { type Ledger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
+import { fsck } from '../src/ops/maintenance.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import type { LogEntry } from '../manifests/log/log.js';
+import { verifyChain } from '../manifests/audit/verify-chain.js';
+import { signEnvelope, serializeEnvelope } from '../manifests/crypto/envelope.js';
+import {
+  encodeManifest,
+  manifestId,
+  MANIFEST_PAYLOAD_TYPE,
+  SUMMARY_MEDIA_TYPE,
+  type Manifest,
+} from '../manifests/format/manifest.js';
+import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's', run: 'r' };
+const entryKey = (session: string, seq: number) => `e!${session}!${seq.toString(16).padStart(12, '0')}`;
+const posKey = (pos: number) => `p!${pos.toString(16).padStart(16, '0')}`;
+
+async function rejection(p: Promise<unknown>): Promise<{ name?: string; code?: string }> {
+  return p.then(
+    () => expect.unreachable('expected a refusal'),
+    (err: unknown) => err as { name?: string; code?: string },
+  );
+}
+
+/** A store with three compactions in session `s`, resumed once (watermark 2), then closed. */
+async function storeWithChain(): Promise<{ root: string; entries: LogEntry[] }> {
+  const root = tempDir();
+  const ledger = await openLedger({ root, host: 'host-a' });
+  // The other session first: removing the newest positions (those of `s`) leaves no gap in the global order.
+  await ledger.publish({ ...scope, session: 'other' }, sampleSummary('other'));
+  for (let i = 0; i < 3; i++) await ledger.publish(scope, sampleSummary(i));
+  await ledger.resume(scope);
+  const entries: LogEntry[] = [];
+  for await (const e of ledger.log.chain('s')) entries.push(e);
+  for await (const e of ledger.log.chain('other')) entries.push(e);
+  await ledger.close();
+  return { root, entries };
+}
+
+/** Changes the stored LevelDB records of a closed store behind the ledger's back. */
+async function tamper(root: string, change: (db: Level<string, string>) => Promise<void>): Promise<void> {
+  const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+  try {
+    await change(log.raw);
+  } finally {
+    await log.close();
+  }
+}
+
+const headOf = (e: LogEntry) => JSON.stringify({ session: e.session, seq: e.seq, id: e.id, owner: 'alice' });
+
+describe('fsck', () => {
+  const refused: Array<{
+    what: string;
+    change: (db: Level<string, string>, entries: LogEntry[]) => Promise<void>;
+    resume: string;
+    fsck: string;
+  }> = [
+    {
+      what: 'an entry whose stored principal was changed',
+      change: (db, [, , e2]) => db.put(entryKey('s', 2), JSON.stringify({ ...e2!, principal: 'mallory' })),
+      resume: 'CHAIN_BROKEN',
+      fsck: 'PRINCIPAL_MISMATCH',
+    },
+    {
+      what: 'a head rolled back below its watermark, the newer entry removed',
+      change: async (db, [, e1, e2]) => {
+        await db.batch([
+          { type: 'del', key: entryKey('s', 2) },
+          { type: 'del', key: posKey(e2!.position) },
+          { type: 'put', key: 'h!s', value: headOf(e1!) },
+        ]);
+      },
+      resume: 'ROLLBACK',
+      fsck: 'ROLLBACK',
+    },
+    {
+      what: 'a head rolled back, the newer entry left in place',
+      change: (db, [, e1]) => db.put('h!s', headOf(e1!)),
+      resume: 'ROLLBACK',
+      fsck: 'ROLLBACK',
+    },
+    {
+      what: 'a whole chain removed, its watermark left',
+      change: async (db, entries) => {
+        const mine = entries.filter((e) => e.session === 's');
+        await db.batch([
+          { type: 'del', key: 'h!s' },
+          ...mine.map((e) => ({ type: 'del' as const, key: entryKey('s', e.seq) })),
+          ...mine.map((e) => ({ type: 'del' as const, key: posKey(e.position) })),
+        ]);
+      },
+      resume: 'ROLLBACK',
+      fsck: 'ROLLBACK',
+    },
+    {
+      what: 'a head that names an id no entry has',
+      change: (db, [, , e2]) => db.put('h!s', headOf({ ...e2!, id: entriesId('x') })),
+      resume: 'CHAIN_BROKEN',
+      fsck: 'HEAD_MISMATCH',
+    },
+    {
+      what: 'an entry stored under another id than its payload hash (its head moved along)',
+      change: async (db, [, , e2]) => {
+        const moved = { ...e2!, id: entriesId('y') };
+        await db.batch([
+          { type: 'put', key: entryKey('s', 2), value: JSON.stringify(moved) },
+          { type: 'put', key: 'h!s', value: headOf(moved) },
+        ]);
+      },
+      resume: 'CHAIN_BROKEN',
+      fsck: 'ID_MISMATCH',
+    },
+    {
+      what: "an entry holding another session's manifest",
+      change: (db, entries) => {
+        const foreign = entries.find((e) => e.session === 'other')!;
+        return db.put(entryKey('s', 2), JSON.stringify({ ...entries[2]!, envelope: foreign.envelope }));
+      },
+      resume: 'SCOPE_MISMATCH',
+      fsck: 'SCOPE_MISMATCH',
+    },
+  ];
+
+  for (const t of refused) {
+    it(`is not clean for a store that resume refuses: ${t.what}`, async () => {
+      const { root, entries } = await storeWithChain();
+      await tamper(root, (db) => t.change(db, entries));
+      const ledger = await openLedger({ root, host: 'host-a' });
+      try {
+        expect(await rejection(ledger.resume(scope))).toMatchObject({ code: t.resume });
+        const report = await fsck(ledger);
+        expect(report.ok).toBe(false);
+        expect(report.findings).toContainEqual(expect.objectContaining({ code: t.fsck, session: 's' }));
+        // The other session is untouched and still clean.
+        expect(report.findings.filter((f) => f.session !== 's')).toEqual([]);
+      } finally {
+        await ledger.close();
+      }
+    });
+  }
+
+  it('reports a rolled-back head at open too, with the same code (the log head check)', async () => {
+    const { root, entries } = await storeWithChain();
+    await tamper(root, (db) => db.put('h!s', headOf(entries[1]!)));
+    const ledger = await openLedger({ root, host: 'host-a' });
+    expect(ledger.recovery.headProblems).toEqual([
+      { session: 's', code: 'ROLLBACK', problem: 'head is at seq 1, but seq 2 was already verified' },
+      { session: 's', code: 'ROLLBACK', problem: 'entries exist beyond head seq 1' },
+    ]);
+    await ledger.close();
+  });
+
+  it("reports time running backwards with the auditor's code, while history still returns the chain", async () => {
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a', clock: () => new Date(now) });
+    now += 1_800_000;
+    await ledger.publish(scope, sampleSummary(1));
+    now -= 1_200_000; // a clock set back (still within the key's validity)
+    await ledger.publish(scope, sampleSummary(2));
+    expect((await ledger.history(scope)).map((h) => h.manifest.seq)).toEqual([0, 1]);
+    const report = await fsck(ledger);
+    expect(report.findings).toEqual([expect.objectContaining({ code: 'TIME_REVERSED', session: 's', seq: 1 })]);
+    const lines: string[] = [];
+    for await (const e of ledger.log.entries()) lines.push(e.envelope);
+    const audit = await verifyChain(lines, { trust: ledger.trustStore() });
+    expect(audit.findings.map((f) => [f.code, f.seq])).toEqual([['TIME_REVERSED', 1]]);
+    await ledger.close();
+  });
+
+  it('reports a signed manifest whose blob is not a summary as SUMMARY_INVALID, as resume refuses it', async () => {
+    const signer = new LocalSigner(generateJwk());
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a', signer });
+    const first = await ledger.publish(scope, sampleSummary());
+    const blob = await ledger.blobs.put(new TextEncoder().encode('{"not":"a summary"}'));
+    const manifest: Manifest = {
+      v: 1,
+      kind: 'compaction',
+      host: 'host-a',
+      principal: 'alice',
+      session: 's',
+      run: 'r',
+      seq: 1,
+      prev: first.id,
+      summary: { digest: blob.digest, size: blob.size, mediaType: SUMMARY_MEDIA_TYPE },
+      createdAt: new Date().toISOString(),
+      keyId: signer.keyId,
+    };
+    const payload = encodeManifest(manifest);
+    const envelope = serializeEnvelope(await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer));
+    await ledger.log.append({
+      session: 's',
+      principal: 'alice',
+      seq: 1,
+      prev: first.id,
+      id: manifestId(payload),
+      envelope,
+    });
+    expect(await rejection(ledger.resume(scope))).toMatchObject({ code: 'SUMMARY_INVALID' });
+    const report = await fsck(ledger);
+    expect(report.findings).toEqual([expect.objectContaining({ code: 'SUMMARY_INVALID', session: 's', seq: 1 })]);
+    await ledger.close();
+  });
+
+  it('is clean for a store that resume and the auditor accept', async () => {
+    const { root } = await storeWithChain();
+    const ledger: Ledger = await openLedger({ root, host: 'host-a' });
+    expect(await fsck(ledger)).toMatchObject({ ok: true, chains: 2, manifests: 4, blobsChecked: 4, findings: [] });
+    expect((await ledger.resume(scope))?.seq).toBe(2);
+    await ledger.close();
+  });
+});
+
+/** A well-formed id no stored entry has. */
+function entriesId(salt: string) {
+  return `blake3:${Buffer.from(salt.padEnd(32, salt)).toString('hex').slice(0, 64)}` as const;
+}

@@ -1,0 +1,222 @@
+/**
+ * The published package, checked as a user receives it: the tarball `npm pack` makes is linted (publint),
+ * its types are resolved the way TypeScript users resolve them (@arethetypeswrong/cli), and it is installed
+ * into a fresh project that imports every entry point as ESM and through `tsc` (node16 and bundler) and
+ * runs the CLI. Every check reads the entry points from package.json `exports`, so an entry added there is
+ * covered without editing this file. Needs the npm registry (or its cache) only, for the consumer's install.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const repo = resolve(import.meta.dirname, '../..');
+const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
+
+/** The size budget: a pack far above it means tests, benchmarks or results leaked into `files`. */
+const MAX_PACKED_BYTES = 256 * 1024;
+const MAX_UNPACKED_BYTES = 1024 * 1024;
+/** Paths that must never ship. */
+const FORBIDDEN = [/^test\//, /^benchmarks\//, /^dist\/benchmarks\//, /^dist\/test\//, /^\.ci\//, /\.map$/, /^src\//];
+
+interface PackFile {
+  path: string;
+  size: number;
+}
+interface PackResult {
+  filename: string;
+  size: number;
+  unpackedSize: number;
+  files: PackFile[];
+}
+
+const pkg = JSON.parse(await readFile(join(repo, 'package.json'), 'utf8')) as {
+  name: string;
+  version: string;
+  exports: Record<string, string | { types?: string; default?: string }>;
+  bin: Record<string, string>;
+  private?: boolean;
+  sideEffects?: string[] | boolean;
+};
+/** The code entry points ('.', './store', …), read from `exports`; './package.json' is data, not code. */
+const entries = Object.keys(pkg.exports).filter((k) => !k.endsWith('.json'));
+const specifier = (entry: string) => (entry === '.' ? pkg.name : `${pkg.name}/${entry.slice(2)}`);
+
+let work: string;
+let packed: PackResult;
+let tarball: string;
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), 'handoff-ledger-package-'));
+  // Under `npm test` the pretest step has just built dist/, and other test files are running from it: a
+  // second build here would rewrite files under their feet. `npm run check:package` builds first too.
+  if (process.env.npm_lifecycle_event !== 'test') await run('npm', ['run', '--silent', 'build'], { cwd: repo });
+  // --ignore-scripts: prepack would rebuild dist/ as well.
+  const { stdout } = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], {
+    cwd: repo,
+  });
+  packed = (JSON.parse(stdout) as PackResult[])[0]!;
+  tarball = join(work, packed.filename);
+}, 300_000);
+
+afterAll(async () => {
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+describe('the packed tarball', { timeout: 240_000 }, () => {
+  it('is publishable: not private, with the Apache-2.0 licence text', async () => {
+    expect(pkg.private).toBeUndefined();
+    const paths = packed.files.map((f) => f.path);
+    expect(paths).toContain('LICENSE');
+    expect(await readFile(join(repo, 'LICENSE'), 'utf8')).toMatch(/Apache License\s+Version 2\.0/);
+    expect(paths).toEqual(expect.arrayContaining(['README.md', 'CHANGELOG.md', 'SECURITY.md', 'docs/DESIGN.md']));
+  });
+
+  it('carries no tests, benchmarks, results, CI scripts, sources or source maps', () => {
+    const leaked = packed.files.map((f) => f.path).filter((p) => FORBIDDEN.some((re) => re.test(p)));
+    expect(leaked).toEqual([]);
+  });
+
+  it('stays within its size budget', () => {
+    expect(packed.size).toBeLessThanOrEqual(MAX_PACKED_BYTES);
+    expect(packed.unpackedSize).toBeLessThanOrEqual(MAX_UNPACKED_BYTES);
+  });
+
+  it('ships the JavaScript and the types of every entry point in exports, and the bin', () => {
+    const paths = new Set(packed.files.map((f) => f.path));
+    for (const entry of entries) {
+      const target = pkg.exports[entry]!;
+      expect(typeof target, entry).toBe('object');
+      const { types, default: js } = target as { types?: string; default?: string };
+      expect(paths.has(types!.replace(/^\.\//, '')), `${entry} types ${types}`).toBe(true);
+      expect(paths.has(js!.replace(/^\.\//, '')), `${entry} code ${js}`).toBe(true);
+    }
+    for (const file of Object.values(pkg.bin)) expect(paths.has(file.replace(/^\.\//, '')), file).toBe(true);
+    for (const file of Array.isArray(pkg.sideEffects) ? pkg.sideEffects : [])
+      expect(paths.has(file.replace(/^\.\//, '')), `sideEffects ${file}`).toBe(true);
+  });
+
+  it('passes publint in strict mode', async () => {
+    const { stdout } = await run(bin('publint'), ['run', tarball, '--strict']);
+    expect(stdout).toContain('All good');
+  });
+
+  it('resolves its types for ESM users under node16 and bundler (arethetypeswrong)', async () => {
+    // ESM only by design: CommonJS `require` and node10 resolution are out of scope (see README).
+    const args = [tarball, '--profile', 'esm-only', '--format', 'json', '--entrypoints', ...entries];
+    const { stdout } = await run(bin('attw'), args, { maxBuffer: 64 * 1024 * 1024 }).catch((err) => err);
+    const report = JSON.parse(stdout) as { analysis: { problems: unknown[]; entrypoints: Record<string, unknown> } };
+    expect(Object.keys(report.analysis.entrypoints).sort()).toEqual([...entries].sort());
+    const problems = (report.analysis.problems as Array<{ resolutionKind?: string }>).filter(
+      (p) => p.resolutionKind !== 'node10' && p.resolutionKind !== 'node16-cjs',
+    );
+    expect(problems).toEqual([]);
+  });
+});
+
+describe('a fresh project that installs the tarball', { timeout: 240_000 }, () => {
+  let consumer: string;
+
+  beforeAll(async () => {
+    consumer = join(work, 'consumer');
+    await run('mkdir', ['-p', consumer]);
+    await writeFile(
+      join(consumer, 'package.json'),
+      JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }),
+    );
+    const lock = JSON.parse(await readFile(join(repo, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { version: string }>;
+    };
+    // The repository's own TypeScript and Node types, so that the install comes from the npm cache.
+    const pin = (name: string) => `${name}@${lock.packages[`node_modules/${name}`]!.version}`;
+    await run(
+      'npm',
+      ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, pin('typescript'), pin('@types/node')],
+      { cwd: consumer },
+    );
+  }, 600_000);
+
+  // Before the optional peer SDKs are installed: an adapter entry point must load without its SDK.
+  it('imports every entry point as ESM', async () => {
+    const script = entries
+      .map(
+        (e, i) =>
+          `const m${i} = await import(${JSON.stringify(specifier(e))}); out[${JSON.stringify(e)}] = Object.keys(m${i}).length;`,
+      )
+      .join('\n');
+    await writeFile(
+      join(consumer, 'import-all.mjs'),
+      `const out = {};\n${script}\nconsole.log(JSON.stringify(out));\n`,
+    );
+    const { stdout } = await run(process.execPath, ['import-all.mjs'], { cwd: consumer });
+    const counts = JSON.parse(stdout) as Record<string, number>;
+    for (const e of entries) expect(counts[e], e).toBeGreaterThan(0);
+  });
+
+  describe('with the optional peer SDKs installed (as a Harness using an adapter has them)', () => {
+    beforeAll(async () => {
+      const lock = JSON.parse(await readFile(join(repo, 'package-lock.json'), 'utf8')) as {
+        packages: Record<string, { version: string }>;
+      };
+      const peers = Object.keys((pkg as { peerDependencies?: Record<string, string> }).peerDependencies ?? {});
+      // @types/json-schema: the ai SDK's own declarations import it without depending on it, so a project
+      // that type-checks libraries (skipLibCheck off) and uses the ai SDK has it installed.
+      const pins = [...peers, '@types/json-schema'].map(
+        (name) => `${name}@${lock.packages[`node_modules/${name}`]!.version}`,
+      );
+      await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...pins], { cwd: consumer });
+    }, 600_000);
+
+    for (const resolution of ['node16', 'bundler'] as const) {
+      it(`type-checks an import of every entry point with moduleResolution ${resolution}`, async () => {
+        const dir = join(consumer, `ts-${resolution}`);
+        await run('mkdir', ['-p', dir]);
+        const lines = entries.map(
+          (e, i) =>
+            `import * as m${i} from ${JSON.stringify(specifier(e))};\nexport const n${i}: number = Object.keys(m${i}).length;`,
+        );
+        // One typed use of the main entry: the types must describe the API, not only exist.
+        lines.push(
+          `import { openLedger, type Ledger } from ${JSON.stringify(pkg.name)};`,
+          `export const open: (root: string) => Promise<Ledger> = (root) => openLedger({ root, host: 'h' });`,
+        );
+        await writeFile(join(dir, 'index.ts'), lines.join('\n') + '\n');
+        const module = resolution === 'node16' ? 'node16' : 'esnext';
+        await writeFile(
+          join(dir, 'tsconfig.json'),
+          JSON.stringify({
+            compilerOptions: {
+              module,
+              moduleResolution: resolution,
+              target: 'es2022',
+              strict: true,
+              noEmit: true,
+              types: ['node'],
+              skipLibCheck: false,
+            },
+            files: ['index.ts'],
+          }),
+        );
+        const result = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', dir]).catch((err) => err);
+        expect(`${result.stdout ?? ''}${result.stderr ?? ''}`).toBe('');
+      });
+    }
+  });
+
+  it('runs the CLI: --version, then one publish and its resume', async () => {
+    const cli = join(consumer, 'node_modules', '.bin', 'handoff-ledger');
+    const { stdout: version } = await run(cli, ['--version']);
+    expect(version).toBe(`${pkg.version}\n`);
+    const root = join(work, 'store');
+    const summaryFile = join(work, 'summary.json');
+    await writeFile(summaryFile, JSON.stringify({ task: 'ship the package', state: 'packed', nextSteps: ['publish'] }));
+    const scope = ['--root', root, '--host', 'consumer-host', '--principal', 'alice', '--session', 's1'];
+    const { stdout: receipt } = await run(cli, ['publish', ...scope, '--run', 'r1', '--json', summaryFile]);
+    expect(JSON.parse(receipt)).toMatchObject({ seq: 0 });
+    const { stdout: resumed } = await run(cli, ['resume', ...scope, '--json']);
+    expect(JSON.parse(resumed)).toMatchObject({ seq: 0, summary: { task: 'ship the package' } });
+  });
+});

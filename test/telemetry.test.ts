@@ -1,0 +1,291 @@
+/**
+ * Telemetry as an operator sees it through the OpenTelemetry SDK's in-memory exporters: the spans and
+ * metrics that a publish, a failed publish, a resume and the other operations produce, and the rule that
+ * principal and session ids stay out unless the host asks for them.
+ */
+import { metrics, SpanStatusCode, trace } from '@opentelemetry/api';
+import {
+  AggregationTemporality,
+  DataPointType,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+  type HistogramMetricData,
+  type MetricData,
+} from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { blake3 } from '@noble/hashes/blake3.js';
+import { bytesToHex } from '@noble/hashes/utils.js';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManifestError } from '../manifests/errors.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import type { ManifestLog } from '../manifests/log/log.js';
+import { openBundleDir } from '../src/ops/bundle-dir.js';
+import { auditBundle } from '../src/ops/audit.js';
+import { exportBundle } from '../src/ops/export.js';
+import { gc } from '../src/ops/maintenance.js';
+import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
+import type { IdentifierPolicy } from '../src/telemetry/telemetry.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice@example.org', session: 'conversation-4711' };
+
+function sdk() {
+  const spans = new InMemorySpanExporter();
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+  const meterProvider = new MeterProvider({ readers: [reader] });
+  return {
+    tracerProvider,
+    meterProvider,
+    spans: () => spans.getFinishedSpans(),
+    async metrics(): Promise<MetricData[]> {
+      await reader.forceFlush();
+      return (
+        exporter
+          .getMetrics()
+          .at(-1)
+          ?.scopeMetrics.flatMap((s) => s.metrics) ?? []
+      );
+    },
+  };
+}
+
+async function ledgerWith(
+  telemetry: ReturnType<typeof sdk>,
+  identifiers?: IdentifierPolicy,
+  extra: Partial<OpenLedgerOptions> = {},
+) {
+  return openLedger({
+    root: join(tempDir(), 'store'),
+    host: 'otel-host',
+    telemetry: { tracerProvider: telemetry.tracerProvider, meterProvider: telemetry.meterProvider, identifiers },
+    ...extra,
+  });
+}
+
+function metric(all: MetricData[], name: string): MetricData | undefined {
+  return all.find((m) => m.descriptor.name === name);
+}
+
+/** Every attribute value of every span and metric point, as text. */
+function everyValue(spans: ReturnType<ReturnType<typeof sdk>['spans']>, all: MetricData[]): string {
+  const values: unknown[] = [];
+  for (const s of spans) {
+    values.push(s.name, ...Object.values(s.attributes), s.status.message);
+    for (const e of s.events) values.push(e.name, ...Object.values(e.attributes ?? {}));
+  }
+  for (const m of all) for (const p of m.dataPoints) values.push(...Object.values(p.attributes));
+  return JSON.stringify(values);
+}
+
+describe('telemetry of publish', () => {
+  it('records a span with outcome, size and seq, a latency histogram point and the bytes written', async () => {
+    const t = sdk();
+    const ledger = await ledgerWith(t);
+    const receipt = await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+    await ledger.close();
+    const [span] = t.spans().filter((s) => s.name === 'handoff_ledger.publish');
+    expect(span?.status.code).not.toBe(SpanStatusCode.ERROR);
+    expect(span?.attributes).toMatchObject({
+      'handoff_ledger.operation': 'publish',
+      'handoff_ledger.outcome': 'ok',
+      'handoff_ledger.host': 'otel-host',
+      'handoff_ledger.summary.bytes': receipt.size,
+      'handoff_ledger.seq': 0,
+    });
+    const all = await t.metrics();
+    const duration = metric(all, 'handoff_ledger.publish.duration') as HistogramMetricData;
+    expect(duration.dataPointType).toBe(DataPointType.HISTOGRAM);
+    expect(duration.descriptor.unit).toBe('s');
+    expect(duration.dataPoints).toHaveLength(1);
+    expect(duration.dataPoints[0]!.attributes).toEqual({ 'handoff_ledger.outcome': 'ok' });
+    expect(duration.dataPoints[0]!.value.count).toBe(1);
+    const bytes = metric(all, 'handoff_ledger.summary.bytes');
+    expect(bytes?.dataPoints).toEqual([
+      expect.objectContaining({ attributes: { 'handoff_ledger.operation': 'publish' }, value: receipt.size }),
+    ]);
+    expect(metric(all, 'handoff_ledger.failures')?.dataPoints ?? []).toEqual([]);
+  });
+
+  it('records a failed publish: error status, the error code as outcome, and a failure counted by code', async () => {
+    const t = sdk();
+    const ledger = await ledgerWith(t);
+    await expect(ledger.publish({ ...scope, run: 'r1' }, { task: '' })).rejects.toMatchObject({
+      code: 'SUMMARY_INVALID',
+    });
+    await ledger.close();
+    const [span] = t.spans();
+    expect(span?.name).toBe('handoff_ledger.publish');
+    expect(span?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'SUMMARY_INVALID' });
+    expect(span?.attributes).toMatchObject({
+      'handoff_ledger.outcome': 'SUMMARY_INVALID',
+      'error.type': 'SUMMARY_INVALID',
+    });
+    expect(span?.events.map((e) => e.attributes?.['exception.type'])).toEqual(['SUMMARY_INVALID']);
+    expect(span?.events[0]?.attributes?.['exception.message']).toBeUndefined();
+    const all = await t.metrics();
+    expect(metric(all, 'handoff_ledger.failures')?.dataPoints).toEqual([
+      expect.objectContaining({
+        attributes: { 'handoff_ledger.operation': 'publish', 'error.type': 'SUMMARY_INVALID' },
+        value: 1,
+      }),
+    ]);
+    const duration = metric(all, 'handoff_ledger.publish.duration') as HistogramMetricData;
+    expect(duration.dataPoints[0]!.attributes).toEqual({
+      'handoff_ledger.outcome': 'SUMMARY_INVALID',
+      'error.type': 'SUMMARY_INVALID',
+    });
+  });
+
+  it('counts a retry each time another writer appended first', async () => {
+    const t = sdk();
+    const root = join(tempDir(), 'store');
+    const real = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    let conflicts = 2;
+    // Two lost races, as when hosts sharing a PostgreSQL store publish to one session at once.
+    const log = new Proxy(real, {
+      get(target, prop, receiver) {
+        if (prop === 'append')
+          return async (...args: Parameters<ManifestLog['append']>) => {
+            if (conflicts-- > 0) throw new ManifestError('CHAIN_CONFLICT', 'another writer appended first');
+            return target.append(...args);
+          };
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    }) as ManifestLog;
+    const ledger = await ledgerWith(t, undefined, { root, log });
+    await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+    await ledger.close();
+    const all = await t.metrics();
+    expect(metric(all, 'handoff_ledger.chain_conflict.retries')?.dataPoints.map((p) => p.value)).toEqual([2]);
+    const [span] = t.spans();
+    expect(span?.events.map((e) => e.name)).toEqual([
+      'handoff_ledger.chain_conflict.retry',
+      'handoff_ledger.chain_conflict.retry',
+    ]);
+    expect(span?.attributes['handoff_ledger.outcome']).toBe('ok');
+  });
+});
+
+describe('telemetry of resume, history, export, verify and gc', () => {
+  it('records one span per operation, each with its outcome and what it moved', async () => {
+    const t = sdk();
+    const ledger = await ledgerWith(t);
+    const receipt = await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+    expect(await ledger.resume(scope)).toMatchObject({ seq: 0 });
+    expect(await ledger.resume({ ...scope, session: 'empty' })).toBeUndefined();
+    await ledger.history(scope);
+    const out = join(tempDir(), 'bundle');
+    await exportBundle(ledger, { out });
+    await auditBundle(await openBundleDir(out), {
+      trust: ledger.trustStore(),
+      telemetry: ledger.telemetry,
+    });
+    await gc(ledger, { graceMs: 0, dryRun: true });
+    await ledger.close();
+    const byName = Object.fromEntries(
+      t.spans().map((s) => [`${s.name}:${s.attributes['handoff_ledger.found'] ?? ''}`, s]),
+    );
+    expect(byName['handoff_ledger.resume:true']?.attributes).toMatchObject({
+      'handoff_ledger.outcome': 'ok',
+      'handoff_ledger.summary.bytes': receipt.size,
+      'handoff_ledger.seq': 0,
+    });
+    expect(byName['handoff_ledger.resume:false']?.attributes['handoff_ledger.outcome']).toBe('ok');
+    expect(byName['handoff_ledger.history:']?.attributes['handoff_ledger.manifests']).toBe(1);
+    expect(byName['handoff_ledger.export:']?.attributes).toMatchObject({
+      'handoff_ledger.manifests': 1,
+      'handoff_ledger.chains': 1,
+    });
+    expect(byName['handoff_ledger.verify:']?.attributes).toMatchObject({
+      'handoff_ledger.outcome': 'ok',
+      'handoff_ledger.verdict_ok': true,
+      'handoff_ledger.findings': 0,
+    });
+    expect(byName['handoff_ledger.gc:']?.attributes).toMatchObject({
+      'handoff_ledger.outcome': 'ok',
+      'handoff_ledger.dry_run': true,
+    });
+    const all = await t.metrics();
+    const resume = metric(all, 'handoff_ledger.resume.duration') as HistogramMetricData;
+    expect(resume.dataPoints[0]!.value.count).toBe(2);
+    for (const op of ['history', 'export', 'verify', 'gc'])
+      expect((metric(all, `handoff_ledger.${op}.duration`) as HistogramMetricData).dataPoints[0]!.value.count).toBe(1);
+    expect(metric(all, 'handoff_ledger.summary.bytes')?.dataPoints).toContainEqual(
+      expect.objectContaining({ attributes: { 'handoff_ledger.operation': 'resume' }, value: receipt.size }),
+    );
+  });
+});
+
+describe('principal and session ids in telemetry', () => {
+  async function run(identifiers?: IdentifierPolicy) {
+    const t = sdk();
+    const ledger = await ledgerWith(t, identifiers);
+    await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+    await ledger.publish({ ...scope, run: 'r1' }, { task: '' }).catch(() => {});
+    await ledger.resume(scope);
+    await ledger.close();
+    return { spans: t.spans(), all: await t.metrics() };
+  }
+
+  it('are left out by default, from spans, events and metrics alike', async () => {
+    const { spans, all } = await run();
+    const text = everyValue(spans, all);
+    expect(text).not.toContain(scope.principal);
+    expect(text).not.toContain(scope.session);
+    for (const s of spans) expect(Object.keys(s.attributes).filter((k) => /principal|session/.test(k))).toEqual([]);
+  });
+
+  it('are recorded as keyed BLAKE3 hashes when a hash key is given', async () => {
+    const hashKey = new Uint8Array(32).fill(7);
+    const { spans, all } = await run({ hashKey });
+    const hash = (v: string) => bytesToHex(blake3(new TextEncoder().encode(v), { key: hashKey }));
+    for (const s of spans)
+      expect(s.attributes).toMatchObject({
+        'handoff_ledger.principal_hash': hash(scope.principal),
+        'handoff_ledger.session_hash': hash(scope.session),
+      });
+    const text = everyValue(spans, all);
+    expect(text).not.toContain(scope.principal);
+    expect(text).not.toContain(scope.session);
+  });
+
+  it('are recorded in plain only when asked for, with error messages', async () => {
+    const { spans } = await run('plain');
+    for (const s of spans) expect(s.attributes).toMatchObject({ 'handoff_ledger.principal': scope.principal });
+    const failed = spans.find((s) => s.attributes['handoff_ledger.outcome'] === 'SUMMARY_INVALID');
+    expect(failed?.events[0]?.attributes?.['exception.message']).toEqual(expect.any(String));
+  });
+
+  it('refuses a hash key that is not 32 bytes', async () => {
+    const t = sdk();
+    await expect(ledgerWith(t, { hashKey: new Uint8Array(16) })).rejects.toThrow(TypeError);
+  });
+});
+
+describe('without an SDK', () => {
+  afterEach(() => {
+    trace.disable();
+    metrics.disable();
+  });
+
+  it('publishes with no SDK registered, and reports to the global providers once one is', async () => {
+    const silent = await openLedger({ root: join(tempDir(), 'store'), host: 'otel-host' });
+    await silent.publish({ ...scope, run: 'r1' }, sampleSummary());
+    await silent.close();
+    const t = sdk();
+    trace.setGlobalTracerProvider(t.tracerProvider);
+    metrics.setGlobalMeterProvider(t.meterProvider);
+    const ledger = await openLedger({ root: join(tempDir(), 'store'), host: 'otel-host' });
+    await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+    await ledger.close();
+    expect(t.spans().map((s) => s.name)).toEqual(['handoff_ledger.publish']);
+    expect(
+      (metric(await t.metrics(), 'handoff_ledger.publish.duration') as HistogramMetricData).dataPoints,
+    ).toHaveLength(1);
+  });
+});
