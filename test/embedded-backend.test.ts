@@ -13,6 +13,8 @@ import { blobStoreSuite } from './conformance/blob-store.js';
 import { manifestLogSuite } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
+import { gc } from '../src/ops/maintenance.js';
+import { describe, expect, it } from 'vitest';
 
 // Not tempDir(): a fixture may outlive one test's afterEach (it is disposed by the suite itself).
 const freshDir = () => mkdtempSync(join(tmpdir(), 'hl-embedded-'));
@@ -83,4 +85,39 @@ ledgerSuite('embedded (filesystem + LevelDB)', async () => {
     },
     dispose: () => rm(join(root, '..'), { recursive: true, force: true }),
   };
+});
+
+describe('LevelDB inline blob records', () => {
+  const manifestError = (code: string, key: string) =>
+    expect.objectContaining({ name: 'ManifestError', code, message: expect.stringContaining(key) });
+
+  it('fail as RECORD_CORRUPT naming the record when a t! record or key is damaged; gc listing stops with that code, a plain delete still removes it', async () => {
+    const root = join(freshDir(), 'store');
+    const ledger = await openLedger({ root, host: 'conformance-host' });
+    try {
+      const { digest } = await ledger.publish(
+        { principal: 'alice', session: 's', run: 'r' },
+        {
+          task: 'a task',
+          state: 'a state',
+          nextSteps: ['a step'],
+        },
+      );
+      const db = (ledger.log as LevelManifestLog).raw;
+      const key = `t!${digestHex(digest)}`;
+      await db.put(key, '{"size":"many"}');
+      await expect(ledger.blobs.stat(digest)).rejects.toEqual(manifestError('RECORD_CORRUPT', key));
+      await expect(ledger.blobs.delete(digest, { storedBeforeMs: Date.now() })).rejects.toEqual(
+        manifestError('RECORD_CORRUPT', key),
+      );
+      expect(await ledger.log.inlineBlobs!.delete(digest)).toBe(true);
+      expect(await db.get(key)).toBeUndefined();
+
+      await db.put('t!not-hex', '{"size":1,"storedAtMs":1}');
+      await expect(gc(ledger, { graceMs: 0 })).rejects.toEqual(manifestError('RECORD_CORRUPT', 't!not-hex'));
+    } finally {
+      await ledger.close();
+      await rm(join(root, '..'), { recursive: true, force: true });
+    }
+  });
 });

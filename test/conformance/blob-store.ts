@@ -204,6 +204,13 @@ export function blobStoreSuite(name: string, factory: BlobStoreFactory): void {
         expect(await fx.store.has(digest)).toBe(false);
       });
 
+      it('refuses with INVALID_ARGUMENT a storedBeforeMs that is not a finite number, removing nothing', async () => {
+        const { digest } = await fx.store.put(bytes(100, 23));
+        for (const bad of [Number.NaN, Infinity, '0', null])
+          await expectStoreError(fx.store.delete(digest, { storedBeforeMs: bad as never }), 'INVALID_ARGUMENT');
+        expect(await fx.store.has(digest)).toBe(true);
+      });
+
       it('answers false and undefined for an absent blob', async () => {
         const absent = await hashBytes(bytes(10), nobleBlake3);
         expect(await fx.store.has(absent)).toBe(false);
