@@ -177,7 +177,9 @@ describe('gc against a publish that reuses an old orphan blob', () => {
       },
     });
     const root = tempDir('hl-review-');
-    const ledger = await openLedger({ root, host: 'host-a', log });
+    // The summary in a file: the race is between gc and a blob put that precedes its append (an inline
+    // summary is written by the append itself; test/conformance/ledger.ts covers that tier).
+    const ledger = await openLedger({ root, host: 'host-a', log, inlineSummaryBytes: 0 });
     const summary = sizedSummary('old orphan');
     const orphan = await ledger.blobs.put(prepareSummary(summary).source as Uint8Array);
     const twoDaysAgo = new Date(Date.now() - 2 * 86_400_000);
@@ -213,7 +215,7 @@ describe('blob directories swapped for symlinks after open', () => {
     async (dir) => {
       const root = join(tempDir('hl-review-'), 'store');
       const outside = tempDir('hl-review-outside-');
-      const ledger = await openLedger({ root, host: 'host-a' });
+      const ledger = await openLedger({ root, host: 'host-a', inlineSummaryBytes: 0 }); // summaries in blob files
       try {
         await ledger.publish(scope, sizedSummary('before the swap'));
         renameSync(join(root, dir), join(outside, 'moved'));
