@@ -17,6 +17,7 @@ export type ManifestErrorCode =
   | 'TRUST_INVALID'
   | 'CHAIN_CONFLICT'
   | 'LOCKED'
+  | 'RECORD_CORRUPT'
   | 'STORAGE_FAILED'
   | 'CANCELLED'
   | 'NOTE_MALFORMED'

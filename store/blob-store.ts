@@ -58,13 +58,22 @@ export interface BlobStore {
   chunks(digest: string, options?: GetOptions): AsyncIterable<Uint8Array>;
   /** True when a blob with this digest is stored (its content is not checked). */
   has(digest: string): Promise<boolean>;
-  /** Size and storage time, or `undefined` when absent. */
+  /** Size and storage time (the last `put` of these bytes), or `undefined` when absent. */
   stat(digest: string): Promise<BlobStat | undefined>;
   /** Every stored digest, in no particular order. */
   list(): AsyncIterable<Digest>;
-  /** Removes a blob (garbage collection only). Absent blobs are not an error. */
-  delete(digest: string): Promise<void>;
+  /**
+   * Removes a blob (garbage collection only). Absent blobs are not an error. With `storedBeforeMs`, removes it
+   * only when its storage time is still before that instant (a `put` of the same bytes refreshes the storage
+   * time): resolves `true` when removed, `false` when kept or absent.
+   */
+  delete(digest: string, options?: DeleteOptions): Promise<boolean>;
   close(): Promise<void>;
+}
+
+export interface DeleteOptions {
+  /** Remove the blob only if its storage time (ms since epoch) is still before this instant. */
+  storedBeforeMs?: number;
 }
 
 /** What a backend's `_put` is given: the effective size limit and the caller's signal, both already checked. */
@@ -99,6 +108,16 @@ function checkOptions(options: unknown): { maxBytes?: number; signal?: AbortSign
   const { maxBytes, signal } = options as { maxBytes?: unknown; signal?: unknown };
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal');
   return { maxBytes: checkByteLimit(maxBytes, 'maxBytes'), signal };
+}
+
+function checkDeleteOptions(options: unknown): DeleteOptions {
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
+  const { storedBeforeMs } = options as { storedBeforeMs?: unknown };
+  if (storedBeforeMs === undefined) return {};
+  if (typeof storedBeforeMs !== 'number' || !Number.isFinite(storedBeforeMs))
+    throw invalid(`storedBeforeMs must be a finite number, got ${String(storedBeforeMs).slice(0, 40)}`);
+  return { storedBeforeMs };
 }
 
 /** An async iterable, or a sync one (`for await` reads both; callers in plain JavaScript pass arrays). */
@@ -174,8 +193,9 @@ export abstract class AbstractBlobStore implements BlobStore {
     return this._list();
   }
 
-  async delete(digest: string): Promise<void> {
-    return this._delete(checkDigest(digest));
+  async delete(digest: string, options?: DeleteOptions): Promise<boolean> {
+    const d = checkDigest(digest);
+    return this._delete(d, checkDeleteOptions(options));
   }
 
   close(): Promise<void> {
@@ -195,7 +215,11 @@ export abstract class AbstractBlobStore implements BlobStore {
   protected abstract _chunks(digest: Digest, limits: ReadLimits): AsyncIterable<Uint8Array>;
   protected abstract _stat(digest: Digest): Promise<BlobStat | undefined>;
   protected abstract _list(): AsyncIterable<Digest>;
-  protected abstract _delete(digest: Digest): Promise<void>;
+  /**
+   * Removes the blob; with `storedBeforeMs`, only while its storage time is still before it (judged as late as
+   * the backend can, so a `put` that refreshed the time keeps the blob). True when a blob was removed.
+   */
+  protected abstract _delete(digest: Digest, options: DeleteOptions): Promise<boolean>;
   protected abstract _close(): Promise<void>;
 }
 

@@ -138,6 +138,16 @@ describe('handoff-ledger help', () => {
   it('refuses help for a command that does not exist', async () => {
     expect(await cli(['help', 'frobnicate'])).toMatchObject({ code: 2, stdout: '' });
   });
+
+  it('escapes control and bidi characters of an unknown command or option name (C1 and U+202E survive JSON quoting)', async () => {
+    const hostile = 'x\u009b2J\u202eevil';
+    for (const argv of [[hostile], ['help', hostile], ['history', `--${hostile}`]]) {
+      const r = await cli(argv);
+      expect(r.code).toBe(2);
+      expect(r.stderr).not.toMatch(/[\u009b\u202e]/);
+      expect(r.stderr).toContain('\\x9b2J\\u{202e}evil');
+    }
+  });
 });
 
 describe.each(Object.keys(commands))('%s', (name) => {

@@ -158,7 +158,7 @@ describe('handoff-ledger CLI', () => {
     await log.close();
     const f = cli(['fsck', '--root', root]);
     expect(f.code).toBe(1);
-    expect(f.stdout).toContain('ROLLBACK\tevil\\u001b[2J\t');
+    expect(f.stdout).toContain('ROLLBACK\tevil\\x1b[2J\t');
     expect(f.stdout).not.toContain('\u001b');
   });
 

@@ -164,10 +164,15 @@ describe('fsck', () => {
 
   it("reports time running backwards with the auditor's code, while history still returns the chain", async () => {
     let now = Date.parse('2026-11-30T10:00:00.000Z');
-    const ledger = await openLedger({ root: tempDir(), host: 'host-a', clock: () => new Date(now) });
+    const root = tempDir();
+    const first = await openLedger({ root, host: 'host-a', clock: () => new Date(now) });
     now += 1_800_000;
-    await ledger.publish(scope, sampleSummary(1));
-    now -= 1_200_000; // a clock set back (still within the key's validity)
+    await first.publish(scope, sampleSummary(1));
+    await first.close();
+    // A ledger never signs a createdAt before its own last one; a process started with a clock set back
+    // (still within the key's validity) does.
+    now -= 1_200_000;
+    const ledger = await openLedger({ root, host: 'host-a', clock: () => new Date(now) });
     await ledger.publish(scope, sampleSummary(2));
     expect((await ledger.history(scope)).map((h) => h.manifest.seq)).toEqual([0, 1]);
     const report = await fsck(ledger);

@@ -247,9 +247,11 @@ describe('keys', () => {
     const keyId = ledger.keyId;
     await ledger.revokeKey(keyId, '2026-11-30T10:00:30.000Z');
     await ledger.close();
-    ledger = await open(root, { clock }).catch((e) => e);
-    expect(ledger).toMatchObject({ code: 'KEY_INVALID' }); // the revoked key cannot sign any more
-    // Reading only: an auditor-style open with another key trusts the same file.
+    ledger = await open(root, { clock });
+    // The revoked key cannot sign any more; the store still opens for reading.
+    await expect(ledger.publish(scope, sampleSummary(3))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    await ledger.close();
+    // An auditor-style open with another key trusts the same file.
     const reader = await open(root, { clock, signer: new LocalSigner(generateJwk()) });
     await expect(reader.resume(scope)).rejects.toMatchObject({ name: 'ManifestError', code: 'KEY_REVOKED' });
     const report = await fsck(reader);

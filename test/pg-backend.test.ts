@@ -80,6 +80,12 @@ describePostgres('PostgreSQL backend', (pg) => {
           [digest],
         );
       },
+      async backdate(digest: string, ms: number) {
+        await sql(`UPDATE "${schema}".blobs SET stored_at = stored_at - make_interval(secs => $2) WHERE digest = $1`, [
+          digest,
+          ms / 1000,
+        ]);
+      },
       async dispose() {
         await fx.store.close();
       },

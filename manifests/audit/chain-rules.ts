@@ -10,10 +10,11 @@ import type { ChainSummary, FindingSink } from './findings.js';
 import type { VerifiedLine } from './verify-line.js';
 import { checkLink, type LinkViolation } from '../chain/link-rules.js';
 
-export interface ChainEntry extends VerifiedLine {
-  /** The exact envelope text of the line (evidence for forks). */
-  text: string;
-}
+/**
+ * A verified line as the chain rules keep it: its signed fields only, never its text, so that memory grows with
+ * the distinct signed manifests and not with the bytes of the bundle (fork evidence texts are read back later).
+ */
+export type ChainEntry = VerifiedLine;
 
 /** What the bundle claims to contain; a chain outside it is `OUT_OF_SCOPE`. */
 export interface AuditScope {
@@ -74,7 +75,7 @@ function verifyForksAndOrder(
         chain: session,
         seq: e.seq,
         message: `two manifests at seq ${e.seq}: lines ${first.line} and ${e.line}`,
-        evidence: { lines: [first.line, e.line], ids: [first.id, e.id], envelopes: [first.text, e.text] },
+        evidence: { lines: [first.line, e.line], ids: [first.id, e.id] },
       });
       flagged.add(e);
     } else if (e.seq < maxSeq) {

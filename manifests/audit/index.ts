@@ -9,6 +9,7 @@
 export {
   verifyBundle,
   verifyChain,
+  type AuditCoverage,
   type AuditProgress,
   type BundleAuditReport,
   type VerifyBundleOptions,

@@ -18,6 +18,11 @@ export interface BlobCheckOptions {
   /** BLAKE3 backend for blob bytes (default: the portable noble reference). */
   hash?: HashBackend;
   checkSummary?: SummaryCheck;
+  /**
+   * The auditor expects blobs: a bundle without them (no `blobs/`, no `counts.blobs`) gets `BLOB_MISSING` for every
+   * manifest instead of a silent skip. Without it, whether blobs are checked is the unsigned bundle's choice.
+   */
+  requireBlobs?: boolean;
 }
 
 const SMALL_BLOB = 64 * 1024;
@@ -55,7 +60,7 @@ export async function verifyBlobs(
   options: BlobCheckOptions,
   sink: FindingSink,
 ): Promise<number> {
-  const readBlob = reader.readBlob;
+  const readBlob = reader.readBlob ?? (options.requireBlobs ? async () => undefined : undefined);
   if (!readBlob) return 0;
   const key = (e: ChainEntry) => `${e.summary.digest}/${e.summary.size}`;
   const firstOf = new Map<string, ChainEntry>();
@@ -73,5 +78,5 @@ export async function verifyBlobs(
     const verdict = verdicts.get(key(e));
     if (verdict) sink.add({ code: verdict.code, line: e.line, chain: e.session, seq: e.seq, message: verdict.message });
   }
-  return verdicts.size;
+  return reader.readBlob ? verdicts.size : 0;
 }

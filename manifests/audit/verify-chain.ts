@@ -58,12 +58,30 @@ export interface VerifyBundleOptions extends VerifyChainOptions, BlobCheckOption
   since?: string;
 }
 
+/** What a bundle audit checked: the unsigned header may not silently decide it, so the report says. */
+export interface AuditCoverage {
+  /** Step 7 ran (the bundle carries blobs, or `requireBlobs` made their absence findings). */
+  blobs: boolean;
+  blobsRequired: boolean;
+  /** The scope chains were held to (step 6, `OUT_OF_SCOPE`); absent when none was declared or asked for. */
+  scope?: AuditScope;
+  /** Who declared each part of the scope: the auditor's options, the bundle's unsigned header, or neither. */
+  scopeFrom: 'auditor' | 'header' | 'auditor and header' | 'none';
+}
+
 export interface BundleAuditReport extends AuditReport {
   /** The bundle's (unsigned) header, when it has one. */
   header?: BundleHeader;
   /** The verified checkpoint the bundle was checked against (step 9). */
   checkpoint?: CheckpointSummary;
+  checked: AuditCoverage;
 }
+
+/** A batch is also cut by bytes: a thousand padded 64 KiB lines must not sit in memory at once. */
+const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+
+/** FORK findings get both envelopes as evidence, read back from the bundle; at most this many forks get them. */
+const MAX_FORK_EVIDENCE = 1000;
 
 /** Steps 1-5 over every line, in batches, keeping verified entries in file order. */
 async function verifyLines(
@@ -71,38 +89,52 @@ async function verifyLines(
   options: VerifyChainOptions,
   sink: FindingSink,
   totalBytes?: number,
-): Promise<{ entries: ChainEntry[]; lines: number }> {
+): Promise<{ entries: ChainEntry[]; lines: number; verified: number }> {
   const ctx = { trust: options.trust, verifier: options.verifier ?? nobleVerifier };
   const executor = options.lineVerifier ?? inlineLineVerifier(ctx);
   const batchSize = options.batchSize ?? 1000;
   const entries: ChainEntry[] = [];
-  const inflight: Array<{ done: Promise<LineOutcome[]>; texts: Map<number, string>; bytes: number; count: number }> =
-    [];
+  // Duplicates are findings at once and are not kept: a bundle of one valid line repeated costs no memory per line.
+  const firstLineOf = new Map<string, number>();
+  const inflight: Array<{ done: Promise<LineOutcome[]>; bytes: number; count: number }> = [];
   let batch: Array<{ line: number; text: string }> = [];
   let batchBytes = 0;
   let lines = 0;
   let bytes = 0;
   let lastLine = 0;
 
-  const take = (outcome: LineOutcome, text: string | undefined): void => {
+  let verified = 0;
+  const take = (outcome: LineOutcome): void => {
     if (!outcome.ok) return sink.add(outcome.finding);
-    const entry = outcome.entry as ChainEntry;
-    entry.text = text!; // kept for FORK evidence
-    entries.push(entry);
+    verified++;
+    const e = outcome.entry;
+    const first = firstLineOf.get(e.id);
+    if (first !== undefined) {
+      sink.add({
+        code: 'DUPLICATE',
+        line: e.line,
+        chain: e.session,
+        seq: e.seq,
+        message: `manifest ${e.id} already appeared on line ${first}`,
+        evidence: { lines: [first], ids: [e.id] },
+      });
+      return;
+    }
+    firstLineOf.set(e.id, e.line);
+    entries.push(e);
   };
   const settleOldest = async (): Promise<void> => {
     const b = inflight.shift()!;
-    for (const outcome of await b.done) take(outcome, outcome.ok ? b.texts.get(outcome.entry.line) : undefined);
+    for (const outcome of await b.done) take(outcome);
     lines += b.count;
     bytes += b.bytes;
     options.onProgress?.({ lines, bytes, totalBytes });
   };
   const dispatch = async (): Promise<void> => {
     if (batch.length === 0) return;
-    const texts = new Map(batch.map((l) => [l.line, l.text]));
     const done = executor.verifyLines(batch);
     done.catch(() => {}); // awaited in order below; this only keeps an early rejection from being "unhandled"
-    inflight.push({ done, texts, bytes: batchBytes, count: batch.length });
+    inflight.push({ done, bytes: batchBytes, count: batch.length });
     batch = [];
     batchBytes = 0;
     while (inflight.length > executor.concurrency) await settleOldest();
@@ -121,7 +153,8 @@ async function verifyLines(
         });
         if (outcome.ok) batch.push({ line: raw.line, text: raw.text! });
         batchBytes += raw.bytes;
-      } else if (raw.text === undefined) {
+      } else if (raw.text === undefined || raw.text.length === 0) {
+        // Findings decided without the line verifier (over-long, not UTF-8, empty): never batched or sent to a thread.
         sink.add((verifyRawLine(raw, ctx) as Extract<LineOutcome, { ok: false }>).finding);
         lines++;
         bytes += raw.bytes;
@@ -129,20 +162,20 @@ async function verifyLines(
         batch.push({ line: raw.line, text: raw.text });
         batchBytes += raw.bytes;
       }
-      if (batch.length >= batchSize) await dispatch();
+      if (batch.length >= batchSize || batchBytes >= MAX_BATCH_BYTES) await dispatch();
     }
     await dispatch();
     while (inflight.length > 0) await settleOldest();
   } finally {
     if (!options.lineVerifier) await executor.close();
   }
-  return { entries, lines: lastLine };
+  return { entries, lines: lastLine, verified };
 }
 
 function report(
   sink: FindingSink,
   lines: number,
-  entries: ChainEntry[],
+  verified: number,
   chains: AuditReport['chains'],
   blobsChecked: number,
 ): AuditReport {
@@ -154,7 +187,7 @@ function report(
     chains,
     counts: {
       lines,
-      manifests: entries.length,
+      manifests: verified,
       chains: chains.length,
       findings: sink.total,
       byCode: sink.counts(),
@@ -181,14 +214,53 @@ export async function verifyChain(
       yield { line, text: String(text), terminated: true, bytes: String(text).length + 1 } satisfies RawLine;
     }
   })();
-  const { entries, lines: count } = await verifyLines(raws, options, sink);
+  const { entries, lines: count, verified } = await verifyLines(raws, options, sink);
   const chains = verifyChainRules(entries, options.scope, sink);
-  return report(sink, count, entries, chains, 0);
+  return report(sink, count, verified, chains, 0);
 }
 
 function scopeOf(header: BundleHeader | undefined): AuditScope | undefined {
   const f = header?.filters;
   return f && (f.session !== undefined || f.principal !== undefined) ? f : undefined;
+}
+
+/** The auditor's scope, completed (never replaced) by the header's: the header can add constraints, not drop them. */
+function auditScope(
+  asked: AuditScope | undefined,
+  header: BundleHeader | undefined,
+): Pick<AuditCoverage, 'scope' | 'scopeFrom'> {
+  const declared = scopeOf(header);
+  const mine = asked && (asked.session !== undefined || asked.principal !== undefined) ? asked : undefined;
+  if (!mine && !declared) return { scopeFrom: 'none' };
+  if (!mine) return { scope: declared, scopeFrom: 'header' };
+  const scope: AuditScope = { ...declared, ...stripUndefined(mine) };
+  const headerAdds =
+    declared !== undefined &&
+    ((declared.session !== undefined && mine.session === undefined) ||
+      (declared.principal !== undefined && mine.principal === undefined));
+  return { scope, scopeFrom: headerAdds ? 'auditor and header' : 'auditor' };
+}
+
+function stripUndefined(scope: AuditScope): AuditScope {
+  return {
+    ...(scope.session !== undefined ? { session: scope.session } : {}),
+    ...(scope.principal !== undefined ? { principal: scope.principal } : {}),
+  };
+}
+
+/** Reads back the exact envelope texts of the lines a FORK finding names (the first passes keep no line text). */
+async function attachForkEnvelopes(reader: BundleReader, findings: Finding[]): Promise<void> {
+  const forks = findings.filter((f) => f.code === 'FORK' && f.evidence?.lines).slice(0, MAX_FORK_EVIDENCE);
+  if (forks.length === 0) return;
+  const wanted = new Map<number, string>();
+  for (const f of forks) for (const l of f.evidence!.lines!) wanted.set(l, '');
+  let left = wanted.size;
+  for await (const raw of splitLines(reader.manifests())) {
+    if (!wanted.has(raw.line)) continue;
+    wanted.set(raw.line, raw.text ?? '');
+    if (--left === 0) break;
+  }
+  for (const f of forks) f.evidence!.envelopes = f.evidence!.lines!.map((l) => wanted.get(l) ?? '');
 }
 
 /**
@@ -205,10 +277,11 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   const leaves: Array<Uint8Array | undefined> = [];
   const hasCheckpoint = (await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE)) !== undefined;
   const raws = hasCheckpoint ? tapLeaves(splitLines(reader.manifests()), leaves) : splitLines(reader.manifests());
-  const { entries, lines } = await verifyLines(raws, options, sink, totalBytes);
-  const scope = options.scope ?? scopeOf(header);
-  const chains = verifyChainRules(entries, scope, sink);
-  const blobsChecked = await verifyBlobs(dedupe(entries), reader, options, sink);
+  const { entries, lines, verified } = await verifyLines(raws, options, sink, totalBytes);
+  const coverage = auditScope(options.scope, header);
+  const chains = verifyChainRules(entries, coverage.scope, sink);
+  await attachForkEnvelopes(reader, sink.findings);
+  const blobsChecked = await verifyBlobs(entries, reader, options, sink);
   // Step 8: the header is unsigned, so this only catches accidental truncation (see docs/AUDIT.md, Limitations).
   if (header && header.counts.manifests !== lines) {
     sink.add({
@@ -219,13 +292,13 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   }
   // Step 9: a filtered bundle holds some leaves, so it is checked by inclusion proofs instead of the root.
   const checkpoint = await verifyTree(reader, leaves, scopeOf(header) !== undefined, options, sink);
-  const result: BundleAuditReport = report(sink, lines, entries, chains, blobsChecked);
+  const checked: AuditCoverage = {
+    blobs: reader.readBlob !== undefined || options.requireBlobs === true,
+    blobsRequired: options.requireBlobs === true,
+    ...coverage,
+  };
+  const result: BundleAuditReport = { ...report(sink, lines, verified, chains, blobsChecked), checked };
   if (header) result.header = header;
   if (checkpoint) result.checkpoint = checkpoint;
   return result;
-}
-
-function dedupe(entries: ChainEntry[]): ChainEntry[] {
-  const seen = new Set<string>();
-  return entries.filter((e) => (seen.has(e.id) ? false : (seen.add(e.id), true)));
 }

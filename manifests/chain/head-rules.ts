@@ -8,8 +8,10 @@ import type { ChainHead, LogEntry, ManifestLog } from '../log/log.js';
 /**
  * `HEAD_MISMATCH`: the head names no stored entry with its id. `ROLLBACK`: the chain was cut back: the head
  * is below the highest seq already verified or published (the watermark), or entries lie beyond it.
+ * `RECORD_CORRUPT`: a stored record the check needed cannot be parsed (reported, never a reason to refuse
+ * opening: fsck needs the store open).
  */
-export type HeadProblemCode = 'HEAD_MISMATCH' | 'ROLLBACK';
+export type HeadProblemCode = 'HEAD_MISMATCH' | 'ROLLBACK' | 'RECORD_CORRUPT';
 
 export interface HeadProblem {
   session: string;

@@ -46,11 +46,31 @@ export const trustedCheckpointKeySchema = z.strictObject({
   revokedAt: timestampSchema.optional(),
 });
 
-export const trustStoreSchema = z.strictObject({
-  version: z.literal(1),
-  keys: z.array(trustedKeySchema).max(10_000),
-  checkpointKeys: z.array(trustedCheckpointKeySchema).max(10_000).optional(),
-});
+export const trustStoreSchema = z
+  .strictObject({
+    version: z.literal(1),
+    keys: z.array(trustedKeySchema).max(10_000),
+    checkpointKeys: z.array(trustedCheckpointKeySchema).max(10_000).optional(),
+  })
+  // With two entries for one key, whichever a lookup found first would decide: an unrevoked copy would hide a revocation.
+  .superRefine((store, ctx) => {
+    for (const [field, list] of [
+      ['keys', store.keys],
+      ['checkpointKeys', store.checkpointKeys ?? []],
+    ] as const) {
+      const seen = new Set<string>();
+      list.forEach((k, i) => {
+        const name = `${k.host}\u0000${k.keyId}`;
+        if (seen.has(name))
+          ctx.addIssue({
+            code: 'custom',
+            path: [field, i],
+            message: `key ${k.keyId} of host ${k.host} is listed twice; keep one entry per (host, keyId)`,
+          });
+        seen.add(name);
+      });
+    }
+  });
 
 export type TrustedKey = z.infer<typeof trustedKeySchema>;
 export type TrustedCheckpointKey = z.infer<typeof trustedCheckpointKeySchema>;
@@ -105,6 +125,26 @@ export function findTrustedKey(trust: TrustStore, host: string, keyId: string, a
     return { ok: false, code: 'KEY_EXPIRED', message: `key ${keyId} of host ${host} was not valid at ${at}` };
   }
   return { ok: true, key, publicKey: decodeBase64Url(key.publicKey)! };
+}
+
+/**
+ * One listing of a key from two sources: the most restrictive window (latest notBefore, earliest notAfter and
+ * revokedAt). @throws ManifestError `TRUST_INVALID` when the two give the key id different public keys
+ */
+export function mergeTrustedKey(a: TrustedKey, b: TrustedKey): TrustedKey {
+  if (a.publicKey !== b.publicKey)
+    throw new ManifestError('TRUST_INVALID', `key ${a.keyId} of host ${a.host} is listed with two public keys`);
+  const later = (x: string, y: string) => (Date.parse(x) >= Date.parse(y) ? x : y);
+  const earlier = (x: string | undefined, y: string | undefined) =>
+    x === undefined ? y : y === undefined ? x : Date.parse(x) <= Date.parse(y) ? x : y;
+  const notAfter = earlier(a.notAfter, b.notAfter);
+  const revokedAt = earlier(a.revokedAt, b.revokedAt);
+  return {
+    ...a,
+    notBefore: later(a.notBefore, b.notBefore),
+    ...(notAfter !== undefined ? { notAfter } : {}),
+    ...(revokedAt !== undefined ? { revokedAt } : {}),
+  };
 }
 
 export function emptyTrustStore(): TrustStore {

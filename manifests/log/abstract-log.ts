@@ -116,10 +116,28 @@ export abstract class AbstractManifestLog implements ManifestLog {
    */
   protected async _checkHeads(): Promise<HeadProblem[]> {
     const problems: HeadProblem[] = [];
-    for await (const head of this._heads())
-      problems.push(...headProblems(await readHeadFacts(this, head.session, head)));
-    for await (const session of this._headlessSessions())
-      problems.push(...headProblems(await readHeadFacts(this, session, null)));
+    // A corrupt record is a problem to report, not a reason to stop: the other sessions are still checked.
+    const corrupt = (session: string, err: unknown) => {
+      if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+      problems.push({ session, code: 'RECORD_CORRUPT', problem: err.message });
+    };
+    const check = async (session: string, head: ChainHead | null) => {
+      try {
+        problems.push(...headProblems(await readHeadFacts(this, session, head)));
+      } catch (err) {
+        corrupt(session, err);
+      }
+    };
+    try {
+      for await (const head of this._heads()) await check(head.session, head);
+    } catch (err) {
+      corrupt('(unknown)', err);
+    }
+    try {
+      for await (const session of this._headlessSessions()) await check(session, null);
+    } catch (err) {
+      corrupt('(unknown)', err);
+    }
     return problems;
   }
 

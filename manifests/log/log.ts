@@ -55,11 +55,15 @@ export interface InlineBlob {
  */
 export interface InlineBlobTable {
   get(digest: Digest): Promise<Uint8Array | undefined>;
-  /** Size and first storage time (ms since epoch), or `undefined` when absent. */
+  /** Size and storage time (ms since epoch: the last append that wrote these bytes), or `undefined` when absent. */
   stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined>;
   list(): AsyncIterable<Digest>;
-  /** Removes an inline blob (garbage collection only). Absent blobs are not an error. */
-  delete(digest: Digest): Promise<void>;
+  /**
+   * Removes an inline blob (garbage collection only). Absent blobs are not an error. With `storedBeforeMs`, only
+   * while its storage time is still before that instant (an append of the same bytes refreshes it), as
+   * `BlobStore.delete`: true when removed.
+   */
+  delete(digest: Digest, options?: { storedBeforeMs?: number }): Promise<boolean>;
 }
 
 export interface AppendOptions {

@@ -1,6 +1,7 @@
 /** grant, revoke, grants, keys: the operator's access and key lifecycle commands. */
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withLedger, EXIT_OK, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import { printableLines } from './printable.js';
 
 const grantOptions = {
   ...storeOptions,
@@ -29,7 +30,9 @@ function changeGrant(kind: 'grant' | 'revoke') {
         if (values.json) writeJson(io.stdout, rec);
         else
           io.stdout.write(
-            `${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}\n`,
+            printableLines([
+              `${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}`,
+            ]),
           );
         return EXIT_OK;
       });
@@ -50,7 +53,9 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
       if (values.json) writeJson(io.stdout, list);
       else
         for (const g of list)
-          io.stdout.write(`${g.principal}\t${g.session}\t${g.state}\t${g.at}${g.by ? `\t${g.by}` : ''}\n`);
+          io.stdout.write(
+            printableLines([`${g.principal}\t${g.session}\t${g.state}\t${g.at}${g.by ? `\t${g.by}` : ''}`]),
+          );
       return EXIT_OK;
     });
   } catch (err) {
@@ -87,14 +92,18 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             });
           else
             io.stdout.write(
-              `wrote ${trust.keys.length} trusted key(s) and ${trust.checkpointKeys?.length ?? 0} checkpoint key(s) to ` +
-                `${values.out}; give this file to auditors out of band\n`,
+              printableLines([
+                `wrote ${trust.keys.length} trusted key(s) and ${trust.checkpointKeys?.length ?? 0} checkpoint key(s) to ` +
+                  `${values.out}; give this file to auditors out of band`,
+              ]),
             );
         } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);
         else {
           for (const k of trust.keys)
             io.stdout.write(
-              `${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}\n`,
+              printableLines([
+                `${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}`,
+              ]),
             );
           // A verifier key's name is any non-space text: printed JSON-escaped, it cannot drive the terminal.
           for (const k of trust.checkpointKeys ?? [])
@@ -111,7 +120,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
         if (!keyId) throw new UsageError('keys revoke needs a KEYID');
         await ledger.revokeKey(keyId, values.at);
         if (values.json) writeJson(io.stdout, { revoked: keyId, ...(values.at ? { at: values.at } : {}) });
-        else io.stdout.write(`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}\n`);
+        else io.stdout.write(printableLines([`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}`]));
       }
       return EXIT_OK;
     });

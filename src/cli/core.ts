@@ -14,6 +14,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
+import { printableLines } from './printable.js';
 
 export async function init(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, storeOptions);
@@ -29,7 +30,8 @@ export async function init(argv: string[], io: CliIo): Promise<number> {
     };
     await ledger.close();
     if (values.json) writeJson(io.stdout, info);
-    else io.stdout.write(`store ready at ${info.root}\nhost ${info.host}, signing key ${info.keyId}\n`);
+    else
+      io.stdout.write(printableLines([`store ready at ${info.root}`, `host ${info.host}, signing key ${info.keyId}`]));
     return EXIT_OK;
   } catch (err) {
     return reportError(err, io, values.json);
@@ -105,7 +107,7 @@ export async function resume(argv: string[], io: CliIo): Promise<number> {
     return await withLedger(values, io, async (ledger) => {
       const resumed = await ledger.resume({ principal, session });
       if (!resumed) {
-        io.stderr.write(`session ${session} has no compaction yet\n`);
+        io.stderr.write(printableLines([`session ${session} has no compaction yet`]));
         if (values.json) writeJson(io.stdout, null);
         return EXIT_OK;
       }
@@ -133,7 +135,9 @@ export async function history(argv: string[], io: CliIo): Promise<number> {
       else
         for (const e of entries)
           io.stdout.write(
-            `${e.manifest.seq}\t${e.manifest.createdAt}\t${e.manifest.host}\t${e.manifest.run}\t${e.id}\t${e.manifest.summary.size} bytes\n`,
+            printableLines([
+              `${e.manifest.seq}\t${e.manifest.createdAt}\t${e.manifest.host}\t${e.manifest.run}\t${e.id}\t${e.manifest.summary.size} bytes`,
+            ]),
           );
       return EXIT_OK;
     });

@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
 import { EXIT_OK, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import { printable, printableLines } from './printable.js';
 
 export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since CHECKPOINT] [--root R]';
 
@@ -51,12 +52,14 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         ...(since !== undefined ? { since } : {}),
       });
       for (const b of result.unavailableBlobs)
-        io.stderr.write(`handoff-ledger: blob ${b.digest} not exported (${b.code}); verify will report it\n`);
+        io.stderr.write(
+          printableLines([`handoff-ledger: blob ${b.digest} not exported (${b.code}); verify will report it`]),
+        );
       const { counts } = result.header;
       if (json) writeJson(io.stdout, result);
       else {
         io.stdout.write(
-          `exported ${counts.manifests} manifests in ${counts.chains} chains${counts.blobs !== undefined ? ` and ${counts.blobs} blobs` : ''} to ${result.dir}\n` +
+          `exported ${counts.manifests} manifests in ${counts.chains} chains${counts.blobs !== undefined ? ` and ${counts.blobs} blobs` : ''} to ${printable(result.dir)}\n` +
             `auditors also need this host's public keys: handoff-ledger keys export\n`,
         );
       }

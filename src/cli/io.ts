@@ -8,6 +8,7 @@ import { isHandoffLedgerError } from '../errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { type Ledger } from '../ledger/ledger.js';
 import { defaultRoot, openLedger, type OpenLedgerOptions } from '../ledger/open.js';
+import { printable } from './printable.js';
 
 export interface CliIo {
   stdout: Writable;
@@ -79,7 +80,7 @@ export async function openFromArgs(
     root,
     host,
     hash: hashFromEnv(io.env),
-    onNotice: (m) => io.stderr.write(m + '\n'),
+    onNotice: (m) => io.stderr.write(`${printable(m)}\n`),
     ...((values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN)
       ? { origin: values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN }
       : {}),
@@ -130,11 +131,11 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
   const known =
     err instanceof UsageError ? { code: 'USAGE', message: err.message } : isHandoffLedgerError(err) ? err : undefined;
   if (!known) {
-    io.stderr.write(`handoff-ledger: ${(err as Error)?.message ?? String(err)}\n`);
+    io.stderr.write(`handoff-ledger: ${printable((err as Error)?.message ?? String(err))}\n`);
     return EXIT_USAGE;
   }
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
-  io.stderr.write(`handoff-ledger: ${known.code}: ${known.message}\n`);
+  io.stderr.write(`handoff-ledger: ${known.code}: ${printable(known.message)}\n`);
   const couldNotRun = err instanceof UsageError || err instanceof AuditError || USAGE_CODES.has(known.code);
   return couldNotRun ? EXIT_USAGE : EXIT_REFUSED;
 }

@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
 import { commandHelp, commands, usage } from './commands.js';
 import { EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError, type CliIo } from './io.js';
+import { printable } from './printable.js';
 import { packageVersion } from '../version.js';
 
 /** `--help` or `-h` before any `--`: the command's help, whatever else the line says. */
@@ -30,7 +31,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     }
     const spec = Object.hasOwn(commands, topic) ? commands[topic] : undefined;
     if (!spec) {
-      io.stderr.write(`handoff-ledger: no command ${JSON.stringify(topic)}\n\n${usage()}`);
+      io.stderr.write(`handoff-ledger: no command ${printable(JSON.stringify(topic))}\n\n${usage()}`);
       return EXIT_USAGE;
     }
     io.stdout.write(commandHelp(topic, spec));
@@ -38,7 +39,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
   const spec = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!spec) {
-    io.stderr.write(`handoff-ledger: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    io.stderr.write(`handoff-ledger: unknown command ${printable(JSON.stringify(name))}\n\n${usage()}`);
     return EXIT_USAGE;
   }
   if (asksForHelp(rest)) {
@@ -51,7 +52,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     )(rest, io);
   } catch (err) {
     if (err instanceof UsageError) {
-      io.stderr.write(`handoff-ledger: ${err.message}\n`);
+      io.stderr.write(`handoff-ledger: ${printable(err.message)}\n`);
       return EXIT_USAGE;
     }
     throw err;

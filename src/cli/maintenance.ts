@@ -12,14 +12,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-
-/** Stored data (a tampered session id, principal) reaches the terminal escaped, never as control characters. */
-function printable(text: string): string {
-  return text.replace(
-    /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
-}
+import { printableLines } from './printable.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
@@ -32,11 +25,12 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
         if (recovery.stagingRemoved)
           io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
         for (const f of report.findings)
-          io.stdout.write(`${f.code}\t${printable(f.session ?? '-')}\t${f.seq ?? '-'}\t${printable(f.message)}\n`);
+          io.stdout.write(printableLines([`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}`]));
         const paint = colours(io, io.stdout);
         io.stdout.write(
           `${report.ok ? paint.good('clean') : paint.bad(`${report.findings.length} finding(s)`)}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
         );
+        io.stdout.write(`not verified: ${report.notVerified}\n`);
       }
       return report.ok && recovery.headProblems.length === 0 ? EXIT_OK : EXIT_REFUSED;
     });

@@ -1,7 +1,8 @@
 /**
- * `handoff-ledger verify DIR --trust keys.json [--json] [--workers N] [--verifier node|noble]`:
- * the offline auditor. Exit 0 clean, 1 findings, 2 usage or I/O error. A progress bar goes to stderr
- * only when stderr is a terminal; stdout carries the report alone.
+ * `handoff-ledger verify DIR --trust keys.json [--json] [--workers N] [--verifier node|noble] [--require-blobs]
+ * [--principal ID] [--session ID] [--max-bundle-bytes N]`: the offline auditor. Exit 0 clean, 1 findings, 2 usage
+ * or I/O error. A progress bar goes to stderr only when stderr is a terminal; stdout carries the report alone,
+ * every line of it escaped (bundle contents are data, never terminal control).
  */
 import { createReadStream } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -13,7 +14,8 @@ import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
-import type { AuditProgress, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
+import type { AuditProgress, AuditScope, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
+import { isValidId } from '../../manifests/format/ids.js';
 import { auditBundle } from '../ops/audit.js';
 import { readSince } from './export.js';
 import type { LineVerifier } from '../../manifests/audit/verify-line.js';
@@ -31,12 +33,14 @@ import {
   UsageError,
   type CliIo,
 } from './io.js';
+import { printable, printableLines } from './printable.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
 
-export const usage = 'verify DIR --trust FILE [--since CHECKPOINT] [--json] [--workers auto|N] [--verifier node|noble]';
+export const usage =
+  'verify DIR --trust FILE [--since CHECKPOINT] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N]';
 
 async function readTrust(path: string): Promise<TrustStore> {
   let text: string;
@@ -96,7 +100,7 @@ async function lineVerifierFor(
     try {
       return await createWorkerLineVerifier({ trust, verifier });
     } catch (err) {
-      io.stderr.write(`handoff-ledger: verifying in one thread (${(err as Error).message})\n`);
+      io.stderr.write(`handoff-ledger: verifying in one thread (${printable((err as Error).message)})\n`);
       return undefined;
     }
   }
@@ -106,16 +110,44 @@ async function lineVerifierFor(
   return createWorkerLineVerifier({ trust, verifier, threads });
 }
 
-function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof colours>): string {
+function describeCoverage(r: BundleAuditReport): string {
+  const c = r.checked;
+  const blobs = c.blobs
+    ? `blobs${c.blobsRequired ? ' (required)' : ''}`
+    : 'NOT blobs (the bundle carries none; --require-blobs makes that a finding)';
+  const scope = c.scope
+    ? `scope ${Object.entries(c.scope)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')} (from ${c.scopeFrom})`
+    : 'no scope (none declared; --principal / --session hold chains to one)';
+  return `checked: signatures, chain rules, ${blobs}; ${scope}`;
+}
+
+/**
+ * The human-readable report: findings grouped by chain, every line escaped, one verdict line at the end (its
+ * verdict word painted after escaping, so the colour codes are the only control characters that reach the terminal).
+ */
+const NO_PAINT = { good: (s: string) => s, bad: (s: string) => s };
+
+/**
+ * The human-readable report: findings grouped by chain, every line escaped, one verdict line at the end (its
+ * verdict word painted after escaping, so the colour codes are the only control characters that reach the terminal).
+ */
+export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof colours> = NO_PAINT): string {
   const out: string[] = [];
   const h = r.header;
   const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
   out.push(`bundle ${dir}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`);
+  out.push(describeCoverage(r));
   const byChain = new Map<string, Finding[]>();
   const unattributed: Finding[] = [];
   for (const f of r.findings) {
     if (f.chain === undefined) unattributed.push(f);
-    else byChain.set(f.chain, [...(byChain.get(f.chain) ?? []), f]);
+    else {
+      const list = byChain.get(f.chain);
+      if (list) list.push(f);
+      else byChain.set(f.chain, [f]);
+    }
   }
   const listAll = r.chains.length <= 20;
   let hidden = 0;
@@ -143,8 +175,24 @@ function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof
   if (unattributed.length > 0)
     out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
   if (r.findingsTruncated) out.push(`… ${r.counts.findings - r.findings.length} more findings not listed`);
-  out.push(describeVerdict(r, paint));
-  return out.join('\n') + '\n';
+  return `${printableLines(out)}${describeVerdict(r, paint)}\n`;
+}
+
+function auditorScope(principal: string | undefined, session: string | undefined): AuditScope | undefined {
+  for (const [name, id] of [
+    ['--principal', principal],
+    ['--session', session],
+  ] as const)
+    if (id !== undefined && !isValidId(id)) throw new UsageError(`${name} must be a valid id`);
+  if (principal === undefined && session === undefined) return undefined;
+  return { ...(principal !== undefined ? { principal } : {}), ...(session !== undefined ? { session } : {}) };
+}
+
+function byteCount(text: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
+    throw new UsageError('--max-bundle-bytes must be a positive whole number of bytes');
+  return n;
 }
 
 /** Runs `verify`; returns the exit code. */
@@ -159,6 +207,10 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         json: { type: 'boolean', default: false },
         workers: { type: 'string', default: 'auto' },
         verifier: { type: 'string', default: 'node' },
+        'require-blobs': { type: 'boolean', default: false },
+        principal: { type: 'string' },
+        session: { type: 'string' },
+        'max-bundle-bytes': { type: 'string' },
       },
       true,
     );
@@ -171,10 +223,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     if (values.verifier !== 'node' && values.verifier !== 'noble')
       throw new UsageError('--verifier must be node or noble');
     const dir = positionals[0]!;
+    const scope = auditorScope(values.principal, values.session);
+    const maxManifestsBytes =
+      values['max-bundle-bytes'] === undefined ? undefined : byteCount(values['max-bundle-bytes']);
     const trust = await readTrust(values.trust);
     const since = values.since === undefined ? undefined : await readSince(values.since);
     const hashName = hashFromEnv(io.env);
-    const reader = await openBundleDir(dir);
+    const reader = await openBundleDir(dir, { maxManifestsBytes });
     const size = (await reader.manifestsSize?.()) ?? 0;
     const lineVerifier = await lineVerifierFor(values.workers, trust, values.verifier, size, io);
     const bar = progressBar(io);
@@ -186,6 +241,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         ...(lineVerifier ? { lineVerifier } : {}),
         hash: await loadHashBackend(hashName, (m) => io.stderr.write(`${m}\n`)),
         checkSummary: storedSummaryProblem,
+        requireBlobs: values['require-blobs'],
+        ...(scope ? { scope } : {}),
         onProgress: bar.update,
         ...(since !== undefined ? { since } : {}),
       });

@@ -3,7 +3,8 @@
  * the host id is hashed, so an id never becomes a path) and `<root>/trust.json` (every key this store
  * has trusted, with validity windows). Rotation = new key + `notAfter` on the old one; revocation =
  * `revokedAt`. Old manifests keep verifying after a rotation; manifests signed at or after a
- * revocation stop verifying.
+ * revocation stop verifying. A key that can no longer sign (revoked, rotated out) does not stop the
+ * store from opening: reading, verifying, exporting and rotating still work; only signing refuses.
  */
 import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,7 +13,7 @@ import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { decodeBase64Url, encodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
 import {
-  findTrustedKey,
+  mergeTrustedKey,
   parseTrustStore,
   type TrustedCheckpointKey,
   type TrustStore,
@@ -20,6 +21,8 @@ import {
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { LedgerError } from '../errors.js';
+import { ownerProblem } from '../../store/fs/owner.js';
+import { timestampSchema } from '../../manifests/format/manifest.js';
 import { generateJwk, loadKeyFile, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 
@@ -49,16 +52,20 @@ export class Keyring {
     await ensurePrivateDir(keysDir, 'UNSAFE_PATH');
     const trustPath = join(options.root, 'trust.json');
     let trust: TrustStore = { version: 1, keys: [] };
+    let trustMissing = false;
     try {
       // trust.json decides which signatures count: refuse a planted link or a file others can write.
       const st = await lstat(trustPath);
       if (!st.isFile())
         throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`);
+      const foreign = ownerProblem(trustPath, st.uid);
+      if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could rewrite it`);
       if ((st.mode & 0o022) !== 0)
         throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
       trust = parseTrustStore(await readFile(trustPath, 'utf8'));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      trustMissing = true;
     }
     let signer = options.signer;
     let keyPath: string | undefined;
@@ -70,7 +77,14 @@ export class Keyring {
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || options.keyFile) throw err;
         await writeKeyFile(keyPath, generateJwk());
         signer = await loadKeyFile(keyPath);
+        trustMissing = false;
       }
+      // Re-listing the host key from "now" would expire everything it signed before: never rebuild trust.json silently.
+      if (trustMissing && !options.keyFile)
+        throw new LedgerError(
+          'KEY_INVALID',
+          `${trustPath} is missing but the host key exists; restore trust.json (from a backup or \`keys export\`)`,
+        );
     }
     // The checkpoint key is a key of its own: one key never signs two message formats.
     const checkpointPath = join(keysDir, `checkpoint-${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
@@ -129,7 +143,10 @@ export class Keyring {
     return this.options.clock().toISOString();
   }
 
-  /** Lists the signer's key for this host if it is not listed yet; refuses a key that is no longer valid. */
+  /**
+   * Lists the signer's key for this host if it is not listed yet. A listed key that can no longer sign is
+   * kept as it is: publish refuses to sign with it (KEY_REVOKED / KEY_EXPIRED), everything else works.
+   */
   private async ensureTrusted(signer: Signer): Promise<void> {
     const listed = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === signer.keyId);
     if (!listed) {
@@ -150,9 +167,11 @@ export class Keyring {
     if (listed.publicKey !== encodeBase64Url(signer.publicKey)) {
       throw new LedgerError('KEY_INVALID', `trust.json lists key ${signer.keyId} with another public key`);
     }
-    const lookup = findTrustedKey(this.trust, this.options.host, signer.keyId, this.now());
-    if (!lookup.ok)
-      throw new LedgerError('KEY_INVALID', `the host key cannot sign now: ${lookup.message}; rotate the key`);
+  }
+
+  /** When the current key's window opens: nothing it signs may be dated earlier (its manifests would not verify). */
+  signsFrom(): string | undefined {
+    return this.trust.keys.find((k) => k.host === this.options.host && k.keyId === this.current.keyId)?.notBefore;
   }
 
   private async save(trust: TrustStore): Promise<void> {
@@ -161,13 +180,17 @@ export class Keyring {
   }
 
   /**
-   * Rotates the host key: a new key file replaces the old one, the old key gets `notAfter` = now and
-   * the new one `notBefore` = now. Not available with an injected signer (rotate it in the KMS).
+   * Rotates the host key: a new key file replaces the old one, the old key gets `notAfter` = `at` and the
+   * new one `notBefore` = `at`, where `at` is now, or just after `lastSignedAt` when that is later (same
+   * millisecond, or a clock that stepped back): a window never closes at or before a manifest its key signed.
+   * The caller makes sure no signature is in flight. Not available with an injected signer (rotate it in the KMS).
    */
-  async rotate(): Promise<Signer> {
+  async rotate(lastSignedAt?: string): Promise<Signer> {
     if (!this.keyPath)
       throw new LedgerError('KEY_INVALID', 'cannot rotate an injected signer; rotate it where it lives');
-    const at = this.now();
+    const floors = [lastSignedAt, this.signsFrom()].filter((t): t is string => t !== undefined);
+    const after = Math.max(...floors.map((t) => Date.parse(t) + 1), Date.parse(this.now()));
+    const at = new Date(after).toISOString();
     const old = this.current;
     const jwk = generateJwk();
     const keys: TrustedKey[] = this.trust.keys.map((k) =>
@@ -197,8 +220,17 @@ export class Keyring {
     return this.current;
   }
 
-  /** Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify. */
+  /**
+   * Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify.
+   * @throws LedgerError `INVALID_ARGUMENT` when `at` is not an ISO-8601 UTC time with milliseconds (what
+   *   trust.json holds; anything else would make the file unloadable), `KEY_INVALID` for an unknown key
+   */
   async revoke(keyId: string, at: string = this.now()): Promise<void> {
+    if (!timestampSchema.safeParse(at).success)
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `revocation time ${JSON.stringify(String(at).slice(0, 40))} is not an ISO-8601 UTC time with milliseconds (e.g. 2026-11-30T10:00:30.000Z)`,
+      );
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     if (!this.trust.keys.some((k) => k.keyId === keyId) && !checkpointKeys.some((k) => k.keyId === keyId))
       throw new LedgerError('KEY_INVALID', `no trusted key ${keyId}`);
@@ -210,12 +242,19 @@ export class Keyring {
   }
 }
 
-/** Union of trust stores (the store's own file plus keys of other hosts given by the caller). */
+/**
+ * Union of trust stores (the store's own file plus keys of other hosts given by the caller). A key listed in
+ * more than one of them gets the most restrictive window of all its listings (see `mergeTrustedKey`).
+ */
 export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore {
   const keys: TrustedKey[] = [];
   const checkpointKeys: TrustedCheckpointKey[] = [];
   for (const s of stores) {
-    for (const k of s?.keys ?? []) if (!keys.some((x) => x.host === k.host && x.keyId === k.keyId)) keys.push(k);
+    for (const k of s?.keys ?? []) {
+      const at = keys.findIndex((x) => x.host === k.host && x.keyId === k.keyId);
+      if (at < 0) keys.push(k);
+      else keys[at] = mergeTrustedKey(keys[at]!, k);
+    }
     for (const k of s?.checkpointKeys ?? [])
       if (!checkpointKeys.some((x) => x.host === k.host && x.vkey === k.vkey)) checkpointKeys.push(k);
   }

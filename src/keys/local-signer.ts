@@ -11,6 +11,7 @@ import { keyIdOf } from '../../manifests/format/trust.js';
 import { LedgerError } from '../errors.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
+import { ownerProblem } from '../../store/fs/owner.js';
 
 const b64url32 = z.string().refine((s) => decodeBase64Url(s)?.length === 32, 'must be base64url of 32 bytes');
 const jwkSchema = z.object({
@@ -58,13 +59,16 @@ export function generateJwk(): PrivateJwk {
 }
 
 /**
- * Loads a private key file, refusing one that is a symlink or readable/writable by group or others.
+ * Loads a private key file, refusing one that is a symlink, owned by another user (not root), or
+ * readable/writable by group or others.
  * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`
  */
 export async function loadKeyFile(path: string): Promise<LocalSigner> {
   const st = await lstat(path);
   if (st.isSymbolicLink() || !st.isFile())
     throw new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`);
+  const foreign = ownerProblem(`key file ${path}`, st.uid);
+  if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could have planted it`);
   if ((st.mode & 0o077) !== 0) {
     throw new LedgerError(
       'KEY_FILE_UNSAFE',

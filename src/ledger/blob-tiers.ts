@@ -3,7 +3,15 @@
  * that names them), larger ones in the blob store. Reads, listing, gc and export go through this one
  * `BlobStore`, so an inline blob is re-hashed, exported, verified, collected and checked like a file.
  */
-import type { BlobInfo, BlobSource, BlobStat, BlobStore, GetOptions, PutOptions } from '../../store/blob-store.js';
+import type {
+  BlobInfo,
+  BlobSource,
+  BlobStat,
+  BlobStore,
+  DeleteOptions,
+  GetOptions,
+  PutOptions,
+} from '../../store/blob-store.js';
 import { StoreError, throwIfAborted } from '../../store/errors.js';
 import { digestHex, hashBytes, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import type { InlineBlobTable } from '../../manifests/log/log.js';
@@ -67,10 +75,16 @@ export class TieredBlobStore implements BlobStore {
     for await (const d of this.files.list()) if (!seen.has(d)) yield d;
   }
 
-  async delete(digest: string): Promise<void> {
+  /**
+   * Removes the blob from both tiers, each judged by its own storage time under `storedBeforeMs` (an append that
+   * wrote the bytes inline, or a put of them as a file, makes that copy young). True only when a copy was removed
+   * and none was kept: a blob still readable from one tier was not collected.
+   */
+  async delete(digest: string, options: DeleteOptions = {}): Promise<boolean> {
     digestHex(digest);
-    await this.inline.delete(digest as Digest);
-    await this.files.delete(digest);
+    const inlineRemoved = await this.inline.delete(digest as Digest, options);
+    const fileRemoved = await this.files.delete(digest, options);
+    return (inlineRemoved || fileRemoved) && !(await this.has(digest));
   }
 
   close(): Promise<void> {

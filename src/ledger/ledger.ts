@@ -27,7 +27,7 @@ import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.j
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
-import { KeyedMutex } from './locks.js';
+import { KeyedMutex, SharedExclusiveLock } from './locks.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import { packageVersion } from '../version.js';
 import type { Span } from '@opentelemetry/api';
@@ -127,6 +127,10 @@ export class Ledger {
   private readonly authorizer: Authorizer | undefined;
   private readonly clock: () => Date;
   private readonly chains = new KeyedMutex();
+  /** Shared by every commit (authorize → sign → append); exclusive for key rotation and principal-wide revocation. */
+  private readonly signing = new SharedExclusiveLock();
+  /** The latest createdAt this ledger has signed: later manifests are never dated earlier, and rotation waits past it. */
+  private lastSignedAt: string | undefined;
   private readonly watermarks = new Map<string, number>();
   private closed = false;
   private trustCache: TrustStore | undefined;
@@ -229,7 +233,7 @@ export class Ledger {
       // Without expectedPrev the caller asked for "after whatever is there": read the head again and re-sign.
       for (let attempt = 1; ; attempt++) {
         try {
-          return await this.commit(s, blob, covers, options);
+          return await this.signing.shared(() => this.commit(s, blob, covers, options));
         } catch (err) {
           const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
           if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
@@ -280,7 +284,10 @@ export class Ledger {
       );
     }
     const signer = this.keyring.signer;
-    const createdAt = this.clock().toISOString();
+    // A clock that steps back must not date a manifest before one already signed here, nor before its key's window.
+    let createdAt = this.clock().toISOString();
+    for (const floor of [this.lastSignedAt, this.keyring.signsFrom()])
+      if (floor !== undefined && Date.parse(floor) > Date.parse(createdAt)) createdAt = floor;
     // A rotated-out or revoked key must not sign: its manifests would never verify.
     const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
     if (!usable.ok) throw new ManifestError(usable.code, `${usable.message}; rotate the host key`);
@@ -305,6 +312,7 @@ export class Ledger {
         'INVALID_ARGUMENT',
         `refusing to sign an invalid manifest: ${describeZodError(checked.error)}`,
       );
+    this.lastSignedAt = createdAt;
     const payload = encodeManifest(manifest);
     const id = manifestId(payload);
     const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
@@ -501,8 +509,9 @@ export class Ledger {
 
   /** Revokes `principal`'s access to `session` (`'*'`: everywhere). Deletes nothing; durable; immediate. */
   async revoke(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
-    // Taken under the chain lock so that no publish of this session is between its commit-point check and its append.
-    if (session === '*') return this.setGrant(principal, session, 'revoked', options.by);
+    // Taken under the chain lock so that no publish of this session is between its commit-point check and its append;
+    // principal-wide, under the signing lock's exclusive side, which waits for every commit in flight.
+    if (session === '*') return this.signing.exclusive(() => this.setGrant(principal, session, 'revoked', options.by));
     return this.chains.run(session, () => this.setGrant(principal, session, 'revoked', options.by));
   }
 
@@ -524,24 +533,32 @@ export class Ledger {
     return record;
   }
 
-  /** Rotates this host's key (see Keyring.rotate); later manifests are signed with the new key. */
+  /**
+   * Rotates this host's key (see Keyring.rotate); later manifests are signed with the new key. Waits for
+   * publishes in flight, and ends the old key's window after the last manifest it signed.
+   */
   async rotateKey(): Promise<string> {
     this.assertOpen();
-    try {
-      return (await this.keyring.rotate()).keyId;
-    } finally {
-      this.trustCache = undefined;
-    }
+    return this.signing.exclusive(async () => {
+      try {
+        return (await this.keyring.rotate(this.lastSignedAt)).keyId;
+      } finally {
+        this.trustCache = undefined;
+      }
+    });
   }
 
   /** Revokes a key from `at` (default now). */
   async revokeKey(keyId: string, at?: string): Promise<void> {
     this.assertOpen();
-    try {
-      await this.keyring.revoke(keyId, at);
-    } finally {
-      this.trustCache = undefined;
-    }
+    // Exclusive: no publish signs against the trust list this revocation is replacing.
+    await this.signing.exclusive(async () => {
+      try {
+        await this.keyring.revoke(keyId, at);
+      } finally {
+        this.trustCache = undefined;
+      }
+    });
   }
 
   async close(): Promise<void> {

@@ -19,7 +19,7 @@ import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { CheckpointGuard } from './checkpoints.js';
 import { Ledger } from './ledger.js';
-import { parseScope } from './scope.js';
+import { parseHost } from './scope.js';
 import type { OpenLedgerOptions } from './options.js';
 
 export type { OpenLedgerOptions } from './options.js';
@@ -41,7 +41,7 @@ async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<Signat
  * @throws RangeError for an `inlineSummaryBytes` that is not a non-negative integer.
  */
 export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
-  const host = parseScope({ principal: options.host, session: 'x' }).principal;
+  const host = parseHost(options.host);
   const inline = options.inlineSummaryBytes;
   if (inline !== undefined && (!Number.isSafeInteger(inline) || inline < 0)) {
     throw new RangeError(`inlineSummaryBytes must be a non-negative integer, not ${String(inline)}`);

@@ -22,6 +22,11 @@ function checkId(name: string, value: unknown): string {
   return value;
 }
 
+/** The host id of `openLedger`, named as such in the error. @throws LedgerError `INVALID_ID` */
+export function parseHost(host: unknown): string {
+  return checkId('host', host);
+}
+
 export function parseScope(scope: unknown): Scope {
   if (typeof scope !== 'object' || scope === null) throw new LedgerError('INVALID_ID', 'scope must be an object');
   const s = scope as Record<string, unknown>;

@@ -23,6 +23,13 @@ import {
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const MAX_HEADER_BYTES = 64 * 1024;
 const MAX_TREE_FILE = 1024 * 1024;
+/** Default bound on manifests.jsonl: ~5 million honest manifests; raise it with `maxManifestsBytes`. */
+export const DEFAULT_MAX_MANIFESTS_BYTES = 4 * 1024 ** 3;
+
+export interface OpenBundleOptions {
+  /** manifests.jsonl larger than this is refused before any of it is read (default 4 GiB). */
+  maxManifestsBytes?: number;
+}
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
 
@@ -53,9 +60,13 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
 /**
  * Opens a bundle directory. The bundle carries blobs iff its header counts blobs or it has a
  * `blobs/` directory; then every manifest's blob is checked (absent ones are `BLOB_MISSING`).
- * @throws AuditError `BUNDLE_IO` (directory unreadable), `BUNDLE_INVALID` (no bundle.json or manifests.jsonl)
+ * manifests.jsonl is refused when over `maxManifestsBytes` or sparse (holes: an exporter writes every byte, and a
+ * sparse file of any apparent size costs nothing to plant but everything to read).
+ * @throws AuditError `BUNDLE_IO` (directory unreadable), `BUNDLE_INVALID` (no bundle.json or manifests.jsonl, or
+ *   one over the size bound or sparse)
  */
-export async function openBundleDir(dir: string): Promise<BundleReader> {
+export async function openBundleDir(dir: string, options: OpenBundleOptions = {}): Promise<BundleReader> {
+  const maxBytes = options.maxManifestsBytes ?? DEFAULT_MAX_MANIFESTS_BYTES;
   const root = resolve(dir);
   try {
     const st = await lstat(root);
@@ -73,6 +84,17 @@ export async function openBundleDir(dir: string): Promise<BundleReader> {
   try {
     const st = await lstat(manifestsPath);
     if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${manifestsPath} is not a regular file`);
+    if (st.size > maxBytes)
+      throw new AuditError(
+        'BUNDLE_INVALID',
+        `${manifestsPath} is ${st.size} bytes, over the bound of ${maxBytes} (raise it with --max-bundle-bytes)`,
+      );
+    // 4 KiB of slack: file systems round allocation, and a tiny file may live inline in its inode.
+    if (st.blocks !== undefined && st.blocks * 512 + 4096 < st.size)
+      throw new AuditError(
+        'BUNDLE_INVALID',
+        `${manifestsPath} is sparse (${st.size} bytes, ${st.blocks * 512} allocated); an exported bundle never is`,
+      );
     manifestsSize = st.size;
   } catch (err) {
     if (err instanceof AuditError) throw err;
@@ -101,10 +123,20 @@ export async function openBundleDir(dir: string): Promise<BundleReader> {
         throw ioError(manifestsPath, err);
       });
       const stream = createReadStream('', { fd: h, highWaterMark: 1024 * 1024 });
+      let read = 0;
       try {
-        for await (const chunk of stream) yield chunk as Buffer;
+        for await (const chunk of stream) {
+          // The file may grow after the size check: the bound holds for what is read, not for what was stat'ed.
+          read += (chunk as Buffer).length;
+          if (read > maxBytes)
+            throw new AuditError(
+              'BUNDLE_INVALID',
+              `${manifestsPath} grew past the bound of ${maxBytes} bytes while read`,
+            );
+          yield chunk as Buffer;
+        }
       } catch (err) {
-        throw ioError(manifestsPath, err);
+        throw err instanceof AuditError ? err : ioError(manifestsPath, err);
       } finally {
         stream.destroy();
       }

@@ -3,12 +3,14 @@
  *
  * Atomic and durable: everything is written into a private staging directory next to the target,
  * every file and directory is fsynced, and only then is the staging directory renamed to the target
- * (never over an existing one) and the parent fsynced. A failure at any step leaves no bundle.
+ * and the parent fsynced. The target is claimed at the start as an empty 0700 directory (an existing target is
+ * `BUNDLE_EXISTS`), and the rename replaces only that claim: a directory anyone else put at the target, however
+ * late, is never replaced. A failure at any step leaves no bundle (and removes the claim).
  * Envelopes are copied byte for byte as stored; export verifies nothing (that is the auditor's job),
  * so a corrupt store yields a bundle whose verification shows the corruption.
  */
 import { constants } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
+import { rmdir, type FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
@@ -141,13 +143,41 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
       throw new AuditError('USAGE', `--${name} ${JSON.stringify(v)} is not a valid id`);
   }
   const out = resolve(options.out);
+  // The target is claimed first, as an empty private directory: rename(2) would replace an empty directory
+  // created at `out` by anyone later, so the only directory the final rename may replace is this claim.
   try {
-    await fs.lstat(out);
-    throw new AuditError('BUNDLE_EXISTS', `${out} already exists; export never overwrites`);
+    await fs.mkdir(out, 0o700);
   } catch (err) {
-    if (err instanceof AuditError) throw err;
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw ioError(`checking ${out}`, err);
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+      throw new AuditError('BUNDLE_EXISTS', `${out} already exists; export never overwrites`);
+    throw ioError(`creating ${out}`, err);
   }
+  // Identity by inode and its change/birth times in nanoseconds: a directory made in place of a removed one often
+  // gets the same inode number back.
+  const identity = async () => {
+    const st = await fs.lstat(out, { bigint: true });
+    return st.isDirectory() ? `${st.dev}:${st.ino}:${st.ctimeNs}:${st.birthtimeNs}` : 'not a directory';
+  };
+  const claim = await identity().catch((err: unknown) => {
+    throw ioError(`checking ${out}`, err);
+  });
+  const stillOurClaim = async () => (await identity().catch(() => undefined)) === claim;
+  try {
+    return await exportInto(source, options, fs, out, stillOurClaim);
+  } catch (err) {
+    // Only the claim itself, still empty and still ours, is removed; whatever replaced it is left alone.
+    if (await stillOurClaim()) await rmdir(out).catch(() => {});
+    throw err;
+  }
+}
+
+async function exportInto(
+  source: ExportSource,
+  options: ExportOptions,
+  fs: FsOps,
+  out: string,
+  stillOurClaim: () => Promise<boolean>,
+): Promise<ExportResult> {
   const parent = dirname(out);
   const staging = join(parent, `.${basename(out)}.${randomBytes(6).toString('hex')}.partial`);
   // The cut: the bundle holds exactly the manifests of this checkpoint's tree (later appends are left out).
@@ -244,8 +274,11 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
     };
     await writeAll(fs, join(staging, BUNDLE_HEADER_FILE), new TextEncoder().encode(serializeBundleHeader(header)));
     await fs.fsyncDir(staging);
-    // The bundle appears complete or not at all: rename is atomic, and a non-empty target makes it fail.
+    // The bundle appears complete or not at all: rename is atomic and replaces only our empty claim (checked just
+    // before; a non-empty target makes it fail).
     step = `renaming the staging directory to ${out}`;
+    if (!(await stillOurClaim()))
+      throw new AuditError('BUNDLE_EXISTS', `${out} was replaced during the export; export never overwrites`);
     await fs.rename(staging, out);
     await fs.fsyncDir(parent);
     return { dir: out, header, unavailableBlobs };
@@ -256,7 +289,7 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
         cause: err,
       });
     }
-    if (err instanceof StoreError || err instanceof ManifestError) throw err;
+    if (err instanceof StoreError || err instanceof ManifestError || err instanceof AuditError) throw err;
     throw ioError(step, err);
   }
 }

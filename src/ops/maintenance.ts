@@ -9,6 +9,9 @@ import { ChainChecker } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
 import { LedgerError } from '../errors.js';
+import { ManifestError } from '../../manifests/errors.js';
+import type { ChainHead } from '../../manifests/log/log.js';
+import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { decodeSummary } from '../summary/summary.js';
 
@@ -29,6 +32,9 @@ export const FSCK_STORE_CODES = {
   TREE_NODE_MISMATCH: 'a stored Merkle tree node is not the hash of the entries it covers',
   TREE_SIZE: 'the stored tree has another number of leaves than the log has entries',
   TREE_ROOT: 'the stored tree root is not the root of the entries',
+  OWNER_MISMATCH: "a chain's owner record names another principal than the one its seq 0 is signed for",
+  RECORD_CORRUPT:
+    'a stored log record (entry, head, grant, inline blob, …) cannot be parsed; the rest is still checked',
 } as const;
 
 export type FsckStoreCode = keyof typeof FSCK_STORE_CODES;
@@ -69,6 +75,21 @@ export interface FsckReport {
   manifests: number;
   blobsChecked: number;
   findings: FsckFinding[];
+  /** What fsck cannot check, because nothing signs it (printed with every report, clean or not). */
+  notVerified: string;
+}
+
+/**
+ * Grants are records of the log only: no signature covers them, so a writer of the database can grant a principal
+ * another's session undetectably. A session's owner is checked (the principal of its signed seq 0).
+ */
+export const FSCK_NOT_VERIFIED =
+  'grant and revocation records (unsigned: anyone who can write the database can change who may read a session)';
+
+/** A corrupt stored record (`RECORD_CORRUPT`) becomes a finding, and fsck goes on with what it can still read. */
+function recordProblem(err: unknown, findings: FsckFinding[], session?: string): void {
+  if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+  findings.push({ code: err.code, ...(session !== undefined ? { session } : {}), message: err.message });
 }
 
 /** The blob a manifest names: present, its size, its digest (re-hashed by the store), a valid summary. */
@@ -99,7 +120,8 @@ async function checkBlob(
 
 /**
  * Checks the whole store with the rules resume and the auditor apply: the log's head check, every
- * chain through the shared chain checker, every referenced blob, the global positions. Changes nothing.
+ * chain through the shared chain checker, every referenced blob, the global positions. Changes nothing. A chain
+ * whose records are corrupt is reported (`RECORD_CORRUPT`) and the other chains are still checked.
  */
 export async function fsck(
   ledger: Ledger,
@@ -111,46 +133,95 @@ export async function fsck(
   const headed = new Set<string>();
   let chains = 0;
   let manifests = 0;
-  for (const p of await ledger.log.checkHeads()) {
-    findings.push({ code: p.code, session: p.session, message: p.problem });
-    headed.add(p.session); // reported already: the entries walk below need not say it again
+  try {
+    for (const p of await ledger.log.checkHeads()) {
+      findings.push({ code: p.code, session: p.session, message: p.problem });
+      headed.add(p.session); // reported already: the entries walk below need not say it again
+    }
+  } catch (err) {
+    recordProblem(err, findings);
   }
-  for await (const head of ledger.log.heads()) {
-    chains++;
-    headed.add(head.session);
-    const checker = new ChainChecker(head.session, { trust, verifier: ledger.verifier });
-    for await (const entry of ledger.log.chain(head.session)) {
-      options.signal?.throwIfAborted();
-      manifests++;
-      const at = { session: head.session, seq: entry.seq };
-      const { verified, findings: broken } = checker.check(entry);
-      for (const f of broken) findings.push({ ...f, ...at });
-      const ref = verified?.manifest.summary;
-      if (ref && options.checkBlobs !== false && !checked.has(ref.digest)) {
-        checked.add(ref.digest);
-        const problem = await checkBlob(ledger, ref);
-        if (problem) findings.push({ ...problem, ...at });
+  try {
+    for await (const head of ledger.log.heads()) {
+      chains++;
+      headed.add(head.session);
+      try {
+        manifests += await checkChain(ledger, head, trust, checked, findings, options);
+      } catch (err) {
+        recordProblem(err, findings, head.session);
       }
     }
+  } catch (err) {
+    recordProblem(err, findings);
   }
   let position = 0;
-  for await (const entry of ledger.log.entries()) {
-    if (entry.position !== position)
-      findings.push({
-        code: 'POSITION_GAP',
-        session: entry.session,
-        seq: entry.seq,
-        message: `global position ${entry.position}, expected ${position}`,
-      });
-    position = entry.position + 1;
-    if (!headed.has(entry.session)) {
-      headed.add(entry.session);
-      findings.push({ code: 'ROLLBACK', session: entry.session, message: 'entries exist, but no head names them' });
+  try {
+    for await (const entry of ledger.log.entries()) {
+      if (entry.position !== position)
+        findings.push({
+          code: 'POSITION_GAP',
+          session: entry.session,
+          seq: entry.seq,
+          message: `global position ${entry.position}, expected ${position}`,
+        });
+      position = entry.position + 1;
+      if (!headed.has(entry.session)) {
+        headed.add(entry.session);
+        findings.push({ code: 'ROLLBACK', session: entry.session, message: 'entries exist, but no head names them' });
+      }
     }
+  } catch (err) {
+    recordProblem(err, findings);
   }
   // The tree over the global order must be exactly the tree of the entries.
-  findings.push(...(await fsckTree(ledger.log, options.signal)));
-  return { ok: findings.length === 0, chains, manifests, blobsChecked: checked.size, findings };
+  try {
+    findings.push(...(await fsckTree(ledger.log, options.signal)));
+  } catch (err) {
+    recordProblem(err, findings);
+  }
+  return {
+    ok: findings.length === 0,
+    chains,
+    manifests,
+    blobsChecked: checked.size,
+    findings,
+    notVerified: FSCK_NOT_VERIFIED,
+  };
+}
+
+/** One chain through the shared checker, its blobs, and its owner record against its signed seq 0. Returns the entries read. */
+async function checkChain(
+  ledger: Ledger,
+  head: ChainHead,
+  trust: TrustStore,
+  checked: Set<Digest>,
+  findings: FsckFinding[],
+  options: { signal?: AbortSignal; checkBlobs?: boolean },
+): Promise<number> {
+  let manifests = 0;
+  const checker = new ChainChecker(head.session, { trust, verifier: ledger.verifier });
+  for await (const entry of ledger.log.chain(head.session)) {
+    options.signal?.throwIfAborted();
+    manifests++;
+    const at = { session: head.session, seq: entry.seq };
+    const { verified, findings: broken } = checker.check(entry);
+    for (const f of broken) findings.push({ ...f, ...at });
+    const m = verified?.manifest;
+    // The owner record decides who may read the session; seq 0's signed principal is what it must say.
+    if (m && m.seq === 0 && m.session === head.session && head.owner !== m.principal)
+      findings.push({
+        code: 'OWNER_MISMATCH',
+        ...at,
+        message: `the chain head names owner ${head.owner}; seq 0 was signed for ${m.principal}`,
+      });
+    const ref = m?.summary;
+    if (ref && options.checkBlobs !== false && !checked.has(ref.digest)) {
+      checked.add(ref.digest);
+      const problem = await checkBlob(ledger, ref);
+      if (problem) findings.push({ ...problem, ...at });
+    }
+  }
+  return manifests;
 }
 
 export interface GcReport {
@@ -163,7 +234,9 @@ export interface GcReport {
 /**
  * Removes blobs that no manifest references and that were stored more than `graceMs` ago. A blob
  * of a publish in flight is younger than any sensible grace period, so it is never taken from under
- * the manifest about to reference it. Every manifest counts as a reference, verified or not.
+ * the manifest about to reference it; a publish whose summary equals an old orphan refreshes its storage time
+ * when it re-puts the bytes, and the delete itself re-checks that time. Every manifest counts as a reference,
+ * verified or not.
  */
 export async function gc(
   ledger: Ledger,
@@ -214,7 +287,11 @@ async function collect(
       keptYoung++;
       continue;
     }
-    if (!options.dryRun) await ledger.blobs.delete(digest);
+    // Judged again by the store itself at the delete: a publish that re-put these bytes since the stat keeps them.
+    if (!options.dryRun && !(await ledger.blobs.delete(digest, { storedBeforeMs: cutoff + 1 }))) {
+      keptYoung++;
+      continue;
+    }
     removed.push(digest);
   }
   return { scanned, referenced: referenced.size, removed, keptYoung };

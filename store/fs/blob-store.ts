@@ -12,7 +12,14 @@ import { join } from 'node:path';
 import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
 import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import { nodeFsOps, type FsOps } from './ops.js';
-import { AbstractBlobStore, type BlobInfo, type BlobStat, type ReadLimits, type WriteLimits } from '../blob-store.js';
+import {
+  AbstractBlobStore,
+  type BlobInfo,
+  type BlobStat,
+  type DeleteOptions,
+  type ReadLimits,
+  type WriteLimits,
+} from '../blob-store.js';
 import { ensurePrivateDir } from './safe-dir.js';
 import { readStream, readWhole, writeBuffer, writeStream } from './blob-io.js';
 
@@ -44,6 +51,7 @@ function storageFailed(step: string, err: unknown): Error {
 
 export class FsBlobStore extends AbstractBlobStore {
   readonly root: string;
+  private readonly blobsV1Dir: string;
   private readonly blobDir: string;
   private readonly tmpDir: string;
   private readonly quarantineDir: string;
@@ -59,7 +67,8 @@ export class FsBlobStore extends AbstractBlobStore {
   private constructor(root: string, options: FsBlobStoreOptions) {
     super(options);
     this.root = root;
-    this.blobDir = join(root, 'blobs-v1', 'blake3');
+    this.blobsV1Dir = join(root, 'blobs-v1');
+    this.blobDir = join(this.blobsV1Dir, 'blake3');
     this.tmpDir = join(root, 'tmp');
     this.quarantineDir = join(root, 'quarantine');
     this.hash = options.hash;
@@ -109,10 +118,8 @@ export class FsBlobStore extends AbstractBlobStore {
    * durable, overlapping the data fsync. Only then is the name linked: data durable before its name.
    */
   protected async _put(source: Uint8Array | AsyncIterable<Uint8Array>, { signal }: WriteLimits): Promise<BlobInfo> {
-    // Staging was checked at open; a link swapped in since would send the write outside the root.
-    const tmp = await this.fs.lstat(this.tmpDir).catch(wrap('lstat staging'));
-    if (!tmp.isDirectory())
-      throw new StoreError('UNSAFE_PATH', `blob store: ${this.tmpDir} is not a directory (symlink planted?)`);
+    // Staging and the blob tree were checked at open; a link swapped in since would send the write outside the root.
+    await this.checkRealDirs([this.tmpDir, this.blobsV1Dir, this.blobDir]);
     const staging = join(this.tmpDir, `${randomBytes(16).toString('hex')}.tmp`);
     let handle: FileHandle | undefined;
     let created = false;
@@ -140,6 +147,8 @@ export class FsBlobStore extends AbstractBlobStore {
   /** Makes both shard directories of `digest` exist durably (each new one fsynced into its parent). */
   private async ensureShardDirs(digest: Digest): Promise<void> {
     const { dir1, dir2 } = this.pathOf(digestHex(digest));
+    // Again right before the shard directories are made and the name linked: the swap may have come mid-write.
+    await this.checkRealDirs([this.blobsV1Dir, this.blobDir]);
     if (await this.ensureShardDir(dir1)) await this.syncDir(this.blobDir);
     if (await this.ensureShardDir(dir2)) await this.syncDir(dir1);
     // Leftovers of an earlier failed fsync (perhaps of the very directories just found to exist).
@@ -170,10 +179,37 @@ export class FsBlobStore extends AbstractBlobStore {
       if (!(await this.existingMatches(digest, size))) {
         await this.quarantine(hex, file);
         await this.fs.link(staging, file).catch(wrap('link'));
+      } else {
+        await this.refresh(file, staging);
       }
     }
     // Also on the "already there" path: the put that linked it may have failed at exactly this fsync.
     await this.syncDir(dir2);
+  }
+
+  /**
+   * A put of bytes already stored makes them young again: gc judges by this time, and the manifest about
+   * to name the blob is not appended yet. When gc removed the old file meanwhile, the staged copy takes its place.
+   */
+  private async refresh(file: string, staging: string): Promise<void> {
+    const now = new Date();
+    try {
+      await this.fs.utimes(file, now, now);
+    } catch (err) {
+      if (errno(err) !== 'ENOENT') throw storageFailed('refresh storage time', err);
+      await this.fs.link(staging, file).catch((e: unknown) => {
+        if (errno(e) !== 'EEXIST') throw storageFailed('link', e);
+      });
+    }
+  }
+
+  /** Refuses any of `dirs` that is no longer a real directory (a symlink swapped in after open). */
+  private async checkRealDirs(dirs: string[]): Promise<void> {
+    for (const dir of dirs) {
+      const st = await this.fs.lstat(dir).catch(wrap('lstat'));
+      if (!st.isDirectory())
+        throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink planted?)`);
+    }
   }
 
   /** Creates a shard directory if missing; returns true when it was created. Refuses a planted symlink. */
@@ -256,7 +292,7 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   private async checkShardDirs(dir1: string, dir2: string): Promise<void> {
-    for (const dir of [dir1, dir2]) {
+    for (const dir of [this.blobsV1Dir, this.blobDir, dir1, dir2]) {
       let st;
       try {
         st = await this.fs.lstat(dir);
@@ -297,13 +333,19 @@ export class FsBlobStore extends AbstractBlobStore {
     }
   }
 
-  protected async _delete(digest: Digest): Promise<void> {
-    const { dir2, file } = this.pathOf(digestHex(digest));
+  protected async _delete(digest: Digest, options: DeleteOptions): Promise<boolean> {
+    const { dir1, dir2, file } = this.pathOf(digestHex(digest));
+    await this.checkShardDirs(dir1, dir2);
     try {
+      // Judged as late as possible: a put that refreshed the time before this lstat keeps its blob.
+      if (options.storedBeforeMs !== undefined && (await this.fs.lstat(file)).mtimeMs >= options.storedBeforeMs)
+        return false;
       await this.fs.unlink(file);
       await this.fs.fsyncDir(dir2);
+      return true;
     } catch (err) {
       if (errno(err) !== 'ENOENT') throw storageFailed('delete', err);
+      return false;
     }
   }
 

@@ -25,6 +25,8 @@ export interface FsOps {
   readdir(path: string): Promise<string[]>;
   rm(path: string): Promise<void>;
   chmod(path: string, mode: number): Promise<void>;
+  /** Sets a file's access and modification times (a re-put refreshes the time gc judges by). */
+  utimes(path: string, atime: Date, mtime: Date): Promise<void>;
 }
 
 export const nodeFsOps: FsOps = {
@@ -62,4 +64,5 @@ export const nodeFsOps: FsOps = {
   readdir: (p) => fsp.readdir(p),
   rm: (p) => fsp.rm(p, { recursive: true, force: true }),
   chmod: (p, m) => fsp.chmod(p, m),
+  utimes: (p, a, m) => fsp.utimes(p, a, m),
 };

@@ -1,9 +1,11 @@
 import { lstat, mkdir } from 'node:fs/promises';
 import { StoreError, type StoreErrorCode } from '../errors.js';
+import { ownerProblem } from './owner.js';
 
 /**
  * Creates `dir` with mode 0700 if missing, then refuses it unless it is a real directory (not a
- * symlink) that group and others cannot write: a store others can write to cannot keep its promises.
+ * symlink), owned by this user or root, that group and others cannot write: a store others can write to
+ * cannot keep its promises.
  */
 export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promise<void> {
   try {
@@ -16,6 +18,8 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
   const st = await lstat(dir);
   if (st.isSymbolicLink()) throw new StoreError(code, `${dir} is a symbolic link; refusing to use it`);
   if (!st.isDirectory()) throw new StoreError(code, `${dir} is not a directory`);
+  const foreign = ownerProblem(dir, st.uid);
+  if (foreign) throw new StoreError(code, `${foreign}; refusing to use it`);
   if ((st.mode & 0o022) !== 0) {
     throw new StoreError(
       code,

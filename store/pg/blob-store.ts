@@ -9,7 +9,14 @@
 import type pg from 'pg';
 import { formatDigest, isDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
 import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
-import { AbstractBlobStore, type BlobInfo, type BlobStat, type ReadLimits, type WriteLimits } from '../blob-store.js';
+import {
+  AbstractBlobStore,
+  type BlobInfo,
+  type BlobStat,
+  type DeleteOptions,
+  type ReadLimits,
+  type WriteLimits,
+} from '../blob-store.js';
 import { fixedBlocks } from '../blocks.js';
 import { PgDatabase, type PgConnectOptions, type PgMigration } from './db.js';
 
@@ -135,6 +142,10 @@ export class PgBlobStore extends AbstractBlobStore {
     try {
       await this.readVerified(client, digest, Infinity);
       await client.query(this.db.sql('DELETE FROM {schema}.blob_chunks WHERE blob_id = $1'), [blobId]);
+      // The bytes are young again: gc judges by stored_at, and the manifest about to name them is not appended yet.
+      await client.query(this.db.sql('UPDATE {schema}.blobs SET stored_at = clock_timestamp() WHERE digest = $1'), [
+        digest,
+      ]);
       return;
     } catch (err) {
       if (!(err instanceof StoreError && err.code === 'BLOB_INTEGRITY')) throw err;
@@ -236,9 +247,19 @@ export class PgBlobStore extends AbstractBlobStore {
     }
   }
 
-  protected async _delete(digest: Digest): Promise<void> {
+  protected async _delete(digest: Digest, options: DeleteOptions): Promise<boolean> {
     try {
-      await this.db.query(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest]);
+      // One statement: a put that refreshed stored_at first (its row lock orders the two) keeps the blob.
+      const { rowCount } =
+        options.storedBeforeMs === undefined
+          ? await this.db.query(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest])
+          : await this.db.query(
+              this.db.sql(
+                'DELETE FROM {schema}.blobs WHERE digest = $1 AND stored_at < to_timestamp($2::float8 / 1000)',
+              ),
+              [digest, options.storedBeforeMs],
+            );
+      return (rowCount ?? 0) > 0;
     } catch (err) {
       throw storageFailed('delete', err);
     }

@@ -13,6 +13,8 @@ export interface BlobStoreFixture {
   reopen(): Promise<BlobStore>;
   /** Changes one stored byte of a non-empty blob behind the store's back (its size stays). */
   corrupt(digest: Digest): Promise<void>;
+  /** Moves a stored blob's storage time `ms` into the past, behind the store's back (what gc judges by). */
+  backdate(digest: Digest, ms: number): Promise<void>;
   /** Closes the store and removes its storage. */
   dispose(): Promise<void>;
 }
@@ -176,6 +178,37 @@ export function blobStoreSuite(name: string, factory: BlobStoreFactory): void {
         // Clocks: filesystem mtime or database server time, both on this machine; allow coarse granularity.
         expect(st!.storedAtMs).toBeGreaterThanOrEqual(before - 2000);
         expect(st!.storedAtMs).toBeLessThanOrEqual(after + 2000);
+      });
+
+      it('refreshes the storage time when the same bytes are put again, so gc cannot take an old orphan just reused', async () => {
+        const data = bytes(3000, 21);
+        const { digest } = await fx.store.put(data);
+        await fx.backdate(digest, 7 * 86_400_000);
+        expect((await fx.store.stat(digest))!.storedAtMs).toBeLessThan(Date.now() - 6 * 86_400_000);
+        const before = Date.now();
+        await fx.store.put(data);
+        expect((await fx.store.stat(digest))!.storedAtMs).toBeGreaterThanOrEqual(before - 2000);
+        expect(Buffer.from(await fx.store.get(digest)).equals(Buffer.from(data))).toBe(true);
+      });
+
+      it('deletes only a blob stored before storedBeforeMs when asked to: a re-put since then keeps it', async () => {
+        const data = bytes(100, 22);
+        const { digest } = await fx.store.put(data);
+        await fx.backdate(digest, 60_000);
+        const cutoff = Date.now() - 30_000;
+        await fx.store.put(data);
+        expect(await fx.store.delete(digest, { storedBeforeMs: cutoff })).toBe(false);
+        expect(await fx.store.has(digest)).toBe(true);
+        await fx.backdate(digest, 60_000);
+        expect(await fx.store.delete(digest, { storedBeforeMs: cutoff })).toBe(true);
+        expect(await fx.store.has(digest)).toBe(false);
+      });
+
+      it('refuses with INVALID_ARGUMENT a storedBeforeMs that is not a finite number, removing nothing', async () => {
+        const { digest } = await fx.store.put(bytes(100, 23));
+        for (const bad of [Number.NaN, Infinity, '0', null])
+          await expectStoreError(fx.store.delete(digest, { storedBeforeMs: bad as never }), 'INVALID_ARGUMENT');
+        expect(await fx.store.has(digest)).toBe(true);
       });
 
       it('answers false and undefined for an absent blob', async () => {

@@ -216,6 +216,37 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         expect((await ledger.resume(scope))?.id).toBe(r.id);
       });
 
+      it("gc's conditional delete keeps an inline blob an append wrote again after the cutoff, and reports it kept", async () => {
+        const ledger = await open();
+        const orphan = new TextEncoder().encode('an inline blob no manifest names, written twice');
+        const digest = digestOf(orphan);
+        const junk = (session: string) =>
+          ledger.log.append({
+            session,
+            principal: 'alice',
+            seq: 0,
+            prev: null,
+            id: digestOf(new TextEncoder().encode(session)),
+            envelope: '{}',
+            blob: { digest, bytes: orphan },
+          });
+        const pause = () => new Promise((r) => setTimeout(r, 25));
+        await junk('conf-junk-a');
+        await ledger.blobs.put(orphan); // the same bytes as a file too, stored before the cutoff
+        await pause();
+        const cutoff = Date.now();
+        await pause();
+        await junk('conf-junk-b'); // an append of the same bytes makes the inline copy young again
+        expect((await ledger.blobs.stat(digest))!.storedAtMs).toBeGreaterThanOrEqual(cutoff);
+        expect(await ledger.log.inlineBlobs!.delete(digest, { storedBeforeMs: cutoff })).toBe(false);
+        // The file copy is old and goes; the inline one stays readable, so the blob was not collected.
+        expect(await ledger.blobs.delete(digest, { storedBeforeMs: cutoff })).toBe(false);
+        expect(await (ledger.blobs as TieredBlobStore).files.has(digest)).toBe(false);
+        expect(Buffer.from(await ledger.blobs.get(digest)).equals(orphan)).toBe(true);
+        expect(await ledger.blobs.delete(digest, { storedBeforeMs: Date.now() + 5000 })).toBe(true);
+        expect(await ledger.blobs.has(digest)).toBe(false);
+      });
+
       it('refuses an inlineSummaryBytes that is not a non-negative integer', async () => {
         await expect(open({ inlineSummaryBytes: -1 })).rejects.toThrow(RangeError);
         await expect(open({ inlineSummaryBytes: 1.5 })).rejects.toThrow(RangeError);

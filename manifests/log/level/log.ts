@@ -16,6 +16,15 @@ import { Level } from 'level';
 import { storageFailure } from '../../../store/errors.js';
 import { digestHex, type Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
+import {
+  parseEntryRecord,
+  parseGrantRecord,
+  parseHeadRecord,
+  parseInlineKey,
+  parseInlineMetaRecord,
+  parsePositionRecord,
+  parseWatermarkRecord,
+} from './records.js';
 import { AbstractManifestLog } from '../abstract-log.js';
 import type { AppendRequest, ChainHead, GrantRecord, GrantTable, InlineBlobTable, LogEntry } from '../log.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
@@ -127,27 +136,29 @@ export class LevelManifestLog extends AbstractManifestLog {
 
   protected async _head(session: string): Promise<ChainHead | undefined> {
     const raw = await this.db.get(`h!${session}`);
-    return raw === undefined ? undefined : (JSON.parse(raw) as ChainHead);
+    return raw === undefined ? undefined : parseHeadRecord(`h!${session}`, raw);
   }
 
   protected async _entry(session: string, seq: number): Promise<LogEntry | undefined> {
-    const raw = await this.db.get(entryKey(session, seq));
-    return raw === undefined ? undefined : (JSON.parse(raw) as LogEntry);
+    const key = entryKey(session, seq);
+    const raw = await this.db.get(key);
+    return raw === undefined ? undefined : parseEntryRecord(key, raw);
   }
 
   protected async *_chain(session: string, fromSeq: number): AsyncIterable<LogEntry> {
-    const it = this.db.values({ gte: entryKey(session, fromSeq), lt: `e!${session}!\xff` });
-    for await (const raw of it) yield JSON.parse(raw) as LogEntry;
+    const it = this.db.iterator({ gte: entryKey(session, fromSeq), lt: `e!${session}!\xff` });
+    for await (const [key, raw] of it) yield parseEntryRecord(key, raw);
   }
 
   protected async *_entries(afterPosition: number | undefined): AsyncIterable<LogEntry> {
     const gt = afterPosition === undefined ? 'p!' : posKey(afterPosition);
     let keys: string[] = [];
     const flush = async function* (db: Level<string, string>, ks: string[]) {
-      for (const raw of await db.getMany(ks)) if (raw !== undefined) yield JSON.parse(raw) as LogEntry;
+      const raws = await db.getMany(ks);
+      for (let i = 0; i < ks.length; i++) if (raws[i] !== undefined) yield parseEntryRecord(ks[i]!, raws[i]!);
     };
-    for await (const entryRef of this.db.values({ gt, lt: 'p!\xff' })) {
-      keys.push(entryRef);
+    for await (const [key, entryRef] of this.db.iterator({ gt, lt: 'p!\xff' })) {
+      keys.push(parsePositionRecord(key, entryRef));
       if (keys.length === 256) {
         yield* flush(this.db, keys);
         keys = [];
@@ -157,7 +168,7 @@ export class LevelManifestLog extends AbstractManifestLog {
   }
 
   protected async *_heads(): AsyncIterable<ChainHead> {
-    for await (const raw of this.db.values({ gte: 'h!', lt: 'h!\xff' })) yield JSON.parse(raw) as ChainHead;
+    for await (const [key, raw] of this.db.iterator({ gte: 'h!', lt: 'h!\xff' })) yield parseHeadRecord(key, raw);
   }
 
   private async cachedHead(session: string): Promise<ChainHead | null> {
@@ -288,7 +299,7 @@ export class LevelManifestLog extends AbstractManifestLog {
     if (mark === undefined) {
       const raw = await this.db.get(`w!${session}`);
       if (raw === undefined) return undefined;
-      mark = Number(raw);
+      mark = parseWatermarkRecord(`w!${session}`, raw);
       this.watermarkCache.set(session, mark);
     }
     return mark;
@@ -341,16 +352,25 @@ class LevelInlineBlobs implements InlineBlobTable {
   }
 
   async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
-    const raw = await this.db.get(`t!${digestHex(digest)}`);
-    return raw === undefined ? undefined : (JSON.parse(raw) as { size: number; storedAtMs: number });
+    const key = `t!${digestHex(digest)}`;
+    const raw = await this.db.get(key);
+    return raw === undefined ? undefined : parseInlineMetaRecord(key, raw);
   }
 
   async *list(): AsyncIterable<Digest> {
-    for await (const key of this.db.keys({ gte: 't!', lt: 't!\xff' })) yield `blake3:${key.slice(2)}`;
+    for await (const key of this.db.keys({ gte: 't!', lt: 't!\xff' })) yield parseInlineKey(key);
   }
 
-  async delete(digest: Digest): Promise<void> {
+  async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
     const hex = digestHex(digest);
+    // Judged as late as possible: an append that rewrote `t!` (refreshing the time) before this read keeps the blob.
+    if (options.storedBeforeMs === undefined) {
+      // Unconditional: a corrupt `t!` record can still be removed.
+      if ((await this.db.get(`t!${hex}`)) === undefined) return false;
+    } else {
+      const meta = await this.stat(digest);
+      if (!meta || meta.storedAtMs >= options.storedBeforeMs) return false;
+    }
     try {
       await this.db.batch(
         [
@@ -362,6 +382,7 @@ class LevelInlineBlobs implements InlineBlobTable {
     } catch (err) {
       throw storageFailed('inline blob delete', err);
     }
+    return true;
   }
 }
 
@@ -379,7 +400,7 @@ class LevelGrantTable implements GrantTable {
     let rec = this.cache.get(key);
     if (rec === undefined) {
       const raw = await this.db.get(key);
-      rec = raw === undefined ? null : (JSON.parse(raw) as GrantRecord);
+      rec = raw === undefined ? null : parseGrantRecord(key, raw);
       if (this.cache.size >= 100_000) this.cache.clear();
       this.cache.set(key, rec);
     }
@@ -400,8 +421,8 @@ class LevelGrantTable implements GrantTable {
   async list(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
     const prefix = filter.principal === undefined ? 'g!' : `g!${filter.principal}!`;
     const out: GrantRecord[] = [];
-    for await (const raw of this.db.values({ gte: prefix, lt: `${prefix}\xff` })) {
-      const rec = JSON.parse(raw) as GrantRecord;
+    for await (const [key, raw] of this.db.iterator({ gte: prefix, lt: `${prefix}\xff` })) {
+      const rec = parseGrantRecord(key, raw);
       if (filter.session === undefined || rec.session === filter.session) out.push(rec);
     }
     return out;

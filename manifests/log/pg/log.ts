@@ -99,9 +99,9 @@ export class PgManifestLog extends AbstractManifestLog {
       entries: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position > $1 ORDER BY position LIMIT ${PAGE}`),
       heads: q(`SELECT session, seq, id, owner FROM {schema}.heads WHERE session > $1 ORDER BY session LIMIT ${PAGE}`),
       // Same digest, same bytes: a second publish of one summary rewrites them (repairing a damaged copy)
-      // and keeps the first storage time.
+      // and makes them young again, as a re-put does for a blob: gc's conditional delete judges by stored_at.
       putInline: q(`INSERT INTO {schema}.inline_blobs (digest, size, bytes) VALUES ($1, $2, $3)
-        ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes`),
+        ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes, stored_at = clock_timestamp()`),
       entryAt: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position = $1`),
       positionOf: q('SELECT position::text AS position FROM {schema}.entries WHERE id = $1 ORDER BY position LIMIT 1'),
       getOrigin: q("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"),
@@ -361,8 +361,19 @@ class PgInlineBlobs implements InlineBlobTable {
     }
   }
 
-  async delete(digest: Digest): Promise<void> {
-    await this.rows('inline blob delete', 'DELETE FROM {schema}.inline_blobs WHERE digest = $1', [digest]);
+  async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
+    // One statement: an append that refreshed stored_at first (its row lock orders the two) keeps the blob.
+    const removed =
+      options.storedBeforeMs === undefined
+        ? await this.rows('inline blob delete', 'DELETE FROM {schema}.inline_blobs WHERE digest = $1 RETURNING 1', [
+            digest,
+          ])
+        : await this.rows(
+            'inline blob delete',
+            'DELETE FROM {schema}.inline_blobs WHERE digest = $1 AND stored_at < to_timestamp($2::float8 / 1000) RETURNING 1',
+            [digest, options.storedBeforeMs],
+          );
+    return removed.length > 0;
   }
 }
 

@@ -1,0 +1,87 @@
+/**
+ * Parsing the embedded log's stored records. LevelDB holds them as JSON text that only this process writes, but
+ * a disk error or a hand edit can leave anything there: every parse checks the shape it relies on and fails
+ * with `RECORD_CORRUPT` naming the record's key, never with a raw `SyntaxError` or a later `TypeError`.
+ */
+import { ManifestError } from '../../errors.js';
+import type { Digest } from '../../../store/hash/digest.js';
+import type { ChainHead, GrantRecord, LogEntry } from '../log.js';
+
+type Fields = Record<string, unknown>;
+
+const isObject = (v: unknown): v is Fields => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+const isText = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
+
+function corrupt(key: string, problem: string, cause?: unknown): ManifestError {
+  // The key is built from validated ids and hex, so it prints safely.
+  return new ManifestError('RECORD_CORRUPT', `manifest log record ${key} is corrupt: ${problem}`, { cause });
+}
+
+function parse<T>(key: string, raw: string, what: string, shaped: (v: Fields) => boolean): T {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (err) {
+    throw corrupt(key, 'not JSON', err);
+  }
+  if (!isObject(value) || !shaped(value)) throw corrupt(key, `not a ${what} record`);
+  return value as T;
+}
+
+export function parseEntryRecord(key: string, raw: string): LogEntry {
+  return parse(
+    key,
+    raw,
+    'log entry',
+    (v) =>
+      isCount(v.position) &&
+      isText(v.session) &&
+      isCount(v.seq) &&
+      isText(v.id) &&
+      isText(v.principal) &&
+      typeof v.envelope === 'string',
+  );
+}
+
+export function parseHeadRecord(key: string, raw: string): ChainHead {
+  return parse(key, raw, 'chain head', (v) => isText(v.session) && isCount(v.seq) && isText(v.id) && isText(v.owner));
+}
+
+export function parseGrantRecord(key: string, raw: string): GrantRecord {
+  return parse(
+    key,
+    raw,
+    'grant',
+    (v) =>
+      isText(v.principal) &&
+      isText(v.session) &&
+      (v.state === 'granted' || v.state === 'revoked') &&
+      typeof v.at === 'string' &&
+      (v.by === undefined || typeof v.by === 'string'),
+  );
+}
+
+export function parseWatermarkRecord(key: string, raw: string): number {
+  const mark = Number(raw);
+  if (!/^\d+$/.test(raw) || !isCount(mark)) throw corrupt(key, 'not a sequence number');
+  return mark;
+}
+
+/** `p!` records hold the key of an entry. */
+export function parsePositionRecord(key: string, raw: string): string {
+  if (!/^e!.+![0-9a-f]{12}$/.test(raw)) throw corrupt(key, 'not the key of a log entry');
+  return raw;
+}
+
+/** `t!<hex>` records hold an inline blob's size and storage time. */
+export function parseInlineMetaRecord(key: string, raw: string): { size: number; storedAtMs: number } {
+  return parse(key, raw, 'inline blob', (v) => isCount(v.size) && isCount(v.storedAtMs));
+}
+
+/** The digest an inline blob's `t!` key names. */
+export function parseInlineKey(key: string): Digest {
+  const hex = key.slice(2);
+  if (!/^[0-9a-f]{64}$/.test(hex)) throw corrupt(JSON.stringify(key), 'not the key of an inline blob');
+  return `blake3:${hex}`;
+}

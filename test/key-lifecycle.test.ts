@@ -1,0 +1,202 @@
+/**
+ * Key and trust operations an operator runs on a live store: rotation, revocation, the trust file's own
+ * integrity, and who may own what the store trusts.
+ */
+import { describe, expect, it } from 'vitest';
+import { chownSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Ledger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
+import { fsck } from '../src/ops/maintenance.js';
+import { mergeTrust } from '../src/keys/keyring.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { parseTrustStore, type TrustedKey } from '../manifests/format/trust.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's', run: 'r' };
+
+function open(root = tempDir(), extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {
+  return openLedger({ root, host: 'host-a', ...extra });
+}
+
+describe('rotateKey', () => {
+  it('keeps a manifest signed in the same millisecond as the rotation valid, and the session publishable', async () => {
+    const ledger = await open(tempDir(), { clock: () => new Date('2026-11-30T10:00:00.000Z') });
+    await ledger.publish(scope, sampleSummary('before'));
+    await ledger.rotateKey();
+    expect((await ledger.resume(scope))?.seq).toBe(0);
+    await ledger.publish(scope, sampleSummary('after'));
+    expect((await ledger.history(scope)).length).toBe(2);
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+
+  it('never dates a manifest before the current key window when the clock steps back after a rotation', async () => {
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const ledger = await open(tempDir(), { clock: () => new Date(now) });
+    await ledger.publish(scope, sampleSummary(1));
+    await ledger.rotateKey();
+    now -= 60_000;
+    const receipt = await ledger.publish(scope, sampleSummary(2));
+    expect((await ledger.history(scope)).map((h) => h.manifest.createdAt)).toEqual([
+      '2026-11-30T10:00:00.000Z',
+      '2026-11-30T10:00:00.001Z',
+    ]);
+    expect((await ledger.resume(scope))?.id).toBe(receipt.id);
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+
+  it('waits for publishes in flight, so a publish-then-rotate loop on the real clock leaves every session verifiable', async () => {
+    const ledger = await open();
+    const sessions = Array.from({ length: 40 }, (_, i) => ({ ...scope, session: `s${i}` }));
+    for (const s of sessions) {
+      const publishing = Promise.all([ledger.publish(s, sampleSummary('a')), ledger.publish(s, sampleSummary('b'))]);
+      await Promise.all([publishing, ledger.rotateKey()]);
+    }
+    for (const s of sessions) {
+      expect((await ledger.history(s)).length).toBe(2);
+      await ledger.publish(s, sampleSummary('c'));
+    }
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+});
+
+describe('a revoked host key', () => {
+  it('still opens the store for reading, exporting and rotating; only signing refuses', async () => {
+    const root = tempDir();
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const clock = () => new Date(now);
+    let ledger = await open(root, { clock });
+    await ledger.publish(scope, sampleSummary(1));
+    now += 60_000;
+    await ledger.revokeKey(ledger.keyId);
+    await ledger.close();
+    ledger = await open(root, { clock });
+    expect((await ledger.resume(scope))?.seq).toBe(0);
+    expect((await ledger.history(scope)).length).toBe(1);
+    expect(ledger.trustStore().keys[0]?.revokedAt).toBe('2026-11-30T10:01:00.000Z');
+    await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    await ledger.rotateKey();
+    now += 1;
+    expect((await ledger.publish(scope, sampleSummary(3))).seq).toBe(1);
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+
+  it('refuses to open when trust.json is gone but the host key is not, instead of re-trusting the key from now', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    await ledger.close();
+    unlinkSync(join(root, 'trust.json'));
+    await expect(open(root)).rejects.toMatchObject({ code: 'KEY_INVALID', message: /trust\.json is missing/ });
+  });
+});
+
+describe('revokeKey --at', () => {
+  it('refuses a time trust.json could not hold, and leaves trust.json loadable and unchanged', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const before = readFileSync(join(root, 'trust.json'), 'utf8');
+    for (const at of ['2026-11-30T10:00:30Z', 'yesterday', '2026-11-30 10:00:30.000'])
+      await expect(ledger.revokeKey(ledger.keyId, at)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(before);
+    await ledger.close();
+    await (await open(root)).close();
+  });
+});
+
+describe('trust stores', () => {
+  const key: TrustedKey = {
+    host: 'host-a',
+    keyId: 'ed25519:00112233445566778899aabbccddeeff',
+    publicKey: Buffer.alloc(32, 7).toString('base64url'),
+    notBefore: '2026-01-01T00:00:00.000Z',
+  };
+
+  it('refuses two entries for one (host, keyId): an unrevoked copy must not hide a revocation', () => {
+    const store = { version: 1, keys: [key, { ...key, revokedAt: '2026-02-01T00:00:00.000Z' }] };
+    expect(() => parseTrustStore(JSON.stringify(store))).toThrow(/listed twice/);
+    expect(() => parseTrustStore(store)).toThrow(expect.objectContaining({ code: 'TRUST_INVALID' }));
+  });
+
+  it('merges a key listed by two sources to the most restrictive window', () => {
+    const merged = mergeTrust(
+      { version: 1, keys: [key] },
+      { version: 1, keys: [{ ...key, notAfter: '2026-03-01T00:00:00.000Z', revokedAt: '2026-02-01T00:00:00.000Z' }] },
+    );
+    expect(merged.keys).toEqual([
+      { ...key, notAfter: '2026-03-01T00:00:00.000Z', revokedAt: '2026-02-01T00:00:00.000Z' },
+    ]);
+    const other = { ...key, publicKey: Buffer.alloc(32, 8).toString('base64url') };
+    expect(() => mergeTrust({ version: 1, keys: [key] }, { version: 1, keys: [other] })).toThrow(/two public keys/);
+  });
+});
+
+describe('ownership of what the store trusts', () => {
+  // Making a file another user owns takes root; as another user the refusal cannot be provoked.
+  const asRoot = process.getuid?.() === 0;
+  const stranger = 4321;
+
+  it.runIf(asRoot)('refuses a store root, a key file or a trust.json owned by another user', async () => {
+    const root = tempDir();
+    await (await open(root)).close();
+    const keyFile = join(root, 'keys', readdirKey(root));
+    for (const [path, code] of [
+      [join(root, 'trust.json'), 'KEY_FILE_UNSAFE'],
+      [keyFile, 'KEY_FILE_UNSAFE'],
+      [join(root, 'keys'), 'UNSAFE_PATH'],
+      [root, 'UNSAFE_ROOT'],
+    ] as const) {
+      chownSync(path, stranger, stranger);
+      await expect(open(root), path).rejects.toMatchObject({ code, message: /owned by uid 4321/ });
+      chownSync(path, 0, 0);
+    }
+    await (await open(root)).close();
+  });
+});
+
+function readdirKey(root: string): string {
+  return readdirSync(join(root, 'keys')).find((n) => n.endsWith('.jwk'))!;
+}
+
+describe('revoke(principal, "*")', () => {
+  it('resolves only after a publish already past its authorization check has committed', async () => {
+    const inner = await LevelManifestLog.open(join(tempDir(), 'log'));
+    let holdAppend!: () => void;
+    const held = new Promise<void>((r) => (holdAppend = r));
+    let appendStarted!: () => void;
+    const started = new Promise<void>((r) => (appendStarted = r));
+    const events: string[] = [];
+    const log = Object.assign(Object.create(inner), {
+      append: async (...args: Parameters<typeof inner.append>) => {
+        appendStarted();
+        await held;
+        await inner.append(...args);
+        events.push('append');
+      },
+    });
+    const ledger = await open(tempDir(), { log });
+    const publishing = ledger.publish(scope, sampleSummary(1));
+    await started;
+    const revoking = ledger.revoke('alice', '*').then(() => events.push('revoke'));
+    await new Promise((r) => setTimeout(r, 50));
+    holdAppend();
+    await Promise.all([publishing, revoking]);
+    expect(events).toEqual(['append', 'revoke']);
+    await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'REVOKED' });
+    await ledger.close();
+    await inner.close();
+  });
+});
+
+describe('openLedger', () => {
+  it('names the host, not the principal, when the host id is invalid', async () => {
+    await expect(open(tempDir(), { host: 'bad host' })).rejects.toMatchObject({
+      code: 'INVALID_ID',
+      message: expect.stringMatching(/^host "bad host"/),
+    });
+  });
+});
