@@ -227,7 +227,8 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
             seq: 0,
             prev: null,
             id: digestOf(new TextEncoder().encode(session)),
-            envelope: '{}',
+            // Every entry is a Merkle leaf: the envelope needs a payload, not a signature (the log does not verify).
+            envelope: JSON.stringify({ payload: Buffer.from(session).toString('base64') }),
             blob: { digest, bytes: orphan },
           });
         const pause = () => new Promise((r) => setTimeout(r, 25));
