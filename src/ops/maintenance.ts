@@ -5,7 +5,7 @@
 import type { Digest } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
-import { ChainChecker } from '../../manifests/chain/checker.js';
+import { ChainChecker, type ManifestRuleCode } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
 import { LedgerError } from '../errors.js';
@@ -42,13 +42,7 @@ export type FsckStoreCode = keyof typeof FSCK_STORE_CODES;
 /** The auditor's codes that fsck reports with the same meaning. */
 export type FsckAuditCode = Extract<
   FindingCode,
-  | 'ENVELOPE_INVALID'
-  | 'PAYLOAD_TYPE'
-  | 'KEY_UNTRUSTED'
-  | 'KEY_EXPIRED'
-  | 'KEY_REVOKED'
-  | 'SIGNATURE_INVALID'
-  | 'MANIFEST_INVALID'
+  | ManifestRuleCode
   | 'SEQ_NOT_ZERO'
   | 'SEQ_GAP'
   | 'PREV_MISMATCH'
