@@ -166,6 +166,25 @@ async function tabTo(page: Page, id: string): Promise<void> {
   expect(await activeId(page)).toBe(id);
 }
 
+/**
+ * Tab to a file input and open its chooser with the keyboard (Space, then Enter: both activate a file input).
+ * A key press that lands while a loaded machine is still settling focus can be dropped by the browser, so each
+ * key gets a bounded wait and the pair is tried up to three times; the chooser must come from the keyboard.
+ */
+async function chooseByKeyboard(page: Page, id: string, files: string): Promise<void> {
+  await page.bringToFront();
+  for (let attempt = 0; ; attempt++) {
+    for (const key of ['Space', 'Enter']) {
+      await tabTo(page, id);
+      const chooser = page.waitForEvent('filechooser', { timeout: 5_000 }).catch(() => undefined);
+      await page.keyboard.press(key);
+      const opened = await chooser;
+      if (opened) return opened.setFiles(files);
+    }
+    if (attempt === 2) throw new Error(`no file chooser opened from the keyboard on #${id}`);
+  }
+}
+
 describe('the auditor page, by keyboard and by eye', () => {
   it('is usable with the keyboard alone: choose files, verify, walk the history, follow a finding', async () => {
     const { dir, trustPath } = await pictureBundle();
@@ -173,12 +192,8 @@ describe('the auditor page, by keyboard and by eye', () => {
     const seen = watchPage(page);
     try {
       await page.goto(PAGE);
-      await tabTo(page, 'bundle-input');
-      const [bundleChooser] = await Promise.all([page.waitForEvent('filechooser'), page.keyboard.press('Space')]);
-      await bundleChooser.setFiles(dir);
-      await tabTo(page, 'trust-input');
-      const [trustChooser] = await Promise.all([page.waitForEvent('filechooser'), page.keyboard.press('Space')]);
-      await trustChooser.setFiles(trustPath);
+      await chooseByKeyboard(page, 'bundle-input', dir);
+      await chooseByKeyboard(page, 'trust-input', trustPath);
       await tabTo(page, 'verify');
       await page.keyboard.press('Enter');
       await page.waitForSelector('body[data-state="failed"]');
@@ -206,7 +221,7 @@ describe('the auditor page, by keyboard and by eye', () => {
     } finally {
       await page.close();
     }
-  });
+  }, 150_000);
 
   it('draws forks and gaps, tells states apart by shape as well as colour, and keeps a screenshot', async () => {
     const { dir, trustPath } = await pictureBundle();
