@@ -42,15 +42,23 @@ const SMALL_ORDER = new Set([
   '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
 ]);
 
-const keyCache = new Map<string, KeyObject>();
+/**
+ * Per public key (by hex): its OpenSSL key object, or null when noble's strict rules refuse the key
+ * (non-canonical, small order). A chain is signed by a handful of keys, so these checks and the key
+ * import are paid once per key rather than once per signature.
+ */
+const keyCache = new Map<string, KeyObject | null>();
 
-function publicKeyObject(publicKey: Uint8Array): KeyObject {
-  const x = encodeBase64Url(publicKey);
-  let key = keyCache.get(x);
-  if (!key) {
-    key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x }, format: 'jwk' });
+function publicKeyObject(publicKey: Uint8Array): KeyObject | null {
+  const hex = Buffer.from(publicKey.buffer, publicKey.byteOffset, publicKey.byteLength).toString('hex');
+  let key = keyCache.get(hex);
+  if (key === undefined) {
+    key =
+      isCanonicalPoint(publicKey) && !SMALL_ORDER.has(hex)
+        ? createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: encodeBase64Url(publicKey) }, format: 'jwk' })
+        : null;
     if (keyCache.size > 1024) keyCache.clear();
-    keyCache.set(x, key);
+    keyCache.set(hex, key);
   }
   return key;
 }
@@ -59,11 +67,11 @@ export const nodeVerifier: SignatureVerifier = {
   name: 'node:crypto',
   verify(signature, message, publicKey) {
     if (signature.length !== 64 || publicKey.length !== 32) return false;
-    if (!isCanonicalPoint(publicKey) || !isCanonicalPoint(signature.subarray(0, 32))) return false;
-    if (SMALL_ORDER.has(Buffer.from(publicKey).toString('hex'))) return false;
+    if (!isCanonicalPoint(signature.subarray(0, 32))) return false;
     let valid = false;
     try {
-      valid = verify(null, message, publicKeyObject(publicKey), signature);
+      const key = publicKeyObject(publicKey);
+      valid = key !== null && verify(null, message, key, signature);
     } catch {
       valid = false;
     }

@@ -7,12 +7,12 @@ import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 import { pae, parseEnvelope, type Envelope, type ParsedEnvelope } from './envelope.js';
 import { ManifestError } from '../errors.js';
 import {
-  encodeManifest,
   MANIFEST_PAYLOAD_TYPE,
   manifestId,
   manifestSchema,
   type Manifest,
 } from '../format/manifest.js';
+import { canonicalManifestText } from '../format/manifest-text.js';
 import { findTrustedKey, type TrustStore } from '../format/trust.js';
 import { describeZodError } from '../format/zod-issue.js';
 
@@ -44,13 +44,16 @@ function verifyPayloadType(parsed: ParsedEnvelope): void {
 /** The fields the key lookup needs, read before the signature is checked; everything else waits. */
 function readSignedFields(payload: Uint8Array): {
   value: Record<string, unknown>;
+  text: string;
   host: string;
   keyId: string;
   createdAt: string;
 } {
   let value: unknown;
+  let text: string;
   try {
-    value = JSON.parse(decoder.decode(payload));
+    text = decoder.decode(payload);
+    value = JSON.parse(text);
   } catch (err) {
     throw new ManifestError('MANIFEST_INVALID', 'manifest payload is not UTF-8 JSON', { cause: err });
   }
@@ -66,7 +69,7 @@ function readSignedFields(payload: Uint8Array): {
   ) {
     throw new ManifestError('MANIFEST_INVALID', 'manifest lacks a host, keyId or createdAt');
   }
-  return { value: value as Record<string, unknown>, host, keyId, createdAt };
+  return { value: value as Record<string, unknown>, text, host, keyId, createdAt };
 }
 
 function verifyKeyAndSignature(
@@ -98,11 +101,14 @@ function verifySchema(value: unknown): Manifest {
 /**
  * The payload must be the canonical (RFC 8785) encoding of the manifest it carries, as every writer makes
  * it: one byte string per manifest, so no JSON parser can read a signed manifest differently from this
- * one (duplicate keys, escapes, number forms, whitespace).
+ * one (duplicate keys, escapes, number forms, whitespace). Compared as text: `text` is the payload's
+ * UTF-8 decoding, which differs from the bytes only by a byte order mark it drops, and the length check
+ * catches that (a schema-valid manifest is ASCII, so its text is as long as its bytes; anything else is
+ * refused, never accepted).
  */
-function verifyCanonical(payload: Uint8Array, manifest: Manifest): void {
-  const canonical = encodeManifest(manifest);
-  if (canonical.length !== payload.length || canonical.some((b, i) => b !== payload[i])) {
+function verifyCanonical(payload: Uint8Array, text: string, manifest: Manifest): void {
+  const canonical = canonicalManifestText(manifest);
+  if (canonical.length !== payload.length || canonical !== text) {
     throw new ManifestError(
       'MANIFEST_INVALID',
       'manifest payload is not the canonical (RFC 8785) encoding of its manifest',
@@ -122,6 +128,6 @@ export function verifyManifestEnvelope(input: string | unknown, options: VerifyM
   const fields = readSignedFields(parsed.payload);
   verifyKeyAndSignature(parsed, fields, options);
   const manifest = verifySchema(fields.value);
-  verifyCanonical(parsed.payload, manifest);
+  verifyCanonical(parsed.payload, fields.text, manifest);
   return { id: manifestId(parsed.payload), manifest, envelope: parsed.envelope, payload: parsed.payload };
 }
