@@ -1,8 +1,9 @@
 /**
  * Chain verification rate: a bundle of N signed manifests (many sessions, chains interleaved in global
  * order) verified (a) by the auditor (verifyChain: lines, signatures, schema, chain rules) with the
- * per-line steps spread over a worker_threads pool, (b) by the auditor on one core, (c) manifest by
- * manifest with verifyManifestEnvelope on one core, over a subset, with node:crypto and with noble;
+ * per-line steps spread over the auditor's worker_threads pool (manifests/audit/verify-workers.node.ts),
+ * (b) by the auditor on one core, (c) manifest by manifest with verifyManifestEnvelope on one core, over
+ * a subset, with node:crypto and with noble;
  * and (d) the ceiling: bare node:crypto Ed25519 verifications per second on one core.
  *
  * The bundle is deterministic (fixed seed and times; Ed25519 signatures are deterministic), so it is
@@ -29,7 +30,7 @@ import { verifyChain } from '../../manifests/audit/verify-chain.js';
 import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { collectGarbage } from '../lib/stats.js';
-import { workerLineVerifier } from './chain-pool.js';
+import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
 
 export interface ChainOptions {
   manifests: number;
@@ -114,8 +115,9 @@ function perManifest(lines: string[], trust: TrustStore, verifier = nodeVerifier
 }
 
 async function audit(lines: string[], trust: TrustStore, threads: number): Promise<void> {
-  // The pool is started inside the timed region: an auditor pays for its threads too.
-  const lineVerifier = threads > 0 ? await workerLineVerifier(trust, threads) : undefined;
+  // The auditor's own pool (what `verify --threads` runs), started inside the timed region: an auditor
+  // pays for its threads too.
+  const lineVerifier = threads > 0 ? await createWorkerLineVerifier({ trust, threads }) : undefined;
   try {
     const report = await verifyChain(lines, {
       trust,

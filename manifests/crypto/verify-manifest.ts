@@ -6,12 +6,7 @@ import type { Digest } from '../../store/hash/digest.js';
 import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 import { pae, parseEnvelope, type Envelope, type ParsedEnvelope } from './envelope.js';
 import { ManifestError } from '../errors.js';
-import {
-  MANIFEST_PAYLOAD_TYPE,
-  manifestId,
-  manifestSchema,
-  type Manifest,
-} from '../format/manifest.js';
+import { MANIFEST_PAYLOAD_TYPE, manifestId, manifestSchema, type Manifest } from '../format/manifest.js';
 import { canonicalManifestText } from '../format/manifest-text.js';
 import { findTrustedKey, type TrustStore } from '../format/trust.js';
 import { describeZodError } from '../format/zod-issue.js';

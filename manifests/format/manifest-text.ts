@@ -17,7 +17,8 @@ const str = JSON.stringify;
 export function canonicalManifestText(m: Manifest): string {
   let covers = '';
   if (m.covers !== undefined) {
-    const digest = m.covers.transcriptDigest === undefined ? '' : `"transcriptDigest":${str(m.covers.transcriptDigest)},`;
+    const digest =
+      m.covers.transcriptDigest === undefined ? '' : `"transcriptDigest":${str(m.covers.transcriptDigest)},`;
     covers = `"covers":{${digest}"transcriptThrough":${str(m.covers.transcriptThrough)}},`;
   }
   return (

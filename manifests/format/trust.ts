@@ -124,7 +124,20 @@ export function findTrustedKey(trust: TrustStore, host: string, keyId: string, a
   if (t < Date.parse(key.notBefore) || (key.notAfter !== undefined && t >= Date.parse(key.notAfter))) {
     return { ok: false, code: 'KEY_EXPIRED', message: `key ${keyId} of host ${host} was not valid at ${at}` };
   }
-  return { ok: true, key, publicKey: decodeBase64Url(key.publicKey)! };
+  return { ok: true, key, publicKey: publicKeyBytes(key) };
+}
+
+/** Decoded public keys per trust entry: a chain's manifests look the same few keys up again and again. */
+const decodedKeys = new WeakMap<TrustedKey, { text: string; bytes: Uint8Array }>();
+
+/** A copy each time, so a caller that changes the bytes it got cannot change the next lookup's. */
+function publicKeyBytes(key: TrustedKey): Uint8Array {
+  let known = decodedKeys.get(key);
+  if (known?.text !== key.publicKey) {
+    known = { text: key.publicKey, bytes: decodeBase64Url(key.publicKey)! };
+    decodedKeys.set(key, known);
+  }
+  return known.bytes.slice();
 }
 
 /**
