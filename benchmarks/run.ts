@@ -2,7 +2,7 @@
  * `npm run bench` — throughput of the ledger beside the physical limit and a peer.
  *
  *   node --expose-gc dist/benchmarks/run.js [--quick] [--out DIR] [--work DIR] [--text ascii|mixed]
- *                                           [--only sizes,alone,concurrency,chain,rss,postgres]
+ *                                           [--only sizes,alone,resume-steps,concurrency,chain,rss,postgres]
  *
  * Writes latest.json, latest.md and throughput.svg to benchmarks/results/ (quick runs: results/quick/)
  * and prints the tables. Progress goes to stderr. Timings are medians of interleaved rounds.
@@ -23,6 +23,7 @@ import { RAW_ALONE, runAloneSuite } from './suites/alone.js';
 import { runChainSuite } from './suites/chain.js';
 import { runConcurrencySuite } from './suites/concurrency.js';
 import { runPostgresSuite } from './suites/postgres.js';
+import { runResumeStepsSuite } from './suites/resume-steps.js';
 import { runRssSuite } from './suites/rss.js';
 import { runSizeSuite } from './suites/sizes.js';
 
@@ -33,6 +34,7 @@ const FULL = {
   nobleMaxBytes: 16 * MiB,
   concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 3, durationMs: 2000 },
   alone: { sizes: [16 * MiB, 64 * MiB], rounds: 5 },
+  resumeSteps: { sizes: [KiB, 64 * KiB], calls: 200, rounds: 3 },
   chain: { manifests: 100_000, sessions: 1000, rounds: 2, threads: 2, nodeSample: 20_000, nobleSample: 1000 },
   rssSizes: [KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB],
   // No 64 MiB row: it ran at the 16 MiB rate (~45 MiB/s) and added ~20 s to the suite's ~30 s.
@@ -51,6 +53,7 @@ const QUICK: typeof FULL = {
   nobleMaxBytes: 16 * MiB,
   concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 1, durationMs: 250 },
   alone: { sizes: [MiB], rounds: 1 },
+  resumeSteps: { sizes: [KiB], calls: 10, rounds: 1 },
   chain: { manifests: 2000, sessions: 50, rounds: 1, threads: 2, nodeSample: 500, nobleSample: 100 },
   rssSizes: [MiB],
   postgres: {
@@ -61,7 +64,7 @@ const QUICK: typeof FULL = {
   },
 };
 
-const SUITES = ['sizes', 'alone', 'concurrency', 'chain', 'rss', 'postgres'] as const;
+const SUITES = ['sizes', 'alone', 'resume-steps', 'concurrency', 'chain', 'rss', 'postgres'] as const;
 const emptySpread = { n: 0, median: 0, min: 0, max: 0, q1: 0, q3: 0 };
 
 function settings() {
@@ -123,6 +126,10 @@ async function main(): Promise<void> {
     const alone = s.only.has('alone')
       ? await runAloneSuite({ ...cfg.alone, text: s.text, workDir, log })
       : { cases: [], backend: '' };
+    log('resume, step by step:');
+    const resumeSteps = s.only.has('resume-steps')
+      ? await runResumeStepsSuite({ ...cfg.resumeSteps, text: s.text, workDir, log })
+      : [];
     log('concurrency:');
     const concurrency = s.only.has('concurrency')
       ? await runConcurrencySuite({ ...cfg.concurrency, workDir, log })
@@ -172,6 +179,7 @@ async function main(): Promise<void> {
         rssSizes: cfg.rssSizes,
         postgres: cfg.postgres,
         alone: cfg.alone,
+        resumeSteps: cfg.resumeSteps,
       },
       disk: diskRecord(alone.cases),
       hash: { fastest: sizes.fastestHash, probeMiBps: sizes.hashProbeMiBps },
@@ -188,6 +196,7 @@ async function main(): Promise<void> {
           ...(c.writebackSeconds ? { writebackSeconds: spread(c.writebackSeconds) } : {}),
         };
       }),
+      resumeSteps,
       concurrency: concurrency.ledger.map((c) => ({ ...c, publishesPerSecond: spread(c.samples) })),
       rawSmallWrites:
         concurrency.rawWrites.length > 0

@@ -2,6 +2,7 @@
 import type { Spread } from '../lib/stats.js';
 import type { CaseGroup } from '../suites/sizes.js';
 import type { RssResult } from '../suites/rss.js';
+import type { ResumeStep } from '../suites/resume-steps.js';
 
 export const SCHEMA = 'handoff-ledger-bench/2';
 
@@ -71,11 +72,14 @@ export interface BenchResults {
       concurrency: { sessions: number[]; bytes: number; rounds: number; durationMs: number };
     };
     alone: { sizes: number[]; rounds: number };
+    resumeSteps: { sizes: number[]; calls: number; rounds: number };
   };
   /** The regime: the disk's raw durable write speed, measured alone in this run (absent when not measured). */
   disk?: { bytes: number; durableWriteMiBps: Spread };
   hash: { fastest: string; probeMiBps: Record<string, number> };
   sizes: SizeRow[];
+  /** Where a small resume's time goes: each step timed alone, and the whole resume repeated, first after a publish, cold. */
+  resumeSteps: ResumeStep[];
   concurrency: Array<{ sessions: number; bytes: number; samples: number[]; publishesPerSecond: Spread }>;
   /** Raw durable single-file writes of the concurrency suite's size, one stream: what a file per summary allows. */
   rawSmallWrites?: { bytes: number; samples: number[]; perSecond: Spread };

@@ -127,6 +127,22 @@ function chainRows(
   return rows;
 }
 
+/** The resume step breakdown: one row per step, one column per size (µs per call, median). */
+function resumeStepRows(r: BenchResults): { header: Cell[]; rows: Cell[][] } {
+  const sizes = [...new Set(r.resumeSteps.map((s) => s.size))];
+  const steps = [...new Set(r.resumeSteps.map((s) => s.step))];
+  return {
+    header: ['resume, step by step (µs per call, median)', ...sizes.map(sizeLabel)],
+    rows: steps.map((step) => [
+      step,
+      ...sizes.map((size) => {
+        const m = r.resumeSteps.find((s) => s.step === step && s.size === size)?.micros;
+        return m ? fmt(m.median) : '–';
+      }),
+    ]),
+  };
+}
+
 /** Which PostgreSQL the postgres rows ran against, or why there are none ('' when not selected). */
 function postgresLine(r: BenchResults): string {
   const p = r.postgres;
@@ -174,6 +190,7 @@ export function terminalReport(r: BenchResults): string {
     '',
     ...grid(t.header, t.rows),
     '',
+    ...(r.resumeSteps.length > 0 ? [...grid(resumeStepRows(r).header, resumeStepRows(r).rows), ''] : []),
     ...grid(['other', 'median [min–max]'], otherRows(r)),
     '',
     ...grid(['target', 'goal', 'measured', ''], targets),
@@ -211,6 +228,7 @@ export function markdownReport(r: BenchResults): string {
     '',
     ...markdown(['writeback left (ms/op, median)', ...r.config.sizes.map(sizeLabel)], writebackRows(r)),
     '',
+    ...(r.resumeSteps.length > 0 ? [...markdown(resumeStepRows(r).header, resumeStepRows(r).rows), ''] : []),
     ...markdown(['other', 'median [min–max]'], otherRows(r)),
     '',
     '## Targets, from this run',

@@ -11,6 +11,7 @@ import {
   type VerifyManifestOptions,
 } from '../crypto/verify-manifest.js';
 import type { LogEntry } from '../log/log.js';
+import type { VerifiedManifestCache } from '../crypto/verified-cache.js';
 import { checkLink, type ChainLink, type LinkRuleCode } from './link-rules.js';
 
 /**
@@ -68,16 +69,19 @@ export function checkStoredEntry(entry: LogEntry, v: VerifiedManifest, session: 
 export class ChainChecker {
   private parent: ChainLink | undefined;
 
+  /** `options.cache`: verdicts kept across checkers (a ledger re-reads the same entries on every resume). */
   constructor(
     private readonly session: string,
-    private readonly options: VerifyManifestOptions,
+    private readonly options: VerifyManifestOptions & { cache?: VerifiedManifestCache },
     private readonly startsAt = 0,
   ) {}
 
   check(entry: LogEntry): CheckedEntry {
     let verified: VerifiedManifest;
     try {
-      verified = verifyManifestEnvelope(entry.envelope, this.options);
+      verified = this.options.cache
+        ? this.options.cache.verify(entry.envelope, this.options)
+        : verifyManifestEnvelope(entry.envelope, this.options);
     } catch (err) {
       if (!(err instanceof ManifestError)) throw err;
       // The next entry is linked against what the store says this one is: one bad manifest, one finding.

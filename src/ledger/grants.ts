@@ -4,7 +4,7 @@
  * revoked owner is locked out of their own sessions until re-granted. A pluggable `Authorizer` is
  * consulted after the built-in table; both run at the start of an operation and again at the commit point.
  */
-import type { ManifestLog } from '../../manifests/log/log.js';
+import type { ChainHead, ManifestLog } from '../../manifests/log/log.js';
 import { LedgerError } from '../errors.js';
 
 export type Action = 'publish' | 'resume' | 'history';
@@ -21,11 +21,13 @@ export async function authorize(
   principal: string,
   session: string,
   action: Action,
+  /** The session's head when the caller has just read it (null: none), so it is not read twice. */
+  knownHead?: ChainHead | null,
 ): Promise<void> {
   const [everywhere, here, head] = await Promise.all([
     log.grants.get(principal, '*'),
     log.grants.get(principal, session),
-    log.head(session),
+    knownHead === undefined ? log.head(session) : (knownHead ?? undefined),
   ]);
   if (everywhere?.state === 'revoked') throw new LedgerError('REVOKED', `principal ${principal} is revoked`);
   if (here?.state === 'revoked')

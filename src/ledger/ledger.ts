@@ -22,6 +22,7 @@ import {
 import { findTrustedKey, type TrustStore } from '../../manifests/format/trust.js';
 import type { VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
 import { ChainChecker, type CheckedEntry } from '../../manifests/chain/checker.js';
+import { VerifiedManifestCache } from '../../manifests/crypto/verified-cache.js';
 import { headProblems, readHeadFacts, type HeadProblem } from '../../manifests/chain/head-rules.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
@@ -134,6 +135,8 @@ export class Ledger {
   private readonly watermarks = new Map<string, number>();
   private closed = false;
   private trustCache: TrustStore | undefined;
+  /** Verdicts on stored envelopes, valid for the current trust store (a new one starts them afresh). */
+  private readonly verified = new VerifiedManifestCache();
 
   /** @internal use openLedger */
   constructor(init: {
@@ -189,8 +192,8 @@ export class Ledger {
     if (this.closed) throw new LedgerError('CLOSED', 'the ledger is closed');
   }
 
-  private authorize(scope: Scope, action: Action): Promise<void> {
-    return authorize(this.log, this.authorizer, scope.principal, scope.session, action);
+  private authorize(scope: Scope, action: Action, head?: ChainHead | null): Promise<void> {
+    return authorize(this.log, this.authorizer, scope.principal, scope.session, action, head);
   }
 
   /**
@@ -350,16 +353,25 @@ export class Ledger {
   }
 
   private checker(session: string, startsAt = 0): ChainChecker {
-    return new ChainChecker(session, { trust: this.trust(), verifier: this.verifier }, startsAt);
+    return new ChainChecker(session, { trust: this.trust(), verifier: this.verifier, cache: this.verified }, startsAt);
   }
 
   /**
    * Reads a session's head and refuses it unless it passes the head rules, with this process's own
    * watermark too: not below the highest seq ever verified or published here, nothing beyond it, and
-   * naming a stored entry with its id. Returns the head and that entry.
+   * naming a stored entry with its id. Returns the head and that entry, and with `withPrev` the entry
+   * before it, read alongside the head's (one round of reads instead of two).
    */
-  private async readHead(session: string): Promise<{ head: ChainHead; entry: LogEntry } | undefined> {
-    const facts = await readHeadFacts(this.log, session);
+  private async readHead(
+    session: string,
+    withPrev = false,
+    knownHead?: ChainHead | null,
+  ): Promise<{ head: ChainHead; entry: LogEntry; prev: LogEntry | undefined } | undefined> {
+    const current = knownHead === undefined ? await this.log.head(session) : (knownHead ?? undefined);
+    const [facts, prev] = await Promise.all([
+      readHeadFacts(this.log, session, current ?? null),
+      withPrev && current && current.seq > 0 ? this.log.entry(session, current.seq - 1) : undefined,
+    ]);
     const known = Math.max(this.watermarks.get(session) ?? -1, facts.watermark ?? -1);
     const [problem] = headProblems({ ...facts, watermark: known < 0 ? undefined : known });
     if (problem) {
@@ -368,7 +380,7 @@ export class Ledger {
         `session ${session}: ${problem.problem}`,
       );
     }
-    return facts.head && { head: facts.head, entry: facts.entryAtHead! };
+    return facts.head && { head: facts.head, entry: facts.entryAtHead!, prev };
   }
 
   /**
@@ -395,15 +407,23 @@ export class Ledger {
     this.assertOpen();
     const s = parseScope(scope);
     throwIfCancelled(options.signal);
-    await this.authorize(s, 'resume');
-    await this.checkpoints.sync();
-    const read = await this.readHead(s.session);
+    // One head read serves authorization and the head rules, and the reads behind both (grants; the
+    // entries at, after and before the head) and the checkpoint check go out together: a small resume is a
+    // few round trips to the log, not its CPU. Nothing is returned unless all pass, and authorization is
+    // judged first, so a refused caller learns nothing of the log.
+    const current = (await this.log.head(s.session)) ?? null;
+    const authorized = this.authorize(s, 'resume', current);
+    const checked = this.checkpoints.sync();
+    const reading = this.readHead(s.session, true, current);
+    for (const p of [checked, reading]) p.catch(() => {}); // awaited below, after authorization
+    await authorized;
+    await checked;
+    const read = await reading;
     if (!read) return undefined;
-    const { head, entry } = read;
+    const { head, entry, prev } = read;
     // The head's entry and the one before it, through the same chain rules as history and fsck.
     const checker = this.checker(s.session, Math.max(head.seq - 1, 0));
     if (head.seq > 0) {
-      const prev = await this.log.entry(s.session, head.seq - 1);
       if (!prev) throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: seq ${head.seq - 1} is missing`);
       this.accept(s.session, prev.seq, checker.check(prev));
     }

@@ -70,6 +70,7 @@ export class LevelManifestLog extends AbstractManifestLog {
   private flushing = false;
   private nextPosition = 0;
   private frontier: TreeNode[] = [];
+  private lastTreeHead: TreeHead | undefined;
   private treeSize = 0;
   /** Set at open when the stored tree cannot be the tree of the stored entries; appends refuse then. */
   private treeDamage: string | undefined;
@@ -264,11 +265,21 @@ export class LevelManifestLog extends AbstractManifestLog {
   }
 
   async treeHead(): Promise<TreeHead> {
-    return treeHeadAt(this.treeSize, async (ids) => {
+    // The frontier changes only with the tree's size (an append): every call in between (each resume and
+    // publish checks the pinned checkpoint) gets the root folded from it once. A root that needed stored
+    // nodes is not kept: those are read (and may have been changed) each time.
+    const size = this.treeSize;
+    if (this.lastTreeHead?.size === size) return { size, root: this.lastTreeHead.root.slice() };
+    let fromFrontier = true;
+    const head = await treeHeadAt(size, async (ids) => {
       const byKey = new Map(this.frontier.map((n) => [`${n.level}/${n.index}`, n.hash]));
       const cached = ids.map((id) => byKey.get(`${id.level}/${id.index}`));
-      return cached.every((h) => h !== undefined) ? (cached as Uint8Array[]) : readNodes(this.db, ids);
+      if (cached.every((h) => h !== undefined)) return cached as Uint8Array[];
+      fromFrontier = false;
+      return readNodes(this.db, ids);
     });
+    if (fromFrontier && this.treeSize === size) this.lastTreeHead = { size, root: head.root.slice() };
+    return head;
   }
 
   treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {

@@ -1,0 +1,129 @@
+/**
+ * Where a resume's time goes, step by step, for small summaries (the fixed cost that dominates them):
+ * each step of `Ledger.resume` timed alone, many times, on the same stored session, beside the whole
+ * resume in three states: repeated (the head and the entry before it verified by an earlier resume:
+ * their verdicts are remembered), first after a publish (the new head is verified), and cold (a ledger
+ * opened afresh: both entries verified; the opening itself is not timed). Medians in microseconds.
+ */
+import { mkdtemp } from 'node:fs/promises';
+import { join } from 'node:path';
+import { readHeadFacts } from '../../manifests/chain/head-rules.js';
+import { pae, parseEnvelope } from '../../manifests/crypto/envelope.js';
+import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
+import { findTrustedKey } from '../../manifests/format/trust.js';
+import { authorize } from '../../src/ledger/grants.js';
+import { openLedger } from '../../src/ledger/open.js';
+import { decodeSummary } from '../../src/summary/summary.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
+import { collectGarbage, spread, type Spread } from '../lib/stats.js';
+
+export interface ResumeStep {
+  step: string;
+  size: number;
+  /** Microseconds per call. */
+  micros: Spread;
+}
+
+export interface ResumeStepsOptions {
+  sizes: number[];
+  /** Calls per step and sample. */
+  calls: number;
+  /** Samples per step (the median of these is reported). */
+  rounds: number;
+  text: TextKind;
+  workDir: string;
+  log: (line: string) => void;
+}
+
+async function micros(calls: number, op: () => unknown): Promise<number> {
+  const t0 = performance.now();
+  for (let i = 0; i < calls; i++) await op();
+  return ((performance.now() - t0) * 1000) / calls;
+}
+
+async function stepsOf(ledger: Ledger, size: number, text: TextKind, o: ResumeStepsOptions): Promise<ResumeStep[]> {
+  const scope = { principal: 'bench', session: `steps-${size}`, run: 'bench' };
+  await ledger.publish(scope, makeSummary(size, nextMarker(), text));
+  const receipt = await ledger.publish(scope, makeSummary(size, nextMarker(), text));
+  const head = (await ledger.log.entry(scope.session, 1))!;
+  const trust = ledger.trustStore();
+  const parsed = parseEnvelope(head.envelope);
+  const message = pae(parsed.envelope.payloadType, parsed.payload);
+  const createdAt = new Date().toISOString();
+  const publicKey = findTrustedKey(trust, ledger.host, ledger.keyId, createdAt);
+  if (!publicKey.ok) throw new Error('bench: the ledger key is not trusted');
+  const bytes = await ledger.blobs.get(receipt.digest);
+  await ledger.resume(scope); // both verdicts remembered from here on
+  const steps: Array<[string, () => unknown]> = [
+    ['resume, repeated (verdicts remembered)', () => ledger.resume(scope)],
+    ['authorization (owner, grants)', () => authorize(ledger.log, undefined, scope.principal, scope.session, 'resume')],
+    ['checkpoint check (tree head vs pinned)', () => ledger.checkpoint()],
+    ['head read (head, entry at head, entry after, watermark)', () => readHeadFacts(ledger.log, scope.session)],
+    ['entry read (the one before the head)', () => ledger.log.entry(scope.session, 0)],
+    ['trust lookup', () => findTrustedKey(trust, ledger.host, ledger.keyId, createdAt)],
+    [
+      'signature check (bare Ed25519)',
+      () => ledger.verifier.verify(parsed.signatures[0]!.sig, message, publicKey.publicKey),
+    ],
+    [
+      'manifest verification (parse, key, signature, schema, canonical, id)',
+      () => verifyManifestEnvelope(head.envelope, { trust, verifier: ledger.verifier }),
+    ],
+    ['blob read + re-hash', () => ledger.blobs.get(receipt.digest)],
+    ['summary decode + schema', () => decodeSummary(bytes)],
+  ];
+  const samples = new Map<string, number[]>(steps.map(([name]) => [name, []]));
+  const firstAfterPublish: number[] = [];
+  for (let round = 0; round <= o.rounds; round++) {
+    for (const [name, op] of steps) {
+      collectGarbage();
+      const us = await micros(o.calls, op);
+      if (round > 0) samples.get(name)!.push(us);
+    }
+    // First resume after a publish: the new head is verified (the entry before it was, by the last resume).
+    const n = Math.max(1, Math.floor(o.calls / 10));
+    let total = 0;
+    for (let i = 0; i < n; i++) {
+      await ledger.publish(scope, makeSummary(size, nextMarker(), text));
+      total += await micros(1, () => ledger.resume(scope));
+    }
+    if (round > 0) firstAfterPublish.push(total / n);
+  }
+  return [
+    ...steps.map(([step]) => ({ step, size, micros: spread(samples.get(step)!) })),
+    { step: 'resume, first after a publish (head verified)', size, micros: spread(firstAfterPublish) },
+  ];
+}
+
+/** A cold resume: a ledger opened afresh (not timed), then its first resume (timed). */
+async function coldResume(root: string, size: number, o: ResumeStepsOptions): Promise<ResumeStep> {
+  const scope = { principal: 'bench', session: `steps-${size}`, run: 'bench' };
+  const samples: number[] = [];
+  for (let round = 0; round <= o.rounds; round++) {
+    const ledger = await openLedger({ root, host: 'bench', hash: 'auto', maxSummaryBytes: 1024 ** 3 });
+    try {
+      const us = await micros(1, () => ledger.resume(scope));
+      if (round > 0) samples.push(us);
+    } finally {
+      await ledger.close();
+    }
+  }
+  return { step: 'resume, cold (a freshly opened ledger: both entries verified)', size, micros: spread(samples) };
+}
+
+export async function runResumeStepsSuite(o: ResumeStepsOptions): Promise<ResumeStep[]> {
+  const root = await mkdtemp(join(o.workDir, 'resume-steps-'));
+  const out: ResumeStep[] = [];
+  for (const size of o.sizes) {
+    const ledger = await openLedger({ root, host: 'bench', hash: 'auto', maxSummaryBytes: 1024 ** 3 });
+    try {
+      out.push(...(await stepsOf(ledger, size, o.text, o)));
+    } finally {
+      await ledger.close();
+    }
+    out.push(await coldResume(root, size, o));
+    o.log(`  ${size} B: ${out.filter((s) => s.size === size).length} steps timed`);
+  }
+  return out;
+}

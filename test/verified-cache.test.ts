@@ -1,0 +1,144 @@
+import { describe, expect, it } from 'vitest';
+import { VerifiedManifestCache } from '../manifests/crypto/verified-cache.js';
+import type { SignatureVerifier } from '../manifests/crypto/ed25519.js';
+import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
+import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { openLedger } from '../src/ledger/open.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const alice = { principal: 'alice', session: 'sess-1', run: 'run-1' };
+
+function counting(): SignatureVerifier & { calls: number } {
+  const v = {
+    name: 'counting',
+    calls: 0,
+    verify(sig: Uint8Array, msg: Uint8Array, key: Uint8Array) {
+      v.calls++;
+      return nodeVerifier.verify(sig, msg, key);
+    },
+  };
+  return v;
+}
+
+/** Two signed entries of one session, and the ledger's trust store. */
+async function signedEntries() {
+  const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+  await ledger.publish(alice, sampleSummary('one'));
+  await ledger.publish(alice, sampleSummary('two'));
+  const envelopes = [(await ledger.log.entry('sess-1', 0))!.envelope, (await ledger.log.entry('sess-1', 1))!.envelope];
+  const trust = ledger.trustStore();
+  await ledger.close();
+  return { envelopes, trust };
+}
+
+describe('VerifiedManifestCache', () => {
+  it('answers an envelope it verified before without checking its signature again', async () => {
+    const { envelopes, trust } = await signedEntries();
+    const verifier = counting();
+    const cache = new VerifiedManifestCache();
+    const first = cache.verify(envelopes[0]!, { trust, verifier });
+    const again = cache.verify(envelopes[0]!, { trust, verifier });
+    expect(verifier.calls).toBe(1);
+    expect(again).toEqual(first);
+  });
+
+  it('verifies again under another trust store, and refuses a key that store revoked', async () => {
+    const { envelopes, trust } = await signedEntries();
+    const verifier = counting();
+    const cache = new VerifiedManifestCache();
+    cache.verify(envelopes[0]!, { trust, verifier });
+    const revoked = structuredClone(trust);
+    revoked.keys[0]!.revokedAt = '2000-01-01T00:00:00.000Z';
+    expect(() => cache.verify(envelopes[0]!, { trust: revoked, verifier })).toThrow(
+      expect.objectContaining({ code: 'KEY_REVOKED' }),
+    );
+    cache.verify(envelopes[0]!, { trust: structuredClone(trust), verifier });
+    expect(verifier.calls).toBe(2);
+  });
+
+  it('hands out copies: a caller that edits its manifest does not change the next answer', async () => {
+    const { envelopes, trust } = await signedEntries();
+    const cache = new VerifiedManifestCache();
+    const got = cache.verify(envelopes[1]!, { trust, verifier: nodeVerifier });
+    got.manifest.session = 'edited';
+    got.manifest.summary.size = -1;
+    got.envelope.signatures[0]!.sig = 'edited';
+    got.payload[0] = 0;
+    const next = cache.verify(envelopes[1]!, { trust, verifier: nodeVerifier });
+    expect(next.manifest.session).toBe('sess-1');
+    expect(next.manifest.summary.size).toBeGreaterThan(0);
+    expect(next.envelope.signatures[0]!.sig).not.toBe('edited');
+    expect(next.payload[0]).toBe(0x7b); // '{'
+  });
+
+  it('keeps no refusal: a bad envelope is checked (and refused) every time', async () => {
+    const { envelopes, trust } = await signedEntries();
+    const env = JSON.parse(envelopes[0]!);
+    const sig = decodeBase64(env.signatures[0].sig)!;
+    sig[0]! ^= 1;
+    env.signatures[0].sig = encodeBase64(sig);
+    const bad = JSON.stringify(env);
+    const verifier = counting();
+    const cache = new VerifiedManifestCache();
+    for (let i = 0; i < 2; i++)
+      expect(() => cache.verify(bad, { trust, verifier })).toThrow(
+        expect.objectContaining({ code: 'SIGNATURE_INVALID' }),
+      );
+    expect(verifier.calls).toBe(2);
+    expect(cache.size).toBe(0);
+  });
+
+  it('drops the least recently used envelope beyond its capacity', async () => {
+    const { envelopes, trust } = await signedEntries();
+    const verifier = counting();
+    const cache = new VerifiedManifestCache(1);
+    cache.verify(envelopes[0]!, { trust, verifier });
+    cache.verify(envelopes[1]!, { trust, verifier });
+    cache.verify(envelopes[0]!, { trust, verifier });
+    expect(verifier.calls).toBe(3);
+    expect(cache.size).toBe(1);
+  });
+});
+
+describe('resume with remembered verdicts', () => {
+  it('checks no signature again when the head and the entry before it are unchanged', async () => {
+    const verifier = counting();
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    Object.defineProperty(ledger, 'verifier', { value: verifier });
+    await ledger.publish(alice, sampleSummary('one'));
+    await ledger.publish(alice, sampleSummary('two'));
+    await ledger.resume(alice);
+    const after = verifier.calls;
+    expect(after).toBe(2);
+    await ledger.resume(alice);
+    expect(verifier.calls).toBe(after);
+    await ledger.close();
+  });
+
+  it('verifies a stored entry again when its bytes changed since the last resume (SIGNATURE_INVALID)', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    await ledger.publish(alice, sampleSummary());
+    await ledger.resume(alice);
+    const db = (ledger.log as LevelManifestLog).raw;
+    const key = 'e!sess-1!000000000000';
+    const entry = JSON.parse((await db.get(key))!);
+    const env = JSON.parse(entry.envelope);
+    const manifest = JSON.parse(new TextDecoder().decode(decodeBase64(env.payload)!));
+    manifest.run = 'run-forged';
+    env.payload = encodeBase64(new TextEncoder().encode(JSON.stringify(manifest)));
+    entry.envelope = JSON.stringify(env);
+    await db.put(key, JSON.stringify(entry));
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'SIGNATURE_INVALID' });
+    await ledger.close();
+  });
+
+  it('refuses a head signed by a key revoked since the last resume (KEY_REVOKED)', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    await ledger.publish(alice, sampleSummary());
+    await ledger.resume(alice);
+    await ledger.revokeKey(ledger.keyId, '2000-01-01T00:00:00.000Z');
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    await ledger.close();
+  });
+});
