@@ -9,7 +9,7 @@
  * (manifests/encoding/json-escape.ts), straight into the output buffer. Where WebAssembly is unavailable the
  * JSON.stringify path serves.
  */
-import { ESCAPE, loadEscaper, type Escaper } from './json-escape.js';
+import { ESCAPE, loadEscaper, releaseEscaper, takeEscaper, type Escaper } from './json-escape.js';
 
 const NEEDS_ESCAPE = /["\\\u0000-\u001f]/;
 /** Strings at least this long (in UTF-16 code units) are encoded straight into the output bytes. */
@@ -102,30 +102,30 @@ export function canonicalBytes(value: unknown): Uint8Array {
 export function canonicalChunks(value: unknown): Iterable<Uint8Array> {
   const parts: Part[] = [];
   pushValue(parts, value, 0, true);
-  const esc = loadEscaper();
-  if (!esc || !parts.some((p) => p instanceof LongString)) return [canonicalBytes(value)];
+  if (!loadEscaper() || !parts.some((p) => p instanceof LongString)) return [canonicalBytes(value)];
   return (function* () {
-    let own = new Uint8Array(0); // reused from piece to piece: a piece is valid until the next is pulled
-    let text = '';
-    for (const p of parts) {
-      if (typeof p === 'string') {
-        text += p;
-        continue;
+    // An escaper of this generator's own: its pieces are views of its memory, valid until the next pull
+    // whatever other encodings run meanwhile (a consumer may await between pulls), and never copied here.
+    const esc = takeEscaper()!;
+    try {
+      let text = '';
+      for (const p of parts) {
+        if (typeof p === 'string') {
+          text += p;
+          continue;
+        }
+        yield encoder.encode(`${text}"`);
+        text = '"';
+        for (let read = 0; read < p.value.length;) {
+          const { read: r, written } = encoder.encodeInto(read === 0 ? p.value : p.value.substring(read), esc.src);
+          read += r;
+          yield esc.escape(written);
+        }
       }
-      yield encoder.encode(`${text}"`);
-      text = '"';
-      for (let read = 0; read < p.value.length;) {
-        const { read: r, written } = encoder.encodeInto(read === 0 ? p.value : p.value.substring(read), esc.src);
-        read += r;
-        // The escaper's memory is shared by every encoding in the process, and the consumer may await
-        // (letting another one run) before it is done with this piece: hand out this generator's own copy.
-        const escaped = esc.escape(written);
-        if (own.length < escaped.length) own = new Uint8Array(Math.max(escaped.length, 2 * own.length));
-        own.set(escaped);
-        yield own.subarray(0, escaped.length);
-      }
+      yield encoder.encode(text);
+    } finally {
+      releaseEscaper(esc);
     }
-    yield encoder.encode(text);
   })();
 }
 

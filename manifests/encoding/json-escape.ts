@@ -222,3 +222,22 @@ export function loadEscaper(kind: EscaperKind | 'auto' = 'auto'): Escaper | unde
   }
   return esc ?? undefined;
 }
+
+/** Escapers returned by streams that finished, kept for the next stream. */
+const idle: Escaper[] = [];
+const KEEP_IDLE = 2;
+
+/**
+ * An escaper of the `auto` kind for one stream's exclusive use: its output stays valid until its owner
+ * escapes again, so a stream can hand out views of it without a copy, however other encodings interleave.
+ * Give it back with `releaseEscaper` when the stream ends. Undefined where no escaper loads.
+ */
+export function takeEscaper(): Escaper | undefined {
+  const kind = loadEscaper()?.kind;
+  if (kind === undefined) return undefined;
+  return idle.pop() ?? instantiate(kind);
+}
+
+export function releaseEscaper(esc: Escaper): void {
+  if (idle.length < KEEP_IDLE && !idle.includes(esc)) idle.push(esc);
+}

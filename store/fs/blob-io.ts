@@ -9,6 +9,7 @@ import { formatDigest, type Digest, type HashBackend, type Hasher } from '../has
 import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import type { FsOps } from './ops.js';
 import { fixedBlocks } from '../blocks.js';
+import { sharedBlock, type ThreadHasher } from '../hash/hash-thread.node.js';
 
 // Hashing a large buffer yields to the event loop this often, so I/O completions are not held up.
 const HASH_SLICE = 1024 * 1024;
@@ -31,6 +32,11 @@ export interface WriteContext {
   hash: HashBackend;
   /** Runs once the digest is known, alongside the final data fsync (both must succeed). */
   afterDigest(digest: Digest): Promise<void>;
+  /**
+   * A stream's blocks are hashed on this hash state off the main thread (native BLAKE3; see
+   * store/hash/hash-thread.node.ts) instead of by `hash` here; where it cannot be had, `hash` serves.
+   */
+  hashThread?: () => ThreadHasher;
 }
 
 export interface Written {
@@ -38,16 +44,21 @@ export interface Written {
   size: number;
 }
 
-/** Blocks reused across puts, so a large put does not page-fault fresh memory for every block. */
-const freeBlockSets: Buffer[][] = [];
+/**
+ * Blocks reused across puts, so a large put does not page-fault fresh memory for every block; those a
+ * hash thread reads are in shared memory, kept apart.
+ */
+const freeBlockSets = { private: [] as Buffer[][], shared: [] as Buffer[][] };
 const KEEP_BLOCK_SETS = 2;
 
-function takeBlocks(): Buffer[] {
-  return freeBlockSets.pop() ?? Array.from({ length: BLOCKS }, () => Buffer.allocUnsafe(BLOCK));
+function takeBlocks(shared = false): Buffer[] {
+  const free = shared ? freeBlockSets.shared : freeBlockSets.private;
+  return free.pop() ?? Array.from({ length: BLOCKS }, () => (shared ? sharedBlock(BLOCK) : Buffer.allocUnsafe(BLOCK)));
 }
 
 function giveBlocks(blocks: Buffer[]): void {
-  if (freeBlockSets.length < KEEP_BLOCK_SETS) freeBlockSets.push(blocks);
+  const free = blocks[0]!.buffer instanceof SharedArrayBuffer ? freeBlockSets.shared : freeBlockSets.private;
+  if (free.length < KEEP_BLOCK_SETS) free.push(blocks);
 }
 
 /** After the last read: the file must end where its size said (a blob that grew or shrank under us is not trusted) and match its digest. */
@@ -175,11 +186,23 @@ export async function writeBuffer(
   return { digest, size: bytes.length };
 }
 
+/** The hash state of a stream: on the hash thread when the context offers one that starts, else here. */
+async function streamHasher(ctx: WriteContext): Promise<{ thread?: ThreadHasher; here?: Hasher }> {
+  try {
+    const thread = ctx.hashThread?.();
+    if (thread) return { thread };
+  } catch {
+    // No thread to be had (no worker_threads, a resource limit): this thread hashes, as without one.
+  }
+  return { here: await ctx.hash.create() };
+}
+
 /**
  * A stream of chunks, of any sizes (already metered by the store's front: type, size limit,
  * cancellation): cut into BLOCKS reusable blocks; each full block is written at its offset (several
- * writes in flight) and hashed here while the source produces the next bytes; flush-behind fsyncs start
- * every FLUSH_BEHIND bytes.
+ * writes in flight) and hashed, on the hash thread when there is one, while the source produces the next
+ * bytes; flush-behind fsyncs start every FLUSH_BEHIND bytes. A block is refilled only once both its
+ * write and its hashing are done.
  */
 export async function writeStream(
   ctx: WriteContext,
@@ -187,9 +210,10 @@ export async function writeStream(
   source: AsyncIterable<Uint8Array>,
   signal?: AbortSignal,
 ): Promise<Written> {
-  const hasher = await ctx.hash.create();
-  const blocks = takeBlocks();
+  const { thread, here } = await streamHasher(ctx);
+  const blocks = takeBlocks(thread !== undefined);
   const writes: Array<Promise<void> | undefined> = new Array(BLOCKS);
+  const hashing: Array<Promise<void> | undefined> = new Array(BLOCKS);
   const flushes: Array<Promise<void>> = [];
   let flushing = false;
   let unflushed = 0;
@@ -198,12 +222,14 @@ export async function writeStream(
   let failure: unknown;
   const ended = (p: Promise<void>) => p.catch((err) => void (failure ??= err));
 
+  let digest: Digest;
   try {
     try {
       for await (const block of fixedBlocks(source, blocks)) {
         writes[slot] = ended(ctx.fs.write(handle, block, offset).catch(storageFailed('write')));
         offset += block.length;
-        hasher.update(block);
+        if (thread) hashing[slot] = ended(thread.update(block).catch(storageFailed('hash thread')));
+        else here!.update(block);
         unflushed += block.length;
         if (unflushed >= FLUSH_BEHIND && !flushing) {
           unflushed = 0;
@@ -211,19 +237,24 @@ export async function writeStream(
           flushes.push(ended(ctx.fs.fsync(handle).catch(storageFailed('fsync'))).then(() => void (flushing = false)));
         }
         slot = (slot + 1) % BLOCKS;
-        await writes[slot]; // the block about to be refilled must be written out first
+        // The block about to be refilled must be written out and hashed first.
+        await writes[slot];
+        await hashing[slot];
         if (failure !== undefined) throw failure;
         throwIfAborted(signal);
       }
     } finally {
-      // No write may still run once the caller closes the file, nor a block be reused while written.
-      await Promise.all([...writes, ...flushes]);
+      // No write may still run once the caller closes the file, nor a block be reused while written or hashed.
+      await Promise.all([...writes, ...hashing, ...flushes]);
     }
     if (failure !== undefined) throw failure;
+    digest = formatDigest(thread ? await thread.digest().catch(storageFailed('hash thread')) : here!.digest());
+  } catch (err) {
+    await thread?.drop().catch(() => {});
+    throw err;
   } finally {
     giveBlocks(blocks);
   }
-  const digest = formatDigest(hasher.digest());
   await settleAll(ctx.fs.fsync(handle).catch(storageFailed('fsync')), ctx.afterDigest(digest));
   return { digest, size: offset };
 }

@@ -22,6 +22,7 @@ import {
 } from '../blob-store.js';
 import { ensurePrivateDir } from './safe-dir.js';
 import { readStream, readWhole, writeBuffer, writeStream } from './blob-io.js';
+import { threadHasher } from '../hash/hash-thread.node.js';
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const WRITE_FLAGS = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
@@ -35,6 +36,11 @@ export interface FsBlobStoreOptions {
   maxBlobBytes?: number;
   /** Filesystem operations; tests inject faults here. */
   fs?: FsOps;
+  /**
+   * Hash streamed puts on a worker thread, so a large put's hashing overlaps its encoding and copying
+   * (default: when `hash` is the native backend, whose code the thread runs).
+   */
+  hashThread?: boolean;
 }
 
 export interface RecoveryReport {
@@ -57,6 +63,7 @@ export class FsBlobStore extends AbstractBlobStore {
   private readonly quarantineDir: string;
   private readonly hash: HashBackend;
   private readonly fs: FsOps;
+  private readonly hashThread: boolean;
   /**
    * Directories holding an entry not yet known durable (their fsync failed), each with the version of
    * its listing: a retry may find the entry already there (EEXIST), so the next put fsyncs them.
@@ -73,6 +80,7 @@ export class FsBlobStore extends AbstractBlobStore {
     this.quarantineDir = join(root, 'quarantine');
     this.hash = options.hash;
     this.fs = options.fs ?? nodeFsOps;
+    this.hashThread = options.hashThread ?? options.hash.name === 'native';
   }
 
   /**
@@ -126,7 +134,12 @@ export class FsBlobStore extends AbstractBlobStore {
     try {
       handle = await this.fs.open(staging, WRITE_FLAGS, 0o600).catch(wrap('open staging file'));
       created = true;
-      const ctx = { fs: this.fs, hash: this.hash, afterDigest: (digest: Digest) => this.ensureShardDirs(digest) };
+      const ctx = {
+        fs: this.fs,
+        hash: this.hash,
+        afterDigest: (digest: Digest) => this.ensureShardDirs(digest),
+        ...(this.hashThread ? { hashThread: threadHasher } : {}),
+      };
       const written =
         source instanceof Uint8Array
           ? await writeBuffer(ctx, handle, source, signal)
