@@ -109,6 +109,24 @@ describe('npm run bench -- --quick', () => {
     }
     expect(nativeLoads ? ['native', 'wasm', 'noble'] : ['wasm', 'noble']).toContain(r.hash.fastest);
 
+    // Resume, step by step, at the sizes of config.resumeSteps: every step, and the whole resume three ways.
+    expect(r.config.resumeSteps.sizes).toEqual([KiB]);
+    const steps = new Set(r.resumeSteps.map((x) => x.step));
+    for (const step of [
+      'resume, repeated (verdicts remembered)',
+      'resume, first after a publish (head verified)',
+      'resume, cold (a freshly opened ledger: both entries verified)',
+      'head read (head, entry at head, entry after, watermark)',
+      'signature check (bare Ed25519)',
+      'blob read + re-hash',
+      'summary decode + schema',
+    ])
+      expect(steps.has(step), step).toBe(true);
+    for (const x of r.resumeSteps) {
+      expect(x.size).toBe(KiB);
+      expectSpread(x.micros, `resumeSteps ${x.step}`);
+    }
+
     expect(r.concurrency.map((c) => c.sessions)).toEqual([1, 32]);
     for (const c of r.concurrency) expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);
     expect(r.rawSmallWrites?.bytes).toBe(4 * KiB);

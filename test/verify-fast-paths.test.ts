@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { canonicalize } from '../manifests/encoding/canonical.js';
-import { encodeBase64 } from '../manifests/encoding/base64.js';
+import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
 import { canonicalManifestText } from '../manifests/format/manifest-text.js';
 import {
   encodeManifest,
@@ -137,5 +137,37 @@ describe('verifyManifestEnvelope (canonical payload check)', () => {
     }
     expect(err).toBeInstanceOf(ManifestError);
     expect((err as ManifestError).code).toBe('MANIFEST_INVALID');
+  });
+});
+
+describe('decodeBase64 on long texts (the native decoder, held to the canonical form)', () => {
+  const b64char = fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_ '.split(''));
+
+  it('decodes what it accepts like the reference and accepts exactly the canonical texts', () => {
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ minLength: 48, maxLength: 600 }),
+        fc.array(fc.tuple(fc.nat(), b64char), { maxLength: 2 }),
+        (bytes, edits) => {
+          const chars = encodeBase64(bytes).split('');
+          for (const [at, ch] of edits) chars[at % chars.length] = ch;
+          const text = chars.join('');
+          // Canonical iff Node's lenient decoder, re-encoded, gives back the same text.
+          const canonical = Buffer.from(Buffer.from(text, 'base64')).toString('base64') === text;
+          const got = decodeBase64(text);
+          expect(got !== undefined, text).toBe(canonical);
+          if (canonical) expect(Buffer.from(got!).toString('base64')).toBe(text);
+        },
+      ),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('refuses padding in the middle, non-zero padding bits and a foreign alphabet', () => {
+    const text = encodeBase64(new Uint8Array(100).fill(7)); // 136 characters, ends in '='
+    expect(decodeBase64(text)).toEqual(new Uint8Array(100).fill(7));
+    expect(decodeBase64(`${text.slice(0, 60)}=${text.slice(61)}`)).toBeUndefined();
+    expect(decodeBase64(`${text.slice(0, -2)}x=`)).toBeUndefined(); // 'x' leaves low bits set
+    expect(decodeBase64(`${text.slice(0, 10)}-${text.slice(11)}`)).toBeUndefined();
   });
 });

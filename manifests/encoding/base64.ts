@@ -28,6 +28,22 @@ export function encodeBase64(bytes: Uint8Array): string {
   return parts.join('');
 }
 
+const nodeBuffer = (globalThis as { Buffer?: { from(text: string, encoding: 'base64'): Uint8Array } }).Buffer;
+const PADDED = /^[A-Za-z0-9+/]*={0,2}$/;
+/** From this length on, Node's native decoder serves (a manifest payload is a few hundred characters). */
+const NATIVE_FROM = 64;
+
+/**
+ * Node's decoder is lenient, so the text is held to the canonical form first: alphabet characters,
+ * padding only at the end, the unused low bits of the last character zero; then it decodes natively.
+ */
+function decodeBase64Native(text: string, pad: number, from: NonNullable<typeof nodeBuffer>): Uint8Array | undefined {
+  if (!PADDED.test(text)) return undefined;
+  if (pad > 0 && (DECODE[text.charCodeAt(text.length - 1 - pad)]! & (pad === 2 ? 15 : 3)) !== 0) return undefined;
+  // A copy: Node decodes short texts into a shared pool, whose other bytes a caller must never reach.
+  return new Uint8Array(from.from(text, 'base64'));
+}
+
 /**
  * Decodes canonical padded base64; returns `undefined` for anything else (so one payload has one encoding):
  * only alphabet characters, padding only at the end, and the unused low bits of the last character zero.
@@ -35,6 +51,7 @@ export function encodeBase64(bytes: Uint8Array): string {
 export function decodeBase64(text: string): Uint8Array | undefined {
   if (typeof text !== 'string' || text.length % 4 !== 0) return undefined;
   const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  if (nodeBuffer && text.length >= NATIVE_FROM) return decodeBase64Native(text, pad, nodeBuffer);
   const out = new Uint8Array((text.length / 4) * 3 - pad);
   let o = 0;
   for (let i = 0; i < text.length; i += 4) {
