@@ -171,3 +171,20 @@ describe('decodeBase64 on long texts (the native decoder, held to the canonical 
     expect(decodeBase64(`${text.slice(0, 10)}-${text.slice(11)}`)).toBeUndefined();
   });
 });
+
+describe('pae (prefix per payload type kept)', () => {
+  const plain = (type: string, body: Uint8Array) =>
+    new TextEncoder().encode(
+      `DSSEv1 ${new TextEncoder().encode(type).length} ${type} ${body.length} ${new TextDecoder().decode(body)}`,
+    );
+
+  it('gives the spec bytes for one type again and again, and for more types than it keeps', () => {
+    const body = new TextEncoder().encode('{"a":1}');
+    for (let round = 0; round < 2; round++)
+      for (let i = 0; i < 40; i++) {
+        const type = `application/x-${i}+json`;
+        expect(Buffer.from(pae(type, body)).equals(Buffer.from(plain(type, body))), type).toBe(true);
+        expect(pae(type, new Uint8Array(0)).length).toBe(plain(type, new Uint8Array(0)).length);
+      }
+  });
+});

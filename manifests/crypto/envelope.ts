@@ -24,13 +24,27 @@ const MAX_SIGNATURES = 8;
 
 const encoder = new TextEncoder();
 
+/** `DSSEv1 <len> <type> ` as bytes, per payload type: every manifest of a chain has the same one. */
+const paePrefixes = new Map<string, Uint8Array>();
+
+function paePrefix(payloadType: string): Uint8Array {
+  let prefix = paePrefixes.get(payloadType);
+  if (prefix === undefined) {
+    prefix = encoder.encode(`DSSEv1 ${encoder.encode(payloadType).length} ${payloadType} `);
+    if (paePrefixes.size >= 16) paePrefixes.clear(); // payload types come from input: keep the map small
+    paePrefixes.set(payloadType, prefix);
+  }
+  return prefix;
+}
+
 /** DSSE pre-authentication encoding: `DSSEv1 <len> <type> <len> <body>` with byte lengths. */
 export function pae(payloadType: string, payload: Uint8Array): Uint8Array {
-  const type = encoder.encode(payloadType);
-  const head = encoder.encode(`DSSEv1 ${type.length} ${payloadType} ${payload.length} `);
-  const out = new Uint8Array(head.length + payload.length);
-  out.set(head, 0);
-  out.set(payload, head.length);
+  const prefix = paePrefix(payloadType);
+  const length = `${payload.length} `; // ASCII digits and a space: one byte per character
+  const out = new Uint8Array(prefix.length + length.length + payload.length);
+  out.set(prefix, 0);
+  for (let i = 0; i < length.length; i++) out[prefix.length + i] = length.charCodeAt(i);
+  out.set(payload, prefix.length + length.length);
   return out;
 }
 
