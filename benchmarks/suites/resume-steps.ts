@@ -5,7 +5,7 @@
  * their verdicts are remembered), first after a publish (the new head is verified), and cold (a ledger
  * opened afresh: both entries verified; the opening itself is not timed). Medians in microseconds.
  */
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readHeadFacts } from '../../manifests/chain/head-rules.js';
 import { pae, parseEnvelope } from '../../manifests/crypto/envelope.js';
@@ -17,6 +17,7 @@ import { decodeSummary } from '../../src/summary/summary.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { collectGarbage, spread, type Spread } from '../lib/stats.js';
+import { rawReadHashText } from './raw.js';
 
 export interface ResumeStep {
   step: string;
@@ -42,10 +43,11 @@ async function micros(calls: number, op: () => unknown): Promise<number> {
   return ((performance.now() - t0) * 1000) / calls;
 }
 
-async function stepsOf(ledger: Ledger, size: number, text: TextKind, o: ResumeStepsOptions): Promise<ResumeStep[]> {
+async function stepsOf(ledger: Ledger, size: number, textKind: TextKind, o: ResumeStepsOptions): Promise<ResumeStep[]> {
   const scope = { principal: 'bench', session: `steps-${size}`, run: 'bench' };
-  await ledger.publish(scope, makeSummary(size, nextMarker(), text));
-  const receipt = await ledger.publish(scope, makeSummary(size, nextMarker(), text));
+  await ledger.publish(scope, makeSummary(size, nextMarker(), textKind));
+  const receipt = await ledger.publish(scope, makeSummary(size, nextMarker(), textKind));
+  const hash = ledger.hashBackend;
   const head = (await ledger.log.entry(scope.session, 1))!;
   const trust = ledger.trustStore();
   const parsed = parseEnvelope(head.envelope);
@@ -54,6 +56,10 @@ async function stepsOf(ledger: Ledger, size: number, text: TextKind, o: ResumeSt
   const publicKey = findTrustedKey(trust, ledger.host, ledger.keyId, createdAt);
   if (!publicKey.ok) throw new Error('bench: the ledger key is not trusted');
   const bytes = await ledger.blobs.get(receipt.digest);
+  const text = new TextDecoder().decode(bytes);
+  // The same bytes as a plain file: the floor's reference ("raw read + hash + text") in this very run.
+  const rawFile = join(o.workDir, `resume-steps-raw-${size}`);
+  await writeFile(rawFile, bytes);
   await ledger.resume(scope); // both verdicts remembered from here on
   const steps: Array<[string, () => unknown]> = [
     ['resume, repeated (verdicts remembered)', () => ledger.resume(scope)],
@@ -72,6 +78,8 @@ async function stepsOf(ledger: Ledger, size: number, text: TextKind, o: ResumeSt
     ],
     ['blob read + re-hash', () => ledger.blobs.get(receipt.digest)],
     ['summary decode + schema', () => decodeSummary(bytes)],
+    ['JSON.parse of the summary text alone', () => JSON.parse(text)],
+    ['raw read + hash + text of the same bytes (the reference)', () => rawReadHashText(rawFile, bytes.length, hash)],
   ];
   const samples = new Map<string, number[]>(steps.map(([name]) => [name, []]));
   const firstAfterPublish: number[] = [];
@@ -85,7 +93,7 @@ async function stepsOf(ledger: Ledger, size: number, text: TextKind, o: ResumeSt
     const n = Math.max(1, Math.floor(o.calls / 10));
     let total = 0;
     for (let i = 0; i < n; i++) {
-      await ledger.publish(scope, makeSummary(size, nextMarker(), text));
+      await ledger.publish(scope, makeSummary(size, nextMarker(), textKind));
       total += await micros(1, () => ledger.resume(scope));
     }
     if (round > 0) firstAfterPublish.push(total / n);
