@@ -10,7 +10,8 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
 import { describeVerdict } from '../../manifests/audit/report-text.js';
-import { findPage, startAuditServer, type AuditServer } from '../../src/ops/audit-server.js';
+import { auditorPagePath } from '../../src/ops/auditor-page.js';
+import { startAuditServer, type AuditServer } from '../../src/ops/audit-server.js';
 import { run as auditUi, serve } from '../../src/cli/audit-ui.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
 import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
@@ -69,7 +70,12 @@ describe('audit-ui server', () => {
       join(root, 'bundle'),
       join(root, 'trust.json'),
     );
-    server = await startAuditServer({ page: findPage()!, bundle: paths.dir, hasBlobs: true, trust: paths.trustPath });
+    server = await startAuditServer({
+      page: auditorPagePath()!,
+      bundle: paths.dir,
+      hasBlobs: true,
+      trust: paths.trustPath,
+    });
   });
   afterAll(async () => {
     await server?.close();
