@@ -1,15 +1,26 @@
 /**
  * The auditor's page: pick or drop a bundle folder and a trust file, verify in a Web Worker with a
  * progress bar, then show the verdict, the history picture, findings and chains. Built by
- * web/build.node.ts into one self-contained dist/web/index.html.
+ * web/build.mjs into one self-contained dist/web/index.html.
  */
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import type { Finding } from '../manifests/audit/findings.js';
 import { HistoryView } from './history/canvas.js';
 import { buildHistory, distinct, type HistoryFilter } from './history/model.js';
 import type { ManifestMark, VerifyRequest, WorkerMessage } from './protocol.js';
-import { exportJson, el, showChains, showDetails, showFindings, showLegend, showVerdict } from './report-view.js';
-import { bundleFromFiles, bundleFromPreload, filesOfInput, fromDrop, preloadOf, type PickedBundle } from './sources.js';
+import { readDrop } from './drop.js';
+import {
+  exportJson,
+  el,
+  showChains,
+  showCheckpoint,
+  showDetails,
+  showFindings,
+  showLegend,
+  showVerdict,
+} from './report-view.js';
+import { roleOfDroppedFile, SIDE_FILE_ROLES, SIDE_FILES, unplacedFile, type SideFileRole } from './side-files.js';
+import { bundleFromFiles, bundleFromPreload, filesOfInput, preloadOf, type PickedBundle } from './sources.js';
 
 /** The worker's bundled source, put in by the build: a blob: worker runs from file:// and any host. */
 declare const __WORKER_SOURCE__: string;
@@ -18,12 +29,12 @@ const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as 
 
 const state: {
   bundle?: PickedBundle;
-  trustText?: string;
-  trustName?: string;
+  /** Trust file, earlier checkpoint, …: name and text of each one chosen. */
+  side: Partial<Record<SideFileRole, { name: string; text: string }>>;
   report?: BundleAuditReport;
   manifests: ManifestMark[];
   worker?: Worker;
-} = { manifests: [] };
+} = { manifests: [], side: {} };
 
 const history = new HistoryView($('history'), $('history-space'), $<HTMLCanvasElement>('history-canvas'), (m, r) =>
   showDetails($('details'), m, r),
@@ -35,25 +46,35 @@ function fail(message: string): void {
   e.hidden = false;
 }
 
+const ready = () =>
+  state.bundle !== undefined && SIDE_FILE_ROLES.every((r) => !SIDE_FILES[r].required || state.side[r]);
+
 function refreshPicked(): void {
-  const parts = [
-    state.bundle ? state.bundle.description : 'no bundle chosen',
-    state.trustName !== undefined ? `trust file ${state.trustName}` : 'no trust file chosen',
-  ];
+  const parts = [state.bundle ? state.bundle.description : 'no bundle chosen'];
+  for (const role of SIDE_FILE_ROLES) {
+    const { noun, required } = SIDE_FILES[role];
+    const chosen = state.side[role];
+    parts.push(chosen ? `${noun} ${chosen.name}` : `no ${noun} chosen${required ? '' : ' (optional)'}`);
+  }
   $('picked').textContent = parts.join('; ');
-  $<HTMLButtonElement>('verify').disabled = !(state.bundle && state.trustText !== undefined);
+  $<HTMLButtonElement>('verify').disabled = !ready();
 }
 
 function takeBundle(picked: PickedBundle | string | undefined): void {
   if (picked === undefined) return;
   if (typeof picked === 'string') return fail(picked);
+  $('error').hidden = true;
   state.bundle = picked;
   refreshPicked();
 }
 
-async function takeTrust(file: Blob & { name?: string }): Promise<void> {
-  state.trustText = await file.text();
-  state.trustName = file.name ?? 'trust.json';
+async function takeSideFile(role: SideFileRole, file: Blob, name: string): Promise<void> {
+  const { tooLarge } = SIDE_FILES[role];
+  // Refused before reading, with the CLI's code and words: a bound read after the fact bounds nothing.
+  if (file.size > tooLarge.bytes) return fail(tooLarge.refusal(name));
+  const text = await file.text();
+  $('error').hidden = true;
+  state.side[role] = { name, text };
   refreshPicked();
 }
 
@@ -109,6 +130,7 @@ function finished(report: BundleAuditReport, manifests: ManifestMark[], verifier
   $('progress-text').textContent = `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier})`;
   $('result').hidden = false;
   showVerdict($('verdict'), $('bundle-info'), report, state.bundle!.name);
+  showCheckpoint($('checkpoint-info'), report, state.side.since?.name);
   fillSelect('filter-principal', 'principals', distinct(manifests, 'principal'));
   fillSelect('filter-host', 'hosts', distinct(manifests, 'host'));
   showChains($('chains').querySelector('tbody')!, $('chains-note'), report);
@@ -118,7 +140,8 @@ function finished(report: BundleAuditReport, manifests: ManifestMark[], verifier
 }
 
 function verify(): void {
-  if (!state.bundle || state.trustText === undefined) return;
+  const trust = state.side.trust;
+  if (!state.bundle || !trust || !ready()) return;
   state.worker?.terminate();
   $('error').hidden = true;
   $('result').hidden = true;
@@ -155,7 +178,13 @@ function verify(): void {
     fail(`WORKER_FAILED: ${e.message}`);
   };
   performance.mark('handoff-ledger:verify');
-  const request: VerifyRequest = { type: 'verify', source: state.bundle.source, trustText: state.trustText };
+  const since = state.side.since?.text;
+  const request: VerifyRequest = {
+    type: 'verify',
+    source: state.bundle.source,
+    trustText: trust.text,
+    ...(since !== undefined ? { since } : {}),
+  };
   worker.postMessage(request);
 }
 
@@ -166,10 +195,11 @@ function wire(): void {
     const list = (e.target as HTMLInputElement).files;
     if (list) takeBundle(bundleFromFiles(filesOfInput(list)));
   });
-  $<HTMLInputElement>('trust-input').addEventListener('change', (e) => {
-    const file = (e.target as HTMLInputElement).files?.[0];
-    if (file) void takeTrust(file);
-  });
+  for (const role of SIDE_FILE_ROLES)
+    $<HTMLInputElement>(SIDE_FILES[role].input).addEventListener('change', (e) => {
+      const file = (e.target as HTMLInputElement).files?.[0];
+      if (file) void takeSideFile(role, file, file.name);
+    });
   const drop = $('drop');
   drop.addEventListener('dragover', (e) => {
     e.preventDefault();
@@ -180,9 +210,13 @@ function wire(): void {
     e.preventDefault();
     drop.classList.remove('over');
     if (!e.dataTransfer) return;
-    void fromDrop(e.dataTransfer.items).then(async (got) => {
+    void readDrop(e.dataTransfer.items).then(async (got) => {
       takeBundle(got.bundle);
-      if (got.trust) await takeTrust(got.trust);
+      for (const file of got.files) {
+        const role = roleOfDroppedFile(file.name);
+        if (role) await takeSideFile(role, file, file.name);
+        else fail(unplacedFile(file.name));
+      }
     });
   });
   $('verify').addEventListener('click', verify);
@@ -200,9 +234,9 @@ async function preload(): Promise<void> {
   if (p.bundle) takeBundle(bundleFromPreload(p.bundle));
   if (p.trust) {
     const res = await fetch(new URL(p.trust, location.href), { cache: 'no-store' });
-    if (res.ok) await takeTrust(Object.assign(await res.blob(), { name: 'trust file served by audit-ui' }));
+    if (res.ok) await takeSideFile('trust', await res.blob(), 'served by audit-ui');
   }
-  if (state.bundle && state.trustText !== undefined) verify();
+  if (ready()) verify();
 }
 
 wire();
