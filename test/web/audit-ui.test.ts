@@ -135,41 +135,46 @@ describe('audit-ui command', () => {
     await expect(serve(['a', 'b'], captureIo().io)).rejects.toThrow(/usage/);
   });
 
-  it('preloads the bundle: the page verifies it on its own, as the CLI does, asking only its server', async () => {
-    const { dir, trustPath } = await blobCase();
-    const c = captureIo();
-    const server = await serve([dir, '--trust', trustPath], c.io);
-    let browser: BrowserContext | undefined;
-    let close = async () => {};
-    try {
-      expect(c.stdout()).toContain(`audit-ui: ${server.url} (bundle ${dir}, read-only)`);
-      ({ browser, close } = await launchChromium());
-      const page = await browser.newPage();
-      const seen = watchPage(page);
-      await page.goto(server.url);
-      await page
-        .waitForSelector('body[data-state="ok"], body[data-state="failed"], body[data-state="error"]', {
-          timeout: 20_000,
-        })
-        .catch((err: unknown) => {
-          throw new Error(
-            `${(err as Error).message}\nrequests: ${seen.requests.join(' ')}\nerrors: ${seen.errors.join(' ')}`,
-          );
-        });
-      const cliIo = captureIo();
-      await verifyCli([dir, '--trust', trustPath, '--json', '--workers', '0'], cliIo.io);
-      const cli = JSON.parse(cliIo.stdout()) as BundleAuditReport;
-      expect(await page.textContent('#verdict')).toBe(`✗ ${describeVerdict(cli)}`);
-      expect(
-        await page.$$eval('#findings li', (lis) => lis.map((li) => `${li.dataset.code}@${li.dataset.line}`)),
-      ).toEqual(['BLOB_DIGEST@4']);
-      const foreign = seen.requests.filter((u) => !u.startsWith(server.url) && !u.startsWith('blob:'));
-      expect(foreign).toEqual([]);
-      expect(seen.requests.some((u) => u.includes('/bundle/blobs/blake3/'))).toBe(true);
-      expect(seen.errors).toEqual([]);
-    } finally {
-      await close();
-      await server.close();
-    }
-  });
+  // Starts its own browser: sized for a loaded 2-core CI machine (the waits bound time only).
+  it(
+    'preloads the bundle: the page verifies it on its own, as the CLI does, asking only its server',
+    { timeout: 180_000 },
+    async () => {
+      const { dir, trustPath } = await blobCase();
+      const c = captureIo();
+      const server = await serve([dir, '--trust', trustPath], c.io);
+      let browser: BrowserContext | undefined;
+      let close = async () => {};
+      try {
+        expect(c.stdout()).toContain(`audit-ui: ${server.url} (bundle ${dir}, read-only)`);
+        ({ browser, close } = await launchChromium());
+        const page = await browser.newPage();
+        const seen = watchPage(page);
+        await page.goto(server.url);
+        await page
+          .waitForSelector('body[data-state="ok"], body[data-state="failed"], body[data-state="error"]', {
+            timeout: 90_000,
+          })
+          .catch((err: unknown) => {
+            throw new Error(
+              `${(err as Error).message}\nrequests: ${seen.requests.join(' ')}\nerrors: ${seen.errors.join(' ')}`,
+            );
+          });
+        const cliIo = captureIo();
+        await verifyCli([dir, '--trust', trustPath, '--json', '--workers', '0'], cliIo.io);
+        const cli = JSON.parse(cliIo.stdout()) as BundleAuditReport;
+        expect(await page.textContent('#verdict')).toBe(`✗ ${describeVerdict(cli)}`);
+        expect(
+          await page.$$eval('#findings li', (lis) => lis.map((li) => `${li.dataset.code}@${li.dataset.line}`)),
+        ).toEqual(['BLOB_DIGEST@4']);
+        const foreign = seen.requests.filter((u) => !u.startsWith(server.url) && !u.startsWith('blob:'));
+        expect(foreign).toEqual([]);
+        expect(seen.requests.some((u) => u.includes('/bundle/blobs/blake3/'))).toBe(true);
+        expect(seen.errors).toEqual([]);
+      } finally {
+        await close();
+        await server.close();
+      }
+    },
+  );
 });
