@@ -60,22 +60,30 @@ function refreshPicked(): void {
   $<HTMLButtonElement>('verify').disabled = !ready();
 }
 
-function takeBundle(picked: PickedBundle | string | undefined): void {
-  if (picked === undefined) return;
-  if (typeof picked === 'string') return fail(picked);
-  $('error').hidden = true;
-  state.bundle = picked;
-  refreshPicked();
+/** Shows why what was just picked or dropped was refused, or clears an earlier message when nothing was. */
+function settle(refusals: Array<string | undefined>): void {
+  const said = refusals.filter((r): r is string => r !== undefined);
+  if (said.length > 0) fail(said.join('\n'));
+  else $('error').hidden = true;
 }
 
-async function takeSideFile(role: SideFileRole, file: Blob, name: string): Promise<void> {
-  const { tooLarge } = SIDE_FILES[role];
-  // Refused before reading, with the CLI's code and words: a bound read after the fact bounds nothing.
-  if (file.size > tooLarge.bytes) return fail(tooLarge.refusal(name));
-  const text = await file.text();
-  $('error').hidden = true;
-  state.side[role] = { name, text };
+/** Takes a bundle; returns why not. A refused one leaves the one chosen before in place. */
+function takeBundle(picked: PickedBundle | string | undefined): string | undefined {
+  if (picked === undefined) return undefined;
+  if (typeof picked === 'string') return picked;
+  state.bundle = picked;
   refreshPicked();
+  return undefined;
+}
+
+/** Takes a trust file, earlier checkpoint, …; returns why not (the CLI's code and words). */
+async function takeSideFile(role: SideFileRole, file: Blob, name: string): Promise<string | undefined> {
+  const { tooLarge } = SIDE_FILES[role];
+  // Refused before reading: a bound applied after reading bounds nothing.
+  if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
+  state.side[role] = { name, text: await file.text() };
+  refreshPicked();
+  return undefined;
 }
 
 function currentFilter(): HistoryFilter {
@@ -193,12 +201,12 @@ function wire(): void {
   showDetails($('details'), undefined, undefined);
   $<HTMLInputElement>('bundle-input').addEventListener('change', (e) => {
     const list = (e.target as HTMLInputElement).files;
-    if (list) takeBundle(bundleFromFiles(filesOfInput(list)));
+    if (list) settle([takeBundle(bundleFromFiles(filesOfInput(list)))]);
   });
   for (const role of SIDE_FILE_ROLES)
     $<HTMLInputElement>(SIDE_FILES[role].input).addEventListener('change', (e) => {
       const file = (e.target as HTMLInputElement).files?.[0];
-      if (file) void takeSideFile(role, file, file.name);
+      if (file) void takeSideFile(role, file, file.name).then((refused) => settle([refused]));
     });
   const drop = $('drop');
   drop.addEventListener('dragover', (e) => {
@@ -211,12 +219,12 @@ function wire(): void {
     drop.classList.remove('over');
     if (!e.dataTransfer) return;
     void readDrop(e.dataTransfer.items).then(async (got) => {
-      takeBundle(got.bundle);
+      const refusals = [takeBundle(got.bundle)];
       for (const file of got.files) {
         const role = roleOfDroppedFile(file.name);
-        if (role) await takeSideFile(role, file, file.name);
-        else fail(unplacedFile(file.name));
+        refusals.push(role ? await takeSideFile(role, file, file.name) : unplacedFile(file.name));
       }
+      settle(refusals);
     });
   });
   $('verify').addEventListener('click', verify);
@@ -234,7 +242,7 @@ async function preload(): Promise<void> {
   if (p.bundle) takeBundle(bundleFromPreload(p.bundle));
   if (p.trust) {
     const res = await fetch(new URL(p.trust, location.href), { cache: 'no-store' });
-    if (res.ok) await takeSideFile('trust', await res.blob(), 'served by audit-ui');
+    if (res.ok) settle([await takeSideFile('trust', await res.blob(), 'served by audit-ui')]);
   }
   if (ready()) verify();
 }

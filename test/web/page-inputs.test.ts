@@ -307,14 +307,35 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       await page.goto(PAGE);
       await dropFiles(page, [f.trust]);
       await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('trust file trust.json');
-      await dropFiles(page, [f.stray]);
+      // One drop, one file the page takes and one it does not: the refusal stays on screen.
+      await dropFiles(page, [f.stray, f.earlier]);
+      await expect
+        .poll(() => picked(page), { timeout: 30_000 })
+        .toBe('no bundle chosen; trust file trust.json; earlier checkpoint earlier.note');
+      expect(await page.textContent('#error')).toBe(
+        '"notes.txt" is not a folder, nor a trust file (.json) or earlier checkpoint (.note): use the pickers to choose it',
+      );
+      expect(await page.isVisible('#error')).toBe(true);
+      expect(await page.isEnabled('#verify')).toBe(false);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('refuses a trust file over 16 MiB before reading it, with the CLI’s TRUST_INVALID', async () => {
+    const big = join(base, 'big-trust.json');
+    writeFileSync(big, ' '.repeat(16 * 1024 * 1024 + 1));
+    const c = captureIo();
+    expect(await verifyCli([f.bundle, '--trust', big, '--workers', '0'], c.io)).toBe(2);
+    expect(c.stderr()).toBe(`handoff-ledger: TRUST_INVALID: trust file ${big} is over 16777216 bytes\n`);
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#trust-input', big);
       await expect
         .poll(() => page.textContent('#error'), { timeout: 30_000 })
-        .toBe(
-          '"notes.txt" is not a folder, nor a trust file (.json) or earlier checkpoint (.note): use the pickers to choose it',
-        );
-      expect(await picked(page)).toContain('trust file trust.json');
-      expect(await page.isEnabled('#verify')).toBe(false);
+        .toBe('TRUST_INVALID: trust file big-trust.json is over 16777216 bytes');
+      expect(await picked(page)).toContain('no trust file chosen');
     } finally {
       await page.close();
     }
