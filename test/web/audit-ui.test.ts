@@ -2,11 +2,10 @@
  * `handoff-ledger audit-ui`: the page on 127.0.0.1 with a bundle preloaded, read-only, nothing else
  * reachable; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
-import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
 import { describeVerdict } from '../../manifests/audit/report-text.js';
@@ -19,11 +18,10 @@ import { launchChromium, watchPage } from '../support/browser.js';
 import { captureIo } from '../support/capture-io.js';
 import { TAMPER_CASES, writeCase } from '../support/tamper-cases.js';
 import { tempDir } from '../support/tmp.js';
-
-const ROOT = resolve(import.meta.dirname, '../..');
+import { ensurePageBuilt } from '../support/page-build.js';
 
 beforeAll(() => {
-  execFileSync(process.execPath, [join(ROOT, 'web/build.mjs')], { stdio: 'pipe' });
+  ensurePageBuilt();
 }, 120_000);
 
 /** A raw HTTP request, so the Host header and method are the test's own. */

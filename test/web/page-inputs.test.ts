@@ -4,7 +4,6 @@
  * report on the same files is the expected result. Drops are real drops: Chromium's DevTools protocol
  * drags the files from disk onto the drop zone, so the page's own drop handler reads them.
  */
-import { execFileSync } from 'node:child_process';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -23,6 +22,7 @@ import { launchChromium, watchPage } from '../support/browser.js';
 import { captureIo } from '../support/capture-io.js';
 import { writeTrustFile } from '../support/bundle-builder.js';
 import { sampleSummary } from '../support/tmp.js';
+import { ensurePageBuilt } from '../support/page-build.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PAGE = pathToFileURL(join(ROOT, 'dist/web/index.html')).href;
@@ -39,7 +39,7 @@ const publish = (l: Ledger, session: string, marker: number) =>
   l.publish({ principal: 'alice', session, run: 'r' }, sampleSummary(marker));
 
 beforeAll(async () => {
-  execFileSync(process.execPath, [join(ROOT, 'web/build.mjs')], { stdio: 'pipe' });
+  ensurePageBuilt();
   // Not tempDir(): that is emptied after each test, and these files serve the whole file.
   base = mkdtempSync(join(tmpdir(), 'hl-page-inputs-'));
   chmodSync(base, 0o700);

@@ -3,7 +3,6 @@
  * open a downloaded copy: for a clean bundle, every tamper case and a hostile bundle, the page's
  * verdict and findings equal the CLI's; nothing from a bundle runs; no request leaves the page.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -25,6 +24,7 @@ import {
   type TamperCase,
 } from '../support/tamper-cases.js';
 import { tempDir } from '../support/tmp.js';
+import { ensurePageBuilt } from '../support/page-build.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PAGE = pathToFileURL(join(ROOT, 'dist/web/index.html')).href;
@@ -34,7 +34,7 @@ let browser: BrowserContext;
 let closeBrowser: () => Promise<void>;
 
 beforeAll(async () => {
-  execFileSync(process.execPath, [join(ROOT, 'web/build.mjs')], { stdio: 'pipe' });
+  ensurePageBuilt();
   ({ browser, close: closeBrowser } = await launchChromium());
 }, 120_000);
 
