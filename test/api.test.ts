@@ -109,6 +109,7 @@ const SURFACE: Record<string, string[]> = {
   './adapters/anthropic': ['anthropicAdapter', 'anthropicSubmitHandoffTool'],
   './adapters/gemini': ['geminiAdapter'],
   './adapters/ai-sdk': ['aiSdkAdapter'],
+  './web': ['auditorPagePath', 'readAuditorPage'],
   './audit': [
     'CHECKPOINT_FINDING_CODES',
     'EMPTY_ROOT',

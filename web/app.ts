@@ -1,15 +1,26 @@
 /**
  * The auditor's page: pick or drop a bundle folder and a trust file, verify in a Web Worker with a
  * progress bar, then show the verdict, the history picture, findings and chains. Built by
- * web/build.node.ts into one self-contained dist/web/index.html.
+ * web/build.mjs into one self-contained dist/web/index.html.
  */
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import type { Finding } from '../manifests/audit/findings.js';
 import { HistoryView } from './history/canvas.js';
 import { buildHistory, distinct, type HistoryFilter } from './history/model.js';
 import type { ManifestMark, VerifyRequest, WorkerMessage } from './protocol.js';
-import { exportJson, el, showChains, showDetails, showFindings, showLegend, showVerdict } from './report-view.js';
-import { bundleFromFiles, bundleFromPreload, filesOfInput, fromDrop, preloadOf, type PickedBundle } from './sources.js';
+import { readDrop } from './drop.js';
+import {
+  exportJson,
+  el,
+  showChains,
+  showCheckpoint,
+  showDetails,
+  showFindings,
+  showLegend,
+  showVerdict,
+} from './report-view.js';
+import { roleOfDroppedFile, SIDE_FILE_ROLES, SIDE_FILES, unplacedFile, type SideFileRole } from './side-files.js';
+import { bundleFromFiles, bundleFromPreload, filesOfInput, preloadOf, type PickedBundle } from './sources.js';
 
 /** The worker's bundled source, put in by the build: a blob: worker runs from file:// and any host. */
 declare const __WORKER_SOURCE__: string;
@@ -18,12 +29,12 @@ const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as 
 
 const state: {
   bundle?: PickedBundle;
-  trustText?: string;
-  trustName?: string;
+  /** Trust file, earlier checkpoint, …: name and text of each one chosen. */
+  side: Partial<Record<SideFileRole, { name: string; text: string }>>;
   report?: BundleAuditReport;
   manifests: ManifestMark[];
   worker?: Worker;
-} = { manifests: [] };
+} = { manifests: [], side: {} };
 
 const history = new HistoryView($('history'), $('history-space'), $<HTMLCanvasElement>('history-canvas'), (m, r) =>
   showDetails($('details'), m, r),
@@ -35,26 +46,44 @@ function fail(message: string): void {
   e.hidden = false;
 }
 
+const ready = () =>
+  state.bundle !== undefined && SIDE_FILE_ROLES.every((r) => !SIDE_FILES[r].required || state.side[r]);
+
 function refreshPicked(): void {
-  const parts = [
-    state.bundle ? state.bundle.description : 'no bundle chosen',
-    state.trustName !== undefined ? `trust file ${state.trustName}` : 'no trust file chosen',
-  ];
+  const parts = [state.bundle ? state.bundle.description : 'no bundle chosen'];
+  for (const role of SIDE_FILE_ROLES) {
+    const { noun, required } = SIDE_FILES[role];
+    const chosen = state.side[role];
+    parts.push(chosen ? `${noun} ${chosen.name}` : `no ${noun} chosen${required ? '' : ' (optional)'}`);
+  }
   $('picked').textContent = parts.join('; ');
-  $<HTMLButtonElement>('verify').disabled = !(state.bundle && state.trustText !== undefined);
+  $<HTMLButtonElement>('verify').disabled = !ready();
 }
 
-function takeBundle(picked: PickedBundle | string | undefined): void {
-  if (picked === undefined) return;
-  if (typeof picked === 'string') return fail(picked);
+/** Shows why what was just picked or dropped was refused, or clears an earlier message when nothing was. */
+function settle(refusals: Array<string | undefined>): void {
+  const said = refusals.filter((r): r is string => r !== undefined);
+  if (said.length > 0) fail(said.join('\n'));
+  else $('error').hidden = true;
+}
+
+/** Takes a bundle; returns why not. A refused one leaves the one chosen before in place. */
+function takeBundle(picked: PickedBundle | string | undefined): string | undefined {
+  if (picked === undefined) return undefined;
+  if (typeof picked === 'string') return picked;
   state.bundle = picked;
   refreshPicked();
+  return undefined;
 }
 
-async function takeTrust(file: Blob & { name?: string }): Promise<void> {
-  state.trustText = await file.text();
-  state.trustName = file.name ?? 'trust.json';
+/** Takes a trust file, earlier checkpoint, …; returns why not (the CLI's code and words). */
+async function takeSideFile(role: SideFileRole, file: Blob, name: string): Promise<string | undefined> {
+  const { tooLarge } = SIDE_FILES[role];
+  // Refused before reading: a bound applied after reading bounds nothing.
+  if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
+  state.side[role] = { name, text: await file.text() };
   refreshPicked();
+  return undefined;
 }
 
 function currentFilter(): HistoryFilter {
@@ -109,6 +138,7 @@ function finished(report: BundleAuditReport, manifests: ManifestMark[], verifier
   $('progress-text').textContent = `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier})`;
   $('result').hidden = false;
   showVerdict($('verdict'), $('bundle-info'), report, state.bundle!.name);
+  showCheckpoint($('checkpoint-info'), report, state.side.since?.name);
   fillSelect('filter-principal', 'principals', distinct(manifests, 'principal'));
   fillSelect('filter-host', 'hosts', distinct(manifests, 'host'));
   showChains($('chains').querySelector('tbody')!, $('chains-note'), report);
@@ -118,7 +148,8 @@ function finished(report: BundleAuditReport, manifests: ManifestMark[], verifier
 }
 
 function verify(): void {
-  if (!state.bundle || state.trustText === undefined) return;
+  const trust = state.side.trust;
+  if (!state.bundle || !trust || !ready()) return;
   state.worker?.terminate();
   $('error').hidden = true;
   $('result').hidden = true;
@@ -155,7 +186,13 @@ function verify(): void {
     fail(`WORKER_FAILED: ${e.message}`);
   };
   performance.mark('handoff-ledger:verify');
-  const request: VerifyRequest = { type: 'verify', source: state.bundle.source, trustText: state.trustText };
+  const since = state.side.since?.text;
+  const request: VerifyRequest = {
+    type: 'verify',
+    source: state.bundle.source,
+    trustText: trust.text,
+    ...(since !== undefined ? { since } : {}),
+  };
   worker.postMessage(request);
 }
 
@@ -164,12 +201,13 @@ function wire(): void {
   showDetails($('details'), undefined, undefined);
   $<HTMLInputElement>('bundle-input').addEventListener('change', (e) => {
     const list = (e.target as HTMLInputElement).files;
-    if (list) takeBundle(bundleFromFiles(filesOfInput(list)));
+    if (list) settle([takeBundle(bundleFromFiles(filesOfInput(list)))]);
   });
-  $<HTMLInputElement>('trust-input').addEventListener('change', (e) => {
-    const file = (e.target as HTMLInputElement).files?.[0];
-    if (file) void takeTrust(file);
-  });
+  for (const role of SIDE_FILE_ROLES)
+    $<HTMLInputElement>(SIDE_FILES[role].input).addEventListener('change', (e) => {
+      const file = (e.target as HTMLInputElement).files?.[0];
+      if (file) void takeSideFile(role, file, file.name).then((refused) => settle([refused]));
+    });
   const drop = $('drop');
   drop.addEventListener('dragover', (e) => {
     e.preventDefault();
@@ -180,9 +218,13 @@ function wire(): void {
     e.preventDefault();
     drop.classList.remove('over');
     if (!e.dataTransfer) return;
-    void fromDrop(e.dataTransfer.items).then(async (got) => {
-      takeBundle(got.bundle);
-      if (got.trust) await takeTrust(got.trust);
+    void readDrop(e.dataTransfer.items).then(async (got) => {
+      const refusals = [takeBundle(got.bundle)];
+      for (const file of got.files) {
+        const role = roleOfDroppedFile(file.name);
+        refusals.push(role ? await takeSideFile(role, file, file.name) : unplacedFile(file.name));
+      }
+      settle(refusals);
     });
   });
   $('verify').addEventListener('click', verify);
@@ -200,9 +242,9 @@ async function preload(): Promise<void> {
   if (p.bundle) takeBundle(bundleFromPreload(p.bundle));
   if (p.trust) {
     const res = await fetch(new URL(p.trust, location.href), { cache: 'no-store' });
-    if (res.ok) await takeTrust(Object.assign(await res.blob(), { name: 'trust file served by audit-ui' }));
+    if (res.ok) settle([await takeSideFile('trust', await res.blob(), 'served by audit-ui')]);
   }
-  if (state.bundle && state.trustText !== undefined) verify();
+  if (ready()) verify();
 }
 
 wire();

@@ -4,7 +4,7 @@
 // script and style are pinned by hash in a Content-Security-Policy that allows no network access
 // beyond the page's own origin (used only when `handoff-ledger audit-ui` serves a bundle).
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
@@ -68,7 +68,11 @@ export async function buildWeb() {
   if (html.includes('__JS__') || html.includes('__CSS__') || html.includes('__CSP__'))
     throw new Error('index.html template placeholders were not all filled');
   await mkdir(OUT, { recursive: true });
-  await writeFile(join(OUT, 'index.html'), html);
+  // Written aside and renamed into place: test files build the page concurrently, and `npm pack` or a
+  // browser reading it meanwhile must see one whole page, never a half-written one.
+  const aside = join(OUT, `.index.html.${process.pid}.tmp`);
+  await writeFile(aside, html);
+  await rename(aside, join(OUT, 'index.html'));
   const bytes = Buffer.byteLength(html);
   const gzipped = gzipSync(html, { level: 9 }).length;
   return { path: join(OUT, 'index.html'), bytes, gzipped, workerBytes: Buffer.byteLength(worker) };

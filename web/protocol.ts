@@ -3,6 +3,7 @@
  * passes a reference, not the bytes); a served bundle travels as its URL prefix, and the worker
  * streams it itself.
  */
+import type { BundleTreeFile } from '../manifests/audit/bundle.js';
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import type { VerifiedLine } from '../manifests/audit/verify-line.js';
 
@@ -13,13 +14,23 @@ export type BundleSource =
       manifests: Blob;
       /** Present iff the folder has a blobs/ directory: 64-hex file name → file. */
       blobs?: Record<string, Blob>;
+      /** checkpoint.note, proofs.jsonl, consistency.json: those the folder has. */
+      tree: Partial<Record<BundleTreeFile, Blob>>;
     }
-  | { kind: 'url'; base: string; hasBlobs: boolean };
+  | {
+      kind: 'url';
+      base: string;
+      hasBlobs: boolean;
+      /** The tree files the server announced (it has no others). */
+      tree: BundleTreeFile[];
+    };
 
 export interface VerifyRequest {
   type: 'verify';
   source: BundleSource;
   trustText: string;
+  /** The auditor's earlier checkpoint (signed note text), as `verify --since`. */
+  since?: string;
 }
 
 /** A verified manifest as the history picture needs it (VerifiedLine without the kept text). */

@@ -31,6 +31,30 @@ export function showVerdict(target: HTMLElement, info: HTMLElement, report: Bund
   info.textContent = `bundle ${name}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`;
 }
 
+/**
+ * The checkpoint the bundle was cut at, in the CLI's words, and whether it extends the auditor's earlier
+ * one (`--since`); a failure is also a finding in the list.
+ */
+export function showCheckpoint(target: HTMLElement, report: BundleAuditReport, sinceName: string | undefined): void {
+  const c = report.checkpoint;
+  const parts: string[] = [];
+  // Origin and key names come from the bundle: shown JSON-quoted, as the CLI prints them.
+  if (c)
+    parts.push(
+      `checkpoint ${JSON.stringify(c.origin)} size ${c.size} root ${c.root}, signed by ${c.signedBy.map((n) => JSON.stringify(n)).join(', ')}`,
+    );
+  if (sinceName !== undefined) {
+    const failed = report.findings.find((f) => f.code.startsWith('CONSISTENCY_') || f.code.startsWith('CHECKPOINT_'));
+    parts.push(
+      failed
+        ? `earlier checkpoint ${sinceName}: not shown to be extended (${failed.code})`
+        : `earlier checkpoint ${sinceName}: extended by this bundle's checkpoint`,
+    );
+  }
+  target.textContent = parts.join('\n');
+  target.hidden = parts.length === 0;
+}
+
 export function showFindings(
   list: HTMLElement,
   note: HTMLElement,

@@ -1,10 +1,18 @@
 /**
- * Turning what the auditor picked or dropped into a bundle source and a trust file: the files of a
- * folder (input[webkitdirectory] or a dropped directory) keyed by their path inside the bundle, or the
+ * Turning what the auditor picked or dropped into a bundle source: the files of a folder
+ * (input[webkitdirectory] or a dropped directory, web/drop.ts) keyed by their path inside the bundle, or the
  * bundle `handoff-ledger audit-ui` serves (announced by a meta tag it adds, so a page opened any other
  * way makes no request at all).
  */
-import { BUNDLE_BLOB_DIR, BUNDLE_HEADER_FILE, BUNDLE_MANIFESTS_FILE } from '../manifests/audit/bundle.js';
+import {
+  BUNDLE_BLOB_DIR,
+  BUNDLE_CHECKPOINT_FILE,
+  BUNDLE_CONSISTENCY_FILE,
+  BUNDLE_HEADER_FILE,
+  BUNDLE_MANIFESTS_FILE,
+  BUNDLE_PROOFS_FILE,
+  type BundleTreeFile,
+} from '../manifests/audit/bundle.js';
 import type { BundleSource } from './protocol.js';
 
 export interface PickedBundle {
@@ -36,11 +44,16 @@ export function bundleFromFiles(files: Array<{ path: string; file: Blob }>): Pic
     const hex = path.slice(BUNDLE_BLOB_DIR.length + 1);
     if (path.startsWith(`${BUNDLE_BLOB_DIR}/`) && HEX64.test(hex)) blobs[hex] = file;
   }
+  const tree: Partial<Record<BundleTreeFile, Blob>> = {};
+  for (const file of [BUNDLE_CHECKPOINT_FILE, BUNDLE_PROOFS_FILE, BUNDLE_CONSISTENCY_FILE] as const) {
+    const found = inside.get(file);
+    if (found) tree[file] = found;
+  }
   const count = blobs ? Object.keys(blobs).length : 0;
   return {
     name,
-    source: { kind: 'files', manifests, ...(header ? { header } : {}), ...(blobs ? { blobs } : {}) },
-    description: `bundle ${name}: ${manifests.size.toLocaleString('en-US')} bytes of manifests${blobs ? `, ${count} blobs` : ''}`,
+    source: { kind: 'files', manifests, tree, ...(header ? { header } : {}), ...(blobs ? { blobs } : {}) },
+    description: `bundle ${name}: ${manifests.size.toLocaleString('en-US')} bytes of manifests${blobs ? `, ${count} blobs` : ''}${tree[BUNDLE_CHECKPOINT_FILE] ? `, cut at ${BUNDLE_CHECKPOINT_FILE}` : ''}`,
   };
 }
 
@@ -48,45 +61,8 @@ export function filesOfInput(list: FileList): Array<{ path: string; file: Blob }
   return [...list].map((file) => ({ path: file.webkitRelativePath || file.name, file }));
 }
 
-async function readAll(dir: FileSystemDirectoryEntry): Promise<FileSystemEntry[]> {
-  const reader = dir.createReader();
-  const out: FileSystemEntry[] = [];
-  for (;;) {
-    const batch = await new Promise<FileSystemEntry[]>((resolve, reject) => reader.readEntries(resolve, reject));
-    if (batch.length === 0) return out;
-    out.push(...batch);
-  }
-}
-
-async function walk(entry: FileSystemEntry, prefix: string, out: Array<{ path: string; file: Blob }>): Promise<void> {
-  const path = prefix ? `${prefix}/${entry.name}` : entry.name;
-  if (entry.isFile) {
-    const file = await new Promise<File>((resolve, reject) => (entry as FileSystemFileEntry).file(resolve, reject));
-    out.push({ path, file });
-  } else if (entry.isDirectory) {
-    for (const child of await readAll(entry as FileSystemDirectoryEntry)) await walk(child, path, out);
-  }
-}
-
-/** A drop: a directory is the bundle, a file the trust file. */
-export async function fromDrop(items: DataTransferItemList): Promise<{ bundle?: PickedBundle | string; trust?: File }> {
-  const entries = [...items].map((i) => i.webkitGetAsEntry()).filter((e): e is FileSystemEntry => e !== null);
-  const files = [...items].map((i) => i.getAsFile());
-  const result: { bundle?: PickedBundle | string; trust?: File } = {};
-  for (const [i, entry] of entries.entries()) {
-    if (entry.isDirectory) {
-      const found: Array<{ path: string; file: Blob }> = [];
-      await walk(entry, '', found);
-      result.bundle = bundleFromFiles(found);
-    } else if (files[i]) {
-      result.trust = files[i]!;
-    }
-  }
-  return result;
-}
-
 export interface Preload {
-  bundle?: { name: string; base: string; hasBlobs: boolean };
+  bundle?: { name: string; base: string; hasBlobs: boolean; tree?: BundleTreeFile[] };
   trust?: string;
 }
 
@@ -104,7 +80,7 @@ export function preloadOf(doc: Document): Preload | undefined {
 export function bundleFromPreload(p: NonNullable<Preload['bundle']>): PickedBundle {
   return {
     name: p.name,
-    source: { kind: 'url', base: new URL(p.base, location.href).href, hasBlobs: p.hasBlobs },
+    source: { kind: 'url', base: new URL(p.base, location.href).href, hasBlobs: p.hasBlobs, tree: p.tree ?? [] },
     description: `bundle ${p.name}, served by handoff-ledger audit-ui`,
   };
 }

@@ -6,7 +6,8 @@
 import { spawn } from 'node:child_process';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
-import { findPage, startAuditServer, type AuditServer } from '../ops/audit-server.js';
+import { auditorPagePath } from '../ops/auditor-page.js';
+import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
 
 export const usage = 'audit-ui [--open] [--trust FILE] [--port N] [BUNDLE_DIR]';
@@ -30,7 +31,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
   if (positionals.length > 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError('--port must be a number 0-65535');
-  const page = findPage();
+  const page = auditorPagePath();
   if (!page) throw new UsageError('the auditor page is not built (npm run build:web writes dist/web/index.html)');
   const bundle = positionals[0];
   // Refused here, with the CLI's codes, rather than as an error in the browser.

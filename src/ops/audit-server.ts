@@ -1,28 +1,35 @@
 /**
  * The local server behind `handoff-ledger audit-ui`: serves the built auditor's page and, read-only,
- * exactly the files a bundle consists of (bundle.json, manifests.jsonl, blobs/blake3/<64 hex>), on
+ * exactly the files a bundle consists of (bundle.json, manifests.jsonl, the tree files checkpoint.note,
+ * proofs.jsonl and consistency.json, blobs/blake3/<64 hex>), on
  * 127.0.0.1 only. Nothing else is reachable: no directory listings, no other paths, no symlinks (files
  * are opened with O_NOFOLLOW), no method but GET and HEAD, and no Host but the server's own (so a
  * DNS-rebinding page elsewhere cannot read the bundle through it).
  */
-import { constants, createReadStream, existsSync } from 'node:fs';
+import { constants, createReadStream, lstatSync } from 'node:fs';
 import { open, readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { BUNDLE_HEADER_FILE, BUNDLE_MANIFESTS_FILE } from '../../manifests/audit/bundle.js';
+import {
+  BUNDLE_CHECKPOINT_FILE,
+  BUNDLE_CONSISTENCY_FILE,
+  BUNDLE_HEADER_FILE,
+  BUNDLE_MANIFESTS_FILE,
+  BUNDLE_PROOFS_FILE,
+  type BundleTreeFile,
+} from '../../manifests/audit/bundle.js';
 
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const BLOB_PATH = /^\/bundle\/blobs\/blake3\/([0-9a-f]{64})$/;
-
-/** dist/web/index.html, from source (src/ops) or from the built CLI (dist/src/ops), never web/'s template. */
-export function findPage(): string | undefined {
-  const here = fileURLToPath(new URL('.', import.meta.url));
-  const candidates = [join(here, '../../dist/web/index.html')];
-  if (here.split(/[\\/]/).includes('dist')) candidates.push(join(here, '../../web/index.html'));
-  return candidates.find((p) => existsSync(p));
-}
+/** The files at the bundle's top level the page may ask for, with their content types. */
+const BUNDLE_FILES: ReadonlyMap<string, string> = new Map([
+  [BUNDLE_HEADER_FILE, 'application/json'],
+  [BUNDLE_MANIFESTS_FILE, 'text/plain; charset=utf-8'],
+  [BUNDLE_CHECKPOINT_FILE, 'text/plain; charset=utf-8'],
+  [BUNDLE_PROOFS_FILE, 'text/plain; charset=utf-8'],
+  [BUNDLE_CONSISTENCY_FILE, 'application/json'],
+]);
 
 export interface AuditServerOptions {
   /** The built page (dist/web/index.html). */
@@ -46,10 +53,29 @@ function escapeAttribute(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+const TREE_FILES: readonly BundleTreeFile[] = [BUNDLE_CHECKPOINT_FILE, BUNDLE_PROOFS_FILE, BUNDLE_CONSISTENCY_FILE];
+
+/** The tree files the bundle has: announced, so the page asks for those only (an absent one is no error). */
+function treeFilesOf(dir: string): BundleTreeFile[] {
+  return TREE_FILES.filter((name) => {
+    try {
+      return lstatSync(join(dir, name)).isFile();
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** The page with a meta tag announcing what this server preloads (the page requests nothing without it). */
 function pageWithPreload(html: string, o: AuditServerOptions): string {
   const preload: Record<string, unknown> = {};
-  if (o.bundle) preload.bundle = { name: basename(resolve(o.bundle)), base: '/bundle/', hasBlobs: o.hasBlobs === true };
+  if (o.bundle)
+    preload.bundle = {
+      name: basename(resolve(o.bundle)),
+      base: '/bundle/',
+      hasBlobs: o.hasBlobs === true,
+      tree: treeFilesOf(o.bundle),
+    };
   if (o.trust) preload.trust = '/trust.json';
   const meta = `<meta name="handoff-ledger-preload" content="${escapeAttribute(JSON.stringify(preload))}" />`;
   return html.replace('<meta charset="utf-8" />', () => `<meta charset="utf-8" />\n    ${meta}`);
@@ -109,10 +135,9 @@ export async function startAuditServer(o: AuditServerOptions): Promise<AuditServ
     }
     if (o.trust && path === '/trust.json') return void sendFile(req, res, o.trust, 'application/json');
     if (bundle) {
-      if (path === `/bundle/${BUNDLE_HEADER_FILE}`)
-        return void sendFile(req, res, join(bundle, BUNDLE_HEADER_FILE), 'application/json');
-      if (path === `/bundle/${BUNDLE_MANIFESTS_FILE}`)
-        return void sendFile(req, res, join(bundle, BUNDLE_MANIFESTS_FILE), 'text/plain; charset=utf-8');
+      const name = path.startsWith('/bundle/') ? path.slice('/bundle/'.length) : '';
+      const type = BUNDLE_FILES.get(name);
+      if (type) return void sendFile(req, res, join(bundle, name), type);
       const blob = BLOB_PATH.exec(path);
       if (blob && o.hasBlobs)
         return void sendFile(req, res, join(bundle, 'blobs', 'blake3', blob[1]!), 'application/octet-stream');

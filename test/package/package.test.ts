@@ -5,7 +5,7 @@
  * runs the CLI. Every check reads the entry points from package.json `exports`, so an entry added there is
  * covered without editing this file. Needs the npm registry (or its cache) only, for the consumer's install.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -19,6 +19,14 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
 /** The size budget: a pack far above it means tests, benchmarks or results leaked into `files`. */
 const MAX_PACKED_BYTES = 256 * 1024;
 const MAX_UNPACKED_BYTES = 1024 * 1024;
+/**
+ * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
+ * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
+ * 305 KiB, 104 KiB gzipped. The library's budget stays what it was.
+ */
+const PAGE = 'dist/web/index.html';
+const MAX_PAGE_PACKED_BYTES = 128 * 1024;
+const MAX_PAGE_UNPACKED_BYTES = 400 * 1024;
 /** Paths that must never ship. */
 const FORBIDDEN = [/^test\//, /^benchmarks\//, /^dist\/benchmarks\//, /^dist\/test\//, /^\.ci\//, /\.map$/, /^src\//];
 
@@ -53,7 +61,10 @@ beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'handoff-ledger-package-'));
   // Under `npm test` the pretest step has just built dist/, and other test files are running from it: a
   // second build here would rewrite files under their feet. `npm run check:package` builds first too.
-  if (process.env.npm_lifecycle_event !== 'test') await run('npm', ['run', '--silent', 'build'], { cwd: repo });
+  if (process.env.npm_lifecycle_event !== 'test') {
+    await run('npm', ['run', '--silent', 'build'], { cwd: repo });
+    await run('npm', ['run', '--silent', 'build:web'], { cwd: repo });
+  }
   // --ignore-scripts: prepack would rebuild dist/ as well.
   const { stdout } = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], {
     cwd: repo,
@@ -80,9 +91,17 @@ describe('the packed tarball', { timeout: 240_000 }, () => {
     expect(leaked).toEqual([]);
   });
 
-  it('stays within its size budget', () => {
-    expect(packed.size).toBeLessThanOrEqual(MAX_PACKED_BYTES);
-    expect(packed.unpackedSize).toBeLessThanOrEqual(MAX_UNPACKED_BYTES);
+  it('stays within its size budget, the auditor page within its own', () => {
+    const page = packed.files.find((f) => f.path === PAGE);
+    expect(page, PAGE).toBeDefined();
+    expect(page!.size).toBeLessThanOrEqual(MAX_PAGE_UNPACKED_BYTES);
+    expect(packed.unpackedSize - page!.size).toBeLessThanOrEqual(MAX_UNPACKED_BYTES);
+    expect(packed.size).toBeLessThanOrEqual(MAX_PACKED_BYTES + MAX_PAGE_PACKED_BYTES);
+  });
+
+  it('ships only the built page from dist/web, never its template or sources', () => {
+    const web = packed.files.map((f) => f.path).filter((p) => p.startsWith('web/') || p.startsWith('dist/web/'));
+    expect(web).toEqual([PAGE]);
   });
 
   it('ships the JavaScript and the types of every entry point in exports, and the bin', () => {
@@ -154,6 +173,38 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
     const { stdout } = await run(process.execPath, ['import-all.mjs'], { cwd: consumer });
     const counts = JSON.parse(stdout) as Record<string, number>;
     for (const e of entries) expect(counts[e], e).toBeGreaterThan(0);
+  });
+
+  it('reaches the auditor page through handoff-ledger/web, and serves it with audit-ui', async () => {
+    const script = [
+      `import { auditorPagePath, readAuditorPage } from '${pkg.name}/web';`,
+      `const html = await readAuditorPage();`,
+      `console.log(JSON.stringify({ path: auditorPagePath(), bytes: html.length, csp: /http-equiv="Content-Security-Policy" content="default-src 'none'/.test(html) }));`,
+    ].join('\n');
+    await writeFile(join(consumer, 'page.mjs'), `${script}\n`);
+    const { stdout } = await run(process.execPath, ['page.mjs'], { cwd: consumer });
+    const page = JSON.parse(stdout) as { path: string; bytes: number; csp: boolean };
+    expect(page.path).toBe(join(consumer, 'node_modules', pkg.name, PAGE));
+    expect(page.bytes).toBeGreaterThan(10_000);
+    expect(page.csp).toBe(true);
+    // audit-ui finds the page the same way; it prints its URL once it listens.
+    const child = spawn(join(consumer, 'node_modules', '.bin', 'handoff-ledger'), ['audit-ui'], { cwd: consumer });
+    try {
+      const url = await new Promise<string>((done, fail) => {
+        let out = '';
+        child.stdout.on('data', (c: Buffer) => {
+          out += c.toString();
+          const m = /audit-ui: (http:\/\/127\.0\.0\.1:\d+\/)/.exec(out);
+          if (m) done(m[1]!);
+        });
+        child.once('exit', (code) => fail(new Error(`audit-ui exited with ${code}: ${out}`)));
+      });
+      const res = await fetch(url);
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain('Audit a handoff-ledger bundle');
+    } finally {
+      child.kill();
+    }
   });
 
   describe('with the optional peer SDKs installed (as a Harness using an adapter has them)', () => {

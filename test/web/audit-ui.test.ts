@@ -2,15 +2,15 @@
  * `handoff-ledger audit-ui`: the page on 127.0.0.1 with a bundle preloaded, read-only, nothing else
  * reachable; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
-import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
 import { describeVerdict } from '../../manifests/audit/report-text.js';
-import { findPage, startAuditServer, type AuditServer } from '../../src/ops/audit-server.js';
+import { auditorPagePath } from '../../src/ops/auditor-page.js';
+import { startAuditServer, type AuditServer } from '../../src/ops/audit-server.js';
 import { run as auditUi, serve } from '../../src/cli/audit-ui.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
 import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
@@ -18,11 +18,10 @@ import { launchChromium, watchPage } from '../support/browser.js';
 import { captureIo } from '../support/capture-io.js';
 import { TAMPER_CASES, writeCase } from '../support/tamper-cases.js';
 import { tempDir } from '../support/tmp.js';
-
-const ROOT = resolve(import.meta.dirname, '../..');
+import { ensurePageBuilt } from '../support/page-build.js';
 
 beforeAll(() => {
-  execFileSync(process.execPath, [join(ROOT, 'web/build.mjs')], { stdio: 'pipe' });
+  ensurePageBuilt();
 }, 120_000);
 
 /** A raw HTTP request, so the Host header and method are the test's own. */
@@ -69,7 +68,12 @@ describe('audit-ui server', () => {
       join(root, 'bundle'),
       join(root, 'trust.json'),
     );
-    server = await startAuditServer({ page: findPage()!, bundle: paths.dir, hasBlobs: true, trust: paths.trustPath });
+    server = await startAuditServer({
+      page: auditorPagePath()!,
+      bundle: paths.dir,
+      hasBlobs: true,
+      trust: paths.trustPath,
+    });
   });
   afterAll(async () => {
     await server?.close();
@@ -129,41 +133,46 @@ describe('audit-ui command', () => {
     await expect(serve(['a', 'b'], captureIo().io)).rejects.toThrow(/usage/);
   });
 
-  it('preloads the bundle: the page verifies it on its own, as the CLI does, asking only its server', async () => {
-    const { dir, trustPath } = await blobCase();
-    const c = captureIo();
-    const server = await serve([dir, '--trust', trustPath], c.io);
-    let browser: BrowserContext | undefined;
-    let close = async () => {};
-    try {
-      expect(c.stdout()).toContain(`audit-ui: ${server.url} (bundle ${dir}, read-only)`);
-      ({ browser, close } = await launchChromium());
-      const page = await browser.newPage();
-      const seen = watchPage(page);
-      await page.goto(server.url);
-      await page
-        .waitForSelector('body[data-state="ok"], body[data-state="failed"], body[data-state="error"]', {
-          timeout: 20_000,
-        })
-        .catch((err: unknown) => {
-          throw new Error(
-            `${(err as Error).message}\nrequests: ${seen.requests.join(' ')}\nerrors: ${seen.errors.join(' ')}`,
-          );
-        });
-      const cliIo = captureIo();
-      await verifyCli([dir, '--trust', trustPath, '--json', '--workers', '0'], cliIo.io);
-      const cli = JSON.parse(cliIo.stdout()) as BundleAuditReport;
-      expect(await page.textContent('#verdict')).toBe(`✗ ${describeVerdict(cli)}`);
-      expect(
-        await page.$$eval('#findings li', (lis) => lis.map((li) => `${li.dataset.code}@${li.dataset.line}`)),
-      ).toEqual(['BLOB_DIGEST@4']);
-      const foreign = seen.requests.filter((u) => !u.startsWith(server.url) && !u.startsWith('blob:'));
-      expect(foreign).toEqual([]);
-      expect(seen.requests.some((u) => u.includes('/bundle/blobs/blake3/'))).toBe(true);
-      expect(seen.errors).toEqual([]);
-    } finally {
-      await close();
-      await server.close();
-    }
-  });
+  // Starts its own browser: sized for a loaded 2-core CI machine (the waits bound time only).
+  it(
+    'preloads the bundle: the page verifies it on its own, as the CLI does, asking only its server',
+    { timeout: 180_000 },
+    async () => {
+      const { dir, trustPath } = await blobCase();
+      const c = captureIo();
+      const server = await serve([dir, '--trust', trustPath], c.io);
+      let browser: BrowserContext | undefined;
+      let close = async () => {};
+      try {
+        expect(c.stdout()).toContain(`audit-ui: ${server.url} (bundle ${dir}, read-only)`);
+        ({ browser, close } = await launchChromium());
+        const page = await browser.newPage();
+        const seen = watchPage(page);
+        await page.goto(server.url);
+        await page
+          .waitForSelector('body[data-state="ok"], body[data-state="failed"], body[data-state="error"]', {
+            timeout: 90_000,
+          })
+          .catch((err: unknown) => {
+            throw new Error(
+              `${(err as Error).message}\nrequests: ${seen.requests.join(' ')}\nerrors: ${seen.errors.join(' ')}`,
+            );
+          });
+        const cliIo = captureIo();
+        await verifyCli([dir, '--trust', trustPath, '--json', '--workers', '0'], cliIo.io);
+        const cli = JSON.parse(cliIo.stdout()) as BundleAuditReport;
+        expect(await page.textContent('#verdict')).toBe(`✗ ${describeVerdict(cli)}`);
+        expect(
+          await page.$$eval('#findings li', (lis) => lis.map((li) => `${li.dataset.code}@${li.dataset.line}`)),
+        ).toEqual(['BLOB_DIGEST@4']);
+        const foreign = seen.requests.filter((u) => !u.startsWith(server.url) && !u.startsWith('blob:'));
+        expect(foreign).toEqual([]);
+        expect(seen.requests.some((u) => u.includes('/bundle/blobs/blake3/'))).toBe(true);
+        expect(seen.errors).toEqual([]);
+      } finally {
+        await close();
+        await server.close();
+      }
+    },
+  );
 });

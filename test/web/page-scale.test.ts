@@ -12,6 +12,7 @@ import type { BrowserContext } from 'playwright-core';
 import { launchChromium, watchPage } from '../support/browser.js';
 import { buildBundle, writeBundleDir, writeTrustFile } from '../support/bundle-builder.js';
 import { tempDir } from '../support/tmp.js';
+import { ensurePageBuilt } from '../support/page-build.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PAGE = pathToFileURL(join(ROOT, 'dist/web/index.html')).href;
@@ -22,7 +23,7 @@ let browser: BrowserContext;
 let closeBrowser: () => Promise<void>;
 
 beforeAll(async () => {
-  execFileSync(process.execPath, [join(ROOT, 'web/build.mjs')], { stdio: 'pipe' });
+  ensurePageBuilt();
   // `npm test` builds first (pretest); a targeted run may not have.
   if (!existsSync(CLI)) execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'pipe' });
   ({ browser, close: closeBrowser } = await launchChromium());

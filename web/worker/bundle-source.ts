@@ -7,12 +7,18 @@ import { AuditError } from '../../manifests/audit/errors.js';
 import {
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
+  BUNDLE_PROOFS_FILE,
   bundleBlobPath,
   type BundleReader,
+  type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
 import type { BundleSource } from '../protocol.js';
 
 const MAX_HEADER_BYTES = 64 * 1024;
+/** The CLI's bounds (src/ops/bundle-dir.ts): proofs.jsonl grows with the manifests, the others do not. */
+const MAX_TREE_FILE = 1024 * 1024;
+const maxTreeBytes = (name: BundleTreeFile, manifestsBytes: number) =>
+  name === BUNDLE_PROOFS_FILE ? Math.max(MAX_TREE_FILE, manifestsBytes * 4) : MAX_TREE_FILE;
 
 async function* streamChunks(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
   const reader = stream.getReader();
@@ -50,6 +56,13 @@ function fileReader(source: Extract<BundleSource, { kind: 'files' }>): BundleRea
       }
     },
     manifestsSize: async () => source.manifests.size,
+    async treeFile(name) {
+      const file = source.tree?.[name];
+      if (!file) return undefined;
+      const max = maxTreeBytes(name, source.manifests.size);
+      if (file.size > max) throw new AuditError('BUNDLE_INVALID', `${name} is ${file.size} bytes, over ${max}`);
+      return file.text().catch((err: unknown) => Promise.reject(ioError(name, err)));
+    },
   };
   const blobs = source.blobs;
   if (blobs) {
@@ -111,6 +124,15 @@ function urlReader(source: Extract<BundleSource, { kind: 'url' }>): BundleReader
         size = Number.isSafeInteger(n) ? n : undefined;
       }
       return size;
+    },
+    async treeFile(name) {
+      if (!source.tree.includes(name)) return undefined;
+      const res = await get(at(name));
+      if (!res) return undefined;
+      const text = await res.text();
+      const max = maxTreeBytes(name, (await reader.manifestsSize?.()) ?? 0);
+      if (text.length > max) throw new AuditError('BUNDLE_INVALID', `${name} is over ${max} bytes`);
+      return text;
     },
   };
   if (source.hasBlobs) {

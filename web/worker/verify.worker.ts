@@ -61,6 +61,7 @@ async function verify(request: VerifyRequest): Promise<void> {
     trust,
     lineVerifier: recording(inner, manifests),
     checkSummary: storedSummaryProblem,
+    ...(request.since !== undefined ? { since: request.since } : {}),
     onProgress(p) {
       const now = performance.now();
       if (now - lastPost < 50) return;

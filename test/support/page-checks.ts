@@ -1,0 +1,47 @@
+/**
+ * Checks and gestures shared by the auditor page's browser tests: the page's result equals the CLI's,
+ * and files dropped on the page as a file manager drops them.
+ */
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Page } from 'playwright-core';
+import { expect } from 'vitest';
+import { describeFinding, describeVerdict } from '../../manifests/audit/report-text.js';
+import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
+
+/** The built page, opened from disk as an auditor opens a downloaded copy. */
+export const PAGE_URL = pathToFileURL(join(resolve(import.meta.dirname, '../..'), 'dist/web/index.html')).href;
+const DONE = 'body[data-state="ok"], body[data-state="failed"], body[data-state="error"]';
+
+export const codesAt = (r: BundleAuditReport) => r.findings.map((x) => `${x.code}@${x.line ?? '-'}`);
+export const pageFindings = (page: Page) =>
+  page.$$eval('#findings li', (lis) => lis.map((li) => `${li.dataset.code}@${li.dataset.line ?? '-'}`));
+/** What the page says it has been given. */
+export const picked = (page: Page) => page.textContent('#picked');
+
+/** Waits for the verdict (sized for a loaded CI machine); then findings with their wording, verdict and state equal the CLI's. */
+export async function expectSameAsCli(page: Page, report: BundleAuditReport): Promise<void> {
+  await page.waitForSelector(DONE, { timeout: 90_000 });
+  expect(await pageFindings(page)).toEqual(codesAt(report));
+  const texts = await page.$$eval('#findings li', (lis) => lis.map((li) => li.textContent));
+  expect(texts).toEqual(report.findings.map((x) => describeFinding(x).trimStart()));
+  expect(await page.textContent('#verdict')).toBe(`${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`);
+  expect(await page.getAttribute('body', 'data-state')).toBe(report.ok ? 'ok' : 'failed');
+}
+
+/**
+ * Drags files and folders from disk onto the drop zone, as a file manager does: Chromium's DevTools
+ * protocol (Input.dispatchDragEvent) makes a real drop, so the page's own handler reads real entries.
+ */
+export async function dropFiles(page: Page, files: string[]): Promise<void> {
+  const box = (await page.locator('#drop').boundingBox())!;
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    const at = { x: box.x + box.width / 2, y: box.y + box.height / 2 };
+    const data = { items: [], files, dragOperationsMask: 1 };
+    for (const type of ['dragEnter', 'dragOver', 'drop'] as const)
+      await cdp.send('Input.dispatchDragEvent', { type, ...at, data });
+  } finally {
+    await cdp.detach();
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * Dropping a bundle folder and the files beside it on the page. Drops are real drops: Chromium's
+ * DevTools protocol drags the files from disk onto the drop zone, so the page's own drop handler reads
+ * them, on a page opened from disk (getAsFileSystemHandle) and on one served over http with only the
+ * entries API, as in browsers without the former.
+ */
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BrowserContext } from 'playwright-core';
+import { auditorPagePath } from '../../src/ops/auditor-page.js';
+import { startAuditServer } from '../../src/ops/audit-server.js';
+import { launchChromium, watchPage } from '../support/browser.js';
+import { cliVerify, writeCheckpointFiles, type CheckpointFiles } from '../support/checkpoint-bundle.js';
+import { ensurePageBuilt } from '../support/page-build.js';
+import { dropFiles, expectSameAsCli, PAGE_URL as PAGE, picked } from '../support/page-checks.js';
+
+let browser: BrowserContext;
+let closeBrowser: () => Promise<void>;
+let base: string;
+let f: CheckpointFiles;
+/** A file the page takes as nothing. */
+let stray: string;
+
+beforeAll(async () => {
+  ensurePageBuilt();
+  // Not tempDir(): that is emptied after each test, and these files serve the whole file.
+  base = mkdtempSync(join(tmpdir(), 'hl-page-drop-'));
+  chmodSync(base, 0o700);
+  f = await writeCheckpointFiles(base);
+  stray = join(base, 'notes.txt');
+  writeFileSync(stray, 'not for the page');
+  ({ browser, close: closeBrowser } = await launchChromium());
+}, 180_000);
+
+afterAll(async () => {
+  await closeBrowser?.();
+  if (base) rmSync(base, { recursive: true, force: true });
+});
+
+const cli = (since?: string) => cliVerify(f.bundle, f.trust, since);
+
+describe('dropping files on the page', { timeout: 180_000 }, () => {
+  it('takes a dropped bundle folder, trust file and earlier checkpoint, and verifies them as the CLI does', async () => {
+    const expected = await cli(f.forked);
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await page.goto(PAGE);
+      await dropFiles(page, [f.bundle, f.trust, f.forked]);
+      await expect
+        .poll(() => picked(page), { timeout: 30_000 })
+        .toMatch(
+          /^bundle audit-2026-11: \d[\d,]* bytes of manifests, \d+ blobs, cut at checkpoint\.note; trust file trust\.json; earlier checkpoint forked\.note$/,
+        );
+      expect(await page.isEnabled('#verify')).toBe(true);
+      await page.click('#verify');
+      await expectSameAsCli(page, expected.report!);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('reads a dropped folder through the entries API where getAsFileSystemHandle is missing', async () => {
+    // Served over http: the entries API cannot read dropped folders on file:// pages in Chromium, which is
+    // why the page prefers getAsFileSystemHandle; browsers without that have the entries API only.
+    const server = await startAuditServer({ page: auditorPagePath()! });
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await page.addInitScript(() => {
+        delete (globalThis as any).DataTransferItem.prototype.getAsFileSystemHandle;
+      });
+      await page.goto(server.url);
+      expect(await page.evaluate(() => 'getAsFileSystemHandle' in (globalThis as any).DataTransferItem.prototype)).toBe(
+        false,
+      );
+      await dropFiles(page, [f.bundle, f.trust]);
+      await expect
+        .poll(() => picked(page), { timeout: 30_000 })
+        .toMatch(/^bundle audit-2026-11: .*; trust file trust\.json;/);
+      await page.click('#verify');
+      await expectSameAsCli(page, (await cli()).report!);
+      expect(seen.requests.filter((u) => !u.startsWith(server.url) && !u.startsWith('blob:'))).toEqual([]);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+      await server.close();
+    }
+  });
+
+  it('says what it does not take from a drop, and keeps what it took', async () => {
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await dropFiles(page, [f.trust]);
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('trust file trust.json');
+      // One drop, one file the page takes and one it does not: the refusal stays on screen.
+      await dropFiles(page, [stray, f.earlier]);
+      await expect
+        .poll(() => picked(page), { timeout: 30_000 })
+        .toBe('no bundle chosen; trust file trust.json; earlier checkpoint earlier.note');
+      expect(await page.textContent('#error')).toBe(
+        '"notes.txt" is not a folder, nor a trust file (.json) or earlier checkpoint (.note): use the pickers to choose it',
+      );
+      expect(await page.isVisible('#error')).toBe(true);
+      expect(await page.isEnabled('#verify')).toBe(false);
+    } finally {
+      await page.close();
+    }
+  });
+});
