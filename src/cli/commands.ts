@@ -124,10 +124,13 @@ export const commands: Record<string, CommandSpec> = {
   },
   verify: {
     summary: 'audit a bundle offline',
-    synopsis: 'verify DIR --trust FILE [--since CHECKPOINT] [--json] [--workers auto|N] [--verifier node|noble]',
+    synopsis:
+      'verify DIR --trust FILE [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble]',
     options: [
       '--trust FILE      the pinned public keys (`handoff-ledger keys export`)',
       '--since FILE      your earlier checkpoint note: the checkpoint of the bundle must extend it',
+      '--witness-keys FILE  pinned witness verifier keys (cosignature/v1), one per line; # comments',
+      '--quorum K        the checkpoint counts only with K valid cosignatures by those witnesses',
       '--workers auto|N  verifying threads (0: none)',
       '--verifier NAME   Ed25519 backend: node (default) or noble',
       '--json            print the report as JSON on stdout',

@@ -19,7 +19,8 @@ export const usage =
 function positiveInt(text: string | undefined, what: string, fallback: number): number {
   if (text === undefined) return fallback;
   const n = Number(text);
-  if (!/^[1-9][0-9]*$/.test(text) || !Number.isSafeInteger(n)) throw new UsageError(`${what} must be a positive integer`);
+  if (!/^[1-9][0-9]*$/.test(text) || !Number.isSafeInteger(n))
+    throw new UsageError(`${what} must be a positive integer`);
   return n;
 }
 
@@ -81,7 +82,9 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     });
     const address = server.address() as AddressInfo;
     const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-    io.stdout.write(`witness ${key.vkey}\nlistening on http://${shown}:${address.port} (${logs.size} logs); Ctrl-C stops it\n`);
+    io.stdout.write(
+      `witness ${key.vkey}\nlistening on http://${shown}:${address.port} (${logs.size} logs); Ctrl-C stops it\n`,
+    );
     await new Promise<void>((stop) => {
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);

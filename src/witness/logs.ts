@@ -23,7 +23,10 @@ const logsSchema = z.strictObject({
     .array(
       z.strictObject({
         origin: z.string().refine(isValidOrigin, 'must be a checkpoint origin'),
-        keys: z.array(z.string().max(1024).refine(isVerifierKey, 'must be a C2SP Ed25519 note verifier key')).min(1).max(16),
+        keys: z
+          .array(z.string().max(1024).refine(isVerifierKey, 'must be a C2SP Ed25519 note verifier key'))
+          .min(1)
+          .max(16),
       }),
     )
     .max(100_000),

@@ -76,7 +76,11 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
 
 function answer(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
   if (res.headersSent || res.destroyed) return;
-  res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
+  res.writeHead(status, {
+    'content-type': type,
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-store',
+  });
   res.end(body);
 }
 
@@ -87,7 +91,9 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
   const perLog = new KeyedMutex();
   const report = options.onRequest ?? (() => {});
 
-  async function addCheckpoint(body: string): Promise<{ status: number; body: string; type?: string; origin?: string; reason?: string }> {
+  async function addCheckpoint(
+    body: string,
+  ): Promise<{ status: number; body: string; type?: string; origin?: string; reason?: string }> {
     let request: AddCheckpointRequest;
     try {
       request = parseAddCheckpoint(body);
@@ -102,8 +108,15 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
       const stored = await options.state.get(origin);
       const decision = decideAddCheckpoint(request, keys, stored);
       if (decision.status === 409)
-        return { status: 409, body: `${decision.size}\n`, type: TLOG_SIZE_CONTENT_TYPE, origin, reason: decision.reason };
-      if (decision.status !== 200) return { status: decision.status, body: `${decision.reason}\n`, origin, reason: decision.reason };
+        return {
+          status: 409,
+          body: `${decision.size}\n`,
+          type: TLOG_SIZE_CONTENT_TYPE,
+          origin,
+          reason: decision.reason,
+        };
+      if (decision.status !== 200)
+        return { status: decision.status, body: `${decision.reason}\n`, origin, reason: decision.reason };
       const line = await cosignCheckpoint(decision.text, options.signer, now());
       const note = `${decision.text}\n${decision.logSignatures.join('')}${line}`;
       // The point of no return: once this write is durable the witness will never cosign a tree that does
@@ -122,7 +135,11 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
     if (url === '/add-checkpoint') {
       if (req.method !== 'POST') throw new HttpAnswer(405, 'add-checkpoint takes POST');
       const r = await addCheckpoint(await readBody(req, maxBody));
-      report({ status: r.status, ...(r.origin !== undefined ? { origin: r.origin } : {}), ...(r.reason ? { reason: r.reason } : {}) });
+      report({
+        status: r.status,
+        ...(r.origin !== undefined ? { origin: r.origin } : {}),
+        ...(r.reason ? { reason: r.reason } : {}),
+      });
       return answer(res, r.status, r.body, r.type);
     }
     const monitor = /^\/([0-9a-f]{64})\/checkpoint$/.exec(url);
@@ -136,24 +153,28 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
     throw new HttpAnswer(404, 'not found');
   }
 
-  const server = createServer({ requestTimeout: timeout + 1000, headersTimeout: Math.min(timeout, 60_000), maxHeaderSize: 8192 }, (req, res) => {
-    // Our own deadline as well as node's: it answers 408 and drops the connection of a slow sender.
-    const timer = setTimeout(() => {
-      report({ status: 408, reason: 'the request took too long' });
-      res.on('finish', () => req.socket.destroy());
-      answer(res, 408, 'the request took too long\n');
-    }, timeout);
-    handle(req, res)
-      .catch((err: unknown) => {
-        const status = err instanceof HttpAnswer ? err.status : 500;
-        const reason = err instanceof HttpAnswer ? err.message : 'internal error';
-        if (!(err instanceof HttpAnswer)) report({ status, reason: (err as Error).message });
-        else if (status !== 404) report({ status, reason });
-        answer(res, status, `${reason}\n`);
-        // After a refused body the rest of it is not worth reading.
-        if (status === 413) res.on('finish', () => req.socket.destroySoon());
-      })
-      .finally(() => clearTimeout(timer));
-  });
+  const server = createServer(
+    { requestTimeout: timeout + 1000, headersTimeout: Math.min(timeout, 60_000), maxHeaderSize: 8192 },
+    (req, res) => {
+      // Our own deadline as well as node's: it answers 408 and drops the connection of a slow sender.
+      const timer = setTimeout(() => {
+        report({ status: 408, reason: 'the request took too long' });
+        res.on('finish', () => req.socket.destroy());
+        answer(res, 408, 'the request took too long\n');
+      }, timeout);
+      handle(req, res)
+        .catch((err: unknown) => {
+          const status = err instanceof HttpAnswer ? err.status : 500;
+          const reason = err instanceof HttpAnswer ? err.message : 'internal error';
+          if (!(err instanceof HttpAnswer))
+            report({ status, reason: `${(err as { code?: string }).code ?? 'ERROR'}: ${(err as Error).message}` });
+          else if (status !== 404) report({ status, reason });
+          answer(res, status, `${reason}\n`);
+          // After a refused body the rest of it is not worth reading.
+          if (status === 413) res.on('finish', () => req.socket.destroySoon());
+        })
+        .finally(() => clearTimeout(timer));
+    },
+  );
   return server;
 }

@@ -62,14 +62,18 @@ describe('cosignature/v1 (transparency-dev/formats vectors)', () => {
     const note = signed + v.line;
     expect(checkCosignatures(note, [parseCosignerKey(vectors[0]!.vkey)])).toEqual({ valid: [], invalid: [] });
     // The log's note verifier still opens the note: the cosignature line is an unknown key to it.
-    const opened = openNote(note, [parseVerifierKey(encodeVerifierKey('handoff-ledger.local/test', noblePublicKey(logSeed)))]);
+    const opened = openNote(note, [
+      parseVerifierKey(encodeVerifierKey('handoff-ledger.local/test', noblePublicKey(logSeed))),
+    ]);
     expect(opened.unverified.map((s) => s.name)).toEqual([v.name]);
   });
 
   it('never accepts a plain note key (0x01) as a witness key, nor a witness key as a note key', () => {
     const v = vectors[0]!;
     const pub = decodeBase64(v.publicKey)!;
-    expect(() => parseCosignerKey(encodeVerifierKey(v.name, pub))).toThrow(expect.objectContaining({ code: 'KEY_INVALID' }));
+    expect(() => parseCosignerKey(encodeVerifierKey(v.name, pub))).toThrow(
+      expect.objectContaining({ code: 'KEY_INVALID' }),
+    );
     expect(() => parseVerifierKey(v.vkey)).toThrow(expect.objectContaining({ code: 'KEY_INVALID' }));
   });
 
