@@ -176,8 +176,13 @@ export const commands: Record<string, CommandSpec> = {
   },
   checkpoint: {
     summary: "print the log's latest signed checkpoint",
-    synopsis: 'checkpoint [--json]',
-    options: ['(stdout: the C2SP tlog-checkpoint signed note, byte for byte)', ...store],
+    synopsis: 'checkpoint [--witness URL]… [--json]',
+    options: [
+      '(stdout: the C2SP tlog-checkpoint signed note, byte for byte, with the cosignatures gathered)',
+      '--witness URL     submit it to this witness (C2SP tlog-witness) too; repeatable; a witness that does',
+      '                  not answer in 5 s is left out. HANDOFF_LEDGER_WITNESSES: URLs for every command',
+      ...store,
+    ],
     exits: {
       ok: 'printed',
       refused: 'a coded refusal (ROLLBACK, FORK: the log does not extend the pinned checkpoint)',

@@ -88,7 +88,8 @@ export async function startWitness(
     const code = await new Promise((r) => gen.on('exit', r));
     if (code !== 0) throw new Error(`witness keygen exited ${String(code)}`);
   }
-  const args = ['witness', 'serve', '--listen', '127.0.0.1:0', '--key', key, '--logs', logsFile];
+  const listen = extra.includes('--listen') ? [] : ['--listen', '127.0.0.1:0'];
+  const args = ['witness', 'serve', ...listen, '--key', key, '--logs', logsFile];
   const proc = spawn(process.execPath, [CLI, ...args, '--state', join(dir, 'state'), ...extra]);
   let err = '';
   proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
