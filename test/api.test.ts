@@ -111,6 +111,9 @@ const SURFACE: Record<string, string[]> = {
   './adapters/ai-sdk': ['aiSdkAdapter'],
   './audit': [
     'CHECKPOINT_FINDING_CODES',
+    'checkCosignatures',
+    'parseCosignerKey',
+    'parseWitnessKeys',
     'EMPTY_ROOT',
     'checkpointVerifiers',
     'leafHash',
