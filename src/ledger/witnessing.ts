@@ -127,9 +127,7 @@ export class WitnessPool {
     clearTimeout(timer);
     const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);
     if (this.cosigned?.text !== text) return cp;
-    const have = new Set(cp.note.split('\n').map((l) => `${l}\n`));
-    const extra = [...new Set(this.cosigned.lines.values())].filter((l) => !have.has(l));
-    return { ...cp, note: cp.note + extra.join('') };
+    return { ...cp, note: cp.note + this.gathered().join('') };
   }
 
   async close(): Promise<void> {
@@ -229,8 +227,24 @@ export class WitnessPool {
     return lines.filter((l) => checkCosignatures(`${text}\n${l}`, [w.key!]).valid.length === 1);
   }
 
+  /**
+   * One line per witness key (name and key hash), the newest: a witness asked again after a restart cosigns
+   * the same tree again with a later timestamp, and one witness is one vote however many lines it has.
+   */
+  private gathered(): string[] {
+    const byKey = new Map<string, string>();
+    for (const block of this.cosigned?.lines.values() ?? [])
+      for (const line of block.split('\n').filter(Boolean)) {
+        const m = COSIGNATURE_LINE.exec(line);
+        const sig = m ? decodeBase64(m[2]!) : undefined;
+        if (!m || !sig || sig.length < 4) continue;
+        byKey.set(`${m[1]!}+${new DataView(sig.buffer, sig.byteOffset).getUint32(0)}`, `${line}\n`);
+      }
+    return [...byKey.values()];
+  }
+
   private async save(cp: SignedCheckpoint): Promise<void> {
-    const lines = [...new Set(this.cosigned?.lines.values() ?? [])];
+    const lines = this.gathered();
     if (lines.length === 0) return;
     await writeFileAtomic(this.path, cp.note + lines.join(''), 0o600);
   }

@@ -176,5 +176,7 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
         .finally(() => clearTimeout(timer));
     },
   );
+  // Connections are cheap for a client and each holds a deadline's worth of our memory: a bound on them.
+  server.maxConnections = 512;
   return server;
 }

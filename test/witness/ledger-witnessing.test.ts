@@ -134,6 +134,8 @@ describe('a ledger with witnesses', () => {
     writeFileSync(witnessKeys, `${w1.vkey}\n${w2.vkey}\n`);
     const file = join(out, 'checkpoint.note');
     const note = readFileSync(file, 'utf8');
+    // The export reopened the ledger, which asked the witnesses again: still one line per witness.
+    expect(note.split('\n').filter((l) => l.startsWith('\u2014 witness.example/')).length).toBe(2);
     const w2Line = note.split('\n').find((l) => l.startsWith('\u2014 witness.example/w2 '))!;
     writeFileSync(file, note.replace(`${w2Line}\n`, ''));
     const missing = await cli(['verify', out, '--trust', trust, '--witness-keys', witnessKeys, '--quorum', '2']);
