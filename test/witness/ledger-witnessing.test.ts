@@ -96,6 +96,54 @@ describe('a ledger with witnesses', () => {
     expect(cosigners(full.note).sort()).toEqual(['witness.example/w1', 'witness.example/w2']);
   }, 60_000);
 
+  it('leaves out a witness that refuses the log (404) with a notice, and refuses a URL that is not http(s)', async () => {
+    const strict = await openLedger({
+      root: join(base, 'other-store'),
+      host: 'host-o',
+      origin: 'example.com/not-followed',
+      witnesses: { witnesses: [{ url: w1.url, vkey: w2.vkey }], timeoutMs: 1500 },
+      onNotice: (m) => notices.push(m),
+    });
+    try {
+      await strict.publish(scope, sampleSummary('unfollowed'));
+      // w1 does not follow this origin (404): no cosignature, a notice, and the publish and checkpoint still work.
+      const cp = await strict.checkpoint();
+      expect(cp.note.split('\n\n')[1]!.split('\n').filter(Boolean)).toHaveLength(1);
+      expect(notices.some((n) => n.includes('refused the checkpoint') && n.includes('404'))).toBe(true);
+    } finally {
+      await strict.close();
+    }
+    await expect(
+      openLedger({ root: join(base, 'bad-url'), host: 'h', witnesses: { witnesses: ['file:///etc/passwd'] } }),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
+  it('checkpoint --witness URL prints the note with the cosignatures gathered (those kept for this tree too)', async () => {
+    await ledger.close();
+    const c = captureIo({ env: {} });
+    const code = await main(['checkpoint', '--root', root, '--host', 'host-w', '--witness', w1.url], c.io);
+    expect(code, c.stderr()).toBe(0);
+    expect(cosigners(c.stdout()).sort()).toEqual(['witness.example/w1', 'witness.example/w2']);
+  });
+
+  it('keeps only cosignatures that verify under the witness key it was given', async () => {
+    const pinned = await openLedger({
+      root,
+      host: 'host-w',
+      witnesses: { witnesses: [{ url: w1.url, vkey: w2.vkey }], timeoutMs: 1500 },
+      onNotice: (m) => notices.push(m),
+    });
+    try {
+      await pinned.publish(scope, sampleSummary('pinned key'));
+      const cp = await pinned.checkpoint();
+      expect(cosigners(cp.note)).toEqual([]);
+      expect(notices.some((n) => n.includes(w1.url) && n.includes('without a cosignature we can use'))).toBe(true);
+    } finally {
+      await pinned.close();
+    }
+    ledger = await open([w1.url, w2.url]);
+  });
+
   it('exports the cosigned checkpoint; verify counts a quorum of 2 and names the witnesses and times', async () => {
     await ledger.close();
     const out = join(base, 'bundle');
