@@ -201,7 +201,10 @@ export class WitnessPool {
         continue;
       }
       if (res.status !== 200) {
-        this.notice(`witness ${w.url} refused the checkpoint of size ${size}: ${res.status} ${body.trim()}`);
+        // The witness's words are data: shortened here, escaped by whoever prints notices (the CLI does).
+        this.notice(
+          `witness ${w.url} refused the checkpoint of size ${size}: ${res.status} ${body.trim().slice(0, 200)}`,
+        );
         return false;
       }
       const lines = this.acceptLines(w, text, body);

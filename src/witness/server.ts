@@ -71,6 +71,10 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
       }
     });
     req.on('error', reject);
+    // A connection dropped mid-body (or closed by the deadline) settles the read instead of leaving it pending.
+    req.on('close', () => {
+      if (!req.complete) reject(new HttpAnswer(408, 'the request ended before its body'));
+    });
   });
 }
 

@@ -16,8 +16,11 @@ const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, '../..');
 const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
 
-/** The size budget: a pack far above it means tests, benchmarks or results leaked into `files`. */
-const MAX_PACKED_BYTES = 256 * 1024;
+/**
+ * The size budget: a pack far above it means tests, benchmarks or results leaked into `files`. (288 KiB since
+ * the witness server and client, ~15 KiB packed, brought the honest pack to ~266 KiB.)
+ */
+const MAX_PACKED_BYTES = 288 * 1024;
 const MAX_UNPACKED_BYTES = 1024 * 1024;
 /** Paths that must never ship. */
 const FORBIDDEN = [/^test\//, /^benchmarks\//, /^dist\/benchmarks\//, /^dist\/test\//, /^\.ci\//, /\.map$/, /^src\//];
