@@ -54,11 +54,15 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
       return reject(new HttpAnswer(413, `the body is over ${limit} bytes`));
     const chunks: Buffer[] = [];
     let size = 0;
+    let refused = false;
     req.on('data', (chunk: Buffer) => {
+      // Past the limit the rest flows on and is dropped (the caller bounds how long that may last).
+      if (refused) return;
       size += chunk.length;
       if (size > limit) {
+        refused = true;
+        chunks.length = 0;
         reject(new HttpAnswer(413, `the body is over ${limit} bytes`));
-        req.pause();
         return;
       }
       chunks.push(chunk);
@@ -174,8 +178,12 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
             report({ status, reason: `${(err as { code?: string }).code ?? 'ERROR'}: ${(err as Error).message}` });
           else if (status !== 404) report({ status, reason });
           answer(res, status, `${reason}\n`);
-          // After a refused body the rest of it is not worth reading.
-          if (status === 413) res.on('finish', () => req.socket.destroySoon());
+          // The rest of a refused body is drained (discarded) so the client can read the 413 rather than
+          // fail writing into a closed socket, but for a second at most: then the connection goes.
+          if (status === 413) {
+            req.resume();
+            setTimeout(() => req.socket.destroy(), 1000).unref();
+          }
         })
         .finally(() => clearTimeout(timer));
     },

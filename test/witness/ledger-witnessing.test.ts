@@ -170,9 +170,12 @@ describe('a ledger with witnesses', () => {
     ]);
     expect(report.checkpoint.witnesses.signedBy[0]!.time).toMatch(/^\d{4}-\d\d-\d\dT/);
     const text = await cli(['verify', out, '--trust', trust, '--witness-keys', witnessKeys, '--quorum', '2']);
+    // Listed in the order of the note's lines, which follows the witnesses' answers.
     expect(text.stdout).toMatch(
-      /witnesses: 2 of 2 pinned cosigned \(quorum 2\): "witness\.example\/w1\+[0-9a-f]{8}" at /,
+      /witnesses: 2 of 2 pinned cosigned \(quorum 2\): "witness\.example\/w[12]\+[0-9a-f]{8}" at /,
     );
+    expect(text.stdout).toMatch(/"witness\.example\/w1\+[0-9a-f]{8}" at \d{4}-/);
+    expect(text.stdout).toMatch(/"witness\.example\/w2\+[0-9a-f]{8}" at \d{4}-/);
     // A quorum the bundle cannot meet: one pinned witness only, quorum 1, but an unknown extra key is ignored.
     writeFileSync(witnessKeys, `${w1.vkey}\n`);
     expect((await cli(['verify', out, '--trust', trust, '--witness-keys', witnessKeys, '--quorum', '1'])).code).toBe(0);
