@@ -26,7 +26,9 @@ export type LedgerErrorCode =
   | 'CANCELLED'
   | 'CLOSED'
   | 'MODEL_FAILED'
-  | 'MODEL_REFUSED';
+  | 'MODEL_REFUSED'
+  | 'LOCKED'
+  | 'RECORD_CORRUPT';
 
 /** Both sides of a detected rollback or fork: the checkpoint this ledger had pinned and the log's current one. */
 export interface CheckpointEvidence {

@@ -6,6 +6,7 @@
 // The ledger
 export { openLedger, defaultRoot } from './ledger/open.js';
 export type { OpenLedgerOptions } from './ledger/options.js';
+export type { WitnessEndpoint, WitnessingOptions } from './ledger/witnessing.js';
 export {
   Ledger,
   type HistoryEntry,

@@ -112,6 +112,9 @@ const SURFACE: Record<string, string[]> = {
   './web': ['auditorPagePath', 'readAuditorPage'],
   './audit': [
     'CHECKPOINT_FINDING_CODES',
+    'checkCosignatures',
+    'parseCosignerKey',
+    'parseWitnessKeys',
     'EMPTY_ROOT',
     'checkpointVerifiers',
     'leafHash',

@@ -94,6 +94,11 @@ const cases: Record<string, { ok: () => string[]; refused: () => string[] }> = {
   },
   gc: { ok: () => ['gc', ...store, '--grace', '1h'], refused: () => ['gc', ...badHost, '--grace', '1h'] },
   'audit-ui': { ok: () => ['audit-ui'], refused: () => ['audit-ui'] },
+  // serve runs until interrupted: its exits are tested with real processes in test/witness/.
+  witness: {
+    ok: () => ['witness', 'keygen', '--name', 'witness.example/w1', '--out', `${newDir()}.key`],
+    refused: () => ['witness', 'keygen', '--name', 'not a name', '--out', `${newDir()}.key`],
+  },
   demo: {
     ok: () => ['demo', '--root', newDir()],
     refused: () => ['demo', '--root', newDir(), '--host', 'not a host id'],

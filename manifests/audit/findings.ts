@@ -46,6 +46,9 @@ export const FINDING_CODES = {
   INCLUSION_PROOF_INVALID: 'filtered bundle: a line is not in the checkpoint tree at the index its proof gives',
   CONSISTENCY_MISSING: 'verify --since on a filtered bundle: no consistency proof from the earlier size',
   CONSISTENCY_INVALID: "the checkpoint does not extend the auditor's earlier one (rollback, fork, other log)",
+  // Step 9d, witnesses (only with pinned witness keys): manifests/audit/verify-witnesses.ts.
+  WITNESS_QUORUM_MISSING: 'the checkpoint has fewer valid cosignatures by pinned witnesses than the quorum',
+  WITNESS_COSIGNATURE_INVALID: 'a cosignature line by a pinned witness (name and key hash) does not verify',
 } as const;
 
 export type FindingCode = keyof typeof FINDING_CODES;
@@ -62,6 +65,8 @@ export const CHECKPOINT_FINDING_CODES: readonly FindingCode[] = [
   'INCLUSION_PROOF_INVALID',
   'CONSISTENCY_MISSING',
   'CONSISTENCY_INVALID',
+  'WITNESS_QUORUM_MISSING',
+  'WITNESS_COSIGNATURE_INVALID',
 ];
 
 export interface FindingEvidence {

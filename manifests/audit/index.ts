@@ -69,3 +69,12 @@ export {
 } from '../tlog/merkle.js';
 export { openNote, parseVerifierKey, type NoteVerifierKey, type OpenedNote } from '../crypto/note.js';
 export { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';
+// Witness cosignatures (C2SP tlog-cosignature): the auditor's quorum check of step 9d.
+export {
+  checkCosignatures,
+  parseCosignerKey,
+  type Cosignature,
+  type CosignatureCheck,
+  type CosignerKey,
+} from '../crypto/cosignature.js';
+export { parseWitnessKeys, type WitnessPolicy, type WitnessSummary } from './verify-witnesses.js';

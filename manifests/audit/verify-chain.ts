@@ -7,7 +7,8 @@
  *   6. verifyChainRules  per session: scope, duplicates, forks, order, seq from 0, prev links, time
  *   7. verifyBlobs     digest, size, summary schema (bundles with blobs)
  *   8. verifyHeader    header counts against the lines
- *   9. verifyTree      the signed checkpoint: lines = its leaves (full), inclusion proofs (filtered), --since
+ *   9. verifyTree      the signed checkpoint: lines = its leaves (full), inclusion proofs (filtered), --since,
+ *                      the witnesses' cosignatures (quorum)
  *
  * Every problem in the input is a finding in the report; only the verifier's own failures throw.
  * Isomorphic: the signature backend and the per-line executor (e.g. worker threads) are injected.
@@ -18,6 +19,8 @@ import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import type { TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
 import { tapLeaves, verifyTree, type CheckpointSummary } from './verify-tree.js';
+import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
+import { AuditError } from './errors.js';
 import { BUNDLE_CHECKPOINT_FILE } from './bundle.js';
 import { verifyChainRules, type AuditScope, type ChainEntry } from './chain-rules.js';
 import {
@@ -56,6 +59,11 @@ export interface VerifyChainOptions {
 export interface VerifyBundleOptions extends VerifyChainOptions, BlobCheckOptions {
   /** The auditor's earlier checkpoint (signed note text): the bundle's checkpoint must extend it (step 9). */
   since?: string;
+  /**
+   * Pinned witnesses (C2SP cosignature/v1 keys) and a quorum: the checkpoint counts only with that many
+   * valid cosignatures by distinct pinned witnesses (step 9d); unknown cosigners are ignored.
+   */
+  witnesses?: WitnessPolicy;
 }
 
 /** What a bundle audit checked: the unsigned header may not silently decide it, so the report says. */
@@ -269,6 +277,13 @@ async function attachForkEnvelopes(reader: BundleReader, findings: Finding[]): P
  *   (from the reader), `WORKER_FAILED`
  */
 export async function verifyBundle(reader: BundleReader, options: VerifyBundleOptions): Promise<BundleAuditReport> {
+  if (options.witnesses) {
+    try {
+      assertWitnessPolicy(options.witnesses);
+    } catch (err) {
+      throw new AuditError('USAGE', (err as Error).message, { cause: err });
+    }
+  }
   const headerText = await reader.header();
   const header = headerText === undefined ? undefined : parseBundleHeader(headerText);
   const sink = new FindingSink(options.maxFindings ?? 100_000);

@@ -5,6 +5,7 @@
  *   9b  full bundle: its lines are exactly the tree's leaves (size, then root)       TREE_SIZE_MISMATCH, TREE_ROOT_MISMATCH
  *       filtered bundle: each line has an inclusion proof into the checkpoint        INCLUSION_PROOF_*
  *   9c  `since`: the checkpoint extends the auditor's earlier one                     CONSISTENCY_*
+ *   9d  pinned witnesses: a quorum of valid cosignatures (verify-witnesses.ts)        WITNESS_*
  *
  * Leaves are the exact base64-decoded payloads of the lines, so a removed, added, reordered or changed
  * manifest anywhere (the tail included) changes the root. Isomorphic.
@@ -22,12 +23,15 @@ import { checkpointVerifiers, type TrustStore } from '../format/trust.js';
 import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
 import { leafOfEnvelope } from '../tlog/leaf.js';
 import { appendLeafHashes, rootOf } from '../tlog/tree.js';
+import { verifyWitnesses, type WitnessPolicy, type WitnessSummary } from './verify-witnesses.js';
 
 export interface TreeCheckOptions {
   trust: TrustStore;
   verifier?: SignatureVerifier;
   /** The auditor's earlier checkpoint (a signed note): the bundle's checkpoint must extend it. */
   since?: string;
+  /** Pinned witnesses: the checkpoint counts only with a quorum of their cosignatures (step 9d). */
+  witnesses?: WitnessPolicy;
 }
 
 /** What the report says about the checkpoint the bundle was verified against. */
@@ -36,6 +40,8 @@ export interface CheckpointSummary {
   size: number;
   root: string;
   signedBy: string[];
+  /** Step 9d, when witnesses are pinned: the quorum and which pinned witnesses cosigned, and when. */
+  witnesses?: WitnessSummary;
 }
 
 /** Leaf hashes of the lines, in order (undefined: a line with no decodable payload). */
@@ -105,7 +111,7 @@ export async function verifyTree(
 ): Promise<CheckpointSummary | undefined> {
   const text = await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE);
   if (text === undefined) {
-    if (checkpointVerifiers(options.trust).length > 0 || options.since !== undefined)
+    if (checkpointVerifiers(options.trust).length > 0 || options.since !== undefined || options.witnesses)
       sink.add({ code: 'CHECKPOINT_MISSING', message: `the bundle has no ${BUNDLE_CHECKPOINT_FILE}` });
     return undefined;
   }
@@ -122,6 +128,8 @@ export async function verifyTree(
     root: encodeBase64(cp.root),
     signedBy: opened.note.sigs.map((s) => `${s.name}+${s.keyHash.toString(16).padStart(8, '0')}`),
   };
+  // 9d first in the report's summary, though independent of 9b/9c: who vouches that this is the one tree.
+  if (options.witnesses) summary.witnesses = verifyWitnesses(text, options.witnesses, sink, options.verifier);
   // 9b
   if (!filtered) {
     if (leaves.length !== cp.size) {

@@ -124,10 +124,13 @@ export const commands: Record<string, CommandSpec> = {
   },
   verify: {
     summary: 'audit a bundle offline',
-    synopsis: 'verify DIR --trust FILE [--since CHECKPOINT] [--json] [--workers auto|N] [--verifier node|noble]',
+    synopsis:
+      'verify DIR --trust FILE [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble]',
     options: [
       '--trust FILE      the pinned public keys (`handoff-ledger keys export`)',
       '--since FILE      your earlier checkpoint note: the checkpoint of the bundle must extend it',
+      '--witness-keys FILE  pinned witness verifier keys (cosignature/v1), one per line; # comments',
+      '--quorum K        the checkpoint counts only with K valid cosignatures by those witnesses',
       '--workers auto|N  verifying threads (0: none)',
       '--verifier NAME   Ed25519 backend: node (default) or noble',
       '--json            print the report as JSON on stdout',
@@ -148,10 +151,38 @@ export const commands: Record<string, CommandSpec> = {
     json: false,
     load: async () => (await import('./audit-ui.js')).run,
   },
+  witness: {
+    summary: 'run a C2SP tlog-witness that cosigns checkpoints of the logs it follows, or make its key',
+    synopsis:
+      'witness (keygen --name NAME --out FILE | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR)',
+    options: [
+      'keygen            write a new witness key file (mode 0600, never replaced); stdout: its verifier key',
+      '--name NAME       the witness name that cosignature lines carry (e.g. witness.example.com/w1)',
+      '--out FILE        the key file to create',
+      'serve             answer POST /add-checkpoint and GET /<sha256(origin)>/checkpoint',
+      '--listen H:P      address to listen on (port 0: any free port; printed on stdout with the verifier key)',
+      '--key FILE        the witness key file',
+      '--logs FILE       {"logs":[{"origin":…,"keys":[<log note verifier key>…]}]} (`keys vkey` prints a ledger\'s)',
+      '--state DIR       where the latest cosigned checkpoint of each log is kept (fsynced before answering)',
+      '--max-body-bytes N       largest request body (default 65536; 413 beyond)',
+      '--request-timeout-ms N   time for a whole request (default 10000; 408 beyond)',
+    ],
+    exits: {
+      ok: 'keygen: written; serve: stopped (Ctrl-C or SIGTERM)',
+      refused: 'a coded refusal (KEY_INVALID, KEY_FILE_UNSAFE, INVALID_ARGUMENT in the logs file)',
+    },
+    json: false,
+    load: async () => (await import('./witness.js')).run,
+  },
   checkpoint: {
     summary: "print the log's latest signed checkpoint",
-    synopsis: 'checkpoint [--json]',
-    options: ['(stdout: the C2SP tlog-checkpoint signed note, byte for byte)', ...store],
+    synopsis: 'checkpoint [--witness URL]… [--json]',
+    options: [
+      '(stdout: the C2SP tlog-checkpoint signed note, byte for byte, with the cosignatures gathered)',
+      '--witness URL     submit it to this witness (C2SP tlog-witness) too; repeatable; a witness that does',
+      '                  not answer in 5 s is left out. HANDOFF_LEDGER_WITNESSES: URLs for every command',
+      ...store,
+    ],
     exits: {
       ok: 'printed',
       refused: 'a coded refusal (ROLLBACK, FORK: the log does not extend the pinned checkpoint)',

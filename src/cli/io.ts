@@ -81,6 +81,7 @@ export async function openFromArgs(
     host,
     hash: hashFromEnv(io.env),
     onNotice: (m) => io.stderr.write(`${printable(m)}\n`),
+    ...witnessesFromEnv(io.env),
     ...((values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN)
       ? { origin: values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN }
       : {}),
@@ -88,6 +89,15 @@ export async function openFromArgs(
   };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
   return openLedger(pg ? { ...options, postgres: { connectionString: pg } } : options);
+}
+
+/**
+ * HANDOFF_LEDGER_WITNESSES: witness URLs (space-separated) every command's ledger submits new checkpoints
+ * to; `checkpoint --witness URL` adds to them.
+ */
+function witnessesFromEnv(env: NodeJS.ProcessEnv): Partial<OpenLedgerOptions> {
+  const urls = (env.HANDOFF_LEDGER_WITNESSES ?? '').split(/\s+/).filter(Boolean);
+  return urls.length > 0 ? { witnesses: { witnesses: urls } } : {};
 }
 
 /** Opens the ledger the options name, runs `fn`, and closes the ledger whatever happens. */

@@ -2,16 +2,27 @@
 import { isDigest } from '../../store/hash/digest.js';
 import { EXIT_OK, parse, reportError, storeOptions, UsageError, withLedger, writeJson, type CliIo } from './io.js';
 
-/** checkpoint: prints the signed note exactly (it is what tlog tools and witnesses verify byte for byte). */
+/**
+ * checkpoint [--witness URL]…: prints the signed note exactly (it is what tlog tools and witnesses verify
+ * byte for byte), with the cosignatures of the witnesses that answered in time.
+ */
 export async function checkpoint(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parse(argv, storeOptions);
+  const { values } = parse(argv, { ...storeOptions, witness: { type: 'string', multiple: true } });
   try {
-    return await withLedger(values, io, async (ledger) => {
-      const { note, checkpoint: cp } = await ledger.checkpoint();
-      if (values.json) writeJson(io.stdout, { origin: cp.origin, size: cp.size, note });
-      else io.stdout.write(note);
-      return EXIT_OK;
-    });
+    const env = (io.env.HANDOFF_LEDGER_WITNESSES ?? '').split(/\s+/).filter(Boolean);
+    const urls = [...env, ...(values.witness ?? [])];
+    const extra = urls.length > 0 ? { witnesses: { witnesses: urls } } : {};
+    return await withLedger(
+      values,
+      io,
+      async (ledger) => {
+        const { note, checkpoint: cp } = await ledger.checkpoint();
+        if (values.json) writeJson(io.stdout, { origin: cp.origin, size: cp.size, note });
+        else io.stdout.write(note);
+        return EXIT_OK;
+      },
+      extra,
+    );
   } catch (err) {
     return reportError(err, io, values.json);
   }

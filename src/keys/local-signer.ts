@@ -59,11 +59,11 @@ export function generateJwk(): PrivateJwk {
 }
 
 /**
- * Loads a private key file, refusing one that is a symlink, owned by another user (not root), or
+ * Reads a private key file as JSON, refusing one that is a symlink, owned by another user (not root), or
  * readable/writable by group or others.
  * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`
  */
-export async function loadKeyFile(path: string): Promise<LocalSigner> {
+export async function readPrivateKeyFile(path: string): Promise<unknown> {
   const st = await lstat(path);
   if (st.isSymbolicLink() || !st.isFile())
     throw new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`);
@@ -75,13 +75,19 @@ export async function loadKeyFile(path: string): Promise<LocalSigner> {
       `key file ${path} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`,
     );
   }
-  let value: unknown;
   try {
-    value = JSON.parse(await readFile(path, 'utf8'));
+    return JSON.parse(await readFile(path, 'utf8'));
   } catch (err) {
     throw new LedgerError('KEY_INVALID', `key file ${path} is not JSON`, { cause: err });
   }
-  return new LocalSigner(value as PrivateJwk);
+}
+
+/**
+ * Loads a private key file (checked as `readPrivateKeyFile` does).
+ * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`
+ */
+export async function loadKeyFile(path: string): Promise<LocalSigner> {
+  return new LocalSigner((await readPrivateKeyFile(path)) as PrivateJwk);
 }
 
 /** Writes a key file atomically with mode 0600. */

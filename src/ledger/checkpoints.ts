@@ -35,7 +35,8 @@ export class CheckpointGuard {
     private readonly log: ManifestLog,
     readonly origin: string,
     private readonly signer: () => NoteSigner,
-    private readonly path: string,
+    /** Where the pinned checkpoint is kept (the witnesses' cosignatures go beside it). */
+    readonly path: string,
   ) {}
 
   /**

@@ -34,6 +34,7 @@ import { packageVersion } from '../version.js';
 import type { Span } from '@opentelemetry/api';
 import { TieredBlobStore } from './blob-tiers.js';
 import type { CheckpointGuard, SignedCheckpoint } from './checkpoints.js';
+import type { WitnessPool } from './witnessing.js';
 import { consistencyProof, inclusionProof, type ConsistencyProof, type InclusionProof } from './proofs.js';
 import type { OpenLedgerOptions } from './options.js';
 import {
@@ -122,6 +123,7 @@ export class Ledger {
   readonly telemetry: LedgerTelemetry;
   private readonly keyring: Keyring;
   private readonly checkpoints: CheckpointGuard;
+  private readonly witnesses: WitnessPool | undefined;
   private readonly extraTrust: TrustStore | undefined;
   private readonly maxSummaryBytes: number;
   private readonly inlineSummaryBytes: number;
@@ -146,6 +148,7 @@ export class Ledger {
     blobs: BlobStore;
     keyring: Keyring;
     checkpoints: CheckpointGuard;
+    witnesses?: WitnessPool | undefined;
     recovery: RecoveryReport;
     hashBackend: HashBackend;
     verifier: SignatureVerifier;
@@ -160,6 +163,7 @@ export class Ledger {
       : init.blobs;
     this.keyring = init.keyring;
     this.checkpoints = init.checkpoints;
+    this.witnesses = init.witnesses;
     this.recovery = init.recovery;
     this.hashBackend = init.hashBackend;
     this.verifier = init.verifier;
@@ -334,7 +338,11 @@ export class Ledger {
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
     // The new tree is signed and pinned (group commits share one checkpoint). A rollback or fork found
     // here stays with the guard, which refuses every later operation.
-    await this.checkpoints.sync().catch(() => {});
+    // Witnesses are asked in the background: a publish never waits for them.
+    await this.checkpoints
+      .sync()
+      .then((cp) => this.witnesses?.submit(cp))
+      .catch(() => {});
     return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
   }
 
@@ -496,7 +504,9 @@ export class Ledger {
    */
   async checkpoint(): Promise<SignedCheckpoint> {
     this.assertOpen();
-    return this.checkpoints.sync();
+    const cp = await this.checkpoints.sync();
+    // With witnesses: the note carries the cosignatures gathered for this very tree (one bounded round).
+    return this.witnesses ? this.witnesses.cosign(cp) : cp;
   }
 
   /** The note verifier key (`<origin>+<hash>+<key>`) of this host's current checkpoint key. */
@@ -584,6 +594,7 @@ export class Ledger {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.witnesses?.close();
     await Promise.all([this.log.close(), this.blobs.close()]);
   }
 }

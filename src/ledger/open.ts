@@ -18,6 +18,9 @@ import { isValidOrigin } from '../../manifests/format/checkpoint.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { CheckpointGuard } from './checkpoints.js';
+import { WitnessPool } from './witnessing.js';
+import { consistencyProof } from './proofs.js';
+import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { Ledger } from './ledger.js';
 import { parseHost } from './scope.js';
 import type { OpenLedgerOptions } from './options.js';
@@ -103,7 +106,18 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       verifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin),
     });
     const verifier = await pickVerifier(options.verifier);
+    const witnesses =
+      options.witnesses && options.witnesses.witnesses.length > 0
+        ? await WitnessPool.open({
+            options: options.witnesses,
+            checkpointPath: checkpoints.path,
+            proof: async (oldSize, size) =>
+              (await consistencyProof(log, size, oldSize, size)).proof.map((h) => decodeBase64(h)!),
+            notice: options.onNotice ?? ((m) => console.warn(m)),
+          })
+        : undefined;
     return new Ledger({
+      witnesses,
       host,
       root,
       log,

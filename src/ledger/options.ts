@@ -7,6 +7,7 @@ import type { LevelManifestLogOptions } from '../../manifests/log/level/log.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Authorizer } from './grants.js';
+import type { WitnessingOptions } from './witnessing.js';
 import type { TelemetryOptions } from '../telemetry/telemetry.js';
 
 export interface OpenLedgerOptions {
@@ -50,6 +51,12 @@ export interface OpenLedgerOptions {
    * first opener of a store sets it (default `handoff-ledger.local/<random>`); a different one later is refused.
    */
   origin?: string;
+  /**
+   * Witnesses (C2SP tlog-witness) to submit every new checkpoint to, in the background; `checkpoint()`
+   * (and so `export`) returns the checkpoint with the cosignatures gathered for it. A witness that is down
+   * never blocks or fails a publish: it is retried and caught up from the size it last cosigned.
+   */
+  witnesses?: WitnessingOptions;
   /** Clock for `createdAt` (tests). */
   clock?: () => Date;
   /**

@@ -16,6 +16,7 @@ import { memoryBundleReader, type BundleTreeFile } from '../../manifests/audit/b
 import type { TrustStore } from '../../manifests/format/trust.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { signNote } from '../../manifests/crypto/note.js';
+import { cosignCheckpoint, encodeCosignerKey, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
 
@@ -74,6 +75,7 @@ let trust: TrustStore;
 let earlier: string;
 let forkedEarlier: string;
 let forkLines: string[];
+let forkBundle: Files;
 let ledger: Ledger;
 let root: string;
 let base: string;
@@ -110,7 +112,8 @@ beforeAll(async () => {
   await publish(fork, 'other', 1);
   forkedEarlier = (await fork.checkpoint()).note;
   await exportBundle(fork, { out: join(out, 'fork') });
-  forkLines = readBundle(join(out, 'fork')).lines;
+  forkBundle = readBundle(join(out, 'fork'));
+  forkLines = forkBundle.lines;
   await fork.close();
 });
 
@@ -231,6 +234,77 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
     const err = await audit(full, trust, { since: 'not a note' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AuditError);
     expect((err as AuditError).code).toBe('USAGE');
+  });
+});
+
+describe('step 9d: witnesses, against a host that shows two auditors two trees', () => {
+  const witness = (name: string, byte: number) => {
+    const seed = new Uint8Array(32).fill(byte);
+    const signer = { name, publicKey: noblePublicKey(seed), sign: (m: Uint8Array) => nobleSign(m, seed) };
+    return { signer, key: parseCosignerKey(encodeCosignerKey(name, signer.publicKey)) };
+  };
+  const w1 = witness('witness.example/w1', 41);
+  const w2 = witness('witness.example/w2', 42);
+  const stranger = witness('witness.example/unpinned', 43);
+  const policy = (quorum: number) => ({ witnesses: { keys: [w1.key, w2.key], quorum } });
+  const textOf = (note: string) => note.slice(0, note.indexOf('\n\n') + 1);
+  const cosigned = async (f: Files, ...by: Array<typeof w1>) => {
+    const note = f.tree['checkpoint.note']!;
+    const lines = await Promise.all(by.map((w) => cosignCheckpoint(textOf(note), w.signer, 1_764_547_200)));
+    return { ...f, tree: { ...f.tree, 'checkpoint.note': note + lines.join('') } };
+  };
+
+  it('passes a checkpoint with a quorum of pinned cosignatures and names who signed and when', async () => {
+    const r = await audit(await cosigned(full, w1, w2), trust, policy(2));
+    expect(found(r)).toEqual([]);
+    expect(r.checkpoint?.witnesses).toEqual({
+      quorum: 2,
+      pinned: 2,
+      signedBy: [
+        {
+          witness: expect.stringMatching(/^witness\.example\/w1\+[0-9a-f]{8}$/),
+          timestamp: 1_764_547_200,
+          time: '2025-12-01T00:00:00.000Z',
+        },
+        {
+          witness: expect.stringMatching(/^witness\.example\/w2\+/),
+          timestamp: 1_764_547_200,
+          time: '2025-12-01T00:00:00.000Z',
+        },
+      ],
+    });
+  });
+
+  it('refuses the other tree, which an honest witness already holding the first would not cosign (WITNESS_QUORUM_MISSING)', async () => {
+    // The fork carries the host's valid signature: without witnesses it passes.
+    expect(found(await audit(forkBundle, trust))).toEqual([]);
+    expect(found(await audit(await cosigned(forkBundle, w2), trust, policy(2)))).toEqual(['WITNESS_QUORUM_MISSING@-']);
+  });
+
+  it('does not count a cosignature of the other tree pasted onto this one (WITNESS_COSIGNATURE_INVALID)', async () => {
+    const forkLine = (await cosigned(forkBundle, w2)).tree['checkpoint.note']!.split('\n\n')[1]!
+      .split('\n')
+      .find((l) => l.includes('/w2 '))!;
+    const f = await cosigned(full, w1);
+    const pasted = { ...f, tree: { ...f.tree, 'checkpoint.note': `${f.tree['checkpoint.note']!}${forkLine}\n` } };
+    expect(found(await audit(pasted, trust, policy(2)))).toEqual([
+      'WITNESS_COSIGNATURE_INVALID@-',
+      'WITNESS_QUORUM_MISSING@-',
+    ]);
+  });
+
+  it('ignores cosignatures by unpinned witnesses, and counts one witness once', async () => {
+    expect(found(await audit(await cosigned(full, w1, stranger), trust, policy(1)))).toEqual([]);
+    expect(found(await audit(await cosigned(full, w1, w1, stranger), trust, policy(2)))).toEqual([
+      'WITNESS_QUORUM_MISSING@-',
+    ]);
+  });
+
+  it('demands a checkpoint when witnesses are pinned (CHECKPOINT_MISSING), and refuses a quorum above the pinned keys (USAGE)', async () => {
+    expect(found(await audit({ ...full, tree: {} }, { ...trust, checkpointKeys: [] }, policy(1)))).toEqual([
+      'CHECKPOINT_MISSING@-',
+    ]);
+    await expect(audit(full, trust, policy(3))).rejects.toMatchObject({ code: 'USAGE' });
   });
 });
 

@@ -16,13 +16,16 @@ const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, '../..');
 const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
 
-/** The size budget: a pack far above it means tests, benchmarks or results leaked into `files`. */
-const MAX_PACKED_BYTES = 256 * 1024;
+/**
+ * The size budget: a pack far above it means tests, benchmarks or results leaked into `files`. (288 KiB since
+ * the witness server and client, ~15 KiB packed, brought the honest pack to ~266 KiB.)
+ */
+const MAX_PACKED_BYTES = 288 * 1024;
 const MAX_UNPACKED_BYTES = 1024 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
- * 305 KiB, 104 KiB gzipped. The library's budget stays what it was.
+ * 305 KiB, 104 KiB gzipped. The library keeps its own budget above.
  */
 const PAGE = 'dist/web/index.html';
 const MAX_PAGE_PACKED_BYTES = 128 * 1024;

@@ -1,0 +1,91 @@
+/**
+ * Step 9d of the offline audit: the bundle's checkpoint against the auditor's pinned witnesses (C2SP
+ * tlog-cosignature). A checkpoint signed only by the log's host proves nothing against that host: it could
+ * show each auditor another tree. It counts only with `quorum` valid `cosignature/v1` lines from distinct
+ * pinned witnesses, each of which refuses to cosign a tree that does not extend the one it cosigned before.
+ *
+ *   WITNESS_QUORUM_MISSING        fewer than `quorum` valid cosignatures by pinned witnesses
+ *   WITNESS_COSIGNATURE_INVALID   a line by a pinned witness (name and key hash) that does not verify
+ *
+ * Cosignatures by keys the auditor did not pin are ignored, never fatal (the spec's rule). Isomorphic.
+ */
+import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../crypto/cosignature.js';
+import type { SignatureVerifier } from '../crypto/ed25519.js';
+import { ManifestError } from '../errors.js';
+import type { FindingSink } from './findings.js';
+
+/** The auditor's witness policy: pinned witness keys and how many of them must have cosigned. */
+export interface WitnessPolicy {
+  keys: CosignerKey[];
+  quorum: number;
+}
+
+/** What the report says about the cosignatures: who signed, and when (as the witness says). */
+export interface WitnessSummary {
+  quorum: number;
+  pinned: number;
+  signedBy: Array<{ witness: string; time: string; timestamp: number }>;
+}
+
+const hex8 = (n: number) => n.toString(16).padStart(8, '0');
+
+/**
+ * Parses a witness keys file: one C2SP `cosignature/v1` verifier key per line; blank lines and lines
+ * starting with `#` are skipped. @throws ManifestError `KEY_INVALID` naming the line
+ */
+export function parseWitnessKeys(text: string): CosignerKey[] {
+  const keys: CosignerKey[] = [];
+  const seen = new Set<string>();
+  text.split('\n').forEach((raw, i) => {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) return;
+    try {
+      const key = parseCosignerKey(line);
+      const id = `${key.name}+${hex8(key.keyHash)}`;
+      if (!seen.has(id)) keys.push(key);
+      seen.add(id);
+    } catch (err) {
+      throw new ManifestError('KEY_INVALID', `witness keys line ${i + 1}: ${(err as Error).message}`, { cause: err });
+    }
+  });
+  return keys;
+}
+
+/** Checks a validated policy's shape. @throws ManifestError `INVALID_ARGUMENT` */
+export function assertWitnessPolicy(policy: WitnessPolicy): void {
+  if (!Number.isSafeInteger(policy.quorum) || policy.quorum < 1)
+    throw new ManifestError('INVALID_ARGUMENT', 'the witness quorum is a whole number from 1');
+  if (policy.quorum > policy.keys.length)
+    throw new ManifestError(
+      'INVALID_ARGUMENT',
+      `a quorum of ${policy.quorum} cannot be met by ${policy.keys.length} pinned witness key(s)`,
+    );
+}
+
+/** Runs step 9d on an opened checkpoint note (its log signature already verified by step 9a). */
+export function verifyWitnesses(
+  note: string,
+  policy: WitnessPolicy,
+  sink: FindingSink,
+  verifier?: SignatureVerifier,
+): WitnessSummary {
+  const r = checkCosignatures(note, policy.keys, verifier);
+  for (const bad of r.invalid)
+    sink.add({
+      code: 'WITNESS_COSIGNATURE_INVALID',
+      message: `the cosignature by pinned witness ${JSON.stringify(bad.name)} does not verify: ${bad.reason}`,
+    });
+  // One witness is one vote, however many lines it has: distinct (name, key hash) pairs only.
+  const signedBy = r.valid.map((c) => ({
+    witness: `${c.name}+${hex8(c.keyHash)}`,
+    timestamp: c.timestamp,
+    time: new Date(c.timestamp * 1000).toISOString(),
+  }));
+  if (signedBy.length < policy.quorum)
+    sink.add({
+      code: 'WITNESS_QUORUM_MISSING',
+      message: `the checkpoint has ${signedBy.length} valid cosignature(s) by pinned witnesses; the quorum is ${policy.quorum}`,
+      evidence: { expected: policy.quorum, actual: signedBy.length },
+    });
+  return { quorum: policy.quorum, pinned: policy.keys.length, signedBy };
+}

@@ -1,0 +1,169 @@
+/**
+ * C2SP tlog-cosignature, Ed25519 `cosignature/v1` (github.com/C2SP/C2SP tlog-cosignature.md): a witness's
+ * timestamped signature over a checkpoint, carried as one more signed-note line
+ * `— <witness name> base64(key hash ‖ u64 big-endian timestamp ‖ 64-byte signature)`. The signed message is
+ * `cosignature/v1\ntime <unix seconds>\n` followed by the whole checkpoint body (extension lines included).
+ * The key hash is SHA-256(name ‖ "\n" ‖ 0x04 ‖ key)[0:4]: the 0x04 algorithm byte keeps a witness key from
+ * ever verifying a plain note signature (0x01), and the other way round. Isomorphic.
+ */
+import { sha256 } from '@noble/hashes/sha2.js';
+import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
+import { ManifestError } from '../errors.js';
+import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
+import { isValidKeyName, type NoteSigner } from './note.js';
+
+/** The signed-note algorithm byte of Ed25519 `cosignature/v1` keys. */
+export const ALG_COSIGNATURE_V1 = 0x04;
+const SIG_PREFIX = '\u2014 ';
+/** The spec caps timestamps at 2^63 − 1; JavaScript numbers are exact up to 2^53, which is enough for seconds. */
+const MAX_TIMESTAMP = Number.MAX_SAFE_INTEGER;
+
+const encoder = new TextEncoder();
+
+/** A pinned witness: its name, key hash (0x04) and raw Ed25519 public key. */
+export interface CosignerKey {
+  name: string;
+  keyHash: number;
+  publicKey: Uint8Array;
+}
+
+/** A verified cosignature: which witness, and the time it says it signed at (POSIX seconds). */
+export interface Cosignature {
+  name: string;
+  keyHash: number;
+  timestamp: number;
+}
+
+const hex8 = (n: number) => n.toString(16).padStart(8, '0');
+
+/** The key hash of an Ed25519 cosigner key: big-endian uint32 of SHA-256(name ‖ "\n" ‖ 0x04 ‖ key)[0:4]. */
+export function cosignerKeyHash(name: string, publicKey: Uint8Array): number {
+  const nameBytes = encoder.encode(name);
+  const buf = new Uint8Array(nameBytes.length + 2 + publicKey.length);
+  buf.set(nameBytes, 0);
+  buf[nameBytes.length] = 0x0a;
+  buf[nameBytes.length + 1] = ALG_COSIGNATURE_V1;
+  buf.set(publicKey, nameBytes.length + 2);
+  const h = sha256(buf);
+  return ((h[0]! << 24) | (h[1]! << 16) | (h[2]! << 8) | h[3]!) >>> 0;
+}
+
+/** The witness verifier key string `<name>+<hash hex>+<base64(0x04 ‖ key)>`. @throws TypeError for a bad name or key */
+export function encodeCosignerKey(name: string, publicKey: Uint8Array): string {
+  if (!isValidKeyName(name)) throw new TypeError(`invalid witness name ${JSON.stringify(name)}`);
+  if (!(publicKey instanceof Uint8Array) || publicKey.length !== 32) throw new TypeError('an Ed25519 key is 32 bytes');
+  const key = new Uint8Array(33);
+  key[0] = ALG_COSIGNATURE_V1;
+  key.set(publicKey, 1);
+  return `${name}+${hex8(cosignerKeyHash(name, publicKey))}+${encodeBase64(key)}`;
+}
+
+/**
+ * Parses a witness verifier key string (algorithm 0x04); the hash must match the name and key.
+ * @throws ManifestError `KEY_INVALID`
+ */
+export function parseCosignerKey(vkey: string): CosignerKey {
+  const bad = (why: string) => new ManifestError('KEY_INVALID', `malformed witness verifier key: ${why}`);
+  if (typeof vkey !== 'string' || vkey.length > 1024) throw bad('not a string of at most 1024 characters');
+  const a = vkey.indexOf('+');
+  const b = a < 0 ? -1 : vkey.indexOf('+', a + 1);
+  if (b < 0) throw bad('expected <name>+<hash>+<key>');
+  const [name, hash, b64] = [vkey.slice(0, a), vkey.slice(a + 1, b), vkey.slice(b + 1)];
+  if (!isValidKeyName(name)) throw bad('invalid key name');
+  if (!/^[0-9a-f]{8}$/.test(hash)) throw bad('the key hash is not 8 lowercase hex digits');
+  const key = decodeBase64(b64);
+  if (!key || key.length !== 33 || key[0] !== ALG_COSIGNATURE_V1)
+    throw bad('not an Ed25519 cosignature/v1 (0x04) key of 32 bytes');
+  const publicKey = key.slice(1);
+  const keyHash = parseInt(hash, 16);
+  if (cosignerKeyHash(name, publicKey) !== keyHash) throw bad('the key hash does not match the name and key');
+  return { name, keyHash, publicKey };
+}
+
+/** The bytes a `cosignature/v1` signature covers. */
+export function cosignedMessage(checkpointText: string, timestamp: number): Uint8Array {
+  return encoder.encode(`cosignature/v1\ntime ${timestamp}\n${checkpointText}`);
+}
+
+function assertCheckpointText(text: string): void {
+  // The spec's message is the whole note body; fewer than three lines cannot be a checkpoint.
+  if (typeof text !== 'string' || !text.endsWith('\n') || text.split('\n').length < 4)
+    throw new ManifestError('NOTE_MALFORMED', 'a cosigned text must be a checkpoint body (three or more lines)');
+}
+
+/**
+ * Cosigns a checkpoint body at `timestamp` (POSIX seconds, > 0): returns the signature line, `\n`-terminated.
+ * @throws ManifestError `NOTE_MALFORMED`, `KEY_INVALID`
+ */
+export async function cosignCheckpoint(checkpointText: string, signer: NoteSigner, timestamp: number): Promise<string> {
+  assertCheckpointText(checkpointText);
+  if (!isValidKeyName(signer.name)) throw new ManifestError('KEY_INVALID', 'invalid witness name');
+  // The tlog-witness protocol forbids a zero timestamp: it would claim nothing about when the tree was seen.
+  if (!Number.isSafeInteger(timestamp) || timestamp < 1 || timestamp > MAX_TIMESTAMP)
+    throw new ManifestError('INVALID_ARGUMENT', 'a cosignature timestamp is a positive number of seconds');
+  const sig = await signer.sign(cosignedMessage(checkpointText, timestamp));
+  if (!(sig instanceof Uint8Array) || sig.length !== 64)
+    throw new ManifestError('KEY_INVALID', `witness signer ${signer.name} returned a malformed signature`);
+  const body = new Uint8Array(4 + 8 + 64);
+  const view = new DataView(body.buffer);
+  view.setUint32(0, cosignerKeyHash(signer.name, signer.publicKey));
+  view.setBigUint64(4, BigInt(timestamp));
+  body.set(sig, 12);
+  return `${SIG_PREFIX}${signer.name} ${encodeBase64(body)}\n`;
+}
+
+/** What reading a note's signature lines against pinned witness keys found. */
+export interface CosignatureCheck {
+  /** Valid cosignatures by pinned witnesses, one per witness (the first valid one). */
+  valid: Cosignature[];
+  /** Lines that name a pinned witness (name and key hash) but do not verify. */
+  invalid: Array<{ name: string; keyHash: number; reason: string }>;
+}
+
+/**
+ * Checks the cosignatures of a signed note against pinned witness keys. Lines by other keys (the log's own
+ * signature, unknown witnesses) are ignored, as the spec demands; the note must already be well formed
+ * (open it with `openNote` first). Never throws on hostile lines: a bad one by a pinned key is reported.
+ */
+export function checkCosignatures(
+  note: string,
+  witnesses: CosignerKey[],
+  verifier: SignatureVerifier = nobleVerifier,
+): CosignatureCheck {
+  const out: CosignatureCheck = { valid: [], invalid: [] };
+  const split = typeof note === 'string' ? note.lastIndexOf('\n\n') : -1;
+  if (split < 0) return out;
+  const text = note.slice(0, split + 1);
+  const lines = note.slice(split + 2).split('\n');
+  const done = new Set<string>();
+  for (const raw of lines) {
+    if (!raw.startsWith(SIG_PREFIX)) continue;
+    const line = raw.slice(SIG_PREFIX.length);
+    const space = line.indexOf(' ');
+    if (space < 0) continue;
+    const name = line.slice(0, space);
+    const sig = decodeBase64(line.slice(space + 1));
+    if (!sig || sig.length < 4) continue;
+    const keyHash = new DataView(sig.buffer, sig.byteOffset).getUint32(0);
+    const key = witnesses.find((k) => k.name === name && k.keyHash === keyHash);
+    const id = `${name}+${hex8(keyHash)}`;
+    if (!key || done.has(id)) continue;
+    const reason = verifyOne(text, sig, key, verifier);
+    if (typeof reason === 'number') {
+      done.add(id);
+      out.valid.push({ name, keyHash, timestamp: reason });
+    } else out.invalid.push({ name, keyHash, reason });
+  }
+  return out;
+}
+
+/** The timestamp of a valid cosignature, or why it is not one. */
+function verifyOne(text: string, sig: Uint8Array, key: CosignerKey, verifier: SignatureVerifier): number | string {
+  if (sig.length !== 4 + 8 + 64) return `a cosignature/v1 is ${4 + 8 + 64} bytes, not ${sig.length}`;
+  const t = new DataView(sig.buffer, sig.byteOffset).getBigUint64(4);
+  if (t === 0n || t > BigInt(MAX_TIMESTAMP)) return `timestamp ${t} is out of range`;
+  const timestamp = Number(t);
+  if (!verifier.verify(sig.subarray(12), cosignedMessage(text, timestamp), key.publicKey))
+    return 'the Ed25519 signature does not verify';
+  return timestamp;
+}

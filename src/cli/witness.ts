@@ -1,0 +1,110 @@
+/**
+ * `handoff-ledger witness keygen --name NAME --out FILE` and `handoff-ledger witness serve --listen
+ * HOST:PORT --key FILE --logs LOGS.json --state DIR`: a C2SP tlog-witness for ledgers (and any C2SP log).
+ * Both print the witness's verifier key, the string log operators and auditors pin.
+ */
+import { readFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { isHandoffLedgerError } from '../errors.js';
+import { createWitnessKeyFile, loadWitnessKeyFile } from '../witness/key.js';
+import { parseWitnessLogs } from '../witness/logs.js';
+import { createWitnessServer } from '../witness/server.js';
+import { WitnessState } from '../witness/state.js';
+import { EXIT_OK, parse, reportError, UsageError, type CliIo } from './io.js';
+import { printable } from './printable.js';
+
+export const usage =
+  'witness keygen --name NAME --out FILE | witness serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR';
+
+function positiveInt(text: string | undefined, what: string, fallback: number): number {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!/^[1-9][0-9]*$/.test(text) || !Number.isSafeInteger(n))
+    throw new UsageError(`${what} must be a positive integer`);
+  return n;
+}
+
+function listenAddress(text: string): { host: string; port: number } {
+  const m = /^(127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0|\[::\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/.exec(text);
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || port > 65535) throw new UsageError('--listen must be HOST:PORT (PORT 0: any free port)');
+  return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+async function keygen(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(argv, { name: { type: 'string' }, out: { type: 'string' } });
+  try {
+    if (!values.name || !values.out) throw new UsageError(`usage: handoff-ledger ${usage}`);
+    const key = await createWitnessKeyFile(values.out, values.name);
+    io.stdout.write(`${key.vkey}\n`);
+    return EXIT_OK;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+      return reportError(new UsageError(`${values.out} exists: a witness key is never replaced`), io);
+    return reportError(err, io);
+  }
+}
+
+async function serve(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(argv, {
+    listen: { type: 'string' },
+    key: { type: 'string' },
+    logs: { type: 'string' },
+    state: { type: 'string' },
+    'max-body-bytes': { type: 'string' },
+    'request-timeout-ms': { type: 'string' },
+  });
+  let state: WitnessState | undefined;
+  try {
+    if (!values.listen || !values.key || !values.logs || !values.state)
+      throw new UsageError(`usage: handoff-ledger ${usage}`);
+    const { host, port } = listenAddress(values.listen);
+    const maxBodyBytes = positiveInt(values['max-body-bytes'], '--max-body-bytes', 64 * 1024);
+    const requestTimeoutMs = positiveInt(values['request-timeout-ms'], '--request-timeout-ms', 10_000);
+    const key = await loadWitnessKeyFile(values.key);
+    const logs = parseWitnessLogs(await readFile(values.logs, 'utf8'));
+    state = await WitnessState.open(values.state);
+    const server = createWitnessServer({
+      signer: key.signer,
+      logs,
+      state,
+      maxBodyBytes,
+      requestTimeoutMs,
+      // Origins and reasons come from requests: data, escaped.
+      onRequest: (e) =>
+        io.stderr.write(
+          `witness: ${e.status}${e.origin !== undefined ? ` ${printable(JSON.stringify(e.origin))}` : ''}${e.reason ? ` ${printable(e.reason)}` : ''}\n`,
+        ),
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, resolve);
+    });
+    const address = server.address() as AddressInfo;
+    const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    io.stdout.write(
+      `witness ${key.vkey}\nlistening on http://${shown}:${address.port} (${logs.size} logs); Ctrl-C stops it\n`,
+    );
+    await new Promise<void>((stop) => {
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    return EXIT_OK;
+  } catch (err) {
+    if (!(err instanceof UsageError) && !isHandoffLedgerError(err))
+      return reportError(new UsageError((err as Error).message), io);
+    return reportError(err, io);
+  } finally {
+    await state?.close();
+  }
+}
+
+/** `witness keygen …` | `witness serve …` */
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === 'keygen') return keygen(rest, io);
+  if (sub === 'serve') return serve(rest, io);
+  throw new UsageError(`unknown witness subcommand ${JSON.stringify(sub ?? '')}; usage: handoff-ledger ${usage}`);
+}

@@ -1,0 +1,254 @@
+/**
+ * Submitting checkpoints to witnesses (C2SP tlog-witness add-checkpoint) and keeping their cosignatures.
+ * Each new checkpoint goes to every configured witness in the background, with a consistency proof from the
+ * size that witness last cosigned (learned from its answers: a 409 names its size, and the next attempt
+ * starts there). Nothing here can block or fail a publish: every request has a deadline, a witness that is
+ * down is retried later with backoff, and `checkpoint()` waits for one round at most.
+ *
+ * The cosignatures of the newest checkpoint are kept beside the pinned checkpoint
+ * (`<root>/checkpoints/<blake3(origin)>.cosigned.note`, written atomically), so an export after a restart
+ * still carries them while the tree has not moved.
+ */
+import { readFile } from 'node:fs/promises';
+import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../../manifests/crypto/cosignature.js';
+import { decodeBase64 } from '../../manifests/encoding/base64.js';
+import { formatAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
+import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import type { SignedCheckpoint } from './checkpoints.js';
+import { LedgerError } from '../errors.js';
+
+/** A witness to submit to: its URL prefix, and optionally its verifier key (then only its valid cosignatures are kept). */
+export interface WitnessEndpoint {
+  url: string;
+  vkey?: string;
+}
+
+export interface WitnessingOptions {
+  witnesses: Array<string | WitnessEndpoint>;
+  /** Deadline of each request to a witness (default 5000 ms). */
+  timeoutMs?: number;
+  /** First retry delay after a failed round (default 1000 ms, doubling up to 60 s). */
+  retryMs?: number;
+}
+
+interface Witness {
+  url: string;
+  key: CosignerKey | undefined;
+  /** The size this witness last cosigned, as far as we know (undefined: ask it). */
+  size: number | undefined;
+}
+
+/** A signature line of the shape of an Ed25519 cosignature/v1 (key hash, timestamp, signature: 76 bytes). */
+const COSIGNATURE_LINE = /^\u2014 (\S+) ([A-Za-z0-9+/]+=*)$/;
+const MAX_LINES_PER_WITNESS = 8;
+
+export class WitnessPool {
+  private readonly witnesses: Witness[];
+  private readonly timeoutMs: number;
+  private readonly retryMs: number;
+  private target: SignedCheckpoint | undefined;
+  /** Cosignature lines for the checkpoint `text`, per witness URL. */
+  private cosigned: { text: string; lines: Map<string, string> } | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private failures = 0;
+  private retry: NodeJS.Timeout | undefined;
+  private readonly abort = new AbortController();
+  private closed = false;
+
+  private constructor(
+    options: WitnessingOptions,
+    private readonly path: string,
+    private readonly proof: (oldSize: number, size: number) => Promise<Uint8Array[]>,
+    private readonly notice: (message: string) => void,
+  ) {
+    this.witnesses = options.witnesses.map((w) => {
+      const e = typeof w === 'string' ? { url: w } : w;
+      let url: URL;
+      try {
+        url = new URL(e.url);
+      } catch (err) {
+        throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)} is not a URL`, { cause: err });
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:')
+        throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)}: http or https only`);
+      return { url: e.url.replace(/\/+$/, ''), key: e.vkey ? parseCosignerKey(e.vkey) : undefined, size: undefined };
+    });
+    this.timeoutMs = options.timeoutMs ?? 5000;
+    this.retryMs = options.retryMs ?? 1000;
+  }
+
+  /** @throws LedgerError `INVALID_ARGUMENT` (a bad URL), ManifestError `KEY_INVALID` (a bad verifier key) */
+  static async open(init: {
+    options: WitnessingOptions;
+    /** The pinned checkpoint's path; cosignatures are kept next to it. */
+    checkpointPath: string;
+    proof: (oldSize: number, size: number) => Promise<Uint8Array[]>;
+    notice: (message: string) => void;
+  }): Promise<WitnessPool> {
+    const path = init.checkpointPath.replace(/\.note$/, '.cosigned.note');
+    const pool = new WitnessPool(init.options, path, init.proof, init.notice);
+    const saved = await readFile(path, 'utf8').catch(() => undefined);
+    const split = saved?.lastIndexOf('\n\n') ?? -1;
+    if (saved !== undefined && split > 0) {
+      const lines = new Map<string, string>();
+      // Which witness gave which line is not kept on disk: the lines are restored under their names.
+      for (const line of saved.slice(split + 2).split('\n'))
+        if (COSIGNATURE_LINE.test(line)) lines.set(`saved:${line}`, `${line}\n`);
+      pool.cosigned = { text: saved.slice(0, split + 1), lines };
+    }
+    return pool;
+  }
+
+  /** Submits `cp` (the newest checkpoint) to every witness in the background; never throws, never waits. */
+  submit(cp: SignedCheckpoint): void {
+    if (this.closed) return;
+    this.target = cp;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.rounds().finally(() => (this.running = undefined));
+  }
+
+  /**
+   * `cp` with the cosignatures gathered for it, after one submission round at most (each request bounded
+   * by the timeout): a witness that is down only leaves its cosignature out.
+   */
+  async cosign(cp: SignedCheckpoint): Promise<SignedCheckpoint> {
+    this.submit(cp);
+    // One round is bounded by the request deadline (two requests per witness); steady publishing could
+    // chain rounds, so the wait is bounded too.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.running,
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, 2 * this.timeoutMs + 1000))),
+    ]);
+    clearTimeout(timer);
+    const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);
+    if (this.cosigned?.text !== text) return cp;
+    return { ...cp, note: cp.note + this.gathered().join('') };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retry);
+    this.abort.abort();
+    await this.running?.catch(() => {});
+  }
+
+  private async rounds(): Promise<void> {
+    do {
+      this.again = false;
+      const cp = this.target!;
+      const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);
+      if (this.cosigned?.text !== text) this.cosigned = { text, lines: new Map() };
+      const outcomes = await Promise.all(this.witnesses.map((w) => this.submitTo(w, cp, text)));
+      await this.save(cp).catch((err: unknown) =>
+        this.notice(`witnesses: cannot keep the cosigned checkpoint: ${(err as Error).message}`),
+      );
+      if (outcomes.every(Boolean)) this.failures = 0;
+      else if (!this.closed && !this.again) this.scheduleRetry();
+    } while (this.again && !this.closed);
+  }
+
+  private scheduleRetry(): void {
+    clearTimeout(this.retry);
+    const delay = Math.min(60_000, this.retryMs * 2 ** Math.min(this.failures++, 16));
+    // A timer that never keeps the process alive: a retry is a courtesy, not a duty.
+    this.retry = setTimeout(() => this.target && this.submit(this.target), delay);
+    this.retry.unref();
+  }
+
+  /** One witness, until it cosigned `cp` or refused it; true when it holds a cosignature of `cp`. */
+  private async submitTo(w: Witness, cp: SignedCheckpoint, text: string): Promise<boolean> {
+    if (this.cosigned?.lines.has(w.url)) return true;
+    const size = cp.checkpoint.size;
+    // Two tries: one with the size we believe, one with the size a 409 tells.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const old = w.size ?? 0;
+      if (old > size) {
+        this.notice(`witness ${w.url} holds a tree of ${old} entries, larger than this log's ${size}`);
+        return false;
+      }
+      let res: Response;
+      let body: string;
+      // The request's own deadline, and the pool's close: whichever comes first.
+      const deadline = new AbortController();
+      const timer = setTimeout(
+        () => deadline.abort(new Error(`no answer within ${this.timeoutMs} ms`)),
+        this.timeoutMs,
+      );
+      const onClose = () => deadline.abort(new Error('the ledger closed'));
+      this.abort.signal.addEventListener('abort', onClose);
+      try {
+        const proof = old === 0 || old === size ? [] : await this.proof(old, size);
+        res = await fetch(`${w.url}/add-checkpoint`, {
+          method: 'POST',
+          body: formatAddCheckpoint({ oldSize: old, proof, note: cp.note }),
+          signal: deadline.signal,
+        });
+        body = (await res.text()).slice(0, 64 * 1024);
+      } catch (err) {
+        if (!this.closed) this.notice(`witness ${w.url} is unreachable: ${(err as Error).message}`);
+        return false;
+      } finally {
+        clearTimeout(timer);
+        this.abort.signal.removeEventListener('abort', onClose);
+      }
+      if (res.status === 409 && /^(0|[1-9][0-9]{0,15})\n$/.test(body)) {
+        w.size = Number(body.trim());
+        continue;
+      }
+      if (res.status !== 200) {
+        // The witness's words are data: shortened here, escaped by whoever prints notices (the CLI does).
+        this.notice(
+          `witness ${w.url} refused the checkpoint of size ${size}: ${res.status} ${body.trim().slice(0, 200)}`,
+        );
+        return false;
+      }
+      const lines = this.acceptLines(w, text, body);
+      if (lines.length === 0) {
+        this.notice(`witness ${w.url} answered without a cosignature we can use`);
+        return false;
+      }
+      w.size = size;
+      this.cosigned?.lines.set(w.url, lines.join(''));
+      return true;
+    }
+    return false;
+  }
+
+  /** The answer's cosignature lines worth keeping: valid under the witness's key when we know it. */
+  private acceptLines(w: Witness, text: string, body: string): string[] {
+    const lines = body
+      .split('\n')
+      .filter((l) => COSIGNATURE_LINE.test(l) && decodeBase64(COSIGNATURE_LINE.exec(l)![2]!)?.length === 76)
+      .slice(0, MAX_LINES_PER_WITNESS)
+      .map((l) => `${l}\n`);
+    if (!w.key) return lines;
+    return lines.filter((l) => checkCosignatures(`${text}\n${l}`, [w.key!]).valid.length === 1);
+  }
+
+  /**
+   * One line per witness key (name and key hash), the newest: a witness asked again after a restart cosigns
+   * the same tree again with a later timestamp, and one witness is one vote however many lines it has.
+   */
+  private gathered(): string[] {
+    const byKey = new Map<string, string>();
+    for (const block of this.cosigned?.lines.values() ?? [])
+      for (const line of block.split('\n').filter(Boolean)) {
+        const m = COSIGNATURE_LINE.exec(line);
+        const sig = m ? decodeBase64(m[2]!) : undefined;
+        if (!m || !sig || sig.length < 4) continue;
+        byKey.set(`${m[1]!}+${new DataView(sig.buffer, sig.byteOffset).getUint32(0)}`, `${line}\n`);
+      }
+    return [...byKey.values()];
+  }
+
+  private async save(cp: SignedCheckpoint): Promise<void> {
+    const lines = this.gathered();
+    if (lines.length === 0) return;
+    await writeFileAtomic(this.path, cp.note + lines.join(''), 0o600);
+  }
+}

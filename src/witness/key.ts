@@ -1,0 +1,60 @@
+/**
+ * The witness key file: an Ed25519 private JWK (the project's key-file format, mode 0600, checked as host
+ * keys are) with the witness's name beside it, since a cosignature line carries the name and its key hash
+ * commits to it. The verifier key (`<name>+<hash>+<base64(0x04 ‖ key)>`) is what log operators and
+ * auditors pin.
+ */
+import { z } from 'zod';
+import { encodeCosignerKey } from '../../manifests/crypto/cosignature.js';
+import { isValidKeyName, type NoteSigner } from '../../manifests/crypto/note.js';
+import { describeZodError } from '../../manifests/format/zod-issue.js';
+import { open } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { nodeFsOps } from '../../store/fs/ops.js';
+import { LedgerError } from '../errors.js';
+import { generateJwk, LocalSigner, readPrivateKeyFile, type PrivateJwk } from '../keys/local-signer.js';
+
+const witnessKeyFileSchema = z.object({
+  name: z.string().max(256).refine(isValidKeyName, 'must be a note key name (no spaces, no "+")'),
+});
+
+export interface WitnessKey {
+  signer: NoteSigner;
+  /** The C2SP cosignature/v1 verifier key to pin. */
+  vkey: string;
+}
+
+function witnessKeyOf(name: string, jwk: PrivateJwk): WitnessKey {
+  const local = new LocalSigner(jwk);
+  const signer: NoteSigner = { name, publicKey: local.publicKey, sign: (m) => local.sign(m) };
+  return { signer, vkey: encodeCosignerKey(name, local.publicKey) };
+}
+
+/**
+ * Creates a witness key file (refusing to overwrite one) and returns the key.
+ * @throws LedgerError `INVALID_ARGUMENT` for a bad name
+ */
+export async function createWitnessKeyFile(path: string, name: string): Promise<WitnessKey> {
+  if (!isValidKeyName(name) || name.length > 256)
+    throw new LedgerError('INVALID_ARGUMENT', 'a witness name is a note key name: no spaces, no "+"');
+  const jwk = generateJwk();
+  // `wx`: a second keygen must never replace a key whose cosignatures others already pin.
+  const file = await open(path, 'wx', 0o600);
+  try {
+    await file.writeFile(`${JSON.stringify({ name, ...jwk })}\n`);
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  await nodeFsOps.fsyncDir(dirname(path));
+  return witnessKeyOf(name, jwk);
+}
+
+/** Loads a witness key file. @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` */
+export async function loadWitnessKeyFile(path: string): Promise<WitnessKey> {
+  const value = await readPrivateKeyFile(path);
+  const named = witnessKeyFileSchema.safeParse(value);
+  if (!named.success)
+    throw new LedgerError('KEY_INVALID', `witness key file ${path}: ${describeZodError(named.error)}`);
+  return witnessKeyOf(named.data.name, value as PrivateJwk);
+}

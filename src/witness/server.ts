@@ -1,0 +1,194 @@
+/**
+ * A C2SP tlog-witness server (github.com/C2SP/C2SP tlog-witness.md) over node:http:
+ *
+ *   POST /add-checkpoint        old size, consistency proof, signed checkpoint → cosignature line (200),
+ *                               or 400 / 403 / 404 / 409 (text/x.tlog.size) / 422 as the spec says
+ *   GET  /<sha256(origin)>/checkpoint   the latest cosigned checkpoint of a log (monitor retrieval)
+ *
+ * Every request is bounded: its body in bytes (413 beyond it) and the whole request in time (408 for a
+ * body that trickles in). Per log, check-then-store runs under one lock (the spec's race between two
+ * add-checkpoint calls), and the new tree is durable before the cosignature is written to the socket.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { cosignCheckpoint } from '../../manifests/crypto/cosignature.js';
+import type { NoteSigner, NoteVerifierKey } from '../../manifests/crypto/note.js';
+import { ManifestError } from '../../manifests/errors.js';
+import {
+  decideAddCheckpoint,
+  originOf,
+  parseAddCheckpoint,
+  TLOG_SIZE_CONTENT_TYPE,
+  type AddCheckpointRequest,
+} from '../../manifests/witness/add-checkpoint.js';
+import { KeyedMutex } from '../ledger/locks.js';
+import { originHash, type WitnessState } from './state.js';
+
+export interface WitnessServerOptions {
+  signer: NoteSigner;
+  /** origin → the log's checkpoint verifier keys. */
+  logs: Map<string, NoteVerifierKey[]>;
+  state: WitnessState;
+  /** Largest request body (default 64 KiB: a checkpoint and 63 proof lines take under 4 KiB). */
+  maxBodyBytes?: number;
+  /** Time for a whole request, headers and body (default 10 s). */
+  requestTimeoutMs?: number;
+  /** POSIX seconds for cosignature timestamps (tests). */
+  now?: () => number;
+  /** One line per answered request (status, origin, reason); the CLI escapes it. */
+  onRequest?: (event: { status: number; origin?: string; reason?: string }) => void;
+}
+
+class HttpAnswer extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function readBody(req: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > limit)
+      return reject(new HttpAnswer(413, `the body is over ${limit} bytes`));
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let refused = false;
+    req.on('data', (chunk: Buffer) => {
+      // Past the limit the rest flows on and is dropped (the caller bounds how long that may last).
+      if (refused) return;
+      size += chunk.length;
+      if (size > limit) {
+        refused = true;
+        chunks.length = 0;
+        reject(new HttpAnswer(413, `the body is over ${limit} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      try {
+        resolve(new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks)));
+      } catch {
+        reject(new HttpAnswer(400, 'the body is not UTF-8'));
+      }
+    });
+    req.on('error', reject);
+    // A connection dropped mid-body (or closed by the deadline) settles the read instead of leaving it pending.
+    req.on('close', () => {
+      if (!req.complete) reject(new HttpAnswer(408, 'the request ended before its body'));
+    });
+  });
+}
+
+function answer(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(status, {
+    'content-type': type,
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-store',
+  });
+  res.end(body);
+}
+
+export function createWitnessServer(options: WitnessServerOptions): Server {
+  const maxBody = options.maxBodyBytes ?? 64 * 1024;
+  const timeout = options.requestTimeoutMs ?? 10_000;
+  const now = options.now ?? (() => Math.floor(Date.now() / 1000));
+  const perLog = new KeyedMutex();
+  const report = options.onRequest ?? (() => {});
+
+  async function addCheckpoint(
+    body: string,
+  ): Promise<{ status: number; body: string; type?: string; origin?: string; reason?: string }> {
+    let request: AddCheckpointRequest;
+    try {
+      request = parseAddCheckpoint(body);
+    } catch (err) {
+      if (err instanceof ManifestError) return { status: 400, body: `${err.message}\n`, reason: err.message };
+      throw err;
+    }
+    const origin = originOf(request.note);
+    const keys = origin === undefined ? undefined : options.logs.get(origin);
+    if (!origin || !keys) return { status: 404, body: 'unknown log origin\n', origin, reason: 'unknown log origin' };
+    return perLog.run(origin, async () => {
+      const stored = await options.state.get(origin);
+      const decision = decideAddCheckpoint(request, keys, stored);
+      if (decision.status === 409)
+        return {
+          status: 409,
+          body: `${decision.size}\n`,
+          type: TLOG_SIZE_CONTENT_TYPE,
+          origin,
+          reason: decision.reason,
+        };
+      if (decision.status !== 200)
+        return { status: decision.status, body: `${decision.reason}\n`, origin, reason: decision.reason };
+      const line = await cosignCheckpoint(decision.text, options.signer, now());
+      const note = `${decision.text}\n${decision.logSignatures.join('')}${line}`;
+      // The point of no return: once this write is durable the witness will never cosign a tree that does
+      // not extend this one, so it must happen before the cosignature leaves.
+      await options.state.put(origin, stored?.size ?? 0, {
+        size: decision.checkpoint.size,
+        root: decision.checkpoint.root,
+        note,
+      });
+      return { status: 200, body: line, origin };
+    });
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? '/';
+    if (url === '/add-checkpoint') {
+      if (req.method !== 'POST') throw new HttpAnswer(405, 'add-checkpoint takes POST');
+      const r = await addCheckpoint(await readBody(req, maxBody));
+      report({
+        status: r.status,
+        ...(r.origin !== undefined ? { origin: r.origin } : {}),
+        ...(r.reason ? { reason: r.reason } : {}),
+      });
+      return answer(res, r.status, r.body, r.type);
+    }
+    const monitor = /^\/([0-9a-f]{64})\/checkpoint$/.exec(url);
+    if (monitor) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpAnswer(405, 'checkpoint takes GET');
+      const origin = [...options.logs.keys()].find((o) => originHash(o) === monitor[1]);
+      const stored = origin === undefined ? undefined : await options.state.get(origin);
+      if (!stored) throw new HttpAnswer(404, 'no cosigned checkpoint for this log');
+      return answer(res, 200, stored.note);
+    }
+    throw new HttpAnswer(404, 'not found');
+  }
+
+  const server = createServer(
+    { requestTimeout: timeout + 1000, headersTimeout: Math.min(timeout, 60_000), maxHeaderSize: 8192 },
+    (req, res) => {
+      // Our own deadline as well as node's: it answers 408 and drops the connection of a slow sender.
+      const timer = setTimeout(() => {
+        report({ status: 408, reason: 'the request took too long' });
+        res.on('finish', () => req.socket.destroy());
+        answer(res, 408, 'the request took too long\n');
+      }, timeout);
+      handle(req, res)
+        .catch((err: unknown) => {
+          const status = err instanceof HttpAnswer ? err.status : 500;
+          const reason = err instanceof HttpAnswer ? err.message : 'internal error';
+          if (!(err instanceof HttpAnswer))
+            report({ status, reason: `${(err as { code?: string }).code ?? 'ERROR'}: ${(err as Error).message}` });
+          else if (status !== 404) report({ status, reason });
+          answer(res, status, `${reason}\n`);
+          // The rest of a refused body is drained (discarded) so the client can read the 413 rather than
+          // fail writing into a closed socket, but for a second at most: then the connection goes.
+          if (status === 413) {
+            req.resume();
+            setTimeout(() => req.socket.destroy(), 1000).unref();
+          }
+        })
+        .finally(() => clearTimeout(timer));
+    },
+  );
+  // Connections are cheap for a client and each holds a deadline's worth of our memory: a bound on them.
+  server.maxConnections = 512;
+  return server;
+}

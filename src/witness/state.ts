@@ -1,0 +1,125 @@
+/**
+ * A witness's durable state: per log, the latest checkpoint it cosigned (size, root, and the cosigned note
+ * it serves to monitors), one file per log under `<dir>/logs/<sha256(origin) hex>.json`, written atomically
+ * and fsynced before any cosignature leaves the process. One process owns a state directory (`witness.lock`
+ * holds its pid): two witnesses sharing one view could each accept a different extension of it.
+ *
+ * Why a crash can never make the witness cosign two inconsistent trees: a cosignature is returned only
+ * after its tree is durable here, and every later tree must extend the durable one (add-checkpoint's old
+ * size must equal the stored size). A crash after the write but before the answer leaves the new tree
+ * stored and uncosigned by anyone; the log learns the size from a 409 and resubmits.
+ */
+import { createHash } from 'node:crypto';
+import { open, readFile, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
+import type { WitnessedTree } from '../../manifests/witness/add-checkpoint.js';
+import { HASH_SIZE } from '../../manifests/tlog/merkle.js';
+import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
+import { LedgerError } from '../errors.js';
+
+export interface StoredLog extends WitnessedTree {
+  /** The checkpoint with the log's signatures and this witness's cosignature (served to monitors). */
+  note: string;
+}
+
+/** The hex SHA-256 of an origin: the monitoring URL path segment of C2SP tlog-witness, and the file name. */
+export const originHash = (origin: string): string => createHash('sha256').update(origin, 'utf8').digest('hex');
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export class WitnessState {
+  private readonly cache = new Map<string, StoredLog | null>();
+
+  private constructor(
+    private readonly dir: string,
+    private readonly lockPath: string,
+  ) {}
+
+  /** Opens (creating) a state directory and takes its lock. @throws StoreError `LOCKED`, `UNSAFE_PATH` */
+  static async open(dir: string): Promise<WitnessState> {
+    await ensurePrivateDir(dir, 'UNSAFE_PATH');
+    await ensurePrivateDir(join(dir, 'logs'), 'UNSAFE_PATH');
+    const lockPath = join(dir, 'witness.lock');
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const h = await open(lockPath, 'wx', 0o600);
+        await h.writeFile(`${process.pid}\n`);
+        await h.close();
+        break;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw lockError(lockPath, err);
+        // A lock left by a killed witness (kill -9 leaves it behind) is taken over; a live one is refused.
+        const pid = Number((await readFile(lockPath, 'utf8').catch(() => '')).trim());
+        if (Number.isSafeInteger(pid) && pid > 0 && isAlive(pid)) throw lockError(lockPath, err, pid);
+        await unlink(lockPath).catch(() => {});
+      }
+    }
+    return new WitnessState(dir, lockPath);
+  }
+
+  private pathOf(origin: string): string {
+    return join(this.dir, 'logs', `${originHash(origin)}.json`);
+  }
+
+  /** The stored tree of a log, or undefined when it never cosigned one. @throws LedgerError `RECORD_CORRUPT` */
+  async get(origin: string): Promise<StoredLog | undefined> {
+    if (this.cache.has(origin)) return this.cache.get(origin) ?? undefined;
+    let text: string | undefined;
+    try {
+      text = await readFile(this.pathOf(origin), 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    const stored = text === undefined ? undefined : parseStored(text, origin);
+    this.cache.set(origin, stored ?? null);
+    return stored;
+  }
+
+  /**
+   * Compare-and-swap: replaces the stored tree of `origin` only if it still is `expected` (by size), and
+   * returns once the new one is durable. @throws LedgerError `CHAIN_CONFLICT` when another write came first
+   */
+  async put(origin: string, expectedSize: number, next: StoredLog): Promise<void> {
+    const current = await this.get(origin);
+    if ((current?.size ?? 0) !== expectedSize)
+      throw new LedgerError('CHAIN_CONFLICT', `the witness's view of ${origin} changed while it was checked`);
+    const record = { origin, size: next.size, root: encodeBase64(next.root), note: next.note };
+    await writeFileAtomic(this.pathOf(origin), `${JSON.stringify(record)}\n`, 0o600);
+    this.cache.set(origin, next);
+  }
+
+  async close(): Promise<void> {
+    await unlink(this.lockPath).catch(() => {});
+  }
+}
+
+function lockError(path: string, cause: unknown, pid?: number): Error {
+  return new LedgerError(
+    'LOCKED',
+    pid ? `${path}: another witness (pid ${pid}) serves this state directory` : `cannot lock ${path}`,
+    { cause },
+  );
+}
+
+function parseStored(text: string, origin: string): StoredLog {
+  const corrupt = () => new LedgerError('RECORD_CORRUPT', `the witness state of ${JSON.stringify(origin)} is damaged`);
+  let v: { origin?: unknown; size?: unknown; root?: unknown; note?: unknown };
+  try {
+    v = JSON.parse(text) as typeof v;
+  } catch {
+    throw corrupt();
+  }
+  const root = typeof v.root === 'string' ? decodeBase64(v.root) : undefined;
+  if (v.origin !== origin || typeof v.size !== 'number' || !Number.isSafeInteger(v.size) || v.size < 0) throw corrupt();
+  if (!root || root.length !== HASH_SIZE || typeof v.note !== 'string') throw corrupt();
+  return { size: v.size, root, note: v.note };
+}

@@ -1,0 +1,130 @@
+/**
+ * Witness test support: a C2SP log made by hand (leaves, RFC 6962 roots and consistency proofs, signed
+ * checkpoints) and real `handoff-ledger witness serve` child processes on 127.0.0.1 (the compiled CLI:
+ * `npm test` builds it first).
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
+import { encodeVerifierKey, signNote, type NoteSigner } from '../../manifests/crypto/note.js';
+import { formatCheckpoint } from '../../manifests/format/checkpoint.js';
+import { EMPTY_ROOT, leafHash, nodeHash } from '../../manifests/tlog/merkle.js';
+import { consistencyRanges } from '../../manifests/tlog/tree.js';
+import { formatAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
+
+export const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+
+function mth(leaves: Uint8Array[]): Uint8Array {
+  if (leaves.length === 0) return EMPTY_ROOT;
+  if (leaves.length === 1) return leafHash(leaves[0]!);
+  const k = 2 ** Math.floor(Math.log2(leaves.length - 1));
+  return nodeHash(mth(leaves.slice(0, k)), mth(leaves.slice(k)));
+}
+
+export const noteSigner = (name: string, seed: Uint8Array): NoteSigner => ({
+  name,
+  publicKey: noblePublicKey(seed),
+  sign: (m) => nobleSign(m, seed),
+});
+
+/** A log whose host can sign any tree it likes: the split-view attacker of the witness tests. */
+export class HandLog {
+  readonly signer: NoteSigner;
+  constructor(
+    readonly origin: string,
+    seedByte: number,
+  ) {
+    this.signer = noteSigner(origin, new Uint8Array(32).fill(seedByte));
+  }
+  get vkey(): string {
+    return encodeVerifierKey(this.origin, this.signer.publicKey);
+  }
+  static leaves(prefix: string, n: number): Uint8Array[] {
+    return Array.from({ length: n }, (_, i) => new TextEncoder().encode(`${prefix}-${i}`));
+  }
+  root(leaves: Uint8Array[]): Uint8Array {
+    return mth(leaves);
+  }
+  async note(leaves: Uint8Array[], signers: NoteSigner[] = [this.signer]): Promise<string> {
+    return signNote(
+      formatCheckpoint({ origin: this.origin, size: leaves.length, root: mth(leaves), extensions: [] }),
+      signers,
+    );
+  }
+  proof(oldSize: number, leaves: Uint8Array[]): Uint8Array[] {
+    return consistencyRanges(oldSize, leaves.length).map(([s, e]) => mth(leaves.slice(s, e)));
+  }
+  /** The add-checkpoint body taking a witness from `oldSize` (of these same leaves) to all of them. */
+  async request(oldSize: number, leaves: Uint8Array[]): Promise<string> {
+    return formatAddCheckpoint({ oldSize, proof: this.proof(oldSize, leaves), note: await this.note(leaves) });
+  }
+}
+
+export interface WitnessProcess {
+  url: string;
+  vkey: string;
+  proc: ChildProcessWithoutNullStreams;
+  stderr(): string;
+  exited: Promise<number | null>;
+}
+
+/** Writes a witness's key (once per dir) and logs file, then starts `witness serve` and waits until it listens. */
+export async function startWitness(
+  dir: string,
+  name: string,
+  logs: Array<{ origin: string; keys: string[] }>,
+  extra: string[] = [],
+): Promise<WitnessProcess> {
+  mkdirSync(dir, { recursive: true });
+  const key = join(dir, 'witness.key');
+  const logsFile = join(dir, 'logs.json');
+  writeFileSync(logsFile, JSON.stringify({ logs }));
+  const { existsSync } = await import('node:fs');
+  if (!existsSync(key)) {
+    const gen = spawn(process.execPath, [CLI, 'witness', 'keygen', '--name', name, '--out', key]);
+    const code = await new Promise((r) => gen.on('exit', r));
+    if (code !== 0) throw new Error(`witness keygen exited ${String(code)}`);
+  }
+  const listen = extra.includes('--listen') ? [] : ['--listen', '127.0.0.1:0'];
+  const args = ['witness', 'serve', ...listen, '--key', key, '--logs', logsFile];
+  const proc = spawn(process.execPath, [CLI, ...args, '--state', join(dir, 'state'), ...extra]);
+  let err = '';
+  proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
+  const lines = createInterface({ input: proc.stdout });
+  let vkey = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    lines.on('line', (line) => {
+      if (line.startsWith('witness ')) vkey = line.slice('witness '.length);
+      const m = /^listening on (http:\/\/[^ ]+) /.exec(line);
+      if (m) resolve(m[1]!);
+    });
+    void exited.then((code) => reject(new Error(`witness exited ${String(code)} before listening: ${err}`)));
+  });
+  return { url, vkey, proc, stderr: () => err, exited };
+}
+
+export async function stopWitness(w: WitnessProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+  if (w.proc.exitCode === null && w.proc.signalCode === null) w.proc.kill(signal);
+  return w.exited;
+}
+
+export async function addCheckpoint(
+  url: string,
+  body: string,
+): Promise<{ status: number; type: string; text: string }> {
+  const res = await fetch(`${url}/add-checkpoint`, { method: 'POST', body, signal: AbortSignal.timeout(20_000) });
+  return { status: res.status, type: res.headers.get('content-type') ?? '', text: await res.text() };
+}
+
+/** What a witness serves to monitors for a log (undefined: 404, it never cosigned one). */
+export async function witnessed(url: string, origin: string): Promise<string | undefined> {
+  const { createHash } = await import('node:crypto');
+  const res = await fetch(`${url}/${createHash('sha256').update(origin).digest('hex')}/checkpoint`);
+  if (res.status === 404) return undefined;
+  if (res.status !== 200) throw new Error(`monitor GET answered ${res.status}`);
+  return res.text();
+}

@@ -1,0 +1,261 @@
+/**
+ * Two real `witness serve` processes on 127.0.0.1: split views cannot gather a quorum, state survives
+ * kill -9, and hostile requests get the tlog-witness protocol's answers and change nothing.
+ */
+import { connect } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseCosignerKey } from '../../manifests/crypto/cosignature.js';
+import { FindingSink } from '../../manifests/audit/findings.js';
+import { verifyWitnesses } from '../../manifests/audit/verify-witnesses.js';
+import { formatAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
+import {
+  addCheckpoint,
+  HandLog,
+  noteSigner,
+  startWitness,
+  stopWitness,
+  witnessed,
+  type WitnessProcess,
+} from './support.js';
+
+const base = mkdtempSync(join(tmpdir(), 'hl-witness-'));
+const log = new HandLog('example.com/split-log', 7);
+const other = new HandLog('example.com/other-log', 8);
+const logs = [
+  { origin: log.origin, keys: [log.vkey] },
+  { origin: other.origin, keys: [other.vkey] },
+];
+let w1: WitnessProcess;
+let w2: WitnessProcess;
+
+beforeAll(async () => {
+  [w1, w2] = await Promise.all([
+    startWitness(join(base, 'w1'), 'witness.example/w1', logs, [
+      '--max-body-bytes',
+      '4096',
+      '--request-timeout-ms',
+      '1500',
+    ]),
+    startWitness(join(base, 'w2'), 'witness.example/w2', logs),
+  ]);
+}, 60_000);
+afterAll(async () => {
+  await Promise.all([w1, w2].filter(Boolean).map((w) => stopWitness(w)));
+  rmSync(base, { recursive: true, force: true });
+});
+
+/** The note with the cosignature lines appended (what the ledger stores). */
+const cosigned = async (leaves: Uint8Array[], lines: string[]) => (await log.note(leaves)) + lines.join('');
+
+function quorum(note: string, k: number) {
+  const sink = new FindingSink(100);
+  const summary = verifyWitnesses(note, { keys: [w1, w2].map((w) => parseCosignerKey(w.vkey)), quorum: k }, sink);
+  return { summary, codes: sink.findings.map((f) => f.code) };
+}
+
+describe('witness serve', () => {
+  it('prints its cosignature/v1 verifier key, and cosigns a first checkpoint from size 0', async () => {
+    expect(parseCosignerKey(w1.vkey).name).toBe('witness.example/w1');
+    const a = HandLog.leaves('a', 3);
+    const r = await addCheckpoint(w1.url, await log.request(0, a));
+    expect(r.status, r.text).toBe(200);
+    expect(r.text).toMatch(/^\u2014 witness\.example\/w1 [A-Za-z0-9+/=]+\n$/);
+    expect(quorum(await cosigned(a, [r.text]), 1).codes).toEqual([]);
+    // Monitors see the cosigned checkpoint.
+    expect(await witnessed(w1.url, log.origin)).toBe(await cosigned(a, [r.text]));
+  });
+
+  it('keeps a log that shows two trees to two witnesses from gathering a quorum of 2 for either', async () => {
+    const a = HandLog.leaves('a', 3);
+    const b = HandLog.leaves('b', 3);
+    // w1 already holds tree A (previous test); w2 is shown tree B.
+    const toW2 = await addCheckpoint(w2.url, await log.request(0, b));
+    expect(toW2.status, toW2.text).toBe(200);
+    // A to w2: at the size w2 holds, another root.
+    expect((await addCheckpoint(w2.url, await log.request(0, a))).status).toBe(409);
+    expect((await addCheckpoint(w2.url, await log.request(3, a))).status).toBe(422);
+    // B to w1, likewise; and an extension of B cannot be proved consistent with A.
+    expect((await addCheckpoint(w1.url, await log.request(3, b))).status).toBe(422);
+    const bLonger = [...b, ...HandLog.leaves('b-more', 2)];
+    expect((await addCheckpoint(w1.url, await log.request(3, bLonger))).status).toBe(422);
+    // So each tree carries one cosignature at most: a quorum of 2 fails for both.
+    const aLine = await witnessed(w1.url, log.origin);
+    const bLine = await witnessed(w2.url, log.origin);
+    const aNote = await cosigned(a, [
+      aLine!
+        .split('\n\n')[1]!
+        .split('\n')
+        .filter((l) => l.includes('w1'))
+        .join('\n') + '\n',
+    ]);
+    const bNote = await cosigned(b, [
+      bLine!
+        .split('\n\n')[1]!
+        .split('\n')
+        .filter((l) => l.includes('w2'))
+        .join('\n') + '\n',
+    ]);
+    expect(quorum(aNote, 2).codes).toEqual(['WITNESS_QUORUM_MISSING']);
+    expect(quorum(bNote, 2).codes).toEqual(['WITNESS_QUORUM_MISSING']);
+    // Pasting w2's cosignature of B onto A does not count either: it does not verify over A.
+    expect(
+      quorum(
+        aNote +
+          bNote
+            .split('\n\n')[1]!
+            .split('\n')
+            .filter((l) => l.includes('w2'))
+            .join('\n') +
+          '\n',
+        2,
+      ).codes,
+    ).toEqual(['WITNESS_COSIGNATURE_INVALID', 'WITNESS_QUORUM_MISSING']);
+  });
+
+  it('cosigns an honest extension on both witnesses for a log that shows one tree: a quorum of 2', async () => {
+    const c = HandLog.leaves('c', 4);
+    const lines: string[] = [];
+    for (const w of [w1, w2]) {
+      const r = await addCheckpoint(w.url, await other.request(0, c));
+      expect(r.status, r.text).toBe(200);
+      lines.push(r.text);
+    }
+    const c2 = [...c, ...HandLog.leaves('c-more', 5)];
+    for (const w of [w1, w2]) {
+      const r = await addCheckpoint(w.url, await other.request(4, c2));
+      expect(r.status, r.text).toBe(200);
+      lines.push(r.text);
+    }
+    const note = (await other.note(c2)) + lines.slice(2).join('');
+    const sink = new FindingSink(10);
+    const s = verifyWitnesses(note, { keys: [w1, w2].map((w) => parseCosignerKey(w.vkey)), quorum: 2 }, sink);
+    expect(sink.findings).toEqual([]);
+    expect(s.signedBy.map((x) => x.witness.split('+')[0])).toEqual(['witness.example/w1', 'witness.example/w2']);
+  });
+});
+
+describe('witness serve, hostile requests: the protocol status, and no change of state', () => {
+  const a5 = [...HandLog.leaves('a', 3), ...HandLog.leaves('a-next', 2)];
+  let before: string | undefined;
+  beforeAll(async () => {
+    const r = await addCheckpoint(w1.url, await log.request(3, a5));
+    expect(r.status, r.text).toBe(200);
+    before = await witnessed(w1.url, log.origin);
+  });
+  const unchanged = async () => expect(await witnessed(w1.url, log.origin)).toBe(before);
+
+  it('answers 409 with its size (text/x.tlog.size) to a stale old size, and to a replay of an older checkpoint', async () => {
+    const replay = await addCheckpoint(w1.url, await log.request(0, HandLog.leaves('a', 3)));
+    expect(replay).toEqual({ status: 409, type: 'text/x.tlog.size', text: '5\n' });
+    // Replayed with the size the witness holds: the old size is above the checkpoint's, a malformed request.
+    expect(
+      (
+        await addCheckpoint(
+          w1.url,
+          await log.request(0, HandLog.leaves('a', 3)).then((b) => b.replace(/^old 0\n/, 'old 5\n')),
+        )
+      ).status,
+    ).toBe(400);
+    await unchanged();
+  });
+
+  it('answers 422 to a proof that does not verify', async () => {
+    const a7 = [...a5, ...HandLog.leaves('x', 2)];
+    const proof = log.proof(5, a7);
+    proof[0] = new Uint8Array(32).fill(1);
+    expect(
+      (await addCheckpoint(w1.url, formatAddCheckpoint({ oldSize: 5, proof, note: await log.note(a7) }))).status,
+    ).toBe(422);
+    await unchanged();
+  });
+
+  it('answers 404 to an unknown origin', async () => {
+    const stranger = new HandLog('example.com/not-followed', 9);
+    expect((await addCheckpoint(w1.url, await stranger.request(0, HandLog.leaves('s', 2)))).status).toBe(404);
+    await unchanged();
+  });
+
+  it('answers 403 to a checkpoint without a valid signature by the log, and to one with a bad signature by its key', async () => {
+    const a7 = [...a5, ...HandLog.leaves('x', 2)];
+    const forged = formatAddCheckpoint({
+      oldSize: 5,
+      proof: log.proof(5, a7),
+      note: await log.note(a7, [noteSigner(log.origin, new Uint8Array(32).fill(99))]),
+    });
+    expect((await addCheckpoint(w1.url, forged)).status).toBe(403);
+    const good = await log.request(5, a7);
+    const tampered = good.replace(/(\u2014 \S+ )(.)/, (_, p: string, c: string) => p + (c === 'A' ? 'B' : 'A'));
+    expect((await addCheckpoint(w1.url, tampered)).status).toBe(403);
+    await unchanged();
+  });
+
+  it('answers 400 to a malformed body and 413 to one over the body limit (declared or streamed)', async () => {
+    expect((await addCheckpoint(w1.url, 'old 01\n\n')).status).toBe(400);
+    expect((await addCheckpoint(w1.url, 'hello')).status).toBe(400);
+    expect((await addCheckpoint(w1.url, 'x'.repeat(5000))).status).toBe(413);
+    const stream = new ReadableStream({
+      start(c) {
+        for (let i = 0; i < 10; i++) c.enqueue(new TextEncoder().encode('y'.repeat(1000)));
+        c.close();
+      },
+    });
+    const res = await fetch(`${w1.url}/add-checkpoint`, {
+      method: 'POST',
+      body: stream,
+      duplex: 'half',
+    } as RequestInit);
+    expect(res.status).toBe(413);
+    await unchanged();
+  });
+
+  it('answers 408 and closes the connection of a body that trickles in (slowloris)', async () => {
+    const { hostname: host, port } = new URL(w1.url);
+    const started = Date.now();
+    const reply = await new Promise<string>((resolve, reject) => {
+      const s = connect(Number(port), host);
+      let got = '';
+      s.on('data', (d) => (got += d.toString()));
+      s.on('close', () => resolve(got));
+      s.on('error', reject);
+      s.write(`POST /add-checkpoint HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 1000\r\n\r\nold 5\n`);
+      const drip = setInterval(() => s.write('A'), 200);
+      s.on('close', () => clearInterval(drip));
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 408 /);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    await unchanged();
+  });
+});
+
+describe('witness serve, durability', () => {
+  it('keeps its state across kill -9: the restarted witness still refuses an inconsistent tree', async () => {
+    const held = await witnessed(w1.url, log.origin);
+    expect(await stopWitness(w1, 'SIGKILL')).toBe(null);
+    w1 = await startWitness(join(base, 'w1'), 'witness.example/w1', logs, ['--max-body-bytes', '4096']);
+    expect(await witnessed(w1.url, log.origin)).toBe(held);
+    expect(await addCheckpoint(w1.url, await log.request(0, HandLog.leaves('b', 3)))).toMatchObject({
+      status: 409,
+      text: '5\n',
+    });
+    expect(
+      (await addCheckpoint(w1.url, await log.request(5, [...HandLog.leaves('b', 3), ...HandLog.leaves('b-more', 3)])))
+        .status,
+    ).toBe(422);
+  });
+
+  it('refuses a second witness on the same state directory (LOCKED, exit 2)', async () => {
+    await expect(startWitness(join(base, 'w1'), 'witness.example/w1', logs)).rejects.toThrow(/exited 2[\s\S]*LOCKED/);
+  });
+
+  it('refuses to answer for a log whose state file is damaged (RECORD_CORRUPT) rather than forget it', async () => {
+    await stopWitness(w2);
+    const logsDir = join(base, 'w2', 'state', 'logs');
+    for (const f of readdirSync(logsDir)) writeFileSync(join(logsDir, f), '{"origin": "damaged"');
+    w2 = await startWitness(join(base, 'w2'), 'witness.example/w2', logs);
+    expect((await addCheckpoint(w2.url, await other.request(0, HandLog.leaves('c', 4)))).status).toBe(500);
+    expect(w2.stderr()).toMatch(/RECORD_CORRUPT/);
+  });
+});
