@@ -103,7 +103,10 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       verifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin),
     });
     const verifier = await pickVerifier(options.verifier);
+    // A clock that stepped back since the last run must not date a manifest before one this key signed.
+    const signed = await log.signingKeys.get(keyring.signer.keyId);
     return new Ledger({
+      lastSignedAt: signed?.lastSignedAt,
       host,
       root,
       log,

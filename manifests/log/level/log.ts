@@ -7,6 +7,7 @@
  *   p!<position:16 hex>        key of the entry      g!<principal>!<session>  grant (JSON)
  *   w!<session>                highest verified seq (rollback watermark)
  *   b!<64 hex>                 inline blob bytes     t!<64 hex>         its size and storage time (JSON)
+ *   k!<keyId>                  newest createdAt the key signed, and its closed window end (JSON)
  *   n!…, i!…, m!origin         the Merkle tree over the global order (./tree.ts)
  *
  * Group commit: appends that arrive while a batch is being made durable wait and share the next one,
@@ -23,10 +24,20 @@ import {
   parseInlineKey,
   parseInlineMetaRecord,
   parsePositionRecord,
+  parseSigningKeyRecord,
   parseWatermarkRecord,
 } from './records.js';
 import { AbstractManifestLog } from '../abstract-log.js';
-import type { AppendRequest, ChainHead, GrantRecord, GrantTable, InlineBlobTable, LogEntry } from '../log.js';
+import type {
+  AppendRequest,
+  ChainHead,
+  GrantRecord,
+  GrantTable,
+  InlineBlobTable,
+  LogEntry,
+  SigningKeyRecord,
+  SigningKeyTable,
+} from '../log.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
 import { backfillTree, idKey, loadFrontier, ORIGIN_KEY, readNodes, readTreeSize, treePuts } from './tree.js';
@@ -74,12 +85,37 @@ export class LevelManifestLog extends AbstractManifestLog {
   /** Set at open when the stored tree cannot be the tree of the stored entries; appends refuse then. */
   private treeDamage: string | undefined;
 
+  private readonly keys: LevelSigningKeys;
+  private readonly grantTable: LevelGrantTable;
+  private idleWaiters: Array<() => void> = [];
+
   private constructor(
     private readonly db: Level<string, string>,
     private readonly writeBatch: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>,
   ) {
-    super(new LevelGrantTable(db));
+    const keys = new LevelSigningKeys(db);
+    const grants = new LevelGrantTable(db);
+    super(grants, keys);
+    this.keys = keys;
+    this.grantTable = grants;
+    keys.attach(this);
+    grants.attach(this);
     this.inlineBlobs = new LevelInlineBlobs(db);
+  }
+
+  /** Resolves once no append is queued or being written (the signing-key table closes windows after it). */
+  idle(): Promise<void> {
+    if (!this.flushing && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** The newest createdAt of `keyId` among the appends queued and not yet written. */
+  queuedSignedAt(keyId: string): string | undefined {
+    let newest: string | undefined;
+    for (const p of this.queue)
+      if (p.request.signed?.keyId === keyId && (newest === undefined || p.request.signed.createdAt > newest))
+        newest = p.request.signed.createdAt;
+    return newest;
   }
 
   /**
@@ -182,6 +218,11 @@ export class LevelManifestLog extends AbstractManifestLog {
 
   protected async _append(request: AppendRequest): Promise<LogEntry> {
     if (this.treeDamage) throw new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
+    // Ordered with revocations and rotations: a revoked principal's append, or one dated after its key's window,
+    // does not enter the queue (both tables are cached: this process owns the database).
+    await this.grants.get(request.principal, '*');
+    await this.grants.get(request.principal, request.session);
+    if (request.signed) await this.keys.get(request.signed.keyId);
     const head = await this.cachedHead(request.session);
     await this._getWatermark(request.session); // loads it, so the batch can keep the higher of the two
     const expectedSeq = head ? head.seq + 1 : 0;
@@ -193,6 +234,9 @@ export class LevelManifestLog extends AbstractManifestLog {
       );
     }
     const leaf = leafOfEnvelope(request.envelope);
+    // Checked again with no await before the queue: a revocation or rotation that completed meanwhile holds.
+    this.grantTable.refuseRevoked(request.principal, request.session);
+    if (request.signed) this.keys.refuseClosed(request.signed);
     this.pendingSessions.add(request.session);
     return new Promise<LogEntry>((resolve, reject) => {
       this.queue.push({ request, leaf, owner: head?.owner ?? request.principal, resolve, reject });
@@ -239,6 +283,9 @@ export class LevelManifestLog extends AbstractManifestLog {
           batch.map((p, i) => ({ id: p.request.id, position: results[i]!.entry.position, leaf: p.leaf })),
         );
         ops.push(...tree.puts);
+        // The newest createdAt per signing key, with the entries it dates (rotation reads it after a restart).
+        const signed = this.keys.signedPuts(batch.map((p) => p.request.signed));
+        ops.push(...signed.puts);
         try {
           await this.writeBatch(this.db, ops);
         } catch (err) {
@@ -249,6 +296,7 @@ export class LevelManifestLog extends AbstractManifestLog {
           continue;
         }
         this.nextPosition = position;
+        signed.commit();
         this.frontier = tree.frontier;
         this.treeSize = tree.size;
         batch.forEach((p, i) => {
@@ -260,6 +308,7 @@ export class LevelManifestLog extends AbstractManifestLog {
       }
     } finally {
       this.flushing = false;
+      for (const wake of this.idleWaiters.splice(0)) wake();
     }
   }
 
@@ -387,13 +436,113 @@ class LevelInlineBlobs implements InlineBlobTable {
 }
 
 /**
+ * `k!<keyId>` records. This process owns the database, so the cache is exact; a window is closed only once the
+ * appends queued before it are written, and an append checks the cached window before it is queued.
+ */
+class LevelSigningKeys implements SigningKeyTable {
+  private readonly cache = new Map<string, SigningKeyRecord | null>();
+  private log!: LevelManifestLog;
+  private closing: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly db: Level<string, string>) {}
+
+  attach(log: LevelManifestLog): void {
+    this.log = log;
+  }
+
+  async get(keyId: string): Promise<SigningKeyRecord | undefined> {
+    let rec = this.cache.get(keyId);
+    if (rec === undefined) {
+      const key = `k!${keyId}`;
+      const raw = await this.db.get(key);
+      rec = raw === undefined ? null : parseSigningKeyRecord(key, raw);
+      this.cache.set(keyId, rec);
+    }
+    return rec ?? undefined;
+  }
+
+  /** Synchronous, from the cache `get` filled. */
+  refuseClosed(signed: { keyId: string; createdAt: string }): void {
+    const rec = this.cache.get(signed.keyId);
+    if (rec?.closedAt !== undefined && signed.createdAt >= rec.closedAt)
+      throw new ManifestError(
+        'KEY_EXPIRED',
+        `key ${signed.keyId}: its window closed at ${rec.closedAt} (rotated or revoked), the entry is dated ${signed.createdAt}`,
+      );
+  }
+
+  /** The `k!` puts for a batch about to be written, and how to make them visible once it is durable. */
+  signedPuts(signed: Array<{ keyId: string; createdAt: string } | undefined>): {
+    puts: BatchOp[];
+    commit: () => void;
+  } {
+    const next = new Map<string, SigningKeyRecord>();
+    for (const s of signed) {
+      if (!s) continue;
+      const rec = next.get(s.keyId) ?? this.cache.get(s.keyId) ?? { keyId: s.keyId };
+      if (rec.lastSignedAt === undefined || s.createdAt > rec.lastSignedAt)
+        next.set(s.keyId, { ...rec, lastSignedAt: s.createdAt });
+    }
+    return {
+      puts: [...next.values()].map((r) => ({ type: 'put' as const, key: `k!${r.keyId}`, value: JSON.stringify(r) })),
+      commit: () => next.forEach((r, k) => this.cache.set(k, r)),
+    };
+  }
+
+  close(keyId: string, choose: (record: SigningKeyRecord | undefined) => string): Promise<string> {
+    const run = this.closing.then(async () => {
+      await this.get(keyId);
+      await this.log.idle();
+      // Synchronous from here to the cache update: no append can be checked against the old window meanwhile.
+      const stored = this.cache.get(keyId) ?? undefined;
+      const queued = this.log.queuedSignedAt(keyId);
+      const seen =
+        queued !== undefined && (stored?.lastSignedAt === undefined || queued > stored.lastSignedAt)
+          ? { keyId, ...stored, lastSignedAt: queued }
+          : stored;
+      const closedAt = choose(seen);
+      const rec: SigningKeyRecord = { keyId, ...stored, closedAt };
+      this.cache.set(keyId, rec);
+      try {
+        await this.log.idle();
+        await this.db.put(`k!${keyId}`, JSON.stringify({ ...rec, ...this.cache.get(keyId), closedAt }), {
+          sync: true,
+        });
+      } catch (err) {
+        this.cache.delete(keyId);
+        throw storageFailed('signing key write', err);
+      }
+      return closedAt;
+    });
+    this.closing = run.catch(() => {});
+    return run;
+  }
+}
+
+/**
  * Grants are read twice per publish or resume. This process owns the database (LevelDB's lock), so a
  * write-through cache, absences included, is exact.
  */
 class LevelGrantTable implements GrantTable {
   private readonly cache = new Map<string, GrantRecord | null>();
+  private log!: LevelManifestLog;
 
   constructor(private readonly db: Level<string, string>) {}
+
+  attach(log: LevelManifestLog): void {
+    this.log = log;
+  }
+
+  /** Synchronous, from the cache `get` filled: throws `REVOKED` for a principal revoked here or everywhere. */
+  refuseRevoked(principal: string, session: string): void {
+    for (const s of ['*', session]) {
+      if (this.cache.get(`g!${principal}!${s}`)?.state === 'revoked')
+        throw new ManifestError(
+          'REVOKED',
+          `principal ${principal} is revoked ${s === '*' ? 'everywhere' : `for session ${session}`}`,
+        );
+    }
+  }
 
   async get(principal: string, session: string): Promise<GrantRecord | undefined> {
     const key = `g!${principal}!${session}`;
@@ -401,7 +550,8 @@ class LevelGrantTable implements GrantTable {
     if (rec === undefined) {
       const raw = await this.db.get(key);
       rec = raw === undefined ? null : parseGrantRecord(key, raw);
-      if (this.cache.size >= 100_000) this.cache.clear();
+      // Revocations stay: appends check them synchronously from this cache just before they are queued.
+      if (this.cache.size >= 100_000) for (const [k, v] of this.cache) if (v?.state !== 'revoked') this.cache.delete(k);
       this.cache.set(key, rec);
     }
     return rec ?? undefined;
@@ -410,6 +560,11 @@ class LevelGrantTable implements GrantTable {
   async put(record: GrantRecord): Promise<void> {
     const key = `g!${record.principal}!${record.session}`;
     try {
+      if (record.state === 'revoked') {
+        // Refuse new appends at once, and let the ones already queued finish before the revocation is done.
+        this.cache.set(key, record);
+        await this.log.idle();
+      }
       await this.db.put(key, JSON.stringify(record), { sync: true });
       this.cache.set(key, record);
     } catch (err) {

@@ -5,7 +5,7 @@
  */
 import { ManifestError } from '../../errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
-import type { ChainHead, GrantRecord, LogEntry } from '../log.js';
+import type { ChainHead, GrantRecord, LogEntry, SigningKeyRecord } from '../log.js';
 
 type Fields = Record<string, unknown>;
 
@@ -84,4 +84,20 @@ export function parseInlineKey(key: string): Digest {
   const hex = key.slice(2);
   if (!/^[0-9a-f]{64}$/.test(hex)) throw corrupt(JSON.stringify(key), 'not the key of an inline blob');
   return `blake3:${hex}`;
+}
+
+const isTime = (v: unknown): v is string => typeof v === 'string' && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v);
+
+/** `k!<keyId>` records hold a signing key's newest signed createdAt and its closed window end. */
+export function parseSigningKeyRecord(key: string, raw: string): SigningKeyRecord {
+  return parse(
+    key,
+    raw,
+    'signing key',
+    (v) =>
+      isText(v.keyId) &&
+      `k!${v.keyId}` === key &&
+      (v.lastSignedAt === undefined || isTime(v.lastSignedAt)) &&
+      (v.closedAt === undefined || isTime(v.closedAt)),
+  );
 }
