@@ -42,9 +42,10 @@ describe('rotateKey after a restart', () => {
 
   it('never dates a manifest before the last one its key signed in an earlier run, when the clock stepped back', async () => {
     const root = tempDir();
-    let now = Date.parse('2026-11-30T10:00:10.000Z');
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
     const clock = () => new Date(now);
     let ledger = await openLedger({ root, host: 'host-a', clock });
+    now += 10_000;
     await ledger.publish(scope, sampleSummary(1));
     await ledger.close();
     now -= 5_000;
