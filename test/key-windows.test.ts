@@ -120,7 +120,7 @@ describePostgres('key windows shared by processes (PostgreSQL)', (pg) => {
     for (const session of ['child-0', 'child-1', 'child-2'])
       expect((await auditor.history({ ...scope, session })).length).toBeGreaterThan(10);
     const report = await fsck(auditor);
-    expect(report.ok, JSON.stringify(report.problems ?? report)).toBe(true);
+    expect(report.ok, JSON.stringify(report.findings)).toBe(true);
     await auditor.close();
   }, 60_000);
 
@@ -145,7 +145,12 @@ describePostgres('key windows shared by processes (PostgreSQL)', (pg) => {
         return true;
       },
     });
-    const operator = await openLedger({ root: tempDir(), host: 'host-b', postgres: sharedStore(schema), onNotice: () => {} });
+    const operator = await openLedger({
+      root: tempDir(),
+      host: 'host-b',
+      postgres: sharedStore(schema),
+      onNotice: () => {},
+    });
     const publishing = publisher.publish(scope, sampleSummary(1)).then(
       () => 'committed',
       (err: { code?: string }) => err.code,
