@@ -24,6 +24,7 @@ import {
   parseInlineKey,
   parseInlineMetaRecord,
   parsePositionRecord,
+  parseCountRecord,
   parseSigningKeyRecord,
   parseWatermarkRecord,
 } from './records.js';
@@ -146,8 +147,17 @@ export class LevelManifestLog extends AbstractManifestLog {
       log.nextPosition = parseInt(key.slice(2), 16) + 1;
     }
     try {
-      log.treeSize = await readTreeSize(db);
-      log.frontier = await loadFrontier(db, log.treeSize);
+      try {
+        log.treeSize = await readTreeSize(db);
+        log.frontier = await loadFrontier(db, log.treeSize);
+      } catch (err) {
+        // A damaged tree record must not lock the store: it opens (reads, resume, fsck, which names the record),
+        // and only appends, which would build on that tree, are refused.
+        if (!(err instanceof ManifestError && (err.code === 'RECORD_CORRUPT' || err.code === 'TREE_DAMAGED')))
+          throw err;
+        log.treeDamage = err.message;
+        return log;
+      }
       // More leaves than positions: entries were removed under the tree (the tree is not derived from them).
       // The store still opens, so that fsck can report it and resume can refuse with the checkpoint's
       // ROLLBACK; only appending, which would build on a tree that is not the entries', is refused.
@@ -326,14 +336,15 @@ export class LevelManifestLog extends AbstractManifestLog {
 
   async entryAt(position: number): Promise<LogEntry | undefined> {
     if (!Number.isSafeInteger(position) || position < 0) return undefined;
-    const key = await this.db.get(posKey(position));
+    const ref = await this.db.get(posKey(position));
+    const key = ref === undefined ? undefined : parsePositionRecord(posKey(position), ref);
     const raw = key === undefined ? undefined : await this.db.get(key);
-    return raw === undefined ? undefined : (JSON.parse(raw) as LogEntry);
+    return raw === undefined ? undefined : parseEntryRecord(key!, raw);
   }
 
   async positionOf(id: Digest): Promise<number | undefined> {
     const raw = await this.db.get(idKey(id));
-    return raw === undefined ? undefined : Number(raw);
+    return raw === undefined ? undefined : parseCountRecord(idKey(id), raw);
   }
 
   async origin(proposed: string): Promise<string> {

@@ -5,6 +5,7 @@
  */
 import { ManifestError } from '../../errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
+import { decodeBase64 } from '../../encoding/base64.js';
 import type { ChainHead, GrantRecord, LogEntry, SigningKeyRecord } from '../log.js';
 
 type Fields = Record<string, unknown>;
@@ -100,4 +101,19 @@ export function parseSigningKeyRecord(key: string, raw: string): SigningKeyRecor
       (v.lastSignedAt === undefined || isTime(v.lastSignedAt)) &&
       (v.closedAt === undefined || isTime(v.closedAt)),
   );
+}
+
+const isDecimal = (raw: string) => /^(0|[1-9]\d{0,15})$/.test(raw) && Number.isSafeInteger(Number(raw));
+
+/** `n!<level>!<index>` records hold a perfect subtree's hash: 32 bytes in standard base64. */
+export function parseTreeNodeRecord(key: string, raw: string): Uint8Array {
+  const hash = decodeBase64(raw);
+  if (!hash || hash.length !== 32) throw corrupt(key, 'not a 32-byte tree node hash in base64');
+  return hash;
+}
+
+/** `n!size` holds the number of leaves in the tree; `i!<id>` the global position of a manifest id: decimal counts. */
+export function parseCountRecord(key: string, raw: string): number {
+  if (!isDecimal(raw)) throw corrupt(key, 'not a decimal count');
+  return Number(raw);
 }
