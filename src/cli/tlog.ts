@@ -1,15 +1,19 @@
 /** checkpoint, prove: the transparency-log view of the store (C2SP checkpoints, RFC 6962 proofs). */
 import { isDigest } from '../../store/hash/digest.js';
+import { printableExact } from './printable.js';
 import { EXIT_OK, parse, reportError, storeOptions, UsageError, withLedger, writeJson, type CliIo } from './io.js';
 
-/** checkpoint: prints the signed note exactly (it is what tlog tools and witnesses verify byte for byte). */
+/**
+ * checkpoint: prints the signed note exactly (it is what tlog tools and witnesses verify byte for byte), unless it
+ * carries characters a terminal acts on (an origin from a tampered store): then escaped.
+ */
 export async function checkpoint(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, storeOptions);
   try {
     return await withLedger(values, io, async (ledger) => {
       const { note, checkpoint: cp } = await ledger.checkpoint();
       if (values.json) writeJson(io.stdout, { origin: cp.origin, size: cp.size, note });
-      else io.stdout.write(note);
+      else io.stdout.write(printableExact(note));
       return EXIT_OK;
     });
   } catch (err) {

@@ -4,7 +4,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -122,6 +122,16 @@ describe('audit-ui command', () => {
     const c = captureIo();
     expect(await auditUi([tempDir()], c.io)).toBe(2);
     expect(c.stderr()).toMatch(/^handoff-ledger: BUNDLE_INVALID: /);
+  });
+
+  it('escapes control and bidi characters of the bundle path it names in its messages', async () => {
+    const hostile = join(tempDir(), 'evil\u001b[2J\u202ebundle');
+    mkdirSync(hostile);
+    const c = captureIo();
+    expect(await auditUi([hostile], c.io)).toBe(2);
+    expect(c.stderr()).toMatch(/^handoff-ledger: BUNDLE_INVALID: /);
+    expect(c.stderr()).not.toMatch(/[\u001b\u202e]/);
+    expect(c.stderr()).toContain('evil\\x1b[2J\\u{202e}bundle');
   });
 
   it('refuses a bad port and extra arguments as usage errors', async () => {
