@@ -89,6 +89,10 @@ export class LevelManifestLog extends AbstractManifestLog {
   private readonly keys: LevelSigningKeys;
   private readonly grantTable: LevelGrantTable;
   private idleWaiters: Array<() => void> = [];
+  private paused: Promise<void> | undefined;
+  /** A batch is being built or written (from taking it off the queue until its outcome is known). */
+  private writing = false;
+  private writeWaiters: Array<() => void> = [];
 
   private constructor(
     private readonly db: Level<string, string>,
@@ -101,7 +105,24 @@ export class LevelManifestLog extends AbstractManifestLog {
     this.grantTable = grants;
     keys.attach(this);
     grants.attach(this);
-    this.inlineBlobs = new LevelInlineBlobs(db);
+    this.inlineBlobs = new LevelInlineBlobs(db, (fn) => this.withAppendsHeld(fn));
+  }
+
+  /**
+   * Runs `fn` while no append batch is being written, and holds the next ones back until it is done: gc judges an
+   * inline blob's storage time and deletes it with no append rewriting the blob in between.
+   */
+  async withAppendsHeld<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.paused) await this.paused;
+    let release!: () => void;
+    this.paused = new Promise<void>((r) => (release = r));
+    try {
+      while (this.writing) await new Promise<void>((r) => this.writeWaiters.push(r));
+      return await fn();
+    } finally {
+      this.paused = undefined;
+      release();
+    }
   }
 
   /** Resolves once no append is queued or being written (the signing-key table closes windows after it). */
@@ -258,6 +279,9 @@ export class LevelManifestLog extends AbstractManifestLog {
     this.flushing = true;
     try {
       while (this.queue.length > 0) {
+        // gc's conditional delete of an inline blob holds appends back while it judges and deletes.
+        while (this.paused) await this.paused;
+        this.writing = true;
         const batch = this.queue.splice(0);
         const ops: BatchOp[] = [];
         const results: Array<{ entry: LogEntry; head: ChainHead }> = [];
@@ -303,6 +327,7 @@ export class LevelManifestLog extends AbstractManifestLog {
             this.pendingSessions.delete(p.request.session);
             p.reject(storageFailed('durable batch write', err));
           }
+          this.doneWriting();
           continue;
         }
         this.nextPosition = position;
@@ -315,11 +340,18 @@ export class LevelManifestLog extends AbstractManifestLog {
           this.pendingSessions.delete(p.request.session);
           p.resolve(results[i]!.entry);
         });
+        this.doneWriting();
       }
     } finally {
+      this.doneWriting();
       this.flushing = false;
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
+  }
+
+  private doneWriting(): void {
+    this.writing = false;
+    for (const wake of this.writeWaiters.splice(0)) wake();
   }
 
   async treeHead(): Promise<TreeHead> {
@@ -401,7 +433,10 @@ function inlineBlobOps(digest: Digest, bytes: Uint8Array): BatchOp[] {
 
 /** Inline blobs: bytes under `b!`, their size and storage time under `t!` (so listing and gc read no bytes). */
 class LevelInlineBlobs implements InlineBlobTable {
-  constructor(private readonly db: Level<string, string>) {}
+  constructor(
+    private readonly db: Level<string, string>,
+    private readonly withAppendsHeld: <T>(fn: () => Promise<T>) => Promise<T>,
+  ) {}
 
   async get(digest: Digest): Promise<Uint8Array | undefined> {
     try {
@@ -422,8 +457,13 @@ class LevelInlineBlobs implements InlineBlobTable {
   }
 
   async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
+    // Judged and deleted with appends held back: an append that rewrote `t!` (refreshing the time) before the read
+    // keeps the blob, and one queued meanwhile writes the bytes again after the delete.
+    return this.withAppendsHeld(() => this.judgeAndDelete(digest, options));
+  }
+
+  private async judgeAndDelete(digest: Digest, options: { storedBeforeMs?: number }): Promise<boolean> {
     const hex = digestHex(digest);
-    // Judged as late as possible: an append that rewrote `t!` (refreshing the time) before this read keeps the blob.
     if (options.storedBeforeMs === undefined) {
       // Unconditional: a corrupt `t!` record can still be removed.
       if ((await this.db.get(`t!${hex}`)) === undefined) return false;
