@@ -152,6 +152,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         { component: 'manifests', version: 1 },
         { component: 'manifests', version: 2 },
         { component: 'manifests', version: 3 },
+        { component: 'manifests', version: 4 },
       ]);
     });
 
