@@ -251,9 +251,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       await lineVerifier?.close();
     }
     io.stdout.write(
-      json
-        ? `${printableJson({ bundle: dir, ...report })}\n`
-        : humanReport(dir, report, colours(io, io.stdout)),
+      json ? `${printableJson({ bundle: dir, ...report })}\n` : humanReport(dir, report, colours(io, io.stdout)),
     );
     return report.ok ? EXIT_OK : EXIT_REFUSED;
   } catch (err) {
