@@ -124,6 +124,22 @@ describePostgres('key windows shared by processes (PostgreSQL)', (pg) => {
     await auditor.close();
   }, 60_000);
 
+  it('keys revoke in one process: another process of the host publishes no manifest dated at or after the revocation', async () => {
+    const root = tempDir();
+    const schema = 'key_revoke_race';
+    const store = { root, host: 'host-a', postgres: sharedStore(schema), onNotice: () => {} };
+    const publisher = await openLedger(store);
+    const operator = await openLedger(store);
+    await publisher.publish(scope, sampleSummary(1));
+    // The publisher still holds the key and the trust list it loaded; the operator revokes that key from now.
+    await operator.revokeKey(operator.keyId);
+    await expect(publisher.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    await publisher.close();
+    expect((await operator.history(scope)).length).toBe(1);
+    expect((await fsck(operator)).ok).toBe(true);
+    await operator.close();
+  });
+
   it('revoke(principal, "*") in one process: a publish of another process already past its commit-point check does not commit after it', async () => {
     const schema = 'revoke_race';
     let atCommit!: () => void;
