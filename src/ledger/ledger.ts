@@ -306,7 +306,12 @@ export class Ledger {
       if (floor !== undefined && Date.parse(floor) > Date.parse(createdAt)) createdAt = floor;
     // A rotated-out or revoked key must not sign: its manifests would never verify.
     const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
-    if (!usable.ok) throw new ManifestError(usable.code, `${usable.message}; rotate the host key`);
+    if (!usable.ok) {
+      const err = new ManifestError(usable.code, `${usable.message}; rotate the host key`);
+      // Another process may be mid-rotation (its trust file written, its new key file not yet): look again.
+      if (usable.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
+      throw err;
+    }
     const manifest: Manifest = {
       v: 1,
       kind: 'compaction',

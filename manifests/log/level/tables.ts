@@ -112,6 +112,8 @@ export class LevelSigningKeys implements SigningKeyTable {
       const key = `k!${keyId}`;
       const raw = await this.db.get(key);
       rec = raw === undefined ? null : parseSigningKeyRecord(key, raw);
+      // A window closed while this read was in flight is newer than what it read: keep it.
+      if (this.cache.has(keyId)) return this.cache.get(keyId) ?? undefined;
       this.cache.set(keyId, rec);
     }
     return rec ?? undefined;
@@ -206,6 +208,8 @@ export class LevelGrantTable implements GrantTable {
     if (rec === undefined) {
       const raw = await this.db.get(key);
       rec = raw === undefined ? null : parseGrantRecord(key, raw);
+      // A revocation made while this read was in flight is newer than what it read: keep it.
+      if (this.cache.has(key)) return this.cache.get(key) ?? undefined;
       // Revocations stay: appends check them synchronously from this cache just before they are queued.
       if (this.cache.size >= 100_000) for (const [k, v] of this.cache) if (v?.state !== 'revoked') this.cache.delete(k);
       this.cache.set(key, rec);
