@@ -16,6 +16,7 @@ export type ManifestErrorCode =
   | 'KEY_INVALID'
   | 'TRUST_INVALID'
   | 'CHAIN_CONFLICT'
+  | 'REVOKED'
   | 'LOCKED'
   | 'RECORD_CORRUPT'
   | 'STORAGE_FAILED'

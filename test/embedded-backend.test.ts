@@ -11,7 +11,8 @@ import { FsBlobStore } from '../store/fs/blob-store.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
-import { manifestLogSuite } from './conformance/manifest-log.js';
+import { signingKeySuite } from './conformance/manifest-log-keys.js';
+import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { gc } from '../src/ops/maintenance.js';
@@ -54,7 +55,7 @@ blobStoreSuite('FsBlobStore', async ({ hash, maxBlobBytes }) => {
   return fx;
 });
 
-manifestLogSuite('LevelManifestLog', async () => {
+const levelLogFactory: ManifestLogFactory = async () => {
   const dir = freshDir();
   const path = join(dir, 'log');
   const fx = {
@@ -70,7 +71,9 @@ manifestLogSuite('LevelManifestLog', async () => {
     },
   };
   return fx;
-});
+};
+manifestLogSuite('LevelManifestLog', levelLogFactory);
+signingKeySuite('LevelManifestLog', levelLogFactory);
 
 ledgerSuite('embedded (filesystem + LevelDB)', async () => {
   const root = join(freshDir(), 'store');

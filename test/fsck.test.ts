@@ -169,10 +169,15 @@ describe('fsck', () => {
     now += 1_800_000;
     await first.publish(scope, sampleSummary(1));
     await first.close();
-    // A ledger never signs a createdAt before its own last one; a process started with a clock set back
-    // (still within the key's validity) does.
+    // A key never signs a createdAt before the last one it signed (the log keeps it, across restarts); a second
+    // key of the host (an injected signer, listed from its first use) on a clock set back does.
     now -= 1_200_000;
-    const ledger = await openLedger({ root, host: 'host-a', clock: () => new Date(now) });
+    const ledger = await openLedger({
+      root,
+      host: 'host-a',
+      clock: () => new Date(now),
+      signer: new LocalSigner(generateJwk()),
+    });
     await ledger.publish(scope, sampleSummary(2));
     expect((await ledger.history(scope)).map((h) => h.manifest.seq)).toEqual([0, 1]);
     const report = await fsck(ledger);

@@ -19,7 +19,8 @@ import type { AppendRequest, LogEntry } from '../manifests/log/log.js';
 import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
-import { manifestLogSuite } from './conformance/manifest-log.js';
+import { signingKeySuite } from './conformance/manifest-log-keys.js';
+import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
 import { describePostgres } from './support/postgres.js';
 
@@ -93,7 +94,7 @@ describePostgres('PostgreSQL backend', (pg) => {
     return fx;
   });
 
-  manifestLogSuite('PgManifestLog', async () => {
+  const pgLogFactory: ManifestLogFactory = async () => {
     const schema = nextSchema();
     const open = () => PgManifestLog.open({ connectionString: pg.connectionString, schema });
     const fx = {
@@ -108,7 +109,9 @@ describePostgres('PostgreSQL backend', (pg) => {
       },
     };
     return fx;
-  });
+  };
+  manifestLogSuite('PgManifestLog', pgLogFactory);
+  signingKeySuite('PgManifestLog', pgLogFactory);
 
   ledgerSuite('PostgreSQL', async () => {
     const schema = nextSchema();
@@ -149,6 +152,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         { component: 'manifests', version: 1 },
         { component: 'manifests', version: 2 },
         { component: 'manifests', version: 3 },
+        { component: 'manifests', version: 4 },
       ]);
     });
 

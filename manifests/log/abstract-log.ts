@@ -10,7 +10,18 @@ import { ManifestError } from '../errors.js';
 import { isValidId } from '../format/ids.js';
 import { headProblems, readHeadFacts, type HeadProblem } from '../chain/head-rules.js';
 import type { NodeId, TreeHead } from '../tlog/tree.js';
-import type { AppendOptions, AppendRequest, ChainHead, GrantRecord, GrantTable, LogEntry, ManifestLog } from './log.js';
+import { timestampSchema } from '../format/manifest.js';
+import type {
+  AppendOptions,
+  AppendRequest,
+  ChainHead,
+  GrantRecord,
+  GrantTable,
+  LogEntry,
+  ManifestLog,
+  SigningKeyRecord,
+  SigningKeyTable,
+} from './log.js';
 
 function checkId(value: unknown, name: string, wildcard = false): string {
   if (isValidId(value) || (wildcard && value === '*')) return value as string;
@@ -39,6 +50,21 @@ function checkObject<T>(value: unknown, name: string): Partial<T> {
   throw new ManifestError('INVALID_ARGUMENT', `${name} must be an object`);
 }
 
+function checkKeyId(value: unknown): string {
+  // Key ids become LevelDB key suffixes and SQL values: printable ASCII, like the manifest's own rule.
+  if (typeof value === 'string' && /^[\x21-\x7e]{1,256}$/.test(value)) return value;
+  throw new ManifestError(
+    'INVALID_ARGUMENT',
+    `keyId is not a printable key id: ${JSON.stringify(String(value).slice(0, 80))}`,
+  );
+}
+
+/** ISO-8601 UTC with milliseconds: the one form whose text order is time order (the logs compare it as text). */
+function checkTime(value: unknown, name: string): string {
+  if (timestampSchema.safeParse(value).success) return value as string;
+  throw new ManifestError('INVALID_ARGUMENT', `${name} is not an ISO-8601 UTC time with milliseconds`);
+}
+
 function checkRequest(request: unknown): AppendRequest {
   if (typeof request !== 'object' || request === null)
     throw new ManifestError('INVALID_ARGUMENT', 'append request must be an object');
@@ -50,15 +76,23 @@ function checkRequest(request: unknown): AppendRequest {
   checkDigest(r.id, 'id');
   if (typeof r.envelope !== 'string' || r.envelope.length === 0)
     throw new ManifestError('INVALID_ARGUMENT', 'envelope must be a non-empty string');
+  if (r.signed !== undefined) {
+    const signed = checkObject<{ keyId: string; createdAt: string }>(r.signed, 'signed');
+    checkKeyId(signed.keyId);
+    checkTime(signed.createdAt, 'signed.createdAt');
+  }
   return request as AppendRequest;
 }
 
 export abstract class AbstractManifestLog implements ManifestLog {
   readonly grants: GrantTable;
 
-  /** @param grants the backend's grant table; callers reach it through the checked front. */
-  protected constructor(grants: GrantTable) {
+  readonly signingKeys: SigningKeyTable;
+
+  /** @param grants, signingKeys the backend's tables; callers reach them through the checked front. */
+  protected constructor(grants: GrantTable, signingKeys: SigningKeyTable) {
     this.grants = new CheckedGrantTable(grants);
+    this.signingKeys = new CheckedSigningKeyTable(signingKeys);
   }
 
   async head(session: string): Promise<ChainHead | undefined> {
@@ -191,5 +225,19 @@ class CheckedGrantTable implements GrantTable {
     if (f.principal !== undefined) checkId(f.principal, 'principal');
     if (f.session !== undefined) checkId(f.session, 'session', true);
     return this.inner.list(filter);
+  }
+}
+
+/** The signing-key table behind the same front: key ids printable, the chosen window end a valid time. */
+class CheckedSigningKeyTable implements SigningKeyTable {
+  constructor(private readonly inner: SigningKeyTable) {}
+
+  async get(keyId: string): Promise<SigningKeyRecord | undefined> {
+    return this.inner.get(checkKeyId(keyId));
+  }
+
+  async close(keyId: string, choose: (record: SigningKeyRecord | undefined) => string): Promise<string> {
+    if (typeof choose !== 'function') throw new ManifestError('INVALID_ARGUMENT', 'choose must be a function');
+    return this.inner.close(checkKeyId(keyId), (record) => checkTime(choose(record), 'window end'));
   }
 }

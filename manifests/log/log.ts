@@ -41,6 +41,36 @@ export interface AppendRequest {
    * durable write as the entry: both or neither. A blob already stored under this digest is kept as it is.
    */
   blob?: InlineBlob;
+  /**
+   * The key that signed the entry and the entry's `createdAt` (the ledger always passes them). The append
+   * records the newest `createdAt` per key with the entry, and refuses one dated at or after the key's closed
+   * window (`SigningKeyTable.close`) with `KEY_EXPIRED`.
+   */
+  signed?: { keyId: string; createdAt: string };
+}
+
+/** What the log knows of one signing key, kept with the entries so that every process and restart sees it. */
+export interface SigningKeyRecord {
+  keyId: string;
+  /** The newest `createdAt` of an entry appended under this key. */
+  lastSignedAt?: string;
+  /** Where a rotation or revocation ended the key's window: appends dated at or after it are refused. */
+  closedAt?: string;
+}
+
+/**
+ * Signing keys as the log has seen them. Rotation reads the newest `createdAt` a key signed and closes its
+ * window in one step ordered with every append (LevelDB: after the appends queued in this, the only, process;
+ * PostgreSQL: under the global counter row's lock that every append takes), so an append either committed
+ * before the window end was chosen, and the end lies after it, or it is refused and re-signed with the new key.
+ */
+export interface SigningKeyTable {
+  get(keyId: string): Promise<SigningKeyRecord | undefined>;
+  /**
+   * Closes `keyId`'s window at the instant `choose` returns (an ISO time with milliseconds), called with the
+   * key's record once no append of it is in flight. Returns that instant.
+   */
+  close(keyId: string, choose: (record: SigningKeyRecord | undefined) => string): Promise<string>;
 }
 
 /** Bytes stored in the log itself under their BLAKE3 digest. The log does not hash them: readers re-hash. */
@@ -94,7 +124,12 @@ export interface GrantTable {
 }
 
 export interface ManifestLog {
+  /**
+   * Grants. A revocation is ordered with appends: once `put` of a revoked record resolves, no append by that
+   * principal (for that session, or anywhere for `'*'`) commits; such an append is refused with `REVOKED`.
+   */
   readonly grants: GrantTable;
+  readonly signingKeys: SigningKeyTable;
   /** Present when the log can store small blobs inline (`AppendRequest.blob`); both built-in logs can. */
   readonly inlineBlobs?: InlineBlobTable;
   head(session: string): Promise<ChainHead | undefined>;
@@ -109,7 +144,8 @@ export interface ManifestLog {
    * Appends atomically and durably: the entry, the new head, the global position, the session's
    * watermark (raised to the new seq) and the tree's new nodes commit together or not at all. When it
    * resolves, the entry is durable.
-   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `ENVELOPE_INVALID` (no base64 payload), `STORAGE_FAILED`,
+   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `ENVELOPE_INVALID` (no base64 payload), `KEY_EXPIRED`
+   *   (dated at or after its key's closed window), `REVOKED` (the principal is revoked), `STORAGE_FAILED`,
    *   `CANCELLED`; `INVALID_ID`, `INVALID_ARGUMENT` for a malformed request
    */
   append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;

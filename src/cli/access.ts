@@ -79,7 +79,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     return await withLedger(values, io, async (ledger) => {
       if (sub === 'vkey') {
         // The C2SP note verifier key of the checkpoint key: what witnesses and tlog tools are configured with.
-        io.stdout.write(`${ledger.checkpointVerifierKey}\n`);
+        io.stdout.write(printableLines([ledger.checkpointVerifierKey]));
       } else if (sub === 'export' || sub === 'list') {
         const trust = ledger.trustStore();
         if (values.out) {
@@ -105,16 +105,19 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
                 `${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}`,
               ]),
             );
-          // A verifier key's name is any non-space text: printed JSON-escaped, it cannot drive the terminal.
+          // A verifier key's name is any non-space text: quoted, and escaped like every line (JSON quoting alone
+          // leaves C1 controls and bidi overrides raw).
           for (const k of trust.checkpointKeys ?? [])
             io.stdout.write(
-              `${k.host}\t${k.keyId}\tcheckpoints ${JSON.stringify(k.vkey)}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}\n`,
+              printableLines([
+                `${k.host}\t${k.keyId}\tcheckpoints ${JSON.stringify(k.vkey)}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}`,
+              ]),
             );
         }
       } else if (sub === 'rotate') {
         const keyId = await ledger.rotateKey();
         if (values.json) writeJson(io.stdout, { rotated: true, keyId });
-        else io.stdout.write(`rotated: new signing key ${keyId}\n`);
+        else io.stdout.write(printableLines([`rotated: new signing key ${keyId}`]));
       } else {
         const keyId = positionals[0];
         if (!keyId) throw new UsageError('keys revoke needs a KEYID');

@@ -8,6 +8,7 @@ import { AuditError } from '../../manifests/audit/errors.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
 import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
+import { printableLines } from './printable.js';
 import { EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
 
 export const usage = 'audit-ui [--open] [--trust FILE] [--port N] [BUNDLE_DIR]';
@@ -16,7 +17,7 @@ function openInBrowser(url: string, io: CliIo): void {
   const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
   const child = spawn(command, [url], { detached: true, stdio: 'ignore' });
   child.on('error', (err) =>
-    io.stderr.write(`handoff-ledger: could not open a browser (${err.message}); open ${url}\n`),
+    io.stderr.write(printableLines([`handoff-ledger: could not open a browser (${err.message}); open ${url}`])),
   );
   child.unref();
 }
@@ -42,7 +43,9 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
     ...(bundle ? { bundle, hasBlobs: reader?.readBlob !== undefined } : {}),
     ...(values.trust ? { trust: values.trust } : {}),
   });
-  io.stdout.write(`audit-ui: ${server.url}${bundle ? ` (bundle ${bundle}, read-only)` : ''}; Ctrl-C stops it\n`);
+  io.stdout.write(
+    printableLines([`audit-ui: ${server.url}${bundle ? ` (bundle ${bundle}, read-only)` : ''}; Ctrl-C stops it`]),
+  );
   if (values.open) openInBrowser(server.url, io);
   return server;
 }
@@ -54,7 +57,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     server = await serve(argv, io);
   } catch (err) {
     if (!(err instanceof AuditError)) throw err;
-    io.stderr.write(`handoff-ledger: ${err.code}: ${err.message}\n`);
+    io.stderr.write(printableLines([`handoff-ledger: ${err.code}: ${err.message}`]));
     return EXIT_USAGE;
   }
   await new Promise<void>((stop) => {

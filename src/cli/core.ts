@@ -88,7 +88,11 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
         if (values.json) writeJson(io.stdout, receipt);
         else
           io.stdout.write(
-            `published ${session} seq ${receipt.seq}\nmanifest ${receipt.id}\nsummary  ${receipt.digest} (${receipt.size} bytes)\n`,
+            printableLines([
+              `published ${session} seq ${receipt.seq}`,
+              `manifest ${receipt.id}`,
+              `summary  ${receipt.digest} (${receipt.size} bytes)`,
+            ]),
           );
         return EXIT_OK;
       },

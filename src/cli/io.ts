@@ -8,7 +8,7 @@ import { isHandoffLedgerError } from '../errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { type Ledger } from '../ledger/ledger.js';
 import { defaultRoot, openLedger, type OpenLedgerOptions } from '../ledger/open.js';
-import { printable } from './printable.js';
+import { printable, printableJson } from './printable.js';
 
 export interface CliIo {
   stdout: Writable;
@@ -129,7 +129,7 @@ export function colours(io: CliIo, stream: Writable): { good: (s: string) => str
 }
 
 export function writeJson(out: Writable, value: unknown): void {
-  out.write(JSON.stringify(value, null, 2) + '\n');
+  out.write(printableJson(value) + '\n');
 }
 
 /**

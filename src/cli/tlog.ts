@@ -1,10 +1,12 @@
 /** checkpoint, prove: the transparency-log view of the store (C2SP checkpoints, RFC 6962 proofs). */
 import { isDigest } from '../../store/hash/digest.js';
+import { printableExact } from './printable.js';
 import { EXIT_OK, parse, reportError, storeOptions, UsageError, withLedger, writeJson, type CliIo } from './io.js';
 
 /**
  * checkpoint [--witness URL]…: prints the signed note exactly (it is what tlog tools and witnesses verify
- * byte for byte), with the cosignatures of the witnesses that answered in time.
+ * byte for byte), with the cosignatures of the witnesses that answered in time, unless it carries characters a
+ * terminal acts on (an origin from a tampered store): then escaped.
  */
 export async function checkpoint(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, witness: { type: 'string', multiple: true } });
@@ -18,7 +20,7 @@ export async function checkpoint(argv: string[], io: CliIo): Promise<number> {
       async (ledger) => {
         const { note, checkpoint: cp } = await ledger.checkpoint();
         if (values.json) writeJson(io.stdout, { origin: cp.origin, size: cp.size, note });
-        else io.stdout.write(note);
+        else io.stdout.write(printableExact(note));
         return EXIT_OK;
       },
       extra,

@@ -34,7 +34,7 @@ import {
   UsageError,
   type CliIo,
 } from './io.js';
-import { printable, printableLines } from './printable.js';
+import { printable, printableJson, printableLines } from './printable.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
@@ -290,9 +290,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       await lineVerifier?.close();
     }
     io.stdout.write(
-      json
-        ? `${JSON.stringify({ bundle: dir, ...report }, null, 2)}\n`
-        : humanReport(dir, report, colours(io, io.stdout)),
+      json ? `${printableJson({ bundle: dir, ...report })}\n` : humanReport(dir, report, colours(io, io.stdout)),
     );
     return report.ok ? EXIT_OK : EXIT_REFUSED;
   } catch (err) {

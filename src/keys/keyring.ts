@@ -179,18 +179,37 @@ export class Keyring {
     this.trust = trust;
   }
 
-  /**
-   * Rotates the host key: a new key file replaces the old one, the old key gets `notAfter` = `at` and the
-   * new one `notBefore` = `at`, where `at` is now, or just after `lastSignedAt` when that is later (same
-   * millisecond, or a clock that stepped back): a window never closes at or before a manifest its key signed.
-   * The caller makes sure no signature is in flight. Not available with an injected signer (rotate it in the KMS).
-   */
-  async rotate(lastSignedAt?: string): Promise<Signer> {
+  /** Re-reads trust.json and the key files: another process sharing this root may have rotated or revoked. */
+  async reload(): Promise<void> {
+    const fresh = await Keyring.open(this.options);
+    this.current = fresh.current;
+    this.trust = fresh.trust;
+    this.checkpoint = fresh.checkpoint;
+  }
+
+  /** @throws LedgerError `KEY_INVALID` for an injected signer (rotate it in the KMS). */
+  assertRotatable(): void {
     if (!this.keyPath)
       throw new LedgerError('KEY_INVALID', 'cannot rotate an injected signer; rotate it where it lives');
-    const floors = [lastSignedAt, this.signsFrom()].filter((t): t is string => t !== undefined);
-    const after = Math.max(...floors.map((t) => Date.parse(t) + 1), Date.parse(this.now()));
-    const at = new Date(after).toISOString();
+  }
+
+  /**
+   * Where the current key's window may end: now, or just after the latest of `signedAt` (the newest createdAt
+   * it signed) and its own `notBefore` when that is later (same millisecond, or a clock that stepped back).
+   */
+  windowEndAfter(signedAt: Array<string | undefined>): string {
+    const floors = [...signedAt, this.signsFrom()].filter((t): t is string => t !== undefined);
+    return new Date(Math.max(...floors.map((t) => Date.parse(t) + 1), Date.parse(this.now()))).toISOString();
+  }
+
+  /**
+   * Rotates the host key: a new key file replaces the old one, the old key gets `notAfter` = `at` and the
+   * new one `notBefore` = `at`, where `at` comes from `windowEndAfter` (the ledger closes the window in the log
+   * first, so that no process appends a manifest of the old key dated at or after it).
+   * Not available with an injected signer (rotate it in the KMS).
+   */
+  async rotate(at: string): Promise<Signer> {
+    this.assertRotatable();
     const old = this.current;
     const jwk = generateJwk();
     const keys: TrustedKey[] = this.trust.keys.map((k) =>
@@ -213,19 +232,15 @@ export class Keyring {
       notBefore: at,
     });
     await this.save({ ...this.trust, keys, checkpointKeys });
-    await writeKeyFile(this.keyPath, jwk);
+    await writeKeyFile(this.keyPath!, jwk);
     await writeKeyFile(this.checkpointPath, cjwk);
-    this.current = await loadKeyFile(this.keyPath);
+    this.current = await loadKeyFile(this.keyPath!);
     this.checkpoint = await loadKeyFile(this.checkpointPath);
     return this.current;
   }
 
-  /**
-   * Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify.
-   * @throws LedgerError `INVALID_ARGUMENT` when `at` is not an ISO-8601 UTC time with milliseconds (what
-   *   trust.json holds; anything else would make the file unloadable), `KEY_INVALID` for an unknown key
-   */
-  async revoke(keyId: string, at: string = this.now()): Promise<void> {
+  /** Validates a revocation (see `revoke`) and returns its instant. */
+  checkRevocation(keyId: string, at: string = this.now()): string {
     if (!timestampSchema.safeParse(at).success)
       throw new LedgerError(
         'INVALID_ARGUMENT',
@@ -234,6 +249,22 @@ export class Keyring {
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     if (!this.trust.keys.some((k) => k.keyId === keyId) && !checkpointKeys.some((k) => k.keyId === keyId))
       throw new LedgerError('KEY_INVALID', `no trusted key ${keyId}`);
+    return at;
+  }
+
+  /** Is `keyId` a manifest-signing key of this trust file (not a checkpoint key)? */
+  isManifestKey(keyId: string): boolean {
+    return this.trust.keys.some((k) => k.keyId === keyId);
+  }
+
+  /**
+   * Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify.
+   * @throws LedgerError `INVALID_ARGUMENT` when `at` is not an ISO-8601 UTC time with milliseconds (what
+   *   trust.json holds; anything else would make the file unloadable), `KEY_INVALID` for an unknown key
+   */
+  async revoke(keyId: string, at: string = this.now()): Promise<void> {
+    this.checkRevocation(keyId, at);
+    const checkpointKeys = this.trust.checkpointKeys ?? [];
     await this.save({
       ...this.trust,
       keys: this.trust.keys.map((k) => (k.keyId === keyId ? { ...k, revokedAt: at } : k)),

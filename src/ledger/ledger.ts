@@ -111,6 +111,11 @@ function toLedgerCancel(err: unknown): unknown {
   return err;
 }
 
+/** An append refused because another process closed the signing key's window after this one signed. */
+class KeyWindowClosed {
+  constructor(readonly error: ManifestError) {}
+}
+
 export class Ledger {
   readonly host: string;
   readonly root: string;
@@ -153,7 +158,10 @@ export class Ledger {
     hashBackend: HashBackend;
     verifier: SignatureVerifier;
     options: OpenLedgerOptions;
+    /** The newest createdAt the log holds for the current key (earlier runs, other processes). */
+    lastSignedAt?: string;
   }) {
+    this.lastSignedAt = init.lastSignedAt;
     this.host = init.host;
     this.root = init.root;
     this.log = init.log;
@@ -242,6 +250,14 @@ export class Ledger {
         try {
           return await this.signing.shared(() => this.commit(s, blob, covers, options));
         } catch (err) {
+          if (err instanceof KeyWindowClosed) {
+            // Another process rotated or revoked this key after we signed: take its keys and sign again (its
+            // trust file may lag the log by a moment, hence the pause).
+            if (attempt >= MAX_APPEND_ATTEMPTS) throw err.error;
+            await new Promise((r) => setTimeout(r, 5 * attempt));
+            await this.reloadKeys();
+            continue;
+          }
           const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
           if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
           this.telemetry.chainConflictRetry(span);
@@ -297,7 +313,12 @@ export class Ledger {
       if (floor !== undefined && Date.parse(floor) > Date.parse(createdAt)) createdAt = floor;
     // A rotated-out or revoked key must not sign: its manifests would never verify.
     const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
-    if (!usable.ok) throw new ManifestError(usable.code, `${usable.message}; rotate the host key`);
+    if (!usable.ok) {
+      const err = new ManifestError(usable.code, `${usable.message}; rotate the host key`);
+      // Another process may be mid-rotation (its trust file written, its new key file not yet): look again.
+      if (usable.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
+      throw err;
+    }
     const manifest: Manifest = {
       v: 1,
       kind: 'compaction',
@@ -324,15 +345,23 @@ export class Ledger {
     const id = manifestId(payload);
     const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
     throwIfCancelled(signal);
-    await this.log.append({
-      session: s.session,
-      principal: s.principal,
-      seq: manifest.seq,
-      prev: manifest.prev,
-      id,
-      envelope: serializeEnvelope(envelope),
-      ...(blob.inline ? { blob: { digest: blob.digest, bytes: blob.inline } } : {}),
-    });
+    try {
+      await this.log.append({
+        session: s.session,
+        principal: s.principal,
+        seq: manifest.seq,
+        prev: manifest.prev,
+        id,
+        envelope: serializeEnvelope(envelope),
+        ...(blob.inline ? { blob: { digest: blob.digest, bytes: blob.inline } } : {}),
+        signed: { keyId: signer.keyId, createdAt },
+      });
+    } catch (err) {
+      if (err instanceof ManifestError && err.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
+      if (err instanceof ManifestError && err.code === 'REVOKED')
+        throw new LedgerError('REVOKED', err.message, { cause: err });
+      throw err;
+    }
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
     // (The log raised the persisted watermark in the append itself.)
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
@@ -571,7 +600,16 @@ export class Ledger {
     this.assertOpen();
     return this.signing.exclusive(async () => {
       try {
-        return (await this.keyring.rotate(this.lastSignedAt)).keyId;
+        // Another process sharing this root may have rotated since we loaded the keys.
+        await this.keyring.reload();
+        this.keyring.assertRotatable();
+        const old = this.keyring.signer.keyId;
+        // The window end is chosen under the log's append order: after every createdAt the key signed in any
+        // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
+        const at = await this.log.signingKeys.close(old, (record) =>
+          this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]),
+        );
+        return (await this.keyring.rotate(at)).keyId;
       } finally {
         this.trustCache = undefined;
       }
@@ -584,11 +622,24 @@ export class Ledger {
     // Exclusive: no publish signs against the trust list this revocation is replacing.
     await this.signing.exclusive(async () => {
       try {
-        await this.keyring.revoke(keyId, at);
+        await this.keyring.reload();
+        const from = this.keyring.checkRevocation(keyId, at);
+        // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
+        if (this.keyring.isManifestKey(keyId))
+          await this.log.signingKeys.close(keyId, (record) =>
+            record?.closedAt !== undefined && record.closedAt < from ? record.closedAt : from,
+          );
+        await this.keyring.revoke(keyId, from);
       } finally {
         this.trustCache = undefined;
       }
     });
+  }
+
+  /** Re-reads the key file and trust file (another process sharing this root rotated or revoked). */
+  private async reloadKeys(): Promise<void> {
+    await this.keyring.reload();
+    this.trustCache = undefined;
   }
 
   async close(): Promise<void> {

@@ -116,8 +116,11 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
             notice: options.onNotice ?? ((m) => console.warn(m)),
           })
         : undefined;
+    // A clock that stepped back since the last run must not date a manifest before one this key signed.
+    const signed = await log.signingKeys.get(keyring.signer.keyId);
     return new Ledger({
       witnesses,
+      lastSignedAt: signed?.lastSignedAt,
       host,
       root,
       log,

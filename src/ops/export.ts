@@ -2,10 +2,10 @@
  * `export`: writes an audit bundle (manifests/audit/bundle.ts) from a ledger's log and blobs. Node only.
  *
  * Atomic and durable: everything is written into a private staging directory next to the target,
- * every file and directory is fsynced, and only then is the staging directory renamed to the target
- * and the parent fsynced. The target is claimed at the start as an empty 0700 directory (an existing target is
- * `BUNDLE_EXISTS`), and the rename replaces only that claim: a directory anyone else put at the target, however
- * late, is never replaced. A failure at any step leaves no bundle (and removes the claim).
+ * every file and directory is fsynced, and only then is it published into the target, claimed at the start as an
+ * empty 0700 directory (an existing target is `BUNDLE_EXISTS`), by mkdir and link(2), which never replace, with
+ * `bundle.json` last (./export-publish.ts): a directory anyone else put at the target, however late, is never
+ * replaced. A failure at any step leaves no bundle (and removes the claim while it is still ours and empty).
  * Envelopes are copied byte for byte as stored; export verifies nothing (that is the auditor's job),
  * so a corrupt store yields a bundle whose verification shows the corruption.
  */
@@ -17,6 +17,7 @@ import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import { StoreError } from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
+import { publishBundle } from './export-publish.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import {
@@ -152,11 +153,11 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
       throw new AuditError('BUNDLE_EXISTS', `${out} already exists; export never overwrites`);
     throw ioError(`creating ${out}`, err);
   }
-  // Identity by inode and its change/birth times in nanoseconds: a directory made in place of a removed one often
-  // gets the same inode number back.
+  // Identity by inode, birth time in nanoseconds, owner and mode: a directory made in place of a removed one often
+  // gets the same inode number back. Not the change time: publishing adds entries to the claim, which changes it.
   const identity = async () => {
     const st = await fs.lstat(out, { bigint: true });
-    return st.isDirectory() ? `${st.dev}:${st.ino}:${st.ctimeNs}:${st.birthtimeNs}` : 'not a directory';
+    return st.isDirectory() ? `${st.dev}:${st.ino}:${st.birthtimeNs}:${st.uid}:${st.mode}` : 'not a directory';
   };
   const claim = await identity().catch((err: unknown) => {
     throw ioError(`checking ${out}`, err);
@@ -274,13 +275,12 @@ async function exportInto(
     };
     await writeAll(fs, join(staging, BUNDLE_HEADER_FILE), new TextEncoder().encode(serializeBundleHeader(header)));
     await fs.fsyncDir(staging);
-    // The bundle appears complete or not at all: rename is atomic and replaces only our empty claim (checked just
-    // before; a non-empty target makes it fail).
-    step = `renaming the staging directory to ${out}`;
-    if (!(await stillOurClaim()))
-      throw new AuditError('BUNDLE_EXISTS', `${out} was replaced during the export; export never overwrites`);
-    await fs.rename(staging, out);
+    // The bundle becomes one when its header is linked into our claim, last; nothing at the target is ever
+    // replaced (./export-publish.ts says why not a rename).
+    step = `publishing the bundle into ${out}`;
+    await publishBundle(fs, staging, out, stillOurClaim);
     await fs.fsyncDir(parent);
+    await fs.rm(staging).catch(() => {});
     return { dir: out, header, unavailableBlobs };
   } catch (err) {
     await fs.rm(staging).catch(() => {});

@@ -24,8 +24,8 @@ export async function fsckTree(log: ManifestLog, signal?: AbortSignal): Promise<
     try {
       stored = await log.treeNodes(grown.nodes);
     } catch (err) {
-      if (!(err instanceof ManifestError) || err.code !== 'TREE_DAMAGED') throw err;
-      findings.push({ code: 'TREE_DAMAGED', message: err.message });
+      if (!(err instanceof ManifestError) || (err.code !== 'TREE_DAMAGED' && err.code !== 'RECORD_CORRUPT')) throw err;
+      findings.push({ code: err.code, message: err.message });
       stored = [];
     }
     grown.nodes.forEach((n, i) => {

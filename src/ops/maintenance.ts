@@ -55,6 +55,7 @@ export type FsckAuditCode = Extract<
 
 export type FsckFindingCode = FsckAuditCode | FsckStoreCode;
 import { fsckTree } from './fsck-tree.js';
+import { fsckInlineBlobs } from './fsck-inline.js';
 
 export interface FsckFinding {
   code: FsckFindingCode;
@@ -173,6 +174,7 @@ export async function fsck(
   } catch (err) {
     recordProblem(err, findings);
   }
+  findings.push(...(await fsckInlineBlobs(ledger.log, options.signal)));
   return {
     ok: findings.length === 0,
     chains,

@@ -3,6 +3,7 @@
  *   <root>/blobs-v1/blake3/<aa>/<bb>/<64hex>   immutable blobs, named by digest only
  *   <root>/tmp/                                staging files, cleared on open
  *   <root>/quarantine/                         corrupt blobs moved aside, never deleted
+ *   <root>/gc-aside/                           a blob gc is judging (./gc-aside.ts), restored at open
  * Only hex digests ever become path components.
  */
 import { constants } from 'node:fs';
@@ -12,6 +13,7 @@ import { join } from 'node:path';
 import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
 import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import { nodeFsOps, type FsOps } from './ops.js';
+import { deleteIfOld, restoreAside } from './gc-aside.js';
 import {
   AbstractBlobStore,
   type BlobInfo,
@@ -61,6 +63,7 @@ export class FsBlobStore extends AbstractBlobStore {
   private readonly blobDir: string;
   private readonly tmpDir: string;
   private readonly quarantineDir: string;
+  private readonly asideDir: string;
   private readonly hash: HashBackend;
   private readonly fs: FsOps;
   private readonly hashThread: boolean;
@@ -78,6 +81,7 @@ export class FsBlobStore extends AbstractBlobStore {
     this.blobDir = join(this.blobsV1Dir, 'blake3');
     this.tmpDir = join(root, 'tmp');
     this.quarantineDir = join(root, 'quarantine');
+    this.asideDir = join(root, 'gc-aside');
     this.hash = options.hash;
     this.fs = options.fs ?? nodeFsOps;
     this.hashThread = options.hashThread ?? options.hash.name === 'native';
@@ -93,7 +97,7 @@ export class FsBlobStore extends AbstractBlobStore {
   ): Promise<{ store: FsBlobStore; recovery: RecoveryReport }> {
     const store = new FsBlobStore(root, options);
     await ensurePrivateDir(root, 'UNSAFE_ROOT');
-    for (const dir of [join(root, 'blobs-v1'), store.blobDir, store.tmpDir, store.quarantineDir]) {
+    for (const dir of [join(root, 'blobs-v1'), store.blobDir, store.tmpDir, store.quarantineDir, store.asideDir]) {
       await ensurePrivateDir(dir, 'UNSAFE_PATH');
     }
     const recovery = await store.recover();
@@ -111,6 +115,12 @@ export class FsBlobStore extends AbstractBlobStore {
     } catch (err) {
       throw storageFailed('recover staging', err);
     }
+    // A gc interrupted while it held a blob aside: put it back; the next gc judges it again.
+    await restoreAside(this.fs, this.asideDir, (name) => {
+      if (!HEX64.test(name)) return undefined;
+      const { dir2, file } = this.pathOf(name);
+      return { dir: dir2, file };
+    }).catch(wrap('recover gc-aside'));
     return { stagingRemoved };
   }
 
@@ -189,7 +199,16 @@ export class FsBlobStore extends AbstractBlobStore {
       await this.fs.link(staging, file);
     } catch (err) {
       if (errno(err) !== 'EEXIST') throw storageFailed('link', err);
-      if (!(await this.existingMatches(digest, size))) {
+      const matches = await this.existingMatches(digest, size).catch((e: unknown) => {
+        // gc took the old file aside between the link and this read: link the staged copy in its place.
+        if (e instanceof StoreError && e.code === 'BLOB_NOT_FOUND') return undefined;
+        throw e;
+      });
+      if (matches === undefined) {
+        await this.fs.link(staging, file).catch((e: unknown) => {
+          if (errno(e) !== 'EEXIST') throw storageFailed('link', e);
+        });
+      } else if (!matches) {
         await this.quarantine(hex, file);
         await this.fs.link(staging, file).catch(wrap('link'));
       } else {
@@ -350,9 +369,14 @@ export class FsBlobStore extends AbstractBlobStore {
     const { dir1, dir2, file } = this.pathOf(digestHex(digest));
     await this.checkShardDirs(dir1, dir2);
     try {
-      // Judged as late as possible: a put that refreshed the time before this lstat keeps its blob.
-      if (options.storedBeforeMs !== undefined && (await this.fs.lstat(file)).mtimeMs >= options.storedBeforeMs)
-        return false;
+      if (options.storedBeforeMs !== undefined) {
+        await this.checkRealDirs([this.asideDir]);
+        return await deleteIfOld(
+          this.fs,
+          { file, dir: dir2, asideDir: this.asideDir, name: digestHex(digest) },
+          options.storedBeforeMs,
+        );
+      }
       await this.fs.unlink(file);
       await this.fs.fsyncDir(dir2);
       return true;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { open, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, open, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestHex } from '../../store/hash/digest.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
@@ -104,6 +104,53 @@ describe('exportBundle', () => {
       await ledger.close();
     }
   });
+
+  it.each(['first', 'last'] as const)(
+    'refuses with BUNDLE_EXISTS a directory that appears at --out at the %s step of publishing, and never replaces it',
+    async (moment) => {
+      const dir = tempDir();
+      const ledger = await ledgerWithChains(join(dir, 'store'));
+      const out = join(dir, 'bundle');
+      try {
+        let swapped = false;
+        // Someone removes the empty claim and makes a directory of their own there (mode 0755: not the claim's).
+        const swap = async () => {
+          if (swapped) return;
+          swapped = true;
+          await rm(out, { recursive: true });
+          await mkdir(out, { mode: 0o755 });
+        };
+        const inside = (p: string) => p === out || p.startsWith(`${out}/`);
+        const due = (p: string) => inside(p) && (moment === 'first' || p.endsWith('bundle.json'));
+        // Whatever makes the bundle appear at the target (a rename, or mkdir and link into it) meets the swap.
+        const fs: FsOps = {
+          ...nodeFsOps,
+          rename: async (a, b) => {
+            if (inside(b)) await swap();
+            return nodeFsOps.rename(a, b);
+          },
+          mkdir: async (p, mode) => {
+            if (p !== out && due(p)) await swap();
+            return nodeFsOps.mkdir(p, mode);
+          },
+          link: async (a, b) => {
+            if (due(b)) await swap();
+            return nodeFsOps.link(a, b);
+          },
+        };
+        const err = await exportBundle(ledger, { out, withBlobs: true, fs }).catch((e) => e);
+        expect(swapped).toBe(true);
+        expect(err).toBeInstanceOf(AuditError);
+        expect(err.code).toBe('BUNDLE_EXISTS');
+        // The directory that appeared is still the one there, and it did not become a bundle.
+        expect((await lstat(out)).mode & 0o777).toBe(0o755);
+        await expect(openBundleDir(out)).rejects.toMatchObject({ code: 'BUNDLE_INVALID' });
+        expect(readdirSync(dir).filter((n) => n.endsWith('.partial'))).toEqual([]);
+      } finally {
+        await ledger.close();
+      }
+    },
+  );
 
   it('leaves no bundle and no staging directory when an fsync fails', async () => {
     const dir = tempDir();

@@ -136,7 +136,9 @@ describe('ids', () => {
       const layout = readdirSync(root).sort();
       judge.tally.right(
         layout.every((n) =>
-          ['blobs-v1', 'checkpoints', 'keys', 'manifests-v1', 'quarantine', 'tmp', 'trust.json'].includes(n),
+          ['blobs-v1', 'checkpoints', 'gc-aside', 'keys', 'manifests-v1', 'quarantine', 'tmp', 'trust.json'].includes(
+            n,
+          ),
         ),
         `unexpected entries in the root: ${layout}`,
       );

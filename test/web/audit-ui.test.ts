@@ -3,7 +3,7 @@
  * reachable; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
 import { request } from 'node:http';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -126,6 +126,16 @@ describe('audit-ui command', () => {
     const c = captureIo();
     expect(await auditUi([tempDir()], c.io)).toBe(2);
     expect(c.stderr()).toMatch(/^handoff-ledger: BUNDLE_INVALID: /);
+  });
+
+  it('escapes control and bidi characters of the bundle path it names in its messages', async () => {
+    const hostile = join(tempDir(), 'evil\u001b[2J\u202ebundle');
+    mkdirSync(hostile);
+    const c = captureIo();
+    expect(await auditUi([hostile], c.io)).toBe(2);
+    expect(c.stderr()).toMatch(/^handoff-ledger: BUNDLE_INVALID: /);
+    expect(c.stderr()).not.toMatch(/[\u001b\u202e]/);
+    expect(c.stderr()).toContain('evil\\x1b[2J\\u{202e}bundle');
   });
 
   it('refuses a bad port and extra arguments as usage errors', async () => {

@@ -7,6 +7,7 @@
  *   p!<position:16 hex>        key of the entry      g!<principal>!<session>  grant (JSON)
  *   w!<session>                highest verified seq (rollback watermark)
  *   b!<64 hex>                 inline blob bytes     t!<64 hex>         its size and storage time (JSON)
+ *   k!<keyId>                  newest createdAt the key signed, and its closed window end (JSON)
  *   n!…, i!…, m!origin         the Merkle tree over the global order (./tree.ts)
  *
  * Group commit: appends that arrive while a batch is being made durable wait and share the next one,
@@ -14,27 +15,30 @@
  */
 import { Level } from 'level';
 import { storageFailure } from '../../../store/errors.js';
-import { digestHex, type Digest } from '../../../store/hash/digest.js';
+import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
 import {
   parseEntryRecord,
-  parseGrantRecord,
   parseHeadRecord,
-  parseInlineKey,
-  parseInlineMetaRecord,
   parsePositionRecord,
+  parseCountRecord,
   parseWatermarkRecord,
 } from './records.js';
 import { AbstractManifestLog } from '../abstract-log.js';
-import type { AppendRequest, ChainHead, GrantRecord, GrantTable, InlineBlobTable, LogEntry } from '../log.js';
+import {
+  inlineBlobOps,
+  LevelGrantTable,
+  LevelInlineBlobs,
+  LevelSigningKeys,
+  type AppendQueue,
+  type BatchOp,
+} from './tables.js';
+import type { AppendRequest, ChainHead, InlineBlobTable, LogEntry } from '../log.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
 import { backfillTree, idKey, loadFrontier, ORIGIN_KEY, readNodes, readTreeSize, treePuts } from './tree.js';
 
-export type BatchOp =
-  | { type: 'put'; key: string; value: string }
-  | { type: 'put'; key: string; value: Uint8Array; valueEncoding: 'view' }
-  | { type: 'del'; key: string };
+export type { BatchOp } from './tables.js';
 
 export interface LevelManifestLogOptions {
   /**
@@ -60,7 +64,7 @@ function storageFailed(what: string, err: unknown): Error {
   return storageFailure(ManifestError, `manifest log: ${what}`, err);
 }
 
-export class LevelManifestLog extends AbstractManifestLog {
+export class LevelManifestLog extends AbstractManifestLog implements AppendQueue {
   readonly inlineBlobs: InlineBlobTable;
   // This process owns the database, so caches of what it wrote are exact.
   private readonly watermarkCache = new Map<string, number>();
@@ -75,12 +79,58 @@ export class LevelManifestLog extends AbstractManifestLog {
   /** Set at open when the stored tree cannot be the tree of the stored entries; appends refuse then. */
   private treeDamage: string | undefined;
 
+  private readonly keys: LevelSigningKeys;
+  private readonly grantTable: LevelGrantTable;
+  private idleWaiters: Array<() => void> = [];
+  private paused: Promise<void> | undefined;
+  /** A batch is being built or written (from taking it off the queue until its outcome is known). */
+  private writing = false;
+  private writeWaiters: Array<() => void> = [];
+
   private constructor(
     private readonly db: Level<string, string>,
     private readonly writeBatch: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>,
   ) {
-    super(new LevelGrantTable(db));
-    this.inlineBlobs = new LevelInlineBlobs(db);
+    const keys = new LevelSigningKeys(db);
+    const grants = new LevelGrantTable(db);
+    super(grants, keys);
+    this.keys = keys;
+    this.grantTable = grants;
+    keys.attach(this);
+    grants.attach(this);
+    this.inlineBlobs = new LevelInlineBlobs(db, (fn) => this.withAppendsHeld(fn));
+  }
+
+  /**
+   * Runs `fn` while no append batch is being written, and holds the next ones back until it is done: gc judges an
+   * inline blob's storage time and deletes it with no append rewriting the blob in between.
+   */
+  async withAppendsHeld<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.paused) await this.paused;
+    let release!: () => void;
+    this.paused = new Promise<void>((r) => (release = r));
+    try {
+      while (this.writing) await new Promise<void>((r) => this.writeWaiters.push(r));
+      return await fn();
+    } finally {
+      this.paused = undefined;
+      release();
+    }
+  }
+
+  /** Resolves once no append is queued or being written (the signing-key table closes windows after it). */
+  idle(): Promise<void> {
+    if (!this.flushing && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** The newest createdAt of `keyId` among the appends queued and not yet written. */
+  queuedSignedAt(keyId: string): string | undefined {
+    let newest: string | undefined;
+    for (const p of this.queue)
+      if (p.request.signed?.keyId === keyId && (newest === undefined || p.request.signed.createdAt > newest))
+        newest = p.request.signed.createdAt;
+    return newest;
   }
 
   /**
@@ -111,8 +161,17 @@ export class LevelManifestLog extends AbstractManifestLog {
       log.nextPosition = parseInt(key.slice(2), 16) + 1;
     }
     try {
-      log.treeSize = await readTreeSize(db);
-      log.frontier = await loadFrontier(db, log.treeSize);
+      try {
+        log.treeSize = await readTreeSize(db);
+        log.frontier = await loadFrontier(db, log.treeSize);
+      } catch (err) {
+        // A damaged tree record must not lock the store: it opens (reads, resume, fsck, which names the record),
+        // and only appends, which would build on that tree, are refused.
+        if (!(err instanceof ManifestError && (err.code === 'RECORD_CORRUPT' || err.code === 'TREE_DAMAGED')))
+          throw err;
+        log.treeDamage = err.message;
+        return log;
+      }
       // More leaves than positions: entries were removed under the tree (the tree is not derived from them).
       // The store still opens, so that fsck can report it and resume can refuse with the checkpoint's
       // ROLLBACK; only appending, which would build on a tree that is not the entries', is refused.
@@ -183,6 +242,11 @@ export class LevelManifestLog extends AbstractManifestLog {
 
   protected async _append(request: AppendRequest): Promise<LogEntry> {
     if (this.treeDamage) throw new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
+    // Ordered with revocations and rotations: a revoked principal's append, or one dated after its key's window,
+    // does not enter the queue (both tables are cached: this process owns the database).
+    await this.grants.get(request.principal, '*');
+    await this.grants.get(request.principal, request.session);
+    if (request.signed) await this.keys.get(request.signed.keyId);
     const head = await this.cachedHead(request.session);
     await this._getWatermark(request.session); // loads it, so the batch can keep the higher of the two
     const expectedSeq = head ? head.seq + 1 : 0;
@@ -194,6 +258,9 @@ export class LevelManifestLog extends AbstractManifestLog {
       );
     }
     const leaf = leafOfEnvelope(request.envelope);
+    // Checked again with no await before the queue: a revocation or rotation that completed meanwhile holds.
+    this.grantTable.refuseRevoked(request.principal, request.session);
+    if (request.signed) this.keys.refuseClosed(request.signed);
     this.pendingSessions.add(request.session);
     return new Promise<LogEntry>((resolve, reject) => {
       this.queue.push({ request, leaf, owner: head?.owner ?? request.principal, resolve, reject });
@@ -205,6 +272,9 @@ export class LevelManifestLog extends AbstractManifestLog {
     this.flushing = true;
     try {
       while (this.queue.length > 0) {
+        // gc's conditional delete of an inline blob holds appends back while it judges and deletes.
+        while (this.paused) await this.paused;
+        this.writing = true;
         const batch = this.queue.splice(0);
         const ops: BatchOp[] = [];
         const results: Array<{ entry: LogEntry; head: ChainHead }> = [];
@@ -240,6 +310,9 @@ export class LevelManifestLog extends AbstractManifestLog {
           batch.map((p, i) => ({ id: p.request.id, position: results[i]!.entry.position, leaf: p.leaf })),
         );
         ops.push(...tree.puts);
+        // The newest createdAt per signing key, with the entries it dates (rotation reads it after a restart).
+        const signed = this.keys.signedPuts(batch.map((p) => p.request.signed));
+        ops.push(...signed.puts);
         try {
           await this.writeBatch(this.db, ops);
         } catch (err) {
@@ -247,9 +320,11 @@ export class LevelManifestLog extends AbstractManifestLog {
             this.pendingSessions.delete(p.request.session);
             p.reject(storageFailed('durable batch write', err));
           }
+          this.doneWriting();
           continue;
         }
         this.nextPosition = position;
+        signed.commit();
         this.frontier = tree.frontier;
         this.treeSize = tree.size;
         batch.forEach((p, i) => {
@@ -258,10 +333,18 @@ export class LevelManifestLog extends AbstractManifestLog {
           this.pendingSessions.delete(p.request.session);
           p.resolve(results[i]!.entry);
         });
+        this.doneWriting();
       }
     } finally {
+      this.doneWriting();
       this.flushing = false;
+      for (const wake of this.idleWaiters.splice(0)) wake();
     }
+  }
+
+  private doneWriting(): void {
+    this.writing = false;
+    for (const wake of this.writeWaiters.splice(0)) wake();
   }
 
   async treeHead(): Promise<TreeHead> {
@@ -288,14 +371,15 @@ export class LevelManifestLog extends AbstractManifestLog {
 
   async entryAt(position: number): Promise<LogEntry | undefined> {
     if (!Number.isSafeInteger(position) || position < 0) return undefined;
-    const key = await this.db.get(posKey(position));
+    const ref = await this.db.get(posKey(position));
+    const key = ref === undefined ? undefined : parsePositionRecord(posKey(position), ref);
     const raw = key === undefined ? undefined : await this.db.get(key);
-    return raw === undefined ? undefined : (JSON.parse(raw) as LogEntry);
+    return raw === undefined ? undefined : parseEntryRecord(key!, raw);
   }
 
   async positionOf(id: Digest): Promise<number | undefined> {
     const raw = await this.db.get(idKey(id));
-    return raw === undefined ? undefined : Number(raw);
+    return raw === undefined ? undefined : parseCountRecord(idKey(id), raw);
   }
 
   async origin(proposed: string): Promise<string> {
@@ -338,104 +422,5 @@ export class LevelManifestLog extends AbstractManifestLog {
 
   protected async _close(): Promise<void> {
     await this.db.close();
-  }
-}
-
-function inlineBlobOps(digest: Digest, bytes: Uint8Array): BatchOp[] {
-  const hex = digestHex(digest);
-  const meta = JSON.stringify({ size: bytes.length, storedAtMs: Date.now() });
-  return [
-    { type: 'put', key: `b!${hex}`, value: bytes, valueEncoding: 'view' },
-    { type: 'put', key: `t!${hex}`, value: meta },
-  ];
-}
-
-/** Inline blobs: bytes under `b!`, their size and storage time under `t!` (so listing and gc read no bytes). */
-class LevelInlineBlobs implements InlineBlobTable {
-  constructor(private readonly db: Level<string, string>) {}
-
-  async get(digest: Digest): Promise<Uint8Array | undefined> {
-    try {
-      return await this.db.get<string, Uint8Array>(`b!${digestHex(digest)}`, { valueEncoding: 'view' });
-    } catch (err) {
-      throw storageFailed('inline blob read', err);
-    }
-  }
-
-  async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
-    const key = `t!${digestHex(digest)}`;
-    const raw = await this.db.get(key);
-    return raw === undefined ? undefined : parseInlineMetaRecord(key, raw);
-  }
-
-  async *list(): AsyncIterable<Digest> {
-    for await (const key of this.db.keys({ gte: 't!', lt: 't!\xff' })) yield parseInlineKey(key);
-  }
-
-  async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
-    const hex = digestHex(digest);
-    // Judged as late as possible: an append that rewrote `t!` (refreshing the time) before this read keeps the blob.
-    if (options.storedBeforeMs === undefined) {
-      // Unconditional: a corrupt `t!` record can still be removed.
-      if ((await this.db.get(`t!${hex}`)) === undefined) return false;
-    } else {
-      const meta = await this.stat(digest);
-      if (!meta || meta.storedAtMs >= options.storedBeforeMs) return false;
-    }
-    try {
-      await this.db.batch(
-        [
-          { type: 'del', key: `b!${hex}` },
-          { type: 'del', key: `t!${hex}` },
-        ],
-        { sync: true },
-      );
-    } catch (err) {
-      throw storageFailed('inline blob delete', err);
-    }
-    return true;
-  }
-}
-
-/**
- * Grants are read twice per publish or resume. This process owns the database (LevelDB's lock), so a
- * write-through cache, absences included, is exact.
- */
-class LevelGrantTable implements GrantTable {
-  private readonly cache = new Map<string, GrantRecord | null>();
-
-  constructor(private readonly db: Level<string, string>) {}
-
-  async get(principal: string, session: string): Promise<GrantRecord | undefined> {
-    const key = `g!${principal}!${session}`;
-    let rec = this.cache.get(key);
-    if (rec === undefined) {
-      const raw = await this.db.get(key);
-      rec = raw === undefined ? null : parseGrantRecord(key, raw);
-      if (this.cache.size >= 100_000) this.cache.clear();
-      this.cache.set(key, rec);
-    }
-    return rec ?? undefined;
-  }
-
-  async put(record: GrantRecord): Promise<void> {
-    const key = `g!${record.principal}!${record.session}`;
-    try {
-      await this.db.put(key, JSON.stringify(record), { sync: true });
-      this.cache.set(key, record);
-    } catch (err) {
-      this.cache.delete(key);
-      throw storageFailed('grant write', err);
-    }
-  }
-
-  async list(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
-    const prefix = filter.principal === undefined ? 'g!' : `g!${filter.principal}!`;
-    const out: GrantRecord[] = [];
-    for await (const [key, raw] of this.db.iterator({ gte: prefix, lt: `${prefix}\xff` })) {
-      const rec = parseGrantRecord(key, raw);
-      if (filter.session === undefined || rec.session === filter.session) out.push(rec);
-    }
-    return out;
   }
 }

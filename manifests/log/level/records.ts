@@ -5,7 +5,8 @@
  */
 import { ManifestError } from '../../errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
-import type { ChainHead, GrantRecord, LogEntry } from '../log.js';
+import { decodeBase64 } from '../../encoding/base64.js';
+import type { ChainHead, GrantRecord, LogEntry, SigningKeyRecord } from '../log.js';
 
 type Fields = Record<string, unknown>;
 
@@ -84,4 +85,35 @@ export function parseInlineKey(key: string): Digest {
   const hex = key.slice(2);
   if (!/^[0-9a-f]{64}$/.test(hex)) throw corrupt(JSON.stringify(key), 'not the key of an inline blob');
   return `blake3:${hex}`;
+}
+
+const isTime = (v: unknown): v is string => typeof v === 'string' && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v);
+
+/** `k!<keyId>` records hold a signing key's newest signed createdAt and its closed window end. */
+export function parseSigningKeyRecord(key: string, raw: string): SigningKeyRecord {
+  return parse(
+    key,
+    raw,
+    'signing key',
+    (v) =>
+      isText(v.keyId) &&
+      `k!${v.keyId}` === key &&
+      (v.lastSignedAt === undefined || isTime(v.lastSignedAt)) &&
+      (v.closedAt === undefined || isTime(v.closedAt)),
+  );
+}
+
+const isDecimal = (raw: string) => /^(0|[1-9]\d{0,15})$/.test(raw) && Number.isSafeInteger(Number(raw));
+
+/** `n!<level>!<index>` records hold a perfect subtree's hash: 32 bytes in standard base64. */
+export function parseTreeNodeRecord(key: string, raw: string): Uint8Array {
+  const hash = decodeBase64(raw);
+  if (!hash || hash.length !== 32) throw corrupt(key, 'not a 32-byte tree node hash in base64');
+  return hash;
+}
+
+/** `n!size` holds the number of leaves in the tree; `i!<id>` the global position of a manifest id: decimal counts. */
+export function parseCountRecord(key: string, raw: string): number {
+  if (!isDecimal(raw)) throw corrupt(key, 'not a decimal count');
+  return Number(raw);
 }

@@ -7,11 +7,12 @@
  * They are written in the append's own batch, so the tree always covers exactly the committed entries.
  */
 import type { Level } from 'level';
-import { decodeBase64, encodeBase64 } from '../../encoding/base64.js';
+import { encodeBase64 } from '../../encoding/base64.js';
 import { ManifestError } from '../../errors.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { appendLeaves, frontierOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
 import type { LogEntry } from '../log.js';
+import { parseCountRecord, parseTreeNodeRecord } from './records.js';
 
 export const TREE_SIZE_KEY = 'n!size';
 export const ORIGIN_KEY = 'm!origin';
@@ -21,22 +22,24 @@ export const idKey = (id: string) => `i!${id}`;
 
 export type Put = { type: 'put'; key: string; value: string };
 
-/** Node hashes by id. @throws ManifestError `TREE_DAMAGED` when one is missing or not 32 bytes */
+/**
+ * Node hashes by id. @throws ManifestError `TREE_DAMAGED` when one is missing, `RECORD_CORRUPT` (naming the record)
+ * when one is not 32 bytes in base64
+ */
 export async function readNodes(db: Level<string, string>, ids: NodeId[]): Promise<Uint8Array[]> {
-  const raws = ids.length === 0 ? [] : await db.getMany(ids.map(nodeKey));
+  const keys = ids.map(nodeKey);
+  const raws = ids.length === 0 ? [] : await db.getMany(keys);
   return raws.map((raw, i) => {
-    const hash = raw === undefined ? undefined : decodeBase64(raw);
-    if (!hash || hash.length !== 32)
-      throw new ManifestError('TREE_DAMAGED', `tree node ${ids[i]!.level}/${ids[i]!.index} is missing or malformed`);
-    return hash;
+    if (raw === undefined)
+      throw new ManifestError('TREE_DAMAGED', `tree node ${ids[i]!.level}/${ids[i]!.index} is missing`);
+    return parseTreeNodeRecord(keys[i]!, raw);
   });
 }
 
+/** @throws ManifestError `RECORD_CORRUPT` when `n!size` is not a decimal count */
 export async function readTreeSize(db: Level<string, string>): Promise<number> {
   const raw = await db.get(TREE_SIZE_KEY);
-  const size = raw === undefined ? 0 : Number(raw);
-  if (!Number.isSafeInteger(size) || size < 0) throw new ManifestError('TREE_DAMAGED', `tree size ${raw} is malformed`);
-  return size;
+  return raw === undefined ? 0 : parseCountRecord(TREE_SIZE_KEY, raw);
 }
 
 export async function loadFrontier(db: Level<string, string>, size: number): Promise<TreeNode[]> {

@@ -20,6 +20,8 @@ import type {
   GrantTable,
   InlineBlobTable,
   LogEntry,
+  SigningKeyRecord,
+  SigningKeyTable,
 } from '../log.js';
 import { MANIFEST_MIGRATIONS } from './schema.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
@@ -78,7 +80,7 @@ export class PgManifestLog extends AbstractManifestLog {
   private readonly tree: PgTree;
 
   private constructor(private readonly db: PgDatabase) {
-    super(new PgGrantTable(db));
+    super(new PgGrantTable(db), new PgSigningKeys(db));
     this.inlineBlobs = new PgInlineBlobs(db);
     this.tree = new PgTree(db);
     const q = (text: string) => db.sql(text);
@@ -88,6 +90,15 @@ export class PgManifestLog extends AbstractManifestLog {
       lockHead: q('SELECT session, seq, id, owner FROM {schema}.heads WHERE session = $1 FOR UPDATE'),
       newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
       moveHead: q('UPDATE {schema}.heads SET seq = $2, id = $3 WHERE session = $1'),
+      // Under the counter row's lock: records the key's newest createdAt and reports its window end and whether
+      // the principal is revoked (here or everywhere), so rotation and revocation are ordered with this append.
+      signedAndRevoked: q(`WITH k AS (
+          INSERT INTO {schema}.signing_keys (key_id, last_signed_at) SELECT $1, $2 WHERE $1::text IS NOT NULL
+          ON CONFLICT (key_id) DO UPDATE
+            SET last_signed_at = GREATEST({schema}.signing_keys.last_signed_at, EXCLUDED.last_signed_at)
+          RETURNING closed_at)
+        SELECT (SELECT closed_at FROM k) AS closed_at,
+          EXISTS (SELECT 1 FROM {schema}.grants WHERE principal = $3 AND session IN ('*', $4) AND state = 'revoked') AS revoked`),
       takePosition: q(
         'UPDATE {schema}.log_counter SET next_position = next_position + 1 RETURNING (next_position - 1)::text AS position',
       ),
@@ -204,6 +215,21 @@ export class PgManifestLog extends AbstractManifestLog {
         else await client.query(this.sql.newHead!, [request.session, request.seq, request.id, request.principal]);
         // Taken last, so the global lock is held only for the insert and the commit.
         const position = (await client.query<{ position: string }>(this.sql.takePosition!)).rows[0]!.position;
+        const { signed } = request;
+        const [gate] = (
+          await client.query<{ closed_at: string | null; revoked: boolean }>(this.sql.signedAndRevoked!, [
+            signed?.keyId ?? null,
+            signed?.createdAt ?? null,
+            request.principal,
+            request.session,
+          ])
+        ).rows;
+        if (gate!.revoked) throw new ManifestError('REVOKED', `principal ${request.principal} is revoked`);
+        if (signed && gate!.closed_at !== null && signed.createdAt >= gate!.closed_at)
+          throw new ManifestError(
+            'KEY_EXPIRED',
+            `key ${signed.keyId}: its window closed at ${gate!.closed_at} (rotated or revoked), the entry is dated ${signed.createdAt}`,
+          );
         await client.query(this.sql.insertEntry!, [
           position,
           request.session,
@@ -377,6 +403,58 @@ class PgInlineBlobs implements InlineBlobTable {
   }
 }
 
+interface SigningKeyRow {
+  key_id: string;
+  last_signed_at: string | null;
+  closed_at: string | null;
+}
+
+function toSigningKey(r: SigningKeyRow): SigningKeyRecord {
+  return {
+    keyId: r.key_id,
+    ...(r.last_signed_at !== null ? { lastSignedAt: r.last_signed_at } : {}),
+    ...(r.closed_at !== null ? { closedAt: r.closed_at } : {}),
+  };
+}
+
+class PgSigningKeys implements SigningKeyTable {
+  constructor(private readonly db: PgDatabase) {}
+
+  async get(keyId: string): Promise<SigningKeyRecord | undefined> {
+    try {
+      const { rows } = await this.db.query<SigningKeyRow>(
+        this.db.sql('SELECT key_id, last_signed_at, closed_at FROM {schema}.signing_keys WHERE key_id = $1'),
+        [keyId],
+      );
+      return rows[0] && toSigningKey(rows[0]);
+    } catch (err) {
+      throw storageFailed('signing key read', err);
+    }
+  }
+
+  async close(keyId: string, choose: (record: SigningKeyRecord | undefined) => string): Promise<string> {
+    try {
+      return await this.db.transaction(async (client) => {
+        // Every append takes this lock before it records its createdAt: once we hold it, none is in flight.
+        await client.query(this.db.sql('SELECT 1 FROM {schema}.log_counter FOR UPDATE'));
+        const { rows } = await client.query<SigningKeyRow>(
+          this.db.sql('SELECT key_id, last_signed_at, closed_at FROM {schema}.signing_keys WHERE key_id = $1'),
+          [keyId],
+        );
+        const closedAt = choose(rows[0] && toSigningKey(rows[0]));
+        await client.query(
+          this.db.sql(`INSERT INTO {schema}.signing_keys (key_id, closed_at) VALUES ($1, $2)
+            ON CONFLICT (key_id) DO UPDATE SET closed_at = EXCLUDED.closed_at`),
+          [keyId, closedAt],
+        );
+        return closedAt;
+      });
+    } catch (err) {
+      throw storageFailed('signing key close', err);
+    }
+  }
+}
+
 interface GrantRow {
   principal: string;
   session: string;
@@ -411,12 +489,20 @@ class PgGrantTable implements GrantTable {
   }
 
   async put(record: GrantRecord): Promise<void> {
-    await this.rows(
-      'grant write',
-      `INSERT INTO {schema}.grants (principal, session, state, at, by) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (principal, session) DO UPDATE SET state = EXCLUDED.state, at = EXCLUDED.at, by = EXCLUDED.by`,
-      [record.principal, record.session, record.state, record.at, record.by ?? null],
-    );
+    try {
+      await this.db.transaction(async (client) => {
+        // The counter row's lock orders this with every append (which reads the grants under it): once the
+        // revocation commits, no append of the principal that has not yet committed can.
+        await client.query(this.db.sql('SELECT 1 FROM {schema}.log_counter FOR UPDATE'));
+        await client.query(
+          this.db.sql(`INSERT INTO {schema}.grants (principal, session, state, at, by) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (principal, session) DO UPDATE SET state = EXCLUDED.state, at = EXCLUDED.at, by = EXCLUDED.by`),
+          [record.principal, record.session, record.state, record.at, record.by ?? null],
+        );
+      });
+    } catch (err) {
+      throw storageFailed('grant write', err);
+    }
   }
 
   async list(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {

@@ -76,4 +76,16 @@ export const MANIFEST_MIGRATIONS: readonly PgMigration[] = [
         key text COLLATE "C" PRIMARY KEY,
         value text NOT NULL);`,
   },
+  {
+    version: 4,
+    name: 'signing keys: newest signed createdAt and closed window per key',
+    sql: `
+      -- Written in the append's transaction under the counter row's lock, which rotation takes too: a window
+      -- end is chosen after every committed createdAt of its key, and an append dated past it is refused.
+      -- Times are ISO-8601 UTC with milliseconds, whose text order (COLLATE "C") is time order.
+      CREATE TABLE {schema}.signing_keys (
+        key_id text COLLATE "C" PRIMARY KEY,
+        last_signed_at text COLLATE "C",
+        closed_at text COLLATE "C");`,
+  },
 ];

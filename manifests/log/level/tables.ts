@@ -1,0 +1,245 @@
+/**
+ * The embedded log's tables beside its chains (./log.ts lists every record): inline blobs (`b!`, `t!`), signing
+ * keys (`k!`) and grants (`g!`). This process owns the database (LevelDB's lock), so their caches are exact; the
+ * signing keys and revocations are ordered with the append queue through `AppendQueue`.
+ */
+import type { Level } from 'level';
+import { storageFailure } from '../../../store/errors.js';
+import { digestHex, type Digest } from '../../../store/hash/digest.js';
+import { ManifestError } from '../../errors.js';
+import { parseGrantRecord, parseInlineKey, parseInlineMetaRecord, parseSigningKeyRecord } from './records.js';
+import type { GrantRecord, GrantTable, InlineBlobTable, SigningKeyRecord, SigningKeyTable } from '../log.js';
+
+export type BatchOp =
+  | { type: 'put'; key: string; value: string }
+  | { type: 'put'; key: string; value: Uint8Array; valueEncoding: 'view' }
+  | { type: 'del'; key: string };
+
+/** What the tables need of the log's append queue. */
+export interface AppendQueue {
+  /** Resolves once no append is queued or being written. */
+  idle(): Promise<void>;
+  /** The newest createdAt of `keyId` among the appends queued and not yet written. */
+  queuedSignedAt(keyId: string): string | undefined;
+}
+
+function storageFailed(what: string, err: unknown): Error {
+  return storageFailure(ManifestError, `manifest log: ${what}`, err);
+}
+
+export function inlineBlobOps(digest: Digest, bytes: Uint8Array): BatchOp[] {
+  const hex = digestHex(digest);
+  const meta = JSON.stringify({ size: bytes.length, storedAtMs: Date.now() });
+  return [
+    { type: 'put', key: `b!${hex}`, value: bytes, valueEncoding: 'view' },
+    { type: 'put', key: `t!${hex}`, value: meta },
+  ];
+}
+
+/** Inline blobs: bytes under `b!`, their size and storage time under `t!` (so listing and gc read no bytes). */
+export class LevelInlineBlobs implements InlineBlobTable {
+  constructor(
+    private readonly db: Level<string, string>,
+    private readonly withAppendsHeld: <T>(fn: () => Promise<T>) => Promise<T>,
+  ) {}
+
+  async get(digest: Digest): Promise<Uint8Array | undefined> {
+    try {
+      return await this.db.get<string, Uint8Array>(`b!${digestHex(digest)}`, { valueEncoding: 'view' });
+    } catch (err) {
+      throw storageFailed('inline blob read', err);
+    }
+  }
+
+  async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
+    const key = `t!${digestHex(digest)}`;
+    const raw = await this.db.get(key);
+    return raw === undefined ? undefined : parseInlineMetaRecord(key, raw);
+  }
+
+  async *list(): AsyncIterable<Digest> {
+    for await (const key of this.db.keys({ gte: 't!', lt: 't!\xff' })) yield parseInlineKey(key);
+  }
+
+  async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
+    // Judged and deleted with appends held back: an append that rewrote `t!` (refreshing the time) before the read
+    // keeps the blob, and one queued meanwhile writes the bytes again after the delete.
+    return this.withAppendsHeld(() => this.judgeAndDelete(digest, options));
+  }
+
+  private async judgeAndDelete(digest: Digest, options: { storedBeforeMs?: number }): Promise<boolean> {
+    const hex = digestHex(digest);
+    if (options.storedBeforeMs === undefined) {
+      // Unconditional: a corrupt `t!` record can still be removed.
+      if ((await this.db.get(`t!${hex}`)) === undefined) return false;
+    } else {
+      const meta = await this.stat(digest);
+      if (!meta || meta.storedAtMs >= options.storedBeforeMs) return false;
+    }
+    try {
+      await this.db.batch(
+        [
+          { type: 'del', key: `b!${hex}` },
+          { type: 'del', key: `t!${hex}` },
+        ],
+        { sync: true },
+      );
+    } catch (err) {
+      throw storageFailed('inline blob delete', err);
+    }
+    return true;
+  }
+}
+
+/**
+ * `k!<keyId>` records. This process owns the database, so the cache is exact; a window is closed only once the
+ * appends queued before it are written, and an append checks the cached window before it is queued.
+ */
+export class LevelSigningKeys implements SigningKeyTable {
+  private readonly cache = new Map<string, SigningKeyRecord | null>();
+  private log!: AppendQueue;
+  private closing: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly db: Level<string, string>) {}
+
+  attach(log: AppendQueue): void {
+    this.log = log;
+  }
+
+  async get(keyId: string): Promise<SigningKeyRecord | undefined> {
+    let rec = this.cache.get(keyId);
+    if (rec === undefined) {
+      const key = `k!${keyId}`;
+      const raw = await this.db.get(key);
+      rec = raw === undefined ? null : parseSigningKeyRecord(key, raw);
+      // A window closed while this read was in flight is newer than what it read: keep it.
+      if (this.cache.has(keyId)) return this.cache.get(keyId) ?? undefined;
+      this.cache.set(keyId, rec);
+    }
+    return rec ?? undefined;
+  }
+
+  /** Synchronous, from the cache `get` filled. */
+  refuseClosed(signed: { keyId: string; createdAt: string }): void {
+    const rec = this.cache.get(signed.keyId);
+    if (rec?.closedAt !== undefined && signed.createdAt >= rec.closedAt)
+      throw new ManifestError(
+        'KEY_EXPIRED',
+        `key ${signed.keyId}: its window closed at ${rec.closedAt} (rotated or revoked), the entry is dated ${signed.createdAt}`,
+      );
+  }
+
+  /** The `k!` puts for a batch about to be written, and how to make them visible once it is durable. */
+  signedPuts(signed: Array<{ keyId: string; createdAt: string } | undefined>): {
+    puts: BatchOp[];
+    commit: () => void;
+  } {
+    const next = new Map<string, SigningKeyRecord>();
+    for (const s of signed) {
+      if (!s) continue;
+      const rec = next.get(s.keyId) ?? this.cache.get(s.keyId) ?? { keyId: s.keyId };
+      if (rec.lastSignedAt === undefined || s.createdAt > rec.lastSignedAt)
+        next.set(s.keyId, { ...rec, lastSignedAt: s.createdAt });
+    }
+    return {
+      puts: [...next.values()].map((r) => ({ type: 'put' as const, key: `k!${r.keyId}`, value: JSON.stringify(r) })),
+      commit: () => next.forEach((r, k) => this.cache.set(k, r)),
+    };
+  }
+
+  close(keyId: string, choose: (record: SigningKeyRecord | undefined) => string): Promise<string> {
+    const run = this.closing.then(async () => {
+      await this.get(keyId);
+      await this.log.idle();
+      // Synchronous from here to the cache update: no append can be checked against the old window meanwhile.
+      const stored = this.cache.get(keyId) ?? undefined;
+      const queued = this.log.queuedSignedAt(keyId);
+      const seen =
+        queued !== undefined && (stored?.lastSignedAt === undefined || queued > stored.lastSignedAt)
+          ? { keyId, ...stored, lastSignedAt: queued }
+          : stored;
+      const closedAt = choose(seen);
+      const rec: SigningKeyRecord = { keyId, ...stored, closedAt };
+      this.cache.set(keyId, rec);
+      try {
+        await this.log.idle();
+        await this.db.put(`k!${keyId}`, JSON.stringify({ ...rec, ...this.cache.get(keyId), closedAt }), {
+          sync: true,
+        });
+      } catch (err) {
+        this.cache.delete(keyId);
+        throw storageFailed('signing key write', err);
+      }
+      return closedAt;
+    });
+    this.closing = run.catch(() => {});
+    return run;
+  }
+}
+
+/**
+ * Grants are read twice per publish or resume. This process owns the database (LevelDB's lock), so a
+ * write-through cache, absences included, is exact.
+ */
+export class LevelGrantTable implements GrantTable {
+  private readonly cache = new Map<string, GrantRecord | null>();
+  private log!: AppendQueue;
+
+  constructor(private readonly db: Level<string, string>) {}
+
+  attach(log: AppendQueue): void {
+    this.log = log;
+  }
+
+  /** Synchronous, from the cache `get` filled: throws `REVOKED` for a principal revoked here or everywhere. */
+  refuseRevoked(principal: string, session: string): void {
+    for (const s of ['*', session]) {
+      if (this.cache.get(`g!${principal}!${s}`)?.state === 'revoked')
+        throw new ManifestError(
+          'REVOKED',
+          `principal ${principal} is revoked ${s === '*' ? 'everywhere' : `for session ${session}`}`,
+        );
+    }
+  }
+
+  async get(principal: string, session: string): Promise<GrantRecord | undefined> {
+    const key = `g!${principal}!${session}`;
+    let rec = this.cache.get(key);
+    if (rec === undefined) {
+      const raw = await this.db.get(key);
+      rec = raw === undefined ? null : parseGrantRecord(key, raw);
+      // A revocation made while this read was in flight is newer than what it read: keep it.
+      if (this.cache.has(key)) return this.cache.get(key) ?? undefined;
+      // Revocations stay: appends check them synchronously from this cache just before they are queued.
+      if (this.cache.size >= 100_000) for (const [k, v] of this.cache) if (v?.state !== 'revoked') this.cache.delete(k);
+      this.cache.set(key, rec);
+    }
+    return rec ?? undefined;
+  }
+
+  async put(record: GrantRecord): Promise<void> {
+    const key = `g!${record.principal}!${record.session}`;
+    try {
+      if (record.state === 'revoked') {
+        // Refuse new appends at once, and let the ones already queued finish before the revocation is done.
+        this.cache.set(key, record);
+        await this.log.idle();
+      }
+      await this.db.put(key, JSON.stringify(record), { sync: true });
+      this.cache.set(key, record);
+    } catch (err) {
+      this.cache.delete(key);
+      throw storageFailed('grant write', err);
+    }
+  }
+
+  async list(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
+    const prefix = filter.principal === undefined ? 'g!' : `g!${filter.principal}!`;
+    const out: GrantRecord[] = [];
+    for await (const [key, raw] of this.db.iterator({ gte: prefix, lt: `${prefix}\xff` })) {
+      const rec = parseGrantRecord(key, raw);
+      if (filter.session === undefined || rec.session === filter.session) out.push(rec);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * gc's conditional delete of a blob file, without the check-then-unlink window. A put of bytes already stored
+ * refreshes the file's time (utimes) instead of writing it again; had gc judged the time and then unlinked,
+ * a refresh between the two would be lost with the file, and the manifest about to name it would point at
+ * nothing. So gc first renames the file into `<root>/gc-aside/` (atomic): from then on a refreshing put finds
+ * no file and links its staged copy anew. gc then judges the time of the file it holds aside, which a refresh
+ * made before the rename shows; a young one is linked back (EEXIST: a put already put a fresh copy there), an
+ * old one is unlinked. Files left aside by a crash are linked back at open, to be judged again by the next gc.
+ */
+import { join } from 'node:path';
+import type { FsOps } from './ops.js';
+
+const errno = (err: unknown) => (err as NodeJS.ErrnoException)?.code;
+
+/** Links `aside` back to `file` unless a fresh copy is already there, then removes the aside name. */
+async function restore(fs: FsOps, aside: string, file: string, dir: string): Promise<void> {
+  try {
+    await fs.link(aside, file);
+  } catch (err) {
+    if (errno(err) !== 'EEXIST') throw err;
+  }
+  await fs.fsyncDir(dir);
+  await fs.unlink(aside);
+}
+
+/**
+ * Removes `file` (in directory `dir`) only while its time is still before `storedBeforeMs`; true when removed.
+ * @throws the filesystem's error (the caller wraps it)
+ */
+export async function deleteIfOld(
+  fs: FsOps,
+  paths: { file: string; dir: string; asideDir: string; name: string },
+  storedBeforeMs: number,
+): Promise<boolean> {
+  const { file, dir, asideDir, name } = paths;
+  // A cheap first look: a young file is left alone without touching it.
+  if ((await fs.lstat(file)).mtimeMs >= storedBeforeMs) return false;
+  const aside = join(asideDir, name);
+  await fs.rename(file, aside);
+  // Judged as late as possible, on the file we now hold: a refresh that came before the rename shows here.
+  if ((await fs.lstat(aside)).mtimeMs >= storedBeforeMs) {
+    await restore(fs, aside, file, dir);
+    return false;
+  }
+  await fs.unlink(aside);
+  await fs.fsyncDir(dir);
+  return true;
+}
+
+/** Open-time recovery: every file a crash left aside goes back to its name (or is dropped if one is there). */
+export async function restoreAside(
+  fs: FsOps,
+  asideDir: string,
+  fileOf: (name: string) => { file: string; dir: string } | undefined,
+): Promise<number> {
+  let restored = 0;
+  for (const name of await fs.readdir(asideDir)) {
+    const target = fileOf(name);
+    if (!target) continue;
+    await restore(fs, join(asideDir, name), target.file, target.dir);
+    restored++;
+  }
+  return restored;
+}

@@ -1,0 +1,83 @@
+/**
+ * Data a command prints from the store, a bundle or a trust file goes through the one escaper
+ * (src/cli/printable.ts), in human output and in --json alike: a store whose checkpoint origin carries a C1 control
+ * sequence, a bidi override and DEL (a legal C2SP key name) cannot drive the terminal through any command that shows it.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../src/cli/main.js';
+import { openLedger } from '../src/ledger/open.js';
+import { captureIo } from './support/capture-io.js';
+import { sampleSummary } from './support/tmp.js';
+
+const base = mkdtempSync(join(tmpdir(), 'hl-escaping-'));
+afterAll(() => rmSync(base, { recursive: true, force: true }));
+const root = join(base, 'store');
+const store = ['--root', root, '--host', 'host-a'];
+// C2SP notes refuse C0 controls, not C1 (U+009B is CSI: ESC [ on many terminals) nor bidi overrides.
+const ORIGIN = 'example.com/\u009b2J\u202elog\u007f';
+const RAW = /[\u009b\u202e\u007f]/;
+
+async function cli(argv: string[]) {
+  const c = captureIo({ env: {} });
+  const code = await main(argv, c.io);
+  return { code, stdout: c.stdout(), stderr: c.stderr() };
+}
+
+beforeAll(async () => {
+  const ledger = await openLedger({ root, host: 'host-a', origin: ORIGIN });
+  await ledger.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary(1));
+  await ledger.close();
+  for (const argv of [
+    ['export', ...store, '--out', join(base, 'bundle')],
+    ['keys', 'export', ...store, '--out', join(base, 'trust.json')],
+  ]) {
+    const r = await cli(argv);
+    if (r.code !== 0) throw new Error(`${argv.join(' ')}: ${r.stderr}`);
+  }
+}, 60_000);
+
+describe('escaping of stored data in CLI output', () => {
+  it('checkpoint: prints the note escaped when its origin carries characters a terminal acts on; --json keeps it exact', async () => {
+    const human = await cli(['checkpoint', ...store]);
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stdout).not.toMatch(RAW);
+    expect(human.stdout.split('\n')[0]).toBe('example.com/\\x9b2J\\u{202e}log\\x7f');
+    const json = await cli(['checkpoint', ...store, '--json']);
+    expect(json.stdout).not.toMatch(RAW);
+    expect((JSON.parse(json.stdout) as { origin: string }).origin).toBe(ORIGIN);
+  });
+
+  it('keys vkey and keys list: the checkpoint verifier key, named by the origin, is escaped', async () => {
+    for (const argv of [
+      ['keys', 'vkey', ...store],
+      ['keys', 'list', ...store],
+    ]) {
+      const r = await cli(argv);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout, argv.join(' ')).not.toMatch(RAW);
+      expect(r.stdout).toContain('\\u{202e}log');
+    }
+    const json = await cli(['keys', 'list', ...store, '--json']);
+    expect(json.stdout).not.toMatch(RAW);
+    const parsed = JSON.parse(json.stdout) as { checkpointKeys: Array<{ vkey: string }> };
+    expect(parsed.checkpointKeys[0]!.vkey.startsWith(ORIGIN)).toBe(true);
+  });
+
+  it('verify: the human report and --json (where JSON quoting alone leaves C1 and bidi raw) escape the bundle origin', async () => {
+    for (const json of [false, true]) {
+      const r = await cli([
+        'verify',
+        join(base, 'bundle'),
+        '--trust',
+        join(base, 'trust.json'),
+        ...(json ? ['--json'] : []),
+      ]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).not.toMatch(RAW);
+      if (json) expect((JSON.parse(r.stdout) as { checkpoint: { origin: string } }).checkpoint.origin).toBe(ORIGIN);
+    }
+  });
+});

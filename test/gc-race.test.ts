@@ -1,0 +1,92 @@
+/**
+ * gc against a publish that re-puts the bytes of an old orphan, interleaved deterministically through hooks:
+ * the re-put lands between gc's judgement of the blob's time and its removal. The acknowledged publish must
+ * keep its blob, on the filesystem (a blob file) and in LevelDB (an inline blob).
+ */
+import { describe, expect, it } from 'vitest';
+import { utimes } from 'node:fs/promises';
+import { join } from 'node:path';
+import { digestHex } from '../store/hash/digest.js';
+import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
+import { openLedger } from '../src/ledger/open.js';
+import type { Ledger } from '../src/ledger/ledger.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const HOUR = 3_600_000;
+const first = { principal: 'alice', session: 'first', run: 'r' };
+const second = { principal: 'alice', session: 'second', run: 'r' };
+
+describe('gc of a blob file', () => {
+  it('keeps the blob of a publish whose re-put lands between its time check and its removal', async () => {
+    const root = tempDir();
+    let hookFile: string | undefined;
+    let interleave: (() => Promise<void>) | undefined;
+    // The step that removes the file from its name (unlink, or a rename aside) first lets the publish run.
+    const beforeRemoval = async (path: string) => {
+      if (path !== hookFile || !interleave) return;
+      const run = interleave;
+      interleave = undefined;
+      await run();
+    };
+    const fs: FsOps = {
+      ...nodeFsOps,
+      unlink: async (p) => {
+        await beforeRemoval(p);
+        return nodeFsOps.unlink(p);
+      },
+      rename: async (a, b) => {
+        await beforeRemoval(a);
+        return nodeFsOps.rename(a, b);
+      },
+    };
+    const ledger: Ledger = await openLedger({ root, host: 'host-a', fs, inlineSummaryBytes: 0, onNotice: () => {} });
+    try {
+      const summary = sampleSummary('old orphan');
+      const { digest } = await ledger.publish(first, summary);
+      const hex = digestHex(digest);
+      hookFile = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      const old = new Date(Date.now() - 2 * HOUR);
+      await utimes(hookFile, old, old);
+      let published: unknown;
+      interleave = async () => {
+        published = await ledger.publish(second, summary);
+      };
+      // gc's conditional delete of the blob as if no manifest named it (the first one "expired").
+      await ledger.blobs.delete(digest, { storedBeforeMs: Date.now() - HOUR });
+      expect(published, 'the publish ran inside the delete').toBeDefined();
+      expect((await ledger.resume({ principal: 'alice', session: 'second' }))?.manifest.summary.digest).toBe(digest);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('gc of an inline blob (LevelDB)', () => {
+  it('keeps the blob of a publish whose append comes between its time check and its delete batch', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a', onNotice: () => {} });
+    try {
+      const summary = sampleSummary('old inline orphan');
+      const { digest, size } = await ledger.publish(first, summary);
+      const db = (ledger.log as LevelManifestLog).raw;
+      const hex = digestHex(digest);
+      await db.put(`t!${hex}`, JSON.stringify({ size, storedAtMs: 1 }));
+      let publishDone!: () => void;
+      const publishing = new Promise<void>((r) => (publishDone = r));
+      // The delete batch waits for the publish to commit (or, where appends are held back meanwhile, 1 s).
+      const batch = db.batch.bind(db) as (...a: unknown[]) => Promise<void>;
+      (db as unknown as { batch: (...a: unknown[]) => Promise<void> }).batch = async (...args: unknown[]) => {
+        const ops = args[0] as Array<{ type: string; key: string }>;
+        if (Array.isArray(ops) && ops.some((o) => o.type === 'del' && o.key === `b!${hex}`))
+          await Promise.race([publishing, new Promise((r) => setTimeout(r, 1000))]);
+        return batch(...args);
+      };
+      const deleting = ledger.log.inlineBlobs!.delete(digest, { storedBeforeMs: Date.now() });
+      await ledger.publish(second, summary).then(publishDone);
+      await deleting;
+      expect((await ledger.resume({ principal: 'alice', session: 'second' }))?.manifest.summary.digest).toBe(digest);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
