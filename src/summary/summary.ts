@@ -147,7 +147,11 @@ function checkStored(value: unknown): Summary {
   return parsed.summary;
 }
 
-/** Parses stored summary bytes (already digest-verified) back into a summary. */
+/**
+ * Parses stored summary bytes (already digest-verified) back into a summary.
+ * @throws LedgerError `SUMMARY_INVALID`; `SUMMARY_EMPTY` or `SUMMARY_INCOMPLETE` when the bytes parse but break
+ *   the content rule publish enforces
+ */
 export function decodeSummary(bytes: Uint8Array): Summary {
   let value: unknown;
   try {
@@ -163,7 +167,8 @@ export function decodeSummary(bytes: Uint8Array): Summary {
  * src/summary/decoder.ts), with `decodeSummary`'s result. The stream's own verdict comes first: when
  * decoding fails, the rest is still read, so a blob that does not match its digest is reported as the
  * store reports it (`BLOB_INTEGRITY`), not as an invalid summary.
- * @throws LedgerError `SUMMARY_INVALID`; StoreError from the stream; StoreError `BLOB_INTEGRITY` when
+ * @throws LedgerError `SUMMARY_INVALID` (`SUMMARY_EMPTY`, `SUMMARY_INCOMPLETE` for bytes that break a content
+ *   rule); StoreError from the stream; StoreError `BLOB_INTEGRITY` when
  *   the stream holds other than `size` bytes
  */
 export async function decodeSummaryStream(chunks: AsyncIterable<Uint8Array>, size: number): Promise<Summary> {

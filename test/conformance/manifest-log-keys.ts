@@ -85,10 +85,12 @@ export function signingKeySuite(name: string, factory: ManifestLogFactory): void
       const appends = Array.from({ length: 8 }, (_, i) =>
         fx.log.append(signedLink(`s${i}`, 0, `2026-11-30T10:00:0${i}.000Z`)),
       );
+      // Settled from the start: an append refused while the test awaits the close is not an unhandled rejection.
+      const settled = Promise.allSettled(appends);
       const end = await fx.log.signingKeys.close('ed25519:k1', (record) => {
         return new Date(Date.parse(record?.lastSignedAt ?? '2026-11-30T10:00:00.000Z') + 1).toISOString();
       });
-      const results = await Promise.allSettled(appends);
+      const results = await settled;
       const committed = results.flatMap((r, i) => (r.status === 'fulfilled' ? [`2026-11-30T10:00:0${i}.000Z`] : []));
       // Every append either committed before the end was chosen (and the end lies after it) or was refused.
       for (const t of committed) expect(t < end).toBe(true);
@@ -113,9 +115,11 @@ export function signingKeySuite(name: string, factory: ManifestLogFactory): void
       const appends = Array.from({ length: 8 }, (_, i) =>
         fx.log.append(signedLink(`s${i}`, 0, '2026-11-30T10:00:00.000Z')),
       );
+      // Settled from the start: an append refused while the test awaits the revocation is not an unhandled rejection.
+      const settled = Promise.allSettled(appends);
       await fx.log.grants.put({ principal: 'alice', session: '*', state: 'revoked', at: '2026-11-30T10:00:01.000Z' });
       const headsAtRevocation = await Promise.all(appends.map((_, i) => fx.log.head(`s${i}`)));
-      const results = await Promise.allSettled(appends);
+      const results = await settled;
       results.forEach((r, i) => {
         if (r.status === 'fulfilled')
           expect(headsAtRevocation[i], `s${i} committed after the revocation`).toBeDefined();
