@@ -65,6 +65,17 @@ const levelLogFactory: ManifestLogFactory = async () => {
       fx.log = await LevelManifestLog.open(path);
       return fx.log;
     },
+    async reopenWithoutSessionHeads() {
+      // What a store of the previous version holds: no x! records, no m!session-heads marker.
+      const db = fx.log.raw;
+      const keys: string[] = [];
+      for await (const key of db.keys()) if (key.startsWith('x!') || key === 'm!session-heads') keys.push(key);
+      expect(keys.length).toBeGreaterThan(0);
+      await db.batch(keys.map((key) => ({ type: 'del' as const, key })));
+      await fx.log.close();
+      fx.log = await LevelManifestLog.open(path);
+      return fx.log;
+    },
     async dispose() {
       await fx.log.close();
       await rm(dir, { recursive: true, force: true });

@@ -265,19 +265,17 @@ export async function proveSessionHead(
   return { proof, value: undefined };
 }
 
-const fail = (reason: string): ProofResult => ({ ok: false, reason });
+const fail = (reason: string): { ok: false; reason: string } => ({ ok: false, reason });
 
 /**
- * Verifies that in the index with root `root`, `session`'s head is `head`, or (head `undefined`) that the
- * session has no head. Never throws on malformed input: it fails with a reason.
+ * The root that `proof` implies for `session` with the leaf value `value` (the SHA-256 of its head, `headValue`),
+ * or with no head (`value` undefined). Never throws on malformed input: it fails with a reason.
  */
-export function verifySessionHead(
-  root: Uint8Array,
+export function rootFromSessionHeadProof(
   session: string,
-  head: SessionHead | undefined,
+  value: Uint8Array | undefined,
   proof: unknown,
-): ProofResult {
-  if (!(root instanceof Uint8Array) || root.length !== 32) return fail('the root is not 32 bytes');
+): { ok: true; root: Uint8Array } | { ok: false; reason: string } {
   if (typeof session !== 'string') return fail('the session is not a string');
   const p = proof as Partial<SessionHeadProof> | null;
   if (typeof p !== 'object' || p === null) return fail('the proof is not an object');
@@ -294,13 +292,11 @@ export function verifySessionHead(
   let set = 0;
   for (let d = 0; d < depth; d++) set += bitAt(bitmap, d);
   if (set !== siblings.length) return fail(`the bitmap marks ${set} siblings, the proof lists ${siblings.length}`);
-  if (head !== undefined && (!Number.isSafeInteger(head.seq) || head.seq < 0 || typeof head.id !== 'string'))
-    return fail('the head is not { seq, id }');
   const key = sessionKey(session);
   let hash: Uint8Array;
-  if (head !== undefined) {
+  if (value !== undefined) {
     if (p.other !== undefined) return fail("a membership proof names another key's leaf");
-    hash = leafNodeHash(key, headValue(head));
+    hash = leafNodeHash(key, value);
   } else if (p.other === undefined) hash = EMPTY_HEADS_ROOT;
   else {
     const otherKey = typeof p.other?.key === 'string' ? decodeBase64(p.other.key) : undefined;
@@ -315,7 +311,32 @@ export function verifySessionHead(
     const sibling = bitAt(bitmap, d) ? siblings[--next]! : EMPTY_HEADS_ROOT;
     hash = bitAt(key, d) === 0 ? innerNodeHash(hash, sibling) : innerNodeHash(sibling, hash);
   }
-  return equalBytes(hash, root) ? { ok: true } : fail('the proof leads to another root');
+  return { ok: true, root: hash };
+}
+
+/**
+ * Verifies that in the index with root `root`, `session`'s head is `head`, or (head `undefined`) that the
+ * session has no head. Never throws on malformed input: it fails with a reason.
+ */
+export function verifySessionHead(
+  root: Uint8Array,
+  session: string,
+  head: SessionHead | undefined,
+  proof: unknown,
+): ProofResult {
+  if (!(root instanceof Uint8Array) || root.length !== 32) return fail('the root is not 32 bytes');
+  if (
+    head !== undefined &&
+    (typeof head !== 'object' ||
+      head === null ||
+      !Number.isSafeInteger(head.seq) ||
+      head.seq < 0 ||
+      typeof head.id !== 'string')
+  )
+    return fail('the head is not { seq, id }');
+  const r = rootFromSessionHeadProof(session, head === undefined ? undefined : headValue(head), proof);
+  if (!r.ok) return r;
+  return equalBytes(r.root, root) ? { ok: true } : fail('the proof leads to another root');
 }
 
 /** The checkpoint extension line for a root. */
