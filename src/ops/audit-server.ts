@@ -17,6 +17,8 @@ import {
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
   BUNDLE_PROOFS_FILE,
+  BUNDLE_HEADS_FILE,
+  BUNDLE_TREE_FILES,
   type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
 
@@ -29,6 +31,7 @@ const BUNDLE_FILES: ReadonlyMap<string, string> = new Map([
   [BUNDLE_CHECKPOINT_FILE, 'text/plain; charset=utf-8'],
   [BUNDLE_PROOFS_FILE, 'text/plain; charset=utf-8'],
   [BUNDLE_CONSISTENCY_FILE, 'application/json'],
+  [BUNDLE_HEADS_FILE, 'text/plain; charset=utf-8'],
 ]);
 
 export interface AuditServerOptions {
@@ -53,7 +56,7 @@ function escapeAttribute(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
-const TREE_FILES: readonly BundleTreeFile[] = [BUNDLE_CHECKPOINT_FILE, BUNDLE_PROOFS_FILE, BUNDLE_CONSISTENCY_FILE];
+const TREE_FILES: readonly BundleTreeFile[] = BUNDLE_TREE_FILES;
 
 /** The tree files the bundle has: announced, so the page asks for those only (an absent one is no error). */
 function treeFilesOf(dir: string): BundleTreeFile[] {
