@@ -211,3 +211,41 @@ describe('fsck of the tree', () => {
     await ledger.close();
   });
 });
+
+describe('fsck of the session-heads index', () => {
+  it('reports a stored index node that is not the index of the heads (SESSION_HEADS_ROOT), on LevelDB', async () => {
+    const ledger = await open(tempDir());
+    for (const s of ['s1', 's2', 's3']) await publishMany(ledger, s, 2);
+    expect((await fsck(ledger)).findings).toEqual([]);
+    const db = (ledger.log as LevelManifestLog).raw;
+    const leaves: Array<[string, string]> = [];
+    for await (const [key, value] of db.iterator({ gte: 'x!', lt: 'x!\xff' }))
+      if (value.startsWith('l ')) leaves.push([key, value]);
+    expect(leaves).toHaveLength(3);
+    // One leaf's value replaced by another 32-byte hash: a head the chain does not have.
+    const [key, value] = leaves[0]!;
+    await db.put(key, `${value.slice(0, value.lastIndexOf(' '))} ${encodeBase64(new Uint8Array(32).fill(5))}`);
+    const findings = (await fsck(ledger)).findings;
+    // That session's leaf is not its head; the others' paths pass beside it and no longer lead to the root.
+    expect(findings.map((f) => f.code)).toEqual(['SESSION_HEADS_ROOT', 'SESSION_HEADS_ROOT', 'SESSION_HEADS_ROOT']);
+    expect(findings.filter((f) => f.message.includes("not the session's head"))).toHaveLength(1);
+    // An unparseable node record is named, and the rest is still checked.
+    await db.put(key, 'garbage');
+    expect((await fsck(ledger)).findings.map((f) => f.code)).toEqual(['RECORD_CORRUPT']);
+    await ledger.close();
+  });
+
+  it('reports a root that is not the index of the heads, while each path still leads to it', async () => {
+    const ledger = await open(tempDir());
+    await publishMany(ledger, 's1', 2);
+    await publishMany(ledger, 's2', 1);
+    const db = (ledger.log as LevelManifestLog).raw;
+    // A head record moved back under the index (the index still holds the newer head).
+    const head = JSON.parse((await db.get('h!s1'))!);
+    const older = JSON.parse((await db.get(`e!s1!${'0'.repeat(12)}`))!);
+    await db.put('h!s1', JSON.stringify({ ...head, seq: 0, id: older.id }));
+    const codes = (await fsck(ledger)).findings.filter((f) => f.code === 'SESSION_HEADS_ROOT');
+    expect(codes.map((f) => f.session ?? '-')).toEqual(['-', 's1']);
+    await ledger.close();
+  });
+});
