@@ -150,7 +150,7 @@ function describeCoverage(r: BundleAuditReport): string {
         .join(', ')} (from ${c.scopeFrom})`
     : 'no scope (none declared; --principal / --session hold chains to one)';
   const complete = c.completeness.checked
-    ? `completeness (${c.completeness.sessions} session heads at the checkpoint)`
+    ? `completeness (${c.completeness.sessions} session head(s) proven at the checkpoint)`
     : `NOT completeness (${c.completeness.reason})`;
   return `checked: signatures, chain rules, ${blobs}; ${scope}; ${complete}`;
 }
