@@ -318,7 +318,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   // Step 10: completeness. A bundle filtered by the auditor alone still proves (or not) the asked-for session.
   const completeness: CompletenessCoverage = checkpoint
     ? await verifySessionHeads(reader, checkpoint.extensions, chains, filtered, coverage.scope, sink)
-    : { checked: false, reason: 'no checkpoint' };
+    : { checked: false, reason: 'no verified checkpoint' };
   const checked: AuditCoverage = {
     blobs: reader.readBlob !== undefined || options.requireBlobs === true,
     blobsRequired: options.requireBlobs === true,

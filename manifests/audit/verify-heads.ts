@@ -23,7 +23,7 @@ export type CompletenessCoverage =
   | { checked: true; sessions: number }
   | {
       checked: false;
-      reason: 'no checkpoint' | 'no session-heads line in the checkpoint' | 'malformed session-heads line';
+      reason: 'no verified checkpoint' | 'no session-heads line in the checkpoint' | 'malformed session-heads line';
     };
 
 interface HeadsLine {

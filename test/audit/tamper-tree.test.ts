@@ -167,6 +167,7 @@ describe('step 9: full bundles against their checkpoint', () => {
   it('requires a checkpoint when checkpoint keys are pinned (CHECKPOINT_MISSING)', async () => {
     const r = await audit({ ...full, tree: {} }, trust);
     expect(found(r)).toEqual(['CHECKPOINT_MISSING@-']);
+    expect(r.checked.completeness).toEqual({ checked: false, reason: 'no verified checkpoint' });
     // A trust file without checkpoint keys (bundles from before checkpoints) asks for none.
     const legacy = { version: 1 as const, keys: trust.keys };
     expect(found(await audit({ ...full, tree: {} }, legacy))).toEqual([]);

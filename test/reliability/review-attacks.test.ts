@@ -408,7 +408,7 @@ describe('verify time', () => {
         blobs: false,
         blobsRequired: false,
         scopeFrom: 'none',
-        completeness: { checked: false, reason: 'no checkpoint' },
+        completeness: { checked: false, reason: 'no verified checkpoint' },
       },
     };
     const time = (fn: () => string) => {
