@@ -173,10 +173,10 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
             ? await rebuildSessionHeads(db, log._heads())
             : await readHeadsRoot(db);
       } catch (err) {
-        // As for the tree below: a damaged record opens the store for fsck; only appends are refused.
+        // As for the tree below: a damaged record opens the store for fsck; only appends are refused. The tree is
+        // still loaded: checkpoints go on (without the line) and resume still checks them.
         if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
         log.treeDamage = err.message;
-        return log;
       }
       try {
         log.treeSize = await readTreeSize(db);
