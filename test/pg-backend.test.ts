@@ -160,6 +160,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         { component: 'manifests', version: 2 },
         { component: 'manifests', version: 3 },
         { component: 'manifests', version: 4 },
+        { component: 'manifests', version: 5 },
       ]);
     });
 
