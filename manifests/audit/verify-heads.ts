@@ -115,9 +115,10 @@ export async function verifySessionHeads(
       });
   }
   // Every exported chain, every session the bundle itself proves a head for (a chain left out whole, its proof kept,
-  // is a missing tail too), and the auditor's own session.
+  // is a missing tail too), and the asked-for session, unless a principal narrows the scope too (then the bundle
+  // may rightly hold nothing of an existing session, and the index, keyed by session, cannot tell).
   const required = new Set([...chains.map((c) => c.session), ...bySession.keys()]);
-  if (scope?.session !== undefined) required.add(scope.session);
+  if (scope?.session !== undefined && scope.principal === undefined) required.add(scope.session);
   for (const session of required) {
     const chain = chainOf.get(session);
     const at = chain ? { chain: session } : {};

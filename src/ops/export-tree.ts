@@ -96,8 +96,10 @@ export function sessionHeadLines(
   let text = '';
   for (const session of [...new Set(sessions)].sort()) {
     const proven = proofs.get(session);
-    if (!proven) continue;
     const last = exported.get(session);
+    // A session that exists but is not in the bundle (`--principal P --session S` where P never published in S) gets
+    // no line: its head proves nothing about what P published.
+    if (!proven || (last === undefined && proven.value !== undefined)) continue;
     const head = last === undefined ? null : { seq: last.seq, id: last.id };
     text += `${JSON.stringify({ session, head, proof: proven.proof })}\n`;
   }

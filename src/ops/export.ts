@@ -120,8 +120,9 @@ async function selectSessions(
   const sessions = new Set<string>();
   for await (const e of log.entries())
     if (e.principal === o.principal && (o.session === undefined || e.session === o.session)) sessions.add(e.session);
-  if (o.session !== undefined) sessions.add(o.session);
-  return { selected: (s) => sessions.has(s) && (o.session === undefined || s === o.session), candidates: sessions };
+  const candidates = new Set(sessions);
+  if (o.session !== undefined) candidates.add(o.session);
+  return { selected: (s) => sessions.has(s), candidates };
 }
 
 /** Attempts at a cut whose session-heads proofs match it, while appends keep moving the log on. */

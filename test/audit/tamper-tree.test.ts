@@ -357,6 +357,17 @@ describe('step 10: completeness against the session-heads index', () => {
     expect(p.checked.completeness).toEqual({ checked: true, sessions: 2 });
   });
 
+  it("exports a principal's session it never published in as an empty bundle that verifies", async () => {
+    const out = join(base, 'out', 'carol-s1');
+    await exportBundle(ledger, { out, principal: 'carol', session: 's1' });
+    const f = readBundle(out);
+    expect(f.lines).toEqual([]);
+    expect(f.tree['heads.jsonl']).toBe('');
+    const r = await audit(f, trust);
+    expect(found(r)).toEqual([]);
+    expect(r.checked.completeness).toEqual({ checked: true, sessions: 0 });
+  });
+
   it('exports a session that does not exist as an empty bundle proving it absent', async () => {
     expect(absent.lines).toEqual([]);
     expect(headsOf(absent)).toEqual([{ session: 'ghost', head: null, proof: expect.any(Object) }]);
