@@ -52,7 +52,7 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       await expect
         .poll(() => picked(page), { timeout: 30_000 })
         .toMatch(
-          /^bundle audit-2026-11: \d[\d,]* bytes of manifests, \d+ blobs, cut at checkpoint\.note; trust file trust\.json; earlier checkpoint forked\.note$/,
+          /^bundle audit-2026-11: \d[\d,]* bytes of manifests, \d+ blobs, cut at checkpoint\.note; trust file trust\.json; earlier checkpoint forked\.note; no witness keys chosen \(optional\)$/,
         );
       expect(await page.isEnabled('#verify')).toBe(true);
       await page.click('#verify');

@@ -231,6 +231,7 @@ describe('the auditor page, by keyboard and by eye', { timeout: TEST_MS }, () =>
         'FORK@240',
       ]);
       // Hovering a mark shows its fields: api-gateway is the first row; seq 3 is the fourth cell after the labels.
+      await page.locator('#history').scrollIntoViewIfNeeded();
       const box = (await page.locator('#history').boundingBox())!;
       await page.mouse.move(box.x + 190 + 3 * 14 + 7, box.y + 14);
       await expect.poll(() => page.textContent('#details'), UPDATE_WAIT).toMatch(/sessionapi-gatewayseq3line/);
