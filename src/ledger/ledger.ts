@@ -196,6 +196,16 @@ export class Ledger {
     return this.trustCache;
   }
 
+  /**
+   * This store's own trust file as it is on disk now (re-read: another process sharing the root may have rotated),
+   * without the keys passed in `trust`: what fsck holds the log's key records against.
+   */
+  async storeTrust(): Promise<TrustStore> {
+    this.assertOpen();
+    await this.reloadKeys();
+    return this.keyring.trustStore();
+  }
+
   get keyId(): string {
     return this.keyring.signer.keyId;
   }
