@@ -245,7 +245,13 @@ export class WitnessPool {
         this.abort.signal.removeEventListener('abort', onClose);
       }
       if (res.status === 409 && /^(0|[1-9][0-9]{0,15})\n$/.test(body)) {
-        Object.assign(w, { size: Number(body.trim()), fromDisk: false });
+        const held = Number(body.trim());
+        Object.assign(w, { size: held, fromDisk: false });
+        // The size we sent, refused: the witness holds another tree at this size (the log was rewritten).
+        if (held === old) {
+          this.notice(`witness ${w.url} holds another tree of ${held} entries than this log's`);
+          return false;
+        }
         continue;
       }
       if (res.status !== 200) {

@@ -127,6 +127,48 @@ function witnessSizeScenario(name: string, store: () => Omit<OpenLedgerOptions, 
   }, 90_000);
 }
 
+describe('a witness holding another tree at the size submitted', () => {
+  it('is left out with a notice naming it (its 409 names the very size sent), and keeps its tree', async () => {
+    const base = mkdtempSync(join(tmpdir(), 'hl-witness-sizes-'));
+    bases.push(base);
+    const origin = 'example.com/witness-sizes-forked';
+    const notices: string[] = [];
+    // Two stores under one origin, both of whose checkpoint keys the witness follows: two trees of size 2.
+    const stores = ['a', 'b'].map((n) => ({
+      root: join(base, n),
+      host: 'host-w',
+      origin,
+      onNotice: (m: string) => notices.push(m),
+    }));
+    const keys: string[] = [];
+    for (const o of stores) {
+      const { mkdirSync } = await import('node:fs');
+      mkdirSync(o.root, { mode: 0o700 });
+      const l = await openLedger(o);
+      keys.push(l.checkpointVerifierKey);
+      await l.close();
+    }
+    const w = await startWitness(join(base, 'w'), 'witness.example/sizes', [{ origin, keys }]);
+    const ledgers = await Promise.all(
+      stores.map((o) => openLedger({ ...o, witnesses: { witnesses: [w.url], timeoutMs: 1500, retryMs: 60_000 } })),
+    );
+    try {
+      for (const [i, l] of ledgers.entries()) {
+        await l.publish(scope, sampleSummary(`tree ${i} one`));
+        await l.publish(scope, sampleSummary(`tree ${i} two`));
+      }
+      const [a, b] = [await ledgers[0]!.checkpoint(), await ledgers[1]!.checkpoint()];
+      expect(checkCosignatures(a.note, [parseCosignerKey(w.vkey)]).valid).toHaveLength(1);
+      expect(checkCosignatures(b.note, [parseCosignerKey(w.vkey)]).valid).toHaveLength(0);
+      expect(notices.some((n) => n.includes(w.url) && n.includes('holds another tree of 2 entries'))).toBe(true);
+      expect(await witnessed(w.url, origin)).toBe(a.note);
+    } finally {
+      await Promise.all(ledgers.map((l) => l.close()));
+      await stopWitness(w);
+    }
+  }, 90_000);
+});
+
 describe('witness sizes kept across restarts (embedded)', () => {
   witnessSizeScenario('embedded', () => {
     const root = mkdtempSync(join(tmpdir(), 'hl-witness-store-'));
