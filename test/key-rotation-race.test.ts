@@ -115,6 +115,39 @@ describePostgres('two processes rotating one store key at once (PostgreSQL, one 
       await ledger.close();
     }
   }, 120_000);
+
+  it('two ledgers with roots of their own on one database rotate at once: nothing to order, and fsck of either is clean', async () => {
+    const postgres = { connectionString: pg.connectionString, schema: 'rotate_own_roots' };
+    const own = (host: string) => openLedger({ root: tempDir(), host, postgres, onNotice: () => {} });
+    const [a, b] = await Promise.all([own('host-a'), own('host-b')]);
+    try {
+      await a.publish({ principal: 'alice', session: 'sa', run: 'r' }, sampleSummary('a0'));
+      await b.publish({ principal: 'bob', session: 'sb', run: 'r' }, sampleSummary('b0'));
+      await Promise.all([a.rotateKey(), b.rotateKey(), a.rotateKey(), b.rotateKey()]);
+      await a.publish({ principal: 'alice', session: 'sa', run: 'r' }, sampleSummary('a1'));
+      await b.publish({ principal: 'bob', session: 'sb', run: 'r' }, sampleSummary('b1'));
+      for (const l of [a, b]) expect(l.trustStore().keys.filter((k) => k.notAfter === undefined)).toHaveLength(1);
+      // Each root's fsck judges the key records against its own trust.json; the other host's keys come as `trust`.
+      const auditor = await openLedger({
+        root: tempDir(),
+        host: 'host-c',
+        postgres,
+        trust: { version: 1, keys: [...a.trustStore().keys, ...b.trustStore().keys] },
+        onNotice: () => {},
+      });
+      try {
+        for (const l of [a, b, auditor]) {
+          const report = await fsck(l, { checkBlobs: false });
+          expect(report.findings.filter((f) => f.code !== 'KEY_UNTRUSTED')).toEqual([]);
+        }
+        expect((await fsck(auditor)).findings).toEqual([]);
+      } finally {
+        await auditor.close();
+      }
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  }, 60_000);
 });
 
 describe('the trust lock (trust.json.lock)', () => {
