@@ -28,7 +28,7 @@ async function sizeAt(w: WitnessProcess, origin: string): Promise<number> {
 }
 
 async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 60_000;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
     await new Promise((r) => setTimeout(r, 100));
@@ -89,7 +89,7 @@ function witnessSizeScenario(name: string, store: () => Omit<OpenLedgerOptions, 
       await ledger.close();
       await stopWitness(w);
     }
-  }, 90_000);
+  }, 120_000);
 
   it(`${name}: a damaged size file is ignored with a notice, and the witness names its size (409) as on a first run`, async () => {
     const base = mkdtempSync(join(tmpdir(), 'hl-witness-sizes-'));
@@ -124,7 +124,7 @@ function witnessSizeScenario(name: string, store: () => Omit<OpenLedgerOptions, 
       await ledger.close();
       await stopWitness(w);
     }
-  }, 90_000);
+  }, 120_000);
 }
 
 describe('a witness holding another tree at the size submitted', () => {
@@ -166,7 +166,7 @@ describe('a witness holding another tree at the size submitted', () => {
       await Promise.all(ledgers.map((l) => l.close()));
       await stopWitness(w);
     }
-  }, 90_000);
+  }, 120_000);
 });
 
 describe('witness sizes kept across restarts (embedded)', () => {
