@@ -4,7 +4,7 @@
  * backend cannot get here: a second process opening the store gets `LOCKED`.)
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -181,6 +181,14 @@ describe('the trust lock (trust.json.lock)', () => {
     ).rejects.toMatchObject({ code: 'LOCKED' });
     expect(ran).toBe(false);
     expect(readFileSync(lockOf(root), 'utf8')).toBe(held);
+  });
+
+  it('waits for a lock that is not a readable file (a directory) and refuses with LOCKED, not spinning', async () => {
+    const root = tempDir();
+    mkdirSync(lockOf(root));
+    await expect(withTrustLock(join(root, 'trust.json'), async () => 'ran', { waitMs: 300 })).rejects.toMatchObject({
+      code: 'LOCKED',
+    });
   });
 
   it('runs holders of one root one after the other', async () => {

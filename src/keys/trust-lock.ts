@@ -84,8 +84,11 @@ async function acquire(lockPath: string, me: LockOwner, waitMs: number, staleMs:
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
-    const text = await readFile(lockPath, 'utf8').catch(() => undefined);
-    if (text === undefined) continue; // released meanwhile
+    // Released meanwhile: try again at once. Unreadable (not a file?): judged by its age alone, like a damaged one.
+    const text = await readFile(lockPath, 'utf8').catch((err: NodeJS.ErrnoException) =>
+      err.code === 'ENOENT' ? undefined : '',
+    );
+    if (text === undefined) continue;
     const owner = parseOwner(text);
     const age = Date.now() - ((await stat(lockPath).catch(() => undefined))?.mtimeMs ?? Date.now());
     const gone = owner !== undefined && owner.host === me.host && !isAlive(owner.pid);
