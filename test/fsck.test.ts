@@ -216,6 +216,8 @@ describe('fsck', () => {
       prev: first.id,
       id: manifestId(payload),
       envelope,
+      // As the ledger appends: the key's record follows its newest manifest (fsck checks that too).
+      signed: { keyId: signer.keyId, createdAt: manifest.createdAt },
     });
     expect(await rejection(ledger.resume(scope))).toMatchObject({ code: 'SUMMARY_INVALID' });
     const report = await fsck(ledger);

@@ -1,7 +1,7 @@
 /**
- * The auditor's page: pick or drop a bundle folder and a trust file, verify in a Web Worker with a
- * progress bar, then show the verdict, the history picture, findings and chains. Built by
- * web/build.mjs into one self-contained dist/web/index.html.
+ * The auditor's page: pick or drop a bundle folder and a trust file (and, optionally, an earlier checkpoint,
+ * witness keys and a quorum), verify in a Web Worker with a progress bar, then show the verdict, the history
+ * picture, findings and chains. Built by web/build.mjs into one self-contained dist/web/index.html.
  */
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import type { Finding } from '../manifests/audit/findings.js';
@@ -18,6 +18,7 @@ import {
   showFindings,
   showLegend,
   showVerdict,
+  showWitnesses,
 } from './report-view.js';
 import { roleOfDroppedFile, SIDE_FILE_ROLES, SIDE_FILES, unplacedFile, type SideFileRole } from './side-files.js';
 import { bundleFromFiles, bundleFromPreload, filesOfInput, preloadOf, type PickedBundle } from './sources.js';
@@ -29,7 +30,7 @@ const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as 
 
 const state: {
   bundle?: PickedBundle;
-  /** Trust file, earlier checkpoint, …: name and text of each one chosen. */
+  /** Trust file, earlier checkpoint, witness keys: name and text of each one chosen. */
   side: Partial<Record<SideFileRole, { name: string; text: string }>>;
   report?: BundleAuditReport;
   manifests: ManifestMark[];
@@ -56,8 +57,16 @@ function refreshPicked(): void {
     const chosen = state.side[role];
     parts.push(chosen ? `${noun} ${chosen.name}` : `no ${noun} chosen${required ? '' : ' (optional)'}`);
   }
+  const quorum = quorumTyped();
+  if (quorum !== undefined) parts.push(`quorum ${quorum}`);
   $('picked').textContent = parts.join('; ');
   $<HTMLButtonElement>('verify').disabled = !ready();
+}
+
+/** The witness quorum as typed (checked with the CLI's words when verifying); undefined when empty. */
+function quorumTyped(): string | undefined {
+  const typed = $<HTMLInputElement>('quorum-input').value.trim();
+  return typed === '' ? undefined : typed;
 }
 
 /** Shows why what was just picked or dropped was refused, or clears an earlier message when nothing was. */
@@ -139,6 +148,7 @@ function finished(report: BundleAuditReport, manifests: ManifestMark[], verifier
   $('result').hidden = false;
   showVerdict($('verdict'), $('bundle-info'), report, state.bundle!.name);
   showCheckpoint($('checkpoint-info'), report, state.side.since?.name);
+  showWitnesses($('witness-info'), report, state.side.witnesses?.name);
   fillSelect('filter-principal', 'principals', distinct(manifests, 'principal'));
   fillSelect('filter-host', 'hosts', distinct(manifests, 'host'));
   showChains($('chains').querySelector('tbody')!, $('chains-note'), report);
@@ -187,11 +197,15 @@ function verify(): void {
   };
   performance.mark('handoff-ledger:verify');
   const since = state.side.since?.text;
+  const witnessKeys = state.side.witnesses;
+  const quorum = quorumTyped();
   const request: VerifyRequest = {
     type: 'verify',
     source: state.bundle.source,
     trustText: trust.text,
     ...(since !== undefined ? { since } : {}),
+    ...(witnessKeys ? { witnessKeys } : {}),
+    ...(quorum !== undefined ? { quorum } : {}),
   };
   worker.postMessage(request);
 }
@@ -227,6 +241,7 @@ function wire(): void {
       settle(refusals);
     });
   });
+  $('quorum-input').addEventListener('input', refreshPicked);
   $('verify').addEventListener('click', verify);
   $('export-json').addEventListener('click', () => state.report && exportJson(state.report, state.bundle!.name));
   $('print').addEventListener('click', () => window.print());
@@ -240,10 +255,19 @@ async function preload(): Promise<void> {
   const p = preloadOf(document);
   if (!p) return;
   if (p.bundle) takeBundle(bundleFromPreload(p.bundle));
-  if (p.trust) {
-    const res = await fetch(new URL(p.trust, location.href), { cache: 'no-store' });
-    if (res.ok) settle([await takeSideFile('trust', await res.blob(), 'served by audit-ui')]);
+  const served = async (role: SideFileRole, url: string, name: string) => {
+    const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
+    return res.ok ? takeSideFile(role, await res.blob(), name) : `${SIDE_FILES[role].noun}: HTTP ${res.status}`;
+  };
+  const refusals: Array<string | undefined> = [];
+  if (p.trust) refusals.push(await served('trust', p.trust, 'served by audit-ui'));
+  if (p.since) refusals.push(await served('since', p.since.url, p.since.name));
+  if (p.witnessKeys) {
+    refusals.push(await served('witnesses', p.witnessKeys.url, p.witnessKeys.name));
+    $<HTMLInputElement>('quorum-input').value = String(p.witnessKeys.quorum);
+    refreshPicked();
   }
+  settle(refusals);
   if (ready()) verify();
 }
 

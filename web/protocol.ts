@@ -31,6 +31,9 @@ export interface VerifyRequest {
   trustText: string;
   /** The auditor's earlier checkpoint (signed note text), as `verify --since`. */
   since?: string;
+  /** Pinned witness keys (file name and text) and the quorum as typed, as `verify --witness-keys --quorum`. */
+  witnessKeys?: { name: string; text: string };
+  quorum?: string;
 }
 
 /** A verified manifest as the history picture needs it (VerifiedLine without the kept text). */

@@ -3,7 +3,12 @@
  * history picture), chains, and the selected manifest's fields. Every string from a bundle goes into
  * the page as a Text node (textContent), never as markup; the wording is the CLI's (report-text.ts).
  */
-import { describeFinding, describeVerdict } from '../manifests/audit/report-text.js';
+import {
+  describeCheckpoint,
+  describeFinding,
+  describeVerdict,
+  describeWitnesses,
+} from '../manifests/audit/report-text.js';
 import type { Finding } from '../manifests/audit/findings.js';
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import { STATE_STYLE } from './history/canvas.js';
@@ -39,10 +44,7 @@ export function showCheckpoint(target: HTMLElement, report: BundleAuditReport, s
   const c = report.checkpoint;
   const parts: string[] = [];
   // Origin and key names come from the bundle: shown JSON-quoted, as the CLI prints them.
-  if (c)
-    parts.push(
-      `checkpoint ${JSON.stringify(c.origin)} size ${c.size} root ${c.root}, signed by ${c.signedBy.map((n) => JSON.stringify(n)).join(', ')}`,
-    );
+  if (c) parts.push(describeCheckpoint(c));
   if (sinceName !== undefined) {
     const failed = report.findings.find((f) => f.code.startsWith('CONSISTENCY_') || f.code.startsWith('CHECKPOINT_'));
     parts.push(
@@ -53,6 +55,26 @@ export function showCheckpoint(target: HTMLElement, report: BundleAuditReport, s
   }
   target.textContent = parts.join('\n');
   target.hidden = parts.length === 0;
+}
+
+/**
+ * Step 9d when the auditor pinned witnesses: whether the quorum was met, in words and a mark as well as
+ * colour, with the codes of the findings about it (they are in the list too), then the CLI's line naming
+ * who cosigned and when.
+ */
+export function showWitnesses(target: HTMLElement, report: BundleAuditReport, keysName: string | undefined): void {
+  target.hidden = keysName === undefined;
+  if (keysName === undefined) return;
+  const w = report.checkpoint?.witnesses;
+  const met = w !== undefined && w.signedBy.length >= w.quorum;
+  const codes = [
+    ...new Set(
+      report.findings.map((f) => f.code).filter((c) => c.startsWith('WITNESS_') || c.startsWith('CHECKPOINT_')),
+    ),
+  ].join(', ');
+  target.className = met && !codes ? 'ok' : 'failed';
+  const head = `${met ? '✓ witness quorum met' : '✗ witness quorum not met'} (witness keys ${keysName})${codes ? `: ${codes}` : ''}`;
+  target.textContent = w ? `${head}\n${describeWitnesses(w)}` : head;
 }
 
 export function showFindings(

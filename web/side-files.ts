@@ -1,11 +1,15 @@
 /**
  * The small files an auditor gives beside the bundle, each with its own picker and each placeable by a
- * drop: the pinned trust file (required) and an earlier checkpoint (optional, as `verify --since`). A
- * further kind (witness keys) is one more entry here, one more picker in index.html and one more field in
- * the worker's request. Bounds and error wording are the CLI's (src/cli/verify.ts, src/cli/export.ts).
+ * drop: the pinned trust file (required), an earlier checkpoint (optional, as `verify --since`) and pinned
+ * witness keys (optional, as `verify --witness-keys`, with the quorum input beside them). A further kind is
+ * one more entry here, one more picker in index.html and one more field in the worker's request. Bounds and
+ * error wording are the CLI's (src/cli/verify.ts, src/cli/export.ts, manifests/audit/verify-witnesses.ts).
  */
 
-export type SideFileRole = 'trust' | 'since';
+/** verify-witnesses.ts's MAX_WITNESS_KEYS_BYTES, not imported: that module would bring the verifier into the page's own script. */
+const MAX_WITNESS_KEYS_BYTES = 16 * 1024 * 1024;
+
+export type SideFileRole = 'trust' | 'since' | 'witnesses';
 
 export interface SideFileKind {
   /** The id of its file input in index.html. */
@@ -36,6 +40,17 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
     required: false,
     suffixes: ['.note'],
     tooLarge: { bytes: 64 * 1024, refusal: (n) => `USAGE: --since ${n}: over 64 KiB` },
+  },
+  witnesses: {
+    input: 'witness-keys-input',
+    noun: 'witness keys',
+    required: false,
+    // The docs' name is witnesses.txt: one cosignature/v1 verifier key per line.
+    suffixes: ['.txt', '.vkeys'],
+    tooLarge: {
+      bytes: MAX_WITNESS_KEYS_BYTES,
+      refusal: (n) => `USAGE: --witness-keys ${n}: input is larger than ${MAX_WITNESS_KEYS_BYTES} bytes`,
+    },
   },
 };
 

@@ -63,6 +63,10 @@ export function filesOfInput(list: FileList): Array<{ path: string; file: Blob }
 export interface Preload {
   bundle?: { name: string; base: string; hasBlobs: boolean; tree?: BundleTreeFile[] };
   trust?: string;
+  /** `audit-ui --since`: where the earlier checkpoint is served, and its file's name. */
+  since?: { url: string; name: string };
+  /** `audit-ui --witness-keys --quorum`: where the keys are served, the file's name and the quorum. */
+  witnessKeys?: { url: string; name: string; quorum: number };
 }
 
 /** The preload `handoff-ledger audit-ui` announces in `<meta name="handoff-ledger-preload">`, if any. */

@@ -4,6 +4,8 @@
  * whoever displays it escapes it for their medium (a terminal, HTML).
  */
 import type { AuditReport, Finding } from './findings.js';
+import type { CheckpointSummary } from './verify-tree.js';
+import type { WitnessSummary } from './verify-witnesses.js';
 
 /** `  CODE (line N, seq S): message` */
 export function describeFinding(f: Finding): string {
@@ -29,4 +31,21 @@ export function describeVerdict(r: AuditReport, paint: VerdictPaint = plain): st
   return r.ok
     ? `verdict: ${paint.good('OK')} — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
     : `verdict: ${paint.bad('FAILED')} — ${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`;
+}
+
+/**
+ * `checkpoint "origin" size N root R, signed by "key", …`: the checkpoint the bundle was cut at. Origin and key
+ * names come from the bundle, so they are JSON-quoted.
+ */
+export function describeCheckpoint(c: CheckpointSummary): string {
+  return `checkpoint ${JSON.stringify(c.origin)} size ${c.size} root ${c.root}, signed by ${c.signedBy.map((n) => JSON.stringify(n)).join(', ')}`;
+}
+
+/**
+ * `witnesses: S of P pinned cosigned (quorum Q): "name+hash" at time, …` (step 9d): which pinned witnesses
+ * cosigned the checkpoint, and when each says it did. Names are JSON-quoted.
+ */
+export function describeWitnesses(w: WitnessSummary): string {
+  const who = w.signedBy.map((s) => `${JSON.stringify(s.witness)} at ${s.time}`).join(', ');
+  return `witnesses: ${w.signedBy.length} of ${w.pinned} pinned cosigned (quorum ${w.quorum})${who ? `: ${who}` : ''}`;
 }

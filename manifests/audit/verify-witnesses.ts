@@ -12,6 +12,7 @@
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../crypto/cosignature.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { ManifestError } from '../errors.js';
+import { AuditError } from './errors.js';
 import type { FindingSink } from './findings.js';
 
 /** The auditor's witness policy: pinned witness keys and how many of them must have cosigned. */
@@ -60,6 +61,39 @@ export function assertWitnessPolicy(policy: WitnessPolicy): void {
       'INVALID_ARGUMENT',
       `a quorum of ${policy.quorum} cannot be met by ${policy.keys.length} pinned witness key(s)`,
     );
+}
+
+/** The bound on a witness keys file, as on a trust file. */
+export const MAX_WITNESS_KEYS_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The auditor's `--witness-keys FILE --quorum K` as both `handoff-ledger verify` and the auditor's page take
+ * them, with the same words: both or neither (undefined when neither), K a whole number from 1 up to the number
+ * of pinned keys, every non-comment line of the file a `cosignature/v1` verifier key. `keys.read` gives the
+ * file's text (bounded by the caller); it is called only once the arguments make sense.
+ * @throws AuditError `USAGE`
+ */
+export async function readWitnessPolicy(
+  keys: { name: string; read(): Promise<string> } | undefined,
+  quorum: string | undefined,
+): Promise<WitnessPolicy | undefined> {
+  const usage = (message: string, cause?: unknown) => new AuditError('USAGE', message, { cause });
+  if (keys === undefined && quorum === undefined) return undefined;
+  if (keys === undefined || quorum === undefined)
+    throw usage('--witness-keys FILE and --quorum K go together (K valid cosignatures by the pinned witnesses)');
+  if (!/^[1-9][0-9]{0,3}$/.test(quorum)) throw usage('--quorum must be a whole number from 1');
+  let policy: WitnessPolicy;
+  try {
+    policy = { keys: parseWitnessKeys(await keys.read()), quorum: Number(quorum) };
+  } catch (err) {
+    throw usage(`--witness-keys ${keys.name}: ${(err as Error).message}`, err);
+  }
+  try {
+    assertWitnessPolicy(policy);
+  } catch (err) {
+    throw usage(`--quorum: ${(err as Error).message}`, err);
+  }
+  return policy;
 }
 
 /** Runs step 9d on an opened checkpoint note (its log signature already verified by step 9a). */

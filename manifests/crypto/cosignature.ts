@@ -6,11 +6,17 @@
  * The key hash is SHA-256(name ‖ "\n" ‖ 0x04 ‖ key)[0:4]: the 0x04 algorithm byte keeps a witness key from
  * ever verifying a plain note signature (0x01), and the other way round. Isomorphic.
  */
-import { sha256 } from '@noble/hashes/sha2.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
 import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
-import { isValidKeyName, type NoteSigner } from './note.js';
+import {
+  ed25519KeyHash,
+  encodeEd25519Key,
+  isValidKeyName,
+  parseEd25519Key,
+  type Ed25519KeyKind,
+  type NoteSigner,
+} from './note.js';
 
 /** The signed-note algorithm byte of Ed25519 `cosignature/v1` keys. */
 export const ALG_COSIGNATURE_V1 = 0x04;
@@ -36,26 +42,21 @@ export interface Cosignature {
 
 const hex8 = (n: number) => n.toString(16).padStart(8, '0');
 
+const COSIGNER_KEY: Ed25519KeyKind = {
+  alg: ALG_COSIGNATURE_V1,
+  nameNoun: 'witness',
+  keyNoun: 'witness verifier key',
+  algNoun: 'Ed25519 cosignature/v1 (0x04)',
+};
+
 /** The key hash of an Ed25519 cosigner key: big-endian uint32 of SHA-256(name ‖ "\n" ‖ 0x04 ‖ key)[0:4]. */
 export function cosignerKeyHash(name: string, publicKey: Uint8Array): number {
-  const nameBytes = encoder.encode(name);
-  const buf = new Uint8Array(nameBytes.length + 2 + publicKey.length);
-  buf.set(nameBytes, 0);
-  buf[nameBytes.length] = 0x0a;
-  buf[nameBytes.length + 1] = ALG_COSIGNATURE_V1;
-  buf.set(publicKey, nameBytes.length + 2);
-  const h = sha256(buf);
-  return ((h[0]! << 24) | (h[1]! << 16) | (h[2]! << 8) | h[3]!) >>> 0;
+  return ed25519KeyHash(ALG_COSIGNATURE_V1, name, publicKey);
 }
 
 /** The witness verifier key string `<name>+<hash hex>+<base64(0x04 ‖ key)>`. @throws TypeError for a bad name or key */
 export function encodeCosignerKey(name: string, publicKey: Uint8Array): string {
-  if (!isValidKeyName(name)) throw new TypeError(`invalid witness name ${JSON.stringify(name)}`);
-  if (!(publicKey instanceof Uint8Array) || publicKey.length !== 32) throw new TypeError('an Ed25519 key is 32 bytes');
-  const key = new Uint8Array(33);
-  key[0] = ALG_COSIGNATURE_V1;
-  key.set(publicKey, 1);
-  return `${name}+${hex8(cosignerKeyHash(name, publicKey))}+${encodeBase64(key)}`;
+  return encodeEd25519Key(COSIGNER_KEY, name, publicKey);
 }
 
 /**
@@ -63,21 +64,7 @@ export function encodeCosignerKey(name: string, publicKey: Uint8Array): string {
  * @throws ManifestError `KEY_INVALID`
  */
 export function parseCosignerKey(vkey: string): CosignerKey {
-  const bad = (why: string) => new ManifestError('KEY_INVALID', `malformed witness verifier key: ${why}`);
-  if (typeof vkey !== 'string' || vkey.length > 1024) throw bad('not a string of at most 1024 characters');
-  const a = vkey.indexOf('+');
-  const b = a < 0 ? -1 : vkey.indexOf('+', a + 1);
-  if (b < 0) throw bad('expected <name>+<hash>+<key>');
-  const [name, hash, b64] = [vkey.slice(0, a), vkey.slice(a + 1, b), vkey.slice(b + 1)];
-  if (!isValidKeyName(name)) throw bad('invalid key name');
-  if (!/^[0-9a-f]{8}$/.test(hash)) throw bad('the key hash is not 8 lowercase hex digits');
-  const key = decodeBase64(b64);
-  if (!key || key.length !== 33 || key[0] !== ALG_COSIGNATURE_V1)
-    throw bad('not an Ed25519 cosignature/v1 (0x04) key of 32 bytes');
-  const publicKey = key.slice(1);
-  const keyHash = parseInt(hash, 16);
-  if (cosignerKeyHash(name, publicKey) !== keyHash) throw bad('the key hash does not match the name and key');
-  return { name, keyHash, publicKey };
+  return parseEd25519Key(COSIGNER_KEY, vkey);
 }
 
 /** The bytes a `cosignature/v1` signature covers. */

@@ -61,36 +61,62 @@ function isWellFormed(s: string): boolean {
   return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 }
 
-/** The signed-note key hash of an Ed25519 key: big-endian uint32 of SHA-256(name ‖ "\n" ‖ 0x01 ‖ key)[0:4]. */
-export function noteKeyHash(name: string, publicKey: Uint8Array): number {
+/**
+ * A kind of Ed25519 signed-note key: its algorithm byte (0x01 for note signatures, 0x04 for C2SP
+ * `cosignature/v1`, so that a key of one kind never verifies a signature of the other) and how messages name it.
+ */
+export interface Ed25519KeyKind {
+  alg: number;
+  /** "note key" in `invalid note key name "…"`. */
+  nameNoun: string;
+  /** "note verifier key" in `malformed note verifier key: …`. */
+  keyNoun: string;
+  /** "Ed25519 (0x01)" in `not an Ed25519 (0x01) key of 32 bytes`. */
+  algNoun: string;
+}
+
+const NOTE_KEY: Ed25519KeyKind = {
+  alg: ALG_ED25519,
+  nameNoun: 'note key',
+  keyNoun: 'note verifier key',
+  algNoun: 'Ed25519 (0x01)',
+};
+
+/** The key hash of an Ed25519 key of a kind: big-endian uint32 of SHA-256(name ‖ "\n" ‖ alg ‖ key)[0:4]. */
+export function ed25519KeyHash(alg: number, name: string, publicKey: Uint8Array): number {
   const nameBytes = encoder.encode(name);
   const buf = new Uint8Array(nameBytes.length + 2 + publicKey.length);
   buf.set(nameBytes, 0);
   buf[nameBytes.length] = 0x0a;
-  buf[nameBytes.length + 1] = ALG_ED25519;
+  buf[nameBytes.length + 1] = alg;
   buf.set(publicKey, nameBytes.length + 2);
   const h = sha256(buf);
   return ((h[0]! << 24) | (h[1]! << 16) | (h[2]! << 8) | h[3]!) >>> 0;
 }
 
+/** The signed-note key hash of an Ed25519 key: big-endian uint32 of SHA-256(name ‖ "\n" ‖ 0x01 ‖ key)[0:4]. */
+export function noteKeyHash(name: string, publicKey: Uint8Array): number {
+  return ed25519KeyHash(ALG_ED25519, name, publicKey);
+}
+
 const hex8 = (n: number) => n.toString(16).padStart(8, '0');
 
-/** The verifier key string `<name>+<hash hex>+<base64(0x01 ‖ key)>`. @throws TypeError for a bad name or key */
-export function encodeVerifierKey(name: string, publicKey: Uint8Array): string {
-  if (!isValidKeyName(name)) throw new TypeError(`invalid note key name ${JSON.stringify(name)}`);
+/** The verifier key string `<name>+<hash hex>+<base64(alg ‖ key)>` of a kind. @throws TypeError for a bad name or key */
+export function encodeEd25519Key(kind: Ed25519KeyKind, name: string, publicKey: Uint8Array): string {
+  if (!isValidKeyName(name)) throw new TypeError(`invalid ${kind.nameNoun} name ${JSON.stringify(name)}`);
   if (!(publicKey instanceof Uint8Array) || publicKey.length !== 32) throw new TypeError('an Ed25519 key is 32 bytes');
   const key = new Uint8Array(33);
-  key[0] = ALG_ED25519;
+  key[0] = kind.alg;
   key.set(publicKey, 1);
-  return `${name}+${hex8(noteKeyHash(name, publicKey))}+${encodeBase64(key)}`;
+  return `${name}+${hex8(ed25519KeyHash(kind.alg, name, publicKey))}+${encodeBase64(key)}`;
 }
 
 /**
- * Parses a verifier key string; the hash must match the name and key.
- * @throws ManifestError `KEY_INVALID`
+ * Parses a verifier key string of a kind; the algorithm byte must be the kind's and the hash must match the
+ * name and key. @throws ManifestError `KEY_INVALID`
  */
-export function parseVerifierKey(vkey: string): NoteVerifierKey {
-  const bad = (why: string) => new ManifestError('KEY_INVALID', `malformed note verifier key: ${why}`);
+export function parseEd25519Key(kind: Ed25519KeyKind, vkey: string): NoteVerifierKey {
+  const bad = (why: string) => new ManifestError('KEY_INVALID', `malformed ${kind.keyNoun}: ${why}`);
   if (typeof vkey !== 'string' || vkey.length > 1024) throw bad('not a string of at most 1024 characters');
   // Split at the first two `+` only: the base64 key may contain `+` itself.
   const a = vkey.indexOf('+');
@@ -100,11 +126,24 @@ export function parseVerifierKey(vkey: string): NoteVerifierKey {
   if (!isValidKeyName(name)) throw bad('invalid key name');
   if (!/^[0-9a-f]{8}$/.test(hash)) throw bad('the key hash is not 8 lowercase hex digits');
   const key = decodeBase64(b64);
-  if (!key || key.length !== 33 || key[0] !== ALG_ED25519) throw bad('not an Ed25519 (0x01) key of 32 bytes');
+  if (!key || key.length !== 33 || key[0] !== kind.alg) throw bad(`not an ${kind.algNoun} key of 32 bytes`);
   const publicKey = key.slice(1);
   const keyHash = parseInt(hash, 16);
-  if (noteKeyHash(name, publicKey) !== keyHash) throw bad('the key hash does not match the name and key');
+  if (ed25519KeyHash(kind.alg, name, publicKey) !== keyHash) throw bad('the key hash does not match the name and key');
   return { name, keyHash, publicKey };
+}
+
+/** The verifier key string `<name>+<hash hex>+<base64(0x01 ‖ key)>`. @throws TypeError for a bad name or key */
+export function encodeVerifierKey(name: string, publicKey: Uint8Array): string {
+  return encodeEd25519Key(NOTE_KEY, name, publicKey);
+}
+
+/**
+ * Parses a verifier key string; the hash must match the name and key.
+ * @throws ManifestError `KEY_INVALID`
+ */
+export function parseVerifierKey(vkey: string): NoteVerifierKey {
+  return parseEd25519Key(NOTE_KEY, vkey);
 }
 
 function assertValidText(text: string, what: string): void {

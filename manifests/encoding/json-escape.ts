@@ -19,17 +19,16 @@ import {
   I32,
   ifVoid,
   inc,
-  instantiateModule,
+  instantiateKernel,
+  selfTested,
+  simdScanHead,
   load8,
   loop,
   ne,
   orElse,
-  scanCleanBytes,
-  scanSplats,
   set,
   shrU,
   store8,
-  V128,
   vec,
 } from './wasm-asm.js';
 
@@ -156,33 +155,17 @@ function scalarBody(): number[] {
  */
 function simdBody(): number[] {
   const l = { r: R, end: END, w: W, m: M, v: V, quote: QUOTE, backslash: BACKSLASH, space: SPACE };
-  return [
-    ...vec([
-      [3, I32],
-      [4, V128],
-    ]),
-    ...scanSplats(l),
-    ...block,
-    ...loop,
-    ...scanCleanBytes(l),
-    ...escapeOne(0),
-    ...end,
-    ...end,
-    ...get(W),
-    ...end,
-  ];
+  return [...simdScanHead(l, 3), ...escapeOne(0), ...end, ...end, ...get(W), ...end];
 }
 
 function instantiate(kind: EscaperKind): Escaper {
   const data = [...ESCAPE, ...encoder.encode('0123456789abcdef')];
   const code = kind === 'simd' ? simdBody() : scalarBody();
-  const exports = instantiateModule({ name: 'escape', code, data, memoryBytes: DST + DST_ROOM });
-  const memory = exports.memory as { buffer: ArrayBuffer };
-  const run = exports.escape as (src: number, srcEnd: number, dst: number) => number;
-  const dst = new Uint8Array(memory.buffer, DST, DST_ROOM);
+  const { memory, run } = instantiateKernel({ name: 'escape', code, data, memoryBytes: DST + DST_ROOM });
+  const dst = new Uint8Array(memory, DST, DST_ROOM);
   return {
     kind,
-    src: new Uint8Array(memory.buffer, SRC, PIECE),
+    src: new Uint8Array(memory, SRC, PIECE),
     escape: (length: number) => dst.subarray(0, run(SRC, SRC + Math.max(0, Math.min(length, PIECE)), DST) - DST),
   };
 }
@@ -212,12 +195,7 @@ export function loadEscaper(kind: EscaperKind | 'auto' = 'auto'): Escaper | unde
   if (kind === 'auto') return loadEscaper('simd') ?? loadEscaper('scalar');
   let esc = cache.get(kind);
   if (esc === undefined) {
-    try {
-      esc = instantiate(kind);
-      if (!selfTest(esc)) esc = null;
-    } catch {
-      esc = null;
-    }
+    esc = selfTested(() => instantiate(kind), selfTest);
     cache.set(kind, esc);
   }
   return esc ?? undefined;

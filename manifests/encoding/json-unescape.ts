@@ -8,7 +8,6 @@
  */
 import {
   add,
-  block,
   br,
   brIf,
   end,
@@ -18,23 +17,19 @@ import {
   get,
   gtU,
   i32,
-  I32,
   ifVoid,
-  instantiateModule,
+  instantiateKernel,
+  selfTested,
+  simdScanHead,
   inc,
   load8,
-  loop,
   ltU,
   ne,
   or,
-  scanCleanBytes,
-  scanSplats,
   set,
   shl,
   store32,
   store8,
-  V128,
-  vec,
 } from './wasm-asm.js';
 
 /** Bytes unescaped per call. */
@@ -70,16 +65,9 @@ function body(): number[] {
   const exitWith = (status: number, depth: number) => [...i32(status), ...set(S), ...br(depth)];
   const l = { r: R, end: END, w: W, m: M, v: V, quote: QUOTE, backslash: BACKSLASH, space: SPACE };
   return [
-    ...vec([
-      [6, I32],
-      [4, V128],
-    ]),
-    ...scanSplats(l),
-    ...block,
-    ...loop,
     // Fast path: 16 bytes at a time while none is a quote, a backslash or a control character; the
     // input used up leaves the block with the status still NeedMore.
-    ...scanCleanBytes(l),
+    ...simdScanHead(l, 6),
     ...get(R),
     ...load8(0),
     ...set(B),
@@ -221,13 +209,13 @@ function tables(): number[] {
 }
 
 function instantiate(): Unescaper {
-  const exports = instantiateModule({ name: 'unescape', code: body(), data: tables(), memoryBytes: DST + PIECE + 64 });
-  const memory = exports.memory as { buffer: ArrayBuffer };
-  const unescape = exports.unescape as (src: number, srcEnd: number, dst: number) => UnescapeStatus;
-  const words = new Int32Array(memory.buffer, OUT, 2);
-  const dst = new Uint8Array(memory.buffer, DST, PIECE + 16);
+  const kernel = instantiateKernel({ name: 'unescape', code: body(), data: tables(), memoryBytes: DST + PIECE + 64 });
+  const { memory } = kernel;
+  const unescape = kernel.run as (src: number, srcEnd: number, dst: number) => UnescapeStatus;
+  const words = new Int32Array(memory, OUT, 2);
+  const dst = new Uint8Array(memory, DST, PIECE + 16);
   return {
-    src: new Uint8Array(memory.buffer, SRC, PIECE),
+    src: new Uint8Array(memory, SRC, PIECE),
     run(length) {
       const status = unescape(SRC, SRC + Math.max(0, Math.min(length, PIECE)), DST);
       return { status, read: words[0]! - SRC, out: dst.subarray(0, words[1]! - DST) };
@@ -261,13 +249,6 @@ let cached: Unescaper | null | undefined;
 
 /** The unescaper, or undefined where WebAssembly (with SIMD) is unavailable or it fails its self-test. */
 export function loadUnescaper(): Unescaper | undefined {
-  if (cached === undefined) {
-    try {
-      const u = instantiate();
-      cached = selfTest(u) ? u : null;
-    } catch {
-      cached = null;
-    }
-  }
+  if (cached === undefined) cached = selfTested(instantiate, selfTest);
   return cached ?? undefined;
 }

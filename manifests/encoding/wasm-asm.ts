@@ -135,10 +135,55 @@ export interface ModuleSpec {
 }
 
 /**
+ * The head of a SIMD byte loop: `locals` i32 locals and the four v128 ones of `l` declared, the splats set,
+ * `block { loop {` opened and the 16-byte fast path (`scanCleanBytes`) placed first. The caller adds the
+ * slow path for the byte at r and closes both with `end`.
+ */
+export function simdScanHead(l: ScanLocals, locals: number): number[] {
+  return [
+    ...vec([
+      [locals, I32],
+      [4, V128],
+    ]),
+    ...scanSplats(l),
+    ...block,
+    ...loop,
+    ...scanCleanBytes(l),
+  ];
+}
+
+/** An instantiated module: its memory and its one function. */
+export interface Kernel {
+  memory: ArrayBuffer;
+  run: (src: number, srcEnd: number, dst: number) => number;
+}
+
+/**
  * Assembles and instantiates a module; its exports are the function and `memory`.
  * @throws where WebAssembly is unavailable or refuses the module (e.g. no SIMD)
  */
-export function instantiateModule(spec: ModuleSpec): Record<string, unknown> {
+export function instantiateKernel(spec: ModuleSpec): Kernel {
+  const exports = instantiateModule(spec);
+  return {
+    memory: (exports.memory as { buffer: ArrayBuffer }).buffer,
+    run: exports[spec.name] as Kernel['run'],
+  };
+}
+
+/**
+ * `make()` if it succeeds and its result passes `test`, else null: how each loop is loaded, once, before use
+ * (a module WebAssembly refuses and one that gets the probe wrong are both not used).
+ */
+export function selfTested<T>(make: () => T, test: (made: T) => boolean): T | null {
+  try {
+    const made = make();
+    return test(made) ? made : null;
+  } catch {
+    return null;
+  }
+}
+
+function instantiateModule(spec: ModuleSpec): Record<string, unknown> {
   const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
   if (!wasm) throw new Error('no WebAssembly');
   const ascii = (s: string) => vec([...s].map((ch) => [ch.charCodeAt(0)]));

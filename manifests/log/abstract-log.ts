@@ -241,4 +241,8 @@ class CheckedSigningKeyTable implements SigningKeyTable {
     if (typeof choose !== 'function') throw new ManifestError('INVALID_ARGUMENT', 'choose must be a function');
     return this.inner.close(checkKeyId(keyId), (record) => checkTime(choose(record), 'window end'));
   }
+
+  keyIds(): AsyncIterable<string> {
+    return this.inner.keyIds();
+  }
 }

@@ -78,6 +78,8 @@ export interface SigningKeyTable {
    * key's record once no append of it is in flight. Returns that instant.
    */
   close(keyId: string, choose: (record: SigningKeyRecord | undefined) => string): Promise<string>;
+  /** The id of every key with a record, in id order (fsck reads each with `get`, so a corrupt one is one finding). */
+  keyIds(): AsyncIterable<string>;
 }
 
 /** Bytes stored in the log itself under their BLAKE3 digest. The log does not hash them: readers re-hash. */

@@ -78,9 +78,12 @@ export function originOf(note: string): string | undefined {
 /**
  * The witness's decision, in the spec's order: unknown origin 404; no valid signature by the log's keys
  * 403 (a bad one by a known key too); malformed 400; old size above the checkpoint's 400; old size other
- * than the stored one 409 (with the stored size); a non-empty-tree root for size 0, a proof from 0, a
- * failed proof, or another root at the stored size 422. Only a 200 may be cosigned, and only after the
- * caller has stored the new tree.
+ * than the stored one 409 (with the stored size), and so is another root at the stored size (the spec: "If the
+ * old size matches the checkpoint size, the witness MUST check that the root hashes are also identical. If they
+ * don't match, the witness MUST respond with a 409"); a non-empty-tree root for size 0, a proof from 0, or a
+ * failed proof 422. The same size and root with other extension lines passes every check, so it is cosigned
+ * (the spec's 200 is a MUST; a cosignature makes no statement on extension lines: C2SP tlog-cosignature).
+ * Only a 200 may be cosigned, and only after the caller has stored the new tree.
  * @param logKeys the log's verifier keys, or undefined when the origin is not served
  */
 export function decideAddCheckpoint(
@@ -108,8 +111,9 @@ export function decideAddCheckpoint(
   if (old === 0) {
     if (request.proof.length > 0) return { status: 422, reason: 'no proof is due from size 0' };
   } else if (old === checkpoint.size) {
-    if (request.proof.length > 0 || !equalBytes(have.root, checkpoint.root))
-      return { status: 422, reason: `another root at the cosigned size ${old}` };
+    if (!equalBytes(have.root, checkpoint.root))
+      return { status: 409, reason: `another root at the cosigned size ${old}`, size: have.size };
+    if (request.proof.length > 0) return { status: 422, reason: 'no proof is due between equal sizes' };
   } else {
     const r = verifyConsistency(old, checkpoint.size, request.proof, have.root, checkpoint.root);
     if (!r.ok) return { status: 422, reason: `the consistency proof fails: ${r.reason}` };

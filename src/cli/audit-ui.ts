@@ -1,17 +1,22 @@
 /**
- * `handoff-ledger audit-ui [--open] [--trust FILE] [--port N] [BUNDLE_DIR]`: serves the auditor's page
- * on 127.0.0.1 with the bundle (and trust file) preloaded, read-only, until interrupted. Verification
- * runs in the browser; the server only hands it the bundle's files.
+ * `handoff-ledger audit-ui [--open] [--trust FILE] [--since OLD.note] [--witness-keys FILE --quorum K] [--port N]
+ * [BUNDLE_DIR]`: serves the auditor's page on 127.0.0.1 with the bundle (and trust file, earlier checkpoint,
+ * witness keys and quorum) preloaded, read-only, until interrupted. Verification runs in the browser; the
+ * server only hands it these files. `--since` and `--witness-keys`/`--quorum` are refused as `verify` refuses them.
  */
 import { spawn } from 'node:child_process';
+import { basename } from 'node:path';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { openBundleDir } from '../ops/bundle-dir.js';
 import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
+import { readSince } from './export.js';
 import { printableLines } from './printable.js';
+import { readWitnessArgs } from './verify.js';
 import { EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
 
-export const usage = 'audit-ui [--open] [--trust FILE] [--port N] [BUNDLE_DIR]';
+export const usage =
+  'audit-ui [--open] [--trust FILE] [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--port N] [BUNDLE_DIR]';
 
 function openInBrowser(url: string, io: CliIo): void {
   const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
@@ -26,12 +31,22 @@ function openInBrowser(url: string, io: CliIo): void {
 export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
   const { values, positionals } = parse(
     argv,
-    { open: { type: 'boolean', default: false }, trust: { type: 'string' }, port: { type: 'string', default: '0' } },
+    {
+      open: { type: 'boolean', default: false },
+      trust: { type: 'string' },
+      since: { type: 'string' },
+      'witness-keys': { type: 'string' },
+      quorum: { type: 'string' },
+      port: { type: 'string', default: '0' },
+    },
     true,
   );
   if (positionals.length > 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError('--port must be a number 0-65535');
+  // Read now, with verify's checks and words: a bad combination is a usage error here, not a surprise in the page.
+  const since = values.since === undefined ? undefined : await readSince(values.since);
+  const witnesses = await readWitnessArgs(values['witness-keys'], values.quorum);
   const page = auditorPagePath();
   if (!page) throw new UsageError('the auditor page is not built (npm run build:web writes dist/web/index.html)');
   const bundle = positionals[0];
@@ -42,6 +57,16 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
     port,
     ...(bundle ? { bundle, hasBlobs: reader?.readBlob !== undefined } : {}),
     ...(values.trust ? { trust: values.trust } : {}),
+    ...(since !== undefined ? { since: { name: basename(values.since!), text: since } } : {}),
+    ...(witnesses
+      ? {
+          witnessKeys: {
+            name: basename(values['witness-keys']!),
+            text: witnesses.text,
+            quorum: witnesses.policy.quorum,
+          },
+        }
+      : {}),
   });
   io.stdout.write(
     printableLines([`audit-ui: ${server.url}${bundle ? ` (bundle ${bundle}, read-only)` : ''}; Ctrl-C stops it`]),

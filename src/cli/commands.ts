@@ -141,9 +141,13 @@ export const commands: Record<string, CommandSpec> = {
   },
   'audit-ui': {
     summary: "serve the auditor's page on 127.0.0.1 with a bundle preloaded",
-    synopsis: 'audit-ui [--open] [--trust FILE] [--port N] [BUNDLE_DIR]',
+    synopsis:
+      'audit-ui [--open] [--trust FILE] [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--port N] [BUNDLE_DIR]',
     options: [
       '--trust FILE      preload this trust file too (else the auditor picks one in the page)',
+      '--since FILE      preload an earlier checkpoint (signed note), as verify --since',
+      '--witness-keys FILE  preload pinned witness keys (cosignature/v1), one per line; with --quorum',
+      '--quorum K        preload the witness quorum: K valid cosignatures by the pinned witnesses',
       '--port N          listen on this port (default: any free port)',
       '--open            open the page in the default browser',
     ],

@@ -9,7 +9,12 @@ import { availableParallelism } from 'node:os';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Finding } from '../../manifests/audit/findings.js';
-import { describeFinding, describeVerdict } from '../../manifests/audit/report-text.js';
+import {
+  describeCheckpoint,
+  describeFinding,
+  describeVerdict,
+  describeWitnesses,
+} from '../../manifests/audit/report-text.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ManifestError } from '../../manifests/errors.js';
@@ -17,7 +22,11 @@ import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.j
 import type { AuditProgress, AuditScope, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { isValidId } from '../../manifests/format/ids.js';
 import { auditBundle } from '../ops/audit.js';
-import { assertWitnessPolicy, parseWitnessKeys, type WitnessPolicy } from '../../manifests/audit/verify-witnesses.js';
+import {
+  MAX_WITNESS_KEYS_BYTES,
+  readWitnessPolicy,
+  type WitnessPolicy,
+} from '../../manifests/audit/verify-witnesses.js';
 import { readSince } from './export.js';
 import type { LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
@@ -43,32 +52,19 @@ const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
 export const usage =
   'verify DIR --trust FILE [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N]';
 
-/** `--witness-keys FILE --quorum K`: both or neither. @throws UsageError, AuditError `USAGE` */
-async function readWitnessPolicy(
+/**
+ * `--witness-keys FILE --quorum K`: both or neither (manifests/audit/verify-witnesses.ts); the policy and the
+ * file's text (`audit-ui` serves it to the page). @throws AuditError `USAGE`
+ */
+export async function readWitnessArgs(
   file: string | undefined,
   quorum: string | undefined,
-): Promise<WitnessPolicy | undefined> {
-  if (file === undefined && quorum === undefined) return undefined;
-  if (file === undefined || quorum === undefined)
-    throw new UsageError(
-      '--witness-keys FILE and --quorum K go together (K valid cosignatures by the pinned witnesses)',
-    );
-  const k = Number(quorum);
-  if (!/^[1-9][0-9]{0,3}$/.test(quorum)) throw new UsageError('--quorum must be a whole number from 1');
-  let keys;
-  try {
-    const text = (await readLimited(createReadStream(file), MAX_TRUST_BYTES)).toString('utf8');
-    keys = parseWitnessKeys(text);
-  } catch (err) {
-    throw new AuditError('USAGE', `--witness-keys ${file}: ${(err as Error).message}`, { cause: err });
-  }
-  const policy = { keys, quorum: k };
-  try {
-    assertWitnessPolicy(policy);
-  } catch (err) {
-    throw new UsageError(`--quorum: ${(err as Error).message}`);
-  }
-  return policy;
+): Promise<{ policy: WitnessPolicy; text: string } | undefined> {
+  let text = '';
+  const read = async () =>
+    (text = (await readLimited(createReadStream(file!), MAX_WITNESS_KEYS_BYTES)).toString('utf8'));
+  const policy = await readWitnessPolicy(file === undefined ? undefined : { name: file, read }, quorum);
+  return policy && { policy, text };
 }
 
 async function readTrust(path: string): Promise<TrustStore> {
@@ -199,17 +195,9 @@ export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType
     out.push(`chain ${session} (out of scope):`, ...fs.map(describeFinding));
   }
   if (hidden > 0) out.push(`${hidden} more chains: ok`);
-  // The origin is a name from the bundle: printed JSON-escaped.
-  if (r.checkpoint)
-    out.push(
-      `checkpoint ${JSON.stringify(r.checkpoint.origin)} size ${r.checkpoint.size} root ${r.checkpoint.root}, signed by ${r.checkpoint.signedBy.map((n) => JSON.stringify(n)).join(', ')}`,
-    );
-  const w = r.checkpoint?.witnesses;
-  // Witness names come from the bundle's note only through pinned keys, but are printed JSON-escaped all the same.
-  if (w)
-    out.push(
-      `witnesses: ${w.signedBy.length} of ${w.pinned} pinned cosigned (quorum ${w.quorum})${w.signedBy.length ? `: ${w.signedBy.map((s) => `${JSON.stringify(s.witness)} at ${s.time}`).join(', ')}` : ''}`,
-    );
+  // The origin, key and witness names are JSON-quoted (report-text.ts) and the lines escaped.
+  if (r.checkpoint) out.push(describeCheckpoint(r.checkpoint));
+  if (r.checkpoint?.witnesses) out.push(describeWitnesses(r.checkpoint.witnesses));
   if (unattributed.length > 0)
     out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
   if (r.findingsTruncated) out.push(`… ${r.counts.findings - r.findings.length} more findings not listed`);
@@ -268,7 +256,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       values['max-bundle-bytes'] === undefined ? undefined : byteCount(values['max-bundle-bytes']);
     const trust = await readTrust(values.trust);
     const since = values.since === undefined ? undefined : await readSince(values.since);
-    const witnesses = await readWitnessPolicy(values['witness-keys'], values.quorum);
+    const witnesses = await readWitnessArgs(values['witness-keys'], values.quorum);
     const hashName = hashFromEnv(io.env);
     const reader = await openBundleDir(dir, { maxManifestsBytes });
     const size = (await reader.manifestsSize?.()) ?? 0;
@@ -286,7 +274,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         ...(scope ? { scope } : {}),
         onProgress: bar.update,
         ...(since !== undefined ? { since } : {}),
-        ...(witnesses ? { witnesses } : {}),
+        ...(witnesses ? { witnesses: witnesses.policy } : {}),
       });
     } finally {
       bar.done();

@@ -25,6 +25,7 @@ import { ownerProblem } from '../../store/fs/owner.js';
 import { timestampSchema } from '../../manifests/format/manifest.js';
 import { generateJwk, loadKeyFile, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { withTrustLock, type TrustLockOptions } from './trust-lock.js';
 
 export interface KeyringOptions {
   root: string;
@@ -34,7 +35,14 @@ export interface KeyringOptions {
   clock: () => Date;
   /** The log's checkpoint origin: the name the checkpoint key signs under. */
   origin: string;
+  /** How the lock on trust.json waits (tests shorten it). */
+  trustLock?: TrustLockOptions;
 }
+
+/** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
+class NeedsTrustLock extends Error {}
+
+const trustPathOf = (options: KeyringOptions) => join(options.root, 'trust.json');
 
 export class Keyring {
   private constructor(
@@ -45,12 +53,28 @@ export class Keyring {
     private trust: TrustStore,
     private readonly checkpointPath: string,
     private checkpoint: Signer,
+    /** Whether this process holds the trust lock now: every write of trust.json or a key file needs it. */
+    private held: boolean,
   ) {}
 
+  /**
+   * Loads the keys and trust file; what must be written first (a new store's keys, a key not listed yet) is
+   * written under the trust lock (./trust-lock.ts), after reading everything again under it.
+   * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`, `LOCKED` (another process holds the trust lock too long)
+   */
   static async open(options: KeyringOptions): Promise<Keyring> {
+    try {
+      return await Keyring.load(options, false);
+    } catch (err) {
+      if (!(err instanceof NeedsTrustLock)) throw err;
+    }
+    return withTrustLock(trustPathOf(options), () => Keyring.load(options, true), options.trustLock);
+  }
+
+  private static async load(options: KeyringOptions, held: boolean): Promise<Keyring> {
     const keysDir = join(options.root, 'keys');
     await ensurePrivateDir(keysDir, 'UNSAFE_PATH');
-    const trustPath = join(options.root, 'trust.json');
+    const trustPath = trustPathOf(options);
     let trust: TrustStore = { version: 1, keys: [] };
     let trustMissing = false;
     try {
@@ -75,6 +99,7 @@ export class Keyring {
         signer = await loadKeyFile(keyPath);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || options.keyFile) throw err;
+        if (!held) throw new NeedsTrustLock();
         await writeKeyFile(keyPath, generateJwk());
         signer = await loadKeyFile(keyPath);
         trustMissing = false;
@@ -93,10 +118,11 @@ export class Keyring {
       checkpoint = await loadKeyFile(checkpointPath);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      if (!held) throw new NeedsTrustLock();
       await writeKeyFile(checkpointPath, generateJwk());
       checkpoint = await loadKeyFile(checkpointPath);
     }
-    const ring = new Keyring(options, trustPath, keyPath, signer, trust, checkpointPath, checkpoint);
+    const ring = new Keyring(options, trustPath, keyPath, signer, trust, checkpointPath, checkpoint, held);
     await ring.ensureTrusted(signer);
     await ring.ensureCheckpointTrusted();
     return ring;
@@ -175,16 +201,40 @@ export class Keyring {
   }
 
   private async save(trust: TrustStore): Promise<void> {
+    // Read-modify-write of a file other processes write too: only under the trust lock (see `exclusive`).
+    if (!this.held) throw new NeedsTrustLock('trust.json is written only under the trust lock');
     await writeFileAtomic(this.trustPath, JSON.stringify(trust, null, 2) + '\n', 0o600);
     this.trust = trust;
   }
 
   /** Re-reads trust.json and the key files: another process sharing this root may have rotated or revoked. */
   async reload(): Promise<void> {
-    const fresh = await Keyring.open(this.options);
+    const fresh = this.held ? await Keyring.load(this.options, true) : await Keyring.open(this.options);
     this.current = fresh.current;
     this.trust = fresh.trust;
     this.checkpoint = fresh.checkpoint;
+  }
+
+  /**
+   * Runs `fn` holding the trust lock, after re-reading the keys under it: a rotation or revocation made by
+   * another process sharing this root has ended, and `fn` changes trust.json as it is now (`rotate`, `revoke`
+   * only run in here).
+   * @throws LedgerError `LOCKED` when another process holds the lock longer than the wait allows
+   */
+  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    return withTrustLock(
+      this.trustPath,
+      async () => {
+        this.held = true;
+        try {
+          await this.reload();
+          return await fn();
+        } finally {
+          this.held = false;
+        }
+      },
+      this.options.trustLock,
+    );
   }
 
   /** @throws LedgerError `KEY_INVALID` for an injected signer (rotate it in the KMS). */

@@ -196,6 +196,16 @@ export class Ledger {
     return this.trustCache;
   }
 
+  /**
+   * This store's own trust file as it is on disk now (re-read: another process sharing the root may have rotated),
+   * without the keys passed in `trust`: what fsck holds the log's key records against.
+   */
+  async storeTrust(): Promise<TrustStore> {
+    this.assertOpen();
+    await this.reloadKeys();
+    return this.keyring.trustStore();
+  }
+
   get keyId(): string {
     return this.keyring.signer.keyId;
   }
@@ -600,16 +610,18 @@ export class Ledger {
     this.assertOpen();
     return this.signing.exclusive(async () => {
       try {
-        // Another process sharing this root may have rotated since we loaded the keys.
-        await this.keyring.reload();
-        this.keyring.assertRotatable();
-        const old = this.keyring.signer.keyId;
-        // The window end is chosen under the log's append order: after every createdAt the key signed in any
-        // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
-        const at = await this.log.signingKeys.close(old, (record) =>
-          this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]),
-        );
-        return (await this.keyring.rotate(at)).keyId;
+        // Under the trust lock, with the keys read again under it: another process sharing this root that
+        // rotates at the same time does so before or after this rotation, never over it.
+        return await this.keyring.exclusive(async () => {
+          this.keyring.assertRotatable();
+          const old = this.keyring.signer.keyId;
+          // The window end is chosen under the log's append order: after every createdAt the key signed in any
+          // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
+          const at = await this.log.signingKeys.close(old, (record) =>
+            this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]),
+          );
+          return (await this.keyring.rotate(at)).keyId;
+        });
       } finally {
         this.trustCache = undefined;
       }
@@ -622,14 +634,15 @@ export class Ledger {
     // Exclusive: no publish signs against the trust list this revocation is replacing.
     await this.signing.exclusive(async () => {
       try {
-        await this.keyring.reload();
-        const from = this.keyring.checkRevocation(keyId, at);
-        // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
-        if (this.keyring.isManifestKey(keyId))
-          await this.log.signingKeys.close(keyId, (record) =>
-            record?.closedAt !== undefined && record.closedAt < from ? record.closedAt : from,
-          );
-        await this.keyring.revoke(keyId, from);
+        await this.keyring.exclusive(async () => {
+          const from = this.keyring.checkRevocation(keyId, at);
+          // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
+          if (this.keyring.isManifestKey(keyId))
+            await this.log.signingKeys.close(keyId, (record) =>
+              record?.closedAt !== undefined && record.closedAt < from ? record.closedAt : from,
+            );
+          await this.keyring.revoke(keyId, from);
+        });
       } finally {
         this.trustCache = undefined;
       }

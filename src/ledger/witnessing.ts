@@ -1,13 +1,16 @@
 /**
  * Submitting checkpoints to witnesses (C2SP tlog-witness add-checkpoint) and keeping their cosignatures.
  * Each new checkpoint goes to every configured witness in the background, with a consistency proof from the
- * size that witness last cosigned (learned from its answers: a 409 names its size, and the next attempt
- * starts there). Nothing here can block or fail a publish: every request has a deadline, a witness that is
- * down is retried later with backoff, and `checkpoint()` waits for one round at most.
+ * size that witness last cosigned (learned from its answers: a 200 for a size, or a 409 naming its size).
+ * Nothing here can block or fail a publish: every request has a deadline, a witness that is down is retried
+ * later with backoff, and `checkpoint()` waits for one round at most.
  *
- * The cosignatures of the newest checkpoint are kept beside the pinned checkpoint
- * (`<root>/checkpoints/<blake3(origin)>.cosigned.note`, written atomically), so an export after a restart
- * still carries them while the tree has not moved.
+ * Beside the pinned checkpoint (`<root>/checkpoints/<blake3(origin)>.*`, each written atomically) are kept the
+ * cosignatures of the newest checkpoint (`.cosigned.note`), so an export after a restart still carries them
+ * while the tree has not moved, and the size each witness last cosigned (`.witnesses.json`), so that after a
+ * restart the first submission already carries the proof from that size (no 409 round trip) and a witness that
+ * was down meanwhile is caught up from it. A size read from disk is a hint: a witness that answers otherwise
+ * (409) is believed.
  */
 import { readFile } from 'node:fs/promises';
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../../manifests/crypto/cosignature.js';
@@ -36,6 +39,19 @@ interface Witness {
   key: CosignerKey | undefined;
   /** The size this witness last cosigned, as far as we know (undefined: ask it). */
   size: number | undefined;
+  /** `size` was read from `.witnesses.json` and the witness has not confirmed it in this run. */
+  fromDisk: boolean;
+}
+
+/** `.witnesses.json`: `{ version: 1, sizes: { <witness URL>: <size it last cosigned> } }`. */
+function parseSizes(text: string): Map<string, number> {
+  const v = JSON.parse(text) as { version?: unknown; sizes?: unknown };
+  if (v?.version !== 1 || typeof v.sizes !== 'object' || v.sizes === null || Array.isArray(v.sizes))
+    throw new Error('not a version 1 witness size file');
+  const sizes = new Map<string, number>();
+  for (const [url, size] of Object.entries(v.sizes as Record<string, unknown>))
+    if (Number.isSafeInteger(size) && (size as number) >= 0) sizes.set(url, size as number);
+  return sizes;
 }
 
 /** A signature line of the shape of an Ed25519 cosignature/v1 (key hash, timestamp, signature: 76 bytes). */
@@ -55,10 +71,13 @@ export class WitnessPool {
   private retry: NodeJS.Timeout | undefined;
   private readonly abort = new AbortController();
   private closed = false;
+  /** The sizes last written to `.witnesses.json` (a round writes the file only when they changed). */
+  private savedSizes = '';
 
   private constructor(
     options: WitnessingOptions,
     private readonly path: string,
+    private readonly sizesPath: string,
     private readonly proof: (oldSize: number, size: number) => Promise<Uint8Array[]>,
     private readonly notice: (message: string) => void,
   ) {
@@ -72,7 +91,12 @@ export class WitnessPool {
       }
       if (url.protocol !== 'http:' && url.protocol !== 'https:')
         throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)}: http or https only`);
-      return { url: e.url.replace(/\/+$/, ''), key: e.vkey ? parseCosignerKey(e.vkey) : undefined, size: undefined };
+      return {
+        url: e.url.replace(/\/+$/, ''),
+        key: e.vkey ? parseCosignerKey(e.vkey) : undefined,
+        size: undefined,
+        fromDisk: false,
+      };
     });
     this.timeoutMs = options.timeoutMs ?? 5000;
     this.retryMs = options.retryMs ?? 1000;
@@ -87,7 +111,22 @@ export class WitnessPool {
     notice: (message: string) => void;
   }): Promise<WitnessPool> {
     const path = init.checkpointPath.replace(/\.note$/, '.cosigned.note');
-    const pool = new WitnessPool(init.options, path, init.proof, init.notice);
+    const sizesPath = init.checkpointPath.replace(/\.note$/, '.witnesses.json');
+    const pool = new WitnessPool(init.options, path, sizesPath, init.proof, init.notice);
+    const sizesText = await readFile(sizesPath, 'utf8').catch(() => undefined);
+    if (sizesText !== undefined) {
+      try {
+        const sizes = parseSizes(sizesText);
+        for (const w of pool.witnesses) {
+          const size = sizes.get(w.url);
+          if (size !== undefined) Object.assign(w, { size, fromDisk: true });
+        }
+        pool.savedSizes = pool.sizesText();
+      } catch (err) {
+        // Only a hint: without it each witness names its size in a 409, as on a first run.
+        init.notice(`witnesses: ignoring ${sizesPath}: ${(err as Error).message}`);
+      }
+    }
     const saved = await readFile(path, 'utf8').catch(() => undefined);
     const split = saved?.lastIndexOf('\n\n') ?? -1;
     if (saved !== undefined && split > 0) {
@@ -147,6 +186,9 @@ export class WitnessPool {
       await this.save(cp).catch((err: unknown) =>
         this.notice(`witnesses: cannot keep the cosigned checkpoint: ${(err as Error).message}`),
       );
+      await this.saveSizes().catch((err: unknown) =>
+        this.notice(`witnesses: cannot keep the witnesses' sizes: ${(err as Error).message}`),
+      );
       if (outcomes.every(Boolean)) this.failures = 0;
       else if (!this.closed && !this.again) this.scheduleRetry();
     } while (this.again && !this.closed);
@@ -167,6 +209,12 @@ export class WitnessPool {
     // Two tries: one with the size we believe, one with the size a 409 tells.
     for (let attempt = 0; attempt < 2; attempt++) {
       const old = w.size ?? 0;
+      if (old > size && w.fromDisk) {
+        // A size kept from an earlier run that this log never reached: ask the witness instead.
+        Object.assign(w, { size: undefined, fromDisk: false });
+        attempt--;
+        continue;
+      }
       if (old > size) {
         this.notice(`witness ${w.url} holds a tree of ${old} entries, larger than this log's ${size}`);
         return false;
@@ -197,7 +245,13 @@ export class WitnessPool {
         this.abort.signal.removeEventListener('abort', onClose);
       }
       if (res.status === 409 && /^(0|[1-9][0-9]{0,15})\n$/.test(body)) {
-        w.size = Number(body.trim());
+        const held = Number(body.trim());
+        Object.assign(w, { size: held, fromDisk: false });
+        // The size we sent, refused: the witness holds another tree at this size (the log was rewritten).
+        if (held === old) {
+          this.notice(`witness ${w.url} holds another tree of ${held} entries than this log's`);
+          return false;
+        }
         continue;
       }
       if (res.status !== 200) {
@@ -212,7 +266,7 @@ export class WitnessPool {
         this.notice(`witness ${w.url} answered without a cosignature we can use`);
         return false;
       }
-      w.size = size;
+      Object.assign(w, { size, fromDisk: false });
       this.cosigned?.lines.set(w.url, lines.join(''));
       return true;
     }
@@ -244,6 +298,19 @@ export class WitnessPool {
         byKey.set(`${m[1]!}+${new DataView(sig.buffer, sig.byteOffset).getUint32(0)}`, `${line}\n`);
       }
     return [...byKey.values()];
+  }
+
+  private sizesText(): string {
+    const sizes: Record<string, number> = {};
+    for (const w of this.witnesses) if (w.size !== undefined) sizes[w.url] = w.size;
+    return `${JSON.stringify({ version: 1, sizes }, null, 2)}\n`;
+  }
+
+  private async saveSizes(): Promise<void> {
+    const text = this.sizesText();
+    if (text === this.savedSizes) return;
+    await writeFileAtomic(this.sizesPath, text, 0o600);
+    this.savedSizes = text;
   }
 
   private async save(cp: SignedCheckpoint): Promise<void> {

@@ -1,7 +1,8 @@
 /**
  * The local server behind `handoff-ledger audit-ui`: serves the built auditor's page and, read-only,
  * exactly the files a bundle consists of (bundle.json, manifests.jsonl, the tree files checkpoint.note,
- * proofs.jsonl and consistency.json, blobs/blake3/<64 hex>), on
+ * proofs.jsonl and consistency.json, blobs/blake3/<64 hex>) and the side files it was given (trust file,
+ * earlier checkpoint, witness keys: each at one fixed path), on
  * 127.0.0.1 only. Nothing else is reachable: no directory listings, no other paths, no symlinks (files
  * are opened with O_NOFOLLOW), no method but GET and HEAD, and no Host but the server's own (so a
  * DNS-rebinding page elsewhere cannot read the bundle through it).
@@ -43,6 +44,10 @@ export interface AuditServerOptions {
   hasBlobs?: boolean;
   /** A trust file to preload, if any. */
   trust?: string;
+  /** An earlier checkpoint to preload (`--since`): its file name and the text read (and bounded) by the CLI. */
+  since?: { name: string; text: string };
+  /** Witness keys and quorum to preload (`--witness-keys --quorum`), checked by the CLI as `verify` checks them. */
+  witnessKeys?: { name: string; text: string; quorum: number };
   /** Default 0: any free port. */
   port?: number;
 }
@@ -55,6 +60,9 @@ export interface AuditServer {
 function escapeAttribute(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
+
+const SINCE_PATH = '/since.note';
+const WITNESS_KEYS_PATH = '/witness-keys.txt';
 
 const TREE_FILES: readonly BundleTreeFile[] = BUNDLE_TREE_FILES;
 
@@ -80,6 +88,9 @@ function pageWithPreload(html: string, o: AuditServerOptions): string {
       tree: treeFilesOf(o.bundle),
     };
   if (o.trust) preload.trust = '/trust.json';
+  if (o.since) preload.since = { url: SINCE_PATH, name: o.since.name };
+  if (o.witnessKeys)
+    preload.witnessKeys = { url: WITNESS_KEYS_PATH, name: o.witnessKeys.name, quorum: o.witnessKeys.quorum };
   const meta = `<meta name="handoff-ledger-preload" content="${escapeAttribute(JSON.stringify(preload))}" />`;
   return html.replace('<meta charset="utf-8" />', () => `<meta charset="utf-8" />\n    ${meta}`);
 }
@@ -137,6 +148,11 @@ export async function startAuditServer(o: AuditServerOptions): Promise<AuditServ
       return void res.end(req.method === 'HEAD' ? undefined : html);
     }
     if (o.trust && path === '/trust.json') return void sendFile(req, res, o.trust, 'application/json');
+    const text = path === SINCE_PATH ? o.since?.text : path === WITNESS_KEYS_PATH ? o.witnessKeys?.text : undefined;
+    if (text !== undefined) {
+      res.writeHead(200, { ...HEADERS, 'content-type': 'text/plain; charset=utf-8' });
+      return void res.end(req.method === 'HEAD' ? undefined : text);
+    }
     if (bundle) {
       const name = path.startsWith('/bundle/') ? path.slice('/bundle/'.length) : '';
       const type = BUNDLE_FILES.get(name);

@@ -34,8 +34,13 @@ export const FSCK_STORE_CODES = {
   TREE_ROOT: 'the stored tree root is not the root of the entries',
   SESSION_HEADS_ROOT: "the stored session-heads index (or its committed root) is not the index of the chains' heads",
   OWNER_MISMATCH: "a chain's owner record names another principal than the one its seq 0 is signed for",
+  KEY_SIGNED_AFTER_CLOSE:
+    "a signing key's log record has its newest signed createdAt at or after the window end it records",
+  KEY_WINDOW_MISMATCH:
+    "a signing key's window closed in the log is not where trust.json ends it (notAfter, or revokedAt if earlier)",
+  KEY_RECORD_BEHIND: "a key signed a stored manifest newer than its log record's newest signed createdAt",
   RECORD_CORRUPT:
-    'a stored log record (entry, head, grant, inline blob, …) cannot be parsed; the rest is still checked',
+    'a stored log record (entry, head, grant, inline blob, signing key, …) cannot be parsed; the rest is still checked',
 } as const;
 
 export type FsckStoreCode = keyof typeof FSCK_STORE_CODES;
@@ -58,6 +63,7 @@ export type FsckFindingCode = FsckAuditCode | FsckStoreCode;
 import { fsckTree } from './fsck-tree.js';
 import { fsckSessionHeads } from './fsck-heads.js';
 import { fsckInlineBlobs } from './fsck-inline.js';
+import { fsckSigningKeys } from './fsck-keys.js';
 
 export interface FsckFinding {
   code: FsckFindingCode;
@@ -128,6 +134,7 @@ export async function fsck(
   const trust = ledger.trustStore();
   const checked = new Set<Digest>();
   const headed = new Set<string>();
+  const newestSigned = new Map<string, string>();
   let chains = 0;
   let manifests = 0;
   try {
@@ -143,7 +150,7 @@ export async function fsck(
       chains++;
       headed.add(head.session);
       try {
-        manifests += await checkChain(ledger, head, trust, checked, findings, options);
+        manifests += await checkChain(ledger, head, trust, { checked, newestSigned }, findings, options);
       } catch (err) {
         recordProblem(err, findings, head.session);
       }
@@ -183,6 +190,7 @@ export async function fsck(
     recordProblem(err, findings);
   }
   findings.push(...(await fsckInlineBlobs(ledger.log, options.signal)));
+  findings.push(...(await fsckSigningKeys(ledger.log, await ledger.storeTrust(), newestSigned, options.signal)));
   return {
     ok: findings.length === 0,
     chains,
@@ -198,7 +206,7 @@ async function checkChain(
   ledger: Ledger,
   head: ChainHead,
   trust: TrustStore,
-  checked: Set<Digest>,
+  seen: { checked: Set<Digest>; newestSigned: Map<string, string> },
   findings: FsckFinding[],
   options: { signal?: AbortSignal; checkBlobs?: boolean },
 ): Promise<number> {
@@ -211,6 +219,7 @@ async function checkChain(
     const { verified, findings: broken } = checker.check(entry);
     for (const f of broken) findings.push({ ...f, ...at });
     const m = verified?.manifest;
+    if (m && !((seen.newestSigned.get(m.keyId) ?? '') >= m.createdAt)) seen.newestSigned.set(m.keyId, m.createdAt);
     // The owner record decides who may read the session; seq 0's signed principal is what it must say.
     if (m && m.seq === 0 && m.session === head.session && head.owner !== m.principal)
       findings.push({
@@ -219,8 +228,8 @@ async function checkChain(
         message: `the chain head names owner ${head.owner}; seq 0 was signed for ${m.principal}`,
       });
     const ref = m?.summary;
-    if (ref && options.checkBlobs !== false && !checked.has(ref.digest)) {
-      checked.add(ref.digest);
+    if (ref && options.checkBlobs !== false && !seen.checked.has(ref.digest)) {
+      seen.checked.add(ref.digest);
       const problem = await checkBlob(ledger, ref);
       if (problem) findings.push({ ...problem, ...at });
     }

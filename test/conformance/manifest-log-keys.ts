@@ -31,6 +31,12 @@ async function codeOf(p: Promise<unknown>): Promise<string | undefined> {
   );
 }
 
+async function keyIdsOf(fx: ManifestLogFixture): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const id of fx.log.signingKeys.keyIds()) ids.push(id);
+  return ids;
+}
+
 export function signingKeySuite(name: string, factory: ManifestLogFactory): void {
   describe(`ManifestLog signing keys and revocation order: ${name}`, () => {
     let fx: ManifestLogFixture;
@@ -54,6 +60,15 @@ export function signingKeySuite(name: string, factory: ManifestLogFactory): void
       });
       expect((await fx.log.signingKeys.get('ed25519:k2'))?.lastSignedAt).toBe('2026-11-30T10:00:01.000Z');
       expect(await fx.log.signingKeys.get('ed25519:never')).toBeUndefined();
+    });
+
+    it('lists the id of every key with a record, in id order, closed windows included', async () => {
+      expect(await keyIdsOf(fx)).toEqual([]);
+      await fx.log.append(signedLink('s1', 0, '2026-11-30T10:00:05.000Z', 'ed25519:k2'));
+      await fx.log.append(signedLink('s2', 0, '2026-11-30T10:00:06.000Z', 'ed25519:k1'));
+      await fx.log.signingKeys.close('ed25519:k0', () => '2026-11-30T10:00:07.000Z');
+      await fx.reopen();
+      expect(await keyIdsOf(fx)).toEqual(['ed25519:k0', 'ed25519:k1', 'ed25519:k2']);
     });
 
     it('shows close the newest createdAt and refuses with KEY_EXPIRED an append dated at or after the window end', async () => {

@@ -45,3 +45,31 @@ export async function dropFiles(page: Page, files: string[]): Promise<void> {
     await cdp.detach();
   }
 }
+
+/** The id of the focused element. */
+export const activeId = (page: Page) =>
+  page.evaluate(() => ((globalThis as any).document.activeElement?.id ?? '') as string);
+
+export async function tabTo(page: Page, id: string): Promise<void> {
+  for (let i = 0; i < 30 && (await activeId(page)) !== id; i++) await page.keyboard.press('Tab');
+  expect(await activeId(page)).toBe(id);
+}
+
+/**
+ * Tab to a file input and open its chooser with the keyboard (Space, then Enter: both activate a file input).
+ * A key press that lands while a loaded machine is still settling focus can be dropped by the browser, so each
+ * key gets a bounded wait and the pair is tried up to three times; the chooser must come from the keyboard.
+ */
+export async function chooseByKeyboard(page: Page, id: string, files: string): Promise<void> {
+  await page.bringToFront();
+  for (let attempt = 0; ; attempt++) {
+    for (const key of ['Space', 'Enter']) {
+      await tabTo(page, id);
+      const chooser = page.waitForEvent('filechooser', { timeout: 5_000 }).catch(() => undefined);
+      await page.keyboard.press(key);
+      const opened = await chooser;
+      if (opened) return opened.setFiles(files);
+    }
+    if (attempt === 2) throw new Error(`no file chooser opened from the keyboard on #${id}`);
+  }
+}

@@ -1,9 +1,10 @@
 /**
- * `handoff-ledger audit-ui`: the page on 127.0.0.1 with a bundle preloaded, read-only, nothing else
- * reachable; and the preloaded page verifying in a real browser exactly as the CLI does.
+ * `handoff-ledger audit-ui`: the page on 127.0.0.1 with a bundle (and trust file, earlier checkpoint, witness
+ * keys and quorum) preloaded, read-only, nothing else reachable; refused combinations refused as `verify`
+ * refuses them; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
 import { request } from 'node:http';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +20,8 @@ import { captureIo } from '../support/capture-io.js';
 import { TAMPER_CASES, writeCase } from '../support/tamper-cases.js';
 import { tempDir } from '../support/tmp.js';
 import { ensurePageBuilt } from '../support/page-build.js';
+import { cliVerify, writeCheckpointFiles, writeWitnessFiles } from '../support/checkpoint-bundle.js';
+import { expectSameAsCli, picked } from '../support/page-checks.js';
 
 beforeAll(() => {
   ensurePageBuilt();
@@ -109,6 +112,9 @@ describe('audit-ui server', () => {
       `/bundle/blobs/blake3/${hex}`,
       `/bundle/blobs/blake3/${'b'.repeat(64)}`,
       '/etc/passwd',
+      // Served only when audit-ui was given them.
+      '/since.note',
+      '/witness-keys.txt',
     ]) {
       expect((await get(server.url, { path })).status, path).toBe(404);
     }
@@ -182,6 +188,119 @@ describe('audit-ui command', () => {
       } finally {
         await close();
         await server.close();
+      }
+    },
+  );
+});
+
+describe('audit-ui with an earlier checkpoint and witness keys', () => {
+  let root: string;
+  let files: Awaited<ReturnType<typeof writeCheckpointFiles>>;
+  let w: Awaited<ReturnType<typeof writeWitnessFiles>>;
+  beforeAll(async () => {
+    // Not tempDir(): these files serve the whole block.
+    root = mkdtempSync(join(tmpdir(), 'hl-audit-ui-witness-'));
+    chmodSync(root, 0o700);
+    files = await writeCheckpointFiles(root);
+    w = await writeWitnessFiles(root, files);
+  }, 120_000);
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it('refuses the combinations verify refuses, with its words and exit 2', { timeout: 60_000 }, async () => {
+    const huge = join(root, 'huge.note');
+    writeFileSync(huge, 'x'.repeat(64 * 1024 + 1));
+    const bad = join(root, 'bad.txt');
+    writeFileSync(bad, 'not a key\n');
+    const absent = join(root, 'absent.txt');
+    for (const args of [
+      ['--quorum', '2'],
+      ['--witness-keys', w.keys],
+      ['--witness-keys', w.keys, '--quorum', '0'],
+      ['--witness-keys', w.keys, '--quorum', '3'],
+      ['--witness-keys', bad, '--quorum', '1'],
+      ['--witness-keys', absent, '--quorum', '1'],
+      ['--since', huge],
+      ['--since', absent],
+    ]) {
+      const verify = await cliVerify(w.cosigned, files.trust, undefined, args);
+      expect(verify.code, args.join(' ')).toBe(2);
+      expect(verify.stderr).toMatch(/^handoff-ledger: USAGE: --(quorum|witness-keys|since)/);
+      const c = captureIo();
+      expect(await auditUi([w.cosigned, ...args], c.io), args.join(' ')).toBe(2);
+      expect(c.stderr()).toBe(verify.stderr);
+      expect(c.stdout()).toBe('');
+    }
+  });
+
+  it('serves the earlier checkpoint and witness keys it was given at fixed paths, and announces them', async () => {
+    const c = captureIo();
+    const server = await serve([w.cosigned, '--since', files.earlier, '--witness-keys', w.keys, '--quorum', '2'], c.io);
+    try {
+      const page = await get(server.url);
+      expect(page.body).toContain(
+        '&#34;since&#34;:{&#34;url&#34;:&#34;/since.note&#34;,&#34;name&#34;:&#34;earlier.note&#34;}',
+      );
+      expect(page.body).toContain(
+        '&#34;witnessKeys&#34;:{&#34;url&#34;:&#34;/witness-keys.txt&#34;,&#34;name&#34;:&#34;witnesses.txt&#34;,&#34;quorum&#34;:2}',
+      );
+      expect(await get(`${server.url}since.note`)).toMatchObject({
+        status: 200,
+        body: readFileSync(files.earlier, 'utf8'),
+      });
+      expect(await get(`${server.url}witness-keys.txt`)).toMatchObject({
+        status: 200,
+        body: readFileSync(w.keys, 'utf8'),
+      });
+      expect((await get(`${server.url}witness-keys.txt`, { method: 'PUT' })).status).toBe(405);
+      // Nothing else of the folders these files are in.
+      for (const path of ['/earlier.note', '/witnesses.txt', '/trust.json', '/bundle/../witnesses.txt'])
+        expect((await get(server.url, { path })).status, path).toBe(404);
+    } finally {
+      await server.close();
+    }
+  });
+
+  // Starts its own browser: sized for a loaded 2-core CI machine (the waits bound time only).
+  it(
+    'preloads them: the page verifies step 9 and 9d on its own, as verify --since --witness-keys --quorum does',
+    { timeout: 180_000 },
+    async () => {
+      let close = async () => {};
+      const servers: AuditServer[] = [];
+      try {
+        let browser: BrowserContext;
+        ({ browser, close } = await launchChromium());
+        for (const [dir, codes] of [
+          [w.cosigned, []],
+          [w.one, ['WITNESS_QUORUM_MISSING']],
+        ] as const) {
+          const args = ['--since', files.earlier, '--witness-keys', w.keys, '--quorum', '2'];
+          const expected = await cliVerify(dir, files.trust, undefined, args);
+          expect(expected.report!.findings.map((f) => f.code)).toEqual(codes);
+          const server = await serve([dir, '--trust', files.trust, ...args], captureIo().io);
+          servers.push(server);
+          const page = await browser.newPage();
+          const seen = watchPage(page);
+          await page.goto(server.url);
+          await expectSameAsCli(page, expected.report!);
+          expect(await picked(page)).toContain('earlier checkpoint earlier.note; witness keys witnesses.txt; quorum 2');
+          expect(await page.inputValue('#quorum-input')).toBe('2');
+          expect(await page.textContent('#checkpoint-info')).toContain(
+            "earlier checkpoint earlier.note: extended by this bundle's checkpoint",
+          );
+          expect(await page.textContent('#witness-info')).toMatch(
+            codes.length === 0 ? /^✓ witness quorum met/ : /^✗ witness quorum not met .*: WITNESS_QUORUM_MISSING\n/,
+          );
+          expect(seen.requests).toEqual(
+            expect.arrayContaining([`${server.url}since.note`, `${server.url}witness-keys.txt`]),
+          );
+          expect(seen.requests.filter((u) => !u.startsWith(server.url) && !u.startsWith('blob:'))).toEqual([]);
+          expect(seen.errors).toEqual([]);
+          await page.close();
+        }
+      } finally {
+        await close();
+        for (const s of servers) await s.close();
       }
     },
   );

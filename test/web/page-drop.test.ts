@@ -29,7 +29,7 @@ beforeAll(async () => {
   base = mkdtempSync(join(tmpdir(), 'hl-page-drop-'));
   chmodSync(base, 0o700);
   f = await writeCheckpointFiles(base);
-  stray = join(base, 'notes.txt');
+  stray = join(base, 'notes.md');
   writeFileSync(stray, 'not for the page');
   ({ browser, close: closeBrowser } = await launchChromium());
 }, 180_000);
@@ -52,7 +52,7 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       await expect
         .poll(() => picked(page), { timeout: 30_000 })
         .toMatch(
-          /^bundle audit-2026-11: \d[\d,]* bytes of manifests, \d+ blobs, cut at checkpoint\.note; trust file trust\.json; earlier checkpoint forked\.note$/,
+          /^bundle audit-2026-11: \d[\d,]* bytes of manifests, \d+ blobs, cut at checkpoint\.note; trust file trust\.json; earlier checkpoint forked\.note; no witness keys chosen \(optional\)$/,
         );
       expect(await page.isEnabled('#verify')).toBe(true);
       await page.click('#verify');
@@ -101,9 +101,11 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       await dropFiles(page, [stray, f.earlier]);
       await expect
         .poll(() => picked(page), { timeout: 30_000 })
-        .toBe('no bundle chosen; trust file trust.json; earlier checkpoint earlier.note');
+        .toBe(
+          'no bundle chosen; trust file trust.json; earlier checkpoint earlier.note; no witness keys chosen (optional)',
+        );
       expect(await page.textContent('#error')).toBe(
-        '"notes.txt" is not a folder, nor a trust file (.json) or earlier checkpoint (.note): use the pickers to choose it',
+        '"notes.md" is not a folder, nor a trust file (.json) or earlier checkpoint (.note) or witness keys (.txt, .vkeys): use the pickers to choose it',
       );
       expect(await page.isVisible('#error')).toBe(true);
       expect(await page.isEnabled('#verify')).toBe(false);

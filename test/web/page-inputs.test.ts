@@ -1,10 +1,11 @@
 /**
  * What the auditor gives the page beside the bundle: the checkpoint the bundle was cut at is checked
- * (step 9), an earlier checkpoint is held to it as `verify --since` does, and oversized files are refused
- * as the CLI refuses them. Bundles come from real ledgers; the CLI's report on the same files is the
+ * (step 9), an earlier checkpoint is held to it as `verify --since` does, pinned witness keys and a quorum
+ * as `verify --witness-keys --quorum` (step 9d), and oversized files are refused as the CLI refuses them. Bundles come from real ledgers; the CLI's report on the same files is the
  * expected result.
  */
 import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,14 +13,35 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { auditorPagePath } from '../../src/ops/auditor-page.js';
 import { startAuditServer } from '../../src/ops/audit-server.js';
 import { launchChromium, watchPage } from '../support/browser.js';
-import { cliVerify, ORIGIN, writeCheckpointFiles, type CheckpointFiles } from '../support/checkpoint-bundle.js';
+import { describeWitnesses } from '../../manifests/audit/report-text.js';
+import { run as verifyCli } from '../../src/cli/verify.js';
+import { captureIo } from '../support/capture-io.js';
+import {
+  cliVerify,
+  HOSTILE_WITNESS,
+  ORIGIN,
+  writeCheckpointFiles,
+  writeWitnessFiles,
+  type CheckpointFiles,
+  type WitnessFiles,
+} from '../support/checkpoint-bundle.js';
 import { ensurePageBuilt } from '../support/page-build.js';
-import { codesAt, expectSameAsCli, PAGE_URL as PAGE, picked } from '../support/page-checks.js';
+import {
+  activeId,
+  chooseByKeyboard,
+  codesAt,
+  dropFiles,
+  expectSameAsCli,
+  PAGE_URL as PAGE,
+  picked,
+  tabTo,
+} from '../support/page-checks.js';
 
 let browser: BrowserContext;
 let closeBrowser: () => Promise<void>;
 let base: string;
 let f: CheckpointFiles;
+let w: WitnessFiles;
 
 beforeAll(async () => {
   ensurePageBuilt();
@@ -27,6 +49,7 @@ beforeAll(async () => {
   base = mkdtempSync(join(tmpdir(), 'hl-page-inputs-'));
   chmodSync(base, 0o700);
   f = await writeCheckpointFiles(base);
+  w = await writeWitnessFiles(base, f);
   ({ browser, close: closeBrowser } = await launchChromium());
 }, 180_000);
 
@@ -211,6 +234,172 @@ describe('the trust file', { timeout: 180_000 }, () => {
         .poll(() => page.textContent('#error'), { timeout: 30_000 })
         .toBe('TRUST_INVALID: trust file big-trust.json is over 16777216 bytes');
       expect(await picked(page)).toContain('no trust file chosen');
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, () => {
+  const withWitnesses = (dir: string, quorum: string) =>
+    cliVerify(dir, f.trust, undefined, ['--witness-keys', w.keys, '--quorum', quorum]);
+
+  /** Picks the bundle, trust file and witness keys, types the quorum (if any) and verifies. */
+  async function verifyWith(page: Page, dir: string, quorum: string | undefined): Promise<void> {
+    await page.goto(PAGE);
+    await page.setInputFiles('#bundle-input', dir);
+    await page.setInputFiles('#trust-input', f.trust);
+    await page.setInputFiles('#witness-keys-input', w.keys);
+    if (quorum !== undefined) await page.getByLabel(/Witness quorum/).fill(quorum);
+    await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('witness keys witnesses.txt');
+    await page.click('#verify');
+  }
+
+  it('passes a checkpoint with a quorum of pinned cosignatures and names who signed and when, as the CLI does', async () => {
+    const expected = await withWitnesses(w.cosigned, '2');
+    expect(expected.code).toBe(0);
+    const summary = expected.report!.checkpoint!.witnesses!;
+    expect(summary.signedBy.map((s) => s.witness.replace(/\+[0-9a-f]{8}$/, ''))).toEqual([
+      'witness.example/w1',
+      HOSTILE_WITNESS,
+    ]);
+    // The CLI's human report carries the same line the page shows.
+    const human = captureIo();
+    await verifyCli([w.cosigned, '--trust', f.trust, '--witness-keys', w.keys, '--quorum', '2'], human.io);
+    expect(human.stdout()).toContain(`${describeWitnesses(summary)}\n`);
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await verifyWith(page, w.cosigned, '2');
+      await expectSameAsCli(page, expected.report!);
+      const info = await page.textContent('#witness-info');
+      expect(info).toBe(`✓ witness quorum met (witness keys witnesses.txt)\n${describeWitnesses(summary)}`);
+      expect(info).toContain(`at ${new Date(w.time * 1000).toISOString()}`);
+      // The witness named with markup is text on the page: nothing of it was parsed or ran.
+      const dom = await page.evaluate(() => ({
+        pwned: (globalThis as { __pwned?: number }).__pwned,
+        images: (globalThis as any).document.images.length as number,
+      }));
+      expect(dom).toEqual({ pwned: undefined, images: 0 });
+      expect(info).toContain(JSON.stringify(HOSTILE_WITNESS).slice(0, -1));
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('reports a quorum not met with the CLI’s WITNESS_QUORUM_MISSING, in words as well as colour', async () => {
+    const expected = await withWitnesses(w.one, '2');
+    expect(expected.code).toBe(1);
+    expect(codesAt(expected.report!)).toEqual(['WITNESS_QUORUM_MISSING@-']);
+    const page = await browser.newPage();
+    try {
+      await verifyWith(page, w.one, '2');
+      await expectSameAsCli(page, expected.report!);
+      expect(await page.textContent('#witness-info')).toBe(
+        `✗ witness quorum not met (witness keys witnesses.txt): WITNESS_QUORUM_MISSING\n${describeWitnesses(expected.report!.checkpoint!.witnesses!)}`,
+      );
+      expect(await page.getAttribute('#witness-info', 'class')).toBe('failed');
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('does not count a cosignature of another tree pasted on (WITNESS_COSIGNATURE_INVALID), as the CLI', async () => {
+    const expected = await withWitnesses(w.pasted, '2');
+    expect(codesAt(expected.report!)).toEqual(['WITNESS_COSIGNATURE_INVALID@-', 'WITNESS_QUORUM_MISSING@-']);
+    const page = await browser.newPage();
+    try {
+      await verifyWith(page, w.pasted, '2');
+      await expectSameAsCli(page, expected.report!);
+      expect(await page.textContent('#witness-info')).toMatch(
+        /^✗ witness quorum not met \(witness keys witnesses\.txt\): WITNESS_COSIGNATURE_INVALID, WITNESS_QUORUM_MISSING\nwitnesses: 1 of 2 pinned cosigned \(quorum 2\): "witness\.example\/w1\+/,
+      );
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('refuses what the CLI refuses, with its USAGE words: keys without a quorum, a quorum above the keys, a bad key, a file over 16 MiB', async () => {
+    const bad = join(base, 'bad-witnesses.txt');
+    writeFileSync(bad, '# one good, one not\nwitness.example/w9+00000000+AAAA\n');
+    const huge = join(base, 'huge-witnesses.txt');
+    writeFileSync(huge, '#'.repeat(16 * 1024 * 1024 + 1));
+    const cases: Array<{ keys?: string; quorum?: string; args: string[] }> = [
+      { keys: w.keys, args: ['--witness-keys', w.keys] },
+      { quorum: '2', args: ['--quorum', '2'] },
+      { keys: w.keys, quorum: '3', args: ['--witness-keys', w.keys, '--quorum', '3'] },
+      { keys: w.keys, quorum: 'two', args: ['--witness-keys', w.keys, '--quorum', 'two'] },
+      { keys: bad, quorum: '1', args: ['--witness-keys', bad, '--quorum', '1'] },
+    ];
+    const page = await browser.newPage();
+    try {
+      for (const c of cases) {
+        const cli = await cliVerify(w.cosigned, f.trust, undefined, c.args);
+        expect(cli.code, c.args.join(' ')).toBe(2);
+        const cliLine = cli.stderr
+          .trim()
+          .replace(/^handoff-ledger: /, '')
+          .replace(c.keys ?? '\0', basename(c.keys ?? ''));
+        expect(cliLine).toMatch(/^USAGE: --/);
+        await page.goto(PAGE);
+        await page.setInputFiles('#bundle-input', w.cosigned);
+        await page.setInputFiles('#trust-input', f.trust);
+        if (c.keys) await page.setInputFiles('#witness-keys-input', c.keys);
+        if (c.quorum) await page.fill('#quorum-input', c.quorum);
+        await expect.poll(() => page.isEnabled('#verify'), { timeout: 10_000 }).toBe(true);
+        if (c.keys) await expect.poll(() => picked(page), { timeout: 10_000 }).toContain(basename(c.keys));
+        await page.click('#verify');
+        await page.waitForSelector('body[data-state="error"]', { timeout: 90_000 });
+        expect(await page.textContent('#error'), c.args.join(' ')).toBe(cliLine);
+        expect(await page.isVisible('#result')).toBe(false);
+      }
+
+      // Over the bound: refused before reading, as the CLI refuses it, and the keys chosen before stay.
+      const over = await cliVerify(w.cosigned, f.trust, undefined, ['--witness-keys', huge, '--quorum', '1']);
+      expect(over.stderr).toBe(`handoff-ledger: USAGE: --witness-keys ${huge}: input is larger than 16777216 bytes\n`);
+      await page.setInputFiles('#witness-keys-input', huge);
+      await expect
+        .poll(() => page.textContent('#error'), { timeout: 30_000 })
+        .toBe('USAGE: --witness-keys huge-witnesses.txt: input is larger than 16777216 bytes');
+      expect(await picked(page)).toContain('witness keys bad-witnesses.txt');
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('takes witness keys from a drop and a quorum from the keyboard, and verifies as the CLI does', async () => {
+    const expected = await withWitnesses(w.cosigned, '2');
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await dropFiles(page, [w.cosigned, f.trust, w.keys]);
+      await expect
+        .poll(() => picked(page), { timeout: 30_000 })
+        .toMatch(
+          /^bundle cosigned: .*; trust file trust\.json; no earlier checkpoint chosen \(optional\); witness keys witnesses\.txt$/,
+        );
+      // Replaced from the keyboard: a labelled file input and a labelled text input, reached with Tab.
+      await chooseByKeyboard(page, 'witness-keys-input', w.keys);
+      expect(await page.getByLabel(/Witness quorum/).getAttribute('id')).toBe('quorum-input');
+      // A key press landing while a loaded machine settles focus can be dropped: typed again until it shows.
+      for (let attempt = 0; (await page.inputValue('#quorum-input')) !== '2'; attempt++) {
+        if (attempt === 3) throw new Error('the quorum typed from the keyboard never showed');
+        await tabTo(page, 'quorum-input');
+        await page.keyboard.press('Control+A');
+        await page.keyboard.type('2');
+        await page
+          .waitForFunction(() => (globalThis as any).document.getElementById('quorum-input').value === '2', null, {
+            timeout: 5_000,
+          })
+          .catch(() => undefined);
+      }
+      await expect.poll(() => picked(page), { timeout: 10_000 }).toMatch(/; witness keys witnesses\.txt; quorum 2$/);
+      await tabTo(page, 'verify');
+      await page.keyboard.press('Enter');
+      await expectSameAsCli(page, expected.report!);
+      await expect.poll(() => activeId(page), { timeout: 10_000 }).toBe('verdict');
+      expect(await page.textContent('#witness-info')).toMatch(/^✓ witness quorum met/);
     } finally {
       await page.close();
     }

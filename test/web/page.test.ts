@@ -25,6 +25,7 @@ import {
 } from '../support/tamper-cases.js';
 import { tempDir } from '../support/tmp.js';
 import { ensurePageBuilt } from '../support/page-build.js';
+import { activeId, chooseByKeyboard, tabTo } from '../support/page-checks.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PAGE = pathToFileURL(join(ROOT, 'dist/web/index.html')).href;
@@ -175,32 +176,6 @@ async function pictureBundle(): Promise<{ dir: string; trustPath: string }> {
   return { dir: join(root, 'picture'), trustPath: join(root, 'trust.json') };
 }
 
-const activeId = (page: Page) => page.evaluate(() => ((globalThis as any).document.activeElement?.id ?? '') as string);
-
-async function tabTo(page: Page, id: string): Promise<void> {
-  for (let i = 0; i < 30 && (await activeId(page)) !== id; i++) await page.keyboard.press('Tab');
-  expect(await activeId(page)).toBe(id);
-}
-
-/**
- * Tab to a file input and open its chooser with the keyboard (Space, then Enter: both activate a file input).
- * A key press that lands while a loaded machine is still settling focus can be dropped by the browser, so each
- * key gets a bounded wait and the pair is tried up to three times; the chooser must come from the keyboard.
- */
-async function chooseByKeyboard(page: Page, id: string, files: string): Promise<void> {
-  await page.bringToFront();
-  for (let attempt = 0; ; attempt++) {
-    for (const key of ['Space', 'Enter']) {
-      await tabTo(page, id);
-      const chooser = page.waitForEvent('filechooser', { timeout: 5_000 }).catch(() => undefined);
-      await page.keyboard.press(key);
-      const opened = await chooser;
-      if (opened) return opened.setFiles(files);
-    }
-    if (attempt === 2) throw new Error(`no file chooser opened from the keyboard on #${id}`);
-  }
-}
-
 describe('the auditor page, by keyboard and by eye', { timeout: TEST_MS }, () => {
   it('is usable with the keyboard alone: choose files, verify, walk the history, follow a finding', async () => {
     const { dir, trustPath } = await pictureBundle();
@@ -256,6 +231,7 @@ describe('the auditor page, by keyboard and by eye', { timeout: TEST_MS }, () =>
         'FORK@240',
       ]);
       // Hovering a mark shows its fields: api-gateway is the first row; seq 3 is the fourth cell after the labels.
+      await page.locator('#history').scrollIntoViewIfNeeded();
       const box = (await page.locator('#history').boundingBox())!;
       await page.mouse.move(box.x + 190 + 3 * 14 + 7, box.y + 14);
       await expect.poll(() => page.textContent('#details'), UPDATE_WAIT).toMatch(/sessionapi-gatewayseq3line/);

@@ -48,9 +48,9 @@ export class HandLog {
   root(leaves: Uint8Array[]): Uint8Array {
     return mth(leaves);
   }
-  async note(leaves: Uint8Array[], signers: NoteSigner[] = [this.signer]): Promise<string> {
+  async note(leaves: Uint8Array[], signers: NoteSigner[] = [this.signer], extensions: string[] = []): Promise<string> {
     return signNote(
-      formatCheckpoint({ origin: this.origin, size: leaves.length, root: mth(leaves), extensions: [] }),
+      formatCheckpoint({ origin: this.origin, size: leaves.length, root: mth(leaves), extensions }),
       signers,
     );
   }
@@ -58,8 +58,12 @@ export class HandLog {
     return consistencyRanges(oldSize, leaves.length).map(([s, e]) => mth(leaves.slice(s, e)));
   }
   /** The add-checkpoint body taking a witness from `oldSize` (of these same leaves) to all of them. */
-  async request(oldSize: number, leaves: Uint8Array[]): Promise<string> {
-    return formatAddCheckpoint({ oldSize, proof: this.proof(oldSize, leaves), note: await this.note(leaves) });
+  async request(oldSize: number, leaves: Uint8Array[], extensions: string[] = []): Promise<string> {
+    return formatAddCheckpoint({
+      oldSize,
+      proof: this.proof(oldSize, leaves),
+      note: await this.note(leaves, [this.signer], extensions),
+    });
   }
 }
 

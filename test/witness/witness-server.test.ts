@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseCosignerKey } from '../../manifests/crypto/cosignature.js';
+import { checkCosignatures, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { FindingSink } from '../../manifests/audit/findings.js';
 import { verifyWitnesses } from '../../manifests/audit/verify-witnesses.js';
 import { formatAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
@@ -24,9 +24,11 @@ import {
 const base = mkdtempSync(join(tmpdir(), 'hl-witness-'));
 const log = new HandLog('example.com/split-log', 7);
 const other = new HandLog('example.com/other-log', 8);
+const extended = new HandLog('example.com/extended-log', 9);
 const logs = [
   { origin: log.origin, keys: [log.vkey] },
   { origin: other.origin, keys: [other.vkey] },
+  { origin: extended.origin, keys: [extended.vkey] },
 ];
 let w1: WitnessProcess;
 let w2: WitnessProcess;
@@ -57,6 +59,26 @@ function quorum(note: string, k: number) {
 }
 
 describe('witness serve', () => {
+  it('cosigns the tree it holds again with other extension lines (tlog-witness: every check passes), never another root', async () => {
+    const c = HandLog.leaves('c', 4);
+    const heads = (x: string) => [`handoff-ledger/session-heads ${x}`];
+    const first = await addCheckpoint(w2.url, await extended.request(0, c, heads('A')));
+    expect(first.status, first.text).toBe(200);
+    const again = await addCheckpoint(w2.url, await extended.request(4, c, heads('B')));
+    expect(again.status, again.text).toBe(200);
+    // The cosignature covers the whole body, extension line included; monitors see the newest checkpoint.
+    const noteB = (await extended.note(c, [extended.signer], heads('B'))) + again.text;
+    const w2Key = [parseCosignerKey(w2.vkey)];
+    expect(checkCosignatures(noteB, w2Key).valid).toHaveLength(1);
+    const noteA = (await extended.note(c, [extended.signer], heads('A'))) + again.text;
+    expect(checkCosignatures(noteA, w2Key).valid).toHaveLength(0);
+    expect(await witnessed(w2.url, extended.origin)).toBe(noteB);
+    // Another root at that size: 409 naming the size, whatever the extension lines.
+    const forked = await addCheckpoint(w2.url, await extended.request(4, HandLog.leaves('d', 4), heads('A')));
+    expect(forked).toMatchObject({ status: 409, type: 'text/x.tlog.size', text: '4\n' });
+    expect(await witnessed(w2.url, extended.origin)).toBe(noteB);
+  });
+
   it('prints its cosignature/v1 verifier key, and cosigns a first checkpoint from size 0', async () => {
     expect(parseCosignerKey(w1.vkey).name).toBe('witness.example/w1');
     const a = HandLog.leaves('a', 3);
@@ -74,11 +96,11 @@ describe('witness serve', () => {
     // w1 already holds tree A (previous test); w2 is shown tree B.
     const toW2 = await addCheckpoint(w2.url, await log.request(0, b));
     expect(toW2.status, toW2.text).toBe(200);
-    // A to w2: at the size w2 holds, another root.
+    // A to w2: at the size w2 holds, another root (409 with its size, as the spec says for equal sizes).
     expect((await addCheckpoint(w2.url, await log.request(0, a))).status).toBe(409);
-    expect((await addCheckpoint(w2.url, await log.request(3, a))).status).toBe(422);
+    expect(await addCheckpoint(w2.url, await log.request(3, a))).toMatchObject({ status: 409, text: '3\n' });
     // B to w1, likewise; and an extension of B cannot be proved consistent with A.
-    expect((await addCheckpoint(w1.url, await log.request(3, b))).status).toBe(422);
+    expect((await addCheckpoint(w1.url, await log.request(3, b))).status).toBe(409);
     const bLonger = [...b, ...HandLog.leaves('b-more', 2)];
     expect((await addCheckpoint(w1.url, await log.request(3, bLonger))).status).toBe(422);
     // So each tree carries one cosignature at most: a quorum of 2 fails for both.

@@ -8,6 +8,7 @@ import { AuditError } from '../../manifests/audit/errors.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { inlineLineVerifier, type LineVerifier, type VerifiedLine } from '../../manifests/audit/verify-line.js';
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
+import { readWitnessPolicy } from '../../manifests/audit/verify-witnesses.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
@@ -53,6 +54,9 @@ function markOf(e: VerifiedLine): ManifestMark {
 async function verify(request: VerifyRequest): Promise<void> {
   const started = performance.now();
   const trust = readTrust(request.trustText);
+  // Checked as the CLI checks its arguments, with its words, before anything of the bundle is read.
+  const keys = request.witnessKeys;
+  const witnesses = await readWitnessPolicy(keys && { name: keys.name, read: async () => keys.text }, request.quorum);
   const web = await createWebCryptoLineVerifier(trust);
   const inner = web ?? inlineLineVerifier({ trust, verifier: nobleVerifier });
   const manifests: ManifestMark[] = [];
@@ -62,6 +66,7 @@ async function verify(request: VerifyRequest): Promise<void> {
     lineVerifier: recording(inner, manifests),
     checkSummary: storedSummaryProblem,
     ...(request.since !== undefined ? { since: request.since } : {}),
+    ...(witnesses ? { witnesses } : {}),
     onProgress(p) {
       const now = performance.now();
       if (now - lastPost < 50) return;

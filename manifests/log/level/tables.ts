@@ -147,6 +147,10 @@ export class LevelSigningKeys implements SigningKeyTable {
     };
   }
 
+  async *keyIds(): AsyncIterable<string> {
+    for await (const key of this.db.keys({ gt: 'k!', lt: 'k!\xff' })) yield key.slice(2);
+  }
+
   close(keyId: string, choose: (record: SigningKeyRecord | undefined) => string): Promise<string> {
     const run = this.closing.then(async () => {
       await this.get(keyId);

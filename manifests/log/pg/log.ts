@@ -426,7 +426,19 @@ interface SigningKeyRow {
   closed_at: string | null;
 }
 
+const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+/** A row's times are ISO-8601 UTC with milliseconds (their text order is time order), or it is corrupt. */
 function toSigningKey(r: SigningKeyRow): SigningKeyRecord {
+  for (const [column, value] of [
+    ['last_signed_at', r.last_signed_at],
+    ['closed_at', r.closed_at],
+  ] as const)
+    if (value !== null && !ISO_MS.test(value))
+      throw new ManifestError(
+        'RECORD_CORRUPT',
+        `manifest log record signing_keys[${JSON.stringify(r.key_id)}] is corrupt: ${column} is not an ISO-8601 UTC time with milliseconds`,
+      );
   return {
     keyId: r.key_id,
     ...(r.last_signed_at !== null ? { lastSignedAt: r.last_signed_at } : {}),
@@ -447,6 +459,18 @@ class PgSigningKeys implements SigningKeyTable {
     } catch (err) {
       throw storageFailed('signing key read', err);
     }
+  }
+
+  async *keyIds(): AsyncIterable<string> {
+    let rows: Array<{ key_id: string }>;
+    try {
+      ({ rows } = await this.db.query<{ key_id: string }>(
+        this.db.sql('SELECT key_id FROM {schema}.signing_keys ORDER BY key_id'),
+      ));
+    } catch (err) {
+      throw storageFailed('signing key list', err);
+    }
+    for (const r of rows) yield r.key_id;
   }
 
   async close(keyId: string, choose: (record: SigningKeyRecord | undefined) => string): Promise<string> {

@@ -1,0 +1,83 @@
+/**
+ * fsck of the log's signing-key records (LevelDB `k!<keyId>`, PostgreSQL `signing_keys`): what orders appends
+ * against rotation and revocation. Each record must parse, no manifest may be recorded as signed at or after the
+ * window the record closed, the closed window must be where trust.json ends the key, and the newest manifest of
+ * each key must be no newer than its record says. A key with no record at all is not judged: stores written by
+ * 0.1.0 kept none (a record behind its manifests lets a rotation end the window
+ * before one of them, and that manifest would stop verifying).
+ */
+import type { ManifestLog, SigningKeyRecord } from '../../manifests/log/log.js';
+import type { TrustStore, TrustedKey } from '../../manifests/format/trust.js';
+import { ManifestError } from '../../manifests/errors.js';
+import type { FsckFinding } from './maintenance.js';
+
+/** Where trust.json ends a key's window: the earlier of `notAfter` (rotation) and `revokedAt`, if either. */
+function windowEnd(key: TrustedKey): string | undefined {
+  const ends = [key.notAfter, key.revokedAt].filter((t): t is string => t !== undefined).sort();
+  return ends[0];
+}
+
+/**
+ * @param storeTrust this store's own trust.json (not keys the caller added: the log closes only its windows)
+ * @param newestSigned per key id, the newest `createdAt` among the verified manifests the chain walk read
+ */
+export async function fsckSigningKeys(
+  log: ManifestLog,
+  storeTrust: TrustStore,
+  newestSigned: ReadonlyMap<string, string>,
+  signal?: AbortSignal,
+): Promise<FsckFinding[]> {
+  const findings: FsckFinding[] = [];
+  // Unreadable records are reported once, as RECORD_CORRUPT, and judged neither for nor against anything else.
+  const records = new Map<string, SigningKeyRecord>();
+  const corrupt = (err: unknown) => {
+    if (!(err instanceof ManifestError && (err.code === 'RECORD_CORRUPT' || err.code === 'INVALID_ARGUMENT')))
+      throw err;
+    findings.push({ code: 'RECORD_CORRUPT', message: err.message });
+  };
+  try {
+    for await (const keyId of log.signingKeys.keyIds()) {
+      signal?.throwIfAborted();
+      try {
+        const rec = await log.signingKeys.get(keyId);
+        if (rec) records.set(keyId, rec);
+      } catch (err) {
+        corrupt(err);
+      }
+    }
+  } catch (err) {
+    corrupt(err);
+  }
+  const trusted = new Map(storeTrust.keys.map((k) => [k.keyId, k]));
+  for (const [keyId, rec] of records) {
+    if (rec.lastSignedAt === undefined || rec.closedAt === undefined || rec.lastSignedAt < rec.closedAt) continue;
+    // A revocation may be dated into the past on purpose: each manifest past it is already KEY_REVOKED.
+    if (trusted.get(keyId)?.revokedAt === rec.closedAt) continue;
+    findings.push({
+      code: 'KEY_SIGNED_AFTER_CLOSE',
+      message: `key ${keyId}: the log records a manifest dated ${rec.lastSignedAt}, at or after its window end ${rec.closedAt}`,
+    });
+  }
+  // A key without any record is not judged: stores written by 0.1.0 kept none (its rotations included).
+  for (const key of storeTrust.keys) {
+    const rec = records.get(key.keyId);
+    if (!rec) continue;
+    const end = windowEnd(key);
+    if (rec.closedAt !== end)
+      findings.push({
+        code: 'KEY_WINDOW_MISMATCH',
+        message:
+          `key ${key.keyId}: trust.json ends its window ${end === undefined ? 'nowhere (it is current)' : `at ${end}`}, ` +
+          `the log ${rec.closedAt === undefined ? 'has not closed it' : `closed it at ${rec.closedAt}`}`,
+      });
+  }
+  for (const [keyId, newest] of newestSigned) {
+    const last = records.get(keyId)?.lastSignedAt;
+    if (!records.has(keyId) || (last !== undefined && last >= newest)) continue;
+    findings.push({
+      code: 'KEY_RECORD_BEHIND',
+      message: `key ${keyId} signed a manifest dated ${newest}; the log records ${last === undefined ? 'none' : `its newest as ${last}`}`,
+    });
+  }
+  return findings;
+}

@@ -1,0 +1,184 @@
+/**
+ * fsck checks the log's signing-key records (LevelDB `k!<keyId>`, PostgreSQL `signing_keys`) on both backends:
+ * each parses (a corrupt one is RECORD_CORRUPT naming it, and fsck goes on), no manifest is recorded at or after
+ * the window end the record holds, the closed window is where trust.json ends the key, and a key's newest stored
+ * manifest is no newer than its record says.
+ */
+import { join } from 'node:path';
+import pgLib from 'pg';
+import { describe, expect, it } from 'vitest';
+import { openLedger } from '../src/ledger/open.js';
+import type { OpenLedgerOptions } from '../src/ledger/options.js';
+import { fsck } from '../src/ops/maintenance.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import type { SigningKeyRecord } from '../manifests/log/log.js';
+import { describePostgres } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's', run: 'r' };
+
+/** How a test changes one key record behind the ledger's back, on one backend. */
+interface RecordTamper {
+  put(keyId: string, fields: Omit<SigningKeyRecord, 'keyId'>): Promise<void>;
+  corrupt(keyId: string): Promise<void>;
+  remove(keyId: string): Promise<void>;
+}
+
+interface Backend {
+  name: string;
+  store(): { options: OpenLedgerOptions; tamper: RecordTamper };
+}
+
+/** Two manifests under the first key, a rotation, one under the second: the old and new keys and their records. */
+async function rotatedStore(options: OpenLedgerOptions) {
+  let now = Date.parse('2026-11-30T10:00:00.000Z');
+  const clock = () => new Date((now += 1000));
+  const ledger = await openLedger({ ...options, clock });
+  await ledger.publish(scope, sampleSummary(0));
+  await ledger.publish(scope, sampleSummary(1));
+  const old = ledger.keyId;
+  await ledger.rotateKey();
+  await ledger.publish(scope, sampleSummary(2));
+  const current = ledger.keyId;
+  const oldRecord = (await ledger.log.signingKeys.get(old))!;
+  const currentRecord = (await ledger.log.signingKeys.get(current))!;
+  expect((await fsck(ledger)).findings).toEqual([]);
+  await ledger.close();
+  return { old, current, oldRecord, currentRecord, reopen: () => openLedger({ ...options, clock }) };
+}
+
+const later = (t: string, ms: number) => new Date(Date.parse(t) + ms).toISOString();
+
+function keyRecordSuite(backend: Backend): void {
+  describe(`fsck of signing-key records: ${backend.name}`, () => {
+    it('reports a corrupt record as RECORD_CORRUPT naming it, and goes on checking the rest', async () => {
+      const { options, tamper } = backend.store();
+      const s = await rotatedStore(options);
+      await tamper.corrupt(s.old);
+      // The current key's record is behind too: checked though the other record is corrupt.
+      await tamper.put(s.current, { lastSignedAt: later(s.currentRecord.lastSignedAt!, -1) });
+      const ledger = await s.reopen();
+      const report = await fsck(ledger);
+      await ledger.close();
+      expect(report.findings.map((f) => f.code).sort()).toEqual(['KEY_RECORD_BEHIND', 'RECORD_CORRUPT']);
+      expect(report.findings.find((f) => f.code === 'RECORD_CORRUPT')!.message).toContain(s.old);
+      expect(report.manifests).toBe(3);
+      expect(report.ok).toBe(false);
+    });
+
+    it('reports a record whose newest signed createdAt is at or after the window end it records', async () => {
+      const { options, tamper } = backend.store();
+      const s = await rotatedStore(options);
+      await tamper.put(s.old, { lastSignedAt: s.oldRecord.closedAt!, closedAt: s.oldRecord.closedAt! });
+      const ledger = await s.reopen();
+      const report = await fsck(ledger);
+      await ledger.close();
+      expect(report.findings.map((f) => f.code)).toEqual(['KEY_SIGNED_AFTER_CLOSE']);
+    });
+
+    it('reports a window the log closed elsewhere than trust.json ends it, or closed for a current key', async () => {
+      const { options, tamper } = backend.store();
+      const s = await rotatedStore(options);
+      await tamper.put(s.old, { ...s.oldRecord, closedAt: later(s.oldRecord.closedAt!, 5000) });
+      await tamper.put(s.current, { ...s.currentRecord, closedAt: later(s.currentRecord.lastSignedAt!, 5000) });
+      const ledger = await s.reopen();
+      const report = await fsck(ledger);
+      await ledger.close();
+      expect(report.findings.map((f) => f.code)).toEqual(['KEY_WINDOW_MISMATCH', 'KEY_WINDOW_MISMATCH']);
+      expect(report.findings.map((f) => f.message).join('\n')).toContain(s.current);
+    });
+
+    it('reports a record behind the newest manifest its key signed', async () => {
+      const { options, tamper } = backend.store();
+      const s = await rotatedStore(options);
+      await tamper.put(s.old, { ...s.oldRecord, lastSignedAt: later(s.oldRecord.lastSignedAt!, -1000) });
+      const ledger = await s.reopen();
+      const report = await fsck(ledger);
+      await ledger.close();
+      expect(report.findings.map((f) => f.code)).toEqual(['KEY_RECORD_BEHIND']);
+      expect(report.findings[0]!.message).toContain(s.oldRecord.lastSignedAt!);
+    });
+
+    it('does not judge a key without any record (stores written by 0.1.0 kept none)', async () => {
+      const { options, tamper } = backend.store();
+      const s = await rotatedStore(options);
+      await tamper.remove(s.old);
+      await tamper.remove(s.current);
+      const ledger = await s.reopen();
+      expect((await fsck(ledger)).findings).toEqual([]);
+      await ledger.close();
+    });
+
+    it('is clean after a rotation and a revocation dated before the rotation', async () => {
+      const { options } = backend.store();
+      const s = await rotatedStore(options);
+      const ledger = await s.reopen();
+      await ledger.revokeKey(s.old, later(s.oldRecord.closedAt!, -500));
+      expect((await fsck(ledger)).findings).toEqual([]);
+      await ledger.close();
+    });
+  });
+}
+
+/** Changes `k!` records of a closed embedded store. */
+async function levelTamper(root: string, change: (db: LevelManifestLog['raw']) => Promise<void>) {
+  const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+  try {
+    await change(log.raw);
+  } finally {
+    await log.close();
+  }
+}
+
+keyRecordSuite({
+  name: 'embedded (LevelDB)',
+  store() {
+    const root = tempDir();
+    return {
+      options: { root, host: 'host-a' },
+      tamper: {
+        put: (keyId, fields) => levelTamper(root, (db) => db.put(`k!${keyId}`, JSON.stringify({ keyId, ...fields }))),
+        corrupt: (keyId) => levelTamper(root, (db) => db.put(`k!${keyId}`, '{"keyId": 7')),
+        remove: (keyId) => levelTamper(root, (db) => db.del(`k!${keyId}`)),
+      },
+    };
+  },
+});
+
+let schemas = 0;
+describePostgres('fsck of signing-key records (PostgreSQL)', (pg) => {
+  const query = async (sql: string, params: unknown[]) => {
+    const client = new pgLib.Client({ connectionString: pg.connectionString });
+    await client.connect();
+    try {
+      await client.query(sql, params);
+    } finally {
+      await client.end();
+    }
+  };
+  keyRecordSuite({
+    name: 'PostgreSQL',
+    store() {
+      const schema = `fsck_keys_${++schemas}`;
+      const table = `"${schema}".signing_keys`;
+      return {
+        options: {
+          root: tempDir(),
+          host: 'host-a',
+          postgres: { connectionString: pg.connectionString, schema },
+          onNotice: () => {},
+        },
+        tamper: {
+          put: (keyId, f) =>
+            query(
+              `INSERT INTO ${table} (key_id, last_signed_at, closed_at) VALUES ($1, $2, $3)
+               ON CONFLICT (key_id) DO UPDATE SET last_signed_at = $2, closed_at = $3`,
+              [keyId, f.lastSignedAt ?? null, f.closedAt ?? null],
+            ),
+          corrupt: (keyId) => query(`UPDATE ${table} SET last_signed_at = 'yesterday' WHERE key_id = $1`, [keyId]),
+          remove: (keyId) => query(`DELETE FROM ${table} WHERE key_id = $1`, [keyId]),
+        },
+      };
+    },
+  });
+});
