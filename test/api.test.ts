@@ -125,6 +125,8 @@ const SURFACE: Record<string, string[]> = {
     'rootFromInclusionProof',
     'verifyConsistency',
     'verifyInclusion',
+    'sessionHeadsRoot',
+    'verifySessionHead',
     'AuditError',
     'BUNDLE_FORMAT',
     'BUNDLE_VERSION',

@@ -65,6 +65,17 @@ const levelLogFactory: ManifestLogFactory = async () => {
       fx.log = await LevelManifestLog.open(path);
       return fx.log;
     },
+    async reopenWithoutSessionHeads() {
+      // What a store of the previous version holds: no x! records, no m!session-heads marker.
+      const db = fx.log.raw;
+      const keys: string[] = [];
+      for await (const key of db.keys()) if (key.startsWith('x!') || key === 'm!session-heads') keys.push(key);
+      expect(keys.length).toBeGreaterThan(0);
+      await db.batch(keys.map((key) => ({ type: 'del' as const, key })));
+      await fx.log.close();
+      fx.log = await LevelManifestLog.open(path);
+      return fx.log;
+    },
     async dispose() {
       await fx.log.close();
       await rm(dir, { recursive: true, force: true });
@@ -91,6 +102,37 @@ ledgerSuite('embedded (filesystem + LevelDB)', async () => {
 });
 
 describe('LevelManifestLog tree', () => {
+  it('opens a store whose session-heads root record is damaged, keeps its tree, and refuses appends', async () => {
+    const dir = freshDir();
+    const path = join(dir, 'log');
+    let log = await LevelManifestLog.open(path);
+    const append = (l: LevelManifestLog, session: string) =>
+      l.append({
+        session,
+        principal: 'p',
+        seq: 0,
+        prev: null,
+        id: digestOf(new TextEncoder().encode(session)),
+        envelope: JSON.stringify({ payload: Buffer.from(session).toString('base64') }),
+      });
+    await append(log, 'a');
+    await append(log, 'b');
+    const before = await log.treeHead();
+    await log.raw.put('x!000!', 'i not-base64');
+    await log.close();
+    log = await LevelManifestLog.open(path);
+    try {
+      const after = await log.treeHead();
+      expect(after.size).toBe(2);
+      expect(Buffer.from(after.root).equals(Buffer.from(before.root))).toBe(true);
+      expect(after.sessionHeads).toBeUndefined();
+      await expect(append(log, 'c')).rejects.toMatchObject({ code: 'TREE_DAMAGED' });
+    } finally {
+      await log.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('builds the tree on open for a store written before the tree existed', async () => {
     const dir = freshDir();
     const path = join(dir, 'log');

@@ -104,6 +104,13 @@ describePostgres('PostgreSQL backend', (pg) => {
         fx.log = await open();
         return fx.log;
       },
+      async reopenWithoutSessionHeads() {
+        await fx.log.close();
+        await sql(`DELETE FROM "${schema}".session_heads`);
+        await sql(`DELETE FROM "${schema}".log_meta WHERE key = 'session-heads'`);
+        fx.log = await open();
+        return fx.log;
+      },
       async dispose() {
         await fx.log.close();
       },
@@ -153,6 +160,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         { component: 'manifests', version: 2 },
         { component: 'manifests', version: 3 },
         { component: 'manifests', version: 4 },
+        { component: 'manifests', version: 5 },
       ]);
     });
 

@@ -14,7 +14,7 @@ export type BundleSource =
       manifests: Blob;
       /** Present iff the folder has a blobs/ directory: 64-hex file name → file. */
       blobs?: Record<string, Blob>;
-      /** checkpoint.note, proofs.jsonl, consistency.json: those the folder has. */
+      /** checkpoint.note, proofs.jsonl, consistency.json, heads.jsonl: those the folder has. */
       tree: Partial<Record<BundleTreeFile, Blob>>;
     }
   | {

@@ -7,10 +7,9 @@
 import {
   BUNDLE_BLOB_DIR,
   BUNDLE_CHECKPOINT_FILE,
-  BUNDLE_CONSISTENCY_FILE,
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
-  BUNDLE_PROOFS_FILE,
+  BUNDLE_TREE_FILES,
   type BundleTreeFile,
 } from '../manifests/audit/bundle.js';
 import type { BundleSource } from './protocol.js';
@@ -45,7 +44,7 @@ export function bundleFromFiles(files: Array<{ path: string; file: Blob }>): Pic
     if (path.startsWith(`${BUNDLE_BLOB_DIR}/`) && HEX64.test(hex)) blobs[hex] = file;
   }
   const tree: Partial<Record<BundleTreeFile, Blob>> = {};
-  for (const file of [BUNDLE_CHECKPOINT_FILE, BUNDLE_PROOFS_FILE, BUNDLE_CONSISTENCY_FILE] as const) {
+  for (const file of BUNDLE_TREE_FILES) {
     const found = inside.get(file);
     if (found) tree[file] = found;
   }

@@ -8,6 +8,8 @@
  *                            or, filtered, some of them)
  *   proofs.jsonl             filtered bundles: per manifest line, `{ leafIndex, proof }` at the checkpoint's size
  *   consistency.json         optional (`export --since`): `{ oldSize, proof }` from an auditor's earlier checkpoint
+ *   heads.jsonl              filtered bundles: per exported session (and the `--session` asked for), its head at
+ *                            the checkpoint (or null: absent) with a proof into the checkpoint's session-heads root
  *
  * The header is unsigned: it is a description, never a source of trust. Keys are not part of a bundle;
  * auditors pass a pinned trust file. `BundleReader` abstracts the files, so a browser can verify text it
@@ -27,8 +29,25 @@ export const BUNDLE_MANIFESTS_FILE = 'manifests.jsonl';
 export const BUNDLE_CHECKPOINT_FILE = 'checkpoint.note';
 export const BUNDLE_PROOFS_FILE = 'proofs.jsonl';
 export const BUNDLE_CONSISTENCY_FILE = 'consistency.json';
+export const BUNDLE_HEADS_FILE = 'heads.jsonl';
 /** The tree files a bundle may carry (read whole, each bounded). */
-export type BundleTreeFile = typeof BUNDLE_CHECKPOINT_FILE | typeof BUNDLE_PROOFS_FILE | typeof BUNDLE_CONSISTENCY_FILE;
+export type BundleTreeFile =
+  typeof BUNDLE_CHECKPOINT_FILE | typeof BUNDLE_PROOFS_FILE | typeof BUNDLE_CONSISTENCY_FILE | typeof BUNDLE_HEADS_FILE;
+export const BUNDLE_TREE_FILES: readonly BundleTreeFile[] = [
+  BUNDLE_CHECKPOINT_FILE,
+  BUNDLE_PROOFS_FILE,
+  BUNDLE_CONSISTENCY_FILE,
+  BUNDLE_HEADS_FILE,
+];
+const MAX_TREE_FILE = 1024 * 1024;
+/**
+ * How much of a tree file a reader takes: proofs.jsonl (~64 hashes per manifest line) and heads.jsonl (one proof
+ * per chain, each chain at least one line) grow with the manifests file, the others do not.
+ */
+export const maxTreeFileBytes = (name: BundleTreeFile, manifestsBytes: number): number =>
+  name === BUNDLE_PROOFS_FILE || name === BUNDLE_HEADS_FILE
+    ? Math.max(MAX_TREE_FILE, manifestsBytes * 4)
+    : MAX_TREE_FILE;
 /** Blobs live at `blobs/blake3/<64 hex>`: only validated hex digests become path components. */
 export const BUNDLE_BLOB_DIR = 'blobs/blake3';
 const MAX_HEADER_BYTES = 64 * 1024;

@@ -49,11 +49,16 @@ export const FINDING_CODES = {
   // Step 9d, witnesses (only with pinned witness keys): manifests/audit/verify-witnesses.ts.
   WITNESS_QUORUM_MISSING: 'the checkpoint has fewer valid cosignatures by pinned witnesses than the quorum',
   WITNESS_COSIGNATURE_INVALID: 'a cosignature line by a pinned witness (name and key hash) does not verify',
+  // Step 10, completeness against the checkpoint's session-heads index: manifests/audit/verify-heads.ts.
+  SESSION_HEAD_MISSING: 'filtered bundle: heads.jsonl has no proof of an exported (or asked-for) session head',
+  SESSION_HEAD_INVALID: "a session-head proof does not verify against the checkpoint's session-heads root",
+  SESSION_TAIL_MISSING: "a chain ends before the session's proven head at the checkpoint (newest manifests left out)",
+  SESSION_HEAD_MISMATCH: "a chain's last manifest is not the proven head, or a full bundle's heads have another root",
 } as const;
 
 export type FindingCode = keyof typeof FINDING_CODES;
 
-/** The step-9 codes (the signed checkpoint): their own tamper matrix is test/audit/tamper-tree.test.ts. */
+/** The step-9 and 10 codes (the signed checkpoint): their own tamper matrix is test/audit/tamper-tree.test.ts. */
 export const CHECKPOINT_FINDING_CODES: readonly FindingCode[] = [
   'CHECKPOINT_MISSING',
   'CHECKPOINT_INVALID',
@@ -67,6 +72,10 @@ export const CHECKPOINT_FINDING_CODES: readonly FindingCode[] = [
   'CONSISTENCY_INVALID',
   'WITNESS_QUORUM_MISSING',
   'WITNESS_COSIGNATURE_INVALID',
+  'SESSION_HEAD_MISSING',
+  'SESSION_HEAD_INVALID',
+  'SESSION_TAIL_MISSING',
+  'SESSION_HEAD_MISMATCH',
 ];
 
 export interface FindingEvidence {

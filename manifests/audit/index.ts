@@ -67,6 +67,8 @@ export {
   verifyInclusion,
   type ProofResult,
 } from '../tlog/merkle.js';
+// Completeness (step 10): a session's head, or its absence, in the checkpoint's session-heads index.
+export { sessionHeadsRoot, verifySessionHead, type SessionHead, type SessionHeadProof } from '../tlog/session-heads.js';
 export { openNote, parseVerifierKey, type NoteVerifierKey, type OpenedNote } from '../crypto/note.js';
 export { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';
 // Witness cosignatures (C2SP tlog-cosignature): the auditor's quorum check of step 9d.

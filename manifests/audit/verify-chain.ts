@@ -9,6 +9,7 @@
  *   8. verifyHeader    header counts against the lines
  *   9. verifyTree      the signed checkpoint: lines = its leaves (full), inclusion proofs (filtered), --since,
  *                      the witnesses' cosignatures (quorum)
+ *  10. verifySessionHeads  completeness: each chain ends at its head proven in the checkpoint's session-heads index
  *
  * Every problem in the input is a finding in the report; only the verifier's own failures throw.
  * Isomorphic: the signature backend and the per-line executor (e.g. worker threads) are injected.
@@ -19,6 +20,7 @@ import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import type { TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
 import { tapLeaves, verifyTree, type CheckpointSummary } from './verify-tree.js';
+import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
 import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
 import { AuditError } from './errors.js';
 import { BUNDLE_CHECKPOINT_FILE } from './bundle.js';
@@ -75,6 +77,11 @@ export interface AuditCoverage {
   scope?: AuditScope;
   /** Who declared each part of the scope: the auditor's options, the bundle's unsigned header, or neither. */
   scopeFrom: 'auditor' | 'header' | 'auditor and header' | 'none';
+  /**
+   * Step 10: whether each chain was held to its session's head committed in the checkpoint (a missing tail is a
+   * finding), and if not, why not.
+   */
+  completeness: CompletenessCoverage;
 }
 
 export interface BundleAuditReport extends AuditReport {
@@ -306,11 +313,17 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     });
   }
   // Step 9: a filtered bundle holds some leaves, so it is checked by inclusion proofs instead of the root.
-  const checkpoint = await verifyTree(reader, leaves, scopeOf(header) !== undefined, options, sink);
+  const filtered = scopeOf(header) !== undefined;
+  const checkpoint = await verifyTree(reader, leaves, filtered, options, sink);
+  // Step 10: completeness. A bundle filtered by the auditor alone still proves (or not) the asked-for session.
+  const completeness: CompletenessCoverage = checkpoint
+    ? await verifySessionHeads(reader, checkpoint.extensions, chains, filtered, coverage.scope, sink)
+    : { checked: false, reason: 'no verified checkpoint' };
   const checked: AuditCoverage = {
     blobs: reader.readBlob !== undefined || options.requireBlobs === true,
     blobsRequired: options.requireBlobs === true,
     ...coverage,
+    completeness,
   };
   const result: BundleAuditReport = { ...report(sink, lines, verified, chains, blobsChecked), checked };
   if (header) result.header = header;

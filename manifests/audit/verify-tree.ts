@@ -42,6 +42,8 @@ export interface CheckpointSummary {
   signedBy: string[];
   /** Step 9d, when witnesses are pinned: the quorum and which pinned witnesses cosigned, and when. */
   witnesses?: WitnessSummary;
+  /** The signed extension lines (the session-heads root among them, step 10). */
+  extensions: string[];
 }
 
 /** Leaf hashes of the lines, in order (undefined: a line with no decodable payload). */
@@ -127,6 +129,7 @@ export async function verifyTree(
     size: cp.size,
     root: encodeBase64(cp.root),
     signedBy: opened.note.sigs.map((s) => `${s.name}+${s.keyHash.toString(16).padStart(8, '0')}`),
+    extensions: cp.extensions,
   };
   // 9d first in the report's summary, though independent of 9b/9c: who vouches that this is the one tree.
   if (options.witnesses) summary.witnesses = verifyWitnesses(text, options.witnesses, sink, options.verifier);

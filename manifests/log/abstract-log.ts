@@ -9,7 +9,7 @@ import { throwIfAborted } from '../../store/errors.js';
 import { ManifestError } from '../errors.js';
 import { isValidId } from '../format/ids.js';
 import { headProblems, readHeadFacts, type HeadProblem } from '../chain/head-rules.js';
-import type { NodeId, TreeHead } from '../tlog/tree.js';
+import type { NodeId } from '../tlog/tree.js';
 import { timestampSchema } from '../format/manifest.js';
 import type {
   AppendOptions,
@@ -18,6 +18,7 @@ import type {
   GrantRecord,
   GrantTable,
   LogEntry,
+  LogTreeHead,
   ManifestLog,
   SigningKeyRecord,
   SigningKeyTable,
@@ -182,7 +183,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
   protected abstract _entries(afterPosition: number | undefined): AsyncIterable<LogEntry>;
   protected abstract _heads(): AsyncIterable<ChainHead>;
   // The Merkle tree over the log (manifests/tlog/): each backend stores it in its own append batch.
-  abstract treeHead(): Promise<TreeHead>;
+  abstract treeHead(): Promise<LogTreeHead>;
   abstract treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
   abstract entryAt(position: number): Promise<LogEntry | undefined>;
   abstract positionOf(id: Digest): Promise<number | undefined>;

@@ -6,6 +6,13 @@
 import type { Digest } from '../../store/hash/digest.js';
 import type { HeadProblem } from '../chain/head-rules.js';
 import type { NodeId, TreeHead } from '../tlog/tree.js';
+import type { HeadsNode, NodePath } from '../tlog/session-heads.js';
+
+/** The log's tree head with its session-heads index root (manifests/tlog/session-heads.ts), read together. */
+export interface LogTreeHead extends TreeHead {
+  /** The root of the index of every session's head at `size` entries (absent: the log keeps no index). */
+  sessionHeads?: Uint8Array;
+}
 
 /** One appended manifest, as stored. */
 export interface LogEntry {
@@ -153,9 +160,16 @@ export interface ManifestLog {
   append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;
   /**
    * The RFC 6962 tree over every entry in global order (leaf i = the signed payload bytes of position i),
-   * as committed: it grows in the append's own batch or transaction.
+   * as committed: it grows in the append's own batch or transaction. With it, from the same committed state,
+   * the root of the session-heads index (each session's head, updated in the same batch or transaction).
    */
-  treeHead(): Promise<TreeHead>;
+  treeHead(): Promise<LogTreeHead>;
+  /**
+   * Stored nodes of the session-heads index (undefined where a subtree is empty), as committed now: a caller
+   * that needs them at a checkpoint checks the proof against the checkpoint's root. Absent: no index.
+   * @throws ManifestError `RECORD_CORRUPT` for a damaged node record
+   */
+  sessionHeadNodes?(paths: NodePath[]): Promise<Array<HeadsNode | undefined>>;
   /** Stored hashes of perfect subtrees (manifests/tlog/tree.ts). @throws ManifestError `TREE_DAMAGED` */
   treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
   /** The entry at a global position, or `undefined`. */

@@ -145,7 +145,10 @@ function describeCoverage(r: BundleAuditReport): string {
         .map(([k, v]) => `${k} ${v}`)
         .join(', ')} (from ${c.scopeFrom})`
     : 'no scope (none declared; --principal / --session hold chains to one)';
-  return `checked: signatures, chain rules, ${blobs}; ${scope}`;
+  const complete = c.completeness.checked
+    ? `completeness (${c.completeness.sessions} session head(s) proven at the checkpoint)`
+    : `NOT completeness (${c.completeness.reason})`;
+  return `checked: signatures, chain rules, ${blobs}; ${scope}; ${complete}`;
 }
 
 /**

@@ -15,6 +15,7 @@ import { openNote, signNote, type NoteSigner, type NoteVerifierKey } from '../..
 import { formatCheckpoint, parseCheckpoint, type Checkpoint } from '../../manifests/format/checkpoint.js';
 import { equalBytes, verifyConsistency } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tlog/tree.js';
+import { sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { LedgerError } from '../errors.js';
 
@@ -93,9 +94,15 @@ export class CheckpointGuard {
   private async advance(): Promise<SignedCheckpoint> {
     const head = await this.log.treeHead();
     const pinned = this.pinned;
-    if (pinned && pinned.checkpoint.size === head.size && equalBytes(pinned.checkpoint.root, head.root)) return pinned;
-    if (pinned) await this.demandConsistency(pinned, head);
-    const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions: [] };
+    // The session-heads root rides along as an extension line: the note signature (and every witness
+    // cosignature) covers it. The log computes it from the same committed state as the tree.
+    const extensions = head.sessionHeads ? [sessionHeadsLine(head.sessionHeads)] : [];
+    const sameTree =
+      pinned !== undefined && pinned.checkpoint.size === head.size && equalBytes(pinned.checkpoint.root, head.root);
+    // A checkpoint pinned before the index existed is re-signed with the line at the same tree.
+    if (sameTree && pinned.checkpoint.extensions.join('\n') === extensions.join('\n')) return pinned;
+    if (pinned && !sameTree) await this.demandConsistency(pinned, head);
+    const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions };
     const note = await signNote(formatCheckpoint(checkpoint), [this.signer()]);
     // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget.
     await writeFileAtomic(this.path, note, 0o600);

@@ -18,6 +18,8 @@ import {
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
   BUNDLE_PROOFS_FILE,
+  BUNDLE_HEADS_FILE,
+  BUNDLE_TREE_FILES,
   type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
 
@@ -30,6 +32,7 @@ const BUNDLE_FILES: ReadonlyMap<string, string> = new Map([
   [BUNDLE_CHECKPOINT_FILE, 'text/plain; charset=utf-8'],
   [BUNDLE_PROOFS_FILE, 'text/plain; charset=utf-8'],
   [BUNDLE_CONSISTENCY_FILE, 'application/json'],
+  [BUNDLE_HEADS_FILE, 'text/plain; charset=utf-8'],
 ]);
 
 export interface AuditServerOptions {
@@ -61,7 +64,7 @@ function escapeAttribute(text: string): string {
 const SINCE_PATH = '/since.note';
 const WITNESS_KEYS_PATH = '/witness-keys.txt';
 
-const TREE_FILES: readonly BundleTreeFile[] = [BUNDLE_CHECKPOINT_FILE, BUNDLE_PROOFS_FILE, BUNDLE_CONSISTENCY_FILE];
+const TREE_FILES: readonly BundleTreeFile[] = BUNDLE_TREE_FILES;
 
 /** The tree files the bundle has: announced, so the page asks for those only (an absent one is no error). */
 function treeFilesOf(dir: string): BundleTreeFile[] {

@@ -9,9 +9,8 @@ import { lstat, open } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AuditError } from '../../manifests/audit/errors.js';
 import {
-  BUNDLE_CHECKPOINT_FILE,
-  BUNDLE_CONSISTENCY_FILE,
-  BUNDLE_PROOFS_FILE,
+  BUNDLE_TREE_FILES,
+  maxTreeFileBytes,
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
   bundleBlobPath,
@@ -22,7 +21,6 @@ import {
 // O_NONBLOCK: a FIFO planted in a bundle must not hang the auditor.
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const MAX_HEADER_BYTES = 64 * 1024;
-const MAX_TREE_FILE = 1024 * 1024;
 /** Default bound on manifests.jsonl: ~5 million honest manifests; raise it with `maxManifestsBytes`. */
 export const DEFAULT_MAX_MANIFESTS_BYTES = 4 * 1024 ** 3;
 
@@ -109,13 +107,9 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
   const reader: BundleReader = {
     header: async () => headerText,
     treeFile: async (name) => {
-      if (name !== BUNDLE_CHECKPOINT_FILE && name !== BUNDLE_PROOFS_FILE && name !== BUNDLE_CONSISTENCY_FILE)
-        throw new TypeError(`not a bundle tree file: ${name}`);
-      // proofs.jsonl holds ~64 hashes of 44 characters per manifest line: bounded by the manifests file itself.
-      return readSmallFile(
-        join(root, name),
-        name === BUNDLE_PROOFS_FILE ? Math.max(MAX_TREE_FILE, manifestsSize * 4) : MAX_TREE_FILE,
-      );
+      if (!BUNDLE_TREE_FILES.includes(name)) throw new TypeError(`not a bundle tree file: ${name}`);
+      // proofs.jsonl and heads.jsonl are bounded by the manifests file itself (maxTreeFileBytes).
+      return readSmallFile(join(root, name), maxTreeFileBytes(name, manifestsSize));
     },
     manifestsSize: async () => manifestsSize,
     async *manifests() {

@@ -1,7 +1,8 @@
 /**
  * The tree files of an export bundle (manifests/audit/bundle.ts): the checkpoint it was cut at, an
  * inclusion proof per manifest of a filtered bundle, and a consistency proof from an auditor's earlier
- * checkpoint. Proofs are read from the log's stored tree at the checkpoint's size.
+ * checkpoint, and per exported session a proof of its head in the checkpoint's session-heads index. Proofs are
+ * read from the log's stored tree at the checkpoint's size.
  */
 import { encodeBase64 } from '../../manifests/encoding/base64.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
@@ -10,6 +11,12 @@ import { openNote } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
+import { equalBytes } from '../../manifests/tlog/merkle.js';
+import {
+  proveSessionHead,
+  rootFromSessionHeadProof,
+  type SessionHeadProof,
+} from '../../manifests/tlog/session-heads.js';
 
 /** `proofs.jsonl`: one `{ leafIndex, proof }` line per exported manifest, in bundle order. */
 export async function* inclusionProofLines(
@@ -51,4 +58,50 @@ export function sinceSize(note: string, verifiers: NoteVerifierKey[], size: numb
 export async function consistencyFile(log: ManifestLog, oldSize: number, size: number): Promise<Uint8Array> {
   const proof = oldSize === 0 ? [] : await hashRanges(consistencyRanges(oldSize, size), (ids) => log.treeNodes(ids));
   return new TextEncoder().encode(`${JSON.stringify({ oldSize, proof: proof.map(encodeBase64) })}\n`);
+}
+
+/** Each candidate session's proof from the log's session-heads index, and the leaf value it found there. */
+export type SessionHeadProofs = Map<string, { proof: SessionHeadProof; value: Uint8Array | undefined }>;
+
+/**
+ * Proofs for `sessions` from the log's index as it is now, or `undefined` when one of them does not lead to
+ * `root` (the checkpoint's): the log moved on since the checkpoint was taken, and the caller takes a new one.
+ */
+export async function sessionHeadProofs(
+  log: ManifestLog,
+  sessions: Iterable<string>,
+  root: Uint8Array,
+): Promise<SessionHeadProofs | undefined> {
+  const read = log.sessionHeadNodes?.bind(log);
+  if (!read) return new Map();
+  const out: SessionHeadProofs = new Map();
+  for (const session of sessions) {
+    const proven = await proveSessionHead(read, session);
+    const r = rootFromSessionHeadProof(session, proven.value, proven.proof);
+    if (!r.ok || !equalBytes(r.root, root)) return undefined;
+    out.set(session, proven);
+  }
+  return out;
+}
+
+/**
+ * `heads.jsonl`: per session, sorted, `{ session, head: { seq, id } | null, proof }` — the head is the last manifest
+ * of the session the bundle holds (null: it holds none, and the proof shows the session absent at the checkpoint).
+ */
+export function sessionHeadLines(
+  proofs: SessionHeadProofs,
+  sessions: Iterable<string>,
+  exported: ReadonlyMap<string, { seq: number; id: string }>,
+): Uint8Array {
+  let text = '';
+  for (const session of [...new Set(sessions)].sort()) {
+    const proven = proofs.get(session);
+    const last = exported.get(session);
+    // A session that exists but is not in the bundle (`--principal P --session S` where P never published in S) gets
+    // no line: its head proves nothing about what P published.
+    if (!proven || (last === undefined && proven.value !== undefined)) continue;
+    const head = last === undefined ? null : { seq: last.seq, id: last.id };
+    text += `${JSON.stringify({ session, head, proof: proven.proof })}\n`;
+  }
+  return new TextEncoder().encode(text);
 }

@@ -33,9 +33,22 @@ import { parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { isValidId } from '../../manifests/format/ids.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
-import { BUNDLE_CHECKPOINT_FILE, BUNDLE_CONSISTENCY_FILE, BUNDLE_PROOFS_FILE } from '../../manifests/audit/bundle.js';
+import {
+  BUNDLE_CHECKPOINT_FILE,
+  BUNDLE_CONSISTENCY_FILE,
+  BUNDLE_HEADS_FILE,
+  BUNDLE_PROOFS_FILE,
+} from '../../manifests/audit/bundle.js';
+import { sessionHeadsOf } from '../../manifests/tlog/session-heads.js';
 import { checkpointVerifiers, type TrustStore } from '../../manifests/format/trust.js';
-import { consistencyFile, inclusionProofLines, sinceSize } from './export-tree.js';
+import {
+  consistencyFile,
+  inclusionProofLines,
+  sessionHeadLines,
+  sessionHeadProofs,
+  sinceSize,
+  type SessionHeadProofs,
+} from './export-tree.js';
 
 export interface ExportOptions {
   /** Target directory; must not exist. */
@@ -69,7 +82,7 @@ export interface ExportSource {
   /** Where the export's span and metrics go (a ledger's own); default the global OpenTelemetry API. */
   readonly telemetry?: LedgerTelemetry;
   /** The signed checkpoint to cut the bundle at (a `Ledger` has one); without it the bundle has no tree files. */
-  checkpoint?(): Promise<{ note: string; checkpoint: { size: number } }>;
+  checkpoint?(): Promise<{ note: string; checkpoint: { size: number; extensions?: readonly string[] } }>;
   /** The trusted keys (for `since`: the earlier checkpoint may be signed by a rotated checkpoint key). */
   trustStore?(): TrustStore;
 }
@@ -94,13 +107,26 @@ function summaryDigestOf(envelope: string): Digest | undefined {
   }
 }
 
-async function selectSessions(log: ManifestLog, o: ExportOptions): Promise<(session: string) => boolean> {
-  if (o.principal === undefined) return (s) => o.session === undefined || s === o.session;
+/** The filter, and for a filtered export the sessions it may hold (a superset: later appends included). */
+async function selectSessions(
+  log: ManifestLog,
+  o: ExportOptions,
+): Promise<{ selected: (session: string) => boolean; candidates: Set<string> }> {
+  if (o.principal === undefined)
+    return {
+      selected: (s) => o.session === undefined || s === o.session,
+      candidates: new Set(o.session === undefined ? [] : [o.session]),
+    };
   const sessions = new Set<string>();
   for await (const e of log.entries())
     if (e.principal === o.principal && (o.session === undefined || e.session === o.session)) sessions.add(e.session);
-  return (s) => sessions.has(s);
+  const candidates = new Set(sessions);
+  if (o.session !== undefined) candidates.add(o.session);
+  return { selected: (s) => sessions.has(s), candidates };
 }
+
+/** Attempts at a cut whose session-heads proofs match it, while appends keep moving the log on. */
+const CUT_ATTEMPTS = 5;
 
 async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void> {
   const h: FileHandle = await fs.open(path, CREATE, 0o600);
@@ -181,17 +207,33 @@ async function exportInto(
 ): Promise<ExportResult> {
   const parent = dirname(out);
   const staging = join(parent, `.${basename(out)}.${randomBytes(6).toString('hex')}.partial`);
-  // The cut: the bundle holds exactly the manifests of this checkpoint's tree (later appends are left out).
-  const cut = source.checkpoint ? await source.checkpoint() : undefined;
+  const filtered = options.principal !== undefined || options.session !== undefined;
+  const { selected, candidates } = await selectSessions(source.log, options);
+  // The cut: the bundle holds exactly the manifests of this checkpoint's tree (later appends are left out). A
+  // filtered bundle also proves each session's head at the cut from the live index, so the proofs are taken right
+  // after it and must lead to its session-heads root; an append in between moves the index on: cut again.
+  let cut = source.checkpoint ? await source.checkpoint() : undefined;
+  let headProofs: SessionHeadProofs | undefined;
+  for (let attempt = 1; cut && filtered; attempt++) {
+    const root = sessionHeadsOf(cut.checkpoint.extensions ?? []);
+    if (!(root instanceof Uint8Array)) break;
+    headProofs = await sessionHeadProofs(source.log, candidates, root);
+    if (headProofs) break;
+    if (attempt === CUT_ATTEMPTS)
+      throw new AuditError(
+        'BUNDLE_IO',
+        `export: the log moved on during each of ${CUT_ATTEMPTS} attempts to prove session heads at a checkpoint; retry when appends pause`,
+      );
+    cut = await source.checkpoint!();
+  }
   const limit = cut?.checkpoint.size ?? Infinity;
   if (options.since !== undefined && !cut) throw new AuditError('USAGE', '--since needs a store with checkpoints');
   const oldSize =
     options.since === undefined || !cut
       ? undefined
       : sinceSize(options.since, source.trustStore ? checkpointVerifiers(source.trustStore()) : [], limit);
-  const filtered = options.principal !== undefined || options.session !== undefined;
   const positions: number[] = [];
-  const selected = await selectSessions(source.log, options);
+  const lastOf = new Map<string, { seq: number; id: string }>();
   const counts = { manifests: 0, chains: 0, blobs: 0 };
   const unavailableBlobs: ExportResult['unavailableBlobs'] = [];
   let step = 'creating the staging directory';
@@ -211,6 +253,7 @@ async function exportInto(
           if (e.position >= limit) break;
           if (!selected(e.session)) continue;
           positions.push(e.position);
+          lastOf.set(e.session, { seq: e.seq, id: e.id });
           counts.manifests++;
           sessions.add(e.session);
           if (options.withBlobs) {
@@ -254,6 +297,10 @@ async function exportInto(
       await writeAll(fs, join(staging, BUNDLE_CHECKPOINT_FILE), new TextEncoder().encode(cut.note));
       if (filtered)
         await writeAll(fs, join(staging, BUNDLE_PROOFS_FILE), inclusionProofLines(source.log, positions, limit));
+      if (headProofs) {
+        const proven = [...sessions, ...(options.session !== undefined ? [options.session] : [])];
+        await writeAll(fs, join(staging, BUNDLE_HEADS_FILE), sessionHeadLines(headProofs, proven, lastOf));
+      }
       if (oldSize !== undefined)
         await writeAll(fs, join(staging, BUNDLE_CONSISTENCY_FILE), await consistencyFile(source.log, oldSize, limit));
     }

@@ -32,6 +32,7 @@ export const FSCK_STORE_CODES = {
   TREE_NODE_MISMATCH: 'a stored Merkle tree node is not the hash of the entries it covers',
   TREE_SIZE: 'the stored tree has another number of leaves than the log has entries',
   TREE_ROOT: 'the stored tree root is not the root of the entries',
+  SESSION_HEADS_ROOT: "the stored session-heads index (or its committed root) is not the index of the chains' heads",
   OWNER_MISMATCH: "a chain's owner record names another principal than the one its seq 0 is signed for",
   KEY_SIGNED_AFTER_CLOSE:
     "a signing key's log record has its newest signed createdAt at or after the window end it records",
@@ -60,6 +61,7 @@ export type FsckAuditCode = Extract<
 
 export type FsckFindingCode = FsckAuditCode | FsckStoreCode;
 import { fsckTree } from './fsck-tree.js';
+import { fsckSessionHeads } from './fsck-heads.js';
 import { fsckInlineBlobs } from './fsck-inline.js';
 import { fsckSigningKeys } from './fsck-keys.js';
 
@@ -178,6 +180,12 @@ export async function fsck(
   // The tree over the global order must be exactly the tree of the entries.
   try {
     findings.push(...(await fsckTree(ledger.log, options.signal)));
+  } catch (err) {
+    recordProblem(err, findings);
+  }
+  // The session-heads index must be exactly the index of the heads (checkpoints commit its root).
+  try {
+    findings.push(...(await fsckSessionHeads(ledger.log, options.signal)));
   } catch (err) {
     recordProblem(err, findings);
   }

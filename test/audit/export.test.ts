@@ -223,3 +223,41 @@ describe('export and verify commands', () => {
     expect(b.stderr()).toContain('--out DIR is required');
   });
 });
+
+describe('exportBundle: session-heads proofs at the cut', () => {
+  it('cuts again when the log moved on between the checkpoint and the proofs, and the bundle verifies', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      const stale = await ledger.checkpoint();
+      await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary('a3'));
+      let calls = 0;
+      // The first checkpoint handed out predates s1's newest manifest: the index's s1 leaf no longer matches it.
+      const source = {
+        host: ledger.host,
+        log: ledger.log,
+        blobs: ledger.blobs,
+        checkpoint: async () => (calls++ === 0 ? stale : ledger.checkpoint()),
+      };
+      const out = join(dir, 'bundle');
+      await exportBundle(source, { out, session: 's1' });
+      expect(calls).toBe(2);
+      const heads = readFileSync(join(out, 'heads.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      expect(heads).toEqual([{ session: 's1', head: expect.objectContaining({ seq: 3 }), proof: expect.any(Object) }]);
+      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
+      expect(report.findings).toEqual([]);
+      expect(report.checked.completeness).toEqual({ checked: true, sessions: 1 });
+      // A log that never holds still for a cut: BUNDLE_IO, and no bundle.
+      const never = { ...source, checkpoint: async () => stale };
+      const err = await exportBundle(never, { out: join(dir, 'never'), session: 's1' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AuditError);
+      expect((err as AuditError).code).toBe('BUNDLE_IO');
+      expect(existsSync(join(dir, 'never'))).toBe(false);
+    } finally {
+      await ledger.close();
+    }
+  });
+});

@@ -15,7 +15,8 @@ import { verifyBundle, type VerifyBundleOptions } from '../../manifests/audit/ve
 import { memoryBundleReader, type BundleTreeFile } from '../../manifests/audit/bundle.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import { AuditError } from '../../manifests/audit/errors.js';
-import { signNote } from '../../manifests/crypto/note.js';
+import { signNote, type NoteSigner } from '../../manifests/crypto/note.js';
+import { EMPTY_HEADS_ROOT, sessionHeadsLine, sessionHeadsRoot } from '../../manifests/tlog/session-heads.js';
 import { cosignCheckpoint, encodeCosignerKey, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
@@ -38,7 +39,7 @@ function readBundle(dir: string): Files {
     }
   };
   const tree: Files['tree'] = {};
-  for (const name of ['checkpoint.note', 'proofs.jsonl', 'consistency.json'] as const) {
+  for (const name of ['checkpoint.note', 'proofs.jsonl', 'consistency.json', 'heads.jsonl'] as const) {
     const t = opt(name);
     if (t !== undefined) tree[name] = t;
   }
@@ -71,6 +72,9 @@ const publish = (l: Ledger, session: string, marker: string | number) =>
 
 let full: Files;
 let filtered: Files;
+let absent: Files;
+let s2Only: Files;
+let byPrincipal: Files;
 let trust: TrustStore;
 let earlier: string;
 let forkedEarlier: string;
@@ -101,8 +105,14 @@ beforeAll(async () => {
   const out = dir('out');
   await exportBundle(ledger, { out: join(out, 'full') });
   await exportBundle(ledger, { out: join(out, 's1'), session: 's1' });
+  await exportBundle(ledger, { out: join(out, 'ghost'), session: 'ghost' });
+  await exportBundle(ledger, { out: join(out, 's2'), session: 's2' });
+  await exportBundle(ledger, { out: join(out, 'alice'), principal: 'alice' });
   full = readBundle(join(out, 'full'));
   filtered = readBundle(join(out, 's1'));
+  absent = readBundle(join(out, 'ghost'));
+  s2Only = readBundle(join(out, 's2'));
+  byPrincipal = readBundle(join(out, 'alice'));
   // A fork: the same keys and origin, another history (what a host showing two auditors two logs holds).
   const forkRoot = dir('fork');
   cpSync(join(root, 'keys'), join(forkRoot, 'keys'), { recursive: true });
@@ -131,7 +141,8 @@ describe('step 9: full bundles against their checkpoint', () => {
 
   it('catches tail truncation that the chains alone cannot see (TREE_SIZE_MISMATCH)', async () => {
     const r = await audit({ ...full, lines: full.lines.slice(0, 4) }, trust);
-    expect(found(r)).toEqual(['TREE_SIZE_MISMATCH@-']);
+    // Step 10 sees it too: s1's head is not the committed one.
+    expect(found(r)).toEqual(['TREE_SIZE_MISMATCH@-', 'SESSION_HEAD_MISMATCH@-']);
   });
 
   it('catches a removed or an added manifest (TREE_SIZE_MISMATCH)', async () => {
@@ -150,12 +161,13 @@ describe('step 9: full bundles against their checkpoint', () => {
   it('catches a validly signed manifest from a forked history in place of the newest one (TREE_ROOT_MISMATCH)', async () => {
     // Every chain still verifies: s1 merely looks one manifest shorter, and the fork's chain is complete.
     const r = await audit({ ...full, lines: [...full.lines.slice(0, 4), forkLines[0]!] }, trust);
-    expect(found(r)).toEqual(['TREE_ROOT_MISMATCH@-']);
+    expect(found(r)).toEqual(['TREE_ROOT_MISMATCH@-', 'SESSION_HEAD_MISMATCH@-']);
   });
 
   it('requires a checkpoint when checkpoint keys are pinned (CHECKPOINT_MISSING)', async () => {
     const r = await audit({ ...full, tree: {} }, trust);
     expect(found(r)).toEqual(['CHECKPOINT_MISSING@-']);
+    expect(r.checked.completeness).toEqual({ checked: false, reason: 'no verified checkpoint' });
     // A trust file without checkpoint keys (bundles from before checkpoints) asks for none.
     const legacy = { version: 1 as const, keys: trust.keys };
     expect(found(await audit({ ...full, tree: {} }, legacy))).toEqual([]);
@@ -305,6 +317,142 @@ describe('step 9d: witnesses, against a host that shows two auditors two trees',
       'CHECKPOINT_MISSING@-',
     ]);
     await expect(audit(full, trust, policy(3))).rejects.toMatchObject({ code: 'USAGE' });
+  });
+});
+
+describe('step 10: completeness against the session-heads index', () => {
+  /** Drops the lines (and their inclusion proofs) a host would leave out; heads.jsonl stays as exported. */
+  const withoutLines = (f: Files, drop: number[]): Files => {
+    const keep = (_: unknown, i: number) => !drop.includes(i);
+    const proofs = f.tree['proofs.jsonl']!.split('\n').slice(0, -1).filter(keep);
+    return {
+      ...f,
+      lines: f.lines.filter(keep),
+      tree: { ...f.tree, 'proofs.jsonl': proofs.map((l) => `${l}\n`).join('') },
+    };
+  };
+  const headsOf = (f: Files) =>
+    f.tree['heads.jsonl']!.split('\n')
+      .slice(0, -1)
+      .map((l) => JSON.parse(l));
+  const withHeads = (f: Files, lines: unknown[]): Files => ({
+    ...f,
+    tree: { ...f.tree, 'heads.jsonl': lines.map((l) => `${JSON.stringify(l)}\n`).join('') },
+  });
+
+  it('checks full and filtered bundles and says so in the report', async () => {
+    const r = await audit(full, trust);
+    expect(r.checked.completeness).toEqual({ checked: true, sessions: 2 });
+    expect(r.checkpoint?.extensions).toEqual([
+      expect.stringMatching(/^handoff-ledger\/session-heads [A-Za-z0-9+/]{43}=$/),
+    ]);
+    const f = await audit(filtered, trust);
+    expect(found(f)).toEqual([]);
+    expect(f.checked.completeness).toEqual({ checked: true, sessions: 1 });
+    expect(headsOf(filtered)).toEqual([
+      { session: 's1', head: { seq: 2, id: f.chains[0]!.head }, proof: expect.any(Object) },
+    ]);
+    const p = await audit(byPrincipal, trust);
+    expect(found(p)).toEqual([]);
+    expect(p.checked.completeness).toEqual({ checked: true, sessions: 2 });
+  });
+
+  it("exports a principal's session it never published in as an empty bundle that verifies", async () => {
+    const out = join(base, 'out', 'carol-s1');
+    await exportBundle(ledger, { out, principal: 'carol', session: 's1' });
+    const f = readBundle(out);
+    expect(f.lines).toEqual([]);
+    expect(f.tree['heads.jsonl']).toBe('');
+    const r = await audit(f, trust);
+    expect(found(r)).toEqual([]);
+    expect(r.checked.completeness).toEqual({ checked: true, sessions: 0 });
+  });
+
+  it('exports a session that does not exist as an empty bundle proving it absent', async () => {
+    expect(absent.lines).toEqual([]);
+    expect(headsOf(absent)).toEqual([{ session: 'ghost', head: null, proof: expect.any(Object) }]);
+    const r = await audit(absent, trust);
+    expect(found(r)).toEqual([]);
+    expect(r.checked.completeness).toEqual({ checked: true, sessions: 1 });
+  });
+
+  it('catches a filtered export whose newest manifests were left out (SESSION_TAIL_MISSING), which step 9 cannot', async () => {
+    const cut = withoutLines(filtered, [2]);
+    const r = await audit(cut, trust);
+    expect(found(r)).toEqual(['SESSION_TAIL_MISSING@-']);
+    expect(r.findings[0]).toMatchObject({ chain: 's1', evidence: { expected: 2, actual: 1 } });
+    // Every chain and every inclusion proof passes: only the completeness proof shows the missing tail.
+    expect(r.chains).toEqual([expect.objectContaining({ session: 's1', headSeq: 1 })]);
+    // A whole session of a principal's export left out, its proof kept: the chain is empty.
+    const s2Lines = byPrincipal.lines.flatMap((l, i) =>
+      JSON.parse(atob(JSON.parse(l).payload)).session === 's2' ? [i] : [],
+    );
+    expect(found(await audit(withoutLines(byPrincipal, s2Lines), trust))).toEqual(['SESSION_TAIL_MISSING@-']);
+  });
+
+  it('catches the shortened chain with its proof removed (SESSION_HEAD_MISSING) or replaced by an old one (SESSION_HEAD_INVALID)', async () => {
+    const cut = withoutLines(filtered, [2]);
+    expect(found(await audit(withHeads(cut, []), trust))).toEqual(['SESSION_HEAD_MISSING@-']);
+    const { 'heads.jsonl': _, ...tree } = cut.tree;
+    expect(found(await audit({ ...cut, tree }, trust))).toEqual(['SESSION_HEAD_MISSING@-']);
+    // The attacker claims the shorter head with the real proof: it does not lead to the checkpoint's root.
+    const [line] = headsOf(cut);
+    const r = await audit(
+      withHeads(cut, [{ ...line, head: { seq: 1, id: (await audit(cut, trust)).chains[0]!.head } }]),
+      trust,
+    );
+    expect(found(r)).toEqual(['SESSION_HEAD_INVALID@-']);
+    expect(found(await audit(withHeads(cut, ['not an object']), trust))).toEqual([
+      'SESSION_HEAD_INVALID@-',
+      'SESSION_HEAD_MISSING@-',
+    ]);
+  });
+
+  it('catches a session that exists claimed absent (SESSION_HEAD_INVALID)', async () => {
+    // The host hands over s2's export as "nothing": no lines, and the absence proof of another session.
+    const [ghost] = headsOf(absent);
+    const claimed = withHeads({ ...s2Only, lines: [], tree: { ...s2Only.tree, 'proofs.jsonl': '' } }, [
+      { ...ghost, session: 's2' },
+    ]);
+    expect(found(await audit(claimed, trust))).toEqual(['SESSION_HEAD_INVALID@-']);
+    // s2's own proof with its head dropped: no longer an absence proof either.
+    const [own] = headsOf(s2Only);
+    expect(found(await audit(withHeads(claimed, [{ ...own, head: null }]), trust))).toEqual(['SESSION_HEAD_INVALID@-']);
+  });
+
+  it("catches heads that are not the log's: a host signing another index (SESSION_HEAD_MISMATCH)", async () => {
+    const signer = (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring.checkpointSigner;
+    const note = full.tree['checkpoint.note']!;
+    const body = note.slice(0, note.indexOf('\n\n') + 1);
+    const other = sessionHeadsLine(
+      sessionHeadsRoot([{ session: 's1', head: { seq: 1, id: 'blake3:' + '0'.repeat(64) } }]),
+    );
+    const forged = await signNote(body.replace(/handoff-ledger\/session-heads .*\n/, `${other}\n`), [signer]);
+    const r = await audit({ ...full, tree: { 'checkpoint.note': forged } }, trust);
+    expect(found(r)).toEqual(['SESSION_HEAD_MISMATCH@-']);
+    // The filtered bundle against that checkpoint: the lines are still in the tree (same root), but the honest
+    // head proof does not lead to the signed index root.
+    expect(found(await audit({ ...filtered, tree: { ...filtered.tree, 'checkpoint.note': forged } }, trust))).toEqual([
+      'SESSION_HEAD_INVALID@-',
+    ]);
+  });
+
+  it('checks nothing of completeness against a checkpoint without the line (older bundles), and says so', async () => {
+    const signer = (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring.checkpointSigner;
+    const note = filtered.tree['checkpoint.note']!;
+    const body = note.slice(0, note.indexOf('\n\n') + 1).replace(/handoff-ledger\/session-heads .*\n/, '');
+    const older = await signNote(body, [signer]);
+    const cut = withoutLines(filtered, [2]);
+    const r = await audit({ ...cut, tree: { ...cut.tree, 'checkpoint.note': older } }, trust);
+    expect(found(r)).toEqual([]);
+    expect(r.checked.completeness).toEqual({ checked: false, reason: 'no session-heads line in the checkpoint' });
+    const twice = await signNote(
+      `${body}${sessionHeadsLine(EMPTY_HEADS_ROOT)}\n${sessionHeadsLine(EMPTY_HEADS_ROOT)}\n`,
+      [signer],
+    );
+    const r2 = await audit({ ...full, tree: { 'checkpoint.note': twice } }, trust);
+    expect(found(r2)).toEqual(['SESSION_HEAD_INVALID@-']);
+    expect(r2.checked.completeness).toEqual({ checked: false, reason: 'malformed session-heads line' });
   });
 });
 

@@ -8,6 +8,13 @@ import { ManifestError, type ManifestErrorCode } from '../../manifests/errors.js
 import type { AppendRequest, GrantRecord, LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import { EMPTY_ROOT, leafHash, nodeHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges, hashRanges, inclusionRanges } from '../../manifests/tlog/tree.js';
+import {
+  EMPTY_HEADS_ROOT,
+  headValue,
+  proveSessionHead,
+  sessionHeadsRoot,
+  verifySessionHead,
+} from '../../manifests/tlog/session-heads.js';
 
 export interface ManifestLogFixture {
   log: ManifestLog;
@@ -15,6 +22,11 @@ export interface ManifestLogFixture {
   reopen(): Promise<ManifestLog>;
   /** Closes the log and removes its storage. */
   dispose(): Promise<void>;
+  /**
+   * Closes the log, removes its session-heads index as a store from before the index would lack it, and opens a
+   * new one on the same storage; `log` is replaced.
+   */
+  reopenWithoutSessionHeads(): Promise<ManifestLog>;
 }
 
 export type ManifestLogFactory = () => Promise<ManifestLogFixture>;
@@ -422,7 +434,7 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
 
     describe('Merkle tree', () => {
       it('is empty with the empty root before the first append', async () => {
-        expect(await fx.log.treeHead()).toEqual({ size: 0, root: EMPTY_ROOT });
+        expect(await fx.log.treeHead()).toEqual({ size: 0, root: EMPTY_ROOT, sessionHeads: EMPTY_HEADS_ROOT });
       });
 
       it('covers every entry in global order, leaf = the envelope payload bytes, after concurrent appends', async () => {
@@ -483,6 +495,59 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await fx.log.origin('example.org/one')).toBe('example.org/one');
         expect(await fx.log.origin('example.org/two')).toBe('example.org/one');
         expect(await (await fx.reopen()).origin('example.org/three')).toBe('example.org/one');
+      });
+    });
+
+    describe('session-heads index', () => {
+      /** The index root recomputed from the heads the log lists: what every backend's stored index must equal. */
+      const expectedRoot = async (log: ManifestLog) =>
+        hex(sessionHeadsRoot((await collect(log.heads())).map((h) => ({ session: h.session, head: h }))));
+
+      it('commits every head with the entries, after concurrent appends, and proves each one', async () => {
+        await Promise.all(['a', 'b', 'c', 'a.b', 'ab'].map((s, i) => appendChain(s, 1 + (i % 3))));
+        const head = await fx.log.treeHead();
+        expect(head.size).toBe(9);
+        expect(hex(head.sessionHeads!)).toBe(await expectedRoot(fx.log));
+        const read = (paths: Parameters<NonNullable<ManifestLog['sessionHeadNodes']>>[0]) =>
+          fx.log.sessionHeadNodes!(paths);
+        for await (const h of fx.log.heads()) {
+          const { proof, value } = await proveSessionHead(read, h.session);
+          expect(value).toEqual(headValue(h));
+          expect(verifySessionHead(head.sessionHeads!, h.session, h, proof)).toEqual({ ok: true });
+          expect(verifySessionHead(head.sessionHeads!, h.session, { ...h, seq: h.seq - 1 }, proof).ok).toBe(false);
+        }
+        const { proof, value } = await proveSessionHead(read, 'never');
+        expect(value).toBeUndefined();
+        expect(verifySessionHead(head.sessionHeads!, 'never', undefined, proof)).toEqual({ ok: true });
+      });
+
+      it('moves with each append and is kept across a reopen', async () => {
+        await appendChain('a', 2);
+        const before = await fx.log.treeHead();
+        await fx.log.append(link('a', 2));
+        const after = await fx.log.treeHead();
+        expect(hex(after.sessionHeads!)).not.toBe(hex(before.sessionHeads!));
+        const log = await fx.reopen();
+        expect(hex((await log.treeHead()).sessionHeads!)).toBe(hex(after.sessionHeads!));
+        await log.append(link('b', 0));
+        expect(hex((await log.treeHead()).sessionHeads!)).toBe(await expectedRoot(log));
+      });
+
+      it('is built on open for a store written before the index existed', async () => {
+        await Promise.all(['a', 'b', 'c'].map((s, i) => appendChain(s, i + 1)));
+        const before = await fx.log.treeHead();
+        const log = await fx.reopenWithoutSessionHeads();
+        expect(hex((await log.treeHead()).sessionHeads!)).toBe(hex(before.sessionHeads!));
+        await log.append(link('c', 3));
+        await log.append(link('d', 0));
+        expect(hex((await log.treeHead()).sessionHeads!)).toBe(await expectedRoot(log));
+      });
+
+      it('is unchanged by a refused append', async () => {
+        await appendChain('a', 1);
+        const before = await fx.log.treeHead();
+        await expectManifestError(fx.log.append(link('a', 5)), 'CHAIN_CONFLICT');
+        expect(hex((await fx.log.treeHead()).sessionHeads!)).toBe(hex(before.sessionHeads!));
       });
     });
   });

@@ -404,7 +404,12 @@ describe('verify time', () => {
         blobsChecked: 0,
       },
       findingsTruncated: false,
-      checked: { blobs: false, blobsRequired: false, scopeFrom: 'none' },
+      checked: {
+        blobs: false,
+        blobsRequired: false,
+        scopeFrom: 'none',
+        completeness: { checked: false, reason: 'no verified checkpoint' },
+      },
     };
     const time = (fn: () => string) => {
       const t0 = performance.now();

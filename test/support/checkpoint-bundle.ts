@@ -22,6 +22,8 @@ export const ORIGIN = 'example.com/audited';
 
 export interface CheckpointFiles {
   bundle: string;
+  /** `export --session s1` of the same log: inclusion proofs and heads.jsonl. */
+  sessionBundle: string;
   trust: string;
   /** The log's checkpoint at size 2: the bundle extends it. */
   earlier: string;
@@ -52,6 +54,7 @@ export async function writeCheckpointFiles(base: string): Promise<CheckpointFile
     await publish(ledger, 's2', 1);
     await publish(ledger, 's1', 2);
     await exportBundle(ledger, { out: at('audit-2026-11'), withBlobs: true });
+    await exportBundle(ledger, { out: at('audit-s1'), session: 's1' });
     await writeTrustFile(at('trust.json'), ledger.trustStore());
   } finally {
     await ledger.close();
@@ -77,7 +80,14 @@ export async function writeCheckpointFiles(base: string): Promise<CheckpointFile
   } finally {
     await other.close();
   }
-  return { bundle: at('audit-2026-11'), trust: at('trust.json'), earlier, forked, foreign };
+  return {
+    bundle: at('audit-2026-11'),
+    sessionBundle: at('audit-s1'),
+    trust: at('trust.json'),
+    earlier,
+    forked,
+    foreign,
+  };
 }
 
 /**

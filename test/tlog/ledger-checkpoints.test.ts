@@ -1,4 +1,4 @@
-import { cpSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
@@ -6,7 +6,7 @@ import { fsck } from '../../src/ops/maintenance.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerError } from '../../src/errors.js';
-import { openNote, parseVerifierKey } from '../../manifests/crypto/note.js';
+import { openNote, parseVerifierKey, signNote, type NoteSigner } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { checkpointVerifiers } from '../../manifests/format/trust.js';
 import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
@@ -209,5 +209,75 @@ describe('fsck of the tree', () => {
     expect(codes).toEqual(expect.arrayContaining(['TREE_NODE_MISMATCH', 'TREE_ROOT']));
     expect(r0).toBeDefined();
     await ledger.close();
+  });
+});
+
+describe('fsck of the session-heads index', () => {
+  it('reports a stored index node that is not the index of the heads (SESSION_HEADS_ROOT), on LevelDB', async () => {
+    const ledger = await open(tempDir());
+    for (const s of ['s1', 's2', 's3']) await publishMany(ledger, s, 2);
+    expect((await fsck(ledger)).findings).toEqual([]);
+    const db = (ledger.log as LevelManifestLog).raw;
+    const leaves: Array<[string, string]> = [];
+    for await (const [key, value] of db.iterator({ gte: 'x!', lt: 'x!\xff' }))
+      if (value.startsWith('l ')) leaves.push([key, value]);
+    expect(leaves).toHaveLength(3);
+    // One leaf's value replaced by another 32-byte hash: a head the chain does not have.
+    const [key, value] = leaves[0]!;
+    await db.put(key, `${value.slice(0, value.lastIndexOf(' '))} ${encodeBase64(new Uint8Array(32).fill(5))}`);
+    const findings = (await fsck(ledger)).findings;
+    // That session's leaf is not its head; the others' paths pass beside it and no longer lead to the root.
+    expect(findings.map((f) => f.code)).toEqual(['SESSION_HEADS_ROOT', 'SESSION_HEADS_ROOT', 'SESSION_HEADS_ROOT']);
+    expect(findings.filter((f) => f.message.includes("not the session's head"))).toHaveLength(1);
+    // An unparseable node record is named, and the rest is still checked.
+    await db.put(key, 'garbage');
+    expect((await fsck(ledger)).findings.map((f) => f.code)).toEqual(['RECORD_CORRUPT']);
+    await ledger.close();
+  });
+
+  it('reports a root that is not the index of the heads, while each path still leads to it', async () => {
+    const ledger = await open(tempDir());
+    await publishMany(ledger, 's1', 2);
+    await publishMany(ledger, 's2', 1);
+    const db = (ledger.log as LevelManifestLog).raw;
+    // A head record moved back under the index (the index still holds the newer head).
+    const head = JSON.parse((await db.get('h!s1'))!);
+    const older = JSON.parse((await db.get(`e!s1!${'0'.repeat(12)}`))!);
+    await db.put('h!s1', JSON.stringify({ ...head, seq: 0, id: older.id }));
+    const codes = (await fsck(ledger)).findings.filter((f) => f.code === 'SESSION_HEADS_ROOT');
+    expect(codes.map((f) => f.session ?? '-')).toEqual(['-', 's1']);
+    await ledger.close();
+  });
+
+  it('builds the index of a store from before it on open, and re-signs the pinned checkpoint with its line', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    await publishMany(ledger, 's2', 1);
+    const current = await ledger.checkpoint();
+    expect(current.checkpoint.extensions).toEqual([expect.stringMatching(/^handoff-ledger\/session-heads /)]);
+    // What the previous version left: a pinned checkpoint without the line, no index records.
+    const signer = (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring.checkpointSigner;
+    const body = current.note
+      .slice(0, current.note.indexOf('\n\n') + 1)
+      .replace(/handoff-ledger\/session-heads .*\n/, '');
+    const pins = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.note') && !n.includes('cosigned'));
+    expect(pins).toHaveLength(1);
+    writeFileSync(join(root, 'checkpoints', pins[0]!), await signNote(body, [signer]));
+    const db = (ledger.log as LevelManifestLog).raw;
+    const stale: string[] = [];
+    for await (const key of db.keys()) if (key.startsWith('x!') || key === 'm!session-heads') stale.push(key);
+    await db.batch(stale.map((key) => ({ type: 'del' as const, key })));
+    await ledger.close();
+    ledger = await open(root);
+    try {
+      const again = await ledger.checkpoint();
+      expect(again.checkpoint.size).toBe(current.checkpoint.size);
+      expect(again.checkpoint.extensions).toEqual(current.checkpoint.extensions);
+      expect(readFileSync(join(root, 'checkpoints', pins[0]!), 'utf8')).toBe(again.note);
+      expect((await fsck(ledger)).findings).toEqual([]);
+    } finally {
+      await ledger.close();
+    }
   });
 });

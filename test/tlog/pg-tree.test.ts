@@ -9,6 +9,7 @@ import { expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerError } from '../../src/errors.js';
+import { fsck } from '../../src/ops/maintenance.js';
 import { generateJwk } from '../../src/keys/local-signer.js';
 import { describePostgres } from '../support/postgres.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
@@ -70,8 +71,27 @@ describePostgres(
         }
         for (let m = 1; m <= 11; m++)
           expect(await onPg.consistencyProof(m)).toEqual(await embedded.consistencyProof(m));
+        // The session-heads index too: the same extension line, so the same signed checkpoint body.
+        expect(b.checkpoint.extensions).toEqual(a.checkpoint.extensions);
+        expect(b.checkpoint.extensions).toEqual([expect.stringMatching(/^handoff-ledger\/session-heads /)]);
       } finally {
         await embedded.close();
+        await onPg.close();
+      }
+    });
+
+    it('reports a session-heads node that is not the index of the heads (fsck SESSION_HEADS_ROOT)', async () => {
+      const { embedded, onPg, schema } = await pair();
+      try {
+        await embedded.close();
+        await publishBoth([onPg], 6);
+        expect((await fsck(onPg)).findings).toEqual([]);
+        await sql(`UPDATE "${schema}".session_heads SET hash = decode(repeat('05', 32), 'hex')
+          WHERE (depth, prefix) = (SELECT depth, prefix FROM "${schema}".session_heads WHERE leaf_key IS NOT NULL LIMIT 1)`);
+        const findings = (await fsck(onPg)).findings;
+        expect(new Set(findings.map((f) => f.code))).toEqual(new Set(['SESSION_HEADS_ROOT']));
+        expect(findings.filter((f) => f.message.includes("not the session's head"))).toHaveLength(1);
+      } finally {
         await onPg.close();
       }
     });

@@ -83,7 +83,7 @@ describe('the checkpoint a bundle was cut at (step 9)', { timeout: 180_000 }, ()
   it('is checked in a picked folder and in a bundle audit-ui serves, as the CLI checks it', async () => {
     const dir = truncatedCopy();
     const expected = (await cliVerify(dir, f.trust)).report!;
-    expect(codesAt(expected)).toEqual(['TREE_SIZE_MISMATCH@-']);
+    expect(codesAt(expected)).toEqual(['TREE_SIZE_MISMATCH@-', 'SESSION_HEAD_MISMATCH@-']);
     const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: true, trust: f.trust });
     const page = await browser.newPage();
     const seen = watchPage(page);
@@ -100,6 +100,47 @@ describe('the checkpoint a bundle was cut at (step 9)', { timeout: 180_000 }, ()
       expect(seen.requests).toContain(`${server.url}bundle/checkpoint.note`);
       // Announced files only: the bundle has no proofs.jsonl or consistency.json, so none is asked for.
       expect(seen.requests.filter((u) => /proofs|consistency/.test(u))).toEqual([]);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+      await server.close();
+    }
+  });
+});
+
+describe("the session's completeness proof (step 10)", { timeout: 180_000 }, () => {
+  /** `export --session s1` without its newest manifest and that manifest's inclusion proof, heads.jsonl kept. */
+  function tailCutCopy(): string {
+    const dir = join(base, `tail-cut-${Date.now()}`);
+    cpSync(f.sessionBundle, dir, { recursive: true });
+    for (const name of ['manifests.jsonl', 'proofs.jsonl']) {
+      const lines = readFileSync(join(dir, name), 'utf8').split('\n').slice(0, -2);
+      writeFileSync(join(dir, name), lines.map((l) => `${l}\n`).join(''));
+    }
+    const header = JSON.parse(readFileSync(join(dir, 'bundle.json'), 'utf8'));
+    header.counts.manifests -= 1;
+    writeFileSync(join(dir, 'bundle.json'), JSON.stringify(header));
+    return dir;
+  }
+
+  it('reads heads.jsonl from a picked folder and from audit-ui, and reports a missing tail as the CLI does', async () => {
+    const dir = tailCutCopy();
+    const expected = (await cliVerify(dir, f.trust)).report!;
+    expect(codesAt(expected)).toEqual(['SESSION_TAIL_MISSING@-']);
+    expect(expected.checked.completeness).toEqual({ checked: true, sessions: 1 });
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: false, trust: f.trust });
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', dir);
+      await page.setInputFiles('#trust-input', f.trust);
+      await page.click('#verify');
+      await expectSameAsCli(page, expected);
+
+      await page.goto(server.url);
+      await expectSameAsCli(page, expected);
+      expect(seen.requests).toContain(`${server.url}bundle/heads.jsonl`);
       expect(seen.errors).toEqual([]);
     } finally {
       await page.close();

@@ -7,18 +7,15 @@ import { AuditError } from '../../manifests/audit/errors.js';
 import {
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
-  BUNDLE_PROOFS_FILE,
+  maxTreeFileBytes,
   bundleBlobPath,
   type BundleReader,
-  type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
 import type { BundleSource } from '../protocol.js';
 
 const MAX_HEADER_BYTES = 64 * 1024;
-/** The CLI's bounds (src/ops/bundle-dir.ts): proofs.jsonl grows with the manifests, the others do not. */
-const MAX_TREE_FILE = 1024 * 1024;
-const maxTreeBytes = (name: BundleTreeFile, manifestsBytes: number) =>
-  name === BUNDLE_PROOFS_FILE ? Math.max(MAX_TREE_FILE, manifestsBytes * 4) : MAX_TREE_FILE;
+/** The CLI's bounds (src/ops/bundle-dir.ts): proofs.jsonl and heads.jsonl grow with the manifests, the others do not. */
+const maxTreeBytes = maxTreeFileBytes;
 
 async function* streamChunks(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
   const reader = stream.getReader();

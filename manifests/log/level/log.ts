@@ -9,6 +9,7 @@
  *   b!<64 hex>                 inline blob bytes     t!<64 hex>         its size and storage time (JSON)
  *   k!<keyId>                  newest createdAt the key signed, and its closed window end (JSON)
  *   n!…, i!…, m!origin         the Merkle tree over the global order (./tree.ts)
+ *   x!…, m!session-heads       the session-heads index (./session-heads.ts)
  *
  * Group commit: appends that arrive while a batch is being made durable wait and share the next one,
  * so concurrent publishes on different chains pay one fsync between them.
@@ -33,9 +34,11 @@ import {
   type AppendQueue,
   type BatchOp,
 } from './tables.js';
-import type { AppendRequest, ChainHead, InlineBlobTable, LogEntry } from '../log.js';
+import type { AppendRequest, ChainHead, InlineBlobTable, LogEntry, LogTreeHead } from '../log.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
+import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
+import { HEADS_BUILT_KEY, headsPuts, readHeadsNodes, readHeadsRoot, rebuildSessionHeads } from './session-heads.js';
 import { backfillTree, idKey, loadFrontier, ORIGIN_KEY, readNodes, readTreeSize, treePuts } from './tree.js';
 
 export type { BatchOp } from './tables.js';
@@ -76,6 +79,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private frontier: TreeNode[] = [];
   private lastTreeHead: TreeHead | undefined;
   private treeSize = 0;
+  /** The session-heads index root as committed (moves with treeSize); undefined while the index is unreadable. */
+  private headsRoot: Uint8Array | undefined;
   /** Set at open when the stored tree cannot be the tree of the stored entries; appends refuse then. */
   private treeDamage: string | undefined;
 
@@ -161,6 +166,18 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       log.nextPosition = parseInt(key.slice(2), 16) + 1;
     }
     try {
+      try {
+        // A store from before the index: build it once from the heads (docs/ARCHITECTURE.md, "Session heads").
+        log.headsRoot =
+          (await db.get(HEADS_BUILT_KEY)) === undefined
+            ? await rebuildSessionHeads(db, log._heads())
+            : await readHeadsRoot(db);
+      } catch (err) {
+        // As for the tree below: a damaged record opens the store for fsck; only appends are refused. The tree is
+        // still loaded: checkpoints go on (without the line) and resume still checks them.
+        if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+        log.treeDamage = err.message;
+      }
       try {
         log.treeSize = await readTreeSize(db);
         log.frontier = await loadFrontier(db, log.treeSize);
@@ -310,6 +327,22 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
           batch.map((p, i) => ({ id: p.request.id, position: results[i]!.entry.position, leaf: p.leaf })),
         );
         ops.push(...tree.puts);
+        // The session-heads index too: its root and the tree's size move together.
+        let heads: { puts: BatchOp[]; root: Uint8Array };
+        try {
+          heads = await headsPuts(
+            this.db,
+            results.map((r) => r.head),
+          );
+        } catch (err) {
+          for (const p of batch) {
+            this.pendingSessions.delete(p.request.session);
+            p.reject(err instanceof ManifestError ? err : storageFailed('session-heads index read', err));
+          }
+          this.doneWriting();
+          continue;
+        }
+        ops.push(...heads.puts);
         // The newest createdAt per signing key, with the entries it dates (rotation reads it after a restart).
         const signed = this.keys.signedPuts(batch.map((p) => p.request.signed));
         ops.push(...signed.puts);
@@ -327,6 +360,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         signed.commit();
         this.frontier = tree.frontier;
         this.treeSize = tree.size;
+        this.headsRoot = heads.root;
         batch.forEach((p, i) => {
           this.headCache.set(p.request.session, results[i]!.head);
           this.watermarkCache.set(p.request.session, marks[i]!);
@@ -347,7 +381,19 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     for (const wake of this.writeWaiters.splice(0)) wake();
   }
 
-  async treeHead(): Promise<TreeHead> {
+  async treeHead(): Promise<LogTreeHead> {
+    // Taken with the size, before any await: the index root committed in the same batch as that size.
+    const sessionHeads = this.headsRoot?.slice();
+    const head: LogTreeHead = await this.rfc6962Head();
+    if (sessionHeads) head.sessionHeads = sessionHeads;
+    return head;
+  }
+
+  sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
+    return readHeadsNodes(this.db, paths);
+  }
+
+  private async rfc6962Head(): Promise<TreeHead> {
     // The frontier changes only with the tree's size (an append): every call in between (each resume and
     // publish checks the pinned checkpoint) gets the root folded from it once. A root that needed stored
     // nodes is not kept: those are read (and may have been changed) each time.

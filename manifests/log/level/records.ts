@@ -7,6 +7,7 @@ import { ManifestError } from '../../errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { decodeBase64 } from '../../encoding/base64.js';
 import type { ChainHead, GrantRecord, LogEntry, SigningKeyRecord } from '../log.js';
+import type { HeadsNode } from '../../tlog/session-heads.js';
 
 type Fields = Record<string, unknown>;
 
@@ -116,4 +117,14 @@ export function parseTreeNodeRecord(key: string, raw: string): Uint8Array {
 export function parseCountRecord(key: string, raw: string): number {
   if (!isDecimal(raw)) throw corrupt(key, 'not a decimal count');
   return Number(raw);
+}
+
+/** `x!<depth>!<prefix>` records hold a session-heads index node: `i <hash>` (interior) or `l <key> <value>` (leaf). */
+export function parseHeadsNodeRecord(key: string, raw: string): HeadsNode {
+  const parts = raw.split(' ');
+  const bytes = parts.slice(1).map(decodeBase64);
+  if (!bytes.every((b) => b?.length === 32)) throw corrupt(key, 'not a session-heads node of 32-byte base64 fields');
+  if (parts[0] === 'i' && bytes.length === 1) return { leaf: false, hash: bytes[0]! };
+  if (parts[0] === 'l' && bytes.length === 2) return { leaf: true, key: bytes[0]!, value: bytes[1]! };
+  throw corrupt(key, 'not a session-heads node ("i <hash>" or "l <key> <value>")');
 }

@@ -20,13 +20,16 @@ import type {
   GrantTable,
   InlineBlobTable,
   LogEntry,
+  LogTreeHead,
   SigningKeyRecord,
   SigningKeyTable,
 } from '../log.js';
 import { MANIFEST_MIGRATIONS } from './schema.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
-import { treeHeadAt, type NodeId, type TreeHead } from '../../tlog/tree.js';
+import { treeHeadAt, type NodeId } from '../../tlog/tree.js';
+import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
 import { PgTree } from './tree.js';
+import { PgSessionHeads } from './session-heads.js';
 
 const PAGE = 500;
 
@@ -78,11 +81,13 @@ export class PgManifestLog extends AbstractManifestLog {
   readonly inlineBlobs: InlineBlobTable;
   private readonly sql: Record<string, string>;
   private readonly tree: PgTree;
+  private readonly headsIndex: PgSessionHeads;
 
   private constructor(private readonly db: PgDatabase) {
     super(new PgGrantTable(db), new PgSigningKeys(db));
     this.inlineBlobs = new PgInlineBlobs(db);
     this.tree = new PgTree(db);
+    this.headsIndex = new PgSessionHeads(db);
     const q = (text: string) => db.sql(text);
     const entryCols = 'position, session, seq, id, principal, envelope';
     this.sql = {
@@ -143,6 +148,7 @@ export class PgManifestLog extends AbstractManifestLog {
       await db.migrate('manifests', MANIFEST_MIGRATIONS);
       const log = new PgManifestLog(db);
       await log.tree.backfill();
+      await log.headsIndex.backfill();
       return log;
     } catch (err) {
       await db.close().catch(() => {});
@@ -246,6 +252,8 @@ export class PgManifestLog extends AbstractManifestLog {
         }
         // The tree grows in the same transaction, still under the counter's lock (global order).
         await this.tree.grow(client, Number(position), [leaf]);
+        // And the session-heads index, still under that lock: its root commits with the tree's new size.
+        await this.headsIndex.update(client, request.session, { seq: request.seq, id: request.id });
         // The watermark rises with the head in the same transaction (ManifestLog.append contract).
         await client.query(this.sql.setWatermark!, [request.session, request.seq]);
         throwIfAborted(signal, ManifestError);
@@ -263,13 +271,22 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
-  async treeHead(): Promise<TreeHead> {
+  async treeHead(): Promise<LogTreeHead> {
     try {
-      // Nodes never change once committed, so reading the size first and its nodes next is consistent.
-      const size = await this.tree.size(this.db);
-      return await treeHeadAt(size, (ids) => this.tree.read(this.db, ids));
+      // The size and the index root from one snapshot; tree nodes never change once committed, so reading the
+      // size first and its nodes next is consistent.
+      const { size, root: sessionHeads } = await this.headsIndex.head(this.db);
+      return { ...(await treeHeadAt(size, (ids) => this.tree.read(this.db, ids))), sessionHeads };
     } catch (err) {
       throw storageFailed('tree head', err);
+    }
+  }
+
+  async sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
+    try {
+      return await this.headsIndex.read(this.db, paths);
+    } catch (err) {
+      throw storageFailed('session-heads read', err);
     }
   }
 

@@ -88,4 +88,20 @@ export const MANIFEST_MIGRATIONS: readonly PgMigration[] = [
         last_signed_at text COLLATE "C",
         closed_at text COLLATE "C");`,
   },
+  {
+    version: 5,
+    name: 'session-heads index',
+    sql: `
+      -- Nodes of the sparse Merkle tree over every session's head (manifests/tlog/session-heads.ts), at
+      -- (depth, the first depth bits of their keys, zero-padded to 32 bytes): an interior node's hash, or a
+      -- leaf's value hash with its key. Written in the append's transaction under the counter row's lock, so
+      -- the index always describes exactly the committed heads. Existing stores build it at open (log_meta
+      -- 'session-heads' marks it built).
+      CREATE TABLE {schema}.session_heads (
+        depth smallint NOT NULL CHECK (depth >= 0 AND depth <= 256),
+        prefix bytea NOT NULL CHECK (length(prefix) = 32),
+        hash bytea NOT NULL CHECK (length(hash) = 32),
+        leaf_key bytea CHECK (length(leaf_key) = 32),
+        PRIMARY KEY (depth, prefix));`,
+  },
 ];

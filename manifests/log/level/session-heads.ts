@@ -1,0 +1,78 @@
+/**
+ * The session-heads index's records in the LevelDB log (manifests/tlog/session-heads.ts says which nodes exist):
+ *
+ *   x!<depth:3 hex>!<prefix hex>   node: `i <base64 hash>` (interior) or `l <base64 key> <base64 value>` (leaf)
+ *   m!session-heads                present once the index covers every head (written after a rebuild)
+ *
+ * An append updates the nodes on its session's path in its own batch, so the index always describes exactly the
+ * committed heads. A store written before the index existed has no `m!session-heads`: open rebuilds the index
+ * from the `h!` records, clearing any half-written one first, and writes the marker last.
+ */
+import type { Level } from 'level';
+import { encodeBase64 } from '../../encoding/base64.js';
+import {
+  buildSessionHeads,
+  hashOfNode,
+  nodeName,
+  type HeadsNode,
+  type NodePath,
+  SessionHeadsUpdate,
+} from '../../tlog/session-heads.js';
+import type { ChainHead } from '../log.js';
+import { parseHeadsNodeRecord } from './records.js';
+import type { Put } from './tree.js';
+
+export const HEADS_BUILT_KEY = 'm!session-heads';
+export const headsNodeKey = (path: NodePath) => `x!${nodeName(path)}`;
+const ROOT_PATH: NodePath = { depth: 0, prefix: new Uint8Array(32) };
+
+export function headsNodeValue(node: HeadsNode): string {
+  return node.leaf ? `l ${encodeBase64(node.key)} ${encodeBase64(node.value)}` : `i ${encodeBase64(node.hash)}`;
+}
+
+/** @throws ManifestError `RECORD_CORRUPT` naming a damaged node record */
+export async function readHeadsNodes(
+  db: Level<string, string>,
+  paths: NodePath[],
+): Promise<Array<HeadsNode | undefined>> {
+  if (paths.length === 0) return [];
+  const keys = paths.map(headsNodeKey);
+  const raws = await db.getMany(keys);
+  return raws.map((raw, i) => (raw === undefined ? undefined : parseHeadsNodeRecord(keys[i]!, raw)));
+}
+
+export async function readHeadsRoot(db: Level<string, string>): Promise<Uint8Array> {
+  return hashOfNode((await readHeadsNodes(db, [ROOT_PATH]))[0]);
+}
+
+/** The puts that record the heads of one append batch (distinct sessions), and the index's new root. */
+export async function headsPuts(
+  db: Level<string, string>,
+  heads: ChainHead[],
+): Promise<{ puts: Put[]; root: Uint8Array }> {
+  const update = new SessionHeadsUpdate((paths) => readHeadsNodes(db, paths));
+  for (const h of heads) await update.set(h.session, { seq: h.seq, id: h.id });
+  const puts: Put[] = update
+    .changes()
+    .map((c) => ({ type: 'put', key: headsNodeKey(c.path), value: headsNodeValue(c.node) }));
+  return { puts, root: await update.root() };
+}
+
+/** Builds the index from every stored head (a store from before the index); the marker is written last. */
+export async function rebuildSessionHeads(
+  db: Level<string, string>,
+  heads: AsyncIterable<ChainHead>,
+): Promise<Uint8Array> {
+  await db.clear({ gte: 'x!', lt: 'x!\xff' });
+  const all: Array<{ session: string; head: { seq: number; id: string } }> = [];
+  for await (const h of heads) all.push({ session: h.session, head: { seq: h.seq, id: h.id } });
+  const { root, nodes } = buildSessionHeads(all);
+  for (let i = 0; i < nodes.length; i += 10_000) {
+    const puts: Put[] = nodes
+      .slice(i, i + 10_000)
+      .map((n) => ({ type: 'put', key: headsNodeKey(n.path), value: headsNodeValue(n.node) }));
+    await db.batch(puts, { sync: true });
+  }
+  await db.put(HEADS_BUILT_KEY, '1', { sync: true });
+  return root;
+}

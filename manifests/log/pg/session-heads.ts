@@ -1,0 +1,111 @@
+/**
+ * The session-heads index's rows in the PostgreSQL log (`session_heads`, migration 5). An append updates the
+ * nodes on its session's path inside its own transaction, after taking the global position: the counter row's
+ * lock orders appends of every host, so the nodes it reads are those of every earlier append, and the index
+ * and the tree's size commit together. `treeHead` reads the size and the index root in one statement.
+ */
+import type pg from 'pg';
+import type { PgDatabase } from '../../../store/pg/db.js';
+import {
+  buildSessionHeads,
+  hashOfNode,
+  type HeadsNode,
+  type NodePath,
+  SessionHeadsUpdate,
+} from '../../tlog/session-heads.js';
+
+interface Queryable {
+  query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+interface NodeRow {
+  depth: number;
+  prefix: Buffer;
+  hash: Buffer;
+  leaf_key: Buffer | null;
+}
+
+const toNode = (r: Pick<NodeRow, 'hash' | 'leaf_key'>): HeadsNode =>
+  r.leaf_key === null
+    ? { leaf: false, hash: new Uint8Array(r.hash) }
+    : { leaf: true, key: new Uint8Array(r.leaf_key), value: new Uint8Array(r.hash) };
+
+const BUILT = 'session-heads';
+
+export class PgSessionHeads {
+  private readonly sql: Record<'read' | 'upsert' | 'head' | 'built' | 'markBuilt' | 'heads' | 'clear' | 'lock', string>;
+
+  constructor(private readonly db: PgDatabase) {
+    this.sql = {
+      read: db.sql(`SELECT depth, prefix, hash, leaf_key FROM {schema}.session_heads
+        WHERE (depth, prefix) IN (SELECT * FROM unnest($1::smallint[], $2::bytea[]))`),
+      upsert: db.sql(`INSERT INTO {schema}.session_heads (depth, prefix, hash, leaf_key)
+        SELECT * FROM unnest($1::smallint[], $2::bytea[], $3::bytea[], $4::bytea[])
+        ON CONFLICT (depth, prefix) DO UPDATE SET hash = EXCLUDED.hash, leaf_key = EXCLUDED.leaf_key`),
+      // One statement, one snapshot: the size and the index root of the same commit.
+      head: db.sql(`SELECT c.next_position::text AS n, h.hash, h.leaf_key FROM {schema}.log_counter c
+        LEFT JOIN {schema}.session_heads h ON h.depth = 0`),
+      built: db.sql(`SELECT value FROM {schema}.log_meta WHERE key = '${BUILT}'`),
+      markBuilt: db.sql(
+        `INSERT INTO {schema}.log_meta (key, value) VALUES ('${BUILT}', '1') ON CONFLICT (key) DO NOTHING`,
+      ),
+      heads: db.sql('SELECT session, seq, id FROM {schema}.heads'),
+      clear: db.sql('DELETE FROM {schema}.session_heads'),
+      lock: db.sql('SELECT 1 FROM {schema}.log_counter FOR UPDATE'),
+    };
+  }
+
+  async read(q: Queryable, paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
+    if (paths.length === 0) return [];
+    const rows = (
+      await q.query<NodeRow>(this.sql.read, [paths.map((p) => p.depth), paths.map((p) => Buffer.from(p.prefix))])
+    ).rows;
+    const byKey = new Map(rows.map((r) => [`${r.depth}/${r.prefix.toString('hex')}`, toNode(r)]));
+    return paths.map((p) => byKey.get(`${p.depth}/${Buffer.from(p.prefix).toString('hex')}`));
+  }
+
+  /** The committed size and index root, from one snapshot. */
+  async head(q: Queryable): Promise<{ size: number; root: Uint8Array }> {
+    const row = (await q.query<{ n: string; hash: Buffer | null; leaf_key: Buffer | null }>(this.sql.head)).rows[0]!;
+    return {
+      size: Number(row.n),
+      root: hashOfNode(row.hash === null ? undefined : toNode({ ...row, hash: row.hash })),
+    };
+  }
+
+  private async store(q: Queryable, nodes: Array<{ path: NodePath; node: HeadsNode }>): Promise<void> {
+    for (let i = 0; i < nodes.length; i += 5000) {
+      const part = nodes.slice(i, i + 5000);
+      await q.query(this.sql.upsert, [
+        part.map((c) => c.path.depth),
+        part.map((c) => Buffer.from(c.path.prefix)),
+        part.map((c) => Buffer.from(c.node.leaf ? c.node.value : c.node.hash)),
+        part.map((c) => (c.node.leaf ? Buffer.from(c.node.key) : null)),
+      ]);
+    }
+  }
+
+  /** Inside an append's transaction, after the position was taken: records the session's new head. */
+  async update(q: Queryable, session: string, head: { seq: number; id: string }): Promise<void> {
+    const update = new SessionHeadsUpdate((paths) => this.read(q, paths));
+    await update.set(session, head);
+    await this.store(q, update.changes());
+  }
+
+  /**
+   * Builds the index from every head, once (a store migrated from schema version 4), under the counter's lock so
+   * no append interleaves; idempotent.
+   */
+  async backfill(): Promise<void> {
+    if ((await this.db.query(this.sql.built)).rows.length > 0) return;
+    await this.db.transaction(async (client) => {
+      await client.query(this.sql.lock);
+      if ((await client.query(this.sql.built)).rows.length > 0) return;
+      await client.query(this.sql.clear);
+      const heads = (await client.query<{ session: string; seq: number; id: string }>(this.sql.heads)).rows;
+      const { nodes } = buildSessionHeads(heads.map((h) => ({ session: h.session, head: { seq: h.seq, id: h.id } })));
+      await this.store(client, nodes);
+      await client.query(this.sql.markBuilt);
+    });
+  }
+}

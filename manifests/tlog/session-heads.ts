@@ -1,0 +1,355 @@
+/**
+ * The session-heads index: a sparse Merkle tree over every session's head, whose root each checkpoint
+ * commits in an extension line, so that a filtered export can prove that a chain ends exactly at the head the
+ * log had at the checkpoint (or that a session did not exist). Isomorphic.
+ *
+ * Keys are 256 bits: SHA-256 of the session id's UTF-8 bytes (SHA-256 as in the RFC 6962 tree). A key's
+ * value is the SHA-256 of the canonical bytes of `{ "id": <head manifest id>, "seq": <head seq> }`.
+ * Hashes, domain-separated from RFC 6962's 0x00/0x01:
+ *
+ *   empty subtree      Z = SHA-256(0x12)
+ *   subtree of 1 key   SHA-256(0x10 ‖ key ‖ value)            (a leaf sits as high as it is alone)
+ *   subtree of ≥ 2     SHA-256(0x11 ‖ left ‖ right)
+ *
+ * So the root is a function of the set of (key, value) pairs alone, every backend and this file compute the
+ * same root for the same heads, and a path is about log2(sessions) nodes long, not 256. Nodes are named by
+ * their position: depth d (0 = root) and the key's first d bits (`NodePath`). Backends store only nodes that
+ * exist (leaves and interior nodes), never empty ones.
+ */
+import { sha256 } from '@noble/hashes/sha2.js';
+import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
+import { equalBytes, type ProofResult } from './merkle.js';
+
+export const KEY_BITS = 256;
+const LEAF = 0x10;
+const INNER = 0x11;
+
+/** The hash of an empty subtree (at every depth), and so the root of a log without sessions. */
+export const EMPTY_HEADS_ROOT: Uint8Array = sha256(Uint8Array.of(0x12));
+
+/** The checkpoint extension line's keyword: `handoff-ledger/session-heads <base64 root>`. */
+export const SESSION_HEADS_EXTENSION = 'handoff-ledger/session-heads';
+
+/** A chain's head as the index knows it. */
+export interface SessionHead {
+  seq: number;
+  id: string;
+}
+
+/** A stored node: a leaf (one key alone in its subtree) or an interior node (two or more keys below). */
+export type HeadsNode = { leaf: true; key: Uint8Array; value: Uint8Array } | { leaf: false; hash: Uint8Array };
+
+/** Where a node sits: its depth and the first `depth` bits of every key below it (the rest zero). */
+export interface NodePath {
+  depth: number;
+  prefix: Uint8Array;
+}
+
+/** Reads stored nodes (undefined where none is stored: an empty subtree). */
+export type HeadsNodeReader = (paths: NodePath[]) => Promise<Array<HeadsNode | undefined>>;
+
+/**
+ * A (non-)membership proof: the hashes beside the path from the root down to depth `depth`, where the key's
+ * own leaf sits (member), or an empty subtree or another key's leaf (`other`) sits (non-member). `bitmap`
+ * (base64, ⌈depth/8⌉ bytes, bit i = MSB-first bit i) marks which siblings are non-empty; only those are listed,
+ * root side first.
+ */
+export interface SessionHeadProof {
+  depth: number;
+  bitmap: string;
+  siblings: string[];
+  other?: { key: string; value: string };
+}
+
+const encoder = new TextEncoder();
+
+export const sessionKey = (session: string): Uint8Array => sha256(encoder.encode(session));
+
+/** The value hashed into the leaf: SHA-256 of the RFC 8785 bytes of `{ id, seq }` (keys in code-point order). */
+export function headValue(head: SessionHead): Uint8Array {
+  return sha256(encoder.encode(`{"id":${JSON.stringify(head.id)},"seq":${head.seq}}`));
+}
+
+export function leafNodeHash(key: Uint8Array, value: Uint8Array): Uint8Array {
+  const buf = new Uint8Array(65);
+  buf[0] = LEAF;
+  buf.set(key, 1);
+  buf.set(value, 33);
+  return sha256(buf);
+}
+
+export function innerNodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
+  const buf = new Uint8Array(65);
+  buf[0] = INNER;
+  buf.set(left, 1);
+  buf.set(right, 33);
+  return sha256(buf);
+}
+
+export const bitAt = (key: Uint8Array, i: number): number => (key[i >> 3]! >> (7 - (i & 7))) & 1;
+
+/** The first `depth` bits of `key`, the rest zero (optionally with bit `depth - 1` flipped: the sibling). */
+export function prefixOf(key: Uint8Array, depth: number, flipLast = false): Uint8Array {
+  const out = new Uint8Array(32);
+  const full = depth >> 3;
+  out.set(key.subarray(0, full));
+  if (depth & 7) out[full] = key[full]! & (0xff << (8 - (depth & 7)));
+  if (flipLast && depth > 0) out[(depth - 1) >> 3]! ^= 0x80 >> ((depth - 1) & 7);
+  return out;
+}
+
+/** A stable text name for a node position (LevelDB keys, maps): 3 hex digits of depth, then the prefix's bytes. */
+export function nodeName(path: NodePath): string {
+  const bytes = Math.ceil(path.depth / 8);
+  let hex = '';
+  for (let i = 0; i < bytes; i++) hex += path.prefix[i]!.toString(16).padStart(2, '0');
+  return `${path.depth.toString(16).padStart(3, '0')}!${hex}`;
+}
+
+export const hashOfNode = (n: HeadsNode | undefined): Uint8Array =>
+  n === undefined ? EMPTY_HEADS_ROOT : n.leaf ? leafNodeHash(n.key, n.value) : n.hash;
+
+function commonPrefixBits(a: Uint8Array, b: Uint8Array): number {
+  for (let i = 0; i < 32; i++) {
+    const x = a[i]! ^ b[i]!;
+    if (x !== 0) return i * 8 + Math.clz32(x) - 24;
+  }
+  return KEY_BITS;
+}
+
+const compareKeys = (a: Uint8Array, b: Uint8Array): number => {
+  for (let i = 0; i < 32; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return 0;
+};
+
+/** Depths read per round trip while walking down a path: ~log2(sessions) deep, so one round for 10⁹ sessions. */
+const WALK_CHUNK = 32;
+
+/**
+ * Walks from the root along `key` to where the path ends: the first depth holding a leaf or nothing.
+ * Returns that depth, the node there, and the interior nodes above it.
+ */
+async function walk(read: HeadsNodeReader, key: Uint8Array): Promise<{ depth: number; node: HeadsNode | undefined }> {
+  for (let start = 0; start <= KEY_BITS; start += WALK_CHUNK) {
+    const paths: NodePath[] = [];
+    for (let d = start; d < Math.min(start + WALK_CHUNK, KEY_BITS + 1); d++)
+      paths.push({ depth: d, prefix: prefixOf(key, d) });
+    const nodes = await read(paths);
+    for (let i = 0; i < nodes.length; i++) {
+      const n = nodes[i];
+      if (n === undefined || n.leaf) return { depth: start + i, node: n };
+    }
+  }
+  throw new Error('session-heads index: an interior node at depth 256');
+}
+
+/**
+ * Applies head changes to a stored index, reading through an overlay of its own writes: `set` each changed head,
+ * then take `changes()` (the nodes to store, in any order, in the same atomic write as the entries) and `root()`.
+ * Each `set` costs two reads (the path, its siblings) and writes the path: O(log sessions).
+ */
+export class SessionHeadsUpdate {
+  private readonly overlay = new Map<string, { path: NodePath; node: HeadsNode }>();
+
+  constructor(private readonly stored: HeadsNodeReader) {}
+
+  private readonly read: HeadsNodeReader = async (paths) => {
+    const out: Array<HeadsNode | undefined> = new Array(paths.length);
+    const missing: number[] = [];
+    paths.forEach((p, i) => {
+      const hit = this.overlay.get(nodeName(p));
+      if (hit) out[i] = hit.node;
+      else missing.push(i);
+    });
+    if (missing.length > 0) {
+      const got = await this.stored(missing.map((i) => paths[i]!));
+      missing.forEach((i, j) => (out[i] = got[j]));
+    }
+    return out;
+  };
+
+  private put(path: NodePath, node: HeadsNode): void {
+    this.overlay.set(nodeName(path), { path, node });
+  }
+
+  /** Records `session`'s new head (a new session, or its chain grown). */
+  async set(session: string, head: SessionHead): Promise<void> {
+    const key = sessionKey(session);
+    const value = headValue(head);
+    const end = await walk(this.read, key);
+    let deepest = end.depth - 1; // the deepest interior node on the path after this change
+    if (end.node?.leaf && !equalBytes(end.node.key, key)) {
+      // Another key sits alone where the path ends: both go one level below where their keys part.
+      const other = end.node;
+      const split = commonPrefixBits(key, other.key);
+      this.put({ depth: split + 1, prefix: prefixOf(other.key, split + 1) }, other);
+      deepest = split;
+      this.put({ depth: split + 1, prefix: prefixOf(key, split + 1) }, { leaf: true, key, value });
+    } else this.put({ depth: end.depth, prefix: prefixOf(key, end.depth) }, { leaf: true, key, value });
+    if (deepest < 0) return;
+    const siblings = await this.read(
+      Array.from({ length: deepest + 1 }, (_, d) => ({ depth: d + 1, prefix: prefixOf(key, d + 1, true) })),
+    );
+    let below = hashOfNode((await this.read([{ depth: deepest + 1, prefix: prefixOf(key, deepest + 1) }]))[0]);
+    for (let d = deepest; d >= 0; d--) {
+      const sibling = hashOfNode(siblings[d]);
+      below = bitAt(key, d) === 0 ? innerNodeHash(below, sibling) : innerNodeHash(sibling, below);
+      this.put({ depth: d, prefix: prefixOf(key, d) }, { leaf: false, hash: below });
+    }
+  }
+
+  /** The nodes written so far (each position once, its latest node). */
+  changes(): Array<{ path: NodePath; node: HeadsNode }> {
+    return [...this.overlay.values()];
+  }
+
+  async root(): Promise<Uint8Array> {
+    return hashOfNode((await this.read([{ depth: 0, prefix: new Uint8Array(32) }]))[0]);
+  }
+}
+
+/** Every node of the index of `heads` (a rebuild), and its root. Memory: the heads, sorted. */
+export function buildSessionHeads(heads: Iterable<{ session: string; head: SessionHead }>): {
+  root: Uint8Array;
+  nodes: Array<{ path: NodePath; node: HeadsNode }>;
+} {
+  const leaves = [...heads].map((h) => ({ key: sessionKey(h.session), value: headValue(h.head) }));
+  leaves.sort((a, b) => compareKeys(a.key, b.key));
+  const nodes: Array<{ path: NodePath; node: HeadsNode }> = [];
+  const build = (lo: number, hi: number, depth: number): Uint8Array => {
+    if (hi === lo) return EMPTY_HEADS_ROOT;
+    const first = leaves[lo]!;
+    if (hi - lo === 1) {
+      nodes.push({ path: { depth, prefix: prefixOf(first.key, depth) }, node: { leaf: true, ...first } });
+      return leafNodeHash(first.key, first.value);
+    }
+    if (depth >= KEY_BITS) throw new Error('session-heads index: two sessions with one key');
+    let mid = lo;
+    while (mid < hi && bitAt(leaves[mid]!.key, depth) === 0) mid++;
+    const hash = innerNodeHash(build(lo, mid, depth + 1), build(mid, hi, depth + 1));
+    nodes.push({ path: { depth, prefix: prefixOf(first.key, depth) }, node: { leaf: false, hash } });
+    return hash;
+  };
+  const root = build(0, leaves.length, 0);
+  return { root, nodes };
+}
+
+/** The root alone (an auditor recomputing a full bundle's index, fsck). */
+export const sessionHeadsRoot = (heads: Iterable<{ session: string; head: SessionHead }>): Uint8Array =>
+  buildSessionHeads(heads).root;
+
+/**
+ * The proof for `session` from a stored index, with the head hash found where its path ends (the caller
+ * checks that it is the head it expects: `value` is undefined when the session is absent).
+ */
+export async function proveSessionHead(
+  read: HeadsNodeReader,
+  session: string,
+): Promise<{ proof: SessionHeadProof; value: Uint8Array | undefined }> {
+  const key = sessionKey(session);
+  const end = await walk(read, key);
+  const siblings = await read(
+    Array.from({ length: end.depth }, (_, d) => ({ depth: d + 1, prefix: prefixOf(key, d + 1, true) })),
+  );
+  const bitmap = new Uint8Array(Math.ceil(end.depth / 8));
+  const listed: string[] = [];
+  siblings.forEach((s, d) => {
+    if (s === undefined) return;
+    bitmap[d >> 3]! |= 0x80 >> (d & 7);
+    listed.push(encodeBase64(hashOfNode(s)));
+  });
+  const proof: SessionHeadProof = { depth: end.depth, bitmap: encodeBase64(bitmap), siblings: listed };
+  const node = end.node;
+  if (node?.leaf && equalBytes(node.key, key)) return { proof, value: node.value };
+  if (node?.leaf) proof.other = { key: encodeBase64(node.key), value: encodeBase64(node.value) };
+  return { proof, value: undefined };
+}
+
+const fail = (reason: string): { ok: false; reason: string } => ({ ok: false, reason });
+
+/**
+ * The root that `proof` implies for `session` with the leaf value `value` (the SHA-256 of its head, `headValue`),
+ * or with no head (`value` undefined). Never throws on malformed input: it fails with a reason.
+ */
+export function rootFromSessionHeadProof(
+  session: string,
+  value: Uint8Array | undefined,
+  proof: unknown,
+): { ok: true; root: Uint8Array } | { ok: false; reason: string } {
+  if (typeof session !== 'string') return fail('the session is not a string');
+  const p = proof as Partial<SessionHeadProof> | null;
+  if (typeof p !== 'object' || p === null) return fail('the proof is not an object');
+  const depth = p.depth;
+  if (typeof depth !== 'number' || !Number.isInteger(depth) || depth < 0 || depth > KEY_BITS)
+    return fail('the proof depth is not an integer from 0 to 256');
+  const bitmap = typeof p.bitmap === 'string' ? decodeBase64(p.bitmap) : undefined;
+  if (!bitmap || bitmap.length !== Math.ceil(depth / 8)) return fail('the bitmap is not ⌈depth/8⌉ bytes of base64');
+  if (depth & 7 && (bitmap[bitmap.length - 1]! & (0xff >> (depth & 7))) !== 0)
+    return fail('the bitmap has bits beyond the depth');
+  if (!Array.isArray(p.siblings) || p.siblings.length > KEY_BITS) return fail('the siblings are not a list');
+  const siblings = p.siblings.map((s) => (typeof s === 'string' ? decodeBase64(s) : undefined));
+  if (!siblings.every((s) => s?.length === 32)) return fail('a sibling is not 32 bytes of base64');
+  let set = 0;
+  for (let d = 0; d < depth; d++) set += bitAt(bitmap, d);
+  if (set !== siblings.length) return fail(`the bitmap marks ${set} siblings, the proof lists ${siblings.length}`);
+  const key = sessionKey(session);
+  let hash: Uint8Array;
+  if (value !== undefined) {
+    if (p.other !== undefined) return fail("a membership proof names another key's leaf");
+    hash = leafNodeHash(key, value);
+  } else if (p.other === undefined) hash = EMPTY_HEADS_ROOT;
+  else {
+    const otherKey = typeof p.other?.key === 'string' ? decodeBase64(p.other.key) : undefined;
+    const otherValue = typeof p.other?.value === 'string' ? decodeBase64(p.other.value) : undefined;
+    if (otherKey?.length !== 32 || otherValue?.length !== 32) return fail('the other leaf is not two 32-byte values');
+    if (equalBytes(otherKey, key)) return fail("the other leaf is the session's own: the session has a head");
+    if (commonPrefixBits(otherKey, key) < depth) return fail('the other leaf is not on the path of the session');
+    hash = leafNodeHash(otherKey, otherValue);
+  }
+  let next = siblings.length;
+  for (let d = depth - 1; d >= 0; d--) {
+    const sibling = bitAt(bitmap, d) ? siblings[--next]! : EMPTY_HEADS_ROOT;
+    hash = bitAt(key, d) === 0 ? innerNodeHash(hash, sibling) : innerNodeHash(sibling, hash);
+  }
+  return { ok: true, root: hash };
+}
+
+/**
+ * Verifies that in the index with root `root`, `session`'s head is `head`, or (head `undefined`) that the
+ * session has no head. Never throws on malformed input: it fails with a reason.
+ */
+export function verifySessionHead(
+  root: Uint8Array,
+  session: string,
+  head: SessionHead | undefined,
+  proof: unknown,
+): ProofResult {
+  if (!(root instanceof Uint8Array) || root.length !== 32) return fail('the root is not 32 bytes');
+  if (
+    head !== undefined &&
+    (typeof head !== 'object' ||
+      head === null ||
+      !Number.isSafeInteger(head.seq) ||
+      head.seq < 0 ||
+      typeof head.id !== 'string')
+  )
+    return fail('the head is not { seq, id }');
+  const r = rootFromSessionHeadProof(session, head === undefined ? undefined : headValue(head), proof);
+  if (!r.ok) return r;
+  return equalBytes(r.root, root) ? { ok: true } : fail('the proof leads to another root');
+}
+
+/** The checkpoint extension line for a root. */
+export const sessionHeadsLine = (root: Uint8Array): string => `${SESSION_HEADS_EXTENSION} ${encodeBase64(root)}`;
+
+/**
+ * The session-heads root a checkpoint's extension lines commit, `undefined` when it has none (a checkpoint from
+ * before the index), or `'invalid'` when the line is there but malformed or repeated.
+ */
+export function sessionHeadsOf(extensions: readonly string[]): Uint8Array | undefined | 'invalid' {
+  const lines = extensions.filter((e) => e.startsWith(`${SESSION_HEADS_EXTENSION} `) || e === SESSION_HEADS_EXTENSION);
+  if (lines.length === 0) return undefined;
+  if (lines.length > 1) return 'invalid';
+  const root = decodeBase64(lines[0]!.slice(SESSION_HEADS_EXTENSION.length + 1));
+  return root?.length === 32 ? root : 'invalid';
+}

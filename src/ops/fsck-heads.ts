@@ -1,0 +1,48 @@
+/**
+ * fsck of the session-heads index (manifests/tlog/session-heads.ts): rebuilds its root from the chains' heads and
+ * compares it with the root the log commits in checkpoints, then walks every session's path through the stored
+ * nodes: each must end at that session's head and lead to the same root. A damaged node anywhere on a path shows,
+ * even where the cached root still looks right.
+ */
+import type { ManifestLog } from '../../manifests/log/log.js';
+import { equalBytes } from '../../manifests/tlog/merkle.js';
+import {
+  headValue,
+  proveSessionHead,
+  rootFromSessionHeadProof,
+  sessionHeadsRoot,
+} from '../../manifests/tlog/session-heads.js';
+import type { FsckFinding } from './maintenance.js';
+
+const MAX_REPORTED = 100;
+
+export async function fsckSessionHeads(log: ManifestLog, signal?: AbortSignal): Promise<FsckFinding[]> {
+  const read = log.sessionHeadNodes?.bind(log);
+  const committed = (await log.treeHead()).sessionHeads;
+  if (!read || !committed) return [];
+  const findings: FsckFinding[] = [];
+  const heads: Array<{ session: string; head: { seq: number; id: string } }> = [];
+  for await (const h of log.heads()) heads.push({ session: h.session, head: { seq: h.seq, id: h.id } });
+  if (!equalBytes(sessionHeadsRoot(heads), committed))
+    findings.push({
+      code: 'SESSION_HEADS_ROOT',
+      message: "the session-heads root the log commits in checkpoints is not the index of the chains' heads",
+    });
+  let reported = 0;
+  for (const { session, head } of heads) {
+    signal?.throwIfAborted();
+    const { proof, value } = await proveSessionHead(read, session);
+    const r = rootFromSessionHeadProof(session, value, proof);
+    const problem =
+      value === undefined
+        ? 'the stored index has no leaf for the session'
+        : !equalBytes(value, headValue(head))
+          ? "the stored leaf is not the session's head"
+          : !r.ok || !equalBytes(r.root, committed)
+            ? "the stored nodes on the session's path do not lead to the committed root"
+            : undefined;
+    if (problem && reported++ < MAX_REPORTED)
+      findings.push({ code: 'SESSION_HEADS_ROOT', session, message: `session-heads index: ${problem}` });
+  }
+  return findings;
+}

@@ -1,0 +1,182 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { encodeBase64 } from '../../manifests/encoding/base64.js';
+import {
+  buildSessionHeads,
+  EMPTY_HEADS_ROOT,
+  headValue,
+  innerNodeHash,
+  leafNodeHash,
+  nodeName,
+  proveSessionHead,
+  sessionHeadsOf,
+  sessionHeadsLine,
+  sessionHeadsRoot,
+  SessionHeadsUpdate,
+  sessionKey,
+  verifySessionHead,
+  type HeadsNode,
+  type HeadsNodeReader,
+  type SessionHead,
+} from '../../manifests/tlog/session-heads.js';
+
+const head = (seq: number): SessionHead => ({ seq, id: `blake3:${seq.toString(16).padStart(64, '0')}` });
+
+/** A stored index in a map, as a backend keeps it. */
+function memoryIndex() {
+  const nodes = new Map<string, HeadsNode>();
+  const read: HeadsNodeReader = async (paths) => paths.map((p) => nodes.get(nodeName(p)));
+  const apply = async (changes: Array<[string, SessionHead]>) => {
+    const u = new SessionHeadsUpdate(read);
+    for (const [s, h] of changes) await u.set(s, h);
+    for (const c of u.changes()) nodes.set(nodeName(c.path), c.node);
+    return u.root();
+  };
+  return { nodes, read, apply };
+}
+
+describe('session-heads index: the root', () => {
+  it('is SHA-256(0x12) for no sessions, the leaf hash for one, an interior hash for two', () => {
+    expect(sessionHeadsRoot([])).toEqual(sha256(Uint8Array.of(0x12)));
+    const k = sessionKey('s1');
+    expect(k).toEqual(sha256(new TextEncoder().encode('s1')));
+    const v = headValue(head(3));
+    expect(v).toEqual(sha256(new TextEncoder().encode(`{"id":"blake3:${'0'.repeat(63)}3","seq":3}`)));
+    expect(sessionHeadsRoot([{ session: 's1', head: head(3) }])).toEqual(leafNodeHash(k, v));
+    // 's1' and 's3' differ in the first bit of their keys (checked here), so they are the root's two children.
+    const k2 = sessionKey('s3');
+    expect(k[0]! >> 7).not.toBe(k2[0]! >> 7);
+    const [l, r] = k[0]! >> 7 === 0 ? [k, k2] : [k2, k];
+    const vl = l === k ? v : headValue(head(0));
+    const vr = r === k ? v : headValue(head(0));
+    expect(
+      sessionHeadsRoot([
+        { session: 's1', head: head(3) },
+        { session: 's3', head: head(0) },
+      ]),
+    ).toEqual(innerNodeHash(leafNodeHash(l, vl), leafNodeHash(r, vr)));
+  });
+
+  it('is the same whether built at once or by updates in any order and batching (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 5 })), { maxLength: 60 }),
+        fc.integer({ min: 1, max: 7 }),
+        async (ops, batch) => {
+          const index = memoryIndex();
+          const latest = new Map<string, SessionHead>();
+          let root = EMPTY_HEADS_ROOT;
+          for (let i = 0; i < ops.length; i += batch) {
+            const changes = ops.slice(i, i + batch).map(([s, seq]) => [`s${s}`, head(seq)] as [string, SessionHead]);
+            for (const [s, h] of changes) latest.set(s, h);
+            root = await index.apply(changes);
+          }
+          const built = sessionHeadsRoot([...latest].map(([session, h]) => ({ session, head: h })));
+          expect(encodeBase64(root)).toBe(encodeBase64(built));
+          // A rebuild stores exactly the nodes the updates stored.
+          const rebuilt = buildSessionHeads([...latest].map(([session, h]) => ({ session, head: h })));
+          expect(new Set(rebuilt.nodes.map((n) => nodeName(n.path)))).toEqual(new Set(index.nodes.keys()));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+});
+
+describe('session-heads index: proofs', () => {
+  const sessions = Array.from({ length: 300 }, (_, i) => `session-${i}`);
+  const setup = async () => {
+    const index = memoryIndex();
+    const root = await index.apply(sessions.map((s, i) => [s, head(i % 7)]));
+    return { ...index, root };
+  };
+
+  it('proves every member at its head, and nothing else of it', async () => {
+    const { read, root } = await setup();
+    for (const [i, s] of sessions.entries()) {
+      const { proof, value } = await proveSessionHead(read, s);
+      expect(value).toEqual(headValue(head(i % 7)));
+      expect(verifySessionHead(root, s, head(i % 7), proof)).toEqual({ ok: true });
+      // A shorter chain (an older head), another id, or "absent" do not verify with this proof.
+      expect(verifySessionHead(root, s, head((i % 7) + 1), proof).ok).toBe(false);
+      expect(verifySessionHead(root, s, { seq: i % 7, id: `blake3:${'f'.repeat(64)}` }, proof).ok).toBe(false);
+      expect(verifySessionHead(root, s, undefined, proof).ok).toBe(false);
+    }
+  });
+
+  it('proves absent sessions absent (an empty subtree or another leaf ends the path), and not present', async () => {
+    const { read, root } = await setup();
+    let withOther = 0;
+    for (let i = 0; i < 200; i++) {
+      const s = `absent-${i}`;
+      const { proof, value } = await proveSessionHead(read, s);
+      expect(value).toBeUndefined();
+      if (proof.other) withOther++;
+      expect(verifySessionHead(root, s, undefined, proof)).toEqual({ ok: true });
+      expect(verifySessionHead(root, s, head(0), proof).ok).toBe(false);
+    }
+    expect(withOther).toBeGreaterThan(0);
+    expect(withOther).toBeLessThan(200);
+  });
+
+  it("cannot use a member's proof to call it absent, or another session's proof", async () => {
+    const { read, root } = await setup();
+    const { proof } = await proveSessionHead(read, 'session-5');
+    expect(verifySessionHead(root, 'session-6', head(5), proof).ok).toBe(false);
+    // An attacker who turns the member's leaf into "another key's leaf" is refused: the key is the session's own.
+    const forged = {
+      ...proof,
+      other: { key: encodeBase64(sessionKey('session-5')), value: encodeBase64(headValue(head(5))) },
+    };
+    expect(verifySessionHead(root, 'session-5', undefined, forged)).toMatchObject({ ok: false });
+  });
+
+  it('refuses malformed proofs with a reason and never throws', async () => {
+    const { read, root } = await setup();
+    const { proof } = await proveSessionHead(read, 'session-1');
+    const bad: unknown[] = [
+      null,
+      'x',
+      { ...proof, depth: 257 },
+      { ...proof, depth: -1 },
+      { ...proof, depth: 1.5 },
+      { ...proof, bitmap: 'not base64!' },
+      { ...proof, siblings: [...proof.siblings, proof.siblings[0]] },
+      { ...proof, siblings: proof.siblings.map(() => 'AAAA') },
+      { ...proof, siblings: 'x' },
+      { ...proof, depth: proof.depth + 1 },
+    ];
+    for (const p of bad) {
+      const r = verifySessionHead(root, 'session-1', head(1), p);
+      expect(r.ok, JSON.stringify(p)).toBe(false);
+      if (!r.ok) expect(r.reason.length).toBeGreaterThan(0);
+    }
+    expect(verifySessionHead(new Uint8Array(3), 'session-1', head(1), proof).ok).toBe(false);
+  });
+
+  it('proves absence in the empty index', async () => {
+    const { proof } = await proveSessionHead(async (p) => p.map(() => undefined), 's');
+    expect(proof).toEqual({ depth: 0, bitmap: '', siblings: [] });
+    expect(verifySessionHead(EMPTY_HEADS_ROOT, 's', undefined, proof)).toEqual({ ok: true });
+  });
+
+  it('keeps proofs small: about log2(sessions) siblings', async () => {
+    const { read } = await setup();
+    const sizes = await Promise.all(sessions.map(async (s) => (await proveSessionHead(read, s)).proof.siblings.length));
+    const mean = sizes.reduce((a, b) => a + b, 0) / sizes.length;
+    expect(mean).toBeLessThan(Math.log2(sessions.length) + 3);
+  });
+});
+
+describe('session-heads checkpoint extension line', () => {
+  it('round-trips and refuses a malformed or repeated line', () => {
+    const line = sessionHeadsLine(EMPTY_HEADS_ROOT);
+    expect(line).toBe(`handoff-ledger/session-heads ${encodeBase64(EMPTY_HEADS_ROOT)}`);
+    expect(sessionHeadsOf([line])).toEqual(EMPTY_HEADS_ROOT);
+    expect(sessionHeadsOf(['other/ext 1'])).toBeUndefined();
+    expect(sessionHeadsOf([line, line])).toBe('invalid');
+    expect(sessionHeadsOf(['handoff-ledger/session-heads AAAA'])).toBe('invalid');
+    expect(sessionHeadsOf(['handoff-ledger/session-heads'])).toBe('invalid');
+  });
+});
