@@ -70,20 +70,21 @@ export function headValue(head: SessionHead): Uint8Array {
   return sha256(encoder.encode(`{"id":${JSON.stringify(head.id)},"seq":${head.seq}}`));
 }
 
-export function leafNodeHash(key: Uint8Array, value: Uint8Array): Uint8Array {
+/** SHA-256(domain byte ‖ a ‖ b) of two 32-byte values. */
+function nodeHash(domain: number, a: Uint8Array, b: Uint8Array): Uint8Array {
   const buf = new Uint8Array(65);
-  buf[0] = LEAF;
-  buf.set(key, 1);
-  buf.set(value, 33);
+  buf[0] = domain;
+  buf.set(a, 1);
+  buf.set(b, 33);
   return sha256(buf);
 }
 
+export function leafNodeHash(key: Uint8Array, value: Uint8Array): Uint8Array {
+  return nodeHash(LEAF, key, value);
+}
+
 export function innerNodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
-  const buf = new Uint8Array(65);
-  buf[0] = INNER;
-  buf.set(left, 1);
-  buf.set(right, 33);
-  return sha256(buf);
+  return nodeHash(INNER, left, right);
 }
 
 export const bitAt = (key: Uint8Array, i: number): number => (key[i >> 3]! >> (7 - (i & 7))) & 1;

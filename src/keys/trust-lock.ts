@@ -13,6 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import { link, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { isProcessAlive } from '../../store/fs/process.js';
 import { LedgerError } from '../errors.js';
 
 export interface TrustLockOptions {
@@ -36,15 +37,6 @@ function parseOwner(text: string): LockOwner | undefined {
     // A lock being written right now, or damaged: judged by its age alone.
   }
   return undefined;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -91,7 +83,7 @@ async function acquire(lockPath: string, me: LockOwner, waitMs: number, staleMs:
     if (text === undefined) continue;
     const owner = parseOwner(text);
     const age = Date.now() - ((await stat(lockPath).catch(() => undefined))?.mtimeMs ?? Date.now());
-    const gone = owner !== undefined && owner.host === me.host && !isAlive(owner.pid);
+    const gone = owner !== undefined && owner.host === me.host && !isProcessAlive(owner.pid);
     if (gone || age > staleMs) {
       await breakStale(lockPath, text);
       continue;

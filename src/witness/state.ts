@@ -17,6 +17,7 @@ import type { WitnessedTree } from '../../manifests/witness/add-checkpoint.js';
 import { HASH_SIZE } from '../../manifests/tlog/merkle.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
+import { isProcessAlive } from '../../store/fs/process.js';
 import { LedgerError } from '../errors.js';
 
 export interface StoredLog extends WitnessedTree {
@@ -26,15 +27,6 @@ export interface StoredLog extends WitnessedTree {
 
 /** The hex SHA-256 of an origin: the monitoring URL path segment of C2SP tlog-witness, and the file name. */
 export const originHash = (origin: string): string => createHash('sha256').update(origin, 'utf8').digest('hex');
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 export class WitnessState {
   private readonly cache = new Map<string, StoredLog | null>();
@@ -59,7 +51,7 @@ export class WitnessState {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw lockError(lockPath, err);
         // A lock left by a killed witness (kill -9 leaves it behind) is taken over; a live one is refused.
         const pid = Number((await readFile(lockPath, 'utf8').catch(() => '')).trim());
-        if (Number.isSafeInteger(pid) && pid > 0 && isAlive(pid)) throw lockError(lockPath, err, pid);
+        if (Number.isSafeInteger(pid) && pid > 0 && isProcessAlive(pid)) throw lockError(lockPath, err, pid);
         await unlink(lockPath).catch(() => {});
       }
     }
