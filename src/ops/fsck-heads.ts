@@ -11,18 +11,32 @@ import {
   proveSessionHead,
   rootFromSessionHeadProof,
   sessionHeadsRoot,
+  type SessionHead,
 } from '../../manifests/tlog/session-heads.js';
 import type { FsckFinding } from './maintenance.js';
 
 const MAX_REPORTED = 100;
 
-export async function fsckSessionHeads(log: ManifestLog, signal?: AbortSignal): Promise<FsckFinding[]> {
+/** Each chain's session and head, as the session-heads index keys and stores them. */
+export type ChainHeads = Array<{ session: string; head: SessionHead }>;
+
+/**
+ * `heads`: every chain head, as fsck's chain walk collected them; undefined when that walk did not finish,
+ * and the heads are read here.
+ */
+export async function fsckSessionHeads(
+  log: ManifestLog,
+  heads: ChainHeads | undefined,
+  signal?: AbortSignal,
+): Promise<FsckFinding[]> {
   const read = log.sessionHeadNodes?.bind(log);
   const committed = (await log.treeHead()).sessionHeads;
   if (!read || !committed) return [];
   const findings: FsckFinding[] = [];
-  const heads: Array<{ session: string; head: { seq: number; id: string } }> = [];
-  for await (const h of log.heads()) heads.push({ session: h.session, head: { seq: h.seq, id: h.id } });
+  if (!heads) {
+    heads = [];
+    for await (const h of log.heads()) heads.push({ session: h.session, head: { seq: h.seq, id: h.id } });
+  }
   if (!equalBytes(sessionHeadsRoot(heads), committed))
     findings.push({
       code: 'SESSION_HEADS_ROOT',

@@ -61,7 +61,7 @@ export type FsckAuditCode = Extract<
 
 export type FsckFindingCode = FsckAuditCode | FsckStoreCode;
 import { fsckTree } from './fsck-tree.js';
-import { fsckSessionHeads } from './fsck-heads.js';
+import { fsckSessionHeads, type ChainHeads } from './fsck-heads.js';
 import { fsckInlineBlobs } from './fsck-inline.js';
 import { fsckSigningKeys } from './fsck-keys.js';
 
@@ -145,10 +145,13 @@ export async function fsck(
   } catch (err) {
     recordProblem(err, findings);
   }
+  // Every head, kept for the session-heads check below once the walk has seen them all.
+  let heads: ChainHeads | undefined = [];
   try {
     for await (const head of ledger.log.heads()) {
       chains++;
       headed.add(head.session);
+      heads.push({ session: head.session, head: { seq: head.seq, id: head.id } });
       try {
         manifests += await checkChain(ledger, head, trust, { checked, newestSigned }, findings, options);
       } catch (err) {
@@ -156,6 +159,7 @@ export async function fsck(
       }
     }
   } catch (err) {
+    heads = undefined; // not all of them: the session-heads check walks them itself
     recordProblem(err, findings);
   }
   let position = 0;
@@ -185,7 +189,7 @@ export async function fsck(
   }
   // The session-heads index must be exactly the index of the heads (checkpoints commit its root).
   try {
-    findings.push(...(await fsckSessionHeads(ledger.log, options.signal)));
+    findings.push(...(await fsckSessionHeads(ledger.log, heads, options.signal)));
   } catch (err) {
     recordProblem(err, findings);
   }
