@@ -60,10 +60,15 @@ afterAll(async () => {
 
 const cli = (since?: string) => cliVerify(f.bundle, f.trust, since);
 
-async function pick(page: Page, since: string): Promise<void> {
+/** Opens the page and picks a bundle folder and the pinned trust file. */
+async function pickBundle(page: Page, dir: string): Promise<void> {
   await page.goto(PAGE);
-  await page.setInputFiles('#bundle-input', f.bundle);
+  await page.setInputFiles('#bundle-input', dir);
   await page.setInputFiles('#trust-input', f.trust);
+}
+
+async function pick(page: Page, since: string): Promise<void> {
+  await pickBundle(page, f.bundle);
   await page.setInputFiles('#since-input', since);
 }
 
@@ -88,9 +93,7 @@ describe('the checkpoint a bundle was cut at (step 9)', { timeout: 180_000 }, ()
     const page = await browser.newPage();
     const seen = watchPage(page);
     try {
-      await page.goto(PAGE);
-      await page.setInputFiles('#bundle-input', dir);
-      await page.setInputFiles('#trust-input', f.trust);
+      await pickBundle(page, dir);
       await page.click('#verify');
       await expectSameAsCli(page, expected);
       expect(await page.textContent('#checkpoint-info')).toContain(`checkpoint "${ORIGIN}" size 5`);
@@ -132,9 +135,7 @@ describe("the session's completeness proof (step 10)", { timeout: 180_000 }, () 
     const page = await browser.newPage();
     const seen = watchPage(page);
     try {
-      await page.goto(PAGE);
-      await page.setInputFiles('#bundle-input', dir);
-      await page.setInputFiles('#trust-input', f.trust);
+      await pickBundle(page, dir);
       await page.click('#verify');
       await expectSameAsCli(page, expected);
 
@@ -246,9 +247,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
 
   /** Picks the bundle, trust file and witness keys, types the quorum (if any) and verifies. */
   async function verifyWith(page: Page, dir: string, quorum: string | undefined): Promise<void> {
-    await page.goto(PAGE);
-    await page.setInputFiles('#bundle-input', dir);
-    await page.setInputFiles('#trust-input', f.trust);
+    await pickBundle(page, dir);
     await page.setInputFiles('#witness-keys-input', w.keys);
     if (quorum !== undefined) await page.getByLabel(/Witness quorum/).fill(quorum);
     await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('witness keys witnesses.txt');
@@ -342,9 +341,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
           .replace(/^handoff-ledger: /, '')
           .replace(c.keys ?? '\0', basename(c.keys ?? ''));
         expect(cliLine).toMatch(/^USAGE: --/);
-        await page.goto(PAGE);
-        await page.setInputFiles('#bundle-input', w.cosigned);
-        await page.setInputFiles('#trust-input', f.trust);
+        await pickBundle(page, w.cosigned);
         if (c.keys) await page.setInputFiles('#witness-keys-input', c.keys);
         if (c.quorum) await page.fill('#quorum-input', c.quorum);
         await expect.poll(() => page.isEnabled('#verify'), { timeout: 10_000 }).toBe(true);
