@@ -73,7 +73,10 @@ class HostProcess {
     const deadline = Date.now() + timeoutMs;
     while (!predicate()) {
       if (this.child.exitCode !== null || Date.now() > deadline) {
-        throw new Error(`host never reached "${what}" (exit ${this.child.exitCode}); stderr:\n${this.stderr}`);
+        const last = this.messages.slice(-5).map((m) => JSON.stringify(m));
+        throw new Error(
+          `host never reached "${what}" (exit ${this.child.exitCode}); last messages:\n${last.join('\n')}\nstderr:\n${this.stderr}`,
+        );
       }
       await new Promise<void>((r) => {
         this.waiters.push(r);

@@ -127,6 +127,10 @@ export class CheckpointGuard {
     try {
       proof = await hashRanges(consistencyRanges(old.size, head.size), (ids) => this.log.treeNodes(ids));
     } catch (err) {
+      // A database that cannot be reached right now (a restart, a dropped connection) proves nothing either
+      // way: the call fails with the storage error and the next one asks again. Only nodes that are missing
+      // or damaged in a log that answers mean there is no proof.
+      if ((err as { code?: unknown }).code === 'STORAGE_FAILED') throw err;
       return refuse('FORK', `no consistency proof from size ${old.size}: ${(err as Error).message}`);
     }
     const result = verifyConsistency(old.size, head.size, proof, old.root, head.root);

@@ -6,6 +6,7 @@ import { fsck } from '../../src/ops/maintenance.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerError } from '../../src/errors.js';
+import { ManifestError } from '../../manifests/errors.js';
 import { openNote, parseVerifierKey, signNote, type NoteSigner } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { checkpointVerifiers } from '../../manifests/format/trust.js';
@@ -166,6 +167,35 @@ describe('rollback and fork detection', () => {
     (ledger.log as unknown as { treeSize: number }).treeSize = 1;
     expect((await refusal(ledger.resume({ principal: 'alice', session: 's1' }))).code).toBe('ROLLBACK');
     expect((await refusal(ledger.publish(scope('s1'), sampleSummary(9)))).code).toBe('ROLLBACK');
+    await ledger.close();
+  });
+
+  it('takes a storage failure while reading a consistency proof for what it is (STORAGE_FAILED), not a fork', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    // The database goes away while the checkpoint after the next append reads its proof (a restart).
+    const log = ledger.log as LevelManifestLog;
+    const treeNodes = log.treeNodes.bind(log);
+    let failures = 0;
+    log.treeNodes = () => {
+      failures++;
+      return Promise.reject(
+        new ManifestError('STORAGE_FAILED', 'manifest log: tree read failed: connection terminated'),
+      );
+    };
+    await ledger.publish(scope('s1'), sampleSummary(3));
+    expect(failures).toBe(1);
+    const err = await ledger.checkpoint().then(
+      () => undefined,
+      (e: unknown) => e as ManifestError,
+    );
+    expect(err?.code).toBe('STORAGE_FAILED');
+    // Back again: the same check passes, and publishing and resuming carry on.
+    log.treeNodes = treeNodes;
+    expect((await ledger.checkpoint()).checkpoint.size).toBe(3);
+    await ledger.publish(scope('s1'), sampleSummary(4));
+    expect((await ledger.resume({ principal: 'alice', session: 's1' }))?.seq).toBe(3);
     await ledger.close();
   });
 });
