@@ -1,13 +1,11 @@
 // One "host" for test/pg-multihost.test.ts: a separate Node process with its own key, publishing into
 // shared sessions through one PostgreSQL database until told to stop, then resuming every session.
-// Plain ESM over the built package (dist/, built by `npm test`'s pretest), like test/cli.test.ts.
 // Protocol: config as JSON in argv[2]; one JSON object per stdout line; commands on stdin lines.
 import { createInterface } from 'node:readline';
 import { openLedger } from '../../dist/src/index.js';
 import { openPostgresBackends } from '../../dist/src/ledger/pg-backend.js';
+import { config, say } from './child-host.mjs';
 
-const config = JSON.parse(process.argv[2]);
-const say = (msg) => process.stdout.write(`${JSON.stringify(msg)}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const { blobs, log } = await openPostgresBackends({ connectionString: config.connectionString, schema: config.schema });

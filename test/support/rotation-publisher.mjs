@@ -1,19 +1,9 @@
 // A second process of one host for test/key-windows.test.ts: it shares the store root (key file, trust.json)
 // and a PostgreSQL store with the test process, which rotates the host key while this one publishes.
-// Plain ESM over the built package (dist/, built by `npm test`'s pretest), like test/support/pg-host.mjs.
 // Protocol: config as JSON in argv[2]; one JSON line per acknowledged publish, then {"type":"done"}.
-import { openLedger } from '../../dist/src/index.js';
+import { config, runHost, say } from './child-host.mjs';
 
-const config = JSON.parse(process.argv[2]);
-const say = (msg) => process.stdout.write(`${JSON.stringify(msg)}\n`);
-
-const ledger = await openLedger({
-  root: config.root,
-  host: config.host,
-  postgres: { connectionString: config.connectionString, schema: config.schema },
-  onNotice: () => {},
-});
-try {
+await runHost(async (ledger) => {
   for (let i = 0; i < config.publishes; i++) {
     const session = `child-${i % 3}`;
     const r = await ledger.publish(
@@ -24,8 +14,4 @@ try {
     if (config.pauseMs) await new Promise((res) => setTimeout(res, config.pauseMs));
   }
   say({ type: 'done' });
-} catch (err) {
-  say({ type: 'fail', code: err.code, error: String(err.message) });
-} finally {
-  await ledger.close();
-}
+});
