@@ -28,6 +28,8 @@ export class CheckpointGuard {
   private pinned: SignedCheckpoint | undefined;
   private inflight: Promise<unknown> = Promise.resolve();
   private waiting: Promise<SignedCheckpoint> | undefined;
+  /** The check that has started and not yet ended, and its verdict: resolved once the log is known to extend the pin. */
+  private checking: { run: Promise<SignedCheckpoint>; verdict: Promise<void> } | undefined;
   /** A rollback or fork, once seen, is reported by every later call: the log cannot be trusted again. */
   private failure: LedgerError | undefined;
 
@@ -77,18 +79,38 @@ export class CheckpointGuard {
   sync(): Promise<SignedCheckpoint> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.waiting) return this.waiting;
-    const run = this.inflight
+    let checked!: () => void;
+    const verdict = new Promise<void>((resolve) => (checked = resolve));
+    const run: Promise<SignedCheckpoint> = this.inflight
       .catch(() => {})
       .then(() => {
         this.waiting = undefined;
-        return this.advance();
+        this.checking = { run, verdict };
+        return this.advance(checked);
+      })
+      .finally(() => {
+        if (this.checking?.run === run) this.checking = undefined;
       });
     this.waiting = run;
     this.inflight = run;
     return run;
   }
 
-  private async advance(): Promise<SignedCheckpoint> {
+  /**
+   * Checks the log against the pinned checkpoint before an append. A check already running answers this call as
+   * soon as it has found that the log extends the pinned checkpoint (it read the tree a moment ago, while this call
+   * was on its way), without waiting for it to sign and pin: so one group's append overlaps the previous group's
+   * pin. Nothing is acknowledged on this answer: a publish is acknowledged after `sync()` following its append.
+   */
+  check(): Promise<unknown> {
+    if (this.failure) return Promise.reject(this.failure);
+    const running = this.checking;
+    if (!running) return this.sync();
+    // A refusal rejects `run` without reaching the verdict: whichever settles first answers.
+    return Promise.race([running.verdict, running.run]);
+  }
+
+  private async advance(checked: () => void): Promise<SignedCheckpoint> {
     const head = await this.log.treeHead();
     const pinned = this.pinned;
     // The session-heads root rides along as an extension line: the note signature (and every witness
@@ -97,8 +119,12 @@ export class CheckpointGuard {
     const sameTree =
       pinned !== undefined && pinned.checkpoint.size === head.size && equalBytes(pinned.checkpoint.root, head.root);
     // A checkpoint pinned before the index existed is re-signed with the line at the same tree.
-    if (sameTree && pinned.checkpoint.extensions.join('\n') === extensions.join('\n')) return pinned;
+    if (sameTree && pinned.checkpoint.extensions.join('\n') === extensions.join('\n')) {
+      checked();
+      return pinned;
+    }
     if (pinned && !sameTree) await this.demandConsistency(pinned, head);
+    checked();
     const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions };
     const note = await signNote(formatCheckpoint(checkpoint), [this.signer()]);
     // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget (and a publish is

@@ -5,7 +5,7 @@
  */
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerError } from '../../src/errors.js';
@@ -259,6 +259,48 @@ describe("the previous version's pin (<hash>.note)", () => {
       expect(readdirSync(join(root, 'checkpoints'))).toEqual([path.split('/').at(-1)]);
       expect((await ledger.checkpoint()).note).toBe(pinned);
     } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('publishing and the pin', () => {
+  it('acknowledges a publish only once a tree holding it is pinned; the next append does not wait for that pin', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const write = CheckpointPinFile.prototype.write;
+    try {
+      await publishMany(ledger, 's0', 1);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const pinned: string[] = [];
+      const spy = vi.spyOn(CheckpointPinFile.prototype, 'write').mockImplementation(async function (
+        this: CheckpointPinFile,
+        note: string,
+      ) {
+        await gate;
+        await write.call(this, note);
+        pinned.push(note);
+      });
+      const settled: string[] = [];
+      const first = ledger.publish(scope('s1'), sampleSummary('s1')).finally(() => settled.push('s1'));
+      await expect.poll(() => spy.mock.calls.length, { timeout: 30_000 }).toBe(1);
+      // s1 is appended and its pin is being written: s2's append goes ahead meanwhile ...
+      const second = ledger.publish(scope('s2'), sampleSummary('s2')).finally(() => settled.push('s2'));
+      const outcomes = Promise.allSettled([first, second]);
+      await expect.poll(async () => (await ledger.log.head('s2'))?.seq, { timeout: 30_000 }).toBe(0);
+      // ... but neither is acknowledged before a tree holding it is pinned.
+      expect(settled).toEqual([]);
+      expect(pinned).toEqual([]);
+      release();
+      const [a, b] = await outcomes;
+      expect([a.status, b.status]).toEqual(['fulfilled', 'fulfilled']);
+      const { checkpoint, note } = await ledger.checkpoint();
+      expect(checkpoint.size).toBe(3);
+      expect(pinned.at(-1)).toBe(note);
+      expect(await readPinnedNote(pinPath(root))).toBe(note);
+    } finally {
+      vi.restoreAllMocks();
       await ledger.close();
     }
   });
