@@ -171,11 +171,18 @@ export class CheckpointPinFile {
     try {
       // Another process of this root (PostgreSQL backend) may have pinned since: read both slots again, so the
       // newest pin, whoever wrote it, is never the one overwritten.
-      const current = new Uint8Array(2 * this.slotSize);
+      // One byte more than two slots tells whether that process re-created the file with larger slots.
+      const current = new Uint8Array(2 * this.slotSize + 1);
       const { bytesRead } = await handle.read(current, 0, current.length, 0);
+      if (bytesRead > 2 * this.slotSize) {
+        const grown = decodePinFile(await handle.readFile(), this.path);
+        this.slotSize = grown.slotSize;
+        this.newest = grown.newest;
+        if (needed > this.slotSize) return this.create(note, needed);
+      }
       let newest = this.newest;
       try {
-        if (bytesRead === current.length) newest = decodePinFile(current, this.path).newest;
+        if (bytesRead === 2 * this.slotSize) newest = decodePinFile(current.subarray(0, bytesRead), this.path).newest;
       } catch {
         // Damaged since we read it: the slot we did not write last is the one to overwrite.
       }

@@ -186,6 +186,40 @@ describe('the pin file', () => {
     expect(statSync(`${stem}.pin`).size).toBe(2 * 16 * 1024);
     expect((await CheckpointPinFile.open(stem)).note).toBe('after\n');
   });
+
+  it('shared by two writers (processes of one root): each pin lands beside the newest, whoever wrote it', async () => {
+    const stem = join(tempDir(), 'pin');
+    const a = (await CheckpointPinFile.open(stem)).file;
+    await a.write('a1\n');
+    const b = (await CheckpointPinFile.open(stem)).file;
+    for (const [writer, note] of [
+      [b, 'b1\n'],
+      [a, 'a2\n'],
+      [a, 'a3\n'],
+      [b, 'b2\n'],
+    ] as const) {
+      const before = await readPinnedNote(`${stem}.pin`);
+      await writer.write(note);
+      // The newest pin is the one just written, and the pin before it (by either writer) is still the other slot.
+      expect(
+        slots(`${stem}.pin`)
+          .map((s) => s?.note)
+          .sort(),
+      ).toEqual([before, note].sort());
+      expect(await readPinnedNote(`${stem}.pin`)).toBe(note);
+    }
+    // One writer grows the slots for a large note; the other adopts the larger slots instead of writing past them.
+    const large = `${'y'.repeat(6000)}\n`;
+    await b.write(large);
+    await a.write('a4\n');
+    expect(statSync(`${stem}.pin`).size).toBe(2 * 8192);
+    expect(
+      slots(`${stem}.pin`)
+        .map((s) => s?.note)
+        .sort(),
+    ).toEqual([large, 'a4\n'].sort());
+    expect(await readPinnedNote(`${stem}.pin`)).toBe('a4\n');
+  });
 });
 
 describe("the previous version's pin (<hash>.note)", () => {
