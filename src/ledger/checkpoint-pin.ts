@@ -169,8 +169,9 @@ export class CheckpointPinFile {
     if (this.newest === undefined || needed > this.slotSize) return this.create(note, needed);
     const handle = await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
     try {
-      // Another process of this root (PostgreSQL backend) may have pinned since: read both slots again, so the
-      // newest pin, whoever wrote it, is never the one overwritten.
+      // Another process of this root (PostgreSQL backend) may have pinned since: read both slots again, so this pin
+      // goes beside the newest one whoever wrote it (two pins at the same moment: the last written wins, as the
+      // single file's rename did).
       // One byte more than two slots tells whether that process re-created the file with larger slots.
       const current = new Uint8Array(2 * this.slotSize + 1);
       const { bytesRead } = await handle.read(current, 0, current.length, 0);
