@@ -133,7 +133,7 @@ async function main(): Promise<void> {
     log('concurrency:');
     const concurrency = s.only.has('concurrency')
       ? await runConcurrencySuite({ ...cfg.concurrency, workDir, log })
-      : { ledger: [], rawWrites: [] };
+      : { ledger: [], rawWrites: [], syncedBatches: [], syncedBatchesAndSlot: [] };
     log('chain:');
     const chain = s.only.has('chain') ? await runChainSuite({ ...cfg.chain, log }) : undefined;
     log('rss:');
@@ -201,6 +201,14 @@ async function main(): Promise<void> {
       rawSmallWrites:
         concurrency.rawWrites.length > 0
           ? { bytes: cfg.concurrency.bytes, samples: concurrency.rawWrites, perSecond: spread(concurrency.rawWrites) }
+          : undefined,
+      smallWriteFloors:
+        concurrency.syncedBatches.length > 0
+          ? {
+              bytes: cfg.concurrency.bytes,
+              syncedBatch: spread(concurrency.syncedBatches),
+              syncedBatchAndSlot: spread(concurrency.syncedBatchesAndSlot),
+            }
           : undefined,
       chain: chain
         ? {

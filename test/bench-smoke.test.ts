@@ -131,6 +131,9 @@ describe('npm run bench -- --quick', () => {
     for (const c of r.concurrency) expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);
     expect(r.rawSmallWrites?.bytes).toBe(4 * KiB);
     expectSpread(r.rawSmallWrites!.perSecond, 'rawSmallWrites');
+    expect(r.smallWriteFloors?.bytes).toBe(4 * KiB);
+    expectSpread(r.smallWriteFloors!.syncedBatch, 'smallWriteFloors.syncedBatch');
+    expectSpread(r.smallWriteFloors!.syncedBatchAndSlot, 'smallWriteFloors.syncedBatchAndSlot');
     expect(r.chain.manifests).toBe(2000);
     for (const k of [
       'verifyChainPool',

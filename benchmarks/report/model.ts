@@ -83,6 +83,12 @@ export interface BenchResults {
   concurrency: Array<{ sessions: number; bytes: number; samples: number[]; publishesPerSecond: Spread }>;
   /** Raw durable single-file writes of the concurrency suite's size, one stream: what a file per summary allows. */
   rawSmallWrites?: { bytes: number; samples: number[]; perSecond: Spread };
+  /**
+   * Floors of the same size, one stream: a bare `level` batch with `{ sync: true }` (one flush, what any
+   * one-flush publish reaches), and that batch plus a 4 KiB slot overwritten in place and fdatasynced (the two
+   * flushes of a publish: its batch and its checkpoint pin).
+   */
+  smallWriteFloors?: { bytes: number; syncedBatch: Spread; syncedBatchAndSlot: Spread };
   chain: {
     manifests: number;
     sessions: number;

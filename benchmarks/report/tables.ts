@@ -98,6 +98,21 @@ function otherRows(r: BenchResults): Cell[][] {
       `${fmt(w.perSecond.median)} [${fmt(w.perSecond.min)}–${fmt(w.perSecond.max)}]`,
     ]);
   }
+  if (r.smallWriteFloors) {
+    const f = r.smallWriteFloors;
+    const kib = f.bytes / 1024;
+    const ratio = r.rawSmallWrites ? ` (${fmt(f.syncedBatch.median / r.rawSmallWrites.perSecond.median)} × raw)` : '';
+    rows.push(
+      [
+        `${kib} KiB bare synced LevelDB batches/s, one stream (one flush: the floor of a one-flush publish)`,
+        `${fmt(f.syncedBatch.median)} [${fmt(f.syncedBatch.min)}–${fmt(f.syncedBatch.max)}]${ratio}`,
+      ],
+      [
+        `${kib} KiB bare synced batch + 4 KiB slot overwrite + fdatasync/s, one stream (batch + pin)`,
+        `${fmt(f.syncedBatchAndSlot.median)} [${fmt(f.syncedBatchAndSlot.min)}–${fmt(f.syncedBatchAndSlot.max)}]`,
+      ],
+    );
+  }
   perSecond(' (postgres)', r.postgres.concurrency);
   const ch = r.chain;
   const spread = (s: { median: number; min: number; max: number }) => `${fmt(s.median)} [${fmt(s.min)}–${fmt(s.max)}]`;

@@ -2,11 +2,17 @@
  * Small publishes per second: one session publishing back to back, against 32 sessions publishing
  * concurrently (each its own chain, all in one ledger: what group commit and parallel blob fsyncs are for).
  * Rounds alternate 1 and 32 so both see the same machine. Beside them, the limit a file per summary
- * would hit: raw durable writes of the same size, one after another (file fsync + directory fsync each).
+ * would hit: raw durable writes of the same size, one after another (file fsync + directory fsync each);
+ * and the floors of a design that commits a small summary in one synced batch: a bare `level` batch of the
+ * same bytes with `{ sync: true }` (one flush: the most any one-flush publish reaches on this disk), and that
+ * batch followed by an in-place overwrite + fdatasync of a 4 KiB slot (two flushes: what the ledger's batch
+ * plus its checkpoint pin cost with nothing else in the way).
  * Every measurement starts after a `sync` (lib/quiet.ts).
  */
-import { mkdir } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Level } from 'level';
 import { openLedger } from '../../src/ledger/open.js';
 import { validateSummary } from '../../src/summary/summary.js';
 import { makeSummary, nextMarker } from '../lib/data.js';
@@ -55,6 +61,36 @@ export interface ConcurrencySuiteResult {
   ledger: ConcurrencyResult[];
   /** Raw durable single-file writes of `bytes` per second, one stream, one per round. */
   rawWrites: number[];
+  /** Bare `level` batches of `bytes` with `{ sync: true }` per second, one stream, one per round. */
+  syncedBatches: number[];
+  /** The same batch, then a 4 KiB slot overwritten in place and fdatasynced, per second, one per round. */
+  syncedBatchesAndSlot: number[];
+}
+
+/** A bare LevelDB (no ledger): one put of `bytes` per synced batch, and a two-slot file overwritten in place. */
+async function openFloors(dir: string, bytes: Uint8Array) {
+  const db = new Level<string, Uint8Array>(join(dir, 'bare-level'), { valueEncoding: 'view' });
+  await db.open();
+  const slotFile: FileHandle = await open(join(dir, 'slots'), constants.O_CREAT | constants.O_RDWR, 0o600);
+  const slot = new Uint8Array(4096).fill(0x2a);
+  await slotFile.write(slot, 0, slot.length, 0);
+  await slotFile.write(slot, 0, slot.length, slot.length);
+  await slotFile.sync();
+  let n = 0;
+  const batch = () =>
+    db.batch([{ type: 'put', key: `b${String(n++).padStart(12, '0')}`, value: bytes }], { sync: true });
+  return {
+    batch,
+    async batchAndSlot() {
+      await batch();
+      await slotFile.write(slot, 0, slot.length, (n % 2) * slot.length);
+      await slotFile.datasync();
+    },
+    async close() {
+      await slotFile.close();
+      await db.close();
+    },
+  };
 }
 
 export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<ConcurrencySuiteResult> {
@@ -73,6 +109,9 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
   let rawN = 0;
   const rawWrite = () => rawDurableWrite(rawDir, `w${rawN++}`, rawBytes);
   const rawWrites: number[] = [];
+  const floors = await openFloors(rawDir, rawBytes);
+  const syncedBatches: number[] = [];
+  const syncedBatchesAndSlot: number[] = [];
   try {
     await publishesPerSecond(publish, Math.max(...o.sessions), Math.min(300, o.durationMs)); // warm-up
     for (let round = 0; round < o.rounds; round++) {
@@ -83,12 +122,17 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
       }
       syncPageCache();
       rawWrites.push(await publishesPerSecond(rawWrite, 1, o.durationMs));
+      syncPageCache();
+      syncedBatches.push(await publishesPerSecond(floors.batch, 1, o.durationMs));
+      syncPageCache();
+      syncedBatchesAndSlot.push(await publishesPerSecond(floors.batchAndSlot, 1, o.durationMs));
       o.log(
-        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s`,
+        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot fdatasync ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s`,
       );
     }
   } finally {
     await ledger.close();
+    await floors.close();
   }
-  return { ledger: results, rawWrites };
+  return { ledger: results, rawWrites, syncedBatches, syncedBatchesAndSlot };
 }

@@ -125,20 +125,32 @@ const compareKeys = (a: Uint8Array, b: Uint8Array): number => {
 
 /** Depths read per round trip while walking down a path: ~log2(sessions) deep, so one round for 10⁹ sessions. */
 const WALK_CHUNK = 32;
+/** Extra depths the first round asks for beyond the last path's end (paths of one index differ by a few). */
+const WALK_SLACK = 4;
+
+/**
+ * How many depths the first round of the next walk reads: a few more than where the last walk in this process
+ * ended, so a small index is not read 32 mostly absent nodes at a time. A hint only (shared by every index in the
+ * process): a walk reads on, 32 depths a round, until its path ends.
+ */
+let firstRound = WALK_CHUNK;
 
 /**
  * Walks from the root along `key` to where the path ends: the first depth holding a leaf or nothing.
  * Returns that depth, the node there, and the interior nodes above it.
  */
 async function walk(read: HeadsNodeReader, key: Uint8Array): Promise<{ depth: number; node: HeadsNode | undefined }> {
-  for (let start = 0; start <= KEY_BITS; start += WALK_CHUNK) {
+  for (let start = 0, round = firstRound; start <= KEY_BITS; start += round, round = WALK_CHUNK) {
     const paths: NodePath[] = [];
-    for (let d = start; d < Math.min(start + WALK_CHUNK, KEY_BITS + 1); d++)
+    for (let d = start; d < Math.min(start + round, KEY_BITS + 1); d++)
       paths.push({ depth: d, prefix: prefixOf(key, d) });
     const nodes = await read(paths);
     for (let i = 0; i < nodes.length; i++) {
       const n = nodes[i];
-      if (n === undefined || n.leaf) return { depth: start + i, node: n };
+      if (n === undefined || n.leaf) {
+        firstRound = Math.min(WALK_CHUNK, start + i + 1 + WALK_SLACK);
+        return { depth: start + i, node: n };
+      }
     }
   }
   throw new Error('session-heads index: an interior node at depth 256');

@@ -1,16 +1,15 @@
 /**
  * Rollback and fork detection with checkpoints. The ledger pins the newest checkpoint it has signed or
- * verified in its own root (`<root>/checkpoints/<blake3(origin)>.note`, written atomically and fsynced,
- * outside the database) and accepts the log's current tree only when it extends the pinned one: a smaller
+ * verified in its own root (`<root>/checkpoints/<blake3(origin)>.pin`, two slots overwritten in place, one
+ * fdatasync per pin: checkpoint-pin.ts; outside the database) and accepts the log's current tree only when it extends the pinned one: a smaller
  * tree is `ROLLBACK`, another root at the same size or a failed consistency proof is `FORK`. An attacker
  * who rewrites the whole database, watermarks included, cannot produce a consistency proof from a tree
  * that is not a prefix of the new one.
  */
-import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
-import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { CheckpointPinFile } from './checkpoint-pin.js';
 import { openNote, signNote, type NoteSigner, type NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { formatCheckpoint, parseCheckpoint, type Checkpoint } from '../../manifests/format/checkpoint.js';
 import { equalBytes, verifyConsistency } from '../../manifests/tlog/merkle.js';
@@ -29,6 +28,8 @@ export class CheckpointGuard {
   private pinned: SignedCheckpoint | undefined;
   private inflight: Promise<unknown> = Promise.resolve();
   private waiting: Promise<SignedCheckpoint> | undefined;
+  /** The check that has started and not yet ended, and its verdict: resolved once the log is known to extend the pin. */
+  private checking: { run: Promise<SignedCheckpoint>; verdict: Promise<void> } | undefined;
   /** A rollback or fork, once seen, is reported by every later call: the log cannot be trusted again. */
   private failure: LedgerError | undefined;
 
@@ -36,13 +37,16 @@ export class CheckpointGuard {
     private readonly log: ManifestLog,
     readonly origin: string,
     private readonly signer: () => NoteSigner,
-    /** Where the pinned checkpoint is kept (the witnesses' cosignatures go beside it). */
-    readonly path: string,
+    private readonly pin: CheckpointPinFile,
+    /** `<root>/checkpoints/<blake3(origin)>`: the pin is `<stem>.pin`; the witnesses' files go beside it. */
+    readonly stem: string,
   ) {}
 
   /**
    * Loads the pinned checkpoint (verified with the store's checkpoint keys) and checks the log against it.
-   * @throws LedgerError `ROLLBACK`, `FORK`, `KEY_FILE_UNSAFE`; ManifestError `NOTE_*`, `CHECKPOINT_INVALID`
+   * A store of the previous version keeps its pin in `<stem>.note`: it is read, verified, and moved into the slot file.
+   * @throws LedgerError `ROLLBACK`, `FORK`, `KEY_FILE_UNSAFE`, `RECORD_CORRUPT` (no intact slot); ManifestError
+   *   `NOTE_*`, `CHECKPOINT_INVALID`
    */
   static async open(init: {
     root: string;
@@ -53,21 +57,16 @@ export class CheckpointGuard {
   }): Promise<CheckpointGuard> {
     const dir = join(init.root, 'checkpoints');
     await ensurePrivateDir(dir, 'UNSAFE_PATH');
-    const path = join(dir, `${digestOf(new TextEncoder().encode(init.origin)).slice(7)}.note`);
-    const guard = new CheckpointGuard(init.log, init.origin, init.signer, path);
-    let note: string | undefined;
-    try {
-      const st = await lstat(path);
-      if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`);
-      note = await readFile(path, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    }
+    const stem = join(dir, digestOf(new TextEncoder().encode(init.origin)).slice(7));
+    const { file, note, legacy } = await CheckpointPinFile.open(stem);
+    const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem);
     if (note !== undefined) {
       const checkpoint = parseCheckpoint(openNote(note, init.verifiers).text);
       if (checkpoint.origin !== init.origin)
-        throw new LedgerError('FORK', `${path} pins origin ${checkpoint.origin}, not ${init.origin}`);
+        throw new LedgerError('FORK', `${stem} pins origin ${checkpoint.origin}, not ${init.origin}`);
       guard.pinned = { note, checkpoint };
+      // The previous version's file, verified: from now on the slot file alone is the pin.
+      if (legacy) await file.migrate(note);
     }
     await guard.sync();
     return guard;
@@ -80,18 +79,38 @@ export class CheckpointGuard {
   sync(): Promise<SignedCheckpoint> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.waiting) return this.waiting;
-    const run = this.inflight
+    let checked!: () => void;
+    const verdict = new Promise<void>((resolve) => (checked = resolve));
+    const run: Promise<SignedCheckpoint> = this.inflight
       .catch(() => {})
       .then(() => {
         this.waiting = undefined;
-        return this.advance();
+        this.checking = { run, verdict };
+        return this.advance(checked);
+      })
+      .finally(() => {
+        if (this.checking?.run === run) this.checking = undefined;
       });
     this.waiting = run;
     this.inflight = run;
     return run;
   }
 
-  private async advance(): Promise<SignedCheckpoint> {
+  /**
+   * Checks the log against the pinned checkpoint before an append. A check already running answers this call as
+   * soon as it has found that the log extends the pinned checkpoint (it read the tree a moment ago, while this call
+   * was on its way), without waiting for it to sign and pin: so one group's append overlaps the previous group's
+   * pin. Nothing is acknowledged on this answer: a publish is acknowledged after `sync()` following its append.
+   */
+  check(): Promise<unknown> {
+    if (this.failure) return Promise.reject(this.failure);
+    const running = this.checking;
+    if (!running) return this.sync();
+    // A refusal rejects `run` without reaching the verdict: whichever settles first answers.
+    return Promise.race([running.verdict, running.run]);
+  }
+
+  private async advance(checked: () => void): Promise<SignedCheckpoint> {
     const head = await this.log.treeHead();
     const pinned = this.pinned;
     // The session-heads root rides along as an extension line: the note signature (and every witness
@@ -100,12 +119,17 @@ export class CheckpointGuard {
     const sameTree =
       pinned !== undefined && pinned.checkpoint.size === head.size && equalBytes(pinned.checkpoint.root, head.root);
     // A checkpoint pinned before the index existed is re-signed with the line at the same tree.
-    if (sameTree && pinned.checkpoint.extensions.join('\n') === extensions.join('\n')) return pinned;
+    if (sameTree && pinned.checkpoint.extensions.join('\n') === extensions.join('\n')) {
+      checked();
+      return pinned;
+    }
     if (pinned && !sameTree) await this.demandConsistency(pinned, head);
+    checked();
     const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions };
     const note = await signNote(formatCheckpoint(checkpoint), [this.signer()]);
-    // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget.
-    await writeFileAtomic(this.path, note, 0o600);
+    // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget (and a publish is
+    // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this).
+    await this.pin.write(note);
     this.pinned = { note, checkpoint };
     return this.pinned;
   }

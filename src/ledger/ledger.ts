@@ -306,10 +306,11 @@ export class Ledger {
     const { signal } = options;
     // Point of no return: re-check cancellation and authorization.
     throwIfCancelled(signal);
-    await this.authorize(s, 'publish');
     // Never append to a log that does not extend the pinned checkpoint (rolled back or forked).
-    await this.checkpoints.sync();
+    await this.checkpoints.check();
+    // One head read serves the authorization (its owner) and the manifest (its seq and prev).
     const head = await this.log.head(s.session);
+    await this.authorize(s, 'publish', head ?? null);
     if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
       throw new LedgerError(
         'CHAIN_CONFLICT',

@@ -110,7 +110,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       options.witnesses && options.witnesses.witnesses.length > 0
         ? await WitnessPool.open({
             options: options.witnesses,
-            checkpointPath: checkpoints.path,
+            checkpointStem: checkpoints.stem,
             proof: async (oldSize, size) =>
               (await consistencyProof(log, size, oldSize, size)).proof.map((h) => decodeBase64(h)!),
             notice: options.onNotice ?? ((m) => console.warn(m)),

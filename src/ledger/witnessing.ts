@@ -105,13 +105,13 @@ export class WitnessPool {
   /** @throws LedgerError `INVALID_ARGUMENT` (a bad URL), ManifestError `KEY_INVALID` (a bad verifier key) */
   static async open(init: {
     options: WitnessingOptions;
-    /** The pinned checkpoint's path; cosignatures are kept next to it. */
-    checkpointPath: string;
+    /** `<root>/checkpoints/<blake3(origin)>`, the pinned checkpoint's stem; cosignatures are kept next to it. */
+    checkpointStem: string;
     proof: (oldSize: number, size: number) => Promise<Uint8Array[]>;
     notice: (message: string) => void;
   }): Promise<WitnessPool> {
-    const path = init.checkpointPath.replace(/\.note$/, '.cosigned.note');
-    const sizesPath = init.checkpointPath.replace(/\.note$/, '.witnesses.json');
+    const path = `${init.checkpointStem}.cosigned.note`;
+    const sizesPath = `${init.checkpointStem}.witnesses.json`;
     const pool = new WitnessPool(init.options, path, sizesPath, init.proof, init.notice);
     const sizesText = await readFile(sizesPath, 'utf8').catch(() => undefined);
     if (sizesText !== undefined) {

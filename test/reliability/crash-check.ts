@@ -3,7 +3,11 @@
  * every acknowledged publish is present with its exact content, every manifest verifies (in the ledger
  * and in the offline auditor), chains are contiguous, blobs exist and match, recovery clears staging.
  */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
+import { readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
+import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { type Ledger } from '../../src/ledger/ledger.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { decodeSummary } from '../../src/summary/summary.js';
@@ -73,6 +77,15 @@ async function checkAck(
   );
 }
 
+/** The size of the tree the store's pin file names (its newest intact slot); throws when it has none. */
+async function pinnedSize(root: string): Promise<number> {
+  const dir = join(root, 'checkpoints');
+  const pins = readdirSync(dir).filter((n) => n.endsWith('.pin'));
+  if (pins.length !== 1) throw new Error(`expected one pin file in ${dir}, found ${pins.join(', ') || 'none'}`);
+  const note = await readPinnedNote(join(dir, pins[0]!));
+  return parseCheckpoint(note.slice(0, note.indexOf('\n\n') + 1)).size;
+}
+
 /**
  * Reopens the store (recovery), then checks the receipts acknowledged since the last check — each entry
  * verified on its own, its blob re-hashed — and that every touched session's head resumes. Whole chains
@@ -80,8 +93,18 @@ async function checkAck(
  */
 export async function checkAfterKill(root: string, acks: Ack[], tally: Tally, fig: CrashFigures): Promise<void> {
   const staged = stagingFiles(root).length;
+  // The pin as the kill left it (before this open pins again): an intact slot whose tree holds every acknowledged
+  // publish, since a publish is acknowledged only once a checkpoint of a tree with it is pinned.
+  const pinned = await pinnedSize(root);
   const ledger = await openCrashStore(root);
   try {
+    for (const ack of acks) {
+      const position = (await ledger.log.entry(ack.session, ack.seq))?.position;
+      tally.present(
+        position !== undefined && position < pinned,
+        `ack ${ack.marker} (${ack.session} seq ${ack.seq}, position ${position}) is not in the pinned tree of size ${pinned}`,
+      );
+    }
     tally.right(
       ledger.recovery.stagingRemoved === staged,
       `recovery removed ${ledger.recovery.stagingRemoved} staging files, ${staged} were there`,

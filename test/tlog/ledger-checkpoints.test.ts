@@ -1,4 +1,4 @@
-import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
@@ -12,6 +12,7 @@ import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { checkpointVerifiers } from '../../manifests/format/trust.js';
 import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
 import { leafHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
+import { readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
 
 const scope = (session: string) => ({ principal: 'alice', session, run: 'r1' });
@@ -91,9 +92,8 @@ describe('checkpoints', () => {
     const { note } = await ledger.checkpoint();
     await ledger.close();
     const files = readdirSync(join(root, 'checkpoints'));
-    expect(files).toHaveLength(1);
-    const pinned = readFileSync(join(root, 'checkpoints', files[0]!), 'utf8');
-    expect(pinned).toBe(note);
+    expect(files).toEqual([expect.stringMatching(/^[0-9a-f]{64}\.pin$/)]);
+    expect(await readPinnedNote(join(root, 'checkpoints', files[0]!))).toBe(note);
   });
 
   it('refuses another origin for an existing store (INVALID_ARGUMENT)', async () => {
@@ -286,14 +286,17 @@ describe('fsck of the session-heads index', () => {
     await publishMany(ledger, 's2', 1);
     const current = await ledger.checkpoint();
     expect(current.checkpoint.extensions).toEqual([expect.stringMatching(/^handoff-ledger\/session-heads /)]);
-    // What the previous version left: a pinned checkpoint without the line, no index records.
+    // What the version before the index left: a pinned checkpoint without the line (in that version's pin file,
+    // `<hash>.note`, which this version reads and moves into its slot file), no index records.
     const signer = (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring.checkpointSigner;
     const body = current.note
       .slice(0, current.note.indexOf('\n\n') + 1)
       .replace(/handoff-ledger\/session-heads .*\n/, '');
-    const pins = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.note') && !n.includes('cosigned'));
+    const pins = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
     expect(pins).toHaveLength(1);
-    writeFileSync(join(root, 'checkpoints', pins[0]!), await signNote(body, [signer]));
+    const pinPath = join(root, 'checkpoints', pins[0]!);
+    rmSync(pinPath);
+    writeFileSync(pinPath.replace(/\.pin$/, '.note'), await signNote(body, [signer]));
     const db = (ledger.log as LevelManifestLog).raw;
     const stale: string[] = [];
     for await (const key of db.keys()) if (key.startsWith('x!') || key === 'm!session-heads') stale.push(key);
@@ -304,7 +307,8 @@ describe('fsck of the session-heads index', () => {
       const again = await ledger.checkpoint();
       expect(again.checkpoint.size).toBe(current.checkpoint.size);
       expect(again.checkpoint.extensions).toEqual(current.checkpoint.extensions);
-      expect(readFileSync(join(root, 'checkpoints', pins[0]!), 'utf8')).toBe(again.note);
+      expect(await readPinnedNote(pinPath)).toBe(again.note);
+      expect(readdirSync(join(root, 'checkpoints'))).toEqual(pins);
       expect((await fsck(ledger)).findings).toEqual([]);
     } finally {
       await ledger.close();

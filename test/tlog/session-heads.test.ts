@@ -92,6 +92,36 @@ describe('session-heads index: proofs', () => {
     return { ...index, root };
   };
 
+  it('reads a small index a few depths per round trip, and walks a deeper path on in further rounds', async () => {
+    const rounds = (index: ReturnType<typeof memoryIndex>, calls: number[]) =>
+      new SessionHeadsUpdate(async (paths) => {
+        calls.push(paths.length);
+        return index.read(paths);
+      });
+    const small = memoryIndex();
+    await small.apply([
+      ['a', head(1)],
+      ['b', head(2)],
+    ]);
+    const big = memoryIndex();
+    const all = Array.from({ length: 3000 }, (_, i): [string, SessionHead] => [`s${i}`, head(i)]);
+    for (let i = 0; i < all.length; i += 500) await big.apply(all.slice(i, i + 500));
+    // After one walk of the small index, the next reads it a few depths at a time; the big index's paths are ~12 deep.
+    await rounds(small, []).set('c', head(3));
+    const smallCalls: number[] = [];
+    await rounds(small, smallCalls).set('d', head(4));
+    expect(smallCalls[0]).toBeLessThanOrEqual(8);
+    const bigCalls: number[] = [];
+    const u = rounds(big, bigCalls);
+    await u.set('s7', head(70_000));
+    expect(bigCalls[0]).toBeLessThanOrEqual(8);
+    expect(bigCalls[1]).toBe(32);
+    const changed = all.map(([s, h]): [string, SessionHead] => [s, s === 's7' ? head(70_000) : h]);
+    expect(encodeBase64(await u.root())).toBe(
+      encodeBase64(buildSessionHeads(changed.map(([session, h]) => ({ session, head: h }))).root),
+    );
+  });
+
   it('proves every member at its head, and nothing else of it', async () => {
     const { read, root } = await setup();
     for (const [i, s] of sessions.entries()) {

@@ -1,0 +1,231 @@
+/**
+ * The pinned checkpoint on disk: `<root>/checkpoints/<blake3(origin)>.pin`, two fixed-size slots overwritten in
+ * place. A pin writes the slot that does not hold the newest intact pin and fdatasyncs it: one flush, no new
+ * file, rename or directory fsync (the file's size and name never change, so its data is all a crash can lose).
+ * A crash in the middle of a pin tears at most the slot being written; its checksum fails and the other slot,
+ * the previous pin, is read. "Acknowledged ⇒ pinned" holds because the caller awaits `write` before returning.
+ *
+ * Slot layout (`slotSize` bytes; integers big-endian):
+ *
+ *     0   8  magic `hl-pin1\n`
+ *     8   8  sequence number (u64): the intact slot with the highest one is the pin
+ *    16   4  n, the note's length in bytes
+ *    20   n  the signed note (UTF-8), then zero bytes up to the checksum
+ *   -32  32  BLAKE3 of every byte of the slot before it
+ *
+ * The file is exactly two slots; `slotSize` is a power of two from 4 KiB to 64 KiB, fixed when the file is
+ * created (durably: staging file, fsync, rename, directory fsync) and grown the same way for a note that does not
+ * fit. A store written before the slots has `<blake3(origin)>.note` (the note alone, replaced atomically): it is
+ * read when there is no slot file and replaced by one on open (DESIGN.md, on-disk layout).
+ */
+import { constants } from 'node:fs';
+import { lstat, open, readFile, unlink } from 'node:fs/promises';
+import { digestHex, digestOf, hexToBytes } from '../../store/hash/digest.js';
+import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { nodeFsOps } from '../../store/fs/ops.js';
+import { dirname } from 'node:path';
+import { equalBytes } from '../../manifests/tlog/merkle.js';
+import { LedgerError } from '../errors.js';
+
+const MAGIC = new TextEncoder().encode('hl-pin1\n');
+const HEADER = MAGIC.length + 8 + 4;
+const CHECKSUM = 32;
+export const MIN_SLOT = 4096;
+export const MAX_SLOT = 64 * 1024;
+
+export interface PinSlot {
+  index: 0 | 1;
+  seq: number;
+  note: string;
+}
+
+/** One slot's bytes: header, note, zero padding, checksum. */
+export function encodePinSlot(seq: number, note: string, slotSize: number): Uint8Array {
+  const text = new TextEncoder().encode(note);
+  if (HEADER + text.length + CHECKSUM > slotSize)
+    throw new RangeError(`a ${text.length}-byte note needs a larger slot`);
+  const slot = new Uint8Array(slotSize);
+  const view = new DataView(slot.buffer);
+  slot.set(MAGIC, 0);
+  view.setBigUint64(MAGIC.length, BigInt(seq));
+  view.setUint32(MAGIC.length + 8, text.length);
+  slot.set(text, HEADER);
+  slot.set(checksumOf(slot.subarray(0, slotSize - CHECKSUM)), slotSize - CHECKSUM);
+  return slot;
+}
+
+function checksumOf(bytes: Uint8Array): Uint8Array {
+  return hexToBytes(digestHex(digestOf(bytes)));
+}
+
+/** The slot's pin, or undefined when it is empty, torn or damaged (its checksum or fields do not hold). */
+function decodeSlot(slot: Uint8Array, index: 0 | 1): PinSlot | undefined {
+  const body = slot.subarray(0, slot.length - CHECKSUM);
+  if (!equalBytes(slot.subarray(0, MAGIC.length), MAGIC)) return undefined;
+  if (!equalBytes(checksumOf(body), slot.subarray(slot.length - CHECKSUM))) return undefined;
+  const view = new DataView(slot.buffer, slot.byteOffset, slot.byteLength);
+  const seq = view.getBigUint64(MAGIC.length);
+  const length = view.getUint32(MAGIC.length + 8);
+  if (seq > BigInt(Number.MAX_SAFE_INTEGER) || HEADER + length > body.length) return undefined;
+  try {
+    const note = new TextDecoder('utf-8', { fatal: true }).decode(slot.subarray(HEADER, HEADER + length));
+    return { index, seq: Number(seq), note };
+  } catch {
+    return undefined;
+  }
+}
+
+const isPowerOfTwo = (n: number) => n > 0 && (n & (n - 1)) === 0;
+
+/**
+ * Both slots of a pin file's bytes, the newest intact one first.
+ * @throws LedgerError `RECORD_CORRUPT` when the file is not two slots or neither slot is intact
+ */
+export function decodePinFile(bytes: Uint8Array, path: string): { newest: PinSlot; slotSize: number } {
+  const slotSize = bytes.length / 2;
+  if (!Number.isInteger(slotSize) || !isPowerOfTwo(slotSize) || slotSize < MIN_SLOT || slotSize > MAX_SLOT)
+    throw new LedgerError(
+      'RECORD_CORRUPT',
+      `${path} is not a pinned-checkpoint file (${bytes.length} bytes, not two slots of 4–64 KiB); it was damaged or replaced`,
+    );
+  const slots = [decodeSlot(bytes.subarray(0, slotSize), 0), decodeSlot(bytes.subarray(slotSize), 1)].filter(
+    (s): s is PinSlot => s !== undefined,
+  );
+  if (slots.length === 0)
+    throw new LedgerError(
+      'RECORD_CORRUPT',
+      `${path}: neither slot of the pinned checkpoint is intact (both fail their checksum); the rollback protection it gave is lost. Move the file aside to pin the log's current tree again`,
+    );
+  slots.sort((a, b) => b.seq - a.seq);
+  return { newest: slots[0]!, slotSize };
+}
+
+/** A regular file's bytes (never through a symlink), or undefined when it does not exist. */
+async function readRegular(path: string): Promise<Uint8Array | undefined> {
+  try {
+    const st = await lstat(path);
+    if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`);
+    const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      return await handle.readFile();
+    } finally {
+      await handle.close();
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP')
+      throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`, { cause: err });
+    throw err;
+  }
+}
+
+export class CheckpointPinFile {
+  private constructor(
+    /** `<dir>/<blake3(origin)>.pin`. */
+    readonly path: string,
+    /** The file of the version before the slots, `<dir>/<blake3(origin)>.note`. */
+    readonly legacyPath: string,
+    private slotSize: number,
+    /** The newest intact slot as this process last read or wrote it (undefined: no slot file yet). */
+    private newest: PinSlot | undefined,
+  ) {}
+
+  /**
+   * Reads the pinned note: the newest intact slot of `<stem>.pin`, else (a store of the previous version)
+   * `<stem>.note`, which is then moved into a new slot file.
+   * @throws LedgerError `KEY_FILE_UNSAFE` (a symlink or not a regular file), `RECORD_CORRUPT` (no intact slot)
+   */
+  static async open(stem: string): Promise<{ file: CheckpointPinFile; note: string | undefined; legacy: boolean }> {
+    const path = `${stem}.pin`;
+    const legacyPath = `${stem}.note`;
+    const bytes = await readRegular(path);
+    if (bytes !== undefined) {
+      const { newest, slotSize } = decodePinFile(bytes, path);
+      // A slot file beside a legacy note: a migration interrupted after the slot file was durable.
+      if ((await lstat(legacyPath).catch(() => undefined))?.isFile()) await removeDurably(legacyPath);
+      return { file: new CheckpointPinFile(path, legacyPath, slotSize, newest), note: newest.note, legacy: false };
+    }
+    const legacy = await readRegular(legacyPath);
+    const file = new CheckpointPinFile(path, legacyPath, MIN_SLOT, undefined);
+    if (legacy === undefined) return { file, note: undefined, legacy: false };
+    return { file, note: new TextDecoder().decode(legacy), legacy: true };
+  }
+
+  /**
+   * Moves a legacy note into a new slot file (durably), then removes the legacy file: from now on the slot file
+   * alone is the pin. Called by the guard once the note has verified.
+   */
+  async migrate(note: string): Promise<void> {
+    await this.write(note);
+    await removeDurably(this.legacyPath);
+  }
+
+  /**
+   * Pins `note`: writes it to the slot that does not hold the newest intact pin and fdatasyncs. Resolves once
+   * the note is durable.
+   */
+  async write(note: string): Promise<void> {
+    const needed = HEADER + new TextEncoder().encode(note).length + CHECKSUM;
+    if (this.newest === undefined || needed > this.slotSize) return this.create(note, needed);
+    const handle = await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
+    try {
+      // Another process of this root (PostgreSQL backend) may have pinned since: read both slots again, so this pin
+      // goes beside the newest one whoever wrote it (two pins at the same moment: the last written wins, as the
+      // single file's rename did).
+      // One byte more than two slots tells whether that process re-created the file with larger slots.
+      const current = new Uint8Array(2 * this.slotSize + 1);
+      const { bytesRead } = await handle.read(current, 0, current.length, 0);
+      if (bytesRead > 2 * this.slotSize) {
+        const grown = decodePinFile(await handle.readFile(), this.path);
+        this.slotSize = grown.slotSize;
+        this.newest = grown.newest;
+        if (needed > this.slotSize) return this.create(note, needed);
+      }
+      let newest = this.newest;
+      try {
+        if (bytesRead === 2 * this.slotSize) newest = decodePinFile(current.subarray(0, bytesRead), this.path).newest;
+      } catch {
+        // Damaged since we read it: the slot we did not write last is the one to overwrite.
+      }
+      const index = newest.index === 0 ? 1 : 0;
+      const seq = Math.max(newest.seq, this.newest.seq) + 1;
+      const slot = encodePinSlot(seq, note, this.slotSize);
+      let off = 0;
+      while (off < slot.length)
+        off += (await handle.write(slot, off, slot.length - off, index * this.slotSize + off)).bytesWritten;
+      // Overwritten in place: the size and name do not change, so the data is all that must reach the disk.
+      await handle.datasync();
+      this.newest = { index, seq, note };
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** A new slot file (the first pin, or a note too large for the current slots), replaced atomically. */
+  private async create(note: string, needed: number): Promise<void> {
+    let slotSize = Math.max(this.slotSize, MIN_SLOT);
+    while (slotSize < needed) slotSize *= 2;
+    if (slotSize > MAX_SLOT)
+      throw new LedgerError('INVALID_ARGUMENT', `a ${needed}-byte checkpoint note does not fit a pin slot (64 KiB)`);
+    const seq = (this.newest?.seq ?? 0) + 1;
+    const bytes = new Uint8Array(2 * slotSize);
+    bytes.set(encodePinSlot(seq, note, slotSize), 0);
+    // The previous pin stays in the other slot, so a torn first overwrite still leaves it.
+    if (this.newest) bytes.set(encodePinSlot(this.newest.seq, this.newest.note, slotSize), slotSize);
+    await writeFileAtomic(this.path, bytes, 0o600);
+    this.slotSize = slotSize;
+    this.newest = { index: 0, seq, note };
+  }
+}
+
+async function removeDurably(path: string): Promise<void> {
+  await unlink(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ENOENT') throw err;
+  });
+  await nodeFsOps.fsyncDir(dirname(path));
+}
+
+/** The newest pinned note of a slot file, for tools and tests that read the pin from outside a ledger. */
+export async function readPinnedNote(path: string): Promise<string> {
+  return decodePinFile(new Uint8Array(await readFile(path)), path).newest.note;
+}

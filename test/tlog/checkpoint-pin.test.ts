@@ -1,0 +1,341 @@
+/**
+ * The pinned checkpoint's file: two fixed slots overwritten in place (src/ledger/checkpoint-pin.ts). A torn or
+ * damaged newer slot leaves the older pin, which the log is still checked against; no intact slot is a coded
+ * refusal; the previous version's `<hash>.note` is still read, and moved into a slot file.
+ */
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it, vi } from 'vitest';
+import { openLedger } from '../../src/ledger/open.js';
+import type { Ledger } from '../../src/ledger/ledger.js';
+import { LedgerError } from '../../src/errors.js';
+import { CheckpointPinFile, encodePinSlot, MIN_SLOT, readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
+import { signNote, type NoteSigner } from '../../manifests/crypto/note.js';
+import { formatCheckpoint } from '../../manifests/format/checkpoint.js';
+import { sampleSummary, tempDir } from '../support/tmp.js';
+
+const ORIGIN = 'example.com/handoffs';
+const open = (root: string) => openLedger({ root, host: 'host-a', origin: ORIGIN });
+const scope = (session: string) => ({ principal: 'alice', session, run: 'r1' });
+
+async function publishMany(ledger: Ledger, session: string, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await ledger.publish(scope(session), sampleSummary(`${session}-${i}`));
+}
+
+async function refusal(p: Promise<unknown>): Promise<LedgerError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(LedgerError);
+  return err as LedgerError;
+}
+
+function pinPath(root: string): string {
+  const pins = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
+  expect(pins).toHaveLength(1);
+  return join(root, 'checkpoints', pins[0]!);
+}
+
+/** Both slots of a pin file: sequence number and note, or undefined for a slot that does not decode. */
+function slots(path: string): Array<{ seq: number; note: string } | undefined> {
+  const bytes = readFileSync(path);
+  const size = bytes.length / 2;
+  return [0, 1].map((i) => {
+    const slot = bytes.subarray(i * size, (i + 1) * size);
+    if (slot.subarray(0, 8).toString() !== 'hl-pin1\n') return undefined;
+    const length = slot.readUInt32BE(16);
+    return { seq: Number(slot.readBigUInt64BE(8)), note: slot.subarray(20, 20 + length).toString() };
+  });
+}
+
+/** The slot holding the highest sequence number. */
+function newerSlot(path: string): 0 | 1 {
+  const [a, b] = slots(path);
+  return (b?.seq ?? -1) > (a?.seq ?? -1) ? 1 : 0;
+}
+
+function overwrite(path: string, offset: number, bytes: Uint8Array): void {
+  const file = readFileSync(path);
+  file.set(bytes, offset);
+  writeFileSync(path, file);
+}
+
+const signerOf = (ledger: Ledger) =>
+  (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring.checkpointSigner;
+
+describe('the pin file', () => {
+  it('is two fixed slots overwritten in place: same file, same size, the slots alternate', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    try {
+      await publishMany(ledger, 's1', 1);
+      const path = pinPath(root);
+      const before = statSync(path);
+      expect(before.size).toBe(2 * MIN_SLOT);
+      const seen: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        await publishMany(ledger, 's1', 1);
+        const now = statSync(path);
+        expect([now.ino, now.size]).toEqual([before.ino, before.size]);
+        seen.push(newerSlot(path));
+        // The newest slot is the checkpoint the ledger returns; the other one is the pin before it.
+        const [a, b] = slots(path);
+        expect(Math.abs(a!.seq - b!.seq)).toBe(1);
+      }
+      expect(seen).toEqual([seen[0], 1 - seen[0]!, seen[0]]);
+      expect(await readPinnedNote(path)).toBe((await ledger.checkpoint()).note);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('uses the older pin when the newer slot is torn (partial bytes), and pins the next tree over the torn one', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    await ledger.close();
+    const path = pinPath(root);
+    const [a, b] = slots(path);
+    const older = newerSlot(path) === 0 ? b! : a!;
+    const torn = newerSlot(path);
+    // A crash in the middle of a pin: the first half of a new slot landed, the rest is the old slot's bytes.
+    overwrite(path, torn * MIN_SLOT, encodePinSlot(99, 'not a note\n', MIN_SLOT).subarray(0, MIN_SLOT / 2));
+    expect(await readPinnedNote(path)).toBe(older.note);
+    ledger = await open(root);
+    try {
+      // The older pin is one publish behind the log: open pins the log's tree, over the torn slot.
+      expect(newerSlot(path)).toBe(torn);
+      expect(slots(path)[torn]!.seq).toBe(older.seq + 1);
+      expect(await readPinnedNote(path)).toBe((await ledger.checkpoint()).note);
+      await publishMany(ledger, 's1', 1);
+      expect(newerSlot(path)).toBe(1 - torn);
+      expect(await readPinnedNote(path)).toBe((await ledger.checkpoint()).note);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('checks the log against the older pin when the newer slot is garbage (FORK against it)', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    await publishMany(ledger, 's1', 3);
+    const { checkpoint } = await ledger.checkpoint();
+    // An older pin of another tree at the same size: a log that is not what this ledger pinned.
+    const forked = await signNote(formatCheckpoint({ ...checkpoint, root: new Uint8Array(32).fill(7) }), [
+      signerOf(ledger),
+    ]);
+    await ledger.close();
+    const path = pinPath(root);
+    const newer = newerSlot(path);
+    const seq = slots(path)[newer]!.seq;
+    overwrite(path, (1 - newer) * MIN_SLOT, encodePinSlot(seq - 1, forked, MIN_SLOT));
+    overwrite(path, newer * MIN_SLOT + 100, new Uint8Array(300).fill(0xa5));
+    const err = await refusal(open(root));
+    expect(err.code).toBe('FORK');
+    expect(err.evidence?.pinned).toBe(forked);
+  });
+
+  it('refuses to open when neither slot is intact (RECORD_CORRUPT), and pins again once the file is moved aside', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    await ledger.close();
+    const path = pinPath(root);
+    overwrite(path, 40, new Uint8Array(10).fill(1));
+    overwrite(path, MIN_SLOT + 40, new Uint8Array(10).fill(1));
+    const err = await refusal(open(root));
+    expect(err.code).toBe('RECORD_CORRUPT');
+    expect(err.message).toContain('neither slot');
+    // A file that is not two slots at all (truncated, replaced) is the same refusal.
+    writeFileSync(path, 'a note, not slots\n');
+    expect((await refusal(open(root))).code).toBe('RECORD_CORRUPT');
+    rmSync(path);
+    ledger = await open(root);
+    try {
+      expect(await readPinnedNote(path)).toBe((await ledger.checkpoint()).note);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('refuses a pin file that is a symlink or not a regular file (KEY_FILE_UNSAFE)', async () => {
+    const root = tempDir();
+    await (await open(root)).close();
+    const path = pinPath(root);
+    const elsewhere = join(tempDir(), 'pin');
+    cpSync(path, elsewhere);
+    rmSync(path);
+    symlinkSync(elsewhere, path);
+    expect((await refusal(open(root))).code).toBe('KEY_FILE_UNSAFE');
+    rmSync(path);
+    mkdirSync(path);
+    expect((await refusal(open(root))).code).toBe('KEY_FILE_UNSAFE');
+  });
+
+  it('grows its slots (a new file, replaced atomically) for a note larger than a slot, keeping the previous pin', async () => {
+    const stem = join(tempDir(), 'pin');
+    const { file, note } = await CheckpointPinFile.open(stem);
+    expect(note).toBeUndefined();
+    await file.write('small\n');
+    const large = `${'x'.repeat(10_000)}\n`;
+    await file.write(large);
+    expect(statSync(`${stem}.pin`).size).toBe(2 * 16 * 1024);
+    expect(slots(`${stem}.pin`).map((s) => s?.note)).toEqual([large, 'small\n']);
+    await file.write('after\n');
+    expect(statSync(`${stem}.pin`).size).toBe(2 * 16 * 1024);
+    expect((await CheckpointPinFile.open(stem)).note).toBe('after\n');
+  });
+
+  it('shared by two writers (processes of one root): each pin lands beside the newest, whoever wrote it', async () => {
+    const stem = join(tempDir(), 'pin');
+    const a = (await CheckpointPinFile.open(stem)).file;
+    await a.write('a1\n');
+    const b = (await CheckpointPinFile.open(stem)).file;
+    for (const [writer, note] of [
+      [b, 'b1\n'],
+      [a, 'a2\n'],
+      [a, 'a3\n'],
+      [b, 'b2\n'],
+    ] as const) {
+      const before = await readPinnedNote(`${stem}.pin`);
+      await writer.write(note);
+      // The newest pin is the one just written, and the pin before it (by either writer) is still the other slot.
+      expect(
+        slots(`${stem}.pin`)
+          .map((s) => s?.note)
+          .sort(),
+      ).toEqual([before, note].sort());
+      expect(await readPinnedNote(`${stem}.pin`)).toBe(note);
+    }
+    // One writer grows the slots for a large note; the other adopts the larger slots instead of writing past them.
+    const large = `${'y'.repeat(6000)}\n`;
+    await b.write(large);
+    await a.write('a4\n');
+    expect(statSync(`${stem}.pin`).size).toBe(2 * 8192);
+    expect(
+      slots(`${stem}.pin`)
+        .map((s) => s?.note)
+        .sort(),
+    ).toEqual([large, 'a4\n'].sort());
+    expect(await readPinnedNote(`${stem}.pin`)).toBe('a4\n');
+  });
+});
+
+describe("the previous version's pin (<hash>.note)", () => {
+  /** Turns a store's pin into what the previous version kept: the newest note alone in `<hash>.note`. */
+  async function downgradePin(root: string): Promise<{ note: string; legacy: string }> {
+    const path = pinPath(root);
+    const note = await readPinnedNote(path);
+    const legacy = path.replace(/\.pin$/, '.note');
+    rmSync(path);
+    writeFileSync(legacy, note, { mode: 0o600 });
+    return { note, legacy };
+  }
+
+  it('is read, checked against the log, and moved into a slot file', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    await ledger.close();
+    const { note } = await downgradePin(root);
+    ledger = await open(root);
+    try {
+      const files = readdirSync(join(root, 'checkpoints'));
+      expect(files).toEqual([expect.stringMatching(/\.pin$/)]);
+      expect(await readPinnedNote(join(root, 'checkpoints', files[0]!))).toBe(note);
+      await publishMany(ledger, 's1', 1);
+      expect((await ledger.checkpoint()).checkpoint.size).toBe(3);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('still protects against a rollback (ROLLBACK against the old note)', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await publishMany(ledger, 's1', 1);
+    await ledger.close();
+    const copy = join(tempDir(), 'db');
+    cpSync(join(root, 'manifests-v1'), copy, { recursive: true });
+    ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    await ledger.close();
+    const { note } = await downgradePin(root);
+    rmSync(join(root, 'manifests-v1'), { recursive: true, force: true });
+    cpSync(copy, join(root, 'manifests-v1'), { recursive: true });
+    const err = await refusal(open(root));
+    expect(err.code).toBe('ROLLBACK');
+    expect(err.evidence?.pinned).toBe(note);
+  });
+
+  it('is refused when it is a symlink (KEY_FILE_UNSAFE)', async () => {
+    const root = tempDir();
+    await (await open(root)).close();
+    const { note, legacy } = await downgradePin(root);
+    const elsewhere = join(tempDir(), 'old.note');
+    writeFileSync(elsewhere, note);
+    rmSync(legacy);
+    symlinkSync(elsewhere, legacy);
+    expect((await refusal(open(root))).code).toBe('KEY_FILE_UNSAFE');
+  });
+
+  it('left beside a slot file (a migration cut short) is removed; the slot file is the pin', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    await ledger.close();
+    const path = pinPath(root);
+    const pinned = await readPinnedNote(path);
+    writeFileSync(path.replace(/\.pin$/, '.note'), 'whatever an interrupted migration left\n');
+    ledger = await open(root);
+    try {
+      expect(readdirSync(join(root, 'checkpoints'))).toEqual([path.split('/').at(-1)]);
+      expect((await ledger.checkpoint()).note).toBe(pinned);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('publishing and the pin', () => {
+  it('acknowledges a publish only once a tree holding it is pinned; the next append does not wait for that pin', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const write = CheckpointPinFile.prototype.write;
+    try {
+      await publishMany(ledger, 's0', 1);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const pinned: string[] = [];
+      const spy = vi.spyOn(CheckpointPinFile.prototype, 'write').mockImplementation(async function (
+        this: CheckpointPinFile,
+        note: string,
+      ) {
+        await gate;
+        await write.call(this, note);
+        pinned.push(note);
+      });
+      const settled: string[] = [];
+      const first = ledger.publish(scope('s1'), sampleSummary('s1')).finally(() => settled.push('s1'));
+      await expect.poll(() => spy.mock.calls.length, { timeout: 30_000 }).toBe(1);
+      // s1 is appended and its pin is being written: s2's append goes ahead meanwhile ...
+      const second = ledger.publish(scope('s2'), sampleSummary('s2')).finally(() => settled.push('s2'));
+      const outcomes = Promise.allSettled([first, second]);
+      await expect.poll(async () => (await ledger.log.head('s2'))?.seq, { timeout: 30_000 }).toBe(0);
+      // ... but neither is acknowledged before a tree holding it is pinned.
+      expect(settled).toEqual([]);
+      expect(pinned).toEqual([]);
+      release();
+      const [a, b] = await outcomes;
+      expect([a.status, b.status]).toEqual(['fulfilled', 'fulfilled']);
+      const { checkpoint, note } = await ledger.checkpoint();
+      expect(checkpoint.size).toBe(3);
+      expect(pinned.at(-1)).toBe(note);
+      expect(await readPinnedNote(pinPath(root))).toBe(note);
+    } finally {
+      vi.restoreAllMocks();
+      await ledger.close();
+    }
+  });
+});
