@@ -2,9 +2,9 @@
  * Rollback and fork detection with checkpoints. The ledger pins the newest checkpoint it has signed or
  * verified in its own root, outside the database (`<root>/checkpoints/<blake3(origin)>.pin`, two slots
  * overwritten in place, one fdatasync per pin: checkpoint-pin.ts), and accepts the log's current tree only
- * when it extends the pinned one: a smaller tree is `ROLLBACK`, another root at the same size or a failed consistency proof is `FORK`. An attacker
- * who rewrites the whole database, watermarks included, cannot produce a consistency proof from a tree
- * that is not a prefix of the new one.
+ * when it extends the pinned one: a smaller tree is `ROLLBACK`, another root at the same size or a failed
+ * consistency proof is `FORK`. An attacker who rewrites the whole database, watermarks included, cannot
+ * produce a consistency proof from a tree that is not a prefix of the new one.
  */
 import { join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
