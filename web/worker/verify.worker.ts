@@ -57,20 +57,20 @@ function markOf(e: VerifiedLine): ManifestMark {
   return { line, id, host, principal, session, seq, prev, createdAt, summary };
 }
 
-/**
- * Pool workers wanted: `?workers=` read as `verify --workers` reads its value. Auto: one per core, none on
- * one core or for a bundle below `POOL_FROM_BYTES`, where starting them costs more than they save.
- */
-function poolSize(asked: string | undefined, bundleBytes: number | undefined): number {
-  if (asked === undefined || asked === 'auto') {
-    const cores = scope.navigator.hardwareConcurrency ?? 1;
-    if (cores < 2 || (bundleBytes !== undefined && bundleBytes < POOL_FROM_BYTES)) return 0;
-    return Math.min(cores, MAX_POOL_WORKERS);
-  }
+/** `?workers=` read as `verify --workers` reads its value: `auto` or a number of pool workers (0: none). */
+function workersAsked(asked: string | undefined): number | 'auto' {
+  if (asked === undefined || asked === 'auto') return 'auto';
   const n = /^[0-9]{1,3}$/.test(asked) ? Number(asked) : NaN;
   if (!(n >= 0 && n <= MAX_POOL_WORKERS))
     throw new AuditError('USAGE', `the page's ?workers= must be auto or a number 0-${MAX_POOL_WORKERS}`);
   return n;
+}
+
+/** Auto: one pool worker per core; none on one core or below `POOL_FROM_BYTES`, where they cost more than they save. */
+function autoPoolSize(bundleBytes: number | undefined): number {
+  const cores = scope.navigator.hardwareConcurrency ?? 1;
+  if (cores < 2 || (bundleBytes !== undefined && bundleBytes < POOL_FROM_BYTES)) return 0;
+  return Math.min(cores, MAX_POOL_WORKERS);
 }
 
 function batchSize(asked: string | undefined): number | undefined {
@@ -119,9 +119,10 @@ async function verify(request: VerifyRequest): Promise<void> {
   // Checked as the CLI checks its arguments, with its words, before anything of the bundle is read.
   const keys = request.witnessKeys;
   const witnesses = await readWitnessPolicy(keys && { name: keys.name, read: async () => keys.text }, request.quorum);
-  const reader = readerFor(request.source);
-  const size = poolSize(request.workers, await reader.manifestsSize?.());
+  const asked = workersAsked(request.workers);
   const batch = batchSize(request.batch);
+  const reader = readerFor(request.source);
+  const size = asked === 'auto' ? autoPoolSize(await reader.manifestsSize?.()) : asked;
   const pool = await linePool(request, size);
   let inner: LineVerifier;
   let verifier: string;
