@@ -6,7 +6,7 @@
  * module runs in Chromium's workers in test/web/page-pool.test.ts.
  */
 import { setImmediate } from 'node:timers';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import {
@@ -65,6 +65,10 @@ async function mixedBundle() {
   return { lines, trustText: JSON.stringify(b.trust), trust: b.trust };
 }
 
+afterEach(() => {
+  vi.unstubAllGlobals();
+});
+
 describe('the page pool of line verifiers', () => {
   it.each([
     [1, 1000],
@@ -93,6 +97,21 @@ describe('the page pool of line verifiers', () => {
     // Every worker took batches when there were enough of them to go round.
     if (lines.length / batchSize >= 2 * size) for (const w of workers) expect(w.batches).toBeGreaterThan(0);
     expect(workers.every((w) => w.terminated)).toBe(true);
+  });
+
+  it('chooses WebCrypto in each worker where it verifies Ed25519, and noble where there is none', async () => {
+    const { lines, trustText, trust } = await mixedBundle();
+    const spawn = () => inProcessWorker();
+    const inline = await verifyBundle(readerOf(lines), { trust });
+    const web = await startLinePool({ size: 2, trustText, spawn });
+    expect(web.signatures).toBe('webcrypto');
+    await web.verifier.close();
+    // A platform without SubtleCrypto (a page from http:// on another host, say): every worker falls back to noble.
+    vi.stubGlobal('crypto', {});
+    const noble = await startLinePool({ size: 2, trustText, spawn });
+    expect(noble.signatures).toBe('noble');
+    expect(await verifyBundle(readerOf(lines), { trust, lineVerifier: noble.verifier, batchSize: 10 })).toEqual(inline);
+    await noble.verifier.close();
   });
 
   it('does not start when a worker cannot read the trust file, and stops those it started', async () => {
