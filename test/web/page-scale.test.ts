@@ -3,8 +3,9 @@
  * takes on the same machine as operators run it (`verify`'s default: a thread per core; the page spreads
  * the per-line steps over a pool of workers, one per core), and the page keeps answering while it does
  * (the longest main-thread stall is measured between timer ticks). The CLI in one thread (`--workers 0`) is
- * timed too and its ratio printed. The CLI and the page take turns, twice, and each is held to its better
- * round: on a shared, loaded machine a burst of someone else's work then slows one round, not the verdict.
+ * timed too and its ratio printed. The CLI and the page take turns (CLI, page, CLI, page, CLI); each page round
+ * is compared with the CLI runs on either side of it, and the better round counts: on a shared, loaded machine
+ * a burst of someone else's work then slows one round, not the verdict.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -100,24 +101,27 @@ describe('the auditor page at scale', () => {
       }
     };
 
-    const cliAuto: number[] = [];
+    // CLI, page, CLI, page, CLI: each page round is held to the mean of the CLI runs just before and after it,
+    // so load that rises or falls during the test weighs on both sides of the ratio alike.
+    const cliAuto = [timeCli('auto')];
     const pages: Array<Awaited<ReturnType<typeof timePage>>> = [];
     for (let round = 0; round < 2; round++) {
-      cliAuto.push(timeCli('auto'));
       pages.push(await timePage());
+      cliAuto.push(timeCli('auto'));
     }
     const cliOne = timeCli('0');
-    const cliMs = Math.min(...cliAuto);
-    const best = pages.reduce((a, b) => (b.verifyMs < a.verifyMs ? b : a));
+    const ratios = pages.map((p, i) => p.verifyMs / ((cliAuto[i]! + cliAuto[i + 1]!) / 2));
+    const bestPage = Math.min(...pages.map((p) => p.verifyMs));
     const ms = (xs: number[]) => xs.map((x) => x.toFixed(0)).join(' / ');
     console.log(
       `scale: CLI ${ms(cliAuto)} ms with a thread per core, ${cliOne.toFixed(0)} ms in one thread; ` +
-        `page verify ${ms(pages.map((p) => p.verifyMs))} ms ${best.pool} ` +
+        `page verify ${ms(pages.map((p) => p.verifyMs))} ms ${pages[0]!.pool} ` +
         `(end to end ${ms(pages.map((p) => p.pageMs))} ms, render ${ms(pages.map((p) => p.renderMs))} ms), ` +
         `longest main-thread stall while verifying ${ms(pages.map((p) => p.stall))} ms; ` +
-        `best page / best CLI: ${(best.verifyMs / cliMs).toFixed(2)}× the default, ` +
-        `${(best.verifyMs / cliOne).toFixed(2)}× one thread`,
+        `page / CLI default by round ${ratios.map((r) => `${r.toFixed(2)}×`).join(' / ')}, ` +
+        `best page / best CLI ${(bestPage / Math.min(...cliAuto)).toFixed(2)}× the default, ` +
+        `${(bestPage / cliOne).toFixed(2)}× one thread`,
     );
-    expect(best.verifyMs).toBeLessThan(2 * cliMs);
+    expect(Math.min(...ratios)).toBeLessThan(2);
   }, 900_000);
 });
