@@ -142,7 +142,7 @@ function fillSelect(id: string, label: string, values: string[]): void {
 
 /** Where the signatures are checked, in words: on a pool of workers, or in one worker and why not on a pool. */
 function describePool(pool: PoolState | undefined): string {
-  if (pool && pool.workers > 0) return `on ${pool.workers} workers`;
+  if (pool && pool.workers > 0) return pool.workers === 1 ? 'on 1 worker' : `on ${pool.workers} workers`;
   return pool?.fallback ? `in one worker: ${pool.fallback}` : 'in one worker';
 }
 
