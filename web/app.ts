@@ -7,7 +7,7 @@ import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import type { Finding } from '../manifests/audit/findings.js';
 import { HistoryView } from './history/canvas.js';
 import { buildHistory, distinct, type HistoryFilter } from './history/model.js';
-import type { ManifestMark, VerifyRequest, WorkerMessage } from './protocol.js';
+import type { ManifestMark, PoolState, VerifyRequest, WorkerMessage } from './protocol.js';
 import { readDrop } from './drop.js';
 import {
   exportJson,
@@ -140,11 +140,24 @@ function fillSelect(id: string, label: string, values: string[]): void {
   }
 }
 
-function finished(report: BundleAuditReport, manifests: ManifestMark[], verifier: string, ms: number): void {
+/** Where the signatures are checked, in words: on a pool of workers, or in one worker and why not on a pool. */
+function describePool(pool: PoolState | undefined): string {
+  if (pool && pool.workers > 0) return pool.workers === 1 ? 'on 1 worker' : `on ${pool.workers} workers`;
+  return pool?.fallback ? `in one worker: ${pool.fallback}` : 'in one worker';
+}
+
+function finished(
+  report: BundleAuditReport,
+  manifests: ManifestMark[],
+  verifier: string,
+  ms: number,
+  pool: PoolState | undefined,
+): void {
   state.report = report;
   state.manifests = manifests;
   $('progress').hidden = true;
-  $('progress-text').textContent = `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier})`;
+  $('progress-text').textContent =
+    `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier}, ${describePool(pool)})`;
   $('result').hidden = false;
   showVerdict($('verdict'), $('bundle-info'), report, state.bundle!.name);
   showCheckpoint($('checkpoint-info'), report, state.side.since?.name);
@@ -167,20 +180,26 @@ function verify(): void {
   const progress = $<HTMLProgressElement>('progress');
   progress.hidden = false;
   progress.removeAttribute('value');
-  const url = URL.createObjectURL(new Blob([__WORKER_SOURCE__], { type: 'text/javascript' }));
+  // One source for the worker and, handed to it, for its pool of line verifiers (web/worker/line-pool.ts).
+  const source = new Blob([__WORKER_SOURCE__], { type: 'text/javascript' });
+  const url = URL.createObjectURL(source);
   const worker = new Worker(url);
   URL.revokeObjectURL(url);
   state.worker = worker;
+  let pool: PoolState | undefined;
   worker.onmessage = (event: MessageEvent<WorkerMessage>) => {
     const m = event.data;
-    if (m.type === 'progress') {
+    if (m.type === 'pool') {
+      pool = m;
+      $('progress-text').textContent = `verifying signatures ${describePool(pool)}`;
+    } else if (m.type === 'progress') {
       if (m.totalBytes) progress.value = m.bytes / m.totalBytes;
-      $('progress-text').textContent = `${m.lines.toLocaleString('en-US')} lines verified`;
+      $('progress-text').textContent = `${m.lines.toLocaleString('en-US')} lines verified (${describePool(pool)})`;
     } else if (m.type === 'done') {
       worker.terminate();
       // Marks for measuring: verification ends here; drawing the result is the page's own cost.
       performance.mark('handoff-ledger:verified');
-      finished(m.report, m.manifests, m.verifier, m.ms);
+      finished(m.report, m.manifests, m.verifier, m.ms, pool);
       performance.mark('handoff-ledger:rendered');
     } else {
       worker.terminate();
@@ -199,13 +218,20 @@ function verify(): void {
   const since = state.side.since?.text;
   const witnessKeys = state.side.witnesses;
   const quorum = quorumTyped();
+  // `?workers=N` and `?batch=N` in the page's address, as `verify --workers N`; the worker checks them.
+  const params = new URLSearchParams(location.search);
+  const workers = params.get('workers') ?? undefined;
+  const batch = params.get('batch') ?? undefined;
   const request: VerifyRequest = {
     type: 'verify',
     source: state.bundle.source,
     trustText: trust.text,
+    poolSource: source,
     ...(since !== undefined ? { since } : {}),
     ...(witnessKeys ? { witnessKeys } : {}),
     ...(quorum !== undefined ? { quorum } : {}),
+    ...(workers !== undefined ? { workers } : {}),
+    ...(batch !== undefined ? { batch } : {}),
   };
   worker.postMessage(request);
 }

@@ -34,12 +34,29 @@ export interface VerifyRequest {
   /** Pinned witness keys (file name and text) and the quorum as typed, as `verify --witness-keys --quorum`. */
   witnessKeys?: { name: string; text: string };
   quorum?: string;
+  /**
+   * The worker's own bundled source: it starts its pool of line verifiers from it (web/worker/line-pool.ts;
+   * workers come only from blob: URLs). Absent: it verifies every line itself.
+   */
+  poolSource?: Blob;
+  /** The page's `?workers=` as given (`auto` or 0-256, as `verify --workers`); absent: auto. */
+  workers?: string;
+  /** The page's `?batch=` as given: lines per batch handed to the pool (default 1,000, as `verify`). */
+  batch?: string;
+}
+
+/** How the lines are being verified: on a pool of `workers`, or in the one worker (0), and why not on a pool. */
+export interface PoolState {
+  workers: number;
+  /** Set when a pool was wanted but could not be had. */
+  fallback?: string;
 }
 
 /** A verified manifest as the history picture needs it (VerifiedLine without the kept text). */
 export type ManifestMark = VerifiedLine;
 
 export type WorkerMessage =
+  | ({ type: 'pool' } & PoolState)
   | { type: 'progress'; lines: number; bytes: number; totalBytes?: number }
   | { type: 'done'; report: BundleAuditReport; manifests: ManifestMark[]; verifier: string; ms: number }
   | { type: 'error'; code: string; message: string };

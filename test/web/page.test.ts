@@ -1,7 +1,8 @@
 /**
  * The auditor's page in a real browser (headless Chromium), opened from file:// as an auditor would
  * open a downloaded copy: for a clean bundle, every tamper case and a hostile bundle, the page's
- * verdict and findings equal the CLI's; nothing from a bundle runs; no request leaves the page.
+ * verdict and findings equal the CLI's, with the lines spread over a pool of workers; nothing from a
+ * bundle runs; no request leaves the page.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -29,6 +30,11 @@ import { activeId, chooseByKeyboard, tabTo } from '../support/page-checks.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PAGE = pathToFileURL(join(ROOT, 'dist/web/index.html')).href;
+/**
+ * The page on a pool of three workers in batches of two lines: a nine-line tamper case is spread over every
+ * worker, so the comparison with the CLI covers the pool's ordering, not one batch in one worker.
+ */
+const POOLED = `${PAGE}?workers=3&batch=2`;
 const ARTIFACTS = join(ROOT, 'test/artifacts');
 
 let browser: BrowserContext;
@@ -60,8 +66,8 @@ const codesAt = (r: { findings: Array<{ code: string; line?: number }> }) =>
   r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
 
 /** Opens the page, picks the folder and the trust file, verifies, and waits for the verdict. */
-async function verifyInPage(page: Page, dir: string, trust: string): Promise<void> {
-  await page.goto(PAGE);
+async function verifyInPage(page: Page, dir: string, trust: string, url = PAGE): Promise<void> {
+  await page.goto(url);
   await page.setInputFiles('#bundle-input', dir);
   await page.setInputFiles('#trust-input', trust);
   await page.click('#verify');
@@ -80,8 +86,10 @@ async function casePaths(c: TamperCase): Promise<{ dir: string; trustPath: strin
 }
 
 function onlyLocal(requests: string[]): string[] {
-  return requests.filter((u) => !(u === PAGE || u.startsWith('blob:') || u.startsWith('data:')));
+  return requests.filter((u) => !(u === PAGE || u === POOLED || u.startsWith('blob:') || u.startsWith('data:')));
 }
+
+const onThreeWorkers = /^verified in [0-9.]+ s \(signatures: \w+, on 3 workers\)$/;
 
 describe('the auditor page', { timeout: TEST_MS }, () => {
   it('is one self-contained file under a Content-Security-Policy without network access', () => {
@@ -104,7 +112,8 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
       const page = await browser.newPage();
       const seen = watchPage(page);
       try {
-        await verifyInPage(page, dir, trustPath);
+        await verifyInPage(page, dir, trustPath, POOLED);
+        expect(await page.textContent('#progress-text')).toMatch(onThreeWorkers);
         expect(await pageFindings(page)).toEqual(c.expected);
         expect(await page.textContent('#verdict')).toBe(`${cli.ok ? '✓' : '✗'} ${describeVerdict(cli)}`);
         expect(await page.getAttribute('body', 'data-state')).toBe(cli.ok ? 'ok' : 'failed');
@@ -123,7 +132,8 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
     const page = await browser.newPage();
     const seen = watchPage(page);
     try {
-      await verifyInPage(page, dir, trustPath);
+      await verifyInPage(page, dir, trustPath, POOLED);
+      expect(await page.textContent('#progress-text')).toMatch(onThreeWorkers);
       expect(await pageFindings(page)).toEqual(HOSTILE_CASE.expected);
       const dom = await page.evaluate(() => ({
         pwned: (globalThis as { __pwned?: number }).__pwned,

@@ -1,7 +1,10 @@
 /**
  * The page's verification worker: runs the same verifier as `handoff-ledger verify` (manifests/audit)
- * off the page's thread, streaming manifests.jsonl and posting progress. Signatures go to WebCrypto
- * when the browser verifies Ed25519 correctly, else to the portable noble verifier.
+ * off the page's thread, streaming manifests.jsonl and posting progress. As `verify` spreads the per-line
+ * steps over a thread per core, this worker spreads them over a pool of workers started from its own
+ * source (web/worker/line-pool.ts); the same script takes the pool role when its first message is
+ * `pool-start`. Signatures go to WebCrypto when the browser verifies Ed25519 correctly, else to the
+ * portable noble verifier.
  */
 import { z } from 'zod';
 import { AuditError } from '../../manifests/audit/errors.js';
@@ -10,28 +13,31 @@ import { inlineLineVerifier, type LineVerifier, type VerifiedLine } from '../../
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
 import { readWitnessPolicy } from '../../manifests/audit/verify-witnesses.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
-import { ManifestError } from '../../manifests/errors.js';
-import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
 import { storedSummaryProblem } from '../../manifests/format/summary.js';
 import type { ManifestMark, VerifyRequest, WorkerMessage } from '../protocol.js';
 import { readerFor } from './bundle-source.js';
+import {
+  MAX_POOL_WORKERS,
+  POOL_FROM_BYTES,
+  readTrust,
+  servePoolWorker,
+  startLinePool,
+  type LinePool,
+  type PoolPort,
+  type PoolReply,
+  type PoolRequest,
+} from './line-pool.js';
 
 // zod would otherwise probe `new Function`, which the page's Content-Security-Policy forbids.
 z.config({ jitless: true });
 
 const scope = self as unknown as {
-  postMessage(message: WorkerMessage): void;
-  onmessage: ((event: { data: VerifyRequest }) => void) | null;
+  postMessage(message: WorkerMessage | PoolReply): void;
+  onmessage: ((event: { data: VerifyRequest | PoolRequest }) => void) | null;
+  navigator: { hardwareConcurrency?: number };
+  Worker?: typeof Worker;
 };
 const post = (m: WorkerMessage) => scope.postMessage(m);
-
-function readTrust(text: string): TrustStore {
-  try {
-    return parseTrustStore(text);
-  } catch (err) {
-    throw new AuditError('TRUST_INVALID', `trust file: ${(err as ManifestError).message}`, { cause: err });
-  }
-}
 
 /** Keeps each verified line (what the history picture draws), delegating the verdict to `inner`. */
 function recording(inner: LineVerifier, into: ManifestMark[]): LineVerifier {
@@ -51,41 +57,122 @@ function markOf(e: VerifiedLine): ManifestMark {
   return { line, id, host, principal, session, seq, prev, createdAt, summary };
 }
 
+/** `?workers=` read as `verify --workers` reads its value: `auto` or a number of pool workers (0: none). */
+function workersAsked(asked: string | undefined): number | 'auto' {
+  if (asked === undefined || asked === 'auto') return 'auto';
+  const n = /^[0-9]{1,3}$/.test(asked) ? Number(asked) : NaN;
+  if (!(n >= 0 && n <= MAX_POOL_WORKERS))
+    throw new AuditError('USAGE', `the page's ?workers= must be auto or a number 0-${MAX_POOL_WORKERS}`);
+  return n;
+}
+
+/** Auto: one pool worker per core; none on one core or below `POOL_FROM_BYTES`, where they cost more than they save. */
+function autoPoolSize(bundleBytes: number | undefined): number {
+  const cores = scope.navigator.hardwareConcurrency ?? 1;
+  if (cores < 2 || (bundleBytes !== undefined && bundleBytes < POOL_FROM_BYTES)) return 0;
+  return Math.min(cores, MAX_POOL_WORKERS);
+}
+
+function batchSize(asked: string | undefined): number | undefined {
+  if (asked === undefined) return undefined;
+  const n = /^[0-9]{1,6}$/.test(asked) ? Number(asked) : NaN;
+  if (!(n >= 1 && n <= 100_000)) throw new AuditError('USAGE', "the page's ?batch= must be a number 1-100000");
+  return n;
+}
+
+/** A nested dedicated worker as the pool sees it. */
+function workerPort(url: string, Ctor: typeof Worker): PoolPort {
+  const worker = new Ctor(url);
+  return {
+    post: (m) => worker.postMessage(m),
+    listen(onReply, onFail) {
+      worker.onmessage = (e: MessageEvent<PoolReply>) => onReply(e.data);
+      worker.onerror = (e) => {
+        e.preventDefault();
+        onFail(`failed: ${e.message || 'its script did not load'}`);
+      };
+      worker.onmessageerror = () => onFail('sent a message that could not be read');
+    },
+    terminate: () => worker.terminate(),
+  };
+}
+
+/** The pool, or why the lines are verified in this worker instead (the verdict is the same either way). */
+async function linePool(request: VerifyRequest, size: number): Promise<LinePool | { fallback?: string }> {
+  if (size === 0) return {};
+  const Ctor = scope.Worker;
+  if (typeof Ctor !== 'function') return { fallback: 'this browser does not start workers from a worker' };
+  if (!request.poolSource) return { fallback: 'the page gave no worker source' };
+  const url = URL.createObjectURL(request.poolSource);
+  try {
+    return await startLinePool({ size, trustText: request.trustText, spawn: () => workerPort(url, Ctor) });
+  } catch (err) {
+    return { fallback: (err as Error)?.message ?? String(err) };
+  } finally {
+    URL.revokeObjectURL(url);
+  }
+}
+
 async function verify(request: VerifyRequest): Promise<void> {
   const started = performance.now();
   const trust = readTrust(request.trustText);
   // Checked as the CLI checks its arguments, with its words, before anything of the bundle is read.
   const keys = request.witnessKeys;
   const witnesses = await readWitnessPolicy(keys && { name: keys.name, read: async () => keys.text }, request.quorum);
-  const web = await createWebCryptoLineVerifier(trust);
-  const inner = web ?? inlineLineVerifier({ trust, verifier: nobleVerifier });
+  const asked = workersAsked(request.workers);
+  const batch = batchSize(request.batch);
+  const reader = readerFor(request.source);
+  const size = asked === 'auto' ? autoPoolSize(await reader.manifestsSize?.()) : asked;
+  const pool = await linePool(request, size);
+  let inner: LineVerifier;
+  let verifier: string;
+  if ('verifier' in pool) {
+    inner = pool.verifier;
+    verifier = pool.signatures;
+    post({ type: 'pool', workers: pool.workers });
+  } else {
+    const web = await createWebCryptoLineVerifier(trust);
+    inner = web ?? inlineLineVerifier({ trust, verifier: nobleVerifier });
+    verifier = web ? 'webcrypto' : 'noble';
+    post({ type: 'pool', workers: 0, ...pool });
+  }
   const manifests: ManifestMark[] = [];
   let lastPost = 0;
-  const report = await verifyBundle(readerFor(request.source), {
-    trust,
-    lineVerifier: recording(inner, manifests),
-    checkSummary: storedSummaryProblem,
-    ...(request.since !== undefined ? { since: request.since } : {}),
-    ...(witnesses ? { witnesses } : {}),
-    onProgress(p) {
-      const now = performance.now();
-      if (now - lastPost < 50) return;
-      lastPost = now;
-      post({ type: 'progress', ...p });
-    },
-  });
+  let report;
+  try {
+    report = await verifyBundle(reader, {
+      trust,
+      lineVerifier: recording(inner, manifests),
+      checkSummary: storedSummaryProblem,
+      ...(request.since !== undefined ? { since: request.since } : {}),
+      ...(witnesses ? { witnesses } : {}),
+      ...(batch !== undefined ? { batchSize: batch } : {}),
+      onProgress(p) {
+        const now = performance.now();
+        if (now - lastPost < 50) return;
+        lastPost = now;
+        post({ type: 'progress', ...p });
+      },
+    });
+  } finally {
+    await inner.close();
+  }
   // Findings keep line order; the picture wants file order too (batches settle in order, so it is already).
-  post({
-    type: 'done',
-    report,
-    manifests,
-    verifier: web ? 'webcrypto' : 'noble',
-    ms: Math.round(performance.now() - started),
-  });
+  post({ type: 'done', report, manifests, verifier, ms: Math.round(performance.now() - started) });
 }
 
+/** Set when this worker was started as a pool worker: every later message is the pool's. */
+let poolRole: ((request: PoolRequest) => void) | undefined;
+
 scope.onmessage = (event) => {
-  verify(event.data).catch((err: unknown) => {
+  const m = event.data;
+  if (poolRole) return poolRole(m as PoolRequest);
+  if (m.type === 'pool-start') {
+    poolRole = servePoolWorker((reply) => scope.postMessage(reply));
+    return poolRole(m);
+  }
+  if (m.type !== 'verify') return;
+  verify(m).catch((err: unknown) => {
     const code = err instanceof AuditError ? err.code : 'INTERNAL';
     post({ type: 'error', code, message: (err as Error)?.message ?? String(err) });
   });

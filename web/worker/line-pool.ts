@@ -1,0 +1,228 @@
+/**
+ * The page's pool of line verifiers: the verification worker starts N dedicated workers (the same
+ * bundled source, given the pool role by their first message) and hands them batches of lines, as
+ * `verify`'s worker threads (manifests/audit/verify-workers.node.ts) take them from the CLI: two
+ * batches in flight per worker, each to the least-loaded one. `verifyBundle` awaits the batches in the
+ * order it cut them and keeps at most `concurrency` of them in flight, so findings come out in the CLI's
+ * order and memory stays bounded however large the bundle.
+ *
+ * Both halves are here: `startLinePool` (in the verification worker) and `servePoolWorker` (in each
+ * pool worker). Neither touches a DOM type: the workers are reached through `PoolPort`, so the pool's
+ * logic is tested in Node with in-process ports (test/web/line-pool.test.ts) and in Chromium for real.
+ */
+import { AuditError } from '../../manifests/audit/errors.js';
+import { inlineLineVerifier, type LineOutcome, type LineVerifier } from '../../manifests/audit/verify-line.js';
+import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
+import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
+import { ManifestError } from '../../manifests/errors.js';
+import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import { digestOfReady } from '../../store/hash/digest.js';
+
+/** The most workers a pool starts, as `verify --workers` accepts at most. */
+export const MAX_POOL_WORKERS = 256;
+
+/**
+ * Below this many bytes of manifests.jsonl (~4,000 manifests) the page, left to choose, verifies in one
+ * worker: starting a pool costs more than it saves. The same bound as `verify --workers auto`'s
+ * (WORKERS_FROM_BYTES in src/cli/verify.ts).
+ */
+export const POOL_FROM_BYTES = 3 * 1024 * 1024;
+
+/** How long a pool may take to start before the page verifies in one worker instead (a slow start only costs time). */
+export const POOL_START_MS = 30_000;
+
+export type SignatureBackend = 'webcrypto' | 'noble';
+
+/** Verification worker → pool worker. */
+export type PoolRequest =
+  | { type: 'pool-start'; trustText: string }
+  | { type: 'lines'; id: number; batch: Array<{ line: number; text: string }> };
+
+/** Pool worker → verification worker. */
+export type PoolReply =
+  | { type: 'pool-ready'; signatures: SignatureBackend }
+  | { type: 'pool-failed'; message: string }
+  | { type: 'lines-done'; id: number; results: LineOutcome[] }
+  | { type: 'lines-failed'; id: number; message: string };
+
+/** One pool worker as the verification worker sees it (a Worker, adapted; an in-process twin in tests). */
+export interface PoolPort {
+  post(message: PoolRequest): void;
+  /** `onFail` is called when the worker cannot go on: it failed to load, threw, or a message could not be read. */
+  listen(onReply: (reply: PoolReply) => void, onFail: (why: string) => void): void;
+  terminate(): void;
+}
+
+export interface LinePool {
+  verifier: LineVerifier;
+  /** The signature backend the pool workers chose (each runs the same detection as a single worker does). */
+  signatures: SignatureBackend;
+  workers: number;
+}
+
+/**
+ * Starts `size` pool workers and resolves once each has parsed the trust file and chosen its signature
+ * backend. Rejects (and terminates what it started) if any fails or the start takes longer than `startMs`;
+ * the caller then verifies in its own thread.
+ * @throws AuditError `WORKER_FAILED`
+ */
+export async function startLinePool(options: {
+  size: number;
+  spawn: () => PoolPort;
+  trustText: string;
+  startMs?: number;
+}): Promise<LinePool> {
+  const ports: PoolPort[] = [];
+  const load: number[] = [];
+  const pending = new Map<number, { resolve: (r: LineOutcome[]) => void; reject: (e: unknown) => void; at: number }>();
+  let failure: AuditError | undefined;
+  let nextId = 0;
+
+  const fail = (err: AuditError): void => {
+    failure ??= err;
+    for (const [id, p] of pending) {
+      pending.delete(id);
+      p.reject(failure);
+    }
+  };
+  const terminateAll = () => {
+    for (const port of ports) port.terminate();
+  };
+
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const started = Promise.all(
+    Array.from({ length: options.size }, (_, index) => {
+      let port: PoolPort;
+      try {
+        port = options.spawn();
+      } catch (err) {
+        return Promise.reject(
+          new AuditError(
+            'WORKER_FAILED',
+            `verification worker ${index + 1} did not start: ${(err as Error)?.message ?? String(err)}`,
+            {
+              cause: err,
+            },
+          ),
+        );
+      }
+      ports.push(port);
+      load.push(0);
+      return new Promise<SignatureBackend>((resolve, reject) => {
+        port.listen(
+          (reply) => {
+            if (reply.type === 'pool-ready') return resolve(reply.signatures);
+            if (reply.type === 'pool-failed') {
+              const err = new AuditError(
+                'WORKER_FAILED',
+                `verification worker ${index + 1} did not start: ${reply.message}`,
+              );
+              reject(err);
+              return fail(err);
+            }
+            const p = pending.get(reply.id);
+            if (!p) return;
+            pending.delete(reply.id);
+            load[p.at]!--;
+            if (reply.type === 'lines-failed')
+              p.reject(new AuditError('WORKER_FAILED', `verification worker ${index + 1} failed: ${reply.message}`));
+            else p.resolve(reply.results);
+          },
+          (why) => {
+            const err = new AuditError('WORKER_FAILED', `verification worker ${index + 1} ${why}`);
+            reject(err);
+            fail(err);
+          },
+        );
+        port.post({ type: 'pool-start', trustText: options.trustText });
+      });
+    }),
+  );
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new AuditError(
+            'WORKER_FAILED',
+            `the verification workers did not start within ${options.startMs ?? POOL_START_MS} ms`,
+          ),
+        ),
+      options.startMs ?? POOL_START_MS,
+    );
+  });
+  let backends: SignatureBackend[];
+  try {
+    backends = await Promise.race([started, timeout]);
+  } catch (err) {
+    terminateAll();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+
+  return {
+    workers: ports.length,
+    // Every worker ran the same detection in the same browser; one that fell back to noble is named.
+    signatures: backends.includes('noble') ? 'noble' : 'webcrypto',
+    verifier: {
+      concurrency: ports.length * 2,
+      verifyLines(batch) {
+        if (failure) return Promise.reject(failure);
+        // Least-loaded worker: batches cost about the same, so this keeps every worker busy.
+        let at = 0;
+        for (let i = 1; i < ports.length; i++) if (load[i]! < load[at]!) at = i;
+        const id = nextId++;
+        load[at]!++;
+        return new Promise<LineOutcome[]>((resolve, reject) => {
+          pending.set(id, { resolve, reject, at });
+          ports[at]!.post({ type: 'lines', id, batch });
+        });
+      },
+      async close() {
+        fail(new AuditError('WORKER_FAILED', 'the pool of verification workers is closed'));
+        terminateAll();
+      },
+    },
+  };
+}
+
+/** The trust file, parsed as `verify` parses it, with its code. */
+export function readTrust(text: string): TrustStore {
+  try {
+    return parseTrustStore(text);
+  } catch (err) {
+    throw new AuditError('TRUST_INVALID', `trust file: ${(err as ManifestError).message}`, { cause: err });
+  }
+}
+
+/**
+ * The pool role of a worker: answers `pool-start` with the signature backend it chose (WebCrypto when it
+ * verifies Ed25519 correctly here, else noble: the same detection as the single worker), then each
+ * `lines` request with the outcomes of `verifyLineText`, in the batch's order.
+ */
+export function servePoolWorker(post: (reply: PoolReply) => void): (request: PoolRequest) => void {
+  let verifier: Promise<LineVerifier> | undefined;
+  return (request) => {
+    if (request.type === 'pool-start') {
+      verifier = (async () => {
+        const trust = readTrust(request.trustText);
+        // Manifest ids are hashed by WebAssembly that loads asynchronously; until it has, the pure-JS
+        // reference serves at ~10x the cost, which a fresh worker's first batches would otherwise pay.
+        await digestOfReady;
+        const web = await createWebCryptoLineVerifier(trust);
+        post({ type: 'pool-ready', signatures: web ? 'webcrypto' : 'noble' });
+        return web ?? inlineLineVerifier({ trust, verifier: nobleVerifier });
+      })();
+      verifier.catch((err: unknown) => post({ type: 'pool-failed', message: (err as Error)?.message ?? String(err) }));
+      return;
+    }
+    const { id, batch } = request;
+    if (!verifier) return post({ type: 'lines-failed', id, message: 'lines before pool-start' });
+    verifier
+      .then((v) => v.verifyLines(batch))
+      .then(
+        (results) => post({ type: 'lines-done', id, results }),
+        (err: unknown) => post({ type: 'lines-failed', id, message: (err as Error)?.message ?? String(err) }),
+      );
+  };
+}
