@@ -12,7 +12,7 @@ import {
   type Manifest,
 } from '../manifests/format/manifest.js';
 import { keyIdOf, type TrustStore } from '../manifests/format/trust.js';
-import { pae } from '../manifests/crypto/envelope.js';
+import { pae, parseEnvelope } from '../manifests/crypto/envelope.js';
 import { noblePublicKey, nobleSign } from '../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
 import { verifyManifestEnvelope } from '../manifests/crypto/verify-manifest.js';
@@ -361,5 +361,39 @@ describe('decodeBase64Either on long texts (the native round trip first)', () =>
     const got = decodeBase64Either(encodeBase64(new Uint8Array(100).fill(9)))!;
     expect(got.byteOffset).toBe(0);
     expect(got.buffer.byteLength).toBe(100);
+  });
+});
+
+describe('parseEnvelope: the payload decoded straight into its PAE frame', () => {
+  const body = (n: number) => new Uint8Array(n).map((_, i) => (i * 7 + 3) & 0xff);
+  const envelope = (payload: string) =>
+    JSON.stringify({
+      payloadType: MANIFEST_PAYLOAD_TYPE,
+      payload,
+      signatures: [{ sig: encodeBase64(new Uint8Array(64)) }],
+    });
+
+  it('gives the payload and exactly pae(type, payload) for canonical standard base64', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 0, maxLength: 700 }), (bytes) => {
+        const parsed = parseEnvelope(envelope(encodeBase64(bytes)));
+        expect(Buffer.from(parsed.payload).equals(Buffer.from(bytes))).toBe(true);
+        const message = parsed.message ?? pae(MANIFEST_PAYLOAD_TYPE, parsed.payload);
+        expect(Buffer.from(message).equals(Buffer.from(pae(MANIFEST_PAYLOAD_TYPE, bytes)))).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('decodes the URL alphabet through the portable path, and refuses non-canonical text as before', () => {
+    const bytes = body(300);
+    const url = encodeBase64(bytes).replace(/\+/g, '-').replace(/\//g, '_');
+    expect(url).toMatch(/[-_]/);
+    const parsed = parseEnvelope(envelope(url));
+    expect(parsed.message).toBeUndefined();
+    expect(Buffer.from(parsed.payload).equals(Buffer.from(bytes))).toBe(true);
+    const text = encodeBase64(body(302)); // ends in one '=': the last character's two low bits must be zero
+    const bent = `${text.slice(0, -2)}B=`; // 'B' is 1
+    expect(() => parseEnvelope(envelope(bent))).toThrow(/payload is not canonical padded base64/);
   });
 });

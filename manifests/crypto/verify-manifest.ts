@@ -88,7 +88,7 @@ function verifyKeyAndSignature(
   const lookup = findTrustedKey(options.trust, fields.host, fields.keyId, fields.createdAt);
   if (!lookup.ok) throw new ManifestError(lookup.code, lookup.message);
   const verifier = options.verifier ?? nobleVerifier;
-  const message = pae(parsed.envelope.payloadType, parsed.payload);
+  const message = parsed.message ?? pae(parsed.envelope.payloadType, parsed.payload);
   // DSSE lets a verifier filter signatures by their keyid hint (protocol.md): a signature whose keyid
   // names another key is skipped, one without a keyid is tried; any one that verifies under the trusted
   // key the manifest names suffices.
