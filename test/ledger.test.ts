@@ -447,12 +447,25 @@ describe('large summaries are encoded while they are written', () => {
     await ledger.close();
   });
 
-  it("refuses with BLOB_INTEGRITY, before reading, a manifest whose size is not the stored blob's (no buffer of the claimed size)", async () => {
+  it("refuses with BLOB_INTEGRITY, before decoding, a manifest whose size is not the stored blob's (no buffer of the claimed size)", async () => {
     const signer = new LocalSigner(generateJwk());
     const ledger = await open(tempDir(), { signer, maxSummaryBytes: 64 * MiB });
     const r = await ledger.publish(alice, big('sized', 'some text\n', 2 * MiB));
     await plantSeq1(ledger, r, signer, { size: 5 * 1024 ** 3 });
     await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
+    await ledger.close();
+  });
+
+  it('refuses with BLOB_INTEGRITY a manifest that claims a byte less than the stored blob (the stat beside the stream)', async () => {
+    const signer = new LocalSigner(generateJwk());
+    const ledger = await open(tempDir(), { signer, maxSummaryBytes: 64 * MiB });
+    const r = await ledger.publish(alice, big('short', 'some text\n', 2 * MiB));
+    await plantSeq1(ledger, r, signer, { size: r.size - 1 });
+    await expect(ledger.resume(alice)).rejects.toMatchObject({
+      name: 'StoreError',
+      code: 'BLOB_INTEGRITY',
+      message: `summary ${r.digest} is ${r.size} bytes, the manifest says ${r.size - 1}`,
+    });
     await ledger.close();
   });
 

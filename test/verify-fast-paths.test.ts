@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { canonicalize } from '../manifests/encoding/canonical.js';
-import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
+import { decodeBase64, decodeBase64Either, encodeBase64 } from '../manifests/encoding/base64.js';
 import { canonicalManifestText } from '../manifests/format/manifest-text.js';
+import { readCanonicalManifest } from '../manifests/format/manifest-read.js';
 import {
   encodeManifest,
   manifestSchema,
@@ -11,7 +12,7 @@ import {
   type Manifest,
 } from '../manifests/format/manifest.js';
 import { keyIdOf, type TrustStore } from '../manifests/format/trust.js';
-import { pae } from '../manifests/crypto/envelope.js';
+import { pae, parseEnvelope } from '../manifests/crypto/envelope.js';
 import { noblePublicKey, nobleSign } from '../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
 import { verifyManifestEnvelope } from '../manifests/crypto/verify-manifest.js';
@@ -186,5 +187,213 @@ describe('pae (prefix per payload type kept)', () => {
         expect(Buffer.from(pae(type, body)).equals(Buffer.from(plain(type, body))), type).toBe(true);
         expect(pae(type, new Uint8Array(0)).length).toBe(plain(type, new Uint8Array(0)).length);
       }
+  });
+});
+
+describe("readCanonicalManifest (the verifiers' fast path) against JSON.parse + schema + canonical check", () => {
+  /** The slow path's verdict: the manifest when the text is the canonical encoding of a schema-valid one. */
+  const slow = (text: string): Manifest | undefined => {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+    // As verifyManifestEnvelope reads it: the key lookup's fields first (no schema for an unparsable time).
+    const { createdAt } = (value ?? {}) as { createdAt?: unknown };
+    if (typeof createdAt !== 'string' || Number.isNaN(Date.parse(createdAt))) return undefined;
+    const parsed = manifestSchema.safeParse(value);
+    if (!parsed.success) return undefined;
+    return canonicalManifestText(parsed.data as Manifest) === text ? (parsed.data as Manifest) : undefined;
+  };
+  /** The one legitimate disagreement: a keyId with a character JSON escapes is left to the slow path. */
+  const escapedKeyId = (text: string) => /"keyId":"(?:[^"\\]|\\.)*\\/.test(text);
+  const agree = (text: string) => {
+    const fast = readCanonicalManifest(text);
+    const reference = slow(text);
+    if (fast === undefined) {
+      // Outcomes: both refuse, or the slow path accepts a keyId with an escape.
+      if (reference !== undefined) expect(escapedKeyId(text), text).toBe(true);
+    } else {
+      // Outcome: both accept, with the same manifest, members in the same order.
+      expect(reference, text).toBeDefined();
+      expect(JSON.stringify(fast)).toBe(JSON.stringify(reference));
+    }
+  };
+
+  it('reads every schema-valid manifest back as the schema does (or leaves an escaped keyId to it)', () => {
+    fc.assert(
+      fc.property(manifestArb, (m) => {
+        const text = canonicalManifestText(m);
+        agree(text);
+        if (!/["\\]/.test(m.keyId)) expect(readCanonicalManifest(text)).toBeDefined();
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('agrees with the slow path on edited texts (characters replaced, inserted, deleted)', () => {
+    const edit = fc.tuple(
+      fc.constantFrom('replace', 'insert', 'delete'),
+      fc.nat(),
+      fc.constantFrom(...'0123456789"\\{}[],:. -+eEabfnrtuxTZ\u00e9\ufeff'.split(''), '\\u0068', 'null', '1'),
+    );
+    fc.assert(
+      fc.property(manifestArb, fc.array(edit, { minLength: 1, maxLength: 3 }), (m, edits) => {
+        let text = canonicalManifestText(m);
+        for (const [op, at, s] of edits) {
+          const i = at % (text.length + 1);
+          text =
+            op === 'insert'
+              ? text.slice(0, i) + s + text.slice(i)
+              : text.slice(0, i) + (op === 'replace' ? s : '') + text.slice(i + 1);
+        }
+        agree(text);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it.each([
+    ['seq past the safe integers', (t: string) => t.replace('"seq":5', '"seq":9007199254740993')],
+    ['size past the safe integers', (t: string) => t.replace('"size":10', '"size":9007199254740992')],
+    [
+      'a transcript position past the safe integers',
+      (t: string) => t.replace('"transcriptThrough":7', '"transcriptThrough":99999999999999999'),
+    ],
+    ['seq 0 with a prev', (t: string) => t.replace('"seq":5', '"seq":0')],
+    ['a prev of null after seq 0', (t: string) => t.replace(/"prev":"[^"]*"/, '"prev":null')],
+    ['a day that does not exist', (t: string) => t.replace('2026-01-01', '2026-02-30')],
+    ['a month that does not exist', (t: string) => t.replace('2026-01-01', '2026-13-01')],
+    ['a leading zero', (t: string) => t.replace('"seq":5', '"seq":05')],
+    ['a negative zero', (t: string) => t.replace('"size":10', '"size":-0')],
+    ['an upper-case digest', (t: string) => t.replace('blake3:ab', 'blake3:AB')],
+    ['an id starting with a dot', (t: string) => t.replace('"session":"s1"', '"session":".s1"')],
+    ['a second kind', (t: string) => t.replace('"kind":"compaction"', '"kind":"compaction2"')],
+    ['version 2', (t: string) => t.replace('"v":1}', '"v":2}')],
+    ['an unknown member', (t: string) => t.replace('"v":1}', '"v":1,"x":1}')],
+  ])('refuses %s, as the slow path does', (_, change) => {
+    const m: Manifest = {
+      v: 1,
+      kind: 'compaction',
+      host: 'h1',
+      principal: 'p1',
+      session: 's1',
+      run: 'r1',
+      seq: 5,
+      prev: `blake3:${'cd'.repeat(32)}`,
+      summary: { digest: `blake3:${'ab'.repeat(32)}`, size: 10, mediaType: SUMMARY_MEDIA_TYPE },
+      covers: { transcriptThrough: 7 },
+      createdAt: '2026-01-01T00:00:00.000Z',
+      keyId: 'k1',
+    };
+    const original = canonicalManifestText(m);
+    expect(readCanonicalManifest(original)).toEqual(m);
+    const text = change(original);
+    expect(text).not.toBe(original);
+    expect(readCanonicalManifest(text)).toBeUndefined();
+    expect(slow(text)).toBeUndefined();
+  });
+
+  it('verifyManifestEnvelope still accepts a signed manifest whose keyId JSON escapes (the slow path)', () => {
+    const seed = new Uint8Array(32).fill(5);
+    const publicKey = noblePublicKey(seed);
+    const keyId = 'key"with\\escapes';
+    const trust: TrustStore = {
+      version: 1,
+      keys: [{ host: 'h1', keyId, publicKey: encodeBase64Url(publicKey), notBefore: '2000-01-01T00:00:00.000Z' }],
+    };
+    const m: Manifest = {
+      v: 1,
+      kind: 'compaction',
+      host: 'h1',
+      principal: 'p1',
+      session: 's1',
+      run: 'r1',
+      seq: 0,
+      prev: null,
+      summary: { digest: `blake3:${'ab'.repeat(32)}`, size: 10, mediaType: SUMMARY_MEDIA_TYPE },
+      createdAt: '2026-01-01T00:00:00.000Z',
+      keyId,
+    };
+    const payload = encodeManifest(m);
+    expect(readCanonicalManifest(new TextDecoder().decode(payload))).toBeUndefined();
+    const envelope = JSON.stringify({
+      payloadType: MANIFEST_PAYLOAD_TYPE,
+      payload: encodeBase64(payload),
+      signatures: [{ keyid: keyId, sig: encodeBase64(nobleSign(pae(MANIFEST_PAYLOAD_TYPE, payload), seed)) }],
+    });
+    expect(verifyManifestEnvelope(envelope, { trust, verifier: nodeVerifier }).manifest).toEqual(m);
+  });
+});
+
+describe('decodeBase64Either on long texts (the native round trip first)', () => {
+  const b64char = fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_ '.split(''));
+  /** Reference: canonical padded standard base64, or the same in the URL alphabet, never the two mixed. */
+  const reference = (text: string): Uint8Array | undefined => {
+    const canonical = (t: string) => Buffer.from(Buffer.from(t, 'base64')).toString('base64') === t;
+    if (canonical(text)) return new Uint8Array(Buffer.from(text, 'base64'));
+    if (/[+/]/.test(text)) return undefined;
+    const std = text.replace(/-/g, '+').replace(/_/g, '/');
+    return canonical(std) ? new Uint8Array(Buffer.from(std, 'base64')) : undefined;
+  };
+
+  it('accepts exactly the canonical texts of either alphabet and decodes them like the reference', () => {
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ minLength: 48, maxLength: 600 }),
+        fc.boolean(),
+        fc.array(fc.tuple(fc.nat(), b64char), { maxLength: 2 }),
+        (bytes, url, edits) => {
+          let text = encodeBase64(bytes);
+          if (url) text = text.replace(/\+/g, '-').replace(/\//g, '_');
+          const chars = text.split('');
+          for (const [at, ch] of edits) chars[at % chars.length] = ch;
+          text = chars.join('');
+          expect(decodeBase64Either(text), text).toEqual(reference(text));
+        },
+      ),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('hands out bytes of their own (never a view of a shared pool)', () => {
+    const got = decodeBase64Either(encodeBase64(new Uint8Array(100).fill(9)))!;
+    expect(got.byteOffset).toBe(0);
+    expect(got.buffer.byteLength).toBe(100);
+  });
+});
+
+describe('parseEnvelope: the payload decoded straight into its PAE frame', () => {
+  const body = (n: number) => new Uint8Array(n).map((_, i) => (i * 7 + 3) & 0xff);
+  const envelope = (payload: string) =>
+    JSON.stringify({
+      payloadType: MANIFEST_PAYLOAD_TYPE,
+      payload,
+      signatures: [{ sig: encodeBase64(new Uint8Array(64)) }],
+    });
+
+  it('gives the payload and exactly pae(type, payload) for canonical standard base64', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 0, maxLength: 700 }), (bytes) => {
+        const parsed = parseEnvelope(envelope(encodeBase64(bytes)));
+        expect(Buffer.from(parsed.payload).equals(Buffer.from(bytes))).toBe(true);
+        const message = parsed.message ?? pae(MANIFEST_PAYLOAD_TYPE, parsed.payload);
+        expect(Buffer.from(message).equals(Buffer.from(pae(MANIFEST_PAYLOAD_TYPE, bytes)))).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('decodes the URL alphabet through the portable path, and refuses non-canonical text as before', () => {
+    const bytes = body(300);
+    const url = encodeBase64(bytes).replace(/\+/g, '-').replace(/\//g, '_');
+    expect(url).toMatch(/[-_]/);
+    const parsed = parseEnvelope(envelope(url));
+    expect(parsed.message).toBeUndefined();
+    expect(Buffer.from(parsed.payload).equals(Buffer.from(bytes))).toBe(true);
+    const text = encodeBase64(body(302)); // ends in one '=': the last character's two low bits must be zero
+    const bent = `${text.slice(0, -2)}B=`; // 'B' is 1
+    expect(() => parseEnvelope(envelope(bent))).toThrow(/payload is not canonical padded base64/);
   });
 });

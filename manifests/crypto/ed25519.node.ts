@@ -49,7 +49,23 @@ const SMALL_ORDER = new Set([
  */
 const keyCache = new Map<string, KeyObject | null>();
 
+/** The last key looked up: a chain's manifests name the same key one after another (no hex string per check). */
+let last: { bytes: Uint8Array; key: KeyObject | null } | undefined;
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 function publicKeyObject(publicKey: Uint8Array): KeyObject | null {
+  if (last !== undefined && sameBytes(last.bytes, publicKey)) return last.key;
+  const key = cachedKeyObject(publicKey);
+  last = { bytes: publicKey.slice(), key };
+  return key;
+}
+
+function cachedKeyObject(publicKey: Uint8Array): KeyObject | null {
   const hex = Buffer.from(publicKey.buffer, publicKey.byteOffset, publicKey.byteLength).toString('hex');
   let key = keyCache.get(hex);
   if (key === undefined) {

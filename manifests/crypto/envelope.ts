@@ -3,7 +3,12 @@
  * The signature is Ed25519 over PAE(payloadType, payload); verifiers hash and verify the exact
  * payload bytes they were given and only then parse them — they never re-serialize.
  */
-import { decodeBase64Either, encodeBase64 } from '../encoding/base64.js';
+import {
+  base64DecodedLength,
+  decodeBase64Either,
+  decodeCanonicalBase64Into,
+  encodeBase64,
+} from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
 
 export interface EnvelopeSignature {
@@ -37,15 +42,34 @@ function paePrefix(payloadType: string): Uint8Array {
   return prefix;
 }
 
+/** The PAE bytes for a body of `bodyLength` bytes with all but the body written; the body starts at `bodyAt`. */
+function paeFrame(payloadType: string, bodyLength: number): { message: Uint8Array; bodyAt: number } {
+  const prefix = paePrefix(payloadType);
+  const length = `${bodyLength} `; // ASCII digits and a space: one byte per character
+  const message = new Uint8Array(prefix.length + length.length + bodyLength);
+  message.set(prefix, 0);
+  for (let i = 0; i < length.length; i++) message[prefix.length + i] = length.charCodeAt(i);
+  return { message, bodyAt: prefix.length + length.length };
+}
+
 /** DSSE pre-authentication encoding: `DSSEv1 <len> <type> <len> <body>` with byte lengths. */
 export function pae(payloadType: string, payload: Uint8Array): Uint8Array {
-  const prefix = paePrefix(payloadType);
-  const length = `${payload.length} `; // ASCII digits and a space: one byte per character
-  const out = new Uint8Array(prefix.length + length.length + payload.length);
-  out.set(prefix, 0);
-  for (let i = 0; i < length.length; i++) out[prefix.length + i] = length.charCodeAt(i);
-  out.set(payload, prefix.length + length.length);
-  return out;
+  const { message, bodyAt } = paeFrame(payloadType, payload.length);
+  message.set(payload, bodyAt);
+  return message;
+}
+
+/**
+ * The payload decoded straight into its PAE frame (one buffer, no copy), when its text is canonical standard
+ * base64 and Node's decoder is at hand; `undefined` sends the caller down the portable path.
+ */
+function decodeIntoPae(payloadType: string, payload: string): { payload: Uint8Array; message: Uint8Array } | undefined {
+  const length = base64DecodedLength(payload);
+  if (length === undefined) return undefined;
+  const { message, bodyAt } = paeFrame(payloadType, length);
+  return decodeCanonicalBase64Into(payload, message, bodyAt)
+    ? { payload: message.subarray(bodyAt), message }
+    : undefined;
 }
 
 /** A signing key: local (JWK file) or injected (KMS/HSM). */
@@ -77,6 +101,8 @@ export interface ParsedEnvelope {
   envelope: Envelope;
   payload: Uint8Array;
   signatures: Array<{ keyid?: string; sig: Uint8Array }>;
+  /** PAE(payloadType, payload), when parsing built it (then `payload` is a view into it). */
+  message?: Uint8Array;
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -138,7 +164,8 @@ export function parseEnvelope(input: string | unknown): ParsedEnvelope {
   if (signatures.length === 0 || signatures.length > MAX_SIGNATURES) {
     throw new ManifestError('ENVELOPE_INVALID', `envelope must carry 1-${MAX_SIGNATURES} signatures`);
   }
-  const bytes = decodeBase64Either(payload);
+  const framed = decodeIntoPae(payloadType, payload);
+  const bytes = framed?.payload ?? decodeBase64Either(payload);
   if (!bytes) throw new ManifestError('ENVELOPE_INVALID', 'payload is not canonical padded base64');
   const parsed = signatures.map(parseSignature);
   return {
@@ -148,5 +175,6 @@ export function parseEnvelope(input: string | unknown): ParsedEnvelope {
       ...(p.signature.keyid === undefined ? {} : { keyid: p.signature.keyid }),
       sig: p.sig,
     })),
+    ...(framed ? { message: framed.message } : {}),
   };
 }

@@ -8,6 +8,7 @@ import { pae, parseEnvelope, type Envelope, type ParsedEnvelope } from './envelo
 import { ManifestError } from '../errors.js';
 import { MANIFEST_PAYLOAD_TYPE, manifestId, manifestSchema, type Manifest } from '../format/manifest.js';
 import { canonicalManifestText } from '../format/manifest-text.js';
+import { readCanonicalManifest } from '../format/manifest-read.js';
 import { findTrustedKey, type TrustStore } from '../format/trust.js';
 import { describeZodError } from '../format/zod-issue.js';
 
@@ -26,6 +27,18 @@ export interface VerifyManifestOptions {
 }
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
+// The fast path keeps a byte order mark (so such a payload never matches) and maps invalid UTF-8 to U+FFFD.
+const asciiDecoder = new TextDecoder('utf-8', { ignoreBOM: true });
+
+/**
+ * The manifest, when the payload is the canonical text of a schema-valid one (what every writer makes):
+ * then JSON.parse, the schema and the canonical check would all pass and give this manifest
+ * (manifests/format/manifest-read.ts). Such a payload is ASCII, so its text is exactly as long as its bytes.
+ */
+function readCanonicalPayload(payload: Uint8Array): Manifest | undefined {
+  const text = asciiDecoder.decode(payload);
+  return text.length === payload.length ? readCanonicalManifest(text) : undefined;
+}
 
 function verifyPayloadType(parsed: ParsedEnvelope): void {
   if (parsed.envelope.payloadType !== MANIFEST_PAYLOAD_TYPE) {
@@ -75,7 +88,7 @@ function verifyKeyAndSignature(
   const lookup = findTrustedKey(options.trust, fields.host, fields.keyId, fields.createdAt);
   if (!lookup.ok) throw new ManifestError(lookup.code, lookup.message);
   const verifier = options.verifier ?? nobleVerifier;
-  const message = pae(parsed.envelope.payloadType, parsed.payload);
+  const message = parsed.message ?? pae(parsed.envelope.payloadType, parsed.payload);
   // DSSE lets a verifier filter signatures by their keyid hint (protocol.md): a signature whose keyid
   // names another key is skipped, one without a keyid is tried; any one that verifies under the trusted
   // key the manifest names suffices.
@@ -120,6 +133,13 @@ function verifyCanonical(payload: Uint8Array, text: string, manifest: Manifest):
 export function verifyManifestEnvelope(input: string | unknown, options: VerifyManifestOptions): VerifiedManifest {
   const parsed = parseEnvelope(input);
   verifyPayloadType(parsed);
+  const canonical = readCanonicalPayload(parsed.payload);
+  if (canonical !== undefined) {
+    // Fast path: schema and canonical form hold already, so only the key and the signature remain to check,
+    // on the same host, keyId and createdAt the slow path reads.
+    verifyKeyAndSignature(parsed, canonical, options);
+    return { id: manifestId(parsed.payload), manifest: canonical, envelope: parsed.envelope, payload: parsed.payload };
+  }
   const fields = readSignedFields(parsed.payload);
   verifyKeyAndSignature(parsed, fields, options);
   const manifest = verifySchema(fields.value);

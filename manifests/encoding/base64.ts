@@ -28,7 +28,18 @@ export function encodeBase64(bytes: Uint8Array): string {
   return parts.join('');
 }
 
-const nodeBuffer = (globalThis as { Buffer?: { from(text: string, encoding: 'base64'): Uint8Array } }).Buffer;
+type NodeBufferLike = Uint8Array & {
+  toString(encoding: 'base64'): string;
+  write(text: string, encoding: 'base64'): number;
+};
+const nodeBuffer = (
+  globalThis as {
+    Buffer?: {
+      from(text: string, encoding: 'base64'): NodeBufferLike;
+      from(buffer: ArrayBufferLike, byteOffset: number, length: number): NodeBufferLike;
+    };
+  }
+).Buffer;
 const PADDED = /^[A-Za-z0-9+/]*={0,2}$/;
 /** From this length on, Node's native decoder serves (a manifest payload is a few hundred characters). */
 const NATIVE_FROM = 64;
@@ -85,6 +96,36 @@ export function decodeBase64(text: string): Uint8Array | undefined {
   return out;
 }
 
+/**
+ * Canonical padded standard base64 decodes to exactly the bytes that encode back to it, and nothing else
+ * does, so one native decode and one native encode compared with the text replace the checks above (every
+ * manifest's payload and signature pass here). `undefined` means only "not canonical standard base64".
+ */
+function decodeCanonicalNative(text: string, from: NonNullable<typeof nodeBuffer>): Uint8Array | undefined {
+  const bytes = from.from(text, 'base64');
+  // A copy: Node decodes short texts into a shared pool, whose other bytes a caller must never reach.
+  return bytes.toString('base64') === text ? new Uint8Array(bytes) : undefined;
+}
+
+/** The byte length `text` decodes to if it is padded base64 (either alphabet), else `undefined`. */
+export function base64DecodedLength(text: string): number | undefined {
+  if (text.length % 4 !== 0) return undefined;
+  return (text.length / 4) * 3 - (text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0);
+}
+
+/**
+ * Where Node's Buffer is at hand: decodes `text` into `target` at `offset` and returns true when `text` is
+ * canonical padded standard base64 of exactly `base64DecodedLength(text)` bytes that fit there (the same
+ * round trip as above, without a buffer of its own); false otherwise, having maybe written there (the caller
+ * then discards `target` and decodes with `decodeBase64Either`).
+ */
+export function decodeCanonicalBase64Into(text: string, target: Uint8Array, offset: number): boolean {
+  const length = base64DecodedLength(text);
+  if (!nodeBuffer || length === undefined || text.length < NATIVE_FROM || offset + length > target.length) return false;
+  const view = nodeBuffer.from(target.buffer, target.byteOffset + offset, length);
+  return view.write(text, 'base64') === length && view.toString('base64') === text;
+}
+
 const STANDARD_ONLY = /[+/]/;
 const URL_ONLY = /[-_]/;
 
@@ -95,6 +136,10 @@ const URL_ONLY = /[-_]/;
  */
 export function decodeBase64Either(text: string): Uint8Array | undefined {
   if (typeof text !== 'string') return undefined;
+  if (nodeBuffer && text.length >= NATIVE_FROM) {
+    const canonical = decodeCanonicalNative(text, nodeBuffer);
+    if (canonical) return canonical;
+  }
   if (!URL_ONLY.test(text)) return decodeBase64(text);
   if (STANDARD_ONLY.test(text)) return undefined;
   return decodeBase64(text.replace(/-/g, '+').replace(/_/g, '/'));

@@ -324,16 +324,16 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   private async checkShardDirs(dir1: string, dir2: string): Promise<void> {
-    for (const dir of [this.blobsV1Dir, this.blobDir, dir1, dir2]) {
-      let st;
-      try {
-        st = await this.fs.lstat(dir);
-      } catch (err) {
-        if (errno(err) === 'ENOENT') return;
-        throw storageFailed('lstat', err);
+    const dirs = [this.blobsV1Dir, this.blobDir, dir1, dir2];
+    // All four at once, one round of calls instead of four on every read, judged in order as a walk down the path.
+    const stats = await Promise.allSettled(dirs.map((dir) => this.fs.lstat(dir)));
+    for (const [i, st] of stats.entries()) {
+      if (st.status === 'rejected') {
+        if (errno(st.reason) === 'ENOENT') return;
+        throw storageFailed('lstat', st.reason);
       }
-      if (!st.isDirectory())
-        throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink planted?)`);
+      if (!st.value.isDirectory())
+        throw new StoreError('UNSAFE_PATH', `blob store: ${dirs[i]} is not a directory (symlink planted?)`);
     }
   }
 
