@@ -60,20 +60,25 @@ export function webCryptoEd25519(
   subtle: Subtle,
 ): (sig: Uint8Array, msg: Uint8Array, pk: Uint8Array) => Promise<boolean> {
   const keys = new Map<string, Promise<unknown>>();
+  // Consecutive lines are mostly signed by one key: the last one is found by comparing 32 bytes.
+  let last: { pk: Uint8Array; key: Promise<unknown> } | undefined;
   const keyOf = (pk: Uint8Array) => {
+    if (last && last.pk.every((b, i) => b === pk[i])) return last.key;
     const k = String.fromCharCode(...pk);
     let key = keys.get(k);
     if (!key) {
       key = subtle.importKey('raw', pk.slice(), { name: 'Ed25519' }, false, ['verify']);
       keys.set(k, key);
     }
+    last = { pk: pk.slice(), key };
     return key;
   };
   return async (sig, msg, pk) => {
     if (sig.length !== 64 || pk.length !== 32) return false;
     if (!scalarIsCanonical(sig, 32) || !pointIsCanonical(pk) || !pointIsCanonical(sig.subarray(0, 32))) return false;
     try {
-      return await subtle.verify({ name: 'Ed25519' }, await keyOf(pk), sig.slice(), msg.slice());
+      // WebCrypto copies the bytes it is given when called: no copy of ours is needed.
+      return await subtle.verify({ name: 'Ed25519' }, await keyOf(pk), sig, msg);
     } catch {
       return false;
     }
