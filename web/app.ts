@@ -187,6 +187,7 @@ function verify(): void {
   URL.revokeObjectURL(url);
   state.worker = worker;
   let pool: PoolState | undefined;
+  const manifests: ManifestMark[] = [];
   worker.onmessage = (event: MessageEvent<WorkerMessage>) => {
     const m = event.data;
     if (m.type === 'pool') {
@@ -195,11 +196,13 @@ function verify(): void {
     } else if (m.type === 'progress') {
       if (m.totalBytes) progress.value = m.bytes / m.totalBytes;
       $('progress-text').textContent = `${m.lines.toLocaleString('en-US')} lines verified (${describePool(pool)})`;
+    } else if (m.type === 'marks') {
+      for (const mark of JSON.parse(m.json) as ManifestMark[]) manifests.push(mark);
     } else if (m.type === 'done') {
       worker.terminate();
       // Marks for measuring: verification ends here; drawing the result is the page's own cost.
       performance.mark('handoff-ledger:verified');
-      finished(m.report, m.manifests, m.verifier, m.ms, pool);
+      finished(m.report, manifests, m.verifier, m.ms, pool);
       performance.mark('handoff-ledger:rendered');
     } else {
       worker.terminate();

@@ -58,5 +58,7 @@ export type ManifestMark = VerifiedLine;
 export type WorkerMessage =
   | ({ type: 'pool' } & PoolState)
   | { type: 'progress'; lines: number; bytes: number; totalBytes?: number }
-  | { type: 'done'; report: BundleAuditReport; manifests: ManifestMark[]; verifier: string; ms: number }
+  /** The verified manifests of one batch (`ManifestMark[]` as JSON), in file order; all are posted before `done`. */
+  | { type: 'marks'; json: string }
+  | { type: 'done'; report: BundleAuditReport; verifier: string; ms: number }
   | { type: 'error'; code: string; message: string };

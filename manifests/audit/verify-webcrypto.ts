@@ -1,9 +1,10 @@
 /**
  * Steps 1-5 with WebCrypto's Ed25519 (browsers, Deno, Node ≥ 20): `crypto.subtle.verify` is
  * asynchronous and runs off the calling thread, while `verifyManifestEnvelope` wants a synchronous
- * answer. So each batch runs twice: a first pass records the one signature check each line asks for,
- * WebCrypto answers all of them concurrently, and a second pass replays the same checklist with those
- * answers. The second pass alone decides each line's outcome. Isomorphic.
+ * answer. So each batch runs the checklist once as if each line's signature were valid, recording the
+ * check it asks for; WebCrypto answers all of them concurrently; lines whose checks all hold keep that
+ * outcome, and only the others are run again, recording every candidate signature and replaying the
+ * checklist with WebCrypto's answers (`webCryptoLineVerifier`). Isomorphic.
  *
  * Strictness: WebCrypto implementations differ on RFC 8032 edge cases; this verifier rejects S ≥ L and
  * non-canonical public keys itself before asking WebCrypto, and the shared Wycheproof suite
@@ -59,20 +60,25 @@ export function webCryptoEd25519(
   subtle: Subtle,
 ): (sig: Uint8Array, msg: Uint8Array, pk: Uint8Array) => Promise<boolean> {
   const keys = new Map<string, Promise<unknown>>();
+  // Consecutive lines are mostly signed by one key: the last one is found by comparing 32 bytes.
+  let last: { pk: Uint8Array; key: Promise<unknown> } | undefined;
   const keyOf = (pk: Uint8Array) => {
+    if (last && last.pk.every((b, i) => b === pk[i])) return last.key;
     const k = String.fromCharCode(...pk);
     let key = keys.get(k);
     if (!key) {
       key = subtle.importKey('raw', pk.slice(), { name: 'Ed25519' }, false, ['verify']);
       keys.set(k, key);
     }
+    last = { pk: pk.slice(), key };
     return key;
   };
   return async (sig, msg, pk) => {
     if (sig.length !== 64 || pk.length !== 32) return false;
     if (!scalarIsCanonical(sig, 32) || !pointIsCanonical(pk) || !pointIsCanonical(sig.subarray(0, 32))) return false;
     try {
-      return await subtle.verify({ name: 'Ed25519' }, await keyOf(pk), sig.slice(), msg.slice());
+      // WebCrypto copies the bytes it is given when called: no copy of ours is needed.
+      return await subtle.verify({ name: 'Ed25519' }, await keyOf(pk), sig, msg);
     } catch {
       return false;
     }
@@ -101,7 +107,15 @@ export async function createWebCryptoLineVerifier(
   return webCryptoLineVerifier(trust, check);
 }
 
-/** The two-pass batch verifier over an asynchronous signature check. */
+/**
+ * The batch verifier over an asynchronous signature check. A first pass runs each line's checklist as if
+ * its first signature check succeeded, recording that check; WebCrypto answers all of them concurrently.
+ * A line whose recorded checks were all answered valid keeps its first-pass outcome: a replay with the
+ * answers would take the same path through the same calls. Only the others (a failed check, where the
+ * checklist would try further signatures or stop at SIGNATURE_INVALID) are run again as before: every
+ * candidate signature recorded as invalid, answered, and the checklist replayed with those answers, which
+ * alone decide their outcome. A valid bundle is therefore parsed once, not twice.
+ */
 export function webCryptoLineVerifier(
   trust: LineVerifyContext['trust'],
   check: (sig: Uint8Array, msg: Uint8Array, pk: Uint8Array) => Promise<boolean>,
@@ -110,33 +124,70 @@ export function webCryptoLineVerifier(
     // Two batches in flight: one is parsed while WebCrypto works through the other.
     concurrency: 2,
     async verifyLines(batch): Promise<LineOutcome[]> {
-      // Keyed by line and call number: an envelope may carry several signatures under the trusted key id.
-      const asked = new Map<string, Promise<boolean>>();
-      let current = 0;
-      let call = 0;
-      const recorder: SignatureVerifier = {
-        name: 'webcrypto-record',
+      // The first pass: each line's checks so far (one, unless a line asks again after a valid answer).
+      let checks: Array<Promise<boolean>> = [];
+      const optimist: SignatureVerifier = {
+        name: 'webcrypto-first',
         verify(signature, message, publicKey) {
-          asked.set(`${current}:${call++}`, check(signature, message, publicKey));
-          // "Invalid" makes the checklist ask for every candidate signature, as the replay may need each.
-          return false;
+          checks.push(check(signature, message, publicKey));
+          return true;
         },
       };
-      for (const l of batch) {
-        [current, call] = [l.line, 0];
-        verifyLineText(l.line, l.text, { trust, verifier: recorder });
-      }
-      const answers = new Map<string, boolean>();
-      await Promise.all([...asked].map(async ([k, answer]) => answers.set(k, await answer)));
-      const replay: SignatureVerifier = {
-        name: 'webcrypto',
-        verify: () => answers.get(`${current}:${call++}`) === true,
-      };
-      return batch.map((l) => {
-        [current, call] = [l.line, 0];
-        return verifyLineText(l.line, l.text, { trust, verifier: replay });
+      const first = batch.map((l) => {
+        checks = [];
+        const outcome = verifyLineText(l.line, l.text, { trust, verifier: optimist });
+        return { outcome, checks: checks.length === 0 ? undefined : Promise.all(checks) };
       });
+      const valid = await Promise.all(first.map((f) => f.checks?.then((answers) => answers.every((a) => a))));
+      const again: number[] = [];
+      for (let i = 0; i < batch.length; i++) if (valid[i] === false) again.push(i);
+      if (again.length === 0) return first.map((f) => f.outcome);
+      const replayed = await replayLines(
+        again.map((i) => batch[i]!),
+        trust,
+        check,
+      );
+      const outcomes = first.map((f) => f.outcome);
+      again.forEach((i, k) => (outcomes[i] = replayed[k]!));
+      return outcomes;
     },
     async close() {},
   };
+}
+
+/**
+ * Record every signature check the checklist asks for (answering "invalid", so it asks for each
+ * candidate), have WebCrypto answer them, and replay the checklist with those answers.
+ */
+async function replayLines(
+  batch: Array<{ line: number; text: string }>,
+  trust: LineVerifyContext['trust'],
+  check: (sig: Uint8Array, msg: Uint8Array, pk: Uint8Array) => Promise<boolean>,
+): Promise<LineOutcome[]> {
+  // Keyed by line and call number: an envelope may carry several signatures under the trusted key id.
+  const asked = new Map<string, Promise<boolean>>();
+  let current = 0;
+  let call = 0;
+  const recorder: SignatureVerifier = {
+    name: 'webcrypto-record',
+    verify(signature, message, publicKey) {
+      asked.set(`${current}:${call++}`, check(signature, message, publicKey));
+      // "Invalid" makes the checklist ask for every candidate signature, as the replay may need each.
+      return false;
+    },
+  };
+  for (const l of batch) {
+    [current, call] = [l.line, 0];
+    verifyLineText(l.line, l.text, { trust, verifier: recorder });
+  }
+  const answers = new Map<string, boolean>();
+  await Promise.all([...asked].map(async ([k, answer]) => answers.set(k, await answer)));
+  const replay: SignatureVerifier = {
+    name: 'webcrypto',
+    verify: () => answers.get(`${current}:${call++}`) === true,
+  };
+  return batch.map((l) => {
+    [current, call] = [l.line, 0];
+    return verifyLineText(l.line, l.text, { trust, verifier: replay });
+  });
 }

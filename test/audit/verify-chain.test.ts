@@ -99,6 +99,54 @@ describe('splitLines', () => {
     );
   });
 
+  it('gives, for any bytes and chunking, the lines of a line-by-line reference (UTF-8, over-long, empty, unterminated)', async () => {
+    // Whole lines within a chunk are decoded together; this holds the result to one decode a line.
+    const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+    const reference = (bytes: Uint8Array, max: number) => {
+      const out: Array<Record<string, unknown>> = [];
+      let from = 0;
+      let line = 0;
+      while (from < bytes.length) {
+        const nl = bytes.indexOf(10, from);
+        const to = nl < 0 ? bytes.length : nl;
+        const terminated = nl >= 0;
+        const bytesUsed = to - from + (terminated ? 1 : 0);
+        line++;
+        if (to - from > max) out.push({ line, tooLong: to - from, terminated, bytes: bytesUsed });
+        else {
+          try {
+            out.push({ line, text: strict.decode(bytes.subarray(from, to)), terminated, bytes: bytesUsed });
+          } catch {
+            out.push({ line, notUtf8: true, terminated, bytes: bytesUsed });
+          }
+        }
+        from = to + 1;
+      }
+      return out;
+    };
+    // ASCII, newline, a BOM, a two-byte letter, and bytes that are not UTF-8 where they stand.
+    const pieces = [[0x61], [0x7b], [10], [10], [0xef, 0xbb, 0xbf], [0xc3, 0xa9], [0xc3], [0xa9], [0xff], [0x80]];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.nat(pieces.length - 1), { maxLength: 60 }),
+        fc.array(fc.nat(30), { maxLength: 8 }),
+        fc.integer({ min: 1, max: 12 }),
+        async (picks, cuts, max) => {
+          const bytes = Uint8Array.from(picks.flatMap((i) => pieces[i]!));
+          const chunks: Uint8Array[] = [];
+          let off = 0;
+          for (const c of cuts) {
+            chunks.push(bytes.subarray(off, Math.min(bytes.length, off + c)));
+            off = Math.min(bytes.length, off + c);
+          }
+          chunks.push(bytes.subarray(off));
+          expect(await collect(splitLines(chunks, max))).toEqual(reference(bytes, max));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
   it('never buffers more than the bound of one line', async () => {
     const big = new Uint8Array(1024 * 1024).fill(0x41);
     const chunks = [...Array.from({ length: 10 }, () => big), new Uint8Array([10, 0x7b, 0x7d, 10])];

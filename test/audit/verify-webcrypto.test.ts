@@ -5,6 +5,7 @@ import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import {
   createWebCryptoLineVerifier,
   pointIsCanonical,
+  webCryptoLineVerifier,
   type Subtle,
   scalarIsCanonical,
   webCryptoEd25519,
@@ -76,6 +77,54 @@ describe('the WebCrypto line verifier', () => {
       expect.arrayContaining(['SIGNATURE_INVALID@3', 'MANIFEST_INVALID@7']),
     );
     expect(viaWeb.findings.some((f) => f.line === 5)).toBe(false);
+  });
+
+  it('checks a valid line once, and runs only lines whose check failed again, with the in-thread verdicts', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 9 }] });
+    const lines = [...b.lines];
+    const tamper = (sig: string) => {
+      const bytes = Buffer.from(sig, 'base64');
+      bytes[7]! ^= 1;
+      return bytes.toString('base64');
+    };
+    // Line 2: three valid signatures; line 4: an invalid one then a valid one; line 6: only invalid ones;
+    // line 8: a valid signature on a payload whose schema fails (its check holds, its outcome is a finding).
+    const three = JSON.parse(lines[1]!);
+    three.signatures = [three.signatures[0], three.signatures[0], three.signatures[0]];
+    lines[1] = JSON.stringify(three);
+    const late = JSON.parse(lines[3]!);
+    late.signatures.unshift({ keyid: late.signatures[0].keyid, sig: tamper(late.signatures[0].sig) });
+    lines[3] = JSON.stringify(late);
+    const bad = JSON.parse(lines[5]!);
+    bad.signatures = [0, 1].map(() => ({ keyid: bad.signatures[0].keyid, sig: tamper(bad.signatures[0].sig) }));
+    lines[5] = JSON.stringify(bad);
+    lines[7] = (
+      await signPayload({ host: b.key.host, keyId: b.key.keyId, createdAt: '2026-01-01T00:00:00.000Z' }, b.key)
+    ).line;
+    let checks = 0;
+    const strict = webCryptoEd25519(subtle);
+    const counted = webCryptoLineVerifier(b.trust, (sig, msg, pk) => {
+      checks++;
+      return strict(sig, msg, pk);
+    });
+    const inline = inlineLineVerifier({ trust: b.trust, verifier: nobleVerifier });
+    for (const batchSize of [1, 2, 4, 9]) {
+      const viaWeb = await verifyBundle(readerOf(lines), { trust: b.trust, lineVerifier: counted, batchSize });
+      const viaNoble = await verifyBundle(readerOf(lines), { trust: b.trust, lineVerifier: inline, batchSize });
+      expect(viaWeb).toEqual(viaNoble);
+    }
+    expect(
+      (await verifyBundle(readerOf(lines), { trust: b.trust, lineVerifier: inline })).findings.map(
+        (f) => `${f.code}@${f.line}`,
+      ),
+    ).toEqual(expect.arrayContaining(['SIGNATURE_INVALID@6', 'MANIFEST_INVALID@8']));
+    // A bundle of valid lines, three signatures on one of them: one check a line, none repeated.
+    checks = 0;
+    const valid = [...b.lines];
+    valid[1] = JSON.stringify(three);
+    const report = await verifyBundle(readerOf(valid), { trust: b.trust, lineVerifier: counted });
+    expect(report.ok).toBe(true);
+    expect(checks).toBe(valid.length);
   });
 
   it('declines (undefined) on a platform whose Ed25519 does not verify', async () => {

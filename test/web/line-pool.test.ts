@@ -10,8 +10,10 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import {
+  packBatch,
   servePoolWorker,
   startLinePool,
+  unpackBatch,
   type PoolPort,
   type PoolReply,
   type PoolRequest,
@@ -200,5 +202,21 @@ describe('the page pool of line verifiers', () => {
     });
     await pool.verifier.close();
     expect(workers.every((w) => w.terminated)).toBe(true);
+  });
+});
+
+describe('a batch on the wire', () => {
+  it('comes back line for line: empty texts, astral characters, lone surrogates, newlines and gaps in numbering', () => {
+    const batch = [
+      { line: 1, text: '{"a":1}' },
+      { line: 2, text: '' },
+      { line: 5, text: '😀é\uD800x' },
+      { line: 6, text: 'a\nb' },
+      { line: 9, text: '' },
+    ];
+    const packed = packBatch(batch);
+    expect(typeof packed.texts).toBe('string');
+    expect(unpackBatch(structuredClone(packed))).toEqual(batch);
+    expect(unpackBatch(packBatch([]))).toEqual([]);
   });
 });

@@ -14,6 +14,12 @@ import {
 import type { BundleSource } from '../protocol.js';
 
 const MAX_HEADER_BYTES = 64 * 1024;
+/**
+ * A picked manifests.jsonl is read in slices of this size, each into its own ArrayBuffer: reading
+ * `Blob.stream()`'s chunks cost Chromium's verification worker about twice as much (1.2 s against 0.6 s
+ * for 100,000 manifests, profiled).
+ */
+const SLICE_BYTES = 1024 * 1024;
 /** The CLI's bounds (src/ops/bundle-dir.ts): proofs.jsonl and heads.jsonl grow with the manifests, the others do not. */
 const maxTreeBytes = maxTreeFileBytes;
 
@@ -46,10 +52,15 @@ function fileReader(source: Extract<BundleSource, { kind: 'files' }>): BundleRea
       return source.header.text().catch((err: unknown) => Promise.reject(ioError(BUNDLE_HEADER_FILE, err)));
     },
     async *manifests() {
-      try {
-        yield* streamChunks(source.manifests.stream());
-      } catch (err) {
-        throw ioError(BUNDLE_MANIFESTS_FILE, err);
+      const file = source.manifests;
+      for (let at = 0; at < file.size; at += SLICE_BYTES) {
+        let slice: ArrayBuffer;
+        try {
+          slice = await file.slice(at, at + SLICE_BYTES).arrayBuffer();
+        } catch (err) {
+          throw ioError(BUNDLE_MANIFESTS_FILE, err);
+        }
+        yield new Uint8Array(slice);
       }
     },
     manifestsSize: async () => source.manifests.size,
