@@ -63,6 +63,22 @@ const manifestArb: fc.Arbitrary<Manifest> = fc
     keyId: r.keyId,
   }));
 
+/** One fixed manifest signed by `keyId` (members overridden by `m`). */
+const sampleManifest = (keyId: string, m: Partial<Manifest> = {}): Manifest => ({
+  v: 1,
+  kind: 'compaction',
+  host: 'h1',
+  principal: 'p1',
+  session: 's1',
+  run: 'r1',
+  seq: 0,
+  prev: null,
+  summary: { digest: `blake3:${'ab'.repeat(32)}`, size: 10, mediaType: SUMMARY_MEDIA_TYPE },
+  createdAt: '2026-01-01T00:00:00.000Z',
+  keyId,
+  ...m,
+});
+
 describe('canonicalManifestText', () => {
   it('equals the generic RFC 8785 canonicalizer on every manifest the schema accepts', () => {
     fc.assert(
@@ -99,20 +115,7 @@ describe('verifyManifestEnvelope (canonical payload check)', () => {
       payload: encodeBase64(payload),
       signatures: [{ keyid: keyId, sig: encodeBase64(nobleSign(pae(MANIFEST_PAYLOAD_TYPE, payload), seed)) }],
     });
-  const manifest = (m: Partial<Manifest> = {}): Manifest => ({
-    v: 1,
-    kind: 'compaction',
-    host: 'h1',
-    principal: 'p1',
-    session: 's1',
-    run: 'r1',
-    seq: 0,
-    prev: null,
-    summary: { digest: `blake3:${'ab'.repeat(32)}`, size: 10, mediaType: SUMMARY_MEDIA_TYPE },
-    createdAt: '2026-01-01T00:00:00.000Z',
-    keyId,
-    ...m,
-  });
+  const manifest = (m: Partial<Manifest> = {}): Manifest => sampleManifest(keyId, m);
 
   it('accepts the canonical payload', () => {
     const v = verifyManifestEnvelope(envelopeOf(encodeManifest(manifest())), { trust, verifier: nodeVerifier });
@@ -303,19 +306,7 @@ describe("readCanonicalManifest (the verifiers' fast path) against JSON.parse + 
       version: 1,
       keys: [{ host: 'h1', keyId, publicKey: encodeBase64Url(publicKey), notBefore: '2000-01-01T00:00:00.000Z' }],
     };
-    const m: Manifest = {
-      v: 1,
-      kind: 'compaction',
-      host: 'h1',
-      principal: 'p1',
-      session: 's1',
-      run: 'r1',
-      seq: 0,
-      prev: null,
-      summary: { digest: `blake3:${'ab'.repeat(32)}`, size: 10, mediaType: SUMMARY_MEDIA_TYPE },
-      createdAt: '2026-01-01T00:00:00.000Z',
-      keyId,
-    };
+    const m = sampleManifest(keyId);
     const payload = encodeManifest(m);
     expect(readCanonicalManifest(new TextDecoder().decode(payload))).toBeUndefined();
     const envelope = JSON.stringify({

@@ -6,30 +6,12 @@
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { openLedger } from '../../src/ledger/open.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
-import { LedgerError } from '../../src/errors.js';
 import { CheckpointPinFile, encodePinSlot, MIN_SLOT, readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
 import { signNote, type NoteSigner } from '../../manifests/crypto/note.js';
 import { formatCheckpoint } from '../../manifests/format/checkpoint.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
-
-const ORIGIN = 'example.com/handoffs';
-const open = (root: string) => openLedger({ root, host: 'host-a', origin: ORIGIN });
-const scope = (session: string) => ({ principal: 'alice', session, run: 'r1' });
-
-async function publishMany(ledger: Ledger, session: string, n: number): Promise<void> {
-  for (let i = 0; i < n; i++) await ledger.publish(scope(session), sampleSummary(`${session}-${i}`));
-}
-
-async function refusal(p: Promise<unknown>): Promise<LedgerError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(LedgerError);
-  return err as LedgerError;
-}
+import { open, publishMany, refusal, scope } from './ledger-support.js';
 
 function pinPath(root: string): string {
   const pins = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));

@@ -1,11 +1,8 @@
 import { cpSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openLedger } from '../../src/ledger/open.js';
 import { fsck } from '../../src/ops/maintenance.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
-import type { Ledger } from '../../src/ledger/ledger.js';
-import { LedgerError } from '../../src/errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { openNote, parseVerifierKey, signNote, type NoteSigner } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
@@ -14,26 +11,9 @@ import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
 import { leafHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
 import { readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
+import { open, publishMany, refusal, scope } from './ledger-support.js';
 
-const scope = (session: string) => ({ principal: 'alice', session, run: 'r1' });
-const open = (root: string, extra: Partial<Parameters<typeof openLedger>[0]> = {}) =>
-  openLedger({ root, host: 'host-a', origin: 'example.com/handoffs', ...extra });
 const b64 = (s: string) => decodeBase64(s)!;
-
-async function publishMany(ledger: Ledger, session: string, n: number) {
-  const out = [];
-  for (let i = 0; i < n; i++) out.push(await ledger.publish(scope(session), sampleSummary(`${session}-${i}`)));
-  return out;
-}
-
-async function refusal(p: Promise<unknown>): Promise<LedgerError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(LedgerError);
-  return err as LedgerError;
-}
 
 describe('checkpoints', () => {
   it('signs a C2SP checkpoint of the whole log with a checkpoint key listed in the trust file', async () => {
