@@ -276,20 +276,7 @@ describe("readCanonicalManifest (the verifiers' fast path) against JSON.parse + 
     ['version 2', (t: string) => t.replace('"v":1}', '"v":2}')],
     ['an unknown member', (t: string) => t.replace('"v":1}', '"v":1,"x":1}')],
   ])('refuses %s, as the slow path does', (_, change) => {
-    const m: Manifest = {
-      v: 1,
-      kind: 'compaction',
-      host: 'h1',
-      principal: 'p1',
-      session: 's1',
-      run: 'r1',
-      seq: 5,
-      prev: `blake3:${'cd'.repeat(32)}`,
-      summary: { digest: `blake3:${'ab'.repeat(32)}`, size: 10, mediaType: SUMMARY_MEDIA_TYPE },
-      covers: { transcriptThrough: 7 },
-      createdAt: '2026-01-01T00:00:00.000Z',
-      keyId: 'k1',
-    };
+    const m = sampleManifest('k1', { seq: 5, prev: `blake3:${'cd'.repeat(32)}`, covers: { transcriptThrough: 7 } });
     const original = canonicalManifestText(m);
     expect(readCanonicalManifest(original)).toEqual(m);
     const text = change(original);

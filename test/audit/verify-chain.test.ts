@@ -17,6 +17,18 @@ async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
   return out;
 }
 
+/** `bytes` cut into chunks of the given lengths (as far as they go), the rest as the last chunk. */
+function cutAt(bytes: Uint8Array, cuts: number[]): Uint8Array[] {
+  const chunks: Uint8Array[] = [];
+  let off = 0;
+  for (const c of cuts) {
+    chunks.push(bytes.subarray(off, Math.min(bytes.length, off + c)));
+    off = Math.min(bytes.length, off + c);
+  }
+  chunks.push(bytes.subarray(off));
+  return chunks;
+}
+
 describe('verifyChain', () => {
   it('verifies envelope lines from any iterable with 1-based line numbers', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
@@ -84,13 +96,7 @@ describe('splitLines', () => {
         fc.array(fc.nat(50), { maxLength: 10 }),
         async (lines, cuts) => {
           const bytes = new TextEncoder().encode(jsonl(lines));
-          const chunks: Uint8Array[] = [];
-          let off = 0;
-          for (const c of cuts) {
-            chunks.push(bytes.subarray(off, Math.min(bytes.length, off + c)));
-            off = Math.min(bytes.length, off + c);
-          }
-          chunks.push(bytes.subarray(off));
+          const chunks = cutAt(bytes, cuts);
           const got = await collect(splitLines(chunks));
           expect(got.map((l) => l.text)).toEqual(lines);
           expect(got.every((l) => l.terminated)).toBe(true);
@@ -133,13 +139,7 @@ describe('splitLines', () => {
         fc.integer({ min: 1, max: 12 }),
         async (picks, cuts, max) => {
           const bytes = Uint8Array.from(picks.flatMap((i) => pieces[i]!));
-          const chunks: Uint8Array[] = [];
-          let off = 0;
-          for (const c of cuts) {
-            chunks.push(bytes.subarray(off, Math.min(bytes.length, off + c)));
-            off = Math.min(bytes.length, off + c);
-          }
-          chunks.push(bytes.subarray(off));
+          const chunks = cutAt(bytes, cuts);
           expect(await collect(splitLines(chunks, max))).toEqual(reference(bytes, max));
         },
       ),
