@@ -165,6 +165,17 @@ export interface ManifestLog {
    */
   treeHead(): Promise<LogTreeHead>;
   /**
+   * True when no other process writes the store while this log is open (the embedded store holds its lock);
+   * a shared log (PostgreSQL) is not exclusive. The checkpoint pin then keeps its file open between pins.
+   */
+  readonly exclusive?: boolean;
+  /**
+   * True only when this log object grew its current tree itself, by its own appends as the store's only writer,
+   * from the tree `(size, root)` it reported earlier from the same memory: the current tree then extends that one,
+   * and a checkpoint guard needs no consistency proof read back from storage. False (or absent) means "prove it".
+   */
+  grewFrom?(size: number, root: Uint8Array): boolean;
+  /**
    * Stored nodes of the session-heads index (undefined where a subtree is empty), as committed now: a caller
    * that needs them at a checkpoint checks the proof against the checkpoint's root. Absent: no index.
    * @throws ManifestError `RECORD_CORRUPT` for a damaged node record

@@ -58,7 +58,8 @@ export class CheckpointGuard {
     const dir = join(init.root, 'checkpoints');
     await ensurePrivateDir(dir, 'UNSAFE_PATH');
     const stem = join(dir, digestOf(new TextEncoder().encode(init.origin)).slice(7));
-    const { file, note, legacy } = await CheckpointPinFile.open(stem);
+    // A log only this process writes (the embedded store's lock) pins on a kept O_DSYNC handle, no re-read.
+    const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive: init.log.exclusive === true });
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem);
     if (note !== undefined) {
       const checkpoint = parseCheckpoint(openNote(note, init.verifiers).text);
@@ -123,7 +124,10 @@ export class CheckpointGuard {
       checked();
       return pinned;
     }
-    if (pinned && !sameTree) await this.demandConsistency(pinned, head);
+    // A log that grew this tree itself from the pinned one, as its only writer, needs no proof read back from storage
+    // (the embedded store after its own appends); any other tree must prove that it extends the pin.
+    if (pinned && !sameTree && !this.log.grewFrom?.(pinned.checkpoint.size, pinned.checkpoint.root))
+      await this.demandConsistency(pinned, head);
     checked();
     const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions };
     const note = await signNote(formatCheckpoint(checkpoint), [this.signer()]);
@@ -132,6 +136,11 @@ export class CheckpointGuard {
     await this.pin.write(note);
     this.pinned = { note, checkpoint };
     return this.pinned;
+  }
+
+  /** Closes the pin file a ledger of an embedded store keeps open. */
+  close(): Promise<void> {
+    return this.pin.close();
   }
 
   private async demandConsistency(pinned: SignedCheckpoint, head: TreeHead): Promise<void> {

@@ -663,7 +663,7 @@ export class Ledger {
     if (this.closed) return;
     this.closed = true;
     await this.witnesses?.close();
-    await Promise.all([this.log.close(), this.blobs.close()]);
+    await Promise.all([this.log.close(), this.blobs.close(), this.checkpoints.close()]);
   }
 }
 

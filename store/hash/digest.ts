@@ -118,7 +118,12 @@ export const digestOfReady: Promise<void> = createBLAKE3().then(
  * a manifest), the reference implementation until then and wherever WebAssembly is unavailable (~35 µs).
  */
 export function digestOf(bytes: Uint8Array): Digest {
-  return formatDigest((fastSmall ?? blake3)(bytes));
+  return formatDigest(digestBytesOf(bytes));
+}
+
+/** `digestOf`'s 32 bytes, unformatted (checksums that are stored as bytes). */
+export function digestBytesOf(bytes: Uint8Array): Uint8Array {
+  return (fastSmall ?? blake3)(bytes);
 }
 
 /** BLAKE3 of `bytes` with the given backend. */

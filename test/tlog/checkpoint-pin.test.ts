@@ -3,7 +3,17 @@
  * damaged newer slot leaves the older pin, which the log is still checked against; no intact slot is a coded
  * refusal; the previous version's `<hash>.note` is still read, and moved into a slot file.
  */
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import type { Ledger } from '../../src/ledger/ledger.js';
@@ -167,6 +177,42 @@ describe('the pin file', () => {
     await file.write('after\n');
     expect(statSync(`${stem}.pin`).size).toBe(2 * 16 * 1024);
     expect((await CheckpointPinFile.open(stem)).note).toBe('after\n');
+  });
+
+  it('exclusive (an embedded store): one handle kept open between pins, in place, closed with the ledger', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const path = pinPath(root);
+    /** Descriptors of this process open on the pin file. */
+    const openOnPin = () =>
+      readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`) === path;
+        } catch {
+          return false;
+        }
+      }).length;
+    try {
+      const ino = statSync(path).ino;
+      for (let i = 0; i < 4; i++) {
+        await publishMany(ledger, 's1', 1);
+        expect(openOnPin()).toBe(1);
+        expect(await readPinnedNote(path)).toBe((await ledger.checkpoint()).note);
+      }
+      expect(statSync(path).ino).toBe(ino);
+      expect(slots(path).every((s) => s !== undefined)).toBe(true);
+    } finally {
+      await ledger.close();
+    }
+    expect(openOnPin()).toBe(0);
+    // What the kept handle wrote is the pin the next open reads.
+    const again = await open(root);
+    try {
+      expect((await again.checkpoint()).note).toBe(await readPinnedNote(path));
+      expect((await again.checkpoint()).checkpoint.size).toBe(4);
+    } finally {
+      await again.close();
+    }
   });
 
   it('shared by two writers (processes of one root): each pin lands beside the newest, whoever wrote it', async () => {

@@ -150,12 +150,39 @@ describe('rollback and fork detection', () => {
     await ledger.close();
   });
 
+  it("pins the embedded store's own appends without reading a proof back; any other tree must prove it extends the pin", async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    const log = ledger.log as LevelManifestLog;
+    const treeNodes = log.treeNodes.bind(log);
+    let reads = 0;
+    log.treeNodes = (ids) => {
+      reads++;
+      return treeNodes(ids);
+    };
+    // Its only writer grew the tree from the pinned one in its own memory: nothing to prove.
+    await publishMany(ledger, 's1', 3);
+    expect(reads).toBe(0);
+    const pinned = (await ledger.checkpoint()).checkpoint;
+    expect(log.grewFrom(pinned.size, pinned.root)).toBe(true);
+    expect(log.grewFrom(pinned.size, new Uint8Array(32))).toBe(false);
+    expect(log.grewFrom(pinned.size + 1, pinned.root)).toBe(false);
+    // A log that cannot vouch for its tree (a shared one, PostgreSQL) proves it extends the pin from storage.
+    log.grewFrom = () => false;
+    await publishMany(ledger, 's1', 1);
+    expect(reads).toBe(1);
+    await ledger.close();
+  });
+
   it('takes a storage failure while reading a consistency proof for what it is (STORAGE_FAILED), not a fork', async () => {
     const root = tempDir();
     const ledger = await open(root);
     await publishMany(ledger, 's1', 2);
-    // The database goes away while the checkpoint after the next append reads its proof (a restart).
+    // The database goes away while the checkpoint after the next append reads its proof (a restart). A shared log
+    // (PostgreSQL) reads that proof after every append: this one is made to answer as a shared log does.
     const log = ledger.log as LevelManifestLog;
+    log.grewFrom = () => false;
     const treeNodes = log.treeNodes.bind(log);
     let failures = 0;
     log.treeNodes = () => {

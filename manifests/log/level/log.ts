@@ -36,6 +36,7 @@ import {
 } from './tables.js';
 import type { AppendRequest, ChainHead, InlineBlobTable, LogEntry, LogTreeHead } from '../log.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
+import { equalBytes } from '../../tlog/merkle.js';
 import { treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
 import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
 import { HEADS_BUILT_KEY, headsPuts, readHeadsNodes, readHeadsRoot, rebuildSessionHeads } from './session-heads.js';
@@ -78,6 +79,14 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private nextPosition = 0;
   private frontier: TreeNode[] = [];
   private lastTreeHead: TreeHead | undefined;
+  /**
+   * The newest trees this object folded from its own in-memory frontier (which changes only by its own appends
+   * after open): the current tree extends each of them (`grewFrom`). A few suffice: a guard asks about the tree it
+   * pinned a moment ago.
+   */
+  private readonly ownTrees: TreeHead[] = [];
+  /** The store's lock: no other process writes it while this log is open. */
+  readonly exclusive = true;
   private treeSize = 0;
   /** The session-heads index root as committed (moves with treeSize); undefined while the index is unreadable. */
   private headsRoot: Uint8Array | undefined;
@@ -407,8 +416,16 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       fromFrontier = false;
       return readNodes(this.db, ids);
     });
-    if (fromFrontier && this.treeSize === size) this.lastTreeHead = { size, root: head.root.slice() };
+    if (fromFrontier && this.treeSize === size) {
+      this.lastTreeHead = { size, root: head.root.slice() };
+      this.ownTrees.push({ size, root: head.root.slice() });
+      if (this.ownTrees.length > 8) this.ownTrees.shift();
+    }
     return head;
+  }
+
+  grewFrom(size: number, root: Uint8Array): boolean {
+    return this.ownTrees.some((t) => t.size === size && t.size <= this.treeSize && equalBytes(t.root, root));
   }
 
   treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
