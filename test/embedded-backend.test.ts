@@ -8,8 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../store/fs/blob-store.js';
-import { digestHex, digestOf } from '../store/hash/digest.js';
+import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
+import { Level } from 'level';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { HeadsNodeCache, headsNodeKey, headsNodeValue } from '../manifests/log/level/session-heads.js';
+import { sessionHeadsRoot } from '../manifests/tlog/session-heads.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
 import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
@@ -197,6 +200,82 @@ describe('LevelDB inline blob records', () => {
     } finally {
       await ledger.close();
       await rm(join(root, '..'), { recursive: true, force: true });
+    }
+  });
+});
+
+describe('LevelManifestLog session-heads node cache', () => {
+  it('reads each node from storage once, stays bounded, and forgets nothing it has not seen committed', async () => {
+    const dir = freshDir();
+    const db = new Level<string, string>(join(dir, 'db'));
+    try {
+      const paths = [0, 1, 2, 3].map((depth) => ({ depth, prefix: new Uint8Array(32) }));
+      const leaf = (n: number) => ({
+        leaf: true as const,
+        key: new Uint8Array(32).fill(n),
+        value: new Uint8Array(32).fill(n + 1),
+      });
+      await db.put(headsNodeKey(paths[0]!), headsNodeValue(leaf(1)));
+      const getMany = db.getMany.bind(db);
+      const asked: string[][] = [];
+      (db as unknown as { getMany: (k: string[]) => Promise<unknown> }).getMany = (keys: string[]) => {
+        asked.push(keys);
+        return getMany(keys);
+      };
+      const cache = new HeadsNodeCache(db, 3);
+      // Stored and absent nodes are both remembered after one read.
+      expect(await cache.read(paths.slice(0, 2))).toEqual([leaf(1), undefined]);
+      expect(await cache.read(paths.slice(0, 2))).toEqual([leaf(1), undefined]);
+      expect(asked).toHaveLength(1);
+      // A committed batch's nodes are served from memory; what storage holds now is not re-read.
+      cache.commit([{ path: paths[1]!, node: leaf(7) }]);
+      await db.put(headsNodeKey(paths[1]!), 'not what was committed through the log');
+      expect(await cache.read([paths[1]!])).toEqual([leaf(7)]);
+      expect(asked).toHaveLength(1);
+      // Past its limit the node used longest ago is dropped and read again when asked for.
+      await cache.read([paths[2]!, paths[3]!]);
+      expect(asked).toHaveLength(2);
+      expect(await cache.read([paths[0]!])).toEqual([leaf(1)]);
+      expect(asked.at(-1)).toEqual([headsNodeKey(paths[0]!)]);
+    } finally {
+      await db.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('keeps the index right after a batch that failed to write (its nodes were never committed)', async () => {
+    const dir = freshDir();
+    let fail = false;
+    const log = await LevelManifestLog.open(join(dir, 'log'), {
+      writeBatch: (d, ops) =>
+        fail ? Promise.reject(new Error('disk full')) : d.batch<string, string | Uint8Array>(ops, { sync: true }),
+    });
+    const link = (session: string, seq: number, prev: Digest | null) => ({
+      session,
+      principal: 'p',
+      seq,
+      prev,
+      id: digestOf(new TextEncoder().encode(`${session}/${seq}`)),
+      envelope: JSON.stringify({ payload: Buffer.from(`${session}/${seq}`).toString('base64') }),
+    });
+    try {
+      for (let i = 0; i < 20; i++) await log.append(link(`s${i}`, 0, null));
+      fail = true;
+      await expect(log.append(link('new', 0, null))).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+      await expect(log.append(link('s3', 1, link('s3', 0, null).id))).rejects.toMatchObject({
+        code: 'STORAGE_FAILED',
+      });
+      fail = false;
+      await log.append(link('other', 0, null));
+      await log.append(link('s4', 1, link('s4', 0, null).id));
+      const heads: Array<{ session: string; head: { seq: number; id: string } }> = [];
+      for await (const h of log.heads()) heads.push({ session: h.session, head: h });
+      expect(Buffer.from((await log.treeHead()).sessionHeads!).toString('hex')).toBe(
+        Buffer.from(sessionHeadsRoot(heads)).toString('hex'),
+      );
+    } finally {
+      await log.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

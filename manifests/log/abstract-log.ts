@@ -100,6 +100,15 @@ export abstract class AbstractManifestLog implements ManifestLog {
     return this._head(checkId(session, 'session'));
   }
 
+  async appendHead(session: string): Promise<ChainHead | undefined> {
+    return this._appendHead(checkId(session, 'session'));
+  }
+
+  /** `appendHead` for a valid id: the stored head, unless the backend holds it in memory. */
+  protected _appendHead(session: string): Promise<ChainHead | undefined> {
+    return this._head(session);
+  }
+
   async entry(session: string, seq: number): Promise<LogEntry | undefined> {
     return this._entry(checkId(session, 'session'), checkCount(seq, 'seq'));
   }

@@ -142,6 +142,12 @@ export interface ManifestLog {
   /** Present when the log can store small blobs inline (`AppendRequest.blob`); both built-in logs can. */
   readonly inlineBlobs?: InlineBlobTable;
   head(session: string): Promise<ChainHead | undefined>;
+  /**
+   * The head the next append to `session` must extend, as the log itself will check it: the embedded log, its
+   * store's only writer, answers from memory (the head its own last append wrote); a shared log reads it like
+   * `head`. A writer builds the next manifest on it. Readers that verify what is stored (resume) use `head`.
+   */
+  appendHead?(session: string): Promise<ChainHead | undefined>;
   entry(session: string, seq: number): Promise<LogEntry | undefined>;
   /** One session's chain in seq order, from `fromSeq` (default 0). */
   chain(session: string, options?: { fromSeq?: number }): AsyncIterable<LogEntry>;

@@ -214,6 +214,11 @@ export class Ledger {
     if (this.closed) throw new LedgerError('CLOSED', 'the ledger is closed');
   }
 
+  /** The head a publish builds on: the log's own view for appends where it has one (ManifestLog.appendHead). */
+  private appendHead(session: string): Promise<ChainHead | undefined> {
+    return this.log.appendHead ? this.log.appendHead(session) : this.log.head(session);
+  }
+
   private authorize(scope: Scope, action: Action, head?: ChainHead | null): Promise<void> {
     return authorize(this.log, this.authorizer, scope.principal, scope.session, action, head);
   }
@@ -246,7 +251,7 @@ export class Ledger {
     const s = parsePublishScope(scope);
     const covers = parseCovers(options.covers);
     throwIfCancelled(signal);
-    await this.authorize(s, 'publish');
+    await this.authorize(s, 'publish', (await this.appendHead(s.session)) ?? null);
     // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
     const { source } = prepareSummary(summary, this.maxSummaryBytes);
     // Publish step 3: encode canonically → put the blob durably (blob durable before manifest), or, for a
@@ -308,8 +313,8 @@ export class Ledger {
     throwIfCancelled(signal);
     // Never append to a log that does not extend the pinned checkpoint (rolled back or forked).
     await this.checkpoints.check();
-    // One head read serves the authorization (its owner) and the manifest (its seq and prev).
-    const head = await this.log.head(s.session);
+    // One head serves the authorization (its owner) and the manifest (its seq and prev): the one the append checks.
+    const head = await this.appendHead(s.session);
     await this.authorize(s, 'publish', head ?? null);
     if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
       throw new LedgerError(

@@ -140,6 +140,21 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await fx.log.head('s1')).toEqual({ session: 's1', seq: 1, id: idOf('s1', 1), owner: 'alice' });
       });
 
+      it('answers appendHead with the head the next append extends, as head does, and refuses a malformed id', async () => {
+        const log = fx.log;
+        expect(await log.appendHead?.('s1')).toBeUndefined();
+        await appendChain('s1', 2);
+        expect(await log.appendHead?.('s1')).toEqual(await log.head('s1'));
+        await log.append(link('s1', 2, 'bob'));
+        expect(await log.appendHead?.('s1')).toEqual({ session: 's1', seq: 2, id: idOf('s1', 2), owner: 'alice' });
+        // A refused append leaves it where it was.
+        await expectManifestError(log.append(link('s1', 7)), 'CHAIN_CONFLICT');
+        expect((await log.appendHead?.('s1'))?.seq).toBe(2);
+        if (log.appendHead) await expectManifestError(log.appendHead('../s1'), 'INVALID_ID');
+        // Across a reopen it is read back from storage.
+        expect(await (await fx.reopen()).appendHead?.('s1')).toEqual(await fx.log.head('s1'));
+      });
+
       it('keeps sessions whose ids share a prefix apart', async () => {
         await appendChain('s', 2);
         await appendChain('s1', 1);
@@ -548,6 +563,14 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         const before = await fx.log.treeHead();
         await expectManifestError(fx.log.append(link('a', 5)), 'CHAIN_CONFLICT');
         expect(hex((await fx.log.treeHead()).sessionHeads!)).toBe(hex(before.sessionHeads!));
+      });
+
+      it('stays the index of the heads over many sessions and rounds of concurrent appends', async () => {
+        // Enough sessions for paths several nodes deep, each round on nodes the previous rounds wrote.
+        for (let round = 0; round < 3; round++) {
+          await Promise.all(Array.from({ length: 40 }, (_, i) => fx.log.append(link(`m${i}`, round))));
+          expect(hex((await fx.log.treeHead()).sessionHeads!)).toBe(await expectedRoot(fx.log));
+        }
       });
     });
   });

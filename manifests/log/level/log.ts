@@ -39,7 +39,14 @@ import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { equalBytes } from '../../tlog/merkle.js';
 import { treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
 import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
-import { HEADS_BUILT_KEY, headsPuts, readHeadsNodes, readHeadsRoot, rebuildSessionHeads } from './session-heads.js';
+import {
+  HEADS_BUILT_KEY,
+  HeadsNodeCache,
+  headsPuts,
+  readHeadsNodes,
+  readHeadsRoot,
+  rebuildSessionHeads,
+} from './session-heads.js';
 import { backfillTree, idKey, loadFrontier, ORIGIN_KEY, readNodes, readTreeSize, treePuts } from './tree.js';
 
 export type { BatchOp } from './tables.js';
@@ -85,6 +92,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
    * pinned a moment ago.
    */
   private readonly ownTrees: TreeHead[] = [];
+  /** The session-heads index's nodes as committed (this log is the store's only writer): an append's walk reads them. */
+  private readonly headsNodes: HeadsNodeCache;
   /** The store's lock: no other process writes it while this log is open. */
   readonly exclusive = true;
   private treeSize = 0;
@@ -113,6 +122,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     keys.attach(this);
     grants.attach(this);
     this.inlineBlobs = new LevelInlineBlobs(db, (fn) => this.withAppendsHeld(fn));
+    this.headsNodes = new HeadsNodeCache(db);
   }
 
   /**
@@ -257,6 +267,10 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     for await (const [key, raw] of this.db.iterator({ gte: 'h!', lt: 'h!\xff' })) yield parseHeadRecord(key, raw);
   }
 
+  protected override async _appendHead(session: string): Promise<ChainHead | undefined> {
+    return (await this.cachedHead(session)) ?? undefined;
+  }
+
   private async cachedHead(session: string): Promise<ChainHead | null> {
     let head = this.headCache.get(session);
     if (head === undefined) {
@@ -337,10 +351,10 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         );
         ops.push(...tree.puts);
         // The session-heads index too: its root and the tree's size move together.
-        let heads: { puts: BatchOp[]; root: Uint8Array };
+        let heads: Awaited<ReturnType<typeof headsPuts>>;
         try {
           heads = await headsPuts(
-            this.db,
+            this.headsNodes.read,
             results.map((r) => r.head),
           );
         } catch (err) {
@@ -370,6 +384,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         this.frontier = tree.frontier;
         this.treeSize = tree.size;
         this.headsRoot = heads.root;
+        this.headsNodes.commit(heads.changes);
         batch.forEach((p, i) => {
           this.headCache.set(p.request.session, results[i]!.head);
           this.watermarkCache.set(p.request.session, marks[i]!);

@@ -15,6 +15,7 @@ import {
   hashOfNode,
   nodeName,
   type HeadsNode,
+  type HeadsNodeReader,
   type NodePath,
   SessionHeadsUpdate,
 } from '../../tlog/session-heads.js';
@@ -45,17 +46,72 @@ export async function readHeadsRoot(db: Level<string, string>): Promise<Uint8Arr
   return hashOfNode((await readHeadsNodes(db, [ROOT_PATH]))[0]);
 }
 
-/** The puts that record the heads of one append batch (distinct sessions), and the index's new root. */
+/**
+ * The committed nodes of the index as this log last read or wrote them: the LevelDB log is its store's only writer
+ * while open, so a node it has seen stays what it saw until its own next batch, which `commit`s its changes here.
+ * Absent nodes are remembered too (a walk reads a few depths past where its path ends). Bounded: the oldest-used
+ * nodes are dropped past `limit` (the few near the root are used by every walk and stay).
+ */
+export class HeadsNodeCache {
+  private readonly nodes = new Map<string, HeadsNode | null>();
+
+  constructor(
+    private readonly db: Level<string, string>,
+    private readonly limit = 1 << 16,
+  ) {}
+
+  readonly read: HeadsNodeReader = async (paths) => {
+    const out: Array<HeadsNode | undefined> = new Array(paths.length);
+    const missing: number[] = [];
+    const keys = paths.map(headsNodeKey);
+    for (let i = 0; i < keys.length; i++) {
+      const hit = this.nodes.get(keys[i]!);
+      if (hit === undefined) missing.push(i);
+      else {
+        // Used again: moved to the young end.
+        this.nodes.delete(keys[i]!);
+        this.nodes.set(keys[i]!, hit);
+        out[i] = hit ?? undefined;
+      }
+    }
+    if (missing.length > 0) {
+      const got = await readHeadsNodes(
+        this.db,
+        missing.map((i) => paths[i]!),
+      );
+      missing.forEach((i, j) => {
+        out[i] = got[j];
+        this.remember(keys[i]!, got[j] ?? null);
+      });
+    }
+    return out;
+  };
+
+  /** The nodes a batch wrote, once it is durable. */
+  commit(changes: Array<{ path: NodePath; node: HeadsNode }>): void {
+    for (const c of changes) this.remember(headsNodeKey(c.path), c.node);
+  }
+
+  private remember(key: string, node: HeadsNode | null): void {
+    this.nodes.delete(key);
+    this.nodes.set(key, node);
+    if (this.nodes.size > this.limit) this.nodes.delete(this.nodes.keys().next().value!);
+  }
+}
+
+/**
+ * The puts that record the heads of one append batch (distinct sessions), the nodes they write (for a cache, once
+ * the batch is durable) and the index's new root.
+ */
 export async function headsPuts(
-  db: Level<string, string>,
+  read: HeadsNodeReader,
   heads: ChainHead[],
-): Promise<{ puts: Put[]; root: Uint8Array }> {
-  const update = new SessionHeadsUpdate((paths) => readHeadsNodes(db, paths));
+): Promise<{ puts: Put[]; changes: Array<{ path: NodePath; node: HeadsNode }>; root: Uint8Array }> {
+  const update = new SessionHeadsUpdate(read);
   for (const h of heads) await update.set(h.session, { seq: h.seq, id: h.id });
-  const puts: Put[] = update
-    .changes()
-    .map((c) => ({ type: 'put', key: headsNodeKey(c.path), value: headsNodeValue(c.node) }));
-  return { puts, root: await update.root() };
+  const changes = update.changes();
+  const puts: Put[] = changes.map((c) => ({ type: 'put', key: headsNodeKey(c.path), value: headsNodeValue(c.node) }));
+  return { puts, changes, root: await update.root() };
 }
 
 /** Builds the index from every stored head (a store from before the index); the marker is written last. */
