@@ -17,7 +17,7 @@ export {
 } from './ledger/ledger.js';
 export type { PublishScope, Scope } from './ledger/scope.js';
 export type { Action, Authorizer } from './ledger/grants.js';
-export { openPostgresBackends, type PostgresBackendOptions } from './ledger/pg-backend.js';
+export { openPostgresBackends, type PostgresBackendOptions } from './ledger/postgres.js';
 
 // Checkpoints and proofs
 export type { SignedCheckpoint } from './ledger/checkpoints.js';

@@ -201,4 +201,22 @@ describe('the public API', () => {
       expect(readdirSync(home)).toEqual([]);
     },
   );
+
+  it('importing the package does not load the PostgreSQL client (openPostgresBackends loads it when called)', () => {
+    const url = pathToFileURL(join(ROOT, 'dist/src/index.js')).href;
+    const script = `
+      import { createRequire } from 'node:module';
+      const { openPostgresBackends } = await import(${JSON.stringify(url)});
+      const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((k) => /node_modules[\\/]pg[\\/]/.test(k));
+      const before = loaded();
+      // No server at this address: the call fails, after loading the client.
+      await openPostgresBackends({ connectionString: 'postgresql://nobody@127.0.0.1:1/none' }).catch(() => {});
+      console.log(JSON.stringify([before, loaded()]));`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(JSON.parse(child.stdout)).toEqual([false, true]);
+  });
 });

@@ -3,30 +3,17 @@
  * `openLedger({ postgres: { connectionString } })` and for hosts that inject backends themselves.
  * Each host still signs with its own key; the database only stores what they sign.
  */
-import type { HashBackend } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
-import { loadHashBackend, type HashBackendName } from '../../store/hash/backends.node.js';
+import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { PgBlobStore } from '../../store/pg/blob-store.js';
 import { createPgPool } from '../../store/pg/db.js';
 import { PgManifestLog } from '../../manifests/log/pg/log.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
-
-export interface PostgresBackendOptions {
-  /** `postgresql://user:password@host:5432/db` (a Unix socket: `postgresql://user@/db?host=/run/postgresql`). */
-  connectionString: string;
-  /** BLAKE3 backend, or its name (default `auto`). */
-  hash?: HashBackend | HashBackendName;
-  /** Upper bound for any single blob, in bytes (default 1 GiB). */
-  maxBlobBytes?: number;
-  /** PostgreSQL schema for every table (default `handoff_ledger`); one schema is one store. */
-  schema?: string;
-  /** Connections in the shared pool (default 10). */
-  maxConnections?: number;
-}
+import type { PostgresBackendOptions } from './postgres.js';
 
 /**
  * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
- * Closing both ends the shared pool.
+ * Closing both ends the shared pool. Reached through postgres.ts, which loads this module (and the client) lazily.
  * @throws StoreError / ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
  */
 export async function openPostgresBackends(

@@ -1,0 +1,32 @@
+/**
+ * The public entry to the PostgreSQL backend. The PostgreSQL client is loaded on the first call, so importing
+ * handoff-ledger (an embedded store) never loads it; pg-backend.ts does the work.
+ */
+import type { BlobStore } from '../../store/blob-store.js';
+import type { HashBackend } from '../../store/hash/digest.js';
+import type { HashBackendName } from '../../store/hash/backends.node.js';
+import type { ManifestLog } from '../../manifests/log/log.js';
+
+export interface PostgresBackendOptions {
+  /** `postgresql://user:password@host:5432/db` (a Unix socket: `postgresql://user@/db?host=/run/postgresql`). */
+  connectionString: string;
+  /** BLAKE3 backend, or its name (default `auto`). */
+  hash?: HashBackend | HashBackendName;
+  /** Upper bound for any single blob, in bytes (default 1 GiB). */
+  maxBlobBytes?: number;
+  /** PostgreSQL schema for every table (default `handoff_ledger`); one schema is one store. */
+  schema?: string;
+  /** Connections in the shared pool (default 10). */
+  maxConnections?: number;
+}
+
+/**
+ * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
+ * Closing both ends the shared pool.
+ * @throws StoreError / ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
+ */
+export async function openPostgresBackends(
+  options: PostgresBackendOptions,
+): Promise<{ blobs: BlobStore; log: ManifestLog }> {
+  return (await import('./pg-backend.js')).openPostgresBackends(options);
+}
