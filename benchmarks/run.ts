@@ -197,7 +197,11 @@ async function main(): Promise<void> {
         };
       }),
       resumeSteps,
-      concurrency: concurrency.ledger.map((c) => ({ ...c, publishesPerSecond: spread(c.samples) })),
+      concurrency: concurrency.ledger.map(({ mainThreadMicros, ...c }) => ({
+        ...c,
+        publishesPerSecond: spread(c.samples),
+        mainThreadMicros: spread(mainThreadMicros),
+      })),
       rawSmallWrites:
         concurrency.rawWrites.length > 0
           ? { bytes: cfg.concurrency.bytes, samples: concurrency.rawWrites, perSecond: spread(concurrency.rawWrites) }
@@ -239,7 +243,11 @@ async function main(): Promise<void> {
       postgres: {
         ...(postgres.skipped === undefined ? {} : { skipped: postgres.skipped }),
         ...(postgres.serverVersion === undefined ? {} : { serverVersion: postgres.serverVersion }),
-        concurrency: postgres.concurrency.map((c) => ({ ...c, publishesPerSecond: spread(c.samples) })),
+        concurrency: postgres.concurrency.map(({ mainThreadMicros, ...c }) => ({
+          ...c,
+          publishesPerSecond: spread(c.samples),
+          mainThreadMicros: spread(mainThreadMicros),
+        })),
       },
     };
     const results: BenchResults = { ...partial, targets: evaluateTargets(partial) };

@@ -54,7 +54,10 @@ describe('npm run bench -- --quick', () => {
       expect(r.postgres.skipped).toBeUndefined();
       expect(r.postgres.serverVersion).toMatch(/^\d+/);
       expect(r.postgres.concurrency.map((c) => c.sessions)).toEqual([1, 32]);
-      for (const c of r.postgres.concurrency) expectSpread(c.publishesPerSecond, `postgres ${c.sessions} sessions`);
+      for (const c of r.postgres.concurrency) {
+        expectSpread(c.publishesPerSecond, `postgres ${c.sessions} sessions`);
+        expectSpread(c.mainThreadMicros!, `postgres ${c.sessions} sessions: main thread per publish`);
+      }
     } else {
       expect(r.postgres.skipped).toContain(pgFound.reason);
       expect(r.postgres.concurrency).toEqual([]);
@@ -128,7 +131,10 @@ describe('npm run bench -- --quick', () => {
     }
 
     expect(r.concurrency.map((c) => c.sessions)).toEqual([1, 32]);
-    for (const c of r.concurrency) expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);
+    for (const c of r.concurrency) {
+      expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);
+      expectSpread(c.mainThreadMicros!, `${c.sessions} sessions: main thread per publish`);
+    }
     expect(r.rawSmallWrites?.bytes).toBe(4 * KiB);
     expectSpread(r.rawSmallWrites!.perSecond, 'rawSmallWrites');
     expect(r.smallWriteFloors?.bytes).toBe(4 * KiB);

@@ -80,7 +80,14 @@ export interface BenchResults {
   sizes: SizeRow[];
   /** Where a small resume's time goes: each step timed alone, and the whole resume repeated, first after a publish, cold. */
   resumeSteps: ResumeStep[];
-  concurrency: Array<{ sessions: number; bytes: number; samples: number[]; publishesPerSecond: Spread }>;
+  concurrency: Array<{
+    sessions: number;
+    bytes: number;
+    samples: number[];
+    publishesPerSecond: Spread;
+    /** The main thread's busy time per publish, µs (absent in results from before it was measured). */
+    mainThreadMicros?: Spread;
+  }>;
   /** Raw durable single-file writes of the concurrency suite's size, one stream: what a file per summary allows. */
   rawSmallWrites?: { bytes: number; samples: number[]; perSecond: Spread };
   /**
@@ -109,7 +116,7 @@ export interface BenchResults {
     /** Why they were not measured (no PostgreSQL binaries, or not selected by --only). */
     skipped?: string;
     serverVersion?: string;
-    concurrency: Array<{ sessions: number; bytes: number; samples: number[]; publishesPerSecond: Spread }>;
+    concurrency: BenchResults['concurrency'];
   };
   targets: Target[];
 }

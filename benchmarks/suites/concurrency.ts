@@ -35,6 +35,11 @@ export interface ConcurrencyResult {
   bytes: number;
   /** Publishes per second, one per round. */
   samples: number[];
+  /**
+   * The main thread's busy time per publish (event-loop utilization's active time / publishes), µs, one per round:
+   * with one main thread, 1e6 / this is the most publishes per second its CPU path allows, however well grouped.
+   */
+  mainThreadMicros: number[];
 }
 
 /** Publishes for `durationMs` from `sessions` concurrent loops; returns publishes per second. */
@@ -43,7 +48,17 @@ export async function publishesPerSecond(
   sessions: number,
   durationMs: number,
 ): Promise<number> {
+  return (await measurePublishes(publish, sessions, durationMs)).perSecond;
+}
+
+/** As `publishesPerSecond`, with the main thread's busy time per operation (µs). */
+export async function measurePublishes(
+  publish: (session: string) => Promise<unknown>,
+  sessions: number,
+  durationMs: number,
+): Promise<{ perSecond: number; mainThreadMicros: number }> {
   let done = 0;
+  const elu = performance.eventLoopUtilization();
   const t0 = performance.now();
   const deadline = t0 + durationMs;
   await Promise.all(
@@ -54,7 +69,8 @@ export async function publishesPerSecond(
       }
     }),
   );
-  return done / ((performance.now() - t0) / 1000);
+  const perSecond = done / ((performance.now() - t0) / 1000);
+  return { perSecond, mainThreadMicros: (performance.eventLoopUtilization(elu).active * 1000) / done };
 }
 
 export interface ConcurrencySuiteResult {
@@ -100,7 +116,12 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
     hash: 'auto',
     onNotice: o.log,
   });
-  const results = o.sessions.map((sessions) => ({ sessions, bytes: o.bytes, samples: [] as number[] }));
+  const results: ConcurrencyResult[] = o.sessions.map((sessions) => ({
+    sessions,
+    bytes: o.bytes,
+    samples: [],
+    mainThreadMicros: [],
+  }));
   const publish = (session: string) =>
     ledger.publish({ principal: 'bench', session, run: 'bench' }, makeSummary(o.bytes, nextMarker()));
   const rawDir = join(o.workDir, 'raw-small');
@@ -118,7 +139,9 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
       for (const r of round % 2 === 0 ? results : [...results].reverse()) {
         collectGarbage();
         syncPageCache();
-        r.samples.push(await publishesPerSecond(publish, r.sessions, o.durationMs));
+        const m = await measurePublishes(publish, r.sessions, o.durationMs);
+        r.samples.push(m.perSecond);
+        r.mainThreadMicros.push(m.mainThreadMicros);
       }
       syncPageCache();
       rawWrites.push(await publishesPerSecond(rawWrite, 1, o.durationMs));
@@ -127,7 +150,7 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
       syncPageCache();
       syncedBatchesAndSlot.push(await publishesPerSecond(floors.batchAndSlot, 1, o.durationMs));
       o.log(
-        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot fdatasync ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s`,
+        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s (main thread ${Math.round(r.mainThreadMicros.at(-1)!)} µs each)`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot fdatasync ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s`,
       );
     }
   } finally {

@@ -11,7 +11,7 @@ import { openLedger } from '../../src/ledger/open.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { findPostgresBin, PgCluster } from '../lib/pg-cluster.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
-import { publishesPerSecond, type ConcurrencyResult } from './concurrency.js';
+import { measurePublishes, publishesPerSecond, type ConcurrencyResult } from './concurrency.js';
 import type { CaseSamples } from './sizes.js';
 
 export interface PostgresSuiteOptions {
@@ -98,14 +98,21 @@ async function measure(
     o.log(warmup ? '  warm-up round done' : `  round ${round}/${o.rounds} done (${o.sizes.map(sizeLabel).join(', ')})`);
   }
   const c = o.concurrency;
-  const concurrency = c.sessions.map((sessions) => ({ sessions, bytes: c.bytes, samples: [] as number[] }));
+  const concurrency: ConcurrencyResult[] = c.sessions.map((sessions) => ({
+    sessions,
+    bytes: c.bytes,
+    samples: [],
+    mainThreadMicros: [],
+  }));
   const publish = (session: string) =>
     ledger.publish({ principal: 'bench', session: `pg-${session}`, run: 'bench' }, makeSummary(c.bytes, nextMarker()));
   await publishesPerSecond(publish, Math.max(...c.sessions), Math.min(300, c.durationMs)); // warm-up
   for (let round = 0; round < c.rounds; round++) {
     for (const r of round % 2 === 0 ? concurrency : [...concurrency].reverse()) {
       collectGarbage();
-      r.samples.push(await publishesPerSecond(publish, r.sessions, c.durationMs));
+      const m = await measurePublishes(publish, r.sessions, c.durationMs);
+      r.samples.push(m.perSecond);
+      r.mainThreadMicros.push(m.mainThreadMicros);
     }
     o.log(
       `  round ${round + 1}/${c.rounds}: ${concurrency.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}`,
