@@ -111,6 +111,23 @@ describePostgres('PostgreSQL backend', (pg) => {
         fx.log = await open();
         return fx.log;
       },
+      async removeEntry(session: string, seq: number) {
+        await sql(`DELETE FROM "${schema}".entries WHERE session = $1 AND seq = $2`, [session, seq]);
+      },
+      // Typed columns keep every record readable: a damaged one reads as another, well-formed record.
+      async damage(record: { kind: 'entry'; session: string; seq: number } | { kind: 'head'; session: string }) {
+        if (record.kind === 'head')
+          await sql(`UPDATE "${schema}".heads SET id = $2 WHERE session = $1`, [
+            record.session,
+            digestOf(new Uint8Array(1)),
+          ]);
+        else
+          await sql(`UPDATE "${schema}".entries SET envelope = 'damaged' WHERE session = $1 AND seq = $2`, [
+            record.session,
+            record.seq,
+          ]);
+        return undefined;
+      },
       async dispose() {
         await fx.log.close();
       },
