@@ -15,7 +15,8 @@ import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
 import { ManifestError } from '../manifests/errors.js';
 import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
-import type { AppendRequest, LogEntry } from '../manifests/log/log.js';
+import type { AppendRequest, HeadWindow, LogEntry } from '../manifests/log/log.js';
+import { headProblems } from '../manifests/chain/head-rules.js';
 import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
@@ -258,6 +259,43 @@ describePostgres('PostgreSQL backend', (pg) => {
         expect(seen.map((e) => e.position)).toEqual(Array.from({ length: 200 }, (_, i) => i));
       } finally {
         await Promise.all([...writers, reader].map((l) => l.close()));
+      }
+    });
+  });
+
+  describe('head window', () => {
+    it('reads one committed state while another host appends to the session: never an entry beyond the head', async () => {
+      const schema = nextSchema();
+      const open = () => PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      const writer = await open();
+      const reader = await open();
+      try {
+        await writer.append(link('hw', 0));
+        const windows: HeadWindow[] = [];
+        let appending = true;
+        const appends = (async () => {
+          try {
+            for (let seq = 1; seq < 30; seq++) await writer.append(link('hw', seq));
+          } finally {
+            appending = false;
+          }
+        })();
+        const reads = (async () => {
+          while (appending) windows.push(await reader.headWindow('hw'));
+        })();
+        const [a, r] = await Promise.allSettled([appends, reads]);
+        expect([a.status, r.status]).toEqual(['fulfilled', 'fulfilled']);
+        windows.push(await reader.headWindow('hw'));
+        for (const w of windows) {
+          expect(headProblems(w)).toEqual([]);
+          const seq = w.head!.seq;
+          expect(w.entryAtHead?.id).toBe(w.head!.id);
+          expect(w.entryBeforeHead?.seq).toBe(seq > 0 ? seq - 1 : undefined);
+          expect(w.watermark).toBeGreaterThanOrEqual(seq);
+        }
+        expect(windows.at(-1)!.head!.seq).toBe(29);
+      } finally {
+        await Promise.all([writer.close(), reader.close()]);
       }
     });
   });
