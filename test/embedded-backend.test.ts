@@ -12,6 +12,7 @@ import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
 import { Level } from 'level';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { HeadsNodeCache, headsNodeKey, headsNodeValue } from '../manifests/log/level/session-heads.js';
+import { SYNC_READ_MAX_BYTES } from '../manifests/log/level/tables.js';
 import { sessionHeadsRoot } from '../manifests/tlog/session-heads.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
@@ -78,6 +79,17 @@ const levelLogFactory: ManifestLogFactory = async () => {
       await fx.log.close();
       fx.log = await LevelManifestLog.open(path);
       return fx.log;
+    },
+    async removeEntry(session: string, seq: number) {
+      await fx.log.raw.del(`e!${session}!${seq.toString(16).padStart(12, '0')}`);
+    },
+    async damage(record: { kind: 'entry'; session: string; seq: number } | { kind: 'head'; session: string }) {
+      const key =
+        record.kind === 'head'
+          ? `h!${record.session}`
+          : `e!${record.session}!${record.seq.toString(16).padStart(12, '0')}`;
+      await fx.log.raw.put(key, '{"damaged');
+      return 'RECORD_CORRUPT' as const;
     },
     async dispose() {
       await fx.log.close();
@@ -172,6 +184,31 @@ describe('LevelManifestLog tree', () => {
 describe('LevelDB inline blob records', () => {
   const manifestError = (code: string, key: string) =>
     expect.objectContaining({ name: 'ManifestError', code, message: expect.stringContaining(key) });
+
+  it('serve the stored bytes whether read synchronously (small) or off the event loop (large, or size record damaged)', async () => {
+    const dir = freshDir();
+    const log = await LevelManifestLog.open(join(dir, 'log'));
+    try {
+      const small = new Uint8Array(4096).fill(7);
+      const large = new Uint8Array(SYNC_READ_MAX_BYTES + 1).fill(9);
+      const blobs = [small, large].map((bytes) => ({ digest: digestOf(bytes), bytes }));
+      for (const [seq, blob] of blobs.entries()) {
+        const id = digestOf(new TextEncoder().encode(`entry ${seq}`));
+        const envelope = JSON.stringify({ payloadType: 't', payload: Buffer.from(`p${seq}`).toString('base64') });
+        const prev = seq === 0 ? null : (await log.head('s'))!.id;
+        await log.append({ session: 's', principal: 'alice', seq, prev, id, envelope, blob });
+      }
+      const read = async (digest: Digest) => new Uint8Array((await log.inlineBlobs.get(digest)) ?? []);
+      for (const { digest, bytes } of blobs) expect(await read(digest)).toEqual(bytes);
+      expect(await log.inlineBlobs.get(digestOf(new Uint8Array(3)))).toBeUndefined();
+      // A damaged size record: the bytes are still served (the reader re-hashes them; fsck names the record).
+      await log.raw.put(`t!${digestHex(blobs[0]!.digest)}`, 'damaged');
+      expect(await read(blobs[0]!.digest)).toEqual(small);
+    } finally {
+      await log.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 
   it('fail as RECORD_CORRUPT naming the record when a t! record or key is damaged; gc listing stops with that code, a plain delete still removes it', async () => {
     const root = join(freshDir(), 'store');

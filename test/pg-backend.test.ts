@@ -15,7 +15,8 @@ import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
 import { ManifestError } from '../manifests/errors.js';
 import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
-import type { AppendRequest, LogEntry } from '../manifests/log/log.js';
+import type { AppendRequest, HeadWindow, LogEntry } from '../manifests/log/log.js';
+import { headProblems } from '../manifests/chain/head-rules.js';
 import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
@@ -110,6 +111,23 @@ describePostgres('PostgreSQL backend', (pg) => {
         await sql(`DELETE FROM "${schema}".log_meta WHERE key = 'session-heads'`);
         fx.log = await open();
         return fx.log;
+      },
+      async removeEntry(session: string, seq: number) {
+        await sql(`DELETE FROM "${schema}".entries WHERE session = $1 AND seq = $2`, [session, seq]);
+      },
+      // Typed columns keep every record readable: a damaged one reads as another, well-formed record.
+      async damage(record: { kind: 'entry'; session: string; seq: number } | { kind: 'head'; session: string }) {
+        if (record.kind === 'head')
+          await sql(`UPDATE "${schema}".heads SET id = $2 WHERE session = $1`, [
+            record.session,
+            digestOf(new Uint8Array(1)),
+          ]);
+        else
+          await sql(`UPDATE "${schema}".entries SET envelope = 'damaged' WHERE session = $1 AND seq = $2`, [
+            record.session,
+            record.seq,
+          ]);
+        return undefined;
       },
       async dispose() {
         await fx.log.close();
@@ -241,6 +259,43 @@ describePostgres('PostgreSQL backend', (pg) => {
         expect(seen.map((e) => e.position)).toEqual(Array.from({ length: 200 }, (_, i) => i));
       } finally {
         await Promise.all([...writers, reader].map((l) => l.close()));
+      }
+    });
+  });
+
+  describe('head window', () => {
+    it('reads one committed state while another host appends to the session: never an entry beyond the head', async () => {
+      const schema = nextSchema();
+      const open = () => PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      const writer = await open();
+      const reader = await open();
+      try {
+        await writer.append(link('hw', 0));
+        const windows: HeadWindow[] = [];
+        let appending = true;
+        const appends = (async () => {
+          try {
+            for (let seq = 1; seq < 30; seq++) await writer.append(link('hw', seq));
+          } finally {
+            appending = false;
+          }
+        })();
+        const reads = (async () => {
+          while (appending) windows.push(await reader.headWindow('hw'));
+        })();
+        const [a, r] = await Promise.allSettled([appends, reads]);
+        expect([a.status, r.status]).toEqual(['fulfilled', 'fulfilled']);
+        windows.push(await reader.headWindow('hw'));
+        for (const w of windows) {
+          expect(headProblems(w)).toEqual([]);
+          const seq = w.head!.seq;
+          expect(w.entryAtHead?.id).toBe(w.head!.id);
+          expect(w.entryBeforeHead?.seq).toBe(seq > 0 ? seq - 1 : undefined);
+          expect(w.watermark).toBeGreaterThanOrEqual(seq);
+        }
+        expect(windows.at(-1)!.head!.seq).toBe(29);
+      } finally {
+        await Promise.all([writer.close(), reader.close()]);
       }
     });
   });

@@ -65,7 +65,14 @@ async function stepsOf(ledger: Ledger, size: number, textKind: TextKind, o: Resu
     ['resume, repeated (verdicts remembered)', () => ledger.resume(scope)],
     ['authorization (owner, grants)', () => authorize(ledger.log, undefined, scope.principal, scope.session, 'resume')],
     ['checkpoint check (tree head vs pinned)', () => ledger.checkpoint()],
-    ['head read (head, entry at head, entry after, watermark)', () => readHeadFacts(ledger.log, scope.session)],
+    [
+      'head window (head, entries at, before and after it, watermark: what resume reads)',
+      () => ledger.log.headWindow(scope.session),
+    ],
+    [
+      'head read, separately (head; then entry at head, entry after, watermark)',
+      () => readHeadFacts(ledger.log, scope.session),
+    ],
     ['entry read (the one before the head)', () => ledger.log.entry(scope.session, 0)],
     ['trust lookup', () => findTrustedKey(trust, ledger.host, ledger.keyId, createdAt)],
     [

@@ -17,6 +17,7 @@ import type {
   ChainHead,
   GrantRecord,
   GrantTable,
+  HeadWindow,
   LogEntry,
   LogTreeHead,
   ManifestLog,
@@ -113,6 +114,10 @@ export abstract class AbstractManifestLog implements ManifestLog {
     return this._entry(checkId(session, 'session'), checkCount(seq, 'seq'));
   }
 
+  async headWindow(session: string): Promise<HeadWindow> {
+    return this._headWindow(checkId(session, 'session'));
+  }
+
   async *chain(session: string, options?: { fromSeq?: number }): AsyncIterable<LogEntry> {
     const { fromSeq } = checkObject<{ fromSeq: number }>(options, 'options');
     yield* this._chain(checkId(session, 'session'), fromSeq === undefined ? 0 : checkCount(fromSeq, 'fromSeq'));
@@ -187,6 +192,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
 
   protected abstract _head(session: string): Promise<ChainHead | undefined>;
   protected abstract _entry(session: string, seq: number): Promise<LogEntry | undefined>;
+  protected abstract _headWindow(session: string): Promise<HeadWindow>;
   protected abstract _chain(session: string, fromSeq: number): AsyncIterable<LogEntry>;
   /** Entries after `afterPosition` (undefined: from the start). */
   protected abstract _entries(afterPosition: number | undefined): AsyncIterable<LogEntry>;

@@ -35,6 +35,23 @@ export interface ChainHead {
   owner: string;
 }
 
+/**
+ * A session's head with the entries around it, read in one round from one committed state (`headWindow`):
+ * what resume needs, and what the head rules (manifests/chain/head-rules.ts) judge.
+ */
+export interface HeadWindow {
+  session: string;
+  head: ChainHead | undefined;
+  /** The stored entry at the head's seq (undefined: none, or no head). */
+  entryAtHead: LogEntry | undefined;
+  /** The stored entry at the head's seq − 1 (undefined: none, no head, or the head is at seq 0). */
+  entryBeforeHead: LogEntry | undefined;
+  /** True when an entry is stored at the seq after the head (seq 0 when there is no head). */
+  entryBeyondHead: boolean;
+  /** The session's watermark (undefined: none recorded); it only rises, so it may be read beside the rest. */
+  watermark: number | undefined;
+}
+
 export interface AppendRequest {
   session: string;
   principal: string;
@@ -149,6 +166,13 @@ export interface ManifestLog {
    */
   appendHead?(session: string): Promise<ChainHead | undefined>;
   entry(session: string, seq: number): Promise<LogEntry | undefined>;
+  /**
+   * The session's head, the entries at, before and beyond it, and its watermark, in one round of reads (LevelDB:
+   * one snapshot; PostgreSQL: one query), so an append that commits meanwhile is either wholly seen or not at
+   * all. The same records `head` and `entry` return, with the same errors.
+   * @throws ManifestError `RECORD_CORRUPT` for a damaged record (LevelDB), `STORAGE_FAILED`, `INVALID_ID`
+   */
+  headWindow(session: string): Promise<HeadWindow>;
   /** One session's chain in seq order, from `fromSeq` (default 0). */
   chain(session: string, options?: { fromSeq?: number }): AsyncIterable<LogEntry>;
   /** Every entry in global log order, after `afterPosition` (default: from the start). */

@@ -21,13 +21,13 @@ export async function authorize(
   principal: string,
   session: string,
   action: Action,
-  /** The session's head when the caller has just read it (null: none), so it is not read twice. */
-  knownHead?: ChainHead | null,
+  /** The session's head when the caller has read it, or is reading it (null: none), so it is not read twice. */
+  knownHead?: ChainHead | null | Promise<ChainHead | null>,
 ): Promise<void> {
   const [everywhere, here, head] = await Promise.all([
     log.grants.get(principal, '*'),
     log.grants.get(principal, session),
-    knownHead === undefined ? log.head(session) : (knownHead ?? undefined),
+    knownHead === undefined ? log.head(session) : Promise.resolve(knownHead).then((h) => h ?? undefined),
   ]);
   if (everywhere?.state === 'revoked') throw new LedgerError('REVOKED', `principal ${principal} is revoked`);
   if (here?.state === 'revoked')

@@ -8,7 +8,7 @@ import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
 import { ManifestError } from '../../manifests/errors.js';
-import type { ChainHead, GrantRecord, LogEntry, ManifestLog } from '../../manifests/log/log.js';
+import type { ChainHead, GrantRecord, HeadWindow, LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import {
   coversSchema,
   encodeManifest,
@@ -23,7 +23,7 @@ import { findTrustedKey, type TrustStore } from '../../manifests/format/trust.js
 import type { VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
 import { ChainChecker, type CheckedEntry } from '../../manifests/chain/checker.js';
 import { VerifiedManifestCache } from '../../manifests/crypto/verified-cache.js';
-import { headProblems, readHeadFacts, type HeadProblem } from '../../manifests/chain/head-rules.js';
+import { headProblems, type HeadProblem } from '../../manifests/chain/head-rules.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
@@ -219,7 +219,7 @@ export class Ledger {
     return this.log.appendHead ? this.log.appendHead(session) : this.log.head(session);
   }
 
-  private authorize(scope: Scope, action: Action, head?: ChainHead | null): Promise<void> {
+  private authorize(scope: Scope, action: Action, head?: ChainHead | null | Promise<ChainHead | null>): Promise<void> {
     return authorize(this.log, this.authorizer, scope.principal, scope.session, action, head);
   }
 
@@ -412,20 +412,17 @@ export class Ledger {
   /**
    * Reads a session's head and refuses it unless it passes the head rules, with this process's own
    * watermark too: not below the highest seq ever verified or published here, nothing beyond it, and
-   * naming a stored entry with its id. Returns the head and that entry, and with `withPrev` the entry
-   * before it, read alongside the head's (one round of reads instead of two).
+   * naming a stored entry with its id. Returns the head, that entry and the entry before it, all read in one
+   * round from one committed state (`ManifestLog.headWindow`), and the watermark the log holds.
    */
   private async readHead(
     session: string,
-    withPrev = false,
-    knownHead?: ChainHead | null,
-  ): Promise<{ head: ChainHead; entry: LogEntry; prev: LogEntry | undefined } | undefined> {
-    const current = knownHead === undefined ? await this.log.head(session) : (knownHead ?? undefined);
-    const [facts, prev] = await Promise.all([
-      readHeadFacts(this.log, session, current ?? null),
-      withPrev && current && current.seq > 0 ? this.log.entry(session, current.seq - 1) : undefined,
-    ]);
-    const known = Math.max(this.watermarks.get(session) ?? -1, facts.watermark ?? -1);
+    window: Promise<HeadWindow> = this.log.headWindow(session),
+    // What this process knew when the read began: a publish that commits meanwhile may be past the read's state.
+    knownBefore = this.watermarks.get(session) ?? -1,
+  ): Promise<{ head: ChainHead; entry: LogEntry; prev: LogEntry | undefined; stored: number } | undefined> {
+    const facts = await window;
+    const known = Math.max(knownBefore, facts.watermark ?? -1);
     const [problem] = headProblems({ ...facts, watermark: known < 0 ? undefined : known });
     if (problem) {
       throw new LedgerError(
@@ -433,7 +430,14 @@ export class Ledger {
         `session ${session}: ${problem.problem}`,
       );
     }
-    return facts.head && { head: facts.head, entry: facts.entryAtHead!, prev };
+    return (
+      facts.head && {
+        head: facts.head,
+        entry: facts.entryAtHead!,
+        prev: facts.entryBeforeHead,
+        stored: facts.watermark ?? -1,
+      }
+    );
   }
 
   /**
@@ -460,15 +464,25 @@ export class Ledger {
     this.assertOpen();
     const s = parseScope(scope);
     throwIfCancelled(options.signal);
-    // One head read serves authorization and the head rules, and the reads behind both (grants; the
-    // entries at, after and before the head) and the checkpoint check go out together: a small resume is a
-    // few round trips to the log, not its CPU. Nothing is returned unless all pass, and authorization is
-    // judged first, so a refused caller learns nothing of the log.
-    const current = (await this.log.head(s.session)) ?? null;
-    const authorized = this.authorize(s, 'resume', current);
+    // One round of reads (the head, the entries at, after and before it, the watermark) serves authorization
+    // and the head rules; the grants and the checkpoint check go out beside it: a small resume is a round trip
+    // or two to the log, not its CPU. Nothing is returned unless all pass, and authorization is judged first,
+    // so a refused caller learns nothing of the log.
+    const knownBefore = this.watermarks.get(s.session) ?? -1;
+    const window = this.log.headWindow(s.session);
+    // A damaged entry fails the window, not the head: authorization is then judged on the head read alone, so
+    // a refused caller learns nothing of the entries either.
+    const authorized = this.authorize(
+      s,
+      'resume',
+      window.then(
+        (w) => w.head ?? null,
+        async () => (await this.log.head(s.session)) ?? null,
+      ),
+    );
     const checked = this.checkpoints.sync();
-    const reading = this.readHead(s.session, true, current);
-    for (const p of [checked, reading]) p.catch(() => {}); // awaited below, after authorization
+    const reading = this.readHead(s.session, window, knownBefore);
+    for (const p of [window, checked, reading]) p.catch(() => {}); // awaited below, after authorization
     await authorized;
     await checked;
     const read = await reading;
@@ -484,7 +498,8 @@ export class Ledger {
     throwIfCancelled(options.signal);
     const summary = await this.readSummary(manifest.summary, options.signal);
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, head.seq));
-    await this.log.setWatermark(s.session, head.seq).catch(() => {});
+    // The log's watermark was read with the head: raised only when below (a no-op write is a round trip).
+    if (read.stored < head.seq) await this.log.setWatermark(s.session, head.seq).catch(() => {});
     return { summary, manifest, id, seq: head.seq };
   }
 

@@ -84,6 +84,35 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         expect((await ledger.resume({ principal: 'alice', session: `many-${i}` }))?.summary.task).toBe(`task ${i}`);
     });
 
+    it('resumes while publishes to the same session commit meanwhile: never a refusal, never going back', async () => {
+      const ledger = await open();
+      await ledger.publish(scope, summary(0));
+      const publishes = 12;
+      let publishing = true;
+      const writer = (async () => {
+        try {
+          for (let n = 1; n <= publishes; n++) await ledger.publish(scope, summary(n));
+        } finally {
+          publishing = false;
+        }
+      })();
+      const seen: number[] = [];
+      const reader = (async () => {
+        while (publishing) {
+          const r = (await ledger.resume(scope))!;
+          expect(r.summary).toEqual(summary(r.seq));
+          seen.push(r.seq);
+        }
+      })();
+      // Both settle before either is judged: a failed resume must not leave the writer unobserved.
+      const [w, r] = await Promise.allSettled([writer, reader]);
+      expect(w.status).toBe('fulfilled');
+      expect(r).toEqual({ status: 'fulfilled', value: undefined });
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen).toEqual([...seen].sort((a, b) => a - b));
+      expect((await ledger.resume(scope))?.seq).toBe(publishes);
+    });
+
     it('refuses a stale expectedPrev with CHAIN_CONFLICT', async () => {
       const ledger = await open();
       const first = await ledger.publish(scope, summary(1));

@@ -5,7 +5,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { ManifestError, type ManifestErrorCode } from '../../manifests/errors.js';
-import type { AppendRequest, GrantRecord, LogEntry, ManifestLog } from '../../manifests/log/log.js';
+import type { AppendRequest, GrantRecord, HeadWindow, LogEntry, ManifestLog } from '../../manifests/log/log.js';
+import { headProblems } from '../../manifests/chain/head-rules.js';
 import { EMPTY_ROOT, leafHash, nodeHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges, hashRanges, inclusionRanges } from '../../manifests/tlog/tree.js';
 import {
@@ -27,6 +28,15 @@ export interface ManifestLogFixture {
    * new one on the same storage; `log` is replaced.
    */
   reopenWithoutSessionHeads(): Promise<ManifestLog>;
+  /** Removes a stored entry that no head names, as a damaged store might lack it. */
+  removeEntry(session: string, seq: number): Promise<void>;
+  /**
+   * Damages a stored record behind the log's back. Returns the code a read of it fails with, or undefined when
+   * the backend's types keep it readable (it then reads as a different, well-formed record).
+   */
+  damage(
+    record: { kind: 'entry'; session: string; seq: number } | { kind: 'head'; session: string },
+  ): Promise<ManifestErrorCode | undefined>;
 }
 
 export type ManifestLogFactory = () => Promise<ManifestLogFixture>;
@@ -324,6 +334,120 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect((await fx.log.grants.list({ principal: 'bob' })).map(key)).toEqual(['bob/*', 'bob/s1', 'bob/s2']);
         expect((await fx.log.grants.list({ session: 's1' })).map(key)).toEqual(['bob/s1', 'bobby/s1', 'carol/s1']);
         expect((await fx.log.grants.list({ principal: 'bob', session: '*' })).map(key)).toEqual(['bob/*']);
+      });
+    });
+
+    describe('head window (one round of reads)', () => {
+      /** The same facts through the separate reads: the reference every backend's one round must equal. */
+      const separately = async (session: string): Promise<HeadWindow> => {
+        const head = await fx.log.head(session);
+        const seq = head?.seq ?? -1;
+        return {
+          session,
+          head,
+          entryAtHead: head ? await fx.log.entry(session, seq) : undefined,
+          entryBeforeHead: seq > 0 ? await fx.log.entry(session, seq - 1) : undefined,
+          entryBeyondHead: (await fx.log.entry(session, seq + 1)) !== undefined,
+          watermark: await fx.log.getWatermark(session),
+        };
+      };
+      /** Both ways of reading, as values or as error codes: they must agree. */
+      const outcome = (p: Promise<HeadWindow>) =>
+        p.then(
+          (value) => ({ value }),
+          (err: unknown) => ({ code: err instanceof ManifestError ? err.code : String(err) }),
+        );
+
+      it('returns the head, the entries at and before it, nothing beyond, and the watermark', async () => {
+        const entries = await appendChain('w', 3);
+        await appendChain('w-other', 2);
+        await fx.log.setWatermark('w', 5);
+        expect(await fx.log.headWindow('w')).toEqual({
+          session: 'w',
+          head: { session: 'w', seq: 2, id: entries[2]!.id, owner: 'alice' },
+          entryAtHead: entries[2],
+          entryBeforeHead: entries[1],
+          entryBeyondHead: false,
+          watermark: 5,
+        });
+        expect(await fx.log.headWindow('w')).toEqual(await separately('w'));
+      });
+
+      it('returns no entry before a head at seq 0, and nothing at all for an unknown session', async () => {
+        const [first] = await appendChain('one', 1);
+        expect(await fx.log.headWindow('one')).toEqual({
+          session: 'one',
+          head: { session: 'one', seq: 0, id: first!.id, owner: 'alice' },
+          entryAtHead: first,
+          entryBeforeHead: undefined,
+          entryBeyondHead: false,
+          watermark: 0,
+        });
+        const none = {
+          session: 'none',
+          head: undefined,
+          entryAtHead: undefined,
+          entryBeforeHead: undefined,
+          entryBeyondHead: false,
+          watermark: undefined,
+        };
+        expect(await fx.log.headWindow('none')).toEqual(none);
+        await fx.log.setWatermark('none', 1);
+        expect(await fx.log.headWindow('none')).toEqual({ ...none, watermark: 1 });
+      });
+
+      it('reports a missing entry before the head as the separate reads do', async () => {
+        await appendChain('gap', 3);
+        await fx.removeEntry('gap', 1);
+        const window = await fx.log.headWindow('gap');
+        expect(window.entryBeforeHead).toBeUndefined();
+        expect(window.entryAtHead?.seq).toBe(2);
+        expect(window).toEqual(await separately('gap'));
+      });
+
+      it('fails on a damaged entry or head with the code of the separate reads', async () => {
+        for (const [session, record] of [
+          ['at', { kind: 'entry', session: 'at', seq: 2 }],
+          ['before', { kind: 'entry', session: 'before', seq: 1 }],
+          ['head', { kind: 'head', session: 'head' }],
+        ] as const) {
+          await appendChain(session, 3);
+          const code = await fx.damage(record);
+          const window = await outcome(fx.log.headWindow(session));
+          expect(window).toEqual(await outcome(separately(session)));
+          if (code !== undefined) expect(window).toEqual({ code });
+        }
+      });
+
+      it('refuses a session outside the id grammar with INVALID_ID', async () => {
+        await expectManifestError(fx.log.headWindow('a!b'), 'INVALID_ID');
+        await expectManifestError(fx.log.headWindow(undefined as unknown as string), 'INVALID_ID');
+      });
+
+      it('reads one committed state while appends commit meanwhile: never an entry beyond the head', async () => {
+        const n = 24;
+        await appendChain('race', 1);
+        const windows: HeadWindow[] = [];
+        let appending = true;
+        const appender = (async () => {
+          try {
+            for (let seq = 1; seq < n; seq++) await fx.log.append(link('race', seq));
+          } finally {
+            appending = false;
+          }
+        })();
+        const reader = (async () => {
+          while (appending) windows.push(await fx.log.headWindow('race'));
+        })();
+        await Promise.all([appender, reader]);
+        windows.push(await fx.log.headWindow('race'));
+        for (const w of windows) {
+          expect(headProblems(w)).toEqual([]);
+          const seq = w.head!.seq;
+          expect(w.entryAtHead).toMatchObject({ seq, id: idOf('race', seq) });
+          expect(w.entryBeforeHead?.id).toBe(seq > 0 ? idOf('race', seq - 1) : undefined);
+        }
+        expect(windows.at(-1)!.head!.seq).toBe(n - 1);
       });
     });
 

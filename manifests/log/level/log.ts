@@ -34,7 +34,7 @@ import {
   type AppendQueue,
   type BatchOp,
 } from './tables.js';
-import type { AppendRequest, ChainHead, InlineBlobTable, LogEntry, LogTreeHead } from '../log.js';
+import type { AppendRequest, ChainHead, HeadWindow, InlineBlobTable, LogEntry, LogTreeHead } from '../log.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { equalBytes } from '../../tlog/merkle.js';
 import { treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
@@ -239,6 +239,52 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     const key = entryKey(session, seq);
     const raw = await this.db.get(key);
     return raw === undefined ? undefined : parseEntryRecord(key, raw);
+  }
+
+  /**
+   * Five small reads from one snapshot (the head and the watermark, then the entries before, at and beyond the
+   * head), made synchronously: records this small come from LevelDB's caches in microseconds, where each
+   * asynchronous read would cost a thread-pool round trip (benchmarks/README.md, "Resume's fixed cost"). An
+   * append that commits meanwhile is wholly invisible to the snapshot. It first yields one turn of the event
+   * loop, as an asynchronous read would: a caller resuming in a loop still lets I/O and timers run in between.
+   */
+  protected async _headWindow(session: string): Promise<HeadWindow> {
+    await new Promise((resolve) => setImmediate(resolve));
+    // Taken with the snapshot: the cache moves only after a commit, so it is never ahead of the snapshot.
+    const cached = this.watermarkCache.get(session);
+    let snapshot;
+    try {
+      snapshot = this.db.snapshot();
+    } catch (err) {
+      throw storageFailed('snapshot', err);
+    }
+    try {
+      const read = (key: string) => this.db.getSync(key, { snapshot });
+      const rawHead = read(`h!${session}`);
+      const head = rawHead === undefined ? undefined : parseHeadRecord(`h!${session}`, rawHead);
+      // As `getWatermark`: the one this process holds (exact: it owns the database), else the stored one.
+      let watermark = cached;
+      if (watermark === undefined) {
+        const rawMark = read(`w!${session}`);
+        watermark = rawMark === undefined ? undefined : parseWatermarkRecord(`w!${session}`, rawMark);
+      }
+      const seq = head?.seq ?? -1;
+      const entry = (at: number) => {
+        const key = entryKey(session, at);
+        const raw = read(key);
+        return raw === undefined ? undefined : parseEntryRecord(key, raw);
+      };
+      return {
+        session,
+        head,
+        entryAtHead: head ? entry(seq) : undefined,
+        entryBeforeHead: seq > 0 ? entry(seq - 1) : undefined,
+        entryBeyondHead: read(entryKey(session, seq + 1)) !== undefined,
+        watermark,
+      };
+    } finally {
+      await snapshot.close().catch(() => {});
+    }
   }
 
   protected async *_chain(session: string, fromSeq: number): AsyncIterable<LogEntry> {

@@ -36,6 +36,9 @@ export function inlineBlobOps(digest: Digest, bytes: Uint8Array): BatchOp[] {
   ];
 }
 
+/** Inline blobs up to this size are read synchronously (LevelInlineBlobs.get). */
+export const SYNC_READ_MAX_BYTES = 1024 * 1024;
+
 /** Inline blobs: bytes under `b!`, their size and storage time under `t!` (so listing and gc read no bytes). */
 export class LevelInlineBlobs implements InlineBlobTable {
   constructor(
@@ -44,10 +47,26 @@ export class LevelInlineBlobs implements InlineBlobTable {
   ) {}
 
   async get(digest: Digest): Promise<Uint8Array | undefined> {
+    const hex = digestHex(digest);
     try {
-      return await this.db.get<string, Uint8Array>(`b!${digestHex(digest)}`, { valueEncoding: 'view' });
+      // A small blob (the ledger's threshold is 64 KiB by default) is copied out synchronously: a thread-pool round
+      // trip costs more than the copy (benchmarks/README.md, "Resume's fixed cost"). A large one (a threshold raised
+      // far) is read off the event loop, as are the bytes of a blob whose size record is unreadable.
+      if (this.syncReadable(hex)) return this.db.getSync<string, Uint8Array>(`b!${hex}`, { valueEncoding: 'view' });
+      return await this.db.get<string, Uint8Array>(`b!${hex}`, { valueEncoding: 'view' });
     } catch (err) {
       throw storageFailed('inline blob read', err);
+    }
+  }
+
+  /** True when the blob is absent (its size record is written in the same batch) or at most SYNC_READ_MAX_BYTES. */
+  private syncReadable(hex: string): boolean {
+    const raw = this.db.getSync(`t!${hex}`);
+    if (raw === undefined) return true;
+    try {
+      return parseInlineMetaRecord(`t!${hex}`, raw).size <= SYNC_READ_MAX_BYTES;
+    } catch {
+      return false; // fsck names the damaged record; the bytes are still served, re-hashed by the reader
     }
   }
 

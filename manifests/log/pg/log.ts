@@ -19,6 +19,7 @@ import type {
   GrantState,
   GrantTable,
   InlineBlobTable,
+  HeadWindow,
   LogEntry,
   LogTreeHead,
   SigningKeyRecord,
@@ -67,6 +68,15 @@ function storageFailed(what: string, err: unknown): Error {
   return storageFailure(ManifestError, `postgres manifest log: ${what}`, err);
 }
 
+/** A row of `headWindow`: the head's columns on every row, one entry (or none: nulls) per row. */
+interface HeadWindowRow extends Omit<EntryRow, 'seq'> {
+  head_seq: number | null;
+  head_id: string | null;
+  owner: string | null;
+  watermark: number | null;
+  seq: number | null;
+}
+
 interface HeadFactsRow {
   session: string;
   head_seq: number | null;
@@ -111,6 +121,16 @@ export class PgManifestLog extends AbstractManifestLog {
         'INSERT INTO {schema}.entries (position, session, seq, id, principal, envelope) VALUES ($1, $2, $3, $4, $5, $6)',
       ),
       entry: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq = $2`),
+      // One statement, so one snapshot: the head, its watermark and the entries at seq − 1, seq and seq + 1 (at
+      // least one row; the entry columns are null when there is none).
+      headWindow: q(`SELECT h.seq AS head_seq, h.id AS head_id, h.owner,
+          (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = $1) AS watermark,
+          e.position, e.session, e.seq, e.id, e.principal, e.envelope
+        FROM (SELECT 1) one
+        LEFT JOIN {schema}.heads h ON h.session = $1
+        LEFT JOIN {schema}.entries e ON e.session = $1
+          AND e.seq BETWEEN coalesce(h.seq, -1) - 1 AND coalesce(h.seq, -1) + 1
+        ORDER BY e.seq`),
       chain: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT ${PAGE}`),
       entries: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position > $1 ORDER BY position LIMIT ${PAGE}`),
       heads: q(`SELECT session, seq, id, owner FROM {schema}.heads WHERE session > $1 ORDER BY session LIMIT ${PAGE}`),
@@ -172,6 +192,28 @@ export class PgManifestLog extends AbstractManifestLog {
   protected async _entry(session: string, seq: number): Promise<LogEntry | undefined> {
     const [row] = await this.rows<EntryRow>('entry', this.sql.entry!, [session, seq]);
     return row && toEntry(row);
+  }
+
+  protected async _headWindow(session: string): Promise<HeadWindow> {
+    const rows = await this.rows<HeadWindowRow>('head window', this.sql.headWindow!, [session]);
+    const first = rows[0]!;
+    const head =
+      first.head_seq === null
+        ? undefined
+        : toHead({ session, seq: first.head_seq, id: first.head_id!, owner: first.owner! });
+    const seq = head?.seq ?? -1;
+    const at = (s: number) => {
+      const row = rows.find((r) => r.seq === s);
+      return row && toEntry(row as EntryRow);
+    };
+    return {
+      session,
+      head,
+      entryAtHead: head ? at(seq) : undefined,
+      entryBeforeHead: seq > 0 ? at(seq - 1) : undefined,
+      entryBeyondHead: rows.some((r) => r.seq === seq + 1),
+      watermark: first.watermark ?? undefined,
+    };
   }
 
   protected async *_chain(session: string, fromSeq: number): AsyncIterable<LogEntry> {
