@@ -54,13 +54,20 @@ export async function startLineDispatcher<Request, Reply, Ready>(options: {
   spawn: (index: number) => LinePort<Request, Reply>;
   protocol: LinePoolProtocol<Request, Reply, Ready>;
   startMs?: number;
+  /**
+   * Verifies a batch in the calling thread whenever every worker already has its two: the caller's thread
+   * is then a verifier too (for when the workers plus the caller's thread are as many as the cores), and
+   * the batches it takes are neither copied to a worker nor their outcomes copied back.
+   */
+  inline?: LineVerifier;
 }): Promise<LineDispatcher<Ready>> {
-  const { protocol } = options;
+  const { protocol, inline } = options;
   const ports: Array<LinePort<Request, Reply>> = [];
   const load: number[] = [];
   const pending = new Map<number, { resolve: (r: LineOutcome[]) => void; reject: (e: unknown) => void; at: number }>();
   let failure: AuditError | undefined;
   let nextId = 0;
+  let inlineMayTake = true;
 
   const fail = (err: AuditError): void => {
     failure ??= err;
@@ -103,6 +110,7 @@ export async function startLineDispatcher<Request, Reply, Ready>(options: {
             if (!p) return;
             pending.delete(event.id);
             load[p.at]!--;
+            inlineMayTake = true;
             if ('failed' in event) p.reject(new AuditError('WORKER_FAILED', `${name} failed: ${event.failed}`));
             else p.resolve(event.results);
           },
@@ -145,12 +153,18 @@ export async function startLineDispatcher<Request, Reply, Ready>(options: {
   return {
     ready,
     verifier: {
-      concurrency: ports.length * BATCHES_PER_WORKER,
+      concurrency: ports.length * BATCHES_PER_WORKER + (inline ? 1 : 0),
       verifyLines(batch) {
         if (failure) return Promise.reject(failure);
         // Least-loaded worker: batches cost about the same, so this keeps every worker busy.
         let at = 0;
         for (let i = 1; i < ports.length; i++) if (load[i]! < load[at]!) at = i;
+        if (inline && inlineMayTake && load[at]! >= BATCHES_PER_WORKER) {
+          // Once between two replies: a worker's reply is read only when this thread returns to its event
+          // loop, so a second inline batch in a row could leave that worker idle with its outcomes unread.
+          inlineMayTake = false;
+          return inline.verifyLines(batch);
+        }
         const id = nextId++;
         load[at]!++;
         return new Promise<LineOutcome[]>((resolve, reject) => {

@@ -18,7 +18,7 @@ import { digestOfReady } from '../../store/hash/digest.js';
 import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import { nodeVerifier } from '../crypto/ed25519.node.js';
 import type { TrustStore } from '../format/trust.js';
-import { verifyLineText, type LineOutcome, type LineVerifier } from './verify-line.js';
+import { inlineLineVerifier, verifyLineText, type LineOutcome, type LineVerifier } from './verify-line.js';
 
 const WORKER_KIND = 'handoff-ledger/verify-lines@1';
 
@@ -28,6 +28,11 @@ export interface WorkerLineVerifierOptions {
   threads?: number;
   /** Signature backend inside the workers (default `node`, i.e. node:crypto). */
   verifier?: 'node' | 'noble';
+  /**
+   * The calling thread verifies a share of the batches too, whenever every worker has two in flight: for
+   * `threads` = cores - 1, so that all cores verify and the calling thread's batches are never copied.
+   */
+  mainShare?: boolean;
   /** Overrides the compiled worker script (tests). */
   scriptUrl?: URL;
 }
@@ -53,8 +58,10 @@ export async function createWorkerLineVerifier(options: WorkerLineVerifierOption
     throw new AuditError('WORKER_FAILED', `worker script ${fileURLToPath(script)} is missing; run \`npm run build\``);
   }
   const data = { kind: WORKER_KIND, trust: options.trust, verifier: options.verifier ?? 'node' };
+  const signatures: SignatureVerifier = options.verifier === 'noble' ? nobleVerifier : nodeVerifier;
   const { verifier } = await startLineDispatcher<Request, Reply, true>({
     size: threads,
+    ...(options.mainShare ? { inline: inlineLineVerifier({ trust: options.trust, verifier: signatures }) } : {}),
     spawn: () => threadPort(new Worker(script, { workerData: data })),
     protocol: {
       batch: (id, batch) => ({ id, batch }),

@@ -153,6 +153,41 @@ describe('startLineDispatcher', () => {
     expect(silent.terminated).toBe(true);
   });
 
+  it('verifies a batch in the calling thread only when every worker has two, and once between replies', async () => {
+    const inlined: number[] = [];
+    const inline = {
+      concurrency: 1,
+      verifyLines: async (batch: Array<{ line: number; text: string }>) => {
+        inlined.push(batch[0]!.line);
+        return batch.map((l) => outcome(l.line));
+      },
+      close: async () => {},
+    };
+    const w = fake();
+    const pending = startLineDispatcher({ size: 1, spawn: () => w, protocol, inline });
+    w.reply({ ready: 'w0' });
+    const { verifier } = await pending;
+    expect(verifier.concurrency).toBe(3);
+    const batches = [1, 2, 3, 4].map((line) => verifier.verifyLines([{ line, text: 'x' }]));
+    const settled = Promise.allSettled(batches);
+    // Lines 1 and 2 fill the worker; 3 is verified here; 4 goes to the worker, whose reply has not come yet.
+    expect(inlined).toEqual([3]);
+    expect(w.posted.slice(1).map((m) => (m as { lines: number[] }).lines)).toEqual([[1], [2], [4]]);
+    w.reply({ id: 0, results: [outcome(1)] });
+    // A reply came and the worker still has two: the calling thread takes line 5, the worker line 6.
+    const later = Promise.allSettled([5, 6].map((line) => verifier.verifyLines([{ line, text: 'x' }])));
+    expect(inlined).toEqual([3, 5]);
+    expect(w.posted.slice(1).map((m) => (m as { id: number; lines: number[] }).lines)).toEqual([[1], [2], [4], [6]]);
+    w.reply({ id: 1, results: [outcome(2)] });
+    w.reply({ id: 2, results: [outcome(4)] });
+    w.reply({ id: 3, results: [outcome(6)] });
+    const results = [...(await settled), ...(await later)];
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : r))).toEqual(
+      [1, 2, 3, 4, 5, 6].map((l) => [outcome(l)]),
+    );
+    await verifier.close();
+  });
+
   it('rejects batches after close', async () => {
     const { verifier } = await started(1);
     await verifier.close();
