@@ -222,6 +222,8 @@ async function main(): Promise<void> {
             buildSeconds: chain.buildSeconds,
             bundleCached: chain.cached,
             verifyChainPool: spread(chain.verifyChainPool),
+            verifyChainMainShare:
+              chain.verifyChainMainShare.length > 0 ? spread(chain.verifyChainMainShare) : emptySpread,
             verifyChainOneCore: spread(chain.verifyChainOneCore),
             perManifestNode: spread(chain.perManifestNode),
             perManifestNoble: spread(chain.perManifestNoble),
@@ -234,6 +236,7 @@ async function main(): Promise<void> {
             buildSeconds: 0,
             bundleCached: false,
             verifyChainPool: emptySpread,
+            verifyChainMainShare: emptySpread,
             verifyChainOneCore: emptySpread,
             perManifestNode: emptySpread,
             perManifestNoble: emptySpread,

@@ -104,6 +104,8 @@ export interface BenchResults {
     bundleCached: boolean;
     /** Manifests per second. */
     verifyChainPool: Spread;
+    /** `threads - 1` worker threads plus the calling thread's share (absent in runs before it was measured). */
+    verifyChainMainShare?: Spread;
     verifyChainOneCore: Spread;
     perManifestNode: Spread;
     perManifestNoble: Spread;

@@ -135,6 +135,11 @@ function chainRows(
     `chain verify, verifyChain + ${ch.threads}-thread pool (manifests/s, ${ch.manifests.toLocaleString('en-US')} manifests)`,
     spread(ch.verifyChainPool),
   ]);
+  if (ch.verifyChainMainShare && ch.verifyChainMainShare.median > 0)
+    rows.push([
+      `chain verify, ${ch.threads - 1} worker thread${ch.threads === 2 ? '' : 's'} + the main thread's share (manifests/s)`,
+      spread(ch.verifyChainMainShare),
+    ]);
   rows.push(['chain verify, verifyChain on one core (manifests/s)', spread(ch.verifyChainOneCore)]);
   rows.push(['verifyManifestEnvelope, node:crypto, one core (manifests/s)', spread(ch.perManifestNode)]);
   rows.push(['verifyManifestEnvelope, noble, one core (manifests/s)', spread(ch.perManifestNoble)]);

@@ -27,6 +27,7 @@ import { BUNDLE_CHECKPOINT_FILE } from './bundle.js';
 import { verifyChainRules, type AuditScope, type ChainEntry } from './chain-rules.js';
 import {
   inlineLineVerifier,
+  splitLineRuns,
   splitLines,
   verifyRawLine,
   type LineOutcome,
@@ -100,7 +101,7 @@ const MAX_FORK_EVIDENCE = 1000;
 
 /** Steps 1-5 over every line, in batches, keeping verified entries in file order. */
 async function verifyLines(
-  raws: AsyncIterable<RawLine>,
+  runs: AsyncIterable<RawLine[]> | Iterable<RawLine[]>,
   options: VerifyChainOptions,
   sink: FindingSink,
   totalBytes?: number,
@@ -156,28 +157,31 @@ async function verifyLines(
   };
 
   try {
-    for await (const raw of raws) {
-      lastLine = raw.line;
-      if (!raw.terminated) {
-        // A cut-off final line: reported as such; kept only if what is there still verifies completely.
-        const outcome = verifyRawLine(raw, ctx);
-        sink.add({
-          code: 'LINE_TRUNCATED',
-          line: raw.line,
-          message: `last line (${raw.bytes} bytes) has no terminating newline`,
-        });
-        if (outcome.ok) batch.push({ line: raw.line, text: raw.text! });
-        batchBytes += raw.bytes;
-      } else if (raw.text === undefined || raw.text.length === 0) {
-        // Findings decided without the line verifier (over-long, not UTF-8, empty): never batched or sent to a thread.
-        sink.add((verifyRawLine(raw, ctx) as Extract<LineOutcome, { ok: false }>).finding);
-        lines++;
-        bytes += raw.bytes;
-      } else {
-        batch.push({ line: raw.line, text: raw.text });
-        batchBytes += raw.bytes;
+    // Runs of lines, each looped over synchronously: one async step a run, not one a line.
+    for await (const run of runs) {
+      for (const raw of run) {
+        lastLine = raw.line;
+        if (!raw.terminated) {
+          // A cut-off final line: reported as such; kept only if what is there still verifies completely.
+          const outcome = verifyRawLine(raw, ctx);
+          sink.add({
+            code: 'LINE_TRUNCATED',
+            line: raw.line,
+            message: `last line (${raw.bytes} bytes) has no terminating newline`,
+          });
+          if (outcome.ok) batch.push({ line: raw.line, text: raw.text! });
+          batchBytes += raw.bytes;
+        } else if (raw.text === undefined || raw.text.length === 0) {
+          // Findings decided without the line verifier (over-long, not UTF-8, empty): never batched or sent to a thread.
+          sink.add((verifyRawLine(raw, ctx) as Extract<LineOutcome, { ok: false }>).finding);
+          lines++;
+          bytes += raw.bytes;
+        } else {
+          batch.push({ line: raw.line, text: raw.text });
+          batchBytes += raw.bytes;
+        }
+        if (batch.length >= batchSize || batchBytes >= MAX_BATCH_BYTES) await dispatch();
       }
-      if (batch.length >= batchSize || batchBytes >= MAX_BATCH_BYTES) await dispatch();
     }
     await dispatch();
     while (inflight.length > 0) await settleOldest();
@@ -212,6 +216,33 @@ function report(
   };
 }
 
+/** Lines as runs of raw lines; an array's (or any synchronous iterable's) are cut without an async step. */
+function runsOf(lines: Iterable<string> | AsyncIterable<string>): AsyncIterable<RawLine[]> | Iterable<RawLine[]> {
+  const RUN = 1024;
+  const raw = (line: number, text: unknown): RawLine => {
+    const t = String(text);
+    return { line, text: t, terminated: true, bytes: t.length + 1 };
+  };
+  if (Symbol.iterator in lines) {
+    return (function* () {
+      let run: RawLine[] = [];
+      let line = 0;
+      for (const text of lines) {
+        run.push(raw(++line, text));
+        if (run.length === RUN) {
+          yield run;
+          run = [];
+        }
+      }
+      if (run.length > 0) yield run;
+    })();
+  }
+  return (async function* () {
+    let line = 0;
+    for await (const text of lines) yield [raw(++line, text)];
+  })();
+}
+
 /**
  * Verifies envelope lines (e.g. a ManifestLog's `entries()` mapped to `envelope`) through steps 1-6.
  * Line numbers are 1-based positions in `lines`.
@@ -222,14 +253,7 @@ export async function verifyChain(
   options: VerifyChainOptions,
 ): Promise<AuditReport> {
   const sink = new FindingSink(options.maxFindings ?? 100_000);
-  const raws = (async function* () {
-    let line = 0;
-    for await (const text of lines) {
-      line++;
-      yield { line, text: String(text), terminated: true, bytes: String(text).length + 1 } satisfies RawLine;
-    }
-  })();
-  const { entries, lines: count, verified } = await verifyLines(raws, options, sink);
+  const { entries, lines: count, verified } = await verifyLines(runsOf(lines), options, sink);
   const chains = verifyChainRules(entries, options.scope, sink);
   return report(sink, count, verified, chains, 0);
 }
@@ -298,8 +322,8 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   // Leaves are hashed only when there is a checkpoint to hold them against.
   const leaves: Array<Uint8Array | undefined> = [];
   const hasCheckpoint = (await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE)) !== undefined;
-  const raws = hasCheckpoint ? tapLeaves(splitLines(reader.manifests()), leaves) : splitLines(reader.manifests());
-  const { entries, lines, verified } = await verifyLines(raws, options, sink, totalBytes);
+  const runs = hasCheckpoint ? tapLeaves(splitLineRuns(reader.manifests()), leaves) : splitLineRuns(reader.manifests());
+  const { entries, lines, verified } = await verifyLines(runs, options, sink, totalBytes);
   const coverage = auditScope(options.scope, header);
   const chains = verifyChainRules(entries, coverage.scope, sink);
   await attachForkEnvelopes(reader, sink.findings);

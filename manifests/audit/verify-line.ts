@@ -52,6 +52,20 @@ export async function* splitLines(
   chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
   maxLineBytes = MAX_LINE_BYTES,
 ): AsyncGenerator<RawLine> {
+  for await (const run of splitLineRuns(chunks, maxLineBytes)) yield* run;
+}
+
+/** A run is cut at this many lines, so a chunk of millions of short lines is never held as objects at once. */
+const RUN_LINES = 1024;
+
+/**
+ * `splitLines`, a chunk at a time: the lines each chunk completes, in one array (none for a chunk inside
+ * one long line). The auditor loops over a run synchronously instead of taking one async step a line.
+ */
+export async function* splitLineRuns(
+  chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  maxLineBytes = MAX_LINE_BYTES,
+): AsyncGenerator<RawLine[]> {
   let parts: Uint8Array[] = [];
   let length = 0;
   let overflow = false;
@@ -85,6 +99,7 @@ export async function* splitLines(
     }
   };
   for await (const chunk of chunks) {
+    let run: RawLine[] = [];
     let start = 0;
     for (;;) {
       if (length === 0 && !overflow) {
@@ -112,7 +127,11 @@ export async function* splitLines(
             const to = ends[i]!;
             line++;
             if (texts) {
-              yield { line, text: texts[i]!, terminated: true, bytes: to - from + 1 };
+              run.push({ line, text: texts[i]!, terminated: true, bytes: to - from + 1 });
+              if (run.length >= RUN_LINES) {
+                yield run;
+                run = [];
+              }
             } else {
               let text: string | undefined;
               try {
@@ -120,9 +139,15 @@ export async function* splitLines(
               } catch {
                 text = undefined;
               }
-              yield text === undefined
-                ? { line, notUtf8: true, terminated: true, bytes: to - from + 1 }
-                : { line, text, terminated: true, bytes: to - from + 1 };
+              run.push(
+                text === undefined
+                  ? { line, notUtf8: true, terminated: true, bytes: to - from + 1 }
+                  : { line, text, terminated: true, bytes: to - from + 1 },
+              );
+              if (run.length >= RUN_LINES) {
+                yield run;
+                run = [];
+              }
             }
             from = to + 1;
           }
@@ -136,15 +161,20 @@ export async function* splitLines(
       }
       if (nl === start && length === 0 && !overflow) {
         // An empty line: no slice, no decode (a bundle of millions of them must stay linear and cheap).
-        yield { line: ++line, text: '', terminated: true, bytes: 1 };
+        run.push({ line: ++line, text: '', terminated: true, bytes: 1 });
       } else {
         take(chunk.subarray(start, nl));
-        yield finish(true);
+        run.push(finish(true));
+      }
+      if (run.length >= RUN_LINES) {
+        yield run;
+        run = [];
       }
       start = nl + 1;
     }
+    if (run.length > 0) yield run;
   }
-  if (length > 0 || overflow) yield finish(false);
+  if (length > 0 || overflow) yield [finish(false)];
 }
 
 const encoder = new TextEncoder();

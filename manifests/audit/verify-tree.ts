@@ -48,20 +48,22 @@ export interface CheckpointSummary {
 
 /** Leaf hashes of the lines, in order (undefined: a line with no decodable payload). */
 export async function* tapLeaves(
-  lines: AsyncIterable<RawLine>,
+  runs: AsyncIterable<RawLine[]>,
   out: Array<Uint8Array | undefined>,
-): AsyncGenerator<RawLine> {
-  for await (const raw of lines) {
-    let hash: Uint8Array | undefined;
-    if (raw.text !== undefined) {
-      try {
-        hash = leafHash(leafOfEnvelope(raw.text));
-      } catch {
-        hash = undefined;
+): AsyncGenerator<RawLine[]> {
+  for await (const run of runs) {
+    for (const raw of run) {
+      let hash: Uint8Array | undefined;
+      if (raw.text !== undefined) {
+        try {
+          hash = leafHash(leafOfEnvelope(raw.text));
+        } catch {
+          hash = undefined;
+        }
       }
+      out[raw.line - 1] = hash;
     }
-    out[raw.line - 1] = hash;
-    yield raw;
+    yield run;
   }
 }
 

@@ -2,7 +2,8 @@
  * Node only: runs the per-line audit steps (parse, payload type, key, signature, schema) on worker
  * threads, so a large bundle's signature checks use every core. The main thread keeps splitting
  * lines and applies the chain rules; results come back in batch order, so reports are identical to
- * the in-thread verifier's.
+ * the in-thread verifier's. The batches are handed out by the dispatcher both pools share
+ * (manifests/audit/line-dispatch.ts; the page's pool is web/worker/line-pool.ts).
  *
  * A worker must load compiled JavaScript. From dist/ this module starts itself; when it runs as
  * TypeScript (vitest), it starts its dist/ twin, which `npm run build` (the `pretest` script) produces.
@@ -12,11 +13,12 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { AuditError } from './errors.js';
+import { startLineDispatcher, type LinePort } from './line-dispatch.js';
 import { digestOfReady } from '../../store/hash/digest.js';
 import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import { nodeVerifier } from '../crypto/ed25519.node.js';
 import type { TrustStore } from '../format/trust.js';
-import { verifyLineText, type LineOutcome, type LineVerifier } from './verify-line.js';
+import { inlineLineVerifier, verifyLineText, type LineOutcome, type LineVerifier } from './verify-line.js';
 
 const WORKER_KIND = 'handoff-ledger/verify-lines@1';
 
@@ -26,6 +28,11 @@ export interface WorkerLineVerifierOptions {
   threads?: number;
   /** Signature backend inside the workers (default `node`, i.e. node:crypto). */
   verifier?: 'node' | 'noble';
+  /**
+   * The calling thread verifies a share of the batches too, whenever every worker has two in flight: for
+   * `threads` = cores - 1, so that all cores verify and the calling thread's batches are never copied.
+   */
+  mainShare?: boolean;
   /** Overrides the compiled worker script (tests). */
   scriptUrl?: URL;
 }
@@ -51,70 +58,33 @@ export async function createWorkerLineVerifier(options: WorkerLineVerifierOption
     throw new AuditError('WORKER_FAILED', `worker script ${fileURLToPath(script)} is missing; run \`npm run build\``);
   }
   const data = { kind: WORKER_KIND, trust: options.trust, verifier: options.verifier ?? 'node' };
-  const pending = new Map<
-    number,
-    { resolve: (r: LineOutcome[]) => void; reject: (e: unknown) => void; worker: Worker }
-  >();
-  const load = new Map<Worker, number>();
-  let failure: AuditError | undefined;
-  let nextId = 0;
-
-  const fail = (err: AuditError) => {
-    failure ??= err;
-    for (const [id, p] of pending) {
-      pending.delete(id);
-      p.reject(failure);
-    }
-  };
-
-  const workers = await Promise.all(
-    Array.from({ length: threads }, () => {
-      const worker = new Worker(script, { workerData: data });
-      load.set(worker, 0);
-      return new Promise<Worker>((resolve, reject) => {
-        worker.on('message', (msg: Reply) => {
-          if ('ready' in msg) return resolve(worker);
-          const p = pending.get(msg.id);
-          if (!p) return;
-          pending.delete(msg.id);
-          load.set(worker, load.get(worker)! - 1);
-          if ('error' in msg) p.reject(new AuditError('WORKER_FAILED', `verification worker failed: ${msg.error}`));
-          else p.resolve(msg.results);
-        });
-        const died = (why: string, cause?: unknown) => {
-          const err = new AuditError('WORKER_FAILED', `verification worker ${why}`, { cause });
-          reject(err);
-          fail(err);
-        };
-        worker.on('error', (err) => died(`crashed: ${err.message}`, err));
-        worker.on('exit', (code) => {
-          if (code !== 0) died(`exited with code ${code}`);
-        });
-      });
-    }),
-  ).catch(async (err) => {
-    await Promise.all([...load.keys()].map((w) => w.terminate()));
-    throw err;
+  const signatures: SignatureVerifier = options.verifier === 'noble' ? nobleVerifier : nodeVerifier;
+  const { verifier } = await startLineDispatcher<Request, Reply, true>({
+    size: threads,
+    ...(options.mainShare ? { inline: inlineLineVerifier({ trust: options.trust, verifier: signatures }) } : {}),
+    spawn: () => threadPort(new Worker(script, { workerData: data })),
+    protocol: {
+      batch: (id, batch) => ({ id, batch }),
+      read: (reply) =>
+        'ready' in reply ? { ready: true } : 'error' in reply ? { id: reply.id, failed: reply.error } : reply,
+    },
   });
+  return verifier;
+}
 
+/** A worker thread as the dispatcher sees it. */
+function threadPort(worker: Worker): LinePort<Request, Reply> {
   return {
-    concurrency: threads * 2,
-    verifyLines(batch) {
-      if (failure) return Promise.reject(failure);
-      // Least-loaded worker: batches cost about the same, so this keeps every thread busy.
-      let worker = workers[0]!;
-      for (const w of workers) if (load.get(w)! < load.get(worker)!) worker = w;
-      const id = nextId++;
-      load.set(worker, load.get(worker)! + 1);
-      return new Promise<LineOutcome[]>((resolve, reject) => {
-        pending.set(id, { resolve, reject, worker });
-        worker.postMessage({ id, batch } satisfies Request);
+    post: (message) => worker.postMessage(message),
+    listen(onReply, onFail) {
+      worker.on('message', onReply);
+      worker.on('error', (err) => onFail(`crashed: ${err.message}`));
+      worker.on('messageerror', () => onFail('sent a message that could not be read'));
+      worker.on('exit', (code) => {
+        if (code !== 0) onFail(`exited with code ${code}`);
       });
     },
-    async close() {
-      failure ??= new AuditError('WORKER_FAILED', 'worker pool is closed');
-      await Promise.all(workers.map((w) => w.terminate()));
-    },
+    terminate: () => worker.terminate(),
   };
 }
 

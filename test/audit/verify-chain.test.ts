@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { FINDING_CODES } from '../../manifests/audit/findings.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
 import { verifyBundle, verifyChain } from '../../manifests/audit/verify-chain.js';
-import { splitLines, MAX_LINE_BYTES } from '../../manifests/audit/verify-line.js';
+import { splitLineRuns, splitLines, MAX_LINE_BYTES } from '../../manifests/audit/verify-line.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { buildBundle, ChainBuilder, jsonl, makeKey, trustOf } from '../support/bundle-builder.js';
@@ -83,6 +83,31 @@ describe('verifyChain', () => {
     const many = await verifyChain(lines, { trust: b.trust });
     expect(one).toEqual(many);
   });
+
+  it('gives an array (cut into runs without an async step) the report of the same lines as an async iterable', async () => {
+    const b = await buildBundle({
+      chains: Array.from({ length: 5 }, (_, i) => ({ session: `s${i}`, count: 500 })),
+    });
+    // Past one run of 1,024 lines, with findings on both sides of a run's edge and a duplicate runs away.
+    const lines: string[] = [...b.lines];
+    lines.splice(1023, 1, 'not json');
+    lines.splice(1024, 0, '', 'x'.repeat(MAX_LINE_BYTES + 1));
+    lines.splice(2047, 1);
+    lines.push(b.lines[3]!);
+    for (const batchSize of [1000, 7]) {
+      const fromArray = await verifyChain(lines, { trust: b.trust, verifier: nodeVerifier, batchSize });
+      const fromAsync = await verifyChain(
+        (async function* () {
+          yield* lines;
+        })(),
+        { trust: b.trust, verifier: nodeVerifier, batchSize },
+      );
+      expect(fromArray).toEqual(fromAsync);
+      expect(new Set(found(fromArray).map((f) => f.split('@')[0]))).toEqual(
+        new Set(['LINE_NOT_JSON', 'LINE_TOO_LONG', 'SEQ_GAP', 'DUPLICATE']),
+      );
+    }
+  });
 });
 
 describe('splitLines', () => {
@@ -145,6 +170,18 @@ describe('splitLines', () => {
       ),
       { numRuns: 500 },
     );
+  });
+
+  it('cuts a chunk of many lines into runs of at most 1,024, the lines of splitLines in order', async () => {
+    const bytes = new TextEncoder().encode('\n'.repeat(3000) + 'a\nb');
+    const runs: number[] = [];
+    const lines: unknown[] = [];
+    for await (const run of splitLineRuns([bytes])) {
+      runs.push(run.length);
+      lines.push(...run);
+    }
+    expect(runs).toEqual([1024, 1024, 953, 1]);
+    expect(lines).toEqual(await collect(splitLines([bytes])));
   });
 
   it('never buffers more than the bound of one line', async () => {

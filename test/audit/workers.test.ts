@@ -38,6 +38,24 @@ describe('createWorkerLineVerifier', () => {
     }
   });
 
+  it('gives the in-thread report when the calling thread verifies a share of the batches (mainShare)', async () => {
+    const b = await buildBundle({ chains: Array.from({ length: 20 }, (_, i) => ({ session: `s${i}`, count: 100 })) });
+    const lines = [...b.lines];
+    lines.splice(700, 1);
+    lines.splice(1200, 0, 'garbage', lines[5]!);
+    lines[1500] = lines[1500]!.replace(/"sig":"(.)/, (_m, c: string) => `"sig":"${c === 'A' ? 'B' : 'A'}`);
+    const reader = () => memoryBundleReader({ manifests: jsonl(lines) });
+    const inline = await verifyBundle(reader(), { trust: b.trust, verifier: nodeVerifier, batchSize: 64 });
+    const pool = await createWorkerLineVerifier({ trust: b.trust, threads: 1, mainShare: true });
+    try {
+      expect(pool.concurrency).toBe(3);
+      const threaded = await verifyBundle(reader(), { trust: b.trust, lineVerifier: pool, batchSize: 64 });
+      expect(threaded).toEqual(inline);
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('uses the trust store it was given, not the one passed to verifyBundle', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
     const pool = await createWorkerLineVerifier({ trust: trustOf(), threads: 1 });

@@ -7,10 +7,12 @@
  * order and memory stays bounded however large the bundle.
  *
  * Both halves are here: `startLinePool` (in the verification worker) and `servePoolWorker` (in each
- * pool worker). Neither touches a DOM type: the workers are reached through `PoolPort`, so the pool's
+ * pool worker). The batches are handed out by the dispatcher `verify`'s threads use too
+ * (manifests/audit/line-dispatch.ts); this file holds the page's messages. Neither touches a DOM type: the workers are reached through `PoolPort`, so the pool's
  * logic is tested in Node with in-process ports (test/web/line-pool.test.ts) and in Chromium for real.
  */
 import { AuditError } from '../../manifests/audit/errors.js';
+import { startLineDispatcher, type LinePort } from '../../manifests/audit/line-dispatch.js';
 import { inlineLineVerifier, type LineOutcome, type LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
@@ -51,12 +53,7 @@ export type PoolReply =
   | { type: 'lines-failed'; id: number; message: string };
 
 /** One pool worker as the verification worker sees it (a Worker, adapted; an in-process twin in tests). */
-export interface PoolPort {
-  post(message: PoolRequest): void;
-  /** `onFail` is called when the worker cannot go on: it failed to load, threw, or a message could not be read. */
-  listen(onReply: (reply: PoolReply) => void, onFail: (why: string) => void): void;
-  terminate(): void;
-}
+export type PoolPort = LinePort<PoolRequest, PoolReply>;
 
 export interface LinePool {
   verifier: LineVerifier;
@@ -77,117 +74,32 @@ export async function startLinePool(options: {
   trustText: string;
   startMs?: number;
 }): Promise<LinePool> {
-  const ports: PoolPort[] = [];
-  const load: number[] = [];
-  const pending = new Map<number, { resolve: (r: LineOutcome[]) => void; reject: (e: unknown) => void; at: number }>();
-  let failure: AuditError | undefined;
-  let nextId = 0;
-
-  const fail = (err: AuditError): void => {
-    failure ??= err;
-    for (const [id, p] of pending) {
-      pending.delete(id);
-      p.reject(failure);
-    }
-  };
-  const terminateAll = () => {
-    for (const port of ports) port.terminate();
-  };
-
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const started = Promise.all(
-    Array.from({ length: options.size }, (_, index) => {
-      let port: PoolPort;
-      try {
-        port = options.spawn();
-      } catch (err) {
-        return Promise.reject(
-          new AuditError(
-            'WORKER_FAILED',
-            `verification worker ${index + 1} did not start: ${(err as Error)?.message ?? String(err)}`,
-            {
-              cause: err,
-            },
-          ),
-        );
-      }
-      ports.push(port);
-      load.push(0);
-      return new Promise<SignatureBackend>((resolve, reject) => {
-        port.listen(
-          (reply) => {
-            if (reply.type === 'pool-ready') return resolve(reply.signatures);
-            if (reply.type === 'pool-failed') {
-              const err = new AuditError(
-                'WORKER_FAILED',
-                `verification worker ${index + 1} did not start: ${reply.message}`,
-              );
-              reject(err);
-              return fail(err);
-            }
-            const p = pending.get(reply.id);
-            if (!p) return;
-            pending.delete(reply.id);
-            load[p.at]!--;
-            if (reply.type === 'lines-failed')
-              p.reject(new AuditError('WORKER_FAILED', `verification worker ${index + 1} failed: ${reply.message}`));
-            else p.resolve(reply.results);
-          },
-          (why) => {
-            const err = new AuditError('WORKER_FAILED', `verification worker ${index + 1} ${why}`);
-            reject(err);
-            fail(err);
-          },
-        );
-        port.post({ type: 'pool-start', trustText: options.trustText });
-      });
-    }),
-  );
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new AuditError(
-            'WORKER_FAILED',
-            `the verification workers did not start within ${options.startMs ?? POOL_START_MS} ms`,
-          ),
-        ),
-      options.startMs ?? POOL_START_MS,
-    );
-  });
-  let backends: SignatureBackend[];
-  try {
-    backends = await Promise.race([started, timeout]);
-  } catch (err) {
-    terminateAll();
-    throw err;
-  } finally {
-    clearTimeout(timer);
-  }
-
-  return {
-    workers: ports.length,
-    // Every worker ran the same detection in the same browser; one that fell back to noble is named.
-    signatures: backends.includes('noble') ? 'noble' : 'webcrypto',
-    verifier: {
-      concurrency: ports.length * 2,
-      verifyLines(batch) {
-        if (failure) return Promise.reject(failure);
-        // Least-loaded worker: batches cost about the same, so this keeps every worker busy.
-        let at = 0;
-        for (let i = 1; i < ports.length; i++) if (load[i]! < load[at]!) at = i;
-        const id = nextId++;
-        load[at]!++;
-        return new Promise<LineOutcome[]>((resolve, reject) => {
-          pending.set(id, { resolve, reject, at });
-          ports[at]!.post({ type: 'lines', id, ...packBatch(batch) });
-        });
-      },
-      async close() {
-        fail(new AuditError('WORKER_FAILED', 'the pool of verification workers is closed'));
-        terminateAll();
+  const { verifier, ready } = await startLineDispatcher<PoolRequest, PoolReply, SignatureBackend>({
+    size: options.size,
+    spawn: options.spawn,
+    startMs: options.startMs ?? POOL_START_MS,
+    protocol: {
+      start: { type: 'pool-start', trustText: options.trustText },
+      batch: (id, batch) => ({ type: 'lines', id, ...packBatch(batch) }),
+      read(reply) {
+        switch (reply.type) {
+          case 'pool-ready':
+            return { ready: reply.signatures };
+          case 'pool-failed':
+            return { startFailed: reply.message };
+          case 'lines-done':
+            return { id: reply.id, results: reply.results };
+          case 'lines-failed':
+            return { id: reply.id, failed: reply.message };
+        }
       },
     },
+  });
+  return {
+    workers: ready.length,
+    // Every worker ran the same detection in the same browser; one that fell back to noble is named.
+    signatures: ready.includes('noble') ? 'noble' : 'webcrypto',
+    verifier,
   };
 }
 
