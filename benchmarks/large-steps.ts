@@ -25,6 +25,7 @@ import { prepareSummary, validateSummary } from '../src/summary/summary.js';
 import { canonicalChunks } from '../manifests/encoding/canonical.js';
 import { FsBlobStore } from '../store/fs/blob-store.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
+import { LARGE_STEP_CASES } from './large-steps-cases.js';
 import { makeSummary, nextMarker } from './lib/data.js';
 import { syncPageCache } from './lib/quiet.js';
 import { collectGarbage, MiB } from './lib/stats.js';
@@ -49,16 +50,7 @@ const ledger = await openLedger({ root: join(work, 'ledger'), host: 'bench', has
 await mkdir(join(work, 'raw'), { mode: 0o700 });
 const scope = { principal: 'bench', session: 'large-steps', run: 'bench' };
 
-const CASES = [
-  'raw durable write',
-  'put, bytes',
-  'put, stream',
-  'publish',
-  'publish, inline (2 KB)',
-  'CPU: validate (prepareSummary)',
-  'CPU: encode (all pieces)',
-  'CPU: native BLAKE3 here',
-] as const;
+const CASES = LARGE_STEP_CASES;
 const samples = new Map<string, number[]>();
 const record = (key: string, ms: number) => samples.set(key, [...(samples.get(key) ?? []), ms]);
 

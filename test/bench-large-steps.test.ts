@@ -8,18 +8,10 @@ import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { tempDir } from './support/tmp.js';
+import { LARGE_STEP_CASES } from '../benchmarks/large-steps-cases.js';
 
 const SCRIPT = fileURLToPath(new URL('../dist/benchmarks/large-steps.js', import.meta.url));
-const STEPS = [
-  'raw durable write',
-  'put, bytes',
-  'put, stream',
-  'publish',
-  'publish, inline (2 KB)',
-  'CPU: validate (prepareSummary)',
-  'CPU: encode (all pieces)',
-  'CPU: native BLAKE3 here',
-];
+const STEPS = LARGE_STEP_CASES;
 
 describe('node dist/benchmarks/large-steps.js', () => {
   it('prints each step and the floor for each size, and leaves nothing in its work directory', async () => {

@@ -9,19 +9,25 @@ import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { createWorkerLineVerifier, workerScriptUrl } from '../../manifests/audit/verify-workers.node.js';
 import { buildBundle, jsonl, trustOf } from '../support/bundle-builder.js';
 
+/** 2,000 manifests with a gap, a non-JSON line, a duplicate and a bad signature; its in-thread report. */
+async function damagedBundle() {
+  const b = await buildBundle({ chains: Array.from({ length: 20 }, (_, i) => ({ session: `s${i}`, count: 100 })) });
+  const lines = [...b.lines];
+  lines.splice(700, 1);
+  lines.splice(1200, 0, 'garbage', lines[5]!);
+  lines[1500] = lines[1500]!.replace(/"sig":"(.)/, (_m, c: string) => `"sig":"${c === 'A' ? 'B' : 'A'}`);
+  const reader = () => memoryBundleReader({ manifests: jsonl(lines) });
+  const inline = await verifyBundle(reader(), { trust: b.trust, verifier: nodeVerifier, batchSize: 64 });
+  return { b, reader, inline };
+}
+
 describe('createWorkerLineVerifier', () => {
   it('runs from the compiled dist/ twin when the module itself is TypeScript', () => {
     expect(workerScriptUrl().pathname).toMatch(/\/dist\/manifests\/audit\/verify-workers\.node\.js$/);
   });
 
   it('produces exactly the in-thread report, findings and line numbers included', async () => {
-    const b = await buildBundle({ chains: Array.from({ length: 20 }, (_, i) => ({ session: `s${i}`, count: 100 })) });
-    const lines = [...b.lines];
-    lines.splice(700, 1);
-    lines.splice(1200, 0, 'garbage', lines[5]!);
-    lines[1500] = lines[1500]!.replace(/"sig":"(.)/, (_m, c: string) => `"sig":"${c === 'A' ? 'B' : 'A'}`);
-    const reader = () => memoryBundleReader({ manifests: jsonl(lines) });
-    const inline = await verifyBundle(reader(), { trust: b.trust, verifier: nodeVerifier, batchSize: 64 });
+    const { b, reader, inline } = await damagedBundle();
     const pool = await createWorkerLineVerifier({ trust: b.trust, threads: 2 });
     try {
       const threaded = await verifyBundle(reader(), { trust: b.trust, lineVerifier: pool, batchSize: 64 });
@@ -39,13 +45,7 @@ describe('createWorkerLineVerifier', () => {
   });
 
   it('gives the in-thread report when the calling thread verifies a share of the batches (mainShare)', async () => {
-    const b = await buildBundle({ chains: Array.from({ length: 20 }, (_, i) => ({ session: `s${i}`, count: 100 })) });
-    const lines = [...b.lines];
-    lines.splice(700, 1);
-    lines.splice(1200, 0, 'garbage', lines[5]!);
-    lines[1500] = lines[1500]!.replace(/"sig":"(.)/, (_m, c: string) => `"sig":"${c === 'A' ? 'B' : 'A'}`);
-    const reader = () => memoryBundleReader({ manifests: jsonl(lines) });
-    const inline = await verifyBundle(reader(), { trust: b.trust, verifier: nodeVerifier, batchSize: 64 });
+    const { b, reader, inline } = await damagedBundle();
     const pool = await createWorkerLineVerifier({ trust: b.trust, threads: 1, mainShare: true });
     try {
       expect(pool.concurrency).toBe(3);
