@@ -18,8 +18,9 @@
  * fit. A log that only this process writes while it is open (the embedded store's lock) opens the pin exclusive:
  * the file is opened once with `O_DSYNC` and a pin is one positioned write that returns when its data is durable
  * (the same flush as write + fdatasync, one round trip instead of five); a shared log's pin re-reads both slots
- * first, as another process of the root may have pinned. A store written before the slots has `<blake3(origin)>.note` (the note alone, replaced atomically): it is
- * read when there is no slot file and replaced by one on open (DESIGN.md, on-disk layout).
+ * first, as another process of the root may have pinned. A store written before the slots has
+ * `<blake3(origin)>.note` (the note alone, replaced atomically): it is read when there is no slot file and replaced
+ * by one on open (DESIGN.md, on-disk layout).
  */
 import { constants } from 'node:fs';
 import { lstat, open, readFile, unlink, type FileHandle } from 'node:fs/promises';

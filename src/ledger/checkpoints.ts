@@ -138,9 +138,10 @@ export class CheckpointGuard {
     return this.pinned;
   }
 
-  /** Closes the pin file a ledger of an embedded store keeps open. */
-  close(): Promise<void> {
-    return this.pin.close();
+  /** Closes the pin file a ledger of an embedded store keeps open, once a pin in flight has ended. */
+  async close(): Promise<void> {
+    await this.inflight.catch(() => {});
+    await this.pin.close();
   }
 
   private async demandConsistency(pinned: SignedCheckpoint, head: TreeHead): Promise<void> {
