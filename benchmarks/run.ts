@@ -34,7 +34,7 @@ const FULL = {
   nobleMaxBytes: 16 * MiB,
   concurrency: { sessions: [1, 32], bytes: 4 * KiB, rounds: 3, durationMs: 2000 },
   alone: { sizes: [16 * MiB, 64 * MiB], rounds: 5 },
-  resumeSteps: { sizes: [KiB, 64 * KiB], calls: 200, rounds: 3 },
+  resumeSteps: { sizes: [KiB, 64 * KiB, MiB], calls: 200, rounds: 3 },
   chain: { manifests: 100_000, sessions: 1000, rounds: 2, threads: 2, nodeSample: 20_000, nobleSample: 1000 },
   rssSizes: [KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB],
   // No 64 MiB row: it ran at the 16 MiB rate (~45 MiB/s) and added ~20 s to the suite's ~30 s.

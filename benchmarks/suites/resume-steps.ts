@@ -28,7 +28,7 @@ export interface ResumeStep {
 
 export interface ResumeStepsOptions {
   sizes: number[];
-  /** Calls per step and sample. */
+  /** Calls per step and sample at 64 KiB and below; fewer above (the same bytes read in all: at least 10). */
   calls: number;
   /** Samples per step (the median of these is reported). */
   rounds: number;
@@ -44,6 +44,7 @@ async function micros(calls: number, op: () => unknown): Promise<number> {
 }
 
 async function stepsOf(ledger: Ledger, size: number, textKind: TextKind, o: ResumeStepsOptions): Promise<ResumeStep[]> {
+  const calls = Math.max(10, Math.round(o.calls * Math.min(1, (64 * 1024) / size)));
   const scope = { principal: 'bench', session: `steps-${size}`, run: 'bench' };
   await ledger.publish(scope, makeSummary(size, nextMarker(), textKind));
   const receipt = await ledger.publish(scope, makeSummary(size, nextMarker(), textKind));
@@ -93,11 +94,11 @@ async function stepsOf(ledger: Ledger, size: number, textKind: TextKind, o: Resu
   for (let round = 0; round <= o.rounds; round++) {
     for (const [name, op] of steps) {
       collectGarbage();
-      const us = await micros(o.calls, op);
+      const us = await micros(calls, op);
       if (round > 0) samples.get(name)!.push(us);
     }
     // First resume after a publish: the new head is verified (the entry before it was, by the last resume).
-    const n = Math.max(1, Math.floor(o.calls / 10));
+    const n = Math.max(1, Math.floor(calls / 10));
     let total = 0;
     for (let i = 0; i < n; i++) {
       await ledger.publish(scope, makeSummary(size, nextMarker(), textKind));
