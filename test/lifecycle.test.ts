@@ -281,17 +281,18 @@ describe('keys', () => {
 });
 
 describe('writers that share one log (other processes or hosts)', () => {
-  /** Two hosts on one log; host B publishes right after host A's commit step reads the head (A's 3rd head read). */
+  /** Two hosts on one log; host B publishes right after host A's commit step reads the head it builds on. */
   async function racingHosts() {
     const { LevelManifestLog } = await import('../manifests/log/level/log.js');
     const shared = await LevelManifestLog.open(join(tempDir(), 'log'));
     const a = await open(tempDir(), { host: 'host-a', log: shared });
     const b = await open(tempDir(), { host: 'host-b', log: shared, trust: a.trustStore() });
-    const realHead = shared.head.bind(shared);
+    const realHead = shared.appendHead.bind(shared);
     const realAppend = shared.append.bind(shared);
     const stats = { headReads: 0, conflicts: 0, race: true };
     const viaA = {
-      head: async (session: string) => {
+      // The head a publish builds on (ManifestLog.appendHead).
+      appendHead: async (session: string) => {
         const head = await realHead(session);
         // The second head read of a publish is its commit's (the first is the early authorization): host B wins
         // the append between that read and A's append.
