@@ -207,10 +207,7 @@ export class CheckpointPinFile {
       }
       const index = newest.index === 0 ? 1 : 0;
       const seq = Math.max(newest.seq, this.newest.seq) + 1;
-      const slot = encodePinSlot(seq, note, this.slotSize);
-      let off = 0;
-      while (off < slot.length)
-        off += (await handle.write(slot, off, slot.length - off, index * this.slotSize + off)).bytesWritten;
+      await this.writeSlot(handle, index, seq, note);
       // Overwritten in place: the size and name do not change, so the data is all that must reach the disk.
       await handle.datasync();
       this.newest = { index, seq, note };
@@ -228,17 +225,22 @@ export class CheckpointPinFile {
     this.handle ??= await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_DSYNC);
     const index = newest.index === 0 ? 1 : 0;
     const seq = newest.seq + 1;
-    const slot = encodePinSlot(seq, note, this.slotSize);
-    let off = 0;
     try {
-      while (off < slot.length)
-        off += (await this.handle.write(slot, off, slot.length - off, index * this.slotSize + off)).bytesWritten;
+      await this.writeSlot(this.handle, index, seq, note);
     } catch (err) {
       // The slot may be torn: the next pin opens the file again and writes that slot again (its pair still holds).
       await this.close();
       throw err;
     }
     this.newest = { index, seq, note };
+  }
+
+  /** Writes slot `index` in place: the pin `seq` holding `note` (durable only when the handle makes it so). */
+  private async writeSlot(handle: FileHandle, index: 0 | 1, seq: number, note: string): Promise<void> {
+    const slot = encodePinSlot(seq, note, this.slotSize);
+    let off = 0;
+    while (off < slot.length)
+      off += (await handle.write(slot, off, slot.length - off, index * this.slotSize + off)).bytesWritten;
   }
 
   /** Closes the file an exclusive pin keeps open (the ledger's close); the next pin opens it again. */

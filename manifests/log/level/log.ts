@@ -85,10 +85,10 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private flushing = false;
   private nextPosition = 0;
   private frontier: TreeNode[] = [];
-  private lastTreeHead: TreeHead | undefined;
   /**
    * The newest trees this object folded from its own in-memory frontier (which changes only by its own appends
-   * after open): the current tree extends each of them (`grewFrom`). A few suffice: a guard asks about the tree it
+   * after open), newest last: the current tree extends each of them (`grewFrom`), and the last one, while the
+   * size is unchanged, is the current tree's root (`rfc6962Head`). A few suffice: a guard asks about the tree it
    * pinned a moment ago.
    */
   private readonly ownTrees: TreeHead[] = [];
@@ -468,7 +468,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     // publish checks the pinned checkpoint) gets the root folded from it once. A root that needed stored
     // nodes is not kept: those are read (and may have been changed) each time.
     const size = this.treeSize;
-    if (this.lastTreeHead?.size === size) return { size, root: this.lastTreeHead.root.slice() };
+    const last = this.ownTrees.at(-1);
+    if (last?.size === size) return { size, root: last.root.slice() };
     let fromFrontier = true;
     const head = await treeHeadAt(size, async (ids) => {
       const byKey = new Map(this.frontier.map((n) => [`${n.level}/${n.index}`, n.hash]));
@@ -478,7 +479,6 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       return readNodes(this.db, ids);
     });
     if (fromFrontier && this.treeSize === size) {
-      this.lastTreeHead = { size, root: head.root.slice() };
       this.ownTrees.push({ size, root: head.root.slice() });
       if (this.ownTrees.length > 8) this.ownTrees.shift();
     }

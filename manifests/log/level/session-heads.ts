@@ -68,9 +68,7 @@ export class HeadsNodeCache {
       const hit = this.nodes.get(keys[i]!);
       if (hit === undefined) missing.push(i);
       else {
-        // Used again: moved to the young end.
-        this.nodes.delete(keys[i]!);
-        this.nodes.set(keys[i]!, hit);
+        this.remember(keys[i]!, hit); // used again: moved to the young end
         out[i] = hit ?? undefined;
       }
     }
