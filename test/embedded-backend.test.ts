@@ -12,7 +12,7 @@ import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
 import { Level } from 'level';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { HeadsNodeCache, headsNodeKey, headsNodeValue } from '../manifests/log/level/session-heads.js';
-import { SYNC_READ_MAX_BYTES } from '../manifests/log/level/tables.js';
+import { SYNC_READ_MAX_BYTES, writeSyncedBatch } from '../manifests/log/level/tables.js';
 import { sessionHeadsRoot } from '../manifests/tlog/session-heads.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
@@ -181,6 +181,36 @@ describe('LevelManifestLog tree', () => {
   });
 });
 
+describe('writeSyncedBatch (the log\'s durable batch)', () => {
+  it('writes string puts, byte puts and deletes as one batch, and a batch with a bad operation writes nothing', async () => {
+    const db = new Level<string, string>(join(freshDir(), 'db'), { valueEncoding: 'utf8' });
+    await db.open();
+    try {
+      await db.put('gone', 'x');
+      const bytes = Uint8Array.of(0, 1, 2, 255);
+      await writeSyncedBatch(db, [
+        { type: 'put', key: 'a', value: 'text' },
+        { type: 'put', key: 'b', value: bytes, valueEncoding: 'view' },
+        { type: 'del', key: 'gone' },
+      ]);
+      expect(await db.get('a')).toBe('text');
+      expect(new Uint8Array((await db.get<string, Uint8Array>('b', { valueEncoding: 'view' }))!)).toEqual(bytes);
+      expect(await db.get('gone')).toBeUndefined();
+      const bad = [
+        { type: 'put', key: 'c', value: 'never' },
+        { type: 'put', key: null as unknown as string, value: 'bad key' },
+      ] as const;
+      await expect(writeSyncedBatch(db, bad)).rejects.toThrow();
+      expect(await db.get('c')).toBeUndefined();
+      // The failed batch was closed, not left open: the store still takes writes.
+      await writeSyncedBatch(db, [{ type: 'put', key: 'd', value: 'after' }]);
+      expect(await db.get('d')).toBe('after');
+    } finally {
+      await db.close();
+    }
+  });
+});
+
 describe('LevelDB inline blob records', () => {
   const manifestError = (code: string, key: string) =>
     expect.objectContaining({ name: 'ManifestError', code, message: expect.stringContaining(key) });
@@ -285,7 +315,7 @@ describe('LevelManifestLog session-heads node cache', () => {
     let fail = false;
     const log = await LevelManifestLog.open(join(dir, 'log'), {
       writeBatch: (d, ops) =>
-        fail ? Promise.reject(new Error('disk full')) : d.batch<string, string | Uint8Array>(ops, { sync: true }),
+        fail ? Promise.reject(new Error('disk full')) : writeSyncedBatch(d, ops),
     });
     const link = (session: string, seq: number, prev: Digest | null) => ({
       session,

@@ -74,11 +74,12 @@ describe('gc of an inline blob (LevelDB)', () => {
       let publishDone!: () => void;
       const publishing = new Promise<void>((r) => (publishDone = r));
       // The delete batch waits for the publish to commit (or, where appends are held back meanwhile, 1 s).
-      const batch = db.batch.bind(db) as (...a: unknown[]) => Promise<void>;
-      (db as unknown as { batch: (...a: unknown[]) => Promise<void> }).batch = async (...args: unknown[]) => {
+      // (Publishes write chained batches: `batch()` with no arguments passes through as it is.)
+      const batch = db.batch.bind(db) as (...a: unknown[]) => unknown;
+      (db as unknown as { batch: (...a: unknown[]) => unknown }).batch = (...args: unknown[]) => {
         const ops = args[0] as Array<{ type: string; key: string }>;
         if (Array.isArray(ops) && ops.some((o) => o.type === 'del' && o.key === `b!${hex}`))
-          await Promise.race([publishing, new Promise((r) => setTimeout(r, 1000))]);
+          return Promise.race([publishing, new Promise((r) => setTimeout(r, 1000))]).then(() => batch(...args));
         return batch(...args);
       };
       const deleting = ledger.log.inlineBlobs!.delete(digest, { storedBeforeMs: Date.now() });

@@ -9,6 +9,7 @@ import { digestHex, digestOf } from '../store/hash/digest.js';
 import { validateSummary } from '../src/summary/summary.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import type { BatchOp } from '../manifests/log/level/log.js';
+import { writeSyncedBatch } from '../manifests/log/level/tables.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
@@ -56,7 +57,7 @@ describe('concurrency inside one process', () => {
     };
     const writeBatch = async (db: any, ops: BatchOp[]) => {
       if (++batches === 1) await allQueued();
-      await db.batch(ops, { sync: true });
+      await writeSyncedBatch(db, ops);
     };
     const inner = await LevelManifestLog.open(join(tempDir(), 'log'), { writeBatch });
     const log = Object.assign(Object.create(inner), {
@@ -106,7 +107,7 @@ describe('cancellation', () => {
     let ac: AbortController | undefined = undefined;
     const writeBatch = async (db: any, ops: BatchOp[]) => {
       ac?.abort(new Error('too late'));
-      await db.batch(ops, { sync: true });
+      await writeSyncedBatch(db, ops);
     };
     const ledger = await open(tempDir(), { levelLog: { writeBatch } });
     ac = new AbortController();
@@ -125,7 +126,7 @@ describe('cancellation', () => {
     const writeBatch = async (db: any, ops: BatchOp[]) => {
       entered();
       await gate;
-      await db.batch(ops, { sync: true });
+      await writeSyncedBatch(db, ops);
     };
     // Summaries as files: the waiting publish's blob is stored before it waits for the lock.
     const ledger = await open(tempDir(), { levelLog: { writeBatch }, inlineSummaryBytes: 0 });

@@ -9,6 +9,7 @@ import { constants } from 'node:os';
 import type { Level } from 'level';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import type { BatchOp } from '../../manifests/log/level/log.js';
+import { writeSyncedBatch } from '../../manifests/log/level/tables.js';
 
 export type Errno = 'EIO' | 'ENOSPC' | 'EACCES' | 'EROFS';
 export const ERRNOS: readonly Errno[] = ['EIO', 'ENOSPC', 'EACCES', 'EROFS'];
@@ -47,7 +48,7 @@ export class FaultPlan {
     this.fs = wrapped as unknown as FsOps;
     this.writeBatch = async (db, ops) => {
       this.hit('batch');
-      await db.batch<string, string | Uint8Array>(ops, { sync: true });
+      await writeSyncedBatch(db, ops);
     };
   }
 

@@ -33,6 +33,7 @@ import {
   LevelSigningKeys,
   type AppendQueue,
   type BatchOp,
+  writeSyncedBatch,
 } from './tables.js';
 import type { AppendRequest, ChainHead, HeadWindow, InlineBlobTable, LogEntry, LogTreeHead } from '../log.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
@@ -53,7 +54,7 @@ export type { BatchOp } from './tables.js';
 
 export interface LevelManifestLogOptions {
   /**
-   * Writes one atomic batch durably. The default is LevelDB `batch(ops, { sync: true })`; the
+   * Writes one atomic batch durably. The default is `writeSyncedBatch` (one LevelDB batch, `sync: true`); the
    * fault-injection tests wrap it to make the commit fail.
    */
   writeBatch?: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>;
@@ -179,7 +180,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     }
     const log = new LevelManifestLog(
       db,
-      options.writeBatch ?? ((d, ops) => d.batch<string, string | Uint8Array>(ops, { sync: true })),
+      options.writeBatch ?? writeSyncedBatch,
     );
     for await (const key of db.keys({ gte: 'p!', lt: 'p!\xff', reverse: true, limit: 1 })) {
       log.nextPosition = parseInt(key.slice(2), 16) + 1;

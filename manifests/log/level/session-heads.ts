@@ -21,6 +21,7 @@ import {
 } from '../../tlog/session-heads.js';
 import type { ChainHead } from '../log.js';
 import { parseHeadsNodeRecord } from './records.js';
+import { writeSyncedBatch } from './tables.js';
 import type { Put } from './tree.js';
 
 export const HEADS_BUILT_KEY = 'm!session-heads';
@@ -125,7 +126,7 @@ export async function rebuildSessionHeads(
     const puts: Put[] = nodes
       .slice(i, i + 10_000)
       .map((n) => ({ type: 'put', key: headsNodeKey(n.path), value: headsNodeValue(n.node) }));
-    await db.batch(puts, { sync: true });
+    await writeSyncedBatch(db, puts);
   }
   await db.put(HEADS_BUILT_KEY, '1', { sync: true });
   return root;

@@ -13,6 +13,7 @@ import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { appendLeaves, frontierOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
 import type { LogEntry } from '../log.js';
 import { parseCountRecord, parseTreeNodeRecord } from './records.js';
+import { writeSyncedBatch } from './tables.js';
 
 export const TREE_SIZE_KEY = 'n!size';
 export const ORIGIN_KEY = 'm!origin';
@@ -61,7 +62,7 @@ export async function backfillTree(
   const flush = async () => {
     if (pending.length === 0) return;
     const next = treePuts(state.frontier, state.size, pending);
-    await db.batch(next.puts, { sync: true });
+    await writeSyncedBatch(db, next.puts);
     state = { frontier: next.frontier, size: next.size };
     pending = [];
   };
