@@ -65,7 +65,7 @@ async function pureIndex() {
     for (let k = 0; k < APPENDS; k++) {
       const u = new SessionHeadsUpdate(read);
       await u.set(session(k), { seq, id: idOf(k, seq) });
-      const changes = u.changes();
+      const changes = await u.changes();
       written += changes.length;
       for (const c of changes) nodes.set(nodeName(c.path), c.node);
     }

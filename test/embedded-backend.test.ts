@@ -181,7 +181,7 @@ describe('LevelManifestLog tree', () => {
   });
 });
 
-describe('writeSyncedBatch (the log\'s durable batch)', () => {
+describe("writeSyncedBatch (the log's durable batch)", () => {
   it('writes string puts, byte puts and deletes as one batch, and a batch with a bad operation writes nothing', async () => {
     const db = new Level<string, string>(join(freshDir(), 'db'), { valueEncoding: 'utf8' });
     await db.open();
@@ -314,8 +314,7 @@ describe('LevelManifestLog session-heads node cache', () => {
     const dir = freshDir();
     let fail = false;
     const log = await LevelManifestLog.open(join(dir, 'log'), {
-      writeBatch: (d, ops) =>
-        fail ? Promise.reject(new Error('disk full')) : writeSyncedBatch(d, ops),
+      writeBatch: (d, ops) => (fail ? Promise.reject(new Error('disk full')) : writeSyncedBatch(d, ops)),
     });
     const link = (session: string, seq: number, prev: Digest | null) => ({
       session,

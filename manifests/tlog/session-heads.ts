@@ -107,8 +107,16 @@ export function nodeName(path: NodePath): string {
   return `${path.depth.toString(16).padStart(3, '0')}!${hex}`;
 }
 
-export const hashOfNode = (n: HeadsNode | undefined): Uint8Array =>
-  n === undefined ? EMPTY_HEADS_ROOT : n.leaf ? leafNodeHash(n.key, n.value) : n.hash;
+/** The hash a leaf contributes, remembered per node object (a node read or cached once is reused as it is). */
+const leafHashes = new WeakMap<HeadsNode, Uint8Array>();
+
+export function hashOfNode(n: HeadsNode | undefined): Uint8Array {
+  if (n === undefined) return EMPTY_HEADS_ROOT;
+  if (!n.leaf) return n.hash;
+  let h = leafHashes.get(n);
+  if (!h) leafHashes.set(n, (h = leafNodeHash(n.key, n.value)));
+  return h;
+}
 
 function commonPrefixBits(a: Uint8Array, b: Uint8Array): number {
   for (let i = 0; i < 32; i++) {
@@ -156,13 +164,20 @@ async function walk(read: HeadsNodeReader, key: Uint8Array): Promise<{ depth: nu
   throw new Error('session-heads index: an interior node at depth 256');
 }
 
+/** An interior node on a changed path whose hash is computed once all of a batch's heads are placed. */
+const PENDING: HeadsNode = { leaf: false, hash: new Uint8Array(0) };
+
 /**
  * Applies head changes to a stored index, reading through an overlay of its own writes: `set` each changed head,
  * then take `changes()` (the nodes to store, in any order, in the same atomic write as the entries) and `root()`.
- * Each `set` costs two reads (the path, its siblings) and writes the path: O(log sessions).
+ * Each `set` walks its path (one read, usually) and places its leaf; the interior nodes on the changed paths are
+ * hashed once, deepest first, when the changes are taken: a batch of heads shares the hashing near the root, and
+ * their siblings are read in one round.
  */
 export class SessionHeadsUpdate {
   private readonly overlay = new Map<string, { path: NodePath; node: HeadsNode }>();
+  /** Interior nodes whose hash is pending, by name. */
+  private readonly dirty = new Map<string, NodePath>();
 
   constructor(private readonly stored: HeadsNodeReader) {}
 
@@ -199,24 +214,47 @@ export class SessionHeadsUpdate {
       deepest = split;
       this.put({ depth: split + 1, prefix: prefixOf(key, split + 1) }, { leaf: true, key, value });
     } else this.put({ depth: end.depth, prefix: prefixOf(key, end.depth) }, { leaf: true, key, value });
-    if (deepest < 0) return;
-    const siblings = await this.read(
-      Array.from({ length: deepest + 1 }, (_, d) => ({ depth: d + 1, prefix: prefixOf(key, d + 1, true) })),
-    );
-    let below = hashOfNode((await this.read([{ depth: deepest + 1, prefix: prefixOf(key, deepest + 1) }]))[0]);
     for (let d = deepest; d >= 0; d--) {
-      const sibling = hashOfNode(siblings[d]);
-      below = bitAt(key, d) === 0 ? innerNodeHash(below, sibling) : innerNodeHash(sibling, below);
-      this.put({ depth: d, prefix: prefixOf(key, d) }, { leaf: false, hash: below });
+      const path = { depth: d, prefix: prefixOf(key, d) };
+      const name = nodeName(path);
+      if (this.dirty.has(name)) break; // this node and every one above it are pending already
+      this.dirty.set(name, path);
+      this.overlay.set(name, { path, node: PENDING });
     }
   }
 
-  /** The nodes written so far (each position once, its latest node). */
-  changes(): Array<{ path: NodePath; node: HeadsNode }> {
+  /** Hashes the pending interior nodes, deepest first; their children not in the overlay are read in one round. */
+  private async settle(): Promise<void> {
+    if (this.dirty.size === 0) return;
+    const pending = [...this.dirty.values()].sort((a, b) => b.depth - a.depth);
+    this.dirty.clear();
+    const childPaths = pending.flatMap((p) => [
+      { depth: p.depth + 1, prefix: prefixOf(p.prefix, p.depth + 1) },
+      { depth: p.depth + 1, prefix: prefixOf(p.prefix, p.depth + 1, true) },
+    ]);
+    const outside = childPaths.filter((c) => !this.overlay.has(nodeName(c)));
+    const got = await this.stored(outside);
+    const storedChildren = new Map<string, HeadsNode | undefined>();
+    outside.forEach((c, i) => storedChildren.set(nodeName(c), got[i]));
+    const childHash = (path: NodePath): Uint8Array => {
+      const name = nodeName(path);
+      const mine = this.overlay.get(name);
+      return hashOfNode(mine ? mine.node : storedChildren.get(name));
+    };
+    pending.forEach((p, i) => {
+      const hash = innerNodeHash(childHash(childPaths[2 * i]!), childHash(childPaths[2 * i + 1]!));
+      this.put(p, { leaf: false, hash });
+    });
+  }
+
+  /** The nodes written (each position once, its latest node). */
+  async changes(): Promise<Array<{ path: NodePath; node: HeadsNode }>> {
+    await this.settle();
     return [...this.overlay.values()];
   }
 
   async root(): Promise<Uint8Array> {
+    await this.settle();
     return hashOfNode((await this.read([{ depth: 0, prefix: new Uint8Array(32) }]))[0]);
   }
 }

@@ -30,7 +30,7 @@ function memoryIndex() {
   const apply = async (changes: Array<[string, SessionHead]>) => {
     const u = new SessionHeadsUpdate(read);
     for (const [s, h] of changes) await u.set(s, h);
-    for (const c of u.changes()) nodes.set(nodeName(c.path), c.node);
+    for (const c of await u.changes()) nodes.set(nodeName(c.path), c.node);
     return u.root();
   };
   return { nodes, read, apply };

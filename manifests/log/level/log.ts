@@ -178,10 +178,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       }
       throw storageFailed('open', err);
     }
-    const log = new LevelManifestLog(
-      db,
-      options.writeBatch ?? writeSyncedBatch,
-    );
+    const log = new LevelManifestLog(db, options.writeBatch ?? writeSyncedBatch);
     for await (const key of db.keys({ gte: 'p!', lt: 'p!\xff', reverse: true, limit: 1 })) {
       log.nextPosition = parseInt(key.slice(2), 16) + 1;
     }

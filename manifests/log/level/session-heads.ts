@@ -108,7 +108,7 @@ export async function headsPuts(
 ): Promise<{ puts: Put[]; changes: Array<{ path: NodePath; node: HeadsNode }>; root: Uint8Array }> {
   const update = new SessionHeadsUpdate(read);
   for (const h of heads) await update.set(h.session, { seq: h.seq, id: h.id });
-  const changes = update.changes();
+  const changes = await update.changes();
   const puts: Put[] = changes.map((c) => ({ type: 'put', key: headsNodeKey(c.path), value: headsNodeValue(c.node) }));
   return { puts, changes, root: await update.root() };
 }

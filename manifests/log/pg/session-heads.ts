@@ -89,7 +89,7 @@ export class PgSessionHeads {
   async update(q: Queryable, session: string, head: { seq: number; id: string }): Promise<void> {
     const update = new SessionHeadsUpdate((paths) => this.read(q, paths));
     await update.set(session, head);
-    await this.store(q, update.changes());
+    await this.store(q, await update.changes());
   }
 
   /**
