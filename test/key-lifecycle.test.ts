@@ -63,6 +63,27 @@ describe('rotateKey', () => {
   });
 });
 
+describe('the manifest a ledger signs', () => {
+  it('is refused (INVALID_ARGUMENT, nothing appended) when the schema would refuse it: a clock past year 9999', async () => {
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const ledger = await open(tempDir(), { clock: () => new Date(now) });
+    try {
+      await ledger.publish(scope, sampleSummary('kept'));
+      now = Date.parse('+010000-01-01T00:00:00.000Z');
+      await expect(ledger.publish(scope, sampleSummary('refused'))).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/refusing to sign an invalid manifest: .*createdAt/),
+      });
+      expect((await ledger.history(scope)).length).toBe(1);
+      now = Date.parse('2026-11-30T10:00:01.000Z');
+      expect((await ledger.publish(scope, sampleSummary('after'))).seq).toBe(1);
+      expect((await fsck(ledger)).ok).toBe(true);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('a revoked host key', () => {
   it('still opens the store for reading, exporting and rotating; only signing refuses', async () => {
     const root = tempDir();

@@ -20,6 +20,7 @@ import {
   type Manifest,
 } from '../../manifests/format/manifest.js';
 import { findTrustedKey, type TrustStore } from '../../manifests/format/trust.js';
+import { readCanonicalManifest } from '../../manifests/format/manifest-read.js';
 import type { VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
 import { ChainChecker, type CheckedEntry } from '../../manifests/chain/checker.js';
 import { VerifiedManifestCache } from '../../manifests/crypto/verified-cache.js';
@@ -114,6 +115,32 @@ function toLedgerCancel(err: unknown): unknown {
 /** An append refused because another process closed the signing key's window after this one signed. */
 class KeyWindowClosed {
   constructor(readonly error: ManifestError) {}
+}
+
+const payloadDecoder = new TextDecoder();
+
+/**
+ * The payload bytes of a manifest this ledger is about to sign. The writer never signs what its own verifier would
+ * refuse: that would brick the chain head. The verifiers' fast reader (manifests/format/manifest-read.ts) accepts
+ * exactly the canonical text of a schema-valid manifest, so a payload it reads needs nothing more; anything else
+ * goes through the schema, as the verifiers' slow path does.
+ * @throws LedgerError `INVALID_ARGUMENT` for a manifest the schema refuses
+ */
+function checkedPayload(manifest: Manifest): Uint8Array {
+  let payload: Uint8Array | undefined;
+  try {
+    payload = encodeManifest(manifest);
+  } catch {
+    payload = undefined; // the schema says why, below
+  }
+  if (payload && readCanonicalManifest(payloadDecoder.decode(payload))) return payload;
+  const checked = manifestSchema.safeParse(manifest);
+  if (!checked.success)
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `refusing to sign an invalid manifest: ${describeZodError(checked.error)}`,
+    );
+  return payload ?? encodeManifest(manifest);
 }
 
 export class Ledger {
@@ -349,15 +376,8 @@ export class Ledger {
       createdAt,
       keyId: signer.keyId,
     };
-    // The writer never signs what its own verifier would refuse: that would brick the chain head.
-    const checked = manifestSchema.safeParse(manifest);
-    if (!checked.success)
-      throw new LedgerError(
-        'INVALID_ARGUMENT',
-        `refusing to sign an invalid manifest: ${describeZodError(checked.error)}`,
-      );
+    const payload = checkedPayload(manifest);
     this.lastSignedAt = createdAt;
-    const payload = encodeManifest(manifest);
     const id = manifestId(payload);
     const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
     throwIfCancelled(signal);
