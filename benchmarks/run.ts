@@ -197,10 +197,11 @@ async function main(): Promise<void> {
         };
       }),
       resumeSteps,
-      concurrency: concurrency.ledger.map(({ mainThreadMicros, ...c }) => ({
+      concurrency: concurrency.ledger.map(({ mainThreadMicros, cpuMicros, ...c }) => ({
         ...c,
         publishesPerSecond: spread(c.samples),
         mainThreadMicros: spread(mainThreadMicros),
+        cpuMicros: spread(cpuMicros),
       })),
       rawSmallWrites:
         concurrency.rawWrites.length > 0
@@ -246,10 +247,11 @@ async function main(): Promise<void> {
       postgres: {
         ...(postgres.skipped === undefined ? {} : { skipped: postgres.skipped }),
         ...(postgres.serverVersion === undefined ? {} : { serverVersion: postgres.serverVersion }),
-        concurrency: postgres.concurrency.map(({ mainThreadMicros, ...c }) => ({
+        concurrency: postgres.concurrency.map(({ mainThreadMicros, cpuMicros, ...c }) => ({
           ...c,
           publishesPerSecond: spread(c.samples),
           mainThreadMicros: spread(mainThreadMicros),
+          cpuMicros: spread(cpuMicros),
         })),
       },
     };

@@ -57,6 +57,7 @@ describe('npm run bench -- --quick', () => {
       for (const c of r.postgres.concurrency) {
         expectSpread(c.publishesPerSecond, `postgres ${c.sessions} sessions`);
         expectSpread(c.mainThreadMicros!, `postgres ${c.sessions} sessions: main thread per publish`);
+        expectSpread(c.cpuMicros!, `postgres ${c.sessions} sessions: process CPU per publish`);
       }
     } else {
       expect(r.postgres.skipped).toContain(pgFound.reason);
@@ -135,6 +136,7 @@ describe('npm run bench -- --quick', () => {
     for (const c of r.concurrency) {
       expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);
       expectSpread(c.mainThreadMicros!, `${c.sessions} sessions: main thread per publish`);
+      expectSpread(c.cpuMicros!, `${c.sessions} sessions: process CPU per publish`);
     }
     expect(r.rawSmallWrites?.bytes).toBe(4 * KiB);
     expectSpread(r.rawSmallWrites!.perSecond, 'rawSmallWrites');

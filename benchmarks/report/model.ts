@@ -87,6 +87,11 @@ export interface BenchResults {
     publishesPerSecond: Spread;
     /** The main thread's busy time per publish, µs (absent in results from before it was measured). */
     mainThreadMicros?: Spread;
+    /**
+     * The process's CPU time per publish (user + system, all its threads), µs (absent in results from before it was
+     * measured; a PostgreSQL server's CPU is not counted).
+     */
+    cpuMicros?: Spread;
   }>;
   /** Raw durable single-file writes of the concurrency suite's size, one stream: what a file per summary allows. */
   rawSmallWrites?: { bytes: number; samples: number[]; perSecond: Spread };

@@ -86,7 +86,7 @@ function otherRows(r: BenchResults): Cell[][] {
     for (const c of cs) {
       rows.push([
         `${c.bytes / 1024} KiB publishes/s, ${c.sessions} session${c.sessions > 1 ? 's' : ''}${label}`,
-        `${fmt(c.publishesPerSecond.median)} [${fmt(c.publishesPerSecond.min)}–${fmt(c.publishesPerSecond.max)}]${c.mainThreadMicros ? `; main thread ${fmt(c.mainThreadMicros.median)} µs per publish` : ''}`,
+        `${fmt(c.publishesPerSecond.median)} [${fmt(c.publishesPerSecond.min)}–${fmt(c.publishesPerSecond.max)}]${c.mainThreadMicros ? `; main thread ${fmt(c.mainThreadMicros.median)} µs per publish` : ''}${c.cpuMicros ? `, process CPU ${fmt(c.cpuMicros.median)} µs` : ''}`,
       ]);
     }
   };

@@ -55,10 +55,18 @@ function reachNote(r: Input, raw: number | undefined): string {
  * 5,000/s is out of reach of this CPU path however the commits are grouped.
  */
 function cpuNote(r: Input): string {
-  const us = r.concurrency.find((c) => c.sessions === 32)?.mainThreadMicros?.median;
+  const c = r.concurrency.find((x) => x.sessions === 32);
+  const us = c?.mainThreadMicros?.median;
   if (us === undefined) return '';
   const most = 1e6 / us;
-  return `; the main thread was busy ${Math.round(us)} µs per publish: at most ${Math.round(most)}/s on one main thread${most < 5000 ? ' (below 5,000/s: the CPU path, not the commits, is the limit)' : ''}`;
+  let note = `; the main thread was busy ${Math.round(us)} µs per publish: at most ${Math.round(most)}/s on one main thread${most < 5000 ? ' (below 5,000/s: the CPU path, not the commits, is the limit)' : ''}`;
+  const all = c?.cpuMicros?.median;
+  if (all !== undefined) {
+    const cores = r.machine.cpus;
+    const machine = (cores * 1e6) / all;
+    note += `; the process used ${Math.round(all)} µs of CPU per publish (all threads): at most ${Math.round(machine)}/s on ${cores} cores${machine < 5000 ? ' (below 5,000/s)' : ''}`;
+  }
+  return note;
 }
 
 /**

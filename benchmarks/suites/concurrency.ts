@@ -40,6 +40,11 @@ export interface ConcurrencyResult {
    * with one main thread, 1e6 / this is the most publishes per second its CPU path allows, however well grouped.
    */
   mainThreadMicros: number[];
+  /**
+   * The process's CPU time per publish (user + system, every thread: main, thread pool, LevelDB's, GC), µs, one per
+   * round: with `cpus` cores, cpus × 1e6 / this is the most publishes per second the machine allows this path.
+   */
+  cpuMicros: number[];
 }
 
 /** Publishes for `durationMs` from `sessions` concurrent loops; returns publishes per second. */
@@ -56,9 +61,10 @@ export async function measurePublishes(
   publish: (session: string) => Promise<unknown>,
   sessions: number,
   durationMs: number,
-): Promise<{ perSecond: number; mainThreadMicros: number }> {
+): Promise<{ perSecond: number; mainThreadMicros: number; cpuMicros: number }> {
   let done = 0;
   const elu = performance.eventLoopUtilization();
+  const cpu = process.cpuUsage();
   const t0 = performance.now();
   const deadline = t0 + durationMs;
   await Promise.all(
@@ -70,7 +76,12 @@ export async function measurePublishes(
     }),
   );
   const perSecond = done / ((performance.now() - t0) / 1000);
-  return { perSecond, mainThreadMicros: (performance.eventLoopUtilization(elu).active * 1000) / done };
+  const used = process.cpuUsage(cpu);
+  return {
+    perSecond,
+    mainThreadMicros: (performance.eventLoopUtilization(elu).active * 1000) / done,
+    cpuMicros: (used.user + used.system) / done,
+  };
 }
 
 export interface ConcurrencySuiteResult {
@@ -121,6 +132,7 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
     bytes: o.bytes,
     samples: [],
     mainThreadMicros: [],
+    cpuMicros: [],
   }));
   const publish = (session: string) =>
     ledger.publish({ principal: 'bench', session, run: 'bench' }, makeSummary(o.bytes, nextMarker()));
@@ -142,6 +154,7 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
         const m = await measurePublishes(publish, r.sessions, o.durationMs);
         r.samples.push(m.perSecond);
         r.mainThreadMicros.push(m.mainThreadMicros);
+        r.cpuMicros.push(m.cpuMicros);
       }
       syncPageCache();
       rawWrites.push(await publishesPerSecond(rawWrite, 1, o.durationMs));

@@ -103,6 +103,7 @@ async function measure(
     bytes: c.bytes,
     samples: [],
     mainThreadMicros: [],
+    cpuMicros: [],
   }));
   const publish = (session: string) =>
     ledger.publish({ principal: 'bench', session: `pg-${session}`, run: 'bench' }, makeSummary(c.bytes, nextMarker()));
@@ -113,6 +114,7 @@ async function measure(
       const m = await measurePublishes(publish, r.sessions, c.durationMs);
       r.samples.push(m.perSecond);
       r.mainThreadMicros.push(m.mainThreadMicros);
+      r.cpuMicros.push(m.cpuMicros); // this process only: the server's CPU is not counted
     }
     o.log(
       `  round ${round + 1}/${c.rounds}: ${concurrency.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s`).join(', ')}`,
