@@ -181,6 +181,36 @@ describe('LevelManifestLog tree', () => {
   });
 });
 
+describe('LevelManifestLog reads when storage fails', () => {
+  it('reject with STORAGE_FAILED naming the read (as every PostgreSQL read does), not a raw LevelDB error', async () => {
+    const log = await LevelManifestLog.open(join(freshDir(), 'log'));
+    const id = digestOf(new TextEncoder().encode('s/0'));
+    const envelope = JSON.stringify({ payload: Buffer.from('s/0').toString('base64') });
+    await log.append({ session: 's', principal: 'p', seq: 0, prev: null, id, envelope });
+    await log.raw.close(); // the storage goes away underneath the log
+    const drain = async (it: AsyncIterable<unknown>) => {
+      for await (const _ of it) void _;
+    };
+    const reads: Array<[string, () => Promise<unknown>]> = [
+      ['head read', () => log.head('s')],
+      ['entry read', () => log.entry('s', 0)],
+      ['snapshot', () => log.headWindow('s')],
+      ['chain read', () => drain(log.chain('s'))],
+      ['entries read', () => drain(log.entries())],
+      ['heads read', () => drain(log.heads())],
+      ['watermark read', () => log.getWatermark('t')],
+    ];
+    for (const [what, read] of reads) {
+      await expect(read(), what).rejects.toMatchObject({
+        name: 'ManifestError',
+        code: 'STORAGE_FAILED',
+        message: expect.stringContaining(what),
+      });
+    }
+    await log.close().catch(() => {});
+  });
+});
+
 describe("writeSyncedBatch (the log's durable batch)", () => {
   it('writes string puts, byte puts and deletes as one batch, and a batch with a bad operation writes nothing', async () => {
     const db = new Level<string, string>(join(freshDir(), 'db'), { valueEncoding: 'utf8' });

@@ -228,14 +228,23 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return log;
   }
 
+  /** One plain read; a storage error is `STORAGE_FAILED` (as every PostgreSQL read), a damaged record is its own. */
+  private async get(key: string, what: string): Promise<string | undefined> {
+    try {
+      return await this.db.get(key);
+    } catch (err) {
+      throw storageFailed(what, err);
+    }
+  }
+
   protected async _head(session: string): Promise<ChainHead | undefined> {
-    const raw = await this.db.get(`h!${session}`);
+    const raw = await this.get(`h!${session}`, 'head read');
     return raw === undefined ? undefined : parseHeadRecord(`h!${session}`, raw);
   }
 
   protected async _entry(session: string, seq: number): Promise<LogEntry | undefined> {
     const key = entryKey(session, seq);
-    const raw = await this.db.get(key);
+    const raw = await this.get(key, 'entry read');
     return raw === undefined ? undefined : parseEntryRecord(key, raw);
   }
 
@@ -257,7 +266,13 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       throw storageFailed('snapshot', err);
     }
     try {
-      const read = (key: string) => this.db.getSync(key, { snapshot });
+      const read = (key: string) => {
+        try {
+          return this.db.getSync(key, { snapshot });
+        } catch (err) {
+          throw storageFailed('head window read', err);
+        }
+      };
       const rawHead = read(`h!${session}`);
       const head = rawHead === undefined ? undefined : parseHeadRecord(`h!${session}`, rawHead);
       // As `getWatermark`: the one this process holds (exact: it owns the database), else the stored one.
@@ -286,8 +301,12 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   protected async *_chain(session: string, fromSeq: number): AsyncIterable<LogEntry> {
-    const it = this.db.iterator({ gte: entryKey(session, fromSeq), lt: `e!${session}!\xff` });
-    for await (const [key, raw] of it) yield parseEntryRecord(key, raw);
+    try {
+      const it = this.db.iterator({ gte: entryKey(session, fromSeq), lt: `e!${session}!\xff` });
+      for await (const [key, raw] of it) yield parseEntryRecord(key, raw);
+    } catch (err) {
+      throw storageFailed('chain read', err);
+    }
   }
 
   protected async *_entries(afterPosition: number | undefined): AsyncIterable<LogEntry> {
@@ -297,18 +316,26 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       const raws = await db.getMany(ks);
       for (let i = 0; i < ks.length; i++) if (raws[i] !== undefined) yield parseEntryRecord(ks[i]!, raws[i]!);
     };
-    for await (const [key, entryRef] of this.db.iterator({ gt, lt: 'p!\xff' })) {
-      keys.push(parsePositionRecord(key, entryRef));
-      if (keys.length === 256) {
-        yield* flush(this.db, keys);
-        keys = [];
+    try {
+      for await (const [key, entryRef] of this.db.iterator({ gt, lt: 'p!\xff' })) {
+        keys.push(parsePositionRecord(key, entryRef));
+        if (keys.length === 256) {
+          yield* flush(this.db, keys);
+          keys = [];
+        }
       }
+      yield* flush(this.db, keys);
+    } catch (err) {
+      throw storageFailed('entries read', err);
     }
-    yield* flush(this.db, keys);
   }
 
   protected async *_heads(): AsyncIterable<ChainHead> {
-    for await (const [key, raw] of this.db.iterator({ gte: 'h!', lt: 'h!\xff' })) yield parseHeadRecord(key, raw);
+    try {
+      for await (const [key, raw] of this.db.iterator({ gte: 'h!', lt: 'h!\xff' })) yield parseHeadRecord(key, raw);
+    } catch (err) {
+      throw storageFailed('heads read', err);
+    }
   }
 
   protected override async _appendHead(session: string): Promise<ChainHead | undefined> {
@@ -514,7 +541,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   protected async _getWatermark(session: string): Promise<number | undefined> {
     let mark = this.watermarkCache.get(session);
     if (mark === undefined) {
-      const raw = await this.db.get(`w!${session}`);
+      const raw = await this.get(`w!${session}`, 'watermark read');
       if (raw === undefined) return undefined;
       mark = parseWatermarkRecord(`w!${session}`, raw);
       this.watermarkCache.set(session, mark);
@@ -525,15 +552,21 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   protected async _setWatermark(session: string, seq: number): Promise<void> {
     const current = await this._getWatermark(session);
     if (current === undefined || seq > current) {
-      await this.db.put(`w!${session}`, String(seq));
+      await this.db.put(`w!${session}`, String(seq)).catch((err: unknown) => {
+        throw storageFailed('watermark write', err);
+      });
       this.watermarkCache.set(session, seq);
     }
   }
 
   protected async *_headlessSessions(): AsyncIterable<string> {
-    for await (const key of this.db.keys({ gte: 'w!', lt: 'w!\xff' })) {
-      const session = key.slice(2);
-      if ((await this.db.get(`h!${session}`)) === undefined) yield session;
+    try {
+      for await (const key of this.db.keys({ gte: 'w!', lt: 'w!\xff' })) {
+        const session = key.slice(2);
+        if ((await this.db.get(`h!${session}`)) === undefined) yield session;
+      }
+    } catch (err) {
+      throw storageFailed('watermark list', err);
     }
   }
 
