@@ -233,7 +233,7 @@ export class SessionHeadsUpdate {
       { depth: p.depth + 1, prefix: prefixOf(p.prefix, p.depth + 1, true) },
     ]);
     const outside = childPaths.filter((c) => !this.overlay.has(nodeName(c)));
-    const got = await this.stored(outside);
+    const got = outside.length > 0 ? await this.stored(outside) : [];
     const storedChildren = new Map<string, HeadsNode | undefined>();
     outside.forEach((c, i) => storedChildren.set(nodeName(c), got[i]));
     const childHash = (path: NodePath): Uint8Array => {
