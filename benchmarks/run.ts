@@ -133,7 +133,7 @@ async function main(): Promise<void> {
     log('concurrency:');
     const concurrency = s.only.has('concurrency')
       ? await runConcurrencySuite({ ...cfg.concurrency, workDir, log })
-      : { ledger: [], rawWrites: [], syncedBatches: [], syncedBatchesAndSlot: [] };
+      : { ledger: [], rawWrites: [], syncedBatches: [], syncedBatchesAndSlot: [], signedBatchesAndSlot: [] };
     log('chain:');
     const chain = s.only.has('chain') ? await runChainSuite({ ...cfg.chain, log }) : undefined;
     log('rss:');
@@ -213,6 +213,7 @@ async function main(): Promise<void> {
               bytes: cfg.concurrency.bytes,
               syncedBatch: spread(concurrency.syncedBatches),
               syncedBatchAndSlot: spread(concurrency.syncedBatchesAndSlot),
+              signedBatchAndSlot: spread(concurrency.signedBatchesAndSlot),
             }
           : undefined,
       chain: chain

@@ -143,6 +143,7 @@ describe('npm run bench -- --quick', () => {
     expect(r.smallWriteFloors?.bytes).toBe(4 * KiB);
     expectSpread(r.smallWriteFloors!.syncedBatch, 'smallWriteFloors.syncedBatch');
     expectSpread(r.smallWriteFloors!.syncedBatchAndSlot, 'smallWriteFloors.syncedBatchAndSlot');
+    expectSpread(r.smallWriteFloors!.signedBatchAndSlot!, 'smallWriteFloors.signedBatchAndSlot');
     expect(r.chain.manifests).toBe(2000);
     for (const k of [
       'verifyChainPool',

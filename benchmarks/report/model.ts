@@ -100,7 +100,7 @@ export interface BenchResults {
    * one-flush publish reaches), and that batch plus a 4 KiB slot overwritten in place and fdatasynced (the two
    * flushes of a publish: its batch and its checkpoint pin).
    */
-  smallWriteFloors?: { bytes: number; syncedBatch: Spread; syncedBatchAndSlot: Spread };
+  smallWriteFloors?: { bytes: number; syncedBatch: Spread; syncedBatchAndSlot: Spread; signedBatchAndSlot?: Spread };
   chain: {
     manifests: number;
     sessions: number;

@@ -112,6 +112,11 @@ function otherRows(r: BenchResults): Cell[][] {
         `${fmt(f.syncedBatchAndSlot.median)} [${fmt(f.syncedBatchAndSlot.min)}–${fmt(f.syncedBatchAndSlot.max)}]`,
       ],
     );
+    if (f.signedBatchAndSlot)
+      rows.push([
+        `${kib} KiB batch + pin with a publish's two Ed25519 signatures/s, one stream (the floor of a signed, pinned publish)`,
+        `${fmt(f.signedBatchAndSlot.median)} [${fmt(f.signedBatchAndSlot.min)}–${fmt(f.signedBatchAndSlot.max)}]`,
+      ]);
   }
   perSecond(' (postgres)', r.postgres.concurrency);
   const ch = r.chain;

@@ -6,9 +6,11 @@
  * and the floors of a design that commits a small summary in one synced batch: a bare `level` batch of the
  * same bytes with `{ sync: true }` (one flush: the most any one-flush publish reaches on this disk), and that
  * batch followed by an in-place overwrite + fdatasync of a 4 KiB slot (two flushes: what the ledger's batch
- * plus its checkpoint pin cost with nothing else in the way).
+ * plus its checkpoint pin cost with nothing else in the way), and those two flushes with the two Ed25519 signatures a
+ * publish makes (the manifest's before the batch, the checkpoint's overlapped with it).
  * Every measurement starts after a `sync` (lib/quiet.ts).
  */
+import { generateKeyPairSync, sign } from 'node:crypto';
 import { constants } from 'node:fs';
 import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -92,10 +94,19 @@ export interface ConcurrencySuiteResult {
   syncedBatches: number[];
   /** The same batch, then a 4 KiB slot overwritten in place and fdatasynced, per second, one per round. */
   syncedBatchesAndSlot: number[];
+  /**
+   * Batch and slot with the two Ed25519 signatures every publish makes: one over a manifest-sized message before the
+   * batch (the manifest's), one while the batch is being synced (the checkpoint's, as early as it could be), per
+   * second, one per round: the floor of a signed, pinned publish with no other CPU.
+   */
+  signedBatchesAndSlot: number[];
 }
 
 /** A bare LevelDB (no ledger): one put of `bytes` per synced batch, and a two-slot file overwritten in place. */
 async function openFloors(dir: string, bytes: Uint8Array) {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const manifestSized = new Uint8Array(430).fill(0x6d); // a manifest's signed PAE message is ~430 bytes
+  const noteSized = new Uint8Array(180).fill(0x6e); // a checkpoint note body with its extension line
   const db = new Level<string, Uint8Array>(join(dir, 'bare-level'), { valueEncoding: 'view' });
   await db.open();
   const slotFile: FileHandle = await open(join(dir, 'slots'), constants.O_CREAT | constants.O_RDWR, 0o600);
@@ -110,6 +121,14 @@ async function openFloors(dir: string, bytes: Uint8Array) {
     batch,
     async batchAndSlot() {
       await batch();
+      await slotFile.write(slot, 0, slot.length, (n % 2) * slot.length);
+      await slotFile.datasync();
+    },
+    async signedBatchAndSlot() {
+      sign(null, manifestSized, privateKey);
+      const written = batch();
+      sign(null, noteSized, privateKey); // on the main thread while the thread pool syncs the batch
+      await written;
       await slotFile.write(slot, 0, slot.length, (n % 2) * slot.length);
       await slotFile.datasync();
     },
@@ -145,6 +164,7 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
   const floors = await openFloors(rawDir, rawBytes);
   const syncedBatches: number[] = [];
   const syncedBatchesAndSlot: number[] = [];
+  const signedBatchesAndSlot: number[] = [];
   try {
     await publishesPerSecond(publish, Math.max(...o.sessions), Math.min(300, o.durationMs)); // warm-up
     for (let round = 0; round < o.rounds; round++) {
@@ -162,13 +182,15 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
       syncedBatches.push(await publishesPerSecond(floors.batch, 1, o.durationMs));
       syncPageCache();
       syncedBatchesAndSlot.push(await publishesPerSecond(floors.batchAndSlot, 1, o.durationMs));
+      syncPageCache();
+      signedBatchesAndSlot.push(await publishesPerSecond(floors.signedBatchAndSlot, 1, o.durationMs));
       o.log(
-        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s (main thread ${Math.round(r.mainThreadMicros.at(-1)!)} µs each)`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot fdatasync ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s`,
+        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s (main thread ${Math.round(r.mainThreadMicros.at(-1)!)} µs each)`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot fdatasync ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s, + two signatures ${Math.round(signedBatchesAndSlot.at(-1)!)}/s`,
       );
     }
   } finally {
     await ledger.close();
     await floors.close();
   }
-  return { ledger: results, rawWrites, syncedBatches, syncedBatchesAndSlot };
+  return { ledger: results, rawWrites, syncedBatches, syncedBatchesAndSlot, signedBatchesAndSlot };
 }
