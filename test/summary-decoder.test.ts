@@ -176,3 +176,87 @@ describe('StreamingJsonDecoder refuses what is not UTF-8 JSON, wherever the chun
     expect(() => e.end()).toThrow(SummaryDecodeError);
   });
 });
+
+describe('StreamingJsonDecoder hands its arena on to the next decoder', () => {
+  const long = (seed: number) => `${'prose "q" \\ é 😀 \u0001 '.repeat(400)}${seed}`;
+
+  it('decodes values one after another, interleaved, after refused and abandoned ones, each as JSON.parse does', () => {
+    const json = fc.oneof(
+      fc.record({ state: text, n: fc.integer() }).map((v) => canonicalBytes(v)),
+      fc.nat(1000).map((n) => canonicalBytes({ state: long(n), list: [long(n + 1), 'x'] })),
+      fc.constantFrom(enc.encode('{"a":"x\ny"}'), enc.encode('{"a":"x\\qy"}'), enc.encode('{"a":"xyz')),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(json, fc.nat(), fc.constantFrom('end', 'release', 'drop')), { maxLength: 6 }),
+        (runs) => {
+          // Every decoder is made first and fed in turns, so several hold an arena at once.
+          const live = runs.map(([bytes, cut, how]) => ({
+            bytes,
+            cut: cut % (bytes.length + 1),
+            how,
+            d: new StreamingJsonDecoder(bytes.length),
+          }));
+          const got: unknown[] = [];
+          const refused = new Set<number>();
+          for (const [i, r] of live.entries()) {
+            try {
+              r.d.push(r.bytes.slice(0, r.cut));
+            } catch {
+              refused.add(i);
+            }
+          }
+          for (const [i, r] of live.entries()) {
+            if (r.how === 'release') r.d.release();
+            if (r.how !== 'end' || refused.has(i)) continue;
+            try {
+              r.d.push(r.bytes.slice(r.cut));
+              got[i] = r.d.end();
+            } catch {
+              refused.add(i);
+            }
+          }
+          // A value decoded earlier is not changed by later decoders writing into the arena it came from.
+          for (const [i, r] of live.entries()) {
+            if (r.how !== 'end') continue;
+            let want: unknown;
+            try {
+              want = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(r.bytes));
+            } catch {
+              expect(refused.has(i), `run ${i}`).toBe(true);
+              continue;
+            }
+            expect(refused.has(i), `run ${i}`).toBe(false);
+            expect(got[i], `run ${i}`).toEqual(want);
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('keeps a decoded value intact while the next decoder fills the same arena', () => {
+    const first = canonicalBytes({ state: long(1) });
+    const d1 = new StreamingJsonDecoder(first.length);
+    d1.push(first);
+    const v1 = d1.end();
+    const second = canonicalBytes({ state: 'z'.repeat(first.length - 20) });
+    const d2 = new StreamingJsonDecoder(second.length);
+    d2.push(second);
+    expect(d2.end()).toEqual({ state: 'z'.repeat(first.length - 20) });
+    expect(v1).toEqual({ state: long(1) });
+  });
+
+  it('takes no bytes once ended or released', () => {
+    const d = new StreamingJsonDecoder(4);
+    d.push(enc.encode('"ab"'));
+    expect(d.end()).toBe('ab');
+    expect(() => d.push(enc.encode('x'))).toThrow(SummaryDecodeError);
+    expect(() => d.end()).toThrow(SummaryDecodeError);
+    const e = new StreamingJsonDecoder(4);
+    e.push(enc.encode('"a'));
+    e.release();
+    e.release(); // a second release is a no-op, not a second hand-back
+    expect(() => e.push(enc.encode('b"'))).toThrow(SummaryDecodeError);
+  });
+});

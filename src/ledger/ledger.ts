@@ -43,7 +43,7 @@ import {
   decodeSummaryStream,
   DEFAULT_MAX_SUMMARY_BYTES,
   prepareSummary,
-  STREAM_SUMMARY_FROM,
+  STREAM_DECODE_FROM,
   type Summary,
 } from '../summary/summary.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
@@ -503,10 +503,13 @@ export class Ledger {
     return { summary, manifest, id, seq: head.seq };
   }
 
-  /** The summary a manifest names, verified against its digest and size: streamed and decoded as it is read when large. */
+  /**
+   * The summary a manifest names, verified against its digest and size: decoded as it is read from
+   * STREAM_DECODE_FROM (128 KiB) on, else read whole and parsed.
+   */
   private async readSummary(ref: { digest: Digest; size: number }, signal?: AbortSignal): Promise<Summary> {
     const get = { signal, maxBytes: Math.max(this.maxSummaryBytes, ref.size) };
-    if (ref.size >= STREAM_SUMMARY_FROM && canDecodeStream()) {
+    if (ref.size >= STREAM_DECODE_FROM && canDecodeStream()) {
       // The decoder sizes its buffer by the manifest's claim: the claim is held to the stored size before the
       // first chunk reaches it. The stat runs while the stream opens the blob, not before (a round of calls less).
       const sized = this.blobs.stat(ref.digest).then((stored) => {

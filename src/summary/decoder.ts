@@ -19,10 +19,35 @@ export class SummaryDecodeError extends Error {
 /** The longest escape the decoder handles itself: a surrogate pair, \uXXXX\uXXXX. */
 const LONGEST_ESCAPE = 12;
 
+/**
+ * One arena is kept between decodes, up to this size. Memory a process has not touched before costs a
+ * page fault per 4 KiB page when it is first written; a fresh arena for every 1 MiB resume cost more
+ * than the rest of the decode (benchmarks/README.md). The strings are copied out of the arena, so a
+ * finished decoder's arena can serve the next one.
+ */
+const KEEP_ARENA_BYTES = 4 * 1024 * 1024;
+let spareArena: Buffer | undefined;
+
+function takeArena(size: number): Buffer {
+  const spare = spareArena;
+  if (spare && spare.length >= size) {
+    spareArena = undefined;
+    return spare;
+  }
+  return Buffer.allocUnsafe(size);
+}
+
+function giveArena(arena: Buffer): void {
+  if (arena.length <= KEEP_ARENA_BYTES && (!spareArena || spareArena.length < arena.length)) spareArena = arena;
+}
+
 export class StreamingJsonDecoder {
   private readonly unescaper: Unescaper;
-  /** Unescaped string bytes, all strings one after another (never more than the input's size). */
-  private readonly arena: Buffer;
+  /**
+   * Unescaped string bytes, all strings one after another (never more than the input's size); handed
+   * back for the next decoder by `end` or `release`, after which this decoder takes no more bytes.
+   */
+  private arena: Buffer | undefined;
   private arenaEnd = 0;
   private stringStart = -1; // arena offset of the string being read, or -1 outside strings
   private readonly structure: string[] = [];
@@ -39,7 +64,7 @@ export class StreamingJsonDecoder {
     const u = loadUnescaper();
     if (!u) throw new Error('the WebAssembly unescaper is unavailable');
     this.unescaper = u;
-    this.arena = Buffer.allocUnsafe(size);
+    this.arena = takeArena(size);
   }
 
   /** True where streaming decoding can be used here. */
@@ -49,6 +74,7 @@ export class StreamingJsonDecoder {
 
   /** Consumes the next bytes; `chunk` is not kept. @throws SummaryDecodeError */
   push(chunk: Uint8Array): void {
+    if (!this.arena) throw new SummaryDecodeError('the decoder has ended');
     this.received += chunk.length;
     if (this.received > this.size) throw new SummaryDecodeError('more bytes than announced');
     let bytes = chunk;
@@ -94,12 +120,12 @@ export class StreamingJsonDecoder {
   }
 
   private append(out: Uint8Array): void {
-    this.arena.set(out, this.arenaEnd);
+    this.arena!.set(out, this.arenaEnd);
     this.arenaEnd += out.length;
   }
 
   private closeString(): void {
-    const body = this.arena.subarray(this.stringStart, this.arenaEnd);
+    const body = this.arena!.subarray(this.stringStart, this.arenaEnd);
     // ASCII (most summaries): valid UTF-8 as it is, and latin1 makes the same string with a plain copy.
     if (isAscii(body)) this.strings[this.strings.length - 1] = body.toString('latin1');
     else if (isUtf8(body)) this.strings[this.strings.length - 1] = body.toString('utf8');
@@ -126,8 +152,16 @@ export class StreamingJsonDecoder {
     return pos + 6;
   }
 
-  /** The decoded value, once every byte was pushed. @throws SummaryDecodeError, SyntaxError */
+  /** Hands the arena back for the next decoder (a decoder given up on); this one takes no more bytes. */
+  release(): void {
+    if (this.arena) giveArena(this.arena);
+    this.arena = undefined;
+  }
+
+  /** The decoded value, once every byte was pushed; ends the decoder. @throws SummaryDecodeError, SyntaxError */
   end(): unknown {
+    if (!this.arena) throw new SummaryDecodeError('the decoder has ended');
+    this.release(); // every string was copied out of it as it closed
     if (this.received !== this.size)
       throw new SummaryDecodeError(`${this.received} bytes pushed, ${this.size} announced`);
     if (this.stringStart >= 0 || this.carry) throw new SummaryDecodeError('the input ends inside a string');
