@@ -519,19 +519,28 @@ describe('large summaries are encoded while they are written', () => {
   );
 
   it.each(streamedSizes)(
-    'refuses with BLOB_INTEGRITY a manifest that claims a byte less or more than the stored blob (the stat beside the stream), %s',
+    'refuses with BLOB_INTEGRITY a manifest that claims a byte less or more than the stored blob (by the stream within the limit, by the stat beside it beyond), %s',
     async (_, units) => {
       for (const delta of [-1, 1]) {
-        const signer = new LocalSigner(generateJwk());
-        const ledger = await open(tempDir(), { signer, maxSummaryBytes: 64 * MiB });
-        const r = await ledger.publish(alice, big('short', 'some text\n', units));
-        await plantSeq1(ledger, r, signer, { size: r.size + delta });
-        await expect(ledger.resume(alice)).rejects.toMatchObject({
-          name: 'StoreError',
-          code: 'BLOB_INTEGRITY',
-          message: `summary ${r.digest} is ${r.size} bytes, the manifest says ${r.size + delta}`,
-        });
-        await ledger.close();
+        for (const limitAfter of [64 * MiB, STREAM_DECODE_FROM]) {
+          const signer = new LocalSigner(generateJwk());
+          const root = tempDir();
+          let ledger = await open(root, { signer, maxSummaryBytes: 64 * MiB });
+          const r = await ledger.publish(alice, big('short', 'some text\n', units));
+          await plantSeq1(ledger, r, signer, { size: r.size + delta });
+          await ledger.close();
+          ledger = await open(root, { signer, maxSummaryBytes: limitAfter });
+          // Beyond the limit the claim is the most the store may read: a larger blob is refused as too large.
+          const tooLarge = limitAfter < r.size && delta < 0;
+          await expect(ledger.resume(alice)).rejects.toMatchObject({
+            name: 'StoreError',
+            code: tooLarge ? 'BLOB_TOO_LARGE' : 'BLOB_INTEGRITY',
+            message: tooLarge
+              ? `blob ${r.digest} is ${r.size} bytes, over the limit of ${r.size - 1}`
+              : `summary ${r.digest} is ${r.size} bytes, the manifest says ${r.size + delta}`,
+          });
+          await ledger.close();
+        }
       }
     },
   );

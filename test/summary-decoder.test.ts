@@ -5,7 +5,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { SummaryDecodeError, StreamingJsonDecoder } from '../src/summary/decoder.js';
+import {
+  asciiText,
+  EXTERNAL_TEXT_FROM,
+  SummaryDecodeError,
+  StreamingJsonDecoder,
+  textBufferSize,
+} from '../src/summary/decoder.js';
 import { loadUnescaper, UnescapeStatus } from '../manifests/encoding/json-unescape.js';
 import { canonicalBytes } from '../manifests/encoding/canonical.js';
 
@@ -258,5 +264,46 @@ describe('StreamingJsonDecoder hands its arena on to the next decoder', () => {
     e.release();
     e.release(); // a second release is a no-op, not a second hand-back
     expect(() => e.push(enc.encode('b"'))).toThrow(SummaryDecodeError);
+  });
+});
+
+describe('asciiText: the fastest string of ASCII bytes is the Latin-1 string', () => {
+  it('at lengths around the slice and external bounds, with and without room past the end, at any start', () => {
+    const lengths = [
+      0,
+      1,
+      13,
+      70_000,
+      515_956,
+      515_957,
+      600_001,
+      EXTERNAL_TEXT_FROM - 1,
+      EXTERNAL_TEXT_FROM,
+      1_100_000,
+    ];
+    for (const n of lengths) {
+      for (const start of [0, 5]) {
+        for (const room of [0, textBufferSize(n) - n, EXTERNAL_TEXT_FROM]) {
+          const buf = Buffer.alloc(start + n + room, 0x7a); // bytes past the end that must not show
+          for (let i = 0; i < n; i++) buf[start + i] = 0x20 + ((i * 31 + n) % 95);
+          const want = buf.toString('latin1', start, start + n);
+          const got = asciiText(buf, start, start + n);
+          expect(got.length, `${n} at ${start}, room ${room}`).toBe(n);
+          expect(got === want, `${n} at ${start}, room ${room}`).toBe(true);
+          buf.fill(0x21); // the string is its own: later writes to the buffer do not change it
+          expect(got === want, `${n} at ${start}, room ${room}, after a write`).toBe(true);
+        }
+      }
+    }
+  });
+
+  it('the decoder makes long ASCII strings (sliced and external sizes) with escapes exactly as JSON.parse', () => {
+    for (const units of [200_000, 600_000, 1_020_000, 1_040_000]) {
+      const s = 'plain "quoted" \\ tab\t line\n ctl\u0001 '.repeat(Math.ceil(units / 40)).slice(0, units);
+      const bytes = canonicalBytes({ state: s, task: 't', nextSteps: [s.slice(0, 1000)] });
+      const want = JSON.parse(new TextDecoder().decode(bytes));
+      expect(decode(bytes, [1_048_576 - 7])).toEqual(want);
+      expect(decode(bytes)).toEqual(want);
+    }
   });
 });

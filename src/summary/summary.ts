@@ -167,11 +167,16 @@ export function decodeSummary(bytes: Uint8Array): Summary {
  * src/summary/decoder.ts), with `decodeSummary`'s result. The stream's own verdict comes first: when
  * decoding fails, the rest is still read, so a blob that does not match its digest is reported as the
  * store reports it (`BLOB_INTEGRITY`), not as an invalid summary.
+ * @param what names the summary in the message of a size mismatch
  * @throws LedgerError `SUMMARY_INVALID` (`SUMMARY_EMPTY`, `SUMMARY_INCOMPLETE` for bytes that break a content
  *   rule); StoreError from the stream; StoreError `BLOB_INTEGRITY` when
  *   the stream holds other than `size` bytes
  */
-export async function decodeSummaryStream(chunks: AsyncIterable<Uint8Array>, size: number): Promise<Summary> {
+export async function decodeSummaryStream(
+  chunks: AsyncIterable<Uint8Array>,
+  size: number,
+  what = 'the stored summary',
+): Promise<Summary> {
   // Made at the first chunk, once the store has found the blob and checked it against its size limit.
   let decoding: StreamingJsonDecoder | undefined;
   let failure: unknown;
@@ -188,8 +193,7 @@ export async function decodeSummaryStream(chunks: AsyncIterable<Uint8Array>, siz
         failure = err;
       }
     }
-    if (total !== size)
-      throw new StoreError('BLOB_INTEGRITY', `the stored summary is ${total} bytes, the manifest says ${size}`);
+    if (total !== size) throw new StoreError('BLOB_INTEGRITY', `${what} is ${total} bytes, the manifest says ${size}`);
     try {
       if (failure !== undefined) throw failure;
       value = (decoding ??= new StreamingJsonDecoder(size)).end();
