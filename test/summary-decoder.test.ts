@@ -274,8 +274,8 @@ describe('asciiText: the fastest string of ASCII bytes is the Latin-1 string', (
       1,
       13,
       70_000,
-      515_956,
-      515_957,
+      928_721,
+      928_722,
       600_001,
       EXTERNAL_TEXT_FROM - 1,
       EXTERNAL_TEXT_FROM,
@@ -298,7 +298,7 @@ describe('asciiText: the fastest string of ASCII bytes is the Latin-1 string', (
   });
 
   it('the decoder makes long ASCII strings (sliced and external sizes) with escapes exactly as JSON.parse', () => {
-    for (const units of [200_000, 600_000, 1_020_000, 1_040_000]) {
+    for (const units of [200_000, 600_000, 950_000, 1_020_000, 1_040_000]) {
       const s = 'plain "quoted" \\ tab\t line\n ctl\u0001 '.repeat(Math.ceil(units / 40)).slice(0, units);
       const bytes = canonicalBytes({ state: s, task: 't', nextSteps: [s.slice(0, 1000)] });
       const want = JSON.parse(new TextDecoder().decode(bytes));
