@@ -80,10 +80,9 @@ async function verifyEnd(
   digest: string,
   probe?: Promise<{ bytesRead: number }>,
 ): Promise<void> {
-  // A read came back short (the file shrank): the probe, if any, was for the old end; look at where it ends now.
-  const extra = await (off === size && probe ? probe : handle.read(Buffer.alloc(1), 0, 1, off));
-  if (off !== size || extra.bytesRead !== 0)
-    throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
+  const changed = () => new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
+  if (off !== size) throw changed(); // it ended early: it shrank
+  if ((await (probe ?? probeEnd(handle, size))).bytesRead !== 0) throw changed(); // there is more: it grew
   if (formatDigest(hasher.digest()) !== digest)
     throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
 }
