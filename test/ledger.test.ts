@@ -5,7 +5,7 @@ import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { digestHex, hashBytes, nobleBlake3, type Digest } from '../store/hash/digest.js';
-import { STREAM_SUMMARY_FROM, validateSummary } from '../src/summary/summary.js';
+import { STREAM_DECODE_FROM, STREAM_SUMMARY_FROM, validateSummary } from '../src/summary/summary.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { signEnvelope, serializeEnvelope } from '../manifests/crypto/envelope.js';
 import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, type Manifest } from '../manifests/format/manifest.js';
@@ -410,28 +410,82 @@ describe('large summaries are encoded while they are written', () => {
     await ledger.close();
   });
 
-  it('reports a large blob whose bytes were changed as BLOB_INTEGRITY, also when the change breaks its JSON first', async () => {
-    const root = tempDir();
-    const ledger = await open(root, { maxSummaryBytes: 64 * MiB });
-    const r = await ledger.publish(alice, big('tampered', 'some text\n', 2 * MiB));
-    const path = blobPath(root, r.digest);
-    for (const [at, byte] of [
-      [0, 0x78],
-      [7, 0x01],
-      [r.size - 1, 0x20],
-    ] as const) {
-      const bytes = readFileSync(path);
-      const was = bytes[at]!;
-      bytes[at] = byte; // '{' → 'x'; a raw control character in the first string; the closing '}'
-      writeFileSync(path, bytes);
-      await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
-      bytes[at] = was;
-      writeFileSync(path, bytes);
+  /** A summary of exactly `bytes` canonical bytes (ASCII state). */
+  const ofBytes = (marker: string, bytes: number) => {
+    const base = big(marker, 'x', 1);
+    const overhead = validateSummary(base, 64 * MiB).bytes.length - 1;
+    return big(marker, 'x', bytes - overhead);
+  };
+
+  it('decodes a summary of STREAM_DECODE_FROM bytes or more as it is read, one below whole, each to the same value', async () => {
+    const ledger = await open(tempDir(), { maxSummaryBytes: 64 * MiB });
+    const chunks = vi.spyOn(ledger.blobs, 'chunks');
+    const get = vi.spyOn(ledger.blobs, 'get');
+    const prose = 'prose "quoted" \\ back\n\ttab é 😀 \u0007 \u2028';
+    const cases = [
+      ofBytes('below', STREAM_DECODE_FROM - 1),
+      ofBytes('at', STREAM_DECODE_FROM),
+      { ...big('mixed', prose, 200_000), files: [{ path: 'src/a.ts', note: 'n "q"' }], decisions: ['d\u2028'] },
+      big('under a MiB', prose, 300_000),
+    ];
+    for (const [i, summary] of cases.entries()) {
+      const scope = { ...alice, session: `mid-${i}` };
+      const r = await ledger.publish(scope, summary);
+      chunks.mockClear();
+      get.mockClear();
+      expect((await ledger.resume(scope))?.summary).toEqual(summary);
+      const streamed = r.size >= STREAM_DECODE_FROM;
+      expect(streamed).toBe(i > 0);
+      expect(chunks).toHaveBeenCalledTimes(streamed ? 1 : 0);
+      expect(get).toHaveBeenCalledTimes(streamed ? 0 : 1);
     }
-    writeFileSync(path, readFileSync(path).subarray(0, r.size - 1)); // truncated
-    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
+    expect(validateSummary(cases[0], 64 * MiB).bytes.length).toBe(STREAM_DECODE_FROM - 1);
     await ledger.close();
   });
+
+  it('cancels a resume whose signal is aborted as the summary is read (streamed decode)', async () => {
+    const ledger = await open(tempDir(), { maxSummaryBytes: 64 * MiB });
+    const r = await ledger.publish(alice, ofBytes('cancelled', STREAM_DECODE_FROM + 10));
+    const ac = new AbortController();
+    const original = ledger.blobs.chunks.bind(ledger.blobs);
+    vi.spyOn(ledger.blobs, 'chunks').mockImplementation((digest, options) => {
+      ac.abort(new Error('user pressed stop'));
+      return original(digest, options);
+    });
+    await expect(ledger.resume(alice, { signal: ac.signal })).rejects.toMatchObject({ code: 'CANCELLED' });
+    vi.restoreAllMocks();
+    expect((await ledger.resume(alice))?.id).toBe(r.id);
+    await ledger.close();
+  });
+
+  it.each([
+    ['of 1 MiB or more', 2 * MiB],
+    ['from STREAM_DECODE_FROM to 1 MiB', 300_000],
+  ])(
+    'reports a blob %s whose bytes were changed as BLOB_INTEGRITY, also when the change breaks its JSON first',
+    async (_, units) => {
+      const root = tempDir();
+      const ledger = await open(root, { maxSummaryBytes: 64 * MiB });
+      const r = await ledger.publish(alice, big('tampered', 'some text\n', units));
+      const path = blobPath(root, r.digest);
+      for (const [at, byte] of [
+        [0, 0x78],
+        [7, 0x01],
+        [r.size - 1, 0x20],
+      ] as const) {
+        const bytes = readFileSync(path);
+        const was = bytes[at]!;
+        bytes[at] = byte; // '{' → 'x'; a raw control character in the first string; the closing '}'
+        writeFileSync(path, bytes);
+        await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
+        bytes[at] = was;
+        writeFileSync(path, bytes);
+      }
+      writeFileSync(path, readFileSync(path).subarray(0, r.size - 1)); // truncated
+      await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
+      await ledger.close();
+    },
+  );
 
   it('publishes large summaries (over the 8 MiB of blocks a put holds) in several sessions at once, each stored and resumed exactly', async () => {
     const ledger = await open(tempDir(), { maxSummaryBytes: 64 * MiB });
@@ -447,27 +501,49 @@ describe('large summaries are encoded while they are written', () => {
     await ledger.close();
   });
 
-  it("refuses with BLOB_INTEGRITY, before decoding, a manifest whose size is not the stored blob's (no buffer of the claimed size)", async () => {
-    const signer = new LocalSigner(generateJwk());
-    const ledger = await open(tempDir(), { signer, maxSummaryBytes: 64 * MiB });
-    const r = await ledger.publish(alice, big('sized', 'some text\n', 2 * MiB));
-    await plantSeq1(ledger, r, signer, { size: 5 * 1024 ** 3 });
-    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
-    await ledger.close();
-  });
+  const streamedSizes = [
+    ['of 1 MiB or more', 2 * MiB],
+    ['from STREAM_DECODE_FROM to 1 MiB', 300_000],
+  ] as const;
 
-  it('refuses with BLOB_INTEGRITY a manifest that claims a byte less than the stored blob (the stat beside the stream)', async () => {
-    const signer = new LocalSigner(generateJwk());
-    const ledger = await open(tempDir(), { signer, maxSummaryBytes: 64 * MiB });
-    const r = await ledger.publish(alice, big('short', 'some text\n', 2 * MiB));
-    await plantSeq1(ledger, r, signer, { size: r.size - 1 });
-    await expect(ledger.resume(alice)).rejects.toMatchObject({
-      name: 'StoreError',
-      code: 'BLOB_INTEGRITY',
-      message: `summary ${r.digest} is ${r.size} bytes, the manifest says ${r.size - 1}`,
-    });
-    await ledger.close();
-  });
+  it.each(streamedSizes)(
+    "refuses with BLOB_INTEGRITY, before decoding, a manifest whose size is not the stored blob's (no buffer of the claimed size), %s",
+    async (_, units) => {
+      const signer = new LocalSigner(generateJwk());
+      const ledger = await open(tempDir(), { signer, maxSummaryBytes: 64 * MiB });
+      const r = await ledger.publish(alice, big('sized', 'some text\n', units));
+      await plantSeq1(ledger, r, signer, { size: 5 * 1024 ** 3 });
+      await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'StoreError', code: 'BLOB_INTEGRITY' });
+      await ledger.close();
+    },
+  );
+
+  it.each(streamedSizes)(
+    'refuses with BLOB_INTEGRITY a manifest that claims a byte less or more than the stored blob (by the stream within the limit, by the stat beside it beyond), %s',
+    async (_, units) => {
+      for (const delta of [-1, 1]) {
+        for (const limitAfter of [64 * MiB, STREAM_DECODE_FROM]) {
+          const signer = new LocalSigner(generateJwk());
+          const root = tempDir();
+          let ledger = await open(root, { signer, maxSummaryBytes: 64 * MiB });
+          const r = await ledger.publish(alice, big('short', 'some text\n', units));
+          await plantSeq1(ledger, r, signer, { size: r.size + delta });
+          await ledger.close();
+          ledger = await open(root, { signer, maxSummaryBytes: limitAfter });
+          // Beyond the limit the claim is the most the store may read: a larger blob is refused as too large.
+          const tooLarge = limitAfter < r.size && delta < 0;
+          await expect(ledger.resume(alice)).rejects.toMatchObject({
+            name: 'StoreError',
+            code: tooLarge ? 'BLOB_TOO_LARGE' : 'BLOB_INTEGRITY',
+            message: tooLarge
+              ? `blob ${r.digest} is ${r.size} bytes, over the limit of ${r.size - 1}`
+              : `summary ${r.digest} is ${r.size} bytes, the manifest says ${r.size + delta}`,
+          });
+          await ledger.close();
+        }
+      }
+    },
+  );
 
   it('refuses with SUMMARY_TOO_LARGE a summary whose escapes take it over the limit as it streams, leaving no blob', async () => {
     const root = tempDir();

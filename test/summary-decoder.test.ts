@@ -5,7 +5,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { SummaryDecodeError, StreamingJsonDecoder } from '../src/summary/decoder.js';
+import {
+  asciiText,
+  EXTERNAL_TEXT_FROM,
+  SummaryDecodeError,
+  StreamingJsonDecoder,
+  textBufferSize,
+} from '../src/summary/decoder.js';
 import { loadUnescaper, UnescapeStatus } from '../manifests/encoding/json-unescape.js';
 import { canonicalBytes } from '../manifests/encoding/canonical.js';
 
@@ -174,5 +180,130 @@ describe('StreamingJsonDecoder refuses what is not UTF-8 JSON, wherever the chun
     const e = new StreamingJsonDecoder(10);
     e.push(enc.encode('"abc"'));
     expect(() => e.end()).toThrow(SummaryDecodeError);
+  });
+});
+
+describe('StreamingJsonDecoder hands its arena on to the next decoder', () => {
+  const long = (seed: number) => `${'prose "q" \\ é 😀 \u0001 '.repeat(400)}${seed}`;
+
+  it('decodes values one after another, interleaved, after refused and abandoned ones, each as JSON.parse does', () => {
+    const json = fc.oneof(
+      fc.record({ state: text, n: fc.integer() }).map((v) => canonicalBytes(v)),
+      fc.nat(1000).map((n) => canonicalBytes({ state: long(n), list: [long(n + 1), 'x'] })),
+      fc.constantFrom(enc.encode('{"a":"x\ny"}'), enc.encode('{"a":"x\\qy"}'), enc.encode('{"a":"xyz')),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(json, fc.nat(), fc.constantFrom('end', 'release', 'drop')), { maxLength: 6 }),
+        (runs) => {
+          // Every decoder is made first and fed in turns, so several hold an arena at once.
+          const live = runs.map(([bytes, cut, how]) => ({
+            bytes,
+            cut: cut % (bytes.length + 1),
+            how,
+            d: new StreamingJsonDecoder(bytes.length),
+          }));
+          const got: unknown[] = [];
+          const refused = new Set<number>();
+          for (const [i, r] of live.entries()) {
+            try {
+              r.d.push(r.bytes.slice(0, r.cut));
+            } catch {
+              refused.add(i);
+            }
+          }
+          for (const [i, r] of live.entries()) {
+            if (r.how === 'release') r.d.release();
+            if (r.how !== 'end' || refused.has(i)) continue;
+            try {
+              r.d.push(r.bytes.slice(r.cut));
+              got[i] = r.d.end();
+            } catch {
+              refused.add(i);
+            }
+          }
+          // A value decoded earlier is not changed by later decoders writing into the arena it came from.
+          for (const [i, r] of live.entries()) {
+            if (r.how !== 'end') continue;
+            let want: unknown;
+            try {
+              want = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(r.bytes));
+            } catch {
+              expect(refused.has(i), `run ${i}`).toBe(true);
+              continue;
+            }
+            expect(refused.has(i), `run ${i}`).toBe(false);
+            expect(got[i], `run ${i}`).toEqual(want);
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('keeps a decoded value intact while the next decoder fills the same arena', () => {
+    const first = canonicalBytes({ state: long(1) });
+    const d1 = new StreamingJsonDecoder(first.length);
+    d1.push(first);
+    const v1 = d1.end();
+    const second = canonicalBytes({ state: 'z'.repeat(first.length - 20) });
+    const d2 = new StreamingJsonDecoder(second.length);
+    d2.push(second);
+    expect(d2.end()).toEqual({ state: 'z'.repeat(first.length - 20) });
+    expect(v1).toEqual({ state: long(1) });
+  });
+
+  it('takes no bytes once ended or released', () => {
+    const d = new StreamingJsonDecoder(4);
+    d.push(enc.encode('"ab"'));
+    expect(d.end()).toBe('ab');
+    expect(() => d.push(enc.encode('x'))).toThrow(SummaryDecodeError);
+    expect(() => d.end()).toThrow(SummaryDecodeError);
+    const e = new StreamingJsonDecoder(4);
+    e.push(enc.encode('"a'));
+    e.release();
+    e.release(); // a second release is a no-op, not a second hand-back
+    expect(() => e.push(enc.encode('b"'))).toThrow(SummaryDecodeError);
+  });
+});
+
+describe('asciiText: the fastest string of ASCII bytes is the Latin-1 string', () => {
+  it('at lengths around the slice and external bounds, with and without room past the end, at any start', () => {
+    const lengths = [
+      0,
+      1,
+      13,
+      70_000,
+      928_721,
+      928_722,
+      600_001,
+      EXTERNAL_TEXT_FROM - 1,
+      EXTERNAL_TEXT_FROM,
+      1_100_000,
+    ];
+    for (const n of lengths) {
+      for (const start of [0, 5]) {
+        for (const room of [0, textBufferSize(n) - n, EXTERNAL_TEXT_FROM]) {
+          const buf = Buffer.alloc(start + n + room, 0x7a); // bytes past the end that must not show
+          for (let i = 0; i < n; i++) buf[start + i] = 0x20 + ((i * 31 + n) % 95);
+          const want = buf.toString('latin1', start, start + n);
+          const got = asciiText(buf, start, start + n);
+          expect(got.length, `${n} at ${start}, room ${room}`).toBe(n);
+          expect(got === want, `${n} at ${start}, room ${room}`).toBe(true);
+          buf.fill(0x21); // the string is its own: later writes to the buffer do not change it
+          expect(got === want, `${n} at ${start}, room ${room}, after a write`).toBe(true);
+        }
+      }
+    }
+  });
+
+  it('the decoder makes long ASCII strings (sliced and external sizes) with escapes exactly as JSON.parse', () => {
+    for (const units of [200_000, 600_000, 950_000, 1_020_000, 1_040_000]) {
+      const s = 'plain "quoted" \\ tab\t line\n ctl\u0001 '.repeat(Math.ceil(units / 40)).slice(0, units);
+      const bytes = canonicalBytes({ state: s, task: 't', nextSteps: [s.slice(0, 1000)] });
+      const want = JSON.parse(new TextDecoder().decode(bytes));
+      expect(decode(bytes, [1_048_576 - 7])).toEqual(want);
+      expect(decode(bytes)).toEqual(want);
+    }
   });
 });

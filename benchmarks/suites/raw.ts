@@ -3,10 +3,12 @@
  * A durable write is the same sequence the blob store needs (staging file, write, fsync, rename,
  * directory fsync); reads go through the page cache, as a resume right after a publish does.
  */
+import { isAscii } from 'node:buffer';
 import { constants } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HashBackend } from '../../store/hash/digest.js';
+import { asciiText, textBufferSize } from '../../src/summary/decoder.js';
 
 const CHUNK = 4 * 1024 * 1024;
 
@@ -51,18 +53,29 @@ export async function rawRead(path: string, size: number): Promise<Uint8Array> {
   }
 }
 
+/** The read buffer `rawReadHashText` keeps between calls (as resume keeps its read blocks and decode arena), up to this size. */
+const KEEP_TEXT_BUFFER = 4 * 1024 * 1024 + 1024 * 1024;
+let textBuffer: Buffer | undefined;
+
 /**
  * `rawReadHash`, then the bytes as one JS string: the least a resume that hands back the summary's text
- * must do (a floor under resume, not a target of it).
+ * must do (a floor under resume, not a target of it). The text is made the fastest way resume's decoder
+ * makes its strings: ASCII by `asciiText` (Latin-1, a slice of an external string where that avoids a V8
+ * large object), anything else as UTF-8; the bytes are read into a buffer kept from the last call, as
+ * resume reads into blocks and an arena it keeps (memory not touched before costs a page fault per 4 KiB).
+ * Not for concurrent calls.
  */
 export async function rawReadHashText(
   path: string,
   size: number,
   backend: HashBackend,
 ): Promise<{ digest: Uint8Array; text: string }> {
-  const buf = Buffer.allocUnsafe(size);
+  const want = textBufferSize(size);
+  const buf = textBuffer && textBuffer.length >= want ? textBuffer : Buffer.allocUnsafe(want);
+  if (want <= KEEP_TEXT_BUFFER) textBuffer = buf;
   const digest = await rawReadHash(path, size, backend, buf);
-  return { digest, text: buf.toString('utf8') };
+  const bytes = buf.subarray(0, size);
+  return { digest, text: isAscii(bytes) ? asciiText(buf, 0, size) : bytes.toString('utf8') };
 }
 
 /** Reads a whole file while hashing it: the read of the next chunk is in flight while this one is hashed. */

@@ -44,7 +44,7 @@ import {
   decodeSummaryStream,
   DEFAULT_MAX_SUMMARY_BYTES,
   prepareSummary,
-  STREAM_SUMMARY_FROM,
+  STREAM_DECODE_FROM,
   type Summary,
 } from '../summary/summary.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
@@ -523,12 +523,20 @@ export class Ledger {
     return { summary, manifest, id, seq: head.seq };
   }
 
-  /** The summary a manifest names, verified against its digest and size: streamed and decoded as it is read when large. */
+  /**
+   * The summary a manifest names, verified against its digest and size: decoded as it is read from
+   * STREAM_DECODE_FROM (128 KiB) on, else read whole and parsed.
+   */
   private async readSummary(ref: { digest: Digest; size: number }, signal?: AbortSignal): Promise<Summary> {
     const get = { signal, maxBytes: Math.max(this.maxSummaryBytes, ref.size) };
-    if (ref.size >= STREAM_SUMMARY_FROM && canDecodeStream()) {
-      // The decoder sizes its buffer by the manifest's claim: the claim is held to the stored size before the
-      // first chunk reaches it. The stat runs while the stream opens the blob, not before (a round of calls less).
+    if (ref.size >= STREAM_DECODE_FROM && canDecodeStream()) {
+      const what = `summary ${ref.digest}`;
+      // The decoder sizes its buffer by the manifest's claim. Within the limit every summary may reach, that
+      // buffer is one the ledger accepts anyway, and the stream's total is held to the claim (BLOB_INTEGRITY).
+      if (ref.size <= this.maxSummaryBytes)
+        return decodeSummaryStream(this.blobs.chunks(ref.digest, get), ref.size, what);
+      // Beyond it, the claim is held to the stored size before the first chunk reaches the decoder. The stat
+      // runs while the stream opens the blob, not before (a round of calls less).
       const sized = this.blobs.stat(ref.digest).then((stored) => {
         if (stored && stored.size !== ref.size) {
           throw new StoreError(
@@ -538,7 +546,7 @@ export class Ledger {
         }
       });
       sized.catch(() => {}); // awaited before the first chunk is used
-      return decodeSummaryStream(afterCheck(sized, this.blobs.chunks(ref.digest, get)), ref.size);
+      return decodeSummaryStream(afterCheck(sized, this.blobs.chunks(ref.digest, get)), ref.size, what);
     }
     const bytes = await this.blobs.get(ref.digest, get);
     if (bytes.length !== ref.size) {

@@ -19,10 +19,68 @@ export class SummaryDecodeError extends Error {
 /** The longest escape the decoder handles itself: a surrogate pair, \uXXXX\uXXXX. */
 const LONGEST_ESCAPE = 12;
 
+/**
+ * Node makes the Latin-1 text of this many bytes or more (EXTERN_APEX in its src/string_bytes.cc) an external
+ * string in malloc'd memory, which the allocator hands out again once it is freed; a shorter string over 128 KiB
+ * is a V8 large object in freshly mapped memory, a page fault per 4 KiB page as it is copied in (on the shared
+ * 2-core VM of benchmarks/README.md, ~3 ms for a string of 1 MB: more than reading and hashing it). Were the
+ * constant to change, `asciiText` still returns the same strings, only slower.
+ */
+export const EXTERNAL_TEXT_FROM = 1_031_913;
+/**
+ * From here on a shorter ASCII string is a slice of an external one. The parent holds at most a ninth more than the
+ * string: where the allocator does hand out fresh memory, the parent costs that many more page faults than a V8
+ * large object would (a 1 MiB summary's text is ~98% of EXTERNAL_TEXT_FROM).
+ */
+const SLICED_TEXT_FROM = Math.ceil(EXTERNAL_TEXT_FROM * 0.9);
+
+/**
+ * The string of the ASCII bytes `buf[start, end)`, the fastest way Node offers: Latin-1 (the same characters),
+ * and from SLICED_TEXT_FROM bytes on, when `buf` has EXTERNAL_TEXT_FROM bytes from `start`, a slice of the
+ * external string over those (V8 shares the parent's characters instead of copying them; the bytes past `end`
+ * are held by the parent, never visible in the string). Benchmarks' reference text uses it too.
+ */
+export function asciiText(buf: Buffer, start: number, end: number): string {
+  const n = end - start;
+  if (n >= SLICED_TEXT_FROM && n < EXTERNAL_TEXT_FROM && buf.length - start >= EXTERNAL_TEXT_FROM)
+    return buf.toString('latin1', start, start + EXTERNAL_TEXT_FROM).slice(0, n);
+  return buf.toString('latin1', start, end);
+}
+
+/** The buffer `asciiText` wants for text of `size` bytes at its start: room for an external parent when it helps. */
+export function textBufferSize(size: number): number {
+  return size >= SLICED_TEXT_FROM && size < EXTERNAL_TEXT_FROM ? EXTERNAL_TEXT_FROM : size;
+}
+
+/**
+ * One arena is kept between decodes, up to this size. Memory a process has not touched before costs a
+ * page fault per 4 KiB page when it is first written; a fresh arena for every 1 MiB resume cost more
+ * than the rest of the decode (benchmarks/README.md). The strings are copied out of the arena, so a
+ * finished decoder's arena can serve the next one.
+ */
+const KEEP_ARENA_BYTES = 4 * 1024 * 1024 + EXTERNAL_TEXT_FROM;
+let spareArena: Buffer | undefined;
+
+function takeArena(size: number): Buffer {
+  const spare = spareArena;
+  if (spare && spare.length >= size) {
+    spareArena = undefined;
+    return spare;
+  }
+  return Buffer.allocUnsafe(size);
+}
+
+function giveArena(arena: Buffer): void {
+  if (arena.length <= KEEP_ARENA_BYTES && (!spareArena || spareArena.length < arena.length)) spareArena = arena;
+}
+
 export class StreamingJsonDecoder {
   private readonly unescaper: Unescaper;
-  /** Unescaped string bytes, all strings one after another (never more than the input's size). */
-  private readonly arena: Buffer;
+  /**
+   * Unescaped string bytes, all strings one after another (never more than the input's size); handed
+   * back for the next decoder by `end` or `release`, after which this decoder takes no more bytes.
+   */
+  private arena: Buffer | undefined;
   private arenaEnd = 0;
   private stringStart = -1; // arena offset of the string being read, or -1 outside strings
   private readonly structure: string[] = [];
@@ -39,7 +97,8 @@ export class StreamingJsonDecoder {
     const u = loadUnescaper();
     if (!u) throw new Error('the WebAssembly unescaper is unavailable');
     this.unescaper = u;
-    this.arena = Buffer.allocUnsafe(size);
+    // Room past the input's size lets `asciiText` make a long string as a slice of an external one.
+    this.arena = takeArena(size >= SLICED_TEXT_FROM ? size + EXTERNAL_TEXT_FROM : size);
   }
 
   /** True where streaming decoding can be used here. */
@@ -49,6 +108,7 @@ export class StreamingJsonDecoder {
 
   /** Consumes the next bytes; `chunk` is not kept. @throws SummaryDecodeError */
   push(chunk: Uint8Array): void {
+    if (!this.arena) throw new SummaryDecodeError('the decoder has ended');
     this.received += chunk.length;
     if (this.received > this.size) throw new SummaryDecodeError('more bytes than announced');
     let bytes = chunk;
@@ -94,14 +154,14 @@ export class StreamingJsonDecoder {
   }
 
   private append(out: Uint8Array): void {
-    this.arena.set(out, this.arenaEnd);
+    this.arena!.set(out, this.arenaEnd);
     this.arenaEnd += out.length;
   }
 
   private closeString(): void {
-    const body = this.arena.subarray(this.stringStart, this.arenaEnd);
-    // ASCII (most summaries): valid UTF-8 as it is, and latin1 makes the same string with a plain copy.
-    if (isAscii(body)) this.strings[this.strings.length - 1] = body.toString('latin1');
+    const body = this.arena!.subarray(this.stringStart, this.arenaEnd);
+    // ASCII (most summaries): valid UTF-8 as it is, and Latin-1 makes the same string with a plain copy.
+    if (isAscii(body)) this.strings[this.strings.length - 1] = asciiText(this.arena!, this.stringStart, this.arenaEnd);
     else if (isUtf8(body)) this.strings[this.strings.length - 1] = body.toString('utf8');
     else throw new SummaryDecodeError('a string is not valid UTF-8');
     this.stringStart = -1;
@@ -126,8 +186,16 @@ export class StreamingJsonDecoder {
     return pos + 6;
   }
 
-  /** The decoded value, once every byte was pushed. @throws SummaryDecodeError, SyntaxError */
+  /** Hands the arena back for the next decoder (a decoder given up on); this one takes no more bytes. */
+  release(): void {
+    if (this.arena) giveArena(this.arena);
+    this.arena = undefined;
+  }
+
+  /** The decoded value, once every byte was pushed; ends the decoder. @throws SummaryDecodeError, SyntaxError */
   end(): unknown {
+    if (!this.arena) throw new SummaryDecodeError('the decoder has ended');
+    this.release(); // every string was copied out of it as it closed
     if (this.received !== this.size)
       throw new SummaryDecodeError(`${this.received} bytes pushed, ${this.size} announced`);
     if (this.stringStart >= 0 || this.carry) throw new SummaryDecodeError('the input ends inside a string');

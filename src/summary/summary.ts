@@ -167,36 +167,54 @@ export function decodeSummary(bytes: Uint8Array): Summary {
  * src/summary/decoder.ts), with `decodeSummary`'s result. The stream's own verdict comes first: when
  * decoding fails, the rest is still read, so a blob that does not match its digest is reported as the
  * store reports it (`BLOB_INTEGRITY`), not as an invalid summary.
+ * @param what names the summary in the message of a size mismatch
  * @throws LedgerError `SUMMARY_INVALID` (`SUMMARY_EMPTY`, `SUMMARY_INCOMPLETE` for bytes that break a content
  *   rule); StoreError from the stream; StoreError `BLOB_INTEGRITY` when
  *   the stream holds other than `size` bytes
  */
-export async function decodeSummaryStream(chunks: AsyncIterable<Uint8Array>, size: number): Promise<Summary> {
+export async function decodeSummaryStream(
+  chunks: AsyncIterable<Uint8Array>,
+  size: number,
+  what = 'the stored summary',
+): Promise<Summary> {
   // Made at the first chunk, once the store has found the blob and checked it against its size limit.
   let decoding: StreamingJsonDecoder | undefined;
   let failure: unknown;
   let total = 0;
-  for await (const chunk of chunks) {
-    total += chunk.length;
-    if (failure !== undefined) continue;
-    try {
-      decoding ??= new StreamingJsonDecoder(size);
-      decoding.push(chunk);
-    } catch (err) {
-      failure = err;
-    }
-  }
-  if (total !== size)
-    throw new StoreError('BLOB_INTEGRITY', `the stored summary is ${total} bytes, the manifest says ${size}`);
   let value: unknown;
   try {
-    if (failure !== undefined) throw failure;
-    value = (decoding ?? new StreamingJsonDecoder(size)).end();
-  } catch (err) {
-    throw new LedgerError('SUMMARY_INVALID', 'stored summary is not UTF-8 JSON', { cause: err });
+    for await (const chunk of chunks) {
+      total += chunk.length;
+      if (failure !== undefined) continue;
+      try {
+        decoding ??= new StreamingJsonDecoder(size);
+        decoding.push(chunk);
+      } catch (err) {
+        failure = err;
+      }
+    }
+    if (total !== size) throw new StoreError('BLOB_INTEGRITY', `${what} is ${total} bytes, the manifest says ${size}`);
+    try {
+      if (failure !== undefined) throw failure;
+      value = (decoding ??= new StreamingJsonDecoder(size)).end();
+    } catch (err) {
+      throw new LedgerError('SUMMARY_INVALID', 'stored summary is not UTF-8 JSON', { cause: err });
+    }
+  } finally {
+    decoding?.release(); // its arena serves the next decode, also after a failure
   }
   return checkStored(value);
 }
+
+/**
+ * From this size on (bytes), resume decodes a stored summary with `decodeSummaryStream` as its chunks are read,
+ * not with `decodeSummary` after reading it whole. A JS string over 128 KiB is a large object V8 places in
+ * freshly mapped memory, a page fault per 4 KiB page as it is written (more than the copy itself): the
+ * whole-buffer path makes two such strings (the text, then JSON.parse's copy of each long string) plus a fresh
+ * buffer for the bytes, the streamed one only the summary's strings (benchmarks/README.md). Below it, the whole-buffer
+ * path is the faster one.
+ */
+export const STREAM_DECODE_FROM = 128 * 1024;
 
 /** True where `decodeSummaryStream` can run (it needs WebAssembly SIMD). */
 export const canDecodeStream = (): boolean => StreamingJsonDecoder.available();

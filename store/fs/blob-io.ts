@@ -61,11 +61,28 @@ function giveBlocks(blocks: Buffer[]): void {
   if (free.length < KEEP_BLOCK_SETS) free.push(blocks);
 }
 
+/**
+ * The read at `size` that finds the end of the file (a blob that grew is not trusted), started beside the
+ * read of the last bytes instead of after it: one round trip to the I/O threads less per read.
+ */
+function probeEnd(handle: FileHandle, size: number): Promise<{ bytesRead: number }> {
+  const probe = handle.read(Buffer.alloc(1), 0, 1, size);
+  probe.catch(() => {}); // awaited by verifyEnd, or by the caller's cleanup before the file is closed
+  return probe;
+}
+
 /** After the last read: the file must end where its size said (a blob that grew or shrank under us is not trusted) and match its digest. */
-async function verifyEnd(handle: FileHandle, off: number, size: number, hasher: Hasher, digest: string): Promise<void> {
-  const extra = await handle.read(Buffer.alloc(1), 0, 1, off);
-  if (off !== size || extra.bytesRead !== 0)
-    throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
+async function verifyEnd(
+  handle: FileHandle,
+  off: number,
+  size: number,
+  hasher: Hasher,
+  digest: string,
+  probe?: Promise<{ bytesRead: number }>,
+): Promise<void> {
+  const changed = () => new StoreError('BLOB_INTEGRITY', `blob ${digest}: size changed while reading`);
+  if (off !== size) throw changed(); // it ended early: it shrank
+  if ((await (probe ?? probeEnd(handle, size))).bytesRead !== 0) throw changed(); // there is more: it grew
   if (formatDigest(hasher.digest()) !== digest)
     throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: stored bytes do not match their digest`);
 }
@@ -81,17 +98,31 @@ export async function readWhole(
   const buf = Buffer.allocUnsafe(size);
   const hasher = await hash.create();
   let off = 0;
-  let pending = size > 0 ? handle.read(buf, 0, Math.min(READ_CHUNK, size), 0) : undefined;
-  while (pending) {
-    const { bytesRead } = await pending;
-    if (bytesRead === 0) break;
-    const start = off;
-    off += bytesRead;
-    throwIfAborted(signal);
-    pending = off < size ? handle.read(buf, off, Math.min(READ_CHUNK, size - off), off) : undefined;
-    hasher.update(buf.subarray(start, off));
+  let probe: Promise<{ bytesRead: number }> | undefined;
+  let pending: Promise<{ bytesRead: number }> | undefined;
+  const readAt = (at: number) => {
+    const n = Math.min(READ_CHUNK, size - at);
+    if (at + n === size) probe ??= probeEnd(handle, size);
+    pending = handle.read(buf, at, n, at);
+    pending.catch(() => {}); // awaited below, or settled before the file is closed
+  };
+  try {
+    if (size > 0) readAt(0);
+    else probe = probeEnd(handle, 0);
+    while (pending) {
+      const { bytesRead } = await pending;
+      pending = undefined;
+      if (bytesRead === 0) break;
+      const start = off;
+      off += bytesRead;
+      throwIfAborted(signal);
+      if (off < size) readAt(off);
+      hasher.update(buf.subarray(start, off));
+    }
+    await verifyEnd(handle, off, size, hasher, digest, probe);
+  } finally {
+    await Promise.allSettled([pending, probe]); // no read may still run once the caller closes the file
   }
-  await verifyEnd(handle, off, size, hasher, digest);
   return buf;
 }
 
@@ -110,10 +141,18 @@ export async function* readStream(
   const hasher = await hash.create();
   const blocks = takeBlocks();
   let pending: Promise<{ bytesRead: number }> | undefined;
+  let probe: Promise<{ bytesRead: number }> | undefined;
+  const readAt = (at: number, slot: number) => {
+    const n = Math.min(BLOCK, size - at);
+    if (at + n === size) probe ??= probeEnd(handle, size);
+    pending = handle.read(blocks[slot]!, 0, n, at);
+    pending.catch(() => {}); // awaited at the next pull; this keeps a consumer that walks away from an unhandled rejection
+  };
   try {
     let off = 0;
     let slot = 0;
-    pending = size > 0 ? handle.read(blocks[0]!, 0, Math.min(BLOCK, size), 0) : undefined;
+    if (size > 0) readAt(0, 0);
+    else probe = probeEnd(handle, 0);
     while (pending) {
       const { bytesRead } = await pending;
       pending = undefined;
@@ -122,16 +161,14 @@ export async function* readStream(
       off += bytesRead;
       throwIfAborted(signal);
       slot = (slot + 1) % BLOCKS;
-      if (off < size) {
-        pending = handle.read(blocks[slot]!, 0, Math.min(BLOCK, size - off), off);
-        pending.catch(() => {}); // awaited at the next pull; this keeps a consumer that walks away from an unhandled rejection
-      }
+      if (off < size) readAt(off, slot);
       hasher.update(chunk);
       yield chunk;
     }
-    await verifyEnd(handle, off, size, hasher, digest);
+    await verifyEnd(handle, off, size, hasher, digest, probe);
   } finally {
-    await pending?.catch(() => {}); // no read may still fill a block once it is given back
+    // No read may still fill a block once it is given back, nor run once the caller closes the file.
+    await Promise.allSettled([pending, probe]);
     giveBlocks(blocks);
   }
 }

@@ -11,7 +11,7 @@ import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { TieredBlobStore } from '../../src/ledger/blob-tiers.js';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
-import { validateSummary } from '../../src/summary/summary.js';
+import { STREAM_DECODE_FROM, validateSummary } from '../../src/summary/summary.js';
 import { tempDir } from '../support/tmp.js';
 
 export interface LedgerBackend {
@@ -52,6 +52,30 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
       ledger = await open();
       expect((await ledger.resume(scope))?.id).toBe(r.id);
       expect((await ledger.publish(scope, summary(2))).seq).toBe(1);
+    });
+
+    it('resumes summaries on both sides of STREAM_DECODE_FROM (read whole, decoded as read) exactly, also after a restart', async () => {
+      const prose = 'prose "quoted" \\ back\n\ttab é 😀 \u0007 \u2028 ';
+      const long = (marker: string, units: number) => ({
+        task: `task ${marker}`,
+        state: prose.repeat(Math.ceil(units / prose.length)).slice(0, units),
+        nextSteps: [`step ${marker}`, 'x'.repeat(60_000)],
+        files: [{ path: 'src/a.ts', note: `n "q" ${marker}` }],
+      });
+      const cases = [long('below', 20_000), long('above', 150_000), long('MiB', 900_000)];
+      const sizes = cases.map((c) => validateSummary(c, 8 * 1024 * 1024).bytes.length);
+      expect(sizes[0]).toBeLessThan(STREAM_DECODE_FROM);
+      expect(sizes[1]).toBeGreaterThanOrEqual(STREAM_DECODE_FROM);
+      let ledger = await open({ maxSummaryBytes: 8 * 1024 * 1024 });
+      for (const [i, c] of cases.entries()) {
+        await ledger.publish({ ...scope, session: `conf-mid-${i}` }, c);
+        expect((await ledger.resume({ ...scope, session: `conf-mid-${i}` }))?.summary).toEqual(c);
+      }
+      await ledger.close();
+      ledger = await open({ maxSummaryBytes: 8 * 1024 * 1024 });
+      for (const [i, c] of cases.entries()) {
+        expect((await ledger.resume({ ...scope, session: `conf-mid-${i}` }))?.summary).toEqual(c);
+      }
     });
 
     it('returns undefined for a session without compactions', async () => {
