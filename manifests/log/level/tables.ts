@@ -32,7 +32,7 @@ const AS_VIEW = { valueEncoding: 'view' } as const;
 /**
  * Writes `ops` as one atomic LevelDB batch, durably (`sync: true`). Built with the chained batch: level's
  * array form clones and re-validates every operation and cost a small publish ~4× more main-thread time
- * (benchmarks/README.md, "Round three"). Same atomicity: one LevelDB WriteBatch.
+ * (benchmarks/README.md, "Many sessions"). Same atomicity: one LevelDB WriteBatch.
  */
 export async function writeSyncedBatch(db: Level<string, string>, ops: readonly BatchOp[]): Promise<void> {
   const batch = db.batch();
