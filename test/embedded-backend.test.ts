@@ -181,6 +181,39 @@ describe('LevelManifestLog tree', () => {
   });
 });
 
+describe('LevelManifestLog.checkHeads beside appends', () => {
+  it('reads each session from one committed state: appends landing meanwhile are no problem', async () => {
+    const log = await LevelManifestLog.open(join(freshDir(), 'log'));
+    const sessions = ['a', 'b', 'c', 'd'];
+    const heads = new Map<string, Digest | null>(sessions.map((s) => [s, null]));
+    let seq = 0;
+    let appending = true;
+    const append = async (session: string, at: number) => {
+      const id = digestOf(new TextEncoder().encode(`${session}/${at}`));
+      const envelope = JSON.stringify({ payload: Buffer.from(`${session}/${at}`).toString('base64') });
+      await log.append({ session, principal: 'p', seq: at, prev: heads.get(session)!, id, envelope });
+      heads.set(session, id);
+    };
+    const appends = (async () => {
+      while (appending) {
+        await Promise.all(sessions.map((s) => append(s, seq)));
+        seq++;
+      }
+    })();
+    const problems: unknown[] = [];
+    try {
+      for (let i = 0; i < 60 && problems.length === 0; i++) problems.push(...(await log.checkHeads()));
+    } finally {
+      appending = false;
+      await appends;
+    }
+    expect(problems).toEqual([]);
+    expect(seq).toBeGreaterThan(5);
+    expect(await log.checkHeads()).toEqual([]);
+    await log.close();
+  });
+});
+
 describe('LevelManifestLog reads when storage fails', () => {
   it('reject with STORAGE_FAILED naming the read (as every PostgreSQL read does), not a raw LevelDB error', async () => {
     const log = await LevelManifestLog.open(join(freshDir(), 'log'));

@@ -7,7 +7,7 @@
  */
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readHeadFacts } from '../../manifests/chain/head-rules.js';
+import type { ManifestLog } from '../../manifests/log/log.js';
 import { pae, parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.js';
 import { findTrustedKey } from '../../manifests/format/trust.js';
@@ -18,6 +18,16 @@ import type { Ledger } from '../../src/ledger/ledger.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { collectGarbage, spread, type Spread } from '../lib/stats.js';
 import { rawReadHashText } from './raw.js';
+
+/** The same facts as the head window, read the way resume read them before it: the head, then three reads. */
+async function headThenThreeReads(log: ManifestLog, session: string): Promise<unknown> {
+  const head = await log.head(session);
+  return Promise.all([
+    head ? log.entry(session, head.seq) : undefined,
+    log.entry(session, (head?.seq ?? -1) + 1),
+    log.getWatermark(session),
+  ]);
+}
 
 export interface ResumeStep {
   step: string;
@@ -83,7 +93,7 @@ async function stepsOf(ledger: Ledger, size: number, textKind: TextKind, o: Resu
     ],
     [
       'head read, separately (head; then entry at head, entry after, watermark)',
-      () => readHeadFacts(ledger.log, scope.session),
+      () => headThenThreeReads(ledger.log, scope.session),
     ],
     ['entry read (the one before the head)', () => ledger.log.entry(scope.session, 0)],
     ['trust lookup', () => findTrustedKey(trust, ledger.host, ledger.keyId, createdAt)],

@@ -3,7 +3,7 @@
  * reading of a head, and fsck all apply them. Isomorphic.
  */
 import type { Digest } from '../../store/hash/digest.js';
-import type { ChainHead, LogEntry, ManifestLog } from '../log/log.js';
+import type { ChainHead } from '../log/log.js';
 
 /**
  * `HEAD_MISMATCH`: the head names no stored entry with its id. `ROLLBACK`: the chain was cut back: the head
@@ -42,22 +42,4 @@ export function headProblems(f: HeadFacts): HeadProblem[] {
     at('ROLLBACK', f.head ? `entries exist beyond head seq ${headSeq}` : 'entries exist, but no head names them');
   if (f.head && f.entryAtHead?.id !== f.head.id) at('HEAD_MISMATCH', `head seq ${headSeq} has no matching entry`);
   return out;
-}
-
-/**
- * Reads the facts of one session from a log: `head` when the caller already has it, else read here.
- * Resume raises the watermark it is given with the one it holds in memory.
- */
-export async function readHeadFacts(
-  log: Pick<ManifestLog, 'head' | 'entry' | 'getWatermark'>,
-  session: string,
-  head?: ChainHead | null,
-): Promise<HeadFacts & { entryAtHead: LogEntry | undefined }> {
-  const current = head === undefined ? await log.head(session) : (head ?? undefined);
-  const [atHead, beyond, watermark] = await Promise.all([
-    current ? log.entry(session, current.seq) : undefined,
-    log.entry(session, (current?.seq ?? -1) + 1),
-    log.getWatermark(session),
-  ]);
-  return { session, head: current, entryAtHead: atHead, entryBeyondHead: beyond !== undefined, watermark };
 }

@@ -8,7 +8,7 @@ import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { throwIfAborted } from '../../store/errors.js';
 import { ManifestError } from '../errors.js';
 import { isValidId } from '../format/ids.js';
-import { headProblems, readHeadFacts, type HeadProblem } from '../chain/head-rules.js';
+import { headProblems, type HeadProblem } from '../chain/head-rules.js';
 import type { NodeId } from '../tlog/tree.js';
 import { timestampSchema } from '../format/manifest.js';
 import type {
@@ -160,8 +160,10 @@ export abstract class AbstractManifestLog implements ManifestLog {
   }
 
   /**
-   * Walks every head, then every session with a watermark but no head, through the head rules. A backend
-   * that can gather the same facts in fewer round trips overrides this (PostgreSQL does).
+   * Walks every head, then every session with a watermark but no head, through the head rules, each session's facts
+   * read in one round from one committed state (`_headWindow`): an append landing during the walk is not taken for
+   * a rollback (a head read before it beside an entry or watermark read after it). A backend that can gather the
+   * same facts in fewer round trips overrides this (PostgreSQL does).
    */
   protected async _checkHeads(): Promise<HeadProblem[]> {
     const problems: HeadProblem[] = [];
@@ -170,20 +172,20 @@ export abstract class AbstractManifestLog implements ManifestLog {
       if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
       problems.push({ session, code: 'RECORD_CORRUPT', problem: err.message });
     };
-    const check = async (session: string, head: ChainHead | null) => {
+    const check = async (session: string) => {
       try {
-        problems.push(...headProblems(await readHeadFacts(this, session, head)));
+        problems.push(...headProblems(await this._headWindow(session)));
       } catch (err) {
         corrupt(session, err);
       }
     };
     try {
-      for await (const head of this._heads()) await check(head.session, head);
+      for await (const head of this._heads()) await check(head.session);
     } catch (err) {
       corrupt('(unknown)', err);
     }
     try {
-      for await (const session of this._headlessSessions()) await check(session, null);
+      for await (const session of this._headlessSessions()) await check(session);
     } catch (err) {
       corrupt('(unknown)', err);
     }
