@@ -179,12 +179,15 @@ export class CheckpointPinFile {
 
   /**
    * Pins `note`: writes it to the slot that does not hold the newest intact pin and fdatasyncs. Resolves once
-   * the note is durable.
+   * the note is durable. `supersedes`, for a file other processes pin too: when it says the newest pin on file
+   * (re-read just before) already supersedes `note` — another process pinned a larger tree meanwhile — nothing
+   * is written, so a slower process does not put an older checkpoint back over a newer one.
+   * @returns false when nothing was written because the pin on file supersedes `note`
    */
-  async write(note: string): Promise<void> {
+  async write(note: string, supersedes?: (pinned: string) => boolean): Promise<boolean> {
     const needed = HEADER + new TextEncoder().encode(note).length + CHECKSUM;
-    if (this.newest === undefined || needed > this.slotSize) return this.create(note, needed);
-    if (this.exclusive) return this.writeExclusive(note);
+    if (this.newest === undefined || needed > this.slotSize) return this.create(note, needed).then(() => true);
+    if (this.exclusive) return this.writeExclusive(note).then(() => true);
     const handle = await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
     try {
       // Another process of this root (PostgreSQL backend) may have pinned since: read both slots again, so this pin
@@ -197,7 +200,8 @@ export class CheckpointPinFile {
         const grown = decodePinFile(await handle.readFile(), this.path);
         this.slotSize = grown.slotSize;
         this.newest = grown.newest;
-        if (needed > this.slotSize) return this.create(note, needed);
+        if (grown.newest.note !== note && supersedes?.(grown.newest.note)) return false;
+        if (needed > this.slotSize) return this.create(note, needed).then(() => true);
       }
       let newest = this.newest;
       try {
@@ -205,12 +209,17 @@ export class CheckpointPinFile {
       } catch {
         // Damaged since we read it: the slot we did not write last is the one to overwrite.
       }
+      if (newest.note !== this.newest.note && supersedes?.(newest.note)) {
+        this.newest = newest;
+        return false;
+      }
       const index = newest.index === 0 ? 1 : 0;
       const seq = Math.max(newest.seq, this.newest.seq) + 1;
       await this.writeSlot(handle, index, seq, note);
       // Overwritten in place: the size and name do not change, so the data is all that must reach the disk.
       await handle.datasync();
       this.newest = { index, seq, note };
+      return true;
     } finally {
       await handle.close();
     }

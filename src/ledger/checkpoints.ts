@@ -17,6 +17,7 @@ import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tl
 import { sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { LedgerError } from '../errors.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 
 export interface SignedCheckpoint {
   /** The signed note: checkpoint body, blank line, signature line(s). */
@@ -40,6 +41,8 @@ export class CheckpointGuard {
     private readonly pin: CheckpointPinFile,
     /** `<root>/checkpoints/<blake3(origin)>`: the pin is `<stem>.pin`; the witnesses' files go beside it. */
     readonly stem: string,
+    /** The store's checkpoint keys: a pin another process wrote counts only when one of them signed it. */
+    private readonly verifiers: NoteVerifierKey[],
   ) {}
 
   /**
@@ -60,7 +63,7 @@ export class CheckpointGuard {
     const stem = join(dir, digestOf(new TextEncoder().encode(init.origin)).slice(7));
     // A log only this process writes (the embedded store's lock) pins on a kept O_DSYNC handle, no re-read.
     const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive: init.log.exclusive === true });
-    const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem);
+    const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);
     if (note !== undefined) {
       const checkpoint = parseCheckpoint(openNote(note, init.verifiers).text);
       if (checkpoint.origin !== init.origin)
@@ -132,10 +135,22 @@ export class CheckpointGuard {
     const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions };
     const note = await signNote(formatCheckpoint(checkpoint), [this.signer()]);
     // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget (and a publish is
-    // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this).
-    await this.pin.write(note);
+    // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this). Where other processes pin
+    // too (PostgreSQL), a larger tree one of them pinned meanwhile stays: it holds this tree, or the next check
+    // of any process against the log finds the fork.
+    await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint.size));
     this.pinned = { note, checkpoint };
     return this.pinned;
+  }
+
+  /** True when `note` is a checkpoint of this log, signed by one of its checkpoint keys, of more than `size` entries. */
+  private pinsLargerTree(note: string, size: number): boolean {
+    try {
+      const other = parseCheckpoint(openNote(note, this.verifiers, nodeVerifier).text);
+      return other.origin === this.origin && other.size > size;
+    } catch {
+      return false; // not a checkpoint this ledger can verify: it is pinned over, as before
+    }
   }
 
   /** Closes the pin file a ledger of an embedded store keeps open, once a pin in flight has ended. */

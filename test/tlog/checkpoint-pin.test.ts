@@ -19,7 +19,10 @@ import { describe, expect, it, vi } from 'vitest';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { CheckpointPinFile, encodePinSlot, MIN_SLOT, readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
 import { signNote, type NoteSigner } from '../../manifests/crypto/note.js';
-import { formatCheckpoint } from '../../manifests/format/checkpoint.js';
+import { formatCheckpoint, parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import { openLedger } from '../../src/ledger/open.js';
+import { fsck } from '../../src/ops/maintenance.js';
+import { describePostgres } from '../support/postgres.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
 import { open, publishMany, refusal, scope } from './ledger-support.js';
 
@@ -250,6 +253,67 @@ describe('the pin file', () => {
   });
 });
 
+describe('a pin shared by processes of one root', () => {
+  it('is not put back to an older tree: a writer whose note the pin on file supersedes writes nothing', async () => {
+    const stem = join(tempDir(), 'pin');
+    const a = (await CheckpointPinFile.open(stem)).file;
+    await a.write('size 1\n');
+    const b = (await CheckpointPinFile.open(stem)).file;
+    const larger = (pinned: string, mine: string) => Number(pinned.split(' ')[1]) > Number(mine.split(' ')[1]);
+    expect(await a.write('size 5\n', (p) => larger(p, 'size 5\n'))).toBe(true);
+    // b read the tree at size 2 before a pinned size 5: its pin would move the file back; it writes nothing.
+    expect(await b.write('size 2\n', (p) => larger(p, 'size 2\n'))).toBe(false);
+    expect(await readPinnedNote(`${stem}.pin`)).toBe('size 5\n');
+    // A larger tree of b's own is written beside a's, as before; so is any note when no predicate is given.
+    expect(await b.write('size 6\n', (p) => larger(p, 'size 6\n'))).toBe(true);
+    expect(await readPinnedNote(`${stem}.pin`)).toBe('size 6\n');
+    expect(await a.write('size 3\n')).toBe(true);
+    expect(await readPinnedNote(`${stem}.pin`)).toBe('size 3\n');
+  });
+});
+
+describePostgres('a pin shared by two ledgers of one root (PostgreSQL)', (pg) => {
+  it('keeps the larger tree another ledger pinned while this one signed an older one; both go on pinning', async () => {
+    const root = tempDir();
+    const postgres = { connectionString: pg.connectionString, schema: 'pin_race' };
+    const a = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+    const b = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+    try {
+      const path = pinPath(root);
+      const sizeOf = (note: string) => parseCheckpoint(`${note.split('\n\n')[0]!}\n`).size;
+      const sizeOnFile = async () => sizeOf(await readPinnedNote(path));
+      await a.publish(scope('a'), sampleSummary('a0'));
+      // b's pin of the tree its append makes (2) waits until a has appended three more and pinned them (5).
+      const bPin = (b as unknown as { checkpoints: { pin: CheckpointPinFile } }).checkpoints.pin;
+      const write = bPin.write.bind(bPin);
+      let held = false;
+      bPin.write = async (note, supersedes) => {
+        if (!held && sizeOf(note) === 2) {
+          held = true;
+          for (let i = 1; i <= 3; i++) await a.publish(scope('a'), sampleSummary(`a${i}`));
+          expect(await sizeOnFile()).toBe(5);
+        }
+        return write(note, supersedes);
+      };
+      await b.publish(scope('b'), sampleSummary('b0'));
+      expect(held).toBe(true);
+      expect(await sizeOnFile()).toBe(5); // not put back to b's tree of 2
+      // b checks the log against its own pin as before, and pins the next tree it sees.
+      await b.publish(scope('b'), sampleSummary('b1'));
+      expect(await sizeOnFile()).toBe(6);
+      await a.publish(scope('a'), sampleSummary('a4'));
+      expect(await sizeOnFile()).toBe(7);
+      expect((await fsck(a)).ok).toBe(true);
+    } finally {
+      await b.close();
+      await a.close();
+    }
+    const again = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+    expect((await again.resume(scope('b')))?.seq).toBe(1);
+    await again.close();
+  });
+});
+
 describe("the previous version's pin (<hash>.note)", () => {
   /** Turns a store's pin into what the previous version kept: the newest note alone in `<hash>.note`. */
   async function downgradePin(root: string): Promise<{ note: string; legacy: string }> {
@@ -341,8 +405,9 @@ describe('publishing and the pin', () => {
         note: string,
       ) {
         await gate;
-        await write.call(this, note);
+        const written = await write.call(this, note);
         pinned.push(note);
+        return written;
       });
       const settled: string[] = [];
       const first = ledger.publish(scope('s1'), sampleSummary('s1')).finally(() => settled.push('s1'));
