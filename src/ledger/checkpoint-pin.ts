@@ -186,6 +186,21 @@ export class CheckpointPinFile {
    */
   async write(note: string, supersedes?: (pinned: string) => boolean): Promise<boolean> {
     const needed = HEADER + new TextEncoder().encode(note).length + CHECKSUM;
+    if (this.newest === undefined && !this.exclusive) {
+      // No pin when this file was opened: another process of this root may have made the first one since. Its
+      // file is pinned beside, not replaced (a file no slot of which is intact is replaced, as before).
+      const bytes = await readRegular(this.path);
+      if (bytes !== undefined) {
+        try {
+          const found = decodePinFile(bytes, this.path);
+          this.newest = found.newest;
+          this.slotSize = found.slotSize;
+        } catch {
+          // not a pin file this process can read: created anew below
+        }
+        if (this.newest && this.newest.note !== note && supersedes?.(this.newest.note)) return false;
+      }
+    }
     if (this.newest === undefined || needed > this.slotSize) return this.create(note, needed).then(() => true);
     if (this.exclusive) return this.writeExclusive(note).then(() => true);
     const handle = await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW);

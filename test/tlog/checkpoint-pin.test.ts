@@ -272,6 +272,22 @@ describe('a pin shared by processes of one root', () => {
   });
 });
 
+describe('the first pin of a root shared by processes', () => {
+  it('is pinned beside when another process made the file after this one opened it, not replaced', async () => {
+    const stem = join(tempDir(), 'pin');
+    const a = (await CheckpointPinFile.open(stem)).file;
+    const b = (await CheckpointPinFile.open(stem)).file; // both opened before any pin
+    await a.write('a1\n');
+    expect(await b.write('b1\n')).toBe(true);
+    expect(
+      slots(`${stem}.pin`)
+        .map((s) => s?.note)
+        .sort(),
+    ).toEqual(['a1\n', 'b1\n']);
+    expect(await readPinnedNote(`${stem}.pin`)).toBe('b1\n');
+  });
+});
+
 describePostgres('a pin shared by two ledgers of one root (PostgreSQL)', (pg) => {
   it('keeps the larger tree another ledger pinned while this one signed an older one; both go on pinning', async () => {
     const root = tempDir();
