@@ -233,6 +233,14 @@ describe('LevelManifestLog reads when storage fails', () => {
       ['entries read', () => drain(log.entries())],
       ['heads read', () => drain(log.heads())],
       ['watermark read', () => log.getWatermark('t')],
+      ['position read', () => log.entryAt(0)],
+      ['position read', () => log.positionOf(id)],
+      ['inline blob stat', () => log.inlineBlobs.stat(id)],
+      ['inline blob list', () => drain(log.inlineBlobs.list())],
+      ['grant read', () => log.grants.get('q', 's')],
+      ['grant list', () => log.grants.list()],
+      ['signing key read', () => log.signingKeys.get('ed25519:none')],
+      ['signing key list', () => drain(log.signingKeys.keyIds())],
     ];
     for (const [what, read] of reads) {
       await expect(read(), what).rejects.toMatchObject({

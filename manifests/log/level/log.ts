@@ -33,6 +33,8 @@ import {
   LevelSigningKeys,
   type AppendQueue,
   type BatchOp,
+  readRange,
+  readRecord,
   writeSyncedBatch,
 } from './tables.js';
 import type { AppendRequest, ChainHead, HeadWindow, InlineBlobTable, LogEntry, LogTreeHead } from '../log.js';
@@ -228,23 +230,14 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return log;
   }
 
-  /** One plain read; a storage error is `STORAGE_FAILED` (as every PostgreSQL read), a damaged record is its own. */
-  private async get(key: string, what: string): Promise<string | undefined> {
-    try {
-      return await this.db.get(key);
-    } catch (err) {
-      throw storageFailed(what, err);
-    }
-  }
-
   protected async _head(session: string): Promise<ChainHead | undefined> {
-    const raw = await this.get(`h!${session}`, 'head read');
+    const raw = await readRecord(this.db, `h!${session}`, 'head read');
     return raw === undefined ? undefined : parseHeadRecord(`h!${session}`, raw);
   }
 
   protected async _entry(session: string, seq: number): Promise<LogEntry | undefined> {
     const key = entryKey(session, seq);
-    const raw = await this.get(key, 'entry read');
+    const raw = await readRecord(this.db, key, 'entry read');
     return raw === undefined ? undefined : parseEntryRecord(key, raw);
   }
 
@@ -301,12 +294,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   protected async *_chain(session: string, fromSeq: number): AsyncIterable<LogEntry> {
-    try {
-      const it = this.db.iterator({ gte: entryKey(session, fromSeq), lt: `e!${session}!\xff` });
-      for await (const [key, raw] of it) yield parseEntryRecord(key, raw);
-    } catch (err) {
-      throw storageFailed('chain read', err);
-    }
+    const range = () => this.db.iterator({ gte: entryKey(session, fromSeq), lt: `e!${session}!\xff` });
+    for await (const [key, raw] of readRange('chain read', range)) yield parseEntryRecord(key, raw);
   }
 
   protected async *_entries(afterPosition: number | undefined): AsyncIterable<LogEntry> {
@@ -331,11 +320,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   protected async *_heads(): AsyncIterable<ChainHead> {
-    try {
-      for await (const [key, raw] of this.db.iterator({ gte: 'h!', lt: 'h!\xff' })) yield parseHeadRecord(key, raw);
-    } catch (err) {
-      throw storageFailed('heads read', err);
-    }
+    const range = () => this.db.iterator({ gte: 'h!', lt: 'h!\xff' });
+    for await (const [key, raw] of readRange('heads read', range)) yield parseHeadRecord(key, raw);
   }
 
   protected override async _appendHead(session: string): Promise<ChainHead | undefined> {
@@ -520,14 +506,14 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
 
   async entryAt(position: number): Promise<LogEntry | undefined> {
     if (!Number.isSafeInteger(position) || position < 0) return undefined;
-    const ref = await this.db.get(posKey(position));
+    const ref = await readRecord(this.db, posKey(position), 'position read');
     const key = ref === undefined ? undefined : parsePositionRecord(posKey(position), ref);
-    const raw = key === undefined ? undefined : await this.db.get(key);
+    const raw = key === undefined ? undefined : await readRecord(this.db, key, 'entry read');
     return raw === undefined ? undefined : parseEntryRecord(key!, raw);
   }
 
   async positionOf(id: Digest): Promise<number | undefined> {
-    const raw = await this.db.get(idKey(id));
+    const raw = await readRecord(this.db, idKey(id), 'position read');
     return raw === undefined ? undefined : parseCountRecord(idKey(id), raw);
   }
 
@@ -541,7 +527,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   protected async _getWatermark(session: string): Promise<number | undefined> {
     let mark = this.watermarkCache.get(session);
     if (mark === undefined) {
-      const raw = await this.get(`w!${session}`, 'watermark read');
+      const raw = await readRecord(this.db, `w!${session}`, 'watermark read');
       if (raw === undefined) return undefined;
       mark = parseWatermarkRecord(`w!${session}`, raw);
       this.watermarkCache.set(session, mark);
@@ -560,13 +546,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   protected async *_headlessSessions(): AsyncIterable<string> {
-    try {
-      for await (const key of this.db.keys({ gte: 'w!', lt: 'w!\xff' })) {
-        const session = key.slice(2);
-        if ((await this.db.get(`h!${session}`)) === undefined) yield session;
-      }
-    } catch (err) {
-      throw storageFailed('watermark list', err);
+    for await (const key of readRange('watermark list', () => this.db.keys({ gte: 'w!', lt: 'w!\xff' }))) {
+      const session = key.slice(2);
+      if ((await readRecord(this.db, `h!${session}`, 'head read')) === undefined) yield session;
     }
   }
 

@@ -27,6 +27,27 @@ function storageFailed(what: string, err: unknown): Error {
   return storageFailure(ManifestError, `manifest log: ${what}`, err);
 }
 
+/** One plain read of a record: a storage error is `STORAGE_FAILED` naming the read (as every PostgreSQL read). */
+export async function readRecord(db: Level<string, string>, key: string, what: string): Promise<string | undefined> {
+  try {
+    return await db.get(key);
+  } catch (err) {
+    throw storageFailed(what, err);
+  }
+}
+
+/**
+ * The items of a range read (`open` makes the iterator), a storage error `STORAGE_FAILED` naming the read; an error of
+ * the handoff-ledger's own (a damaged record's `RECORD_CORRUPT`) passes as it is.
+ */
+export async function* readRange<T>(what: string, open: () => AsyncIterable<T>): AsyncIterable<T> {
+  try {
+    yield* open();
+  } catch (err) {
+    throw storageFailed(what, err);
+  }
+}
+
 const AS_VIEW = { valueEncoding: 'view' } as const;
 
 /**
@@ -94,12 +115,13 @@ export class LevelInlineBlobs implements InlineBlobTable {
 
   async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
     const key = `t!${digestHex(digest)}`;
-    const raw = await this.db.get(key);
+    const raw = await readRecord(this.db, key, 'inline blob stat');
     return raw === undefined ? undefined : parseInlineMetaRecord(key, raw);
   }
 
   async *list(): AsyncIterable<Digest> {
-    for await (const key of this.db.keys({ gte: 't!', lt: 't!\xff' })) yield parseInlineKey(key);
+    for await (const key of readRange('inline blob list', () => this.db.keys({ gte: 't!', lt: 't!\xff' })))
+      yield parseInlineKey(key);
   }
 
   async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
@@ -112,7 +134,7 @@ export class LevelInlineBlobs implements InlineBlobTable {
     const hex = digestHex(digest);
     if (options.storedBeforeMs === undefined) {
       // Unconditional: a corrupt `t!` record can still be removed.
-      if ((await this.db.get(`t!${hex}`)) === undefined) return false;
+      if ((await readRecord(this.db, `t!${hex}`, 'inline blob stat')) === undefined) return false;
     } else {
       const meta = await this.stat(digest);
       if (!meta || meta.storedAtMs >= options.storedBeforeMs) return false;
@@ -151,7 +173,7 @@ export class LevelSigningKeys implements SigningKeyTable {
     let rec = this.cache.get(keyId);
     if (rec === undefined) {
       const key = `k!${keyId}`;
-      const raw = await this.db.get(key);
+      const raw = await readRecord(this.db, key, 'signing key read');
       rec = raw === undefined ? null : parseSigningKeyRecord(key, raw);
       // A window closed while this read was in flight is newer than what it read: keep it.
       if (this.cache.has(keyId)) return this.cache.get(keyId) ?? undefined;
@@ -189,7 +211,8 @@ export class LevelSigningKeys implements SigningKeyTable {
   }
 
   async *keyIds(): AsyncIterable<string> {
-    for await (const key of this.db.keys({ gt: 'k!', lt: 'k!\xff' })) yield key.slice(2);
+    for await (const key of readRange('signing key list', () => this.db.keys({ gt: 'k!', lt: 'k!\xff' })))
+      yield key.slice(2);
   }
 
   close(keyId: string, choose: (record: SigningKeyRecord | undefined) => string): Promise<string> {
@@ -251,7 +274,7 @@ export class LevelGrantTable implements GrantTable {
     const key = `g!${principal}!${session}`;
     let rec = this.cache.get(key);
     if (rec === undefined) {
-      const raw = await this.db.get(key);
+      const raw = await readRecord(this.db, key, 'grant read');
       rec = raw === undefined ? null : parseGrantRecord(key, raw);
       // A revocation made while this read was in flight is newer than what it read: keep it.
       if (this.cache.has(key)) return this.cache.get(key) ?? undefined;
@@ -281,7 +304,9 @@ export class LevelGrantTable implements GrantTable {
   async list(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
     const prefix = filter.principal === undefined ? 'g!' : `g!${filter.principal}!`;
     const out: GrantRecord[] = [];
-    for await (const [key, raw] of this.db.iterator({ gte: prefix, lt: `${prefix}\xff` })) {
+    for await (const [key, raw] of readRange('grant list', () =>
+      this.db.iterator({ gte: prefix, lt: `${prefix}\xff` }),
+    )) {
       const rec = parseGrantRecord(key, raw);
       if (filter.session === undefined || rec.session === filter.session) out.push(rec);
     }
