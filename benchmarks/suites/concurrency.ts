@@ -117,20 +117,23 @@ async function openFloors(dir: string, bytes: Uint8Array) {
   let n = 0;
   const batch = () =>
     db.batch([{ type: 'put', key: `b${String(n++).padStart(12, '0')}`, value: bytes }], { sync: true });
+  /** The pin's flush: a 4 KiB slot overwritten in place, then fdatasync. */
+  const pinSlot = async () => {
+    await slotFile.write(slot, 0, slot.length, (n % 2) * slot.length);
+    await slotFile.datasync();
+  };
   return {
     batch,
     async batchAndSlot() {
       await batch();
-      await slotFile.write(slot, 0, slot.length, (n % 2) * slot.length);
-      await slotFile.datasync();
+      await pinSlot();
     },
     async signedBatchAndSlot() {
       sign(null, manifestSized, privateKey);
       const written = batch();
       sign(null, noteSized, privateKey); // on the main thread while the thread pool syncs the batch
       await written;
-      await slotFile.write(slot, 0, slot.length, (n % 2) * slot.length);
-      await slotFile.datasync();
+      await pinSlot();
     },
     async close() {
       await slotFile.close();
