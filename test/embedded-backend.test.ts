@@ -11,6 +11,7 @@ import { FsBlobStore } from '../store/fs/blob-store.js';
 import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
 import { Level } from 'level';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
+import type { LogTreeHead } from '../manifests/log/log.js';
 import { HeadsNodeCache, headsNodeKey, headsNodeValue } from '../manifests/log/level/session-heads.js';
 import { SYNC_READ_MAX_BYTES, writeSyncedBatch } from '../manifests/log/level/tables.js';
 import { sessionHeadsRoot } from '../manifests/tlog/session-heads.js';
@@ -378,6 +379,64 @@ describe('LevelManifestLog session-heads node cache', () => {
       expect(asked.at(-1)).toEqual([headsNodeKey(paths[0]!)]);
     } finally {
       await db.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('tells onCommitting the tree of each batch while the batch is being written, committed or not', async () => {
+    const dir = freshDir();
+    let fail = false;
+    let writing = false;
+    const log = await LevelManifestLog.open(join(dir, 'log'), {
+      writeBatch: async (d, ops) => {
+        writing = true;
+        try {
+          await new Promise((r) => setTimeout(r, 5));
+          if (fail) throw new Error('disk full');
+          await writeSyncedBatch(d, ops);
+        } finally {
+          writing = false;
+        }
+      },
+    });
+    const told: Array<{ head: LogTreeHead; writing: boolean }> = [];
+    log.onCommitting((head) => told.push({ head, writing }));
+    const link = (session: string, seq: number, prev: Digest | null) => ({
+      session,
+      principal: 'p',
+      seq,
+      prev,
+      id: digestOf(new TextEncoder().encode(`${session}/${seq}`)),
+      envelope: JSON.stringify({ payload: Buffer.from(`${session}/${seq}`).toString('base64') }),
+    });
+    const hex = (b: Uint8Array | undefined) => Buffer.from(b!).toString('hex');
+    try {
+      await log.append(link('a', 0, null));
+      await log.append(link('b', 0, null));
+      const committed = await log.treeHead();
+      expect(told).toHaveLength(2);
+      // Told while its batch was on its way, before the append resolved: exactly the tree the batch committed.
+      expect(told.every((t) => t.writing)).toBe(true);
+      expect(told[1]!.head.size).toBe(2);
+      expect(hex(told[1]!.head.root)).toBe(hex(committed.root));
+      expect(hex(told[1]!.head.sessionHeads)).toBe(hex(committed.sessionHeads));
+      // A batch that fails was told too, and its tree is never the log's.
+      fail = true;
+      await expect(log.append(link('c', 0, null))).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+      expect(told).toHaveLength(3);
+      expect(told[2]!.head.size).toBe(3);
+      const after = await log.treeHead();
+      expect(after.size).toBe(2);
+      expect(hex(after.root)).toBe(hex(committed.root));
+      // A listener that throws does not fail the append.
+      fail = false;
+      log.onCommitting(() => {
+        throw new Error('listener failed');
+      });
+      await log.append(link('d', 0, null));
+      expect((await log.treeHead()).size).toBe(3);
+    } finally {
+      await log.close();
       await rm(dir, { recursive: true, force: true });
     }
   });

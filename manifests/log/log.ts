@@ -206,6 +206,13 @@ export interface ManifestLog {
    */
   grewFrom?(size: number, root: Uint8Array): boolean;
   /**
+   * Registers the one listener told the tree each append batch will commit, as soon as that batch is on its way to
+   * storage and before it is durable (the embedded store): a checkpoint guard signs it meanwhile, so the pin after
+   * the commit does not wait for a signature. The tree is not committed when the listener hears of it (the batch
+   * may still fail): nothing may pin, return or publish it before `treeHead` reports it. Absent: nothing is told.
+   */
+  onCommitting?(listener: (head: LogTreeHead) => void): void;
+  /**
    * Stored nodes of the session-heads index (undefined where a subtree is empty), as committed now: a caller
    * that needs them at a checkpoint checks the proof against the checkpoint's root. Absent: no index.
    * @throws ManifestError `RECORD_CORRUPT` for a damaged node record

@@ -15,7 +15,7 @@ import { formatCheckpoint, parseCheckpoint, type Checkpoint } from '../../manife
 import { equalBytes, verifyConsistency } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tlog/tree.js';
 import { sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
-import type { ManifestLog } from '../../manifests/log/log.js';
+import type { LogTreeHead, ManifestLog } from '../../manifests/log/log.js';
 import { LedgerError } from '../errors.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 
@@ -33,6 +33,11 @@ export class CheckpointGuard {
   private checking: { run: Promise<SignedCheckpoint>; verdict: Promise<void> } | undefined;
   /** A rollback or fork, once seen, is reported by every later call: the log cannot be trusted again. */
   private failure: LedgerError | undefined;
+  /**
+   * Notes signed for the trees the log's last batches are committing, signed while those batches were being synced
+   * (ManifestLog.onCommitting), newest last: `advance` takes one only for exactly its tree, by the current key.
+   */
+  private readonly prepared: Array<{ checkpoint: Checkpoint; signer: NoteSigner; note: Promise<string> }> = [];
 
   private constructor(
     private readonly log: ManifestLog,
@@ -64,6 +69,7 @@ export class CheckpointGuard {
     // A log only this process writes (the embedded store's lock) pins on a kept O_DSYNC handle, no re-read.
     const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive: init.log.exclusive === true });
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);
+    init.log.onCommitting?.((head) => guard.prepare(head));
     if (note !== undefined) {
       const checkpoint = parseCheckpoint(openNote(note, init.verifiers).text);
       if (checkpoint.origin !== init.origin)
@@ -133,7 +139,7 @@ export class CheckpointGuard {
       await this.demandConsistency(pinned, head);
     checked();
     const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions };
-    const note = await signNote(formatCheckpoint(checkpoint), [this.signer()]);
+    const note = await this.noteOf(checkpoint);
     // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget (and a publish is
     // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this). Where other processes pin
     // too (PostgreSQL), a larger tree one of them pinned meanwhile stays: it holds this tree, or the next check
@@ -141,6 +147,35 @@ export class CheckpointGuard {
     await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint.size));
     this.pinned = { note, checkpoint };
     return this.pinned;
+  }
+
+  /**
+   * Signs the checkpoint of a tree a batch is committing while the batch is synced. Nothing pins or returns the note
+   * until `advance` finds the log's committed tree to be that one (a failed batch leaves it unused).
+   */
+  private prepare(head: LogTreeHead): void {
+    if (this.failure) return;
+    const extensions = head.sessionHeads ? [sessionHeadsLine(head.sessionHeads)] : [];
+    const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions };
+    const signer = this.signer();
+    const note = signNote(formatCheckpoint(checkpoint), [signer]);
+    note.catch(() => {}); // a failure meets the caller that uses the note, if any
+    this.prepared.push({ checkpoint, signer, note });
+    if (this.prepared.length > 2) this.prepared.shift();
+  }
+
+  /** The signed note of `checkpoint`: the one signed ahead for exactly this tree by the current key, else signed now. */
+  private noteOf(checkpoint: Checkpoint): Promise<string> {
+    const signer = this.signer();
+    const ahead = this.prepared.find(
+      (p) =>
+        p.checkpoint.size === checkpoint.size &&
+        equalBytes(p.checkpoint.root, checkpoint.root) &&
+        p.checkpoint.extensions.join('\n') === checkpoint.extensions.join('\n') &&
+        p.signer.name === signer.name &&
+        equalBytes(p.signer.publicKey, signer.publicKey),
+    );
+    return ahead?.note ?? signNote(formatCheckpoint(checkpoint), [signer]);
   }
 
   /** True when `note` is a checkpoint of this log, signed by one of its checkpoint keys, of more than `size` entries. */

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fsck } from '../../src/ops/maintenance.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
+import { writeSyncedBatch } from '../../manifests/log/level/tables.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { openNote, parseVerifierKey, signNote, type NoteSigner } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
@@ -173,6 +174,64 @@ describe('rollback and fork detection', () => {
     await publishMany(ledger, 's1', 1);
     expect(reads).toBe(1);
     await ledger.close();
+  });
+
+  it("pins a checkpoint signed while its batch was written only once that batch is durable, and never a failed batch's", async () => {
+    const root = tempDir();
+    let entered: () => void = () => {};
+    let gate: Promise<void> = Promise.resolve();
+    let fail = false;
+    const ledger = await open(root, {
+      levelLog: {
+        writeBatch: async (db, ops) => {
+          entered();
+          await gate;
+          if (fail) throw new Error('disk full');
+          await writeSyncedBatch(db, ops);
+        },
+      },
+    });
+    const pinPath = () => join(root, 'checkpoints', readdirSync(join(root, 'checkpoints'))[0]!);
+    const pinnedSize = async () => parseCheckpoint((await readPinnedNote(pinPath())).split('\n\n')[0]! + '\n').size;
+    try {
+      await publishMany(ledger, 's1', 2);
+      expect(await pinnedSize()).toBe(2);
+      // While the batch is being written the pin stays at the committed tree.
+      let release!: () => void;
+      gate = new Promise((r) => (release = r));
+      const inBatch = new Promise<void>((r) => (entered = r));
+      const publishing = ledger.publish(scope('s1'), sampleSummary('held'));
+      await inBatch;
+      await new Promise((r) => setTimeout(r, 20));
+      expect(await pinnedSize()).toBe(2);
+      release();
+      await publishing;
+      expect(await pinnedSize()).toBe(3);
+      // A batch that fails: its tree was signed ahead and is never pinned nor returned.
+      gate = Promise.resolve();
+      fail = true;
+      await expect(ledger.publish(scope('s1'), sampleSummary('lost'))).rejects.toMatchObject({
+        code: 'STORAGE_FAILED',
+      });
+      expect(await pinnedSize()).toBe(3);
+      expect((await ledger.checkpoint()).checkpoint.size).toBe(3);
+      // The next tree of that size is another one (another summary): its own checkpoint is pinned.
+      fail = false;
+      await ledger.publish(scope('s1'), sampleSummary('kept'));
+      const { note, checkpoint } = await ledger.checkpoint();
+      const head = await ledger.log.treeHead();
+      expect(checkpoint.size).toBe(4);
+      expect(Buffer.from(checkpoint.root).toString('hex')).toBe(Buffer.from(head.root).toString('hex'));
+      expect(await readPinnedNote(pinPath())).toBe(note);
+      expect(parseCheckpoint(openNote(note, checkpointVerifiers(ledger.trustStore())).text)).toEqual(checkpoint);
+    } finally {
+      await ledger.close();
+    }
+    // Reopened, the log extends the pin.
+    const again = await open(root);
+    expect((await again.checkpoint()).checkpoint.size).toBe(4);
+    expect((await again.resume({ principal: 'alice', session: 's1' }))?.seq).toBe(3);
+    await again.close();
   });
 
   it('takes a storage failure while reading a consistency proof for what it is (STORAGE_FAILED), not a fork', async () => {

@@ -40,7 +40,7 @@ import {
 import type { AppendRequest, ChainHead, HeadWindow, InlineBlobTable, LogEntry, LogTreeHead } from '../log.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { equalBytes } from '../../tlog/merkle.js';
-import { treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
+import { rootOf, treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
 import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
 import {
   HEADS_BUILT_KEY,
@@ -95,6 +95,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
    * pinned a moment ago.
    */
   private readonly ownTrees: TreeHead[] = [];
+  /** Told the tree of each batch on its way to storage (ManifestLog.onCommitting). */
+  private committing: ((head: LogTreeHead) => void) | undefined;
   /** The session-heads index's nodes as committed (this log is the store's only writer): an append's walk reads them. */
   private readonly headsNodes: HeadsNodeCache;
   /** The store's lock: no other process writes it while this log is open. */
@@ -426,8 +428,12 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         // The newest createdAt per signing key, with the entries it dates (rotation reads it after a restart).
         const signed = this.keys.signedPuts(batch.map((p) => p.request.signed));
         ops.push(...signed.puts);
+        const written = this.writeBatch(this.db, ops);
+        // While the batch is being synced: the tree it commits, for the checkpoint guard to sign meanwhile.
+        const root = rootOf(tree.frontier);
+        this.tellCommitting({ size: tree.size, root: root.slice(), sessionHeads: heads.root.slice() });
         try {
-          await this.writeBatch(this.db, ops);
+          await written;
         } catch (err) {
           for (const p of batch) {
             this.pendingSessions.delete(p.request.session);
@@ -440,6 +446,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         signed.commit();
         this.frontier = tree.frontier;
         this.treeSize = tree.size;
+        this.rememberOwnTree(tree.size, root);
         this.headsRoot = heads.root;
         this.headsNodes.commit(heads.changes);
         batch.forEach((p, i) => {
@@ -489,11 +496,27 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       fromFrontier = false;
       return readNodes(this.db, ids);
     });
-    if (fromFrontier && this.treeSize === size) {
-      this.ownTrees.push({ size, root: head.root.slice() });
-      if (this.ownTrees.length > 8) this.ownTrees.shift();
-    }
+    if (fromFrontier && this.treeSize === size) this.rememberOwnTree(size, head.root);
     return head;
+  }
+
+  private rememberOwnTree(size: number, root: Uint8Array): void {
+    if (this.ownTrees.at(-1)?.size === size) return;
+    this.ownTrees.push({ size, root: root.slice() });
+    if (this.ownTrees.length > 8) this.ownTrees.shift();
+  }
+
+  onCommitting(listener: (head: LogTreeHead) => void): void {
+    this.committing = listener;
+  }
+
+  /** A listener's failure is its own: the batch goes on either way. */
+  private tellCommitting(head: LogTreeHead): void {
+    try {
+      this.committing?.(head);
+    } catch {
+      // nothing was promised on this tree
+    }
   }
 
   grewFrom(size: number, root: Uint8Array): boolean {
