@@ -56,7 +56,7 @@ const record = (key: string, ms: number) => samples.set(key, [...(samples.get(ke
 
 async function timed(durable: boolean, op: () => Promise<unknown> | unknown): Promise<number> {
   collectGarbage();
-  if (durable) syncPageCache();
+  if (durable) await syncPageCache();
   const t0 = performance.now();
   await op();
   return performance.now() - t0;

@@ -85,7 +85,14 @@ describe('npm run bench -- --quick', () => {
     ];
     // The pair timed alone, each after a sync, at the sizes of config.alone; the publish on the ledger's default backend.
     const aloneCases = ['raw durable write, alone', `publish (${nativeLoads ? 'native' : 'wasm'}), alone`];
-    expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set([...cases, ...aloneCases]));
+    // The floor of an inline publish (synced batch + the pin's slot write), at the sizes stored inline only.
+    const floorCase = 'synced batch + pin';
+    expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set([...cases, ...aloneCases, floorCase]));
+    expect(r.sizes.filter((s) => s.case === floorCase).map((s) => s.size)).toEqual([KiB, 64 * KiB]);
+    for (const row of r.sizes.filter((s) => s.case === floorCase)) {
+      expect(row.samplesSeconds).toHaveLength(r.config.rounds);
+      expectSpread(row.seconds, `${floorCase} @ ${row.size} seconds`);
+    }
     expect(r.config.alone.sizes).toEqual([MiB]);
     for (const name of aloneCases) {
       const row = r.sizes.find((s) => s.case === name && s.size === MiB);
@@ -187,6 +194,13 @@ describe('npm run bench -- --quick', () => {
       expect(t.measured, id).toBeUndefined();
       expect(t.met, id).toBeUndefined();
     }
+    // Against cacache, the floor measured in the same rounds: inline sizes the batch + pin, larger ones the raw write.
+    expect(r.targets.find((x) => x.id === 'publish-vs-cacache-1024')!.detail).toMatch(
+      /floor: one synced LevelDB batch of the same bytes \+ the pin's slot write = [\d.]+ × cacache\.put/,
+    );
+    expect(r.targets.find((x) => x.id === `publish-vs-cacache-${MiB}`)!.detail).toMatch(
+      /floor: the raw durable write of the same bytes alone .* = [\d.]+ × cacache\.put/,
+    );
     for (const id of [
       'publish-vs-cacache-1024',
       'concurrency-32-vs-1',
@@ -209,6 +223,6 @@ describe('npm run bench -- --quick', () => {
     }
     const svg = readFileSync(join(out, 'throughput.svg'), 'utf8');
     expect(svg).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
-    expect(svg.match(/<polyline /g)).toHaveLength(cases.length + aloneCases.length);
+    expect(svg.match(/<polyline /g)).toHaveLength(cases.length + aloneCases.length + 1);
   }, 300_000);
 });

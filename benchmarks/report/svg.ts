@@ -11,6 +11,7 @@ const H = 500;
 const PLOT = { left: 70, right: 640, top: 50, bottom: 440 };
 const COLORS: Record<string, string> = {
   'raw durable write': '#444444',
+  'synced batch + pin': '#666633',
   'raw read': '#888888',
   'raw read + hash': '#aaaaaa',
   'raw read + hash + text': '#bbbb88',

@@ -19,6 +19,7 @@ function markdown(header: Cell[], rows: Cell[][], left: number[] = [0]): string[
 
 const ORDER = [
   'raw durable write',
+  'synced batch + pin',
   'raw read',
   'raw read + hash',
   'raw read + hash + text',

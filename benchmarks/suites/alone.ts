@@ -27,7 +27,7 @@ export const publishAlone = (backend: string) => `publish (${backend}), alone`;
 
 async function timedAlone(op: () => Promise<unknown>): Promise<number> {
   collectGarbage();
-  syncPageCache();
+  await syncPageCache();
   const t0 = performance.now();
   await op();
   return (performance.now() - t0) / 1000;

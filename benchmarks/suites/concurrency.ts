@@ -173,19 +173,19 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
     for (let round = 0; round < o.rounds; round++) {
       for (const r of round % 2 === 0 ? results : [...results].reverse()) {
         collectGarbage();
-        syncPageCache();
+        await syncPageCache();
         const m = await measurePublishes(publish, r.sessions, o.durationMs);
         r.samples.push(m.perSecond);
         r.mainThreadMicros.push(m.mainThreadMicros);
         r.cpuMicros.push(m.cpuMicros);
       }
-      syncPageCache();
+      await syncPageCache();
       rawWrites.push(await publishesPerSecond(rawWrite, 1, o.durationMs));
-      syncPageCache();
+      await syncPageCache();
       syncedBatches.push(await publishesPerSecond(floors.batch, 1, o.durationMs));
-      syncPageCache();
+      await syncPageCache();
       syncedBatchesAndSlot.push(await publishesPerSecond(floors.batchAndSlot, 1, o.durationMs));
-      syncPageCache();
+      await syncPageCache();
       signedBatchesAndSlot.push(await publishesPerSecond(floors.signedBatchAndSlot, 1, o.durationMs));
       o.log(
         `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s (main thread ${Math.round(r.mainThreadMicros.at(-1)!)} µs each)`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot fdatasync ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s, + two signatures ${Math.round(signedBatchesAndSlot.at(-1)!)}/s`,

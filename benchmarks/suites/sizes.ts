@@ -1,16 +1,18 @@
 /**
  * Throughput by summary size, one run, interleaved: every round visits every size, and in every
- * size every case (raw write, cacache.put, publish per backend; then raw read, raw read + hash,
+ * size every case (raw write, the floor of an inline publish, cacache.put, publish per backend; then raw read, raw read + hash,
  * cacache.get, resume per backend), in an order rotated from round to round so that drift of a
  * shared machine is spread over all cases alike. The first round is a warm-up and is discarded.
  * Every write case starts after a `sync` and is followed by one (both untimed; see lib/quiet.ts).
  */
-import { mkdir } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, type FileHandle } from 'node:fs/promises';
+import { Level } from 'level';
 import { join } from 'node:path';
 import * as cacache from 'cacache';
 import { formatDigest, type HashBackend } from '../../store/hash/digest.js';
 import { loadHashBackend, type HashBackendName } from '../../store/hash/backends.node.js';
-import { type Ledger } from '../../src/ledger/ledger.js';
+import { DEFAULT_INLINE_SUMMARY_BYTES, type Ledger } from '../../src/ledger/ledger.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { validateSummary } from '../../src/summary/summary.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
@@ -59,6 +61,8 @@ interface Item {
 }
 
 interface Ctx {
+  /** A bare LevelDB and a two-slot file opened with O_DSYNC: the floor of an inline publish (see CASES). */
+  floor: Floor;
   size: number;
   items: Item[];
   rawDir: string;
@@ -74,7 +78,27 @@ interface CaseDef {
   group: CaseGroup;
   op: 'write' | 'read';
   backend?: string;
+  /** Measured at sizes up to this many bytes only. */
+  maxSize?: number;
   run(ctx: Ctx): Promise<void>;
+}
+
+interface Floor {
+  db: Level<string, Uint8Array>;
+  slots: FileHandle;
+  slot: Uint8Array;
+  writes: number;
+}
+
+/** The floor's database and slot file, in `dir`. */
+async function openFloor(dir: string): Promise<Floor> {
+  const db = new Level<string, Uint8Array>(join(dir, 'floor-level'), { valueEncoding: 'view' });
+  await db.open();
+  const slots = await open(join(dir, 'floor-slots'), constants.O_CREAT | constants.O_RDWR | constants.O_DSYNC, 0o600);
+  const slot = new Uint8Array(4096).fill(0x2a);
+  await slots.write(slot, 0, slot.length, 0);
+  await slots.write(slot, 0, slot.length, slot.length);
+  return { db, slots, slot, writes: 0 };
 }
 
 const MAX_SUMMARY = 1024 * MiB;
@@ -119,6 +143,22 @@ const CASES: CaseDef[] = [
     op: 'write',
     async run(ctx) {
       for (const item of ctx.items) await timed(() => rawDurableWrite(ctx.rawDir, item.marker, item.bytes));
+    },
+  },
+  {
+    // What an inline publish cannot do without: its bytes in one synced LevelDB batch, then the pin's 4 KiB slot
+    // overwritten in place on a file opened with O_DSYNC (as the embedded store pins). No signature, no other CPU.
+    name: 'synced batch + pin',
+    group: 'limit',
+    op: 'write',
+    maxSize: DEFAULT_INLINE_SUMMARY_BYTES,
+    async run(ctx) {
+      const f = ctx.floor;
+      for (const item of ctx.items)
+        await timed(async () => {
+          await f.db.batch().put(`b!${item.marker}`, item.bytes).write({ sync: true });
+          await f.slots.write(f.slot, 0, f.slot.length, (f.writes++ % 2) * f.slot.length);
+        });
     },
   },
   {
@@ -232,6 +272,7 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
       }),
     );
   }
+  const floor = await openFloor(o.workDir);
   const results = new Map<string, CaseSamples>();
   try {
     for (let round = 0; round <= o.rounds; round++) {
@@ -242,10 +283,12 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
           const marker = nextMarker();
           return { marker, bytes: validateSummary(makeSummary(size, marker, o.text), MAX_SUMMARY).bytes };
         });
-        const ctx: Ctx = { size, items, rawDir, cache, ledgers, fastest, receipts: new Map(), text: o.text };
+        const ctx: Ctx = { floor, size, items, rawDir, cache, ledgers, fastest, receipts: new Map(), text: o.text };
         const applicable = CASES.filter(
           (c) =>
-            (c.backend === undefined || ledgers.has(c.backend)) && (c.backend !== 'noble' || size <= o.nobleMaxBytes),
+            (c.backend === undefined || ledgers.has(c.backend)) &&
+            (c.backend !== 'noble' || size <= o.nobleMaxBytes) &&
+            size <= (c.maxSize ?? Infinity),
         );
         for (const op of ['write', 'read'] as const) {
           for (const c of rotate(
@@ -254,10 +297,10 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
           )) {
             collectGarbage();
             // A durable case starts from a quiet page cache: no other case's writeback on its clock.
-            if (c.op === 'write') syncPageCache();
+            if (c.op === 'write') await syncPageCache();
             clock = 0;
             await c.run(ctx);
-            const writeback = c.op === 'write' ? syncPageCache() : undefined;
+            const writeback = c.op === 'write' ? await syncPageCache() : undefined;
             if (warmup) continue;
             const key = `${c.name}@${size}`;
             const entry = results.get(key) ?? { case: c.name, group: c.group, op: c.op, size, samples: [] };
@@ -273,6 +316,8 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
     }
   } finally {
     for (const l of ledgers.values()) await l.close();
+    await floor.slots.close();
+    await floor.db.close();
   }
   return { cases: [...results.values()], fastestHash: fastest.name, hashProbeMiBps };
 }
