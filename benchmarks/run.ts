@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { TextKind } from './lib/data.js';
+import { syncPageCache } from './lib/quiet.js';
 import { KiB, MiB, mapSpread, spread } from './lib/stats.js';
 import { SCHEMA, type BenchResults } from './report/model.js';
 import { throughputSvg } from './report/svg.js';
@@ -110,6 +111,8 @@ async function main(): Promise<void> {
   const workDir = await mkdtemp(join(s.work ?? tmpdir(), 'hl-bench-'));
   try {
     log(`handoff-ledger bench (${s.quick ? 'quick' : 'full'}), work dir ${workDir}`);
+    // Starts the sync helper before any suite (no process is forked while a suite measures), from a quiet cache.
+    await syncPageCache();
     log('sizes:');
     const sizes = s.only.has('sizes')
       ? await runSizeSuite({

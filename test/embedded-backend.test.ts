@@ -428,8 +428,16 @@ describe('LevelManifestLog session-heads node cache', () => {
       const after = await log.treeHead();
       expect(after.size).toBe(2);
       expect(hex(after.root)).toBe(hex(committed.root));
-      // A listener that throws does not fail the append.
+      // A batch hook that throws instead of rejecting fails its batch the same way, and the session goes on.
       fail = false;
+      const hooked = log as unknown as { writeBatch: (d: unknown, ops: unknown[]) => Promise<void> };
+      const original = hooked.writeBatch;
+      hooked.writeBatch = () => {
+        throw new Error('hook failed');
+      };
+      await expect(log.append(link('c', 0, null))).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+      hooked.writeBatch = original;
+      // A listener that throws does not fail the append.
       log.onCommitting(() => {
         throw new Error('listener failed');
       });

@@ -17,7 +17,7 @@ import type { Readable, Writable } from 'node:stream';
 type Helper = ChildProcessByStdio<Writable, Readable, null>;
 
 let helper: Helper | undefined;
-let replies: Array<(error?: Error) => void> = [];
+const replies: Array<(error?: Error) => void> = [];
 let failed: Error | undefined;
 
 function start(): Helper {
@@ -36,11 +36,13 @@ function start(): Helper {
     }
   });
   const fail = (error: Error) => {
+    if (helper !== child) return;
     failed = error;
     helper = undefined;
     for (const reply of replies.splice(0)) reply(error);
   };
   child.on('error', fail);
+  child.stdin.on('error', fail); // a write to a helper that died meanwhile
   child.on('exit', (code) => fail(new Error(`the sync helper ended (exit code ${code})`)));
   idle(child);
   return child;
@@ -69,14 +71,4 @@ export async function syncPageCache(): Promise<number> {
     if (replies.length === 0 && helper === child) idle(child);
   }
   return (performance.now() - t0) / 1000;
-}
-
-/** Ends the helper (a run's last step; the next call starts another). */
-export function stopSyncHelper(): void {
-  const child = helper;
-  helper = undefined;
-  replies = [];
-  failed = undefined;
-  child?.removeAllListeners('exit');
-  child?.stdin.end();
 }

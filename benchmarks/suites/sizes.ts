@@ -272,9 +272,10 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
       }),
     );
   }
-  const floor = await openFloor(o.workDir);
   const results = new Map<string, CaseSamples>();
+  let floor: Floor | undefined;
   try {
+    floor = await openFloor(o.workDir);
     for (let round = 0; round <= o.rounds; round++) {
       const warmup = round === 0;
       for (const size of o.sizes) {
@@ -315,9 +316,8 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
       );
     }
   } finally {
-    for (const l of ledgers.values()) await l.close();
-    await floor.slots.close();
-    await floor.db.close();
+    // Each closed whatever another's close does.
+    await Promise.allSettled([...[...ledgers.values()].map((l) => l.close()), floor?.slots.close(), floor?.db.close()]);
   }
   return { cases: [...results.values()], fastestHash: fastest.name, hashProbeMiBps };
 }

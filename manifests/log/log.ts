@@ -210,8 +210,9 @@ export interface ManifestLog {
    * storage and before it is durable (the embedded store): a checkpoint guard signs it meanwhile, so the pin after
    * the commit does not wait for a signature. The tree is not committed when the listener hears of it (the batch
    * may still fail): nothing may pin, return or publish it before `treeHead` reports it. Absent: nothing is told.
+   * Returns the listener's removal (a later registration replaces it; removing a replaced listener does nothing).
    */
-  onCommitting?(listener: (head: LogTreeHead) => void): void;
+  onCommitting?(listener: (head: LogTreeHead) => void): () => void;
   /**
    * Stored nodes of the session-heads index (undefined where a subtree is empty), as committed now: a caller
    * that needs them at a checkpoint checks the proof against the checkpoint's root. Absent: no index.

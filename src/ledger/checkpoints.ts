@@ -38,6 +38,8 @@ export class CheckpointGuard {
    * (ManifestLog.onCommitting), newest last: `advance` takes one only for exactly its tree, by the current key.
    */
   private readonly prepared: Array<{ checkpoint: Checkpoint; signer: NoteSigner; note: Promise<string> }> = [];
+  /** Removes this guard's listener from the log (close; an open that failed after the guard was made). */
+  private stopListening: (() => void) | undefined;
 
   private constructor(
     private readonly log: ManifestLog,
@@ -69,16 +71,22 @@ export class CheckpointGuard {
     // A log only this process writes (the embedded store's lock) pins on a kept O_DSYNC handle, no re-read.
     const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive: init.log.exclusive === true });
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);
-    init.log.onCommitting?.((head) => guard.prepare(head));
-    if (note !== undefined) {
-      const checkpoint = parseCheckpoint(openNote(note, init.verifiers).text);
-      if (checkpoint.origin !== init.origin)
-        throw new LedgerError('FORK', `${stem} pins origin ${checkpoint.origin}, not ${init.origin}`);
-      guard.pinned = { note, checkpoint };
-      // The previous version's file, verified: from now on the slot file alone is the pin.
-      if (legacy) await file.migrate(note);
+    try {
+      if (note !== undefined) {
+        const checkpoint = parseCheckpoint(openNote(note, init.verifiers).text);
+        if (checkpoint.origin !== init.origin)
+          throw new LedgerError('FORK', `${stem} pins origin ${checkpoint.origin}, not ${init.origin}`);
+        guard.pinned = { note, checkpoint };
+        // The previous version's file, verified: from now on the slot file alone is the pin.
+        if (legacy) await file.migrate(note);
+      }
+      await guard.sync();
+    } catch (err) {
+      await guard.close().catch(() => {}); // its pin file, if an exclusive pin opened it
+      throw err;
     }
-    await guard.sync();
+    // Listening from here on: a guard that failed to open leaves nothing on the log.
+    guard.stopListening = init.log.onCommitting?.((head) => guard.prepare(head));
     return guard;
   }
 
@@ -175,7 +183,9 @@ export class CheckpointGuard {
         p.signer.name === signer.name &&
         equalBytes(p.signer.publicKey, signer.publicKey),
     );
-    return ahead?.note ?? signNote(formatCheckpoint(checkpoint), [signer]);
+    const now = () => signNote(formatCheckpoint(checkpoint), [signer]);
+    // A signature that failed ahead is tried again here, as it would have been without the head start.
+    return ahead ? ahead.note.catch(now) : now();
   }
 
   /** True when `note` is a checkpoint of this log, signed by one of its checkpoint keys, of more than `size` entries. */
@@ -190,6 +200,7 @@ export class CheckpointGuard {
 
   /** Closes the pin file a ledger of an embedded store keeps open, once a pin in flight has ended. */
   async close(): Promise<void> {
+    this.stopListening?.();
     await this.inflight.catch(() => {});
     await this.pin.close();
   }

@@ -161,6 +161,7 @@ export class Ledger {
   private readonly inlineSummaryBytes: number;
   private readonly authorizer: Authorizer | undefined;
   private readonly clock: () => Date;
+  private readonly notice: (message: string) => void;
   private readonly chains = new KeyedMutex();
   /** Shared by every commit (authorize → sign → append); exclusive for key rotation and principal-wide revocation. */
   private readonly signing = new SharedExclusiveLock();
@@ -209,6 +210,7 @@ export class Ledger {
       : -1;
     this.authorizer = init.options.authorizer;
     this.clock = init.options.clock ?? (() => new Date());
+    this.notice = init.options.onNotice ?? ((m) => console.warn(m));
     this.telemetry = new LedgerTelemetry(init.options.telemetry, packageVersion());
   }
 
@@ -402,12 +404,28 @@ export class Ledger {
     // (The log raised the persisted watermark in the append itself.)
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
     // The new tree is signed and pinned (group commits share one checkpoint). A rollback or fork found
-    // here stays with the guard, which refuses every later operation.
+    // here stays with the guard, which refuses every later operation. A pin that fails (its file, its
+    // signature) does not fail the publish: the manifest is durable, and an error would invite the same
+    // summary again. It is said through onNotice; the next operation's check pins before it goes on.
     // Witnesses are asked in the background: a publish never waits for them.
-    await this.checkpoints
-      .sync()
-      .then((cp) => this.witnesses?.submit(cp))
-      .catch(() => {});
+    let cp: SignedCheckpoint | undefined;
+    try {
+      cp = await this.checkpoints.sync();
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      try {
+        this.notice(
+          `publish: session ${s.session} seq ${manifest.seq} is committed, but no checkpoint holding it is pinned yet (${why}); the next operation pins it or refuses`,
+        );
+      } catch {
+        // a notice that fails is not the publish's failure
+      }
+    }
+    try {
+      if (cp) this.witnesses?.submit(cp);
+    } catch {
+      // witnesses are asked in the background; their failures are theirs
+    }
     return { id, seq: manifest.seq, digest: blob.digest, size: blob.size, envelope };
   }
 

@@ -71,6 +71,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
     await ensurePrivateDir(join(root, 'manifests-v1'), 'UNSAFE_PATH');
     log = await LevelManifestLog.open(join(root, 'manifests-v1'), options.levelLog);
   }
+  let checkpoints: CheckpointGuard | undefined;
   try {
     let stagingRemoved = 0;
     let blobs = options.blobs ?? pgBlobs;
@@ -98,7 +99,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       origin,
     });
     // Open = recovery: the log must extend the newest checkpoint this ledger pinned.
-    const checkpoints = await CheckpointGuard.open({
+    checkpoints = await CheckpointGuard.open({
       root,
       log,
       origin,
@@ -133,6 +134,8 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       options,
     });
   } catch (err) {
+    // The guard's listener on the log and its pin file go with it (a log passed in outlives this open).
+    await checkpoints?.close().catch(() => {});
     if (!options.log) await log.close().catch(() => {});
     if (pgBlobs) await pgBlobs.close().catch(() => {});
     throw err;

@@ -64,6 +64,9 @@ export interface OpenLedgerOptions {
    * SDK), or through the providers given here. Principal and session ids are left out unless asked for.
    */
   telemetry?: TelemetryOptions;
-  /** Receives one-line notices (backend fallbacks). Default: console.warn. */
+  /**
+   * Receives one-line notices: backend fallbacks, and a publish whose manifest is committed but whose checkpoint
+   * pin failed (the next operation pins it). Default: console.warn.
+   */
   onNotice?: (message: string) => void;
 }

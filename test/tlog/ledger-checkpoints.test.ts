@@ -234,9 +234,96 @@ describe('rollback and fork detection', () => {
     await again.close();
   });
 
-  it('takes a storage failure while reading a consistency proof for what it is (STORAGE_FAILED), not a fork', async () => {
+  it('returns a committed publish whose pin failed, says so through onNotice, and pins at the next operation', async () => {
+    const root = tempDir();
+    const notices: string[] = [];
+    const ledger = await open(root, { onNotice: (m) => notices.push(m) });
+    const pinnedSize = async () =>
+      parseCheckpoint(
+        openNote(
+          await readPinnedNote(join(root, 'checkpoints', readdirSync(join(root, 'checkpoints'))[0]!)),
+          checkpointVerifiers(ledger.trustStore()),
+        ).text,
+      ).size;
+    try {
+      await publishMany(ledger, 's1', 1);
+      const pin = (ledger as unknown as { checkpoints: { pin: { write: (...a: unknown[]) => Promise<boolean> } } })
+        .checkpoints.pin;
+      const write = pin.write.bind(pin);
+      let failures = 1;
+      pin.write = (...a) => (failures-- > 0 ? Promise.reject(new Error('EIO: i/o error, write')) : write(...a));
+      // The manifest is durable: the publish returns it, and says that its pin failed.
+      const receipt = await ledger.publish(scope('s1'), sampleSummary('pin fails'));
+      expect(receipt.seq).toBe(1);
+      expect(notices).toEqual([
+        expect.stringMatching(
+          /session s1 seq 1 is committed, but no checkpoint holding it is pinned yet \(EIO: i\/o error, write\)/,
+        ),
+      ]);
+      expect(await pinnedSize()).toBe(1);
+      // The next operation pins before it goes on.
+      expect((await ledger.resume({ principal: 'alice', session: 's1' }))?.seq).toBe(1);
+      expect(await pinnedSize()).toBe(2);
+      await ledger.publish(scope('s1'), sampleSummary('after'));
+      expect(await pinnedSize()).toBe(3);
+      expect(notices).toHaveLength(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('leaves no listener on a log passed in when the open fails after its checkpoint guard', async () => {
+    const root = tempDir();
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    const listening = () => (log as unknown as { committing?: unknown }).committing !== undefined;
+    const get = log.signingKeys.get.bind(log.signingKeys);
+    log.signingKeys.get = () => Promise.reject(new ManifestError('STORAGE_FAILED', 'signing-key read failed'));
+    await expect(open(root, { log })).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+    expect(listening()).toBe(false);
+    // A later open of the same log listens, publishes and pins as usual.
+    log.signingKeys.get = get;
+    const ledger = await open(root, { log });
+    expect(listening()).toBe(true);
+    await publishMany(ledger, 's1', 2);
+    expect((await ledger.checkpoint()).checkpoint.size).toBe(2);
+    await ledger.close();
+  });
+
+  it('signs again after the commit when the signature made during the batch failed, and pins', async () => {
     const root = tempDir();
     const ledger = await open(root);
+    try {
+      await publishMany(ledger, 's1', 1);
+      const keyring = (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring;
+      const real = keyring.checkpointSigner;
+      let failures = 1;
+      let calls = 0;
+      Object.defineProperty(keyring, 'checkpointSigner', {
+        configurable: true,
+        get: (): NoteSigner => ({
+          name: real.name,
+          publicKey: real.publicKey,
+          sign: (m) => {
+            calls++;
+            if (failures-- > 0) throw new Error('signing service unavailable');
+            return real.sign(m);
+          },
+        }),
+      });
+      await ledger.publish(scope('s1'), sampleSummary('after a failed signature'));
+      // The first signature (during the batch) failed; the pin after the commit signed again.
+      expect(calls).toBe(2);
+      const pinned = await readPinnedNote(join(root, 'checkpoints', readdirSync(join(root, 'checkpoints'))[0]!));
+      expect(parseCheckpoint(openNote(pinned, checkpointVerifiers(ledger.trustStore())).text).size).toBe(2);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('takes a storage failure while reading a consistency proof for what it is (STORAGE_FAILED), not a fork', async () => {
+    const root = tempDir();
+    const notices: string[] = [];
+    const ledger = await open(root, { onNotice: (m) => notices.push(m) });
     await publishMany(ledger, 's1', 2);
     // The database goes away while the checkpoint after the next append reads its proof (a restart). A shared log
     // (PostgreSQL) reads that proof after every append: this one is made to answer as a shared log does.
@@ -252,6 +339,11 @@ describe('rollback and fork detection', () => {
     };
     await ledger.publish(scope('s1'), sampleSummary(3));
     expect(failures).toBe(1);
+    expect(notices).toEqual([
+      expect.stringMatching(
+        /seq 2 is committed, but no checkpoint holding it is pinned yet \(manifest log: tree read failed/,
+      ),
+    ]);
     const err = await ledger.checkpoint().then(
       () => undefined,
       (e: unknown) => e as ManifestError,

@@ -428,7 +428,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         // The newest createdAt per signing key, with the entries it dates (rotation reads it after a restart).
         const signed = this.keys.signedPuts(batch.map((p) => p.request.signed));
         ops.push(...signed.puts);
-        const written = this.writeBatch(this.db, ops);
+        // Started now (the call runs at once); a hook that throws instead of rejecting fails this batch the same way.
+        const written = (async () => this.writeBatch(this.db, ops))();
         // While the batch is being synced: the tree it commits, for the checkpoint guard to sign meanwhile.
         const root = rootOf(tree.frontier);
         this.tellCommitting({ size: tree.size, root: root.slice(), sessionHeads: heads.root.slice() });
@@ -506,8 +507,11 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     if (this.ownTrees.length > 8) this.ownTrees.shift();
   }
 
-  onCommitting(listener: (head: LogTreeHead) => void): void {
+  onCommitting(listener: (head: LogTreeHead) => void): () => void {
     this.committing = listener;
+    return () => {
+      if (this.committing === listener) this.committing = undefined;
+    };
   }
 
   /** A listener's failure is its own: the batch goes on either way. */
