@@ -136,7 +136,15 @@ async function main(): Promise<void> {
     log('concurrency:');
     const concurrency = s.only.has('concurrency')
       ? await runConcurrencySuite({ ...cfg.concurrency, workDir, log })
-      : { ledger: [], rawWrites: [], syncedBatches: [], syncedBatchesAndSlot: [], signedBatchesAndSlot: [] };
+      : {
+          ledger: [],
+          rawWrites: [],
+          syncedBatches: [],
+          syncedBatchesAndSlot: [],
+          signedBatchesAndSlot: [],
+          groupedFloor: [],
+          groupedSessions: 0,
+        };
     log('chain:');
     const chain = s.only.has('chain') ? await runChainSuite({ ...cfg.chain, log }) : undefined;
     log('rss:');
@@ -217,6 +225,7 @@ async function main(): Promise<void> {
               syncedBatch: spread(concurrency.syncedBatches),
               syncedBatchAndSlot: spread(concurrency.syncedBatchesAndSlot),
               signedBatchAndSlot: spread(concurrency.signedBatchesAndSlot),
+              grouped: { sessions: concurrency.groupedSessions, perSecond: spread(concurrency.groupedFloor) },
             }
           : undefined,
       chain: chain

@@ -151,6 +151,12 @@ describe('npm run bench -- --quick', () => {
     expectSpread(r.smallWriteFloors!.syncedBatch, 'smallWriteFloors.syncedBatch');
     expectSpread(r.smallWriteFloors!.syncedBatchAndSlot, 'smallWriteFloors.syncedBatchAndSlot');
     expectSpread(r.smallWriteFloors!.signedBatchAndSlot!, 'smallWriteFloors.signedBatchAndSlot');
+    // The same floor group-committed by the ledger's largest session count, named in the 32-session target.
+    expect(r.smallWriteFloors!.grouped!.sessions).toBe(Math.max(...r.concurrency.map((c) => c.sessions)));
+    expectSpread(r.smallWriteFloors!.grouped!.perSecond, 'smallWriteFloors.grouped.perSecond');
+    expect(r.targets.find((x) => x.id === 'concurrency-32-rate')!.detail).toMatch(
+      /the commits alone \(group-committed by \d+ sessions: signatures, synced batch, pin; no other CPU\) ran [\d,]+\/s/,
+    );
     expect(r.chain.manifests).toBe(2000);
     for (const k of [
       'verifyChainPool',

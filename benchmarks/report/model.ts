@@ -100,7 +100,14 @@ export interface BenchResults {
    * one-flush publish reaches), and that batch plus a 4 KiB slot overwritten in place and fdatasynced (the two
    * flushes of a publish: its batch and its checkpoint pin).
    */
-  smallWriteFloors?: { bytes: number; syncedBatch: Spread; syncedBatchAndSlot: Spread; signedBatchAndSlot?: Spread };
+  smallWriteFloors?: {
+    bytes: number;
+    syncedBatch: Spread;
+    syncedBatchAndSlot: Spread;
+    signedBatchAndSlot?: Spread;
+    /** The signed, pinned floor group-committed by `sessions` concurrent publishers (publishes/s). */
+    grouped?: { sessions: number; perSecond: Spread };
+  };
   chain: {
     manifests: number;
     sessions: number;

@@ -118,6 +118,11 @@ function otherRows(r: BenchResults): Cell[][] {
         `${kib} KiB batch + pin with a publish's two Ed25519 signatures/s, one stream (the floor of a signed, pinned publish)`,
         `${fmt(f.signedBatchAndSlot.median)} [${fmt(f.signedBatchAndSlot.min)}–${fmt(f.signedBatchAndSlot.max)}]`,
       ]);
+    if (f.grouped)
+      rows.push([
+        `${kib} KiB publishes/s of that floor group-committed by ${f.grouped.sessions} sessions (a signature per publish; one synced batch, checkpoint signature and pin per group; no other CPU)`,
+        `${fmt(f.grouped.perSecond.median)} [${fmt(f.grouped.perSecond.min)}–${fmt(f.grouped.perSecond.max)}]`,
+      ]);
   }
   perSecond(' (postgres)', r.postgres.concurrency);
   const ch = r.chain;

@@ -77,15 +77,20 @@ function reachNote(r: Input, raw: number | undefined): string {
 function cpuNote(r: Input): string {
   const c = r.concurrency.find((x) => x.sessions === 32);
   const us = c?.mainThreadMicros?.median;
-  if (us === undefined) return '';
-  const most = 1e6 / us;
-  let note = `; the main thread was busy ${Math.round(us)} µs per publish: at most ${Math.round(most)}/s on one main thread${most < 5000 ? ' (below 5,000/s: the CPU path, not the commits, is the limit)' : ''}`;
+  let note = '';
+  if (us !== undefined) {
+    const most = 1e6 / us;
+    note += `; the main thread was busy ${Math.round(us)} µs per publish: at most ${Math.round(most)}/s on one main thread${most < 5000 ? ' (below 5,000/s: the CPU path, not the commits, is the limit)' : ''}`;
+  }
   const all = c?.cpuMicros?.median;
   if (all !== undefined) {
     const cores = r.machine.cpus;
     const machine = (cores * 1e6) / all;
     note += `; the process used ${Math.round(all)} µs of CPU per publish (all threads): at most ${Math.round(machine)}/s on ${cores} cores${machine < 5000 ? ' (below 5,000/s)' : ''}`;
   }
+  const floor = r.smallWriteFloors?.grouped;
+  if (floor)
+    note += `; the commits alone (group-committed by ${floor.sessions} sessions: signatures, synced batch, pin; no other CPU) ran ${Math.round(floor.perSecond.median)}/s${floor.perSecond.median < 5000 ? ' (below 5,000/s: out of reach of a signed, pinned publish on this machine)' : ''}`;
   return note;
 }
 

@@ -7,7 +7,8 @@
  * same bytes with `{ sync: true }` (one flush: the most any one-flush publish reaches on this disk), and that
  * batch followed by an in-place overwrite + fdatasync of a 4 KiB slot (two flushes: what the ledger's batch
  * plus its checkpoint pin cost with nothing else in the way), and those two flushes with the two Ed25519 signatures a
- * publish makes (the manifest's before the batch, the checkpoint's overlapped with it).
+ * publish makes (the manifest's before the batch, the checkpoint's overlapped with it); and that signed, pinned
+ * work group-committed by as many sessions as the ledger's largest case (what the commits allow with no other CPU).
  * Every measurement starts after a `sync` (lib/quiet.ts).
  */
 import { generateKeyPairSync, sign } from 'node:crypto';
@@ -100,6 +101,13 @@ export interface ConcurrencySuiteResult {
    * second, one per round: the floor of a signed, pinned publish with no other CPU.
    */
   signedBatchesAndSlot: number[];
+  /**
+   * The same work group-committed with as many sessions as the most the ledger was measured with: a signature per
+   * publish, one synced batch, checkpoint signature and pin per group; per second, one per round. What the commits
+   * allow with no other CPU.
+   */
+  groupedFloor: number[];
+  groupedSessions: number;
 }
 
 /** A bare LevelDB (no ledger): one put of `bytes` per synced batch, and a two-slot file overwritten in place. */
@@ -122,8 +130,41 @@ async function openFloors(dir: string, bytes: Uint8Array) {
     await slotFile.write(slot, 0, slot.length, (n % 2) * slot.length);
     await slotFile.datasync();
   };
+  // Group commit with no other CPU: each publish signs its manifest-sized message and queues its records (the
+  // summary, a manifest-sized entry); one committer writes all that are queued in one synced batch, signs the
+  // checkpoint while it syncs, pins, and answers the whole group.
+  const entrySized = new Uint8Array(1200).fill(0x65);
+  let queued: Array<{ n: number; resolve: () => void; reject: (e: unknown) => void }> = [];
+  let committing = false;
+  const commitGroups = async () => {
+    committing = true;
+    while (queued.length > 0) {
+      const group = queued;
+      queued = [];
+      try {
+        const b = db.batch();
+        for (const p of group) b.put(`g${p.n}`, bytes).put(`e${p.n}`, entrySized);
+        const written = b.write({ sync: true });
+        sign(null, noteSized, privateKey);
+        await written;
+        await pinSlot();
+        for (const p of group) p.resolve();
+      } catch (err) {
+        for (const p of group) p.reject(err);
+      }
+    }
+    committing = false;
+  };
+  const grouped = () => {
+    sign(null, manifestSized, privateKey);
+    return new Promise<void>((resolve, reject) => {
+      queued.push({ n: n++, resolve, reject });
+      if (!committing) void commitGroups();
+    });
+  };
   return {
     batch,
+    grouped,
     async batchAndSlot() {
       await batch();
       await pinSlot();
@@ -168,6 +209,8 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
   const syncedBatches: number[] = [];
   const syncedBatchesAndSlot: number[] = [];
   const signedBatchesAndSlot: number[] = [];
+  const groupedFloor: number[] = [];
+  const groupedSessions = Math.max(...o.sessions);
   try {
     await publishesPerSecond(publish, Math.max(...o.sessions), Math.min(300, o.durationMs)); // warm-up
     for (let round = 0; round < o.rounds; round++) {
@@ -187,13 +230,23 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
       syncedBatchesAndSlot.push(await publishesPerSecond(floors.batchAndSlot, 1, o.durationMs));
       await syncPageCache();
       signedBatchesAndSlot.push(await publishesPerSecond(floors.signedBatchAndSlot, 1, o.durationMs));
+      await syncPageCache();
+      groupedFloor.push(await publishesPerSecond(floors.grouped, groupedSessions, o.durationMs));
       o.log(
-        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s (main thread ${Math.round(r.mainThreadMicros.at(-1)!)} µs each)`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot fdatasync ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s, + two signatures ${Math.round(signedBatchesAndSlot.at(-1)!)}/s`,
+        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s (main thread ${Math.round(r.mainThreadMicros.at(-1)!)} µs each)`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot fdatasync ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s, + two signatures ${Math.round(signedBatchesAndSlot.at(-1)!)}/s, the same group-committed by ${groupedSessions} sessions ${Math.round(groupedFloor.at(-1)!)}/s`,
       );
     }
   } finally {
     await ledger.close();
     await floors.close();
   }
-  return { ledger: results, rawWrites, syncedBatches, syncedBatchesAndSlot, signedBatchesAndSlot };
+  return {
+    ledger: results,
+    rawWrites,
+    syncedBatches,
+    syncedBatchesAndSlot,
+    signedBatchesAndSlot,
+    groupedFloor,
+    groupedSessions,
+  };
 }
