@@ -383,6 +383,16 @@ describe('LevelManifestLog session-heads node cache', () => {
     }
   });
 
+  /** An append request for `session` at `seq` whose id and payload name them. */
+  const link = (session: string, seq: number, prev: Digest | null) => ({
+    session,
+    principal: 'p',
+    seq,
+    prev,
+    id: digestOf(new TextEncoder().encode(`${session}/${seq}`)),
+    envelope: JSON.stringify({ payload: Buffer.from(`${session}/${seq}`).toString('base64') }),
+  });
+
   it('tells onCommitting the tree of each batch while the batch is being written, committed or not', async () => {
     const dir = freshDir();
     let fail = false;
@@ -401,14 +411,6 @@ describe('LevelManifestLog session-heads node cache', () => {
     });
     const told: Array<{ head: LogTreeHead; writing: boolean }> = [];
     log.onCommitting((head) => told.push({ head, writing }));
-    const link = (session: string, seq: number, prev: Digest | null) => ({
-      session,
-      principal: 'p',
-      seq,
-      prev,
-      id: digestOf(new TextEncoder().encode(`${session}/${seq}`)),
-      envelope: JSON.stringify({ payload: Buffer.from(`${session}/${seq}`).toString('base64') }),
-    });
     const hex = (b: Uint8Array | undefined) => Buffer.from(b!).toString('hex');
     try {
       await log.append(link('a', 0, null));
@@ -454,14 +456,6 @@ describe('LevelManifestLog session-heads node cache', () => {
     let fail = false;
     const log = await LevelManifestLog.open(join(dir, 'log'), {
       writeBatch: (d, ops) => (fail ? Promise.reject(new Error('disk full')) : writeSyncedBatch(d, ops)),
-    });
-    const link = (session: string, seq: number, prev: Digest | null) => ({
-      session,
-      principal: 'p',
-      seq,
-      prev,
-      id: digestOf(new TextEncoder().encode(`${session}/${seq}`)),
-      envelope: JSON.stringify({ payload: Buffer.from(`${session}/${seq}`).toString('base64') }),
     });
     try {
       for (let i = 0; i < 20; i++) await log.append(link(`s${i}`, 0, null));
