@@ -240,6 +240,7 @@ async function main(): Promise<void> {
               chain.verifyChainMainShare.length > 0 ? spread(chain.verifyChainMainShare) : emptySpread,
             verifyChainOneCore: spread(chain.verifyChainOneCore),
             perManifestNode: spread(chain.perManifestNode),
+            perCoreRatio: spread(chain.perCoreRatio),
             perManifestNoble: spread(chain.perManifestNoble),
             rawVerifyNode: spread(chain.rawVerifyNode),
           }

@@ -158,6 +158,12 @@ describe('npm run bench -- --quick', () => {
       /the commits alone \(group-committed by \d+ sessions: signatures, synced batch, pin; no other CPU\) ran [\d,]+\/s/,
     );
     expect(r.chain.manifests).toBe(2000);
+    // verifyManifestEnvelope per core is measured in every pool round, beside the ceiling; the target names the ratio.
+    expect(r.chain.perManifestNode.n).toBe(r.config.chain.rounds);
+    expect(r.chain.perCoreRatio!.n).toBe(r.config.chain.rounds);
+    expect(r.targets.find((x) => x.id === 'chain-verify-vs-ceiling')!.detail).toMatch(
+      /per core, verifyManifestEnvelope ran at [\d.]+ × the bare verify measured right after it/,
+    );
     for (const k of [
       'verifyChainPool',
       'verifyChainMainShare',

@@ -120,6 +120,8 @@ export interface BenchResults {
     verifyChainMainShare?: Spread;
     verifyChainOneCore: Spread;
     perManifestNode: Spread;
+    /** verifyManifestEnvelope on one core / bare verify measured right after it, per round. */
+    perCoreRatio?: Spread;
     perManifestNoble: Spread;
     /** Bare node:crypto Ed25519 verifications per second, one core: the ceiling per thread. */
     rawVerifyNode: Spread;

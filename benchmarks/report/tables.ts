@@ -155,6 +155,11 @@ function chainRows(
   rows.push(['verifyManifestEnvelope, node:crypto, one core (manifests/s)', spread(ch.perManifestNode)]);
   rows.push(['verifyManifestEnvelope, noble, one core (manifests/s)', spread(ch.perManifestNoble)]);
   rows.push(['bare Ed25519 verify, node:crypto, one core (per s): the ceiling per thread', spread(ch.rawVerifyNode)]);
+  if (ch.perCoreRatio && ch.perCoreRatio.median > 0)
+    rows.push([
+      'verifyManifestEnvelope / the bare verify right after it, one core, per round (×)',
+      `${ch.perCoreRatio.median.toFixed(2)} [${ch.perCoreRatio.min.toFixed(2)}–${ch.perCoreRatio.max.toFixed(2)}]`,
+    ]);
   return rows;
 }
 
