@@ -35,9 +35,10 @@ export class CheckpointGuard {
   private failure: LedgerError | undefined;
   /**
    * Notes signed for the trees the log's last batches are committing, signed while those batches were being synced
-   * (ManifestLog.onCommitting), newest last: `advance` takes one only for exactly its tree, by the current key.
+   * (ManifestLog.onCommitting), newest last: `advance` takes one only for exactly its checkpoint text, by the current
+   * key.
    */
-  private readonly prepared: Array<{ checkpoint: Checkpoint; signer: NoteSigner; note: Promise<string> }> = [];
+  private readonly prepared: Array<{ text: string; signer: NoteSigner; note: Promise<string> }> = [];
   /** Removes this guard's listener from the log (close; an open that failed after the guard was made). */
   private stopListening: (() => void) | undefined;
 
@@ -131,13 +132,11 @@ export class CheckpointGuard {
   private async advance(checked: () => void): Promise<SignedCheckpoint> {
     const head = await this.log.treeHead();
     const pinned = this.pinned;
-    // The session-heads root rides along as an extension line: the note signature (and every witness
-    // cosignature) covers it. The log computes it from the same committed state as the tree.
-    const extensions = head.sessionHeads ? [sessionHeadsLine(head.sessionHeads)] : [];
+    const checkpoint = this.checkpointOf(head);
     const sameTree =
       pinned !== undefined && pinned.checkpoint.size === head.size && equalBytes(pinned.checkpoint.root, head.root);
     // A checkpoint pinned before the index existed is re-signed with the line at the same tree.
-    if (sameTree && pinned.checkpoint.extensions.join('\n') === extensions.join('\n')) {
+    if (sameTree && pinned.checkpoint.extensions.join('\n') === checkpoint.extensions.join('\n')) {
       checked();
       return pinned;
     }
@@ -146,7 +145,6 @@ export class CheckpointGuard {
     if (pinned && !sameTree && !this.log.grewFrom?.(pinned.checkpoint.size, pinned.checkpoint.root))
       await this.demandConsistency(pinned, head);
     checked();
-    const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions };
     const note = await this.noteOf(checkpoint);
     // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget (and a publish is
     // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this). Where other processes pin
@@ -163,27 +161,31 @@ export class CheckpointGuard {
    */
   private prepare(head: LogTreeHead): void {
     if (this.failure) return;
-    const extensions = head.sessionHeads ? [sessionHeadsLine(head.sessionHeads)] : [];
-    const checkpoint: Checkpoint = { origin: this.origin, size: head.size, root: head.root, extensions };
+    const text = formatCheckpoint(this.checkpointOf(head));
     const signer = this.signer();
-    const note = signNote(formatCheckpoint(checkpoint), [signer]);
+    const note = signNote(text, [signer]);
     note.catch(() => {}); // a failure meets the caller that uses the note, if any
-    this.prepared.push({ checkpoint, signer, note });
+    this.prepared.push({ text, signer, note });
     if (this.prepared.length > 2) this.prepared.shift();
   }
 
-  /** The signed note of `checkpoint`: the one signed ahead for exactly this tree by the current key, else signed now. */
+  /**
+   * The checkpoint of a tree head. The session-heads root rides along as an extension line: the note signature (and
+   * every witness cosignature) covers it. The log computes it from the same committed state as the tree.
+   */
+  private checkpointOf(head: LogTreeHead): Checkpoint {
+    const extensions = head.sessionHeads ? [sessionHeadsLine(head.sessionHeads)] : [];
+    return { origin: this.origin, size: head.size, root: head.root, extensions };
+  }
+
+  /** The signed note of `checkpoint`: the one signed ahead for exactly this text by the current key, else signed now. */
   private noteOf(checkpoint: Checkpoint): Promise<string> {
+    const text = formatCheckpoint(checkpoint);
     const signer = this.signer();
     const ahead = this.prepared.find(
-      (p) =>
-        p.checkpoint.size === checkpoint.size &&
-        equalBytes(p.checkpoint.root, checkpoint.root) &&
-        p.checkpoint.extensions.join('\n') === checkpoint.extensions.join('\n') &&
-        p.signer.name === signer.name &&
-        equalBytes(p.signer.publicKey, signer.publicKey),
+      (p) => p.text === text && p.signer.name === signer.name && equalBytes(p.signer.publicKey, signer.publicKey),
     );
-    const now = () => signNote(formatCheckpoint(checkpoint), [signer]);
+    const now = () => signNote(text, [signer]);
     // A signature that failed ahead is tried again here, as it would have been without the head start.
     return ahead ? ahead.note.catch(now) : now();
   }

@@ -15,7 +15,6 @@
  * so concurrent publishes on different chains pay one fsync between them.
  */
 import { Level } from 'level';
-import { storageFailure } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
 import {
@@ -35,6 +34,7 @@ import {
   type BatchOp,
   readRange,
   readRecord,
+  storageFailed,
   writeSyncedBatch,
 } from './tables.js';
 import type { AppendRequest, ChainHead, HeadWindow, InlineBlobTable, LogEntry, LogTreeHead } from '../log.js';
@@ -72,10 +72,6 @@ interface Pending {
   owner: string;
   resolve: (entry: LogEntry) => void;
   reject: (err: unknown) => void;
-}
-
-function storageFailed(what: string, err: unknown): Error {
-  return storageFailure(ManifestError, `manifest log: ${what}`, err);
 }
 
 export class LevelManifestLog extends AbstractManifestLog implements AppendQueue {

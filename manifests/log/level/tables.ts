@@ -23,7 +23,8 @@ export interface AppendQueue {
   queuedSignedAt(keyId: string): string | undefined;
 }
 
-function storageFailed(what: string, err: unknown): Error {
+/** A storage error of the LevelDB log or its tables: `STORAGE_FAILED` naming what failed (own errors pass as they are). */
+export function storageFailed(what: string, err: unknown): Error {
   return storageFailure(ManifestError, `manifest log: ${what}`, err);
 }
 
