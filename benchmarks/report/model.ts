@@ -97,7 +97,7 @@ export interface BenchResults {
   rawSmallWrites?: { bytes: number; samples: number[]; perSecond: Spread };
   /**
    * Floors of the same size, one stream: a bare `level` batch with `{ sync: true }` (one flush, what any
-   * one-flush publish reaches), and that batch plus a 4 KiB slot overwritten in place and fdatasynced (the two
+   * one-flush publish reaches), and that batch plus a 4 KiB slot overwritten in place with O_DSYNC (the two
    * flushes of a publish: its batch and its checkpoint pin).
    */
   smallWriteFloors?: {

@@ -109,7 +109,7 @@ function otherRows(r: BenchResults): Cell[][] {
         `${fmt(f.syncedBatch.median)} [${fmt(f.syncedBatch.min)}–${fmt(f.syncedBatch.max)}]${ratio}`,
       ],
       [
-        `${kib} KiB bare synced batch + 4 KiB slot overwrite + fdatasync/s, one stream (batch + pin)`,
+        `${kib} KiB bare synced batch + 4 KiB slot overwrite (O_DSYNC)/s, one stream (batch + pin)`,
         `${fmt(f.syncedBatchAndSlot.median)} [${fmt(f.syncedBatchAndSlot.min)}–${fmt(f.syncedBatchAndSlot.max)}]`,
       ],
     );

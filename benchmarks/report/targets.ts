@@ -62,7 +62,7 @@ function reachNote(r: Input, raw: number | undefined): string {
   if (!f || !raw) return '';
   const one = f.syncedBatch.median / raw;
   const two = f.syncedBatchAndSlot.median / raw;
-  let note = `; floors: a bare synced LevelDB batch ${Math.round(f.syncedBatch.median)}/s = ${one.toFixed(2)} × raw${one < 2 ? ' (below 2 ×: the goal is out of reach of any one-flush publish on this disk)' : ''}, with the pin's slot fdatasync ${Math.round(f.syncedBatchAndSlot.median)}/s = ${two.toFixed(2)} × raw`;
+  let note = `; floors: a bare synced LevelDB batch ${Math.round(f.syncedBatch.median)}/s = ${one.toFixed(2)} × raw${one < 2 ? ' (below 2 ×: the goal is out of reach of any one-flush publish on this disk)' : ''}, with the pin's slot (O_DSYNC) ${Math.round(f.syncedBatchAndSlot.median)}/s = ${two.toFixed(2)} × raw`;
   if (f.signedBatchAndSlot) {
     const signed = f.signedBatchAndSlot.median / raw;
     note += `, with the two Ed25519 signatures of a publish ${Math.round(f.signedBatchAndSlot.median)}/s = ${signed.toFixed(2)} × raw${signed < 2 ? ' (below 2 ×: out of reach of a signed publish acknowledged after its pin, whatever else it costs)' : ''}`;

@@ -5,20 +5,19 @@
  * would hit: raw durable writes of the same size, one after another (file fsync + directory fsync each);
  * and the floors of a design that commits a small summary in one synced batch: a bare `level` batch of the
  * same bytes with `{ sync: true }` (one flush: the most any one-flush publish reaches on this disk), and that
- * batch followed by an in-place overwrite + fdatasync of a 4 KiB slot (two flushes: what the ledger's batch
+ * batch followed by an in-place overwrite of a 4 KiB slot on a file opened with O_DSYNC (two flushes: what the ledger's batch
  * plus its checkpoint pin cost with nothing else in the way), and those two flushes with the two Ed25519 signatures a
  * publish makes (the manifest's before the batch, the checkpoint's overlapped with it); and that signed, pinned
  * work group-committed by as many sessions as the ledger's largest case (what the commits allow with no other CPU).
  * Every measurement starts after a `sync` (lib/quiet.ts).
  */
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { constants } from 'node:fs';
-import { mkdir, open, type FileHandle } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Level } from 'level';
 import { openLedger } from '../../src/ledger/open.js';
 import { validateSummary } from '../../src/summary/summary.js';
 import { makeSummary, nextMarker } from '../lib/data.js';
+import { openPinFloor } from '../lib/floor.js';
 import { syncPageCache } from '../lib/quiet.js';
 import { collectGarbage } from '../lib/stats.js';
 import { rawDurableWrite } from './raw.js';
@@ -93,7 +92,7 @@ export interface ConcurrencySuiteResult {
   rawWrites: number[];
   /** Bare `level` batches of `bytes` with `{ sync: true }` per second, one stream, one per round. */
   syncedBatches: number[];
-  /** The same batch, then a 4 KiB slot overwritten in place and fdatasynced, per second, one per round. */
+  /** The same batch, then a 4 KiB slot overwritten in place with O_DSYNC (the pin's flush), per second, one per round. */
   syncedBatchesAndSlot: number[];
   /**
    * Batch and slot with the two Ed25519 signatures every publish makes: one over a manifest-sized message before the
@@ -110,26 +109,17 @@ export interface ConcurrencySuiteResult {
   groupedSessions: number;
 }
 
-/** A bare LevelDB (no ledger): one put of `bytes` per synced batch, and a two-slot file overwritten in place. */
+/** The floor store (lib/floor.ts: a bare LevelDB, a two-slot pin file): one put of `bytes` per synced batch. */
 async function openFloors(dir: string, bytes: Uint8Array) {
   const { privateKey } = generateKeyPairSync('ed25519');
   const manifestSized = new Uint8Array(430).fill(0x6d); // a manifest's signed PAE message is ~430 bytes
   const noteSized = new Uint8Array(180).fill(0x6e); // a checkpoint note body with its extension line
-  const db = new Level<string, Uint8Array>(join(dir, 'bare-level'), { valueEncoding: 'view' });
-  await db.open();
-  const slotFile: FileHandle = await open(join(dir, 'slots'), constants.O_CREAT | constants.O_RDWR, 0o600);
-  const slot = new Uint8Array(4096).fill(0x2a);
-  await slotFile.write(slot, 0, slot.length, 0);
-  await slotFile.write(slot, 0, slot.length, slot.length);
-  await slotFile.sync();
+  const floor = await openPinFloor(dir, 'bare');
+  const { db } = floor;
   let n = 0;
   const batch = () =>
     db.batch([{ type: 'put', key: `b${String(n++).padStart(12, '0')}`, value: bytes }], { sync: true });
-  /** The pin's flush: a 4 KiB slot overwritten in place, then fdatasync. */
-  const pinSlot = async () => {
-    await slotFile.write(slot, 0, slot.length, (n % 2) * slot.length);
-    await slotFile.datasync();
-  };
+  const pinSlot = () => floor.pin();
   // Group commit with no other CPU: each publish signs its manifest-sized message and queues its records (the
   // summary, a manifest-sized entry); one committer writes all that are queued in one synced batch, signs the
   // checkpoint while it syncs, pins, and answers the whole group.
@@ -176,10 +166,7 @@ async function openFloors(dir: string, bytes: Uint8Array) {
       await written;
       await pinSlot();
     },
-    async close() {
-      await slotFile.close();
-      await db.close();
-    },
+    close: () => floor.close(),
   };
 }
 
@@ -233,7 +220,7 @@ export async function runConcurrencySuite(o: ConcurrencyOptions): Promise<Concur
       await syncPageCache();
       groupedFloor.push(await publishesPerSecond(floors.grouped, groupedSessions, o.durationMs));
       o.log(
-        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s (main thread ${Math.round(r.mainThreadMicros.at(-1)!)} µs each)`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot fdatasync ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s, + two signatures ${Math.round(signedBatchesAndSlot.at(-1)!)}/s, the same group-committed by ${groupedSessions} sessions ${Math.round(groupedFloor.at(-1)!)}/s`,
+        `  round ${round + 1}/${o.rounds}: ${results.map((r) => `${r.sessions} session(s) ${Math.round(r.samples.at(-1)!)}/s (main thread ${Math.round(r.mainThreadMicros.at(-1)!)} µs each)`).join(', ')}, raw durable writes ${Math.round(rawWrites.at(-1)!)}/s, bare synced batches ${Math.round(syncedBatches.at(-1)!)}/s, + slot (O_DSYNC) ${Math.round(syncedBatchesAndSlot.at(-1)!)}/s, + two signatures ${Math.round(signedBatchesAndSlot.at(-1)!)}/s, the same group-committed by ${groupedSessions} sessions ${Math.round(groupedFloor.at(-1)!)}/s`,
       );
     }
   } finally {

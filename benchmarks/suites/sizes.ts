@@ -5,9 +5,7 @@
  * shared machine is spread over all cases alike. The first round is a warm-up and is discarded.
  * Every write case starts after a `sync` and is followed by one (both untimed; see lib/quiet.ts).
  */
-import { constants } from 'node:fs';
-import { mkdir, open, type FileHandle } from 'node:fs/promises';
-import { Level } from 'level';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as cacache from 'cacache';
 import { formatDigest, type HashBackend } from '../../store/hash/digest.js';
@@ -18,6 +16,7 @@ import { validateSummary } from '../../src/summary/summary.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
 import { syncPageCache } from '../lib/quiet.js';
+import { openPinFloor, type PinFloor } from '../lib/floor.js';
 import { rawDurableWrite, rawRead, rawReadHash, rawReadHashText } from './raw.js';
 
 export type CaseGroup = 'limit' | 'peer' | 'ledger';
@@ -62,7 +61,7 @@ interface Item {
 
 interface Ctx {
   /** A bare LevelDB and a two-slot file opened with O_DSYNC: the floor of an inline publish (see CASES). */
-  floor: Floor;
+  floor: PinFloor;
   size: number;
   items: Item[];
   rawDir: string;
@@ -81,24 +80,6 @@ interface CaseDef {
   /** Measured at sizes up to this many bytes only. */
   maxSize?: number;
   run(ctx: Ctx): Promise<void>;
-}
-
-interface Floor {
-  db: Level<string, Uint8Array>;
-  slots: FileHandle;
-  slot: Uint8Array;
-  writes: number;
-}
-
-/** The floor's database and slot file, in `dir`. */
-async function openFloor(dir: string): Promise<Floor> {
-  const db = new Level<string, Uint8Array>(join(dir, 'floor-level'), { valueEncoding: 'view' });
-  await db.open();
-  const slots = await open(join(dir, 'floor-slots'), constants.O_CREAT | constants.O_RDWR | constants.O_DSYNC, 0o600);
-  const slot = new Uint8Array(4096).fill(0x2a);
-  await slots.write(slot, 0, slot.length, 0);
-  await slots.write(slot, 0, slot.length, slot.length);
-  return { db, slots, slot, writes: 0 };
 }
 
 const MAX_SUMMARY = 1024 * MiB;
@@ -157,7 +138,7 @@ const CASES: CaseDef[] = [
       for (const item of ctx.items)
         await timed(async () => {
           await f.db.batch().put(`b!${item.marker}`, item.bytes).write({ sync: true });
-          await f.slots.write(f.slot, 0, f.slot.length, (f.writes++ % 2) * f.slot.length);
+          await f.pin();
         });
     },
   },
@@ -273,9 +254,9 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
     );
   }
   const results = new Map<string, CaseSamples>();
-  let floor: Floor | undefined;
+  let floor: PinFloor | undefined;
   try {
-    floor = await openFloor(o.workDir);
+    floor = await openPinFloor(o.workDir, 'floor');
     for (let round = 0; round <= o.rounds; round++) {
       const warmup = round === 0;
       for (const size of o.sizes) {
@@ -317,7 +298,7 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
     }
   } finally {
     // Each closed whatever another's close does.
-    await Promise.allSettled([...[...ledgers.values()].map((l) => l.close()), floor?.slots.close(), floor?.db.close()]);
+    await Promise.allSettled([...[...ledgers.values()].map((l) => l.close()), floor?.close()]);
   }
   return { cases: [...results.values()], fastestHash: fastest.name, hashProbeMiBps };
 }

@@ -186,6 +186,8 @@ export class CheckpointPinFile {
    */
   async write(note: string, supersedes?: (pinned: string) => boolean): Promise<boolean> {
     const needed = HEADER + new TextEncoder().encode(note).length + CHECKSUM;
+    // Whether a pin found on file (by this or another process) already stands over `note`.
+    const standsOver = (pinned: string): boolean => pinned !== note && supersedes?.(pinned) === true;
     if (this.newest === undefined && !this.exclusive) {
       // No pin when this file was opened: another process of this root may have made the first one since. Its
       // file is pinned beside, not replaced (a file no slot of which is intact is replaced, as before).
@@ -198,7 +200,7 @@ export class CheckpointPinFile {
         } catch {
           // not a pin file this process can read: created anew below
         }
-        if (this.newest && this.newest.note !== note && supersedes?.(this.newest.note)) return false;
+        if (this.newest && standsOver(this.newest.note)) return false;
       }
     }
     if (this.newest === undefined || needed > this.slotSize) return this.create(note, needed).then(() => true);
@@ -215,7 +217,7 @@ export class CheckpointPinFile {
         const grown = decodePinFile(await handle.readFile(), this.path);
         this.slotSize = grown.slotSize;
         this.newest = grown.newest;
-        if (grown.newest.note !== note && supersedes?.(grown.newest.note)) return false;
+        if (standsOver(grown.newest.note)) return false;
         if (needed > this.slotSize) return this.create(note, needed).then(() => true);
       }
       let newest = this.newest;
@@ -224,7 +226,7 @@ export class CheckpointPinFile {
       } catch {
         // Damaged since we read it: the slot we did not write last is the one to overwrite.
       }
-      if (newest.note !== this.newest.note && supersedes?.(newest.note)) {
+      if (newest.note !== this.newest.note && standsOver(newest.note)) {
         this.newest = newest;
         return false;
       }

@@ -185,6 +185,8 @@ export class Ledger {
     recovery: RecoveryReport;
     hashBackend: HashBackend;
     verifier: SignatureVerifier;
+    /** Where notices go: `options.onNotice`, or console.warn (decided once, by openLedger). */
+    notice: (message: string) => void;
     options: OpenLedgerOptions;
     /** The newest createdAt the log holds for the current key (earlier runs, other processes). */
     lastSignedAt?: string;
@@ -210,7 +212,7 @@ export class Ledger {
       : -1;
     this.authorizer = init.options.authorizer;
     this.clock = init.options.clock ?? (() => new Date());
-    this.notice = init.options.onNotice ?? ((m) => console.warn(m));
+    this.notice = init.notice;
     this.telemetry = new LedgerTelemetry(init.options.telemetry, packageVersion());
   }
 

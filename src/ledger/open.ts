@@ -51,8 +51,10 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
   }
   const root = options.root ?? defaultRoot();
   const clock = options.clock ?? (() => new Date());
+  // One sink for every notice of this ledger: the hash backend's, the witnesses' and the Ledger's own.
+  const notice = options.onNotice ?? ((m: string) => console.warn(m));
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
-  const hashBackend = await loadHashBackend(options.hash ?? 'auto', options.onNotice);
+  const hashBackend = await loadHashBackend(options.hash ?? 'auto', notice);
   // The log is opened first: its lock must be held before staging files are cleared, or a second
   // process would delete the first one's in-flight writes.
   let log = options.log;
@@ -114,7 +116,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
             checkpointStem: checkpoints.stem,
             proof: async (oldSize, size) =>
               (await consistencyProof(log, size, oldSize, size)).proof.map((h) => decodeBase64(h)!),
-            notice: options.onNotice ?? ((m) => console.warn(m)),
+            notice,
           })
         : undefined;
     // A clock that stepped back since the last run must not date a manifest before one this key signed.
@@ -131,6 +133,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       recovery: { stagingRemoved, headProblems },
       hashBackend,
       verifier,
+      notice,
       options,
     });
   } catch (err) {
