@@ -7,7 +7,7 @@
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { throwIfAborted } from '../../store/errors.js';
 import { ManifestError } from '../errors.js';
-import { isValidId } from '../format/ids.js';
+import { isValidId } from '../format/id-pattern.js';
 import { headProblems, type HeadProblem } from '../chain/head-rules.js';
 import type { NodeId } from '../tlog/tree.js';
 import { timestampSchema } from '../format/manifest.js';

@@ -3,11 +3,11 @@ import { hostname } from 'node:os';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Writable } from 'node:stream';
-import { isValidId } from '../../manifests/format/ids.js';
+import { isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError } from '../errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
-import { type Ledger } from '../ledger/ledger.js';
-import { defaultRoot, openLedger, type OpenLedgerOptions } from '../ledger/open.js';
+import type { Ledger } from '../ledger/ledger.js';
+import type { OpenLedgerOptions } from '../ledger/open.js';
 import { printable, printableJson } from './printable.js';
 
 export interface CliIo {
@@ -74,6 +74,9 @@ export async function openFromArgs(
   io: CliIo,
   extra: Partial<OpenLedgerOptions> = {},
 ): Promise<Ledger> {
+  // Loaded here, not at the top: a command that opens no ledger (`verify` on an auditor's machine, `--help`) does not
+  // load the store, the LevelDB binding and the telemetry API.
+  const { defaultRoot, openLedger } = await import('../ledger/open.js');
   const root = values.root ?? defaultRoot(io.env);
   const host = values.host ?? defaultHost(io.env);
   const options: OpenLedgerOptions = {

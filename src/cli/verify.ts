@@ -20,7 +20,7 @@ import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
 import type { AuditProgress, AuditScope, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
-import { isValidId } from '../../manifests/format/ids.js';
+import { isValidId } from '../../manifests/format/id-pattern.js';
 import { auditBundle } from '../ops/audit.js';
 import {
   MAX_WITNESS_KEYS_BYTES,

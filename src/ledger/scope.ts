@@ -1,5 +1,5 @@
 /** Scope ids of publish and resume, validated before anything else happens (publish step 1). */
-import { isValidId } from '../../manifests/format/ids.js';
+import { isValidId } from '../../manifests/format/id-pattern.js';
 import { LedgerError } from '../errors.js';
 
 export interface Scope {

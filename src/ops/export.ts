@@ -30,7 +30,7 @@ import {
   type BundleHeader,
 } from '../../manifests/audit/bundle.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
-import { isValidId } from '../../manifests/format/ids.js';
+import { isValidId } from '../../manifests/format/id-pattern.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import {
