@@ -11,6 +11,7 @@ import { ManifestError } from '../errors.js';
 import type { Finding, FindingCode } from './findings.js';
 import type { TrustStore } from '../format/trust.js';
 import { verifyManifestEnvelope } from '../crypto/verify-manifest.js';
+import { verifiedLineOf } from './verify-line-fast.js';
 
 /** Lines longer than this are findings, never parsed: an envelope is a few hundred bytes. */
 export const MAX_LINE_BYTES = MAX_ENVELOPE_BYTES;
@@ -235,21 +236,7 @@ export function verifyLineText(line: number, text: string, ctx: LineVerifyContex
   }
   // Steps 2-5: payload type, trusted key for host and time, signature, schema.
   try {
-    const { id, manifest: m } = verifyManifestEnvelope(value, ctx);
-    return {
-      ok: true,
-      entry: {
-        line,
-        id,
-        host: m.host,
-        principal: m.principal,
-        session: m.session,
-        seq: m.seq,
-        prev: m.prev,
-        createdAt: m.createdAt,
-        summary: { digest: m.summary.digest as Digest, size: m.summary.size },
-      },
-    };
+    return { ok: true, entry: verifiedLineOf(line, verifyManifestEnvelope(value, ctx)) };
   } catch (err) {
     if (err instanceof ManifestError && MANIFEST_CODES.has(err.code)) {
       return lineFinding(err.code as FindingCode, line, err.message);

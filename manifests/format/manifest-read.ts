@@ -12,7 +12,8 @@
  * It never refuses on its own, so no finding's code or wording depends on it. Isomorphic.
  */
 import type { Digest } from '../../store/hash/digest.js';
-import { SUMMARY_MEDIA_TYPE, type Manifest } from './manifest.js';
+import type { Manifest } from './manifest.js';
+import { SUMMARY_MEDIA_TYPE } from './manifest-core.js';
 
 const ID = '([A-Za-z0-9][A-Za-z0-9._:@-]{0,127})';
 const DIGEST = '(blake3:[0-9a-f]{64})';

@@ -3,12 +3,12 @@
  * Isomorphic. Parsing is strict (unknown keys rejected); the id is BLAKE3 of the exact payload bytes.
  */
 import { z } from 'zod';
-import { digestOf, isDigest, type Digest } from '../../store/hash/digest.js';
+import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { canonicalBytes } from '../encoding/canonical.js';
 import { idSchema } from './ids.js';
+import { SUMMARY_MEDIA_TYPE } from './manifest-core.js';
 
-export const MANIFEST_PAYLOAD_TYPE = 'application/vnd.handoff-ledger.manifest.v1+json';
-export const SUMMARY_MEDIA_TYPE = 'application/vnd.handoff-ledger.summary.v1+json';
+export { MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, manifestId } from './manifest-core.js';
 
 const digestSchema = z.string().refine(isDigest, 'must be blake3:<64 lowercase hex>');
 const TIMESTAMP_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -56,9 +56,4 @@ export type Manifest = z.infer<typeof manifestSchema> & { prev: Digest | null };
 /** The canonical payload bytes of a manifest (what is signed and hashed). */
 export function encodeManifest(manifest: Manifest): Uint8Array {
   return canonicalBytes(manifest);
-}
-
-/** Manifest id: BLAKE3 of the exact payload bytes. Chains link by this id, never by signature bytes. */
-export function manifestId(payload: Uint8Array): Digest {
-  return digestOf(payload);
 }

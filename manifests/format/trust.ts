@@ -6,10 +6,12 @@
 import { z } from 'zod';
 import { digestOf } from '../../store/hash/digest.js';
 import { decodeBase64Url } from '../encoding/base64.js';
-import { ManifestError, type ManifestErrorCode } from '../errors.js';
+import { ManifestError } from '../errors.js';
 import { idSchema } from './ids.js';
 import { keyIdSchema, timestampSchema } from './manifest.js';
 import { describeZodError } from './zod-issue.js';
+
+export { findTrustedKey, type KeyLookup } from './trust-lookup.js';
 import { parseVerifierKey, type NoteVerifierKey } from '../crypto/note.js';
 
 export const trustedKeySchema = z.strictObject({
@@ -104,40 +106,6 @@ export function parseTrustStore(input: string | unknown): TrustStore {
     throw new ManifestError('TRUST_INVALID', `trust store is malformed: ${describeZodError(parsed.error)}`);
   }
   return parsed.data;
-}
-
-export type KeyLookup =
-  | { ok: true; key: TrustedKey; publicKey: Uint8Array }
-  | { ok: false; code: Extract<ManifestErrorCode, 'KEY_UNTRUSTED' | 'KEY_EXPIRED' | 'KEY_REVOKED'>; message: string };
-
-/**
- * Finds the key `keyId` listed for `host` and checks it was valid at `at` (ISO time):
- * notBefore <= at < notAfter, and at < revokedAt.
- */
-export function findTrustedKey(trust: TrustStore, host: string, keyId: string, at: string): KeyLookup {
-  const key = trust.keys.find((k) => k.host === host && k.keyId === keyId);
-  if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `key ${keyId} is not trusted for host ${host}` };
-  const t = Date.parse(at);
-  if (key.revokedAt !== undefined && t >= Date.parse(key.revokedAt)) {
-    return { ok: false, code: 'KEY_REVOKED', message: `key ${keyId} of host ${host} was revoked at ${key.revokedAt}` };
-  }
-  if (t < Date.parse(key.notBefore) || (key.notAfter !== undefined && t >= Date.parse(key.notAfter))) {
-    return { ok: false, code: 'KEY_EXPIRED', message: `key ${keyId} of host ${host} was not valid at ${at}` };
-  }
-  return { ok: true, key, publicKey: publicKeyBytes(key) };
-}
-
-/** Decoded public keys per trust entry: a chain's manifests look the same few keys up again and again. */
-const decodedKeys = new WeakMap<TrustedKey, { text: string; bytes: Uint8Array }>();
-
-/** A copy each time, so a caller that changes the bytes it got cannot change the next lookup's. */
-function publicKeyBytes(key: TrustedKey): Uint8Array {
-  let known = decodedKeys.get(key);
-  if (known?.text !== key.publicKey) {
-    known = { text: key.publicKey, bytes: decodeBase64Url(key.publicKey)! };
-    decodedKeys.set(key, known);
-  }
-  return known.bytes.slice();
 }
 
 /**
