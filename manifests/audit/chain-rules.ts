@@ -23,34 +23,6 @@ export interface AuditScope {
   principal?: string;
 }
 
-/** Drops repeated ids (`DUPLICATE`) and groups the rest by session, keeping file order. */
-function groupChains(
-  entries: ChainEntry[],
-  sink: FindingSink,
-): { chains: Map<string, ChainEntry[]>; byId: Map<Digest, ChainEntry> } {
-  const byId = new Map<Digest, ChainEntry>();
-  const chains = new Map<string, ChainEntry[]>();
-  for (const e of entries) {
-    const first = byId.get(e.id);
-    if (first) {
-      sink.add({
-        code: 'DUPLICATE',
-        line: e.line,
-        chain: e.session,
-        seq: e.seq,
-        message: `manifest ${e.id} already appeared on line ${first.line}`,
-        evidence: { lines: [first.line], ids: [e.id] },
-      });
-      continue;
-    }
-    byId.set(e.id, e);
-    let chain = chains.get(e.session);
-    if (!chain) chains.set(e.session, (chain = []));
-    chain.push(e);
-  }
-  return { chains, byId };
-}
-
 function inScope(session: string, chain: ChainEntry[], scope: AuditScope | undefined): boolean {
   if (scope?.session !== undefined && session !== scope.session) return false;
   if (scope?.principal !== undefined && !chain.some((e) => e.principal === scope.principal)) return false;
@@ -145,47 +117,97 @@ function verifyLinks(
   }
 }
 
+/** A chain as the tracker keeps it: its entries in file order, and whether every link so far held. */
+interface TrackedChain {
+  entries: ChainEntry[];
+  /** Seq 0 first, then each entry linked to the one before it by the link rules: the chain has no finding. */
+  clean: boolean;
+}
+
 /**
- * Applies the chain rules to verified entries in file (global log) order and returns one summary per
- * in-scope chain. Findings: DUPLICATE, OUT_OF_SCOPE, FORK, OUT_OF_ORDER, SEQ_NOT_ZERO, SEQ_GAP,
- * PREV_MISMATCH, SESSION_MISMATCH, TIME_REVERSED.
+ * Step 6 as the entries arrive: `add` takes each verified entry in file (global log) order while the other lines are
+ * still being verified (a repeated id is a `DUPLICATE` finding and is not kept), groups it by session and checks its
+ * link to the entry before it; `finish` then applies the scope and the chain rules. A chain whose every link held
+ * as it arrived (seq 0 first, each next seq, prev the id before, time not reversed) has no finding under the rules,
+ * so it is only summarised; the others go through the rules whole. The findings and summaries are those of the
+ * rules over all entries at once (differential test: test/audit/chain-tracker.test.ts).
  */
-export function verifyChainRules(
-  entries: ChainEntry[],
-  scope: AuditScope | undefined,
-  sink: FindingSink,
-): ChainSummary[] {
-  const { chains, byId } = groupChains(entries, sink);
-  const summaries: ChainSummary[] = [];
-  for (const [session, chain] of chains) {
-    if (!inScope(session, chain, scope)) {
-      sink.add({
-        code: 'OUT_OF_SCOPE',
-        line: chain[0]!.line,
-        chain: session,
-        message: `chain of session ${session} is outside the bundle's scope ${JSON.stringify(scope)}`,
-        evidence: { lines: chain.map((e) => e.line).slice(0, 100) },
+export class ChainTracker {
+  private readonly byId = new Map<Digest, ChainEntry>();
+  private readonly chains = new Map<string, TrackedChain>();
+
+  /**
+   * @param options.everyChainWhole run the rules over every chain, clean or not (tests: the shortcut for clean chains
+   *   must not change a finding or a summary)
+   */
+  constructor(
+    private readonly sink: FindingSink,
+    private readonly options: { everyChainWhole?: boolean } = {},
+  ) {}
+
+  /** Takes the next verified entry in file order. @returns false for a repeated id (a `DUPLICATE` finding) */
+  add(e: ChainEntry): boolean {
+    const first = this.byId.get(e.id);
+    if (first) {
+      this.sink.add({
+        code: 'DUPLICATE',
+        line: e.line,
+        chain: e.session,
+        seq: e.seq,
+        message: `manifest ${e.id} already appeared on line ${first.line}`,
+        evidence: { lines: [first.line], ids: [e.id] },
       });
-      continue;
+      return false;
     }
-    const bySeq = new Map<number, ChainEntry[]>();
-    for (const e of chain) {
-      const g = bySeq.get(e.seq);
-      if (g) g.push(e);
-      else bySeq.set(e.seq, [e]);
-    }
-    const flagged = verifyForksAndOrder(session, chain, bySeq, sink);
-    verifyLinks(session, bySeq, byId, flagged, sink);
-    let headSeq = 0;
-    for (const seq of bySeq.keys()) if (seq > headSeq) headSeq = seq;
-    summaries.push({
-      session,
-      entries: chain.length,
-      head: bySeq.get(headSeq)![0]!.id,
-      headSeq,
-      principals: [...new Set(chain.map((e) => e.principal))],
-      hosts: [...new Set(chain.map((e) => e.host))],
-    });
+    this.byId.set(e.id, e);
+    let chain = this.chains.get(e.session);
+    if (!chain) this.chains.set(e.session, (chain = { entries: [], clean: true }));
+    if (chain.clean) chain.clean = checkLink(chain.entries[chain.entries.length - 1], e) === undefined;
+    chain.entries.push(e);
+    return true;
   }
-  return summaries;
+
+  /**
+   * The chain rules over every entry added, and one summary per in-scope chain. Findings: OUT_OF_SCOPE, FORK,
+   * OUT_OF_ORDER, SEQ_NOT_ZERO, SEQ_GAP, PREV_MISMATCH, SESSION_MISMATCH, TIME_REVERSED.
+   */
+  finish(scope: AuditScope | undefined): ChainSummary[] {
+    const { sink, byId } = this;
+    const summaries: ChainSummary[] = [];
+    for (const [session, { entries: chain, clean }] of this.chains) {
+      if (!inScope(session, chain, scope)) {
+        sink.add({
+          code: 'OUT_OF_SCOPE',
+          line: chain[0]!.line,
+          chain: session,
+          message: `chain of session ${session} is outside the bundle's scope ${JSON.stringify(scope)}`,
+          evidence: { lines: chain.map((e) => e.line).slice(0, 100) },
+        });
+        continue;
+      }
+      let head = chain[chain.length - 1]!;
+      if (!clean || this.options.everyChainWhole) {
+        const bySeq = new Map<number, ChainEntry[]>();
+        for (const e of chain) {
+          const g = bySeq.get(e.seq);
+          if (g) g.push(e);
+          else bySeq.set(e.seq, [e]);
+        }
+        const flagged = verifyForksAndOrder(session, chain, bySeq, sink);
+        verifyLinks(session, bySeq, byId, flagged, sink);
+        let headSeq = 0;
+        for (const seq of bySeq.keys()) if (seq > headSeq) headSeq = seq;
+        head = bySeq.get(headSeq)![0]!;
+      }
+      summaries.push({
+        session,
+        entries: chain.length,
+        head: head.id,
+        headSeq: head.seq,
+        principals: [...new Set(chain.map((e) => e.principal))],
+        hosts: [...new Set(chain.map((e) => e.host))],
+      });
+    }
+    return summaries;
+  }
 }

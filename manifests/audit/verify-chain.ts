@@ -4,7 +4,8 @@
  *   1. verifyLines     strict, bounded line parse                     LINE_* / ENVELOPE_INVALID
  *   2-5.               payload type, trusted key for host and time,   PAYLOAD_TYPE, KEY_*, SIGNATURE_INVALID,
  *                      strict Ed25519 signature, strict schema        MANIFEST_INVALID
- *   6. verifyChainRules  per session: scope, duplicates, forks, order, seq from 0, prev links, time
+ *   6. ChainTracker    per session: duplicates, then scope, forks, order, seq from 0, prev links, time
+ *                      (fed each verified line as its outcome arrives)
  *   7. verifyBlobs     digest, size, summary schema (bundles with blobs)
  *   8. verifyHeader    header counts against the lines
  *   9. verifyTree      the signed checkpoint: lines = its leaves (full), inclusion proofs (filtered), --since,
@@ -24,7 +25,7 @@ import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js
 import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
 import { AuditError } from './errors.js';
 import { BUNDLE_CHECKPOINT_FILE } from './bundle.js';
-import { verifyChainRules, type AuditScope, type ChainEntry } from './chain-rules.js';
+import { ChainTracker, type AuditScope, type ChainEntry } from './chain-rules.js';
 import {
   inlineLineVerifier,
   splitLineRuns,
@@ -105,13 +106,14 @@ async function verifyLines(
   options: VerifyChainOptions,
   sink: FindingSink,
   totalBytes?: number,
-): Promise<{ entries: ChainEntry[]; lines: number; verified: number }> {
+): Promise<{ entries: ChainEntry[]; chains: ChainTracker; lines: number; verified: number }> {
   const ctx = { trust: options.trust, verifier: options.verifier ?? nobleVerifier };
   const executor = options.lineVerifier ?? inlineLineVerifier(ctx);
   const batchSize = options.batchSize ?? 1000;
   const entries: ChainEntry[] = [];
-  // Duplicates are findings at once and are not kept: a bundle of one valid line repeated costs no memory per line.
-  const firstLineOf = new Map<string, number>();
+  // Step 6 starts as outcomes arrive, while later batches are being verified. Duplicates are findings at once and
+  // are not kept: a bundle of one valid line repeated costs no memory per line.
+  const chains = new ChainTracker(sink);
   const inflight: Array<{ done: Promise<LineOutcome[]>; bytes: number; count: number }> = [];
   let batch: Array<{ line: number; text: string }> = [];
   let batchBytes = 0;
@@ -123,21 +125,7 @@ async function verifyLines(
   const take = (outcome: LineOutcome): void => {
     if (!outcome.ok) return sink.add(outcome.finding);
     verified++;
-    const e = outcome.entry;
-    const first = firstLineOf.get(e.id);
-    if (first !== undefined) {
-      sink.add({
-        code: 'DUPLICATE',
-        line: e.line,
-        chain: e.session,
-        seq: e.seq,
-        message: `manifest ${e.id} already appeared on line ${first}`,
-        evidence: { lines: [first], ids: [e.id] },
-      });
-      return;
-    }
-    firstLineOf.set(e.id, e.line);
-    entries.push(e);
+    if (chains.add(outcome.entry)) entries.push(outcome.entry);
   };
   const settleOldest = async (): Promise<void> => {
     const b = inflight.shift()!;
@@ -188,7 +176,7 @@ async function verifyLines(
   } finally {
     if (!options.lineVerifier) await executor.close();
   }
-  return { entries, lines: lastLine, verified };
+  return { entries, chains, lines: lastLine, verified };
 }
 
 function report(
@@ -253,9 +241,8 @@ export async function verifyChain(
   options: VerifyChainOptions,
 ): Promise<AuditReport> {
   const sink = new FindingSink(options.maxFindings ?? 100_000);
-  const { entries, lines: count, verified } = await verifyLines(runsOf(lines), options, sink);
-  const chains = verifyChainRules(entries, options.scope, sink);
-  return report(sink, count, verified, chains, 0);
+  const { chains: tracker, lines: count, verified } = await verifyLines(runsOf(lines), options, sink);
+  return report(sink, count, verified, tracker.finish(options.scope), 0);
 }
 
 function scopeOf(header: BundleHeader | undefined): AuditScope | undefined {
@@ -323,9 +310,9 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   const leaves: Array<Uint8Array | undefined> = [];
   const hasCheckpoint = (await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE)) !== undefined;
   const runs = hasCheckpoint ? tapLeaves(splitLineRuns(reader.manifests()), leaves) : splitLineRuns(reader.manifests());
-  const { entries, lines, verified } = await verifyLines(runs, options, sink, totalBytes);
+  const { entries, chains: tracker, lines, verified } = await verifyLines(runs, options, sink, totalBytes);
   const coverage = auditScope(options.scope, header);
-  const chains = verifyChainRules(entries, coverage.scope, sink);
+  const chains = tracker.finish(coverage.scope);
   await attachForkEnvelopes(reader, sink.findings);
   const blobsChecked = await verifyBlobs(entries, reader, options, sink);
   // Step 8: the header is unsigned, so this only catches accidental truncation (see docs/AUDIT.md, Limitations).
