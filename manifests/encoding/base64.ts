@@ -4,7 +4,14 @@ const DECODE = new Int8Array(128).fill(-1);
 for (let i = 0; i < 64; i++) DECODE[ALPHABET.charCodeAt(i)] = i;
 const URL = /^[A-Za-z0-9_-]*$/;
 
+/** Standard padded base64: Node's encoder where there is one (one string, no per-character garbage), else the loop. */
 export function encodeBase64(bytes: Uint8Array): string {
+  if (nodeBuffer) return nodeBuffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+  return encodeBase64Portable(bytes);
+}
+
+/** The portable encoder (browsers; differential-tested against Node's). */
+export function encodeBase64Portable(bytes: Uint8Array): string {
   const parts: string[] = [];
   let chunk = '';
   const n = bytes.length;
