@@ -51,16 +51,19 @@ function pushValue(parts: Part[], value: unknown, depth: number, deferLong: bool
     if (proto !== Object.prototype && proto !== null)
       throw new TypeError('JCS: only plain objects can be canonicalized');
     // RFC 8785 section 3.2.3: members sorted by their names as arrays of UTF-16 code units.
-    const keys = Object.keys(value)
-      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-      .sort();
+    const record = value as Record<string, unknown>;
+    const keys = Object.keys(record).sort();
     parts.push('{');
-    keys.forEach((k, i) => {
-      if (i > 0) parts.push(',');
+    let first = true;
+    for (const k of keys) {
+      const v = record[k];
+      if (v === undefined) continue;
+      if (!first) parts.push(',');
+      first = false;
       pushString(parts, k, false);
       parts.push(':');
-      pushValue(parts, (value as Record<string, unknown>)[k], depth + 1, deferLong);
-    });
+      pushValue(parts, v, depth + 1, deferLong);
+    }
     parts.push('}');
   } else {
     throw new TypeError(`JCS: cannot canonicalize a ${typeof value}`);
@@ -87,7 +90,8 @@ const encoder = new TextEncoder();
 export function canonicalBytes(value: unknown): Uint8Array {
   const parts: Part[] = [];
   pushValue(parts, value, 0, true);
-  const esc = parts.some((p) => p instanceof LongString) ? loadEscaper() : undefined;
+  if (!parts.some((p) => p instanceof LongString)) return encoder.encode(parts.join(''));
+  const esc = loadEscaper();
   if (esc) return encodeParts(parts, esc);
   return encoder.encode(parts.map((p) => (typeof p === 'string' ? p : JSON.stringify(p.value))).join(''));
 }

@@ -60,11 +60,18 @@ function isBlank(s: string | undefined): boolean {
   return s === undefined || s.trim().length === 0;
 }
 
-/** Every string in a value, depth first. */
-export function* summaryStrings(value: unknown): Generator<string> {
-  if (typeof value === 'string') yield value;
-  else if (Array.isArray(value)) for (const v of value) yield* summaryStrings(v);
-  else if (value && typeof value === 'object') for (const v of Object.values(value)) yield* summaryStrings(v);
+/**
+ * Calls `visit` with every string in a value, depth first, until it returns true (then returns true). A plain
+ * recursion: a generator's delegation made an iterator result per string per level, a few KiB of garbage a publish.
+ */
+export function someSummaryString(value: unknown, visit: (s: string) => boolean): boolean {
+  if (typeof value === 'string') return visit(value);
+  if (Array.isArray(value)) {
+    for (const v of value) if (someSummaryString(v, visit)) return true;
+  } else if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) if (someSummaryString(v, visit)) return true;
+  }
+  return false;
 }
 
 /** The rules beyond the schema; undefined when the summary satisfies them. */
@@ -75,10 +82,8 @@ export function summaryContentProblem(summary: Summary): SummaryProblem | undefi
     return { code: 'SUMMARY_EMPTY', message: 'the summary has no task, state or next steps' };
   if (isBlank(summary.task) || isBlank(summary.state))
     return { code: 'SUMMARY_EMPTY', message: 'the summary needs a non-blank task and state' };
-  for (const s of summaryStrings(summary)) {
-    if (!s.isWellFormed())
-      return { code: 'SUMMARY_INVALID', message: 'the summary contains a lone surrogate (not valid UTF-8)' };
-  }
+  if (someSummaryString(summary, (s) => !s.isWellFormed()))
+    return { code: 'SUMMARY_INVALID', message: 'the summary contains a lone surrogate (not valid UTF-8)' };
   return undefined;
 }
 

@@ -13,7 +13,7 @@ import {
   NON_BLANK_PATTERN,
   RELATIVE_PATH,
   parseStoredSummary,
-  summaryStrings,
+  someSummaryString,
   summaryContentProblem,
   summarySchema,
   type Summary,
@@ -78,7 +78,10 @@ function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atL
   const summary = parsed.data;
   checkContent(summary);
   let atLeast = 0;
-  for (const s of summaryStrings(summary)) atLeast += s.length;
+  someSummaryString(summary, (s) => {
+    atLeast += s.length;
+    return false;
+  });
   if (atLeast > maxBytes) {
     throw new LedgerError(
       'SUMMARY_TOO_LARGE',
