@@ -510,7 +510,7 @@ describe('canonical bytes: the WebAssembly escaper of long strings agrees with J
   });
 
   it('gives the same bytes when the escapes outnumber the room it estimated (the buffer grows)', () => {
-    // Clean in the four 8 Ki windows where the escape density is sampled (0, 33%, 66%, end), control characters elsewhere.
+    // Clean around the four 2 Ki windows where the escape density is sampled (0, 33%, 66%, end), control characters elsewhere.
     const L = 120_000;
     const clean = [
       [0, 8192],

@@ -151,9 +151,9 @@ function utf8Length(s: string): number {
   return n;
 }
 
-/** Room for a string's escapes, estimated from samples at four places with a margin (a shortfall costs a copy). */
+/** Room for a string's escapes, estimated from 2,048-character samples at four places with a margin (a shortfall costs a copy). */
 function escapeRoom(s: string, bytes: number): number {
-  const WINDOW = 8192;
+  const WINDOW = 2048;
   let extra = 0;
   let seen = 0;
   for (const at of [0, 0.33, 0.66, 1]) {
