@@ -7,11 +7,10 @@
 import type { Digest } from '../../store/hash/digest.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { MAX_ENVELOPE_BYTES } from '../crypto/envelope.js';
-import { ManifestError } from '../errors.js';
-import type { Finding, FindingCode } from './findings.js';
+import type { Finding } from './findings.js';
 import type { TrustStore } from '../format/trust.js';
 import { verifyManifestEnvelope } from '../crypto/verify-manifest.js';
-import { verifiedLineOf } from './verify-line-fast.js';
+import { lineFinding, manifestFinding, verifiedLineOf } from './verify-line-fast.js';
 
 /** Lines longer than this are findings, never parsed: an envelope is a few hundred bytes. */
 export const MAX_LINE_BYTES = MAX_ENVELOPE_BYTES;
@@ -205,20 +204,6 @@ export interface LineVerifyContext {
   verifier: SignatureVerifier;
 }
 
-const MANIFEST_CODES = new Set<string>([
-  'ENVELOPE_INVALID',
-  'PAYLOAD_TYPE',
-  'MANIFEST_INVALID',
-  'KEY_UNTRUSTED',
-  'KEY_EXPIRED',
-  'KEY_REVOKED',
-  'SIGNATURE_INVALID',
-]);
-
-function lineFinding(code: FindingCode, line: number, message: string): LineOutcome {
-  return { ok: false, finding: { code, line, message } };
-}
-
 /**
  * Verifies one line's text. The envelope is parsed once here and handed over as a value, so the
  * payload bytes hashed and verified are exactly the base64-decoded bytes of this line (never re-serialized).
@@ -238,11 +223,7 @@ export function verifyLineText(line: number, text: string, ctx: LineVerifyContex
   try {
     return { ok: true, entry: verifiedLineOf(line, verifyManifestEnvelope(value, ctx)) };
   } catch (err) {
-    if (err instanceof ManifestError && MANIFEST_CODES.has(err.code)) {
-      return lineFinding(err.code as FindingCode, line, err.message);
-    }
-    // Hostile input must never crash the auditor; an unexpected failure is reported against its line.
-    return lineFinding('MANIFEST_INVALID', line, `unverifiable: ${(err as Error)?.message ?? String(err)}`);
+    return manifestFinding(line, err);
   }
 }
 

@@ -21,9 +21,9 @@ import type { TrustStore } from '../format/trust.js';
 import { verifyCanonicalLine } from './verify-line-fast.js';
 import type { LineOutcome, LineVerifier } from './verify-line.js';
 
-// A worker loads only what verifies an honest bundle (./verify-line-fast.ts: no zod, no noble). The full line
-// checklist (./verify-line.ts with the schemas) and the portable verifier are loaded on first need; a worker's start
-// went from ~300 to ~200 ms for two threads on the benchmark machine.
+// A worker loads only what verifies an honest bundle (./verify-line-fast.ts: no zod, no @noble/ed25519). The full
+// line checklist (./verify-line.ts with the schemas) and the portable verifier are loaded on first need; starting two
+// workers went from ~300 to ~170 ms on the benchmark machine (benchmarks/README.md).
 const fullVerifier = () => import('./verify-line.js');
 const nobleBackend = async () => (await import('../crypto/ed25519.js')).nobleVerifier;
 
@@ -65,10 +65,16 @@ export async function createWorkerLineVerifier(options: WorkerLineVerifierOption
     throw new AuditError('WORKER_FAILED', `worker script ${fileURLToPath(script)} is missing; run \`npm run build\``);
   }
   const data = { kind: WORKER_KIND, trust: options.trust, verifier: options.verifier ?? 'node' };
-  const signatures: SignatureVerifier = options.verifier === 'noble' ? await nobleBackend() : nodeVerifier;
-  const inline = options.mainShare
-    ? (await fullVerifier()).inlineLineVerifier({ trust: options.trust, verifier: signatures })
-    : undefined;
+  let inline: LineVerifier | undefined;
+  try {
+    const signatures: SignatureVerifier = options.verifier === 'noble' ? await nobleBackend() : nodeVerifier;
+    if (options.mainShare)
+      inline = (await fullVerifier()).inlineLineVerifier({ trust: options.trust, verifier: signatures });
+  } catch (err) {
+    throw new AuditError('WORKER_FAILED', `the line verifier did not load: ${(err as Error)?.message ?? String(err)}`, {
+      cause: err,
+    });
+  }
   const { verifier } = await startLineDispatcher<Request, Reply, true>({
     size: threads,
     ...(inline ? { inline } : {}),

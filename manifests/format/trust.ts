@@ -10,9 +10,9 @@ import { ManifestError } from '../errors.js';
 import { idSchema } from './ids.js';
 import { keyIdSchema, timestampSchema } from './manifest.js';
 import { describeZodError } from './zod-issue.js';
+import { parseVerifierKey, type NoteVerifierKey } from '../crypto/note.js';
 
 export { findTrustedKey, type KeyLookup } from './trust-lookup.js';
-import { parseVerifierKey, type NoteVerifierKey } from '../crypto/note.js';
 
 export const trustedKeySchema = z.strictObject({
   host: idSchema,

@@ -74,8 +74,8 @@ export async function openFromArgs(
   io: CliIo,
   extra: Partial<OpenLedgerOptions> = {},
 ): Promise<Ledger> {
-  // Loaded here, not at the top: a command that opens no ledger (`verify` on an auditor's machine, `--help`) does not
-  // load the store, the LevelDB binding and the telemetry API.
+  // Loaded here, not at the top: a command that opens no ledger does not load the store and LevelDB (`verify` on an
+  // auditor's machine), nor, for `--help` and `--version`, zod and the telemetry API.
   const { defaultRoot, openLedger } = await import('../ledger/open.js');
   const root = values.root ?? defaultRoot(io.env);
   const host = values.host ?? defaultHost(io.env);

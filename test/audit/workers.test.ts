@@ -154,7 +154,7 @@ describe('createWorkerLineVerifier', () => {
     await withPool(trust, async (pool) => expect(await pool.verifyLines([{ line: 1, text }])).toEqual(expected));
   });
 
-  it('loads no zod in a worker for an honest bundle, and the full checklist once a line needs it', async () => {
+  it('loads no zod in a worker for an honest bundle or a bad signature, and the full checklist once a line needs it', async () => {
     // Talks to the compiled worker script directly (its protocol is internal): a probe message answered beside the
     // worker's own handler says whether zod has run in that thread (zod 4 sets globalThis.__zod_globalConfig).
     const b = await buildBundle({ chains: [{ session: 's1', count: 20 }] });
@@ -182,6 +182,13 @@ describe('createWorkerLineVerifier', () => {
       worker.postMessage({ id: 1, batch: b.lines.map((text, i) => ({ line: i + 1, text })) });
       const honest = (await next((m) => m.id === 1)) as { results: Array<{ ok: boolean }> };
       expect(honest.results.map((r) => r.ok)).toEqual(b.lines.map(() => true));
+      worker.postMessage({ probe: true });
+      expect(await next((m) => 'zod' in m)).toEqual({ zod: false });
+      // A bad signature is a finding of the fast path itself: still no schemas.
+      const forged = b.lines[3]!.replace(/"sig":"(.)/, (_m, c: string) => `"sig":"${c === 'A' ? 'B' : 'A'}`);
+      worker.postMessage({ id: 3, batch: [{ line: 4, text: forged }] });
+      const bad = (await next((m) => m.id === 3)) as { results: Array<{ ok: boolean; finding?: { code: string } }> };
+      expect(bad.results[0]!.finding?.code).toBe('SIGNATURE_INVALID');
       worker.postMessage({ probe: true });
       expect(await next((m) => 'zod' in m)).toEqual({ zod: false });
       worker.postMessage({ id: 2, batch: [{ line: 1, text: 'garbage' }] });
