@@ -20,10 +20,12 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * The size budget: a pack far above it means tests, benchmarks or results leaked into `files`. (288 KiB since
  * the witness server and client, ~15 KiB packed, brought the honest pack to ~266 KiB; 344 KiB packed and
  * 1,152 KiB unpacked since the session-heads index, the trust lock, fsck of key records and the witness
- * sizes brought it to ~319 KiB packed, ~1,037 KiB unpacked, docs included.)
+ * sizes brought it to ~319 KiB packed, ~1,037 KiB unpacked, docs included; 360 KiB and 1,216 KiB since the
+ * round of throughput work, its zod-free verification modules and its docs brought the library to ~1,165 KiB
+ * unpacked and the whole pack to ~470 KiB.)
  */
-const MAX_PACKED_BYTES = 344 * 1024;
-const MAX_UNPACKED_BYTES = 1152 * 1024;
+const MAX_PACKED_BYTES = 360 * 1024;
+const MAX_UNPACKED_BYTES = 1216 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
