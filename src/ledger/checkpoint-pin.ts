@@ -18,7 +18,8 @@
  * fit. A log that only this process writes while it is open (the embedded store's lock) opens the pin exclusive:
  * the file is opened once with `O_DSYNC` and a pin is one positioned write that returns when its data is durable
  * (the same flush as write + fdatasync, one round trip instead of five); a shared log's pin re-reads both slots
- * first, as another process of the root may have pinned. A store written before the slots has
+ * first, as another process of the root may have pinned, and reads, decides and writes under `<pin>.lock`
+ * (./file-lock.ts), so that of two pins at the same moment the larger tree stays. A store written before the slots has
  * `<blake3(origin)>.note` (the note alone, replaced atomically): it is read when there is no slot file and replaced
  * by one on open (DESIGN.md, on-disk layout).
  */
@@ -30,6 +31,7 @@ import { nodeFsOps } from '../../store/fs/ops.js';
 import { dirname } from 'node:path';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import { LedgerError } from '../errors.js';
+import { withFileLock } from './file-lock.js';
 
 const MAGIC = new TextEncoder().encode('hl-pin1\n');
 const HEADER = MAGIC.length + 8 + 4;
@@ -185,6 +187,17 @@ export class CheckpointPinFile {
    * @returns false when nothing was written because the pin on file supersedes `note`
    */
   async write(note: string, supersedes?: (pinned: string) => boolean): Promise<boolean> {
+    if (this.exclusive) return this.writeHeld(note, supersedes);
+    // Other processes pin this file too: read, decide and write under one lock, or two pins at once would both write
+    // the slot beside the same newest pin and the last written would stand, maybe the smaller tree. A pin holds the
+    // lock for a write and a flush, so one left by a process that died is taken over after 10 s.
+    return withFileLock(this.path, 'the pinned checkpoint', () => this.writeHeld(note, supersedes), {
+      staleMs: 10_000,
+    });
+  }
+
+  /** `write`, with the file this process's alone (exclusive) or its lock held. */
+  private async writeHeld(note: string, supersedes?: (pinned: string) => boolean): Promise<boolean> {
     const needed = HEADER + new TextEncoder().encode(note).length + CHECKSUM;
     // Whether a pin found on file (by this or another process) already stands over `note`.
     const standsOver = (pinned: string): boolean => pinned !== note && supersedes?.(pinned) === true;
@@ -208,8 +221,7 @@ export class CheckpointPinFile {
     const handle = await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
     try {
       // Another process of this root (PostgreSQL backend) may have pinned since: read both slots again, so this pin
-      // goes beside the newest one whoever wrote it (two pins at the same moment: the last written wins, as the
-      // single file's rename did).
+      // goes beside the newest one whoever wrote it.
       // One byte more than two slots tells whether that process re-created the file with larger slots.
       const current = new Uint8Array(2 * this.slotSize + 1);
       const { bytesRead } = await handle.read(current, 0, current.length, 0);

@@ -59,6 +59,28 @@ function overwrite(path: string, offset: number, bytes: Uint8Array): void {
 const signerOf = (ledger: Ledger) =>
   (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring.checkpointSigner;
 
+describe('a pin file other processes pin too', () => {
+  it('keeps the larger tree when two pins are written at once', async () => {
+    // Two CheckpointPinFile objects on one path stand for two processes: the lock between them is a file.
+    const dir = tempDir();
+    mkdirSync(join(dir, 'checkpoints'));
+    const stem = join(dir, 'checkpoints', 'shared');
+    const note = (size: number) => `origin\n${size}\nroot\n`;
+    const sizeOf = (text: string) => Number(text.split('\n')[1]);
+    const larger = (size: number) => (pinned: string) => sizeOf(pinned) > size;
+    await (await CheckpointPinFile.open(stem)).file.write(note(1));
+    const kept: number[] = [];
+    for (let size = 2; size < 42; size += 2) {
+      const [a, b] = await Promise.all([CheckpointPinFile.open(stem), CheckpointPinFile.open(stem)]);
+      // The smaller tree's pin starts second, so without the lock it would be written last over the larger one.
+      await Promise.all([a.file.write(note(size + 1), larger(size + 1)), b.file.write(note(size), larger(size))]);
+      kept.push(sizeOf((await CheckpointPinFile.open(stem)).note!));
+    }
+    expect(kept).toEqual(Array.from({ length: 20 }, (_, i) => 2 * i + 3));
+    expect(readdirSync(join(dir, 'checkpoints')).sort()).toEqual(['shared.pin']); // no lock left behind
+  });
+});
+
 describe('the pin file', () => {
   it('is two fixed slots overwritten in place: same file, same size, the slots alternate', async () => {
     const root = tempDir();
