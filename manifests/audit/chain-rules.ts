@@ -133,6 +133,8 @@ interface TrackedChain {
  * rules over all entries at once (differential test: test/audit/chain-tracker.test.ts).
  */
 export class ChainTracker {
+  /** Every entry kept (repeated ids left out), in file order: what the later steps (blobs) go through. */
+  readonly entries: ChainEntry[] = [];
   private readonly byId = new Map<Digest, ChainEntry>();
   private readonly chains = new Map<string, TrackedChain>();
 
@@ -145,8 +147,8 @@ export class ChainTracker {
     private readonly options: { everyChainWhole?: boolean } = {},
   ) {}
 
-  /** Takes the next verified entry in file order. @returns false for a repeated id (a `DUPLICATE` finding) */
-  add(e: ChainEntry): boolean {
+  /** Takes the next verified entry in file order; a repeated id is a `DUPLICATE` finding and is not kept. */
+  add(e: ChainEntry): void {
     const first = this.byId.get(e.id);
     if (first) {
       this.sink.add({
@@ -157,14 +159,14 @@ export class ChainTracker {
         message: `manifest ${e.id} already appeared on line ${first.line}`,
         evidence: { lines: [first.line], ids: [e.id] },
       });
-      return false;
+      return;
     }
     this.byId.set(e.id, e);
+    this.entries.push(e);
     let chain = this.chains.get(e.session);
     if (!chain) this.chains.set(e.session, (chain = { entries: [], clean: true }));
     if (chain.clean) chain.clean = checkLink(chain.entries[chain.entries.length - 1], e) === undefined;
     chain.entries.push(e);
-    return true;
   }
 
   /**

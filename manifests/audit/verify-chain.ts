@@ -25,7 +25,7 @@ import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js
 import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
 import { AuditError } from './errors.js';
 import { BUNDLE_CHECKPOINT_FILE } from './bundle.js';
-import { ChainTracker, type AuditScope, type ChainEntry } from './chain-rules.js';
+import { ChainTracker, type AuditScope } from './chain-rules.js';
 import {
   inlineLineVerifier,
   splitLineRuns,
@@ -106,11 +106,10 @@ async function verifyLines(
   options: VerifyChainOptions,
   sink: FindingSink,
   totalBytes?: number,
-): Promise<{ entries: ChainEntry[]; chains: ChainTracker; lines: number; verified: number }> {
+): Promise<{ chains: ChainTracker; lines: number; verified: number }> {
   const ctx = { trust: options.trust, verifier: options.verifier ?? nobleVerifier };
   const executor = options.lineVerifier ?? inlineLineVerifier(ctx);
   const batchSize = options.batchSize ?? 1000;
-  const entries: ChainEntry[] = [];
   // Step 6 starts as outcomes arrive, while later batches are being verified. Duplicates are findings at once and
   // are not kept: a bundle of one valid line repeated costs no memory per line.
   const chains = new ChainTracker(sink);
@@ -125,7 +124,7 @@ async function verifyLines(
   const take = (outcome: LineOutcome): void => {
     if (!outcome.ok) return sink.add(outcome.finding);
     verified++;
-    if (chains.add(outcome.entry)) entries.push(outcome.entry);
+    chains.add(outcome.entry);
   };
   const settleOldest = async (): Promise<void> => {
     const b = inflight.shift()!;
@@ -176,7 +175,7 @@ async function verifyLines(
   } finally {
     if (!options.lineVerifier) await executor.close();
   }
-  return { entries, chains, lines: lastLine, verified };
+  return { chains, lines: lastLine, verified };
 }
 
 function report(
@@ -310,11 +309,11 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   const leaves: Array<Uint8Array | undefined> = [];
   const hasCheckpoint = (await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE)) !== undefined;
   const runs = hasCheckpoint ? tapLeaves(splitLineRuns(reader.manifests()), leaves) : splitLineRuns(reader.manifests());
-  const { entries, chains: tracker, lines, verified } = await verifyLines(runs, options, sink, totalBytes);
+  const { chains: tracker, lines, verified } = await verifyLines(runs, options, sink, totalBytes);
   const coverage = auditScope(options.scope, header);
   const chains = tracker.finish(coverage.scope);
   await attachForkEnvelopes(reader, sink.findings);
-  const blobsChecked = await verifyBlobs(entries, reader, options, sink);
+  const blobsChecked = await verifyBlobs(tracker.entries, reader, options, sink);
   // Step 8: the header is unsigned, so this only catches accidental truncation (see docs/AUDIT.md, Limitations).
   if (header && header.counts.manifests !== lines) {
     sink.add({

@@ -83,8 +83,8 @@ function mutate(entries: ChainEntry[], mutations: Mutation[]): ChainEntry[] {
 function run(entries: ChainEntry[], scope: AuditScope | undefined, everyChainWhole: boolean) {
   const sink = new FindingSink(1000);
   const tracker = new ChainTracker(sink, { everyChainWhole });
-  const kept = entries.filter((e) => tracker.add(e));
-  return { kept, summaries: tracker.finish(scope), findings: sink.findings, counts: sink.counts() };
+  for (const e of entries) tracker.add(e);
+  return { kept: tracker.entries, summaries: tracker.finish(scope), findings: sink.findings, counts: sink.counts() };
 }
 
 const mutation = fc.record({
