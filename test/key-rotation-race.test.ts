@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
-import { withTrustLock } from '../src/keys/trust-lock.js';
+import { withFileLock } from '../src/ledger/file-lock.js';
 import { exportBundle } from '../src/ops/export.js';
 import { openBundleDir } from '../src/ops/bundle-dir.js';
 import { verifyBundle } from '../manifests/audit/verify-chain.js';
@@ -157,9 +157,9 @@ describe('the trust lock (trust.json.lock)', () => {
     const root = tempDir();
     const dead = spawnSync(process.execPath, ['-e', '']).pid!;
     writeFileSync(lockOf(root), JSON.stringify({ pid: dead, host: hostname(), nonce: 'left-behind' }));
-    expect(await withTrustLock(join(root, 'trust.json'), async () => readFileSync(lockOf(root), 'utf8'))).toContain(
-      `"pid":${process.pid}`,
-    );
+    expect(
+      await withFileLock(join(root, 'trust.json'), 'trust.json', async () => readFileSync(lockOf(root), 'utf8')),
+    ).toContain(`"pid":${process.pid}`);
     expect(existsSync(lockOf(root))).toBe(false);
   });
 
@@ -168,7 +168,9 @@ describe('the trust lock (trust.json.lock)', () => {
     writeFileSync(lockOf(root), JSON.stringify({ pid: process.pid, host: 'elsewhere', nonce: 'old' }));
     const old = new Date(Date.now() - 10 * 60_000);
     utimesSync(lockOf(root), old, old);
-    expect(await withTrustLock(join(root, 'trust.json'), async () => 'ran', { staleMs: 60_000 })).toBe('ran');
+    expect(await withFileLock(join(root, 'trust.json'), 'trust.json', async () => 'ran', { staleMs: 60_000 })).toBe(
+      'ran',
+    );
   });
 
   it('waits for a live holder and refuses with LOCKED after the wait, leaving its lock in place', async () => {
@@ -177,7 +179,7 @@ describe('the trust lock (trust.json.lock)', () => {
     writeFileSync(lockOf(root), held);
     let ran = false;
     await expect(
-      withTrustLock(join(root, 'trust.json'), async () => (ran = true), { waitMs: 300 }),
+      withFileLock(join(root, 'trust.json'), 'trust.json', async () => (ran = true), { waitMs: 300 }),
     ).rejects.toMatchObject({ code: 'LOCKED' });
     expect(ran).toBe(false);
     expect(readFileSync(lockOf(root), 'utf8')).toBe(held);
@@ -186,7 +188,9 @@ describe('the trust lock (trust.json.lock)', () => {
   it('waits for a lock that is not a readable file (a directory) and refuses with LOCKED, not spinning', async () => {
     const root = tempDir();
     mkdirSync(lockOf(root));
-    await expect(withTrustLock(join(root, 'trust.json'), async () => 'ran', { waitMs: 300 })).rejects.toMatchObject({
+    await expect(
+      withFileLock(join(root, 'trust.json'), 'trust.json', async () => 'ran', { waitMs: 300 }),
+    ).rejects.toMatchObject({
       code: 'LOCKED',
     });
   });
@@ -195,7 +199,7 @@ describe('the trust lock (trust.json.lock)', () => {
     const root = tempDir();
     const order: string[] = [];
     const hold = (name: string) =>
-      withTrustLock(join(root, 'trust.json'), async () => {
+      withFileLock(join(root, 'trust.json'), 'trust.json', async () => {
         order.push(`${name} in`);
         await new Promise((r) => setTimeout(r, 50));
         order.push(`${name} out`);

@@ -25,7 +25,7 @@ import { ownerProblem } from '../../store/fs/owner.js';
 import { timestampSchema } from '../../manifests/format/manifest.js';
 import { generateJwk, loadKeyFile, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
-import { withTrustLock, type TrustLockOptions } from './trust-lock.js';
+import { withFileLock, type FileLockOptions } from '../ledger/file-lock.js';
 
 export interface KeyringOptions {
   root: string;
@@ -36,7 +36,7 @@ export interface KeyringOptions {
   /** The log's checkpoint origin: the name the checkpoint key signs under. */
   origin: string;
   /** How the lock on trust.json waits (tests shorten it). */
-  trustLock?: TrustLockOptions;
+  trustLock?: FileLockOptions;
 }
 
 /** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
@@ -59,7 +59,7 @@ export class Keyring {
 
   /**
    * Loads the keys and trust file; what must be written first (a new store's keys, a key not listed yet) is
-   * written under the trust lock (./trust-lock.ts), after reading everything again under it.
+   * written under the trust lock (`trust.json.lock`, ../ledger/file-lock.ts), after reading everything again under it.
    * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`, `LOCKED` (another process holds the trust lock too long)
    */
   static async open(options: KeyringOptions): Promise<Keyring> {
@@ -68,7 +68,7 @@ export class Keyring {
     } catch (err) {
       if (!(err instanceof NeedsTrustLock)) throw err;
     }
-    return withTrustLock(trustPathOf(options), () => Keyring.load(options, true), options.trustLock);
+    return withFileLock(trustPathOf(options), 'trust.json', () => Keyring.load(options, true), options.trustLock);
   }
 
   private static async load(options: KeyringOptions, held: boolean): Promise<Keyring> {
@@ -222,8 +222,9 @@ export class Keyring {
    * @throws LedgerError `LOCKED` when another process holds the lock longer than the wait allows
    */
   async exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    return withTrustLock(
+    return withFileLock(
       this.trustPath,
+      'trust.json',
       async () => {
         this.held = true;
         try {
