@@ -119,7 +119,6 @@ async function openFloors(dir: string, bytes: Uint8Array) {
   let n = 0;
   const batch = () =>
     db.batch([{ type: 'put', key: `b${String(n++).padStart(12, '0')}`, value: bytes }], { sync: true });
-  const pinSlot = () => floor.pin();
   // Group commit with no other CPU: each publish signs its manifest-sized message and queues its records (the
   // summary, a manifest-sized entry); one committer writes all that are queued in one synced batch, signs the
   // checkpoint while it syncs, pins, and answers the whole group.
@@ -137,7 +136,7 @@ async function openFloors(dir: string, bytes: Uint8Array) {
         const written = b.write({ sync: true });
         sign(null, noteSized, privateKey);
         await written;
-        await pinSlot();
+        await floor.pin();
         for (const p of group) p.resolve();
       } catch (err) {
         for (const p of group) p.reject(err);
@@ -157,14 +156,14 @@ async function openFloors(dir: string, bytes: Uint8Array) {
     grouped,
     async batchAndSlot() {
       await batch();
-      await pinSlot();
+      await floor.pin();
     },
     async signedBatchAndSlot() {
       sign(null, manifestSized, privateKey);
       const written = batch();
       sign(null, noteSized, privateKey); // on the main thread while the thread pool syncs the batch
       await written;
-      await pinSlot();
+      await floor.pin();
     },
     close: () => floor.close(),
   };
