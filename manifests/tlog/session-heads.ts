@@ -46,7 +46,37 @@ export interface NodePath {
 }
 
 /** Reads stored nodes (undefined where none is stored: an empty subtree). */
-export type HeadsNodeReader = (paths: NodePath[]) => Promise<Array<HeadsNode | undefined>>;
+export type HeadsNodeReader = (
+  paths: NodePath[],
+) => Array<HeadsNode | undefined> | Promise<Array<HeadsNode | undefined>>;
+
+/**
+ * Work that reads stored nodes, written as a generator: it yields the paths it needs and is resumed with their nodes.
+ * `runReads` answers it synchronously for as long as the reader does (a cache that holds them), so an update whose
+ * nodes are all cached does not wait for the event loop's other work between its reads.
+ */
+type Reads<T> = Generator<NodePath[], T, Array<HeadsNode | undefined>>;
+
+/** Runs `steps` with `read`: the result at once while every read is answered at once, else a promise of it. */
+function runReads<T>(steps: Reads<T>, read: HeadsNodeReader): T | Promise<T> {
+  let next = steps.next();
+  while (!next.done) {
+    const got = read(next.value);
+    if (!Array.isArray(got)) return finishReads(steps, Promise.resolve(got), read);
+    next = steps.next(got);
+  }
+  return next.value;
+}
+
+async function finishReads<T>(
+  steps: Reads<T>,
+  pending: Promise<Array<HeadsNode | undefined>>,
+  read: HeadsNodeReader,
+): Promise<T> {
+  let next = steps.next(await pending);
+  while (!next.done) next = steps.next(await read(next.value));
+  return next.value;
+}
 
 /**
  * A (non-)membership proof: the hashes beside the path from the root down to depth `depth`, where the key's
@@ -145,14 +175,17 @@ let firstRound = WALK_CHUNK;
 
 /**
  * Walks from the root along `key` to where the path ends: the first depth holding a leaf or nothing.
- * Returns that depth, the node there, and the interior nodes above it.
+ * Returns that depth and the node there, reading through `read`.
  */
-async function walk(read: HeadsNodeReader, key: Uint8Array): Promise<{ depth: number; node: HeadsNode | undefined }> {
+function* walk(
+  key: Uint8Array,
+  read: (paths: NodePath[]) => Reads<Array<HeadsNode | undefined>>,
+): Reads<{ depth: number; node: HeadsNode | undefined }> {
   for (let start = 0, round = firstRound; start <= KEY_BITS; start += round, round = WALK_CHUNK) {
     const paths: NodePath[] = [];
     for (let d = start; d < Math.min(start + round, KEY_BITS + 1); d++)
       paths.push({ depth: d, prefix: prefixOf(key, d) });
-    const nodes = await read(paths);
+    const nodes = yield* read(paths);
     for (let i = 0; i < nodes.length; i++) {
       const n = nodes[i];
       if (n === undefined || n.leaf) {
@@ -164,12 +197,18 @@ async function walk(read: HeadsNodeReader, key: Uint8Array): Promise<{ depth: nu
   throw new Error('session-heads index: an interior node at depth 256');
 }
 
+/** A read answered by the reader itself. */
+function* direct(paths: NodePath[]): Reads<Array<HeadsNode | undefined>> {
+  return yield paths;
+}
+
 /** An interior node on a changed path whose hash is computed once all of a batch's heads are placed. */
 const PENDING: HeadsNode = { leaf: false, hash: new Uint8Array(0) };
 
 /**
  * Applies head changes to a stored index, reading through an overlay of its own writes: `set` each changed head,
- * then take `changes()` (the nodes to store, in any order, in the same atomic write as the entries) and `root()`.
+ * then take `changes()` (the nodes to store, in any order, in the same atomic write as the entries) and `root()`;
+ * or all of it in one `apply`.
  * Each `set` walks its path (one read, usually) and places its leaf; the interior nodes on the changed paths are
  * hashed once, deepest first, when the changes are taken: a batch of heads shares the hashing near the root, and
  * their siblings are read in one round.
@@ -181,7 +220,8 @@ export class SessionHeadsUpdate {
 
   constructor(private readonly stored: HeadsNodeReader) {}
 
-  private readonly read: HeadsNodeReader = async (paths) => {
+  /** Reads through the overlay: only the paths it does not hold go to the stored index. */
+  private *read(paths: NodePath[]): Reads<Array<HeadsNode | undefined>> {
     const out: Array<HeadsNode | undefined> = new Array(paths.length);
     const missing: number[] = [];
     paths.forEach((p, i) => {
@@ -190,11 +230,11 @@ export class SessionHeadsUpdate {
       else missing.push(i);
     });
     if (missing.length > 0) {
-      const got = await this.stored(missing.map((i) => paths[i]!));
+      const got = yield missing.map((i) => paths[i]!);
       missing.forEach((i, j) => (out[i] = got[j]));
     }
     return out;
-  };
+  }
 
   private put(path: NodePath, node: HeadsNode): void {
     this.overlay.set(nodeName(path), { path, node });
@@ -202,9 +242,13 @@ export class SessionHeadsUpdate {
 
   /** Records `session`'s new head (a new session, or its chain grown). */
   async set(session: string, head: SessionHead): Promise<void> {
+    return runReads(this.setSteps(session, head), this.stored);
+  }
+
+  private *setSteps(session: string, head: SessionHead): Reads<void> {
     const key = sessionKey(session);
     const value = headValue(head);
-    const end = await walk(this.read, key);
+    const end = yield* walk(key, (paths) => this.read(paths));
     let deepest = end.depth - 1; // the deepest interior node on the path after this change
     if (end.node?.leaf && !equalBytes(end.node.key, key)) {
       // Another key sits alone where the path ends: both go one level below where their keys part.
@@ -224,7 +268,7 @@ export class SessionHeadsUpdate {
   }
 
   /** Hashes the pending interior nodes, deepest first; their children not in the overlay are read in one round. */
-  private async settle(): Promise<void> {
+  private *settle(): Reads<void> {
     if (this.dirty.size === 0) return;
     const pending = [...this.dirty.values()].sort((a, b) => b.depth - a.depth);
     this.dirty.clear();
@@ -233,7 +277,7 @@ export class SessionHeadsUpdate {
       { depth: p.depth + 1, prefix: prefixOf(p.prefix, p.depth + 1, true) },
     ]);
     const outside = childPaths.filter((c) => !this.overlay.has(nodeName(c)));
-    const got = outside.length > 0 ? await this.stored(outside) : [];
+    const got = outside.length > 0 ? yield outside : [];
     const storedChildren = new Map<string, HeadsNode | undefined>();
     outside.forEach((c, i) => storedChildren.set(nodeName(c), got[i]));
     const childHash = (path: NodePath): Uint8Array => {
@@ -247,16 +291,40 @@ export class SessionHeadsUpdate {
     });
   }
 
+  private *rootSteps(): Reads<Uint8Array> {
+    yield* this.settle();
+    return hashOfNode((yield* this.read([{ depth: 0, prefix: new Uint8Array(32) }]))[0]);
+  }
+
   /** The nodes written (each position once, its latest node). */
   async changes(): Promise<Array<{ path: NodePath; node: HeadsNode }>> {
-    await this.settle();
+    await runReads(this.settle(), this.stored);
     return [...this.overlay.values()];
   }
 
   async root(): Promise<Uint8Array> {
-    await this.settle();
-    return hashOfNode((await this.read([{ depth: 0, prefix: new Uint8Array(32) }]))[0]);
+    return runReads(this.rootSteps(), this.stored);
   }
+
+  /**
+   * `set` for each of `heads`, then `changes()` and `root()`: the result at once where the stored reader answers at
+   * once (every node cached), else a promise of it. An append batch is built without yielding to the event loop.
+   */
+  apply(heads: Iterable<{ session: string; head: SessionHead }>): Applied | Promise<Applied> {
+    return runReads(this.applySteps(heads), this.stored);
+  }
+
+  private *applySteps(heads: Iterable<{ session: string; head: SessionHead }>): Reads<Applied> {
+    for (const { session, head } of heads) yield* this.setSteps(session, head);
+    const root = yield* this.rootSteps();
+    return { changes: [...this.overlay.values()], root };
+  }
+}
+
+/** What an update wrote: each changed position once, with its latest node, and the new root. */
+export interface Applied {
+  changes: Array<{ path: NodePath; node: HeadsNode }>;
+  root: Uint8Array;
 }
 
 /** Every node of the index of `heads` (a rebuild), and its root. Memory: the heads, sorted. */
@@ -298,7 +366,7 @@ export async function proveSessionHead(
   session: string,
 ): Promise<{ proof: SessionHeadProof; value: Uint8Array | undefined }> {
   const key = sessionKey(session);
-  const end = await walk(read, key);
+  const end = await runReads(walk(key, direct), read);
   const siblings = await read(
     Array.from({ length: end.depth }, (_, d) => ({ depth: d + 1, prefix: prefixOf(key, d + 1, true) })),
   );

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
 import fc from 'fast-check';
+import type { Digest } from '../../store/hash/digest.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { encodeBase64 } from '../../manifests/encoding/base64.js';
 import {
@@ -81,6 +83,54 @@ describe('session-heads index: the root', () => {
       ),
       { numRuns: 60 },
     );
+  });
+
+  it('computes the same changes and root in one apply, whether the reader answers at once, later, or mixed (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 5 })), { maxLength: 60 }),
+        fc.integer({ min: 1, max: 7 }),
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 16 }),
+        async (ops, batch, answers) => {
+          const byUpdates = memoryIndex();
+          const byApply = new Map<string, HeadsNode>();
+          let call = 0;
+          let waited = false;
+          // Answers at once or as a promise, in the pattern `answers` gives (the cache hits and misses of a backend).
+          const read: HeadsNodeReader = (paths) => {
+            const got = paths.map((p) => byApply.get(nodeName(p)));
+            if (answers[call++ % answers.length]) return got;
+            waited = true;
+            return Promise.resolve(got);
+          };
+          for (let i = 0; i < ops.length; i += batch) {
+            const changes = ops.slice(i, i + batch).map(([s, seq]) => [`s${s}`, head(seq)] as [string, SessionHead]);
+            const expected = await byUpdates.apply(changes);
+            waited = false;
+            const pending = new SessionHeadsUpdate(read).apply(changes.map(([session, h]) => ({ session, head: h })));
+            // Synchronous exactly when no read was answered later.
+            expect(pending instanceof Promise).toBe(waited);
+            const applied = await pending;
+            for (const c of applied.changes) byApply.set(nodeName(c.path), c.node);
+            expect(encodeBase64(applied.root)).toBe(encodeBase64(expected));
+          }
+          expect(new Set(byApply.keys())).toEqual(new Set(byUpdates.nodes.keys()));
+          for (const [name, node] of byUpdates.nodes) expect(byApply.get(name)).toEqual(node);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('passes a failed read on, whether it throws at once or rejects', async () => {
+    const boom = new Error('disk');
+    const throwing: HeadsNodeReader = () => {
+      throw boom;
+    };
+    expect(() => new SessionHeadsUpdate(throwing).apply([{ session: 's1', head: head(0) }])).toThrow(boom);
+    await expect(new SessionHeadsUpdate(throwing).set('s1', head(0))).rejects.toBe(boom);
+    const rejecting: HeadsNodeReader = () => Promise.reject(boom);
+    await expect(new SessionHeadsUpdate(rejecting).apply([{ session: 's1', head: head(0) }])).rejects.toBe(boom);
   });
 });
 
@@ -208,5 +258,44 @@ describe('session-heads checkpoint extension line', () => {
     expect(sessionHeadsOf([line, line])).toBe('invalid');
     expect(sessionHeadsOf(['handoff-ledger/session-heads AAAA'])).toBe('invalid');
     expect(sessionHeadsOf(['handoff-ledger/session-heads'])).toBe('invalid');
+  });
+});
+
+describe('session-heads index in the LevelDB log: the node cache', () => {
+  it('answers at once for cached nodes, reads the others, and builds a batch without waiting when all are cached', async () => {
+    const { Level } = await import('level');
+    const { tempDir } = await import('../support/tmp.js');
+    const { HeadsNodeCache, headsPuts } = await import('../../manifests/log/level/session-heads.js');
+    const db = new Level<string, string>(join(await tempDir(), 'db'));
+    await db.open();
+    try {
+      const cache = new HeadsNodeCache(db);
+      const heads = (seq: number) =>
+        ['a', 'b', 'c'].map((session) => ({ session, seq, id: head(seq).id as Digest, owner: 'p' }));
+      const commit = async (seq: number) => {
+        const built = await headsPuts(cache.read, heads(seq));
+        await db.batch(built.puts.map((p) => ({ type: 'put' as const, key: p.key, value: p.value as string })));
+        cache.commit(built.changes);
+      };
+      // Nothing cached: the first batch reads (absent nodes are remembered as absent).
+      const uncached = headsPuts(new HeadsNodeCache(db).read, heads(0));
+      expect(uncached).toBeInstanceOf(Promise);
+      await uncached;
+      await commit(0);
+      // A walk reads a few depths past where the walk before it ended (a hint shared by the process), so the next two
+      // batches may still read depths not read before; from then on the same sessions read the same depths.
+      await commit(1);
+      await commit(2);
+      // The same sessions again: every node their batch reads is cached now, so it is built at once.
+      const fourth = headsPuts(cache.read, heads(3));
+      expect(fourth).not.toBeInstanceOf(Promise);
+      const expected = sessionHeadsRoot(['a', 'b', 'c'].map((session) => ({ session, head: head(3) })));
+      expect(encodeBase64((await fourth).root)).toBe(encodeBase64(expected));
+      // A cache that does not hold a path reads it from the database: the same result.
+      const cold = await headsPuts(new HeadsNodeCache(db).read, heads(3));
+      expect(encodeBase64(cold.root)).toBe(encodeBase64(expected));
+    } finally {
+      await db.close();
+    }
   });
 });

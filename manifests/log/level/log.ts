@@ -46,6 +46,7 @@ import {
   HEADS_BUILT_KEY,
   HeadsNodeCache,
   headsPuts,
+  type HeadsPuts,
   readHeadsNodes,
   readHeadsRoot,
   rebuildSessionHeads,
@@ -405,13 +406,15 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
           batch.map((p, i) => ({ id: p.request.id, position: results[i]!.entry.position, leaf: p.leaf })),
         );
         ops.push(...tree.puts);
-        // The session-heads index too: its root and the tree's size move together.
-        let heads: Awaited<ReturnType<typeof headsPuts>>;
+        // The session-heads index too: its root and the tree's size move together. Built at once from the node
+        // cache where it holds the paths (no turn of the event loop between two batches), else after reading them.
+        let heads: HeadsPuts;
         try {
-          heads = await headsPuts(
+          const built = headsPuts(
             this.headsNodes.read,
             results.map((r) => r.head),
           );
+          heads = built instanceof Promise ? await built : built;
         } catch (err) {
           for (const p of batch) {
             this.pendingSessions.delete(p.request.session);

@@ -18,6 +18,7 @@ import {
   type HeadsNodeReader,
   type NodePath,
   SessionHeadsUpdate,
+  type Applied,
 } from '../../tlog/session-heads.js';
 import type { ChainHead } from '../log.js';
 import { parseHeadsNodeRecord } from './records.js';
@@ -61,7 +62,8 @@ export class HeadsNodeCache {
     private readonly limit = 1 << 16,
   ) {}
 
-  readonly read: HeadsNodeReader = async (paths) => {
+  /** The nodes at `paths`: at once when all are cached, else after reading the others from the database. */
+  readonly read: HeadsNodeReader = (paths) => {
     const out: Array<HeadsNode | undefined> = new Array(paths.length);
     const missing: number[] = [];
     const keys = paths.map(headsNodeKey);
@@ -73,17 +75,17 @@ export class HeadsNodeCache {
         out[i] = hit ?? undefined;
       }
     }
-    if (missing.length > 0) {
-      const got = await readHeadsNodes(
-        this.db,
-        missing.map((i) => paths[i]!),
-      );
+    if (missing.length === 0) return out;
+    return readHeadsNodes(
+      this.db,
+      missing.map((i) => paths[i]!),
+    ).then((got) => {
       missing.forEach((i, j) => {
         out[i] = got[j];
         this.remember(keys[i]!, got[j] ?? null);
       });
-    }
-    return out;
+      return out;
+    });
   };
 
   /** The nodes a batch wrote, once it is durable. */
@@ -98,19 +100,28 @@ export class HeadsNodeCache {
   }
 }
 
+/** What one append batch writes to the index: its puts, the nodes they hold (for a cache, once durable), the new root. */
+export interface HeadsPuts {
+  puts: Put[];
+  changes: Array<{ path: NodePath; node: HeadsNode }>;
+  root: Uint8Array;
+}
+
 /**
- * The puts that record the heads of one append batch (distinct sessions), the nodes they write (for a cache, once
- * the batch is durable) and the index's new root.
+ * The puts that record the heads of one append batch (distinct sessions). Synchronous when `read` answers from its
+ * cache (the usual case: the batch is built between two synced writes without waiting for other work), else a
+ * promise.
  */
-export async function headsPuts(
-  read: HeadsNodeReader,
-  heads: ChainHead[],
-): Promise<{ puts: Put[]; changes: Array<{ path: NodePath; node: HeadsNode }>; root: Uint8Array }> {
-  const update = new SessionHeadsUpdate(read);
-  for (const h of heads) await update.set(h.session, { seq: h.seq, id: h.id });
-  const changes = await update.changes();
-  const puts: Put[] = changes.map((c) => ({ type: 'put', key: headsNodeKey(c.path), value: headsNodeValue(c.node) }));
-  return { puts, changes, root: await update.root() };
+export function headsPuts(read: HeadsNodeReader, heads: ChainHead[]): HeadsPuts | Promise<HeadsPuts> {
+  const applied = new SessionHeadsUpdate(read).apply(
+    heads.map((h) => ({ session: h.session, head: { seq: h.seq, id: h.id } })),
+  );
+  const toPuts = ({ changes, root }: Applied): HeadsPuts => ({
+    puts: changes.map((c) => ({ type: 'put', key: headsNodeKey(c.path), value: headsNodeValue(c.node) })),
+    changes,
+    root,
+  });
+  return applied instanceof Promise ? applied.then(toPuts) : toPuts(applied);
 }
 
 /** Builds the index from every stored head (a store from before the index); the marker is written last. */
