@@ -31,6 +31,7 @@ import { nodeFsOps } from '../../store/fs/ops.js';
 import { dirname } from 'node:path';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import { LedgerError } from '../errors.js';
+import { StoreError, storageFailure } from '../../store/errors.js';
 import { withFileLock } from './file-lock.js';
 
 const MAGIC = new TextEncoder().encode('hl-pin1\n');
@@ -144,15 +145,26 @@ export class CheckpointPinFile {
   /**
    * Reads the pinned note: the newest intact slot of `<stem>.pin`, else (a store of the previous version)
    * `<stem>.note`, which is then moved into a new slot file.
-   * @throws LedgerError `KEY_FILE_UNSAFE` (a symlink or not a regular file), `RECORD_CORRUPT` (no intact slot)
+   * @throws LedgerError `KEY_FILE_UNSAFE` (a symlink or not a regular file), `RECORD_CORRUPT` (no intact slot);
+   *   StoreError `STORAGE_FAILED` when the file cannot be read
    */
   static async open(
     stem: string,
     options: { exclusive?: boolean } = {},
   ): Promise<{ file: CheckpointPinFile; note: string | undefined; legacy: boolean }> {
+    try {
+      return await CheckpointPinFile.read(stem, options.exclusive ?? false);
+    } catch (err) {
+      throw storageFailure(StoreError, `reading the pinned checkpoint ${stem}.pin`, err);
+    }
+  }
+
+  private static async read(
+    stem: string,
+    exclusive: boolean,
+  ): Promise<{ file: CheckpointPinFile; note: string | undefined; legacy: boolean }> {
     const path = `${stem}.pin`;
     const legacyPath = `${stem}.note`;
-    const exclusive = options.exclusive ?? false;
     const bytes = await readRegular(path);
     if (bytes !== undefined) {
       const { newest, slotSize } = decodePinFile(bytes, path);
@@ -184,16 +196,22 @@ export class CheckpointPinFile {
    * the note is durable. `supersedes`, for a file other processes pin too: when it says the newest pin on file
    * (re-read just before) already supersedes `note` — another process pinned a larger tree meanwhile — nothing
    * is written, so a slower process does not put an older checkpoint back over a newer one.
+   * @throws StoreError `STORAGE_FAILED` when the pin cannot be written; LedgerError `LOCKED` (a shared pin whose lock
+   *   another process holds past the wait), `INVALID_ARGUMENT` (a note over 64 KiB)
    * @returns false when nothing was written because the pin on file supersedes `note`
    */
   async write(note: string, supersedes?: (pinned: string) => boolean): Promise<boolean> {
-    if (this.exclusive) return this.writeHeld(note, supersedes);
-    // Other processes pin this file too: read, decide and write under one lock, or two pins at once would both write
-    // the slot beside the same newest pin and the last written would stand, maybe the smaller tree. A pin holds the
-    // lock for a write and a flush, so one left by a process that died is taken over after 10 s.
-    return withFileLock(this.path, 'the pinned checkpoint', () => this.writeHeld(note, supersedes), {
-      staleMs: 10_000,
-    });
+    try {
+      if (this.exclusive) return await this.writeHeld(note, supersedes);
+      // Other processes pin this file too: read, decide and write under one lock, or two pins at once would both
+      // write the slot beside the same newest pin and the last written would stand, maybe the smaller tree. A pin
+      // holds the lock for a write and a flush, so one whose holder died is taken over after 10 s untouched.
+      return await withFileLock(this.path, 'the pinned checkpoint', () => this.writeHeld(note, supersedes), {
+        staleMs: 10_000,
+      });
+    } catch (err) {
+      throw storageFailure(StoreError, `pinning the checkpoint in ${this.path}`, err);
+    }
   }
 
   /** `write`, with the file this process's alone (exclusive) or its lock held. */
@@ -201,9 +219,10 @@ export class CheckpointPinFile {
     const needed = HEADER + new TextEncoder().encode(note).length + CHECKSUM;
     // Whether a pin found on file (by this or another process) already stands over `note`.
     const standsOver = (pinned: string): boolean => pinned !== note && supersedes?.(pinned) === true;
-    if (this.newest === undefined && !this.exclusive) {
-      // No pin when this file was opened: another process of this root may have made the first one since. Its
-      // file is pinned beside, not replaced (a file no slot of which is intact is replaced, as before).
+    if (!this.exclusive && (this.newest === undefined || needed > this.slotSize)) {
+      // No pin when this file was opened, or one that needs larger slots: another process of this root may have
+      // pinned since, maybe a larger tree. Its file is pinned beside, or carried into the larger file, not replaced
+      // unread (a file no slot of which is intact is replaced, as before).
       const bytes = await readRegular(this.path);
       if (bytes !== undefined) {
         try {

@@ -5,21 +5,33 @@
  * instead of the last write dropping the other's new key) and for a shared pin file (two pins at once would write
  * the same slot, and the smaller tree could end up pinned over the larger).
  *
- * The lock is `<path>.lock`, created with O_EXCL (`wx`) and holding its owner's pid, host name and a random nonce.
- * Stale rule: a lock whose process is gone (same host name, the pid no longer runs), or older than `staleMs` (a pid
- * reused after a reboot, another machine on a shared filesystem), is broken: renamed aside first, so that of two
- * processes breaking one stale lock only one succeeds and neither removes the lock the other took meanwhile.
+ * The lock is `<path>.lock`, holding its owner: pid, host name, boot id and pid namespace (Linux), and a random
+ * nonce. It is written whole under a temporary name and linked into place (a link fails where a lock stands), so no
+ * process ever sees an empty or half-written lock. Its holder touches it every `staleMs / 3` while it holds it.
+ *
+ * Stale rule: a lock is broken when its holder is gone (same host, boot and pid namespace, and the pid no longer
+ * runs) or when it was not touched for `staleMs` (its holder died on another machine sharing the filesystem, or
+ * before a reboot). Breakers take turns under `<path>.lock.break` (made the same way) and remove the lock only if it
+ * is still the very one they judged (same inode, same owner and nonce): a lock taken meanwhile is never removed.
+ * What remains: a holder whose process stops for longer than `staleMs` (not merely slow: its timer touches the lock)
+ * or a wall clock stepped forward by more than `staleMs` can be taken over while it still runs.
  */
 import { randomBytes } from 'node:crypto';
-import { link, open, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { constants, readFileSync, readlinkSync } from 'node:fs';
+import { link, lstat, open, readdir, unlink, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { basename, dirname, join } from 'node:path';
 import { isProcessAlive } from '../../store/fs/process.js';
+import { StoreError, storageFailure } from '../../store/errors.js';
 import { LedgerError } from '../errors.js';
 
 export interface FileLockOptions {
   /** How long to wait for another holder (default 30 s): then `LOCKED`. */
   waitMs?: number;
-  /** A lock this old is taken over whatever its pid (default 120 s; a rotation holds it well under a second). */
+  /**
+   * A lock not touched for this long is taken over whatever its pid (default 120 s). Its holder touches it every
+   * third of this while it runs, so only a lock whose holder died (or stopped) gets this old.
+   */
   staleMs?: number;
 }
 
@@ -27,23 +39,64 @@ interface LockOwner {
   pid: number;
   host: string;
   nonce: string;
+  /** Linux: the kernel's boot id and this process's pid namespace; absent in locks of earlier versions. */
+  boot?: string;
+  pidns?: string;
 }
+
+/** A lock as found: its text ('' when it is not a regular file or cannot be read), inode and age. */
+interface SeenLock {
+  text: string;
+  ino: number;
+  dev: number;
+  mtimeMs: number;
+}
+
+/** Where a pid means this machine's process: the boot and pid namespace of this process (empty where unknown). */
+const machine = (() => {
+  const read = (f: () => string) => {
+    try {
+      return f().trim();
+    } catch {
+      return '';
+    }
+  };
+  return {
+    boot: read(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')),
+    pidns: read(() => readlinkSync('/proc/self/ns/pid')),
+  };
+})();
+
+/** A lock older than this with no holder's turn (`<lock>.break`) is left over from a breaker that died. */
+const BREAK_STALE_MS = 10_000;
+/** The longest lock file read: an owner is ~200 bytes. */
+const MAX_LOCK_BYTES = 4096;
 
 function parseOwner(text: string): LockOwner | undefined {
   try {
     const v = JSON.parse(text) as Partial<LockOwner>;
     if (Number.isSafeInteger(v.pid) && typeof v.host === 'string' && typeof v.nonce === 'string') return v as LockOwner;
   } catch {
-    // A lock being written right now, or damaged: judged by its age alone.
+    // Damaged, or not a lock of this library: judged by its age alone.
   }
   return undefined;
 }
 
+/** Whether `owner`'s pid names a process of this machine and pid namespace (so `isProcessAlive` can judge it). */
+function sameMachine(owner: LockOwner, me: LockOwner): boolean {
+  if (owner.host !== me.host) return false;
+  // A lock of an earlier version names no boot or namespace: judged by host and pid, as that version did.
+  if (owner.boot === undefined && owner.pidns === undefined) return true;
+  return owner.boot === me.boot && owner.pidns === me.pidns;
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const errno = (err: unknown) => (err as NodeJS.ErrnoException)?.code;
 
 /**
  * Runs `fn` holding the lock of `path` (`what` names it in the error: "trust.json", "the pinned checkpoint").
- * @throws LedgerError `LOCKED` when another live process holds it for longer than `waitMs`
+ * @throws LedgerError `LOCKED` when another live process holds it for longer than `waitMs`; StoreError
+ *   `STORAGE_FAILED` when the lock cannot be written or read
  */
 export async function withFileLock<T>(
   path: string,
@@ -52,41 +105,139 @@ export async function withFileLock<T>(
   options: FileLockOptions = {},
 ): Promise<T> {
   const lockPath = `${path}.lock`;
-  const me: LockOwner = { pid: process.pid, host: hostname(), nonce: randomBytes(12).toString('hex') };
-  await acquire(lockPath, what, me, options.waitMs ?? 30_000, options.staleMs ?? 120_000);
+  const me: LockOwner = {
+    pid: process.pid,
+    host: hostname(),
+    nonce: randomBytes(12).toString('hex'),
+    ...machine,
+  };
+  const staleMs = options.staleMs ?? 120_000;
+  let handle: FileHandle;
+  try {
+    handle = await acquire(lockPath, what, me, options.waitMs ?? 30_000, staleMs);
+  } catch (err) {
+    throw storageFailure(StoreError, `${what}: taking its lock ${lockPath}`, err);
+  }
+  // Touched while held, so that the age rule never takes it from a holder that runs.
+  const touch = setInterval(
+    () => {
+      const now = new Date();
+      handle.utimes(now, now).catch(() => {});
+    },
+    Math.max(1, Math.floor(staleMs / 3)),
+  );
+  touch.unref();
   try {
     return await fn();
   } finally {
-    // Only our own lock: one taken over as stale meanwhile belongs to its new holder.
-    const held = parseOwner(await readFile(lockPath, 'utf8').catch(() => ''));
-    if (held?.nonce === me.nonce) await unlink(lockPath).catch(() => {});
+    clearInterval(touch);
+    await release(lockPath, handle).catch(() => {});
   }
 }
 
-async function acquire(lockPath: string, what: string, me: LockOwner, waitMs: number, staleMs: number): Promise<void> {
+/** Removes the lock if it is still this holder's (a lock taken over meanwhile belongs to its new holder). */
+async function release(lockPath: string, handle: FileHandle): Promise<void> {
+  try {
+    const [mine, there] = await Promise.all([handle.stat(), lstat(lockPath).catch(() => undefined)]);
+    if (there && there.ino === mine.ino && there.dev === mine.dev) await unlink(lockPath);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Makes `lockPath` hold `owner`, written whole before it appears: the owner goes to a temporary file, which is
+ * linked to `lockPath` (failing where a lock stands). Returns the open lock file, or undefined when one stands.
+ */
+async function create(lockPath: string, owner: LockOwner): Promise<FileHandle | undefined> {
+  const temp = `${lockPath}.${owner.nonce}.${randomBytes(4).toString('hex')}.tmp`;
+  const handle = await open(temp, 'wx', 0o600);
+  let linked = false;
+  try {
+    await handle.writeFile(JSON.stringify(owner));
+    try {
+      await link(temp, lockPath);
+      linked = true;
+    } catch (err) {
+      if (errno(err) === 'EEXIST') return undefined;
+      // A filesystem without hard links: the lock is created in place (written right after it appears).
+      if (errno(err) === 'EPERM' || errno(err) === 'ENOTSUP' || errno(err) === 'EOPNOTSUPP')
+        return createInPlace(lockPath, owner);
+      throw err;
+    }
+  } finally {
+    await unlink(temp).catch(() => {});
+    if (!linked) await handle.close();
+  }
+  return handle;
+}
+
+/** `create` where hard links are not to be had: O_EXCL at the lock's own path, then its owner written. */
+async function createInPlace(lockPath: string, owner: LockOwner): Promise<FileHandle | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await open(lockPath, 'wx', 0o600);
+  } catch (err) {
+    if (errno(err) === 'EEXIST') return undefined;
+    throw err;
+  }
+  try {
+    await handle.writeFile(JSON.stringify(owner));
+    return handle;
+  } catch (err) {
+    await handle.close().catch(() => {});
+    await unlink(lockPath).catch(() => {});
+    throw err;
+  }
+}
+
+/** The lock at `lockPath` as it is now (read without following a symlink), or undefined when there is none. */
+async function look(lockPath: string): Promise<SeenLock | undefined> {
+  let st;
+  try {
+    st = await lstat(lockPath);
+  } catch (err) {
+    if (errno(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+  const seen: SeenLock = { text: '', ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs };
+  if (!st.isFile()) return seen; // a directory, a symlink, a FIFO: judged by its age alone, never opened
+  let handle: FileHandle;
+  try {
+    handle = await open(lockPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    if (errno(err) === 'ENOENT') return undefined;
+    return seen; // replaced by something else meanwhile, or unreadable: its age decides
+  }
+  try {
+    const now = await handle.stat();
+    if (!now.isFile() || now.ino !== st.ino) return seen;
+    const buf = Buffer.alloc(MAX_LOCK_BYTES);
+    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
+    seen.text = buf.toString('utf8', 0, bytesRead);
+    return seen;
+  } finally {
+    await handle.close();
+  }
+}
+
+async function acquire(
+  lockPath: string,
+  what: string,
+  me: LockOwner,
+  waitMs: number,
+  staleMs: number,
+): Promise<FileHandle> {
   const deadline = Date.now() + waitMs;
   for (let delay = 10; ; delay = Math.min(delay * 2, 250)) {
-    try {
-      const h = await open(lockPath, 'wx', 0o600);
-      try {
-        await h.writeFile(JSON.stringify(me));
-      } finally {
-        await h.close();
-      }
-      return;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
-    // Released meanwhile: try again at once. Unreadable (not a file?): judged by its age alone, like a damaged one.
-    const text = await readFile(lockPath, 'utf8').catch((err: NodeJS.ErrnoException) =>
-      err.code === 'ENOENT' ? undefined : '',
-    );
-    if (text === undefined) continue;
-    const owner = parseOwner(text);
-    const age = Date.now() - ((await stat(lockPath).catch(() => undefined))?.mtimeMs ?? Date.now());
-    const gone = owner !== undefined && owner.host === me.host && !isProcessAlive(owner.pid);
-    if (gone || age > staleMs) {
-      await breakStale(lockPath, text);
+    const handle = await create(lockPath, me);
+    if (handle) return handle;
+    const seen = await look(lockPath);
+    if (seen === undefined) continue; // released meanwhile: try again at once
+    const owner = parseOwner(seen.text);
+    const gone = owner !== undefined && sameMachine(owner, me) && !isProcessAlive(owner.pid);
+    if (gone || Date.now() - seen.mtimeMs > staleMs) {
+      await breakStale(lockPath, seen, me, staleMs);
       continue;
     }
     if (Date.now() >= deadline)
@@ -99,16 +250,46 @@ async function acquire(lockPath: string, what: string, me: LockOwner, waitMs: nu
   }
 }
 
-/** Moves a stale lock aside; puts it back if what was moved is not the lock judged stale (a new holder's). */
-async function breakStale(lockPath: string, judged: string): Promise<void> {
-  const aside = `${lockPath}.${randomBytes(6).toString('hex')}.stale`;
-  try {
-    await rename(lockPath, aside);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw err;
+/**
+ * Removes the lock judged stale (`judged`), if it is still that lock, holding the breakers' turn (`<lock>.break`):
+ * of several processes that judged it at once, one removes it and the others find it gone or replaced.
+ */
+async function breakStale(lockPath: string, judged: SeenLock, me: LockOwner, staleMs: number): Promise<void> {
+  const turnPath = `${lockPath}.break`;
+  const turn = await create(turnPath, { ...me, nonce: randomBytes(12).toString('hex') });
+  if (!turn) {
+    // Another breaker has the turn; one that died holding it is cleared after BREAK_STALE_MS.
+    const other = await look(turnPath);
+    if (other && Date.now() - other.mtimeMs > BREAK_STALE_MS) await unlinkIfSame(turnPath, other);
+    await sleep(5 + Math.floor(Math.random() * 10));
+    return;
   }
-  const moved = await readFile(aside, 'utf8').catch(() => undefined);
-  if (moved !== judged) await link(aside, lockPath).catch(() => {});
-  await unlink(aside).catch(() => {});
+  try {
+    const now = await look(lockPath);
+    if (now && now.ino === judged.ino && now.dev === judged.dev && now.text === judged.text)
+      await unlink(lockPath).catch((err) => {
+        if (errno(err) !== 'ENOENT') throw err;
+      });
+    await removeLeftovers(lockPath, staleMs);
+  } finally {
+    await release(turnPath, turn).catch(() => {});
+  }
+}
+
+/** Unlinks `path` if it is still the file `seen` (best effort: a race here only delays a breaker). */
+async function unlinkIfSame(path: string, seen: SeenLock): Promise<void> {
+  const now = await lstat(path).catch(() => undefined);
+  if (now && now.ino === seen.ino && now.dev === seen.dev) await unlink(path).catch(() => {});
+}
+
+/** Temporary lock files of processes that died between writing one and linking it, older than `staleMs`. */
+async function removeLeftovers(lockPath: string, staleMs: number): Promise<void> {
+  const dir = dirname(lockPath);
+  const prefix = `${basename(lockPath)}.`;
+  const names = await readdir(dir).catch(() => [] as string[]);
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !name.endsWith('.tmp')) continue;
+    const st = await lstat(join(dir, name)).catch(() => undefined);
+    if (st?.isFile() && Date.now() - st.mtimeMs > staleMs) await unlink(join(dir, name)).catch(() => {});
+  }
 }

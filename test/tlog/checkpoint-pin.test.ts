@@ -79,6 +79,39 @@ describe('a pin file other processes pin too', () => {
     expect(kept).toEqual(Array.from({ length: 20 }, (_, i) => 2 * i + 3));
     expect(readdirSync(join(dir, 'checkpoints')).sort()).toEqual(['shared.pin']); // no lock left behind
   });
+
+  it('keeps the larger tree another process pinned when a larger note grows the slots', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'checkpoints'));
+    const stem = join(dir, 'checkpoints', 'shared');
+    const note = (size: number, pad = 0) => `origin\n${size}\nroot\n${'x'.repeat(pad)}`;
+    const sizeOf = (text: string) => Number(text.split('\n')[1]);
+    const larger = (size: number) => (pinned: string) => sizeOf(pinned) > size;
+    await (await CheckpointPinFile.open(stem)).file.write(note(1));
+    // A opened the file at size 1; B pins size 5 since. A's next note (size 2) needs slots over 4 KiB.
+    const a = (await CheckpointPinFile.open(stem)).file;
+    const b = (await CheckpointPinFile.open(stem)).file;
+    expect(await b.write(note(5), larger(5))).toBe(true);
+    expect(await a.write(note(2, 5_000), larger(2))).toBe(false);
+    expect(sizeOf((await CheckpointPinFile.open(stem)).note!)).toBe(5);
+    // A note of a larger tree still grows the file, and carries the pin it found into the other slot.
+    expect(await a.write(note(9, 5_000), larger(9))).toBe(true);
+    const path = `${stem}.pin`;
+    expect(statSync(path).size).toBe(2 * 2 * MIN_SLOT);
+    expect(slots(path).map((s) => s && sizeOf(s.note))).toEqual([9, 5]);
+  });
+
+  it('fails with STORAGE_FAILED when the pin cannot be written (its directory is gone)', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'checkpoints'));
+    const stem = join(dir, 'checkpoints', 'shared');
+    for (const exclusive of [false, true]) {
+      const { file } = await CheckpointPinFile.open(stem, { exclusive });
+      rmSync(join(dir, 'checkpoints'), { recursive: true });
+      await expect(file.write('origin\n1\nroot\n')).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+      mkdirSync(join(dir, 'checkpoints'));
+    }
+  });
 });
 
 describe('the pin file', () => {
