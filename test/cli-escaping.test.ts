@@ -1,6 +1,6 @@
 /**
  * Data a command prints from the store, a bundle or a trust file goes through the one escaper
- * (src/cli/printable.ts), in human output and in --json alike: a store whose checkpoint origin carries a C1 control
+ * (manifests/encoding/printable.ts), in human output and in --json alike: a store whose checkpoint origin carries a C1 control
  * sequence, a bidi override and DEL (a legal C2SP key name) cannot drive the terminal through any command that shows it.
  */
 import { mkdtempSync, rmSync } from 'node:fs';

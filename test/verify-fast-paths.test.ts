@@ -142,6 +142,47 @@ describe('verifyManifestEnvelope (canonical payload check)', () => {
     expect(err).toBeInstanceOf(ManifestError);
     expect((err as ManifestError).code).toBe('MANIFEST_INVALID');
   });
+
+  const refusal = (envelope: string) => {
+    try {
+      verifyManifestEnvelope(envelope, { trust, verifier: nodeVerifier });
+    } catch (e) {
+      return e as ManifestError;
+    }
+    throw new Error('accepted');
+  };
+  /** A payload signed by nobody, with fields the key lookup reads set by hand. */
+  const unsigned = (fields: Record<string, unknown>) =>
+    JSON.stringify({
+      payloadType: MANIFEST_PAYLOAD_TYPE,
+      payload: encodeBase64(new TextEncoder().encode(JSON.stringify({ ...manifest(), ...fields }))),
+      signatures: [{ keyid: keyId, sig: encodeBase64(new Uint8Array(64)) }],
+    });
+
+  it.each([
+    ['a host that is not an id (control characters, a bidi override)', { host: 'h1\u202e\n  verdict: OK' }],
+    ['a very long host', { host: 'h'.repeat(10_000) }],
+    ['a keyId with a space', { keyId: 'x y' }],
+    ['a very long keyId', { keyId: 'k'.repeat(10_000) }],
+    ['a createdAt Date.parse reads in local time', { createdAt: '2026-05-31T23:00:00' }],
+    ['a createdAt in words', { createdAt: 'Jun 1 2030 (verdict: OK)' }],
+    ['no createdAt', { createdAt: undefined }],
+  ])('refuses %s as MANIFEST_INVALID before the key lookup, quoting none of it', (_, fields) => {
+    const err = refusal(unsigned(fields));
+    expect(err.code).toBe('MANIFEST_INVALID');
+    expect(err.message.length).toBeLessThan(200);
+    expect(err.message).not.toContain('verdict');
+  });
+
+  it('quotes the keyId and host it names in a key finding, cut when long', () => {
+    const other = 'ed25519:' + 'f'.repeat(200);
+    const err = refusal(unsigned({ keyId: other }));
+    expect(err.code).toBe('KEY_UNTRUSTED');
+    expect(err.message).toBe(`key ${JSON.stringify(other.slice(0, 100) + '…')} of host "h1" is not trusted`);
+    const early = refusal(unsigned({ createdAt: '1999-12-31T23:59:59.999Z' }));
+    expect(early.code).toBe('KEY_EXPIRED');
+    expect(early.message).toBe(`key ${JSON.stringify(keyId)} of host "h1" was not valid at "1999-12-31T23:59:59.999Z"`);
+  });
 });
 
 describe('decodeBase64 on long texts (the native decoder, held to the canonical form)', () => {

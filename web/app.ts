@@ -18,6 +18,7 @@ import {
   showFindings,
   showLegend,
   showVerdict,
+  shown,
   showWitnesses,
 } from './report-view.js';
 import { roleOfDroppedFile, SIDE_FILE_ROLES, SIDE_FILES, unplacedFile, type SideFileRole } from './side-files.js';
@@ -43,7 +44,7 @@ const history = new HistoryView($('history'), $('history-space'), $<HTMLCanvasEl
 
 function fail(message: string): void {
   const e = $('error');
-  e.textContent = message;
+  e.textContent = shown(message);
   e.hidden = false;
 }
 
@@ -59,7 +60,7 @@ function refreshPicked(): void {
   }
   const quorum = quorumTyped();
   if (quorum !== undefined) parts.push(`quorum ${quorum}`);
-  $('picked').textContent = parts.join('; ');
+  $('picked').textContent = shown(parts.join('; '));
   $<HTMLButtonElement>('verify').disabled = !ready();
 }
 

@@ -1,7 +1,9 @@
 /**
  * The report as the page shows it: verdict first, then findings (each linking to its manifest in the
  * history picture), chains, and the selected manifest's fields. Every string from a bundle goes into
- * the page as a Text node (textContent), never as markup; the wording is the CLI's (report-text.ts).
+ * the page as a Text node (textContent), never as markup, and through `shown`, which escapes what the CLI escapes
+ * (control, bidirectional and invisible characters: a bidi override must not reorder a finding into another
+ * meaning); the wording is the CLI's (report-text.ts).
  */
 import {
   describeCheckpoint,
@@ -13,9 +15,15 @@ import type { Finding } from '../manifests/audit/findings.js';
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import { STATE_STYLE } from './history/canvas.js';
 import type { Mark, MarkState, Row } from './history/model.js';
+import { printable } from '../manifests/encoding/printable.js';
 
 /** Findings and chains listed in the page; the JSON export always carries the whole report. */
 const MAX_LISTED = 2000;
+
+/** Text as the page shows it: each line escaped as the CLI escapes its lines (`printable`). */
+export function shown(text: string): string {
+  return text.split('\n').map(printable).join('\n');
+}
 
 export function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -23,17 +31,19 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   attrs: Record<string, string> = {},
 ): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
-  if (text !== undefined) node.textContent = text;
+  if (text !== undefined) node.textContent = shown(text);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
   return node;
 }
 
 export function showVerdict(target: HTMLElement, info: HTMLElement, report: BundleAuditReport, name: string): void {
   target.className = report.ok ? 'ok' : 'failed';
-  target.textContent = `${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`;
+  target.textContent = shown(`${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`);
   const h = report.header;
   const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
-  info.textContent = `bundle ${name}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`;
+  info.textContent = shown(
+    `bundle ${name}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`,
+  );
 }
 
 /**
@@ -53,7 +63,7 @@ export function showCheckpoint(target: HTMLElement, report: BundleAuditReport, s
         : `earlier checkpoint ${sinceName}: extended by this bundle's checkpoint`,
     );
   }
-  target.textContent = parts.join('\n');
+  target.textContent = shown(parts.join('\n'));
   target.hidden = parts.length === 0;
 }
 
@@ -74,7 +84,7 @@ export function showWitnesses(target: HTMLElement, report: BundleAuditReport, ke
   ].join(', ');
   target.className = met && !codes ? 'ok' : 'failed';
   const head = `${met ? '✓ witness quorum met' : '✗ witness quorum not met'} (witness keys ${keysName})${codes ? `: ${codes}` : ''}`;
-  target.textContent = w ? `${head}\n${describeWitnesses(w)}` : head;
+  target.textContent = shown(w ? `${head}\n${describeWitnesses(w)}` : head);
 }
 
 export function showFindings(
@@ -92,7 +102,7 @@ export function showFindings(
       ...(f.line !== undefined ? { 'data-line': String(f.line) } : {}),
     });
     const text = describeFinding(f).trimStart();
-    li.append(el('code', f.code), text.slice(f.code.length));
+    li.append(el('code', f.code), shown(text.slice(f.code.length)));
     if (f.line !== undefined && linkable(f.line)) {
       const button = el('button', 'show manifest', {
         type: 'button',

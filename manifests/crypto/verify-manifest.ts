@@ -7,6 +7,8 @@ import { parseEnvelope } from './envelope.js';
 import { ManifestError } from '../errors.js';
 import { manifestId, manifestSchema, type Manifest } from '../format/manifest.js';
 import { canonicalManifestText } from '../format/manifest-text.js';
+import { isManifestTimestamp, KEY_ID_PATTERN } from '../format/manifest-core.js';
+import { isValidId } from '../format/id-pattern.js';
 import { describeZodError } from '../format/zod-issue.js';
 import {
   verifyCanonicalEnvelope,
@@ -37,15 +39,20 @@ function readSignedFields(payload: Uint8Array): {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new ManifestError('MANIFEST_INVALID', 'manifest payload is not a JSON object');
   }
+  // Checked as the schema checks them before the key lookup, which names them in its findings: what an auditor reads
+  // there is an id, a keyId and a UTC time, never bundle text of any length or a time read in the auditor's zone.
   const { host, keyId, createdAt } = value as Record<string, unknown>;
-  if (
-    typeof host !== 'string' ||
-    typeof keyId !== 'string' ||
-    typeof createdAt !== 'string' ||
-    Number.isNaN(Date.parse(createdAt))
-  ) {
-    throw new ManifestError('MANIFEST_INVALID', 'manifest lacks a host, keyId or createdAt');
-  }
+  if (!isValidId(host)) throw new ManifestError('MANIFEST_INVALID', 'manifest schema: host: missing or not an id');
+  if (typeof keyId !== 'string' || !KEY_ID_PATTERN.test(keyId))
+    throw new ManifestError(
+      'MANIFEST_INVALID',
+      'manifest schema: keyId: missing or not 1-256 printable ASCII characters',
+    );
+  if (!isManifestTimestamp(createdAt))
+    throw new ManifestError(
+      'MANIFEST_INVALID',
+      'manifest schema: createdAt: missing or not an ISO-8601 UTC time with milliseconds',
+    );
   return { value: value as Record<string, unknown>, text, host, keyId, createdAt };
 }
 

@@ -6,19 +6,13 @@ import { z } from 'zod';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { canonicalBytes } from '../encoding/canonical.js';
 import { idSchema } from './ids.js';
-import { SUMMARY_MEDIA_TYPE } from './manifest-core.js';
+import { isManifestTimestamp, KEY_ID_PATTERN, SUMMARY_MEDIA_TYPE } from './manifest-core.js';
 
 export { MANIFEST_PAYLOAD_TYPE, SUMMARY_MEDIA_TYPE, manifestId } from './manifest-core.js';
 
 const digestSchema = z.string().refine(isDigest, 'must be blake3:<64 lowercase hex>');
-const TIMESTAMP_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-export const timestampSchema = z
-  .string()
-  .refine(
-    (s) => TIMESTAMP_RE.test(s) && new Date(s).toISOString() === s,
-    'must be an ISO-8601 UTC time with milliseconds',
-  );
-export const keyIdSchema = z.string().regex(/^[\x21-\x7e]{1,256}$/, 'must be 1-256 printable ASCII characters');
+export const timestampSchema = z.string().refine(isManifestTimestamp, 'must be an ISO-8601 UTC time with milliseconds');
+export const keyIdSchema = z.string().regex(KEY_ID_PATTERN, 'must be 1-256 printable ASCII characters');
 
 /** What a compaction summarized: the transcript up to this position, optionally with its digest. */
 export const coversSchema = z.strictObject({

@@ -10,19 +10,23 @@ export type KeyLookup =
   | { ok: true; key: TrustedKey; publicKey: Uint8Array }
   | { ok: false; code: Extract<ManifestErrorCode, 'KEY_UNTRUSTED' | 'KEY_EXPIRED' | 'KEY_REVOKED'>; message: string };
 
+/** A value from a manifest or trust file in a message: quoted, and cut where it is long. */
+const quoted = (value: string): string => JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value);
+
 /**
  * Finds the key `keyId` listed for `host` and checks it was valid at `at` (ISO time):
  * notBefore <= at < notAfter, and at < revokedAt.
  */
 export function findTrustedKey(trust: TrustStore, host: string, keyId: string, at: string): KeyLookup {
   const key = trust.keys.find((k) => k.host === host && k.keyId === keyId);
-  if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `key ${keyId} is not trusted for host ${host}` };
+  const named = () => `key ${quoted(keyId)} of host ${quoted(host)}`;
+  if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `${named()} is not trusted` };
   const t = Date.parse(at);
   if (key.revokedAt !== undefined && t >= Date.parse(key.revokedAt)) {
-    return { ok: false, code: 'KEY_REVOKED', message: `key ${keyId} of host ${host} was revoked at ${key.revokedAt}` };
+    return { ok: false, code: 'KEY_REVOKED', message: `${named()} was revoked at ${quoted(key.revokedAt)}` };
   }
   if (t < Date.parse(key.notBefore) || (key.notAfter !== undefined && t >= Date.parse(key.notAfter))) {
-    return { ok: false, code: 'KEY_EXPIRED', message: `key ${keyId} of host ${host} was not valid at ${at}` };
+    return { ok: false, code: 'KEY_EXPIRED', message: `${named()} was not valid at ${quoted(at)}` };
   }
   return { ok: true, key, publicKey: publicKeyBytes(key) };
 }

@@ -1,7 +1,7 @@
 /** grant, revoke, grants, keys: the operator's access and key lifecycle commands. */
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withLedger, EXIT_OK, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
-import { printableLines } from './printable.js';
+import { printableLines } from '../../manifests/encoding/printable.js';
 
 const grantOptions = {
   ...storeOptions,

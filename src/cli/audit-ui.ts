@@ -11,7 +11,7 @@ import { openBundleDir } from '../ops/bundle-dir.js';
 import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
-import { printableLines } from './printable.js';
+import { printableLines } from '../../manifests/encoding/printable.js';
 import { readWitnessArgs } from './verify.js';
 import { EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
 

@@ -14,7 +14,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printableLines } from './printable.js';
+import { printableLines } from '../../manifests/encoding/printable.js';
 
 export async function init(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, storeOptions);

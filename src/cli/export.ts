@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
 import { EXIT_OK, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
-import { printable, printableLines } from './printable.js';
+import { printable, printableLines } from '../../manifests/encoding/printable.js';
 
 export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since CHECKPOINT] [--root R]';
 

@@ -8,7 +8,7 @@ import { isHandoffLedgerError } from '../errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { OpenLedgerOptions } from '../ledger/open.js';
-import { printable, printableJson } from './printable.js';
+import { printable, printableJson } from '../../manifests/encoding/printable.js';
 
 export interface CliIo {
   stdout: Writable;

@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
 import { commandHelp, commands, usage } from './commands.js';
 import { EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError, type CliIo } from './io.js';
-import { printable } from './printable.js';
+import { printable } from '../../manifests/encoding/printable.js';
 import { packageVersion } from '../version.js';
 
 /** `--help` or `-h` before any `--`: the command's help, whatever else the line says. */

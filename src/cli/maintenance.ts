@@ -12,7 +12,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printableLines } from './printable.js';
+import { printableLines } from '../../manifests/encoding/printable.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });

@@ -1,6 +1,6 @@
 /** checkpoint, prove: the transparency-log view of the store (C2SP checkpoints, RFC 6962 proofs). */
 import { isDigest } from '../../store/hash/digest.js';
-import { printableExact } from './printable.js';
+import { printableExact } from '../../manifests/encoding/printable.js';
 import { EXIT_OK, parse, reportError, storeOptions, UsageError, withLedger, writeJson, type CliIo } from './io.js';
 
 /**

@@ -43,7 +43,7 @@ import {
   UsageError,
   type CliIo,
 } from './io.js';
-import { printable, printableJson, printableLines } from './printable.js';
+import { printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
 
 const MAX_TRUST_BYTES = 16 * 1024 * 1024;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */

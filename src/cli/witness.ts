@@ -11,7 +11,7 @@ import { parseWitnessLogs } from '../witness/logs.js';
 import { createWitnessServer } from '../witness/server.js';
 import { WitnessState } from '../witness/state.js';
 import { EXIT_OK, parse, reportError, UsageError, type CliIo } from './io.js';
-import { printable } from './printable.js';
+import { printable } from '../../manifests/encoding/printable.js';
 
 export const usage =
   'witness keygen --name NAME --out FILE | witness serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR';

@@ -262,7 +262,7 @@ export const HOSTILE_CASE: TamperCase = {
   expected: ['MANIFEST_INVALID@10', 'LINE_NOT_JSON@11', 'ENVELOPE_INVALID@12', 'LINE_TOO_LONG@13'],
   make: async (b) => {
     const s1 = b.chains.get('s1')!.built;
-    const extra = { [HOSTILE_MARKUP]: '\u001b[31mred\u001b[0m', '\u001b]0;title\u0007': HOSTILE_MARKUP };
+    const extra = { [HOSTILE_MARKUP]: '\u001b[31mred\u001b[0m', '\u001b]0;title\u0007\u202e': HOSTILE_MARKUP };
     const signed = await signPayload(
       { ...s1[4]!.manifest, seq: 5, prev: s1[4]!.id, createdAt: at(5), ...extra },
       b.key,

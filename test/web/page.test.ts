@@ -145,6 +145,9 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
       expect(dom).toMatchObject({ scripts: 1, images: 0 });
       // The markup is there, as characters on the page.
       expect(dom.text).toContain(HOSTILE_MARKUP);
+      // Control and bidi characters from the bundle are shown escaped, as the CLI prints them.
+      expect(dom.text).toContain('\\x1b]0;title\\x07\\u{202e}');
+      expect(dom.text).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/);
       expect(onlyLocal(seen.requests)).toEqual([]);
       expect(seen.errors).toEqual([]);
     } finally {

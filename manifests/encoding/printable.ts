@@ -1,9 +1,10 @@
 /**
- * Terminal-safe text. Whatever a report or message carries from a manifest, a bundle, a trust file or a stored
- * record is data: a control character in it could move the cursor, erase lines and print a fake verdict. Every
- * human-readable line the CLI writes goes through `printable`, which escapes C0/C1 controls, DEL, line and
- * paragraph separators, bidirectional and invisible format characters and lone surrogates as `\xNN` / `\u{N}`
- * (and the backslash itself, so an escape in the output cannot be forged by the input).
+ * Terminal-safe text: the CLI's lines, and the auditor page's, which shows the same words (isomorphic). Whatever a
+ * report or message carries from a manifest, a bundle, a trust file or a stored record is data: a control character
+ * in it could move the cursor, erase lines and print a fake verdict. Every human-readable line the CLI writes goes
+ * through `printable`, which escapes C0/C1 controls, DEL, line and paragraph separators, bidirectional and invisible
+ * format characters and lone surrogates as `\xNN` / `\u{N}` (and the backslash itself, so an escape in the output
+ * cannot be forged by the input).
  */
 
 // C0 (but tab), DEL, C1; soft hyphen; zero-width and bidi marks; line/paragraph separators; bidi embeddings and
