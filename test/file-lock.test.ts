@@ -55,10 +55,16 @@ function plantDeadLock(lockPath: string, nonce: string): boolean {
   }
 }
 
-/** Every call of these node:fs/promises functions waits a random 0–2 ms first (interleavings a quiet disk hides). */
+/**
+ * Every call of these node:fs/promises functions, and every FileHandle.writeFile, waits a random 0–2 ms first
+ * (interleavings a quiet disk hides: a lock created and not yet written, a lock judged and then replaced).
+ */
 const jittered = ['link', 'lstat', 'open', 'unlink', 'readdir', 'rename', 'readFile', 'stat'] as const;
 const originals = Object.fromEntries(jittered.map((name) => [name, fsp[name]]));
-function jitter(): void {
+type HandleProto = { writeFile: (...args: unknown[]) => Promise<void> };
+let handleProto: HandleProto | undefined;
+let handleWriteFile: HandleProto['writeFile'] | undefined;
+async function jitter(): Promise<void> {
   for (const name of jittered) {
     const real = originals[name] as (...args: unknown[]) => Promise<unknown>;
     (fsp as unknown as Record<string, unknown>)[name] = async (...args: unknown[]) => {
@@ -67,15 +73,25 @@ function jitter(): void {
     };
   }
   syncBuiltinESMExports();
+  const probe = await fsp.open(process.execPath, 'r');
+  handleProto = Object.getPrototypeOf(probe) as HandleProto;
+  await probe.close();
+  handleWriteFile = handleProto.writeFile;
+  const realWrite = handleWriteFile;
+  handleProto.writeFile = async function (this: unknown, ...args: unknown[]) {
+    await sleep(Math.floor(Math.random() * 3));
+    return realWrite.apply(this, args);
+  };
 }
 afterEach(() => {
   Object.assign(fsp, originals);
   syncBuiltinESMExports();
+  if (handleProto && handleWriteFile) handleProto.writeFile = handleWriteFile;
 });
 
 describe('the lock file of processes sharing a root', () => {
   it('has one holder at a time while several break the stale locks of holders that died (jittered I/O)', async () => {
-    jitter();
+    await jitter();
     const root = tempDir();
     const path = join(root, 'trust.json');
     const lockPath = `${path}.lock`;
@@ -192,5 +208,36 @@ describe('the lock file of processes sharing a root', () => {
     });
     expect(ran).toBe(false);
     expect(readdirSync(root)).toEqual([]);
+  });
+});
+
+describe("a witness's state directory (witness.lock, held for the witness's lifetime)", () => {
+  it('lets exactly one of two witnesses opening it at once in, and the next one after it closes (jittered I/O)', async () => {
+    await jitter();
+    const { WitnessState } = await import('../src/witness/state.js');
+    for (let round = 0; round < 20; round++) {
+      const dir = join(tempDir(), 'state');
+      const opened = await Promise.allSettled([WitnessState.open(dir), WitnessState.open(dir)]);
+      const won = opened.filter((o) => o.status === 'fulfilled');
+      expect(won).toHaveLength(1);
+      const lost = opened.find((o) => o.status === 'rejected') as PromiseRejectedResult;
+      expect(lost.reason).toMatchObject({ code: 'LOCKED' });
+      await (won[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof WitnessState.open>>>).value.close();
+      await (await WitnessState.open(dir)).close();
+    }
+  });
+
+  it("takes over the lock of a killed witness, also in an earlier version's form (its pid alone)", async () => {
+    const { WitnessState } = await import('../src/witness/state.js');
+    const dir = join(tempDir(), 'state');
+    await (await WitnessState.open(dir)).close();
+    writeFileSync(join(dir, 'witness.lock'), `${deadPid()}\n`);
+    const state = await WitnessState.open(dir);
+    expect(JSON.parse(readFileSync(join(dir, 'witness.lock'), 'utf8')).pid).toBe(process.pid);
+    await state.close();
+    expect(existsSync(join(dir, 'witness.lock'))).toBe(false);
+    // A live process's lock in that form is refused.
+    writeFileSync(join(dir, 'witness.lock'), `${process.pid}\n`);
+    await expect(WitnessState.open(dir)).rejects.toMatchObject({ code: 'LOCKED' });
   });
 });

@@ -1,6 +1,7 @@
 /**
  * One holder at a time, across the processes sharing a store root (PostgreSQL backend: several processes of a host
- * share the root's key file, trust file and pinned checkpoint). Used for trust.json (a rotation re-reads the keys,
+ * share the root's key file, trust file and pinned checkpoint), and one witness per state directory (held for the
+ * witness's lifetime: `takeFileLock`). Used for trust.json (a rotation re-reads the keys,
  * closes the old window in the log and writes trust.json under it, so two rotations at once end one after the other
  * instead of the last write dropping the other's new key) and for a shared pin file (two pins at once would write
  * the same slot, and the smaller tree could end up pinned over the larger).
@@ -73,6 +74,8 @@ const BREAK_STALE_MS = 10_000;
 const MAX_LOCK_BYTES = 4096;
 
 function parseOwner(text: string): LockOwner | undefined {
+  // A witness state directory's lock of an earlier version: its pid alone, on this host.
+  if (/^[1-9][0-9]{0,9}\n?$/.test(text)) return { pid: Number(text.trim()), host: hostname(), nonce: '' };
   try {
     const v = JSON.parse(text) as Partial<LockOwner>;
     if (Number.isSafeInteger(v.pid) && typeof v.host === 'string' && typeof v.nonce === 'string') return v as LockOwner;
@@ -93,17 +96,19 @@ function sameMachine(owner: LockOwner, me: LockOwner): boolean {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const errno = (err: unknown) => (err as NodeJS.ErrnoException)?.code;
 
+/** A lock taken with `takeFileLock`, held until `release()`. */
+export interface HeldFileLock {
+  /** Stops touching the lock and removes it if it is still this holder's (idempotent; never throws). */
+  release(): Promise<void>;
+}
+
 /**
- * Runs `fn` holding the lock of `path` (`what` names it in the error: "trust.json", "the pinned checkpoint").
- * @throws LedgerError `LOCKED` when another live process holds it for longer than `waitMs`; StoreError
- *   `STORAGE_FAILED` when the lock cannot be written or read
+ * Takes the lock of `path` (the file `<path>.lock`) and holds it until `release()`, touching it meanwhile; for a
+ * process that holds it for its lifetime (a witness's state directory). `what` names it in the error.
+ * @throws LedgerError `LOCKED` when another live process holds it for longer than `waitMs` (0: refuse at once);
+ *   StoreError `STORAGE_FAILED` when the lock cannot be written or read
  */
-export async function withFileLock<T>(
-  path: string,
-  what: string,
-  fn: () => Promise<T>,
-  options: FileLockOptions = {},
-): Promise<T> {
+export async function takeFileLock(path: string, what: string, options: FileLockOptions = {}): Promise<HeldFileLock> {
   const lockPath = `${path}.lock`;
   const me: LockOwner = {
     pid: process.pid,
@@ -127,11 +132,32 @@ export async function withFileLock<T>(
     Math.max(1, Math.floor(staleMs / 3)),
   );
   touch.unref();
+  let released: Promise<void> | undefined;
+  return {
+    release() {
+      clearInterval(touch);
+      released ??= release(lockPath, handle).catch(() => {});
+      return released;
+    },
+  };
+}
+
+/**
+ * Runs `fn` holding the lock of `path` (`what` names it in the error: "trust.json", "the pinned checkpoint").
+ * @throws LedgerError `LOCKED` when another live process holds it for longer than `waitMs`; StoreError
+ *   `STORAGE_FAILED` when the lock cannot be written or read
+ */
+export async function withFileLock<T>(
+  path: string,
+  what: string,
+  fn: () => Promise<T>,
+  options: FileLockOptions = {},
+): Promise<T> {
+  const lock = await takeFileLock(path, what, options);
   try {
     return await fn();
   } finally {
-    clearInterval(touch);
-    await release(lockPath, handle).catch(() => {});
+    await lock.release();
   }
 }
 

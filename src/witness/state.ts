@@ -2,7 +2,7 @@
  * A witness's durable state: per log, the latest checkpoint it cosigned (size, root, and the cosigned note
  * it serves to monitors), one file per log under `<dir>/logs/<sha256(origin) hex>.json`, written atomically
  * and fsynced before any cosignature leaves the process. One process owns a state directory (`witness.lock`
- * holds its pid): two witnesses sharing one view could each accept a different extension of it.
+ * names it): two witnesses sharing one view could each accept a different extension of it.
  *
  * Why a crash can never make the witness cosign two inconsistent trees: a cosignature is returned only
  * after its tree is durable here, and every later tree must extend the durable one (add-checkpoint's old
@@ -10,15 +10,15 @@
  * stored and uncosigned by anyone; the log learns the size from a 409 and resubmits.
  */
 import { createHash } from 'node:crypto';
-import { open, readFile, unlink } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
 import type { WitnessedTree } from '../../manifests/witness/add-checkpoint.js';
 import { HASH_SIZE } from '../../manifests/tlog/merkle.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
-import { isProcessAlive } from '../../store/fs/process.js';
 import { LedgerError } from '../errors.js';
+import { takeFileLock, type HeldFileLock } from '../ledger/file-lock.js';
 
 export interface StoredLog extends WitnessedTree {
   /** The checkpoint with the log's signatures and this witness's cosignature (served to monitors). */
@@ -33,29 +33,23 @@ export class WitnessState {
 
   private constructor(
     private readonly dir: string,
-    private readonly lockPath: string,
+    private readonly lock: HeldFileLock,
   ) {}
 
-  /** Opens (creating) a state directory and takes its lock. @throws StoreError `LOCKED`, `UNSAFE_PATH` */
+  /**
+   * Opens (creating) a state directory and takes its lock, `witness.lock` (src/ledger/file-lock.ts: written whole,
+   * touched while the witness runs; one left by a killed witness is taken over once its pid is gone, or after a
+   * minute untouched). Two witnesses on one directory could cosign two views of a log that are not consistent.
+   * @throws LedgerError `LOCKED` (another witness serves it), StoreError `UNSAFE_PATH`, `STORAGE_FAILED`
+   */
   static async open(dir: string): Promise<WitnessState> {
     await ensurePrivateDir(dir, 'UNSAFE_PATH');
     await ensurePrivateDir(join(dir, 'logs'), 'UNSAFE_PATH');
-    const lockPath = join(dir, 'witness.lock');
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const h = await open(lockPath, 'wx', 0o600);
-        await h.writeFile(`${process.pid}\n`);
-        await h.close();
-        break;
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw lockError(lockPath, err);
-        // A lock left by a killed witness (kill -9 leaves it behind) is taken over; a live one is refused.
-        const pid = Number((await readFile(lockPath, 'utf8').catch(() => '')).trim());
-        if (Number.isSafeInteger(pid) && pid > 0 && isProcessAlive(pid)) throw lockError(lockPath, err, pid);
-        await unlink(lockPath).catch(() => {});
-      }
-    }
-    return new WitnessState(dir, lockPath);
+    const lock = await takeFileLock(join(dir, 'witness'), `the witness state directory ${dir}`, {
+      waitMs: 0,
+      staleMs: 60_000,
+    });
+    return new WitnessState(dir, lock);
   }
 
   private pathOf(origin: string): string {
@@ -90,16 +84,8 @@ export class WitnessState {
   }
 
   async close(): Promise<void> {
-    await unlink(this.lockPath).catch(() => {});
+    await this.lock.release();
   }
-}
-
-function lockError(path: string, cause: unknown, pid?: number): Error {
-  return new LedgerError(
-    'LOCKED',
-    pid ? `${path}: another witness (pid ${pid}) serves this state directory` : `cannot lock ${path}`,
-    { cause },
-  );
 }
 
 function parseStored(text: string, origin: string): StoredLog {
