@@ -7,6 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import {
   existsSync,
+  mkdirSync,
   linkSync,
   readdirSync,
   readFileSync,
@@ -20,7 +21,7 @@ import { syncBuiltinESMExports } from 'node:module';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { withFileLock } from '../src/ledger/file-lock.js';
+import { takeFileLock, withFileLock } from '../src/ledger/file-lock.js';
 import { tempDir } from './support/tmp.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -239,5 +240,136 @@ describe("a witness's state directory (witness.lock, held for the witness's life
     // A live process's lock in that form is refused.
     writeFileSync(join(dir, 'witness.lock'), `${process.pid}\n`);
     await expect(WitnessState.open(dir)).rejects.toMatchObject({ code: 'LOCKED' });
+  });
+});
+
+/** Holds the first `open` of a path containing `marker` until `go()`; `reached` resolves when it is held. */
+function holdOpen(marker: string) {
+  let reached!: () => void;
+  let go!: () => void;
+  const at = new Promise<void>((resolve) => (reached = resolve));
+  const gate = new Promise<void>((resolve) => (go = resolve));
+  let held = false;
+  const real = originals.open as (...args: unknown[]) => Promise<unknown>;
+  (fsp as unknown as Record<string, unknown>).open = async (path: unknown, ...rest: unknown[]) => {
+    if (!held && String(path).includes(marker)) {
+      held = true;
+      reached();
+      await gate;
+    }
+    return real(path, ...rest);
+  };
+  syncBuiltinESMExports();
+  return { at, go };
+}
+
+const oldTime = () => new Date(Date.now() - 10 * 60_000);
+
+describe('breaking a stale lock, step by step', () => {
+  it('leaves a lock taken after it was judged stale: the breaker removes only the very lock it judged', async () => {
+    const root = tempDir();
+    const path = join(root, 'trust.json');
+    const lockPath = `${path}.lock`;
+    writeFileSync(lockPath, JSON.stringify({ pid: 1, host: 'elsewhere', nonce: 'stale' }));
+    utimesSync(lockPath, oldTime(), oldTime());
+    // B judges the lock stale and stops before taking the breakers' turn.
+    const turn = holdOpen('.lock.break');
+    const b = withFileLock(path, 'trust.json', async () => 'B in', { staleMs: 60_000, waitMs: 300 });
+    await turn.at;
+    // Meanwhile another breaker removed it and a live holder took the lock.
+    unlinkSync(lockPath);
+    const holder = await takeFileLock(path, 'trust.json');
+    turn.go();
+    await expect(b).rejects.toMatchObject({ code: 'LOCKED' });
+    expect(JSON.parse(readFileSync(lockPath, 'utf8')).pid).toBe(process.pid);
+    await holder.release();
+    expect(existsSync(lockPath)).toBe(false);
+  });
+
+  it('leaves a lock touched after it was judged stale (its holder was paused, and runs again)', async () => {
+    const root = tempDir();
+    const path = join(root, 'trust.json');
+    const lockPath = `${path}.lock`;
+    writeFileSync(lockPath, JSON.stringify({ pid: 1, host: 'elsewhere', nonce: 'paused' }));
+    utimesSync(lockPath, oldTime(), oldTime());
+    const turn = holdOpen('.lock.break');
+    const b = withFileLock(path, 'trust.json', async () => 'B in', { staleMs: 60_000, waitMs: 300 });
+    await turn.at;
+    const now = new Date();
+    utimesSync(lockPath, now, now); // the holder's touch
+    turn.go();
+    await expect(b).rejects.toMatchObject({ code: 'LOCKED' });
+    expect(JSON.parse(readFileSync(lockPath, 'utf8')).nonce).toBe('paused');
+  });
+
+  it('on a filesystem without hard links, never removes a new lock that got the judged one’s inode', async () => {
+    (fsp as unknown as Record<string, unknown>).link = async () => {
+      throw Object.assign(new Error('EPERM: operation not permitted, link'), { code: 'EPERM' });
+    };
+    const root = tempDir();
+    const path = join(root, 'trust.json');
+    const lockPath = `${path}.lock`;
+    writeFileSync(lockPath, ''); // a creator that crashed before writing its owner
+    utimesSync(lockPath, oldTime(), oldTime());
+    const turn = holdOpen('.lock.break'); // also syncs the link above into the module
+    const b = withFileLock(path, 'trust.json', async () => 'B in', { staleMs: 60_000, waitMs: 300 });
+    await turn.at;
+    // Another breaker removed it; a new holder created its lock in place (empty a moment, maybe the same inode).
+    unlinkSync(lockPath);
+    writeFileSync(lockPath, '', { flag: 'wx' });
+    turn.go();
+    await expect(b).rejects.toMatchObject({ code: 'LOCKED' });
+    expect(existsSync(lockPath)).toBe(true);
+  });
+
+  it('clears the turn of a breaker that died at once, and refuses (not spins) when the turn cannot be cleared', async () => {
+    const root = tempDir();
+    const path = join(root, 'witness');
+    const lockPath = `${path}.lock`;
+    const dead = () => JSON.stringify({ pid: deadPid(), host: hostname(), nonce: 'dead', ...machine() });
+    writeFileSync(lockPath, dead());
+    writeFileSync(`${lockPath}.break`, dead());
+    const started = Date.now();
+    const lock = await takeFileLock(path, 'the witness state directory', { waitMs: 0 });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    await lock.release();
+    expect(readdirSync(root)).toEqual([]);
+    // A turn that is not a file cannot be cleared: the wait ends in LOCKED, naming it.
+    writeFileSync(lockPath, dead());
+    mkdirSync(`${lockPath}.break`);
+    utimesSync(`${lockPath}.break`, oldTime(), oldTime());
+    await expect(takeFileLock(path, 'the witness state directory', { waitMs: 200 })).rejects.toMatchObject({
+      code: 'LOCKED',
+      message: expect.stringContaining('witness.lock.break is taken'),
+    });
+  });
+
+  it("never takes a lock of this machine from a holder that runs, whatever its age; a reused pid's lock is broken", async () => {
+    const root = tempDir();
+    const path = join(root, 'trust.json');
+    const lockPath = `${path}.lock`;
+    const start = readFileSync(`/proc/${process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[19]!;
+    const here = { pid: process.pid, host: hostname(), ...machine() };
+    writeFileSync(lockPath, JSON.stringify({ ...here, nonce: 'live', start }));
+    utimesSync(lockPath, oldTime(), oldTime());
+    await expect(
+      withFileLock(path, 'trust.json', async () => 'ran', { staleMs: 1_000, waitMs: 300 }),
+    ).rejects.toMatchObject({ code: 'LOCKED' });
+    // The same pid with another start time: the process that wrote it is gone.
+    writeFileSync(lockPath, JSON.stringify({ ...here, nonce: 'reused', start: String(Number(start) + 1) }));
+    expect(await withFileLock(path, 'trust.json', async () => 'ran', { waitMs: 300 })).toBe('ran');
+  });
+
+  it("releases only its own lock: one taken over meanwhile stays its new holder's", async () => {
+    const root = tempDir();
+    const path = join(root, 'trust.json');
+    const lockPath = `${path}.lock`;
+    const first = await takeFileLock(path, 'trust.json');
+    unlinkSync(lockPath); // taken over: broken by another process...
+    const second = await takeFileLock(path, 'trust.json'); // ...which holds it now
+    await first.release();
+    expect(existsSync(lockPath)).toBe(true);
+    await second.release();
+    expect(existsSync(lockPath)).toBe(false);
   });
 });

@@ -10,15 +10,18 @@
  * nonce. It is written whole under a temporary name and linked into place (a link fails where a lock stands), so no
  * process ever sees an empty or half-written lock. Its holder touches it every `staleMs / 3` while it holds it.
  *
- * Stale rule: a lock is broken when its holder is gone (same host, boot and pid namespace, and the pid no longer
- * runs) or when it was not touched for `staleMs` (its holder died on another machine sharing the filesystem, or
- * before a reboot). Breakers take turns under `<path>.lock.break` (made the same way) and remove the lock only if it
- * is still the very one they judged (same inode, same owner and nonce): a lock taken meanwhile is never removed.
- * What remains: a holder whose process stops for longer than `staleMs` (not merely slow: its timer touches the lock)
- * or a wall clock stepped forward by more than `staleMs` can be taken over while it still runs.
+ * Stale rule. A lock of this machine (same host, boot and pid namespace) is judged by its holder: broken once the
+ * pid no longer runs or now names another process (its start time differs), never for its age while the holder runs
+ * (where the start time cannot be read, as on systems without /proc, the age rule below applies as well). A lock of
+ * another machine sharing the filesystem, or one that names no owner, is broken once it was not touched for
+ * `staleMs`. Breakers take turns under `<path>.lock.break` (made and judged the same way; one of another machine
+ * after 10 s untouched) and remove the lock only if it is still the very one they judged (same inode, contents and
+ * times): a lock taken, or touched, meanwhile is never removed. What remains: a holder on another machine whose
+ * process stops for longer than `staleMs`, or a wall clock stepped forward by more than `staleMs`, can be taken over
+ * while it still runs.
  */
 import { randomBytes } from 'node:crypto';
-import { constants, readFileSync, readlinkSync } from 'node:fs';
+import { constants, futimesSync, readFileSync, readlinkSync } from 'node:fs';
 import { link, lstat, open, readdir, unlink, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -40,37 +43,45 @@ interface LockOwner {
   pid: number;
   host: string;
   nonce: string;
-  /** Linux: the kernel's boot id and this process's pid namespace; absent in locks of earlier versions. */
+  /** Linux: the kernel's boot id, the pid namespace and the process's start time; absent in earlier versions. */
   boot?: string;
   pidns?: string;
+  start?: string;
 }
 
-/** A lock as found: its text ('' when it is not a regular file or cannot be read), inode and age. */
+/** A lock as found: its text ('' when it is not a regular file or cannot be read), identity and times. */
 interface SeenLock {
   text: string;
   ino: number;
   dev: number;
   mtimeMs: number;
+  ctimeMs: number;
 }
 
-/** Where a pid means this machine's process: the boot and pid namespace of this process (empty where unknown). */
-const machine = (() => {
-  const read = (f: () => string) => {
-    try {
-      return f().trim();
-    } catch {
-      return '';
-    }
-  };
-  return {
-    boot: read(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')),
-    pidns: read(() => readlinkSync('/proc/self/ns/pid')),
-  };
-})();
+const readOr = (f: () => string): string => {
+  try {
+    return f().trim();
+  } catch {
+    return '';
+  }
+};
 
-/** A lock older than this with no holder's turn (`<lock>.break`) is left over from a breaker that died. */
+/** Where a pid means this machine's process: the boot and pid namespace of this process (empty where unknown). */
+const machine = {
+  boot: readOr(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')),
+  pidns: readOr(() => readlinkSync('/proc/self/ns/pid')),
+};
+
+/** A process's start time (clock ticks after boot, /proc/<pid>/stat field 22), or undefined where it cannot be read. */
+function processStart(pid: number): string | undefined {
+  const stat = readOr(() => readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  return start && /^[0-9]+$/.test(start) ? start : undefined;
+}
+
+/** A turn (`<lock>.break`) of another machine untouched this long is left over from a breaker that died. */
 const BREAK_STALE_MS = 10_000;
-/** The longest lock file read: an owner is ~200 bytes. */
+/** The longest lock file read: an owner is ~250 bytes. */
 const MAX_LOCK_BYTES = 4096;
 
 function parseOwner(text: string): LockOwner | undefined {
@@ -91,6 +102,21 @@ function sameMachine(owner: LockOwner, me: LockOwner): boolean {
   // A lock of an earlier version names no boot or namespace: judged by host and pid, as that version did.
   if (owner.boot === undefined && owner.pidns === undefined) return true;
   return owner.boot === me.boot && owner.pidns === me.pidns;
+}
+
+/**
+ * Whether a lock (or a breaker's turn) found as `seen` may be broken: its holder is gone from this machine, or it is
+ * not known to run here and was not touched for `staleMs`.
+ */
+function isStale(seen: SeenLock, me: LockOwner, staleMs: number): boolean {
+  const owner = parseOwner(seen.text);
+  const old = Date.now() - seen.mtimeMs > staleMs;
+  if (owner === undefined || !sameMachine(owner, me)) return old;
+  if (!isProcessAlive(owner.pid)) return true;
+  // The pid runs: the same process, unless it started at another time (the pid was reused).
+  const now = owner.start === undefined ? undefined : processStart(owner.pid);
+  if (now !== undefined) return now !== owner.start;
+  return old; // cannot tell which process the pid names: its age decides, as for another machine
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -115,6 +141,7 @@ export async function takeFileLock(path: string, what: string, options: FileLock
     host: hostname(),
     nonce: randomBytes(12).toString('hex'),
     ...machine,
+    start: processStart(process.pid),
   };
   const staleMs = options.staleMs ?? 120_000;
   let handle: FileHandle;
@@ -123,11 +150,16 @@ export async function takeFileLock(path: string, what: string, options: FileLock
   } catch (err) {
     throw storageFailure(StoreError, `${what}: taking its lock ${lockPath}`, err);
   }
-  // Touched while held, so that the age rule never takes it from a holder that runs.
+  // Touched while held, so that the age rule never takes it from a holder that runs: synchronously, a single syscall,
+  // so that a thread pool busy with slow I/O cannot hold the touches back.
   const touch = setInterval(
     () => {
-      const now = new Date();
-      handle.utimes(now, now).catch(() => {});
+      try {
+        const now = new Date();
+        futimesSync(handle.fd, now, now);
+      } catch {
+        // closed meanwhile by release
+      }
     },
     Math.max(1, Math.floor(staleMs / 3)),
   );
@@ -187,7 +219,7 @@ async function create(lockPath: string, owner: LockOwner): Promise<FileHandle | 
     } catch (err) {
       if (errno(err) === 'EEXIST') return undefined;
       // A filesystem without hard links: the lock is created in place (written right after it appears).
-      if (errno(err) === 'EPERM' || errno(err) === 'ENOTSUP' || errno(err) === 'EOPNOTSUPP')
+      if (['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS'].includes(errno(err) ?? ''))
         return createInPlace(lockPath, owner);
       throw err;
     }
@@ -226,7 +258,7 @@ async function look(lockPath: string): Promise<SeenLock | undefined> {
     if (errno(err) === 'ENOENT') return undefined;
     throw err;
   }
-  const seen: SeenLock = { text: '', ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs };
+  const seen: SeenLock = { text: '', ino: st.ino, dev: st.dev, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs };
   if (!st.isFile()) return seen; // a directory, a symlink, a FIFO: judged by its age alone, never opened
   let handle: FileHandle;
   try {
@@ -260,61 +292,78 @@ async function acquire(
     if (handle) return handle;
     const seen = await look(lockPath);
     if (seen === undefined) continue; // released meanwhile: try again at once
-    const owner = parseOwner(seen.text);
-    const gone = owner !== undefined && sameMachine(owner, me) && !isProcessAlive(owner.pid);
-    if (gone || Date.now() - seen.mtimeMs > staleMs) {
-      await breakStale(lockPath, seen, me, staleMs);
-      continue;
-    }
-    if (Date.now() >= deadline)
+    // A stale lock is broken, or another breaker is at it: try again unless its turn has stood past the wait.
+    if (isStale(seen, me, staleMs) && (await breakStale(lockPath, seen, me, staleMs))) continue;
+    if (Date.now() >= deadline) {
+      const owner = parseOwner(seen.text);
+      const turn = isStale(seen, me, staleMs) ? `; its breakers' turn ${lockPath}.break is taken` : '';
       throw new LedgerError(
         'LOCKED',
-        `${what} is being changed by another process (${owner ? `pid ${owner.pid} on ${JSON.stringify(owner.host)}` : 'unknown owner'}, lock ${lockPath}); ` +
+        `${what} is being changed by another process (${owner ? `pid ${owner.pid} on ${JSON.stringify(owner.host)}` : 'unknown owner'}, lock ${lockPath}${turn}); ` +
           'try again, or remove that file if no such process runs',
       );
+    }
     await sleep(delay + Math.floor(Math.random() * delay));
   }
 }
 
 /**
- * Removes the lock judged stale (`judged`), if it is still that lock, holding the breakers' turn (`<lock>.break`):
- * of several processes that judged it at once, one removes it and the others find it gone or replaced.
+ * Removes the lock judged stale (`judged`), if it is still that lock (same inode, contents and times: not replaced,
+ * not touched since), holding the breakers' turn (`<lock>.break`): of several processes that judged it at once, one
+ * removes it and the others find it gone or replaced. A turn whose breaker died is cleared as a lock is (its pid gone
+ * from this machine; another machine's after BREAK_STALE_MS untouched).
+ * @returns false when another breaker holds the turn (or a dead breaker's turn cannot be removed)
  */
-async function breakStale(lockPath: string, judged: SeenLock, me: LockOwner, staleMs: number): Promise<void> {
+async function breakStale(lockPath: string, judged: SeenLock, me: LockOwner, staleMs: number): Promise<boolean> {
   const turnPath = `${lockPath}.break`;
   const turn = await create(turnPath, { ...me, nonce: randomBytes(12).toString('hex') });
   if (!turn) {
-    // Another breaker has the turn; one that died holding it is cleared after BREAK_STALE_MS.
     const other = await look(turnPath);
-    if (other && Date.now() - other.mtimeMs > BREAK_STALE_MS) await unlinkIfSame(turnPath, other);
-    await sleep(5 + Math.floor(Math.random() * 10));
-    return;
+    if (other === undefined) return true; // released meanwhile
+    if (!isStale(other, me, BREAK_STALE_MS)) return false;
+    return unlinkIfSame(turnPath, other);
   }
   try {
     const now = await look(lockPath);
-    if (now && now.ino === judged.ino && now.dev === judged.dev && now.text === judged.text)
+    if (
+      now &&
+      now.ino === judged.ino &&
+      now.dev === judged.dev &&
+      now.mtimeMs === judged.mtimeMs &&
+      now.ctimeMs === judged.ctimeMs &&
+      now.text === judged.text
+    )
       await unlink(lockPath).catch((err) => {
         if (errno(err) !== 'ENOENT') throw err;
       });
-    await removeLeftovers(lockPath, staleMs);
+    await removeLeftovers(lockPath, Math.max(staleMs, BREAK_STALE_MS));
   } finally {
     await release(turnPath, turn).catch(() => {});
   }
+  return true;
 }
 
-/** Unlinks `path` if it is still the file `seen` (best effort: a race here only delays a breaker). */
-async function unlinkIfSame(path: string, seen: SeenLock): Promise<void> {
+/** Unlinks `path` if it is still the file `seen`; false when that failed (a directory, say). */
+async function unlinkIfSame(path: string, seen: SeenLock): Promise<boolean> {
   const now = await lstat(path).catch(() => undefined);
-  if (now && now.ino === seen.ino && now.dev === seen.dev) await unlink(path).catch(() => {});
+  if (!now) return true;
+  if (now.ino !== seen.ino || now.dev !== seen.dev) return true; // replaced: another breaker's turn now
+  return unlink(path).then(
+    () => true,
+    (err) => errno(err) === 'ENOENT',
+  );
 }
 
-/** Temporary lock files of processes that died between writing one and linking it, older than `staleMs`. */
+/**
+ * Temporary lock files of processes that died between writing one and linking it (and locks an earlier version's
+ * breaker moved aside, `.stale`), older than `staleMs`.
+ */
 async function removeLeftovers(lockPath: string, staleMs: number): Promise<void> {
   const dir = dirname(lockPath);
   const prefix = `${basename(lockPath)}.`;
   const names = await readdir(dir).catch(() => [] as string[]);
   for (const name of names) {
-    if (!name.startsWith(prefix) || !name.endsWith('.tmp')) continue;
+    if (!name.startsWith(prefix) || !(name.endsWith('.tmp') || name.endsWith('.stale'))) continue;
     const st = await lstat(join(dir, name)).catch(() => undefined);
     if (st?.isFile() && Date.now() - st.mtimeMs > staleMs) await unlink(join(dir, name)).catch(() => {});
   }
