@@ -70,7 +70,10 @@ async function bundleOnDisk(lines: string[], o: Parameters<typeof writeBundleDir
   return { bundle: join(dir, 'bundle'), trust: join(dir, 'keys.json') };
 }
 
-/** A signed line whose unverified host and keyId carry terminal control sequences (its key is not trusted). */
+/**
+ * A signed line whose unverified host and keyId carry terminal control sequences (its key is not trusted). They are
+ * not an id and a keyId, so the line is MANIFEST_INVALID before any key lookup could name them: none of it is printed.
+ */
 async function hostileLine(): Promise<string> {
   const stranger = makeKey(`x${FAKE_VERDICT}`, 9);
   return (
@@ -82,7 +85,7 @@ async function hostileLine(): Promise<string> {
 }
 
 describe('terminal injection', () => {
-  it('verify escapes unverified payload fields: no control character and no fake verdict reach the terminal', async () => {
+  it('verify prints no unverified payload field: no control character and no fake verdict reach the terminal', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
     const { bundle, trust } = await bundleOnDisk([...b.lines, await hostileLine()], {}, b.key);
     await judge.judge(
@@ -100,7 +103,8 @@ describe('terminal injection', () => {
           verdicts.length === 1 && verdicts[0]!.startsWith('verdict: FAILED'),
           `verdict lines: ${JSON.stringify(verdicts)}`,
         );
-        expect(out).toContain('\\x1b[1A\\x1b[2K\\x0dverdict: OK');
+        expect(out).toMatch(/MANIFEST_INVALID/);
+        expect(out).not.toContain('verdict: OK');
       },
     );
   });
@@ -123,7 +127,8 @@ describe('terminal injection', () => {
       ({ code, out }) => {
         judge.tally.right(code === 1, `fsck exit ${code}`);
         judge.tally.right(!TERMINAL_CONTROL.test(out), `raw control characters in: ${JSON.stringify(out)}`);
-        expect(out).toMatch(/^KEY_UNTRUSTED\ts\t0\t.*\\x1b\[2K/m);
+        expect(out).toMatch(/^MANIFEST_INVALID\ts\t0\t/m);
+        expect(out).not.toContain('verdict: OK');
         expect(out).toMatch(/^not verified: grant and revocation records/m);
       },
     );
