@@ -8,7 +8,8 @@ import { z } from 'zod';
 import { encodeCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { isValidKeyName, type NoteSigner } from '../../manifests/crypto/note.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
-import { open } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { link, open, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { LedgerError } from '../errors.js';
@@ -31,20 +32,28 @@ function witnessKeyOf(name: string, jwk: PrivateJwk): WitnessKey {
 }
 
 /**
- * Creates a witness key file (refusing to overwrite one) and returns the key.
+ * Creates a witness key file (refusing to overwrite one: EEXIST) and returns the key.
  * @throws LedgerError `INVALID_ARGUMENT` for a bad name
  */
 export async function createWitnessKeyFile(path: string, name: string): Promise<WitnessKey> {
   if (!isValidKeyName(name) || name.length > 256)
     throw new LedgerError('INVALID_ARGUMENT', 'a witness name is a note key name: no spaces, no "+"');
   const jwk = generateJwk();
-  // `wx`: a second keygen must never replace a key whose cosignatures others already pin.
-  const file = await open(path, 'wx', 0o600);
+  // Written whole and synced under a temporary name, then linked to `path`, which fails where a file stands: a
+  // second keygen never replaces a key whose cosignatures others already pin, and a crash or a failed write never
+  // leaves a partial key file there (which would neither load nor be replaced).
+  const temp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
+  const file = await open(temp, 'wx', 0o600);
   try {
-    await file.writeFile(`${JSON.stringify({ name, ...jwk })}\n`);
-    await file.sync();
+    try {
+      await file.writeFile(`${JSON.stringify({ name, ...jwk })}\n`);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await link(temp, path);
   } finally {
-    await file.close();
+    await unlink(temp).catch(() => {});
   }
   await nodeFsOps.fsyncDir(dirname(path));
   return witnessKeyOf(name, jwk);

@@ -1,0 +1,47 @@
+/**
+ * The witness key file (src/witness/key.ts): created whole or not at all, never replacing one that stands.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import fsp from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createWitnessKeyFile, loadWitnessKeyFile } from '../../src/witness/key.js';
+import { tempDir } from '../support/tmp.js';
+
+type HandleProto = { writeFile: (...args: unknown[]) => Promise<void> };
+let restore: (() => void) | undefined;
+afterEach(() => restore?.());
+
+describe('witness keygen (the key file)', () => {
+  it('creates a loadable key file, and refuses (EEXIST) to replace one, leaving it as it was', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'w.key');
+    const key = await createWitnessKeyFile(path, 'witness.example/w1');
+    expect((await loadWitnessKeyFile(path)).vkey).toBe(key.vkey);
+    const before = readFileSync(path, 'utf8');
+    await expect(createWitnessKeyFile(path, 'witness.example/w1')).rejects.toMatchObject({ code: 'EEXIST' });
+    expect(readFileSync(path, 'utf8')).toBe(before);
+    expect(readdirSync(dir)).toEqual(['w.key']);
+  });
+
+  it('leaves no key file, partial or empty, and no temporary file when the write fails', async () => {
+    const probe = await fsp.open(process.execPath, 'r');
+    const proto = Object.getPrototypeOf(probe) as HandleProto;
+    await probe.close();
+    const real = proto.writeFile;
+    proto.writeFile = async function (this: unknown) {
+      await real.apply(this, ['{"crv":"Ed25']); // part of it lands, then the disk is full
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    };
+    restore = () => (proto.writeFile = real);
+    const dir = tempDir();
+    await expect(createWitnessKeyFile(join(dir, 'w.key'), 'witness.example/w1')).rejects.toMatchObject({
+      code: 'ENOSPC',
+    });
+    expect(readdirSync(dir)).toEqual([]);
+    restore();
+    // A later keygen is not blocked by a leftover.
+    await createWitnessKeyFile(join(dir, 'w.key'), 'witness.example/w1');
+    expect(readdirSync(dir)).toEqual(['w.key']);
+  });
+});
