@@ -6,8 +6,8 @@
  * instead of the last write dropping the other's new key) and for a shared pin file (two pins at once would write
  * the same slot, and the smaller tree could end up pinned over the larger).
  *
- * The lock is `<path>.lock`, holding its owner: pid, host name, boot id and pid namespace (Linux), and a random
- * nonce. It is written whole under a temporary name and linked into place (a link fails where a lock stands), so no
+ * The lock is `<path>.lock`, holding its owner: pid, host name, boot id, pid namespace and start time (Linux), and
+ * a random nonce. It is written whole under a temporary name and linked into place (a link fails where a lock stands), so no
  * process ever sees an empty or half-written lock. Its holder touches it every `staleMs / 3` while it holds it.
  *
  * Stale rule. A lock of this machine (same host, boot and pid namespace) is judged by its holder: broken once the
@@ -33,8 +33,8 @@ export interface FileLockOptions {
   /** How long to wait for another holder (default 30 s): then `LOCKED`. */
   waitMs?: number;
   /**
-   * A lock not touched for this long is taken over whatever its pid (default 120 s). Its holder touches it every
-   * third of this while it runs, so only a lock whose holder died (or stopped) gets this old.
+   * A lock of another machine (or naming no owner) not touched for this long is taken over (default 120 s); a lock
+   * of this machine only once its process is gone. Its holder touches it every third of this while it runs.
    */
   staleMs?: number;
 }
