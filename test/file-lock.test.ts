@@ -4,7 +4,7 @@
  * never seen half-written, a pid judged only in its own machine and pid namespace, nothing followed through a
  * symlink. test/key-rotation-race.test.ts has the basic cases (a dead holder, an old lock, LOCKED, one after another).
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -358,6 +358,35 @@ describe('breaking a stale lock, step by step', () => {
     // The same pid with another start time: the process that wrote it is gone.
     writeFileSync(lockPath, JSON.stringify({ ...here, nonce: 'reused', start: String(Number(start) + 1) }));
     expect(await withFileLock(path, 'trust.json', async () => 'ran', { waitMs: 300 })).toBe('ran');
+  });
+
+  it('breaks the lock of a holder that exited and was never reaped (a zombie: its pid still answers)', async () => {
+    const root = tempDir();
+    const path = join(root, 'trust.json');
+    const lockPath = `${path}.lock`;
+    // sh starts a child that exits at once, then becomes a process that never reaps it.
+    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      const pid = Number(await new Promise<string>((resolve) => parent.stdout.once('data', (d) => resolve(String(d)))));
+      const stat = () => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      for (let i = 0; i < 100 && stat()[0] !== 'Z'; i++) await sleep(20);
+      expect(stat()[0]).toBe('Z');
+      const start = stat()[19]!;
+      writeFileSync(lockPath, JSON.stringify({ pid, host: hostname(), nonce: 'zombie', start, ...machine() }));
+      expect(await withFileLock(path, 'trust.json', async () => 'ran', { waitMs: 300 })).toBe('ran');
+    } finally {
+      parent.kill();
+    }
+  });
+
+  it('refuses a stale age that is not a positive number (INVALID_ARGUMENT), holding nothing', async () => {
+    const root = tempDir();
+    for (const staleMs of [0, -1, Number.NaN])
+      await expect(takeFileLock(join(root, 'x'), 'x', { staleMs })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(readdirSync(root)).toEqual([]);
+    // Infinity means never by age: the touch still runs at Node's longest timer, not every millisecond.
+    const lock = await takeFileLock(join(root, 'x'), 'x', { staleMs: Number.POSITIVE_INFINITY });
+    await lock.release();
   });
 
   it("releases only its own lock: one taken over meanwhile stays its new holder's", async () => {

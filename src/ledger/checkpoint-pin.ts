@@ -205,7 +205,8 @@ export class CheckpointPinFile {
       if (this.exclusive) return await this.writeHeld(note, supersedes);
       // Other processes pin this file too: read, decide and write under one lock, or two pins at once would both
       // write the slot beside the same newest pin and the last written would stand, maybe the smaller tree. A pin
-      // holds the lock for a write and a flush, so one whose holder died is taken over after 10 s untouched.
+      // holds the lock for a write and a flush: one whose holder died is taken over at once on this host, after
+      // 10 s untouched from another.
       return await withFileLock(this.path, 'the pinned checkpoint', () => this.writeHeld(note, supersedes), {
         staleMs: 10_000,
       });

@@ -11,7 +11,7 @@
  * process ever sees an empty or half-written lock. Its holder touches it every `staleMs / 3` while it holds it.
  *
  * Stale rule. A lock of this machine (same host, boot and pid namespace) is judged by its holder: broken once the
- * pid no longer runs or now names another process (its start time differs), never for its age while the holder runs
+ * pid no longer runs, is a zombie, or now names another process (its start time differs), never for its age while the holder runs
  * (where the start time cannot be read, as on systems without /proc, the age rule below applies as well). A lock of
  * another machine sharing the filesystem, or one that names no owner, is broken once it was not touched for
  * `staleMs`. Breakers take turns under `<path>.lock.break` (made and judged the same way; one of another machine
@@ -72,15 +72,21 @@ const machine = {
   pidns: readOr(() => readlinkSync('/proc/self/ns/pid')),
 };
 
-/** A process's start time (clock ticks after boot, /proc/<pid>/stat field 22), or undefined where it cannot be read. */
-function processStart(pid: number): string | undefined {
+/**
+ * A process as /proc/<pid>/stat tells it: its state (field 3; `Z` a zombie, `X` dead) and start time (field 22, clock
+ * ticks after boot), or undefined where it cannot be read.
+ */
+function processInfo(pid: number): { state: string; start: string } | undefined {
   const stat = readOr(() => readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-  return start && /^[0-9]+$/.test(start) ? start : undefined;
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const [state, start] = [fields[0], fields[19]];
+  return state && start && /^[0-9]+$/.test(start) ? { state, start } : undefined;
 }
 
 /** A turn (`<lock>.break`) of another machine untouched this long is left over from a breaker that died. */
 const BREAK_STALE_MS = 10_000;
+/** Node's longest timer delay (a longer one fires after 1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /** The longest lock file read: an owner is ~250 bytes. */
 const MAX_LOCK_BYTES = 4096;
 
@@ -113,9 +119,10 @@ function isStale(seen: SeenLock, me: LockOwner, staleMs: number): boolean {
   const old = Date.now() - seen.mtimeMs > staleMs;
   if (owner === undefined || !sameMachine(owner, me)) return old;
   if (!isProcessAlive(owner.pid)) return true;
-  // The pid runs: the same process, unless it started at another time (the pid was reused).
-  const now = owner.start === undefined ? undefined : processStart(owner.pid);
-  if (now !== undefined) return now !== owner.start;
+  // The pid runs: the same process, unless it started at another time (the pid was reused) or has exited and waits
+  // to be reaped (a zombie: its pid answers signals, but it holds nothing).
+  const now = owner.start === undefined ? undefined : processInfo(owner.pid);
+  if (now !== undefined) return now.start !== owner.start || now.state === 'Z' || now.state === 'X';
   return old; // cannot tell which process the pid names: its age decides, as for another machine
 }
 
@@ -131,8 +138,9 @@ export interface HeldFileLock {
 /**
  * Takes the lock of `path` (the file `<path>.lock`) and holds it until `release()`, touching it meanwhile; for a
  * process that holds it for its lifetime (a witness's state directory). `what` names it in the error.
- * @throws LedgerError `LOCKED` when another live process holds it for longer than `waitMs` (0: refuse at once);
- *   StoreError `STORAGE_FAILED` when the lock cannot be written or read
+ * @throws LedgerError `LOCKED` when another live process holds it for longer than `waitMs` (0: refuse at once),
+ *   `INVALID_ARGUMENT` for a `staleMs` that is not positive; StoreError `STORAGE_FAILED` when the lock cannot be
+ *   written or read
  */
 export async function takeFileLock(path: string, what: string, options: FileLockOptions = {}): Promise<HeldFileLock> {
   const lockPath = `${path}.lock`;
@@ -141,9 +149,11 @@ export async function takeFileLock(path: string, what: string, options: FileLock
     host: hostname(),
     nonce: randomBytes(12).toString('hex'),
     ...machine,
-    start: processStart(process.pid),
+    start: processInfo(process.pid)?.start,
   };
   const staleMs = options.staleMs ?? 120_000;
+  if (!(staleMs > 0))
+    throw new LedgerError('INVALID_ARGUMENT', `${what}: the lock's stale age must be a positive number of ms`);
   let handle: FileHandle;
   try {
     handle = await acquire(lockPath, what, me, options.waitMs ?? 30_000, staleMs);
@@ -161,7 +171,7 @@ export async function takeFileLock(path: string, what: string, options: FileLock
         // closed meanwhile by release
       }
     },
-    Math.max(1, Math.floor(staleMs / 3)),
+    Math.max(1, Math.min(Math.floor(staleMs / 3), MAX_TIMER_MS)),
   );
   touch.unref();
   let released: Promise<void> | undefined;

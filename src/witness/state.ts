@@ -38,8 +38,8 @@ export class WitnessState {
 
   /**
    * Opens (creating) a state directory and takes its lock, `witness.lock` (src/ledger/file-lock.ts: written whole,
-   * touched while the witness runs; one left by a killed witness is taken over once its pid is gone, or after a
-   * minute untouched). Two witnesses on one directory could cosign two views of a log that are not consistent.
+   * touched while the witness runs; one left by a killed witness of this host is taken over once its process is
+   * gone, one of another host sharing the directory after a minute untouched). Two witnesses on one directory could cosign two views of a log that are not consistent.
    * @throws LedgerError `LOCKED` (another witness serves it), StoreError `UNSAFE_PATH`, `STORAGE_FAILED`
    */
   static async open(dir: string): Promise<WitnessState> {
