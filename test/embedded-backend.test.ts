@@ -216,6 +216,88 @@ describe('LevelManifestLog.checkHeads beside appends', () => {
   });
 });
 
+describe('LevelManifestLog appends of one session at once', () => {
+  const request = (tag: string) => ({
+    session: 's',
+    principal: 'p',
+    seq: 0,
+    prev: null,
+    id: digestOf(new TextEncoder().encode(tag)),
+    envelope: JSON.stringify({ payload: Buffer.from(tag).toString('base64') }),
+  });
+
+  it("take one seq once: an append whose reads span another append's commit is checked against the new head", async () => {
+    // A's batch is durable but not yet acknowledged; B starts, and its watermark read waits until A has committed.
+    let durable!: () => void;
+    const wrote = new Promise<void>((resolve) => (durable = resolve));
+    let go!: () => void;
+    const gate = new Promise<void>((resolve) => (go = resolve));
+    let batches = 0;
+    const log = await LevelManifestLog.open(join(freshDir(), 'log'), {
+      writeBatch: async (db, ops) => {
+        await writeSyncedBatch(db, ops);
+        if (batches++ === 0) {
+          durable();
+          await gate;
+        }
+      },
+    });
+    try {
+      const a = log.append(request('A'));
+      await wrote;
+      const db = log.raw as unknown as { get: (key: string, ...rest: unknown[]) => Promise<unknown> };
+      const get = db.get.bind(db);
+      db.get = async (key, ...rest) => {
+        if (key === 'w!s') {
+          db.get = get;
+          go();
+          await a;
+        }
+        return get(key, ...rest);
+      };
+      const b = log.append(request('B'));
+      const first = await a;
+      await expect(b).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+      expect((await log.head('s'))?.id).toBe(first.id);
+      expect((await log.entry('s', 0))?.id).toBe(first.id);
+      expect((await log.treeHead()).size).toBe(1);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
+describe('LevelManifestLog when building a batch fails', () => {
+  it('fails that batch as a whole and frees its sessions: the next append of the session commits', async () => {
+    const log = await LevelManifestLog.open(join(freshDir(), 'log'));
+    try {
+      const keys = (log as unknown as { keys: { signedPuts: (...a: unknown[]) => unknown } }).keys;
+      const signedPuts = keys.signedPuts.bind(keys);
+      keys.signedPuts = () => {
+        throw new Error('a record that cannot be built');
+      };
+      const request = (tag: string) => ({
+        session: 's',
+        principal: 'p',
+        seq: 0,
+        prev: null,
+        id: digestOf(new TextEncoder().encode(tag)),
+        envelope: JSON.stringify({ payload: Buffer.from(tag).toString('base64') }),
+      });
+      await expect(log.append(request('A'))).rejects.toMatchObject({
+        code: 'STORAGE_FAILED',
+        message: expect.stringContaining('a record that cannot be built'),
+      });
+      expect(await log.head('s')).toBeUndefined();
+      keys.signedPuts = signedPuts;
+      expect((await log.append(request('B'))).seq).toBe(0);
+      expect((await log.treeHead()).size).toBe(1);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
 describe('LevelManifestLog reads when storage fails', () => {
   it('reject with STORAGE_FAILED naming the read (as every PostgreSQL read does), not a raw LevelDB error', async () => {
     const log = await LevelManifestLog.open(join(freshDir(), 'log'));

@@ -328,12 +328,14 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   private async cachedHead(session: string): Promise<ChainHead | null> {
-    let head = this.headCache.get(session);
-    if (head === undefined) {
-      head = (await this._head(session)) ?? null;
-      this.headCache.set(session, head);
-    }
-    return head;
+    const cached = this.headCache.get(session);
+    if (cached !== undefined) return cached;
+    const read = (await this._head(session)) ?? null;
+    // An append of this session that committed while the head was read set the newer head: it stands.
+    const now = this.headCache.get(session);
+    if (now !== undefined) return now;
+    this.headCache.set(session, read);
+    return read;
   }
 
   protected async _append(request: AppendRequest): Promise<LogEntry> {
@@ -343,8 +345,11 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     await this.grants.get(request.principal, '*');
     await this.grants.get(request.principal, request.session);
     if (request.signed) await this.keys.get(request.signed.keyId);
-    const head = await this.cachedHead(request.session);
+    await this.cachedHead(request.session); // loads the head into the cache, which every commit keeps current
     await this._getWatermark(request.session); // loads it, so the batch can keep the higher of the two
+    // Taken with no await before the check and the queue: an append of this session that committed during the reads
+    // above has moved it (checked against the head read before, both could take one seq).
+    const head = this.headCache.get(request.session) ?? null;
     const expectedSeq = head ? head.seq + 1 : 0;
     const expectedPrev: Digest | null = head ? head.id : null;
     if (this.pendingSessions.has(request.session) || request.seq !== expectedSeq || request.prev !== expectedPrev) {
@@ -372,90 +377,100 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         while (this.paused) await this.paused;
         this.writing = true;
         const batch = this.queue.splice(0);
-        const ops: BatchOp[] = [];
-        const results: Array<{ entry: LogEntry; head: ChainHead }> = [];
-        const marks: number[] = [];
-        let position = this.nextPosition;
-        for (const { request, owner } of batch) {
-          const entry: LogEntry = {
-            position: position++,
-            session: request.session,
-            seq: request.seq,
-            id: request.id,
-            principal: request.principal,
-            envelope: request.envelope,
-          };
-          const head: ChainHead = { session: request.session, seq: request.seq, id: request.id, owner };
-          const key = entryKey(request.session, request.seq);
-          // Append step: entry + head + global position in one atomic, synced batch.
-          ops.push({ type: 'put', key, value: JSON.stringify(entry) });
-          ops.push({ type: 'put', key: `h!${request.session}`, value: JSON.stringify(head) });
-          ops.push({ type: 'put', key: posKey(entry.position), value: key });
-          // Inline blob: in the same batch as the entry that names it, so both or neither are durable.
-          if (request.blob) ops.push(...inlineBlobOps(request.blob.digest, request.blob.bytes));
-          // The rollback watermark rises with the head, in the same batch (ManifestLog.append contract).
-          const mark = Math.max(this.watermarkCache.get(request.session) ?? -1, request.seq);
-          ops.push({ type: 'put', key: `w!${request.session}`, value: String(mark) });
-          marks.push(mark);
-          results.push({ entry, head });
-        }
-        // The tree grows in the same batch: it always covers exactly the committed entries.
-        const tree = treePuts(
-          this.frontier,
-          this.treeSize,
-          batch.map((p, i) => ({ id: p.request.id, position: results[i]!.entry.position, leaf: p.leaf })),
-        );
-        ops.push(...tree.puts);
-        // The session-heads index too: its root and the tree's size move together. Built at once from the node
-        // cache where it holds the paths (no turn of the event loop between two batches), else after reading them.
-        let heads: HeadsPuts;
         try {
-          const built = headsPuts(
-            this.headsNodes.read,
-            results.map((r) => r.head),
+          const ops: BatchOp[] = [];
+          const results: Array<{ entry: LogEntry; head: ChainHead }> = [];
+          const marks: number[] = [];
+          let position = this.nextPosition;
+          for (const { request, owner } of batch) {
+            const entry: LogEntry = {
+              position: position++,
+              session: request.session,
+              seq: request.seq,
+              id: request.id,
+              principal: request.principal,
+              envelope: request.envelope,
+            };
+            const head: ChainHead = { session: request.session, seq: request.seq, id: request.id, owner };
+            const key = entryKey(request.session, request.seq);
+            // Append step: entry + head + global position in one atomic, synced batch.
+            ops.push({ type: 'put', key, value: JSON.stringify(entry) });
+            ops.push({ type: 'put', key: `h!${request.session}`, value: JSON.stringify(head) });
+            ops.push({ type: 'put', key: posKey(entry.position), value: key });
+            // Inline blob: in the same batch as the entry that names it, so both or neither are durable.
+            if (request.blob) ops.push(...inlineBlobOps(request.blob.digest, request.blob.bytes));
+            // The rollback watermark rises with the head, in the same batch (ManifestLog.append contract).
+            const mark = Math.max(this.watermarkCache.get(request.session) ?? -1, request.seq);
+            ops.push({ type: 'put', key: `w!${request.session}`, value: String(mark) });
+            marks.push(mark);
+            results.push({ entry, head });
+          }
+          // The tree grows in the same batch: it always covers exactly the committed entries.
+          const tree = treePuts(
+            this.frontier,
+            this.treeSize,
+            batch.map((p, i) => ({ id: p.request.id, position: results[i]!.entry.position, leaf: p.leaf })),
           );
-          heads = built instanceof Promise ? await built : built;
+          ops.push(...tree.puts);
+          // The session-heads index too: its root and the tree's size move together. Built at once from the node
+          // cache where it holds the paths (no turn of the event loop between two batches), else after reading them.
+          let heads: HeadsPuts;
+          try {
+            const built = headsPuts(
+              this.headsNodes.read,
+              results.map((r) => r.head),
+            );
+            heads = built instanceof Promise ? await built : built;
+          } catch (err) {
+            for (const p of batch) {
+              this.pendingSessions.delete(p.request.session);
+              p.reject(err instanceof ManifestError ? err : storageFailed('session-heads index read', err));
+            }
+            this.doneWriting();
+            continue;
+          }
+          ops.push(...heads.puts);
+          // The newest createdAt per signing key, with the entries it dates (rotation reads it after a restart).
+          const signed = this.keys.signedPuts(batch.map((p) => p.request.signed));
+          ops.push(...signed.puts);
+          // Started now (the call runs at once); a hook that throws instead of rejecting fails this batch the same way.
+          const written = (async () => this.writeBatch(this.db, ops))();
+          // While the batch is being synced: the tree it commits, for the checkpoint guard to sign meanwhile.
+          const root = rootOf(tree.frontier);
+          this.tellCommitting({ size: tree.size, root: root.slice(), sessionHeads: heads.root.slice() });
+          try {
+            await written;
+          } catch (err) {
+            for (const p of batch) {
+              this.pendingSessions.delete(p.request.session);
+              p.reject(storageFailed('durable batch write', err));
+            }
+            this.doneWriting();
+            continue;
+          }
+          this.nextPosition = position;
+          signed.commit();
+          this.frontier = tree.frontier;
+          this.treeSize = tree.size;
+          this.rememberOwnTree(tree.size, root);
+          this.headsRoot = heads.root;
+          this.headsNodes.commit(heads.changes);
+          batch.forEach((p, i) => {
+            this.headCache.set(p.request.session, results[i]!.head);
+            this.watermarkCache.set(p.request.session, marks[i]!);
+            this.pendingSessions.delete(p.request.session);
+            p.resolve(results[i]!.entry);
+          });
+          this.doneWriting();
         } catch (err) {
+          // A step not expected to fail did (building the batch's records, say): the batch fails as a whole, and its
+          // sessions are free again, rather than waiting forever on promises nobody settles.
           for (const p of batch) {
             this.pendingSessions.delete(p.request.session);
-            p.reject(err instanceof ManifestError ? err : storageFailed('session-heads index read', err));
+            p.reject(err instanceof ManifestError ? err : storageFailed('append batch', err));
           }
           this.doneWriting();
-          continue;
         }
-        ops.push(...heads.puts);
-        // The newest createdAt per signing key, with the entries it dates (rotation reads it after a restart).
-        const signed = this.keys.signedPuts(batch.map((p) => p.request.signed));
-        ops.push(...signed.puts);
-        // Started now (the call runs at once); a hook that throws instead of rejecting fails this batch the same way.
-        const written = (async () => this.writeBatch(this.db, ops))();
-        // While the batch is being synced: the tree it commits, for the checkpoint guard to sign meanwhile.
-        const root = rootOf(tree.frontier);
-        this.tellCommitting({ size: tree.size, root: root.slice(), sessionHeads: heads.root.slice() });
-        try {
-          await written;
-        } catch (err) {
-          for (const p of batch) {
-            this.pendingSessions.delete(p.request.session);
-            p.reject(storageFailed('durable batch write', err));
-          }
-          this.doneWriting();
-          continue;
-        }
-        this.nextPosition = position;
-        signed.commit();
-        this.frontier = tree.frontier;
-        this.treeSize = tree.size;
-        this.rememberOwnTree(tree.size, root);
-        this.headsRoot = heads.root;
-        this.headsNodes.commit(heads.changes);
-        batch.forEach((p, i) => {
-          this.headCache.set(p.request.session, results[i]!.head);
-          this.watermarkCache.set(p.request.session, marks[i]!);
-          this.pendingSessions.delete(p.request.session);
-          p.resolve(results[i]!.entry);
-        });
-        this.doneWriting();
       }
     } finally {
       this.doneWriting();
