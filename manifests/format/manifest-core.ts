@@ -1,7 +1,7 @@
 /**
  * The parts of the v1 manifest format (./manifest.ts) that need no schema library: its payload and summary media
- * types, the forms of its keyId and time, and its id. The verifiers' fast path (manifests/crypto/verify-canonical.ts) and the auditor's worker
- * threads load this, not zod. Isomorphic.
+ * types, the forms of its keyId and time, and its id. The verifiers' fast path (manifests/crypto/verify-canonical.ts)
+ * and the auditor's worker threads load this, not zod. Isomorphic.
  */
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 

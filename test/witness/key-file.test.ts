@@ -3,6 +3,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import fsp from 'node:fs/promises';
+import { syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createWitnessKeyFile, loadWitnessKeyFile } from '../../src/witness/key.js';
@@ -42,6 +43,24 @@ describe('witness keygen (the key file)', () => {
     restore();
     // A later keygen is not blocked by a leftover.
     await createWitnessKeyFile(join(dir, 'w.key'), 'witness.example/w1');
+    expect(readdirSync(dir)).toEqual(['w.key']);
+  });
+
+  it('creates the key in place on a filesystem without hard links, still refusing to replace one', async () => {
+    const link = fsp.link;
+    fsp.link = async () => {
+      throw Object.assign(new Error('EPERM: operation not permitted, link'), { code: 'EPERM' });
+    };
+    syncBuiltinESMExports();
+    restore = () => {
+      fsp.link = link;
+      syncBuiltinESMExports();
+    };
+    const dir = tempDir();
+    const path = join(dir, 'w.key');
+    const key = await createWitnessKeyFile(path, 'witness.example/w1');
+    expect((await loadWitnessKeyFile(path)).vkey).toBe(key.vkey);
+    await expect(createWitnessKeyFile(path, 'witness.example/w1')).rejects.toMatchObject({ code: 'EEXIST' });
     expect(readdirSync(dir)).toEqual(['w.key']);
   });
 });
