@@ -216,16 +216,17 @@ describe('LevelManifestLog.checkHeads beside appends', () => {
   });
 });
 
-describe('LevelManifestLog appends of one session at once', () => {
-  const request = (tag: string) => ({
-    session: 's',
-    principal: 'p',
-    seq: 0,
-    prev: null,
-    id: digestOf(new TextEncoder().encode(tag)),
-    envelope: JSON.stringify({ payload: Buffer.from(tag).toString('base64') }),
-  });
+/** The first append of session `s`, told apart by `tag`. */
+const request = (tag: string) => ({
+  session: 's',
+  principal: 'p',
+  seq: 0,
+  prev: null,
+  id: digestOf(new TextEncoder().encode(tag)),
+  envelope: JSON.stringify({ payload: Buffer.from(tag).toString('base64') }),
+});
 
+describe('LevelManifestLog appends of one session at once', () => {
   it("take one seq once: an append whose reads span another append's commit is checked against the new head", async () => {
     // A's batch is durable but not yet acknowledged; B starts, and its watermark read waits until A has committed.
     let durable!: () => void;
@@ -276,14 +277,6 @@ describe('LevelManifestLog when building a batch fails', () => {
       keys.signedPuts = () => {
         throw new Error('a record that cannot be built');
       };
-      const request = (tag: string) => ({
-        session: 's',
-        principal: 'p',
-        seq: 0,
-        prev: null,
-        id: digestOf(new TextEncoder().encode(tag)),
-        envelope: JSON.stringify({ payload: Buffer.from(tag).toString('base64') }),
-      });
       await expect(log.append(request('A'))).rejects.toMatchObject({
         code: 'STORAGE_FAILED',
         message: expect.stringContaining('a record that cannot be built'),
