@@ -22,9 +22,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { constants, futimesSync, readFileSync, readlinkSync } from 'node:fs';
-import { link, lstat, open, readdir, unlink, type FileHandle } from 'node:fs/promises';
+import { lstat, open, readdir, unlink, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
+import { createFileWhole } from '../../store/fs/atomic-file.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { StoreError, storageFailure } from '../../store/errors.js';
 import { LedgerError } from '../errors.js';
@@ -213,50 +214,9 @@ async function release(lockPath: string, handle: FileHandle): Promise<void> {
   }
 }
 
-/**
- * Makes `lockPath` hold `owner`, written whole before it appears: the owner goes to a temporary file, which is
- * linked to `lockPath` (failing where a lock stands). Returns the open lock file, or undefined when one stands.
- */
-async function create(lockPath: string, owner: LockOwner): Promise<FileHandle | undefined> {
-  const temp = `${lockPath}.${owner.nonce}.${randomBytes(4).toString('hex')}.tmp`;
-  const handle = await open(temp, 'wx', 0o600);
-  let linked = false;
-  try {
-    await handle.writeFile(JSON.stringify(owner));
-    try {
-      await link(temp, lockPath);
-      linked = true;
-    } catch (err) {
-      if (errno(err) === 'EEXIST') return undefined;
-      // A filesystem without hard links: the lock is created in place (written right after it appears).
-      if (['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS'].includes(errno(err) ?? ''))
-        return createInPlace(lockPath, owner);
-      throw err;
-    }
-  } finally {
-    await unlink(temp).catch(() => {});
-    if (!linked) await handle.close();
-  }
-  return handle;
-}
-
-/** `create` where hard links are not to be had: O_EXCL at the lock's own path, then its owner written. */
-async function createInPlace(lockPath: string, owner: LockOwner): Promise<FileHandle | undefined> {
-  let handle: FileHandle;
-  try {
-    handle = await open(lockPath, 'wx', 0o600);
-  } catch (err) {
-    if (errno(err) === 'EEXIST') return undefined;
-    throw err;
-  }
-  try {
-    await handle.writeFile(JSON.stringify(owner));
-    return handle;
-  } catch (err) {
-    await handle.close().catch(() => {});
-    await unlink(lockPath).catch(() => {});
-    throw err;
-  }
+/** Makes `lockPath` hold `owner`, written whole before it appears; undefined when a lock stands there. */
+function create(lockPath: string, owner: LockOwner): Promise<FileHandle | undefined> {
+  return createFileWhole(lockPath, JSON.stringify(owner));
 }
 
 /** The lock at `lockPath` as it is now (read without following a symlink), or undefined when there is none. */
@@ -303,10 +263,11 @@ async function acquire(
     const seen = await look(lockPath);
     if (seen === undefined) continue; // released meanwhile: try again at once
     // A stale lock is broken, or another breaker is at it: try again unless its turn has stood past the wait.
-    if (isStale(seen, me, staleMs) && (await breakStale(lockPath, seen, me, staleMs))) continue;
+    const stale = isStale(seen, me, staleMs);
+    if (stale && (await breakStale(lockPath, seen, me, staleMs))) continue;
     if (Date.now() >= deadline) {
       const owner = parseOwner(seen.text);
-      const turn = isStale(seen, me, staleMs) ? `; its breakers' turn ${lockPath}.break is taken` : '';
+      const turn = stale ? `; its breakers' turn ${lockPath}.break is taken` : '';
       throw new LedgerError(
         'LOCKED',
         `${what} is being changed by another process (${owner ? `pid ${owner.pid} on ${JSON.stringify(owner.host)}` : 'unknown owner'}, lock ${lockPath}${turn}); ` +

@@ -8,9 +8,8 @@ import { z } from 'zod';
 import { encodeCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { isValidKeyName, type NoteSigner } from '../../manifests/crypto/note.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
-import { randomBytes } from 'node:crypto';
-import { link, open, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { createFileWhole } from '../../store/fs/atomic-file.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { LedgerError } from '../errors.js';
 import { generateJwk, LocalSigner, readPrivateKeyFile, type PrivateJwk } from '../keys/local-signer.js';
@@ -42,31 +41,11 @@ export async function createWitnessKeyFile(path: string, name: string): Promise<
   // Written whole and synced under a temporary name, then linked to `path`, which fails where a file stands: a
   // second keygen never replaces a key whose cosignatures others already pin, and a crash or a failed write never
   // leaves a partial key file there (which would neither load nor be replaced).
-  const text = `${JSON.stringify({ name, ...jwk })}\n`;
-  const temp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
-  const file = await open(temp, 'wx', 0o600);
-  try {
-    await writeSynced(file, text);
-    await link(temp, path).catch(async (err: NodeJS.ErrnoException) => {
-      // A filesystem without hard links: created in place (O_EXCL), as before.
-      if (!['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS'].includes(err.code ?? '')) throw err;
-      await writeSynced(await open(path, 'wx', 0o600), text);
-    });
-  } finally {
-    await unlink(temp).catch(() => {});
-  }
+  const file = await createFileWhole(path, `${JSON.stringify({ name, ...jwk })}\n`, { sync: true });
+  if (!file) throw Object.assign(new Error(`EEXIST: file already exists, '${path}'`), { code: 'EEXIST', path });
+  await file.close();
   await nodeFsOps.fsyncDir(dirname(path));
   return witnessKeyOf(name, jwk);
-}
-
-/** Writes `text` to a new file, syncs and closes it. */
-async function writeSynced(file: FileHandle, text: string): Promise<void> {
-  try {
-    await file.writeFile(text);
-    await file.sync();
-  } finally {
-    await file.close();
-  }
 }
 
 /** Loads a witness key file. @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` */

@@ -1,4 +1,4 @@
-import { open, rename, unlink } from 'node:fs/promises';
+import { link, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
@@ -28,4 +28,60 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
     throw err;
   }
   await nodeFsOps.fsyncDir(dir);
+}
+
+/** What link(2) answers on a filesystem without hard links. */
+const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
+
+/**
+ * Creates `path` holding `data`, never replacing a file that stands there and never seen partly written: the data
+ * goes to a staging file beside it (`<path>.<random>.tmp`, O_EXCL, `mode`; fsynced when `sync`), which is hard-linked
+ * to `path` (the link fails where a file stands) and then removed. Where the filesystem has no hard links, `path`
+ * itself is created with O_EXCL and written (seen empty for that moment), and removed again if the write fails.
+ * The directory is not fsynced here.
+ * @returns the new file, open (the caller closes it), or undefined when a file already stands at `path`
+ */
+export async function createFileWhole(
+  path: string,
+  data: string | Uint8Array,
+  options: { mode?: number; sync?: boolean } = {},
+): Promise<FileHandle | undefined> {
+  const mode = options.mode ?? 0o600;
+  const write = async (h: FileHandle) => {
+    await h.writeFile(data);
+    if (options.sync) await h.sync();
+  };
+  const staging = `${path}.${randomBytes(8).toString('hex')}.tmp`;
+  const handle = await open(staging, 'wx', mode);
+  let linked = false;
+  try {
+    await write(handle);
+    try {
+      await link(staging, path);
+      linked = true;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      if (code === 'EEXIST') return undefined;
+      if (!NO_HARD_LINKS.has(code)) throw err;
+    }
+  } finally {
+    await unlink(staging).catch(() => {});
+    if (!linked) await handle.close();
+  }
+  if (linked) return handle;
+  let inPlace: FileHandle;
+  try {
+    inPlace = await open(path, 'wx', mode);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return undefined;
+    throw err;
+  }
+  try {
+    await write(inPlace);
+    return inPlace;
+  } catch (err) {
+    await inPlace.close().catch(() => {});
+    await unlink(path).catch(() => {});
+    throw err;
+  }
 }

@@ -422,11 +422,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
             );
             heads = built instanceof Promise ? await built : built;
           } catch (err) {
-            for (const p of batch) {
-              this.pendingSessions.delete(p.request.session);
-              p.reject(err instanceof ManifestError ? err : storageFailed('session-heads index read', err));
-            }
-            this.doneWriting();
+            this.failBatch(batch, err instanceof ManifestError ? err : storageFailed('session-heads index read', err));
             continue;
           }
           ops.push(...heads.puts);
@@ -441,11 +437,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
           try {
             await written;
           } catch (err) {
-            for (const p of batch) {
-              this.pendingSessions.delete(p.request.session);
-              p.reject(storageFailed('durable batch write', err));
-            }
-            this.doneWriting();
+            this.failBatch(batch, storageFailed('durable batch write', err));
             continue;
           }
           this.nextPosition = position;
@@ -465,11 +457,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         } catch (err) {
           // A step not expected to fail did (building the batch's records, say): the batch fails as a whole, and its
           // sessions are free again, rather than waiting forever on promises nobody settles.
-          for (const p of batch) {
-            this.pendingSessions.delete(p.request.session);
-            p.reject(err instanceof ManifestError ? err : storageFailed('append batch', err));
-          }
-          this.doneWriting();
+          this.failBatch(batch, err instanceof ManifestError ? err : storageFailed('append batch', err));
         }
       }
     } finally {
@@ -477,6 +465,15 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       this.flushing = false;
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
+  }
+
+  /** Fails every append of a batch with `err` (nothing of it committed) and frees their sessions. */
+  private failBatch(batch: Pending[], err: Error): void {
+    for (const p of batch) {
+      this.pendingSessions.delete(p.request.session);
+      p.reject(err);
+    }
+    this.doneWriting();
   }
 
   private doneWriting(): void {

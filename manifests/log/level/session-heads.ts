@@ -101,10 +101,8 @@ export class HeadsNodeCache {
 }
 
 /** What one append batch writes to the index: its puts, the nodes they hold (for a cache, once durable), the new root. */
-export interface HeadsPuts {
+export interface HeadsPuts extends Applied {
   puts: Put[];
-  changes: Array<{ path: NodePath; node: HeadsNode }>;
-  root: Uint8Array;
 }
 
 /**
