@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { Level } from 'level';
 import { chmodSync, readdirSync, utimesSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
@@ -173,6 +174,42 @@ describe('restart, recovery, fsck and gc', () => {
     const everything = await gc(ledger, { graceMs: 0, now: Date.now() + 1000 });
     expect(everything.removed).toEqual([youngOrphan.digest]);
     expect((await ledger.resume(scope))?.id).toBe(kept.id);
+    await ledger.close();
+  });
+
+  it('gc keeps the blob of an entry the position index lost, and removes nothing while a manifest cannot be read', async () => {
+    const root = tempDir();
+    let ledger = await open(root, { inlineSummaryBytes: 0 });
+    const first = await ledger.publish(scope, sampleSummary('first'));
+    const second = await ledger.publish({ ...scope, session: 's2' }, sampleSummary('second'));
+    await ledger.close();
+    const db = new Level<string, string>(join(root, 'manifests-v1'));
+    await db.open();
+    await db.del(`p!${(0).toString(16).padStart(16, '0')}`); // the global order no longer reaches seq 0 of s
+    await db.close();
+    ledger = await open(root, { inlineSummaryBytes: 0 });
+    expect((await fsck(ledger)).findings.map((f) => f.code)).toContain('POSITION_GAP');
+    const later = { graceMs: 0, now: Date.now() + 1000 };
+    expect((await gc(ledger, later)).removed).toEqual([]);
+    expect((await ledger.resume(scope))?.id).toBe(first.id);
+    await ledger.close();
+
+    // A manifest whose envelope no longer parses: which blob it names is unknown, so gc stops before removing any.
+    const orphan = await (async () => {
+      const l = await open(root, { inlineSummaryBytes: 0 });
+      const o = await l.blobs.put(new TextEncoder().encode('an orphan gc would otherwise remove'));
+      await l.close();
+      return o;
+    })();
+    await db.open();
+    const key = `e!s2!${(0).toString(16).padStart(12, '0')}`;
+    const record = JSON.parse((await db.get(key))!) as { envelope: string };
+    await db.put(key, JSON.stringify({ ...record, envelope: record.envelope.slice(0, -9) }));
+    await db.close();
+    ledger = await open(root, { inlineSummaryBytes: 0 });
+    await expect(gc(ledger, later)).rejects.toMatchObject({ code: 'RECORD_CORRUPT', message: /"s2" seq 0/ });
+    expect(await ledger.blobs.has(second.digest)).toBe(true);
+    expect(await ledger.blobs.has(orphan.digest)).toBe(true);
     await ledger.close();
   });
 

@@ -10,7 +10,7 @@ import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
-import type { ChainHead } from '../../manifests/log/log.js';
+import type { ChainHead, LogEntry } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { decodeSummary } from '../summary/summary.js';
@@ -253,7 +253,8 @@ export interface GcReport {
  * of a publish in flight is younger than any sensible grace period, so it is never taken from under
  * the manifest about to reference it; a publish whose summary equals an old orphan refreshes its storage time
  * when it re-puts the bytes, and the delete itself re-checks that time. Every manifest counts as a reference,
- * verified or not.
+ * verified or not, whether the global order or a chain reaches it; a manifest gc cannot read stops it
+ * (`RECORD_CORRUPT`) before anything is removed.
  */
 export async function gc(
   ledger: Ledger,
@@ -280,17 +281,7 @@ async function collect(
 ): Promise<GcReport> {
   if (!Number.isFinite(options.graceMs) || options.graceMs < 0)
     throw new RangeError('graceMs must be a non-negative number');
-  const referenced = new Set<string>();
-  for await (const entry of ledger.log.entries()) {
-    try {
-      const payload = parseEnvelope(entry.envelope).payload;
-      const digest = (JSON.parse(new TextDecoder().decode(payload)) as { summary?: { digest?: string } }).summary
-        ?.digest;
-      if (typeof digest === 'string') referenced.add(digest);
-    } catch {
-      // An unreadable manifest references nothing we can name; fsck reports it.
-    }
-  }
+  const referenced = await referencedDigests(ledger);
   const cutoff = (options.now ?? Date.now()) - options.graceMs;
   const removed: Digest[] = [];
   let scanned = 0;
@@ -312,6 +303,35 @@ async function collect(
     removed.push(digest);
   }
   return { scanned, referenced: referenced.size, removed, keptYoung };
+}
+
+/**
+ * Every summary digest a stored manifest names. The entries are reached two ways, through the global order and
+ * through every chain, so an entry one index lost (a position gap, a head that no longer names it) still keeps its
+ * blob. A manifest gc cannot read is not taken to reference nothing: gc refuses (`RECORD_CORRUPT`, naming it) and
+ * removes nothing, and fsck says what is wrong.
+ */
+async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
+  const referenced = new Set<string>();
+  const note = (entry: LogEntry): void => {
+    let digest: unknown;
+    try {
+      const payload = parseEnvelope(entry.envelope).payload;
+      digest = (JSON.parse(new TextDecoder().decode(payload)) as { summary?: { digest?: unknown } }).summary?.digest;
+    } catch {
+      digest = undefined;
+    }
+    if (typeof digest !== 'string')
+      throw new LedgerError(
+        'RECORD_CORRUPT',
+        `gc removes nothing: the manifest at ${JSON.stringify(entry.session)} seq ${entry.seq} cannot be read, ` +
+          'so the blob it names is unknown (fsck reports it)',
+      );
+    referenced.add(digest);
+  };
+  for await (const entry of ledger.log.entries()) note(entry);
+  for await (const head of ledger.log.heads()) for await (const entry of ledger.log.chain(head.session)) note(entry);
+  return referenced;
 }
 
 /** Parses durations like `90s`, `30m`, `24h`, `7d`, `0`. */
