@@ -11,6 +11,7 @@ import { fsck } from '../src/ops/maintenance.js';
 import { mergeTrust } from '../src/keys/keyring.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { parseTrustStore, type TrustedKey } from '../manifests/format/trust.js';
+import { findTrustedKey } from '../manifests/format/trust-lookup.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
@@ -106,6 +107,42 @@ describe('a revoked host key', () => {
     await ledger.close();
   });
 
+  it('takes its checkpoint key with it: revoked after a rotation, or at the rotation that follows the revocation', async () => {
+    const checkpointKeys = (l: Ledger) => l.trustStore().checkpointKeys!;
+    // The runbook: rotate, then revoke the old host key. The old checkpoint key (same keys/ directory) is revoked.
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const oldKey = ledger.keyId;
+    const oldCheckpointKey = checkpointKeys(ledger)[0]!.keyId;
+    await ledger.rotateKey();
+    await ledger.revokeKey(oldKey, '2000-01-01T00:00:00.000Z');
+    expect(checkpointKeys(ledger).map((k) => [k.keyId === oldCheckpointKey, k.revokedAt])).toEqual([
+      [true, '2000-01-01T00:00:00.000Z'],
+      [false, undefined],
+    ]);
+    await ledger.close();
+    ledger = await open(root); // its pin, signed by the revoked checkpoint key, was pinned again with the new one
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    expect((await fsck(ledger)).findings.map((f) => f.code)).toEqual(['KEY_REVOKED']); // seq 0, signed by oldKey
+    await ledger.close();
+
+    // The other order: revoke the host key in use, then rotate as KEY_REVOKED says. The rotation revokes both.
+    const second = await open(tempDir());
+    await second.publish(scope, sampleSummary(1));
+    const current = checkpointKeys(second)[0]!.keyId;
+    await expect(second.revokeKey(current)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: /keys rotate/ });
+    await second.revokeKey(second.keyId);
+    expect(checkpointKeys(second)[0]?.revokedAt).toBeUndefined(); // still the key every checkpoint is signed with
+    await second.rotateKey();
+    expect(checkpointKeys(second).map((k) => [k.keyId === current, k.revokedAt !== undefined])).toEqual([
+      [true, true],
+      [false, false],
+    ]);
+    expect((await second.publish({ ...scope, session: 's2' }, sampleSummary(2))).seq).toBe(0);
+    await second.close();
+  });
+
   it('refuses to open when trust.json is gone but the host key is not, instead of re-trusting the key from now', async () => {
     const root = tempDir();
     const ledger = await open(root);
@@ -126,6 +163,45 @@ describe('revokeKey --at', () => {
     expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(before);
     await ledger.close();
     await (await open(root)).close();
+  });
+});
+
+describe('a revocation only moves earlier', () => {
+  it('revoking again later keeps the first revocation: what it ended stays refused', async () => {
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const root = tempDir();
+    const ledger = await open(root, { clock: () => new Date(now) });
+    const key = ledger.keyId;
+    now += 1000;
+    await ledger.publish(scope, sampleSummary('signed before the compromise was found'));
+    now += 60_000;
+    await ledger.revokeKey(key, '2026-11-30T10:00:00.500Z');
+    await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    now += 60_000;
+    await ledger.revokeKey(key); // a plain `keys revoke` run again: "now" is later than the first time
+    await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    const listed = (JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')) as { keys: TrustedKey[] }).keys;
+    expect(listed.find((k) => k.keyId === key)?.revokedAt).toBe('2026-11-30T10:00:00.500Z');
+    expect((await ledger.log.signingKeys.get(key))?.closedAt).toBe('2026-11-30T10:00:00.500Z');
+    await ledger.close();
+  });
+
+  it('a rotation after a revocation leaves the window the log closed where the revocation closed it', async () => {
+    let now = Date.parse('2026-11-30T10:00:00.000Z');
+    const ledger = await open(tempDir(), { clock: () => new Date(now) });
+    const key = ledger.keyId;
+    now += 1000;
+    await ledger.publish(scope, sampleSummary('before'));
+    now += 60_000;
+    await ledger.revokeKey(key, '2026-11-30T10:00:30.000Z');
+    now += 60_000;
+    await ledger.rotateKey(); // what KEY_REVOKED tells the operator to do next
+    expect((await ledger.log.signingKeys.get(key))?.closedAt).toBe('2026-11-30T10:00:30.000Z');
+    expect(ledger.trustStore().keys.find((k) => k.keyId !== key)?.notBefore).toBe('2026-11-30T10:02:01.000Z');
+    expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] }); // before: KEY_WINDOW_MISMATCH
+    await ledger.publish({ ...scope, session: 's2' }, sampleSummary('after, with the new key'));
+    expect((await ledger.resume({ ...scope, session: 's2' }))?.seq).toBe(0);
+    await ledger.close();
   });
 });
 
@@ -151,8 +227,50 @@ describe('trust stores', () => {
     expect(merged.keys).toEqual([
       { ...key, notAfter: '2026-03-01T00:00:00.000Z', revokedAt: '2026-02-01T00:00:00.000Z' },
     ]);
+    const vkey = 'example.com/log+01234567+AQ' + Buffer.alloc(32, 9).toString('base64').slice(2);
+    const checkpointKey = { host: 'host-a', keyId: key.keyId, vkey, notBefore: '2026-01-01T00:00:00.000Z' };
+    const revoked = { ...checkpointKey, revokedAt: '2026-02-01T00:00:00.000Z' };
+    for (const [first, second] of [
+      [checkpointKey, revoked],
+      [revoked, checkpointKey],
+    ] as const)
+      expect(
+        mergeTrust({ version: 1, keys: [], checkpointKeys: [first] }, { version: 1, keys: [], checkpointKeys: [second] })
+          .checkpointKeys,
+      ).toEqual([revoked]);
     const other = { ...key, publicKey: Buffer.alloc(32, 8).toString('base64url') };
     expect(() => mergeTrust({ version: 1, keys: [key] }, { version: 1, keys: [other] })).toThrow(/two public keys/);
+  });
+});
+
+describe('the trust option', () => {
+  it('is checked like a trust file: a window time that does not parse is TRUST_INVALID, not a window left open', async () => {
+    const root = tempDir();
+    const first = await open(root);
+    await first.publish(scope, sampleSummary('x'));
+    const listed = first.trustStore().keys[0]!;
+    await first.close();
+    const garbled = { version: 1, keys: [{ ...listed, revokedAt: '2000-01-01 garbage' }] };
+    await expect(open(root, { trust: garbled as never })).rejects.toMatchObject({ code: 'TRUST_INVALID' });
+    const revoked = { version: 1 as const, keys: [{ ...listed, revokedAt: '2000-01-01T00:00:00.000Z' }] };
+    const ledger = await open(root, { trust: revoked });
+    await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    await ledger.close();
+  });
+
+  it('a lookup refuses a bound that does not parse rather than skipping it', () => {
+    const listed: TrustedKey = {
+      host: 'h',
+      keyId: 'ed25519:00112233445566778899aabbccddeeff',
+      publicKey: Buffer.alloc(32, 7).toString('base64url'),
+      notBefore: '2026-01-01T00:00:00.000Z',
+    };
+    const at = '2026-06-01T00:00:00.000Z';
+    const lookup = (k: TrustedKey) => findTrustedKey({ version: 1, keys: [k] }, 'h', listed.keyId, at);
+    expect(lookup(listed)).toMatchObject({ ok: true });
+    expect(lookup({ ...listed, revokedAt: 'soon' })).toMatchObject({ ok: false, code: 'KEY_REVOKED' });
+    expect(lookup({ ...listed, notAfter: 'later' })).toMatchObject({ ok: false, code: 'KEY_EXPIRED' });
+    expect(lookup({ ...listed, notBefore: 'once' })).toMatchObject({ ok: false, code: 'KEY_EXPIRED' });
   });
 });
 

@@ -22,10 +22,11 @@ export function findTrustedKey(trust: TrustStore, host: string, keyId: string, a
   const named = () => `key ${quoted(keyId)} of host ${quoted(host)}`;
   if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `${named()} is not trusted` };
   const t = Date.parse(at);
-  if (key.revokedAt !== undefined && t >= Date.parse(key.revokedAt)) {
+  // A bound that does not parse is no bound to pass: NaN compares false both ways, so it is refused, not skipped.
+  if (key.revokedAt !== undefined && !(t < Date.parse(key.revokedAt))) {
     return { ok: false, code: 'KEY_REVOKED', message: `${named()} was revoked at ${quoted(key.revokedAt)}` };
   }
-  if (t < Date.parse(key.notBefore) || (key.notAfter !== undefined && t >= Date.parse(key.notAfter))) {
+  if (!(t >= Date.parse(key.notBefore)) || (key.notAfter !== undefined && !(t < Date.parse(key.notAfter)))) {
     return { ok: false, code: 'KEY_EXPIRED', message: `${named()} was not valid at ${quoted(at)}` };
   }
   return { ok: true, key, publicKey: publicKeyBytes(key) };

@@ -77,10 +77,17 @@ export const trustStoreSchema = z
 export type TrustedKey = z.infer<typeof trustedKeySchema>;
 export type TrustedCheckpointKey = z.infer<typeof trustedCheckpointKeySchema>;
 
-/** The unrevoked checkpoint keys of a trust store, as note verifiers (optionally only those named `origin`). */
-export function checkpointVerifiers(trust: TrustStore, origin?: string): NoteVerifierKey[] {
+/**
+ * The unrevoked checkpoint keys of a trust store, as note verifiers (optionally only those named `origin`).
+ * `withRevoked` adds the revoked ones: only for a ledger reading back the pin in its own root (see CheckpointGuard).
+ */
+export function checkpointVerifiers(
+  trust: TrustStore,
+  origin?: string,
+  options: { withRevoked?: boolean } = {},
+): NoteVerifierKey[] {
   return (trust.checkpointKeys ?? [])
-    .filter((k) => k.revokedAt === undefined)
+    .filter((k) => options.withRevoked === true || k.revokedAt === undefined)
     .map((k) => parseVerifierKey(k.vkey))
     .filter((k) => origin === undefined || k.name === origin);
 }

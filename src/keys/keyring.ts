@@ -271,11 +271,13 @@ export class Keyring {
     // the ensureTrusted check on the next open reports it plainly instead of signing with an expired key.
     // The checkpoint key rotates with the host key, under the same rule.
     const cjwk = generateJwk();
-    const checkpointKeys = (this.trust.checkpointKeys ?? []).map((k) =>
-      k.host === this.options.host && k.keyId === this.checkpoint.keyId && k.notAfter === undefined
-        ? { ...k, notAfter: at }
-        : k,
-    );
+    // A revoked host key takes the checkpoint key it rotates out with it (see `revoke`).
+    const oldRevokedAt = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === old.keyId)?.revokedAt;
+    const checkpointKeys = (this.trust.checkpointKeys ?? []).map((k) => {
+      if (k.host !== this.options.host || k.keyId !== this.checkpoint.keyId) return k;
+      const ended = k.notAfter === undefined ? { ...k, notAfter: at } : k;
+      return oldRevokedAt === undefined ? ended : revokedFrom(ended, oldRevokedAt);
+    });
     checkpointKeys.push({
       host: this.options.host,
       keyId: cjwk.kid!,
@@ -300,6 +302,13 @@ export class Keyring {
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     if (!this.trust.keys.some((k) => k.keyId === keyId) && !checkpointKeys.some((k) => k.keyId === keyId))
       throw new LedgerError('KEY_INVALID', `no trusted key ${keyId}`);
+    // Revoked, the key this store signs its checkpoints with would leave no checkpoint it could verify, and the
+    // store could not be opened to rotate: rotating replaces it, and revokes it when its host key is revoked.
+    if (keyId === this.checkpoint.keyId)
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `${keyId} is the checkpoint key this store signs with: revoke the host key and rotate (keys rotate), which revokes it`,
+      );
     return at;
   }
 
@@ -316,17 +325,26 @@ export class Keyring {
   async revoke(keyId: string, at: string = this.now()): Promise<void> {
     this.checkRevocation(keyId, at);
     const checkpointKeys = this.trust.checkpointKeys ?? [];
+    const manifestKey = this.trust.keys.find((k) => k.keyId === keyId);
+    // The host key's checkpoint keys go with it: they lie in the same keys/ directory, and a checkpoint carries no
+    // time to hold against a window. The current one goes at the next rotation (`rotate`), which replaces it.
+    const paired = (k: TrustedCheckpointKey) =>
+      manifestKey !== undefined &&
+      k.host === manifestKey.host &&
+      k.keyId !== this.checkpoint.keyId &&
+      overlaps(k, manifestKey);
     await this.save({
       ...this.trust,
-      keys: this.trust.keys.map((k) => (k.keyId === keyId ? { ...k, revokedAt: at } : k)),
-      checkpointKeys: checkpointKeys.map((k) => (k.keyId === keyId ? { ...k, revokedAt: at } : k)),
+      keys: this.trust.keys.map((k) => (k.keyId === keyId ? revokedFrom(k, at) : k)),
+      checkpointKeys: checkpointKeys.map((k) => (k.keyId === keyId || paired(k) ? revokedFrom(k, at) : k)),
     });
   }
 }
 
 /**
  * Union of trust stores (the store's own file plus keys of other hosts given by the caller). A key listed in
- * more than one of them gets the most restrictive window of all its listings (see `mergeTrustedKey`).
+ * more than one of them gets the most restrictive window of all its listings (see `mergeTrustedKey`); a
+ * checkpoint key listed twice is revoked when either listing revokes it.
  */
 export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore {
   const keys: TrustedKey[] = [];
@@ -337,8 +355,40 @@ export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore
       if (at < 0) keys.push(k);
       else keys[at] = mergeTrustedKey(keys[at]!, k);
     }
-    for (const k of s?.checkpointKeys ?? [])
-      if (!checkpointKeys.some((x) => x.host === k.host && x.vkey === k.vkey)) checkpointKeys.push(k);
+    for (const k of s?.checkpointKeys ?? []) {
+      const at = checkpointKeys.findIndex((x) => x.host === k.host && x.vkey === k.vkey);
+      if (at < 0) checkpointKeys.push(k);
+      else checkpointKeys[at] = mergeCheckpointKey(checkpointKeys[at]!, k);
+    }
   }
   return checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys };
+}
+
+/** One checkpoint key listed twice (same host and verifier key): the most restrictive of the two listings. */
+function mergeCheckpointKey(a: TrustedCheckpointKey, b: TrustedCheckpointKey): TrustedCheckpointKey {
+  const later = (x: string, y: string) => (Date.parse(x) >= Date.parse(y) ? x : y);
+  const earlier = (x: string | undefined, y: string | undefined) =>
+    x === undefined ? y : y === undefined ? x : Date.parse(x) <= Date.parse(y) ? x : y;
+  const notAfter = earlier(a.notAfter, b.notAfter);
+  const revokedAt = earlier(a.revokedAt, b.revokedAt);
+  return {
+    ...a,
+    notBefore: later(a.notBefore, b.notBefore),
+    ...(notAfter !== undefined ? { notAfter } : {}),
+    ...(revokedAt !== undefined ? { revokedAt } : {}),
+  };
+}
+
+/** `key` revoked from `at`, or as it is when already revoked no later: a revocation only ever moves earlier. */
+function revokedFrom<K extends { revokedAt?: string }>(key: K, at: string): K {
+  return key.revokedAt !== undefined && Date.parse(key.revokedAt) <= Date.parse(at) ? key : { ...key, revokedAt: at };
+}
+
+/** Do two key windows share an instant? */
+function overlaps(
+  a: { notBefore: string; notAfter?: string },
+  b: { notBefore: string; notAfter?: string },
+): boolean {
+  const end = (k: { notAfter?: string }) => (k.notAfter === undefined ? Infinity : Date.parse(k.notAfter));
+  return Date.parse(a.notBefore) < end(b) && Date.parse(b.notBefore) < end(a);
 }

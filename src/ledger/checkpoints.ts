@@ -65,6 +65,13 @@ export class CheckpointGuard {
     origin: string;
     signer: () => NoteSigner;
     verifiers: NoteVerifierKey[];
+    /**
+     * What the pin in this root is read back with at open: `verifiers` and the store's revoked checkpoint keys.
+     * A pin the ledger wrote itself before its key was revoked still says how large the tree was (a revoked key
+     * is not trusted to speak to others; whoever can write the pin file can remove it anyway); it is pinned
+     * again with the current key right after.
+     */
+    pinVerifiers?: NoteVerifierKey[];
   }): Promise<CheckpointGuard> {
     const dir = join(init.root, 'checkpoints');
     await ensurePrivateDir(dir, 'UNSAFE_PATH');
@@ -74,7 +81,7 @@ export class CheckpointGuard {
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);
     try {
       if (note !== undefined) {
-        const checkpoint = parseCheckpoint(openNote(note, init.verifiers).text);
+        const checkpoint = parseCheckpoint(openNote(note, init.pinVerifiers ?? init.verifiers).text);
         if (checkpoint.origin !== init.origin)
           throw new LedgerError('FORK', `${stem} pins origin ${checkpoint.origin}, not ${init.origin}`);
         guard.pinned = { note, checkpoint };

@@ -689,9 +689,12 @@ export class Ledger {
           const old = this.keyring.signer.keyId;
           // The window end is chosen under the log's append order: after every createdAt the key signed in any
           // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
-          const at = await this.log.signingKeys.close(old, (record) =>
-            this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]),
-          );
+          let at = '';
+          await this.log.signingKeys.close(old, (record) => {
+            at = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
+            // A window a revocation closed earlier stays closed there: rotating never moves its end later.
+            return record?.closedAt !== undefined && record.closedAt < at ? record.closedAt : at;
+          });
           return (await this.keyring.rotate(at)).keyId;
         });
       } finally {

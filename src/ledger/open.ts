@@ -13,7 +13,7 @@ import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
-import { checkpointVerifiers } from '../../manifests/format/trust.js';
+import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/trust.js';
 import { isValidOrigin } from '../../manifests/format/checkpoint.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
@@ -42,9 +42,12 @@ async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<Signat
  * head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
  * @throws RangeError for an `inlineSummaryBytes` that is not a non-negative integer.
+ * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store.
  */
-export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
-  const host = parseHost(options.host);
+export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
+  const host = parseHost(given.host);
+  // Further trusted keys are checked like a trust file: a window time that does not parse would compare as no bound.
+  const options = given.trust === undefined ? given : { ...given, trust: parseTrustStore(given.trust) };
   const inline = options.inlineSummaryBytes;
   if (inline !== undefined && (!Number.isSafeInteger(inline) || inline < 0)) {
     throw new RangeError(`inlineSummaryBytes must be a non-negative integer, not ${String(inline)}`);
@@ -107,6 +110,7 @@ export async function openLedger(options: OpenLedgerOptions): Promise<Ledger> {
       origin,
       signer: () => keyring.checkpointSigner,
       verifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin),
+      pinVerifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin, { withRevoked: true }),
     });
     const verifier = await pickVerifier(options.verifier);
     const witnesses =
