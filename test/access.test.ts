@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { join } from 'node:path';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 async function open(root = tempDir(), extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {
@@ -88,6 +90,32 @@ describe('sessions belong to their first publisher', () => {
     ).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
     expect((await ledger.history({ principal: 'alice', session: 's' })).length).toBe(1);
     await ledger.close();
+  });
+});
+
+describe('history of a session created while it runs', () => {
+  it('judges the caller on the head it reads the chain to: a first publish landing between the two reaches no one else', async () => {
+    const log = await LevelManifestLog.open(join(tempDir(), 'manifests-v1'));
+    let owner: (() => Promise<unknown>) | undefined;
+    // The first head read of history returns "no session yet", and the owner's first publish commits before it is used.
+    const once = <T>(read: () => Promise<T>) => async (): Promise<T> => {
+      const value = await read();
+      const publish = owner;
+      owner = undefined;
+      await publish?.();
+      return value;
+    };
+    for (const name of ['head', 'headWindow'] as const) {
+      const real = log[name].bind(log) as (session: string) => Promise<never>;
+      (log as unknown as Record<string, unknown>)[name] = (session: string) => once(() => real(session))();
+    }
+    const ledger = await open(tempDir(), { log });
+    owner = () => ledger.publish({ principal: 'alice', session: 'secret', run: 'r1' }, sampleSummary('private'));
+    expect(await ledger.history({ principal: 'eve', session: 'secret' })).toEqual([]);
+    expect(owner).toBeUndefined(); // the publish did run inside history's read
+    await expect(ledger.history({ principal: 'eve', session: 'secret' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await ledger.close();
+    await log.close();
   });
 });
 

@@ -591,9 +591,21 @@ export class Ledger {
   private async historyTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<HistoryEntry[]> {
     this.assertOpen();
     const s = parseScope(scope);
-    await this.authorize(s, 'history');
+    // Authorized on the very head it then walks to, as resume is: a first publish of the session that commits
+    // between an authorization on "no head yet" and a later head read must not reach a caller without rights.
+    const knownBefore = this.watermarks.get(s.session) ?? -1;
+    const window = this.log.headWindow(s.session);
+    window.catch(() => {}); // awaited below, after authorization
+    await this.authorize(
+      s,
+      'history',
+      window.then(
+        (w) => w.head ?? null,
+        async () => (await this.log.head(s.session)) ?? null,
+      ),
+    );
     await this.checkpoints.sync();
-    const head = (await this.readHead(s.session))?.head;
+    const head = (await this.readHead(s.session, window, knownBefore))?.head;
     const out: HistoryEntry[] = [];
     if (!head) return out;
     const checker = this.checker(s.session);
