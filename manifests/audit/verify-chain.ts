@@ -266,6 +266,17 @@ function auditScope(
   return { scope, scopeFrom: headerAdds ? 'auditor and header' : 'auditor' };
 }
 
+/**
+ * The session whose head completeness must prove though the bundle may hold none of it. Not when a principal
+ * narrows the scope (the bundle may then rightly hold nothing of an existing session, and the index, keyed by
+ * session, cannot tell); but only the auditor's own `principal` waives the auditor's own `session`: the header is
+ * unsigned, and a principal it names must not switch off a check the auditor asked for.
+ */
+function askedSession(asked: AuditScope | undefined, merged: AuditScope | undefined): string | undefined {
+  if (asked?.session !== undefined) return asked.principal === undefined ? asked.session : undefined;
+  return merged?.session !== undefined && merged.principal === undefined ? merged.session : undefined;
+}
+
 function stripUndefined(scope: AuditScope): AuditScope {
   return {
     ...(scope.session !== undefined ? { session: scope.session } : {}),
@@ -327,7 +338,14 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   const checkpoint = await verifyTree(reader, leaves, filtered, options, sink);
   // Step 10: completeness. A bundle filtered by the auditor alone still proves (or not) the asked-for session.
   const completeness: CompletenessCoverage = checkpoint
-    ? await verifySessionHeads(reader, checkpoint.extensions, chains, filtered, coverage.scope, sink)
+    ? await verifySessionHeads(
+        reader,
+        checkpoint.extensions,
+        chains,
+        filtered,
+        askedSession(options.scope, coverage.scope),
+        sink,
+      )
     : { checked: false, reason: 'no verified checkpoint' };
   const checked: AuditCoverage = {
     blobs: reader.readBlob !== undefined || options.requireBlobs === true,

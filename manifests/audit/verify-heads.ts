@@ -12,7 +12,6 @@
  * not checked. Isomorphic.
  */
 import { BUNDLE_HEADS_FILE, type BundleReader } from './bundle.js';
-import type { AuditScope } from './chain-rules.js';
 import type { ChainSummary, FindingSink } from './findings.js';
 import { encodeBase64 } from '../encoding/base64.js';
 import { equalBytes } from '../tlog/merkle.js';
@@ -73,7 +72,8 @@ export async function verifySessionHeads(
   extensions: readonly string[],
   chains: readonly ChainSummary[],
   filtered: boolean,
-  scope: AuditScope | undefined,
+  /** The session whose head must be proven though the bundle may hold none of it (`askedSession`), if any. */
+  askedSession: string | undefined,
   sink: FindingSink,
 ): Promise<CompletenessCoverage> {
   const root = sessionHeadsOf(extensions);
@@ -115,10 +115,9 @@ export async function verifySessionHeads(
       });
   }
   // Every exported chain, every session the bundle itself proves a head for (a chain left out whole, its proof kept,
-  // is a missing tail too), and the asked-for session, unless a principal narrows the scope too (then the bundle
-  // may rightly hold nothing of an existing session, and the index, keyed by session, cannot tell).
+  // is a missing tail too), and the asked-for session.
   const required = new Set([...chains.map((c) => c.session), ...bySession.keys()]);
-  if (scope?.session !== undefined && scope.principal === undefined) required.add(scope.session);
+  if (askedSession !== undefined) required.add(askedSession);
   for (const session of required) {
     const chain = chainOf.get(session);
     const at = chain ? { chain: session } : {};

@@ -113,7 +113,7 @@ export function verifyWitnesses(
   const signedBy = r.valid.map((c) => ({
     witness: `${c.name}+${hex8(c.keyHash)}`,
     timestamp: c.timestamp,
-    time: new Date(c.timestamp * 1000).toISOString(),
+    time: cosignedTime(c.timestamp),
   }));
   if (signedBy.length < policy.quorum)
     sink.add({
@@ -122,4 +122,13 @@ export function verifyWitnesses(
       evidence: { expected: policy.quorum, actual: signedBy.length },
     });
   return { quorum: policy.quorum, pinned: policy.keys.length, signedBy };
+}
+
+/**
+ * A cosignature's time as ISO text. The spec allows timestamps up to 2^63 − 1 seconds; past what a `Date` holds
+ * (year 275760) the seconds are given as they are, rather than the report failing on a witness's odd clock.
+ */
+function cosignedTime(seconds: number): string {
+  const ms = seconds * 1000;
+  return ms <= 8.64e15 ? new Date(ms).toISOString() : `${seconds} s after 1970-01-01T00:00:00Z`;
 }

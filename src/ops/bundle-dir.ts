@@ -13,6 +13,7 @@ import {
   maxTreeFileBytes,
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
+  BUNDLE_BLOB_DIR,
   bundleBlobPath,
   parseBundleHeader,
   type BundleReader,
@@ -137,8 +138,24 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     },
   };
   if (header.counts.blobs !== undefined || hasBlobDir) {
+    // O_NOFOLLOW guards the last component only: `blobs` and `blobs/blake3` must be directories of the bundle
+    // itself, or a link would read files from elsewhere (they would still be hashed, but a bundle carrying no
+    // blobs would report them checked). Either one a link, every blob is absent.
+    const blobDirs = [join(root, 'blobs'), join(root, BUNDLE_BLOB_DIR)];
+    const realDirs = async () => {
+      for (const dir of blobDirs)
+        if (
+          !(await lstat(dir).then(
+            (s) => s.isDirectory(),
+            () => false,
+          ))
+        )
+          return false;
+      return true;
+    };
     reader.readBlob = async (digest, maxBytes) => {
       const path = join(root, bundleBlobPath(digest));
+      if (!(await realDirs())) return undefined;
       let h;
       try {
         h = await open(path, READ);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { bundleBlobPath } from '../../manifests/audit/bundle.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
@@ -26,6 +26,21 @@ describe('openBundleDir', () => {
     execFileSync('mkfifo', [p1]);
     const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
     expect(found(r)).toEqual(['BLOB_MISSING@1', 'BLOB_MISSING@2']);
+  });
+
+  it('does not follow a symlinked blobs/ or blobs/blake3/: its blobs are missing, not checked elsewhere', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    for (const linked of ['blobs', 'blobs/blake3']) {
+      const base = tempDir();
+      const elsewhere = join(base, 'elsewhere');
+      await writeBundleDir(elsewhere, b.lines, { blobs: b.blobs });
+      const dir = join(base, 'bundle');
+      await writeBundleDir(dir, b.lines, { blobs: b.blobs });
+      rmSync(join(dir, linked), { recursive: true });
+      symlinkSync(join(elsewhere, linked), join(dir, linked));
+      const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
+      expect(found(r)).toEqual(['BLOB_MISSING@1', 'BLOB_MISSING@2']);
+    }
   });
 
   it('checks blobs when the header counts them even if the blobs directory is gone', async () => {

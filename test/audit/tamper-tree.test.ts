@@ -287,6 +287,19 @@ describe('step 9d: witnesses, against a host that shows two auditors two trees',
     });
   });
 
+  it('reports a witness whose clock is past any date (the spec allows 2^63 - 1 seconds) instead of failing on it', async () => {
+    const note = full.tree['checkpoint.note']!;
+    const far = await cosignCheckpoint(textOf(note), w1.signer, Number.MAX_SAFE_INTEGER);
+    const r = await audit({ ...full, tree: { ...full.tree, 'checkpoint.note': note + far } }, trust, policy(1));
+    expect(found(r)).toEqual([]);
+    expect(r.checkpoint?.witnesses?.signedBy).toEqual([
+      expect.objectContaining({
+        timestamp: Number.MAX_SAFE_INTEGER,
+        time: '9007199254740991 s after 1970-01-01T00:00:00Z',
+      }),
+    ]);
+  });
+
   it('refuses the other tree, which an honest witness already holding the first would not cosign (WITNESS_QUORUM_MISSING)', async () => {
     // The fork carries the host's valid signature: without witnesses it passes.
     expect(found(await audit(forkBundle, trust))).toEqual([]);
@@ -406,6 +419,20 @@ describe('step 10: completeness against the session-heads index', () => {
       'SESSION_HEAD_INVALID@-',
       'SESSION_HEAD_MISSING@-',
     ]);
+  });
+
+  it("lets only the auditor's own principal waive the auditor's session: a principal the header adds does not", async () => {
+    // s1's export with everything taken out, and the unsigned header rewritten to name a principal.
+    const emptied = withHeads({ ...filtered, lines: [], tree: { ...filtered.tree, 'proofs.jsonl': '' } }, []);
+    const header = (filters: object) => JSON.stringify({ ...JSON.parse(filtered.header), filters });
+    const asked = { scope: { session: 's1' } };
+    expect(found(await audit(emptied, trust, asked))).toEqual(['SESSION_HEAD_MISSING@-']);
+    const disguised = { ...emptied, header: header({ principal: 'nobody' }) };
+    const r = await audit(disguised, trust, asked);
+    expect(r.checked.scopeFrom).toBe('auditor and header');
+    expect(found(r)).toEqual(['SESSION_HEAD_MISSING@-']);
+    // The auditor's own --principal still narrows what must be there: the bundle may rightly hold nothing.
+    expect(found(await audit(disguised, trust, { scope: { session: 's1', principal: 'nobody' } }))).toEqual([]);
   });
 
   it('catches a session that exists claimed absent (SESSION_HEAD_INVALID)', async () => {
