@@ -111,6 +111,8 @@ function summaryDigestOf(envelope: string): Digest | undefined {
 async function selectSessions(
   log: ManifestLog,
   o: ExportOptions,
+  /** The cut's size: only entries below it are looked at (they no longer change). */
+  limit: number,
 ): Promise<{ selected: (session: string) => boolean; candidates: Set<string> }> {
   if (o.principal === undefined)
     return {
@@ -118,8 +120,10 @@ async function selectSessions(
       candidates: new Set(o.session === undefined ? [] : [o.session]),
     };
   const sessions = new Set<string>();
-  for await (const e of log.entries())
+  for await (const e of log.entries()) {
+    if (e.position >= limit) break;
     if (e.principal === o.principal && (o.session === undefined || e.session === o.session)) sessions.add(e.session);
+  }
   const candidates = new Set(sessions);
   if (o.session !== undefined) candidates.add(o.session);
   return { selected: (s) => sessions.has(s), candidates };
@@ -208,11 +212,13 @@ async function exportInto(
   const parent = dirname(out);
   const staging = join(parent, `.${basename(out)}.${randomBytes(6).toString('hex')}.partial`);
   const filtered = options.principal !== undefined || options.session !== undefined;
-  const { selected, candidates } = await selectSessions(source.log, options);
   // The cut: the bundle holds exactly the manifests of this checkpoint's tree (later appends are left out). A
   // filtered bundle also proves each session's head at the cut from the live index, so the proofs are taken right
   // after it and must lead to its session-heads root; an append in between moves the index on: cut again.
+  // A principal's sessions are chosen after the cut, from the entries below it: a session the principal began
+  // just before the cut is in the cut's tree, and so in the bundle.
   let cut = source.checkpoint ? await source.checkpoint() : undefined;
+  let { selected, candidates } = await selectSessions(source.log, options, cut?.checkpoint.size ?? Infinity);
   let headProofs: SessionHeadProofs | undefined;
   for (let attempt = 1; cut && filtered; attempt++) {
     const root = sessionHeadsOf(cut.checkpoint.extensions ?? []);
@@ -225,6 +231,7 @@ async function exportInto(
         `export: the log moved on during each of ${CUT_ATTEMPTS} attempts to prove session heads at a checkpoint; retry when appends pause`,
       );
     cut = await source.checkpoint!();
+    ({ selected, candidates } = await selectSessions(source.log, options, cut.checkpoint.size));
   }
   const limit = cut?.checkpoint.size ?? Infinity;
   if (options.since !== undefined && !cut) throw new AuditError('USAGE', '--since needs a store with checkpoints');

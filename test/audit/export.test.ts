@@ -260,4 +260,39 @@ describe('exportBundle: session-heads proofs at the cut', () => {
       await ledger.close();
     }
   });
+
+  it('holds every session of a principal inside the cut, one begun just before the cut included', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      let raced = false;
+      // alice's first manifest of s9 commits while the export is under way, before the checkpoint it cuts at.
+      const source = {
+        host: ledger.host,
+        log: ledger.log,
+        blobs: ledger.blobs,
+        checkpoint: async () => {
+          if (!raced) {
+            raced = true;
+            await ledger.publish({ principal: 'alice', session: 's9', run: 'r1' }, sampleSummary('a9'));
+          }
+          return ledger.checkpoint();
+        },
+      };
+      const out = join(dir, 'bundle');
+      await exportBundle(source, { out, principal: 'alice' });
+      const sessions = readFileSync(join(out, 'manifests.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map(
+          (l) => (JSON.parse(Buffer.from(JSON.parse(l).payload, 'base64').toString()) as { session: string }).session,
+        );
+      expect(new Set(sessions)).toEqual(new Set(['s1', 's9']));
+      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
+      expect(report.findings).toEqual([]);
+      expect(report.checked.completeness).toEqual({ checked: true, sessions: 2 });
+    } finally {
+      await ledger.close();
+    }
+  });
 });
