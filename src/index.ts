@@ -95,6 +95,7 @@ export {
   DEFAULT_COMPACTION_INSTRUCTIONS,
   extractSummary,
   handoffResponseFormat,
+  NOT_RUN_RESULT,
   SUBMIT_HANDOFF,
   submitHandoffTool,
   type CompactionMode,

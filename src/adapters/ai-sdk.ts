@@ -121,13 +121,20 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
       // both errors carry the answer, which extractSummary then judges like any other.
       if (ai.ToolChoiceViolationError.isInstance(err)) {
         const text = err.content.flatMap((p) => (p.type === 'text' ? [p.text] : [])).join('');
-        return answer(err.finishReason, text, [], undefined);
+        // The calls it made instead (another tool): extractSummary names them, as for every other dialect.
+        const calls = err.content.flatMap((p) =>
+          p.type === 'tool-call' ? [toolCall(p.toolCallId, p.toolName, p.input, strict)] : [],
+        );
+        return answer(err.finishReason, text, calls, undefined);
       }
       if (ai.NoObjectGeneratedError.isInstance(err))
         return answer(err.finishReason ?? 'other', err.text ?? '', [], readJson(err.text ?? '', strict));
       throw err;
     }
-    const calls = result.toolCalls.map((c) => toolCall(c.toolCallId, c.toolName, c.input, strict));
+    // The SDK parsed each call's input, except an invalid call's, which keeps the text the model wrote.
+    const calls = result.toolCalls.map((c) =>
+      toolCall(c.toolCallId, c.toolName, c.input, strict, c.dynamic && c.invalid ? 'text' : 'value'),
+    );
     // The text, not `result.output`: a cut-off or invalid answer must reach extractSummary, not throw here.
     return answer(result.finishReason, result.text, calls, f ? readJson(result.text, strict) : undefined);
   };

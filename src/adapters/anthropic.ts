@@ -80,7 +80,9 @@ function fromMessage(m: Message): ModelResponse {
   const text = m.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('');
   const finishReason = STOP[m.stop_reason ?? ''] ?? 'other';
   if (finishReason === 'refusal') return text === '' ? { finishReason } : { finishReason, refusal: text };
-  const calls = m.content.flatMap((b) => (b.type === 'tool_use' ? [toolCall(b.id, b.name, b.input, false)] : []));
+  const calls = m.content.flatMap((b) =>
+    b.type === 'tool_use' ? [toolCall(b.id, b.name, b.input, false, 'value')] : [],
+  );
   const out: ModelResponse = { finishReason, text };
   if (calls.length > 0) out.toolCalls = calls;
   return out;

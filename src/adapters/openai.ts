@@ -64,6 +64,8 @@ function responsesParams(model: string, request: ModelRequest): ResponseCreatePa
       strict: true,
       parameters: schemaFor(t.name, t.inputSchema, FORM),
     }));
+    // As for Chat Completions: strict schemas are not guaranteed with parallel calls, and one call is wanted.
+    params.parallel_tool_calls = false;
   }
   const choice = request.toolChoice;
   if (choice) params.tool_choice = typeof choice === 'string' ? choice : { type: 'function', name: choice.name };

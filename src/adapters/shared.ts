@@ -44,8 +44,25 @@ export function readJson(text: string, strict: boolean): unknown {
   return strict ? normalizeStrictSummary(value) : value;
 }
 
-/** A tool call read back: the handoff's input normalised when it was requested in strict form. */
-export function toolCall(id: string, name: string, input: unknown, strict: boolean): ModelToolCall {
-  const value = typeof input === 'string' ? (readJson(input, false) ?? input) : input;
+/**
+ * A tool call read back: the handoff's input normalised when it was requested in strict form. `given` says what
+ * the provider handed over: the arguments' JSON `text` (parsed here, once), or a `value` it parsed itself. What
+ * is not parsed is passed on as JSON text, which `extractSummary` parses exactly once: text that is not JSON, or
+ * JSON of a string (a summary encoded twice), reaches it as text and is refused, never decoded a second time.
+ */
+export function toolCall(
+  id: string,
+  name: string,
+  input: unknown,
+  strict: boolean,
+  given: 'text' | 'value' = 'text',
+): ModelToolCall {
+  let value: unknown;
+  if (given === 'value') value = typeof input === 'string' ? JSON.stringify(input) : input;
+  else if (typeof input !== 'string') value = input;
+  else {
+    const parsed = readJson(input, false);
+    value = parsed === undefined || typeof parsed === 'string' ? input : parsed;
+  }
   return { id, name, input: strict && isSummaryTool(name) ? normalizeStrictSummary(value) : value };
 }

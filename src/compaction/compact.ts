@@ -79,8 +79,7 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  * Nothing is published unless every step succeeds; the caller keeps its context on failure.
  * @throws LedgerError `SUMMARY_EMPTY`, `SUMMARY_INVALID`, `SUMMARY_TOO_LARGE`, `SUMMARY_INCOMPLETE`
  *   (truncated or flagged incomplete), `MODEL_REFUSED`, `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
- *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …); errors thrown by the model
- *   adapter pass through unchanged
+ *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
  * @example
  * if (shouldCompact({ usedTokens, contextWindow })) {
  *   const { context } = await compact({ ledger, scope, model, transcript: messages, signal });

@@ -53,7 +53,7 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
   const request: ModelRequest = {
     purpose: 'compaction',
     messages: [
-      ...options.messages,
+      ...answeredTranscript(options.messages),
       { role: 'user', content: `${options.instructions ?? DEFAULT_COMPACTION_INSTRUCTIONS}\n\n${how}` },
     ],
   };
@@ -65,6 +65,41 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
   }
   if (options.maxOutputTokens !== undefined) request.maxOutputTokens = options.maxOutputTokens;
   return request;
+}
+
+/** What a tool call the transcript left unanswered is answered with in the compaction request. */
+export const NOT_RUN_RESULT = 'Not run: the context was compacted before this call was answered.';
+
+/**
+ * The transcript as every tool-calling API accepts it: each assistant message's tool calls answered right after
+ * it. A call still open when compaction starts (the usual moment: right after a model turn that called tools)
+ * gets `NOT_RUN_RESULT`, else Chat Completions, Responses, Anthropic and the AI SDK refuse the request; a result
+ * whose call is not just before it (the transcript began mid-turn) becomes a user message with its text.
+ * A transcript that already pairs them is passed on unchanged.
+ */
+function answeredTranscript(messages: readonly ModelMessage[]): ModelMessage[] {
+  const out: ModelMessage[] = [];
+  const open = new Set<string>();
+  const answerOpen = () => {
+    for (const id of open) out.push({ role: 'tool', toolCallId: id, content: NOT_RUN_RESULT });
+    open.clear();
+  };
+  for (const m of messages) {
+    if (m.role === 'tool' && m.toolCallId !== undefined && open.delete(m.toolCallId)) {
+      out.push(m);
+      continue;
+    }
+    answerOpen();
+    if (m.role === 'tool') {
+      const call = m.toolCallId === undefined ? '' : ` (${m.toolCallId})`;
+      out.push({ role: 'user', content: `The result of an earlier tool call${call}:\n${m.content}` });
+      continue;
+    }
+    out.push(m);
+    if (m.role === 'assistant') for (const c of m.toolCalls ?? []) open.add(c.id);
+  }
+  answerOpen();
+  return out;
 }
 
 function parseJson(text: string, what: string): unknown {
@@ -105,6 +140,8 @@ export function extractSummary(response: ModelResponse): unknown {
   if (calls.length > 1)
     throw new LedgerError('SUMMARY_INVALID', `the model called ${SUBMIT_HANDOFF} ${calls.length} times`);
   const call = calls[0];
+  if (typeof call?.input === 'string' && call.input.trim() === '')
+    throw new LedgerError('SUMMARY_EMPTY', `the model called ${SUBMIT_HANDOFF} with no input`);
   if (call) return typeof call.input === 'string' ? parseJson(call.input, `the ${SUBMIT_HANDOFF} input`) : call.input;
   if (response.output !== undefined) return response.output;
   if (response.text === undefined || response.text.trim() === '') {

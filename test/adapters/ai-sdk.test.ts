@@ -6,7 +6,7 @@ import { summarySchemaFor } from '../../src/summary/schema-forms.js';
 import { providerCases, strictSummary, summary } from './provider-cases.js';
 import { chat, completion } from './openai-replies.js';
 import { startFakeProvider } from '../support/fake-provider.js';
-import { compactionRequest } from '../../src/compaction/tool.js';
+import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
 
 const model = (url: string) => createOpenAI({ apiKey: 'test-key', baseURL: `${url}/v1` }).chat('gpt-test');
 
@@ -52,6 +52,24 @@ describe('aiSdkAdapter', () => {
       expect(strictTool!.strict).toBe(true);
       expect(plainTool!.parameters).toEqual(summarySchemaFor('json-schema'));
       expect(response.toolCalls?.[0]?.input).toEqual(summary);
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('names another tool the model called instead of submit_handoff: SUMMARY_INVALID, as every dialect does', async () => {
+    const provider = await startFakeProvider();
+    try {
+      const other = chat('tool', JSON.stringify({ path: '/etc/passwd' }), 'tool_calls');
+      const call = (
+        other.body as { choices: Array<{ message: { tool_calls: Array<{ function: { name: string } }> } }> }
+      ).choices[0]!.message.tool_calls[0]!;
+      call.function.name = 'write_file';
+      provider.script(other);
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }] });
+      const response = await aiSdkAdapter({ model: model(provider.url), maxRetries: 0 })(request);
+      expect(response.toolCalls?.map((c) => c.name)).toEqual(['write_file']);
+      expect(() => extractSummary(response)).toThrow(expect.objectContaining({ code: 'SUMMARY_INVALID' }));
     } finally {
       await provider.close();
     }

@@ -5,6 +5,9 @@ import { summarySchemaFor } from '../../src/summary/schema-forms.js';
 import type { Reply } from '../support/fake-provider.js';
 import { providerCases, strictSummary } from './provider-cases.js';
 import { chat, completion } from './openai-replies.js';
+import { describe, expect, it } from 'vitest';
+import { startFakeProvider } from '../support/fake-provider.js';
+import { compactionRequest } from '../../src/compaction/tool.js';
 
 const client = (url: string) => new OpenAI({ apiKey: 'test-key', baseURL: `${url}/v1`, maxRetries: 0 });
 const httpError = (): Reply => ({
@@ -94,3 +97,21 @@ for (const mode of ['tool', 'structured'] as const) {
     expectedSchema: summarySchemaFor('openai-strict'),
   });
 }
+
+describe('openaiAdapter: one call of submit_handoff', () => {
+  it('asks both APIs for no parallel tool calls (strict schemas are not guaranteed with them)', async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(
+        response([functionCall(JSON.stringify(strictSummary))]),
+        chat('tool', JSON.stringify(strictSummary), 'tool_calls'),
+      );
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }] });
+      await openaiAdapter({ client: client(provider.url), model: 'gpt-test' })(request);
+      await openaiAdapter({ client: client(provider.url), model: 'gpt-test', api: 'chat' })(request);
+      expect(provider.requests.map((r) => r.body.parallel_tool_calls)).toEqual([false, false]);
+    } finally {
+      await provider.close();
+    }
+  });
+});

@@ -139,6 +139,26 @@ export function providerCases(name: string, dialect: ProviderDialect): void {
       expect(err.message).toMatch(/files/);
     });
 
+    it('refuses a summary encoded twice (a JSON string of the summary) with SUMMARY_INVALID', async () => {
+      await refusedWith(dialect.good(JSON.stringify(dialect.answer)), 'SUMMARY_INVALID');
+    });
+
+    it('compacts a transcript that ends in a tool call not yet answered: the request answers it', async () => {
+      provider.script(dialect.good(dialect.answer));
+      const { summary: published } = await compact({
+        ledger,
+        scope,
+        model: dialect.adapter(provider.url),
+        transcript: [
+          { role: 'user', content: 'add retries to the uploader' },
+          { role: 'assistant', content: '', toolCalls: [{ id: 'call_9', name: 'read_file', input: { path: 'a.ts' } }] },
+        ],
+        mode: dialect.mode,
+      });
+      expect(published).toEqual(summary);
+      expect(JSON.stringify(provider.requests[0]!.body)).toContain('Not run: the context was compacted');
+    });
+
     it('turns an HTTP error into MODEL_FAILED with the SDK error as cause', async () => {
       const err = await refusedWith(dialect.httpError(), 'MODEL_FAILED');
       expect(err.cause).toBeInstanceOf(Error);

@@ -8,6 +8,7 @@ import {
   extractSummary,
   handoffResponseFormat,
   HANDOFF_CONTEXT_HEADER,
+  NOT_RUN_RESULT,
   resumeContext,
   shouldCompact,
   SUBMIT_HANDOFF,
@@ -79,6 +80,28 @@ describe('submit_handoff and the structured-output format', () => {
     expect(messages).toHaveLength(1);
   });
 
+  it('answer a tool call the transcript left open, and turn a result without its call into text', () => {
+    const call = { id: 'call_9', name: 'read_file', input: { path: 'a.ts' } };
+    const answered = { role: 'tool' as const, toolCallId: 'call_8', content: 'contents' };
+    const messages = [
+      { role: 'tool' as const, toolCallId: 'call_0', content: 'from the context before' },
+      { role: 'user' as const, content: 'go on' },
+      { role: 'assistant' as const, content: '', toolCalls: [{ ...call, id: 'call_8' }, call] },
+      answered,
+    ];
+    const req = compactionRequest({ messages });
+    expect(req.messages.slice(0, -1)).toEqual([
+      { role: 'user', content: 'The result of an earlier tool call (call_0):\nfrom the context before' },
+      messages[1],
+      messages[2],
+      answered,
+      { role: 'tool', toolCallId: 'call_9', content: NOT_RUN_RESULT },
+    ]);
+    // A transcript that pairs every call already is sent as it is.
+    const paired = messages.slice(1, 3).concat([answered, { role: 'tool', toolCallId: 'call_9', content: 'x' }]);
+    expect(compactionRequest({ messages: paired }).messages.slice(0, -1)).toEqual(paired);
+  });
+
   it('build a structured-output request with no tools at all', () => {
     const req = compactionRequest({ messages: [], mode: 'structured', instructions: 'Summarize.' });
     expect(req.tools).toBeUndefined();
@@ -126,6 +149,12 @@ describe('extractSummary', () => {
 
   it('reports an empty answer as SUMMARY_EMPTY and non-JSON as SUMMARY_INVALID', () => {
     expect(codeOf(() => extractSummary({ finishReason: 'stop', text: '  \n' }))).toBe('SUMMARY_EMPTY');
+    for (const input of ['', ' \n'])
+      expect(
+        codeOf(() =>
+          extractSummary({ finishReason: 'tool_calls', toolCalls: [{ id: '1', name: SUBMIT_HANDOFF, input }] }),
+        ),
+      ).toBe('SUMMARY_EMPTY');
     expect(codeOf(() => extractSummary({ finishReason: 'stop', text: 'Here you go: {' }))).toBe('SUMMARY_INVALID');
   });
 });
