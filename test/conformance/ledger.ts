@@ -13,6 +13,16 @@ import { TieredBlobStore } from '../../src/ledger/blob-tiers.js';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { STREAM_DECODE_FROM, validateSummary } from '../../src/summary/summary.js';
 import { tempDir } from '../support/tmp.js';
+import { MANIFEST_PAYLOAD_TYPE } from '../../manifests/format/manifest-core.js';
+
+
+/** An unsigned envelope whose payload names a summary other than any blob a test stores (gc reads that digest). */
+function namingOther(label: string): string {
+  const summary = { digest: digestOf(new TextEncoder().encode(`not stored: ${label}`)), size: 1 };
+  const payload = Buffer.from(JSON.stringify({ session: label, summary })).toString('base64');
+  const sig = Buffer.alloc(64).toString('base64');
+  return JSON.stringify({ payloadType: MANIFEST_PAYLOAD_TYPE, payload, signatures: [{ keyid: 'ed25519:junk', sig }] });
+}
 
 export interface LedgerBackend {
   /** Opens a ledger on this backend's storage (the same storage every call, so a reopen is a restart). */
@@ -249,15 +259,15 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         const r = await ledger.publish(scope, summary(1));
         const orphan = new TextEncoder().encode('an inline blob no manifest names');
         const orphanDigest = digestOf(orphan);
-        // An entry whose envelope names no summary (fsck would report it; gc counts no reference from it). Its
-        // payload is empty: the log takes every entry's payload as its Merkle leaf.
+        // An entry whose unsigned payload names another summary (fsck would report it; gc reads the digest it
+        // names, not this blob's). The log does not verify: it takes every entry's payload as its Merkle leaf.
         await ledger.log.append({
           session: 'conf-junk',
           principal: 'alice',
           seq: 0,
           prev: null,
           id: digestOf(new TextEncoder().encode('junk')),
-          envelope: '{"payload":""}',
+          envelope: namingOther('conf-junk'),
           blob: { digest: orphanDigest, bytes: orphan },
         });
         expect(await ledger.blobs.has(orphanDigest)).toBe(true);
@@ -281,7 +291,7 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
             prev: null,
             id: digestOf(new TextEncoder().encode(session)),
             // Every entry is a Merkle leaf: the envelope needs a payload, not a signature (the log does not verify).
-            envelope: JSON.stringify({ payload: Buffer.from(session).toString('base64') }),
+            envelope: namingOther(session),
             blob: { digest, bytes: orphan },
           });
         const pause = () => new Promise((r) => setTimeout(r, 25));
