@@ -4,7 +4,9 @@
  * keep its blob, on the filesystem (a blob file) and in LevelDB (an inline blob).
  */
 import { describe, expect, it } from 'vitest';
-import { utimes } from 'node:fs/promises';
+import { mkdir, readdir, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { FsBlobStore } from '../store/fs/blob-store.js';
+import { loadHashBackend } from '../store/hash/backends.node.js';
 import { join } from 'node:path';
 import { digestHex } from '../store/hash/digest.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
@@ -59,6 +61,57 @@ describe('gc of a blob file', () => {
     } finally {
       await ledger.close();
     }
+  });
+
+  it('moves a blob it holds aside back by rename when linking it back fails: the put that refreshed it stays readable', async () => {
+    const root = tempDir();
+    const bytes = new TextEncoder().encode('summary bytes '.repeat(100));
+    const opened: { store?: FsBlobStore } = {};
+    let armed = false;
+    const fs: FsOps = {
+      ...nodeFsOps,
+      rename: async (a, b) => {
+        // A publish re-puts the bytes just before gc moves the file aside: it finds the file and refreshes it.
+        if (armed && b.includes('/gc-aside/')) await opened.store!.put(bytes);
+        return nodeFsOps.rename(a, b);
+      },
+      link: async (a, b) => {
+        if (armed && a.includes('/gc-aside/')) throw Object.assign(new Error('injected EIO'), { code: 'EIO' });
+        return nodeFsOps.link(a, b);
+      },
+    };
+    const { store } = await FsBlobStore.open(root, { hash: await loadHashBackend('auto'), fs });
+    opened.store = store;
+    const { digest } = await store.put(bytes);
+    const hex = digestHex(digest);
+    const old = new Date(Date.now() - 2 * HOUR);
+    await utimes(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), old, old);
+    armed = true;
+    expect(await store.delete(digest, { storedBeforeMs: Date.now() - HOUR })).toBe(false);
+    armed = false;
+    expect(await readdir(join(root, 'gc-aside'))).toEqual([]);
+    expect(new Uint8Array(await store.get(digest))).toEqual(bytes);
+    await store.close();
+  });
+});
+
+describe('a corrupt blob found by a put', () => {
+  it('is not moved out of the root through a symlink planted at quarantine/ after open', async () => {
+    const base = tempDir();
+    const root = join(base, 'root');
+    await mkdir(join(base, 'outside'));
+    const { store } = await FsBlobStore.open(root, { hash: await loadHashBackend('auto') });
+    const bytes = new TextEncoder().encode('a summary');
+    const { digest } = await store.put(bytes);
+    const hex = digestHex(digest);
+    const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    await rm(file);
+    await writeFile(file, 'damaged!!', { mode: 0o600 });
+    await rm(join(root, 'quarantine'), { recursive: true });
+    await symlink(join(base, 'outside'), join(root, 'quarantine'));
+    await expect(store.put(bytes)).rejects.toMatchObject({ code: 'UNSAFE_PATH' });
+    expect(await readdir(join(base, 'outside'))).toEqual([]);
+    await store.close();
   });
 });
 

@@ -235,8 +235,10 @@ describe('trust stores', () => {
       [revoked, checkpointKey],
     ] as const)
       expect(
-        mergeTrust({ version: 1, keys: [], checkpointKeys: [first] }, { version: 1, keys: [], checkpointKeys: [second] })
-          .checkpointKeys,
+        mergeTrust(
+          { version: 1, keys: [], checkpointKeys: [first] },
+          { version: 1, keys: [], checkpointKeys: [second] },
+        ).checkpointKeys,
       ).toEqual([revoked]);
     const other = { ...key, publicKey: Buffer.alloc(32, 8).toString('base64url') };
     expect(() => mergeTrust({ version: 1, keys: [key] }, { version: 1, keys: [other] })).toThrow(/two public keys/);
@@ -332,6 +334,17 @@ describe('revoke(principal, "*")', () => {
 });
 
 describe('openLedger', () => {
+  it('refuses postgres beside a log or blobs of the caller (one half would be a private store under root)', async () => {
+    const other = await open();
+    const postgres = { connectionString: 'postgres://nowhere.invalid/db' };
+    for (const extra of [{ blobs: other.blobs }, { log: other.log }])
+      await expect(open(tempDir(), { postgres, ...extra })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: /postgres opens both/,
+      });
+    await other.close();
+  });
+
   it('names the host, not the principal, when the host id is invalid', async () => {
     await expect(open(tempDir(), { host: 'bad host' })).rejects.toMatchObject({
       code: 'INVALID_ID',

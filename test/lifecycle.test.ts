@@ -213,6 +213,20 @@ describe('restart, recovery, fsck and gc', () => {
     await ledger.close();
   });
 
+  it('removes staging files a crash left beside trust.json, the key files and the pin, and nothing else there', async () => {
+    const root = tempDir();
+    await (await open(root)).close();
+    const leftovers = ['', 'keys', 'checkpoints'].map((dir) => join(root, dir, '.0123456789abcdef.tmp'));
+    for (const path of leftovers) writeFileSync(path, 'a half-written private key, say', { mode: 0o600 });
+    writeFileSync(join(root, 'keys', 'notes.tmp'), 'not a staging name'); // kept: not a name writeFileAtomic picks
+    const before = readdirSync(join(root, 'keys')).length;
+    const ledger = await open(root);
+    expect(ledger.recovery.stagingRemoved).toBe(3);
+    for (const path of leftovers) expect(() => readFileSync(path)).toThrow(/ENOENT/);
+    expect(readdirSync(join(root, 'keys')).length).toBe(before - 1);
+    await ledger.close();
+  });
+
   it('fsck reports a corrupt blob file and a missing blob', async () => {
     const root = tempDir();
     const ledger = await open(root, { inlineSummaryBytes: 0 });

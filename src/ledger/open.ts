@@ -3,6 +3,7 @@
  * LevelDB + filesystem blobs, PostgreSQL, or injected ones), the host key and the trust file into a
  * `Ledger`. Opening is recovery (staging cleared, chain heads checked).
  */
+import { lstat, readdir, unlink } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { BlobStore } from '../../store/blob-store.js';
@@ -52,6 +53,13 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (inline !== undefined && (!Number.isSafeInteger(inline) || inline < 0)) {
     throw new RangeError(`inlineSummaryBytes must be a non-negative integer, not ${String(inline)}`);
   }
+  // PostgreSQL holds both halves of a shared store: with a log or blobs of the caller's, the other half would
+  // silently be a private one under root, and each host would write chains of its own.
+  if (options.postgres && (options.log || options.blobs))
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      'postgres opens both the log and the blobs; pass either postgres, or log and blobs of your own',
+    );
   const root = options.root ?? defaultRoot();
   const clock = options.clock ?? (() => new Date());
   // One sink for every notice of this ledger: the hash backend's, the witnesses' and the Ledger's own.
@@ -85,6 +93,14 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       blobs = opened.store;
       stagingRemoved = opened.recovery.stagingRemoved;
     }
+    // Staging files of trust.json, key files and the pin that a crash left beside their targets (the next
+    // write picks a new name, so nothing else would ever remove one; in keys/ one may hold a private key).
+    // With the root to itself (the embedded log's lock) every one is a leftover; a shared root's may be another
+    // process's write in flight, so there only old ones go.
+    stagingRemoved += await removeStagingLeftovers(
+      [root, join(root, 'keys'), join(root, 'checkpoints')],
+      log.exclusive === true ? Infinity : Date.now() - STAGING_LEFTOVER_MS,
+    );
     const headProblems = await log.checkHeads();
     if (options.origin !== undefined && !isValidOrigin(options.origin))
       throw new LedgerError(
@@ -147,4 +163,34 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     if (pgBlobs) await pgBlobs.close().catch(() => {});
     throw err;
   }
+}
+
+/** A staging file of `writeFileAtomic` older than this in a shared root is a crash's leftover. */
+const STAGING_LEFTOVER_MS = 10 * 60_000;
+
+/** Removes `.<16 hex>.tmp` files (writeFileAtomic's staging names) last changed before `before`; returns how many. */
+async function removeStagingLeftovers(dirs: string[], before: number): Promise<number> {
+  let removed = 0;
+  for (const dir of dirs) {
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch {
+      continue; // not created yet
+    }
+    for (const name of names) {
+      if (!/^\.[0-9a-f]{16}\.tmp$/.test(name)) continue;
+      const path = join(dir, name);
+      const st = await lstat(path).catch(() => undefined);
+      if (!st?.isFile() || st.mtimeMs >= before) continue;
+      if (
+        await unlink(path).then(
+          () => true,
+          () => false,
+        )
+      )
+        removed++;
+    }
+  }
+  return removed;
 }

@@ -15,12 +15,12 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
   try {
     await h.writeFile(data);
     await h.sync();
+    await h.close();
   } catch (err) {
     await h.close().catch(() => {});
     await unlink(tmp).catch(() => {});
     throw err;
   }
-  await h.close();
   try {
     await rename(tmp, path);
   } catch (err) {

@@ -271,6 +271,8 @@ export class FsBlobStore extends AbstractBlobStore {
 
   private async quarantine(hex: string, file: string): Promise<void> {
     const target = join(this.quarantineDir, `${hex}.${Date.now()}.${randomBytes(4).toString('hex')}`);
+    // As for every other write: a link swapped in for quarantine/ would move the blob out of the root.
+    await this.checkRealDirs([this.quarantineDir]);
     await this.fs.rename(file, target).catch(wrap('quarantine'));
     await this.fs.fsyncDir(this.quarantineDir).catch(wrap('fsync directory'));
   }

@@ -17,7 +17,13 @@ async function restore(fs: FsOps, aside: string, file: string, dir: string): Pro
   try {
     await fs.link(aside, file);
   } catch (err) {
-    if (errno(err) !== 'EEXIST') throw err;
+    if (errno(err) !== 'EEXIST') {
+      // The blob must not stay out of reach, for a put may just have reported it stored: moved back instead (a
+      // copy a put linked there meanwhile holds the same bytes, so replacing it loses nothing).
+      await fs.rename(aside, file).catch(() => Promise.reject(err));
+      await fs.fsyncDir(dir);
+      return;
+    }
   }
   await fs.fsyncDir(dir);
   await fs.unlink(aside);
