@@ -300,6 +300,106 @@ describePostgres('PostgreSQL backend', (pg) => {
     });
   });
 
+  describe('a put of bytes already stored, against gc', () => {
+    /** A pool whose transaction clients let `hook` run before the first statement it matches. */
+    function hookedPool(hook: { re: RegExp; run: () => Promise<void> } | undefined) {
+      const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 4 });
+      const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pgLib.PoolClient>;
+      // pool.query checks a client out with a callback: that form is passed through untouched.
+      (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) =>
+        args.length > 0 ? connect(...args) : hooked();
+      const hooked = async () => {
+        const client = await connect();
+        const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+        (client as unknown as { query: typeof query }).query = (...args: unknown[]) => {
+          const [text] = args;
+          const h = hook;
+          // Only the promise form (the stores' own); pool.query's callback form is passed through untouched.
+          if (!h || typeof args.at(-1) === 'function' || typeof text !== 'string' || !h.re.test(text))
+            return query(...args);
+          hook = undefined;
+          return h.run().then(() => query(...args));
+        };
+        return client;
+      };
+      return { pool, arm: (h: typeof hook) => (hook = h) };
+    }
+
+    for (const [when, re] of [
+      ['after it verified the stored copy', /DELETE FROM .*blob_chunks WHERE blob_id/],
+      ['before it reads the stored copy', /SELECT id::text, size::text, chunk_count FROM/],
+      ['before it places its row', /INSERT INTO .*blobs \(id, digest/],
+    ] as const)
+      it(`keeps the blob when gc's conditional delete comes ${when}: the put that resolved is readable`, async () => {
+        const { pool, arm } = hookedPool(undefined);
+        const schema = nextSchema();
+        const store = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
+        try {
+          const bytes = utf8('x'.repeat(200_000));
+          const { digest } = await store.put(bytes);
+          await pool.query(`UPDATE "${schema}".blobs SET stored_at = now() - interval '2 days'`); // an old orphan
+          const cutoff = Date.now() - 86_400_000; // gc --grace 1d
+          let gcDelete: Promise<boolean> | undefined;
+          arm({
+            re,
+            // gc runs on a connection of its own; the put goes on once gc is done or waits on the put's row lock.
+            run: async () => {
+              gcDelete = store.delete(digest, { storedBeforeMs: cutoff + 1 });
+              await Promise.race([gcDelete, new Promise((r) => setTimeout(r, 300))]);
+            },
+          });
+          expect(await store.put(bytes)).toEqual({ digest, size: bytes.length });
+          expect(gcDelete, 'gc ran inside the put').toBeDefined();
+          await gcDelete;
+          expect(await store.stat(digest)).toMatchObject({ size: bytes.length });
+          expect(new Uint8Array(await store.get(digest))).toEqual(bytes);
+        } finally {
+          await store.close();
+          await pool.end();
+        }
+      });
+
+    it('lets concurrent puts repair a corrupt stored copy: every one resolves and the blob reads back', async () => {
+      const schema = nextSchema();
+      const store = await PgBlobStore.open({ connectionString: pg.connectionString, schema, hash: nobleBlake3 });
+      try {
+        const bytes = utf8('y'.repeat(100_000));
+        const { digest } = await store.put(bytes);
+        for (let round = 0; round < 5; round++) {
+          await sql(`UPDATE "${schema}".blob_chunks SET data = set_byte(data, 0, 122)`);
+          const puts = await Promise.allSettled(Array.from({ length: 4 }, () => store.put(bytes)));
+          expect(puts.map((p) => p.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled']);
+          expect(new Uint8Array(await store.get(digest))).toEqual(bytes);
+        }
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
+  describe('least privilege', () => {
+    it('opens a store in a schema made for a role that may not create schemas in the database', async () => {
+      const role = `app_${process.pid}`;
+      const schema = nextSchema();
+      const db = decodeURIComponent(/@\/([^?]+)/.exec(pg.connectionString)![1]!);
+      await sql(
+        `DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${role}') THEN CREATE ROLE ${role} LOGIN; END IF; END $$`,
+      );
+      await sql(`REVOKE CREATE ON DATABASE "${db}" FROM PUBLIC`);
+      await sql(`CREATE SCHEMA "${schema}" AUTHORIZATION ${role}`);
+      const connectionString = pg.connectionString.replace('postgres@', `${role}@`);
+      const { blobs, log } = await openPostgresBackends({ connectionString, schema });
+      try {
+        const { digest } = await blobs.put(utf8('stored by the app role'));
+        expect(await blobs.has(digest)).toBe(true);
+        await log.append(link('s', 0));
+      } finally {
+        await blobs.close();
+        await log.close();
+      }
+    });
+  });
+
   describe('storage failures', () => {
     const nowhere = 'postgresql://postgres@/nowhere?host=%2Fnonexistent-socket-dir';
 

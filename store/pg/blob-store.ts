@@ -135,23 +135,25 @@ export class PgBlobStore extends AbstractBlobStore {
     size: number,
     chunks: number,
   ): Promise<void> {
-    const insert = this.db.sql(`INSERT INTO {schema}.blobs (id, digest, size, chunk_count) VALUES ($1, $2, $3, $4)
-      ON CONFLICT (digest) DO NOTHING RETURNING id`);
-    const placed = await client.query(insert, [blobId, digest, size, chunks]);
-    if (placed.rowCount === 1) return;
+    // Inserts our row, or locks and refreshes the existing one in the same statement: a gc delete that comes
+    // later waits for this transaction and then sees the new stored_at; one that came first made room for ours.
+    const upsert = this.db.sql(`INSERT INTO {schema}.blobs (id, digest, size, chunk_count) VALUES ($1, $2, $3, $4)
+      ON CONFLICT (digest) DO UPDATE SET stored_at = clock_timestamp() RETURNING id::text AS id`);
+    const placed = await client.query<{ id: string }>(upsert, [blobId, digest, size, chunks]);
+    if (placed.rows[0]!.id === blobId) return;
     try {
       await this.readVerified(client, digest, Infinity);
       await client.query(this.db.sql('DELETE FROM {schema}.blob_chunks WHERE blob_id = $1'), [blobId]);
-      // The bytes are young again: gc judges by stored_at, and the manifest about to name them is not appended yet.
-      await client.query(this.db.sql('UPDATE {schema}.blobs SET stored_at = clock_timestamp() WHERE digest = $1'), [
-        digest,
-      ]);
       return;
     } catch (err) {
       if (!(err instanceof StoreError && err.code === 'BLOB_INTEGRITY')) throw err;
     }
+    // The row is ours (locked above): replace it and its chunks with what this put wrote.
     await client.query(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest]);
-    await client.query(insert, [blobId, digest, size, chunks]);
+    await client.query(
+      this.db.sql('INSERT INTO {schema}.blobs (id, digest, size, chunk_count) VALUES ($1, $2, $3, $4)'),
+      [blobId, digest, size, chunks],
+    );
   }
 
   protected async _get(digest: Digest, { limit, signal }: ReadLimits): Promise<Uint8Array> {

@@ -121,7 +121,12 @@ export class PgDatabase {
   async migrate(component: string, migrations: readonly PgMigration[]): Promise<void> {
     await this.transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`handoff_ledger.migrate:${this.schema}`]);
-      await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
+      // CREATE SCHEMA IF NOT EXISTS needs the database's CREATE privilege even when the schema is there: a role
+      // given a schema made for it (least privilege) could not open the store. Created only when missing.
+      const { rowCount } = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [
+        this.schema.slice(1, -1),
+      ]);
+      if (!rowCount) await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
       await client.query(
         this.sql(`CREATE TABLE IF NOT EXISTS {schema}.handoff_ledger_migrations (
           component text NOT NULL, version integer NOT NULL, name text NOT NULL,
