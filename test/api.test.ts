@@ -29,6 +29,7 @@ const SURFACE: Record<string, string[]> = {
     'LedgerTelemetry',
     'LocalSigner',
     'ManifestError',
+    'NOT_RUN_RESULT',
     'SUBMIT_HANDOFF',
     'SUMMARY_SCHEMA_FORMS',
     'StoreError',
