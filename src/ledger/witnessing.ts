@@ -133,7 +133,7 @@ export class WitnessPool {
       const lines = new Map<string, string>();
       // Which witness gave which line is not kept on disk: the lines are restored under their names.
       for (const line of saved.slice(split + 2).split('\n'))
-        if (COSIGNATURE_LINE.test(line)) lines.set(`saved:${line}`, `${line}\n`);
+        if (isCosignatureLine(line)) lines.set(`saved:${line}`, `${line}\n`);
       pool.cosigned = { text: saved.slice(0, split + 1), lines };
     }
     return pool;
@@ -235,8 +235,9 @@ export class WitnessPool {
           method: 'POST',
           body: formatAddCheckpoint({ oldSize: old, proof, note: cp.note }),
           signal: deadline.signal,
+          redirect: 'error',
         });
-        body = (await res.text()).slice(0, 64 * 1024);
+        body = await boundedText(res, MAX_ANSWER_BYTES);
       } catch (err) {
         if (!this.closed) this.notice(`witness ${w.url} is unreachable: ${(err as Error).message}`);
         return false;
@@ -277,7 +278,7 @@ export class WitnessPool {
   private acceptLines(w: Witness, text: string, body: string): string[] {
     const lines = body
       .split('\n')
-      .filter((l) => COSIGNATURE_LINE.test(l) && decodeBase64(COSIGNATURE_LINE.exec(l)![2]!)?.length === 76)
+      .filter(isCosignatureLine)
       .slice(0, MAX_LINES_PER_WITNESS)
       .map((l) => `${l}\n`);
     if (!w.key) return lines;
@@ -318,4 +319,45 @@ export class WitnessPool {
     if (lines.length === 0) return;
     await writeFileAtomic(this.path, cp.note + lines.join(''), 0o600);
   }
+}
+
+/** What is read of a witness's answer: cosignature lines and a size fit in far less. */
+const MAX_ANSWER_BYTES = 64 * 1024;
+
+/**
+ * A cosignature/v1 line: a signature line whose signature is the 76 bytes of one (key hash, timestamp, Ed25519).
+ * The log's own signature line (68 bytes) is not one, so a saved note's signature block does not restore it twice.
+ */
+function isCosignatureLine(line: string): boolean {
+  const m = COSIGNATURE_LINE.exec(line);
+  return m !== null && decodeBase64(m[2]!)?.length === 76;
+}
+
+/**
+ * The first `max` bytes of a response body as text; the rest is never read (the stream is cancelled), so a witness
+ * that sends without end costs `max` bytes of memory, not all it sent before the deadline.
+ */
+async function boundedText(res: Response, max: number): Promise<string> {
+  const reader = res.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < max) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.length;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  const bytes = new Uint8Array(Math.min(size, max));
+  let at = 0;
+  for (const c of chunks) {
+    const part = c.subarray(0, bytes.length - at);
+    bytes.set(part, at);
+    at += part.length;
+  }
+  return new TextDecoder().decode(bytes);
 }

@@ -100,6 +100,9 @@ const HEADERS = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cross-origin-resource-policy': 'same-origin',
+  // Read-only, but no other site may frame it (clicks steered through an invisible frame).
+  'x-frame-options': 'DENY',
+  'content-security-policy': "frame-ancestors 'none'",
 };
 
 function refuse(res: ServerResponse, status: number, text: string): void {

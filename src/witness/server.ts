@@ -138,6 +138,9 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
     });
   }
 
+  // A monitor's GET names a log by the hash of its origin: looked up, not hashed anew for every log on each GET.
+  const byHash = new Map([...options.logs.keys()].map((o) => [originHash(o), o]));
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? '/';
     if (url === '/add-checkpoint') {
@@ -153,7 +156,7 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
     const monitor = /^\/([0-9a-f]{64})\/checkpoint$/.exec(url);
     if (monitor) {
       if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpAnswer(405, 'checkpoint takes GET');
-      const origin = [...options.logs.keys()].find((o) => originHash(o) === monitor[1]);
+      const origin = byHash.get(monitor[1]!);
       const stored = origin === undefined ? undefined : await options.state.get(origin);
       if (!stored) throw new HttpAnswer(404, 'no cosigned checkpoint for this log');
       return answer(res, 200, stored.note);
@@ -162,7 +165,13 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
   }
 
   const server = createServer(
-    { requestTimeout: timeout + 1000, headersTimeout: Math.min(timeout, 60_000), maxHeaderSize: 8192 },
+    {
+      requestTimeout: timeout + 1000,
+      headersTimeout: Math.min(timeout, 60_000),
+      maxHeaderSize: 8192,
+      // Node checks the two timeouts above only this often (30 s by default): a slow sender held its slot so long.
+      connectionsCheckingInterval: 1000,
+    },
     (req, res) => {
       // Our own deadline as well as node's: it answers 408 and drops the connection of a slow sender.
       const timer = setTimeout(() => {
@@ -188,7 +197,10 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
         .finally(() => clearTimeout(timer));
     },
   );
-  // Connections are cheap for a client and each holds a deadline's worth of our memory: a bound on them.
+  // Connections are cheap for a client and each holds a deadline's worth of our memory: a bound on them. A
+  // connection that sends nothing (no request, so no timer of ours) or idles between requests goes after the
+  // same deadline, so 512 of them cannot hold every slot for long.
   server.maxConnections = 512;
+  server.on('connection', (socket) => socket.setTimeout(timeout, () => socket.destroy()));
   return server;
 }

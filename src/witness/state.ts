@@ -11,12 +11,14 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
 import type { WitnessedTree } from '../../manifests/witness/add-checkpoint.js';
 import { HASH_SIZE } from '../../manifests/tlog/merkle.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
+import { nodeFsOps } from '../../store/fs/ops.js';
+import { StoreError } from '../../store/errors.js';
 import { LedgerError } from '../errors.js';
 import { takeFileLock, type HeldFileLock } from '../ledger/file-lock.js';
 
@@ -45,6 +47,14 @@ export class WitnessState {
   static async open(dir: string): Promise<WitnessState> {
     await ensurePrivateDir(dir, 'UNSAFE_PATH');
     await ensurePrivateDir(join(dir, 'logs'), 'UNSAFE_PATH');
+    // The directories' own entries durable before the first cosignature leaves: a crash must not bring the
+    // witness back with no state, where it would cosign any tree again (old size 0).
+    // (The parent is not ours and may not be readable: its flush is best effort.)
+    await nodeFsOps.fsyncDir(dirname(dir)).catch(() => {});
+    for (const d of [dir, join(dir, 'logs')])
+      await nodeFsOps.fsyncDir(d).catch((err: unknown) => {
+        throw new StoreError('STORAGE_FAILED', `cannot flush the witness state directory ${d}`, { cause: err });
+      });
     const lock = await takeFileLock(join(dir, 'witness'), `the witness state directory ${dir}`, {
       waitMs: 0,
       staleMs: 60_000,

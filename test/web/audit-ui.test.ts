@@ -30,24 +30,28 @@ beforeAll(() => {
 /** A raw HTTP request, so the Host header and method are the test's own. */
 function get(url: string, o: { method?: string; host?: string; path?: string } = {}) {
   const u = new URL(url);
-  return new Promise<{ status: number; body: string; type?: string }>((done, fail) => {
-    const req = request(
-      {
-        host: u.hostname,
-        port: u.port,
-        method: o.method ?? 'GET',
-        path: o.path ?? u.pathname,
-        headers: { host: o.host ?? u.host },
-      },
-      (res) => {
-        let body = '';
-        res.on('data', (c) => (body += c));
-        res.on('end', () => done({ status: res.statusCode!, body, type: res.headers['content-type'] }));
-      },
-    );
-    req.on('error', fail);
-    req.end();
-  });
+  return new Promise<{ status: number; body: string; type?: string; headers: Record<string, unknown> }>(
+    (done, fail) => {
+      const req = request(
+        {
+          host: u.hostname,
+          port: u.port,
+          method: o.method ?? 'GET',
+          path: o.path ?? u.pathname,
+          headers: { host: o.host ?? u.host },
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (c) => (body += c));
+          res.on('end', () =>
+            done({ status: res.statusCode!, body, type: res.headers['content-type'], headers: res.headers }),
+          );
+        },
+      );
+      req.on('error', fail);
+      req.end();
+    },
+  );
 }
 
 async function blobCase() {
@@ -91,6 +95,11 @@ describe('audit-ui server', () => {
       '<meta name="handoff-ledger-preload" content="{&#34;bundle&#34;:{&#34;name&#34;:&#34;bundle&#34;',
     );
     expect(page.body).toContain('Content-Security-Policy');
+    // No other site may frame it (a meta CSP cannot say frame-ancestors: the header does).
+    expect(page.headers).toMatchObject({
+      'x-frame-options': 'DENY',
+      'content-security-policy': "frame-ancestors 'none'",
+    });
   });
 
   it("serves the bundle's files and the trust file", async () => {

@@ -4,6 +4,8 @@
  * back. The export carries the cosigned checkpoint and `verify --witness-keys --quorum` counts it.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -144,6 +146,26 @@ describe('a ledger with witnesses', () => {
     ledger = await open([w1.url, w2.url]);
   });
 
+  it('restores the saved cosignatures after a restart without the log signature a second time', async () => {
+    await ledger.publish(scope, sampleSummary('cosigned, then restarted'));
+    await expect.poll(async () => cosigners((await ledger.checkpoint()).note).length, { timeout: 15_000 }).toBe(2);
+    await ledger.close();
+    const down = await openLedger({
+      root,
+      host: 'host-w',
+      witnesses: { witnesses: ['http://127.0.0.1:1'], timeoutMs: 500, retryMs: 60_000 },
+      onNotice: () => {},
+    });
+    try {
+      const block = (await down.checkpoint()).note.split('\n\n')[1]!.split('\n').filter(Boolean);
+      expect(block.length).toBe(3); // the log's signature and the two cosignatures kept on disk
+      expect(new Set(block).size).toBe(block.length);
+    } finally {
+      await down.close();
+    }
+    ledger = await open([w1.url, w2.url]);
+  });
+
   it('exports the cosigned checkpoint; verify counts a quorum of 2 and names the witnesses and times', async () => {
     await ledger.close();
     const out = join(base, 'bundle');
@@ -212,5 +234,45 @@ describe('a ledger with witnesses', () => {
     const codes = (JSON.parse(invalid.stdout) as { findings: Array<{ code: string }> }).findings.map((f) => f.code);
     expect(codes).toEqual(['WITNESS_COSIGNATURE_INVALID', 'WITNESS_QUORUM_MISSING']);
     ledger = await open([]);
+  }, 60_000);
+});
+
+describe('a witness that answers without end', () => {
+  it('costs the ledger a bounded read: the answer is cut at 64 KiB and the rest never read', async () => {
+    let sent = 0;
+    const server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const chunk = Buffer.alloc(64 * 1024, 0x61);
+      const pump = () => {
+        while (sent < 256 * 1024 * 1024 && !res.destroyed) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return res.once('drain', pump);
+        }
+        res.end();
+      };
+      pump();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const heard: string[] = [];
+    const hostile = await openLedger({
+      root: join(base, 'hostile'),
+      host: 'host-h',
+      witnesses: { witnesses: [url], timeoutMs: 20_000, retryMs: 60_000 },
+      onNotice: (m) => heard.push(m),
+    });
+    try {
+      await hostile.publish(scope, sampleSummary('to a hostile witness'));
+      await expect
+        .poll(() => heard.some((n) => n.includes('without a cosignature we can use')), { timeout: 15_000 })
+        .toBe(true);
+      // Socket buffers hold a few MiB at most; the old read took all 256 MiB before it looked at the answer.
+      expect(sent).toBeLessThan(32 * 1024 * 1024);
+    } finally {
+      await hostile.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   }, 60_000);
 });

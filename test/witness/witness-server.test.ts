@@ -250,6 +250,29 @@ describe('witness serve, hostile requests: the protocol status, and no change of
     expect(Date.now() - started).toBeLessThan(10_000);
     await unchanged();
   });
+
+  it('drops a connection that sends nothing, or trickles its headers, after its deadline (node alone took 30 s)', async () => {
+    const { hostname: host, port } = new URL(w1.url);
+    const closedAfter = (send: (s: ReturnType<typeof connect>) => void) =>
+      new Promise<number>((resolve, reject) => {
+        const started = Date.now();
+        const s = connect(Number(port), host, () => send(s));
+        s.on('data', () => {});
+        s.on('close', () => resolve(Date.now() - started));
+        s.on('error', reject);
+      });
+    const [silent, trickling] = await Promise.all([
+      closedAfter(() => {}),
+      closedAfter((s) => {
+        s.write(`GET / HTTP/1.1\r\nHost: ${host}\r\n`);
+        const drip = setInterval(() => s.write('X-Slow: 1\r\n'), 200);
+        s.on('close', () => clearInterval(drip));
+      }),
+    ]);
+    // The deadline is 1.5 s here (--request-timeout-ms 1500); the header check runs each second.
+    expect(silent).toBeLessThan(6_000);
+    expect(trickling).toBeLessThan(6_000);
+  });
 });
 
 describe('witness serve, durability', () => {
