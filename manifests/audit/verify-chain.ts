@@ -20,11 +20,10 @@ import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundl
 import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import type { TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
-import { tapLeaves, verifyTree, type CheckpointSummary } from './verify-tree.js';
+import { LeafTap, verifyTree, type CheckpointSummary } from './verify-tree.js';
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
 import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
 import { AuditError } from './errors.js';
-import { BUNDLE_CHECKPOINT_FILE } from './bundle.js';
 import { ChainTracker, type AuditScope } from './chain-rules.js';
 import {
   inlineLineVerifier,
@@ -316,10 +315,11 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   const header = headerText === undefined ? undefined : parseBundleHeader(headerText);
   const sink = new FindingSink(options.maxFindings ?? 100_000);
   const totalBytes = await reader.manifestsSize?.();
-  // Leaves are hashed only when there is a checkpoint to hold them against.
-  const leaves: Array<Uint8Array | undefined> = [];
-  const hasCheckpoint = (await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE)) !== undefined;
-  const runs = hasCheckpoint ? tapLeaves(splitLineRuns(reader.manifests()), leaves) : splitLineRuns(reader.manifests());
+  // Step 9 is a filtered bundle's (inclusion proofs) or a full one's (the root).
+  const filtered = scopeOf(header) !== undefined;
+  // Leaves are hashed only when there is a checkpoint that verifies to hold them against.
+  const leaves = await LeafTap.forBundle(reader, filtered, options);
+  const runs = leaves ? leaves.tap(splitLineRuns(reader.manifests())) : splitLineRuns(reader.manifests());
   const { chains: tracker, lines, verified } = await verifyLines(runs, options, sink, totalBytes);
   const coverage = auditScope(options.scope, header);
   const chains = tracker.finish(coverage.scope);
@@ -334,7 +334,6 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     });
   }
   // Step 9: a filtered bundle holds some leaves, so it is checked by inclusion proofs instead of the root.
-  const filtered = scopeOf(header) !== undefined;
   const checkpoint = await verifyTree(reader, leaves, filtered, options, sink);
   // Step 10: completeness. A bundle filtered by the auditor alone still proves (or not) the asked-for session.
   const completeness: CompletenessCoverage = checkpoint

@@ -20,9 +20,9 @@ import { ManifestError } from '../errors.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';
 import { checkpointVerifiers, type TrustStore } from '../format/trust.js';
-import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
+import { equalBytes, leafHash, nodeHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
 import { leafOfEnvelope } from '../tlog/leaf.js';
-import { appendLeafHashes, rootOf } from '../tlog/tree.js';
+import { foldRight } from '../tlog/tree.js';
 import { verifyWitnesses, type WitnessPolicy, type WitnessSummary } from './verify-witnesses.js';
 
 export interface TreeCheckOptions {
@@ -46,24 +46,104 @@ export interface CheckpointSummary {
   extensions: string[];
 }
 
-/** Leaf hashes of the lines, in order (undefined: a line with no decodable payload). */
-export async function* tapLeaves(
-  runs: AsyncIterable<RawLine[]>,
-  out: Array<Uint8Array | undefined>,
-): AsyncGenerator<RawLine[]> {
-  for await (const run of runs) {
-    for (const raw of run) {
-      let hash: Uint8Array | undefined;
-      if (raw.text !== undefined) {
-        try {
-          hash = leafHash(leafOfEnvelope(raw.text));
-        } catch {
-          hash = undefined;
+/**
+ * The lines' leaf hashes, as step 9 needs them, in memory that does not grow with a hostile bundle's bytes where
+ * it need not: a full bundle's leaves are folded into the tree's frontier as they stream past (log n hashes, and
+ * the root at the auditor's `since` size taken on the way); a filtered bundle's are kept for their inclusion
+ * proofs, packed (32 bytes a line). `LeafTap.forBundle` makes one only for a checkpoint that verifies.
+ */
+export class LeafTap {
+  /** Lines seen (the bundle's line count, once the stream ended). */
+  count = 0;
+  private readonly stack: Array<{ level: number; hash: Uint8Array }> = [];
+  /** A line without a decodable payload: no root can be computed from here on. */
+  private broken = false;
+  private snapshot: Uint8Array | undefined;
+  private packed: Uint8Array | undefined;
+  private readonly absent = new Set<number>();
+
+  private constructor(
+    private readonly mode: 'fold' | 'keep',
+    private readonly snapshotAt: number | undefined,
+  ) {
+    if (mode === 'keep') this.packed = new Uint8Array(32 * 1024);
+  }
+
+  /**
+   * A tap for this bundle, or undefined when there is no checkpoint that verifies (then no leaf is needed:
+   * step 9 reports the checkpoint). `since` is the auditor's earlier checkpoint, whose size a full bundle's root
+   * is taken at.
+   */
+  static async forBundle(
+    reader: BundleReader,
+    filtered: boolean,
+    options: TreeCheckOptions,
+  ): Promise<LeafTap | undefined> {
+    const text = await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE);
+    if (text === undefined || !openCheckpoint(text, options).ok) return undefined;
+    const since = options.since === undefined ? undefined : openCheckpoint(options.since, options);
+    return new LeafTap(filtered ? 'keep' : 'fold', since?.ok ? since.checkpoint.size : undefined);
+  }
+
+  /** Passes the runs on, taking each line's leaf hash (undefined: a line with no decodable payload). */
+  async *tap(runs: AsyncIterable<RawLine[]>): AsyncGenerator<RawLine[]> {
+    for await (const run of runs) {
+      for (const raw of run) {
+        let hash: Uint8Array | undefined;
+        if (raw.text !== undefined) {
+          try {
+            hash = leafHash(leafOfEnvelope(raw.text));
+          } catch {
+            hash = undefined;
+          }
         }
+        while (this.count < raw.line - 1) this.add(undefined); // lines are numbered from 1, in order
+        this.add(hash);
       }
-      out[raw.line - 1] = hash;
+      yield run;
     }
-    yield run;
+  }
+
+  private add(hash: Uint8Array | undefined): void {
+    const i = this.count++;
+    if (this.mode === 'keep') {
+      if (!hash) this.absent.add(i);
+      else {
+        if ((i + 1) * 32 > this.packed!.length) {
+          const grown = new Uint8Array(this.packed!.length * 2);
+          grown.set(this.packed!);
+          this.packed = grown;
+        }
+        this.packed!.set(hash, i * 32);
+      }
+      return;
+    }
+    if (!hash) this.broken = true;
+    else if (!this.broken) {
+      let node = { level: 0, hash };
+      while (this.stack.length > 0 && this.stack[this.stack.length - 1]!.level === node.level) {
+        const left = this.stack.pop()!;
+        node = { level: node.level + 1, hash: nodeHash(left.hash, node.hash) };
+      }
+      this.stack.push(node);
+    }
+    if (this.count === this.snapshotAt) this.snapshot = this.root();
+  }
+
+  /** The root of every line so far (a full bundle), or undefined when a line had no payload. */
+  root(): Uint8Array | undefined {
+    return this.broken ? undefined : foldRight(this.stack.map((n) => n.hash));
+  }
+
+  /** The root of the first `size` lines, taken on the way: only at the size the tap was made for. */
+  rootAt(size: number): Uint8Array | undefined {
+    return size === this.snapshotAt ? this.snapshot : undefined;
+  }
+
+  /** Line `i + 1`'s leaf hash (a filtered bundle), or undefined when it had no payload. */
+  leaf(i: number): Uint8Array | undefined {
+    if (this.mode !== 'keep' || i >= this.count || this.absent.has(i)) return undefined;
+    return this.packed!.subarray(i * 32, i * 32 + 32);
   }
 }
 
@@ -89,12 +169,6 @@ function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
   }
 }
 
-function rootOfLeaves(leaves: Array<Uint8Array | undefined>, n: number): Uint8Array | undefined {
-  const known = leaves.slice(0, n);
-  if (known.length < n || known.some((h) => h === undefined)) return undefined;
-  return rootOf(appendLeafHashes([], 0, known as Uint8Array[]).frontier);
-}
-
 const hashes = (v: unknown): Uint8Array[] | undefined => {
   if (!Array.isArray(v) || v.length > 128) return undefined;
   const out = v.map((s) => (typeof s === 'string' ? decodeBase64(s) : undefined));
@@ -108,7 +182,7 @@ const hashes = (v: unknown): Uint8Array[] | undefined => {
  */
 export async function verifyTree(
   reader: BundleReader,
-  leaves: Array<Uint8Array | undefined>,
+  leaves: LeafTap | undefined,
   filtered: boolean,
   options: TreeCheckOptions,
   sink: FindingSink,
@@ -126,6 +200,8 @@ export async function verifyTree(
     return undefined;
   }
   const cp = opened.checkpoint;
+  // Made (LeafTap.forBundle) for every checkpoint that verifies, as this one did.
+  if (!leaves) throw new Error('verifyTree: no leaves were taken for a checkpoint that verifies');
   const summary: CheckpointSummary = {
     origin: cp.origin,
     size: cp.size,
@@ -137,14 +213,14 @@ export async function verifyTree(
   if (options.witnesses) summary.witnesses = verifyWitnesses(text, options.witnesses, sink, options.verifier);
   // 9b
   if (!filtered) {
-    if (leaves.length !== cp.size) {
+    if (leaves.count !== cp.size) {
       sink.add({
         code: 'TREE_SIZE_MISMATCH',
-        message: `the checkpoint covers ${cp.size} manifests; the bundle has ${leaves.length} lines`,
-        evidence: { expected: cp.size, actual: leaves.length },
+        message: `the checkpoint covers ${cp.size} manifests; the bundle has ${leaves.count} lines`,
+        evidence: { expected: cp.size, actual: leaves.count },
       });
     } else {
-      const root = rootOfLeaves(leaves, cp.size);
+      const root = leaves.root();
       if (!root || !equalBytes(root, cp.root))
         sink.add({
           code: 'TREE_ROOT_MISMATCH',
@@ -160,13 +236,13 @@ export async function verifyTree(
 
 async function verifyInclusions(
   reader: BundleReader,
-  leaves: Array<Uint8Array | undefined>,
+  leaves: LeafTap,
   cp: Checkpoint,
   sink: FindingSink,
 ): Promise<void> {
   const lines = ((await reader.treeFile?.(BUNDLE_PROOFS_FILE)) ?? '').split('\n');
   let lastIndex = -1;
-  for (let i = 0; i < leaves.length; i++) {
+  for (let i = 0; i < leaves.count; i++) {
     const line = i + 1;
     let entry: { leafIndex?: unknown; proof?: unknown } | undefined;
     try {
@@ -180,7 +256,7 @@ async function verifyInclusions(
       sink.add({ code: 'INCLUSION_PROOF_MISSING', line, message: `no well-formed inclusion proof for line ${line}` });
       continue;
     }
-    const leaf = leaves[i];
+    const leaf = leaves.leaf(i);
     const r = leaf
       ? index > lastIndex
         ? verifyInclusion(index, cp.size, leaf, proof, cp.root)
@@ -198,7 +274,7 @@ async function verifyInclusions(
 
 async function verifySince(
   reader: BundleReader,
-  leaves: Array<Uint8Array | undefined>,
+  leaves: LeafTap,
   filtered: boolean,
   cp: Checkpoint,
   options: TreeCheckOptions,
@@ -217,7 +293,7 @@ async function verifySince(
   if (o.size > cp.size) return fail(`the log shrank to ${cp.size} (rolled back)`);
   if (o.size === 0) return;
   if (!filtered) {
-    const root = rootOfLeaves(leaves, o.size);
+    const root = o.size === leaves.count ? leaves.root() : leaves.rootAt(o.size);
     if (!root || !equalBytes(root, o.root)) fail(`the bundle's first ${o.size} manifests have another root`);
     return;
   }

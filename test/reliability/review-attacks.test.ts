@@ -302,6 +302,30 @@ describe('verify memory', () => {
       },
     );
   }, 300_000);
+
+  it('stays within a 64 MiB heap on a million junk lines behind a checkpoint that verifies (leaves folded, not kept)', async () => {
+    const here = fileURLToPath(new URL('.', import.meta.url));
+    const child = spawnSync(
+      process.execPath,
+      ['--max-old-space-size=64', join(here, 'review-memory-leaves-child.mjs')],
+      { encoding: 'utf8', timeout: 240_000, cwd: join(here, '..', '..') },
+    );
+    await judge.judge(
+      'verify memory, leaves',
+      () => child,
+      (r) => {
+        judge.tally.right(r.status === 0, `child exit ${r.status} ${r.signal ?? ''}: ${r.stderr.slice(-500)}`);
+        const out = JSON.parse(r.stdout) as {
+          counts: { lines: number; byCode: Record<string, number> };
+          checkpoint: number;
+        };
+        expect(out.checkpoint).toBe(1);
+        expect(out.counts.lines).toBe(1_000_000);
+        // Findings past maxFindings are counted, not kept: step 9's one is in the counts.
+        expect(out.counts.byCode).toEqual({ ENVELOPE_INVALID: 1_000_000, TREE_SIZE_MISMATCH: 1 });
+      },
+    );
+  }, 300_000);
 });
 
 describe('verify and the unsigned header', () => {
