@@ -3,7 +3,8 @@
  * integrity, and who may own what the store trusts.
  */
 import { describe, expect, it } from 'vitest';
-import { chownSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
+import { chownSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
@@ -141,6 +142,23 @@ describe('a revoked host key', () => {
     ]);
     expect((await second.publish({ ...scope, session: 's2' }, sampleSummary(2))).seq).toBe(0);
     await second.close();
+  });
+
+  it('refuses the same with an injected signer or a key file of the caller, once that key signed in this store', async () => {
+    const jwk = generateJwk();
+    const keyFile = join(tempDir(), 'host.jwk');
+    writeFileSync(keyFile, JSON.stringify(jwk), { mode: 0o600 });
+    for (const extra of [{ signer: new LocalSigner(jwk) }, { keyFile }]) {
+      const root = tempDir();
+      const ledger = await open(root, extra);
+      await ledger.publish(scope, sampleSummary(1));
+      await ledger.close();
+      unlinkSync(join(root, 'trust.json'));
+      await expect(open(root, extra)).rejects.toMatchObject({ code: 'KEY_INVALID', message: /trust\.json is missing/ });
+    }
+    // A key that never signed here is listed from now, as on a first open.
+    const fresh = await open(tempDir(), { signer: new LocalSigner(generateJwk()) });
+    await fresh.close();
   });
 
   it('refuses to open when trust.json is gone but the host key is not, instead of re-trusting the key from now', async () => {

@@ -377,6 +377,31 @@ describePostgres('PostgreSQL backend', (pg) => {
     });
   });
 
+  describe('processes of one host sharing a root', () => {
+    it('stop trusting a key another of them revoked: resume and history read trust.json again when it changed', async () => {
+      const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+      const root = mkdtempSync(join(tmpdir(), 'hl-pg-shared-'));
+      let now = Date.parse('2026-11-30T10:00:00.000Z');
+      const clock = () => new Date(now);
+      const scope = { principal: 'alice', session: 's1', run: 'r1' };
+      const a = await openLedger({ root, host: 'h1', clock, postgres, onNotice: () => {} });
+      const b = await openLedger({ root, host: 'h1', clock, postgres, onNotice: () => {} });
+      try {
+        now += 1000;
+        await a.publish(scope, { task: 't', state: 's', nextSteps: ['n'] });
+        expect((await a.resume(scope))?.seq).toBe(0);
+        now += 60_000;
+        await b.revokeKey(b.keyId, '2026-11-30T10:00:00.500Z'); // found compromised: from before a's manifest
+        await expect(a.resume(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+        await expect(a.history(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+      } finally {
+        await a.close();
+        await b.close();
+        await rm(root, { recursive: true, force: true });
+      }
+    });
+  });
+
   describe('least privilege', () => {
     it('opens a store in a schema made for a role that may not create schemas in the database', async () => {
       const role = `app_${process.pid}`;

@@ -37,6 +37,11 @@ export interface KeyringOptions {
   origin: string;
   /** How the lock on trust.json waits (tests shorten it). */
   trustLock?: FileLockOptions;
+  /**
+   * Whether the log already knows a key (it signed there): with trust.json missing, listing such a key anew from
+   * "now" would expire all it signed, so the keyring refuses instead. The store's own key file is refused then in any case.
+   */
+  signedBefore?: (keyId: string) => Promise<boolean>;
 }
 
 /** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
@@ -44,7 +49,14 @@ class NeedsTrustLock extends Error {}
 
 const trustPathOf = (options: KeyringOptions) => join(options.root, 'trust.json');
 
+/** What tells one version of trust.json from the next (it is replaced by rename, so the inode changes too). */
+const stampOf = (st: { ino: number; size: number; mtimeMs: number; ctimeMs: number } | undefined): string =>
+  st ? `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}` : 'missing';
+
 export class Keyring {
+  /** trust.json as it was when this keyring read it (see `changedOnDisk`). */
+  private stamp = 'missing';
+
   private constructor(
     private readonly options: KeyringOptions,
     private readonly trustPath: string,
@@ -77,9 +89,11 @@ export class Keyring {
     const trustPath = trustPathOf(options);
     let trust: TrustStore = { version: 1, keys: [] };
     let trustMissing = false;
+    let stamp = 'missing';
     try {
       // trust.json decides which signatures count: refuse a planted link or a file others can write.
       const st = await lstat(trustPath);
+      stamp = stampOf(st); // taken before the read: a change after it shows as a change, never the other way
       if (!st.isFile())
         throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`);
       const foreign = ownerProblem(trustPath, st.uid);
@@ -111,6 +125,12 @@ export class Keyring {
           `${trustPath} is missing but the host key exists; restore trust.json (from a backup or \`keys export\`)`,
         );
     }
+    // An injected signer or a key file of the caller's: the same, once the log shows the key signed before.
+    if (trustMissing && (await options.signedBefore?.(signer.keyId)))
+      throw new LedgerError(
+        'KEY_INVALID',
+        `${trustPath} is missing but key ${signer.keyId} signed manifests of this store; restore trust.json (from a backup or \`keys export\`)`,
+      );
     // The checkpoint key is a key of its own: one key never signs two message formats.
     const checkpointPath = join(keysDir, `checkpoint-${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
     let checkpoint: Signer;
@@ -123,6 +143,7 @@ export class Keyring {
       checkpoint = await loadKeyFile(checkpointPath);
     }
     const ring = new Keyring(options, trustPath, keyPath, signer, trust, checkpointPath, checkpoint, held);
+    ring.stamp = stamp;
     await ring.ensureTrusted(signer);
     await ring.ensureCheckpointTrusted();
     return ring;
@@ -213,6 +234,15 @@ export class Keyring {
     this.current = fresh.current;
     this.trust = fresh.trust;
     this.checkpoint = fresh.checkpoint;
+    this.stamp = fresh.stamp;
+  }
+
+  /**
+   * Has trust.json changed since this keyring read it (another process sharing the root rotated or revoked)?
+   * One lstat; the caller reloads.
+   */
+  async changedOnDisk(): Promise<boolean> {
+    return stampOf(await lstat(this.trustPath).catch(() => undefined)) !== this.stamp;
   }
 
   /**
@@ -385,10 +415,7 @@ function revokedFrom<K extends { revokedAt?: string }>(key: K, at: string): K {
 }
 
 /** Do two key windows share an instant? */
-function overlaps(
-  a: { notBefore: string; notAfter?: string },
-  b: { notBefore: string; notAfter?: string },
-): boolean {
+function overlaps(a: { notBefore: string; notAfter?: string }, b: { notBefore: string; notAfter?: string }): boolean {
   const end = (k: { notAfter?: string }) => (k.notAfter === undefined ? Infinity : Date.parse(k.notAfter));
   return Date.parse(a.notBefore) < end(b) && Date.parse(b.notBefore) < end(a);
 }

@@ -522,10 +522,12 @@ export class Ledger {
     );
     const checked = this.checkpoints.sync();
     const reading = this.readHead(s.session, window, knownBefore);
-    for (const p of [window, checked, reading]) p.catch(() => {}); // awaited below, after authorization
+    const trusted = this.freshTrust();
+    for (const p of [window, checked, reading, trusted]) p.catch(() => {}); // awaited below, after authorization
     await authorized;
     await checked;
     const read = await reading;
+    await trusted;
     if (!read) return undefined;
     const { head, entry, prev } = read;
     // The head's entry and the one before it, through the same chain rules as history and fsck.
@@ -605,6 +607,7 @@ export class Ledger {
       ),
     );
     await this.checkpoints.sync();
+    await this.freshTrust();
     const head = (await this.readHead(s.session, window, knownBefore))?.head;
     const out: HistoryEntry[] = [];
     if (!head) return out;
@@ -734,6 +737,15 @@ export class Ledger {
         this.trustCache = undefined;
       }
     });
+  }
+
+  /**
+   * Before a read judges signatures: in a root other processes share (PostgreSQL), trust.json as it is now, so a
+   * key another process revoked stops verifying here too. An embedded store's root is this process's alone.
+   */
+  private async freshTrust(): Promise<void> {
+    if (this.log.exclusive === true) return;
+    if (await this.keyring.changedOnDisk()) await this.reloadKeys();
   }
 
   /** Re-reads the key file and trust file (another process sharing this root rotated or revoked). */

@@ -118,6 +118,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       keyFile: options.keyFile,
       clock,
       origin,
+      signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
     });
     // Open = recovery: the log must extend the newest checkpoint this ledger pinned.
     checkpoints = await CheckpointGuard.open({
