@@ -213,6 +213,14 @@ describe('restart, recovery, fsck and gc', () => {
     await ledger.close();
   });
 
+  it('flushes the store root and blobs-v1 at open, so the directories blobs are named under are durable in them', async () => {
+    const root = tempDir();
+    const flushed: string[] = [];
+    const fs: FsOps = { ...nodeFsOps, fsyncDir: async (dir) => (flushed.push(dir), nodeFsOps.fsyncDir(dir)) };
+    await (await open(root, { fs })).close();
+    expect(flushed).toEqual(expect.arrayContaining([root, join(root, 'blobs-v1')]));
+  });
+
   it('removes staging files a crash left beside trust.json, the key files and the pin, and nothing else there', async () => {
     const root = tempDir();
     await (await open(root)).close();

@@ -100,6 +100,9 @@ export class FsBlobStore extends AbstractBlobStore {
     for (const dir of [join(root, 'blobs-v1'), store.blobDir, store.tmpDir, store.quarantineDir, store.asideDir]) {
       await ensurePrivateDir(dir, 'UNSAFE_PATH');
     }
+    // The store's own directories durable in their parents before any blob is named under them (a new store's
+    // first publish fsyncs only the shard directories it makes). Nothing dirty: each is a quick no-op.
+    for (const dir of [root, join(root, 'blobs-v1')]) await store.fs.fsyncDir(dir).catch(wrap('fsync directory'));
     const recovery = await store.recover();
     return { store, recovery };
   }
