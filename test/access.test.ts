@@ -98,13 +98,15 @@ describe('history of a session created while it runs', () => {
     const log = await LevelManifestLog.open(join(tempDir(), 'manifests-v1'));
     let owner: (() => Promise<unknown>) | undefined;
     // The first head read of history returns "no session yet", and the owner's first publish commits before it is used.
-    const once = <T>(read: () => Promise<T>) => async (): Promise<T> => {
-      const value = await read();
-      const publish = owner;
-      owner = undefined;
-      await publish?.();
-      return value;
-    };
+    const once =
+      <T>(read: () => Promise<T>) =>
+      async (): Promise<T> => {
+        const value = await read();
+        const publish = owner;
+        owner = undefined;
+        await publish?.();
+        return value;
+      };
     for (const name of ['head', 'headWindow'] as const) {
       const real = log[name].bind(log) as (session: string) => Promise<never>;
       (log as unknown as Record<string, unknown>)[name] = (session: string) => once(() => real(session))();
@@ -113,7 +115,9 @@ describe('history of a session created while it runs', () => {
     owner = () => ledger.publish({ principal: 'alice', session: 'secret', run: 'r1' }, sampleSummary('private'));
     expect(await ledger.history({ principal: 'eve', session: 'secret' })).toEqual([]);
     expect(owner).toBeUndefined(); // the publish did run inside history's read
-    await expect(ledger.history({ principal: 'eve', session: 'secret' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    await expect(ledger.history({ principal: 'eve', session: 'secret' })).rejects.toMatchObject({
+      code: 'UNAUTHORIZED',
+    });
     await ledger.close();
     await log.close();
   });

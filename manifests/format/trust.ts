@@ -122,6 +122,14 @@ export function parseTrustStore(input: string | unknown): TrustStore {
 export function mergeTrustedKey(a: TrustedKey, b: TrustedKey): TrustedKey {
   if (a.publicKey !== b.publicKey)
     throw new ManifestError('TRUST_INVALID', `key ${a.keyId} of host ${a.host} is listed with two public keys`);
+  return restrictiveWindow(a, b);
+}
+
+/** `a` with the most restrictive window of `a` and `b`: latest notBefore, earliest notAfter and revokedAt. */
+export function restrictiveWindow<K extends { notBefore: string; notAfter?: string; revokedAt?: string }>(
+  a: K,
+  b: K,
+): K {
   const later = (x: string, y: string) => (Date.parse(x) >= Date.parse(y) ? x : y);
   const earlier = (x: string | undefined, y: string | undefined) =>
     x === undefined ? y : y === undefined ? x : Date.parse(x) <= Date.parse(y) ? x : y;

@@ -14,6 +14,7 @@ import { decodeBase64Url, encodeBase64Url } from '../../manifests/encoding/base6
 import type { Signer } from '../../manifests/crypto/envelope.js';
 import {
   mergeTrustedKey,
+  restrictiveWindow,
   parseTrustStore,
   type TrustedCheckpointKey,
   type TrustStore,
@@ -388,25 +389,10 @@ export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore
     for (const k of s?.checkpointKeys ?? []) {
       const at = checkpointKeys.findIndex((x) => x.host === k.host && x.vkey === k.vkey);
       if (at < 0) checkpointKeys.push(k);
-      else checkpointKeys[at] = mergeCheckpointKey(checkpointKeys[at]!, k);
+      else checkpointKeys[at] = restrictiveWindow(checkpointKeys[at]!, k);
     }
   }
   return checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys };
-}
-
-/** One checkpoint key listed twice (same host and verifier key): the most restrictive of the two listings. */
-function mergeCheckpointKey(a: TrustedCheckpointKey, b: TrustedCheckpointKey): TrustedCheckpointKey {
-  const later = (x: string, y: string) => (Date.parse(x) >= Date.parse(y) ? x : y);
-  const earlier = (x: string | undefined, y: string | undefined) =>
-    x === undefined ? y : y === undefined ? x : Date.parse(x) <= Date.parse(y) ? x : y;
-  const notAfter = earlier(a.notAfter, b.notAfter);
-  const revokedAt = earlier(a.revokedAt, b.revokedAt);
-  return {
-    ...a,
-    notBefore: later(a.notBefore, b.notBefore),
-    ...(notAfter !== undefined ? { notAfter } : {}),
-    ...(revokedAt !== undefined ? { revokedAt } : {}),
-  };
 }
 
 /** `key` revoked from `at`, or as it is when already revoked no later: a revocation only ever moves earlier. */

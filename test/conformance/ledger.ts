@@ -15,7 +15,6 @@ import { STREAM_DECODE_FROM, validateSummary } from '../../src/summary/summary.j
 import { tempDir } from '../support/tmp.js';
 import { MANIFEST_PAYLOAD_TYPE } from '../../manifests/format/manifest-core.js';
 
-
 /** An unsigned envelope whose payload names a summary other than any blob a test stores (gc reads that digest). */
 function namingOther(label: string): string {
   const summary = { digest: digestOf(new TextEncoder().encode(`not stored: ${label}`)), size: 1 };
