@@ -59,14 +59,19 @@ export class LeafTap {
   /** A line without a decodable payload: no root can be computed from here on. */
   private broken = false;
   private snapshot: Uint8Array | undefined;
+  /** keep: the leaves of the lines that have one, in order, 32 bytes each; and a bit a line saying which do. */
   private packed: Uint8Array | undefined;
-  private readonly absent = new Set<number>();
+  private leaves = 0;
+  private present: Uint8Array | undefined;
 
   private constructor(
     private readonly mode: 'fold' | 'keep',
     private readonly snapshotAt: number | undefined,
   ) {
-    if (mode === 'keep') this.packed = new Uint8Array(32 * 1024);
+    if (mode === 'keep') {
+      this.packed = new Uint8Array(32 * 1024);
+      this.present = new Uint8Array(1024 / 8);
+    }
   }
 
   /**
@@ -107,15 +112,11 @@ export class LeafTap {
   private add(hash: Uint8Array | undefined): void {
     const i = this.count++;
     if (this.mode === 'keep') {
-      if (!hash) this.absent.add(i);
-      else {
-        if ((i + 1) * 32 > this.packed!.length) {
-          const grown = new Uint8Array(this.packed!.length * 2);
-          grown.set(this.packed!);
-          this.packed = grown;
-        }
-        this.packed!.set(hash, i * 32);
-      }
+      if (i >> 3 >= this.present!.length) this.present = grown(this.present!);
+      if (!hash) return;
+      if ((this.leaves + 1) * 32 > this.packed!.length) this.packed = grown(this.packed!);
+      this.packed!.set(hash, this.leaves++ * 32);
+      this.present![i >> 3]! |= 1 << (i & 7);
       return;
     }
     if (!hash) this.broken = true;
@@ -140,14 +141,24 @@ export class LeafTap {
     return size === this.snapshotAt ? this.snapshot : undefined;
   }
 
-  /** Line `i + 1`'s leaf hash (a filtered bundle), or undefined when it had no payload. */
-  leaf(i: number): Uint8Array | undefined {
-    if (this.mode !== 'keep' || i >= this.count || this.absent.has(i)) return undefined;
-    return this.packed!.subarray(i * 32, i * 32 + 32);
+  /** Each line's leaf hash in order (a filtered bundle), undefined for a line that had no payload. */
+  *lines(): Generator<Uint8Array | undefined> {
+    let at = 0;
+    for (let i = 0; i < this.count; i++) {
+      if (this.mode !== 'keep' || (this.present![i >> 3]! & (1 << (i & 7))) === 0) yield undefined;
+      else yield this.packed!.subarray(at * 32, ++at * 32);
+    }
   }
 }
 
 type Opened = { ok: true; checkpoint: Checkpoint; note: OpenedNote } | { ok: false; code: string; message: string };
+
+/** A buffer twice as long holding `bytes` at its start. */
+function grown(bytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(bytes.length * 2);
+  out.set(bytes);
+  return out;
+}
 
 function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
   try {
@@ -200,8 +211,12 @@ export async function verifyTree(
     return undefined;
   }
   const cp = opened.checkpoint;
-  // Made (LeafTap.forBundle) for every checkpoint that verifies, as this one did.
-  if (!leaves) throw new Error('verifyTree: no leaves were taken for a checkpoint that verifies');
+  // LeafTap.forBundle made a tap for every checkpoint that verified when the lines were read: none means the file
+  // did not verify then (a bundle directory changed while it was read).
+  if (!leaves) {
+    sink.add({ code: 'CHECKPOINT_INVALID', message: `${BUNDLE_CHECKPOINT_FILE} changed while the bundle was read` });
+    return undefined;
+  }
   const summary: CheckpointSummary = {
     origin: cp.origin,
     size: cp.size,
@@ -242,7 +257,9 @@ async function verifyInclusions(
 ): Promise<void> {
   const lines = ((await reader.treeFile?.(BUNDLE_PROOFS_FILE)) ?? '').split('\n');
   let lastIndex = -1;
-  for (let i = 0; i < leaves.count; i++) {
+  let i = -1;
+  for (const leaf of leaves.lines()) {
+    i++;
     const line = i + 1;
     let entry: { leafIndex?: unknown; proof?: unknown } | undefined;
     try {
@@ -256,7 +273,6 @@ async function verifyInclusions(
       sink.add({ code: 'INCLUSION_PROOF_MISSING', line, message: `no well-formed inclusion proof for line ${line}` });
       continue;
     }
-    const leaf = leaves.leaf(i);
     const r = leaf
       ? index > lastIndex
         ? verifyInclusion(index, cp.size, leaf, proof, cp.root)

@@ -27,6 +27,8 @@ export interface SignedCheckpoint {
 
 export class CheckpointGuard {
   private pinned: SignedCheckpoint | undefined;
+  /** The public key that signed the pinned note: a note of another key (rotated, revoked) is signed again. */
+  private pinnedBy: Uint8Array | undefined;
   private inflight: Promise<unknown> = Promise.resolve();
   private waiting: Promise<SignedCheckpoint> | undefined;
   /** The check that has started and not yet ended, and its verdict: resolved once the log is known to extend the pin. */
@@ -81,10 +83,13 @@ export class CheckpointGuard {
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);
     try {
       if (note !== undefined) {
-        const checkpoint = parseCheckpoint(openNote(note, init.pinVerifiers ?? init.verifiers).text);
+        const keys = init.pinVerifiers ?? init.verifiers;
+        const opened = openNote(note, keys);
+        const checkpoint = parseCheckpoint(opened.text);
         if (checkpoint.origin !== init.origin)
           throw new LedgerError('FORK', `${stem} pins origin ${checkpoint.origin}, not ${init.origin}`);
         guard.pinned = { note, checkpoint };
+        guard.pinnedBy = keys.find((k) => opened.sigs.some((s) => s.name === k.name && s.keyHash === k.keyHash))?.publicKey;
         // The previous version's file, verified: from now on the slot file alone is the pin.
         if (legacy) await file.migrate(note);
       }
@@ -142,8 +147,16 @@ export class CheckpointGuard {
     const checkpoint = this.checkpointOf(head);
     const sameTree =
       pinned !== undefined && pinned.checkpoint.size === head.size && equalBytes(pinned.checkpoint.root, head.root);
-    // A checkpoint pinned before the index existed is re-signed with the line at the same tree.
-    if (sameTree && pinned.checkpoint.extensions.join('\n') === checkpoint.extensions.join('\n')) {
+    // A checkpoint pinned before the index existed is re-signed with the line at the same tree, and so is one
+    // signed by a key no longer the current one (a rotation; the revocation that may follow it), at once: the
+    // note handed out and exported is always one the trust file still vouches for.
+    const signer = this.signer();
+    if (
+      sameTree &&
+      pinned.checkpoint.extensions.join('\n') === checkpoint.extensions.join('\n') &&
+      this.pinnedBy !== undefined &&
+      equalBytes(this.pinnedBy, signer.publicKey)
+    ) {
       checked();
       return pinned;
     }
@@ -159,6 +172,7 @@ export class CheckpointGuard {
     // of any process against the log finds the fork.
     await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint.size));
     this.pinned = { note, checkpoint };
+    this.pinnedBy = this.signer().publicKey;
     return this.pinned;
   }
 

@@ -1,0 +1,103 @@
+/**
+ * Step 9's leaves, taken as the lines stream past (LeafTap): a full bundle's folded into the tree's frontier, a
+ * filtered bundle's packed with a bit a line. Both against the tree code the ledger itself appends with.
+ */
+import { describe, expect, it } from 'vitest';
+import { LeafTap } from '../../manifests/audit/verify-tree.js';
+import type { RawLine } from '../../manifests/audit/verify-line.js';
+import { memoryBundleReader } from '../../manifests/audit/bundle.js';
+import { encodeVerifierKey, signNote } from '../../manifests/crypto/note.js';
+import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
+import { encodeBase64 } from '../../manifests/encoding/base64.js';
+import { keyIdOf, type TrustStore } from '../../manifests/format/trust.js';
+import { leafHash } from '../../manifests/tlog/merkle.js';
+import { appendLeafHashes, rootOf } from '../../manifests/tlog/tree.js';
+
+const origin = 'example.com/leaf-tap';
+const seed = new Uint8Array(32).fill(5);
+const publicKey = noblePublicKey(seed);
+const trust: TrustStore = {
+  version: 1,
+  keys: [],
+  checkpointKeys: [
+    {
+      host: 'h',
+      keyId: keyIdOf(publicKey),
+      vkey: encodeVerifierKey(origin, publicKey),
+      notBefore: '2020-01-01T00:00:00.000Z',
+    },
+  ],
+};
+const note = (size: number, root: Uint8Array) =>
+  signNote(`${origin}\n${size}\n${encodeBase64(root)}\n`, [
+    { name: origin, publicKey, sign: (m) => nobleSign(m, seed) },
+  ]);
+const line = (i: number) => JSON.stringify({ payload: encodeBase64(new TextEncoder().encode(`leaf ${i}`)) });
+const leafOf = (i: number) => leafHash(new TextEncoder().encode(`leaf ${i}`));
+
+async function* runs(count: number, text: (i: number) => string | undefined, per = 4096) {
+  for (let start = 0; start < count; start += per) {
+    const run: RawLine[] = [];
+    for (let i = start; i < Math.min(count, start + per); i++)
+      run.push({ line: i + 1, text: text(i), terminated: true, bytes: 1 });
+    yield run;
+  }
+}
+
+async function drain(tap: LeafTap, source: AsyncIterable<RawLine[]>): Promise<void> {
+  for await (const _ of tap.tap(source));
+}
+
+async function tapFor(filtered: boolean, size: number, root: Uint8Array, since?: string) {
+  const reader = memoryBundleReader({ manifests: '', treeFiles: { 'checkpoint.note': await note(size, root) } });
+  return LeafTap.forBundle(reader, filtered, { trust, ...(since ? { since } : {}) });
+}
+
+describe('LeafTap', () => {
+  it('is made only behind a checkpoint that verifies', async () => {
+    const reader = memoryBundleReader({ manifests: '', treeFiles: { 'checkpoint.note': 'not a note' } });
+    expect(await LeafTap.forBundle(reader, false, { trust })).toBeUndefined();
+    expect(await LeafTap.forBundle(memoryBundleReader({ manifests: '' }), false, { trust })).toBeUndefined();
+  });
+
+  it("folds a full bundle's leaves to the root the tree code computes, and takes the root at --since's size", async () => {
+    for (const n of [1, 2, 3, 7, 8, 9, 100]) {
+      const hashes = Array.from({ length: n }, (_, i) => leafOf(i));
+      const root = rootOf(appendLeafHashes([], 0, hashes).frontier);
+      const at = Math.ceil(n / 2);
+      const sinceRoot = rootOf(appendLeafHashes([], 0, hashes.slice(0, at)).frontier);
+      const tap = (await tapFor(false, n, root, await note(at, sinceRoot)))!;
+      await drain(tap, runs(n, line));
+      expect(tap.count).toBe(n);
+      expect(tap.root()).toEqual(root);
+      expect(tap.rootAt(at)).toEqual(sinceRoot);
+    }
+    const broken = (await tapFor(false, 3, new Uint8Array(32)))!;
+    await drain(
+      broken,
+      runs(3, (i) => (i === 1 ? undefined : line(i))),
+    );
+    expect(broken.root()).toBeUndefined();
+  });
+
+  it("keeps a filtered bundle's leaves in order, a line without a payload costing a bit, past 2^24 of them", async () => {
+    const tap = (await tapFor(true, 1, new Uint8Array(32)))!;
+    const n = 2 ** 24 + 3;
+    const withPayload = new Set([0, 5, 2 ** 24 + 1]);
+    await drain(
+      tap,
+      runs(n, (i) => (withPayload.has(i) ? line(i) : undefined), 65536),
+    );
+    expect(tap.count).toBe(n);
+    let i = 0;
+    const found: number[] = [];
+    for (const leaf of tap.lines()) {
+      if (leaf) {
+        expect(leaf).toEqual(leafOf(i));
+        found.push(i);
+      }
+      i++;
+    }
+    expect(found).toEqual([...withPayload]);
+  }, 120_000);
+});
