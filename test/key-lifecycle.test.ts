@@ -3,7 +3,7 @@
  * integrity, and who may own what the store trusts.
  */
 import { describe, expect, it } from 'vitest';
-import { chownSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
@@ -267,6 +267,32 @@ describe('trust stores', () => {
       ).toEqual([revoked]);
     const other = { ...key, publicKey: Buffer.alloc(32, 8).toString('base64url') };
     expect(() => mergeTrust({ version: 1, keys: [key] }, { version: 1, keys: [other] })).toThrow(/two public keys/);
+  });
+});
+
+describe('a root other processes share (a log that is not exclusive)', () => {
+  it("reads trust.json alone again before a read: another process's rotation, half done, does not fail it", async () => {
+    const base = tempDir();
+    const level = await LevelManifestLog.open(join(base, 'log'));
+    const shared = Object.create(level, { exclusive: { value: false } }) as LevelManifestLog;
+    const root = join(base, 'root');
+    const ledger = await open(root, { log: shared });
+    try {
+      await ledger.publish(scope, sampleSummary(1));
+      // Another process between its two writes of a rotation after a revocation: trust.json already lists this
+      // process's checkpoint key as revoked; the new key files are not written yet.
+      const path = join(root, 'trust.json');
+      const t = JSON.parse(readFileSync(path, 'utf8')) as { checkpointKeys: Array<Record<string, string>> };
+      const at = new Date().toISOString();
+      t.checkpointKeys = t.checkpointKeys.map((k) => ({ ...k, notAfter: at, revokedAt: at }));
+      writeFileSync(`${path}.x`, JSON.stringify(t), { mode: 0o600 });
+      renameSync(`${path}.x`, path);
+      expect((await ledger.resume(scope))?.seq).toBe(0);
+      expect(ledger.trustStore().checkpointKeys?.[0]?.revokedAt).toBe(at); // read again
+    } finally {
+      await ledger.close();
+      await level.close();
+    }
   });
 });
 

@@ -50,6 +50,26 @@ class NeedsTrustLock extends Error {}
 
 const trustPathOf = (options: KeyringOptions) => join(options.root, 'trust.json');
 
+/**
+ * trust.json and its stamp, or undefined when there is none. It decides which signatures count: a planted link or a
+ * file others can write is refused.
+ */
+async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; stamp: string } | undefined> {
+  try {
+    const st = await lstat(trustPath);
+    const stamp = stampOf(st); // taken before the read: a change after it shows as a change, never the other way
+    if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`);
+    const foreign = ownerProblem(trustPath, st.uid);
+    if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could rewrite it`);
+    if ((st.mode & 0o022) !== 0)
+      throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
+    return { trust: parseTrustStore(await readFile(trustPath, 'utf8')), stamp };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    return undefined;
+  }
+}
+
 /** What tells one version of trust.json from the next (it is replaced by rename, so the inode changes too). */
 const stampOf = (st: { ino: number; size: number; mtimeMs: number; ctimeMs: number } | undefined): string =>
   st ? `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}` : 'missing';
@@ -88,24 +108,10 @@ export class Keyring {
     const keysDir = join(options.root, 'keys');
     await ensurePrivateDir(keysDir, 'UNSAFE_PATH');
     const trustPath = trustPathOf(options);
-    let trust: TrustStore = { version: 1, keys: [] };
-    let trustMissing = false;
-    let stamp = 'missing';
-    try {
-      // trust.json decides which signatures count: refuse a planted link or a file others can write.
-      const st = await lstat(trustPath);
-      stamp = stampOf(st); // taken before the read: a change after it shows as a change, never the other way
-      if (!st.isFile())
-        throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`);
-      const foreign = ownerProblem(trustPath, st.uid);
-      if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could rewrite it`);
-      if ((st.mode & 0o022) !== 0)
-        throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
-      trust = parseTrustStore(await readFile(trustPath, 'utf8'));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      trustMissing = true;
-    }
+    const read = await readTrustFile(trustPath);
+    let trustMissing = read === undefined;
+    const trust = read?.trust ?? { version: 1, keys: [] };
+    const stamp = read?.stamp ?? 'missing';
     let signer = options.signer;
     let keyPath: string | undefined;
     if (!signer) {
@@ -244,6 +250,19 @@ export class Keyring {
    */
   async changedOnDisk(): Promise<boolean> {
     return stampOf(await lstat(this.trustPath).catch(() => undefined)) !== this.stamp;
+  }
+
+  /**
+   * Reads trust.json alone again, for a read that judges signatures: not the key files, which another process's
+   * rotation replaces after trust.json (a full reload in between would find this process's checkpoint key revoked
+   * and refuse). A file gone meanwhile leaves the trust read before.
+   * @throws LedgerError `KEY_FILE_UNSAFE`, ManifestError `TRUST_INVALID`
+   */
+  async reloadTrust(): Promise<void> {
+    const read = await readTrustFile(this.trustPath);
+    if (!read) return;
+    this.trust = read.trust;
+    this.stamp = read.stamp;
   }
 
   /**

@@ -745,7 +745,9 @@ export class Ledger {
    */
   private async freshTrust(): Promise<void> {
     if (this.log.exclusive === true) return;
-    if (await this.keyring.changedOnDisk()) await this.reloadKeys();
+    if (!(await this.keyring.changedOnDisk())) return;
+    await this.keyring.reloadTrust();
+    this.trustCache = undefined;
   }
 
   /** Re-reads the key file and trust file (another process sharing this root rotated or revoked). */
