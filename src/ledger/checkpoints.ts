@@ -89,7 +89,9 @@ export class CheckpointGuard {
         if (checkpoint.origin !== init.origin)
           throw new LedgerError('FORK', `${stem} pins origin ${checkpoint.origin}, not ${init.origin}`);
         guard.pinned = { note, checkpoint };
-        guard.pinnedBy = keys.find((k) => opened.sigs.some((s) => s.name === k.name && s.keyHash === k.keyHash))?.publicKey;
+        guard.pinnedBy = keys.find((k) =>
+          opened.sigs.some((s) => s.name === k.name && s.keyHash === k.keyHash),
+        )?.publicKey;
         // The previous version's file, verified: from now on the slot file alone is the pin.
         if (legacy) await file.migrate(note);
       }
