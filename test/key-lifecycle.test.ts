@@ -296,6 +296,71 @@ describe('a root other processes share (a log that is not exclusive)', () => {
   });
 });
 
+describe('checkpoints after rotations', () => {
+  const vouchedBy = (note: string, l: Ledger) => openNote(note, checkpointVerifiers(l.trustStore())).sigs.length;
+
+  it('records the key a re-signed note was signed with, though a rotation lands while it is pinned', async () => {
+    const ledger = await open();
+    try {
+      await ledger.publish(scope, sampleSummary(1));
+      await ledger.rotateKey(); // the pinned note is now another key's: the next check signs it again
+      const pin = (ledger as unknown as { checkpoints: { pin: { write: (...a: unknown[]) => Promise<void> } } })
+        .checkpoints.pin;
+      const write = pin.write.bind(pin);
+      let entered!: () => void;
+      let release!: () => void;
+      const inWrite = new Promise<void>((r) => (entered = r));
+      const gate = new Promise<void>((r) => (release = r));
+      pin.write = async (...args: unknown[]) => {
+        pin.write = write;
+        entered();
+        await gate;
+        return write(...args);
+      };
+      const second = ledger.keyId;
+      const resigned = ledger.checkpoint();
+      await inWrite;
+      await ledger.rotateKey(); // a third key while the second's note is being pinned
+      release();
+      await resigned;
+      await ledger.revokeKey(second, '2000-01-01T00:00:00.000Z'); // takes the second checkpoint key with it
+      expect(vouchedBy((await ledger.checkpoint()).note, ledger)).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('on a shared root, a process that only reads signs with the keys another process rotated to', async () => {
+    const base = tempDir();
+    const level = await LevelManifestLog.open(join(base, 'log'));
+    const shared = Object.create(level, {
+      exclusive: { value: false },
+      close: { value: async () => {} },
+    }) as LevelManifestLog;
+    const root = join(base, 'root');
+    const a = await open(root, { log: shared });
+    const b = await open(root, { log: shared });
+    try {
+      await a.publish(scope, sampleSummary(1));
+      const before = a.checkpointVerifierKey;
+      await b.revokeKey(b.keyId);
+      await b.rotateKey();
+      expect((await a.resume(scope))?.seq).toBe(0);
+      expect(a.checkpointVerifierKey).not.toBe(before);
+      expect(vouchedBy((await a.checkpoint()).note, a)).toBe(1);
+      // And a larger tree pinned with the new key is known as larger: A does not pin its smaller one over it.
+      await b.publish({ ...scope, session: 's2' }, sampleSummary(2));
+      const big = await b.checkpoint();
+      const guard = (a as unknown as { checkpoints: { pinsLargerTree(n: string, s: number): boolean } }).checkpoints;
+      expect(guard.pinsLargerTree(big.note, 1)).toBe(true);
+    } finally {
+      await a.close();
+      await b.close();
+      await level.close();
+    }
+  });
+});
+
 describe('the trust option', () => {
   it('is checked like a trust file: a window time that does not parse is TRUST_INVALID, not a window left open', async () => {
     const root = tempDir();

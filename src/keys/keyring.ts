@@ -77,6 +77,8 @@ const stampOf = (st: { ino: number; size: number; mtimeMs: number; ctimeMs: numb
 export class Keyring {
   /** trust.json as it was when this keyring read it (see `changedOnDisk`). */
   private stamp = 'missing';
+  /** Counts the changes of the trust this keyring holds: whoever derives from it (verifier lists) redoes it then. */
+  generation = 0;
 
   private constructor(
     private readonly options: KeyringOptions,
@@ -233,6 +235,7 @@ export class Keyring {
     if (!this.held) throw new NeedsTrustLock('trust.json is written only under the trust lock');
     await writeFileAtomic(this.trustPath, JSON.stringify(trust, null, 2) + '\n', 0o600);
     this.trust = trust;
+    this.generation++;
   }
 
   /** Re-reads trust.json and the key files: another process sharing this root may have rotated or revoked. */
@@ -242,6 +245,7 @@ export class Keyring {
     this.trust = fresh.trust;
     this.checkpoint = fresh.checkpoint;
     this.stamp = fresh.stamp;
+    this.generation++;
   }
 
   /**
@@ -259,10 +263,13 @@ export class Keyring {
    * @throws LedgerError `KEY_FILE_UNSAFE`, ManifestError `TRUST_INVALID`
    */
   async reloadTrust(): Promise<void> {
+    const generation = this.generation;
     const read = await readTrustFile(this.trustPath);
-    if (!read) return;
+    // A rotation or revocation of this process finished meanwhile: what it holds is newer than this read.
+    if (!read || this.generation !== generation) return;
     this.trust = read.trust;
     this.stamp = read.stamp;
+    this.generation++;
   }
 
   /**

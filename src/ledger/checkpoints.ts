@@ -52,7 +52,8 @@ export class CheckpointGuard {
     /** `<root>/checkpoints/<blake3(origin)>`: the pin is `<stem>.pin`; the witnesses' files go beside it. */
     readonly stem: string,
     /** The store's checkpoint keys: a pin another process wrote counts only when one of them signed it. */
-    private readonly verifiers: NoteVerifierKey[],
+    /** The checkpoint keys trusted now (they change with a rotation or revocation, here or in another process). */
+    private readonly verifiers: () => NoteVerifierKey[],
   ) {}
 
   /**
@@ -66,7 +67,8 @@ export class CheckpointGuard {
     log: ManifestLog;
     origin: string;
     signer: () => NoteSigner;
-    verifiers: NoteVerifierKey[];
+    /** The checkpoint keys trusted now: asked again at each use, for they change with rotations and revocations. */
+    verifiers: () => NoteVerifierKey[];
     /**
      * What the pin in this root is read back with at open: `verifiers` and the store's revoked checkpoint keys.
      * A pin the ledger wrote itself before its key was revoked still says how large the tree was (a revoked key
@@ -83,7 +85,7 @@ export class CheckpointGuard {
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);
     try {
       if (note !== undefined) {
-        const keys = init.pinVerifiers ?? init.verifiers;
+        const keys = init.pinVerifiers ?? init.verifiers();
         const opened = openNote(note, keys);
         const checkpoint = parseCheckpoint(opened.text);
         if (checkpoint.origin !== init.origin)
@@ -167,14 +169,15 @@ export class CheckpointGuard {
     if (pinned && !sameTree && !this.log.grewFrom?.(pinned.checkpoint.size, pinned.checkpoint.root))
       await this.demandConsistency(pinned, head);
     checked();
-    const note = await this.noteOf(checkpoint);
+    // Signed by the signer judged above, and recorded as that one: a rotation landing meanwhile shows at the next check.
+    const note = await this.noteOf(checkpoint, signer);
     // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget (and a publish is
     // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this). Where other processes pin
     // too (PostgreSQL), a larger tree one of them pinned meanwhile stays: it holds this tree, or the next check
     // of any process against the log finds the fork.
     await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint.size));
     this.pinned = { note, checkpoint };
-    this.pinnedBy = this.signer().publicKey;
+    this.pinnedBy = signer.publicKey;
     return this.pinned;
   }
 
@@ -202,9 +205,8 @@ export class CheckpointGuard {
   }
 
   /** The signed note of `checkpoint`: the one signed ahead for exactly this text by the current key, else signed now. */
-  private noteOf(checkpoint: Checkpoint): Promise<string> {
+  private noteOf(checkpoint: Checkpoint, signer: NoteSigner): Promise<string> {
     const text = formatCheckpoint(checkpoint);
-    const signer = this.signer();
     const ahead = this.prepared.find(
       (p) => p.text === text && p.signer.name === signer.name && equalBytes(p.signer.publicKey, signer.publicKey),
     );
@@ -216,7 +218,7 @@ export class CheckpointGuard {
   /** True when `note` is a checkpoint of this log, signed by one of its checkpoint keys, of more than `size` entries. */
   private pinsLargerTree(note: string, size: number): boolean {
     try {
-      const other = parseCheckpoint(openNote(note, this.verifiers, nodeVerifier).text);
+      const other = parseCheckpoint(openNote(note, this.verifiers(), nodeVerifier).text);
       return other.origin === this.origin && other.size > size;
     } catch {
       return false; // not a checkpoint this ledger can verify: it is pinned over, as before

@@ -12,6 +12,7 @@ import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
+import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
 import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/trust.js';
@@ -121,12 +122,21 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
     });
     // Open = recovery: the log must extend the newest checkpoint this ledger pinned.
+    let verifiers: { generation: number; keys: NoteVerifierKey[] } | undefined;
     checkpoints = await CheckpointGuard.open({
       root,
       log,
       origin,
       signer: () => keyring.checkpointSigner,
-      verifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin),
+      verifiers: () => {
+        // Derived again only after the keyring's trust changed (a rotation or revocation, here or elsewhere).
+        if (verifiers?.generation !== keyring.generation)
+          verifiers = {
+            generation: keyring.generation,
+            keys: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin),
+          };
+        return verifiers.keys;
+      },
       pinVerifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin, { withRevoked: true }),
     });
     const verifier = await pickVerifier(options.verifier);
