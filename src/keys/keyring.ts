@@ -238,9 +238,15 @@ export class Keyring {
     this.generation++;
   }
 
-  /** Re-reads trust.json and the key files: another process sharing this root may have rotated or revoked. */
-  async reload(): Promise<void> {
+  /**
+   * Re-reads trust.json and the key files: another process sharing this root may have rotated or revoked.
+   * `unlessChanged` (a read's reload, outside the trust lock): what it read is dropped when this process rotated
+   * or revoked meanwhile, for then it holds newer keys than the files showed when read.
+   */
+  async reload(options: { unlessChanged?: boolean } = {}): Promise<void> {
+    const generation = this.generation;
     const fresh = this.held ? await Keyring.load(this.options, true) : await Keyring.open(this.options);
+    if (options.unlessChanged === true && this.generation !== generation) return;
     this.current = fresh.current;
     this.trust = fresh.trust;
     this.checkpoint = fresh.checkpoint;

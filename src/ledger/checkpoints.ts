@@ -51,8 +51,10 @@ export class CheckpointGuard {
     private readonly pin: CheckpointPinFile,
     /** `<root>/checkpoints/<blake3(origin)>`: the pin is `<stem>.pin`; the witnesses' files go beside it. */
     readonly stem: string,
-    /** The store's checkpoint keys: a pin another process wrote counts only when one of them signed it. */
-    /** The checkpoint keys trusted now (they change with a rotation or revocation, here or in another process). */
+    /**
+     * The store's checkpoint keys trusted now (they change with a rotation or revocation, here or in another
+     * process): a pin another process wrote counts only when one of them signed it.
+     */
     private readonly verifiers: () => NoteVerifierKey[],
   ) {}
 

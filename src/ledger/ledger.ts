@@ -739,20 +739,20 @@ export class Ledger {
     });
   }
 
+  /** A read found another process's rotation half done: the key files are loaded again at the next read. */
+  private keysStale = false;
+
   /**
    * Before a read judges signatures: in a root other processes share (PostgreSQL), trust.json as it is now, so a
    * key another process revoked stops verifying here too. An embedded store's root is this process's alone.
    */
-  /** A read found another process's rotation half done: the key files are loaded again at the next read. */
-  private keysStale = false;
-
   private async freshTrust(): Promise<void> {
     if (this.log.exclusive === true) return;
     if (!this.keysStale && !(await this.keyring.changedOnDisk())) return;
     // The key files too, so this process signs with the keys a finished rotation left; in the middle of one
     // (trust.json written, key files not yet) that load refuses: then trust.json alone, and the keys at a later read.
     try {
-      await this.keyring.reload();
+      await this.keyring.reload({ unlessChanged: true });
       this.keysStale = false;
     } catch (err) {
       if (!(err instanceof LedgerError && err.code === 'KEY_INVALID')) throw err;
