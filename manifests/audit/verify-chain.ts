@@ -20,7 +20,7 @@ import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundl
 import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import type { TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
-import { LeafTap, verifyTree, type CheckpointSummary } from './verify-tree.js';
+import { startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
 import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
 import { AuditError } from './errors.js';
@@ -317,9 +317,9 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   const totalBytes = await reader.manifestsSize?.();
   // Step 9 is a filtered bundle's (inclusion proofs) or a full one's (the root).
   const filtered = scopeOf(header) !== undefined;
-  // Leaves are hashed only when there is a checkpoint that verifies to hold them against.
-  const leaves = await LeafTap.forBundle(reader, filtered, options);
-  const runs = leaves ? leaves.tap(splitLineRuns(reader.manifests())) : splitLineRuns(reader.manifests());
+  // The checkpoint is read and opened once; leaves are hashed only when it verifies, to hold them against it.
+  const tree = await startTreeCheck(reader, filtered, options);
+  const runs = tree.leaves ? tree.leaves.tap(splitLineRuns(reader.manifests())) : splitLineRuns(reader.manifests());
   const { chains: tracker, lines, verified } = await verifyLines(runs, options, sink, totalBytes);
   const coverage = auditScope(options.scope, header);
   const chains = tracker.finish(coverage.scope);
@@ -334,7 +334,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     });
   }
   // Step 9: a filtered bundle holds some leaves, so it is checked by inclusion proofs instead of the root.
-  const checkpoint = await verifyTree(reader, leaves, filtered, options, sink);
+  const checkpoint = await verifyTree(reader, tree, filtered, options, sink);
   // Step 10: completeness. A bundle filtered by the auditor alone still proves (or not) the asked-for session.
   const completeness: CompletenessCoverage = checkpoint
     ? await verifySessionHeads(

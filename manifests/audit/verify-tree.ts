@@ -20,9 +20,9 @@ import { ManifestError } from '../errors.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';
 import { checkpointVerifiers, type TrustStore } from '../format/trust.js';
-import { equalBytes, leafHash, nodeHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
+import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
 import { leafOfEnvelope } from '../tlog/leaf.js';
-import { foldRight } from '../tlog/tree.js';
+import { appendLeafHashes, rootOf, type TreeNode } from '../tlog/tree.js';
 import { verifyWitnesses, type WitnessPolicy, type WitnessSummary } from './verify-witnesses.js';
 
 export interface TreeCheckOptions {
@@ -50,12 +50,13 @@ export interface CheckpointSummary {
  * The lines' leaf hashes, as step 9 needs them, in memory that does not grow with a hostile bundle's bytes where
  * it need not: a full bundle's leaves are folded into the tree's frontier as they stream past (log n hashes, and
  * the root at the auditor's `since` size taken on the way); a filtered bundle's are kept for their inclusion
- * proofs, packed (32 bytes a line). `LeafTap.forBundle` makes one only for a checkpoint that verifies.
+ * proofs, packed (32 bytes a line). `startTreeCheck` makes one only for a checkpoint that verifies.
  */
 export class LeafTap {
   /** Lines seen (the bundle's line count, once the stream ended). */
   count = 0;
-  private readonly stack: Array<{ level: number; hash: Uint8Array }> = [];
+  /** fold: the tree's frontier over the lines so far (the tree code the ledger appends with). */
+  private frontier: TreeNode[] = [];
   /** A line without a decodable payload: no root can be computed from here on. */
   private broken = false;
   private snapshot: Uint8Array | undefined;
@@ -64,7 +65,7 @@ export class LeafTap {
   private leaves = 0;
   private present: Uint8Array | undefined;
 
-  private constructor(
+  constructor(
     private readonly mode: 'fold' | 'keep',
     private readonly snapshotAt: number | undefined,
   ) {
@@ -72,22 +73,6 @@ export class LeafTap {
       this.packed = new Uint8Array(32 * 1024);
       this.present = new Uint8Array(1024 / 8);
     }
-  }
-
-  /**
-   * A tap for this bundle, or undefined when there is no checkpoint that verifies (then no leaf is needed:
-   * step 9 reports the checkpoint). `since` is the auditor's earlier checkpoint, whose size a full bundle's root
-   * is taken at.
-   */
-  static async forBundle(
-    reader: BundleReader,
-    filtered: boolean,
-    options: TreeCheckOptions,
-  ): Promise<LeafTap | undefined> {
-    const text = await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE);
-    if (text === undefined || !openCheckpoint(text, options).ok) return undefined;
-    const since = options.since === undefined ? undefined : openCheckpoint(options.since, options);
-    return new LeafTap(filtered ? 'keep' : 'fold', since?.ok ? since.checkpoint.size : undefined);
   }
 
   /** Passes the runs on, taking each line's leaf hash (undefined: a line with no decodable payload). */
@@ -120,20 +105,13 @@ export class LeafTap {
       return;
     }
     if (!hash) this.broken = true;
-    else if (!this.broken) {
-      let node = { level: 0, hash };
-      while (this.stack.length > 0 && this.stack[this.stack.length - 1]!.level === node.level) {
-        const left = this.stack.pop()!;
-        node = { level: node.level + 1, hash: nodeHash(left.hash, node.hash) };
-      }
-      this.stack.push(node);
-    }
+    else if (!this.broken) this.frontier = appendLeafHashes(this.frontier, i, [hash]).frontier;
     if (this.count === this.snapshotAt) this.snapshot = this.root();
   }
 
   /** The root of every line so far (a full bundle), or undefined when a line had no payload. */
   root(): Uint8Array | undefined {
-    return this.broken ? undefined : foldRight(this.stack.map((n) => n.hash));
+    return this.broken ? undefined : rootOf(this.frontier);
   }
 
   /** The root of the first `size` lines, taken on the way: only at the size the tap was made for. */
@@ -152,6 +130,32 @@ export class LeafTap {
 }
 
 type Opened = { ok: true; checkpoint: Checkpoint; note: OpenedNote } | { ok: false; code: string; message: string };
+
+/**
+ * Step 9 as far as it goes before the lines stream: the bundle's checkpoint read and opened once, the auditor's
+ * `since` opened, and a `LeafTap` for the lines when the checkpoint verifies (else no leaf is needed: step 9
+ * reports the checkpoint). A full bundle's root is taken at `since`'s size on the way.
+ */
+export interface TreeStart {
+  text: string | undefined;
+  opened: Opened | undefined;
+  since: Opened | undefined;
+  leaves: LeafTap | undefined;
+}
+
+export async function startTreeCheck(
+  reader: BundleReader,
+  filtered: boolean,
+  options: TreeCheckOptions,
+): Promise<TreeStart> {
+  const text = await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE);
+  const opened = text === undefined ? undefined : openCheckpoint(text, options);
+  const since = options.since === undefined ? undefined : openCheckpoint(options.since, options);
+  const leaves = opened?.ok
+    ? new LeafTap(filtered ? 'keep' : 'fold', since?.ok ? since.checkpoint.size : undefined)
+    : undefined;
+  return { text, opened, since, leaves };
+}
 
 /** A buffer twice as long holding `bytes` at its start. */
 function grown(bytes: Uint8Array): Uint8Array {
@@ -193,30 +197,24 @@ const hashes = (v: unknown): Uint8Array[] | undefined => {
  */
 export async function verifyTree(
   reader: BundleReader,
-  leaves: LeafTap | undefined,
+  start: TreeStart,
   filtered: boolean,
   options: TreeCheckOptions,
   sink: FindingSink,
 ): Promise<CheckpointSummary | undefined> {
-  const text = await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE);
-  if (text === undefined) {
+  const { text, opened, leaves } = start;
+  if (text === undefined || opened === undefined) {
     if (checkpointVerifiers(options.trust).length > 0 || options.since !== undefined || options.witnesses)
       sink.add({ code: 'CHECKPOINT_MISSING', message: `the bundle has no ${BUNDLE_CHECKPOINT_FILE}` });
     return undefined;
   }
   // 9a
-  const opened = openCheckpoint(text, options);
-  if (!opened.ok) {
-    sink.add({ code: opened.code as 'CHECKPOINT_INVALID', message: `${BUNDLE_CHECKPOINT_FILE}: ${opened.message}` });
+  if (!opened.ok || !leaves) {
+    if (!opened.ok)
+      sink.add({ code: opened.code as 'CHECKPOINT_INVALID', message: `${BUNDLE_CHECKPOINT_FILE}: ${opened.message}` });
     return undefined;
   }
   const cp = opened.checkpoint;
-  // LeafTap.forBundle made a tap for every checkpoint that verified when the lines were read: none means the file
-  // did not verify then (a bundle directory changed while it was read).
-  if (!leaves) {
-    sink.add({ code: 'CHECKPOINT_INVALID', message: `${BUNDLE_CHECKPOINT_FILE} changed while the bundle was read` });
-    return undefined;
-  }
   const summary: CheckpointSummary = {
     origin: cp.origin,
     size: cp.size,
@@ -245,7 +243,7 @@ export async function verifyTree(
     }
   } else await verifyInclusions(reader, leaves, cp, sink);
   // 9c
-  if (options.since !== undefined) await verifySince(reader, leaves, filtered, cp, options, sink);
+  if (start.since !== undefined) await verifySince(reader, leaves, filtered, cp, start.since, sink);
   return summary;
 }
 
@@ -293,10 +291,9 @@ async function verifySince(
   leaves: LeafTap,
   filtered: boolean,
   cp: Checkpoint,
-  options: TreeCheckOptions,
+  old: Opened,
   sink: FindingSink,
 ): Promise<void> {
-  const old = openCheckpoint(options.since!, options);
   if (!old.ok) throw new AuditError('USAGE', `--since: the earlier checkpoint does not verify: ${old.message}`);
   const o = old.checkpoint;
   const fail = (message: string) =>
