@@ -255,6 +255,22 @@ export class Ledger {
   }
 
   /**
+   * Authorization judged on the head of the very window a read then returns or walks to. A damaged entry fails
+   * the window, not the head: it is then judged on the head read alone, so a refused caller learns nothing of the
+   * entries either.
+   */
+  private authorizeOn(scope: Scope, action: Action, window: Promise<HeadWindow>): Promise<void> {
+    return this.authorize(
+      scope,
+      action,
+      window.then(
+        (w) => w.head ?? null,
+        async () => (await this.log.head(scope.session)) ?? null,
+      ),
+    );
+  }
+
+  /**
    * Publishes a compaction summary: validates it, stores it as a blob, and appends a signed manifest
    * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
    * before that leaves no manifest and the previous head intact.
@@ -510,16 +526,7 @@ export class Ledger {
     // so a refused caller learns nothing of the log.
     const knownBefore = this.watermarks.get(s.session) ?? -1;
     const window = this.log.headWindow(s.session);
-    // A damaged entry fails the window, not the head: authorization is then judged on the head read alone, so
-    // a refused caller learns nothing of the entries either.
-    const authorized = this.authorize(
-      s,
-      'resume',
-      window.then(
-        (w) => w.head ?? null,
-        async () => (await this.log.head(s.session)) ?? null,
-      ),
-    );
+    const authorized = this.authorizeOn(s, 'resume', window);
     const checked = this.checkpoints.sync();
     const reading = this.readHead(s.session, window, knownBefore);
     const trusted = this.freshTrust();
@@ -598,14 +605,7 @@ export class Ledger {
     const knownBefore = this.watermarks.get(s.session) ?? -1;
     const window = this.log.headWindow(s.session);
     window.catch(() => {}); // awaited below, after authorization
-    await this.authorize(
-      s,
-      'history',
-      window.then(
-        (w) => w.head ?? null,
-        async () => (await this.log.head(s.session)) ?? null,
-      ),
-    );
+    await this.authorizeOn(s, 'history', window);
     await this.checkpoints.sync();
     await this.freshTrust();
     const head = (await this.readHead(s.session, window, knownBefore))?.head;
@@ -708,7 +708,7 @@ export class Ledger {
           await this.log.signingKeys.close(old, (record) => {
             at = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
             // A window a revocation closed earlier stays closed there: rotating never moves its end later.
-            return record?.closedAt !== undefined && record.closedAt < at ? record.closedAt : at;
+            return closedNoLater(record, at);
           });
           return (await this.keyring.rotate(at)).keyId;
         });
@@ -728,9 +728,7 @@ export class Ledger {
           const from = this.keyring.checkRevocation(keyId, at);
           // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
           if (this.keyring.isManifestKey(keyId))
-            await this.log.signingKeys.close(keyId, (record) =>
-              record?.closedAt !== undefined && record.closedAt < from ? record.closedAt : from,
-            );
+            await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
           await this.keyring.revoke(keyId, from);
         });
       } finally {
@@ -789,4 +787,9 @@ async function* afterCheck(check: Promise<void>, stream: AsyncIterable<Uint8Arra
     yield chunk;
   }
   if (!checked) await check;
+}
+
+/** Where a key's window closes when asked to close at `at`: never later than where the log closed it before. */
+function closedNoLater(record: { closedAt?: string } | undefined, at: string): string {
+  return record?.closedAt !== undefined && record.closedAt < at ? record.closedAt : at;
 }
