@@ -3,13 +3,13 @@
  * LevelDB + filesystem blobs, PostgreSQL, or injected ones), the host key and the trust file into a
  * `Ledger`. Opening is recovery (staging cleared, chain heads checked).
  */
-import { lstat, readdir, unlink } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { BlobStore } from '../../store/blob-store.js';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
+import { removeAtomicStagingLeftovers } from '../../store/fs/atomic-file.js';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
@@ -98,7 +98,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // write picks a new name, so nothing else would ever remove one; in keys/ one may hold a private key).
     // With the root to itself (the embedded log's lock) every one is a leftover; a shared root's may be another
     // process's write in flight, so there only old ones go.
-    stagingRemoved += await removeStagingLeftovers(
+    stagingRemoved += await removeAtomicStagingLeftovers(
       [root, join(root, 'keys'), join(root, 'checkpoints')],
       log.exclusive === true ? Infinity : Date.now() - STAGING_LEFTOVER_MS,
     );
@@ -178,30 +178,3 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
 
 /** A staging file of `writeFileAtomic` older than this in a shared root is a crash's leftover. */
 const STAGING_LEFTOVER_MS = 10 * 60_000;
-
-/** Removes `.<16 hex>.tmp` files (writeFileAtomic's staging names) last changed before `before`; returns how many. */
-async function removeStagingLeftovers(dirs: string[], before: number): Promise<number> {
-  let removed = 0;
-  for (const dir of dirs) {
-    let names: string[];
-    try {
-      names = await readdir(dir);
-    } catch {
-      continue; // not created yet
-    }
-    for (const name of names) {
-      if (!/^\.[0-9a-f]{16}\.tmp$/.test(name)) continue;
-      const path = join(dir, name);
-      const st = await lstat(path).catch(() => undefined);
-      if (!st?.isFile() || st.mtimeMs >= before) continue;
-      if (
-        await unlink(path).then(
-          () => true,
-          () => false,
-        )
-      )
-        removed++;
-    }
-  }
-  return removed;
-}

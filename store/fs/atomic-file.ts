@@ -1,8 +1,11 @@
-import { link, open, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { link, lstat, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { nodeFsOps } from './ops.js';
+
+/** The staging names `writeFileAtomic` picks (`.<16 hex>.tmp` beside the target), and only those. */
+const ATOMIC_STAGING_NAME = /^\.[0-9a-f]{16}\.tmp$/;
 
 /**
  * Replaces `path` with `data` atomically and durably: staging file (O_EXCL, given mode), write, fsync,
@@ -84,4 +87,34 @@ export async function createFileWhole(
     await unlink(path).catch(() => {});
     throw err;
   }
+}
+
+/**
+ * Removes `writeFileAtomic` staging files in `dirs` last changed before `before` (ms): what a crash left beside its
+ * target, which no later write would remove (each picks a new name). Returns how many went.
+ */
+export async function removeAtomicStagingLeftovers(dirs: string[], before: number): Promise<number> {
+  let removed = 0;
+  for (const dir of dirs) {
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch {
+      continue; // not created yet
+    }
+    for (const name of names) {
+      if (!ATOMIC_STAGING_NAME.test(name)) continue;
+      const path = join(dir, name);
+      const st = await lstat(path).catch(() => undefined);
+      if (!st?.isFile() || st.mtimeMs >= before) continue;
+      if (
+        await unlink(path).then(
+          () => true,
+          () => false,
+        )
+      )
+        removed++;
+    }
+  }
+  return removed;
 }
