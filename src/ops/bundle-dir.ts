@@ -100,10 +100,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     if (errno(err) === 'ENOENT') throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_MANIFESTS_FILE}`);
     throw ioError(manifestsPath, err);
   }
-  const hasBlobDir = await lstat(join(root, 'blobs')).then(
-    (s) => s.isDirectory(),
-    () => false,
-  );
+  const hasBlobDir = await isRealDir(join(root, 'blobs'));
 
   const reader: BundleReader = {
     header: async () => headerText,
@@ -141,21 +138,9 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     // O_NOFOLLOW guards the last component only: `blobs` and `blobs/blake3` must be directories of the bundle
     // itself, or a link would read files from elsewhere (they would still be hashed, but a bundle carrying no
     // blobs would report them checked). Either one a link, every blob is absent.
-    const blobDirs = [join(root, 'blobs'), join(root, BUNDLE_BLOB_DIR)];
-    const realDirs = async () => {
-      for (const dir of blobDirs)
-        if (
-          !(await lstat(dir).then(
-            (s) => s.isDirectory(),
-            () => false,
-          ))
-        )
-          return false;
-      return true;
-    };
     reader.readBlob = async (digest, maxBytes) => {
       const path = join(root, bundleBlobPath(digest));
-      if (!(await realDirs())) return undefined;
+      if (!(await isRealDir(join(root, 'blobs'))) || !(await isRealDir(join(root, BUNDLE_BLOB_DIR)))) return undefined;
       let h;
       try {
         h = await open(path, READ);
@@ -178,4 +163,12 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     };
   }
   return reader;
+}
+
+/** A directory at `path` itself, not a link to one (nor anything else, nor nothing). */
+function isRealDir(path: string): Promise<boolean> {
+  return lstat(path).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
 }
