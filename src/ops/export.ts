@@ -95,8 +95,11 @@ function ioError(step: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `export: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
 }
 
-/** The summary digest a stored envelope names, read without verification (export copies, it does not judge). */
-function summaryDigestOf(envelope: string): Digest | undefined {
+/**
+ * The summary digest a stored envelope names, read without verification (export copies, it does not judge; gc
+ * keeps the blob of every manifest, verified or not), or undefined when the envelope names none.
+ */
+export function summaryDigestOf(envelope: string): Digest | undefined {
   try {
     const payload = JSON.parse(new TextDecoder().decode(parseEnvelope(envelope).payload)) as {
       summary?: { digest?: unknown };

@@ -4,7 +4,6 @@
  */
 import type { Digest } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
-import { parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { ChainChecker, type ManifestRuleCode } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
@@ -14,6 +13,7 @@ import type { ChainHead, LogEntry } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { decodeSummary } from '../summary/summary.js';
+import { summaryDigestOf } from './export.js';
 
 /**
  * What fsck reports. Where a problem means what an auditor's finding means, it has the auditor's code
@@ -314,14 +314,8 @@ async function collect(
 async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
   const referenced = new Set<string>();
   const note = (entry: LogEntry): void => {
-    let digest: unknown;
-    try {
-      const payload = parseEnvelope(entry.envelope).payload;
-      digest = (JSON.parse(new TextDecoder().decode(payload)) as { summary?: { digest?: unknown } }).summary?.digest;
-    } catch {
-      digest = undefined;
-    }
-    if (typeof digest !== 'string')
+    const digest = summaryDigestOf(entry.envelope);
+    if (digest === undefined)
       throw new LedgerError(
         'RECORD_CORRUPT',
         `gc removes nothing: the manifest at ${JSON.stringify(entry.session)} seq ${entry.seq} cannot be read, ` +
