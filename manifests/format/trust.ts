@@ -125,16 +125,19 @@ export function mergeTrustedKey(a: TrustedKey, b: TrustedKey): TrustedKey {
   return restrictiveWindow(a, b);
 }
 
+/** The earlier of two window bounds (ISO times); an absent bound is no bound. */
+export function earlierTime<T extends string | undefined>(x: string | undefined, y: T): string | T {
+  return x === undefined ? y : y === undefined ? x : Date.parse(x) <= Date.parse(y) ? x : y;
+}
+
 /** `a` with the most restrictive window of `a` and `b`: latest notBefore, earliest notAfter and revokedAt. */
 export function restrictiveWindow<K extends { notBefore: string; notAfter?: string; revokedAt?: string }>(
   a: K,
   b: K,
 ): K {
   const later = (x: string, y: string) => (Date.parse(x) >= Date.parse(y) ? x : y);
-  const earlier = (x: string | undefined, y: string | undefined) =>
-    x === undefined ? y : y === undefined ? x : Date.parse(x) <= Date.parse(y) ? x : y;
-  const notAfter = earlier(a.notAfter, b.notAfter);
-  const revokedAt = earlier(a.revokedAt, b.revokedAt);
+  const notAfter = earlierTime(a.notAfter, b.notAfter);
+  const revokedAt = earlierTime(a.revokedAt, b.revokedAt);
   return {
     ...a,
     notBefore: later(a.notBefore, b.notBefore),

@@ -15,6 +15,7 @@ import type { Signer } from '../../manifests/crypto/envelope.js';
 import {
   mergeTrustedKey,
   restrictiveWindow,
+  earlierTime,
   parseTrustStore,
   type TrustedCheckpointKey,
   type TrustStore,
@@ -429,7 +430,8 @@ export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore
 
 /** `key` revoked from `at`, or as it is when already revoked no later: a revocation only ever moves earlier. */
 function revokedFrom<K extends { revokedAt?: string }>(key: K, at: string): K {
-  return key.revokedAt !== undefined && Date.parse(key.revokedAt) <= Date.parse(at) ? key : { ...key, revokedAt: at };
+  const revokedAt = earlierTime(key.revokedAt, at);
+  return revokedAt === key.revokedAt ? key : { ...key, revokedAt };
 }
 
 /** Do two key windows share an instant? */
