@@ -136,6 +136,25 @@ describe('StreamingJsonDecoder agrees with JSON.parse', () => {
     });
   });
 
+  it('copies what it carries over: the source may reuse one buffer for every chunk (store/blob-store.ts allows it)', () => {
+    // Every escape the decoder can find cut at a chunk's end: short, \uXXXX, a surrogate pair.
+    const s = 'x'.repeat(50) + '\n' + 'y'.repeat(50) + '\u0001' + 'z'.repeat(50) + '😀 end';
+    const json = `{"a":${JSON.stringify(s)},"b":"\\ud83d\\ude00"}`;
+    const bytes = enc.encode(json);
+    const want = JSON.parse(json);
+    for (let size = 1; size <= 14; size++) {
+      const shared = Buffer.alloc(size);
+      const d = new StreamingJsonDecoder(bytes.length);
+      for (let at = 0; at < bytes.length; at += size) {
+        const n = Math.min(size, bytes.length - at);
+        shared.fill(0x5c); // what a reused buffer held before does not matter
+        shared.set(bytes.subarray(at, at + n));
+        d.push(shared.subarray(0, n));
+      }
+      expect(d.end(), `chunks of ${size}`).toEqual(want);
+    }
+  });
+
   it('keeps duplicate keys as JSON.parse does (the last wins, at the first one\'s place) and "__proto__" as an own key', () => {
     for (const json of ['{"a":1,"b":2,"a":3}', '{"__proto__":{"x":1},"y":"z"}', '{"2":"b","1":"a","x":["2","1"]}']) {
       const got = decode(enc.encode(json)) as object;

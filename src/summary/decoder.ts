@@ -149,7 +149,7 @@ export class StreamingJsonDecoder {
     if (status === UnescapeStatus.Other) return this.otherEscape(bytes, pos);
     if (read === n || pos + n - read < bytes.length) return pos; // used all, or the next piece starts where this stopped
     // An escape cut off at the end of the chunk: keep its bytes for the next one.
-    this.carry = bytes.slice(pos);
+    this.carry = copyFrom(bytes, pos);
     return bytes.length;
   }
 
@@ -171,7 +171,7 @@ export class StreamingJsonDecoder {
   private otherEscape(bytes: Uint8Array, pos: number): number {
     if (bytes[pos] !== 0x5c) throw new SummaryDecodeError('a control character inside a string');
     if (bytes.length - pos < LONGEST_ESCAPE && this.received < this.size) {
-      this.carry = bytes.slice(pos);
+      this.carry = copyFrom(bytes, pos);
       return bytes.length;
     }
     const unit = hex4(bytes, pos);
@@ -205,6 +205,14 @@ export class StreamingJsonDecoder {
 }
 
 /** The value of the \uXXXX escape at `pos`. @throws SummaryDecodeError for anything else */
+/**
+ * A copy of `bytes` from `pos`. A chunk is valid only until the next one is pulled (store/blob-store.ts), and a
+ * Buffer's `slice` is a view into it, so what is carried over to the next push must be copied.
+ */
+function copyFrom(bytes: Uint8Array, pos: number): Uint8Array {
+  return new Uint8Array(bytes.subarray(pos));
+}
+
 function hex4(bytes: Uint8Array, pos: number): number {
   if (bytes[pos] !== 0x5c || bytes[pos + 1] !== 0x75 || pos + 6 > bytes.length)
     throw new SummaryDecodeError('an invalid escape in a string');
