@@ -5,7 +5,8 @@ import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { digestHex, hashBytes, nobleBlake3, type Digest } from '../store/hash/digest.js';
-import { STREAM_DECODE_FROM, STREAM_SUMMARY_FROM, validateSummary } from '../src/summary/summary.js';
+import { decodeSummary, STREAM_DECODE_FROM, STREAM_SUMMARY_FROM, validateSummary } from '../src/summary/summary.js';
+import { storedSummaryProblem } from '../manifests/format/summary.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { signEnvelope, serializeEnvelope } from '../manifests/crypto/envelope.js';
 import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, type Manifest } from '../manifests/format/manifest.js';
@@ -178,6 +179,36 @@ describe('summary validation', () => {
     expect((await ledger.resume(alice))?.summary.task).toContain('kept');
     expect((await ledger.history(alice)).length).toBe(1);
     await ledger.close();
+  });
+
+  it('says SUMMARY_TOO_LARGE only of size: too many items or a line, path or label over its bound is SUMMARY_INVALID', () => {
+    const code = (v: unknown) => {
+      try {
+        validateSummary(v);
+      } catch (err) {
+        return (err as { code?: string }).code;
+      }
+      return 'accepted';
+    };
+    const base = { task: 't', state: 's', nextSteps: ['a'] };
+    expect(code({ ...base, nextSteps: Array<string>(1001).fill('a') })).toBe('SUMMARY_INVALID');
+    expect(code({ ...base, nextSteps: ['a'.repeat(64 * 1024 + 1)] })).toBe('SUMMARY_INVALID');
+    expect(code({ ...base, files: [{ path: 'p'.repeat(4097) }] })).toBe('SUMMARY_INVALID');
+    // The first issue is a type error: the code says what the message says.
+    expect(code({ ...base, task: 5, nextSteps: Array<string>(1001).fill('a') })).toBe('SUMMARY_INVALID');
+    // A text over the whole-text bound is a size, whatever maxSummaryBytes allows.
+    expect(() => validateSummary({ ...base, state: 's'.repeat(64 * 1024 * 1024 + 1) }, 2 ** 40)).toThrow(
+      expect.objectContaining({ code: 'SUMMARY_TOO_LARGE' }),
+    );
+  });
+
+  it('refuses stored bytes that start with a byte order mark, as the streamed decoder and the auditor do', () => {
+    const bytes = validateSummary(sampleSummary()).bytes;
+    const withBom = new Uint8Array([0xef, 0xbb, 0xbf, ...bytes]);
+    expect(decodeSummary(bytes)).toEqual(sampleSummary());
+    expect(() => decodeSummary(withBom)).toThrow(expect.objectContaining({ code: 'SUMMARY_INVALID' }));
+    expect(storedSummaryProblem(withBom)).toMatch(/^SUMMARY_INVALID/);
+    expect(storedSummaryProblem(bytes)).toBeUndefined();
   });
 
   it('honours a configured maxSummaryBytes', async () => {

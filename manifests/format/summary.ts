@@ -18,7 +18,10 @@ export const NON_BLANK_PATTERN = '\\S';
  */
 export const RELATIVE_PATH = /^(?!\/)(?![A-Za-z]:)(?!(?:[\s\S]*\/)?\.\.(?:\/|$))[^\\\0]+$/;
 
-const text = z.string().max(64 * 1024 * 1024);
+/** The most UTF-16 code units one text field may hold: a size bound (`SUMMARY_TOO_LARGE` at publish). */
+export const MAX_TEXT_UNITS = 64 * 1024 * 1024;
+
+const text = z.string().max(MAX_TEXT_UNITS);
 const line = z.string().max(64 * 1024);
 const nonBlankText = (description: string) => text.meta({ description, pattern: NON_BLANK_PATTERN });
 
@@ -96,7 +99,8 @@ export function parseStoredSummary(value: unknown): { summary: Summary } | { pro
   return problem ? { problem } : { summary: parsed.data };
 }
 
-const decoder = new TextDecoder('utf-8', { fatal: true });
+// A byte order mark is kept, so JSON.parse refuses it as the streamed decoder does: one verdict on the same bytes.
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * The auditor's summary check (audit step 7): stored bytes, already digest-verified, as `CODE: message`

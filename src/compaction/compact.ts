@@ -7,7 +7,7 @@ import type { Digest } from '../../store/hash/digest.js';
 import type { Covers } from '../../manifests/format/manifest.js';
 import type { PublishScope } from '../ledger/scope.js';
 import { LedgerError, throwIfCancelled } from '../errors.js';
-import { validateSummary, type Summary } from '../summary/summary.js';
+import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
 import { resumeContext } from './resume-context.js';
 import { compactionRequest, extractSummary, type CompactionMode } from './tool.js';
@@ -80,6 +80,7 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  * @throws LedgerError `SUMMARY_EMPTY`, `SUMMARY_INVALID`, `SUMMARY_TOO_LARGE`, `SUMMARY_INCOMPLETE`
  *   (truncated or flagged incomplete), `MODEL_REFUSED`, `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
+ * @throws RangeError for a `maxSummaryBytes` that is not a non-negative integer (before the model is asked)
  * @example
  * if (shouldCompact({ usedTokens, contextWindow })) {
  *   const { context } = await compact({ ledger, scope, model, transcript: messages, signal });
@@ -89,6 +90,7 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
 export async function compact<L extends PublishingLedger>(
   options: CompactOptions<L>,
 ): Promise<CompactResult<Awaited<ReturnType<L['publish']>>>> {
+  checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
   throwIfCancelled(options.signal);
   const response = await askModel(options);
   throwIfCancelled(options.signal);

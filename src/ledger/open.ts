@@ -19,6 +19,7 @@ import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/tru
 import { isValidOrigin } from '../../manifests/format/checkpoint.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
+import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard } from './checkpoints.js';
 import { WitnessPool } from './witnessing.js';
 import { consistencyProof } from './proofs.js';
@@ -43,17 +44,15 @@ async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<Signat
  * Opens a ledger. Opening is recovery: staging files of interrupted writes are cleared and every chain
  * head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
- * @throws RangeError for an `inlineSummaryBytes` that is not a non-negative integer.
+ * @throws RangeError for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative integer.
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store.
  */
 export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   const host = parseHost(given.host);
   // Further trusted keys are checked like a trust file: a window time that does not parse would compare as no bound.
   const options = given.trust === undefined ? given : { ...given, trust: parseTrustStore(given.trust) };
-  const inline = options.inlineSummaryBytes;
-  if (inline !== undefined && (!Number.isSafeInteger(inline) || inline < 0)) {
-    throw new RangeError(`inlineSummaryBytes must be a non-negative integer, not ${String(inline)}`);
-  }
+  checkByteBound('inlineSummaryBytes', options.inlineSummaryBytes);
+  checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
   // PostgreSQL holds both halves of a shared store: with a log or blobs of the caller's, the other half would
   // silently be a private one under root, and each host would write chains of its own.
   if (options.postgres && (options.log || options.blobs))

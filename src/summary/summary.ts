@@ -10,6 +10,7 @@ import { StoreError } from '../../store/errors.js';
 import { StreamingJsonDecoder } from './decoder.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import {
+  MAX_TEXT_UNITS,
   NON_BLANK_PATTERN,
   RELATIVE_PATH,
   parseStoredSummary,
@@ -20,6 +21,13 @@ import {
 } from '../../manifests/format/summary.js';
 
 export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
+
+/** A byte bound given as an option (`maxSummaryBytes`, `inlineSummaryBytes`): NaN or Infinity would compare as no bound. */
+export function checkByteBound(name: string, value: unknown): void {
+  if (value !== undefined && (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)) {
+    throw new RangeError(`${name} must be a non-negative integer, not ${String(value)}`);
+  }
+}
 
 export { NON_BLANK_PATTERN, RELATIVE_PATH, summarySchema, type Summary };
 
@@ -69,9 +77,13 @@ function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atL
   }
   const parsed = summarySchema.safeParse(value);
   if (!parsed.success) {
-    const tooBig = parsed.error.issues.some((i) => i.code === 'too_big');
+    // Only a text over the whole-text bound is a matter of size; too many items or a line, path or label over
+    // its own bound is a summary the schema refuses, as resume and the auditor say of the same bytes.
+    const tooLarge = parsed.error.issues.every(
+      (i) => i.code === 'too_big' && i.origin === 'string' && Number(i.maximum) === MAX_TEXT_UNITS,
+    );
     throw new LedgerError(
-      tooBig ? 'SUMMARY_TOO_LARGE' : 'SUMMARY_INVALID',
+      tooLarge ? 'SUMMARY_TOO_LARGE' : 'SUMMARY_INVALID',
       `summary: ${describeZodError(parsed.error)}`,
     );
   }
@@ -141,7 +153,8 @@ export function prepareSummary(value: unknown, maxBytes: number = DEFAULT_MAX_SU
   };
 }
 
-const decoder = new TextDecoder('utf-8', { fatal: true });
+// A byte order mark is kept, so JSON.parse refuses it as the streamed decoder does: one verdict on the same bytes.
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** The schema and the content rules on a parsed stored summary. */
 function checkStored(value: unknown): Summary {

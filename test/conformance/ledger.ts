@@ -314,6 +314,13 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         await expect(open({ inlineSummaryBytes: -1 })).rejects.toThrow(RangeError);
         await expect(open({ inlineSummaryBytes: 1.5 })).rejects.toThrow(RangeError);
       });
+
+      it('refuses a maxSummaryBytes that is not a non-negative integer (NaN or Infinity would compare as no bound)', async () => {
+        for (const maxSummaryBytes of [Number.NaN, Number.POSITIVE_INFINITY, -1, 2.5, '300000' as unknown as number]) {
+          await expect(open({ maxSummaryBytes }), String(maxSummaryBytes)).rejects.toThrow(/maxSummaryBytes/);
+          await expect(open({ maxSummaryBytes })).rejects.toThrow(RangeError);
+        }
+      });
     });
 
     it('fsck is clean and gc keeps referenced blobs', async () => {

@@ -60,6 +60,14 @@ describe('compact', () => {
     expect(await ledger.resume(scope)).toBeUndefined();
   });
 
+  it('refuses a maxSummaryBytes that is not a non-negative integer before it asks the model', async () => {
+    const model = scriptedModel([]);
+    for (const maxSummaryBytes of [Number.NaN, Number.POSITIVE_INFINITY, -1]) {
+      await expect(compact({ ledger, scope, model, transcript: [], maxSummaryBytes })).rejects.toThrow(RangeError);
+    }
+    expect(model.requests).toEqual([]);
+  });
+
   it('does not ask the model when the signal is already aborted', async () => {
     const model = scriptedModel([]);
     const err = await compact({ ledger, scope, model, transcript: [], signal: AbortSignal.abort() }).catch(
