@@ -370,6 +370,8 @@ describe('the trust option', () => {
     await first.close();
     const garbled = { version: 1, keys: [{ ...listed, revokedAt: '2000-01-01 garbage' }] };
     await expect(open(root, { trust: garbled as never })).rejects.toMatchObject({ code: 'TRUST_INVALID' });
+    const noDate = { version: 1, keys: [{ ...listed, notBefore: '2026-13-01T00:00:00.000Z' }] };
+    await expect(open(root, { trust: noDate as never })).rejects.toMatchObject({ code: 'TRUST_INVALID' });
     const revoked = { version: 1 as const, keys: [{ ...listed, revokedAt: '2000-01-01T00:00:00.000Z' }] };
     const ledger = await open(root, { trust: revoked });
     await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });

@@ -4,6 +4,7 @@ import { canonicalize } from '../manifests/encoding/canonical.js';
 import { decodeBase64, decodeBase64Either, encodeBase64 } from '../manifests/encoding/base64.js';
 import { canonicalManifestText } from '../manifests/format/manifest-text.js';
 import { readCanonicalManifest } from '../manifests/format/manifest-read.js';
+import { isManifestTimestamp } from '../manifests/format/manifest-core.js';
 import {
   encodeManifest,
   manifestSchema,
@@ -167,11 +168,24 @@ describe('verifyManifestEnvelope (canonical payload check)', () => {
     ['a createdAt Date.parse reads in local time', { createdAt: '2026-05-31T23:00:00' }],
     ['a createdAt in words', { createdAt: 'Jun 1 2030 (verdict: OK)' }],
     ['no createdAt', { createdAt: undefined }],
+    ['a createdAt of the right shape in month 13', { createdAt: '2026-13-01T00:00:00.000Z' }],
+    ['a createdAt of the right shape at minute 60', { createdAt: '2026-01-01T00:60:00.000Z' }],
   ])('refuses %s as MANIFEST_INVALID before the key lookup, quoting none of it', (_, fields) => {
     const err = refusal(unsigned(fields));
     expect(err.code).toBe('MANIFEST_INVALID');
     expect(err.message.length).toBeLessThan(200);
     expect(err.message).not.toContain('verdict');
+  });
+
+  it('isManifestTimestamp says false, never throws, of a time of the right shape that names no date', () => {
+    for (const t of [
+      '2026-13-01T00:00:00.000Z',
+      '2026-00-10T00:00:00.000Z',
+      '2026-01-01T24:00:00.000Z',
+      '2026-02-30T00:00:00.000Z',
+    ])
+      expect(isManifestTimestamp(t), t).toBe(false);
+    expect(isManifestTimestamp('2026-02-28T23:59:59.999Z')).toBe(true);
   });
 
   it('quotes the keyId and host it names in a key finding, cut when long', () => {
@@ -245,7 +259,7 @@ describe("readCanonicalManifest (the verifiers' fast path) against JSON.parse + 
     }
     // As verifyManifestEnvelope reads it: the key lookup's fields first (no schema for an unparsable time).
     const { createdAt } = (value ?? {}) as { createdAt?: unknown };
-    if (typeof createdAt !== 'string' || Number.isNaN(Date.parse(createdAt))) return undefined;
+    if (!isManifestTimestamp(createdAt)) return undefined;
     const parsed = manifestSchema.safeParse(value);
     if (!parsed.success) return undefined;
     return canonicalManifestText(parsed.data as Manifest) === text ? (parsed.data as Manifest) : undefined;

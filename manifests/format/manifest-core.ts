@@ -15,7 +15,10 @@ const TIMESTAMP_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /** A manifest's time: ISO-8601 UTC with milliseconds, a real date (`Date` writes it back unchanged). */
 export function isManifestTimestamp(value: unknown): value is string {
-  return typeof value === 'string' && TIMESTAMP_PATTERN.test(value) && new Date(value).toISOString() === value;
+  if (typeof value !== 'string' || !TIMESTAMP_PATTERN.test(value)) return false;
+  // The pattern admits month 13 or minute 60, which do not parse: `toISOString` of such a Date throws.
+  const ms = Date.parse(value);
+  return !Number.isNaN(ms) && new Date(ms).toISOString() === value;
 }
 
 /** Manifest id: BLAKE3 of the exact payload bytes. Chains link by this id, never by signature bytes. */

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FINDING_CODES } from '../../manifests/audit/findings.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
@@ -121,6 +121,15 @@ describe('verify command', () => {
       const c = captureIo();
       expect(await verifyCli([join(dir, 'bundle'), '--trust', trust], c.io)).toBe(2);
       expect(c.stderr()).toContain('BUNDLE_INVALID');
+    });
+
+    it('for a header time of the right shape that names no date (BUNDLE_INVALID, not an internal error)', async () => {
+      const { bundle, trust } = await bundleDir(big.lines.slice(0, 3));
+      const header = JSON.parse(readFileSync(join(bundle, 'bundle.json'), 'utf8')) as Record<string, unknown>;
+      writeFileSync(join(bundle, 'bundle.json'), JSON.stringify({ ...header, exportedAt: '2024-13-01T00:00:00.000Z' }));
+      const c = captureIo();
+      expect(await verifyCli([bundle, '--trust', trust, '--json'], c.io)).toBe(2);
+      expect(JSON.parse(c.stdout())).toMatchObject({ error: { code: 'BUNDLE_INVALID' } });
     });
 
     it('for an unreadable or malformed trust file (TRUST_INVALID)', async () => {
