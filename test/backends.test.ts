@@ -568,6 +568,16 @@ describe('canonical bytes: the WebAssembly escaper of long strings agrees with J
     }
   });
 
+  it('streams a large value made of many strings each shorter than a long one in pieces of a few MiB at most', () => {
+    const lines = Array.from({ length: 600 }, (_, i) => long(`line ${i} "q" \\ é\n`, 16 * 1024 - 1));
+    const value = { task: 't', state: 's', nextSteps: lines };
+    const pieces: Buffer[] = [];
+    for (const piece of canonicalChunks(value)) pieces.push(Buffer.from(piece));
+    expect(Buffer.concat(pieces).equals(Buffer.from(canonicalBytes(value)))).toBe(true);
+    expect(pieces.length).toBeGreaterThan(3);
+    expect(Math.max(...pieces.map((p) => p.length))).toBeLessThanOrEqual(4 * 1024 * 1024);
+  });
+
   it("keeps each generator's piece intact while another encoding runs (the escaper's memory is shared)", () => {
     const a = long('first "value"\n', 2 * 1024 * 1024 + 5);
     const b = long('SECOND \\ value\t', 2 * 1024 * 1024 + 9);

@@ -14,6 +14,8 @@ import { ESCAPE, loadEscaper, releaseEscaper, takeEscaper, type Escaper } from '
 const NEEDS_ESCAPE = /["\\\u0000-\u001f]/;
 /** Strings at least this long (in UTF-16 code units) are encoded straight into the output bytes. */
 const LONG_STRING = 16 * 1024;
+/** Where `canonicalChunks` cuts a run of short parts into a piece of its own (UTF-16 units, ~1-3 MiB of bytes). */
+const TEXT_PIECE = 1024 * 1024;
 
 /** A long string that canonicalBytes encodes and escapes in place in its output buffer. */
 class LongString {
@@ -106,7 +108,9 @@ export function canonicalBytes(value: unknown): Uint8Array {
 export function canonicalChunks(value: unknown): Iterable<Uint8Array> {
   const parts: Part[] = [];
   pushValue(parts, value, 0, true);
-  if (!loadEscaper() || !parts.some((p) => p instanceof LongString)) return [canonicalBytes(value)];
+  if (!loadEscaper()) return [canonicalBytes(value)];
+  if (!parts.some((p) => p instanceof LongString) && parts.reduce((n, p) => n + (p as string).length, 0) < TEXT_PIECE)
+    return [canonicalBytes(value)];
   return (function* () {
     // An escaper of this generator's own: its pieces are views of its memory, valid until the next pull
     // whatever other encodings run meanwhile (a consumer may await between pulls), and never copied here.
@@ -116,6 +120,11 @@ export function canonicalChunks(value: unknown): Iterable<Uint8Array> {
       for (const p of parts) {
         if (typeof p === 'string') {
           text += p;
+          // Many strings each shorter than LONG_STRING: still pieces of at most about TEXT_PIECE.
+          if (text.length >= TEXT_PIECE) {
+            yield encoder.encode(text);
+            text = '';
+          }
           continue;
         }
         yield encoder.encode(`${text}"`);

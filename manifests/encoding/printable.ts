@@ -7,14 +7,15 @@
  * cannot be forged by the input).
  */
 
-// C0 (but tab), DEL, C1; soft hyphen; zero-width and bidi marks; line/paragraph separators; bidi embeddings and
-// isolates; word joiner…invisible operators; BOM; interlinear annotation; lone surrogates.
-const UNSAFE =
-  /[\\\x00-\x08\x0a-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+// Every control (Cc: C0 but tab, DEL, C1), every invisible format character (Cf: soft hyphen, zero-width and bidi
+// marks, embeddings and isolates, BOM, interlinear annotation, the Arabic number signs, tag characters…), the line
+// and paragraph separators (Zl, Zp) and lone surrogates (Cs: with the `u` flag only an unpaired unit is one).
+const CONTROL = /(?!\t)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
+const UNSAFE = new RegExp(`\\\\|${CONTROL.source}`, 'gu');
 
 function escapeChar(c: string): string {
   if (c === '\\') return '\\\\';
-  const code = c.charCodeAt(0);
+  const code = c.codePointAt(0)!;
   return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`;
 }
 
@@ -30,7 +31,7 @@ export function printableLines(lines: string[]): string {
 
 /** True when `text` holds no character `printable` would escape other than the backslash (newlines allowed). */
 export function isTerminalSafe(text: string): boolean {
-  return text.split('\n').every((line) => line.replaceAll('\\', '') === printable(line.replaceAll('\\', '')));
+  return text.split('\n').every((line) => !CONTROL.test(line));
 }
 
 /**
@@ -44,15 +45,18 @@ export function printableExact(text: string): string {
   return printableLines(lines);
 }
 
-// What JSON.stringify leaves raw that a terminal acts on: DEL, C1, bidi and invisible format characters,
-// separators. They can only occur inside JSON strings, where a \u escape means the same character.
-const UNSAFE_IN_JSON =
-  /[\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
+// What JSON.stringify leaves raw that a terminal acts on: DEL, C1, format characters, separators (it escapes C0 and
+// lone surrogates itself; the raw newlines left are the pretty-printer's). They can only occur inside JSON strings,
+// where \u escapes (a surrogate pair for an astral one) mean the same character.
+const UNSAFE_IN_JSON = /(?![\x00-\x1f])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+
+function jsonEscape(c: string): string {
+  let out = '';
+  for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
+  return out;
+}
 
 /** JSON text (pretty-printed) equal in meaning to `JSON.stringify(value)`, with nothing a terminal acts on left raw. */
 export function printableJson(value: unknown): string {
-  return JSON.stringify(value, null, 2).replace(
-    UNSAFE_IN_JSON,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
+  return JSON.stringify(value, null, 2).replace(UNSAFE_IN_JSON, jsonEscape);
 }

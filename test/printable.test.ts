@@ -1,0 +1,56 @@
+/**
+ * The one escaper of printed data (manifests/encoding/printable.ts), over every code point: nothing a terminal acts
+ * on (controls, invisible format characters, separators, lone surrogates) is left raw by `printable`, `printableJson`
+ * or `printableExact`, and the escaped forms still say which character was there.
+ */
+import { describe, expect, it } from 'vitest';
+import { isTerminalSafe, printable, printableExact, printableJson } from '../manifests/encoding/printable.js';
+
+const ACTS = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
+
+/** Every code point a terminal may act on, tab aside, as one-character strings (lone surrogates included). */
+function actingCharacters(): string[] {
+  const out: string[] = [];
+  for (let cp = 0; cp < 0x110000; cp++) {
+    const c = String.fromCodePoint(cp);
+    if (cp !== 0x09 && ACTS.test(c)) out.push(c);
+  }
+  return out;
+}
+
+describe('printable', () => {
+  const acting = actingCharacters();
+
+  it('escapes every control, format character, separator and lone surrogate, astral ones included', () => {
+    expect(acting.length).toBeGreaterThan(200);
+    for (const c of ['\u0600', '\u{110bd}', '\u{e0001}', '\u{e0041}', '\u{1d173}', '\u202e', '\u009b', '\ud800']) {
+      expect(acting).toContain(c);
+    }
+    const raw = acting.filter((c) => ACTS.test(printable(`a${c}b`)));
+    expect(raw.map((c) => c.codePointAt(0)!.toString(16))).toEqual([]);
+    expect(printable('type\u{e0001}\u{e004f}')).toBe('type\\u{e0001}\\u{e004f}');
+    expect(printable('a\\b\tc\u0001')).toBe('a\\\\b\tc\\x01');
+  });
+
+  it('leaves a paired surrogate (an emoji) and ordinary text as they are', () => {
+    expect(printable('ok 😀 é 中')).toBe('ok 😀 é 中');
+  });
+
+  it('isTerminalSafe says false of every such character, and of a lone high and low surrogate around a backslash', () => {
+    expect(acting.filter((c) => c !== '\n' && isTerminalSafe(`x${c}`)).length).toBe(0);
+    expect(isTerminalSafe('\ud800\\\udc00')).toBe(false);
+    expect(isTerminalSafe('line one\nline \\two 😀')).toBe(true);
+    expect(printableExact('origin\u{e0001}\n')).toBe('origin\\u{e0001}\n');
+  });
+});
+
+describe('printableJson', () => {
+  it('leaves no such character raw inside strings, and means the same value', () => {
+    const acting = actingCharacters();
+    const value = { k: acting.join(''), [acting.slice(0, 50).join('')]: 1 };
+    const text = printableJson(value);
+    // Raw only the pretty-printer's own newlines.
+    expect([...text].filter((c) => c !== '\n' && ACTS.test(c))).toEqual([]);
+    expect(JSON.parse(text)).toEqual(value);
+  });
+});
