@@ -289,3 +289,76 @@ describe('without an SDK', () => {
     ).toHaveLength(1);
   });
 });
+
+describe('a telemetry sink that throws', () => {
+  const throwing = (where: 'onStart' | 'onEnd') => ({
+    onStart() {
+      if (where === 'onStart') throw new Error('processor onStart failed');
+    },
+    onEnd() {
+      if (where === 'onEnd') throw new Error('processor onEnd failed');
+    },
+    forceFlush: async () => {},
+    shutdown: async () => {},
+  });
+  /** A meter whose instruments throw on every recording. */
+  const throwingMeter = {
+    getMeter: () => ({
+      createHistogram: () => ({
+        record() {
+          throw new Error('histogram failed');
+        },
+      }),
+      createCounter: () => ({
+        add() {
+          throw new Error('counter failed');
+        },
+      }),
+    }),
+  } as unknown as MeterProvider;
+
+  it.each(['onStart', 'onEnd'] as const)(
+    'never turns an operation into a failure, nor changes its error code (span processor %s, meter)',
+    async (where) => {
+      const root = join(tempDir(), 'store');
+      const tracerProvider = new BasicTracerProvider({ spanProcessors: [throwing(where)] });
+      const ledger = await openLedger({
+        root,
+        host: 'otel-host',
+        telemetry: { tracerProvider, meterProvider: throwingMeter },
+      });
+      const receipt = await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+      expect(receipt.seq).toBe(0);
+      expect((await ledger.resume(scope))?.id).toBe(receipt.id);
+      await expect(ledger.publish({ ...scope, run: '../bad' }, sampleSummary())).rejects.toMatchObject({
+        code: 'INVALID_ID',
+      });
+      expect(await ledger.history(scope)).toHaveLength(1);
+      await ledger.close();
+    },
+  );
+
+  it('runs the operation once, without a span, when the tracer itself throws', async () => {
+    let calls = 0;
+    const tracerProvider = {
+      getTracer: () => ({
+        startSpan: () => {
+          throw new Error('tracer failed');
+        },
+        startActiveSpan: () => {
+          calls++;
+          throw new Error('tracer failed');
+        },
+      }),
+    } as unknown as BasicTracerProvider;
+    const ledger = await openLedger({
+      root: join(tempDir(), 'store'),
+      host: 'otel-host',
+      telemetry: { tracerProvider },
+    });
+    await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+    expect(await ledger.history(scope)).toHaveLength(1);
+    expect(calls).toBe(2); // publish and history each asked once
+    await ledger.close();
+  });
+});

@@ -9,6 +9,7 @@
  * code only, and the message only when identifiers are recorded in plain.
  */
 import {
+  INVALID_SPAN_CONTEXT,
   metrics,
   SpanStatusCode,
   trace,
@@ -118,7 +119,8 @@ export class LedgerTelemetry {
   /**
    * Runs one operation inside a span named `handoff_ledger.<op>` and records its duration, outcome
    * (`ok` or the error code) and, through `describe`, what it moved. The operation's own result or
-   * error passes through unchanged; telemetry never turns a success into a failure.
+   * error passes through unchanged; telemetry never turns a success into a failure: a tracer, span, meter or
+   * processor that throws is ignored (the operation then runs under a non-recording span if none was started).
    */
   async run<T>(
     op: Operation,
@@ -126,22 +128,39 @@ export class LedgerTelemetry {
     fn: (span: Span) => Promise<T>,
     describe?: (result: T) => { attributes?: Attributes; bytes?: number },
   ): Promise<T> {
-    const attributes: Attributes = { [ATTR.operation]: op, ...this.identify(init.scope) };
-    if (init.host !== undefined) attributes[ATTR.host] = init.host;
-    return this.tracer.startActiveSpan(`handoff_ledger.${op}`, { attributes }, async (span) => {
-      const started = performance.now();
-      let outcome = 'ok';
-      try {
-        const result = await fn(span);
-        const described = safely(() => describe?.(result));
+    // The operation runs once: inside the span when the tracer calls back, else (it threw first) without one.
+    let pending: Promise<T> | undefined;
+    const traced = (span: Span): Promise<T> => (pending ??= this.traced(op, span, fn, describe));
+    safely(() => {
+      const attributes: Attributes = { [ATTR.operation]: op, ...this.identify(init.scope) };
+      if (init.host !== undefined) attributes[ATTR.host] = init.host;
+      return this.tracer.startActiveSpan(`handoff_ledger.${op}`, { attributes }, traced);
+    });
+    return pending ?? traced(trace.wrapSpanContext(INVALID_SPAN_CONTEXT));
+  }
+
+  private async traced<T>(
+    op: Operation,
+    span: Span,
+    fn: (span: Span) => Promise<T>,
+    describe?: (result: T) => { attributes?: Attributes; bytes?: number },
+  ): Promise<T> {
+    const started = performance.now();
+    let outcome = 'ok';
+    try {
+      const result = await fn(span);
+      safely(() => {
+        const described = describe?.(result);
         if (described?.attributes) span.setAttributes(described.attributes);
         if (described?.bytes !== undefined) {
           span.setAttribute('handoff_ledger.summary.bytes', described.bytes);
           this.bytes.add(described.bytes, { [ATTR.operation]: op });
         }
-        return result;
-      } catch (err) {
-        outcome = errorCode(err);
+      });
+      return result;
+    } catch (err) {
+      outcome = errorCode(err);
+      safely(() => {
         span.setAttribute(ATTR.errorType, outcome);
         span.recordException({
           name: outcome,
@@ -149,22 +168,26 @@ export class LedgerTelemetry {
         });
         span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
         this.failures.add(1, { [ATTR.operation]: op, [ATTR.errorType]: outcome });
-        throw err;
-      } finally {
+      });
+      throw err;
+    } finally {
+      safely(() => {
         span.setAttribute(ATTR.outcome, outcome);
         this.durations[op].record((performance.now() - started) / 1000, {
           [ATTR.outcome]: outcome,
           ...(outcome === 'ok' ? {} : { [ATTR.errorType]: outcome }),
         });
-        span.end();
-      }
-    });
+      });
+      safely(() => span.end());
+    }
   }
 
   /** One more attempt at appending after another writer won the race for the chain head. */
   chainConflictRetry(span: Span): void {
-    this.retries.add(1);
-    span.addEvent('handoff_ledger.chain_conflict.retry');
+    safely(() => {
+      this.retries.add(1);
+      span.addEvent('handoff_ledger.chain_conflict.retry');
+    });
   }
 }
 
