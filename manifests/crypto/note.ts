@@ -51,9 +51,21 @@ export interface OpenedNote {
 /** Go's unicode.IsSpace set, and `+`. */
 const NAME_FORBIDDEN = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000+]/;
 
-/** Key names: non-empty, valid UTF-8, no Unicode space, no `+` (as Go's note.isValidName). */
+/** C0 controls: Go's note.isValidName allows them in a name, but no note text may carry one (`assertValidText`). */
+const NAME_CONTROL = /[\u0000-\u001f]/;
+
+/**
+ * Key names: non-empty, valid UTF-8, no Unicode space, no `+` (as Go's note.isValidName), and no C0 control: a name
+ * is written in note text (the origin line, signature lines), which refuses them, so such a name could never sign.
+ */
 export function isValidKeyName(name: string): boolean {
-  return typeof name === 'string' && name.length > 0 && !NAME_FORBIDDEN.test(name) && isWellFormed(name);
+  return (
+    typeof name === 'string' &&
+    name.length > 0 &&
+    !NAME_FORBIDDEN.test(name) &&
+    !NAME_CONTROL.test(name) &&
+    isWellFormed(name)
+  );
 }
 
 function isWellFormed(s: string): boolean {

@@ -77,6 +77,16 @@ describe('checkpoints', () => {
     expect(await readPinnedNote(join(root, 'checkpoints', files[0]!))).toBe(note);
   });
 
+  it('refuses an origin with a C0 control before it names the store, which then opens as usual', async () => {
+    const root = tempDir();
+    for (const origin of ['a.example/x\u0007', 'ex.com/a\u001b[31mred'])
+      expect((await refusal(open(root, { origin }))).code).toBe('INVALID_ARGUMENT');
+    const ledger = await open(root);
+    await publishMany(ledger, 's1', 1);
+    expect((await ledger.checkpoint()).note).not.toMatch(/[\u0000-\u0009\u000b-\u001f]/);
+    await ledger.close();
+  });
+
   it('refuses another origin for an existing store (INVALID_ARGUMENT)', async () => {
     const root = tempDir();
     await (await open(root)).close();

@@ -25,6 +25,14 @@ describe('witness keygen (the key file)', () => {
     expect(readdirSync(dir)).toEqual(['w.key']);
   });
 
+  it('refuses a name no note could carry (a C0 control), writing no file', async () => {
+    const dir = tempDir();
+    await expect(createWitnessKeyFile(join(dir, 'w.key'), 'w.example/\u001b[2J')).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it('leaves no key file, partial or empty, and no temporary file when the write fails', async () => {
     const probe = await fsp.open(process.execPath, 'r');
     const proto = Object.getPrototypeOf(probe) as HandleProto;
