@@ -173,6 +173,20 @@ export class ChainTracker {
    * The chain rules over every entry added, and one summary per in-scope chain. Findings: OUT_OF_SCOPE, FORK,
    * OUT_OF_ORDER, SEQ_NOT_ZERO, SEQ_GAP, PREV_MISMATCH, SESSION_MISMATCH, TIME_REVERSED.
    */
+  /**
+   * Every chain's head (its highest seq, the first such entry in file order, as `finish` takes it), in the auditor's
+   * scope or not: a full bundle's session-heads root is rebuilt from all of them.
+   */
+  heads(): Array<Pick<ChainSummary, 'session' | 'head' | 'headSeq'>> {
+    const out: Array<Pick<ChainSummary, 'session' | 'head' | 'headSeq'>> = [];
+    for (const [session, { entries }] of this.chains) {
+      let head = entries[0]!;
+      for (const e of entries) if (e.seq > head.seq) head = e;
+      out.push({ session, head: head.id, headSeq: head.seq });
+    }
+    return out;
+  }
+
   finish(scope: AuditScope | undefined): ChainSummary[] {
     const { sink, byId } = this;
     const summaries: ChainSummary[] = [];

@@ -340,7 +340,8 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     ? await verifySessionHeads(
         reader,
         checkpoint.extensions,
-        chains,
+        // A full bundle's root covers every chain, also those outside the auditor's own scope.
+        filtered ? chains : tracker.heads(),
         filtered,
         askedSession(options.scope, coverage.scope),
         sink,

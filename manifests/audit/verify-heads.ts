@@ -70,7 +70,8 @@ function parseHeadsFile(text: string | undefined): { bySession: Map<string, Head
 export async function verifySessionHeads(
   reader: BundleReader,
   extensions: readonly string[],
-  chains: readonly ChainSummary[],
+  /** The chains' heads: of every chain in a full bundle, of those in the auditor's scope in a filtered one. */
+  chains: ReadonlyArray<Pick<ChainSummary, 'session' | 'head' | 'headSeq'>>,
   filtered: boolean,
   /** The session whose head must be proven though the bundle may hold none of it (`askedSession`), if any. */
   askedSession: string | undefined,

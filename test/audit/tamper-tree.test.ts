@@ -421,6 +421,13 @@ describe('step 10: completeness against the session-heads index', () => {
     ]);
   });
 
+  it("holds a full bundle's every chain to the root also when the auditor asks for one session (no false mismatch)", async () => {
+    const r = await audit(full, trust, { scope: { session: 's1' } });
+    // The other session is outside the auditor's scope, and nothing else: the bundle is untampered.
+    expect([...new Set(found(r).map((f) => f.split('@')[0]))]).toEqual(['OUT_OF_SCOPE']);
+    expect(r.checked.completeness).toEqual({ checked: true, sessions: 2 });
+  });
+
   it("lets only the auditor's own principal waive the auditor's session: a principal the header adds does not", async () => {
     // s1's export with everything taken out, and the unsigned header rewritten to name a principal.
     const emptied = withHeads({ ...filtered, lines: [], tree: { ...filtered.tree, 'proofs.jsonl': '' } }, []);
