@@ -242,6 +242,11 @@ describe('keys with --json', () => {
     const old = before.keys[0]!.keyId;
     const revoked = await cli(['keys', 'revoke', old, ...store, '--json', '--at', '2030-01-01T00:00:00.000Z']);
     expect(JSON.parse(revoked.stdout)).toEqual({ revoked: old, at: '2030-01-01T00:00:00.000Z' });
+    // Asked again for a later time: the earlier revocation holds, and that is what is reported.
+    const again = await cli(['keys', 'revoke', old, ...store, '--json', '--at', '2099-01-01T00:00:00.000Z']);
+    expect(JSON.parse(again.stdout)).toEqual({ revoked: old, at: '2030-01-01T00:00:00.000Z' });
+    const human = await cli(['keys', 'revoke', old, ...store, '--at', '2031-01-01T00:00:00.000Z']);
+    expect(human.stdout).toBe(`revoked ${old} from 2030-01-01T00:00:00.000Z\n`);
     const out = newDir();
     const exported = await cli(['keys', 'export', ...store, '--out', out, '--json']);
     expect(JSON.parse(exported.stdout)).toEqual({ wrote: out, keys: 2, checkpointKeys: 2 });

@@ -200,10 +200,11 @@ describe('a revocation only moves earlier', () => {
     now += 1000;
     await ledger.publish(scope, sampleSummary('signed before the compromise was found'));
     now += 60_000;
-    await ledger.revokeKey(key, '2026-11-30T10:00:00.500Z');
+    expect(await ledger.revokeKey(key, '2026-11-30T10:00:00.500Z')).toBe('2026-11-30T10:00:00.500Z');
     await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
     now += 60_000;
-    await ledger.revokeKey(key); // a plain `keys revoke` run again: "now" is later than the first time
+    // A plain `keys revoke` run again: "now" is later than the first time, and the first time is what it reports.
+    expect(await ledger.revokeKey(key)).toBe('2026-11-30T10:00:00.500Z');
     await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
     const listed = (JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')) as { keys: TrustedKey[] }).keys;
     expect(listed.find((k) => k.keyId === key)?.revokedAt).toBe('2026-11-30T10:00:00.500Z');

@@ -121,9 +121,10 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
       } else {
         const keyId = positionals[0];
         if (!keyId) throw new UsageError('keys revoke needs a KEYID');
-        await ledger.revokeKey(keyId, values.at);
-        if (values.json) writeJson(io.stdout, { revoked: keyId, ...(values.at ? { at: values.at } : {}) });
-        else io.stdout.write(printableLines([`revoked ${keyId}${values.at ? ` from ${values.at}` : ''}`]));
+        // The time that holds: a key revoked before keeps its earlier time, whatever --at asked for.
+        const at = await ledger.revokeKey(keyId, values.at);
+        if (values.json) writeJson(io.stdout, { revoked: keyId, at });
+        else io.stdout.write(printableLines([`revoked ${keyId} from ${at}`]));
       }
       return EXIT_OK;
     });

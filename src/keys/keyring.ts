@@ -386,7 +386,8 @@ export class Keyring {
    * @throws LedgerError `INVALID_ARGUMENT` when `at` is not an ISO-8601 UTC time with milliseconds (what
    *   trust.json holds; anything else would make the file unloadable), `KEY_INVALID` for an unknown key
    */
-  async revoke(keyId: string, at: string = this.now()): Promise<void> {
+  /** Revokes `keyId` from `at`; returns the revocation time that holds (an earlier one stays). */
+  async revoke(keyId: string, at: string = this.now()): Promise<string> {
     this.checkRevocation(keyId, at);
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     const manifestKey = this.trust.keys.find((k) => k.keyId === keyId);
@@ -402,6 +403,8 @@ export class Keyring {
       keys: this.trust.keys.map((k) => (k.keyId === keyId ? revokedFrom(k, at) : k)),
       checkpointKeys: checkpointKeys.map((k) => (k.keyId === keyId || paired(k) ? revokedFrom(k, at) : k)),
     });
+    const listed = [...this.trust.keys, ...(this.trust.checkpointKeys ?? [])].find((k) => k.keyId === keyId);
+    return listed?.revokedAt ?? at;
   }
 }
 

@@ -245,6 +245,12 @@ export class Ledger {
     if (this.closed) throw new LedgerError('CLOSED', 'the ledger is closed');
   }
 
+  /** Open, and no rollback or fork seen: what writes to grants and keys require (reads check the tree themselves). */
+  private assertSound(): void {
+    this.assertOpen();
+    if (this.checkpoints.failed) throw this.checkpoints.failed;
+  }
+
   /** The head a publish builds on: the log's own view for appends where it has one (ManifestLog.appendHead). */
   private appendHead(session: string): Promise<ChainHead | undefined> {
     return this.log.appendHead ? this.log.appendHead(session) : this.log.head(session);
@@ -672,7 +678,7 @@ export class Ledger {
   }
 
   async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
-    this.assertOpen();
+    this.assertSound();
     return this.log.grants.list(filter);
   }
 
@@ -682,7 +688,7 @@ export class Ledger {
     state: 'granted' | 'revoked',
     by?: string,
   ): Promise<GrantRecord> {
-    this.assertOpen();
+    this.assertSound();
     parseScope({ principal, session: session === '*' ? 'all' : session });
     const record: GrantRecord = { principal, session, state, at: this.clock().toISOString(), ...(by ? { by } : {}) };
     await this.log.grants.put(record);
@@ -694,7 +700,7 @@ export class Ledger {
    * publishes in flight, and ends the old key's window after the last manifest it signed.
    */
   async rotateKey(): Promise<string> {
-    this.assertOpen();
+    this.assertSound();
     return this.signing.exclusive(async () => {
       try {
         // Under the trust lock, with the keys read again under it: another process sharing this root that
@@ -718,18 +724,21 @@ export class Ledger {
     });
   }
 
-  /** Revokes a key from `at` (default now). */
-  async revokeKey(keyId: string, at?: string): Promise<void> {
-    this.assertOpen();
+  /**
+   * Revokes a key from `at` (default now). Returns the revocation time that holds: a key revoked before keeps its
+   * earlier time.
+   */
+  async revokeKey(keyId: string, at?: string): Promise<string> {
+    this.assertSound();
     // Exclusive: no publish signs against the trust list this revocation is replacing.
-    await this.signing.exclusive(async () => {
+    return this.signing.exclusive(async () => {
       try {
-        await this.keyring.exclusive(async () => {
+        return await this.keyring.exclusive(async () => {
           const from = this.keyring.checkRevocation(keyId, at);
           // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
           if (this.keyring.isManifestKey(keyId))
             await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
-          await this.keyring.revoke(keyId, from);
+          return this.keyring.revoke(keyId, from);
         });
       } finally {
         this.trustCache = undefined;

@@ -281,6 +281,8 @@ async function collect(
 ): Promise<GcReport> {
   if (!Number.isFinite(options.graceMs) || options.graceMs < 0)
     throw new RangeError('graceMs must be a non-negative number');
+  // Not against a log that does not extend the pinned checkpoint: collecting there could delete the evidence.
+  await ledger.checkpoint();
   const referenced = await referencedDigests(ledger);
   const cutoff = (options.now ?? Date.now()) - options.graceMs;
   const removed: Digest[] = [];

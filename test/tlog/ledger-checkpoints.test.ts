@@ -1,7 +1,7 @@
 import { cpSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { fsck } from '../../src/ops/maintenance.js';
+import { fsck, gc } from '../../src/ops/maintenance.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { writeSyncedBatch } from '../../manifests/log/level/tables.js';
 import { ManifestError } from '../../manifests/errors.js';
@@ -158,6 +158,17 @@ describe('rollback and fork detection', () => {
     (ledger.log as unknown as { treeSize: number }).treeSize = 1;
     expect((await refusal(ledger.resume({ principal: 'alice', session: 's1' }))).code).toBe('ROLLBACK');
     expect((await refusal(ledger.publish(scope('s1'), sampleSummary(9)))).code).toBe('ROLLBACK');
+    // Nor grants, keys or gc: gc against such a log could delete the evidence.
+    for (const op of [
+      () => ledger.grant('bob', 's1'),
+      () => ledger.revoke('bob', 's1'),
+      () => ledger.revoke('bob', '*'),
+      () => ledger.grants(),
+      () => ledger.rotateKey(),
+      () => ledger.revokeKey(ledger.keyId),
+      () => gc(ledger, { graceMs: 0 }),
+    ])
+      expect((await refusal(op())).code).toBe('ROLLBACK');
     await ledger.close();
   });
 
