@@ -82,7 +82,9 @@ describe('hash backend selection', () => {
   });
 
   it('refuses an unknown backend name with a TypeError', async () => {
-    await expect(loadHashBackend('sha256' as HashBackendName, quiet)).rejects.toThrow(TypeError);
+    await expect(loadHashBackend('sha256' as HashBackendName, quiet)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
   });
 });
 

@@ -211,6 +211,12 @@ describe('summary validation', () => {
     expect(storedSummaryProblem(bytes)).toBeUndefined();
   });
 
+  it('takes null publish options as none', async () => {
+    const ledger = await open(tempDir());
+    expect((await ledger.publish(alice, sampleSummary(), null as never)).seq).toBe(0);
+    await ledger.close();
+  });
+
   it('honours a configured maxSummaryBytes', async () => {
     const ledger = await open(tempDir(), { maxSummaryBytes: 200 });
     await expect(ledger.publish(alice, { ...sampleSummary(), notes: 'n'.repeat(300) })).rejects.toMatchObject({

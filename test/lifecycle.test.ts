@@ -251,11 +251,21 @@ describe('restart, recovery, fsck and gc', () => {
     await ledger.close();
   });
 
+  it('refuses a gc without a non-negative graceMs, and openLedger without options, with INVALID_ARGUMENT', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'h1' });
+    for (const options of [{ graceMs: -1 }, { graceMs: '1h' }, { graceMs: Number.NaN }, undefined])
+      await expect(gc(ledger, options as never), JSON.stringify(options)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
+    await ledger.close();
+    await expect(openLedger(undefined as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
   it('parses durations and refuses nonsense', () => {
     expect(parseDuration('90s')).toBe(90_000);
     expect(parseDuration('24h')).toBe(86_400_000);
     expect(parseDuration('7d')).toBe(7 * 86_400_000);
-    expect(() => parseDuration('soon')).toThrow(RangeError);
+    expect(() => parseDuration('soon')).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 });
 

@@ -263,7 +263,7 @@ describe('principal and session ids in telemetry', () => {
 
   it('refuses a hash key that is not 32 bytes', async () => {
     const t = sdk();
-    await expect(ledgerWith(t, { hashKey: new Uint8Array(16) })).rejects.toThrow(TypeError);
+    await expect(ledgerWith(t, { hashKey: new Uint8Array(16) })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });
 

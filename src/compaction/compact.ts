@@ -80,7 +80,8 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  * @throws LedgerError `SUMMARY_EMPTY`, `SUMMARY_INVALID`, `SUMMARY_TOO_LARGE`, `SUMMARY_INCOMPLETE`
  *   (truncated or flagged incomplete), `MODEL_REFUSED`, `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
- * @throws RangeError for a `maxSummaryBytes` that is not a non-negative integer (before the model is asked)
+ * @throws LedgerError `INVALID_ARGUMENT` for a `maxSummaryBytes` that is not a non-negative integer (before the model
+ *   is asked)
  * @example
  * if (shouldCompact({ usedTokens, contextWindow })) {
  *   const { context } = await compact({ ledger, scope, model, transcript: messages, signal });

@@ -287,7 +287,7 @@ export class Ledger {
     return this.telemetry.run(
       'publish',
       { scope, host: this.host },
-      (span) => this.publishTraced(scope, summary, options, span),
+      (span) => this.publishTraced(scope, summary, options ?? {}, span), // `null` from JavaScript callers too
       (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
     );
   }

@@ -44,10 +44,13 @@ async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<Signat
  * Opens a ledger. Opening is recovery: staging files of interrupted writes are cleared and every chain
  * head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
- * @throws RangeError for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative integer.
+ * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
+ *   integer.
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store.
  */
 export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
+  if (typeof given !== 'object' || given === null)
+    throw new LedgerError('INVALID_ARGUMENT', 'openLedger needs an options object with at least a host');
   const host = parseHost(given.host);
   // Further trusted keys are checked like a trust file: a window time that does not parse would compare as no bound.
   const options = given.trust === undefined ? given : { ...given, trust: parseTrustStore(given.trust) };

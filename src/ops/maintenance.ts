@@ -279,8 +279,8 @@ async function collect(
   ledger: Ledger,
   options: { graceMs: number; dryRun?: boolean; now?: number },
 ): Promise<GcReport> {
-  if (!Number.isFinite(options.graceMs) || options.graceMs < 0)
-    throw new RangeError('graceMs must be a non-negative number');
+  if (typeof options?.graceMs !== 'number' || !Number.isFinite(options.graceMs) || options.graceMs < 0)
+    throw new LedgerError('INVALID_ARGUMENT', 'gc needs { graceMs }: a non-negative number of milliseconds');
   // Not against a log that does not extend the pinned checkpoint: collecting there could delete the evidence.
   await ledger.checkpoint();
   const referenced = await referencedDigests(ledger);
@@ -333,7 +333,7 @@ async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
 /** Parses durations like `90s`, `30m`, `24h`, `7d`, `0`. */
 export function parseDuration(text: string): number {
   const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim());
-  if (!m) throw new RangeError(`not a duration: ${JSON.stringify(text)} (use e.g. 30m, 24h, 7d)`);
+  if (!m) throw new LedgerError('INVALID_ARGUMENT', `not a duration: ${JSON.stringify(text)} (use e.g. 30m, 24h, 7d)`);
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[
     (m[2] ?? 's') as 'ms' | 's' | 'm' | 'h' | 'd'
   ];

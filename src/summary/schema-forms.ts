@@ -20,6 +20,7 @@ import {
   summarySchema,
   type JsonSchemaObject,
 } from './summary.js';
+import { LedgerError } from '../errors.js';
 
 export type SummarySchemaForm = 'json-schema' | 'anthropic' | 'openai-strict' | 'gemini';
 
@@ -109,7 +110,7 @@ const forms = new Map<SummarySchemaForm, JsonSchemaObject>([['json-schema', summ
  * The summary schema in the dialect of one model API (see the file comment for what each one is).
  * The result is frozen and shared; pass it as is to the SDK (`response_format`, a tool's
  * `input_schema`/`parameters`, Gemini's `responseJsonSchema`).
- * @throws TypeError for an unknown form
+ * @throws LedgerError `INVALID_ARGUMENT` for an unknown form
  * @example
  * const tool = { name: 'submit_handoff', description, input_schema: summarySchemaFor('anthropic') };
  */
@@ -117,7 +118,7 @@ export function summarySchemaFor(form: SummarySchemaForm): JsonSchemaObject {
   let schema = forms.get(form);
   if (!schema) {
     const dialect = DIALECTS[form as Exclude<SummarySchemaForm, 'json-schema'>];
-    if (!dialect) throw new TypeError(`unknown summary schema form ${JSON.stringify(form)}`);
+    if (!dialect) throw new LedgerError('INVALID_ARGUMENT', `unknown summary schema form ${JSON.stringify(form)}`);
     schema = deepFreeze(rewrite(summaryJsonSchema, dialect)) as JsonSchemaObject;
     forms.set(form, schema);
   }

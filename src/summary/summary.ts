@@ -25,7 +25,7 @@ export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
 /** A byte bound given as an option (`maxSummaryBytes`, `inlineSummaryBytes`): NaN or Infinity would compare as no bound. */
 export function checkByteBound(name: string, value: unknown): void {
   if (value !== undefined && (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)) {
-    throw new RangeError(`${name} must be a non-negative integer, not ${String(value)}`);
+    throw new LedgerError('INVALID_ARGUMENT', `${name} must be a non-negative integer, not ${String(value)}`);
   }
 }
 

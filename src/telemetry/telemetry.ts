@@ -22,6 +22,7 @@ import {
 } from '@opentelemetry/api';
 import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
+import { LedgerError } from '../errors.js';
 
 /** How principal and session ids appear in telemetry. */
 export type IdentifierPolicy = 'omit' | 'plain' | { hashKey: Uint8Array };
@@ -62,7 +63,10 @@ export function errorCode(err: unknown): string {
 function checkPolicy(policy: IdentifierPolicy): IdentifierPolicy {
   if (policy === 'omit' || policy === 'plain') return policy;
   if (!(policy?.hashKey instanceof Uint8Array) || policy.hashKey.length !== 32)
-    throw new TypeError("telemetry identifiers: hashKey must be 32 bytes (or use 'omit' / 'plain')");
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      "telemetry identifiers: hashKey must be 32 bytes (or use 'omit' / 'plain')",
+    );
   return { hashKey: Uint8Array.from(policy.hashKey) };
 }
 

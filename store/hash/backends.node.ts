@@ -7,6 +7,7 @@
 import { nobleBlake3, formatDigest, type HashBackend } from './digest.js';
 import { loadNativeBlake3 } from './native.node.js';
 import { loadWasmBlake3 } from './wasm.js';
+import { StoreError } from '../errors.js';
 
 export type HashBackendName = 'auto' | 'native' | 'wasm' | 'noble';
 
@@ -94,7 +95,7 @@ let cached: Promise<HashBackend> | undefined;
  * outcome is cached); `native` and `wasm` fail if that backend cannot load or fails its self-test;
  * `noble` is the reference.
  * @param loaders where the fast backends come from (tests inject failing or lying ones)
- * @throws TypeError for an unknown backend name
+ * @throws StoreError `INVALID_ARGUMENT` for an unknown backend name
  * @throws Error when `native` or `wasm` is asked for and cannot load or fails its self-test
  */
 export async function loadHashBackend(
@@ -103,7 +104,10 @@ export async function loadHashBackend(
   loaders: HashBackendLoaders = {},
 ): Promise<HashBackend> {
   if (!NAMES.includes(name))
-    throw new TypeError(`unknown BLAKE3 backend ${JSON.stringify(name)} (auto, native, wasm or noble)`);
+    throw new StoreError(
+      'INVALID_ARGUMENT',
+      `unknown BLAKE3 backend ${JSON.stringify(name)} (auto, native, wasm or noble)`,
+    );
   if (name === 'noble') return nobleBlake3;
   const all = { native: loaders.native ?? loadNativeBlake3, wasm: loaders.wasm ?? loadWasmBlake3 };
   if (name === 'native') return loadChecked(all.native);

@@ -63,7 +63,9 @@ describe('compact', () => {
   it('refuses a maxSummaryBytes that is not a non-negative integer before it asks the model', async () => {
     const model = scriptedModel([]);
     for (const maxSummaryBytes of [Number.NaN, Number.POSITIVE_INFINITY, -1]) {
-      await expect(compact({ ledger, scope, model, transcript: [], maxSummaryBytes })).rejects.toThrow(RangeError);
+      await expect(compact({ ledger, scope, model, transcript: [], maxSummaryBytes })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
     }
     expect(model.requests).toEqual([]);
   });

@@ -152,7 +152,9 @@ describe('summarySchemaFor', () => {
   });
 
   it('refuses an unknown form with a TypeError', () => {
-    expect(() => summarySchemaFor('cohere' as SummarySchemaForm)).toThrow(TypeError);
+    expect(() => summarySchemaFor('cohere' as SummarySchemaForm)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
   });
 });
 
