@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { isTerminalSafe, printable, printableExact, printableJson } from '../manifests/encoding/printable.js';
 
-const ACTS = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
+const ACTS = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Default_Ignorable_Code_Point}]/u;
 
 /** Every code point a terminal may act on, tab aside, as one-character strings (lone surrogates included). */
 function actingCharacters(): string[] {
@@ -23,7 +23,20 @@ describe('printable', () => {
 
   it('escapes every control, format character, separator and lone surrogate, astral ones included', () => {
     expect(acting.length).toBeGreaterThan(200);
-    for (const c of ['\u0600', '\u{110bd}', '\u{e0001}', '\u{e0041}', '\u{1d173}', '\u202e', '\u009b', '\ud800']) {
+    for (const c of [
+      '\u0600',
+      '\u{110bd}',
+      '\u{e0001}',
+      '\u{e0041}',
+      '\u{1d173}',
+      '\u202e',
+      '\u009b',
+      '\ud800',
+      '\ufe0f',
+      '\u{e0100}',
+      '\u3164',
+      '\u034f',
+    ]) {
       expect(acting).toContain(c);
     }
     const raw = acting.filter((c) => ACTS.test(printable(`a${c}b`)));

@@ -9,8 +9,10 @@
 
 // Every control (Cc: C0 but tab, DEL, C1), every invisible format character (Cf: soft hyphen, zero-width and bidi
 // marks, embeddings and isolates, BOM, interlinear annotation, the Arabic number signs, tag characters…), the line
-// and paragraph separators (Zl, Zp) and lone surrogates (Cs: with the `u` flag only an unpaired unit is one).
-const CONTROL = /(?!\t)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
+// and paragraph separators (Zl, Zp), lone surrogates (Cs: with the `u` flag only an unpaired unit is one), and what
+// Unicode says a renderer shows as nothing (Default_Ignorable_Code_Point: variation selectors, which can carry hidden
+// bytes, Hangul fillers, the combining grapheme joiner…).
+const CONTROL = /(?!\t)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Default_Ignorable_Code_Point}]/u;
 const UNSAFE = new RegExp(`\\\\|${CONTROL.source}`, 'gu');
 
 function escapeChar(c: string): string {
@@ -48,7 +50,7 @@ export function printableExact(text: string): string {
 // What JSON.stringify leaves raw that a terminal acts on: DEL, C1, format characters, separators (it escapes C0 and
 // lone surrogates itself; the raw newlines left are the pretty-printer's). They can only occur inside JSON strings,
 // where \u escapes (a surrogate pair for an astral one) mean the same character.
-const UNSAFE_IN_JSON = /(?![\x00-\x1f])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+const UNSAFE_IN_JSON = /(?![\x00-\x1f])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
 
 function jsonEscape(c: string): string {
   let out = '';
