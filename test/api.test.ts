@@ -22,6 +22,7 @@ const SURFACE: Record<string, string[]> = {
     'DEFAULT_COMPACTION_RATIO',
     'DEFAULT_MAX_SUMMARY_BYTES',
     'FSCK_STORE_CODES',
+    'HANDOFF_CONTEXT_FOOTER',
     'HANDOFF_CONTEXT_HEADER',
     'HandoffLedgerError',
     'Ledger',

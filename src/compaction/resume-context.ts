@@ -8,15 +8,29 @@ import type { ModelMessage } from './model.js';
 /** First line of every rendered handoff; lets a Harness recognize the message in its context. */
 export const HANDOFF_CONTEXT_HEADER = '[handoff] This session continues from an earlier context that was compacted.';
 
+/** Last line of every rendered handoff: nothing of the summary follows it. */
+export const HANDOFF_CONTEXT_FOOTER = '[/handoff] End of the handoff.';
+
+/**
+ * A value as it is shown: every line after its first indented by two spaces. No line of stored text starts at the
+ * line's beginning, so a summary cannot forge a header, a section, an item or the footer (and the rendering stays
+ * one-to-one: each line break is followed by exactly the two spaces added here).
+ */
+function indented(value: string): string {
+  return value.replace(/\r\n|[\n\r\u2028\u2029]/g, (lineBreak) => `${lineBreak}  `);
+}
+
 function list(title: string, items: readonly string[] | undefined, numbered = false): string[] {
   if (!items || items.length === 0) return [];
-  return ['', `${title}:`, ...items.map((item, i) => `${numbered ? `${i + 1}.` : '-'} ${item}`)];
+  return ['', `${title}:`, ...items.map((item, i) => `${numbered ? `${i + 1}.` : '-'} ${indented(item)}`)];
 }
 
 /**
  * The handoff as one context message, sections in a fixed order so the rendering is deterministic:
  * the message `compact` returns equals the one rendered after a restart from `Ledger.resume`.
- * The summary is the model's own earlier writing, labelled as such, not a user instruction.
+ * The summary is the model's own earlier writing, labelled as such, not a user instruction. It is framed
+ * closed: between `HANDOFF_CONTEXT_HEADER` and `HANDOFF_CONTEXT_FOOTER`, every line of its text indented (a file
+ * path quoted as a JSON string), so no stored text can pose as a section, a verification line or the end.
  * @throws never (the summary was validated before it was published and again on resume)
  * @example
  * const resumed = await ledger.resume({ principal, session });
@@ -28,17 +42,18 @@ export function resumeContext(resumed: Pick<Resumed, 'summary' | 'id' | 'seq'>):
     HANDOFF_CONTEXT_HEADER,
     `Verified compaction #${resumed.seq} (${resumed.id}). The summary below was written by you at that time.`,
     '',
-    `Task: ${summary.task}`,
+    `Task: ${indented(summary.task)}`,
     '',
-    `State: ${summary.state}`,
+    `State: ${indented(summary.state)}`,
     ...list('Next steps', summary.nextSteps, true),
     ...list('Decisions', summary.decisions),
     ...list('Open questions', summary.openQuestions),
     ...list(
       'Files',
-      summary.files?.map((f) => (f.note ? `${f.path}: ${f.note}` : f.path)),
+      summary.files?.map((f) => (f.note ? `${JSON.stringify(f.path)}: ${f.note}` : JSON.stringify(f.path))),
     ),
   ];
-  if (summary.notes !== undefined && summary.notes.trim() !== '') lines.push('', 'Notes:', summary.notes);
+  if (summary.notes !== undefined && summary.notes.trim() !== '') lines.push('', `Notes: ${indented(summary.notes)}`);
+  lines.push('', HANDOFF_CONTEXT_FOOTER);
   return { role: 'user', content: lines.join('\n') };
 }
