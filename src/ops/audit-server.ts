@@ -4,8 +4,9 @@
  * proofs.jsonl and consistency.json, blobs/blake3/<64 hex>) and the side files it was given (trust file,
  * earlier checkpoint, witness keys: each at one fixed path, read at start and served from memory), on
  * 127.0.0.1 only. Nothing else is reachable: no directory listings, no other paths, no symlinks (files
- * are opened with O_NOFOLLOW; blobs only through real blobs/ and blobs/blake3/ directories), no method but GET and HEAD, and no Host but the server's own (so a
- * DNS-rebinding page elsewhere cannot read the bundle through it).
+ * are opened with O_NOFOLLOW; blobs only through real blobs/ and blobs/blake3/ directories), no method
+ * but GET and HEAD, and no Host but the server's own (so a DNS-rebinding page elsewhere cannot read the
+ * bundle through it).
  */
 import { constants, createReadStream, lstatSync } from 'node:fs';
 import { lstat, open, readFile } from 'node:fs/promises';
