@@ -29,11 +29,20 @@ declare const __WORKER_SOURCE__: string;
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
+/** The names of what a verification was given, taken when it starts: the verdict shown and exported is theirs. */
+interface Verified {
+  bundle: string;
+  since: string | undefined;
+  witnesses: string | undefined;
+}
+
 const state: {
   bundle?: PickedBundle;
   /** Trust file, earlier checkpoint, witness keys: name and text of each one chosen. */
   side: Partial<Record<SideFileRole, { name: string; text: string }>>;
   report?: BundleAuditReport;
+  /** What `report` is the verdict on. */
+  verified?: Verified;
   manifests: ManifestMark[];
   worker?: Worker;
 } = { manifests: [], side: {} };
@@ -77,13 +86,35 @@ function settle(refusals: Array<string | undefined>): void {
   else $('error').hidden = true;
 }
 
+/**
+ * Takes down the verdict on screen and stops a verification under way: called whenever what a verdict
+ * is about changes (bundle, side file, quorum), so the page never shows or exports a verdict on other inputs.
+ */
+function dropVerdict(): void {
+  state.worker?.terminate();
+  delete state.worker;
+  delete state.report;
+  delete state.verified;
+  state.manifests = [];
+  $('result').hidden = true;
+  $('progress').hidden = true;
+  $('progress-text').textContent = '';
+  delete document.body.dataset.state;
+}
+
 /** Takes a bundle; returns why not. A refused one leaves the one chosen before in place. */
 function takeBundle(picked: PickedBundle | string | undefined): string | undefined {
   if (picked === undefined) return undefined;
   if (typeof picked === 'string') return picked;
+  dropVerdict();
   state.bundle = picked;
   refreshPicked();
   return undefined;
+}
+
+/** UTF-8 as the CLI reads a file: a byte order mark is kept (and refused where the CLI refuses it), not dropped as Blob.text() drops it. */
+async function textOf(file: Blob): Promise<string> {
+  return new TextDecoder('utf-8', { ignoreBOM: true }).decode(await file.arrayBuffer());
 }
 
 /** Takes a trust file, earlier checkpoint, …; returns why not (the CLI's code and words). */
@@ -91,7 +122,9 @@ async function takeSideFile(role: SideFileRole, file: Blob, name: string): Promi
   const { tooLarge } = SIDE_FILES[role];
   // Refused before reading: a bound applied after reading bounds nothing.
   if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
-  state.side[role] = { name, text: await file.text() };
+  const text = await textOf(file);
+  dropVerdict();
+  state.side[role] = { name, text };
   refreshPicked();
   return undefined;
 }
@@ -148,6 +181,7 @@ function describePool(pool: PoolState | undefined): string {
 }
 
 function finished(
+  verified: Verified,
   report: BundleAuditReport,
   manifests: ManifestMark[],
   verifier: string,
@@ -155,14 +189,15 @@ function finished(
   pool: PoolState | undefined,
 ): void {
   state.report = report;
+  state.verified = verified;
   state.manifests = manifests;
   $('progress').hidden = true;
   $('progress-text').textContent =
     `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier}, ${describePool(pool)})`;
   $('result').hidden = false;
-  showVerdict($('verdict'), $('bundle-info'), report, state.bundle!.name);
-  showCheckpoint($('checkpoint-info'), report, state.side.since?.name);
-  showWitnesses($('witness-info'), report, state.side.witnesses?.name);
+  showVerdict($('verdict'), $('bundle-info'), report, verified.bundle);
+  showCheckpoint($('checkpoint-info'), report, verified.since);
+  showWitnesses($('witness-info'), report, verified.witnesses);
   fillSelect('filter-principal', 'principals', distinct(manifests, 'principal'));
   fillSelect('filter-host', 'hosts', distinct(manifests, 'host'));
   showChains($('chains').querySelector('tbody')!, $('chains-note'), report);
@@ -174,7 +209,12 @@ function finished(
 function verify(): void {
   const trust = state.side.trust;
   if (!state.bundle || !trust || !ready()) return;
-  state.worker?.terminate();
+  dropVerdict();
+  const verified: Verified = {
+    bundle: state.bundle.name,
+    since: state.side.since?.name,
+    witnesses: state.side.witnesses?.name,
+  };
   $('error').hidden = true;
   $('result').hidden = true;
   document.body.dataset.state = 'verifying';
@@ -190,6 +230,8 @@ function verify(): void {
   let pool: PoolState | undefined;
   const manifests: ManifestMark[] = [];
   worker.onmessage = (event: MessageEvent<WorkerMessage>) => {
+    // A worker stopped by dropVerdict() has nothing more to say.
+    if (state.worker !== worker) return;
     const m = event.data;
     if (m.type === 'pool') {
       pool = m;
@@ -203,10 +245,12 @@ function verify(): void {
       worker.terminate();
       // Marks for measuring: verification ends here; drawing the result is the page's own cost.
       performance.mark('handoff-ledger:verified');
-      finished(m.report, manifests, m.verifier, m.ms, pool);
+      delete state.worker;
+      finished(verified, m.report, manifests, m.verifier, m.ms, pool);
       performance.mark('handoff-ledger:rendered');
     } else {
       worker.terminate();
+      delete state.worker;
       progress.hidden = true;
       $('progress-text').textContent = '';
       document.body.dataset.state = 'error';
@@ -214,6 +258,7 @@ function verify(): void {
     }
   };
   worker.onerror = (e) => {
+    if (state.worker !== worker) return;
     progress.hidden = true;
     document.body.dataset.state = 'error';
     fail(`WORKER_FAILED: ${e.message}`);
@@ -271,9 +316,15 @@ function wire(): void {
       settle(refusals);
     });
   });
-  $('quorum-input').addEventListener('input', refreshPicked);
+  $('quorum-input').addEventListener('input', () => {
+    dropVerdict();
+    refreshPicked();
+  });
   $('verify').addEventListener('click', verify);
-  $('export-json').addEventListener('click', () => state.report && exportJson(state.report, state.bundle!.name));
+  $('export-json').addEventListener(
+    'click',
+    () => state.report && state.verified && exportJson(state.report, state.verified.bundle),
+  );
   $('print').addEventListener('click', () => window.print());
   $('filters').addEventListener('input', () => state.report && render());
   $('filters').addEventListener('submit', (e) => e.preventDefault());

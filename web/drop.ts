@@ -7,7 +7,11 @@
  */
 import { bundleFromFiles, type PickedBundle } from './sources.js';
 
-type Found = Array<{ path: string; file: Blob }>;
+/** The files of a dropped folder, and the paths of its directories (so an empty blobs/ is seen, as the CLI sees it). */
+interface Found {
+  files: Array<{ path: string; file: Blob }>;
+  directories: string[];
+}
 
 /** The parts of the File System Access API a drop needs (not in TypeScript's DOM library for every target). */
 interface Handle {
@@ -20,8 +24,11 @@ type ItemWithHandle = DataTransferItem & { getAsFileSystemHandle?(): Promise<Han
 
 async function walkHandle(handle: Handle, prefix: string, out: Found): Promise<void> {
   const path = prefix ? `${prefix}/${handle.name}` : handle.name;
-  if (handle.kind === 'file') out.push({ path, file: await handle.getFile!() });
-  else for await (const child of handle.values!()) await walkHandle(child, path, out);
+  if (handle.kind === 'file') out.files.push({ path, file: await handle.getFile!() });
+  else {
+    out.directories.push(path);
+    for await (const child of handle.values!()) await walkHandle(child, path, out);
+  }
 }
 
 async function readAll(dir: FileSystemDirectoryEntry): Promise<FileSystemEntry[]> {
@@ -38,8 +45,9 @@ async function walkEntry(entry: FileSystemEntry, prefix: string, out: Found): Pr
   const path = prefix ? `${prefix}/${entry.name}` : entry.name;
   if (entry.isFile) {
     const file = await new Promise<File>((resolve, reject) => (entry as FileSystemFileEntry).file(resolve, reject));
-    out.push({ path, file });
+    out.files.push({ path, file });
   } else if (entry.isDirectory) {
+    out.directories.push(path);
     for (const child of await readAll(entry as FileSystemDirectoryEntry)) await walkEntry(child, path, out);
   }
 }
@@ -63,14 +71,17 @@ export function readDrop(items: DataTransferItemList): Promise<Dropped> {
     }));
   return (async () => {
     const result: Dropped = { files: [] };
+    const folders: Array<{ handle: Handle | null; entry: FileSystemEntry | null }> = [];
     for (const { handle: pending, entry, file } of taken) {
       const handle = await pending;
       const isDirectory = handle ? handle.kind === 'directory' : entry?.isDirectory === true;
-      if (!isDirectory) {
-        if (file) result.files.push(file);
-        continue;
-      }
-      const found: Found = [];
+      if (isDirectory) folders.push({ handle, entry });
+      else if (file) result.files.push(file);
+    }
+    // As the folder picker takes one folder: two bundles in one drop are refused, not one of them chosen silently.
+    if (folders.length > 1) return { ...result, bundle: 'drop one bundle folder' };
+    for (const { handle, entry } of folders) {
+      const found: Found = { files: [], directories: [] };
       try {
         if (handle) await walkHandle(handle, '', found);
         else await walkEntry(entry!, '', found);
@@ -78,7 +89,7 @@ export function readDrop(items: DataTransferItemList): Promise<Dropped> {
         result.bundle = `cannot read the dropped folder ${JSON.stringify(handle?.name ?? entry?.name ?? '')} in this browser (${(err as Error)?.name ?? 'Error'}); choose it with the bundle folder picker instead`;
         continue;
       }
-      result.bundle = bundleFromFiles(found);
+      result.bundle = bundleFromFiles(found.files, found.directories);
     }
     return result;
   })();

@@ -23,8 +23,15 @@ export interface PickedBundle {
 
 const HEX64 = /^[0-9a-f]{64}$/;
 
-/** Builds a source from files and their paths relative to the picked folder's parent (`name/…`). */
-export function bundleFromFiles(files: Array<{ path: string; file: Blob }>): PickedBundle | string {
+/**
+ * Builds a source from files and their paths relative to the picked folder's parent (`name/…`), and the
+ * paths of the directories seen, where the way of reading lists them (a drop does; the folder picker lists
+ * files only, so it cannot see an empty directory).
+ */
+export function bundleFromFiles(
+  files: Array<{ path: string; file: Blob }>,
+  directories: readonly string[] = [],
+): PickedBundle | string {
   if (files.length === 0) return 'the folder is empty';
   const name = files[0]!.path.split('/')[0]!;
   const inside = new Map<string, Blob>();
@@ -36,7 +43,10 @@ export function bundleFromFiles(files: Array<{ path: string; file: Blob }>): Pic
   const manifests = inside.get(BUNDLE_MANIFESTS_FILE);
   if (!manifests) return `the folder ${JSON.stringify(name)} has no ${BUNDLE_MANIFESTS_FILE}; it is not a bundle`;
   const header = inside.get(BUNDLE_HEADER_FILE);
-  let blobs: Record<string, Blob> | undefined;
+  // As the CLI (src/ops/bundle-dir.ts): a blobs/ directory, even an empty one, says the bundle carries blobs.
+  let blobs: Record<string, Blob> | undefined = directories.includes(`${name}/blobs`)
+    ? (Object.create(null) as Record<string, Blob>)
+    : undefined;
   for (const [path, file] of inside) {
     if (!path.startsWith('blobs/')) continue;
     blobs ??= Object.create(null) as Record<string, Blob>;

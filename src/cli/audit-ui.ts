@@ -2,7 +2,8 @@
  * `handoff-ledger audit-ui [--open] [--trust FILE] [--since OLD.note] [--witness-keys FILE --quorum K] [--port N]
  * [BUNDLE_DIR]`: serves the auditor's page on 127.0.0.1 with the bundle (and trust file, earlier checkpoint,
  * witness keys and quorum) preloaded, read-only, until interrupted. Verification runs in the browser; the
- * server only hands it these files. `--since` and `--witness-keys`/`--quorum` are refused as `verify` refuses them.
+ * server only hands it these files. `--trust`, `--since` and `--witness-keys`/`--quorum` are read at start and
+ * refused as `verify` refuses them.
  */
 import { spawn } from 'node:child_process';
 import { basename } from 'node:path';
@@ -12,7 +13,7 @@ import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
 import { printableLines } from '../../manifests/encoding/printable.js';
-import { readWitnessArgs } from './verify.js';
+import { readTrustFile, readWitnessArgs } from './verify.js';
 import { EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
 
 export const usage =
@@ -47,6 +48,8 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
   // Read now, with verify's checks and words: a bad combination is a usage error here, not a surprise in the page.
   const since = values.since === undefined ? undefined : await readSince(values.since);
   const witnesses = await readWitnessArgs(values['witness-keys'], values.quorum);
+  // Read and parsed now, as verify reads it (a symlink is followed); the page is served this text.
+  const trust = values.trust === undefined ? undefined : await readTrustFile(values.trust);
   const page = auditorPagePath();
   if (!page) throw new UsageError('the auditor page is not built (npm run build:web writes dist/web/index.html)');
   const bundle = positionals[0];
@@ -56,7 +59,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
     page,
     port,
     ...(bundle ? { bundle, hasBlobs: reader?.readBlob !== undefined } : {}),
-    ...(values.trust ? { trust: values.trust } : {}),
+    ...(trust ? { trust: { text: trust.text } } : {}),
     ...(since !== undefined ? { since: { name: basename(values.since!), text: since } } : {}),
     ...(witnesses
       ? {

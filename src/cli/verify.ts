@@ -68,6 +68,14 @@ export async function readWitnessArgs(
 }
 
 async function readTrust(path: string): Promise<TrustStore> {
+  return (await readTrustFile(path)).trust;
+}
+
+/**
+ * Reads and parses a trust file as `verify --trust` does (following symlinks, bounded while reading), and
+ * returns its text too (audit-ui serves that text to the page). @throws AuditError `TRUST_INVALID`
+ */
+export async function readTrustFile(path: string): Promise<{ trust: TrustStore; text: string }> {
   let text: string;
   try {
     // Bounded while reading, not after: the trust file may be a pipe (`--trust <(…)`) of any length.
@@ -82,7 +90,7 @@ async function readTrust(path: string): Promise<TrustStore> {
     throw new AuditError('TRUST_INVALID', `cannot read trust file ${path}: ${(err as Error).message}`, { cause: err });
   }
   try {
-    return parseTrustStore(text);
+    return { trust: parseTrustStore(text), text };
   } catch (err) {
     throw new AuditError('TRUST_INVALID', `trust file ${path}: ${(err as ManifestError).message}`, { cause: err });
   }

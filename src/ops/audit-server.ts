@@ -2,13 +2,14 @@
  * The local server behind `handoff-ledger audit-ui`: serves the built auditor's page and, read-only,
  * exactly the files a bundle consists of (bundle.json, manifests.jsonl, the tree files checkpoint.note,
  * proofs.jsonl and consistency.json, blobs/blake3/<64 hex>) and the side files it was given (trust file,
- * earlier checkpoint, witness keys: each at one fixed path), on
+ * earlier checkpoint, witness keys: each at one fixed path, read at start and served from memory), on
  * 127.0.0.1 only. Nothing else is reachable: no directory listings, no other paths, no symlinks (files
- * are opened with O_NOFOLLOW), no method but GET and HEAD, and no Host but the server's own (so a
- * DNS-rebinding page elsewhere cannot read the bundle through it).
+ * are opened with O_NOFOLLOW; blobs only through real blobs/ and blobs/blake3/ directories), no method
+ * but GET and HEAD, and no Host but the server's own (so a DNS-rebinding page elsewhere cannot read the
+ * bundle through it).
  */
 import { constants, createReadStream, lstatSync } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { lstat, open, readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename, join, resolve } from 'node:path';
@@ -42,8 +43,11 @@ export interface AuditServerOptions {
   bundle?: string;
   /** Whether the bundle carries blobs (the page then checks them). */
   hasBlobs?: boolean;
-  /** A trust file to preload, if any. */
-  trust?: string;
+  /**
+   * A trust file to preload, if any: its path (read once, now, following a symlink as `verify` does) or the
+   * text the CLI read and checked. Served from memory either way.
+   */
+  trust?: string | { text: string };
   /** An earlier checkpoint to preload (`--since`): its file name and the text read (and bounded) by the CLI. */
   since?: { name: string; text: string };
   /** Witness keys and quorum to preload (`--witness-keys --quorum`), checked by the CLI as `verify` checks them. */
@@ -61,6 +65,7 @@ function escapeAttribute(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+const TRUST_PATH = '/trust.json';
 const SINCE_PATH = '/since.note';
 const WITNESS_KEYS_PATH = '/witness-keys.txt';
 
@@ -87,7 +92,7 @@ function pageWithPreload(html: string, o: AuditServerOptions): string {
       hasBlobs: o.hasBlobs === true,
       tree: treeFilesOf(o.bundle),
     };
-  if (o.trust) preload.trust = '/trust.json';
+  if (o.trust) preload.trust = TRUST_PATH;
   if (o.since) preload.since = { url: SINCE_PATH, name: o.since.name };
   if (o.witnessKeys)
     preload.witnessKeys = { url: WITNESS_KEYS_PATH, name: o.witnessKeys.name, quorum: o.witnessKeys.quorum };
@@ -138,8 +143,29 @@ async function sendFile(req: IncomingMessage, res: ServerResponse, path: string,
   }
 }
 
+/** A real directory, not a symlink to one (as src/ops/bundle-dir.ts holds blobs/ and blobs/blake3/). */
+async function isRealDir(path: string): Promise<boolean> {
+  try {
+    return (await lstat(path)).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A blob, from blobs/blake3/ of the bundle only: O_NOFOLLOW guards the file name alone, so a blobs/ or
+ * blobs/blake3/ that is a symlink out of the bundle serves nothing (verify reads no blob through one either).
+ */
+async function sendBlob(req: IncomingMessage, res: ServerResponse, bundle: string, hex: string): Promise<void> {
+  if (!(await isRealDir(join(bundle, 'blobs'))) || !(await isRealDir(join(bundle, 'blobs', 'blake3'))))
+    return refuse(res, 404, 'not found');
+  return sendFile(req, res, join(bundle, 'blobs', 'blake3', hex), 'application/octet-stream');
+}
+
 export async function startAuditServer(o: AuditServerOptions): Promise<AuditServer> {
   const html = pageWithPreload(await readFile(o.page, 'utf8'), o);
+  const trustText =
+    o.trust === undefined ? undefined : typeof o.trust === 'string' ? await readFile(o.trust, 'utf8') : o.trust.text;
   const bundle = o.bundle ? resolve(o.bundle) : undefined;
   let allowedHosts: Set<string> = new Set();
   const server = createServer((req, res) => {
@@ -150,10 +176,17 @@ export async function startAuditServer(o: AuditServerOptions): Promise<AuditServ
       res.writeHead(200, { ...HEADERS, 'content-type': 'text/html; charset=utf-8' });
       return void res.end(req.method === 'HEAD' ? undefined : html);
     }
-    if (o.trust && path === '/trust.json') return void sendFile(req, res, o.trust, 'application/json');
-    const text = path === SINCE_PATH ? o.since?.text : path === WITNESS_KEYS_PATH ? o.witnessKeys?.text : undefined;
+    const served: [string | undefined, string] | undefined =
+      path === TRUST_PATH
+        ? [trustText, 'application/json']
+        : path === SINCE_PATH
+          ? [o.since?.text, 'text/plain; charset=utf-8']
+          : path === WITNESS_KEYS_PATH
+            ? [o.witnessKeys?.text, 'text/plain; charset=utf-8']
+            : undefined;
+    const [text, textType] = served ?? [undefined, ''];
     if (text !== undefined) {
-      res.writeHead(200, { ...HEADERS, 'content-type': 'text/plain; charset=utf-8' });
+      res.writeHead(200, { ...HEADERS, 'content-type': textType });
       return void res.end(req.method === 'HEAD' ? undefined : text);
     }
     if (bundle) {
@@ -161,8 +194,7 @@ export async function startAuditServer(o: AuditServerOptions): Promise<AuditServ
       const type = BUNDLE_FILES.get(name);
       if (type) return void sendFile(req, res, join(bundle, name), type);
       const blob = BLOB_PATH.exec(path);
-      if (blob && o.hasBlobs)
-        return void sendFile(req, res, join(bundle, 'blobs', 'blake3', blob[1]!), 'application/octet-stream');
+      if (blob && o.hasBlobs) return void sendBlob(req, res, bundle, blob[1]!);
     }
     refuse(res, 404, 'not found');
   });

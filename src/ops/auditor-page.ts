@@ -24,8 +24,8 @@ export function auditorPagePath(): string | undefined {
   const here = fileURLToPath(new URL('.', import.meta.url));
   const candidates = [join(here, '../../dist/web/index.html')];
   // From the built package (dist/src/ops) the page is dist/web; from sources (src/ops) web/index.html is
-  // the unfilled template, never the page.
-  if (here.split(/[\\/]/).includes('dist')) candidates.push(join(here, '../../web/index.html'));
+  // the unfilled template, never the page, even when the checkout itself sits under a directory named dist.
+  if (/[\\/]dist[\\/]src[\\/]ops[\\/]?$/.test(here)) candidates.push(join(here, '../../web/index.html'));
   return candidates.find((p) => existsSync(p));
 }
 

@@ -4,9 +4,21 @@
  * refuses them; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
 import { request } from 'node:http';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
 import { describeVerdict } from '../../manifests/audit/report-text.js';
@@ -313,4 +325,85 @@ describe('audit-ui with an earlier checkpoint and witness keys', () => {
       }
     },
   );
+});
+
+describe('audit-ui and symlinks out of the bundle', () => {
+  it('serves no blob through a blobs/ or blobs/blake3/ directory that is a symlink, as verify reads none', async () => {
+    const { dir, trustPath } = await blobCase();
+    const hex = readdirSync(join(dir, 'blobs/blake3'))[0]!;
+    const outside = join(tempDir(), 'elsewhere');
+    cpSync(join(dir, 'blobs'), outside, { recursive: true });
+    for (const link of ['blobs', 'blobs/blake3']) {
+      const bundle = join(tempDir(), 'bundle');
+      cpSync(dir, bundle, { recursive: true });
+      rmSync(join(bundle, link), { recursive: true });
+      symlinkSync(link === 'blobs' ? outside : join(outside, 'blake3'), join(bundle, link));
+      const verify = await cliVerify(bundle, trustPath);
+      expect(
+        verify.report!.findings.map((x) => x.code),
+        link,
+      ).toContain('BLOB_MISSING');
+      const server = await startAuditServer({ page: auditorPagePath()!, bundle, hasBlobs: true, trust: trustPath });
+      try {
+        expect((await get(`${server.url}bundle/blobs/blake3/${hex}`)).status, link).toBe(404);
+      } finally {
+        await server.close();
+      }
+    }
+    // The same blob in a real directory is served.
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: true, trust: trustPath });
+    try {
+      expect((await get(`${server.url}bundle/blobs/blake3/${hex}`)).status).toBe(200);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('audit-ui --trust', () => {
+  it('reads the trust file at start as verify does: a symlinked one is served, a missing or bad one refused with exit 2', async () => {
+    const { dir, trustPath } = await blobCase();
+    const linked = join(tempDir(), 'linked-trust.json');
+    symlinkSync(trustPath, linked);
+    expect((await cliVerify(dir, linked)).code).toBe(1);
+    const server = await serve([dir, '--trust', linked], captureIo().io);
+    try {
+      expect(await get(`${server.url}trust.json`)).toMatchObject({
+        status: 200,
+        body: readFileSync(trustPath, 'utf8'),
+      });
+    } finally {
+      await server.close();
+    }
+    const bad = join(tempDir(), 'bad-trust.json');
+    writeFileSync(bad, '{"keys":');
+    for (const trust of [join(tempDir(), 'absent.json'), bad]) {
+      const verify = await cliVerify(dir, trust);
+      expect(verify.code, trust).toBe(2);
+      expect(verify.stderr).toMatch(/^handoff-ledger: TRUST_INVALID: /);
+      const c = captureIo();
+      expect(await auditUi([dir, '--trust', trust], c.io), trust).toBe(2);
+      expect(c.stderr()).toBe(verify.stderr);
+      expect(c.stdout()).toBe('');
+    }
+  });
+});
+
+describe('auditorPagePath', () => {
+  it('names no page in an unbuilt checkout that sits under a directory named dist', async () => {
+    // The module copied into <tmp>/dist/checkout/src/ops, beside the unfilled template at web/index.html.
+    const ROOT = resolve(import.meta.dirname, '../..');
+    const checkout = join(tempDir(), 'dist', 'checkout');
+    mkdirSync(join(checkout, 'src/ops'), { recursive: true });
+    mkdirSync(join(checkout, 'web'), { recursive: true });
+    copyFileSync(join(ROOT, 'src/ops/auditor-page.ts'), join(checkout, 'src/ops/auditor-page.ts'));
+    copyFileSync(join(ROOT, 'web/index.html'), join(checkout, 'web/index.html'));
+    const copy = (await import(
+      pathToFileURL(join(checkout, 'src/ops/auditor-page.ts')).href
+    )) as typeof import('../../src/ops/auditor-page.js');
+    expect(copy.auditorPagePath()).toBeUndefined();
+    expect(await copy.readAuditorPage()).toBeUndefined();
+    // The built page of this checkout is found as before.
+    expect(auditorPagePath()).toBe(join(ROOT, 'dist/web/index.html'));
+  });
 });

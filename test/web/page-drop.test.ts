@@ -4,7 +4,7 @@
  * them, on a page opened from disk (getAsFileSystemHandle) and on one served over http with only the
  * entries API, as in browsers without the former.
  */
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +14,8 @@ import { startAuditServer } from '../../src/ops/audit-server.js';
 import { launchChromium, watchPage } from '../support/browser.js';
 import { cliVerify, writeCheckpointFiles, type CheckpointFiles } from '../support/checkpoint-bundle.js';
 import { ensurePageBuilt } from '../support/page-build.js';
-import { dropFiles, expectSameAsCli, PAGE_URL as PAGE, picked } from '../support/page-checks.js';
+import { describeVerdict } from '../../manifests/audit/report-text.js';
+import { codesAt, dropFiles, expectSameAsCli, PAGE_URL as PAGE, pageFindings, picked } from '../support/page-checks.js';
 
 let browser: BrowserContext;
 let closeBrowser: () => Promise<void>;
@@ -109,6 +110,44 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       );
       expect(await page.isVisible('#error')).toBe(true);
       expect(await page.isEnabled('#verify')).toBe(false);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('checks every blob of a dropped folder whose blobs directory is empty, as the CLI does', async () => {
+    // Dropped folders are walked directory by directory, so an empty blobs/ is seen (the folder picker lists files only).
+    // A session export: its bundle.json counts no blobs, so only the empty directory says it carries them.
+    const dir = join(base, 'empty-blobs', 'audit-s1');
+    cpSync(f.sessionBundle, dir, { recursive: true });
+    mkdirSync(join(dir, 'blobs', 'blake3'), { recursive: true });
+    const expected = (await cliVerify(dir, f.trust)).report!;
+    expect(expected.findings.map((x) => x.code)).toContain('BLOB_MISSING');
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await dropFiles(page, [dir, f.trust]);
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toMatch(/^bundle audit-s1: .*, 0 blobs.*; trust file/);
+      await page.click('#verify');
+      // Codes, lines and verdict: these findings' lines are drawn, so each carries a "show manifest" button.
+      await page.waitForSelector('body[data-state="failed"]', { timeout: 90_000 });
+      expect(await pageFindings(page)).toEqual(codesAt(expected));
+      expect(await page.textContent('#verdict')).toBe(`✗ ${describeVerdict(expected)}`);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('refuses two bundle folders in one drop, and keeps the bundle chosen before', async () => {
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await dropFiles(page, [f.bundle]);
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toMatch(/^bundle audit-2026-11: /);
+      await dropFiles(page, [f.bundle, f.sessionBundle]);
+      await expect.poll(() => page.textContent('#error'), { timeout: 30_000 }).toBe('drop one bundle folder');
+      expect(await page.isVisible('#error')).toBe(true);
+      expect(await picked(page)).toMatch(/^bundle audit-2026-11: /);
     } finally {
       await page.close();
     }

@@ -4,7 +4,7 @@
  * as `verify --witness-keys --quorum` (step 9d), and oversized files are refused as the CLI refuses them. Bundles come from real ledgers; the CLI's report on the same files is the
  * expected result.
  */
-import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -399,6 +399,93 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
       expect(await page.textContent('#witness-info')).toMatch(/^✓ witness quorum met/);
     } finally {
       await page.close();
+    }
+  });
+});
+
+/** The page's outcome equals the CLI's: the same report, or the same refusal code when the CLI refuses. */
+async function expectCliOutcome(
+  page: Page,
+  cliRun: Awaited<ReturnType<typeof cliVerify>>,
+  what: string,
+): Promise<void> {
+  if (cliRun.report) return expectSameAsCli(page, cliRun.report);
+  const code = /^handoff-ledger: ([A-Z_]+): /.exec(cliRun.stderr)?.[1];
+  expect(code, what).toBeDefined();
+  await page.waitForSelector('body[data-state="ok"], body[data-state="failed"], body[data-state="error"]', {
+    timeout: 90_000,
+  });
+  expect(await page.getAttribute('body', 'data-state'), what).toBe('error');
+  expect(await page.textContent('#error'), what).toMatch(new RegExp(`^${code}: `));
+}
+
+describe('files that start with a byte order mark', { timeout: 180_000 }, () => {
+  const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+  const withBom = (path: string) => writeFileSync(path, Buffer.concat([BOM, readFileSync(path)]));
+
+  it('are read with the mark, as the CLI reads them: bundle.json, checkpoint.note, heads.jsonl, the trust file', async () => {
+    const trustBom = join(base, 'bom-trust.json');
+    cpSync(f.trust, trustBom);
+    withBom(trustBom);
+    const cases: Array<{ what: string; dir: string; trust: string; hasBlobs: boolean }> = [];
+    for (const [bundle, file] of [
+      [f.bundle, 'bundle.json'],
+      [f.bundle, 'checkpoint.note'],
+      [f.sessionBundle, 'heads.jsonl'],
+    ] as const) {
+      const dir = join(base, `bom-${file}`, basename(bundle));
+      cpSync(bundle, dir, { recursive: true });
+      withBom(join(dir, file));
+      cases.push({ what: file, dir, trust: f.trust, hasBlobs: bundle === f.bundle });
+    }
+    cases.push({ what: 'trust file', dir: f.bundle, trust: trustBom, hasBlobs: true });
+    const page = await browser.newPage();
+    try {
+      for (const c of cases) {
+        const expected = await cliVerify(c.dir, c.trust);
+        expect(expected.report?.ok, c.what).not.toBe(true);
+        await page.goto(PAGE);
+        await page.setInputFiles('#bundle-input', c.dir);
+        await page.setInputFiles('#trust-input', c.trust);
+        await page.click('#verify');
+        await expectCliOutcome(page, expected, c.what);
+        // Served by audit-ui (its own start-up checks left out, to reach the page's reading).
+        const server = await startAuditServer({
+          page: auditorPagePath()!,
+          bundle: c.dir,
+          hasBlobs: c.hasBlobs,
+          trust: c.trust,
+        });
+        try {
+          await page.goto(server.url);
+          await expectCliOutcome(page, expected, `${c.what}, served`);
+        } finally {
+          await server.close();
+        }
+      }
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe('a tree file audit-ui serves over its bound', { timeout: 180_000 }, () => {
+  it('is refused by its size with BUNDLE_INVALID, before its bytes are read', async () => {
+    const dir = join(base, 'huge-note', 'audit-2026-11');
+    cpSync(f.bundle, dir, { recursive: true });
+    const size = 400 * 2 ** 20;
+    truncateSync(join(dir, 'checkpoint.note'), size); // sparse: no disk used
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: true, trust: f.trust });
+    const page = await browser.newPage();
+    try {
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-state="error"]', { timeout: 90_000 });
+      expect(await page.textContent('#error')).toMatch(
+        new RegExp(`^BUNDLE_INVALID: checkpoint\\.note is ${size} bytes, over \\d+$`),
+      );
+    } finally {
+      await page.close();
+      await server.close();
     }
   });
 });

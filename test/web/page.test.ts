@@ -4,7 +4,7 @@
  * verdict and findings equal the CLI's, with the lines spread over a pool of workers; nothing from a
  * bundle runs; no request leaves the page.
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
@@ -26,7 +26,7 @@ import {
 } from '../support/tamper-cases.js';
 import { tempDir } from '../support/tmp.js';
 import { ensurePageBuilt } from '../support/page-build.js';
-import { activeId, chooseByKeyboard, tabTo } from '../support/page-checks.js';
+import { activeId, chooseByKeyboard, picked, tabTo } from '../support/page-checks.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PAGE = pathToFileURL(join(ROOT, 'dist/web/index.html')).href;
@@ -315,6 +315,169 @@ describe('the auditor page, by keyboard and by eye', { timeout: TEST_MS }, () =>
       expect(download.suggestedFilename()).toBe('picture.audit.json');
     } finally {
       await page.close();
+    }
+  });
+});
+
+/** The page's verdict and findings (codes and lines) equal the CLI's report. */
+async function expectVerdictOf(page: Page, cli: BundleAuditReport): Promise<void> {
+  await page.waitForSelector('body[data-state="ok"], body[data-state="failed"], body[data-state="error"]', {
+    timeout: VERDICT_WAIT_MS,
+  });
+  expect(await pageFindings(page)).toEqual(codesAt(cli));
+  expect(await page.textContent('#verdict')).toBe(`${cli.ok ? '✓' : '✗'} ${describeVerdict(cli)}`);
+  expect(await page.getAttribute('body', 'data-state')).toBe(cli.ok ? 'ok' : 'failed');
+}
+
+/** The exported JSON report: what the page hands the auditor as the verdict of the bundle it names. */
+async function exportedReport(page: Page): Promise<BundleAuditReport & { bundle: string }> {
+  const [download] = await Promise.all([
+    page.waitForEvent('download', { timeout: 60_000 }),
+    page.click('#export-json'),
+  ]);
+  return JSON.parse(readFileSync(await download.path(), 'utf8')) as BundleAuditReport & { bundle: string };
+}
+
+/** What the page shows of a verdict: the body's state and whether the result is on screen. */
+const shownState = (page: Page) =>
+  page.evaluate(() => ({
+    state: (globalThis as any).document.body.dataset.state as string | undefined,
+    result: !(globalThis as any).document.getElementById('result').hidden as boolean,
+  }));
+
+describe('the verdict on screen is the verdict of what is chosen', { timeout: TEST_MS }, () => {
+  async function goodAndTampered() {
+    const root = tempDir();
+    const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+    const trustPath = join(root, 'trust.json');
+    await writeTrustFile(trustPath, b.trust);
+    const good = join(root, 'good-bundle');
+    await writeBundleDir(good, b.lines);
+    const tampered = join(root, 'tampered-bundle');
+    await writeBundleDir(
+      tampered,
+      b.lines.map((l, i) => (i === 1 ? flipSignatureBit(l) : l)),
+    );
+    return { root, b, trustPath, good, tampered };
+  }
+
+  it('takes the verdict down when another bundle, trust file or quorum is chosen, and exports the bundle it verified', async () => {
+    const { trustPath, good, tampered } = await goodAndTampered();
+    const page = await browser.newPage();
+    try {
+      await verifyInPage(page, good, trustPath);
+      expect(await shownState(page)).toEqual({ state: 'ok', result: true });
+      expect(await exportedReport(page)).toMatchObject({ bundle: 'good-bundle', ok: true });
+
+      await page.setInputFiles('#bundle-input', tampered);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('tampered-bundle');
+      expect(await shownState(page)).toEqual({ state: undefined, result: false });
+
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="failed"]', { timeout: VERDICT_WAIT_MS });
+      const exported = await exportedReport(page);
+      expect(exported).toMatchObject({ bundle: 'tampered-bundle', ok: false });
+      expect(exported).toEqual({ ...(await cliReport(tampered, trustPath)), bundle: 'tampered-bundle' });
+
+      // A side file or the quorum changed after the verdict takes it down as well.
+      const sameTrust = join(tempDir(), 'same-trust.json');
+      copyFileSync(trustPath, sameTrust);
+      await page.setInputFiles('#trust-input', sameTrust);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('trust file same-trust.json');
+      expect(await shownState(page)).toEqual({ state: undefined, result: false });
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="failed"]', { timeout: VERDICT_WAIT_MS });
+      await page.fill('#quorum-input', '1');
+      expect(await shownState(page)).toEqual({ state: undefined, result: false });
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('stops a verification under way when another bundle is chosen: its verdict never shows', async () => {
+    const { root, b, trustPath, tampered } = await goodAndTampered();
+    const big = await buildBundle({ chains: [{ session: 's1', count: 4000 }], key: b.key });
+    const bigGood = join(root, 'big-good-bundle');
+    await writeBundleDir(bigGood, big.lines);
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${PAGE}?workers=0`);
+      // Every state the body takes, from here on.
+      await page.evaluate(() => {
+        const d = (globalThis as any).document;
+        const states: string[] = ((globalThis as any).__states = []);
+        new (globalThis as any).MutationObserver(() => states.push(d.body.dataset.state ?? '')).observe(d.body, {
+          attributes: true,
+          attributeFilter: ['data-state'],
+        });
+      });
+      await page.setInputFiles('#bundle-input', bigGood);
+      await page.setInputFiles('#trust-input', trustPath);
+      await page.click('#verify');
+      await page.setInputFiles('#bundle-input', tampered);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('tampered-bundle');
+      expect(await shownState(page)).toEqual({ state: undefined, result: false });
+      expect(await page.isHidden('#progress')).toBe(true);
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="failed"]', { timeout: VERDICT_WAIT_MS });
+      expect(await exportedReport(page)).toMatchObject({ bundle: 'tampered-bundle', ok: false });
+      expect(await page.evaluate(() => (globalThis as any).__states as string[])).not.toContain('ok');
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe("the page's verdict on an incomplete folder is verify's", { timeout: TEST_MS }, () => {
+  it('checks every blob when bundle.json counts blobs and the folder has none: BLOB_MISSING per blob, as the CLI', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+    const root = tempDir();
+    const dir = join(root, 'blobs-gone');
+    await writeBundleDir(dir, b.lines, { blobs: b.blobs });
+    rmSync(join(dir, 'blobs'), { recursive: true });
+    const trustPath = join(root, 'trust.json');
+    await writeTrustFile(trustPath, b.trust);
+    const cli = await cliReport(dir, trustPath);
+    expect(codesAt(cli)).toEqual(['BLOB_MISSING@1', 'BLOB_MISSING@2', 'BLOB_MISSING@3']);
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', dir);
+      await page.setInputFiles('#trust-input', trustPath);
+      await page.click('#verify');
+      await expectVerdictOf(page, cli);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('refuses a folder without bundle.json with BUNDLE_INVALID, as the CLI does', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+    const root = tempDir();
+    const trustPath = join(root, 'trust.json');
+    await writeTrustFile(trustPath, b.trust);
+    const gone = join(root, 'no-header');
+    await writeBundleDir(gone, b.lines);
+    rmSync(join(gone, 'bundle.json'));
+    // A directory in its place: the folder picker gives the files in it, never the directory.
+    const dirInPlace = join(root, 'header-is-a-dir');
+    await writeBundleDir(dirInPlace, b.lines);
+    rmSync(join(dirInPlace, 'bundle.json'));
+    mkdirSync(join(dirInPlace, 'bundle.json'));
+    writeFileSync(join(dirInPlace, 'bundle.json', 'x'), '{}');
+    for (const dir of [gone, dirInPlace]) {
+      const c = captureIo();
+      expect(await verifyCli([dir, '--trust', trustPath, '--json'], c.io)).toBe(2);
+      expect(c.stderr()).toMatch(/^handoff-ledger: BUNDLE_INVALID: /);
+      const page = await browser.newPage();
+      try {
+        await verifyInPage(page, dir, trustPath);
+        expect(await page.getAttribute('body', 'data-state'), dir).toBe('error');
+        expect(await page.textContent('#error'), dir).toMatch(/^BUNDLE_INVALID: /);
+        expect(await page.isHidden('#result')).toBe(true);
+      } finally {
+        await page.close();
+      }
     }
   });
 });

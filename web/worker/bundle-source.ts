@@ -9,6 +9,7 @@ import {
   BUNDLE_MANIFESTS_FILE,
   maxTreeFileBytes,
   bundleBlobPath,
+  parseBundleHeader,
   type BundleReader,
 } from '../../manifests/audit/bundle.js';
 import type { BundleSource } from '../protocol.js';
@@ -36,6 +37,79 @@ async function* streamChunks(stream: ReadableStream<Uint8Array>): AsyncGenerator
   }
 }
 
+/**
+ * Text as the CLI reads it (readFile 'utf8'): a byte order mark is kept, so a file that starts with one is
+ * refused as `verify` refuses it, not silently accepted (Blob.text() and Response.text() drop it).
+ */
+const utf8 = (bytes: ArrayBuffer | Uint8Array) => new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);
+
+const noHeader = () => new AuditError('BUNDLE_INVALID', `the bundle has no ${BUNDLE_HEADER_FILE}; not a bundle`);
+
+/**
+ * The CLI's rule (src/ops/bundle-dir.ts): a bundle carries blobs iff its header counts blobs or it has a
+ * blobs/ directory. A reader without blobs whose header counts them gets a `readBlob` that finds none, so
+ * every blob is BLOB_MISSING, as `verify` reports it. An unparseable header is left to verifyBundle.
+ */
+function requireCountedBlobs(reader: BundleReader, headerText: string): void {
+  if (reader.readBlob) return;
+  let counted: boolean;
+  try {
+    counted = parseBundleHeader(headerText).counts.blobs !== undefined;
+  } catch {
+    return;
+  }
+  if (counted) reader.readBlob = async () => undefined;
+}
+
+/**
+ * Reads a served file's text, at most `max` bytes: refused by its content-length before any byte is read,
+ * else read chunk by chunk and refused as soon as it passes `max` (never a whole oversized body in memory:
+ * past V8's string limit a browser's Response.text() gives '' instead of failing).
+ */
+async function boundedText(res: Response, name: string, max: number): Promise<string> {
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (Number.isSafeInteger(declared) && declared > max) {
+    await res.body?.cancel().catch(() => {});
+    throw new AuditError('BUNDLE_INVALID', `${name} is ${declared} bytes, over ${max}`);
+  }
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  const reader = res.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > max) {
+        await reader.cancel().catch(() => {});
+        throw new AuditError('BUNDLE_INVALID', `${name} is over ${max} bytes`);
+      }
+      chunks.push(value);
+    }
+  } catch (err) {
+    if (err instanceof AuditError) throw err;
+    throw ioError(name, err);
+  } finally {
+    reader.releaseLock();
+  }
+  const bytes = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.byteLength;
+  }
+  return utf8(bytes);
+}
+
+async function fileText(file: Blob, name: string): Promise<string> {
+  try {
+    return utf8(await file.arrayBuffer());
+  } catch (err) {
+    throw ioError(name, err);
+  }
+}
+
 function ioError(what: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `cannot read ${what}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
 }
@@ -43,13 +117,15 @@ function ioError(what: string, err: unknown): AuditError {
 function fileReader(source: Extract<BundleSource, { kind: 'files' }>): BundleReader {
   const reader: BundleReader = {
     async header() {
-      if (!source.header) return undefined;
+      if (!source.header) throw noHeader();
       if (source.header.size > MAX_HEADER_BYTES)
         throw new AuditError(
           'BUNDLE_INVALID',
           `${BUNDLE_HEADER_FILE} is ${source.header.size} bytes, over ${MAX_HEADER_BYTES}`,
         );
-      return source.header.text().catch((err: unknown) => Promise.reject(ioError(BUNDLE_HEADER_FILE, err)));
+      const text = await fileText(source.header, BUNDLE_HEADER_FILE);
+      requireCountedBlobs(reader, text);
+      return text;
     },
     async *manifests() {
       const file = source.manifests;
@@ -69,7 +145,7 @@ function fileReader(source: Extract<BundleSource, { kind: 'files' }>): BundleRea
       if (!file) return undefined;
       const max = maxTreeBytes(name, source.manifests.size);
       if (file.size > max) throw new AuditError('BUNDLE_INVALID', `${name} is ${file.size} bytes, over ${max}`);
-      return file.text().catch((err: unknown) => Promise.reject(ioError(name, err)));
+      return fileText(file, name);
     },
   };
   const blobs = source.blobs;
@@ -108,10 +184,9 @@ function urlReader(source: Extract<BundleSource, { kind: 'url' }>): BundleReader
   const reader: BundleReader = {
     async header() {
       const res = await get(at(BUNDLE_HEADER_FILE));
-      if (!res) return undefined;
-      const text = await res.text();
-      if (text.length > MAX_HEADER_BYTES)
-        throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE} is over ${MAX_HEADER_BYTES} bytes`);
+      if (!res) throw noHeader();
+      const text = await boundedText(res, BUNDLE_HEADER_FILE, MAX_HEADER_BYTES);
+      requireCountedBlobs(reader, text);
       return text;
     },
     async *manifests() {
@@ -135,12 +210,10 @@ function urlReader(source: Extract<BundleSource, { kind: 'url' }>): BundleReader
     },
     async treeFile(name) {
       if (!source.tree.includes(name)) return undefined;
+      const max = maxTreeBytes(name, (await reader.manifestsSize?.()) ?? 0);
       const res = await get(at(name));
       if (!res) return undefined;
-      const text = await res.text();
-      const max = maxTreeBytes(name, (await reader.manifestsSize?.()) ?? 0);
-      if (text.length > max) throw new AuditError('BUNDLE_INVALID', `${name} is over ${max} bytes`);
-      return text;
+      return boundedText(res, name, max);
     },
   };
   if (source.hasBlobs) {
