@@ -211,10 +211,24 @@ describe('summary validation', () => {
     expect(storedSummaryProblem(bytes)).toBeUndefined();
   });
 
-  it('takes null publish options as none', async () => {
+  it('takes null options as none (JavaScript callers)', async () => {
     const ledger = await open(tempDir());
-    expect((await ledger.publish(alice, sampleSummary(), null as never)).seq).toBe(0);
+    const { id } = await ledger.publish(alice, sampleSummary(), null as never);
+    expect((await ledger.resume(alice, null as never))?.id).toBe(id);
+    expect(await ledger.history(alice, null as never)).toHaveLength(1);
+    expect((await ledger.grant('bob', alice.session, null as never)).state).toBe('granted');
+    expect((await ledger.revoke('bob', alice.session, null as never)).state).toBe('revoked');
+    expect(await ledger.grants(null as never)).toHaveLength(1);
+    expect((await ledger.inclusionProof(id, null as never)).leafIndex).toBe(0);
+    expect((await ledger.consistencyProof(1, null as never)).oldSize).toBe(1);
     await ledger.close();
+  });
+
+  it('refuses a maxBytes bound that is not a non-negative integer in validateSummary too', () => {
+    for (const bound of [Number.NaN, Number.POSITIVE_INFINITY, -1, 1.5])
+      expect(() => validateSummary(sampleSummary(), bound), String(bound)).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+      );
   });
 
   it('honours a configured maxSummaryBytes', async () => {

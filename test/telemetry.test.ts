@@ -362,3 +362,56 @@ describe('a telemetry sink that throws', () => {
     await ledger.close();
   });
 });
+
+describe('a tracer or meter provider with ways of its own', () => {
+  it('leaves no unhandled rejection when the tracer hands back a promise of its own made from the operation', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const real = new BasicTracerProvider().getTracer('t');
+    const tracerProvider = {
+      getTracer: () => ({
+        startSpan: real.startSpan.bind(real),
+        startActiveSpan: (_: string, __: unknown, fn: (span: unknown) => Promise<unknown>) =>
+          fn(real.startSpan('x')).finally(() => {}),
+      }),
+    } as unknown as BasicTracerProvider;
+    const ledger = await openLedger({
+      root: join(tempDir(), 'store'),
+      host: 'otel-host',
+      telemetry: { tracerProvider },
+    });
+    try {
+      await expect(ledger.publish({ ...scope, run: '../bad' }, sampleSummary())).rejects.toMatchObject({
+        code: 'INVALID_ID',
+      });
+      await new Promise((r) => setTimeout(r, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await ledger.close();
+    }
+  });
+
+  it('opens and publishes when the providers throw while their instruments are made', async () => {
+    const tracerProvider = {
+      getTracer: () => {
+        throw new Error('tracer failed');
+      },
+    } as unknown as BasicTracerProvider;
+    const meterProvider = {
+      getMeter: () => ({
+        createHistogram: () => {
+          throw new Error('histogram failed');
+        },
+      }),
+    } as unknown as MeterProvider;
+    const ledger = await openLedger({
+      root: join(tempDir(), 'store'),
+      host: 'otel-host',
+      telemetry: { tracerProvider, meterProvider },
+    });
+    expect((await ledger.publish({ ...scope, run: 'r1' }, sampleSummary())).seq).toBe(0);
+    await ledger.close();
+  });
+});

@@ -11,13 +11,17 @@ export const HANDOFF_CONTEXT_HEADER = '[handoff] This session continues from an 
 /** Last line of every rendered handoff: nothing of the summary follows it. */
 export const HANDOFF_CONTEXT_FOOTER = '[/handoff] End of the handoff.';
 
+/** Every mandatory line break of Unicode's line breaking (UAX #14: BK, CR, LF, NL) and the C0 separators. */
+const LINE_BREAK = /\r\n|[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]/g;
+
 /**
  * A value as it is shown: every line after its first indented by two spaces. No line of stored text starts at the
  * line's beginning, so a summary cannot forge a header, a section, an item or the footer (and the rendering stays
- * one-to-one: each line break is followed by exactly the two spaces added here).
+ * one-to-one up to blank optional values, which are left out: each line break is followed by exactly the two spaces
+ * added here).
  */
 function indented(value: string): string {
-  return value.replace(/\r\n|[\n\r\u2028\u2029]/g, (lineBreak) => `${lineBreak}  `);
+  return value.replace(LINE_BREAK, (lineBreak) => `${lineBreak}  `);
 }
 
 function list(title: string, items: readonly string[] | undefined, numbered = false): string[] {

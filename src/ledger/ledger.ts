@@ -514,7 +514,7 @@ export class Ledger {
     return this.telemetry.run(
       'resume',
       { scope, host: this.host },
-      () => this.resumeTraced(scope, options),
+      () => this.resumeTraced(scope, options ?? {}),
       (r) => ({
         attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
         ...(r ? { bytes: r.manifest.summary.size } : {}),
@@ -598,7 +598,7 @@ export class Ledger {
     return this.telemetry.run(
       'history',
       { scope, host: this.host },
-      () => this.historyTraced(scope, options),
+      () => this.historyTraced(scope, options ?? {}),
       (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
     );
   }
@@ -635,10 +635,18 @@ export class Ledger {
    * the one pinned before. @throws LedgerError `ROLLBACK`, `FORK`
    */
   async checkpoint(): Promise<SignedCheckpoint> {
-    this.assertOpen();
-    const cp = await this.checkpoints.sync();
+    const cp = await this.checkLog();
     // With witnesses: the note carries the cosignatures gathered for this very tree (one bounded round).
     return this.witnesses ? this.witnesses.cosign(cp) : cp;
+  }
+
+  /**
+   * Checks that the log extends the pinned checkpoint and pins the current one, without a witness round (gc's check
+   * before it collects). @throws LedgerError `ROLLBACK`, `FORK`
+   */
+  async checkLog(): Promise<SignedCheckpoint> {
+    this.assertOpen();
+    return this.checkpoints.sync();
   }
 
   /** The note verifier key (`<origin>+<hash>+<key>`) of this host's current checkpoint key. */
@@ -652,7 +660,7 @@ export class Ledger {
    */
   async inclusionProof(id: Digest, options: { size?: number } = {}): Promise<InclusionProof> {
     this.assertOpen();
-    return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, options.size);
+    return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, options?.size);
   }
 
   /**
@@ -661,25 +669,26 @@ export class Ledger {
    */
   async consistencyProof(oldSize: number, options: { size?: number } = {}): Promise<ConsistencyProof> {
     this.assertOpen();
-    return consistencyProof(this.log, (await this.checkpoints.sync()).checkpoint.size, oldSize, options.size);
+    return consistencyProof(this.log, (await this.checkpoints.sync()).checkpoint.size, oldSize, options?.size);
   }
 
   /** Grants `principal` access to `session` (or lifts a principal-wide revocation with `'*'`). Durable. */
   async grant(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
-    return this.setGrant(principal, session, 'granted', options.by);
+    return this.setGrant(principal, session, 'granted', options?.by);
   }
 
   /** Revokes `principal`'s access to `session` (`'*'`: everywhere). Deletes nothing; durable; immediate. */
   async revoke(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
     // Taken under the chain lock so that no publish of this session is between its commit-point check and its append;
     // principal-wide, under the signing lock's exclusive side, which waits for every commit in flight.
-    if (session === '*') return this.signing.exclusive(() => this.setGrant(principal, session, 'revoked', options.by));
-    return this.chains.run(session, () => this.setGrant(principal, session, 'revoked', options.by));
+    const by = options?.by;
+    if (session === '*') return this.signing.exclusive(() => this.setGrant(principal, session, 'revoked', by));
+    return this.chains.run(session, () => this.setGrant(principal, session, 'revoked', by));
   }
 
   async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
     this.assertSound();
-    return this.log.grants.list(filter);
+    return this.log.grants.list(filter ?? {});
   }
 
   private async setGrant(

@@ -282,7 +282,7 @@ async function collect(
   if (typeof options?.graceMs !== 'number' || !Number.isFinite(options.graceMs) || options.graceMs < 0)
     throw new LedgerError('INVALID_ARGUMENT', 'gc needs { graceMs }: a non-negative number of milliseconds');
   // Not against a log that does not extend the pinned checkpoint: collecting there could delete the evidence.
-  await ledger.checkpoint();
+  await ledger.checkLog();
   const referenced = await referencedDigests(ledger);
   const cutoff = (options.now ?? Date.now()) - options.graceMs;
   const removed: Digest[] = [];

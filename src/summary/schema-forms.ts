@@ -118,7 +118,8 @@ export function summarySchemaFor(form: SummarySchemaForm): JsonSchemaObject {
   let schema = forms.get(form);
   if (!schema) {
     const dialect = DIALECTS[form as Exclude<SummarySchemaForm, 'json-schema'>];
-    if (!dialect) throw new LedgerError('INVALID_ARGUMENT', `unknown summary schema form ${JSON.stringify(form)}`);
+    if (!dialect || !Object.hasOwn(DIALECTS, form))
+      throw new LedgerError('INVALID_ARGUMENT', `unknown summary schema form ${JSON.stringify(form)}`);
     schema = deepFreeze(rewrite(summaryJsonSchema, dialect)) as JsonSchemaObject;
     forms.set(form, schema);
   }

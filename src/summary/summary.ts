@@ -72,6 +72,7 @@ export interface ValidatedSummary {
 
 /** Schema, content rules and a first size bound (each UTF-16 code unit takes at least one byte). */
 function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atLeast: number } {
+  checkByteBound('maxBytes', maxBytes);
   if (value === undefined || value === null || value === '') {
     throw new LedgerError('SUMMARY_EMPTY', 'the summary is empty');
   }

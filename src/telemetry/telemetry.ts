@@ -9,13 +9,16 @@
  * code only, and the message only when identifiers are recorded in plain.
  */
 import {
+  createNoopMeter,
   INVALID_SPAN_CONTEXT,
   metrics,
+  ProxyTracerProvider,
   SpanStatusCode,
   trace,
   type Attributes,
   type Counter,
   type Histogram,
+  type Meter,
   type MeterProvider,
   type Span,
   type TracerProvider,
@@ -81,27 +84,39 @@ export class LedgerTelemetry {
 
   constructor(options: TelemetryOptions = {}, version = '') {
     this.identifiers = checkPolicy(options.identifiers ?? 'omit');
-    this.tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION_NAME, version);
-    const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_NAME, version);
-    this.durations = Object.fromEntries(
-      OPERATIONS.map((op) => [
-        op,
-        meter.createHistogram(`handoff_ledger.${op}.duration`, {
-          description: `Duration of ${op}, successful or not (attribute handoff_ledger.outcome)`,
-          unit: 's',
-        }),
-      ]),
-    ) as Record<Operation, Histogram>;
-    this.bytes = meter.createCounter('handoff_ledger.summary.bytes', {
-      description: 'Summary bytes written by publish and read by resume',
-      unit: 'By',
+    // A provider that throws here gets no-op instruments, never a failed open: telemetry never fails the ledger.
+    this.tracer =
+      safely(() => (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION_NAME, version)) ??
+      new ProxyTracerProvider().getTracer(INSTRUMENTATION_NAME);
+    const instruments = (meter: Meter) => ({
+      durations: Object.fromEntries(
+        OPERATIONS.map((op) => [
+          op,
+          meter.createHistogram(`handoff_ledger.${op}.duration`, {
+            description: `Duration of ${op}, successful or not (attribute handoff_ledger.outcome)`,
+            unit: 's',
+          }),
+        ]),
+      ) as Record<Operation, Histogram>,
+      bytes: meter.createCounter('handoff_ledger.summary.bytes', {
+        description: 'Summary bytes written by publish and read by resume',
+        unit: 'By',
+      }),
+      failures: meter.createCounter('handoff_ledger.failures', {
+        description: 'Failed operations, by operation and error code (error.type)',
+      }),
+      retries: meter.createCounter('handoff_ledger.chain_conflict.retries', {
+        description: 'Publishes re-signed after another writer appended to the chain first',
+      }),
     });
-    this.failures = meter.createCounter('handoff_ledger.failures', {
-      description: 'Failed operations, by operation and error code (error.type)',
-    });
-    this.retries = meter.createCounter('handoff_ledger.chain_conflict.retries', {
-      description: 'Publishes re-signed after another writer appended to the chain first',
-    });
+    const made =
+      safely(() =>
+        instruments((options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_NAME, version)),
+      ) ?? instruments(createNoopMeter());
+    this.durations = made.durations;
+    this.bytes = made.bytes;
+    this.failures = made.failures;
+    this.retries = made.retries;
   }
 
   /** Attributes naming a principal and session, as the identifier policy allows. */
@@ -135,11 +150,15 @@ export class LedgerTelemetry {
     // The operation runs once: inside the span when the tracer calls back, else (it threw first) without one.
     let pending: Promise<T> | undefined;
     const traced = (span: Span): Promise<T> => (pending ??= this.traced(op, span, fn, describe));
-    safely(() => {
+    const returned = safely(() => {
       const attributes: Attributes = { [ATTR.operation]: op, ...this.identify(init.scope) };
       if (init.host !== undefined) attributes[ATTR.host] = init.host;
       return this.tracer.startActiveSpan(`handoff_ledger.${op}`, { attributes }, traced);
     });
+    // A tracer may hand back a promise of its own made from the operation's (`.finally(...)`): it rejects when the
+    // operation fails, and nobody else awaits it.
+    if (returned !== pending && typeof (returned as { then?: unknown } | undefined)?.then === 'function')
+      (returned as Promise<unknown>).then(undefined, () => {});
     return pending ?? traced(trace.wrapSpanContext(INVALID_SPAN_CONTEXT));
   }
 

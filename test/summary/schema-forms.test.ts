@@ -151,7 +151,11 @@ describe('summarySchemaFor', () => {
     }
   });
 
-  it('refuses an unknown form with a TypeError', () => {
+  it('refuses an unknown form, inherited names included, with INVALID_ARGUMENT', () => {
+    for (const inherited of ['toString', 'constructor', '__proto__', 'hasOwnProperty'])
+      expect(() => summarySchemaFor(inherited as SummarySchemaForm), inherited).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+      );
     expect(() => summarySchemaFor('cohere' as SummarySchemaForm)).toThrow(
       expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
     );

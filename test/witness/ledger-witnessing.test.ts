@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkCosignatures, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { openLedger } from '../../src/ledger/open.js';
+import { gc } from '../../src/ops/maintenance.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { main } from '../../src/cli/main.js';
 import { captureIo } from '../support/capture-io.js';
@@ -271,6 +272,35 @@ describe('a witness that answers without end', () => {
       expect(sent).toBeLessThan(32 * 1024 * 1024);
     } finally {
       await hostile.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  }, 60_000);
+});
+
+describe('gc and witnesses', () => {
+  it('checks the log against the pin before it collects without asking any witness', async () => {
+    let requests = 0;
+    const server = createServer((req) => {
+      requests++;
+      req.resume(); // and never answer
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const ledger = await openLedger({
+      root: join(base, 'gc-silent'),
+      host: 'host-g',
+      witnesses: { witnesses: [url], timeoutMs: 120_000, retryMs: 600_000 },
+      onNotice: () => {},
+    });
+    try {
+      await ledger.publish(scope, sampleSummary('witnessed later'));
+      await expect.poll(() => requests, { timeout: 15_000 }).toBe(1);
+      // A witness round would wait the request's deadline (two minutes) and ask again: gc does neither.
+      expect((await gc(ledger, { graceMs: 0, dryRun: true })).removed).toEqual([]);
+      expect(requests).toBe(1);
+    } finally {
+      await ledger.close();
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
