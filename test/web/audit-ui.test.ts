@@ -161,7 +161,7 @@ describe('audit-ui command', () => {
 
   it('refuses a port that is not plain decimal 0-65535 (blank, hex, exponent, sign)', async () => {
     for (const port of ['', ' ', '0x50', '1e3', '+80', '-1', '80.0', '65536'])
-      await expect(serve(['--port', port], captureIo().io), JSON.stringify(port)).rejects.toThrow(
+      await expect(serve([`--port=${port}`], captureIo().io), JSON.stringify(port)).rejects.toThrow(
         '--port must be a whole number 0-65535',
       );
   });
