@@ -8,7 +8,7 @@ import { isHandoffLedgerError } from '../errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { OpenLedgerOptions } from '../ledger/open.js';
-import { printable, printableJson } from '../../manifests/encoding/printable.js';
+import { printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
 
 export interface CliIo {
   stdout: Writable;
@@ -199,7 +199,10 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
           ? { code: 'IO_FAILED' satisfies CliErrorCode, message: err.message }
           : undefined;
   if (!known) {
-    io.stderr.write(`handoff-ledger: internal error: ${(err as Error)?.stack ?? String(err)}\n`);
+    // The stack's message may quote data (a file name, a stored value): escaped line by line, like all output.
+    io.stderr.write(
+      printableLines(`handoff-ledger: internal error: ${(err as Error)?.stack ?? String(err)}`.split('\n')),
+    );
     return EXIT_INTERNAL;
   }
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
