@@ -252,3 +252,80 @@ describe('keys with --json', () => {
     expect(JSON.parse(exported.stdout)).toEqual({ wrote: out, keys: 2, checkpointKeys: 2 });
   });
 });
+
+describe('usage errors with --json', () => {
+  it('prints {"error":{"code":"USAGE"}} on stdout for an unknown option, a missing value and a bad value', async () => {
+    for (const argv of [
+      ['gc', ...store, '--grace', '1h', '--bogus', '--json'],
+      ['resume', '--json', ...store, '--principal'],
+      ['verify', files.bundle, '--bogus', '--json'],
+      ['gc', ...store, '--grace', 'banana', '--json'],
+      ['witness', 'keygen', '--json', '--name', 'witness.example/x'],
+    ]) {
+      const r = await cli(argv);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(JSON.parse(r.stdout), argv.join(' ')).toEqual({ error: { code: 'USAGE', message: expect.any(String) } });
+      expect(r.stderr).toMatch(/^handoff-ledger: USAGE: .+\n$/);
+    }
+  });
+
+  it('gives an I/O error a code too (IO_FAILED, exit 2)', async () => {
+    const r = await cli(['publish', ...scope, '--run', 'r9', '--json', join(base, 'no-such-summary.json')]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout)).toEqual({ error: { code: 'IO_FAILED', message: expect.stringContaining('ENOENT') } });
+    expect(r.stderr).toMatch(/^handoff-ledger: IO_FAILED: ENOENT: /);
+  });
+
+  it('reads --json only before `--`, and prints nothing on stdout without it', async () => {
+    for (const argv of [
+      ['history', ...scope, '--', '--json'],
+      ['history', ...scope, '--bogus'],
+    ]) {
+      const r = await cli(argv);
+      expect(r).toMatchObject({ code: 2, stdout: '' });
+    }
+  });
+});
+
+describe('numeric options', () => {
+  it('take plain decimal digits only: blank, hex, exponent and sign are usage errors', async () => {
+    for (const bad of ['', ' ', '0x10', '1e3', '+5', '-1', '1.0']) {
+      const maxBytes = await cli(['publish', ...scope, '--run', 'r9', '--max-bytes', bad, files.summary]);
+      expect(maxBytes.code, JSON.stringify(bad)).toBe(2);
+      // parseArgs itself refuses a value that looks like an option (-1): a usage error all the same.
+      expect(maxBytes.stderr).toMatch(/^handoff-ledger: USAGE: .*--max-bytes/);
+      const workers = await cli(['verify', files.bundle, '--trust', files.trust, '--workers', bad]);
+      expect(workers.code, JSON.stringify(bad)).toBe(2);
+      expect(workers.stderr).toMatch(/^handoff-ledger: USAGE: .*--workers/);
+    }
+    expect((await cli(['verify', files.bundle, '--trust', files.trust, '--workers', '257'])).code).toBe(2);
+    expect((await cli(['verify', files.bundle, '--trust', files.trust, '--workers', '1'])).code).toBe(0);
+  }, 60_000);
+});
+
+describe('repeated options and extra arguments', () => {
+  it('refuses a single-value option given twice, acting on neither', async () => {
+    const r = await cli(['revoke', ...store, '--principal', 'mallory', '--principal', 'dave', '--session', 's1']);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toBe('handoff-ledger: USAGE: --principal given more than once\n');
+    const grants = JSON.parse((await cli(['grants', ...store, '--json'])).stdout) as Array<{ principal: string }>;
+    expect(grants.map((g) => g.principal)).not.toContain('mallory');
+    expect(grants.map((g) => g.principal)).not.toContain('dave');
+  });
+
+  it('refuses extra words after keys export, list, rotate, vkey and after the KEYID of keys revoke', async () => {
+    const before = (await cli(['keys', 'list', ...store, '--json'])).stdout;
+    for (const argv of [
+      ['keys', 'export', 'trust.json', ...store],
+      ['keys', 'list', 'extra', ...store],
+      ['keys', 'rotate', 'now', ...store],
+      ['keys', 'vkey', 'x', ...store],
+      ['keys', 'revoke', 'ed25519:a', 'ed25519:b', ...store],
+    ]) {
+      const r = await cli(argv);
+      expect(r, argv.join(' ')).toMatchObject({ code: 2, stdout: '' });
+      expect(r.stderr).toMatch(/^handoff-ledger: USAGE: unexpected argument /);
+    }
+    expect((await cli(['keys', 'list', ...store, '--json'])).stdout).toBe(before);
+  });
+});

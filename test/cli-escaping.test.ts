@@ -11,6 +11,7 @@ import { main } from '../src/cli/main.js';
 import { openLedger } from '../src/ledger/open.js';
 import { captureIo } from './support/capture-io.js';
 import { sampleSummary } from './support/tmp.js';
+import { startWitness, stopWitness } from './witness/support.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-escaping-'));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
@@ -80,4 +81,25 @@ describe('escaping of stored data in CLI output', () => {
       if (json) expect((JSON.parse(r.stdout) as { checkpoint: { origin: string } }).checkpoint.origin).toBe(ORIGIN);
     }
   });
+
+  it('witness keygen and witness serve: the verifier key, named by the witness name, is escaped; --json keeps it exact', async () => {
+    const name = 'w\u009b2J\u202eevil';
+    const human = await cli(['witness', 'keygen', '--name', name, '--out', join(base, 'w1.key')]);
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stdout).not.toMatch(RAW);
+    expect(human.stdout).toMatch(/^w\\x9b2J\\u\{202e\}evil\+[0-9a-f]{8}\+[A-Za-z0-9+/=]+\n$/);
+    const json = await cli(['witness', 'keygen', '--name', name, '--out', join(base, 'w2.key'), '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.stdout).not.toMatch(RAW);
+    const parsed = JSON.parse(json.stdout) as { vkey: string; name: string; out: string };
+    expect(parsed).toEqual({ vkey: expect.stringMatching(/^w\u009b2J\u202eevil\+/), name, out: join(base, 'w2.key') });
+    // serve reads the name back from the key file: stored data, printed escaped too (a real process: it serves).
+    const w = await startWitness(join(base, 'w-serve'), name, []);
+    try {
+      expect(w.vkey).not.toMatch(RAW);
+      expect(w.vkey.startsWith('w\\x9b2J\\u{202e}evil+')).toBe(true);
+    } finally {
+      await stopWitness(w);
+    }
+  }, 60_000);
 });

@@ -54,6 +54,25 @@ describe('handoff-ledger CLI', () => {
     ).toBe(explicit);
   });
 
+  it('refuses an empty --postgres, --origin or --root as a usage error, writing nothing', () => {
+    const root = join(tempDir(), 'store');
+    for (const [args, env] of [
+      [['--postgres', ''], {}],
+      // The empty option does not fall back to the environment either.
+      [['--postgres', ''], { HANDOFF_LEDGER_POSTGRES: 'postgres://nobody@127.0.0.1:1/none' }],
+      [['--origin', ''], {}],
+    ] as const) {
+      const r = cli(['init', '--root', root, ...args], { env });
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/^handoff-ledger: USAGE: --(postgres|origin) must not be empty\n$/);
+      expect(existsSync(root)).toBe(false);
+    }
+    const r = cli(['init', '--json', '--root', ''], { env: { HANDOFF_LEDGER_ROOT: root } });
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout)).toEqual({ error: { code: 'USAGE', message: '--root must not be empty' } });
+    expect(existsSync(root)).toBe(false);
+  });
+
   it('takes the BLAKE3 backend from HANDOFF_LEDGER_HASH, and refuses an unknown one as a usage error', () => {
     const root = join(tempDir(), 'store');
     for (const name of ['noble', 'wasm']) {
@@ -87,20 +106,61 @@ describe('handoff-ledger CLI', () => {
     const id = cli(['resume', '--root', root, '--principal', '../etc', '--session', 's']);
     expect(id.code).toBe(1);
     expect(id.stderr).toContain('INVALID_ID');
+    const exportId = cli(['export', '--root', root, '--principal', '../etc', '--out', join(tempDir(), 'b')]);
+    expect(exportId.code).toBe(1);
+    expect(exportId.stderr).toContain('INVALID_ID');
     expect(cli(['publish', '--root', root]).code).toBe(2);
     expect(cli(['frobnicate']).code).toBe(2);
     expect(cli(['resume', '--bogus']).code).toBe(2);
   });
 
-  it('refuses input far over the size limit before buffering it', () => {
+  it('refuses a summary over --max-bytes with SUMMARY_TOO_LARGE, exit 1, whether a little or far over', () => {
     const root = join(tempDir(), 'store');
-    const r = cli(
-      ['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--max-bytes', '1000'],
-      { input: 'x'.repeat(100_000) },
-    );
-    expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/larger than/);
+    const publish = (input: string) =>
+      cli(['publish', '--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--max-bytes', '1000'], {
+        input,
+      });
+    const little = publish(JSON.stringify({ ...sampleSummary(), state: 'x'.repeat(1000) }));
+    const far = publish('x'.repeat(100_000));
+    for (const r of [little, far]) {
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^handoff-ledger: SUMMARY_TOO_LARGE: /);
+    }
+    expect(far.stderr).toContain('over 10096 bytes');
   });
+
+  it('accepts a summary within --max-bytes written with \\u escapes (as json.dumps writes it: 3x the bytes of é)', () => {
+    const root = join(tempDir(), 'store');
+    const summary = { ...sampleSummary(), state: '\u00e9'.repeat(45_000) };
+    const escaped = JSON.stringify(summary).replace(
+      /[\u0080-\uffff]/g,
+      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+    );
+    expect(escaped.length).toBeGreaterThan(2 * 100_000 + 4096);
+    const args = ['--root', root, '--principal', 'a', '--session', 's', '--run', 'r', '--max-bytes', '100000'];
+    const r = cli(['publish', ...args, '--json'], { input: escaped });
+    expect(r.code, r.stderr).toBe(0);
+    const res = cli(['resume', ...args.slice(0, 6)]);
+    expect(JSON.parse(res.stdout)).toEqual(summary);
+  });
+
+  it.skipIf(!existsSync('/dev/zero'))(
+    'reads --since bounded: an endless file is a usage error after 64 KiB, in export, verify and audit-ui',
+    () => {
+      const root = join(tempDir(), 'store');
+      const trust = join(tempDir(), 'trust.json');
+      expect(cli(['keys', 'export', '--root', root, '--out', trust]).code).toBe(0);
+      for (const args of [
+        ['export', '--root', root, '--out', join(tempDir(), 'bundle')],
+        ['verify', join(tempDir(), 'no-bundle'), '--trust', trust],
+        ['audit-ui'],
+      ]) {
+        const r = cli([...args, '--since', '/dev/zero']);
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr).toBe('handoff-ledger: USAGE: --since /dev/zero: over 64 KiB\n');
+      }
+    },
+  );
 
   it('grant, revoke, grants and keys export', () => {
     const root = join(tempDir(), 'store');

@@ -72,10 +72,12 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     true,
   );
   try {
-    if (!sub || !['export', 'rotate', 'revoke', 'list', 'vkey'].includes(sub))
-      throw new UsageError(
-        'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list | keys vkey',
-      );
+    const keysUsage =
+      'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list | keys vkey';
+    if (!sub || !['export', 'rotate', 'revoke', 'list', 'vkey'].includes(sub)) throw new UsageError(keysUsage);
+    // `keys revoke A B` would revoke A alone, `keys export trust.json` print to stdout: extra words are refused.
+    if (positionals.length > (sub === 'revoke' ? 1 : 0))
+      throw new UsageError(`unexpected argument ${JSON.stringify(positionals.at(-1))}; ${keysUsage}`);
     return await withLedger(values, io, async (ledger) => {
       if (sub === 'vkey') {
         // The C2SP note verifier key of the checkpoint key: what witnesses and tlog tools are configured with.

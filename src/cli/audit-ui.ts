@@ -14,7 +14,7 @@ import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
 import { printableLines } from '../../manifests/encoding/printable.js';
 import { readTrustFile, readWitnessArgs } from './verify.js';
-import { EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
+import { decimalOption, EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
 
 export const usage =
   'audit-ui [--open] [--trust FILE] [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--port N] [BUNDLE_DIR]';
@@ -43,8 +43,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
     true,
   );
   if (positionals.length > 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
-  const port = Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError('--port must be a number 0-65535');
+  const port = decimalOption(values.port, 'port', 0, 65535);
   // Read now, with verify's checks and words: a bad combination is a usage error here, not a surprise in the page.
   const since = values.since === undefined ? undefined : await readSince(values.since);
   const witnesses = await readWitnessArgs(values['witness-keys'], values.quorum);
@@ -84,6 +83,12 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   try {
     server = await serve(argv, io);
   } catch (err) {
+    // A port in use or not permitted is the operator's to change, as for `witness serve`: exit 2, not a bug.
+    const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
+    if (e.syscall === 'listen' && typeof e.code === 'string') {
+      io.stderr.write(printableLines([`handoff-ledger: cannot listen on ${e.address}:${e.port}: ${e.code}`]));
+      return EXIT_USAGE;
+    }
     if (!(err instanceof AuditError)) throw err;
     io.stderr.write(printableLines([`handoff-ledger: ${err.code}: ${err.message}`]));
     return EXIT_USAGE;

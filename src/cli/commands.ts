@@ -35,7 +35,7 @@ const maintenance = async () => import('./maintenance.js');
 export const commands: Record<string, CommandSpec> = {
   init: {
     summary: 'create or open the store and its host key',
-    synopsis: 'init [--root DIR] [--host ID] [--json]',
+    synopsis: 'init [--root DIR] [--host ID] [--postgres URL] [--origin NAME] [--json]',
     options: store,
     exits: { ok: 'the store is ready', refused: refusedLedger },
     json: true,
@@ -47,7 +47,8 @@ export const commands: Record<string, CommandSpec> = {
     options: [
       '--run R           the run (process) that wrote the summary',
       '--expected-prev   the head the chain must still have (null: an empty chain); CHAIN_CONFLICT otherwise',
-      '--max-bytes N     largest accepted summary in canonical bytes (default 1 MiB)',
+      '--max-bytes N     largest accepted summary in canonical bytes (default 1 MiB); JSON text over 6 N + 4 KiB',
+      '                  (room for \\u escapes) is refused unread: SUMMARY_TOO_LARGE, as a summary over N',
       'FILE|-            the summary JSON (default: standard input)',
       ...scope,
     ],
@@ -125,7 +126,7 @@ export const commands: Record<string, CommandSpec> = {
   verify: {
     summary: 'audit a bundle offline',
     synopsis:
-      'verify DIR --trust FILE [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble]',
+      'verify DIR --trust FILE [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N]',
     options: [
       '--trust FILE      the pinned public keys (`handoff-ledger keys export`)',
       '--since FILE      your earlier checkpoint note: the checkpoint of the bundle must extend it',
@@ -133,6 +134,10 @@ export const commands: Record<string, CommandSpec> = {
       '--quorum K        the checkpoint counts only with K valid cosignatures by those witnesses',
       '--workers auto|N  verifying threads (0: none)',
       '--verifier NAME   Ed25519 backend: node (default) or noble',
+      '--require-blobs   a bundle without the summaries (export without --with-blobs) is a finding',
+      '--principal ID    hold every chain to this principal (your scope, whatever the bundle declares)',
+      '--session ID      hold every chain to this session',
+      '--max-bundle-bytes N  refuse a manifests.jsonl larger than N bytes (BUNDLE_INVALID)',
       '--json            print the report as JSON on stdout',
     ],
     exits: { ok: 'the bundle verified clean', refused: 'findings (listed on stdout)' },
@@ -158,11 +163,12 @@ export const commands: Record<string, CommandSpec> = {
   witness: {
     summary: 'run a C2SP tlog-witness that cosigns checkpoints of the logs it follows, or make its key',
     synopsis:
-      'witness (keygen --name NAME --out FILE | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR)',
+      'witness (keygen --name NAME --out FILE [--json] | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR)',
     options: [
       'keygen            write a new witness key file (mode 0600, never replaced); stdout: its verifier key',
       '--name NAME       the witness name that cosignature lines carry (e.g. witness.example.com/w1)',
       '--out FILE        the key file to create',
+      '--json            keygen: print {vkey, name, out} as JSON on stdout',
       'serve             answer POST /add-checkpoint and GET /<sha256(origin)>/checkpoint',
       '--listen H:P      address to listen on (port 0: any free port; printed on stdout with the verifier key)',
       '--key FILE        the witness key file',
@@ -175,7 +181,7 @@ export const commands: Record<string, CommandSpec> = {
       ok: 'keygen: written; serve: stopped (Ctrl-C or SIGTERM)',
       refused: 'a coded refusal (KEY_INVALID, KEY_FILE_UNSAFE, INVALID_ARGUMENT in the logs file)',
     },
-    json: false,
+    json: true,
     load: async () => (await import('./witness.js')).run,
   },
   checkpoint: {
@@ -218,7 +224,11 @@ export const commands: Record<string, CommandSpec> = {
   gc: {
     summary: 'remove unreferenced blobs older than a grace period',
     synopsis: 'gc --grace DURATION [--dry-run] [--json]',
-    options: ['--grace DURATION  e.g. 24h, 7d: keep younger blobs (in-flight publishes)', '--dry-run', ...store],
+    options: [
+      '--grace DURATION  e.g. 24h, 7d: keep younger blobs (in-flight publishes)',
+      '--dry-run         list what would be removed, and remove nothing',
+      ...store,
+    ],
     exits: { ok: 'collected (or, with --dry-run, listed)', refused: refusedLedger },
     json: true,
     load: async () => (await maintenance()).gc,

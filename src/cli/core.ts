@@ -4,6 +4,7 @@ import { LedgerError } from '../errors.js';
 import { DEFAULT_MAX_SUMMARY_BYTES } from '../summary/summary.js';
 import {
   withLedger,
+  decimalOption,
   EXIT_OK,
   openFromArgs,
   parse,
@@ -59,15 +60,25 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     const principal = need(values.principal, 'principal');
     const session = need(values.session, 'session');
     const run = need(values.run, 'run');
-    const maxSummaryBytes = values['max-bytes'] ? Number(values['max-bytes']) : DEFAULT_MAX_SUMMARY_BYTES;
-    if (!Number.isSafeInteger(maxSummaryBytes) || maxSummaryBytes <= 0)
-      throw new UsageError('--max-bytes must be a positive integer');
+    const maxSummaryBytes =
+      values['max-bytes'] === undefined
+        ? DEFAULT_MAX_SUMMARY_BYTES
+        : decimalOption(values['max-bytes'], 'max-bytes', 1, Number.MAX_SAFE_INTEGER);
     if (positionals.length > 1) throw new UsageError('publish takes at most one FILE (default: standard input)');
     const file = positionals[0];
     const input = file && file !== '-' ? createReadStream(file) : io.stdin;
     if (!input) throw new UsageError('no summary given: pass FILE or pipe JSON on standard input');
-    // JSON text can be a little larger than its canonical form; refuse anything far beyond the limit before buffering it.
-    const raw = await readLimited(input, maxSummaryBytes * 2 + 4096);
+    // JSON text can be larger than its canonical form: up to 6 times when every character is written as a \u
+    // escape (as Python's json.dumps writes non-ASCII text), plus whitespace. Beyond that it cannot fit the limit,
+    // and it is refused before it is buffered, with the same code as a summary a little over it.
+    const rawLimit = maxSummaryBytes * 6 + 4096;
+    const raw = await readLimited(input, rawLimit).catch((err: unknown) => {
+      if (!(err instanceof UsageError)) throw err;
+      throw new LedgerError(
+        'SUMMARY_TOO_LARGE',
+        `the summary input is over ${rawLimit} bytes: it cannot fit --max-bytes ${maxSummaryBytes}`,
+      );
+    });
     let summary: unknown;
     try {
       summary = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw));

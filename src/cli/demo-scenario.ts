@@ -183,11 +183,11 @@ class DemoSession {
  * @throws LedgerError / StoreError / ManifestError from the ledger; an Error when a demo check fails
  */
 export async function runDemo(options: DemoOptions): Promise<DemoReport> {
-  const root = options.root ?? defaultRoot();
+  // Absolute: the project directory's file tool judges paths against it (a relative root failed its own check).
+  const root = resolve(options.root ?? defaultRoot());
   const host = options.host ?? 'demo-host';
   const say = (label: string, text: string) => void options.out.write(`${label.padEnd(10)} ${text}\n`);
   const open = () => openLedger({ root, host, onNotice: (m) => say('notice', m) });
-  const project = await realpath(await mkdtemp(join(tmpdir(), 'handoff-demo-project-')));
   const scope = {
     principal: PRINCIPAL,
     session: `demo-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`,
@@ -195,8 +195,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   };
   const report: DemoReport = { root, session: scope.session, published: [], answers: [] };
   options.out.write('handoff-ledger demo: compaction for a restricted account, end to end\n\n');
-  const session = new DemoSession(await open(), scriptedModel(), scope, project, say);
+  // Removed whatever happens, a refused first open included (a locked store, a bad host).
+  const made = await mkdtemp(join(tmpdir(), 'handoff-demo-project-'));
+  let session: DemoSession | undefined;
   try {
+    const project = await realpath(made);
+    session = new DemoSession(await open(), scriptedModel(), scope, project, say);
     say('store', `${root} (embedded: filesystem blobs + LevelDB manifests), host ${host}`);
     say('account', `${PRINCIPAL} may write only to ${project}`);
     say('', `write README.md → ${await session.files.write('README.md', '# demo project\n')}`);
@@ -232,8 +236,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     options.out.write('\ndemo complete: two compactions published and resumed; no file access was needed\n');
     return report;
   } finally {
-    await session.ledger.close();
-    await rm(project, { recursive: true, force: true });
+    try {
+      await session?.ledger.close();
+    } finally {
+      await rm(made, { recursive: true, force: true });
+    }
   }
 }
 

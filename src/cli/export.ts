@@ -3,20 +3,35 @@
  * writes an audit bundle. Trust keys are not part of it: auditors get them from `keys export`,
  * out of band. Exit 0 written, 1 a coded ledger error, 2 usage or I/O error.
  */
-import { readFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
-import { EXIT_OK, openFromArgs, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import {
+  EXIT_OK,
+  openFromArgs,
+  parse,
+  readLimited,
+  reportError,
+  storeOptions,
+  UsageError,
+  wantsJson,
+  writeJson,
+  type CliIo,
+} from './io.js';
 import { printable, printableLines } from '../../manifests/encoding/printable.js';
 
 export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since CHECKPOINT] [--root R]';
 
+const MAX_SINCE_BYTES = 64 * 1024;
+
 /** An auditor's earlier checkpoint note (a few hundred bytes). @throws AuditError `USAGE` */
 export async function readSince(path: string): Promise<string> {
   try {
-    const text = await readFile(path, 'utf8');
-    if (text.length > 64 * 1024) throw new Error('over 64 KiB');
-    return text;
+    // Bounded while reading, not after: the file may be a pipe or a device (`--since /dev/zero`) of any length.
+    const bytes = await readLimited(createReadStream(path), MAX_SINCE_BYTES).catch((err: unknown) => {
+      throw err instanceof UsageError ? new Error('over 64 KiB') : err;
+    });
+    return bytes.toString('utf8');
   } catch (err) {
     throw new AuditError('USAGE', `--since ${path}: ${(err as Error).message}`, { cause: err });
   }
@@ -24,7 +39,7 @@ export async function readSince(path: string): Promise<string> {
 
 /** Runs `export`; returns the exit code. */
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  let json = false;
+  let json = wantsJson(argv);
   try {
     const { values, positionals } = parse(
       argv,

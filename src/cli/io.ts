@@ -8,7 +8,7 @@ import { isHandoffLedgerError } from '../errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { OpenLedgerOptions } from '../ledger/open.js';
-import { printable, printableJson } from '../../manifests/encoding/printable.js';
+import { printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
 
 export interface CliIo {
   stdout: Writable;
@@ -28,6 +28,18 @@ export const EXIT_INTERNAL = 70;
 
 export class UsageError extends Error {}
 
+/**
+ * The CLI's own codes, beside those of the library's errors: `USAGE` (bad arguments; exit 2) and `IO_FAILED` (a
+ * file, directory or stream the command was given could not be read or written, an `errno` error; exit 2).
+ */
+export type CliErrorCode = 'USAGE' | 'IO_FAILED';
+
+/** `--json` before any `--`: known before the options are parsed, so that a parse error is printed as JSON too. */
+export function wantsJson(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
+
 export const storeOptions = {
   root: { type: 'string' },
   host: { type: 'string' },
@@ -43,11 +55,36 @@ export function parse<T extends Options>(
   options: T,
   allowPositionals = false,
 ): ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: boolean; strict: true }>> {
+  let parsed;
   try {
-    return parseArgs({ args: argv, options, allowPositionals, strict: true });
+    parsed = parseArgs({ args: argv, options, allowPositionals, strict: true, tokens: true });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+  // parseArgs lets the last of a repeated option win: `revoke --principal mallory --principal alice` would act on
+  // one of the two silently. A single-value option given twice is refused instead.
+  const seen = new Set<string>();
+  for (const t of parsed.tokens) {
+    if (t.kind !== 'option') continue;
+    const spec = options[t.name];
+    if (!spec || spec.multiple || spec.type !== 'string') continue;
+    if (seen.has(t.name)) throw new UsageError(`--${t.name} given more than once`);
+    seen.add(t.name);
+  }
+  const { tokens: _tokens, ...result } = parsed;
+  return result as ReturnType<
+    typeof parseArgs<{ args: string[]; options: T; allowPositionals: boolean; strict: true }>
+  >;
+}
+
+/** A `--name N` option's value: decimal digits only (no sign, blank, hex or exponent), within `min`..`max`. */
+export function decimalOption(text: string, name: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!/^[0-9]{1,16}$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max)
+    throw new UsageError(
+      `--${name} must be a whole number ${max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `${min}-${max}`}`,
+    );
+  return n;
 }
 
 export function defaultHost(env: NodeJS.ProcessEnv): string {
@@ -76,6 +113,10 @@ export async function openFromArgs(
 ): Promise<Ledger> {
   // Loaded here, not at the top: a command that opens no ledger does not load the store and LevelDB (`verify` on an
   // auditor's machine), nor, for `--help` and `--version`, zod and the telemetry API.
+  // An empty value is a mistake (an unset shell variable), not a request for the default: `--postgres ""` would
+  // otherwise open the embedded store in its place.
+  for (const name of ['root', 'postgres', 'origin'] as const)
+    if (values[name] === '') throw new UsageError(`--${name} must not be empty`);
   const { defaultRoot, openLedger } = await import('../ledger/open.js');
   const root = values.root ?? defaultRoot(io.env);
   const host = values.host ?? defaultHost(io.env);
@@ -135,21 +176,38 @@ export function writeJson(out: Writable, value: unknown): void {
   out.write(printableJson(value) + '\n');
 }
 
+/** An error of a system call (`err.code` like `ENOENT`, `EACCES`): an I/O failure, not a bug. */
+function isErrnoError(err: unknown): err is NodeJS.ErrnoException {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return err instanceof Error && typeof code === 'string' && /^E[A-Z0-9]+$/.test(code);
+}
+
 /**
  * The one error printer of the CLI: `handoff-ledger: CODE: message` on stderr (and `{ error: { code, message } }`
- * on stdout with --json), and the exit code: 2 when the command could not run (usage, storage, lock, the
- * auditor's own errors), 1 when the ledger refused (a coded refusal: tampering, scope, keys, …).
+ * on stdout with --json), and the exit code: 2 when the command could not run (usage, I/O, storage, lock, the
+ * auditor's own errors), 1 when the ledger refused (a coded refusal: tampering, scope, keys, …), 70 for any other
+ * error: a bug, printed with its stack.
  */
 export function reportError(err: unknown, io: CliIo, json = false): number {
+  const parseArgsError = String((err as { code?: unknown } | undefined)?.code ?? '').startsWith('ERR_PARSE_ARGS_');
   const known =
-    err instanceof UsageError ? { code: 'USAGE', message: err.message } : isHandoffLedgerError(err) ? err : undefined;
+    err instanceof UsageError || parseArgsError
+      ? { code: 'USAGE' satisfies CliErrorCode, message: (err as Error).message }
+      : isHandoffLedgerError(err)
+        ? err
+        : isErrnoError(err)
+          ? { code: 'IO_FAILED' satisfies CliErrorCode, message: err.message }
+          : undefined;
   if (!known) {
-    io.stderr.write(`handoff-ledger: ${printable((err as Error)?.message ?? String(err))}\n`);
-    return EXIT_USAGE;
+    // The stack's message may quote data (a file name, a stored value): escaped line by line, like all output.
+    io.stderr.write(
+      printableLines(`handoff-ledger: internal error: ${(err as Error)?.stack ?? String(err)}`.split('\n')),
+    );
+    return EXIT_INTERNAL;
   }
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
   io.stderr.write(`handoff-ledger: ${known.code}: ${printable(known.message)}\n`);
-  const couldNotRun = err instanceof UsageError || err instanceof AuditError || USAGE_CODES.has(known.code);
+  const couldNotRun = !isHandoffLedgerError(err) || err instanceof AuditError || USAGE_CODES.has(known.code);
   return couldNotRun ? EXIT_USAGE : EXIT_REFUSED;
 }
 

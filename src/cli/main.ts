@@ -3,8 +3,8 @@
 import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
 import { commandHelp, commands, usage } from './commands.js';
-import { EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError, type CliIo } from './io.js';
-import { printable } from '../../manifests/encoding/printable.js';
+import { EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, reportError, wantsJson, type CliIo } from './io.js';
+import { printable, printableLines } from '../../manifests/encoding/printable.js';
 import { packageVersion } from '../version.js';
 
 /** `--help` or `-h` before any `--`: the command's help, whatever else the line says. */
@@ -51,11 +51,8 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       await spec.load()
     )(rest, io);
   } catch (err) {
-    if (err instanceof UsageError) {
-      io.stderr.write(`handoff-ledger: ${printable(err.message)}\n`);
-      return EXIT_USAGE;
-    }
-    throw err;
+    // What a command let through: its option-parse errors (USAGE, as JSON too with --json), I/O errors, or a bug (70).
+    return reportError(err, io, wantsJson(rest));
   }
 }
 
@@ -64,7 +61,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   try {
     return await main(argv, io);
   } catch (err) {
-    io.stderr.write(`handoff-ledger: internal error: ${(err as Error)?.stack ?? err}\n`);
+    io.stderr.write(printableLines(`handoff-ledger: internal error: ${(err as Error)?.stack ?? err}`.split('\n')));
     return EXIT_INTERNAL;
   }
 }
@@ -77,13 +74,39 @@ function isEntryPoint(): boolean {
   }
 }
 
-if (isEntryPoint()) {
+/**
+ * Runs the CLI on the process's streams. A failed write to stdout (ENOSPC on a full disk, EPIPE when the reader
+ * went away, as `| head` does) arrives as an 'error' event, often after the command's work is done: unhandled, Node
+ * would die with exit 1, which says "refused" to a caller that may then retry a publish that was made.
+ * EPIPE is the reader's choice: quiet, the command's own exit code. Any other failure: a message and exit 2.
+ */
+function runProcess(): void {
+  let code: number | undefined;
+  let failure: NodeJS.ErrnoException | undefined;
+  const settle = () => {
+    if (code === undefined) return;
+    if (failure === undefined || failure.code === 'EPIPE') {
+      process.exitCode = code;
+      return;
+    }
+    const done = code === 0 ? ' (the operation itself completed)' : '';
+    process.stderr.write(`handoff-ledger: cannot write output: ${printable(failure.code ?? failure.message)}${done}\n`);
+    process.exitCode = EXIT_USAGE;
+  };
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (failure !== undefined) return;
+    failure = err;
+    settle();
+  });
   void runCli(process.argv.slice(2), {
     stdout: process.stdout,
     stderr: process.stderr,
     stdin: process.stdin,
     env: process.env,
-  }).then((code) => {
-    process.exitCode = code;
+  }).then((c) => {
+    code = c;
+    settle();
   });
 }
+
+if (isEntryPoint()) runProcess();

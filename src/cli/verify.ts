@@ -41,6 +41,7 @@ import {
   readLimited,
   reportError,
   UsageError,
+  wantsJson,
   type CliIo,
 } from './io.js';
 import { printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
@@ -137,9 +138,9 @@ async function lineVerifierFor(
       return undefined;
     }
   }
-  const threads = Number(workers);
-  if (!Number.isSafeInteger(threads) || threads < 0 || threads > 256)
+  if (!/^[0-9]{1,3}$/.test(workers) || Number(workers) > 256)
     throw new UsageError('--workers must be auto or a number 0-256');
+  const threads = Number(workers);
   return createWorkerLineVerifier({ trust, verifier, threads });
 }
 
@@ -231,7 +232,7 @@ function byteCount(text: string): number {
 
 /** Runs `verify`; returns the exit code. */
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  let json = false;
+  let json = wantsJson(argv);
   try {
     const { values, positionals } = parse(
       argv,
@@ -293,7 +294,6 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     );
     return report.ok ? EXIT_OK : EXIT_REFUSED;
   } catch (err) {
-    if (!(err instanceof AuditError || err instanceof UsageError)) throw err;
     return reportError(err, io, json);
   }
 }

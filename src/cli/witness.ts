@@ -10,8 +10,8 @@ import { createWitnessKeyFile, loadWitnessKeyFile } from '../witness/key.js';
 import { parseWitnessLogs } from '../witness/logs.js';
 import { createWitnessServer } from '../witness/server.js';
 import { WitnessState } from '../witness/state.js';
-import { EXIT_OK, parse, reportError, UsageError, type CliIo } from './io.js';
-import { printable } from '../../manifests/encoding/printable.js';
+import { EXIT_OK, parse, reportError, UsageError, writeJson, type CliIo } from './io.js';
+import { printable, printableLines } from '../../manifests/encoding/printable.js';
 
 export const usage =
   'witness keygen --name NAME --out FILE | witness serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR';
@@ -31,29 +31,39 @@ function listenAddress(text: string): { host: string; port: number } {
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
 }
 
+export const keygenOptions = {
+  name: { type: 'string' },
+  out: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const;
+
 async function keygen(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parse(argv, { name: { type: 'string' }, out: { type: 'string' } });
+  const { values } = parse(argv, keygenOptions);
   try {
     if (!values.name || !values.out) throw new UsageError(`usage: handoff-ledger ${usage}`);
     const key = await createWitnessKeyFile(values.out, values.name);
-    io.stdout.write(`${key.vkey}\n`);
+    // The name is any note key name, C1 controls and bidi overrides included: printed escaped, like all data.
+    if (values.json) writeJson(io.stdout, { vkey: key.vkey, name: values.name, out: values.out });
+    else io.stdout.write(printableLines([key.vkey]));
     return EXIT_OK;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST')
-      return reportError(new UsageError(`${values.out} exists: a witness key is never replaced`), io);
-    return reportError(err, io);
+      return reportError(new UsageError(`${values.out} exists: a witness key is never replaced`), io, values.json);
+    return reportError(err, io, values.json);
   }
 }
 
+export const serveOptions = {
+  listen: { type: 'string' },
+  key: { type: 'string' },
+  logs: { type: 'string' },
+  state: { type: 'string' },
+  'max-body-bytes': { type: 'string' },
+  'request-timeout-ms': { type: 'string' },
+} as const;
+
 async function serve(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parse(argv, {
-    listen: { type: 'string' },
-    key: { type: 'string' },
-    logs: { type: 'string' },
-    state: { type: 'string' },
-    'max-body-bytes': { type: 'string' },
-    'request-timeout-ms': { type: 'string' },
-  });
+  const { values } = parse(argv, serveOptions);
   let state: WitnessState | undefined;
   try {
     if (!values.listen || !values.key || !values.logs || !values.state)
@@ -79,11 +89,17 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, resolve);
+    }).catch((err: NodeJS.ErrnoException) => {
+      throw new UsageError(`cannot listen on ${values.listen}: ${err.code ?? err.message}`);
     });
     const address = server.address() as AddressInfo;
     const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    // The verifier key carries the name read from the key file: data, escaped.
     io.stdout.write(
-      `witness ${key.vkey}\nlistening on http://${shown}:${address.port} (${logs.size} logs); Ctrl-C stops it\n`,
+      printableLines([
+        `witness ${key.vkey}`,
+        `listening on http://${shown}:${address.port} (${logs.size} logs); Ctrl-C stops it`,
+      ]),
     );
     await new Promise<void>((stop) => {
       process.once('SIGINT', stop);

@@ -20,6 +20,7 @@ import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { publishBundle } from './export-publish.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
+import { LedgerError } from '../errors.js';
 import {
   BUNDLE_FORMAT,
   BUNDLE_HEADER_FILE,
@@ -148,7 +149,7 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
 
 /**
  * Exports the chains selected by `options` into a new bundle directory.
- * @throws AuditError `USAGE` (bad filter id), `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
+ * @throws LedgerError `INVALID_ID` (bad filter id); AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
  *   ManifestError/StoreError from the log or blob store pass through.
  */
 export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
@@ -173,8 +174,9 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
     ['principal', options.principal],
     ['session', options.session],
   ] as const) {
+    // The ledger's refusal of an invalid id, as every other command gives it (exit 1), not the auditor's USAGE.
     if (v !== undefined && !isValidId(v))
-      throw new AuditError('USAGE', `--${name} ${JSON.stringify(v)} is not a valid id`);
+      throw new LedgerError('INVALID_ID', `${name} ${JSON.stringify(v)} is not a valid id`);
   }
   const out = resolve(options.out);
   // The target is claimed first, as an empty private directory: rename(2) would replace an empty directory

@@ -87,7 +87,7 @@ describe('exportBundle', () => {
     }
   });
 
-  it('refuses an existing target with BUNDLE_EXISTS and a bad filter id with USAGE', async () => {
+  it('refuses an existing target with BUNDLE_EXISTS and a bad filter id with INVALID_ID, as the ledger does', async () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));
     try {
@@ -96,8 +96,8 @@ describe('exportBundle', () => {
         code: 'BUNDLE_EXISTS',
       });
       await expect(exportBundle(ledger, { out: join(dir, 'x'), session: '../etc' })).rejects.toMatchObject({
-        name: 'AuditError',
-        code: 'USAGE',
+        name: 'LedgerError',
+        code: 'INVALID_ID',
       });
       expect(existsSync(join(dir, 'x'))).toBe(false);
     } finally {

@@ -1,9 +1,9 @@
 /** `handoff-ledger demo` (the `npm start` job), run end to end into a temporary store. */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { runDemo } from '../../src/cli/demo-scenario.js';
 import { run } from '../../src/cli/demo.js';
 import { openLedger } from '../../src/ledger/open.js';
@@ -109,6 +109,44 @@ describe('handoff-ledger demo (command)', () => {
     expect(stderr.text()).toBe('');
     expect(code).toBe(0);
     expect(stdout.text()).toContain(`store      ${join(base, 'env-root')}`);
+  });
+
+  it('runs on a relative --root or HANDOFF_LEDGER_ROOT, taken from the working directory', async () => {
+    // Test files run in forked processes (vitest.config.ts): changing this one's directory touches no other file.
+    const cwd = process.cwd();
+    process.chdir(base);
+    onTestFinished(() => process.chdir(cwd));
+    for (const [argv, env] of [
+      [['--root', 'rel-root'], {}],
+      [[], { HANDOFF_LEDGER_ROOT: 'rel-env-root' }],
+    ] as const) {
+      const stdout = collector();
+      const stderr = collector();
+      const code = await run([...argv], { stdout, stderr, env });
+      expect(stderr.text()).toBe('');
+      expect(code).toBe(0);
+      expect(stdout.text()).toContain(`HANDOFF.md → denied: outside_allowed_roots`);
+    }
+    expect((await readdir(base)).sort()).toEqual(['rel-env-root', 'rel-root']);
+  });
+
+  it('removes its temporary project directory when the first open is refused', async () => {
+    const tmp = join(base, 'tmp');
+    await mkdir(tmp);
+    vi.stubEnv('TMPDIR', tmp);
+    try {
+      const stderr = collector();
+      const code = await run(['--root', join(base, 'store'), '--host', 'not a host id'], {
+        stdout: collector(),
+        stderr,
+        env: {},
+      });
+      expect(code).toBe(1);
+      expect(stderr.text()).toContain('INVALID_ID');
+    } finally {
+      vi.unstubAllEnvs();
+    }
+    expect(await readdir(tmp)).toEqual([]);
   });
 
   it('exits 2 on an unknown option', async () => {

@@ -73,7 +73,7 @@ describe('100 MB streams are refused after at most the limit', () => {
     expect(counter.pulled).toBeLessThanOrEqual(MiB + 2 * MiB);
   });
 
-  it('CLI publish of a 100 MB stdin exits 2 without creating the store', async () => {
+  it('CLI publish of a 100 MB stdin exits 1 (SUMMARY_TOO_LARGE) without creating the store', async () => {
     const { counter, gen } = hundredMegabytes();
     const root = join(tempDir('hl-limits-'), 'store');
     const cap = captureIo();
@@ -82,11 +82,12 @@ describe('100 MB streams are refused after at most the limit', () => {
       ...cap.io,
       stdin: Readable.from(gen()),
     });
-    expect(code).toBe(2);
-    expect(cap.stderr()).toMatch(/larger than/);
+    expect(code).toBe(1);
+    expect(cap.stderr()).toMatch(/^handoff-ledger: SUMMARY_TOO_LARGE: the summary input is over /);
     expect(existsSync(root)).toBe(false);
     refusedAfter['100 MB: CLI publish stdin'] = counter.pulled;
-    expect(counter.pulled).toBeLessThanOrEqual(3 * MiB + 2 * MiB);
+    // The raw input may be 6 times the 1 MiB limit (\u escapes), and no more.
+    expect(counter.pulled).toBeLessThanOrEqual(6 * MiB + 4096 + 2 * MiB);
   });
 
   it('BlobStore.put of a 100 MB async iterable with maxBytes → BLOB_TOO_LARGE, no staging file, no blob', async () => {

@@ -3,7 +3,8 @@
  * keys and quorum) preloaded, read-only, nothing else reachable; refused combinations refused as `verify`
  * refuses them; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import {
   chmodSync,
   copyFileSync,
@@ -168,6 +169,26 @@ describe('audit-ui command', () => {
   it('refuses a bad port and extra arguments as usage errors', async () => {
     await expect(serve(['--port', 'x'], captureIo().io)).rejects.toThrow(/--port/);
     await expect(serve(['a', 'b'], captureIo().io)).rejects.toThrow(/usage/);
+  });
+
+  it('refuses a port that is not plain decimal 0-65535 (blank, hex, exponent, sign)', async () => {
+    for (const port of ['', ' ', '0x50', '1e3', '+80', '-1', '80.0', '65536'])
+      await expect(serve([`--port=${port}`], captureIo().io), JSON.stringify(port)).rejects.toThrow(
+        '--port must be a whole number 0-65535',
+      );
+  });
+
+  it('reports a port in use as "cannot listen", exit 2, as witness serve does', async () => {
+    const taken = createServer();
+    await new Promise<void>((done) => taken.listen(0, '127.0.0.1', done));
+    const { port } = taken.address() as AddressInfo;
+    try {
+      const c = captureIo();
+      expect(await auditUi(['--port', String(port)], c.io)).toBe(2);
+      expect(c.stderr()).toBe(`handoff-ledger: cannot listen on 127.0.0.1:${port}: EADDRINUSE\n`);
+    } finally {
+      await new Promise((done) => taken.close(done));
+    }
   });
 
   // Starts its own browser: sized for a loaded 2-core CI machine (the waits bound time only).

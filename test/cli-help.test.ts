@@ -1,0 +1,50 @@
+/**
+ * Every option a command's parser accepts is named in its help (`help <command>`, `<command> --help`). The options
+ * are taken from the parser itself: `parse` is wrapped to record what each command hands it, so an option added to
+ * a command without its help line fails here.
+ */
+import { describe, expect, it, vi } from 'vitest';
+import type { ParseArgsConfig } from 'node:util';
+import { commandHelp, commands } from '../src/cli/commands.js';
+import { main } from '../src/cli/main.js';
+import { captureIo } from './support/capture-io.js';
+
+const seen: Array<NonNullable<ParseArgsConfig['options']>> = [];
+
+vi.mock('../src/cli/io.js', async (importOriginal) => {
+  const io = await importOriginal<typeof import('../src/cli/io.js')>();
+  return {
+    ...io,
+    parse: ((argv, options, allowPositionals) => {
+      seen.push(options);
+      return io.parse(argv, options, allowPositionals);
+    }) satisfies typeof io.parse,
+  };
+});
+
+/** The argv prefixes that reach each parser: a command, or a command and its subcommand. */
+const parsers: Record<string, string[][]> = {
+  keys: [['keys', 'list']],
+  witness: [
+    ['witness', 'keygen'],
+    ['witness', 'serve'],
+  ],
+  prove: [['prove', 'inclusion']],
+};
+
+describe('command help names every option the parser accepts', () => {
+  it.each(Object.keys(commands))('%s', async (name) => {
+    const accepted = new Set<string>();
+    for (const prefix of parsers[name] ?? [[name]]) {
+      seen.length = 0;
+      const c = captureIo();
+      // An unknown option: the parser runs, records its options and refuses the line before anything is opened.
+      expect(await main([...prefix, '--not-an-option'], c.io), c.stderr()).toBe(2);
+      expect(seen.length, `${prefix.join(' ')} parses its options`).toBeGreaterThan(0);
+      for (const options of seen) for (const option of Object.keys(options)) accepted.add(option);
+    }
+    const help = commandHelp(name, commands[name]!);
+    const named = new Set([...help.matchAll(/--([a-z][a-z0-9-]*)/g)].map((m) => m[1]!));
+    expect([...accepted].filter((o) => !named.has(o))).toEqual([]);
+  });
+});
