@@ -72,4 +72,43 @@ describe('a failed write to stdout', () => {
       expect(r.code).toBe(0);
     }
   }, 120_000);
+
+  it.skipIf(!existsSync('/dev/full'))(
+    'publish with stdout and stderr both on /dev/full: exit 2 (never 1), the manifest published once',
+    () => {
+      const dir = tempDir();
+      const scope = ['--root', join(dir, 'store'), '--host', 'h1', '--principal', 'alice', '--session', 's1'];
+      const file = join(dir, 's.json');
+      writeFileSync(file, JSON.stringify(sampleSummary('full disk, both streams')));
+      const full = openSync('/dev/full', 'w');
+      try {
+        const r = spawnSync(process.execPath, [CLI, 'publish', ...scope, '--run', 'r1', file], {
+          stdio: ['ignore', full, full],
+          timeout: 60_000,
+        });
+        expect(r.status).toBe(2);
+      } finally {
+        closeSync(full);
+      }
+      const h = spawnSync(process.execPath, [CLI, 'history', ...scope, '--json'], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(JSON.parse(h.stdout)).toHaveLength(1);
+    },
+    120_000,
+  );
+});
+
+describe('a failed write to stderr', () => {
+  it('loses the message, never the exit code: a usage error with its reader gone still exits 2', async () => {
+    const code = await new Promise<number | null>((resolve) => {
+      const child = spawn(process.execPath, [CLI, 'verify', '/nonexistent-bundle'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stderr.destroy(); // the reader went away before the command said anything
+      child.on('close', (c) => resolve(c));
+    });
+    expect(code).toBe(2);
+  }, 60_000);
 });

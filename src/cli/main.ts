@@ -90,13 +90,27 @@ function runProcess(): void {
       return;
     }
     const done = code === 0 ? ' (the operation itself completed)' : '';
-    process.stderr.write(`handoff-ledger: cannot write output: ${printable(failure.code ?? failure.message)}${done}\n`);
+    if (!stderrFailed) {
+      try {
+        process.stderr.write(
+          `handoff-ledger: cannot write output: ${printable(failure.code ?? failure.message)}${done}\n`,
+        );
+      } catch {
+        // nothing more can be said; the exit code says it
+      }
+    }
     process.exitCode = EXIT_USAGE;
   };
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (failure !== undefined) return;
     failure = err;
     settle();
+  });
+  // A failed stderr (its reader gone, a full disk under `2>log`) loses the messages, never the exit code: unhandled,
+  // it too would end the process with 1, after a publish that was made.
+  let stderrFailed = false;
+  process.stderr.on('error', () => {
+    stderrFailed = true;
   });
   void runCli(process.argv.slice(2), {
     stdout: process.stdout,
