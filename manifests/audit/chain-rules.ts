@@ -170,10 +170,6 @@ export class ChainTracker {
   }
 
   /**
-   * The chain rules over every entry added, and one summary per in-scope chain. Findings: OUT_OF_SCOPE, FORK,
-   * OUT_OF_ORDER, SEQ_NOT_ZERO, SEQ_GAP, PREV_MISMATCH, SESSION_MISMATCH, TIME_REVERSED.
-   */
-  /**
    * Every chain's head (its highest seq, the first such entry in file order, as `finish` takes it), in the auditor's
    * scope or not: a full bundle's session-heads root is rebuilt from all of them.
    */
@@ -187,6 +183,10 @@ export class ChainTracker {
     return out;
   }
 
+  /**
+   * The chain rules over every entry added, and one summary per in-scope chain. Findings: OUT_OF_SCOPE, FORK,
+   * OUT_OF_ORDER, SEQ_NOT_ZERO, SEQ_GAP, PREV_MISMATCH, SESSION_MISMATCH, TIME_REVERSED.
+   */
   finish(scope: AuditScope | undefined): ChainSummary[] {
     const { sink, byId } = this;
     const summaries: ChainSummary[] = [];

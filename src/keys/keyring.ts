@@ -382,11 +382,11 @@ export class Keyring {
   }
 
   /**
-   * Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify.
+   * Marks a key revoked from `at` (default now): manifests it signed at or after `at` no longer verify. Returns the
+   * revocation time that holds (an earlier one stays).
    * @throws LedgerError `INVALID_ARGUMENT` when `at` is not an ISO-8601 UTC time with milliseconds (what
    *   trust.json holds; anything else would make the file unloadable), `KEY_INVALID` for an unknown key
    */
-  /** Revokes `keyId` from `at`; returns the revocation time that holds (an earlier one stays). */
   async revoke(keyId: string, at: string = this.now()): Promise<string> {
     this.checkRevocation(keyId, at);
     const checkpointKeys = this.trust.checkpointKeys ?? [];

@@ -109,15 +109,15 @@ export class CheckpointGuard {
     return guard;
   }
 
-  /**
-   * Checks the log's current tree against the pinned checkpoint and pins (signed) the current one. Calls
-   * that arrive while a check runs share the next one: one tree read, one signature, one fsynced write.
-   */
   /** The rollback or fork this guard has seen, if any: the ledger refuses its operations from then on. */
   get failed(): LedgerError | undefined {
     return this.failure;
   }
 
+  /**
+   * Checks the log's current tree against the pinned checkpoint and pins (signed) the current one. Calls
+   * that arrive while a check runs share the next one: one tree read, one signature, one fsynced write.
+   */
   sync(): Promise<SignedCheckpoint> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.waiting) return this.waiting;
