@@ -11,8 +11,9 @@
 // marks, embeddings and isolates, BOM, interlinear annotation, the Arabic number signs, tag characters…), the line
 // and paragraph separators (Zl, Zp), lone surrogates (Cs: with the `u` flag only an unpaired unit is one), and what
 // Unicode says a renderer shows as nothing (Default_Ignorable_Code_Point: variation selectors, which can carry hidden
-// bytes, Hangul fillers, the combining grapheme joiner…).
-const CONTROL = /(?!\t)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Default_Ignorable_Code_Point}]/u;
+// bytes, Hangul fillers, the combining grapheme joiner…). One list for text and for JSON, so the two cannot drift.
+const ACTING = '\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\p{Default_Ignorable_Code_Point}';
+const CONTROL = new RegExp(`(?!\\t)[${ACTING}\\p{Cs}]`, 'u');
 const UNSAFE = new RegExp(`\\\\|${CONTROL.source}`, 'gu');
 
 function escapeChar(c: string): string {
@@ -50,7 +51,7 @@ export function printableExact(text: string): string {
 // What JSON.stringify leaves raw that a terminal acts on: DEL, C1, format characters, separators (it escapes C0 and
 // lone surrogates itself; the raw newlines left are the pretty-printer's). They can only occur inside JSON strings,
 // where \u escapes (a surrogate pair for an astral one) mean the same character.
-const UNSAFE_IN_JSON = /(?![\x00-\x1f])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
+const UNSAFE_IN_JSON = new RegExp(`(?![\\x00-\\x1f])[${ACTING}]`, 'gu');
 
 function jsonEscape(c: string): string {
   let out = '';

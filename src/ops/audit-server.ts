@@ -9,7 +9,7 @@
  * bundle through it).
  */
 import { constants, createReadStream, lstatSync } from 'node:fs';
-import { lstat, open, readFile } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename, join, resolve } from 'node:path';
@@ -23,6 +23,7 @@ import {
   BUNDLE_TREE_FILES,
   type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
+import { hasRealBlobDirs } from './bundle-dir.js';
 
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const BLOB_PATH = /^\/bundle\/blobs\/blake3\/([0-9a-f]{64})$/;
@@ -143,22 +144,12 @@ async function sendFile(req: IncomingMessage, res: ServerResponse, path: string,
   }
 }
 
-/** A real directory, not a symlink to one (as src/ops/bundle-dir.ts holds blobs/ and blobs/blake3/). */
-async function isRealDir(path: string): Promise<boolean> {
-  try {
-    return (await lstat(path)).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
 /**
  * A blob, from blobs/blake3/ of the bundle only: O_NOFOLLOW guards the file name alone, so a blobs/ or
  * blobs/blake3/ that is a symlink out of the bundle serves nothing (verify reads no blob through one either).
  */
 async function sendBlob(req: IncomingMessage, res: ServerResponse, bundle: string, hex: string): Promise<void> {
-  if (!(await isRealDir(join(bundle, 'blobs'))) || !(await isRealDir(join(bundle, 'blobs', 'blake3'))))
-    return refuse(res, 404, 'not found');
+  if (!(await hasRealBlobDirs(bundle))) return refuse(res, 404, 'not found');
   return sendFile(req, res, join(bundle, 'blobs', 'blake3', hex), 'application/octet-stream');
 }
 

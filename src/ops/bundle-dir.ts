@@ -140,7 +140,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     // blobs would report them checked). Either one a link, every blob is absent.
     reader.readBlob = async (digest, maxBytes) => {
       const path = join(root, bundleBlobPath(digest));
-      if (!(await isRealDir(join(root, 'blobs'))) || !(await isRealDir(join(root, BUNDLE_BLOB_DIR)))) return undefined;
+      if (!(await hasRealBlobDirs(root))) return undefined;
       let h;
       try {
         h = await open(path, READ);
@@ -163,6 +163,14 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     };
   }
   return reader;
+}
+
+/**
+ * Whether `blobs/` and `blobs/blake3/` of the bundle at `root` are directories of the bundle itself: O_NOFOLLOW
+ * guards a blob file's name alone, so through a linked one no blob is read (verify) or served (audit-ui).
+ */
+export async function hasRealBlobDirs(root: string): Promise<boolean> {
+  return (await isRealDir(join(root, 'blobs'))) && (await isRealDir(join(root, BUNDLE_BLOB_DIR)));
 }
 
 /** A directory at `path` itself, not a link to one (nor anything else, nor nothing). */
