@@ -182,6 +182,15 @@ function isErrnoError(err: unknown): err is NodeJS.ErrnoException {
   return err instanceof Error && typeof code === 'string' && /^E[A-Z0-9]+$/.test(code);
 }
 
+/** A bug: `internal error` and the stack on stderr, exit 70. */
+export function reportInternalError(err: unknown, io: CliIo): number {
+  // The stack's message may quote data (a file name, a stored value): escaped line by line, like all output.
+  io.stderr.write(
+    printableLines(`handoff-ledger: internal error: ${(err as Error)?.stack ?? String(err)}`.split('\n')),
+  );
+  return EXIT_INTERNAL;
+}
+
 /**
  * The one error printer of the CLI: `handoff-ledger: CODE: message` on stderr (and `{ error: { code, message } }`
  * on stdout with --json), and the exit code: 2 when the command could not run (usage, I/O, storage, lock, the
@@ -198,13 +207,7 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
         : isErrnoError(err)
           ? { code: 'IO_FAILED' satisfies CliErrorCode, message: err.message }
           : undefined;
-  if (!known) {
-    // The stack's message may quote data (a file name, a stored value): escaped line by line, like all output.
-    io.stderr.write(
-      printableLines(`handoff-ledger: internal error: ${(err as Error)?.stack ?? String(err)}`.split('\n')),
-    );
-    return EXIT_INTERNAL;
-  }
+  if (!known) return reportInternalError(err, io);
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
   io.stderr.write(`handoff-ledger: ${known.code}: ${printable(known.message)}\n`);
   const couldNotRun = !isHandoffLedgerError(err) || err instanceof AuditError || USAGE_CODES.has(known.code);

@@ -3,8 +3,8 @@
 import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
 import { commandHelp, commands, usage } from './commands.js';
-import { EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, reportError, wantsJson, type CliIo } from './io.js';
-import { printable, printableLines } from '../../manifests/encoding/printable.js';
+import { EXIT_OK, EXIT_USAGE, reportError, reportInternalError, wantsJson, type CliIo } from './io.js';
+import { printable } from '../../manifests/encoding/printable.js';
 import { packageVersion } from '../version.js';
 
 /** `--help` or `-h` before any `--`: the command's help, whatever else the line says. */
@@ -61,8 +61,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   try {
     return await main(argv, io);
   } catch (err) {
-    io.stderr.write(printableLines(`handoff-ledger: internal error: ${(err as Error)?.stack ?? err}`.split('\n')));
-    return EXIT_INTERNAL;
+    return reportInternalError(err, io);
   }
 }
 
