@@ -15,33 +15,40 @@ beforeAll(() => {
   if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
 });
 
+/**
+ * Publishes one summary with stdout on /dev/full and stderr as `stderr` ('pipe' or /dev/full too); returns how the
+ * publish ended and how many manifests the session then has.
+ */
+function publishIntoFullDisk(stderr: 'pipe' | 'full'): { status: number | null; stderr: string; manifests: number } {
+  const dir = tempDir();
+  const scope = ['--root', join(dir, 'store'), '--host', 'h1', '--principal', 'alice', '--session', 's1'];
+  const file = join(dir, 's.json');
+  writeFileSync(file, JSON.stringify(sampleSummary('full disk')));
+  const full = openSync('/dev/full', 'w');
+  let r;
+  try {
+    r = spawnSync(process.execPath, [CLI, 'publish', ...scope, '--run', 'r1', file], {
+      stdio: ['ignore', full, stderr === 'full' ? full : 'pipe'],
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+  } finally {
+    closeSync(full);
+  }
+  const h = spawnSync(process.execPath, [CLI, 'history', ...scope, '--json'], { encoding: 'utf8', timeout: 60_000 });
+  expect(h.status, h.stderr).toBe(0);
+  return { status: r.status, stderr: r.stderr ?? '', manifests: (JSON.parse(h.stdout) as unknown[]).length };
+}
+
 describe('a failed write to stdout', () => {
   it.skipIf(!existsSync('/dev/full'))(
     'publish into /dev/full: exit 2 with "cannot write output", no crash dump, and the manifest is published once',
     () => {
-      const dir = tempDir();
-      const scope = ['--root', join(dir, 'store'), '--host', 'h1', '--principal', 'alice', '--session', 's1'];
-      const file = join(dir, 's.json');
-      writeFileSync(file, JSON.stringify(sampleSummary('full disk')));
-      const full = openSync('/dev/full', 'w');
-      try {
-        const r = spawnSync(process.execPath, [CLI, 'publish', ...scope, '--run', 'r1', file], {
-          stdio: ['ignore', full, 'pipe'],
-          encoding: 'utf8',
-          timeout: 60_000,
-        });
-        expect(r.status, r.stderr).toBe(2);
-        expect(r.stderr).toBe('handoff-ledger: cannot write output: ENOSPC (the operation itself completed)\n');
-        expect(r.stderr).not.toContain("Unhandled 'error' event");
-      } finally {
-        closeSync(full);
-      }
-      const h = spawnSync(process.execPath, [CLI, 'history', ...scope, '--json'], {
-        encoding: 'utf8',
-        timeout: 60_000,
-      });
-      expect(h.status, h.stderr).toBe(0);
-      expect(JSON.parse(h.stdout)).toHaveLength(1);
+      const r = publishIntoFullDisk('pipe');
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stderr).toBe('handoff-ledger: cannot write output: ENOSPC (the operation itself completed)\n');
+      expect(r.stderr).not.toContain("Unhandled 'error' event");
+      expect(r.manifests).toBe(1);
     },
     120_000,
   );
@@ -76,25 +83,9 @@ describe('a failed write to stdout', () => {
   it.skipIf(!existsSync('/dev/full'))(
     'publish with stdout and stderr both on /dev/full: exit 2 (never 1), the manifest published once',
     () => {
-      const dir = tempDir();
-      const scope = ['--root', join(dir, 'store'), '--host', 'h1', '--principal', 'alice', '--session', 's1'];
-      const file = join(dir, 's.json');
-      writeFileSync(file, JSON.stringify(sampleSummary('full disk, both streams')));
-      const full = openSync('/dev/full', 'w');
-      try {
-        const r = spawnSync(process.execPath, [CLI, 'publish', ...scope, '--run', 'r1', file], {
-          stdio: ['ignore', full, full],
-          timeout: 60_000,
-        });
-        expect(r.status).toBe(2);
-      } finally {
-        closeSync(full);
-      }
-      const h = spawnSync(process.execPath, [CLI, 'history', ...scope, '--json'], {
-        encoding: 'utf8',
-        timeout: 60_000,
-      });
-      expect(JSON.parse(h.stdout)).toHaveLength(1);
+      const r = publishIntoFullDisk('full');
+      expect(r.status).toBe(2);
+      expect(r.manifests).toBe(1);
     },
     120_000,
   );
