@@ -24,7 +24,9 @@ export interface WitnessPolicy {
 /** What the report says about the cosignatures: who signed, and when (as the witness says). */
 export interface WitnessSummary {
   quorum: number;
+  /** Distinct pinned witness keys (one public key pinned under two names is one witness). */
   pinned: number;
+  /** One entry per distinct public key that cosigned; `timestamp` is exact up to 2^53 − 1, `time` always. */
   signedBy: Array<{ witness: string; time: string; timestamp: number }>;
 }
 
@@ -52,14 +54,26 @@ export function parseWitnessKeys(text: string): CosignerKey[] {
   return keys;
 }
 
+/**
+ * The witnesses a policy pins: distinct public keys. The signed `cosignature/v1` message does not name the witness
+ * (only the key hash depends on the name), so anyone can move a cosignature to another name pinned with the same
+ * key: one key is one vote, however many names pin it.
+ */
+function distinctKeys(keys: CosignerKey[]): number {
+  return new Set(keys.map((k) => publicKeyId(k))).size;
+}
+
+const publicKeyId = (k: CosignerKey) => Array.from(k.publicKey, (b) => b.toString(16).padStart(2, '0')).join('');
+
 /** Checks a validated policy's shape. @throws ManifestError `INVALID_ARGUMENT` */
 export function assertWitnessPolicy(policy: WitnessPolicy): void {
   if (!Number.isSafeInteger(policy.quorum) || policy.quorum < 1)
     throw new ManifestError('INVALID_ARGUMENT', 'the witness quorum is a whole number from 1');
-  if (policy.quorum > policy.keys.length)
+  const pinned = distinctKeys(policy.keys);
+  if (policy.quorum > pinned)
     throw new ManifestError(
       'INVALID_ARGUMENT',
-      `a quorum of ${policy.quorum} cannot be met by ${policy.keys.length} pinned witness key(s)`,
+      `a quorum of ${policy.quorum} cannot be met by ${pinned} distinct pinned witness key(s)`,
     );
 }
 
@@ -109,26 +123,28 @@ export function verifyWitnesses(
       code: 'WITNESS_COSIGNATURE_INVALID',
       message: `the cosignature by pinned witness ${JSON.stringify(bad.name)} does not verify: ${bad.reason}`,
     });
-  // One witness is one vote, however many lines it has: distinct (name, key hash) pairs only.
-  const signedBy = r.valid.map((c) => ({
-    witness: `${c.name}+${hex8(c.keyHash)}`,
-    timestamp: c.timestamp,
-    time: cosignedTime(c.timestamp),
-  }));
+  // One witness is one vote, however many lines it has and however many names pin its key: distinct public keys.
+  const voted = new Set<string>();
+  const signedBy = r.valid.flatMap((c) => {
+    const key = policy.keys.find((k) => k.name === c.name && k.keyHash === c.keyHash)!;
+    if (voted.has(publicKeyId(key))) return [];
+    voted.add(publicKeyId(key));
+    return [{ witness: `${c.name}+${hex8(c.keyHash)}`, timestamp: c.timestamp, time: cosignedTime(c) }];
+  });
   if (signedBy.length < policy.quorum)
     sink.add({
       code: 'WITNESS_QUORUM_MISSING',
       message: `the checkpoint has ${signedBy.length} valid cosignature(s) by pinned witnesses; the quorum is ${policy.quorum}`,
       evidence: { expected: policy.quorum, actual: signedBy.length },
     });
-  return { quorum: policy.quorum, pinned: policy.keys.length, signedBy };
+  return { quorum: policy.quorum, pinned: distinctKeys(policy.keys), signedBy };
 }
 
 /**
  * A cosignature's time as ISO text. The spec allows timestamps up to 2^63 − 1 seconds; past what a `Date` holds
- * (year 275760) the seconds are given as they are, rather than the report failing on a witness's odd clock.
+ * (year 275760) the seconds are given exactly as they are, rather than the report failing on a witness's odd clock.
  */
-function cosignedTime(seconds: number): string {
-  const ms = seconds * 1000;
-  return ms <= 8.64e15 ? new Date(ms).toISOString() : `${seconds} s after 1970-01-01T00:00:00Z`;
+function cosignedTime(c: { timestamp: number; timestampText: string }): string {
+  const ms = c.timestamp * 1000;
+  return ms <= 8.64e15 ? new Date(ms).toISOString() : `${c.timestampText} s after 1970-01-01T00:00:00Z`;
 }

@@ -21,8 +21,10 @@ import {
 /** The signed-note algorithm byte of Ed25519 `cosignature/v1` keys. */
 export const ALG_COSIGNATURE_V1 = 0x04;
 const SIG_PREFIX = '\u2014 ';
-/** The spec caps timestamps at 2^63 − 1; JavaScript numbers are exact up to 2^53, which is enough for seconds. */
+/** What this witness signs with: JavaScript numbers are exact up to 2^53, which is enough for seconds. */
 const MAX_TIMESTAMP = Number.MAX_SAFE_INTEGER;
+/** What a cosignature may carry (the spec's cap, 2^63 − 1): verified exactly, from the 64-bit value. */
+const MAX_SPEC_TIMESTAMP = 2n ** 63n - 1n;
 
 const encoder = new TextEncoder();
 
@@ -37,7 +39,10 @@ export interface CosignerKey {
 export interface Cosignature {
   name: string;
   keyHash: number;
+  /** POSIX seconds: exact up to 2^53 − 1, the nearest number above (the spec allows up to 2^63 − 1). */
   timestamp: number;
+  /** The same in decimal, exact whatever its size. */
+  timestampText: string;
 }
 
 const hex8 = (n: number) => n.toString(16).padStart(8, '0');
@@ -68,7 +73,7 @@ export function parseCosignerKey(vkey: string): CosignerKey {
 }
 
 /** The bytes a `cosignature/v1` signature covers. */
-export function cosignedMessage(checkpointText: string, timestamp: number): Uint8Array {
+export function cosignedMessage(checkpointText: string, timestamp: number | bigint): Uint8Array {
   return encoder.encode(`cosignature/v1\ntime ${timestamp}\n${checkpointText}`);
 }
 
@@ -136,21 +141,20 @@ export function checkCosignatures(
     const id = `${name}+${hex8(keyHash)}`;
     if (!key || done.has(id)) continue;
     const reason = verifyOne(text, sig, key, verifier);
-    if (typeof reason === 'number') {
+    if (typeof reason === 'bigint') {
       done.add(id);
-      out.valid.push({ name, keyHash, timestamp: reason });
+      out.valid.push({ name, keyHash, timestamp: Number(reason), timestampText: reason.toString() });
     } else out.invalid.push({ name, keyHash, reason });
   }
   return out;
 }
 
 /** The timestamp of a valid cosignature, or why it is not one. */
-function verifyOne(text: string, sig: Uint8Array, key: CosignerKey, verifier: SignatureVerifier): number | string {
+function verifyOne(text: string, sig: Uint8Array, key: CosignerKey, verifier: SignatureVerifier): bigint | string {
   if (sig.length !== 4 + 8 + 64) return `a cosignature/v1 is ${4 + 8 + 64} bytes, not ${sig.length}`;
   const t = new DataView(sig.buffer, sig.byteOffset).getBigUint64(4);
-  if (t === 0n || t > BigInt(MAX_TIMESTAMP)) return `timestamp ${t} is out of range`;
-  const timestamp = Number(t);
-  if (!verifier.verify(sig.subarray(12), cosignedMessage(text, timestamp), key.publicKey))
+  if (t === 0n || t > MAX_SPEC_TIMESTAMP) return `timestamp ${t} is out of range`;
+  if (!verifier.verify(sig.subarray(12), cosignedMessage(text, t), key.publicKey))
     return 'the Ed25519 signature does not verify';
-  return timestamp;
+  return t;
 }

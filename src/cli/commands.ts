@@ -186,11 +186,12 @@ export const commands: Record<string, CommandSpec> = {
   },
   checkpoint: {
     summary: "print the log's latest signed checkpoint",
-    synopsis: 'checkpoint [--witness URL]… [--json]',
+    synopsis: 'checkpoint [--witness URL[#VKEY]]… [--json]',
     options: [
       '(stdout: the C2SP tlog-checkpoint signed note, byte for byte, with the cosignatures gathered)',
       '--witness URL     submit it to this witness (C2SP tlog-witness) too; repeatable; a witness that does',
-      '                  not answer in 5 s is left out. HANDOFF_LEDGER_WITNESSES: URLs for every command',
+      '                  not answer in 5 s is left out. URL#VKEY pins its verifier key (cosignature/v1): only',
+      '                  its valid lines are kept. HANDOFF_LEDGER_WITNESSES: the same, for every command',
       ...store,
     ],
     exits: {

@@ -136,8 +136,8 @@ export async function openFromArgs(
 }
 
 /**
- * HANDOFF_LEDGER_WITNESSES: witness URLs (space-separated) every command's ledger submits new checkpoints
- * to; `checkpoint --witness URL` adds to them.
+ * HANDOFF_LEDGER_WITNESSES: witness URLs (space-separated; `URL#VKEY` pins a witness's verifier key) every
+ * command's ledger submits new checkpoints to; `checkpoint --witness URL` adds to them.
  */
 function witnessesFromEnv(env: NodeJS.ProcessEnv): Partial<OpenLedgerOptions> {
   const urls = (env.HANDOFF_LEDGER_WITNESSES ?? '').split(/\s+/).filter(Boolean);

@@ -27,6 +27,11 @@ export interface WitnessEndpoint {
 }
 
 export interface WitnessingOptions {
+  /**
+   * The witnesses: endpoints, or text `URL` or `URL#VKEY` (the verifier key in the place of the fragment, which a
+   * URL never sends to a server). A witness without a verifier key is trusted to return its own lines only: its
+   * lines are kept unchecked, but never in place of a line that verifies under another witness's pinned key.
+   */
   witnesses: Array<string | WitnessEndpoint>;
   /** Deadline of each request to a witness (default 5000 ms). */
   timeoutMs?: number;
@@ -82,7 +87,9 @@ export class WitnessPool {
     private readonly notice: (message: string) => void,
   ) {
     this.witnesses = options.witnesses.map((w) => {
-      const e = typeof w === 'string' ? { url: w } : w;
+      const e = typeof w === 'string' ? endpointOf(w) : w;
+      if (typeof e?.url !== 'string' || e.url.includes('#'))
+        throw new LedgerError('INVALID_ARGUMENT', `witness ${JSON.stringify(e?.url)}: a URL, or URL#VKEY as text`);
       let url: URL;
       try {
         url = new URL(e.url);
@@ -93,7 +100,7 @@ export class WitnessPool {
         throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)}: http or https only`);
       return {
         url: e.url.replace(/\/+$/, ''),
-        key: e.vkey ? parseCosignerKey(e.vkey) : undefined,
+        key: e.vkey !== undefined ? parseCosignerKey(e.vkey) : undefined,
         size: undefined,
         fromDisk: false,
       };
@@ -217,6 +224,9 @@ export class WitnessPool {
       }
       if (old > size) {
         this.notice(`witness ${w.url} holds a tree of ${old} entries, larger than this log's ${size}`);
+        // Believed for this round only: the next one asks again, so a witness that was reset or misconfigured
+        // for a while is caught up once it answers otherwise.
+        Object.assign(w, { size: undefined, fromDisk: false });
         return false;
       }
       let res: Response;
@@ -286,19 +296,38 @@ export class WitnessPool {
   }
 
   /**
-   * One line per witness key (name and key hash), the newest: a witness asked again after a restart cosigns
-   * the same tree again with a later timestamp, and one witness is one vote however many lines it has.
+   * One line per witness key (name and key hash): one witness is one vote however many lines it has. A witness
+   * without a pinned key can answer any line under any name, so its lines never stand beside or in place of a
+   * line that verifies under a pinned key, and a line under a pinned witness's name and key hash that does not
+   * verify under that key is dropped: else one bad witness could replace a good cosignature with junk, and an
+   * auditor who pins the good witness would see it as a bad signature. Between lines of equal standing the
+   * first wins, in the order the witnesses are configured, then the lines saved by an earlier run.
    */
   private gathered(): string[] {
-    const byKey = new Map<string, string>();
-    for (const block of this.cosigned?.lines.values() ?? [])
-      for (const line of block.split('\n').filter(Boolean)) {
+    const cosigned = this.cosigned;
+    if (!cosigned) return [];
+    const pinned = this.witnesses.flatMap((w) => (w.key ? [w.key] : []));
+    const sources = [
+      ...this.witnesses.map((w) => w.url),
+      ...[...cosigned.lines.keys()].filter((k) => k.startsWith('saved:')),
+    ];
+    const byKey = new Map<string, { line: string; verified: boolean }>();
+    for (const source of sources)
+      for (const line of (cosigned.lines.get(source) ?? '').split('\n').filter(Boolean)) {
         const m = COSIGNATURE_LINE.exec(line);
         const sig = m ? decodeBase64(m[2]!) : undefined;
         if (!m || !sig || sig.length < 4) continue;
-        byKey.set(`${m[1]!}+${new DataView(sig.buffer, sig.byteOffset).getUint32(0)}`, `${line}\n`);
+        const name = m[1]!;
+        const keyHash = new DataView(sig.buffer, sig.byteOffset).getUint32(0);
+        const named = pinned.some((k) => k.name === name && k.keyHash === keyHash);
+        const verified = named && checkCosignatures(`${cosigned.text}\n${line}\n`, pinned).valid.length === 1;
+        if (named && !verified) continue;
+        const id = `${name}+${keyHash}`;
+        const held = byKey.get(id);
+        if (held && (held.verified || !verified)) continue;
+        byKey.set(id, { line: `${line}\n`, verified });
       }
-    return [...byKey.values()];
+    return [...byKey.values()].map((v) => v.line);
   }
 
   private sizesText(): string {
@@ -319,6 +348,12 @@ export class WitnessPool {
     if (lines.length === 0) return;
     await writeFileAtomic(this.path, cp.note + lines.join(''), 0o600);
   }
+}
+
+/** `URL` or `URL#VKEY` as an endpoint. */
+function endpointOf(text: string): WitnessEndpoint {
+  const hash = text.indexOf('#');
+  return hash < 0 ? { url: text } : { url: text.slice(0, hash), vkey: text.slice(hash + 1) };
 }
 
 /** What is read of a witness's answer: cosignature lines and a size fit in far less. */

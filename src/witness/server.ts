@@ -99,8 +99,10 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
   const perLog = new KeyedMutex();
   const report = options.onRequest ?? (() => {});
 
+  /** `gone`: the request was already answered (408) or its connection closed; then nothing is signed or stored. */
   async function addCheckpoint(
     body: string,
+    gone: () => boolean,
   ): Promise<{ status: number; body: string; type?: string; origin?: string; reason?: string }> {
     let request: AddCheckpointRequest;
     try {
@@ -113,6 +115,10 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
     const keys = origin === undefined ? undefined : options.logs.get(origin);
     if (!origin || !keys) return { status: 404, body: 'unknown log origin\n', origin, reason: 'unknown log origin' };
     return perLog.run(origin, async () => {
+      // A request that waited in this queue past its deadline does no work: replays of the public checkpoint
+      // must not hold the log's real submissions behind signatures nobody will read.
+      if (gone())
+        return { status: 408, body: 'the request took too long\n', origin, reason: 'the request took too long' };
       const stored = await options.state.get(origin);
       const decision = decideAddCheckpoint(request, keys, stored);
       if (decision.status === 409)
@@ -127,13 +133,13 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
         return { status: decision.status, body: `${decision.reason}\n`, origin, reason: decision.reason };
       const line = await cosignCheckpoint(decision.text, options.signer, now());
       const note = `${decision.text}\n${decision.logSignatures.join('')}${line}`;
+      const next = { size: decision.checkpoint.size, root: decision.checkpoint.root, note };
       // The point of no return: once this write is durable the witness will never cosign a tree that does
-      // not extend this one, so it must happen before the cosignature leaves.
-      await options.state.put(origin, stored?.size ?? 0, {
-        size: decision.checkpoint.size,
-        root: decision.checkpoint.root,
-        note,
-      });
+      // not extend this one, so it must happen before the cosignature leaves. The tree it already holds (same
+      // size, same root: a replay, or new extension lines) changes nothing that must survive a crash, so the
+      // note monitors are served is replaced in memory only, and a replay costs no flush.
+      if (stored !== undefined && stored.size === next.size) options.state.serve(origin, next);
+      else await options.state.put(origin, stored?.size ?? 0, next);
       return { status: 200, body: line, origin };
     });
   }
@@ -145,7 +151,7 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
     const url = req.url ?? '/';
     if (url === '/add-checkpoint') {
       if (req.method !== 'POST') throw new HttpAnswer(405, 'add-checkpoint takes POST');
-      const r = await addCheckpoint(await readBody(req, maxBody));
+      const r = await addCheckpoint(await readBody(req, maxBody), () => res.headersSent || res.destroyed);
       report({
         status: r.status,
         ...(r.origin !== undefined ? { origin: r.origin } : {}),

@@ -147,6 +147,29 @@ describe('a ledger with witnesses', () => {
     ledger = await open([w1.url, w2.url]);
   });
 
+  it('HANDOFF_LEDGER_WITNESSES takes URL#VKEY: a line that does not verify under the key given is not kept', async () => {
+    await ledger.close();
+    // A new tree, so that no cosignature kept for the last one is printed.
+    const plain = await openLedger({ root, host: 'host-w', origin });
+    try {
+      await plain.publish(scope, sampleSummary('pinned in env'));
+    } finally {
+      await plain.close();
+    }
+    const run = async (witnesses: string) => {
+      const c = captureIo({ env: { HANDOFF_LEDGER_WITNESSES: witnesses } });
+      const code = await main(['checkpoint', '--root', root, '--host', 'host-w'], c.io);
+      expect(code, c.stderr()).toBe(0);
+      return cosigners(c.stdout());
+    };
+    expect(await run(`${w1.url}#${w2.vkey} ${w2.url}#${w2.vkey}`)).toEqual(['witness.example/w2']);
+    expect((await run(`${w1.url}#${w1.vkey} ${w2.url}#${w2.vkey}`)).sort()).toEqual([
+      'witness.example/w1',
+      'witness.example/w2',
+    ]);
+    ledger = await open([w1.url, w2.url]);
+  });
+
   it('restores the saved cosignatures after a restart without the log signature a second time', async () => {
     await ledger.publish(scope, sampleSummary('cosigned, then restarted'));
     await expect.poll(async () => cosigners((await ledger.checkpoint()).note).length, { timeout: 15_000 }).toBe(2);

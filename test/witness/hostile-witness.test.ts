@@ -1,0 +1,272 @@
+/**
+ * Witnesses that lie, in one process: a witness given without a verifier key answering lines under another
+ * witness's name, a 409 naming a size the log never reached, the quorum of one key pinned under two names,
+ * timestamps the spec allows past 2^53, and the witness server's answer to replays of the tree it holds.
+ */
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  checkCosignatures,
+  cosignedMessage,
+  cosignerKeyHash,
+  encodeCosignerKey,
+  parseCosignerKey,
+} from '../../manifests/crypto/cosignature.js';
+import { nobleSign } from '../../manifests/crypto/ed25519.js';
+import { parseVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
+import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
+import { parseWitnessKeys, readWitnessPolicy, verifyWitnesses } from '../../manifests/audit/verify-witnesses.js';
+import { FindingSink } from '../../manifests/audit/findings.js';
+import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import { WitnessPool } from '../../src/ledger/witnessing.js';
+import type { SignedCheckpoint } from '../../src/ledger/checkpoints.js';
+import { createWitnessServer } from '../../src/witness/server.js';
+import { originHash, WitnessState } from '../../src/witness/state.js';
+import { HandLog, noteSigner } from './support.js';
+
+const base = mkdtempSync(join(tmpdir(), 'hl-hostile-witness-'));
+const log = new HandLog('example.com/hostile-witness', 5);
+const leaves = HandLog.leaves('h', 3);
+const W1 = 'witness.example/w1';
+const w1Seed = new Uint8Array(32).fill(9);
+const w1 = noteSigner(W1, w1Seed);
+const w1Key = encodeCosignerKey(W1, w1.publicKey);
+const logs = new Map([[log.origin, [parseVerifierKey(log.vkey)]]]);
+let n = 0;
+const fresh = (name: string) => join(base, `${name}-${n++}`);
+const urlOf = (s: Server) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+const servers: Server[] = [];
+const states: WitnessState[] = [];
+const pools: WitnessPool[] = [];
+
+async function listen(server: Server): Promise<string> {
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return urlOf(server);
+}
+
+/** An honest witness in this process (the CLI's `witness serve` without the process around it). */
+async function honestWitness(options: { signer?: NoteSigner; requestTimeoutMs?: number } = {}) {
+  const dir = fresh('state');
+  const state = await WitnessState.open(dir);
+  states.push(state);
+  const url = await listen(createWitnessServer({ signer: options.signer ?? w1, logs, state, ...options }));
+  return { url, dir, state };
+}
+
+/** A witness that answers 200 with a line under W1's name and key hash whose signature is junk, `delayMs` late. */
+function junkLine(): string {
+  const body = new Uint8Array(76).fill(1);
+  new DataView(body.buffer).setUint32(0, cosignerKeyHash(W1, w1.publicKey));
+  return `\u2014 ${W1} ${encodeBase64(body)}\n`;
+}
+const impostor = (delayMs: number) =>
+  listen(
+    createServer((req, res) => {
+      req.resume();
+      req.on('end', () => setTimeout(() => res.end(junkLine()), delayMs));
+    }),
+  );
+
+async function poolOf(witnesses: string[]): Promise<WitnessPool> {
+  const pool = await WitnessPool.open({
+    options: { witnesses, timeoutMs: 2000, retryMs: 60_000 },
+    checkpointStem: fresh('stem'),
+    proof: async (oldSize) => log.proof(oldSize, leaves),
+    notice: () => {},
+  });
+  pools.push(pool);
+  return pool;
+}
+
+let cp: SignedCheckpoint;
+beforeAll(async () => {
+  const note = await log.note(leaves);
+  cp = { note, checkpoint: parseCheckpoint(note.slice(0, note.indexOf('\n\n') + 1)) };
+});
+afterEach(async () => {
+  await Promise.all(pools.splice(0).map((p) => p.close()));
+  await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+  await Promise.all(states.splice(0).map((s) => s.close()));
+});
+afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+const w1Lines = (note: string) => note.split('\n').filter((l) => l.startsWith(`\u2014 ${W1} `));
+const checked = (note: string) => checkCosignatures(note, [parseCosignerKey(w1Key)]);
+
+describe('a witness without a pinned key', () => {
+  it.each([
+    ['after', (honest: string, other: string) => [`${honest}#${w1Key}`, other]],
+    ['before', (honest: string, other: string) => [other, `${honest}#${w1Key}`]],
+  ])('cannot replace or stand beside the pinned witness’s valid cosignature (configured %s it)', async (_, order) => {
+    const honest = await honestWitness();
+    const other = await impostor(300); // answers after the honest witness: the line it gives came last
+    const out = await (await poolOf(order(honest.url, other))).cosign(cp);
+    expect(w1Lines(out.note)).toHaveLength(1);
+    expect(checked(out.note).valid.map((c) => c.name)).toEqual([W1]);
+    expect(checked(out.note).invalid).toEqual([]);
+  });
+
+  it('cannot put a line under a pinned witness’s name while that witness is down: the line is dropped', async () => {
+    const other = await impostor(0);
+    const out = await (await poolOf([`http://127.0.0.1:1#${w1Key}`, other])).cosign(cp);
+    expect(w1Lines(out.note)).toEqual([]);
+  });
+
+  it('between two witnesses without keys, the one configured first keeps its line', async () => {
+    const honest = await honestWitness();
+    const other = await impostor(300);
+    const out = await (await poolOf([honest.url, other])).cosign(cp);
+    expect(w1Lines(out.note)).toHaveLength(1);
+    expect(checked(out.note).invalid).toEqual([]);
+    expect(checked(out.note).valid).toHaveLength(1);
+  });
+
+  it('URL#VKEY takes the key in the fragment’s place; a bad key or a fragment in an endpoint’s URL is refused', async () => {
+    await expect(poolOf(['http://127.0.0.1:1#not-a-key'])).rejects.toMatchObject({ code: 'KEY_INVALID' });
+    await expect(poolOf(['http://127.0.0.1:1#'])).rejects.toMatchObject({ code: 'KEY_INVALID' });
+    await expect(
+      WitnessPool.open({
+        options: { witnesses: [{ url: `http://127.0.0.1:1#${w1Key}` }] },
+        checkpointStem: fresh('stem'),
+        proof: async () => [],
+        notice: () => {},
+      }),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
+describe('a witness whose 409 names a size larger than the log', () => {
+  it('is asked again on the next round, and cosigns once it answers otherwise', async () => {
+    const honest = await honestWitness();
+    let asked = 0;
+    const flaky = await listen(
+      createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          if (asked++ === 0) {
+            res.writeHead(409, { 'content-type': 'text/x.tlog.size' });
+            res.end('1000000\n');
+            return;
+          }
+          // Reset or reconfigured: from now on it is the honest witness.
+          void fetch(`${honest.url}/add-checkpoint`, { method: 'POST', body: Buffer.concat(chunks) }).then(
+            async (r) => {
+              res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'text/plain' });
+              res.end(await r.text());
+            },
+          );
+        });
+      }),
+    );
+    const pool = await poolOf([`${flaky}#${w1Key}`]);
+    expect(w1Lines((await pool.cosign(cp)).note)).toEqual([]);
+    const again = await pool.cosign(cp);
+    expect(checked(again.note).valid.map((c) => c.name)).toEqual([W1]);
+    expect(asked).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('the witness server and replays of the tree it holds', () => {
+  it('cosigns a replay without writing its state again, and serves monitors the newest note', async () => {
+    const honest = await honestWitness();
+    const first = await fetch(`${honest.url}/add-checkpoint`, { method: 'POST', body: await log.request(0, leaves) });
+    expect(first.status).toBe(200);
+    const file = join(honest.dir, 'logs', `${originHash(log.origin)}.json`);
+    const before = statSync(file, { bigint: true });
+    const replay = await log.note(leaves, [log.signer], ['example.com/ext 1']);
+    const body = `old 3\n\n${replay}`;
+    const again = await fetch(`${honest.url}/add-checkpoint`, { method: 'POST', body });
+    expect(again.status).toBe(200);
+    const line = await again.text();
+    const after = statSync(file, { bigint: true });
+    expect([after.ino, after.mtimeNs]).toEqual([before.ino, before.mtimeNs]);
+    const served = await (await fetch(`${honest.url}/${originHash(log.origin)}/checkpoint`)).text();
+    expect(served.endsWith(line)).toBe(true);
+    expect(served).toContain('example.com/ext 1');
+  });
+
+  it('does no work for a request that waited in the log’s queue past its deadline (answered 408)', async () => {
+    let signed = 0;
+    const slow: NoteSigner = {
+      ...w1,
+      sign: async (m) => {
+        await new Promise((r) => setTimeout(r, 150)); // a slow signing device
+        signed++;
+        return nobleSign(m, w1Seed);
+      },
+    };
+    const honest = await honestWitness({ signer: slow, requestTimeoutMs: 500 });
+    expect(
+      (await fetch(`${honest.url}/add-checkpoint`, { method: 'POST', body: await log.request(0, leaves) })).status,
+    ).toBe(200);
+    signed = 0;
+    const replay = `old 3\n\n${await log.note(leaves)}`;
+    const statuses = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        fetch(`${honest.url}/add-checkpoint`, { method: 'POST', body: replay }).then((r) => r.status),
+      ),
+    );
+    expect(statuses.filter((s) => s === 408).length).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, 1500)); // what was still queued has had time to run
+    // Signatures for the 200s, and at most one that was under way when its deadline passed.
+    expect(signed).toBeLessThanOrEqual(statuses.filter((s) => s === 200).length + 1);
+  });
+});
+
+describe('the auditor’s quorum', () => {
+  const text = `${log.origin}\n3\n${encodeBase64(log.root(leaves))}\n`;
+  const lineAt = (name: string, timestamp: bigint) => {
+    const sig = nobleSign(cosignedMessage(text, timestamp), w1Seed);
+    const body = new Uint8Array(76);
+    const view = new DataView(body.buffer);
+    view.setUint32(0, cosignerKeyHash(name, w1.publicKey));
+    view.setBigUint64(4, timestamp);
+    body.set(sig, 12);
+    return `\u2014 ${name} ${encodeBase64(body)}\n`;
+  };
+
+  it('counts one public key pinned under two names once: a renamed line is not a second vote', async () => {
+    const line = lineAt('w-old', 1_700_000_000n);
+    // Anyone can move the line to the other name: the signed message does not contain it.
+    const sig = decodeBase64(line.trim().split(' ')[2]!)!;
+    new DataView(sig.buffer, sig.byteOffset).setUint32(0, cosignerKeyHash('w-new', w1.publicKey));
+    const renamed = `\u2014 w-new ${encodeBase64(sig)}\n`;
+    const keysText = `${encodeCosignerKey('w-old', w1.publicKey)}\n${encodeCosignerKey('w-new', w1.publicKey)}\n`;
+    const keys = parseWitnessKeys(keysText);
+    expect(keys).toHaveLength(2);
+    const note = `${text}\n${line}${renamed}`;
+    const findings = new FindingSink(100);
+    const r = verifyWitnesses(note, { keys, quorum: 1 }, findings);
+    expect(r.pinned).toBe(1);
+    expect(r.signedBy.map((s) => s.witness.split('+')[0])).toEqual(['w-old']);
+    expect(findings.findings).toEqual([]);
+    await expect(readWitnessPolicy({ name: 'keys.txt', read: async () => keysText }, '2')).rejects.toMatchObject({
+      code: 'USAGE',
+      message: expect.stringContaining('1 distinct pinned witness key'),
+    });
+  });
+
+  it('verifies timestamps the spec allows past 2^53 exactly, and reports them exactly', () => {
+    const t = 2n ** 60n + 1n; // not a JavaScript number
+    const keys = [parseCosignerKey(encodeCosignerKey('w-far', w1.publicKey))];
+    const note = `${text}\n${lineAt('w-far', t)}`;
+    const check = checkCosignatures(note, keys);
+    expect(check.invalid).toEqual([]);
+    expect(check.valid.map((c) => c.timestampText)).toEqual([t.toString()]);
+    const findings = new FindingSink(100);
+    const r = verifyWitnesses(note, { keys, quorum: 1 }, findings);
+    expect(findings.findings).toEqual([]);
+    expect(r.signedBy[0]!.time).toBe(`${t} s after 1970-01-01T00:00:00Z`);
+    // 2^63 − 1 is the spec's cap; 2^63 is out of range.
+    expect(checkCosignatures(`${text}\n${lineAt('w-far', 2n ** 63n - 1n)}`, keys).valid).toHaveLength(1);
+    expect(checkCosignatures(`${text}\n${lineAt('w-far', 2n ** 63n)}`, keys).invalid[0]!.reason).toMatch(
+      /out of range/,
+    );
+  });
+});
