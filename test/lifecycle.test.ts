@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Level } from 'level';
-import { chmodSync, readdirSync, utimesSync, writeFileSync, readFileSync } from 'node:fs';
+import { chmodSync, readdirSync, truncateSync, utimesSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
@@ -232,6 +232,22 @@ describe('restart, recovery, fsck and gc', () => {
     expect(ledger.recovery.stagingRemoved).toBe(3);
     for (const path of leftovers) expect(() => readFileSync(path)).toThrow(/ENOENT/);
     expect(readdirSync(join(root, 'keys')).length).toBe(before - 1);
+    await ledger.close();
+  });
+
+  it('a blob file grown past every limit: resume says BLOB_INTEGRITY, and a publish of the same bytes replaces it', async () => {
+    const root = tempDir();
+    const ledger = await open(root, { inlineSummaryBytes: 0, maxSummaryBytes: 256 * 1024 });
+    const summary = sampleSummary('grown');
+    const first = await ledger.publish(scope, summary);
+    const hex = digestHex(first.digest);
+    const path = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    truncateSync(path, 1024 * 1024); // zeros appended: over maxSummaryBytes
+    await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'BLOB_INTEGRITY' });
+    const again = await ledger.publish({ ...scope, session: 's2' }, summary);
+    expect(again.digest).toEqual(first.digest);
+    expect((await ledger.resume(scope)).summary).toEqual((await ledger.resume({ ...scope, session: 's2' })).summary);
+    expect(readdirSync(join(root, 'quarantine'))).toHaveLength(1);
     await ledger.close();
   });
 

@@ -563,6 +563,23 @@ export class Ledger {
    * STREAM_DECODE_FROM (128 KiB) on, else read whole and parsed.
    */
   private async readSummary(ref: { digest: Digest; size: number }, signal?: AbortSignal): Promise<Summary> {
+    try {
+      return await this.readSummaryOf(ref, signal);
+    } catch (err) {
+      // Read with a limit of at least the signed size: a stored blob over it is not the one the manifest names.
+      if (err instanceof StoreError && err.code === 'BLOB_TOO_LARGE')
+        throw new StoreError(
+          'BLOB_INTEGRITY',
+          `summary ${ref.digest} is larger than the manifest's ${ref.size} bytes`,
+          {
+            cause: err,
+          },
+        );
+      throw err;
+    }
+  }
+
+  private async readSummaryOf(ref: { digest: Digest; size: number }, signal?: AbortSignal): Promise<Summary> {
     const get = { signal, maxBytes: Math.max(this.maxSummaryBytes, ref.size) };
     if (ref.size >= STREAM_DECODE_FROM && canDecodeStream()) {
       const what = `summary ${ref.digest}`;

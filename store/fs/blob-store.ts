@@ -73,6 +73,11 @@ export class FsBlobStore extends AbstractBlobStore {
    */
   private readonly unsyncedDirs = new Map<string, number>();
   private listingVersion = 0;
+  /**
+   * Shard directories this process has made durable in their parents. One that was already there may have been
+   * made by a process that crashed before its parent's fsync: the first put here under it fsyncs the parent too.
+   */
+  private readonly durableShards = new Set<string>();
 
   private constructor(root: string, options: FsBlobStoreOptions) {
     super(options);
@@ -175,8 +180,14 @@ export class FsBlobStore extends AbstractBlobStore {
     const { dir1, dir2 } = this.pathOf(digestHex(digest));
     // Again right before the shard directories are made and the name linked: the swap may have come mid-write.
     await this.checkRealDirs([this.blobsV1Dir, this.blobDir]);
-    if (await this.ensureShardDir(dir1)) await this.syncDir(this.blobDir);
-    if (await this.ensureShardDir(dir2)) await this.syncDir(dir1);
+    if ((await this.ensureShardDir(dir1)) || !this.durableShards.has(dir1)) {
+      await this.syncDir(this.blobDir);
+      this.durableShards.add(dir1);
+    }
+    if ((await this.ensureShardDir(dir2)) || !this.durableShards.has(dir2)) {
+      await this.syncDir(dir1);
+      this.durableShards.add(dir2);
+    }
     // Leftovers of an earlier failed fsync (perhaps of the very directories just found to exist).
     for (const dir of [...this.unsyncedDirs.keys()]) await this.syncDir(dir);
   }
@@ -262,12 +273,17 @@ export class FsBlobStore extends AbstractBlobStore {
     return false;
   }
 
+  /**
+   * Whether the file already at a blob's path holds exactly the `size` bytes of `digest`. One of another size is not
+   * read past `size` (a file grown past every limit is as damaged as a flipped bit, and is quarantined the same way).
+   */
   private async existingMatches(digest: Digest, size: number): Promise<boolean> {
     try {
-      const bytes = await this._get(digest, { limit: this.maxBlobBytes });
+      const bytes = await this._get(digest, { limit: size });
       return bytes.length === size;
     } catch (err) {
-      if (err instanceof StoreError && (err.code === 'BLOB_INTEGRITY' || err.code === 'UNSAFE_PATH')) return false;
+      if (err instanceof StoreError && ['BLOB_INTEGRITY', 'BLOB_TOO_LARGE', 'UNSAFE_PATH'].includes(err.code))
+        return false;
       throw err;
     }
   }

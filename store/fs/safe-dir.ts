@@ -1,20 +1,26 @@
 import { lstat, mkdir } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import { StoreError, type StoreErrorCode } from '../errors.js';
+import { nodeFsOps } from './ops.js';
 import { ownerProblem } from './owner.js';
 
 /**
  * Creates `dir` with mode 0700 if missing, then refuses it unless it is a real directory (not a
  * symlink), owned by this user or root, that group and others cannot write: a store others can write to
- * cannot keep its promises.
+ * cannot keep its promises. Every directory it creates is made durable in its parent (the parent is fsynced),
+ * so a crash cannot take back a directory that files of the store were then written into; the parent of the
+ * first one made is not the store's and may not be readable, so its flush is best effort.
  */
 export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promise<void> {
+  let first: string | undefined;
   try {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    first = await mkdir(dir, { recursive: true, mode: 0o700 });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
       throw new StoreError('STORAGE_FAILED', `cannot create ${dir}: ${(err as Error).message}`, { cause: err });
     }
   }
+  if (first !== undefined) await flushMade(resolve(first), resolve(dir));
   const st = await lstat(dir);
   if (st.isSymbolicLink()) throw new StoreError(code, `${dir} is a symbolic link; refusing to use it`);
   if (!st.isDirectory()) throw new StoreError(code, `${dir} is not a directory`);
@@ -25,5 +31,25 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
       code,
       `${dir} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 700 on it`,
     );
+  }
+}
+
+/** fsyncs the parent of each directory from `first` (the topmost one made) down to `dir`. */
+async function flushMade(first: string, dir: string): Promise<void> {
+  const made: string[] = [];
+  for (let d = dir; ; d = dirname(d)) {
+    made.push(d);
+    if (d === first || dirname(d) === d) break;
+  }
+  for (const d of made.reverse()) {
+    const parent = dirname(d);
+    try {
+      await nodeFsOps.fsyncDir(parent);
+    } catch (err) {
+      if (d === first) continue;
+      throw new StoreError('STORAGE_FAILED', `cannot flush the directory ${parent}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
   }
 }

@@ -1,0 +1,72 @@
+/**
+ * Directories are durable in their parents before anything is written under them: every directory a new store
+ * makes (including checkpoints/ and keys/, made after the blob store's own flush of the root), and a shard
+ * directory a crashed process made but never flushed into its parent. Every directory fsync is recorded with what
+ * the directory held at that moment.
+ */
+import { mkdirSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { describe, expect, it, vi } from 'vitest';
+import { openLedger } from '../src/ledger/open.js';
+import { digestHex, digestOf } from '../store/hash/digest.js';
+import { validateSummary } from '../src/summary/summary.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const flushes: Array<{ dir: string; held: string[] }> = [];
+vi.mock('../store/fs/ops.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../store/fs/ops.js')>();
+  const fsyncDir = real.nodeFsOps.fsyncDir;
+  real.nodeFsOps.fsyncDir = async (dir: string) => {
+    const held = (() => {
+      try {
+        return readdirSync(dir);
+      } catch {
+        return [];
+      }
+    })();
+    await fsyncDir(dir);
+    flushes.push({ dir, held });
+  };
+  return real;
+});
+
+/** True when `dir` was named in its parent at some fsync of that parent. */
+const flushedInParent = (dir: string) =>
+  flushes.some((f) => f.dir === dirname(dir) && f.held.includes(dir.split('/').at(-1)!));
+
+describe('directories durable in their parents', () => {
+  it('flushes every directory a new store makes into its parent, checkpoints/ and keys/ included', async () => {
+    const base = tempDir();
+    const root = join(base, 'a', 'store');
+    flushes.length = 0;
+    const ledger = await openLedger({ root, host: 'h1' });
+    await ledger.publish({ principal: 'p', session: 's', run: 'r' }, sampleSummary('first'));
+    await ledger.close();
+    const made = [
+      join(base, 'a'),
+      root,
+      ...readdirSync(root, { withFileTypes: true })
+        .filter((d) => d.isDirectory())
+        .map((d) => join(root, d.name)),
+    ];
+    expect(made).toEqual(
+      expect.arrayContaining([join(root, 'checkpoints'), join(root, 'keys'), join(root, 'manifests-v1')]),
+    );
+    for (const dir of made) expect(flushedInParent(dir), dir).toBe(true);
+  });
+
+  it('flushes a shard directory that was already there (made by a process that crashed) into its parent', async () => {
+    const root = tempDir();
+    await (await openLedger({ root, host: 'h1' })).close();
+    const summary = sampleSummary('in a shard another process made');
+    const hex = digestHex(digestOf(validateSummary(summary).bytes));
+    const shard = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2));
+    mkdirSync(join(shard, hex.slice(2, 4)), { recursive: true, mode: 0o700 }); // made, never flushed
+    flushes.length = 0;
+    const ledger = await openLedger({ root, host: 'h1', inlineSummaryBytes: 0 });
+    await ledger.publish({ principal: 'p', session: 's', run: 'r' }, summary);
+    await ledger.close();
+    expect(flushedInParent(shard)).toBe(true);
+    expect(flushedInParent(join(shard, hex.slice(2, 4)))).toBe(true);
+  });
+});
