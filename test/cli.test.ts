@@ -187,6 +187,33 @@ describe('handoff-ledger CLI', () => {
     expect(JSON.parse(cli(['keys', 'export', ...s]).stdout).keys).toHaveLength(2);
   });
 
+  it('a second open in this process, refused (LOCKED), leaves the lock held; so does a second spelling of the root', async () => {
+    const { symlinkSync } = await import('node:fs');
+    const base = tempDir();
+    const root = join(base, 'store');
+    const ledger = await openLedger({ root, host: 'h' });
+    await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary());
+    // LevelDB's refusal of a second open closed a descriptor of its LOCK file, which dropped the process's lock.
+    await expect(openLedger({ root, host: 'h' })).rejects.toMatchObject({ code: 'LOCKED' });
+    const aliasParent = join(tempDir(), 'via-link');
+    symlinkSync(base, aliasParent);
+    await expect(openLedger({ root: join(aliasParent, 'store'), host: 'h' })).rejects.toMatchObject({
+      code: 'LOCKED',
+      message: expect.stringMatching(/already open in this process/),
+    });
+    const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [CLI, 'resume', '--root', root, '--principal', 'alice', '--session', 's']);
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/LOCKED: .*another process/s);
+    await ledger.close();
+    const again = await openLedger({ root: join(aliasParent, 'store'), host: 'h' });
+    await again.close();
+  });
+
   it('a second process opening the same root gets LOCKED, exit 2, with what to do', async () => {
     const root = join(tempDir(), 'store');
     const ledger = await openLedger({ root, host: 'h' });

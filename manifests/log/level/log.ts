@@ -14,6 +14,7 @@
  * Group commit: appends that arrive while a batch is being made durable wait and share the next one,
  * so concurrent publishes on different chains pay one fsync between them.
  */
+import { mkdir, stat } from 'node:fs/promises';
 import { Level } from 'level';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
@@ -75,7 +76,18 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
+/**
+ * The stores this process has open, by device and inode of their directory. LevelDB's own lock cannot be trusted
+ * within one process: a second open there is refused, but the refusal closes a descriptor of the LOCK file, which
+ * drops the process's POSIX lock on it (any other process could then open the store beside this one); and a second
+ * spelling of the same directory (a symlinked parent) is not refused at all. A second open in this process is refused
+ * here, before LevelDB is asked.
+ */
+const openInProcess = new Set<string>();
+
 export class LevelManifestLog extends AbstractManifestLog implements AppendQueue {
+  /** This log's entry in `openInProcess`, removed when it closes. */
+  private inProcessId: string | undefined;
   readonly inlineBlobs: InlineBlobTable;
   // This process owns the database, so caches of what it wrote are exact.
   private readonly watermarkCache = new Map<string, number>();
@@ -161,9 +173,35 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
 
   /**
    * Opens (creating if needed) the log at `path`.
-   * @throws ManifestError `LOCKED` when another process has the store open; `STORAGE_FAILED` otherwise.
+   * @throws ManifestError `LOCKED` when another process, or another log of this process, has the store open;
+   *   `STORAGE_FAILED` otherwise.
    */
   static async open(path: string, options: LevelManifestLogOptions = {}): Promise<LevelManifestLog> {
+    let id: string;
+    try {
+      await mkdir(path, { recursive: true, mode: 0o700 });
+      const st = await stat(path, { bigint: true });
+      id = `${st.dev}:${st.ino}`;
+    } catch (err) {
+      throw storageFailed('open', err);
+    }
+    if (openInProcess.has(id))
+      throw new ManifestError(
+        'LOCKED',
+        `the store at ${path} is already open in this process (another ledger or log holds it); close that one first`,
+      );
+    openInProcess.add(id);
+    try {
+      const log = await LevelManifestLog.openLocked(path, options);
+      log.inProcessId = id;
+      return log;
+    } catch (err) {
+      openInProcess.delete(id);
+      throw err;
+    }
+  }
+
+  private static async openLocked(path: string, options: LevelManifestLogOptions): Promise<LevelManifestLog> {
     const db = new Level<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     try {
       await db.open();
@@ -596,6 +634,10 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   protected async _close(): Promise<void> {
-    await this.db.close();
+    try {
+      await this.db.close();
+    } finally {
+      if (this.inProcessId !== undefined) openInProcess.delete(this.inProcessId);
+    }
   }
 }
