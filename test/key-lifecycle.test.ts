@@ -3,7 +3,7 @@
  * integrity, and who may own what the store trusts.
  */
 import { describe, expect, it } from 'vitest';
-import { chownSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
@@ -15,6 +15,7 @@ import { checkpointVerifiers, parseTrustStore, type TrustedKey } from '../manife
 import { openNote } from '../manifests/crypto/note.js';
 import { findTrustedKey } from '../manifests/format/trust-lookup.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { digestOf } from '../store/hash/digest.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
 
@@ -166,6 +167,24 @@ describe('a revoked host key', () => {
     // A key that never signed here is listed from now, as on a first open.
     const fresh = await open(tempDir(), { signer: new LocalSigner(generateJwk()) });
     await fresh.close();
+  });
+
+  it('lists a host key that signed nothing when trust.json is missing (a first open stopped between the two writes)', async () => {
+    const root = tempDir();
+    mkdirSync(join(root, 'keys'), { mode: 0o700 });
+    const keyPath = join(root, 'keys', `${digestOf(new TextEncoder().encode('host-a')).slice(7)}.jwk`);
+    writeFileSync(keyPath, JSON.stringify(generateJwk()), { mode: 0o600 });
+    const ledger = await openLedger({ root, host: 'host-a' });
+    expect(ledger.trustStore().keys.map((k) => k.keyId)).toEqual([ledger.keyId]);
+    await ledger.publish(scope, sampleSummary(1));
+    await ledger.close();
+    // Opened once, nothing signed, trust.json gone: the same.
+    const other = tempDir();
+    await (await openLedger({ root: other, host: 'host-a' })).close();
+    unlinkSync(join(other, 'trust.json'));
+    const again = await openLedger({ root: other, host: 'host-a' });
+    expect((await again.publish(scope, sampleSummary(2))).seq).toBe(0);
+    await again.close();
   });
 
   it('refuses to open when trust.json is gone but the host key is not, instead of re-trusting the key from now', async () => {

@@ -129,7 +129,9 @@ export class Keyring {
         trustMissing = false;
       }
       // Re-listing the host key from "now" would expire everything it signed before: never rebuild trust.json silently.
-      if (trustMissing && !options.keyFile)
+      // A key that signed nothing in this store loses nothing by it: that is a new store whose first open stopped
+      // (a crash) between writing its key and its trust.json, and it is listed from now as on a first open.
+      if (trustMissing && !options.keyFile && (await options.signedBefore?.(signer.keyId)) !== false)
         throw new LedgerError(
           'KEY_INVALID',
           `${trustPath} is missing but the host key exists; restore trust.json (from a backup or \`keys export\`)`,
