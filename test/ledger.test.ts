@@ -581,13 +581,13 @@ describe('large summaries are encoded while they are written', () => {
           await plantSeq1(ledger, r, signer, { size: r.size + delta });
           await ledger.close();
           ledger = await open(root, { signer, maxSummaryBytes: limitAfter });
-          // Beyond the limit the claim is the most the store may read: a larger blob is refused as too large.
+          // Beyond the limit the claim is the most the store may read: a larger blob is not read at all.
           const tooLarge = limitAfter < r.size && delta < 0;
           await expect(ledger.resume(alice)).rejects.toMatchObject({
             name: 'StoreError',
-            code: tooLarge ? 'BLOB_TOO_LARGE' : 'BLOB_INTEGRITY',
+            code: 'BLOB_INTEGRITY',
             message: tooLarge
-              ? `blob ${r.digest} is ${r.size} bytes, over the limit of ${r.size - 1}`
+              ? `summary ${r.digest} is larger than the manifest's ${r.size - 1} bytes`
               : `summary ${r.digest} is ${r.size} bytes, the manifest says ${r.size + delta}`,
           });
           await ledger.close();
@@ -634,6 +634,40 @@ describe('large summaries are encoded while they are written', () => {
     expect(await collect(ledger.blobs.list())).toEqual(blobsBefore);
     expect(readdirSync(join(root, 'tmp'))).toEqual([]);
     await ledger.close();
+  });
+});
+
+describe('close', () => {
+  it('lets the calls in flight finish, refuses later ones with CLOSED, and leaves no pin file open', async () => {
+    const { readdirSync: list, readlinkSync } = await import('node:fs');
+    const root = tempDir();
+    const ledger = await open(root);
+    const calls = Array.from({ length: 20 }, (_, i) =>
+      ledger.publish({ principal: 'alice', session: `c${i}`, run: 'r' }, sampleSummary(`in flight ${i}`)),
+    );
+    const checkpoint = ledger.checkpoint();
+    await ledger.close();
+    const settled = await Promise.allSettled([...calls, checkpoint]);
+    expect(
+      settled.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),
+    ).toEqual([]);
+    await expect(
+      ledger.publish({ principal: 'alice', session: 'late', run: 'r' }, sampleSummary()),
+    ).rejects.toMatchObject({
+      code: 'CLOSED',
+    });
+    await expect(ledger.resume({ principal: 'alice', session: 'c0' })).rejects.toMatchObject({ code: 'CLOSED' });
+    const open_ = list('/proc/self/fd').flatMap((fd) => {
+      try {
+        return [readlinkSync(`/proc/self/fd/${fd}`)];
+      } catch {
+        return [];
+      }
+    });
+    expect(open_.filter((target) => target.startsWith(root))).toEqual([]);
+    const again = await open(root);
+    for (let i = 0; i < 20; i++) expect((await again.resume({ principal: 'alice', session: `c${i}` }))?.seq).toBe(0);
+    await again.close();
   });
 });
 

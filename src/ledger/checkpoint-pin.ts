@@ -141,6 +141,7 @@ export class CheckpointPinFile {
 
   /** The file kept open (`O_DSYNC`) by an exclusive pin between writes; closed by `close` or a re-created file. */
   private handle: FileHandle | undefined;
+  private closed = false;
 
   /**
    * Reads the pinned note: the newest intact slot of `<stem>.pin`, else (a store of the previous version)
@@ -201,6 +202,9 @@ export class CheckpointPinFile {
    * @returns false when nothing was written because the pin on file supersedes `note`
    */
   async write(note: string, supersedes?: (pinned: string) => boolean): Promise<boolean> {
+    // Closed with its ledger: a pin started after that would open the file again and keep it, after the store's
+    // lock went to its next owner.
+    if (this.closed) throw new LedgerError('CLOSED', `the pin ${this.path} is closed`);
     try {
       if (this.exclusive) return await this.writeHeld(note, supersedes);
       // Other processes pin this file too: read, decide and write under one lock, or two pins at once would both
@@ -287,7 +291,7 @@ export class CheckpointPinFile {
       await this.writeSlot(this.handle, index, seq, note);
     } catch (err) {
       // The slot may be torn: the next pin opens the file again and writes that slot again (its pair still holds).
-      await this.close();
+      await this.dropHandle();
       throw err;
     }
     this.newest = { index, seq, note };
@@ -301,8 +305,14 @@ export class CheckpointPinFile {
       off += (await handle.write(slot, off, slot.length - off, index * this.slotSize + off)).bytesWritten;
   }
 
-  /** Closes the file an exclusive pin keeps open (the ledger's close); the next pin opens it again. */
+  /** Closes the file an exclusive pin keeps open, for good (the ledger's close): a later `write` is `CLOSED`. */
   async close(): Promise<void> {
+    this.closed = true;
+    await this.dropHandle();
+  }
+
+  /** Closes the file an exclusive pin keeps open; the next pin opens it again. */
+  private async dropHandle(): Promise<void> {
     const handle = this.handle;
     this.handle = undefined;
     await handle?.close();
@@ -311,7 +321,7 @@ export class CheckpointPinFile {
   /** A new slot file (the first pin, or a note too large for the current slots), replaced atomically. */
   private async create(note: string, needed: number): Promise<void> {
     // The kept handle names the file being replaced.
-    await this.close();
+    await this.dropHandle();
     let slotSize = Math.max(this.slotSize, MIN_SLOT);
     while (slotSize < needed) slotSize *= 2;
     if (slotSize > MAX_SLOT)

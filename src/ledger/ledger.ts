@@ -169,6 +169,9 @@ export class Ledger {
   private lastSignedAt: string | undefined;
   private readonly watermarks = new Map<string, number>();
   private closed = false;
+  /** Calls of this ledger's API not yet settled (`close` waits for them). */
+  private inFlight = 0;
+  private drained: Array<() => void> = [];
   private trustCache: TrustStore | undefined;
   /** Verdicts on stored envelopes, valid for the current trust store (a new one starts them afresh). */
   private readonly verified = new VerifiedManifestCache();
@@ -232,9 +235,10 @@ export class Ledger {
    * without the keys passed in `trust`: what fsck holds the log's key records against.
    */
   async storeTrust(): Promise<TrustStore> {
-    this.assertOpen();
-    await this.reloadKeys();
-    return this.keyring.trustStore();
+    return this.tracked(async () => {
+      await this.reloadKeys();
+      return this.keyring.trustStore();
+    });
   }
 
   get keyId(): string {
@@ -245,9 +249,11 @@ export class Ledger {
     if (this.closed) throw new LedgerError('CLOSED', 'the ledger is closed');
   }
 
-  /** Open, and no rollback or fork seen: what writes to grants and keys require (reads check the tree themselves). */
+  /**
+   * No rollback or fork seen: what writes to grants and keys require (reads check the tree themselves). Open is
+   * checked once, when a call is admitted (`tracked`): an admitted call that waited for a lock still runs.
+   */
   private assertSound(): void {
-    this.assertOpen();
     if (this.checkpoints.failed) throw this.checkpoints.failed;
   }
 
@@ -284,12 +290,14 @@ export class Ledger {
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
-    return this.telemetry.run(
-      'publish',
-      { scope, host: this.host },
-      (span) => this.publishTraced(scope, summary, options ?? {}, span), // `null` from JavaScript callers too
-      (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
-    );
+    return this.tracked(async () => {
+      return this.telemetry.run(
+        'publish',
+        { scope, host: this.host },
+        (span) => this.publishTraced(scope, summary, options ?? {}, span), // `null` from JavaScript callers too
+        (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
+      );
+    });
   }
 
   private async publishTraced(
@@ -298,7 +306,6 @@ export class Ledger {
     options: PublishOptions,
     span: Span,
   ): Promise<Receipt> {
-    this.assertOpen();
     const { signal } = options;
     // Publish step 1: validate ids; authorize.
     const s = parsePublishScope(scope);
@@ -511,19 +518,20 @@ export class Ledger {
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
   async resume(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<Resumed | undefined> {
-    return this.telemetry.run(
-      'resume',
-      { scope, host: this.host },
-      () => this.resumeTraced(scope, options ?? {}),
-      (r) => ({
-        attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
-        ...(r ? { bytes: r.manifest.summary.size } : {}),
-      }),
-    );
+    return this.tracked(async () => {
+      return this.telemetry.run(
+        'resume',
+        { scope, host: this.host },
+        () => this.resumeTraced(scope, options ?? {}),
+        (r) => ({
+          attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
+          ...(r ? { bytes: r.manifest.summary.size } : {}),
+        }),
+      );
+    });
   }
 
   private async resumeTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<Resumed | undefined> {
-    this.assertOpen();
     const s = parseScope(scope);
     throwIfCancelled(options.signal);
     // One round of reads (the head, the entries at, after and before it, the watermark) serves authorization
@@ -612,16 +620,17 @@ export class Ledger {
 
   /** The session's verified chain, oldest first. Every entry's signature, scope and link are checked. */
   async history(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<HistoryEntry[]> {
-    return this.telemetry.run(
-      'history',
-      { scope, host: this.host },
-      () => this.historyTraced(scope, options ?? {}),
-      (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
-    );
+    return this.tracked(async () => {
+      return this.telemetry.run(
+        'history',
+        { scope, host: this.host },
+        () => this.historyTraced(scope, options ?? {}),
+        (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
+      );
+    });
   }
 
   private async historyTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<HistoryEntry[]> {
-    this.assertOpen();
     const s = parseScope(scope);
     // Authorized on the very head it then walks to, as resume is: a first publish of the session that commits
     // between an authorization on "no head yet" and a later head read must not reach a caller without rights.
@@ -652,9 +661,11 @@ export class Ledger {
    * the one pinned before. @throws LedgerError `ROLLBACK`, `FORK`
    */
   async checkpoint(): Promise<SignedCheckpoint> {
-    const cp = await this.checkLog();
-    // With witnesses: the note carries the cosignatures gathered for this very tree (one bounded round).
-    return this.witnesses ? this.witnesses.cosign(cp) : cp;
+    return this.tracked(async () => {
+      const cp = await this.checkpoints.sync();
+      // With witnesses: the note carries the cosignatures gathered for this very tree (one bounded round).
+      return this.witnesses ? this.witnesses.cosign(cp) : cp;
+    });
   }
 
   /**
@@ -662,8 +673,9 @@ export class Ledger {
    * before it collects). @throws LedgerError `ROLLBACK`, `FORK`
    */
   async checkLog(): Promise<SignedCheckpoint> {
-    this.assertOpen();
-    return this.checkpoints.sync();
+    return this.tracked(async () => {
+      return this.checkpoints.sync();
+    });
   }
 
   /** The note verifier key (`<origin>+<hash>+<key>`) of this host's current checkpoint key. */
@@ -676,8 +688,9 @@ export class Ledger {
    * @throws LedgerError `NOT_FOUND`, `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`
    */
   async inclusionProof(id: Digest, options: { size?: number } = {}): Promise<InclusionProof> {
-    this.assertOpen();
-    return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, options?.size);
+    return this.tracked(async () => {
+      return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, options?.size);
+    });
   }
 
   /**
@@ -685,27 +698,34 @@ export class Ledger {
    * @throws LedgerError `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`
    */
   async consistencyProof(oldSize: number, options: { size?: number } = {}): Promise<ConsistencyProof> {
-    this.assertOpen();
-    return consistencyProof(this.log, (await this.checkpoints.sync()).checkpoint.size, oldSize, options?.size);
+    return this.tracked(async () => {
+      return consistencyProof(this.log, (await this.checkpoints.sync()).checkpoint.size, oldSize, options?.size);
+    });
   }
 
   /** Grants `principal` access to `session` (or lifts a principal-wide revocation with `'*'`). Durable. */
   async grant(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
-    return this.setGrant(principal, session, 'granted', options?.by);
+    return this.tracked(async () => {
+      return this.setGrant(principal, session, 'granted', options?.by);
+    });
   }
 
   /** Revokes `principal`'s access to `session` (`'*'`: everywhere). Deletes nothing; durable; immediate. */
   async revoke(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
-    // Taken under the chain lock so that no publish of this session is between its commit-point check and its append;
-    // principal-wide, under the signing lock's exclusive side, which waits for every commit in flight.
-    const by = options?.by;
-    if (session === '*') return this.signing.exclusive(() => this.setGrant(principal, session, 'revoked', by));
-    return this.chains.run(session, () => this.setGrant(principal, session, 'revoked', by));
+    return this.tracked(async () => {
+      // Taken under the chain lock so that no publish of this session is between its commit-point check and its append;
+      // principal-wide, under the signing lock's exclusive side, which waits for every commit in flight.
+      const by = options?.by;
+      if (session === '*') return this.signing.exclusive(() => this.setGrant(principal, session, 'revoked', by));
+      return this.chains.run(session, () => this.setGrant(principal, session, 'revoked', by));
+    });
   }
 
   async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
-    this.assertSound();
-    return this.log.grants.list(filter ?? {});
+    return this.tracked(async () => {
+      this.assertSound();
+      return this.log.grants.list(filter ?? {});
+    });
   }
 
   private async setGrant(
@@ -726,27 +746,29 @@ export class Ledger {
    * publishes in flight, and ends the old key's window after the last manifest it signed.
    */
   async rotateKey(): Promise<string> {
-    this.assertSound();
-    return this.signing.exclusive(async () => {
-      try {
-        // Under the trust lock, with the keys read again under it: another process sharing this root that
-        // rotates at the same time does so before or after this rotation, never over it.
-        return await this.keyring.exclusive(async () => {
-          this.keyring.assertRotatable();
-          const old = this.keyring.signer.keyId;
-          // The window end is chosen under the log's append order: after every createdAt the key signed in any
-          // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
-          let at = '';
-          await this.log.signingKeys.close(old, (record) => {
-            at = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
-            // A window a revocation closed earlier stays closed there: rotating never moves its end later.
-            return closedNoLater(record, at);
+    return this.tracked(async () => {
+      this.assertSound();
+      return this.signing.exclusive(async () => {
+        try {
+          // Under the trust lock, with the keys read again under it: another process sharing this root that
+          // rotates at the same time does so before or after this rotation, never over it.
+          return await this.keyring.exclusive(async () => {
+            this.keyring.assertRotatable();
+            const old = this.keyring.signer.keyId;
+            // The window end is chosen under the log's append order: after every createdAt the key signed in any
+            // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
+            let at = '';
+            await this.log.signingKeys.close(old, (record) => {
+              at = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
+              // A window a revocation closed earlier stays closed there: rotating never moves its end later.
+              return closedNoLater(record, at);
+            });
+            return (await this.keyring.rotate(at)).keyId;
           });
-          return (await this.keyring.rotate(at)).keyId;
-        });
-      } finally {
-        this.trustCache = undefined;
-      }
+        } finally {
+          this.trustCache = undefined;
+        }
+      });
     });
   }
 
@@ -755,20 +777,22 @@ export class Ledger {
    * earlier time.
    */
   async revokeKey(keyId: string, at?: string): Promise<string> {
-    this.assertSound();
-    // Exclusive: no publish signs against the trust list this revocation is replacing.
-    return this.signing.exclusive(async () => {
-      try {
-        return await this.keyring.exclusive(async () => {
-          const from = this.keyring.checkRevocation(keyId, at);
-          // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
-          if (this.keyring.isManifestKey(keyId))
-            await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
-          return this.keyring.revoke(keyId, from);
-        });
-      } finally {
-        this.trustCache = undefined;
-      }
+    return this.tracked(async () => {
+      this.assertSound();
+      // Exclusive: no publish signs against the trust list this revocation is replacing.
+      return this.signing.exclusive(async () => {
+        try {
+          return await this.keyring.exclusive(async () => {
+            const from = this.keyring.checkRevocation(keyId, at);
+            // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
+            if (this.keyring.isManifestKey(keyId))
+              await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
+            return this.keyring.revoke(keyId, from);
+          });
+        } finally {
+          this.trustCache = undefined;
+        }
+      });
     });
   }
 
@@ -801,11 +825,28 @@ export class Ledger {
     this.trustCache = undefined;
   }
 
+  /**
+   * Closes the ledger: calls made from now on are refused (`CLOSED`); calls in flight finish first (each with its own
+   * outcome), then the witnesses, the log, the blob store and the pin are closed. gc, fsck and export running on
+   * this ledger are the caller's to await before closing it.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    while (this.inFlight > 0) await new Promise<void>((resolve) => this.drained.push(resolve));
     await this.witnesses?.close();
     await Promise.all([this.log.close(), this.blobs.close(), this.checkpoints.close()]);
+  }
+
+  /** Runs a call of this ledger's API: refused once the ledger is closing, and counted until it settles. */
+  private async tracked<T>(call: () => Promise<T>): Promise<T> {
+    this.assertOpen();
+    this.inFlight++;
+    try {
+      return await call();
+    } finally {
+      if (--this.inFlight === 0) for (const resolve of this.drained.splice(0)) resolve();
+    }
   }
 }
 
