@@ -19,6 +19,51 @@ const HOUR = 3_600_000;
 const first = { principal: 'alice', session: 'first', run: 'r' };
 const second = { principal: 'alice', session: 'second', run: 'r' };
 
+describe('reads while gc holds a blob aside', () => {
+  it('resume, stat and has find a blob in gc-aside/ while gc judges it (a publish just refreshed it)', async () => {
+    const root = tempDir();
+    let judging: (() => Promise<void>) | undefined;
+    const fs: FsOps = {
+      ...nodeFsOps,
+      // gc's judgement of the file it holds aside: the reads run at that very moment.
+      lstat: (async (p: string, o?: unknown) => {
+        if (p.includes('/gc-aside/') && judging) {
+          const run = judging;
+          judging = undefined;
+          await run();
+        }
+        return nodeFsOps.lstat(p, o as never);
+      }) as FsOps['lstat'],
+    };
+    const ledger: Ledger = await openLedger({ root, host: 'host-a', fs, inlineSummaryBytes: 0, onNotice: () => {} });
+    try {
+      const summary = sampleSummary('held aside');
+      const { digest } = await ledger.publish(first, summary);
+      const hex = digestHex(digest);
+      const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      const old = new Date(Date.now() - 2 * HOUR);
+      await utimes(file, old, old);
+      const seen: unknown[] = [];
+      judging = async () => {
+        // A publish of the same bytes refreshed the file before gc moved it aside; what it acknowledged must read.
+        seen.push((await ledger.resume(first))?.manifest.summary.digest);
+        seen.push((await ledger.blobs.stat(digest))?.size);
+        seen.push(await ledger.blobs.has(digest));
+        seen.push(await readdir(join(root, 'gc-aside')));
+        // The refresh of that publish's put, which gc sees now on the file it holds: judged young, linked back.
+        const now = new Date();
+        await utimes(join(root, 'gc-aside', hex), now, now);
+      };
+      const removed = await ledger.blobs.delete(digest, { storedBeforeMs: Date.now() - HOUR });
+      expect(removed).toBe(false);
+      expect(seen).toEqual([digest, expect.any(Number), true, [hex]]);
+      expect((await ledger.resume(first))?.manifest.summary.digest).toBe(digest);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('gc of a blob file', () => {
   it('keeps the blob of a publish whose re-put lands between its time check and its removal', async () => {
     const root = tempDir();

@@ -325,7 +325,7 @@ export class FsBlobStore extends AbstractBlobStore {
     await this.checkShardDirs(dir1, dir2);
     let handle: FileHandle;
     try {
-      handle = await this.fs.open(file, READ_FLAGS);
+      handle = await this.atPathOrAside(file, hex, (path) => this.fs.open(path, READ_FLAGS));
     } catch (err) {
       if (errno(err) === 'ENOENT') throw new StoreError('BLOB_NOT_FOUND', `blob ${digest} is not stored`);
       if (errno(err) === 'ELOOP')
@@ -342,6 +342,27 @@ export class FsBlobStore extends AbstractBlobStore {
       await handle.close().catch(() => {});
       throw storageFailed('read blob', err);
     }
+  }
+
+  /**
+   * `op` on a blob's file. While gc judges a blob it holds the file in gc-aside/ under the same name (renamed there,
+   * then linked back if the blob turns out young, as when a put of the same bytes just refreshed it): a read in that
+   * window finds the file there, else at its path again (gc may have linked it back meanwhile). The bytes are
+   * verified against the digest as from any path. @throws the filesystem's error of the last try (ENOENT: none)
+   */
+  private async atPathOrAside<T>(file: string, hex: string, op: (path: string) => Promise<T>): Promise<T> {
+    try {
+      return await op(file);
+    } catch (err) {
+      if (errno(err) !== 'ENOENT') throw err;
+    }
+    await this.checkRealDirs([this.asideDir]);
+    try {
+      return await op(join(this.asideDir, hex));
+    } catch (err) {
+      if (errno(err) !== 'ENOENT') throw err;
+    }
+    return op(file);
   }
 
   private async checkShardDirs(dir1: string, dir2: string): Promise<void> {
@@ -363,7 +384,7 @@ export class FsBlobStore extends AbstractBlobStore {
     const { dir1, dir2, file } = this.pathOf(hex);
     await this.checkShardDirs(dir1, dir2);
     try {
-      const st = await this.fs.lstat(file);
+      const st = await this.atPathOrAside(file, hex, (path) => this.fs.lstat(path));
       if (!st.isFile()) return undefined;
       return { digest, size: st.size, storedAtMs: st.mtimeMs };
     } catch (err) {
