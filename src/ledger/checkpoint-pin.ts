@@ -107,13 +107,22 @@ export function decodePinFile(bytes: Uint8Array, path: string): { newest: PinSlo
   return { newest: slots[0]!, slotSize };
 }
 
-/** A regular file's bytes (never through a symlink), or undefined when it does not exist. */
+/**
+ * A pin file's bytes (never through a symlink), or undefined when it does not exist; one larger than any pin file
+ * (two slots of at most 64 KiB) is refused from its size, unread.
+ */
 async function readRegular(path: string): Promise<Uint8Array | undefined> {
   try {
     const st = await lstat(path);
     if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`);
     const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
+      const { size } = await handle.stat();
+      if (size > 2 * MAX_SLOT)
+        throw new LedgerError(
+          'RECORD_CORRUPT',
+          `${path} is ${size} bytes, larger than any pinned checkpoint file (two slots of at most ${MAX_SLOT} bytes)`,
+        );
       return await handle.readFile();
     } finally {
       await handle.close();

@@ -12,6 +12,7 @@ import {
   rmSync,
   statSync,
   symlinkSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -200,6 +201,10 @@ describe('the pin file', () => {
     // A file that is not two slots at all (truncated, replaced) is the same refusal.
     writeFileSync(path, 'a note, not slots\n');
     expect((await refusal(open(root))).code).toBe('RECORD_CORRUPT');
+    // Nor is one larger than two slots of 64 KiB: refused from its size, never read (3 GiB, sparse).
+    truncateSync(path, 3 * 1024 ** 3);
+    const huge = await refusal(open(root));
+    expect([huge.code, huge.message]).toEqual(['RECORD_CORRUPT', expect.stringContaining('larger than any pinned')]);
     rmSync(path);
     ledger = await open(root);
     try {
