@@ -14,7 +14,7 @@ import { openNote, signNote, type NoteSigner, type NoteVerifierKey } from '../..
 import { formatCheckpoint, parseCheckpoint, type Checkpoint } from '../../manifests/format/checkpoint.js';
 import { equalBytes, verifyConsistency } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tlog/tree.js';
-import { sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
+import { SESSION_HEADS_EXTENSION, sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
 import type { LogTreeHead, ManifestLog } from '../../manifests/log/log.js';
 import { LedgerError } from '../errors.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -162,6 +162,26 @@ export class CheckpointGuard {
     // signed by a key no longer the current one (a rotation; the revocation that may follow it), at once: the
     // note handed out and exported is always one the trust file still vouches for.
     const signer = this.signer();
+    // The same tree with another session-heads root: the index was rewritten under the log (heads change only with
+    // an append). Signing it would hand out two completeness claims for one tree, and witnesses cosign both (a
+    // cosignature says nothing of extension lines): refused as a fork of the pinned checkpoint.
+    const headsLine = (c: Checkpoint) => c.extensions.find((l) => l.startsWith(`${SESSION_HEADS_EXTENSION} `));
+    if (sameTree && headsLine(pinned.checkpoint) !== undefined && headsLine(checkpoint) !== undefined) {
+      if (headsLine(pinned.checkpoint) !== headsLine(checkpoint)) {
+        this.failure = new LedgerError(
+          'FORK',
+          `the session-heads index is not the one pinned with this tree of ${head.size} entries (rewritten under the log)`,
+          {
+            evidence: {
+              pinned: pinned.note,
+              current: formatCheckpoint(checkpoint),
+              reason: 'another session-heads root',
+            },
+          },
+        );
+        throw this.failure;
+      }
+    }
     if (
       sameTree &&
       pinned.checkpoint.extensions.join('\n') === checkpoint.extensions.join('\n') &&

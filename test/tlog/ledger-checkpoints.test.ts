@@ -149,6 +149,30 @@ describe('rollback and fork detection', () => {
     }
   });
 
+  it('refuses the same tree with another session-heads index than the one pinned with it (FORK)', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    await publishMany(ledger, 's1', 1);
+    await publishMany(ledger, 's2', 1);
+    const pinned = (await ledger.checkpoint()).note;
+    await ledger.close();
+    // Behind the log's back: s2's head is dropped and the index rebuilt from the heads left (what open does when its
+    // built marker is gone). The entries and the tree are untouched.
+    const db = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    await db.raw.batch([
+      { type: 'del', key: 'h!s2' },
+      { type: 'del', key: 'm!session-heads' },
+    ]);
+    await db.close();
+    const err = await refusal(open(root));
+    expect(err.code).toBe('FORK');
+    expect(err.evidence?.pinned).toBe(pinned);
+    expect(err.evidence?.reason).toBe('another session-heads root');
+    expect(parseCheckpoint(err.evidence!.current).size).toBe(
+      parseCheckpoint(pinned.slice(0, pinned.indexOf('\n\n') + 1)).size,
+    );
+  });
+
   it('refuses every later operation once a fork was seen', async () => {
     const root = tempDir();
     const ledger = await open(root);
