@@ -89,7 +89,12 @@ export function rootOf(frontier: TreeNode[]): Uint8Array {
   return foldRight(frontier.map((n) => n.hash));
 }
 
-const largestPowerBelow = (n: number): number => 2 ** Math.floor(Math.log2(n - 1));
+/** The largest power of two below `n` (n ≥ 2), exactly: `Math.log2` rounds up just under 2^k for k ≥ 49. */
+function largestPowerBelow(n: number): number {
+  let k = 1;
+  while (k * 2 < n) k *= 2;
+  return k;
+}
 
 /** RFC 6962 section 2.1.1 PATH(m, D[start:end]), as the leaf ranges whose MTH are the proof's hashes. */
 function pathRanges(m: number, start: number, end: number, out: Array<[number, number]>): void {

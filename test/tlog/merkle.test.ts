@@ -137,6 +137,21 @@ describe('stored tree', () => {
     }
   });
 
+  it('splits trees of 2^49 leaves and more exactly (Math.log2 rounds up just under a power of two there)', () => {
+    for (const k of [49, 50, 52]) {
+      const n = 2 ** k;
+      const inclusion = inclusionRanges(0, n);
+      expect(inclusion).toHaveLength(k);
+      // The first leaf's path: its sibling, then subtrees doubling in size.
+      expect(inclusion.map(([a, b]) => b - a)).toEqual(Array.from({ length: k }, (_, i) => 2 ** i));
+      // One leaf past the power: the last leaf of the left subtree has that subtree's path, then the new leaf.
+      expect(inclusionRanges(n - 1, n + 1).at(-1)).toEqual([n, n + 1]);
+      expect(inclusionRanges(n - 1, n + 1)).toHaveLength(k + 1);
+      const consistency = consistencyRanges(n / 2, n);
+      expect(consistency).toEqual([[n / 2, n]]);
+    }
+  });
+
   it('makes inclusion and consistency proofs that verify, and only for the right leaf and root', async () => {
     const leaves = Array.from({ length: 37 }, (_, i) => new TextEncoder().encode(`entry-${i}`));
     const t = storedTree(leaves);
