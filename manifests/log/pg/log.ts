@@ -139,7 +139,10 @@ export class PgManifestLog extends AbstractManifestLog {
       putInline: q(`INSERT INTO {schema}.inline_blobs (digest, size, bytes) VALUES ($1, $2, $3)
         ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes, stored_at = clock_timestamp()`),
       entryAt: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position = $1`),
-      positionOf: q('SELECT position::text AS position FROM {schema}.entries WHERE id = $1 ORDER BY position LIMIT 1'),
+      // ORDER BY the column: the output alias `position` is text, whose order is not the positions'.
+      positionOf: q(
+        'SELECT position::text AS position FROM {schema}.entries WHERE id = $1 ORDER BY entries.position LIMIT 1',
+      ),
       getOrigin: q("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"),
       setOrigin: q("INSERT INTO {schema}.log_meta (key, value) VALUES ('origin', $1) ON CONFLICT (key) DO NOTHING"),
       getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),

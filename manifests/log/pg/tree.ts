@@ -26,8 +26,9 @@ export class PgTree {
       leaves: db.sql('SELECT count(*)::text AS n FROM {schema}.tree_nodes WHERE level = 0'),
       counter: db.sql('SELECT next_position::text AS n FROM {schema}.log_counter'),
       lockCounter: db.sql('SELECT next_position::text AS n FROM {schema}.log_counter FOR UPDATE'),
+      // ORDER BY the column, not the output alias: `position` there would be the text, and 10 sorts before 2.
       unplanted: db.sql(`SELECT position::text AS position, id, envelope FROM {schema}.entries
-        WHERE position >= $1 ORDER BY position LIMIT 1000`),
+        WHERE position >= $1 ORDER BY entries.position LIMIT 1000`),
     };
   }
 
@@ -83,8 +84,11 @@ export class PgTree {
         const rows = (await client.query<{ position: string; envelope: string }>(this.sql.unplanted, [String(from)]))
           .rows;
         if (rows.length === 0) return;
-        if (Number(rows[0]!.position) !== from)
-          throw new ManifestError('TREE_DAMAGED', `global position ${from} is missing`);
+        // Every row of the batch is the next position: a gap anywhere in it would shift the later leaves.
+        rows.forEach((r, i) => {
+          if (Number(r.position) !== from + i)
+            throw new ManifestError('TREE_DAMAGED', `global position ${from + i} is missing`);
+        });
         await this.grow(
           client,
           from,
