@@ -171,6 +171,66 @@ describePostgres(
         }
       });
     });
+
+    describe('unique violations in an append', () => {
+      const codeOf = async (p: Promise<unknown>) => ((await rejection(p)) as ManifestError).code;
+
+      it('are CHAIN_CONFLICT only for the chain keys: two first appends of one session race, one wins', async () => {
+        const schema = nextSchema();
+        const [a, b] = await Promise.all(
+          [0, 1].map(() => PgManifestLog.open({ connectionString: pg.connectionString, schema })),
+        );
+        try {
+          for (let round = 0; round < 5; round++) {
+            const settled = await Promise.allSettled([a!, b!].map((log) => log.append(link(`race${round}`, 0))));
+            expect(settled.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+            const lost = settled.find((r) => r.status === 'rejected')!;
+            expect((lost.reason as ManifestError).code).toBe('CHAIN_CONFLICT');
+          }
+        } finally {
+          await Promise.all([a!.close(), b!.close()]);
+        }
+      });
+
+      it('are TREE_DAMAGED for a tree row beyond the log, and a reopened store refuses appends so', async () => {
+        const schema = nextSchema();
+        const open = () => PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        const log = await open();
+        try {
+          await log.append(link('s', 0));
+          await log.append(link('s', 1));
+          // A leaf at the next position, as a restore of tree_nodes from a later backup than the entries leaves it.
+          await sql(`INSERT INTO "${schema}".tree_nodes VALUES (0, 2, decode(repeat('ab', 32), 'hex'))`);
+          expect(await codeOf(log.append(link('s', 2)))).toBe('TREE_DAMAGED');
+          expect(await codeOf(log.append(link('t', 0)))).toBe('TREE_DAMAGED');
+        } finally {
+          await log.close();
+        }
+        // Open finds more leaves (3) than positions (2): it opens (fsck, reads) and refuses appends, as LevelDB does.
+        const reopened = await open();
+        try {
+          const err = await rejection(reopened.append(link('s', 2)));
+          expect((err as ManifestError).code).toBe('TREE_DAMAGED');
+          expect((err as Error).message).toMatch(/the tree has 3 leaves, the log 2 entries/);
+          expect((await reopened.head('s'))?.seq).toBe(1);
+        } finally {
+          await reopened.close();
+        }
+      });
+
+      it("are TREE_DAMAGED when the log's counter is behind its entries", async () => {
+        const schema = nextSchema();
+        const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          await log.append(link('s', 0));
+          await log.append(link('s', 1));
+          await sql(`UPDATE "${schema}".log_counter SET next_position = 1`);
+          expect(await codeOf(log.append(link('u', 0)))).toBe('TREE_DAMAGED');
+        } finally {
+          await log.close();
+        }
+      });
+    });
   },
   'handoff_ledger_hardening',
 );

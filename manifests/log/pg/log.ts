@@ -92,6 +92,8 @@ export class PgManifestLog extends AbstractManifestLog {
   private readonly sql: Record<string, string>;
   private readonly tree: PgTree;
   private readonly headsIndex: PgSessionHeads;
+  /** Set at open when the tree has more leaves than the log has positions: appends are refused (fsck says more). */
+  private treeDamage: string | undefined;
 
   private constructor(private readonly db: PgDatabase) {
     super(new PgGrantTable(db), new PgSigningKeys(db));
@@ -170,7 +172,7 @@ export class PgManifestLog extends AbstractManifestLog {
     try {
       await db.migrate('manifests', MANIFEST_MIGRATIONS);
       const log = new PgManifestLog(db);
-      await log.tree.backfill();
+      log.treeDamage = await log.tree.backfill();
       await log.headsIndex.backfill();
       return log;
     } catch (err) {
@@ -250,6 +252,7 @@ export class PgManifestLog extends AbstractManifestLog {
   }
 
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
+    if (this.treeDamage) throw new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
     const leaf = leafOfEnvelope(request.envelope);
     const conflict = (head: HeadRow | undefined) =>
       new ManifestError(
@@ -305,13 +308,20 @@ export class PgManifestLog extends AbstractManifestLog {
         return toEntry({ position, ...request });
       });
     } catch (err) {
-      if (pgCode(err) === UNIQUE_VIOLATION) {
+      // Only the chain's own keys mean another writer won; any other unique key refusing a row is damage.
+      const constraint = pgCode(err) === UNIQUE_VIOLATION ? (err as { constraint?: string }).constraint : undefined;
+      if (constraint === 'heads_pkey' || constraint === 'entries_session_seq_key')
         throw new ManifestError(
           'CHAIN_CONFLICT',
           `session ${request.session}: another writer appended seq ${request.seq} first`,
           { cause: err },
         );
-      }
+      if (constraint === 'entries_pkey')
+        throw new ManifestError(
+          'TREE_DAMAGED',
+          "the log's counter is behind its entries (the global position it gave out is already taken); run fsck",
+          { cause: err },
+        );
       throw storageFailed('append', err);
     }
   }
