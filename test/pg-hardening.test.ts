@@ -4,9 +4,15 @@
  * writer cannot block every append forever, long uploads leave connections for everything else, and bad
  * options are refused with codes.
  */
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import pgLib from 'pg';
-import { digestOf } from '../store/hash/digest.js';
+import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
+import { StoreError, isHandoffLedgerError } from '../store/errors.js';
+import { PgBlobStore } from '../store/pg/blob-store.js';
 import { ManifestError } from '../manifests/errors.js';
 import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
@@ -16,6 +22,7 @@ import { leafHash, nodeHash } from '../manifests/tlog/merkle.js';
 import { appendLeaves } from '../manifests/tlog/tree.js';
 import { PgDatabase } from '../store/pg/db.js';
 import { fsckTree } from '../src/ops/fsck-tree.js';
+import { openLedger } from '../src/ledger/open.js';
 import { describePostgres } from './support/postgres.js';
 
 let schemas = 0;
@@ -228,6 +235,35 @@ describePostgres(
           expect(await codeOf(log.append(link('u', 0)))).toBe('TREE_DAMAGED');
         } finally {
           await log.close();
+        }
+      });
+    });
+
+    describe('connection options', () => {
+      it('refuses a bad schema name or an empty connection string with INVALID_ARGUMENT, through openLedger too', async () => {
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-options-'));
+        try {
+          for (const postgres of [
+            { connectionString: pg.connectionString, schema: 'HandoffLedger' },
+            { connectionString: pg.connectionString, schema: 'a;drop' },
+            { connectionString: '' },
+          ]) {
+            const err = await rejection(openLedger({ root, host: 'h', postgres, onNotice: () => {} }));
+            expect(isHandoffLedgerError(err), String(err)).toBe(true);
+            expect(err).toMatchObject({ code: 'INVALID_ARGUMENT' });
+          }
+          const bad = { connectionString: pg.connectionString, schema: 'Bad' };
+          const logErr = await rejection(PgManifestLog.open(bad));
+          expect(logErr).toBeInstanceOf(ManifestError);
+          expect(logErr).toMatchObject({ code: 'INVALID_ARGUMENT' });
+          const blobErr = await rejection(PgBlobStore.open({ ...bad, hash: nobleBlake3 }));
+          expect(blobErr).toBeInstanceOf(StoreError);
+          expect(blobErr).toMatchObject({ code: 'INVALID_ARGUMENT' });
+          expect(await rejection(PgManifestLog.open({ connectionString: '' }))).toMatchObject({
+            code: 'INVALID_ARGUMENT',
+          });
+        } finally {
+          await rm(root, { recursive: true, force: true });
         }
       });
     });

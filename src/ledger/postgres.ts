@@ -23,7 +23,8 @@ export interface PostgresBackendOptions {
 /**
  * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
  * Closing both ends the shared pool.
- * @throws StoreError / ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
+ * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
+ *   lowercase identifier); StoreError / ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
  */
 export async function openPostgresBackends(
   options: PostgresBackendOptions,

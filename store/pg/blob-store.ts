@@ -18,7 +18,7 @@ import {
   type WriteLimits,
 } from '../blob-store.js';
 import { fixedBlocks } from '../blocks.js';
-import { PgDatabase, type PgConnectOptions, type PgMigration } from './db.js';
+import { PgDatabase, pgOptionsProblem, type PgConnectOptions, type PgMigration } from './db.js';
 
 const CHUNK = 4 * 1024 * 1024;
 const LIST_PAGE = 1000;
@@ -68,9 +68,12 @@ export class PgBlobStore extends AbstractBlobStore {
 
   /**
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
-   * @throws StoreError `STORAGE_FAILED` when the database cannot be reached or migrated.
+   * @throws StoreError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`), `STORAGE_FAILED`
+   *   when the database cannot be reached or migrated.
    */
   static async open(options: PgBlobStoreOptions): Promise<PgBlobStore> {
+    const problem = pgOptionsProblem(options);
+    if (problem) throw new StoreError('INVALID_ARGUMENT', `postgres blob store: ${problem}`);
     const db = new PgDatabase(options);
     try {
       await db.migrate('blobs', BLOB_MIGRATIONS);

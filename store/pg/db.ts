@@ -43,6 +43,20 @@ export interface PgMigration {
 
 const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/**
+ * What is wrong with connection options, before anything connects: a schema name that is not a plain lowercase
+ * identifier, or no pool and no non-empty connection string (an empty one would make the driver fall back to
+ * PG* environment variables and localhost). Each layer reports it with its own `INVALID_ARGUMENT`.
+ * @returns the problem, or undefined when the options are usable
+ */
+export function pgOptionsProblem(options: PgConnectOptions): string | undefined {
+  if (options.schema !== undefined && (typeof options.schema !== 'string' || !SCHEMA_RE.test(options.schema)))
+    return `schema must be a lowercase identifier matching ${SCHEMA_RE}, got ${JSON.stringify(options.schema)}`;
+  if (options.pool === undefined && (typeof options.connectionString !== 'string' || options.connectionString === ''))
+    return 'PostgreSQL backend needs a connectionString (a non-empty postgresql:// URL) or a pool';
+  return undefined;
+}
+
 export class PgDatabase {
   readonly pool: pg.Pool;
   /** The schema name, already quoted for SQL text. */
@@ -51,23 +65,21 @@ export class PgDatabase {
   private closed = false;
 
   /**
-   * @throws RangeError when neither a pool nor a connection string is given, or the schema name is not
-   *   a plain lowercase identifier.
+   * @throws RangeError when `pgOptionsProblem` finds one (the stores check first and throw their own
+   *   `INVALID_ARGUMENT`).
    */
   constructor(options: PgConnectOptions) {
-    const schema = options.schema ?? 'handoff_ledger';
-    if (!SCHEMA_RE.test(schema)) throw new RangeError(`schema must match ${SCHEMA_RE}, got ${JSON.stringify(schema)}`);
-    this.schema = `"${schema}"`;
+    const problem = pgOptionsProblem(options);
+    if (problem) throw new RangeError(problem);
+    this.schema = `"${options.schema ?? 'handoff_ledger'}"`;
     if (options.pool) {
       this.pool = options.pool;
       this.ownsPool = false;
       // A borrowed pool may lack the listener createPgPool adds; a dropped idle connection must not crash us.
       this.pool.on('error', () => {});
-    } else if (options.connectionString) {
-      this.pool = createPgPool({ connectionString: options.connectionString });
-      this.ownsPool = true;
     } else {
-      throw new RangeError('PostgreSQL backend needs a connectionString or a pool');
+      this.pool = createPgPool({ connectionString: options.connectionString! });
+      this.ownsPool = true;
     }
   }
 

@@ -8,7 +8,7 @@
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
 import { storageFailure, throwIfAborted } from '../../../store/errors.js';
-import { PgDatabase, pgCode, UNIQUE_VIOLATION, type PgConnectOptions } from '../../../store/pg/db.js';
+import { PgDatabase, pgCode, pgOptionsProblem, UNIQUE_VIOLATION, type PgConnectOptions } from '../../../store/pg/db.js';
 import { ManifestError } from '../../errors.js';
 import { AbstractManifestLog } from '../abstract-log.js';
 import { headProblems, type HeadProblem } from '../../chain/head-rules.js';
@@ -165,9 +165,12 @@ export class PgManifestLog extends AbstractManifestLog {
 
   /**
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
-   * @throws ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
+   * @throws ManifestError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`), `STORAGE_FAILED`
+   *   when the database cannot be reached or migrated.
    */
   static async open(options: PgManifestLogOptions): Promise<PgManifestLog> {
+    const problem = pgOptionsProblem(options);
+    if (problem) throw new ManifestError('INVALID_ARGUMENT', `postgres manifest log: ${problem}`);
     const db = new PgDatabase(options);
     try {
       await db.migrate('manifests', MANIFEST_MIGRATIONS);
