@@ -20,9 +20,10 @@ import type { AppendRequest } from '../manifests/log/log.js';
 import { leafOfEnvelope } from '../manifests/tlog/leaf.js';
 import { leafHash, nodeHash } from '../manifests/tlog/merkle.js';
 import { appendLeaves } from '../manifests/tlog/tree.js';
-import { PgDatabase } from '../store/pg/db.js';
+import { createPgPool, PgDatabase, pgOptionsProblem } from '../store/pg/db.js';
 import { fsckTree } from '../src/ops/fsck-tree.js';
 import { openLedger } from '../src/ledger/open.js';
+import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { describePostgres } from './support/postgres.js';
 
 let schemas = 0;
@@ -265,6 +266,136 @@ describePostgres(
         } finally {
           await rm(root, { recursive: true, force: true });
         }
+      });
+    });
+
+    describe('a writer that stalls inside a transaction', () => {
+      /** A second connection holding the global counter's row lock, as an append in flight does. */
+      async function holdCounter(schema: string): Promise<pgLib.Client> {
+        const locker = new pgLib.Client({ connectionString: pg.connectionString });
+        locker.on('error', () => {});
+        await locker.connect();
+        await locker.query('BEGIN');
+        await locker.query(`SELECT 1 FROM "${schema}".log_counter FOR UPDATE`);
+        return locker;
+      }
+
+      it('makes an append elsewhere fail LOCKED within lockTimeoutMs, and a publish too; nothing is written', async () => {
+        const schema = nextSchema();
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-lock-'));
+        const postgres = { connectionString: pg.connectionString, schema, lockTimeoutMs: 500 };
+        const ledger = await openLedger({ root, host: 'h', postgres, onNotice: () => {} });
+        const log = await PgManifestLog.open(postgres);
+        const scope = { principal: 'alice', session: 's1', run: 'r1' };
+        try {
+          await ledger.publish(scope, { task: 't', state: 's', nextSteps: ['n'] });
+          const locker = await holdCounter(schema);
+          // Released after 8 s at the latest: without a bound the append would wait for it and then succeed.
+          const release = setTimeout(() => void locker.query('ROLLBACK'), 8000);
+          try {
+            let started = Date.now();
+            const err = await rejection(log.append(link('other', 0)));
+            expect(Date.now() - started).toBeLessThan(4000);
+            expect(err).toBeInstanceOf(ManifestError);
+            expect(err).toMatchObject({ code: 'LOCKED' });
+            expect((err as Error).message).toMatch(/lock_timeout/);
+            started = Date.now();
+            const published = await rejection(ledger.publish(scope, { task: 't2', state: 's', nextSteps: ['n'] }));
+            expect(Date.now() - started).toBeLessThan(4000);
+            expect(published).toMatchObject({ code: 'LOCKED' });
+          } finally {
+            clearTimeout(release);
+            await locker.query('ROLLBACK');
+            await locker.end();
+          }
+          expect(await log.head('other')).toBeUndefined();
+          expect((await log.head('s1'))?.seq).toBe(0);
+          // Once the holder is gone, appends go through again.
+          expect(await log.append(link('other', 0))).toMatchObject({ position: 1 });
+        } finally {
+          await ledger.close();
+          await log.close();
+          await rm(root, { recursive: true, force: true });
+        }
+      });
+
+      it("is ended by the server after idleInTransactionTimeoutMs, releasing the lock other hosts' appends wait for", async () => {
+        const schema = nextSchema();
+        await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();
+        // The stalled host: its append pauses for 3 s after taking the position (a paused process, a GC pause).
+        const pool = createPgPool({ connectionString: pg.connectionString, idleInTransactionTimeoutMs: 500 });
+        const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pgLib.PoolClient>;
+        let stall = true;
+        const hooked = async () => {
+          const client = await connect();
+          const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+          (client as unknown as { query: typeof query }).query = async (...args: unknown[]) => {
+            if (stall && typeof args[0] === 'string' && /INSERT INTO .*\.entries/.test(args[0])) {
+              stall = false;
+              await new Promise((r) => setTimeout(r, 3000));
+            }
+            return query(...args);
+          };
+          return client;
+        };
+        // pool.query checks a client out with a callback: that form is passed through untouched.
+        (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) =>
+          args.length > 0 ? connect(...args) : hooked();
+        const stalled = await PgManifestLog.open({ pool, schema });
+        const other = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          const stalledAppend = rejection(stalled.append(link('a', 0)));
+          await new Promise((r) => setTimeout(r, 200));
+          const started = Date.now();
+          expect(await other.append(link('b', 0))).toMatchObject({ position: 0 });
+          expect(Date.now() - started).toBeLessThan(2500);
+          const err = await stalledAppend;
+          expect(err).toBeInstanceOf(ManifestError);
+          expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+          expect((err as Error).message, String((err as Error).cause)).toMatch(/idle_in_transaction_session_timeout/);
+          expect(await other.head('a')).toBeUndefined();
+          // The pool drops the ended connection: the stalled host's next append works.
+          expect(await stalled.append(link('a', 0))).toMatchObject({ position: 1 });
+        } finally {
+          await Promise.all([stalled.close(), other.close()]);
+          await pool.end();
+        }
+      });
+
+      it('leaves a blob upload whose source is slower than idleInTransactionTimeoutMs alone', async () => {
+        const { blobs, log } = await openPostgresBackends({
+          connectionString: pg.connectionString,
+          schema: nextSchema(),
+          idleInTransactionTimeoutMs: 300,
+        });
+        try {
+          const source = (async function* () {
+            for (let i = 0; i < 3; i++) {
+              await new Promise((r) => setTimeout(r, 700));
+              yield new Uint8Array(5 * 1024 * 1024).fill(i + 1);
+            }
+          })();
+          const { digest, size } = await blobs.put(source);
+          expect(size).toBe(15 * 1024 * 1024);
+          expect((await blobs.get(digest)).length).toBe(size);
+        } finally {
+          await Promise.all([blobs.close(), log.close()]);
+        }
+      });
+
+      it('sets the bounds and keepalive on the pools it makes (defaults 30 s and 60 s), and checks them', () => {
+        const pool = createPgPool({ connectionString: pg.connectionString });
+        const options = (pool as unknown as { options: Record<string, unknown> }).options;
+        expect(options).toMatchObject({
+          lock_timeout: 30_000,
+          idle_in_transaction_session_timeout: 60_000,
+          keepAlive: true,
+        });
+        void pool.end();
+        for (const bad of [{ lockTimeoutMs: -1 }, { idleInTransactionTimeoutMs: 1.5 }, { maxConnections: 0 }])
+          expect(pgOptionsProblem({ connectionString: 'postgresql://x@/y', ...bad })).toMatch(
+            /must be (a positive integer|an integer number of milliseconds)/,
+          );
       });
     });
   },

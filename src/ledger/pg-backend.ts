@@ -16,7 +16,7 @@ import { LedgerError } from '../errors.js';
  * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
  * Closing both ends the shared pool. Reached through postgres.ts, which loads this module (and the client) lazily.
  * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
- *   lowercase identifier), before anything connects; StoreError / ManifestError `STORAGE_FAILED` when the database
+ *   lowercase identifier, a pool size or timeout out of range), before anything connects; StoreError / ManifestError `STORAGE_FAILED` when the database
  *   cannot be reached or migrated.
  */
 export async function openPostgresBackends(
@@ -24,7 +24,7 @@ export async function openPostgresBackends(
 ): Promise<{ blobs: BlobStore; log: ManifestLog }> {
   if (typeof options !== 'object' || options === null)
     throw new LedgerError('INVALID_ARGUMENT', 'postgres options must be an object with a connectionString');
-  const problem = pgOptionsProblem({ connectionString: options.connectionString, schema: options.schema });
+  const problem = pgOptionsProblem({ ...options, pool: undefined });
   if (problem) throw new LedgerError('INVALID_ARGUMENT', problem);
   const hash = typeof options.hash === 'object' ? options.hash : await loadHashBackend(options.hash ?? 'auto');
   const pool = createPgPool(options);

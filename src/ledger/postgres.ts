@@ -18,6 +18,17 @@ export interface PostgresBackendOptions {
   schema?: string;
   /** Connections in the shared pool (default 10). */
   maxConnections?: number;
+  /**
+   * Longest wait for a lock another connection holds, in ms (default 30 000; 0: the server's setting). An append
+   * waits for the previous one to commit: past this bound (its writer stalled) it fails `LOCKED`, writing nothing.
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Longest a transaction may sit idle before the server ends it and releases its locks, in ms (default 60 000;
+   * 0: the server's setting): a process paused inside an append holds up the others this long at most. Blob
+   * uploads are exempt.
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 /**

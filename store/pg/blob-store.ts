@@ -18,7 +18,7 @@ import {
   type WriteLimits,
 } from '../blob-store.js';
 import { fixedBlocks } from '../blocks.js';
-import { PgDatabase, pgOptionsProblem, type PgConnectOptions, type PgMigration } from './db.js';
+import { PgDatabase, pgOptionsProblem, pgTimeoutProblem, type PgConnectOptions, type PgMigration } from './db.js';
 
 const CHUNK = 4 * 1024 * 1024;
 const LIST_PAGE = 1000;
@@ -52,7 +52,10 @@ export interface PgBlobStoreOptions extends PgConnectOptions {
   maxBlobBytes?: number;
 }
 
+/** The store's error for a failed step; a timeout of the pool's settings (pgTimeoutProblem) says which one. */
 function storageFailed(step: string, err: unknown): Error {
+  const timeout = pgTimeoutProblem(err);
+  if (timeout) return new StoreError('STORAGE_FAILED', `postgres blob store: ${step}: ${timeout}`, { cause: err });
   return storageFailure(StoreError, `postgres blob store: ${step}`, err);
 }
 
@@ -86,7 +89,12 @@ export class PgBlobStore extends AbstractBlobStore {
 
   protected async _put(source: Uint8Array | AsyncIterable<Uint8Array>, { signal }: WriteLimits): Promise<BlobInfo> {
     try {
-      return await this.db.transaction((client) => this.write(client, source, signal));
+      // Exempt from the idle-in-transaction bound: a slow source leaves the transaction idle between chunks, and
+      // an upload holds no lock another writer waits on.
+      return await this.db.transaction(
+        (client) => this.write(client, source, signal),
+        'BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0',
+      );
     } catch (err) {
       throw storageFailed('put', err);
     }

@@ -5,19 +5,41 @@
  * own error class.
  */
 import pg from 'pg';
+import { isHandoffLedgerError } from '../errors.js';
 
 /** Something queries can be sent to: the pool itself or a client checked out for a transaction. */
 export type PgQueryable = Pick<pg.ClientBase, 'query'>;
 
+/** Default `lockTimeoutMs`: how long a statement waits for a lock another connection holds. */
+export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
+/** Default `idleInTransactionTimeoutMs`: how long the server lets a transaction sit idle before ending it. */
+export const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000;
+
+/** The pool's settings (PgConnectOptions without the pool itself). */
+export interface PgPoolOptions {
+  connectionString: string;
+  maxConnections?: number;
+  lockTimeoutMs?: number;
+  idleInTransactionTimeoutMs?: number;
+}
+
 /**
  * Builds a connection pool: the one place a pool is made, for one store or for a blob store and a
- * manifest log sharing it (openPostgresBackends).
+ * manifest log sharing it (openPostgresBackends). Every connection bounds its lock waits (`lock_timeout`) and
+ * the time a transaction may sit idle (`idle_in_transaction_session_timeout`), so a writer that stalls inside
+ * an append (a paused process, a lost host) cannot hold the global counter's lock, and every append, forever;
+ * TCP keepalive finds a dead server on an idle connection.
  */
-export function createPgPool(options: { connectionString: string; maxConnections?: number }): pg.Pool {
+export function createPgPool(options: PgPoolOptions): pg.Pool {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.maxConnections ?? 10,
     connectionTimeoutMillis: 10_000,
+    // 0 is not sent: the server's own setting applies.
+    lock_timeout: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
+    idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
   });
   // An idle connection dropped by the server (restart, failover) is removed by the pool; without a
   // listener the 'error' event would crash the process. The next operation reconnects.
@@ -32,6 +54,19 @@ export interface PgConnectOptions {
   pool?: pg.Pool;
   /** PostgreSQL schema holding every table (default `handoff_ledger`), so no user table is ever touched. */
   schema?: string;
+  /** Connections in a pool made from `connectionString` (default 10). */
+  maxConnections?: number;
+  /**
+   * Longest wait for a lock another connection holds, in ms (default 30 000; 0: the server's setting), for a pool
+   * made from `connectionString`: past it the operation fails (`LOCKED` in the log) and nothing is written.
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Longest a transaction may sit idle before the server ends it and releases its locks, in ms (default 60 000;
+   * 0: the server's setting), for a pool made from `connectionString`. Blob uploads are exempt (a slow source
+   * holds no lock that others wait on).
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 /** One versioned, forward-only schema step. `sql` uses `{schema}` where the quoted schema name goes. */
@@ -54,6 +89,15 @@ export function pgOptionsProblem(options: PgConnectOptions): string | undefined 
     return `schema must be a lowercase identifier matching ${SCHEMA_RE}, got ${JSON.stringify(options.schema)}`;
   if (options.pool === undefined && (typeof options.connectionString !== 'string' || options.connectionString === ''))
     return 'PostgreSQL backend needs a connectionString (a non-empty postgresql:// URL) or a pool';
+  const { maxConnections, lockTimeoutMs, idleInTransactionTimeoutMs } = options;
+  if (maxConnections !== undefined && !(Number.isSafeInteger(maxConnections) && maxConnections >= 1))
+    return `maxConnections must be a positive integer, got ${String(maxConnections)}`;
+  for (const [name, ms] of [
+    ['lockTimeoutMs', lockTimeoutMs],
+    ['idleInTransactionTimeoutMs', idleInTransactionTimeoutMs],
+  ] as const)
+    if (ms !== undefined && !(Number.isSafeInteger(ms) && ms >= 0 && ms <= 2 ** 31 - 1))
+      return `${name} must be an integer number of milliseconds from 0 to 2147483647, got ${String(ms)}`;
   return undefined;
 }
 
@@ -78,7 +122,7 @@ export class PgDatabase {
       // A borrowed pool may lack the listener createPgPool adds; a dropped idle connection must not crash us.
       this.pool.on('error', () => {});
     } else {
-      this.pool = createPgPool({ connectionString: options.connectionString! });
+      this.pool = createPgPool({ ...options, connectionString: options.connectionString! });
       this.ownsPool = true;
     }
   }
@@ -102,8 +146,9 @@ export class PgDatabase {
     let broken: Error | undefined;
     // A checked-out client has no pool listener: a connection lost between queries would otherwise
     // surface as an unhandled 'error' event. The failure reaches us through the next query instead.
+    // The first error is the reason (a server's FATAL message); the connection's end is reported after it.
     const onError = (err: Error) => {
-      broken = err;
+      broken ??= err;
     };
     client.on('error', onError);
     try {
@@ -117,6 +162,9 @@ export class PgDatabase {
           broken = rollbackErr;
         });
       }
+      // A session the server ended (idle in transaction too long, terminated) says why on the connection; the
+      // query after it only says the connection is gone. The reason is the one callers can act on.
+      if (pgCode(broken) !== undefined && pgCode(err) === undefined && !isHandoffLedgerError(err)) throw broken;
       throw err;
     } finally {
       client.off('error', onError);
@@ -189,3 +237,22 @@ export function pgCode(err: unknown): string | undefined {
 
 /** SQLSTATE 23505: a unique or primary key constraint refused a row. */
 export const UNIQUE_VIOLATION = '23505';
+/** SQLSTATE 55P03: a lock was not granted within `lock_timeout`. */
+export const LOCK_NOT_AVAILABLE = '55P03';
+/** SQLSTATE 25P03: the server ended a session idle in a transaction past `idle_in_transaction_session_timeout`. */
+export const IDLE_IN_TRANSACTION_TIMEOUT = '25P03';
+
+/**
+ * A plain account of a timeout the pool's settings caused, for the layer's error message, or undefined.
+ * Nothing was committed in either case: the statement or the whole transaction was rolled back.
+ */
+export function pgTimeoutProblem(err: unknown): string | undefined {
+  switch (pgCode(err)) {
+    case LOCK_NOT_AVAILABLE:
+      return 'another connection held a lock this needs for longer than lock_timeout (a writer stalled mid-transaction?); nothing was written, retry';
+    case IDLE_IN_TRANSACTION_TIMEOUT:
+      return 'the server ended the transaction after it sat idle longer than idle_in_transaction_session_timeout (this process stalled); nothing was committed, retry';
+    default:
+      return undefined;
+  }
+}

@@ -8,7 +8,15 @@
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
 import { storageFailure, throwIfAborted } from '../../../store/errors.js';
-import { PgDatabase, pgCode, pgOptionsProblem, UNIQUE_VIOLATION, type PgConnectOptions } from '../../../store/pg/db.js';
+import {
+  LOCK_NOT_AVAILABLE,
+  PgDatabase,
+  pgCode,
+  pgOptionsProblem,
+  pgTimeoutProblem,
+  UNIQUE_VIOLATION,
+  type PgConnectOptions,
+} from '../../../store/pg/db.js';
 import { ManifestError } from '../../errors.js';
 import { AbstractManifestLog } from '../abstract-log.js';
 import { headProblems, type HeadProblem } from '../../chain/head-rules.js';
@@ -64,7 +72,18 @@ const toEntry = (r: EntryRow): LogEntry => ({
 
 const toHead = (r: HeadRow): ChainHead => ({ session: r.session, seq: r.seq, id: r.id as Digest, owner: r.owner });
 
+/**
+ * The log's error for a failed operation: a lock wait past `lock_timeout` is `LOCKED` (retryable: the lock's holder
+ * stalled), a transaction the server ended for idling is `STORAGE_FAILED` saying so, anything else as storageFailure.
+ */
 function storageFailed(what: string, err: unknown): Error {
+  const timeout = pgTimeoutProblem(err);
+  if (timeout)
+    return new ManifestError(
+      pgCode(err) === LOCK_NOT_AVAILABLE ? 'LOCKED' : 'STORAGE_FAILED',
+      `postgres manifest log: ${what}: ${timeout}`,
+      { cause: err },
+    );
   return storageFailure(ManifestError, `postgres manifest log: ${what}`, err);
 }
 
