@@ -390,12 +390,69 @@ describePostgres(
           lock_timeout: 30_000,
           idle_in_transaction_session_timeout: 60_000,
           keepAlive: true,
+          connectionTimeoutMillis: 60_000, // waiting for a free connection; a connection attempt is bounded at 10 s
         });
         void pool.end();
         for (const bad of [{ lockTimeoutMs: -1 }, { idleInTransactionTimeoutMs: 1.5 }, { maxConnections: 0 }])
           expect(pgOptionsProblem({ connectionString: 'postgresql://x@/y', ...bad })).toMatch(
             /must be (a positive integer|an integer number of milliseconds)/,
           );
+      });
+    });
+
+    describe('long uploads and a small pool', () => {
+      /** A source that takes about `chunks` × 700 ms. */
+      const slowSource = (chunks: number, fill: number) =>
+        (async function* () {
+          for (let i = 0; i < chunks; i++) {
+            await new Promise((r) => setTimeout(r, 700));
+            yield new Uint8Array(1024 * 1024).fill(fill);
+          }
+        })();
+
+      it('leave connections for appends and reads: uploads hold at most maxConnections − 2', async () => {
+        const schema = nextSchema();
+        const { blobs, log } = await openPostgresBackends({
+          connectionString: pg.connectionString,
+          schema,
+          maxConnections: 3,
+        });
+        try {
+          await log.append(link('s', 0));
+          const puts = [1, 2, 3].map((k) => blobs.put(slowSource(4, k)));
+          // A put waiting for an upload connection still answers its signal.
+          const cancelled = rejection(blobs.put(slowSource(1, 9), { signal: AbortSignal.timeout(300) }));
+          await new Promise((r) => setTimeout(r, 200));
+          const started = Date.now();
+          expect(await log.append(link('s', 1))).toMatchObject({ seq: 1 });
+          expect((await log.head('s'))?.seq).toBe(1);
+          expect(await blobs.has(digestOf(utf8('nothing')))).toBe(false);
+          // Without the limit all three connections are uploading (~2.8 s) and these wait for one to finish.
+          expect(Date.now() - started).toBeLessThan(1500);
+          expect(await cancelled).toMatchObject({ code: 'CANCELLED' });
+          const stored = await Promise.all(puts);
+          expect(stored.map((b) => b.size)).toEqual([4, 4, 4].map((n) => n * 1024 * 1024));
+        } finally {
+          await Promise.all([blobs.close(), log.close()]);
+        }
+      });
+
+      it('says the pool is busy when no connection becomes free in time', async () => {
+        const schema = nextSchema();
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1, connectionTimeoutMillis: 300 });
+        const blobs = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
+        const log = await PgManifestLog.open({ pool, schema });
+        try {
+          const put = blobs.put(slowSource(2, 1)); // the one connection, for ~1.4 s
+          await new Promise((r) => setTimeout(r, 100));
+          const err = await rejection(log.head('s'));
+          expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+          expect((err as Error).message).toMatch(/connection pool is busy/);
+          await put;
+        } finally {
+          await Promise.all([blobs.close(), log.close()]);
+          await pool.end();
+        }
       });
     });
   },

@@ -16,7 +16,10 @@ export interface PostgresBackendOptions {
   maxBlobBytes?: number;
   /** PostgreSQL schema for every table (default `handoff_ledger`); one schema is one store. */
   schema?: string;
-  /** Connections in the shared pool (default 10). */
+  /**
+   * Connections in the shared pool (default 10). Blob uploads hold at most `maxConnections − 2` of them at once (at
+   * least one), so reads and appends always find one; an operation waits up to 60 s for a free one.
+   */
   maxConnections?: number;
   /**
    * Longest wait for a lock another connection holds, in ms (default 30 000; 0: the server's setting). An append

@@ -88,6 +88,14 @@ export class PgBlobStore extends AbstractBlobStore {
   }
 
   protected async _put(source: Uint8Array | AsyncIterable<Uint8Array>, { signal }: WriteLimits): Promise<BlobInfo> {
+    // An upload holds its connection as long as its source takes: at most maxConnections − 2 of them at once.
+    let release: () => void;
+    try {
+      release = await this.db.uploadSlot(signal);
+    } catch (err) {
+      throwIfAborted(signal);
+      throw storageFailed('put', err);
+    }
     try {
       // Exempt from the idle-in-transaction bound: a slow source leaves the transaction idle between chunks, and
       // an upload holds no lock another writer waits on.
@@ -97,6 +105,8 @@ export class PgBlobStore extends AbstractBlobStore {
       );
     } catch (err) {
       throw storageFailed('put', err);
+    } finally {
+      release();
     }
   }
 

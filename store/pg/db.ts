@@ -15,6 +15,25 @@ export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
 /** Default `idleInTransactionTimeoutMs`: how long the server lets a transaction sit idle before ending it. */
 export const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000;
 
+/** How long a new connection may take to be established (a server that does not answer). */
+const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * How long an operation waits for a free pooled connection. Longer than a lock wait (`lockTimeoutMs`), which holds
+ * a connection meanwhile: operations queued behind appends waiting on a lock get those appends' answer first.
+ */
+export const POOL_WAIT_MS = 60_000;
+const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
+
+/**
+ * The pool's clients: a connection attempt is bounded by CONNECT_TIMEOUT_MS while the pool's
+ * `connectionTimeoutMillis` (which pg-pool also applies to waiting for a free connection) is POOL_WAIT_MS.
+ */
+class BoundedConnectClient extends pg.Client {
+  constructor(config: pg.ClientConfig) {
+    super({ ...config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  }
+}
+
 /** The pool's settings (PgConnectOptions without the pool itself). */
 export interface PgPoolOptions {
   connectionString: string;
@@ -34,7 +53,8 @@ export function createPgPool(options: PgPoolOptions): pg.Pool {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.maxConnections ?? 10,
-    connectionTimeoutMillis: 10_000,
+    connectionTimeoutMillis: POOL_WAIT_MS,
+    Client: BoundedConnectClient as unknown as new () => pg.ClientBase,
     // 0 is not sent: the server's own setting applies.
     lock_timeout: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
     idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
@@ -54,7 +74,7 @@ export interface PgConnectOptions {
   pool?: pg.Pool;
   /** PostgreSQL schema holding every table (default `handoff_ledger`), so no user table is ever touched. */
   schema?: string;
-  /** Connections in a pool made from `connectionString` (default 10). */
+  /** Connections in a pool made from `connectionString` (default 10; uploads hold at most 2 fewer, at least 1). */
   maxConnections?: number;
   /**
    * Longest wait for a lock another connection holds, in ms (default 30 000; 0: the server's setting), for a pool
@@ -77,6 +97,41 @@ export interface PgMigration {
 }
 
 const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** A counting semaphore, first come first served. */
+class Slots {
+  private readonly waiting: Array<() => void> = [];
+  constructor(private free: number) {}
+
+  async acquire(signal?: AbortSignal): Promise<() => void> {
+    signal?.throwIfAborted();
+    if (this.free > 0) this.free--;
+    else
+      await new Promise<void>((resolve, reject) => {
+        const grant = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        const onAbort = () => {
+          this.waiting.splice(this.waiting.indexOf(grant), 1);
+          reject(signal!.reason);
+        };
+        this.waiting.push(grant);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
+    };
+  }
+}
+
+/** Per pool (a blob store and a log may share one; so may several stores). */
+const uploadSlots = new WeakMap<pg.Pool, Slots>();
 
 /**
  * What is wrong with connection options, before anything connects: a schema name that is not a plain lowercase
@@ -132,8 +187,42 @@ export class PgDatabase {
     return text.replaceAll('{schema}', this.schema);
   }
 
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
-    return this.pool.query<R>(text, values);
+  async query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    text: string,
+    values?: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.pool.query<R>(text, values);
+    } catch (err) {
+      throw this.poolBusy(err) ?? err;
+    }
+  }
+
+  /** pg-pool's "timeout exceeded when trying to connect" from waiting for a free connection, told plainly. */
+  private poolBusy(err: unknown): Error | undefined {
+    if (!(err instanceof Error) || err.message !== POOL_WAIT_TIMEOUT) return undefined;
+    const max = (this.pool as { options?: { max?: number } }).options?.max;
+    const wait = (this.pool as { options?: { connectionTimeoutMillis?: number } }).options?.connectionTimeoutMillis;
+    return new Error(
+      `the connection pool is busy: none of its ${max ?? ''} connections became free within ${wait ?? '?'} ms ` +
+        '(raise maxConnections, or run fewer operations at once)',
+      { cause: err },
+    );
+  }
+
+  /**
+   * Waits for one of the connections uploads may hold (maxConnections − 2, at least one, per pool), so that
+   * long uploads always leave connections for reads and appends. Returns its release (call it once).
+   * @throws the signal's reason when it aborts while waiting
+   */
+  async uploadSlot(signal?: AbortSignal): Promise<() => void> {
+    let slots = uploadSlots.get(this.pool);
+    if (!slots) {
+      const max = (this.pool as { options?: { max?: number } }).options?.max ?? 10;
+      slots = new Slots(Math.max(1, max - 2));
+      uploadSlots.set(this.pool, slots);
+    }
+    return slots.acquire(signal);
   }
 
   /**
@@ -142,7 +231,12 @@ export class PgDatabase {
    * When COMMIT itself fails the outcome is unknown to the client; callers report it as a failure.
    */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
-    const client = await this.pool.connect();
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw this.poolBusy(err) ?? err;
+    }
     let broken: Error | undefined;
     // A checked-out client has no pool listener: a connection lost between queries would otherwise
     // surface as an unhandled 'error' event. The failure reaches us through the next query instead.
