@@ -5,6 +5,7 @@
  * options are refused with codes.
  */
 import { mkdtempSync } from 'node:fs';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -452,6 +453,65 @@ describePostgres(
         } finally {
           await Promise.all([blobs.close(), log.close()]);
           await pool.end();
+        }
+      });
+    });
+
+    describe('a COMMIT whose reply is lost', () => {
+      it('is looked up: the append that committed resolves with its entry, and is in the log once', async () => {
+        // A TCP proxy to the cluster's socket that, once armed, passes the statement it waits for on and then cuts the
+        // connection before the server's reply comes back (at COMMIT, the server has committed; the client cannot know).
+        let armed: Buffer | undefined;
+        const proxy = createServer((down) => {
+          const up = connect(join(pg.cluster.socketDir, '.s.PGSQL.5432'));
+          let dropReplies = false;
+          down.on('data', (d: Buffer) => {
+            if (armed && d.includes(armed)) {
+              armed = undefined;
+              dropReplies = true;
+              setTimeout(() => {
+                up.destroy();
+                down.destroy();
+              }, 300);
+            }
+            up.write(d);
+          });
+          up.on('data', (d: Buffer) => {
+            if (!dropReplies) down.write(d);
+          });
+          for (const [a, b] of [
+            [up, down],
+            [down, up],
+          ] as const) {
+            a.on('error', () => b.destroy());
+            a.on('close', () => b.destroy());
+          }
+        });
+        await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+        const { port } = proxy.address() as AddressInfo;
+        const database = /@\/([^?]+)/.exec(pg.connectionString)![1]!;
+        const schema = nextSchema();
+        const log = await PgManifestLog.open({
+          connectionString: `postgresql://postgres@127.0.0.1:${port}/${database}`,
+          schema,
+        });
+        try {
+          await log.append(link('s', 0));
+          armed = Buffer.from('COMMIT\0');
+          const entry = await log.append(link('s', 1));
+          expect(armed, 'the proxy cut a COMMIT').toBeUndefined();
+          expect(entry).toMatchObject({ session: 's', seq: 1, id: idOf('s', 1), position: 1 });
+          expect(await sql(`SELECT seq FROM "${schema}".entries ORDER BY position`)).toEqual([{ seq: 0 }, { seq: 1 }]);
+          // A connection lost before COMMIT is still a failure: nothing was written.
+          armed = Buffer.from('entries (position, session');
+          const err = await rejection(log.append(link('s', 2)));
+          expect(armed, 'the proxy cut the insert').toBeUndefined();
+          expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+          expect(await log.head('s')).toMatchObject({ seq: 1 });
+          expect(await log.append(link('s', 2))).toMatchObject({ seq: 2, position: 2 });
+        } finally {
+          await log.close();
+          proxy.close();
         }
       });
     });

@@ -228,7 +228,8 @@ export class PgDatabase {
   /**
    * Runs `fn` inside one transaction on one connection: COMMIT when it resolves, ROLLBACK when it throws.
    * A connection that failed (server restart, network) is destroyed rather than returned to the pool.
-   * When COMMIT itself fails the outcome is unknown to the client; callers report it as a failure.
+   * When COMMIT itself fails the outcome is unknown to the client; callers that can tell (an append looks its
+   * entry up) check, the others report it as a failure.
    */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
     let client: pg.PoolClient;

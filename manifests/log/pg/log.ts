@@ -7,7 +7,7 @@
  */
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
-import { storageFailure, throwIfAborted } from '../../../store/errors.js';
+import { isHandoffLedgerError, storageFailure, throwIfAborted } from '../../../store/errors.js';
 import {
   LOCK_NOT_AVAILABLE,
   PgDatabase,
@@ -85,6 +85,17 @@ function storageFailed(what: string, err: unknown): Error {
       { cause: err },
     );
   return storageFailure(ManifestError, `postgres manifest log: ${what}`, err);
+}
+
+/**
+ * Could the transaction have committed although it failed? Not when this library refused it or the server answered
+ * with an error of a statement (the transaction was rolled back); possibly when the connection was lost (no SQLSTATE,
+ * class 08 connection exception, 57P0x the server going away), which may have happened after COMMIT reached it.
+ */
+function outcomeUnknown(err: unknown): boolean {
+  if (isHandoffLedgerError(err)) return false;
+  const code = pgCode(err);
+  return code === undefined || code.startsWith('08') || code.startsWith('57P0');
 }
 
 /** A row of `headWindow`: the head's columns on every row, one entry (or none: nulls) per row. */
@@ -344,6 +355,12 @@ export class PgManifestLog extends AbstractManifestLog {
           "the log's counter is behind its entries (the global position it gave out is already taken); run fsck",
           { cause: err },
         );
+      // A connection lost at COMMIT leaves the outcome unknown here, not in the log: when this very manifest is at
+      // its (session, seq), the append committed, and saying so keeps a caller's retry from publishing it twice.
+      if (outcomeUnknown(err)) {
+        const stored = await this._entry(request.session, request.seq).catch(() => undefined);
+        if (stored?.id === request.id) return stored;
+      }
       throw storageFailed('append', err);
     }
   }
