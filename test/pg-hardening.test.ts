@@ -1,8 +1,8 @@
 /**
- * The PostgreSQL backend's answers to a review (test/RELIABILITY.md is not involved): a store upgraded from
- * schema v2 gets the tree of its entries in position order, unique violations name what they are, a stalled
- * writer cannot block every append forever, long uploads leave connections for everything else, and bad
- * options are refused with codes.
+ * What a review of the PostgreSQL backend found, held: a store upgraded from schema v2 gets the tree of its
+ * entries in position order, unique violations name what they are, a writer stalled inside a transaction cannot
+ * block every append forever, long uploads leave connections for everything else, bad options are refused with
+ * codes, and an append whose COMMIT reply was lost is looked up rather than reported failed.
  */
 import { mkdtempSync } from 'node:fs';
 import { connect, createServer, type AddressInfo } from 'node:net';
