@@ -38,6 +38,22 @@ function checkCount(value: unknown, name: string, min = 0): number {
   );
 }
 
+/**
+ * The highest seq a log stores: PostgreSQL keeps seqs in `integer` columns, and every backend holds the same
+ * bound so that none accepts what another refuses. Reads above it find nothing; writes above it are refused.
+ */
+export const MAX_SEQ = 2 ** 31 - 1;
+
+/** A seq to write: a non-negative integer up to MAX_SEQ. */
+function checkSeq(value: unknown, name: string): number {
+  const seq = checkCount(value, name);
+  if (seq <= MAX_SEQ) return seq;
+  throw new ManifestError('INVALID_ARGUMENT', `${name} must be at most ${MAX_SEQ}, got ${seq}`);
+}
+
+/** NUL (PostgreSQL's text cannot hold it) or a lone surrogate (UTF-8 storage replaces it): not stored as given. */
+const UNSTORABLE_TEXT = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 function checkDigest(value: unknown, name: string): Digest {
   if (isDigest(value)) return value;
   throw new ManifestError(
@@ -73,7 +89,7 @@ function checkRequest(request: unknown): AppendRequest {
   const r = request as Record<string, unknown>;
   checkId(r.session, 'session');
   checkId(r.principal, 'principal');
-  checkCount(r.seq, 'seq');
+  checkSeq(r.seq, 'seq');
   if (r.prev !== null) checkDigest(r.prev, 'prev');
   checkDigest(r.id, 'id');
   if (typeof r.envelope !== 'string' || r.envelope.length === 0)
@@ -111,7 +127,10 @@ export abstract class AbstractManifestLog implements ManifestLog {
   }
 
   async entry(session: string, seq: number): Promise<LogEntry | undefined> {
-    return this._entry(checkId(session, 'session'), checkCount(seq, 'seq'));
+    const checked = checkId(session, 'session');
+    // No log holds a seq above MAX_SEQ: nothing to ask the backend (PostgreSQL could not even compare it).
+    if (checkCount(seq, 'seq') > MAX_SEQ) return undefined;
+    return this._entry(checked, seq);
   }
 
   async headWindow(session: string): Promise<HeadWindow> {
@@ -120,7 +139,10 @@ export abstract class AbstractManifestLog implements ManifestLog {
 
   async *chain(session: string, options?: { fromSeq?: number }): AsyncIterable<LogEntry> {
     const { fromSeq } = checkObject<{ fromSeq: number }>(options, 'options');
-    yield* this._chain(checkId(session, 'session'), fromSeq === undefined ? 0 : checkCount(fromSeq, 'fromSeq'));
+    const checked = checkId(session, 'session');
+    const from = fromSeq === undefined ? 0 : checkCount(fromSeq, 'fromSeq');
+    if (from > MAX_SEQ) return; // no log holds a seq above MAX_SEQ
+    yield* this._chain(checked, from);
   }
 
   async *entries(options?: { afterPosition?: number }): AsyncIterable<LogEntry> {
@@ -148,7 +170,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
   }
 
   async setWatermark(session: string, seq: number): Promise<void> {
-    return this._setWatermark(checkId(session, 'session'), checkCount(seq, 'seq'));
+    return this._setWatermark(checkId(session, 'session'), checkSeq(seq, 'seq'));
   }
 
   async checkHeads(): Promise<HeadProblem[]> {
@@ -233,8 +255,8 @@ class CheckedGrantTable implements GrantTable {
       throw new ManifestError('INVALID_ARGUMENT', `grant state must be 'granted' or 'revoked'`);
     if (typeof r.at !== 'string' || Number.isNaN(Date.parse(r.at)))
       throw new ManifestError('INVALID_ARGUMENT', 'grant time (at) must be an ISO date');
-    if (r.by !== undefined && typeof r.by !== 'string')
-      throw new ManifestError('INVALID_ARGUMENT', 'grant author (by) must be a string');
+    if (r.by !== undefined && (typeof r.by !== 'string' || UNSTORABLE_TEXT.test(r.by)))
+      throw new ManifestError('INVALID_ARGUMENT', 'grant author (by) must be a string without NUL or lone surrogates');
     return this.inner.put(record);
   }
 

@@ -55,6 +55,7 @@ export interface HeadWindow {
 export interface AppendRequest {
   session: string;
   principal: string;
+  /** At most MAX_SEQ (2^31 − 1, abstract-log.ts), else `INVALID_ARGUMENT`. */
   seq: number;
   /** Must equal the current head's id (null for seq 0), else `CHAIN_CONFLICT`. */
   prev: Digest | null;
@@ -138,7 +139,7 @@ export interface GrantRecord {
   state: GrantState;
   /** ISO time of the last change. */
   at: string;
-  /** Who made the change (free text, e.g. an operator id). */
+  /** Who made the change (free text, e.g. an operator id; no NUL or lone surrogate, else `INVALID_ARGUMENT`). */
   by?: string;
 }
 
@@ -165,6 +166,7 @@ export interface ManifestLog {
    * `head`. A writer builds the next manifest on it. Readers that verify what is stored (resume) use `head`.
    */
   appendHead?(session: string): Promise<ChainHead | undefined>;
+  /** The entry at `seq` (undefined above MAX_SEQ, which no log holds). */
   entry(session: string, seq: number): Promise<LogEntry | undefined>;
   /**
    * The session's head, the entries at, before and beyond it, and its watermark, in one round of reads (LevelDB:
@@ -232,6 +234,7 @@ export interface ManifestLog {
   origin(proposed: string): Promise<string>;
   /** Highest seq a reader of this log has verified for `session` (rollback protection). */
   getWatermark(session: string): Promise<number | undefined>;
+  /** Raises the watermark; a seq above MAX_SEQ is `INVALID_ARGUMENT`. */
   setWatermark(session: string, seq: number): Promise<void>;
   /**
    * The recovery check a ledger runs at open: every head names a stored entry with its id, no entry lies

@@ -8,6 +8,7 @@ import type { ManifestLog } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Authorizer } from './grants.js';
 import type { WitnessingOptions } from './witnessing.js';
+import type { PostgresBackendOptions } from './postgres.js';
 import type { TelemetryOptions } from '../telemetry/telemetry.js';
 
 export interface OpenLedgerOptions {
@@ -38,7 +39,7 @@ export interface OpenLedgerOptions {
    * Share one store between processes and hosts: blobs and manifests in PostgreSQL. `root` then holds
    * only this host's key and trust file.
    */
-  postgres?: { connectionString: string; schema?: string; maxConnections?: number; maxBlobBytes?: number };
+  postgres?: Omit<PostgresBackendOptions, 'hash'>;
   /** Injected backends (tests, custom stores). Default: filesystem blobs + LevelDB log under `root`. */
   blobs?: BlobStore;
   log?: ManifestLog;

@@ -6,19 +6,26 @@
 import type { BlobStore } from '../../store/blob-store.js';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { PgBlobStore } from '../../store/pg/blob-store.js';
-import { createPgPool } from '../../store/pg/db.js';
+import { createPgPool, pgOptionsProblem } from '../../store/pg/db.js';
 import { PgManifestLog } from '../../manifests/log/pg/log.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import type { PostgresBackendOptions } from './postgres.js';
+import { LedgerError } from '../errors.js';
 
 /**
  * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
  * Closing both ends the shared pool. Reached through postgres.ts, which loads this module (and the client) lazily.
- * @throws StoreError / ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
+ * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
+ *   lowercase identifier, a pool size or timeout out of range), before anything connects; StoreError / ManifestError `STORAGE_FAILED` when the database
+ *   cannot be reached or migrated.
  */
 export async function openPostgresBackends(
   options: PostgresBackendOptions,
 ): Promise<{ blobs: BlobStore; log: ManifestLog }> {
+  if (typeof options !== 'object' || options === null)
+    throw new LedgerError('INVALID_ARGUMENT', 'postgres options must be an object with a connectionString');
+  const problem = pgOptionsProblem({ ...options, pool: undefined });
+  if (problem) throw new LedgerError('INVALID_ARGUMENT', problem);
   const hash = typeof options.hash === 'object' ? options.hash : await loadHashBackend(options.hash ?? 'auto');
   const pool = createPgPool(options);
   let open = 2;

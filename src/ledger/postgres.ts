@@ -16,14 +16,29 @@ export interface PostgresBackendOptions {
   maxBlobBytes?: number;
   /** PostgreSQL schema for every table (default `handoff_ledger`); one schema is one store. */
   schema?: string;
-  /** Connections in the shared pool (default 10). */
+  /**
+   * Connections in the shared pool (default 10). Blob uploads hold at most `maxConnections − 2` of them at once (at
+   * least one), so reads and appends always find one; an operation waits up to 60 s for a free one.
+   */
   maxConnections?: number;
+  /**
+   * Longest wait for a lock another connection holds, in ms (default 30 000; 0: the server's setting). An append
+   * waits for the previous one to commit: past this bound (its writer stalled) it fails `LOCKED`, writing nothing.
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Longest a transaction may sit idle before the server ends it and releases its locks, in ms (default 60 000;
+   * 0: the server's setting): a process paused inside an append holds up the others this long at most. Blob
+   * uploads are exempt.
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 /**
  * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
  * Closing both ends the shared pool.
- * @throws StoreError / ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
+ * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
+ *   lowercase identifier); StoreError / ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
  */
 export async function openPostgresBackends(
   options: PostgresBackendOptions,

@@ -18,7 +18,7 @@ import {
   type WriteLimits,
 } from '../blob-store.js';
 import { fixedBlocks } from '../blocks.js';
-import { PgDatabase, type PgConnectOptions, type PgMigration } from './db.js';
+import { PgDatabase, pgOptionsProblem, pgTimeoutProblem, type PgConnectOptions, type PgMigration } from './db.js';
 
 const CHUNK = 4 * 1024 * 1024;
 const LIST_PAGE = 1000;
@@ -52,7 +52,10 @@ export interface PgBlobStoreOptions extends PgConnectOptions {
   maxBlobBytes?: number;
 }
 
+/** The store's error for a failed step; a timeout of the pool's settings (pgTimeoutProblem) says which one. */
 function storageFailed(step: string, err: unknown): Error {
+  const timeout = pgTimeoutProblem(err);
+  if (timeout) return new StoreError('STORAGE_FAILED', `postgres blob store: ${step}: ${timeout}`, { cause: err });
   return storageFailure(StoreError, `postgres blob store: ${step}`, err);
 }
 
@@ -68,9 +71,12 @@ export class PgBlobStore extends AbstractBlobStore {
 
   /**
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
-   * @throws StoreError `STORAGE_FAILED` when the database cannot be reached or migrated.
+   * @throws StoreError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`), `STORAGE_FAILED`
+   *   when the database cannot be reached or migrated.
    */
   static async open(options: PgBlobStoreOptions): Promise<PgBlobStore> {
+    const problem = pgOptionsProblem(options);
+    if (problem) throw new StoreError('INVALID_ARGUMENT', `postgres blob store: ${problem}`);
     const db = new PgDatabase(options);
     try {
       await db.migrate('blobs', BLOB_MIGRATIONS);
@@ -82,10 +88,25 @@ export class PgBlobStore extends AbstractBlobStore {
   }
 
   protected async _put(source: Uint8Array | AsyncIterable<Uint8Array>, { signal }: WriteLimits): Promise<BlobInfo> {
+    // An upload holds its connection as long as its source takes: at most maxConnections − 2 of them at once.
+    let release: () => void;
     try {
-      return await this.db.transaction((client) => this.write(client, source, signal));
+      release = await this.db.uploadSlot(signal);
+    } catch (err) {
+      throwIfAborted(signal);
+      throw storageFailed('put', err);
+    }
+    try {
+      // Exempt from the idle-in-transaction bound: a slow source leaves the transaction idle between chunks, and
+      // an upload holds no lock another writer waits on.
+      return await this.db.transaction(
+        (client) => this.write(client, source, signal),
+        'BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0',
+      );
     } catch (err) {
       throw storageFailed('put', err);
+    } finally {
+      release();
     }
   }
 

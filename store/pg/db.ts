@@ -5,19 +5,61 @@
  * own error class.
  */
 import pg from 'pg';
+import { isHandoffLedgerError } from '../errors.js';
 
 /** Something queries can be sent to: the pool itself or a client checked out for a transaction. */
 export type PgQueryable = Pick<pg.ClientBase, 'query'>;
 
+/** Default `lockTimeoutMs`: how long a statement waits for a lock another connection holds. */
+export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
+/** Default `idleInTransactionTimeoutMs`: how long the server lets a transaction sit idle before ending it. */
+export const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000;
+
+/** How long a new connection may take to be established (a server that does not answer). */
+const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * How long an operation waits for a free pooled connection. Longer than a lock wait (`lockTimeoutMs`), which holds
+ * a connection meanwhile: operations queued behind appends waiting on a lock get those appends' answer first.
+ */
+export const POOL_WAIT_MS = 60_000;
+const POOL_WAIT_TIMEOUT = 'timeout exceeded when trying to connect';
+
+/**
+ * The pool's clients: a connection attempt is bounded by CONNECT_TIMEOUT_MS while the pool's
+ * `connectionTimeoutMillis` (which pg-pool also applies to waiting for a free connection) is POOL_WAIT_MS.
+ */
+class BoundedConnectClient extends pg.Client {
+  constructor(config: pg.ClientConfig) {
+    super({ ...config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  }
+}
+
+/** The pool's settings (PgConnectOptions without the pool itself). */
+export interface PgPoolOptions {
+  connectionString: string;
+  maxConnections?: number;
+  lockTimeoutMs?: number;
+  idleInTransactionTimeoutMs?: number;
+}
+
 /**
  * Builds a connection pool: the one place a pool is made, for one store or for a blob store and a
- * manifest log sharing it (openPostgresBackends).
+ * manifest log sharing it (openPostgresBackends). Every connection bounds its lock waits (`lock_timeout`) and
+ * the time a transaction may sit idle (`idle_in_transaction_session_timeout`), so a writer that stalls inside
+ * an append (a paused process, a lost host) cannot hold the global counter's lock, and every append, forever;
+ * TCP keepalive finds a dead server on an idle connection.
  */
-export function createPgPool(options: { connectionString: string; maxConnections?: number }): pg.Pool {
+export function createPgPool(options: PgPoolOptions): pg.Pool {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.maxConnections ?? 10,
-    connectionTimeoutMillis: 10_000,
+    connectionTimeoutMillis: POOL_WAIT_MS,
+    Client: BoundedConnectClient as unknown as new () => pg.ClientBase,
+    // 0 is not sent: the server's own setting applies.
+    lock_timeout: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
+    idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
   });
   // An idle connection dropped by the server (restart, failover) is removed by the pool; without a
   // listener the 'error' event would crash the process. The next operation reconnects.
@@ -32,6 +74,19 @@ export interface PgConnectOptions {
   pool?: pg.Pool;
   /** PostgreSQL schema holding every table (default `handoff_ledger`), so no user table is ever touched. */
   schema?: string;
+  /** Connections in a pool made from `connectionString` (default 10; uploads hold at most 2 fewer, at least 1). */
+  maxConnections?: number;
+  /**
+   * Longest wait for a lock another connection holds, in ms (default 30 000; 0: the server's setting), for a pool
+   * made from `connectionString`: past it the operation fails (`LOCKED` in the log) and nothing is written.
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Longest a transaction may sit idle before the server ends it and releases its locks, in ms (default 60 000;
+   * 0: the server's setting), for a pool made from `connectionString`. Blob uploads are exempt (a slow source
+   * holds no lock that others wait on).
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 /** One versioned, forward-only schema step. `sql` uses `{schema}` where the quoted schema name goes. */
@@ -43,6 +98,64 @@ export interface PgMigration {
 
 const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/** A counting semaphore, first come first served. */
+class Slots {
+  private readonly waiting: Array<() => void> = [];
+  constructor(private free: number) {}
+
+  async acquire(signal?: AbortSignal): Promise<() => void> {
+    signal?.throwIfAborted();
+    if (this.free > 0) this.free--;
+    else
+      await new Promise<void>((resolve, reject) => {
+        const grant = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        const onAbort = () => {
+          this.waiting.splice(this.waiting.indexOf(grant), 1);
+          reject(signal!.reason);
+        };
+        this.waiting.push(grant);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
+    };
+  }
+}
+
+/** Per pool (a blob store and a log may share one; so may several stores). */
+const uploadSlots = new WeakMap<pg.Pool, Slots>();
+
+/**
+ * What is wrong with connection options, before anything connects: a schema name that is not a plain lowercase
+ * identifier, or no pool and no non-empty connection string (an empty one would make the driver fall back to
+ * PG* environment variables and localhost). Each layer reports it with its own `INVALID_ARGUMENT`.
+ * @returns the problem, or undefined when the options are usable
+ */
+export function pgOptionsProblem(options: PgConnectOptions): string | undefined {
+  if (options.schema !== undefined && (typeof options.schema !== 'string' || !SCHEMA_RE.test(options.schema)))
+    return `schema must be a lowercase identifier matching ${SCHEMA_RE}, got ${JSON.stringify(options.schema)}`;
+  if (options.pool === undefined && (typeof options.connectionString !== 'string' || options.connectionString === ''))
+    return 'PostgreSQL backend needs a connectionString (a non-empty postgresql:// URL) or a pool';
+  const { maxConnections, lockTimeoutMs, idleInTransactionTimeoutMs } = options;
+  if (maxConnections !== undefined && !(Number.isSafeInteger(maxConnections) && maxConnections >= 1))
+    return `maxConnections must be a positive integer, got ${String(maxConnections)}`;
+  for (const [name, ms] of [
+    ['lockTimeoutMs', lockTimeoutMs],
+    ['idleInTransactionTimeoutMs', idleInTransactionTimeoutMs],
+  ] as const)
+    if (ms !== undefined && !(Number.isSafeInteger(ms) && ms >= 0 && ms <= 2 ** 31 - 1))
+      return `${name} must be an integer number of milliseconds from 0 to 2147483647, got ${String(ms)}`;
+  return undefined;
+}
+
 export class PgDatabase {
   readonly pool: pg.Pool;
   /** The schema name, already quoted for SQL text. */
@@ -51,23 +164,21 @@ export class PgDatabase {
   private closed = false;
 
   /**
-   * @throws RangeError when neither a pool nor a connection string is given, or the schema name is not
-   *   a plain lowercase identifier.
+   * @throws RangeError when `pgOptionsProblem` finds one (the stores check first and throw their own
+   *   `INVALID_ARGUMENT`).
    */
   constructor(options: PgConnectOptions) {
-    const schema = options.schema ?? 'handoff_ledger';
-    if (!SCHEMA_RE.test(schema)) throw new RangeError(`schema must match ${SCHEMA_RE}, got ${JSON.stringify(schema)}`);
-    this.schema = `"${schema}"`;
+    const problem = pgOptionsProblem(options);
+    if (problem) throw new RangeError(problem);
+    this.schema = `"${options.schema ?? 'handoff_ledger'}"`;
     if (options.pool) {
       this.pool = options.pool;
       this.ownsPool = false;
       // A borrowed pool may lack the listener createPgPool adds; a dropped idle connection must not crash us.
       this.pool.on('error', () => {});
-    } else if (options.connectionString) {
-      this.pool = createPgPool({ connectionString: options.connectionString });
-      this.ownsPool = true;
     } else {
-      throw new RangeError('PostgreSQL backend needs a connectionString or a pool');
+      this.pool = createPgPool({ ...options, connectionString: options.connectionString! });
+      this.ownsPool = true;
     }
   }
 
@@ -76,22 +187,63 @@ export class PgDatabase {
     return text.replaceAll('{schema}', this.schema);
   }
 
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
-    return this.pool.query<R>(text, values);
+  async query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    text: string,
+    values?: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.pool.query<R>(text, values);
+    } catch (err) {
+      throw this.poolBusy(err) ?? err;
+    }
+  }
+
+  /** pg-pool's "timeout exceeded when trying to connect" from waiting for a free connection, told plainly. */
+  private poolBusy(err: unknown): Error | undefined {
+    if (!(err instanceof Error) || err.message !== POOL_WAIT_TIMEOUT) return undefined;
+    const max = (this.pool as { options?: { max?: number } }).options?.max;
+    const wait = (this.pool as { options?: { connectionTimeoutMillis?: number } }).options?.connectionTimeoutMillis;
+    return new Error(
+      `the connection pool is busy: none of its ${max ?? ''} connections became free within ${wait ?? '?'} ms ` +
+        '(raise maxConnections, or run fewer operations at once)',
+      { cause: err },
+    );
+  }
+
+  /**
+   * Waits for one of the connections uploads may hold (maxConnections − 2, at least one, per pool), so that
+   * long uploads always leave connections for reads and appends. Returns its release (call it once).
+   * @throws the signal's reason when it aborts while waiting
+   */
+  async uploadSlot(signal?: AbortSignal): Promise<() => void> {
+    let slots = uploadSlots.get(this.pool);
+    if (!slots) {
+      const max = (this.pool as { options?: { max?: number } }).options?.max ?? 10;
+      slots = new Slots(Math.max(1, max - 2));
+      uploadSlots.set(this.pool, slots);
+    }
+    return slots.acquire(signal);
   }
 
   /**
    * Runs `fn` inside one transaction on one connection: COMMIT when it resolves, ROLLBACK when it throws.
    * A connection that failed (server restart, network) is destroyed rather than returned to the pool.
-   * When COMMIT itself fails the outcome is unknown to the client; callers report it as a failure.
+   * When COMMIT itself fails the outcome is unknown to the client; callers that can tell (an append looks its
+   * entry up) check, the others report it as a failure.
    */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
-    const client = await this.pool.connect();
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw this.poolBusy(err) ?? err;
+    }
     let broken: Error | undefined;
     // A checked-out client has no pool listener: a connection lost between queries would otherwise
     // surface as an unhandled 'error' event. The failure reaches us through the next query instead.
+    // The first error is the reason (a server's FATAL message); the connection's end is reported after it.
     const onError = (err: Error) => {
-      broken = err;
+      broken ??= err;
     };
     client.on('error', onError);
     try {
@@ -105,6 +257,9 @@ export class PgDatabase {
           broken = rollbackErr;
         });
       }
+      // A session the server ended (idle in transaction too long, terminated) says why on the connection; the
+      // query after it only says the connection is gone. The reason is the one callers can act on.
+      if (pgCode(broken) !== undefined && pgCode(err) === undefined && !isHandoffLedgerError(err)) throw broken;
       throw err;
     } finally {
       client.off('error', onError);
@@ -177,3 +332,22 @@ export function pgCode(err: unknown): string | undefined {
 
 /** SQLSTATE 23505: a unique or primary key constraint refused a row. */
 export const UNIQUE_VIOLATION = '23505';
+/** SQLSTATE 55P03: a lock was not granted within `lock_timeout`. */
+export const LOCK_NOT_AVAILABLE = '55P03';
+/** SQLSTATE 25P03: the server ended a session idle in a transaction past `idle_in_transaction_session_timeout`. */
+export const IDLE_IN_TRANSACTION_TIMEOUT = '25P03';
+
+/**
+ * A plain account of a timeout the pool's settings caused, for the layer's error message, or undefined.
+ * Nothing was committed in either case: the statement or the whole transaction was rolled back.
+ */
+export function pgTimeoutProblem(err: unknown): string | undefined {
+  switch (pgCode(err)) {
+    case LOCK_NOT_AVAILABLE:
+      return 'another connection held a lock this needs for longer than lock_timeout (a writer stalled mid-transaction?); nothing was written, retry';
+    case IDLE_IN_TRANSACTION_TIMEOUT:
+      return 'the server ended the transaction after it sat idle longer than idle_in_transaction_session_timeout (this process stalled); nothing was committed, retry';
+    default:
+      return undefined;
+  }
+}

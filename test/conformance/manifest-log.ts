@@ -7,6 +7,7 @@ import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { ManifestError, type ManifestErrorCode } from '../../manifests/errors.js';
 import type { AppendRequest, GrantRecord, HeadWindow, LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import { headProblems } from '../../manifests/chain/head-rules.js';
+import { MAX_SEQ } from '../../manifests/log/abstract-log.js';
 import { EMPTY_ROOT, leafHash, nodeHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges, hashRanges, inclusionRanges } from '../../manifests/tlog/tree.js';
 import {
@@ -517,11 +518,29 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await fx.log.getWatermark('s1')).toBe(0);
       });
 
+      it('finds nothing above MAX_SEQ (2^31 - 1) and refuses to write a seq above it with INVALID_ARGUMENT', async () => {
+        await appendChain('s1', 1);
+        for (const big of [MAX_SEQ + 1, Number.MAX_SAFE_INTEGER]) {
+          expect(await fx.log.entry('s1', big)).toBeUndefined();
+          expect(await collect(fx.log.chain('s1', { fromSeq: big }))).toEqual([]);
+          await expectManifestError(fx.log.setWatermark('s1', big), 'INVALID_ARGUMENT');
+          await expectManifestError(fx.log.append({ ...link('s1', 1), seq: big }), 'INVALID_ARGUMENT');
+        }
+        expect(await fx.log.entry('s1', MAX_SEQ)).toBeUndefined();
+        expect(await collect(fx.log.chain('s1', { fromSeq: MAX_SEQ }))).toEqual([]);
+        expect(await fx.log.getWatermark('s1')).toBe(0);
+        await fx.log.setWatermark('s2', MAX_SEQ);
+        expect(await fx.log.getWatermark('s2')).toBe(MAX_SEQ);
+      });
+
       it('refuses with INVALID_ARGUMENT a malformed grant record, and stores nothing', async () => {
         const good: GrantRecord = { principal: 'bob', session: '*', state: 'revoked', at: '2026-11-30T12:00:00.000Z' };
         await expectManifestError(fx.log.grants.put({ ...good, state: 'maybe' as never }), 'INVALID_ARGUMENT');
         await expectManifestError(fx.log.grants.put({ ...good, at: 'yesterday' }), 'INVALID_ARGUMENT');
         await expectManifestError(fx.log.grants.put({ ...good, by: 7 as never }), 'INVALID_ARGUMENT');
+        // Text one backend could not store as given is refused by all.
+        for (const by of ['ops\u0000console', 'ops\ud800', '\udc00ops'])
+          await expectManifestError(fx.log.grants.put({ ...good, by }), 'INVALID_ARGUMENT');
         await expectManifestError(fx.log.grants.put({ ...good, principal: 'b!ob' }), 'INVALID_ID');
         expect(await fx.log.grants.list()).toEqual([]);
         await fx.log.grants.put(good);

@@ -7,8 +7,16 @@
  */
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
-import { storageFailure, throwIfAborted } from '../../../store/errors.js';
-import { PgDatabase, pgCode, UNIQUE_VIOLATION, type PgConnectOptions } from '../../../store/pg/db.js';
+import { isHandoffLedgerError, storageFailure, throwIfAborted } from '../../../store/errors.js';
+import {
+  LOCK_NOT_AVAILABLE,
+  PgDatabase,
+  pgCode,
+  pgOptionsProblem,
+  pgTimeoutProblem,
+  UNIQUE_VIOLATION,
+  type PgConnectOptions,
+} from '../../../store/pg/db.js';
 import { ManifestError } from '../../errors.js';
 import { AbstractManifestLog } from '../abstract-log.js';
 import { headProblems, type HeadProblem } from '../../chain/head-rules.js';
@@ -64,8 +72,30 @@ const toEntry = (r: EntryRow): LogEntry => ({
 
 const toHead = (r: HeadRow): ChainHead => ({ session: r.session, seq: r.seq, id: r.id as Digest, owner: r.owner });
 
+/**
+ * The log's error for a failed operation: a lock wait past `lock_timeout` is `LOCKED` (retryable: the lock's holder
+ * stalled), a transaction the server ended for idling is `STORAGE_FAILED` saying so, anything else as storageFailure.
+ */
 function storageFailed(what: string, err: unknown): Error {
+  const timeout = pgTimeoutProblem(err);
+  if (timeout)
+    return new ManifestError(
+      pgCode(err) === LOCK_NOT_AVAILABLE ? 'LOCKED' : 'STORAGE_FAILED',
+      `postgres manifest log: ${what}: ${timeout}`,
+      { cause: err },
+    );
   return storageFailure(ManifestError, `postgres manifest log: ${what}`, err);
+}
+
+/**
+ * Could the transaction have committed although it failed? Not when this library refused it or the server answered
+ * with an error of a statement (the transaction was rolled back); possibly when the connection was lost (no SQLSTATE,
+ * class 08 connection exception, 57P0x the server going away), which may have happened after COMMIT reached it.
+ */
+function outcomeUnknown(err: unknown): boolean {
+  if (isHandoffLedgerError(err)) return false;
+  const code = pgCode(err);
+  return code === undefined || code.startsWith('08') || code.startsWith('57P0');
 }
 
 /** A row of `headWindow`: the head's columns on every row, one entry (or none: nulls) per row. */
@@ -92,6 +122,8 @@ export class PgManifestLog extends AbstractManifestLog {
   private readonly sql: Record<string, string>;
   private readonly tree: PgTree;
   private readonly headsIndex: PgSessionHeads;
+  /** Set at open when the tree has more leaves than the log has positions: appends are refused (fsck says more). */
+  private treeDamage: string | undefined;
 
   private constructor(private readonly db: PgDatabase) {
     super(new PgGrantTable(db), new PgSigningKeys(db));
@@ -139,7 +171,10 @@ export class PgManifestLog extends AbstractManifestLog {
       putInline: q(`INSERT INTO {schema}.inline_blobs (digest, size, bytes) VALUES ($1, $2, $3)
         ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes, stored_at = clock_timestamp()`),
       entryAt: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position = $1`),
-      positionOf: q('SELECT position::text AS position FROM {schema}.entries WHERE id = $1 ORDER BY position LIMIT 1'),
+      // ORDER BY the column: the output alias `position` is text, whose order is not the positions'.
+      positionOf: q(
+        'SELECT position::text AS position FROM {schema}.entries WHERE id = $1 ORDER BY entries.position LIMIT 1',
+      ),
       getOrigin: q("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"),
       setOrigin: q("INSERT INTO {schema}.log_meta (key, value) VALUES ('origin', $1) ON CONFLICT (key) DO NOTHING"),
       getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),
@@ -160,14 +195,17 @@ export class PgManifestLog extends AbstractManifestLog {
 
   /**
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
-   * @throws ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
+   * @throws ManifestError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`), `STORAGE_FAILED`
+   *   when the database cannot be reached or migrated.
    */
   static async open(options: PgManifestLogOptions): Promise<PgManifestLog> {
+    const problem = pgOptionsProblem(options);
+    if (problem) throw new ManifestError('INVALID_ARGUMENT', `postgres manifest log: ${problem}`);
     const db = new PgDatabase(options);
     try {
       await db.migrate('manifests', MANIFEST_MIGRATIONS);
       const log = new PgManifestLog(db);
-      await log.tree.backfill();
+      log.treeDamage = await log.tree.backfill();
       await log.headsIndex.backfill();
       return log;
     } catch (err) {
@@ -247,6 +285,7 @@ export class PgManifestLog extends AbstractManifestLog {
   }
 
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
+    if (this.treeDamage) throw new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
     const leaf = leafOfEnvelope(request.envelope);
     const conflict = (head: HeadRow | undefined) =>
       new ManifestError(
@@ -302,12 +341,25 @@ export class PgManifestLog extends AbstractManifestLog {
         return toEntry({ position, ...request });
       });
     } catch (err) {
-      if (pgCode(err) === UNIQUE_VIOLATION) {
+      // Only the chain's own keys mean another writer won; any other unique key refusing a row is damage.
+      const constraint = pgCode(err) === UNIQUE_VIOLATION ? (err as { constraint?: string }).constraint : undefined;
+      if (constraint === 'heads_pkey' || constraint === 'entries_session_seq_key')
         throw new ManifestError(
           'CHAIN_CONFLICT',
           `session ${request.session}: another writer appended seq ${request.seq} first`,
           { cause: err },
         );
+      if (constraint === 'entries_pkey')
+        throw new ManifestError(
+          'TREE_DAMAGED',
+          "the log's counter is behind its entries (the global position it gave out is already taken); run fsck",
+          { cause: err },
+        );
+      // A connection lost at COMMIT leaves the outcome unknown here, not in the log: when this very manifest is at
+      // its (session, seq), the append committed, and saying so keeps a caller's retry from publishing it twice.
+      if (outcomeUnknown(err)) {
+        const stored = await this._entry(request.session, request.seq).catch(() => undefined);
+        if (stored?.id === request.id) return stored;
       }
       throw storageFailed('append', err);
     }

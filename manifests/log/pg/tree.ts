@@ -4,7 +4,7 @@
  * lock orders appends of every host, so the frontier it reads is exactly the tree of all earlier positions.
  */
 import type pg from 'pg';
-import type { PgDatabase } from '../../../store/pg/db.js';
+import { pgCode, UNIQUE_VIOLATION, type PgDatabase } from '../../../store/pg/db.js';
 import { ManifestError } from '../../errors.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { appendLeaves, frontierOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
@@ -15,7 +15,10 @@ interface Queryable {
 }
 
 export class PgTree {
-  private readonly sql: Record<'read' | 'insert' | 'leaves' | 'counter' | 'lockCounter' | 'unplanted', string>;
+  private readonly sql: Record<
+    'read' | 'insert' | 'leaves' | 'sizes' | 'counter' | 'lockCounter' | 'unplanted',
+    string
+  >;
 
   constructor(private readonly db: PgDatabase) {
     this.sql = {
@@ -24,10 +27,14 @@ export class PgTree {
       insert: db.sql(`INSERT INTO {schema}.tree_nodes (level, idx, hash)
         SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[])`),
       leaves: db.sql('SELECT count(*)::text AS n FROM {schema}.tree_nodes WHERE level = 0'),
+      // One statement, one snapshot: an append committing between two reads would make the tree look ahead.
+      sizes: db.sql(`SELECT (SELECT count(*) FROM {schema}.tree_nodes WHERE level = 0)::text AS leaves,
+        next_position::text AS next FROM {schema}.log_counter`),
       counter: db.sql('SELECT next_position::text AS n FROM {schema}.log_counter'),
       lockCounter: db.sql('SELECT next_position::text AS n FROM {schema}.log_counter FOR UPDATE'),
+      // ORDER BY the column, not the output alias: `position` there would be the text, and 10 sorts before 2.
       unplanted: db.sql(`SELECT position::text AS position, id, envelope FROM {schema}.entries
-        WHERE position >= $1 ORDER BY position LIMIT 1000`),
+        WHERE position >= $1 ORDER BY entries.position LIMIT 1000`),
     };
   }
 
@@ -53,29 +60,43 @@ export class PgTree {
     return Number((await q.query<{ n: string }>(this.sql.counter)).rows[0]!.n);
   }
 
-  /** Inside an append's transaction, after the position was taken: stores the leaf and completed subtrees. */
+  /**
+   * Inside an append's transaction, after the position was taken: stores the leaf and completed subtrees.
+   * @throws ManifestError `TREE_DAMAGED` when a node is already stored there: the tree has leaves beyond the log
+   */
   async grow(q: Queryable, position: number, leaves: Uint8Array[]): Promise<void> {
     const ids = frontierOf(position);
     const hashes = await this.read(q, ids);
     const frontier: TreeNode[] = ids.map((id, i) => ({ ...id, hash: hashes[i]! }));
     const { nodes } = appendLeaves(frontier, position, leaves);
-    await q.query(this.sql.insert, [
-      nodes.map((n) => n.level),
-      nodes.map((n) => String(n.index)),
-      nodes.map((n) => Buffer.from(n.hash)),
-    ]);
+    try {
+      await q.query(this.sql.insert, [
+        nodes.map((n) => n.level),
+        nodes.map((n) => String(n.index)),
+        nodes.map((n) => Buffer.from(n.hash)),
+      ]);
+    } catch (err) {
+      if (pgCode(err) !== UNIQUE_VIOLATION) throw err;
+      throw new ManifestError(
+        'TREE_DAMAGED',
+        `the tree already has a node at global position ${position} or after it, beyond the log's entries; run fsck`,
+        { cause: err },
+      );
+    }
   }
 
   /**
-   * Adds entries written before the tree existed (a store migrated from schema version 1), under the
+   * Adds entries written before the tree existed (a store migrated from schema version 1 or 2), under the
    * counter's lock so no append interleaves; idempotent.
+   * @returns why appends must be refused, when the tree has more leaves than the log has positions (entries removed
+   *   or the counter set back under it: appending would build on a tree that is not the entries'); else undefined
+   * @throws ManifestError `TREE_DAMAGED` when a position to add is missing
    */
-  async backfill(): Promise<void> {
-    const [leaves, next] = await Promise.all([
-      this.db.query<{ n: string }>(this.sql.leaves),
-      this.db.query<{ n: string }>(this.sql.counter),
-    ]);
-    if (Number(leaves.rows[0]!.n) >= Number(next.rows[0]!.n)) return;
+  async backfill(): Promise<string | undefined> {
+    const sizes = (await this.db.query<{ leaves: string; next: string }>(this.sql.sizes)).rows[0]!;
+    const [leaves, next] = [Number(sizes.leaves), Number(sizes.next)];
+    if (leaves > next) return `the tree has ${leaves} leaves, the log ${next} entries`;
+    if (leaves === next) return undefined;
     await this.db.transaction(async (client) => {
       await client.query(this.sql.lockCounter);
       for (;;) {
@@ -83,8 +104,11 @@ export class PgTree {
         const rows = (await client.query<{ position: string; envelope: string }>(this.sql.unplanted, [String(from)]))
           .rows;
         if (rows.length === 0) return;
-        if (Number(rows[0]!.position) !== from)
-          throw new ManifestError('TREE_DAMAGED', `global position ${from} is missing`);
+        // Every row of the batch is the next position: a gap anywhere in it would shift the later leaves.
+        rows.forEach((r, i) => {
+          if (Number(r.position) !== from + i)
+            throw new ManifestError('TREE_DAMAGED', `global position ${from + i} is missing`);
+        });
         await this.grow(
           client,
           from,
@@ -92,5 +116,6 @@ export class PgTree {
         );
       }
     });
+    return undefined;
   }
 }

@@ -1,0 +1,520 @@
+/**
+ * What a review of the PostgreSQL backend found, held: a store upgraded from schema v2 gets the tree of its
+ * entries in position order, unique violations name what they are, a writer stalled inside a transaction cannot
+ * block every append forever, long uploads leave connections for everything else, bad options are refused with
+ * codes, and an append whose COMMIT reply was lost is looked up rather than reported failed.
+ */
+import { mkdtempSync } from 'node:fs';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import pgLib from 'pg';
+import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
+import { StoreError, isHandoffLedgerError } from '../store/errors.js';
+import { PgBlobStore } from '../store/pg/blob-store.js';
+import { ManifestError } from '../manifests/errors.js';
+import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
+import { PgManifestLog } from '../manifests/log/pg/log.js';
+import type { AppendRequest } from '../manifests/log/log.js';
+import { leafOfEnvelope } from '../manifests/tlog/leaf.js';
+import { leafHash, nodeHash } from '../manifests/tlog/merkle.js';
+import { appendLeaves } from '../manifests/tlog/tree.js';
+import { createPgPool, PgDatabase, pgOptionsProblem } from '../store/pg/db.js';
+import { fsckTree } from '../src/ops/fsck-tree.js';
+import { openLedger } from '../src/ledger/open.js';
+import { openPostgresBackends } from '../src/ledger/pg-backend.js';
+import { describePostgres } from './support/postgres.js';
+
+let schemas = 0;
+const nextSchema = () => `h${process.pid}_${schemas++}`;
+
+const utf8 = (s: string) => new TextEncoder().encode(s);
+const idOf = (session: string, seq: number) => digestOf(utf8(`${session}/${seq}`));
+const envelopeOf = (text: string) => `{"payload":"${Buffer.from(text).toString('base64')}"}`;
+const link = (session: string, seq: number): AppendRequest => ({
+  session,
+  principal: 'alice',
+  seq,
+  prev: seq === 0 ? null : idOf(session, seq - 1),
+  id: idOf(session, seq),
+  envelope: envelopeOf(`${session}/${seq}`),
+});
+
+/** RFC 6962 MTH, written out: the tree the log must hold over its entries in position order. */
+function mth(leaves: Uint8Array[]): Uint8Array {
+  if (leaves.length === 1) return leafHash(leaves[0]!);
+  let k = 1;
+  while (k * 2 < leaves.length) k *= 2;
+  return nodeHash(mth(leaves.slice(0, k)), mth(leaves.slice(k)));
+}
+
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+
+async function rejection(p: Promise<unknown>): Promise<unknown> {
+  return p.then(
+    () => expect.unreachable('expected a rejection'),
+    (err: unknown) => err,
+  );
+}
+
+describePostgres(
+  'PostgreSQL backend hardening',
+  (pg) => {
+    /** Runs SQL on its own connection, outside the stores under test. */
+    async function sql<R extends pgLib.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]> {
+      const client = new pgLib.Client({ connectionString: pg.connectionString });
+      await client.connect();
+      try {
+        return (await client.query<R>(text, values)).rows;
+      } finally {
+        await client.end();
+      }
+    }
+
+    /**
+     * A store as release 0.1.0 left it (manifest schema v2: entries, no tree), one entry per position of `positions`,
+     * the counter after the last. Returns the envelopes by position.
+     */
+    async function schemaV2Store(schema: string, positions: number[]): Promise<Map<number, string>> {
+      const db = new PgDatabase({ connectionString: pg.connectionString, schema });
+      try {
+        await db.migrate('manifests', MANIFEST_MIGRATIONS.slice(0, 2));
+      } finally {
+        await db.close();
+      }
+      const envelopes = new Map<number, string>();
+      for (const p of positions) {
+        const session = `s${p}`;
+        const envelope = envelopeOf(`entry ${p}`);
+        envelopes.set(p, envelope);
+        const id = digestOf(utf8(envelope));
+        await sql(`INSERT INTO "${schema}".entries VALUES ($1, $2, 0, $3, 'alice', $4)`, [p, session, id, envelope]);
+        await sql(`INSERT INTO "${schema}".heads VALUES ($1, 0, $2, 'alice')`, [session, id]);
+      }
+      await sql(`UPDATE "${schema}".log_counter SET next_position = $1`, [Math.max(...positions) + 1]);
+      return envelopes;
+    }
+
+    describe('tree backfill of a store upgraded from schema v2', () => {
+      it('adds the leaves in position order: the root is the RFC 6962 root of the entries (> 10 of them)', async () => {
+        const schema = nextSchema();
+        const count = 23;
+        const envelopes = await schemaV2Store(
+          schema,
+          Array.from({ length: count }, (_, p) => p),
+        );
+        const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          const head = await log.treeHead();
+          expect(head.size).toBe(count);
+          const leaves = [...envelopes.values()].map(leafOfEnvelope);
+          expect(hex(head.root)).toBe(hex(mth(leaves)));
+          // Each stored leaf is its own position's entry.
+          const stored = await log.treeNodes(leaves.map((_, index) => ({ level: 0, index })));
+          expect(stored.map(hex)).toEqual(leaves.map((l) => hex(leafHash(l))));
+          expect(await fsckTree(log)).toEqual([]);
+          // An append after the upgrade grows the same tree.
+          const entry = await log.append(link('after', 0));
+          expect(entry.position).toBe(count);
+          expect(hex((await log.treeHead()).root)).toBe(
+            hex(mth([...leaves, leafOfEnvelope(link('after', 0).envelope)])),
+          );
+          // positionOf orders by the number too: an id stored at positions 10 and 9 is found at 9.
+          await sql(`UPDATE "${schema}".entries SET id = (SELECT id FROM "${schema}".entries WHERE position = 10)
+            WHERE position = 9`);
+          expect(await log.positionOf(digestOf(utf8(envelopes.get(10)!)))).toBe(9);
+        } finally {
+          await log.close();
+        }
+      });
+
+      it('refuses (TREE_DAMAGED) to open a store whose positions have a gap inside a batch', async () => {
+        const schema = nextSchema();
+        await schemaV2Store(
+          schema,
+          Array.from({ length: 12 }, (_, p) => p).filter((p) => p !== 5),
+        );
+        const err = await rejection(PgManifestLog.open({ connectionString: pg.connectionString, schema }));
+        expect(err).toBeInstanceOf(ManifestError);
+        expect((err as ManifestError).code).toBe('TREE_DAMAGED');
+        expect((err as Error).message).toMatch(/global position 5 is missing/);
+      });
+
+      it('lets fsck find a tree an earlier build backfilled in text order (0, 1, 10, 11, 2, …)', async () => {
+        const schema = nextSchema();
+        const envelopes = await schemaV2Store(
+          schema,
+          Array.from({ length: 12 }, (_, p) => p),
+        );
+        const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          // What the backfill before this fix stored: the tree of the entries in their positions' text order.
+          const textOrder = [...envelopes.keys()].sort((a, b) => (String(a) < String(b) ? -1 : 1));
+          const { nodes } = appendLeaves(
+            [],
+            0,
+            textOrder.map((p) => leafOfEnvelope(envelopes.get(p)!)),
+          );
+          await sql(`DELETE FROM "${schema}".tree_nodes`);
+          for (const n of nodes)
+            await sql(`INSERT INTO "${schema}".tree_nodes VALUES ($1, $2, $3)`, [
+              n.level,
+              n.index,
+              Buffer.from(n.hash),
+            ]);
+          const codes = new Set((await fsckTree(log)).map((f) => f.code));
+          expect(codes.has('TREE_NODE_MISMATCH')).toBe(true);
+          expect(codes.has('TREE_ROOT')).toBe(true);
+        } finally {
+          await log.close();
+        }
+        // The repair the changelog gives: without its rows, the next open backfills the tree again.
+        await sql(`DELETE FROM "${schema}".tree_nodes`);
+        const reopened = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          expect(await fsckTree(reopened)).toEqual([]);
+        } finally {
+          await reopened.close();
+        }
+      });
+    });
+
+    describe('unique violations in an append', () => {
+      const codeOf = async (p: Promise<unknown>) => ((await rejection(p)) as ManifestError).code;
+
+      it('are CHAIN_CONFLICT only for the chain keys: two first appends of one session race, one wins', async () => {
+        const schema = nextSchema();
+        const [a, b] = await Promise.all(
+          [0, 1].map(() => PgManifestLog.open({ connectionString: pg.connectionString, schema })),
+        );
+        try {
+          for (let round = 0; round < 5; round++) {
+            const settled = await Promise.allSettled([a!, b!].map((log) => log.append(link(`race${round}`, 0))));
+            expect(settled.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+            const lost = settled.find((r) => r.status === 'rejected')!;
+            expect((lost.reason as ManifestError).code).toBe('CHAIN_CONFLICT');
+          }
+        } finally {
+          await Promise.all([a!.close(), b!.close()]);
+        }
+      });
+
+      it('are TREE_DAMAGED for a tree row beyond the log, and a reopened store refuses appends so', async () => {
+        const schema = nextSchema();
+        const open = () => PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        const log = await open();
+        try {
+          await log.append(link('s', 0));
+          await log.append(link('s', 1));
+          // A leaf at the next position, as a restore of tree_nodes from a later backup than the entries leaves it.
+          await sql(`INSERT INTO "${schema}".tree_nodes VALUES (0, 2, decode(repeat('ab', 32), 'hex'))`);
+          expect(await codeOf(log.append(link('s', 2)))).toBe('TREE_DAMAGED');
+          expect(await codeOf(log.append(link('t', 0)))).toBe('TREE_DAMAGED');
+        } finally {
+          await log.close();
+        }
+        // Open finds more leaves (3) than positions (2): it opens (fsck, reads) and refuses appends, as LevelDB does.
+        const reopened = await open();
+        try {
+          const err = await rejection(reopened.append(link('s', 2)));
+          expect((err as ManifestError).code).toBe('TREE_DAMAGED');
+          expect((err as Error).message).toMatch(/the tree has 3 leaves, the log 2 entries/);
+          expect((await reopened.head('s'))?.seq).toBe(1);
+        } finally {
+          await reopened.close();
+        }
+      });
+
+      it("are TREE_DAMAGED when the log's counter is behind its entries", async () => {
+        const schema = nextSchema();
+        const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          await log.append(link('s', 0));
+          await log.append(link('s', 1));
+          await sql(`UPDATE "${schema}".log_counter SET next_position = 1`);
+          expect(await codeOf(log.append(link('u', 0)))).toBe('TREE_DAMAGED');
+        } finally {
+          await log.close();
+        }
+      });
+    });
+
+    describe('connection options', () => {
+      it('refuses a bad schema name or an empty connection string with INVALID_ARGUMENT, through openLedger too', async () => {
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-options-'));
+        try {
+          for (const postgres of [
+            { connectionString: pg.connectionString, schema: 'HandoffLedger' },
+            { connectionString: pg.connectionString, schema: 'a;drop' },
+            { connectionString: '' },
+          ]) {
+            const err = await rejection(openLedger({ root, host: 'h', postgres, onNotice: () => {} }));
+            expect(isHandoffLedgerError(err), String(err)).toBe(true);
+            expect(err).toMatchObject({ code: 'INVALID_ARGUMENT' });
+          }
+          const bad = { connectionString: pg.connectionString, schema: 'Bad' };
+          const logErr = await rejection(PgManifestLog.open(bad));
+          expect(logErr).toBeInstanceOf(ManifestError);
+          expect(logErr).toMatchObject({ code: 'INVALID_ARGUMENT' });
+          const blobErr = await rejection(PgBlobStore.open({ ...bad, hash: nobleBlake3 }));
+          expect(blobErr).toBeInstanceOf(StoreError);
+          expect(blobErr).toMatchObject({ code: 'INVALID_ARGUMENT' });
+          expect(await rejection(PgManifestLog.open({ connectionString: '' }))).toMatchObject({
+            code: 'INVALID_ARGUMENT',
+          });
+        } finally {
+          await rm(root, { recursive: true, force: true });
+        }
+      });
+    });
+
+    describe('a writer that stalls inside a transaction', () => {
+      /** A second connection holding the global counter's row lock, as an append in flight does. */
+      async function holdCounter(schema: string): Promise<pgLib.Client> {
+        const locker = new pgLib.Client({ connectionString: pg.connectionString });
+        locker.on('error', () => {});
+        await locker.connect();
+        await locker.query('BEGIN');
+        await locker.query(`SELECT 1 FROM "${schema}".log_counter FOR UPDATE`);
+        return locker;
+      }
+
+      it('makes an append elsewhere fail LOCKED within lockTimeoutMs, and a publish too; nothing is written', async () => {
+        const schema = nextSchema();
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-lock-'));
+        const postgres = { connectionString: pg.connectionString, schema, lockTimeoutMs: 500 };
+        const ledger = await openLedger({ root, host: 'h', postgres, onNotice: () => {} });
+        const log = await PgManifestLog.open(postgres);
+        const scope = { principal: 'alice', session: 's1', run: 'r1' };
+        try {
+          await ledger.publish(scope, { task: 't', state: 's', nextSteps: ['n'] });
+          const locker = await holdCounter(schema);
+          // Released after 8 s at the latest: without a bound the append would wait for it and then succeed.
+          const release = setTimeout(() => void locker.query('ROLLBACK'), 8000);
+          try {
+            let started = Date.now();
+            const err = await rejection(log.append(link('other', 0)));
+            expect(Date.now() - started).toBeLessThan(4000);
+            expect(err).toBeInstanceOf(ManifestError);
+            expect(err).toMatchObject({ code: 'LOCKED' });
+            expect((err as Error).message).toMatch(/lock_timeout/);
+            started = Date.now();
+            const published = await rejection(ledger.publish(scope, { task: 't2', state: 's', nextSteps: ['n'] }));
+            expect(Date.now() - started).toBeLessThan(4000);
+            expect(published).toMatchObject({ code: 'LOCKED' });
+          } finally {
+            clearTimeout(release);
+            await locker.query('ROLLBACK');
+            await locker.end();
+          }
+          expect(await log.head('other')).toBeUndefined();
+          expect((await log.head('s1'))?.seq).toBe(0);
+          // Once the holder is gone, appends go through again.
+          expect(await log.append(link('other', 0))).toMatchObject({ position: 1 });
+        } finally {
+          await ledger.close();
+          await log.close();
+          await rm(root, { recursive: true, force: true });
+        }
+      });
+
+      it("is ended by the server after idleInTransactionTimeoutMs, releasing the lock other hosts' appends wait for", async () => {
+        const schema = nextSchema();
+        await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();
+        // The stalled host: its append pauses for 3 s after taking the position (a paused process, a GC pause).
+        const pool = createPgPool({ connectionString: pg.connectionString, idleInTransactionTimeoutMs: 500 });
+        const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pgLib.PoolClient>;
+        let stall = true;
+        const hooked = async () => {
+          const client = await connect();
+          const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+          (client as unknown as { query: typeof query }).query = async (...args: unknown[]) => {
+            if (stall && typeof args[0] === 'string' && /INSERT INTO .*\.entries/.test(args[0])) {
+              stall = false;
+              await new Promise((r) => setTimeout(r, 3000));
+            }
+            return query(...args);
+          };
+          return client;
+        };
+        // pool.query checks a client out with a callback: that form is passed through untouched.
+        (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) =>
+          args.length > 0 ? connect(...args) : hooked();
+        const stalled = await PgManifestLog.open({ pool, schema });
+        const other = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          const stalledAppend = rejection(stalled.append(link('a', 0)));
+          await new Promise((r) => setTimeout(r, 200));
+          const started = Date.now();
+          expect(await other.append(link('b', 0))).toMatchObject({ position: 0 });
+          expect(Date.now() - started).toBeLessThan(2500);
+          const err = await stalledAppend;
+          expect(err).toBeInstanceOf(ManifestError);
+          expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+          expect((err as Error).message, String((err as Error).cause)).toMatch(/idle_in_transaction_session_timeout/);
+          expect(await other.head('a')).toBeUndefined();
+          // The pool drops the ended connection: the stalled host's next append works.
+          expect(await stalled.append(link('a', 0))).toMatchObject({ position: 1 });
+        } finally {
+          await Promise.all([stalled.close(), other.close()]);
+          await pool.end();
+        }
+      });
+
+      it('leaves a blob upload whose source is slower than idleInTransactionTimeoutMs alone', async () => {
+        const { blobs, log } = await openPostgresBackends({
+          connectionString: pg.connectionString,
+          schema: nextSchema(),
+          idleInTransactionTimeoutMs: 300,
+        });
+        try {
+          const source = (async function* () {
+            for (let i = 0; i < 3; i++) {
+              await new Promise((r) => setTimeout(r, 700));
+              yield new Uint8Array(5 * 1024 * 1024).fill(i + 1);
+            }
+          })();
+          const { digest, size } = await blobs.put(source);
+          expect(size).toBe(15 * 1024 * 1024);
+          expect((await blobs.get(digest)).length).toBe(size);
+        } finally {
+          await Promise.all([blobs.close(), log.close()]);
+        }
+      });
+
+      it('sets the bounds and keepalive on the pools it makes (defaults 30 s and 60 s), and checks them', () => {
+        const pool = createPgPool({ connectionString: pg.connectionString });
+        const options = (pool as unknown as { options: Record<string, unknown> }).options;
+        expect(options).toMatchObject({
+          lock_timeout: 30_000,
+          idle_in_transaction_session_timeout: 60_000,
+          keepAlive: true,
+          connectionTimeoutMillis: 60_000, // waiting for a free connection; a connection attempt is bounded at 10 s
+        });
+        void pool.end();
+        for (const bad of [{ lockTimeoutMs: -1 }, { idleInTransactionTimeoutMs: 1.5 }, { maxConnections: 0 }])
+          expect(pgOptionsProblem({ connectionString: 'postgresql://x@/y', ...bad })).toMatch(
+            /must be (a positive integer|an integer number of milliseconds)/,
+          );
+      });
+    });
+
+    describe('long uploads and a small pool', () => {
+      /** A source that takes about `chunks` × 700 ms. */
+      const slowSource = (chunks: number, fill: number) =>
+        (async function* () {
+          for (let i = 0; i < chunks; i++) {
+            await new Promise((r) => setTimeout(r, 700));
+            yield new Uint8Array(1024 * 1024).fill(fill);
+          }
+        })();
+
+      it('leave connections for appends and reads: uploads hold at most maxConnections − 2', async () => {
+        const schema = nextSchema();
+        const { blobs, log } = await openPostgresBackends({
+          connectionString: pg.connectionString,
+          schema,
+          maxConnections: 3,
+        });
+        try {
+          await log.append(link('s', 0));
+          const puts = [1, 2, 3].map((k) => blobs.put(slowSource(4, k)));
+          // A put waiting for an upload connection still answers its signal.
+          const cancelled = rejection(blobs.put(slowSource(1, 9), { signal: AbortSignal.timeout(300) }));
+          await new Promise((r) => setTimeout(r, 200));
+          const started = Date.now();
+          expect(await log.append(link('s', 1))).toMatchObject({ seq: 1 });
+          expect((await log.head('s'))?.seq).toBe(1);
+          expect(await blobs.has(digestOf(utf8('nothing')))).toBe(false);
+          // Without the limit all three connections are uploading (~2.8 s) and these wait for one to finish.
+          expect(Date.now() - started).toBeLessThan(1500);
+          expect(await cancelled).toMatchObject({ code: 'CANCELLED' });
+          const stored = await Promise.all(puts);
+          expect(stored.map((b) => b.size)).toEqual([4, 4, 4].map((n) => n * 1024 * 1024));
+        } finally {
+          await Promise.all([blobs.close(), log.close()]);
+        }
+      });
+
+      it('says the pool is busy when no connection becomes free in time', async () => {
+        const schema = nextSchema();
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1, connectionTimeoutMillis: 300 });
+        const blobs = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
+        const log = await PgManifestLog.open({ pool, schema });
+        try {
+          const put = blobs.put(slowSource(2, 1)); // the one connection, for ~1.4 s
+          await new Promise((r) => setTimeout(r, 100));
+          const err = await rejection(log.head('s'));
+          expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+          expect((err as Error).message).toMatch(/connection pool is busy/);
+          await put;
+        } finally {
+          await Promise.all([blobs.close(), log.close()]);
+          await pool.end();
+        }
+      });
+    });
+
+    describe('a COMMIT whose reply is lost', () => {
+      it('is looked up: the append that committed resolves with its entry, and is in the log once', async () => {
+        // A TCP proxy to the cluster's socket that, once armed, passes the statement it waits for on and then cuts the
+        // connection before the server's reply comes back (at COMMIT, the server has committed; the client cannot know).
+        let armed: Buffer | undefined;
+        const proxy = createServer((down) => {
+          const up = connect(join(pg.cluster.socketDir, '.s.PGSQL.5432'));
+          let dropReplies = false;
+          down.on('data', (d: Buffer) => {
+            if (armed && d.includes(armed)) {
+              armed = undefined;
+              dropReplies = true;
+              setTimeout(() => {
+                up.destroy();
+                down.destroy();
+              }, 300);
+            }
+            up.write(d);
+          });
+          up.on('data', (d: Buffer) => {
+            if (!dropReplies) down.write(d);
+          });
+          for (const [a, b] of [
+            [up, down],
+            [down, up],
+          ] as const) {
+            a.on('error', () => b.destroy());
+            a.on('close', () => b.destroy());
+          }
+        });
+        await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+        const { port } = proxy.address() as AddressInfo;
+        const database = /@\/([^?]+)/.exec(pg.connectionString)![1]!;
+        const schema = nextSchema();
+        const log = await PgManifestLog.open({
+          connectionString: `postgresql://postgres@127.0.0.1:${port}/${database}`,
+          schema,
+        });
+        try {
+          await log.append(link('s', 0));
+          armed = Buffer.from('COMMIT\0');
+          const entry = await log.append(link('s', 1));
+          expect(armed, 'the proxy cut a COMMIT').toBeUndefined();
+          expect(entry).toMatchObject({ session: 's', seq: 1, id: idOf('s', 1), position: 1 });
+          expect(await sql(`SELECT seq FROM "${schema}".entries ORDER BY position`)).toEqual([{ seq: 0 }, { seq: 1 }]);
+          // A connection lost before COMMIT is still a failure: nothing was written.
+          armed = Buffer.from('entries (position, session');
+          const err = await rejection(log.append(link('s', 2)));
+          expect(armed, 'the proxy cut the insert').toBeUndefined();
+          expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+          expect(await log.head('s')).toMatchObject({ seq: 1 });
+          expect(await log.append(link('s', 2))).toMatchObject({ seq: 2, position: 2 });
+        } finally {
+          await log.close();
+          proxy.close();
+        }
+      });
+    });
+  },
+  'handoff_ledger_hardening',
+);
