@@ -23,10 +23,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * sizes brought it to ~319 KiB packed, ~1,037 KiB unpacked, docs included; 360 KiB and 1,216 KiB since the
  * round of throughput work, its zod-free verification modules and its docs brought the library to ~1,165 KiB
  * unpacked and the whole pack to ~470 KiB; 384 KiB and 1,280 KiB since a round of hardening (reviews of every area,
- * their fixes, tests' helpers and docs) brought the library to ~1,230 KiB unpacked and the pack to ~493 KiB.)
+ * their fixes, tests' helpers and docs) brought the library to ~1,230 KiB unpacked and the pack to ~493 KiB; 416 KiB
+ * and 1,408 KiB since the next rounds of review fixes (witness line selection, PostgreSQL timeouts and the upload
+ * limit, the store's flushes and close) and their docs brought the library to ~1,330 KiB unpacked and the pack to
+ * ~525 KiB.)
  */
-const MAX_PACKED_BYTES = 384 * 1024;
-const MAX_UNPACKED_BYTES = 1280 * 1024;
+const MAX_PACKED_BYTES = 416 * 1024;
+const MAX_UNPACKED_BYTES = 1408 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
