@@ -4,7 +4,7 @@
  * keep its blob, on the filesystem (a blob file) and in LevelDB (an inline blob).
  */
 import { describe, expect, it } from 'vitest';
-import { mkdir, readdir, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { FsBlobStore } from '../store/fs/blob-store.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { join } from 'node:path';
@@ -58,6 +58,43 @@ describe('reads while gc holds a blob aside', () => {
       expect(removed).toBe(false);
       expect(seen).toEqual([digest, expect.any(Number), true, [hex]]);
       expect((await ledger.resume(first))?.manifest.summary.digest).toBe(digest);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('a put while gc holds a damaged copy aside', () => {
+  it('links its staged copy at the path (the copy aside is not the file it would quarantine)', async () => {
+    const root = tempDir();
+    let hook: ((to: string) => Promise<void>) | undefined;
+    const fs: FsOps = {
+      ...nodeFsOps,
+      link: async (from, to) => {
+        try {
+          return await nodeFsOps.link(from, to);
+        } catch (err) {
+          const run = hook;
+          hook = undefined;
+          if (run) await run(to); // gc moves the old file aside right after the EEXIST
+          throw err;
+        }
+      },
+    };
+    const ledger = await openLedger({ root, host: 'h', fs, inlineSummaryBytes: 0, onNotice: () => {} });
+    try {
+      const summary = sampleSummary('damaged, then held aside');
+      const { digest } = await ledger.publish(first, summary);
+      const hex = digestHex(digest);
+      const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      const bytes = await readFile(file);
+      bytes[0]! ^= 1; // bit rot, same size
+      await writeFile(file, bytes);
+      hook = async (to) => {
+        if (to === file) await rename(file, join(root, 'gc-aside', hex));
+      };
+      expect((await ledger.publish(second, summary)).digest).toBe(digest);
+      expect((await ledger.resume({ principal: 'alice', session: 'second' }))?.manifest.summary.digest).toBe(digest);
     } finally {
       await ledger.close();
     }

@@ -74,8 +74,10 @@ export class FsBlobStore extends AbstractBlobStore {
   private readonly unsyncedDirs = new Map<string, number>();
   private listingVersion = 0;
   /**
-   * Shard directories this process has made durable in their parents. One that was already there may have been
-   * made by a process that crashed before its parent's fsync: the first put here under it fsyncs the parent too.
+   * First-level shard directories this process has made durable, with every entry in them. One that was already
+   * there, or a second-level one in it, may have been made by a process that crashed before the fsync of its parent:
+   * the first put of this process under a first-level shard fsyncs it and its parent (at most 257 fsyncs in a
+   * process's life, where one per second-level shard would be up to 65,536).
    */
   private readonly durableShards = new Set<string>();
 
@@ -180,14 +182,14 @@ export class FsBlobStore extends AbstractBlobStore {
     const { dir1, dir2 } = this.pathOf(digestHex(digest));
     // Again right before the shard directories are made and the name linked: the swap may have come mid-write.
     await this.checkRealDirs([this.blobsV1Dir, this.blobDir]);
-    if ((await this.ensureShardDir(dir1)) || !this.durableShards.has(dir1)) {
+    const made1 = await this.ensureShardDir(dir1);
+    if (made1 || !this.durableShards.has(dir1)) {
       await this.syncDir(this.blobDir);
+      // Found there: the second-level directories in it are made durable in it at once.
+      if (!made1) await this.syncDir(dir1);
       this.durableShards.add(dir1);
     }
-    if ((await this.ensureShardDir(dir2)) || !this.durableShards.has(dir2)) {
-      await this.syncDir(dir1);
-      this.durableShards.add(dir2);
-    }
+    if (await this.ensureShardDir(dir2)) await this.syncDir(dir1);
     // Leftovers of an earlier failed fsync (perhaps of the very directories just found to exist).
     for (const dir of [...this.unsyncedDirs.keys()]) await this.syncDir(dir);
   }
@@ -279,8 +281,15 @@ export class FsBlobStore extends AbstractBlobStore {
    */
   private async existingMatches(digest: Digest, size: number): Promise<boolean> {
     try {
-      const bytes = await this._get(digest, { limit: size });
-      return bytes.length === size;
+      // At its path only: a copy gc holds aside is not the file this put would quarantine or refresh.
+      const { handle, size: stored } = await this.openBlob(digest, size, false);
+      try {
+        return (await readWhole(handle, stored, digest, this.hash)).length === size;
+      } catch (err) {
+        throw storageFailed('read blob', err);
+      } finally {
+        await handle.close().catch(() => {});
+      }
     } catch (err) {
       if (err instanceof StoreError && ['BLOB_INTEGRITY', 'BLOB_TOO_LARGE', 'UNSAFE_PATH'].includes(err.code))
         return false;
@@ -318,14 +327,18 @@ export class FsBlobStore extends AbstractBlobStore {
     }
   }
 
-  /** Opens a stored blob for reading: a regular file within the size limit, reached through no symlink. */
-  private async openBlob(digest: Digest, limit: number): Promise<{ handle: FileHandle; size: number }> {
+  /**
+   * Opens a stored blob for reading: a regular file within the size limit, reached through no symlink; with `aside`,
+   * also where gc holds it while it judges it (`atPathOrAside`).
+   */
+  private async openBlob(digest: Digest, limit: number, aside = true): Promise<{ handle: FileHandle; size: number }> {
     const hex = digestHex(digest);
     const { dir1, dir2, file } = this.pathOf(hex);
     await this.checkShardDirs(dir1, dir2);
     let handle: FileHandle;
     try {
-      handle = await this.atPathOrAside(file, hex, (path) => this.fs.open(path, READ_FLAGS));
+      const openAt = (path: string) => this.fs.open(path, READ_FLAGS);
+      handle = aside ? await this.atPathOrAside(file, hex, openAt) : await openAt(file);
     } catch (err) {
       if (errno(err) === 'ENOENT') throw new StoreError('BLOB_NOT_FOUND', `blob ${digest} is not stored`);
       if (errno(err) === 'ELOOP')
