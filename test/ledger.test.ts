@@ -671,6 +671,33 @@ describe('close', () => {
   });
 });
 
+describe('close, called twice', () => {
+  it('a second close() resolves once the ledger is closed, not before (the store then reopens)', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const inFlight = ledger.publish({ principal: 'alice', session: 'twice', run: 'r' }, sampleSummary('in flight'));
+    const first = ledger.close();
+    await ledger.close();
+    const again = await open(root);
+    await again.close();
+    await Promise.all([inFlight, first]);
+  });
+
+  it('a second close() of a log does not free the in-process entry of a log opened on the store since', async () => {
+    const path = join(tempDir(), 'log');
+    const a = await LevelManifestLog.open(path);
+    await a.close();
+    const b = await LevelManifestLog.open(path);
+    await a.close();
+    await expect(LevelManifestLog.open(path)).rejects.toMatchObject({
+      code: 'LOCKED',
+      message: expect.stringMatching(/already open in this process/),
+    });
+    await b.close();
+    await (await LevelManifestLog.open(path)).close();
+  });
+});
+
 describe('one process owns an embedded store', () => {
   it('a second opener of the same root gets LOCKED with a message saying what to do', async () => {
     const root = tempDir();

@@ -171,6 +171,7 @@ export class Ledger {
   private closed = false;
   /** Calls of this ledger's API not yet settled (`close` waits for them). */
   private inFlight = 0;
+  private closing: Promise<void> | undefined;
   private drained: Array<() => void> = [];
   private trustCache: TrustStore | undefined;
   /** Verdicts on stored envelopes, valid for the current trust store (a new one starts them afresh). */
@@ -830,8 +831,13 @@ export class Ledger {
    * outcome), then the witnesses, the log, the blob store and the pin are closed. gc, fsck and export running on
    * this ledger are the caller's to await before closing it.
    */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    // Every call gets the one closing: a second close() resolves when the ledger is closed, not before.
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
     while (this.inFlight > 0) await new Promise<void>((resolve) => this.drained.push(resolve));
     await this.witnesses?.close();

@@ -83,7 +83,7 @@ interface Pending {
  * spelling of the same directory (a symlinked parent) is not refused at all. A second open in this process is refused
  * here, before LevelDB is asked.
  */
-const openInProcess = new Set<string>();
+const openInProcess = new Map<string, LevelManifestLog | undefined>();
 
 export class LevelManifestLog extends AbstractManifestLog implements AppendQueue {
   /** This log's entry in `openInProcess`, removed when it closes. */
@@ -190,10 +190,11 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         'LOCKED',
         `the store at ${path} is already open in this process (another ledger or log holds it); close that one first`,
       );
-    openInProcess.add(id);
+    openInProcess.set(id, undefined);
     try {
       const log = await LevelManifestLog.openLocked(path, options);
       log.inProcessId = id;
+      openInProcess.set(id, log);
       return log;
     } catch (err) {
       openInProcess.delete(id);
@@ -637,7 +638,10 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     try {
       await this.db.close();
     } finally {
-      if (this.inProcessId !== undefined) openInProcess.delete(this.inProcessId);
+      // Only this log's own entry: a second close of a log whose store another log opened since must not free it.
+      const id = this.inProcessId;
+      this.inProcessId = undefined;
+      if (id !== undefined && openInProcess.get(id) === this) openInProcess.delete(id);
     }
   }
 }
