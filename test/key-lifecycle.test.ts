@@ -187,6 +187,27 @@ describe('a revoked host key', () => {
     await again.close();
   });
 
+  it('still refuses when this host’s key signed nothing but the store holds what other keys signed', async () => {
+    // A second host of the root that has not published yet, and a host that rotated and has not published since.
+    const shared = tempDir();
+    const h1 = await openLedger({ root: shared, host: 'host-1' });
+    await h1.publish(scope, sampleSummary(1));
+    await h1.close();
+    await (await openLedger({ root: shared, host: 'host-2' })).close();
+    unlinkSync(join(shared, 'trust.json'));
+    await expect(openLedger({ root: shared, host: 'host-2' })).rejects.toMatchObject({
+      code: 'KEY_INVALID',
+      message: /trust\.json is missing/,
+    });
+    const rotated = tempDir();
+    const ledger = await openLedger({ root: rotated, host: 'host-1' });
+    await ledger.publish(scope, sampleSummary(1));
+    await ledger.rotateKey();
+    await ledger.close();
+    unlinkSync(join(rotated, 'trust.json'));
+    await expect(openLedger({ root: rotated, host: 'host-1' })).rejects.toMatchObject({ code: 'KEY_INVALID' });
+  });
+
   it('refuses to open when trust.json is gone but the host key is not, instead of re-trusting the key from now', async () => {
     const root = tempDir();
     const ledger = await open(root);

@@ -44,6 +44,12 @@ export interface KeyringOptions {
    * "now" would expire all it signed, so the keyring refuses instead. The store's own key file is refused then in any case.
    */
   signedBefore?: (keyId: string) => Promise<boolean>;
+  /**
+   * Whether nothing was ever signed in this store (no entry, no signing-key record): only then is a missing trust.json
+   * rebuilt for the host key (a first open that stopped between writing the key and trust.json). Any other key it
+   * listed, of a rotation or of another host, could have signed, and would silently lose its window.
+   */
+  storeSignedNothing?: () => Promise<boolean>;
 }
 
 /** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
@@ -129,9 +135,9 @@ export class Keyring {
         trustMissing = false;
       }
       // Re-listing the host key from "now" would expire everything it signed before: never rebuild trust.json silently.
-      // A key that signed nothing in this store loses nothing by it: that is a new store whose first open stopped
-      // (a crash) between writing its key and its trust.json, and it is listed from now as on a first open.
-      if (trustMissing && !options.keyFile && (await options.signedBefore?.(signer.keyId)) !== false)
+      // A store in which nothing was ever signed loses nothing by it: that is a new store whose first open stopped
+      // (a crash) between writing its key and its trust.json, and the key is listed from now as on a first open.
+      if (trustMissing && !options.keyFile && (await options.storeSignedNothing?.()) !== true)
         throw new LedgerError(
           'KEY_INVALID',
           `${trustPath} is missing but the host key exists; restore trust.json (from a backup or \`keys export\`)`,

@@ -122,6 +122,11 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       clock,
       origin,
       signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
+      storeSignedNothing: async () => {
+        for await (const _ of log.signingKeys.keyIds()) return false;
+        for await (const _ of log.entries()) return false;
+        return true;
+      },
     });
     // Open = recovery: the log must extend the newest checkpoint this ledger pinned.
     let verifiers: { generation: number; keys: NoteVerifierKey[] } | undefined;
