@@ -270,6 +270,31 @@ describePostgres(
       });
     });
 
+    describe('opening while another opener migrates', () => {
+      it('waits for the migration lock past lockTimeoutMs (a long migration is not a stalled writer)', async () => {
+        const schema = nextSchema();
+        const holder = new pgLib.Client({ connectionString: pg.connectionString });
+        holder.on('error', () => {});
+        await holder.connect();
+        try {
+          // What a migrating opener holds for as long as its migration (or a large store's backfill) takes.
+          await holder.query('BEGIN');
+          await holder.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`handoff_ledger.migrate:"${schema}"`]);
+          const opening = PgManifestLog.open({ connectionString: pg.connectionString, schema, lockTimeoutMs: 300 });
+          const settled = opening.then(
+            () => 'opened',
+            (err: unknown) => `failed: ${(err as Error).message}`,
+          );
+          await new Promise((r) => setTimeout(r, 1200)); // four times the lock bound
+          await holder.query('COMMIT');
+          expect(await settled).toBe('opened');
+          await (await opening).close();
+        } finally {
+          await holder.end();
+        }
+      });
+    });
+
     describe('a writer that stalls inside a transaction', () => {
       /** A second connection holding the global counter's row lock, as an append in flight does. */
       async function holdCounter(schema: string): Promise<pgLib.Client> {

@@ -14,6 +14,11 @@ export type PgQueryable = Pick<pg.ClientBase, 'query'>;
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
 /** Default `idleInTransactionTimeoutMs`: how long the server lets a transaction sit idle before ending it. */
 export const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000;
+/**
+ * `BEGIN` for a transaction that waits for its locks without `lock_timeout`: the migrations and backfills at open,
+ * which wait for another opener's (a large store's backfill can take minutes), not for a stalled writer.
+ */
+export const UNBOUNDED_LOCK_WAIT = 'BEGIN; SET LOCAL lock_timeout = 0';
 
 /** How long a new connection may take to be established (a server that does not answer). */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -274,6 +279,7 @@ export class PgDatabase {
    *   or a known version under another name.
    */
   async migrate(component: string, migrations: readonly PgMigration[]): Promise<void> {
+    // Without the lock wait's bound: another opener migrating (a large store's backfill included) is waited for.
     await this.transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`handoff_ledger.migrate:${this.schema}`]);
       // CREATE SCHEMA IF NOT EXISTS needs the database's CREATE privilege even when the schema is there: a role
@@ -313,7 +319,7 @@ export class PgDatabase {
           [component, m.version, m.name],
         );
       }
-    });
+    }, UNBOUNDED_LOCK_WAIT);
   }
 
   /** Ends the pool when this object created it; a borrowed pool stays open for its owner. */

@@ -5,7 +5,7 @@
  * and the tree's size commit together. `treeHead` reads the size and the index root in one statement.
  */
 import type pg from 'pg';
-import type { PgDatabase } from '../../../store/pg/db.js';
+import { UNBOUNDED_LOCK_WAIT, type PgDatabase } from '../../../store/pg/db.js';
 import {
   buildSessionHeads,
   hashOfNode,
@@ -106,6 +106,6 @@ export class PgSessionHeads {
       const { nodes } = buildSessionHeads(heads.map((h) => ({ session: h.session, head: { seq: h.seq, id: h.id } })));
       await this.store(client, nodes);
       await client.query(this.sql.markBuilt);
-    });
+    }, UNBOUNDED_LOCK_WAIT);
   }
 }

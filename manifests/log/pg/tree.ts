@@ -4,7 +4,7 @@
  * lock orders appends of every host, so the frontier it reads is exactly the tree of all earlier positions.
  */
 import type pg from 'pg';
-import { pgCode, UNIQUE_VIOLATION, type PgDatabase } from '../../../store/pg/db.js';
+import { pgCode, UNBOUNDED_LOCK_WAIT, UNIQUE_VIOLATION, type PgDatabase } from '../../../store/pg/db.js';
 import { ManifestError } from '../../errors.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { appendLeaves, frontierOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
@@ -115,7 +115,7 @@ export class PgTree {
           rows.map((r) => leafOfEnvelope(r.envelope)),
         );
       }
-    });
+    }, UNBOUNDED_LOCK_WAIT);
     return undefined;
   }
 }
