@@ -8,11 +8,11 @@ import { digestHex, hashBytes, nobleBlake3, type Digest } from '../store/hash/di
 import { decodeSummary, STREAM_DECODE_FROM, STREAM_SUMMARY_FROM, validateSummary } from '../src/summary/summary.js';
 import { storedSummaryProblem } from '../manifests/format/summary.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
-import { signEnvelope, serializeEnvelope } from '../manifests/crypto/envelope.js';
-import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, type Manifest } from '../manifests/format/manifest.js';
+import { encodeManifest } from '../manifests/format/manifest.js';
 import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { entryKey, plantHead, SUMMARY_MEDIA_TYPE } from './support/plant.js';
 
 const alice = { principal: 'alice', session: 'sess-1', run: 'run-1' };
 
@@ -35,46 +35,18 @@ async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
   return out;
 }
 
-const entryKey = (session: string, seq: number) => `e!${session}!${seq.toString(16).padStart(12, '0')}`;
-
 /**
  * Behind the ledger's back, makes a manifest signed by `signer` the head of alice's sess-1 at seq 1, after
  * the publish `r`: its summary size may be misstated, its payload bytes rewritten after encoding.
  */
-async function plantSeq1(
+function plantSeq1(
   ledger: Ledger,
   r: { id: Digest; digest: Digest; size: number },
   signer: LocalSigner,
   o: { size?: number; rewrite?: (payload: Uint8Array) => Uint8Array } = {},
 ): Promise<void> {
-  const forged: Manifest = {
-    v: 1,
-    kind: 'compaction',
-    host: 'host-a',
-    principal: 'alice',
-    session: 'sess-1',
-    run: 'run-x',
-    seq: 1,
-    prev: r.id,
-    summary: { digest: r.digest, size: o.size ?? r.size, mediaType: 'application/vnd.handoff-ledger.summary.v1+json' },
-    createdAt: new Date().toISOString(),
-    keyId: signer.keyId,
-  };
-  const payload = (o.rewrite ?? ((p) => p))(encodeManifest(forged));
-  const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
-  const db = raw(ledger);
-  await db.put(
-    entryKey('sess-1', 1),
-    JSON.stringify({
-      position: 1,
-      session: 'sess-1',
-      seq: 1,
-      id: manifestId(payload),
-      principal: 'alice',
-      envelope: serializeEnvelope(env),
-    }),
-  );
-  await db.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 1, id: manifestId(payload), owner: 'alice' }));
+  const summary = { digest: r.digest, size: o.size ?? r.size, mediaType: SUMMARY_MEDIA_TYPE };
+  return plantHead(ledger, signer, { seq: 1, prev: r.id, summary, rewrite: o.rewrite });
 }
 
 describe('publish and resume', () => {

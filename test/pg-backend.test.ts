@@ -23,7 +23,7 @@ import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
 import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
-import { describePostgres } from './support/postgres.js';
+import { describePostgres, sqlOn } from './support/postgres.js';
 
 let schemas = 0;
 /** Each test gets its own schema: a fresh, empty store inside the file's database. */
@@ -55,15 +55,8 @@ async function rejection(p: Promise<unknown>): Promise<unknown> {
 
 describePostgres('PostgreSQL backend', (pg) => {
   /** Runs SQL on its own connection, outside the stores under test. */
-  async function sql<R extends pgLib.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]> {
-    const client = new pgLib.Client({ connectionString: pg.connectionString });
-    await client.connect();
-    try {
-      return (await client.query<R>(text, values)).rows;
-    } finally {
-      await client.end();
-    }
-  }
+  const sql = <R extends pgLib.QueryResultRow>(text: string, values?: unknown[]) =>
+    sqlOn<R>(pg.connectionString, text, values);
 
   blobStoreSuite('PgBlobStore', async ({ hash, maxBlobBytes }) => {
     const schema = nextSchema();

@@ -25,7 +25,7 @@ import { createPgPool, PgDatabase, pgOptionsProblem } from '../store/pg/db.js';
 import { fsckTree } from '../src/ops/fsck-tree.js';
 import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
-import { describePostgres } from './support/postgres.js';
+import { describePostgres, sqlOn } from './support/postgres.js';
 
 let schemas = 0;
 const nextSchema = () => `h${process.pid}_${schemas++}`;
@@ -63,15 +63,8 @@ describePostgres(
   'PostgreSQL backend hardening',
   (pg) => {
     /** Runs SQL on its own connection, outside the stores under test. */
-    async function sql<R extends pgLib.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]> {
-      const client = new pgLib.Client({ connectionString: pg.connectionString });
-      await client.connect();
-      try {
-        return (await client.query<R>(text, values)).rows;
-      } finally {
-        await client.end();
-      }
-    }
+    const sql = <R extends pgLib.QueryResultRow>(text: string, values?: unknown[]) =>
+      sqlOn<R>(pg.connectionString, text, values);
 
     /**
      * A store as release 0.1.0 left it (manifest schema v2: entries, no tree), one entry per position of `positions`,

@@ -8,40 +8,14 @@ import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { type Digest } from '../store/hash/digest.js';
-import { signEnvelope, serializeEnvelope } from '../manifests/crypto/envelope.js';
-import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE, type Manifest } from '../manifests/format/manifest.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { entryKey, plantHead, SUMMARY_MEDIA_TYPE } from './support/plant.js';
 
 const alice = { principal: 'alice', session: 'sess-1', run: 'run-1' };
-const MEDIA = 'application/vnd.handoff-ledger.summary.v1+json' as const;
-const entryKey = (session: string, seq: number) => `e!${session}!${seq.toString(16).padStart(12, '0')}`;
+const MEDIA = SUMMARY_MEDIA_TYPE;
 const raw = (l: Ledger) => (l.log as LevelManifestLog).raw;
-
-/** Writes a manifest signed by the host's key at `seq` of sess-1 and makes it the head. */
-async function plant(
-  ledger: Ledger,
-  signer: LocalSigner,
-  m: { seq: number; prev: Digest | null; summary: Manifest['summary'] },
-): Promise<void> {
-  const forged = {
-    v: 1,
-    kind: 'compaction',
-    host: 'host-a',
-    principal: 'alice',
-    session: 'sess-1',
-    run: 'run-x',
-    createdAt: new Date().toISOString(),
-    keyId: signer.keyId,
-    ...m,
-  } as Manifest;
-  const payload = encodeManifest(forged);
-  const envelope = serializeEnvelope(await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer));
-  const id = manifestId(payload);
-  const record = { position: m.seq, session: 'sess-1', seq: m.seq, id, principal: 'alice', envelope };
-  await raw(ledger).put(entryKey('sess-1', m.seq), JSON.stringify(record));
-  await raw(ledger).put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: m.seq, id, owner: 'alice' }));
-}
+const plant = (ledger: Ledger, signer: LocalSigner, m: Parameters<typeof plantHead>[2]) => plantHead(ledger, signer, m);
 
 async function withLedger(fn: (ledger: Ledger, signer: LocalSigner) => Promise<void>): Promise<void> {
   const signer = new LocalSigner(generateJwk());

@@ -29,7 +29,7 @@ export interface PostgresBackendOptions {
   /**
    * Longest a transaction may sit idle before the server ends it and releases its locks, in ms (default 60 000;
    * 0: the server's setting): a process paused inside an append holds up the others this long at most. Blob
-   * uploads are exempt.
+   * uploads and reads are exempt.
    */
   idleInTransactionTimeoutMs?: number;
 }

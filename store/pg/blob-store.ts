@@ -179,10 +179,12 @@ export class PgBlobStore extends AbstractBlobStore {
 
   protected async _get(digest: Digest, { limit, signal }: ReadLimits): Promise<Uint8Array> {
     try {
-      // One snapshot for the row and all its chunks: a concurrent delete cannot tear a read.
+      // One snapshot for the row and all its chunks: a concurrent delete cannot tear a read. Exempt from the idle
+      // bound like an upload: it sits idle while it hashes a chunk (longer on a loaded machine), and a read-only
+      // snapshot holds no lock a writer waits on.
       return await this.db.transaction(
         (client) => this.readVerified(client, digest, limit, signal),
-        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
+        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL idle_in_transaction_session_timeout = 0',
       );
     } catch (err) {
       throw storageFailed('get', err);

@@ -88,8 +88,8 @@ export interface PgConnectOptions {
   lockTimeoutMs?: number;
   /**
    * Longest a transaction may sit idle before the server ends it and releases its locks, in ms (default 60 000;
-   * 0: the server's setting), for a pool made from `connectionString`. Blob uploads are exempt (a slow source
-   * holds no lock that others wait on).
+   * 0: the server's setting), for a pool made from `connectionString`. Blob uploads and reads are exempt (a slow
+   * source or a loaded reader holds no lock that others wait on).
    */
   idleInTransactionTimeoutMs?: number;
 }

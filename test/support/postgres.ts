@@ -3,6 +3,7 @@
  * private Unix socket (no port to collide with), stop and remove it afterwards. Without the binaries the
  * tests are skipped with a plain notice; under CI=true their absence is a failure, so CI always runs them.
  */
+import pgLib from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { findPostgresBin, PgCluster } from '../../benchmarks/lib/pg-cluster.js';
 
@@ -21,6 +22,21 @@ export interface PostgresHandle {
   cluster: TestCluster;
   /** A database created for this describe block (one per test file by convention). */
   connectionString: string;
+}
+
+/** Runs SQL on a connection of its own, outside the stores under test, and returns the rows. */
+export async function sqlOn<R extends pgLib.QueryResultRow>(
+  connectionString: string,
+  text: string,
+  values?: unknown[],
+): Promise<R[]> {
+  const client = new pgLib.Client({ connectionString });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
 }
 
 /**
