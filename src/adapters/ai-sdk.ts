@@ -131,10 +131,9 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
         return answer(err.finishReason ?? 'other', err.text ?? '', [], readJson(err.text ?? '', strict));
       throw err;
     }
-    // The SDK parsed each call's input, except an invalid call's, which keeps the text the model wrote.
-    const calls = result.toolCalls.map((c) =>
-      toolCall(c.toolCallId, c.toolName, c.input, strict, c.dynamic && c.invalid ? 'text' : 'value'),
-    );
+    // The SDK parsed each call's input, an invalid call's too (a call of a tool not offered: its JSON parsed, else
+    // the text kept as a string). Parsed once only: a summary encoded twice reaches extractSummary as a string.
+    const calls = result.toolCalls.map((c) => toolCall(c.toolCallId, c.toolName, c.input, strict, 'value'));
     // The text, not `result.output`: a cut-off or invalid answer must reach extractSummary, not throw here.
     return answer(result.finishReason, result.text, calls, f ? readJson(result.text, strict) : undefined);
   };

@@ -15,7 +15,7 @@ import type {
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { SUBMIT_HANDOFF, submitHandoffTool } from '../compaction/tool.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
-import { schemaFor, splitSystem, toolCall } from './shared.js';
+import { schemaFor, splitSystem, toolCall, withoutEmptyTurns } from './shared.js';
 
 export interface AnthropicAdapterOptions {
   /** The Harness's client (`new Anthropic({ apiKey })`). */
@@ -23,6 +23,11 @@ export interface AnthropicAdapterOptions {
   model: string;
   /** `max_tokens` when the request sets no output limit (the Messages API requires one). */
   maxTokens?: number;
+  /**
+   * The request's timeout in ms (default 600 000). Given explicitly: without one the SDK refuses, before sending, a
+   * non-streaming request whose `max_tokens` could take longer than 10 minutes (above ~21,000 tokens).
+   */
+  timeoutMs?: number;
 }
 
 /** The `submit_handoff` tool in Anthropic's shape, for a Harness that calls the SDK itself. */
@@ -44,7 +49,7 @@ function content(m: ModelRequest['messages'][number]): string | ContentBlockPara
 
 function params(options: AnthropicAdapterOptions, request: ModelRequest): MessageCreateParamsNonStreaming {
   const { system, rest } = splitSystem(request.messages);
-  const messages: MessageParam[] = rest.map((m) => ({
+  const messages: MessageParam[] = withoutEmptyTurns(rest).map((m) => ({
     role: m.role === 'assistant' ? 'assistant' : 'user',
     content: content(m),
   }));
@@ -90,15 +95,15 @@ function fromMessage(m: Message): ModelResponse {
 
 /**
  * @example
- * const model = anthropicAdapter({ client: new Anthropic(), model: 'claude-sonnet-4-5' });
+ * const model = anthropicAdapter({ client: new Anthropic(), model: 'claude-sonnet-4-6' });
  * await compact({ ledger, scope, model, transcript });
  */
 export function anthropicAdapter(options: AnthropicAdapterOptions): ModelAdapter {
   return async (request) =>
     fromMessage(
-      await options.client.messages.create(
-        params(options, request),
-        request.signal ? { signal: request.signal } : undefined,
-      ),
+      await options.client.messages.create(params(options, request), {
+        timeout: options.timeoutMs ?? 600_000,
+        ...(request.signal ? { signal: request.signal } : {}),
+      }),
     );
 }

@@ -9,7 +9,7 @@ import type { GoogleGenAI } from '@google/genai';
 import type { Content, GenerateContentParameters, GenerateContentResponse } from '@google/genai';
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
-import { readJson, splitSystem } from './shared.js';
+import { readJson, splitSystem, withoutEmptyTurns } from './shared.js';
 
 export interface GeminiAdapterOptions {
   /** The Harness's client (`new GoogleGenAI({ apiKey })`). */
@@ -19,7 +19,7 @@ export interface GeminiAdapterOptions {
 
 function contents(request: ModelRequest): Content[] {
   const { rest } = splitSystem(request.messages);
-  return rest.map((m) => {
+  return withoutEmptyTurns(rest).map((m) => {
     // Earlier tool traffic becomes plain text: the compaction request offers Gemini no tools.
     let text = m.content;
     if (m.role === 'tool') text = `Tool result${m.toolCallId ? ` (${m.toolCallId})` : ''}: ${m.content}`;

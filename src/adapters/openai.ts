@@ -87,6 +87,15 @@ function responsesParams(model: string, request: ModelRequest): ResponseCreatePa
 }
 
 function fromResponse(r: Response, structured: boolean): ModelResponse {
+  // A response the provider failed is the provider's error (compact reports MODEL_FAILED with it as the cause), not
+  // a summary that stopped early.
+  if (r.status === 'failed' || r.error)
+    throw Object.assign(
+      new Error(`OpenAI response ${r.id ?? ''} failed: ${r.error?.code ?? 'error'}: ${r.error?.message ?? ''}`),
+      {
+        error: r.error,
+      },
+    );
   const calls: ModelToolCall[] = [];
   const texts: string[] = [];
   let refusal: string | undefined;

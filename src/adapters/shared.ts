@@ -30,6 +30,14 @@ export function splitSystem(messages: readonly ModelMessage[]): { system: string
 }
 
 /**
+ * The turns without the ones that say nothing (no text but whitespace, no tool call; e.g. an assistant turn that was
+ * only reasoning): Anthropic's and Gemini's APIs refuse a request carrying one. Tool results stay, whatever they hold.
+ */
+export function withoutEmptyTurns(messages: readonly ModelMessage[]): ModelMessage[] {
+  return messages.filter((m) => m.role === 'tool' || (m.toolCalls?.length ?? 0) > 0 || m.content.trim() !== '');
+}
+
+/**
  * Parses JSON the model wrote (structured text, tool arguments); a strict answer's nulls become absent
  * fields. `undefined` for text that is not JSON: the caller leaves it as text, and `extractSummary`
  * reports it (`SUMMARY_INVALID`).

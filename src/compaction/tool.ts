@@ -43,7 +43,10 @@ export interface CompactionRequestOptions {
   maxOutputTokens?: number;
 }
 
-/** Builds the request that asks a model for the handoff summary. Only `submit_handoff` is offered. */
+/**
+ * Builds the request that asks a model for the handoff summary. Only `submit_handoff` is offered.
+ * @throws LedgerError `INVALID_ARGUMENT` for a `maxOutputTokens` that is not a whole number from 1
+ */
 export function compactionRequest(options: CompactionRequestOptions): ModelRequest {
   const mode = options.mode ?? 'tool';
   const how =
@@ -63,7 +66,12 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
   } else {
     request.responseFormat = handoffResponseFormat;
   }
-  if (options.maxOutputTokens !== undefined) request.maxOutputTokens = options.maxOutputTokens;
+  if (options.maxOutputTokens !== undefined) {
+    // NaN or Infinity would go out as null, which providers read as "no limit": the caller's bound would be lost.
+    if (!Number.isSafeInteger(options.maxOutputTokens) || options.maxOutputTokens < 1)
+      throw new LedgerError('INVALID_ARGUMENT', 'maxOutputTokens must be a whole number of tokens from 1');
+    request.maxOutputTokens = options.maxOutputTokens;
+  }
   return request;
 }
 

@@ -7,6 +7,7 @@ import { providerCases, strictSummary, summary } from './provider-cases.js';
 import { chat, completion } from './openai-replies.js';
 import { startFakeProvider } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
+import { validateSummary } from '../../src/summary/summary.js';
 
 const model = (url: string) => createOpenAI({ apiKey: 'test-key', baseURL: `${url}/v1` }).chat('gpt-test');
 
@@ -70,6 +71,23 @@ describe('aiSdkAdapter', () => {
       const response = await aiSdkAdapter({ model: model(provider.url), maxRetries: 0 })(request);
       expect(response.toolCalls?.map((c) => c.name)).toEqual(['write_file']);
       expect(() => extractSummary(response)).toThrow(expect.objectContaining({ code: 'SUMMARY_INVALID' }));
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('decodes a summary encoded twice only once in structured mode too (a submit_handoff call not offered)', async () => {
+    const provider = await startFakeProvider();
+    try {
+      // Structured mode offers no tool; the model calls submit_handoff anyway, with the summary's JSON as a string.
+      provider.script(chat('tool', JSON.stringify(JSON.stringify(summary)), 'tool_calls'));
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' });
+      const response = await aiSdkAdapter({ model: model(provider.url), maxRetries: 0 })(request);
+      // What compact does with the answer: a string is no summary.
+      expect(typeof extractSummary(response)).toBe('string');
+      expect(() => validateSummary(extractSummary(response))).toThrow(
+        expect.objectContaining({ code: 'SUMMARY_INVALID' }),
+      );
     } finally {
       await provider.close();
     }

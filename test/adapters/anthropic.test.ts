@@ -88,4 +88,36 @@ describe('anthropicAdapter requests', () => {
       await provider.close();
     }
   });
+
+  it('sends a large max_tokens (the SDK refuses one over ~21,000 without a timeout) and no turn that says nothing', async () => {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const provider = await startFakeProvider();
+    try {
+      provider.script(message([toolUse(summary)], 'tool_use'));
+      const model = anthropicAdapter({
+        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+        model: 'claude-test',
+      });
+      const { compactionRequest } = await import('../../src/compaction/tool.js');
+      const answer = await model(
+        compactionRequest({
+          messages: [
+            { role: 'user', content: 'hi' },
+            { role: 'assistant', content: '' }, // a turn that was only reasoning
+            { role: 'user', content: 'go on' },
+            { role: 'assistant', content: ' \n' },
+          ],
+          maxOutputTokens: 32_000,
+        }),
+      );
+      expect(answer.toolCalls?.[0]?.input).toEqual(summary);
+      const body = provider.requests[0]!.body;
+      expect(body.max_tokens).toBe(32_000);
+      const sent = body.messages as Array<{ role: string; content: unknown }>;
+      expect(sent.some((m) => typeof m.content === 'string' && m.content.trim() === '')).toBe(false);
+      expect(sent.map((m) => m.role)).toEqual(['user', 'user', 'user']);
+    } finally {
+      await provider.close();
+    }
+  });
 });

@@ -1,6 +1,6 @@
 /** The Gemini adapter with the real `@google/genai` SDK against the fake provider: JSON output under responseJsonSchema. */
 import { GoogleGenAI } from '@google/genai';
-import { expect } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { geminiAdapter } from '../../src/adapters/gemini.js';
 import { summarySchemaFor } from '../../src/summary/schema-forms.js';
 import type { Reply } from '../support/fake-provider.js';
@@ -50,3 +50,36 @@ for (const mode of ['structured', 'tool'] as const) {
     expectedTools: [],
   });
 }
+
+describe('geminiAdapter requests', () => {
+  it('sends no turn that says nothing (an empty text part is refused by the API)', async () => {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const { compactionRequest } = await import('../../src/compaction/tool.js');
+    const provider = await startFakeProvider();
+    try {
+      provider.script(generated(JSON.stringify(summary), 'STOP'));
+      const model = geminiAdapter({
+        client: new GoogleGenAI({
+          apiKey: 'k',
+          httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } },
+        }),
+        model: 'gemini-test',
+      });
+      await model(
+        compactionRequest({
+          messages: [
+            { role: 'user', content: 'hi' },
+            { role: 'assistant', content: '' },
+            { role: 'user', content: 'go on' },
+          ],
+          mode: 'structured',
+        }),
+      );
+      const contents = provider.requests[0]!.body.contents as Array<{ parts: Array<{ text?: string }> }>;
+      expect(contents.flatMap((c) => c.parts).some((p) => (p.text ?? '').trim() === '')).toBe(false);
+      expect(contents).toHaveLength(3);
+    } finally {
+      await provider.close();
+    }
+  });
+});

@@ -115,3 +115,32 @@ describe('openaiAdapter: one call of submit_handoff', () => {
     }
   });
 });
+
+describe('openaiAdapter: a response the provider failed', () => {
+  it('throws the provider error (compact reports MODEL_FAILED with it), not a summary cut short', async () => {
+    const provider = await startFakeProvider();
+    try {
+      const failed = response([], 'failed');
+      (failed.body as Record<string, unknown>).error = { code: 'server_error', message: 'the model crashed' };
+      provider.script(failed);
+      const model = openaiAdapter({ client: client(provider.url), model: 'gpt-test' });
+      const err = await model(compactionRequest({ messages: [{ role: 'user', content: 'hi' }] })).catch((e) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect(String(err.message)).toMatch(/server_error: the model crashed/);
+      expect(err.error).toMatchObject({ code: 'server_error' });
+    } finally {
+      await provider.close();
+    }
+  });
+});
+
+describe('compactionRequest', () => {
+  it.each([Number.NaN, Infinity, -5, 0, 2.5])(
+    'refuses maxOutputTokens %s with INVALID_ARGUMENT (NaN and Infinity would be sent as null: no limit)',
+    (maxOutputTokens) => {
+      expect(() => compactionRequest({ messages: [{ role: 'user', content: 'hi' }], maxOutputTokens })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+      );
+    },
+  );
+});
