@@ -24,8 +24,9 @@ export interface AnthropicAdapterOptions {
   /** `max_tokens` when the request sets no output limit (the Messages API requires one). */
   maxTokens?: number;
   /**
-   * The request's timeout in ms (default 600 000). Given explicitly: without one the SDK refuses, before sending, a
-   * non-streaming request whose `max_tokens` could take longer than 10 minutes (above ~21,000 tokens).
+   * The request's timeout in ms (default: the client's own, `new Anthropic({ timeout })`, 10 minutes unless set). Always
+   * passed with the request: without one the SDK refuses, before sending, a non-streaming request whose `max_tokens`
+   * could take longer than 10 minutes (above ~21,000 tokens).
    */
   timeoutMs?: number;
 }
@@ -102,7 +103,7 @@ export function anthropicAdapter(options: AnthropicAdapterOptions): ModelAdapter
   return async (request) =>
     fromMessage(
       await options.client.messages.create(params(options, request), {
-        timeout: options.timeoutMs ?? 600_000,
+        timeout: options.timeoutMs ?? options.client.timeout ?? 600_000,
         ...(request.signal ? { signal: request.signal } : {}),
       }),
     );

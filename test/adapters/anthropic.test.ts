@@ -94,8 +94,9 @@ describe('anthropicAdapter requests', () => {
     const provider = await startFakeProvider();
     try {
       provider.script(message([toolUse(summary)], 'tool_use'));
+      // A client with a timeout of its own keeps it (the adapter passes the client's when it is given none).
       const model = anthropicAdapter({
-        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0, timeout: 120_000 }),
         model: 'claude-test',
       });
       const { compactionRequest } = await import('../../src/compaction/tool.js');
