@@ -12,6 +12,7 @@
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../crypto/cosignature.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { ManifestError } from '../errors.js';
+import { bytesToHex } from '../../store/hash/digest.js';
 import { AuditError } from './errors.js';
 import type { FindingSink } from './findings.js';
 
@@ -63,7 +64,7 @@ function distinctKeys(keys: CosignerKey[]): number {
   return new Set(keys.map((k) => publicKeyId(k))).size;
 }
 
-const publicKeyId = (k: CosignerKey) => Array.from(k.publicKey, (b) => b.toString(16).padStart(2, '0')).join('');
+const publicKeyId = (k: CosignerKey) => bytesToHex(k.publicKey);
 
 /** Checks a validated policy's shape. @throws ManifestError `INVALID_ARGUMENT` */
 export function assertWitnessPolicy(policy: WitnessPolicy): void {
@@ -126,9 +127,9 @@ export function verifyWitnesses(
   // One witness is one vote, however many lines it has and however many names pin its key: distinct public keys.
   const voted = new Set<string>();
   const signedBy = r.valid.flatMap((c) => {
-    const key = policy.keys.find((k) => k.name === c.name && k.keyHash === c.keyHash)!;
-    if (voted.has(publicKeyId(key))) return [];
-    voted.add(publicKeyId(key));
+    const id = publicKeyId(policy.keys.find((k) => k.name === c.name && k.keyHash === c.keyHash)!);
+    if (voted.has(id)) return [];
+    voted.add(id);
     return [{ witness: `${c.name}+${hex8(c.keyHash)}`, timestamp: c.timestamp, time: cosignedTime(c) }];
   });
   if (signedBy.length < policy.quorum)

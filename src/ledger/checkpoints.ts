@@ -166,21 +166,14 @@ export class CheckpointGuard {
     // an append). Signing it would hand out two completeness claims for one tree, and witnesses cosign both (a
     // cosignature says nothing of extension lines): refused as a fork of the pinned checkpoint.
     const headsLine = (c: Checkpoint) => c.extensions.find((l) => l.startsWith(`${SESSION_HEADS_EXTENSION} `));
-    if (sameTree && headsLine(pinned.checkpoint) !== undefined && headsLine(checkpoint) !== undefined) {
-      if (headsLine(pinned.checkpoint) !== headsLine(checkpoint)) {
-        this.failure = new LedgerError(
+    if (sameTree) {
+      const [was, now] = [headsLine(pinned.checkpoint), headsLine(checkpoint)];
+      if (was !== undefined && now !== undefined && was !== now)
+        this.refuse(
           'FORK',
           `the session-heads index is not the one pinned with this tree of ${head.size} entries (rewritten under the log)`,
-          {
-            evidence: {
-              pinned: pinned.note,
-              current: formatCheckpoint(checkpoint),
-              reason: 'another session-heads root',
-            },
-          },
+          { pinned: pinned.note, current: formatCheckpoint(checkpoint), reason: 'another session-heads root' },
         );
-        throw this.failure;
-      }
     }
     if (
       sameTree &&
@@ -259,14 +252,25 @@ export class CheckpointGuard {
     await this.pin.close();
   }
 
+  /** Records the refusal every later call meets (`failed`), and throws it. */
+  private refuse(
+    code: 'ROLLBACK' | 'FORK',
+    message: string,
+    evidence: { pinned: string; current: string; reason: string },
+  ): never {
+    this.failure = new LedgerError(code, message, { evidence });
+    throw this.failure;
+  }
+
   private async demandConsistency(pinned: SignedCheckpoint, head: TreeHead): Promise<void> {
     const old = pinned.checkpoint;
     const refuse = (code: 'ROLLBACK' | 'FORK', reason: string): never => {
       const current = formatCheckpoint({ origin: this.origin, size: head.size, root: head.root, extensions: [] });
-      this.failure = new LedgerError(code, `the log is not an extension of the pinned checkpoint: ${reason}`, {
-        evidence: { pinned: pinned.note, current, reason },
+      return this.refuse(code, `the log is not an extension of the pinned checkpoint: ${reason}`, {
+        pinned: pinned.note,
+        current,
+        reason,
       });
-      throw this.failure;
     };
     if (head.size < old.size) refuse('ROLLBACK', `the tree has ${head.size} entries, ${old.size} were pinned`);
     if (head.size === old.size) refuse('FORK', `another root at the pinned size ${old.size}`);
