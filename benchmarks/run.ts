@@ -241,6 +241,8 @@ async function main(): Promise<void> {
             verifyChainOneCore: spread(chain.verifyChainOneCore),
             perManifestNode: spread(chain.perManifestNode),
             perCoreRatio: spread(chain.perCoreRatio),
+            parallelFloor: spread(chain.parallelFloor),
+            parallelFloorRatio: spread(chain.parallelFloorRatio),
             perManifestNoble: spread(chain.perManifestNoble),
             rawVerifyNode: spread(chain.rawVerifyNode),
           }

@@ -164,6 +164,12 @@ describe('npm run bench -- --quick', () => {
     expect(r.targets.find((x) => x.id === 'chain-verify-vs-ceiling')!.detail).toMatch(
       /per core, verifyManifestEnvelope ran at [\d.]+ × the bare verify measured right after it/,
     );
+    // The floor of a pool of that many threads, in every round, against the ceiling right after it.
+    expect(r.chain.parallelFloor!.n).toBe(r.config.chain.rounds);
+    expect(r.chain.parallelFloorRatio!.n).toBe(r.config.chain.rounds);
+    expect(r.targets.find((x) => x.id === 'chain-verify-vs-ceiling')!.detail).toMatch(
+      /the floor of \d+ threads doing only what any verifier must per line \(no messages, no chain rules\) ran at [\d.]+ × the ceiling/,
+    );
     for (const k of [
       'verifyChainPool',
       'verifyChainMainShare',
@@ -171,6 +177,8 @@ describe('npm run bench -- --quick', () => {
       'perManifestNode',
       'perManifestNoble',
       'rawVerifyNode',
+      'parallelFloor',
+      'parallelFloorRatio',
     ] as const)
       expectSpread(r.chain[k]!, `chain.${k}`);
     expect(r.rss.map((x) => x.bytes)).toEqual([MiB]);

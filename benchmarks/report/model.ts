@@ -122,6 +122,12 @@ export interface BenchResults {
     perManifestNode: Spread;
     /** verifyManifestEnvelope on one core / bare verify measured right after it, per round. */
     perCoreRatio?: Spread;
+    /**
+     * The floor of any pool of `threads` threads (benchmarks/suites/chain-floor.ts), manifests/s, and it against the
+     * ceiling measured right after it, per round (absent in runs before it was measured).
+     */
+    parallelFloor?: Spread;
+    parallelFloorRatio?: Spread;
     perManifestNoble: Spread;
     /** Bare node:crypto Ed25519 verifications per second, one core: the ceiling per thread. */
     rawVerifyNode: Spread;

@@ -160,6 +160,16 @@ function chainRows(
       'verifyManifestEnvelope / the bare verify right after it, one core, per round (×)',
       `${ch.perCoreRatio.median.toFixed(2)} [${ch.perCoreRatio.min.toFixed(2)}–${ch.perCoreRatio.max.toFixed(2)}]`,
     ]);
+  if (ch.parallelFloor && ch.parallelFloor.median > 0)
+    rows.push([
+      `the floor of ${ch.threads} threads: only what any verifier must per line, no messages, no chain rules (manifests/s)`,
+      spread(ch.parallelFloor),
+    ]);
+  if (ch.parallelFloorRatio && ch.parallelFloorRatio.median > 0)
+    rows.push([
+      `that floor / (${ch.threads} × the bare verify right after it), per round (×)`,
+      `${ch.parallelFloorRatio.median.toFixed(2)} [${ch.parallelFloorRatio.min.toFixed(2)}–${ch.parallelFloorRatio.max.toFixed(2)}]`,
+    ]);
   return rows;
 }
 

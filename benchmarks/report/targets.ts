@@ -78,7 +78,13 @@ function perCoreNote(r: Input): string {
   const ratio = r.chain.perCoreRatio;
   if (!ratio || !(ratio.median > 0)) return '';
   const range = ratio.n > 1 ? `, per round ${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)}` : '';
-  return `; per core, verifyManifestEnvelope ran at ${ratio.median.toFixed(2)} × the bare verify measured right after it (median of the rounds${range}): no pool of verifying threads gets past that`;
+  let note = `; per core, verifyManifestEnvelope ran at ${ratio.median.toFixed(2)} × the bare verify measured right after it (median of the rounds${range}): no pool of verifying threads gets past that`;
+  const floor = r.chain.parallelFloorRatio;
+  if (floor && floor.median > 0) {
+    const floorRange = floor.n > 1 ? `, per round ${floor.min.toFixed(2)}–${floor.max.toFixed(2)}` : '';
+    note += `; the floor of ${r.chain.threads} threads doing only what any verifier must per line (no messages, no chain rules) ran at ${floor.median.toFixed(2)} × the ceiling${floorRange}${floor.max < 0.8 ? ' (below 0.8 × in every round: out of reach of any verifier on this machine)' : ''}`;
+  }
+  return note;
 }
 
 /**

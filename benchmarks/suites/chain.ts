@@ -5,7 +5,7 @@
  * (b) by the auditor on one core, (c) manifest by manifest with verifyManifestEnvelope on one core, over
  * a subset, with node:crypto and with noble; (e) as (a) with one worker thread fewer and the calling
  * thread verifying a share; and (d) the ceiling: bare node:crypto Ed25519 verifications per second on one
- * core, measured between the pool rounds.
+ * core, measured between the pool rounds; and (f) the floor of any pool of that many threads (./chain-floor.ts).
  *
  * The bundle is deterministic (fixed seed and times; Ed25519 signatures are deterministic), so it is
  * built once and cached in the system temp directory: signing 100,000 manifests takes longer than
@@ -32,6 +32,7 @@ import { verifyManifestEnvelope } from '../../manifests/crypto/verify-manifest.j
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { collectGarbage } from '../lib/stats.js';
 import { createWorkerLineVerifier } from '../../manifests/audit/verify-workers.node.js';
+import { parallelFloorRate } from './chain-floor.js';
 
 export interface ChainOptions {
   manifests: number;
@@ -66,6 +67,13 @@ export interface ChainResult {
   rawVerifyNode: number[];
   /** verifyManifestEnvelope on one core / the bare verify measured right after it, one per round. */
   perCoreRatio: number[];
+  /**
+   * The floor (./chain-floor.ts): `threads` threads doing only what any verifier must per line, no messages, no
+   * chain rules, manifests per second, one per round.
+   */
+  parallelFloor: number[];
+  /** That floor / (`threads` × the bare verify measured right after it), one per round. */
+  parallelFloorRatio: number[];
   buildSeconds: number;
   cached: boolean;
 }
@@ -192,6 +200,8 @@ export async function runChainSuite(o: ChainOptions): Promise<ChainResult> {
     perManifestNoble: [],
     rawVerifyNode: [],
     perCoreRatio: [],
+    parallelFloor: [],
+    parallelFloorRatio: [],
     buildSeconds,
     cached,
   };
@@ -208,12 +218,17 @@ export async function runChainSuite(o: ChainOptions): Promise<ChainResult> {
     r.perManifestNode.push(await rate(nodeSample.length, () => perManifest(nodeSample, trust)));
     r.rawVerifyNode.push(rawVerifyRate(Math.min(5000, o.nodeSample)));
     r.perCoreRatio.push(r.perManifestNode.at(-1)! / r.rawVerifyNode.at(-1)!);
+    // The floor of any pool of this many threads, against the ceiling measured right after it.
+    collectGarbage();
+    r.parallelFloor.push(await parallelFloorRate(lines, trust.keys[0]!.publicKey, o.threads));
+    r.rawVerifyNode.push(rawVerifyRate(Math.min(5000, o.nodeSample)));
+    r.parallelFloorRatio.push(r.parallelFloor.at(-1)! / (o.threads * r.rawVerifyNode.at(-1)!));
     o.log(
       `  pool round ${round + 1}/${o.rounds}: ${o.threads} threads ${Math.round(r.verifyChainPool.at(-1)!)}/s` +
         (o.threads > 1
           ? `, ${o.threads - 1} + the main thread's share ${Math.round(r.verifyChainMainShare.at(-1)!)}/s`
           : '') +
-        `, verifyManifestEnvelope on one core ${Math.round(r.perManifestNode.at(-1)!)}/s, bare Ed25519 verify ${Math.round(r.rawVerifyNode.at(-1)!)}/s`,
+        `, verifyManifestEnvelope on one core ${Math.round(r.perManifestNode.at(-1)!)}/s, the floor of ${o.threads} threads ${Math.round(r.parallelFloor.at(-1)!)}/s, bare Ed25519 verify ${Math.round(r.rawVerifyNode.at(-1)!)}/s`,
     );
   }
   r.verifyChainOneCore.push(await rate(lines.length, () => audit(lines, trust, 0)));
