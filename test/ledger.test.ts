@@ -129,6 +129,36 @@ describe('publish and resume', () => {
     expect((await ledger.history(alice)).length).toBe(2);
     await ledger.close();
   });
+
+  it('refuses an expectedPrev that is neither null nor a manifest id with INVALID_ARGUMENT, not "the head moved"', async () => {
+    const ledger = await open(tempDir());
+    const first = await ledger.publish(alice, sampleSummary(1));
+    for (const prev of ['nul', 42, {}, first.id.toUpperCase(), first.id.slice(7), ''])
+      await expect(
+        ledger.publish(alice, sampleSummary(2), { expectedPrev: prev as never }),
+        JSON.stringify(prev),
+      ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^expectedPrev: /) });
+    expect((await ledger.history(alice)).length).toBe(1);
+    await ledger.close();
+  });
+
+  it('refuses an unknown signature verifier at open, and verifies with each named one', async () => {
+    for (const verifier of ['nobel', 'NODE', 1])
+      await expect(open(tempDir(), { verifier: verifier as never }), String(verifier)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^verifier: auto, node or noble/),
+      });
+    for (const verifier of ['auto', 'node', 'noble'] as const) {
+      const root = tempDir();
+      let ledger = await open(root, { verifier });
+      await ledger.publish(alice, sampleSummary(1));
+      await ledger.close();
+      // A fresh ledger has verified nothing yet: resume checks the stored manifest with the verifier named.
+      ledger = await open(root, { verifier });
+      expect((await ledger.resume(alice))?.seq, verifier).toBe(0);
+      await ledger.close();
+    }
+  });
 });
 
 describe('summary validation', () => {

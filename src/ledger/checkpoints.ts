@@ -6,6 +6,7 @@
  * consistency proof is `FORK`. An attacker who rewrites the whole database, watermarks included, cannot
  * produce a consistency proof from a tree that is not a prefix of the new one.
  */
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
@@ -23,6 +24,38 @@ export interface SignedCheckpoint {
   /** The signed note: checkpoint body, blank line, signature line(s). */
   note: string;
   checkpoint: Checkpoint;
+}
+
+/** `<root>/checkpoints/<blake3(origin)>`: a log's pin is `<stem>.pin`; its witnesses' files go beside it. */
+function pinStem(root: string, origin: string): string {
+  return join(root, 'checkpoints', digestOf(new TextEncoder().encode(origin)).slice(7));
+}
+
+/** A pin (`.pin`) or a 0.1.0 pin (`.note`) of some log: the file name is the hex BLAKE3 of its origin. */
+const PIN_NAME = /^([0-9a-f]{64})\.(?:pin|note)$/;
+
+/**
+ * One root pins one log. A pin in `<root>/checkpoints/` under another origin's name means the log being opened is
+ * not the one this root pinned: its origin record was deleted or changed (a rewritten database would otherwise be
+ * given a fresh origin, a fresh pin, and no rollback check), or the root is being used with a second log. Checked at
+ * open before anything is written under the log's origin (its trusted checkpoint key, its pin).
+ * @throws LedgerError `FORK`; StoreError `UNSAFE_PATH` (the checkpoints directory)
+ */
+export async function refuseAnotherLogsPin(root: string, origin: string): Promise<void> {
+  const dir = join(root, 'checkpoints');
+  await ensurePrivateDir(dir, 'UNSAFE_PATH');
+  const own = pinStem(root, origin).slice(dir.length + 1);
+  const other = (await readdir(dir)).find((name) => {
+    const stem = PIN_NAME.exec(name)?.[1];
+    return stem !== undefined && stem !== own;
+  });
+  if (other !== undefined)
+    throw new LedgerError(
+      'FORK',
+      `this root pins another log (${join(dir, other)}), not the log named ${JSON.stringify(origin)}: the log's ` +
+        'origin record was deleted or changed, or the root is used with a second log (one root serves one log; if ' +
+        'the pinned log is gone on purpose, move that pin aside)',
+    );
 }
 
 export class CheckpointGuard {
@@ -79,9 +112,8 @@ export class CheckpointGuard {
      */
     pinVerifiers?: NoteVerifierKey[];
   }): Promise<CheckpointGuard> {
-    const dir = join(init.root, 'checkpoints');
-    await ensurePrivateDir(dir, 'UNSAFE_PATH');
-    const stem = join(dir, digestOf(new TextEncoder().encode(init.origin)).slice(7));
+    await ensurePrivateDir(join(init.root, 'checkpoints'), 'UNSAFE_PATH');
+    const stem = pinStem(init.root, init.origin);
     // A log only this process writes (the embedded store's lock) pins on a kept O_DSYNC handle, no re-read.
     const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive: init.log.exclusive === true });
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);

@@ -2,7 +2,7 @@
  * The ledger: composes a BlobStore, a ManifestLog and a host key into publish / resume / history.
  * Comments cite the numbered steps of docs/DESIGN.md's Publish and Resume contracts.
  */
-import { hashBytes, type Digest, type HashBackend } from '../../store/hash/digest.js';
+import { hashBytes, isDigest, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import { StoreError } from '../../store/errors.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
@@ -104,6 +104,13 @@ function parseCovers(covers: unknown): PublishOptions['covers'] {
     throw new LedgerError('INVALID_ARGUMENT', `covers: ${describeZodError(parsed.error)}`);
   }
   return parsed.data as PublishOptions['covers'];
+}
+
+/** `expectedPrev`: absent, `null` (an empty chain) or a manifest id; anything else would read as "the head moved". */
+function parseExpectedPrev(prev: unknown): PublishOptions['expectedPrev'] {
+  if (prev === undefined || prev === null || isDigest(prev)) return prev;
+  const shown = typeof prev === 'string' ? JSON.stringify(prev.slice(0, 80)) : typeof prev;
+  throw new LedgerError('INVALID_ARGUMENT', `expectedPrev: null or a manifest id (blake3:<64 hex>), not ${shown}`);
 }
 
 function toLedgerCancel(err: unknown): unknown {
@@ -287,7 +294,7 @@ export class Ledger {
    * Publishes a compaction summary: validates it, stores it as a blob, and appends a signed manifest
    * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
    * before that leaves no manifest and the previous head intact.
-   * @throws LedgerError `INVALID_ID`, `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `CANCELLED`, `CLOSED`;
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `CANCELLED`, `CLOSED`;
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
@@ -311,6 +318,7 @@ export class Ledger {
     // Publish step 1: validate ids; authorize.
     const s = parsePublishScope(scope);
     const covers = parseCovers(options.covers);
+    parseExpectedPrev(options.expectedPrev);
     throwIfCancelled(signal);
     await this.authorize(s, 'publish', (await this.appendHead(s.session)) ?? null);
     // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).

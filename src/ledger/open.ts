@@ -20,7 +20,7 @@ import { isValidOrigin } from '../../manifests/format/checkpoint.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { checkByteBound } from '../summary/summary.js';
-import { CheckpointGuard } from './checkpoints.js';
+import { CheckpointGuard, refuseAnotherLogsPin } from './checkpoints.js';
 import { WitnessPool } from './witnessing.js';
 import { consistencyProof } from './proofs.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
@@ -36,7 +36,15 @@ export function defaultRoot(env: NodeJS.ProcessEnv = process.env): string {
   return join(state, 'handoff-ledger');
 }
 
-async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<SignatureVerifier> {
+const VERIFIERS = ['auto', 'node', 'noble'] as const;
+
+/** @throws LedgerError `INVALID_ARGUMENT` for a name that is not `auto`, `node` or `noble` (absent: `auto`) */
+function pickVerifier(name: unknown): SignatureVerifier {
+  if (name !== undefined && !(VERIFIERS as readonly unknown[]).includes(name))
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `verifier: auto, node or noble, not ${typeof name === 'string' ? JSON.stringify(name.slice(0, 80)) : typeof name}`,
+    );
   return name === 'noble' ? nobleVerifier : nodeVerifier;
 }
 
@@ -45,7 +53,7 @@ async function pickVerifier(name: OpenLedgerOptions['verifier']): Promise<Signat
  * head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
  * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
- *   integer.
+ *   integer, or a `verifier` that is not `auto`, `node` or `noble`.
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store.
  */
 export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
@@ -56,6 +64,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   const options = given.trust === undefined ? given : { ...given, trust: parseTrustStore(given.trust) };
   checkByteBound('inlineSummaryBytes', options.inlineSummaryBytes);
   checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
+  const verifier = pickVerifier(options.verifier);
   // PostgreSQL holds both halves of a shared store: with a log or blobs of the caller's, the other half would
   // silently be a private one under root, and each host would write chains of its own.
   if (options.postgres && (options.log || options.blobs))
@@ -114,6 +123,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     const origin = await log.origin(options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`);
     if (options.origin !== undefined && origin !== options.origin)
       throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${origin}, not ${options.origin}`);
+    // Before the keyring lists a checkpoint key under this origin: a pin of another origin in this root is a FORK.
+    await refuseAnotherLogsPin(root, origin);
     const keyring = await Keyring.open({
       root,
       host,
@@ -146,7 +157,6 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       },
       pinVerifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin, { withRevoked: true }),
     });
-    const verifier = await pickVerifier(options.verifier);
     const witnesses =
       options.witnesses && options.witnesses.witnesses.length > 0
         ? await WitnessPool.open({

@@ -1,0 +1,127 @@
+/**
+ * One root pins one log. A database writer who rolls the log back AND deletes or changes its origin record must not
+ * get a fresh origin, a fresh pin and no rollback check: the root's pin of the old origin makes the open a FORK, on
+ * both backends, before anything is written under the new name (trust.json stays as it was). The same refusal keeps a
+ * root from being used with a second log (another PostgreSQL schema), which used to list its checkpoint key twice and
+ * leave trust.json unloadable for both.
+ */
+import { cpSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LevelManifestLog } from '../../manifests/log/level/log.js';
+import { openLedger } from '../../src/ledger/open.js';
+import { describePostgres, sqlOn } from '../support/postgres.js';
+import { sampleSummary, tempDir } from '../support/tmp.js';
+import { publishMany, refusal, scope } from './ledger-support.js';
+
+/** The CLI's default: no origin given, so the first open names the log at random and stores the name in it. */
+const openDefault = (root: string, extra: Partial<Parameters<typeof openLedger>[0]> = {}) =>
+  openLedger({ root, host: 'host-a', ...extra });
+
+async function editLevel(root: string, change: (log: LevelManifestLog) => Promise<void>): Promise<void> {
+  const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+  try {
+    await change(log);
+  } finally {
+    await log.close();
+  }
+}
+
+describe('the origin record of an embedded store', () => {
+  /** A store with 3 publishes whose log is replaced by its copy taken after the first. */
+  async function rolledBack(): Promise<string> {
+    const root = tempDir();
+    let ledger = await openDefault(root);
+    await publishMany(ledger, 's1', 1);
+    await ledger.close();
+    const copy = join(tempDir(), 'db');
+    cpSync(join(root, 'manifests-v1'), copy, { recursive: true });
+    ledger = await openDefault(root);
+    await publishMany(ledger, 's1', 2);
+    await ledger.close();
+    rmSync(join(root, 'manifests-v1'), { recursive: true, force: true });
+    cpSync(copy, join(root, 'manifests-v1'), { recursive: true });
+    return root;
+  }
+
+  it('a rolled-back log keeping its origin is a ROLLBACK (the control)', async () => {
+    const root = await rolledBack();
+    expect((await refusal(openDefault(root))).code).toBe('ROLLBACK');
+  });
+
+  for (const how of ['deleted', 'changed'] as const)
+    it(`a rolled-back log whose origin record was ${how} is a FORK, and nothing is pinned or trusted under the new name`, async () => {
+      const root = await rolledBack();
+      await editLevel(root, (log) =>
+        how === 'deleted' ? log.raw.del('m!origin') : log.raw.put('m!origin', 'evil.example/log'),
+      );
+      const trustBefore = readFileSync(join(root, 'trust.json'), 'utf8');
+      const pinsBefore = readdirSync(join(root, 'checkpoints')).sort();
+      const err = await refusal(openDefault(root));
+      expect(err.code).toBe('FORK');
+      expect(err.message).toMatch(/this root pins another log .*checkpoints\/[0-9a-f]{64}\.pin/);
+      // Refused before the keyring or the guard wrote anything: a second open is refused the same way.
+      expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(trustBefore);
+      expect(readdirSync(join(root, 'checkpoints')).sort()).toEqual(pinsBefore);
+      expect((await refusal(openDefault(root))).code).toBe('FORK');
+    });
+
+  it('an intact store reopens, with or without its origin given', async () => {
+    const root = tempDir();
+    let ledger = await openDefault(root);
+    await publishMany(ledger, 's1', 2);
+    const { origin } = (await ledger.checkpoint()).checkpoint;
+    await ledger.close();
+    ledger = await openDefault(root);
+    expect((await ledger.resume(scope('s1')))?.seq).toBe(1);
+    await ledger.close();
+    ledger = await openDefault(root, { origin });
+    expect((await ledger.checkpoint()).checkpoint.size).toBe(2);
+    await ledger.close();
+  });
+});
+
+describePostgres('the origin record on PostgreSQL', (pg) => {
+  const schemaName = (tag: string) => `origin_${tag}_${process.pid}_${Date.now()}`;
+
+  it('a rolled-back database whose origin row was deleted is a FORK, not a fresh log', async () => {
+    const schema = schemaName('rb');
+    const opts = { host: 'h1', root: tempDir(), postgres: { connectionString: pg.connectionString, schema } };
+    let ledger = await openLedger(opts);
+    for (let i = 0; i < 4; i++)
+      await ledger.publish({ principal: 'alice', session: `s${i % 3}`, run: 'r' }, sampleSummary(i));
+    await ledger.close();
+    const rollBack = `
+      DELETE FROM "${schema}".tree_nodes WHERE (level = 0 AND idx = 3) OR (level = 1 AND idx = 1) OR (level = 2 AND idx = 0);
+      DELETE FROM "${schema}".heads WHERE session = 's0';
+      DELETE FROM "${schema}".entries WHERE position = 3;
+      INSERT INTO "${schema}".heads SELECT session, seq, id, principal FROM "${schema}".entries WHERE position = 0;
+      UPDATE "${schema}".watermarks SET seq = 0 WHERE session = 's0';
+      UPDATE "${schema}".log_counter SET next_position = 3;
+      DELETE FROM "${schema}".log_meta WHERE key = 'origin';`;
+    await sqlOn(pg.connectionString, `BEGIN; ${rollBack} COMMIT;`);
+    const trustBefore = readFileSync(join(opts.root, 'trust.json'), 'utf8');
+    expect((await refusal(openLedger(opts))).code).toBe('FORK');
+    expect(readFileSync(join(opts.root, 'trust.json'), 'utf8')).toBe(trustBefore);
+    // Still refused: the refusal wrote no pin of the new name.
+    expect((await refusal(openLedger(opts))).code).toBe('FORK');
+  });
+
+  it('one root used with a second schema is refused, and both stores still open with their own roots', async () => {
+    const root = tempDir();
+    const a = { host: 'h1', root, postgres: { connectionString: pg.connectionString, schema: schemaName('a') } };
+    const b = { ...a, postgres: { ...a.postgres, schema: schemaName('b') } };
+    let ledger = await openLedger(a);
+    await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(1));
+    await ledger.close();
+    const trustBefore = readFileSync(join(root, 'trust.json'), 'utf8');
+    expect((await refusal(openLedger(b))).code).toBe('FORK');
+    expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(trustBefore);
+    // The first store is untouched by the refused open; the second opens with a root of its own.
+    ledger = await openLedger(a);
+    expect((await ledger.resume({ principal: 'alice', session: 's' }))?.seq).toBe(0);
+    await ledger.close();
+    ledger = await openLedger({ ...b, root: tempDir() });
+    await ledger.close();
+  });
+});
