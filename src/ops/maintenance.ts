@@ -132,7 +132,8 @@ export async function fsck(
 ): Promise<FsckReport> {
   const findings: FsckFinding[] = [];
   const trust = ledger.trustStore();
-  const checked = new Set<Digest>();
+  // Per blob, the sizes manifests claimed for it that were checked: the size is each manifest's own claim.
+  const checked = new Map<Digest, Set<number>>();
   const headed = new Set<string>();
   const newestSigned = new Map<string, string>();
   let chains = 0;
@@ -210,7 +211,7 @@ async function checkChain(
   ledger: Ledger,
   head: ChainHead,
   trust: TrustStore,
-  seen: { checked: Set<Digest>; newestSigned: Map<string, string> },
+  seen: { checked: Map<Digest, Set<number>>; newestSigned: Map<string, string> },
   findings: FsckFinding[],
   options: { signal?: AbortSignal; checkBlobs?: boolean },
 ): Promise<number> {
@@ -232,8 +233,10 @@ async function checkChain(
         message: `the chain head names owner ${head.owner}; seq 0 was signed for ${m.principal}`,
       });
     const ref = m?.summary;
-    if (ref && options.checkBlobs !== false && !seen.checked.has(ref.digest)) {
-      seen.checked.add(ref.digest);
+    const sizes = ref && seen.checked.get(ref.digest as Digest);
+    if (ref && options.checkBlobs !== false && !sizes?.has(ref.size)) {
+      if (sizes) sizes.add(ref.size);
+      else seen.checked.set(ref.digest as Digest, new Set([ref.size]));
       const problem = await checkBlob(ledger, ref);
       if (problem) findings.push({ ...problem, ...at });
     }
@@ -311,11 +314,18 @@ async function collect(
  * Every summary digest a stored manifest names. The entries are reached two ways, through the global order and
  * through every chain, so an entry one index lost (a position gap, a head that no longer names it) still keeps its
  * blob. A manifest gc cannot read is not taken to reference nothing: gc refuses (`RECORD_CORRUPT`, naming it) and
- * removes nothing, and fsck says what is wrong.
+ * removes nothing, and fsck says what is wrong. Nor is a manifest neither way reaches (both its indexes lost, or its
+ * record): the tree holds a leaf for every committed manifest, so a position below its size that no walk reached
+ * is a manifest gc cannot see, and gc refuses the same way.
  */
 async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
   const referenced = new Set<string>();
+  // Taken first: a manifest appended during the walk lies beyond it, and its blob is younger than the grace anyway.
+  const { size } = await ledger.log.treeHead();
+  const reached = new Uint8Array(size);
   const note = (entry: LogEntry): void => {
+    if (Number.isSafeInteger(entry.position) && entry.position >= 0 && entry.position < size)
+      reached[entry.position] = 1;
     const digest = summaryDigestOf(entry.envelope);
     if (digest === undefined)
       throw new LedgerError(
@@ -327,6 +337,13 @@ async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
   };
   for await (const entry of ledger.log.entries()) note(entry);
   for await (const head of ledger.log.heads()) for await (const entry of ledger.log.chain(head.session)) note(entry);
+  const missing = reached.indexOf(0);
+  if (missing >= 0)
+    throw new LedgerError(
+      'RECORD_CORRUPT',
+      `gc removes nothing: the log's tree holds ${size} manifests, and the manifest at position ${missing} is reached ` +
+        'neither through the global order nor through a chain, so the blob it names is unknown (fsck reports it)',
+    );
   return referenced;
 }
 

@@ -87,7 +87,7 @@ describePostgres('the origin record on PostgreSQL', (pg) => {
   it('a rolled-back database whose origin row was deleted is a FORK, not a fresh log', async () => {
     const schema = schemaName('rb');
     const opts = { host: 'h1', root: tempDir(), postgres: { connectionString: pg.connectionString, schema } };
-    let ledger = await openLedger(opts);
+    const ledger = await openLedger(opts);
     for (let i = 0; i < 4; i++)
       await ledger.publish({ principal: 'alice', session: `s${i % 3}`, run: 'r' }, sampleSummary(i));
     await ledger.close();

@@ -1,0 +1,142 @@
+/**
+ * gc and fsck on damaged stores, where a review found them wrong: gc removed the blobs of manifests still stored but
+ * reached by neither index (their head and positions lost, or a record gone while its leaf stays in the tree), and
+ * fsck checked a blob once per digest, so a second manifest claiming another size for the same blob was never
+ * held to it (resume and the auditor refuse it).
+ */
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { openLedger } from '../src/ledger/open.js';
+import type { Ledger } from '../src/ledger/ledger.js';
+import { fsck, gc } from '../src/ops/maintenance.js';
+import { describePostgres, sqlOn } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = (session: string) => ({ principal: 'alice', session, run: 'r' });
+
+async function editLevel(root: string, change: (db: LevelManifestLog['raw']) => Promise<void>): Promise<void> {
+  const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+  try {
+    await change(log.raw);
+  } finally {
+    await log.close();
+  }
+}
+
+async function blobCount(ledger: Ledger): Promise<number> {
+  let n = 0;
+  for await (const _ of ledger.blobs.list()) n++;
+  return n;
+}
+
+/** Two sessions of two publishes each, positions 0-3: s1 at 0 and 2, s2 at 1 and 3. */
+async function store(
+  extra: Partial<Parameters<typeof openLedger>[0]> = {},
+): Promise<{ root: string; opts: Parameters<typeof openLedger>[0] }> {
+  const root = tempDir();
+  const opts = { root, host: 'h1', ...extra };
+  const ledger = await openLedger(opts);
+  for (let i = 0; i < 4; i++) await ledger.publish(scope(`s${(i % 2) + 1}`), sampleSummary(i));
+  await ledger.close();
+  return { root, opts };
+}
+
+async function refusedGc(opts: Parameters<typeof openLedger>[0]): Promise<void> {
+  const ledger = await openLedger(opts);
+  try {
+    const before = await blobCount(ledger);
+    expect(before).toBe(4);
+    await expect(gc(ledger, { graceMs: 0 })).rejects.toMatchObject({
+      code: 'RECORD_CORRUPT',
+      message: expect.stringMatching(
+        /^gc removes nothing: the log's tree holds 4 manifests, and the manifest at position \d/,
+      ),
+    });
+    expect(await blobCount(ledger)).toBe(before);
+  } finally {
+    await ledger.close();
+  }
+}
+
+describe('gc on a damaged embedded store', () => {
+  it("removes nothing when a session's head and positions are gone but its entries are stored", async () => {
+    const { root, opts } = await store();
+    await editLevel(root, async (db) => {
+      await db.del('h!s2');
+      await db.del(`p!${(1).toString(16).padStart(16, '0')}`);
+      await db.del(`p!${(3).toString(16).padStart(16, '0')}`);
+    });
+    await refusedGc(opts);
+  });
+
+  it("removes nothing when the last manifest's record is gone while its leaf is in the tree", async () => {
+    const { root, opts } = await store();
+    await editLevel(root, async (db) => {
+      await db.del(`e!s2!${(1).toString(16).padStart(12, '0')}`);
+    });
+    await refusedGc(opts);
+  });
+
+  it('still removes an orphan of an intact store, and still tolerates one lost index (a position gap)', async () => {
+    const { root, opts } = await store();
+    await editLevel(root, (db) => db.del(`p!${(2).toString(16).padStart(16, '0')}`)); // s1 seq 1 via its chain only
+    const ledger = await openLedger(opts);
+    try {
+      const orphan = await ledger.blobs.put(new TextEncoder().encode('an orphan no manifest names'));
+      const report = await gc(ledger, { graceMs: 0 });
+      expect(report.removed).toEqual([orphan.digest]);
+      expect(await blobCount(ledger)).toBe(4);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('fsck of blobs named by several manifests', () => {
+  it('holds every manifest to its own size claim: a second manifest naming a stored blob with a wrong size is BLOB_SIZE', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'h1' });
+    try {
+      const summary = sampleSummary('shared');
+      const first = await ledger.publish(scope('a1'), summary);
+      // A manifest signed for the same blob with another size (what a faulty writer or a bug would append).
+      const honest = ledger.storeSummary.bind(ledger);
+      (ledger as unknown as { storeSummary: unknown }).storeSummary = async () => ({
+        digest: first.digest,
+        size: first.size + 7,
+      });
+      await ledger.publish(scope('z9'), summary);
+      (ledger as unknown as { storeSummary: unknown }).storeSummary = honest;
+      await expect(ledger.resume(scope('z9'))).rejects.toMatchObject({ code: 'BLOB_INTEGRITY' });
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toEqual([
+        expect.objectContaining({
+          code: 'BLOB_SIZE',
+          session: 'z9',
+          seq: 0,
+          message: expect.stringMatching(/manifest says/),
+        }),
+      ]);
+      expect(report.blobsChecked).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describePostgres('gc on a damaged PostgreSQL store', (pg) => {
+  it("removes nothing when the last manifest's row is gone while its leaf is in the tree", async () => {
+    const schema = `gcdamage_${process.pid}_${Date.now()}`;
+    const { opts } = await store({ postgres: { connectionString: pg.connectionString, schema } });
+    // s2's head set back to seq 0 and its seq 1 (position 3) deleted; the tree keeps the leaf.
+    await sqlOn(
+      pg.connectionString,
+      `BEGIN;
+       UPDATE "${schema}".heads SET seq = 0, id = (SELECT id FROM "${schema}".entries WHERE session = 's2' AND seq = 0) WHERE session = 's2';
+       DELETE FROM "${schema}".entries WHERE position = 3;
+       COMMIT;`,
+    );
+    await refusedGc(opts);
+  });
+});
