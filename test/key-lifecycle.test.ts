@@ -89,6 +89,23 @@ describe('the manifest a ledger signs', () => {
 });
 
 describe('a revoked host key', () => {
+  it('signs nothing new even when the clock steps back before its revocation', async () => {
+    const root = tempDir();
+    let now = Date.parse('2026-12-02T10:00:00.000Z');
+    const ledger = await open(root, { clock: () => new Date(now) });
+    await ledger.publish(scope, sampleSummary(1));
+    now += 60_000;
+    await ledger.revokeKey(ledger.keyId);
+    await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    now -= 30_000; // still after the last manifest the key signed, before its revocation
+    await expect(ledger.publish(scope, sampleSummary(3))).rejects.toMatchObject({
+      code: 'KEY_REVOKED',
+      message: expect.stringMatching(/is revoked \(from 2026-12-02T10:01:00\.000Z\) and signs no new manifest/),
+    });
+    expect((await ledger.history(scope)).length).toBe(1);
+    await ledger.close();
+  });
+
   it('still opens the store for reading, exporting and rotating; only signing refuses', async () => {
     const root = tempDir();
     let now = Date.parse('2026-11-30T10:00:00.000Z');

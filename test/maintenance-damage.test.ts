@@ -100,13 +100,14 @@ describe('fsck of blobs named by several manifests', () => {
       const summary = sampleSummary('shared');
       const first = await ledger.publish(scope('a1'), summary);
       // A manifest signed for the same blob with another size (what a faulty writer or a bug would append).
-      const honest = ledger.storeSummary.bind(ledger);
-      (ledger as unknown as { storeSummary: unknown }).storeSummary = async () => ({
+      const writable = ledger as unknown as { storeSummary: unknown };
+      const honest = writable.storeSummary;
+      writable.storeSummary = async () => ({
         digest: first.digest,
         size: first.size + 7,
       });
       await ledger.publish(scope('z9'), summary);
-      (ledger as unknown as { storeSummary: unknown }).storeSummary = honest;
+      writable.storeSummary = honest;
       await expect(ledger.resume(scope('z9'))).rejects.toMatchObject({ code: 'BLOB_INTEGRITY' });
       const report = await fsck(ledger);
       expect(report.ok).toBe(false);

@@ -397,7 +397,17 @@ export class Ledger {
     for (const floor of [this.lastSignedAt, this.keyring.signsFrom()])
       if (floor !== undefined && Date.parse(floor) > Date.parse(createdAt)) createdAt = floor;
     // A rotated-out or revoked key must not sign: its manifests would never verify.
-    const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
+    const found = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
+    // A revoked key signs nothing new, whatever time the clock gives: a clock stepped back before the revocation
+    // would otherwise date a fresh manifest inside the key's window, and it would verify.
+    const usable: typeof found =
+      found.ok && found.key.revokedAt !== undefined
+        ? {
+            ok: false,
+            code: 'KEY_REVOKED',
+            message: `key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.host)} is revoked (from ${found.key.revokedAt}) and signs no new manifest`,
+          }
+        : found;
     if (!usable.ok) {
       const err = new ManifestError(usable.code, `${usable.message}; rotate the host key`);
       // Another process may be mid-rotation (its trust file written, its new key file not yet): look again.
