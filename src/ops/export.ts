@@ -12,7 +12,7 @@
 import { constants } from 'node:fs';
 import { rmdir, type FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import { StoreError } from '../../store/errors.js';
@@ -215,7 +215,8 @@ async function exportInto(
   stillOurClaim: () => Promise<boolean>,
 ): Promise<ExportResult> {
   const parent = dirname(out);
-  const staging = join(parent, `.${basename(out)}.${randomBytes(6).toString('hex')}.partial`);
+  // Not derived from the target's name: a basename near NAME_MAX (255) would make it too long (ENAMETOOLONG).
+  const staging = join(parent, `.handoff-ledger-export.${randomBytes(8).toString('hex')}.partial`);
   const filtered = options.principal !== undefined || options.session !== undefined;
   // The cut: the bundle holds exactly the manifests of this checkpoint's tree (later appends are left out). A
   // filtered bundle also proves each session's head at the cut from the live index, so the proofs are taken right

@@ -152,6 +152,21 @@ describe('exportBundle', () => {
     },
   );
 
+  it('exports to a target whose name is 240 characters long (the staging name does not grow with it)', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      const out = join(dir, 'b'.repeat(240));
+      const result = await exportBundle(ledger, { out, withBlobs: true });
+      expect(result.header.counts).toEqual({ manifests: 6, chains: 3, blobs: 6 });
+      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
+      expect(report.findings).toEqual([]);
+      expect(readdirSync(dir).sort()).toEqual(['b'.repeat(240), 'store']);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('leaves no bundle and no staging directory when an fsync fails', async () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));
