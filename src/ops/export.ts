@@ -54,7 +54,10 @@ import {
 export interface ExportOptions {
   /** Target directory; must not exist. */
   out: string;
-  /** Only chains in which this principal published at least one manifest (whole chains, so they verify). */
+  /**
+   * Only chains in which this principal published at least one manifest (whole chains, so they verify), as the
+   * signed payloads say (`signedScopeOf`), never the unsigned principal column stored beside them.
+   */
   principal?: string;
   /** Only this session's chain. */
   session?: string;
@@ -96,19 +99,36 @@ function ioError(step: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `export: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
 }
 
+/** A stored envelope's payload as JSON, read without verification, or undefined when it is not one. */
+function payloadOf(envelope: string): Record<string, unknown> | undefined {
+  try {
+    const payload: unknown = JSON.parse(new TextDecoder().decode(parseEnvelope(envelope).payload));
+    return typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The summary digest a stored envelope names, read without verification (export copies, it does not judge; gc
  * keeps the blob of every manifest, verified or not), or undefined when the envelope names none.
  */
 export function summaryDigestOf(envelope: string): Digest | undefined {
-  try {
-    const payload = JSON.parse(new TextDecoder().decode(parseEnvelope(envelope).payload)) as {
-      summary?: { digest?: unknown };
-    };
-    return isDigest(payload.summary?.digest) ? payload.summary.digest : undefined;
-  } catch {
-    return undefined;
-  }
+  const digest = (payloadOf(envelope)?.summary as { digest?: unknown } | undefined)?.digest;
+  return isDigest(digest) ? digest : undefined;
+}
+
+/**
+ * The principal and session a stored envelope's signed payload names (unverified, as `summaryDigestOf`), or
+ * undefined when it names no valid ids. The log's `principal` and `session` columns beside the envelope are not
+ * signed: a database writer can change them without breaking a signature, so they never decide whose chain is whose.
+ */
+export function signedScopeOf(envelope: string): { principal: string; session: string } | undefined {
+  const payload = payloadOf(envelope);
+  const { principal, session } = payload ?? {};
+  return typeof principal === 'string' && isValidId(principal) && typeof session === 'string' && isValidId(session)
+    ? { principal, session }
+    : undefined;
 }
 
 /** The filter, and for a filtered export the sessions it may hold (a superset: later appends included). */
@@ -126,7 +146,12 @@ async function selectSessions(
   const sessions = new Set<string>();
   for await (const e of log.entries()) {
     if (e.position >= limit) break;
-    if (e.principal === o.principal && (o.session === undefined || e.session === o.session)) sessions.add(e.session);
+    // Whose manifest it is, the signed payload says. Only an envelope whose payload cannot be read falls back on
+    // the unsigned columns: its chain is then exported, and its verification shows the damage (leaving it out
+    // would hide it). A column that names P beside a payload that names another principal selects nothing.
+    const scope = signedScopeOf(e.envelope) ?? { principal: e.principal, session: e.session };
+    if (scope.principal === o.principal && (o.session === undefined || scope.session === o.session))
+      sessions.add(scope.session);
   }
   const candidates = new Set(sessions);
   if (o.session !== undefined) candidates.add(o.session);
