@@ -6,8 +6,12 @@
  * empty 0700 directory (an existing target is `BUNDLE_EXISTS`), by mkdir and link(2), which never replace, with
  * `bundle.json` last (./export-publish.ts): a directory anyone else put at the target, however late, is never
  * replaced. A failure at any step leaves no bundle (and removes the claim while it is still ours and empty).
- * Envelopes are copied byte for byte as stored; export verifies nothing (that is the auditor's job),
- * so a corrupt store yields a bundle whose verification shows the corruption.
+ * Envelopes are copied byte for byte as stored; export verifies nothing (that is the auditor's job), so a manifest
+ * that does not verify yields a bundle whose verification shows it, and a blob the store cannot return intact
+ * (missing, corrupt, over the size limit, or not a regular file at its path) is left out and listed, and verify
+ * reports it missing. A log record export cannot read at all (`RECORD_CORRUPT`: there is no envelope to copy, and
+ * nothing to show an auditor where it was) stops the export instead: no bundle, and an error that names the
+ * record and says to run fsck.
  */
 import { constants } from 'node:fs';
 import { rmdir, type FileHandle } from 'node:fs/promises';
@@ -74,7 +78,10 @@ export interface ExportOptions {
 export interface ExportResult {
   dir: string;
   header: BundleHeader;
-  /** Blobs the store could not return intact (absent or corrupt): not in the bundle, so `verify` reports them. */
+  /**
+   * Blobs the store could not return intact (absent, corrupt, over the size limit, or not a regular file at their
+   * path): not in the bundle, so `verify` reports them.
+   */
   unavailableBlobs: Array<{ digest: Digest; code: string }>;
 }
 
@@ -90,6 +97,18 @@ export interface ExportSource {
   /** The trusted keys (for `since`: the earlier checkpoint may be signed by a rotated checkpoint key). */
   trustStore?(): TrustStore;
 }
+
+/**
+ * What the blob store says of one blob it cannot return intact (a symlink, directory or other non-file planted at
+ * its path is `UNSAFE_PATH`; an unreadable inline record `RECORD_CORRUPT`): that blob is left out and listed.
+ */
+const UNAVAILABLE_BLOB = new Set([
+  'BLOB_NOT_FOUND',
+  'BLOB_INTEGRITY',
+  'BLOB_TOO_LARGE',
+  'UNSAFE_PATH',
+  'RECORD_CORRUPT',
+]);
 
 const CREATE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
 const FLUSH_BYTES = 1024 * 1024;
@@ -175,6 +194,7 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
 /**
  * Exports the chains selected by `options` into a new bundle directory.
  * @throws LedgerError `INVALID_ID` (bad filter id); AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
+ *   ManifestError `RECORD_CORRUPT` (a log record export needs cannot be read: no bundle; run fsck); other
  *   ManifestError/StoreError from the log or blob store pass through.
  */
 export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
@@ -228,6 +248,14 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
   } catch (err) {
     // Only the claim itself, still empty and still ours, is removed; whatever replaced it is left alone.
     if (await stillOurClaim()) await rmdir(out).catch(() => {});
+    if (err instanceof ManifestError && err.code === 'RECORD_CORRUPT')
+      throw new ManifestError(
+        'RECORD_CORRUPT',
+        `export: ${err.message}; no bundle was written (a record that cannot be read cannot be copied, and leaving ` +
+          'it out would hide it from the auditor): run `handoff-ledger fsck` to list the damage, then repair the ' +
+          'store or restore it from a backup',
+        { cause: err },
+      );
     throw err;
   }
 }
@@ -320,7 +348,7 @@ async function exportInto(
           bytes = await source.blobs.get(digest);
         } catch (err) {
           const code = (err as { code?: string }).code;
-          if (code !== 'BLOB_NOT_FOUND' && code !== 'BLOB_INTEGRITY') throw err;
+          if (code === undefined || !UNAVAILABLE_BLOB.has(code)) throw err;
           unavailableBlobs.push({ digest, code });
           continue;
         }

@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { lstat, mkdir, open, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, open, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestHex } from '../../store/hash/digest.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { AuditError } from '../../manifests/audit/errors.js';
+import { ManifestError } from '../../manifests/errors.js';
+import type { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { parseBundleHeader } from '../../manifests/audit/bundle.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { type Ledger } from '../../src/ledger/ledger.js';
@@ -202,6 +204,56 @@ describe('exportBundle', () => {
       expect(result.unavailableBlobs).toEqual([{ digest, code: 'BLOB_INTEGRITY' }]);
       const r = await verifyBundle(await openBundleDir(result.dir), { trust: ledger.trustStore() });
       expect(r.findings.map((f) => `${f.code}@${f.line}`)).toEqual(['BLOB_MISSING@6']);
+    } finally {
+      await ledger.close();
+    }
+  });
+  it('leaves out, and lists, a blob whose path holds a symlink or a directory, as one missing or corrupt', async () => {
+    const dir = tempDir();
+    const root = join(dir, 'store');
+    const ledger = await ledgerWithChains(root, 0);
+    try {
+      const blobPath = async (principal: string, session: string) => {
+        const digest = (await ledger.resume({ principal, session }))!.manifest.summary.digest;
+        const hex = digestHex(digest);
+        return { digest, path: join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex) };
+      };
+      const linked = await blobPath('bob', 's2');
+      const dirAt = await blobPath('carol', 's3');
+      await writeFile(join(dir, 'elsewhere'), 'not a blob');
+      await rm(linked.path);
+      await symlink(join(dir, 'elsewhere'), linked.path);
+      await rm(dirAt.path);
+      await mkdir(dirAt.path);
+      const result = await exportBundle(ledger, { out: join(dir, 'bundle'), withBlobs: true });
+      expect(result.unavailableBlobs).toEqual([
+        { digest: linked.digest, code: 'UNSAFE_PATH' },
+        { digest: dirAt.digest, code: 'UNSAFE_PATH' },
+      ]);
+      expect(result.header.counts).toEqual({ manifests: 6, chains: 3, blobs: 4 });
+      const r = await verifyBundle(await openBundleDir(result.dir), { trust: ledger.trustStore() });
+      expect(r.findings.map((f) => `${f.code}@${f.line}`)).toEqual(['BLOB_MISSING@5', 'BLOB_MISSING@6']);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('refuses a log with an unreadable record with RECORD_CORRUPT naming it and fsck, and leaves nothing', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      await (ledger.log as LevelManifestLog).raw.put('e!s2!000000000001', '{not json');
+      // Any export reads the log in global order, so a damaged record of s2 stops an export of s1 too.
+      for (const options of [{}, { session: 's1' }, { principal: 'alice' }]) {
+        const err = await exportBundle(ledger, { out: join(dir, 'bundle'), withBlobs: true, ...options }).catch(
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(ManifestError);
+        expect(err).toMatchObject({ code: 'RECORD_CORRUPT' });
+        expect((err as Error).message).toMatch(/record e!s2!000000000001 is corrupt: not JSON; no bundle was written/);
+        expect((err as Error).message).toContain('run `handoff-ledger fsck`');
+        expect(readdirSync(dir)).toEqual(['store']);
+      }
     } finally {
       await ledger.close();
     }
