@@ -73,6 +73,11 @@ export interface ExportOptions {
   clock?: () => Date;
   /** Filesystem operations (fault injection). */
   fs?: FsOps;
+  /**
+   * Cancels the export (LedgerError `CANCELLED`: the staging directory and the claim are removed, nothing is left)
+   * until it begins to publish into the target; from then on it completes (a bundle is published whole or not at all).
+   */
+  signal?: AbortSignal;
 }
 
 export interface ExportResult {
@@ -112,6 +117,12 @@ const UNAVAILABLE_BLOB = new Set([
 
 const CREATE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
 const FLUSH_BYTES = 1024 * 1024;
+
+/** @throws LedgerError `CANCELLED` when `signal` was aborted */
+function checkCancelled(signal: AbortSignal | undefined): void {
+  if (signal?.aborted)
+    throw new LedgerError('CANCELLED', 'export cancelled; no bundle was written', { cause: signal.reason });
+}
 
 function ioError(step: string, err: unknown): AuditError {
   if (err instanceof AuditError) return err;
@@ -165,6 +176,7 @@ async function selectSessions(
   const sessions = new Set<string>();
   for await (const e of log.entries()) {
     if (e.position >= limit) break;
+    checkCancelled(o.signal);
     // Whose manifest it is, the signed payload says. Only an envelope whose payload cannot be read falls back on
     // the unsigned columns: its chain is then exported, and its verification shows the damage (leaving it out
     // would hide it). A column that names P beside a payload that names another principal selects nothing.
@@ -223,6 +235,7 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
     if (v !== undefined && !isValidId(v))
       throw new LedgerError('INVALID_ID', `${name} ${JSON.stringify(v)} is not a valid id`);
   }
+  checkCancelled(options.signal);
   const out = resolve(options.out);
   // The target is claimed first, as an empty private directory: rename(2) would replace an empty directory
   // created at `out` by anyone later, so the only directory the final rename may replace is this claim.
@@ -317,6 +330,7 @@ async function exportInto(
         let size = 0;
         for await (const e of source.log.entries()) {
           if (e.position >= limit) break;
+          checkCancelled(options.signal);
           if (!selected(e.session)) continue;
           positions.push(e.position);
           lastOf.set(e.session, { seq: e.seq, id: e.id });
@@ -343,10 +357,12 @@ async function exportInto(
       await fs.mkdir(join(staging, 'blobs'), 0o700);
       await fs.mkdir(join(staging, 'blobs', 'blake3'), 0o700);
       for (const digest of digests) {
+        checkCancelled(options.signal);
         let bytes: Uint8Array;
         try {
-          bytes = await source.blobs.get(digest);
+          bytes = await source.blobs.get(digest, { signal: options.signal });
         } catch (err) {
+          checkCancelled(options.signal);
           const code = (err as { code?: string }).code;
           if (code === undefined || !UNAVAILABLE_BLOB.has(code)) throw err;
           unavailableBlobs.push({ digest, code });
@@ -358,6 +374,7 @@ async function exportInto(
       await fs.fsyncDir(join(staging, 'blobs', 'blake3'));
       await fs.fsyncDir(join(staging, 'blobs'));
     }
+    checkCancelled(options.signal);
     if (cut) {
       step = 'writing the checkpoint and proofs';
       await writeAll(fs, join(staging, BUNDLE_CHECKPOINT_FILE), new TextEncoder().encode(cut.note));
@@ -388,6 +405,8 @@ async function exportInto(
     };
     await writeAll(fs, join(staging, BUNDLE_HEADER_FILE), new TextEncoder().encode(serializeBundleHeader(header)));
     await fs.fsyncDir(staging);
+    // The last moment to cancel: publishing, once begun, completes.
+    checkCancelled(options.signal);
     // The bundle becomes one when its header is linked into our claim, last; nothing at the target is ever
     // replaced (./export-publish.ts says why not a rename).
     step = `publishing the bundle into ${out}`;
@@ -402,7 +421,13 @@ async function exportInto(
         cause: err,
       });
     }
-    if (err instanceof StoreError || err instanceof ManifestError || err instanceof AuditError) throw err;
+    if (
+      err instanceof StoreError ||
+      err instanceof ManifestError ||
+      err instanceof AuditError ||
+      err instanceof LedgerError
+    )
+      throw err;
     throw ioError(step, err);
   }
 }

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { lstat, mkdir, open, rm, symlink, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { digestHex } from '../../store/hash/digest.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { AuditError } from '../../manifests/audit/errors.js';
@@ -289,6 +291,43 @@ describe('export and verify commands', () => {
     expect(await exportCli(['--root', root, '--host', 'host-a'], b.io)).toBe(2);
     expect(b.stderr()).toContain('--out DIR is required');
   });
+});
+
+describe('export interrupted by a signal', () => {
+  const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+  const HOLD = fileURLToPath(new URL('../support/hold-export-staging.mjs', import.meta.url));
+
+  it.skipIf(process.platform !== 'linux').each([
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const)(
+    'on %s removes its staging directory and its claim, exits %i, and the same export then succeeds',
+    async (signal, code) => {
+      expect(existsSync(CLI), 'dist/ is built by `npm test` (pretest)').toBe(true);
+      const dir = tempDir();
+      const root = join(dir, 'store');
+      await (await ledgerWithChains(root, 0)).close();
+      const args = ['--root', root, '--host', 'host-a', '--out', join(dir, 'bundle'), '--with-blobs'];
+      // The preload holds the export at its first blob copy until the signal has come (see the file).
+      const child = spawn(process.execPath, ['--import', HOLD, CLI, 'export', ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      const exited = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+      const staged = () => readdirSync(dir).some((n) => n.endsWith('.partial'));
+      while (!staged() && child.exitCode === null) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(existsSync(join(dir, 'bundle')), 'the claim is made before the staging directory').toBe(true);
+      child.kill(signal);
+      expect(await exited, stderr).toBe(code);
+      expect(stderr).toContain(`handoff-ledger: CANCELLED: export interrupted by ${signal}; no bundle was written`);
+      expect(readdirSync(dir)).toEqual(['store']);
+      const again = captureIo();
+      expect(await exportCli(args, again.io), again.stderr()).toBe(0);
+      expect(again.stdout()).toContain('exported 6 manifests in 3 chains and 6 blobs');
+    },
+    60_000,
+  );
 });
 
 describe('exportBundle: session-heads proofs at the cut', () => {
