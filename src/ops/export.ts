@@ -9,9 +9,10 @@
  * Envelopes are copied byte for byte as stored; export verifies nothing (that is the auditor's job), so a manifest
  * that does not verify yields a bundle whose verification shows it, and a blob the store cannot return intact
  * (missing, corrupt, over the size limit, or not a regular file at its path) is left out and listed, and verify
- * reports it missing. A log record export cannot read at all (`RECORD_CORRUPT`: there is no envelope to copy, and
- * nothing to show an auditor where it was) stops the export instead: no bundle, and an error that names the
- * record and says to run fsck.
+ * reports it missing. A log record the export needs but cannot read at all (`RECORD_CORRUPT`: there is no envelope
+ * to copy, and nothing to show an auditor where it was) stops it instead: no bundle, and an error that names the
+ * record and says to run fsck. A `--session` export reads that session's chain alone, so only its own records can
+ * stop it; a full or `--principal` export reads the whole log.
  */
 import { constants } from 'node:fs';
 import { rmdir, type FileHandle } from 'node:fs/promises';
@@ -36,7 +37,7 @@ import {
 } from '../../manifests/audit/bundle.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
-import type { ManifestLog } from '../../manifests/log/log.js';
+import type { LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import {
   BUNDLE_CHECKPOINT_FILE,
@@ -161,6 +162,15 @@ export function signedScopeOf(envelope: string): { principal: string; session: s
     : undefined;
 }
 
+/**
+ * The entries an export looks at, in global log order: with `--session S`, S's chain alone (its seq order is its
+ * global order), so that the export neither reads nor depends on any other session's records (an unreadable one
+ * stops only an export that needs it); else the whole log.
+ */
+function entriesFor(log: ManifestLog, session: string | undefined): AsyncIterable<LogEntry> {
+  return session === undefined ? log.entries() : log.chain(session);
+}
+
 /** The filter, and for a filtered export the sessions it may hold (a superset: later appends included). */
 async function selectSessions(
   log: ManifestLog,
@@ -174,7 +184,7 @@ async function selectSessions(
       candidates: new Set(o.session === undefined ? [] : [o.session]),
     };
   const sessions = new Set<string>();
-  for await (const e of log.entries()) {
+  for await (const e of entriesFor(log, o.session)) {
     if (e.position >= limit) break;
     checkCancelled(o.signal);
     // Whose manifest it is, the signed payload says. Only an envelope whose payload cannot be read falls back on
@@ -328,7 +338,7 @@ async function exportInto(
         const encoder = new TextEncoder();
         let buffered: string[] = [];
         let size = 0;
-        for await (const e of source.log.entries()) {
+        for await (const e of entriesFor(source.log, options.session)) {
           if (e.position >= limit) break;
           checkCancelled(options.signal);
           if (!selected(e.session)) continue;

@@ -240,13 +240,13 @@ describe('exportBundle', () => {
     }
   });
 
-  it('refuses a log with an unreadable record with RECORD_CORRUPT naming it and fsck, and leaves nothing', async () => {
+  it('refuses, with RECORD_CORRUPT naming it and fsck, an export that needs an unreadable record, and leaves nothing', async () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));
     try {
       await (ledger.log as LevelManifestLog).raw.put('e!s2!000000000001', '{not json');
-      // Any export reads the log in global order, so a damaged record of s2 stops an export of s1 too.
-      for (const options of [{}, { session: 's1' }, { principal: 'alice' }]) {
+      // A full or --principal export reads the whole log; --session s2 reads s2's chain.
+      for (const options of [{}, { principal: 'alice' }, { session: 's2' }, { session: 's2', principal: 'bob' }]) {
         const err = await exportBundle(ledger, { out: join(dir, 'bundle'), withBlobs: true, ...options }).catch(
           (e: unknown) => e,
         );
@@ -255,6 +255,17 @@ describe('exportBundle', () => {
         expect((err as Error).message).toMatch(/record e!s2!000000000001 is corrupt: not JSON; no bundle was written/);
         expect((err as Error).message).toContain('run `handoff-ledger fsck`');
         expect(readdirSync(dir)).toEqual(['store']);
+      }
+      // --session s1 reads s1's chain alone: s2's damage does not stop it.
+      for (const [name, options] of [
+        ['s1', { session: 's1' }],
+        ['alice-s1', { session: 's1', principal: 'alice' }],
+      ] as const) {
+        const result = await exportBundle(ledger, { out: join(dir, name), withBlobs: true, ...options });
+        expect(result.header.counts).toEqual({ manifests: 3, chains: 1, blobs: 3 });
+        const report = await verifyBundle(await openBundleDir(result.dir), { trust: ledger.trustStore() });
+        expect(report.findings).toEqual([]);
+        expect(report.checked.completeness).toEqual({ checked: true, sessions: 1 });
       }
     } finally {
       await ledger.close();
