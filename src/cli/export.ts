@@ -1,11 +1,14 @@
 /**
  * `handoff-ledger export [--principal P] [--session S] --out DIR [--with-blobs] [--root R] [--json]`:
  * writes an audit bundle. Trust keys are not part of it: auditors get them from `keys export`,
- * out of band. Exit 0 written, 1 a coded ledger error, 2 usage or I/O error.
+ * out of band. Exit 0 written, 1 a coded ledger error, 2 usage or I/O error; 130 / 143 stopped by SIGINT (Ctrl-C) /
+ * SIGTERM before it began to publish the bundle: its staging directory and its claim on --out are removed, so the
+ * same command can simply be run again (a second signal ends the process at once, as without a handler).
  */
 import { createReadStream } from 'node:fs';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
+import { LedgerError } from '../errors.js';
 import {
   EXIT_OK,
   openFromArgs,
@@ -23,6 +26,10 @@ import { printable, printableLines } from '../../manifests/encoding/printable.js
 export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since CHECKPOINT] [--root R]';
 
 const MAX_SINCE_BYTES = 64 * 1024;
+
+/** The shell's exit code for a process ended by a signal: 128 + its number. */
+const SIGNAL_EXITS = { SIGINT: 130, SIGTERM: 143 } as const;
+type StopSignal = keyof typeof SIGNAL_EXITS;
 
 /** An auditor's earlier checkpoint note (a few hundred bytes). @throws AuditError `USAGE` */
 export async function readSince(path: string): Promise<string> {
@@ -58,8 +65,21 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     if (!values.out) throw new UsageError('--out DIR is required');
     const since = values.since === undefined ? undefined : await readSince(values.since);
     const ledger = await openFromArgs(values, io);
+    // SIGINT/SIGTERM cancel the export, which then removes its staging directory and its claim on --out. Each
+    // handler runs once: a second signal finds none and ends the process as it would without them.
+    const controller = new AbortController();
+    let stoppedBy: StopSignal | undefined;
+    const handlers = (Object.keys(SIGNAL_EXITS) as StopSignal[]).map((signal) => {
+      const handler = () => {
+        stoppedBy ??= signal;
+        controller.abort(new Error(`export interrupted by ${signal}`));
+      };
+      process.once(signal, handler);
+      return [signal, handler] as const;
+    });
     try {
       const result = await exportBundle(ledger, {
+        signal: controller.signal,
         out: values.out,
         ...(values.principal !== undefined ? { principal: values.principal } : {}),
         ...(values.session !== undefined ? { session: values.session } : {}),
@@ -79,7 +99,16 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         );
       }
       return EXIT_OK;
+    } catch (err) {
+      if (stoppedBy === undefined || !(err instanceof LedgerError) || err.code !== 'CANCELLED') throw err;
+      reportError(
+        new LedgerError('CANCELLED', `export interrupted by ${stoppedBy}; no bundle was written`, { cause: err }),
+        io,
+        json,
+      );
+      return SIGNAL_EXITS[stoppedBy];
     } finally {
+      for (const [signal, handler] of handlers) process.removeListener(signal, handler);
       await ledger.close();
     }
   } catch (err) {

@@ -6,13 +6,18 @@
  * empty 0700 directory (an existing target is `BUNDLE_EXISTS`), by mkdir and link(2), which never replace, with
  * `bundle.json` last (./export-publish.ts): a directory anyone else put at the target, however late, is never
  * replaced. A failure at any step leaves no bundle (and removes the claim while it is still ours and empty).
- * Envelopes are copied byte for byte as stored; export verifies nothing (that is the auditor's job),
- * so a corrupt store yields a bundle whose verification shows the corruption.
+ * Envelopes are copied byte for byte as stored; export verifies nothing (that is the auditor's job), so a manifest
+ * that does not verify yields a bundle whose verification shows it, and a blob the store cannot return intact
+ * (missing, corrupt, over the size limit, or not a regular file at its path) is left out and listed, and verify
+ * reports it missing. A log record the export needs but cannot read at all (`RECORD_CORRUPT`: there is no envelope
+ * to copy, and nothing to show an auditor where it was) stops it instead: no bundle, and an error that names the
+ * record and says to run fsck. A `--session` export reads that session's chain alone, so only its own records can
+ * stop it; a full or `--principal` export reads the whole log.
  */
 import { constants } from 'node:fs';
 import { rmdir, type FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import { StoreError } from '../../store/errors.js';
@@ -32,7 +37,7 @@ import {
 } from '../../manifests/audit/bundle.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
-import type { ManifestLog } from '../../manifests/log/log.js';
+import type { LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import {
   BUNDLE_CHECKPOINT_FILE,
@@ -54,7 +59,10 @@ import {
 export interface ExportOptions {
   /** Target directory; must not exist. */
   out: string;
-  /** Only chains in which this principal published at least one manifest (whole chains, so they verify). */
+  /**
+   * Only chains in which this principal published at least one manifest (whole chains, so they verify), as the
+   * signed payloads say (`signedScopeOf`), never the unsigned principal column stored beside them.
+   */
   principal?: string;
   /** Only this session's chain. */
   session?: string;
@@ -66,12 +74,20 @@ export interface ExportOptions {
   clock?: () => Date;
   /** Filesystem operations (fault injection). */
   fs?: FsOps;
+  /**
+   * Cancels the export (LedgerError `CANCELLED`: the staging directory and the claim are removed, nothing is left)
+   * until it begins to publish into the target; from then on it completes (a bundle is published whole or not at all).
+   */
+  signal?: AbortSignal;
 }
 
 export interface ExportResult {
   dir: string;
   header: BundleHeader;
-  /** Blobs the store could not return intact (absent or corrupt): not in the bundle, so `verify` reports them. */
+  /**
+   * Blobs the store could not return intact (absent, corrupt, over the size limit, or not a regular file at their
+   * path): not in the bundle, so `verify` reports them.
+   */
   unavailableBlobs: Array<{ digest: Digest; code: string }>;
 }
 
@@ -88,12 +104,40 @@ export interface ExportSource {
   trustStore?(): TrustStore;
 }
 
+/**
+ * What the blob store says of one blob it cannot return intact (a symlink, directory or other non-file planted at
+ * its path is `UNSAFE_PATH`; an unreadable inline record `RECORD_CORRUPT`): that blob is left out and listed.
+ */
+const UNAVAILABLE_BLOB = new Set([
+  'BLOB_NOT_FOUND',
+  'BLOB_INTEGRITY',
+  'BLOB_TOO_LARGE',
+  'UNSAFE_PATH',
+  'RECORD_CORRUPT',
+]);
+
 const CREATE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
 const FLUSH_BYTES = 1024 * 1024;
+
+/** @throws LedgerError `CANCELLED` when `signal` was aborted */
+function checkCancelled(signal: AbortSignal | undefined): void {
+  if (signal?.aborted)
+    throw new LedgerError('CANCELLED', 'export cancelled; no bundle was written', { cause: signal.reason });
+}
 
 function ioError(step: string, err: unknown): AuditError {
   if (err instanceof AuditError) return err;
   return new AuditError('BUNDLE_IO', `export: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+}
+
+/** A stored envelope's payload as JSON, read without verification, or undefined when it is not one. */
+function payloadOf(envelope: string): Record<string, unknown> | undefined {
+  try {
+    const payload: unknown = JSON.parse(new TextDecoder().decode(parseEnvelope(envelope).payload));
+    return typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -101,14 +145,30 @@ function ioError(step: string, err: unknown): AuditError {
  * keeps the blob of every manifest, verified or not), or undefined when the envelope names none.
  */
 export function summaryDigestOf(envelope: string): Digest | undefined {
-  try {
-    const payload = JSON.parse(new TextDecoder().decode(parseEnvelope(envelope).payload)) as {
-      summary?: { digest?: unknown };
-    };
-    return isDigest(payload.summary?.digest) ? payload.summary.digest : undefined;
-  } catch {
-    return undefined;
-  }
+  const digest = (payloadOf(envelope)?.summary as { digest?: unknown } | undefined)?.digest;
+  return isDigest(digest) ? digest : undefined;
+}
+
+/**
+ * The principal and session a stored envelope's signed payload names (unverified, as `summaryDigestOf`), or
+ * undefined when it names no valid ids. The log's `principal` and `session` columns beside the envelope are not
+ * signed: a database writer can change them without breaking a signature, so they never decide whose chain is whose.
+ */
+export function signedScopeOf(envelope: string): { principal: string; session: string } | undefined {
+  const payload = payloadOf(envelope);
+  const { principal, session } = payload ?? {};
+  return typeof principal === 'string' && isValidId(principal) && typeof session === 'string' && isValidId(session)
+    ? { principal, session }
+    : undefined;
+}
+
+/**
+ * The entries an export looks at, in global log order: with `--session S`, S's chain alone (its seq order is its
+ * global order), so that the export neither reads nor depends on any other session's records (an unreadable one
+ * stops only an export that needs it); else the whole log.
+ */
+function entriesFor(log: ManifestLog, session: string | undefined): AsyncIterable<LogEntry> {
+  return session === undefined ? log.entries() : log.chain(session);
 }
 
 /** The filter, and for a filtered export the sessions it may hold (a superset: later appends included). */
@@ -124,9 +184,15 @@ async function selectSessions(
       candidates: new Set(o.session === undefined ? [] : [o.session]),
     };
   const sessions = new Set<string>();
-  for await (const e of log.entries()) {
+  for await (const e of entriesFor(log, o.session)) {
     if (e.position >= limit) break;
-    if (e.principal === o.principal && (o.session === undefined || e.session === o.session)) sessions.add(e.session);
+    checkCancelled(o.signal);
+    // Whose manifest it is, the signed payload says. Only an envelope whose payload cannot be read falls back on
+    // the unsigned columns: its chain is then exported, and its verification shows the damage (leaving it out
+    // would hide it). A column that names P beside a payload that names another principal selects nothing.
+    const scope = signedScopeOf(e.envelope) ?? { principal: e.principal, session: e.session };
+    if (scope.principal === o.principal && (o.session === undefined || scope.session === o.session))
+      sessions.add(scope.session);
   }
   const candidates = new Set(sessions);
   if (o.session !== undefined) candidates.add(o.session);
@@ -150,6 +216,7 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
 /**
  * Exports the chains selected by `options` into a new bundle directory.
  * @throws LedgerError `INVALID_ID` (bad filter id); AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
+ *   ManifestError `RECORD_CORRUPT` (a log record export needs cannot be read: no bundle; run fsck); other
  *   ManifestError/StoreError from the log or blob store pass through.
  */
 export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
@@ -178,6 +245,7 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
     if (v !== undefined && !isValidId(v))
       throw new LedgerError('INVALID_ID', `${name} ${JSON.stringify(v)} is not a valid id`);
   }
+  checkCancelled(options.signal);
   const out = resolve(options.out);
   // The target is claimed first, as an empty private directory: rename(2) would replace an empty directory
   // created at `out` by anyone later, so the only directory the final rename may replace is this claim.
@@ -203,6 +271,14 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
   } catch (err) {
     // Only the claim itself, still empty and still ours, is removed; whatever replaced it is left alone.
     if (await stillOurClaim()) await rmdir(out).catch(() => {});
+    if (err instanceof ManifestError && err.code === 'RECORD_CORRUPT')
+      throw new ManifestError(
+        'RECORD_CORRUPT',
+        `export: ${err.message}; no bundle was written (a record that cannot be read cannot be copied, and leaving ` +
+          'it out would hide it from the auditor): run `handoff-ledger fsck` to list the damage, then repair the ' +
+          'store or restore it from a backup',
+        { cause: err },
+      );
     throw err;
   }
 }
@@ -215,7 +291,8 @@ async function exportInto(
   stillOurClaim: () => Promise<boolean>,
 ): Promise<ExportResult> {
   const parent = dirname(out);
-  const staging = join(parent, `.${basename(out)}.${randomBytes(6).toString('hex')}.partial`);
+  // Not derived from the target's name: a basename near NAME_MAX (255) would make it too long (ENAMETOOLONG).
+  const staging = join(parent, `.handoff-ledger-export.${randomBytes(8).toString('hex')}.partial`);
   const filtered = options.principal !== undefined || options.session !== undefined;
   // The cut: the bundle holds exactly the manifests of this checkpoint's tree (later appends are left out). A
   // filtered bundle also proves each session's head at the cut from the live index, so the proofs are taken right
@@ -261,8 +338,9 @@ async function exportInto(
         const encoder = new TextEncoder();
         let buffered: string[] = [];
         let size = 0;
-        for await (const e of source.log.entries()) {
+        for await (const e of entriesFor(source.log, options.session)) {
           if (e.position >= limit) break;
+          checkCancelled(options.signal);
           if (!selected(e.session)) continue;
           positions.push(e.position);
           lastOf.set(e.session, { seq: e.seq, id: e.id });
@@ -289,12 +367,14 @@ async function exportInto(
       await fs.mkdir(join(staging, 'blobs'), 0o700);
       await fs.mkdir(join(staging, 'blobs', 'blake3'), 0o700);
       for (const digest of digests) {
+        checkCancelled(options.signal);
         let bytes: Uint8Array;
         try {
-          bytes = await source.blobs.get(digest);
+          bytes = await source.blobs.get(digest, { signal: options.signal });
         } catch (err) {
+          checkCancelled(options.signal);
           const code = (err as { code?: string }).code;
-          if (code !== 'BLOB_NOT_FOUND' && code !== 'BLOB_INTEGRITY') throw err;
+          if (code === undefined || !UNAVAILABLE_BLOB.has(code)) throw err;
           unavailableBlobs.push({ digest, code });
           continue;
         }
@@ -304,6 +384,7 @@ async function exportInto(
       await fs.fsyncDir(join(staging, 'blobs', 'blake3'));
       await fs.fsyncDir(join(staging, 'blobs'));
     }
+    checkCancelled(options.signal);
     if (cut) {
       step = 'writing the checkpoint and proofs';
       await writeAll(fs, join(staging, BUNDLE_CHECKPOINT_FILE), new TextEncoder().encode(cut.note));
@@ -334,6 +415,8 @@ async function exportInto(
     };
     await writeAll(fs, join(staging, BUNDLE_HEADER_FILE), new TextEncoder().encode(serializeBundleHeader(header)));
     await fs.fsyncDir(staging);
+    // The last moment to cancel: publishing, once begun, completes.
+    checkCancelled(options.signal);
     // The bundle becomes one when its header is linked into our claim, last; nothing at the target is ever
     // replaced (./export-publish.ts says why not a rename).
     step = `publishing the bundle into ${out}`;
@@ -348,7 +431,13 @@ async function exportInto(
         cause: err,
       });
     }
-    if (err instanceof StoreError || err instanceof ManifestError || err instanceof AuditError) throw err;
+    if (
+      err instanceof StoreError ||
+      err instanceof ManifestError ||
+      err instanceof AuditError ||
+      err instanceof LedgerError
+    )
+      throw err;
     throw ioError(step, err);
   }
 }

@@ -1,10 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { lstat, mkdir, open, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, open, rm, symlink, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { digestHex } from '../../store/hash/digest.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { AuditError } from '../../manifests/audit/errors.js';
+import { ManifestError } from '../../manifests/errors.js';
+import type { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { parseBundleHeader } from '../../manifests/audit/bundle.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { type Ledger } from '../../src/ledger/ledger.js';
@@ -152,6 +156,21 @@ describe('exportBundle', () => {
     },
   );
 
+  it('exports to a target whose name is 240 characters long (the staging name does not grow with it)', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      const out = join(dir, 'b'.repeat(240));
+      const result = await exportBundle(ledger, { out, withBlobs: true });
+      expect(result.header.counts).toEqual({ manifests: 6, chains: 3, blobs: 6 });
+      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
+      expect(report.findings).toEqual([]);
+      expect(readdirSync(dir).sort()).toEqual(['b'.repeat(240), 'store']);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('leaves no bundle and no staging directory when an fsync fails', async () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));
@@ -191,6 +210,67 @@ describe('exportBundle', () => {
       await ledger.close();
     }
   });
+  it('leaves out, and lists, a blob whose path holds a symlink or a directory, as one missing or corrupt', async () => {
+    const dir = tempDir();
+    const root = join(dir, 'store');
+    const ledger = await ledgerWithChains(root, 0);
+    try {
+      const blobPath = async (principal: string, session: string) => {
+        const digest = (await ledger.resume({ principal, session }))!.manifest.summary.digest;
+        const hex = digestHex(digest);
+        return { digest, path: join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex) };
+      };
+      const linked = await blobPath('bob', 's2');
+      const dirAt = await blobPath('carol', 's3');
+      await writeFile(join(dir, 'elsewhere'), 'not a blob');
+      await rm(linked.path);
+      await symlink(join(dir, 'elsewhere'), linked.path);
+      await rm(dirAt.path);
+      await mkdir(dirAt.path);
+      const result = await exportBundle(ledger, { out: join(dir, 'bundle'), withBlobs: true });
+      expect(result.unavailableBlobs).toEqual([
+        { digest: linked.digest, code: 'UNSAFE_PATH' },
+        { digest: dirAt.digest, code: 'UNSAFE_PATH' },
+      ]);
+      expect(result.header.counts).toEqual({ manifests: 6, chains: 3, blobs: 4 });
+      const r = await verifyBundle(await openBundleDir(result.dir), { trust: ledger.trustStore() });
+      expect(r.findings.map((f) => `${f.code}@${f.line}`)).toEqual(['BLOB_MISSING@5', 'BLOB_MISSING@6']);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('refuses, with RECORD_CORRUPT naming it and fsck, an export that needs an unreadable record, and leaves nothing', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      await (ledger.log as LevelManifestLog).raw.put('e!s2!000000000001', '{not json');
+      // A full or --principal export reads the whole log; --session s2 reads s2's chain.
+      for (const options of [{}, { principal: 'alice' }, { session: 's2' }, { session: 's2', principal: 'bob' }]) {
+        const err = await exportBundle(ledger, { out: join(dir, 'bundle'), withBlobs: true, ...options }).catch(
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(ManifestError);
+        expect(err).toMatchObject({ code: 'RECORD_CORRUPT' });
+        expect((err as Error).message).toMatch(/record e!s2!000000000001 is corrupt: not JSON; no bundle was written/);
+        expect((err as Error).message).toContain('run `handoff-ledger fsck`');
+        expect(readdirSync(dir)).toEqual(['store']);
+      }
+      // --session s1 reads s1's chain alone: s2's damage does not stop it.
+      for (const [name, options] of [
+        ['s1', { session: 's1' }],
+        ['alice-s1', { session: 's1', principal: 'alice' }],
+      ] as const) {
+        const result = await exportBundle(ledger, { out: join(dir, name), withBlobs: true, ...options });
+        expect(result.header.counts).toEqual({ manifests: 3, chains: 1, blobs: 3 });
+        const report = await verifyBundle(await openBundleDir(result.dir), { trust: ledger.trustStore() });
+        expect(report.findings).toEqual([]);
+        expect(report.checked.completeness).toEqual({ checked: true, sessions: 1 });
+      }
+    } finally {
+      await ledger.close();
+    }
+  });
 });
 
 describe('export and verify commands', () => {
@@ -222,6 +302,43 @@ describe('export and verify commands', () => {
     expect(await exportCli(['--root', root, '--host', 'host-a'], b.io)).toBe(2);
     expect(b.stderr()).toContain('--out DIR is required');
   });
+});
+
+describe('export interrupted by a signal', () => {
+  const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+  const HOLD = fileURLToPath(new URL('../support/hold-export-staging.mjs', import.meta.url));
+
+  it.skipIf(process.platform !== 'linux').each([
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const)(
+    'on %s removes its staging directory and its claim, exits %i, and the same export then succeeds',
+    async (signal, code) => {
+      expect(existsSync(CLI), 'dist/ is built by `npm test` (pretest)').toBe(true);
+      const dir = tempDir();
+      const root = join(dir, 'store');
+      await (await ledgerWithChains(root, 0)).close();
+      const args = ['--root', root, '--host', 'host-a', '--out', join(dir, 'bundle'), '--with-blobs'];
+      // The preload holds the export at its first blob copy until the signal has come (see the file).
+      const child = spawn(process.execPath, ['--import', HOLD, CLI, 'export', ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      const exited = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+      const staged = () => readdirSync(dir).some((n) => n.endsWith('.partial'));
+      while (!staged() && child.exitCode === null) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(existsSync(join(dir, 'bundle')), 'the claim is made before the staging directory').toBe(true);
+      child.kill(signal);
+      expect(await exited, stderr).toBe(code);
+      expect(stderr).toContain(`handoff-ledger: CANCELLED: export interrupted by ${signal}; no bundle was written`);
+      expect(readdirSync(dir)).toEqual(['store']);
+      const again = captureIo();
+      expect(await exportCli(args, again.io), again.stderr()).toBe(0);
+      expect(again.stdout()).toContain('exported 6 manifests in 3 chains and 6 blobs');
+    },
+    60_000,
+  );
 });
 
 describe('exportBundle: session-heads proofs at the cut', () => {
