@@ -12,8 +12,11 @@ export interface CommandSpec {
   synopsis: string;
   /** Option lines, each `--flag ARG  what it does`. */
   options: string[];
-  /** What exit codes 0 and 1 mean for this command (2 and 70 mean the same everywhere). */
-  exits: { ok: string; refused: string };
+  /**
+   * What exit codes 0 and 1 mean for this command (2 and 70 mean the same everywhere), and any of its own (export:
+   * 130 / 143, stopped by a signal).
+   */
+  exits: { ok: string; refused: string; more?: string[] };
   /** Whether `--json` prints the command's data as JSON on stdout. */
   json: boolean;
   load: () => Promise<Command>;
@@ -119,7 +122,11 @@ export const commands: Record<string, CommandSpec> = {
       '--since FILE      an earlier checkpoint note of the auditor: add a consistency proof from it',
       ...scope,
     ],
-    exits: { ok: 'written', refused: refusedLedger },
+    exits: {
+      ok: 'written',
+      refused: refusedLedger,
+      more: ['130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM: nothing written, no staging directory left'],
+    },
     json: true,
     load: async () => (await import('./export.js')).run,
   },
@@ -280,6 +287,7 @@ export function commandHelp(name: string, spec: CommandSpec): string {
     `  0   ${spec.exits.ok}`,
     `  1   ${spec.exits.refused}`,
     ...EXIT_CODES.slice(2).map((l) => `  ${l}`),
+    ...(spec.exits.more ?? []).map((l) => `  ${l}`),
     '',
   ].join('\n');
 }
