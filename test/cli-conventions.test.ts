@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
+import { Level } from 'level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commands } from '../src/cli/commands.js';
 import { main } from '../src/cli/main.js';
@@ -227,6 +228,61 @@ describe('colour', () => {
   it('prints none into a pipe unless FORCE_COLOR asks for it', async () => {
     expect((await cli(clean())).stdout).not.toMatch(escape);
     expect((await cli(clean(), { env: { FORCE_COLOR: '1' } })).stdout).toMatch(escape);
+  });
+
+  // A store of its own: the one the other tests share is changed by later tests.
+  const colourStore = ['--root', join(base, 'colour-store'), '--host', 'conv-host'];
+  const verdict = (stdout: string) => stdout.split('\n').find((l) => / chain\(s\), /.test(l)) ?? '';
+
+  it('still colours when NO_COLOR is set but empty (only a non-empty NO_COLOR turns it off)', async () => {
+    const r = await cli(clean(), { tty: true, env: { NO_COLOR: '' } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(escape);
+  });
+
+  it('colours the fsck verdict on a terminal: green when clean, red with findings; none in a pipe or with NO_COLOR', async () => {
+    const pub = await cli([
+      'publish',
+      ...colourStore,
+      '--principal',
+      'alice',
+      '--session',
+      's1',
+      '--run',
+      'r1',
+      '--json',
+      files.summary,
+    ]);
+    expect(pub.code, pub.stderr).toBe(0);
+    const { digest } = JSON.parse(pub.stdout) as { digest: string };
+    const green = await cli(['fsck', ...colourStore], { tty: true });
+    expect(green.code).toBe(0);
+    expect(verdict(green.stdout)).toMatch(/^\x1b\[32mclean\x1b\[39m: 1 chain\(s\)/);
+    const emptyNoColor = await cli(['fsck', ...colourStore], { tty: true, env: { NO_COLOR: '' } });
+    expect(verdict(emptyNoColor.stdout)).toMatch(/^\x1b\[32mclean\x1b\[39m/);
+    for (const plain of [
+      await cli(['fsck', ...colourStore]),
+      await cli(['fsck', ...colourStore], { tty: true, env: { NO_COLOR: '1' } }),
+    ]) {
+      expect(plain.code).toBe(0);
+      expect(plain.stdout).not.toMatch(escape);
+      expect(verdict(plain.stdout)).toMatch(/^clean: 1 chain\(s\)/);
+    }
+    expect(verdict((await cli(['fsck', ...colourStore], { env: { FORCE_COLOR: '1' } })).stdout)).toMatch(
+      /^\x1b\[32mclean/,
+    );
+    // A finding: a byte of the (inline) summary changed in the log.
+    const db = new Level<string, Uint8Array>(join(base, 'colour-store', 'manifests-v1'), { valueEncoding: 'view' });
+    const key = `b!${digest.slice('blake3:'.length)}`;
+    const bytes = Uint8Array.from((await db.get(key))!);
+    bytes[0]! ^= 1;
+    await db.put(key, bytes);
+    await db.close();
+    const red = await cli(['fsck', ...colourStore], { tty: true });
+    expect(red.code).toBe(1);
+    expect(verdict(red.stdout)).toMatch(/^\x1b\[31m\d+ finding\(s\)\x1b\[39m: /);
+    const redPlain = await cli(['fsck', ...colourStore]);
+    expect(redPlain.stdout).not.toMatch(escape);
   });
 });
 
