@@ -343,6 +343,32 @@ describe('usage errors with --json', () => {
   });
 });
 
+describe('a file the CLI was given that cannot be read', () => {
+  it('is IO_FAILED for a summary or an output file, USAGE for --since, --witness-keys and the witness files, TRUST_INVALID for --trust, BUNDLE_IO for a bundle: exit 2', async () => {
+    const missing = join(base, 'no-such-file');
+    for (const [argv, code] of [
+      [['publish', ...scope, '--run', 'r9', missing], 'IO_FAILED'],
+      [['keys', 'export', ...store, '--out', join(missing, 'trust.json')], 'IO_FAILED'],
+      [['export', ...store, '--out', newDir(), '--since', missing], 'USAGE'],
+      [['verify', files.bundle, '--trust', files.trust, '--since', missing], 'USAGE'],
+      [['verify', files.bundle, '--trust', files.trust, '--witness-keys', missing, '--quorum', '1'], 'USAGE'],
+      [
+        ['witness', 'serve', '--listen', '127.0.0.1:0', '--key', missing, '--logs', missing, '--state', newDir()],
+        'USAGE',
+      ],
+      [['audit-ui', '--since', missing], 'USAGE'],
+      [['audit-ui', '--witness-keys', missing, '--quorum', '1'], 'USAGE'],
+      [['verify', files.bundle, '--trust', missing], 'TRUST_INVALID'],
+      [['audit-ui', '--trust', missing], 'TRUST_INVALID'],
+      [['verify', missing, '--trust', files.trust], 'BUNDLE_IO'],
+    ] as const) {
+      const r = await cli([...argv]);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.stderr, argv.join(' ')).toMatch(new RegExp(`^handoff-ledger: ${code}: .*ENOENT`));
+    }
+  });
+});
+
 describe('numeric options', () => {
   it('take plain decimal digits only: blank, hex, exponent and sign are usage errors', async () => {
     for (const bad of ['', ' ', '0x10', '1e3', '+5', '-1', '1.0']) {
