@@ -306,6 +306,30 @@ describe('fsck, the store-only codes', () => {
       await ledger.close();
     }
   });
+
+  it('reports a tree with more leaves than the log has entries as TREE_SIZE, and appends are refused (TREE_DAMAGED)', async () => {
+    const { root, entries } = await storeWithChain();
+    // The newest entry removed under the tree (its head moved back along): the tree still has its leaf.
+    await tamper(root, (db) =>
+      db.batch([
+        { type: 'del', key: entryKey('s', 2) },
+        { type: 'del', key: posKey(entries[2]!.position) },
+        { type: 'put', key: 'h!s', value: headOf(entries[1]!) },
+      ]),
+    );
+    const ledger = await openLedger({ root, host: 'host-a' });
+    try {
+      const report = await fsck(ledger);
+      expect(report.findings).toContainEqual(
+        expect.objectContaining({ code: 'TREE_SIZE', message: 'the tree has 4 leaves, the log 3 entries' }),
+      );
+      expect(await rejection(ledger.publish({ ...scope, session: 'other' }, sampleSummary('next')))).toMatchObject({
+        code: 'TREE_DAMAGED',
+      });
+    } finally {
+      await ledger.close();
+    }
+  });
 });
 
 /** A well-formed id no stored entry has. */
