@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
+import { Level } from 'level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commands } from '../src/cli/commands.js';
 import { main } from '../src/cli/main.js';
@@ -231,6 +232,61 @@ describe('colour', () => {
     expect((await cli(clean())).stdout).not.toMatch(escape);
     expect((await cli(clean(), { env: { FORCE_COLOR: '1' } })).stdout).toMatch(escape);
   });
+
+  // A store of its own: the one the other tests share is changed by later tests.
+  const colourStore = ['--root', join(base, 'colour-store'), '--host', 'conv-host'];
+  const verdict = (stdout: string) => stdout.split('\n').find((l) => / chain\(s\), /.test(l)) ?? '';
+
+  it('still colours when NO_COLOR is set but empty (only a non-empty NO_COLOR turns it off)', async () => {
+    const r = await cli(clean(), { tty: true, env: { NO_COLOR: '' } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(escape);
+  });
+
+  it('colours the fsck verdict on a terminal: green when clean, red with findings; none in a pipe or with NO_COLOR', async () => {
+    const pub = await cli([
+      'publish',
+      ...colourStore,
+      '--principal',
+      'alice',
+      '--session',
+      's1',
+      '--run',
+      'r1',
+      '--json',
+      files.summary,
+    ]);
+    expect(pub.code, pub.stderr).toBe(0);
+    const { digest } = JSON.parse(pub.stdout) as { digest: string };
+    const green = await cli(['fsck', ...colourStore], { tty: true });
+    expect(green.code).toBe(0);
+    expect(verdict(green.stdout)).toMatch(/^\x1b\[32mclean\x1b\[39m: 1 chain\(s\)/);
+    const emptyNoColor = await cli(['fsck', ...colourStore], { tty: true, env: { NO_COLOR: '' } });
+    expect(verdict(emptyNoColor.stdout)).toMatch(/^\x1b\[32mclean\x1b\[39m/);
+    for (const plain of [
+      await cli(['fsck', ...colourStore]),
+      await cli(['fsck', ...colourStore], { tty: true, env: { NO_COLOR: '1' } }),
+    ]) {
+      expect(plain.code).toBe(0);
+      expect(plain.stdout).not.toMatch(escape);
+      expect(verdict(plain.stdout)).toMatch(/^clean: 1 chain\(s\)/);
+    }
+    expect(verdict((await cli(['fsck', ...colourStore], { env: { FORCE_COLOR: '1' } })).stdout)).toMatch(
+      /^\x1b\[32mclean/,
+    );
+    // A finding: a byte of the (inline) summary changed in the log.
+    const db = new Level<string, Uint8Array>(join(base, 'colour-store', 'manifests-v1'), { valueEncoding: 'view' });
+    const key = `b!${digest.slice('blake3:'.length)}`;
+    const bytes = Uint8Array.from((await db.get(key))!);
+    bytes[0]! ^= 1;
+    await db.put(key, bytes);
+    await db.close();
+    const red = await cli(['fsck', ...colourStore], { tty: true });
+    expect(red.code).toBe(1);
+    expect(verdict(red.stdout)).toMatch(/^\x1b\[31m\d+ finding\(s\)\x1b\[39m: /);
+    const redPlain = await cli(['fsck', ...colourStore]);
+    expect(redPlain.stdout).not.toMatch(escape);
+  });
 });
 
 describe('keys with --json', () => {
@@ -286,6 +342,32 @@ describe('usage errors with --json', () => {
     ]) {
       const r = await cli(argv);
       expect(r).toMatchObject({ code: 2, stdout: '' });
+    }
+  });
+});
+
+describe('a file the CLI was given that cannot be read', () => {
+  it('is IO_FAILED for a summary or an output file, USAGE for --since, --witness-keys and the witness files, TRUST_INVALID for --trust, BUNDLE_IO for a bundle: exit 2', async () => {
+    const missing = join(base, 'no-such-file');
+    for (const [argv, code] of [
+      [['publish', ...scope, '--run', 'r9', missing], 'IO_FAILED'],
+      [['keys', 'export', ...store, '--out', join(missing, 'trust.json')], 'IO_FAILED'],
+      [['export', ...store, '--out', newDir(), '--since', missing], 'USAGE'],
+      [['verify', files.bundle, '--trust', files.trust, '--since', missing], 'USAGE'],
+      [['verify', files.bundle, '--trust', files.trust, '--witness-keys', missing, '--quorum', '1'], 'USAGE'],
+      [
+        ['witness', 'serve', '--listen', '127.0.0.1:0', '--key', missing, '--logs', missing, '--state', newDir()],
+        'USAGE',
+      ],
+      [['audit-ui', '--since', missing], 'USAGE'],
+      [['audit-ui', '--witness-keys', missing, '--quorum', '1'], 'USAGE'],
+      [['verify', files.bundle, '--trust', missing], 'TRUST_INVALID'],
+      [['audit-ui', '--trust', missing], 'TRUST_INVALID'],
+      [['verify', missing, '--trust', files.trust], 'BUNDLE_IO'],
+    ] as const) {
+      const r = await cli([...argv]);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.stderr, argv.join(' ')).toMatch(new RegExp(`^handoff-ledger: ${code}: .*ENOENT`));
     }
   });
 });

@@ -1,7 +1,7 @@
 import { Level } from 'level';
 import { describe, expect, it, beforeAll } from 'vitest';
 import { spawnSync, spawn } from 'node:child_process';
-import { existsSync, writeFileSync, readFileSync } from 'node:fs';
+import { existsSync, writeFileSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openLedger } from '../src/ledger/open.js';
@@ -267,5 +267,146 @@ describe('handoff-ledger CLI', () => {
     expect(f.stdout).toContain('BLOB_DIGEST');
     expect(cli(['gc', '--root', root]).code).toBe(2);
     expect(cli(['gc', '--root', root, '--grace', '1h']).code).toBe(0);
+  });
+});
+
+describe('handoff-ledger CLI: options the README promises', () => {
+  const s = (root: string, session = 's') => ['--root', root, '--principal', 'alice', '--session', session];
+  const publish = (root: string, extra: string[] = [], marker: string | number = 1) =>
+    cli(['publish', ...s(root), '--run', 'r', '--json', ...extra], { input: JSON.stringify(sampleSummary(marker)) });
+
+  it('publish --expected-prev: the head publishes, a stale one is CHAIN_CONFLICT (exit 1) and appends nothing', () => {
+    const root = join(tempDir(), 'store');
+    // null: the chain must be empty.
+    const first = publish(root, ['--expected-prev', 'null'], 0);
+    expect(first.code, first.stderr).toBe(0);
+    const id0 = (JSON.parse(first.stdout) as { id: string }).id;
+    const second = publish(root, ['--expected-prev', id0], 1);
+    expect(second.code, second.stderr).toBe(0);
+    expect(JSON.parse(second.stdout)).toMatchObject({ seq: 1 });
+    for (const stale of [id0, 'null']) {
+      const r = publish(root, ['--expected-prev', stale], 2);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^handoff-ledger: CHAIN_CONFLICT: /);
+      expect(JSON.parse(r.stdout)).toMatchObject({ error: { code: 'CHAIN_CONFLICT' } });
+    }
+    const hist = cli(['history', ...s(root), '--json']);
+    expect(JSON.parse(hist.stdout).map((h: { manifest: { seq: number } }) => h.manifest.seq)).toEqual([0, 1]);
+  });
+
+  it('fsck --skip-blobs does not read blob files: a damaged one is reported without it, not with it', async () => {
+    const root = join(tempDir(), 'store');
+    const ledger = await openLedger({ root, host: 'cli-host', inlineSummaryBytes: 0 });
+    const { digest } = await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary());
+    await ledger.close();
+    const hex = digest.slice('blake3:'.length);
+    const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    const bytes = readFileSync(file);
+    bytes[0]! ^= 1;
+    writeFileSync(file, bytes);
+    const full = cli(['fsck', '--root', root]);
+    expect(full.code).toBe(1);
+    expect(full.stdout).toContain('BLOB_DIGEST\ts\t0\t');
+    const quick = cli(['fsck', '--root', root, '--skip-blobs']);
+    expect(quick.code, quick.stdout).toBe(0);
+    expect(quick.stdout).not.toContain('BLOB_');
+    expect(quick.stdout).toMatch(/^clean: 1 chain\(s\), 1 manifest\(s\), 0 blob\(s\) checked$/m);
+    const json = cli(['fsck', '--root', root, '--skip-blobs', '--json']);
+    expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, blobsChecked: 0, findings: [] });
+  });
+
+  it('gc --dry-run lists what it would remove and removes nothing; gc without it removes that', async () => {
+    const root = join(tempDir(), 'store');
+    const ledger = await openLedger({ root, host: 'cli-host', inlineSummaryBytes: 0 });
+    await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary());
+    const orphan = await ledger.blobs.put(new TextEncoder().encode('an orphan of a crashed publish'));
+    await ledger.close();
+    const blobFiles = () =>
+      readdirSync(join(root, 'blobs-v1', 'blake3'), { recursive: true, withFileTypes: true })
+        .filter((d) => d.isFile())
+        .map((d) => d.name)
+        .sort();
+    const before = blobFiles();
+    expect(before).toHaveLength(2);
+    // A grace of 0: every unreferenced blob is old enough.
+    const dry = cli(['gc', '--root', root, '--grace', '0s', '--dry-run', '--json']);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ removed: [orphan.digest], referenced: 1 });
+    const human = cli(['gc', '--root', root, '--grace', '0s', '--dry-run']);
+    expect(human.stdout).toMatch(/^would remove 1 unreferenced blob\(s\); 1 referenced/);
+    expect(blobFiles()).toEqual(before);
+    const real = cli(['gc', '--root', root, '--grace', '0s', '--json']);
+    expect(JSON.parse(real.stdout)).toMatchObject({ removed: [orphan.digest] });
+    expect(blobFiles()).toEqual(before.filter((name) => `blake3:${name}` !== orphan.digest));
+  });
+
+  it('grant and revoke --by record who decided, and grants lists it', () => {
+    const root = join(tempDir(), 'store');
+    expect(publish(root).code).toBe(0);
+    const granted = cli(['grant', '--root', root, '--principal', 'bob', '--session', 's', '--by', 'admin-1', '--json']);
+    expect(granted.code, granted.stderr).toBe(0);
+    expect(JSON.parse(granted.stdout)).toMatchObject({
+      principal: 'bob',
+      session: 's',
+      state: 'granted',
+      by: 'admin-1',
+    });
+    expect(JSON.parse(cli(['grants', '--root', root, '--json']).stdout)).toEqual([
+      expect.objectContaining({ principal: 'bob', session: 's', state: 'granted', by: 'admin-1' }),
+    ]);
+    const revoked = cli(['revoke', '--root', root, '--principal', 'bob', '--all', '--by', 'security-team', '--json']);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(JSON.parse(revoked.stdout)).toMatchObject({ session: '*', state: 'revoked', by: 'security-team' });
+    const listed = cli(['grants', '--root', root]).stdout.split('\n').filter(Boolean);
+    expect(listed).toContainEqual(expect.stringMatching(/^bob\t\*\trevoked\t[^\t]+\tsecurity-team$/));
+    expect(listed).toContainEqual(expect.stringMatching(/^bob\ts\tgranted\t[^\t]+\tadmin-1$/));
+    // Without --by, nothing is recorded for it.
+    const plain = cli(['grant', '--root', root, '--principal', 'carol', '--session', 's', '--json']);
+    expect(JSON.parse(plain.stdout)).not.toHaveProperty('by');
+  });
+
+  it('keys revoke gives the code: a time without milliseconds or the checkpoint key INVALID_ARGUMENT, an unknown key KEY_INVALID', () => {
+    const root = join(tempDir(), 'store');
+    const trustFile = join(tempDir(), 'trust.json');
+    expect(cli(['keys', 'export', '--root', root, '--out', trustFile]).code).toBe(0);
+    const trust = JSON.parse(readFileSync(trustFile, 'utf8')) as {
+      keys: Array<{ keyId: string }>;
+      checkpointKeys: Array<{ keyId: string }>;
+    };
+    const hostKey = trust.keys[0]!.keyId;
+    const before = readFileSync(join(root, 'trust.json'), 'utf8');
+    for (const [args, code] of [
+      [[hostKey, '--at', '2026-11-30T12:00:00Z'], 'INVALID_ARGUMENT'],
+      [[trust.checkpointKeys[0]!.keyId], 'INVALID_ARGUMENT'],
+      [['ed25519:no-such-key'], 'KEY_INVALID'],
+    ] as const) {
+      const r = cli(['keys', 'revoke', ...args, '--root', root]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^handoff-ledger: ${code}: `));
+    }
+    expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(before);
+  });
+
+  it('export --since refuses a checkpoint of another log and a file it cannot read as usage errors (exit 2), writing no bundle', () => {
+    const root = join(tempDir(), 'store');
+    expect(publish(root).code).toBe(0);
+    const other = join(tempDir(), 'other');
+    expect(cli(['publish', ...s(other), '--run', 'r'], { input: JSON.stringify(sampleSummary()) }).code).toBe(0);
+    const foreign = join(tempDir(), 'other.note');
+    const note = cli(['checkpoint', '--root', other]);
+    expect(note.code, note.stderr).toBe(0);
+    writeFileSync(foreign, note.stdout);
+    const out = join(tempDir(), 'bundle');
+    const refused = cli(['export', '--root', root, '--out', out, '--since', foreign]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/^handoff-ledger: USAGE: --since: not a checkpoint of this log: /);
+    const missing = cli(['export', '--root', root, '--out', out, '--since', join(tempDir(), 'none.note')]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^handoff-ledger: USAGE: --since .*none\.note: ENOENT/);
+    expect(existsSync(out)).toBe(false);
+    // Its own checkpoint is taken.
+    const own = join(tempDir(), 'own.note');
+    writeFileSync(own, cli(['checkpoint', '--root', root]).stdout);
+    expect(cli(['export', '--root', root, '--out', out, '--since', own]).code).toBe(0);
   });
 });

@@ -3,6 +3,7 @@
  * that resume refuses is never "clean", and a problem the auditor would find has the auditor's code.
  */
 import { describe, expect, it } from 'vitest';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Level } from 'level';
 import { type Ledger } from '../src/ledger/ledger.js';
@@ -231,6 +232,103 @@ describe('fsck', () => {
     expect(await fsck(ledger)).toMatchObject({ ok: true, chains: 2, manifests: 4, blobsChecked: 4, findings: [] });
     expect((await ledger.resume(scope))?.seq).toBe(2);
     await ledger.close();
+  });
+});
+
+describe('fsck, the store-only codes', () => {
+  it('reports an entry stored under another seq than its manifest names as SEQ_MISMATCH (its head: HEAD_MISMATCH)', async () => {
+    const { root, entries } = await storeWithChain();
+    // Seq 1's entry (its envelope and id) at the key of seq 2, which the head still names with seq 2's id.
+    await tamper(root, (db) =>
+      db.put(entryKey('s', 2), JSON.stringify({ ...entries[2]!, envelope: entries[1]!.envelope, id: entries[1]!.id })),
+    );
+    const ledger = await openLedger({ root, host: 'host-a' });
+    try {
+      expect(await rejection(ledger.resume(scope))).toMatchObject({ code: 'CHAIN_BROKEN' });
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toContainEqual(expect.objectContaining({ code: 'SEQ_MISMATCH', session: 's' }));
+      expect(report.findings).toContainEqual(expect.objectContaining({ code: 'HEAD_MISMATCH', session: 's' }));
+      expect(report.findings.filter((f) => f.session === 'other')).toEqual([]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('reports a summary blob that cannot be read (a directory at its path) as BLOB_UNREADABLE, unless blobs are skipped', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'host-a', inlineSummaryBytes: 0 });
+    const receipts = [];
+    for (let i = 0; i < 3; i++) receipts.push(await ledger.publish(scope, sampleSummary(i)));
+    await ledger.close();
+    const hex = receipts[1]!.digest.slice('blake3:'.length);
+    const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    rmSync(file);
+    mkdirSync(file);
+    ledger = await openLedger({ root, host: 'host-a', inlineSummaryBytes: 0 });
+    try {
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toEqual([expect.objectContaining({ code: 'BLOB_UNREADABLE', session: 's', seq: 1 })]);
+      expect(report.findings[0]!.message).toContain(receipts[1]!.digest);
+      expect(await fsck(ledger, { checkBlobs: false })).toMatchObject({ ok: true, blobsChecked: 0, findings: [] });
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('reports a missing Merkle tree node as a TREE_DAMAGED finding (not only on append and open)', async () => {
+    const { root } = await storeWithChain();
+    // Leaf 0's node: four leaves, so the tree's right edge (what open reads) does not need it.
+    await tamper(root, (db) => db.del('n!00!0000000000000000'));
+    const ledger = await openLedger({ root, host: 'host-a' });
+    try {
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toEqual([expect.objectContaining({ code: 'TREE_DAMAGED' })]);
+      expect(report.findings[0]!.message).toMatch(/0\/0/);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('reports a tree with fewer leaves than the log has entries as TREE_SIZE', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    try {
+      for (let i = 0; i < 2; i++) await ledger.publish(scope, sampleSummary(i));
+      // Behind the ledger's back, in this process (open would extend a short tree again): the tree has one leaf.
+      await (ledger.log as LevelManifestLog).raw.put('n!size', '1');
+      (ledger.log as unknown as { treeSize: number }).treeSize = 1;
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toContainEqual(expect.objectContaining({ code: 'TREE_SIZE' }));
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('reports a tree with more leaves than the log has entries as TREE_SIZE, and appends are refused (TREE_DAMAGED)', async () => {
+    const { root, entries } = await storeWithChain();
+    // The newest entry removed under the tree (its head moved back along): the tree still has its leaf.
+    await tamper(root, (db) =>
+      db.batch([
+        { type: 'del', key: entryKey('s', 2) },
+        { type: 'del', key: posKey(entries[2]!.position) },
+        { type: 'put', key: 'h!s', value: headOf(entries[1]!) },
+      ]),
+    );
+    const ledger = await openLedger({ root, host: 'host-a' });
+    try {
+      const report = await fsck(ledger);
+      expect(report.findings).toContainEqual(
+        expect.objectContaining({ code: 'TREE_SIZE', message: 'the tree has 4 leaves, the log 3 entries' }),
+      );
+      expect(await rejection(ledger.publish({ ...scope, session: 'other' }, sampleSummary('next')))).toMatchObject({
+        code: 'TREE_DAMAGED',
+      });
+    } finally {
+      await ledger.close();
+    }
   });
 });
 

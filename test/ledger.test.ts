@@ -11,6 +11,7 @@ import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { encodeManifest } from '../manifests/format/manifest.js';
 import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import { nobleVerifier } from '../manifests/crypto/ed25519.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { entryKey, plantHead, SUMMARY_MEDIA_TYPE } from './support/plant.js';
 
@@ -156,6 +157,65 @@ describe('publish and resume', () => {
       // A fresh ledger has verified nothing yet: resume checks the stored manifest with the verifier named.
       ledger = await open(root, { verifier });
       expect((await ledger.resume(alice))?.seq, verifier).toBe(0);
+      await ledger.close();
+    }
+  });
+});
+
+describe('openLedger options and trust', () => {
+  it("verifier: 'noble' publishes and resumes, and its answer is the one that counts", async () => {
+    const root = tempDir();
+    let ledger = await open(root, { verifier: 'noble' });
+    expect(ledger.verifier).toBe(nobleVerifier);
+    const first = await ledger.publish(alice, sampleSummary(1));
+    await ledger.publish(alice, sampleSummary(2), { expectedPrev: first.id });
+    await ledger.close();
+    ledger = await open(root, { verifier: 'noble' });
+    const verify = vi.spyOn(nobleVerifier, 'verify');
+    try {
+      // A fresh ledger verifies what it reads: with noble saying no, the chain is refused.
+      verify.mockReturnValue(false);
+      await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'SIGNATURE_INVALID' });
+      verify.mockRestore();
+      const spy = vi.spyOn(nobleVerifier, 'verify');
+      const resumed = await ledger.resume(alice);
+      expect(resumed?.summary).toEqual(sampleSummary(2));
+      expect((await ledger.history(alice)).map((h) => h.manifest.seq)).toEqual([0, 1]);
+      expect(spy).toHaveBeenCalled();
+      expect((await ledger.publish(alice, sampleSummary(3))).seq).toBe(2);
+    } finally {
+      vi.restoreAllMocks();
+      await ledger.close();
+    }
+  });
+
+  it("storeTrust() is this root's trust.json alone, re-read; trustStore() adds the trust option", async () => {
+    const otherLedger = await open(tempDir(), { host: 'host-b' });
+    const other = otherLedger.trustStore();
+    await otherLedger.close();
+    const root = tempDir();
+    const ledger = await open(root, { trust: other });
+    try {
+      const onDisk = () => JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')) as { keys: unknown[] };
+      expect(await ledger.storeTrust()).toEqual(onDisk());
+      expect((await ledger.storeTrust()).keys.map((k) => k.host)).toEqual(['host-a']);
+      expect(
+        ledger
+          .trustStore()
+          .keys.map((k) => k.host)
+          .sort(),
+      ).toEqual(['host-a', 'host-b']);
+      // A change to trust.json behind this ledger (another process sharing the root) is seen at the next call.
+      const file = join(root, 'trust.json');
+      const changed = { ...onDisk(), keys: [...onDisk().keys, ...other.keys] };
+      writeFileSync(file, `${JSON.stringify(changed, null, 2)}\n`);
+      expect(await ledger.storeTrust()).toEqual(changed);
+      expect((await ledger.storeTrust()).keys.map((k) => k.host)).toEqual(['host-a', 'host-b']);
+      // A copy: changing what it returns changes nothing the ledger holds.
+      const copy = await ledger.storeTrust();
+      copy.keys.length = 0;
+      expect((await ledger.storeTrust()).keys).toHaveLength(2);
+    } finally {
       await ledger.close();
     }
   });

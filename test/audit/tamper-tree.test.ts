@@ -3,7 +3,7 @@
  * an attacker with the database (and the unsigned header) would. Each case asserts the exact step-9
  * findings; the chain findings of steps 1-8 show what the chains alone would have revealed.
  */
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -246,6 +246,35 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
     const err = await audit(full, trust, { since: 'not a note' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AuditError);
     expect((err as AuditError).code).toBe('USAGE');
+  });
+
+  it('export refuses an earlier checkpoint it cannot prove from (AuditError USAGE), writing no bundle', async () => {
+    // Another log's (its own keys and origin); one of this log's keys and origin with more entries than the log has
+    // (a host that showed the auditor a longer history); and any, from a source that signs no checkpoints.
+    const other = await openLedger({ root: tempDir(), host: 'h9', origin: 'example.com/other' });
+    await publish(other, 'o', 0);
+    const foreign = (await other.checkpoint()).note;
+    await other.close();
+    const longerRoot = tempDir();
+    cpSync(join(root, 'keys'), join(longerRoot, 'keys'), { recursive: true });
+    cpSync(join(root, 'trust.json'), join(longerRoot, 'trust.json'));
+    const longer = await openLedger({ root: longerRoot, host: 'h1', origin: ORIGIN });
+    const size = (await ledger.checkpoint()).checkpoint.size;
+    for (let i = 0; i <= size; i++) await publish(longer, 'l', i);
+    const larger = (await longer.checkpoint()).note;
+    await longer.close();
+    const plain = { host: ledger.host, log: ledger.log, blobs: ledger.blobs };
+    for (const [source, since, message] of [
+      [ledger, foreign, /^--since: not a checkpoint of this log: /],
+      [ledger, larger, new RegExp(`^--since: the earlier checkpoint has ${size + 1} entries, the log ${size}$`)],
+      [plain, earlier, /^--since needs a store with checkpoints$/],
+    ] as const) {
+      const out = join(tempDir(), 'bundle');
+      const err = await exportBundle(source, { out, since }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AuditError);
+      expect(err).toMatchObject({ code: 'USAGE', message: expect.stringMatching(message) });
+      expect(existsSync(out)).toBe(false);
+    }
   });
 });
 

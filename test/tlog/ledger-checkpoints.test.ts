@@ -5,6 +5,7 @@ import { fsck, gc } from '../../src/ops/maintenance.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { writeSyncedBatch } from '../../manifests/log/level/tables.js';
 import { ManifestError } from '../../manifests/errors.js';
+import { exportBundle } from '../../src/ops/export.js';
 import { openNote, parseVerifierKey, signNote, type NoteSigner } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { checkpointVerifiers } from '../../manifests/format/trust.js';
@@ -193,6 +194,47 @@ describe('rollback and fork detection', () => {
       () => gc(ledger, { graceMs: 0 }),
     ])
       expect((await refusal(op())).code).toBe('ROLLBACK');
+    await ledger.close();
+  });
+
+  it('once a FORK was seen, also refuses history, proofs, checkpoint and export with it; fsck still runs', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const receipts = await publishMany(ledger, 's1', 2);
+    const pinned = (await ledger.checkpoint()).note;
+    // For one check the log shows another root at the pinned size, and cannot vouch that it grew the pinned tree.
+    const log = ledger.log as LevelManifestLog;
+    const real = log.treeHead.bind(log);
+    log.treeHead = async () => ({ ...(await real()), root: new Uint8Array(32).fill(7) });
+    log.grewFrom = () => false;
+    const seen = await refusal(ledger.resume({ principal: 'alice', session: 's1' }));
+    expect(seen.code).toBe('FORK');
+    expect(seen.evidence?.pinned).toBe(pinned);
+    // The log shows its true tree again: the fork seen stays the answer.
+    delete (log as { treeHead?: unknown }).treeHead;
+    delete (log as { grewFrom?: unknown }).grewFrom;
+    expect((await log.treeHead()).size).toBe(2);
+    for (const [what, op] of [
+      ['resume', () => ledger.resume({ principal: 'alice', session: 's1' })],
+      ['publish', () => ledger.publish(scope('s1'), sampleSummary(9))],
+      ['history', () => ledger.history({ principal: 'alice', session: 's1' })],
+      ['inclusionProof', () => ledger.inclusionProof(receipts[0]!.id)],
+      ['consistencyProof', () => ledger.consistencyProof(1)],
+      ['checkpoint', () => ledger.checkpoint()],
+      ['export', () => exportBundle(ledger, { out: join(tempDir(), 'bundle') })],
+      ['grant', () => ledger.grant('bob', 's1')],
+      ['grants', () => ledger.grants()],
+      ['rotateKey', () => ledger.rotateKey()],
+      ['revokeKey', () => ledger.revokeKey(ledger.keyId)],
+      ['gc', () => gc(ledger, { graceMs: 0 })],
+    ] as const) {
+      const err = await refusal(op());
+      expect(err.code, what).toBe('FORK');
+      expect(err.evidence?.pinned, what).toBe(pinned);
+    }
+    // fsck diagnoses the store instead of refusing.
+    const report = await fsck(ledger);
+    expect(report).toMatchObject({ chains: 1, manifests: 2 });
     await ledger.close();
   });
 

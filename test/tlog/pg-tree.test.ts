@@ -96,6 +96,22 @@ describePostgres(
       }
     });
 
+    it('reports a missing tree node as an fsck finding (TREE_DAMAGED), as on the embedded store', async () => {
+      const { embedded, onPg, schema } = await pair();
+      try {
+        await embedded.close();
+        await publishBoth([onPg], 6);
+        expect((await fsck(onPg)).findings).toEqual([]);
+        // Leaf 0's node: the right edge of a tree of six leaves does not need it.
+        await sql(`DELETE FROM "${schema}".tree_nodes WHERE level = 0 AND idx = 0`);
+        const report = await fsck(onPg);
+        expect(report.ok).toBe(false);
+        expect(report.findings).toEqual([expect.objectContaining({ code: 'TREE_DAMAGED' })]);
+      } finally {
+        await onPg.close();
+      }
+    });
+
     it('refuses a database rolled back behind its pinned checkpoint, watermarks included (ROLLBACK)', async () => {
       const { embedded, onPg, schema, pgRoot, common } = await pair();
       await embedded.close();

@@ -1,0 +1,109 @@
+/**
+ * `witness serve` refuses a key file or logs file it cannot use before it listens (exit 1, the code on stderr,
+ * no state directory made), and the witness state refuses a compare-and-swap from a size it no longer holds.
+ */
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
+import { createWitnessKeyFile } from '../../src/witness/key.js';
+import { WitnessState } from '../../src/witness/state.js';
+import { captureIo } from '../support/capture-io.js';
+import { tempDir } from '../support/tmp.js';
+import { HandLog } from './support.js';
+
+const log = new HandLog('example.com/witnessed', 3);
+
+/** A directory with a valid witness key (0600) and a valid logs file. */
+async function setup() {
+  const dir = tempDir();
+  const key = join(dir, 'witness.key');
+  await createWitnessKeyFile(key, 'witness.example/w1');
+  const logs = join(dir, 'logs.json');
+  writeFileSync(logs, JSON.stringify({ logs: [{ origin: log.origin, keys: [log.vkey] }] }));
+  return { dir, key, logs, state: join(dir, 'state') };
+}
+
+async function serve(s: { key: string; logs: string; state: string }) {
+  const c = captureIo();
+  const code = await main(
+    ['witness', 'serve', '--listen', '127.0.0.1:0', '--key', s.key, '--logs', s.logs, '--state', s.state],
+    c.io,
+  );
+  return { code, stdout: c.stdout(), stderr: c.stderr() };
+}
+
+/** Rewrites a file in place (its mode stays). */
+const rewrite = (path: string, text: string) => writeFileSync(path, text);
+
+describe('witness serve refuses', () => {
+  it('a witness key file whose name is not a note key name, or that is not JSON, or not a key (KEY_INVALID)', async () => {
+    for (const change of [
+      (jwk: Record<string, unknown>) => JSON.stringify({ ...jwk, name: 'not a name' }),
+      (jwk: Record<string, unknown>) => JSON.stringify({ ...jwk, name: undefined }),
+      (jwk: Record<string, unknown>) => JSON.stringify({ ...jwk, d: undefined }),
+      () => '{"name": "witness.example/w1",',
+    ]) {
+      const s = await setup();
+      rewrite(s.key, change(JSON.parse(readFileSync(s.key, 'utf8')) as Record<string, unknown>));
+      const r = await serve(s);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^handoff-ledger: KEY_INVALID: /);
+      expect(r.stdout).toBe('');
+      expect(existsSync(s.state)).toBe(false);
+    }
+  });
+
+  it('a witness key file that group or others can read (KEY_FILE_UNSAFE)', async () => {
+    const s = await setup();
+    chmodSync(s.key, 0o644);
+    const r = await serve(s);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/^handoff-ledger: KEY_FILE_UNSAFE: .*mode 644/);
+    expect(existsSync(s.state)).toBe(false);
+  });
+
+  it('a logs file that is not JSON, not the logs shape, or lists an origin twice (INVALID_ARGUMENT)', async () => {
+    const entry = { origin: log.origin, keys: [log.vkey] };
+    for (const [text, message] of [
+      ['{"logs": [', /not JSON/],
+      [JSON.stringify([entry]), /the logs file: /],
+      [JSON.stringify({ logs: [{ origin: log.origin }] }), /the logs file: /],
+      [JSON.stringify({ logs: [{ origin: log.origin, keys: ['not a key'] }] }), /the logs file: /],
+      [JSON.stringify({ logs: [entry, entry] }), /twice/],
+    ] as const) {
+      const s = await setup();
+      rewrite(s.logs, text);
+      const r = await serve(s);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^handoff-ledger: INVALID_ARGUMENT: /);
+      expect(r.stderr).toMatch(message);
+      expect(existsSync(s.state)).toBe(false);
+    }
+  });
+});
+
+describe('witness state', () => {
+  it('refuses a put from a size it does not hold (CHAIN_CONFLICT), keeping the tree it holds', async () => {
+    const dir = join(tempDir(), 'state');
+    const leaves = HandLog.leaves('l', 3);
+    const tree = (n: number) => ({ size: n, root: log.root(leaves.slice(0, n)), note: `note ${n}` });
+    let state = await WitnessState.open(dir);
+    try {
+      await expect(state.put(log.origin, 1, tree(2))).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+      expect(await state.get(log.origin)).toBeUndefined();
+      await state.put(log.origin, 0, tree(2));
+      for (const stale of [0, 1, 3])
+        await expect(state.put(log.origin, stale, tree(3))).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
+      expect((await state.get(log.origin))?.size).toBe(2);
+    } finally {
+      await state.close();
+    }
+    state = await WitnessState.open(dir);
+    try {
+      expect(await state.get(log.origin)).toMatchObject({ size: 2, note: 'note 2' });
+    } finally {
+      await state.close();
+    }
+  });
+});
