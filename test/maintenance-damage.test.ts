@@ -2,9 +2,13 @@
  * gc and fsck on damaged stores, where a review found them wrong: gc removed the blobs of manifests still stored but
  * reached by neither index (their head and positions lost, or a record gone while its leaf stays in the tree), and
  * fsck checked a blob once per digest, so a second manifest claiming another size for the same blob was never
- * held to it (resume and the auditor refuse it).
+ * held to it (resume and the auditor refuse it); and fsck could not run on a store whose log does not extend its
+ * pinned checkpoint, the very store it is for (the open refused with ROLLBACK / FORK).
  */
+import { spawnSync } from 'node:child_process';
+import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { openLedger } from '../src/ledger/open.js';
@@ -140,4 +144,65 @@ describePostgres('gc on a damaged PostgreSQL store', (pg) => {
     );
     await refusedGc(opts);
   });
+});
+
+describe('fsck of a store whose log does not extend its pinned checkpoint', () => {
+  const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+
+  /** A store of 6 publishes whose log was replaced by its copy after the first (a rollback), or a tree node changed. */
+  async function damaged(how: 'rollback' | 'fork'): Promise<string> {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'h1' });
+    await ledger.publish(scope('s1'), sampleSummary(0));
+    await ledger.close();
+    const copy = join(tempDir(), 'db');
+    cpSync(join(root, 'manifests-v1'), copy, { recursive: true });
+    ledger = await openLedger({ root, host: 'h1' });
+    for (let i = 1; i < 6; i++) await ledger.publish(scope('s1'), sampleSummary(i));
+    await ledger.close();
+    if (how === 'rollback') {
+      rmSync(join(root, 'manifests-v1'), { recursive: true, force: true });
+      cpSync(copy, join(root, 'manifests-v1'), { recursive: true });
+    } else {
+      // The level-1 node over leaves 4 and 5 (part of the tree's frontier at size 6) replaced: another root.
+      await editLevel(root, (db) =>
+        db.put(`n!01!${(2).toString(16).padStart(16, '0')}`, Buffer.alloc(32, 7).toString('base64')),
+      );
+    }
+    return root;
+  }
+
+  for (const [how, code] of [
+    ['rollback', 'ROLLBACK'],
+    ['fork', 'FORK'],
+  ] as const)
+    it(`${code}: the open refuses, a diagnosing open reports it (PIN_MISMATCH) and still refuses every operation`, async () => {
+      const root = await damaged(how);
+      await expect(openLedger({ root, host: 'h1' })).rejects.toMatchObject({ code });
+      const ledger = await openLedger({ root, host: 'h1', diagnose: true });
+      try {
+        expect(ledger.checkpointFailure?.code).toBe(code);
+        await expect(ledger.resume(scope('s1'))).rejects.toMatchObject({ code });
+        await expect(ledger.publish(scope('s1'), sampleSummary(9))).rejects.toMatchObject({ code });
+        await expect(gc(ledger, { graceMs: 0 })).rejects.toMatchObject({ code });
+        const report = await fsck(ledger);
+        expect(report.ok).toBe(false);
+        expect(report.findings[0]).toMatchObject({
+          code: 'PIN_MISMATCH',
+          message: expect.stringMatching(new RegExp(`^${code}: `)),
+        });
+      } finally {
+        await ledger.close();
+      }
+      // The CLI's fsck opens to diagnose: exit 1 with the finding, not the open's refusal.
+      const r = spawnSync(process.execPath, [CLI, 'fsck', '--root', root, '--host', 'h1', '--json'], {
+        encoding: 'utf8',
+      });
+      expect(r.status, r.stderr).toBe(1);
+      const json = JSON.parse(r.stdout) as { ok: boolean; findings: Array<{ code: string; message: string }> };
+      expect(json.ok).toBe(false);
+      expect(json.findings.map((f) => f.code)).toContain('PIN_MISMATCH');
+      // Nothing was pinned or repaired: a plain open still refuses.
+      await expect(openLedger({ root, host: 'h1' })).rejects.toMatchObject({ code });
+    });
 });

@@ -17,23 +17,29 @@ import { printableLines } from '../../manifests/encoding/printable.js';
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
   try {
-    return await withLedger(values, io, async (ledger) => {
-      const report = await runFsck(ledger, { checkBlobs: !values['skip-blobs'] });
-      const recovery = ledger.recovery;
-      if (values.json) writeJson(io.stdout, { ...report, recovery });
-      else {
-        if (recovery.stagingRemoved)
-          io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
-        for (const f of report.findings)
-          io.stdout.write(printableLines([`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}`]));
-        const paint = colours(io, io.stdout);
-        io.stdout.write(
-          `${report.ok ? paint.good('clean') : paint.bad(`${report.findings.length} finding(s)`)}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
-        );
-        io.stdout.write(`not verified: ${report.notVerified}\n`);
-      }
-      return report.ok && recovery.headProblems.length === 0 ? EXIT_OK : EXIT_REFUSED;
-    });
+    // Opened to diagnose: a log that does not extend the pinned checkpoint is reported (PIN_MISMATCH), not refused.
+    return await withLedger(
+      values,
+      io,
+      async (ledger) => {
+        const report = await runFsck(ledger, { checkBlobs: !values['skip-blobs'] });
+        const recovery = ledger.recovery;
+        if (values.json) writeJson(io.stdout, { ...report, recovery });
+        else {
+          if (recovery.stagingRemoved)
+            io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
+          for (const f of report.findings)
+            io.stdout.write(printableLines([`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}`]));
+          const paint = colours(io, io.stdout);
+          io.stdout.write(
+            `${report.ok ? paint.good('clean') : paint.bad(`${report.findings.length} finding(s)`)}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
+          );
+          io.stdout.write(`not verified: ${report.notVerified}\n`);
+        }
+        return report.ok && recovery.headProblems.length === 0 ? EXIT_OK : EXIT_REFUSED;
+      },
+      { diagnose: true },
+    );
   } catch (err) {
     return reportError(err, io, values.json);
   }

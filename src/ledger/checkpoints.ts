@@ -111,6 +111,11 @@ export class CheckpointGuard {
      * again with the current key right after.
      */
     pinVerifiers?: NoteVerifierKey[];
+    /**
+     * Keep a rollback or fork found at open instead of throwing it (`failed`): every later check still refuses with
+     * it, and fsck can report it (`OpenLedgerOptions.diagnose`).
+     */
+    diagnose?: boolean;
   }): Promise<CheckpointGuard> {
     await ensurePrivateDir(join(init.root, 'checkpoints'), 'UNSAFE_PATH');
     const stem = pinStem(init.root, init.origin);
@@ -131,7 +136,12 @@ export class CheckpointGuard {
         // The previous version's file, verified: from now on the slot file alone is the pin.
         if (legacy) await file.migrate(note);
       }
-      await guard.sync();
+      try {
+        await guard.sync();
+      } catch (err) {
+        // Only the verdict the guard recorded (a rollback or fork of this log) is kept; anything else still throws.
+        if (!(init.diagnose && err === guard.failure)) throw err;
+      }
     } catch (err) {
       await guard.close().catch(() => {}); // its pin file, if an exclusive pin opened it
       throw err;

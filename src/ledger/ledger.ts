@@ -261,6 +261,14 @@ export class Ledger {
    * No rollback or fork seen: what writes to grants and keys require (reads check the tree themselves). Open is
    * checked once, when a call is admitted (`tracked`): an admitted call that waited for a lock still runs.
    */
+  /**
+   * The rollback or fork this ledger has seen (at open, with `diagnose`, or since): every operation that checks the
+   * log refuses with it. `undefined` while the log extends the pinned checkpoint.
+   */
+  get checkpointFailure(): LedgerError | undefined {
+    return this.checkpoints.failed;
+  }
+
   private assertSound(): void {
     if (this.checkpoints.failed) throw this.checkpoints.failed;
   }

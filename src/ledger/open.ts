@@ -156,6 +156,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         return verifiers.keys;
       },
       pinVerifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin, { withRevoked: true }),
+      diagnose: options.diagnose === true,
     });
     const witnesses =
       options.witnesses && options.witnesses.witnesses.length > 0

@@ -58,6 +58,12 @@ export interface OpenLedgerOptions {
    * never blocks or fails a publish: it is retried and caught up from the size it last cosigned.
    */
   witnesses?: WitnessingOptions;
+  /**
+   * Opens a store whose log does not extend the checkpoint its root pinned (`ROLLBACK`, `FORK`) instead of refusing:
+   * the refusal is kept (`Ledger.checkpointFailure`), every operation that checks the log still refuses with it,
+   * and `fsck` reports it beside whatever else it finds. What `handoff-ledger fsck` opens with. Default false.
+   */
+  diagnose?: boolean;
   /** Clock for `createdAt` (tests). */
   clock?: () => Date;
   /**

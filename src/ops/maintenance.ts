@@ -41,6 +41,8 @@ export const FSCK_STORE_CODES = {
   KEY_RECORD_BEHIND: "a key signed a stored manifest newer than its log record's newest signed createdAt",
   RECORD_CORRUPT:
     'a stored log record (entry, head, grant, inline blob, signing key, …) cannot be parsed; the rest is still checked',
+  PIN_MISMATCH:
+    "the log's tree does not extend the checkpoint this root pinned (the ledger's ROLLBACK or FORK, named in the message)",
 } as const;
 
 export type FsckStoreCode = keyof typeof FSCK_STORE_CODES;
@@ -138,6 +140,9 @@ export async function fsck(
   const newestSigned = new Map<string, string>();
   let chains = 0;
   let manifests = 0;
+  // The rollback or fork a diagnosing open (or an earlier call) found: the rest below says where the log differs.
+  const failed = ledger.checkpointFailure;
+  if (failed) findings.push({ code: 'PIN_MISMATCH', message: `${failed.code}: ${failed.message}` });
   try {
     for (const p of await ledger.log.checkHeads()) {
       findings.push({ code: p.code, session: p.session, message: p.problem });

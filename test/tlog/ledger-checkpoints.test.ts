@@ -232,9 +232,13 @@ describe('rollback and fork detection', () => {
       expect(err.code, what).toBe('FORK');
       expect(err.evidence?.pinned, what).toBe(pinned);
     }
-    // fsck diagnoses the store instead of refusing.
+    // fsck diagnoses the store instead of refusing, and names the fork it saw.
     const report = await fsck(ledger);
-    expect(report).toMatchObject({ chains: 1, manifests: 2 });
+    expect(report).toMatchObject({ ok: false, chains: 1, manifests: 2 });
+    expect(report.findings).toEqual([
+      expect.objectContaining({ code: 'PIN_MISMATCH', message: expect.stringMatching(/^FORK: /) }),
+    ]);
+    expect(ledger.checkpointFailure?.code).toBe('FORK');
     await ledger.close();
   });
 
