@@ -333,7 +333,10 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(dry.code, dry.stderr).toBe(0);
     expect(JSON.parse(dry.stdout)).toMatchObject({ removed: [orphan.digest], referenced: 1 });
     const human = cli(['gc', '--root', root, '--grace', '0s', '--dry-run']);
-    expect(human.stdout).toMatch(/^would remove 1 unreferenced blob\(s\); 1 referenced/);
+    // The text form lists the digests too, one per line, before its count.
+    expect(human.stdout).toBe(
+      `${orphan.digest}\nwould remove 1 unreferenced blob(s); 1 referenced, 0 kept within the grace period\n`,
+    );
     expect(blobFiles()).toEqual(before);
     const real = cli(['gc', '--root', root, '--grace', '0s', '--json']);
     expect(JSON.parse(real.stdout)).toMatchObject({ removed: [orphan.digest] });

@@ -62,10 +62,13 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
     return await withLedger(values, io, async (ledger) => {
       const report = await runGc(ledger, { graceMs, dryRun: values['dry-run'] });
       if (values.json) writeJson(io.stdout, report);
-      else
+      else {
+        // A dry run lists what it would remove (its help says so); a real run only counts what it removed.
+        if (values['dry-run']) for (const digest of report.removed) io.stdout.write(`${digest}\n`);
         io.stdout.write(
           `${values['dry-run'] ? 'would remove' : 'removed'} ${report.removed.length} unreferenced blob(s); ${report.referenced} referenced, ${report.keptYoung} kept within the grace period\n`,
         );
+      }
       return EXIT_OK;
     });
   } catch (err) {
