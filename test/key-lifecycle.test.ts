@@ -218,6 +218,120 @@ describe('a revoked host key', () => {
   });
 });
 
+describe('a revoked checkpoint key in place', () => {
+  const keyFiles = (root: string) =>
+    Object.fromEntries(readdirSync(join(root, 'keys')).map((f) => [f, readFileSync(join(root, 'keys', f))]));
+  const vouched = async (l: Ledger) =>
+    openNote((await l.checkpoint()).note, checkpointVerifiers(l.trustStore())).sigs.length;
+
+  it('does not stop the store from opening and rotating: a revoke-then-rotate whose key files were not written', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    await ledger.revokeKey(ledger.keyId);
+    const before = keyFiles(root);
+    await ledger.rotateKey();
+    await ledger.close();
+    // What a rotation that wrote trust.json before its key files left when it stopped in between: the old key files,
+    // the host key ended and revoked, its checkpoint key revoked.
+    for (const [f, bytes] of Object.entries(before)) writeFileSync(join(root, 'keys', f), bytes, { mode: 0o600 });
+    ledger = await open(root);
+    expect((await ledger.resume(scope))?.seq).toBe(0);
+    await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    await ledger.rotateKey();
+    expect((await ledger.publish(scope, sampleSummary(3))).seq).toBe(1);
+    expect(await vouched(ledger)).toBe(1);
+    await ledger.close();
+  });
+
+  it('of a host whose key another host of the root revoked: that host opens, rotates and signs again', async () => {
+    const root = tempDir();
+    const b = await openLedger({ root, host: 'host-b' });
+    await b.publish({ ...scope, session: 'sb' }, sampleSummary(1));
+    const bKey = b.keyId;
+    await b.close();
+    const a = await openLedger({ root, host: 'host-a' });
+    await a.revokeKey(bKey);
+    expect(a.trustStore().checkpointKeys!.map((k) => [k.host, k.revokedAt !== undefined])).toEqual([
+      ['host-b', true],
+      ['host-a', false],
+    ]);
+    await a.close();
+    const again = await openLedger({ root, host: 'host-b' });
+    expect((await again.resume({ ...scope, session: 'sb' }))?.seq).toBe(0);
+    await expect(again.publish({ ...scope, session: 'sb' }, sampleSummary(2))).rejects.toMatchObject({
+      code: 'KEY_REVOKED',
+    });
+    await again.rotateKey();
+    expect((await again.publish({ ...scope, session: 'sb' }, sampleSummary(3))).seq).toBe(1);
+    expect(await vouched(again)).toBe(1);
+    // Every checkpoint key of host-b listed before the rotation is revoked: only the new one vouches.
+    expect(again.trustStore().checkpointKeys!.filter((k) => k.host === 'host-b' && !k.revokedAt).length).toBe(1);
+    await again.close();
+  });
+
+  it('signs no checkpoint once trust.json lists it revoked: the publish returns its receipt and says so', async () => {
+    const root = tempDir();
+    const notices: string[] = [];
+    const ledger = await open(root, { onNotice: (m) => notices.push(m) });
+    await ledger.publish(scope, sampleSummary(1));
+    // Another process revoked this key while this one runs: it has read trust.json again, not yet the key files.
+    const path = join(root, 'trust.json');
+    const t = JSON.parse(readFileSync(path, 'utf8')) as { checkpointKeys: Array<Record<string, string>> };
+    t.checkpointKeys = t.checkpointKeys.map((k) => ({ ...k, revokedAt: '2026-01-01T00:00:00.000Z' }));
+    writeFileSync(`${path}.x`, JSON.stringify(t), { mode: 0o600 });
+    renameSync(`${path}.x`, path);
+    await (ledger as unknown as { keyring: { reloadTrust(): Promise<void> } }).keyring.reloadTrust();
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    expect(notices).toEqual([expect.stringMatching(/no checkpoint holding it is pinned yet \(.*revoked.*keys rotate/)]);
+    await expect(ledger.checkpoint()).rejects.toMatchObject({ code: 'KEY_REVOKED', message: /rotate the keys/ });
+    await ledger.rotateKey();
+    expect(await vouched(ledger)).toBe(1);
+    expect((await ledger.publish(scope, sampleSummary(3))).seq).toBe(2);
+    await ledger.close();
+  });
+});
+
+describe('a rotation that stopped', () => {
+  const jwkFiles = (root: string) => readdirSync(join(root, 'keys')).filter((f) => f.endsWith('.jwk'));
+
+  it('after writing trust.json is finished at the next open: the new key files are moved into place', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const before = Object.fromEntries(jwkFiles(root).map((f) => [f, readFileSync(join(root, 'keys', f))]));
+    await ledger.revokeKey(ledger.keyId);
+    const rotated = await ledger.rotateKey();
+    await ledger.close();
+    // Stopped between trust.json and moving the staged files into place.
+    for (const [f, bytes] of Object.entries(before)) {
+      renameSync(join(root, 'keys', f), join(root, 'keys', `${f}.next`));
+      writeFileSync(join(root, 'keys', f), bytes, { mode: 0o600 });
+    }
+    ledger = await open(root);
+    expect(ledger.keyId).toBe(rotated);
+    expect(readdirSync(join(root, 'keys')).filter((f) => f.endsWith('.next'))).toEqual([]);
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+
+  it('before writing trust.json leaves the old keys in use, and its staged files are removed', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const key = ledger.keyId;
+    await ledger.close();
+    for (const f of jwkFiles(root))
+      writeFileSync(join(root, 'keys', `${f}.next`), JSON.stringify(generateJwk()), { mode: 0o600 });
+    ledger = await open(root);
+    expect(ledger.keyId).toBe(key);
+    expect(readdirSync(join(root, 'keys')).filter((f) => f.endsWith('.next'))).toEqual([]);
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    await ledger.close();
+  });
+});
+
 describe('revokeKey --at', () => {
   it('refuses a time trust.json could not hold, and leaves trust.json loadable and unchanged', async () => {
     const root = tempDir();

@@ -4,10 +4,11 @@
  * has trusted, with validity windows). Rotation = new key + `notAfter` on the old one; revocation =
  * `revokedAt`. Old manifests keep verifying after a rotation; manifests signed at or after a
  * revocation stop verifying. A key that can no longer sign (revoked, rotated out) does not stop the
- * store from opening: reading, verifying, exporting and rotating still work; only signing refuses.
+ * store from opening: reading, verifying, exporting and rotating still work; only signing refuses. A revoked
+ * checkpoint key is replaced when the keys are loaded (see `ensureCheckpointTrusted`).
  */
-import { lstat, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { lstat, readFile, rename, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { decodeBase64Url, encodeBase64Url } from '../../manifests/encoding/base64.js';
@@ -23,6 +24,8 @@ import {
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { LedgerError } from '../errors.js';
+import { ManifestError } from '../../manifests/errors.js';
+import { nodeFsOps } from '../../store/fs/ops.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 import { timestampSchema } from '../../manifests/format/manifest.js';
 import { generateJwk, loadKeyFile, writeKeyFile } from './local-signer.js';
@@ -56,6 +59,41 @@ export interface KeyringOptions {
 class NeedsTrustLock extends Error {}
 
 const trustPathOf = (options: KeyringOptions) => join(options.root, 'trust.json');
+
+/**
+ * Where a new key file waits beside its target until trust.json lists its key (`rotate`): a crash before trust.json
+ * is written leaves the old key files in use, one after it leaves the new keys listed and staged (`settleStaged`).
+ */
+const stagedPathOf = (path: string) => `${path}.next`;
+
+/** The key file at `path`, or undefined when there is none. */
+async function keyFileIfPresent(path: string): Promise<Signer | undefined> {
+  try {
+    return await loadKeyFile(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    return undefined;
+  }
+}
+
+/** Moves the staged key file over `path`, durably. */
+async function installStaged(path: string): Promise<void> {
+  await rename(stagedPathOf(path), path);
+  await nodeFsOps.fsyncDir(dirname(path));
+}
+
+/**
+ * A key file a rotation staged beside `path` and did not move into place (it stopped): moved in when trust.json lists
+ * its key (the rotation was written), removed when it does not (it stopped before). Only under the trust lock: without
+ * it, the staged file may be another process's rotation under way, which holds the lock until it has moved its files.
+ */
+async function settleStaged(path: string, held: boolean, listed: (key: Signer) => boolean): Promise<void> {
+  const staged = await keyFileIfPresent(stagedPathOf(path));
+  if (!staged) return;
+  if (!held) throw new NeedsTrustLock();
+  if (listed(staged)) await installStaged(path);
+  else await unlink(stagedPathOf(path));
+}
 
 /**
  * trust.json and its stamp, or undefined when there is none. It decides which signatures count: a planted link or a
@@ -125,6 +163,11 @@ export class Keyring {
     let keyPath: string | undefined;
     if (!signer) {
       keyPath = options.keyFile ?? join(keysDir, `${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
+      await settleStaged(keyPath, held, (key) =>
+        trust.keys.some(
+          (k) => k.host === options.host && k.keyId === key.keyId && k.publicKey === encodeBase64Url(key.publicKey),
+        ),
+      );
       try {
         signer = await loadKeyFile(keyPath);
       } catch (err) {
@@ -151,6 +194,11 @@ export class Keyring {
       );
     // The checkpoint key is a key of its own: one key never signs two message formats.
     const checkpointPath = join(keysDir, `checkpoint-${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
+    await settleStaged(checkpointPath, held, (key) =>
+      (trust.checkpointKeys ?? []).some(
+        (k) => k.host === options.host && k.vkey === encodeVerifierKey(options.origin, key.publicKey),
+      ),
+    );
     let checkpoint: Signer;
     try {
       checkpoint = await loadKeyFile(checkpointPath);
@@ -171,10 +219,24 @@ export class Keyring {
     return this.current;
   }
 
-  /** Signs checkpoints of the log, under the log's origin. */
+  /**
+   * Signs checkpoints of the log, under the log's origin. A key trust.json lists as revoked (another process revoked
+   * it since this one loaded its keys) signs nothing: ManifestError `KEY_REVOKED`, until the keys are loaded again.
+   */
   get checkpointSigner(): NoteSigner & { keyId: string } {
     const key = this.checkpoint;
-    return { name: this.options.origin, keyId: key.keyId, publicKey: key.publicKey, sign: (m) => key.sign(m) };
+    const sign = (message: Uint8Array) => {
+      const listed = (this.trust.checkpointKeys ?? []).find(
+        (k) => k.host === this.options.host && k.keyId === key.keyId && k.revokedAt !== undefined,
+      );
+      if (listed)
+        throw new ManifestError(
+          'KEY_REVOKED',
+          `the checkpoint key ${key.keyId} is revoked (at ${listed.revokedAt}) and signs no checkpoint; rotate the keys (keys rotate)`,
+        );
+      return key.sign(message);
+    };
+    return { name: this.options.origin, keyId: key.keyId, publicKey: key.publicKey, sign };
   }
 
   /** The note verifier key string of the current checkpoint key. */
@@ -182,21 +244,43 @@ export class Keyring {
     return encodeVerifierKey(this.options.origin, this.checkpoint.publicKey);
   }
 
+  /**
+   * Lists the checkpoint key if it is not listed yet, and replaces a revoked one. Revoked, it could sign no checkpoint,
+   * and the store could neither open (opening pins the log's tree, signed again when another key signed the pin) nor
+   * rotate: another host of the root revoked this host's key (its checkpoint keys go with it), or a rotation after a
+   * revocation stopped before its new key files were in place. The host key stays as it is (publish refuses a revoked
+   * one until `keys rotate`); the new checkpoint key is listed from now (checkpoints carry no time) and written in the
+   * order a rotation writes, and the revoked one gets `notAfter` = now.
+   */
   private async ensureCheckpointTrusted(): Promise<void> {
     const vkey = this.checkpointVerifierKey;
-    const listed = (this.trust.checkpointKeys ?? []).find((k) => k.host === this.options.host && k.vkey === vkey);
-    if (listed) {
-      if (listed.revokedAt !== undefined)
-        throw new LedgerError('KEY_INVALID', `the checkpoint key ${listed.keyId} is revoked; rotate the keys`);
+    const checkpointKeys = this.trust.checkpointKeys ?? [];
+    const listed = checkpointKeys.find((k) => k.host === this.options.host && k.vkey === vkey);
+    if (listed && listed.revokedAt === undefined) return;
+    const at = this.now();
+    if (!listed) {
+      const entry: TrustedCheckpointKey = {
+        host: this.options.host,
+        keyId: this.checkpoint.keyId,
+        vkey,
+        notBefore: at,
+      };
+      await this.save({ ...this.trust, checkpointKeys: [...checkpointKeys, entry] });
       return;
     }
+    if (!this.held) throw new NeedsTrustLock();
+    const jwk = generateJwk();
+    await writeKeyFile(stagedPathOf(this.checkpointPath), jwk);
     const entry: TrustedCheckpointKey = {
       host: this.options.host,
-      keyId: this.checkpoint.keyId,
-      vkey,
-      notBefore: this.now(),
+      keyId: jwk.kid!,
+      vkey: encodeVerifierKey(this.options.origin, decodeBase64Url(jwk.x)!),
+      notBefore: at,
     };
-    await this.save({ ...this.trust, checkpointKeys: [...(this.trust.checkpointKeys ?? []), entry] });
+    const ended = checkpointKeys.map((k) => (k === listed && k.notAfter === undefined ? { ...k, notAfter: at } : k));
+    await this.save({ ...this.trust, checkpointKeys: [...ended, entry] });
+    await installStaged(this.checkpointPath);
+    this.checkpoint = await loadKeyFile(this.checkpointPath);
   }
 
   /** This store's trust file contents (what `keys export` hands to auditors). */
@@ -339,9 +423,7 @@ export class Keyring {
       k.host === this.options.host && k.keyId === old.keyId && k.notAfter === undefined ? { ...k, notAfter: at } : k,
     );
     keys.push({ host: this.options.host, keyId: jwk.kid!, publicKey: jwk.x, notBefore: at });
-    // Trust first, then the key file: a crash in between leaves the old key file, still valid until `at`... and
-    // the ensureTrusted check on the next open reports it plainly instead of signing with an expired key.
-    // The checkpoint key rotates with the host key, under the same rule.
+    // The checkpoint key rotates with the host key.
     const cjwk = generateJwk();
     // A revoked host key takes the checkpoint key it rotates out with it (see `revoke`).
     const oldRevokedAt = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === old.keyId)?.revokedAt;
@@ -356,9 +438,20 @@ export class Keyring {
       vkey: encodeVerifierKey(this.options.origin, decodeBase64Url(cjwk.x)!),
       notBefore: at,
     });
+    // The new key files are staged beside their targets, trust.json lists the new keys, then the files move into place.
+    // A crash before trust.json is written leaves the old pair in use (the next open removes the staged files); one
+    // after it leaves the new pair listed and staged, and the next open moves it into place (`settleStaged`). Written
+    // the other way round, a crash left trust.json ending (and, after a revocation, revoking) the keys still in place.
+    const staged = [this.keyPath!, this.checkpointPath];
+    try {
+      await writeKeyFile(stagedPathOf(this.keyPath!), jwk);
+      await writeKeyFile(stagedPathOf(this.checkpointPath), cjwk);
+    } catch (err) {
+      await Promise.all(staged.map((p) => unlink(stagedPathOf(p)).catch(() => {})));
+      throw err;
+    }
     await this.save({ ...this.trust, keys, checkpointKeys });
-    await writeKeyFile(this.keyPath!, jwk);
-    await writeKeyFile(this.checkpointPath, cjwk);
+    for (const path of staged) await installStaged(path);
     this.current = await loadKeyFile(this.keyPath!);
     this.checkpoint = await loadKeyFile(this.checkpointPath);
     return this.current;
@@ -374,8 +467,8 @@ export class Keyring {
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     if (!this.trust.keys.some((k) => k.keyId === keyId) && !checkpointKeys.some((k) => k.keyId === keyId))
       throw new LedgerError('KEY_INVALID', `no trusted key ${keyId}`);
-    // Revoked, the key this store signs its checkpoints with would leave no checkpoint it could verify, and the
-    // store could not be opened to rotate: rotating replaces it, and revokes it when its host key is revoked.
+    // Revoked, the key this store signs its checkpoints with would sign no checkpoint until replaced: rotating
+    // replaces it, and revokes it when its host key is revoked.
     if (keyId === this.checkpoint.keyId)
       throw new LedgerError(
         'INVALID_ARGUMENT',
