@@ -332,6 +332,30 @@ describe('a rotation that stopped', () => {
   });
 });
 
+describe('a trust.json restored from before the last rotation', () => {
+  it('is refused (KEY_INVALID) instead of listing the current key from now, which expired all it signed', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const backup = readFileSync(join(root, 'trust.json'));
+    await ledger.rotateKey();
+    await ledger.publish({ ...scope, session: 's2' }, sampleSummary(2)); // signed by the new key
+    const current = readFileSync(join(root, 'trust.json'));
+    await ledger.close();
+    writeFileSync(join(root, 'trust.json'), backup, { mode: 0o600 });
+    await expect(open(root)).rejects.toMatchObject({
+      code: 'KEY_INVALID',
+      message: /does not list key .* which signed manifests of this store.*restore the current trust\.json/,
+    });
+    expect(readFileSync(join(root, 'trust.json'))).toEqual(backup); // nothing listed from now
+    writeFileSync(join(root, 'trust.json'), current, { mode: 0o600 });
+    ledger = await open(root);
+    expect((await ledger.resume({ ...scope, session: 's2' }))?.seq).toBe(0);
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+});
+
 describe('revokeKey --at', () => {
   it('refuses a time trust.json could not hold, and leaves trust.json loadable and unchanged', async () => {
     const root = tempDir();

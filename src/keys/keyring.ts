@@ -295,10 +295,20 @@ export class Keyring {
   /**
    * Lists the signer's key for this host if it is not listed yet. A listed key that can no longer sign is
    * kept as it is: publish refuses to sign with it (KEY_REVOKED / KEY_EXPIRED), everything else works.
+   * @throws LedgerError `KEY_INVALID` when the key is not listed but signed in this store before
    */
   private async ensureTrusted(signer: Signer): Promise<void> {
     const listed = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === signer.keyId);
     if (!listed) {
+      // Listed from now, a key that signed before would expire all it signed: a trust.json from before the last
+      // rotation (a backup restored) lacks the current key. It is never listed anew silently. (A key listed for
+      // another host id signed under that one, whose listing still verifies it.)
+      const elsewhere = this.trust.keys.some((k) => k.keyId === signer.keyId);
+      if (!elsewhere && (await this.options.signedBefore?.(signer.keyId)))
+        throw new LedgerError(
+          'KEY_INVALID',
+          `${this.trustPath} does not list key ${signer.keyId} of host ${this.options.host}, which signed manifests of this store (a trust.json from before its last rotation?); restore the current trust.json (a backup or \`keys export\` taken after the last rotation)`,
+        );
       await this.save({
         ...this.trust,
         keys: [
