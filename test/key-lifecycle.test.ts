@@ -356,6 +356,31 @@ describe('a trust.json restored from before the last rotation', () => {
   });
 });
 
+describe('an injected signer', () => {
+  it('is refused (KEY_INVALID) when its signatures do not verify under its publicKey, at open and at a reload', async () => {
+    const advertised = new LocalSigner(generateJwk());
+    let actual = new LocalSigner(generateJwk());
+    const signer = {
+      keyId: advertised.keyId,
+      publicKey: advertised.publicKey,
+      sign: (m: Uint8Array) => actual.sign(m),
+    };
+    const root = tempDir();
+    await expect(open(root, { signer })).rejects.toMatchObject({
+      code: 'KEY_INVALID',
+      message: /do not verify under its publicKey/,
+    });
+    // The KMS key version moves on under a running process: the next load of the keys refuses it.
+    actual = advertised;
+    const ledger = await open(root, { signer });
+    expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+    actual = new LocalSigner(generateJwk());
+    const keyring = (ledger as unknown as { keyring: { reload(): Promise<void> } }).keyring;
+    await expect(keyring.reload()).rejects.toMatchObject({ code: 'KEY_INVALID' });
+    await ledger.close();
+  });
+});
+
 describe('revokeKey --at', () => {
   it('refuses a time trust.json could not hold, and leaves trust.json loadable and unchanged', async () => {
     const root = tempDir();

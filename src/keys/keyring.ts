@@ -26,6 +26,7 @@ import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 import { timestampSchema } from '../../manifests/format/manifest.js';
 import { generateJwk, loadKeyFile, writeKeyFile } from './local-signer.js';
@@ -96,6 +97,31 @@ async function settleStaged(path: string, held: boolean, listed: (key: Signer) =
 }
 
 /**
+ * What an injected signer signs when the keyring takes it: no DSSE PAE ("DSSEv1 …") and no note text (which ends
+ * with a newline and holds no NUL), so the signature can stand for nothing else.
+ */
+const SIGNER_TEST_MESSAGE = new TextEncoder().encode('handoff-ledger signer test\u0000');
+
+/**
+ * An injected signer whose signatures do not verify under its `publicKey` (a KMS key version that moved on, a
+ * wrong key handed in) would sign manifests nobody can ever verify: refused before it signs any.
+ * @throws LedgerError `KEY_INVALID`; what the signer itself throws
+ */
+async function assertSignerVerifies(signer: Signer): Promise<void> {
+  const signature = await signer.sign(SIGNER_TEST_MESSAGE);
+  const publicKey = signer.publicKey as unknown;
+  if (
+    !(signature instanceof Uint8Array) ||
+    !(publicKey instanceof Uint8Array) ||
+    !nodeVerifier.verify(signature, SIGNER_TEST_MESSAGE, publicKey)
+  )
+    throw new LedgerError(
+      'KEY_INVALID',
+      `the signer's signatures do not verify under its publicKey (key ${String(signer.keyId)}): what it signed would never verify`,
+    );
+}
+
+/**
  * trust.json and its stamp, or undefined when there is none. It decides which signatures count: a planted link or a
  * file others can write is refused.
  */
@@ -140,9 +166,12 @@ export class Keyring {
   /**
    * Loads the keys and trust file; what must be written first (a new store's keys, a key not listed yet) is
    * written under the trust lock (`trust.json.lock`, ../ledger/file-lock.ts), after reading everything again under it.
-   * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`, `LOCKED` (another process holds the trust lock too long)
+   * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` (also an injected signer whose signatures do not verify
+   *   under its `publicKey`), `LOCKED` (another process holds the trust lock too long)
    */
   static async open(options: KeyringOptions): Promise<Keyring> {
+    // At open and at each reload (which opens again): a KMS key can change under a running process.
+    if (options.signer) await assertSignerVerifies(options.signer);
     try {
       return await Keyring.load(options, false);
     } catch (err) {
@@ -348,6 +377,7 @@ export class Keyring {
    */
   async reload(options: { unlessChanged?: boolean } = {}): Promise<void> {
     const generation = this.generation;
+    if (this.held && this.options.signer) await assertSignerVerifies(this.options.signer);
     const fresh = this.held ? await Keyring.load(this.options, true) : await Keyring.open(this.options);
     if (options.unlessChanged === true && this.generation !== generation) return;
     this.current = fresh.current;
