@@ -3,7 +3,20 @@
  * integrity, and who may own what the store trusts.
  */
 import { describe, expect, it } from 'vitest';
-import { chownSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
@@ -18,6 +31,8 @@ import { sampleSummary, tempDir } from './support/tmp.js';
 import { digestOf } from '../store/hash/digest.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
+/** The built package: what a child process running as another user imports (`npm run build`). */
+const BUILT = fileURLToPath(new URL('../dist/src/index.js', import.meta.url));
 
 function open(root = tempDir(), extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {
   return openLedger({ root, host: 'host-a', ...extra });
@@ -379,6 +394,79 @@ describe('an injected signer', () => {
     await expect(keyring.reload()).rejects.toMatchObject({ code: 'KEY_INVALID' });
     await ledger.close();
   });
+});
+
+describe('a rotation that cannot write its key files', () => {
+  it('is STORAGE_FAILED and leaves trust.json as it was; rotating again once it can write works', async () => {
+    const root = tempDir();
+    const keyFile = join(tempDir(), 'host.jwk');
+    writeFileSync(keyFile, JSON.stringify(generateJwk()), { mode: 0o600 });
+    const ledger = await open(root, { keyFile });
+    await ledger.publish(scope, sampleSummary(1));
+    const trust = readFileSync(join(root, 'trust.json'));
+    // Where the new key is staged, once the rotation has read the keys again: its write fails (EISDIR), past the
+    // checks made before anything changes (a disk that fills up, an I/O error).
+    const keyring = (ledger as unknown as { keyring: { reload(): Promise<void> } }).keyring;
+    const reload = keyring.reload.bind(keyring);
+    keyring.reload = async () => {
+      await reload();
+      mkdirSync(`${keyFile}.next`);
+      keyring.reload = reload;
+    };
+    await expect(ledger.rotateKey()).rejects.toMatchObject({
+      name: 'StoreError',
+      code: 'STORAGE_FAILED',
+      message: /stopped before trust\.json was written.*rotate again/,
+    });
+    expect(readFileSync(join(root, 'trust.json'))).toEqual(trust);
+    rmdirSync(`${keyFile}.next`);
+    const rotated = await ledger.rotateKey();
+    expect(JSON.parse(readFileSync(keyFile, 'utf8'))).toMatchObject({ kid: rotated });
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    expect((await ledger.history(scope)).length).toBe(2);
+    await ledger.close();
+  });
+
+  // A directory this process cannot write takes another user than root (root writes anywhere).
+  it.runIf(process.getuid?.() === 0 && existsSync(BUILT))(
+    "of the caller's, in a directory it cannot write: refused before anything changed, and publishing goes on",
+    () => {
+      const base = tempDir();
+      chmodSync(base, 0o755);
+      const [root, keys] = [join(base, 'root'), join(base, 'keys')];
+      mkdirSync(root, { mode: 0o700 });
+      mkdirSync(keys, { mode: 0o755 }); // root's: the other user cannot write in it
+      const keyFile = join(keys, 'host.jwk');
+      writeFileSync(keyFile, JSON.stringify(generateJwk()), { mode: 0o600 });
+      const nobody = 65534;
+      chownSync(root, nobody, nobody);
+      chownSync(keyFile, nobody, nobody);
+      const script = `
+        const { openLedger } = await import(${JSON.stringify(pathToFileURL(BUILT).href)});
+        const [root, keyFile] = ${JSON.stringify([root, keyFile])};
+        const scope = { principal: 'p', session: 's', run: 'r' };
+        const summary = { task: 't', state: 's', nextSteps: ['n'] };
+        const out = [];
+        let l = await openLedger({ root, host: 'h', keyFile, onNotice() {} });
+        await l.publish(scope, summary);
+        await l.rotateKey().then(() => out.push('rotated'), (e) => out.push(e.name + ' ' + e.code));
+        await l.publish(scope, summary).then((r) => out.push(r.seq), (e) => out.push(e.code));
+        out.push(l.trustStore().keys.length);
+        await l.close();
+        l = await openLedger({ root, host: 'h', keyFile, onNotice() {} });
+        await l.publish(scope, summary).then((r) => out.push(r.seq), (e) => out.push(e.code));
+        await l.close();
+        console.log(JSON.stringify(out));`;
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+        uid: nobody,
+        gid: nobody,
+        cwd: base,
+        encoding: 'utf8',
+      });
+      expect(r.stderr).toBe('');
+      expect(JSON.parse(r.stdout)).toEqual(['StoreError STORAGE_FAILED', 1, 1, 2]);
+    },
+  );
 });
 
 describe('revokeKey --at', () => {

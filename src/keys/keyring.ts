@@ -7,6 +7,7 @@
  * store from opening: reading, verifying, exporting and rotating still work; only signing refuses. A revoked
  * checkpoint key is replaced when the keys are loaded (see `ensureCheckpointTrusted`).
  */
+import { accessSync, constants } from 'node:fs';
 import { lstat, readFile, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
@@ -24,12 +25,13 @@ import {
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { LedgerError } from '../errors.js';
+import { StoreError } from '../../store/errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 import { timestampSchema } from '../../manifests/format/manifest.js';
-import { generateJwk, loadKeyFile, writeKeyFile } from './local-signer.js';
+import { generateJwk, loadKeyFile, storageFailure, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withFileLock, type FileLockOptions } from '../ledger/file-lock.js';
 
@@ -77,10 +79,20 @@ async function keyFileIfPresent(path: string): Promise<Signer | undefined> {
   }
 }
 
-/** Moves the staged key file over `path`, durably. */
+/**
+ * Moves the staged key file over `path`, durably.
+ * @throws StoreError `STORAGE_FAILED`
+ */
 async function installStaged(path: string): Promise<void> {
-  await rename(stagedPathOf(path), path);
-  await nodeFsOps.fsyncDir(dirname(path));
+  try {
+    await rename(stagedPathOf(path), path);
+    await nodeFsOps.fsyncDir(dirname(path));
+  } catch (err) {
+    throw storageFailure(
+      err,
+      `trust.json lists the new key staged at ${stagedPathOf(path)}, which could not be moved to ${path}; the next load of the keys moves it`,
+    );
+  }
 }
 
 /**
@@ -365,7 +377,11 @@ export class Keyring {
   private async save(trust: TrustStore): Promise<void> {
     // Read-modify-write of a file other processes write too: only under the trust lock (see `exclusive`).
     if (!this.held) throw new NeedsTrustLock('trust.json is written only under the trust lock');
-    await writeFileAtomic(this.trustPath, JSON.stringify(trust, null, 2) + '\n', 0o600);
+    try {
+      await writeFileAtomic(this.trustPath, JSON.stringify(trust, null, 2) + '\n', 0o600);
+    } catch (err) {
+      throw storageFailure(err, `cannot write ${this.trustPath}`);
+    }
     this.trust = trust;
     this.generation++;
   }
@@ -434,10 +450,23 @@ export class Keyring {
     );
   }
 
-  /** @throws LedgerError `KEY_INVALID` for an injected signer (rotate it in the KMS). */
+  /**
+   * Checks that a rotation can write what it writes, before anything is changed (the ledger calls it before it
+   * ends the old key's window in the log: a rotation refused after that would leave the key in place unable to sign).
+   * @throws LedgerError `KEY_INVALID` for an injected signer (rotate it in the KMS); StoreError `STORAGE_FAILED`
+   *   when a directory the new key files or trust.json go to cannot be written (a key file of the caller's in a
+   *   directory provisioned read-only, a read-only filesystem)
+   */
   assertRotatable(): void {
     if (!this.keyPath)
       throw new LedgerError('KEY_INVALID', 'cannot rotate an injected signer; rotate it where it lives');
+    for (const dir of new Set([dirname(this.keyPath), dirname(this.checkpointPath), dirname(this.trustPath)])) {
+      try {
+        accessSync(dir, constants.W_OK); // one system call, synchronous: the ledger calls this without awaiting
+      } catch (err) {
+        throw storageFailure(err, `cannot rotate: the new key files are written in ${dir}; nothing was changed`);
+      }
+    }
   }
 
   /**
@@ -454,6 +483,7 @@ export class Keyring {
    * new one `notBefore` = `at`, where `at` comes from `windowEndAfter` (the ledger closes the window in the log
    * first, so that no process appends a manifest of the old key dated at or after it).
    * Not available with an injected signer (rotate it in the KMS).
+   * @throws StoreError `STORAGE_FAILED` when a key file or trust.json cannot be written (see `assertRotatable`)
    */
   async rotate(at: string): Promise<Signer> {
     this.assertRotatable();
@@ -488,7 +518,12 @@ export class Keyring {
       await writeKeyFile(stagedPathOf(this.checkpointPath), cjwk);
     } catch (err) {
       await Promise.all(staged.map((p) => unlink(stagedPathOf(p)).catch(() => {})));
-      throw err;
+      const why = err instanceof Error ? err.message : String(err);
+      throw new StoreError(
+        'STORAGE_FAILED',
+        `the rotation stopped before trust.json was written, the old keys stay in place; the log has ended the old key's window, so rotate again once this is fixed: ${why}`,
+        { cause: err },
+      );
     }
     await this.save({ ...this.trust, keys, checkpointKeys });
     for (const path of staged) await installStaged(path);

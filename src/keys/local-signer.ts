@@ -8,7 +8,8 @@ import { z } from 'zod';
 import { decodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
 import { keyIdOf } from '../../manifests/format/trust.js';
-import { LedgerError } from '../errors.js';
+import { HandoffLedgerError, LedgerError } from '../errors.js';
+import { StoreError } from '../../store/errors.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { ownerProblem } from '../../store/fs/owner.js';
@@ -90,7 +91,25 @@ export async function loadKeyFile(path: string): Promise<LocalSigner> {
   return new LocalSigner((await readPrivateKeyFile(path)) as PrivateJwk);
 }
 
-/** Writes a key file atomically with mode 0600. */
+/**
+ * An I/O failure (an `errno` error: EACCES, EIO, ENOSPC, …) of a key file or the trust file as the coded error the
+ * README lists for it, `STORAGE_FAILED` with the original error as its cause; any other error is returned as it is.
+ */
+export function storageFailure(err: unknown, what: string): unknown {
+  if (err instanceof HandoffLedgerError || !(err instanceof Error)) return err;
+  const code = (err as NodeJS.ErrnoException).code;
+  if (typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return err;
+  return new StoreError('STORAGE_FAILED', `${what}: ${err.message}`, { cause: err });
+}
+
+/**
+ * Writes a key file atomically with mode 0600.
+ * @throws StoreError `STORAGE_FAILED` when it cannot be written
+ */
 export async function writeKeyFile(path: string, jwk: PrivateJwk): Promise<void> {
-  await writeFileAtomic(path, JSON.stringify(jwk) + '\n', 0o600);
+  try {
+    await writeFileAtomic(path, JSON.stringify(jwk) + '\n', 0o600);
+  } catch (err) {
+    throw storageFailure(err, `cannot write key file ${path}`);
+  }
 }
