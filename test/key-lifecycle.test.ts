@@ -33,6 +33,22 @@ import { digestOf } from '../store/hash/digest.js';
 const scope = { principal: 'alice', session: 's', run: 'r' };
 /** The built package: what a child process running as another user imports (`npm run build`). */
 const BUILT = fileURLToPath(new URL('../dist/src/index.js', import.meta.url));
+/** Files this process cannot read or directories it cannot write take another user than root (root may do all). */
+const asRootWithBuild = process.getuid?.() === 0 && existsSync(BUILT);
+const NOBODY = 65534;
+
+/** Runs an ES module body as user `nobody` with `openLedger` in scope; returns what it printed (JSON). */
+function runAsNobody(cwd: string, body: string): unknown {
+  const script = `const { openLedger } = await import(${JSON.stringify(pathToFileURL(BUILT).href)});\n${body}`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    uid: NOBODY,
+    gid: NOBODY,
+    cwd,
+    encoding: 'utf8',
+  });
+  expect(r.stderr).toBe('');
+  return JSON.parse(r.stdout);
+}
 
 function open(root = tempDir(), extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {
   return openLedger({ root, host: 'host-a', ...extra });
@@ -427,8 +443,7 @@ describe('a rotation that cannot write its key files', () => {
     await ledger.close();
   });
 
-  // A directory this process cannot write takes another user than root (root writes anywhere).
-  it.runIf(process.getuid?.() === 0 && existsSync(BUILT))(
+  it.runIf(asRootWithBuild)(
     "of the caller's, in a directory it cannot write: refused before anything changed, and publishing goes on",
     () => {
       const base = tempDir();
@@ -438,12 +453,11 @@ describe('a rotation that cannot write its key files', () => {
       mkdirSync(keys, { mode: 0o755 }); // root's: the other user cannot write in it
       const keyFile = join(keys, 'host.jwk');
       writeFileSync(keyFile, JSON.stringify(generateJwk()), { mode: 0o600 });
-      const nobody = 65534;
-      chownSync(root, nobody, nobody);
-      chownSync(keyFile, nobody, nobody);
-      const script = `
-        const { openLedger } = await import(${JSON.stringify(pathToFileURL(BUILT).href)});
-        const [root, keyFile] = ${JSON.stringify([root, keyFile])};
+      chownSync(root, NOBODY, NOBODY);
+      chownSync(keyFile, NOBODY, NOBODY);
+      const out = runAsNobody(
+        base,
+        `const [root, keyFile] = ${JSON.stringify([root, keyFile])};
         const scope = { principal: 'p', session: 's', run: 'r' };
         const summary = { task: 't', state: 's', nextSteps: ['n'] };
         const out = [];
@@ -456,15 +470,53 @@ describe('a rotation that cannot write its key files', () => {
         l = await openLedger({ root, host: 'h', keyFile, onNotice() {} });
         await l.publish(scope, summary).then((r) => out.push(r.seq), (e) => out.push(e.code));
         await l.close();
-        console.log(JSON.stringify(out));`;
-      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-        uid: nobody,
-        gid: nobody,
-        cwd: base,
-        encoding: 'utf8',
-      });
-      expect(r.stderr).toBe('');
-      expect(JSON.parse(r.stdout)).toEqual(['StoreError STORAGE_FAILED', 1, 1, 2]);
+        console.log(JSON.stringify(out));`,
+      );
+      expect(out).toEqual(['StoreError STORAGE_FAILED', 1, 1, 2]);
+    },
+  );
+});
+
+describe('key files and trust.json that cannot be read', () => {
+  it('a keyFile that does not exist is KEY_INVALID ("no such key file"), not a raw ENOENT', async () => {
+    const keyFile = join(tempDir(), 'nope.jwk');
+    await expect(open(tempDir(), { keyFile })).rejects.toMatchObject({
+      name: 'LedgerError',
+      code: 'KEY_INVALID',
+      message: `no such key file ${keyFile}`,
+    });
+  });
+
+  it.runIf(asRootWithBuild)(
+    'an unreadable trust.json or key file is STORAGE_FAILED, with the errno error as cause',
+    () => {
+      const base = tempDir();
+      chmodSync(base, 0o755);
+      mkdirSync(join(base, 'root'), { mode: 0o700 });
+      chownSync(join(base, 'root'), NOBODY, NOBODY);
+      const out = runAsNobody(
+        base,
+        `const { chmodSync, readdirSync } = await import('node:fs');
+      const root = ${JSON.stringify(join(base, 'root'))};
+      const out = [];
+      const attempt = () =>
+        openLedger({ root, host: 'h' }).then(
+          (l) => l.close().then(() => out.push('opened')),
+          (e) => out.push([e.name, e.code, e.cause?.code]),
+        );
+      await (await openLedger({ root, host: 'h' })).close();
+      chmodSync(root + '/trust.json', 0o200);
+      await attempt();
+      chmodSync(root + '/trust.json', 0o600);
+      const key = readdirSync(root + '/keys').find((f) => !f.startsWith('checkpoint-'));
+      chmodSync(root + '/keys/' + key, 0o200);
+      await attempt();
+      console.log(JSON.stringify(out));`,
+      );
+      expect(out).toEqual([
+        ['StoreError', 'STORAGE_FAILED', 'EACCES'],
+        ['StoreError', 'STORAGE_FAILED', 'EACCES'],
+      ]);
     },
   );
 });

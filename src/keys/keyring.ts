@@ -31,7 +31,7 @@ import { nodeFsOps } from '../../store/fs/ops.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 import { timestampSchema } from '../../manifests/format/manifest.js';
-import { generateJwk, loadKeyFile, storageFailure, writeKeyFile } from './local-signer.js';
+import { generateJwk, loadKeyFile, loadKeyFileIfPresent, storageFailure, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withFileLock, type FileLockOptions } from '../ledger/file-lock.js';
 
@@ -69,16 +69,6 @@ const trustPathOf = (options: KeyringOptions) => join(options.root, 'trust.json'
  */
 const stagedPathOf = (path: string) => `${path}.next`;
 
-/** The key file at `path`, or undefined when there is none. */
-async function keyFileIfPresent(path: string): Promise<Signer | undefined> {
-  try {
-    return await loadKeyFile(path);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    return undefined;
-  }
-}
-
 /**
  * Moves the staged key file over `path`, durably.
  * @throws StoreError `STORAGE_FAILED`
@@ -101,7 +91,7 @@ async function installStaged(path: string): Promise<void> {
  * it, the staged file may be another process's rotation under way, which holds the lock until it has moved its files.
  */
 async function settleStaged(path: string, held: boolean, listed: (key: Signer) => boolean): Promise<void> {
-  const staged = await keyFileIfPresent(stagedPathOf(path));
+  const staged = await loadKeyFileIfPresent(stagedPathOf(path));
   if (!staged) return;
   if (!held) throw new NeedsTrustLock();
   if (listed(staged)) await installStaged(path);
@@ -148,7 +138,7 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
       throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
     return { trust: parseTrustStore(await readFile(trustPath, 'utf8')), stamp };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw storageFailure(err, `cannot read ${trustPath}`);
     return undefined;
   }
 }
@@ -179,7 +169,8 @@ export class Keyring {
    * Loads the keys and trust file; what must be written first (a new store's keys, a key not listed yet) is
    * written under the trust lock (`trust.json.lock`, ../ledger/file-lock.ts), after reading everything again under it.
    * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` (also an injected signer whose signatures do not verify
-   *   under its `publicKey`), `LOCKED` (another process holds the trust lock too long)
+   *   under its `publicKey`, a `keyFile` that does not exist), `LOCKED` (another process holds the trust lock too
+   *   long); StoreError `STORAGE_FAILED` (a key file or trust.json that cannot be read or written)
    */
   static async open(options: KeyringOptions): Promise<Keyring> {
     // At open and at each reload (which opens again): a KMS key can change under a running process.
@@ -209,10 +200,10 @@ export class Keyring {
           (k) => k.host === options.host && k.keyId === key.keyId && k.publicKey === encodeBase64Url(key.publicKey),
         ),
       );
-      try {
-        signer = await loadKeyFile(keyPath);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || options.keyFile) throw err;
+      signer = await loadKeyFileIfPresent(keyPath);
+      if (!signer) {
+        // A key file of the caller's is never made up: a wrong path would sign with a key nobody provisioned.
+        if (options.keyFile) throw new LedgerError('KEY_INVALID', `no such key file ${keyPath}`);
         if (!held) throw new NeedsTrustLock();
         await writeKeyFile(keyPath, generateJwk());
         signer = await loadKeyFile(keyPath);
@@ -240,11 +231,8 @@ export class Keyring {
         (k) => k.host === options.host && k.vkey === encodeVerifierKey(options.origin, key.publicKey),
       ),
     );
-    let checkpoint: Signer;
-    try {
-      checkpoint = await loadKeyFile(checkpointPath);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    let checkpoint: Signer | undefined = await loadKeyFileIfPresent(checkpointPath);
+    if (!checkpoint) {
       if (!held) throw new NeedsTrustLock();
       await writeKeyFile(checkpointPath, generateJwk());
       checkpoint = await loadKeyFile(checkpointPath);

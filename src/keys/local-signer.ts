@@ -59,13 +59,18 @@ export function generateJwk(): PrivateJwk {
   return { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d, kid: signer.keyId };
 }
 
+const isMissing = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+
 /**
  * Reads a private key file as JSON, refusing one that is a symlink, owned by another user (not root), or
  * readable/writable by group or others.
- * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`
+ * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` (not JSON); StoreError `STORAGE_FAILED` (it cannot be read);
+ *   the `ENOENT` error itself when there is no such file (the caller says what that means)
  */
 export async function readPrivateKeyFile(path: string): Promise<unknown> {
-  const st = await lstat(path);
+  const st = await lstat(path).catch((err: unknown) => {
+    throw isMissing(err) ? err : storageFailure(err, `cannot read key file ${path}`);
+  });
   if (st.isSymbolicLink() || !st.isFile())
     throw new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`);
   const foreign = ownerProblem(`key file ${path}`, st.uid);
@@ -76,19 +81,40 @@ export async function readPrivateKeyFile(path: string): Promise<unknown> {
       `key file ${path} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`,
     );
   }
+  // A file that cannot be read is an I/O failure, not a key that is "not JSON".
+  const text = await readFile(path, 'utf8').catch((err: unknown) => {
+    throw isMissing(err) ? err : storageFailure(err, `cannot read key file ${path}`);
+  });
   try {
-    return JSON.parse(await readFile(path, 'utf8'));
+    return JSON.parse(text);
   } catch (err) {
     throw new LedgerError('KEY_INVALID', `key file ${path} is not JSON`, { cause: err });
   }
 }
 
 /**
+ * Loads a private key file (checked as `readPrivateKeyFile` does), or undefined when there is no such file.
+ * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`; StoreError `STORAGE_FAILED`
+ */
+export async function loadKeyFileIfPresent(path: string): Promise<LocalSigner | undefined> {
+  let value: unknown;
+  try {
+    value = await readPrivateKeyFile(path);
+  } catch (err) {
+    if (isMissing(err)) return undefined;
+    throw err;
+  }
+  return new LocalSigner(value as PrivateJwk);
+}
+
+/**
  * Loads a private key file (checked as `readPrivateKeyFile` does).
- * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`
+ * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` (also: no such file); StoreError `STORAGE_FAILED`
  */
 export async function loadKeyFile(path: string): Promise<LocalSigner> {
-  return new LocalSigner((await readPrivateKeyFile(path)) as PrivateJwk);
+  const signer = await loadKeyFileIfPresent(path);
+  if (!signer) throw new LedgerError('KEY_INVALID', `no such key file ${path}`);
+  return signer;
 }
 
 /**
