@@ -95,7 +95,11 @@ async function settleStaged(path: string, held: boolean, listed: (key: Signer) =
   if (!staged) return;
   if (!held) throw new NeedsTrustLock();
   if (listed(staged)) await installStaged(path);
-  else await unlink(stagedPathOf(path));
+  else
+    await unlink(stagedPathOf(path)).catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+        throw storageFailure(err, `cannot remove ${stagedPathOf(path)}, staged by a rotation that stopped`);
+    });
 }
 
 /**
