@@ -3,7 +3,20 @@
  * integrity, and who may own what the store trusts.
  */
 import { describe, expect, it } from 'vitest';
-import { chownSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
@@ -18,6 +31,24 @@ import { sampleSummary, tempDir } from './support/tmp.js';
 import { digestOf } from '../store/hash/digest.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
+/** The built package: what a child process running as another user imports (`npm run build`). */
+const BUILT = fileURLToPath(new URL('../dist/src/index.js', import.meta.url));
+/** Files this process cannot read or directories it cannot write take another user than root (root may do all). */
+const asRootWithBuild = process.getuid?.() === 0 && existsSync(BUILT);
+const NOBODY = 65534;
+
+/** Runs an ES module body as user `nobody` with `openLedger` in scope; returns what it printed (JSON). */
+function runAsNobody(cwd: string, body: string): unknown {
+  const script = `const { openLedger } = await import(${JSON.stringify(pathToFileURL(BUILT).href)});\n${body}`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    uid: NOBODY,
+    gid: NOBODY,
+    cwd,
+    encoding: 'utf8',
+  });
+  expect(r.stderr).toBe('');
+  return JSON.parse(r.stdout);
+}
 
 function open(root = tempDir(), extra: Partial<Parameters<typeof openLedger>[0]> = {}): Promise<Ledger> {
   return openLedger({ root, host: 'host-a', ...extra });
@@ -233,6 +264,278 @@ describe('a revoked host key', () => {
     unlinkSync(join(root, 'trust.json'));
     await expect(open(root)).rejects.toMatchObject({ code: 'KEY_INVALID', message: /trust\.json is missing/ });
   });
+});
+
+describe('a revoked checkpoint key in place', () => {
+  const keyFiles = (root: string) =>
+    Object.fromEntries(readdirSync(join(root, 'keys')).map((f) => [f, readFileSync(join(root, 'keys', f))]));
+  const vouched = async (l: Ledger) =>
+    openNote((await l.checkpoint()).note, checkpointVerifiers(l.trustStore())).sigs.length;
+
+  it('does not stop the store from opening and rotating: a revoke-then-rotate whose key files were not written', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    await ledger.revokeKey(ledger.keyId);
+    const before = keyFiles(root);
+    await ledger.rotateKey();
+    await ledger.close();
+    // What a rotation that wrote trust.json before its key files left when it stopped in between: the old key files,
+    // the host key ended and revoked, its checkpoint key revoked.
+    for (const [f, bytes] of Object.entries(before)) writeFileSync(join(root, 'keys', f), bytes, { mode: 0o600 });
+    ledger = await open(root);
+    expect((await ledger.resume(scope))?.seq).toBe(0);
+    await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    await ledger.rotateKey();
+    expect((await ledger.publish(scope, sampleSummary(3))).seq).toBe(1);
+    expect(await vouched(ledger)).toBe(1);
+    await ledger.close();
+  });
+
+  it('of a host whose key another host of the root revoked: that host opens, rotates and signs again', async () => {
+    const root = tempDir();
+    const b = await openLedger({ root, host: 'host-b' });
+    await b.publish({ ...scope, session: 'sb' }, sampleSummary(1));
+    const bKey = b.keyId;
+    await b.close();
+    const a = await openLedger({ root, host: 'host-a' });
+    await a.revokeKey(bKey);
+    expect(a.trustStore().checkpointKeys!.map((k) => [k.host, k.revokedAt !== undefined])).toEqual([
+      ['host-b', true],
+      ['host-a', false],
+    ]);
+    await a.close();
+    const again = await openLedger({ root, host: 'host-b' });
+    expect((await again.resume({ ...scope, session: 'sb' }))?.seq).toBe(0);
+    await expect(again.publish({ ...scope, session: 'sb' }, sampleSummary(2))).rejects.toMatchObject({
+      code: 'KEY_REVOKED',
+    });
+    await again.rotateKey();
+    expect((await again.publish({ ...scope, session: 'sb' }, sampleSummary(3))).seq).toBe(1);
+    expect(await vouched(again)).toBe(1);
+    // Every checkpoint key of host-b listed before the rotation is revoked: only the new one vouches.
+    expect(again.trustStore().checkpointKeys!.filter((k) => k.host === 'host-b' && !k.revokedAt).length).toBe(1);
+    await again.close();
+  });
+
+  it('signs no checkpoint once trust.json lists it revoked: the publish returns its receipt and says so', async () => {
+    const root = tempDir();
+    const notices: string[] = [];
+    const ledger = await open(root, { onNotice: (m) => notices.push(m) });
+    await ledger.publish(scope, sampleSummary(1));
+    // Another process revoked this key while this one runs: it has read trust.json again, not yet the key files.
+    const path = join(root, 'trust.json');
+    const t = JSON.parse(readFileSync(path, 'utf8')) as { checkpointKeys: Array<Record<string, string>> };
+    t.checkpointKeys = t.checkpointKeys.map((k) => ({ ...k, revokedAt: '2026-01-01T00:00:00.000Z' }));
+    writeFileSync(`${path}.x`, JSON.stringify(t), { mode: 0o600 });
+    renameSync(`${path}.x`, path);
+    await (ledger as unknown as { keyring: { reloadTrust(): Promise<void> } }).keyring.reloadTrust();
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    expect(notices).toEqual([expect.stringMatching(/no checkpoint holding it is pinned yet \(.*revoked.*keys rotate/)]);
+    await expect(ledger.checkpoint()).rejects.toMatchObject({ code: 'KEY_REVOKED', message: /rotate the keys/ });
+    await ledger.rotateKey();
+    expect(await vouched(ledger)).toBe(1);
+    expect((await ledger.publish(scope, sampleSummary(3))).seq).toBe(2);
+    await ledger.close();
+  });
+});
+
+describe('a rotation that stopped', () => {
+  const jwkFiles = (root: string) => readdirSync(join(root, 'keys')).filter((f) => f.endsWith('.jwk'));
+
+  it('after writing trust.json is finished at the next open: the new key files are moved into place', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const before = Object.fromEntries(jwkFiles(root).map((f) => [f, readFileSync(join(root, 'keys', f))]));
+    await ledger.revokeKey(ledger.keyId);
+    const rotated = await ledger.rotateKey();
+    await ledger.close();
+    // Stopped between trust.json and moving the staged files into place.
+    for (const [f, bytes] of Object.entries(before)) {
+      renameSync(join(root, 'keys', f), join(root, 'keys', `${f}.next`));
+      writeFileSync(join(root, 'keys', f), bytes, { mode: 0o600 });
+    }
+    ledger = await open(root);
+    expect(ledger.keyId).toBe(rotated);
+    expect(readdirSync(join(root, 'keys')).filter((f) => f.endsWith('.next'))).toEqual([]);
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+
+  it('before writing trust.json leaves the old keys in use, and its staged files are removed', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const key = ledger.keyId;
+    await ledger.close();
+    for (const f of jwkFiles(root))
+      writeFileSync(join(root, 'keys', `${f}.next`), JSON.stringify(generateJwk()), { mode: 0o600 });
+    ledger = await open(root);
+    expect(ledger.keyId).toBe(key);
+    expect(readdirSync(join(root, 'keys')).filter((f) => f.endsWith('.next'))).toEqual([]);
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    await ledger.close();
+  });
+});
+
+describe('a trust.json restored from before the last rotation', () => {
+  it('is refused (KEY_INVALID) instead of listing the current key from now, which expired all it signed', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const backup = readFileSync(join(root, 'trust.json'));
+    await ledger.rotateKey();
+    await ledger.publish({ ...scope, session: 's2' }, sampleSummary(2)); // signed by the new key
+    const current = readFileSync(join(root, 'trust.json'));
+    await ledger.close();
+    writeFileSync(join(root, 'trust.json'), backup, { mode: 0o600 });
+    await expect(open(root)).rejects.toMatchObject({
+      code: 'KEY_INVALID',
+      message: /does not list key .* which signed manifests of this store.*restore the current trust\.json/,
+    });
+    expect(readFileSync(join(root, 'trust.json'))).toEqual(backup); // nothing listed from now
+    writeFileSync(join(root, 'trust.json'), current, { mode: 0o600 });
+    ledger = await open(root);
+    expect((await ledger.resume({ ...scope, session: 's2' }))?.seq).toBe(0);
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+});
+
+describe('an injected signer', () => {
+  it('is refused (KEY_INVALID) when its signatures do not verify under its publicKey, at open and at a reload', async () => {
+    const advertised = new LocalSigner(generateJwk());
+    let actual = new LocalSigner(generateJwk());
+    const signer = {
+      keyId: advertised.keyId,
+      publicKey: advertised.publicKey,
+      sign: (m: Uint8Array) => actual.sign(m),
+    };
+    const root = tempDir();
+    await expect(open(root, { signer })).rejects.toMatchObject({
+      code: 'KEY_INVALID',
+      message: /do not verify under its publicKey/,
+    });
+    // The KMS key version moves on under a running process: the next load of the keys refuses it.
+    actual = advertised;
+    const ledger = await open(root, { signer });
+    expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+    actual = new LocalSigner(generateJwk());
+    const keyring = (ledger as unknown as { keyring: { reload(): Promise<void> } }).keyring;
+    await expect(keyring.reload()).rejects.toMatchObject({ code: 'KEY_INVALID' });
+    await ledger.close();
+  });
+});
+
+describe('a rotation that cannot write its key files', () => {
+  it('is STORAGE_FAILED and leaves trust.json as it was; rotating again once it can write works', async () => {
+    const root = tempDir();
+    const keyFile = join(tempDir(), 'host.jwk');
+    writeFileSync(keyFile, JSON.stringify(generateJwk()), { mode: 0o600 });
+    const ledger = await open(root, { keyFile });
+    await ledger.publish(scope, sampleSummary(1));
+    const trust = readFileSync(join(root, 'trust.json'));
+    // Where the new key is staged, once the rotation has read the keys again: its write fails (EISDIR), past the
+    // checks made before anything changes (a disk that fills up, an I/O error).
+    const keyring = (ledger as unknown as { keyring: { reload(): Promise<void> } }).keyring;
+    const reload = keyring.reload.bind(keyring);
+    keyring.reload = async () => {
+      await reload();
+      mkdirSync(`${keyFile}.next`);
+      keyring.reload = reload;
+    };
+    await expect(ledger.rotateKey()).rejects.toMatchObject({
+      name: 'StoreError',
+      code: 'STORAGE_FAILED',
+      message: /stopped before trust\.json was written.*rotate again/,
+    });
+    expect(readFileSync(join(root, 'trust.json'))).toEqual(trust);
+    rmdirSync(`${keyFile}.next`);
+    const rotated = await ledger.rotateKey();
+    expect(JSON.parse(readFileSync(keyFile, 'utf8'))).toMatchObject({ kid: rotated });
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    expect((await ledger.history(scope)).length).toBe(2);
+    await ledger.close();
+  });
+
+  it.runIf(asRootWithBuild)(
+    "of the caller's, in a directory it cannot write: refused before anything changed, and publishing goes on",
+    () => {
+      const base = tempDir();
+      chmodSync(base, 0o755);
+      const [root, keys] = [join(base, 'root'), join(base, 'keys')];
+      mkdirSync(root, { mode: 0o700 });
+      mkdirSync(keys, { mode: 0o755 }); // root's: the other user cannot write in it
+      const keyFile = join(keys, 'host.jwk');
+      writeFileSync(keyFile, JSON.stringify(generateJwk()), { mode: 0o600 });
+      chownSync(root, NOBODY, NOBODY);
+      chownSync(keyFile, NOBODY, NOBODY);
+      const out = runAsNobody(
+        base,
+        `const [root, keyFile] = ${JSON.stringify([root, keyFile])};
+        const scope = { principal: 'p', session: 's', run: 'r' };
+        const summary = { task: 't', state: 's', nextSteps: ['n'] };
+        const out = [];
+        let l = await openLedger({ root, host: 'h', keyFile, onNotice() {} });
+        await l.publish(scope, summary);
+        await l.rotateKey().then(() => out.push('rotated'), (e) => out.push(e.name + ' ' + e.code));
+        await l.publish(scope, summary).then((r) => out.push(r.seq), (e) => out.push(e.code));
+        out.push(l.trustStore().keys.length);
+        await l.close();
+        l = await openLedger({ root, host: 'h', keyFile, onNotice() {} });
+        await l.publish(scope, summary).then((r) => out.push(r.seq), (e) => out.push(e.code));
+        await l.close();
+        console.log(JSON.stringify(out));`,
+      );
+      expect(out).toEqual(['StoreError STORAGE_FAILED', 1, 1, 2]);
+    },
+  );
+});
+
+describe('key files and trust.json that cannot be read', () => {
+  it('a keyFile that does not exist is KEY_INVALID ("no such key file"), not a raw ENOENT', async () => {
+    const keyFile = join(tempDir(), 'nope.jwk');
+    await expect(open(tempDir(), { keyFile })).rejects.toMatchObject({
+      name: 'LedgerError',
+      code: 'KEY_INVALID',
+      message: `no such key file ${keyFile}`,
+    });
+  });
+
+  it.runIf(asRootWithBuild)(
+    'an unreadable trust.json or key file is STORAGE_FAILED, with the errno error as cause',
+    () => {
+      const base = tempDir();
+      chmodSync(base, 0o755);
+      mkdirSync(join(base, 'root'), { mode: 0o700 });
+      chownSync(join(base, 'root'), NOBODY, NOBODY);
+      const out = runAsNobody(
+        base,
+        `const { chmodSync, readdirSync } = await import('node:fs');
+      const root = ${JSON.stringify(join(base, 'root'))};
+      const out = [];
+      const attempt = () =>
+        openLedger({ root, host: 'h' }).then(
+          (l) => l.close().then(() => out.push('opened')),
+          (e) => out.push([e.name, e.code, e.cause?.code]),
+        );
+      await (await openLedger({ root, host: 'h' })).close();
+      chmodSync(root + '/trust.json', 0o200);
+      await attempt();
+      chmodSync(root + '/trust.json', 0o600);
+      const key = readdirSync(root + '/keys').find((f) => !f.startsWith('checkpoint-'));
+      chmodSync(root + '/keys/' + key, 0o200);
+      await attempt();
+      console.log(JSON.stringify(out));`,
+      );
+      expect(out).toEqual([
+        ['StoreError', 'STORAGE_FAILED', 'EACCES'],
+        ['StoreError', 'STORAGE_FAILED', 'EACCES'],
+      ]);
+    },
+  );
 });
 
 describe('revokeKey --at', () => {

@@ -14,6 +14,8 @@ import {
 } from '../src/summary/decoder.js';
 import { loadUnescaper, UnescapeStatus } from '../manifests/encoding/json-unescape.js';
 import { canonicalBytes } from '../manifests/encoding/canonical.js';
+import { decodeSummary, decodeSummaryStream } from '../src/summary/summary.js';
+import { storedSummaryProblem } from '../manifests/format/summary.js';
 
 const enc = new TextEncoder();
 
@@ -325,4 +327,41 @@ describe('asciiText: the fastest string of ASCII bytes is the Latin-1 string', (
       expect(decode(bytes)).toEqual(want);
     }
   });
+});
+
+describe('a stored summary with a lone surrogate escape', () => {
+  /** The code a decode fails with, or 'ok'. */
+  const verdict = async (f: () => unknown) => {
+    try {
+      await f();
+      return 'ok';
+    } catch (err) {
+      return (err as { code?: string }).code;
+    }
+  };
+  const pad = 'x'.repeat(200_000); // past STREAM_DECODE_FROM: what resume decodes streamed
+  const cases: Array<[string, string]> = [
+    ['SUMMARY_INCOMPLETE', `{"incomplete":true,"nextSteps":[],"notes":"\\ud800${pad}","state":"s","task":"t"}`],
+    ['SUMMARY_EMPTY', `{"nextSteps":[],"notes":"\\udc00${pad}","state":" ","task":"t"}`],
+    ['SUMMARY_INVALID', `{"nextSteps":[],"state":"\\ud800","task":"t"}`], // a lone surrogate is not blank
+    ['SUMMARY_INVALID', `{"nextSteps":[],"notes":"${pad}\\ud83d","state":"s","task":"t"}`],
+    ['SUMMARY_INVALID', `{"nextSteps":[],"notes":"a\\ud83d\\n\\udc00\\ud83d\\ude00","state":"s","task":"t"}`],
+    ['SUMMARY_INVALID', `{"nextSteps":[],"state":"s","task":"t","\\ud800":1}`], // an unknown key: the schema
+    ['ok', `{"nextSteps":[],"notes":"\\ud83d\\ude00${pad}","state":"s","task":"t"}`],
+  ];
+
+  it.each(cases)(
+    'gets %s from the whole-buffer decode, the streamed one (cut anywhere) and the auditor',
+    async (code, text) => {
+      const bytes = enc.encode(text);
+      expect(await verdict(() => decodeSummary(bytes))).toBe(code);
+      expect(storedSummaryProblem(bytes)?.split(':')[0] ?? 'ok').toBe(code);
+      for (const step of [1, 7, 4096, 65536, bytes.length]) {
+        async function* chunks() {
+          for (let i = 0; i < bytes.length; i += step) yield bytes.slice(i, i + step);
+        }
+        expect(await verdict(() => decodeSummaryStream(chunks(), bytes.length)), `chunks of ${step}`).toBe(code);
+      }
+    },
+  );
 });

@@ -4,10 +4,12 @@
  * has trusted, with validity windows). Rotation = new key + `notAfter` on the old one; revocation =
  * `revokedAt`. Old manifests keep verifying after a rotation; manifests signed at or after a
  * revocation stop verifying. A key that can no longer sign (revoked, rotated out) does not stop the
- * store from opening: reading, verifying, exporting and rotating still work; only signing refuses.
+ * store from opening: reading, verifying, exporting and rotating still work; only signing refuses. A revoked
+ * checkpoint key is replaced when the keys are loaded (see `ensureCheckpointTrusted`).
  */
-import { lstat, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { accessSync, constants } from 'node:fs';
+import { lstat, readFile, rename, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { decodeBase64Url, encodeBase64Url } from '../../manifests/encoding/base64.js';
@@ -23,9 +25,13 @@ import {
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { LedgerError } from '../errors.js';
+import { StoreError } from '../../store/errors.js';
+import { ManifestError } from '../../manifests/errors.js';
+import { nodeFsOps } from '../../store/fs/ops.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 import { timestampSchema } from '../../manifests/format/manifest.js';
-import { generateJwk, loadKeyFile, writeKeyFile } from './local-signer.js';
+import { generateJwk, loadKeyFile, loadKeyFileIfPresent, storageFailure, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withFileLock, type FileLockOptions } from '../ledger/file-lock.js';
 
@@ -58,6 +64,70 @@ class NeedsTrustLock extends Error {}
 const trustPathOf = (options: KeyringOptions) => join(options.root, 'trust.json');
 
 /**
+ * Where a new key file waits beside its target until trust.json lists its key (`rotate`): a crash before trust.json
+ * is written leaves the old key files in use, one after it leaves the new keys listed and staged (`settleStaged`).
+ */
+const stagedPathOf = (path: string) => `${path}.next`;
+
+/**
+ * Moves the staged key file over `path`, durably.
+ * @throws StoreError `STORAGE_FAILED`
+ */
+async function installStaged(path: string): Promise<void> {
+  try {
+    await rename(stagedPathOf(path), path);
+    await nodeFsOps.fsyncDir(dirname(path));
+  } catch (err) {
+    throw storageFailure(
+      err,
+      `trust.json lists the new key staged at ${stagedPathOf(path)}, which could not be moved to ${path}; the next load of the keys moves it`,
+    );
+  }
+}
+
+/**
+ * A key file a rotation staged beside `path` and did not move into place (it stopped): moved in when trust.json lists
+ * its key (the rotation was written), removed when it does not (it stopped before). Only under the trust lock: without
+ * it, the staged file may be another process's rotation under way, which holds the lock until it has moved its files.
+ */
+async function settleStaged(path: string, held: boolean, listed: (key: Signer) => boolean): Promise<void> {
+  const staged = await loadKeyFileIfPresent(stagedPathOf(path));
+  if (!staged) return;
+  if (!held) throw new NeedsTrustLock();
+  if (listed(staged)) await installStaged(path);
+  else
+    await unlink(stagedPathOf(path)).catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+        throw storageFailure(err, `cannot remove ${stagedPathOf(path)}, staged by a rotation that stopped`);
+    });
+}
+
+/**
+ * What an injected signer signs when the keyring takes it: no DSSE PAE ("DSSEv1 …") and no note text (which ends
+ * with a newline and holds no NUL), so the signature can stand for nothing else.
+ */
+const SIGNER_TEST_MESSAGE = new TextEncoder().encode('handoff-ledger signer test\u0000');
+
+/**
+ * An injected signer whose signatures do not verify under its `publicKey` (a KMS key version that moved on, a
+ * wrong key handed in) would sign manifests nobody can ever verify: refused before it signs any.
+ * @throws LedgerError `KEY_INVALID`; what the signer itself throws
+ */
+async function assertSignerVerifies(signer: Signer): Promise<void> {
+  const signature = await signer.sign(SIGNER_TEST_MESSAGE);
+  const publicKey = signer.publicKey as unknown;
+  if (
+    !(signature instanceof Uint8Array) ||
+    !(publicKey instanceof Uint8Array) ||
+    !nodeVerifier.verify(signature, SIGNER_TEST_MESSAGE, publicKey)
+  )
+    throw new LedgerError(
+      'KEY_INVALID',
+      `the signer's signatures do not verify under its publicKey (key ${String(signer.keyId)}): what it signed would never verify`,
+    );
+}
+
+/**
  * trust.json and its stamp, or undefined when there is none. It decides which signatures count: a planted link or a
  * file others can write is refused.
  */
@@ -72,7 +142,7 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
       throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
     return { trust: parseTrustStore(await readFile(trustPath, 'utf8')), stamp };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw storageFailure(err, `cannot read ${trustPath}`);
     return undefined;
   }
 }
@@ -102,9 +172,13 @@ export class Keyring {
   /**
    * Loads the keys and trust file; what must be written first (a new store's keys, a key not listed yet) is
    * written under the trust lock (`trust.json.lock`, ../ledger/file-lock.ts), after reading everything again under it.
-   * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`, `LOCKED` (another process holds the trust lock too long)
+   * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` (also an injected signer whose signatures do not verify
+   *   under its `publicKey`, a `keyFile` that does not exist), `LOCKED` (another process holds the trust lock too
+   *   long); StoreError `STORAGE_FAILED` (a key file or trust.json that cannot be read or written)
    */
   static async open(options: KeyringOptions): Promise<Keyring> {
+    // At open and at each reload (which opens again): a KMS key can change under a running process.
+    if (options.signer) await assertSignerVerifies(options.signer);
     try {
       return await Keyring.load(options, false);
     } catch (err) {
@@ -125,10 +199,15 @@ export class Keyring {
     let keyPath: string | undefined;
     if (!signer) {
       keyPath = options.keyFile ?? join(keysDir, `${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
-      try {
-        signer = await loadKeyFile(keyPath);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || options.keyFile) throw err;
+      await settleStaged(keyPath, held, (key) =>
+        trust.keys.some(
+          (k) => k.host === options.host && k.keyId === key.keyId && k.publicKey === encodeBase64Url(key.publicKey),
+        ),
+      );
+      signer = await loadKeyFileIfPresent(keyPath);
+      if (!signer) {
+        // A key file of the caller's is never made up: a wrong path would sign with a key nobody provisioned.
+        if (options.keyFile) throw new LedgerError('KEY_INVALID', `no such key file ${keyPath}`);
         if (!held) throw new NeedsTrustLock();
         await writeKeyFile(keyPath, generateJwk());
         signer = await loadKeyFile(keyPath);
@@ -151,11 +230,13 @@ export class Keyring {
       );
     // The checkpoint key is a key of its own: one key never signs two message formats.
     const checkpointPath = join(keysDir, `checkpoint-${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
-    let checkpoint: Signer;
-    try {
-      checkpoint = await loadKeyFile(checkpointPath);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    await settleStaged(checkpointPath, held, (key) =>
+      (trust.checkpointKeys ?? []).some(
+        (k) => k.host === options.host && k.vkey === encodeVerifierKey(options.origin, key.publicKey),
+      ),
+    );
+    let checkpoint: Signer | undefined = await loadKeyFileIfPresent(checkpointPath);
+    if (!checkpoint) {
       if (!held) throw new NeedsTrustLock();
       await writeKeyFile(checkpointPath, generateJwk());
       checkpoint = await loadKeyFile(checkpointPath);
@@ -171,10 +252,24 @@ export class Keyring {
     return this.current;
   }
 
-  /** Signs checkpoints of the log, under the log's origin. */
+  /**
+   * Signs checkpoints of the log, under the log's origin. A key trust.json lists as revoked (another process revoked
+   * it since this one loaded its keys) signs nothing: ManifestError `KEY_REVOKED`, until the keys are loaded again.
+   */
   get checkpointSigner(): NoteSigner & { keyId: string } {
     const key = this.checkpoint;
-    return { name: this.options.origin, keyId: key.keyId, publicKey: key.publicKey, sign: (m) => key.sign(m) };
+    const sign = (message: Uint8Array) => {
+      const listed = (this.trust.checkpointKeys ?? []).find(
+        (k) => k.host === this.options.host && k.keyId === key.keyId && k.revokedAt !== undefined,
+      );
+      if (listed)
+        throw new ManifestError(
+          'KEY_REVOKED',
+          `the checkpoint key ${key.keyId} is revoked (at ${listed.revokedAt}) and signs no checkpoint; rotate the keys (keys rotate)`,
+        );
+      return key.sign(message);
+    };
+    return { name: this.options.origin, keyId: key.keyId, publicKey: key.publicKey, sign };
   }
 
   /** The note verifier key string of the current checkpoint key. */
@@ -182,21 +277,43 @@ export class Keyring {
     return encodeVerifierKey(this.options.origin, this.checkpoint.publicKey);
   }
 
+  /**
+   * Lists the checkpoint key if it is not listed yet, and replaces a revoked one. Revoked, it could sign no checkpoint,
+   * and the store could neither open (opening pins the log's tree, signed again when another key signed the pin) nor
+   * rotate: another host of the root revoked this host's key (its checkpoint keys go with it), or a rotation after a
+   * revocation stopped before its new key files were in place. The host key stays as it is (publish refuses a revoked
+   * one until `keys rotate`); the new checkpoint key is listed from now (checkpoints carry no time) and written in the
+   * order a rotation writes, and the revoked one gets `notAfter` = now.
+   */
   private async ensureCheckpointTrusted(): Promise<void> {
     const vkey = this.checkpointVerifierKey;
-    const listed = (this.trust.checkpointKeys ?? []).find((k) => k.host === this.options.host && k.vkey === vkey);
-    if (listed) {
-      if (listed.revokedAt !== undefined)
-        throw new LedgerError('KEY_INVALID', `the checkpoint key ${listed.keyId} is revoked; rotate the keys`);
+    const checkpointKeys = this.trust.checkpointKeys ?? [];
+    const listed = checkpointKeys.find((k) => k.host === this.options.host && k.vkey === vkey);
+    if (listed && listed.revokedAt === undefined) return;
+    const at = this.now();
+    if (!listed) {
+      const entry: TrustedCheckpointKey = {
+        host: this.options.host,
+        keyId: this.checkpoint.keyId,
+        vkey,
+        notBefore: at,
+      };
+      await this.save({ ...this.trust, checkpointKeys: [...checkpointKeys, entry] });
       return;
     }
+    if (!this.held) throw new NeedsTrustLock();
+    const jwk = generateJwk();
+    await writeKeyFile(stagedPathOf(this.checkpointPath), jwk);
     const entry: TrustedCheckpointKey = {
       host: this.options.host,
-      keyId: this.checkpoint.keyId,
-      vkey,
-      notBefore: this.now(),
+      keyId: jwk.kid!,
+      vkey: encodeVerifierKey(this.options.origin, decodeBase64Url(jwk.x)!),
+      notBefore: at,
     };
-    await this.save({ ...this.trust, checkpointKeys: [...(this.trust.checkpointKeys ?? []), entry] });
+    const ended = checkpointKeys.map((k) => (k === listed && k.notAfter === undefined ? { ...k, notAfter: at } : k));
+    await this.save({ ...this.trust, checkpointKeys: [...ended, entry] });
+    await installStaged(this.checkpointPath);
+    this.checkpoint = await loadKeyFile(this.checkpointPath);
   }
 
   /** This store's trust file contents (what `keys export` hands to auditors). */
@@ -211,10 +328,20 @@ export class Keyring {
   /**
    * Lists the signer's key for this host if it is not listed yet. A listed key that can no longer sign is
    * kept as it is: publish refuses to sign with it (KEY_REVOKED / KEY_EXPIRED), everything else works.
+   * @throws LedgerError `KEY_INVALID` when the key is not listed but signed in this store before
    */
   private async ensureTrusted(signer: Signer): Promise<void> {
     const listed = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === signer.keyId);
     if (!listed) {
+      // Listed from now, a key that signed before would expire all it signed: a trust.json from before the last
+      // rotation (a backup restored) lacks the current key. It is never listed anew silently. (A key listed for
+      // another host id signed under that one, whose listing still verifies it.)
+      const elsewhere = this.trust.keys.some((k) => k.keyId === signer.keyId);
+      if (!elsewhere && (await this.options.signedBefore?.(signer.keyId)))
+        throw new LedgerError(
+          'KEY_INVALID',
+          `${this.trustPath} does not list key ${signer.keyId} of host ${this.options.host}, which signed manifests of this store (a trust.json from before its last rotation?); restore the current trust.json (a backup or \`keys export\` taken after the last rotation)`,
+        );
       await this.save({
         ...this.trust,
         keys: [
@@ -242,7 +369,11 @@ export class Keyring {
   private async save(trust: TrustStore): Promise<void> {
     // Read-modify-write of a file other processes write too: only under the trust lock (see `exclusive`).
     if (!this.held) throw new NeedsTrustLock('trust.json is written only under the trust lock');
-    await writeFileAtomic(this.trustPath, JSON.stringify(trust, null, 2) + '\n', 0o600);
+    try {
+      await writeFileAtomic(this.trustPath, JSON.stringify(trust, null, 2) + '\n', 0o600);
+    } catch (err) {
+      throw storageFailure(err, `cannot write ${this.trustPath}`);
+    }
     this.trust = trust;
     this.generation++;
   }
@@ -254,6 +385,7 @@ export class Keyring {
    */
   async reload(options: { unlessChanged?: boolean } = {}): Promise<void> {
     const generation = this.generation;
+    if (this.held && this.options.signer) await assertSignerVerifies(this.options.signer);
     const fresh = this.held ? await Keyring.load(this.options, true) : await Keyring.open(this.options);
     if (options.unlessChanged === true && this.generation !== generation) return;
     this.current = fresh.current;
@@ -310,10 +442,23 @@ export class Keyring {
     );
   }
 
-  /** @throws LedgerError `KEY_INVALID` for an injected signer (rotate it in the KMS). */
+  /**
+   * Checks that a rotation can write what it writes, before anything is changed (the ledger calls it before it
+   * ends the old key's window in the log: a rotation refused after that would leave the key in place unable to sign).
+   * @throws LedgerError `KEY_INVALID` for an injected signer (rotate it in the KMS); StoreError `STORAGE_FAILED`
+   *   when a directory the new key files or trust.json go to cannot be written (a key file of the caller's in a
+   *   directory provisioned read-only, a read-only filesystem)
+   */
   assertRotatable(): void {
     if (!this.keyPath)
       throw new LedgerError('KEY_INVALID', 'cannot rotate an injected signer; rotate it where it lives');
+    for (const dir of new Set([dirname(this.keyPath), dirname(this.checkpointPath), dirname(this.trustPath)])) {
+      try {
+        accessSync(dir, constants.W_OK); // one system call, synchronous: the ledger calls this without awaiting
+      } catch (err) {
+        throw storageFailure(err, `cannot rotate: the new key files are written in ${dir}; nothing was changed`);
+      }
+    }
   }
 
   /**
@@ -330,6 +475,7 @@ export class Keyring {
    * new one `notBefore` = `at`, where `at` comes from `windowEndAfter` (the ledger closes the window in the log
    * first, so that no process appends a manifest of the old key dated at or after it).
    * Not available with an injected signer (rotate it in the KMS).
+   * @throws StoreError `STORAGE_FAILED` when a key file or trust.json cannot be written (see `assertRotatable`)
    */
   async rotate(at: string): Promise<Signer> {
     this.assertRotatable();
@@ -339,9 +485,7 @@ export class Keyring {
       k.host === this.options.host && k.keyId === old.keyId && k.notAfter === undefined ? { ...k, notAfter: at } : k,
     );
     keys.push({ host: this.options.host, keyId: jwk.kid!, publicKey: jwk.x, notBefore: at });
-    // Trust first, then the key file: a crash in between leaves the old key file, still valid until `at`... and
-    // the ensureTrusted check on the next open reports it plainly instead of signing with an expired key.
-    // The checkpoint key rotates with the host key, under the same rule.
+    // The checkpoint key rotates with the host key.
     const cjwk = generateJwk();
     // A revoked host key takes the checkpoint key it rotates out with it (see `revoke`).
     const oldRevokedAt = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === old.keyId)?.revokedAt;
@@ -356,9 +500,25 @@ export class Keyring {
       vkey: encodeVerifierKey(this.options.origin, decodeBase64Url(cjwk.x)!),
       notBefore: at,
     });
+    // The new key files are staged beside their targets, trust.json lists the new keys, then the files move into place.
+    // A crash before trust.json is written leaves the old pair in use (the next open removes the staged files); one
+    // after it leaves the new pair listed and staged, and the next open moves it into place (`settleStaged`). Written
+    // the other way round, a crash left trust.json ending (and, after a revocation, revoking) the keys still in place.
+    const staged = [this.keyPath!, this.checkpointPath];
+    try {
+      await writeKeyFile(stagedPathOf(this.keyPath!), jwk);
+      await writeKeyFile(stagedPathOf(this.checkpointPath), cjwk);
+    } catch (err) {
+      await Promise.all(staged.map((p) => unlink(stagedPathOf(p)).catch(() => {})));
+      const why = err instanceof Error ? err.message : String(err);
+      throw new StoreError(
+        'STORAGE_FAILED',
+        `the rotation stopped before trust.json was written, the old keys stay in place; the log has ended the old key's window, so rotate again once this is fixed: ${why}`,
+        { cause: err },
+      );
+    }
     await this.save({ ...this.trust, keys, checkpointKeys });
-    await writeKeyFile(this.keyPath!, jwk);
-    await writeKeyFile(this.checkpointPath, cjwk);
+    for (const path of staged) await installStaged(path);
     this.current = await loadKeyFile(this.keyPath!);
     this.checkpoint = await loadKeyFile(this.checkpointPath);
     return this.current;
@@ -374,8 +534,8 @@ export class Keyring {
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     if (!this.trust.keys.some((k) => k.keyId === keyId) && !checkpointKeys.some((k) => k.keyId === keyId))
       throw new LedgerError('KEY_INVALID', `no trusted key ${keyId}`);
-    // Revoked, the key this store signs its checkpoints with would leave no checkpoint it could verify, and the
-    // store could not be opened to rotate: rotating replaces it, and revokes it when its host key is revoked.
+    // Revoked, the key this store signs its checkpoints with would sign no checkpoint until replaced: rotating
+    // replaces it, and revokes it when its host key is revoked.
     if (keyId === this.checkpoint.keyId)
       throw new LedgerError(
         'INVALID_ARGUMENT',

@@ -8,7 +8,8 @@ import { z } from 'zod';
 import { decodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
 import { keyIdOf } from '../../manifests/format/trust.js';
-import { LedgerError } from '../errors.js';
+import { HandoffLedgerError, LedgerError } from '../errors.js';
+import { StoreError } from '../../store/errors.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { ownerProblem } from '../../store/fs/owner.js';
@@ -58,13 +59,18 @@ export function generateJwk(): PrivateJwk {
   return { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d, kid: signer.keyId };
 }
 
+const isMissing = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+
 /**
  * Reads a private key file as JSON, refusing one that is a symlink, owned by another user (not root), or
  * readable/writable by group or others.
- * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`
+ * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` (not JSON); StoreError `STORAGE_FAILED` (it cannot be read);
+ *   the `ENOENT` error itself when there is no such file (the caller says what that means)
  */
 export async function readPrivateKeyFile(path: string): Promise<unknown> {
-  const st = await lstat(path);
+  const st = await lstat(path).catch((err: unknown) => {
+    throw isMissing(err) ? err : storageFailure(err, `cannot read key file ${path}`);
+  });
   if (st.isSymbolicLink() || !st.isFile())
     throw new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`);
   const foreign = ownerProblem(`key file ${path}`, st.uid);
@@ -75,22 +81,61 @@ export async function readPrivateKeyFile(path: string): Promise<unknown> {
       `key file ${path} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`,
     );
   }
+  // A file that cannot be read is an I/O failure, not a key that is "not JSON".
+  const text = await readFile(path, 'utf8').catch((err: unknown) => {
+    throw isMissing(err) ? err : storageFailure(err, `cannot read key file ${path}`);
+  });
   try {
-    return JSON.parse(await readFile(path, 'utf8'));
+    return JSON.parse(text);
   } catch (err) {
     throw new LedgerError('KEY_INVALID', `key file ${path} is not JSON`, { cause: err });
   }
 }
 
 /**
- * Loads a private key file (checked as `readPrivateKeyFile` does).
- * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`
+ * Loads a private key file (checked as `readPrivateKeyFile` does), or undefined when there is no such file.
+ * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID`; StoreError `STORAGE_FAILED`
  */
-export async function loadKeyFile(path: string): Promise<LocalSigner> {
-  return new LocalSigner((await readPrivateKeyFile(path)) as PrivateJwk);
+export async function loadKeyFileIfPresent(path: string): Promise<LocalSigner | undefined> {
+  let value: unknown;
+  try {
+    value = await readPrivateKeyFile(path);
+  } catch (err) {
+    if (isMissing(err)) return undefined;
+    throw err;
+  }
+  return new LocalSigner(value as PrivateJwk);
 }
 
-/** Writes a key file atomically with mode 0600. */
+/**
+ * Loads a private key file (checked as `readPrivateKeyFile` does).
+ * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` (also: no such file); StoreError `STORAGE_FAILED`
+ */
+export async function loadKeyFile(path: string): Promise<LocalSigner> {
+  const signer = await loadKeyFileIfPresent(path);
+  if (!signer) throw new LedgerError('KEY_INVALID', `no such key file ${path}`);
+  return signer;
+}
+
+/**
+ * An I/O failure (an `errno` error: EACCES, EIO, ENOSPC, …) of a key file or the trust file as the coded error the
+ * README lists for it, `STORAGE_FAILED` with the original error as its cause; any other error is returned as it is.
+ */
+export function storageFailure(err: unknown, what: string): unknown {
+  if (err instanceof HandoffLedgerError || !(err instanceof Error)) return err;
+  const code = (err as NodeJS.ErrnoException).code;
+  if (typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return err;
+  return new StoreError('STORAGE_FAILED', `${what}: ${err.message}`, { cause: err });
+}
+
+/**
+ * Writes a key file atomically with mode 0600.
+ * @throws StoreError `STORAGE_FAILED` when it cannot be written
+ */
 export async function writeKeyFile(path: string, jwk: PrivateJwk): Promise<void> {
-  await writeFileAtomic(path, JSON.stringify(jwk) + '\n', 0o600);
+  try {
+    await writeFileAtomic(path, JSON.stringify(jwk) + '\n', 0o600);
+  } catch (err) {
+    throw storageFailure(err, `cannot write key file ${path}`);
+  }
 }

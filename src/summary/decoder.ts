@@ -6,7 +6,8 @@
  * collected with a placeholder per string and handed to JSON.parse at the end.
  *
  * Semantics are JSON.parse's on UTF-8 text, with three refusals where JSON.parse would accept: a lone
- * surrogate escape (a summary refuses lone surrogates anyway), a byte order mark (never part of
+ * surrogate escape (a summary refuses lone surrogates anyway; with `loneSurrogates: 'replace'` it becomes U+FFFD, one
+ * UTF-16 unit as the surrogate is, and `sawLoneSurrogate` says so), a byte order mark (never part of
  * canonical bytes), and nesting deeper than 512 levels (a summary nests 3). Bytes that are not UTF-8 are refused (as the fatal TextDecoder does).
  */
 import { isAscii, isUtf8 } from 'node:buffer';
@@ -88,12 +89,21 @@ export class StreamingJsonDecoder {
   /** The tail of the last chunk that could not be used yet (a cut-off escape). */
   private carry: Uint8Array | undefined;
   private received = 0;
+  private readonly replaceLoneSurrogates: boolean;
+  /** Whether a lone surrogate escape was replaced by U+FFFD (`loneSurrogates: 'replace'`). */
+  sawLoneSurrogate = false;
 
   /**
    * @param size the exact number of bytes that will be pushed (sizes the arena)
+   * @param options.loneSurrogates a lone surrogate escape is refused (`'refuse'`, the default), or replaced by U+FFFD
+   *   and recorded in `sawLoneSurrogate` (`'replace'`: the caller judges it where JSON.parse's caller would)
    * @throws Error where the WebAssembly unescaper is unavailable (the caller then decodes as a whole)
    */
-  constructor(readonly size: number) {
+  constructor(
+    readonly size: number,
+    options: { loneSurrogates?: 'refuse' | 'replace' } = {},
+  ) {
+    this.replaceLoneSurrogates = options.loneSurrogates === 'replace';
     const u = loadUnescaper();
     if (!u) throw new Error('the WebAssembly unescaper is unavailable');
     this.unescaper = u;
@@ -175,12 +185,19 @@ export class StreamingJsonDecoder {
       return bytes.length;
     }
     const unit = hex4(bytes, pos);
-    if (unit >= 0xdc00 && unit < 0xe000) throw new SummaryDecodeError('a lone low surrogate escape');
     if (unit >= 0xd800 && unit < 0xdc00) {
-      const low = bytes[pos + 6] === 0x5c ? hex4(bytes, pos + 6) : -1;
-      if (low < 0xdc00 || low >= 0xe000) throw new SummaryDecodeError('a lone high surrogate escape');
-      this.append(Buffer.from(String.fromCharCode(unit, low), 'utf8'));
-      return pos + 12;
+      const low = bytes[pos + 6] === 0x5c && bytes[pos + 7] === 0x75 ? hex4(bytes, pos + 6) : -1;
+      if (low >= 0xdc00 && low < 0xe000) {
+        this.append(Buffer.from(String.fromCharCode(unit, low), 'utf8'));
+        return pos + 12;
+      }
+    }
+    if (unit >= 0xd800 && unit < 0xe000) {
+      if (!this.replaceLoneSurrogates)
+        throw new SummaryDecodeError(`a lone ${unit < 0xdc00 ? 'high' : 'low'} surrogate escape`);
+      this.sawLoneSurrogate = true;
+      this.append(REPLACEMENT_CHARACTER);
+      return pos + 6; // what follows a lone high surrogate is read as it would be on its own
     }
     this.append(Buffer.from(String.fromCharCode(unit), 'utf8'));
     return pos + 6;
@@ -212,6 +229,9 @@ export class StreamingJsonDecoder {
 function copyFrom(bytes: Uint8Array, pos: number): Uint8Array {
   return new Uint8Array(bytes.subarray(pos));
 }
+
+/** U+FFFD in UTF-8: what a lone surrogate escape becomes with `loneSurrogates: 'replace'`. */
+const REPLACEMENT_CHARACTER = Buffer.from('\ufffd', 'utf8');
 
 function hex4(bytes: Uint8Array, pos: number): number {
   if (bytes[pos] !== 0x5c || bytes[pos + 1] !== 0x75 || pos + 6 > bytes.length)

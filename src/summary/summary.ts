@@ -204,7 +204,7 @@ export async function decodeSummaryStream(
       total += chunk.length;
       if (failure !== undefined) continue;
       try {
-        decoding ??= new StreamingJsonDecoder(size);
+        decoding ??= new StreamingJsonDecoder(size, { loneSurrogates: 'replace' });
         decoding.push(chunk);
       } catch (err) {
         failure = err;
@@ -213,14 +213,19 @@ export async function decodeSummaryStream(
     if (total !== size) throw new StoreError('BLOB_INTEGRITY', `${what} is ${total} bytes, the manifest says ${size}`);
     try {
       if (failure !== undefined) throw failure;
-      value = (decoding ??= new StreamingJsonDecoder(size)).end();
+      value = (decoding ??= new StreamingJsonDecoder(size, { loneSurrogates: 'replace' })).end();
     } catch (err) {
       throw new LedgerError('SUMMARY_INVALID', 'stored summary is not UTF-8 JSON', { cause: err });
     }
   } finally {
     decoding?.release(); // its arena serves the next decode, also after a failure
   }
-  return checkStored(value);
+  // JSON.parse keeps a lone surrogate escape, and `decodeSummary` judges it after the schema and the other content
+  // rules: a U+FFFD in its place gets the same verdicts from those (one UTF-16 unit, not blank), then the same refusal.
+  const summary = checkStored(value);
+  if (decoding.sawLoneSurrogate)
+    throw new LedgerError('SUMMARY_INVALID', 'the summary contains a lone surrogate (not valid UTF-8)');
+  return summary;
 }
 
 /**
