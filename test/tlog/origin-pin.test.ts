@@ -64,6 +64,9 @@ describe('the origin record of an embedded store', () => {
       expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(trustBefore);
       expect(readdirSync(join(root, 'checkpoints')).sort()).toEqual(pinsBefore);
       expect((await refusal(openDefault(root))).code).toBe('FORK');
+      // Not even to diagnose: the pin is another log's, and this open would write one of its own.
+      expect((await refusal(openDefault(root, { diagnose: true }))).code).toBe('FORK');
+      expect(readdirSync(join(root, 'checkpoints')).sort()).toEqual(pinsBefore);
     });
 
   it('an intact store reopens, with or without its origin given', async () => {
