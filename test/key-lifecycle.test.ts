@@ -22,7 +22,8 @@ import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
-import { mergeTrust } from '../src/keys/keyring.js';
+import { Keyring, mergeTrust } from '../src/keys/keyring.js';
+import { withFileLock } from '../src/ledger/file-lock.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { checkpointVerifiers, parseTrustStore, type TrustedKey } from '../manifests/format/trust.js';
 import { openNote } from '../manifests/crypto/note.js';
@@ -401,6 +402,48 @@ describe('a trust.json restored from before the last rotation', () => {
     expect((await ledger.resume({ ...scope, session: 's2' }))?.seq).toBe(0);
     expect((await fsck(ledger)).ok).toBe(true);
     await ledger.close();
+  });
+
+  it('is judged only under the trust lock: a trust.json read while another process rotates is read again', async () => {
+    // Another process of the root (PostgreSQL) rotates under the trust lock; this process reads trust.json from
+    // before the rotation and the rotated key file. Without the lock the pair looks like a restored backup.
+    const root = tempDir();
+    const ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const before = readFileSync(join(root, 'trust.json'));
+    await ledger.rotateKey();
+    await ledger.publish({ ...scope, session: 's2' }, sampleSummary(2));
+    const origin = (await ledger.checkpoint()).checkpoint.origin;
+    const after = readFileSync(join(root, 'trust.json'));
+    await ledger.close();
+    writeFileSync(join(root, 'trust.json'), before, { mode: 0o600 });
+    // The rotating process: holds the lock until this process has judged the stale pair unlocked (the code before the
+    // fix asked the log whether the key signed before) or, at the latest, 2 s; then its trust.json lands.
+    let judged!: () => void;
+    const judgedUnlocked = new Promise<void>((resolve) => (judged = resolve));
+    let locked!: () => void;
+    const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+    const rotating = withFileLock(join(root, 'trust.json'), 'trust.json', async () => {
+      locked();
+      await Promise.race([judgedUnlocked, new Promise((resolve) => setTimeout(resolve, 2000))]);
+      writeFileSync(join(root, 'trust.json'), after, { mode: 0o600 });
+    });
+    await lockTaken;
+    const opened = Keyring.open({
+      root,
+      host: 'host-a',
+      origin,
+      clock: () => new Date(),
+      storeSignedNothing: async () => false,
+      signedBefore: async () => {
+        judged();
+        return true;
+      },
+    });
+    await rotating;
+    const keyring = await opened;
+    expect(keyring.trustStore().keys.map((k) => k.keyId)).toContain(keyring.signer.keyId);
+    expect(readFileSync(join(root, 'trust.json'))).toEqual(after);
   });
 });
 

@@ -223,11 +223,14 @@ export class Keyring {
         );
     }
     // An injected signer or a key file of the caller's: the same, once the log shows the key signed before.
-    if (trustMissing && (await options.signedBefore?.(signer.keyId)))
+    if (trustMissing && (await options.signedBefore?.(signer.keyId))) {
+      // Judged under the trust lock (as every verdict on a missing or stale trust.json): read again there.
+      if (!held) throw new NeedsTrustLock();
       throw new LedgerError(
         'KEY_INVALID',
         `${trustPath} is missing but key ${signer.keyId} signed manifests of this store; restore trust.json (from a backup or \`keys export\`)`,
       );
+    }
     // The checkpoint key is a key of its own: one key never signs two message formats.
     const checkpointPath = join(keysDir, `checkpoint-${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
     await settleStaged(checkpointPath, held, (key) =>
@@ -337,6 +340,9 @@ export class Keyring {
       // rotation (a backup restored) lacks the current key. It is never listed anew silently. (A key listed for
       // another host id signed under that one, whose listing still verifies it.)
       const elsewhere = this.trust.keys.some((k) => k.keyId === signer.keyId);
+      // Judged only on files read under the trust lock: read without it, trust.json may be older than the key file
+      // another process of this root just rotated in (its next read, under the lock, sees both as they are).
+      if (!elsewhere && !this.held) throw new NeedsTrustLock();
       if (!elsewhere && (await this.options.signedBefore?.(signer.keyId)))
         throw new LedgerError(
           'KEY_INVALID',

@@ -1,7 +1,7 @@
 /**
  * One root pins one log. A database writer who rolls the log back AND deletes or changes its origin record must not
  * get a fresh origin, a fresh pin and no rollback check: the root's pin of the old origin makes the open a FORK, on
- * both backends, before anything is written under the new name (trust.json stays as it was). The same refusal keeps a
+ * both backends, before the keyring or the guard writes anything under the new name (trust.json and the pins stay as they were). The same refusal keeps a
  * root from being used with a second log (another PostgreSQL schema), which used to list its checkpoint key twice and
  * leave trust.json unloadable for both.
  */
