@@ -339,10 +339,10 @@ export class Keyring {
       // Listed from now, a key that signed before would expire all it signed: a trust.json from before the last
       // rotation (a backup restored) lacks the current key. It is never listed anew silently. (A key listed for
       // another host id signed under that one, whose listing still verifies it.)
+      // Judged only on files read under the trust lock (listing needs it too): read without it, trust.json may be
+      // older than the key file another process of this root just rotated in.
+      if (!this.held) throw new NeedsTrustLock();
       const elsewhere = this.trust.keys.some((k) => k.keyId === signer.keyId);
-      // Judged only on files read under the trust lock: read without it, trust.json may be older than the key file
-      // another process of this root just rotated in (its next read, under the lock, sees both as they are).
-      if (!elsewhere && !this.held) throw new NeedsTrustLock();
       if (!elsewhere && (await this.options.signedBefore?.(signer.keyId)))
         throw new LedgerError(
           'KEY_INVALID',

@@ -26,9 +26,14 @@ export interface SignedCheckpoint {
   checkpoint: Checkpoint;
 }
 
+/** The hex BLAKE3 of an origin: the name of its log's files in `<root>/checkpoints/`. */
+function originHash(origin: string): string {
+  return digestOf(new TextEncoder().encode(origin)).slice(7);
+}
+
 /** `<root>/checkpoints/<blake3(origin)>`: a log's pin is `<stem>.pin`; its witnesses' files go beside it. */
 function pinStem(root: string, origin: string): string {
-  return join(root, 'checkpoints', digestOf(new TextEncoder().encode(origin)).slice(7));
+  return join(root, 'checkpoints', originHash(origin));
 }
 
 /** A pin (`.pin`) or a 0.1.0 pin (`.note`) of some log: the file name is the hex BLAKE3 of its origin. */
@@ -44,7 +49,7 @@ const PIN_NAME = /^([0-9a-f]{64})\.(?:pin|note)$/;
 export async function refuseAnotherLogsPin(root: string, origin: string): Promise<void> {
   const dir = join(root, 'checkpoints');
   await ensurePrivateDir(dir, 'UNSAFE_PATH');
-  const own = pinStem(root, origin).slice(dir.length + 1);
+  const own = originHash(origin);
   const other = (await readdir(dir)).find((name) => {
     const stem = PIN_NAME.exec(name)?.[1];
     return stem !== undefined && stem !== own;

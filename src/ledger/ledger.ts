@@ -258,10 +258,6 @@ export class Ledger {
   }
 
   /**
-   * No rollback or fork seen: what writes to grants and keys require (reads check the tree themselves). Open is
-   * checked once, when a call is admitted (`tracked`): an admitted call that waited for a lock still runs.
-   */
-  /**
    * The rollback or fork this ledger has seen (at open, with `diagnose`, or since): every operation that checks the
    * log refuses with it. `undefined` while the log extends the pinned checkpoint.
    */
@@ -269,6 +265,10 @@ export class Ledger {
     return this.checkpoints.failed;
   }
 
+  /**
+   * No rollback or fork seen: what writes to grants and keys require (reads check the tree themselves). Open is
+   * checked once, when a call is admitted (`tracked`): an admitted call that waited for a lock still runs.
+   */
   private assertSound(): void {
     if (this.checkpoints.failed) throw this.checkpoints.failed;
   }
@@ -405,17 +405,14 @@ export class Ledger {
     for (const floor of [this.lastSignedAt, this.keyring.signsFrom()])
       if (floor !== undefined && Date.parse(floor) > Date.parse(createdAt)) createdAt = floor;
     // A rotated-out or revoked key must not sign: its manifests would never verify.
-    const found = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
+    const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
     // A revoked key signs nothing new, whatever time the clock gives: a clock stepped back before the revocation
     // would otherwise date a fresh manifest inside the key's window, and it would verify.
-    const usable: typeof found =
-      found.ok && found.key.revokedAt !== undefined
-        ? {
-            ok: false,
-            code: 'KEY_REVOKED',
-            message: `key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.host)} is revoked (from ${found.key.revokedAt}) and signs no new manifest`,
-          }
-        : found;
+    if (usable.ok && usable.key.revokedAt !== undefined)
+      throw new ManifestError(
+        'KEY_REVOKED',
+        `key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.host)} is revoked (from ${usable.key.revokedAt}) and signs no new manifest; rotate the host key`,
+      );
     if (!usable.ok) {
       const err = new ManifestError(usable.code, `${usable.message}; rotate the host key`);
       // Another process may be mid-rotation (its trust file written, its new key file not yet): look again.
