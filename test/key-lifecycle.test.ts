@@ -382,15 +382,22 @@ describe('a rotation that stopped', () => {
 });
 
 describe('a trust.json restored from before the last rotation', () => {
-  it('is refused (KEY_INVALID) instead of listing the current key from now, which expired all it signed', async () => {
+  /** A store whose key was rotated after seq 0 and which then signed with the new key; trust.json before and after. */
+  async function rotatedStore() {
     const root = tempDir();
-    let ledger = await open(root);
+    const ledger = await open(root);
     await ledger.publish(scope, sampleSummary(1));
-    const backup = readFileSync(join(root, 'trust.json'));
+    const before = readFileSync(join(root, 'trust.json'));
     await ledger.rotateKey();
     await ledger.publish({ ...scope, session: 's2' }, sampleSummary(2)); // signed by the new key
-    const current = readFileSync(join(root, 'trust.json'));
+    const origin = (await ledger.checkpoint()).checkpoint.origin;
+    const after = readFileSync(join(root, 'trust.json'));
     await ledger.close();
+    return { root, before, after, origin };
+  }
+
+  it('is refused (KEY_INVALID) instead of listing the current key from now, which expired all it signed', async () => {
+    const { root, before: backup, after: current } = await rotatedStore();
     writeFileSync(join(root, 'trust.json'), backup, { mode: 0o600 });
     await expect(open(root)).rejects.toMatchObject({
       code: 'KEY_INVALID',
@@ -398,7 +405,7 @@ describe('a trust.json restored from before the last rotation', () => {
     });
     expect(readFileSync(join(root, 'trust.json'))).toEqual(backup); // nothing listed from now
     writeFileSync(join(root, 'trust.json'), current, { mode: 0o600 });
-    ledger = await open(root);
+    const ledger = await open(root);
     expect((await ledger.resume({ ...scope, session: 's2' }))?.seq).toBe(0);
     expect((await fsck(ledger)).ok).toBe(true);
     await ledger.close();
@@ -407,15 +414,7 @@ describe('a trust.json restored from before the last rotation', () => {
   it('is judged only under the trust lock: a trust.json read while another process rotates is read again', async () => {
     // Another process of the root (PostgreSQL) rotates under the trust lock; this process reads trust.json from
     // before the rotation and the rotated key file. Without the lock the pair looks like a restored backup.
-    const root = tempDir();
-    const ledger = await open(root);
-    await ledger.publish(scope, sampleSummary(1));
-    const before = readFileSync(join(root, 'trust.json'));
-    await ledger.rotateKey();
-    await ledger.publish({ ...scope, session: 's2' }, sampleSummary(2));
-    const origin = (await ledger.checkpoint()).checkpoint.origin;
-    const after = readFileSync(join(root, 'trust.json'));
-    await ledger.close();
+    const { root, before, after, origin } = await rotatedStore();
     writeFileSync(join(root, 'trust.json'), before, { mode: 0o600 });
     // The rotating process: holds the lock until this process has judged the stale pair unlocked (the code before the
     // fix asked the log whether the key signed before) or, at the latest, 2 s; then its trust.json lands.
