@@ -19,6 +19,7 @@ import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/tru
 import { isValidOrigin } from '../../manifests/format/checkpoint.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
+import { ManifestError } from '../../manifests/errors.js';
 import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard, refuseAnotherLogsPin } from './checkpoints.js';
 import { WitnessPool } from './witnessing.js';
@@ -141,23 +142,37 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     });
     // Open = recovery: the log must extend the newest checkpoint this ledger pinned.
     let verifiers: { generation: number; keys: NoteVerifierKey[] } | undefined;
-    checkpoints = await CheckpointGuard.open({
-      root,
-      log,
-      origin,
-      signer: () => keyring.checkpointSigner,
-      verifiers: () => {
-        // Derived again only after the keyring's trust changed (a rotation or revocation, here or elsewhere).
-        if (verifiers?.generation !== keyring.generation)
-          verifiers = {
-            generation: keyring.generation,
-            keys: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin),
-          };
-        return verifiers.keys;
-      },
-      pinVerifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin, { withRevoked: true }),
-      diagnose: options.diagnose === true,
-    });
+    const openGuard = () =>
+      CheckpointGuard.open({
+        root,
+        log,
+        origin,
+        signer: () => keyring.checkpointSigner,
+        verifiers: () => {
+          // Derived again only after the keyring's trust changed (a rotation or revocation, here or elsewhere).
+          if (verifiers?.generation !== keyring.generation)
+            verifiers = {
+              generation: keyring.generation,
+              keys: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin),
+            };
+          return verifiers.keys;
+        },
+        pinVerifiers: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), origin, {
+          withRevoked: true,
+        }),
+        diagnose: options.diagnose === true,
+      });
+    try {
+      checkpoints = await openGuard();
+    } catch (err) {
+      // A process sharing this root rotated between the reads of trust.json and of the pin, and pinned with its new
+      // checkpoint key: once its rotation has ended (the trust lock), the keys read again know that signer. A pin
+      // unverified under an unchanged trust.json stays refused.
+      const unverified = err instanceof ManifestError && err.code === 'NOTE_UNVERIFIED';
+      if (!unverified || log.exclusive === true || !(await keyring.changedOnDisk())) throw err;
+      await keyring.exclusive(async () => {});
+      checkpoints = await openGuard();
+    }
     const witnesses =
       options.witnesses && options.witnesses.witnesses.length > 0
         ? await WitnessPool.open({
