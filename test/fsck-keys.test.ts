@@ -4,6 +4,7 @@
  * the window end the record holds, the closed window is where trust.json ends the key, and a key's newest stored
  * manifest is no newer than its record says.
  */
+import { mkdirSync, renameSync, rmdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import pgLib from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -106,6 +107,61 @@ function keyRecordSuite(backend: Backend): void {
       await tamper.remove(s.current);
       const ledger = await s.reopen();
       expect((await fsck(ledger)).findings).toEqual([]);
+      await ledger.close();
+    });
+
+    it('a rotation that stopped after the log closed the window: run again, it ends the key where the log did', async () => {
+      const { options } = backend.store();
+      let now = Date.parse('2026-11-30T10:00:00.000Z');
+      const notices: string[] = [];
+      const opts = { ...options, clock: () => new Date((now += 1000)), onNotice: (m: string) => notices.push(m) };
+      let ledger = await openLedger(opts);
+      await ledger.publish(scope, sampleSummary(0));
+      const old = ledger.keyId;
+      // Once the rotation has closed the window in the log, its new key file cannot be written (EISDIR).
+      const keyring = (ledger as unknown as { keyring: { keyPath: string; reload(): Promise<void> } }).keyring;
+      const reload = keyring.reload.bind(keyring);
+      keyring.reload = async () => {
+        await reload();
+        mkdirSync(`${keyring.keyPath}.next`);
+        keyring.reload = reload;
+      };
+      await expect(ledger.rotateKey()).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+      rmdirSync(`${keyring.keyPath}.next`);
+      const closedAt = (await ledger.log.signingKeys.get(old))!.closedAt!;
+      await expect(ledger.publish(scope, sampleSummary(1))).rejects.toMatchObject({ code: 'KEY_EXPIRED' });
+      await ledger.close();
+      ledger = await openLedger(opts);
+      expect(notices.join('\n')).toContain(`the log closed the window of key ${old} at ${closedAt}`);
+      await ledger.rotateKey();
+      expect(ledger.trustStore().keys.find((k) => k.keyId === old)?.notAfter).toBe(closedAt);
+      expect((await ledger.log.signingKeys.get(old))?.closedAt).toBe(closedAt);
+      expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(1);
+      expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] }); // before: KEY_WINDOW_MISMATCH
+      await ledger.close();
+    });
+
+    it('a revocation that stopped after the log closed the window: run again, it revokes from where the log closed', async () => {
+      const { options } = backend.store();
+      const s = await rotatedStore(options);
+      const ledger = await s.reopen();
+      const trustPath = join(options.root!, 'trust.json');
+      // Once the revocation has closed the window in the log, trust.json cannot be replaced (a directory stands there).
+      const keyring = (ledger as unknown as { keyring: { reload(): Promise<void> } }).keyring;
+      const reload = keyring.reload.bind(keyring);
+      keyring.reload = async () => {
+        await reload();
+        renameSync(trustPath, `${trustPath}.aside`);
+        mkdirSync(join(trustPath, 'occupied'), { recursive: true });
+        keyring.reload = reload;
+      };
+      const first = later(s.oldRecord.closedAt!, -500);
+      await expect(ledger.revokeKey(s.old, first)).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+      rmSync(trustPath, { recursive: true });
+      renameSync(`${trustPath}.aside`, trustPath);
+      expect(await ledger.revokeKey(s.old, later(s.oldRecord.closedAt!, -200))).toBe(first);
+      expect(ledger.trustStore().keys.find((k) => k.keyId === s.old)?.revokedAt).toBe(first);
+      expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] }); // before: KEY_WINDOW_MISMATCH
       await ledger.close();
     });
 

@@ -367,6 +367,12 @@ export class Keyring {
     }
   }
 
+  /** Where trust.json ends key `keyId`'s window: `notAfter`, or `revokedAt` when earlier; undefined while current. */
+  windowEnd(keyId: string): string | undefined {
+    const key = this.trust.keys.find((k) => k.keyId === keyId);
+    return [key?.notAfter, key?.revokedAt].filter((t): t is string => t !== undefined).sort()[0];
+  }
+
   /** When the current key's window opens: nothing it signs may be dated earlier (its manifests would not verify). */
   signsFrom(): string | undefined {
     return this.trust.keys.find((k) => k.host === this.options.host && k.keyId === this.current.keyId)?.notBefore;
@@ -478,8 +484,9 @@ export class Keyring {
 
   /**
    * Rotates the host key: a new key file replaces the old one, the old key gets `notAfter` = `at` and the
-   * new one `notBefore` = `at`, where `at` comes from `windowEndAfter` (the ledger closes the window in the log
-   * first, so that no process appends a manifest of the old key dated at or after it).
+   * new one `notBefore` = `at`, where `at` comes from `windowEndAfter`, or is where the log closed the window already
+   * (a rotation that stopped after that step): the ledger closes the window in the log first, so that no process
+   * appends a manifest of the old key dated at or after it.
    * Not available with an injected signer (rotate it in the KMS).
    * @throws StoreError `STORAGE_FAILED` when a key file or trust.json cannot be written (see `assertRotatable`)
    */

@@ -783,9 +783,13 @@ export class Ledger {
             // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
             let at = '';
             await this.log.signingKeys.close(old, (record) => {
-              at = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
+              const end = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
               // A window a revocation closed earlier stays closed there: rotating never moves its end later.
-              return closedNoLater(record, at);
+              const closed = closedNoLater(record, end);
+              // One the log closed that trust.json does not end there (a rotation or revocation that stopped after
+              // this step): trust.json ends it there too and the new key starts there, so the two agree.
+              at = closed !== end && this.keyring.windowEnd(old) !== closed ? closed : end;
+              return closed;
             });
             return (await this.keyring.rotate(at)).keyId;
           });
@@ -807,10 +811,14 @@ export class Ledger {
       return this.signing.exclusive(async () => {
         try {
           return await this.keyring.exclusive(async () => {
-            const from = this.keyring.checkRevocation(keyId, at);
+            let from = this.keyring.checkRevocation(keyId, at);
             // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
-            if (this.keyring.isManifestKey(keyId))
-              await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
+            if (this.keyring.isManifestKey(keyId)) {
+              const closed = await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
+              // Closed earlier where trust.json does not end it (a revocation or rotation that stopped after this
+              // step): revoked from there, so the log and trust.json agree.
+              if (closed !== from && this.keyring.windowEnd(keyId) !== closed) from = closed;
+            }
             return this.keyring.revoke(keyId, from);
           });
         } finally {

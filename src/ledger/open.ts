@@ -170,6 +170,12 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         : undefined;
     // A clock that stepped back since the last run must not date a manifest before one this key signed.
     const signed = await log.signingKeys.get(keyring.signer.keyId);
+    // A rotation or revocation that stopped after closing the key's window in the log, before trust.json: until it is
+    // run again, the log refuses every manifest this key signs now.
+    if (signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined)
+      notice(
+        `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped): publish is refused (KEY_EXPIRED) until \`keys rotate\` is run again`,
+      );
     return new Ledger({
       witnesses,
       lastSignedAt: signed?.lastSignedAt,
