@@ -416,9 +416,9 @@ export class Keyring {
   }
 
   /**
-   * Reads trust.json alone again, for a read that judges signatures: not the key files, which another process's
-   * rotation replaces after trust.json (a full reload in between would find this process's checkpoint key revoked
-   * and refuse). A file gone meanwhile leaves the trust read before.
+   * Reads trust.json alone again, for a read that judges signatures when loading the key files again refused
+   * (`KEY_INVALID`): the read still judges by the trust as it is now. A file gone meanwhile leaves the trust read
+   * before.
    * @throws LedgerError `KEY_FILE_UNSAFE`, ManifestError `TRUST_INVALID`
    */
   async reloadTrust(): Promise<void> {

@@ -828,7 +828,7 @@ export class Ledger {
     });
   }
 
-  /** A read found another process's rotation half done: the key files are loaded again at the next read. */
+  /** A read could not load the key files again (`freshTrust`): they are loaded again at the next read. */
   private keysStale = false;
 
   /**
@@ -838,8 +838,11 @@ export class Ledger {
   private async freshTrust(): Promise<void> {
     if (this.log.exclusive === true) return;
     if (!this.keysStale && !(await this.keyring.changedOnDisk())) return;
-    // The key files too, so this process signs with the keys a finished rotation left; in the middle of one
-    // (trust.json written, key files not yet) that load refuses: then trust.json alone, and the keys at a later read.
+    // The key files too, so this process signs with the keys a finished rotation left. One under way does not show
+    // half done: it holds the trust lock until its staged key files are in place, and a load that meets them waits
+    // for it (`settleStaged`). A load that refuses (KEY_INVALID: a trust.json that no longer lists this process's
+    // key, an injected signer that stopped verifying) does not fail the read: then trust.json alone, and the keys
+    // at a later read.
     try {
       await this.keyring.reload({ unlessChanged: true });
       this.keysStale = false;
