@@ -176,7 +176,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // run again, the log refuses every manifest this key signs now.
     if (signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined)
       notice(
-        `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped): publish is refused (KEY_EXPIRED) until \`keys rotate\` is run again`,
+        `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until \`keys rotate\` is run again`,
       );
     return new Ledger({
       witnesses,
