@@ -4,12 +4,21 @@
  * the window end the record holds, the closed window is where trust.json ends the key, and a key's newest stored
  * manifest is no newer than its record says.
  */
+import { mkdirSync, renameSync, rmdirSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import pgLib from 'pg';
 import { describe, expect, it } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
 import type { OpenLedgerOptions } from '../src/ledger/options.js';
 import { fsck } from '../src/ops/maintenance.js';
+import { exportBundle } from '../src/ops/export.js';
+import { openBundleDir } from '../src/ops/bundle-dir.js';
+import { loadKeyFile } from '../src/keys/local-signer.js';
+import { verifyBundle } from '../manifests/audit/verify-chain.js';
+import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
+import { serializeEnvelope, signEnvelope } from '../manifests/crypto/envelope.js';
+import { verifyManifestEnvelope } from '../manifests/crypto/verify-manifest.js';
+import { encodeManifest, manifestId, MANIFEST_PAYLOAD_TYPE } from '../manifests/format/manifest.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import type { SigningKeyRecord } from '../manifests/log/log.js';
 import { describePostgres } from './support/postgres.js';
@@ -106,6 +115,109 @@ function keyRecordSuite(backend: Backend): void {
       await tamper.remove(s.current);
       const ledger = await s.reopen();
       expect((await fsck(ledger)).findings).toEqual([]);
+      await ledger.close();
+    });
+
+    it('a rotation that stopped after the log closed the window: run again, it ends the key where the log did', async () => {
+      const { options } = backend.store();
+      let now = Date.parse('2026-11-30T10:00:00.000Z');
+      const notices: string[] = [];
+      const opts = { ...options, clock: () => new Date((now += 1000)), onNotice: (m: string) => notices.push(m) };
+      let ledger = await openLedger(opts);
+      await ledger.publish(scope, sampleSummary(0));
+      const old = ledger.keyId;
+      // Once the rotation has closed the window in the log, its new key file cannot be written (EISDIR).
+      const keyring = (ledger as unknown as { keyring: { keyPath: string; reload(): Promise<void> } }).keyring;
+      const reload = keyring.reload.bind(keyring);
+      keyring.reload = async () => {
+        await reload();
+        mkdirSync(`${keyring.keyPath}.next`);
+        keyring.reload = reload;
+      };
+      await expect(ledger.rotateKey()).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+      rmdirSync(`${keyring.keyPath}.next`);
+      const closedAt = (await ledger.log.signingKeys.get(old))!.closedAt!;
+      await expect(ledger.publish(scope, sampleSummary(1))).rejects.toMatchObject({ code: 'KEY_EXPIRED' });
+      await ledger.close();
+      ledger = await openLedger(opts);
+      expect(notices.join('\n')).toContain(`the log closed the window of key ${old} at ${closedAt}`);
+      await ledger.rotateKey();
+      expect(ledger.trustStore().keys.find((k) => k.keyId === old)?.notAfter).toBe(closedAt);
+      expect((await ledger.log.signingKeys.get(old))?.closedAt).toBe(closedAt);
+      expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(1);
+      expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] }); // before: KEY_WINDOW_MISMATCH
+      await ledger.close();
+    });
+
+    it('a revocation that stopped after the log closed the window: run again, it revokes from where the log closed', async () => {
+      const { options } = backend.store();
+      const s = await rotatedStore(options);
+      const ledger = await s.reopen();
+      const trustPath = join(options.root!, 'trust.json');
+      // Once the revocation has closed the window in the log, trust.json cannot be replaced (a directory stands there).
+      const keyring = (ledger as unknown as { keyring: { reload(): Promise<void> } }).keyring;
+      const reload = keyring.reload.bind(keyring);
+      keyring.reload = async () => {
+        await reload();
+        renameSync(trustPath, `${trustPath}.aside`);
+        mkdirSync(join(trustPath, 'occupied'), { recursive: true });
+        keyring.reload = reload;
+      };
+      const first = later(s.oldRecord.closedAt!, -500);
+      await expect(ledger.revokeKey(s.old, first)).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
+      rmSync(trustPath, { recursive: true });
+      renameSync(`${trustPath}.aside`, trustPath);
+      expect(await ledger.revokeKey(s.old, later(s.oldRecord.closedAt!, -200))).toBe(first);
+      expect(ledger.trustStore().keys.find((k) => k.keyId === s.old)?.revokedAt).toBe(first);
+      expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] }); // before: KEY_WINDOW_MISMATCH
+      await ledger.close();
+    });
+
+    it('a lost host key file: the next open ends the old key where the new one starts, in the log and trust.json', async () => {
+      const { options } = backend.store();
+      let now = Date.parse('2026-11-30T10:00:00.000Z');
+      const notices: string[] = [];
+      const opts = { ...options, clock: () => new Date((now += 1000)), onNotice: (m: string) => notices.push(m) };
+      let ledger = await openLedger(opts);
+      await ledger.publish(scope, sampleSummary(0));
+      const old = ledger.keyId;
+      const keyFile = (ledger as unknown as { keyring: { keyPath: string } }).keyring.keyPath;
+      await ledger.close();
+      const kept = await loadKeyFile(keyFile); // a copy whoever took the file may hold
+      unlinkSync(keyFile);
+      ledger = await openLedger(opts);
+      const trust = ledger.trustStore();
+      const end = trust.keys.find((k) => k.keyId === old)?.notAfter;
+      expect(end).toBeDefined(); // before: the old key stayed current, with no end
+      expect(trust.keys.find((k) => k.keyId === ledger.keyId)?.notBefore).toBe(end);
+      expect((await ledger.log.signingKeys.get(old))?.closedAt).toBe(end);
+      expect(notices.join('\n')).toContain(`its key ${old} ends at ${end}`);
+      expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(1);
+      expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] });
+      const out = join(tempDir(), 'bundle');
+      await exportBundle(ledger, { out, withBlobs: true });
+      const audit = await verifyBundle(await openBundleDir(out), { trust, verifier: nodeVerifier });
+      expect(audit.findings).toEqual([]);
+      expect(audit.counts.manifests).toBe(2);
+      // What the kept copy signs after the end is refused by the log and by the verifier.
+      const head = (await ledger.history(scope)).at(-1)!;
+      const createdAt = later(end!, 1000);
+      const manifest = { ...head.manifest, seq: 2, prev: head.id, createdAt, keyId: old };
+      const payload = encodeManifest(manifest);
+      const envelope = serializeEnvelope(await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, kept));
+      expect(() => verifyManifestEnvelope(envelope, { trust })).toThrow(
+        expect.objectContaining({ code: 'KEY_EXPIRED' }),
+      );
+      await expect(
+        ledger.log.append({
+          ...scope,
+          seq: 2,
+          prev: head.id,
+          id: manifestId(payload),
+          envelope,
+          signed: { keyId: old, createdAt },
+        }),
+      ).rejects.toMatchObject({ code: 'KEY_EXPIRED' });
       await ledger.close();
     });
 

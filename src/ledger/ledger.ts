@@ -28,7 +28,7 @@ import { headProblems, type HeadProblem } from '../../manifests/chain/head-rules
 import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
-import { Keyring, mergeTrust } from '../keys/keyring.js';
+import { Keyring, closedNoLater, mergeTrust } from '../keys/keyring.js';
 import { KeyedMutex, SharedExclusiveLock } from './locks.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import { packageVersion } from '../version.js';
@@ -783,9 +783,13 @@ export class Ledger {
             // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
             let at = '';
             await this.log.signingKeys.close(old, (record) => {
-              at = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
+              const end = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
               // A window a revocation closed earlier stays closed there: rotating never moves its end later.
-              return closedNoLater(record, at);
+              const closed = closedNoLater(record, end);
+              // One the log closed that trust.json does not end there (a rotation or revocation that stopped after
+              // this step): trust.json ends it there too and the new key starts there, so the two agree.
+              at = closed !== end && this.keyring.windowEnd(old) !== closed ? closed : end;
+              return closed;
             });
             return (await this.keyring.rotate(at)).keyId;
           });
@@ -807,10 +811,14 @@ export class Ledger {
       return this.signing.exclusive(async () => {
         try {
           return await this.keyring.exclusive(async () => {
-            const from = this.keyring.checkRevocation(keyId, at);
+            let from = this.keyring.checkRevocation(keyId, at);
             // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
-            if (this.keyring.isManifestKey(keyId))
-              await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
+            if (this.keyring.isManifestKey(keyId)) {
+              const closed = await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
+              // Closed earlier where trust.json does not end it (a revocation or rotation that stopped after this
+              // step): revoked from there, so the log and trust.json agree.
+              if (closed !== from && this.keyring.windowEnd(keyId) !== closed) from = closed;
+            }
             return this.keyring.revoke(keyId, from);
           });
         } finally {
@@ -820,7 +828,7 @@ export class Ledger {
     });
   }
 
-  /** A read found another process's rotation half done: the key files are loaded again at the next read. */
+  /** A read could not load the key files again (`freshTrust`): they are loaded again at the next read. */
   private keysStale = false;
 
   /**
@@ -830,8 +838,11 @@ export class Ledger {
   private async freshTrust(): Promise<void> {
     if (this.log.exclusive === true) return;
     if (!this.keysStale && !(await this.keyring.changedOnDisk())) return;
-    // The key files too, so this process signs with the keys a finished rotation left; in the middle of one
-    // (trust.json written, key files not yet) that load refuses: then trust.json alone, and the keys at a later read.
+    // The key files too, so this process signs with the keys a finished rotation left. One under way does not show
+    // half done: it holds the trust lock until its staged key files are in place, and a load that meets them waits
+    // for it (`settleStaged`). A load that refuses (KEY_INVALID: a trust.json that no longer lists this process's
+    // key, an injected signer that stopped verifying) does not fail the read: then trust.json alone, and the keys
+    // at a later read.
     try {
       await this.keyring.reload({ unlessChanged: true });
       this.keysStale = false;
@@ -892,9 +903,4 @@ async function* afterCheck(check: Promise<void>, stream: AsyncIterable<Uint8Arra
     yield chunk;
   }
   if (!checked) await check;
-}
-
-/** Where a key's window closes when asked to close at `at`: never later than where the log closed it before. */
-function closedNoLater(record: { closedAt?: string } | undefined, at: string): string {
-  return record?.closedAt !== undefined && record.closedAt < at ? record.closedAt : at;
 }

@@ -134,6 +134,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       clock,
       origin,
       signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
+      closeWindow: (keyId, choose) => log.signingKeys.close(keyId, choose),
+      notice,
       storeSignedNothing: async () => {
         for await (const _ of log.signingKeys.keyIds()) return false;
         for await (const _ of log.entries()) return false;
@@ -185,6 +187,12 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         : undefined;
     // A clock that stepped back since the last run must not date a manifest before one this key signed.
     const signed = await log.signingKeys.get(keyring.signer.keyId);
+    // A rotation or revocation that stopped after closing the key's window in the log, before trust.json: until it is
+    // run again, the log refuses every manifest this key signs now.
+    if (signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined)
+      notice(
+        `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until \`keys rotate\` is run again`,
+      );
     return new Ledger({
       witnesses,
       lastSignedAt: signed?.lastSignedAt,
