@@ -594,9 +594,11 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return raw === undefined ? undefined : parseCountRecord(idKey(id), raw);
   }
 
-  async origin(proposed: string): Promise<string> {
+  origin(): Promise<string | undefined>;
+  origin(proposed: string): Promise<string>;
+  async origin(proposed?: string): Promise<string | undefined> {
     const stored = await this.db.get(ORIGIN_KEY);
-    if (stored !== undefined) return stored;
+    if (stored !== undefined || proposed === undefined) return stored;
     await this.db.put(ORIGIN_KEY, proposed, { sync: true });
     return proposed;
   }
