@@ -180,6 +180,75 @@ describe('LevelManifestLog tree', () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  /** A log of 5 entries, closed, with its tree records cut back to a tree of 2 leaves (`keepLeaf2`: but leaf 2 kept). */
+  async function cutTree(keepLeaf2: boolean): Promise<{ path: string; before: LogTreeHead }> {
+    const path = join(freshDir(), 'log');
+    const log = await LevelManifestLog.open(path);
+    for (let seq = 0; seq < 5; seq++) {
+      await log.append({
+        session: 's',
+        principal: 'p',
+        seq,
+        prev: seq === 0 ? null : digestOf(new TextEncoder().encode(`s${seq - 1}`)),
+        id: digestOf(new TextEncoder().encode(`s${seq}`)),
+        envelope: JSON.stringify({ payload: Buffer.from(`payload ${seq}`).toString('base64') }),
+      });
+    }
+    const before = await log.treeHead();
+    // What a backfill interrupted after its batch of 2 leaves holds: the nodes within the first 2 leaves, their i!
+    // records, n!size 2.
+    const beyond: string[] = [];
+    for await (const key of log.raw.keys({ gte: 'n!', lt: 'n!\xff' })) {
+      const m = /^n!([0-9a-f]{2})!([0-9a-f]{16})$/.exec(key);
+      if (
+        m &&
+        (parseInt(m[2]!, 16) + 1) * 2 ** parseInt(m[1]!, 16) > 2 &&
+        !(keepLeaf2 && key === `n!00!${'2'.padStart(16, '0')}`)
+      )
+        beyond.push(key);
+    }
+    for (const seq of [2, 3, 4]) beyond.push(`i!${digestOf(new TextEncoder().encode(`s${seq}`))}`);
+    await log.raw.batch([
+      ...beyond.map((key) => ({ type: 'del' as const, key })),
+      { type: 'put', key: 'n!size', value: '2' },
+    ]);
+    await log.close();
+    return { path, before };
+  }
+
+  it('finishes an interrupted backfill on open: a tree with no leaf beyond its size grows to the log', async () => {
+    const { path, before } = await cutTree(false);
+    const log = await LevelManifestLog.open(path);
+    try {
+      const after = await log.treeHead();
+      expect(after.size).toBe(5);
+      expect(Buffer.from(after.root).toString('hex')).toBe(Buffer.from(before.root).toString('hex'));
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('does not grow a tree whose size record was lowered (its next leaf is stored): appends are refused', async () => {
+    const { path } = await cutTree(true);
+    const log = await LevelManifestLog.open(path);
+    try {
+      expect((await log.treeHead()).size).toBe(2);
+      expect(await log.raw.get('n!size')).toBe('2');
+      await expect(
+        log.append({
+          session: 's',
+          principal: 'p',
+          seq: 5,
+          prev: digestOf(new TextEncoder().encode('s4')),
+          id: digestOf(new TextEncoder().encode('s5')),
+          envelope: JSON.stringify({ payload: Buffer.from('payload 5').toString('base64') }),
+        }),
+      ).rejects.toMatchObject({ code: 'TREE_DAMAGED', message: expect.stringMatching(/leaf 2 is stored/) });
+    } finally {
+      await log.close();
+    }
+  });
 });
 
 describe('LevelManifestLog.checkHeads beside appends', () => {

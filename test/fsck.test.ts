@@ -296,7 +296,7 @@ describe('fsck, the store-only codes', () => {
     const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
     try {
       for (let i = 0; i < 2; i++) await ledger.publish(scope, sampleSummary(i));
-      // Behind the ledger's back, in this process (open would extend a short tree again): the tree has one leaf.
+      // Behind the ledger's back, in this process (a closed store: the test below): the tree has one leaf.
       await (ledger.log as LevelManifestLog).raw.put('n!size', '1');
       (ledger.log as unknown as { treeSize: number }).treeSize = 1;
       const report = await fsck(ledger);
@@ -305,6 +305,25 @@ describe('fsck, the store-only codes', () => {
     } finally {
       await ledger.close();
     }
+  });
+
+  it('reports a tree whose size record was lowered in a closed store as TREE_SIZE: open does not grow it back', async () => {
+    const { root } = await storeWithChain();
+    await tamper(root, (db) => db.put('n!size', '2'));
+    // The pinned checkpoint has 4 leaves: the open refuses, and fsck's diagnosing open names the damage.
+    expect(await rejection(openLedger({ root, host: 'host-a' }))).toMatchObject({ code: 'ROLLBACK' });
+    const ledger = await openLedger({ root, host: 'host-a', diagnose: true });
+    try {
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toContainEqual(
+        expect.objectContaining({ code: 'TREE_SIZE', message: 'the tree has 2 leaves, the log 4 entries' }),
+      );
+      expect(report.findings).toContainEqual(expect.objectContaining({ code: 'PIN_MISMATCH' }));
+    } finally {
+      await ledger.close();
+    }
+    await tamper(root, async (db) => expect(await db.get('n!size')).toBe('2'));
   });
 
   it('reports a tree with more leaves than the log has entries as TREE_SIZE, and appends are refused (TREE_DAMAGED)', async () => {

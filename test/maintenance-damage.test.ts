@@ -3,7 +3,8 @@
  * reached by neither index (their head and positions lost, or a record gone while its leaf stays in the tree), and
  * fsck checked a blob once per digest, so a second manifest claiming another size for the same blob was never
  * held to it (resume and the auditor refuse it); and fsck could not run on a store whose log does not extend its
- * pinned checkpoint, the very store it is for (the open refused with ROLLBACK / FORK).
+ * pinned checkpoint, the very store it is for (the open refused with ROLLBACK / FORK). And fsck's TREE_SIZE on
+ * PostgreSQL, whose tree size is the log counter: a row deleted under it, or the counter set back.
  */
 import { spawnSync } from 'node:child_process';
 import { cpSync, rmSync } from 'node:fs';
@@ -143,6 +144,50 @@ describePostgres('gc on a damaged PostgreSQL store', (pg) => {
        COMMIT;`,
     );
     await refusedGc(opts);
+  });
+});
+
+describePostgres('fsck of a PostgreSQL tree of another size than the log', (pg) => {
+  const schemaName = (tag: string) => `fscksize_${tag}_${process.pid}_${Date.now()}`;
+
+  it("the newest row deleted under its leaf (the counter kept): TREE_SIZE, the tree's leaves above the entries", async () => {
+    const schema = schemaName('row');
+    const { opts } = await store({ postgres: { connectionString: pg.connectionString, schema } });
+    await sqlOn(
+      pg.connectionString,
+      `BEGIN;
+       UPDATE "${schema}".heads SET seq = 0, id = (SELECT id FROM "${schema}".entries WHERE session = 's2' AND seq = 0) WHERE session = 's2';
+       DELETE FROM "${schema}".entries WHERE position = 3;
+       COMMIT;`,
+    );
+    const ledger = await openLedger(opts);
+    try {
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toContainEqual(
+        expect.objectContaining({ code: 'TREE_SIZE', message: 'the tree has 4 leaves, the log 3 entries' }),
+      );
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('the counter set back under the entries: the open refuses ROLLBACK, a diagnosing fsck reports TREE_SIZE', async () => {
+    const schema = schemaName('counter');
+    const { opts } = await store({ postgres: { connectionString: pg.connectionString, schema } });
+    await sqlOn(pg.connectionString, `UPDATE "${schema}".log_counter SET next_position = 3`);
+    await expect(openLedger(opts)).rejects.toMatchObject({ code: 'ROLLBACK' });
+    const ledger = await openLedger({ ...opts, diagnose: true });
+    try {
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toContainEqual(
+        expect.objectContaining({ code: 'TREE_SIZE', message: 'the tree has 3 leaves, the log 4 entries' }),
+      );
+      expect(report.findings).toContainEqual(expect.objectContaining({ code: 'PIN_MISMATCH' }));
+    } finally {
+      await ledger.close();
+    }
   });
 });
 

@@ -226,6 +226,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
   abstract treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
   abstract entryAt(position: number): Promise<LogEntry | undefined>;
   abstract positionOf(id: Digest): Promise<number | undefined>;
+  abstract origin(): Promise<string | undefined>;
   abstract origin(proposed: string): Promise<string>;
 
   /** The append itself; the request is well-formed and the signal was not aborted when it was called. */

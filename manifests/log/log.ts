@@ -229,8 +229,10 @@ export interface ManifestLog {
   positionOf(id: Digest): Promise<number | undefined>;
   /**
    * The log's origin (its unique name in checkpoints): the stored one, or `proposed`, stored durably by
-   * the first caller, so that every host sharing a store signs under one name.
+   * the first caller, so that every host sharing a store signs under one name. Without `proposed`, only reads:
+   * the stored one, or `undefined`.
    */
+  origin(): Promise<string | undefined>;
   origin(proposed: string): Promise<string>;
   /** Highest seq a reader of this log has verified for `session` (rollback protection). */
   getWatermark(session: string): Promise<number | undefined>;

@@ -127,7 +127,9 @@ function parseJson(text: string, what: string): unknown {
  */
 export function extractSummary(response: ModelResponse): unknown {
   if (response.finishReason === 'refusal') {
-    const words = response.refusal === undefined ? '' : `: ${JSON.stringify(response.refusal.slice(0, 200))}`;
+    // Words that are not a string (an SDK's `null` passed on as it came) are no words, not a TypeError.
+    const refusal: unknown = response.refusal;
+    const words = typeof refusal === 'string' ? `: ${JSON.stringify(refusal.slice(0, 200))}` : '';
     throw new LedgerError('MODEL_REFUSED', `the model refused to write the summary${words}`);
   }
   // A truncated answer can still parse (a cut-off array, a shorter string); it is never a handoff.

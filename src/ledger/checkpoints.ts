@@ -43,7 +43,8 @@ const PIN_NAME = /^([0-9a-f]{64})\.(?:pin|note)$/;
  * One root pins one log. A pin in `<root>/checkpoints/` under another origin's name means the log being opened is
  * not the one this root pinned: its origin record was deleted or changed (a rewritten database would otherwise be
  * given a fresh origin, a fresh pin, and no rollback check), or the root is being used with a second log. Checked at
- * open before anything is written under the log's origin (its trusted checkpoint key, its pin).
+ * open before anything is written under the log's origin (a missing origin record, its trusted checkpoint key, its
+ * pin).
  * @throws LedgerError `FORK`; StoreError `UNSAFE_PATH` (the checkpoints directory)
  */
 export async function refuseAnotherLogsPin(root: string, origin: string): Promise<void> {

@@ -121,11 +121,20 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         'origin: a non-empty name without spaces or "+" (e.g. example.com/log1)',
       );
     // The first opener names the log; every later opener, on any host, signs under that name.
-    const origin = await log.origin(options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`);
-    if (options.origin !== undefined && origin !== options.origin)
-      throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${origin}, not ${options.origin}`);
-    // Before the keyring lists a checkpoint key under this origin: a pin of another origin in this root is a FORK.
-    await refuseAnotherLogsPin(root, origin);
+    const stored = await log.origin();
+    const named = stored ?? options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`;
+    if (options.origin !== undefined && named !== options.origin)
+      throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${named}, not ${options.origin}`);
+    // Before the keyring lists a checkpoint key under this origin, and before a missing origin record is written (a
+    // refused open leaves the store as it found it): a pin of another origin in this root is a FORK.
+    await refuseAnotherLogsPin(root, named);
+    const origin = stored ?? (await log.origin(named));
+    if (origin !== named) {
+      // Another host of a shared store named the log meanwhile: its name is judged as the stored one is.
+      if (options.origin !== undefined)
+        throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${origin}, not ${options.origin}`);
+      await refuseAnotherLogsPin(root, origin);
+    }
     const keyring = await Keyring.open({
       root,
       host,

@@ -64,7 +64,10 @@ export interface ExportOptions {
    * signed payloads say (`signedScopeOf`), never the unsigned principal column stored beside them.
    */
   principal?: string;
-  /** Only this session's chain. */
+  /**
+   * Only this session's chain, read by the session stored beside each entry: an entry there whose signed payload
+   * names another session stops the export (`RECORD_CORRUPT`).
+   */
   session?: string;
   /** Also copy every referenced summary blob (re-hashed by the blob store as it is read). */
   withBlobs?: boolean;
@@ -171,6 +174,19 @@ function entriesFor(log: ManifestLog, session: string | undefined): AsyncIterabl
   return session === undefined ? log.entries() : log.chain(session);
 }
 
+/**
+ * An entry read as part of `chain`'s chain whose signed manifest is of another session: the session stored beside it
+ * was changed, so the chain read by that column is not the session's (entries may have been moved into it, or out).
+ * The export refuses rather than hand an auditor a bundle assembled by a column nobody signed (fsck: `SCOPE_MISMATCH`).
+ */
+function misfiled(e: LogEntry, chain: string, signed: string): ManifestError {
+  return new ManifestError(
+    'RECORD_CORRUPT',
+    `the log entry at position ${e.position} is stored in session ${chain}'s chain (seq ${e.seq}) but holds a ` +
+      `manifest signed for session ${signed}`,
+  );
+}
+
 /** The filter, and for a filtered export the sessions it may hold (a superset: later appends included). */
 async function selectSessions(
   log: ManifestLog,
@@ -216,7 +232,8 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
 /**
  * Exports the chains selected by `options` into a new bundle directory.
  * @throws LedgerError `INVALID_ID` (bad filter id); AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
- *   ManifestError `RECORD_CORRUPT` (a log record export needs cannot be read: no bundle; run fsck); other
+ *   ManifestError `RECORD_CORRUPT` (a log record export needs cannot be read, or `session`'s chain holds an entry
+ *   signed for another session: no bundle; run fsck); other
  *   ManifestError/StoreError from the log or blob store pass through.
  */
 export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
@@ -341,11 +358,15 @@ async function exportInto(
         for await (const e of entriesFor(source.log, options.session)) {
           if (e.position >= limit) break;
           checkCancelled(options.signal);
-          if (!selected(e.session)) continue;
+          // A filter takes an entry by its signed payload's session (the session column is not signed), as
+          // `selectSessions` does; only an envelope whose payload cannot be read is placed by the column.
+          const session = filtered ? (signedScopeOf(e.envelope)?.session ?? e.session) : e.session;
+          if (options.session !== undefined && session !== options.session) throw misfiled(e, options.session, session);
+          if (!selected(session)) continue;
           positions.push(e.position);
-          lastOf.set(e.session, { seq: e.seq, id: e.id });
+          lastOf.set(session, { seq: e.seq, id: e.id });
           counts.manifests++;
-          sessions.add(e.session);
+          sessions.add(session);
           if (options.withBlobs) {
             const d = summaryDigestOf(e.envelope);
             if (d) digests.add(d);

@@ -2,6 +2,8 @@
  * `export --principal P` chooses chains by the principal in each manifest's signed payload, on both backends: the
  * `principal` column stored beside an entry (a LevelDB record field, a PostgreSQL column) is not signed, and a
  * writer of the database who changes it must neither hide P's chains from P's bundle nor put another's chain in it.
+ * The same holds for the session stored beside an entry: a filtered export places each entry by its signed session,
+ * and `--session S`, which reads S's chain by that column, refuses an entry signed for another session.
  */
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
@@ -12,6 +14,7 @@ import { type Ledger } from '../../src/ledger/ledger.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { exportBundle } from '../../src/ops/export.js';
 import { openBundleDir } from '../../src/ops/bundle-dir.js';
+import { ManifestError } from '../../manifests/errors.js';
 import { describePostgres, sqlOn, type PostgresHandle } from '../support/postgres.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
 
@@ -19,14 +22,27 @@ interface Backend {
   open(root: string): Promise<Ledger>;
   /** Rewrites the unsigned principal stored beside the entry at (session, seq), as a writer of the database can. */
   setPrincipalColumn(ledger: Ledger, session: string, seq: number, principal: string): Promise<void>;
+  /** Moves the entry at (session, seq) into another session's chain by its unsigned session column (same seq). */
+  setSessionColumn(ledger: Ledger, session: string, seq: number, to: string): Promise<void>;
 }
+
+const entryKey = (session: string, seq: number) => `e!${session}!${seq.toString(16).padStart(12, '0')}`;
 
 const embedded: Backend = {
   open: (root) => openLedger({ root, host: 'host-a', onNotice: () => {} }),
   async setPrincipalColumn(ledger, session, seq, principal) {
     const raw = (ledger.log as LevelManifestLog).raw;
-    const key = `e!${session}!${seq.toString(16).padStart(12, '0')}`;
+    const key = entryKey(session, seq);
     await raw.put(key, JSON.stringify({ ...JSON.parse(await raw.get(key)), principal }));
+  },
+  async setSessionColumn(ledger, session, seq, to) {
+    const raw = (ledger.log as LevelManifestLog).raw;
+    const entry = JSON.parse(await raw.get(entryKey(session, seq))) as { position: number };
+    await raw.batch([
+      { type: 'del', key: entryKey(session, seq) },
+      { type: 'put', key: entryKey(to, seq), value: JSON.stringify({ ...entry, session: to }) },
+      { type: 'put', key: `p!${entry.position.toString(16).padStart(16, '0')}`, value: entryKey(to, seq) },
+    ]);
   },
 };
 
@@ -49,6 +65,13 @@ function postgres(pg: PostgresHandle): Backend {
         `UPDATE ${schema()}.entries SET principal = $1 WHERE session = $2 AND seq = $3`,
         [principal, session, seq],
       );
+    },
+    async setSessionColumn(_ledger, session, seq, to) {
+      await sqlOn(pg.connectionString, `UPDATE ${schema()}.entries SET session = $1 WHERE session = $2 AND seq = $3`, [
+        to,
+        session,
+        seq,
+      ]);
     },
   };
 }
@@ -101,8 +124,49 @@ function scopeTests(backend: () => Backend): void {
       await ledger.close();
     }
   });
+
+  it('a filtered export places entries by their signed session: a rewritten session column is refused or ignored', async () => {
+    const dir = tempDir();
+    const b = backend();
+    const ledger = await ledgerWithChains(b, join(dir, 'store'));
+    try {
+      // alice's s1 seq 1 now sits in s2's chain by its column, her s1 seq 0 in a session s4 nobody published in
+      // (entries below the heads: PostgreSQL's heads reference their entries).
+      await b.setSessionColumn(ledger, 's1', 1, 's2');
+      await b.setSessionColumn(ledger, 's1', 0, 's4');
+      for (const [session, position, seq] of [
+        ['s2', 2, 1],
+        ['s4', 0, 0],
+      ] as const) {
+        const err = await exportBundle(ledger, { out: join(dir, session), session }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(ManifestError);
+        expect((err as ManifestError).code).toBe('RECORD_CORRUPT');
+        expect((err as ManifestError).message).toContain(
+          `the log entry at position ${position} is stored in session ${session}'s chain (seq ${seq}) but holds a manifest signed for session s1`,
+        );
+      }
+      // --principal reads the whole log: alice's chain s1 is whole in her bundle.
+      const alice = await exportBundle(ledger, { out: join(dir, 'alice'), principal: 'alice' });
+      expect(bundleSessions(alice.dir)).toEqual(['s1', 's1', 's1']);
+      expect((await verifyBundle(await openBundleDir(alice.dir), { trust: ledger.trustStore() })).findings).toEqual([]);
+      // Entries moved out of S's chain are not read by --session S: the auditor finds the chain incomplete.
+      const s1 = await exportBundle(ledger, { out: join(dir, 's1'), session: 's1' });
+      expect(bundleSessions(s1.dir)).toEqual(['s1']);
+      const report = await verifyBundle(await openBundleDir(s1.dir), { trust: ledger.trustStore() });
+      expect(report.findings.map((f) => f.code)).toEqual(['SEQ_NOT_ZERO']);
+    } finally {
+      await ledger.close();
+    }
+  });
 }
 
-describe('export --principal (embedded)', () => scopeTests(() => embedded));
+describe('export --principal and --session (embedded)', () => scopeTests(() => embedded));
 
-describePostgres('export --principal (PostgreSQL)', (pg) => scopeTests(() => postgres(pg)), 'export_scope');
+describePostgres(
+  'export --principal and --session (PostgreSQL)',
+  (pg) => scopeTests(() => postgres(pg)),
+  'export_scope',
+);

@@ -649,8 +649,11 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         await expectManifestError(fx.log.treeNodes([{ level: 3, index: 0 }]), 'TREE_DAMAGED');
       });
 
-      it('stores its origin once: the first proposal wins', async () => {
+      it('stores its origin once: the first proposal wins; asked without one, it only reads', async () => {
+        expect(await fx.log.origin()).toBeUndefined();
+        expect(await fx.log.origin()).toBeUndefined();
         expect(await fx.log.origin('example.org/one')).toBe('example.org/one');
+        expect(await fx.log.origin()).toBe('example.org/one');
         expect(await fx.log.origin('example.org/two')).toBe('example.org/one');
         expect(await (await fx.reopen()).origin('example.org/three')).toBe('example.org/one');
       });

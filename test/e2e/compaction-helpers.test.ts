@@ -136,6 +136,16 @@ describe('extractSummary', () => {
     expect(codeOf(() => extractSummary({ finishReason, text: JSON.stringify(summary) }))).toBe(code);
   });
 
+  it('reports a refusal as MODEL_REFUSED, also when the adapter passes its words on as null', () => {
+    expect(codeOf(() => extractSummary({ finishReason: 'refusal', refusal: 'I cannot help with that.' }))).toBe(
+      'MODEL_REFUSED',
+    );
+    expect(codeOf(() => extractSummary({ finishReason: 'refusal' }))).toBe('MODEL_REFUSED');
+    // An SDK's `refusal: null` passed on as it came breaks the declared type; it is still the model's refusal.
+    const refused = { finishReason: 'refusal', refusal: null } as unknown as Parameters<typeof extractSummary>[0];
+    expect(codeOf(() => extractSummary(refused))).toBe('MODEL_REFUSED');
+  });
+
   it('refuses two submit_handoff calls and calls to any other tool', () => {
     const call = { id: '1', name: SUBMIT_HANDOFF, input: summary };
     expect(codeOf(() => extractSummary({ finishReason: 'tool_calls', toolCalls: [call, { ...call, id: '2' }] }))).toBe(

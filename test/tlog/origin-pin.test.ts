@@ -1,9 +1,9 @@
 /**
  * One root pins one log. A database writer who rolls the log back AND deletes or changes its origin record must not
  * get a fresh origin, a fresh pin and no rollback check: the root's pin of the old origin makes the open a FORK, on
- * both backends, before the keyring or the guard writes anything under the new name (trust.json and the pins stay as they were). The same refusal keeps a
- * root from being used with a second log (another PostgreSQL schema), which used to list its checkpoint key twice and
- * leave trust.json unloadable for both.
+ * both backends, before anything is written under the new name (the log's origin record, trust.json and the pins stay
+ * as they were). The same refusal keeps a root from being used with a second log (another PostgreSQL schema), which
+ * used to list its checkpoint key twice and leave trust.json unloadable for both.
  */
 import { cpSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -60,9 +60,13 @@ describe('the origin record of an embedded store', () => {
       const err = await refusal(openDefault(root));
       expect(err.code).toBe('FORK');
       expect(err.message).toMatch(/this root pins another log .*checkpoints\/[0-9a-f]{64}\.pin/);
-      // Refused before the keyring or the guard wrote anything: a second open is refused the same way.
+      // Refused before anything was written: a second open is refused the same way.
       expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(trustBefore);
       expect(readdirSync(join(root, 'checkpoints')).sort()).toEqual(pinsBefore);
+      // Nor in the log: a deleted origin record is still missing, a changed one still what it was changed to.
+      await editLevel(root, async (log) =>
+        expect(await log.origin()).toBe(how === 'deleted' ? undefined : 'evil.example/log'),
+      );
       expect((await refusal(openDefault(root))).code).toBe('FORK');
       // Not even to diagnose: the pin is another log's, and this open would write one of its own.
       expect((await refusal(openDefault(root, { diagnose: true }))).code).toBe('FORK');
@@ -106,6 +110,8 @@ describePostgres('the origin record on PostgreSQL', (pg) => {
     const trustBefore = readFileSync(join(opts.root, 'trust.json'), 'utf8');
     expect((await refusal(openLedger(opts))).code).toBe('FORK');
     expect(readFileSync(join(opts.root, 'trust.json'), 'utf8')).toBe(trustBefore);
+    // Nor did it name the log afresh: the origin row is still missing.
+    expect(await sqlOn(pg.connectionString, `SELECT value FROM "${schema}".log_meta WHERE key = 'origin'`)).toEqual([]);
     // Still refused: the refusal wrote no pin of the new name.
     expect((await refusal(openLedger(opts))).code).toBe('FORK');
   });

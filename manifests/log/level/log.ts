@@ -52,7 +52,7 @@ import {
   readHeadsRoot,
   rebuildSessionHeads,
 } from './session-heads.js';
-import { backfillTree, idKey, loadFrontier, ORIGIN_KEY, readNodes, readTreeSize, treePuts } from './tree.js';
+import { backfillTree, idKey, loadFrontier, nodeKey, ORIGIN_KEY, readNodes, readTreeSize, treePuts } from './tree.js';
 
 export type { BatchOp } from './tables.js';
 
@@ -251,8 +251,17 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       // ROLLBACK; only appending, which would build on a tree that is not the entries', is refused.
       if (log.treeSize > log.nextPosition)
         log.treeDamage = `the tree has ${log.treeSize} leaves, the log ${log.nextPosition} entries`;
+      else if (
+        log.treeSize < log.nextPosition &&
+        (await db.get(nodeKey({ level: 0, index: log.treeSize }))) !== undefined
+      )
+        // Fewer leaves than positions, yet the next leaf is stored: every batch writes its nodes with the size, so
+        // the tree was larger and its size record was lowered (a hand edit, a bad restore). Growing it again would
+        // hide that; as above, the store opens for fsck (TREE_SIZE) and the pin's ROLLBACK, and appends are refused.
+        log.treeDamage = `the tree has ${log.treeSize} leaves, the log ${log.nextPosition} entries, and leaf ${log.treeSize} is stored`;
       else if (log.treeSize < log.nextPosition) {
-        // A store from before the tree existed: add its entries now (resumable, see backfillTree).
+        // A store from before the tree existed, or whose backfill was interrupted (no leaf beyond the size): add
+        // its entries now (resumable, see backfillTree).
         const after = log.treeSize === 0 ? undefined : log.treeSize - 1;
         const state = await backfillTree(db, log.entries({ afterPosition: after }), {
           frontier: log.frontier,
@@ -594,9 +603,11 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return raw === undefined ? undefined : parseCountRecord(idKey(id), raw);
   }
 
-  async origin(proposed: string): Promise<string> {
+  origin(): Promise<string | undefined>;
+  origin(proposed: string): Promise<string>;
+  async origin(proposed?: string): Promise<string | undefined> {
     const stored = await this.db.get(ORIGIN_KEY);
-    if (stored !== undefined) return stored;
+    if (stored !== undefined || proposed === undefined) return stored;
     await this.db.put(ORIGIN_KEY, proposed, { sync: true });
     return proposed;
   }

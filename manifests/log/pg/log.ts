@@ -403,10 +403,12 @@ export class PgManifestLog extends AbstractManifestLog {
     return row && Number(row.position);
   }
 
-  async origin(proposed: string): Promise<string> {
-    await this.rows('origin write', this.sql.setOrigin!, [proposed]);
+  origin(): Promise<string | undefined>;
+  origin(proposed: string): Promise<string>;
+  async origin(proposed?: string): Promise<string | undefined> {
+    if (proposed !== undefined) await this.rows('origin write', this.sql.setOrigin!, [proposed]);
     const [row] = await this.rows<{ value: string }>('origin read', this.sql.getOrigin!, []);
-    return row!.value;
+    return row?.value;
   }
 
   protected async _getWatermark(session: string): Promise<number | undefined> {
