@@ -154,8 +154,12 @@ export function extractSummary(response: ModelResponse): unknown {
     throw new LedgerError('SUMMARY_EMPTY', `the model called ${SUBMIT_HANDOFF} with no input`);
   if (call) return typeof call.input === 'string' ? parseJson(call.input, `the ${SUBMIT_HANDOFF} input`) : call.input;
   if (response.output !== undefined) return response.output;
-  if (response.text === undefined || response.text.trim() === '') {
+  // As with the refusal: an answer an adapter passed on as `null` is no answer, not a TypeError.
+  const text: unknown = response.text;
+  if (text === undefined || text === null || (typeof text === 'string' && text.trim() === '')) {
     throw new LedgerError('SUMMARY_EMPTY', 'the model returned no summary');
   }
-  return parseJson(response.text, 'the model answer');
+  if (typeof text !== 'string')
+    throw new LedgerError('SUMMARY_INVALID', `the model answer is not text (${typeof text})`);
+  return parseJson(text, 'the model answer');
 }

@@ -167,6 +167,11 @@ describe('extractSummary', () => {
         ),
       ).toBe('SUMMARY_EMPTY');
     expect(codeOf(() => extractSummary({ finishReason: 'stop', text: 'Here you go: {' }))).toBe('SUMMARY_INVALID');
+    // An answer an adapter passed on as it came, breaking the declared type: a coded refusal, not a TypeError.
+    const answer = (text: unknown) =>
+      ({ finishReason: 'stop', text }) as unknown as Parameters<typeof extractSummary>[0];
+    expect(codeOf(() => extractSummary(answer(null)))).toBe('SUMMARY_EMPTY');
+    expect(codeOf(() => extractSummary(answer(42)))).toBe('SUMMARY_INVALID');
   });
 });
 
