@@ -337,6 +337,86 @@ describe('LevelManifestLog appends of one session at once', () => {
   });
 });
 
+describe('LevelManifestLog appends whose signal aborts', () => {
+  it('leave the queue (CANCELLED, nothing written) while a batch is written; one in that batch completes', async () => {
+    // The first batch stays being written until `go`: appends arriving meanwhile wait in the queue for the next one.
+    let writing!: () => void;
+    const started = new Promise<void>((resolve) => (writing = resolve));
+    let go!: () => void;
+    const gate = new Promise<void>((resolve) => (go = resolve));
+    let opened = false;
+    let batches = 0;
+    const log = await LevelManifestLog.open(join(freshDir(), 'log'), {
+      writeBatch: async (db, ops) => {
+        if (batches++ === 0) {
+          writing();
+          await gate;
+        }
+        await writeSyncedBatch(db, ops);
+      },
+    });
+    const inSession = (session: string, tag: string) => ({ ...request(tag), session });
+    // Opened after 2 s at the latest: an append that ignores its signal is then written with the next batch.
+    const open = setTimeout(() => {
+      opened = true;
+      go();
+    }, 2000);
+    try {
+      const inBatch = new AbortController();
+      const a = log.append(inSession('a', 'A'), { signal: inBatch.signal });
+      await started;
+      const queued = new AbortController();
+      const b = log.append(inSession('b', 'B'), { signal: queued.signal });
+      inBatch.abort(new Error('too late: being written'));
+      queued.abort(new Error('user pressed stop'));
+      const err = await b.then(
+        () => expect.unreachable('the queued append was written'),
+        (e: unknown) => e,
+      );
+      expect(opened, 'the queued append answered while the batch was still being written').toBe(false);
+      expect(err).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+      go();
+      expect(await a).toMatchObject({ session: 'a', seq: 0, position: 0 });
+      expect(await log.head('b')).toBeUndefined();
+      expect((await log.treeHead()).size).toBe(1);
+      // Its session is free again: the same append, not cancelled, commits.
+      expect(await log.append(inSession('b', 'B'))).toMatchObject({ session: 'b', seq: 0, position: 1 });
+      expect(batches).toBe(2);
+    } finally {
+      clearTimeout(open);
+      go();
+      await log.close();
+    }
+  });
+  it('leave the queue while appends are held back (gc), and no empty batch is written after', async () => {
+    let batches = 0;
+    const log = await LevelManifestLog.open(join(freshDir(), 'log'), {
+      writeBatch: async (db, ops) => {
+        batches++;
+        await writeSyncedBatch(db, ops);
+      },
+    });
+    try {
+      const ac = new AbortController();
+      let append!: Promise<unknown>;
+      await log.withAppendsHeld(async () => {
+        append = log.append(request('A'), { signal: ac.signal }).catch((e: unknown) => e);
+        const queue = (log as unknown as { queue: unknown[] }).queue;
+        while (queue.length === 0) await new Promise((r) => setImmediate(r)); // its reads done, it waits in the queue
+        ac.abort();
+        expect(await append).toMatchObject({ code: 'CANCELLED' });
+      });
+      await log.idle();
+      expect(batches).toBe(0);
+      expect(await log.head('s')).toBeUndefined();
+      expect(await log.append(request('A'))).toMatchObject({ seq: 0, position: 0 });
+      expect(batches).toBe(1);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
 describe('LevelManifestLog when building a batch fails', () => {
   it('fails that batch as a whole and frees its sessions: the next append of the session commits', async () => {
     const log = await LevelManifestLog.open(join(freshDir(), 'log'));

@@ -419,6 +419,101 @@ describePostgres(
       });
     });
 
+    describe('an append whose signal aborts', () => {
+      it('rolls back when the abort comes before COMMIT is sent, and stands when it comes after', async () => {
+        const schema = nextSchema();
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1 });
+        // Aborts `ac` as the statement containing `at` is sent (before the server has it).
+        let at: string | undefined;
+        let ac = new AbortController();
+        pool.on('connect', (client) => {
+          const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+          (client as unknown as { query: (...args: unknown[]) => unknown }).query = (text, ...rest) => {
+            if (at !== undefined && typeof text === 'string' && text.includes(at)) {
+              at = undefined;
+              ac.abort(new Error('user pressed stop'));
+            }
+            return query(text, ...rest);
+          };
+        });
+        const log = await PgManifestLog.open({ pool, schema });
+        try {
+          at = 'watermarks'; // the append's last statement
+          const err = await rejection(log.append(link('s', 0), { signal: ac.signal }));
+          expect(err).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+          expect(await log.head('s')).toBeUndefined();
+          expect(await sql(`SELECT seq FROM "${schema}".entries`)).toEqual([]);
+          ac = new AbortController();
+          at = 'COMMIT';
+          expect(await log.append(link('s', 0), { signal: ac.signal })).toMatchObject({ seq: 0, position: 0 });
+          expect(ac.signal.aborted).toBe(true);
+          expect(await log.head('s')).toMatchObject({ seq: 0 });
+          expect(await log.append(link('s', 1))).toMatchObject({ seq: 1, position: 1 });
+        } finally {
+          await log.close();
+          await pool.end();
+        }
+      });
+
+      it("ends a publish's wait for the head row lock: CANCELLED, rolled back, its one connection healthy", async () => {
+        const schema = nextSchema();
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-cancel-'));
+        // One connection: the publish after the cancelled one must find it back in the pool, out of its transaction.
+        const postgres = { connectionString: pg.connectionString, schema, maxConnections: 1 };
+        const ledger = await openLedger({ root, host: 'h', postgres, onNotice: () => {} });
+        const scope = { principal: 'alice', session: 's1', run: 'r1' };
+        const rows = async () => ({
+          entries: await sql(`SELECT session, seq FROM "${schema}".entries ORDER BY position`),
+          inline: await sql(`SELECT digest FROM "${schema}".inline_blobs ORDER BY digest`),
+          heads: await sql(`SELECT session, seq, id FROM "${schema}".heads`),
+        });
+        try {
+          const first = await ledger.publish(scope, { task: 't', state: 's', nextSteps: ['n'] });
+          const before = await rows();
+          // Another host's append in flight on this chain: its transaction holds the head's row lock.
+          const locker = new pgLib.Client({ connectionString: pg.connectionString });
+          locker.on('error', () => {});
+          await locker.connect();
+          await locker.query('BEGIN');
+          await locker.query(`SELECT 1 FROM "${schema}".heads WHERE session = 's1' FOR UPDATE`);
+          // Released after 8 s at the latest (lockTimeoutMs is 30 s): a publish that ignores its signal then commits.
+          let released = false;
+          const release = setTimeout(() => {
+            released = true;
+            void locker.query('ROLLBACK');
+          }, 8000);
+          try {
+            const ac = new AbortController();
+            const publishing = rejection(
+              ledger.publish(scope, { task: 'cancelled', state: 's', nextSteps: ['n'] }, { signal: ac.signal }),
+            );
+            const waiting = () =>
+              sql<{ n: number }>(
+                "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
+              );
+            while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
+            ac.abort(new Error('user pressed stop'));
+            const err = await publishing;
+            expect(released, 'the publish answered while the lock was still held').toBe(false);
+            expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+            expect((await waiting())[0]!.n).toBe(0);
+            expect(await rows()).toEqual(before);
+          } finally {
+            clearTimeout(release);
+            if (!released) await locker.query('ROLLBACK');
+            await locker.end();
+          }
+          expect((await ledger.resume(scope))?.id).toBe(first.id);
+          const next = await ledger.publish(scope, { task: 'next', state: 's', nextSteps: ['n'] });
+          expect(next).toMatchObject({ seq: 1 });
+          expect((await ledger.history(scope)).map((e) => e.id)).toEqual([first.id, next.id]);
+        } finally {
+          await ledger.close();
+          await rm(root, { recursive: true, force: true });
+        }
+      });
+    });
+
     describe('long uploads and a small pool', () => {
       /** A source that takes about `chunks` × 700 ms. */
       const slowSource = (chunks: number, fill: number) =>

@@ -184,7 +184,9 @@ export interface ManifestLog {
   /**
    * Appends atomically and durably: the entry, the new head, the global position, the session's
    * watermark (raised to the new seq) and the tree's new nodes commit together or not at all. When it
-   * resolves, the entry is durable.
+   * resolves, the entry is durable. An abort of `options.signal` before the append commits rejects it `CANCELLED`
+   * with nothing written (PostgreSQL: until COMMIT is sent, the statement waiting for a lock cancelled; LevelDB: while
+   * it waits in the queue); from then on the abort changes nothing.
    * @throws ManifestError `CHAIN_CONFLICT` (head moved), `ENVELOPE_INVALID` (no base64 payload), `KEY_EXPIRED`
    *   (dated at or after its key's closed window), `REVOKED` (the principal is revoked), `STORAGE_FAILED`,
    *   `CANCELLED`; `INVALID_ID`, `INVALID_ARGUMENT` for a malformed request

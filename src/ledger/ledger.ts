@@ -439,21 +439,25 @@ export class Ledger {
     const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
     throwIfCancelled(signal);
     try {
-      await this.log.append({
-        session: s.session,
-        principal: s.principal,
-        seq: manifest.seq,
-        prev: manifest.prev,
-        id,
-        envelope: serializeEnvelope(envelope),
-        ...(blob.inline ? { blob: { digest: blob.digest, bytes: blob.inline } } : {}),
-        signed: { keyId: signer.keyId, createdAt },
-      });
+      // The append answers the signal until it commits (PostgreSQL: until COMMIT is sent, a lock wait included).
+      await this.log.append(
+        {
+          session: s.session,
+          principal: s.principal,
+          seq: manifest.seq,
+          prev: manifest.prev,
+          id,
+          envelope: serializeEnvelope(envelope),
+          ...(blob.inline ? { blob: { digest: blob.digest, bytes: blob.inline } } : {}),
+          signed: { keyId: signer.keyId, createdAt },
+        },
+        { signal },
+      );
     } catch (err) {
       if (err instanceof ManifestError && err.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
       if (err instanceof ManifestError && err.code === 'REVOKED')
         throw new LedgerError('REVOKED', err.message, { cause: err });
-      throw err;
+      throw toLedgerCancel(err);
     }
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
     // (The log raised the persisted watermark in the append itself.)

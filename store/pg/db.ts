@@ -235,8 +235,12 @@ export class PgDatabase {
    * A connection that failed (server restart, network) is destroyed rather than returned to the pool.
    * When COMMIT itself fails the outcome is unknown to the client; callers that can tell (an append looks its
    * entry up) check, the others report it as a failure.
+   * With a `signal`, an abort before COMMIT is sent cancels the statement the connection is running (a lock wait
+   * too), rolls back and throws the signal's reason: COMMIT is never sent after an abort. Once COMMIT was sent, the
+   * abort changes nothing.
    */
-  async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+  async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN', signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
     let client: pg.PoolClient;
     try {
       client = await this.pool.connect();
@@ -251,24 +255,60 @@ export class PgDatabase {
       broken ??= err;
     };
     client.on('error', onError);
+    let committing = false;
+    let cancelling: Promise<void> | undefined;
+    const onAbort = () => {
+      if (!committing) cancelling = this.cancelBackend((client as { processID?: number | null }).processID);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
     try {
+      signal?.throwIfAborted();
       await client.query(begin);
       const result = await fn(client);
+      // Checked with no await before COMMIT: an abort from here on no longer cancels anything.
+      signal?.throwIfAborted();
+      committing = true;
       await client.query('COMMIT');
       return result;
     } catch (err) {
+      // The cancel has reached the server before the ROLLBACK is sent: it ends the statement it was sent for or finds
+      // the connection idle (and is dropped), never a later statement on this connection.
+      await cancelling;
       if (!broken) {
         await client.query('ROLLBACK').catch((rollbackErr: Error) => {
           broken = rollbackErr;
         });
       }
+      // Aborted before COMMIT: nothing committed, whatever the statement said (a cancelled lock wait, say).
+      if (signal?.aborted && !committing) throw signal.reason;
       // A session the server ended (idle in transaction too long, terminated) says why on the connection; the
       // query after it only says the connection is gone. The reason is the one callers can act on.
       if (pgCode(broken) !== undefined && pgCode(err) === undefined && !isHandoffLedgerError(err)) throw broken;
       throw err;
     } finally {
+      signal?.removeEventListener('abort', onAbort);
       client.off('error', onError);
       client.release(broken);
+    }
+  }
+
+  /**
+   * Cancels the statement backend `pid` is running (`pg_cancel_backend`, which has signalled it when it answers), from
+   * a connection of its own: the pool's may all be busy, waiting on the same locks. Never rejects; when the cancel
+   * cannot be sent the statement runs to its own end (a lock wait to `lockTimeoutMs`).
+   */
+  private async cancelBackend(pid: number | null | undefined): Promise<void> {
+    if (typeof pid !== 'number' || pid <= 0) return;
+    const pool = this.pool as unknown as { Client?: typeof pg.Client; options?: pg.ClientConfig };
+    const client = new (pool.Client ?? pg.Client)({ ...pool.options, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      await client.query('SELECT pg_cancel_backend($1)', [pid]);
+    } catch {
+      // the statement then ends by itself
+    } finally {
+      void client.end().catch(() => {});
     }
   }
 

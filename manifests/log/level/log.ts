@@ -16,6 +16,7 @@
  */
 import { mkdir, stat } from 'node:fs/promises';
 import { Level } from 'level';
+import { throwIfAborted } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
 import {
@@ -386,7 +387,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return read;
   }
 
-  protected async _append(request: AppendRequest): Promise<LogEntry> {
+  protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
     if (this.treeDamage) throw new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
     // Ordered with revocations and rotations: a revoked principal's append, or one dated after its key's window,
     // does not enter the queue (both tables are cached: this process owns the database).
@@ -410,9 +411,31 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     // Checked again with no await before the queue: a revocation or rotation that completed meanwhile holds.
     this.grantTable.refuseRevoked(request.principal, request.session);
     if (request.signed) this.keys.refuseClosed(request.signed);
+    throwIfAborted(signal, ManifestError);
     this.pendingSessions.add(request.session);
     return new Promise<LogEntry>((resolve, reject) => {
-      this.queue.push({ request, leaf, owner: head?.owner ?? request.principal, resolve, reject });
+      const pending: Pending = { request, leaf, owner: head?.owner ?? request.principal, resolve, reject };
+      if (signal) {
+        // An abort while the append waits in the queue takes it out; once in a batch being written, it completes.
+        const onAbort = () => {
+          const at = this.queue.indexOf(pending);
+          if (at < 0) return;
+          this.queue.splice(at, 1);
+          this.pendingSessions.delete(request.session);
+          reject(new ManifestError('CANCELLED', 'operation cancelled', { cause: signal.reason }));
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        const settled = () => signal.removeEventListener('abort', onAbort);
+        pending.resolve = (entry) => {
+          settled();
+          resolve(entry);
+        };
+        pending.reject = (err) => {
+          settled();
+          reject(err);
+        };
+      }
+      this.queue.push(pending);
       if (!this.flushing) void this.flush();
     });
   }
@@ -423,6 +446,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       while (this.queue.length > 0) {
         // gc's conditional delete of an inline blob holds appends back while it judges and deletes.
         while (this.paused) await this.paused;
+        if (this.queue.length === 0) break; // its appends were cancelled meanwhile
         this.writing = true;
         const batch = this.queue.splice(0);
         try {

@@ -293,54 +293,61 @@ export class PgManifestLog extends AbstractManifestLog {
         `session ${request.session}: append at seq ${request.seq} does not extend the head (seq ${head?.seq ?? 'none'})`,
       );
     try {
-      return await this.db.transaction(async (client) => {
-        // Waits for any concurrent append to this chain to finish, then sees its result.
-        const [head] = (await client.query<HeadRow>(this.sql.lockHead!, [request.session])).rows;
-        if (request.seq !== (head ? head.seq + 1 : 0) || request.prev !== (head ? head.id : null)) throw conflict(head);
-        if (head) await client.query(this.sql.moveHead!, [request.session, request.seq, request.id]);
-        // A new chain has no row to lock: a concurrent first append blocks here on the key, then loses.
-        else await client.query(this.sql.newHead!, [request.session, request.seq, request.id, request.principal]);
-        // Taken last, so the global lock is held only for the insert and the commit.
-        const position = (await client.query<{ position: string }>(this.sql.takePosition!)).rows[0]!.position;
-        const { signed } = request;
-        const [gate] = (
-          await client.query<{ closed_at: string | null; revoked: boolean }>(this.sql.signedAndRevoked!, [
-            signed?.keyId ?? null,
-            signed?.createdAt ?? null,
-            request.principal,
+      // An abort before COMMIT is sent cancels the statement running (a wait for the head's row lock, say) and rolls
+      // back: the transaction throws the signal's reason. Once COMMIT is sent, the append stands.
+      return await this.db.transaction(
+        async (client) => {
+          // Waits for any concurrent append to this chain to finish, then sees its result.
+          const [head] = (await client.query<HeadRow>(this.sql.lockHead!, [request.session])).rows;
+          if (request.seq !== (head ? head.seq + 1 : 0) || request.prev !== (head ? head.id : null))
+            throw conflict(head);
+          if (head) await client.query(this.sql.moveHead!, [request.session, request.seq, request.id]);
+          // A new chain has no row to lock: a concurrent first append blocks here on the key, then loses.
+          else await client.query(this.sql.newHead!, [request.session, request.seq, request.id, request.principal]);
+          // Taken last, so the global lock is held only for the insert and the commit.
+          const position = (await client.query<{ position: string }>(this.sql.takePosition!)).rows[0]!.position;
+          const { signed } = request;
+          const [gate] = (
+            await client.query<{ closed_at: string | null; revoked: boolean }>(this.sql.signedAndRevoked!, [
+              signed?.keyId ?? null,
+              signed?.createdAt ?? null,
+              request.principal,
+              request.session,
+            ])
+          ).rows;
+          if (gate!.revoked) throw new ManifestError('REVOKED', `principal ${request.principal} is revoked`);
+          if (signed && gate!.closed_at !== null && signed.createdAt >= gate!.closed_at)
+            throw new ManifestError(
+              'KEY_EXPIRED',
+              `key ${signed.keyId}: its window closed at ${gate!.closed_at} (rotated or revoked), the entry is dated ${signed.createdAt}`,
+            );
+          await client.query(this.sql.insertEntry!, [
+            position,
             request.session,
-          ])
-        ).rows;
-        if (gate!.revoked) throw new ManifestError('REVOKED', `principal ${request.principal} is revoked`);
-        if (signed && gate!.closed_at !== null && signed.createdAt >= gate!.closed_at)
-          throw new ManifestError(
-            'KEY_EXPIRED',
-            `key ${signed.keyId}: its window closed at ${gate!.closed_at} (rotated or revoked), the entry is dated ${signed.createdAt}`,
-          );
-        await client.query(this.sql.insertEntry!, [
-          position,
-          request.session,
-          request.seq,
-          request.id,
-          request.principal,
-          request.envelope,
-        ]);
-        // The inline blob commits with the entry that names it: both or neither.
-        if (request.blob) {
-          const { digest, bytes } = request.blob;
-          const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-          await client.query(this.sql.putInline!, [digest, bytes.length, buf]);
-        }
-        // The tree grows in the same transaction, still under the counter's lock (global order).
-        await this.tree.grow(client, Number(position), [leaf]);
-        // And the session-heads index, still under that lock: its root commits with the tree's new size.
-        await this.headsIndex.update(client, request.session, { seq: request.seq, id: request.id });
-        // The watermark rises with the head in the same transaction (ManifestLog.append contract).
-        await client.query(this.sql.setWatermark!, [request.session, request.seq]);
-        throwIfAborted(signal, ManifestError);
-        return toEntry({ position, ...request });
-      });
+            request.seq,
+            request.id,
+            request.principal,
+            request.envelope,
+          ]);
+          // The inline blob commits with the entry that names it: both or neither.
+          if (request.blob) {
+            const { digest, bytes } = request.blob;
+            const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+            await client.query(this.sql.putInline!, [digest, bytes.length, buf]);
+          }
+          // The tree grows in the same transaction, still under the counter's lock (global order).
+          await this.tree.grow(client, Number(position), [leaf]);
+          // And the session-heads index, still under that lock: its root commits with the tree's new size.
+          await this.headsIndex.update(client, request.session, { seq: request.seq, id: request.id });
+          // The watermark rises with the head in the same transaction (ManifestLog.append contract).
+          await client.query(this.sql.setWatermark!, [request.session, request.seq]);
+          return toEntry({ position, ...request });
+        },
+        'BEGIN',
+        signal,
+      );
     } catch (err) {
+      if (signal?.aborted && err === signal.reason) throwIfAborted(signal, ManifestError);
       // Only the chain's own keys mean another writer won; any other unique key refusing a row is damage.
       const constraint = pgCode(err) === UNIQUE_VIOLATION ? (err as { constraint?: string }).constraint : undefined;
       if (constraint === 'heads_pkey' || constraint === 'entries_session_seq_key')
