@@ -670,12 +670,12 @@ function revokedFrom<K extends { revokedAt?: string }>(key: K, at: string): K {
   return revokedAt === key.revokedAt ? key : { ...key, revokedAt };
 }
 
+/** Do two key windows share an instant? */
 /** A key file's signer signs on the thread pool; an injected one (KMS, HSM) is used as it is. */
 function offThread(signer: Signer): Signer {
   return signer instanceof LocalSigner ? signer.offThread : signer;
 }
 
-/** Do two key windows share an instant? */
 function overlaps(a: { notBefore: string; notAfter?: string }, b: { notBefore: string; notAfter?: string }): boolean {
   const end = (k: { notAfter?: string }) => (k.notAfter === undefined ? Infinity : Date.parse(k.notAfter));
   return Date.parse(a.notBefore) < end(b) && Date.parse(b.notBefore) < end(a);
