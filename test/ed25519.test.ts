@@ -4,7 +4,6 @@ import { hexToBytes } from '../store/hash/digest.js';
 import { nobleVerifier, nobleSign, noblePublicKey, type SignatureVerifier } from '../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
 import { readVector } from './support/vectors.js';
-import { LocalSigner } from '../src/keys/local-signer.js';
 
 const verifiers: SignatureVerifier[] = [nobleVerifier, nodeVerifier];
 const utf8 = (s: string) => new TextEncoder().encode(s);
@@ -144,28 +143,5 @@ describe('node:crypto verifier cost', () => {
     const ratio = Math.min(...[0, 1, 2].map(() => time(garbage) / time(valid)));
     expect(garbage.every((g) => !nodeVerifier.verify(g, msg, pub))).toBe(true);
     expect(ratio).toBeLessThan(3);
-  });
-});
-
-describe('LocalSigner', () => {
-  const b64url = (hex: string) => Buffer.from(hex, 'hex').toString('base64url');
-  const signerOf = (v: Rfc) => new LocalSigner({ kty: 'OKP', crv: 'Ed25519', x: b64url(v.pub), d: b64url(v.priv) });
-
-  it('signs every RFC 8032 vector on the calling thread and on the thread pool, byte for byte', async () => {
-    const vectors = readVector<Rfc[]>('ed25519/rfc8032.json');
-    for (const [i, v] of [...RFC8032_INLINE, ...vectors].entries()) {
-      const signer = signerOf(v);
-      const msg = hexToBytes(v.msg);
-      expect(Buffer.from(signer.sign(msg)).toString('hex'), `sign #${i}`).toBe(v.sig);
-      expect(Buffer.from(await signer.signAsync(msg)).toString('hex'), `signAsync #${i}`).toBe(v.sig);
-      expect(Buffer.from(await signer.offThread.sign(msg)).toString('hex'), `offThread #${i}`).toBe(v.sig);
-    }
-  });
-
-  it('offers one off-thread Signer per key, under the same key id and public key', () => {
-    const signer = signerOf(RFC8032_INLINE[0]!);
-    expect(signer.offThread).toBe(signer.offThread);
-    expect(signer.offThread.keyId).toBe(signer.keyId);
-    expect(signer.offThread.publicKey).toEqual(signer.publicKey);
   });
 });

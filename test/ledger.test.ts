@@ -71,26 +71,6 @@ describe('publish and resume', () => {
     await ledger.close();
   });
 
-  it('signs manifests and checkpoints with its key files on the thread pool, not on the calling thread', async () => {
-    const ledger = await open(tempDir());
-    const onThread = vi.spyOn(LocalSigner.prototype, 'sign');
-    const offThread = vi.spyOn(LocalSigner.prototype, 'signAsync');
-    try {
-      const receipt = await ledger.publish(alice, sampleSummary());
-      expect(onThread).not.toHaveBeenCalled();
-      // The manifest's signature and the checkpoint's, each by its own key.
-      const checkpointKeys = (ledger.trustStore().checkpointKeys ?? []).map((k) => k.keyId);
-      const signedBy = offThread.mock.contexts.map((s) => (s as LocalSigner).keyId);
-      expect(signedBy).toContain(ledger.keyId);
-      expect(signedBy.some((k) => checkpointKeys.includes(k))).toBe(true);
-      expect((await ledger.resume(alice))?.id).toBe(receipt.id);
-    } finally {
-      onThread.mockRestore();
-      offThread.mockRestore();
-      await ledger.close();
-    }
-  });
-
   it('returns undefined for a session with no compaction', async () => {
     const ledger = await open(tempDir());
     expect(await ledger.resume({ principal: 'alice', session: 'nothing-yet' })).toBeUndefined();

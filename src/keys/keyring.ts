@@ -32,14 +32,7 @@ import { nodeFsOps } from '../../store/fs/ops.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 import { timestampSchema } from '../../manifests/format/manifest.js';
-import {
-  generateJwk,
-  loadKeyFile,
-  loadKeyFileIfPresent,
-  LocalSigner,
-  storageFailure,
-  writeKeyFile,
-} from './local-signer.js';
+import { generateJwk, loadKeyFile, loadKeyFileIfPresent, storageFailure, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withFileLock, type FileLockOptions } from '../ledger/file-lock.js';
 
@@ -266,9 +259,8 @@ export class Keyring {
     return ring;
   }
 
-  /** The host key; a key file's signs on the thread pool (`LocalSigner.offThread`), an injected signer as it is. */
   get signer(): Signer {
-    return offThread(this.current);
+    return this.current;
   }
 
   /**
@@ -286,7 +278,7 @@ export class Keyring {
           'KEY_REVOKED',
           `the checkpoint key ${key.keyId} is revoked (at ${listed.revokedAt}) and signs no checkpoint; rotate the keys (keys rotate)`,
         );
-      return offThread(key).sign(message);
+      return key.sign(message);
     };
     return { name: this.options.origin, keyId: key.keyId, publicKey: key.publicKey, sign };
   }
@@ -671,11 +663,6 @@ function revokedFrom<K extends { revokedAt?: string }>(key: K, at: string): K {
 }
 
 /** Do two key windows share an instant? */
-/** A key file's signer signs on the thread pool; an injected one (KMS, HSM) is used as it is. */
-function offThread(signer: Signer): Signer {
-  return signer instanceof LocalSigner ? signer.offThread : signer;
-}
-
 function overlaps(a: { notBefore: string; notAfter?: string }, b: { notBefore: string; notAfter?: string }): boolean {
   const end = (k: { notAfter?: string }) => (k.notAfter === undefined ? Infinity : Date.parse(k.notAfter));
   return Date.parse(a.notBefore) < end(b) && Date.parse(b.notBefore) < end(a);

@@ -30,7 +30,6 @@ export class LocalSigner implements Signer {
   readonly keyId: string;
   readonly publicKey: Uint8Array;
   private readonly key: KeyObject;
-  private offThreadSigner: Signer | undefined;
 
   constructor(jwk: PrivateJwk) {
     const parsed = jwkSchema.safeParse(jwk);
@@ -50,22 +49,6 @@ export class LocalSigner implements Signer {
 
   sign(message: Uint8Array): Uint8Array {
     return new Uint8Array(sign(null, message, this.key));
-  }
-
-  /**
-   * Signs on libuv's thread pool (node:crypto's callback form): the same signature as `sign`, with ~7 µs of the
-   * calling thread's time instead of ~28 (benchmarks/README.md, "Signatures off the main thread").
-   */
-  signAsync(message: Uint8Array): Promise<Uint8Array> {
-    return new Promise((resolve, reject) => {
-      sign(null, message, this.key, (err, signature) => (err ? reject(err) : resolve(new Uint8Array(signature))));
-    });
-  }
-
-  /** This key as a `Signer` whose `sign` is `signAsync`: what the ledger signs manifests and checkpoints with. */
-  get offThread(): Signer {
-    this.offThreadSigner ??= { keyId: this.keyId, publicKey: this.publicKey, sign: (m) => this.signAsync(m) };
-    return this.offThreadSigner;
   }
 }
 

@@ -26,7 +26,7 @@ export interface WitnessKey {
 
 function witnessKeyOf(name: string, jwk: PrivateJwk): WitnessKey {
   const local = new LocalSigner(jwk);
-  const signer: NoteSigner = { name, publicKey: local.publicKey, sign: (m) => local.signAsync(m) }; // on the thread pool: the server goes on meanwhile
+  const signer: NoteSigner = { name, publicKey: local.publicKey, sign: (m) => local.sign(m) };
   return { signer, vkey: encodeCosignerKey(name, local.publicKey) };
 }
 
