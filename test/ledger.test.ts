@@ -11,6 +11,7 @@ import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { encodeManifest } from '../manifests/format/manifest.js';
 import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import { KeyedMutex } from '../src/ledger/locks.js';
 import { nobleVerifier } from '../manifests/crypto/ed25519.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { entryKey, plantHead, SUMMARY_MEDIA_TYPE } from './support/plant.js';
@@ -484,6 +485,45 @@ describe('failures leave no manifest', () => {
     });
     expect((await ledger.resume(alice))?.id).toBe(first.id);
     expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    await ledger.close();
+  });
+
+  it("a publish cancelled while another publish of its chain holds the chain's lock ends at once, nothing written", async () => {
+    // The first publish is held in its signature (an injected signer may answer later); the second waits its turn.
+    const inner = new LocalSigner(generateJwk());
+    let hold: Promise<void> | undefined;
+    let held!: () => void;
+    const signing = new Promise<void>((r) => (held = r));
+    const signer = {
+      keyId: inner.keyId,
+      publicKey: inner.publicKey,
+      sign: async (m: Uint8Array) => {
+        if (hold) {
+          held();
+          await hold;
+        }
+        return inner.sign(m);
+      },
+    };
+    const ledger = await open(tempDir(), { signer });
+    let letGo!: () => void;
+    hold = new Promise<void>((r) => (letGo = r));
+    const first = ledger.publish(alice, sampleSummary('first'));
+    await signing;
+    hold = undefined;
+    const waiting = vi.spyOn(KeyedMutex.prototype, 'run');
+    const ac = new AbortController();
+    const second = ledger.publish(alice, sampleSummary('second'), { signal: ac.signal }).catch((e: unknown) => e);
+    await vi.waitFor(() => expect(waiting).toHaveBeenCalled());
+    waiting.mockRestore();
+    ac.abort(new Error('user pressed stop'));
+    // Settled while the first still holds the lock: the wait ended at the abort.
+    const outcome = await Promise.race([second, new Promise((r) => setTimeout(() => r('still waiting'), 2_000))]);
+    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    letGo();
+    expect((await first).seq).toBe(0);
+    expect((await ledger.history(alice)).map((h) => h.manifest.seq)).toEqual([0]);
+    expect((await ledger.publish(alice, sampleSummary('third'))).seq).toBe(1);
     await ledger.close();
   });
 });

@@ -334,28 +334,32 @@ export class Ledger {
     // Publish step 3: encode canonically → put the blob durably (blob durable before manifest), or, for a
     // small summary, hand its bytes to the append, which commits them with the manifest (one durable write).
     const blob = await this.storeSummary(source, signal);
-    // Publish step 4: under the chain's lock.
-    return this.chains.run(s.session, async () => {
-      // Another process or host (PostgreSQL) may win the append between our head read and our commit.
-      // Without expectedPrev the caller asked for "after whatever is there": read the head again and re-sign.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await this.signing.shared(() => this.commit(s, blob, covers, options));
-        } catch (err) {
-          if (err instanceof KeyWindowClosed) {
-            // Another process rotated or revoked this key after we signed: take its keys and sign again (its
-            // trust file may lag the log by a moment, hence the pause).
-            if (attempt >= MAX_APPEND_ATTEMPTS) throw err.error;
-            await new Promise((r) => setTimeout(r, 5 * attempt));
-            await this.reloadKeys();
-            continue;
+    // Publish step 4: under the chain's lock (a cancellation while another publish of the chain holds it ends the wait).
+    return this.chains.run(
+      s.session,
+      async () => {
+        // Another process or host (PostgreSQL) may win the append between our head read and our commit.
+        // Without expectedPrev the caller asked for "after whatever is there": read the head again and re-sign.
+        for (let attempt = 1; ; attempt++) {
+          try {
+            return await this.signing.shared(() => this.commit(s, blob, covers, options));
+          } catch (err) {
+            if (err instanceof KeyWindowClosed) {
+              // Another process rotated or revoked this key after we signed: take its keys and sign again (its
+              // trust file may lag the log by a moment, hence the pause).
+              if (attempt >= MAX_APPEND_ATTEMPTS) throw err.error;
+              await new Promise((r) => setTimeout(r, 5 * attempt));
+              await this.reloadKeys();
+              continue;
+            }
+            const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
+            if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
+            this.telemetry.chainConflictRetry(span);
           }
-          const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
-          if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
-          this.telemetry.chainConflictRetry(span);
         }
-      }
-    });
+      },
+      signal,
+    );
   }
 
   /**

@@ -1,21 +1,55 @@
+import { throwIfCancelled } from '../errors.js';
+
 /** Per-key serialization inside one process: each chain's publishes run one after another. */
 export class KeyedMutex {
   private readonly tails = new Map<string, Promise<void>>();
 
-  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` once every earlier holder of `key` is done. A `signal` that aborts while this call waits ends the wait:
+   * LedgerError `CANCELLED`, `fn` never runs, and the calls queued behind it go on in order.
+   */
+  async run<T>(key: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     const previous = this.tails.get(key) ?? Promise.resolve();
     let release!: () => void;
     const current = new Promise<void>((r) => (release = r));
     const tail = previous.then(() => current);
     this.tails.set(key, tail);
-    await previous;
+    const done = () => {
+      release();
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    };
+    try {
+      await untilAborted(previous, signal);
+    } catch (err) {
+      void previous.then(done); // this call's turn passes straight on when it comes
+      throw err;
+    }
     try {
       return await fn();
     } finally {
-      release();
-      if (this.tails.get(key) === tail) this.tails.delete(key);
+      done();
     }
   }
+}
+
+/** `wait`, or LedgerError `CANCELLED` as soon as `signal` aborts (at once if it has). */
+function untilAborted(wait: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  throwIfCancelled(signal);
+  if (!signal) return wait;
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => {
+      try {
+        throwIfCancelled(signal);
+      } catch (err) {
+        reject(err as Error);
+      }
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    void wait.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    });
+  });
 }
 
 /**
