@@ -149,10 +149,8 @@ describe('LevelManifestLog tree', () => {
     }
   });
 
-  it('builds the tree on open for a store written before the tree existed', async () => {
-    const dir = freshDir();
-    const path = join(dir, 'log');
-    let log = await LevelManifestLog.open(path);
+  /** Appends seq 0–4 of session `s`, each id the digest of `s<seq>`. */
+  async function appendFive(log: LevelManifestLog): Promise<void> {
     for (let seq = 0; seq < 5; seq++) {
       await log.append({
         session: 's',
@@ -163,6 +161,13 @@ describe('LevelManifestLog tree', () => {
         envelope: JSON.stringify({ payload: Buffer.from(`payload ${seq}`).toString('base64') }),
       });
     }
+  }
+
+  it('builds the tree on open for a store written before the tree existed', async () => {
+    const dir = freshDir();
+    const path = join(dir, 'log');
+    let log = await LevelManifestLog.open(path);
+    await appendFive(log);
     const before = await log.treeHead();
     // What a store of the previous version holds: entries, heads and positions, no n!/i! records.
     const stale: string[] = [];
@@ -185,16 +190,7 @@ describe('LevelManifestLog tree', () => {
   async function cutTree(keepLeaf2: boolean): Promise<{ path: string; before: LogTreeHead }> {
     const path = join(freshDir(), 'log');
     const log = await LevelManifestLog.open(path);
-    for (let seq = 0; seq < 5; seq++) {
-      await log.append({
-        session: 's',
-        principal: 'p',
-        seq,
-        prev: seq === 0 ? null : digestOf(new TextEncoder().encode(`s${seq - 1}`)),
-        id: digestOf(new TextEncoder().encode(`s${seq}`)),
-        envelope: JSON.stringify({ payload: Buffer.from(`payload ${seq}`).toString('base64') }),
-      });
-    }
+    await appendFive(log);
     const before = await log.treeHead();
     // What a backfill interrupted after its batch of 2 leaves holds: the nodes within the first 2 leaves, their i!
     // records, n!size 2.
