@@ -24,7 +24,6 @@ import {
   type TrustedKey,
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
-import type { SigningKeyRecord } from '../../manifests/log/log.js';
 import { LedgerError } from '../errors.js';
 import { StoreError } from '../../store/errors.js';
 import { ManifestError } from '../../manifests/errors.js';
@@ -57,13 +56,6 @@ export interface KeyringOptions {
    * listed, of a rotation or of another host, could have signed, and would silently lose its window.
    */
   storeSignedNothing?: () => Promise<boolean>;
-  /**
-   * Closes a key's window in the log (`SigningKeyTable.close`), as a rotation does first: used when a new key of this
-   * host's own key file replaces a key trust.json still holds current (the file was lost).
-   */
-  closeWindow?: (keyId: string, choose: (record: SigningKeyRecord | undefined) => string) => Promise<string>;
-  /** Says what the keyring changed on its own (a lost key file replaced). */
-  notice?: (message: string) => void;
 }
 
 /** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
@@ -356,54 +348,23 @@ export class Keyring {
           'KEY_INVALID',
           `${this.trustPath} does not list key ${signer.keyId} of host ${this.options.host}, which signed manifests of this store (a trust.json from before its last rotation?); restore the current trust.json (a backup or \`keys export\` taken after the last rotation)`,
         );
-      // A new key of this host's own key file while trust.json holds a key of this host current: the file was lost
-      // and made again (or a crash left the new key unlisted). Left current, the old key would go on signing, for
-      // whoever kept a copy of it, manifests that verify: it ends where the new key starts, as a rotation ends it.
-      const ends = new Map<string, string>();
-      if (this.keyPath !== undefined && this.options.keyFile === undefined)
-        for (const old of this.trust.keys)
-          if (old.host === this.options.host && old.notAfter === undefined)
-            ends.set(old.keyId, await this.closeLostWindow(old));
       await this.save({
         ...this.trust,
         keys: [
-          ...this.trust.keys.map((k) =>
-            k.host === this.options.host && ends.has(k.keyId) ? { ...k, notAfter: ends.get(k.keyId)! } : k,
-          ),
+          ...this.trust.keys,
           {
             host: this.options.host,
             keyId: signer.keyId,
             publicKey: encodeBase64Url(signer.publicKey),
-            notBefore: [...ends.values()].sort().at(-1) ?? this.now(),
+            notBefore: this.now(),
           },
         ],
       });
-      for (const [keyId, end] of ends)
-        this.options.notice?.(
-          `the key file ${this.keyPath} of host ${this.options.host} was missing: its key ${keyId} ends at ${end} (as a rotation ends it) and the new key ${signer.keyId} signs from then on; hand trust.json to auditors again (keys export)`,
-        );
       return;
     }
     if (listed.publicKey !== encodeBase64Url(signer.publicKey)) {
       throw new LedgerError('KEY_INVALID', `trust.json lists key ${signer.keyId} with another public key`);
     }
-  }
-
-  /**
-   * Where the window of `old`, a key whose file was lost, ends: chosen as a rotation chooses it, in the log first (after
-   * the newest createdAt it signed; where the log closed it already, if earlier), so no process appends a manifest of
-   * it dated at or after the end.
-   */
-  private async closeLostWindow(old: TrustedKey): Promise<string> {
-    let end = this.windowEndAfter([old.notBefore]);
-    const closed = this.options.closeWindow
-      ? await this.options.closeWindow(old.keyId, (record) => {
-          end = this.windowEndAfter([record?.lastSignedAt, old.notBefore]);
-          return closedNoLater(record, end);
-        })
-      : end;
-    // A revocation's close stays the log's, and trust.json ends the key where the revocation did (`revokedAt`).
-    return closed !== end && old.revokedAt !== closed ? closed : end;
   }
 
   /** Where trust.json ends key `keyId`'s window: `notAfter`, or `revokedAt` when earlier; undefined while current. */
@@ -649,11 +610,6 @@ export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore
     }
   }
   return checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys };
-}
-
-/** Where a key's window closes when asked to close at `at`: never later than where the log closed it before. */
-export function closedNoLater(record: { closedAt?: string } | undefined, at: string): string {
-  return record?.closedAt !== undefined && record.closedAt < at ? record.closedAt : at;
 }
 
 /** `key` revoked from `at`, or as it is when already revoked no later: a revocation only ever moves earlier. */

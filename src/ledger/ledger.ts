@@ -28,7 +28,7 @@ import { headProblems, type HeadProblem } from '../../manifests/chain/head-rules
 import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
-import { Keyring, closedNoLater, mergeTrust } from '../keys/keyring.js';
+import { Keyring, mergeTrust } from '../keys/keyring.js';
 import { KeyedMutex, SharedExclusiveLock } from './locks.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import { packageVersion } from '../version.js';
@@ -911,4 +911,9 @@ async function* afterCheck(check: Promise<void>, stream: AsyncIterable<Uint8Arra
     yield chunk;
   }
   if (!checked) await check;
+}
+
+/** Where a key's window closes when asked to close at `at`: never later than where the log closed it before. */
+function closedNoLater(record: { closedAt?: string } | undefined, at: string): string {
+  return record?.closedAt !== undefined && record.closedAt < at ? record.closedAt : at;
 }

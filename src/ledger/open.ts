@@ -143,8 +143,6 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       clock,
       origin,
       signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
-      closeWindow: (keyId, choose) => log.signingKeys.close(keyId, choose),
-      notice,
       storeSignedNothing: async () => {
         for await (const _ of log.signingKeys.keyIds()) return false;
         for await (const _ of log.entries()) return false;
