@@ -133,6 +133,8 @@ function keyRecordSuite(backend: Backend): void {
       await ledger.close();
       ledger = await openLedger(opts);
       expect(notices.join('\n')).toContain(`the log closed the window of key ${old} at ${closedAt}`);
+      // Which command stopped, the notice cannot tell: it names both (a revocation is run again with `keys revoke`).
+      expect(notices.join('\n')).toContain(`until the command that stopped is run again (\`keys revoke ${old}\``);
       await ledger.rotateKey();
       expect(ledger.trustStore().keys.find((k) => k.keyId === old)?.notAfter).toBe(closedAt);
       expect((await ledger.log.signingKeys.get(old))?.closedAt).toBe(closedAt);

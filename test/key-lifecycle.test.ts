@@ -12,12 +12,13 @@ import {
   readFileSync,
   renameSync,
   rmdirSync,
+  rmSync,
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import { LocalSigner, generateJwk, writeKeyFile } from '../src/keys/local-signer.js';
 import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
@@ -872,4 +873,50 @@ describe('openLedger', () => {
       message: expect.stringMatching(/^host "bad host"/),
     });
   });
+});
+
+describe('a host key of this host that the open was not given', () => {
+  for (const kind of ['keyFile', 'signer', 'lost default key file'] as const) {
+    it(`(${kind}) stays current beside the key this open signs with, and the notice says how to end it`, async () => {
+      const root = tempDir();
+      const notices: string[] = [];
+      const base = { root, host: 'prod-1', onNotice: (m: string) => notices.push(m) };
+      let provided: { keyFile?: string; signer?: LocalSigner } = {};
+      if (kind === 'keyFile') {
+        const keyFile = join(tempDir(), 'provisioned.jwk');
+        await writeKeyFile(keyFile, generateJwk());
+        provided = { keyFile };
+      } else if (kind === 'signer') provided = { signer: new LocalSigner(generateJwk()) };
+      let ledger = await openLedger({ ...base, ...provided });
+      const key = ledger.keyId;
+      await ledger.publish(scope, sampleSummary(0));
+      await ledger.close();
+      if (kind === 'lost default key file')
+        rmSync(join(root, 'keys', `${digestOf(new TextEncoder().encode('prod-1')).slice(7)}.jwk`));
+      // An open without the key (every CLI command of this host: it has no --key-file).
+      const other = await openLedger(base);
+      const made = other.keyId;
+      expect(made).not.toBe(key);
+      await other.close();
+      expect(notices.filter((m) => m.includes(JSON.stringify(key)))).toEqual([
+        expect.stringContaining(`if ${JSON.stringify(key)} is lost, revoke it (\`keys revoke ${key}\`)`),
+      ]);
+      if (kind !== 'lost default key file') {
+        // The provisioned key still signs: nothing ended it.
+        ledger = await openLedger({ ...base, ...provided });
+        expect(ledger.keyId).toBe(key);
+        expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(1);
+      } else {
+        // A key that is lost: the operator revokes it, and the store stays sound.
+        ledger = await openLedger(base);
+        await ledger.revokeKey(key);
+        expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(1);
+        expect((await fsck(ledger)).findings).toEqual([]);
+      }
+      const keys = ledger.trustStore().keys;
+      await ledger.close();
+      expect(keys.find((k) => k.keyId === made)?.notAfter).toBeUndefined();
+      expect(keys.find((k) => k.keyId === key)?.notAfter).toBeUndefined();
+    });
+  }
 });

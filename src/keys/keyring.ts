@@ -56,6 +56,8 @@ export interface KeyringOptions {
    * listed, of a rotation or of another host, could have signed, and would silently lose its window.
    */
   storeSignedNothing?: () => Promise<boolean>;
+  /** Says what the operator should know of the keys this keyring listed (a second current key of this host). */
+  notice?: (message: string) => void;
 }
 
 /** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
@@ -348,6 +350,12 @@ export class Keyring {
           'KEY_INVALID',
           `${this.trustPath} does not list key ${signer.keyId} of host ${this.options.host}, which signed manifests of this store (a trust.json from before its last rotation?); restore the current trust.json (a backup or \`keys export\` taken after the last rotation)`,
         );
+      // Keys of this host trust.json holds current: a key file lost (and this key made anew), or a key held where this
+      // open was not given it (a `keyFile`, an injected signer). Which one, only the operator knows: both stay listed,
+      // and the notice says how to end the other one.
+      const current = this.trust.keys.filter(
+        (k) => k.host === this.options.host && k.notAfter === undefined && k.revokedAt === undefined,
+      );
       await this.save({
         ...this.trust,
         keys: [
@@ -360,6 +368,10 @@ export class Keyring {
           },
         ],
       });
+      for (const k of current)
+        this.options.notice?.(
+          `trust.json lists key ${JSON.stringify(k.keyId)} of host ${JSON.stringify(this.options.host)} as current, and this open signs with another key, ${JSON.stringify(signer.keyId)}, now listed beside it${this.keyPath !== undefined && this.options.keyFile === undefined ? ` (made anew: no key file at ${JSON.stringify(this.keyPath)})` : ''}: if ${JSON.stringify(k.keyId)} is lost, revoke it (\`keys revoke ${k.keyId}\`); if it is held in a key file or signer of its own, open with that`,
+        );
       return;
     }
     if (listed.publicKey !== encodeBase64Url(signer.publicKey)) {

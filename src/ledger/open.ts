@@ -143,6 +143,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       clock,
       origin,
       signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
+      notice,
       storeSignedNothing: async () => {
         for await (const _ of log.signingKeys.keyIds()) return false;
         for await (const _ of log.entries()) return false;
@@ -198,7 +199,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // run again, the log refuses every manifest this key signs now.
     if (signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined)
       notice(
-        `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until \`keys rotate\` is run again`,
+        `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${keyring.signer.keyId}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
       );
     return new Ledger({
       witnesses,
