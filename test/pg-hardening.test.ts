@@ -514,6 +514,127 @@ describePostgres(
       });
     });
 
+    describe('a transaction whose signal aborts', () => {
+      /** A one-connection pool whose statements are recorded; `onSend` runs as each is sent. */
+      const recordingPool = (onSend: (text: string) => void) => {
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1 });
+        pool.on('connect', (client) => {
+          const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+          (client as unknown as { query: (...args: unknown[]) => unknown }).query = (text, ...rest) => {
+            if (typeof text === 'string') onSend(text);
+            return query(text, ...rest);
+          };
+        });
+        return pool;
+      };
+
+      it('sends no statement of its own after the abort (one the server was between would end nothing)', async () => {
+        const sent: string[] = [];
+        const pool = recordingPool((text) => sent.push(text));
+        const db = new PgDatabase({ pool, schema: nextSchema() });
+        const ac = new AbortController();
+        try {
+          const err = await rejection(
+            db.transaction(
+              async (c) => {
+                await c.query('SELECT 1 AS before_abort');
+                ac.abort(new Error('user pressed stop'));
+                await c.query('SELECT pg_sleep(30) AS after_abort');
+              },
+              'BEGIN',
+              ac.signal,
+            ),
+          );
+          expect(err).toMatchObject({ message: 'user pressed stop' });
+          expect(sent.some((t) => t.includes('before_abort'))).toBe(true);
+          expect(sent.filter((t) => t.includes('after_abort'))).toEqual([]);
+          expect(sent.at(-1)).toBe('ROLLBACK');
+          expect((await sql<{ n: number }>('SELECT 1 AS n'))[0]!.n).toBe(1);
+        } finally {
+          await pool.end();
+        }
+      });
+
+      it('never cancels a later statement on its connection: an abort during the ROLLBACK of a failed transaction', async () => {
+        let ac = new AbortController();
+        let abortOnRollback = false;
+        const pool = recordingPool((text) => {
+          if (abortOnRollback && text === 'ROLLBACK') {
+            abortOnRollback = false;
+            ac.abort(new Error('user pressed stop'));
+          }
+        });
+        const db = new PgDatabase({ pool, schema: nextSchema() });
+        try {
+          abortOnRollback = true;
+          const err = await rejection(
+            db.transaction(
+              async () => {
+                throw new Error('the append lost its race');
+              },
+              'BEGIN',
+              ac.signal,
+            ),
+          );
+          expect(err).toMatchObject({ message: 'the append lost its race' });
+          expect(ac.signal.aborted).toBe(true);
+          // The next transaction on the same (only) connection, with no signal, runs to its end.
+          const value = await db.transaction(async (c) => {
+            await c.query('SELECT pg_sleep(0.5)');
+            return 'ran to its end';
+          });
+          expect(value).toBe('ran to its end');
+        } finally {
+          await pool.end();
+        }
+      });
+
+      it('cancels by its own name, not by the connection id the server gave (a pooler gives its own)', async () => {
+        const schema = nextSchema();
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1 });
+        pool.on('connect', (client) => {
+          // What a pooler between would hand out: no id of the server process that runs the statements.
+          Object.defineProperty(client, 'processID', { value: 0, writable: true });
+        });
+        const db = new PgDatabase({ pool, schema });
+        await db.transaction((c) => c.query(`CREATE TABLE IF NOT EXISTS public."${schema}_rows" (k int PRIMARY KEY)`));
+        await db.transaction((c) => c.query(`INSERT INTO public."${schema}_rows" VALUES (1)`));
+        const locker = new pgLib.Client({ connectionString: pg.connectionString });
+        locker.on('error', () => {});
+        await locker.connect();
+        await locker.query('BEGIN');
+        await locker.query(`SELECT 1 FROM public."${schema}_rows" WHERE k = 1 FOR UPDATE`);
+        let released = false;
+        const release = setTimeout(() => {
+          released = true;
+          void locker.query('ROLLBACK');
+        }, 8000);
+        try {
+          const ac = new AbortController();
+          const waitingOnLock = rejection(
+            db.transaction(
+              (c) => c.query(`SELECT 1 FROM public."${schema}_rows" WHERE k = 1 FOR UPDATE`),
+              'BEGIN',
+              ac.signal,
+            ),
+          );
+          const waiting = () =>
+            sql<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%${schema}_rows%'`,
+            );
+          while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
+          ac.abort(new Error('user pressed stop'));
+          expect(await waitingOnLock).toMatchObject({ message: 'user pressed stop' });
+          expect(released, 'the wait ended while the lock was still held').toBe(false);
+        } finally {
+          clearTimeout(release);
+          if (!released) await locker.query('ROLLBACK');
+          await locker.end();
+          await pool.end();
+        }
+      });
+    });
+
     describe('long uploads and a small pool', () => {
       /** A source that takes about `chunks` × 700 ms. */
       const slowSource = (chunks: number, fill: number) =>

@@ -4,6 +4,7 @@
  * an advisory lock. Layer-neutral: it throws driver errors as they are and each layer maps them to its
  * own error class.
  */
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { isHandoffLedgerError } from '../errors.js';
 
@@ -236,8 +237,11 @@ export class PgDatabase {
    * When COMMIT itself fails the outcome is unknown to the client; callers that can tell (an append looks its
    * entry up) check, the others report it as a failure.
    * With a `signal`, an abort before COMMIT is sent cancels the statement the connection is running (a lock wait
-   * too), rolls back and throws the signal's reason: COMMIT is never sent after an abort. Once COMMIT was sent, the
-   * abort changes nothing.
+   * too), sends no further statement of `fn`, rolls back and throws the signal's reason: COMMIT is never sent after an
+   * abort. Once COMMIT was sent, the abort changes nothing. The transaction names itself with a random
+   * `application_name` (`SET LOCAL`, in the BEGIN's round trip) and the cancel is sent to the server process showing
+   * that name, from a connection of its own: never to another process, a pooler's connection ids notwithstanding,
+   * and never after this transaction ended.
    */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN', signal?: AbortSignal): Promise<T> {
     signal?.throwIfAborted();
@@ -256,23 +260,26 @@ export class PgDatabase {
     };
     client.on('error', onError);
     let committing = false;
+    let ending = false;
     let cancelling: Promise<void> | undefined;
+    const tag = signal ? `handoff-ledger/${randomUUID()}` : undefined;
     const onAbort = () => {
-      if (!committing) cancelling = this.cancelBackend((client as { processID?: number | null }).processID);
+      if (!committing && !ending && tag) cancelling = this.cancelTagged(tag);
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       signal?.throwIfAborted();
-      await client.query(begin);
-      const result = await fn(client);
+      await client.query(tag ? `${begin}; SET LOCAL application_name = '${tag}'` : begin);
+      const result = await fn(signal ? refuseAfterAbort(client, signal) : client);
       // Checked with no await before COMMIT: an abort from here on no longer cancels anything.
       signal?.throwIfAborted();
       committing = true;
       await client.query('COMMIT');
       return result;
     } catch (err) {
-      // The cancel has reached the server before the ROLLBACK is sent: it ends the statement it was sent for or finds
-      // the connection idle (and is dropped), never a later statement on this connection.
+      // No cancel starts from here on; one already sent has reached the server before the ROLLBACK goes out.
+      ending = true;
+      const aborted = signal?.aborted === true; // an abort after this error did not cause it
       await cancelling;
       if (!broken) {
         await client.query('ROLLBACK').catch((rollbackErr: Error) => {
@@ -280,31 +287,35 @@ export class PgDatabase {
         });
       }
       // Aborted before COMMIT: nothing committed, whatever the statement said (a cancelled lock wait, say).
-      if (signal?.aborted && !committing) throw signal.reason;
+      if (aborted && !committing) throw signal!.reason;
       // A session the server ended (idle in transaction too long, terminated) says why on the connection; the
       // query after it only says the connection is gone. The reason is the one callers can act on.
       if (pgCode(broken) !== undefined && pgCode(err) === undefined && !isHandoffLedgerError(err)) throw broken;
       throw err;
     } finally {
+      ending = true;
       signal?.removeEventListener('abort', onAbort);
+      await cancelling;
       client.off('error', onError);
       client.release(broken);
     }
   }
 
   /**
-   * Cancels the statement backend `pid` is running (`pg_cancel_backend`, which has signalled it when it answers), from
-   * a connection of its own: the pool's may all be busy, waiting on the same locks. Never rejects; when the cancel
-   * cannot be sent the statement runs to its own end (a lock wait to `lockTimeoutMs`).
+   * Cancels the statement of the server process whose `application_name` is `tag` (`pg_cancel_backend`, which has
+   * signalled it when it answers), from a connection of its own: the pool's may all be busy, waiting on the same locks.
+   * Never rejects; when the cancel cannot be sent the statement runs to its own end (a lock wait to `lockTimeoutMs`).
    */
-  private async cancelBackend(pid: number | null | undefined): Promise<void> {
-    if (typeof pid !== 'number' || pid <= 0) return;
+  private async cancelTagged(tag: string): Promise<void> {
     const pool = this.pool as unknown as { Client?: typeof pg.Client; options?: pg.ClientConfig };
     const client = new (pool.Client ?? pg.Client)({ ...pool.options, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     client.on('error', () => {});
     try {
       await client.connect();
-      await client.query('SELECT pg_cancel_backend($1)', [pid]);
+      await client.query(
+        'SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()',
+        [tag],
+      );
     } catch {
       // the statement then ends by itself
     } finally {
@@ -396,4 +407,20 @@ export function pgTimeoutProblem(err: unknown): string | undefined {
     default:
       return undefined;
   }
+}
+
+/**
+ * `client` for a transaction's own statements: once `signal` aborted, a statement is not sent (the abort's reason is
+ * thrown), so an abort that found the server between two statements (a cancel then ends nothing) stops the next one.
+ */
+function refuseAfterAbort(client: pg.PoolClient, signal: AbortSignal): pg.PoolClient {
+  return new Proxy(client, {
+    get(target, prop) {
+      if (prop !== 'query') return Reflect.get(target, prop, target) as unknown;
+      return (...args: unknown[]) => {
+        signal.throwIfAborted();
+        return (target.query as (...a: unknown[]) => unknown)(...args);
+      };
+    },
+  });
 }
