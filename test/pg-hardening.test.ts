@@ -556,7 +556,7 @@ describePostgres(
       });
 
       it('never cancels a later statement on its connection: an abort during the ROLLBACK of a failed transaction', async () => {
-        let ac = new AbortController();
+        const ac = new AbortController();
         let abortOnRollback = false;
         const pool = recordingPool((text) => {
           if (abortOnRollback && text === 'ROLLBACK') {
