@@ -26,10 +26,12 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * their fixes, tests' helpers and docs) brought the library to ~1,230 KiB unpacked and the pack to ~493 KiB; 416 KiB
  * and 1,408 KiB since the next rounds of review fixes (witness line selection, PostgreSQL timeouts and the upload
  * limit, the store's flushes and close) and their docs brought the library to ~1,330 KiB unpacked and the pack to
- * ~525 KiB.)
+ * ~525 KiB; 432 KiB and 1,472 KiB since the next (cancellation reaching the append, key-window retries, the lowered
+ * tree size, filtered exports by signed session) and their CHANGELOG entries brought the library to ~1,403 KiB
+ * unpacked and the pack to ~547 KiB.)
  */
-const MAX_PACKED_BYTES = 416 * 1024;
-const MAX_UNPACKED_BYTES = 1408 * 1024;
+const MAX_PACKED_BYTES = 432 * 1024;
+const MAX_UNPACKED_BYTES = 1472 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
