@@ -30,6 +30,8 @@ import { checkpointVerifiers, parseTrustStore, type TrustedKey } from '../manife
 import { openNote } from '../manifests/crypto/note.js';
 import { findTrustedKey } from '../manifests/format/trust-lookup.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { shellWord } from '../manifests/encoding/printable.js';
+import type { Signer } from '../manifests/crypto/envelope.js';
 import { digestOf } from '../store/hash/digest.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
@@ -881,12 +883,18 @@ describe('a host key of this host that the open was not given', () => {
       const root = tempDir();
       const notices: string[] = [];
       const base = { root, host: 'prod-1', onNotice: (m: string) => notices.push(m) };
-      let provided: { keyFile?: string; signer?: LocalSigner } = {};
+      let provided: { keyFile?: string; signer?: Signer } = {};
       if (kind === 'keyFile') {
         const keyFile = join(tempDir(), 'provisioned.jwk');
         await writeKeyFile(keyFile, generateJwk());
         provided = { keyFile };
-      } else if (kind === 'signer') provided = { signer: new LocalSigner(generateJwk()) };
+      } else if (kind === 'signer') {
+        // A KMS names its keys as it likes: the suggested command must quote what a shell would act on.
+        const kms = new LocalSigner(generateJwk());
+        provided = {
+          signer: { keyId: "kms:key's-$(id)", publicKey: kms.publicKey, sign: (m: Uint8Array) => kms.sign(m) },
+        };
+      }
       let ledger = await openLedger({ ...base, ...provided });
       const key = ledger.keyId;
       await ledger.publish(scope, sampleSummary(0));
@@ -897,9 +905,10 @@ describe('a host key of this host that the open was not given', () => {
       const other = await openLedger(base);
       const made = other.keyId;
       expect(made).not.toBe(key);
+      if (kind === 'signer') expect(shellWord(key)).toBe(`'kms:key'\\''s-$(id)'`);
       await other.close();
       expect(notices.filter((m) => m.includes(JSON.stringify(key)))).toEqual([
-        expect.stringContaining(`if ${JSON.stringify(key)} is lost, revoke it (\`keys revoke ${key}\`)`),
+        expect.stringContaining(`if ${JSON.stringify(key)} is lost, revoke it (\`keys revoke ${shellWord(key)}\`)`),
       ]);
       if (kind !== 'lost default key file') {
         // The provisioned key still signs: nothing ended it.

@@ -4,7 +4,17 @@
  * or `printableExact`, and the escaped forms still say which character was there.
  */
 import { describe, expect, it } from 'vitest';
-import { isTerminalSafe, printable, printableExact, printableJson } from '../manifests/encoding/printable.js';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  isTerminalSafe,
+  printable,
+  printableExact,
+  printableJson,
+  shellWord,
+} from '../manifests/encoding/printable.js';
 
 const ACTS = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Default_Ignorable_Code_Point}]/u;
 
@@ -65,5 +75,27 @@ describe('printableJson', () => {
     // Raw only the pretty-printer's own newlines.
     expect([...text].filter((c) => c !== '\n' && ACTS.test(c))).toEqual([]);
     expect(JSON.parse(text)).toEqual(value);
+  });
+});
+
+describe('shellWord', () => {
+  it('gives a word the shell reads back as exactly itself, running nothing', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hl-shellword-'));
+    const words = [
+      'ed25519:AbC-_09',
+      'kms:$(touch${IFS}pwned)',
+      'a`touch pwned`b',
+      "it's; touch pwned",
+      'two  spaces\tand a tab',
+      "''",
+      '',
+    ];
+    for (const word of words) {
+      const quoted = shellWord(word);
+      const echoed = spawnSync('/bin/sh', ['-c', `printf %s ${quoted}`], { cwd: dir, encoding: 'utf8' });
+      expect(echoed.stdout, word).toBe(word);
+    }
+    expect(shellWord('ed25519:AbC-_09')).toBe('ed25519:AbC-_09'); // nothing to quote
+    expect(readdirSync(dir)).toEqual([]); // nothing ran
   });
 });

@@ -63,3 +63,11 @@ function jsonEscape(c: string): string {
 export function printableJson(value: unknown): string {
   return JSON.stringify(value, null, 2).replace(UNSAFE_IN_JSON, jsonEscape);
 }
+
+/**
+ * `word` as one POSIX shell word, for a command a message suggests: as it is when it holds only characters no shell
+ * treats specially, else single-quoted (a `'` inside as `'\''`), so a pasted command runs nothing else.
+ */
+export function shellWord(word: string): string {
+  return /^[A-Za-z0-9_.:/@%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+}

@@ -34,6 +34,7 @@ import { timestampSchema } from '../../manifests/format/manifest.js';
 import { generateJwk, loadKeyFile, loadKeyFileIfPresent, storageFailure, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withFileLock, type FileLockOptions } from '../ledger/file-lock.js';
+import { shellWord } from '../../manifests/encoding/printable.js';
 
 export interface KeyringOptions {
   root: string;
@@ -370,7 +371,7 @@ export class Keyring {
       });
       for (const k of current)
         this.options.notice?.(
-          `trust.json lists key ${JSON.stringify(k.keyId)} of host ${JSON.stringify(this.options.host)} as current, and this open signs with another key, ${JSON.stringify(signer.keyId)}, now listed beside it${this.keyPath !== undefined && this.options.keyFile === undefined ? ` (made anew: no key file at ${JSON.stringify(this.keyPath)})` : ''}: if ${JSON.stringify(k.keyId)} is lost, revoke it (\`keys revoke ${k.keyId}\`); if it is held in a key file or signer of its own, open with that`,
+          `trust.json lists key ${JSON.stringify(k.keyId)} of host ${JSON.stringify(this.options.host)} as current, and this open signs with another key, ${JSON.stringify(signer.keyId)}, now listed beside it${this.keyPath !== undefined && this.options.keyFile === undefined ? ` (made anew: no key file at ${JSON.stringify(this.keyPath)})` : ''}: if ${JSON.stringify(k.keyId)} is lost, revoke it (\`keys revoke ${shellWord(k.keyId)}\`); if it is held in a key file or signer of its own, open with that`,
         );
       return;
     }

@@ -28,6 +28,7 @@ import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { Ledger } from './ledger.js';
 import { parseHost } from './scope.js';
 import type { OpenLedgerOptions } from './options.js';
+import { shellWord } from '../../manifests/encoding/printable.js';
 
 export type { OpenLedgerOptions } from './options.js';
 
@@ -199,7 +200,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // run again, the log refuses every manifest this key signs now.
     if (signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined)
       notice(
-        `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${keyring.signer.keyId}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
+        `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${shellWord(keyring.signer.keyId)}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
       );
     return new Ledger({
       witnesses,

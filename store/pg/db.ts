@@ -269,7 +269,7 @@ export class PgDatabase {
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       signal?.throwIfAborted();
-      await client.query(tag ? `${begin}; SET LOCAL application_name = '${tag}'` : begin);
+      await client.query(tag ? `${begin};\nSET LOCAL application_name = '${tag}'` : begin);
       const result = await fn(signal ? refuseAfterAbort(client, signal) : client);
       // Checked with no await before COMMIT: an abort from here on no longer cancels anything.
       signal?.throwIfAborted();
