@@ -15,7 +15,7 @@ import type {
 } from '../compaction/model.js';
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
 import { summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
-import { readJson, schemaFor, splitSystem, toolCall } from './shared.js';
+import { readJson, saysNothing, schemaFor, splitSystem, toolCall } from './shared.js';
 
 export interface AiSdkAdapterOptions {
   model: LanguageModel;
@@ -48,7 +48,7 @@ function messages(request: ModelRequest): AiMessage[] {
       return {
         role: 'assistant',
         content: [
-          ...(m.content === '' ? [] : [{ type: 'text' as const, text: m.content }]),
+          ...(saysNothing(m.content) ? [] : [{ type: 'text' as const, text: m.content }]),
           ...m.toolCalls.map((c) => ({
             type: 'tool-call' as const,
             toolCallId: c.id,
@@ -78,6 +78,7 @@ const FINISH: Record<string, ModelFinishReason> = {
  */
 export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
   const form = options.schemaForm ?? 'json-schema';
+  summarySchemaFor(form); // an unknown form is refused here (INVALID_ARGUMENT), not as a model failure at compaction
   const strict = form === 'openai-strict';
   return async (request) => {
     const ai = await import('ai');

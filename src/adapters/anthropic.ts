@@ -15,7 +15,7 @@ import type {
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { SUBMIT_HANDOFF, submitHandoffTool } from '../compaction/tool.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
-import { schemaFor, splitSystem, toolCall, withoutEmptyTurns } from './shared.js';
+import { saysNothing, schemaFor, splitSystem, toolCall, toolInputObject, withoutEmptyTurns } from './shared.js';
 
 export interface AnthropicAdapterOptions {
   /** The Harness's client (`new Anthropic({ apiKey })`). */
@@ -41,8 +41,9 @@ export const anthropicSubmitHandoffTool: Tool = Object.freeze({
 function content(m: ModelRequest['messages'][number]): string | ContentBlockParam[] {
   if (m.role === 'tool') return [{ type: 'tool_result', tool_use_id: m.toolCallId ?? '', content: m.content }];
   if (m.role === 'assistant' && m.toolCalls?.length) {
-    const blocks: ContentBlockParam[] = m.content === '' ? [] : [{ type: 'text', text: m.content }];
-    for (const c of m.toolCalls) blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: c.input });
+    const blocks: ContentBlockParam[] = saysNothing(m.content) ? [] : [{ type: 'text', text: m.content }];
+    for (const c of m.toolCalls)
+      blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: toolInputObject(c.input) });
     return blocks;
   }
   return m.content;

@@ -26,7 +26,7 @@ import type {
   ModelToolCall,
 } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
-import { readJson, schemaFor, toolCall } from './shared.js';
+import { readJson, schemaFor, toolArguments, toolCall } from './shared.js';
 
 export interface OpenAIAdapterOptions {
   /** The Harness's client (`new OpenAI({ apiKey })`). */
@@ -47,7 +47,7 @@ function responsesInput(request: ModelRequest): ResponseInputItem[] {
     }
     if (m.content !== '' || !m.toolCalls?.length) items.push({ role: m.role, content: m.content });
     for (const c of m.toolCalls ?? []) {
-      items.push({ type: 'function_call', call_id: c.id, name: c.name, arguments: JSON.stringify(c.input) });
+      items.push({ type: 'function_call', call_id: c.id, name: c.name, arguments: toolArguments(c.input) });
     }
   }
   return items;
@@ -130,7 +130,7 @@ function chatMessages(request: ModelRequest): ChatCompletionMessageParam[] {
         tool_calls: m.toolCalls.map((c) => ({
           id: c.id,
           type: 'function',
-          function: { name: c.name, arguments: JSON.stringify(c.input) },
+          function: { name: c.name, arguments: toolArguments(c.input) },
         })),
       };
     }

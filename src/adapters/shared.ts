@@ -38,6 +38,42 @@ export function withoutEmptyTurns(messages: readonly ModelMessage[]): ModelMessa
 }
 
 /**
+ * Text that says nothing (empty or whitespace): left out of an assistant turn that calls tools, as `withoutEmptyTurns`
+ * leaves out a whole turn (Anthropic refuses a whitespace-only text block: "text content blocks must contain
+ * non-whitespace text").
+ */
+export function saysNothing(text: string): boolean {
+  return text.trim() === '';
+}
+
+/**
+ * A transcript tool call's input as JSON arguments text (OpenAI): a raw string the provider returned unparsed goes
+ * back as it came, a missing input as `{}` (the API requires arguments).
+ */
+export function toolArguments(input: unknown): string {
+  return typeof input === 'string' ? input : JSON.stringify(input ?? {});
+}
+
+/**
+ * A transcript tool call's input as the JSON object an API requires (Anthropic `tool_use.input`): an object as it is,
+ * a raw string that parses to an object parsed, anything else kept under `input`.
+ */
+export function toolInputObject(input: unknown): Record<string, unknown> {
+  const isObject = (v: unknown): v is Record<string, unknown> =>
+    typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (isObject(input)) return input;
+  if (typeof input === 'string') {
+    try {
+      const parsed: unknown = JSON.parse(input);
+      if (isObject(parsed)) return parsed;
+    } catch {
+      // kept as text below
+    }
+  }
+  return input === undefined ? {} : { input };
+}
+
+/**
  * Parses JSON the model wrote (structured text, tool arguments); a strict answer's nulls become absent
  * fields. `undefined` for text that is not JSON: the caller leaves it as text, and `extractSummary`
  * reports it (`SUMMARY_INVALID`).

@@ -93,3 +93,40 @@ describe('aiSdkAdapter', () => {
     }
   });
 });
+
+describe('aiSdkAdapter requests', () => {
+  it('refuses an unknown schemaForm when the adapter is made (INVALID_ARGUMENT), not as a model failure later', () => {
+    let err: unknown;
+    try {
+      aiSdkAdapter({ model: model('http://127.0.0.1:9'), schemaForm: 'openai' as never });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT' });
+  });
+
+  it("leaves a tool-calling assistant turn's whitespace-only text out (providers refuse a blank text part)", async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(chat('tool', JSON.stringify(strictSummary), 'tool_calls'));
+      const request = compactionRequest({
+        messages: [
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: '\n\n', toolCalls: [{ id: 'a', name: 'read', input: { path: 'a' } }] },
+          { role: 'tool', toolCallId: 'a', content: 'ok' },
+        ],
+      });
+      await aiSdkAdapter({ model: model(provider.url), schemaForm: 'openai-strict', maxRetries: 0 })(request);
+      const sent = provider.requests[0]!.body.messages as Array<{
+        role: string;
+        content?: unknown;
+        tool_calls?: unknown[];
+      }>;
+      const assistant = sent.find((m) => m.role === 'assistant')!;
+      expect(assistant.tool_calls).toHaveLength(1);
+      expect([null, undefined, '']).toContain(assistant.content); // not the blank text
+    } finally {
+      await provider.close();
+    }
+  });
+});

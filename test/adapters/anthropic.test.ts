@@ -121,4 +121,45 @@ describe('anthropicAdapter requests', () => {
       await provider.close();
     }
   });
+
+  it('sends an assistant turn that calls tools without its whitespace-only text, each tool input as an object', async () => {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const provider = await startFakeProvider();
+    try {
+      provider.script(message([toolUse(summary)], 'tool_use'));
+      const model = anthropicAdapter({
+        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+        model: 'claude-test',
+      });
+      const { compactionRequest } = await import('../../src/compaction/tool.js');
+      const calls = [
+        { id: 'a', name: 'read', input: { path: 'src/a.ts' } },
+        { id: 'b', name: 'read', input: '{"path": "src/b.ts"}' }, // a provider's arguments left unparsed
+        { id: 'c', name: 'read', input: '{"path": "src/c.ts"' }, // cut short: not JSON
+        { id: 'd', name: 'list', input: undefined },
+      ];
+      await model(
+        compactionRequest({
+          messages: [
+            { role: 'user', content: 'hi' },
+            // Claude writes whitespace before a tool call; the API refuses a whitespace-only text block.
+            { role: 'assistant', content: '\n\n', toolCalls: calls },
+            ...calls.map((c) => ({ role: 'tool' as const, toolCallId: c.id, content: 'ok' })),
+          ],
+        }),
+      );
+      const sent = provider.requests[0]!.body.messages as Array<{ role: string; content: unknown }>;
+      expect(sent[1]).toEqual({
+        role: 'assistant',
+        content: [
+          { type: 'tool_use', id: 'a', name: 'read', input: { path: 'src/a.ts' } },
+          { type: 'tool_use', id: 'b', name: 'read', input: { path: 'src/b.ts' } },
+          { type: 'tool_use', id: 'c', name: 'read', input: { input: '{"path": "src/c.ts"' } },
+          { type: 'tool_use', id: 'd', name: 'list', input: {} },
+        ],
+      });
+    } finally {
+      await provider.close();
+    }
+  });
 });

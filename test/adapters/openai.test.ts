@@ -116,6 +116,42 @@ describe('openaiAdapter: one call of submit_handoff', () => {
   });
 });
 
+describe('openaiAdapter: tool calls of the transcript', () => {
+  it('sends each call with arguments: a raw string as it came, a missing input as {} (both APIs)', async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(
+        response([functionCall(JSON.stringify(strictSummary))]),
+        chat('tool', JSON.stringify(strictSummary), 'tool_calls'),
+      );
+      const calls = [
+        { id: 'a', name: 'read', input: { path: 'src/a.ts' } },
+        { id: 'b', name: 'read', input: '{"path": "src/b.ts"' }, // a provider's arguments left unparsed (cut short)
+        { id: 'c', name: 'list', input: undefined },
+      ];
+      const request = compactionRequest({
+        messages: [
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: '', toolCalls: calls },
+          ...calls.map((c) => ({ role: 'tool' as const, toolCallId: c.id, content: 'ok' })),
+        ],
+      });
+      await openaiAdapter({ client: client(provider.url), model: 'gpt-test' })(request);
+      await openaiAdapter({ client: client(provider.url), model: 'gpt-test', api: 'chat' })(request);
+      const expected = ['{"path":"src/a.ts"}', '{"path": "src/b.ts"', '{}'];
+      const responsesInput = provider.requests[0]!.body.input as Array<{ type?: string; arguments?: string }>;
+      expect(responsesInput.filter((i) => i.type === 'function_call').map((i) => i.arguments)).toEqual(expected);
+      const chatMessages = provider.requests[1]!.body.messages as Array<{
+        tool_calls?: Array<{ function: { arguments?: string } }>;
+      }>;
+      const sent = chatMessages.flatMap((m) => m.tool_calls ?? []).map((c) => c.function.arguments);
+      expect(sent).toEqual(expected);
+    } finally {
+      await provider.close();
+    }
+  });
+});
+
 describe('openaiAdapter: a response the provider failed', () => {
   it('throws the provider error (compact reports MODEL_FAILED with it), not a summary cut short', async () => {
     const provider = await startFakeProvider();
