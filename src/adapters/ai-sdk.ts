@@ -116,6 +116,9 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
         ...(request.maxOutputTokens === undefined ? {} : { maxOutputTokens: request.maxOutputTokens }),
         ...(request.signal ? { abortSignal: request.signal } : {}),
         ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+        // The ai SDK's OpenAI provider asks for strict mode unless told otherwise; only the openai-strict form meets
+        // its rules (every field required, no patterns). Other providers ignore the OpenAI key.
+        ...(strict ? {} : { providerOptions: { openai: { strictJsonSchema: false } } }),
       });
     } catch (err) {
       // The SDK throws where the model did not deliver (no forced tool call, no parseable object);

@@ -130,3 +130,19 @@ describe('aiSdkAdapter requests', () => {
     }
   });
 });
+
+describe('aiSdkAdapter with the default json-schema form and an OpenAI model', () => {
+  it('does not ask for strict mode, which that schema does not meet (its patterns, its optional fields)', async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(chat('structured', JSON.stringify(summary), 'stop'));
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' });
+      const response = await aiSdkAdapter({ model: model(provider.url), maxRetries: 0 })(request);
+      const format = provider.requests[0]!.body.response_format as { json_schema?: { strict?: boolean } };
+      expect(format.json_schema?.strict).not.toBe(true);
+      expect(response.output).toEqual(summary);
+    } finally {
+      await provider.close();
+    }
+  });
+});
