@@ -419,6 +419,33 @@ describePostgres(
       });
     });
 
+    /**
+     * Another connection's transaction holding the rows `select` locks (FOR UPDATE). It lets go after 8 s at the latest
+     * (lockTimeoutMs is 30 s), so a wait that ignores its signal ends, and `released` says it came to that.
+     */
+    async function holdRowLock(select: string): Promise<{ readonly released: boolean; end(): Promise<void> }> {
+      const locker = new pgLib.Client({ connectionString: pg.connectionString });
+      locker.on('error', () => {});
+      await locker.connect();
+      await locker.query('BEGIN');
+      await locker.query(select);
+      let released = false;
+      const timer = setTimeout(() => {
+        released = true;
+        void locker.query('ROLLBACK');
+      }, 8000);
+      return {
+        get released() {
+          return released;
+        },
+        async end() {
+          clearTimeout(timer);
+          if (!released) await locker.query('ROLLBACK');
+          await locker.end();
+        },
+      };
+    }
+
     describe('an append whose signal aborts', () => {
       it('rolls back when the abort comes before COMMIT is sent, and stands when it comes after', async () => {
         const schema = nextSchema();
@@ -471,17 +498,7 @@ describePostgres(
           const first = await ledger.publish(scope, { task: 't', state: 's', nextSteps: ['n'] });
           const before = await rows();
           // Another host's append in flight on this chain: its transaction holds the head's row lock.
-          const locker = new pgLib.Client({ connectionString: pg.connectionString });
-          locker.on('error', () => {});
-          await locker.connect();
-          await locker.query('BEGIN');
-          await locker.query(`SELECT 1 FROM "${schema}".heads WHERE session = 's1' FOR UPDATE`);
-          // Released after 8 s at the latest (lockTimeoutMs is 30 s): a publish that ignores its signal then commits.
-          let released = false;
-          const release = setTimeout(() => {
-            released = true;
-            void locker.query('ROLLBACK');
-          }, 8000);
+          const lock = await holdRowLock(`SELECT 1 FROM "${schema}".heads WHERE session = 's1' FOR UPDATE`);
           try {
             const ac = new AbortController();
             const publishing = rejection(
@@ -494,14 +511,12 @@ describePostgres(
             while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
             ac.abort(new Error('user pressed stop'));
             const err = await publishing;
-            expect(released, 'the publish answered while the lock was still held').toBe(false);
+            expect(lock.released, 'the publish answered while the lock was still held').toBe(false);
             expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
             expect((await waiting())[0]!.n).toBe(0);
             expect(await rows()).toEqual(before);
           } finally {
-            clearTimeout(release);
-            if (!released) await locker.query('ROLLBACK');
-            await locker.end();
+            await lock.end();
           }
           expect((await ledger.resume(scope))?.id).toBe(first.id);
           const next = await ledger.publish(scope, { task: 'next', state: 's', nextSteps: ['n'] });
@@ -599,16 +614,7 @@ describePostgres(
         const db = new PgDatabase({ pool, schema });
         await db.transaction((c) => c.query(`CREATE TABLE IF NOT EXISTS public."${schema}_rows" (k int PRIMARY KEY)`));
         await db.transaction((c) => c.query(`INSERT INTO public."${schema}_rows" VALUES (1)`));
-        const locker = new pgLib.Client({ connectionString: pg.connectionString });
-        locker.on('error', () => {});
-        await locker.connect();
-        await locker.query('BEGIN');
-        await locker.query(`SELECT 1 FROM public."${schema}_rows" WHERE k = 1 FOR UPDATE`);
-        let released = false;
-        const release = setTimeout(() => {
-          released = true;
-          void locker.query('ROLLBACK');
-        }, 8000);
+        const lock = await holdRowLock(`SELECT 1 FROM public."${schema}_rows" WHERE k = 1 FOR UPDATE`);
         try {
           const ac = new AbortController();
           const waitingOnLock = rejection(
@@ -625,11 +631,9 @@ describePostgres(
           while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
           ac.abort(new Error('user pressed stop'));
           expect(await waitingOnLock).toMatchObject({ message: 'user pressed stop' });
-          expect(released, 'the wait ended while the lock was still held').toBe(false);
+          expect(lock.released, 'the wait ended while the lock was still held').toBe(false);
         } finally {
-          clearTimeout(release);
-          if (!released) await locker.query('ROLLBACK');
-          await locker.end();
+          await lock.end();
           await pool.end();
         }
       });
