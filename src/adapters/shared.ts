@@ -5,7 +5,7 @@
  */
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
 import type { ModelMessage, ModelToolCall } from '../compaction/model.js';
-import { normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
+import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 
 /** The schema a tool or response format is sent with: the dialect's summary form for the handoff. */
 export function schemaFor(
@@ -34,7 +34,7 @@ export function splitSystem(messages: readonly ModelMessage[]): { system: string
  * only reasoning): Anthropic's and Gemini's APIs refuse a request carrying one. Tool results stay, whatever they hold.
  */
 export function withoutEmptyTurns(messages: readonly ModelMessage[]): ModelMessage[] {
-  return messages.filter((m) => m.role === 'tool' || (m.toolCalls?.length ?? 0) > 0 || m.content.trim() !== '');
+  return messages.filter((m) => m.role === 'tool' || (m.toolCalls?.length ?? 0) > 0 || !saysNothing(m.content));
 }
 
 /**
@@ -59,13 +59,11 @@ export function toolArguments(input: unknown): string {
  * a raw string that parses to an object parsed, anything else kept under `input`.
  */
 export function toolInputObject(input: unknown): Record<string, unknown> {
-  const isObject = (v: unknown): v is Record<string, unknown> =>
-    typeof v === 'object' && v !== null && !Array.isArray(v);
-  if (isObject(input)) return input;
+  if (isRecord(input)) return input;
   if (typeof input === 'string') {
     try {
       const parsed: unknown = JSON.parse(input);
-      if (isObject(parsed)) return parsed;
+      if (isRecord(parsed)) return parsed;
     } catch {
       // kept as text below
     }

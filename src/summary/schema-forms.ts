@@ -142,7 +142,9 @@ function withoutNulls(value: Record<string, unknown>, fields: readonly string[])
   return out;
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A JSON object (not null, not an array). */
+export const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * Turns an answer to the `openai-strict` form back into a summary: a `null` in an optional field means
