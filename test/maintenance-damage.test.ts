@@ -131,18 +131,22 @@ describe('fsck of blobs named by several manifests', () => {
   });
 });
 
+/** s2's head set back to seq 0 and its seq 1 (position 3, the newest) deleted; the tree keeps the leaf. */
+function dropNewestRow(connectionString: string, schema: string): Promise<unknown> {
+  return sqlOn(
+    connectionString,
+    `BEGIN;
+     UPDATE "${schema}".heads SET seq = 0, id = (SELECT id FROM "${schema}".entries WHERE session = 's2' AND seq = 0) WHERE session = 's2';
+     DELETE FROM "${schema}".entries WHERE position = 3;
+     COMMIT;`,
+  );
+}
+
 describePostgres('gc on a damaged PostgreSQL store', (pg) => {
   it("removes nothing when the last manifest's row is gone while its leaf is in the tree", async () => {
     const schema = `gcdamage_${process.pid}_${Date.now()}`;
     const { opts } = await store({ postgres: { connectionString: pg.connectionString, schema } });
-    // s2's head set back to seq 0 and its seq 1 (position 3) deleted; the tree keeps the leaf.
-    await sqlOn(
-      pg.connectionString,
-      `BEGIN;
-       UPDATE "${schema}".heads SET seq = 0, id = (SELECT id FROM "${schema}".entries WHERE session = 's2' AND seq = 0) WHERE session = 's2';
-       DELETE FROM "${schema}".entries WHERE position = 3;
-       COMMIT;`,
-    );
+    await dropNewestRow(pg.connectionString, schema);
     await refusedGc(opts);
   });
 });
@@ -153,13 +157,7 @@ describePostgres('fsck of a PostgreSQL tree of another size than the log', (pg) 
   it("the newest row deleted under its leaf (the counter kept): TREE_SIZE, the tree's leaves above the entries", async () => {
     const schema = schemaName('row');
     const { opts } = await store({ postgres: { connectionString: pg.connectionString, schema } });
-    await sqlOn(
-      pg.connectionString,
-      `BEGIN;
-       UPDATE "${schema}".heads SET seq = 0, id = (SELECT id FROM "${schema}".entries WHERE session = 's2' AND seq = 0) WHERE session = 's2';
-       DELETE FROM "${schema}".entries WHERE position = 3;
-       COMMIT;`,
-    );
+    await dropNewestRow(pg.connectionString, schema);
     const ledger = await openLedger(opts);
     try {
       const report = await fsck(ledger);
