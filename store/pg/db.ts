@@ -293,9 +293,7 @@ export class PgDatabase {
       if (pgCode(broken) !== undefined && pgCode(err) === undefined && !isHandoffLedgerError(err)) throw broken;
       throw err;
     } finally {
-      ending = true;
       signal?.removeEventListener('abort', onAbort);
-      await cancelling;
       client.off('error', onError);
       client.release(broken);
     }
