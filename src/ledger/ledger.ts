@@ -342,7 +342,7 @@ export class Ledger {
         // Without expectedPrev the caller asked for "after whatever is there": read the head again and re-sign.
         for (let attempt = 1; ; attempt++) {
           try {
-            return await this.signing.shared(() => this.commit(s, blob, covers, options));
+            return await this.signing.shared(() => this.commit(s, blob, covers, options), signal);
           } catch (err) {
             if (err instanceof KeyWindowClosed) {
               // Another process rotated or revoked this key after we signed: take its keys and sign again (its

@@ -1,3 +1,4 @@
+import { onAbort } from '../../store/abort.js';
 import { throwIfCancelled } from '../errors.js';
 
 /** Per-key serialization inside one process: each chain's publishes run one after another. */
@@ -37,16 +38,15 @@ function untilAborted(wait: Promise<void>, signal: AbortSignal | undefined): Pro
   throwIfCancelled(signal);
   if (!signal) return wait;
   return new Promise<void>((resolve, reject) => {
-    const onAbort = () => {
+    const unsubscribe = onAbort(signal, () => {
       try {
         throwIfCancelled(signal);
       } catch (err) {
         reject(err as Error);
       }
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
+    });
     void wait.then(() => {
-      signal.removeEventListener('abort', onAbort);
+      unsubscribe();
       resolve();
     });
   });
@@ -62,8 +62,12 @@ export class SharedExclusiveLock {
   private exclusiveHeld: Promise<void> | undefined;
   private exclusiveTail: Promise<void> = Promise.resolve();
 
-  async shared<T>(fn: () => Promise<T>): Promise<T> {
-    while (this.exclusiveHeld) await this.exclusiveHeld;
+  /**
+   * Runs `fn` on the shared side, once no exclusive holder is in. A `signal` that aborts while this call waits for an
+   * exclusive holder (a key rotation) ends the wait: LedgerError `CANCELLED`, and `fn` never runs.
+   */
+  async shared<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    while (this.exclusiveHeld) await untilAborted(this.exclusiveHeld, signal);
     this.active++;
     try {
       return await fn();

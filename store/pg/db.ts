@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
+import { onAbort } from '../abort.js';
 import { isHandoffLedgerError } from '../errors.js';
 
 /** Something queries can be sent to: the pool itself or a client checked out for a transaction. */
@@ -115,15 +116,16 @@ class Slots {
     else
       await new Promise<void>((resolve, reject) => {
         const grant = () => {
-          signal?.removeEventListener('abort', onAbort);
+          unsubscribe?.();
           resolve();
         };
-        const onAbort = () => {
-          this.waiting.splice(this.waiting.indexOf(grant), 1);
-          reject(signal!.reason);
-        };
         this.waiting.push(grant);
-        signal?.addEventListener('abort', onAbort, { once: true });
+        const unsubscribe =
+          signal &&
+          onAbort(signal, () => {
+            this.waiting.splice(this.waiting.indexOf(grant), 1);
+            reject(signal.reason);
+          });
       });
     let released = false;
     return () => {
@@ -263,10 +265,11 @@ export class PgDatabase {
     let ending = false;
     let cancelling: Promise<void> | undefined;
     const tag = signal ? `handoff-ledger/${randomUUID()}` : undefined;
-    const onAbort = () => {
-      if (!committing && !ending && tag) cancelling = this.cancelTagged(tag);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const unsubscribe =
+      signal &&
+      onAbort(signal, () => {
+        if (!committing && !ending && tag) cancelling = this.cancelTagged(tag);
+      });
     try {
       signal?.throwIfAborted();
       await client.query(tag ? `${begin};\nSET LOCAL application_name = '${tag}'` : begin);
@@ -293,7 +296,7 @@ export class PgDatabase {
       if (pgCode(broken) !== undefined && pgCode(err) === undefined && !isHandoffLedgerError(err)) throw broken;
       throw err;
     } finally {
-      signal?.removeEventListener('abort', onAbort);
+      unsubscribe?.();
       client.off('error', onError);
       client.release(broken);
     }

@@ -16,6 +16,7 @@
  */
 import { mkdir, stat } from 'node:fs/promises';
 import { Level } from 'level';
+import { onAbort } from '../../../store/abort.js';
 import { throwIfAborted } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
@@ -417,15 +418,13 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       const pending: Pending = { request, leaf, owner: head?.owner ?? request.principal, resolve, reject };
       if (signal) {
         // An abort while the append waits in the queue takes it out; once in a batch being written, it completes.
-        const onAbort = () => {
+        const settled = onAbort(signal, () => {
           const at = this.queue.indexOf(pending);
           if (at < 0) return;
           this.queue.splice(at, 1);
           this.pendingSessions.delete(request.session);
           reject(new ManifestError('CANCELLED', 'operation cancelled', { cause: signal.reason }));
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
-        const settled = () => signal.removeEventListener('abort', onAbort);
+        });
         pending.resolve = (entry) => {
           settled();
           resolve(entry);
