@@ -47,6 +47,7 @@ beforeAll(async () => {
     ['publish', ...scope, '--run', 'r1', files.summary],
     ['export', ...store, '--out', files.bundle],
     ['keys', 'export', ...store, '--out', files.trust],
+    ['init', '--root', join(base, 'stranger'), '--host', 'stranger'],
     ['keys', 'export', '--root', join(base, 'stranger'), '--host', 'stranger', '--out', files.strangerTrust],
   ]) {
     const r = await cli(argv);

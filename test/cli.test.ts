@@ -149,6 +149,7 @@ describe('handoff-ledger CLI', () => {
     () => {
       const root = join(tempDir(), 'store');
       const trust = join(tempDir(), 'trust.json');
+      expect(cli(['init', '--root', root]).code).toBe(0);
       expect(cli(['keys', 'export', '--root', root, '--out', trust]).code).toBe(0);
       for (const args of [
         ['export', '--root', root, '--out', join(tempDir(), 'bundle')],
@@ -202,7 +203,18 @@ describe('handoff-ledger CLI', () => {
       message: expect.stringMatching(/already open in this process/),
     });
     const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [CLI, 'resume', '--root', root, '--principal', 'alice', '--session', 's']);
+      const child = spawn(process.execPath, [
+        CLI,
+        'resume',
+        '--root',
+        root,
+        '--host',
+        'h',
+        '--principal',
+        'alice',
+        '--session',
+        's',
+      ]);
       let stderr = '';
       child.stderr.on('data', (d) => (stderr += d));
       child.on('close', (code) => resolve({ code, stderr }));
@@ -219,7 +231,18 @@ describe('handoff-ledger CLI', () => {
     const ledger = await openLedger({ root, host: 'h' });
     await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary());
     const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [CLI, 'resume', '--root', root, '--principal', 'alice', '--session', 's']);
+      const child = spawn(process.execPath, [
+        CLI,
+        'resume',
+        '--root',
+        root,
+        '--host',
+        'h',
+        '--principal',
+        'alice',
+        '--session',
+        's',
+      ]);
       let stderr = '';
       child.stderr.on('data', (d) => (stderr += d));
       child.on('close', (code) => resolve({ code, stderr }));
@@ -227,7 +250,7 @@ describe('handoff-ledger CLI', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/LOCKED: .*another process.*PostgreSQL/s);
     await ledger.close();
-    expect(cli(['resume', '--root', root, '--principal', 'alice', '--session', 's']).code).toBe(0);
+    expect(cli(['resume', '--root', root, '--host', 'h', '--principal', 'alice', '--session', 's']).code).toBe(0);
   });
 
   it('fsck prints stored data escaped: a tampered session id reaches the terminal without control characters', async () => {
@@ -371,6 +394,7 @@ describe('handoff-ledger CLI: options the README promises', () => {
   it('keys revoke gives the code: a time without milliseconds or the checkpoint key INVALID_ARGUMENT, an unknown key KEY_INVALID', () => {
     const root = join(tempDir(), 'store');
     const trustFile = join(tempDir(), 'trust.json');
+    expect(cli(['init', '--root', root]).code).toBe(0);
     expect(cli(['keys', 'export', '--root', root, '--out', trustFile]).code).toBe(0);
     const trust = JSON.parse(readFileSync(trustFile, 'utf8')) as {
       keys: Array<{ keyId: string }>;
@@ -411,5 +435,95 @@ describe('handoff-ledger CLI: options the README promises', () => {
     const own = join(tempDir(), 'own.note');
     writeFileSync(own, cli(['checkpoint', '--root', root]).stdout);
     expect(cli(['export', '--root', root, '--out', out, '--since', own]).code).toBe(0);
+  });
+});
+
+describe('handoff-ledger CLI: only init and publish make a host a key', () => {
+  /** Every file under `root` with its bytes: what a refused command must leave exactly as it was. */
+  function snapshot(root: string): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const name of readdirSync(root, { recursive: true, encoding: 'utf8' })) {
+      const path = join(root, name);
+      try {
+        out.set(name, readFileSync(path).toString('base64'));
+      } catch {
+        out.set(name, '(directory)');
+      }
+    }
+    return out;
+  }
+
+  /** Commands that read or maintain a store, each as the argv after the store's options. */
+  const readers: string[][] = [
+    ['resume', '--principal', 'alice', '--session', 's'],
+    ['history', '--principal', 'alice', '--session', 's'],
+    ['grants', '--principal', 'alice'],
+    ['grant', '--principal', 'bob', '--session', 's'],
+    ['keys', 'list'],
+    ['keys', 'rotate'],
+    ['checkpoint'],
+    ['prove', 'consistency', '1'],
+    ['fsck'],
+    ['gc', '--grace', '24h'],
+  ];
+
+  it('refuses every other command for a host without a key in the root (KEY_INVALID, exit 1), naming the hosts that have one, and writes nothing', () => {
+    const root = join(tempDir(), 'store');
+    expect(
+      cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], {
+        input: JSON.stringify(sampleSummary()),
+      }).code,
+    ).toBe(0);
+    const out = join(tempDir(), 'out');
+    const before = snapshot(root);
+    for (const argv of [
+      ...readers,
+      ['export', '--out', join(out, 'bundle')],
+      ['keys', 'export', '--out', join(out, 'trust.json')],
+    ]) {
+      const r = cli([...argv, '--root', root, '--host', 'typo-host']);
+      expect(r.code, `${argv.join(' ')}: ${r.stderr}`).toBe(1);
+      expect(r.stderr).toBe(
+        `handoff-ledger: KEY_INVALID: host "typo-host" has no signing key in ${root} and this command makes none; hosts with keys here: "cli-host" (choose one with --host), or \`init --host typo-host\` adds this host\n`,
+      );
+      expect(snapshot(root)).toEqual(before);
+    }
+    expect(existsSync(out)).toBe(false);
+    // The host that has its key is served as before; init adds the new host, after which it is served too.
+    expect(cli(['fsck', '--root', root]).code).toBe(0);
+    expect(cli(['init', '--root', root, '--host', 'typo-host']).code).toBe(0);
+    const added = cli(['history', '--root', root, '--host', 'typo-host', '--principal', 'alice', '--session', 's']);
+    expect(added.code, added.stderr).toBe(0);
+  });
+
+  it('on a root with no store, refuses and creates nothing; init and publish make the store', () => {
+    const root = join(tempDir(), 'none');
+    for (const argv of readers) {
+      const r = cli([...argv, '--root', root]);
+      expect(r.code, `${argv.join(' ')}: ${r.stderr}`).toBe(1);
+      expect(r.stderr).toBe(`handoff-ledger: KEY_INVALID: no store at ${root} (no trust.json); \`init\` makes one\n`);
+      expect(existsSync(root)).toBe(false);
+    }
+    expect(
+      cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], {
+        input: JSON.stringify(sampleSummary()),
+      }).code,
+    ).toBe(0);
+    expect(cli(['resume', '--root', root, '--principal', 'alice', '--session', 's']).code).toBe(0);
+  });
+
+  it('says so when the host is listed but its key file is gone, and makes no new key', async () => {
+    const root = join(tempDir(), 'store');
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    const { hostKeyPath } = await import('../src/keys/keyring.js');
+    const { rmSync } = await import('node:fs');
+    rmSync(hostKeyPath(root, 'cli-host'));
+    const before = snapshot(root);
+    const r = cli(['fsck', '--root', root]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      `handoff-ledger: KEY_INVALID: host "cli-host" is listed in trust.json but its key file ${hostKeyPath(root, 'cli-host')} is missing; this command makes no key (\`init\` or \`publish\` with this host makes a new one; README "Key rotation runbook")\n`,
+    );
+    expect(snapshot(root)).toEqual(before);
   });
 });

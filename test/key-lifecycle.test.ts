@@ -869,6 +869,29 @@ describe('openLedger', () => {
     await other.close();
   });
 
+  it('with createHostKey: false refuses a host without a key (KEY_INVALID, nothing written); keyFile and signer go on', async () => {
+    const root = tempDir();
+    await (await open(root)).close(); // host-a has its key
+    const entries = () => readdirSync(root, { recursive: true }).sort();
+    const before = entries();
+    await expect(open(root, { host: 'host-b', createHostKey: false })).rejects.toMatchObject({
+      code: 'KEY_INVALID',
+      message: expect.stringMatching(/^host "host-b" has no signing key in .* hosts with keys here: "host-a"/),
+    });
+    expect(entries()).toEqual(before);
+    // The keyring refuses too, for a key file gone after the open's own check.
+    await expect(
+      Keyring.open({ root, host: 'host-b', origin: 'o', clock: () => new Date(), createHostKey: false }),
+    ).rejects.toMatchObject({ code: 'KEY_INVALID' });
+    expect(entries()).toEqual(before);
+    await (await open(root, { createHostKey: false })).close(); // host-a: as before
+    const keyFile = join(tempDir(), 'b.jwk');
+    await writeKeyFile(keyFile, generateJwk());
+    const withFile = await open(root, { host: 'host-b', createHostKey: false, keyFile });
+    expect(withFile.keyId).toBe(new LocalSigner(JSON.parse(readFileSync(keyFile, 'utf8'))).keyId);
+    await withFile.close();
+  });
+
   it('names the host, not the principal, when the host id is invalid', async () => {
     await expect(open(tempDir(), { host: 'bad host' })).rejects.toMatchObject({
       code: 'INVALID_ID',
@@ -928,4 +951,45 @@ describe('a host key of this host that the open was not given', () => {
       expect(keys.find((k) => k.keyId === key)?.notAfter).toBeUndefined();
     });
   }
+});
+
+describe('a lost checkpoint key file', () => {
+  it('is made anew, the lost key ends, the pin it signed still verifies, and the notice says what a copy could do', async () => {
+    const root = tempDir();
+    const notices: string[] = [];
+    const base = { root, host: 'prod-1', onNotice: (m: string) => notices.push(m) };
+    let ledger = await openLedger(base);
+    const hostKey = ledger.keyId;
+    await ledger.publish(scope, sampleSummary(0)); // the pin is signed by the first checkpoint key
+    const [lost] = ledger.trustStore().checkpointKeys!;
+    await ledger.close();
+    rmSync(join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode('prod-1')).slice(7)}.jwk`));
+    ledger = await openLedger(base); // reads the pin back under the old key, pins again with the new one
+    const keys = ledger.trustStore().checkpointKeys!;
+    expect(keys).toHaveLength(2);
+    const made = keys.find((k) => k.keyId !== lost!.keyId)!;
+    expect(keys.find((k) => k.keyId === lost!.keyId)).toMatchObject({ notAfter: made.notBefore });
+    expect(keys.find((k) => k.keyId === lost!.keyId)?.revokedAt).toBeUndefined();
+    expect(made.notAfter).toBeUndefined();
+    expect(notices).toEqual([
+      expect.stringContaining(
+        `a new checkpoint key ${JSON.stringify(made.keyId)} is listed, and the lost one, ${JSON.stringify(lost!.keyId)}, ended now`,
+      ),
+    ]);
+    expect(notices[0]).toContain(`\`keys revoke ${shellWord(hostKey)}\``);
+    expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(1);
+    expect((await fsck(ledger)).findings).toEqual([]);
+    await ledger.close();
+    // The runbook the notice gives: rotate, then revoke the old host key, which revokes the lost checkpoint key too.
+    ledger = await openLedger(base);
+    await ledger.rotateKey();
+    await ledger.revokeKey(hostKey);
+    expect(ledger.trustStore().checkpointKeys!.find((k) => k.keyId === lost!.keyId)?.revokedAt).toBeDefined();
+    expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(2);
+    expect((await fsck(ledger)).findings).toEqual([]);
+    await ledger.close();
+    notices.length = 0;
+    await (await openLedger(base)).close();
+    expect(notices).toEqual([]); // nothing lost now
+  });
 });

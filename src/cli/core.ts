@@ -20,7 +20,7 @@ import { printableLines } from '../../manifests/encoding/printable.js';
 export async function init(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, storeOptions);
   try {
-    const ledger = await openFromArgs(values, io);
+    const ledger = await openFromArgs(values, io, { createHostKey: true });
     const info = {
       root: ledger.root,
       host: ledger.host,
@@ -107,7 +107,7 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
           );
         return EXIT_OK;
       },
-      { maxSummaryBytes },
+      { maxSummaryBytes, createHostKey: true },
     );
   } catch (err) {
     return reportError(err, io, values.json);

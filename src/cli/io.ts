@@ -125,6 +125,9 @@ export async function openFromArgs(
     host,
     hash: hashFromEnv(io.env),
     onNotice: (m) => io.stderr.write(`${printable(m)}\n`),
+    // Only `init` and `publish` make a host a key of its own: a mistyped --host (or a default host name on another
+    // machine) on any other command is refused, naming the hosts that have keys, instead of adding a trusted key.
+    createHostKey: false,
     ...witnessesFromEnv(io.env),
     ...((values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN)
       ? { origin: values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN }

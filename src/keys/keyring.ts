@@ -59,12 +59,18 @@ export interface KeyringOptions {
   storeSignedNothing?: () => Promise<boolean>;
   /** Says what the operator should know of the keys this keyring listed (a second current key of this host). */
   notice?: (message: string) => void;
+  /** False: a host without a key file is refused (`refuseNewHostKey`), never given a new key. Default true. */
+  createHostKey?: boolean;
 }
 
 /** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
 class NeedsTrustLock extends Error {}
 
 const trustPathOf = (options: KeyringOptions) => join(options.root, 'trust.json');
+
+/** The host's own key file in a root (the default key file of an open without `signer` or `keyFile`). */
+export const hostKeyPath = (root: string, host: string): string =>
+  join(root, 'keys', `${digestOf(new TextEncoder().encode(host)).slice(7)}.jwk`);
 
 /**
  * Where a new key file waits beside its target until trust.json lists its key (`rotate`): a crash before trust.json
@@ -150,6 +156,38 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
   }
 }
 
+/**
+ * For an open that must not make `host` a key of its own (`createHostKey: false`: the CLI's commands other than `init`
+ * and `publish`): returns when the host's key file (or one a rotation staged) is there, else LedgerError `KEY_INVALID`
+ * saying which hosts have keys in this root, or that the host's listed key file is missing, or that there is no store.
+ * Reads only: an open refused here has written nothing.
+ * @throws LedgerError `KEY_INVALID`, `KEY_FILE_UNSAFE` (trust.json); StoreError `STORAGE_FAILED`
+ */
+export async function refuseNewHostKey(root: string, host: string): Promise<void> {
+  const path = hostKeyPath(root, host);
+  for (const candidate of [path, stagedPathOf(path)]) {
+    try {
+      await lstat(candidate);
+      return; // the keyring judges the file itself
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw storageFailure(err, `cannot read ${candidate}`);
+    }
+  }
+  const read = await readTrustFile(join(root, 'trust.json'));
+  if (!read) throw new LedgerError('KEY_INVALID', `no store at ${root} (no trust.json); \`init\` makes one`);
+  const shown = JSON.stringify(host);
+  if (read.trust.keys.some((k) => k.host === host))
+    throw new LedgerError(
+      'KEY_INVALID',
+      `host ${shown} is listed in trust.json but its key file ${path} is missing; this command makes no key (\`init\` or \`publish\` with this host makes a new one; README "Key rotation runbook")`,
+    );
+  const hosts = [...new Set(read.trust.keys.map((k) => k.host))].sort();
+  throw new LedgerError(
+    'KEY_INVALID',
+    `host ${shown} has no signing key in ${root} and this command makes none; hosts with keys here: ${hosts.map((h) => JSON.stringify(h)).join(', ') || 'none'} (choose one with --host), or \`init --host ${host}\` adds this host`,
+  );
+}
+
 /** What tells one version of trust.json from the next (it is replaced by rename, so the inode changes too). */
 const stampOf = (st: { ino: number; size: number; mtimeMs: number; ctimeMs: number } | undefined): string =>
   st ? `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}` : 'missing';
@@ -201,7 +239,7 @@ export class Keyring {
     let signer = options.signer;
     let keyPath: string | undefined;
     if (!signer) {
-      keyPath = options.keyFile ?? join(keysDir, `${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
+      keyPath = options.keyFile ?? hostKeyPath(options.root, options.host);
       await settleStaged(keyPath, held, (key) =>
         trust.keys.some(
           (k) => k.host === options.host && k.keyId === key.keyId && k.publicKey === encodeBase64Url(key.publicKey),
@@ -211,6 +249,8 @@ export class Keyring {
       if (!signer) {
         // A key file of the caller's is never made up: a wrong path would sign with a key nobody provisioned.
         if (options.keyFile) throw new LedgerError('KEY_INVALID', `no such key file ${keyPath}`);
+        // Checked before the open wrote anything (src/ledger/open.ts); here again, for a key file removed since.
+        if (options.createHostKey === false) await refuseNewHostKey(options.root, options.host);
         if (!held) throw new NeedsTrustLock();
         await writeKeyFile(keyPath, generateJwk());
         signer = await loadKeyFile(keyPath);
@@ -304,7 +344,18 @@ export class Keyring {
         vkey,
         notBefore: at,
       };
-      await this.save({ ...this.trust, checkpointKeys: [...checkpointKeys, entry] });
+      // A checkpoint key is only ever held in its file under keys/ (no keyFile, no injected signer): another current
+      // one of this host means that file was lost and this key made anew. Its window ends now (checkpoints carry no
+      // time, so what it signed before still verifies), and the operator is told what a copy of it could still do.
+      const lost = checkpointKeys.filter(
+        (k) => k.host === this.options.host && k.notAfter === undefined && k.revokedAt === undefined,
+      );
+      const kept = checkpointKeys.map((k) => (lost.includes(k) ? { ...k, notAfter: at } : k));
+      await this.save({ ...this.trust, checkpointKeys: [...kept, entry] });
+      for (const k of lost)
+        this.options.notice?.(
+          `the checkpoint key file of host ${JSON.stringify(this.options.host)} was missing (${JSON.stringify(this.checkpointPath)}): a new checkpoint key ${JSON.stringify(entry.keyId)} is listed, and the lost one, ${JSON.stringify(k.keyId)}, ended now; a copy of the lost file could still sign checkpoints of this log that verify: if one may exist, revoke this host's key (\`keys revoke ${shellWord(this.current.keyId)}\`, which revokes its checkpoint keys) after \`keys rotate\``,
+        );
       return;
     }
     if (!this.held) throw new NeedsTrustLock();

@@ -17,7 +17,7 @@ import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
 import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/trust.js';
 import { isValidOrigin } from '../../manifests/format/checkpoint.js';
-import { Keyring, mergeTrust } from '../keys/keyring.js';
+import { Keyring, mergeTrust, refuseNewHostKey } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { checkByteBound } from '../summary/summary.js';
@@ -78,6 +78,9 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   const clock = options.clock ?? (() => new Date());
   // One sink for every notice of this ledger: the hash backend's, the witnesses' and the Ledger's own.
   const notice = options.onNotice ?? ((m: string) => console.warn(m));
+  // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
+  if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
+    await refuseNewHostKey(root, host);
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
   const hashBackend = await loadHashBackend(options.hash ?? 'auto', notice);
   // The log is opened first: its lock must be held before staging files are cleared, or a second
@@ -145,6 +148,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       origin,
       signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
       notice,
+      createHostKey: options.createHostKey,
       storeSignedNothing: async () => {
         for await (const _ of log.signingKeys.keyIds()) return false;
         for await (const _ of log.entries()) return false;

@@ -20,6 +20,12 @@ export interface OpenLedgerOptions {
   signer?: Signer;
   /** Path of a private JWK key file to sign with instead of the store's own. */
   keyFile?: string;
+  /**
+   * Whether an open may make this host a signing key when the root has none for it (its first open; default true).
+   * False: `KEY_INVALID` naming the hosts with keys here, and nothing written (the CLI's commands other than `init` and
+   * `publish`: a mistyped or missing `--host` must not add a trusted key). Ignored with `signer` or `keyFile`.
+   */
+  createHostKey?: boolean;
   /** Further trusted keys (other hosts sharing a PostgreSQL store). The store's own trust file is always used. */
   trust?: TrustStore;
   /** Largest accepted summary, in canonical bytes (default 1 MiB). */

@@ -63,6 +63,7 @@ describe('handoff-ledger checkpoint, prove, keys vkey', () => {
 
   it('exits 2 on usage errors and 1 with the code for a proof that cannot exist', () => {
     const env = { HANDOFF_LEDGER_ROOT: join(tempDir(), 'store') };
+    expect(cli(['init'], env).code).toBe(0);
     expect(cli(['prove', 'inclusion', 'not-an-id'], env).code).toBe(2);
     expect(cli(['prove', 'consistency', '-1'], env).code).toBe(2);
     expect(cli(['prove', 'sideways', '1'], env).code).toBe(2);
