@@ -20,9 +20,9 @@ export function onAbort(signal: AbortSignal, listener: () => void): () => void {
     const listeners = new Set<() => void>();
     const fire = () => {
       waiting.delete(signal);
-      const called = [...listeners];
-      listeners.clear();
-      for (const l of called) l();
+      // Each is taken out as it is called: one that another listener unsubscribed meanwhile is skipped, as EventTarget
+      // skips a listener removed during dispatch.
+      for (const l of [...listeners]) if (listeners.delete(l)) l();
     };
     entry = { listeners, onAbort: fire };
     waiting.set(signal, entry);

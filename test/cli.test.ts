@@ -522,8 +522,31 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     const r = cli(['fsck', '--root', root]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      `handoff-ledger: KEY_INVALID: host "cli-host" is listed in trust.json but its key file ${hostKeyPath(root, 'cli-host')} is missing; this command makes no key (\`init\` or \`publish\` with this host makes a new one; README "Key rotation runbook")\n`,
+      `handoff-ledger: KEY_INVALID: host "cli-host" is listed in trust.json but this root holds no key file of it (${hostKeyPath(root, 'cli-host')}): lost, or held in a key file or signer of its own, which the CLI is not given; this command makes no key. If it is lost: \`publish\` or \`init\` with this host makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")\n`,
     );
     expect(snapshot(root)).toEqual(before);
+  });
+
+  it('lists no key file trust.json does not list (KEY_INVALID, no key written or listed); init lists it', async () => {
+    const root = join(tempDir(), 'store');
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    const { hostKeyPath } = await import('../src/keys/keyring.js');
+    const { generateJwk, writeKeyFile, LocalSigner } = await import('../src/keys/local-signer.js');
+    const jwk = generateJwk();
+    await writeKeyFile(hostKeyPath(root, 'other-host'), jwk); // a first open of other-host that stopped before listing
+    const keyId = new LocalSigner(jwk).keyId;
+    // The keys and what trusts them (the log's database reorganises its own files at each open).
+    const trustState = () => new Map([...snapshot(root)].filter(([name]) => !name.startsWith('manifests-v1')));
+    const before = trustState();
+    const r = cli(['history', '--root', root, '--host', 'other-host', '--principal', 'a', '--session', 's']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      `handoff-ledger: KEY_INVALID: ${join(root, 'trust.json')} does not list key ${keyId} of host "other-host" (${hostKeyPath(root, 'other-host')}): a trust.json from before its last rotation (restore the current one), or a key whose first open stopped before listing it (\`init --host other-host\` lists it); this command lists no key\n`,
+    );
+    expect(trustState()).toEqual(before);
+    const init = cli(['init', '--root', root, '--host', 'other-host', '--json']);
+    expect(init.code, init.stderr).toBe(0);
+    expect(JSON.parse(init.stdout)).toMatchObject({ keyId });
+    expect(cli(['history', '--root', root, '--host', 'other-host', '--principal', 'a', '--session', 's']).code).toBe(0);
   });
 });

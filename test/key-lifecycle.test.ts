@@ -976,18 +976,25 @@ describe('a lost checkpoint key file', () => {
         `a new checkpoint key ${JSON.stringify(made.keyId)} is listed, and the lost one, ${JSON.stringify(lost!.keyId)}, ended now`,
       ),
     ]);
-    expect(notices[0]).toContain(`\`keys revoke ${shellWord(hostKey)}\``);
+    expect(notices[0]).toContain(`if one may exist, revoke it (\`keys revoke ${shellWord(lost!.keyId)}\`)`);
     expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(1);
     expect((await fsck(ledger)).findings).toEqual([]);
     await ledger.close();
-    // The runbook the notice gives: rotate, then revoke the old host key, which revokes the lost checkpoint key too.
+    // What the notice says to do: revoke the lost key (no longer the current one); the host key is untouched.
     ledger = await openLedger(base);
-    await ledger.rotateKey();
-    await ledger.revokeKey(hostKey);
+    await ledger.revokeKey(lost!.keyId);
     expect(ledger.trustStore().checkpointKeys!.find((k) => k.keyId === lost!.keyId)?.revokedAt).toBeDefined();
+    expect(ledger.keyId).toBe(hostKey);
     expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(2);
     expect((await fsck(ledger)).findings).toEqual([]);
     await ledger.close();
+    // The CLI, as the operator runs it.
+    const revoked = spawnSync(
+      process.execPath,
+      [fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url)), 'fsck', '--root', root, '--host', 'prod-1'],
+      { encoding: 'utf8' },
+    );
+    expect(revoked.status, revoked.stderr).toBe(0);
     notices.length = 0;
     await (await openLedger(base)).close();
     expect(notices).toEqual([]); // nothing lost now

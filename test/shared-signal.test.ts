@@ -47,6 +47,20 @@ describe('onAbort', () => {
     for (const u of unsubscribe) u(); // after the abort: harmless
   });
 
+  it('skips a subscription another one ended during the abort, as EventTarget skips a listener removed mid-dispatch', () => {
+    const ac = new AbortController();
+    const calls: string[] = [];
+    const ends: { b?: () => void } = {};
+    onAbort(ac.signal, () => {
+      calls.push('a');
+      ends.b!();
+    });
+    ends.b = onAbort(ac.signal, () => calls.push('b'));
+    onAbort(ac.signal, () => calls.push('c'));
+    ac.abort();
+    expect(calls).toEqual(['a', 'c']);
+  });
+
   it('takes its listener off the signal when the last subscription ends, and puts one back for the next', () => {
     const ac = new AbortController();
     const a = onAbort(ac.signal, () => {});

@@ -68,6 +68,9 @@ class NeedsTrustLock extends Error {}
 
 const trustPathOf = (options: KeyringOptions) => join(options.root, 'trust.json');
 
+/** The name a note verifier key is for (`<name>+<hash>+<key>`: a log origin holds no "+"). */
+const verifierKeyName = (vkey: string): string => vkey.slice(0, vkey.indexOf('+'));
+
 /** The host's own key file in a root (the default key file of an open without `signer` or `keyFile`). */
 export const hostKeyPath = (root: string, host: string): string =>
   join(root, 'keys', `${digestOf(new TextEncoder().encode(host)).slice(7)}.jwk`);
@@ -165,21 +168,22 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
  */
 export async function refuseNewHostKey(root: string, host: string): Promise<void> {
   const path = hostKeyPath(root, host);
-  for (const candidate of [path, stagedPathOf(path)]) {
-    try {
-      await lstat(candidate);
-      return; // the keyring judges the file itself
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw storageFailure(err, `cannot read ${candidate}`);
-    }
+  try {
+    await lstat(path);
+    return; // the keyring judges the file itself
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw storageFailure(err, `cannot read ${path}`);
   }
   const read = await readTrustFile(join(root, 'trust.json'));
+  // A key file a rotation staged and trust.json lists: the keyring moves it into place (one it does not list, it removes).
+  const staged = await loadKeyFileIfPresent(stagedPathOf(path));
+  if (staged && read?.trust.keys.some((k) => k.host === host && k.keyId === staged.keyId)) return;
   if (!read) throw new LedgerError('KEY_INVALID', `no store at ${root} (no trust.json); \`init\` makes one`);
   const shown = JSON.stringify(host);
   if (read.trust.keys.some((k) => k.host === host))
     throw new LedgerError(
       'KEY_INVALID',
-      `host ${shown} is listed in trust.json but its key file ${path} is missing; this command makes no key (\`init\` or \`publish\` with this host makes a new one; README "Key rotation runbook")`,
+      `host ${shown} is listed in trust.json but this root holds no key file of it (${path}): lost, or held in a key file or signer of its own, which the CLI is not given; this command makes no key. If it is lost: \`publish\` or \`init\` with this host makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
     );
   const hosts = [...new Set(read.trust.keys.map((k) => k.host))].sort();
   throw new LedgerError(
@@ -274,6 +278,20 @@ export class Keyring {
         `${trustPath} is missing but key ${signer.keyId} signed manifests of this store; restore trust.json (from a backup or \`keys export\`)`,
       );
     }
+    // An open that may not make this host a key (createHostKey: false) lists none either, and writes nothing before it
+    // refuses: judged here, before a checkpoint key is made. Under the trust lock (a rotation in flight lists its key).
+    if (
+      options.createHostKey === false &&
+      !options.signer &&
+      options.keyFile === undefined &&
+      !trust.keys.some((k) => k.host === options.host && k.keyId === signer.keyId)
+    ) {
+      if (!held) throw new NeedsTrustLock();
+      throw new LedgerError(
+        'KEY_INVALID',
+        `${trustPath} does not list key ${signer.keyId} of host ${JSON.stringify(options.host)} (${keyPath}): a trust.json from before its last rotation (restore the current one), or a key whose first open stopped before listing it (\`init --host ${options.host}\` lists it); this command lists no key`,
+      );
+    }
     // The checkpoint key is a key of its own: one key never signs two message formats.
     const checkpointPath = join(keysDir, `checkpoint-${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
     await settleStaged(checkpointPath, held, (key) =>
@@ -348,13 +366,18 @@ export class Keyring {
       // one of this host means that file was lost and this key made anew. Its window ends now (checkpoints carry no
       // time, so what it signed before still verifies), and the operator is told what a copy of it could still do.
       const lost = checkpointKeys.filter(
-        (k) => k.host === this.options.host && k.notAfter === undefined && k.revokedAt === undefined,
+        (k) =>
+          k.host === this.options.host &&
+          k.keyId !== this.checkpoint.keyId &&
+          k.notAfter === undefined &&
+          k.revokedAt === undefined &&
+          verifierKeyName(k.vkey) === this.options.origin,
       );
       const kept = checkpointKeys.map((k) => (lost.includes(k) ? { ...k, notAfter: at } : k));
       await this.save({ ...this.trust, checkpointKeys: [...kept, entry] });
       for (const k of lost)
         this.options.notice?.(
-          `the checkpoint key file of host ${JSON.stringify(this.options.host)} was missing (${JSON.stringify(this.checkpointPath)}): a new checkpoint key ${JSON.stringify(entry.keyId)} is listed, and the lost one, ${JSON.stringify(k.keyId)}, ended now; a copy of the lost file could still sign checkpoints of this log that verify: if one may exist, revoke this host's key (\`keys revoke ${shellWord(this.current.keyId)}\`, which revokes its checkpoint keys) after \`keys rotate\``,
+          `the checkpoint key file of host ${JSON.stringify(this.options.host)} was missing (${JSON.stringify(this.checkpointPath)}): a new checkpoint key ${JSON.stringify(entry.keyId)} is listed, and the lost one, ${JSON.stringify(k.keyId)}, ended now; a copy of the lost file could still sign checkpoints of this log that verify: if one may exist, revoke it (\`keys revoke ${shellWord(k.keyId)}\`)`,
         );
       return;
     }

@@ -123,7 +123,9 @@ class Slots {
         const unsubscribe =
           signal &&
           onAbort(signal, () => {
-            this.waiting.splice(this.waiting.indexOf(grant), 1);
+            const at = this.waiting.indexOf(grant);
+            if (at < 0) return; // granted already: the slot is this caller's, released by its own path
+            this.waiting.splice(at, 1);
             reject(signal.reason);
           });
       });
