@@ -26,6 +26,7 @@ import { runConcurrencySuite } from './suites/concurrency.js';
 import { runPostgresSuite } from './suites/postgres.js';
 import { runResumeStepsSuite } from './suites/resume-steps.js';
 import { runRssSuite } from './suites/rss.js';
+import { measureMemoryRegime } from './lib/memory.js';
 import { runSizeSuite } from './suites/sizes.js';
 
 const FULL = {
@@ -108,6 +109,9 @@ async function main(): Promise<void> {
   const started = new Date();
   const loadStart = loadavg();
   const t0 = performance.now();
+  // The memory regime before and after the suites (it can change within a run): fewer rounds in a quick run.
+  const memoryRounds = s.quick ? 2 : 5;
+  const memoryStart = measureMemoryRegime(memoryRounds);
   const workDir = await mkdtemp(join(s.work ?? tmpdir(), 'hl-bench-'));
   try {
     log(`handoff-ledger bench (${s.quick ? 'quick' : 'full'}), work dir ${workDir}`);
@@ -193,6 +197,7 @@ async function main(): Promise<void> {
         resumeSteps: cfg.resumeSteps,
       },
       disk: diskRecord(alone.cases),
+      memory: { start: memoryStart, end: measureMemoryRegime(memoryRounds) },
       hash: { fastest: sizes.fastestHash, probeMiBps: sizes.hashProbeMiBps },
       sizes: [...sizes.cases, ...alone.cases, ...postgres.cases].map((c) => {
         const seconds = spread(c.samples);

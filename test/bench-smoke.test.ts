@@ -102,6 +102,13 @@ describe('npm run bench -- --quick', () => {
     // The regime: the disk's durable write speed, from the raw write alone.
     expect(r.disk?.bytes).toBe(MiB);
     expectSpread(r.disk!.durableWriteMiBps, 'disk.durableWriteMiBps');
+    // And the memory's: first touch of fresh memory against rewriting it, at the run's start and end.
+    for (const at of ['start', 'end'] as const) {
+      expect(r.memory?.[at].bytes).toBe(64 * MiB);
+      expectSpread(r.memory![at].firstTouchMiBps, `memory.${at}.firstTouchMiBps`);
+      expectSpread(r.memory![at].rewriteMiBps, `memory.${at}.rewriteMiBps`);
+      expect(r.memory![at].firstTouchMiBps.n).toBe(2);
+    }
     // Write cases report the writeback they left (synced after them, outside their timing); reads do not.
     for (const row of r.sizes.filter((s) => !pgCases.includes(s.case) && !s.case.endsWith(', alone'))) {
       if (row.op === 'write') expectSpread(row.writebackSeconds!, `${row.case} @ ${row.size} writeback`);
@@ -234,6 +241,9 @@ describe('npm run bench -- --quick', () => {
     expect(md).toMatch(/\| raw durable write \|/);
     expect(md).toMatch(/## Targets/);
     expect(md).toMatch(/Disk: raw durable write of 1 MiB alone \(after sync\) [\d,.]+ MiB\/s/);
+    expect(md).toMatch(
+      /Memory \(64 MiB not touched before, then again\): at start [\d,.]+ MiB\/s \[[\d,.]+–[\d,.]+\] first touch/,
+    );
     expect(md).toMatch(/\| writeback left \(ms\/op, median\) \|/);
     if (pgCases.length > 0) {
       expect(md).toMatch(/\| publish \(postgres\) \|/);

@@ -1,4 +1,5 @@
 /** The shape of benchmarks/results/latest.json (schema `handoff-ledger-bench/2`). */
+import type { MemoryRegime } from '../lib/memory.js';
 import type { Spread } from '../lib/stats.js';
 import type { CaseGroup } from '../suites/sizes.js';
 import type { RssResult } from '../suites/rss.js';
@@ -76,6 +77,11 @@ export interface BenchResults {
   };
   /** The regime: the disk's raw durable write speed, measured alone in this run (absent when not measured). */
   disk?: { bytes: number; durableWriteMiBps: Spread };
+  /**
+   * The memory regime, at the start and at the end of the run (lib/memory.ts): how fast fresh memory is first touched,
+   * beside rewriting touched memory (absent in results from before it was measured).
+   */
+  memory?: { start: MemoryRegime; end: MemoryRegime };
   hash: { fastest: string; probeMiBps: Record<string, number> };
   sizes: SizeRow[];
   /** Where a small resume's time goes: each step timed alone, and the whole resume repeated, first after a publish, cold. */

@@ -1,6 +1,7 @@
 /** The results as text: a terminal table and a markdown report (benchmarks/results/latest.md). */
 import { fmt, sizeLabel } from '../lib/stats.js';
 import type { BenchResults, Target } from './model.js';
+import type { MemoryRegime } from '../lib/memory.js';
 
 type Cell = string;
 
@@ -207,6 +208,15 @@ function diskLine(r: BenchResults): string {
   return `Disk: raw durable write of ${sizeLabel(d.bytes)} alone (after sync) ${fmt(m.median)} MiB/s [${fmt(m.min)}–${fmt(m.max)}].`;
 }
 
+/** The memory regime: first touch of fresh memory against rewriting touched memory, at the run's start and end. */
+function memoryLine(r: BenchResults): string | undefined {
+  const m = r.memory;
+  if (!m) return undefined;
+  const at = (x: MemoryRegime) =>
+    `${fmt(x.firstTouchMiBps.median)} MiB/s [${fmt(x.firstTouchMiBps.min)}–${fmt(x.firstTouchMiBps.max)}] first touch, ${fmt(x.rewriteMiBps.median)} rewriting`;
+  return `Memory (${sizeLabel(m.start.bytes)} not touched before, then again): at start ${at(m.start)}; at end ${at(m.end)} — a figure that makes large new strings or buffers pays the first touch.`;
+}
+
 /** Writeback each write case left unsynced, which the untimed sync after it flushed. */
 function writebackRows(r: BenchResults): Cell[][] {
   const names = caseNames(r).filter((n) => r.sizes.some((s) => s.case === n && s.writebackSeconds));
@@ -232,6 +242,7 @@ export function terminalReport(r: BenchResults): string {
     `handoff-ledger benchmark (${r.mode}), ${r.startedAt}, ${fmt(r.durationSeconds)} s`,
     machineLine(r),
     diskLine(r),
+    ...(memoryLine(r) ? [memoryLine(r)!] : []),
     ...(postgresLine(r) ? [postgresLine(r)] : []),
     '',
     ...grid(t.header, t.rows),
@@ -255,6 +266,7 @@ export function markdownReport(r: BenchResults): string {
     '',
     diskLine(r),
     '',
+    ...(memoryLine(r) ? [memoryLine(r)!, ''] : []),
     `Sizes ${sizes}, interleaved; ${r.config.rounds} measured rounds after one warm-up round; small sizes timed in batches ` +
       `(${Object.entries(r.config.batch)
         .map(([s, k]) => `${sizeLabel(Number(s))}: ${k}`)
