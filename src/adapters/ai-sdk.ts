@@ -116,9 +116,11 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
         ...(request.maxOutputTokens === undefined ? {} : { maxOutputTokens: request.maxOutputTokens }),
         ...(request.signal ? { abortSignal: request.signal } : {}),
         ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
-        // The ai SDK's OpenAI provider asks for strict mode unless told otherwise; only the openai-strict form meets
-        // its rules (every field required, no patterns). Other providers ignore the OpenAI key.
-        ...(strict ? {} : { providerOptions: { openai: { strictJsonSchema: false } } }),
+        // For the ai SDK's OpenAI provider (other providers ignore the key): `store: false`, as openaiAdapter sends it —
+        // its Responses models (the provider's default) otherwise keep the transcript being summarised as a stored
+        // response on OpenAI's side; and strict mode only for the openai-strict form, the one that meets its rules
+        // (every field required, no patterns), which it asks for unless told otherwise.
+        providerOptions: { openai: { store: false, ...(strict ? {} : { strictJsonSchema: false }) } },
       });
     } catch (err) {
       // The SDK throws where the model did not deliver (no forced tool call, no parseable object);

@@ -146,3 +146,44 @@ describe('aiSdkAdapter with the default json-schema form and an OpenAI model', (
     }
   });
 });
+
+describe('aiSdkAdapter and what OpenAI keeps', () => {
+  it("sends store: false to OpenAI's Responses models (the provider's default) and chat models alike", async () => {
+    const provider = await startFakeProvider();
+    try {
+      const responsesReply = {
+        body: {
+          id: 'resp_1',
+          object: 'response',
+          created_at: 1764547200,
+          model: 'gpt-test',
+          status: 'completed',
+          incomplete_details: null,
+          output: [
+            {
+              type: 'function_call',
+              id: 'fc_1',
+              call_id: 'call_1',
+              name: 'submit_handoff',
+              arguments: JSON.stringify(summary),
+              status: 'completed',
+            },
+          ],
+          usage: { input_tokens: 10, output_tokens: 20, total_tokens: 30 },
+        },
+      };
+      provider.script(responsesReply, chat('tool', JSON.stringify(summary), 'tool_calls'));
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }] });
+      const openai = createOpenAI({ apiKey: 'test-key', baseURL: `${provider.url}/v1` });
+      const viaResponses = await aiSdkAdapter({ model: openai('gpt-test'), maxRetries: 0 })(request);
+      expect(viaResponses.toolCalls?.[0]?.input).toEqual(summary);
+      await aiSdkAdapter({ model: openai.chat('gpt-test'), maxRetries: 0 })(request);
+      expect(provider.requests.map((r) => [r.path, r.body.store])).toEqual([
+        ['/v1/responses', false],
+        ['/v1/chat/completions', false],
+      ]);
+    } finally {
+      await provider.close();
+    }
+  });
+});

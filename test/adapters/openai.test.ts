@@ -180,3 +180,17 @@ describe('compactionRequest', () => {
     },
   );
 });
+
+describe('openaiAdapter and what OpenAI keeps', () => {
+  it('sends store: false with every Responses request (the transcript is not kept as a stored response)', async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(response([functionCall(JSON.stringify(strictSummary))]));
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }] });
+      await openaiAdapter({ client: client(provider.url), model: 'gpt-test' })(request);
+      expect(provider.requests.map((r) => [r.path, r.body.store])).toEqual([['/v1/responses', false]]);
+    } finally {
+      await provider.close();
+    }
+  });
+});
