@@ -527,6 +527,21 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     expect(snapshot(root)).toEqual(before);
   });
 
+  it('rebuilds no missing trust.json of a store that signed nothing (KEY_INVALID); init does', async () => {
+    const root = join(tempDir(), 'store');
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    const { renameSync } = await import('node:fs');
+    renameSync(join(root, 'trust.json'), join(root, 'trust.json.away'));
+    const r = cli(['fsck', '--root', root]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      `handoff-ledger: KEY_INVALID: ${join(root, 'trust.json')} is missing and nothing was signed in this store yet; this command lists no key: \`init --host cli-host\` lists it\n`,
+    );
+    expect(existsSync(join(root, 'trust.json'))).toBe(false);
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    expect(cli(['fsck', '--root', root]).code).toBe(0);
+  });
+
   it('lists no key file trust.json does not list (KEY_INVALID, no key written or listed); init lists it', async () => {
     const root = join(tempDir(), 'store');
     expect(cli(['init', '--root', root]).code).toBe(0);

@@ -980,21 +980,22 @@ describe('a lost checkpoint key file', () => {
     expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(1);
     expect((await fsck(ledger)).findings).toEqual([]);
     await ledger.close();
-    // What the notice says to do: revoke the lost key (no longer the current one); the host key is untouched.
+    // What the notice says to do, as the operator runs it: the CLI's `keys revoke` of the lost key (no longer the
+    // current one); the host key is untouched.
+    const cli = (args: string[]) =>
+      spawnSync(process.execPath, [fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url)), ...args], {
+        encoding: 'utf8',
+      });
+    const revoked = cli(['keys', 'revoke', lost!.keyId, '--root', root, '--host', 'prod-1']);
+    expect(revoked.status, revoked.stderr).toBe(0);
     ledger = await openLedger(base);
-    await ledger.revokeKey(lost!.keyId);
     expect(ledger.trustStore().checkpointKeys!.find((k) => k.keyId === lost!.keyId)?.revokedAt).toBeDefined();
     expect(ledger.keyId).toBe(hostKey);
     expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(2);
     expect((await fsck(ledger)).findings).toEqual([]);
     await ledger.close();
-    // The CLI, as the operator runs it.
-    const revoked = spawnSync(
-      process.execPath,
-      [fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url)), 'fsck', '--root', root, '--host', 'prod-1'],
-      { encoding: 'utf8' },
-    );
-    expect(revoked.status, revoked.stderr).toBe(0);
+    const checked = cli(['fsck', '--root', root, '--host', 'prod-1']);
+    expect(checked.status, checked.stderr).toBe(0);
     notices.length = 0;
     await (await openLedger(base)).close();
     expect(notices).toEqual([]); // nothing lost now

@@ -62,6 +62,12 @@ function messages(request: ModelRequest): AiMessage[] {
   });
 }
 
+/** Whether the model may be one of OpenAI's Responses API (a model id resolved by the SDK may be: treated as one). */
+function viaResponses(model: LanguageModel): boolean {
+  const provider = typeof model === 'string' ? undefined : (model as { provider?: unknown }).provider;
+  return typeof provider !== 'string' || !/\.(chat|completion)$/.test(provider);
+}
+
 const FINISH: Record<string, ModelFinishReason> = {
   stop: 'stop',
   'tool-calls': 'tool_calls',
@@ -116,11 +122,17 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
         ...(request.maxOutputTokens === undefined ? {} : { maxOutputTokens: request.maxOutputTokens }),
         ...(request.signal ? { abortSignal: request.signal } : {}),
         ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
-        // For the ai SDK's OpenAI provider (other providers ignore the key): `store: false`, as openaiAdapter sends it —
-        // its Responses models (the provider's default) otherwise keep the transcript being summarised as a stored
-        // response on OpenAI's side; and strict mode only for the openai-strict form, the one that meets its rules
-        // (every field required, no patterns), which it asks for unless told otherwise.
-        providerOptions: { openai: { store: false, ...(strict ? {} : { strictJsonSchema: false }) } },
+        // For the ai SDK's OpenAI provider (other providers ignore the key): `store: false` to its Responses models (the
+        // provider's default), as openaiAdapter sends it — they otherwise keep the transcript being summarised as a
+        // stored response on OpenAI's side (a chat model stores nothing unless asked, and the OpenAI-compatible servers
+        // it also reaches need not know the field); and strict mode only for the openai-strict form, the one that meets
+        // its rules (every field required, no patterns), which it asks for unless told otherwise.
+        providerOptions: {
+          openai: {
+            ...(viaResponses(options.model) ? { store: false } : {}),
+            ...(strict ? {} : { strictJsonSchema: false }),
+          },
+        },
       });
     } catch (err) {
       // The SDK throws where the model did not deliver (no forced tool call, no parseable object);

@@ -289,7 +289,10 @@ export class Keyring {
       if (!held) throw new NeedsTrustLock();
       throw new LedgerError(
         'KEY_INVALID',
-        `${trustPath} does not list key ${signer.keyId} of host ${JSON.stringify(options.host)} (${keyPath}): a trust.json from before its last rotation (restore the current one), or a key whose first open stopped before listing it (\`init --host ${options.host}\` lists it); this command lists no key`,
+        trustMissing
+          ? // Only a store in which nothing was signed gets here (one that signed is refused above: restore trust.json).
+            `${trustPath} is missing and nothing was signed in this store yet; this command lists no key: \`init --host ${options.host}\` lists it`
+          : `${trustPath} does not list key ${signer.keyId} of host ${JSON.stringify(options.host)} (${keyPath}): a trust.json from before its last rotation (restore the current one), or a key whose first open stopped before listing it (\`init --host ${options.host}\` lists it); this command lists no key`,
       );
     }
     // The checkpoint key is a key of its own: one key never signs two message formats.

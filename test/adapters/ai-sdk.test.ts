@@ -148,7 +148,7 @@ describe('aiSdkAdapter with the default json-schema form and an OpenAI model', (
 });
 
 describe('aiSdkAdapter and what OpenAI keeps', () => {
-  it("sends store: false to OpenAI's Responses models (the provider's default) and chat models alike", async () => {
+  it("sends store: false to OpenAI's Responses models (the provider's default), not to chat models", async () => {
     const provider = await startFakeProvider();
     try {
       const responsesReply = {
@@ -180,7 +180,7 @@ describe('aiSdkAdapter and what OpenAI keeps', () => {
       await aiSdkAdapter({ model: openai.chat('gpt-test'), maxRetries: 0 })(request);
       expect(provider.requests.map((r) => [r.path, r.body.store])).toEqual([
         ['/v1/responses', false],
-        ['/v1/chat/completions', false],
+        ['/v1/chat/completions', undefined],
       ]);
     } finally {
       await provider.close();
