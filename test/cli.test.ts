@@ -19,6 +19,17 @@ function cli(args: string[], opts: { input?: string; env?: Record<string, string
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+/** `resume` of alice's session s on `root` as host h, in a process of its own (a second process of the store). */
+function resumeInChild(root: string): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const args = ['resume', '--root', root, '--host', 'h', '--principal', 'alice', '--session', 's'];
+    const child = spawn(process.execPath, [CLI, ...args]);
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('close', (code) => resolve({ code, stderr }));
+  });
+}
+
 beforeAll(() => {
   if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
 });
@@ -202,23 +213,7 @@ describe('handoff-ledger CLI', () => {
       code: 'LOCKED',
       message: expect.stringMatching(/already open in this process/),
     });
-    const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [
-        CLI,
-        'resume',
-        '--root',
-        root,
-        '--host',
-        'h',
-        '--principal',
-        'alice',
-        '--session',
-        's',
-      ]);
-      let stderr = '';
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('close', (code) => resolve({ code, stderr }));
-    });
+    const r = await resumeInChild(root);
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toMatch(/LOCKED: .*another process/s);
     await ledger.close();
@@ -230,23 +225,7 @@ describe('handoff-ledger CLI', () => {
     const root = join(tempDir(), 'store');
     const ledger = await openLedger({ root, host: 'h' });
     await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary());
-    const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [
-        CLI,
-        'resume',
-        '--root',
-        root,
-        '--host',
-        'h',
-        '--principal',
-        'alice',
-        '--session',
-        's',
-      ]);
-      let stderr = '';
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('close', (code) => resolve({ code, stderr }));
-    });
+    const r = await resumeInChild(root);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/LOCKED: .*another process.*PostgreSQL/s);
     await ledger.close();
