@@ -59,7 +59,10 @@ export interface KeyringOptions {
   storeSignedNothing?: () => Promise<boolean>;
   /** Says what the operator should know of the keys this keyring listed (a second current key of this host). */
   notice?: (message: string) => void;
-  /** False: a host without a key file is refused (`refuseNewHostKey`), never given a new key. Default true. */
+  /**
+   * False: a host without a key file is refused (`refuseNewHostKey`), never given a new key, and a key file trust.json
+   * does not list is refused, never listed. Default true.
+   */
   createHostKey?: boolean;
 }
 
@@ -161,7 +164,7 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
 
 /**
  * For an open that must not make `host` a key of its own (`createHostKey: false`: the CLI's commands other than `init`
- * and `publish`): returns when the host's key file (or one a rotation staged) is there, else LedgerError `KEY_INVALID`
+ * and `publish`): returns when the host's key file is there (or one a rotation staged and trust.json lists), else LedgerError `KEY_INVALID`
  * saying which hosts have keys in this root, or that the host's listed key file is missing, or that there is no store.
  * Reads only: an open refused here has written nothing.
  * @throws LedgerError `KEY_INVALID`, `KEY_FILE_UNSAFE` (trust.json); StoreError `STORAGE_FAILED`

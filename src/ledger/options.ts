@@ -22,8 +22,9 @@ export interface OpenLedgerOptions {
   keyFile?: string;
   /**
    * Whether an open may make this host a signing key when the root has none for it (its first open; default true).
-   * False: `KEY_INVALID` naming the hosts with keys here, and nothing written (the CLI's commands other than `init` and
-   * `publish`: a mistyped or missing `--host` must not add a trusted key). Ignored with `signer` or `keyFile`.
+   * False: `KEY_INVALID` naming the hosts with keys here, and no host key made or listed (a key file trust.json does not
+   * list is refused too): what the CLI's commands other than `init` and `publish` open with, for a mistyped or missing
+   * `--host` must not add a trusted key. Ignored with `signer` or `keyFile`.
    */
   createHostKey?: boolean;
   /** Further trusted keys (other hosts sharing a PostgreSQL store). The store's own trust file is always used. */
