@@ -963,6 +963,13 @@ describe('a lost checkpoint key file', () => {
     await ledger.publish(scope, sampleSummary(0)); // the pin is signed by the first checkpoint key
     const [lost] = ledger.trustStore().checkpointKeys!;
     await ledger.close();
+    const cli = (args: string[]) =>
+      spawnSync(process.execPath, [fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url)), ...args], {
+        encoding: 'utf8',
+      });
+    const store = ['--root', root, '--host', 'prod-1'];
+    const before = join(tempDir(), 'before'); // a bundle handed out while the lost key was current
+    expect(cli(['export', ...store, '--out', before]).status).toBe(0);
     rmSync(join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode('prod-1')).slice(7)}.jwk`));
     ledger = await openLedger(base); // reads the pin back under the old key, pins again with the new one
     const keys = ledger.trustStore().checkpointKeys!;
@@ -976,17 +983,15 @@ describe('a lost checkpoint key file', () => {
         `a new checkpoint key ${JSON.stringify(made.keyId)} is listed, and the lost one, ${JSON.stringify(lost!.keyId)}, ended now`,
       ),
     ]);
-    expect(notices[0]).toContain(`if one may exist, revoke it (\`keys revoke ${shellWord(lost!.keyId)}\`)`);
+    expect(notices[0]).toContain(
+      `if one may exist, revoke it (\`keys revoke ${shellWord(lost!.keyId)}\`), then export again: a bundle exported before carries a checkpoint it signed, which then verifies no more`,
+    );
     expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(1);
     expect((await fsck(ledger)).findings).toEqual([]);
     await ledger.close();
     // What the notice says to do, as the operator runs it: the CLI's `keys revoke` of the lost key (no longer the
     // current one); the host key is untouched.
-    const cli = (args: string[]) =>
-      spawnSync(process.execPath, [fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url)), ...args], {
-        encoding: 'utf8',
-      });
-    const revoked = cli(['keys', 'revoke', lost!.keyId, '--root', root, '--host', 'prod-1']);
+    const revoked = cli(['keys', 'revoke', lost!.keyId, ...store]);
     expect(revoked.status, revoked.stderr).toBe(0);
     ledger = await openLedger(base);
     expect(ledger.trustStore().checkpointKeys!.find((k) => k.keyId === lost!.keyId)?.revokedAt).toBeDefined();
@@ -994,8 +999,19 @@ describe('a lost checkpoint key file', () => {
     expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(2);
     expect((await fsck(ledger)).findings).toEqual([]);
     await ledger.close();
-    const checked = cli(['fsck', '--root', root, '--host', 'prod-1']);
+    const checked = cli(['fsck', ...store]);
     expect(checked.status, checked.stderr).toBe(0);
+    // As the notice says: the bundle exported before carries a checkpoint the lost key signed, which the trust file
+    // no longer vouches for; a bundle exported again verifies.
+    const trustFile = join(tempDir(), 'trust.json');
+    expect(cli(['keys', 'export', ...store, '--out', trustFile]).status).toBe(0);
+    const old = cli(['verify', before, '--trust', trustFile]);
+    expect(old.status).toBe(1);
+    expect(old.stdout + old.stderr).toContain('CHECKPOINT_UNTRUSTED');
+    const again = join(tempDir(), 'again');
+    expect(cli(['export', ...store, '--out', again]).status).toBe(0);
+    const fresh = cli(['verify', again, '--trust', trustFile]);
+    expect(fresh.status, fresh.stdout + fresh.stderr).toBe(0);
     notices.length = 0;
     await (await openLedger(base)).close();
     expect(notices).toEqual([]); // nothing lost now

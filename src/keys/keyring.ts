@@ -383,7 +383,7 @@ export class Keyring {
       await this.save({ ...this.trust, checkpointKeys: [...kept, entry] });
       for (const k of lost)
         this.options.notice?.(
-          `the checkpoint key file of host ${JSON.stringify(this.options.host)} was missing (${JSON.stringify(this.checkpointPath)}): a new checkpoint key ${JSON.stringify(entry.keyId)} is listed, and the lost one, ${JSON.stringify(k.keyId)}, ended now; a copy of the lost file could still sign checkpoints of this log that verify: if one may exist, revoke it (\`keys revoke ${shellWord(k.keyId)}\`)`,
+          `the checkpoint key file of host ${JSON.stringify(this.options.host)} was missing (${JSON.stringify(this.checkpointPath)}): a new checkpoint key ${JSON.stringify(entry.keyId)} is listed, and the lost one, ${JSON.stringify(k.keyId)}, ended now; a copy of the lost file could still sign checkpoints of this log that verify: if one may exist, revoke it (\`keys revoke ${shellWord(k.keyId)}\`), then export again: a bundle exported before carries a checkpoint it signed, which then verifies no more`,
         );
       return;
     }
