@@ -9,7 +9,7 @@ import { connect, createServer, type AddressInfo } from 'node:net';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import pgLib from 'pg';
 import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
 import { StoreError, isHandoffLedgerError } from '../store/errors.js';
@@ -542,6 +542,40 @@ describePostgres(
         });
         return pool;
       };
+
+      it('cancels again when a cancel missed its statement (one still on its way runs on): ended long before it would', async () => {
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1 });
+        const db = new PgDatabase({ pool, schema: nextSchema() });
+        // The first cancel lands before the server started the statement: simulated by one that does nothing.
+        const cancels = vi.spyOn(
+          PgDatabase.prototype as unknown as { cancelTagged: (tag: string) => Promise<void> },
+          'cancelTagged',
+        );
+        cancels.mockImplementationOnce(async () => {});
+        const ac = new AbortController();
+        try {
+          const running = rejection(
+            db.transaction(async (c) => void (await c.query('SELECT pg_sleep(30) AS slow')), 'BEGIN', ac.signal),
+          );
+          const sleeping = () =>
+            sql<{ n: number }>(
+              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%pg_sleep(30) AS slow%' AND pid <> pg_backend_pid()",
+            );
+          while ((await sleeping())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
+          ac.abort(new Error('user pressed stop'));
+          // Without a second cancel the statement would run its 30 s.
+          const outcome = await Promise.race([
+            running,
+            new Promise((r) => setTimeout(() => r('still running'), 10_000)),
+          ]);
+          expect(outcome).toMatchObject({ message: 'user pressed stop' });
+          expect(cancels.mock.calls.length).toBeGreaterThanOrEqual(2);
+          expect((await sleeping())[0]!.n).toBe(0);
+        } finally {
+          cancels.mockRestore();
+          await pool.end();
+        }
+      });
 
       it('sends no statement of its own after the abort (one the server was between would end nothing)', async () => {
         const sent: string[] = [];

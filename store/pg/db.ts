@@ -24,6 +24,9 @@ export const UNBOUNDED_LOCK_WAIT = 'BEGIN; SET LOCAL lock_timeout = 0';
 
 /** How long a new connection may take to be established (a server that does not answer). */
 const CONNECT_TIMEOUT_MS = 10_000;
+/** The pauses between the cancels of an aborted transaction's statement (`transaction`): 25 ms, doubling, at most 1 s. */
+const CANCEL_RETRY_FIRST_MS = 25;
+const CANCEL_RETRY_MAX_MS = 1_000;
 /**
  * How long an operation waits for a free pooled connection. Longer than a lock wait (`lockTimeoutMs`), which holds
  * a connection meanwhile: operations queued behind appends waiting on a lock get those appends' answer first.
@@ -241,7 +244,8 @@ export class PgDatabase {
    * When COMMIT itself fails the outcome is unknown to the client; callers that can tell (an append looks its
    * entry up) check, the others report it as a failure.
    * With a `signal`, an abort before COMMIT is sent cancels the statement the connection is running (a lock wait
-   * too), sends no further statement of `fn`, rolls back and throws the signal's reason: COMMIT is never sent after an
+   * too; again until it ends, for one still on its way to the server when a cancel lands runs on), sends no further
+   * statement of `fn`, rolls back and throws the signal's reason: COMMIT is never sent after an
    * abort. Once COMMIT was sent, the abort changes nothing. The transaction names itself with a random
    * `application_name` (`SET LOCAL`, in the BEGIN's round trip) and the cancel is sent to the server process showing
    * that name, from a connection of its own: never to another process, a pooler's connection ids notwithstanding,
@@ -266,11 +270,29 @@ export class PgDatabase {
     let committing = false;
     let ending = false;
     let cancelling: Promise<void> | undefined;
+    let wakeCanceller: (() => void) | undefined;
     const tag = signal ? `handoff-ledger/${randomUUID()}` : undefined;
+    // A cancel ends only a statement the server has started: one still on its way when the cancel lands runs on (a
+    // lock wait to lockTimeoutMs). So the cancel is sent again, after a growing pause, until the transaction ends — the
+    // statement failed, or `fn` stopped at the next one, which is refused after the abort.
+    const cancelUntilEnded = async (t: string) => {
+      for (
+        let pause = CANCEL_RETRY_FIRST_MS;
+        !committing && !ending;
+        pause = Math.min(pause * 2, CANCEL_RETRY_MAX_MS)
+      ) {
+        await this.cancelTagged(t);
+        if (committing || ending) return;
+        await new Promise<void>((resolve) => {
+          wakeCanceller = resolve;
+          setTimeout(resolve, pause).unref();
+        });
+      }
+    };
     const unsubscribe =
       signal &&
       onAbort(signal, () => {
-        if (!committing && !ending && tag) cancelling = this.cancelTagged(tag);
+        if (!committing && !ending && tag) cancelling = cancelUntilEnded(tag);
       });
     try {
       signal?.throwIfAborted();
@@ -284,6 +306,7 @@ export class PgDatabase {
     } catch (err) {
       // No cancel starts from here on; one already sent has reached the server before the ROLLBACK goes out.
       ending = true;
+      wakeCanceller?.();
       const aborted = signal?.aborted === true; // an abort after this error did not cause it
       await cancelling;
       if (!broken) {
