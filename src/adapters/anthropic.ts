@@ -11,6 +11,7 @@ import type {
   MessageCreateParamsNonStreaming,
   MessageParam,
   Tool,
+  ToolResultBlockParam,
 } from '@anthropic-ai/sdk/resources/messages/messages';
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { SUBMIT_HANDOFF, submitHandoffTool } from '../compaction/tool.js';
@@ -38,8 +39,20 @@ export const anthropicSubmitHandoffTool: Tool = Object.freeze({
   input_schema: summarySchemaFor('anthropic'),
 });
 
-function content(m: ModelRequest['messages'][number]): string | ContentBlockParam[] {
-  if (m.role === 'tool') return [{ type: 'tool_result', tool_use_id: m.toolCallId ?? '', content: m.content }];
+type RequestMessage = ModelRequest['messages'][number];
+
+/**
+ * A tool result as a `tool_result` block. One that holds nothing (a tool that printed nothing) goes without `content`,
+ * which is optional: the API refuses an empty or whitespace-only text ("text content blocks must be non-empty").
+ */
+function toolResult(m: RequestMessage): ToolResultBlockParam {
+  const block: ToolResultBlockParam = { type: 'tool_result', tool_use_id: m.toolCallId ?? '' };
+  if (!saysNothing(m.content)) block.content = m.content;
+  return block;
+}
+
+/** The content of a turn other than a tool result. */
+function content(m: RequestMessage): string | ContentBlockParam[] {
   if (m.role === 'assistant' && m.toolCalls?.length) {
     const blocks: ContentBlockParam[] = saysNothing(m.content) ? [] : [{ type: 'text', text: m.content }];
     for (const c of m.toolCalls)
@@ -49,12 +62,29 @@ function content(m: ModelRequest['messages'][number]): string | ContentBlockPara
   return m.content;
 }
 
+/**
+ * The Messages API's turns. The results of one assistant turn's tool calls go in ONE user message, the next one
+ * (every `tool_use` id must be answered by a `tool_result` in the message right after it; a user message per
+ * result is refused: "tool_use ids were found without tool_result blocks immediately after").
+ */
+function turns(messages: readonly RequestMessage[]): MessageParam[] {
+  const out: MessageParam[] = [];
+  let results: ContentBlockParam[] | undefined; // the tool_result blocks of the user message being built
+  for (const m of messages) {
+    if (m.role === 'tool') {
+      if (results) results.push(toolResult(m));
+      else out.push({ role: 'user', content: (results = [toolResult(m)]) });
+      continue;
+    }
+    results = undefined;
+    out.push({ role: m.role === 'assistant' ? 'assistant' : 'user', content: content(m) });
+  }
+  return out;
+}
+
 function params(options: AnthropicAdapterOptions, request: ModelRequest): MessageCreateParamsNonStreaming {
   const { system, rest } = splitSystem(request.messages);
-  const messages: MessageParam[] = withoutEmptyTurns(rest).map((m) => ({
-    role: m.role === 'assistant' ? 'assistant' : 'user',
-    content: content(m),
-  }));
+  const messages = turns(withoutEmptyTurns(rest));
   const p: MessageCreateParamsNonStreaming = {
     model: options.model,
     max_tokens: request.maxOutputTokens ?? options.maxTokens ?? 8192,

@@ -163,3 +163,96 @@ describe('anthropicAdapter requests', () => {
     }
   });
 });
+
+describe('anthropicAdapter: tool results as the Messages API takes them', () => {
+  type Block = { type: string; id?: string; tool_use_id?: string; content?: unknown; text?: string };
+  type Sent = { role: string; content: string | Block[] };
+
+  async function sent(
+    messages: Parameters<typeof import('../../src/compaction/tool.js').compactionRequest>[0]['messages'],
+  ) {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const { compactionRequest } = await import('../../src/compaction/tool.js');
+    const provider = await startFakeProvider();
+    try {
+      provider.script(message([toolUse(summary)], 'tool_use'));
+      const model = anthropicAdapter({
+        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+        model: 'claude-test',
+      });
+      await model(compactionRequest({ messages }));
+      return provider.requests[0]!.body.messages as Sent[];
+    } finally {
+      await provider.close();
+    }
+  }
+
+  /** The API's rule: every tool_use id of assistant message i is answered by a tool_result in message i + 1. */
+  function unanswered(messages: Sent[]): string[] {
+    const missing: string[] = [];
+    messages.forEach((m, i) => {
+      if (m.role !== 'assistant' || typeof m.content === 'string') return;
+      const next = messages[i + 1]?.content;
+      const answered = new Set(
+        typeof next === 'string' || next === undefined
+          ? []
+          : next.filter((b) => b.type === 'tool_result').map((b) => b.tool_use_id),
+      );
+      for (const b of m.content) if (b.type === 'tool_use' && !answered.has(b.id)) missing.push(`${i}: ${b.id}`);
+    });
+    return missing;
+  }
+
+  const parallel = {
+    role: 'assistant' as const,
+    content: '',
+    toolCalls: [
+      { id: 'toolu_a', name: 'read', input: { path: 'a' } },
+      { id: 'toolu_b', name: 'shell', input: { cmd: 'touch b' } },
+    ],
+  };
+
+  it('sends the results of one turn’s parallel calls in one user message, in order; a later user turn stays apart', async () => {
+    const messages = await sent([
+      { role: 'user', content: 'read a, touch b' },
+      parallel,
+      { role: 'tool', toolCallId: 'toolu_a', content: 'A' },
+      { role: 'tool', toolCallId: 'toolu_b', content: 'B' },
+      { role: 'user', content: 'thanks' },
+    ]);
+    expect(unanswered(messages)).toEqual([]);
+    expect(messages[2]).toEqual({
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'toolu_a', content: 'A' },
+        { type: 'tool_result', tool_use_id: 'toolu_b', content: 'B' },
+      ],
+    });
+    expect(messages[3]).toEqual({ role: 'user', content: 'thanks' });
+  });
+
+  it('answers every call of a parallel turn in the next message when compaction starts right after it', async () => {
+    const messages = await sent([{ role: 'user', content: 'read a, touch b' }, parallel]);
+    expect(unanswered(messages)).toEqual([]);
+    expect((messages[2]!.content as Block[]).map((b) => [b.type, b.tool_use_id])).toEqual([
+      ['tool_result', 'toolu_a'],
+      ['tool_result', 'toolu_b'],
+    ]);
+  });
+
+  it('sends a tool result that holds nothing without content (the API refuses an empty or blank text)', async () => {
+    const messages = await sent([
+      { role: 'user', content: 'touch a and b' },
+      parallel,
+      { role: 'tool', toolCallId: 'toolu_a', content: '' },
+      { role: 'tool', toolCallId: 'toolu_b', content: ' \n' },
+    ]);
+    expect(messages[2]).toEqual({
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'toolu_a' },
+        { type: 'tool_result', tool_use_id: 'toolu_b' },
+      ],
+    });
+  });
+});
