@@ -32,6 +32,8 @@ export const originHash = (origin: string): string => createHash('sha256').updat
 
 export class WitnessState {
   private readonly cache = new Map<string, StoredLog | null>();
+  /** The read of a log's file in flight, shared by every `get` that finds the log uncached meanwhile. */
+  private readonly loading = new Map<string, Promise<StoredLog | undefined>>();
 
   private constructor(
     private readonly dir: string,
@@ -66,18 +68,33 @@ export class WitnessState {
     return join(this.dir, 'logs', `${originHash(origin)}.json`);
   }
 
-  /** The stored tree of a log, or undefined when it never cosigned one. @throws LedgerError `RECORD_CORRUPT` */
+  /**
+   * The stored tree of a log, or undefined when it never cosigned one. Calls that find it uncached share one read of
+   * the file, and a read never replaces what a `put` or `serve` cached while it ran: a monitor's GET whose read was
+   * still on its way when an add-checkpoint stored a larger tree must not put the older one back (the next
+   * add-checkpoint from that older size would be cosigned: two inconsistent trees).
+   * @throws LedgerError `RECORD_CORRUPT`
+   */
   async get(origin: string): Promise<StoredLog | undefined> {
     if (this.cache.has(origin)) return this.cache.get(origin) ?? undefined;
+    let load = this.loading.get(origin);
+    if (load === undefined) {
+      load = this.read(origin).finally(() => this.loading.delete(origin));
+      this.loading.set(origin, load);
+    }
+    const stored = await load;
+    if (!this.cache.has(origin)) this.cache.set(origin, stored ?? null);
+    return this.cache.get(origin) ?? undefined;
+  }
+
+  private async read(origin: string): Promise<StoredLog | undefined> {
     let text: string | undefined;
     try {
       text = await readFile(this.pathOf(origin), 'utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
-    const stored = text === undefined ? undefined : parseStored(text, origin);
-    this.cache.set(origin, stored ?? null);
-    return stored;
+    return text === undefined ? undefined : parseStored(text, origin);
   }
 
   /**
