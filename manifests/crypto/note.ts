@@ -68,7 +68,7 @@ export function isValidKeyName(name: string): boolean {
   );
 }
 
-function isWellFormed(s: string): boolean {
+export function isWellFormed(s: string): boolean {
   // Lone surrogates cannot be encoded as UTF-8.
   return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 }

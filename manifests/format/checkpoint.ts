@@ -6,7 +6,7 @@
  */
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
-import { isValidKeyName } from '../crypto/note.js';
+import { isValidKeyName, isWellFormed } from '../crypto/note.js';
 import { HASH_SIZE } from '../tlog/merkle.js';
 
 export interface Checkpoint {
@@ -18,9 +18,22 @@ export interface Checkpoint {
 
 const invalid = (why: string) => new ManifestError('CHECKPOINT_INVALID', `malformed checkpoint: ${why}`);
 
-/** Origins are key names too (the note is signed under a key named after the origin): no spaces, no `+`. */
+/**
+ * The origins this project gives its own logs (`OpenLedgerOptions.origin`): key names too, since the ledger names its
+ * checkpoint key after its origin (no spaces, no `+`), at most 256 characters. Checkpoints written by this project.
+ */
 export function isValidOrigin(origin: string): boolean {
   return isValidKeyName(origin) && origin.length <= 256;
+}
+
+/**
+ * What C2SP tlog-checkpoint requires of the origin line of a checkpoint read from anyone: not empty. Spaces and `+`
+ * are only advised against, and "clients MUST NOT assume that the origin is following this format" (Go's checksum
+ * database signs "go.sum database tree" with the key "sum.golang.org"); no C0 control and valid UTF-8, as the text
+ * of a signed note must be.
+ */
+export function isCheckpointOrigin(origin: string): boolean {
+  return typeof origin === 'string' && origin.length > 0 && !/[\u0000-\u001f]/.test(origin) && isWellFormed(origin);
 }
 
 /** The checkpoint body. @throws ManifestError `CHECKPOINT_INVALID` */
@@ -40,7 +53,7 @@ export function parseCheckpoint(text: string): Checkpoint {
   if (lines.length < 3) throw invalid('expected origin, size and root hash lines');
   if (lines.some((l) => l.length === 0)) throw invalid('empty line');
   const [origin, size, root, ...extensions] = lines as [string, string, string, ...string[]];
-  if (!isValidOrigin(origin)) throw invalid('bad origin line');
+  if (!isCheckpointOrigin(origin)) throw invalid('bad origin line');
   if (!/^(0|[1-9][0-9]{0,15})$/.test(size) || !Number.isSafeInteger(Number(size)))
     throw invalid('the size is not a decimal integer without leading zeros');
   const hash = decodeBase64(root);

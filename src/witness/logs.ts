@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { parseVerifierKey, type NoteVerifierKey } from '../../manifests/crypto/note.js';
-import { isValidOrigin } from '../../manifests/format/checkpoint.js';
+import { isCheckpointOrigin } from '../../manifests/format/checkpoint.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { LedgerError } from '../errors.js';
 
@@ -22,7 +22,7 @@ const logsSchema = z.strictObject({
   logs: z
     .array(
       z.strictObject({
-        origin: z.string().refine(isValidOrigin, 'must be a checkpoint origin'),
+        origin: z.string().refine(isCheckpointOrigin, 'must be a checkpoint origin (a non-empty line)'),
         keys: z
           .array(z.string().max(1024).refine(isVerifierKey, 'must be a C2SP Ed25519 note verifier key'))
           .min(1)

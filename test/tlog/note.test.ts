@@ -22,6 +22,9 @@ interface NoteVector {
 }
 
 const vectors = readVector<NoteVector[]>('note/signed-notes.json');
+const sumdb = readVector<{ vkey: string; note: string; origin: string; size: number; root: string }>(
+  'note/sumdb-checkpoint.json',
+);
 
 /** Go's private key string `PRIVATE+KEY+<name>+<hash>+<base64(0x01 ‖ seed)>`. */
 function signerFromSkey(skey: string): NoteSigner & { seed: Uint8Array } {
@@ -97,8 +100,31 @@ describe('signed notes', () => {
 describe('checkpoint body', () => {
   it('refuses leading zeros, empty lines, and a root that is not 32 bytes (CHECKPOINT_INVALID)', () => {
     const root = '47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=';
-    for (const bad of [`o\n07\n${root}\n`, `o\n7\n${root}\n\n`, `o\n7\nAAAA\n`, `o\n7\n`, `o p\n7\n${root}\n`])
+    for (const bad of [`o\n07\n${root}\n`, `o\n7\n${root}\n\n`, `o\n7\nAAAA\n`, `o\n7\n`, `\n7\n${root}\n`])
       expectCode(() => parseCheckpoint(bad), 'CHECKPOINT_INVALID');
     expect(parseCheckpoint(`o\n7\n${root}\next\n`).extensions).toEqual(['ext']);
+  });
+});
+
+describe('checkpoints of other C2SP logs', () => {
+  it('opens and parses a checkpoint of sum.golang.org: an origin with spaces, signed by a key named otherwise', () => {
+    const opened = openNote(sumdb.note, [parseVerifierKey(sumdb.vkey)]);
+    expect(opened.sigs.map((s) => s.name)).toEqual(['sum.golang.org']);
+    const c = parseCheckpoint(opened.text);
+    expect(c).toMatchObject({ origin: 'go.sum database tree', size: sumdb.size, extensions: [] });
+    expect(c.root).toEqual(decodeBase64(sumdb.root));
+  });
+
+  it('reads any non-empty origin line (spaces, "+", no length cap), never an empty one or one with a control', () => {
+    const root = 'mb8QLQIs0Z0yP5Cstq6guj87oXWeC9gEM8oVikmm9Wk=';
+    for (const origin of ['a b', 'x+y', 'é log', 'o'.repeat(1000)])
+      expect(parseCheckpoint(`${origin}\n1\n${root}\n`).origin).toBe(origin);
+    for (const origin of ['', 'a\tb', 'a\rb', 'a\u0000b', '\ud800'])
+      expectCode(() => parseCheckpoint(`${origin}\n1\n${root}\n`), 'CHECKPOINT_INVALID');
+    // The ledger's own checkpoints keep the key-name form (its checkpoint key is named after its origin).
+    expectCode(
+      () => formatCheckpoint({ origin: 'a b', size: 0, root: new Uint8Array(32), extensions: [] }),
+      'CHECKPOINT_INVALID',
+    );
   });
 });

@@ -20,15 +20,19 @@ import {
   witnessed,
   type WitnessProcess,
 } from './support.js';
+import { readVector } from '../support/vectors.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-witness-'));
 const log = new HandLog('example.com/split-log', 7);
 const other = new HandLog('example.com/other-log', 8);
 const extended = new HandLog('example.com/extended-log', 9);
+/** Go's checksum database: a real checkpoint whose origin has spaces and whose key is named otherwise. */
+const sumdb = readVector<{ vkey: string; note: string; origin: string; size: number }>('note/sumdb-checkpoint.json');
 const logs = [
   { origin: log.origin, keys: [log.vkey] },
   { origin: other.origin, keys: [other.vkey] },
   { origin: extended.origin, keys: [extended.vkey] },
+  { origin: sumdb.origin, keys: [sumdb.vkey] },
 ];
 let w1: WitnessProcess;
 let w2: WitnessProcess;
@@ -59,6 +63,17 @@ function quorum(note: string, k: number) {
 }
 
 describe('witness serve', () => {
+  it('witnesses any C2SP log: a checkpoint of sum.golang.org (origin "go.sum database tree") is cosigned', async () => {
+    const r = await addCheckpoint(w1.url, formatAddCheckpoint({ oldSize: 0, proof: [], note: sumdb.note }));
+    expect(r.status, r.text).toBe(200);
+    const note = sumdb.note + r.text;
+    expect(checkCosignatures(note, [parseCosignerKey(w1.vkey)]).valid).toHaveLength(1);
+    expect(await witnessed(w1.url, sumdb.origin)).toBe(note);
+    // From then on it holds that size: a first checkpoint again is a 409 naming it.
+    const again = await addCheckpoint(w1.url, formatAddCheckpoint({ oldSize: 0, proof: [], note: sumdb.note }));
+    expect(again).toMatchObject({ status: 409, text: `${sumdb.size}\n` });
+  });
+
   it('cosigns the tree it holds again with other extension lines (tlog-witness: every check passes), never another root', async () => {
     const c = HandLog.leaves('c', 4);
     const heads = (x: string) => [`handoff-ledger/session-heads ${x}`];
