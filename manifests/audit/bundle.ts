@@ -48,6 +48,28 @@ export const maxTreeFileBytes = (name: BundleTreeFile, manifestsBytes: number): 
   name === BUNDLE_PROOFS_FILE || name === BUNDLE_HEADS_FILE
     ? Math.max(MAX_TREE_FILE, manifestsBytes * 4)
     : MAX_TREE_FILE;
+/**
+ * The longest line of proofs.jsonl or heads.jsonl a reader parses (UTF-16 units): an honest one is ~3 KB (a proof of
+ * ≤ 63 hashes) or ~13 KB (a session-heads proof of ≤ 256 siblings); a longer one is a finding, never parsed.
+ */
+export const MAX_TREE_LINE = 64 * 1024;
+
+/**
+ * The lines of a tree file's text, each without its `\n` (a final line with none too), walked without splitting the
+ * text into an array (a file of n newlines would make n strings at once: V8 aborts past ~134 million). A line longer
+ * than `maxChars` is yielded as `undefined`, not cut out of the text.
+ */
+export function* textLines(text: string, maxChars: number = MAX_TREE_LINE): Generator<string | undefined> {
+  let at = 0;
+  for (;;) {
+    const nl = text.indexOf('\n', at);
+    const end = nl < 0 ? text.length : nl;
+    yield end - at > maxChars ? undefined : text.slice(at, end);
+    if (nl < 0) return;
+    at = nl + 1;
+  }
+}
+
 /** Blobs live at `blobs/blake3/<64 hex>`: only validated hex digests become path components. */
 export const BUNDLE_BLOB_DIR = 'blobs/blake3';
 const MAX_HEADER_BYTES = 64 * 1024;

@@ -11,7 +11,7 @@
  * A checkpoint without the line (from before the index) is still a checkpoint: the report says completeness was
  * not checked. Isomorphic.
  */
-import { BUNDLE_HEADS_FILE, type BundleReader } from './bundle.js';
+import { BUNDLE_HEADS_FILE, textLines, type BundleReader } from './bundle.js';
 import type { ChainSummary, FindingSink } from './findings.js';
 import { encodeBase64 } from '../encoding/base64.js';
 import { equalBytes } from '../tlog/merkle.js';
@@ -37,15 +37,19 @@ const isHead = (v: unknown): v is SessionHead =>
   (v as SessionHead).seq >= 0 &&
   typeof (v as SessionHead).id === 'string';
 
-/** heads.jsonl by session; a line that is not `{ session, head, proof }`, or repeats a session, is `bad`. */
-function parseHeadsFile(text: string | undefined): { bySession: Map<string, HeadsLine>; bad: number[] } {
+/**
+ * heads.jsonl by session; a line that is not `{ session, head, proof }` (or longer than any proof line: not parsed), or
+ * repeats a session, is handed to `bad` (its line number) as it is met.
+ */
+function parseHeadsFile(text: string | undefined, bad: (line: number) => void): Map<string, HeadsLine> {
   const bySession = new Map<string, HeadsLine>();
-  const bad: number[] = [];
-  (text ?? '').split('\n').forEach((raw, i) => {
-    if (raw.length === 0) return;
+  let i = 0;
+  for (const raw of textLines(text ?? '')) {
+    i++;
+    if (raw?.length === 0) continue;
     let v: { session?: unknown; head?: unknown; proof?: unknown } | null;
     try {
-      v = JSON.parse(raw) as typeof v;
+      v = raw === undefined ? null : (JSON.parse(raw) as typeof v);
     } catch {
       v = null;
     }
@@ -56,12 +60,12 @@ function parseHeadsFile(text: string | undefined): { bySession: Map<string, Head
       !(v.head === null || isHead(v.head)) ||
       bySession.has(v.session)
     ) {
-      bad.push(i + 1);
-      return;
+      bad(i);
+      continue;
     }
     bySession.set(v.session, { head: v.head, proof: v.proof });
-  });
-  return { bySession, bad };
+  }
+  return bySession;
 }
 
 /**
@@ -100,9 +104,9 @@ export async function verifySessionHeads(
       });
     return { checked: true, sessions: chains.length };
   }
-  const { bySession, bad } = parseHeadsFile(await reader.treeFile?.(BUNDLE_HEADS_FILE));
-  for (const line of bad)
-    sink.add({ code: 'SESSION_HEAD_INVALID', message: `${BUNDLE_HEADS_FILE} line ${line} is not a well-formed proof` });
+  const bySession = parseHeadsFile(await reader.treeFile?.(BUNDLE_HEADS_FILE), (line) =>
+    sink.add({ code: 'SESSION_HEAD_INVALID', message: `${BUNDLE_HEADS_FILE} line ${line} is not a well-formed proof` }),
+  );
   const chainOf = new Map(chains.map((c) => [c.session, c]));
   const proven = new Map<string, SessionHead | null>();
   for (const [session, line] of bySession) {

@@ -11,7 +11,13 @@
  * manifest anywhere (the tail included) changes the root. Isomorphic.
  */
 import { AuditError } from './errors.js';
-import { BUNDLE_CHECKPOINT_FILE, BUNDLE_CONSISTENCY_FILE, BUNDLE_PROOFS_FILE, type BundleReader } from './bundle.js';
+import {
+  BUNDLE_CHECKPOINT_FILE,
+  BUNDLE_CONSISTENCY_FILE,
+  BUNDLE_PROOFS_FILE,
+  textLines,
+  type BundleReader,
+} from './bundle.js';
 import type { FindingSink } from './findings.js';
 import type { RawLine } from './verify-line.js';
 import { openNote, type OpenedNote } from '../crypto/note.js';
@@ -52,6 +58,9 @@ export interface CheckpointSummary {
  * the root at the auditor's `since` size taken on the way); a filtered bundle's are kept for their inclusion
  * proofs, packed (32 bytes a line). `startTreeCheck` makes one only for a checkpoint that verifies.
  */
+/** A line of a filtered bundle past as many lines with a payload as the checkpoint has leaves. */
+const EXCESS = Symbol('excess');
+
 export class LeafTap {
   /** Lines seen (the bundle's line count, once the stream ended). */
   count = 0;
@@ -64,10 +73,18 @@ export class LeafTap {
   private packed: Uint8Array | undefined;
   private leaves = 0;
   private present: Uint8Array | undefined;
+  /** keep: the first line whose leaf was not kept, the checkpoint's leaves being all kept already. */
+  private excessFrom = Infinity;
 
   constructor(
     private readonly mode: 'fold' | 'keep',
     private readonly snapshotAt: number | undefined,
+    /**
+     * keep: the most leaves kept, the checkpoint's size. A filtered bundle's lines each need a leaf index of their
+     * own below it, so lines past that many are refused, not kept (a hostile bundle of tiny lines would otherwise
+     * grow the packed leaves past what a typed array holds).
+     */
+    private readonly keepAtMost = Infinity,
   ) {
     if (mode === 'keep') {
       this.packed = new Uint8Array(32 * 1024);
@@ -99,6 +116,10 @@ export class LeafTap {
     if (this.mode === 'keep') {
       if (i >> 3 >= this.present!.length) this.present = grown(this.present!);
       if (!hash) return;
+      if (this.leaves >= this.keepAtMost) {
+        this.excessFrom = Math.min(this.excessFrom, i);
+        return;
+      }
       if ((this.leaves + 1) * 32 > this.packed!.length) this.packed = grown(this.packed!);
       this.packed!.set(hash, this.leaves++ * 32);
       this.present![i >> 3]! |= 1 << (i & 7);
@@ -119,11 +140,15 @@ export class LeafTap {
     return size === this.snapshotAt ? this.snapshot : undefined;
   }
 
-  /** Each line's leaf hash in order (a filtered bundle), undefined for a line that had no payload. */
-  *lines(): Generator<Uint8Array | undefined> {
+  /**
+   * Each line's leaf hash in order (a filtered bundle), undefined for a line that had no payload, `EXCESS` from the
+   * first line past the checkpoint's leaves on.
+   */
+  *lines(): Generator<Uint8Array | undefined | typeof EXCESS> {
     let at = 0;
     for (let i = 0; i < this.count; i++) {
-      if (this.mode !== 'keep' || (this.present![i >> 3]! & (1 << (i & 7))) === 0) yield undefined;
+      if (i >= this.excessFrom) yield EXCESS;
+      else if (this.mode !== 'keep' || (this.present![i >> 3]! & (1 << (i & 7))) === 0) yield undefined;
       else yield this.packed!.subarray(at * 32, ++at * 32);
     }
   }
@@ -152,7 +177,7 @@ export async function startTreeCheck(
   const opened = text === undefined ? undefined : openCheckpoint(text, options);
   const since = options.since === undefined ? undefined : openCheckpoint(options.since, options);
   const leaves = opened?.ok
-    ? new LeafTap(filtered ? 'keep' : 'fold', since?.ok ? since.checkpoint.size : undefined)
+    ? new LeafTap(filtered ? 'keep' : 'fold', since?.ok ? since.checkpoint.size : undefined, opened.checkpoint.size)
     : undefined;
   return { text, opened, since, leaves };
 }
@@ -253,15 +278,17 @@ async function verifyInclusions(
   cp: Checkpoint,
   sink: FindingSink,
 ): Promise<void> {
-  const lines = ((await reader.treeFile?.(BUNDLE_PROOFS_FILE)) ?? '').split('\n');
+  // Walked a line at a time beside the bundle's lines: a proofs file of more lines is read no further.
+  const proofLines = textLines((await reader.treeFile?.(BUNDLE_PROOFS_FILE)) ?? '');
   let lastIndex = -1;
   let i = -1;
   for (const leaf of leaves.lines()) {
     i++;
     const line = i + 1;
+    const text = proofLines.next().value;
     let entry: { leafIndex?: unknown; proof?: unknown } | undefined;
     try {
-      entry = lines[i] ? (JSON.parse(lines[i]!) as typeof entry) : undefined;
+      entry = text ? (JSON.parse(text) as typeof entry) : undefined;
     } catch {
       entry = undefined;
     }
@@ -271,11 +298,17 @@ async function verifyInclusions(
       sink.add({ code: 'INCLUSION_PROOF_MISSING', line, message: `no well-formed inclusion proof for line ${line}` });
       continue;
     }
-    const r = leaf
-      ? index > lastIndex
-        ? verifyInclusion(index, cp.size, leaf, proof, cp.root)
-        : { ok: false as const, reason: `leaf index ${index} does not follow ${lastIndex} (global order)` }
-      : { ok: false as const, reason: 'the line has no payload' };
+    const r =
+      leaf === EXCESS
+        ? {
+            ok: false as const,
+            reason: `the bundle has more lines with a payload than the checkpoint has leaves (${cp.size})`,
+          }
+        : leaf
+          ? index > lastIndex
+            ? verifyInclusion(index, cp.size, leaf, proof, cp.root)
+            : { ok: false as const, reason: `leaf index ${index} does not follow ${lastIndex} (global order)` }
+          : { ok: false as const, reason: 'the line has no payload' };
     if (!r.ok)
       sink.add({
         code: 'INCLUSION_PROOF_INVALID',

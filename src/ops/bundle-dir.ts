@@ -48,6 +48,12 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
     const st = await h.stat();
     if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`);
     if (st.size > max) throw new AuditError('BUNDLE_INVALID', `${path} is ${st.size} bytes, over ${max}`);
+    // As manifests.jsonl: an exporter writes every byte; holes cost nothing to plant and everything to read.
+    if (st.blocks !== undefined && st.blocks * 512 + 4096 < st.size)
+      throw new AuditError(
+        'BUNDLE_INVALID',
+        `${path} is sparse (${st.size} bytes, ${st.blocks * 512} allocated); an exported bundle never is`,
+      );
     return await h.readFile('utf8');
   } catch (err) {
     throw err instanceof AuditError ? err : ioError(path, err);

@@ -81,8 +81,8 @@ describe('LeafTap', () => {
   });
 
   it("keeps a filtered bundle's leaves in order, a line without a payload costing a bit, past 2^24 of them", async () => {
-    const tap = (await tapFor(true, 1, new Uint8Array(32)))!;
     const n = 2 ** 24 + 3;
+    const tap = (await tapFor(true, n, new Uint8Array(32)))!;
     const withPayload = new Set([0, 5, 2 ** 24 + 1]);
     await drain(
       tap,
@@ -100,4 +100,17 @@ describe('LeafTap', () => {
     }
     expect(found).toEqual([...withPayload]);
   }, 120_000);
+
+  it("keeps no more of a filtered bundle's leaves than the checkpoint has: the lines past them are excess", async () => {
+    const tap = (await tapFor(true, 2, new Uint8Array(32)))!;
+    // Lines 0 and 2 have payloads (kept), line 1 none; from line 3 on, each payload is one past the checkpoint's 2.
+    await drain(
+      tap,
+      runs(6, (i) => (i === 1 ? undefined : line(i))),
+    );
+    expect(tap.count).toBe(6);
+    const got = [...tap.lines()];
+    expect(got.slice(0, 3)).toEqual([leafOf(0), undefined, leafOf(2)]);
+    expect(got.slice(3).every((l) => typeof l === 'symbol')).toBe(true);
+  });
 });

@@ -215,6 +215,57 @@ describe('step 9: filtered bundles and inclusion proofs', () => {
   });
 });
 
+describe('steps 9 and 10: hostile tree files of a filtered bundle', () => {
+  // More lines than V8 makes an array of (~134 million): splitting the text aborted the process (not catchable).
+  const flood = '\n'.repeat(135 * 2 ** 20);
+
+  it('walks a proofs.jsonl of 141 million empty lines beside the bundle’s lines (INCLUSION_PROOF_MISSING each)', async () => {
+    const r = await audit({ ...filtered, tree: { ...filtered.tree, 'proofs.jsonl': flood } }, trust);
+    expect(found(r)).toEqual(['INCLUSION_PROOF_MISSING@1', 'INCLUSION_PROOF_MISSING@2', 'INCLUSION_PROOF_MISSING@3']);
+  });
+
+  it('reads the proofs of a heads.jsonl followed by 141 million empty lines (the verdict of the file without them)', async () => {
+    const heads = filtered.tree['heads.jsonl']!;
+    const r = await audit({ ...filtered, tree: { ...filtered.tree, 'heads.jsonl': heads + flood } }, trust);
+    expect(found(r)).toEqual([]);
+    expect(r.checked.completeness).toMatchObject({ checked: true });
+  }, 60_000);
+
+  it('parses no line of proofs.jsonl or heads.jsonl over 64 KiB, however well formed (a finding instead)', async () => {
+    const pad = ' '.repeat(64 * 1024);
+    const proofs = filtered.tree['proofs.jsonl']!.split('\n');
+    proofs[1] = proofs[1]! + pad; // valid JSON, its proof good: too long all the same
+    const heads = filtered.tree['heads.jsonl']!.split('\n');
+    heads[0] = heads[0]! + pad;
+    const r = await audit(
+      { ...filtered, tree: { ...filtered.tree, 'proofs.jsonl': proofs.join('\n'), 'heads.jsonl': heads.join('\n') } },
+      trust,
+    );
+    expect(found(r)).toEqual(['INCLUSION_PROOF_MISSING@2', 'SESSION_HEAD_INVALID@-', 'SESSION_HEAD_MISSING@-']);
+    // Under the bound, the same padding is JSON's whitespace and passes.
+    const short = ' '.repeat(1000);
+    proofs[1] = proofs[1]!.trimEnd() + short;
+    expect(
+      found(await audit({ ...filtered, tree: { ...filtered.tree, 'proofs.jsonl': proofs.join('\n') } }, trust)),
+    ).toEqual([]);
+  });
+
+  it('keeps no more leaves than the checkpoint has: lines past them are INCLUSION_PROOF_INVALID', async () => {
+    // The checkpoint holds 5 entries; 6 copies of a line with a payload (each with its own proof line).
+    const lines = Array.from({ length: 6 }, () => filtered.lines[0]!);
+    const proof = filtered.tree['proofs.jsonl']!.split('\n')[0]!;
+    const r = await audit(
+      { ...filtered, lines, tree: { ...filtered.tree, 'proofs.jsonl': `${Array(6).fill(proof).join('\n')}\n` } },
+      trust,
+    );
+    const excess = r.findings.filter(
+      (f) => f.code === 'INCLUSION_PROOF_INVALID' && /more lines with a payload/.test(f.message),
+    );
+    expect(excess.map((f) => f.line)).toEqual([6]);
+    expect(r.ok).toBe(false);
+  });
+});
+
 describe('step 9: --since, an auditor’s earlier checkpoint', () => {
   it('accepts a bundle whose checkpoint extends the earlier one', async () => {
     expect(found(await audit(full, trust, { since: earlier }))).toEqual([]);

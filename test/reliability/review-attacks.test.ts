@@ -33,6 +33,7 @@ import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { verifyBundle, type BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import type { Finding } from '../../manifests/audit/findings.js';
 import { memoryBundleReader, serializeBundleHeader } from '../../manifests/audit/bundle.js';
+import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import {
   buildBundle,
@@ -478,6 +479,24 @@ describe('verify time', () => {
       ({ code, err, ms }) =>
         judge.tally.right(code === 2 && /sparse/.test(err) && ms < 2000, `exit ${code} in ${ms} ms: ${err}`),
     );
+  });
+
+  it('refuses a sparse proofs.jsonl or heads.jsonl within its size bound without reading it (BUNDLE_INVALID)', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const { bundle } = await bundleOnDisk(b.lines, {}, b.key);
+    const reader = await openBundleDir(bundle);
+    for (const name of ['proofs.jsonl', 'heads.jsonl'] as const) {
+      const fd = openSync(join(bundle, name), 'w', 0o600);
+      ftruncateSync(fd, 1024 * 1024); // the bound of a small bundle's tree file, all of it a hole
+      closeSync(fd);
+      await judge.judge(
+        `sparse ${name}`,
+        () => reader.treeFile!(name),
+        () => judge.tally.right(false, `a sparse ${name} was read`),
+        ['BUNDLE_INVALID'],
+      );
+      await expect(reader.treeFile!(name)).rejects.toThrow(/is sparse/);
+    }
   });
 });
 
