@@ -17,18 +17,28 @@ export interface GeminiAdapterOptions {
   model: string;
 }
 
+/**
+ * The request's turns as Gemini takes them: earlier tool traffic as plain text (the compaction request offers Gemini no
+ * tools), and turns of one role in a row (the results of parallel tool calls, a user turn after them, a turn left out
+ * for saying nothing) joined into one content of several parts, for `generateContent` refuses turns that do not
+ * alternate ("Please ensure that multiturn requests alternate between user and model").
+ */
 function contents(request: ModelRequest): Content[] {
   const { rest } = splitSystem(request.messages);
-  return withoutEmptyTurns(rest).map((m) => {
-    // Earlier tool traffic becomes plain text: the compaction request offers Gemini no tools.
+  const out: Array<Content & { parts: Array<{ text: string }> }> = [];
+  for (const m of withoutEmptyTurns(rest)) {
     let text = m.content;
     if (m.role === 'tool') text = `Tool result${m.toolCallId ? ` (${m.toolCallId})` : ''}: ${m.content}`;
     else if (m.toolCalls?.length) {
       const calls = m.toolCalls.map((c) => `Called ${c.name} with ${JSON.stringify(c.input)}`).join('\n');
       text = text === '' ? calls : `${text}\n${calls}`;
     }
-    return { role: m.role === 'assistant' ? 'model' : 'user', parts: [{ text }] };
-  });
+    const role = m.role === 'assistant' ? 'model' : 'user';
+    const last = out.at(-1);
+    if (last?.role === role) last.parts.push({ text });
+    else out.push({ role, parts: [{ text }] });
+  }
+  return out;
 }
 
 function params(model: string, request: ModelRequest): GenerateContentParameters {

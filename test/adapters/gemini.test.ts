@@ -75,9 +75,50 @@ describe('geminiAdapter requests', () => {
           mode: 'structured',
         }),
       );
-      const contents = provider.requests[0]!.body.contents as Array<{ parts: Array<{ text?: string }> }>;
+      const contents = provider.requests[0]!.body.contents as Array<{ role: string; parts: Array<{ text?: string }> }>;
       expect(contents.flatMap((c) => c.parts).some((p) => (p.text ?? '').trim() === '')).toBe(false);
-      expect(contents).toHaveLength(3);
+      // The turns left around the empty one, and the instructions, are one user content of three parts.
+      expect(contents.map((c) => [c.role, c.parts.length])).toEqual([['user', 3]]);
+      expect(contents[0]!.parts.slice(0, 2)).toEqual([{ text: 'hi' }, { text: 'go on' }]);
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('sends turns that alternate: parallel tool results and the user turn after them in one content', async () => {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const { compactionRequest } = await import('../../src/compaction/tool.js');
+    const provider = await startFakeProvider();
+    try {
+      provider.script(generated(JSON.stringify(summary), 'STOP'));
+      const model = geminiAdapter({
+        client: new GoogleGenAI({
+          apiKey: 'k',
+          httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } },
+        }),
+        model: 'gemini-test',
+      });
+      const calls = [
+        { id: 'a', name: 'read', input: { path: 'a' } },
+        { id: 'b', name: 'read', input: { path: 'b' } },
+      ];
+      await model(
+        compactionRequest({
+          messages: [
+            { role: 'user', content: 'read a and b' },
+            { role: 'assistant', content: '', toolCalls: calls },
+            { role: 'tool', toolCallId: 'a', content: 'A' },
+            { role: 'tool', toolCallId: 'b', content: 'B' },
+            { role: 'assistant', content: 'Both read.' },
+            { role: 'assistant', content: 'Next: c.' },
+          ],
+          mode: 'structured',
+        }),
+      );
+      const contents = provider.requests[0]!.body.contents as Array<{ role: string; parts: Array<{ text: string }> }>;
+      expect(contents.map((c) => c.role)).toEqual(['user', 'model', 'user', 'model', 'user']);
+      expect(contents[2]!.parts).toEqual([{ text: 'Tool result (a): A' }, { text: 'Tool result (b): B' }]);
+      expect(contents[3]!.parts).toEqual([{ text: 'Both read.' }, { text: 'Next: c.' }]);
     } finally {
       await provider.close();
     }
