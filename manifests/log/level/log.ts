@@ -14,7 +14,8 @@
  * Group commit: appends that arrive while a batch is being made durable wait and share the next one,
  * so concurrent publishes on different chains pay one fsync between them.
  */
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir, readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { Level } from 'level';
 import { onAbort } from '../../../store/abort.js';
 import { throwIfAborted } from '../../../store/errors.js';
@@ -205,6 +206,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   private static async openLocked(path: string, options: LevelManifestLogOptions): Promise<LevelManifestLog> {
+    await refuseLostCurrent(path);
     const db = new Level<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     try {
       await db.open();
@@ -677,5 +679,43 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       this.inProcessId = undefined;
       if (id !== undefined && openInProcess.get(id) === this) openInProcess.delete(id);
     }
+  }
+}
+
+/**
+ * LevelDB finds its database through the file CURRENT (the name of the MANIFEST that lists its files). Opened
+ * without one, it starts an empty database in the directory and deletes the data files it finds there as obsolete:
+ * every manifest of the store, gone for good, by whatever command opened it (fsck included). A directory that holds
+ * LevelDB data (table files, or a write-ahead log that is not empty) and no CURRENT is refused before LevelDB sees it.
+ * @throws ManifestError `RECORD_CORRUPT` naming how to restore CURRENT; `STORAGE_FAILED` when the directory cannot be read
+ */
+async function refuseLostCurrent(path: string): Promise<void> {
+  const listed = (files: string[]) =>
+    files.length <= 4 ? files.sort().join(', ') : `${files.sort().slice(0, 3).join(', ')} and ${files.length - 3} more`;
+  let names: string[];
+  try {
+    names = await readdir(path);
+    if (names.includes('CURRENT')) return;
+    const data: string[] = [];
+    for (const name of names) {
+      if (/^[0-9]+\.(ldb|sst)$/.test(name)) data.push(name);
+      else if (/^[0-9]+\.log$/.test(name) && (await stat(join(path, name))).size > 0) data.push(name);
+    }
+    if (data.length === 0) return; // a new database, or one whose creation stopped before it held anything
+    const newest = names
+      .filter((n) => /^MANIFEST-[0-9]+$/.test(n))
+      .sort((a, b) => Number(a.slice(9)) - Number(b.slice(9)))
+      .at(-1);
+    const restore = newest
+      ? `restore it from a backup, or write the name of the newest MANIFEST file into it (printf '${newest}\\n' > ${join(path, 'CURRENT')}), then run fsck`
+      : 'no MANIFEST file is left either: restore the directory from a backup';
+    throw new ManifestError(
+      'RECORD_CORRUPT',
+      `the manifest log ${path} holds LevelDB data (${listed(data)}) but no CURRENT file: opened as it is, ` +
+        `LevelDB would start an empty log and delete that data, so nothing was opened or changed; ${restore}`,
+    );
+  } catch (err) {
+    if (err instanceof ManifestError) throw err;
+    throw storageFailed('open', err);
   }
 }

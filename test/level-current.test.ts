@@ -1,0 +1,93 @@
+/**
+ * The embedded log's directory without LevelDB's CURRENT file (a partial restore or copy, a hand-made mistake):
+ * LevelDB would open it as a new, empty database and delete the data files it found there. The log refuses before
+ * LevelDB sees the directory, whatever command opens the store (fsck included), and says how to restore CURRENT.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { openLedger } from '../src/ledger/open.js';
+import { fsck } from '../src/ops/maintenance.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+beforeAll(() => {
+  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
+});
+
+const scope = { principal: 'alice', session: 's', run: 'r' };
+
+/** Every file of the directory with its bytes (LevelDB's own LOG included: opening at all would write it). */
+function snapshot(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync(dir).sort()) {
+    const path = join(dir, name);
+    out[name] = statSync(path).isFile() ? readFileSync(path).toString('base64') : 'dir';
+  }
+  return out;
+}
+
+/** A store with three manifests whose log directory has lost CURRENT; its files as they were then. */
+async function storeWithoutCurrent(): Promise<{ root: string; dir: string; before: Record<string, string> }> {
+  const root = join(tempDir(), 'store');
+  const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+  for (let i = 0; i < 3; i++) await ledger.publish(scope, sampleSummary(i));
+  await ledger.close();
+  // Opened again: LevelDB writes the log it replays into a table file, which is what a CURRENT-less open deletes.
+  await (await openLedger({ root, host: 'h', onNotice: () => {} })).close();
+  const dir = join(root, 'manifests-v1');
+  expect(readdirSync(dir).some((n) => n.endsWith('.ldb'))).toBe(true);
+  rmSync(join(dir, 'CURRENT'));
+  return { root, dir, before: snapshot(dir) };
+}
+
+describe('a manifest log directory without CURRENT', () => {
+  it('is refused at open (RECORD_CORRUPT), nothing changed, and opens again once CURRENT is written back', async () => {
+    const { root, dir, before } = await storeWithoutCurrent();
+    const err = await openLedger({ root, host: 'h', onNotice: () => {} }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'RECORD_CORRUPT', message: expect.stringMatching(/but no CURRENT file/) });
+    expect(snapshot(dir)).toEqual(before);
+    // The message's own restore step: the newest MANIFEST file's name.
+    const step = /printf '(MANIFEST-[0-9]+)\\n' > ([^\s)]+)\), then run fsck/.exec((err as Error).message);
+    expect(step?.[2]).toBe(join(dir, 'CURRENT'));
+    writeFileSync(step![2]!, `${step![1]}\n`);
+    const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+    try {
+      expect(await ledger.resume(scope)).toMatchObject({ seq: 2, summary: sampleSummary(2) });
+      expect((await fsck(ledger)).ok).toBe(true);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('is refused by a CLI fsck (and resume) without touching a file', async () => {
+    const { root, dir, before } = await storeWithoutCurrent();
+    for (const args of [
+      ['fsck', '--root', root, '--host', 'h'],
+      ['resume', '--root', root, '--host', 'h', '--principal', 'alice', '--session', 's'],
+    ]) {
+      const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 60_000 });
+      expect(r.status, r.stderr).not.toBe(0);
+      expect(r.stderr).toMatch(/RECORD_CORRUPT: the manifest log .* but no CURRENT file/);
+      expect(snapshot(dir)).toEqual(before);
+    }
+  });
+
+  it('is opened as a new log when it holds no data yet (a creation that stopped before its first write)', async () => {
+    const root = join(tempDir(), 'store');
+    const dir = join(root, 'manifests-v1');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // What LevelDB leaves when it stops between writing its first MANIFEST and CURRENT: no table, an empty log.
+    writeFileSync(join(dir, 'MANIFEST-000001'), '');
+    writeFileSync(join(dir, '000003.log'), '');
+    const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+    try {
+      expect((await ledger.publish(scope, sampleSummary(0))).seq).toBe(0);
+    } finally {
+      await ledger.close();
+    }
+    expect(existsSync(join(dir, 'CURRENT'))).toBe(true);
+  });
+});
