@@ -54,5 +54,20 @@ export function throwIfAborted(signal: AbortSignal | undefined, Class: ErrorClas
  */
 export function storageFailure(Class: ErrorClass<'STORAGE_FAILED'>, what: string, err: unknown): Error {
   if (err instanceof HandoffLedgerError) return err;
-  return new Class('STORAGE_FAILED', `${what} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+  return new Class('STORAGE_FAILED', `${what} failed: ${causeText(err)}`, { cause: err });
+}
+
+/**
+ * An error's message with those of its causes that add to it (a driver's "Database failed to open" says why only in
+ * its cause: "IO error: …/LOCK: Permission denied"), so the message an operator sees names the reason.
+ */
+function causeText(err: unknown): string {
+  const parts: string[] = [];
+  let at: unknown = err;
+  for (let depth = 0; depth < 4 && at !== undefined && at !== null; depth++) {
+    const text = at instanceof Error || typeof (at as Error).message === 'string' ? (at as Error).message : String(at);
+    if (text !== '' && !parts.some((p) => p.includes(text))) parts.push(text);
+    at = (at as { cause?: unknown }).cause;
+  }
+  return parts.join(': ');
 }

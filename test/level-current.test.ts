@@ -91,3 +91,15 @@ describe('a manifest log directory without CURRENT', () => {
     expect(existsSync(join(dir, 'CURRENT'))).toBe(true);
   });
 });
+
+describe('a manifest log LevelDB cannot open', () => {
+  it('is STORAGE_FAILED with LevelDB’s own reason in the message (not only "Database failed to open")', async () => {
+    const root = join(tempDir(), 'store');
+    await (await openLedger({ root, host: 'h', onNotice: () => {} })).close();
+    // CURRENT names a MANIFEST that is not there.
+    writeFileSync(join(root, 'manifests-v1', 'CURRENT'), 'MANIFEST-000099\n');
+    const err = await openLedger({ root, host: 'h', onNotice: () => {} }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+    expect((err as Error).message).toMatch(/^manifest log: open failed: Database failed to open: .*MANIFEST-000099/);
+  });
+});
