@@ -174,6 +174,38 @@ describePostgres(
       });
     });
 
+    describe('a database whose default isolation is not READ COMMITTED', () => {
+      it('appends, and races for one head, as under READ COMMITTED (the store asks for it)', async () => {
+        // A DBA's setting for a database (or role): every transaction of its sessions starts SERIALIZABLE unless it asks.
+        const connectionString = await pg.cluster.createDatabase('serializable_default');
+        await sql(`ALTER DATABASE serializable_default SET default_transaction_isolation = 'serializable'`);
+        expect(
+          await sqlOn<{ default_transaction_isolation: string }>(
+            connectionString,
+            'SHOW default_transaction_isolation',
+          ),
+        ).toEqual([{ default_transaction_isolation: 'serializable' }]);
+        const schema = nextSchema();
+        const [a, b] = await Promise.all([0, 1].map(() => PgManifestLog.open({ connectionString, schema })));
+        try {
+          for (let round = 0; round < 5; round++) {
+            // Two sessions at once: both take the counter row; the second waits, then goes on (no serialization error).
+            const both = await Promise.allSettled([a!.append(link(`a${round}`, 0)), b!.append(link(`b${round}`, 0))]);
+            expect(both.map((r) => (r.status === 'rejected' ? (r.reason as ManifestError).message : 'ok'))).toEqual([
+              'ok',
+              'ok',
+            ]);
+            // One head, two appenders: one wins, the other is CHAIN_CONFLICT (the ledger re-reads and retries on it).
+            const race = await Promise.allSettled([a!, b!].map((log) => log.append(link(`race${round}`, 0))));
+            expect(race.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+            expect((race.find((r) => r.status === 'rejected')!.reason as ManifestError).code).toBe('CHAIN_CONFLICT');
+          }
+        } finally {
+          await Promise.all([a!.close(), b!.close()]);
+        }
+      });
+    });
+
     describe('unique violations in an append', () => {
       const codeOf = async (p: Promise<unknown>) => ((await rejection(p)) as ManifestError).code;
 
@@ -456,7 +488,12 @@ describePostgres(
         pool.on('connect', (client) => {
           const query = client.query.bind(client) as (...args: unknown[]) => unknown;
           (client as unknown as { query: (...args: unknown[]) => unknown }).query = (text, ...rest) => {
-            if (at !== undefined && typeof text === 'string' && text.includes(at)) {
+            // COMMIT itself, not a BEGIN of READ COMMITTED.
+            if (
+              at !== undefined &&
+              typeof text === 'string' &&
+              (at === 'COMMIT' ? text === 'COMMIT' : text.includes(at))
+            ) {
               at = undefined;
               ac.abort(new Error('user pressed stop'));
             }

@@ -18,7 +18,14 @@ import {
   type WriteLimits,
 } from '../blob-store.js';
 import { fixedBlocks } from '../blocks.js';
-import { PgDatabase, pgOptionsProblem, pgTimeoutProblem, type PgConnectOptions, type PgMigration } from './db.js';
+import {
+  BEGIN,
+  PgDatabase,
+  pgOptionsProblem,
+  pgTimeoutProblem,
+  type PgConnectOptions,
+  type PgMigration,
+} from './db.js';
 
 const CHUNK = 4 * 1024 * 1024;
 const LIST_PAGE = 1000;
@@ -101,7 +108,7 @@ export class PgBlobStore extends AbstractBlobStore {
       // an upload holds no lock another writer waits on.
       return await this.db.transaction(
         (client) => this.write(client, source, signal),
-        'BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0',
+        `${BEGIN}; SET LOCAL idle_in_transaction_session_timeout = 0`,
       );
     } catch (err) {
       throw storageFailed('put', err);

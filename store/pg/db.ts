@@ -20,7 +20,14 @@ export const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000;
  * `BEGIN` for a transaction that waits for its locks without `lock_timeout`: the migrations and backfills at open,
  * which wait for another opener's (a large store's backfill can take minutes), not for a stalled writer.
  */
-export const UNBOUNDED_LOCK_WAIT = 'BEGIN; SET LOCAL lock_timeout = 0';
+export const UNBOUNDED_LOCK_WAIT = 'BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = 0';
+/**
+ * `BEGIN` at the isolation level every read-then-write of the store is written for, whatever the database's or the
+ * role's `default_transaction_isolation` says: READ COMMITTED, where a row lock waited for gives the row's newest
+ * version and a later statement sees what committed meanwhile. Under REPEATABLE READ or SERIALIZABLE, the loser of a
+ * race for a session's head or the counter row failed with a serialization error instead of retrying.
+ */
+export const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
 
 /** How long a new connection may take to be established (a server that does not answer). */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -251,7 +258,7 @@ export class PgDatabase {
    * that name, from a connection of its own: never to another process, a pooler's connection ids notwithstanding,
    * and never after this transaction ended.
    */
-  async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN', signal?: AbortSignal): Promise<T> {
+  async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = BEGIN, signal?: AbortSignal): Promise<T> {
     signal?.throwIfAborted();
     let client: pg.PoolClient;
     try {

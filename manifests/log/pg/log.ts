@@ -9,6 +9,7 @@ import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
 import { isHandoffLedgerError, storageFailure, throwIfAborted } from '../../../store/errors.js';
 import {
+  BEGIN,
   LOCK_NOT_AVAILABLE,
   PgDatabase,
   pgCode,
@@ -343,7 +344,7 @@ export class PgManifestLog extends AbstractManifestLog {
           await client.query(this.sql.setWatermark!, [request.session, request.seq]);
           return toEntry({ position, ...request });
         },
-        'BEGIN',
+        BEGIN,
         signal,
       );
     } catch (err) {
