@@ -8,6 +8,8 @@
 import {
   describeCheckpoint,
   describeFinding,
+  describeSince,
+  findingCodes,
   describeVerdict,
   describeWitnesses,
 } from '../manifests/audit/report-text.js';
@@ -56,12 +58,8 @@ export function showCheckpoint(target: HTMLElement, report: BundleAuditReport, s
   // Origin and key names come from the bundle: shown JSON-quoted, as the CLI prints them.
   if (c) parts.push(describeCheckpoint(c));
   if (sinceName !== undefined) {
-    const failed = report.findings.find((f) => f.code.startsWith('CONSISTENCY_') || f.code.startsWith('CHECKPOINT_'));
-    parts.push(
-      failed
-        ? `earlier checkpoint ${sinceName}: not shown to be extended (${failed.code})`
-        : `earlier checkpoint ${sinceName}: extended by this bundle's checkpoint`,
-    );
+    // From every finding's code, not only the kept list's: it may have been cut before the deciding one.
+    parts.push(describeSince(report, sinceName));
   }
   target.textContent = shown(parts.join('\n'));
   target.hidden = parts.length === 0;
@@ -77,11 +75,9 @@ export function showWitnesses(target: HTMLElement, report: BundleAuditReport, ke
   if (keysName === undefined) return;
   const w = report.checkpoint?.witnesses;
   const met = w !== undefined && w.signedBy.length >= w.quorum;
-  const codes = [
-    ...new Set(
-      report.findings.map((f) => f.code).filter((c) => c.startsWith('WITNESS_') || c.startsWith('CHECKPOINT_')),
-    ),
-  ].join(', ');
+  const codes = findingCodes(report)
+    .filter((c) => c.startsWith('WITNESS_') || c.startsWith('CHECKPOINT_'))
+    .join(', ');
   target.className = met && !codes ? 'ok' : 'failed';
   const head = `${met ? '✓ witness quorum met' : '✗ witness quorum not met'} (witness keys ${keysName})${codes ? `: ${codes}` : ''}`;
   target.textContent = shown(w ? `${head}\n${describeWitnesses(w)}` : head);

@@ -49,3 +49,21 @@ export function describeWitnesses(w: WitnessSummary): string {
   const who = w.signedBy.map((s) => `${JSON.stringify(s.witness)} at ${s.time}`).join(', ');
   return `witnesses: ${w.signedBy.length} of ${w.pinned} pinned cosigned (quorum ${w.quorum})${who ? `: ${who}` : ''}`;
 }
+
+/**
+ * The codes of every finding of a report: those of its kept list in their order, then any counted past the list's
+ * end (`counts` counts every finding; the list keeps the first `maxFindings`). What a line decided by a finding's
+ * presence reads, so that a cut list never turns a failure into a pass.
+ */
+export function findingCodes(r: Pick<AuditReport, 'findings' | 'counts'>): string[] {
+  const counted = r.counts.byCode as Record<string, number | undefined>;
+  return [...new Set([...r.findings.map((f) => f.code), ...Object.keys(counted)])].filter((c) => (counted[c] ?? 0) > 0);
+}
+
+/** Whether the bundle's checkpoint extends the auditor's earlier one (`--since`), as the page says it. */
+export function describeSince(r: Pick<AuditReport, 'findings' | 'counts'>, sinceName: string): string {
+  const failed = findingCodes(r).find((c) => c.startsWith('CONSISTENCY_') || c.startsWith('CHECKPOINT_'));
+  return failed
+    ? `earlier checkpoint ${sinceName}: not shown to be extended (${failed})`
+    : `earlier checkpoint ${sinceName}: extended by this bundle's checkpoint`;
+}

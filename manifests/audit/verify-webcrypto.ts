@@ -6,11 +6,11 @@
  * outcome, and only the others are run again, recording every candidate signature and replaying the
  * checklist with WebCrypto's answers (`webCryptoLineVerifier`). Isomorphic.
  *
- * Strictness: WebCrypto implementations differ on RFC 8032 edge cases; this verifier rejects S ≥ L and
- * non-canonical public keys itself before asking WebCrypto, and the shared Wycheproof suite
+ * Strictness: WebCrypto implementations differ on RFC 8032 edge cases; this verifier rejects S ≥ L,
+ * non-canonical points and small-order public keys itself before asking WebCrypto, and the shared Wycheproof suite
  * (test/audit/verify-webcrypto.test.ts, and the browser test) holds it to the noble verifier's answers.
  */
-import type { SignatureVerifier } from '../crypto/ed25519.js';
+import { isSmallOrderKey, type SignatureVerifier } from '../crypto/ed25519.js';
 import { verifyLineText, type LineOutcome, type LineVerifier, type LineVerifyContext } from './verify-line.js';
 
 /** The group order L, little-endian, for the S < L check. */
@@ -76,6 +76,8 @@ export function webCryptoEd25519(
   return async (sig, msg, pk) => {
     if (sig.length !== 64 || pk.length !== 32) return false;
     if (!scalarIsCanonical(sig, 32) || !pointIsCanonical(pk) || !pointIsCanonical(sig.subarray(0, 32))) return false;
+    // Refused by every backend; WebCrypto implementations accept them (BoringSSL does).
+    if (isSmallOrderKey(pk)) return false;
     try {
       // WebCrypto copies the bytes it is given when called: no copy of ours is needed.
       return await subtle.verify({ name: 'Ed25519' }, await keyOf(pk), sig, msg);

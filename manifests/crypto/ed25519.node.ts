@@ -12,7 +12,7 @@
  */
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { encodeBase64Url } from '../encoding/base64.js';
-import type { SignatureVerifier } from './ed25519.js';
+import { SMALL_ORDER_POINTS, type SignatureVerifier } from './ed25519.js';
 
 // p = 2^255 - 19, little-endian. A y-coordinate (low 255 bits) >= p is a non-canonical encoding.
 const P_LE = new Uint8Array(32).fill(0xff);
@@ -27,20 +27,6 @@ function isCanonicalPoint(enc: Uint8Array): boolean {
   }
   return false; // equal to p
 }
-
-// Canonical encodings of the eight small-order points (and the sign-bit forms of the two with x = 0).
-const SMALL_ORDER = new Set([
-  '0100000000000000000000000000000000000000000000000000000000000000',
-  '0100000000000000000000000000000000000000000000000000000000000080',
-  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
-  'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff',
-  '0000000000000000000000000000000000000000000000000000000000000000',
-  '0000000000000000000000000000000000000000000000000000000000000080',
-  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a',
-  'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
-  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05',
-  '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
-]);
 
 /**
  * Per public key (by hex): its OpenSSL key object, or null when noble's strict rules refuse the key
@@ -70,7 +56,7 @@ function cachedKeyObject(publicKey: Uint8Array): KeyObject | null {
   let key = keyCache.get(hex);
   if (key === undefined) {
     key =
-      isCanonicalPoint(publicKey) && !SMALL_ORDER.has(hex)
+      isCanonicalPoint(publicKey) && !SMALL_ORDER_POINTS.has(hex)
         ? createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: encodeBase64Url(publicKey) }, format: 'jwk' })
         : null;
     if (keyCache.size > 1024) keyCache.clear();

@@ -153,6 +153,16 @@ async function sendBlob(req: IncomingMessage, res: ServerResponse, bundle: strin
   return sendFile(req, res, join(bundle, 'blobs', 'blake3', hex), 'application/octet-stream');
 }
 
+/**
+ * The Host headers the server answers on `port` (anything else is 421: a page of another site that a DNS name
+ * rebound to 127.0.0.1 reads nothing). A browser leaves the scheme's default port, 80, out of Host.
+ */
+export function allowedHostsFor(port: number): Set<string> {
+  const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`]);
+  if (port === 80) for (const host of ['127.0.0.1', 'localhost']) hosts.add(host);
+  return hosts;
+}
+
 export async function startAuditServer(o: AuditServerOptions): Promise<AuditServer> {
   const html = pageWithPreload(await readFile(o.page, 'utf8'), o);
   const trustText =
@@ -194,9 +204,9 @@ export async function startAuditServer(o: AuditServerOptions): Promise<AuditServ
     server.listen(o.port ?? 0, '127.0.0.1', done);
   });
   const { port } = server.address() as AddressInfo;
-  allowedHosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`]);
+  allowedHosts = allowedHostsFor(port);
   return {
-    url: `http://127.0.0.1:${port}/`,
+    url: new URL(`http://127.0.0.1:${port}/`).href,
     close: () =>
       new Promise<void>((done) => {
         server.close(() => done());

@@ -2,6 +2,7 @@ import { webcrypto } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { hexToBytes } from '../../store/hash/digest.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import {
   createWebCryptoLineVerifier,
   pointIsCanonical,
@@ -33,6 +34,45 @@ describe('WebCrypto Ed25519 (strict)', () => {
       }
     }
     expect(n).toBeGreaterThan(100);
+  });
+
+  it('gives the answer of the other backends on every ZIP-215 and edge-case vector (small-order keys refused)', async () => {
+    const check = webCryptoEd25519(subtle);
+    const cases: Array<{ file: string; sig: string; msg: Uint8Array; pub: string }> = [
+      ...readVector<Array<{ vk_bytes: string; sig_bytes: string }>>('ed25519/zip215.json').map((c) => ({
+        file: 'zip215',
+        sig: c.sig_bytes,
+        msg: new TextEncoder().encode('Zcash'),
+        pub: c.vk_bytes,
+      })),
+      ...readVector<Array<{ message: string; pub_key: string; signature: string }>>('ed25519/edge-cases.json').map(
+        (c) => ({ file: 'edge-cases', sig: c.signature, msg: hexToBytes(c.message), pub: c.pub_key }),
+      ),
+    ];
+    for (const [i, c] of cases.entries()) {
+      const [sig, pub] = [hexToBytes(c.sig), hexToBytes(c.pub)];
+      const want = nobleVerifier.verify(sig, c.msg, pub);
+      expect(nodeVerifier.verify(sig, c.msg, pub), `${c.file} #${i} node`).toBe(want);
+      expect(await check(sig, c.msg, pub), `${c.file} #${i} webcrypto`).toBe(want);
+    }
+  });
+
+  it('refuses a small-order key itself, whatever the platform answers (BoringSSL accepts them)', async () => {
+    const permissive: Subtle = { importKey: async () => ({}), verify: async () => true };
+    const check = webCryptoEd25519(permissive);
+    // The identity as the key, R = B and S = 1: [S]B = R + [k]A for every message, no secret needed.
+    const identity = hexToBytes('0100000000000000000000000000000000000000000000000000000000000000');
+    const base = hexToBytes('5866666666666666666666666666666666666666666666666666666666666666');
+    const sig = new Uint8Array(64);
+    sig.set(base, 0);
+    sig[32] = 1;
+    const msg = new TextEncoder().encode('any manifest');
+    expect(nobleVerifier.verify(sig, msg, identity)).toBe(false);
+    expect(nodeVerifier.verify(sig, msg, identity)).toBe(false);
+    expect(await check(sig, msg, identity)).toBe(false);
+    // The same permissive platform is asked about an ordinary key (so the refusal above is the small-order check).
+    const ordinary = hexToBytes('3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c');
+    expect(await check(sig, msg, ordinary)).toBe(true);
   });
 
   it('rejects S = L and accepts S = L - 1 as a scalar', () => {

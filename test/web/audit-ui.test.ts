@@ -24,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
 import { describeVerdict } from '../../manifests/audit/report-text.js';
 import { auditorPagePath } from '../../src/ops/auditor-page.js';
-import { startAuditServer, type AuditServer } from '../../src/ops/audit-server.js';
+import { allowedHostsFor, startAuditServer, type AuditServer } from '../../src/ops/audit-server.js';
 import { run as auditUi, serve } from '../../src/cli/audit-ui.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
 import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
@@ -146,6 +146,13 @@ describe('audit-ui server', () => {
     expect((await get(server.url, { method: 'POST' })).status).toBe(405);
     expect((await get(server.url, { method: 'DELETE', path: '/bundle/manifests.jsonl' })).status).toBe(405);
     expect((await get(server.url, { host: 'attacker.example' })).status).toBe(421);
+    // Its own name without the port is another server's (the browser's default port): refused but on port 80.
+    expect((await get(server.url, { host: '127.0.0.1' })).status).toBe(421);
+  });
+
+  it('answers on port 80 to the Host a browser sends there (no port: the scheme’s default)', () => {
+    expect([...allowedHostsFor(80)].sort()).toEqual(['127.0.0.1', '127.0.0.1:80', 'localhost', 'localhost:80']);
+    expect([...allowedHostsFor(8123)].sort()).toEqual(['127.0.0.1:8123', 'localhost:8123']);
   });
 });
 
