@@ -747,6 +747,28 @@ describePostgres(
         }
       });
 
+      it('ends an append waiting for a free connection at its abort (CANCELLED at once), leaking no connection', async () => {
+        const schema = nextSchema();
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1, connectionTimeoutMillis: 20_000 });
+        const log = await PgManifestLog.open({ pool, schema });
+        const held = await pool.connect(); // the pool's one connection, busy
+        try {
+          const ac = new AbortController();
+          const started = Date.now();
+          const append = rejection(log.append(link('s', 0), { signal: ac.signal }));
+          setTimeout(() => ac.abort(new Error('user pressed stop')), 100);
+          expect(await append).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+          expect(Date.now() - started).toBeLessThan(2000); // not the pool's 20 s
+          held.release();
+          // The connection the abandoned wait got went back to the pool: the next append has it.
+          expect(await log.append(link('s', 0))).toMatchObject({ seq: 0 });
+          expect(await log.head('s')).toMatchObject({ seq: 0 });
+        } finally {
+          await log.close();
+          await pool.end();
+        }
+      });
+
       it('says the pool is busy when no connection becomes free in time', async () => {
         const schema = nextSchema();
         const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1, connectionTimeoutMillis: 300 });

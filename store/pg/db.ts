@@ -246,6 +246,43 @@ export class PgDatabase {
   }
 
   /**
+   * A connection of the pool. The wait for one (all busy: up to the pool's connection timeout) ends at the signal's
+   * abort with its reason; the connection that comes after it goes back to the pool unused.
+   */
+  private connect(signal?: AbortSignal): Promise<pg.PoolClient> {
+    const connecting = this.pool.connect().catch((err: unknown) => {
+      throw this.poolBusy(err) ?? err;
+    });
+    if (!signal) return connecting;
+    return new Promise<pg.PoolClient>((resolve, reject) => {
+      let settled = false;
+      const unsubscribe = onAbort(signal, () => {
+        if (settled) return;
+        settled = true;
+        reject(signal.reason);
+        connecting.then(
+          (client) => client.release(),
+          () => {},
+        );
+      });
+      connecting.then(
+        (client) => {
+          if (settled) return;
+          settled = true;
+          unsubscribe();
+          resolve(client);
+        },
+        (err: unknown) => {
+          if (settled) return;
+          settled = true;
+          unsubscribe();
+          reject(err);
+        },
+      );
+    });
+  }
+
+  /**
    * Runs `fn` inside one transaction on one connection: COMMIT when it resolves, ROLLBACK when it throws.
    * A connection that failed (server restart, network) is destroyed rather than returned to the pool.
    * When COMMIT itself fails the outcome is unknown to the client; callers that can tell (an append looks its
@@ -260,12 +297,7 @@ export class PgDatabase {
    */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>, begin = BEGIN, signal?: AbortSignal): Promise<T> {
     signal?.throwIfAborted();
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw this.poolBusy(err) ?? err;
-    }
+    const client = await this.connect(signal);
     let broken: Error | undefined;
     // A checked-out client has no pool listener: a connection lost between queries would otherwise
     // surface as an unhandled 'error' event. The failure reaches us through the next query instead.
