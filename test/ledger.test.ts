@@ -822,4 +822,20 @@ describe('one process owns an embedded store', () => {
     await expect(openLedger({ root: link, host: 'h' })).rejects.toMatchObject({ code: 'UNSAFE_ROOT' });
     expect(existsSync(join(dir, 'manifests-v1'))).toBe(false);
   });
+
+  it('refuses a root that is a file, a dangling symlink or under a file with UNSAFE_ROOT, whatever the open', async () => {
+    const { symlinkSync, writeFileSync } = await import('node:fs');
+    const base = tempDir();
+    const file = join(base, 'file');
+    writeFileSync(file, 'not a store');
+    const dangling = join(base, 'dangling');
+    symlinkSync(join(base, 'nowhere'), dangling);
+    for (const root of [file, dangling, join(file, 'store')])
+      for (const createHostKey of [true, false]) {
+        // createHostKey: false is every CLI command but init, publish and demo: it looked under the root first.
+        const err = await openLedger({ root, host: 'h', createHostKey, onNotice: () => {} }).catch((e: unknown) => e);
+        expect(err, `${root} createHostKey ${createHostKey}`).toMatchObject({ code: 'UNSAFE_ROOT' });
+      }
+    expect(existsSync(join(base, 'nowhere'))).toBe(false);
+  });
 });

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { BlobStore } from '../../store/blob-store.js';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
-import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
+import { ensurePrivateDir, refuseNonDirectory } from '../../store/fs/safe-dir.js';
 import { removeAtomicStagingLeftovers } from '../../store/fs/atomic-file.js';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -79,6 +79,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // One sink for every notice of this ledger: the hash backend's, the witnesses' and the Ledger's own.
   const notice = options.onNotice ?? ((m: string) => console.warn(m));
   // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
+  // A root that is a file or a link is UNSAFE_ROOT for every command, not a storage failure of the first read under it.
+  await refuseNonDirectory(root, 'UNSAFE_ROOT');
   if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
     await refuseNewHostKey(root, host);
   await ensurePrivateDir(root, 'UNSAFE_ROOT');

@@ -12,6 +12,9 @@ import { ownerProblem } from './owner.js';
  * first one made is not the store's and may not be readable, so its flush is best effort.
  */
 export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promise<void> {
+  // What is there already is judged before anything is made: a dangling symlink would otherwise fail mkdir (ENOENT)
+  // as a storage failure, not as the link it is.
+  await refuseNonDirectory(dir, code);
   let first: string | undefined;
   try {
     first = await mkdir(dir, { recursive: true, mode: 0o700 });
@@ -32,6 +35,25 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
       `${dir} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 700 on it`,
     );
   }
+}
+
+/**
+ * Refuses `dir` with `code` when something other than a real directory is at its path: a symbolic link (dangling
+ * too), a file, or a path through a file. Nothing there is no refusal (the caller may create it).
+ * @throws StoreError `code`; `STORAGE_FAILED` when the path cannot be looked at
+ */
+export async function refuseNonDirectory(dir: string, code: StoreErrorCode): Promise<void> {
+  let st;
+  try {
+    st = await lstat(dir);
+  } catch (err) {
+    const errno = (err as NodeJS.ErrnoException).code;
+    if (errno === 'ENOENT') return;
+    if (errno === 'ENOTDIR') throw new StoreError(code, `${dir} is not a directory (a part of its path is a file)`);
+    throw new StoreError('STORAGE_FAILED', `cannot look at ${dir}: ${(err as Error).message}`, { cause: err });
+  }
+  if (st.isSymbolicLink()) throw new StoreError(code, `${dir} is a symbolic link; refusing to use it`);
+  if (!st.isDirectory()) throw new StoreError(code, `${dir} is not a directory`);
 }
 
 /** fsyncs the parent of each directory from `first` (the topmost one made) down to `dir`. */
