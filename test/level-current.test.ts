@@ -31,7 +31,7 @@ function snapshot(dir: string): Record<string, string> {
 
 /** A store with three manifests whose log directory has lost CURRENT; its files as they were then. */
 async function storeWithoutCurrent(): Promise<{ root: string; dir: string; before: Record<string, string> }> {
-  const root = join(tempDir(), 'store');
+  const root = join(tempDir(), "the team's store"); // a space and a quote: the restore command must quote the path
   const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
   for (let i = 0; i < 3; i++) await ledger.publish(scope, sampleSummary(i));
   await ledger.close();
@@ -49,10 +49,11 @@ describe('a manifest log directory without CURRENT', () => {
     const err = await openLedger({ root, host: 'h', onNotice: () => {} }).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'RECORD_CORRUPT', message: expect.stringMatching(/but no CURRENT file/) });
     expect(snapshot(dir)).toEqual(before);
-    // The message's own restore step: the newest MANIFEST file's name.
-    const step = /printf '(MANIFEST-[0-9]+)\\n' > ([^\s)]+)\), then run fsck/.exec((err as Error).message);
-    expect(step?.[2]).toBe(join(dir, 'CURRENT'));
-    writeFileSync(step![2]!, `${step![1]}\n`);
+    // The message's own restore step, run by a shell as an operator would paste it.
+    const step = /\((printf '(MANIFEST-[0-9]+)\\n' > '.*')\), then run fsck/.exec((err as Error).message);
+    expect(step, (err as Error).message).not.toBeNull();
+    expect(spawnSync('/bin/sh', ['-c', step![1]!]).status).toBe(0);
+    expect(readFileSync(join(dir, 'CURRENT'), 'utf8')).toBe(`${step![2]}\n`);
     const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
     try {
       expect(await ledger.resume(scope)).toMatchObject({ seq: 2, summary: sampleSummary(2) });

@@ -206,6 +206,37 @@ describePostgres(
       });
     });
 
+    describe('single write statements under a database default of SERIALIZABLE', () => {
+      it('wait for a row another transaction holds and go on, as under READ COMMITTED (gc deletes, a watermark)', async () => {
+        const connectionString = await pg.cluster.createDatabase('serializable_writes');
+        await sql(`ALTER DATABASE serializable_writes SET default_transaction_isolation = 'serializable'`);
+        const schema = nextSchema();
+        const blobs = await PgBlobStore.open({ connectionString, schema, hash: nobleBlake3 });
+        const log = await PgManifestLog.open({ connectionString, schema });
+        const holder = new pgLib.Client({ connectionString });
+        await holder.connect();
+        try {
+          const { digest } = await blobs.put(utf8('a blob gc judges while a put refreshes it'));
+          await log.setWatermark('s', 1);
+          // Another writer holds both rows (a put refreshing stored_at, a resume raising the watermark).
+          await holder.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+          await holder.query(`UPDATE "${schema}".blobs SET stored_at = now() WHERE digest = $1`, [digest]);
+          await holder.query(`UPDATE "${schema}".watermarks SET seq = 2 WHERE session = 's'`);
+          const deleted = blobs.delete(digest, { storedBeforeMs: Date.now() + 60_000 });
+          const raised = log.setWatermark('s', 3);
+          await new Promise((r) => setTimeout(r, 300)); // both wait on the rows
+          await holder.query('COMMIT');
+          // Re-checked against the committed rows: deleted (stored before the bound) and raised, no serialization error.
+          expect(await deleted).toBe(true);
+          await raised;
+          expect(await log.getWatermark('s')).toBe(3);
+        } finally {
+          await holder.end();
+          await Promise.all([blobs.close(), log.close()]);
+        }
+      });
+    });
+
     describe('unique violations in an append', () => {
       const codeOf = async (p: Promise<unknown>) => ((await rejection(p)) as ManifestError).code;
 
@@ -765,6 +796,26 @@ describePostgres(
           expect(await log.head('s')).toMatchObject({ seq: 0 });
         } finally {
           await log.close();
+          await pool.end();
+        }
+      });
+
+      it('ends an upload waiting for a free connection at its abort (CANCELLED at once)', async () => {
+        const schema = nextSchema();
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 3, connectionTimeoutMillis: 20_000 });
+        const blobs = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
+        const held = await Promise.all([pool.connect(), pool.connect(), pool.connect()]); // every connection busy
+        try {
+          const ac = new AbortController();
+          const started = Date.now();
+          const put = rejection(blobs.put(utf8('an upload'), { signal: ac.signal }));
+          setTimeout(() => ac.abort(new Error('user pressed stop')), 100);
+          expect(await put).toMatchObject({ code: 'CANCELLED' });
+          expect(Date.now() - started).toBeLessThan(2000); // not the pool's 20 s
+          for (const c of held) c.release();
+          expect((await blobs.put(utf8('an upload'))).size).toBe(9);
+        } finally {
+          await blobs.close();
           await pool.end();
         }
       });

@@ -109,8 +109,10 @@ export class PgBlobStore extends AbstractBlobStore {
       return await this.db.transaction(
         (client) => this.write(client, source, signal),
         `${BEGIN}; SET LOCAL idle_in_transaction_session_timeout = 0`,
+        signal, // its wait for a free connection too ends at the abort
       );
     } catch (err) {
+      if (signal?.aborted && err === signal.reason) throwIfAborted(signal);
       throw storageFailed('put', err);
     } finally {
       release();
@@ -284,8 +286,8 @@ export class PgBlobStore extends AbstractBlobStore {
       // One statement: a put that refreshed stored_at first (its row lock orders the two) keeps the blob.
       const { rowCount } =
         options.storedBeforeMs === undefined
-          ? await this.db.query(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest])
-          : await this.db.query(
+          ? await this.db.write(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest])
+          : await this.db.write(
               this.db.sql(
                 'DELETE FROM {schema}.blobs WHERE digest = $1 AND stored_at < to_timestamp($2::float8 / 1000)',
               ),

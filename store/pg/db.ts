@@ -218,6 +218,19 @@ export class PgDatabase {
     }
   }
 
+  /**
+   * One write statement in a READ COMMITTED transaction of its own. A statement sent alone runs at the database's or
+   * role's default level, and the store's single-statement writes (gc's conditional deletes, a watermark, the origin)
+   * count on READ COMMITTED's re-check of a row another transaction held: under REPEATABLE READ or SERIALIZABLE they
+   * failed with a serialization error instead.
+   */
+  async write<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    text: string,
+    values?: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    return this.transaction((client) => client.query<R>(text, values));
+  }
+
   /** pg-pool's "timeout exceeded when trying to connect" from waiting for a free connection, told plainly. */
   private poolBusy(err: unknown): Error | undefined {
     if (!(err instanceof Error) || err.message !== POOL_WAIT_TIMEOUT) return undefined;

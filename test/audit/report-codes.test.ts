@@ -7,18 +7,18 @@ import { describe, expect, it } from 'vitest';
 import { describeSince, findingCodes } from '../../manifests/audit/report-text.js';
 import type { AuditReport } from '../../manifests/audit/findings.js';
 
-/** A report whose kept findings are all LINE_INVALID, with other codes counted past the cut. */
+/** A report whose kept findings are all LINE_NOT_JSON, with other codes counted past the cut. */
 function cutReport(counted: Record<string, number>): Pick<AuditReport, 'findings' | 'counts'> {
   return {
-    findings: [{ code: 'LINE_INVALID', line: 1, message: 'not JSON' }],
-    counts: { byCode: { LINE_INVALID: 100_000, ...counted } },
+    findings: [{ code: 'LINE_NOT_JSON', line: 1, message: 'not JSON' }],
+    counts: { byCode: { LINE_NOT_JSON: 100_000, ...counted } },
   } as unknown as AuditReport;
 }
 
 describe('codes of findings past the kept list', () => {
   it('are among the codes, after those of the list in its order', () => {
     expect(findingCodes(cutReport({ WITNESS_QUORUM_MISSING: 1, CONSISTENCY_INVALID: 2 }))).toEqual([
-      'LINE_INVALID',
+      'LINE_NOT_JSON',
       'WITNESS_QUORUM_MISSING',
       'CONSISTENCY_INVALID',
     ]);

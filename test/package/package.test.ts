@@ -28,10 +28,12 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * limit, the store's flushes and close) and their docs brought the library to ~1,330 KiB unpacked and the pack to
  * ~525 KiB; 432 KiB and 1,472 KiB since the next (cancellation reaching the append, key-window retries, the lowered
  * tree size, filtered exports by signed session) and their CHANGELOG entries brought the library to ~1,403 KiB
- * unpacked and the pack to ~547 KiB.)
+ * unpacked and the pack to ~547 KiB; 448 KiB and 1,536 KiB since the next review round (the auditor's line walk, the
+ * witness cache, adapters' turn shapes, the lost-CURRENT refusal, PostgreSQL isolation and aborts, the verifiers'
+ * agreement) and its CHANGELOG entries brought the library to ~1,462 KiB unpacked and the pack to ~567 KiB.)
  */
-const MAX_PACKED_BYTES = 432 * 1024;
-const MAX_UNPACKED_BYTES = 1472 * 1024;
+const MAX_PACKED_BYTES = 448 * 1024;
+const MAX_UNPACKED_BYTES = 1536 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about

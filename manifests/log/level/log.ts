@@ -689,6 +689,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
  * LevelDB data (table files, or a write-ahead log that is not empty) and no CURRENT is refused before LevelDB sees it.
  * @throws ManifestError `RECORD_CORRUPT` naming how to restore CURRENT; `STORAGE_FAILED` when the directory cannot be read
  */
+/** `text` as one shell word: single-quoted, a `'` in it closed, escaped and reopened. */
+const shellQuoted = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`;
+
 async function refuseLostCurrent(path: string): Promise<void> {
   const listed = (files: string[]) =>
     files.length <= 4 ? files.sort().join(', ') : `${files.sort().slice(0, 3).join(', ')} and ${files.length - 3} more`;
@@ -707,7 +710,7 @@ async function refuseLostCurrent(path: string): Promise<void> {
       .sort((a, b) => Number(a.slice(9)) - Number(b.slice(9)))
       .at(-1);
     const restore = newest
-      ? `restore it from a backup, or write the name of the newest MANIFEST file into it (printf '${newest}\\n' > ${join(path, 'CURRENT')}), then run fsck`
+      ? `restore it from a backup, or write the name of the newest MANIFEST file into it (printf '${newest}\\n' > ${shellQuoted(join(path, 'CURRENT'))}), then run fsck`
       : 'no MANIFEST file is left either: restore the directory from a backup';
     throw new ManifestError(
       'RECORD_CORRUPT',

@@ -223,6 +223,15 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
+  /** `rows` for a write statement: READ COMMITTED whatever the database's default (PgDatabase.write). */
+  private async writeRows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
+    try {
+      return (await this.db.write<R>(text, values)).rows;
+    } catch (err) {
+      throw storageFailed(what, err);
+    }
+  }
+
   protected async _head(session: string): Promise<ChainHead | undefined> {
     const [row] = await this.rows<HeadRow>('head', this.sql.head!, [session]);
     return row && toHead(row);
@@ -414,7 +423,7 @@ export class PgManifestLog extends AbstractManifestLog {
   origin(): Promise<string | undefined>;
   origin(proposed: string): Promise<string>;
   async origin(proposed?: string): Promise<string | undefined> {
-    if (proposed !== undefined) await this.rows('origin write', this.sql.setOrigin!, [proposed]);
+    if (proposed !== undefined) await this.writeRows('origin write', this.sql.setOrigin!, [proposed]);
     const [row] = await this.rows<{ value: string }>('origin read', this.sql.getOrigin!, []);
     return row?.value;
   }
@@ -428,7 +437,7 @@ export class PgManifestLog extends AbstractManifestLog {
     // Read first: every resume records its height, and a no-op upsert would still cost a durable commit.
     const current = await this._getWatermark(session);
     if (current !== undefined && current >= seq) return;
-    await this.rows('watermark write', this.sql.setWatermark!, [session, seq]);
+    await this.writeRows('watermark write', this.sql.setWatermark!, [session, seq]);
   }
 
   /** One round trip per page of sessions instead of three per session: a shared database may hold many chains. */
@@ -476,6 +485,15 @@ class PgInlineBlobs implements InlineBlobTable {
     }
   }
 
+  /** `rows` for a write statement: READ COMMITTED whatever the database's default (PgDatabase.write). */
+  private async writeRows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
+    try {
+      return (await this.db.write<R>(this.db.sql(text), values)).rows;
+    } catch (err) {
+      throw storageFailed(what, err);
+    }
+  }
+
   async get(digest: Digest): Promise<Uint8Array | undefined> {
     const [row] = await this.rows<{ bytes: Buffer }>(
       'inline blob read',
@@ -512,10 +530,12 @@ class PgInlineBlobs implements InlineBlobTable {
     // One statement: an append that refreshed stored_at first (its row lock orders the two) keeps the blob.
     const removed =
       options.storedBeforeMs === undefined
-        ? await this.rows('inline blob delete', 'DELETE FROM {schema}.inline_blobs WHERE digest = $1 RETURNING 1', [
-            digest,
-          ])
-        : await this.rows(
+        ? await this.writeRows(
+            'inline blob delete',
+            'DELETE FROM {schema}.inline_blobs WHERE digest = $1 RETURNING 1',
+            [digest],
+          )
+        : await this.writeRows(
             'inline blob delete',
             'DELETE FROM {schema}.inline_blobs WHERE digest = $1 AND stored_at < to_timestamp($2::float8 / 1000) RETURNING 1',
             [digest, options.storedBeforeMs],
