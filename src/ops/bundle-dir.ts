@@ -36,6 +36,19 @@ function ioError(what: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `cannot read ${what}: ${(err as Error)?.message ?? err}`, { cause: err });
 }
 
+/**
+ * Refuses a sparse file (holes: an exporter writes every byte, and a sparse file of any apparent size costs nothing
+ * to plant but everything to read). 4 KiB of slack: file systems round allocation, and a tiny file may live inline
+ * in its inode. @throws AuditError `BUNDLE_INVALID`
+ */
+function refuseSparse(path: string, st: { size: number; blocks?: number }): void {
+  if (st.blocks !== undefined && st.blocks * 512 + 4096 < st.size)
+    throw new AuditError(
+      'BUNDLE_INVALID',
+      `${path} is sparse (${st.size} bytes, ${st.blocks * 512} allocated); an exported bundle never is`,
+    );
+}
+
 async function readSmallFile(path: string, max: number): Promise<string | undefined> {
   let h;
   try {
@@ -48,12 +61,7 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
     const st = await h.stat();
     if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`);
     if (st.size > max) throw new AuditError('BUNDLE_INVALID', `${path} is ${st.size} bytes, over ${max}`);
-    // As manifests.jsonl: an exporter writes every byte; holes cost nothing to plant and everything to read.
-    if (st.blocks !== undefined && st.blocks * 512 + 4096 < st.size)
-      throw new AuditError(
-        'BUNDLE_INVALID',
-        `${path} is sparse (${st.size} bytes, ${st.blocks * 512} allocated); an exported bundle never is`,
-      );
+    refuseSparse(path, st);
     return await h.readFile('utf8');
   } catch (err) {
     throw err instanceof AuditError ? err : ioError(path, err);
@@ -94,12 +102,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
         'BUNDLE_INVALID',
         `${manifestsPath} is ${st.size} bytes, over the bound of ${maxBytes} (raise it with --max-bundle-bytes)`,
       );
-    // 4 KiB of slack: file systems round allocation, and a tiny file may live inline in its inode.
-    if (st.blocks !== undefined && st.blocks * 512 + 4096 < st.size)
-      throw new AuditError(
-        'BUNDLE_INVALID',
-        `${manifestsPath} is sparse (${st.size} bytes, ${st.blocks * 512} allocated); an exported bundle never is`,
-      );
+    refuseSparse(manifestsPath, st);
     manifestsSize = st.size;
   } catch (err) {
     if (err instanceof AuditError) throw err;

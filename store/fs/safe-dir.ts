@@ -1,4 +1,5 @@
 import { lstat, mkdir } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { StoreError, type StoreErrorCode } from '../errors.js';
 import { nodeFsOps } from './ops.js';
@@ -14,19 +15,21 @@ import { ownerProblem } from './owner.js';
 export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promise<void> {
   // What is there already is judged before anything is made: a dangling symlink would otherwise fail mkdir (ENOENT)
   // as a storage failure, not as the link it is.
-  await refuseNonDirectory(dir, code);
-  let first: string | undefined;
-  try {
-    first = await mkdir(dir, { recursive: true, mode: 0o700 });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
-      throw new StoreError('STORAGE_FAILED', `cannot create ${dir}: ${(err as Error).message}`, { cause: err });
+  let st = await refuseNonDirectory(dir, code);
+  if (st === undefined) {
+    let first: string | undefined;
+    try {
+      first = await mkdir(dir, { recursive: true, mode: 0o700 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+        throw new StoreError('STORAGE_FAILED', `cannot create ${dir}: ${(err as Error).message}`, { cause: err });
+      }
     }
+    if (first !== undefined) await flushMade(resolve(first), resolve(dir));
+    // Judged again: something else may have been put there between the look and the mkdir.
+    st = await refuseNonDirectory(dir, code);
+    if (st === undefined) throw new StoreError('STORAGE_FAILED', `cannot create ${dir}: it is gone after mkdir`);
   }
-  if (first !== undefined) await flushMade(resolve(first), resolve(dir));
-  const st = await lstat(dir);
-  if (st.isSymbolicLink()) throw new StoreError(code, `${dir} is a symbolic link; refusing to use it`);
-  if (!st.isDirectory()) throw new StoreError(code, `${dir} is not a directory`);
   const foreign = ownerProblem(dir, st.uid);
   if (foreign) throw new StoreError(code, `${foreign}; refusing to use it`);
   if ((st.mode & 0o022) !== 0) {
@@ -39,10 +42,11 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
 
 /**
  * Refuses `dir` with `code` when something other than a real directory is at its path: a symbolic link (dangling
- * too), a file, or a path through a file. Nothing there is no refusal (the caller may create it).
+ * too), a file, or a path through a file. Nothing there is no refusal (the caller may create it): undefined.
+ * @returns the directory's lstat, or undefined when nothing is at the path
  * @throws StoreError `code`; `STORAGE_FAILED` when the path cannot be looked at
  */
-export async function refuseNonDirectory(dir: string, code: StoreErrorCode): Promise<void> {
+export async function refuseNonDirectory(dir: string, code: StoreErrorCode): Promise<Stats | undefined> {
   let st;
   try {
     st = await lstat(dir);
@@ -54,6 +58,7 @@ export async function refuseNonDirectory(dir: string, code: StoreErrorCode): Pro
   }
   if (st.isSymbolicLink()) throw new StoreError(code, `${dir} is a symbolic link; refusing to use it`);
   if (!st.isDirectory()) throw new StoreError(code, `${dir} is not a directory`);
+  return st;
 }
 
 /** fsyncs the parent of each directory from `first` (the topmost one made) down to `dir`. */

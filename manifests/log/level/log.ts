@@ -682,6 +682,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 }
 
+/** `text` as one shell word: single-quoted, a `'` in it closed, escaped and reopened. */
+const shellQuoted = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`;
+
 /**
  * LevelDB finds its database through the file CURRENT (the name of the MANIFEST that lists its files). Opened
  * without one, it starts an empty database in the directory and deletes the data files it finds there as obsolete:
@@ -689,12 +692,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
  * LevelDB data (table files, or a write-ahead log that is not empty) and no CURRENT is refused before LevelDB sees it.
  * @throws ManifestError `RECORD_CORRUPT` naming how to restore CURRENT; `STORAGE_FAILED` when the directory cannot be read
  */
-/** `text` as one shell word: single-quoted, a `'` in it closed, escaped and reopened. */
-const shellQuoted = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`;
-
 async function refuseLostCurrent(path: string): Promise<void> {
   const listed = (files: string[]) =>
-    files.length <= 4 ? files.sort().join(', ') : `${files.sort().slice(0, 3).join(', ')} and ${files.length - 3} more`;
+    files.length <= 4 ? files.join(', ') : `${files.slice(0, 3).join(', ')} and ${files.length - 3} more`;
   let names: string[];
   try {
     names = await readdir(path);
@@ -714,7 +714,7 @@ async function refuseLostCurrent(path: string): Promise<void> {
       : 'no MANIFEST file is left either: restore the directory from a backup';
     throw new ManifestError(
       'RECORD_CORRUPT',
-      `the manifest log ${path} holds LevelDB data (${listed(data)}) but no CURRENT file: opened as it is, ` +
+      `the manifest log ${path} holds LevelDB data (${listed(data.sort())}) but no CURRENT file: opened as it is, ` +
         `LevelDB would start an empty log and delete that data, so nothing was opened or changed; ${restore}`,
     );
   } catch (err) {

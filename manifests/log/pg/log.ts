@@ -89,6 +89,24 @@ function storageFailed(what: string, err: unknown): Error {
 }
 
 /**
+ * The rows of one statement, a storage error told as `what`. A write runs in a READ COMMITTED transaction of its own
+ * (PgDatabase.write): alone, it would run at the database's default level.
+ */
+async function rowsOf<R extends pg.QueryResultRow>(
+  db: PgDatabase,
+  kind: 'read' | 'write',
+  what: string,
+  text: string,
+  values: unknown[],
+): Promise<R[]> {
+  try {
+    return (await (kind === 'write' ? db.write<R>(text, values) : db.query<R>(text, values))).rows;
+  } catch (err) {
+    throw storageFailed(what, err);
+  }
+}
+
+/**
  * Could the transaction have committed although it failed? Not when this library refused it or the server answered
  * with an error of a statement (the transaction was rolled back); possibly when the connection was lost (no SQLSTATE,
  * class 08 connection exception, 57P0x the server going away), which may have happened after COMMIT reached it.
@@ -215,21 +233,8 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
-  private async rows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
-    try {
-      return (await this.db.query<R>(text, values)).rows;
-    } catch (err) {
-      throw storageFailed(what, err);
-    }
-  }
-
-  /** `rows` for a write statement: READ COMMITTED whatever the database's default (PgDatabase.write). */
-  private async writeRows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
-    try {
-      return (await this.db.write<R>(text, values)).rows;
-    } catch (err) {
-      throw storageFailed(what, err);
-    }
+  private rows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
+    return rowsOf<R>(this.db, 'read', what, text, values);
   }
 
   protected async _head(session: string): Promise<ChainHead | undefined> {
@@ -423,7 +428,7 @@ export class PgManifestLog extends AbstractManifestLog {
   origin(): Promise<string | undefined>;
   origin(proposed: string): Promise<string>;
   async origin(proposed?: string): Promise<string | undefined> {
-    if (proposed !== undefined) await this.writeRows('origin write', this.sql.setOrigin!, [proposed]);
+    if (proposed !== undefined) await rowsOf(this.db, 'write', 'origin write', this.sql.setOrigin!, [proposed]);
     const [row] = await this.rows<{ value: string }>('origin read', this.sql.getOrigin!, []);
     return row?.value;
   }
@@ -437,7 +442,7 @@ export class PgManifestLog extends AbstractManifestLog {
     // Read first: every resume records its height, and a no-op upsert would still cost a durable commit.
     const current = await this._getWatermark(session);
     if (current !== undefined && current >= seq) return;
-    await this.writeRows('watermark write', this.sql.setWatermark!, [session, seq]);
+    await rowsOf(this.db, 'write', 'watermark write', this.sql.setWatermark!, [session, seq]);
   }
 
   /** One round trip per page of sessions instead of three per session: a shared database may hold many chains. */
@@ -477,21 +482,14 @@ export class PgManifestLog extends AbstractManifestLog {
 class PgInlineBlobs implements InlineBlobTable {
   constructor(private readonly db: PgDatabase) {}
 
-  private async rows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
-    try {
-      return (await this.db.query<R>(this.db.sql(text), values)).rows;
-    } catch (err) {
-      throw storageFailed(what, err);
-    }
-  }
-
-  /** `rows` for a write statement: READ COMMITTED whatever the database's default (PgDatabase.write). */
-  private async writeRows<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
-    try {
-      return (await this.db.write<R>(this.db.sql(text), values)).rows;
-    } catch (err) {
-      throw storageFailed(what, err);
-    }
+  /** `rowsOf` with `{schema}` filled in. */
+  private rows<R extends pg.QueryResultRow>(
+    what: string,
+    text: string,
+    values: unknown[],
+    kind: 'read' | 'write' = 'read',
+  ): Promise<R[]> {
+    return rowsOf<R>(this.db, kind, what, this.db.sql(text), values);
   }
 
   async get(digest: Digest): Promise<Uint8Array | undefined> {
@@ -530,15 +528,17 @@ class PgInlineBlobs implements InlineBlobTable {
     // One statement: an append that refreshed stored_at first (its row lock orders the two) keeps the blob.
     const removed =
       options.storedBeforeMs === undefined
-        ? await this.writeRows(
+        ? await this.rows(
             'inline blob delete',
             'DELETE FROM {schema}.inline_blobs WHERE digest = $1 RETURNING 1',
             [digest],
+            'write',
           )
-        : await this.writeRows(
+        : await this.rows(
             'inline blob delete',
             'DELETE FROM {schema}.inline_blobs WHERE digest = $1 AND stored_at < to_timestamp($2::float8 / 1000) RETURNING 1',
             [digest, options.storedBeforeMs],
+            'write',
           );
     return removed.length > 0;
   }
