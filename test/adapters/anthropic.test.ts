@@ -57,6 +57,29 @@ describe('anthropicSubmitHandoffTool', () => {
   });
 });
 
+type Block = { type: string; id?: string; tool_use_id?: string; content?: unknown; text?: string };
+type Sent = { role: string; content: string | Block[] };
+
+/** The `messages` the adapter sends for a compaction request of `messages` (to the fake provider). */
+async function sent(
+  messages: Parameters<typeof import('../../src/compaction/tool.js').compactionRequest>[0]['messages'],
+) {
+  const { startFakeProvider } = await import('../support/fake-provider.js');
+  const { compactionRequest } = await import('../../src/compaction/tool.js');
+  const provider = await startFakeProvider();
+  try {
+    provider.script(message([toolUse(summary)], 'tool_use'));
+    const model = anthropicAdapter({
+      client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+      model: 'claude-test',
+    });
+    await model(compactionRequest({ messages }));
+    return provider.requests[0]!.body.messages as Sent[];
+  } finally {
+    await provider.close();
+  }
+}
+
 describe('anthropicAdapter requests', () => {
   it('sends the system prompt apart, forces the tool with one call, and sets max_tokens', async () => {
     const { startFakeProvider } = await import('../support/fake-provider.js');
@@ -123,70 +146,31 @@ describe('anthropicAdapter requests', () => {
   });
 
   it('sends an assistant turn that calls tools without its whitespace-only text, each tool input as an object', async () => {
-    const { startFakeProvider } = await import('../support/fake-provider.js');
-    const provider = await startFakeProvider();
-    try {
-      provider.script(message([toolUse(summary)], 'tool_use'));
-      const model = anthropicAdapter({
-        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
-        model: 'claude-test',
-      });
-      const { compactionRequest } = await import('../../src/compaction/tool.js');
-      const calls = [
-        { id: 'a', name: 'read', input: { path: 'src/a.ts' } },
-        { id: 'b', name: 'read', input: '{"path": "src/b.ts"}' }, // a provider's arguments left unparsed
-        { id: 'c', name: 'read', input: '{"path": "src/c.ts"' }, // cut short: not JSON
-        { id: 'd', name: 'list', input: undefined },
-      ];
-      await model(
-        compactionRequest({
-          messages: [
-            { role: 'user', content: 'hi' },
-            // Claude writes whitespace before a tool call; the API refuses a whitespace-only text block.
-            { role: 'assistant', content: '\n\n', toolCalls: calls },
-            ...calls.map((c) => ({ role: 'tool' as const, toolCallId: c.id, content: 'ok' })),
-          ],
-        }),
-      );
-      const sent = provider.requests[0]!.body.messages as Array<{ role: string; content: unknown }>;
-      expect(sent[1]).toEqual({
-        role: 'assistant',
-        content: [
-          { type: 'tool_use', id: 'a', name: 'read', input: { path: 'src/a.ts' } },
-          { type: 'tool_use', id: 'b', name: 'read', input: { path: 'src/b.ts' } },
-          { type: 'tool_use', id: 'c', name: 'read', input: { input: '{"path": "src/c.ts"' } },
-          { type: 'tool_use', id: 'd', name: 'list', input: {} },
-        ],
-      });
-    } finally {
-      await provider.close();
-    }
+    const calls = [
+      { id: 'a', name: 'read', input: { path: 'src/a.ts' } },
+      { id: 'b', name: 'read', input: '{"path": "src/b.ts"}' }, // a provider's arguments left unparsed
+      { id: 'c', name: 'read', input: '{"path": "src/c.ts"' }, // cut short: not JSON
+      { id: 'd', name: 'list', input: undefined },
+    ];
+    const messages = await sent([
+      { role: 'user', content: 'hi' },
+      // Claude writes whitespace before a tool call; the API refuses a whitespace-only text block.
+      { role: 'assistant', content: '\n\n', toolCalls: calls },
+      ...calls.map((c) => ({ role: 'tool' as const, toolCallId: c.id, content: 'ok' })),
+    ]);
+    expect(messages[1]).toEqual({
+      role: 'assistant',
+      content: [
+        { type: 'tool_use', id: 'a', name: 'read', input: { path: 'src/a.ts' } },
+        { type: 'tool_use', id: 'b', name: 'read', input: { path: 'src/b.ts' } },
+        { type: 'tool_use', id: 'c', name: 'read', input: { input: '{"path": "src/c.ts"' } },
+        { type: 'tool_use', id: 'd', name: 'list', input: {} },
+      ],
+    });
   });
 });
 
 describe('anthropicAdapter: tool results as the Messages API takes them', () => {
-  type Block = { type: string; id?: string; tool_use_id?: string; content?: unknown; text?: string };
-  type Sent = { role: string; content: string | Block[] };
-
-  async function sent(
-    messages: Parameters<typeof import('../../src/compaction/tool.js').compactionRequest>[0]['messages'],
-  ) {
-    const { startFakeProvider } = await import('../support/fake-provider.js');
-    const { compactionRequest } = await import('../../src/compaction/tool.js');
-    const provider = await startFakeProvider();
-    try {
-      provider.script(message([toolUse(summary)], 'tool_use'));
-      const model = anthropicAdapter({
-        client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
-        model: 'claude-test',
-      });
-      await model(compactionRequest({ messages }));
-      return provider.requests[0]!.body.messages as Sent[];
-    } finally {
-      await provider.close();
-    }
-  }
-
   /** The API's rule: every tool_use id of assistant message i is answered by a tool_result in message i + 1. */
   function unanswered(messages: Sent[]): string[] {
     const missing: string[] = [];

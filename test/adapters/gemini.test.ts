@@ -3,6 +3,7 @@ import { GoogleGenAI } from '@google/genai';
 import { describe, expect, it } from 'vitest';
 import { geminiAdapter } from '../../src/adapters/gemini.js';
 import { summarySchemaFor } from '../../src/summary/schema-forms.js';
+import type { ModelMessage } from '../../src/compaction/model.js';
 import type { Reply } from '../support/fake-provider.js';
 import { providerCases, summary } from './provider-cases.js';
 
@@ -52,7 +53,10 @@ for (const mode of ['structured', 'tool'] as const) {
 }
 
 describe('geminiAdapter requests', () => {
-  it('sends no turn that says nothing (an empty text part is refused by the API)', async () => {
+  type Contents = Array<{ role: string; parts: Array<{ text?: string }> }>;
+
+  /** The `contents` the adapter sends for a structured compaction request of `messages` (to the fake provider). */
+  async function sentContents(messages: ModelMessage[]): Promise<Contents> {
     const { startFakeProvider } = await import('../support/fake-provider.js');
     const { compactionRequest } = await import('../../src/compaction/tool.js');
     const provider = await startFakeProvider();
@@ -65,62 +69,40 @@ describe('geminiAdapter requests', () => {
         }),
         model: 'gemini-test',
       });
-      await model(
-        compactionRequest({
-          messages: [
-            { role: 'user', content: 'hi' },
-            { role: 'assistant', content: '' },
-            { role: 'user', content: 'go on' },
-          ],
-          mode: 'structured',
-        }),
-      );
-      const contents = provider.requests[0]!.body.contents as Array<{ role: string; parts: Array<{ text?: string }> }>;
-      expect(contents.flatMap((c) => c.parts).some((p) => (p.text ?? '').trim() === '')).toBe(false);
-      // The turns left around the empty one, and the instructions, are one user content of three parts.
-      expect(contents.map((c) => [c.role, c.parts.length])).toEqual([['user', 3]]);
-      expect(contents[0]!.parts.slice(0, 2)).toEqual([{ text: 'hi' }, { text: 'go on' }]);
+      await model(compactionRequest({ messages, mode: 'structured' }));
+      return provider.requests[0]!.body.contents as Contents;
     } finally {
       await provider.close();
     }
+  }
+
+  it('sends no turn that says nothing (an empty text part is refused by the API)', async () => {
+    const contents = await sentContents([
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: '' },
+      { role: 'user', content: 'go on' },
+    ]);
+    expect(contents.flatMap((c) => c.parts).some((p) => (p.text ?? '').trim() === '')).toBe(false);
+    // The turns left around the empty one, and the instructions, are one user content of three parts.
+    expect(contents.map((c) => [c.role, c.parts.length])).toEqual([['user', 3]]);
+    expect(contents[0]!.parts.slice(0, 2)).toEqual([{ text: 'hi' }, { text: 'go on' }]);
   });
 
   it('sends turns that alternate: parallel tool results and the user turn after them in one content', async () => {
-    const { startFakeProvider } = await import('../support/fake-provider.js');
-    const { compactionRequest } = await import('../../src/compaction/tool.js');
-    const provider = await startFakeProvider();
-    try {
-      provider.script(generated(JSON.stringify(summary), 'STOP'));
-      const model = geminiAdapter({
-        client: new GoogleGenAI({
-          apiKey: 'k',
-          httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } },
-        }),
-        model: 'gemini-test',
-      });
-      const calls = [
-        { id: 'a', name: 'read', input: { path: 'a' } },
-        { id: 'b', name: 'read', input: { path: 'b' } },
-      ];
-      await model(
-        compactionRequest({
-          messages: [
-            { role: 'user', content: 'read a and b' },
-            { role: 'assistant', content: '', toolCalls: calls },
-            { role: 'tool', toolCallId: 'a', content: 'A' },
-            { role: 'tool', toolCallId: 'b', content: 'B' },
-            { role: 'assistant', content: 'Both read.' },
-            { role: 'assistant', content: 'Next: c.' },
-          ],
-          mode: 'structured',
-        }),
-      );
-      const contents = provider.requests[0]!.body.contents as Array<{ role: string; parts: Array<{ text: string }> }>;
-      expect(contents.map((c) => c.role)).toEqual(['user', 'model', 'user', 'model', 'user']);
-      expect(contents[2]!.parts).toEqual([{ text: 'Tool result (a): A' }, { text: 'Tool result (b): B' }]);
-      expect(contents[3]!.parts).toEqual([{ text: 'Both read.' }, { text: 'Next: c.' }]);
-    } finally {
-      await provider.close();
-    }
+    const calls = [
+      { id: 'a', name: 'read', input: { path: 'a' } },
+      { id: 'b', name: 'read', input: { path: 'b' } },
+    ];
+    const contents = await sentContents([
+      { role: 'user', content: 'read a and b' },
+      { role: 'assistant', content: '', toolCalls: calls },
+      { role: 'tool', toolCallId: 'a', content: 'A' },
+      { role: 'tool', toolCallId: 'b', content: 'B' },
+      { role: 'assistant', content: 'Both read.' },
+      { role: 'assistant', content: 'Next: c.' },
+    ]);
+    expect(contents.map((c) => c.role)).toEqual(['user', 'model', 'user', 'model', 'user']);
+    expect(contents[2]!.parts).toEqual([{ text: 'Tool result (a): A' }, { text: 'Tool result (b): B' }]);
+    expect(contents[3]!.parts).toEqual([{ text: 'Both read.' }, { text: 'Next: c.' }]);
   });
 });
