@@ -245,5 +245,12 @@ export interface ManifestLog {
    * beyond a head, and no head is below its session's watermark (head-rules.ts). Empty when all hold.
    */
   checkHeads(): Promise<HeadProblem[]>;
+  /**
+   * Runs `fn` with a read-only view of this log at one moment: every read of the view (heads, entries, the tree,
+   * the session-heads index, inline blobs, key records) sees the log as it was when the view began, whatever
+   * commits meanwhile, so a reader that walks the log in several passes (fsck) sees one state. The view refuses
+   * writes; it is valid until `fn` settles and must not be closed. Absent: reads are not isolated from appends.
+   */
+  readSnapshot?<T>(fn: (view: ManifestLog) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }

@@ -9,7 +9,7 @@ import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
-import type { ChainHead, LogEntry } from '../../manifests/log/log.js';
+import type { ChainHead, LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { decodeSummary } from '../summary/summary.js';
@@ -132,6 +132,18 @@ export async function fsck(
   ledger: Ledger,
   options: { signal?: AbortSignal; checkBlobs?: boolean } = {},
 ): Promise<FsckReport> {
+  // One moment of the log where it can give one (PostgreSQL): the passes below then see no append land between
+  // them, which on a live shared store read as a rollback (entries no head named), a tree of another size, a
+  // session-heads root of other heads.
+  const { log } = ledger;
+  return log.readSnapshot ? log.readSnapshot((view) => fsckLog(ledger, view, options)) : fsckLog(ledger, log, options);
+}
+
+async function fsckLog(
+  ledger: Ledger,
+  log: ManifestLog,
+  options: { signal?: AbortSignal; checkBlobs?: boolean },
+): Promise<FsckReport> {
   const findings: FsckFinding[] = [];
   const trust = ledger.trustStore();
   // Per blob, the sizes manifests claimed for it that were checked: the size is each manifest's own claim.
@@ -144,7 +156,7 @@ export async function fsck(
   const failed = ledger.checkpointFailure;
   if (failed) findings.push({ code: 'PIN_MISMATCH', message: `${failed.code}: ${failed.message}` });
   try {
-    for (const p of await ledger.log.checkHeads()) {
+    for (const p of await log.checkHeads()) {
       findings.push({ code: p.code, session: p.session, message: p.problem });
       headed.add(p.session); // reported already: the entries walk below need not say it again
     }
@@ -154,12 +166,12 @@ export async function fsck(
   // Every head, kept for the session-heads check below once the walk has seen them all.
   let heads: ChainHeads | undefined = [];
   try {
-    for await (const head of ledger.log.heads()) {
+    for await (const head of log.heads()) {
       chains++;
       headed.add(head.session);
       heads.push({ session: head.session, head: { seq: head.seq, id: head.id } });
       try {
-        manifests += await checkChain(ledger, head, trust, { checked, newestSigned }, findings, options);
+        manifests += await checkChain(ledger, log, head, trust, { checked, newestSigned }, findings, options);
       } catch (err) {
         recordProblem(err, findings, head.session);
       }
@@ -170,7 +182,7 @@ export async function fsck(
   }
   let position = 0;
   try {
-    for await (const entry of ledger.log.entries()) {
+    for await (const entry of log.entries()) {
       if (entry.position !== position)
         findings.push({
           code: 'POSITION_GAP',
@@ -189,18 +201,18 @@ export async function fsck(
   }
   // The tree over the global order must be exactly the tree of the entries.
   try {
-    findings.push(...(await fsckTree(ledger.log, options.signal)));
+    findings.push(...(await fsckTree(log, options.signal)));
   } catch (err) {
     recordProblem(err, findings);
   }
   // The session-heads index must be exactly the index of the heads (checkpoints commit its root).
   try {
-    findings.push(...(await fsckSessionHeads(ledger.log, heads, options.signal)));
+    findings.push(...(await fsckSessionHeads(log, heads, options.signal)));
   } catch (err) {
     recordProblem(err, findings);
   }
-  findings.push(...(await fsckInlineBlobs(ledger.log, options.signal)));
-  findings.push(...(await fsckSigningKeys(ledger.log, await ledger.storeTrust(), newestSigned, options.signal)));
+  findings.push(...(await fsckInlineBlobs(log, options.signal)));
+  findings.push(...(await fsckSigningKeys(log, await ledger.storeTrust(), newestSigned, options.signal)));
   return {
     ok: findings.length === 0,
     chains,
@@ -214,6 +226,7 @@ export async function fsck(
 /** One chain through the shared checker, its blobs, and its owner record against its signed seq 0. Returns the entries read. */
 async function checkChain(
   ledger: Ledger,
+  log: ManifestLog,
   head: ChainHead,
   trust: TrustStore,
   seen: { checked: Map<Digest, Set<number>>; newestSigned: Map<string, string> },
@@ -222,7 +235,7 @@ async function checkChain(
 ): Promise<number> {
   let manifests = 0;
   const checker = new ChainChecker(head.session, { trust, verifier: ledger.verifier });
-  for await (const entry of ledger.log.chain(head.session)) {
+  for await (const entry of log.chain(head.session)) {
     options.signal?.throwIfAborted();
     manifests++;
     const at = { session: head.session, seq: entry.seq };

@@ -380,13 +380,69 @@ export class PgDatabase {
   }
 
   /**
+   * Runs `fn` with a read-only view of the database at one moment: every query of the view runs in one
+   * `REPEATABLE READ READ ONLY` transaction, so a reader that needs several statements (fsck: heads, then entries,
+   * then the tree, then the session-heads index) sees no commit that lands between them. The transaction has a
+   * connection of its own, outside the pool, so `fn` may use the pool meanwhile (blob reads), a pool of one
+   * connection included; it holds no lock a writer waits for, so the server's idle-in-transaction bound is lifted
+   * for it (`fn` may spend minutes between two reads re-hashing blobs). It ends, rolled back, when `fn` settles;
+   * the view refuses writes (`write`, `transaction`) and its `close` leaves the pool alone.
+   */
+  async readSnapshot<T>(fn: (view: PgDatabase) => Promise<T>): Promise<T> {
+    const client = this.ownConnection();
+    let broken: Error | undefined;
+    client.on('error', (err: Error) => {
+      broken ??= err;
+    });
+    try {
+      await client.connect();
+      await client.query(
+        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL idle_in_transaction_session_timeout = 0',
+      );
+    } catch (err) {
+      void client.end().catch(() => {});
+      throw err;
+    }
+    const refused = () =>
+      Promise.reject(new Error('a read snapshot of the database cannot write (this is a bug in handoff-ledger)'));
+    const view = Object.create(this) as PgDatabase;
+    Object.defineProperties(view, {
+      query: {
+        value: async (text: string, values?: unknown[]) => {
+          try {
+            return await client.query(text, values);
+          } catch (err) {
+            // A connection the server ended (restart, terminate) says why on its 'error' event first.
+            throw pgCode(broken) !== undefined && pgCode(err) === undefined ? broken : err;
+          }
+        },
+      },
+      write: { value: refused },
+      transaction: { value: refused },
+      readSnapshot: { value: refused },
+      close: { value: async () => {} },
+    });
+    try {
+      return await fn(view);
+    } finally {
+      // Nothing was written: ending the connection ends the transaction.
+      await client.end().catch(() => {});
+    }
+  }
+
+  /** A connection outside the pool, with the pool's settings (the pool's own may all be busy). */
+  private ownConnection(): pg.Client {
+    const pool = this.pool as unknown as { Client?: typeof pg.Client; options?: pg.ClientConfig };
+    return new (pool.Client ?? pg.Client)({ ...pool.options, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  }
+
+  /**
    * Cancels the statement of the server process whose `application_name` is `tag` (`pg_cancel_backend`, which has
    * signalled it when it answers), from a connection of its own: the pool's may all be busy, waiting on the same locks.
    * Never rejects; when the cancel cannot be sent the statement runs to its own end (a lock wait to `lockTimeoutMs`).
    */
   private async cancelTagged(tag: string): Promise<void> {
-    const pool = this.pool as unknown as { Client?: typeof pg.Client; options?: pg.ClientConfig };
-    const client = new (pool.Client ?? pg.Client)({ ...pool.options, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    const client = this.ownConnection();
     client.on('error', () => {});
     try {
       await client.connect();

@@ -41,7 +41,15 @@ import {
   storageFailed,
   writeSyncedBatch,
 } from './tables.js';
-import type { AppendRequest, ChainHead, HeadWindow, InlineBlobTable, LogEntry, LogTreeHead } from '../log.js';
+import type {
+  AppendRequest,
+  ChainHead,
+  HeadWindow,
+  InlineBlobTable,
+  LogEntry,
+  LogTreeHead,
+  ManifestLog,
+} from '../log.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { equalBytes } from '../../tlog/merkle.js';
 import { rootOf, treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
@@ -126,6 +134,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   /** A batch is being built or written (from taking it off the queue until its outcome is known). */
   private writing = false;
   private writeWaiters: Array<() => void> = [];
+  /** A read view's snapshot (`readSnapshot`): `_headWindow` reads from it instead of taking one of its own. */
+  private pinned: LevelSnapshot | undefined;
 
   private constructor(
     private readonly db: Level<string, string>,
@@ -303,9 +313,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     await new Promise((resolve) => setImmediate(resolve));
     // Taken with the snapshot: the cache moves only after a commit, so it is never ahead of the snapshot.
     const cached = this.watermarkCache.get(session);
-    let snapshot;
+    let snapshot = this.pinned;
     try {
-      snapshot = this.db.snapshot();
+      snapshot ??= this.db.snapshot();
     } catch (err) {
       throw storageFailed('snapshot', err);
     }
@@ -340,7 +350,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         watermark,
       };
     } finally {
-      await snapshot.close().catch(() => {});
+      if (snapshot !== this.pinned) await snapshot.close().catch(() => {});
     }
   }
 
@@ -665,6 +675,35 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     }
   }
 
+  /**
+   * The log at one moment: a LevelDB snapshot, taken while no append batch is being written, with the tree and
+   * session-heads root that batch left in memory (the view's `treeHead`). Appends wait only while it is taken. The
+   * view reads through the snapshot with caches of its own; its writes fail (`STORAGE_FAILED`).
+   */
+  async readSnapshot<T>(fn: (view: ManifestLog) => Promise<T>): Promise<T> {
+    let view!: LevelManifestLog;
+    let snapshot!: LevelSnapshot;
+    await this.withAppendsHeld(async () => {
+      try {
+        snapshot = this.db.snapshot();
+      } catch (err) {
+        throw storageFailed('snapshot', err);
+      }
+      view = new LevelManifestLog(readOnlyAt(this.db, snapshot), refuseBatch);
+      view.pinned = snapshot;
+      view.nextPosition = this.nextPosition;
+      view.frontier = [...this.frontier];
+      view.treeSize = this.treeSize;
+      view.headsRoot = this.headsRoot?.slice();
+      view.treeDamage = this.treeDamage;
+    });
+    try {
+      return await fn(view);
+    } finally {
+      await snapshot.close().catch(() => {});
+    }
+  }
+
   /** Raw access for tests that tamper with stored records and for fsck. */
   get raw(): Level<string, string> {
     return this.db;
@@ -680,6 +719,42 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       if (id !== undefined && openInProcess.get(id) === this) openInProcess.delete(id);
     }
   }
+}
+
+type LevelSnapshot = ReturnType<Level<string, string>['snapshot']>;
+
+/** A read view's batch write: the view reads one moment and writes nothing. */
+const refuseBatch = (): Promise<void> => Promise.reject(new Error('a read snapshot of the log cannot write'));
+
+/**
+ * `db` as a read view's database: every read (get, getMany, getSync, iterator, keys, values) from `snapshot`; writes
+ * (put, del, batch, clear) rejected; close does nothing (the database stays its log's). Methods are bound to `db`,
+ * whose private state a proxy as `this` could not reach.
+ */
+function readOnlyAt(db: Level<string, string>, snapshot: LevelSnapshot): Level<string, string> {
+  const reads = new Set(['get', 'getMany', 'getSync', 'iterator', 'keys', 'values']);
+  const writes = new Set(['put', 'del', 'batch', 'clear']);
+  return new Proxy(db, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (typeof value !== 'function') return value;
+      const method = value as (...args: unknown[]) => unknown;
+      if (typeof prop === 'string' && writes.has(prop))
+        return () => Promise.reject(new Error('a read snapshot of the log cannot write'));
+      if (prop === 'close') return () => Promise.resolve();
+      if (typeof prop === 'string' && reads.has(prop)) {
+        // get(key, options), getMany(keys, options), getSync(key, options); iterator/keys/values(options)
+        const at = prop === 'iterator' || prop === 'keys' || prop === 'values' ? 0 : 1;
+        return (...args: unknown[]) => {
+          const options = { ...(args[at] as object | undefined), snapshot };
+          const call = [...args];
+          call[at] = options;
+          return method.apply(target, call);
+        };
+      }
+      return method.bind(target);
+    },
+  });
 }
 
 /** `text` as one shell word: single-quoted, a `'` in it closed, escaped and reopened. */

@@ -31,6 +31,7 @@ import type {
   HeadWindow,
   LogEntry,
   LogTreeHead,
+  ManifestLog,
   SigningKeyRecord,
   SigningKeyTable,
 } from '../log.js';
@@ -467,6 +468,26 @@ export class PgManifestLog extends AbstractManifestLog {
       }
       if (rows.length < PAGE) return problems;
       after = rows[rows.length - 1]!.session;
+    }
+  }
+
+  /**
+   * The log at one moment (PgDatabase.readSnapshot: one REPEATABLE READ READ ONLY transaction on a connection of its
+   * own). A view's append fails (`STORAGE_FAILED`: its database refuses writes).
+   */
+  async readSnapshot<T>(fn: (view: ManifestLog) => Promise<T>): Promise<T> {
+    let began = false;
+    try {
+      return await this.db.readSnapshot((db) => {
+        began = true;
+        const view = new PgManifestLog(db);
+        view.treeDamage = this.treeDamage;
+        return fn(view);
+      });
+    } catch (err) {
+      // `fn`'s errors pass as they are (the view's reads report their own); a snapshot that could not begin is storage.
+      if (began) throw err;
+      throw storageFailed('read snapshot', err);
     }
   }
 
