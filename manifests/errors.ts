@@ -16,6 +16,7 @@ export type ManifestErrorCode =
   | 'KEY_INVALID'
   | 'TRUST_INVALID'
   | 'CHAIN_CONFLICT'
+  | 'ROLLBACK'
   | 'REVOKED'
   | 'LOCKED'
   | 'RECORD_CORRUPT'
@@ -29,4 +30,16 @@ export type ManifestErrorCode =
 
 export class ManifestError extends HandoffLedgerError<ManifestErrorCode> {
   override readonly name = 'ManifestError';
+}
+
+/**
+ * An append refused because the chain it would extend was cut back: its head is below the session's watermark (a
+ * seq already verified or published), or entries lie beyond its head. Appending there would sign a second manifest
+ * for a seq that exists (and overwrite it, or lose the race to it), so no append is made; fsck says what is wrong.
+ */
+export function rollbackRefused(session: string, problem: string): ManifestError {
+  return new ManifestError(
+    'ROLLBACK',
+    `session ${session}: ${problem}; the chain was cut back and nothing is appended to it (run fsck)`,
+  );
 }

@@ -81,6 +81,17 @@ const levelLogFactory: ManifestLogFactory = async () => {
       fx.log = await LevelManifestLog.open(path);
       return fx.log;
     },
+    async cutBack(
+      session: string,
+      to: { seq: number; id: string; owner: string } | undefined,
+      options: { dropWatermark?: boolean } = {},
+    ) {
+      const db = fx.log.raw;
+      if (to) await db.put(`h!${session}`, JSON.stringify({ session, ...to }));
+      else await db.del(`h!${session}`);
+      if (options.dropWatermark) await db.del(`w!${session}`);
+      return fx.reopen();
+    },
     async removeEntry(session: string, seq: number) {
       await fx.log.raw.del(`e!${session}!${seq.toString(16).padStart(12, '0')}`);
     },

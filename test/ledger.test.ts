@@ -436,6 +436,34 @@ describe('tampering is refused and returns no summary bytes', () => {
     await ledger.close();
   });
 
+  it('publish to a chain cut back → ROLLBACK, and the signed manifests stay (head moved back, or removed)', async () => {
+    const root = tempDir();
+    let ledger = await open(root);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await ledger.publish(alice, sampleSummary(i))).id);
+    await ledger.close();
+    for (const cut of ['moved back', 'removed'] as const) {
+      const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+      if (cut === 'moved back')
+        await log.raw.put('h!sess-1', JSON.stringify({ session: 'sess-1', seq: 0, id: ids[0], owner: 'alice' }));
+      else await log.raw.del('h!sess-1');
+      await log.close();
+      ledger = await open(root);
+      await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'LedgerError', code: 'ROLLBACK' });
+      // The owner's next compaction is refused, and with no head naming an owner so is anyone else's.
+      for (const principal of cut === 'removed' ? ['alice', 'mallory'] : ['alice'])
+        await expect(ledger.publish({ ...alice, principal }, sampleSummary('again'))).rejects.toMatchObject({
+          name: 'LedgerError',
+          code: 'ROLLBACK',
+        });
+      const stored: string[] = [];
+      for (let seq = 0; seq < 3; seq++) stored.push((await ledger.log.entry('sess-1', seq))!.id);
+      expect(stored).toEqual(ids);
+      expect((await ledger.log.treeHead()).size).toBe(3);
+      await ledger.close();
+    }
+  });
+
   it('a head whose id does not match its entry → CHAIN_BROKEN', async () => {
     const ledger = await open(tempDir());
     await ledger.publish(alice, sampleSummary(0));

@@ -105,6 +105,22 @@ describePostgres('PostgreSQL backend', (pg) => {
         fx.log = await open();
         return fx.log;
       },
+      async cutBack(
+        session: string,
+        to: { seq: number; id: string; owner: string } | undefined,
+        options: { dropWatermark?: boolean } = {},
+      ) {
+        if (to)
+          await sql(`UPDATE "${schema}".heads SET seq = $2, id = $3, owner = $4 WHERE session = $1`, [
+            session,
+            to.seq,
+            to.id,
+            to.owner,
+          ]);
+        else await sql(`DELETE FROM "${schema}".heads WHERE session = $1`, [session]);
+        if (options.dropWatermark) await sql(`DELETE FROM "${schema}".watermarks WHERE session = $1`, [session]);
+        return fx.reopen();
+      },
       async removeEntry(session: string, seq: number) {
         await sql(`DELETE FROM "${schema}".entries WHERE session = $1 AND seq = $2`, [session, seq]);
       },

@@ -187,7 +187,9 @@ export interface ManifestLog {
    * resolves, the entry is durable. An abort of `options.signal` before the append commits rejects it `CANCELLED`
    * with nothing written (PostgreSQL: until COMMIT is sent, the statement waiting for a lock cancelled; LevelDB: while
    * it waits in the queue); from then on the abort changes nothing.
-   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `ENVELOPE_INVALID` (no base64 payload), `KEY_EXPIRED`
+   * An append to a chain that was cut back (its head below the session's watermark, or entries beyond its head) is
+   * refused `ROLLBACK`: it would sign a second manifest for a seq that exists.
+   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `ROLLBACK` (chain cut back), `ENVELOPE_INVALID` (no base64 payload), `KEY_EXPIRED`
    *   (dated at or after its key's closed window), `REVOKED` (the principal is revoked), `STORAGE_FAILED`,
    *   `CANCELLED`; `INVALID_ID`, `INVALID_ARGUMENT` for a malformed request
    */

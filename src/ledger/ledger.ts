@@ -459,8 +459,8 @@ export class Ledger {
       );
     } catch (err) {
       if (err instanceof ManifestError && err.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
-      if (err instanceof ManifestError && err.code === 'REVOKED')
-        throw new LedgerError('REVOKED', err.message, { cause: err });
+      if (err instanceof ManifestError && (err.code === 'REVOKED' || err.code === 'ROLLBACK'))
+        throw new LedgerError(err.code, err.message, { cause: err });
       throw toLedgerCancel(err);
     }
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.

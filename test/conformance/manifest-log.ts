@@ -29,6 +29,16 @@ export interface ManifestLogFixture {
    * new one on the same storage; `log` is replaced.
    */
   reopenWithoutSessionHeads(): Promise<ManifestLog>;
+  /**
+   * Cuts a chain back behind the log's back, as a bad restore or someone who can write the storage would: the head
+   * record moved to `to` (removed when undefined), the session's watermark removed too when `dropWatermark`. Then
+   * reopens the log (nothing it cached survives); `log` is replaced.
+   */
+  cutBack(
+    session: string,
+    to: { seq: number; id: Digest; owner: string } | undefined,
+    options?: { dropWatermark?: boolean },
+  ): Promise<ManifestLog>;
   /** Removes a stored entry that no head names, as a damaged store might lack it. */
   removeEntry(session: string, seq: number): Promise<void>;
   /**
@@ -467,9 +477,13 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
       it('raises the watermark with every append, in the same commit', async () => {
         await appendChain('w', 3, 'alice');
         expect(await fx.log.getWatermark('w')).toBe(2);
-        await fx.log.setWatermark('w', 9);
         await fx.log.append(link('w', 3));
+        expect(await fx.log.getWatermark('w')).toBe(3);
+        // A watermark above the head says the chain was cut back: the append is refused, the mark kept.
+        await fx.log.setWatermark('w', 9);
+        await expectManifestError(fx.log.append(link('w', 4)), 'ROLLBACK');
         expect(await fx.log.getWatermark('w')).toBe(9);
+        expect((await fx.log.head('w'))?.seq).toBe(3);
       });
     });
 
@@ -565,6 +579,52 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
           { session: 'gone', code: 'ROLLBACK', problem: 'head is at seq none, but seq 0 was already verified' },
         ]);
       });
+    });
+
+    describe('a chain cut back (ROLLBACK on append, nothing written)', () => {
+      const cases: Array<{
+        what: string;
+        to: (owner: string) => { seq: number; id: Digest; owner: string } | undefined;
+        dropWatermark: boolean;
+        next: number;
+      }> = [
+        {
+          what: 'its head moved back below its watermark',
+          to: (owner) => ({ seq: 0, id: idOf('c', 0), owner }),
+          dropWatermark: false,
+          next: 1,
+        },
+        {
+          what: 'its head moved back and its watermark gone: entries beyond the head',
+          to: (owner) => ({ seq: 0, id: idOf('c', 0), owner }),
+          dropWatermark: true,
+          next: 1,
+        },
+        { what: 'its head removed, its watermark kept', to: () => undefined, dropWatermark: false, next: 0 },
+        {
+          what: 'its head and its watermark removed: entries no head names',
+          to: () => undefined,
+          dropWatermark: true,
+          next: 0,
+        },
+      ];
+      for (const c of cases)
+        it(`refuses an append to a chain with ${c.what}`, async () => {
+          const before = await appendChain('c', 3);
+          const log = await fx.cutBack('c', c.to('alice'), { dropWatermark: c.dropWatermark });
+          // The next append the moved head invites: another manifest at a seq that is stored, by anyone.
+          const request = {
+            ...link('c', c.next, 'mallory', '-again'),
+            prev: c.next === 0 ? null : idOf('c', c.next - 1),
+          };
+          const err = await expectManifestError(log.append(request), 'ROLLBACK');
+          expect(err.message).toMatch(/session c: .*cut back/);
+          expect(await collect(log.chain('c'))).toEqual(before);
+          expect(await collect(log.entries())).toEqual(before);
+          expect((await log.treeHead()).size).toBe(3);
+          // Other chains are appended to as before.
+          expect(await log.append(link('other', 0))).toMatchObject({ position: 3 });
+        });
     });
 
     describe('persistence', () => {

@@ -20,7 +20,7 @@ import { Level } from 'level';
 import { onAbort } from '../../../store/abort.js';
 import { throwIfAborted } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
-import { ManifestError } from '../../errors.js';
+import { ManifestError, rollbackRefused } from '../../errors.js';
 import {
   parseEntryRecord,
   parseHeadRecord,
@@ -103,6 +103,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   // This process owns the database, so caches of what it wrote are exact.
   private readonly watermarkCache = new Map<string, number>();
   private readonly headCache = new Map<string, ChainHead | null>();
+  /** Sessions found cut back when their head was loaded (entries beyond it): appends refuse them (`ROLLBACK`). */
+  private readonly cutBack = new Map<string, string>();
   private readonly queue: Pending[] = [];
   private readonly pendingSessions = new Set<string>();
   private flushing = false;
@@ -392,12 +394,33 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private async cachedHead(session: string): Promise<ChainHead | null> {
     const cached = this.headCache.get(session);
     if (cached !== undefined) return cached;
-    const read = (await this._head(session)) ?? null;
+    // With the entry beyond it, from one snapshot: a chain cut back before this process opened the store (entries
+    // beyond its head, no head naming them) is known from its first read; after that, only this log writes it.
+    const window = await this._headWindow(session);
+    const read = window.head ?? null;
     // An append of this session that committed while the head was read set the newer head: it stands.
     const now = this.headCache.get(session);
     if (now !== undefined) return now;
     this.headCache.set(session, read);
+    if (window.entryBeyondHead)
+      this.cutBack.set(
+        session,
+        read ? `entries exist beyond head seq ${read.seq}` : 'entries exist, but no head names them',
+      );
     return read;
+  }
+
+  /**
+   * Why an append to `session` would extend a chain that was cut back (ManifestLog.append: `ROLLBACK`), from what the
+   * caches hold once the head and watermark are loaded; undefined when it would not.
+   */
+  private cutBackProblem(session: string, head: ChainHead | null): string | undefined {
+    const cut = this.cutBack.get(session);
+    if (cut) return cut;
+    const mark = this.watermarkCache.get(session);
+    if (mark !== undefined && mark > (head?.seq ?? -1))
+      return `head is at seq ${head?.seq ?? 'none'}, but seq ${mark} was already verified`;
+    return undefined;
   }
 
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
@@ -412,6 +435,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     // Taken with no await before the check and the queue: an append of this session that committed during the reads
     // above has moved it (checked against the head read before, both could take one seq).
     const head = this.headCache.get(request.session) ?? null;
+    const cut = this.cutBackProblem(request.session, head);
+    if (cut) throw rollbackRefused(request.session, cut);
     const expectedSeq = head ? head.seq + 1 : 0;
     const expectedPrev: Digest | null = head ? head.id : null;
     if (this.pendingSessions.has(request.session) || request.seq !== expectedSeq || request.prev !== expectedPrev) {
@@ -660,12 +685,17 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
 
   protected async _setWatermark(session: string, seq: number): Promise<void> {
     const current = await this._getWatermark(session);
-    if (current === undefined || seq > current) {
+    if (current !== undefined && seq <= current) return;
+    // Judged and written with no append batch in flight: a batch of this session commits its own mark (its new seq),
+    // and a put of a lower one read before that batch landed would store a watermark below the head.
+    await this.withAppendsHeld(async () => {
+      const now = this.watermarkCache.get(session);
+      if (now !== undefined && seq <= now) return;
       await this.db.put(`w!${session}`, String(seq)).catch((err: unknown) => {
         throw storageFailed('watermark write', err);
       });
-      this.watermarkCache.set(session, seq);
-    }
+      this.watermarkCache.set(session, Math.max(seq, this.watermarkCache.get(session) ?? -1));
+    });
   }
 
   protected async *_headlessSessions(): AsyncIterable<string> {

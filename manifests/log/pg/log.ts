@@ -18,7 +18,7 @@ import {
   UNIQUE_VIOLATION,
   type PgConnectOptions,
 } from '../../../store/pg/db.js';
-import { ManifestError } from '../../errors.js';
+import { ManifestError, rollbackRefused } from '../../errors.js';
 import { AbstractManifestLog } from '../abstract-log.js';
 import { headProblems, type HeadProblem } from '../../chain/head-rules.js';
 import type {
@@ -71,6 +71,14 @@ const toEntry = (r: EntryRow): LogEntry => ({
   principal: r.principal,
   envelope: r.envelope,
 });
+
+/** `lockHead`'s row: the head, with the facts that say whether its chain was cut back. */
+interface LockedHeadRow extends HeadRow {
+  watermark: number | null;
+  beyond: boolean;
+}
+
+const toHeadRow = ({ session, seq, id, owner }: LockedHeadRow): HeadRow => ({ session, seq, id, owner });
 
 const toHead = (r: HeadRow): ChainHead => ({ session: r.session, seq: r.seq, id: r.id as Digest, owner: r.owner });
 
@@ -154,7 +162,14 @@ export class PgManifestLog extends AbstractManifestLog {
     const entryCols = 'position, session, seq, id, principal, envelope';
     this.sql = {
       head: q('SELECT session, seq, id, owner FROM {schema}.heads WHERE session = $1'),
-      lockHead: q('SELECT session, seq, id, owner FROM {schema}.heads WHERE session = $1 FOR UPDATE'),
+      // With what says the chain was cut back (the watermark above the head, an entry beyond it): the append refuses.
+      lockHead: q(`SELECT h.session, h.seq, h.id, h.owner,
+          (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = h.session) AS watermark,
+          EXISTS (SELECT 1 FROM {schema}.entries e WHERE e.session = h.session AND e.seq = h.seq + 1) AS beyond
+        FROM {schema}.heads h WHERE h.session = $1 FOR UPDATE OF h`),
+      // The same for a session with no head: a watermark, or any entry at all.
+      headless: q(`SELECT (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = $1) AS watermark,
+          EXISTS (SELECT 1 FROM {schema}.entries e WHERE e.session = $1) AS beyond`),
       newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
       moveHead: q('UPDATE {schema}.heads SET seq = $2, id = $3 WHERE session = $1'),
       // Under the counter row's lock: records the key's newest createdAt and reports its window end and whether
@@ -314,7 +329,29 @@ export class PgManifestLog extends AbstractManifestLog {
       return await this.db.transaction(
         async (client) => {
           // Waits for any concurrent append to this chain to finish, then sees its result.
-          const [head] = (await client.query<HeadRow>(this.sql.lockHead!, [request.session])).rows;
+          const [locked] = (await client.query<LockedHeadRow>(this.sql.lockHead!, [request.session])).rows;
+          const head: HeadRow | undefined = locked && toHeadRow(locked);
+          // A chain cut back is not extended (the facts of a moment before the lock are never newer than the head).
+          const facts =
+            locked ??
+            (await client.query<{ watermark: number | null; beyond: boolean }>(this.sql.headless!, [request.session]))
+              .rows[0]!;
+          const headSeq = head?.seq ?? -1;
+          const cut =
+            facts.watermark !== null && facts.watermark > headSeq
+              ? `head is at seq ${head?.seq ?? 'none'}, but seq ${facts.watermark} was already verified`
+              : facts.beyond
+                ? head
+                  ? `entries exist beyond head seq ${headSeq}`
+                  : 'entries exist, but no head names them'
+                : undefined;
+          if (cut) {
+            // With no head, the facts were read after the head was: another writer's first append to the chain may
+            // have committed in between, which is a lost race, not a cut.
+            const now = head ? undefined : (await client.query<HeadRow>(this.sql.head!, [request.session])).rows[0];
+            if (now) throw conflict(now);
+            throw rollbackRefused(request.session, cut);
+          }
           if (request.seq !== (head ? head.seq + 1 : 0) || request.prev !== (head ? head.id : null))
             throw conflict(head);
           if (head) await client.query(this.sql.moveHead!, [request.session, request.seq, request.id]);

@@ -1,0 +1,59 @@
+/**
+ * The embedded log's watermark raise (a resume's `setWatermark`) is ordered with the append batches: one that read
+ * the watermark before a batch of its session committed must not store its lower mark after it (the head would
+ * then be above the stored watermark, and a rollback to the lower seq would pass the check after a restart).
+ */
+import { expect, it } from 'vitest';
+import { Level } from 'level';
+import { join } from 'node:path';
+import { openLedger } from '../src/ledger/open.js';
+import { writeSyncedBatch } from '../manifests/log/level/tables.js';
+import type { LevelManifestLog } from '../manifests/log/level/log.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's', run: 'r' };
+
+it('a watermark raised while an append of the session is being written never ends below the new head', async () => {
+  const root = tempDir();
+  let ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+  for (let i = 0; i < 3; i++) await ledger.publish(scope, sampleSummary(i));
+  await ledger.close();
+  // A store whose watermark record is missing (one written before watermarks were): the raise reads it from disk.
+  const db = new Level<string, string>(join(root, 'manifests-v1'));
+  await db.open();
+  await db.del('w!s');
+  await db.close();
+  let race: (() => Promise<unknown>) | undefined;
+  let raced: Promise<unknown> | undefined;
+  ledger = await openLedger({
+    root,
+    host: 'h',
+    onNotice: () => {},
+    levelLog: {
+      writeBatch: async (d, ops) => {
+        const r = race;
+        race = undefined;
+        if (r) raced = r(); // a resume of seq 2 records it while the append of seq 3 is being synced
+        await writeSyncedBatch(d, ops);
+      },
+    },
+  });
+  try {
+    race = () => ledger.log.setWatermark('s', 2);
+    const receipt = await ledger.publish(scope, sampleSummary('next'));
+    await raced;
+    expect(receipt.seq).toBe(3);
+    expect(await (ledger.log as LevelManifestLog).raw.get('w!s')).toBe('3');
+    expect(await ledger.log.getWatermark('s')).toBe(3);
+  } finally {
+    await ledger.close();
+  }
+  // After a restart too: the stored mark is the head's.
+  ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+  try {
+    expect(await ledger.log.getWatermark('s')).toBe(3);
+    expect(ledger.recovery.headProblems).toEqual([]);
+  } finally {
+    await ledger.close();
+  }
+});
