@@ -225,11 +225,15 @@ describe('restart, recovery, fsck and gc', () => {
     const root = tempDir();
     await (await open(root)).close();
     const leftovers = ['', 'keys', 'checkpoints'].map((dir) => join(root, dir, '.0123456789abcdef.tmp'));
+    // And createFileWhole's, beside a lock file: trust.json's, the pin's.
+    leftovers.push(join(root, 'trust.json.lock.0123456789abcdef.tmp'));
+    leftovers.push(join(root, 'checkpoints', 'pin.lock.fedcba9876543210.tmp'));
     for (const path of leftovers) writeFileSync(path, 'a half-written private key, say', { mode: 0o600 });
     writeFileSync(join(root, 'keys', 'notes.tmp'), 'not a staging name'); // kept: not a name writeFileAtomic picks
+    writeFileSync(join(root, 'keys', 'notes.0123456789abcde.tmp'), 'nor this (15 hex digits)');
     const before = readdirSync(join(root, 'keys')).length;
     const ledger = await open(root);
-    expect(ledger.recovery.stagingRemoved).toBe(3);
+    expect(ledger.recovery.stagingRemoved).toBe(5);
     for (const path of leftovers) expect(() => readFileSync(path)).toThrow(/ENOENT/);
     expect(readdirSync(join(root, 'keys')).length).toBe(before - 1);
     await ledger.close();
@@ -247,6 +251,26 @@ describe('restart, recovery, fsck and gc', () => {
     const again = await ledger.publish({ ...scope, session: 's2' }, summary);
     expect(again.digest).toEqual(first.digest);
     expect((await ledger.resume(scope))?.summary).toEqual((await ledger.resume({ ...scope, session: 's2' }))?.summary);
+    expect(readdirSync(join(root, 'quarantine'))).toHaveLength(1);
+    await ledger.close();
+  });
+
+  it('concurrent publishes of the same bytes over a damaged blob file all succeed, and one copy is quarantined', async () => {
+    const root = tempDir();
+    const ledger = await open(root, { inlineSummaryBytes: 0 });
+    const summary = sampleSummary('damaged, then published again by three sessions at once');
+    const first = await ledger.publish(scope, summary);
+    const hex = digestHex(first.digest);
+    writeFileSync(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), 'bit rot');
+    const sessions = ['c1', 'c2', 'c3'];
+    const receipts = await Promise.allSettled(
+      sessions.map((session) => ledger.publish({ ...scope, session }, summary)),
+    );
+    expect(receipts.map((r) => (r.status === 'fulfilled' ? r.value.digest : String(r.reason)))).toEqual(
+      sessions.map(() => first.digest),
+    );
+    for (const session of ['s', ...sessions])
+      expect((await ledger.resume({ ...scope, session }))?.summary).toEqual(validateSummary(summary).summary);
     expect(readdirSync(join(root, 'quarantine'))).toHaveLength(1);
     await ledger.close();
   });

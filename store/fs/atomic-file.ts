@@ -4,8 +4,11 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { nodeFsOps } from './ops.js';
 
-/** The staging names `writeFileAtomic` picks (`.<16 hex>.tmp` beside the target), and only those. */
-const ATOMIC_STAGING_NAME = /^\.[0-9a-f]{16}\.tmp$/;
+/**
+ * The staging names `writeFileAtomic` (`.<16 hex>.tmp` beside the target) and `createFileWhole` (`<name>.<16 hex>.tmp`,
+ * a lock file's or a key's) pick, and only those.
+ */
+const ATOMIC_STAGING_NAME = /^[^/]*\.[0-9a-f]{16}\.tmp$/;
 
 /**
  * Replaces `path` with `data` atomically and durably: staging file (O_EXCL, given mode), write, fsync,
@@ -90,8 +93,8 @@ export async function createFileWhole(
 }
 
 /**
- * Removes `writeFileAtomic` staging files in `dirs` last changed before `before` (ms): what a crash left beside its
- * target, which no later write would remove (each picks a new name). Returns how many went.
+ * Removes `writeFileAtomic` and `createFileWhole` staging files in `dirs` last changed before `before` (ms): what a
+ * crash left beside its target, which no later write would remove (each picks a new name). Returns how many went.
  */
 export async function removeAtomicStagingLeftovers(dirs: string[], before: number): Promise<number> {
   let removed = 0;

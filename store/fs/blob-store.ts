@@ -80,6 +80,10 @@ export class FsBlobStore extends AbstractBlobStore {
    * process's life, where one per second-level shard would be up to 65,536).
    */
   private readonly durableShards = new Set<string>();
+  /** Per digest (hex), the placing of a blob under way in this process, settled: the next one waits for it. */
+  private readonly placing = new Map<string, Promise<void>>();
+  /** The root directory opened (device and inode): every write and read refuses another one at its path. */
+  private rootId: { dev: number; ino: number } | undefined;
 
   private constructor(root: string, options: FsBlobStoreOptions) {
     super(options);
@@ -103,7 +107,8 @@ export class FsBlobStore extends AbstractBlobStore {
     options: FsBlobStoreOptions,
   ): Promise<{ store: FsBlobStore; recovery: RecoveryReport }> {
     const store = new FsBlobStore(root, options);
-    await ensurePrivateDir(root, 'UNSAFE_ROOT');
+    const { dev, ino } = await ensurePrivateDir(root, 'UNSAFE_ROOT');
+    store.rootId = { dev, ino };
     for (const dir of [join(root, 'blobs-v1'), store.blobDir, store.tmpDir, store.quarantineDir, store.asideDir]) {
       await ensurePrivateDir(dir, 'UNSAFE_PATH');
     }
@@ -207,8 +212,31 @@ export class FsBlobStore extends AbstractBlobStore {
     if (listed !== undefined && this.unsyncedDirs.get(dir) === listed) this.unsyncedDirs.delete(dir);
   }
 
-  /** Links the fsynced staging file to its final name, never overwriting, then makes the name durable. */
+  /**
+   * Places one blob at a time per digest in this process (the store's only writer): two puts of the same bytes that
+   * both find a damaged copy at the path would otherwise each quarantine and link — the second rename finding nothing,
+   * a link finding the other's fresh copy, or one moving the other's acknowledged copy aside.
+   */
   private async placeBlob(staging: string, digest: Digest, size: number): Promise<void> {
+    const hex = digestHex(digest);
+    const before = this.placing.get(hex);
+    const run = before
+      ? before.then(() => this.placeBlobAlone(staging, digest, size))
+      : this.placeBlobAlone(staging, digest, size);
+    const settled = run.then(
+      () => {},
+      () => {},
+    );
+    this.placing.set(hex, settled);
+    try {
+      await run;
+    } finally {
+      if (this.placing.get(hex) === settled) this.placing.delete(hex);
+    }
+  }
+
+  /** Links the fsynced staging file to its final name, never overwriting, then makes the name durable. */
+  private async placeBlobAlone(staging: string, digest: Digest, size: number): Promise<void> {
     const hex = digestHex(digest);
     const { dir2, file } = this.pathOf(hex);
     try {
@@ -251,13 +279,29 @@ export class FsBlobStore extends AbstractBlobStore {
     }
   }
 
-  /** Refuses any of `dirs` that is no longer a real directory (a symlink swapped in after open). */
+  /**
+   * Refuses a root that is no longer the directory opened (moved away, a link or another directory put at its path:
+   * every path below it would lead elsewhere), and any of `dirs` that is no longer a real directory (a symlink swapped
+   * in after open). One round of lstat calls, judged as a walk down from the root.
+   */
   private async checkRealDirs(dirs: string[]): Promise<void> {
-    for (const dir of dirs) {
-      const st = await this.fs.lstat(dir).catch(wrap('lstat'));
-      if (!st.isDirectory())
-        throw new StoreError('UNSAFE_PATH', `blob store: ${dir} is not a directory (symlink planted?)`);
+    const stats = await Promise.allSettled([this.root, ...dirs].map((dir) => this.fs.lstat(dir)));
+    for (const [i, st] of stats.entries()) {
+      if (st.status === 'rejected') throw storageFailed('lstat', st.reason);
+      if (i === 0) this.checkRoot(st.value);
+      else if (!st.value.isDirectory())
+        throw new StoreError('UNSAFE_PATH', `blob store: ${dirs[i - 1]} is not a directory (symlink planted?)`);
     }
+  }
+
+  /** Refuses a root that is not the directory `open` found at its path. */
+  private checkRoot(st: { dev: number; ino: number; isDirectory(): boolean }): void {
+    const id = this.rootId;
+    if (id && st.isDirectory() && st.dev === id.dev && st.ino === id.ino) return;
+    throw new StoreError(
+      'UNSAFE_ROOT',
+      `blob store: ${this.root} is no longer the directory the store opened (moved, or a link or another directory put in its place); nothing was read or written through it, reopen the store`,
+    );
   }
 
   /** Creates a shard directory if missing; returns true when it was created. Refuses a planted symlink. */
@@ -379,15 +423,16 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   private async checkShardDirs(dir1: string, dir2: string): Promise<void> {
-    const dirs = [this.blobsV1Dir, this.blobDir, dir1, dir2];
-    // All four at once, one round of calls instead of four on every read, judged in order as a walk down the path.
+    const dirs = [this.root, this.blobsV1Dir, this.blobDir, dir1, dir2];
+    // All at once, one round of calls instead of five on every read, judged in order as a walk down the path.
     const stats = await Promise.allSettled(dirs.map((dir) => this.fs.lstat(dir)));
     for (const [i, st] of stats.entries()) {
       if (st.status === 'rejected') {
-        if (errno(st.reason) === 'ENOENT') return;
+        if (errno(st.reason) === 'ENOENT' && i > 0) return;
         throw storageFailed('lstat', st.reason);
       }
-      if (!st.value.isDirectory())
+      if (i === 0) this.checkRoot(st.value);
+      else if (!st.value.isDirectory())
         throw new StoreError('UNSAFE_PATH', `blob store: ${dirs[i]} is not a directory (symlink planted?)`);
     }
   }

@@ -10,9 +10,10 @@ import { ownerProblem } from './owner.js';
  * symlink), owned by this user or root, that group and others cannot write: a store others can write to
  * cannot keep its promises. Every directory it creates is made durable in its parent (the parent is fsynced),
  * so a crash cannot take back a directory that files of the store were then written into; the parent of the
- * first one made is not the store's and may not be readable, so its flush is best effort.
+ * first one made is not the store's and may not be readable, so its flush is best effort. Returns the directory's
+ * lstat (its device and inode name the directory opened).
  */
-export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promise<void> {
+export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promise<Stats> {
   // What is there already is judged before anything is made: a dangling symlink would otherwise fail mkdir (ENOENT)
   // as a storage failure, not as the link it is.
   let st = await refuseNonDirectory(dir, code);
@@ -38,6 +39,7 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
       `${dir} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 700 on it`,
     );
   }
+  return st;
 }
 
 /**

@@ -241,6 +241,40 @@ describe('blob directories swapped for symlinks after open', () => {
   );
 });
 
+describe('the store root swapped after open', () => {
+  it.each(['a symlink to another directory', 'another directory'])(
+    'the root moved away and %s put at its path: publish and blob reads refuse, nothing is written there',
+    async (what) => {
+      const parent = tempDir('hl-review-');
+      const root = join(parent, 'store');
+      const elsewhere = tempDir('hl-review-outside-');
+      const ledger = await openLedger({ root, host: 'host-a', inlineSummaryBytes: 0 }); // summaries in blob files
+      try {
+        const { digest } = await ledger.publish(scope, sizedSummary('before the swap'));
+        renameSync(root, join(parent, 'moved'));
+        if (what === 'another directory') mkdirSync(root, { mode: 0o700 });
+        else symlinkSync(elsewhere, root);
+        const target = what === 'another directory' ? root : elsewhere;
+        await judge.judge(
+          'store root swap',
+          () => ledger.publish(scope, sizedSummary('through the swapped root')),
+          () => judge.tally.right(false, 'publish wrote through a swapped root'),
+          ['UNSAFE_ROOT'],
+        );
+        await judge.judge(
+          'store root swap',
+          () => ledger.blobs.get(digest),
+          () => judge.tally.right(false, 'a read went through a swapped root'),
+          ['UNSAFE_ROOT'],
+        );
+        expect(readdirSync(target, { recursive: true })).toEqual([]);
+      } finally {
+        await ledger.close();
+      }
+    },
+  );
+});
+
 describe('corrupt embedded log records', () => {
   it('fail as RECORD_CORRUPT naming the record; the store still opens and fsck reports them and checks the rest', async () => {
     const root = tempDir('hl-review-');
