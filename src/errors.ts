@@ -50,7 +50,25 @@ export class LedgerError extends HandoffLedgerError<LedgerErrorCode> {
   }
 }
 
-/** `throwIfAborted` of the ledger layer: a cancelled ledger operation is a `LedgerError` `CANCELLED`. */
+/**
+ * `throwIfAborted` of the ledger layer: a cancelled ledger operation is a `LedgerError` `CANCELLED`. A `signal` that is
+ * not an AbortSignal (no `aborted` flag, no `addEventListener`) is `INVALID_ARGUMENT`: it could never cancel anything,
+ * and the wait that listens to it would fail later with a plain TypeError.
+ */
 export function throwIfCancelled(signal: AbortSignal | undefined): void {
+  checkSignal(signal);
   throwIfAborted(signal, LedgerError);
+}
+
+/** @throws LedgerError `INVALID_ARGUMENT` unless `signal` is undefined or an AbortSignal */
+export function checkSignal(signal: unknown): void {
+  if (signal !== undefined && !isAbortSignal(signal))
+    throw new LedgerError('INVALID_ARGUMENT', `signal: an AbortSignal (or undefined), not ${typeof signal}`);
+}
+
+function isAbortSignal(value: unknown): value is AbortSignal {
+  const s = value as { aborted?: unknown; addEventListener?: unknown } | null;
+  return (
+    typeof s === 'object' && s !== null && typeof s.aborted === 'boolean' && typeof s.addEventListener === 'function'
+  );
 }

@@ -330,7 +330,7 @@ export class Ledger {
     throwIfCancelled(signal);
     await this.authorize(s, 'publish', (await this.appendHead(s.session)) ?? null);
     // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
-    const { source } = prepareSummary(summary, this.maxSummaryBytes);
+    const { source } = prepareSummary(summary, this.maxSummaryBytes, this.inlineSummaryBytes);
     // Publish step 3: encode canonically → put the blob durably (blob durable before manifest), or, for a
     // small summary, hand its bytes to the append, which commits them with the manifest (one durable write).
     const blob = await this.storeSummary(source, signal);

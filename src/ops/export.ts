@@ -25,7 +25,7 @@ import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { publishBundle } from './export-publish.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
-import { LedgerError } from '../errors.js';
+import { checkSignal, LedgerError } from '../errors.js';
 import {
   BUNDLE_FORMAT,
   BUNDLE_HEADER_FILE,
@@ -122,8 +122,9 @@ const UNAVAILABLE_BLOB = new Set([
 const CREATE = constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW;
 const FLUSH_BYTES = 1024 * 1024;
 
-/** @throws LedgerError `CANCELLED` when `signal` was aborted */
+/** @throws LedgerError `CANCELLED` when `signal` was aborted, `INVALID_ARGUMENT` when it is not an AbortSignal */
 function checkCancelled(signal: AbortSignal | undefined): void {
+  checkSignal(signal);
   if (signal?.aborted)
     throw new LedgerError('CANCELLED', 'export cancelled; no bundle was written', { cause: signal.reason });
 }

@@ -139,12 +139,18 @@ export interface PreparedSummary {
 /**
  * Validates a summary and prepares its canonical bytes for the blob store: all at once for a small
  * summary, as a stream for a large one (the encoding overlaps the write, and no second copy of a large
- * summary is held in memory).
+ * summary is held in memory). `wholeUpTo`: a summary that may be at most this many bytes is encoded all at once
+ * whatever its size (the ledger's `inlineSummaryBytes`: one stored inline needs its bytes whole).
  * @throws LedgerError as `validateSummary`
  */
-export function prepareSummary(value: unknown, maxBytes: number = DEFAULT_MAX_SUMMARY_BYTES): PreparedSummary {
+export function prepareSummary(
+  value: unknown,
+  maxBytes: number = DEFAULT_MAX_SUMMARY_BYTES,
+  wholeUpTo = 0,
+): PreparedSummary {
   const { summary, atLeast } = checkSummary(value, maxBytes);
-  if (atLeast < STREAM_SUMMARY_FROM) return { summary, source: encodeSummary(summary, maxBytes) };
+  if (atLeast < STREAM_SUMMARY_FROM || atLeast <= wholeUpTo)
+    return { summary, source: encodeSummary(summary, maxBytes) };
   const pieces = canonicalChunks(summary); // throws here, before any byte is written, on what JCS refuses
   return {
     summary,

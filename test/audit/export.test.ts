@@ -91,7 +91,7 @@ describe('exportBundle', () => {
     }
   });
 
-  it('refuses an existing target with BUNDLE_EXISTS and a bad filter id with INVALID_ID, as the ledger does', async () => {
+  it('refuses an existing target with BUNDLE_EXISTS, a bad filter id with INVALID_ID and a bad signal with INVALID_ARGUMENT, as the ledger does', async () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));
     try {
@@ -102,6 +102,11 @@ describe('exportBundle', () => {
       await expect(exportBundle(ledger, { out: join(dir, 'x'), session: '../etc' })).rejects.toMatchObject({
         name: 'LedgerError',
         code: 'INVALID_ID',
+      });
+      // A signal that is not an AbortSignal could never cancel: refused as the ledger's operations refuse it.
+      await expect(exportBundle(ledger, { out: join(dir, 'x'), signal: {} as AbortSignal })).rejects.toMatchObject({
+        name: 'LedgerError',
+        code: 'INVALID_ARGUMENT',
       });
       expect(existsSync(join(dir, 'x'))).toBe(false);
     } finally {

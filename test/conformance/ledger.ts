@@ -11,7 +11,7 @@ import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { TieredBlobStore } from '../../src/ledger/blob-tiers.js';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
-import { STREAM_DECODE_FROM, validateSummary } from '../../src/summary/summary.js';
+import { STREAM_DECODE_FROM, STREAM_SUMMARY_FROM, validateSummary } from '../../src/summary/summary.js';
 import { tempDir } from '../support/tmp.js';
 import { MANIFEST_PAYLOAD_TYPE } from '../../manifests/format/manifest-core.js';
 
@@ -189,6 +189,22 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
       expect((await ledger.resume(scope))?.summary.task).toBe('task kept');
     });
 
+    it('refuses a signal that is not an AbortSignal with INVALID_ARGUMENT, twice alike, and publishes nothing', async () => {
+      const ledger = await open();
+      await ledger.publish(scope, summary('kept'));
+      const bogus = {} as AbortSignal;
+      for (let i = 0; i < 2; i++) {
+        await expect(ledger.publish(scope, summary('x'), { signal: bogus })).rejects.toMatchObject({
+          name: 'LedgerError',
+          code: 'INVALID_ARGUMENT',
+          message: expect.stringMatching(/signal/),
+        });
+        for (const read of [ledger.resume(scope, { signal: bogus }), ledger.history(scope, { signal: bogus })])
+          await expect(read).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      }
+      expect((await ledger.history(scope)).map((e) => e.manifest.summary.size)).toHaveLength(1);
+    });
+
     describe('small summaries inline in the manifest log', () => {
       const inlineStat = (ledger: Ledger, digest: Digest) => ledger.log.inlineBlobs!.stat(digest);
       const fileTier = (ledger: Ledger) => (ledger.blobs as TieredBlobStore).files;
@@ -209,6 +225,26 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         expect((await ledger.resume({ ...scope, session: 'conf-big' }))?.summary).toEqual(big);
         expect(await ledger.blobs.stat(small.digest)).toMatchObject({ digest: small.digest, size: small.size });
         expect(await fsck(ledger)).toMatchObject({ ok: true, manifests: 2, blobsChecked: 2 });
+      });
+
+      it('stores inline every summary up to an inlineSummaryBytes above the size summaries stream from', async () => {
+        const threshold = STREAM_SUMMARY_FROM * 2;
+        const ledger = await open({ inlineSummaryBytes: threshold, maxSummaryBytes: threshold * 2 });
+        // Around the size from which a summary is encoded while written, and near the threshold: all inline.
+        for (const [i, text] of [STREAM_SUMMARY_FROM - 100, STREAM_SUMMARY_FROM + 10, threshold - 200].entries()) {
+          const session = `conf-inline-${i}`;
+          const s = { task: 'large inline', state: 'x'.repeat(text), nextSteps: ['s'] };
+          const r = await ledger.publish({ ...scope, session }, s);
+          expect(r.size).toBeLessThanOrEqual(threshold);
+          expect(await inlineStat(ledger, r.digest), `${text} characters`).toMatchObject({ size: r.size });
+          expect(await fileTier(ledger).has(r.digest)).toBe(false);
+          expect((await ledger.resume({ ...scope, session }))?.summary).toEqual(s);
+        }
+        // Past it: a blob.
+        const over = { task: 'over', state: 'x'.repeat(threshold + 10), nextSteps: ['s'] };
+        const r = await ledger.publish({ ...scope, session: 'conf-inline-over' }, over);
+        expect(await inlineStat(ledger, r.digest)).toBeUndefined();
+        expect(await fileTier(ledger).has(r.digest)).toBe(true);
       });
 
       it('stores no inline blob when the append is refused (both or neither)', async () => {
