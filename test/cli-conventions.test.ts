@@ -311,6 +311,31 @@ describe('keys with --json', () => {
     const exported = await cli(['keys', 'export', ...store, '--out', out, '--json']);
     expect(JSON.parse(exported.stdout)).toEqual({ wrote: out, keys: 2, checkpointKeys: 2 });
   });
+
+  it('prints the checkpoint verifier key of keys vkey as JSON', async () => {
+    const human = await cli(['keys', 'vkey', ...store]);
+    const json = await cli(['keys', 'vkey', ...store, '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    expect(JSON.parse(json.stdout)).toEqual({ vkey: human.stdout.trim() });
+  });
+
+  it('refuses --out and --at on the subcommands they are not for, and an empty --out, changing nothing', async () => {
+    const before = (await cli(['keys', 'list', ...store, '--json'])).stdout;
+    const file = join(newDir(), 'vk.txt');
+    for (const [argv, option] of [
+      [['keys', 'vkey', ...store, '--out', file], '--out'],
+      [['keys', 'rotate', ...store, '--out', file], '--out'],
+      [['keys', 'rotate', ...store, '--at', '2020-01-01T00:00:00.000Z'], '--at'],
+      [['keys', 'export', ...store, '--at', '2020-01-01T00:00:00.000Z'], '--at'],
+      [['keys', 'export', ...store, '--out', ''], '--out'],
+    ] as const) {
+      const r = await cli([...argv]);
+      expect(r, argv.join(' ')).toMatchObject({ code: 2, stdout: '' });
+      expect(r.stderr).toMatch(new RegExp(`^handoff-ledger: USAGE: ${option}`));
+    }
+    expect(() => readFileSync(file)).toThrow(/ENOENT/);
+    expect((await cli(['keys', 'list', ...store, '--json'])).stdout).toBe(before);
+  });
 });
 
 describe('usage errors with --json', () => {
@@ -321,6 +346,10 @@ describe('usage errors with --json', () => {
       ['verify', files.bundle, '--bogus', '--json'],
       ['gc', ...store, '--grace', 'banana', '--json'],
       ['witness', 'keygen', '--json', '--name', 'witness.example/x'],
+      // --json before the subcommand of keys, as before witness's.
+      ['keys', '--json', 'export', ...store],
+      // A duration too long to be one (Infinity ms) is a usage error as a malformed one is.
+      ['gc', ...store, '--grace', '9'.repeat(400), '--json'],
     ]) {
       const r = await cli(argv);
       expect(r.code, argv.join(' ')).toBe(2);

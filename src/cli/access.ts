@@ -1,6 +1,16 @@
 /** grant, revoke, grants, keys: the operator's access and key lifecycle commands. */
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
-import { withLedger, EXIT_OK, parse, reportError, storeOptions, UsageError, writeJson, type CliIo } from './io.js';
+import {
+  withLedger,
+  EXIT_OK,
+  parse,
+  reportError,
+  storeOptions,
+  UsageError,
+  wantsJson,
+  writeJson,
+  type CliIo,
+} from './io.js';
 import { printableLines } from '../../manifests/encoding/printable.js';
 
 const grantOptions = {
@@ -78,13 +88,19 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     // `keys revoke A B` would revoke A alone, `keys export trust.json` print to stdout: extra words are refused.
     if (positionals.length > (sub === 'revoke' ? 1 : 0))
       throw new UsageError(`unexpected argument ${JSON.stringify(positionals.at(-1))}; ${keysUsage}`);
+    // Options of one subcommand are refused on the others (`keys rotate --at T` would rotate now, ignoring T).
+    if (values.out !== undefined && sub !== 'export' && sub !== 'list')
+      throw new UsageError(`--out is for keys export and keys list; ${keysUsage}`);
+    if (values.at !== undefined && sub !== 'revoke') throw new UsageError(`--at is for keys revoke; ${keysUsage}`);
+    if (values.out === '') throw new UsageError('--out needs a file name');
     return await withLedger(values, io, async (ledger) => {
       if (sub === 'vkey') {
         // The C2SP note verifier key of the checkpoint key: what witnesses and tlog tools are configured with.
-        io.stdout.write(printableLines([ledger.checkpointVerifierKey]));
+        if (values.json) writeJson(io.stdout, { vkey: ledger.checkpointVerifierKey });
+        else io.stdout.write(printableLines([ledger.checkpointVerifierKey]));
       } else if (sub === 'export' || sub === 'list') {
         const trust = ledger.trustStore();
-        if (values.out) {
+        if (values.out !== undefined) {
           await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
           if (values.json)
             writeJson(io.stdout, {
@@ -131,6 +147,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
       return EXIT_OK;
     });
   } catch (err) {
-    return reportError(err, io, values.json);
+    // `--json` before the subcommand (`keys --json export`) is no option of the parse above, yet asks for JSON.
+    return reportError(err, io, values.json || wantsJson(argv));
   }
 }

@@ -5,7 +5,7 @@
  * digests become path components.
  */
 import { constants, createReadStream } from 'node:fs';
-import { lstat, open } from 'node:fs/promises';
+import { lstat, open, realpath } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AuditError } from '../../manifests/audit/errors.js';
 import {
@@ -80,8 +80,11 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
  */
 export async function openBundleDir(dir: string, options: OpenBundleOptions = {}): Promise<BundleReader> {
   const maxBytes = options.maxManifestsBytes ?? DEFAULT_MAX_MANIFESTS_BYTES;
-  const root = resolve(dir);
+  // The directory the auditor named may be reached through a link of theirs (`latest -> b1`): it is resolved once;
+  // nothing inside the bundle is followed.
+  let root = resolve(dir);
   try {
+    root = await realpath(root);
     const st = await lstat(root);
     if (!st.isDirectory()) throw new AuditError('BUNDLE_INVALID', `${root} is not a directory`);
   } catch (err) {

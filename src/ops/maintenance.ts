@@ -372,5 +372,12 @@ export function parseDuration(text: string): number {
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[
     (m[2] ?? 's') as 'ms' | 's' | 'm' | 'h' | 'd'
   ];
-  return Number(m[1]) * unit;
+  const ms = Number(m[1]) * unit;
+  // Digits past 2^53 ms (285,000 years) lose their value, and enough of them make Infinity: no duration.
+  if (!Number.isSafeInteger(ms))
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `not a duration: ${JSON.stringify(text)} is too long (use e.g. 30m, 24h, 7d)`,
+    );
+  return ms;
 }

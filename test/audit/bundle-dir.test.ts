@@ -43,6 +43,22 @@ describe('openBundleDir', () => {
     }
   });
 
+  it('opens a bundle through a link the auditor named (latest -> b1), and still follows none inside it', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const base = tempDir();
+    await writeBundleDir(join(base, 'b1'), b.lines, { blobs: b.blobs });
+    symlinkSync('b1', join(base, 'latest'));
+    for (const named of ['latest', 'latest/']) {
+      const r = await verifyBundle(await openBundleDir(join(base, named)), { trust: b.trust });
+      expect(r.ok, named).toBe(true);
+      expect(r.counts.blobsChecked).toBe(2);
+    }
+    // A link to something that is not a directory is still refused.
+    writeFileSync(join(base, 'file'), 'x');
+    symlinkSync('file', join(base, 'to-file'));
+    await expect(openBundleDir(join(base, 'to-file'))).rejects.toMatchObject({ code: 'BUNDLE_INVALID' });
+  });
+
   it('checks blobs when the header counts them even if the blobs directory is gone', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
     const dir = join(tempDir(), 'bundle');
