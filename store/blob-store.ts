@@ -68,6 +68,11 @@ export interface BlobStore {
    * time): resolves `true` when removed, `false` when kept or absent.
    */
   delete(digest: string, options?: DeleteOptions): Promise<boolean>;
+  /**
+   * The time by the clock the store records storage times with (ms since epoch), where that is not this process's
+   * (PostgreSQL: the server's): gc measures its grace period against it. Absent: `Date.now()`.
+   */
+  clock?(): Promise<number>;
   close(): Promise<void>;
 }
 

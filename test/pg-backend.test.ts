@@ -7,7 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import pgLib from 'pg';
 import { PgBlobStore } from '../store/pg/blob-store.js';
 import { StoreError } from '../store/errors.js';
@@ -18,6 +18,7 @@ import { PgManifestLog } from '../manifests/log/pg/log.js';
 import type { AppendRequest, HeadWindow, LogEntry } from '../manifests/log/log.js';
 import { headProblems } from '../manifests/chain/head-rules.js';
 import { openLedger } from '../src/ledger/open.js';
+import { gc } from '../src/ops/maintenance.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
@@ -382,6 +383,34 @@ describePostgres('PostgreSQL backend', (pg) => {
         }
       } finally {
         await store.close();
+      }
+    });
+  });
+
+  describe('gc on a host whose clock is ahead of the server', () => {
+    it("measures the grace period on the server's clock, which stored_at is recorded by: young blobs stay", async () => {
+      const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+      const root = mkdtempSync(join(tmpdir(), 'hl-pg-gc-'));
+      const ledger = await openLedger({ root, host: 'h1', postgres, onNotice: () => {} });
+      try {
+        const orphan = await ledger.blobs.put(new TextEncoder().encode('a blob no manifest names, stored just now'));
+        expect(await ledger.blobs.clock!()).toBeGreaterThan(0);
+        // This host's clock runs two hours ahead: a one-hour grace measured on it would take the blob stored now.
+        const real = Date.now.bind(Date);
+        const ahead = vi.spyOn(Date, 'now').mockImplementation(() => real() + 2 * 3_600_000);
+        let report;
+        try {
+          report = await gc(ledger, { graceMs: 3_600_000 });
+        } finally {
+          ahead.mockRestore();
+        }
+        expect(report).toMatchObject({ removed: [], keptYoung: 1 });
+        expect(await ledger.blobs.has(orphan.digest)).toBe(true);
+        // Past the grace on the server's clock it goes.
+        expect((await gc(ledger, { graceMs: 0 })).removed).toEqual([orphan.digest]);
+      } finally {
+        await ledger.close();
+        await rm(root, { recursive: true, force: true });
       }
     });
   });

@@ -17,12 +17,17 @@ import { digestHex, hashBytes, type Digest, type HashBackend } from '../../store
 import type { InlineBlobTable } from '../../manifests/log/log.js';
 
 export class TieredBlobStore implements BlobStore {
+  /** The file tier's clock (BlobStore.clock); the inline tier's log keeps storage times on the same one. */
+  readonly clock?: () => Promise<number>;
+
   constructor(
     /** Where `put` writes and where blobs too large to be inline live. */
     readonly files: BlobStore,
     readonly inline: InlineBlobTable,
     private readonly hash: HashBackend,
-  ) {}
+  ) {
+    if (files.clock) this.clock = () => files.clock!();
+  }
 
   /** Plain `put` always goes to the blob store: only an append may write an inline blob (atomically with its entry). */
   put(source: BlobSource, options?: PutOptions): Promise<BlobInfo> {

@@ -305,7 +305,10 @@ async function collect(
   // Not against a log that does not extend the pinned checkpoint: collecting there could delete the evidence.
   await ledger.checkLog();
   const referenced = await referencedDigests(ledger);
-  const cutoff = (options.now ?? Date.now()) - options.graceMs;
+  // The grace is measured on the clock the store records storage times by (PostgreSQL: the server's), not this
+  // host's: a host clock ahead of the server's would take blobs younger than the grace.
+  const now = options.now ?? (ledger.blobs.clock ? await ledger.blobs.clock() : Date.now());
+  const cutoff = now - options.graceMs;
   const removed: Digest[] = [];
   let scanned = 0;
   let keptYoung = 0;

@@ -281,6 +281,18 @@ export class PgBlobStore extends AbstractBlobStore {
     }
   }
 
+  /** The server's clock, which `stored_at` is recorded by (BlobStore.clock): gc's grace is measured on it. */
+  async clock(): Promise<number> {
+    try {
+      const { rows } = await this.db.query<{ ms: number }>(
+        'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms',
+      );
+      return rows[0]!.ms;
+    } catch (err) {
+      throw storageFailed('clock', err);
+    }
+  }
+
   protected async _delete(digest: Digest, options: DeleteOptions): Promise<boolean> {
     try {
       // One statement: a put that refreshed stored_at first (its row lock orders the two) keeps the blob.
