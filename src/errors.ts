@@ -3,6 +3,7 @@
  * through with their own codes; all extend `HandoffLedgerError`, which `isHandoffLedgerError` recognizes.
  */
 import { HandoffLedgerError, throwIfAborted } from '../store/errors.js';
+import { onAbort } from '../store/abort.js';
 
 export { HandoffLedgerError, isHandoffLedgerError } from '../store/errors.js';
 
@@ -58,6 +59,36 @@ export class LedgerError extends HandoffLedgerError<LedgerErrorCode> {
 export function throwIfCancelled(signal: AbortSignal | undefined): void {
   checkSignal(signal);
   throwIfAborted(signal, LedgerError);
+}
+
+/**
+ * `p`, or `CANCELLED` as soon as `signal` aborts, whichever comes first: for the reads a publish makes before its
+ * append (the head, authorization, the checkpoint check), which a busy PostgreSQL pool can hold until a connection
+ * frees. What `p` does goes on and is dropped; it must be a read, or safe to finish unobserved.
+ */
+export function untilCancelled<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  const cancelled = () => new LedgerError('CANCELLED', 'operation cancelled', { cause: signal.reason });
+  if (signal.aborted) {
+    p.catch(() => {});
+    return Promise.reject(cancelled());
+  }
+  return new Promise<T>((resolve, reject) => {
+    const unsubscribe = onAbort(signal, () => {
+      p.catch(() => {});
+      reject(cancelled());
+    });
+    p.then(
+      (value) => {
+        unsubscribe();
+        resolve(value);
+      },
+      (err: unknown) => {
+        unsubscribe();
+        reject(err);
+      },
+    );
+  });
 }
 
 /** @throws LedgerError `INVALID_ARGUMENT` unless `signal` is undefined or an AbortSignal */

@@ -597,6 +597,42 @@ describePostgres(
       });
     });
 
+    describe("a publish's reads before its append, with every pooled connection busy", () => {
+      it('end at the abort: CANCELLED while the pool is still full, nothing written', async () => {
+        const schema = nextSchema();
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-cancel-'));
+        const postgres = { connectionString: pg.connectionString, schema, maxConnections: 1 };
+        const ledger = await openLedger({ root, host: 'h', postgres, onNotice: () => {} });
+        const scope = { principal: 'alice', session: 's1', run: 'r1' };
+        try {
+          const first = await ledger.publish(scope, { task: 't', state: 's', nextSteps: ['n'] });
+          // The pool's one connection, held (a long read or another operation): the head read waits for it.
+          const pool = (ledger.log as unknown as { db: { pool: pgLib.Pool } }).db.pool;
+          const held = await pool.connect();
+          let released = false;
+          try {
+            const ac = new AbortController();
+            const publishing = rejection(
+              ledger.publish(scope, { task: 'cancelled', state: 's', nextSteps: ['n'] }, { signal: ac.signal }),
+            );
+            while (pool.waitingCount === 0) await new Promise((r) => setTimeout(r, 10));
+            ac.abort(new Error('user pressed stop'));
+            const err = await publishing;
+            expect(released, 'the publish answered while the pool was still full').toBe(false);
+            expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+          } finally {
+            released = true;
+            held.release();
+          }
+          expect((await ledger.history(scope)).map((e) => e.id)).toEqual([first.id]);
+          expect((await ledger.publish(scope, { task: 'next', state: 's', nextSteps: ['n'] })).seq).toBe(1);
+        } finally {
+          await ledger.close();
+          await rm(root, { recursive: true, force: true });
+        }
+      }, 30_000);
+    });
+
     describe('a transaction whose signal aborts', () => {
       /** A one-connection pool whose statements are recorded; `onSend` runs as each is sent. */
       const recordingPool = (onSend: (text: string) => void) => {

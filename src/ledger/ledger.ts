@@ -25,7 +25,7 @@ import type { VerifiedManifest } from '../../manifests/crypto/verify-manifest.js
 import { ChainChecker, type CheckedEntry } from '../../manifests/chain/checker.js';
 import { VerifiedManifestCache } from '../../manifests/crypto/verified-cache.js';
 import { headProblems, type HeadProblem } from '../../manifests/chain/head-rules.js';
-import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
+import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
 import { Keyring, mergeTrust } from '../keys/keyring.js';
@@ -328,7 +328,11 @@ export class Ledger {
     const covers = parseCovers(options.covers);
     parseExpectedPrev(options.expectedPrev);
     throwIfCancelled(signal);
-    await this.authorize(s, 'publish', (await this.appendHead(s.session)) ?? null);
+    // Reads that a busy PostgreSQL pool can hold: an abort ends the wait for them (as it ends the append's).
+    await untilCancelled(
+      this.appendHead(s.session).then((head) => this.authorize(s, 'publish', head ?? null)),
+      signal,
+    );
     // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
     const { source } = prepareSummary(summary, this.maxSummaryBytes, this.inlineSummaryBytes);
     // Publish step 3: encode canonically → put the blob durably (blob durable before manifest), or, for a
@@ -393,10 +397,10 @@ export class Ledger {
     // Point of no return: re-check cancellation and authorization.
     throwIfCancelled(signal);
     // Never append to a log that does not extend the pinned checkpoint (rolled back or forked).
-    await this.checkpoints.check();
+    await untilCancelled(this.checkpoints.check(), signal);
     // One head serves the authorization (its owner) and the manifest (its seq and prev): the one the append checks.
-    const head = await this.appendHead(s.session);
-    await this.authorize(s, 'publish', head ?? null);
+    const head = await untilCancelled(this.appendHead(s.session), signal);
+    await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
     if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
       throw new LedgerError(
         'CHAIN_CONFLICT',
