@@ -10,7 +10,9 @@
  * non-canonical points and small-order public keys itself before asking WebCrypto, and the shared Wycheproof suite
  * (test/audit/verify-webcrypto.test.ts, and the browser test) holds it to the noble verifier's answers.
  */
-import { isSmallOrderKey, type SignatureVerifier } from '../crypto/ed25519.js';
+import { isSmallOrderKey, pointIsCanonical, type SignatureVerifier } from '../crypto/ed25519.js';
+
+export { pointIsCanonical };
 import { verifyLineText, type LineOutcome, type LineVerifier, type LineVerifyContext } from './verify-line.js';
 
 /** The group order L, little-endian, for the S < L check. */
@@ -26,13 +28,6 @@ export function scalarIsCanonical(bytes: Uint8Array, offset: number): boolean {
     if (b !== L[i]) return b < L[i]!;
   }
   return false;
-}
-
-/** True iff a point encoding's y (sign bit cleared) is below p = 2^255 - 19. */
-export function pointIsCanonical(enc: Uint8Array): boolean {
-  if ((enc[31]! & 0x7f) !== 0x7f) return true;
-  for (let i = 30; i >= 1; i--) if (enc[i] !== 0xff) return true;
-  return enc[0]! < 0xed;
 }
 
 /** The two SubtleCrypto methods used (declared here: the isomorphic layers compile without the DOM library). */

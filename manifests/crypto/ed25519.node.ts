@@ -12,21 +12,7 @@
  */
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { encodeBase64Url } from '../encoding/base64.js';
-import { SMALL_ORDER_POINTS, type SignatureVerifier } from './ed25519.js';
-
-// p = 2^255 - 19, little-endian. A y-coordinate (low 255 bits) >= p is a non-canonical encoding.
-const P_LE = new Uint8Array(32).fill(0xff);
-P_LE[0] = 0xed;
-P_LE[31] = 0x7f;
-
-function isCanonicalPoint(enc: Uint8Array): boolean {
-  for (let i = 31; i >= 0; i--) {
-    const b = i === 31 ? enc[i]! & 0x7f : enc[i]!;
-    if (b < P_LE[i]!) return true;
-    if (b > P_LE[i]!) return false;
-  }
-  return false; // equal to p
-}
+import { pointIsCanonical, SMALL_ORDER_POINTS, type SignatureVerifier } from './ed25519.js';
 
 /**
  * Per public key (by hex): its OpenSSL key object, or null when noble's strict rules refuse the key
@@ -56,7 +42,7 @@ function cachedKeyObject(publicKey: Uint8Array): KeyObject | null {
   let key = keyCache.get(hex);
   if (key === undefined) {
     key =
-      isCanonicalPoint(publicKey) && !SMALL_ORDER_POINTS.has(hex)
+      pointIsCanonical(publicKey) && !SMALL_ORDER_POINTS.has(hex)
         ? createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: encodeBase64Url(publicKey) }, format: 'jwk' })
         : null;
     if (keyCache.size > 1024) keyCache.clear();
@@ -69,7 +55,7 @@ export const nodeVerifier: SignatureVerifier = {
   name: 'node:crypto',
   verify(signature, message, publicKey) {
     if (signature.length !== 64 || publicKey.length !== 32) return false;
-    if (!isCanonicalPoint(signature.subarray(0, 32))) return false;
+    if (!pointIsCanonical(signature.subarray(0, 32))) return false;
     let valid = false;
     try {
       const key = publicKeyObject(publicKey);

@@ -42,6 +42,16 @@ export const SMALL_ORDER_POINTS: ReadonlySet<string> = new Set([
   '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85',
 ]);
 
+/**
+ * True iff a point encoding's y (sign bit cleared) is below p = 2^255 - 19: RFC 8032's canonical encoding, which the
+ * node:crypto and WebCrypto backends demand of A and R before asking their platform (noble refuses the others itself).
+ */
+export function pointIsCanonical(enc: Uint8Array): boolean {
+  if ((enc[31]! & 0x7f) !== 0x7f) return true;
+  for (let i = 30; i >= 1; i--) if (enc[i] !== 0xff) return true;
+  return enc[0]! < 0xed;
+}
+
 /** True iff `publicKey` is the encoding of a small-order point (`SMALL_ORDER_POINTS`). */
 export function isSmallOrderKey(publicKey: Uint8Array): boolean {
   let hex = '';
