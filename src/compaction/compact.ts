@@ -6,7 +6,7 @@
 import type { Digest } from '../../store/hash/digest.js';
 import type { Covers } from '../../manifests/format/manifest.js';
 import type { PublishScope } from '../ledger/scope.js';
-import { LedgerError, throwIfCancelled } from '../errors.js';
+import { LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
 import { resumeContext } from './resume-context.js';
@@ -63,8 +63,14 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
   });
   if (options.signal) request.signal = options.signal;
   try {
-    return await options.model(request);
+    // Ended at the abort even when the adapter does not honour the signal (a hand-written one may not): the
+    // adapter's call goes on and is dropped.
+    return await untilCancelled(
+      Promise.resolve().then(() => options.model(request)),
+      options.signal,
+    );
   } catch (err) {
+    if (err instanceof LedgerError && err.code === 'CANCELLED') throw err;
     // An adapter aborted by our signal reports it in its own way; the contract is CANCELLED.
     if (options.signal?.aborted) throw new LedgerError('CANCELLED', 'compaction cancelled', { cause: err });
     // Provider errors arrive in every SDK's own shape; the Harness gets one code, the original as cause.

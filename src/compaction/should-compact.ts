@@ -29,5 +29,7 @@ export function shouldCompact(options: ShouldCompactOptions): boolean {
   if (!Number.isFinite(ratio) || ratio <= 0 || ratio > 1) {
     throw new LedgerError('INVALID_ARGUMENT', `ratio must be in (0, 1], got ${ratio}`);
   }
-  return usedTokens >= ratio * contextWindow;
+  // Divided, not multiplied: `0.55 * 100` is 55.00000000000001 and 55 tokens would never reach it, while 55 / 100
+  // rounds to the same double as the ratio written 0.55 (and a tiny product cannot underflow to 0).
+  return usedTokens / contextWindow >= ratio;
 }

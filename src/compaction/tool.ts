@@ -126,6 +126,15 @@ function parseJson(text: string, what: string): unknown {
  *   `submit_handoff` called more than once)
  */
 export function extractSummary(response: ModelResponse): unknown {
+  // What a hand-written adapter may pass on as it came, breaking the declared type: coded refusals, not TypeErrors.
+  if (typeof response !== 'object' || response === null)
+    throw new LedgerError('SUMMARY_EMPTY', `the model adapter returned no response (${String(response)})`);
+  const toolCalls: unknown = response.toolCalls;
+  if (
+    toolCalls !== undefined &&
+    (!Array.isArray(toolCalls) || toolCalls.some((c: unknown) => typeof c !== 'object' || c === null))
+  )
+    throw new LedgerError('SUMMARY_INVALID', 'the model adapter returned toolCalls that are not a list of tool calls');
   if (response.finishReason === 'refusal') {
     // Words that are not a string (an SDK's `null` passed on as it came) are no words, not a TypeError.
     const refusal: unknown = response.refusal;

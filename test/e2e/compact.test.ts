@@ -104,6 +104,22 @@ describe('compact', () => {
     expect(await ledger.resume(scope)).toBeUndefined();
   });
 
+  it('ends at the abort even when the adapter ignores the signal: CANCELLED, nothing published', async () => {
+    const controller = new AbortController();
+    let asked = false;
+    const deaf = (): Promise<never> => {
+      asked = true;
+      return new Promise<never>(() => {}); // never answers, never looks at the signal
+    };
+    const compacting = compact({ ledger, scope, model: deaf, transcript: [], signal: controller.signal }).catch(
+      (e: unknown) => e,
+    );
+    while (!asked) await new Promise((r) => setTimeout(r, 5));
+    controller.abort(new Error('user pressed stop'));
+    expect(await compacting).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    expect(await ledger.resume(scope)).toBeUndefined();
+  });
+
   it('passes the signal to the adapter', async () => {
     const controller = new AbortController();
     let seen: AbortSignal | undefined;

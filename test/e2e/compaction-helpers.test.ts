@@ -44,6 +44,19 @@ describe('shouldCompact', () => {
     expect(shouldCompact({ usedTokens: 1000, contextWindow: 1000, ratio: 1 })).toBe(true);
   });
 
+  it('reaches the threshold exactly where ratio × window is a whole number (0.55 × 100 is 55.00000000000001 in floats)', () => {
+    for (const ratio of [0.07, 0.14, 0.17, 0.27, 0.28, 0.34, 0.54, 0.55, 0.56, 0.67, 0.68, 0.81])
+      for (const contextWindow of [100, 1000, 200_000]) {
+        const at = Math.round(ratio * contextWindow);
+        expect(shouldCompact({ usedTokens: at, contextWindow, ratio }), `${at} of ${contextWindow} at ${ratio}`).toBe(
+          true,
+        );
+        expect(shouldCompact({ usedTokens: at - 1, contextWindow, ratio })).toBe(false);
+      }
+    // A ratio × window too small to be a double is not 0: an empty context is not told to compact.
+    expect(shouldCompact({ usedTokens: 0, contextWindow: 0.5, ratio: 5e-324 })).toBe(false);
+  });
+
   it.each([
     { usedTokens: -1, contextWindow: 1000 },
     { usedTokens: Number.NaN, contextWindow: 1000 },
@@ -172,6 +185,14 @@ describe('extractSummary', () => {
       ({ finishReason: 'stop', text }) as unknown as Parameters<typeof extractSummary>[0];
     expect(codeOf(() => extractSummary(answer(null)))).toBe('SUMMARY_EMPTY');
     expect(codeOf(() => extractSummary(answer(42)))).toBe('SUMMARY_INVALID');
+    // No response at all, and tool calls that are not a list of calls.
+    const response = (r: unknown) => r as Parameters<typeof extractSummary>[0];
+    expect(codeOf(() => extractSummary(response(undefined)))).toBe('SUMMARY_EMPTY');
+    expect(codeOf(() => extractSummary(response(null)))).toBe('SUMMARY_EMPTY');
+    expect(codeOf(() => extractSummary(response({ finishReason: 'tool_calls', toolCalls: [null] })))).toBe(
+      'SUMMARY_INVALID',
+    );
+    expect(codeOf(() => extractSummary(response({ finishReason: 'stop', toolCalls: {} })))).toBe('SUMMARY_INVALID');
   });
 });
 
