@@ -50,7 +50,7 @@ describe('a manifest log directory without CURRENT', () => {
     expect(err).toMatchObject({ code: 'RECORD_CORRUPT', message: expect.stringMatching(/but no CURRENT file/) });
     expect(snapshot(dir)).toEqual(before);
     // The message's own restore step, run by a shell as an operator would paste it.
-    const step = /\((printf '(MANIFEST-[0-9]+)\\n' > '.*')\), then run fsck/.exec((err as Error).message);
+    const step = /\((echo (MANIFEST-[0-9]+) > '.*')\), then run fsck/.exec((err as Error).message);
     expect(step, (err as Error).message).not.toBeNull();
     expect(spawnSync('/bin/sh', ['-c', step![1]!]).status).toBe(0);
     expect(readFileSync(join(dir, 'CURRENT'), 'utf8')).toBe(`${step![2]}\n`);
@@ -63,8 +63,9 @@ describe('a manifest log directory without CURRENT', () => {
     }
   });
 
-  it('is refused by a CLI fsck (and resume) without touching a file', async () => {
+  it('is refused by a CLI fsck (and resume) without touching a file, and the restore step it prints works', async () => {
     const { root, dir, before } = await storeWithoutCurrent();
+    let stderr = '';
     for (const args of [
       ['fsck', '--root', root, '--host', 'h'],
       ['resume', '--root', root, '--host', 'h', '--principal', 'alice', '--session', 's'],
@@ -73,7 +74,17 @@ describe('a manifest log directory without CURRENT', () => {
       expect(r.status, r.stderr).not.toBe(0);
       expect(r.stderr).toMatch(/RECORD_CORRUPT: the manifest log .* but no CURRENT file/);
       expect(snapshot(dir)).toEqual(before);
+      stderr = r.stderr;
     }
+    // Pasted from the terminal as printed (the CLI escapes what it prints: the step must survive that).
+    const step = /\((echo MANIFEST-[0-9]+ > .*)\), then run fsck/.exec(stderr);
+    expect(step, stderr).not.toBeNull();
+    expect(spawnSync('/bin/sh', ['-c', step![1]!]).status).toBe(0);
+    const fsckAfter = spawnSync(process.execPath, [CLI, 'fsck', '--root', root, '--host', 'h'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(fsckAfter.status, fsckAfter.stderr).toBe(0);
   });
 
   it('is opened as a new log when it holds no data yet (a creation that stopped before its first write)', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Level } from 'level';
-import { chmodSync, readdirSync, truncateSync, utimesSync, writeFileSync, readFileSync } from 'node:fs';
+import { chmodSync, readdirSync, renameSync, truncateSync, utimesSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
@@ -253,6 +253,24 @@ describe('restart, recovery, fsck and gc', () => {
     expect((await ledger.resume(scope))?.summary).toEqual((await ledger.resume({ ...scope, session: 's2' }))?.summary);
     expect(readdirSync(join(root, 'quarantine'))).toHaveLength(1);
     await ledger.close();
+  });
+
+  it('links a blob a crashed gc left in gc-aside/ back at open: resume reads it from its path again', async () => {
+    const root = tempDir();
+    let ledger = await open(root, { inlineSummaryBytes: 0 });
+    const r = await ledger.publish(scope, sampleSummary('held aside when gc crashed'));
+    await ledger.close();
+    const hex = digestHex(r.digest);
+    const path = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    renameSync(path, join(root, 'gc-aside', hex)); // where gc holds a blob while it judges it
+    ledger = await open(root, { inlineSummaryBytes: 0 });
+    try {
+      expect(readdirSync(join(root, 'gc-aside'))).toEqual([]);
+      expect(readFileSync(path).length).toBe(r.size);
+      expect((await ledger.resume(scope))?.id).toBe(r.id);
+    } finally {
+      await ledger.close();
+    }
   });
 
   it('concurrent publishes of the same bytes over a damaged blob file all succeed, and one copy is quarantined', async () => {

@@ -7,7 +7,10 @@ import { EXIT_OK, parse, reportError, type CliIo } from './io.js';
 export async function run(argv: string[], io: CliIo): Promise<number> {
   try {
     const { values } = parse(argv, { root: { type: 'string' }, host: { type: 'string' } });
-    await runDemo({ root: values.root ?? defaultRoot(io.env), host: values.host ?? 'demo-host', out: io.stdout });
+    // The host as every command takes it (--host, then HANDOFF_LEDGER_HOST); the machine's name is not the default
+    // here: the demo names its host, so a demo run on a real store adds a key that says it came from the demo.
+    const host = values.host ?? (io.env.HANDOFF_LEDGER_HOST || 'demo-host');
+    await runDemo({ root: values.root ?? defaultRoot(io.env), host, out: io.stdout });
     return EXIT_OK;
   } catch (err) {
     return reportError(err, io);

@@ -111,6 +111,23 @@ describe('handoff-ledger demo (command)', () => {
     expect(stdout.text()).toContain(`store      ${join(base, 'env-root')}`);
   });
 
+  it('publishes as HANDOFF_LEDGER_HOST when no --host is given, as demo-host when neither is', async () => {
+    for (const [env, host] of [
+      [{ HANDOFF_LEDGER_HOST: 'build-box-7' }, 'build-box-7'],
+      [{}, 'demo-host'],
+    ] as const) {
+      const root = join(base, host);
+      const code = await run(['--root', root], { stdout: collector(), stderr: collector(), env: { ...env } });
+      expect(code).toBe(0);
+      const ledger = await openLedger({ root, host, onNotice: () => {} });
+      try {
+        expect(ledger.trustStore().keys.map((k) => k.host)).toEqual([host]);
+      } finally {
+        await ledger.close();
+      }
+    }
+  });
+
   it('runs on a relative --root or HANDOFF_LEDGER_ROOT, taken from the working directory', async () => {
     // Test files run in forked processes (vitest.config.ts): changing this one's directory touches no other file.
     const cwd = process.cwd();

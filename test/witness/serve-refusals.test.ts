@@ -3,6 +3,7 @@
  * no state directory made), and the witness state refuses a compare-and-swap from a size it no longer holds.
  */
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
@@ -24,10 +25,10 @@ async function setup() {
   return { dir, key, logs, state: join(dir, 'state') };
 }
 
-async function serve(s: { key: string; logs: string; state: string }) {
+async function serve(s: { key: string; logs: string; state: string }, listen = '127.0.0.1:0') {
   const c = captureIo();
   const code = await main(
-    ['witness', 'serve', '--listen', '127.0.0.1:0', '--key', s.key, '--logs', s.logs, '--state', s.state],
+    ['witness', 'serve', '--listen', listen, '--key', s.key, '--logs', s.logs, '--state', s.state],
     c.io,
   );
   return { code, stdout: c.stdout(), stderr: c.stderr() };
@@ -37,6 +38,20 @@ async function serve(s: { key: string; logs: string; state: string }) {
 const rewrite = (path: string, text: string) => writeFileSync(path, text);
 
 describe('witness serve refuses', () => {
+  it('a port that cannot be listened on (in use): USAGE, exit 2, nothing on stdout', async () => {
+    const s = await setup();
+    const taken = createServer();
+    await new Promise<void>((done) => taken.listen(0, '127.0.0.1', done));
+    const { port } = taken.address() as AddressInfo;
+    try {
+      const r = await serve(s, `127.0.0.1:${port}`);
+      expect(r).toMatchObject({ code: 2, stdout: '' });
+      expect(r.stderr).toBe(`handoff-ledger: USAGE: cannot listen on 127.0.0.1:${port}: EADDRINUSE\n`);
+    } finally {
+      await new Promise((done) => taken.close(done));
+    }
+  });
+
   it('a witness key file whose name is not a note key name, or that is not JSON, or not a key (KEY_INVALID)', async () => {
     for (const change of [
       (jwk: Record<string, unknown>) => JSON.stringify({ ...jwk, name: 'not a name' }),

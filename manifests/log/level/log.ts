@@ -787,8 +787,11 @@ function readOnlyAt(db: Level<string, string>, snapshot: LevelSnapshot): Level<s
   });
 }
 
-/** `text` as one shell word: single-quoted, a `'` in it closed, escaped and reopened. */
-const shellQuoted = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`;
+/**
+ * `text` as one shell word: single-quoted, a `'` in it closed, double-quoted and reopened. No backslash anywhere: the
+ * CLI prints a backslash of a message escaped (`\\`), and the command an operator pastes from it must still work.
+ */
+const shellQuoted = (text: string): string => `'${text.replaceAll("'", `'"'"'`)}'`;
 
 /**
  * LevelDB finds its database through the file CURRENT (the name of the MANIFEST that lists its files). Opened
@@ -815,7 +818,7 @@ async function refuseLostCurrent(path: string): Promise<void> {
       .sort((a, b) => Number(a.slice(9)) - Number(b.slice(9)))
       .at(-1);
     const restore = newest
-      ? `restore it from a backup, or write the name of the newest MANIFEST file into it (printf '${newest}\\n' > ${shellQuoted(join(path, 'CURRENT'))}), then run fsck`
+      ? `restore it from a backup, or write the name of the newest MANIFEST file into it (echo ${newest} > ${shellQuoted(join(path, 'CURRENT'))}), then run fsck`
       : 'no MANIFEST file is left either: restore the directory from a backup';
     throw new ManifestError(
       'RECORD_CORRUPT',
