@@ -30,9 +30,11 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * tree size, filtered exports by signed session) and their CHANGELOG entries brought the library to ~1,403 KiB
  * unpacked and the pack to ~547 KiB; 448 KiB and 1,536 KiB since the next review round (the auditor's line walk, the
  * witness cache, adapters' turn shapes, the lost-CURRENT refusal, PostgreSQL isolation and aborts, the verifiers'
- * agreement) and its CHANGELOG entries brought the library to ~1,462 KiB unpacked and the pack to ~567 KiB.)
+ * agreement) and its CHANGELOG entries brought the library to ~1,462 KiB unpacked and the pack to ~567 KiB; 480 KiB
+ * packed since the round after (fsck's read snapshots, the cut-back chain refusal, the store root's identity, the
+ * server clock for gc, aborts before the append and in compact) brought the pack to ~578 KiB.)
  */
-const MAX_PACKED_BYTES = 448 * 1024;
+const MAX_PACKED_BYTES = 480 * 1024;
 const MAX_UNPACKED_BYTES = 1536 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
