@@ -356,6 +356,10 @@ describe('usage errors with --json', () => {
       expect(JSON.parse(r.stdout), argv.join(' ')).toEqual({ error: { code: 'USAGE', message: expect.any(String) } });
       expect(r.stderr).toMatch(/^handoff-ledger: USAGE: .+\n$/);
     }
+    // An unknown command too (its stderr carries the usage after the message).
+    const unknown = await cli(['bogus', '--json']);
+    expect(unknown.code).toBe(2);
+    expect(JSON.parse(unknown.stdout)).toEqual({ error: { code: 'USAGE', message: 'unknown command "bogus"' } });
   });
 
   it('gives an I/O error a code too (IO_FAILED, exit 2)', async () => {

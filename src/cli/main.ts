@@ -3,7 +3,7 @@
 import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
 import { commandHelp, commands, usage } from './commands.js';
-import { EXIT_OK, EXIT_USAGE, reportError, reportInternalError, wantsJson, type CliIo } from './io.js';
+import { EXIT_OK, EXIT_USAGE, reportError, reportInternalError, wantsJson, writeJson, type CliIo } from './io.js';
 import { printable } from '../../manifests/encoding/printable.js';
 import { packageVersion } from '../version.js';
 
@@ -39,6 +39,9 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
   const spec = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!spec) {
+    // A usage error like any other: with --json, as JSON on stdout too.
+    if (wantsJson(rest))
+      writeJson(io.stdout, { error: { code: 'USAGE', message: `unknown command ${JSON.stringify(name)}` } });
     io.stderr.write(`handoff-ledger: unknown command ${printable(JSON.stringify(name))}\n\n${usage()}`);
     return EXIT_USAGE;
   }
