@@ -13,6 +13,7 @@ import {
   renameSync,
   rmdirSync,
   rmSync,
+  truncateSync,
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -23,7 +24,7 @@ import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
-import { Keyring, mergeTrust } from '../src/keys/keyring.js';
+import { hostKeyPath, Keyring, mergeTrust } from '../src/keys/keyring.js';
 import { withFileLock } from '../src/ledger/file-lock.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { checkpointVerifiers, parseTrustStore, type TrustedKey } from '../manifests/format/trust.js';
@@ -764,6 +765,100 @@ describe('checkpoints after rotations', () => {
       await b.close();
       await level.close();
     }
+  });
+
+  it.each(['checkpoint', 'checkLog', 'inclusionProof', 'consistencyProof', 'history', 'resume'] as const)(
+    'on a shared root, %s after another process revoked and rotated signs no checkpoint with the revoked key',
+    async (call) => {
+      const base = tempDir();
+      const level = await LevelManifestLog.open(join(base, 'log'));
+      const shared = Object.create(level, {
+        exclusive: { value: false },
+        close: { value: async () => {} },
+      }) as LevelManifestLog;
+      const root = join(base, 'root');
+      const a = await open(root, { log: shared });
+      const b = await open(root, { log: shared });
+      try {
+        const first = await a.publish(scope, sampleSummary(1));
+        // The runbook for a compromised key: revoke it, then rotate (which revokes the old checkpoint key too).
+        await b.revokeKey(b.keyId);
+        await b.rotateKey();
+        await b.publish(scope, sampleSummary(2));
+        const calls = {
+          checkpoint: () => a.checkpoint(),
+          checkLog: () => a.checkLog(),
+          inclusionProof: () => a.inclusionProof(first.id),
+          consistencyProof: () => a.consistencyProof(1),
+          history: () => a.history(scope),
+          resume: () => a.resume(scope),
+        };
+        await calls[call]();
+        // What a pinned (and exported) now: a note trust.json on disk vouches for.
+        const onDisk = parseTrustStore(readFileSync(join(root, 'trust.json'), 'utf8'));
+        const pinned = (a as unknown as { checkpoints: { pinned?: { note: string } } }).checkpoints.pinned!.note;
+        expect(openNote(pinned, checkpointVerifiers(onDisk)).sigs.length).toBe(1);
+      } finally {
+        await a.close();
+        await b.close();
+        await level.close();
+      }
+    },
+  );
+});
+
+describe('a root that serves a new log', () => {
+  it('lists a checkpoint key of its own for the new origin (the old one ended), and opens again', async () => {
+    const root = tempDir();
+    const first = await openLedger({ root, host: 'h', onNotice: () => {} });
+    await first.publish(scope, sampleSummary(0));
+    const oldVkey = first.checkpointVerifierKey;
+    await first.close();
+    // The log removed on purpose and its pin moved aside, as the FORK the next open reports says to.
+    rmSync(join(root, 'manifests-v1'), { recursive: true });
+    await expect(openLedger({ root, host: 'h', onNotice: () => {} })).rejects.toMatchObject({ code: 'FORK' });
+    for (const name of readdirSync(join(root, 'checkpoints')))
+      if (name.endsWith('.pin'))
+        renameSync(join(root, 'checkpoints', name), join(root, 'checkpoints', `${name}.aside`));
+    const second = await openLedger({ root, host: 'h', onNotice: () => {} });
+    const newVkey = second.checkpointVerifierKey;
+    await second.publish(scope, sampleSummary(1));
+    await second.close();
+    const trust = parseTrustStore(readFileSync(join(root, 'trust.json'), 'utf8'));
+    const keys = trust.checkpointKeys!.filter((k) => k.host === 'h');
+    expect(new Set(keys.map((k) => k.keyId)).size).toBe(2);
+    expect(keys.find((k) => k.vkey === oldVkey)?.notAfter).toBeDefined();
+    expect(keys.find((k) => k.vkey === newVkey)?.notAfter).toBeUndefined();
+    const third = await openLedger({ root, host: 'h', onNotice: () => {} });
+    try {
+      expect(third.checkpointVerifierKey).toBe(newVkey);
+      const { note } = await third.checkpoint();
+      expect(openNote(note, checkpointVerifiers(third.trustStore())).sigs.length).toBe(1);
+    } finally {
+      await third.close();
+    }
+  });
+});
+
+describe('key files and trust files of enormous size', () => {
+  it('are refused before they are read: TRUST_INVALID for trust.json, KEY_INVALID for a key file', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+    const keyFile = hostKeyPath(root, 'h');
+    await ledger.close();
+    const trustPath = join(root, 'trust.json');
+    const trustText = readFileSync(trustPath);
+    truncateSync(trustPath, 600 * 1024 * 1024); // sparse: no disk used, 600 MB to a reader
+    await expect(openLedger({ root, host: 'h', onNotice: () => {} })).rejects.toMatchObject({
+      code: 'TRUST_INVALID',
+      message: expect.stringMatching(/over 16777216/),
+    });
+    writeFileSync(trustPath, trustText);
+    truncateSync(keyFile, 600 * 1024 * 1024);
+    await expect(openLedger({ root, host: 'h', onNotice: () => {} })).rejects.toMatchObject({
+      code: 'KEY_INVALID',
+      message: expect.stringMatching(/not a key/),
+    });
   });
 });
 

@@ -99,6 +99,9 @@ export function keyIdOf(publicKey: Uint8Array): string {
 }
 
 /** Parses a trust store from untrusted JSON text or value. @throws ManifestError `TRUST_INVALID` */
+/** The largest trust file read (a trust file names keys: a few KiB; an enormous one is refused, never read). */
+export const MAX_TRUST_FILE_BYTES = 16 * 1024 * 1024;
+
 export function parseTrustStore(input: string | unknown): TrustStore {
   let value = input;
   if (typeof input === 'string') {

@@ -18,7 +18,7 @@ import {
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import { MAX_TRUST_FILE_BYTES, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
 import type { AuditProgress, AuditScope, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { auditBundle } from '../ops/audit.js';
@@ -46,7 +46,7 @@ import {
 } from './io.js';
 import { printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
 
-const MAX_TRUST_BYTES = 16 * 1024 * 1024;
+const MAX_TRUST_BYTES = MAX_TRUST_FILE_BYTES;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
 

@@ -18,6 +18,7 @@ import {
   mergeTrustedKey,
   restrictiveWindow,
   earlierTime,
+  MAX_TRUST_FILE_BYTES,
   parseTrustStore,
   type TrustedCheckpointKey,
   type TrustStore,
@@ -155,6 +156,11 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
     if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could rewrite it`);
     if ((st.mode & 0o022) !== 0)
       throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
+    if (st.size > MAX_TRUST_FILE_BYTES)
+      throw new ManifestError(
+        'TRUST_INVALID',
+        `${trustPath} is ${st.size} bytes, over ${MAX_TRUST_FILE_BYTES}: not read`,
+      );
     return { trust: parseTrustStore(await readFile(trustPath, 'utf8')), stamp };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw storageFailure(err, `cannot read ${trustPath}`);
@@ -232,7 +238,15 @@ export class Keyring {
     } catch (err) {
       if (!(err instanceof NeedsTrustLock)) throw err;
     }
-    return withFileLock(trustPathOf(options), 'trust.json', () => Keyring.load(options, true), options.trustLock);
+    const ring = await withFileLock(
+      trustPathOf(options),
+      'trust.json',
+      () => Keyring.load(options, true),
+      options.trustLock,
+    );
+    // The lock is released here: this keyring holds it no longer (a later reload must not write as if it did).
+    ring.held = false;
+    return ring;
   }
 
   private static async load(options: KeyringOptions, held: boolean): Promise<Keyring> {
@@ -360,8 +374,14 @@ export class Keyring {
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     const listed = checkpointKeys.find((k) => k.host === this.options.host && k.vkey === vkey);
     if (listed && listed.revokedAt === undefined) return;
+    // The key file's key listed under another origin (this root served another log before: a new database, or the
+    // log removed and the pin moved aside): one key id cannot be listed twice, so a key of its own is made for this
+    // log, as for a revoked one, and the other log's entry ends now.
+    const elsewhere = listed
+      ? undefined
+      : checkpointKeys.find((k) => k.host === this.options.host && k.keyId === this.checkpoint.keyId);
     const at = this.now();
-    if (!listed) {
+    if (!listed && !elsewhere) {
       const entry: TrustedCheckpointKey = {
         host: this.options.host,
         keyId: this.checkpoint.keyId,
@@ -396,7 +416,8 @@ export class Keyring {
       vkey: encodeVerifierKey(this.options.origin, decodeBase64Url(jwk.x)!),
       notBefore: at,
     };
-    const ended = checkpointKeys.map((k) => (k === listed && k.notAfter === undefined ? { ...k, notAfter: at } : k));
+    const replaced = listed ?? elsewhere;
+    const ended = checkpointKeys.map((k) => (k === replaced && k.notAfter === undefined ? { ...k, notAfter: at } : k));
     await this.save({ ...this.trust, checkpointKeys: [...ended, entry] });
     await installStaged(this.checkpointPath);
     this.checkpoint = await loadKeyFile(this.checkpointPath);
@@ -474,8 +495,11 @@ export class Keyring {
   private async save(trust: TrustStore): Promise<void> {
     // Read-modify-write of a file other processes write too: only under the trust lock (see `exclusive`).
     if (!this.held) throw new NeedsTrustLock('trust.json is written only under the trust lock');
+    const text = JSON.stringify(trust, null, 2) + '\n';
+    // Never a file the next open would refuse (TRUST_INVALID): a bug here must not lock every process out.
+    parseTrustStore(text);
     try {
-      await writeFileAtomic(this.trustPath, JSON.stringify(trust, null, 2) + '\n', 0o600);
+      await writeFileAtomic(this.trustPath, text, 0o600);
     } catch (err) {
       throw storageFailure(err, `cannot write ${this.trustPath}`);
     }

@@ -14,6 +14,9 @@ import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 
+/** The largest key file read (a JWK is a few hundred bytes). */
+const MAX_KEY_FILE_BYTES = 64 * 1024;
+
 const b64url32 = z.string().refine((s) => decodeBase64Url(s)?.length === 32, 'must be base64url of 32 bytes');
 const jwkSchema = z.object({
   kty: z.literal('OKP'),
@@ -81,6 +84,9 @@ export async function readPrivateKeyFile(path: string): Promise<unknown> {
       `key file ${path} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`,
     );
   }
+  // A key is a few hundred bytes: an enormous file is no key, and is not read.
+  if (st.size > MAX_KEY_FILE_BYTES)
+    throw new LedgerError('KEY_INVALID', `key file ${path} is ${st.size} bytes, over ${MAX_KEY_FILE_BYTES}: not a key`);
   // A file that cannot be read is an I/O failure, not a key that is "not JSON".
   const text = await readFile(path, 'utf8').catch((err: unknown) => {
     throw isMissing(err) ? err : storageFailure(err, `cannot read key file ${path}`);

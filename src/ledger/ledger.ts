@@ -577,9 +577,10 @@ export class Ledger {
     const knownBefore = this.watermarks.get(s.session) ?? -1;
     const window = this.log.headWindow(s.session);
     const authorized = this.authorizeOn(s, 'resume', window);
-    const checked = this.checkpoints.sync();
-    const reading = this.readHead(s.session, window, knownBefore);
+    // The keys before the checkpoint it signs: never one signed with a key another process of this root revoked.
     const trusted = this.freshTrust();
+    const checked = trusted.then(() => this.checkpoints.sync());
+    const reading = this.readHead(s.session, window, knownBefore);
     for (const p of [window, checked, reading, trusted]) p.catch(() => {}); // awaited below, after authorization
     await authorized;
     await checked;
@@ -674,8 +675,9 @@ export class Ledger {
     const window = this.log.headWindow(s.session);
     window.catch(() => {}); // awaited below, after authorization
     await this.authorizeOn(s, 'history', window);
-    await this.checkpoints.sync();
+    // Keys first: a checkpoint is never signed with a key another process of this root has revoked meanwhile.
     await this.freshTrust();
+    await this.checkpoints.sync();
     const head = (await this.readHead(s.session, window, knownBefore))?.head;
     const out: HistoryEntry[] = [];
     if (!head) return out;
@@ -698,6 +700,7 @@ export class Ledger {
    */
   async checkpoint(): Promise<SignedCheckpoint> {
     return this.tracked(async () => {
+      await this.freshTrust(); // never signed with a checkpoint key another process of this root revoked
       const cp = await this.checkpoints.sync();
       // With witnesses: the note carries the cosignatures gathered for this very tree (one bounded round).
       return this.witnesses ? this.witnesses.cosign(cp) : cp;
@@ -710,6 +713,7 @@ export class Ledger {
    */
   async checkLog(): Promise<SignedCheckpoint> {
     return this.tracked(async () => {
+      await this.freshTrust();
       return this.checkpoints.sync();
     });
   }
@@ -725,6 +729,7 @@ export class Ledger {
    */
   async inclusionProof(id: Digest, options: { size?: number } = {}): Promise<InclusionProof> {
     return this.tracked(async () => {
+      await this.freshTrust();
       return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, options?.size);
     });
   }
@@ -735,6 +740,7 @@ export class Ledger {
    */
   async consistencyProof(oldSize: number, options: { size?: number } = {}): Promise<ConsistencyProof> {
     return this.tracked(async () => {
+      await this.freshTrust();
       return consistencyProof(this.log, (await this.checkpoints.sync()).checkpoint.size, oldSize, options?.size);
     });
   }
