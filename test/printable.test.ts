@@ -65,6 +65,15 @@ describe('printable', () => {
     expect(isTerminalSafe('line one\nline \\two 😀')).toBe(true);
     expect(printableExact('origin\u{e0001}\n')).toBe('origin\\u{e0001}\n');
   });
+
+  it('printableExact never prints two texts alike: a raw backslash escape, a missing final newline', () => {
+    const texts = ['origin\\x00\n', 'origin\u0000\n', '\u0007x\n', '\u0007x', 'plain\n', 'plain', 'a\\b\n'];
+    const printed = texts.map(printableExact);
+    expect(new Set(printed).size).toBe(texts.length);
+    expect(printableExact('plain note\n')).toBe('plain note\n'); // terminal-safe, no backslash: exact
+    expect(printableExact('origin\\x00\n')).toBe('origin\\\\x00\n');
+    expect(printableExact('\u0007x')).toBe('\\x07x\n\\ (no newline at end)\n');
+  });
 });
 
 describe('printableJson', () => {

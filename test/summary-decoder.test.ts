@@ -348,6 +348,14 @@ describe('a stored summary with a lone surrogate escape', () => {
     ['SUMMARY_INVALID', `{"nextSteps":[],"notes":"a\\ud83d\\n\\udc00\\ud83d\\ude00","state":"s","task":"t"}`],
     ['SUMMARY_INVALID', `{"nextSteps":[],"state":"s","task":"t","\\ud800":1}`], // an unknown key: the schema
     ['ok', `{"nextSteps":[],"notes":"\\ud83d\\ude00${pad}","state":"s","task":"t"}`],
+    // In a duplicate key's value that a later one replaces: JSON.parse keeps none of it, and neither may the stream.
+    ['ok', `{"nextSteps":[],"notes":"${pad}","state":"s","task":"\\ud800","task":"t"}`],
+    [
+      'ok',
+      `{"files":[{"path":"a","note":"\\udc00","note":"n"}],"nextSteps":[],"notes":"${pad}","state":"s","task":"t"}`,
+    ],
+    // The one that stays carries it: refused.
+    ['SUMMARY_INVALID', `{"nextSteps":[],"notes":"${pad}","state":"s","task":"t","task":"\\ud800"}`],
   ];
 
   it.each(cases)(

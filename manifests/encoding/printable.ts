@@ -38,14 +38,17 @@ export function isTerminalSafe(text: string): boolean {
 }
 
 /**
- * Text that tools verify byte for byte (a signed note): written exactly when it is terminal-safe, else line by line
- * escaped (only an origin chosen to carry such characters, or a tampered store, puts them there; `--json` still
- * gives the exact note, JSON-escaped).
+ * Text that tools verify byte for byte (a signed note): written exactly when it is terminal-safe and has no backslash,
+ * else line by line escaped (only an origin chosen to carry such characters, or a tampered store, puts them there;
+ * `--json` still gives the exact note, JSON-escaped). Never two texts alike: the escaped form doubles every
+ * backslash (a raw `\x00` cannot pass for an escaped NUL), and a text without a final newline ends with the line
+ * `\ (no newline at end)`, which no escaped line can be.
  */
 export function printableExact(text: string): string {
-  if (isTerminalSafe(text)) return text;
-  const lines = text.endsWith('\n') ? text.slice(0, -1).split('\n') : text.split('\n');
-  return printableLines(lines);
+  if (isTerminalSafe(text) && !text.includes('\\')) return text;
+  const whole = text.endsWith('\n');
+  const lines = (whole ? text.slice(0, -1) : text).split('\n');
+  return printableLines(lines) + (whole ? '' : '\\ (no newline at end)\n');
 }
 
 // What JSON.stringify leaves raw that a terminal acts on: DEL, C1, format characters, separators (it escapes C0 and

@@ -98,10 +98,10 @@ export function keyIdOf(publicKey: Uint8Array): string {
   return `ed25519:${digestOf(publicKey).slice(7, 39)}`;
 }
 
-/** Parses a trust store from untrusted JSON text or value. @throws ManifestError `TRUST_INVALID` */
 /** The largest trust file read (a trust file names keys: a few KiB; an enormous one is refused, never read). */
 export const MAX_TRUST_FILE_BYTES = 16 * 1024 * 1024;
 
+/** Parses a trust store from untrusted JSON text or value. @throws ManifestError `TRUST_INVALID` */
 export function parseTrustStore(input: string | unknown): TrustStore {
   let value = input;
   if (typeof input === 'string') {

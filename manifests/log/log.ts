@@ -240,7 +240,11 @@ export interface ManifestLog {
   origin(proposed: string): Promise<string>;
   /** Highest seq a reader of this log has verified for `session` (rollback protection). */
   getWatermark(session: string): Promise<number | undefined>;
-  /** Raises the watermark; a seq above MAX_SEQ is `INVALID_ARGUMENT`. */
+  /**
+   * Raises the watermark; a seq above MAX_SEQ is `INVALID_ARGUMENT`. A mark above the session's head says the chain
+   * was cut back: every later append to the session is refused `ROLLBACK` (as resume refuses its head), and no call
+   * lowers it. The ledger raises it only to a head it verified.
+   */
   setWatermark(session: string, seq: number): Promise<void>;
   /**
    * The recovery check a ledger runs at open: every head names a stored entry with its id, no entry lies

@@ -90,8 +90,14 @@ export class StreamingJsonDecoder {
   private carry: Uint8Array | undefined;
   private received = 0;
   private readonly replaceLoneSurrogates: boolean;
-  /** Whether a lone surrogate escape was replaced by U+FFFD (`loneSurrogates: 'replace'`). */
+  /**
+   * Whether the decoded value holds a string in which a lone surrogate escape was replaced by U+FFFD
+   * (`loneSurrogates: 'replace'`), known once `end` returned: one only in a duplicate key's value that a later one
+   * replaced counts not, as JSON.parse keeps none of it.
+   */
   sawLoneSurrogate = false;
+  /** The strings (by index) in which a lone surrogate escape was replaced. */
+  private readonly loneStrings = new Set<number>();
 
   /**
    * @param size the exact number of bytes that will be pushed (sizes the arena)
@@ -195,7 +201,7 @@ export class StreamingJsonDecoder {
     if (unit >= 0xd800 && unit < 0xe000) {
       if (!this.replaceLoneSurrogates)
         throw new SummaryDecodeError(`a lone ${unit < 0xdc00 ? 'high' : 'low'} surrogate escape`);
-      this.sawLoneSurrogate = true;
+      this.loneStrings.add(this.strings.length - 1);
       this.append(REPLACEMENT_CHARACTER);
       return pos + 6; // what follows a lone high surrogate is read as it would be on its own
     }
@@ -216,8 +222,10 @@ export class StreamingJsonDecoder {
     if (this.received !== this.size)
       throw new SummaryDecodeError(`${this.received} bytes pushed, ${this.size} announced`);
     if (this.stringStart >= 0 || this.carry) throw new SummaryDecodeError('the input ends inside a string');
-    const strings = this.strings;
-    return restore(JSON.parse(this.structure.join('')), strings);
+    const found = { lone: this.loneStrings, hit: false };
+    const value = restore(JSON.parse(this.structure.join('')), this.strings, 0, found);
+    this.sawLoneSurrogate = found.hit;
+    return value;
   }
 }
 
@@ -250,21 +258,35 @@ function hex4(bytes: Uint8Array, pos: number): number {
 /** Deeper than any summary; a bound that turns hostile nesting into a decode error, not a stack overflow. */
 const MAX_DEPTH = 512;
 
-/** Puts the strings back where their placeholders ("<index>") stand, as keys and as values. */
-function restore(value: unknown, strings: string[], depth = 0): unknown {
-  if (typeof value === 'string') return strings[Number(value)];
+/**
+ * Puts the strings back where their placeholders ("<index>") stand, as keys and as values. `found.hit` is set when a
+ * string of `found.lone` is in the result: a duplicate key's earlier value, which the later one replaces (as in
+ * JSON.parse), is not.
+ */
+function restore(
+  value: unknown,
+  strings: string[],
+  depth: number,
+  found: { lone: ReadonlySet<number>; hit: boolean },
+): unknown {
+  if (typeof value === 'string') {
+    if (found.lone.has(Number(value))) found.hit = true;
+    return strings[Number(value)];
+  }
   if (value === null || typeof value !== 'object') return value;
   if (depth >= MAX_DEPTH) throw new SummaryDecodeError(`nesting deeper than ${MAX_DEPTH} levels`);
-  if (Array.isArray(value)) return value.map((v) => restore(v, strings, depth + 1));
-  const out: Record<string, unknown> = {};
+  if (Array.isArray(value)) return value.map((v) => restore(v, strings, depth + 1, found));
+  // Each member judged on its own first: only the members that stay (the last of duplicate keys) count.
+  const members = new Map<string, { value: unknown; lone: boolean }>();
   for (const [k, v] of Object.entries(value)) {
+    const inner = { lone: found.lone, hit: found.lone.has(Number(k)) };
+    members.set(strings[Number(k)]!, { value: restore(v, strings, depth + 1, inner), lone: inner.hit });
+  }
+  const out: Record<string, unknown> = {};
+  for (const [key, member] of members) {
+    if (member.lone) found.hit = true;
     // defineProperty: a key "__proto__" stays an own property, as JSON.parse makes it.
-    Object.defineProperty(out, strings[Number(k)]!, {
-      value: restore(v, strings, depth + 1),
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    Object.defineProperty(out, key, { value: member.value, enumerable: true, writable: true, configurable: true });
   }
   return out;
 }
