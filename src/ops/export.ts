@@ -15,13 +15,15 @@
  * stop it; a full or `--principal` export reads the whole log.
  */
 import { constants } from 'node:fs';
-import { rmdir, type FileHandle } from 'node:fs/promises';
+import { readdir, readFile, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import { StoreError } from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
+import { isProcessAlive } from '../../store/fs/process.js';
 import { publishBundle } from './export-publish.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
@@ -265,6 +267,8 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
   }
   checkCancelled(options.signal);
   const out = resolve(options.out);
+  // What an export killed here before left beside the target: its claim and staging, when its process is gone.
+  await removeDeadExports(fs, dirname(out));
   // The target is claimed first, as an empty private directory: rename(2) would replace an empty directory
   // created at `out` by anyone later, so the only directory the final rename may replace is this claim.
   try {
@@ -274,18 +278,20 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
       throw new AuditError('BUNDLE_EXISTS', `${out} already exists; export never overwrites`);
     throw ioError(`creating ${out}`, err);
   }
-  // Identity by inode, birth time in nanoseconds, owner and mode: a directory made in place of a removed one often
-  // gets the same inode number back. Not the change time: publishing adds entries to the claim, which changes it.
-  const identity = async () => {
-    const st = await fs.lstat(out, { bigint: true });
-    return st.isDirectory() ? `${st.dev}:${st.ino}:${st.birthtimeNs}:${st.uid}:${st.mode}` : 'not a directory';
-  };
+  const identity = () => claimIdentity(fs, out);
   const claim = await identity().catch((err: unknown) => {
     throw ioError(`checking ${out}`, err);
   });
   const stillOurClaim = async () => (await identity().catch(() => undefined)) === claim;
+  // Beside the target, who claimed it: a later export there removes the claim and the staging if this one dies.
+  const token = `${process.pid}.${randomBytes(8).toString('hex')}`;
+  const owner = join(dirname(out), `${EXPORT_PREFIX}${token}.claim`);
+  const record: ExportOwner = { host: hostname(), pid: process.pid, out, claim };
+  await writeFile(owner, JSON.stringify(record), { mode: 0o600, flag: 'wx' }).catch((err: unknown) => {
+    throw ioError(`writing ${owner}`, err);
+  });
   try {
-    return await exportInto(source, options, fs, out, stillOurClaim);
+    return await exportInto(source, options, fs, out, stillOurClaim, token);
   } catch (err) {
     // Only the claim itself, still empty and still ours, is removed; whatever replaced it is left alone.
     if (await stillOurClaim()) await rmdir(out).catch(() => {});
@@ -298,6 +304,63 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
         { cause: err },
       );
     throw err;
+  } finally {
+    await unlink(owner).catch(() => {});
+  }
+}
+
+const EXPORT_PREFIX = '.handoff-ledger-export.';
+
+/** What an export records beside its target while it runs (`<prefix><pid>.<hex>.claim`). */
+interface ExportOwner {
+  host: string;
+  pid: number;
+  out: string;
+  claim: string;
+}
+
+/**
+ * A claimed target's identity, by inode, birth time in nanoseconds, owner and mode: a directory made in place of a
+ * removed one often gets the same inode number back. Not the change time: publishing adds entries to the claim.
+ */
+async function claimIdentity(fs: FsOps, out: string): Promise<string> {
+  const st = await fs.lstat(out, { bigint: true });
+  return st.isDirectory() ? `${st.dev}:${st.ino}:${st.birthtimeNs}:${st.uid}:${st.mode}` : 'not a directory';
+}
+
+/**
+ * Removes what exports of this host killed before they finished left in `dir` (judged by their process, gone): the
+ * staging directory (it holds copies of the summaries) and the claimed target, while it is still that claim and not a
+ * bundle (no bundle.json). Anything else is left as it is; an export still running is never touched.
+ */
+async function removeDeadExports(fs: FsOps, dir: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return; // the parent is judged when the target is claimed
+  }
+  for (const name of names) {
+    if (!name.startsWith(EXPORT_PREFIX) || !name.endsWith('.claim')) continue;
+    const path = join(dir, name);
+    let owner: Partial<ExportOwner>;
+    try {
+      owner = JSON.parse(await readFile(path, 'utf8')) as Partial<ExportOwner>;
+    } catch {
+      continue;
+    }
+    if (owner.host !== hostname() || typeof owner.pid !== 'number' || isProcessAlive(owner.pid)) continue;
+    const token = name.slice(EXPORT_PREFIX.length, -'.claim'.length);
+    await fs.rm(join(dir, `${EXPORT_PREFIX}${token}.partial`)).catch(() => {});
+    if (typeof owner.out === 'string' && dirname(owner.out) === dir) {
+      const still = await claimIdentity(fs, owner.out).catch(() => undefined);
+      const published = await fs.lstat(join(owner.out, BUNDLE_HEADER_FILE)).then(
+        () => true,
+        () => false,
+      );
+      if (still === owner.claim && !published) await fs.rm(owner.out).catch(() => {});
+    }
+    await unlink(path).catch(() => {});
   }
 }
 
@@ -307,10 +370,11 @@ async function exportInto(
   fs: FsOps,
   out: string,
   stillOurClaim: () => Promise<boolean>,
+  token: string,
 ): Promise<ExportResult> {
   const parent = dirname(out);
   // Not derived from the target's name: a basename near NAME_MAX (255) would make it too long (ENAMETOOLONG).
-  const staging = join(parent, `.handoff-ledger-export.${randomBytes(8).toString('hex')}.partial`);
+  const staging = join(parent, `${EXPORT_PREFIX}${token}.partial`);
   const filtered = options.principal !== undefined || options.session !== undefined;
   // The cut: the bundle holds exactly the manifests of this checkpoint's tree (later appends are left out). A
   // filtered bundle also proves each session's head at the cut from the live index, so the proofs are taken right

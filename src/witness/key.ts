@@ -8,7 +8,8 @@ import { z } from 'zod';
 import { encodeCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { isValidKeyName, type NoteSigner } from '../../manifests/crypto/note.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
-import { dirname } from 'node:path';
+import { basename, dirname, join } from 'node:path';
+import { lstat, readdir, unlink } from 'node:fs/promises';
 import { createFileWhole } from '../../store/fs/atomic-file.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { LedgerError } from '../errors.js';
@@ -41,11 +42,31 @@ export async function createWitnessKeyFile(path: string, name: string): Promise<
   // Written whole and synced under a temporary name, then linked to `path`, which fails where a file stands: a
   // second keygen never replaces a key whose cosignatures others already pin, and a crash or a failed write never
   // leaves a partial key file there (which would neither load nor be replaced).
+  // What a keygen killed before its link left beside this very path (a whole private key under a staging name):
+  // removed when over a minute old (a keygen of this path running now is younger).
+  await removeOwnLeftovers(path, Date.now() - 60_000);
   const file = await createFileWhole(path, `${JSON.stringify({ name, ...jwk })}\n`, { sync: true });
   if (!file) throw Object.assign(new Error(`EEXIST: file already exists, '${path}'`), { code: 'EEXIST', path });
   await file.close();
   await nodeFsOps.fsyncDir(dirname(path));
   return witnessKeyOf(name, jwk);
+}
+
+/** Removes `createFileWhole`'s staging files of `path` (`<name>.<16 hex>.tmp`, regular files) changed before `before`. */
+async function removeOwnLeftovers(path: string, before: number): Promise<void> {
+  const prefix = `${basename(path)}.`;
+  let names: string[];
+  try {
+    names = await readdir(dirname(path));
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    if (!n.startsWith(prefix) || !/^[0-9a-f]{16}\.tmp$/.test(n.slice(prefix.length))) continue;
+    const at = join(dirname(path), n);
+    const st = await lstat(at).catch(() => undefined);
+    if (st?.isFile() && st.mtimeMs < before) await unlink(at).catch(() => {});
+  }
 }
 
 /** Loads a witness key file. @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` */

@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
 import type { WitnessedTree } from '../../manifests/witness/add-checkpoint.js';
 import { HASH_SIZE } from '../../manifests/tlog/merkle.js';
-import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { removeAtomicStagingLeftovers, writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { StoreError } from '../../store/errors.js';
@@ -61,6 +61,10 @@ export class WitnessState {
       waitMs: 0,
       staleMs: 60_000,
     });
+    // Staging files a crash left (a state write's in logs/, which only the lock's holder writes; a lock's in the
+    // directory, where another process may be making one this moment: only old ones there).
+    await removeAtomicStagingLeftovers([join(dir, 'logs')], Infinity).catch(() => 0);
+    await removeAtomicStagingLeftovers([dir], Date.now() - 60_000).catch(() => 0);
     return new WitnessState(dir, lock);
   }
 

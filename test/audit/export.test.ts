@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { lstat, mkdir, open, rm, symlink, writeFile } from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -341,6 +342,38 @@ describe('export interrupted by a signal', () => {
       const again = captureIo();
       expect(await exportCli(args, again.io), again.stderr()).toBe(0);
       expect(again.stdout()).toContain('exported 6 manifests in 3 chains and 6 blobs');
+    },
+    60_000,
+  );
+
+  it.skipIf(process.platform !== 'linux')(
+    'killed (SIGKILL) mid-export: the next export to the same target removes its claim and staging, and succeeds',
+    async () => {
+      const dir = tempDir();
+      const root = join(dir, 'store');
+      await (await ledgerWithChains(root, 0)).close();
+      const args = ['--root', root, '--host', 'host-a', '--out', join(dir, 'bundle'), '--with-blobs'];
+      const child = spawn(process.execPath, ['--import', HOLD, CLI, 'export', ...args], { stdio: 'ignore' });
+      const exited = new Promise<unknown>((resolve) => child.on('close', resolve));
+      const staged = () => readdirSync(dir).some((n) => n.endsWith('.partial'));
+      while (!staged() && child.exitCode === null) await new Promise((resolve) => setTimeout(resolve, 5));
+      child.kill('SIGKILL'); // no handler runs: the claim, the staging (copies of summaries) and the owner stay
+      await exited;
+      expect(readdirSync(dir).filter((n) => n !== 'store').length).toBe(3);
+      const again = captureIo();
+      expect(await exportCli(args, again.io), again.stderr()).toBe(0);
+      expect(again.stdout()).toContain('exported 6 manifests in 3 chains and 6 blobs');
+      expect(readdirSync(dir).sort()).toEqual(['bundle', 'store']);
+      // An export still running is never touched: its owner record names a live process (this one).
+      const alive = join(dir, '.handoff-ledger-export.0.0.partial');
+      mkdirSync(alive);
+      writeFileSync(
+        join(dir, '.handoff-ledger-export.0.0.claim'),
+        JSON.stringify({ host: hostname(), pid: process.pid, out: join(dir, 'other'), claim: 'x' }),
+      );
+      const third = captureIo();
+      expect(await exportCli([...args.slice(0, 4), '--out', join(dir, 'third')], third.io), third.stderr()).toBe(0);
+      expect(existsSync(alive)).toBe(true);
     },
     60_000,
   );

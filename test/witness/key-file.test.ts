@@ -1,7 +1,7 @@
 /**
  * The witness key file (src/witness/key.ts): created whole or not at all, never replacing one that stands.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import fsp from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
@@ -23,6 +23,19 @@ describe('witness keygen (the key file)', () => {
     await expect(createWitnessKeyFile(path, 'witness.example/w1')).rejects.toMatchObject({ code: 'EEXIST' });
     expect(readFileSync(path, 'utf8')).toBe(before);
     expect(readdirSync(dir)).toEqual(['w.key']);
+  });
+
+  it("removes an old staging file of its own path a killed keygen left (a whole private key), and no one else's", async () => {
+    const dir = tempDir();
+    const path = join(dir, 'w.key');
+    const mine = `${path}.0123456789abcdef.tmp`;
+    const fresh = `${path}.fedcba9876543210.tmp`; // a keygen of this path running now
+    const other = join(dir, 'other.key.0123456789abcdef.tmp');
+    for (const p of [mine, fresh, other]) writeFileSync(p, '{"d":"a private key"}', { mode: 0o600 });
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    for (const p of [mine, other]) utimesSync(p, hourAgo, hourAgo);
+    await createWitnessKeyFile(path, 'witness.example/w1');
+    expect(readdirSync(dir).sort()).toEqual(['other.key.0123456789abcdef.tmp', 'w.key', 'w.key.fedcba9876543210.tmp']);
   });
 
   it('refuses a name no note could carry (a C0 control), writing no file', async () => {

@@ -2,7 +2,7 @@
  * `witness serve` refuses a key file or logs file it cannot use before it listens (exit 1, the code on stderr,
  * no state directory made), and the witness state refuses a compare-and-swap from a size it no longer holds.
  */
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -117,6 +117,23 @@ describe('witness state', () => {
     state = await WitnessState.open(dir);
     try {
       expect(await state.get(log.origin)).toMatchObject({ size: 2, note: 'note 2' });
+    } finally {
+      await state.close();
+    }
+  });
+
+  it('removes at open the staging files a crash left: a state write in logs/, an old lock creation beside them', async () => {
+    const dir = join(tempDir(), 'state');
+    await (await WitnessState.open(dir)).close();
+    const write = join(dir, 'logs', '.0123456789abcdef.tmp');
+    const oldLock = join(dir, 'witness.lock.0123456789abcdef.tmp');
+    const freshLock = join(dir, 'witness.lock.fedcba9876543210.tmp'); // another process making its lock now
+    for (const path of [write, oldLock, freshLock]) writeFileSync(path, 'left by a crash');
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    utimesSync(oldLock, hourAgo, hourAgo);
+    const state = await WitnessState.open(dir);
+    try {
+      expect([write, oldLock, freshLock].map((p) => existsSync(p))).toEqual([false, false, true]);
     } finally {
       await state.close();
     }
