@@ -15,7 +15,7 @@
  * stop it; a full or `--principal` export reads the whole log.
  */
 import { constants } from 'node:fs';
-import { readdir, readFile, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises';
+import { lstat, readdir, readFile, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
@@ -345,6 +345,10 @@ async function removeDeadExports(fs: FsOps, dir: string): Promise<void> {
     const path = join(dir, name);
     let owner: Partial<ExportOwner>;
     try {
+      // Only a record this user wrote, a small regular file: in a shared directory another user could plant one
+      // naming a directory of ours (or a FIFO that would block the read).
+      const st = await lstat(path);
+      if (!st.isFile() || st.size > 4096 || (process.getuid !== undefined && st.uid !== process.getuid())) continue;
       owner = JSON.parse(await readFile(path, 'utf8')) as Partial<ExportOwner>;
     } catch {
       continue;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { lstat, mkdir, open, rm, symlink, writeFile } from 'node:fs/promises';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { digestHex } from '../../store/hash/digest.js';
@@ -374,6 +374,42 @@ describe('export interrupted by a signal', () => {
       const third = captureIo();
       expect(await exportCli([...args.slice(0, 4), '--out', join(dir, 'third')], third.io), third.stderr()).toBe(0);
       expect(existsSync(alive)).toBe(true);
+    },
+    60_000,
+  );
+});
+
+describe('export beside records of exports it did not make', () => {
+  it.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0)(
+    "removes nothing a record another user planted names, and is not held by a FIFO in a record's place",
+    async () => {
+      const dir = tempDir();
+      const root = join(dir, 'store');
+      await (await ledgerWithChains(root, 0)).close();
+      // A directory of this user's, without bundle.json, named by a record another user wrote (dead process).
+      const mine = join(dir, 'mine');
+      mkdirSync(mine, { mode: 0o700 });
+      writeFileSync(join(mine, 'keep.txt'), 'mine');
+      const st = await lstat(mine, { bigint: true });
+      const planted = join(dir, '.handoff-ledger-export.1.0123456789abcdef.claim');
+      writeFileSync(
+        planted,
+        JSON.stringify({
+          host: hostname(),
+          pid: 2 ** 22 + 1, // no such process
+          out: mine,
+          claim: `${st.dev}:${st.ino}:${st.birthtimeNs}:${st.uid}:${st.mode}`,
+        }),
+      );
+      chownSync(planted, 65534, 65534);
+      execFileSync('mkfifo', [join(dir, '.handoff-ledger-export.2.0123456789abcdef.claim')]);
+      const c = captureIo();
+      expect(
+        await exportCli(['--root', root, '--host', 'host-a', '--out', join(dir, 'bundle')], c.io),
+        c.stderr(),
+      ).toBe(0);
+      expect(readFileSync(join(mine, 'keep.txt'), 'utf8')).toBe('mine');
+      expect(existsSync(planted)).toBe(true);
     },
     60_000,
   );
