@@ -737,7 +737,8 @@ describe('checkpoints after rotations', () => {
     }
   });
 
-  it('on a shared root, a process that only reads signs with the keys another process rotated to', async () => {
+  /** Two ledgers on one root sharing one log that says it is not exclusive: two processes of a host, as on PostgreSQL. */
+  async function twoProcessesOfOneRoot() {
     const base = tempDir();
     const level = await LevelManifestLog.open(join(base, 'log'));
     const shared = Object.create(level, {
@@ -745,8 +746,11 @@ describe('checkpoints after rotations', () => {
       close: { value: async () => {} },
     }) as LevelManifestLog;
     const root = join(base, 'root');
-    const a = await open(root, { log: shared });
-    const b = await open(root, { log: shared });
+    return { root, level, a: await open(root, { log: shared }), b: await open(root, { log: shared }) };
+  }
+
+  it('on a shared root, a process that only reads signs with the keys another process rotated to', async () => {
+    const { level, a, b } = await twoProcessesOfOneRoot();
     try {
       await a.publish(scope, sampleSummary(1));
       const before = a.checkpointVerifierKey;
@@ -770,15 +774,7 @@ describe('checkpoints after rotations', () => {
   it.each(['checkpoint', 'checkLog', 'inclusionProof', 'consistencyProof', 'history', 'resume'] as const)(
     'on a shared root, %s after another process revoked and rotated signs no checkpoint with the revoked key',
     async (call) => {
-      const base = tempDir();
-      const level = await LevelManifestLog.open(join(base, 'log'));
-      const shared = Object.create(level, {
-        exclusive: { value: false },
-        close: { value: async () => {} },
-      }) as LevelManifestLog;
-      const root = join(base, 'root');
-      const a = await open(root, { log: shared });
-      const b = await open(root, { log: shared });
+      const { root, level, a, b } = await twoProcessesOfOneRoot();
       try {
         const first = await a.publish(scope, sampleSummary(1));
         // The runbook for a compromised key: revoke it, then rotate (which revokes the old checkpoint key too).
