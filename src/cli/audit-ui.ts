@@ -83,10 +83,10 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   try {
     server = await serve(argv, io);
   } catch (err) {
-    // A port in use or not permitted is the operator's to change, as for `witness serve`: exit 2, not a bug.
+    // A port in use or not permitted is the operator's to change: USAGE, exit 2, worded as `witness serve` words it.
     const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
     if (e.syscall === 'listen' && typeof e.code === 'string') {
-      io.stderr.write(printableLines([`handoff-ledger: cannot listen on ${e.address}:${e.port}: ${e.code}`]));
+      io.stderr.write(printableLines([`handoff-ledger: USAGE: cannot listen on ${e.address}:${e.port}: ${e.code}`]));
       return EXIT_USAGE;
     }
     if (!(err instanceof AuditError)) throw err;

@@ -185,14 +185,14 @@ describe('audit-ui command', () => {
       );
   });
 
-  it('reports a port in use as "cannot listen", exit 2, as witness serve does', async () => {
+  it('reports a port in use as USAGE "cannot listen", exit 2, in the words witness serve uses', async () => {
     const taken = createServer();
     await new Promise<void>((done) => taken.listen(0, '127.0.0.1', done));
     const { port } = taken.address() as AddressInfo;
     try {
       const c = captureIo();
       expect(await auditUi(['--port', String(port)], c.io)).toBe(2);
-      expect(c.stderr()).toBe(`handoff-ledger: cannot listen on 127.0.0.1:${port}: EADDRINUSE\n`);
+      expect(c.stderr()).toBe(`handoff-ledger: USAGE: cannot listen on 127.0.0.1:${port}: EADDRINUSE\n`);
     } finally {
       await new Promise((done) => taken.close(done));
     }
