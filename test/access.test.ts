@@ -93,6 +93,84 @@ describe('sessions belong to their first publisher', () => {
   });
 });
 
+describe('a pluggable authorizer', () => {
+  it('allows only on true: a truthy answer that is not true ({ result: false }, "deny", 1) denies', async () => {
+    for (const answer of [{ result: false }, 'deny', 1, Promise.resolve({ allow: true }), undefined]) {
+      const root = tempDir();
+      const ledger = await open(root, { authorizer: (() => answer) as never });
+      await expect(
+        ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary()),
+        JSON.stringify(answer),
+      ).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+      await expect(ledger.resume({ principal: 'alice', session: 's' })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+      await ledger.close();
+      const reopened = await open(root);
+      expect(await reopened.history({ principal: 'alice', session: 's' })).toEqual([]);
+      await reopened.close();
+    }
+  });
+
+  it('denies, coded UNAUTHORIZED with the failure as cause, when it throws or rejects anything', async () => {
+    const failures: Array<() => unknown> = [
+      () => {
+        throw 'policy service down';
+      },
+      () => Promise.reject(new Error('policy service down')),
+      () => {
+        throw null;
+      },
+    ];
+    for (const fail of failures) {
+      const ledger = await open(tempDir(), { authorizer: fail as never });
+      for (const call of [
+        () => ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary()),
+        () => ledger.resume({ principal: 'alice', session: 's' }),
+        () => ledger.history({ principal: 'alice', session: 's' }),
+      ]) {
+        const err = await call().catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: 'UNAUTHORIZED', message: expect.stringContaining('the authorizer failed') });
+        expect(['policy service down', null]).toContainEqual(
+          (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).cause,
+        );
+      }
+      await ledger.close();
+    }
+  });
+
+  it('passes a coded error of this library it throws as it is', async () => {
+    const { LedgerError } = await import('../src/errors.js');
+    const ledger = await open(tempDir(), {
+      authorizer: () => {
+        throw new LedgerError('CANCELLED', 'the request was withdrawn');
+      },
+    });
+    await expect(ledger.resume({ principal: 'alice', session: 's' })).rejects.toMatchObject({ code: 'CANCELLED' });
+    await ledger.close();
+  });
+
+  it('that never answers: resume and history end CANCELLED at their abort, and close() does not wait for them', async () => {
+    let hang = false;
+    const ledger = await open(tempDir(), { authorizer: () => (hang ? new Promise<boolean>(() => {}) : true) });
+    const scope = { principal: 'alice', session: 's' };
+    await ledger.publish({ ...scope, run: 'r' }, sampleSummary());
+    hang = true;
+    for (const op of ['resume', 'history'] as const) {
+      const controller = new AbortController();
+      const call = ledger[op](scope, { signal: controller.signal });
+      setTimeout(() => controller.abort(), 20);
+      await expect(call, op).rejects.toMatchObject({ code: 'CANCELLED' });
+    }
+    await ledger.close(); // returns: nothing tracked is left pending
+  });
+
+  it('is refused at open when it is not a function, before anything is written', async () => {
+    const root = join(tempDir(), 'store');
+    await expect(open(root, { authorizer: true as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    const { existsSync } = await import('node:fs');
+    expect(existsSync(root)).toBe(false);
+  });
+});
+
 describe('history of a session created while it runs', () => {
   it('judges the caller on the head it reads the chain to: a first publish landing between the two reaches no one else', async () => {
     const log = await LevelManifestLog.open(join(tempDir(), 'manifests-v1'));

@@ -16,6 +16,7 @@ import {
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManifestError } from '../manifests/errors.js';
@@ -261,9 +262,45 @@ describe('principal and session ids in telemetry', () => {
     expect(failed?.events[0]?.attributes?.['exception.message']).toEqual(expect.any(String));
   });
 
-  it('refuses a hash key that is not 32 bytes', async () => {
+  it('refuses a hash key that is not 32 bytes, before anything of the store is written', async () => {
     const t = sdk();
-    await expect(ledgerWith(t, { hashKey: new Uint8Array(16) })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    const root = join(tempDir(), 'store');
+    await expect(ledgerWith(t, { hashKey: new Uint8Array(16) }, { root })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    expect(existsSync(root)).toBe(false);
+    await expect(openLedger({ root, host: 'otel-host', telemetry: 'plain' as never })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    expect(existsSync(root)).toBe(false);
+  });
+
+  it('record only ids: a value the call refuses (INVALID_ID) is neither recorded nor hashed', async () => {
+    const hostile = `alice\n\u001b[31mFAKE LOG LINE level=error ${'x'.repeat(1 << 20)}`;
+    for (const identifiers of ['plain', { hashKey: new Uint8Array(32).fill(7) }] as IdentifierPolicy[]) {
+      const t = sdk();
+      const ledger = await ledgerWith(t, identifiers);
+      await expect(
+        ledger.publish({ principal: hostile, session: scope.session, run: 'r1' }, sampleSummary()),
+      ).rejects.toMatchObject({ code: 'INVALID_ID' });
+      await expect(ledger.resume({ principal: scope.principal, session: hostile })).rejects.toMatchObject({
+        code: 'INVALID_ID',
+      });
+      await ledger.close();
+      const [published, resumed] = t.spans();
+      expect(Object.keys(published!.attributes).filter((k) => k.includes('principal'))).toEqual([]);
+      expect(Object.keys(resumed!.attributes).filter((k) => k.includes('session'))).toEqual([]);
+      // The valid id beside it is still recorded.
+      expect(Object.keys(published!.attributes).filter((k) => k.includes('session'))).toHaveLength(1);
+      // Nowhere raw or whole (under 'plain' the error message names the first 40 characters, JSON-escaped).
+      const values = t
+        .spans()
+        .flatMap((sp) => [
+          ...Object.values(sp.attributes),
+          ...sp.events.flatMap((e) => Object.values(e.attributes ?? {})),
+        ]);
+      for (const v of values) expect(String(v)).not.toMatch(/\u001b|\n|x{100}/);
+    }
   });
 });
 
@@ -391,6 +428,30 @@ describe('a tracer or meter provider with ways of its own', () => {
       process.off('unhandledRejection', onUnhandled);
       await ledger.close();
     }
+  });
+
+  it('answers a committed publish as committed when the tracer hands back a thenable whose then throws', async () => {
+    const real = new BasicTracerProvider().getTracer('t');
+    const tracerProvider = {
+      getTracer: () => ({
+        startSpan: real.startSpan.bind(real),
+        startActiveSpan: (_: string, __: unknown, fn: (span: unknown) => Promise<unknown>) => {
+          void fn(real.startSpan('x'));
+          return {
+            then() {
+              throw new Error('exporter wrapper bug');
+            },
+          };
+        },
+      }),
+    } as unknown as BasicTracerProvider;
+    const root = join(tempDir(), 'store');
+    const ledger = await openLedger({ root, host: 'otel-host', telemetry: { tracerProvider } });
+    expect((await ledger.publish({ ...scope, run: 'r1' }, sampleSummary())).seq).toBe(0);
+    await ledger.close();
+    const again = await openLedger({ root, host: 'otel-host' });
+    expect(await again.history(scope)).toHaveLength(1);
+    await again.close();
   });
 
   it('opens and publishes when the providers throw while their instruments are made', async () => {

@@ -2,10 +2,11 @@
  * Authorization (docs/DESIGN.md, "Grants and lifecycle"). A session belongs to the principal that first
  * publishes in it; others need a grant. Revocations delete nothing and outrank the owner rule, so a
  * revoked owner is locked out of their own sessions until re-granted. A pluggable `Authorizer` is
- * consulted after the built-in table; both run at the start of an operation and again at the commit point.
+ * consulted after the built-in table; both run at the start of an operation and again at the commit point. Only an
+ * answer of `true` allows.
  */
 import type { ChainHead, ManifestLog } from '../../manifests/log/log.js';
-import { LedgerError } from '../errors.js';
+import { isHandoffLedgerError, LedgerError } from '../errors.js';
 
 export type Action = 'publish' | 'resume' | 'history';
 
@@ -34,7 +35,25 @@ export async function authorize(
     throw new LedgerError('REVOKED', `principal ${principal} is revoked for session ${session}`);
   const allowed = head === undefined || head.owner === principal || here?.state === 'granted';
   if (!allowed) throw new LedgerError('UNAUTHORIZED', `principal ${principal} may not ${action} session ${session}`);
-  if (authorizer && !(await authorizer({ principal, session, action }))) {
+  if (authorizer && (await askAuthorizer(authorizer, { principal, session, action })) !== true) {
     throw new LedgerError('UNAUTHORIZED', `the authorizer denied ${action} on session ${session} to ${principal}`);
+  }
+}
+
+/**
+ * The authorizer's answer. Only `true` allows: a policy client's `{ result: false }`, `'deny'` or `1` denies (a truthy
+ * answer that is not `true` is not a decision to allow). An authorizer that throws or rejects denies too, as
+ * `UNAUTHORIZED` with its failure as the cause; a coded error of this library it throws (`CANCELLED`, say) passes.
+ */
+async function askAuthorizer(authorizer: Authorizer, request: Parameters<Authorizer>[0]): Promise<unknown> {
+  try {
+    return await authorizer(request);
+  } catch (err) {
+    if (isHandoffLedgerError(err)) throw err;
+    throw new LedgerError(
+      'UNAUTHORIZED',
+      `the authorizer failed on ${request.action} of session ${request.session} by ${request.principal}: denied`,
+      { cause: err },
+    );
   }
 }

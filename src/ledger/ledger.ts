@@ -582,9 +582,10 @@ export class Ledger {
     const checked = trusted.then(() => this.checkpoints.sync());
     const reading = this.readHead(s.session, window, knownBefore);
     for (const p of [window, checked, reading, trusted]) p.catch(() => {}); // awaited below, after authorization
-    await authorized;
-    await checked;
-    const read = await reading;
+    // Each wait ends at an abort (an authorizer or a log read that never answers must not hold the caller, nor close).
+    await untilCancelled(authorized, options.signal);
+    await untilCancelled(checked, options.signal);
+    const read = await untilCancelled(reading, options.signal);
     await trusted;
     if (!read) return undefined;
     const { head, entry, prev } = read;
@@ -669,21 +670,24 @@ export class Ledger {
 
   private async historyTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<HistoryEntry[]> {
     const s = parseScope(scope);
+    const { signal } = options;
+    throwIfCancelled(signal);
     // Authorized on the very head it then walks to, as resume is: a first publish of the session that commits
     // between an authorization on "no head yet" and a later head read must not reach a caller without rights.
     const knownBefore = this.watermarks.get(s.session) ?? -1;
     const window = this.log.headWindow(s.session);
     window.catch(() => {}); // awaited below, after authorization
-    await this.authorizeOn(s, 'history', window);
+    // Each wait ends at an abort, as resume's do.
+    await untilCancelled(this.authorizeOn(s, 'history', window), signal);
     // Keys first: a checkpoint is never signed with a key another process of this root has revoked meanwhile.
-    await this.freshTrust();
-    await this.checkpoints.sync();
-    const head = (await this.readHead(s.session, window, knownBefore))?.head;
+    await untilCancelled(this.freshTrust(), signal);
+    await untilCancelled(this.checkpoints.sync(), signal);
+    const head = (await untilCancelled(this.readHead(s.session, window, knownBefore), signal))?.head;
     const out: HistoryEntry[] = [];
     if (!head) return out;
     const checker = this.checker(s.session);
     for await (const entry of this.log.chain(s.session)) {
-      throwIfCancelled(options.signal);
+      throwIfCancelled(signal);
       if (entry.seq > head.seq) break;
       const v = this.accept(s.session, entry.seq, checker.check(entry));
       out.push({ id: v.id, manifest: v.manifest, envelope: v.envelope });

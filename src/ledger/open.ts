@@ -27,6 +27,7 @@ import { consistencyProof } from './proofs.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { Ledger } from './ledger.js';
 import { parseHost } from './scope.js';
+import { checkIdentifierPolicy } from '../telemetry/telemetry.js';
 import type { OpenLedgerOptions } from './options.js';
 import { shellWord } from '../../manifests/encoding/printable.js';
 
@@ -55,7 +56,8 @@ function pickVerifier(name: unknown): SignatureVerifier {
  * head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
  * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
- *   integer, or a `verifier` that is not `auto`, `node` or `noble`.
+ *   integer, a `verifier` that is not `auto`, `node` or `noble`, an `authorizer` that is not a function, or a
+ *   `telemetry` option that is not an object or whose `identifiers.hashKey` is not 32 bytes (nothing is written).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store.
  */
 export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
@@ -67,6 +69,15 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   checkByteBound('inlineSummaryBytes', options.inlineSummaryBytes);
   checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
   const verifier = pickVerifier(options.verifier);
+  // Refused before anything is written (the Ledger is built last, after the store, its keys and trust.json exist).
+  if (options.authorizer !== undefined && typeof options.authorizer !== 'function')
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      'authorizer must be a function ({ principal, session, action }) => boolean',
+    );
+  if (options.telemetry !== undefined && (typeof options.telemetry !== 'object' || options.telemetry === null))
+    throw new LedgerError('INVALID_ARGUMENT', 'telemetry must be an object of TelemetryOptions');
+  checkIdentifierPolicy(options.telemetry?.identifiers ?? 'omit');
   // PostgreSQL holds both halves of a shared store: with a log or blobs of the caller's, the other half would
   // silently be a private one under root, and each host would write chains of its own.
   if (options.postgres && (options.log || options.blobs))

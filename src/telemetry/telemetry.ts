@@ -25,6 +25,7 @@ import {
 } from '@opentelemetry/api';
 import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
+import { isValidId } from '../../manifests/format/id-pattern.js';
 import { LedgerError } from '../errors.js';
 
 /** How principal and session ids appear in telemetry. */
@@ -63,7 +64,11 @@ export function errorCode(err: unknown): string {
   return (err as Error | null)?.name ?? 'UNKNOWN';
 }
 
-function checkPolicy(policy: IdentifierPolicy): IdentifierPolicy {
+/**
+ * The identifier policy, checked (openLedger calls it before anything is written).
+ * @throws LedgerError `INVALID_ARGUMENT` for a hash key that is not 32 bytes, or another policy
+ */
+export function checkIdentifierPolicy(policy: IdentifierPolicy): IdentifierPolicy {
   if (policy === 'omit' || policy === 'plain') return policy;
   if (!(policy?.hashKey instanceof Uint8Array) || policy.hashKey.length !== 32)
     throw new LedgerError(
@@ -83,7 +88,7 @@ export class LedgerTelemetry {
   private readonly identifiers: IdentifierPolicy;
 
   constructor(options: TelemetryOptions = {}, version = '') {
-    this.identifiers = checkPolicy(options.identifiers ?? 'omit');
+    this.identifiers = checkIdentifierPolicy(options.identifiers ?? 'omit');
     // A provider that throws here gets no-op instruments, never a failed open: telemetry never fails the ledger.
     this.tracer =
       safely(() => (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION_NAME, version)) ??
@@ -128,7 +133,8 @@ export class LedgerTelemetry {
       ['session', ATTR.session, ATTR.sessionHash],
     ] as const) {
       const value = (scope as Record<string, unknown>)[field];
-      if (typeof value !== 'string') continue;
+      // Only an id: a value the call then refuses (INVALID_ID) may be a megabyte of escapes or a forged log line.
+      if (!isValidId(value)) continue;
       if (this.identifiers === 'plain') out[plain] = value;
       else out[hashed] = bytesToHex(blake3(new TextEncoder().encode(value), { key: this.identifiers.hashKey }));
     }
@@ -157,8 +163,11 @@ export class LedgerTelemetry {
     });
     // A tracer may hand back a promise of its own made from the operation's (`.finally(...)`): it rejects when the
     // operation fails, and nobody else awaits it.
-    if (returned !== pending && typeof (returned as { then?: unknown } | undefined)?.then === 'function')
-      (returned as Promise<unknown>).then(undefined, () => {});
+    // Whatever it handed back is the tracer's: a `then` that throws does not reach the caller either.
+    safely(() => {
+      if (returned !== pending && typeof (returned as { then?: unknown } | undefined)?.then === 'function')
+        (returned as Promise<unknown>).then(undefined, () => {});
+    });
     return pending ?? traced(trace.wrapSpanContext(INVALID_SPAN_CONTEXT));
   }
 
