@@ -100,11 +100,18 @@ function invalid(message: string): StoreError {
   return new StoreError('INVALID_ARGUMENT', message);
 }
 
-function checkByteLimit(value: unknown, name: string): number | undefined {
+/** What is wrong with a byte limit (`undefined`: nothing; absent is allowed), for stores that check it up front. */
+export function byteLimitProblem(value: unknown, name: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
-    throw invalid(`${name} must be a non-negative integer, got ${String(value).slice(0, 40)}`);
-  return value;
+    return `${name} must be a non-negative integer, got ${String(value).slice(0, 40)}`;
+  return undefined;
+}
+
+function checkByteLimit(value: unknown, name: string): number | undefined {
+  const problem = byteLimitProblem(value, name);
+  if (problem) throw invalid(problem);
+  return value as number | undefined;
 }
 
 function checkOptions(options: unknown): { maxBytes?: number; signal?: AbortSignal } {

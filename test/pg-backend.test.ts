@@ -387,6 +387,55 @@ describePostgres('PostgreSQL backend', (pg) => {
     });
   });
 
+  describe('a stored row whose metadata was changed under the store', () => {
+    it('a put of the right bytes repairs a blob whose size column says 8 GiB, 2 GiB or one byte off (as the file store does)', async () => {
+      const schema = nextSchema();
+      const store = await PgBlobStore.open({ connectionString: pg.connectionString, schema, hash: nobleBlake3 });
+      try {
+        const bytes = utf8('summary bytes '.repeat(1000));
+        const { digest } = await store.put(bytes);
+        for (const size of [2 ** 33, 2 ** 31, bytes.length + 1, bytes.length - 1]) {
+          await sql(`UPDATE "${schema}".blobs SET size = $2 WHERE digest = $1`, [digest, size]);
+          await expect(store.get(digest), String(size)).rejects.toMatchObject({
+            code: size > bytes.length ? expect.stringMatching(/^BLOB_(INTEGRITY|TOO_LARGE)$/) : 'BLOB_INTEGRITY',
+          });
+          expect(await store.put(bytes), String(size)).toEqual({ digest, size: bytes.length });
+          expect(new Uint8Array(await store.get(digest))).toEqual(bytes);
+        }
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('fsck reports an inline blob whose storage time is no instant (infinity) as RECORD_CORRUPT', async () => {
+      const schema = nextSchema();
+      const root = mkdtempSync(join(tmpdir(), 'hl-pg-inline-time-'));
+      const ledger = await openLedger({
+        root,
+        host: 'h',
+        postgres: { connectionString: pg.connectionString, schema },
+        onNotice: () => {},
+      });
+      try {
+        const { fsck } = await import('../src/ops/maintenance.js');
+        await ledger.publish(
+          { principal: 'alice', session: 's1', run: 'r1' },
+          { task: 't', state: 's', nextSteps: [] },
+        );
+        expect((await fsck(ledger)).ok).toBe(true);
+        await sql(`UPDATE "${schema}".inline_blobs SET stored_at = 'infinity'`);
+        const report = await fsck(ledger);
+        expect(report.ok).toBe(false);
+        expect(report.findings).toContainEqual(
+          expect.objectContaining({ code: 'RECORD_CORRUPT', message: expect.stringContaining('storage time') }),
+        );
+      } finally {
+        await ledger.close();
+        await rm(root, { recursive: true, force: true });
+      }
+    });
+  });
+
   describe('gc on a host whose clock is ahead of the server', () => {
     it("measures the grace period on the server's clock, which stored_at is recorded by: young blobs stay", async () => {
       const postgres = { connectionString: pg.connectionString, schema: nextSchema() };

@@ -13,6 +13,7 @@ import { describe, expect, it, vi } from 'vitest';
 import pgLib from 'pg';
 import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
 import { StoreError, isHandoffLedgerError } from '../store/errors.js';
+import { LedgerError } from '../src/errors.js';
 import { PgBlobStore } from '../store/pg/blob-store.js';
 import { ManifestError } from '../manifests/errors.js';
 import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
@@ -324,6 +325,46 @@ describePostgres(
           await rm(root, { recursive: true, force: true });
         }
       });
+
+      it('refuses a bad maxBlobBytes before anything connects: no schema made, no connection left open', async () => {
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-options-'));
+        const clients = async () =>
+          (
+            await sql<{ n: string }>(
+              `SELECT count(*)::text AS n FROM pg_stat_activity
+                 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+            )
+          )[0]!.n;
+        const before = await clients();
+        try {
+          for (const maxBlobBytes of [-1, 1.5, 2 ** 60, '10' as unknown as number]) {
+            const a = nextSchema();
+            const blobErr = await rejection(
+              PgBlobStore.open({ connectionString: pg.connectionString, schema: a, hash: nobleBlake3, maxBlobBytes }),
+            );
+            expect(blobErr).toBeInstanceOf(StoreError);
+            expect(blobErr).toMatchObject({
+              code: 'INVALID_ARGUMENT',
+              message: expect.stringContaining('maxBlobBytes'),
+            });
+            const b = nextSchema();
+            const ledgerErr = await rejection(
+              openLedger({
+                root,
+                host: 'h',
+                postgres: { connectionString: pg.connectionString, schema: b, maxBlobBytes },
+                onNotice: () => {},
+              }),
+            );
+            expect(ledgerErr).toBeInstanceOf(LedgerError);
+            expect(ledgerErr).toMatchObject({ code: 'INVALID_ARGUMENT' });
+            expect(await sql('SELECT 1 FROM pg_namespace WHERE nspname = ANY($1)', [[a, b]])).toEqual([]);
+          }
+          expect(await clients()).toBe(before);
+        } finally {
+          await rm(root, { recursive: true, force: true });
+        }
+      });
     });
 
     describe('opening while another opener migrates', () => {
@@ -438,6 +479,57 @@ describePostgres(
           expect(await other.head('a')).toBeUndefined();
           // The pool drops the ended connection: the stalled host's next append works.
           expect(await stalled.append(link('a', 0))).toMatchObject({ position: 1 });
+        } finally {
+          await Promise.all([stalled.close(), other.close()]);
+          await pool.end();
+        }
+      });
+
+      it("bounds a put again once its row is placed: a stall there is ended, another host's put of it goes on", async () => {
+        const schema = nextSchema();
+        const bytes = utf8('z'.repeat(300_000));
+        const other = await PgBlobStore.open({
+          connectionString: pg.connectionString,
+          schema,
+          hash: nobleBlake3,
+          lockTimeoutMs: 1000,
+        });
+        const { digest } = await other.put(bytes);
+        // The stalled host: its put of the same bytes pauses for 4 s after locking the existing row (a paused
+        // process), before dropping its own chunks again.
+        const pool = createPgPool({ connectionString: pg.connectionString, idleInTransactionTimeoutMs: 500 });
+        const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pgLib.PoolClient>;
+        let stall = true;
+        const hooked = async () => {
+          const client = await connect();
+          const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+          (client as unknown as { query: typeof query }).query = async (...args: unknown[]) => {
+            if (stall && typeof args[0] === 'string' && /DELETE FROM .*blob_chunks WHERE blob_id/.test(args[0])) {
+              stall = false;
+              await new Promise((r) => setTimeout(r, 4000));
+            }
+            return query(...args);
+          };
+          return client;
+        };
+        (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) =>
+          args.length > 0 ? connect(...args) : hooked();
+        const stalled = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
+        try {
+          const stalledPut = rejection(stalled.put(bytes));
+          await vi.waitFor(() => expect(stall).toBe(false), { timeout: 5000, interval: 20 });
+          await new Promise((r) => setTimeout(r, 1000)); // twice the bound: the server has ended the stalled one
+          const idle = await sql(
+            `SELECT 1 FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()`,
+          );
+          expect(idle).toEqual([]);
+          expect(await other.put(bytes)).toMatchObject({ digest });
+          const err = await stalledPut;
+          expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+          expect((err as Error).message, String((err as Error).cause)).toMatch(/idle_in_transaction_session_timeout/);
+          expect(Buffer.from(await other.get(digest)).equals(Buffer.from(bytes))).toBe(true);
+          // The stalled host's next put of it works (the pool dropped the ended connection).
+          expect(await stalled.put(bytes)).toMatchObject({ digest });
         } finally {
           await Promise.all([stalled.close(), other.close()]);
           await pool.end();

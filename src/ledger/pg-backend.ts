@@ -3,7 +3,7 @@
  * `openLedger({ postgres: { connectionString } })` and for hosts that inject backends themselves.
  * Each host still signs with its own key; the database only stores what they sign.
  */
-import type { BlobStore } from '../../store/blob-store.js';
+import { byteLimitProblem, type BlobStore } from '../../store/blob-store.js';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { PgBlobStore } from '../../store/pg/blob-store.js';
 import { createPgPool, pgOptionsProblem } from '../../store/pg/db.js';
@@ -24,7 +24,8 @@ export async function openPostgresBackends(
 ): Promise<{ blobs: BlobStore; log: ManifestLog }> {
   if (typeof options !== 'object' || options === null)
     throw new LedgerError('INVALID_ARGUMENT', 'postgres options must be an object with a connectionString');
-  const problem = pgOptionsProblem({ ...options, pool: undefined });
+  const problem =
+    pgOptionsProblem({ ...options, pool: undefined }) ?? byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes');
   if (problem) throw new LedgerError('INVALID_ARGUMENT', problem);
   const hash = typeof options.hash === 'object' ? options.hash : await loadHashBackend(options.hash ?? 'auto');
   const pool = createPgPool(options);

@@ -11,6 +11,7 @@ import { formatDigest, isDigest, type Digest, type HashBackend, type Hasher } fr
 import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import {
   AbstractBlobStore,
+  byteLimitProblem,
   type BlobInfo,
   type BlobStat,
   type DeleteOptions,
@@ -82,7 +83,8 @@ export class PgBlobStore extends AbstractBlobStore {
    *   when the database cannot be reached or migrated.
    */
   static async open(options: PgBlobStoreOptions): Promise<PgBlobStore> {
-    const problem = pgOptionsProblem(options);
+    // Every option is checked before anything connects: a bad one leaves no pool open and no schema made.
+    const problem = pgOptionsProblem(options) ?? byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes');
     if (problem) throw new StoreError('INVALID_ARGUMENT', `postgres blob store: ${problem}`);
     const db = new PgDatabase(options);
     try {
@@ -104,8 +106,9 @@ export class PgBlobStore extends AbstractBlobStore {
       throw storageFailed('put', err);
     }
     try {
-      // Exempt from the idle-in-transaction bound: a slow source leaves the transaction idle between chunks, and
-      // an upload holds no lock another writer waits on.
+      // Exempt from the idle-in-transaction bound while the source is read: a slow source leaves the transaction
+      // idle between chunks, and the upload holds no lock another writer waits on until its row is placed (`write`
+      // bounds it again from there).
       return await this.db.transaction(
         (client) => this.write(client, source, signal),
         `${BEGIN}; SET LOCAL idle_in_transaction_session_timeout = 0`,
@@ -147,6 +150,9 @@ export class PgBlobStore extends AbstractBlobStore {
     }
     const digest = formatDigest(hasher.digest());
     throwIfAborted(signal);
+    // The source is consumed: from here on the transaction locks the blob's row (another host's put of the same
+    // summary and gc's delete wait on it), so it is bounded again like every other (the pool's setting).
+    await client.query('SET LOCAL idle_in_transaction_session_timeout TO DEFAULT');
     await this.placeBlob(client, blobId, digest, size, idx);
     // Last check before COMMIT: cancelled here means nothing was stored.
     throwIfAborted(signal);
@@ -172,11 +178,13 @@ export class PgBlobStore extends AbstractBlobStore {
     const placed = await client.query<{ id: string }>(upsert, [blobId, digest, size, chunks]);
     if (placed.rows[0]!.id === blobId) return;
     try {
-      await this.readVerified(client, digest, Infinity);
+      // Held to this put's own size, as the filesystem store holds an existing file: a row whose size was changed
+      // (to 8 GiB, say) is a damaged copy to replace, not a buffer to allocate.
+      await this.readVerified(client, digest, size);
       await client.query(this.db.sql('DELETE FROM {schema}.blob_chunks WHERE blob_id = $1'), [blobId]);
       return;
     } catch (err) {
-      if (!(err instanceof StoreError && err.code === 'BLOB_INTEGRITY')) throw err;
+      if (!(err instanceof StoreError && (err.code === 'BLOB_INTEGRITY' || err.code === 'BLOB_TOO_LARGE'))) throw err;
     }
     // The row is ours (locked above): replace it and its chunks with what this put wrote.
     await client.query(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest]);
@@ -219,6 +227,9 @@ export class PgBlobStore extends AbstractBlobStore {
     const row = rows[0];
     if (!row) throw new StoreError('BLOB_NOT_FOUND', `blob ${digest} is not stored`);
     const size = Number(row.size);
+    // A size column set to what no blob can be (negative, past 2^53) is damage, not an allocation to attempt.
+    if (!Number.isSafeInteger(size) || size < 0 || !Number.isSafeInteger(row.chunk_count) || row.chunk_count < 0)
+      throw new StoreError('BLOB_INTEGRITY', `blob ${digest}: its stored size or chunk count is not a count`);
     if (size > limit)
       throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${size} bytes, over the limit of ${limit}`);
     const out = Buffer.allocUnsafe(size);

@@ -560,12 +560,17 @@ class PgInlineBlobs implements InlineBlobTable {
   }
 
   async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
-    const [row] = await this.rows<{ size: number; stored_at: Date }>(
+    const [row] = await this.rows<{ size: number; ms: number }>(
       'inline blob stat',
-      'SELECT size, stored_at FROM {schema}.inline_blobs WHERE digest = $1',
+      'SELECT size, (extract(epoch FROM stored_at) * 1000)::float8 AS ms FROM {schema}.inline_blobs WHERE digest = $1',
       [digest],
     );
-    return row && { size: row.size, storedAtMs: row.stored_at.getTime() };
+    if (!row) return undefined;
+    // gc judges by this time: one that is no instant ('infinity', written under the store) is a damaged record, as
+    // an unreadable time record is in the embedded log.
+    if (!Number.isFinite(row.ms))
+      throw new ManifestError('RECORD_CORRUPT', `inline blob ${digest}: its storage time is not a time (${row.ms})`);
+    return { size: row.size, storedAtMs: row.ms };
   }
 
   async *list(): AsyncIterable<Digest> {
