@@ -39,6 +39,9 @@ import { loadEscaper, PIECE, type EscaperKind } from '../manifests/encoding/json
 import { validateSummary } from '../src/summary/summary.js';
 import { readVector } from './support/vectors.js';
 import { tempDir } from './support/tmp.js';
+import { openLedger } from '../src/ledger/open.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 
 const input = (len: number) => Uint8Array.from({ length: len }, (_, i) => i % 251);
 const ref = (bytes: Uint8Array) => formatDigest(blake3(bytes));
@@ -81,10 +84,16 @@ describe('hash backend selection', () => {
     }
   });
 
-  it('refuses an unknown backend name with a TypeError', async () => {
+  it('refuses an unknown backend name with INVALID_ARGUMENT, and openLedger before anything is written', async () => {
     await expect(loadHashBackend('sha256' as HashBackendName, quiet)).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
     });
+    const root = join(tempDir(), 'store');
+    await expect(openLedger({ root, host: 'h', hash: 'sha256' as HashBackendName })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('unknown BLAKE3 backend "sha256"'),
+    });
+    expect(existsSync(root)).toBe(false);
   });
 });
 
@@ -95,6 +104,18 @@ describe('hash backend fallback', () => {
     expect(backend.name).toBe('wasm');
     expect(notices).toHaveLength(1);
     expect(notices[0]).toMatch(/native BLAKE3 unavailable \(no binary for this platform\); using WASM/);
+    expect(await hashBytes(input(1025), backend)).toBe(ref(input(1025)));
+  });
+
+  it('keeps its choice when the notice sink throws: WASM still serves, and nothing is refused', async () => {
+    const backend = await loadHashBackend(
+      'auto',
+      () => {
+        throw new Error('log sink closed');
+      },
+      { native: noNative },
+    );
+    expect(backend.name).toBe('wasm');
     expect(await hashBytes(input(1025), backend)).toBe(ref(input(1025)));
   });
 

@@ -2,7 +2,8 @@
  * The hash thread (store/hash/hash-thread.node.ts) and the streamed put that uses it: the same digests
  * and the same stored bytes as hashing on the main thread, and no blob when it fails.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,7 +12,7 @@ import { bytesToHex, formatDigest, nobleBlake3 } from '../store/hash/digest.js';
 import { loadNativeBlake3 } from '../store/hash/native.node.js';
 import { sharedBlock, threadHasher, type ThreadHasher } from '../store/hash/hash-thread.node.js';
 import { FsBlobStore } from '../store/fs/blob-store.js';
-import { writeStream } from '../store/fs/blob-io.js';
+import { SHARED_BLOCK_SETS, writeStream } from '../store/fs/blob-io.js';
 import { nodeFsOps } from '../store/fs/ops.js';
 import { open } from 'node:fs/promises';
 import { tempDir } from './support/tmp.js';
@@ -118,6 +119,28 @@ describe('streamed put with the hash thread', async () => {
     });
     await handle.close();
     expect(dropped).toBe(true);
+  });
+
+  it('shares at most SHARED_BLOCK_SETS sets of blocks with the thread, however many streams run at once', async () => {
+    // The thread's view of a shared block lives until its own heap is collected: sets made per put and dropped
+    // piled up there. Many concurrent streams reuse the few shared sets; the others hash on this thread.
+    const posted = vi.spyOn(Worker.prototype, 'postMessage');
+    try {
+      const { store } = await FsBlobStore.open(tempDir(), { hash: native });
+      for (let round = 0; round < 4; round++) {
+        const all = Array.from({ length: 6 }, (_, k) => bytesOf(2 * 1024 * 1024 + 3 * k, round * 10 + k));
+        const puts = await Promise.all(all.map((bytes) => store.put(piecesOf(bytes, [999_983]))));
+        puts.forEach((p, k) =>
+          expect(p, `round ${round}, put ${k}`).toEqual({ digest: ref(all[k]!), size: all[k]!.length }),
+        );
+      }
+      await store.close();
+      const shares = posted.mock.calls.filter(([m]) => (m as { op?: string }).op === 'share').length;
+      expect(shares).toBeGreaterThan(0); // the thread was used
+      expect(shares).toBeLessThanOrEqual(SHARED_BLOCK_SETS * 8);
+    } finally {
+      posted.mockRestore();
+    }
   });
 
   it('hashes on the main thread when no hash thread can be had', async () => {

@@ -7,7 +7,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { BlobStore } from '../../store/blob-store.js';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
-import { loadHashBackend } from '../../store/hash/backends.node.js';
+import { hashBackendNameProblem, loadHashBackend } from '../../store/hash/backends.node.js';
 import { ensurePrivateDir, refuseNonDirectory } from '../../store/fs/safe-dir.js';
 import { removeAtomicStagingLeftovers } from '../../store/fs/atomic-file.js';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
@@ -56,7 +56,8 @@ function pickVerifier(name: unknown): SignatureVerifier {
  * head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
  * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
- *   integer, a `verifier` that is not `auto`, `node` or `noble`, an `authorizer` that is not a function, or a
+ *   integer, a `verifier` that is not `auto`, `node` or `noble`, a `hash` that is not `auto`, `native`, `wasm` or
+ *   `noble`, an `authorizer` that is not a function, or a
  *   `telemetry` option that is not an object or whose `identifiers.hashKey` is not 32 bytes (nothing is written).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store.
  */
@@ -69,6 +70,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   checkByteBound('inlineSummaryBytes', options.inlineSummaryBytes);
   checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
   const verifier = pickVerifier(options.verifier);
+  const hashProblem = hashBackendNameProblem(options.hash);
+  if (hashProblem) throw new LedgerError('INVALID_ARGUMENT', hashProblem);
   // Refused before anything is written (the Ledger is built last, after the store, its keys and trust.json exist).
   if (options.authorizer !== undefined && typeof options.authorizer !== 'function')
     throw new LedgerError(

@@ -45,20 +45,33 @@ export interface Written {
 }
 
 /**
- * Blocks reused across puts, so a large put does not page-fault fresh memory for every block; those a
- * hash thread reads are in shared memory, kept apart.
+ * Blocks reused across puts, so a large put does not page-fault fresh memory for every block. Private sets beyond
+ * KEEP_BLOCK_SETS are left to the garbage collector. Those a hash thread reads are in shared memory and never
+ * dropped: the thread's own view of a block lives until the thread's heap is collected, which an idle thread
+ * rarely does, so dropped shared sets piled up there (hundreds of MiB under many concurrent streamed puts). At
+ * most SHARED_BLOCK_SETS are ever made (16 MiB); a stream that finds none free is hashed on this thread instead.
  */
 const freeBlockSets = { private: [] as Buffer[][], shared: [] as Buffer[][] };
 const KEEP_BLOCK_SETS = 2;
+export const SHARED_BLOCK_SETS = 2;
+let sharedSetsMade = 0;
 
-function takeBlocks(shared = false): Buffer[] {
-  const free = shared ? freeBlockSets.shared : freeBlockSets.private;
-  return free.pop() ?? Array.from({ length: BLOCKS }, () => (shared ? sharedBlock(BLOCK) : Buffer.allocUnsafe(BLOCK)));
+function takeBlocks(): Buffer[] {
+  return freeBlockSets.private.pop() ?? Array.from({ length: BLOCKS }, () => Buffer.allocUnsafe(BLOCK));
+}
+
+/** A set of shared blocks for the hash thread, or `undefined` when every one there may be is in use. */
+function takeSharedBlocks(): Buffer[] | undefined {
+  const free = freeBlockSets.shared.pop();
+  if (free) return free;
+  if (sharedSetsMade >= SHARED_BLOCK_SETS) return undefined;
+  sharedSetsMade++;
+  return Array.from({ length: BLOCKS }, () => sharedBlock(BLOCK));
 }
 
 function giveBlocks(blocks: Buffer[]): void {
-  const free = blocks[0]!.buffer instanceof SharedArrayBuffer ? freeBlockSets.shared : freeBlockSets.private;
-  if (free.length < KEEP_BLOCK_SETS) free.push(blocks);
+  if (blocks[0]!.buffer instanceof SharedArrayBuffer) freeBlockSets.shared.push(blocks);
+  else if (freeBlockSets.private.length < KEEP_BLOCK_SETS) freeBlockSets.private.push(blocks);
 }
 
 /**
@@ -223,15 +236,24 @@ export async function writeBuffer(
   return { digest, size: bytes.length };
 }
 
-/** The hash state of a stream: on the hash thread when the context offers one that starts, else here. */
-async function streamHasher(ctx: WriteContext): Promise<{ thread?: ThreadHasher; here?: Hasher }> {
-  try {
-    const thread = ctx.hashThread?.();
-    if (thread) return { thread };
-  } catch {
-    // No thread to be had (no worker_threads, a resource limit): this thread hashes, as without one.
+/**
+ * The hash state of a stream and its blocks: on the hash thread, in shared blocks, when the context offers a thread
+ * that starts and a shared set is free; else here, in private blocks.
+ */
+async function streamHasher(ctx: WriteContext): Promise<{ thread?: ThreadHasher; here?: Hasher; blocks: Buffer[] }> {
+  if (ctx.hashThread) {
+    const blocks = takeSharedBlocks();
+    if (blocks) {
+      try {
+        const thread = ctx.hashThread();
+        return { thread, blocks };
+      } catch {
+        // No thread to be had (no worker_threads, a resource limit): this thread hashes, as without one.
+        giveBlocks(blocks);
+      }
+    }
   }
-  return { here: await ctx.hash.create() };
+  return { here: await ctx.hash.create(), blocks: takeBlocks() };
 }
 
 /**
@@ -247,8 +269,7 @@ export async function writeStream(
   source: AsyncIterable<Uint8Array>,
   signal?: AbortSignal,
 ): Promise<Written> {
-  const { thread, here } = await streamHasher(ctx);
-  const blocks = takeBlocks(thread !== undefined);
+  const { thread, here, blocks } = await streamHasher(ctx);
   const writes: Array<Promise<void> | undefined> = new Array(BLOCKS);
   const hashing: Array<Promise<void> | undefined> = new Array(BLOCKS);
   const flushes: Array<Promise<void>> = [];

@@ -13,6 +13,13 @@ export type HashBackendName = 'auto' | 'native' | 'wasm' | 'noble';
 
 const NAMES: readonly string[] = ['auto', 'native', 'wasm', 'noble'];
 
+/** What is wrong with a backend name (`undefined`: nothing; absent means `auto`), for callers that check up front. */
+export function hashBackendNameProblem(name: unknown): string | undefined {
+  if (name === undefined || NAMES.includes(name as string)) return undefined;
+  const shown = typeof name === 'string' ? JSON.stringify(name.slice(0, 40)) : typeof name;
+  return `unknown BLAKE3 backend ${shown} (auto, native, wasm or noble)`;
+}
+
 /** Where the fast backends come from; tests inject failing or lying loaders here. */
 export interface HashBackendLoaders {
   /** Default: native BLAKE3 from @napi-rs/blake-hash. */
@@ -75,16 +82,22 @@ async function fastest(
     nativeFailure = err;
   }
   const native = `native BLAKE3 unavailable (${reason(nativeFailure)})`;
+  // Chosen first, told after: a notice sink that throws changes neither the choice nor (cached) a later open's.
+  let chosen: HashBackend;
+  let message: string;
   try {
-    const wasm = await loadChecked(loaders.wasm);
-    onNotice(`handoff-ledger: ${native}; using WASM BLAKE3 (hash-wasm, ~5x slower)`);
-    return wasm;
+    chosen = await loadChecked(loaders.wasm);
+    message = `handoff-ledger: ${native}; using WASM BLAKE3 (hash-wasm, ~5x slower)`;
   } catch (err) {
-    onNotice(
-      `handoff-ledger: ${native}; WASM BLAKE3 unavailable (${reason(err)}); using @noble/hashes (pure JS, ~40x slower)`,
-    );
-    return nobleBlake3;
+    chosen = nobleBlake3;
+    message = `handoff-ledger: ${native}; WASM BLAKE3 unavailable (${reason(err)}); using @noble/hashes (pure JS, ~40x slower)`;
   }
+  try {
+    onNotice(message);
+  } catch {
+    // the notice is the caller's sink's to deliver; the backend stands
+  }
+  return chosen;
 }
 
 let cached: Promise<HashBackend> | undefined;
@@ -103,16 +116,17 @@ export async function loadHashBackend(
   onNotice: (message: string) => void = (m) => console.warn(m),
   loaders: HashBackendLoaders = {},
 ): Promise<HashBackend> {
-  if (!NAMES.includes(name))
-    throw new StoreError(
-      'INVALID_ARGUMENT',
-      `unknown BLAKE3 backend ${JSON.stringify(name)} (auto, native, wasm or noble)`,
-    );
+  const problem = hashBackendNameProblem(name);
+  if (problem) throw new StoreError('INVALID_ARGUMENT', problem);
   if (name === 'noble') return nobleBlake3;
   const all = { native: loaders.native ?? loadNativeBlake3, wasm: loaders.wasm ?? loadWasmBlake3 };
   if (name === 'native') return loadChecked(all.native);
   if (name === 'wasm') return loadChecked(all.wasm);
   if (loaders.native || loaders.wasm) return fastest(all, onNotice);
-  cached ??= fastest(all, onNotice);
+  // A failed choice is not kept (fastest does not reject today; if it ever does, the next open tries again).
+  cached ??= fastest(all, onNotice).catch((err: unknown) => {
+    cached = undefined;
+    throw err;
+  });
   return cached;
 }
