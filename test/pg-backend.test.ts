@@ -25,6 +25,11 @@ import { signingKeySuite } from './conformance/manifest-log-keys.js';
 import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
 import { describePostgres, sqlOn } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+import { mergeTrust } from '../src/keys/keyring.js';
+import { exportBundle } from '../src/ops/export.js';
+import { openBundleDir } from '../src/ops/bundle-dir.js';
+import { verifyBundle } from '../manifests/audit/verify-chain.js';
 
 let schemas = 0;
 /** Each test gets its own schema: a fresh, empty store inside the file's database. */
@@ -434,6 +439,45 @@ describePostgres('PostgreSQL backend', (pg) => {
         await rm(root, { recursive: true, force: true });
       }
     });
+  });
+
+  describe('a filtered export while another host publishes without pause', () => {
+    it('cuts at a tree it can prove every session head in: each export succeeds and verifies', async () => {
+      const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+      const h1 = await openLedger({ root: tempDir(), host: 'h1', postgres, onNotice: () => {} });
+      const h2 = await openLedger({
+        root: tempDir(),
+        host: 'h2',
+        postgres,
+        trust: h1.trustStore(),
+        onNotice: () => {},
+      });
+      for (let i = 0; i < 300; i++)
+        await h1.publish({ principal: 'alice', session: `a${i % 20}`, run: 'r' }, sampleSummary(i));
+      let stop = false;
+      let published = 0;
+      const writer = (async () => {
+        for (let i = 0; !stop; i++) {
+          await h2.publish({ principal: 'bob', session: `b${i % 5}`, run: 'r' }, sampleSummary(i));
+          published++;
+        }
+      })();
+      try {
+        const trust = mergeTrust(h1.trustStore(), h2.trustStore());
+        for (let k = 0; k < 3; k++)
+          for (const filter of [{ session: 'a1' }, { principal: 'alice' }, { principal: 'bob' }]) {
+            const out = join(tempDir(), 'bundle');
+            await exportBundle(h1, { out, ...filter });
+            const report = await verifyBundle(await openBundleDir(out), { trust });
+            expect(report.findings, JSON.stringify(filter)).toEqual([]);
+          }
+        expect(published).toBeGreaterThan(10); // the other host published throughout
+      } finally {
+        stop = true;
+        await writer;
+        await Promise.all([h1.close(), h2.close()]);
+      }
+    }, 180_000);
   });
 
   describe('gc on a host whose clock is ahead of the server', () => {

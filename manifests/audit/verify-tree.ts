@@ -250,6 +250,7 @@ export async function verifyTree(
   // 9d first in the report's summary, though independent of 9b/9c: who vouches that this is the one tree.
   if (options.witnesses) summary.witnesses = verifyWitnesses(text, options.witnesses, sink, options.verifier);
   // 9b
+  let linesMatch = false; // a full bundle whose lines hash to the checkpoint: its prefixes are the checkpoint's
   if (!filtered) {
     if (leaves.count !== cp.size) {
       sink.add({
@@ -259,7 +260,8 @@ export async function verifyTree(
       });
     } else {
       const root = leaves.root();
-      if (!root || !equalBytes(root, cp.root))
+      linesMatch = root !== undefined && equalBytes(root, cp.root);
+      if (!linesMatch)
         sink.add({
           code: 'TREE_ROOT_MISMATCH',
           message: 'the lines do not hash to the checkpoint root: a manifest was changed, replaced or reordered',
@@ -268,7 +270,7 @@ export async function verifyTree(
     }
   } else await verifyInclusions(reader, leaves, cp, sink);
   // 9c
-  if (start.since !== undefined) await verifySince(reader, leaves, filtered, cp, start.since, sink);
+  if (start.since !== undefined) await verifySince(reader, leaves, cp, start.since, sink, linesMatch);
   return summary;
 }
 
@@ -319,13 +321,19 @@ async function verifyInclusions(
   }
 }
 
+/**
+ * Step 9c: the bundle's signed checkpoint extends the auditor's earlier one. Judged on the checkpoint itself: at the
+ * same size its root must be the earlier root; else, in a full bundle whose lines hash to the checkpoint (9b), by the
+ * root of the lines' first `size` leaves; else (a filtered bundle, or lines that do not match their checkpoint) by the
+ * bundle's consistency proof. Lines that do not match say nothing of the signed tree.
+ */
 async function verifySince(
   reader: BundleReader,
   leaves: LeafTap,
-  filtered: boolean,
   cp: Checkpoint,
   old: Opened,
   sink: FindingSink,
+  linesMatch: boolean,
 ): Promise<void> {
   if (!old.ok) throw new AuditError('USAGE', `--since: the earlier checkpoint does not verify: ${old.message}`);
   const o = old.checkpoint;
@@ -338,7 +346,11 @@ async function verifySince(
   if (o.origin !== cp.origin) return fail(`another log (${o.origin})`);
   if (o.size > cp.size) return fail(`the log shrank to ${cp.size} (rolled back)`);
   if (o.size === 0) return;
-  if (!filtered) {
+  if (o.size === cp.size) {
+    if (!equalBytes(o.root, cp.root)) fail(`another root at the same size (forked)`);
+    return;
+  }
+  if (linesMatch) {
     const root = o.size === leaves.count ? leaves.root() : leaves.rootAt(o.size);
     if (!root || !equalBytes(root, o.root)) fail(`the bundle's first ${o.size} manifests have another root`);
     return;

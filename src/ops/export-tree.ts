@@ -6,7 +6,7 @@
  */
 import { encodeBase64 } from '../../manifests/encoding/base64.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
-import { consistencyRanges, hashRanges, inclusionRanges } from '../../manifests/tlog/tree.js';
+import { consistencyRanges, hashRanges, inclusionRanges, treeHeadAt } from '../../manifests/tlog/tree.js';
 import { openNote } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { AuditError } from '../../manifests/audit/errors.js';
@@ -39,18 +39,36 @@ export async function* inclusionProofLines(
 }
 
 /**
- * The size of an auditor's earlier checkpoint, which must be a checkpoint of this log signed by one of
- * its keys. @throws AuditError `USAGE`
+ * The size of an auditor's earlier checkpoint, which must be a checkpoint of this log: of its origin, signed by one
+ * of its checkpoint keys (named after that origin), no larger than the cut, and with the root this log's tree has at
+ * its size (another root there is a fork: no consistency proof from it can hold). @throws AuditError `USAGE`
  */
-export function sinceSize(note: string, verifiers: NoteVerifierKey[], size: number): number {
+export async function sinceSize(
+  note: string,
+  verifiers: NoteVerifierKey[],
+  cut: { origin?: string; size: number },
+  log: ManifestLog,
+): Promise<number> {
   let old;
   try {
-    old = parseCheckpoint(openNote(note, verifiers).text);
+    const opened = openNote(
+      note,
+      verifiers.filter((k) => cut.origin === undefined || k.name === cut.origin),
+    );
+    old = parseCheckpoint(opened.text);
   } catch (err) {
     throw new AuditError('USAGE', `--since: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });
   }
-  if (old.size > size)
-    throw new AuditError('USAGE', `--since: the earlier checkpoint has ${old.size} entries, the log ${size}`);
+  if (cut.origin !== undefined && old.origin !== cut.origin)
+    throw new AuditError('USAGE', `--since: not a checkpoint of this log: its origin is another (${old.origin})`);
+  if (old.size > cut.size)
+    throw new AuditError('USAGE', `--since: the earlier checkpoint has ${old.size} entries, the log ${cut.size}`);
+  const here = await treeHeadAt(old.size, (ids) => log.treeNodes(ids));
+  if (!equalBytes(here.root, old.root))
+    throw new AuditError(
+      'USAGE',
+      `--since: the earlier checkpoint has another root at size ${old.size} than this log's tree: a fork of this log (keep both checkpoints as evidence and run fsck)`,
+    );
   return old.size;
 }
 

@@ -104,7 +104,11 @@ export interface ExportSource {
   /** Where the export's span and metrics go (a ledger's own); default the global OpenTelemetry API. */
   readonly telemetry?: LedgerTelemetry;
   /** The signed checkpoint to cut the bundle at (a `Ledger` has one); without it the bundle has no tree files. */
-  checkpoint?(): Promise<{ note: string; checkpoint: { size: number; extensions?: readonly string[] } }>;
+  checkpoint?(): Promise<{
+    note: string;
+    /** `origin`: what an auditor's `since` checkpoint must be of (a Ledger's checkpoint has it). */
+    checkpoint: { size: number; origin?: string; extensions?: readonly string[] };
+  }>;
   /** The trusted keys (for `since`: the earlier checkpoint may be signed by a rotated checkpoint key). */
   trustStore?(): TrustStore;
 }
@@ -219,7 +223,54 @@ async function selectSessions(
 }
 
 /** Attempts at a cut whose session-heads proofs match it, while appends keep moving the log on. */
-const CUT_ATTEMPTS = 5;
+const CUT_ATTEMPTS = 20;
+
+type Cut = Awaited<ReturnType<NonNullable<ExportSource['checkpoint']>>>;
+
+/**
+ * The cut of an export and, for a filtered one, its sessions and their head proofs at that cut. A filtered bundle
+ * proves each session's head from the session-heads index, which only holds the log's latest state: the proofs must
+ * be read at the very tree the checkpoint signs. Where the log offers a read snapshot, the snapshot is taken first
+ * and the checkpoint right after; when no append landed between the two (the checkpoint's tree is the snapshot's),
+ * the selection and the proofs are read from the snapshot at leisure, however long the log or busy its writers. Only
+ * an append within that instant (a round trip or two; not the scan, not the pin's write) costs another attempt.
+ * Without a snapshot the proofs are read from the live log right after the cut and its selection.
+ */
+async function cutFor(
+  source: ExportSource,
+  options: ExportOptions,
+  filtered: boolean,
+): Promise<{
+  cut: Cut | undefined;
+  selected: (session: string) => boolean;
+  headProofs: SessionHeadProofs | undefined;
+}> {
+  const log = source.log;
+  for (let attempt = 1; ; attempt++) {
+    checkCancelled(options.signal);
+    const settled = async (view: ManifestLog, before?: { size: number }) => {
+      const cut = source.checkpoint ? await source.checkpoint() : undefined;
+      if (before && cut && cut.checkpoint.size !== before.size) return undefined; // an append came in between
+      const { selected, candidates } = await selectSessions(view, options, cut?.checkpoint.size ?? Infinity);
+      const root = cut && filtered ? sessionHeadsOf(cut.checkpoint.extensions ?? []) : undefined;
+      if (!(root instanceof Uint8Array)) return { cut, selected, headProofs: undefined };
+      const headProofs = await sessionHeadProofs(view, candidates, root);
+      return headProofs ? { cut, selected, headProofs } : undefined;
+    };
+    const found =
+      filtered && source.checkpoint && log.readSnapshot
+        ? await log.readSnapshot(async (view) => settled(view, await view.treeHead()))
+        : await settled(log);
+    if (found) return found;
+    if (attempt === CUT_ATTEMPTS)
+      throw new AuditError(
+        'BUNDLE_IO',
+        `export: the log moved on during each of ${CUT_ATTEMPTS} attempts to prove session heads at a checkpoint; retry when appends pause`,
+      );
+    // Out of step with the writers' rhythm before the next attempt.
+    await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 5 * attempt)));
+  }
+}
 
 async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterable<Uint8Array>): Promise<void> {
   const h: FileHandle = await fs.open(path, CREATE, 0o600);
@@ -385,28 +436,18 @@ async function exportInto(
   // after it and must lead to its session-heads root; an append in between moves the index on: cut again.
   // A principal's sessions are chosen after the cut, from the entries below it: a session the principal began
   // just before the cut is in the cut's tree, and so in the bundle.
-  let cut = source.checkpoint ? await source.checkpoint() : undefined;
-  let { selected, candidates } = await selectSessions(source.log, options, cut?.checkpoint.size ?? Infinity);
-  let headProofs: SessionHeadProofs | undefined;
-  for (let attempt = 1; cut && filtered; attempt++) {
-    const root = sessionHeadsOf(cut.checkpoint.extensions ?? []);
-    if (!(root instanceof Uint8Array)) break;
-    headProofs = await sessionHeadProofs(source.log, candidates, root);
-    if (headProofs) break;
-    if (attempt === CUT_ATTEMPTS)
-      throw new AuditError(
-        'BUNDLE_IO',
-        `export: the log moved on during each of ${CUT_ATTEMPTS} attempts to prove session heads at a checkpoint; retry when appends pause`,
-      );
-    cut = await source.checkpoint!();
-    ({ selected, candidates } = await selectSessions(source.log, options, cut.checkpoint.size));
-  }
+  const { cut, selected, headProofs } = await cutFor(source, options, filtered);
   const limit = cut?.checkpoint.size ?? Infinity;
   if (options.since !== undefined && !cut) throw new AuditError('USAGE', '--since needs a store with checkpoints');
   const oldSize =
     options.since === undefined || !cut
       ? undefined
-      : sinceSize(options.since, source.trustStore ? checkpointVerifiers(source.trustStore()) : [], limit);
+      : await sinceSize(
+          options.since,
+          source.trustStore ? checkpointVerifiers(source.trustStore()) : [],
+          { origin: cut.checkpoint.origin, size: limit },
+          source.log,
+        );
   const positions: number[] = [];
   const lastOf = new Map<string, { seq: number; id: string }>();
   const counts = { manifests: 0, chains: 0, blobs: 0 };

@@ -452,6 +452,35 @@ describe('exportBundle: session-heads proofs at the cut', () => {
     }
   });
 
+  it('cuts filtered exports while four writers keep publishing: each one succeeds and verifies, --since too', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    const earlier = (await ledger.checkpoint()).note;
+    let stop = false;
+    let n = 0;
+    const writers = [0, 1, 2, 3].map(async (w) => {
+      while (!stop)
+        await ledger.publish({ principal: w % 2 ? 'bob' : 'alice', session: `w${w}`, run: 'r' }, sampleSummary(n++));
+    });
+    try {
+      const trust = ledger.trustStore();
+      for (let k = 0; k < 4; k++) {
+        for (const filter of [{ session: 'w1' }, { session: 's1' }, { principal: 'alice' }, { session: 'absent' }]) {
+          const out = join(dir, `bundle-${k}-${Object.values(filter)[0]}`);
+          await exportBundle(ledger, { out, since: earlier, ...filter });
+          const report = await verifyBundle(await openBundleDir(out), { trust, since: earlier });
+          expect(report.findings, JSON.stringify(filter)).toEqual([]);
+          expect(report.checked.completeness).toMatchObject({ checked: true });
+        }
+      }
+      expect(n).toBeGreaterThan(20); // the writers ran throughout
+    } finally {
+      stop = true;
+      await Promise.all(writers);
+      await ledger.close();
+    }
+  }, 120_000);
+
   it('holds every session of a principal inside the cut, one begun just before the cut included', async () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));

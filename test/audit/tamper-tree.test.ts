@@ -293,6 +293,32 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
     expect(found(await audit(withProof, trust, { since: forkedEarlier }))).toEqual(['CONSISTENCY_INVALID@-']);
   });
 
+  it('judges the signed checkpoint, not the lines: a signed fork of the earlier one beside honest lines is CONSISTENCY_INVALID', async () => {
+    // The host hands over today's lines with a checkpoint that forks the one the auditor kept (same size, another
+    // root). The lines' first entries do match the earlier root; the tree the host signed does not.
+    const r = await audit({ ...full, tree: { 'checkpoint.note': forkedEarlier } }, trust, { since: earlier });
+    expect(found(r)).toContain('CONSISTENCY_INVALID@-');
+    expect(r.findings.find((f) => f.code === 'CONSISTENCY_INVALID')?.message).toMatch(/another root at the same size/);
+  });
+
+  it('judges a checkpoint whose lines do not match it by its consistency proof, not by the lines', async () => {
+    const out = join(tempDir(), 'since-full');
+    await exportBundle(ledger, { out, since: earlier });
+    const exported = readBundle(out);
+    expect(exported.tree['consistency.json']).toBeDefined();
+    // The first two lines swapped (two chains, each still valid): the lines no longer hash to the checkpoint, which
+    // does extend the earlier one, as the exported proof shows.
+    const swapped = { ...exported, lines: [exported.lines[1]!, exported.lines[0]!, ...exported.lines.slice(2)] };
+    const codes = found(await audit(swapped, trust, { since: earlier }));
+    expect(codes).toContain('TREE_ROOT_MISMATCH@-');
+    expect(codes.filter((c) => c.startsWith('CONSISTENCY_'))).toEqual([]);
+    // Without the proof, that it extends the earlier one is not shown.
+    const { 'consistency.json': _, ...noProof } = swapped.tree;
+    expect(found(await audit({ ...swapped, tree: noProof }, trust, { since: earlier }))).toContain(
+      'CONSISTENCY_MISSING@-',
+    );
+  });
+
   it('refuses an earlier checkpoint that does not verify as a usage error (AuditError USAGE)', async () => {
     const err = await audit(full, trust, { since: 'not a note' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AuditError);
@@ -300,11 +326,13 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
   });
 
   it('export refuses an earlier checkpoint it cannot prove from (AuditError USAGE), writing no bundle', async () => {
-    // Another log's (its own keys and origin); one of this log's keys and origin with more entries than the log has
-    // (a host that showed the auditor a longer history); and any, from a source that signs no checkpoints.
+    // Another log's (its own keys and origin, trusted or not); one of this log's keys and origin with more entries
+    // than the log has (a host that showed the auditor a longer history), or with another root (a forked one); and
+    // any, from a source that signs no checkpoints.
     const other = await openLedger({ root: tempDir(), host: 'h9', origin: 'example.com/other' });
     await publish(other, 'o', 0);
     const foreign = (await other.checkpoint()).note;
+    const otherTrust = other.trustStore();
     await other.close();
     const longerRoot = tempDir();
     cpSync(join(root, 'keys'), join(longerRoot, 'keys'), { recursive: true });
@@ -315,8 +343,15 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
     const larger = (await longer.checkpoint()).note;
     await longer.close();
     const plain = { host: ledger.host, log: ledger.log, blobs: ledger.blobs };
+    // The other log's keys trusted beside this log's (openLedger's `trust`): its note is still not of this log.
+    const own = ledger.trustStore();
+    const merged = { ...own, checkpointKeys: [...(own.checkpointKeys ?? []), ...(otherTrust.checkpointKeys ?? [])] };
+    const trusting = { ...plain, checkpoint: () => ledger.checkpoint(), trustStore: () => merged };
     for (const [source, since, message] of [
       [ledger, foreign, /^--since: not a checkpoint of this log: /],
+      [trusting, foreign, /^--since: not a checkpoint of this log: /],
+      // This log's origin and keys, no larger than the log, another root: a fork, from which no proof holds.
+      [ledger, forkedEarlier, /^--since: the earlier checkpoint has another root at size 2 than this log's tree/],
       [ledger, larger, new RegExp(`^--since: the earlier checkpoint has ${size + 1} entries, the log ${size}$`)],
       [plain, earlier, /^--since needs a store with checkpoints$/],
     ] as const) {
