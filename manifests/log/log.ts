@@ -225,6 +225,8 @@ export interface ManifestLog {
    * @throws ManifestError `RECORD_CORRUPT` for a damaged node record
    */
   sessionHeadNodes?(paths: NodePath[]): Promise<Array<HeadsNode | undefined>>;
+  /** How many nodes the session-heads index stores (fsck holds it to the index of the heads: none on no path). */
+  sessionHeadNodeCount?(): Promise<number>;
   /** Stored hashes of perfect subtrees (manifests/tlog/tree.ts). @throws ManifestError `TREE_DAMAGED` */
   treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
   /** The entry at a global position, or `undefined`. */

@@ -19,6 +19,7 @@
 import { sha256 } from '@noble/hashes/sha2.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { equalBytes, type ProofResult } from './merkle.js';
+import { ManifestError } from '../errors.js';
 
 export const KEY_BITS = 256;
 const LEAF = 0x10;
@@ -194,7 +195,8 @@ function* walk(
       }
     }
   }
-  throw new Error('session-heads index: an interior node at depth 256');
+  // Only stored records can put interior nodes along a whole key: damage, which fsck reports.
+  throw new ManifestError('RECORD_CORRUPT', 'session-heads index: an interior node at depth 256 (a damaged index)');
 }
 
 /** A read answered by the reader itself. */
@@ -215,6 +217,13 @@ const PENDING: HeadsNode = { leaf: false, hash: new Uint8Array(0) };
  */
 export class SessionHeadsUpdate {
   private readonly overlay = new Map<string, { path: NodePath; node: HeadsNode }>();
+  /**
+   * Positions this update knows to be empty: beside the interior nodes a split makes, where a leaf stood alone.
+   * Taken as empty whatever is stored there: a stored record (damage) must not reach a signed root; it is read with
+   * the other siblings and, when present, removed in the same write (`removed`).
+   */
+  private readonly empty = new Map<string, NodePath>();
+  private readonly strays = new Map<string, NodePath>();
   /** Interior nodes whose hash is pending, by name. */
   private readonly dirty = new Map<string, NodePath>();
 
@@ -225,9 +234,10 @@ export class SessionHeadsUpdate {
     const out: Array<HeadsNode | undefined> = new Array(paths.length);
     const missing: number[] = [];
     paths.forEach((p, i) => {
-      const hit = this.overlay.get(nodeName(p));
+      const name = nodeName(p);
+      const hit = this.overlay.get(name);
       if (hit) out[i] = hit.node;
-      else missing.push(i);
+      else if (!this.empty.has(name)) missing.push(i); // else empty by this update's split, whatever is stored
     });
     if (missing.length > 0) {
       const got = yield missing.map((i) => paths[i]!);
@@ -254,6 +264,11 @@ export class SessionHeadsUpdate {
       // Another key sits alone where the path ends: both go one level below where their keys part.
       const other = end.node;
       const split = commonPrefixBits(key, other.key);
+      // The interior nodes from where the leaf stood down to where the keys part have one child on the path each.
+      for (let d = end.depth; d < split; d++) {
+        const path = { depth: d + 1, prefix: prefixOf(key, d + 1, true) };
+        this.empty.set(nodeName(path), path);
+      }
       this.put({ depth: split + 1, prefix: prefixOf(other.key, split + 1) }, other);
       deepest = split;
       this.put({ depth: split + 1, prefix: prefixOf(key, split + 1) }, { leaf: true, key, value });
@@ -279,7 +294,12 @@ export class SessionHeadsUpdate {
     const outside = childPaths.filter((c) => !this.overlay.has(nodeName(c)));
     const got = outside.length > 0 ? yield outside : [];
     const storedChildren = new Map<string, HeadsNode | undefined>();
-    outside.forEach((c, i) => storedChildren.set(nodeName(c), got[i]));
+    outside.forEach((c, i) => {
+      const name = nodeName(c);
+      const empty = this.empty.get(name);
+      if (empty && got[i] !== undefined) this.strays.set(name, empty);
+      storedChildren.set(name, empty ? undefined : got[i]);
+    });
     const childHash = (path: NodePath): Uint8Array => {
       const name = nodeName(path);
       const mine = this.overlay.get(name);
@@ -302,6 +322,11 @@ export class SessionHeadsUpdate {
     return [...this.overlay.values()];
   }
 
+  /** The records to remove once `changes` were taken: any stored where the index is empty (damage), usually none. */
+  removed(): NodePath[] {
+    return [...this.strays].filter(([name]) => !this.overlay.has(name)).map(([, path]) => path);
+  }
+
   async root(): Promise<Uint8Array> {
     return runReads(this.rootSteps(), this.stored);
   }
@@ -317,13 +342,15 @@ export class SessionHeadsUpdate {
   private *applySteps(heads: Iterable<{ session: string; head: SessionHead }>): Reads<Applied> {
     for (const { session, head } of heads) yield* this.setSteps(session, head);
     const root = yield* this.rootSteps();
-    return { changes: [...this.overlay.values()], root };
+    return { changes: [...this.overlay.values()], removed: this.removed(), root };
   }
 }
 
 /** What an update wrote: each changed position once, with its latest node, and the new root. */
 export interface Applied {
   changes: Array<{ path: NodePath; node: HeadsNode }>;
+  /** Stored records where the index is empty (damage a split came by): removed in the same write. */
+  removed: NodePath[];
   root: Uint8Array;
 }
 

@@ -7,10 +7,10 @@
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import {
+  buildSessionHeads,
   headValue,
   proveSessionHead,
   rootFromSessionHeadProof,
-  sessionHeadsRoot,
   type SessionHead,
 } from '../../manifests/tlog/session-heads.js';
 import type { FsckFinding } from './maintenance.js';
@@ -30,17 +30,37 @@ export async function fsckSessionHeads(
   signal?: AbortSignal,
 ): Promise<FsckFinding[]> {
   const read = log.sessionHeadNodes?.bind(log);
+  if (!read) return [];
   const committed = (await log.treeHead()).sessionHeads;
-  if (!read || !committed) return [];
+  if (!committed) {
+    // A log with an index commits no root only when its root record could not be read at open (appends are then
+    // refused TREE_DAMAGED): read it again, so its damage is reported as such (RECORD_CORRUPT, thrown to fsck).
+    await read([{ depth: 0, prefix: new Uint8Array(32) }]);
+    return [
+      {
+        code: 'SESSION_HEADS_ROOT',
+        message: 'the log commits no session-heads root: its index could not be read when the store was opened',
+      },
+    ];
+  }
   const findings: FsckFinding[] = [];
   if (!heads) {
     heads = [];
     for await (const h of log.heads()) heads.push({ session: h.session, head: { seq: h.seq, id: h.id } });
   }
-  if (!equalBytes(sessionHeadsRoot(heads), committed))
+  const built = buildSessionHeads(heads);
+  if (!equalBytes(built.root, committed))
     findings.push({
       code: 'SESSION_HEADS_ROOT',
       message: "the session-heads root the log commits in checkpoints is not the index of the chains' heads",
+    });
+  // Every stored node must be one of the index's: a record on no session's path (damage) is in no proof, but a later
+  // append that passes by it could fold it into a signed root.
+  const stored = await log.sessionHeadNodeCount?.();
+  if (stored !== undefined && stored !== built.nodes.length)
+    findings.push({
+      code: 'SESSION_HEADS_ROOT',
+      message: `session-heads index: ${stored} nodes are stored where the index of the chains' heads has ${built.nodes.length} (a record on no session's path, or one missing)`,
     });
   let reported = 0;
   for (const { session, head } of heads) {

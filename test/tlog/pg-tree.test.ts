@@ -2,6 +2,7 @@
  * The tree on PostgreSQL: the same log gives the same checkpoints and proofs on both backends, and a
  * rolled-back database is refused by a ledger that pinned a later checkpoint.
  */
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import pgLib from 'pg';
@@ -12,6 +13,7 @@ import { LedgerError } from '../../src/errors.js';
 import { fsck } from '../../src/ops/maintenance.js';
 import { generateJwk } from '../../src/keys/local-signer.js';
 import { describePostgres } from '../support/postgres.js';
+import { prefixOf, sessionHeadsRoot, sessionKey } from '../../manifests/tlog/session-heads.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
 
 describePostgres(
@@ -91,6 +93,44 @@ describePostgres(
         const findings = (await fsck(onPg)).findings;
         expect(new Set(findings.map((f) => f.code))).toEqual(new Set(['SESSION_HEADS_ROOT']));
         expect(findings.filter((f) => f.message.includes("not the session's head"))).toHaveLength(1);
+      } finally {
+        await onPg.close();
+      }
+    });
+
+    it('reports a stored node on no session path, and the split beside it removes it, as the embedded store does', async () => {
+      const { embedded, onPg, schema } = await pair();
+      const bits = (s: string) => createHash('sha256').update(s).digest()[0]! >> 4;
+      const idWith = (ok: (b: number) => boolean) => {
+        for (let i = 0; ; i++) if (ok(bits(`x${i}`))) return `x${i}`;
+      };
+      const A = idWith((b) => b >> 3 === 0);
+      const B = idWith((b) => b >> 3 === 1);
+      const C = idWith((b) => b >> 1 === bits(A) >> 1 && b !== bits(A));
+      try {
+        await embedded.close();
+        for (const s of [A, B]) await onPg.publish({ principal: 'alice', session: s, run: 'r' }, sampleSummary(s));
+        const stray = prefixOf(prefixOf(sessionKey(A), 2, true), 2);
+        const client = new pgLib.Client({ connectionString: pg.connectionString });
+        await client.connect();
+        try {
+          await client.query(
+            `INSERT INTO "${schema}".session_heads (depth, prefix, hash, leaf_key) VALUES (2, $1, decode(repeat('07', 32), 'hex'), NULL)`,
+            [Buffer.from(stray)],
+          );
+        } finally {
+          await client.end();
+        }
+        expect((await fsck(onPg)).findings).toEqual([
+          expect.objectContaining({ code: 'SESSION_HEADS_ROOT', message: expect.stringContaining('no session') }),
+        ]);
+        await onPg.publish({ principal: 'alice', session: C, run: 'r' }, sampleSummary(C));
+        const heads = [];
+        for await (const h of onPg.log.heads()) heads.push({ session: h.session, head: { seq: h.seq, id: h.id } });
+        expect((await onPg.checkpoint()).checkpoint.extensions).toEqual([
+          `handoff-ledger/session-heads ${Buffer.from(sessionHeadsRoot(heads)).toString('base64')}`,
+        ]);
+        expect((await fsck(onPg)).findings).toEqual([]);
       } finally {
         await onPg.close();
       }

@@ -274,8 +274,8 @@ describe('session-heads index in the LevelDB log: the node cache', () => {
         ['a', 'b', 'c'].map((session) => ({ session, seq, id: head(seq).id as Digest, owner: 'p' }));
       const commit = async (seq: number) => {
         const built = await headsPuts(cache.read, heads(seq));
-        await db.batch(built.puts.map((p) => ({ type: 'put' as const, key: p.key, value: p.value as string })));
-        cache.commit(built.changes);
+        await db.batch(built.puts);
+        cache.commit(built.changes, built.removed);
       };
       // Nothing cached: the first batch reads (absent nodes are remembered as absent).
       const uncached = headsPuts(new HeadsNodeCache(db).read, heads(0));

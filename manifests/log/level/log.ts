@@ -554,7 +554,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
           this.treeSize = tree.size;
           this.rememberOwnTree(tree.size, root);
           this.headsRoot = heads.root;
-          this.headsNodes.commit(heads.changes);
+          this.headsNodes.commit(heads.changes, heads.removed);
           batch.forEach((p, i) => {
             this.headCache.set(p.request.session, results[i]!.head);
             this.watermarkCache.set(p.request.session, marks[i]!);
@@ -599,6 +599,16 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
 
   sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
     return readHeadsNodes(this.db, paths);
+  }
+
+  async sessionHeadNodeCount(): Promise<number> {
+    let n = 0;
+    try {
+      for await (const _ of this.db.keys({ gte: 'x!', lt: 'x"' })) n++;
+    } catch (err) {
+      throw storageFailed('session-heads count', err);
+    }
+    return n;
   }
 
   private async rfc6962Head(): Promise<TreeHead> {

@@ -88,9 +88,10 @@ export class HeadsNodeCache {
     });
   };
 
-  /** The nodes a batch wrote, once it is durable. */
-  commit(changes: Array<{ path: NodePath; node: HeadsNode }>): void {
+  /** The nodes a batch wrote and the records it removed, once it is durable. */
+  commit(changes: Array<{ path: NodePath; node: HeadsNode }>, removed: NodePath[] = []): void {
     for (const c of changes) this.remember(headsNodeKey(c.path), c.node);
+    for (const path of removed) this.remember(headsNodeKey(path), null);
   }
 
   private remember(key: string, node: HeadsNode | null): void {
@@ -102,7 +103,7 @@ export class HeadsNodeCache {
 
 /** What one append batch writes to the index: its puts, the nodes they hold (for a cache, once durable), the new root. */
 export interface HeadsPuts extends Applied {
-  puts: Put[];
+  puts: Array<Put | { type: 'del'; key: string }>;
 }
 
 /**
@@ -114,9 +115,13 @@ export function headsPuts(read: HeadsNodeReader, heads: ChainHead[]): HeadsPuts 
   const applied = new SessionHeadsUpdate(read).apply(
     heads.map((h) => ({ session: h.session, head: { seq: h.seq, id: h.id } })),
   );
-  const toPuts = ({ changes, root }: Applied): HeadsPuts => ({
-    puts: changes.map((c) => ({ type: 'put', key: headsNodeKey(c.path), value: headsNodeValue(c.node) })),
+  const toPuts = ({ changes, removed, root }: Applied): HeadsPuts => ({
+    puts: [
+      ...changes.map((c) => ({ type: 'put' as const, key: headsNodeKey(c.path), value: headsNodeValue(c.node) })),
+      ...removed.map((path) => ({ type: 'del' as const, key: headsNodeKey(path) })),
+    ],
     changes,
+    removed,
     root,
   });
   return applied instanceof Promise ? applied.then(toPuts) : toPuts(applied);

@@ -444,6 +444,14 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
+  async sessionHeadNodeCount(): Promise<number> {
+    try {
+      return await this.headsIndex.count(this.db);
+    } catch (err) {
+      throw storageFailed('session-heads count', err);
+    }
+  }
+
   async treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
     try {
       return await this.tree.read(this.db, ids);

@@ -33,7 +33,10 @@ const toNode = (r: Pick<NodeRow, 'hash' | 'leaf_key'>): HeadsNode =>
 const BUILT = 'session-heads';
 
 export class PgSessionHeads {
-  private readonly sql: Record<'read' | 'upsert' | 'head' | 'built' | 'markBuilt' | 'heads' | 'clear' | 'lock', string>;
+  private readonly sql: Record<
+    'read' | 'upsert' | 'head' | 'built' | 'markBuilt' | 'heads' | 'clear' | 'lock' | 'count' | 'remove',
+    string
+  >;
 
   constructor(private readonly db: PgDatabase) {
     this.sql = {
@@ -52,7 +55,15 @@ export class PgSessionHeads {
       heads: db.sql('SELECT session, seq, id FROM {schema}.heads'),
       clear: db.sql('DELETE FROM {schema}.session_heads'),
       lock: db.sql('SELECT 1 FROM {schema}.log_counter FOR UPDATE'),
+      count: db.sql('SELECT count(*)::text AS n FROM {schema}.session_heads'),
+      remove: db.sql(`DELETE FROM {schema}.session_heads
+        WHERE (depth, prefix) IN (SELECT * FROM unnest($1::smallint[], $2::bytea[]))`),
     };
+  }
+
+  /** How many nodes the index stores. */
+  async count(q: Queryable): Promise<number> {
+    return Number((await q.query<{ n: string }>(this.sql.count)).rows[0]!.n);
   }
 
   async read(q: Queryable, paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
@@ -90,6 +101,9 @@ export class PgSessionHeads {
     const update = new SessionHeadsUpdate((paths) => this.read(q, paths));
     await update.set(session, head);
     await this.store(q, await update.changes());
+    const removed = update.removed();
+    if (removed.length > 0)
+      await q.query(this.sql.remove, [removed.map((p) => p.depth), removed.map((p) => Buffer.from(p.prefix))]);
   }
 
   /**
