@@ -6,7 +6,7 @@
  * covered without editing this file. Needs the npm registry (or its cache) only, for the consumer's install.
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -174,6 +174,34 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
       { cwd: consumer },
     );
   }, 600_000);
+
+  it("records through the application's own @opentelemetry/api (a peer, one copy), an older 1.x too", async () => {
+    expect(Object.keys((pkg as { dependencies?: object }).dependencies ?? {})).not.toContain('@opentelemetry/api');
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '@opentelemetry/api@1.8.0'], {
+      cwd: consumer,
+    });
+    await expect(stat(join(consumer, 'node_modules', pkg.name, 'node_modules', '@opentelemetry'))).rejects.toThrow();
+    const script = [
+      `import { trace, INVALID_SPAN_CONTEXT } from '@opentelemetry/api';`,
+      `import { openLedger } from '${pkg.name}';`,
+      `import { mkdtempSync } from 'node:fs';`,
+      `import { tmpdir } from 'node:os';`,
+      `import { join } from 'node:path';`,
+      `const names = [];`,
+      `const span = () => trace.wrapSpanContext(INVALID_SPAN_CONTEXT);`,
+      `trace.setGlobalTracerProvider({ getTracer: () => ({`,
+      `  startSpan: (name) => (names.push(name), span()),`,
+      `  startActiveSpan: (name, _o, fn) => (names.push(name), fn(span())),`,
+      `}) });`,
+      `const ledger = await openLedger({ root: join(mkdtempSync(join(tmpdir(), 'otel-')), 's'), host: 'h' });`,
+      `await ledger.publish({ principal: 'p', session: 's', run: 'r' }, { task: 't', state: 's', nextSteps: [] });`,
+      `await ledger.close();`,
+      `console.log(JSON.stringify(names));`,
+    ].join('\n');
+    await writeFile(join(consumer, 'otel.mjs'), script);
+    const { stdout } = await run(process.execPath, ['otel.mjs'], { cwd: consumer });
+    expect(JSON.parse(stdout)).toEqual(['handoff_ledger.publish']);
+  });
 
   // Before the optional peer SDKs are installed: an adapter entry point must load without its SDK.
   it('imports every entry point as ESM', async () => {
