@@ -32,19 +32,19 @@ export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
   /** The context to summarize: typically the previous handoff message plus the turns since. */
   transcript: readonly ModelMessage[];
   /** What the summary covers in the Harness's full transcript (recorded in the signed manifest). */
-  covers?: Covers;
-  signal?: AbortSignal;
+  covers?: Covers | undefined;
+  signal?: AbortSignal | undefined;
   /** `tool` (default): `submit_handoff`; `structured`: a JSON-Schema response format. */
-  mode?: CompactionMode;
-  instructions?: string;
-  maxOutputTokens?: number;
+  mode?: CompactionMode | undefined;
+  instructions?: string | undefined;
+  maxOutputTokens?: number | undefined;
   /**
    * Checked before publishing, so an oversized answer fails before the store is touched. The ledger
    * enforces its own `maxSummaryBytes` in any case.
    */
-  maxSummaryBytes?: number;
+  maxSummaryBytes?: number | undefined;
   /** Publish only if the chain head is still this id (`CHAIN_CONFLICT` otherwise). */
-  expectedPrev?: Digest | null;
+  expectedPrev?: Digest | null | undefined;
 }
 
 export interface CompactResult<R> {

@@ -9,7 +9,7 @@ export interface ShouldCompactOptions {
   /** The model's context window, in tokens. */
   contextWindow: number;
   /** Fraction of the window at which to compact, in (0, 1]; default 0.7. */
-  ratio?: number;
+  ratio?: number | undefined;
 }
 
 /**

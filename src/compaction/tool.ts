@@ -38,9 +38,9 @@ export const DEFAULT_COMPACTION_INSTRUCTIONS =
 export interface CompactionRequestOptions {
   /** The context to summarize (for example the messages since the last compaction). */
   messages: readonly ModelMessage[];
-  mode?: CompactionMode;
-  instructions?: string;
-  maxOutputTokens?: number;
+  mode?: CompactionMode | undefined;
+  instructions?: string | undefined;
+  maxOutputTokens?: number | undefined;
 }
 
 /**

@@ -50,10 +50,10 @@ import {
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 
 export interface PublishOptions {
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** The head id the caller expects (null: an empty chain); `CHAIN_CONFLICT` when the head moved. */
-  expectedPrev?: Digest | null;
-  covers?: Covers;
+  expectedPrev?: Digest | null | undefined;
+  covers?: Covers | undefined;
 }
 
 export interface Receipt {
@@ -553,7 +553,7 @@ export class Ledger {
    *   ManifestError `SIGNATURE_INVALID`, `KEY_UNTRUSTED`, `KEY_EXPIRED`, `KEY_REVOKED`, `MANIFEST_INVALID`;
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
-  async resume(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<Resumed | undefined> {
+  async resume(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<Resumed | undefined> {
     return this.tracked(async () => {
       return this.telemetry.run(
         'resume',
@@ -567,7 +567,10 @@ export class Ledger {
     });
   }
 
-  private async resumeTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<Resumed | undefined> {
+  private async resumeTraced(
+    scope: Scope,
+    options: { signal?: AbortSignal | undefined },
+  ): Promise<Resumed | undefined> {
     const s = parseScope(scope);
     throwIfCancelled(options.signal);
     // One round of reads (the head, the entries at, after and before it, the watermark) serves authorization
@@ -657,7 +660,7 @@ export class Ledger {
   }
 
   /** The session's verified chain, oldest first. Every entry's signature, scope and link are checked. */
-  async history(scope: Scope, options: { signal?: AbortSignal } = {}): Promise<HistoryEntry[]> {
+  async history(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<HistoryEntry[]> {
     return this.tracked(async () => {
       return this.telemetry.run(
         'history',
@@ -668,7 +671,7 @@ export class Ledger {
     });
   }
 
-  private async historyTraced(scope: Scope, options: { signal?: AbortSignal }): Promise<HistoryEntry[]> {
+  private async historyTraced(scope: Scope, options: { signal?: AbortSignal | undefined }): Promise<HistoryEntry[]> {
     const s = parseScope(scope);
     const { signal } = options;
     throwIfCancelled(signal);

@@ -13,74 +13,74 @@ import type { TelemetryOptions } from '../telemetry/telemetry.js';
 
 export interface OpenLedgerOptions {
   /** Store directory; default `$HANDOFF_LEDGER_ROOT`, else `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`. */
-  root?: string;
+  root?: string | undefined;
   /** This host's id: bound into every manifest it signs. */
   host: string;
   /** An injected signer (KMS/HSM); default: the store's key file for this host, generated on first open. */
-  signer?: Signer;
+  signer?: Signer | undefined;
   /** Path of a private JWK key file to sign with instead of the store's own. */
-  keyFile?: string;
+  keyFile?: string | undefined;
   /**
    * Whether an open may make this host a signing key when the root has none for it (its first open; default true).
    * False: `KEY_INVALID` naming the hosts with keys here, and no host key made or listed (a key file trust.json does not
    * list is refused too): what the CLI's commands other than `init` and `publish` open with, for a mistyped or missing
    * `--host` must not add a trusted key. Ignored with `signer` or `keyFile`.
    */
-  createHostKey?: boolean;
+  createHostKey?: boolean | undefined;
   /** Further trusted keys (other hosts sharing a PostgreSQL store). The store's own trust file is always used. */
-  trust?: TrustStore;
+  trust?: TrustStore | undefined;
   /** Largest accepted summary, in canonical bytes (default 1 MiB). */
-  maxSummaryBytes?: number;
+  maxSummaryBytes?: number | undefined;
   /**
    * Summaries up to this many canonical bytes (default 64 KiB) are stored inline in the manifest log, in the
    * same durable write as their manifest: one sync instead of three. `0` stores every summary as a blob file
    * (or blob row). Ignored with an injected log that cannot hold blobs.
    */
-  inlineSummaryBytes?: number;
-  authorizer?: Authorizer;
+  inlineSummaryBytes?: number | undefined;
+  authorizer?: Authorizer | undefined;
   /** BLAKE3 backend: `auto` (native, else WASM, else noble; a fallback is reported once), `native`, `wasm`, `noble`. */
-  hash?: HashBackendName;
+  hash?: HashBackendName | undefined;
   /** Ed25519 verification backend: `auto` (node:crypto), `node`, `noble`. */
-  verifier?: 'auto' | 'node' | 'noble';
+  verifier?: 'auto' | 'node' | 'noble' | undefined;
   /**
    * Share one store between processes and hosts: blobs and manifests in PostgreSQL. `root` then holds
    * only this host's key and trust file.
    */
-  postgres?: Omit<PostgresBackendOptions, 'hash'>;
+  postgres?: Omit<PostgresBackendOptions, 'hash'> | undefined;
   /** Injected backends (tests, custom stores). Default: filesystem blobs + LevelDB log under `root`. */
-  blobs?: BlobStore;
-  log?: ManifestLog;
+  blobs?: BlobStore | undefined;
+  log?: ManifestLog | undefined;
   /** Filesystem operations of the embedded blob store (fault injection). */
-  fs?: FsOps;
+  fs?: FsOps | undefined;
   /** LevelDB log options (fault injection). */
-  levelLog?: LevelManifestLogOptions;
+  levelLog?: LevelManifestLogOptions | undefined;
   /**
    * The log's checkpoint origin (C2SP tlog-checkpoint: a unique name such as `example.com/handoffs`). The
    * first opener of a store sets it (default `handoff-ledger.local/<random>`); a different one later is refused.
    */
-  origin?: string;
+  origin?: string | undefined;
   /**
    * Witnesses (C2SP tlog-witness) to submit every new checkpoint to, in the background; `checkpoint()`
    * (and so `export`) returns the checkpoint with the cosignatures gathered for it. A witness that is down
    * never blocks or fails a publish: it is retried and caught up from the size it last cosigned.
    */
-  witnesses?: WitnessingOptions;
+  witnesses?: WitnessingOptions | undefined;
   /**
    * Opens a store whose log does not extend the checkpoint its root pinned (`ROLLBACK`, `FORK`) instead of refusing:
    * the refusal is kept (`Ledger.checkpointFailure`), every operation that checks the log still refuses with it,
    * and `fsck` reports it beside whatever else it finds. What `handoff-ledger fsck` opens with. Default false.
    */
-  diagnose?: boolean;
+  diagnose?: boolean | undefined;
   /** Clock for `createdAt` (tests). */
-  clock?: () => Date;
+  clock?: (() => Date) | undefined;
   /**
    * OpenTelemetry: spans and metrics through the global API (a no-op unless the application registers an
    * SDK), or through the providers given here. Principal and session ids are left out unless asked for.
    */
-  telemetry?: TelemetryOptions;
+  telemetry?: TelemetryOptions | undefined;
   /**
    * Receives one-line notices: backend fallbacks, and a publish whose manifest is committed but whose checkpoint
    * pin failed (the next operation pins it). Default: console.warn.
    */
-  onNotice?: (message: string) => void;
+  onNotice?: ((message: string) => void) | undefined;
 }

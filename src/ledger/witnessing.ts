@@ -34,9 +34,9 @@ export interface WitnessingOptions {
    */
   witnesses: Array<string | WitnessEndpoint>;
   /** Deadline of each request to a witness (default 5000 ms). */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** First retry delay after a failed round (default 1000 ms, doubling up to 60 s). */
-  retryMs?: number;
+  retryMs?: number | undefined;
 }
 
 interface Witness {

@@ -65,25 +65,25 @@ export interface ExportOptions {
    * Only chains in which this principal published at least one manifest (whole chains, so they verify), as the
    * signed payloads say (`signedScopeOf`), never the unsigned principal column stored beside them.
    */
-  principal?: string;
+  principal?: string | undefined;
   /**
    * Only this session's chain, read by the session stored beside each entry: an entry there whose signed payload
    * names another session stops the export (`RECORD_CORRUPT`).
    */
-  session?: string;
+  session?: string | undefined;
   /** Also copy every referenced summary blob (re-hashed by the blob store as it is read). */
-  withBlobs?: boolean;
+  withBlobs?: boolean | undefined;
   /** An auditor's earlier checkpoint (signed note): the bundle carries a consistency proof from it. */
-  since?: string;
+  since?: string | undefined;
   /** Clock for `exportedAt` (tests). */
-  clock?: () => Date;
+  clock?: (() => Date) | undefined;
   /** Filesystem operations (fault injection). */
-  fs?: FsOps;
+  fs?: FsOps | undefined;
   /**
    * Cancels the export (LedgerError `CANCELLED`: the staging directory and the claim are removed, nothing is left)
    * until it begins to publish into the target; from then on it completes (a bundle is published whole or not at all).
    */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 export interface ExportResult {

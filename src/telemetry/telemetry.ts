@@ -33,11 +33,11 @@ export type IdentifierPolicy = 'omit' | 'plain' | { hashKey: Uint8Array };
 
 export interface TelemetryOptions {
   /** Default: the global provider (`trace.setGlobalTracerProvider`), a no-op until an SDK registers one. */
-  tracerProvider?: TracerProvider;
+  tracerProvider?: TracerProvider | undefined;
   /** Default: the global provider (`metrics.setGlobalMeterProvider`). */
-  meterProvider?: MeterProvider;
+  meterProvider?: MeterProvider | undefined;
   /** Principal and session ids on spans: `'omit'` (default), `'plain'`, or hashed with a 32-byte key. */
-  identifiers?: IdentifierPolicy;
+  identifiers?: IdentifierPolicy | undefined;
 }
 
 export type Operation = 'publish' | 'resume' | 'history' | 'export' | 'verify' | 'gc';

@@ -298,6 +298,41 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
         );
         const result = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', dir]).catch((err) => err);
         expect(`${result.stdout ?? ''}${result.stderr ?? ''}`).toBe('');
+        // The main entry under the strictest optional-property checks (the adapters' SDKs do not pass them
+        // themselves): an optional option passed through as possibly undefined is accepted, as at runtime.
+        const exact = join(consumer, `ts-${resolution}-exact`);
+        await run('mkdir', ['-p', exact]);
+        await writeFile(
+          join(exact, 'index.ts'),
+          [
+            `import { openLedger, type Ledger } from ${JSON.stringify(pkg.name)};`,
+            `export async function passThrough(ledger: Ledger, root?: string, signal?: AbortSignal) {`,
+            `  await openLedger({ root, host: 'h', onNotice: undefined });`,
+            `  await ledger.publish({ principal: 'p', session: 's', run: 'r' }, {}, { signal, covers: undefined });`,
+            `  await ledger.resume({ principal: 'p', session: 's' }, { signal });`,
+            `  await ledger.history({ principal: 'p', session: 's' }, { signal });`,
+            `}`,
+          ].join('\n') + '\n',
+        );
+        await writeFile(
+          join(exact, 'tsconfig.json'),
+          JSON.stringify({
+            compilerOptions: {
+              module,
+              moduleResolution: resolution,
+              target: 'es2022',
+              strict: true,
+              exactOptionalPropertyTypes: true,
+              noUncheckedIndexedAccess: true,
+              noEmit: true,
+              types: ['node'],
+              skipLibCheck: false,
+            },
+            files: ['index.ts'],
+          }),
+        );
+        const strictest = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', exact]).catch((err) => err);
+        expect(`${strictest.stdout ?? ''}${strictest.stderr ?? ''}`).toBe('');
       });
     }
   });
