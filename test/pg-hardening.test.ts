@@ -53,6 +53,37 @@ function mth(leaves: Uint8Array[]): Uint8Array {
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
+/**
+ * A pool whose first query matching `statement` pauses for `pauseMs` before it is sent (a paused process, a GC pause,
+ * a lost host), each connection bounded by `idleInTransactionTimeoutMs`. `paused()`: the pause has begun.
+ */
+function stallingPool(
+  connectionString: string,
+  idleInTransactionTimeoutMs: number,
+  statement: RegExp,
+  pauseMs: number,
+) {
+  const pool = createPgPool({ connectionString, idleInTransactionTimeoutMs });
+  const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pgLib.PoolClient>;
+  let stall = true;
+  const hooked = async () => {
+    const client = await connect();
+    const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    (client as unknown as { query: typeof query }).query = async (...args: unknown[]) => {
+      if (stall && typeof args[0] === 'string' && statement.test(args[0])) {
+        stall = false;
+        await new Promise((r) => setTimeout(r, pauseMs));
+      }
+      return query(...args);
+    };
+    return client;
+  };
+  // pool.query checks a client out with a callback: that form is passed through untouched.
+  (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) =>
+    args.length > 0 ? connect(...args) : hooked();
+  return { pool, paused: () => !stall };
+}
+
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   return p.then(
     () => expect.unreachable('expected a rejection'),
@@ -446,24 +477,7 @@ describePostgres(
         const schema = nextSchema();
         await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();
         // The stalled host: its append pauses for 3 s after taking the position (a paused process, a GC pause).
-        const pool = createPgPool({ connectionString: pg.connectionString, idleInTransactionTimeoutMs: 500 });
-        const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pgLib.PoolClient>;
-        let stall = true;
-        const hooked = async () => {
-          const client = await connect();
-          const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
-          (client as unknown as { query: typeof query }).query = async (...args: unknown[]) => {
-            if (stall && typeof args[0] === 'string' && /INSERT INTO .*\.entries/.test(args[0])) {
-              stall = false;
-              await new Promise((r) => setTimeout(r, 3000));
-            }
-            return query(...args);
-          };
-          return client;
-        };
-        // pool.query checks a client out with a callback: that form is passed through untouched.
-        (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) =>
-          args.length > 0 ? connect(...args) : hooked();
+        const { pool } = stallingPool(pg.connectionString, 500, /INSERT INTO .*\.entries/, 3000);
         const stalled = await PgManifestLog.open({ pool, schema });
         const other = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
         try {
@@ -497,27 +511,16 @@ describePostgres(
         const { digest } = await other.put(bytes);
         // The stalled host: its put of the same bytes pauses for 4 s after locking the existing row (a paused
         // process), before dropping its own chunks again.
-        const pool = createPgPool({ connectionString: pg.connectionString, idleInTransactionTimeoutMs: 500 });
-        const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pgLib.PoolClient>;
-        let stall = true;
-        const hooked = async () => {
-          const client = await connect();
-          const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
-          (client as unknown as { query: typeof query }).query = async (...args: unknown[]) => {
-            if (stall && typeof args[0] === 'string' && /DELETE FROM .*blob_chunks WHERE blob_id/.test(args[0])) {
-              stall = false;
-              await new Promise((r) => setTimeout(r, 4000));
-            }
-            return query(...args);
-          };
-          return client;
-        };
-        (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) =>
-          args.length > 0 ? connect(...args) : hooked();
+        const { pool, paused } = stallingPool(
+          pg.connectionString,
+          500,
+          /DELETE FROM .*blob_chunks WHERE blob_id/,
+          4000,
+        );
         const stalled = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
         try {
           const stalledPut = rejection(stalled.put(bytes));
-          await vi.waitFor(() => expect(stall).toBe(false), { timeout: 5000, interval: 20 });
+          await vi.waitFor(() => expect(paused()).toBe(true), { timeout: 5000, interval: 20 });
           await new Promise((r) => setTimeout(r, 1000)); // twice the bound: the server has ended the stalled one
           const idle = await sql(
             `SELECT 1 FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()`,

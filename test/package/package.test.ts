@@ -269,7 +269,6 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
     for (const resolution of ['node16', 'bundler'] as const) {
       it(`type-checks an import of every entry point with moduleResolution ${resolution}`, async () => {
         const dir = join(consumer, `ts-${resolution}`);
-        await run('mkdir', ['-p', dir]);
         const lines = entries.map(
           (e, i) =>
             `import * as m${i} from ${JSON.stringify(specifier(e))};\nexport const n${i}: number = Object.keys(m${i}).length;`,
@@ -279,60 +278,46 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
           `import { openLedger, type Ledger } from ${JSON.stringify(pkg.name)};`,
           `export const open: (root: string) => Promise<Ledger> = (root) => openLedger({ root, host: 'h' });`,
         );
-        await writeFile(join(dir, 'index.ts'), lines.join('\n') + '\n');
         const module = resolution === 'node16' ? 'node16' : 'esnext';
-        await writeFile(
-          join(dir, 'tsconfig.json'),
-          JSON.stringify({
-            compilerOptions: {
-              module,
-              moduleResolution: resolution,
-              target: 'es2022',
-              strict: true,
-              noEmit: true,
-              types: ['node'],
-              skipLibCheck: false,
-            },
-            files: ['index.ts'],
-          }),
-        );
-        const result = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', dir]).catch((err) => err);
-        expect(`${result.stdout ?? ''}${result.stderr ?? ''}`).toBe('');
+        /** tsc over one file in `at` under `extra` beside strict settings: what it prints ('' when it passes). */
+        const typeCheck = async (at: string, source: string, extra: object = {}) => {
+          await run('mkdir', ['-p', at]);
+          await writeFile(join(at, 'index.ts'), source);
+          await writeFile(
+            join(at, 'tsconfig.json'),
+            JSON.stringify({
+              compilerOptions: {
+                module,
+                moduleResolution: resolution,
+                target: 'es2022',
+                strict: true,
+                noEmit: true,
+                types: ['node'],
+                skipLibCheck: false,
+                ...extra,
+              },
+              files: ['index.ts'],
+            }),
+          );
+          const result = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', at]).catch((err) => err);
+          return `${result.stdout ?? ''}${result.stderr ?? ''}`;
+        };
+        expect(await typeCheck(dir, lines.join('\n') + '\n')).toBe('');
         // The main entry under the strictest optional-property checks (the adapters' SDKs do not pass them
         // themselves): an optional option passed through as possibly undefined is accepted, as at runtime.
-        const exact = join(consumer, `ts-${resolution}-exact`);
-        await run('mkdir', ['-p', exact]);
-        await writeFile(
-          join(exact, 'index.ts'),
-          [
-            `import { openLedger, type Ledger } from ${JSON.stringify(pkg.name)};`,
-            `export async function passThrough(ledger: Ledger, root?: string, signal?: AbortSignal) {`,
-            `  await openLedger({ root, host: 'h', onNotice: undefined });`,
-            `  await ledger.publish({ principal: 'p', session: 's', run: 'r' }, {}, { signal, covers: undefined });`,
-            `  await ledger.resume({ principal: 'p', session: 's' }, { signal });`,
-            `  await ledger.history({ principal: 'p', session: 's' }, { signal });`,
-            `}`,
-          ].join('\n') + '\n',
-        );
-        await writeFile(
-          join(exact, 'tsconfig.json'),
-          JSON.stringify({
-            compilerOptions: {
-              module,
-              moduleResolution: resolution,
-              target: 'es2022',
-              strict: true,
-              exactOptionalPropertyTypes: true,
-              noUncheckedIndexedAccess: true,
-              noEmit: true,
-              types: ['node'],
-              skipLibCheck: false,
-            },
-            files: ['index.ts'],
-          }),
-        );
-        const strictest = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', exact]).catch((err) => err);
-        expect(`${strictest.stdout ?? ''}${strictest.stderr ?? ''}`).toBe('');
+        const passThrough = [
+          `import { openLedger, type Ledger } from ${JSON.stringify(pkg.name)};`,
+          `export async function passThrough(ledger: Ledger, root?: string, signal?: AbortSignal) {`,
+          `  await openLedger({ root, host: 'h', onNotice: undefined });`,
+          `  await ledger.publish({ principal: 'p', session: 's', run: 'r' }, {}, { signal, covers: undefined });`,
+          `  await ledger.resume({ principal: 'p', session: 's' }, { signal });`,
+          `  await ledger.history({ principal: 'p', session: 's' }, { signal });`,
+          `}`,
+        ];
+        const strictest = { exactOptionalPropertyTypes: true, noUncheckedIndexedAccess: true };
+        expect(
+          await typeCheck(join(consumer, `ts-${resolution}-exact`), passThrough.join('\n') + '\n', strictest),
+        ).toBe('');
       });
     }
   });
