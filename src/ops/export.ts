@@ -103,7 +103,11 @@ export interface ExportSource {
   readonly blobs: BlobStore;
   /** Where the export's span and metrics go (a ledger's own); default the global OpenTelemetry API. */
   readonly telemetry?: LedgerTelemetry;
-  /** The signed checkpoint to cut the bundle at (a `Ledger` has one); without it the bundle has no tree files. */
+  /**
+   * The signed checkpoint to cut the bundle at (a `Ledger` has one); without it the bundle has no tree files. For a
+   * filtered export of a log with a session-heads index, the checkpoint of the log's current tree (its heads are
+   * proven from the log as it is): an older one is taken again until it is current, `BUNDLE_IO` after 20 tries.
+   */
   checkpoint?(): Promise<{
     note: string;
     /** `origin`: what an auditor's `since` checkpoint must be of (a Ledger's checkpoint has it). */
@@ -250,9 +254,10 @@ async function cutFor(
     checkCancelled(options.signal);
     const settled = async (view: ManifestLog, before?: { size: number }) => {
       const cut = source.checkpoint ? await source.checkpoint() : undefined;
-      if (before && cut && cut.checkpoint.size !== before.size) return undefined; // an append came in between
-      const { selected, candidates } = await selectSessions(view, options, cut?.checkpoint.size ?? Infinity);
       const root = cut && filtered ? sessionHeadsOf(cut.checkpoint.extensions ?? []) : undefined;
+      // Only proofs must be read at the checkpoint's own tree: without a session-heads line any checkpoint cuts.
+      if (before && root instanceof Uint8Array && cut!.checkpoint.size !== before.size) return undefined; // moved on
+      const { selected, candidates } = await selectSessions(view, options, cut?.checkpoint.size ?? Infinity);
       if (!(root instanceof Uint8Array)) return { cut, selected, headProofs: undefined };
       const headProofs = await sessionHeadProofs(view, candidates, root);
       return headProofs ? { cut, selected, headProofs } : undefined;
@@ -432,10 +437,9 @@ async function exportInto(
   const staging = join(parent, `${EXPORT_PREFIX}${token}.partial`);
   const filtered = options.principal !== undefined || options.session !== undefined;
   // The cut: the bundle holds exactly the manifests of this checkpoint's tree (later appends are left out). A
-  // filtered bundle also proves each session's head at the cut from the live index, so the proofs are taken right
-  // after it and must lead to its session-heads root; an append in between moves the index on: cut again.
-  // A principal's sessions are chosen after the cut, from the entries below it: a session the principal began
-  // just before the cut is in the cut's tree, and so in the bundle.
+  // filtered bundle also proves each session's head at the cut, from a read snapshot of that very tree (`cutFor`).
+  // A principal's sessions are chosen from the entries below the cut: a session the principal began just before
+  // the cut is in the cut's tree, and so in the bundle.
   const { cut, selected, headProofs } = await cutFor(source, options, filtered);
   const limit = cut?.checkpoint.size ?? Infinity;
   if (options.since !== undefined && !cut) throw new AuditError('USAGE', '--since needs a store with checkpoints');

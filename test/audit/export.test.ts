@@ -481,6 +481,25 @@ describe('exportBundle: session-heads proofs at the cut', () => {
     }
   }, 120_000);
 
+  it('cuts a filtered export at an older checkpoint that carries no session-heads line (no proofs to match)', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      const old = await ledger.checkpoint();
+      const fixed = { note: old.note, checkpoint: { ...old.checkpoint, extensions: [] as string[] } };
+      await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary('later'));
+      const source = { host: ledger.host, log: ledger.log, blobs: ledger.blobs, checkpoint: async () => fixed };
+      const out = join(dir, 'bundle');
+      const result = await exportBundle(source, { out, session: 's1' });
+      // The manifests of the older tree only, and no heads file (nothing to prove them against).
+      const s1Before = (await ledger.history({ principal: 'alice', session: 's1' })).length - 1;
+      expect(result.header.counts.manifests).toBe(s1Before);
+      expect(existsSync(join(out, 'heads.jsonl'))).toBe(false);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('holds every session of a principal inside the cut, one begun just before the cut included', async () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));

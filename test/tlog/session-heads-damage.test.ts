@@ -1,7 +1,8 @@
 /**
  * The session-heads index against records damaged under the store (LevelDB `x!` records written by hand): fsck
- * reports each, an append never folds a record on no session's path into a signed root, and interior records along
- * a whole key are a coded finding, not a crash.
+ * reports each; a split never folds a record it finds beside its new nodes into a signed root (it removes it); and
+ * interior records along a whole key are a coded finding, not a crash. (A record beside an existing path is folded
+ * in by the next append there; fsck reports it before.)
  */
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
