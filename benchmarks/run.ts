@@ -99,7 +99,7 @@ function settings() {
 function diskRecord(cases: Array<{ case: string; size: number; samples: number[] }>): BenchResults['disk'] {
   const raw = cases.filter((c) => c.case === RAW_ALONE && c.samples.length > 0).sort((a, b) => b.size - a.size)[0];
   if (!raw) return undefined;
-  return { bytes: raw.size, durableWriteMiBps: mapSpread(spread(raw.samples), (sec) => raw.size / MiB / sec) };
+  return { bytes: raw.size, durableWriteMiBps: mapSpread(raw.samples, (sec) => raw.size / MiB / sec) };
 }
 
 async function main(): Promise<void> {
@@ -208,7 +208,7 @@ async function main(): Promise<void> {
           size: c.size,
           samplesSeconds: c.samples,
           seconds,
-          mibPerSecond: mapSpread(seconds, (sec) => c.size / MiB / sec),
+          mibPerSecond: mapSpread(c.samples, (sec) => c.size / MiB / sec),
           ...(c.writebackSeconds ? { writebackSeconds: spread(c.writebackSeconds) } : {}),
         };
       }),

@@ -237,6 +237,25 @@ describe('npm run bench -- --quick', () => {
     ])
       expect(typeof r.targets.find((x) => x.id === id)!.met, id).toBe('boolean');
 
+    // The figures are the arithmetic of the samples, not only of the right shape: each MiB/s median is the median of
+    // the per-round rates (even sample counts included), and a target's ratio is base time / ledger time.
+    const median = (xs: number[]) => {
+      const s = [...xs].sort((a, b) => a - b);
+      return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+    };
+    for (const row of r.sizes) {
+      expect(row.seconds.median, `${row.case} ${row.size}: seconds`).toBeCloseTo(median(row.samplesSeconds), 12);
+      const rates = row.samplesSeconds.map((sec) => row.size / MiB / sec);
+      expect(row.mibPerSecond.median / median(rates), `${row.case} ${row.size}: MiB/s`).toBeCloseTo(1, 9);
+    }
+    const secondsOf = (c: string, size: number) => r.sizes.find((x) => x.case === c && x.size === size)!.seconds.median;
+    for (const size of r.config.sizes) {
+      const t = r.targets.find((x) => x.id === `publish-vs-cacache-${size}`)!;
+      const ratio = secondsOf('cacache.put', size) / secondsOf(`publish (${r.hash.fastest})`, size);
+      expect(t.measured! / ratio, t.id).toBeCloseTo(1, 9);
+      expect(t.met, t.id).toBe(ratio >= t.target);
+    }
+
     const md = readFileSync(join(out, 'latest.md'), 'utf8');
     expect(md).toMatch(/\| raw durable write \|/);
     expect(md).toMatch(/## Targets/);
