@@ -40,8 +40,9 @@ export async function* inclusionProofLines(
 
 /**
  * The size of an auditor's earlier checkpoint, which must be a checkpoint of this log: of its origin, signed by one
- * of its checkpoint keys (named after that origin), no larger than the cut, and with the root this log's tree has at
- * its size (another root there is a fork: no consistency proof from it can hold). @throws AuditError `USAGE`
+ * of `verifiers` (the log's checkpoint keys, named after that origin: `checkpointVerifiers(trust, origin)`), no larger
+ * than the cut, and with the root this log's tree has at its size (another root there is a fork: no consistency proof
+ * from it can hold). @throws AuditError `USAGE`
  */
 export async function sinceSize(
   note: string,
@@ -51,11 +52,7 @@ export async function sinceSize(
 ): Promise<number> {
   let old;
   try {
-    const opened = openNote(
-      note,
-      verifiers.filter((k) => cut.origin === undefined || k.name === cut.origin),
-    );
-    old = parseCheckpoint(opened.text);
+    old = parseCheckpoint(openNote(note, verifiers).text);
   } catch (err) {
     throw new AuditError('USAGE', `--since: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });
   }

@@ -448,7 +448,7 @@ async function exportInto(
       ? undefined
       : await sinceSize(
           options.since,
-          source.trustStore ? checkpointVerifiers(source.trustStore()) : [],
+          source.trustStore ? checkpointVerifiers(source.trustStore(), cut.checkpoint.origin) : [],
           { origin: cut.checkpoint.origin, size: limit },
           source.log,
         );

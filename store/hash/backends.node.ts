@@ -123,10 +123,7 @@ export async function loadHashBackend(
   if (name === 'native') return loadChecked(all.native);
   if (name === 'wasm') return loadChecked(all.wasm);
   if (loaders.native || loaders.wasm) return fastest(all, onNotice);
-  // A failed choice is not kept (fastest does not reject today; if it ever does, the next open tries again).
-  cached ??= fastest(all, onNotice).catch((err: unknown) => {
-    cached = undefined;
-    throw err;
-  });
+  // fastest never rejects (each load is tried, the notice's failure ignored): the choice is kept for the process.
+  cached ??= fastest(all, onNotice);
   return cached;
 }
