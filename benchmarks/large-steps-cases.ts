@@ -1,6 +1,7 @@
 /** The steps benchmarks/large-steps.ts times, in its table's order (its smoke test expects each one). */
 export const LARGE_STEP_CASES = [
   'raw durable write',
+  'raw durable write (flush-behind)',
   'put, bytes',
   'put, stream',
   'publish',

@@ -20,7 +20,7 @@ import { SCHEMA, type BenchResults } from './report/model.js';
 import { throughputSvg } from './report/svg.js';
 import { markdownReport, terminalReport } from './report/tables.js';
 import { evaluateTargets } from './report/targets.js';
-import { RAW_ALONE, runAloneSuite } from './suites/alone.js';
+import { RAW_ALONE, RAW_FLUSH_BEHIND_ALONE, runAloneSuite } from './suites/alone.js';
 import { runChainSuite } from './suites/chain.js';
 import { runConcurrencySuite } from './suites/concurrency.js';
 import { runPostgresSuite } from './suites/postgres.js';
@@ -95,11 +95,17 @@ function settings() {
   };
 }
 
-/** The disk's own durable write speed in this run: the raw write alone at the largest size measured alone. */
+/** The disk's own durable write speed in this run: the raw writes alone at the largest size measured alone. */
 function diskRecord(cases: Array<{ case: string; size: number; samples: number[] }>): BenchResults['disk'] {
   const raw = cases.filter((c) => c.case === RAW_ALONE && c.samples.length > 0).sort((a, b) => b.size - a.size)[0];
   if (!raw) return undefined;
-  return { bytes: raw.size, durableWriteMiBps: mapSpread(raw.samples, (sec) => raw.size / MiB / sec) };
+  const rate = (sec: number) => raw.size / MiB / sec;
+  const behind = cases.find((c) => c.case === RAW_FLUSH_BEHIND_ALONE && c.size === raw.size && c.samples.length > 0);
+  return {
+    bytes: raw.size,
+    durableWriteMiBps: mapSpread(raw.samples, rate),
+    ...(behind ? { flushBehindMiBps: mapSpread(behind.samples, rate) } : {}),
+  };
 }
 
 async function main(): Promise<void> {
@@ -129,7 +135,7 @@ async function main(): Promise<void> {
           log,
         })
       : { cases: [], fastestHash: 'wasm', hashProbeMiBps: {} };
-    log('alone (publish alone vs raw durable write alone):');
+    log('alone (publish alone vs raw durable write alone, plain and with flush-behind):');
     const alone = s.only.has('alone')
       ? await runAloneSuite({ ...cfg.alone, text: s.text, workDir, log })
       : { cases: [], backend: '' };

@@ -84,14 +84,21 @@ describe('npm run bench -- --quick', () => {
       ...pgCases,
     ];
     // The pair timed alone, each after a sync, at the sizes of config.alone; the publish on the ledger's default backend.
-    const aloneCases = ['raw durable write, alone', `publish (${nativeLoads ? 'native' : 'wasm'}), alone`];
-    // The floor of an inline publish (synced batch + the pin's slot write), at the sizes stored inline only.
+    const aloneCases = [
+      'raw durable write, alone',
+      'raw durable write (flush-behind), alone',
+      `publish (${nativeLoads ? 'native' : 'wasm'}), alone`,
+    ];
+    // The floor of an inline publish (synced batch + the pin's slot write), at the sizes stored inline only; the raw
+    // write with publish's flush-behind from 1 MiB (below, it is the plain write).
     const floorCase = 'synced batch + pin';
-    expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set([...cases, ...aloneCases, floorCase]));
+    const behindCase = 'raw durable write (flush-behind)';
+    expect(new Set(r.sizes.map((s) => s.case))).toEqual(new Set([...cases, ...aloneCases, floorCase, behindCase]));
     expect(r.sizes.filter((s) => s.case === floorCase).map((s) => s.size)).toEqual([KiB, 64 * KiB]);
-    for (const row of r.sizes.filter((s) => s.case === floorCase)) {
+    expect(r.sizes.filter((s) => s.case === behindCase).map((s) => s.size)).toEqual([MiB]);
+    for (const row of r.sizes.filter((s) => s.case === floorCase || s.case === behindCase)) {
       expect(row.samplesSeconds).toHaveLength(r.config.rounds);
-      expectSpread(row.seconds, `${floorCase} @ ${row.size} seconds`);
+      expectSpread(row.seconds, `${row.case} @ ${row.size} seconds`);
     }
     expect(r.config.alone.sizes).toEqual([MiB]);
     for (const name of aloneCases) {
@@ -102,6 +109,7 @@ describe('npm run bench -- --quick', () => {
     // The regime: the disk's durable write speed, from the raw write alone.
     expect(r.disk?.bytes).toBe(MiB);
     expectSpread(r.disk!.durableWriteMiBps, 'disk.durableWriteMiBps');
+    expectSpread(r.disk!.flushBehindMiBps!, 'disk.flushBehindMiBps');
     // And the memory's: first touch of fresh memory against rewriting it, at the run's start and end.
     for (const at of ['start', 'end'] as const) {
       expect(r.memory?.[at].bytes).toBe(64 * MiB);
@@ -259,7 +267,9 @@ describe('npm run bench -- --quick', () => {
     const md = readFileSync(join(out, 'latest.md'), 'utf8');
     expect(md).toMatch(/\| raw durable write \|/);
     expect(md).toMatch(/## Targets/);
-    expect(md).toMatch(/Disk: raw durable write of 1 MiB alone \(after sync\) [\d,.]+ MiB\/s/);
+    expect(md).toMatch(
+      /Disk: raw durable write of 1 MiB alone \(after sync\) [\d,.]+ MiB\/s \[[\d,.]+–[\d,.]+\]; with flush-behind .* [\d,.]+ MiB\/s/,
+    );
     expect(md).toMatch(
       /Memory \(64 MiB not touched before, then again\): at start [\d,.]+ MiB\/s \[[\d,.]+–[\d,.]+\] first touch/,
     );
@@ -272,6 +282,6 @@ describe('npm run bench -- --quick', () => {
     }
     const svg = readFileSync(join(out, 'throughput.svg'), 'utf8');
     expect(svg).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
-    expect(svg.match(/<polyline /g)).toHaveLength(cases.length + aloneCases.length + 1);
+    expect(svg.match(/<polyline /g)).toHaveLength(cases.length + aloneCases.length + 2);
   }, 300_000);
 });

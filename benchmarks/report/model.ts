@@ -76,7 +76,13 @@ export interface BenchResults {
     resumeSteps: { sizes: number[]; calls: number; rounds: number };
   };
   /** The regime: the disk's raw durable write speed, measured alone in this run (absent when not measured). */
-  disk?: { bytes: number; durableWriteMiBps: Spread };
+  disk?: {
+    bytes: number;
+    /** One write, one fsync. */
+    durableWriteMiBps: Spread;
+    /** With publish's flush-behind: an fsync started every 8 MiB while writing (absent in results from before). */
+    flushBehindMiBps?: Spread;
+  };
   /**
    * The memory regime, at the start and at the end of the run (lib/memory.ts): how fast fresh memory is first touched,
    * beside rewriting touched memory (absent in results from before it was measured).

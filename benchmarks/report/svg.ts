@@ -11,6 +11,7 @@ const H = 500;
 const PLOT = { left: 70, right: 640, top: 50, bottom: 440 };
 const COLORS: Record<string, string> = {
   'raw durable write': '#444444',
+  'raw durable write (flush-behind)': '#225522',
   'synced batch + pin': '#666633',
   'raw read': '#888888',
   'raw read + hash': '#aaaaaa',
@@ -26,6 +27,7 @@ const COLORS: Record<string, string> = {
   'publish (postgres)': '#e377c2',
   'resume (postgres)': '#bcbd22',
   'raw durable write, alone': '#000000',
+  'raw durable write (flush-behind), alone': '#003300',
   'publish (native), alone': '#ff7f0e',
   'publish (wasm), alone': '#ffbb78',
   'publish (noble), alone': '#c5b0d5',

@@ -1,8 +1,10 @@
 /**
  * Publish alone against a raw durable write alone: the pair the interleaved size suite cannot give. Each
  * timed operation runs by itself after a `sync`, so neither carries anything else's writeback, and the
- * ratio shows what publish costs over the disk in this run's regime. The same raw write, on the largest
- * size, is the run's record of the disk's own durable write speed.
+ * ratio shows what publish costs over the disk in this run's regime. The raw write is timed twice, plain
+ * (one write, one fsync) and with publish's flush-behind (an fsync started every 8 MiB); the limit is the
+ * faster of the two. The same raw writes, on the largest size, are the run's record of the disk's own
+ * durable write speed.
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -11,7 +13,7 @@ import { validateSummary } from '../../src/summary/summary.js';
 import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { syncPageCache } from '../lib/quiet.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
-import { rawDurableWrite } from './raw.js';
+import { rawDurableWrite, rawDurableWriteFlushBehind } from './raw.js';
 import type { CaseSamples } from './sizes.js';
 
 export interface AloneOptions {
@@ -23,6 +25,7 @@ export interface AloneOptions {
 }
 
 export const RAW_ALONE = 'raw durable write, alone';
+export const RAW_FLUSH_BEHIND_ALONE = 'raw durable write (flush-behind), alone';
 export const publishAlone = (backend: string) => `publish (${backend}), alone`;
 
 async function timedAlone(op: () => Promise<unknown>): Promise<number> {
@@ -33,7 +36,7 @@ async function timedAlone(op: () => Promise<unknown>): Promise<number> {
   return (performance.now() - t0) / 1000;
 }
 
-/** Rounds alternate which of the two goes first; the first round is a warm-up. */
+/** Rounds rotate which of the three goes first; the first round is a warm-up. */
 export async function runAloneSuite(o: AloneOptions): Promise<{ cases: CaseSamples[]; backend: string }> {
   const rawDir = join(o.workDir, 'raw-alone');
   await mkdir(rawDir, { recursive: true, mode: 0o700 });
@@ -46,10 +49,12 @@ export async function runAloneSuite(o: AloneOptions): Promise<{ cases: CaseSampl
   });
   const backend = ledger.hashBackend.name;
   const raw = new Map<number, CaseSamples>();
+  const behind = new Map<number, CaseSamples>();
   const pub = new Map<number, CaseSamples>();
   try {
     for (const size of o.sizes) {
       raw.set(size, { case: RAW_ALONE, group: 'limit', op: 'write', size, samples: [] });
+      behind.set(size, { case: RAW_FLUSH_BEHIND_ALONE, group: 'limit', op: 'write', size, samples: [] });
       pub.set(size, { case: publishAlone(backend), group: 'ledger', op: 'write', size, samples: [] });
     }
     for (let round = 0; round <= o.rounds; round++) {
@@ -58,17 +63,23 @@ export async function runAloneSuite(o: AloneOptions): Promise<{ cases: CaseSampl
         const summary = makeSummary(size, marker, o.text);
         const bytes = validateSummary(summary, 1024 * MiB).bytes;
         const scope = { principal: 'bench', session: `alone-${size}`, run: 'bench' };
-        const pair = [
+        const three = [
           async () => {
             const t = await timedAlone(() => rawDurableWrite(rawDir, marker, bytes));
             if (round > 0) raw.get(size)!.samples.push(t);
+          },
+          async () => {
+            const t = await timedAlone(() => rawDurableWriteFlushBehind(rawDir, `${marker}.fb`, bytes));
+            if (round > 0) behind.get(size)!.samples.push(t);
           },
           async () => {
             const t = await timedAlone(() => ledger.publish(scope, summary));
             if (round > 0) pub.get(size)!.samples.push(t);
           },
         ];
-        for (const run of round % 2 === 0 ? pair : pair.reverse()) await run();
+        // Each of the three goes first in one round of three (the first write after a pause can be the slow one).
+        const k = round % three.length;
+        for (const run of [...three.slice(k), ...three.slice(0, k)]) await run();
       }
       o.log(
         round === 0
@@ -79,5 +90,5 @@ export async function runAloneSuite(o: AloneOptions): Promise<{ cases: CaseSampl
   } finally {
     await ledger.close();
   }
-  return { cases: [...raw.values(), ...pub.values()], backend };
+  return { cases: [...raw.values(), ...behind.values(), ...pub.values()], backend };
 }

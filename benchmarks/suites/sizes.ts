@@ -1,8 +1,8 @@
 /**
  * Throughput by summary size, one run, interleaved: every round visits every size, and in every
- * size every case (raw write, the floor of an inline publish, cacache.put, publish per backend; then raw read, raw read + hash,
- * cacache.get, resume per backend), in an order rotated from round to round so that drift of a
- * shared machine is spread over all cases alike. The first round is a warm-up and is discarded.
+ * size every case (raw write, plain and with flush-behind, the floor of an inline publish, cacache.put,
+ * publish per backend; then raw read, raw read + hash, cacache.get, resume per backend), in an order
+ * rotated from round to round so that drift of a shared machine is spread over all cases alike. The first round is a warm-up and is discarded.
  * Every write case starts after a `sync` and is followed by one (both untimed; see lib/quiet.ts).
  */
 import { mkdir } from 'node:fs/promises';
@@ -17,7 +17,10 @@ import { makeSummary, nextMarker, type TextKind } from '../lib/data.js';
 import { collectGarbage, MiB, sizeLabel } from '../lib/stats.js';
 import { syncPageCache } from '../lib/quiet.js';
 import { openPinFloor, type PinFloor } from '../lib/floor.js';
-import { rawDurableWrite, rawRead, rawReadHash, rawReadHashText } from './raw.js';
+import { rawDurableWrite, rawDurableWriteFlushBehind, rawRead, rawReadHash, rawReadHashText } from './raw.js';
+
+/** The raw durable write with publish's flush-behind (benchmarks/suites/raw.ts). */
+export const RAW_FLUSH_BEHIND = 'raw durable write (flush-behind)';
 
 export type CaseGroup = 'limit' | 'peer' | 'ledger';
 
@@ -79,6 +82,8 @@ interface CaseDef {
   backend?: string;
   /** Measured at sizes up to this many bytes only. */
   maxSize?: number;
+  /** Measured at sizes from this many bytes only. */
+  minSize?: number;
   run(ctx: Ctx): Promise<void>;
 }
 
@@ -124,6 +129,18 @@ const CASES: CaseDef[] = [
     op: 'write',
     async run(ctx) {
       for (const item of ctx.items) await timed(() => rawDurableWrite(ctx.rawDir, item.marker, item.bytes));
+    },
+  },
+  {
+    // The same with publish's flush-behind (an fsync started every 8 MiB): the limit of a large publish is the
+    // faster of the two. Below 1 MiB it is the plain write (one block, no fsync behind).
+    name: RAW_FLUSH_BEHIND,
+    group: 'limit',
+    op: 'write',
+    minSize: MiB,
+    async run(ctx) {
+      for (const item of ctx.items)
+        await timed(() => rawDurableWriteFlushBehind(ctx.rawDir, `${item.marker}.fb`, item.bytes));
     },
   },
   {
@@ -270,7 +287,8 @@ export async function runSizeSuite(o: SizeSuiteOptions): Promise<SizeSuiteResult
           (c) =>
             (c.backend === undefined || ledgers.has(c.backend)) &&
             (c.backend !== 'noble' || size <= o.nobleMaxBytes) &&
-            size <= (c.maxSize ?? Infinity),
+            size <= (c.maxSize ?? Infinity) &&
+            size >= (c.minSize ?? 0),
         );
         for (const op of ['write', 'read'] as const) {
           for (const c of rotate(
