@@ -82,6 +82,7 @@ describe('streamed put with the hash thread', async () => {
     const threaded = (await FsBlobStore.open(tempDir(), { hash: native })).store;
     const plain = (await FsBlobStore.open(tempDir(), { hash: native, hashThread: false })).store;
     const reference = (await FsBlobStore.open(tempDir(), { hash: nobleBlake3 })).store;
+    const buffers = (await FsBlobStore.open(tempDir(), { hash: native })).store;
     for (const size of sizes) {
       const bytes = bytesOf(size, size);
       const steps = [65_537, 1_000_003, 7];
@@ -89,10 +90,15 @@ describe('streamed put with the hash thread', async () => {
       const b = await plain.put(piecesOf(bytes, steps));
       expect(a, `${size}`).toEqual({ digest: ref(bytes), size });
       expect(b, `${size}`).toEqual(a);
+      // One buffer: written whole up to a flush-behind step, above it as a stream of its own views.
+      expect(await buffers.put(bytes), `${size} as a buffer`).toEqual(a);
+      expect(Buffer.from(await buffers.get(a.digest)).equals(Buffer.from(bytes)), `${size} buffer read back`).toBe(
+        true,
+      );
       expect(Buffer.from(await threaded.get(a.digest)).equals(Buffer.from(bytes)), `${size} read back`).toBe(true);
       if (size <= MiB) expect(await reference.put(piecesOf(bytes, steps))).toEqual(a);
     }
-    await Promise.all([threaded.close(), plain.close(), reference.close()]);
+    await Promise.all([threaded.close(), plain.close(), reference.close(), buffers.close()]);
   }, 120_000);
 
   it('is what a native store uses by default for streams', async () => {

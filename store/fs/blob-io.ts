@@ -236,6 +236,11 @@ export async function writeBuffer(
   return { digest, size: bytes.length };
 }
 
+/** A buffer as a stream of BLOCK-sized views (no copy here; `writeStream` copies each into its blocks). */
+export async function* slices(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  for (let off = 0; off < bytes.length; off += BLOCK) yield bytes.subarray(off, off + BLOCK);
+}
+
 /**
  * The hash state of a stream and its blocks: on the hash thread, in shared blocks, when the context offers a thread
  * that starts and a shared set is free; else here, in private blocks.
