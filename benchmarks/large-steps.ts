@@ -3,7 +3,8 @@
  * 64 MiB against a raw durable write of the same bytes). Per round, in alternating order, each durable case
  * after `sync` and a GC:
  *   raw durable write        staging file, write, fsync, rename, directory fsync (benchmarks/suites/raw.ts)
- *   raw durable write (flush-behind)   the same in 1 MiB writes with an fsync started every 8 MiB, as publish
+ *   raw durable write (flush-behind)   the same as publish writes: through eight reused 1 MiB blocks, an fsync
+ *                            started every 8 MiB
  *   put, bytes               the filesystem blob store given the canonical bytes already encoded
  *   put, stream              the same store given the canonical pieces as publish streams them
  *   publish                  the whole publish of the summary

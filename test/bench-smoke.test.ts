@@ -268,7 +268,7 @@ describe('npm run bench -- --quick', () => {
     expect(md).toMatch(/\| raw durable write \|/);
     expect(md).toMatch(/## Targets/);
     expect(md).toMatch(
-      /Disk: raw durable write of 1 MiB alone \(after sync\) [\d,.]+ MiB\/s \[[\d,.]+–[\d,.]+\]; with flush-behind .* [\d,.]+ MiB\/s/,
+      /Disk: raw durable write of 1 MiB alone \(after sync\) [\d,.]+ MiB\/s \[[\d,.]+–[\d,.]+\]; as publish writes \(flush-behind: .*\) [\d,.]+ MiB\/s/,
     );
     expect(md).toMatch(
       /Memory \(64 MiB not touched before, then again\): at start [\d,.]+ MiB\/s \[[\d,.]+–[\d,.]+\] first touch/,

@@ -209,7 +209,7 @@ function diskLine(r: BenchResults): string {
   const m = d.durableWriteMiBps;
   const f = d.flushBehindMiBps;
   const behind = f
-    ? `; with flush-behind (an fsync started every 8 MiB, as publish writes) ${fmt(f.median)} MiB/s [${fmt(f.min)}–${fmt(f.max)}]`
+    ? `; as publish writes (flush-behind: reused 1 MiB blocks, an fsync started every 8 MiB) ${fmt(f.median)} MiB/s [${fmt(f.min)}–${fmt(f.max)}]`
     : '';
   return `Disk: raw durable write of ${sizeLabel(d.bytes)} alone (after sync) ${fmt(m.median)} MiB/s [${fmt(m.min)}–${fmt(m.max)}]${behind}.`;
 }

@@ -38,39 +38,51 @@ export async function rawDurableWrite(dir: string, name: string, bytes: Uint8Arr
 
 /** What publish's streamed write does (store/fs/blob-io.ts): blocks of 1 MiB, up to 8 writes in flight, an fsync every 8 MiB. */
 const FB_BLOCK = 1024 * 1024;
-const FB_IN_FLIGHT = 8;
+const FB_BLOCKS = 8;
 const FB_EVERY = 8 * 1024 * 1024;
+/** The reused blocks, made and touched once (memory not touched before costs a page fault per 4 KiB). */
+let fbBlocks: Buffer[] | undefined;
 
 /**
- * `rawDurableWrite` with flush-behind, as publish writes a large blob: positioned writes of 1 MiB blocks, up to
- * eight in flight, and an fsync started (not awaited) whenever 8 MiB were written since the last one began, so the
- * kernel writes back during the write instead of all at its end; then the final fsync, rename, directory fsync.
- * Some disks and page-cache phases reach up to 3× the plain write this way (benchmarks/README.md), so the limit of
- * a large publish is the faster of the two.
+ * `rawDurableWrite` as publish writes a large blob: the bytes copied into eight reused 1 MiB blocks, each written
+ * at its offset with up to eight writes in flight, and an fsync started (not awaited) whenever 8 MiB were written
+ * since the last one began, so the kernel writes back during the write instead of all at its end; then the final
+ * fsync, rename, directory fsync. On this project's machines both halves pay: flush-behind ran up to 3× the plain
+ * write, and writing through reused blocks up to 3× writing the same flush-behind pattern straight from the one
+ * large buffer (benchmarks/README.md), so the limit of a large publish is the faster of this and the plain write.
+ * Not for concurrent calls (one set of blocks).
  */
 export async function rawDurableWriteFlushBehind(dir: string, name: string, bytes: Uint8Array): Promise<void> {
+  const blocks = (fbBlocks ??= Array.from({ length: FB_BLOCKS }, () => Buffer.alloc(FB_BLOCK, 1)));
   const staging = join(dir, `${name}.tmp`);
   const handle = await fsp.open(staging, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600);
   try {
-    const inFlight: Array<Promise<unknown>> = [];
+    const writes: Array<Promise<void> | undefined> = new Array(FB_BLOCKS);
     const flushes: Array<Promise<void>> = [];
     let flushing = false;
     let unflushed = 0;
     let failure: unknown;
-    const ended = (p: Promise<unknown>) => p.catch((err: unknown) => void (failure ??= err));
-    for (let off = 0; off < bytes.length && failure === undefined; off += FB_BLOCK) {
+    const ended = (p: Promise<unknown>) =>
+      p.then(
+        () => {},
+        (err: unknown) => void (failure ??= err),
+      );
+    for (let k = 0, off = 0; off < bytes.length && failure === undefined; k++, off += FB_BLOCK) {
+      const slot = k % FB_BLOCKS;
+      await writes[slot]; // the block about to be refilled is written out first
       const end = Math.min(off + FB_BLOCK, bytes.length);
-      inFlight.push(ended(writeAt(handle, bytes.subarray(off, end), off)));
+      const block = blocks[slot]!;
+      block.set(bytes.subarray(off, end));
+      writes[slot] = ended(writeAt(handle, block.subarray(0, end - off), off));
       unflushed += end - off;
       if (unflushed >= FB_EVERY && !flushing) {
         unflushed = 0;
         flushing = true;
         flushes.push(ended(handle.sync()).then(() => void (flushing = false)));
       }
-      if (inFlight.length >= FB_IN_FLIGHT) await inFlight.shift();
     }
     // Nothing may still write once the file is closed.
-    await Promise.all([...inFlight, ...flushes]);
+    await Promise.all([...writes, ...flushes]);
     if (failure !== undefined) throw failure;
     await handle.sync();
   } finally {

@@ -132,8 +132,8 @@ const CASES: CaseDef[] = [
     },
   },
   {
-    // The same with publish's flush-behind (an fsync started every 8 MiB): the limit of a large publish is the
-    // faster of the two. Below 1 MiB it is the plain write (one block, no fsync behind).
+    // The same as publish writes (reused 1 MiB blocks, an fsync started every 8 MiB): the limit of a large publish
+    // is the faster of the two. Below 1 MiB it is the plain write with one copy (one block, no fsync behind).
     name: RAW_FLUSH_BEHIND,
     group: 'limit',
     op: 'write',
