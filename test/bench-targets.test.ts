@@ -49,6 +49,21 @@ const measured = (r: Omit<BenchResults, 'targets'>, id: string) => {
   return { ratio: t.measured, detail: t.detail };
 };
 
+describe('publish against cacache.put: the floor of a file blob is the faster raw write', () => {
+  it('names the flush-behind write and its ratio when it was the faster, else the plain one', () => {
+    const r = input({ [RAW[0]]: [0.2, 0.2, 0.2], [RAW[1]]: [0.05, 0.05, 0.05] });
+    const cacache = r.sizes.find((x) => x.case === 'cacache.put' && x.size === 64 * MiB)!.seconds.median;
+    const detail = () => evaluateTargets(r).find((x) => x.id === `publish-vs-cacache-${64 * MiB}`)!.detail;
+    const floor = (secs: number) => `= ${(cacache / secs).toFixed(2)} × cacache.put`;
+    expect(detail()).toContain(`floor: the raw durable write as publish writes (flush-behind) of the same bytes alone`);
+    expect(detail()).toContain(floor(0.05));
+    const slower = input({ [RAW[0]]: [0.2, 0.2, 0.2], [RAW[1]]: [0.3, 0.3, 0.3] });
+    const plain = evaluateTargets(slower).find((x) => x.id === `publish-vs-cacache-${64 * MiB}`)!.detail;
+    expect(plain).toContain('floor: the raw durable write of the same bytes alone');
+    expect(plain).toContain(floor(0.2));
+  });
+});
+
 describe('goal 3: publish against the faster raw durable write', () => {
   for (const [label, names, id] of [
     ['interleaved', RAW, 'publish-vs-raw-write-67108864'],

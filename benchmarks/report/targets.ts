@@ -63,9 +63,10 @@ function cacacheFloorNote(rows: SizeRow[], size: number): string {
   const inline = speedup(rows, 'synced batch + pin', 'cacache.put', size);
   if (inline !== undefined)
     return `; floor: one synced LevelDB batch of the same bytes + the pin's slot write = ${inline.toFixed(2)} × cacache.put${inline < 1.5 ? ' (below 1.5 ×: out of reach of a publish acknowledged after its pin on this disk)' : " (the goal is within the floor: the rest is the publish's own CPU and round trips)"}`;
-  const file = speedup(rows, 'raw durable write', 'cacache.put', size);
+  const raw = rawLimit(rows, 'raw durable write', 'raw durable write (flush-behind)', size).name;
+  const file = speedup(rows, raw, 'cacache.put', size);
   if (file !== undefined)
-    return `; floor: the raw durable write of the same bytes alone (what a file blob costs before its batch and pin) = ${file.toFixed(2)} × cacache.put${file < 1.5 ? ' (below 1.5 ×: out of reach of any durable publish of a file blob on this disk)' : ''}`;
+    return `; floor: the ${raw === 'raw durable write' ? 'raw durable write' : 'raw durable write as publish writes (flush-behind)'} of the same bytes alone (what a file blob costs before its batch and pin; the faster raw write) = ${file.toFixed(2)} × cacache.put${file < 1.5 ? ' (below 1.5 ×: out of reach of any durable publish of a file blob on this disk)' : ''}`;
   return '';
 }
 
