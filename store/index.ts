@@ -33,3 +33,4 @@ export {
 export { FsBlobStore, type FsBlobStoreOptions } from './fs/blob-store.js';
 export type { FsOps } from './fs/ops.js';
 export { PgBlobStore, type PgBlobStoreOptions } from './pg/blob-store.js';
+export type { PgConnectOptions, PgPoolLike } from './pg/db.js';

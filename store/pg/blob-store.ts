@@ -57,7 +57,7 @@ export interface PgBlobStoreOptions extends PgConnectOptions {
   /** BLAKE3 backend used to hash while writing and re-hash while reading. */
   hash: HashBackend;
   /** Upper bound for any single blob, in bytes (default 1 GiB). */
-  maxBlobBytes?: number;
+  maxBlobBytes?: number | undefined;
 }
 
 /** The store's error for a failed step; a timeout of the pool's settings (pgTimeoutProblem) says which one. */

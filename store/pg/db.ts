@@ -84,26 +84,36 @@ export function createPgPool(options: PgPoolOptions): pg.Pool {
   return pool;
 }
 
+/**
+ * An application's own `pg` pool, as the stores see it: a `new pg.Pool(…)` of the application's `pg` 8.x (and its
+ * own `@types/pg`), described by the members the stores use, so it need not be the very `pg` this package installs.
+ */
+export interface PgPoolLike {
+  connect(): Promise<unknown>;
+  query(text: string, values?: unknown[]): Promise<unknown>;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+}
+
 export interface PgConnectOptions {
   /** `postgresql://user@host:port/db` (a Unix socket: `postgresql://user@/db?host=/run/postgresql`). */
-  connectionString?: string;
-  /** An existing pool to use instead; it is not ended by `close()`. */
-  pool?: pg.Pool;
+  connectionString?: string | undefined;
+  /** An existing `pg.Pool` to use instead; it is not ended by `close()`. */
+  pool?: PgPoolLike | undefined;
   /** PostgreSQL schema holding every table (default `handoff_ledger`), so no user table is ever touched. */
-  schema?: string;
+  schema?: string | undefined;
   /** Connections in a pool made from `connectionString` (default 10; uploads hold at most 2 fewer, at least 1). */
-  maxConnections?: number;
+  maxConnections?: number | undefined;
   /**
    * Longest wait for a lock another connection holds, in ms (default 30 000; 0: the server's setting), for a pool
    * made from `connectionString`: past it the operation fails (`LOCKED` in the log) and nothing is written.
    */
-  lockTimeoutMs?: number;
+  lockTimeoutMs?: number | undefined;
   /**
    * Longest a transaction may sit idle before the server ends it and releases its locks, in ms (default 60 000;
    * 0: the server's setting), for a pool made from `connectionString`. Blob uploads and reads are exempt (a slow
    * source or a loaded reader holds no lock that others wait on).
    */
-  idleInTransactionTimeoutMs?: number;
+  idleInTransactionTimeoutMs?: number | undefined;
 }
 
 /** One versioned, forward-only schema step. `sql` uses `{schema}` where the quoted schema name goes. */
@@ -192,7 +202,8 @@ export class PgDatabase {
     if (problem) throw new RangeError(problem);
     this.schema = `"${options.schema ?? 'handoff_ledger'}"`;
     if (options.pool) {
-      this.pool = options.pool;
+      // A pg.Pool of the application's pg 8.x: the same pool at runtime, typed by its own @types/pg (PgPoolLike).
+      this.pool = options.pool as pg.Pool;
       this.ownsPool = false;
       // A borrowed pool may lack the listener createPgPool adds; a dropped idle connection must not crash us.
       this.pool.on('error', () => {});
