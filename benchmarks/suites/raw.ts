@@ -17,12 +17,12 @@ async function writeAll(handle: fsp.FileHandle, bytes: Uint8Array): Promise<void
   while (off < bytes.length) off += (await handle.write(bytes, off, bytes.length - off)).bytesWritten;
 }
 
-/** Staging file, write, fsync, close, rename, directory fsync. */
-export async function rawDurableWrite(dir: string, name: string, bytes: Uint8Array): Promise<void> {
+/** Staging file, `write` into it, fsync, close, rename, directory fsync. */
+async function durably(dir: string, name: string, write: (handle: fsp.FileHandle) => Promise<void>): Promise<void> {
   const staging = join(dir, `${name}.tmp`);
   const handle = await fsp.open(staging, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600);
   try {
-    await writeAll(handle, bytes);
+    await write(handle);
     await handle.sync();
   } finally {
     await handle.close();
@@ -34,6 +34,11 @@ export async function rawDurableWrite(dir: string, name: string, bytes: Uint8Arr
   } finally {
     await d.close();
   }
+}
+
+/** Staging file, one write, fsync, close, rename, directory fsync. */
+export async function rawDurableWrite(dir: string, name: string, bytes: Uint8Array): Promise<void> {
+  await durably(dir, name, (handle) => writeAll(handle, bytes));
 }
 
 /** What publish's streamed write does (store/fs/blob-io.ts): blocks of 1 MiB, up to 8 writes in flight, an fsync every 8 MiB. */
@@ -54,9 +59,7 @@ let fbBlocks: Buffer[] | undefined;
  */
 export async function rawDurableWriteFlushBehind(dir: string, name: string, bytes: Uint8Array): Promise<void> {
   const blocks = (fbBlocks ??= Array.from({ length: FB_BLOCKS }, () => Buffer.alloc(FB_BLOCK, 1)));
-  const staging = join(dir, `${name}.tmp`);
-  const handle = await fsp.open(staging, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600);
-  try {
+  await durably(dir, name, async (handle) => {
     const writes: Array<Promise<void> | undefined> = new Array(FB_BLOCKS);
     const flushes: Array<Promise<void>> = [];
     let flushing = false;
@@ -84,17 +87,7 @@ export async function rawDurableWriteFlushBehind(dir: string, name: string, byte
     // Nothing may still write once the file is closed.
     await Promise.all([...writes, ...flushes]);
     if (failure !== undefined) throw failure;
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await fsp.rename(staging, join(dir, name));
-  const d = await fsp.open(dir, 'r');
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
-  }
+  });
 }
 
 async function writeAt(handle: fsp.FileHandle, bytes: Uint8Array, position: number): Promise<void> {
