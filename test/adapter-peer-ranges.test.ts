@@ -70,5 +70,7 @@ describe('the adapters at the lowest versions of their peer SDK ranges', { timeo
     expect(code, `the child vitest exited ${code}:\n${failures}`).toBe(0);
     expect(summary?.[1]?.trim(), out.slice(-2000)).toBe(`${summary?.[2]} passed`);
     expect(Number(summary![2])).toBeGreaterThan(100);
+    // The check that the lowest copies are the ones loaded ran among them (not dropped from the child's files).
+    expect(out).toMatch(/✓ test\/adapters\/peer-versions\.check\.ts \(3 tests\)/);
   });
 });

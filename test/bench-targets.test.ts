@@ -81,10 +81,15 @@ describe('goal 3: publish against the faster raw durable write', () => {
       expect(ratio).toBeCloseTo(0.8, 12);
       expect(detail).toMatch(/: the plain one$/);
     });
-    it(`${label}: no flush-behind row (results from before) → the plain write, no note`, () => {
+    it(`${label}: no flush-behind row (results from before) → the plain write, and the note says so`, () => {
       const { ratio, detail } = measured(input({ [names[0]]: [0.2, 0.2, 0.2] }), id);
       expect(ratio).toBeCloseTo(2, 12);
-      expect(detail).not.toMatch(/flush-behind/);
+      expect(detail).toMatch(/; the raw write as publish writes \(flush-behind\) was not measured$/);
+    });
+    it(`${label}: only the flush-behind row → the ratio is to it, and the note says the plain one is missing`, () => {
+      const { ratio, detail } = measured(input({ [names[1]]: [0.05, 0.05, 0.05] }), id);
+      expect(ratio).toBeCloseTo(0.5, 12);
+      expect(detail).toMatch(/the plain one was not measured$/);
     });
   }
 });

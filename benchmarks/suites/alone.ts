@@ -77,7 +77,7 @@ export async function runAloneSuite(o: AloneOptions): Promise<{ cases: CaseSampl
             if (round > 0) pub.get(size)!.samples.push(t);
           },
         ];
-        // Each of the three goes first in one round of three (the first write after a pause can be the slow one).
+        // The three rotate which goes first from round to round (the first write after a pause can be the slow one).
         const k = round % three.length;
         for (const run of [...three.slice(k), ...three.slice(0, k)]) await run();
       }

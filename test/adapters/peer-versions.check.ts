@@ -16,4 +16,18 @@ describe('the peer SDKs under test', () => {
       expect(manifest.default.version, name).toBe(version);
     }
   });
+
+  it('serve their code from those copies (the SDKs that export their VERSION)', async () => {
+    for (const name of ['openai', '@anthropic-ai/sdk'].filter((n) => expected[n] !== undefined)) {
+      const spec = `${name}/version`;
+      const mod = (await import(/* @vite-ignore */ spec)) as { VERSION: string };
+      expect(mod.VERSION, name).toBe(expected[name]);
+    }
+  });
+
+  it("resolve a subpath through the package's exports (ai/test)", async () => {
+    const spec = 'ai/test';
+    const mod = (await import(/* @vite-ignore */ spec)) as Record<string, unknown>;
+    expect(Object.keys(mod).length).toBeGreaterThan(0);
+  });
 });

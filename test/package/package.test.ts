@@ -33,8 +33,8 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * agreement) and its CHANGELOG entries brought the library to ~1,462 KiB unpacked and the pack to ~567 KiB; 480 KiB
  * packed since the round after (fsck's read snapshots, the cut-back chain refusal, the store root's identity, the
  * server clock for gc, aborts before the append and in compact) brought the pack to ~578 KiB; 1,600 KiB unpacked since
- the throughput round's last steps (the raw write as publish writes, a buffer put streamed, the structural pool type,
- the peer SDK ranges) and their CHANGELOG and README entries brought the library to ~1,538 KiB unpacked.)
+ * the throughput round's last steps (the raw write as publish writes, a buffer put streamed, the structural pool
+ * type, the peer SDK ranges) and their CHANGELOG and README entries brought the library to ~1,538 KiB unpacked.)
  */
 const MAX_PACKED_BYTES = 480 * 1024;
 const MAX_UNPACKED_BYTES = 1600 * 1024;
