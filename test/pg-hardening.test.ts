@@ -352,6 +352,26 @@ describePostgres(
           expect(await rejection(PgManifestLog.open({ connectionString: '' }))).toMatchObject({
             code: 'INVALID_ARGUMENT',
           });
+          // A pool-shaped wrapper (the typed members only): its own connections would go wherever pg's defaults and
+          // PG* variables point. Refused before anything connects; a real pool of the application passes.
+          const real = new pgLib.Pool({ connectionString: pg.connectionString, max: 1 });
+          const facade = { connect: () => real.connect(), query: (t: string) => real.query(t), on: () => facade };
+          try {
+            for (const pool of [facade, { ...facade, Client: pgLib.Client }, 'postgresql://x@/y']) {
+              const pooled = { pool: pool as unknown as typeof facade };
+              const logRefusal = await rejection(PgManifestLog.open(pooled));
+              expect(logRefusal).toMatchObject({ name: 'ManifestError', code: 'INVALID_ARGUMENT' });
+              expect((logRefusal as Error).message).toMatch(/pool must be a pg\.Pool/);
+              expect(await rejection(PgBlobStore.open({ ...pooled, hash: nobleBlake3 }))).toMatchObject({
+                name: 'StoreError',
+                code: 'INVALID_ARGUMENT',
+              });
+            }
+            const log = await PgManifestLog.open({ pool: real, schema: 'hl_own_pool' });
+            await log.close();
+          } finally {
+            await real.end();
+          }
         } finally {
           await rm(root, { recursive: true, force: true });
         }

@@ -85,8 +85,10 @@ export function createPgPool(options: PgPoolOptions): pg.Pool {
 }
 
 /**
- * An application's own `pg` pool, as the stores see it: a `new pg.Pool(…)` of the application's `pg` 8.x (and its
- * own `@types/pg`), described by the members the stores use, so it need not be the very `pg` this package installs.
+ * An application's own `pg` pool: a `new pg.Pool(…)` of the application's `pg` 8.x, typed by its own `@types/pg`, so
+ * it need not be the very `pg` this package installs. The type names what every 8.x declares; at open the pool must
+ * also carry pg-pool's `options` and `Client` (connections of their own for fsck's snapshot and for cancelling a
+ * statement are made with them): anything else is refused `INVALID_ARGUMENT`, never connected elsewhere.
  */
 export interface PgPoolLike {
   connect(): Promise<unknown>;
@@ -169,11 +171,24 @@ const uploadSlots = new WeakMap<pg.Pool, Slots>();
  * PG* environment variables and localhost). Each layer reports it with its own `INVALID_ARGUMENT`.
  * @returns the problem, or undefined when the options are usable
  */
+/** What the stores use of a pool, checked at run time: a wrapper with only the typed members would connect elsewhere. */
+function isPgPool(pool: unknown): boolean {
+  if (typeof pool !== 'object' || pool === null) return false;
+  const p = pool as Record<string, unknown>;
+  return (
+    ['connect', 'query', 'on', 'Client'].every((m) => typeof p[m] === 'function') &&
+    typeof p.options === 'object' &&
+    p.options !== null
+  );
+}
+
 export function pgOptionsProblem(options: PgConnectOptions): string | undefined {
   if (options.schema !== undefined && (typeof options.schema !== 'string' || !SCHEMA_RE.test(options.schema)))
     return `schema must be a lowercase identifier matching ${SCHEMA_RE}, got ${JSON.stringify(options.schema)}`;
   if (options.pool === undefined && (typeof options.connectionString !== 'string' || options.connectionString === ''))
     return 'PostgreSQL backend needs a connectionString (a non-empty postgresql:// URL) or a pool';
+  if (options.pool !== undefined && !isPgPool(options.pool))
+    return 'pool must be a pg.Pool of node-postgres 8 (its connect, query, on, options and Client are used)';
   const { maxConnections, lockTimeoutMs, idleInTransactionTimeoutMs } = options;
   if (maxConnections !== undefined && !(Number.isSafeInteger(maxConnections) && maxConnections >= 1))
     return `maxConnections must be a positive integer, got ${String(maxConnections)}`;
