@@ -30,6 +30,12 @@ export class FaultPlan {
   trace: Array<{ op: FaultOp; path?: string }> = [];
   /** Faults actually thrown, per operation. */
   readonly injected: Partial<Record<FaultOp, number>> = {};
+  /** Writes and fsyncs started and not yet settled. */
+  inFlight = 0;
+  /** Each write and fsync waits this long first (a slow disk: what is in flight stays in flight a while). */
+  ioDelayMs = 0;
+  /** Calls of `close`, `unlink`, `rename` or `link` made while a write or fsync was still in flight (none may be). */
+  raced: string[] = [];
   private fault: { op: FaultOp; nth: number; code: Errno; seen: number; fired: boolean } | undefined;
   private lastFault: { fired: boolean } | undefined;
 
@@ -40,9 +46,20 @@ export class FaultPlan {
     const wrapped: Record<string, unknown> = {};
     for (const op of Object.keys(base) as Array<keyof FsOps>) {
       const real = base[op] as (...args: unknown[]) => Promise<unknown>;
+      const io = op === 'write' || op === 'fsync';
       wrapped[op] = async (...args: unknown[]) => {
         this.hit(op, typeof args[0] === 'string' ? args[0] : undefined);
-        return real(...args);
+        if (!io) {
+          if (this.inFlight > 0 && ['close', 'unlink', 'rename', 'link'].includes(op)) this.raced.push(op);
+          return real(...args);
+        }
+        this.inFlight++;
+        try {
+          if (this.ioDelayMs > 0) await new Promise((r) => setTimeout(r, this.ioDelayMs));
+          return await real(...args);
+        } finally {
+          this.inFlight--;
+        }
       };
     }
     this.fs = wrapped as unknown as FsOps;

@@ -162,6 +162,10 @@ describe('fault injection at every step of a streamed put', () => {
     yield* chunks;
   };
   const asBuffer = (chunks: Uint8Array[]) => new Uint8Array(Buffer.concat(chunks));
+  /** `size` bytes of `fill` as a stream of 1 MiB pieces. */
+  async function* pieces(size: number, fill: number): AsyncIterable<Uint8Array> {
+    for (let off = 0; off < size; off += MiB) yield new Uint8Array(Math.min(MiB, size - off)).fill(fill);
+  }
   it.each([
     ['a streamed put of three uneven chunks (9 MiB)', 'stream', asStream],
     ['a put of one 9 MiB buffer', 'buffer', asBuffer],
@@ -186,12 +190,16 @@ describe('fault injection at every step of a streamed put', () => {
             const chunks = chunksFor(`s${n++}`);
             const what = `${label} ${op} #${nth} ${code}`;
             plan.arm(op, nth, code);
+            plan.raced = [];
             const outcome = await store.put(stream(chunks)).then(
               (info) => ({ info, err: undefined }),
               (err: unknown) => ({ info: undefined, err }),
             );
             plan.disarm();
             expect(plan.fired, what).toBe(true);
+            // Every write and fsync settled before the put did, and before the file was closed or named.
+            expect(plan.inFlight, `${what}: writes or fsyncs still in flight`).toBe(0);
+            expect(plan.raced, `${what}: called while a write or fsync was in flight`).toEqual([]);
             perStep.add(`${op} (${label})`);
             if (op === 'unlink') {
               expect(outcome.info, what).toBeDefined();
@@ -209,6 +217,54 @@ describe('fault injection at every step of a streamed put', () => {
     },
     120_000,
   );
+
+  it('a put that fails a write waits for the writes still in flight before it settles (slow writes)', async () => {
+    const root = tempDir('hl-fault-');
+    const plan = new FaultPlan();
+    plan.ioDelayMs = 30;
+    const { store } = await FsBlobStore.open(root, { hash: wasm, fs: plan.fs });
+    for (const source of [() => new Uint8Array(9 * MiB + 5).fill(0x62), () => pieces(9 * MiB + 5, 0x63)]) {
+      plan.arm('write', 4, 'EIO');
+      plan.raced = [];
+      const err = await store.put(source()).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      plan.disarm();
+      expect(err).toMatchObject({ name: 'StoreError', code: 'STORAGE_FAILED', cause: { code: 'EIO' } });
+      expect(plan.inFlight).toBe(0);
+      expect(plan.raced).toEqual([]);
+      expect(stagingFiles(root)).toEqual([]);
+    }
+  });
+
+  it('a 9 MiB buffer put aborted at its third write: CANCELLED, nothing in flight, no staging file, no blob', async () => {
+    const root = tempDir('hl-fault-');
+    const plan = new FaultPlan();
+    const ac = new AbortController();
+    let writes = 0;
+    const fs = {
+      ...plan.fs,
+      write: async (...args: Parameters<typeof plan.fs.write>) => {
+        if (++writes === 3) ac.abort(new Error('user pressed stop'));
+        return plan.fs.write(...args);
+      },
+    };
+    const { store } = await FsBlobStore.open(root, { hash: wasm, fs });
+    const bytes = new Uint8Array(9 * MiB + 5).fill(0x61);
+    const err = await store.put(bytes, { signal: ac.signal }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ name: 'StoreError', code: 'CANCELLED' });
+    expect(plan.inFlight).toBe(0);
+    expect(plan.raced).toEqual([]);
+    // It stopped within the blocks in flight, not after writing the rest.
+    expect(writes).toBeLessThan(3 + 8 + 1);
+    expect(stagingFiles(root)).toEqual([]);
+    const { digest } = await store.put(bytes);
+    expect(Buffer.from(await store.get(digest)).equals(Buffer.from(bytes))).toBe(true);
+  });
 });
 
 describe('a failed directory fsync is not forgotten', () => {
