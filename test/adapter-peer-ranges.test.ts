@@ -2,12 +2,22 @@
  * The optional peer SDKs' ranges in package.json hold at their lower ends: the adapter suite (test/adapters) runs
  * again, in a child vitest (test/adapters/lowest.config.ts), against openai, @anthropic-ai/sdk, @google/genai and ai
  * at the least version each range admits, installed from the npm registry (or npm's cache) into a directory of its
- * own, and passes; a check in that run makes sure those copies, not the repository's, are the ones loaded.
+ * own, and passes; a check in that run makes sure those copies, not the repository's, are the ones loaded. The
+ * adapters and their tests also type-check against those SDKs' declarations.
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -72,5 +82,58 @@ describe('the adapters at the lowest versions of their peer SDK ranges', { timeo
     expect(Number(summary![2])).toBeGreaterThan(100);
     // The check that the lowest copies are the ones loaded ran among them (not dropped from the child's files).
     expect(out).toMatch(/✓ test\/adapters\/peer-versions\.check\.ts \(3 tests\)/);
+  });
+
+  it('type-checks the adapters and their tests against those SDKs', async () => {
+    // The repository's sources seen from beside the lowest copies (symlinks, resolved where they stand), every other
+    // package linked from the repository's node_modules.
+    for (const tree of ['src', 'store', 'manifests', 'test']) symlinkSync(join(repo, tree), join(dir, tree));
+    const repoModules = join(repo, 'node_modules');
+    for (const entry of readdirSync(repoModules)) {
+      const names = entry.startsWith('@') ? readdirSync(join(repoModules, entry)).map((n) => `${entry}/${n}`) : [entry];
+      for (const name of names) {
+        if (name.startsWith('.') || existsSync(join(modules, name))) continue;
+        mkdirSync(dirname(join(modules, name)), { recursive: true });
+        symlinkSync(join(repoModules, name), join(modules, name));
+      }
+    }
+    const adapters = ['openai', 'anthropic', 'gemini', 'ai-sdk'];
+    const compilerOptions = {
+      target: 'ES2022',
+      module: 'NodeNext',
+      moduleResolution: 'NodeNext',
+      lib: ['ES2024'],
+      types: ['node'],
+      strict: true,
+      noUncheckedIndexedAccess: true,
+      esModuleInterop: true,
+      noEmit: true,
+      skipLibCheck: true, // the SDKs' own declarations are theirs to check; ours are checked against them here
+      preserveSymlinks: true,
+    };
+    const files = adapters.flatMap((a) => [`src/adapters/${a}.ts`, `test/adapters/${a}.test.ts`]);
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files }));
+    const result = await promisify(execFile)(
+      process.execPath,
+      [join(repoModules, 'typescript', 'bin', 'tsc'), '-p', dir, '--listFiles'],
+      {
+        cwd: dir,
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    ).catch((err: { stdout?: string; stderr?: string }) => err);
+    const listed = `${result.stdout ?? ''}`.split('\n');
+    const errors = listed.filter((line) => /error TS/.test(line));
+    expect(errors, `${result.stderr ?? ''}`).toEqual([]);
+    // Each SDK's declarations came from the lowest copy, none from the repository's.
+    for (const name of SDKS) {
+      expect(
+        listed.some((f) => f.startsWith(join(modules, name) + '/')),
+        name,
+      ).toBe(true);
+      expect(
+        listed.some((f) => f.startsWith(join(repoModules, name) + '/')),
+        name,
+      ).toBe(false);
+    }
   });
 });
