@@ -2,8 +2,8 @@
  * Publish alone against a raw durable write alone: the pair the interleaved size suite cannot give. Each
  * timed operation runs by itself after a `sync`, so neither carries anything else's writeback, and the
  * ratio shows what publish costs over the disk in this run's regime. The raw write is timed twice, plain
- * (one write, one fsync) and with publish's flush-behind (an fsync started every 8 MiB); the limit is the
- * faster of the two. The same raw writes, on the largest size, are the run's record of the disk's own
+ * (one write, one fsync) and as publish writes (through reused 1 MiB blocks, an fsync started every 8 MiB);
+ * the limit is the faster of the two. The same raw writes, on the largest size, are the run's record of the disk's own
  * durable write speed.
  */
 import { mkdir } from 'node:fs/promises';
