@@ -165,12 +165,6 @@ class Slots {
 /** Per pool (a blob store and a log may share one; so may several stores). */
 const uploadSlots = new WeakMap<pg.Pool, Slots>();
 
-/**
- * What is wrong with connection options, before anything connects: a schema name that is not a plain lowercase
- * identifier, or no pool and no non-empty connection string (an empty one would make the driver fall back to
- * PG* environment variables and localhost). Each layer reports it with its own `INVALID_ARGUMENT`.
- * @returns the problem, or undefined when the options are usable
- */
 /** What the stores use of a pool, checked at run time: a wrapper with only the typed members would connect elsewhere. */
 function isPgPool(pool: unknown): boolean {
   if (typeof pool !== 'object' || pool === null) return false;
@@ -182,6 +176,13 @@ function isPgPool(pool: unknown): boolean {
   );
 }
 
+/**
+ * What is wrong with connection options, before anything connects: a schema name that is not a plain lowercase
+ * identifier, no pool and no non-empty connection string (an empty one would make the driver fall back to
+ * PG* environment variables and localhost), a pool that is not a pg.Pool, a bad limit. Each layer reports it with
+ * its own `INVALID_ARGUMENT`.
+ * @returns the problem, or undefined when the options are usable
+ */
 export function pgOptionsProblem(options: PgConnectOptions): string | undefined {
   if (options.schema !== undefined && (typeof options.schema !== 'string' || !SCHEMA_RE.test(options.schema)))
     return `schema must be a lowercase identifier matching ${SCHEMA_RE}, got ${JSON.stringify(options.schema)}`;
