@@ -262,6 +262,9 @@ describe('fault injection at every step of a streamed put', () => {
     // It stopped within the blocks in flight, not after writing the rest.
     expect(writes).toBeLessThan(3 + 8 + 1);
     expect(stagingFiles(root)).toEqual([]);
+    const stored: string[] = [];
+    for await (const d of store.list()) stored.push(d);
+    expect(stored).toEqual([]);
     const { digest } = await store.put(bytes);
     expect(Buffer.from(await store.get(digest)).equals(Buffer.from(bytes))).toBe(true);
   });
