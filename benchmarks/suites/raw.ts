@@ -7,15 +7,11 @@ import { isAscii } from 'node:buffer';
 import { constants } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { join } from 'node:path';
+import { nodeFsOps } from '../../store/fs/ops.js';
 import type { HashBackend } from '../../store/hash/digest.js';
 import { asciiText, textBufferSize } from '../../src/summary/decoder.js';
 
 const CHUNK = 4 * 1024 * 1024;
-
-async function writeAll(handle: fsp.FileHandle, bytes: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < bytes.length) off += (await handle.write(bytes, off, bytes.length - off)).bytesWritten;
-}
 
 /** Staging file, `write` into it, fsync, close, rename, directory fsync. */
 async function durably(dir: string, name: string, write: (handle: fsp.FileHandle) => Promise<void>): Promise<void> {
@@ -38,7 +34,7 @@ async function durably(dir: string, name: string, write: (handle: fsp.FileHandle
 
 /** Staging file, one write, fsync, close, rename, directory fsync. */
 export async function rawDurableWrite(dir: string, name: string, bytes: Uint8Array): Promise<void> {
-  await durably(dir, name, (handle) => writeAll(handle, bytes));
+  await durably(dir, name, (handle) => nodeFsOps.write(handle, bytes));
 }
 
 /** What publish's streamed write does (store/fs/blob-io.ts): blocks of 1 MiB, up to 8 writes in flight, an fsync every 8 MiB. */
@@ -76,7 +72,7 @@ export async function rawDurableWriteFlushBehind(dir: string, name: string, byte
       const end = Math.min(off + FB_BLOCK, bytes.length);
       const block = blocks[slot]!;
       block.set(bytes.subarray(off, end));
-      writes[slot] = ended(writeAt(handle, block.subarray(0, end - off), off));
+      writes[slot] = ended(nodeFsOps.write(handle, block.subarray(0, end - off), off));
       unflushed += end - off;
       if (unflushed >= FB_EVERY && !flushing) {
         unflushed = 0;
@@ -88,11 +84,6 @@ export async function rawDurableWriteFlushBehind(dir: string, name: string, byte
     await Promise.all([...writes, ...flushes]);
     if (failure !== undefined) throw failure;
   });
-}
-
-async function writeAt(handle: fsp.FileHandle, bytes: Uint8Array, position: number): Promise<void> {
-  let off = 0;
-  while (off < bytes.length) off += (await handle.write(bytes, off, bytes.length - off, position + off)).bytesWritten;
 }
 
 /** Reads a whole file of known size into one buffer. */

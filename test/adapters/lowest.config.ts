@@ -9,7 +9,9 @@ import { defineConfig } from 'vitest/config';
 
 const dir = process.env.HL_LOWEST_PEERS;
 if (!dir) throw new Error('HL_LOWEST_PEERS (a node_modules directory with the lowest peer SDKs) is not set');
-const peers = ['openai', '@anthropic-ai/sdk', '@google/genai', 'ai'];
+/** The SDKs the parent installed there (HL_LOWEST_VERSIONS: name → version). */
+const peers = Object.keys(JSON.parse(process.env.HL_LOWEST_VERSIONS ?? '{}') as Record<string, string>);
+if (peers.length === 0) throw new Error('HL_LOWEST_VERSIONS (the SDKs installed in HL_LOWEST_PEERS) is not set');
 /** The name itself or a subpath of it, never another package whose name starts alike (`@ai-sdk/…`, `aix`). */
 const peerOf = (id: string) => peers.find((name) => id === name || id.startsWith(`${name}/`));
 

@@ -162,10 +162,6 @@ describe('fault injection at every step of a streamed put', () => {
     yield* chunks;
   };
   const asBuffer = (chunks: Uint8Array[]) => new Uint8Array(Buffer.concat(chunks));
-  /** `size` bytes of `fill` as a stream of 1 MiB pieces. */
-  async function* pieces(size: number, fill: number): AsyncIterable<Uint8Array> {
-    for (let off = 0; off < size; off += MiB) yield new Uint8Array(Math.min(MiB, size - off)).fill(fill);
-  }
   it.each([
     ['a streamed put of three uneven chunks (9 MiB)', 'stream', asStream],
     ['a put of one 9 MiB buffer', 'buffer', asBuffer],
@@ -223,7 +219,10 @@ describe('fault injection at every step of a streamed put', () => {
     const plan = new FaultPlan();
     plan.ioDelayMs = 30;
     const { store } = await FsBlobStore.open(root, { hash: wasm, fs: plan.fs });
-    for (const source of [() => new Uint8Array(9 * MiB + 5).fill(0x62), () => pieces(9 * MiB + 5, 0x63)]) {
+    for (const source of [
+      () => new Uint8Array(9 * MiB + 5).fill(0x62),
+      () => asStream([new Uint8Array(9 * MiB + 5).fill(0x63)]),
+    ]) {
       plan.arm('write', 4, 'EIO');
       plan.raced = [];
       const err = await store.put(source()).then(
