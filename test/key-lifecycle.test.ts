@@ -473,6 +473,27 @@ describe('an injected signer', () => {
     await expect(keyring.reload()).rejects.toMatchObject({ code: 'KEY_INVALID' });
     await ledger.close();
   });
+
+  it('whose key moves on while the ledger runs publishes nothing it cannot verify (KEY_INVALID); the head stays resumable', async () => {
+    const listed = new LocalSigner(generateJwk());
+    let actual = listed;
+    // A KMS alias: the same keyId and publicKey, and signatures of whatever key version it points at now.
+    const signer = { keyId: listed.keyId, publicKey: listed.publicKey, sign: (m: Uint8Array) => actual.sign(m) };
+    const ledger = await open(tempDir(), { signer });
+    expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+    actual = new LocalSigner(generateJwk()); // 64-byte signatures still, under another key
+    await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({
+      name: 'LedgerError',
+      code: 'KEY_INVALID',
+      message: /does not verify under the public key trust\.json lists.*nothing was published/,
+    });
+    expect((await ledger.resume(scope))?.seq).toBe(0);
+    expect((await ledger.history(scope)).map((e) => e.manifest.seq)).toEqual([0]);
+    actual = listed;
+    expect((await ledger.publish(scope, sampleSummary(3))).seq).toBe(1);
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
 });
 
 describe('a rotation that cannot write its key files', () => {

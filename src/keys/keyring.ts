@@ -337,6 +337,14 @@ export class Keyring {
   }
 
   /**
+   * Whether the signer is the caller's (`signer` option: a KMS or HSM), whose key can move on while this process runs.
+   * A key file's signer holds its private key, and its public key is derived from it: its signatures cannot drift.
+   */
+  get signerInjected(): boolean {
+    return this.options.signer !== undefined;
+  }
+
+  /**
    * Signs checkpoints of the log, under the log's origin. A key trust.json lists as revoked (another process revoked
    * it since this one loaded its keys) signs nothing: ManifestError `KEY_REVOKED`, until the keys are loaded again.
    */

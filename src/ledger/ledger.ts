@@ -6,7 +6,8 @@ import { hashBytes, isDigest, type Digest, type HashBackend } from '../../store/
 import { StoreError } from '../../store/errors.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
-import { signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
+import { pae, signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
+import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { ManifestError } from '../../manifests/errors.js';
 import type { ChainHead, GrantRecord, HeadWindow, LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import {
@@ -148,6 +149,26 @@ function checkedPayload(manifest: Manifest): Uint8Array {
       `refusing to sign an invalid manifest: ${describeZodError(checked.error)}`,
     );
   return payload ?? encodeManifest(manifest);
+}
+
+/**
+ * Refuses an envelope whose signature does not verify under `publicKey` (the key trust.json lists for its signer):
+ * nothing is appended, so the head stays one that resume verifies.
+ * @throws LedgerError `KEY_INVALID`
+ */
+function refuseUnverifiable(
+  envelope: Envelope,
+  payload: Uint8Array,
+  publicKey: Uint8Array,
+  verifier: SignatureVerifier,
+): void {
+  const { keyid, sig } = envelope.signatures[0]!;
+  const signature = decodeBase64(sig);
+  if (!signature || !verifier.verify(signature, pae(envelope.payloadType, payload), publicKey))
+    throw new LedgerError(
+      'KEY_INVALID',
+      `the signer's signature does not verify under the public key trust.json lists for key ${JSON.stringify(keyid)} (a KMS key that moved on to another version?): nothing was published; sign with that key, or give the new key a keyId of its own`,
+    );
 }
 
 export class Ledger {
@@ -445,6 +466,9 @@ export class Ledger {
     this.lastSignedAt = createdAt;
     const id = manifestId(payload);
     const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
+    // An injected signer was checked at open, but a KMS alias can be pointed at another key version since: a
+    // signature that does not verify under the key trust.json lists for it would make a head nobody can resume.
+    if (this.keyring.signerInjected) refuseUnverifiable(envelope, payload, usable.publicKey, this.verifier);
     throwIfCancelled(signal);
     try {
       // The append answers the signal until it commits (PostgreSQL: until COMMIT is sent, a lock wait included).
