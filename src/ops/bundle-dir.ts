@@ -32,6 +32,12 @@ export interface OpenBundleOptions {
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
 
+/**
+ * Why an open (O_NOFOLLOW, O_NONBLOCK) failed because of what stands at the name, not the reading: a symlink (ELOOP),
+ * a socket (ENXIO), a device without a driver (ENODEV) — none is a file of the bundle.
+ */
+const NOT_A_FILE = new Set(['ELOOP', 'ENXIO', 'ENODEV']);
+
 function ioError(what: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `cannot read ${what}: ${(err as Error)?.message ?? err}`, { cause: err });
 }
@@ -55,6 +61,9 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
     h = await open(path, READ);
   } catch (err) {
     if (errno(err) === 'ENOENT') return undefined;
+    // A symlinked tree file stays BUNDLE_IO (docs/AUDIT.md, the page treats it as absent): neither passes.
+    if (errno(err) === 'ENXIO' || errno(err) === 'ENODEV')
+      throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`, { cause: err });
     throw ioError(path, err);
   }
   try {
@@ -157,8 +166,9 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
       try {
         h = await open(path, READ);
       } catch (err) {
-        // A symlink (ELOOP) or anything else that is not a plain file in the bundle counts as absent.
-        if (errno(err) === 'ENOENT' || errno(err) === 'ELOOP') return undefined;
+        // A symlink, a socket or anything else that is not a plain file in the bundle counts as absent (a FIFO or a
+        // directory opens, and is judged by its stat below). A file that cannot be read (EACCES) is BUNDLE_IO.
+        if (errno(err) === 'ENOENT' || NOT_A_FILE.has(errno(err) ?? '')) return undefined;
         throw ioError(path, err);
       }
       try {

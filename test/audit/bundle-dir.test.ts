@@ -1,12 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { bundleBlobPath } from '../../manifests/audit/bundle.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { buildBundle, writeBundleDir } from '../support/bundle-builder.js';
 import { tempDir } from '../support/tmp.js';
+
+const listenAt = (path: string) =>
+  new Promise<Server>((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(path, () => resolve(server));
+  });
 
 const found = (r: { findings: Array<{ code: string; line?: number }> }) =>
   r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
@@ -74,6 +82,28 @@ describe('openBundleDir', () => {
     const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
     expect(r.ok).toBe(true);
     expect(r.counts.blobsChecked).toBe(0);
+  });
+
+  it('treats a socket where a blob should be as missing, and a socket tree file as BUNDLE_INVALID (not BUNDLE_IO)', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const dir = join(tempDir(), 'bundle');
+    await writeBundleDir(dir, b.lines, { blobs: b.blobs });
+    const p0 = join(dir, bundleBlobPath(b.manifests[0]!.manifest.summary.digest));
+    unlinkSync(p0);
+    // A UNIX socket: open(2) fails ENXIO on it, where a FIFO opens (O_NONBLOCK) and is judged by its stat.
+    const servers = [await listenAt(p0), await listenAt(join(dir, 'checkpoint.note'))];
+    try {
+      const reader = await openBundleDir(dir);
+      const r = await verifyBundle({ ...reader, treeFile: async () => undefined }, { trust: b.trust });
+      expect(found(r)).toEqual(['BLOB_MISSING@1']);
+      await expect(reader.treeFile('checkpoint.note')).rejects.toMatchObject({
+        name: 'AuditError',
+        code: 'BUNDLE_INVALID',
+        message: /checkpoint\.note is not a regular file/,
+      });
+    } finally {
+      for (const s of servers) s.close();
+    }
   });
 
   it('refuses an oversized bundle.json and a missing manifests.jsonl with BUNDLE_INVALID', async () => {
