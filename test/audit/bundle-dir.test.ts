@@ -96,7 +96,7 @@ describe('openBundleDir', () => {
       const reader = await openBundleDir(dir);
       const r = await verifyBundle({ ...reader, treeFile: async () => undefined }, { trust: b.trust });
       expect(found(r)).toEqual(['BLOB_MISSING@1']);
-      await expect(reader.treeFile('checkpoint.note')).rejects.toMatchObject({
+      await expect(reader.treeFile!('checkpoint.note')).rejects.toMatchObject({
         name: 'AuditError',
         code: 'BUNDLE_INVALID',
         message: /checkpoint\.note is not a regular file/,
