@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { Level } from 'level';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
-import { fsck } from '../src/ops/maintenance.js';
+import { fsck, gc } from '../src/ops/maintenance.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import type { LogEntry } from '../manifests/log/log.js';
 import { verifyChain } from '../manifests/audit/verify-chain.js';
@@ -232,6 +232,58 @@ describe('fsck', () => {
     expect(await fsck(ledger)).toMatchObject({ ok: true, chains: 2, manifests: 4, blobsChecked: 4, findings: [] });
     expect((await ledger.resume(scope))?.seq).toBe(2);
     await ledger.close();
+  });
+});
+
+describe('fsck and gc as operations of the ledger', () => {
+  it('fsck answers an abort with CANCELLED (before and during its walk), a non-signal with INVALID_ARGUMENT', async () => {
+    const { root } = await storeWithChain();
+    const ledger = await openLedger({ root, host: 'host-a' });
+    expect(await rejection(fsck(ledger, { signal: AbortSignal.abort() }))).toMatchObject({
+      name: 'LedgerError',
+      code: 'CANCELLED',
+    });
+    // Aborted at the first signature the walk checks.
+    const during = new AbortController();
+    const verifier = ledger.verifier as { verify: typeof ledger.verifier.verify };
+    const verify = verifier.verify;
+    verifier.verify = (...args) => {
+      during.abort();
+      return verify.apply(ledger.verifier, args);
+    };
+    try {
+      expect(await rejection(fsck(ledger, { signal: during.signal }))).toMatchObject({
+        name: 'LedgerError',
+        code: 'CANCELLED',
+      });
+    } finally {
+      verifier.verify = verify;
+    }
+    const notASignal = { aborted: false } as unknown as AbortSignal;
+    expect(await rejection(fsck(ledger, { signal: notASignal }))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect((await fsck(ledger, null as unknown as undefined)).ok).toBe(true);
+    await ledger.close();
+  });
+
+  it('fsck and gc of a closed ledger are CLOSED; close() waits for an fsck under way, which never reads a closed store', async () => {
+    const { root } = await storeWithChain();
+    let ledger = await openLedger({ root, host: 'host-a' });
+    await ledger.close();
+    expect(await rejection(fsck(ledger))).toMatchObject({ name: 'LedgerError', code: 'CLOSED' });
+    expect(await rejection(gc(ledger, { graceMs: 0 }))).toMatchObject({ name: 'LedgerError', code: 'CLOSED' });
+    ledger = await openLedger({ root, host: 'host-a' });
+    const checking = fsck(ledger).then(
+      (report) => report.ok,
+      (err: { code?: string }) => err.code,
+    );
+    const collecting = gc(ledger, { graceMs: 0 }).then(
+      (report) => report.removed.length,
+      (err: { code?: string }) => err.code,
+    );
+    await ledger.close();
+    // Each either finished before the store closed or was refused as the ledger closed: never STORAGE_FAILED.
+    expect([true, 'CLOSED']).toContain(await checking);
+    expect([0, 'CLOSED']).toContain(await collecting);
   });
 });
 

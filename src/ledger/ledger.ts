@@ -927,6 +927,14 @@ export class Ledger {
     await Promise.all([this.log.close(), this.blobs.close(), this.checkpoints.close()]);
   }
 
+  /**
+   * @internal Runs a maintenance pass over this ledger's stores (fsck, gc) as one of its operations: `CLOSED` once the
+   * ledger is closing, and `close()` waits for it, so a pass never reads a store closed under it (`STORAGE_FAILED`).
+   */
+  maintenance<T>(call: () => Promise<T>): Promise<T> {
+    return this.tracked(call);
+  }
+
   /** Runs a call of this ledger's API: refused once the ledger is closing, and counted until it settles. */
   private async tracked<T>(call: () => Promise<T>): Promise<T> {
     this.assertOpen();

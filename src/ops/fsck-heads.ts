@@ -4,6 +4,7 @@
  * nodes: each must end at that session's head and lead to the same root. A damaged node anywhere on a path shows,
  * even where the cached root still looks right.
  */
+import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import {
@@ -64,7 +65,7 @@ export async function fsckSessionHeads(
     });
   let reported = 0;
   for (const { session, head } of heads) {
-    signal?.throwIfAborted();
+    throwIfCancelled(signal);
     const { proof, value } = await proveSessionHead(read, session);
     const r = rootFromSessionHeadProof(session, value, proof);
     const problem =

@@ -3,6 +3,7 @@
  * `t!<hex>`; gc judges by it). A blob a manifest names is re-hashed by the chain walk; this also reaches the
  * records no manifest names and the metadata the chain walk never reads.
  */
+import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { ManifestError } from '../../manifests/errors.js';
 import type { FsckFinding } from './maintenance.js';
@@ -16,7 +17,7 @@ export async function fsckInlineBlobs(log: ManifestLog, signal?: AbortSignal): P
   if (!log.inlineBlobs) return findings;
   try {
     for await (const digest of log.inlineBlobs.list()) {
-      signal?.throwIfAborted();
+      throwIfCancelled(signal);
       try {
         await log.inlineBlobs.stat(digest);
       } catch (err) {

@@ -6,6 +6,7 @@
  * 0.1.0 kept none (a record behind its manifests lets a rotation end the window
  * before one of them, and that manifest would stop verifying).
  */
+import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog, SigningKeyRecord } from '../../manifests/log/log.js';
 import type { TrustStore, TrustedKey } from '../../manifests/format/trust.js';
 import { ManifestError } from '../../manifests/errors.js';
@@ -37,7 +38,7 @@ export async function fsckSigningKeys(
   };
   try {
     for await (const keyId of log.signingKeys.keyIds()) {
-      signal?.throwIfAborted();
+      throwIfCancelled(signal);
       try {
         const rec = await log.signingKeys.get(keyId);
         if (rec) records.set(keyId, rec);

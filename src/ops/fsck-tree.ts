@@ -3,6 +3,7 @@
  * node, the size and the root. The tree is never trusted to describe the entries: an entry removed,
  * changed or reordered under it shows here.
  */
+import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
@@ -39,7 +40,7 @@ export async function fsckTree(log: ManifestLog, signal?: AbortSignal): Promise<
     pending = [];
   };
   for await (const entry of log.entries()) {
-    signal?.throwIfAborted();
+    throwIfCancelled(signal);
     if (entry.position !== size + pending.length) {
       findings.push({
         code: 'POSITION_GAP',

@@ -7,7 +7,7 @@ import { StoreError } from '../../store/errors.js';
 import { ChainChecker, type ManifestRuleCode } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
-import { LedgerError } from '../errors.js';
+import { LedgerError, throwIfCancelled } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import type { ChainHead, LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
@@ -127,16 +127,22 @@ async function checkBlob(
  * Checks the whole store with the rules resume and the auditor apply: the log's head check, every
  * chain through the shared chain checker, every referenced blob, the global positions. Changes nothing. A chain
  * whose records are corrupt is reported (`RECORD_CORRUPT`) and the other chains are still checked.
+ * @throws LedgerError `CANCELLED` (the signal aborted), `INVALID_ARGUMENT` (a signal that is none), `CLOSED`;
+ *   a storage failure of the log as it is (`STORAGE_FAILED`)
  */
 export async function fsck(
   ledger: Ledger,
   options: { signal?: AbortSignal; checkBlobs?: boolean } = {},
 ): Promise<FsckReport> {
+  options ??= {}; // `null` from JavaScript callers too
+  throwIfCancelled(options.signal);
   // One moment of the log where it can give one (PostgreSQL): the passes below then see no append land between
   // them, which on a live shared store read as a rollback (entries no head named), a tree of another size, a
   // session-heads root of other heads.
   const { log } = ledger;
-  return log.readSnapshot ? log.readSnapshot((view) => fsckLog(ledger, view, options)) : fsckLog(ledger, log, options);
+  return ledger.maintenance(() =>
+    log.readSnapshot ? log.readSnapshot((view) => fsckLog(ledger, view, options)) : fsckLog(ledger, log, options),
+  );
 }
 
 async function fsckLog(
@@ -236,7 +242,7 @@ async function checkChain(
   let manifests = 0;
   const checker = new ChainChecker(head.session, { trust, verifier: ledger.verifier });
   for await (const entry of log.chain(head.session)) {
-    options.signal?.throwIfAborted();
+    throwIfCancelled(options.signal);
     manifests++;
     const at = { session: head.session, seq: entry.seq };
     const { verified, findings: broken } = checker.check(entry);
@@ -284,7 +290,7 @@ export async function gc(
   return ledger.telemetry.run(
     'gc',
     { host: ledger.host },
-    () => collect(ledger, options),
+    () => ledger.maintenance(() => collect(ledger, options)),
     (r) => ({
       attributes: {
         'handoff_ledger.blobs_scanned': r.scanned,
