@@ -5,8 +5,8 @@
  */
 import type { Digest } from '../../store/hash/digest.js';
 import type { Covers } from '../../manifests/format/manifest.js';
-import type { PublishScope } from '../ledger/scope.js';
-import { LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
+import { parsePublishScope, type PublishScope } from '../ledger/scope.js';
+import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
 import { resumeContext } from './resume-context.js';
@@ -86,8 +86,8 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  * @throws LedgerError `SUMMARY_EMPTY`, `SUMMARY_INVALID`, `SUMMARY_TOO_LARGE`, `SUMMARY_INCOMPLETE`
  *   (truncated or flagged incomplete), `MODEL_REFUSED`, `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
- * @throws LedgerError `INVALID_ARGUMENT` for a `maxSummaryBytes` that is not a non-negative integer (before the model
- *   is asked)
+ * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for no ledger or model adapter, a transcript that is not a list of messages
+ *   (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked)
  * @example
  * if (shouldCompact({ usedTokens, contextWindow })) {
  *   const { context } = await compact({ ledger, scope, model, transcript: messages, signal });
@@ -97,16 +97,33 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
 export async function compact<L extends PublishingLedger>(
   options: CompactOptions<L>,
 ): Promise<CompactResult<Awaited<ReturnType<L['publish']>>>> {
+  if (typeof options !== 'object' || options === null)
+    throw new LedgerError('INVALID_ARGUMENT', 'compact needs { ledger, scope, model, transcript }');
+  if (typeof options.ledger?.publish !== 'function')
+    throw new LedgerError('INVALID_ARGUMENT', 'compact needs a ledger (an object with publish)');
+  if (typeof options.model !== 'function')
+    throw new LedgerError('INVALID_ARGUMENT', 'compact needs a model adapter: (request) => Promise<response>');
+  parsePublishScope(options.scope); // a scope publish would refuse is refused before the model is asked
   checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
   throwIfCancelled(options.signal);
   const response = await askModel(options);
   throwIfCancelled(options.signal);
-  const value = extractSummary(response);
+  let value: unknown;
+  try {
+    value = extractSummary(response);
+  } catch (err) {
+    if (isHandoffLedgerError(err)) throw err;
+    // A response whose fields throw as they are read (a getter, a proxy of a hand-written adapter): the adapter's failure.
+    throw new LedgerError('MODEL_FAILED', 'the model adapter returned a response that could not be read', {
+      cause: err,
+    });
+  }
   // Publish step 2 runs again inside the ledger; this pass gives a typed summary and fails early.
   const { summary } = validateSummary(value, options.maxSummaryBytes ?? Number.MAX_SAFE_INTEGER);
   const publishOptions: Parameters<PublishingLedger['publish']>[2] = {};
   if (options.signal) publishOptions.signal = options.signal;
-  if (options.covers) publishOptions.covers = options.covers;
+  // Whatever was given, so publish judges it (a `null` or `0` is INVALID_ARGUMENT there, not dropped here).
+  if (options.covers !== undefined) publishOptions.covers = options.covers;
   if (options.expectedPrev !== undefined) publishOptions.expectedPrev = options.expectedPrev;
   const receipt = (await options.ledger.publish(options.scope, summary, publishOptions)) as Awaited<
     ReturnType<L['publish']>

@@ -4,6 +4,7 @@
  */
 import type { Resumed } from '../ledger/ledger.js';
 import type { ModelMessage } from './model.js';
+import { LedgerError } from '../errors.js';
 
 /** First line of every rendered handoff; lets a Harness recognize the message in its context. */
 export const HANDOFF_CONTEXT_HEADER = '[handoff] This session continues from an earlier context that was compacted.';
@@ -35,12 +36,26 @@ function list(title: string, items: readonly string[] | undefined, numbered = fa
  * The summary is the model's own earlier writing, labelled as such, not a user instruction. It is framed
  * closed: between `HANDOFF_CONTEXT_HEADER` and `HANDOFF_CONTEXT_FOOTER`, every line of its text indented (a file
  * path quoted as a JSON string), so no stored text can pose as a section, a verification line or the end.
- * @throws never (the summary was validated before it was published and again on resume)
+ * @throws LedgerError `INVALID_ARGUMENT` when given no resumed handoff (`resume` returned `undefined`: there is none
+ *   to render) or one without its summary, id and seq; nothing else (the summary was validated before it was
+ *   published and again on resume)
  * @example
  * const resumed = await ledger.resume({ principal, session });
  * const messages = resumed ? [resumeContext(resumed), ...newTurns] : newTurns;
  */
 export function resumeContext(resumed: Pick<Resumed, 'summary' | 'id' | 'seq'>): ModelMessage {
+  if (
+    typeof resumed !== 'object' ||
+    resumed === null ||
+    typeof resumed.summary !== 'object' ||
+    resumed.summary === null ||
+    typeof resumed.id !== 'string' ||
+    typeof resumed.seq !== 'number'
+  )
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `resumeContext needs what resume returned (${resumed === undefined ? 'undefined: there is no handoff to render' : 'not a resumed handoff'})`,
+    );
   const { summary } = resumed;
   const lines = [
     HANDOFF_CONTEXT_HEADER,

@@ -14,11 +14,13 @@ export interface ShouldCompactOptions {
 
 /**
  * Whether the Harness should compact now: `usedTokens >= ratio × contextWindow`.
- * @throws LedgerError `INVALID_ARGUMENT` (negative or non-finite counts, a window ≤ 0, a ratio outside (0, 1])
+ * @throws LedgerError `INVALID_ARGUMENT` (no options object, negative or non-finite counts, a window ≤ 0, a ratio outside (0, 1])
  * @example
  * shouldCompact({ usedTokens: 140_000, contextWindow: 200_000 }); // true
  */
 export function shouldCompact(options: ShouldCompactOptions): boolean {
+  if (typeof options !== 'object' || options === null)
+    throw new LedgerError('INVALID_ARGUMENT', 'shouldCompact needs { usedTokens, contextWindow }');
   const { usedTokens, contextWindow, ratio = DEFAULT_COMPACTION_RATIO } = options;
   if (!Number.isFinite(usedTokens) || usedTokens < 0) {
     throw new LedgerError('INVALID_ARGUMENT', `usedTokens must be a finite number ≥ 0, got ${usedTokens}`);

@@ -45,10 +45,18 @@ export interface CompactionRequestOptions {
 
 /**
  * Builds the request that asks a model for the handoff summary. Only `submit_handoff` is offered.
- * @throws LedgerError `INVALID_ARGUMENT` for a `maxOutputTokens` that is not a whole number from 1
+ * @throws LedgerError `INVALID_ARGUMENT` for a transcript that is not a list of messages, a `mode` other than `tool`
+ *   or `structured`, `instructions` that are not a string, a `maxOutputTokens` that is not a whole number from 1
  */
 export function compactionRequest(options: CompactionRequestOptions): ModelRequest {
+  if (typeof options !== 'object' || options === null)
+    throw new LedgerError('INVALID_ARGUMENT', 'compactionRequest needs { messages }');
+  checkMessages(options.messages);
   const mode = options.mode ?? 'tool';
+  if (mode !== 'tool' && mode !== 'structured')
+    throw new LedgerError('INVALID_ARGUMENT', `mode must be 'tool' or 'structured', not ${JSON.stringify(mode)}`);
+  if (options.instructions !== undefined && typeof options.instructions !== 'string')
+    throw new LedgerError('INVALID_ARGUMENT', 'instructions must be a string');
   const how =
     mode === 'tool'
       ? `Call ${SUBMIT_HANDOFF} exactly once with the summary.`
@@ -73,6 +81,38 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
     request.maxOutputTokens = options.maxOutputTokens;
   }
   return request;
+}
+
+const ROLES: ReadonlySet<unknown> = new Set(['system', 'user', 'assistant', 'tool']);
+
+/**
+ * The transcript as `ModelMessage` says: what a Harness of plain JavaScript may hand over otherwise (no list, a string,
+ * whose characters would go to the model one message each, a `null` message) is refused before the model is asked.
+ * @throws LedgerError `INVALID_ARGUMENT`, naming the first message that is not one
+ */
+function checkMessages(messages: unknown): void {
+  if (!Array.isArray(messages))
+    throw new LedgerError('INVALID_ARGUMENT', `the transcript must be a list of messages, not ${typeof messages}`);
+  messages.forEach((m: unknown, i) => {
+    const bad = (what: string) => new LedgerError('INVALID_ARGUMENT', `transcript message ${i}: ${what}`);
+    if (typeof m !== 'object' || m === null) throw bad(`not a message (${m === null ? 'null' : typeof m})`);
+    const { role, content, toolCallId, toolCalls } = m as Record<string, unknown>;
+    if (!ROLES.has(role)) throw bad('role must be system, user, assistant or tool');
+    if (typeof content !== 'string') throw bad('content must be a string');
+    if (toolCallId !== undefined && typeof toolCallId !== 'string') throw bad('toolCallId must be a string');
+    if (
+      toolCalls !== undefined &&
+      (!Array.isArray(toolCalls) ||
+        toolCalls.some(
+          (c: unknown) =>
+            typeof c !== 'object' ||
+            c === null ||
+            typeof (c as { id?: unknown }).id !== 'string' ||
+            typeof (c as { name?: unknown }).name !== 'string',
+        ))
+    )
+      throw bad('toolCalls must be a list of { id, name, input }');
+  });
 }
 
 /** What a tool call the transcript left unanswered is answered with in the compaction request. */

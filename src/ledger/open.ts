@@ -52,13 +52,41 @@ function pickVerifier(name: unknown): SignatureVerifier {
 }
 
 /**
+ * `root`, `keyFile` and `signer` as their types say, before anything is written: an empty root or key file path would
+ * name the working directory, a signer without `sign` would fail as a TypeError at its first use.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+function checkKeyOptions(options: OpenLedgerOptions): void {
+  const path = (name: string, value: unknown) => {
+    if (value !== undefined && value !== null && (typeof value !== 'string' || value === ''))
+      throw new LedgerError('INVALID_ARGUMENT', `${name} must be a non-empty path`);
+  };
+  path('root', options.root);
+  path('keyFile', options.keyFile);
+  const signer = options.signer as Partial<Record<'keyId' | 'publicKey' | 'sign', unknown>> | null | undefined;
+  if (
+    signer !== undefined &&
+    (typeof signer !== 'object' ||
+      signer === null ||
+      typeof signer.keyId !== 'string' ||
+      !(signer.publicKey instanceof Uint8Array) ||
+      typeof signer.sign !== 'function')
+  )
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      'signer must be { keyId: string, publicKey: Uint8Array, sign(message): Uint8Array | Promise<Uint8Array> }',
+    );
+}
+
+/**
  * Opens a ledger. Opening is recovery: staging files of interrupted writes are cleared and every chain
  * head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
  * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
  *   integer, a `verifier` that is not `auto`, `node` or `noble`, a `hash` that is not `auto`, `native`, `wasm` or
- *   `noble`, an `authorizer` that is not a function, or a
- *   `telemetry` option that is not an object or whose `identifiers.hashKey` is not 32 bytes (nothing is written).
+ *   `noble`, an `authorizer` that is not a function, a `root` or `keyFile` that is not a non-empty string, a
+ *   `signer` without `keyId`, `publicKey` and `sign`, `witnesses` without a `witnesses` list, an invalid `origin`, or
+ *   a `telemetry` option that is not an object or whose `identifiers.hashKey` is not 32 bytes (nothing is written).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store.
  */
 export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
@@ -78,6 +106,14 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       'INVALID_ARGUMENT',
       'authorizer must be a function ({ principal, session, action }) => boolean',
     );
+  checkKeyOptions(options);
+  if (
+    options.witnesses !== undefined &&
+    (typeof options.witnesses !== 'object' || options.witnesses === null || !Array.isArray(options.witnesses.witnesses))
+  )
+    throw new LedgerError('INVALID_ARGUMENT', 'witnesses must be { witnesses: [...] } (WitnessingOptions)');
+  if (options.origin !== undefined && !isValidOrigin(options.origin))
+    throw new LedgerError('INVALID_ARGUMENT', 'origin: a non-empty name without spaces or "+" (e.g. example.com/log1)');
   if (options.telemetry !== undefined && (typeof options.telemetry !== 'object' || options.telemetry === null))
     throw new LedgerError('INVALID_ARGUMENT', 'telemetry must be an object of TelemetryOptions');
   checkIdentifierPolicy(options.telemetry?.identifiers ?? 'omit');
@@ -135,11 +171,6 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       log.exclusive === true ? Infinity : Date.now() - STAGING_LEFTOVER_MS,
     );
     const headProblems = await log.checkHeads();
-    if (options.origin !== undefined && !isValidOrigin(options.origin))
-      throw new LedgerError(
-        'INVALID_ARGUMENT',
-        'origin: a non-empty name without spaces or "+" (e.g. example.com/log1)',
-      );
     // The first opener names the log; every later opener, on any host, signs under that name.
     const stored = await log.origin();
     const named = stored ?? options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`;

@@ -27,13 +27,26 @@ export function parseHost(host: unknown): string {
   return checkId('host', host);
 }
 
-export function parseScope(scope: unknown): Scope {
-  if (typeof scope !== 'object' || scope === null) throw new LedgerError('INVALID_ID', 'scope must be an object');
-  const s = scope as Record<string, unknown>;
-  return { principal: checkId('principal', s.principal), session: checkId('session', s.session) };
+/** A field of the caller's scope object: a getter or a proxy that throws is an id that cannot be read, not a crash. */
+function field(scope: object, name: 'principal' | 'session' | 'run'): unknown {
+  try {
+    return (scope as Record<string, unknown>)[name];
+  } catch (err) {
+    throw new LedgerError('INVALID_ID', `scope: reading its ${name} failed`, { cause: err });
+  }
 }
 
+/** @throws LedgerError `INVALID_ID` */
+export function parseScope(scope: unknown): Scope {
+  if (typeof scope !== 'object' || scope === null) throw new LedgerError('INVALID_ID', 'scope must be an object');
+  return {
+    principal: checkId('principal', field(scope, 'principal')),
+    session: checkId('session', field(scope, 'session')),
+  };
+}
+
+/** @throws LedgerError `INVALID_ID` */
 export function parsePublishScope(scope: unknown): PublishScope {
   const base = parseScope(scope);
-  return { ...base, run: checkId('run', (scope as Record<string, unknown>).run) };
+  return { ...base, run: checkId('run', field(scope as object, 'run')) };
 }

@@ -376,6 +376,8 @@ async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
 
 /** Parses durations like `90s`, `30m`, `24h`, `7d`, `0`. */
 export function parseDuration(text: string): number {
+  if (typeof text !== 'string')
+    throw new LedgerError('INVALID_ARGUMENT', `not a duration: a ${typeof text} (use text such as 30m, 24h, 7d)`);
   const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim());
   if (!m) throw new LedgerError('INVALID_ARGUMENT', `not a duration: ${JSON.stringify(text)} (use e.g. 30m, 24h, 7d)`);
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[

@@ -76,7 +76,15 @@ function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atL
   if (value === undefined || value === null || value === '') {
     throw new LedgerError('SUMMARY_EMPTY', 'the summary is empty');
   }
-  const parsed = summarySchema.safeParse(value);
+  let parsed: ReturnType<typeof summarySchema.safeParse>;
+  try {
+    parsed = summarySchema.safeParse(value);
+  } catch (err) {
+    // A getter or a proxy of the caller's that throws while the schema reads it: a summary that cannot be read.
+    throw new LedgerError('SUMMARY_INVALID', 'summary: reading it failed (a getter or proxy of it threw: the cause)', {
+      cause: err,
+    });
+  }
   if (!parsed.success) {
     // Only a text over the whole-text bound is a matter of size; too many items or a line, path or label over
     // its own bound is a summary the schema refuses, as resume and the auditor say of the same bytes.

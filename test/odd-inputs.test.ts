@@ -1,0 +1,157 @@
+/**
+ * What a Harness of plain JavaScript may hand the library against its types: every such input is a coded refusal
+ * (never a TypeError, never silently taken for something else), and a refused open writes nothing.
+ */
+import { describe, expect, it } from 'vitest';
+import { existsSync, readdirSync } from 'node:fs';
+import {
+  compact,
+  compactionRequest,
+  isHandoffLedgerError,
+  openLedger,
+  parseDuration,
+  resumeContext,
+  shouldCompact,
+  type ModelAdapter,
+} from '../src/index.js';
+import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's1', run: 'r1' };
+const good = { task: 't', state: 's', nextSteps: ['n'] };
+
+/** The code of what `call` threw; fails the test for an uncoded error or none. */
+async function codeOf(call: () => unknown): Promise<string> {
+  try {
+    await call();
+  } catch (err) {
+    if (isHandoffLedgerError(err)) return err.code;
+    throw new Error(`uncoded: ${String(err)}`, { cause: err });
+  }
+  throw new Error('no error');
+}
+
+describe('openLedger refuses options that are not what their types say, before writing anything', () => {
+  const signer = new LocalSigner(generateJwk());
+  const cases: Array<[string, Record<string, unknown>]> = [
+    ['a signer without sign', { signer: { keyId: signer.keyId, publicKey: signer.publicKey } }],
+    ['a signer of another shape', { signer: {} }],
+    ['a signer that is null', { signer: null }],
+    ['a keyFile that is a number', { keyFile: 5 }],
+    ['an empty keyFile (not "no key file")', { keyFile: '' }],
+    ['witnesses without a list', { witnesses: {} }],
+    ['an origin with a space', { origin: 'bad origin' }],
+  ];
+  it.each(cases)('%s: INVALID_ARGUMENT, the root left empty', async (_, extra) => {
+    const root = tempDir();
+    expect(await codeOf(() => openLedger({ host: 'h', root, onNotice: () => {}, ...extra }))).toBe('INVALID_ARGUMENT');
+    expect(readdirSync(root)).toEqual([]);
+  });
+
+  it('an empty root is INVALID_ARGUMENT: it would name the working directory', async () => {
+    expect(await codeOf(() => openLedger({ host: 'h', root: '', onNotice: () => {} }))).toBe('INVALID_ARGUMENT');
+    expect(existsSync('manifests-v1')).toBe(false);
+  });
+});
+
+describe('publish and resume with a scope or summary that throws as it is read', () => {
+  it('a scope getter is INVALID_ID, a summary getter or a revoked proxy SUMMARY_INVALID; nothing is published', async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    const throwing = {
+      get principal(): string {
+        throw new Error('getter');
+      },
+      session: 's1',
+      run: 'r1',
+    };
+    expect(await codeOf(() => ledger.publish(throwing, good))).toBe('INVALID_ID');
+    expect(await codeOf(() => ledger.resume(throwing))).toBe('INVALID_ID');
+    const summary = {
+      get task(): string {
+        throw new Error('getter');
+      },
+      state: 's',
+      nextSteps: [],
+    };
+    expect(await codeOf(() => ledger.publish(scope, summary))).toBe('SUMMARY_INVALID');
+    const { proxy, revoke } = Proxy.revocable({ ...good }, {});
+    revoke();
+    expect(await codeOf(() => ledger.publish(scope, proxy))).toBe('SUMMARY_INVALID');
+    expect(await ledger.resume(scope)).toBeUndefined();
+    await ledger.close();
+  });
+});
+
+describe('the Harness helpers', () => {
+  it('parseDuration, shouldCompact and resumeContext given nothing or the wrong type: INVALID_ARGUMENT', async () => {
+    expect(await codeOf(() => parseDuration(5 as never))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => shouldCompact(null as never))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => resumeContext(undefined as never))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => resumeContext({ summary: good } as never))).toBe('INVALID_ARGUMENT');
+    expect(resumeContext({ summary: good, id: 'blake3:00', seq: 0 } as never).content).toContain('Task: t');
+  });
+
+  it('compactionRequest refuses a transcript that is not a list of messages, an unknown mode, non-text instructions', async () => {
+    const transcripts: unknown[] = [
+      undefined,
+      'hi', // its characters would go to the model one message each
+      [null],
+      [{ role: 'robot', content: 'x' }],
+      [{ role: 'user', content: 5 }],
+      [{ role: 'assistant', content: '', toolCalls: {} }],
+      [{ role: 'assistant', content: '', toolCalls: [{ id: 1, name: 'x', input: {} }] }],
+      [{ role: 'tool', content: 'x', toolCallId: 7 }],
+    ];
+    for (const messages of transcripts)
+      expect(await codeOf(() => compactionRequest({ messages } as never)), JSON.stringify(messages)).toBe(
+        'INVALID_ARGUMENT',
+      );
+    expect(await codeOf(() => compactionRequest({ messages: [], mode: 'tools' } as never))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => compactionRequest({ messages: [], instructions: 5 } as never))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => compactionRequest(undefined as never))).toBe('INVALID_ARGUMENT');
+    expect(compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' }).responseFormat).toBe(
+      compactionRequest({ messages: [], mode: 'structured' }).responseFormat,
+    );
+  });
+
+  it('compact refuses bad input before the model is asked, and passes covers on for publish to judge', async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    let asked = 0;
+    const model: ModelAdapter = async () => {
+      asked++;
+      return { finishReason: 'tool_calls', toolCalls: [{ id: 'c1', name: 'submit_handoff', input: good }] };
+    };
+    const base = { ledger, scope, model, transcript: [{ role: 'user' as const, content: 'hi' }] };
+    expect(await codeOf(() => compact(undefined as never))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => compact({ ...base, transcript: undefined as never }))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => compact({ ...base, transcript: 'hi' as never }))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => compact({ ...base, mode: 'tools' as never }))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => compact({ ...base, model: undefined as never }))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => compact({ ...base, ledger: {} as never }))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => compact({ ...base, scope: { ...scope, run: '' } }))).toBe('INVALID_ID');
+    expect(asked).toBe(0);
+    // covers that publish refuses are refused, not dropped: nothing is published.
+    for (const covers of [null, 0])
+      expect(await codeOf(() => compact({ ...base, covers: covers as never }))).toBe('INVALID_ARGUMENT');
+    expect(asked).toBe(2);
+    expect(await ledger.resume(scope)).toBeUndefined();
+    const { receipt } = await compact({ ...base, covers: { transcriptThrough: 3 } });
+    expect(receipt.seq).toBe(0);
+    await ledger.close();
+  });
+
+  it("compact: a response whose fields throw as they are read is the adapter's failure (MODEL_FAILED)", async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    const model: ModelAdapter = async () =>
+      ({
+        get finishReason(): string {
+          throw new Error('getter');
+        },
+        toolCalls: [],
+      }) as never;
+    expect(await codeOf(() => compact({ ledger, scope, model, transcript: [] }))).toBe('MODEL_FAILED');
+    expect(await ledger.resume(scope)).toBeUndefined();
+    expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+    await ledger.close();
+  });
+});
