@@ -3,7 +3,7 @@
  * command that prints data, the documented exit codes (0 ok, 1 refused, 2 usage), errors on stderr and
  * data on stdout, and NO_COLOR. The table below must name every command, so a new one is held to them too.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
@@ -423,6 +423,41 @@ describe('numeric options', () => {
 });
 
 describe('repeated options and extra arguments', () => {
+  it('refuses an empty value of any option as USAGE (exit 2), whichever command and option', async () => {
+    for (const argv of [
+      ['grant', ...store, '--principal', '', '--session', 's1'],
+      ['grant', ...store, '--principal', 'bob', '--session', ''],
+      ['resume', ...store, '--principal', '', '--session', 's1'],
+      ['export', ...store, '--session', '', '--out', newDir()],
+      ['verify', files.bundle, '--trust', files.trust, '--session', ''],
+      ['publish', ...scope, '--run', '', files.summary],
+      ['gc', ...store, '--grace', ''],
+    ]) {
+      const r = await cli([...argv, '--json']);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(JSON.parse(r.stdout), argv.join(' ')).toEqual({
+        error: { code: 'USAGE', message: expect.stringMatching(/^--[a-z-]+ must not be empty$/) },
+      });
+    }
+  });
+
+  it('demo: an empty --root is USAGE and makes no store in the working directory; a usage error is JSON with --json', async () => {
+    const cwd = process.cwd();
+    const here = mkdtempSync(join(base, 'cwd-'));
+    process.chdir(here);
+    try {
+      const r = await cli(['demo', '--root', '']);
+      expect(r).toMatchObject({ code: 2, stdout: '', stderr: 'handoff-ledger: USAGE: --root must not be empty\n' });
+      expect(readdirSync(here)).toEqual([]);
+    } finally {
+      process.chdir(cwd);
+    }
+    // The demo prints no JSON of its own (--json is no option of it), but a usage error is one with --json.
+    const bogus = await cli(['demo', '--root', '', '--json']);
+    expect(bogus.code).toBe(2);
+    expect(JSON.parse(bogus.stdout)).toMatchObject({ error: { code: 'USAGE' } });
+  });
+
   it('refuses a single-value option given twice, acting on neither', async () => {
     const r = await cli(['revoke', ...store, '--principal', 'mallory', '--principal', 'dave', '--session', 's1']);
     expect(r).toMatchObject({ code: 2, stdout: '' });

@@ -1,7 +1,7 @@
 /** `handoff-ledger demo [--root DIR] [--host ID]`: runs the end-to-end demo on the embedded store. */
 import { runDemo } from './demo-scenario.js';
 import { defaultRoot } from '../ledger/open.js';
-import { EXIT_OK, parse, reportError, type CliIo } from './io.js';
+import { EXIT_OK, parse, reportError, wantsJson, type CliIo } from './io.js';
 
 /** @returns 0 when every step ran and every check held; 1 on a refused ledger operation; 2 otherwise */
 export async function run(argv: string[], io: CliIo): Promise<number> {
@@ -13,6 +13,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     await runDemo({ root: values.root ?? defaultRoot(io.env), host, out: io.stdout });
     return EXIT_OK;
   } catch (err) {
-    return reportError(err, io);
+    // The demo prints no JSON, but a usage error is one with --json as for every command (the parse refuses --json).
+    return reportError(err, io, wantsJson(argv));
   }
 }

@@ -66,6 +66,9 @@ export function parse<T extends Options>(
   const seen = new Set<string>();
   for (const t of parsed.tokens) {
     if (t.kind !== 'option') continue;
+    // An empty value is a mistake (an unset shell variable), not a value: `--principal ""` is USAGE as a missing one
+    // is, whichever option, rather than an INVALID_ID from deeper down for some and a default for others.
+    if (t.value === '') throw new UsageError(`--${t.name} must not be empty`);
     const spec = options[t.name];
     if (!spec || spec.multiple || spec.type !== 'string') continue;
     if (seen.has(t.name)) throw new UsageError(`--${t.name} given more than once`);
