@@ -370,6 +370,29 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(JSON.parse(plain.stdout)).not.toHaveProperty('by');
   });
 
+  it('grant --all says it lifts a revocation of every session, grants no session, and names the revocations that stay', () => {
+    const root = join(tempDir(), 'store');
+    expect(publish(root).code).toBe(0); // alice's session s
+    const as = (...args: string[]) => cli([...args, '--root', root]);
+    expect(as('revoke', '--principal', 'bob', '--session', 'other').code).toBe(0);
+    expect(as('revoke', '--principal', 'bob', '--all').code).toBe(0);
+    const lifted = as('grant', '--principal', 'bob', '--all');
+    expect(lifted.code, lifted.stderr).toBe(0);
+    expect(lifted.stdout).toMatch(/^lifted the revocation of bob at \S+\n$/);
+    expect(lifted.stderr).toContain('grant --all grants no session');
+    expect(lifted.stderr).toContain('bob stays revoked on 1 session(s): other');
+    // Bob still reads nothing of alice's: the help and output said so.
+    const resumed = as('resume', '--principal', 'bob', '--session', 's');
+    expect(resumed.code).toBe(1);
+    expect(resumed.stderr).toMatch(/UNAUTHORIZED/);
+    const again = as('grant', '--principal', 'carol', '--all');
+    expect(again.stdout).toMatch(/^no revocation on all sessions to lift for carol at /);
+    expect(again.stderr).not.toContain('stays revoked');
+    expect(cli(['grant', '--help']).stdout).toMatch(
+      /--all +lift a revocation of every session \(revoke --all\); grants no session/,
+    );
+  });
+
   it('keys revoke gives the code: a time without milliseconds or the checkpoint key INVALID_ARGUMENT, an unknown key KEY_INVALID', () => {
     const root = join(tempDir(), 'store');
     const trustFile = join(tempDir(), 'trust.json');

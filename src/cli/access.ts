@@ -36,14 +36,32 @@ function changeGrant(kind: 'grant' | 'revoke') {
     try {
       const { principal, session } = grantTarget(values);
       return await withLedger(values, io, async (ledger) => {
+        // `grant --all` lifts a revocation of every session (`revoke --all`); it gives no session to anyone.
+        const lifting = kind === 'grant' && session === '*';
+        const wasRevoked = lifting && (await ledger.grants({ principal, session })).some((g) => g.state === 'revoked');
         const rec = await ledger[kind](principal, session, { by: values.by });
         if (values.json) writeJson(io.stdout, rec);
         else
           io.stdout.write(
             printableLines([
-              `${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}`,
+              lifting
+                ? `${wasRevoked ? 'lifted the revocation of' : 'no revocation on all sessions to lift for'} ${principal} at ${rec.at}`
+                : `${rec.state} ${principal} on ${session === '*' ? 'all sessions' : `session ${session}`} at ${rec.at}`,
             ]),
           );
+        if (lifting) {
+          const still = (await ledger.grants({ principal }))
+            .filter((g) => g.state === 'revoked' && g.session !== '*')
+            .map((g) => g.session);
+          io.stderr.write(
+            printableLines([
+              `note: grant --all grants no session: ${principal} reads and publishes in sessions it owns or is granted (grant --session S)`,
+              ...(still.length > 0
+                ? [`note: ${principal} stays revoked on ${still.length} session(s): ${still.join(', ')}`]
+                : []),
+            ]),
+          );
+        }
         return EXIT_OK;
       });
     } catch (err) {

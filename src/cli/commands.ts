@@ -78,7 +78,11 @@ export const commands: Record<string, CommandSpec> = {
   grant: {
     summary: 'grant a principal access to a session, or lift a revocation',
     synopsis: 'grant --principal P (--session S | --all) [--by WHO]',
-    options: ['--all             every session of the principal', '--by WHO          who decided', ...scope],
+    options: [
+      '--all             lift a revocation of every session (revoke --all); grants no session',
+      '--by WHO          who decided',
+      ...scope,
+    ],
     exits: { ok: 'recorded', refused: refusedLedger },
     json: true,
     load: async () => (await access()).grant,
