@@ -41,6 +41,20 @@ beforeAll(async () => {
 }, 60_000);
 
 describe('escaping of stored data in CLI output', () => {
+  it('grants: a tab in stored free text (who decided) is escaped, not a column of its own', async () => {
+    const by = 'ops\trevoked\t2099-01-01T00:00:00.000Z';
+    expect((await cli(['grant', ...store, '--principal', 'bob', '--session', 's1', '--by', by])).code).toBe(0);
+    const rows = (await cli(['grants', ...store])).stdout.split('\n').filter(Boolean);
+    const bob = rows.find((r) => r.startsWith('bob\t'))!;
+    expect(bob.split('\t')).toEqual([
+      'bob',
+      's1',
+      'granted',
+      expect.any(String),
+      'ops\\x09revoked\\x092099-01-01T00:00:00.000Z',
+    ]);
+  });
+
   it('checkpoint: prints the note escaped when its origin carries characters a terminal acts on; --json keeps it exact', async () => {
     const human = await cli(['checkpoint', ...store]);
     expect(human.code, human.stderr).toBe(0);

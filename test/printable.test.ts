@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   isTerminalSafe,
+  printableRow,
   printable,
   printableExact,
   printableJson,
@@ -73,6 +74,13 @@ describe('printable', () => {
     expect(printableExact('plain note\n')).toBe('plain note\n'); // terminal-safe, no backslash: exact
     expect(printableExact('origin\\x00\n')).toBe('origin\\\\x00\n');
     expect(printableExact('\u0007x')).toBe('\\x07x\n\\ (no newline at end)\n');
+  });
+});
+
+describe('printableRow', () => {
+  it('joins fields with tabs, each escaped as printable escapes it and its own tabs too', () => {
+    expect(printableRow(['a', 'b\tc', 'd\u001b[2J', 'e\\x09'])).toBe('a\tb\\x09c\td\\x1b[2J\te\\\\x09\n');
+    expect(printableRow(['x\ty']).split('\t')).toHaveLength(1);
   });
 });
 

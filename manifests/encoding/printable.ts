@@ -32,6 +32,14 @@ export function printableLines(lines: string[]): string {
   return lines.map((l) => `${printable(l)}\n`).join('');
 }
 
+/**
+ * One row of tab-separated fields, ended by a newline: each field made printable with its tabs escaped too (`\x09`),
+ * so a field of stored free text (who decided a grant, a key id, a finding's message) cannot add columns.
+ */
+export function printableRow(fields: string[]): string {
+  return `${fields.map((f) => printable(f).replace(/\t/g, '\\x09')).join('\t')}\n`;
+}
+
 /** True when `text` holds no character `printable` would escape other than the backslash (newlines allowed). */
 export function isTerminalSafe(text: string): boolean {
   return text.split('\n').every((line) => !CONTROL.test(line));

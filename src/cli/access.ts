@@ -11,7 +11,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printableLines } from '../../manifests/encoding/printable.js';
+import { printableLines, printableRow } from '../../manifests/encoding/printable.js';
 
 const grantOptions = {
   ...storeOptions,
@@ -81,9 +81,7 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
       if (values.json) writeJson(io.stdout, list);
       else
         for (const g of list)
-          io.stdout.write(
-            printableLines([`${g.principal}\t${g.session}\t${g.state}\t${g.at}${g.by ? `\t${g.by}` : ''}`]),
-          );
+          io.stdout.write(printableRow([g.principal, g.session, g.state, g.at, ...(g.by ? [g.by] : [])]));
       return EXIT_OK;
     });
   } catch (err) {
@@ -137,16 +135,23 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
         else {
           for (const k of trust.keys)
             io.stdout.write(
-              printableLines([
-                `${k.host}\t${k.keyId}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}`,
+              printableRow([
+                k.host,
+                k.keyId,
+                `from ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}`,
+                ...(k.revokedAt ? [`revoked ${k.revokedAt}`] : []),
               ]),
             );
           // A verifier key's name is any non-space text: quoted, and escaped like every line (JSON quoting alone
           // leaves C1 controls and bidi overrides raw).
           for (const k of trust.checkpointKeys ?? [])
             io.stdout.write(
-              printableLines([
-                `${k.host}\t${k.keyId}\tcheckpoints ${JSON.stringify(k.vkey)}\tfrom ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}${k.revokedAt ? `\trevoked ${k.revokedAt}` : ''}`,
+              printableRow([
+                k.host,
+                k.keyId,
+                `checkpoints ${JSON.stringify(k.vkey)}`,
+                `from ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}`,
+                ...(k.revokedAt ? [`revoked ${k.revokedAt}`] : []),
               ]),
             );
         }

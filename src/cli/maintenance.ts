@@ -12,7 +12,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printableLines } from '../../manifests/encoding/printable.js';
+import { printableRow } from '../../manifests/encoding/printable.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
@@ -29,7 +29,7 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
           if (recovery.stagingRemoved)
             io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
           for (const f of report.findings)
-            io.stdout.write(printableLines([`${f.code}\t${f.session ?? '-'}\t${f.seq ?? '-'}\t${f.message}`]));
+            io.stdout.write(printableRow([f.code, f.session ?? '-', String(f.seq ?? '-'), f.message]));
           const paint = colours(io, io.stdout);
           io.stdout.write(
             `${report.ok ? paint.good('clean') : paint.bad(`${report.findings.length} finding(s)`)}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
