@@ -30,13 +30,16 @@ async function walk(fs: FsOps, dir: string, rel = ''): Promise<Array<{ rel: stri
 }
 
 /**
- * Links the staged bundle into the claimed target, header last, and makes every new entry durable.
+ * Links the staged bundle into the claimed target, header last, and makes every new entry durable, the target's own
+ * entry in `parent` included. A failure at any step, the last flushes too, takes out of the claim (while it is still
+ * ours) what went into it: an export that reports failure leaves no bundle behind, and the same export can run again.
  * @throws AuditError `BUNDLE_EXISTS` when an entry already exists at the target or the claim is no longer ours.
  */
 export async function publishBundle(
   fs: FsOps,
   staging: string,
   out: string,
+  parent: string,
   stillOurClaim: () => Promise<boolean>,
 ): Promise<void> {
   const exists = (cause?: unknown) =>
@@ -51,15 +54,17 @@ export async function publishBundle(
   const made: Array<{ rel: string; isDir: boolean }> = [];
   try {
     await linkAll();
+    await fs.fsyncDir(out);
+    await fs.fsyncDir(parent);
+    if (!(await stillOurClaim())) throw exists();
   } catch (err) {
-    // Undo what went into our own claim (a failed disk, a name taken); a swapped-in directory is left as it is.
-    if (await stillOurClaim())
+    // Undo what went into our own claim (a failed disk, a name taken), the header first; a swapped-in directory is
+    // left as it is. A claim that cannot be looked at is not judged ours.
+    if (await stillOurClaim().catch(() => false))
       for (const e of made.reverse())
         await (e.isDir ? fs.rm(join(out, e.rel)) : fs.unlink(join(out, e.rel))).catch(() => {});
     throw err;
   }
-  await fs.fsyncDir(out);
-  if (!(await stillOurClaim())) throw exists();
 
   async function linkAll(): Promise<void> {
     for (const e of ordered) {

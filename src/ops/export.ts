@@ -335,22 +335,31 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
     throw ioError(`creating ${out}`, err);
   }
   const identity = () => claimIdentity(fs, out);
-  const claim = await identity().catch((err: unknown) => {
+  const claim = await identity().catch(async (err: unknown) => {
+    // Made by us a moment ago and not yet looked at: removed if still empty (rmdir removes nothing else).
+    await rmdir(out).catch(() => {});
     throw ioError(`checking ${out}`, err);
   });
-  const stillOurClaim = async () => (await identity().catch(() => undefined)) === claim;
+  // Whether the target is still the claim made above. An error looking (other than its absence) is the I/O error it
+  // is, not a claim taken by someone else.
+  const stillOurClaim = async () =>
+    (await identity().catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw ioError(`checking ${out}`, err);
+    })) === claim;
   // Beside the target, who claimed it: a later export there removes the claim and the staging if this one dies.
   const token = `${process.pid}.${randomBytes(8).toString('hex')}`;
   const owner = join(dirname(out), `${EXPORT_PREFIX}${token}.claim`);
   const record: ExportOwner = { host: hostname(), pid: process.pid, out, claim };
-  await writeFile(owner, JSON.stringify(record), { mode: 0o600, flag: 'wx' }).catch((err: unknown) => {
+  await writeFile(owner, JSON.stringify(record), { mode: 0o600, flag: 'wx' }).catch(async (err: unknown) => {
+    if (await stillOurClaim().catch(() => false)) await rmdir(out).catch(() => {});
     throw ioError(`writing ${owner}`, err);
   });
   try {
     return await exportInto(source, options, fs, out, stillOurClaim, token);
   } catch (err) {
     // Only the claim itself, still empty and still ours, is removed; whatever replaced it is left alone.
-    if (await stillOurClaim()) await rmdir(out).catch(() => {});
+    if (await stillOurClaim().catch(() => false)) await rmdir(out).catch(() => {});
     if (err instanceof ManifestError && err.code === 'RECORD_CORRUPT')
       throw new ManifestError(
         'RECORD_CORRUPT',
@@ -361,7 +370,16 @@ async function exportTraced(source: ExportSource, options: ExportOptions): Promi
       );
     throw err;
   } finally {
-    await unlink(owner).catch(() => {});
+    // The record stays while the staging does (its removal failed: it holds links to the summaries): a later export
+    // beside this target removes both once this process is gone, and never a published bundle.
+    const staging = join(dirname(out), `${EXPORT_PREFIX}${token}.partial`);
+    if (
+      !(await lstat(staging).then(
+        () => true,
+        () => false,
+      ))
+    )
+      await unlink(owner).catch(() => {});
   }
 }
 
@@ -555,8 +573,7 @@ async function exportInto(
     // The bundle becomes one when its header is linked into our claim, last; nothing at the target is ever
     // replaced (./export-publish.ts says why not a rename).
     step = `publishing the bundle into ${out}`;
-    await publishBundle(fs, staging, out, stillOurClaim);
-    await fs.fsyncDir(parent);
+    await publishBundle(fs, staging, out, parent, stillOurClaim);
     await fs.rm(staging).catch(() => {});
     return { dir: out, header, unavailableBlobs };
   } catch (err) {

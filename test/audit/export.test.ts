@@ -20,6 +20,7 @@ import { run as verifyCli } from '../../src/cli/verify.js';
 import { run as exportCli } from '../../src/cli/export.js';
 import { captureIo } from '../support/capture-io.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
+import { FaultPlan, type FaultOp } from '../reliability/fault-plan.js';
 
 /** `inlineSummaryBytes: 0` puts every summary in a blob file (for tests that damage one). */
 async function ledgerWithChains(root: string, inlineSummaryBytes?: number): Promise<Ledger> {
@@ -530,6 +531,54 @@ describe('exportBundle: session-heads proofs at the cut', () => {
       const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
       expect(report.findings).toEqual([]);
       expect(report.checked.completeness).toEqual({ checked: true, sessions: 2 });
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('export under an injected fault at each of its filesystem calls', () => {
+  it('reports a coded failure and leaves no bundle, claim, staging or record; the same export then succeeds', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'), 0); // blob files: the bundle carries blobs
+    const plan = new FaultPlan();
+    try {
+      plan.resetCounts();
+      await exportBundle(ledger, { out: join(dir, 'counted'), fs: plan.fs, withBlobs: true });
+      const calls = Object.entries(plan.calls) as Array<[FaultOp, number]>;
+      // The steps this test is about are among them: the claim's look, the links, the last flushes.
+      expect(calls.map(([op]) => op)).toEqual(expect.arrayContaining(['lstat', 'link', 'fsyncDir', 'mkdir', 'rm']));
+      const problems: string[] = [];
+      let n = 0;
+      for (const [op, count] of calls)
+        for (let nth = 1; nth <= count; nth++) {
+          const out = join(dir, `b${n++}`);
+          plan.arm(op, nth, 'EIO');
+          const failed = await exportBundle(ledger, { out, fs: plan.fs, withBlobs: true }).then(
+            () => undefined,
+            (err: unknown) => err as { code?: string },
+          );
+          plan.disarm();
+          if (!plan.fired) continue;
+          const at = `${op} #${nth}`;
+          const beside = readdirSync(dir).filter((name) => name.startsWith('.handoff-ledger-export.'));
+          if (failed === undefined) {
+            // A fault the export may survive (removing its staging after the bundle is published): then its
+            // record stays beside the staging, for a later export to remove both.
+            if (!existsSync(join(out, 'bundle.json'))) problems.push(`${at}: succeeded without a bundle`);
+          } else {
+            if (!['BUNDLE_IO', 'STORAGE_FAILED'].includes(failed.code ?? '')) problems.push(`${at}: ${String(failed)}`);
+            if (existsSync(out)) problems.push(`${at}: target left (${readdirSync(out).join(',')})`);
+            if (beside.length > 0) problems.push(`${at}: left beside it ${beside.join(',')}`);
+          }
+          // Run again without the fault (an export left over first is removed by this one: its process is this one,
+          // alive, so only a record without staging may remain; none does after a failure).
+          const again = join(dir, `again${n}`);
+          await exportBundle(ledger, { out: again, withBlobs: true });
+          await rm(join(dir, `again${n}`), { recursive: true });
+          if (failed !== undefined) await exportBundle(ledger, { out, withBlobs: true });
+        }
+      expect(problems).toEqual([]);
     } finally {
       await ledger.close();
     }
