@@ -549,6 +549,7 @@ describe('export under an injected fault at each of its filesystem calls', () =>
       // The steps this test is about are among them: the claim's look, the links, the last flushes.
       expect(calls.map(([op]) => op)).toEqual(expect.arrayContaining(['lstat', 'link', 'fsyncDir', 'mkdir', 'rm']));
       const problems: string[] = [];
+      const survived: string[] = [];
       let n = 0;
       for (const [op, count] of calls)
         for (let nth = 1; nth <= count; nth++) {
@@ -564,8 +565,14 @@ describe('export under an injected fault at each of its filesystem calls', () =>
           const beside = readdirSync(dir).filter((name) => name.startsWith('.handoff-ledger-export.'));
           if (failed === undefined) {
             // A fault the export may survive (removing its staging after the bundle is published): then its
-            // record stays beside the staging, for a later export to remove both.
+            // record stays beside the staging, for a later export to remove both once this process is gone.
             if (!existsSync(join(out, 'bundle.json'))) problems.push(`${at}: succeeded without a bundle`);
+            const staged = beside.filter((name) => name.endsWith('.partial'));
+            const records = beside.filter((name) => name.endsWith('.claim'));
+            if (staged.map((name) => name.replace(/\.partial$/, '.claim')).join() !== records.join())
+              problems.push(`${at}: staging and records beside it do not pair (${beside.join(',')})`);
+            if (staged.length > 0) survived.push(at);
+            for (const name of beside) await rm(join(dir, name), { recursive: true });
           } else {
             if (!['BUNDLE_IO', 'STORAGE_FAILED'].includes(failed.code ?? '')) problems.push(`${at}: ${String(failed)}`);
             if (existsSync(out)) problems.push(`${at}: target left (${readdirSync(out).join(',')})`);
@@ -579,6 +586,7 @@ describe('export under an injected fault at each of its filesystem calls', () =>
           if (failed !== undefined) await exportBundle(ledger, { out, withBlobs: true });
         }
       expect(problems).toEqual([]);
+      expect(survived).toEqual(['rm #1']); // the staging's removal after success: the one fault an export survives
     } finally {
       await ledger.close();
     }
