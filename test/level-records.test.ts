@@ -4,6 +4,7 @@
  * store still opens, and fsck reports them along with damaged inline blob metadata (`t!`).
  */
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { digestHex } from '../store/hash/digest.js';
 import { openLedger } from '../src/ledger/open.js';
@@ -66,6 +67,23 @@ describe('LevelDB tree and index records', () => {
       );
     } finally {
       await reopened.close();
+    }
+  });
+
+  it('an m!origin record that is no valid origin is RECORD_CORRUPT at open, trust.json left as it was', async () => {
+    const { root, ledger } = await storeWithThree();
+    await ledger.close();
+    const trust = readFileSync(join(root, 'trust.json'));
+    for (const origin of ['', 'has space', 'x+y']) {
+      const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+      await log.raw.put('m!origin', origin);
+      await log.close();
+      await expect(openLedger({ root, host: 'host-a' }), JSON.stringify(origin)).rejects.toMatchObject({
+        name: 'ManifestError',
+        code: 'RECORD_CORRUPT',
+        message: /checkpoint origin record/,
+      });
+      expect(readFileSync(join(root, 'trust.json'))).toEqual(trust);
     }
   });
 

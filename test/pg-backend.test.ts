@@ -3,7 +3,7 @@
  * throw-away cluster, plus what only a server can show: concurrent openers migrating once, commit-ordered
  * positions under concurrent writers, a restart in the middle of writes, an unreachable server.
  */
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -437,6 +437,73 @@ describePostgres('PostgreSQL backend', (pg) => {
       } finally {
         await ledger.close();
         await rm(root, { recursive: true, force: true });
+      }
+    });
+  });
+
+  describe('records changed under the store (the file tier, the origin, a borrowed pool)', () => {
+    it('a blob row whose storage time is ±infinity: fsck reports it (RECORD_CORRUPT), gc stops rather than judge its age', async () => {
+      const schema = nextSchema();
+      const root = mkdtempSync(join(tmpdir(), 'hl-pg-blob-time-'));
+      const ledger = await openLedger({
+        root,
+        host: 'h',
+        postgres: { connectionString: pg.connectionString, schema },
+        inlineSummaryBytes: 0, // a blob row, not an inline one
+        onNotice: () => {},
+      });
+      try {
+        const { fsck } = await import('../src/ops/maintenance.js');
+        await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary(1));
+        const orphan = await ledger.blobs.put(utf8('an orphan nobody references'));
+        expect((await fsck(ledger)).ok).toBe(true);
+        for (const time of ['infinity', '-infinity']) {
+          await sql(`UPDATE "${schema}".blobs SET stored_at = '${time}' WHERE digest = $1`, [orphan.digest]);
+          const report = await fsck(ledger);
+          expect(report.findings, time).toEqual([
+            expect.objectContaining({ code: 'RECORD_CORRUPT', message: expect.stringContaining('storage time') }),
+          ]);
+          // '-infinity' made any grace pass: the orphan would be taken at once. Neither is judged.
+          expect(await rejection(gc(ledger, { graceMs: 86_400_000 })), time).toMatchObject({
+            code: 'BLOB_INTEGRITY',
+          });
+          expect(await ledger.blobs.has(orphan.digest)).toBe(true);
+        }
+      } finally {
+        await ledger.close();
+        await rm(root, { recursive: true, force: true });
+      }
+    });
+
+    it('an origin record that is no valid origin: RECORD_CORRUPT at open, with no key made or listed in the new root', async () => {
+      const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+      const first = await openLedger({ root: tempDir(), host: 'h1', postgres, onNotice: () => {} });
+      await first.close();
+      for (const origin of ['', 'has space', 'a\nb', 'x+y', 'o'.repeat(300)]) {
+        await sql(`UPDATE "${postgres.schema}".log_meta SET value = $1 WHERE key = 'origin'`, [origin]);
+        const root = tempDir();
+        expect(
+          await rejection(openLedger({ root, host: 'h2', postgres, onNotice: () => {} })),
+          JSON.stringify(origin),
+        ).toMatchObject({ name: 'ManifestError', code: 'RECORD_CORRUPT', message: /checkpoint origin record/ });
+        expect(existsSync(join(root, 'trust.json'))).toBe(false);
+        expect(existsSync(join(root, 'keys')) ? readdirSync(join(root, 'keys')) : []).toEqual([]);
+      }
+    });
+
+    it("a borrowed pool carries no listener of a store after the store's close", async () => {
+      const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 2 });
+      try {
+        const before = pool.listenerCount('error');
+        const schema = nextSchema();
+        for (let i = 0; i < 12; i++) {
+          const log = await PgManifestLog.open({ pool, schema });
+          expect(pool.listenerCount('error')).toBe(before + 1);
+          await log.close();
+        }
+        expect(pool.listenerCount('error')).toBe(before);
+      } finally {
+        await pool.end();
       }
     });
   });

@@ -52,6 +52,19 @@ function pickVerifier(name: unknown): SignatureVerifier {
 }
 
 /**
+ * The origin the log records (its first opener named it) as a valid one: a record changed under the store (a PostgreSQL
+ * table edited by hand) is refused before any key is made or listed under it, not a TypeError of the note signer.
+ * @throws ManifestError `RECORD_CORRUPT`
+ */
+function refuseStoredOrigin(origin: string): void {
+  if (typeof origin !== 'string' || !isValidOrigin(origin))
+    throw new ManifestError(
+      'RECORD_CORRUPT',
+      `the log's checkpoint origin record ${JSON.stringify(String(origin).slice(0, 300))} is not a valid origin (a non-empty name of at most 256 characters without spaces or "+"): restore it`,
+    );
+}
+
+/**
  * `root`, `keyFile` and `signer` as their types say, before anything is written: an empty root or key file path would
  * name the working directory, a signer without `sign` would fail as a TypeError at its first use.
  * @throws LedgerError `INVALID_ARGUMENT`
@@ -173,6 +186,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     const headProblems = await log.checkHeads();
     // The first opener names the log; every later opener, on any host, signs under that name.
     const stored = await log.origin();
+    if (stored !== undefined) refuseStoredOrigin(stored);
     const named = stored ?? options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`;
     if (options.origin !== undefined && named !== options.origin)
       throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${named}, not ${options.origin}`);
@@ -181,6 +195,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     await refuseAnotherLogsPin(root, named);
     const origin = stored ?? (await log.origin(named));
     if (origin !== named) {
+      refuseStoredOrigin(origin);
       // Another host of a shared store named the log meanwhile: its name is judged as the stored one is.
       if (options.origin !== undefined)
         throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${origin}, not ${options.origin}`);

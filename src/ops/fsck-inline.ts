@@ -7,6 +7,7 @@ import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { ManifestError } from '../../manifests/errors.js';
 import type { FsckFinding } from './maintenance.js';
+import type { BlobStore } from '../../store/blob-store.js';
 
 export async function fsckInlineBlobs(log: ManifestLog, signal?: AbortSignal): Promise<FsckFinding[]> {
   const findings: FsckFinding[] = [];
@@ -27,6 +28,25 @@ export async function fsckInlineBlobs(log: ManifestLog, signal?: AbortSignal): P
   } catch (err) {
     // A key that names no digest ends the listing (the iterator cannot skip it): reported, the rest is not reached.
     corrupt(err);
+  }
+  return findings;
+}
+
+/**
+ * fsck of the blob store's own records of storage time (gc judges age by them): every blob listed must have one that
+ * is a time. A PostgreSQL row's `stored_at` set to `infinity` would keep its blob for ever, `-infinity` let gc take it
+ * whatever the grace (gc refuses both), reported here as a damaged record.
+ */
+export async function fsckBlobTimes(blobs: BlobStore, signal?: AbortSignal): Promise<FsckFinding[]> {
+  const findings: FsckFinding[] = [];
+  for await (const digest of blobs.list()) {
+    throwIfCancelled(signal);
+    const st = await blobs.stat(digest);
+    if (st && !Number.isFinite(st.storedAtMs))
+      findings.push({
+        code: 'RECORD_CORRUPT',
+        message: `blob ${digest}: its storage time is not a time (${st.storedAtMs}); gc cannot judge its age`,
+      });
   }
   return findings;
 }

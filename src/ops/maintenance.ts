@@ -64,7 +64,8 @@ export type FsckAuditCode = Extract<
 export type FsckFindingCode = FsckAuditCode | FsckStoreCode;
 import { fsckTree } from './fsck-tree.js';
 import { fsckSessionHeads, type ChainHeads } from './fsck-heads.js';
-import { fsckInlineBlobs } from './fsck-inline.js';
+import { fsckBlobTimes, fsckInlineBlobs } from './fsck-inline.js';
+import { TieredBlobStore } from '../ledger/blob-tiers.js';
 import { fsckSigningKeys } from './fsck-keys.js';
 
 export interface FsckFinding {
@@ -218,6 +219,11 @@ async function fsckLog(
     recordProblem(err, findings);
   }
   findings.push(...(await fsckInlineBlobs(log, options.signal)));
+  // The file tier's (the inline tier's were checked above), with the blobs: a walk of every stored blob.
+  if (options.checkBlobs !== false) {
+    const files = ledger.blobs instanceof TieredBlobStore ? ledger.blobs.files : ledger.blobs;
+    findings.push(...(await fsckBlobTimes(files, options.signal)));
+  }
   findings.push(...(await fsckSigningKeys(log, await ledger.storeTrust(), newestSigned, options.signal)));
   return {
     ok: findings.length === 0,
@@ -323,6 +329,13 @@ async function collect(
     if (referenced.has(digest)) continue;
     const st = await ledger.blobs.stat(digest);
     if (!st) continue;
+    // A storage time that is no instant (a PostgreSQL row's `±infinity`, written under the store) would keep the blob
+    // for ever or let any grace pass: not judged; fsck reports it.
+    if (!Number.isFinite(st.storedAtMs))
+      throw new StoreError(
+        'BLOB_INTEGRITY',
+        `gc: blob ${digest}: its storage time is not a time (${st.storedAtMs}); run fsck`,
+      );
     if (st.storedAtMs > cutoff) {
       keptYoung++;
       continue;

@@ -221,8 +221,9 @@ export class PgDatabase {
       // A pg.Pool of the application's pg 8.x: the same pool at runtime, typed by its own @types/pg (PgPoolLike).
       this.pool = options.pool as pg.Pool;
       this.ownsPool = false;
-      // A borrowed pool may lack the listener createPgPool adds; a dropped idle connection must not crash us.
-      this.pool.on('error', () => {});
+      // A borrowed pool may lack the listener createPgPool adds; a dropped idle connection must not crash us. Taken
+      // off again at close: an application opening and closing stores on one pool would gather them.
+      this.pool.on('error', this.ignoreIdleError);
     } else {
       this.pool = createPgPool({ ...options, connectionString: options.connectionString! });
       this.ownsPool = true;
@@ -539,7 +540,10 @@ export class PgDatabase {
     if (this.closed) return;
     this.closed = true;
     if (this.ownsPool) await this.pool.end();
+    else this.pool.off('error', this.ignoreIdleError);
   }
+
+  private readonly ignoreIdleError = (): void => {};
 }
 
 /** The SQLSTATE of a PostgreSQL error, if `err` is one. */
