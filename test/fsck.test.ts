@@ -3,7 +3,7 @@
  * that resume refuses is never "clean", and a problem the auditor would find has the auditor's code.
  */
 import { describe, expect, it } from 'vitest';
-import { mkdirSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Level } from 'level';
 import { type Ledger } from '../src/ledger/ledger.js';
@@ -324,6 +324,34 @@ describe('fsck, the store-only codes', () => {
       expect(report.findings).toEqual([expect.objectContaining({ code: 'BLOB_UNREADABLE', session: 's', seq: 1 })]);
       expect(report.findings[0]!.message).toContain(receipts[1]!.digest);
       expect(await fsck(ledger, { checkBlobs: false })).toMatchObject({ ok: true, blobsChecked: 0, findings: [] });
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('reports blobs behind a symlinked shard directory once each (BLOB_UNREADABLE) and goes on: referenced and orphan', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'host-a', inlineSummaryBytes: 0 });
+    const named = await ledger.publish(scope, sampleSummary('named'));
+    const orphan = await ledger.blobs.put(new TextEncoder().encode('an orphan blob'));
+    await ledger.close();
+    // Each blob's second-level shard directory replaced by a link to a copy of it (a planted symlink).
+    for (const digest of [named.digest, orphan.digest]) {
+      const hex = digest.slice('blake3:'.length);
+      const shard = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4));
+      const copy = join(tempDir(), 'copy');
+      cpSync(shard, copy, { recursive: true });
+      rmSync(shard, { recursive: true });
+      symlinkSync(copy, shard);
+    }
+    ledger = await openLedger({ root, host: 'host-a', inlineSummaryBytes: 0 });
+    try {
+      const report = await fsck(ledger);
+      expect(report.findings).toEqual([
+        expect.objectContaining({ code: 'BLOB_UNREADABLE', session: 's', seq: 0 }),
+        expect.objectContaining({ code: 'BLOB_UNREADABLE', message: expect.stringContaining(orphan.digest) }),
+      ]);
+      expect(report.findings[1]).not.toHaveProperty('session');
     } finally {
       await ledger.close();
     }

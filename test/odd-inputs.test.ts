@@ -36,7 +36,6 @@ describe('openLedger refuses options that are not what their types say, before w
   const cases: Array<[string, Record<string, unknown>]> = [
     ['a signer without sign', { signer: { keyId: signer.keyId, publicKey: signer.publicKey } }],
     ['a signer of another shape', { signer: {} }],
-    ['a signer that is null', { signer: null }],
     ['a keyFile that is a number', { keyFile: 5 }],
     ['an empty keyFile (not "no key file")', { keyFile: '' }],
     ['witnesses without a list', { witnesses: {} }],
@@ -46,6 +45,18 @@ describe('openLedger refuses options that are not what their types say, before w
     const root = tempDir();
     expect(await codeOf(() => openLedger({ host: 'h', root, onNotice: () => {}, ...extra }))).toBe('INVALID_ARGUMENT');
     expect(readdirSync(root)).toEqual([]);
+  });
+
+  it('null for signer, witnesses, root or keyFile is "none", as before their shapes were checked', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({
+      host: 'h',
+      root,
+      onNotice: () => {},
+      ...({ signer: null, witnesses: null, keyFile: null } as Record<string, unknown>),
+    });
+    expect((await ledger.publish(scope, good)).seq).toBe(0);
+    await ledger.close();
   });
 
   it('an empty root is INVALID_ARGUMENT: it would name the working directory', async () => {
@@ -109,6 +120,32 @@ describe('the Harness helpers', () => {
     expect(await codeOf(() => compactionRequest({ messages: [], mode: 'tools' } as never))).toBe('INVALID_ARGUMENT');
     expect(await codeOf(() => compactionRequest({ messages: [], instructions: 5 } as never))).toBe('INVALID_ARGUMENT');
     expect(await codeOf(() => compactionRequest(undefined as never))).toBe('INVALID_ARGUMENT');
+    // What a transcript read from JSON or a nullable column holds, and what providers return for a turn that only
+    // calls tools, is taken as before: null fields are absent, such a turn may carry no text.
+    const taken = compactionRequest({
+      messages: [
+        { role: 'user', content: 'list files', toolCallId: null, toolCalls: null },
+        { role: 'assistant', content: null, toolCalls: [{ id: 'c1', name: 'ls', input: {} }] },
+        { role: 'assistant', toolCalls: [{ id: 'c2', name: 'ls', input: {} }] },
+        { role: 'tool', toolCallId: 'c2', content: 'a.txt' },
+        { role: 'tool', toolCallId: null, content: 'orphan result' },
+      ],
+    } as never);
+    expect(taken.messages.map((m) => m.role)).toEqual([
+      'user',
+      'assistant',
+      'tool',
+      'assistant',
+      'tool',
+      'user',
+      'user',
+    ]);
+    expect(taken.messages[5]!.content).toBe('The result of an earlier tool call:\norphan result');
+    expect(
+      await codeOf(() =>
+        compactionRequest({ messages: [{ role: 'assistant', content: null, toolCalls: [] }] } as never),
+      ),
+    ).toBe('INVALID_ARGUMENT');
     expect(compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' }).responseFormat).toBe(
       compactionRequest({ messages: [], mode: 'structured' }).responseFormat,
     );

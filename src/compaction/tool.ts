@@ -98,10 +98,16 @@ function checkMessages(messages: unknown): void {
     if (typeof m !== 'object' || m === null) throw bad(`not a message (${m === null ? 'null' : typeof m})`);
     const { role, content, toolCallId, toolCalls } = m as Record<string, unknown>;
     if (!ROLES.has(role)) throw bad('role must be system, user, assistant or tool');
-    if (typeof content !== 'string') throw bad('content must be a string');
-    if (toolCallId !== undefined && typeof toolCallId !== 'string') throw bad('toolCallId must be a string');
+    // `null` is an absent field (JSON, a nullable column), and an assistant turn that only calls tools may carry no
+    // text: `content: null`, as the provider APIs return it.
+    const onlyCalls = role === 'assistant' && Array.isArray(toolCalls) && toolCalls.length > 0;
+    if (typeof content !== 'string' && !(onlyCalls && (content === null || content === undefined)))
+      throw bad('content must be a string');
+    if (toolCallId !== undefined && toolCallId !== null && typeof toolCallId !== 'string')
+      throw bad('toolCallId must be a string');
     if (
       toolCalls !== undefined &&
+      toolCalls !== null &&
       (!Array.isArray(toolCalls) ||
         toolCalls.some(
           (c: unknown) =>
@@ -133,13 +139,15 @@ function answeredTranscript(messages: readonly ModelMessage[]): ModelMessage[] {
     open.clear();
   };
   for (const m of messages) {
-    if (m.role === 'tool' && m.toolCallId !== undefined && open.delete(m.toolCallId)) {
+    // A `null` toolCallId (checkMessages lets it through) is none, as `undefined`.
+    const callId = m.toolCallId ?? undefined;
+    if (m.role === 'tool' && callId !== undefined && open.delete(callId)) {
       out.push(m);
       continue;
     }
     answerOpen();
     if (m.role === 'tool') {
-      const call = m.toolCallId === undefined ? '' : ` (${m.toolCallId})`;
+      const call = callId === undefined ? '' : ` (${callId})`;
       out.push({ role: 'user', content: `The result of an earlier tool call${call}:\n${m.content}` });
       continue;
     }

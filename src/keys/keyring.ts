@@ -341,7 +341,7 @@ export class Keyring {
    * A key file's signer holds its private key, and its public key is derived from it: its signatures cannot drift.
    */
   get signerInjected(): boolean {
-    return this.options.signer !== undefined;
+    return this.options.signer !== undefined && this.options.signer !== null;
   }
 
   /**

@@ -77,10 +77,11 @@ function checkKeyOptions(options: OpenLedgerOptions): void {
   path('root', options.root);
   path('keyFile', options.keyFile);
   const signer = options.signer as Partial<Record<'keyId' | 'publicKey' | 'sign', unknown>> | null | undefined;
+  // `null` is no signer (the key file), as it was before the shape was checked: `signer: kms ? … : null`.
   if (
     signer !== undefined &&
+    signer !== null &&
     (typeof signer !== 'object' ||
-      signer === null ||
       typeof signer.keyId !== 'string' ||
       !(signer.publicKey instanceof Uint8Array) ||
       typeof signer.sign !== 'function')
@@ -122,7 +123,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   checkKeyOptions(options);
   if (
     options.witnesses !== undefined &&
-    (typeof options.witnesses !== 'object' || options.witnesses === null || !Array.isArray(options.witnesses.witnesses))
+    options.witnesses !== null && // none, as `undefined`
+    (typeof options.witnesses !== 'object' || !Array.isArray(options.witnesses.witnesses))
   )
     throw new LedgerError('INVALID_ARGUMENT', 'witnesses must be { witnesses: [...] } (WitnessingOptions)');
   if (options.origin !== undefined && !isValidOrigin(options.origin))

@@ -115,6 +115,11 @@ export interface ExportSource {
   }>;
   /** The trusted keys (for `since`: the earlier checkpoint may be signed by a rotated checkpoint key). */
   trustStore?(): TrustStore;
+  /**
+   * Runs the export as an operation of the source (a `Ledger`: `CLOSED` once it is closing, and its `close()` waits
+   * for the export, which so never reads a store closed under it).
+   */
+  maintenance?<T>(call: () => Promise<T>): Promise<T>;
 }
 
 /**
@@ -299,7 +304,8 @@ export async function exportBundle(source: ExportSource, options: ExportOptions)
   return (source.telemetry ?? new LedgerTelemetry()).run(
     'export',
     { scope: options, host: source.host },
-    () => exportTraced(source, options),
+    () =>
+      source.maintenance ? source.maintenance(() => exportTraced(source, options)) : exportTraced(source, options),
     (r) => ({
       attributes: {
         'handoff_ledger.manifests': r.header.counts.manifests,

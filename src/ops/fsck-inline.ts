@@ -7,7 +7,8 @@ import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { ManifestError } from '../../manifests/errors.js';
 import type { FsckFinding } from './maintenance.js';
-import type { BlobStore } from '../../store/blob-store.js';
+import type { BlobStat, BlobStore } from '../../store/blob-store.js';
+import { StoreError } from '../../store/errors.js';
 
 export async function fsckInlineBlobs(log: ManifestLog, signal?: AbortSignal): Promise<FsckFinding[]> {
   const findings: FsckFinding[] = [];
@@ -37,11 +38,24 @@ export async function fsckInlineBlobs(log: ManifestLog, signal?: AbortSignal): P
  * is a time. A PostgreSQL row's `stored_at` set to `infinity` would keep its blob for ever, `-infinity` let gc take it
  * whatever the grace (gc refuses both), reported here as a damaged record.
  */
-export async function fsckBlobTimes(blobs: BlobStore, signal?: AbortSignal): Promise<FsckFinding[]> {
+export async function fsckBlobTimes(
+  blobs: BlobStore,
+  reported: ReadonlySet<string>,
+  signal?: AbortSignal,
+): Promise<FsckFinding[]> {
   const findings: FsckFinding[] = [];
   for await (const digest of blobs.list()) {
     throwIfCancelled(signal);
-    const st = await blobs.stat(digest);
+    let st: BlobStat | undefined;
+    try {
+      st = await blobs.stat(digest);
+    } catch (err) {
+      // Its path unsafe, its directory unreadable: a blob the walk cannot look at is a finding, and the walk goes on.
+      // One a manifest names was judged by the chain walk already (`reported`), with its session and seq.
+      if (!(err instanceof StoreError)) throw err;
+      if (!reported.has(digest)) findings.push({ code: 'BLOB_UNREADABLE', message: `blob ${digest}: ${err.message}` });
+      continue;
+    }
     if (st && !Number.isFinite(st.storedAtMs))
       findings.push({
         code: 'RECORD_CORRUPT',

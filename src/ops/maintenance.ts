@@ -222,7 +222,7 @@ async function fsckLog(
   // The file tier's (the inline tier's were checked above), with the blobs: a walk of every stored blob.
   if (options.checkBlobs !== false) {
     const files = ledger.blobs instanceof TieredBlobStore ? ledger.blobs.files : ledger.blobs;
-    findings.push(...(await fsckBlobTimes(files, options.signal)));
+    findings.push(...(await fsckBlobTimes(files, new Set(checked.keys()), options.signal)));
   }
   findings.push(...(await fsckSigningKeys(log, await ledger.storeTrust(), newestSigned, options.signal)));
   return {

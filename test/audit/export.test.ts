@@ -537,6 +537,37 @@ describe('exportBundle: session-heads proofs at the cut', () => {
   });
 });
 
+describe('export of a ledger that is closed meanwhile', () => {
+  it('close() waits for the export under way, which completes; an export of a closed ledger is CLOSED', async () => {
+    const dir = tempDir();
+    const ledger = await openLedger({ root: join(dir, 'store'), host: 'host-a', onNotice: () => {} });
+    // More entries than the log reads at once (256): the export reads again after the close began.
+    for (let i = 0; i < 300; i++)
+      await ledger.publish({ principal: 'alice', session: `s${i % 4}`, run: 'r' }, sampleSummary(i));
+    // The ledger is closed as soon as the export reads its first entry.
+    const log = ledger.log as unknown as { entries: (after?: number) => AsyncIterable<unknown> };
+    const entries = log.entries.bind(log);
+    let closing: Promise<void> | undefined;
+    log.entries = async function* (after) {
+      for await (const entry of entries(after)) {
+        if (!closing) {
+          closing = ledger.close();
+          // Time for a close that does not wait for the export to close the stores under it.
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        yield entry;
+      }
+    };
+    const out = join(dir, 'bundle');
+    const result = await exportBundle(ledger, { out });
+    await closing;
+    expect(result.header.counts.manifests).toBe(300);
+    expect((await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() })).ok).toBe(true);
+    await expect(exportBundle(ledger, { out: join(dir, 'after') })).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(existsSync(join(dir, 'after'))).toBe(false);
+  });
+});
+
 describe('export under an injected fault at each of its filesystem calls', () => {
   it('reports a coded failure and leaves no bundle, claim, staging or record; the same export then succeeds', async () => {
     const dir = tempDir();
