@@ -210,3 +210,37 @@ describe('the trust lock (trust.json.lock)', () => {
     ).toEqual([true, true]);
   });
 });
+
+describe('a rotation while reads of the same process load the keys again', () => {
+  it('completes: the reads wait for the trust lock instead of settling its staged key files, and publishing goes on', async () => {
+    const scope = { principal: 'alice', session: 's', run: 'r' };
+    for (let trial = 0; trial < 5; trial++) {
+      const root = join(tempDir(), 'root');
+      const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+      try {
+        await ledger.publish(scope, sampleSummary(1));
+        // storeTrust() (what fsck calls) loads the keys again, in a loop, while one rotation runs.
+        let stop = false;
+        const failures: string[] = [];
+        const reads = (async () => {
+          while (!stop) await ledger.storeTrust().catch((err: { code?: string }) => failures.push(String(err.code)));
+        })();
+        const rotated = await ledger.rotateKey().finally(() => (stop = true));
+        await reads;
+        expect(failures, `trial ${trial}`).toEqual([]);
+        expect(ledger.keyId).toBe(rotated);
+        expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+        expect((await fsck(ledger)).ok).toBe(true);
+      } finally {
+        await ledger.close();
+      }
+      // The new key is the one on disk: a reopen publishes with it.
+      const again = await openLedger({ root, host: 'h', onNotice: () => {} });
+      try {
+        expect((await again.publish(scope, sampleSummary(3))).seq).toBe(2);
+      } finally {
+        await again.close();
+      }
+    }
+  }, 60_000);
+});

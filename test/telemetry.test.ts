@@ -141,6 +141,32 @@ describe('telemetry of publish', () => {
     });
   });
 
+  it('records a call refused because the ledger is closed (CLOSED) as a failure, for every operation', async () => {
+    const t = sdk();
+    const ledger = await ledgerWith(t);
+    await ledger.close();
+    const dir = tempDir();
+    for (const call of [
+      () => ledger.publish({ ...scope, run: 'r1' }, sampleSummary(1)),
+      () => ledger.resume(scope),
+      () => ledger.history(scope),
+      () => gc(ledger, { graceMs: 0 }),
+      () => exportBundle(ledger, { out: join(dir, 'bundle') }),
+    ])
+      await expect(call()).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(t.spans().map((span) => `${span.name} ${String(span.attributes['error.type'])}`)).toEqual([
+      'handoff_ledger.publish CLOSED',
+      'handoff_ledger.resume CLOSED',
+      'handoff_ledger.history CLOSED',
+      'handoff_ledger.gc CLOSED',
+      'handoff_ledger.export CLOSED',
+    ]);
+    const failures = metric(await t.metrics(), 'handoff_ledger.failures')?.dataPoints ?? [];
+    expect(
+      failures.map((p) => `${String(p.attributes['handoff_ledger.operation'])} ${String(p.value)}`).sort(),
+    ).toEqual(['export 1', 'gc 1', 'history 1', 'publish 1', 'resume 1']);
+  });
+
   it('counts a retry each time another writer appended first', async () => {
     const t = sdk();
     const root = join(tempDir(), 'store');

@@ -327,14 +327,13 @@ export class Ledger {
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
-    return this.tracked(async () => {
-      return this.telemetry.run(
-        'publish',
-        { scope, host: this.host },
-        (span) => this.publishTraced(scope, summary, options ?? {}, span), // `null` from JavaScript callers too
-        (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
-      );
-    });
+    // The span outside the operation: a call refused CLOSED is a failure recorded like any other.
+    return this.telemetry.run(
+      'publish',
+      { scope, host: this.host },
+      (span) => this.tracked(() => this.publishTraced(scope, summary, options ?? {}, span)), // `null` options too
+      (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
+    );
   }
 
   private async publishTraced(
@@ -578,17 +577,15 @@ export class Ledger {
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
   async resume(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<Resumed | undefined> {
-    return this.tracked(async () => {
-      return this.telemetry.run(
-        'resume',
-        { scope, host: this.host },
-        () => this.resumeTraced(scope, options ?? {}),
-        (r) => ({
-          attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
-          ...(r ? { bytes: r.manifest.summary.size } : {}),
-        }),
-      );
-    });
+    return this.telemetry.run(
+      'resume',
+      { scope, host: this.host },
+      () => this.tracked(() => this.resumeTraced(scope, options ?? {})),
+      (r) => ({
+        attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
+        ...(r ? { bytes: r.manifest.summary.size } : {}),
+      }),
+    );
   }
 
   private async resumeTraced(
@@ -685,14 +682,12 @@ export class Ledger {
 
   /** The session's verified chain, oldest first. Every entry's signature, scope and link are checked. */
   async history(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<HistoryEntry[]> {
-    return this.tracked(async () => {
-      return this.telemetry.run(
-        'history',
-        { scope, host: this.host },
-        () => this.historyTraced(scope, options ?? {}),
-        (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
-      );
-    });
+    return this.telemetry.run(
+      'history',
+      { scope, host: this.host },
+      () => this.tracked(() => this.historyTraced(scope, options ?? {})),
+      (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
+    );
   }
 
   private async historyTraced(scope: Scope, options: { signal?: AbortSignal | undefined }): Promise<HistoryEntry[]> {
