@@ -9,6 +9,9 @@ import type { Level } from 'level';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck, gc } from '../src/ops/maintenance.js';
+import { fsckBlobTimes } from '../src/ops/fsck-inline.js';
+import { StoreError } from '../store/errors.js';
+import type { BlobStore } from '../store/blob-store.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import type { LogEntry } from '../manifests/log/log.js';
 import { verifyChain } from '../manifests/audit/verify-chain.js';
@@ -355,6 +358,23 @@ describe('fsck, the store-only codes', () => {
     } finally {
       await ledger.close();
     }
+  });
+
+  it('reports a listing of the blob store that fails part way (BLOB_UNREADABLE) and keeps what it found before', async () => {
+    const listed = ['blake3:' + 'a'.repeat(64), 'blake3:' + 'b'.repeat(64)];
+    const store = {
+      async *list() {
+        yield listed[0]!;
+        throw new StoreError('STORAGE_FAILED', 'blob store: list failed: EIO');
+      },
+      async stat(digest: string) {
+        return { digest, size: 1, storedAtMs: digest === listed[0] ? Infinity : 0 };
+      },
+    } as unknown as BlobStore;
+    expect(await fsckBlobTimes(store, new Set())).toEqual([
+      expect.objectContaining({ code: 'RECORD_CORRUPT', message: expect.stringContaining(listed[0]!) }),
+      { code: 'BLOB_UNREADABLE', message: "the blob store's listing stopped: blob store: list failed: EIO" },
+    ]);
   });
 
   it('reports a missing Merkle tree node as a TREE_DAMAGED finding (not only on append and open)', async () => {

@@ -44,6 +44,22 @@ export async function fsckBlobTimes(
   signal?: AbortSignal,
 ): Promise<FsckFinding[]> {
   const findings: FsckFinding[] = [];
+  try {
+    await walkBlobTimes(blobs, reported, findings, signal);
+  } catch (err) {
+    // The listing itself failed (a shard directory it cannot read): said, and fsck goes on with its other passes.
+    if (!(err instanceof StoreError)) throw err;
+    findings.push({ code: 'BLOB_UNREADABLE', message: `the blob store's listing stopped: ${err.message}` });
+  }
+  return findings;
+}
+
+async function walkBlobTimes(
+  blobs: BlobStore,
+  reported: ReadonlySet<string>,
+  findings: FsckFinding[],
+  signal?: AbortSignal,
+): Promise<void> {
   for await (const digest of blobs.list()) {
     throwIfCancelled(signal);
     let st: BlobStat | undefined;
@@ -62,5 +78,4 @@ export async function fsckBlobTimes(
         message: `blob ${digest}: its storage time is not a time (${st.storedAtMs}); gc cannot judge its age`,
       });
   }
-  return findings;
 }
