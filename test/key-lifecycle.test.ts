@@ -506,12 +506,13 @@ describe('a rotation that cannot write its key files', () => {
     const trust = readFileSync(join(root, 'trust.json'));
     // Where the new key is staged, once the rotation has read the keys again: its write fails (EISDIR), past the
     // checks made before anything changes (a disk that fills up, an I/O error).
-    const keyring = (ledger as unknown as { keyring: { reload(): Promise<void> } }).keyring;
-    const reload = keyring.reload.bind(keyring);
-    keyring.reload = async () => {
-      await reload();
+    type Reloads = { reloadKeys(options: object, underLock: boolean): Promise<void> };
+    const keyring = (ledger as unknown as { keyring: Reloads }).keyring;
+    const reload = keyring.reloadKeys.bind(keyring);
+    keyring.reloadKeys = async (options, underLock) => {
+      await reload(options, underLock);
       mkdirSync(`${keyFile}.next`);
-      keyring.reload = reload;
+      keyring.reloadKeys = reload;
     };
     await expect(ledger.rotateKey()).rejects.toMatchObject({
       name: 'StoreError',

@@ -3,7 +3,9 @@
  * (never a TypeError, never silently taken for something else), and a refused open writes nothing.
  */
 import { describe, expect, it } from 'vitest';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { hostKeyPath } from '../src/keys/keyring.js';
 import {
   compact,
   compactionRequest,
@@ -57,6 +59,22 @@ describe('openLedger refuses options that are not what their types say, before w
     });
     expect((await ledger.publish(scope, good)).seq).toBe(0);
     await ledger.close();
+  });
+
+  it('keyFile: null with createHostKey: false refuses a key file trust.json does not list, as keyFile: undefined does', async () => {
+    const root = tempDir();
+    const first = await openLedger({ host: 'h', root, onNotice: () => {} });
+    await first.close();
+    writeFileSync(hostKeyPath(root, 'h'), JSON.stringify(generateJwk()), { mode: 0o600 }); // not listed
+    const trust = readFileSync(join(root, 'trust.json'));
+    for (const keyFile of [undefined, null])
+      expect(
+        await codeOf(() =>
+          openLedger({ host: 'h', root, createHostKey: false, onNotice: () => {}, ...({ keyFile } as object) }),
+        ),
+        String(keyFile),
+      ).toBe('KEY_INVALID');
+    expect(readFileSync(join(root, 'trust.json'))).toEqual(trust);
   });
 
   it('an empty root is INVALID_ARGUMENT: it would name the working directory', async () => {
@@ -141,6 +159,14 @@ describe('the Harness helpers', () => {
       'user',
     ]);
     expect(taken.messages[5]!.content).toBe('The result of an earlier tool call:\norphan result');
+    // Handed on as the type says, so every adapter reads them as it reads its own: no nulls, no text as ''.
+    expect(taken.messages[0]).toEqual({ role: 'user', content: 'list files' });
+    expect(taken.messages[1]).toEqual({
+      role: 'assistant',
+      content: '',
+      toolCalls: [{ id: 'c1', name: 'ls', input: {} }],
+    });
+    expect(taken.messages[3]!.content).toBe('');
     expect(
       await codeOf(() =>
         compactionRequest({ messages: [{ role: 'assistant', content: null, toolCalls: [] }] } as never),

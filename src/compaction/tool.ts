@@ -121,6 +121,23 @@ function checkMessages(messages: unknown): void {
   });
 }
 
+/**
+ * A message as every adapter expects it: what `checkMessages` lets through beyond the type (a `null` toolCallId or
+ * toolCalls, an assistant turn that only calls tools with `content: null` or none) made what the type says: absent
+ * fields left out, no text as `''` (which the adapters read as a turn that only calls tools).
+ */
+function normalized(m: ModelMessage): ModelMessage {
+  const loose = m as { content: string | null | undefined; toolCallId?: string | null; toolCalls?: unknown };
+  if (typeof loose.content === 'string' && loose.toolCallId !== null && loose.toolCalls !== null) return m;
+  const { toolCallId, toolCalls, ...rest } = m;
+  return {
+    ...rest,
+    content: m.content ?? '',
+    ...(toolCallId !== undefined && toolCallId !== null ? { toolCallId } : {}),
+    ...(toolCalls !== undefined && toolCalls !== null ? { toolCalls } : {}),
+  };
+}
+
 /** What a tool call the transcript left unanswered is answered with in the compaction request. */
 export const NOT_RUN_RESULT = 'Not run: the context was compacted before this call was answered.';
 
@@ -138,9 +155,9 @@ function answeredTranscript(messages: readonly ModelMessage[]): ModelMessage[] {
     for (const id of open) out.push({ role: 'tool', toolCallId: id, content: NOT_RUN_RESULT });
     open.clear();
   };
-  for (const m of messages) {
-    // A `null` toolCallId (checkMessages lets it through) is none, as `undefined`.
-    const callId = m.toolCallId ?? undefined;
+  for (const given of messages) {
+    const m = normalized(given);
+    const callId = m.toolCallId;
     if (m.role === 'tool' && callId !== undefined && open.delete(callId)) {
       out.push(m);
       continue;

@@ -7,7 +7,6 @@
  * store from opening: reading, verifying, exporting and rotating still work; only signing refuses. A revoked
  * checkpoint key is replaced when the keys are loaded (see `ensureCheckpointTrusted`).
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { accessSync, constants } from 'node:fs';
 import { lstat, readFile, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -221,23 +220,12 @@ export class Keyring {
     private readonly checkpointPath: string,
     private checkpoint: Signer,
     /**
-     * Whether this keyring was made under the trust lock (an open that had to write first), until the open returns.
-     * After that, only the calls `exclusive` runs hold it (`holdsLock`).
+     * Whether this process holds the trust lock now (an open that had to write first, `exclusive`): every write of
+     * trust.json or a key file needs it. Writes happen only in calls `exclusive` runs (rotate, revoke), never in a
+     * read's reload: a read does not take this flag as its own (see `reload`).
      */
     private held: boolean,
   ) {}
-
-  /**
-   * The calls that hold the trust lock: those `exclusive` runs, and nothing they leave running after it returns. Per
-   * call, not per keyring: a read of this process that loads the keys again while a rotation of this process holds the
-   * lock is not in it, so it waits for the lock rather than settle the rotation's staged key files under its feet.
-   */
-  private readonly lockScope = new AsyncLocalStorage<{ held: boolean }>();
-
-  /** Whether this call holds the trust lock: every write of trust.json or a key file needs it. */
-  private holdsLock(): boolean {
-    return this.held || this.lockScope.getStore()?.held === true;
-  }
 
   /**
    * Loads the keys and trust file; what must be written first (a new store's keys, a key not listed yet) is
@@ -431,7 +419,7 @@ export class Keyring {
         );
       return;
     }
-    if (!this.holdsLock()) throw new NeedsTrustLock();
+    if (!this.held) throw new NeedsTrustLock();
     const jwk = generateJwk();
     await writeKeyFile(stagedPathOf(this.checkpointPath), jwk);
     const entry: TrustedCheckpointKey = {
@@ -469,7 +457,7 @@ export class Keyring {
       // another host id signed under that one, whose listing still verifies it.)
       // Judged only on files read under the trust lock (listing needs it too): read without it, trust.json may be
       // older than the key file another process of this root just rotated in.
-      if (!this.holdsLock()) throw new NeedsTrustLock();
+      if (!this.held) throw new NeedsTrustLock();
       const elsewhere = this.trust.keys.some((k) => k.keyId === signer.keyId);
       if (!elsewhere && (await this.options.signedBefore?.(signer.keyId)))
         throw new LedgerError(
@@ -518,7 +506,7 @@ export class Keyring {
 
   private async save(trust: TrustStore): Promise<void> {
     // Read-modify-write of a file other processes write too: only under the trust lock (see `exclusive`).
-    if (!this.holdsLock()) throw new NeedsTrustLock('trust.json is written only under the trust lock');
+    if (!this.held) throw new NeedsTrustLock('trust.json is written only under the trust lock');
     const text = JSON.stringify(trust, null, 2) + '\n';
     // Never a file the next open would refuse (TRUST_INVALID): a bug here must not lock every process out.
     parseTrustStore(text);
@@ -537,10 +525,18 @@ export class Keyring {
    * or revoked meanwhile, for then it holds newer keys than the files showed when read.
    */
   async reload(options: { unlessChanged?: boolean } = {}): Promise<void> {
+    return this.reloadKeys(options, false);
+  }
+
+  /**
+   * `reload`, `underLock` only from `exclusive`, which holds the trust lock for it. A read of this process that loads
+   * the keys again while a rotation of this process holds the lock is not under it, however `held` reads then: it
+   * waits for the lock (`Keyring.open`) rather than settle the rotation's staged key files under its feet.
+   */
+  private async reloadKeys(options: { unlessChanged?: boolean }, underLock: boolean): Promise<void> {
     const generation = this.generation;
-    const held = this.holdsLock();
-    if (held && this.options.signer) await assertSignerVerifies(this.options.signer);
-    const fresh = held ? await Keyring.load(this.options, true) : await Keyring.open(this.options);
+    if (underLock && this.options.signer) await assertSignerVerifies(this.options.signer);
+    const fresh = underLock ? await Keyring.load(this.options, true) : await Keyring.open(this.options);
     if (options.unlessChanged === true && this.generation !== generation) return;
     this.current = fresh.current;
     this.trust = fresh.trust;
@@ -584,14 +580,12 @@ export class Keyring {
       this.trustPath,
       'trust.json',
       async () => {
-        const scope = { held: true };
+        this.held = true;
         try {
-          return await this.lockScope.run(scope, async () => {
-            await this.reload();
-            return fn();
-          });
+          await this.reloadKeys({}, true);
+          return await fn();
         } finally {
-          scope.held = false; // what `fn` left running holds the lock no more
+          this.held = false;
         }
       },
       this.options.trustLock,

@@ -171,6 +171,9 @@ function refuseUnverifiable(
     );
 }
 
+/** Marks the calls a maintenance pass makes of the ledger on its way (see `Ledger.tracked`). */
+const DURING_MAINTENANCE = Symbol('during maintenance');
+
 export class Ledger {
   readonly host: string;
   readonly root: string;
@@ -264,7 +267,7 @@ export class Ledger {
    * without the keys passed in `trust`: what fsck holds the log's key records against.
    */
   async storeTrust(): Promise<TrustStore> {
-    return this.tracked(async () => {
+    return this.tracked(DURING_MAINTENANCE, async () => {
       await this.reloadKeys();
       return this.keyring.trustStore();
     });
@@ -725,7 +728,7 @@ export class Ledger {
    * the one pinned before. @throws LedgerError `ROLLBACK`, `FORK`
    */
   async checkpoint(): Promise<SignedCheckpoint> {
-    return this.tracked(async () => {
+    return this.tracked(DURING_MAINTENANCE, async () => {
       await this.freshTrust(); // never signed with a checkpoint key another process of this root revoked
       const cp = await this.checkpoints.sync();
       // With witnesses: the note carries the cosignatures gathered for this very tree (one bounded round).
@@ -738,7 +741,7 @@ export class Ledger {
    * before it collects). @throws LedgerError `ROLLBACK`, `FORK`
    */
   async checkLog(): Promise<SignedCheckpoint> {
-    return this.tracked(async () => {
+    return this.tracked(DURING_MAINTENANCE, async () => {
       await this.freshTrust();
       return this.checkpoints.sync();
     });
@@ -927,12 +930,33 @@ export class Ledger {
    * ledger is closing, and `close()` waits for it, so a pass never reads a store closed under it (`STORAGE_FAILED`).
    */
   maintenance<T>(call: () => Promise<T>): Promise<T> {
-    return this.tracked(call);
+    return this.tracked(async () => {
+      this.maintaining++;
+      try {
+        return await call();
+      } finally {
+        this.maintaining--;
+      }
+    });
   }
 
-  /** Runs a call of this ledger's API: refused once the ledger is closing, and counted until it settles. */
-  private async tracked<T>(call: () => Promise<T>): Promise<T> {
-    this.assertOpen();
+  /** Maintenance passes under way (`maintenance`): the short calls they make of this ledger are let in while it closes. */
+  private maintaining = 0;
+
+  /**
+   * Runs a call of this ledger's API: refused once the ledger is closing, and counted until it settles. A call marked
+   * `DURING_MAINTENANCE` (a checkpoint, the trust file: what export, fsck and gc ask of the ledger on their way) is let
+   * in while a maintenance pass admitted before the close is still under way, which close() waits for anyway: a pass
+   * admitted is not refused half way.
+   */
+  private async tracked<T>(call: () => Promise<T>): Promise<T>;
+  private async tracked<T>(during: typeof DURING_MAINTENANCE, call: () => Promise<T>): Promise<T>;
+  private async tracked<T>(
+    first: typeof DURING_MAINTENANCE | (() => Promise<T>),
+    second?: () => Promise<T>,
+  ): Promise<T> {
+    const call = typeof first === 'function' ? first : second!;
+    if (!(first === DURING_MAINTENANCE && this.maintaining > 0)) this.assertOpen();
     this.inFlight++;
     try {
       return await call();

@@ -107,8 +107,14 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (typeof given !== 'object' || given === null)
     throw new LedgerError('INVALID_ARGUMENT', 'openLedger needs an options object with at least a host');
   const host = parseHost(given.host);
+  // `null` is "none" for these, as `undefined` is, everywhere below (`signer: kms ? … : null`).
+  const nulls = (['root', 'keyFile', 'signer', 'witnesses'] as const).filter(
+    (name) => (given as unknown as Record<string, unknown>)[name] === null,
+  );
+  const plain: OpenLedgerOptions =
+    nulls.length === 0 ? given : { ...given, ...Object.fromEntries(nulls.map((name) => [name, undefined])) };
   // Further trusted keys are checked like a trust file: a window time that does not parse would compare as no bound.
-  const options = given.trust === undefined ? given : { ...given, trust: parseTrustStore(given.trust) };
+  const options = plain.trust === undefined ? plain : { ...plain, trust: parseTrustStore(plain.trust) };
   checkByteBound('inlineSummaryBytes', options.inlineSummaryBytes);
   checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
   const verifier = pickVerifier(options.verifier);
