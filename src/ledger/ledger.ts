@@ -926,8 +926,8 @@ export class Ledger {
   }
 
   /**
-   * @internal Runs a maintenance pass over this ledger's stores (fsck, gc) as one of its operations: `CLOSED` once the
-   * ledger is closing, and `close()` waits for it, so a pass never reads a store closed under it (`STORAGE_FAILED`).
+   * @internal Runs a maintenance pass over this ledger's stores (fsck, gc, export) as one of its operations: `CLOSED`
+   * once the ledger is closing, and `close()` waits for it, so a pass never reads a store closed under it.
    */
   maintenance<T>(call: () => Promise<T>): Promise<T> {
     return this.tracked(async () => {
