@@ -16,6 +16,9 @@ import type { SigningKeyRecord } from '../manifests/log/log.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
+/** The keyring's read of the keys (private): a rotation or revocation makes it under the trust lock. */
+type Reloads = { reloadKeys(options: object, underLock: boolean): Promise<void> };
+
 const scope = { principal: 'alice', session: 's', run: 'r' };
 
 /** How a test changes one key record behind the ledger's back, on one backend. */
@@ -119,12 +122,13 @@ function keyRecordSuite(backend: Backend): void {
       await ledger.publish(scope, sampleSummary(0));
       const old = ledger.keyId;
       // Once the rotation has closed the window in the log, its new key file cannot be written (EISDIR).
-      const keyring = (ledger as unknown as { keyring: { keyPath: string; reload(): Promise<void> } }).keyring;
-      const reload = keyring.reload.bind(keyring);
-      keyring.reload = async () => {
-        await reload();
+      // (The read the rotation makes under the trust lock: reloadKeys with underLock.)
+      const keyring = (ledger as unknown as { keyring: Reloads & { keyPath: string } }).keyring;
+      const reload = keyring.reloadKeys.bind(keyring);
+      keyring.reloadKeys = async (o, underLock) => {
+        await reload(o, underLock);
         mkdirSync(`${keyring.keyPath}.next`);
-        keyring.reload = reload;
+        keyring.reloadKeys = reload;
       };
       await expect(ledger.rotateKey()).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
       rmdirSync(`${keyring.keyPath}.next`);
@@ -149,13 +153,13 @@ function keyRecordSuite(backend: Backend): void {
       const ledger = await s.reopen();
       const trustPath = join(options.root!, 'trust.json');
       // Once the revocation has closed the window in the log, trust.json cannot be replaced (a directory stands there).
-      const keyring = (ledger as unknown as { keyring: { reload(): Promise<void> } }).keyring;
-      const reload = keyring.reload.bind(keyring);
-      keyring.reload = async () => {
-        await reload();
+      const keyring = (ledger as unknown as { keyring: Reloads }).keyring;
+      const reload = keyring.reloadKeys.bind(keyring);
+      keyring.reloadKeys = async (o, underLock) => {
+        await reload(o, underLock);
         renameSync(trustPath, `${trustPath}.aside`);
         mkdirSync(join(trustPath, 'occupied'), { recursive: true });
-        keyring.reload = reload;
+        keyring.reloadKeys = reload;
       };
       const first = later(s.oldRecord.closedAt!, -500);
       await expect(ledger.revokeKey(s.old, first)).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
