@@ -14,6 +14,7 @@ import {
   el,
   showChains,
   showCheckpoint,
+  showCoverage,
   showDetails,
   showFindings,
   showLegend,
@@ -69,6 +70,10 @@ function refreshPicked(): void {
   }
   const quorum = quorumTyped();
   if (quorum !== undefined) parts.push(`quorum ${quorum}`);
+  const settings = auditorSettings();
+  if (settings.requireBlobs) parts.push('blobs required');
+  if (settings.principal !== undefined) parts.push(`principal ${settings.principal}`);
+  if (settings.session !== undefined) parts.push(`session ${settings.session}`);
   $('picked').textContent = shown(parts.join('; '));
   $<HTMLButtonElement>('verify').disabled = !ready();
 }
@@ -78,6 +83,24 @@ function quorumTyped(): string | undefined {
   const typed = $<HTMLInputElement>('quorum-input').value.trim();
   return typed === '' ? undefined : typed;
 }
+
+/** The auditor's own settings as `verify --require-blobs --principal --session` takes them (the worker checks the ids). */
+function auditorSettings(): Pick<VerifyRequest, 'requireBlobs' | 'principal' | 'session'> {
+  const typed = (id: string) => {
+    const v = $<HTMLInputElement>(id).value.trim();
+    return v === '' ? undefined : v;
+  };
+  const principal = typed('principal-input');
+  const session = typed('session-input');
+  return {
+    requireBlobs: $<HTMLInputElement>('require-blobs-input').checked,
+    ...(principal !== undefined ? { principal } : {}),
+    ...(session !== undefined ? { session } : {}),
+  };
+}
+
+/** The bound on manifests.jsonl the server announced (`audit-ui --max-bundle-bytes`), if any. */
+let servedMaxBundleBytes: number | undefined;
 
 /** Shows why what was just picked or dropped was refused, or clears an earlier message when nothing was. */
 function settle(refusals: Array<string | undefined>): void {
@@ -196,6 +219,7 @@ function finished(
     `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier}, ${describePool(pool)})`;
   $('result').hidden = false;
   showVerdict($('verdict'), $('bundle-info'), report, verified.bundle);
+  showCoverage($('coverage'), report);
   showCheckpoint($('checkpoint-info'), report, verified.since);
   showWitnesses($('witness-info'), report, verified.witnesses);
   fillSelect('filter-principal', 'principals', distinct(manifests, 'principal'));
@@ -271,6 +295,9 @@ function verify(): void {
   const params = new URLSearchParams(location.search);
   const workers = params.get('workers') ?? undefined;
   const batch = params.get('batch') ?? undefined;
+  // `?max-bundle-bytes=N` as `verify --max-bundle-bytes N`; else the bound audit-ui was started with, if any.
+  const maxBundleBytes =
+    params.get('max-bundle-bytes') ?? (servedMaxBundleBytes !== undefined ? String(servedMaxBundleBytes) : undefined);
   const request: VerifyRequest = {
     type: 'verify',
     source: state.bundle.source,
@@ -281,6 +308,8 @@ function verify(): void {
     ...(quorum !== undefined ? { quorum } : {}),
     ...(workers !== undefined ? { workers } : {}),
     ...(batch !== undefined ? { batch } : {}),
+    ...(maxBundleBytes !== undefined ? { maxBundleBytes } : {}),
+    ...auditorSettings(),
   };
   worker.postMessage(request);
 }
@@ -316,10 +345,11 @@ function wire(): void {
       settle(refusals);
     });
   });
-  $('quorum-input').addEventListener('input', () => {
-    dropVerdict();
-    refreshPicked();
-  });
+  for (const id of ['quorum-input', 'require-blobs-input', 'principal-input', 'session-input'])
+    $(id).addEventListener('input', () => {
+      dropVerdict();
+      refreshPicked();
+    });
   $('verify').addEventListener('click', verify);
   $('export-json').addEventListener(
     'click',
@@ -336,6 +366,12 @@ async function preload(): Promise<void> {
   const p = preloadOf(document);
   if (!p) return;
   if (p.bundle) takeBundle(bundleFromPreload(p.bundle));
+  // The auditor's settings audit-ui was started with: shown in the fields, where the auditor may change them.
+  if (p.requireBlobs) $<HTMLInputElement>('require-blobs-input').checked = true;
+  if (p.principal !== undefined) $<HTMLInputElement>('principal-input').value = p.principal;
+  if (p.session !== undefined) $<HTMLInputElement>('session-input').value = p.session;
+  if (p.maxBundleBytes !== undefined) servedMaxBundleBytes = p.maxBundleBytes;
+  refreshPicked();
   const served = async (role: SideFileRole, url: string, name: string) => {
     const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
     return res.ok ? takeSideFile(role, await res.blob(), name) : `${SIDE_FILES[role].noun}: HTTP ${res.status}`;

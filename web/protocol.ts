@@ -43,6 +43,16 @@ export interface VerifyRequest {
   workers?: string;
   /** The page's `?batch=` as given: lines per batch handed to the pool (default 1,000, as `verify`). */
   batch?: string;
+  /** "Require blobs" (`verify --require-blobs`): a bundle without the summaries fails, a finding per manifest. */
+  requireBlobs?: boolean;
+  /** The auditor's scope as typed (`verify --principal` / `--session`); the worker checks each is an id. */
+  principal?: string;
+  session?: string;
+  /**
+   * The bound on manifests.jsonl as given (`?max-bundle-bytes=` or `audit-ui --max-bundle-bytes`, as `verify
+   * --max-bundle-bytes`): a larger one is refused before a line of it is read. Absent: 4 GiB, `verify`'s default.
+   */
+  maxBundleBytes?: string;
 }
 
 /** How the lines are being verified: on a pool of `workers`, or in the one worker (0), and why not on a pool. */

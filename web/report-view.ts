@@ -7,6 +7,7 @@
  */
 import {
   describeCheckpoint,
+  describeCoverage,
   describeFinding,
   describeSince,
   findingCodes,
@@ -45,6 +46,13 @@ export function showVerdict(target: HTMLElement, info: HTMLElement, report: Bund
   const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
   info.textContent = shown(
     `bundle ${name}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`,
+  );
+}
+
+/** What the audit checked and what it did not, in the CLI's words with the page's names for the auditor's settings. */
+export function showCoverage(target: HTMLElement, report: BundleAuditReport): void {
+  target.textContent = shown(
+    describeCoverage(report, { requireBlobs: '"Require blobs"', scope: 'the Principal / Session fields' }),
   );
 }
 

@@ -40,6 +40,15 @@ export function bundleFromFiles(
     if (parts[0] !== name) return 'pick one bundle folder';
     inside.set(parts.slice(1).join('/'), file);
   }
+  // A directory where a tree file belongs is refused as `verify` refuses it (BUNDLE_INVALID: not a regular file), not
+  // taken for an absent file. A drop lists every directory; the folder picker lists files only, so it sees one only by
+  // the files inside it (an empty one is then absent, as a symlink is). (bundle.json or manifests.jsonl as a
+  // directory: absent, BUNDLE_INVALID either way.)
+  const holding = new Set<string>();
+  for (const path of inside.keys()) if (path.includes('/')) holding.add(path.slice(0, path.indexOf('/')));
+  for (const file of BUNDLE_TREE_FILES)
+    if (directories.includes(`${name}/${file}`) || holding.has(file))
+      return `BUNDLE_INVALID: ${file} in ${JSON.stringify(name)} is a directory, not a regular file`;
   const manifests = inside.get(BUNDLE_MANIFESTS_FILE);
   if (!manifests) return `the folder ${JSON.stringify(name)} has no ${BUNDLE_MANIFESTS_FILE}; it is not a bundle`;
   const header = inside.get(BUNDLE_HEADER_FILE);
@@ -77,6 +86,11 @@ export interface Preload {
   since?: { url: string; name: string };
   /** `audit-ui --witness-keys --quorum`: where the keys are served, the file's name and the quorum. */
   witnessKeys?: { url: string; name: string; quorum: number };
+  /** `audit-ui --require-blobs --principal --session --max-bundle-bytes`: the auditor's settings, preset. */
+  requireBlobs?: boolean;
+  principal?: string;
+  session?: string;
+  maxBundleBytes?: number;
 }
 
 /** The preload `handoff-ledger audit-ui` announces in `<meta name="handoff-ledger-preload">`, if any. */

@@ -4,6 +4,7 @@
  * whoever displays it escapes it for their medium (a terminal, HTML).
  */
 import type { AuditReport, Finding } from './findings.js';
+import type { BundleAuditReport } from './verify-chain.js';
 import type { CheckpointSummary } from './verify-tree.js';
 import type { WitnessSummary } from './verify-witnesses.js';
 
@@ -31,6 +32,34 @@ export function describeVerdict(r: AuditReport, paint: VerdictPaint = plain): st
   return r.ok
     ? `verdict: ${paint.good('OK')} — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
     : `verdict: ${paint.bad('FAILED')} — ${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`;
+}
+
+/** How a medium names the auditor's own settings in the coverage line: the CLI's options or the page's fields. */
+export interface CoverageHints {
+  requireBlobs: string;
+  scope: string;
+}
+
+const CLI_HINTS: CoverageHints = { requireBlobs: '--require-blobs', scope: '--principal / --session' };
+
+/**
+ * `checked: signatures, chain rules, …`: what the audit checked and what it did not (blobs, the scope chains were
+ * held to and who declared it, completeness), so a clean verdict never hides what the bundle left out.
+ */
+export function describeCoverage(r: BundleAuditReport, hints: CoverageHints = CLI_HINTS): string {
+  const c = r.checked;
+  const blobs = c.blobs
+    ? `blobs${c.blobsRequired ? ' (required)' : ''}`
+    : `NOT blobs (the bundle carries none; ${hints.requireBlobs} makes that a finding)`;
+  const scope = c.scope
+    ? `scope ${Object.entries(c.scope)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')} (from ${c.scopeFrom})`
+    : `no scope (none declared; ${hints.scope} hold chains to one)`;
+  const complete = c.completeness.checked
+    ? `completeness (${c.completeness.sessions} session head(s) proven at the checkpoint)`
+    : `NOT completeness (${c.completeness.reason})`;
+  return `checked: signatures, chain rules, ${blobs}; ${scope}; ${complete}`;
 }
 
 /**

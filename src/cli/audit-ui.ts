@@ -1,9 +1,10 @@
 /**
- * `handoff-ledger audit-ui [--open] [--trust FILE] [--since OLD.note] [--witness-keys FILE --quorum K] [--port N]
- * [BUNDLE_DIR]`: serves the auditor's page on 127.0.0.1 with the bundle (and trust file, earlier checkpoint,
- * witness keys and quorum) preloaded, read-only, until interrupted. Verification runs in the browser; the
- * server only hands it these files. `--trust`, `--since` and `--witness-keys`/`--quorum` are read at start and
- * refused as `verify` refuses them.
+ * `handoff-ledger audit-ui [--open] [--trust FILE] [--since OLD.note] [--witness-keys FILE --quorum K]
+ * [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]`: serves the
+ * auditor's page on 127.0.0.1 with the bundle (and trust file, earlier checkpoint, witness keys and quorum)
+ * preloaded and the auditor's settings preset in the page's fields, read-only, until interrupted. Verification runs
+ * in the browser; the server only hands it these files. Every option is read at start and refused as `verify`
+ * refuses it.
  */
 import { spawn } from 'node:child_process';
 import { basename } from 'node:path';
@@ -13,11 +14,11 @@ import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
 import { printableLines } from '../../manifests/encoding/printable.js';
-import { readTrustFile, readWitnessArgs } from './verify.js';
+import { auditorScope, byteCount, readTrustFile, readWitnessArgs } from './verify.js';
 import { decimalOption, EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
 
 export const usage =
-  'audit-ui [--open] [--trust FILE] [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--port N] [BUNDLE_DIR]';
+  'audit-ui [--open] [--trust FILE] [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
 
 function openInBrowser(url: string, io: CliIo): void {
   const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
@@ -39,11 +40,18 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
       'witness-keys': { type: 'string' },
       quorum: { type: 'string' },
       port: { type: 'string', default: '0' },
+      'require-blobs': { type: 'boolean', default: false },
+      principal: { type: 'string' },
+      session: { type: 'string' },
+      'max-bundle-bytes': { type: 'string' },
     },
     true,
   );
   if (positionals.length > 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
   const port = decimalOption(values.port, 'port', 0, 65535);
+  const scope = auditorScope(values.principal, values.session);
+  const maxManifestsBytes =
+    values['max-bundle-bytes'] === undefined ? undefined : byteCount(values['max-bundle-bytes']);
   // Read now, with verify's checks and words: a bad combination is a usage error here, not a surprise in the page.
   const since = values.since === undefined ? undefined : await readSince(values.since);
   const witnesses = await readWitnessArgs(values['witness-keys'], values.quorum);
@@ -53,11 +61,15 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
   if (!page) throw new UsageError('the auditor page is not built (npm run build:web writes dist/web/index.html)');
   const bundle = positionals[0];
   // Refused here, with the CLI's codes, rather than as an error in the browser.
-  const reader = bundle ? await openBundleDir(bundle) : undefined;
+  if (bundle) await openBundleDir(bundle, { maxManifestsBytes });
   const server = await startAuditServer({
     page,
     port,
-    ...(bundle ? { bundle, hasBlobs: reader?.readBlob !== undefined } : {}),
+    // Whether it carries blobs is looked at for each request of the page, as verify run then would see it.
+    ...(bundle ? { bundle } : {}),
+    ...(values['require-blobs'] ? { requireBlobs: true } : {}),
+    ...(scope ? { scope } : {}),
+    ...(maxManifestsBytes !== undefined ? { maxManifestsBytes } : {}),
     ...(trust ? { trust: { text: trust.text } } : {}),
     ...(since !== undefined ? { since: { name: basename(values.since!), text: since } } : {}),
     ...(witnesses

@@ -158,12 +158,16 @@ export const commands: Record<string, CommandSpec> = {
   'audit-ui': {
     summary: "serve the auditor's page on 127.0.0.1 with a bundle preloaded",
     synopsis:
-      'audit-ui [--open] [--trust FILE] [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--port N] [BUNDLE_DIR]',
+      'audit-ui [--open] [--trust FILE] [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]',
     options: [
       '--trust FILE      preload this trust file too (else the auditor picks one in the page)',
       '--since FILE      preload an earlier checkpoint (signed note), as verify --since',
       '--witness-keys FILE  preload pinned witness keys (cosignature/v1), one per line; with --quorum',
       '--quorum K        preload the witness quorum: K valid cosignatures by the pinned witnesses',
+      '--require-blobs   preset "Require blobs": a bundle without them fails, as verify --require-blobs',
+      "--principal ID    preset the page's Principal: hold every chain to this principal",
+      "--session ID      preset the page's Session: hold every chain to this session",
+      '--max-bundle-bytes N  refuse a manifests.jsonl larger than N bytes (BUNDLE_INVALID), here and in the page',
       '--port N          listen on this port (default: any free port)',
       '--open            open the page in the default browser',
     ],

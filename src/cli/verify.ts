@@ -11,6 +11,7 @@ import { AuditError } from '../../manifests/audit/errors.js';
 import type { Finding } from '../../manifests/audit/findings.js';
 import {
   describeCheckpoint,
+  describeCoverage,
   describeFinding,
   describeVerdict,
   describeWitnesses,
@@ -144,22 +145,6 @@ async function lineVerifierFor(
   return createWorkerLineVerifier({ trust, verifier, threads });
 }
 
-function describeCoverage(r: BundleAuditReport): string {
-  const c = r.checked;
-  const blobs = c.blobs
-    ? `blobs${c.blobsRequired ? ' (required)' : ''}`
-    : 'NOT blobs (the bundle carries none; --require-blobs makes that a finding)';
-  const scope = c.scope
-    ? `scope ${Object.entries(c.scope)
-        .map(([k, v]) => `${k} ${v}`)
-        .join(', ')} (from ${c.scopeFrom})`
-    : 'no scope (none declared; --principal / --session hold chains to one)';
-  const complete = c.completeness.checked
-    ? `completeness (${c.completeness.sessions} session head(s) proven at the checkpoint)`
-    : `NOT completeness (${c.completeness.reason})`;
-  return `checked: signatures, chain rules, ${blobs}; ${scope}; ${complete}`;
-}
-
 /**
  * The human-readable report: findings grouped by chain, every line escaped, one verdict line at the end (its
  * verdict word painted after escaping, so the colour codes are the only control characters that reach the terminal).
@@ -213,7 +198,7 @@ export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType
   return `${printableLines(out)}${describeVerdict(r, paint)}\n`;
 }
 
-function auditorScope(principal: string | undefined, session: string | undefined): AuditScope | undefined {
+export function auditorScope(principal: string | undefined, session: string | undefined): AuditScope | undefined {
   for (const [name, id] of [
     ['--principal', principal],
     ['--session', session],
@@ -223,7 +208,7 @@ function auditorScope(principal: string | undefined, session: string | undefined
   return { ...(principal !== undefined ? { principal } : {}), ...(session !== undefined ? { session } : {}) };
 }
 
-function byteCount(text: string): number {
+export function byteCount(text: string): number {
   const n = Number(text);
   if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
     throw new UsageError('--max-bundle-bytes must be a positive whole number of bytes');

@@ -9,7 +9,7 @@
  * bundle through it).
  */
 import { constants, createReadStream, lstatSync } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { open, readFile, realpath } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename, join, resolve } from 'node:path';
@@ -23,7 +23,7 @@ import {
   BUNDLE_TREE_FILES,
   type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
-import { hasRealBlobDirs } from './bundle-dir.js';
+import { hasRealBlobDir, hasRealBlobDirs, isSparse, NOT_A_FILE } from './bundle-dir.js';
 
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const BLOB_PATH = /^\/bundle\/blobs\/blake3\/([0-9a-f]{64})$/;
@@ -42,8 +42,15 @@ export interface AuditServerOptions {
   page: string;
   /** The bundle directory to preload, if any. */
   bundle?: string;
-  /** Whether the bundle carries blobs (the page then checks them). */
+  /**
+   * Whether the bundle carries blobs (the page then checks them) even without a blobs/ directory; one that has a
+   * real blobs/ directory when the page is requested carries them anyway.
+   */
   hasBlobs?: boolean;
+  /** Preloaded auditor's settings (`audit-ui --require-blobs --principal --session --max-bundle-bytes`). */
+  requireBlobs?: boolean;
+  scope?: { principal?: string; session?: string };
+  maxManifestsBytes?: number;
   /**
    * A trust file to preload, if any: its path (read once, now, following a symlink as `verify` does) or the
    * text the CLI read and checked. Served from memory either way.
@@ -72,27 +79,40 @@ const WITNESS_KEYS_PATH = '/witness-keys.txt';
 
 const TREE_FILES: readonly BundleTreeFile[] = BUNDLE_TREE_FILES;
 
-/** The tree files the bundle has: announced, so the page asks for those only (an absent one is no error). */
+/**
+ * The tree files at the bundle's top level, whatever stands at each name: announced, so the page asks for those only
+ * (an absent one is no error) and is told why one that is not a regular file cannot be read, as `verify` is.
+ */
 function treeFilesOf(dir: string): BundleTreeFile[] {
   return TREE_FILES.filter((name) => {
     try {
-      return lstatSync(join(dir, name)).isFile();
+      lstatSync(join(dir, name));
+      return true;
     } catch {
       return false;
     }
   });
 }
 
-/** The page with a meta tag announcing what this server preloads (the page requests nothing without it). */
-function pageWithPreload(html: string, o: AuditServerOptions): string {
+/**
+ * The page with a meta tag announcing what this server preloads (the page requests nothing without it). Made for
+ * each request of the page: the bundle's tree files and blobs are announced as they are now, as `verify` run now
+ * would find them.
+ */
+async function pageWithPreload(html: string, o: AuditServerOptions, bundle: string | undefined): Promise<string> {
   const preload: Record<string, unknown> = {};
-  if (o.bundle)
+  if (bundle)
     preload.bundle = {
-      name: basename(resolve(o.bundle)),
+      name: basename(resolve(o.bundle!)),
       base: '/bundle/',
-      hasBlobs: o.hasBlobs === true,
-      tree: treeFilesOf(o.bundle),
+      // A real blobs/ directory; a header that counts blobs makes the page check them too (as verify does).
+      hasBlobs: o.hasBlobs === true || (await hasRealBlobDir(bundle)),
+      tree: treeFilesOf(bundle),
     };
+  if (o.requireBlobs) preload.requireBlobs = true;
+  if (o.scope?.principal !== undefined) preload.principal = o.scope.principal;
+  if (o.scope?.session !== undefined) preload.session = o.scope.session;
+  if (o.maxManifestsBytes !== undefined) preload.maxBundleBytes = o.maxManifestsBytes;
   if (o.trust) preload.trust = TRUST_PATH;
   if (o.since) preload.since = { url: SINCE_PATH, name: o.since.name };
   if (o.witnessKeys)
@@ -116,20 +136,46 @@ function refuse(res: ServerResponse, status: number, text: string): void {
   res.end(`${text}\n`);
 }
 
-/** Streams a regular file opened without following symlinks; anything else is 404. */
-async function sendFile(req: IncomingMessage, res: ServerResponse, path: string, type: string): Promise<void> {
+const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
+
+/**
+ * Streams a regular file opened without following symlinks, its first `st.size` bytes (a file that grows meanwhile
+ * never sends more than its Content-Length). What `verify` reads in its place decides the answer: nothing at the
+ * name is 404; for a file of the bundle (`kind` 'file') anything else that is not a regular file, or is sparse, is
+ * 422 (verify: BUNDLE_INVALID) and a name that cannot be opened otherwise (a symlink, no permission) 403 (verify:
+ * BUNDLE_IO); for a blob, verify counts whatever is not a regular file as absent (404) and one it cannot open as
+ * BUNDLE_IO (403).
+ */
+async function sendFile(
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  type: string,
+  kind: 'file' | 'blob',
+): Promise<void> {
+  const name = kind === 'file' ? basename(path) : 'the blob';
   let handle;
   try {
     handle = await open(path, READ);
-  } catch {
-    return refuse(res, 404, 'not found');
+  } catch (err) {
+    const code = errno(err) ?? '';
+    if (code === 'ENOENT' || (kind === 'blob' && NOT_A_FILE.has(code))) return refuse(res, 404, 'not found');
+    if (NOT_A_FILE.has(code) && code !== 'ELOOP') return refuse(res, 422, `${name} is not a regular file`);
+    return refuse(res, 403, `${name} cannot be read (${code || 'error'})`);
   }
   try {
     const st = await handle.stat();
-    if (!st.isFile()) return refuse(res, 404, 'not found');
+    if (!st.isFile())
+      return kind === 'blob' ? refuse(res, 404, 'not found') : refuse(res, 422, `${name} is not a regular file`);
+    if (kind === 'file' && isSparse(st))
+      return refuse(
+        res,
+        422,
+        `${name} is sparse (${st.size} bytes, ${st.blocks * 512} allocated); an exported bundle never is`,
+      );
     res.writeHead(200, { ...HEADERS, 'content-type': type, 'content-length': String(st.size) });
-    if (req.method === 'HEAD') return void res.end();
-    const stream = createReadStream('', { fd: handle, autoClose: false });
+    if (req.method === 'HEAD' || st.size === 0) return void res.end();
+    const stream = createReadStream('', { fd: handle, autoClose: false, start: 0, end: st.size - 1 });
     await new Promise<void>((done) => {
       stream.on('error', () => {
         res.destroy();
@@ -150,7 +196,7 @@ async function sendFile(req: IncomingMessage, res: ServerResponse, path: string,
  */
 async function sendBlob(req: IncomingMessage, res: ServerResponse, bundle: string, hex: string): Promise<void> {
   if (!(await hasRealBlobDirs(bundle))) return refuse(res, 404, 'not found');
-  return sendFile(req, res, join(bundle, 'blobs', 'blake3', hex), 'application/octet-stream');
+  return sendFile(req, res, join(bundle, 'blobs', 'blake3', hex), 'application/octet-stream', 'blob');
 }
 
 /**
@@ -164,18 +210,24 @@ export function allowedHostsFor(port: number): Set<string> {
 }
 
 export async function startAuditServer(o: AuditServerOptions): Promise<AuditServer> {
-  const html = pageWithPreload(await readFile(o.page, 'utf8'), o);
+  const page = await readFile(o.page, 'utf8');
   const trustText =
     o.trust === undefined ? undefined : typeof o.trust === 'string' ? await readFile(o.trust, 'utf8') : o.trust.text;
-  const bundle = o.bundle ? resolve(o.bundle) : undefined;
+  // Resolved once, as verify resolves the directory it was named (`latest -> b1`): a link moved later is not followed.
+  const bundle = o.bundle ? await realpath(resolve(o.bundle)) : undefined;
   let allowedHosts: Set<string> = new Set();
   const server = createServer((req, res) => {
     if (!allowedHosts.has(req.headers.host ?? '')) return refuse(res, 421, 'misdirected request');
     if (req.method !== 'GET' && req.method !== 'HEAD') return refuse(res, 405, 'read-only');
     const path = (req.url ?? '/').split('?')[0]!;
     if (path === '/' || path === '/index.html') {
-      res.writeHead(200, { ...HEADERS, 'content-type': 'text/html; charset=utf-8' });
-      return void res.end(req.method === 'HEAD' ? undefined : html);
+      return void pageWithPreload(page, o, bundle).then(
+        (html) => {
+          res.writeHead(200, { ...HEADERS, 'content-type': 'text/html; charset=utf-8' });
+          res.end(req.method === 'HEAD' ? undefined : html);
+        },
+        () => refuse(res, 500, 'cannot look at the bundle'),
+      );
     }
     const served: [string | undefined, string] | undefined =
       path === TRUST_PATH
@@ -193,9 +245,9 @@ export async function startAuditServer(o: AuditServerOptions): Promise<AuditServ
     if (bundle) {
       const name = path.startsWith('/bundle/') ? path.slice('/bundle/'.length) : '';
       const type = BUNDLE_FILES.get(name);
-      if (type) return void sendFile(req, res, join(bundle, name), type);
+      if (type) return void sendFile(req, res, join(bundle, name), type, 'file');
       const blob = BLOB_PATH.exec(path);
-      if (blob && o.hasBlobs) return void sendBlob(req, res, bundle, blob[1]!);
+      if (blob) return void sendBlob(req, res, bundle, blob[1]!);
     }
     refuse(res, 404, 'not found');
   });

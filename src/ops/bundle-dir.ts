@@ -36,10 +36,15 @@ const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code
  * Why an open (O_NOFOLLOW, O_NONBLOCK) failed because of what stands at the name, not the reading: a symlink (ELOOP),
  * a socket (ENXIO), a device without a driver (ENODEV) — none is a file of the bundle.
  */
-const NOT_A_FILE = new Set(['ELOOP', 'ENXIO', 'ENODEV']);
+export const NOT_A_FILE: ReadonlySet<string> = new Set(['ELOOP', 'ENXIO', 'ENODEV']);
 
 function ioError(what: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `cannot read ${what}: ${(err as Error)?.message ?? err}`, { cause: err });
+}
+
+/** Holes (see refuseSparse): fewer bytes allocated than its size, past 4 KiB of slack. */
+export function isSparse(st: { size: number; blocks?: number }): st is { size: number; blocks: number } {
+  return st.blocks !== undefined && st.blocks * 512 + 4096 < st.size;
 }
 
 /**
@@ -48,10 +53,10 @@ function ioError(what: string, err: unknown): AuditError {
  * in its inode. @throws AuditError `BUNDLE_INVALID`
  */
 function refuseSparse(path: string, st: { size: number; blocks?: number }): void {
-  if (st.blocks !== undefined && st.blocks * 512 + 4096 < st.size)
+  if (isSparse(st))
     throw new AuditError(
       'BUNDLE_INVALID',
-      `${path} is sparse (${st.size} bytes, ${st.blocks * 512} allocated); an exported bundle never is`,
+      `${path} is sparse (${st.size} bytes, ${st.blocks! * 512} allocated); an exported bundle never is`,
     );
 }
 
@@ -191,6 +196,11 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
  * Whether `blobs/` and `blobs/blake3/` of the bundle at `root` are directories of the bundle itself: O_NOFOLLOW
  * guards a blob file's name alone, so through a linked one no blob is read (verify) or served (audit-ui).
  */
+/** Whether the bundle at `root` has a `blobs/` directory of its own (the CLI's sign that it carries blobs). */
+export function hasRealBlobDir(root: string): Promise<boolean> {
+  return isRealDir(join(root, 'blobs'));
+}
+
 export async function hasRealBlobDirs(root: string): Promise<boolean> {
   return (await isRealDir(join(root, 'blobs'))) && (await isRealDir(join(root, BUNDLE_BLOB_DIR)));
 }

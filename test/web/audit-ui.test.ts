@@ -4,8 +4,9 @@
  * refuses them; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
 import { createServer, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import {
+  appendFileSync,
   chmodSync,
   copyFileSync,
   cpSync,
@@ -14,6 +15,7 @@ import {
   readFileSync,
   readdirSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -22,7 +24,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
-import { describeVerdict } from '../../manifests/audit/report-text.js';
+import { describeCoverage, describeVerdict } from '../../manifests/audit/report-text.js';
 import { auditorPagePath } from '../../src/ops/auditor-page.js';
 import { allowedHostsFor, startAuditServer, type AuditServer } from '../../src/ops/audit-server.js';
 import { run as auditUi, serve } from '../../src/cli/audit-ui.js';
@@ -34,7 +36,7 @@ import { TAMPER_CASES, writeCase } from '../support/tamper-cases.js';
 import { tempDir } from '../support/tmp.js';
 import { ensurePageBuilt } from '../support/page-build.js';
 import { cliVerify, writeCheckpointFiles, writeWitnessFiles } from '../support/checkpoint-bundle.js';
-import { expectSameAsCli, picked } from '../support/page-checks.js';
+import { expectSameAsCli, PAGE_URL, picked } from '../support/page-checks.js';
 
 beforeAll(() => {
   ensurePageBuilt();
@@ -384,6 +386,245 @@ describe('audit-ui and symlinks out of the bundle', () => {
     const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: true, trust: trustPath });
     try {
       expect((await get(`${server.url}bundle/blobs/blake3/${hex}`)).status).toBe(200);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+/** A served page's outcome once it has one: the verdict, the coverage line, the findings, or the error shown. */
+async function pageOutcome(page: import('playwright-core').Page) {
+  await page.waitForSelector('body[data-state="ok"], body[data-state="failed"], body[data-state="error"]', {
+    timeout: 90_000,
+  });
+  const state = await page.getAttribute('body', 'data-state');
+  if (state === 'error') return { state, error: await page.textContent('#error') };
+  return {
+    state,
+    verdict: await page.textContent('#verdict'),
+    coverage: await page.textContent('#coverage'),
+    findings: await page.$$eval('#findings li', (lis) => lis.map((li) => `${li.dataset.code}@${li.dataset.line}`)),
+  };
+}
+
+const PAGE_HINTS = { requireBlobs: '"Require blobs"', scope: 'the Principal / Session fields' };
+
+/** A bundle without blobs (its header counts none) and its trust file. */
+async function blobFreeCase() {
+  const root = tempDir();
+  return writeCase(
+    TAMPER_CASES.find((c) => c.name === 'clean')!,
+    join(root, 'bundle'),
+    join(root, 'trust.json'),
+  ).then((p) => {
+    rmSync(join(p.dir, 'blobs'), { recursive: true });
+    const header = JSON.parse(readFileSync(join(p.dir, 'bundle.json'), 'utf8'));
+    delete header.counts.blobs;
+    writeFileSync(join(p.dir, 'bundle.json'), JSON.stringify(header));
+    return p;
+  });
+}
+
+describe('audit-ui and the page agree with verify on what the bundle is now', () => {
+  let browser: BrowserContext;
+  let close = async () => {};
+  beforeAll(async () => {
+    ({ browser, close } = await launchChromium());
+  }, 60_000);
+  afterAll(() => close());
+
+  it(
+    'says what it checked and what not, and takes --require-blobs, --principal and --session as verify does',
+    { timeout: 180_000 },
+    async () => {
+      const { dir, trustPath } = await blobFreeCase();
+      for (const args of [[], ['--require-blobs', '--session', 's1'], ['--principal', 'bob']]) {
+        const cli = await cliVerify(dir, trustPath, undefined, args);
+        const server = await serve([dir, '--trust', trustPath, ...args], captureIo().io);
+        const page = await browser.newPage();
+        try {
+          await page.goto(server.url);
+          const got = await pageOutcome(page);
+          const report = cli.report!;
+          expect(got, args.join(' ')).toEqual({
+            state: report.ok ? 'ok' : 'failed',
+            verdict: `${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`,
+            coverage: describeCoverage(report, PAGE_HINTS),
+            findings: report.findings.map((f) => `${f.code}@${f.line}`),
+          });
+          expect(await page.isChecked('#require-blobs-input')).toBe(args.includes('--require-blobs'));
+          expect(await page.inputValue('#session-input')).toBe(args.includes('--session') ? 's1' : '');
+          expect(await page.inputValue('#principal-input')).toBe(args.includes('--principal') ? 'bob' : '');
+          if (args.length === 0) {
+            // An id verify would refuse as USAGE is refused by the page with its words, and no verdict stands.
+            await page.fill('#principal-input', 'not an id');
+            expect(await page.isHidden('#result')).toBe(true);
+            await page.click('#verify');
+            expect(await pageOutcome(page)).toEqual({
+              state: 'error',
+              error: 'USAGE: the principal must be a valid id',
+            });
+          }
+        } finally {
+          await page.close();
+          await server.close();
+        }
+      }
+      // Without them the page says what was left out, as verify's second line does.
+      expect(describeCoverage((await cliVerify(dir, trustPath)).report!, PAGE_HINTS)).toMatch(
+        /NOT blobs \(the bundle carries none; "Require blobs" makes that a finding\); no scope .*; NOT completeness/,
+      );
+    },
+  );
+
+  it(
+    'a tree file that is a symlink or a directory stops the page as it stops verify (BUNDLE_IO, BUNDLE_INVALID)',
+    { timeout: 180_000 },
+    async () => {
+      for (const [what, plant, code] of [
+        ['symlink', (d: string) => symlinkSync(join(d, 'bundle.json'), join(d, 'checkpoint.note')), 'BUNDLE_IO'],
+        ['directory', (d: string) => mkdirSync(join(d, 'checkpoint.note')), 'BUNDLE_INVALID'],
+      ] as const) {
+        const { dir, trustPath } = await blobCase();
+        plant(dir);
+        const cli = await cliVerify(dir, trustPath);
+        expect(cli.code, what).toBe(2);
+        expect(cli.stderr, what).toMatch(new RegExp(`^handoff-ledger: ${code}: `));
+        const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, trust: trustPath });
+        const page = await browser.newPage();
+        try {
+          await page.goto(server.url);
+          const got = await pageOutcome(page);
+          expect(got.state, what).toBe('error');
+          expect(got.error, what).toMatch(new RegExp(`^${code}: .*checkpoint\\.note`));
+        } finally {
+          await page.close();
+          await server.close();
+        }
+      }
+    },
+  );
+
+  it('a folder picked with a directory where checkpoint.note belongs is refused, as verify refuses it', async () => {
+    const { dir, trustPath } = await blobCase();
+    mkdirSync(join(dir, 'checkpoint.note'));
+    writeFileSync(join(dir, 'checkpoint.note', 'inside'), 'x');
+    expect((await cliVerify(dir, trustPath)).stderr).toMatch(/^handoff-ledger: BUNDLE_INVALID: .*not a regular file/);
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE_URL);
+      await page.setInputFiles('#bundle-input', dir);
+      await page.waitForSelector('#error:not([hidden])');
+      expect(await page.textContent('#error')).toMatch(
+        /^BUNDLE_INVALID: checkpoint\.note in "bundle" is a directory, not a regular file$/,
+      );
+    } finally {
+      await page.close();
+    }
+  });
+
+  it(
+    'blobs put in after audit-ui started are checked at the next load of the page, as verify run then checks them',
+    {
+      timeout: 180_000,
+    },
+    async () => {
+      const { dir, trustPath } = await blobFreeCase();
+      const server = await serve([dir, '--trust', trustPath], captureIo().io);
+      const page = await browser.newPage();
+      try {
+        await page.goto(server.url);
+        expect((await pageOutcome(page)).state).toBe('ok');
+        // The same bundle's blobs, one of them with a bit flipped, moved in while the server runs.
+        const tampered = await blobCase();
+        cpSync(join(tampered.dir, 'blobs'), join(dir, 'blobs'), { recursive: true });
+        const cli = (await cliVerify(dir, trustPath)).report!;
+        expect(cli.findings.map((f) => f.code)).toContain('BLOB_DIGEST');
+        await page.reload();
+        expect(await pageOutcome(page)).toMatchObject({
+          state: 'failed',
+          findings: cli.findings.map((f) => `${f.code}@${f.line}`),
+        });
+      } finally {
+        await page.close();
+        await server.close();
+      }
+    },
+  );
+
+  it(
+    'takes --max-bundle-bytes as verify does; the page holds manifests.jsonl to the bound it is given',
+    {
+      timeout: 180_000,
+    },
+    async () => {
+      const { dir, trustPath } = await blobCase();
+      const size = statSync(join(dir, 'manifests.jsonl')).size;
+      const small = String(size - 1);
+      const verify = await cliVerify(dir, trustPath, undefined, ['--max-bundle-bytes', small]);
+      expect(verify.code).toBe(2);
+      const c = captureIo();
+      expect(await auditUi([dir, '--trust', trustPath, '--max-bundle-bytes', small], c.io)).toBe(2);
+      expect(c.stderr()).toBe(verify.stderr);
+      for (const bad of ['0', '-1', '1e9', 'x'])
+        await expect(
+          serve([dir, '--trust', trustPath, `--max-bundle-bytes=${bad}`], captureIo().io),
+          bad,
+        ).rejects.toThrow('--max-bundle-bytes must be a positive whole number of bytes');
+      // A bound above 4 GiB is taken (a bundle that large needs it), and announced to the page.
+      const server = await serve([dir, '--trust', trustPath, '--max-bundle-bytes', '6000000000'], captureIo().io);
+      const page = await browser.newPage();
+      try {
+        expect((await get(server.url)).body).toContain('&#34;maxBundleBytes&#34;:6000000000');
+        await page.goto(server.url);
+        expect((await pageOutcome(page)).state).toBe('failed');
+        // The page's own bound (?max-bundle-bytes=): below the file's size, refused before a line is verified.
+        await page.goto(`${server.url}?max-bundle-bytes=${small}`);
+        expect(await pageOutcome(page)).toEqual({
+          state: 'error',
+          error: `BUNDLE_INVALID: manifests.jsonl is ${size} bytes, over the bound of ${small} (raise it with the page's ?max-bundle-bytes= or audit-ui --max-bundle-bytes)`,
+        });
+      } finally {
+        await page.close();
+        await server.close();
+      }
+    },
+  );
+});
+
+describe('audit-ui serving a file that grows', () => {
+  it('sends the bytes its Content-Length names and no more', { timeout: 60_000 }, async () => {
+    const { dir, trustPath } = await blobCase();
+    const path = join(dir, 'manifests.jsonl');
+    const before = Buffer.alloc(16 * 2 ** 20, 0x61);
+    writeFileSync(path, before);
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, trust: trustPath });
+    try {
+      const u = new URL(server.url);
+      // A raw socket: an HTTP client stops at Content-Length, this counts every byte the server sends.
+      const got = await new Promise<{ length: number; received: number }>((done, fail) => {
+        const socket = connect(Number(u.port), u.hostname, () => {
+          socket.write(`GET /bundle/manifests.jsonl HTTP/1.1\r\nHost: ${u.host}\r\nConnection: close\r\n\r\n`);
+        });
+        const chunks: Buffer[] = [];
+        let grown = false;
+        socket.on('data', (c: Buffer) => {
+          chunks.push(c);
+          if (!grown) {
+            grown = true;
+            // The file grows by 8 MiB while the response is under way.
+            appendFileSync(path, Buffer.alloc(8 * 2 ** 20, 0x62));
+          }
+        });
+        socket.on('error', fail);
+        socket.on('close', () => {
+          const all = Buffer.concat(chunks);
+          const end = all.indexOf('\r\n\r\n');
+          const length = Number(/content-length: (\d+)/i.exec(all.subarray(0, end).toString('latin1'))?.[1]);
+          done({ length, received: all.length - end - 4 });
+        });
+      });
+      expect(got).toEqual({ length: before.length, received: before.length });
     } finally {
       await server.close();
     }

@@ -174,11 +174,25 @@ async function get(url: string): Promise<Response | undefined> {
     throw ioError(url, err);
   }
   if (res.status === 404) return undefined;
+  // 422: audit-ui found something at the name that is not a bundle's file (not a regular file, or sparse), which
+  // `verify` refuses as BUNDLE_INVALID; anything else it could not read (a symlink, no permission) is BUNDLE_IO.
+  if (res.status === 422) {
+    const why = (await res.text().catch(() => '')).slice(0, 500).trim();
+    throw new AuditError('BUNDLE_INVALID', `${url}: ${why || 'not a file of the bundle'}`);
+  }
   if (!res.ok) throw new AuditError('BUNDLE_IO', `cannot read ${url}: HTTP ${res.status}`);
   return res;
 }
 
-function urlReader(source: Extract<BundleSource, { kind: 'url' }>): BundleReader {
+/** Past `max` bytes of manifests.jsonl: `verify`'s refusal, in the page's words for raising the bound. */
+function overBound(size: number, max: number): AuditError {
+  return new AuditError(
+    'BUNDLE_INVALID',
+    `${BUNDLE_MANIFESTS_FILE} is ${size} bytes, over the bound of ${max} (raise it with the page's ?max-bundle-bytes= or audit-ui --max-bundle-bytes)`,
+  );
+}
+
+function urlReader(source: Extract<BundleSource, { kind: 'url' }>, maxManifestsBytes: number): BundleReader {
   const at = (path: string) => `${source.base}${path}`;
   let size: number | undefined;
   const reader: BundleReader = {
@@ -192,10 +206,21 @@ function urlReader(source: Extract<BundleSource, { kind: 'url' }>): BundleReader
     async *manifests() {
       const res = await get(at(BUNDLE_MANIFESTS_FILE));
       if (!res?.body) throw new AuditError('BUNDLE_INVALID', `the bundle has no ${BUNDLE_MANIFESTS_FILE}`);
+      const declared = Number(res.headers.get('content-length') ?? NaN);
+      if (Number.isSafeInteger(declared) && declared > maxManifestsBytes) {
+        await res.body.cancel().catch(() => {});
+        throw overBound(declared, maxManifestsBytes);
+      }
+      // Counted as it streams too: a file that grew after the server measured it is refused past the bound.
+      let read = 0;
       try {
-        yield* streamChunks(res.body);
+        for await (const chunk of streamChunks(res.body)) {
+          read += chunk.byteLength;
+          if (read > maxManifestsBytes) throw overBound(read, maxManifestsBytes);
+          yield chunk;
+        }
       } catch (err) {
-        throw ioError(BUNDLE_MANIFESTS_FILE, err);
+        throw err instanceof AuditError ? err : ioError(BUNDLE_MANIFESTS_FILE, err);
       }
     },
     async manifestsSize() {
@@ -232,6 +257,10 @@ function urlReader(source: Extract<BundleSource, { kind: 'url' }>): BundleReader
   return reader;
 }
 
-export function readerFor(source: BundleSource): BundleReader {
-  return source.kind === 'files' ? fileReader(source) : urlReader(source);
+/**
+ * The reader of a picked, dropped or served bundle. `maxManifestsBytes` bounds a served manifests.jsonl as it streams
+ * (the worker refuses one whose size is known to be over it before reading, as `verify` does).
+ */
+export function readerFor(source: BundleSource, maxManifestsBytes = Number.MAX_SAFE_INTEGER): BundleReader {
+  return source.kind === 'files' ? fileReader(source) : urlReader(source, maxManifestsBytes);
 }
