@@ -238,6 +238,48 @@ describePostgres(
       });
     });
 
+    describe('a database whose synchronous_commit is off', () => {
+      it('commits every transaction durably (on), and leaves a stronger setting as it is', async () => {
+        // off: COMMIT is answered before the WAL is flushed; a server crash then loses an acknowledged, pinned publish.
+        const connectionString = await pg.cluster.createDatabase('async_commit');
+        await sql(`ALTER DATABASE async_commit SET synchronous_commit = off`);
+        const remote = await pg.cluster.createDatabase('remote_apply_commit');
+        await sql(`ALTER DATABASE remote_apply_commit SET synchronous_commit = remote_apply`);
+        for (const [cs, session, inside] of [
+          [connectionString, 'off', 'on'],
+          [remote, 'remote_apply', 'remote_apply'],
+        ] as const) {
+          const db = new PgDatabase({ connectionString: cs, schema: nextSchema() });
+          try {
+            expect(await sqlOn<{ synchronous_commit: string }>(cs, 'SHOW synchronous_commit')).toEqual([
+              { synchronous_commit: session },
+            ]);
+            const seen = await db.transaction(
+              async (client) => (await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows,
+            );
+            expect(seen, session).toEqual([{ synchronous_commit: inside }]);
+            // With a signal too (the BEGIN round trip then also names the transaction).
+            const named = await db.transaction(
+              async (client) => (await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows,
+              undefined,
+              new AbortController().signal,
+            );
+            expect(named, session).toEqual([{ synchronous_commit: inside }]);
+          } finally {
+            await db.close();
+          }
+        }
+        // An append through the log, in that database: its transaction commits durably too.
+        const log = await PgManifestLog.open({ connectionString, schema: nextSchema() });
+        try {
+          await log.append(link('durable', 0));
+          expect((await log.head('durable'))?.seq).toBe(0);
+        } finally {
+          await log.close();
+        }
+      });
+    });
+
     describe('single write statements under a database default of SERIALIZABLE', () => {
       it('wait for a row another transaction holds and go on, as under READ COMMITTED (gc deletes, a watermark)', async () => {
         const connectionString = await pg.cluster.createDatabase('serializable_writes');

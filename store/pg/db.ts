@@ -28,6 +28,15 @@ export const UNBOUNDED_LOCK_WAIT = 'BEGIN ISOLATION LEVEL READ COMMITTED; SET LO
  * race for a session's head or the counter row failed with a serialization error instead of retrying.
  */
 export const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+/**
+ * Sent in every transaction's BEGIN round trip: a COMMIT is acknowledged only once it is durable, whatever the
+ * database's, role's or server's `synchronous_commit` says. Under `off` the server answers COMMIT before its WAL is
+ * flushed: a crash then loses a publish already acknowledged and pinned, and the store refuses to open (the log is
+ * behind its pinned checkpoint: ROLLBACK). Raised to `on` for the transaction only, and only from `off`: `local`
+ * flushes locally, and `remote_write` / `remote_apply` (synchronous standbys) are left as the operator chose them.
+ */
+export const DURABLE_COMMIT =
+  "SELECT set_config('synchronous_commit', 'on', true) WHERE current_setting('synchronous_commit') = 'off'";
 
 /** How long a new connection may take to be established (a server that does not answer). */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -376,7 +385,9 @@ export class PgDatabase {
       });
     try {
       signal?.throwIfAborted();
-      await client.query(tag ? `${begin};\nSET LOCAL application_name = '${tag}'` : begin);
+      await client.query(
+        `${begin};\n${DURABLE_COMMIT}${tag ? `;\nSET LOCAL application_name = '${tag}'` : ''}`,
+      );
       const result = await fn(signal ? refuseAfterAbort(client, signal) : client);
       // Checked with no await before COMMIT: an abort from here on no longer cancels anything.
       signal?.throwIfAborted();
