@@ -385,9 +385,7 @@ export class PgDatabase {
       });
     try {
       signal?.throwIfAborted();
-      await client.query(
-        `${begin};\n${DURABLE_COMMIT}${tag ? `;\nSET LOCAL application_name = '${tag}'` : ''}`,
-      );
+      await client.query(`${begin};\n${DURABLE_COMMIT}${tag ? `;\nSET LOCAL application_name = '${tag}'` : ''}`);
       const result = await fn(signal ? refuseAfterAbort(client, signal) : client);
       // Checked with no await before COMMIT: an abort from here on no longer cancels anything.
       signal?.throwIfAborted();
