@@ -226,6 +226,12 @@ export class SessionHeadsUpdate {
   private readonly strays = new Map<string, NodePath>();
   /** Interior nodes whose hash is pending, by name. */
   private readonly dirty = new Map<string, NodePath>();
+  /**
+   * Every node as first read from the stored index (undefined: none stored), by name: what a changed interior node
+   * held before this update, and its children then, so that `settle` can hold each to its children before replacing
+   * it (a node rewritten under the index without its ancestors must not be folded into a signed root).
+   */
+  private readonly original = new Map<string, HeadsNode | undefined>();
 
   constructor(private readonly stored: HeadsNodeReader) {}
 
@@ -241,7 +247,11 @@ export class SessionHeadsUpdate {
     });
     if (missing.length > 0) {
       const got = yield missing.map((i) => paths[i]!);
-      missing.forEach((i, j) => (out[i] = got[j]));
+      missing.forEach((i, j) => {
+        out[i] = got[j];
+        const name = nodeName(paths[i]!);
+        if (!this.original.has(name)) this.original.set(name, got[j]);
+      });
     }
     return out;
   }
@@ -292,13 +302,38 @@ export class SessionHeadsUpdate {
       { depth: p.depth + 1, prefix: prefixOf(p.prefix, p.depth + 1, true) },
     ]);
     const outside = childPaths.filter((c) => !this.overlay.has(nodeName(c)));
-    const got = outside.length > 0 ? yield outside : [];
+    // The stored children of a changed node that stood as an interior node, where no read of this update saw them
+    // (usually none: the walks read every node on their paths).
+    const unseen = pending.flatMap((p, i) => {
+      const before = this.original.get(nodeName(p));
+      if (before === undefined || before.leaf) return [];
+      return [childPaths[2 * i]!, childPaths[2 * i + 1]!].filter((c) => {
+        const name = nodeName(c);
+        return this.overlay.has(name) && !this.original.has(name) && !this.empty.has(name);
+      });
+    });
+    const asked = [...outside, ...unseen];
+    const got = asked.length > 0 ? yield asked : [];
     const storedChildren = new Map<string, HeadsNode | undefined>();
     outside.forEach((c, i) => {
       const name = nodeName(c);
       const empty = this.empty.get(name);
       if (empty && got[i] !== undefined) this.strays.set(name, empty);
       storedChildren.set(name, empty ? undefined : got[i]);
+      if (!empty && !this.original.has(name)) this.original.set(name, got[i]);
+    });
+    unseen.forEach((c, j) => this.original.set(nodeName(c), got[outside.length + j]));
+    // Each changed node that stood as an interior node must have hashed its stored children: else a node below it was
+    // rewritten without it (a tail cut from a session's leaf, say), and the new root would commit to the rewrite.
+    pending.forEach((p, i) => {
+      const before = this.original.get(nodeName(p));
+      if (before === undefined || before.leaf) return;
+      const was = (c: NodePath) => hashOfNode(this.empty.has(nodeName(c)) ? undefined : this.original.get(nodeName(c)));
+      if (!equalBytes(innerNodeHash(was(childPaths[2 * i]!), was(childPaths[2 * i + 1]!)), before.hash))
+        throw new ManifestError(
+          'TREE_DAMAGED',
+          `session-heads index: the stored node at depth ${p.depth} does not hash its children (a node below it was changed without it: a damaged or rewritten index; fsck reports it)`,
+        );
     });
     const childHash = (path: NodePath): Uint8Array => {
       const name = nodeName(path);

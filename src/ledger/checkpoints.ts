@@ -18,6 +18,7 @@ import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tl
 import { SESSION_HEADS_EXTENSION, sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
 import type { LogTreeHead, ManifestLog } from '../../manifests/log/log.js';
 import { LedgerError } from '../errors.js';
+import { ManifestError } from '../../manifests/errors.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 
 export interface SignedCheckpoint {
@@ -222,6 +223,19 @@ export class CheckpointGuard {
           `the session-heads index is not the one pinned with this tree of ${head.size} entries (rewritten under the log)`,
           { pinned: pinned.note, current: formatCheckpoint(checkpoint), reason: 'another session-heads root' },
         );
+      // The index cannot give its root (a damaged root record) while the pinned checkpoint of this very tree carries
+      // one: the pinned note stands. Re-signed without the line, it would be replaced, and the next root at this size
+      // (a forged record, say) would meet no line to be compared with.
+      if (was !== undefined && now === undefined) {
+        if (this.pinnedBy !== undefined && equalBytes(this.pinnedBy, signer.publicKey)) {
+          checked();
+          return pinned;
+        }
+        throw new ManifestError(
+          'TREE_DAMAGED',
+          `the session-heads index cannot give its root, and the checkpoint pinned with this tree of ${head.size} entries carries one that a checkpoint signed by the current key would lose: repair the index (fsck reports it), then check again`,
+        );
+      }
     }
     if (
       sameTree &&
