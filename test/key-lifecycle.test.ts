@@ -780,12 +780,17 @@ describe('checkpoints after rotations', () => {
       await b.rotateKey();
       expect((await a.resume(scope))?.seq).toBe(0);
       expect(a.checkpointVerifierKey).not.toBe(before);
-      expect(vouchedBy((await a.checkpoint()).note, a)).toBe(1);
+      const small = await a.checkpoint();
+      expect(vouchedBy(small.note, a)).toBe(1);
       // And a larger tree pinned with the new key is known as larger: A does not pin its smaller one over it.
       await b.publish({ ...scope, session: 's2' }, sampleSummary(2));
       const big = await b.checkpoint();
-      const guard = (a as unknown as { checkpoints: { pinsLargerTree(n: string, s: number): boolean } }).checkpoints;
-      expect(guard.pinsLargerTree(big.note, 1)).toBe(true);
+      type Judge = { pinsLargerTree(n: string, c: { origin: string; size: number; root: Uint8Array }): boolean };
+      const guard = (a as unknown as { checkpoints: Judge }).checkpoints;
+      expect(small.checkpoint.size).toBe(1);
+      expect(guard.pinsLargerTree(big.note, small.checkpoint)).toBe(true);
+      // Its next check starts from that pin: A's checkpoint is B's larger one.
+      expect((await a.checkpoint()).note).toBe(big.note);
     } finally {
       await a.close();
       await b.close();

@@ -314,6 +314,27 @@ export class CheckpointPinFile {
       off += (await handle.write(slot, off, slot.length - off, index * this.slotSize + off)).bytesWritten;
   }
 
+  /** Whether other processes pin this file too (a shared store: PostgreSQL), so its newest pin may be theirs. */
+  get shared(): boolean {
+    return !this.exclusive;
+  }
+
+  /**
+   * The newest intact pin on file now, whoever wrote it (undefined: no pin file yet), read without the lock: a pin
+   * writes the slot beside the newest and a larger file replaces it atomically, so a read sees one whole pin or the
+   * other. For a shared pin (an exclusive one's newest is this process's own last write).
+   * @throws LedgerError `KEY_FILE_UNSAFE`, `RECORD_CORRUPT`; StoreError `STORAGE_FAILED`
+   */
+  async readNewest(): Promise<string | undefined> {
+    if (this.closed) throw new LedgerError('CLOSED', `the pin ${this.path} is closed`);
+    try {
+      const bytes = await readRegular(this.path);
+      return bytes === undefined ? undefined : decodePinFile(bytes, this.path).newest.note;
+    } catch (err) {
+      throw storageFailure(StoreError, `reading the pinned checkpoint ${this.path}`, err);
+    }
+  }
+
   /** Closes the file an exclusive pin keeps open, for good (the ledger's close): a later `write` is `CLOSED`. */
   async close(): Promise<void> {
     this.closed = true;

@@ -202,7 +202,19 @@ export class CheckpointGuard {
   }
 
   private async advance(checked: () => void): Promise<SignedCheckpoint> {
+    // A pin other processes of this root write too (PostgreSQL): the newest one on file may be theirs, of a larger
+    // tree. Read before the log, so that its entries, committed before it was pinned, are in the tree read next.
+    const elsewhere = this.pin.shared ? await this.pinnedElsewhere() : undefined;
     const head = await this.log.treeHead();
+    if (elsewhere) {
+      // The tree this process pinned must be in the log's tree too (with the one on file, checked below): a process
+      // that went on from a database restored behind the other's pin would otherwise sign a fork over it.
+      const mine = this.pinned;
+      if (mine && !(mine.checkpoint.size === head.size && equalBytes(mine.checkpoint.root, head.root)))
+        await this.demandConsistency(mine, head);
+      this.pinned = elsewhere.pinned;
+      this.pinnedBy = elsewhere.by;
+    }
     const pinned = this.pinned;
     const checkpoint = this.checkpointOf(head);
     const sameTree =
@@ -255,9 +267,9 @@ export class CheckpointGuard {
     const note = await this.noteOf(checkpoint, signer);
     // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget (and a publish is
     // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this). Where other processes pin
-    // too (PostgreSQL), a larger tree one of them pinned meanwhile stays: it holds this tree, or the next check
-    // of any process against the log finds the fork.
-    await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint.size));
+    // too (PostgreSQL), a larger tree one of them pinned meanwhile stays: it holds this tree, or the next check of any
+    // process (each starts from the newest pin on file) finds the fork; another root at this size is refused.
+    await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint));
     this.pinned = { note, checkpoint };
     this.pinnedBy = signer.publicKey;
     return this.pinned;
@@ -297,14 +309,56 @@ export class CheckpointGuard {
     return ahead ? ahead.note.catch(now) : now();
   }
 
-  /** True when `note` is a checkpoint of this log, signed by one of its checkpoint keys, of more than `size` entries. */
-  private pinsLargerTree(note: string, size: number): boolean {
+  /**
+   * True when `note` is a checkpoint of this log, signed by one of its checkpoint keys, of more entries than
+   * `checkpoint`. One of as many entries with another root is a fork (another process of this root signed another
+   * history of the same size): refused, never written over.
+   */
+  private pinsLargerTree(note: string, checkpoint: Checkpoint): boolean {
+    let other: Checkpoint;
     try {
-      const other = parseCheckpoint(openNote(note, this.verifiers(), nodeVerifier).text);
-      return other.origin === this.origin && other.size > size;
+      other = parseCheckpoint(openNote(note, this.verifiers(), nodeVerifier).text);
     } catch {
       return false; // not a checkpoint this ledger can verify: it is pinned over, as before
     }
+    if (other.origin !== this.origin) return false;
+    if (other.size === checkpoint.size && !equalBytes(other.root, checkpoint.root))
+      this.refuse('FORK', `another process of this root pinned another root at the size ${other.size}`, {
+        pinned: note,
+        current: formatCheckpoint(checkpoint),
+        reason: 'another root pinned at this size',
+      });
+    return other.size > checkpoint.size;
+  }
+
+  /**
+   * The pin another process of this root wrote, when it is newer than this process's: a verified checkpoint of this
+   * log of at least as many entries (the same tree signed otherwise, or a larger one). Another root at the size this
+   * process pinned is a fork. A note the current checkpoint keys do not verify is left alone (written over later).
+   */
+  private async pinnedElsewhere(): Promise<{ pinned: SignedCheckpoint; by: Uint8Array | undefined } | undefined> {
+    const note = await this.pin.readNewest();
+    const mine = this.pinned;
+    if (note === undefined || note === mine?.note) return undefined;
+    let checkpoint: Checkpoint;
+    let by: Uint8Array | undefined;
+    try {
+      const keys = this.verifiers();
+      const opened = openNote(note, keys, nodeVerifier);
+      checkpoint = parseCheckpoint(opened.text);
+      by = keys.find((k) => opened.sigs.some((s) => s.name === k.name && s.keyHash === k.keyHash))?.publicKey;
+    } catch {
+      return undefined;
+    }
+    if (checkpoint.origin !== this.origin) return undefined;
+    if (mine === undefined || checkpoint.size > mine.checkpoint.size) return { pinned: { note, checkpoint }, by };
+    if (checkpoint.size === mine.checkpoint.size && !equalBytes(checkpoint.root, mine.checkpoint.root))
+      this.refuse('FORK', `another process of this root pinned another root at the size ${checkpoint.size}`, {
+        pinned: note,
+        current: mine.note,
+        reason: 'another root pinned at this size',
+      });
+    return undefined;
   }
 
   /** Closes the pin file a ledger of an embedded store keeps open, once a pin in flight has ended. */

@@ -4,10 +4,11 @@
  */
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import pgLib from 'pg';
 import { expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
+import { readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerError } from '../../src/errors.js';
 import { fsck } from '../../src/ops/maintenance.js';
@@ -19,15 +20,16 @@ import { sampleSummary, tempDir } from '../support/tmp.js';
 describePostgres(
   'Merkle tree on PostgreSQL',
   (pg) => {
-    const sql = async (text: string) => {
+    const sqlRows = async <R extends object>(text: string): Promise<R[]> => {
       const client = new pgLib.Client({ connectionString: pg.connectionString });
       await client.connect();
       try {
-        await client.query(text);
+        return (await client.query<R>(text)).rows;
       } finally {
         await client.end();
       }
     };
+    const sql = async (text: string) => void (await sqlRows(text));
 
     /** Two ledgers that sign byte-identical manifests: one key file, one clock, one host, one origin. */
     async function pair() {
@@ -178,6 +180,70 @@ describePostgres(
       expect(err).toBeInstanceOf(LedgerError);
       expect((err as LedgerError).code).toBe('ROLLBACK');
     });
+
+    it("two processes of one root: one that goes on from a database restored behind the other's pin is refused (ROLLBACK), and the pin stands", async () => {
+      const root = tempDir();
+      const schema = `shared_${process.pid}_${Date.now()}`;
+      const postgres = { connectionString: pg.connectionString, schema };
+      const scope = (session: string) => ({ principal: 'alice', session, run: 'r1' });
+      const a = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+      const b = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+      const pinFile = () =>
+        join(
+          root,
+          'checkpoints',
+          readdirSync(join(root, 'checkpoints')).find((n) => n.endsWith('.pin'))!,
+        );
+      try {
+        for (let i = 0; i < 3; i++) await a.publish(scope('a'), sampleSummary(`a${i}`));
+        expect((await b.checkpoint()).checkpoint.size).toBe(3);
+        // A backup of the database at 3 entries; A publishes a fourth (acknowledged, pinned); the backup is restored.
+        const tables = (
+          await sqlRows<{ t: string }>(
+            `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = '${schema}'`,
+          )
+        ).map((r) => r.t);
+        await sql(`CREATE SCHEMA "bak_${schema}"`);
+        for (const t of tables) await sql(`CREATE TABLE "bak_${schema}"."${t}" AS SELECT * FROM "${schema}"."${t}"`);
+        await a.publish(scope('a'), sampleSummary('a3'));
+        const pinnedByA = await readPinnedNote(pinFile());
+        expect(pinnedByA).toContain('\n4\n');
+        await sql(
+          `BEGIN; ${tables.map((t) => `DELETE FROM "${schema}"."${t}"; INSERT INTO "${schema}"."${t}" SELECT * FROM "bak_${schema}"."${t}";`).join(' ')} COMMIT;`,
+        );
+        // B pinned 3 itself and the log has 3 again: it reads A's pin first (before: it went on, signed a fourth entry
+        // of its own as size 4 and wrote it over A's pin; a fresh process then accepted the fork).
+        await expect(b.checkpoint()).rejects.toMatchObject({ code: 'ROLLBACK' });
+        await expect(b.publish(scope('b'), sampleSummary('b0'))).rejects.toMatchObject({ code: 'ROLLBACK' });
+        expect(await readPinnedNote(pinFile())).toBe(pinnedByA);
+        await expect(openLedger({ root, host: 'host-a', postgres, onNotice: () => {} })).rejects.toMatchObject({
+          code: 'ROLLBACK',
+        });
+      } finally {
+        await b.close();
+        await a.close();
+      }
+    }, 120_000);
+
+    it("two processes of one root pinning in turn take each other's larger pins as they go", async () => {
+      const root = tempDir();
+      const schema = `turns_${process.pid}_${Date.now()}`;
+      const postgres = { connectionString: pg.connectionString, schema };
+      const a = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+      const b = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+      try {
+        for (let i = 0; i < 6; i++) {
+          const [mine, other] = i % 2 === 0 ? [a, b] : [b, a];
+          await mine.publish({ principal: 'alice', session: `s${i % 3}`, run: 'r' }, sampleSummary(i));
+          const seen = await other.checkpoint();
+          expect(seen.checkpoint.size).toBe(i + 1);
+          expect((await mine.checkpoint()).checkpoint.root).toEqual(seen.checkpoint.root);
+        }
+      } finally {
+        await b.close();
+        await a.close();
+      }
+    }, 120_000);
   },
   'handoff_ledger_tree_test',
 );
