@@ -188,15 +188,18 @@ function parseJson(text: string, what: string): unknown {
  * else the parsed structured output, else the answer text parsed as JSON.
  * @throws LedgerError `MODEL_REFUSED` (finish reason `refusal`), `SUMMARY_INCOMPLETE` (the answer was
  *   cut off: any other finish reason than `stop` or `tool_calls`), `SUMMARY_EMPTY` (no answer), `SUMMARY_INVALID` (not JSON, other tools called, or
- *   `submit_handoff` called more than once)
+ *   `submit_handoff` called more than once). A `toolCalls` or `output` of `null` is read as absent.
  */
 export function extractSummary(response: ModelResponse): unknown {
   // What a hand-written adapter may pass on as it came, breaking the declared type: coded refusals, not TypeErrors.
   if (typeof response !== 'object' || response === null)
     throw new LedgerError('SUMMARY_EMPTY', `the model adapter returned no response (${String(response)})`);
+  // `null` is an absent field here too (an SDK's `toolCalls: null` or `output: null` passed on as it came), as it is in
+  // the transcript: the answer is then looked for where it is (the text), not refused or taken to be `null`.
   const toolCalls: unknown = response.toolCalls;
   if (
     toolCalls !== undefined &&
+    toolCalls !== null &&
     (!Array.isArray(toolCalls) || toolCalls.some((c: unknown) => typeof c !== 'object' || c === null))
   )
     throw new LedgerError('SUMMARY_INVALID', 'the model adapter returned toolCalls that are not a list of tool calls');
@@ -227,7 +230,7 @@ export function extractSummary(response: ModelResponse): unknown {
   if (typeof call?.input === 'string' && call.input.trim() === '')
     throw new LedgerError('SUMMARY_EMPTY', `the model called ${SUBMIT_HANDOFF} with no input`);
   if (call) return typeof call.input === 'string' ? parseJson(call.input, `the ${SUBMIT_HANDOFF} input`) : call.input;
-  if (response.output !== undefined) return response.output;
+  if (response.output !== undefined && response.output !== null) return response.output;
   // As with the refusal: an answer an adapter passed on as `null` is no answer, not a TypeError.
   const text: unknown = response.text;
   if (text === undefined || text === null || (typeof text === 'string' && text.trim() === '')) {

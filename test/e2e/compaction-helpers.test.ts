@@ -141,6 +141,20 @@ describe('extractSummary', () => {
     expect(extractSummary({ finishReason: 'stop', text: JSON.stringify(summary) })).toEqual(summary);
   });
 
+  it('reads toolCalls: null and output: null as absent: the answer text is the summary', () => {
+    // What an SDK returns for "none" and a hand-written adapter may pass on as it came, breaking the declared type.
+    const response = (r: unknown) => r as Parameters<typeof extractSummary>[0];
+    const text = JSON.stringify(summary);
+    expect(extractSummary(response({ finishReason: 'stop', output: null, text }))).toEqual(summary);
+    expect(extractSummary(response({ finishReason: 'stop', toolCalls: null, text }))).toEqual(summary);
+    expect(extractSummary(response({ finishReason: 'stop', toolCalls: null, output: null, text }))).toEqual(summary);
+    expect(extractSummary(response({ finishReason: 'stop', toolCalls: null, output: summary }))).toEqual(summary);
+    // With no text either, there is no answer.
+    expect(codeOf(() => extractSummary(response({ finishReason: 'stop', toolCalls: null, output: null })))).toBe(
+      'SUMMARY_EMPTY',
+    );
+  });
+
   it.each([
     ['length', 'SUMMARY_INCOMPLETE'],
     ['content_filter', 'SUMMARY_INCOMPLETE'],
