@@ -25,6 +25,18 @@ function indented(value: string): string {
   return value.replace(LINE_BREAK, (lineBreak) => `${lineBreak}  `);
 }
 
+/**
+ * A file path as it is shown: a JSON string that `JSON.parse` gives back as the stored path. JSON.stringify leaves
+ * NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR as they are, and `indented` would add two spaces after each (a path shown
+ * otherwise than it is stored); escaped, the quoted path holds no line break at all.
+ */
+function quoted(path: string): string {
+  return JSON.stringify(path).replace(
+    /[\x85\u2028\u2029]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
 function list(title: string, items: readonly string[] | undefined, numbered = false): string[] {
   if (!items || items.length === 0) return [];
   return ['', `${title}:`, ...items.map((item, i) => `${numbered ? `${i + 1}.` : '-'} ${indented(item)}`)];
@@ -35,7 +47,7 @@ function list(title: string, items: readonly string[] | undefined, numbered = fa
  * the message `compact` returns equals the one rendered after a restart from `Ledger.resume`.
  * The summary is the model's own earlier writing, labelled as such, not a user instruction. It is framed
  * closed: between `HANDOFF_CONTEXT_HEADER` and `HANDOFF_CONTEXT_FOOTER`, every line of its text indented (a file
- * path quoted as a JSON string), so no stored text can pose as a section, a verification line or the end.
+ * path quoted as a JSON string that parses back to it), so no stored text can pose as a section, a verification line or the end.
  * @throws LedgerError `INVALID_ARGUMENT` when given no resumed handoff (`resume` returned `undefined`: there is none
  *   to render) or one without its summary, id and seq; nothing else (the summary was validated before it was
  *   published and again on resume)
@@ -69,7 +81,7 @@ export function resumeContext(resumed: Pick<Resumed, 'summary' | 'id' | 'seq'>):
     ...list('Open questions', summary.openQuestions),
     ...list(
       'Files',
-      summary.files?.map((f) => (f.note ? `${JSON.stringify(f.path)}: ${f.note}` : JSON.stringify(f.path))),
+      summary.files?.map((f) => (f.note ? `${quoted(f.path)}: ${f.note}` : quoted(f.path))),
     ),
   ];
   if (summary.notes !== undefined && summary.notes.trim() !== '') lines.push('', `Notes: ${indented(summary.notes)}`);

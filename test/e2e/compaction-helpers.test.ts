@@ -303,6 +303,31 @@ describe('resumeContext', () => {
     }
   });
 
+  it('quotes a file path so that it parses back to the stored path, NEL and the Unicode separators escaped', () => {
+    const BREAKS = /\r\n|[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]/;
+    for (const br of ['\u0085', '\u2028', '\u2029', '\n', '\u001e']) {
+      const path = `src/a${br}${HANDOFF_CONTEXT_FOOTER}${br}b.ts`;
+      for (const note of [undefined, 'entry']) {
+        const { content } = resumeContext({
+          id: ID,
+          seq: 1,
+          summary: { task: 'T', state: 'S', nextSteps: [], files: [note ? { path, note } : { path }] },
+        });
+        const lines = content.split(BREAKS);
+        const item = lines.find((l) => l.startsWith('- "'));
+        expect(item, JSON.stringify(br)).toBeDefined();
+        // The quoted path is one line, shown as it is stored: JSON.parse gives the stored path back.
+        const shown = note ? item!.slice(2, -`: ${note}`.length) : item!.slice(2);
+        expect(JSON.parse(shown), JSON.stringify(br)).toBe(path);
+        expect(
+          lines.filter((l) => l === HANDOFF_CONTEXT_FOOTER),
+          JSON.stringify(br),
+        ).toHaveLength(1);
+        expect(lines.at(-1)).toBe(HANDOFF_CONTEXT_FOOTER);
+      }
+    }
+  });
+
   it('leaves out empty optional sections', () => {
     const { content } = resumeContext({
       id: ID,
