@@ -120,6 +120,33 @@ describe('the Harness helpers', () => {
     expect(resumeContext({ summary: good, id: 'blake3:00', seq: 0 } as never).content).toContain('Task: t');
   });
 
+  it('resumeContext given a summary the schema refuses: INVALID_ARGUMENT, not a TypeError', async () => {
+    const { task: _, ...noTask } = good;
+    const throwing = {
+      ...good,
+      get task(): string {
+        throw new Error('getter');
+      },
+    };
+    const summaries: unknown[] = [
+      noTask,
+      { ...good, state: 5 },
+      { ...good, nextSteps: 'abc' },
+      { ...good, nextSteps: [1] },
+      { ...good, decisions: 'd' },
+      { ...good, files: 'src/a.ts' },
+      { ...good, files: [{}] },
+      { ...good, files: [{ path: 'a.ts', note: 5 }] },
+      { ...good, notes: 5 },
+      [],
+      throwing,
+    ];
+    for (const [i, summary] of summaries.entries())
+      expect(await codeOf(() => resumeContext({ summary, id: 'blake3:00', seq: 0 } as never)), `case ${i}`).toBe(
+        'INVALID_ARGUMENT',
+      );
+  });
+
   it('compactionRequest refuses a transcript that is not a list of messages, an unknown mode, non-text instructions', async () => {
     const transcripts: unknown[] = [
       undefined,

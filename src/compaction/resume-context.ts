@@ -5,6 +5,8 @@
 import type { Resumed } from '../ledger/ledger.js';
 import type { ModelMessage } from './model.js';
 import { LedgerError } from '../errors.js';
+import { summarySchema, type Summary } from '../summary/summary.js';
+import { describeZodError } from '../../manifests/format/zod-issue.js';
 
 /** First line of every rendered handoff; lets a Harness recognize the message in its context. */
 export const HANDOFF_CONTEXT_HEADER = '[handoff] This session continues from an earlier context that was compacted.';
@@ -43,14 +45,37 @@ function list(title: string, items: readonly string[] | undefined, numbered = fa
 }
 
 /**
+ * The summary as the schema says it is, so that rendering it cannot fail: a summary without its task, or with
+ * `nextSteps` that are not a list, was a TypeError. Rendered from the parsed copy, so a getter is read once.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+function renderable(summary: unknown): Summary {
+  let parsed: ReturnType<typeof summarySchema.safeParse>;
+  try {
+    parsed = summarySchema.safeParse(summary);
+  } catch (err) {
+    throw new LedgerError('INVALID_ARGUMENT', 'resumeContext: reading the summary failed (a getter or proxy threw)', {
+      cause: err,
+    });
+  }
+  if (!parsed.success)
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `resumeContext: not a handoff summary (${describeZodError(parsed.error)})`,
+    );
+  return parsed.data;
+}
+
+/**
  * The handoff as one context message, sections in a fixed order so the rendering is deterministic:
  * the message `compact` returns equals the one rendered after a restart from `Ledger.resume`.
  * The summary is the model's own earlier writing, labelled as such, not a user instruction. It is framed
  * closed: between `HANDOFF_CONTEXT_HEADER` and `HANDOFF_CONTEXT_FOOTER`, every line of its text indented (a file
- * path quoted as a JSON string that parses back to it), so no stored text can pose as a section, a verification line or the end.
+ * path quoted as a JSON string that parses back to it), so no stored text can pose as a section, a verification
+ * line or the end.
  * @throws LedgerError `INVALID_ARGUMENT` when given no resumed handoff (`resume` returned `undefined`: there is none
- *   to render) or one without its summary, id and seq; nothing else (the summary was validated before it was
- *   published and again on resume)
+ *   to render), one without its summary, id and seq, or a summary the summary schema refuses (a field missing or of
+ *   another type: a summary built or changed by hand); nothing else (what `resume` and `compact` return passes)
  * @example
  * const resumed = await ledger.resume({ principal, session });
  * const messages = resumed ? [resumeContext(resumed), ...newTurns] : newTurns;
@@ -68,7 +93,7 @@ export function resumeContext(resumed: Pick<Resumed, 'summary' | 'id' | 'seq'>):
       'INVALID_ARGUMENT',
       `resumeContext needs what resume returned (${resumed === undefined ? 'undefined: there is no handoff to render' : 'not a resumed handoff'})`,
     );
-  const { summary } = resumed;
+  const summary = renderable(resumed.summary);
   const lines = [
     HANDOFF_CONTEXT_HEADER,
     `Verified compaction #${resumed.seq} (${resumed.id}). The summary below was written by you at that time.`,
