@@ -7,37 +7,13 @@ import type { ModelMessage } from './model.js';
 import { LedgerError } from '../errors.js';
 import { summarySchema, type Summary } from '../summary/summary.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
+import { indented, quoted } from './framing.js';
 
 /** First line of every rendered handoff; lets a Harness recognize the message in its context. */
 export const HANDOFF_CONTEXT_HEADER = '[handoff] This session continues from an earlier context that was compacted.';
 
 /** Last line of every rendered handoff: nothing of the summary follows it. */
 export const HANDOFF_CONTEXT_FOOTER = '[/handoff] End of the handoff.';
-
-/** Every mandatory line break of Unicode's line breaking (UAX #14: BK, CR, LF, NL) and the C0 separators. */
-const LINE_BREAK = /\r\n|[\n\v\f\r\x1c-\x1e\x85\u2028\u2029]/g;
-
-/**
- * A value as it is shown: every line after its first indented by two spaces. No line of stored text starts at the
- * line's beginning, so a summary cannot forge a header, a section, an item or the footer (and the rendering stays
- * one-to-one up to blank optional values, which are left out: each line break is followed by exactly the two spaces
- * added here).
- */
-function indented(value: string): string {
-  return value.replace(LINE_BREAK, (lineBreak) => `${lineBreak}  `);
-}
-
-/**
- * A file path as it is shown: a JSON string that `JSON.parse` gives back as the stored path. JSON.stringify leaves
- * NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR as they are, and `indented` would add two spaces after each (a path shown
- * otherwise than it is stored); escaped, the quoted path holds no line break at all.
- */
-function quoted(path: string): string {
-  return JSON.stringify(path).replace(
-    /[\x85\u2028\u2029]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
-}
 
 function list(title: string, items: readonly string[] | undefined, numbered = false): string[] {
   if (!items || items.length === 0) return [];
