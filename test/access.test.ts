@@ -262,3 +262,45 @@ describe('revocation', () => {
     }
   });
 });
+
+describe('checkPublish', () => {
+  it('refuses what publish would refuse before it looks at the summary, and publishes nothing', async () => {
+    const authorizerCalls: string[] = [];
+    const ledger = await open(tempDir(), {
+      authorizer: ({ action, principal }) => {
+        authorizerCalls.push(`${action}:${principal}`);
+        return principal !== 'mallory';
+      },
+    });
+    const alice = { principal: 'alice', session: 's', run: 'r' };
+    const codeOf = (scope: typeof alice, options?: Parameters<Ledger['checkPublish']>[1]) =>
+      ledger.checkPublish(scope, options).then(
+        () => 'ok',
+        (e: { code?: string }) => e.code,
+      );
+    // A fresh session: anyone may start it, with expectedPrev null (an empty chain) or none.
+    expect(await codeOf(alice)).toBe('ok');
+    expect(await codeOf({ ...alice, principal: 'bob' }, { expectedPrev: null })).toBe('ok');
+    expect(await codeOf({ ...alice, principal: 'mallory' })).toBe('UNAUTHORIZED'); // the authorizer is asked
+    expect(authorizerCalls).toContain('publish:mallory');
+    expect(await ledger.resume({ principal: 'alice', session: 's' })).toBeUndefined();
+
+    const first = await ledger.publish(alice, sampleSummary());
+    expect(await codeOf(alice, { expectedPrev: first.id })).toBe('ok');
+    expect(await codeOf(alice, { expectedPrev: null })).toBe('CHAIN_CONFLICT');
+    // Authorization first: a caller without the right learns nothing of the head.
+    expect(await codeOf({ ...alice, principal: 'bob' }, { expectedPrev: null })).toBe('UNAUTHORIZED');
+    await ledger.revoke('alice', 's');
+    expect(await codeOf(alice, { expectedPrev: first.id })).toBe('REVOKED');
+    // Its arguments as publish judges them.
+    expect(await codeOf({ ...alice, run: '' })).toBe('INVALID_ID');
+    expect(await codeOf(alice, { expectedPrev: 'head' as never })).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(alice, { covers: null as never })).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(alice, { signal: AbortSignal.abort() })).toBe('CANCELLED');
+    expect((await ledger.history({ principal: 'alice', session: 's' }).catch(() => [])).length).toBe(0); // revoked
+    await ledger.grant('alice', 's');
+    expect((await ledger.history({ principal: 'alice', session: 's' })).length).toBe(1);
+    await ledger.close();
+    expect(await codeOf(alice)).toBe('CLOSED');
+  });
+});

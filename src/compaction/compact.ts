@@ -12,8 +12,24 @@ import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
 import { resumeContext } from './resume-context.js';
 import { compactionRequest, extractSummary, type CompactionMode } from './tool.js';
 
-/** What `compact` needs of a ledger: `Ledger.publish` (structurally, so a wrapper fits too). */
+/**
+ * What `compact` needs of a ledger: `Ledger.publish` (structurally, so a wrapper fits too), and `Ledger.checkPublish`
+ * if it has it.
+ */
 export interface PublishingLedger {
+  /**
+   * `Ledger.checkPublish`: when the ledger has it, `compact` calls it before it asks the model, so a refusal of
+   * publish that does not depend on the summary (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`) comes before the
+   * transcript is sent to the provider. A wrapper that has only `publish` is asked after the model, at publish.
+   */
+  checkPublish?(
+    scope: PublishScope,
+    options?: {
+      signal?: AbortSignal;
+      expectedPrev?: Digest | null;
+      covers?: Covers;
+    },
+  ): Promise<unknown>;
   publish(
     scope: PublishScope,
     summary: unknown,
@@ -87,7 +103,9 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  *   (truncated or flagged incomplete), `MODEL_REFUSED`, `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
  * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for no ledger or model adapter, a transcript that is not a list of messages
- *   (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked)
+ *   (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
+ *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT` and
+ *   `INVALID_ARGUMENT` for `covers` or `expectedPrev` before the model is asked too
  * @example
  * if (shouldCompact({ usedTokens, contextWindow })) {
  *   const { context } = await compact({ ledger, scope, model, transcript: messages, signal });
@@ -106,6 +124,16 @@ export async function compact<L extends PublishingLedger>(
   parsePublishScope(options.scope); // a scope publish would refuse is refused before the model is asked
   checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
   throwIfCancelled(options.signal);
+  const publishOptions: Parameters<PublishingLedger['publish']>[2] = {};
+  if (options.signal) publishOptions.signal = options.signal;
+  // Whatever was given, so publish judges it (a `null` or `0` is INVALID_ARGUMENT there, not dropped here).
+  if (options.covers !== undefined) publishOptions.covers = options.covers;
+  if (options.expectedPrev !== undefined) publishOptions.expectedPrev = options.expectedPrev;
+  // What publish would refuse whatever the summary, refused before the model is asked: the transcript of a principal
+  // that may not publish here (revoked, not granted, denied by the authorizer) never goes to the provider, and a run
+  // whose expectedPrev is no longer the head spends no model call.
+  if (typeof options.ledger.checkPublish === 'function')
+    await options.ledger.checkPublish(options.scope, { ...publishOptions });
   const response = await askModel(options);
   throwIfCancelled(options.signal);
   let value: unknown;
@@ -120,11 +148,6 @@ export async function compact<L extends PublishingLedger>(
   }
   // Publish step 2 runs again inside the ledger; this pass gives a typed summary and fails early.
   const { summary } = validateSummary(value, options.maxSummaryBytes ?? Number.MAX_SAFE_INTEGER);
-  const publishOptions: Parameters<PublishingLedger['publish']>[2] = {};
-  if (options.signal) publishOptions.signal = options.signal;
-  // Whatever was given, so publish judges it (a `null` or `0` is INVALID_ARGUMENT there, not dropped here).
-  if (options.covers !== undefined) publishOptions.covers = options.covers;
-  if (options.expectedPrev !== undefined) publishOptions.expectedPrev = options.expectedPrev;
   const receipt = (await options.ledger.publish(options.scope, summary, publishOptions)) as Awaited<
     ReturnType<L['publish']>
   >;

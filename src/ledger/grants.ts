@@ -2,8 +2,8 @@
  * Authorization (docs/DESIGN.md, "Grants and lifecycle"). A session belongs to the principal that first
  * publishes in it; others need a grant. Revocations delete nothing and outrank the owner rule, so a
  * revoked owner is locked out of their own sessions until re-granted. A pluggable `Authorizer` is
- * consulted after the built-in table; both run at the start of an operation and again at the commit point. Only an
- * answer of `true` allows.
+ * consulted after the built-in table; both run at the start of an operation and again at the commit point (and for
+ * `checkPublish`, which publishes nothing). Only an answer of `true` allows.
  */
 import type { ChainHead, ManifestLog } from '../../manifests/log/log.js';
 import { isHandoffLedgerError, LedgerError } from '../errors.js';

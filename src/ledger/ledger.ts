@@ -114,6 +114,14 @@ function parseExpectedPrev(prev: unknown): PublishOptions['expectedPrev'] {
   throw new LedgerError('INVALID_ARGUMENT', `expectedPrev: null or a manifest id (blake3:<64 hex>), not ${shown}`);
 }
 
+/** `CHAIN_CONFLICT`: the session's head is not the `expectedPrev` the caller built on. */
+function headMoved(session: string, expectedPrev: Digest | null): LedgerError {
+  return new LedgerError(
+    'CHAIN_CONFLICT',
+    `session ${session}: the head moved (expected ${expectedPrev ?? 'an empty chain'})`,
+  );
+}
+
 function toLedgerCancel(err: unknown): unknown {
   if (isHandoffLedgerError(err) && err.code === 'CANCELLED' && !(err instanceof LedgerError))
     return new LedgerError('CANCELLED', 'publish cancelled', { cause: err });
@@ -390,6 +398,32 @@ export class Ledger {
   }
 
   /**
+   * What `publish(scope, summary, options)` would refuse before it looks at the summary, checked without publishing
+   * (publish step 1, and the head against `expectedPrev`): the scope, `covers` and `expectedPrev`, authorization of
+   * `publish` on the session's current head (the grant table and the `authorizer`), and, with `expectedPrev`, that
+   * the head is still it. `compact` calls it before it asks the model, so the transcript of a principal that may not
+   * publish is never sent to the provider. Passing promises nothing: publish checks all of it again (a revocation
+   * or another publish may come in between).
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`,
+   *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), the `ROLLBACK` / `FORK` this ledger has seen, `CANCELLED`,
+   *   `CLOSED`; StoreError / ManifestError `STORAGE_FAILED`
+   */
+  async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
+    return this.tracked(async () => {
+      const { signal, expectedPrev } = options ?? {}; // `null` options too, as publish takes them
+      const s = parsePublishScope(scope);
+      parseCovers(options?.covers);
+      parseExpectedPrev(expectedPrev);
+      throwIfCancelled(signal);
+      this.assertSound();
+      const head = await untilCancelled(this.appendHead(s.session), signal);
+      // Authorization first, as at the commit: a caller without the right learns nothing of the head.
+      await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
+      if (expectedPrev !== undefined && (head?.id ?? null) !== expectedPrev) throw headMoved(s.session, expectedPrev);
+    });
+  }
+
+  /**
    * Publish step 3. A large summary is encoded as the store writes it; the store measures it against
    * the same limit. A small one is only hashed here: the append writes it inline.
    */
@@ -424,12 +458,8 @@ export class Ledger {
     // One head serves the authorization (its owner) and the manifest (its seq and prev): the one the append checks.
     const head = await untilCancelled(this.appendHead(s.session), signal);
     await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
-    if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
-      throw new LedgerError(
-        'CHAIN_CONFLICT',
-        `session ${s.session}: the head moved (expected ${options.expectedPrev ?? 'an empty chain'})`,
-      );
-    }
+    if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev)
+      throw headMoved(s.session, options.expectedPrev);
     const signer = this.keyring.signer;
     // A clock that steps back must not date a manifest before one already signed here, nor before its key's window.
     let createdAt = this.clock().toISOString();

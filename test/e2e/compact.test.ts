@@ -51,6 +51,43 @@ describe('compact', () => {
     expect((await ledger.history(scope)).length).toBe(1);
   });
 
+  it('refuses a principal that may not publish before the model is asked: its transcript never reaches the provider', async () => {
+    const transcript = [{ role: 'user' as const, content: 'the secret design' }];
+    await ledger.publish(scope, sampleSummary()); // alice owns s1
+    const model = scriptedModel([]);
+    const refused = async (s: typeof scope) =>
+      compact({ ledger, scope: s, model, transcript }).catch((e: unknown) => (e as LedgerError).code);
+    // Not the owner, not granted.
+    expect(await refused({ ...scope, principal: 'bob' })).toBe('UNAUTHORIZED');
+    // Revoked for this session, and everywhere.
+    await ledger.revoke('alice', 's1');
+    expect(await refused(scope)).toBe('REVOKED');
+    await ledger.revoke('alice', '*');
+    expect(await refused({ ...scope, session: 's2' })).toBe('REVOKED');
+    expect(model.requests).toEqual([]);
+  });
+
+  it('asks the authorizer before the model, and spends no model call when the head is no longer expectedPrev', async () => {
+    const denying = await openLedger({
+      root: join(base, 'other'),
+      host: 'h1',
+      onNotice: () => {},
+      authorizer: ({ action }) => action !== 'publish',
+    });
+    const model = scriptedModel([]);
+    const err = await compact({ ledger: denying, scope, model, transcript: [] }).catch((e: unknown) => e);
+    expect((err as LedgerError).code).toBe('UNAUTHORIZED');
+    await denying.close();
+
+    const first = await ledger.publish(scope, sampleSummary());
+    await ledger.publish(scope, sampleSummary({ state: 'another run compacted' }));
+    const stale = await compact({ ledger, scope, model, transcript: [], expectedPrev: first.id }).catch(
+      (e: unknown) => e,
+    );
+    expect((stale as LedgerError).code).toBe('CHAIN_CONFLICT');
+    expect(model.requests).toEqual([]);
+  });
+
   it('refuses an answer over maxSummaryBytes before any blob is written', async () => {
     const model = scriptedModel([submitHandoff(sampleSummary({ notes: 'x'.repeat(600) }))]);
     const err = await compact({ ledger, scope, model, transcript: [], maxSummaryBytes: 512 }).catch((e: unknown) => e);
