@@ -24,6 +24,7 @@ import {
 import { type Ledger } from '../ledger/ledger.js';
 import { defaultRoot, openLedger } from '../ledger/open.js';
 import type { Summary } from '../summary/summary.js';
+import type { Digest } from '../../store/hash/digest.js';
 
 export interface DemoOptions {
   /** Store directory (the CLI passes the default root). */
@@ -126,6 +127,8 @@ function scriptedModel(): ModelAdapter {
 
 class DemoSession {
   context: ModelMessage[] = [];
+  /** The handoff the context builds on (README, "In a Harness"): a fresh session has none. */
+  head: Digest | null = null;
   readonly files: ProjectFileTool;
   constructor(
     public ledger: Ledger,
@@ -153,9 +156,11 @@ class DemoSession {
       scope: this.scope,
       model: this.model,
       transcript: this.context,
+      expectedPrev: this.head,
     });
     check(this.files.calls === callsBefore, 'compaction makes no file-tool call');
     this.context = context;
+    this.head = receipt.id;
     this.say('published', `${trigger} compaction seq ${receipt.seq}: manifest ${receipt.id}`);
     this.say('', `summary blob ${receipt.digest} (${receipt.size} bytes), signed by host ${this.ledger.host}`);
     this.say('', `context ${before} → ${tokens(this.context)} tokens; file-tool calls: 0`);
@@ -174,6 +179,7 @@ class DemoSession {
     check(JSON.stringify(resumed?.summary) === JSON.stringify(summary), 'resume returns the same summary');
     check(this.files.calls === callsBefore, 'resume makes no file-tool call');
     this.context = [resumeContext(resumed!)];
+    this.head = resumed!.id;
     this.say('resume', `verified seq ${resumed!.seq} (signature, chain link, scope, blob digest) — no file access`);
   }
 }

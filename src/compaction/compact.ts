@@ -59,7 +59,13 @@ export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
    * enforces its own `maxSummaryBytes` in any case.
    */
   maxSummaryBytes?: number | undefined;
-  /** Publish only if the chain head is still this id (`CHAIN_CONFLICT` otherwise). */
+  /**
+   * The id of the handoff this context builds on: `resume`'s `id` (`null` for a session with no handoff yet), then the
+   * `receipt.id` of each compaction this run published. Publish only if the chain head is still this id:
+   * `CHAIN_CONFLICT` otherwise, nothing published (and, with a `Ledger`, the model not asked if the head had already
+   * moved). **Pass it**: without it the summary is published after whatever the head is then, so when two runs
+   * compact one session, the later becomes the head although its summary knows nothing of the other's work.
+   */
   expectedPrev?: Digest | null | undefined;
 }
 
@@ -99,6 +105,8 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
 /**
  * Runs one compaction: request the summary, extract it, validate it, publish it.
  * Nothing is published unless every step succeeds; the caller keeps its context on failure.
+ * Pass `expectedPrev` (the handoff the context builds on, `null` for none), as the example does: a run that lost the
+ * session to another run's compaction is then `CHAIN_CONFLICT` instead of publishing over it.
  * @throws LedgerError `SUMMARY_EMPTY`, `SUMMARY_INVALID`, `SUMMARY_TOO_LARGE`, `SUMMARY_INCOMPLETE`
  *   (truncated or flagged incomplete), `MODEL_REFUSED`, `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
@@ -107,9 +115,14 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT` and
  *   `INVALID_ARGUMENT` for `covers` or `expectedPrev` before the model is asked too
  * @example
+ * const resumed = await ledger.resume(scope);
+ * let messages = resumed ? [resumeContext(resumed)] : [];
+ * let head = resumed?.id ?? null;
+ * // … turns …
  * if (shouldCompact({ usedTokens, contextWindow })) {
- *   const { context } = await compact({ ledger, scope, model, transcript: messages, signal });
+ *   const { receipt, context } = await compact({ ledger, scope, model, transcript: messages, signal, expectedPrev: head });
  *   messages = context;
+ *   head = receipt.id;
  * }
  */
 export async function compact<L extends PublishingLedger>(

@@ -1,12 +1,14 @@
 /** `compact` on the real ledger: what it publishes, what it returns, and what it refuses before the store is touched. */
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LedgerError } from '../../src/errors.js';
 import { type Ledger } from '../../src/ledger/ledger.js';
 import { openLedger } from '../../src/ledger/open.js';
-import { compact, resumeContext, type ModelRequest } from '../../src/index.js';
+import { compact, resumeContext, shouldCompact, type ModelAdapter, type ModelRequest } from '../../src/index.js';
 import { sampleSummary, scriptedModel, submitHandoff } from '../support/harness/index.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
@@ -170,4 +172,77 @@ describe('compact', () => {
     await compact({ ledger, scope, model, transcript: [], signal: controller.signal });
     expect(seen).toBe(controller.signal);
   });
+});
+
+/**
+ * The code of README's "In a Harness" recipe, run as it is written (its import line left out: the names it imports
+ * are handed in), returning the `head` it ends with.
+ */
+function readmeRecipe(): (names: Record<string, unknown>) => Promise<unknown> {
+  const readme = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../../README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('### In a Harness'));
+  const code = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
+  const body = code
+    .split('\n')
+    .filter((line) => !line.startsWith('import '))
+    .join('\n');
+  const names = ['ledger', 'scope', 'model', 'transcript', 'signal', 'usedTokens', 'contextWindow'];
+  const helpers = { shouldCompact, compact, resumeContext };
+  const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as new (
+    ...args: string[]
+  ) => (...values: unknown[]) => Promise<unknown>;
+  const run = new AsyncFunction(
+    ...names,
+    ...Object.keys(helpers),
+    `${body}\nreturn typeof head === 'undefined' ? undefined : head;`,
+  );
+  return (given) => run(...names.map((n) => given[n]), ...Object.values(helpers));
+}
+
+/** A model that answers no compaction before `runs` of them were asked: each run has resumed and checked by then. */
+function togetherModel(runs: number): ModelAdapter & { asked: number } {
+  let release: () => void = () => {};
+  const all = new Promise<void>((resolve) => (release = resolve));
+  const model = Object.assign(
+    async (request: ModelRequest) => {
+      const n = ++model.asked;
+      if (n === runs) release();
+      await all;
+      expect(request.purpose).toBe('compaction');
+      const summary = sampleSummary({ state: `run ${n} compacted` });
+      return {
+        finishReason: 'tool_calls' as const,
+        toolCalls: [{ id: `c${n}`, name: 'submit_handoff', input: summary }],
+      };
+    },
+    { asked: 0 },
+  );
+  return model;
+}
+
+describe("README's recipe (In a Harness)", () => {
+  it.each([
+    ['a session with a handoff', true],
+    ['a fresh session', false],
+  ])(
+    "two runs compacting %s from the same resume: one publishes, the other is CHAIN_CONFLICT, the head is the winner's",
+    async (_, withHandoff) => {
+      const first = withHandoff ? await ledger.publish(scope, sampleSummary({ state: 'first' })) : undefined;
+      const recipe = readmeRecipe();
+      const model = togetherModel(2);
+      const given = { ledger, scope, model, transcript: [], signal: undefined, usedTokens: 900, contextWindow: 1000 };
+      const [a, b] = await Promise.allSettled([recipe(given), recipe(given)]);
+      expect(model.asked).toBe(2);
+      const won = [a, b].filter((r) => r.status === 'fulfilled');
+      const lost = [a, b].filter((r) => r.status === 'rejected');
+      expect(lost.map((r) => (r.reason as LedgerError).code)).toEqual(['CHAIN_CONFLICT']);
+      expect(won).toHaveLength(1);
+      // The winner's handoff is the head, right after the one both runs resumed.
+      const head = await ledger.resume(scope);
+      expect(head?.id).toBe(won[0]!.value);
+      expect(head?.seq).toBe(withHandoff ? 1 : 0);
+      expect(head?.manifest.prev ?? null).toBe(first?.id ?? null);
+      expect(await ledger.history(scope)).toHaveLength(withHandoff ? 2 : 1);
+    },
+  );
 });

@@ -15,6 +15,7 @@ import {
 } from '../../../src/index.js';
 import type { Ledger, Resumed } from '../../../src/ledger/ledger.js';
 import type { Summary } from '../../../src/summary/summary.js';
+import type { Digest } from '../../../store/hash/digest.js';
 import { FileTool } from './file-tool.js';
 import { contextTokens } from './tokens.js';
 import type { Transcript } from './transcript.js';
@@ -54,6 +55,8 @@ export interface TurnResult {
 export class ReferenceHarness {
   /** The handoff message that stands in for everything before `contextStart`. */
   handoff: ModelMessage | undefined;
+  /** The id of that handoff, which the next compaction builds on (`expectedPrev`); null before the first. */
+  head: Digest | null = null;
   contextStart = 0;
   readonly compactions: Array<{ trigger: 'auto' | 'manual'; seq: number; summary: Summary; usedTokens: number }> = [];
 
@@ -143,9 +146,11 @@ export class ReferenceHarness {
       covers: { transcriptThrough: through, transcriptDigest: await transcript.digest() },
       signal,
       mode: this.options.mode,
+      expectedPrev: this.head,
     });
     // Only a published handoff replaces the context; on any failure above the turns stay as they were.
     this.handoff = context[0];
+    this.head = receipt.id;
     this.contextStart = through;
     this.compactions.push({ trigger, seq: receipt.seq, summary, usedTokens });
     return { seq: receipt.seq };
@@ -159,6 +164,7 @@ export class ReferenceHarness {
     });
     if (!resumed) return undefined;
     this.handoff = resumeContext(resumed);
+    this.head = resumed.id;
     this.contextStart = resumed.manifest.covers?.transcriptThrough ?? this.options.transcript.length;
     return resumed;
   }
