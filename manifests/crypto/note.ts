@@ -13,7 +13,8 @@ import { nobleVerifier, type SignatureVerifier } from './ed25519.js';
 /** The signed-note algorithm byte of Ed25519 keys. */
 export const ALG_ED25519 = 0x01;
 const SIG_PREFIX = '\u2014 ';
-const MAX_SIGNATURES = 100;
+/** The most signature lines a note may carry (Go's note.Open refuses more). */
+export const MAX_SIGNATURES = 100;
 /** A checkpoint is a few hundred bytes; this bounds what a hostile note can make us scan. */
 export const MAX_NOTE_BYTES = 1024 * 1024;
 

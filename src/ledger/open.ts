@@ -227,6 +227,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     });
     // Open = recovery: the log must extend the newest checkpoint this ledger pinned.
     let verifiers: { generation: number; keys: NoteVerifierKey[] } | undefined;
+    let allCheckpointKeys: { generation: number; keys: NoteVerifierKey[] } | undefined;
     const openGuard = () =>
       CheckpointGuard.open({
         root,
@@ -266,6 +267,17 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
             proof: async (oldSize, size) =>
               (await consistencyProof(log, size, oldSize, size)).proof.map((h) => decodeBase64(h)!),
             notice,
+            // What an auditor may open the exported checkpoint with: every checkpoint key this store lists.
+            checkpointKeys: () => {
+              if (allCheckpointKeys?.generation !== keyring.generation)
+                allCheckpointKeys = {
+                  generation: keyring.generation,
+                  keys: checkpointVerifiers(mergeTrust(keyring.trustStore(), options.trust), undefined, {
+                    withRevoked: true,
+                  }),
+                };
+              return allCheckpointKeys.keys;
+            },
           })
         : undefined;
     // A clock that stepped back since the last run must not date a manifest before one this key signed.

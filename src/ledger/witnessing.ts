@@ -14,6 +14,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../../manifests/crypto/cosignature.js';
+import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
+import { isValidKeyName, MAX_SIGNATURES, openNote, type NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { formatAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
@@ -30,7 +32,9 @@ export interface WitnessingOptions {
   /**
    * The witnesses: endpoints, or text `URL` or `URL#VKEY` (the verifier key in the place of the fragment, which a
    * URL never sends to a server). A witness without a verifier key is trusted to return its own lines only: its
-   * lines are kept unchecked, but never in place of a line that verifies under another witness's pinned key.
+   * lines are kept without a signature check, but never in place of a line that verifies under another witness's
+   * pinned key, and only those that leave the checkpoint readable (a valid key name, a canonical cosignature, at
+   * most 100 signature lines in all, the note opening under the checkpoint keys).
    */
   witnesses: Array<string | WitnessEndpoint>;
   /** Deadline of each request to a witness (default 5000 ms). */
@@ -85,6 +89,7 @@ export class WitnessPool {
     private readonly sizesPath: string,
     private readonly proof: (oldSize: number, size: number) => Promise<Uint8Array[]>,
     private readonly notice: (message: string) => void,
+    private readonly checkpointKeys: () => NoteVerifierKey[],
   ) {
     this.witnesses = options.witnesses.map((w) => {
       const e = typeof w === 'string' ? endpointOf(w) : w;
@@ -116,10 +121,15 @@ export class WitnessPool {
     checkpointStem: string;
     proof: (oldSize: number, size: number) => Promise<Uint8Array[]>;
     notice: (message: string) => void;
+    /**
+     * Every checkpoint key an auditor may open the note with (this store's, of any origin, revoked ones too): a
+     * witness's line is kept only while the checkpoint with all the lines kept still opens under them.
+     */
+    checkpointKeys: () => NoteVerifierKey[];
   }): Promise<WitnessPool> {
     const path = `${init.checkpointStem}.cosigned.note`;
     const sizesPath = `${init.checkpointStem}.witnesses.json`;
-    const pool = new WitnessPool(init.options, path, sizesPath, init.proof, init.notice);
+    const pool = new WitnessPool(init.options, path, sizesPath, init.proof, init.notice, init.checkpointKeys);
     const sizesText = await readFile(sizesPath, 'utf8').catch(() => undefined);
     if (sizesText !== undefined) {
       try {
@@ -138,7 +148,8 @@ export class WitnessPool {
     const split = saved?.lastIndexOf('\n\n') ?? -1;
     if (saved !== undefined && split > 0) {
       const lines = new Map<string, string>();
-      // Which witness gave which line is not kept on disk: the lines are restored under their names.
+      // Which witness gave which line is not kept on disk: the lines are restored under their names. They pass the
+      // checks of a witness's answer again (gathered()): a file an older version wrote may hold a line that breaks the note.
       for (const line of saved.slice(split + 2).split('\n'))
         if (isCosignatureLine(line)) lines.set(`saved:${line}`, `${line}\n`);
       pool.cosigned = { text: saved.slice(0, split + 1), lines };
@@ -173,7 +184,7 @@ export class WitnessPool {
     clearTimeout(timer);
     const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);
     if (this.cosigned?.text !== text) return cp;
-    return { ...cp, note: cp.note + this.gathered().join('') };
+    return { ...cp, note: cp.note + this.gathered(cp.note).join('') };
   }
 
   async close(): Promise<void> {
@@ -284,7 +295,10 @@ export class WitnessPool {
     return false;
   }
 
-  /** The answer's cosignature lines worth keeping: valid under the witness's key when we know it. */
+  /**
+   * The answer's cosignature lines worth keeping: valid under the witness's key when we know it; without one, lines of
+   * a cosignature's shape under a valid key name (gathered() checks that they leave the note readable).
+   */
   private acceptLines(w: Witness, text: string, body: string): string[] {
     const lines = body
       .split('\n')
@@ -302,10 +316,18 @@ export class WitnessPool {
    * verify under that key is dropped: else one bad witness could replace a good cosignature with junk, and an
    * auditor who pins the good witness would see it as a bad signature. Between lines of equal standing the
    * first wins, in the order the witnesses are configured, then the lines saved by an earlier run.
+   *
+   * Nor can such a witness make the note unreadable (a note reader, ours or Go's note.Open, refuses the whole note
+   * for one bad line, and an auditor would lose every check the checkpoint carries): a line is kept only under a valid
+   * key name with a canonical 76-byte signature, never under the name and key hash of a checkpoint key (a reader
+   * would check it as the log's signature), and no more lines than a note may carry (MAX_SIGNATURES, the log's own
+   * included; verified lines first). Should `note` with the lines kept still not open under the checkpoint keys,
+   * only the lines that verify under a pinned key are kept.
    */
-  private gathered(): string[] {
+  private gathered(note: string): string[] {
     const cosigned = this.cosigned;
     if (!cosigned) return [];
+    const checkpointKeys = this.checkpointKeys();
     const pinned = this.witnesses.flatMap((w) => (w.key ? [w.key] : []));
     const sources = [
       ...this.witnesses.map((w) => w.url),
@@ -315,10 +337,11 @@ export class WitnessPool {
     for (const source of sources)
       for (const line of (cosigned.lines.get(source) ?? '').split('\n').filter(Boolean)) {
         const m = COSIGNATURE_LINE.exec(line);
-        const sig = m ? decodeBase64(m[2]!) : undefined;
-        if (!m || !sig || sig.length < 4) continue;
+        const sig = m && isValidKeyName(m[1]!) ? decodeBase64(m[2]!) : undefined;
+        if (!m || sig?.length !== 76) continue;
         const name = m[1]!;
         const keyHash = new DataView(sig.buffer, sig.byteOffset).getUint32(0);
+        if (checkpointKeys.some((k) => k.name === name && k.keyHash === keyHash)) continue;
         const named = pinned.some((k) => k.name === name && k.keyHash === keyHash);
         const verified = named && checkCosignatures(`${cosigned.text}\n${line}\n`, pinned).valid.length === 1;
         if (named && !verified) continue;
@@ -327,7 +350,13 @@ export class WitnessPool {
         if (held && (held.verified || !verified)) continue;
         byKey.set(id, { line: `${line}\n`, verified });
       }
-    return [...byKey.values()].map((v) => v.line);
+    const kept = [...byKey.values()];
+    const room = MAX_SIGNATURES - (note.slice(note.lastIndexOf('\n\n') + 2).match(/\n/g)?.length ?? 0);
+    let unverifiedRoom = room - kept.filter((v) => v.verified).length;
+    const capped = kept.filter((v) => v.verified || unverifiedRoom-- > 0).slice(0, Math.max(0, room));
+    const lines = capped.map((v) => v.line);
+    if (lines.length === 0 || opens(note + lines.join(''), checkpointKeys)) return lines;
+    return capped.filter((v) => v.verified).map((v) => v.line);
   }
 
   private sizesText(): string {
@@ -344,7 +373,7 @@ export class WitnessPool {
   }
 
   private async save(cp: SignedCheckpoint): Promise<void> {
-    const lines = this.gathered();
+    const lines = this.gathered(cp.note);
     if (lines.length === 0) return;
     await writeFileAtomic(this.path, cp.note + lines.join(''), 0o600);
   }
@@ -360,12 +389,23 @@ function endpointOf(text: string): WitnessEndpoint {
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 /**
- * A cosignature/v1 line: a signature line whose signature is the 76 bytes of one (key hash, timestamp, Ed25519).
- * The log's own signature line (68 bytes) is not one, so a saved note's signature block does not restore it twice.
+ * A cosignature/v1 line: a signature line under a valid key name (no Unicode space, `+` or C0 control) whose signature
+ * is the 76 bytes of one (key hash, timestamp, Ed25519) in canonical base64. The log's own signature line (68 bytes) is
+ * not one, so a saved note's signature block does not restore it twice.
  */
 function isCosignatureLine(line: string): boolean {
   const m = COSIGNATURE_LINE.exec(line);
-  return m !== null && decodeBase64(m[2]!)?.length === 76;
+  return m !== null && isValidKeyName(m[1]!) && decodeBase64(m[2]!)?.length === 76;
+}
+
+/** Whether a signed note opens under `keys` as an auditor's reader opens it. */
+function opens(note: string, keys: NoteVerifierKey[]): boolean {
+  try {
+    openNote(note, keys, nodeVerifier);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

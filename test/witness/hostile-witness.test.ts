@@ -17,7 +17,7 @@ import {
   parseCosignerKey,
 } from '../../manifests/crypto/cosignature.js';
 import { nobleSign } from '../../manifests/crypto/ed25519.js';
-import { parseVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
+import { openNote, parseVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
 import { parseWitnessKeys, readWitnessPolicy, verifyWitnesses } from '../../manifests/audit/verify-witnesses.js';
 import { FindingSink } from '../../manifests/audit/findings.js';
@@ -72,12 +72,13 @@ const impostor = (delayMs: number) =>
     }),
   );
 
-async function poolOf(witnesses: string[]): Promise<WitnessPool> {
+async function poolOf(witnesses: string[], checkpointKeys = [parseVerifierKey(log.vkey)]): Promise<WitnessPool> {
   const pool = await WitnessPool.open({
     options: { witnesses, timeoutMs: 2000, retryMs: 60_000 },
     checkpointStem: fresh('stem'),
     proof: async (oldSize) => log.proof(oldSize, leaves),
     notice: () => {},
+    checkpointKeys: () => checkpointKeys,
   });
   pools.push(pool);
   return pool;
@@ -126,6 +127,25 @@ describe('a witness without a pinned key', () => {
     expect(checked(out.note).valid).toHaveLength(1);
   });
 
+  it('cannot answer a line under a checkpoint key’s name and key hash, which a note reader checks as the log’s', async () => {
+    // The log's key before a rotation: still trusted, so an auditor's reader checks a line under it, and refuses
+    // the whole note when it does not verify (NOTE_SIGNATURE_INVALID).
+    const before = new HandLog(log.origin, 6);
+    const body = new Uint8Array(76).fill(3);
+    new DataView(body.buffer).setUint32(0, parseVerifierKey(before.vkey).keyHash);
+    const forged = `\u2014 ${log.origin} ${encodeBase64(body)}\n`;
+    const other = await listen(
+      createServer((req, res) => {
+        req.resume();
+        req.on('end', () => res.end(forged));
+      }),
+    );
+    const keys = [parseVerifierKey(before.vkey), parseVerifierKey(log.vkey)];
+    const out = await (await poolOf([other], keys)).cosign(cp);
+    expect(out.note).not.toContain(forged);
+    expect(openNote(out.note, keys).sigs.map((s) => s.name)).toEqual([log.origin]);
+  });
+
   it('URL#VKEY takes the key in the fragment’s place; a bad key or a fragment in an endpoint’s URL is refused', async () => {
     await expect(poolOf(['http://127.0.0.1:1#not-a-key'])).rejects.toMatchObject({ code: 'KEY_INVALID' });
     await expect(poolOf(['http://127.0.0.1:1#'])).rejects.toMatchObject({ code: 'KEY_INVALID' });
@@ -135,6 +155,7 @@ describe('a witness without a pinned key', () => {
         checkpointStem: fresh('stem'),
         proof: async () => [],
         notice: () => {},
+        checkpointKeys: () => [],
       }),
     ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
