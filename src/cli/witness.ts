@@ -107,6 +107,9 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     });
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
+    // A request whose connection just closed may still be signing or storing: the state (and its lock, which a
+    // restarted witness takes) is closed only after it ended, so no write of this process lands after the release.
+    await server.settled();
     return EXIT_OK;
   } catch (err) {
     if (!(err instanceof UsageError) && !isHandoffLedgerError(err))

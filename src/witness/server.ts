@@ -92,12 +92,22 @@ function answer(res: ServerResponse, status: number, body: string, type = 'text/
   res.end(body);
 }
 
-export function createWitnessServer(options: WitnessServerOptions): Server {
+/** The witness's HTTP server, and how to wait for the requests it is still handling. */
+export interface WitnessServer extends Server {
+  /**
+   * Settles once every request handler that began has ended, its state write included (after `closeAllConnections`
+   * and `close`, before the state is closed).
+   */
+  settled(): Promise<void>;
+}
+
+export function createWitnessServer(options: WitnessServerOptions): WitnessServer {
   const maxBody = options.maxBodyBytes ?? 64 * 1024;
   const timeout = options.requestTimeoutMs ?? 10_000;
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
   const perLog = new KeyedMutex();
   const report = options.onRequest ?? (() => {});
+  const running = new Set<Promise<void>>();
 
   /** `gone`: the request was already answered (408) or its connection closed; then nothing is signed or stored. */
   async function addCheckpoint(
@@ -132,6 +142,10 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
       if (decision.status !== 200)
         return { status: decision.status, body: `${decision.reason}\n`, origin, reason: decision.reason };
       const line = await cosignCheckpoint(decision.text, options.signer, now());
+      // Checked again after the signer (a device may be slow): a request answered 408, or whose connection closed
+      // (the witness shutting down closes them all), stores nothing.
+      if (gone())
+        return { status: 408, body: 'the request took too long\n', origin, reason: 'the request took too long' };
       const note = `${decision.text}\n${decision.logSignatures.join('')}${line}`;
       const next = { size: decision.checkpoint.size, root: decision.checkpoint.root, note };
       // The point of no return: once this write is durable the witness will never cosign a tree that does
@@ -185,7 +199,7 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
         res.on('finish', () => req.socket.destroy());
         answer(res, 408, 'the request took too long\n');
       }, timeout);
-      handle(req, res)
+      const handled = handle(req, res)
         .catch((err: unknown) => {
           const status = err instanceof HttpAnswer ? err.status : 500;
           const reason = err instanceof HttpAnswer ? err.message : 'internal error';
@@ -200,7 +214,11 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
             setTimeout(() => req.socket.destroy(), 1000).unref();
           }
         })
-        .finally(() => clearTimeout(timer));
+        .finally(() => {
+          clearTimeout(timer);
+          running.delete(handled);
+        });
+      running.add(handled);
     },
   );
   // Connections are cheap for a client and each holds a deadline's worth of our memory: a bound on them. A
@@ -208,5 +226,9 @@ export function createWitnessServer(options: WitnessServerOptions): Server {
   // same deadline, so 512 of them cannot hold every slot for long.
   server.maxConnections = 512;
   server.on('connection', (socket) => socket.setTimeout(timeout, () => socket.destroy()));
-  return server;
+  return Object.assign(server, {
+    async settled(): Promise<void> {
+      while (running.size > 0) await Promise.allSettled([...running]);
+    },
+  });
 }

@@ -34,6 +34,9 @@ export class WitnessState {
   private readonly cache = new Map<string, StoredLog | null>();
   /** The read of a log's file in flight, shared by every `get` that finds the log uncached meanwhile. */
   private readonly loading = new Map<string, Promise<StoredLog | undefined>>();
+  /** The `put`s under way: `close()` releases the lock only once they have settled. */
+  private readonly writing = new Set<Promise<void>>();
+  private closed = false;
 
   private constructor(
     private readonly dir: string,
@@ -103,9 +106,22 @@ export class WitnessState {
 
   /**
    * Compare-and-swap: replaces the stored tree of `origin` only if it still is `expected` (by size), and
-   * returns once the new one is durable. @throws LedgerError `CHAIN_CONFLICT` when another write came first
+   * returns once the new one is durable.
+   * @throws LedgerError `CHAIN_CONFLICT` when another write came first, `CLOSED` once `close()` was called (the lock
+   *   may be another witness's by then: a write of this one could put back a tree older than one it cosigned)
    */
   async put(origin: string, expectedSize: number, next: StoredLog): Promise<void> {
+    if (this.closed) throw new LedgerError('CLOSED', 'the witness state is closed: it stores no more trees');
+    const write = this.write(origin, expectedSize, next);
+    this.writing.add(write);
+    try {
+      await write;
+    } finally {
+      this.writing.delete(write);
+    }
+  }
+
+  private async write(origin: string, expectedSize: number, next: StoredLog): Promise<void> {
     const current = await this.get(origin);
     if ((current?.size ?? 0) !== expectedSize)
       throw new LedgerError('CHAIN_CONFLICT', `the witness's view of ${origin} changed while it was checked`);
@@ -122,7 +138,13 @@ export class WitnessState {
     this.cache.set(origin, next);
   }
 
+  /**
+   * Refuses every later `put`, waits for those under way to settle (stored or failed), then releases the lock: a
+   * witness started on this directory once the lock is free must find every tree this one cosigned.
+   */
   async close(): Promise<void> {
+    this.closed = true;
+    while (this.writing.size > 0) await Promise.allSettled([...this.writing]);
     await this.lock.release();
   }
 }

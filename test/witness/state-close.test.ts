@@ -1,0 +1,113 @@
+/**
+ * A witness shutting down while an add-checkpoint is still signing or writing: the state directory's lock is released
+ * only once the write has settled (a witness restarted on the directory meanwhile could cosign tree B, and the old
+ * process's late write would put tree A back over it), a write asked for after close is refused, and a request whose
+ * connection closed while it was being signed stores nothing.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { nobleSign } from '../../manifests/crypto/ed25519.js';
+import type { NoteSigner } from '../../manifests/crypto/note.js';
+import { parseVerifierKey } from '../../manifests/crypto/note.js';
+import { createWitnessServer } from '../../src/witness/server.js';
+import { WitnessState } from '../../src/witness/state.js';
+import { tempDir } from '../support/tmp.js';
+import { HandLog, noteSigner } from './support.js';
+
+/** While set, the next atomic write waits for `hold` before it begins; `started` says it was asked for. */
+const gate: { hold?: Promise<void>; started?: () => void } = {};
+
+vi.mock('../../store/fs/atomic-file.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../../store/fs/atomic-file.js')>();
+  return {
+    ...real,
+    writeFileAtomic: async (...args: Parameters<typeof real.writeFileAtomic>) => {
+      const hold = gate.hold;
+      gate.hold = undefined;
+      gate.started?.();
+      if (hold) await hold;
+      return real.writeFileAtomic(...args);
+    },
+  };
+});
+
+afterEach(() => {
+  gate.hold = undefined;
+  gate.started = undefined;
+});
+
+const log = new HandLog('witness-close.example/log', 11);
+const leaves = HandLog.leaves('c', 20);
+const tree = (n: number) => ({ size: n, root: log.root(leaves.slice(0, n)), note: `note ${n}` });
+
+describe('witness state close', () => {
+  it('releases the lock only after a write under way has settled, and refuses a write after it (CLOSED)', async () => {
+    const dir = join(tempDir(), 'state');
+    const state = await WitnessState.open(dir);
+    let release!: () => void;
+    gate.hold = new Promise<void>((r) => (release = r));
+    const started = new Promise<void>((r) => (gate.started = r));
+    const put = state.put(log.origin, 0, tree(8));
+    await started;
+    let closed = false;
+    const closing = state.close().then(() => (closed = true));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(closed).toBe(false);
+    expect(existsSync(join(dir, 'witness.lock'))).toBe(true);
+    await expect(state.put(log.origin, 8, tree(20))).rejects.toMatchObject({ code: 'CLOSED' });
+    release();
+    await put;
+    await closing;
+    expect(existsSync(join(dir, 'witness.lock'))).toBe(false);
+    const again = await WitnessState.open(dir);
+    try {
+      expect(await again.get(log.origin)).toMatchObject({ size: 8, note: 'note 8' });
+    } finally {
+      await again.close();
+    }
+  });
+
+  it('stores nothing for a request whose connection closed while it was being signed', async () => {
+    const dir = join(tempDir(), 'state');
+    const state = await WitnessState.open(dir);
+    const seed = new Uint8Array(32).fill(12);
+    let signing!: () => void;
+    const signed = new Promise<void>((r) => (signing = r));
+    const slow: NoteSigner = {
+      ...noteSigner('witness.example/slow', seed),
+      sign: async (m) => {
+        signing();
+        await new Promise((r) => setTimeout(r, 300)); // a slow signing device
+        return nobleSign(m, seed);
+      },
+    };
+    const server = createWitnessServer({
+      signer: slow,
+      logs: new Map([[log.origin, [parseVerifierKey(log.vkey)]]]),
+      state,
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const abort = new AbortController();
+      const request = fetch(`${url}/add-checkpoint`, {
+        method: 'POST',
+        body: await log.request(0, leaves.slice(0, 8)),
+        signal: abort.signal,
+      }).catch(() => undefined);
+      await signed;
+      // What `witness serve` does on SIGTERM: every connection closed, then the handlers drained.
+      server.closeAllConnections();
+      abort.abort();
+      await request;
+      await new Promise<void>((r) => server.close(() => r()));
+      await server.settled();
+      expect(readdirSync(join(dir, 'logs'))).toEqual([]);
+      expect(await state.get(log.origin)).toBeUndefined();
+    } finally {
+      await state.close();
+    }
+  });
+});
