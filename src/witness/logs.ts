@@ -1,7 +1,8 @@
 /**
  * The logs a witness serves (`--logs LOGS.json`): `{ "logs": [{ "origin": …, "keys": [<note verifier key>…] }] }`.
  * A checkpoint counts only when one of its origin's keys signed it; the ledger prints its key with
- * `handoff-ledger keys vkey`.
+ * `handoff-ledger keys vkey` (its checkpoint key's, which `keys rotate` replaces: the new one must be added here, and
+ * the witness restarted, for it reads this file once).
  */
 import { z } from 'zod';
 import { parseVerifierKey, type NoteVerifierKey } from '../../manifests/crypto/note.js';
