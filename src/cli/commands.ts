@@ -190,7 +190,7 @@ export const commands: Record<string, CommandSpec> = {
       '--logs FILE       {"logs":[{"origin":…,"keys":[<log note verifier key>…]}]} (`keys vkey` prints a ledger\'s)',
       '--state DIR       where the latest cosigned checkpoint of each log is kept (fsynced before answering)',
       '--max-body-bytes N       largest request body (default 65536; 413 beyond)',
-      '--request-timeout-ms N   time for a whole request (default 10000; 408 beyond)',
+      '--request-timeout-ms N   time for a whole request (default 10000, at most 2147483647; 408 beyond)',
     ],
     exits: {
       ok: 'keygen: written; serve: stopped (Ctrl-C or SIGTERM)',

@@ -16,11 +16,16 @@ import { printable, printableLines } from '../../manifests/encoding/printable.js
 export const usage =
   'witness keygen --name NAME --out FILE | witness serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR';
 
-function positiveInt(text: string | undefined, what: string, fallback: number): number {
+/** The longest delay a Node timer keeps: a longer one fires after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function positiveInt(text: string | undefined, what: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   if (text === undefined) return fallback;
   const n = Number(text);
-  if (!/^[1-9][0-9]*$/.test(text) || !Number.isSafeInteger(n))
-    throw new UsageError(`${what} must be a positive integer`);
+  if (!/^[1-9][0-9]*$/.test(text) || !Number.isSafeInteger(n) || n > max)
+    throw new UsageError(
+      `${what} must be a positive integer${max < Number.MAX_SAFE_INTEGER ? ` of at most ${max}` : ''}`,
+    );
   return n;
 }
 
@@ -70,7 +75,8 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError(`usage: handoff-ledger ${usage}`);
     const { host, port } = listenAddress(values.listen);
     const maxBodyBytes = positiveInt(values['max-body-bytes'], '--max-body-bytes', 64 * 1024);
-    const requestTimeoutMs = positiveInt(values['request-timeout-ms'], '--request-timeout-ms', 10_000);
+    // A timer past 2^31 − 1 ms fires after 1 ms: every request would be answered 408 at once.
+    const requestTimeoutMs = positiveInt(values['request-timeout-ms'], '--request-timeout-ms', 10_000, MAX_TIMER_MS);
     const key = await loadWitnessKeyFile(values.key);
     const logs = parseWitnessLogs(await readFile(values.logs, 'utf8'));
     state = await WitnessState.open(values.state);

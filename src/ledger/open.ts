@@ -22,7 +22,7 @@ import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard, refuseAnotherLogsPin } from './checkpoints.js';
-import { WitnessPool } from './witnessing.js';
+import { checkWitnessingDelays, WitnessPool } from './witnessing.js';
 import { consistencyProof } from './proofs.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { Ledger } from './ledger.js';
@@ -133,6 +133,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     (typeof options.witnesses !== 'object' || !Array.isArray(options.witnesses.witnesses))
   )
     throw new LedgerError('INVALID_ARGUMENT', 'witnesses must be { witnesses: [...] } (WitnessingOptions)');
+  if (options.witnesses) checkWitnessingDelays(options.witnesses);
   if (options.origin !== undefined && !isValidOrigin(options.origin))
     throw new LedgerError('INVALID_ARGUMENT', 'origin: a non-empty name without spaces or "+" (e.g. example.com/log1)');
   if (options.telemetry !== undefined && (typeof options.telemetry !== 'object' || options.telemetry === null))

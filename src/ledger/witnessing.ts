@@ -37,10 +37,31 @@ export interface WitnessingOptions {
    * most 100 signature lines in all, the note opening under the checkpoint keys).
    */
   witnesses: Array<string | WitnessEndpoint>;
-  /** Deadline of each request to a witness (default 5000 ms). */
+  /** Deadline of each request to a witness (default 5000 ms; 1 to 2^31 − 1, the longest timer Node keeps). */
   timeoutMs?: number | undefined;
-  /** First retry delay after a failed round (default 1000 ms, doubling up to 60 s). */
+  /** First retry delay after a failed round (default 1000 ms, doubling up to 60 s; 1 to 2^31 − 1). */
   retryMs?: number | undefined;
+}
+
+/** The longest delay a Node timer keeps: a longer one fires after 1 ms (with a TimeoutOverflowWarning). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Checks the witnessing options' delays: milliseconds from 1 to 2^31 − 1 (a timer beyond fires at once, so a deadline
+ * of a month would abort every request after 1 ms; 0, a negative number or NaN would too).
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+export function checkWitnessingDelays(options: WitnessingOptions): void {
+  for (const [name, value] of [
+    ['timeoutMs', options.timeoutMs],
+    ['retryMs', options.retryMs],
+  ] as const)
+    // null: the default, as every option's null is undefined (`?? default` below)
+    if (value != null && !(typeof value === 'number' && value >= 1 && value <= MAX_TIMER_MS))
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `witnesses.${name} must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(value)}`,
+      );
 }
 
 interface Witness {
@@ -91,6 +112,7 @@ export class WitnessPool {
     private readonly notice: (message: string) => void,
     private readonly checkpointKeys: () => NoteVerifierKey[],
   ) {
+    checkWitnessingDelays(options);
     this.witnesses = options.witnesses.map((w) => {
       const e = typeof w === 'string' ? endpointOf(w) : w;
       if (typeof e?.url !== 'string' || e.url.includes('#'))
@@ -114,7 +136,10 @@ export class WitnessPool {
     this.retryMs = options.retryMs ?? 1000;
   }
 
-  /** @throws LedgerError `INVALID_ARGUMENT` (a bad URL), ManifestError `KEY_INVALID` (a bad verifier key) */
+  /**
+   * @throws LedgerError `INVALID_ARGUMENT` (a bad URL, a delay out of range), ManifestError `KEY_INVALID` (a bad
+   *   verifier key)
+   */
   static async open(init: {
     options: WitnessingOptions;
     /** `<root>/checkpoints/<blake3(origin)>`, the pinned checkpoint's stem; cosignatures are kept next to it. */
@@ -179,7 +204,7 @@ export class WitnessPool {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       this.running,
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, 2 * this.timeoutMs + 1000))),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(2 * this.timeoutMs + 1000, MAX_TIMER_MS)))),
     ]);
     clearTimeout(timer);
     const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);

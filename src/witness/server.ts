@@ -20,6 +20,7 @@ import {
   TLOG_SIZE_CONTENT_TYPE,
   type AddCheckpointRequest,
 } from '../../manifests/witness/add-checkpoint.js';
+import { LedgerError } from '../errors.js';
 import { KeyedMutex } from '../ledger/locks.js';
 import { originHash, type WitnessState } from './state.js';
 
@@ -30,7 +31,7 @@ export interface WitnessServerOptions {
   state: WitnessState;
   /** Largest request body (default 64 KiB: a checkpoint and 63 proof lines take under 4 KiB). */
   maxBodyBytes?: number;
-  /** Time for a whole request, headers and body (default 10 s). */
+  /** Time for a whole request, headers and body (default 10 s; 1 to 2^31 − 1 ms, the longest timer Node keeps). */
   requestTimeoutMs?: number;
   /** POSIX seconds for cosignature timestamps (tests). */
   now?: () => number;
@@ -101,9 +102,19 @@ export interface WitnessServer extends Server {
   settled(): Promise<void>;
 }
 
+/** The longest delay a Node timer keeps: a longer one fires after 1 ms (with a TimeoutOverflowWarning). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** @throws LedgerError `INVALID_ARGUMENT` for a `requestTimeoutMs` that is not 1 to 2^31 − 1 */
 export function createWitnessServer(options: WitnessServerOptions): WitnessServer {
   const maxBody = options.maxBodyBytes ?? 64 * 1024;
   const timeout = options.requestTimeoutMs ?? 10_000;
+  // A deadline past the longest timer would answer every request 408 after 1 ms; 0, negative or NaN likewise.
+  if (!(typeof timeout === 'number' && timeout >= 1 && timeout <= MAX_TIMER_MS))
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `requestTimeoutMs must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(timeout)}`,
+    );
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
   const perLog = new KeyedMutex();
   const report = options.onRequest ?? (() => {});
