@@ -79,8 +79,9 @@ export interface OpenLedgerOptions {
    */
   telemetry?: TelemetryOptions | undefined;
   /**
-   * Receives one-line notices: backend fallbacks, and a publish whose manifest is committed but whose checkpoint
-   * pin failed (the next operation pins it). Default: console.warn.
+   * Receives one-line notices: backend fallbacks, a publish whose manifest is committed but whose checkpoint
+   * pin failed (the next operation pins it), and witnesses that refuse or cannot be reached (what a witness
+   * answered is escaped as the CLI prints data: `printable`, manifests/encoding/printable.ts). Default: console.warn.
    */
   onNotice?: ((message: string) => void) | undefined;
 }

@@ -17,6 +17,7 @@ import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../../man
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { isValidKeyName, MAX_SIGNATURES, openNote, type NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
+import { printable } from '../../manifests/encoding/printable.js';
 import { formatAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import type { SignedCheckpoint } from './checkpoints.js';
@@ -154,7 +155,10 @@ export class WitnessPool {
   }): Promise<WitnessPool> {
     const path = `${init.checkpointStem}.cosigned.note`;
     const sizesPath = `${init.checkpointStem}.witnesses.json`;
-    const pool = new WitnessPool(init.options, path, sizesPath, init.proof, init.notice, init.checkpointKeys);
+    // A witness's answer, an error's message and the file read are data: escaped here, so that every receiver of the
+    // ledger's notices (console.warn by default, not only the CLI) gets text that cannot act on a terminal.
+    const notice = (message: string) => init.notice(printable(message));
+    const pool = new WitnessPool(init.options, path, sizesPath, init.proof, notice, init.checkpointKeys);
     const sizesText = await readFile(sizesPath, 'utf8').catch(() => undefined);
     if (sizesText !== undefined) {
       try {
@@ -166,7 +170,7 @@ export class WitnessPool {
         pool.savedSizes = pool.sizesText();
       } catch (err) {
         // Only a hint: without it each witness names its size in a 409, as on a first run.
-        init.notice(`witnesses: ignoring ${sizesPath}: ${(err as Error).message}`);
+        notice(`witnesses: ignoring ${sizesPath}: ${(err as Error).message}`);
       }
     }
     const saved = await readFile(path, 'utf8').catch(() => undefined);
@@ -302,7 +306,7 @@ export class WitnessPool {
         continue;
       }
       if (res.status !== 200) {
-        // The witness's words are data: shortened here, escaped by whoever prints notices (the CLI does).
+        // The witness's words are data: shortened here, escaped by the pool's notice (see open).
         this.notice(
           `witness ${w.url} refused the checkpoint of size ${size}: ${res.status} ${body.trim().slice(0, 200)}`,
         );
