@@ -3,12 +3,13 @@
  * (manifests/encoding/printable.ts), in human output and in --json alike: a store whose checkpoint origin carries a C1 control
  * sequence, a bidi override and DEL (a legal C2SP key name) cannot drive the terminal through any command that shows it.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { openLedger } from '../src/ledger/open.js';
+import { createWitnessKeyFile } from '../src/witness/key.js';
 import { captureIo } from './support/capture-io.js';
 import { sampleSummary } from './support/tmp.js';
 import { startWitness, stopWitness } from './witness/support.js';
@@ -96,19 +97,23 @@ describe('escaping of stored data in CLI output', () => {
     }
   });
 
-  it('witness keygen and witness serve: the verifier key, named by the witness name, is escaped; --json keeps it exact', async () => {
+  it('witness keygen refuses a name that would print escaped; witness serve prints such a name of a key file escaped', async () => {
     const name = 'w\u009b2J\u202eevil';
-    const human = await cli(['witness', 'keygen', '--name', name, '--out', join(base, 'w1.key')]);
-    expect(human.code, human.stderr).toBe(0);
-    expect(human.stdout).not.toMatch(RAW);
-    expect(human.stdout).toMatch(/^w\\x9b2J\\u\{202e\}evil\+[0-9a-f]{8}\+[A-Za-z0-9+/=]+\n$/);
-    const json = await cli(['witness', 'keygen', '--name', name, '--out', join(base, 'w2.key'), '--json']);
-    expect(json.code, json.stderr).toBe(0);
-    expect(json.stdout).not.toMatch(RAW);
-    const parsed = JSON.parse(json.stdout) as { vkey: string; name: string; out: string };
-    expect(parsed).toEqual({ vkey: expect.stringMatching(/^w\u009b2J\u202eevil\+/), name, out: join(base, 'w2.key') });
-    // serve reads the name back from the key file: stored data, printed escaped too (a real process: it serves).
-    const w = await startWitness(join(base, 'w-serve'), name, []);
+    for (const json of [[], ['--json']]) {
+      const r = await cli(['witness', 'keygen', '--name', name, '--out', join(base, 'w1.key'), ...json]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stdout + r.stderr).not.toMatch(RAW);
+      expect(r.stdout + r.stderr).toContain('INVALID_ARGUMENT');
+    }
+    expect(existsSync(join(base, 'w1.key'))).toBe(false);
+    // A key file naming it (an earlier version's keygen, or edited): serve reads the name back, stored data, printed
+    // escaped (a real process: it serves).
+    const dir = join(base, 'w-serve');
+    mkdirSync(dir);
+    const file = join(dir, 'witness.key');
+    await createWitnessKeyFile(file, 'witness.example/w1');
+    writeFileSync(file, `${JSON.stringify({ ...(JSON.parse(readFileSync(file, 'utf8')) as object), name })}\n`);
+    const w = await startWitness(dir, name, []);
     try {
       expect(w.vkey).not.toMatch(RAW);
       expect(w.vkey.startsWith('w\\x9b2J\\u{202e}evil+')).toBe(true);

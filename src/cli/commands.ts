@@ -181,7 +181,8 @@ export const commands: Record<string, CommandSpec> = {
       'witness (keygen --name NAME --out FILE [--json] | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR)',
     options: [
       'keygen            write a new witness key file (mode 0600, never replaced); stdout: its verifier key',
-      '--name NAME       the witness name that cosignature lines carry (e.g. witness.example.com/w1)',
+      '--name NAME       the witness name that cosignature lines carry (e.g. witness.example.com/w1);',
+      '                  no space, "+", backslash, control, invisible or format character (INVALID_ARGUMENT)',
       '--out FILE        the key file to create',
       '--json            keygen: print {vkey, name, out} as JSON on stdout',
       'serve             answer POST /add-checkpoint and GET /<sha256(origin)>/checkpoint',
@@ -194,7 +195,7 @@ export const commands: Record<string, CommandSpec> = {
     ],
     exits: {
       ok: 'keygen: written; serve: stopped (Ctrl-C or SIGTERM)',
-      refused: 'a coded refusal (KEY_INVALID, KEY_FILE_UNSAFE, INVALID_ARGUMENT in the logs file)',
+      refused: 'a coded refusal (KEY_INVALID, KEY_FILE_UNSAFE, INVALID_ARGUMENT: a bad --name or logs file)',
     },
     json: true,
     load: async () => (await import('./witness.js')).run,

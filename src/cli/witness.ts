@@ -47,7 +47,7 @@ async function keygen(argv: string[], io: CliIo): Promise<number> {
   try {
     if (!values.name || !values.out) throw new UsageError(`usage: handoff-ledger ${usage}`);
     const key = await createWitnessKeyFile(values.out, values.name);
-    // The name is any note key name, C1 controls and bidi overrides included: printed escaped, like all data.
+    // createWitnessKeyFile took only a name that prints as it is; escaped all the same, like all data.
     if (values.json) writeJson(io.stdout, { vkey: key.vkey, name: values.name, out: values.out });
     else io.stdout.write(printableLines([key.vkey]));
     return EXIT_OK;

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { encodeCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { isValidKeyName, type NoteSigner } from '../../manifests/crypto/note.js';
+import { printable } from '../../manifests/encoding/printable.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { basename, dirname, join } from 'node:path';
 import { lstat, readdir, unlink } from 'node:fs/promises';
@@ -33,11 +34,19 @@ function witnessKeyOf(name: string, jwk: PrivateJwk): WitnessKey {
 
 /**
  * Creates a witness key file (refusing to overwrite one: EEXIST) and returns the key.
- * @throws LedgerError `INVALID_ARGUMENT` for a bad name
+ * @throws LedgerError `INVALID_ARGUMENT` for a bad name: not a note key name, or one that is not printed as it is
  */
 export async function createWitnessKeyFile(path: string, name: string): Promise<WitnessKey> {
   if (!isValidKeyName(name) || name.length > 256)
     throw new LedgerError('INVALID_ARGUMENT', 'a witness name is a note key name: no spaces, no "+"');
+  // The verifier key is printed (keygen, serve) for operators and auditors to copy: a name printed escaped (a C1
+  // control, an invisible or format character such as U+200B, a backslash) would give a key that does not parse
+  // back (KEY_INVALID: its hash is of the real name). Such a name is refused while it can still be changed.
+  if (printable(name) !== name)
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      'a witness name must print as it is (no control, invisible or format character, no backslash): its verifier key is copied from what keygen prints',
+    );
   const jwk = generateJwk();
   // Written whole and synced under a temporary name, then linked to `path`, which fails where a file stands: a
   // second keygen never replaces a key whose cosignatures others already pin, and a crash or a failed write never

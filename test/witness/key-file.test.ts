@@ -6,7 +6,10 @@ import fsp from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { parseCosignerKey } from '../../manifests/crypto/cosignature.js';
+import { main } from '../../src/cli/main.js';
 import { createWitnessKeyFile, loadWitnessKeyFile } from '../../src/witness/key.js';
+import { captureIo } from '../support/capture-io.js';
 import { tempDir } from '../support/tmp.js';
 
 type HandleProto = { writeFile: (...args: unknown[]) => Promise<void> };
@@ -44,6 +47,30 @@ describe('witness keygen (the key file)', () => {
       code: 'INVALID_ARGUMENT',
     });
     expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('refuses a name that would print escaped (its printed verifier key would not parse back), writing no file', async () => {
+    const dir = tempDir();
+    for (const name of ['witness.example/w\u200b1', 'w.example/\u202eevil', 'w.example/\u009b2J', 'w.example\\w1'])
+      await expect(createWitnessKeyFile(join(dir, 'w.key'), name)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining('print as it is'),
+      });
+    expect(readdirSync(dir)).toEqual([]);
+    const c = captureIo();
+    const code = await main(
+      ['witness', 'keygen', '--name', 'witness.example/w\u200b1', '--out', join(dir, 'w.key')],
+      c.io,
+    );
+    expect(code).toBe(1);
+    expect(c.stderr()).toMatch(/^handoff-ledger: INVALID_ARGUMENT: a witness name must print as it is/);
+    expect(readdirSync(dir)).toEqual([]);
+    // A name keygen takes prints as it is: the line it prints is the verifier key.
+    for (const [i, name] of ['witness.example/w1', 'zeugin.beispiel/wé', '証人/1'].entries()) {
+      const ok = captureIo();
+      expect(await main(['witness', 'keygen', '--name', name, '--out', join(dir, `ok${i}.key`)], ok.io)).toBe(0);
+      expect(parseCosignerKey(ok.stdout().trim()).name).toBe(name);
+    }
   });
 
   it('leaves no key file, partial or empty, and no temporary file when the write fails', async () => {
