@@ -133,8 +133,13 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       throw err;
     }
     const origin = originOf(request.note);
-    const keys = origin === undefined ? undefined : options.logs.get(origin);
-    if (!origin || !keys) return { status: 404, body: 'unknown log origin\n', origin, reason: 'unknown log origin' };
+    // A checkpoint without an origin line is malformed (400), not of a log this witness does not follow (404).
+    if (origin === undefined) {
+      const reason = 'malformed checkpoint: no origin line';
+      return { status: 400, body: `${reason}\n`, reason };
+    }
+    const keys = options.logs.get(origin);
+    if (!keys) return { status: 404, body: 'unknown log origin\n', origin, reason: 'unknown log origin' };
     return perLog.run(origin, async () => {
       // A request that waited in this queue past its deadline does no work: replays of the public checkpoint
       // must not hold the log's real submissions behind signatures nobody will read.

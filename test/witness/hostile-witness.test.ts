@@ -193,6 +193,23 @@ describe('a witness whose 409 names a size larger than the log', () => {
   });
 });
 
+describe('the witness server and a checkpoint without an origin line', () => {
+  it('answers 400 (malformed), not 404 (a log it does not follow), and stores nothing', async () => {
+    const honest = await honestWitness();
+    const note = await log.note(leaves);
+    for (const bad of [`\n${note}`, note.slice(0, note.indexOf('\n')), '']) {
+      const res = await fetch(`${honest.url}/add-checkpoint`, { method: 'POST', body: `old 0\n\n${bad}` });
+      expect(res.status).toBe(400);
+      expect(await res.text()).toBe('malformed checkpoint: no origin line\n');
+    }
+    const unknown = await new HandLog('example.com/not-followed', 6).note(leaves);
+    expect((await fetch(`${honest.url}/add-checkpoint`, { method: 'POST', body: `old 0\n\n${unknown}` })).status).toBe(
+      404,
+    );
+    expect(await honest.state.get(log.origin)).toBeUndefined();
+  });
+});
+
 describe('the witness server and replays of the tree it holds', () => {
   it('cosigns a replay without writing its state again, and serves monitors the newest note', async () => {
     const honest = await honestWitness();
