@@ -34,10 +34,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * packed since the round after (fsck's read snapshots, the cut-back chain refusal, the store root's identity, the
  * server clock for gc, aborts before the append and in compact) brought the pack to ~578 KiB; 1,600 KiB unpacked since
  * the throughput round's last steps (the raw write as publish writes, a buffer put streamed, the structural pool
- * type, the peer SDK ranges) and their CHANGELOG and README entries brought the library to ~1,538 KiB unpacked.)
+ * type, the peer SDK ranges) and their CHANGELOG and README entries brought the library to ~1,538 KiB unpacked;
+ * 496 KiB and 1,664 KiB since the review round of 2026-12-03 (the auditor's page settings and coverage line, the
+ * shared pin read first, the session-heads node check, checkPublish, the witness line filter and state close) and
+ * its CHANGELOG entries brought the pack to ~620 KiB with the page and the library to ~1,628 KiB unpacked.)
  */
-const MAX_PACKED_BYTES = 480 * 1024;
-const MAX_UNPACKED_BYTES = 1600 * 1024;
+const MAX_PACKED_BYTES = 496 * 1024;
+const MAX_UNPACKED_BYTES = 1664 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
