@@ -38,3 +38,6 @@ export function onAbort(signal: AbortSignal, listener: () => void): () => void {
     signal.removeEventListener('abort', held.onAbort);
   };
 }
+
+/** The longest delay a Node timer keeps: a longer one fires after 1 ms (with a TimeoutOverflowWarning). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -12,12 +12,10 @@ import { createWitnessServer } from '../witness/server.js';
 import { WitnessState } from '../witness/state.js';
 import { EXIT_OK, parse, reportError, UsageError, writeJson, type CliIo } from './io.js';
 import { printable, printableLines } from '../../manifests/encoding/printable.js';
+import { MAX_TIMER_MS } from '../../store/abort.js';
 
 export const usage =
   'witness keygen --name NAME --out FILE | witness serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR';
-
-/** The longest delay a Node timer keeps: a longer one fires after 1 ms. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function positiveInt(text: string | undefined, what: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   if (text === undefined) return fallback;

@@ -29,6 +29,7 @@ import { createFileWhole } from '../../store/fs/atomic-file.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { StoreError, storageFailure } from '../../store/errors.js';
 import { LedgerError } from '../errors.js';
+import { MAX_TIMER_MS } from '../../store/abort.js';
 
 export interface FileLockOptions {
   /** How long to wait for another holder (default 30 s): then `LOCKED`. */
@@ -86,8 +87,6 @@ function processInfo(pid: number): { state: string; start: string } | undefined 
 
 /** A turn (`<lock>.break`) of another machine untouched this long is left over from a breaker that died. */
 const BREAK_STALE_MS = 10_000;
-/** Node's longest timer delay (a longer one fires after 1 ms). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /** The longest lock file read: an owner is ~250 bytes. */
 const MAX_LOCK_BYTES = 4096;
 

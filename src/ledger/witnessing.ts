@@ -22,6 +22,7 @@ import { formatAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import type { SignedCheckpoint } from './checkpoints.js';
 import { LedgerError } from '../errors.js';
+import { MAX_TIMER_MS } from '../../store/abort.js';
 
 /** A witness to submit to: its URL prefix, and optionally its verifier key (then only its valid cosignatures are kept). */
 export interface WitnessEndpoint {
@@ -43,9 +44,6 @@ export interface WitnessingOptions {
   /** First retry delay after a failed round (default 1000 ms, doubling up to 60 s; 1 to 2^31 − 1). */
   retryMs?: number | undefined;
 }
-
-/** The longest delay a Node timer keeps: a longer one fires after 1 ms (with a TimeoutOverflowWarning). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * Checks the witnessing options' delays: milliseconds from 1 to 2^31 − 1 (a timer beyond fires at once, so a deadline

@@ -23,6 +23,7 @@ import {
 import { LedgerError } from '../errors.js';
 import { KeyedMutex } from '../ledger/locks.js';
 import { originHash, type WitnessState } from './state.js';
+import { MAX_TIMER_MS } from '../../store/abort.js';
 
 export interface WitnessServerOptions {
   signer: NoteSigner;
@@ -101,9 +102,6 @@ export interface WitnessServer extends Server {
    */
   settled(): Promise<void>;
 }
-
-/** The longest delay a Node timer keeps: a longer one fires after 1 ms (with a TimeoutOverflowWarning). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** @throws LedgerError `INVALID_ARGUMENT` for a `requestTimeoutMs` that is not 1 to 2^31 − 1 */
 export function createWitnessServer(options: WitnessServerOptions): WitnessServer {

@@ -470,23 +470,28 @@ describe('files that start with a byte order mark', { timeout: 180_000 }, () => 
 });
 
 describe('a tree file audit-ui serves over its bound', { timeout: 180_000 }, () => {
-  it('is refused by its size with BUNDLE_INVALID, before its bytes are read', async () => {
-    const dir = join(base, 'huge-note', 'audit-2026-11');
-    cpSync(f.bundle, dir, { recursive: true });
-    const size = 3 * 2 ** 20; // over the 1 MiB bound of checkpoint.note, every byte written
-    writeFileSync(join(dir, 'checkpoint.note'), Buffer.alloc(size, 0x61));
+  /** The error the page shows for `dir` served by audit-ui (its own start-up checks left out). */
+  async function servedError(dir: string): Promise<string | null> {
     const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: true, trust: f.trust });
     const page = await browser.newPage();
     try {
       await page.goto(server.url);
       await page.waitForSelector('body[data-state="error"]', { timeout: 90_000 });
-      expect(await page.textContent('#error')).toMatch(
-        new RegExp(`^BUNDLE_INVALID: checkpoint\\.note is ${size} bytes, over \\d+$`),
-      );
+      return await page.textContent('#error');
     } finally {
       await page.close();
       await server.close();
     }
+  }
+
+  it('is refused by its size with BUNDLE_INVALID, before its bytes are read', async () => {
+    const dir = join(base, 'huge-note', 'audit-2026-11');
+    cpSync(f.bundle, dir, { recursive: true });
+    const size = 3 * 2 ** 20; // over the 1 MiB bound of checkpoint.note, every byte written
+    writeFileSync(join(dir, 'checkpoint.note'), Buffer.alloc(size, 0x61));
+    expect(await servedError(dir)).toMatch(
+      new RegExp(`^BUNDLE_INVALID: checkpoint\\.note is ${size} bytes, over \\d+$`),
+    );
   });
 
   it('is refused as sparse, as verify refuses it, when its size costs no disk', async () => {
@@ -497,17 +502,8 @@ describe('a tree file audit-ui serves over its bound', { timeout: 180_000 }, () 
     const cli = await cliVerify(dir, f.trust);
     expect(cli.code).toBe(2);
     expect(cli.stderr).toMatch(/^handoff-ledger: BUNDLE_INVALID: .*checkpoint\.note is sparse/);
-    const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: true, trust: f.trust });
-    const page = await browser.newPage();
-    try {
-      await page.goto(server.url);
-      await page.waitForSelector('body[data-state="error"]', { timeout: 90_000 });
-      expect(await page.textContent('#error')).toMatch(
-        new RegExp(`^BUNDLE_INVALID: .*checkpoint\\.note is sparse \\(${size} bytes, \\d+ allocated\\)`),
-      );
-    } finally {
-      await page.close();
-      await server.close();
-    }
+    expect(await servedError(dir)).toMatch(
+      new RegExp(`^BUNDLE_INVALID: .*checkpoint\\.note is sparse \\(${size} bytes, \\d+ allocated\\)`),
+    );
   });
 });
