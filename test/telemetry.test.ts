@@ -167,6 +167,27 @@ describe('telemetry of publish', () => {
     ).toEqual(['export 1', 'gc 1', 'history 1', 'publish 1', 'resume 1']);
   });
 
+  it('records checkPublish (what compact asks before the model) as check_publish: a refusal is a failure by code', async () => {
+    const t = sdk();
+    const ledger = await ledgerWith(t);
+    await ledger.checkPublish({ ...scope, run: 'r1' });
+    await ledger.revoke(scope.principal, scope.session);
+    await expect(ledger.checkPublish({ ...scope, run: 'r1' })).rejects.toMatchObject({ code: 'REVOKED' });
+    await ledger.close();
+    expect(t.spans().map((s) => [s.name, s.attributes['handoff_ledger.outcome']])).toEqual([
+      ['handoff_ledger.check_publish', 'ok'],
+      ['handoff_ledger.check_publish', 'REVOKED'],
+    ]);
+    const all = await t.metrics();
+    expect(metric(all, 'handoff_ledger.failures')?.dataPoints).toEqual([
+      expect.objectContaining({
+        attributes: { 'handoff_ledger.operation': 'check_publish', 'error.type': 'REVOKED' },
+        value: 1,
+      }),
+    ]);
+    expect((metric(all, 'handoff_ledger.check_publish.duration') as HistogramMetricData).dataPoints).toHaveLength(2);
+  });
+
   it('counts a retry each time another writer appended first', async () => {
     const t = sdk();
     const root = join(tempDir(), 'store');

@@ -409,6 +409,13 @@ export class Ledger {
    *   `CLOSED`; StoreError / ManifestError `STORAGE_FAILED`
    */
   async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
+    // Its own span and metrics (`check_publish`): a compaction refused here is counted, as its publish would be.
+    return this.telemetry.run('check_publish', { scope, host: this.host }, () =>
+      this.checkPublishTracked(scope, options),
+    );
+  }
+
+  private async checkPublishTracked(scope: PublishScope, options: PublishOptions): Promise<void> {
     return this.tracked(async () => {
       const { signal, expectedPrev } = options ?? {}; // `null` options too, as publish takes them
       const s = parsePublishScope(scope);

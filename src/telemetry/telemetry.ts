@@ -40,7 +40,7 @@ export interface TelemetryOptions {
   identifiers?: IdentifierPolicy | undefined;
 }
 
-export type Operation = 'publish' | 'resume' | 'history' | 'export' | 'verify' | 'gc';
+export type Operation = 'publish' | 'check_publish' | 'resume' | 'history' | 'export' | 'verify' | 'gc';
 
 export const INSTRUMENTATION_NAME = 'handoff-ledger';
 /** Attribute names: one namespace, so an operator can find everything this library records. */
@@ -55,7 +55,7 @@ export const ATTR = {
   sessionHash: 'handoff_ledger.session_hash',
 } as const;
 
-const OPERATIONS: readonly Operation[] = ['publish', 'resume', 'history', 'export', 'verify', 'gc'];
+const OPERATIONS: readonly Operation[] = ['publish', 'check_publish', 'resume', 'history', 'export', 'verify', 'gc'];
 
 /** The code of a coded error (every error class here has one), else the class name: low cardinality either way. */
 export function errorCode(err: unknown): string {
