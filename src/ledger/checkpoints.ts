@@ -81,6 +81,8 @@ export class CheckpointGuard {
    * key.
    */
   private readonly prepared: Array<{ text: string; signer: NoteSigner; note: Promise<string> }> = [];
+  /** Set once the open's check has run: a damaged session-heads root refuses checks from then on, not the open. */
+  private opened = false;
   /** Removes this guard's listener from the log (close; an open that failed after the guard was made). */
   private stopListening: (() => void) | undefined;
 
@@ -149,6 +151,7 @@ export class CheckpointGuard {
         // Only the verdict the guard recorded (a rollback or fork of this log) is kept; anything else still throws.
         if (!(init.diagnose && err === guard.failure)) throw err;
       }
+      guard.opened = true;
     } catch (err) {
       await guard.close().catch(() => {}); // its pin file, if an exclusive pin opened it
       throw err;
@@ -239,7 +242,8 @@ export class CheckpointGuard {
       // one: the pinned note stands. Re-signed without the line, it would be replaced, and the next root at this size
       // (a forged record, say) would meet no line to be compared with.
       if (was !== undefined && now === undefined) {
-        if (this.pinnedBy !== undefined && equalBytes(this.pinnedBy, signer.publicKey)) {
+        // At open it stands whoever signed it: the store opens, fsck reports the damage, appends are refused.
+        if (!this.opened || (this.pinnedBy !== undefined && equalBytes(this.pinnedBy, signer.publicKey))) {
           checked();
           return pinned;
         }
@@ -333,7 +337,7 @@ export class CheckpointGuard {
 
   /**
    * The pin another process of this root wrote, when it is newer than this process's: a verified checkpoint of this
-   * log of at least as many entries (the same tree signed otherwise, or a larger one). Another root at the size this
+   * log of more entries (the same tree signed otherwise is left alone: this process's own stands). Another root at the size this
    * process pinned is a fork. A note the current checkpoint keys do not verify is left alone (written over later).
    */
   private async pinnedElsewhere(): Promise<{ pinned: SignedCheckpoint; by: Uint8Array | undefined } | undefined> {

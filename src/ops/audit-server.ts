@@ -160,7 +160,9 @@ async function sendFile(
   } catch (err) {
     const code = errno(err) ?? '';
     if (code === 'ENOENT' || (kind === 'blob' && NOT_A_FILE.has(code))) return refuse(res, 404, 'not found');
-    if (NOT_A_FILE.has(code) && code !== 'ELOOP') return refuse(res, 422, `${name} is not a regular file`);
+    // verify lstats manifests.jsonl (a symlink is not a regular file: BUNDLE_INVALID) and opens the others (BUNDLE_IO).
+    if (NOT_A_FILE.has(code) && (code !== 'ELOOP' || name === BUNDLE_MANIFESTS_FILE))
+      return refuse(res, 422, `${name} is not a regular file`);
     return refuse(res, 403, `${name} cannot be read (${code || 'error'})`);
   }
   try {

@@ -66,7 +66,7 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
     h = await open(path, READ);
   } catch (err) {
     if (errno(err) === 'ENOENT') return undefined;
-    // A symlinked tree file stays BUNDLE_IO (docs/AUDIT.md, the page treats it as absent): neither passes.
+    // A symlinked tree file is BUNDLE_IO (audit-ui answers 403 for it, which the page reports as BUNDLE_IO too).
     if (errno(err) === 'ENXIO' || errno(err) === 'ENODEV')
       throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`, { cause: err });
     throw ioError(path, err);

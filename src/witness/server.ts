@@ -108,10 +108,10 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
   const maxBody = options.maxBodyBytes ?? 64 * 1024;
   const timeout = options.requestTimeoutMs ?? 10_000;
   // A deadline past the longest timer would answer every request 408 after 1 ms; 0, negative or NaN likewise.
-  if (!(typeof timeout === 'number' && timeout >= 1 && timeout <= MAX_TIMER_MS))
+  if (!(Number.isInteger(timeout) && timeout >= 1 && timeout <= MAX_TIMER_MS))
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `requestTimeoutMs must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(timeout)}`,
+      `requestTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(timeout)}`,
     );
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
   const perLog = new KeyedMutex();

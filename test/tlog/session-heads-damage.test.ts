@@ -175,6 +175,13 @@ describe('a session-heads root record damaged, then forged, at one tree', () => 
     } finally {
       await ledger.close();
     }
+    // The store still opens (the pinned note stands at open whoever signed it), and fsck reports the damage.
+    ledger = await open(root);
+    try {
+      expect((await fsck(ledger)).findings.map((f) => f.code)).toContain('RECORD_CORRUPT');
+    } finally {
+      await ledger.close();
+    }
     // A forged root at the same tree (s1's head set back to seq 0): compared with the pinned line, a FORK (before: a
     // second completeness claim for this tree was signed).
     await edit(

@@ -592,6 +592,27 @@ describe('audit-ui and the page agree with verify on what the bundle is now', ()
   );
 });
 
+describe('audit-ui answering for a bundle file that is not one', () => {
+  it('answers as verify reads it: a symlinked manifests.jsonl is 422 (BUNDLE_INVALID), a symlinked tree file 403 (BUNDLE_IO)', async () => {
+    const { dir, trustPath } = await blobCase();
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, trust: trustPath });
+    try {
+      cpSync(join(dir, 'manifests.jsonl'), join(dir, 'elsewhere.jsonl'));
+      rmSync(join(dir, 'manifests.jsonl'));
+      symlinkSync(join(dir, 'elsewhere.jsonl'), join(dir, 'manifests.jsonl'));
+      symlinkSync(join(dir, 'bundle.json'), join(dir, 'proofs.jsonl'));
+      expect(await cliVerify(dir, trustPath)).toMatchObject({
+        code: 2,
+        stderr: expect.stringMatching(/BUNDLE_INVALID: .*manifests\.jsonl is not a regular file/),
+      });
+      expect((await get(`${server.url}bundle/manifests.jsonl`)).status).toBe(422);
+      expect((await get(`${server.url}bundle/proofs.jsonl`)).status).toBe(403);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('audit-ui serving a file that grows', () => {
   it('sends the bytes its Content-Length names and no more', { timeout: 60_000 }, async () => {
     const { dir, trustPath } = await blobCase();

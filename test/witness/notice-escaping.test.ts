@@ -6,9 +6,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { isTerminalSafe } from '../../manifests/encoding/printable.js';
 import { openLedger } from '../../src/ledger/open.js';
+import { main } from '../../src/cli/main.js';
+import { captureIo } from '../support/capture-io.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
@@ -60,4 +63,29 @@ describe('a witness refusal carrying terminal escapes', () => {
       warn.mockRestore();
     }
   });
+});
+
+describe('the CLI printing a witness refusal', () => {
+  it('prints the notice escaped once: ESC reads as \\x1b, not as a backslash followed by x1b', async () => {
+    const root = join(tempDir(), 'store');
+    const env = { HANDOFF_LEDGER_ROOT: root, HANDOFF_LEDGER_HOST: 'h1' };
+    expect(await main(['init', '--root', root, '--host', 'h1'], captureIo({ env }).io)).toBe(0);
+    const summary = join(tempDir(), 's.json');
+    writeFileSync(summary, JSON.stringify(sampleSummary('s')));
+    const args = ['--root', root, '--host', 'h1'];
+    expect(
+      await main(
+        ['publish', ...args, '--principal', 'a', '--session', 's', '--run', 'r', summary],
+        captureIo({ env }).io,
+      ),
+    ).toBe(0);
+    const c = captureIo({ env });
+    await main(['checkpoint', ...args, '--witness', url], c.io);
+    const line = c
+      .stderr()
+      .split('\n')
+      .find((l) => l.includes('refused the checkpoint'));
+    expect(line).toContain('403 \\x1b[2J\\x1b[31mverdict: OK\\x1b[0m \\u{202e}sdrawkcab\\x07');
+    expect(isTerminalSafe(c.stderr())).toBe(true);
+  }, 60_000);
 });

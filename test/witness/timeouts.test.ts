@@ -48,7 +48,7 @@ describe('witness delays out of a timer’s range', () => {
   it('createWitnessServer refuses requestTimeoutMs out of 1 to 2^31 − 1 (INVALID_ARGUMENT)', async () => {
     const state = await WitnessState.open(join(tempDir(), 'state'));
     try {
-      for (const requestTimeoutMs of [MAX + 1, 0, -5, NaN])
+      for (const requestTimeoutMs of [MAX + 1, 0, -5, NaN, 1500.5])
         expect(() =>
           createWitnessServer({
             signer: noteSigner('witness.example/w1', new Uint8Array(32).fill(1)),
