@@ -21,7 +21,7 @@ import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { MAX_TRUST_FILE_BYTES, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
 import type { AuditProgress, AuditScope, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
-import { isValidId } from '../../manifests/format/id-pattern.js';
+import { readAuditorScope, readByteBound, type SettingWords } from '../../manifests/audit/auditor-options.js';
 import { auditBundle } from '../ops/audit.js';
 import {
   MAX_WITNESS_KEYS_BYTES,
@@ -198,22 +198,16 @@ export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType
   return `${printableLines(out)}${describeVerdict(r, paint)}\n`;
 }
 
-export function auditorScope(principal: string | undefined, session: string | undefined): AuditScope | undefined {
-  for (const [name, id] of [
-    ['--principal', principal],
-    ['--session', session],
-  ] as const)
-    if (id !== undefined && !isValidId(id)) throw new UsageError(`${name} must be a valid id`);
-  if (principal === undefined && session === undefined) return undefined;
-  return { ...(principal !== undefined ? { principal } : {}), ...(session !== undefined ? { session } : {}) };
-}
+/** The CLI's words for the auditor's settings (its options), refused as usage errors. */
+const OPTION_WORDS: SettingWords = {
+  name: (setting) => `--${setting}`,
+  refuse: (message) => new UsageError(message),
+};
 
-export function byteCount(text: string): number {
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
-    throw new UsageError('--max-bundle-bytes must be a positive whole number of bytes');
-  return n;
-}
+export const auditorScope = (principal: string | undefined, session: string | undefined): AuditScope | undefined =>
+  readAuditorScope(principal, session, OPTION_WORDS);
+
+export const byteCount = (text: string): number => readByteBound(text, OPTION_WORDS);
 
 /** Runs `verify`; returns the exit code. */
 export async function run(argv: string[], io: CliIo): Promise<number> {

@@ -5,7 +5,7 @@
 import type { Resumed } from '../ledger/ledger.js';
 import type { ModelMessage } from './model.js';
 import { LedgerError } from '../errors.js';
-import { summarySchema, type Summary } from '../summary/summary.js';
+import { readSummaryValue, type Summary } from '../summary/summary.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { indented, quoted } from './framing.js';
 
@@ -26,14 +26,13 @@ function list(title: string, items: readonly string[] | undefined, numbered = fa
  * @throws LedgerError `INVALID_ARGUMENT`
  */
 function renderable(summary: unknown): Summary {
-  let parsed: ReturnType<typeof summarySchema.safeParse>;
-  try {
-    parsed = summarySchema.safeParse(summary);
-  } catch (err) {
-    throw new LedgerError('INVALID_ARGUMENT', 'resumeContext: reading the summary failed (a getter or proxy threw)', {
-      cause: err,
-    });
-  }
+  const parsed = readSummaryValue(
+    summary,
+    (err) =>
+      new LedgerError('INVALID_ARGUMENT', 'resumeContext: reading the summary failed (a getter or proxy threw)', {
+        cause: err,
+      }),
+  );
   if (!parsed.success)
     throw new LedgerError(
       'INVALID_ARGUMENT',

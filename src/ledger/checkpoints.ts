@@ -65,6 +65,14 @@ export async function refuseAnotherLogsPin(root: string, origin: string): Promis
     );
 }
 
+/** The public key of `keys` that signed an opened note (the first of them that did). */
+function signerOf(
+  opened: { sigs: ReadonlyArray<{ name: string; keyHash: number }> },
+  keys: NoteVerifierKey[],
+): Uint8Array | undefined {
+  return keys.find((k) => opened.sigs.some((s) => s.name === k.name && s.keyHash === k.keyHash))?.publicKey;
+}
+
 export class CheckpointGuard {
   private pinned: SignedCheckpoint | undefined;
   /** The public key that signed the pinned note: a note of another key (rotated, revoked) is signed again. */
@@ -139,9 +147,7 @@ export class CheckpointGuard {
         if (checkpoint.origin !== init.origin)
           throw new LedgerError('FORK', `${stem} pins origin ${checkpoint.origin}, not ${init.origin}`);
         guard.pinned = { note, checkpoint };
-        guard.pinnedBy = keys.find((k) =>
-          opened.sigs.some((s) => s.name === k.name && s.keyHash === k.keyHash),
-        )?.publicKey;
+        guard.pinnedBy = signerOf(opened, keys);
         // The previous version's file, verified: from now on the slot file alone is the pin.
         if (legacy) await file.migrate(note);
       }
@@ -314,55 +320,53 @@ export class CheckpointGuard {
   }
 
   /**
-   * True when `note` is a checkpoint of this log, signed by one of its checkpoint keys, of more entries than
-   * `checkpoint`. One of as many entries with another root is a fork (another process of this root signed another
-   * history of the same size): refused, never written over.
+   * A pin found on file (another process of this root may have written it) as this log's checkpoint, verified with
+   * the checkpoint keys trusted now, with the key that signed it; undefined when it is not one (not verifiable, or of
+   * another origin). One with as many entries as `against` and another root is a fork (another history of the same
+   * size signed by this store's key): refused, never pinned over.
    */
-  private pinsLargerTree(note: string, checkpoint: Checkpoint): boolean {
-    let other: Checkpoint;
+  private pinOnFile(
+    note: string,
+    against: { note?: string; checkpoint: Checkpoint } | undefined,
+  ): { checkpoint: Checkpoint; by: Uint8Array | undefined } | undefined {
+    let found: { checkpoint: Checkpoint; by: Uint8Array | undefined };
     try {
-      other = parseCheckpoint(openNote(note, this.verifiers(), nodeVerifier).text);
+      const keys = this.verifiers();
+      const opened = openNote(note, keys, nodeVerifier);
+      found = { checkpoint: parseCheckpoint(opened.text), by: signerOf(opened, keys) };
     } catch {
-      return false; // not a checkpoint this ledger can verify: it is pinned over, as before
+      return undefined;
     }
-    if (other.origin !== this.origin) return false;
-    if (other.size === checkpoint.size && !equalBytes(other.root, checkpoint.root))
-      this.refuse('FORK', `another process of this root pinned another root at the size ${other.size}`, {
+    const { checkpoint } = found;
+    if (checkpoint.origin !== this.origin) return undefined;
+    if (against && checkpoint.size === against.checkpoint.size && !equalBytes(checkpoint.root, against.checkpoint.root))
+      this.refuse('FORK', `another process of this root pinned another root at the size ${checkpoint.size}`, {
         pinned: note,
-        current: formatCheckpoint(checkpoint),
+        current: against.note ?? formatCheckpoint(against.checkpoint),
         reason: 'another root pinned at this size',
       });
-    return other.size > checkpoint.size;
+    return found;
+  }
+
+  /** True when `note`, the pin on file, is this log's checkpoint of more entries than `checkpoint` (`pinOnFile`). */
+  private pinsLargerTree(note: string, checkpoint: Checkpoint): boolean {
+    const other = this.pinOnFile(note, { checkpoint });
+    return other !== undefined && other.checkpoint.size > checkpoint.size; // one not verifiable is pinned over
   }
 
   /**
    * The pin another process of this root wrote, when it is newer than this process's: a verified checkpoint of this
-   * log of more entries (the same tree signed otherwise is left alone: this process's own stands). Another root at the size this
-   * process pinned is a fork. A note the current checkpoint keys do not verify is left alone (written over later).
+   * log of more entries (the same tree signed otherwise is left alone: this process's own stands). Another root at
+   * the size this process pinned is a fork. A note the current checkpoint keys do not verify is left alone (written
+   * over later).
    */
   private async pinnedElsewhere(): Promise<{ pinned: SignedCheckpoint; by: Uint8Array | undefined } | undefined> {
     const note = await this.pin.readNewest();
     const mine = this.pinned;
     if (note === undefined || note === mine?.note) return undefined;
-    let checkpoint: Checkpoint;
-    let by: Uint8Array | undefined;
-    try {
-      const keys = this.verifiers();
-      const opened = openNote(note, keys, nodeVerifier);
-      checkpoint = parseCheckpoint(opened.text);
-      by = keys.find((k) => opened.sigs.some((s) => s.name === k.name && s.keyHash === k.keyHash))?.publicKey;
-    } catch {
-      return undefined;
-    }
-    if (checkpoint.origin !== this.origin) return undefined;
-    if (mine === undefined || checkpoint.size > mine.checkpoint.size) return { pinned: { note, checkpoint }, by };
-    if (checkpoint.size === mine.checkpoint.size && !equalBytes(checkpoint.root, mine.checkpoint.root))
-      this.refuse('FORK', `another process of this root pinned another root at the size ${checkpoint.size}`, {
-        pinned: note,
-        current: mine.note,
-        reason: 'another root pinned at this size',
-      });
-    return undefined;
+    const found = this.pinOnFile(note, mine);
+    if (found === undefined || (mine !== undefined && found.checkpoint.size <= mine.checkpoint.size)) return undefined;
+    return { pinned: { note, checkpoint: found.checkpoint }, by: found.by };
   }
 
   /** Closes the pin file a ledger of an embedded store keeps open, once a pin in flight has ended. */

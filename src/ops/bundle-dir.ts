@@ -8,6 +8,7 @@ import { constants, createReadStream } from 'node:fs';
 import { lstat, open, realpath } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AuditError } from '../../manifests/audit/errors.js';
+import { DEFAULT_MAX_MANIFESTS_BYTES } from '../../manifests/audit/auditor-options.js';
 import {
   BUNDLE_TREE_FILES,
   maxTreeFileBytes,
@@ -22,8 +23,7 @@ import {
 // O_NONBLOCK: a FIFO planted in a bundle must not hang the auditor.
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const MAX_HEADER_BYTES = 64 * 1024;
-/** Default bound on manifests.jsonl: ~5 million honest manifests; raise it with `maxManifestsBytes`. */
-export const DEFAULT_MAX_MANIFESTS_BYTES = 4 * 1024 ** 3;
+export { DEFAULT_MAX_MANIFESTS_BYTES };
 
 export interface OpenBundleOptions {
   /** manifests.jsonl larger than this is refused before any of it is read (default 4 GiB). */

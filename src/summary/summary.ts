@@ -70,21 +70,34 @@ export interface ValidatedSummary {
   bytes: Uint8Array;
 }
 
+/**
+ * `summarySchema.safeParse` of a value of the caller's: a getter or a proxy that throws while the schema reads it is a
+ * summary that cannot be read, thrown as `unreadable(err)` says.
+ */
+export function readSummaryValue(
+  value: unknown,
+  unreadable: (err: unknown) => Error,
+): ReturnType<typeof summarySchema.safeParse> {
+  try {
+    return summarySchema.safeParse(value);
+  } catch (err) {
+    throw unreadable(err);
+  }
+}
+
 /** Schema, content rules and a first size bound (each UTF-16 code unit takes at least one byte). */
 function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atLeast: number } {
   checkByteBound('maxBytes', maxBytes);
   if (value === undefined || value === null || value === '') {
     throw new LedgerError('SUMMARY_EMPTY', 'the summary is empty');
   }
-  let parsed: ReturnType<typeof summarySchema.safeParse>;
-  try {
-    parsed = summarySchema.safeParse(value);
-  } catch (err) {
-    // A getter or a proxy of the caller's that throws while the schema reads it: a summary that cannot be read.
-    throw new LedgerError('SUMMARY_INVALID', 'summary: reading it failed (a getter or proxy of it threw: the cause)', {
-      cause: err,
-    });
-  }
+  const parsed = readSummaryValue(
+    value,
+    (err) =>
+      new LedgerError('SUMMARY_INVALID', 'summary: reading it failed (a getter or proxy of it threw: the cause)', {
+        cause: err,
+      }),
+  );
   if (!parsed.success) {
     // Only a text over the whole-text bound is a matter of size; too many items or a line, path or label over
     // its own bound is a summary the schema refuses, as resume and the auditor say of the same bytes.

@@ -14,9 +14,13 @@ import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcry
 import { readWitnessPolicy } from '../../manifests/audit/verify-witnesses.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { storedSummaryProblem } from '../../manifests/format/summary.js';
-import { isValidId } from '../../manifests/format/id-pattern.js';
 import { BUNDLE_MANIFESTS_FILE } from '../../manifests/audit/bundle.js';
-import type { AuditScope } from '../../manifests/audit/chain-rules.js';
+import {
+  DEFAULT_MAX_MANIFESTS_BYTES,
+  readAuditorScope,
+  readByteBound,
+  type SettingWords,
+} from '../../manifests/audit/auditor-options.js';
 import type { ManifestMark, VerifyRequest, WorkerMessage } from '../protocol.js';
 import { readerFor } from './bundle-source.js';
 import {
@@ -99,31 +103,12 @@ function batchSize(asked: string | undefined): number | undefined {
   return n;
 }
 
-/** `verify`'s default bound on manifests.jsonl (src/ops/bundle-dir.ts, DEFAULT_MAX_MANIFESTS_BYTES). */
-const DEFAULT_MAX_BUNDLE_BYTES = 4 * 1024 ** 3;
-
-/** The bound as `verify --max-bundle-bytes` reads it: a positive whole number of bytes. */
-function maxBundleBytes(asked: string | undefined): number {
-  if (asked === undefined) return DEFAULT_MAX_BUNDLE_BYTES;
-  const n = Number(asked);
-  if (!/^\d+$/.test(asked) || !Number.isSafeInteger(n) || n < 1)
-    throw new AuditError(
-      'USAGE',
-      'the bound on manifests.jsonl (max-bundle-bytes) must be a positive whole number of bytes',
-    );
-  return n;
-}
-
-/** The auditor's scope as `verify --principal --session` reads it: each given one must be an id. */
-function auditorScope(principal: string | undefined, session: string | undefined): AuditScope | undefined {
-  for (const [name, id] of [
-    ['principal', principal],
-    ['session', session],
-  ] as const)
-    if (id !== undefined && !isValidId(id)) throw new AuditError('USAGE', `the ${name} must be a valid id`);
-  if (principal === undefined && session === undefined) return undefined;
-  return { ...(principal !== undefined ? { principal } : {}), ...(session !== undefined ? { session } : {}) };
-}
+/** The page's words for the auditor's settings (its fields and `?max-bundle-bytes=`), refused as `USAGE`. */
+const PAGE_WORDS: SettingWords = {
+  name: (setting) =>
+    setting === 'max-bundle-bytes' ? 'the bound on manifests.jsonl (max-bundle-bytes)' : `the ${setting}`,
+  refuse: (message) => new AuditError('USAGE', message),
+};
 
 /** A nested dedicated worker as the pool sees it. */
 function workerPort(url: string, Ctor: typeof Worker): PoolPort {
@@ -166,8 +151,11 @@ async function verify(request: VerifyRequest): Promise<void> {
   const witnesses = await readWitnessPolicy(keys && { name: keys.name, read: async () => keys.text }, request.quorum);
   const asked = workersAsked(request.workers);
   const batch = batchSize(request.batch);
-  const auditScope = auditorScope(request.principal, request.session);
-  const maxBytes = maxBundleBytes(request.maxBundleBytes);
+  const auditScope = readAuditorScope(request.principal, request.session, PAGE_WORDS);
+  const maxBytes =
+    request.maxBundleBytes === undefined
+      ? DEFAULT_MAX_MANIFESTS_BYTES
+      : readByteBound(request.maxBundleBytes, PAGE_WORDS);
   const reader = readerFor(request.source, maxBytes);
   const bundleBytes = await reader.manifestsSize?.();
   // Refused before a line is read, as `verify` refuses it when it opens the bundle.

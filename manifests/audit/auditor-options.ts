@@ -1,0 +1,39 @@
+/**
+ * The auditor's own settings, read one way by `verify` / `audit-ui` (command-line options) and by the auditor's page
+ * (its fields and address): the scope chains are held to and the bound on manifests.jsonl. Isomorphic. Each caller
+ * names the settings in its own words and throws its own usage error.
+ */
+import { isValidId } from '../format/id-pattern.js';
+import type { AuditScope } from './chain-rules.js';
+
+/** Default bound on manifests.jsonl: ~5 million honest manifests; an auditor raises it (`--max-bundle-bytes`). */
+export const DEFAULT_MAX_MANIFESTS_BYTES = 4 * 1024 ** 3;
+
+/** How a caller names a setting in its messages, and the error it throws for one it refuses. */
+export interface SettingWords {
+  name: (setting: 'principal' | 'session' | 'max-bundle-bytes') => string;
+  refuse: (message: string) => Error;
+}
+
+/** The auditor's scope: each of principal and session given must be an id; neither given, no scope. */
+export function readAuditorScope(
+  principal: string | undefined,
+  session: string | undefined,
+  words: SettingWords,
+): AuditScope | undefined {
+  for (const [setting, id] of [
+    ['principal', principal],
+    ['session', session],
+  ] as const)
+    if (id !== undefined && !isValidId(id)) throw words.refuse(`${words.name(setting)} must be a valid id`);
+  if (principal === undefined && session === undefined) return undefined;
+  return { ...(principal !== undefined ? { principal } : {}), ...(session !== undefined ? { session } : {}) };
+}
+
+/** A bound in bytes as given: a positive whole number, in decimal digits only. */
+export function readByteBound(text: string, words: SettingWords): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
+    throw words.refuse(`${words.name('max-bundle-bytes')} must be a positive whole number of bytes`);
+  return n;
+}
