@@ -185,7 +185,7 @@ async function get(url: string): Promise<Response | undefined> {
 }
 
 /** Past `max` bytes of manifests.jsonl: `verify`'s refusal, in the page's words for raising the bound. */
-function overBound(size: number, max: number): AuditError {
+export function overBound(size: number, max: number): AuditError {
   return new AuditError(
     'BUNDLE_INVALID',
     `${BUNDLE_MANIFESTS_FILE} is ${size} bytes, over the bound of ${max} (raise it with the page's ?max-bundle-bytes= or audit-ui --max-bundle-bytes)`,

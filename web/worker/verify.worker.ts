@@ -14,7 +14,6 @@ import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcry
 import { readWitnessPolicy } from '../../manifests/audit/verify-witnesses.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { storedSummaryProblem } from '../../manifests/format/summary.js';
-import { BUNDLE_MANIFESTS_FILE } from '../../manifests/audit/bundle.js';
 import {
   DEFAULT_MAX_MANIFESTS_BYTES,
   readAuditorScope,
@@ -22,7 +21,7 @@ import {
   type SettingWords,
 } from '../../manifests/audit/auditor-options.js';
 import type { ManifestMark, VerifyRequest, WorkerMessage } from '../protocol.js';
-import { readerFor } from './bundle-source.js';
+import { overBound, readerFor } from './bundle-source.js';
 import {
   MAX_POOL_WORKERS,
   POOL_FROM_BYTES,
@@ -159,11 +158,7 @@ async function verify(request: VerifyRequest): Promise<void> {
   const reader = readerFor(request.source, maxBytes);
   const bundleBytes = await reader.manifestsSize?.();
   // Refused before a line is read, as `verify` refuses it when it opens the bundle.
-  if (bundleBytes !== undefined && bundleBytes > maxBytes)
-    throw new AuditError(
-      'BUNDLE_INVALID',
-      `${BUNDLE_MANIFESTS_FILE} is ${bundleBytes} bytes, over the bound of ${maxBytes} (raise it with the page's ?max-bundle-bytes= or audit-ui --max-bundle-bytes)`,
-    );
+  if (bundleBytes !== undefined && bundleBytes > maxBytes) throw overBound(bundleBytes, maxBytes);
   const size = asked === 'auto' ? autoPoolSize(bundleBytes) : asked;
   const pool = await linePool(request, size);
   let inner: LineVerifier;
