@@ -134,6 +134,8 @@ function keyRecordSuite(backend: Backend): void {
       rmdirSync(`${keyring.keyPath}.next`);
       const closedAt = (await ledger.log.signingKeys.get(old))!.closedAt!;
       await expect(ledger.publish(scope, sampleSummary(1))).rejects.toMatchObject({ code: 'KEY_EXPIRED' });
+      // checkPublish takes the keys again, as publish does, and refuses as it does.
+      await expect(ledger.checkPublish(scope)).rejects.toMatchObject({ code: 'KEY_EXPIRED' });
       await ledger.close();
       ledger = await openLedger(opts);
       expect(notices.join('\n')).toContain(`the log closed the window of key ${old} at ${closedAt}`);

@@ -133,7 +133,10 @@ describe('a revoked host key', () => {
     now += 60_000;
     await ledger.revokeKey(ledger.keyId);
     await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    // checkPublish (what compact asks before the model) refuses as publish does.
+    await expect(ledger.checkPublish(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
     now -= 30_000; // still after the last manifest the key signed, before its revocation
+    await expect(ledger.checkPublish(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
     await expect(ledger.publish(scope, sampleSummary(3))).rejects.toMatchObject({
       code: 'KEY_REVOKED',
       message: expect.stringMatching(/is revoked \(from 2026-12-02T10:01:00\.000Z\) and signs no new manifest/),
@@ -158,6 +161,7 @@ describe('a revoked host key', () => {
     await expect(ledger.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
     await ledger.rotateKey();
     now += 1;
+    await ledger.checkPublish(scope);
     expect((await ledger.publish(scope, sampleSummary(3))).seq).toBe(1);
     expect((await fsck(ledger)).ok).toBe(true);
     await ledger.close();

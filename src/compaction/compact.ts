@@ -19,8 +19,8 @@ import { compactionRequest, extractSummary, type CompactionMode } from './tool.j
 export interface PublishingLedger {
   /**
    * `Ledger.checkPublish`: when the ledger has it, `compact` calls it before it asks the model, so a refusal of
-   * publish that does not depend on the summary (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`) comes before the
-   * transcript is sent to the provider. A wrapper that has only `publish` is asked after the model, at publish.
+   * publish that does not depend on the summary (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, a host key that would
+   * not sign: `KEY_REVOKED`, `KEY_EXPIRED`) comes before the transcript is sent to the provider. A wrapper that has only `publish` is asked after the model, at publish.
    */
   checkPublish?(
     scope: PublishScope,
@@ -112,8 +112,9 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
  * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for no ledger or model adapter, a transcript that is not a list of messages
  *   (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
- *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT` and
- *   `INVALID_ARGUMENT` for `covers` or `expectedPrev` before the model is asked too
+ *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`,
+ *   `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`
+ *   before the model is asked too
  * @example
  * const resumed = await ledger.resume(scope);
  * let messages = resumed ? [resumeContext(resumed)] : [];

@@ -401,12 +401,13 @@ export class Ledger {
    * What `publish(scope, summary, options)` would refuse before it looks at the summary, checked without publishing
    * (publish step 1, and the head against `expectedPrev`): the scope, `covers` and `expectedPrev`, authorization of
    * `publish` on the session's current head (the grant table and the `authorizer`), and, with `expectedPrev`, that
-   * the head is still it. `compact` calls it before it asks the model, so the transcript of a principal that may not
-   * publish is never sent to the provider. Passing promises nothing: publish checks all of it again (a revocation
+   * the head is still it; and that the host key would sign now (not revoked, inside its window). `compact` calls it
+   * before it asks the model, so a transcript whose summary publish would refuse is never sent to the provider. Passing promises nothing: publish checks all of it again (a revocation
    * or another publish may come in between).
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`,
    *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), the `ROLLBACK` / `FORK` this ledger has seen, `CANCELLED`,
-   *   `CLOSED`; StoreError / ManifestError `STORAGE_FAILED`
+   *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign);
+   *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
     // Its own span and metrics (`check_publish`): a compaction refused here is counted, as its publish would be.
@@ -427,7 +428,38 @@ export class Ledger {
       // Authorization first, as at the commit: a caller without the right learns nothing of the head.
       await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
       if (expectedPrev !== undefined && (head?.id ?? null) !== expectedPrev) throw headMoved(s.session, expectedPrev);
+      // The host key that would sign it: a revoked or expired key refuses every publish, so the model is not asked.
+      try {
+        await this.checkSigningKey(signal);
+      } catch (err) {
+        if (!(err instanceof KeyWindowClosed)) throw err;
+        // As publish does: another process may have rotated the key meanwhile; its keys are taken and looked at again.
+        await untilCancelled(this.reloadKeys(), signal);
+        try {
+          await this.checkSigningKey(signal);
+        } catch (again) {
+          throw again instanceof KeyWindowClosed ? again.error : again;
+        }
+      }
     });
+  }
+
+  /**
+   * What publish's commit and its append judge of the host key, without signing: trusted, not revoked, and its window
+   * not closed in the log (a rotation or revocation, here or in another process, closes it there first).
+   * @throws as `signingKey`; KeyWindowClosed for a window the log closed
+   */
+  private async checkSigningKey(signal: AbortSignal | undefined): Promise<void> {
+    const { createdAt } = this.signingKey();
+    const keyId = this.keyring.signer.keyId;
+    const rec = await untilCancelled(this.log.signingKeys.get(keyId), signal);
+    if (rec?.closedAt !== undefined && createdAt >= rec.closedAt)
+      throw new KeyWindowClosed(
+        new ManifestError(
+          'KEY_EXPIRED',
+          `key ${JSON.stringify(keyId)} of host ${JSON.stringify(this.host)}: its window closed at ${rec.closedAt} (rotated or revoked); rotate the host key`,
+        ),
+      );
   }
 
   /**
@@ -451,6 +483,34 @@ export class Ledger {
   }
 
   /** Publish step 4 under the chain lock: the point of no return, then build, sign and append one manifest. */
+  /**
+   * The time a manifest signed now carries and the trusted public key of the host key that would sign it. A clock
+   * that steps back must not date a manifest before one already signed here, nor before its key's window; a
+   * rotated-out or revoked key must not sign: its manifests would never verify.
+   * @throws ManifestError `KEY_REVOKED`, `KEY_UNTRUSTED`; KeyWindowClosed (`KEY_EXPIRED`: another process may be
+   *   mid-rotation, its trust file written and its new key file not yet: look again)
+   */
+  private signingKey(): { createdAt: string; publicKey: Uint8Array } {
+    const signer = this.keyring.signer;
+    let createdAt = this.clock().toISOString();
+    for (const floor of [this.lastSignedAt, this.keyring.signsFrom()])
+      if (floor !== undefined && Date.parse(floor) > Date.parse(createdAt)) createdAt = floor;
+    const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
+    // A revoked key signs nothing new, whatever time the clock gives: a clock stepped back before the revocation
+    // would otherwise date a fresh manifest inside the key's window, and it would verify.
+    if (usable.ok && usable.key.revokedAt !== undefined)
+      throw new ManifestError(
+        'KEY_REVOKED',
+        `key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.host)} is revoked (from ${usable.key.revokedAt}) and signs no new manifest; rotate the host key`,
+      );
+    if (!usable.ok) {
+      const err = new ManifestError(usable.code, `${usable.message}; rotate the host key`);
+      if (usable.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
+      throw err;
+    }
+    return { createdAt, publicKey: usable.publicKey };
+  }
+
   private async commit(
     s: PublishScope,
     blob: SummaryBlob,
@@ -468,25 +528,7 @@ export class Ledger {
     if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev)
       throw headMoved(s.session, options.expectedPrev);
     const signer = this.keyring.signer;
-    // A clock that steps back must not date a manifest before one already signed here, nor before its key's window.
-    let createdAt = this.clock().toISOString();
-    for (const floor of [this.lastSignedAt, this.keyring.signsFrom()])
-      if (floor !== undefined && Date.parse(floor) > Date.parse(createdAt)) createdAt = floor;
-    // A rotated-out or revoked key must not sign: its manifests would never verify.
-    const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
-    // A revoked key signs nothing new, whatever time the clock gives: a clock stepped back before the revocation
-    // would otherwise date a fresh manifest inside the key's window, and it would verify.
-    if (usable.ok && usable.key.revokedAt !== undefined)
-      throw new ManifestError(
-        'KEY_REVOKED',
-        `key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.host)} is revoked (from ${usable.key.revokedAt}) and signs no new manifest; rotate the host key`,
-      );
-    if (!usable.ok) {
-      const err = new ManifestError(usable.code, `${usable.message}; rotate the host key`);
-      // Another process may be mid-rotation (its trust file written, its new key file not yet): look again.
-      if (usable.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
-      throw err;
-    }
+    const { createdAt, publicKey } = this.signingKey();
     const manifest: Manifest = {
       v: 1,
       kind: 'compaction',
@@ -507,7 +549,7 @@ export class Ledger {
     const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
     // An injected signer was checked at open, but a KMS alias can be pointed at another key version since: a
     // signature that does not verify under the key trust.json lists for it would make a head nobody can resume.
-    if (this.keyring.signerInjected) refuseUnverifiable(envelope, payload, usable.publicKey, this.verifier);
+    if (this.keyring.signerInjected) refuseUnverifiable(envelope, payload, publicKey, this.verifier);
     throwIfCancelled(signal);
     try {
       // The append answers the signal until it commits (PostgreSQL: until COMMIT is sent, a lock wait included).

@@ -69,6 +69,19 @@ describe('compact', () => {
     expect(model.requests).toEqual([]);
   });
 
+  it('refuses before the model is asked when the host key would not sign (revoked), and asks it again once rotated', async () => {
+    const transcript = [{ role: 'user' as const, content: 'the secret design' }];
+    await ledger.publish(scope, sampleSummary());
+    await ledger.revokeKey(ledger.keyId);
+    const model = scriptedModel([submitHandoff(sampleSummary({ state: 'after the rotation' }))]);
+    const err = await compact({ ledger, scope, model, transcript }).catch((e: unknown) => e);
+    expect((err as LedgerError).code).toBe('KEY_REVOKED');
+    expect(model.requests).toEqual([]);
+    await ledger.rotateKey();
+    expect((await compact({ ledger, scope, model, transcript })).receipt.seq).toBe(1);
+    expect(model.requests.length).toBe(1);
+  });
+
   it('asks the authorizer before the model, and spends no model call when the head is no longer expectedPrev', async () => {
     const denying = await openLedger({
       root: join(base, 'other'),
