@@ -31,7 +31,7 @@ import { checkpointVerifiers, parseTrustStore, type TrustedKey } from '../manife
 import { openNote } from '../manifests/crypto/note.js';
 import { findTrustedKey } from '../manifests/format/trust-lookup.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
-import { shellWord } from '../manifests/encoding/printable.js';
+import { isTerminalSafe, shellWord } from '../manifests/encoding/printable.js';
 import type { Signer } from '../manifests/crypto/envelope.js';
 import { digestOf } from '../store/hash/digest.js';
 
@@ -1073,6 +1073,25 @@ describe('a host key of this host that the open was not given', () => {
       expect(keys.find((k) => k.keyId === key)?.notAfter).toBeUndefined();
     });
   }
+});
+
+describe('notices to a library caller', () => {
+  it('reach onNotice terminal-safe and on one line, whatever the paths they name hold (a lost key file under a root named with a bidi override and a line separator)', async () => {
+    const root = join(tempDir(), 'store\u202e\u2028x');
+    const notices: string[] = [];
+    const base = { root, host: 'prod-1', onNotice: (m: string) => notices.push(m) };
+    let ledger = await openLedger(base);
+    await ledger.publish(scope, sampleSummary(0));
+    await ledger.close();
+    rmSync(join(root, 'keys', `checkpoint-${digestOf(new TextEncoder().encode('prod-1')).slice(7)}.jwk`));
+    ledger = await openLedger(base);
+    await ledger.close();
+    expect(notices).toHaveLength(1);
+    // The path is still named, its characters escaped as everything printed is (printable).
+    expect(notices[0]).toContain('store\\u{202e}\\u{2028}x');
+    expect(notices[0]).toContain('the checkpoint key file of host');
+    expect(isTerminalSafe(notices[0]!) && !notices[0]!.includes('\n')).toBe(true);
+  });
 });
 
 describe('a lost checkpoint key file', () => {

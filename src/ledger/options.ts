@@ -80,8 +80,9 @@ export interface OpenLedgerOptions {
   telemetry?: TelemetryOptions | undefined;
   /**
    * Receives one-line notices: backend fallbacks, a publish whose manifest is committed but whose checkpoint
-   * pin failed (the next operation pins it), and witnesses that refuse or cannot be reached (what a witness
-   * answered is escaped as the CLI prints data: `printable`, manifests/encoding/printable.ts). Default: console.warn.
+   * pin failed (the next operation pins it), key files and windows found at open, and witnesses that refuse or
+   * cannot be reached. Each is one line and terminal-safe: what it quotes (a path, an error message, what a witness
+   * answered) is escaped as the CLI prints data (`printable`, manifests/encoding/printable.ts). Default: console.warn.
    */
   onNotice?: ((message: string) => void) | undefined;
 }
