@@ -14,6 +14,7 @@ import { openLedger } from '../src/ledger/open.js';
 import type { Ledger } from '../src/ledger/ledger.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { gc } from '../src/ops/maintenance.js';
 
 const HOUR = 3_600_000;
 const first = { principal: 'alice', session: 'first', run: 'r' };
@@ -221,6 +222,38 @@ describe('gc of an inline blob (LevelDB)', () => {
       await ledger.publish(second, summary).then(publishDone);
       await deleting;
       expect((await ledger.resume({ principal: 'alice', session: 'second' }))?.manifest.summary.digest).toBe(digest);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('gc whose walk of the manifests outlasts the grace', () => {
+  it('keeps the blob of a publish that began and committed after gc began (the grace counts from its start)', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a', onNotice: () => {} });
+    try {
+      await ledger.publish(first, sampleSummary('before gc'));
+      const log = ledger.log;
+      const heads = log.heads.bind(log);
+      let published: { digest: string } | undefined;
+      // A publish lands while gc walks the chains (after the walk's heads listing began), and the walk of a large
+      // store then takes longer than the grace.
+      (log as { heads: typeof log.heads }).heads = async function* () {
+        for await (const head of heads()) {
+          yield head;
+          if (!published) {
+            published = await ledger.publish(second, sampleSummary('during gc'));
+            await new Promise((r) => setTimeout(r, 200));
+          }
+        }
+      };
+      const report = await gc(ledger, { graceMs: 50 });
+      (log as { heads: typeof log.heads }).heads = heads;
+      expect(published, 'the publish ran during the walk').toBeDefined();
+      expect(report.removed).not.toContain(published!.digest);
+      expect((await ledger.resume({ principal: 'alice', session: 'second' }))?.manifest.summary.digest).toBe(
+        published!.digest,
+      );
     } finally {
       await ledger.close();
     }

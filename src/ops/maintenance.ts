@@ -316,10 +316,12 @@ async function collect(
     throw new LedgerError('INVALID_ARGUMENT', 'gc needs { graceMs }: a non-negative number of milliseconds');
   // Not against a log that does not extend the pinned checkpoint: collecting there could delete the evidence.
   await ledger.checkLog();
-  const referenced = await referencedDigests(ledger);
   // The grace is measured on the clock the store records storage times by (PostgreSQL: the server's), not this
-  // host's: a host clock ahead of the server's would take blobs younger than the grace.
+  // host's: a host clock ahead of the server's would take blobs younger than the grace. And from before the walk
+  // of the manifests: a publish that stores its blob and commits while the walk runs is one the walk may not see,
+  // and a walk that outlasts the grace would otherwise find that blob old enough to take.
   const now = options.now ?? (ledger.blobs.clock ? await ledger.blobs.clock() : Date.now());
+  const referenced = await referencedDigests(ledger);
   const cutoff = now - options.graceMs;
   const removed: Digest[] = [];
   let scanned = 0;
