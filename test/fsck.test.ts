@@ -384,6 +384,28 @@ describe('fsck, the store-only codes', () => {
     ]);
   });
 
+  it('reports a grant record that cannot be parsed as RECORD_CORRUPT (the principal it names is refused by it)', async () => {
+    const { root } = await storeWithChain();
+    const ledger = await openLedger({ root, host: 'host-a' });
+    await ledger.grant('bob', 's');
+    await ledger.close();
+    await tamper(root, (db) => db.put('g!bob!s', '{'));
+    const reopened = await openLedger({ root, host: 'host-a' });
+    try {
+      // What the damage does: bob's resume is refused by the record fsck must name.
+      await expect(reopened.resume({ principal: 'bob', session: 's' })).rejects.toMatchObject({
+        code: 'RECORD_CORRUPT',
+      });
+      const report = await fsck(reopened);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toEqual([
+        expect.objectContaining({ code: 'RECORD_CORRUPT', message: expect.stringContaining('g!bob!s') }),
+      ]);
+    } finally {
+      await reopened.close();
+    }
+  });
+
   it('reports a missing Merkle tree node as a TREE_DAMAGED finding (not only on append and open)', async () => {
     const { root } = await storeWithChain();
     // Leaf 0's node: four leaves, so the tree's right edge (what open reads) does not need it.
