@@ -99,12 +99,18 @@ function fromResponse(r: Response, structured: boolean): ModelResponse {
   const calls: ModelToolCall[] = [];
   const texts: string[] = [];
   let refusal: string | undefined;
+  // A model that answers in phases (`phase` on its messages) writes `commentary` before its `final_answer`: the answer
+  // is the final_answer's text alone (a preamble joined to the JSON of a structured answer would break it). Read
+  // structurally: the SDK's types have `phase` only from a version above the lowest of the peer range.
+  const phaseOf = (item: object): unknown => (item as { phase?: unknown }).phase;
+  const phased = (r.output ?? []).some((item) => item.type === 'message' && phaseOf(item) === 'final_answer');
   for (const item of r.output ?? []) {
     if (item.type === 'function_call') calls.push(toolCall(item.call_id, item.name, item.arguments, true));
     if (item.type !== 'message') continue;
     for (const part of item.content) {
-      if (part.type === 'output_text') texts.push(part.text);
-      else if (part.type === 'refusal') refusal = part.refusal;
+      if (part.type === 'output_text') {
+        if (!phased || phaseOf(item) === 'final_answer') texts.push(part.text);
+      } else if (part.type === 'refusal') refusal = part.refusal;
     }
   }
   if (refusal !== undefined) return { finishReason: 'refusal', refusal };

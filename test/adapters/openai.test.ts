@@ -3,11 +3,11 @@ import OpenAI from 'openai';
 import { openaiAdapter } from '../../src/adapters/openai.js';
 import { summarySchemaFor } from '../../src/summary/schema-forms.js';
 import type { Reply } from '../support/fake-provider.js';
-import { providerCases, strictSummary } from './provider-cases.js';
+import { providerCases, strictSummary, summary } from './provider-cases.js';
 import { chat, completion } from './openai-replies.js';
 import { describe, expect, it } from 'vitest';
 import { startFakeProvider } from '../support/fake-provider.js';
-import { compactionRequest } from '../../src/compaction/tool.js';
+import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
 
 const client = (url: string) => new OpenAI({ apiKey: 'test-key', baseURL: `${url}/v1`, maxRetries: 0 });
 const httpError = (): Reply => ({
@@ -189,6 +189,27 @@ describe('openaiAdapter and what OpenAI keeps', () => {
       const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }] });
       await openaiAdapter({ client: client(provider.url), model: 'gpt-test' })(request);
       expect(provider.requests.map((r) => [r.path, r.body.store])).toEqual([['/v1/responses', false]]);
+    } finally {
+      await provider.close();
+    }
+  });
+});
+
+describe('openaiAdapter: a Responses answer in phases', () => {
+  it("reads the final_answer message only: a commentary message's text before it is not part of the summary", async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(
+        response([
+          { ...message([outputText('I will write the handoff summary now.')]), id: 'msg_0', phase: 'commentary' },
+          { ...message([outputText(JSON.stringify(strictSummary))]), phase: 'final_answer' },
+        ]),
+      );
+      const model = openaiAdapter({ client: client(provider.url), model: 'gpt-test' });
+      const answer = await model(
+        compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' }),
+      );
+      expect(extractSummary(answer)).toEqual(summary);
     } finally {
       await provider.close();
     }
