@@ -88,7 +88,8 @@ function fromResponse(r: GenerateContentResponse): ModelResponse {
   const text = (candidate.content?.parts ?? [])
     .flatMap((p) => (typeof p.text === 'string' && p.thought !== true ? [p.text] : []))
     .join('');
-  const out: ModelResponse = { finishReason: FINISH[candidate.finishReason ?? 'STOP'] ?? 'other', text };
+  // No finish reason is no finish: the SDK documents an empty one as "the model has not stopped generating".
+  const out: ModelResponse = { finishReason: FINISH[candidate.finishReason ?? ''] ?? 'other', text };
   const value = readJson(text, false);
   if (value !== undefined) out.output = value;
   return out;

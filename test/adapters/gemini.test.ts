@@ -130,3 +130,26 @@ describe('geminiAdapter requests', () => {
     for (const line of lines) expect(line.startsWith('  '), JSON.stringify(line)).toBe(true);
   });
 });
+
+describe('geminiAdapter answers', () => {
+  it('reads a candidate without a finish reason as not finished (the SDK: "the model has not stopped"): SUMMARY_INCOMPLETE', async () => {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const { compactionRequest, extractSummary } = await import('../../src/compaction/tool.js');
+    const provider = await startFakeProvider();
+    try {
+      const reply = generated(JSON.stringify(summary), 'STOP');
+      delete (reply.body as { candidates: Array<{ finishReason?: string }> }).candidates[0]!.finishReason;
+      provider.script(reply);
+      const model = geminiAdapter({
+        client: new GoogleGenAI({ apiKey: 'k', httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } } }),
+        model: 'gemini-test',
+      });
+      const answer = await model(
+        compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' }),
+      );
+      expect(() => extractSummary(answer)).toThrow(expect.objectContaining({ code: 'SUMMARY_INCOMPLETE' }));
+    } finally {
+      await provider.close();
+    }
+  });
+});
