@@ -421,6 +421,34 @@ describe('fsck, the store-only codes', () => {
     }
   });
 
+  for (const [damage, change, named] of [
+    ['missing', (db: Level<string, string>) => db.del('n!02!0000000000000000'), 'tree node 2/0'],
+    [
+      'malformed',
+      (db: Level<string, string>) => db.put('n!02!0000000000000000', 'not a node'),
+      'n!02!0000000000000000',
+    ],
+  ] as const)
+    it(`opens a store whose node on the tree's right edge (what a checkpoint is folded from) is ${damage} for fsck (diagnose), which names it; appends and checks stay refused`, async () => {
+      const { root } = await storeWithChain();
+      // Four leaves: the tree's right edge is the one node at level 2.
+      await tamper(root, change);
+      const plain = await rejection(openLedger({ root, host: 'host-a' }));
+      expect(['TREE_DAMAGED', 'RECORD_CORRUPT']).toContain(plain.code);
+      const ledger = await openLedger({ root, host: 'host-a', diagnose: true });
+      try {
+        const report = await fsck(ledger);
+        expect(report.ok).toBe(false);
+        expect(report.findings).toContainEqual(
+          expect.objectContaining({ code: plain.code, message: expect.stringContaining(named) }),
+        );
+        expect(await rejection(ledger.publish(scope, sampleSummary('next')))).toMatchObject({ code: plain.code });
+        expect(await rejection(ledger.resume(scope))).toMatchObject({ code: plain.code });
+      } finally {
+        await ledger.close();
+      }
+    });
+
   it('reports a tree with fewer leaves than the log has entries as TREE_SIZE', async () => {
     const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
     try {

@@ -154,8 +154,12 @@ export class CheckpointGuard {
       try {
         await guard.sync();
       } catch (err) {
-        // Only the verdict the guard recorded (a rollback or fork of this log) is kept; anything else still throws.
-        if (!(init.diagnose && err === guard.failure)) throw err;
+        // Only the verdict the guard recorded (a rollback or fork of this log) is kept, and a tree the log cannot
+        // fold a root from (a node on its right edge missing or malformed): fsck names the record, and every later
+        // check meets the same damage (appends, resume). Anything else still throws.
+        const treeDamage =
+          err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT');
+        if (!(init.diagnose && (err === guard.failure || treeDamage))) throw err;
       }
       guard.opened = true;
     } catch (err) {

@@ -6,6 +6,7 @@
  */
 import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
+import { ManifestError } from '../../manifests/errors.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import {
   buildSessionHeads,
@@ -32,7 +33,15 @@ export async function fsckSessionHeads(
 ): Promise<FsckFinding[]> {
   const read = log.sessionHeadNodes?.bind(log);
   if (!read) return [];
-  const committed = (await log.treeHead()).sessionHeads;
+  let committed: Uint8Array | undefined;
+  try {
+    committed = (await log.treeHead()).sessionHeads;
+  } catch (err) {
+    // The tree head (which carries the index's root) cannot be folded: a node on the tree's right edge is missing or
+    // malformed. fsckTree names it; the index is held to its root once the tree can be read again.
+    if (err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT')) return [];
+    throw err;
+  }
   if (!committed) {
     // A log with an index commits no root only when its root record could not be read at open (appends are then
     // refused TREE_DAMAGED): read it again, so its damage is reported as such (RECORD_CORRUPT, thrown to fsck).
