@@ -70,6 +70,26 @@ function keyRecordSuite(backend: Backend): void {
       expect(report.ok).toBe(false);
     });
 
+    it("opens for fsck (diagnose) a store whose current key's record is corrupt: fsck names it, every publish is refused with it and leaves it as it is", async () => {
+      const { options, tamper } = backend.store();
+      const s = await rotatedStore(options);
+      await tamper.corrupt(s.current);
+      await expect(s.reopen()).rejects.toMatchObject({ code: 'RECORD_CORRUPT' });
+      const ledger = await openLedger({ ...options, diagnose: true });
+      try {
+        const report = await fsck(ledger);
+        expect(report.findings).toEqual([
+          expect.objectContaining({ code: 'RECORD_CORRUPT', message: expect.stringContaining(s.current) }),
+        ]);
+        // The record may hold the window a rotation closed: nothing is signed over it.
+        await expect(ledger.publish(scope, sampleSummary(3))).rejects.toMatchObject({ code: 'RECORD_CORRUPT' });
+        expect((await ledger.resume(scope))?.seq).toBe(2);
+        expect((await fsck(ledger)).findings).toEqual(report.findings);
+      } finally {
+        await ledger.close();
+      }
+    });
+
     it('reports a record whose newest signed createdAt is at or after the window end it records', async () => {
       const { options, tamper } = backend.store();
       const s = await rotatedStore(options);

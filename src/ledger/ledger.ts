@@ -206,6 +206,7 @@ export class Ledger {
   private readonly signing = new SharedExclusiveLock();
   /** The latest createdAt this ledger has signed: later manifests are never dated earlier, and rotation waits past it. */
   private lastSignedAt: string | undefined;
+  private readonly keyRecordDamage: { keyId: string; error: ManifestError } | undefined;
   private readonly watermarks = new Map<string, number>();
   private closed = false;
   /** Calls of this ledger's API not yet settled (`close` waits for them). */
@@ -233,8 +234,11 @@ export class Ledger {
     options: OpenLedgerOptions;
     /** The newest createdAt the log holds for the current key (earlier runs, other processes). */
     lastSignedAt?: string;
+    /** The current key's log record, damaged (a diagnosing open goes on for fsck): that key signs nothing. */
+    keyRecordDamage?: { keyId: string; error: ManifestError };
   }) {
     this.lastSignedAt = init.lastSignedAt;
+    this.keyRecordDamage = init.keyRecordDamage;
     this.host = init.host;
     this.root = init.root;
     this.log = init.log;
@@ -487,11 +491,13 @@ export class Ledger {
    * The time a manifest signed now carries and the trusted public key of the host key that would sign it. A clock
    * that steps back must not date a manifest before one already signed here, nor before its key's window; a
    * rotated-out or revoked key must not sign: its manifests would never verify.
-   * @throws ManifestError `KEY_REVOKED`, `KEY_UNTRUSTED`; KeyWindowClosed (`KEY_EXPIRED`: another process may be
+   * @throws ManifestError `KEY_REVOKED`, `KEY_UNTRUSTED`, `RECORD_CORRUPT` (its log record, at a diagnosing open); KeyWindowClosed (`KEY_EXPIRED`: another process may be
    *   mid-rotation, its trust file written and its new key file not yet: look again)
    */
   private signingKey(): { createdAt: string; publicKey: Uint8Array } {
     const signer = this.keyring.signer;
+    // Its record may hold the window a rotation closed, and its newest signed time: unknown, nothing is signed.
+    if (this.keyRecordDamage?.keyId === signer.keyId) throw this.keyRecordDamage.error;
     let createdAt = this.clock().toISOString();
     for (const floor of [this.lastSignedAt, this.keyring.signsFrom()])
       if (floor !== undefined && Date.parse(floor) > Date.parse(createdAt)) createdAt = floor;

@@ -285,7 +285,16 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
           })
         : undefined;
     // A clock that stepped back since the last run must not date a manifest before one this key signed.
-    const signed = await log.signingKeys.get(keyring.signer.keyId);
+    let signed: Awaited<ReturnType<typeof log.signingKeys.get>>;
+    let keyRecordDamage: { keyId: string; error: ManifestError } | undefined;
+    try {
+      signed = await log.signingKeys.get(keyring.signer.keyId);
+    } catch (err) {
+      // This key's record is damaged: fsck's diagnosing open goes on so that it can name it. The key signs nothing
+      // (publish and checkPublish refuse with the damage): its window may have been closed in that record.
+      if (!(options.diagnose === true && err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+      keyRecordDamage = { keyId: keyring.signer.keyId, error: err };
+    }
     // A rotation or revocation that stopped after closing the key's window in the log, before trust.json: until it is
     // run again, the log refuses every manifest this key signs now.
     if (signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined)
@@ -295,6 +304,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     return new Ledger({
       witnesses,
       lastSignedAt: signed?.lastSignedAt,
+      keyRecordDamage,
       host,
       root,
       log,
