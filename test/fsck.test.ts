@@ -12,6 +12,7 @@ import { fsck, gc } from '../src/ops/maintenance.js';
 import { exportBundle } from '../src/ops/export.js';
 import { fsckBlobTimes } from '../src/ops/fsck-inline.js';
 import { StoreError } from '../store/errors.js';
+import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import type { BlobStore } from '../store/blob-store.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import type { LogEntry } from '../manifests/log/log.js';
@@ -362,6 +363,33 @@ describe('fsck, the store-only codes', () => {
         expect.objectContaining({ code: 'BLOB_UNREADABLE', message: expect.stringContaining(orphan.digest) }),
       ]);
       expect(report.findings[1]).not.toHaveProperty('session');
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('reports a shard directory of the blob store it cannot read (BLOB_UNREADABLE), and gc refuses rather than skip it', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'host-a', inlineSummaryBytes: 0 });
+    const orphan = await ledger.blobs.put(new TextEncoder().encode('an orphan blob'));
+    await ledger.close();
+    const hex = orphan.digest.slice('blake3:'.length);
+    const unreadable = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4));
+    const fs: FsOps = {
+      ...nodeFsOps,
+      readdir: (path) =>
+        path === unreadable
+          ? Promise.reject(Object.assign(new Error(`EIO: i/o error, scandir '${path}'`), { code: 'EIO' }))
+          : nodeFsOps.readdir(path),
+    };
+    ledger = await openLedger({ root, host: 'host-a', inlineSummaryBytes: 0, fs });
+    try {
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toEqual([
+        expect.objectContaining({ code: 'BLOB_UNREADABLE', message: expect.stringContaining('EIO') }),
+      ]);
+      await expect(gc(ledger, { graceMs: 0 })).rejects.toMatchObject({ code: 'STORAGE_FAILED' });
     } finally {
       await ledger.close();
     }

@@ -455,11 +455,18 @@ export class FsBlobStore extends AbstractBlobStore {
 
   protected async *_list(): AsyncIterable<Digest> {
     const shards = await this.fs.readdir(this.blobDir).catch(wrap('list'));
+    // A shard directory removed meanwhile, or a file where one would be, holds no blob; one that cannot be read is
+    // the listing's failure (fsck reports it, gc stops), never a silent gap.
+    const entries = (path: string) =>
+      this.fs.readdir(path).catch((err: unknown) => {
+        if (errno(err) === 'ENOENT' || errno(err) === 'ENOTDIR') return [] as string[];
+        throw storageFailed('list', err);
+      });
     for (const a of shards) {
       if (!/^[0-9a-f]{2}$/.test(a)) continue;
-      for (const b of await this.fs.readdir(join(this.blobDir, a)).catch(() => [] as string[])) {
+      for (const b of await entries(join(this.blobDir, a))) {
         if (!/^[0-9a-f]{2}$/.test(b)) continue;
-        for (const name of await this.fs.readdir(join(this.blobDir, a, b)).catch(() => [] as string[])) {
+        for (const name of await entries(join(this.blobDir, a, b))) {
           const d = `blake3:${name}`;
           if (HEX64.test(name) && name.startsWith(a + b) && isDigest(d)) yield d;
         }
