@@ -20,7 +20,8 @@ export interface PublishingLedger {
   /**
    * `Ledger.checkPublish`: when the ledger has it, `compact` calls it before it asks the model, so a refusal of
    * publish that does not depend on the summary (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, a host key that would
-   * not sign: `KEY_REVOKED`, `KEY_EXPIRED`) comes before the transcript is sent to the provider. A wrapper that has only `publish` is asked after the model, at publish.
+   * not sign: `KEY_REVOKED`, `KEY_EXPIRED`) comes before the transcript is sent to the provider. A wrapper that has
+   * only `publish` is asked after the model, at publish.
    */
   checkPublish?(
     scope: PublishScope,

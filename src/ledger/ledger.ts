@@ -406,8 +406,8 @@ export class Ledger {
    * (publish step 1, and the head against `expectedPrev`): the scope, `covers` and `expectedPrev`, authorization of
    * `publish` on the session's current head (the grant table and the `authorizer`), and, with `expectedPrev`, that
    * the head is still it; and that the host key would sign now (not revoked, inside its window). `compact` calls it
-   * before it asks the model, so a transcript whose summary publish would refuse is never sent to the provider. Passing promises nothing: publish checks all of it again (a revocation
-   * or another publish may come in between).
+   * before it asks the model, so a transcript whose summary publish would refuse is never sent to the provider.
+   * Passing promises nothing: publish checks all of it again (a revocation or another publish may come in between).
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`,
    *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), the `ROLLBACK` / `FORK` this ledger has seen, `CANCELLED`,
    *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign);
@@ -486,13 +486,13 @@ export class Ledger {
     });
   }
 
-  /** Publish step 4 under the chain lock: the point of no return, then build, sign and append one manifest. */
   /**
    * The time a manifest signed now carries and the trusted public key of the host key that would sign it. A clock
    * that steps back must not date a manifest before one already signed here, nor before its key's window; a
    * rotated-out or revoked key must not sign: its manifests would never verify.
-   * @throws ManifestError `KEY_REVOKED`, `KEY_UNTRUSTED`, `RECORD_CORRUPT` (its log record, at a diagnosing open); KeyWindowClosed (`KEY_EXPIRED`: another process may be
-   *   mid-rotation, its trust file written and its new key file not yet: look again)
+   * @throws ManifestError `KEY_REVOKED`, `KEY_UNTRUSTED`, `RECORD_CORRUPT` (its log record, at a diagnosing open);
+   *   KeyWindowClosed (`KEY_EXPIRED`: another process may be mid-rotation, its trust file written and its new key file
+   *   not yet: look again)
    */
   private signingKey(): { createdAt: string; publicKey: Uint8Array } {
     const signer = this.keyring.signer;
@@ -517,6 +517,7 @@ export class Ledger {
     return { createdAt, publicKey: usable.publicKey };
   }
 
+  /** Publish step 4 under the chain lock: the point of no return, then build, sign and append one manifest. */
   private async commit(
     s: PublishScope,
     blob: SummaryBlob,

@@ -37,8 +37,9 @@ export async function fsckSessionHeads(
   try {
     committed = (await log.treeHead()).sessionHeads;
   } catch (err) {
-    // The tree head (which carries the index's root) cannot be folded: a node on the tree's right edge is missing or
-    // malformed. fsckTree names it; the index is held to its root once the tree can be read again.
+    // The tree head, which carries the index's root, cannot be read (a node on the tree's right edge missing or
+    // malformed, a damaged root record): fsckTree reads it too and names the damage; the index is held to its root
+    // once the head can be read again.
     if (err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT')) return [];
     throw err;
   }
