@@ -38,9 +38,9 @@ export async function fsckSessionHeads(
     committed = (await log.treeHead()).sessionHeads;
   } catch (err) {
     // The tree head, which carries the index's root, cannot be read (a node on the tree's right edge missing or
-    // malformed, a damaged root record): fsckTree reads it too and names the damage; the index is held to its root
-    // once the head can be read again.
-    if (err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT')) return [];
+    // malformed, a damaged root record): named, and the index is held to its root once the head can be read again.
+    if (err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT'))
+      return [{ code: err.code, message: err.message }];
     throw err;
   }
   if (!committed) {

@@ -214,7 +214,9 @@ async function fsckLog(
   }
   // The session-heads index must be exactly the index of the heads (checkpoints commit its root).
   try {
-    findings.push(...(await fsckSessionHeads(log, heads, options.signal)));
+    // The tree head is read by both: a damage it meets is named once.
+    for (const f of await fsckSessionHeads(log, heads, options.signal))
+      if (!findings.some((g) => g.code === f.code && g.message === f.message)) findings.push(f);
   } catch (err) {
     recordProblem(err, findings);
   }
