@@ -6,7 +6,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Writable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { Level } from 'level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commands } from '../src/cli/commands.js';
@@ -439,6 +439,33 @@ describe('repeated options and extra arguments', () => {
         error: { code: 'USAGE', message: expect.stringMatching(/^--[a-z-]+ must not be empty$/) },
       });
     }
+  });
+
+  it('refuses an empty argument as USAGE too: publish "" does not read standard input, verify "" not the working directory', async () => {
+    const c = captureIo();
+    const io = { ...c.io, stdin: Readable.from([JSON.stringify(sampleSummary('from stdin'))]) };
+    const before = JSON.parse((await cli(['history', ...scope, '--json'])).stdout) as unknown[];
+    expect(await main(['publish', ...scope, '--run', 'r9', '', '--json'], io)).toBe(2);
+    expect(JSON.parse(c.stdout())).toEqual({ error: { code: 'USAGE', message: 'an argument must not be empty' } });
+    expect(JSON.parse((await cli(['history', ...scope, '--json'])).stdout)).toHaveLength(before.length);
+    const cwd = process.cwd();
+    process.chdir(files.bundle);
+    try {
+      const r = await cli(['verify', '', '--trust', files.trust]);
+      expect(r).toMatchObject({
+        code: 2,
+        stdout: '',
+        stderr: 'handoff-ledger: USAGE: an argument must not be empty\n',
+      });
+    } finally {
+      process.chdir(cwd);
+    }
+    for (const argv of [
+      ['keys', 'revoke', '', ...store],
+      ['prove', 'consistency', '', ...store],
+      ['publish', ...scope, '--run', 'r9', '--', ''],
+    ])
+      expect((await cli(argv)).stderr, argv.join(' ')).toBe('handoff-ledger: USAGE: an argument must not be empty\n');
   });
 
   it('demo: an empty --root is USAGE and makes no store in the working directory; a usage error is JSON with --json', async () => {

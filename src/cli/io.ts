@@ -65,6 +65,9 @@ export function parse<T extends Options>(
   // one of the two silently. A single-value option given twice is refused instead.
   const seen = new Set<string>();
   for (const t of parsed.tokens) {
+    // An empty argument is the same mistake: `publish "$FILE"` would read standard input, `verify "$DIR"` the
+    // working directory.
+    if (t.kind === 'positional' && t.value === '') throw new UsageError('an argument must not be empty');
     if (t.kind !== 'option') continue;
     // An empty value is a mistake (an unset shell variable), not a value: `--principal ""` is USAGE as a missing one
     // is, whichever option, rather than an INVALID_ID from deeper down for some and a default for others.
