@@ -3,7 +3,7 @@
  * command that prints data, the documented exit codes (0 ok, 1 refused, 2 usage), errors on stderr and
  * data on stdout, and NO_COLOR. The table below must name every command, so a new one is held to them too.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, type Writable } from 'node:stream';
@@ -483,6 +483,14 @@ describe('repeated options and extra arguments', () => {
     const bogus = await cli(['demo', '--root', '', '--json']);
     expect(bogus.code).toBe(2);
     expect(JSON.parse(bogus.stdout)).toMatchObject({ error: { code: 'USAGE' } });
+  });
+
+  it('demo takes HANDOFF_LEDGER_HASH as every command does: an unknown backend is USAGE, and no store is made', async () => {
+    const dir = newDir();
+    const r = await cli(['demo', '--root', dir], { env: { HANDOFF_LEDGER_HASH: 'bogus' } });
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toMatch(/^handoff-ledger: USAGE: HANDOFF_LEDGER_HASH must be one of /);
+    expect(existsSync(dir)).toBe(false);
   });
 
   it('refuses a single-value option given twice, acting on neither', async () => {

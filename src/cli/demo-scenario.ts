@@ -23,6 +23,7 @@ import {
 } from '../index.js';
 import { type Ledger } from '../ledger/ledger.js';
 import { defaultRoot, openLedger } from '../ledger/open.js';
+import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Summary } from '../summary/summary.js';
 import type { Digest } from '../../store/hash/digest.js';
 
@@ -30,6 +31,8 @@ export interface DemoOptions {
   /** Store directory (the CLI passes the default root). */
   root?: string;
   host?: string;
+  /** The BLAKE3 backend (the CLI passes HANDOFF_LEDGER_HASH's, as every command takes it). */
+  hash?: HashBackendName;
   out: { write(chunk: string): unknown };
 }
 
@@ -193,7 +196,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   const root = resolve(options.root ?? defaultRoot());
   const host = options.host ?? 'demo-host';
   const say = (label: string, text: string) => void options.out.write(`${label.padEnd(10)} ${text}\n`);
-  const open = () => openLedger({ root, host, onNotice: (m) => say('notice', m) });
+  const open = () => openLedger({ root, host, hash: options.hash, onNotice: (m) => say('notice', m) });
   const scope = {
     principal: PRINCIPAL,
     session: `demo-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`,

@@ -1,7 +1,7 @@
 /** `handoff-ledger demo [--root DIR] [--host ID]`: runs the end-to-end demo on the embedded store. */
 import { runDemo } from './demo-scenario.js';
 import { defaultRoot } from '../ledger/open.js';
-import { EXIT_OK, parse, reportError, wantsJson, type CliIo } from './io.js';
+import { EXIT_OK, hashFromEnv, parse, reportError, wantsJson, type CliIo } from './io.js';
 
 /** @returns 0 when every step ran and every check held; 1 on a refused ledger operation; 2 otherwise */
 export async function run(argv: string[], io: CliIo): Promise<number> {
@@ -10,7 +10,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     // The host as every command takes it (--host, then HANDOFF_LEDGER_HOST); the machine's name is not the default
     // here: the demo names its host, so a demo run on a real store adds a key that says it came from the demo.
     const host = values.host ?? (io.env.HANDOFF_LEDGER_HOST || 'demo-host');
-    await runDemo({ root: values.root ?? defaultRoot(io.env), host, out: io.stdout });
+    // The BLAKE3 backend as every command takes it: HANDOFF_LEDGER_HASH, an unknown one refused before anything is made.
+    const hash = hashFromEnv(io.env);
+    await runDemo({ root: values.root ?? defaultRoot(io.env), host, hash, out: io.stdout });
     return EXIT_OK;
   } catch (err) {
     // The demo prints no JSON, but a usage error is one with --json as for every command (the parse refuses --json).
