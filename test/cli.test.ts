@@ -514,6 +514,28 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     expect(cli(['resume', '--root', root, '--principal', 'alice', '--session', 's']).code).toBe(0);
   });
 
+  // procfs answers ENOENT to a mkdir under an existing directory: Node's recursive mkdir then spun forever at full CPU.
+  it.runIf(existsSync('/proc/self'))(
+    'init on a root that cannot be made (under /proc) and witness serve on such a --state end with STORAGE_FAILED, exit 2',
+    () => {
+      const run = (args: string[]) =>
+        spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 15_000, input: '' });
+      const none = `/proc/handoff-ledger-none-${process.pid}`;
+      const init = run(['init', '--root', `${none}/store`, '--host', 'h']);
+      expect(init.status, init.stderr).toBe(2);
+      expect(init.stderr).toMatch(/^handoff-ledger: STORAGE_FAILED: cannot create .*ENOENT/);
+      const dir = tempDir();
+      const key = join(dir, 'w.key');
+      const logs = join(dir, 'logs.json');
+      writeFileSync(logs, '{"logs":[]}');
+      expect(run(['witness', 'keygen', '--name', 'w.example/w1', '--out', key]).status).toBe(0);
+      const serve = run(['witness', 'serve', '--listen', '127.0.0.1:0', '--key', key, '--logs', logs, '--state', none]);
+      expect(serve.status, serve.stderr).toBe(2);
+      expect(serve.stderr).toMatch(/^handoff-ledger: STORAGE_FAILED: cannot create .*ENOENT/);
+    },
+    40_000,
+  );
+
   it('says so when the host is listed but its key file is gone, and makes no new key', async () => {
     const root = join(tempDir(), 'store');
     expect(cli(['init', '--root', root]).code).toBe(0);

@@ -20,7 +20,7 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
   if (st === undefined) {
     let first: string | undefined;
     try {
-      first = await mkdir(dir, { recursive: true, mode: 0o700 });
+      first = await makeDirs(dir);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
         throw new StoreError('STORAGE_FAILED', `cannot create ${dir}: ${(err as Error).message}`, { cause: err });
@@ -61,6 +61,35 @@ export async function refuseNonDirectory(dir: string, code: StoreErrorCode): Pro
   if (st.isSymbolicLink()) throw new StoreError(code, `${dir} is a symbolic link; refusing to use it`);
   if (!st.isDirectory()) throw new StoreError(code, `${dir} is not a directory`);
   return st;
+}
+
+/**
+ * `mkdir -p` with mode 0700; returns the topmost directory it made (undefined: none). Not Node's `recursive` mkdir:
+ * where a parent exists but a child cannot be made in it with ENOENT (a path under /proc), that one makes the parent
+ * (EEXIST) and tries the child again, forever, at full CPU. Here each missing level is made once, in order.
+ */
+async function makeDirs(dir: string): Promise<string | undefined> {
+  const missing: string[] = [];
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    try {
+      await lstat(d);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    missing.push(d);
+    if (dirname(d) === d) break;
+  }
+  let first: string | undefined;
+  for (const d of missing.reverse()) {
+    try {
+      await mkdir(d, { mode: 0o700 });
+      first ??= d;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+  return first;
 }
 
 /** fsyncs the parent of each directory from `first` (the topmost one made) down to `dir`. */
