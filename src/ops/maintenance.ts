@@ -214,9 +214,10 @@ async function fsckLog(
   }
   // The session-heads index must be exactly the index of the heads (checkpoints commit its root).
   try {
-    // The tree head is read by both: a damage it meets is named once.
+    // The tree head is read by both: a damage it meets (a finding of no session) is named once.
     for (const f of await fsckSessionHeads(log, heads, options.signal))
-      if (!findings.some((g) => g.code === f.code && g.message === f.message)) findings.push(f);
+      if (f.session !== undefined || !findings.some((g) => g.code === f.code && g.message === f.message))
+        findings.push(f);
   } catch (err) {
     recordProblem(err, findings);
   }
