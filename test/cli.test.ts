@@ -114,6 +114,12 @@ describe('handoff-ledger CLI', () => {
     });
     expect(notJson).toMatchObject({ code: 1 });
     expect(notJson.stderr).toContain('SUMMARY_INVALID');
+    // No summary at all (a model call that returned nothing, piped): empty, not malformed.
+    for (const input of ['', ' \n\t\r\n']) {
+      const empty = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], { input });
+      expect(empty).toMatchObject({ code: 1 });
+      expect(empty.stderr).toContain('SUMMARY_EMPTY: the summary input is empty');
+    }
     const id = cli(['resume', '--root', root, '--principal', '../etc', '--session', 's']);
     expect(id.code).toBe(1);
     expect(id.stderr).toContain('INVALID_ID');

@@ -80,8 +80,20 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
       );
     });
     let summary: unknown;
+    let text: string;
     try {
-      summary = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw));
+      text = new TextDecoder('utf-8', { fatal: true }).decode(raw);
+    } catch (err) {
+      throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid UTF-8 JSON', { cause: err });
+    }
+    // Nothing at all (a model call that answered nothing, piped in) is an empty summary, not a malformed one.
+    if (/^[ \t\r\n]*$/.test(text))
+      throw new LedgerError(
+        'SUMMARY_EMPTY',
+        `the summary input is empty (${file && file !== '-' ? 'FILE' : 'standard input'})`,
+      );
+    try {
+      summary = JSON.parse(text);
     } catch (err) {
       throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid UTF-8 JSON', { cause: err });
     }
