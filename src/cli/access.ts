@@ -99,7 +99,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
   );
   try {
     const keysUsage =
-      'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list | keys vkey';
+      'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list [--out FILE] | keys vkey';
     if (!sub || !['export', 'rotate', 'revoke', 'list', 'vkey'].includes(sub)) throw new UsageError(keysUsage);
     // `keys revoke A B` would revoke A alone, `keys export trust.json` print to stdout: extra words are refused.
     if (positionals.length > (sub === 'revoke' ? 1 : 0))

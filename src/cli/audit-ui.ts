@@ -18,7 +18,7 @@ import { auditorScope, byteCount, readTrustFile, readWitnessArgs } from './verif
 import { decimalOption, EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
 
 export const usage =
-  'audit-ui [--open] [--trust FILE] [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
+  'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
 
 function openInBrowser(url: string, io: CliIo): void {
   const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';

@@ -105,7 +105,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   keys: {
     summary: "export, list, rotate or revoke this host's keys",
-    synopsis: 'keys (export [--out FILE] | list | rotate | revoke KEYID [--at ISO-TIME] | vkey) [--json]',
+    synopsis: 'keys (export [--out FILE] | list [--out FILE] | rotate | revoke KEYID [--at ISO-TIME] | vkey) [--json]',
     options: [
       'export            the trust file auditors need (stdout, or --out FILE written atomically)',
       'vkey              the C2SP note verifier key of the checkpoint key (<origin>+<hash>+<key>)',
@@ -119,7 +119,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   export: {
     summary: 'write an audit bundle',
-    synopsis: 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since CHECKPOINT] [--json]',
+    synopsis: 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--json]',
     options: [
       '--out DIR         the bundle directory (must not exist)',
       '--with-blobs      include the summaries',
@@ -137,7 +137,7 @@ export const commands: Record<string, CommandSpec> = {
   verify: {
     summary: 'audit a bundle offline',
     synopsis:
-      'verify DIR --trust FILE [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N]',
+      'verify DIR --trust FILE [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N]',
     options: [
       '--trust FILE      the pinned public keys (`handoff-ledger keys export`)',
       '--since FILE      your earlier checkpoint note: the checkpoint of the bundle must extend it',
@@ -158,7 +158,7 @@ export const commands: Record<string, CommandSpec> = {
   'audit-ui': {
     summary: "serve the auditor's page on 127.0.0.1 with a bundle preloaded",
     synopsis:
-      'audit-ui [--open] [--trust FILE] [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]',
+      'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]',
     options: [
       '--trust FILE      preload this trust file too (else the auditor picks one in the page)',
       '--since FILE      preload an earlier checkpoint (signed note), as verify --since',
