@@ -101,6 +101,34 @@ describe('rotateKey', () => {
     expect((await fsck(ledger)).ok).toBe(true);
     await ledger.close();
   });
+
+  it('checkPublish during a rotation of this process waits for it, neither refusing KEY_EXPIRED nor taking back its keys', async () => {
+    const ledger = await open();
+    try {
+      await ledger.publish(scope, sampleSummary('before'));
+      const log = ledger.log;
+      const close = log.signingKeys.close.bind(log.signingKeys);
+      let checked: Promise<unknown> | undefined;
+      // checkPublish (compact, before its model call) comes in while the rotation has closed the old key's window in
+      // the log and not yet written its new keys.
+      log.signingKeys.close = async (...args: Parameters<typeof close>) => {
+        const at = await close(...args);
+        checked = ledger.checkPublish(scope).then(
+          () => 'passed',
+          (err: unknown) => err,
+        );
+        await new Promise((r) => setTimeout(r, 100));
+        return at;
+      };
+      const rotated = await ledger.rotateKey();
+      log.signingKeys.close = close;
+      expect(await checked).toBe('passed');
+      expect(ledger.keyId).toBe(rotated);
+      expect((await ledger.publish(scope, sampleSummary('after'))).seq).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
 });
 
 describe('the manifest a ledger signs', () => {

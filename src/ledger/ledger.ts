@@ -433,18 +433,24 @@ export class Ledger {
       await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
       if (expectedPrev !== undefined && (head?.id ?? null) !== expectedPrev) throw headMoved(s.session, expectedPrev);
       // The host key that would sign it: a revoked or expired key refuses every publish, so the model is not asked.
-      try {
-        await this.checkSigningKey(signal);
-      } catch (err) {
-        if (!(err instanceof KeyWindowClosed)) throw err;
-        // As publish does: another process may have rotated the key meanwhile; its keys are taken and looked at again.
-        await untilCancelled(this.reloadKeys(), signal);
+      // On the signing lock's shared side, as publish's commit: a rotation or revocation of this process is not seen
+      // half done (the log's window closed, its new keys not yet written), and no reload of the keys here takes back
+      // the keys it writes.
+      await this.signing.shared(async () => {
         try {
           await this.checkSigningKey(signal);
-        } catch (again) {
-          throw again instanceof KeyWindowClosed ? again.error : again;
+        } catch (err) {
+          if (!(err instanceof KeyWindowClosed)) throw err;
+          // As publish does: another process may have rotated the key meanwhile; its keys are taken and looked at again
+          // (awaited whatever the signal: a reload left running would end outside the lock).
+          await this.reloadKeys();
+          try {
+            await this.checkSigningKey(signal);
+          } catch (again) {
+            throw again instanceof KeyWindowClosed ? again.error : again;
+          }
         }
-      }
+      }, signal);
     });
   }
 
