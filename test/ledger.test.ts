@@ -848,6 +848,9 @@ describe('one process owns an embedded store', () => {
     const link = join(tempDir(), 'link');
     symlinkSync(dir, link);
     await expect(openLedger({ root: link, host: 'h' })).rejects.toMatchObject({ code: 'UNSAFE_ROOT' });
+    // Written with a trailing slash (or `/.`), lstat follows the link: still the link it is.
+    for (const root of [`${link}/`, `${link}//`, `${link}/.`, `${link}/./`])
+      await expect(openLedger({ root, host: 'h' }), root).rejects.toMatchObject({ code: 'UNSAFE_ROOT' });
     expect(existsSync(join(dir, 'manifests-v1'))).toBe(false);
   });
 

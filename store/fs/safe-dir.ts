@@ -51,7 +51,9 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
 export async function refuseNonDirectory(dir: string, code: StoreErrorCode): Promise<Stats | undefined> {
   let st;
   try {
-    st = await lstat(dir);
+    // The path's last component itself: written with a trailing slash or `/.`, lstat would follow a symbolic link
+    // there and answer for the directory it points to.
+    st = await lstat(dir.replace(/(?:\/\.?)+$/, '') || (dir.startsWith('/') ? '/' : '.'));
   } catch (err) {
     const errno = (err as NodeJS.ErrnoException).code;
     if (errno === 'ENOENT') return;
