@@ -124,6 +124,25 @@ describePostgres('key windows shared by processes (PostgreSQL)', (pg) => {
     await auditor.close();
   }, 60_000);
 
+  it('checkPublish after another process rotated the host key takes its keys, as publish does, and passes', async () => {
+    const root = tempDir();
+    const store = { root, host: 'host-a', postgres: sharedStore('check_publish_rotated'), onNotice: () => {} };
+    const a = await openLedger(store);
+    const b = await openLedger(store);
+    try {
+      await a.publish(scope, sampleSummary(1));
+      const old = a.keyId;
+      await b.rotateKey();
+      // a still holds the rotated-out key, whose window the log has closed: compact's check must not refuse it.
+      await a.checkPublish(scope);
+      expect(a.keyId).not.toBe(old);
+      expect((await a.publish(scope, sampleSummary(2))).seq).toBe(1);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it('keys revoke in one process: another process of the host publishes no manifest dated at or after the revocation', async () => {
     const root = tempDir();
     const schema = 'key_revoke_race';
