@@ -473,6 +473,11 @@ describe('fsck, the store-only codes', () => {
         ]);
         expect(await rejection(ledger.publish(scope, sampleSummary('next')))).toMatchObject({ code: plain.code });
         expect(await rejection(ledger.resume(scope))).toMatchObject({ code: plain.code });
+        // Nothing else writes past it either: grants, revocations, keys (the open without diagnose refused them all).
+        expect(await rejection(ledger.grant('bob', 's'))).toMatchObject({ code: plain.code });
+        expect(await rejection(ledger.revoke('alice', 's'))).toMatchObject({ code: plain.code });
+        expect(await rejection(ledger.rotateKey())).toMatchObject({ code: plain.code });
+        expect(await rejection(ledger.checkPublish(scope))).toMatchObject({ code: plain.code });
       } finally {
         await ledger.close();
       }

@@ -160,6 +160,8 @@ export class CheckpointGuard {
         const treeDamage =
           err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT');
         if (!(init.diagnose && (err === guard.failure || treeDamage))) throw err;
+        // Kept for the writes that do not read the tree (grants, keys): they refuse with it, as with a rollback.
+        if (treeDamage) guard.damagedAtOpen = err;
       }
       guard.opened = true;
     } catch (err) {
@@ -175,6 +177,9 @@ export class CheckpointGuard {
   get failed(): LedgerError | undefined {
     return this.failure;
   }
+
+  /** The tree damage a diagnosing open went on with (`TREE_DAMAGED`, `RECORD_CORRUPT`): no write may pass by it. */
+  damagedAtOpen: ManifestError | undefined;
 
   /**
    * Checks the log's current tree against the pinned checkpoint and pins (signed) the current one. Calls

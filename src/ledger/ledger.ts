@@ -302,11 +302,13 @@ export class Ledger {
   }
 
   /**
-   * No rollback or fork seen: what writes to grants and keys require (reads check the tree themselves). Open is
+   * No rollback or fork seen, no tree damage kept by a diagnosing open: what writes to grants and keys require (reads check the tree themselves). Open is
    * checked once, when a call is admitted (`tracked`): an admitted call that waited for a lock still runs.
    */
   private assertSound(): void {
     if (this.checkpoints.failed) throw this.checkpoints.failed;
+    // A tree the diagnosing open could not read: fsck may look, nothing may write.
+    if (this.checkpoints.damagedAtOpen) throw this.checkpoints.damagedAtOpen;
   }
 
   /** The head a publish builds on: the log's own view for appends where it has one (ManifestLog.appendHead). */
@@ -410,7 +412,8 @@ export class Ledger {
    * Passing promises nothing: publish checks all of it again (a revocation or another publish may come in between).
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`,
    *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), the `ROLLBACK` / `FORK` this ledger has seen, `CANCELLED`,
-   *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign);
+   *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign),
+   *   `RECORD_CORRUPT` (its log record), `TREE_DAMAGED` / `RECORD_CORRUPT` kept by a diagnosing open;
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
