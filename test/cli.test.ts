@@ -102,6 +102,34 @@ describe('handoff-ledger CLI', () => {
     expect(badVerify.stderr).toContain('HANDOFF_LEDGER_HASH');
   });
 
+  it('refuses a malformed id or --expected-prev before it reads the summary: a piped summary is not taken in vain', async () => {
+    const root = join(tempDir(), 'store');
+    // Standard input is left open: a publish that read it first would wait for its end.
+    const refusedWithOpenInput = (args: string[]) =>
+      new Promise<{ code: number | null; stderr: string; timedOut: boolean }>((resolve) => {
+        const child = spawn(process.execPath, [CLI, 'publish', '--root', root, ...args], {
+          env: { ...process.env, HANDOFF_LEDGER_HOST: 'cli-host' },
+          stdio: ['pipe', 'ignore', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+        const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+        child.on('close', (code, signal) => {
+          clearTimeout(timer);
+          child.stdin.destroy();
+          resolve({ code, stderr, timedOut: signal === 'SIGKILL' });
+        });
+      });
+    const scope = ['--principal', 'alice', '--session', 's', '--run', 'r'];
+    const badId = await refusedWithOpenInput(['--principal', '../etc', '--session', 's', '--run', 'r']);
+    expect(badId).toMatchObject({ code: 1, timedOut: false });
+    expect(badId.stderr).toContain('INVALID_ID');
+    const badPrev = await refusedWithOpenInput([...scope, '--expected-prev', 'the-last-one']);
+    expect(badPrev).toMatchObject({ code: 1, timedOut: false });
+    expect(badPrev.stderr).toContain('INVALID_ARGUMENT');
+    expect(existsSync(root)).toBe(false);
+  });
+
   it('exits 1 with the error code for a refused summary and an invalid id, 2 for usage errors', () => {
     const root = join(tempDir(), 'store');
     const bad = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], {

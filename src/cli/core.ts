@@ -1,6 +1,8 @@
 /** The core commands: init, publish, resume, history. */
 import { createReadStream } from 'node:fs';
 import { LedgerError } from '../errors.js';
+import { parsePublishScope } from '../ledger/scope.js';
+import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { DEFAULT_MAX_SUMMARY_BYTES } from '../summary/summary.js';
 import {
   withLedger,
@@ -45,6 +47,17 @@ const scopeOptions = {
   session: { type: 'string' },
 } as const;
 
+/** `--expected-prev`: `null` (an empty chain) or a manifest id. @throws LedgerError `INVALID_ARGUMENT` */
+function parseExpectedPrevOption(value: string | undefined): Digest | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'null') return null;
+  if (isDigest(value)) return value;
+  throw new LedgerError(
+    'INVALID_ARGUMENT',
+    `--expected-prev: null or a manifest id (blake3:<64 hex>), not ${JSON.stringify(value.slice(0, 80))}`,
+  );
+}
+
 function need(value: string | undefined, name: string): string {
   if (value === undefined) throw new UsageError(`--${name} is required`);
   return value;
@@ -65,6 +78,10 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
         ? DEFAULT_MAX_SUMMARY_BYTES
         : decimalOption(values['max-bytes'], 'max-bytes', 1, Number.MAX_SAFE_INTEGER);
     if (positionals.length > 1) throw new UsageError('publish takes at most one FILE (default: standard input)');
+    // The ids and --expected-prev as publish judges them, before the summary is read: a summary piped from a model
+    // call is not taken in vain by a command that was refused anyway.
+    parsePublishScope({ principal, session, run });
+    const expectedPrev = parseExpectedPrevOption(values['expected-prev']);
     const file = positionals[0];
     const input = file && file !== '-' ? createReadStream(file) : io.stdin;
     if (!input) throw new UsageError('no summary given: pass FILE or pipe JSON on standard input');
@@ -97,12 +114,6 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     } catch (err) {
       throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid UTF-8 JSON', { cause: err });
     }
-    const expectedPrev =
-      values['expected-prev'] === undefined
-        ? undefined
-        : values['expected-prev'] === 'null'
-          ? null
-          : (values['expected-prev'] as `blake3:${string}`);
     return await withLedger(
       values,
       io,
