@@ -37,6 +37,14 @@ export class ManifestError extends HandoffLedgerError<ManifestErrorCode> {
  * seq already verified or published), or entries lie beyond its head. Appending there would sign a second manifest
  * for a seq that exists (and overwrite it, or lose the race to it), so no append is made; fsck says what is wrong.
  */
+/**
+ * A stored tree or index record that cannot be read (`TREE_DAMAGED`: missing or not the hash of its children;
+ * `RECORD_CORRUPT`: malformed): damage for fsck to name, not a failure of the reader.
+ */
+export function isTreeDamage(err: unknown): err is ManifestError & { code: 'TREE_DAMAGED' | 'RECORD_CORRUPT' } {
+  return err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT');
+}
+
 export function rollbackRefused(session: string, problem: string): ManifestError {
   return new ManifestError(
     'ROLLBACK',

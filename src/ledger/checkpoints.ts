@@ -18,7 +18,7 @@ import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tl
 import { SESSION_HEADS_EXTENSION, sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
 import type { LogTreeHead, ManifestLog } from '../../manifests/log/log.js';
 import { LedgerError } from '../errors.js';
-import { ManifestError } from '../../manifests/errors.js';
+import { isTreeDamage, ManifestError } from '../../manifests/errors.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 
 export interface SignedCheckpoint {
@@ -157,11 +157,9 @@ export class CheckpointGuard {
         // Only the verdict the guard recorded (a rollback or fork of this log) is kept, and a tree the log cannot
         // fold a root from (a node on its right edge missing or malformed): fsck names the record, and every later
         // check meets the same damage (appends, resume). Anything else still throws.
-        const treeDamage =
-          err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT');
-        if (!(init.diagnose && (err === guard.failure || treeDamage))) throw err;
+        if (!(init.diagnose && (err === guard.failure || isTreeDamage(err)))) throw err;
         // Kept for the writes that do not read the tree (grants, keys): they refuse with it, as with a rollback.
-        if (treeDamage) guard.damagedAtOpen = err;
+        if (isTreeDamage(err)) guard.damagedAtOpen = err;
       }
       guard.opened = true;
     } catch (err) {

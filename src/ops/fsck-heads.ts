@@ -6,7 +6,7 @@
  */
 import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
-import { ManifestError } from '../../manifests/errors.js';
+import { isTreeDamage } from '../../manifests/errors.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import {
   buildSessionHeads,
@@ -39,8 +39,7 @@ export async function fsckSessionHeads(
   } catch (err) {
     // The tree head, which carries the index's root, cannot be read (a node on the tree's right edge missing or
     // malformed, a damaged root record): named, and the index is held to its root once the head can be read again.
-    if (err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'RECORD_CORRUPT'))
-      return [{ code: err.code, message: err.message }];
+    if (isTreeDamage(err)) return [{ code: err.code, message: err.message }];
     throw err;
   }
   if (!committed) {

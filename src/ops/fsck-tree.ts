@@ -5,7 +5,7 @@
  */
 import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
-import { ManifestError } from '../../manifests/errors.js';
+import { isTreeDamage } from '../../manifests/errors.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import { leafOfEnvelope } from '../../manifests/tlog/leaf.js';
 import { appendLeaves, rootOf, type TreeNode } from '../../manifests/tlog/tree.js';
@@ -25,7 +25,7 @@ export async function fsckTree(log: ManifestLog, signal?: AbortSignal): Promise<
     try {
       stored = await log.treeNodes(grown.nodes);
     } catch (err) {
-      if (!(err instanceof ManifestError) || (err.code !== 'TREE_DAMAGED' && err.code !== 'RECORD_CORRUPT')) throw err;
+      if (!isTreeDamage(err)) throw err;
       findings.push({ code: err.code, message: err.message });
       stored = [];
     }
@@ -67,7 +67,7 @@ export async function fsckTree(log: ManifestLog, signal?: AbortSignal): Promise<
     head = await log.treeHead();
   } catch (err) {
     // A node on the tree's right edge, which the root is folded from, that cannot be read: named once.
-    if (!(err instanceof ManifestError) || (err.code !== 'TREE_DAMAGED' && err.code !== 'RECORD_CORRUPT')) throw err;
+    if (!isTreeDamage(err)) throw err;
     if (!findings.some((f) => f.code === err.code && f.message === err.message))
       findings.push({ code: err.code, message: err.message });
     return findings;
