@@ -27,6 +27,14 @@ export function printable(text: string): string {
   return text.replace(UNSAFE, escapeChar);
 }
 
+/**
+ * One line for a terminal: `text` as it is when it already is one (no newline, nothing `printable` would escape but
+ * the backslash), else `printable(text)`. Text made so once passes unchanged again (never escaped twice).
+ */
+export function printableOnce(text: string): string {
+  return isTerminalSafe(text) && !text.includes('\n') ? text : printable(text);
+}
+
 /** Several lines, each made printable, each ended by a newline. */
 export function printableLines(lines: string[]): string {
   return lines.map((l) => `${printable(l)}\n`).join('');

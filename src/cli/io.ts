@@ -8,7 +8,7 @@ import { isHandoffLedgerError } from '../errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { OpenLedgerOptions } from '../ledger/open.js';
-import { isTerminalSafe, printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
+import { printable, printableJson, printableLines, printableOnce } from '../../manifests/encoding/printable.js';
 
 export interface CliIo {
   stdout: Writable;
@@ -131,7 +131,7 @@ export async function openFromArgs(
     host,
     hash: hashFromEnv(io.env),
     // Notices of the witness pool come escaped already (printable): escaped again, `\x1b` would read as a backslash.
-    onNotice: (m) => io.stderr.write(`${isTerminalSafe(m) && !m.includes('\n') ? m : printable(m)}\n`),
+    onNotice: (m) => io.stderr.write(`${printableOnce(m)}\n`),
     // Only `init` and `publish` make a host a key of its own: a mistyped --host (or a default host name on another
     // machine) on any other command is refused, naming the hosts that have keys, instead of adding a trusted key.
     createHostKey: false,

@@ -29,7 +29,7 @@ import { Ledger } from './ledger.js';
 import { parseHost } from './scope.js';
 import { checkIdentifierPolicy } from '../telemetry/telemetry.js';
 import type { OpenLedgerOptions } from './options.js';
-import { isTerminalSafe, printable, shellWord } from '../../manifests/encoding/printable.js';
+import { printableOnce, shellWord } from '../../manifests/encoding/printable.js';
 
 export type { OpenLedgerOptions } from './options.js';
 
@@ -152,7 +152,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // A notice names paths, key ids and error messages, whatever they hold: it reaches the sink (a terminal, by default)
   // terminal-safe and on one line, escaped as everything printed is; one that already is passes as it is.
   const sink = options.onNotice ?? ((m: string) => console.warn(m));
-  const notice = (m: string) => sink(isTerminalSafe(m) && !m.includes('\n') ? m : printable(m));
+  const notice = (m: string) => sink(printableOnce(m));
   // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
   // A root that is a file or a link is UNSAFE_ROOT for every command, not a storage failure of the first read under it.
   await refuseNonDirectory(root, 'UNSAFE_ROOT');
