@@ -2,7 +2,7 @@
 import { createReadStream } from 'node:fs';
 import { LedgerError } from '../errors.js';
 import { parsePublishScope } from '../ledger/scope.js';
-import { isDigest, type Digest } from '../../store/hash/digest.js';
+import { parseExpectedPrev } from '../ledger/ledger.js';
 import { DEFAULT_MAX_SUMMARY_BYTES } from '../summary/summary.js';
 import {
   withLedger,
@@ -47,17 +47,6 @@ const scopeOptions = {
   session: { type: 'string' },
 } as const;
 
-/** `--expected-prev`: `null` (an empty chain) or a manifest id. @throws LedgerError `INVALID_ARGUMENT` */
-function parseExpectedPrevOption(value: string | undefined): Digest | null | undefined {
-  if (value === undefined) return undefined;
-  if (value === 'null') return null;
-  if (isDigest(value)) return value;
-  throw new LedgerError(
-    'INVALID_ARGUMENT',
-    `--expected-prev: null or a manifest id (blake3:<64 hex>), not ${JSON.stringify(value.slice(0, 80))}`,
-  );
-}
-
 function need(value: string | undefined, name: string): string {
   if (value === undefined) throw new UsageError(`--${name} is required`);
   return value;
@@ -81,7 +70,8 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     // The ids and --expected-prev as publish judges them, before the summary is read: a summary piped from a model
     // call is not taken in vain by a command that was refused anyway.
     parsePublishScope({ principal, session, run });
-    const expectedPrev = parseExpectedPrevOption(values['expected-prev']);
+    const prev = values['expected-prev'];
+    const expectedPrev = parseExpectedPrev(prev === 'null' ? null : prev); // `null`: an empty chain
     const file = positionals[0];
     const input = file && file !== '-' ? createReadStream(file) : io.stdin;
     if (!input) throw new UsageError('no summary given: pass FILE or pipe JSON on standard input');

@@ -108,7 +108,7 @@ function parseCovers(covers: unknown): PublishOptions['covers'] {
 }
 
 /** `expectedPrev`: absent, `null` (an empty chain) or a manifest id; anything else would read as "the head moved". */
-function parseExpectedPrev(prev: unknown): PublishOptions['expectedPrev'] {
+export function parseExpectedPrev(prev: unknown): PublishOptions['expectedPrev'] {
   if (prev === undefined || prev === null || isDigest(prev)) return prev;
   const shown = typeof prev === 'string' ? JSON.stringify(prev.slice(0, 80)) : typeof prev;
   throw new LedgerError('INVALID_ARGUMENT', `expectedPrev: null or a manifest id (blake3:<64 hex>), not ${shown}`);
@@ -302,8 +302,9 @@ export class Ledger {
   }
 
   /**
-   * No rollback or fork seen, no tree damage kept by a diagnosing open: what writes to grants and keys require (reads check the tree themselves). Open is
-   * checked once, when a call is admitted (`tracked`): an admitted call that waited for a lock still runs.
+   * No rollback or fork seen, no tree damage kept by a diagnosing open: what writes to grants and keys require (reads
+   * check the tree themselves). Open is checked once, when a call is admitted (`tracked`): an admitted call that
+   * waited for a lock still runs.
    */
   private assertSound(): void {
     if (this.checkpoints.failed) throw this.checkpoints.failed;
