@@ -187,14 +187,6 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       blobs = opened.store;
       stagingRemoved = opened.recovery.stagingRemoved;
     }
-    // Staging files of trust.json, key files and the pin that a crash left beside their targets (the next
-    // write picks a new name, so nothing else would ever remove one; in keys/ one may hold a private key).
-    // With the root to itself (the embedded log's lock) every one is a leftover; a shared root's may be another
-    // process's write in flight, so there only old ones go.
-    stagingRemoved += await removeAtomicStagingLeftovers(
-      [root, join(root, 'keys'), join(root, 'checkpoints')],
-      log.exclusive === true ? Infinity : Date.now() - STAGING_LEFTOVER_MS,
-    );
     const headProblems = await log.checkHeads();
     // The first opener names the log; every later opener, on any host, signs under that name.
     const stored = await log.origin();
@@ -213,6 +205,16 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${origin}, not ${options.origin}`);
       await refuseAnotherLogsPin(root, origin);
     }
+    // Staging files of trust.json, key files, the pin and the lock files of a shared root that a crash left beside
+    // their targets (the next write picks a new name, so nothing else would ever remove one; in keys/ one may hold a
+    // private key). With the root to itself (the embedded log's lock) every one is a leftover; a shared root's may be
+    // another process's write in flight, so there only old ones go. Only once the root is known to pin this log: an
+    // embedded open of a root PostgreSQL processes share (a command run without --postgres) holds LevelDB's lock on
+    // a log of its own, not the root, and is refused above (FORK) without touching their writes in flight.
+    stagingRemoved += await removeAtomicStagingLeftovers(
+      [root, join(root, 'keys'), join(root, 'checkpoints')],
+      log.exclusive === true ? Infinity : Date.now() - STAGING_LEFTOVER_MS,
+    );
     const keyring = await Keyring.open({
       root,
       host,

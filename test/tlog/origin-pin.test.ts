@@ -5,14 +5,18 @@
  * as they were). The same refusal keeps a root from being used with a second log (another PostgreSQL schema), which
  * used to list its checkpoint key twice and leave trust.json unloadable for both.
  */
-import { cpSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { describePostgres, sqlOn } from '../support/postgres.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
 import { publishMany, refusal, scope } from './ledger-support.js';
+
+const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 
 /** The CLI's default: no origin given, so the first open names the log at random and stores the name in it. */
 const openDefault = (root: string, extra: Partial<Parameters<typeof openLedger>[0]> = {}) =>
@@ -132,5 +136,42 @@ describePostgres('the origin record on PostgreSQL', (pg) => {
     await ledger.close();
     ledger = await openLedger({ ...b, root: tempDir() });
     await ledger.close();
+  });
+
+  it('an embedded open of a root PostgreSQL processes share (a command run without --postgres) is a FORK that removes none of their writes in flight', async () => {
+    if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
+    const root = tempDir();
+    const shared = { host: 'h1', root, postgres: { connectionString: pg.connectionString, schema: schemaName('mix') } };
+    const ledger = await openLedger({ ...shared, onNotice: () => {} });
+    try {
+      await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(1));
+      const [pin] = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
+      // What writes of the processes sharing this root look like while they run: the staging files of a lock being
+      // taken (createFileWhole: trust.json's, the pin's), of trust.json and of a key file being written (writeFileAtomic).
+      const inFlight = [
+        join(root, 'trust.json.lock.0123456789abcdef.tmp'),
+        join(root, 'checkpoints', `${pin}.lock.89abcdef01234567.tmp`),
+        join(root, '.fedcba9876543210.tmp'),
+        join(root, 'keys', '.00112233445566aa.tmp'),
+      ];
+      for (const file of inFlight) writeFileSync(file, 'being written by another process', { mode: 0o600 });
+      // The operator's shell lacks HANDOFF_LEDGER_POSTGRES: the command opens an embedded store on the shared root.
+      const env: NodeJS.ProcessEnv = { ...process.env };
+      delete env.HANDOFF_LEDGER_POSTGRES;
+      const r = spawnSync(process.execPath, [CLI, 'keys', 'list', '--root', root, '--host', 'h1'], {
+        encoding: 'utf8',
+        env,
+        timeout: 60_000,
+      });
+      expect(r.status, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/FORK: this root pins another log/);
+      // LevelDB's lock was on a log of the command's own, not on the root: nothing of the others' was its to remove.
+      for (const file of inFlight) expect(existsSync(file), file).toBe(true);
+      // The processes of the shared store go on as before.
+      await ledger.rotateKey();
+      expect((await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(2))).seq).toBe(1);
+    } finally {
+      await ledger.close();
+    }
   });
 });
