@@ -68,12 +68,19 @@ function viaResponses(model: LanguageModel): boolean {
   return typeof provider !== 'string' || !/\.(chat|completion)$/.test(provider);
 }
 
+/**
+ * The ai SDK's finish reasons. `content-filter` is what the SDK documents it to be, a content filter that stopped the
+ * model (`content_filter`: SUMMARY_INCOMPLETE), as OpenAI's `content_filter` and Gemini's `SAFETY` are read by their
+ * adapters. The SDK's providers also report a model's refusal so (OpenAI's `refusal`, Anthropic's stop reason
+ * `refusal`), and the SDK does not tell the two apart where a refusal arrives (the errors of a missing forced tool call
+ * or object carry only this reason): through the ai SDK a refusal is SUMMARY_INCOMPLETE, never MODEL_REFUSED. `error`,
+ * `other` and anything else are `other` (SUMMARY_INCOMPLETE too).
+ */
 const FINISH: Record<string, ModelFinishReason> = {
   stop: 'stop',
   'tool-calls': 'tool_calls',
   length: 'length',
-  // The ai SDK reports a model's refusal as a content filter (its OpenAI provider does so explicitly).
-  'content-filter': 'refusal',
+  'content-filter': 'content_filter',
 };
 
 /**
@@ -158,9 +165,7 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
 }
 
 function answer(reason: string, text: string, calls: ModelToolCall[], value: unknown): ModelResponse {
-  const finishReason = FINISH[reason] ?? 'other';
-  if (finishReason === 'refusal') return text === '' ? { finishReason } : { finishReason, refusal: text };
-  const out: ModelResponse = { finishReason, text };
+  const out: ModelResponse = { finishReason: FINISH[reason] ?? 'other', text };
   if (calls.length > 0) out.toolCalls = calls;
   if (value !== undefined) out.output = value;
   return out;

@@ -56,8 +56,9 @@ export interface ModelToolCall {
 
 /**
  * Why the model stopped. Only `stop` and `tool_calls` mean a finished answer; `length` means the answer
- * was cut off at the output-token limit, `content_filter` that the provider withheld part of it,
- * `refusal` that the model declined to answer (its words, if any, in `refusal`).
+ * was cut off at the output-token limit, `content_filter` that a provider's content filter stopped or withheld it
+ * (`SUMMARY_INCOMPLETE`, as `length`), `refusal` that the model declined to answer (`MODEL_REFUSED`; its words, if
+ * any, in `refusal`).
  */
 export type ModelFinishReason = 'stop' | 'tool_calls' | 'length' | 'content_filter' | 'refusal' | 'other';
 

@@ -18,6 +18,10 @@ for (const mode of ['tool', 'structured'] as const) {
     answer: strictSummary,
     good: (a) => chat(mode, JSON.stringify(a), mode === 'tool' ? 'tool_calls' : 'stop'),
     truncated: (a) => chat(mode, JSON.stringify(a).slice(0, 40), 'length'),
+    filtered: (a) => chat(mode, JSON.stringify(a), 'content_filter'),
+    // The SDK's OpenAI provider reports a refusal as `content-filter`, which the SDK documents as a content filter:
+    // read as the others read a content filter, SUMMARY_INCOMPLETE (nothing is published either way).
+    refusalCode: 'SUMMARY_INCOMPLETE',
     refusal: () => ({
       body: completion({ role: 'assistant', content: null, refusal: "I can't help with that." }, 'stop'),
     }),

@@ -34,6 +34,7 @@ for (const mode of ['structured', 'tool'] as const) {
     answer: summary,
     good: (a) => generated(JSON.stringify(a), 'STOP'),
     truncated: (a) => generated(JSON.stringify(a).slice(0, 40), 'MAX_TOKENS'),
+    filtered: (a) => generated(JSON.stringify(a), 'SAFETY'),
     refusal: () => ({ body: { promptFeedback: { blockReason: 'PROHIBITED_CONTENT' }, modelVersion: 'gemini-test' } }),
     empty: () => generated(undefined, 'STOP'),
     httpError: () => ({ status: 404, body: { error: { code: 404, message: 'no such model', status: 'NOT_FOUND' } } }),

@@ -66,6 +66,12 @@ for (const mode of ['tool', 'structured'] as const) {
         'incomplete',
         'max_output_tokens',
       ),
+    filtered: (a) =>
+      response(
+        [mode === 'tool' ? functionCall(JSON.stringify(a)) : message([outputText(JSON.stringify(a))])],
+        'incomplete',
+        'content_filter',
+      ),
     refusal: () => response([message([refusalPart])]),
     empty: () => response(mode === 'tool' ? [] : [message([outputText('')])]),
     httpError,
@@ -83,6 +89,7 @@ for (const mode of ['tool', 'structured'] as const) {
     answer: strictSummary,
     good: (a) => chat(mode, JSON.stringify(a), mode === 'tool' ? 'tool_calls' : 'stop'),
     truncated: (a) => chat(mode, JSON.stringify(a).slice(0, 40), 'length'),
+    filtered: (a) => chat(mode, JSON.stringify(a), 'content_filter'),
     refusal: () => ({
       body: completion({ role: 'assistant', content: null, refusal: "I can't help with that." }, 'stop'),
     }),

@@ -44,7 +44,14 @@ export interface ProviderDialect {
   good(answer: unknown): Reply;
   /** The answer cut off at the output-token limit (with the provider's own finish reason). */
   truncated(answer: unknown): Reply;
+  /**
+   * The answer, whole and valid, stopped or withheld by the provider's content filter (with its own finish reason);
+   * absent for an API that has no such reason (Anthropic's only one, `refusal`, is the model declining).
+   */
+  filtered?(answer: unknown): Reply;
   refusal(): Reply;
+  /** The code a refusal gets: MODEL_REFUSED unless the SDK reports it as something else (the ai SDK: a content filter). */
+  refusalCode?: 'MODEL_REFUSED' | 'SUMMARY_INCOMPLETE';
   empty(): Reply;
   httpError(): Reply;
   /** The summary schema the request carried, and the names of the tools it offered. */
@@ -125,8 +132,16 @@ export function providerCases(name: string, dialect: ProviderDialect): void {
       );
     });
 
-    it('refuses a refusal with MODEL_REFUSED', async () => {
-      await refusedWith(dialect.refusal(), 'MODEL_REFUSED');
+    const filtered = dialect.filtered;
+    if (filtered) {
+      it("refuses an answer the provider's content filter stopped with SUMMARY_INCOMPLETE, however whole it looks", async () => {
+        await refusedWith(filtered(dialect.answer), 'SUMMARY_INCOMPLETE');
+      });
+    }
+
+    const refusalCode = dialect.refusalCode ?? 'MODEL_REFUSED';
+    it(`refuses a refusal with ${refusalCode}`, async () => {
+      await refusedWith(dialect.refusal(), refusalCode);
     });
 
     it('refuses an empty answer with SUMMARY_EMPTY', async () => {
