@@ -45,10 +45,14 @@ export type {
   GrantRecord,
   GrantState,
   GrantTable,
+  HeadWindow,
   InlineBlob,
   InlineBlobTable,
   LogEntry,
+  LogTreeHead,
   ManifestLog,
+  SigningKeyRecord,
+  SigningKeyTable,
 } from './log/log.js';
 export { AbstractManifestLog } from './log/abstract-log.js';
 export type { HeadProblem, HeadProblemCode } from './chain/head-rules.js';
@@ -67,3 +71,4 @@ export {
 } from './crypto/note.js';
 export { formatCheckpoint, parseCheckpoint, type Checkpoint } from './format/checkpoint.js';
 export type { NodeId, TreeHead } from './tlog/tree.js';
+export type { HeadsNode, NodePath } from './tlog/session-heads.js';

@@ -43,6 +43,7 @@ export {
   validateSummary,
   type Summary,
   type JsonSchemaObject,
+  type ValidatedSummary,
 } from './summary/summary.js';
 export {
   normalizeStrictSummary,
@@ -66,14 +67,16 @@ export {
   parseDuration,
   type FsckFinding,
   type FsckFindingCode,
+  type FsckOptions,
   type FsckReport,
+  type GcOptions,
   type GcReport,
 } from './ops/maintenance.js';
 export { exportBundle, type ExportOptions, type ExportResult, type ExportSource } from './ops/export.js';
 
 // Auditing on Node (the verifier itself is `handoff-ledger/audit`)
-export { openBundleDir } from './ops/bundle-dir.js';
-export { createWorkerLineVerifier } from '../manifests/audit/verify-workers.node.js';
+export { openBundleDir, type OpenBundleOptions } from './ops/bundle-dir.js';
+export { createWorkerLineVerifier, type WorkerLineVerifierOptions } from '../manifests/audit/verify-workers.node.js';
 export { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
 export { auditBundle } from './ops/audit.js';
 export type { SignatureVerifier } from '../manifests/crypto/ed25519.js';

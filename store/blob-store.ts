@@ -76,6 +76,7 @@ export interface BlobStore {
   close(): Promise<void>;
 }
 
+/** Options of `BlobStore.delete`. */
 export interface DeleteOptions {
   /** Remove the blob only if its storage time (ms since epoch) is still before this instant. */
   storedBeforeMs?: number;

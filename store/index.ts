@@ -25,12 +25,13 @@ export {
   type BlobSource,
   type BlobStat,
   type BlobStore,
+  type DeleteOptions,
   type GetOptions,
   type PutOptions,
   type ReadLimits,
   type WriteLimits,
 } from './blob-store.js';
-export { FsBlobStore, type FsBlobStoreOptions } from './fs/blob-store.js';
+export { FsBlobStore, type FsBlobStoreOptions, type FsRecoveryReport } from './fs/blob-store.js';
 export type { FsOps } from './fs/ops.js';
 export { PgBlobStore, type PgBlobStoreOptions } from './pg/blob-store.js';
 export type { PgConnectOptions, PgPoolLike } from './pg/db.js';

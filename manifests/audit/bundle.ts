@@ -149,16 +149,17 @@ export function bundleBlobPath(digest: string): string {
   return `${BUNDLE_BLOB_DIR}/${digest.slice(7)}`;
 }
 
-/**
- * A reader over values already in memory: fetched text in a browser, or test fixtures.
- * `blobs` (when given) maps a digest to its bytes and makes the bundle a bundle with blobs.
- */
-export function memoryBundleReader(input: {
+/** A bundle's files in memory, for `memoryBundleReader`. */
+export interface MemoryBundleInput {
   header?: string;
   manifests: string | Uint8Array;
+  /** A digest's bytes; given, the bundle is one with blobs. */
   blobs?: ReadonlyMap<string, Uint8Array>;
   treeFiles?: Partial<Record<BundleTreeFile, string>>;
-}): BundleReader {
+}
+
+/** A reader over values already in memory: fetched text in a browser, or test fixtures. */
+export function memoryBundleReader(input: MemoryBundleInput): BundleReader {
   const bytes = typeof input.manifests === 'string' ? new TextEncoder().encode(input.manifests) : input.manifests;
   const reader: BundleReader = {
     header: async () => input.header,

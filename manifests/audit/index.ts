@@ -31,6 +31,7 @@ export {
   memoryBundleReader,
   parseBundleHeader,
   type BundleBlob,
+  type MemoryBundleInput,
   type BundleTreeFile,
   type BundleHeader,
   type BundleReader,
@@ -40,10 +41,11 @@ export {
   MAX_LINE_BYTES,
   type LineOutcome,
   type LineVerifier,
+  type LineVerifyContext,
   type VerifiedLine,
 } from './verify-line.js';
 export { createWebCryptoLineVerifier } from './verify-webcrypto.js';
-export { describeFinding, describeVerdict } from './report-text.js';
+export { describeFinding, describeVerdict, type VerdictPaint } from './report-text.js';
 export type { BlobCheckOptions, SummaryCheck } from './verify-blobs.js';
 export { storedSummaryProblem } from '../format/summary.js';
 export type { AuditScope } from './chain-rules.js';
@@ -57,6 +59,7 @@ export {
   type TrustStore,
 } from '../format/trust.js';
 export type { CheckpointSummary, TreeCheckOptions } from './verify-tree.js';
+export type { CompletenessCoverage } from './verify-heads.js';
 // Checkpoints and RFC 6962 proofs, checkable with nothing but a trust file.
 export {
   EMPTY_ROOT,

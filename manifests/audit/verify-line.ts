@@ -199,6 +199,7 @@ export interface VerifiedLine {
 
 export type LineOutcome = { ok: true; entry: VerifiedLine } | { ok: false; finding: Finding };
 
+/** What a line is verified with: the trusted keys and the signature check. */
 export interface LineVerifyContext {
   trust: TrustStore;
   verifier: SignatureVerifier;

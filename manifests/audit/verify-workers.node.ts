@@ -29,7 +29,9 @@ const nobleBackend = async () => (await import('../crypto/ed25519.js')).nobleVer
 
 const WORKER_KIND = 'handoff-ledger/verify-lines@1';
 
+/** Options of `createWorkerLineVerifier`. */
 export interface WorkerLineVerifierOptions {
+  /** The keys each line's signature is checked against. */
   trust: TrustStore;
   /** Threads to start (default: available parallelism, at least 1). */
   threads?: number;

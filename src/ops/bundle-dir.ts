@@ -25,6 +25,7 @@ const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const MAX_HEADER_BYTES = 64 * 1024;
 export { DEFAULT_MAX_MANIFESTS_BYTES };
 
+/** Options of `openBundleDir`. */
 export interface OpenBundleOptions {
   /** manifests.jsonl larger than this is refused before any of it is read (default 4 GiB). */
   maxManifestsBytes?: number;

@@ -124,6 +124,14 @@ async function checkBlob(
   return undefined;
 }
 
+/** Options of `fsck`. */
+export interface FsckOptions {
+  /** Aborts the check (`CANCELLED`). */
+  signal?: AbortSignal;
+  /** Read and check the blobs (default true); false skips them. */
+  checkBlobs?: boolean;
+}
+
 /**
  * Checks the whole store with the rules resume and the auditor apply: the log's head check, every
  * chain through the shared chain checker, every referenced blob, the global positions. Changes nothing. A chain
@@ -131,10 +139,7 @@ async function checkBlob(
  * @throws LedgerError `CANCELLED` (the signal aborted), `INVALID_ARGUMENT` (a signal that is none), `CLOSED`;
  *   a storage failure of the log as it is (`STORAGE_FAILED`)
  */
-export async function fsck(
-  ledger: Ledger,
-  options: { signal?: AbortSignal; checkBlobs?: boolean } = {},
-): Promise<FsckReport> {
+export async function fsck(ledger: Ledger, options: FsckOptions = {}): Promise<FsckReport> {
   options ??= {}; // `null` from JavaScript callers too
   throwIfCancelled(options.signal);
   // One moment of the log where it can give one (PostgreSQL): the passes below then see no append land between
@@ -146,11 +151,7 @@ export async function fsck(
   );
 }
 
-async function fsckLog(
-  ledger: Ledger,
-  log: ManifestLog,
-  options: { signal?: AbortSignal; checkBlobs?: boolean },
-): Promise<FsckReport> {
+async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): Promise<FsckReport> {
   const findings: FsckFinding[] = [];
   const trust = ledger.trustStore();
   // Per blob, the sizes manifests claimed for it that were checked: the size is each manifest's own claim.
@@ -254,7 +255,7 @@ async function checkChain(
   trust: TrustStore,
   seen: { checked: Map<Digest, Set<number>>; newestSigned: Map<string, string> },
   findings: FsckFinding[],
-  options: { signal?: AbortSignal; checkBlobs?: boolean },
+  options: FsckOptions,
 ): Promise<number> {
   let manifests = 0;
   const checker = new ChainChecker(head.session, { trust, verifier: ledger.verifier });
@@ -292,6 +293,16 @@ export interface GcReport {
   keptYoung: number;
 }
 
+/** Options of `gc`. */
+export interface GcOptions {
+  /** Only blobs stored more than this many ms ago are removed. */
+  graceMs: number;
+  /** Report what would be removed, remove nothing. */
+  dryRun?: boolean;
+  /** Now, in ms since epoch (default: the clock the store dates blobs by; PostgreSQL: the server's). */
+  now?: number;
+}
+
 /**
  * Removes blobs that no manifest references and that were stored more than `graceMs` ago. A blob
  * of a publish in flight is younger than any sensible grace period, so it is never taken from under
@@ -300,10 +311,7 @@ export interface GcReport {
  * verified or not, whether the global order or a chain reaches it; a manifest gc cannot read stops it
  * (`RECORD_CORRUPT`) before anything is removed.
  */
-export async function gc(
-  ledger: Ledger,
-  options: { graceMs: number; dryRun?: boolean; now?: number },
-): Promise<GcReport> {
+export async function gc(ledger: Ledger, options: GcOptions): Promise<GcReport> {
   return ledger.telemetry.run(
     'gc',
     { host: ledger.host },
@@ -319,10 +327,7 @@ export async function gc(
   );
 }
 
-async function collect(
-  ledger: Ledger,
-  options: { graceMs: number; dryRun?: boolean; now?: number },
-): Promise<GcReport> {
+async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
   if (typeof options?.graceMs !== 'number' || !Number.isFinite(options.graceMs) || options.graceMs < 0)
     throw new LedgerError('INVALID_ARGUMENT', 'gc needs { graceMs }: a non-negative number of milliseconds');
   // Not against a log that does not extend the pinned checkpoint: collecting there could delete the evidence.

@@ -64,6 +64,7 @@ function checkContent(summary: Summary): void {
   if (problem) throw new LedgerError(problem.code, problem.message);
 }
 
+/** What `validateSummary` returns: the summary as validated, and its stored form. */
 export interface ValidatedSummary {
   summary: Summary;
   /** The canonical (RFC 8785) UTF-8 bytes that are stored and hashed. */

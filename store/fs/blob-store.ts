@@ -45,7 +45,8 @@ export interface FsBlobStoreOptions {
   hashThread?: boolean;
 }
 
-export interface RecoveryReport {
+/** What `FsBlobStore.open` and `recover` cleared: the staging files of interrupted writes. */
+export interface FsRecoveryReport {
   stagingRemoved: number;
 }
 
@@ -105,7 +106,7 @@ export class FsBlobStore extends AbstractBlobStore {
   static async open(
     root: string,
     options: FsBlobStoreOptions,
-  ): Promise<{ store: FsBlobStore; recovery: RecoveryReport }> {
+  ): Promise<{ store: FsBlobStore; recovery: FsRecoveryReport }> {
     const store = new FsBlobStore(root, options);
     const { dev, ino } = await ensurePrivateDir(root, 'UNSAFE_ROOT');
     store.rootId = { dev, ino };
@@ -120,7 +121,7 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   /** Removes every staging file left by an interrupted write (recovery on open). */
-  async recover(): Promise<RecoveryReport> {
+  async recover(): Promise<FsRecoveryReport> {
     let stagingRemoved = 0;
     try {
       for (const name of await this.fs.readdir(this.tmpDir)) {

@@ -1,0 +1,139 @@
+/**
+ * The types of the public API are importable by name: every option, parameter and result type of an exported
+ * function or class that a caller may have to write down is exported by an entry point of package.json, not
+ * reachable only through `Parameters<>` or `ReturnType<>`. Checked twice: `tsc --noEmit -p .` checks that each name
+ * below imports from its entry point's source and is the very type the function takes or gives (`Same`); the test
+ * checks that the built declarations of each entry point (dist/, what a user's compiler reads) export the names.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+import type {
+  createWorkerLineVerifier,
+  fsck,
+  FsckOptions,
+  gc,
+  GcOptions,
+  openBundleDir,
+  OpenBundleOptions,
+  ValidatedSummary,
+  validateSummary,
+  WorkerLineVerifierOptions,
+} from '../src/index.js';
+import type { BlobStore, DeleteOptions, FsBlobStore, FsRecoveryReport } from '../store/index.js';
+import type {
+  HeadsNode,
+  HeadWindow,
+  LogTreeHead,
+  ManifestLog,
+  NodePath,
+  SigningKeyRecord,
+  SigningKeyTable,
+} from '../manifests/index.js';
+import type {
+  AuditCoverage,
+  CompletenessCoverage,
+  describeVerdict,
+  inlineLineVerifier,
+  LineVerifyContext,
+  memoryBundleReader,
+  MemoryBundleInput,
+  VerdictPaint,
+} from '../manifests/audit/index.js';
+
+/** True when A and B are the same type (not merely assignable either way). */
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type Holds<T extends true> = T;
+type HeadNodes = NonNullable<ManifestLog['sessionHeadNodes']>;
+
+/** Each exported name is the type the API uses where a caller meets it. */
+export type NamedAsUsed = [
+  Holds<Same<FsckOptions, NonNullable<Parameters<typeof fsck>[1]>>>,
+  Holds<Same<GcOptions, Parameters<typeof gc>[1]>>,
+  Holds<Same<OpenBundleOptions, NonNullable<Parameters<typeof openBundleDir>[1]>>>,
+  Holds<Same<ValidatedSummary, ReturnType<typeof validateSummary>>>,
+  Holds<Same<WorkerLineVerifierOptions, Parameters<typeof createWorkerLineVerifier>[0]>>,
+  Holds<Same<DeleteOptions, NonNullable<Parameters<BlobStore['delete']>[1]>>>,
+  Holds<Same<FsRecoveryReport, Awaited<ReturnType<typeof FsBlobStore.open>>['recovery']>>,
+  Holds<Same<HeadWindow, Awaited<ReturnType<ManifestLog['headWindow']>>>>,
+  Holds<Same<LogTreeHead, Awaited<ReturnType<ManifestLog['treeHead']>>>>,
+  Holds<Same<SigningKeyTable, ManifestLog['signingKeys']>>,
+  Holds<Same<SigningKeyRecord, NonNullable<Awaited<ReturnType<SigningKeyTable['get']>>>>>,
+  Holds<Same<NodePath, Parameters<HeadNodes>[0][number]>>,
+  Holds<Same<HeadsNode, NonNullable<Awaited<ReturnType<HeadNodes>>[number]>>>,
+  Holds<Same<LineVerifyContext, Parameters<typeof inlineLineVerifier>[0]>>,
+  Holds<Same<VerdictPaint, NonNullable<Parameters<typeof describeVerdict>[1]>>>,
+  Holds<Same<CompletenessCoverage, AuditCoverage['completeness']>>,
+  Holds<Same<MemoryBundleInput, Parameters<typeof memoryBundleReader>[0]>>,
+];
+
+/** The names above, by the entry point that exports them. */
+const NAMED: Record<string, string[]> = {
+  '.': [
+    'FsckOptions',
+    'GcOptions',
+    'OpenBundleOptions',
+    'ValidatedSummary',
+    'WorkerLineVerifierOptions',
+    // Named before, and still: what the functions above take and give besides.
+    'FsckReport',
+    'GcReport',
+  ],
+  './store': ['DeleteOptions', 'FsRecoveryReport', 'BlobStore'],
+  './manifests': [
+    'HeadWindow',
+    'HeadsNode',
+    'LogTreeHead',
+    'NodePath',
+    'SigningKeyRecord',
+    'SigningKeyTable',
+    'ManifestLog',
+  ],
+  './audit': [
+    'CompletenessCoverage',
+    'LineVerifyContext',
+    'MemoryBundleInput',
+    'VerdictPaint',
+    'AuditCoverage',
+    'LineVerifier',
+  ],
+};
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  exports: Record<string, string | { types: string; default: string }>;
+};
+
+describe('the public types', () => {
+  it('are exported by name from the built declarations of their entry points', () => {
+    const files = Object.keys(NAMED).map((entry) => {
+      const target = pkg.exports[entry];
+      if (typeof target !== 'object') throw new Error(`package.json exports has no ${entry}`);
+      return join(ROOT, target.types);
+    });
+    const program = ts.createProgram(files, {
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      types: ['node'],
+      skipLibCheck: true,
+      noEmit: true,
+    });
+    const checker = program.getTypeChecker();
+    const exported = Object.fromEntries(
+      Object.keys(NAMED).map((entry, i) => {
+        const source = program.getSourceFile(files[i]!);
+        const module = source && checker.getSymbolAtLocation(source);
+        if (!module) throw new Error(`${files[i]} is not a module (is dist/ built?)`);
+        return [entry, checker.getExportsOfModule(module).map((s) => s.name)];
+      }),
+    );
+    for (const [entry, names] of Object.entries(NAMED)) {
+      expect(
+        names.filter((name) => !exported[entry]!.includes(name)),
+        entry,
+      ).toEqual([]);
+    }
+  });
+});
