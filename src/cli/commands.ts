@@ -189,6 +189,7 @@ export const commands: Record<string, CommandSpec> = {
       '--listen H:P      address to listen on (port 0: any free port; printed on stdout with the verifier key)',
       '--key FILE        the witness key file',
       '--logs FILE       {"logs":[{"origin":…,"keys":[<log note verifier key>…]}]} (`keys vkey` prints a ledger\'s)',
+      '                  a regular file of at most 16 MiB, read once at start (else USAGE)',
       '--state DIR       where the latest cosigned checkpoint of each log is kept (fsynced before answering)',
       '--max-body-bytes N       largest request body (default 65536; 413 beyond)',
       '--request-timeout-ms N   time for a whole request (default 10000, at most 2147483647; 408 beyond)',

@@ -1,4 +1,6 @@
 /** Shared plumbing of the CLI commands: I/O handles, option parsing, opening the ledger, error output. */
+import { constants } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
@@ -187,7 +189,7 @@ export function writeJson(out: Writable, value: unknown): void {
 }
 
 /** An error of a system call (`err.code` like `ENOENT`, `EACCES`): an I/O failure, not a bug. */
-function isErrnoError(err: unknown): err is NodeJS.ErrnoException {
+export function isErrnoError(err: unknown): err is NodeJS.ErrnoException {
   const code = (err as { code?: unknown } | undefined)?.code;
   return err instanceof Error && typeof code === 'string' && /^E[A-Z0-9]+$/.test(code);
 }
@@ -237,4 +239,25 @@ export async function readLimited(stream: NodeJS.ReadableStream, maxBytes: numbe
     chunks.push(b);
   }
   return Buffer.concat(chunks);
+}
+
+/**
+ * Reads a file that must be a regular file of at most `maxBytes` (a configuration file a command was given). Opened
+ * without blocking, so a FIFO is refused rather than waited on; a device (`/dev/zero`), a FIFO or a directory is
+ * refused before anything is read, a larger file too, and the bound holds while reading (the file may grow).
+ * @throws UsageError `not a regular file` or `over N bytes` (the caller names the option and the path); the `errno`
+ *   error itself when the file cannot be opened or read
+ */
+export async function readRegularFile(path: string, maxBytes: number): Promise<Buffer> {
+  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const st = await handle.stat();
+    if (!st.isFile()) throw new UsageError('not a regular file');
+    if (st.size > maxBytes) throw new UsageError(`${st.size} bytes, over ${maxBytes}`);
+    return await readLimited(handle.createReadStream({ autoClose: false }), maxBytes).catch((err: unknown) => {
+      throw err instanceof UsageError ? new UsageError(`over ${maxBytes} bytes (it grew while read)`) : err;
+    });
+  } finally {
+    await handle.close();
+  }
 }

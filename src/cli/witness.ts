@@ -3,14 +3,13 @@
  * HOST:PORT --key FILE --logs LOGS.json --state DIR`: a C2SP tlog-witness for ledgers (and any C2SP log).
  * Both print the witness's verifier key, the string log operators and auditors pin.
  */
-import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { isHandoffLedgerError } from '../errors.js';
 import { createWitnessKeyFile, loadWitnessKeyFile } from '../witness/key.js';
-import { parseWitnessLogs } from '../witness/logs.js';
+import { MAX_WITNESS_LOGS_BYTES, parseWitnessLogs } from '../witness/logs.js';
 import { createWitnessServer } from '../witness/server.js';
 import { WitnessState } from '../witness/state.js';
-import { EXIT_OK, parse, reportError, UsageError, writeJson, type CliIo } from './io.js';
+import { EXIT_OK, isErrnoError, parse, readRegularFile, reportError, UsageError, writeJson, type CliIo } from './io.js';
 import { printable, printableLines } from '../../manifests/encoding/printable.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
 
@@ -32,6 +31,19 @@ function listenAddress(text: string): { host: string; port: number } {
   const port = m ? Number(m[2]) : NaN;
   if (!m || port > 65535) throw new UsageError('--listen must be HOST:PORT (PORT 0: any free port)');
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+/**
+ * The logs file, `--logs`: a regular file of at most 16 MiB (a witness follows a few logs). A device (`/dev/zero`),
+ * a FIFO, a larger file or one that cannot be read is `USAGE` (README, error codes), refused before it is read whole.
+ */
+async function readLogsFile(path: string): Promise<string> {
+  try {
+    return (await readRegularFile(path, MAX_WITNESS_LOGS_BYTES)).toString('utf8');
+  } catch (err) {
+    if (!(err instanceof UsageError) && !isErrnoError(err)) throw err;
+    throw new UsageError(`--logs ${path}: ${err.message}`, { cause: err });
+  }
 }
 
 export const keygenOptions = {
@@ -76,7 +88,7 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     // A timer past 2^31 − 1 ms fires after 1 ms: every request would be answered 408 at once.
     const requestTimeoutMs = positiveInt(values['request-timeout-ms'], '--request-timeout-ms', 10_000, MAX_TIMER_MS);
     const key = await loadWitnessKeyFile(values.key);
-    const logs = parseWitnessLogs(await readFile(values.logs, 'utf8'));
+    const logs = parseWitnessLogs(await readLogsFile(values.logs));
     state = await WitnessState.open(values.state);
     const server = createWitnessServer({
       signer: key.signer,

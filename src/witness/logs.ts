@@ -10,6 +10,12 @@ import { isCheckpointOrigin } from '../../manifests/format/checkpoint.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { LedgerError } from '../errors.js';
 
+/**
+ * The largest logs file `witness serve` reads (16 MiB, as a trust file or a witness-keys file): room for tens of
+ * thousands of logs (an entry with one key is some 150 bytes), where a witness follows a few.
+ */
+export const MAX_WITNESS_LOGS_BYTES = 16 * 1024 * 1024;
+
 const isVerifierKey = (s: string) => {
   try {
     parseVerifierKey(s);

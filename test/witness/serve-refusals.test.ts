@@ -2,12 +2,14 @@
  * `witness serve` refuses a key file or logs file it cannot use before it listens (exit 1, the code on stderr,
  * no state directory made), and the witness state refuses a compare-and-swap from a size it no longer holds.
  */
-import { chmodSync, existsSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { createWitnessKeyFile } from '../../src/witness/key.js';
+import { MAX_WITNESS_LOGS_BYTES } from '../../src/witness/logs.js';
 import { WitnessState } from '../../src/witness/state.js';
 import { captureIo } from '../support/capture-io.js';
 import { tempDir } from '../support/tmp.js';
@@ -93,6 +95,38 @@ describe('witness serve refuses', () => {
       expect(r.code, r.stderr).toBe(1);
       expect(r.stderr).toMatch(/^handoff-ledger: INVALID_ARGUMENT: /);
       expect(r.stderr).toMatch(message);
+      expect(existsSync(s.state)).toBe(false);
+    }
+  });
+
+  it('a logs file over 16 MiB, or one that is not a regular file (a device, a directory, a FIFO), as USAGE before reading it whole', async () => {
+    const s = await setup();
+    // Sparse: a file of any size costs nothing to make; read whole, it was parsed (INVALID_ARGUMENT, exit 1).
+    writeFileSync(s.logs, '');
+    truncateSync(s.logs, MAX_WITNESS_LOGS_BYTES + 1);
+    let r = await serve(s);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toBe(
+      `handoff-ledger: USAGE: --logs ${s.logs}: ${MAX_WITNESS_LOGS_BYTES + 1} bytes, over ${MAX_WITNESS_LOGS_BYTES}\n`,
+    );
+    expect(existsSync(s.state)).toBe(false);
+    // At the bound it is read (and is no JSON).
+    truncateSync(s.logs, MAX_WITNESS_LOGS_BYTES);
+    r = await serve(s);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/^handoff-ledger: INVALID_ARGUMENT: the logs file is not JSON/);
+    // /dev/zero was read for ~630 MB before it failed; a FIFO with no writer was waited on for ever.
+    const fifo = join(s.dir, 'logs.fifo');
+    execFileSync('mkfifo', [fifo]);
+    const dir = join(s.dir, 'logs.d');
+    mkdirSync(dir);
+    for (const logs of ['/dev/zero', dir, fifo]) {
+      r = await serve({ ...s, logs });
+      expect(r, logs).toMatchObject({
+        code: 2,
+        stdout: '',
+        stderr: `handoff-ledger: USAGE: --logs ${logs}: not a regular file\n`,
+      });
       expect(existsSync(s.state)).toBe(false);
     }
   });
