@@ -4,10 +4,9 @@
  * Both print the witness's verifier key, the string log operators and auditors pin.
  */
 import type { AddressInfo } from 'node:net';
-import { isHandoffLedgerError } from '../errors.js';
-import { createWitnessKeyFile, loadWitnessKeyFile } from '../witness/key.js';
+import { createWitnessKeyFile, loadWitnessKeyFile, type WitnessKey } from '../witness/key.js';
 import { MAX_WITNESS_LOGS_BYTES, parseWitnessLogs } from '../witness/logs.js';
-import { createWitnessServer } from '../witness/server.js';
+import { createWitnessServer, type WitnessServer } from '../witness/server.js';
 import { WitnessState } from '../witness/state.js';
 import { EXIT_OK, isErrnoError, parse, readRegularFile, reportError, UsageError, writeJson, type CliIo } from './io.js';
 import { printable, printableLines } from '../../manifests/encoding/printable.js';
@@ -77,9 +76,23 @@ export const serveOptions = {
   'request-timeout-ms': { type: 'string' },
 } as const;
 
+/**
+ * The witness key, `--key`: a missing file is `USAGE` (README, error codes); the key file's own refusals
+ * (`KEY_INVALID`, `KEY_FILE_UNSAFE`, `STORAGE_FAILED` for one that cannot be read) are reported as they are.
+ */
+async function loadKeyFile(path: string): Promise<WitnessKey> {
+  try {
+    return await loadWitnessKeyFile(path);
+  } catch (err) {
+    if (isErrnoError(err)) throw new UsageError(`--key ${path}: ${err.message}`, { cause: err });
+    throw err;
+  }
+}
+
 async function serve(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, serveOptions);
   let state: WitnessState | undefined;
+  let server: WitnessServer | undefined;
   try {
     if (!values.listen || !values.key || !values.logs || !values.state)
       throw new UsageError(`usage: handoff-ledger ${usage}`);
@@ -87,10 +100,10 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     const maxBodyBytes = positiveInt(values['max-body-bytes'], '--max-body-bytes', 64 * 1024);
     // A timer past 2^31 − 1 ms fires after 1 ms: every request would be answered 408 at once.
     const requestTimeoutMs = positiveInt(values['request-timeout-ms'], '--request-timeout-ms', 10_000, MAX_TIMER_MS);
-    const key = await loadWitnessKeyFile(values.key);
+    const key = await loadKeyFile(values.key);
     const logs = parseWitnessLogs(await readLogsFile(values.logs));
     state = await WitnessState.open(values.state);
-    const server = createWitnessServer({
+    const created = createWitnessServer({
       signer: key.signer,
       logs,
       state,
@@ -102,13 +115,14 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
           `witness: ${e.status}${e.origin !== undefined ? ` ${printable(JSON.stringify(e.origin))}` : ''}${e.reason ? ` ${printable(e.reason)}` : ''}\n`,
         ),
     });
+    server = created;
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, resolve);
+      created.once('error', reject);
+      created.listen(port, host, resolve);
     }).catch((err: NodeJS.ErrnoException) => {
       throw new UsageError(`cannot listen on ${values.listen}: ${err.code ?? err.message}`);
     });
-    const address = server.address() as AddressInfo;
+    const address = created.address() as AddressInfo;
     const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     // The verifier key carries the name read from the key file: data, escaped.
     io.stdout.write(
@@ -121,17 +135,20 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
     });
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    // A request whose connection just closed may still be signing or storing: the state (and its lock, which a
-    // restarted witness takes) is closed only after it ended, so no write of this process lands after the release.
-    await server.settled();
     return EXIT_OK;
   } catch (err) {
-    if (!(err instanceof UsageError) && !isHandoffLedgerError(err))
-      return reportError(new UsageError((err as Error).message), io);
+    // As every command: a coded error or an I/O error (IO_FAILED) exit 1 or 2, anything else a bug (exit 70).
     return reportError(err, io);
   } finally {
+    // Stopped, or failed once it listened (a bug): a server left listening would keep the process running.
+    if (server) {
+      const stopping = server;
+      stopping.closeAllConnections();
+      if (stopping.listening) await new Promise<void>((resolve) => stopping.close(() => resolve()));
+      // A request whose connection just closed may still be signing or storing: the state (and its lock, which a
+      // restarted witness takes) is closed only after it ended, so no write of this process lands after the release.
+      await stopping.settled();
+    }
     await state?.close();
   }
 }

@@ -4,7 +4,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
@@ -129,6 +130,44 @@ describe('witness serve refuses', () => {
       });
       expect(existsSync(s.state)).toBe(false);
     }
+  });
+
+  it('reports an error with no code as a bug (internal error, exit 70), not USAGE, and stops listening', async () => {
+    const s = await setup();
+    const free = createServer();
+    await new Promise<void>((done) => free.listen(0, '127.0.0.1', done));
+    const { port } = free.address() as AddressInfo;
+    await new Promise((done) => free.close(done));
+    const c = captureIo();
+    // A bug once it listens: the line saying where it listens throws.
+    const stdout = new Writable({
+      write() {
+        throw new TypeError("Cannot read properties of undefined (reading 'x')");
+      },
+    });
+    const argv = [
+      'witness',
+      'serve',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--key',
+      s.key,
+      '--logs',
+      s.logs,
+      '--state',
+      s.state,
+    ];
+    expect(await main(argv, { ...c.io, stdout })).toBe(70);
+    expect(c.stderr()).toMatch(/^handoff-ledger: internal error: TypeError: Cannot read properties .*\n {4}at /);
+    // The port is free again (a server left listening would keep the process running), and so is the state.
+    const refused = await new Promise<string | undefined>((done) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.once('connect', () => (socket.destroy(), done(undefined)));
+      socket.once('error', (err: NodeJS.ErrnoException) => done(err.code));
+    });
+    expect(refused).toBe('ECONNREFUSED');
+    const state = await WitnessState.open(s.state);
+    await state.close();
   });
 });
 
