@@ -227,7 +227,7 @@ export const commands: Record<string, CommandSpec> = {
       '--size N          the tree size to prove against (default: the latest checkpoint)',
       ...store,
     ],
-    exits: { ok: 'printed', refused: 'a coded refusal (NOT_FOUND, INVALID_ARGUMENT, ROLLBACK, FORK)' },
+    exits: { ok: 'printed', refused: 'a coded refusal (INVALID_ID, NOT_FOUND, INVALID_ARGUMENT, ROLLBACK, FORK)' },
     json: true,
     load: async () => (await import('./tlog.js')).prove,
   },

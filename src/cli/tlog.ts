@@ -1,5 +1,5 @@
 /** checkpoint, prove: the transparency-log view of the store (C2SP checkpoints, RFC 6962 proofs). */
-import { isDigest } from '../../store/hash/digest.js';
+import { parseManifestId } from '../ledger/proofs.js';
 import { printableExact } from '../../manifests/encoding/printable.js';
 import { EXIT_OK, parse, reportError, storeOptions, UsageError, withLedger, writeJson, type CliIo } from './io.js';
 
@@ -43,13 +43,15 @@ export async function prove(argv: string[], io: CliIo): Promise<number> {
     const [kind, arg] = positionals;
     if ((kind !== 'inclusion' && kind !== 'consistency') || positionals.length !== 2)
       throw new UsageError('usage: prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N]');
-    if (kind === 'inclusion' && !isDigest(arg!)) throw new UsageError('MANIFEST-ID must be blake3:<64 hex>');
     const treeSize = size(values.size, '--size');
     const oldSize = kind === 'consistency' ? size(arg, 'OLD-SIZE') : undefined;
+    // A malformed id is the ledger's refusal, INVALID_ID (exit 1), as for every id a command on a store is given;
+    // judged before the store is opened, as publish judges its ids.
+    const id = kind === 'inclusion' ? parseManifestId(arg) : undefined;
     return await withLedger(values, io, async (ledger) => {
       const proof =
-        kind === 'inclusion'
-          ? await ledger.inclusionProof(arg as `blake3:${string}`, { size: treeSize })
+        id !== undefined
+          ? await ledger.inclusionProof(id, { size: treeSize })
           : await ledger.consistencyProof(oldSize!, { size: treeSize });
       writeJson(io.stdout, proof);
       return EXIT_OK;

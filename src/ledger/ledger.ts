@@ -37,7 +37,13 @@ import type { Span } from '@opentelemetry/api';
 import { TieredBlobStore } from './blob-tiers.js';
 import type { CheckpointGuard, SignedCheckpoint } from './checkpoints.js';
 import type { WitnessPool } from './witnessing.js';
-import { consistencyProof, inclusionProof, type ConsistencyProof, type InclusionProof } from './proofs.js';
+import {
+  consistencyProof,
+  inclusionProof,
+  parseManifestId,
+  type ConsistencyProof,
+  type InclusionProof,
+} from './proofs.js';
 import type { OpenLedgerOptions } from './options.js';
 import {
   canDecodeStream,
@@ -850,10 +856,11 @@ export class Ledger {
 
   /**
    * RFC 6962 inclusion proof of a manifest in the tree of `size` entries (default: the latest checkpoint).
-   * @throws LedgerError `NOT_FOUND`, `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`
+   * @throws LedgerError `INVALID_ID` (`id` is not a manifest id), `NOT_FOUND`, `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`
    */
   async inclusionProof(id: Digest, options: { size?: number } = {}): Promise<InclusionProof> {
     return this.tracked(async () => {
+      parseManifestId(id);
       await this.freshTrust();
       return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, options?.size);
     });

@@ -3,7 +3,7 @@
  * the JSON shape the CLI prints (sizes, base64 roots, base64 proof hashes; for inclusion the leaf index and
  * the leaf bytes). Anyone can check them with manifests/tlog/merkle.ts or any RFC 6962 verifier.
  */
-import type { Digest } from '../../store/hash/digest.js';
+import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { encodeBase64 } from '../../manifests/encoding/base64.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { leafOfEnvelope } from '../../manifests/tlog/leaf.js';
@@ -27,6 +27,17 @@ export interface ConsistencyProof {
   treeSize: number;
   root: string;
   proof: string[];
+}
+
+/**
+ * A manifest id to prove (`inclusionProof`, `prove inclusion`): `blake3:<64 lowercase hex>`. Anything else is a
+ * malformed id, `INVALID_ID` as for every id, rather than an id the log does not hold (`NOT_FOUND`).
+ * @throws LedgerError `INVALID_ID`
+ */
+export function parseManifestId(id: unknown): Digest {
+  if (isDigest(id)) return id;
+  const shown = typeof id === 'string' ? JSON.stringify(id.slice(0, 80)) : typeof id;
+  throw new LedgerError('INVALID_ID', `a manifest id is blake3:<64 lowercase hex>, not ${shown}`);
 }
 
 function pickSize(latest: number, size: number | undefined, min: number, what: string): number {

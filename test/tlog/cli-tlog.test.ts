@@ -61,10 +61,28 @@ describe('handoff-ledger checkpoint, prove, keys vkey', () => {
     expect(verifyConsistency(3, 5, cons.proof.map(b64), b64(cons.oldRoot), b64(cons.root)).ok).toBe(true);
   });
 
-  it('exits 2 on usage errors and 1 with the code for a proof that cannot exist', () => {
+  it('exits 2 on usage errors and 1 with the code for a malformed id or a proof that cannot exist', () => {
     const env = { HANDOFF_LEDGER_ROOT: join(tempDir(), 'store') };
     expect(cli(['init'], env).code).toBe(0);
-    expect(cli(['prove', 'inclusion', 'not-an-id'], env).code).toBe(2);
+    // A malformed manifest id is the ledger's INVALID_ID, as every malformed id of a command on a store (publish's,
+    // export's filters), judged before the store is opened (none here: not KEY_INVALID); escaped like all data.
+    for (const [id, shown] of [
+      ['not-an-id', '"not-an-id"'],
+      [`BLAKE3:${'A'.repeat(64)}`, `"BLAKE3:${'A'.repeat(64)}"`],
+      ['blake3:\u001b[31m', '"blake3:\\\\u001b[31m"'],
+    ])
+      for (const root of [env.HANDOFF_LEDGER_ROOT, join(tempDir(), 'no-store')]) {
+        const r = cli(['prove', 'inclusion', id!, '--root', root], env);
+        expect(r, id).toMatchObject({
+          code: 1,
+          stdout: '',
+          stderr: `handoff-ledger: INVALID_ID: a manifest id is blake3:<64 lowercase hex>, not ${shown}\n`,
+        });
+      }
+    const json = cli(['prove', 'inclusion', 'not-an-id', '--json'], env);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'INVALID_ID' } });
+    expect(cli(['prove', 'inclusion', 'not-an-id', '--size', 'x'], env).code).toBe(2);
     expect(cli(['prove', 'consistency', '-1'], env).code).toBe(2);
     expect(cli(['prove', 'sideways', '1'], env).code).toBe(2);
     const missing = cli(['prove', 'inclusion', `blake3:${'a'.repeat(64)}`], env);

@@ -12,6 +12,7 @@ import { checkpointVerifiers } from '../../manifests/format/trust.js';
 import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
 import { leafHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
 import { readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
+import type { Digest } from '../../store/hash/digest.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
 import { open, publishMany, refusal, scope } from './ledger-support.js';
 
@@ -62,6 +63,13 @@ describe('checkpoints', () => {
       expect((await refusal(ledger.consistencyProof(0))).code).toBe('INVALID_ARGUMENT');
       expect((await refusal(ledger.consistencyProof(8))).code).toBe('INVALID_ARGUMENT');
       expect((await refusal(ledger.inclusionProof(`blake3:${'0'.repeat(64)}`))).code).toBe('NOT_FOUND');
+      // A malformed id is INVALID_ID, as every id: not an id the log does not hold.
+      const upper = first[0]!.id.toUpperCase().replace('BLAKE3:', 'blake3:');
+      for (const id of ['not-an-id', upper, `${first[0]!.id}0`, first[0]!.id.slice(7), 42])
+        expect(await refusal(ledger.inclusionProof(id as Digest)), String(id)).toMatchObject({
+          code: 'INVALID_ID',
+          message: expect.stringMatching(/^a manifest id is blake3:<64 lowercase hex>, not /),
+        });
     } finally {
       await ledger.close();
     }
