@@ -3,7 +3,7 @@
  * command that prints data, the documented exit codes (0 ok, 1 refused, 2 usage), errors on stderr and
  * data on stdout, and NO_COLOR. The table below must name every command, so a new one is held to them too.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, type Writable } from 'node:stream';
@@ -403,6 +403,43 @@ describe('a file the CLI was given that cannot be read', () => {
       expect(r.code, argv.join(' ')).toBe(2);
       expect(r.stderr, argv.join(' ')).toMatch(new RegExp(`^handoff-ledger: ${code}: .*ENOENT`));
     }
+  });
+});
+
+describe('a file the CLI was told to write that cannot be written', () => {
+  it('is IO_FAILED naming the path given and its errno code, never the staging file, and leaves none: keys export / list --out, witness keygen --out', async () => {
+    const dir = newDir();
+    mkdirSync(dir);
+    const file = join(dir, 'a-file');
+    writeFileSync(file, '');
+    const taken = join(dir, 'a-dir');
+    mkdirSync(taken);
+    // Tests may run as root, which a read-only directory does not stop: a missing directory, a path under a file.
+    for (const [out, errno] of [
+      [join(dir, 'missing', 'out.json'), 'ENOENT'],
+      [join(file, 'out.json'), 'ENOTDIR'],
+    ] as const)
+      for (const argv of [
+        ['keys', 'export', ...store, '--out', out],
+        ['keys', 'list', ...store, '--out', out],
+        ['witness', 'keygen', '--name', 'witness.example/w1', '--out', out],
+      ]) {
+        const r = await cli([...argv, '--json']);
+        expect(r.code, argv.join(' ')).toBe(2);
+        const { error } = JSON.parse(r.stdout) as { error: { code: string; message: string } };
+        expect(error.code).toBe('IO_FAILED');
+        expect(
+          error.message.startsWith(`${errno}: `) && error.message.endsWith(`, write '${out}'`),
+          error.message,
+        ).toBe(true);
+        expect(r.stderr).toBe(`handoff-ledger: IO_FAILED: ${error.message}\n`);
+      }
+    // Here the staging file was written beside --out before the rename over a directory failed (EISDIR): removed.
+    const r = await cli(['keys', 'export', ...store, '--out', taken]);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toBe(`handoff-ledger: IO_FAILED: EISDIR: illegal operation on a directory, write '${taken}'\n`);
+    expect(readdirSync(dir).sort()).toEqual(['a-dir', 'a-file']);
+    expect(readdirSync(taken)).toEqual([]);
   });
 });
 

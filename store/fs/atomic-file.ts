@@ -11,13 +11,37 @@ import { nodeFsOps } from './ops.js';
 const ATOMIC_STAGING_NAME = /^[^/]*\.[0-9a-f]{16}\.tmp$/;
 
 /**
+ * An `errno` error of a write of `path` made through a staging file, told as the write of `path` (same `code`, `errno`
+ * and `syscall`; the original as `cause`): the staging name is the writer's own, removed once the write failed, and
+ * means nothing to whoever named `path` (`keys export --out FILE`, a key file). Any other error is returned as it is.
+ */
+function failedWriteOf(path: string, err: unknown): unknown {
+  const e = err as NodeJS.ErrnoException;
+  if (!(err instanceof Error) || typeof e.code !== 'string' || !/^E[A-Z0-9]+$/.test(e.code)) return err;
+  const what = /^E[A-Z0-9]+: ([^,]+)/.exec(err.message)?.[1] ?? 'failed';
+  return Object.assign(new Error(`${e.code}: ${what}, write '${path}'`, { cause: err }), {
+    code: e.code,
+    errno: e.errno,
+    syscall: e.syscall,
+    path,
+  });
+}
+
+/**
  * Replaces `path` with `data` atomically and durably: staging file (O_EXCL, given mode), write, fsync,
- * rename over the target, fsync the directory. Readers see the old or the new file, never a mix.
+ * rename over the target, fsync the directory. Readers see the old or the new file, never a mix. A failure leaves no
+ * staging file, and its error names `path` (failedWriteOf), not the staging file.
  */
 export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600): Promise<void> {
   const dir = dirname(path);
   const tmp = join(dir, `.${randomBytes(8).toString('hex')}.tmp`);
-  const h = await open(tmp, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW, mode);
+  const h = await open(
+    tmp,
+    constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW,
+    mode,
+  ).catch((err: unknown) => {
+    throw failedWriteOf(path, err);
+  });
   try {
     await h.writeFile(data);
     await h.sync();
@@ -25,13 +49,13 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
   } catch (err) {
     await h.close().catch(() => {});
     await unlink(tmp).catch(() => {});
-    throw err;
+    throw failedWriteOf(path, err);
   }
   try {
     await rename(tmp, path);
   } catch (err) {
     await unlink(tmp).catch(() => {});
-    throw err;
+    throw failedWriteOf(path, err);
   }
   await nodeFsOps.fsyncDir(dir);
 }
@@ -44,7 +68,7 @@ const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
  * goes to a staging file beside it (`<path>.<random>.tmp`, O_EXCL, `mode`; fsynced when `sync`), which is hard-linked
  * to `path` (the link fails where a file stands) and then removed. Where the filesystem has no hard links, `path`
  * itself is created with O_EXCL and written (seen empty for that moment), and removed again if the write fails.
- * The directory is not fsynced here.
+ * The directory is not fsynced here. A failure leaves no staging file, and its error names `path`, not the staging file.
  * @returns the new file, open (the caller closes it), or undefined when a file already stands at `path`
  */
 export async function createFileWhole(
@@ -58,17 +82,21 @@ export async function createFileWhole(
     if (options.sync) await h.sync();
   };
   const staging = `${path}.${randomBytes(8).toString('hex')}.tmp`;
-  const handle = await open(staging, 'wx', mode);
+  const handle = await open(staging, 'wx', mode).catch((err: unknown) => {
+    throw failedWriteOf(path, err);
+  });
   let linked = false;
   try {
-    await write(handle);
+    await write(handle).catch((err: unknown) => {
+      throw failedWriteOf(path, err);
+    });
     try {
       await link(staging, path);
       linked = true;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? '';
       if (code === 'EEXIST') return undefined;
-      if (!NO_HARD_LINKS.has(code)) throw err;
+      if (!NO_HARD_LINKS.has(code)) throw failedWriteOf(path, err);
     }
   } finally {
     await unlink(staging).catch(() => {});
@@ -88,7 +116,7 @@ export async function createFileWhole(
   } catch (err) {
     await inPlace.close().catch(() => {});
     await unlink(path).catch(() => {});
-    throw err;
+    throw failedWriteOf(path, err);
   }
 }
 
