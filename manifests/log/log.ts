@@ -7,6 +7,10 @@ import type { Digest } from '../../store/hash/digest.js';
 import type { HeadProblem } from '../chain/head-rules.js';
 import type { NodeId, TreeHead } from '../tlog/tree.js';
 import type { HeadsNode, NodePath } from '../tlog/session-heads.js';
+import type { ManifestError } from '../errors.js';
+
+/** One record of `ManifestLog.idPositions`: the position `positionOf` answers for `id`, or why it cannot. */
+export type IdPositionRecord = { id: string; position: number } | { id: string; corrupt: ManifestError };
 
 /** The log's tree head with its session-heads index root (manifests/tlog/session-heads.ts), read together. */
 export interface LogTreeHead extends TreeHead {
@@ -233,6 +237,13 @@ export interface ManifestLog {
   entryAt(position: number): Promise<LogEntry | undefined>;
   /** The global position of a manifest id, or `undefined`. */
   positionOf(id: Digest): Promise<number | undefined>;
+  /**
+   * Every record `positionOf` answers from, in id order, read in one pass (fsck holds them to the entries: each must
+   * name the position of the manifest with its id). LevelDB: the `i!<id>` records; PostgreSQL: each id of `entries`
+   * with its lowest position (what `positionOf` answers). A record that cannot be parsed is listed with its
+   * `RECORD_CORRUPT` error, naming it, and the listing goes on. Absent: the log keeps no such records apart.
+   */
+  idPositions?(): AsyncIterable<IdPositionRecord>;
   /**
    * The log's origin (its unique name in checkpoints): the stored one, or `proposed`, stored durably by
    * the first caller, so that every host sharing a store signs under one name. Without `proposed`, only reads:

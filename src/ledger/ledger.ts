@@ -856,7 +856,9 @@ export class Ledger {
 
   /**
    * RFC 6962 inclusion proof of a manifest in the tree of `size` entries (default: the latest checkpoint).
-   * @throws LedgerError `INVALID_ID` (`id` is not a manifest id), `NOT_FOUND`, `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`
+   * @throws LedgerError `INVALID_ID` (`id` is not a manifest id), `NOT_FOUND`, `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`,
+   *   `RECORD_CORRUPT` (the log's position record for the id leads to another manifest); ManifestError
+   *   `RECORD_CORRUPT` (that record cannot be parsed)
    */
   async inclusionProof(id: Digest, options: { size?: number } = {}): Promise<InclusionProof> {
     return this.tracked(async () => {

@@ -7,6 +7,7 @@ import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { encodeBase64 } from '../../manifests/encoding/base64.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { leafOfEnvelope } from '../../manifests/tlog/leaf.js';
+import { manifestId } from '../../manifests/format/manifest-core.js';
 import { consistencyRanges, hashRanges, inclusionRanges, treeHeadAt } from '../../manifests/tlog/tree.js';
 import { LedgerError } from '../errors.js';
 
@@ -57,6 +58,14 @@ export async function inclusionProof(
   const entry = position === undefined ? undefined : await log.entryAt(position);
   if (position === undefined || !entry || position >= latest)
     throw new LedgerError('NOT_FOUND', `manifest ${id} is not in the log`);
+  // The id's position is a stored record like any other: the leaf it leads to must be that manifest, or the proof
+  // returned would be another manifest's, under this id.
+  const leaf = leafOfEnvelope(entry.envelope);
+  if (manifestId(leaf) !== id)
+    throw new LedgerError(
+      'RECORD_CORRUPT',
+      `manifest ${id}: the log's position record for it names global position ${position}, which holds another manifest; run fsck`,
+    );
   const treeSize = pickSize(latest, size, position + 1, 'size');
   const read = (ids: Parameters<ManifestLog['treeNodes']>[0]) => log.treeNodes(ids);
   const [proof, head] = await Promise.all([
@@ -67,7 +76,7 @@ export async function inclusionProof(
     leafIndex: position,
     treeSize,
     root: encodeBase64(head.root),
-    leaf: encodeBase64(leafOfEnvelope(entry.envelope)),
+    leaf: encodeBase64(leaf),
     proof: proof.map(encodeBase64),
   };
 }

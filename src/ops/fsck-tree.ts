@@ -1,7 +1,8 @@
 /**
  * fsck of the Merkle tree: rebuilds it from the log's entries in global order and compares every stored
  * node, the size and the root. The tree is never trusted to describe the entries: an entry removed,
- * changed or reordered under it shows here.
+ * changed or reordered under it shows here. The same walk gives each leaf's manifest id to the check of the id →
+ * position records (fsck-ids.ts), so the log is read once for both.
  */
 import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
@@ -10,10 +11,12 @@ import { equalBytes } from '../../manifests/tlog/merkle.js';
 import { leafOfEnvelope } from '../../manifests/tlog/leaf.js';
 import { appendLeaves, rootOf, type TreeNode } from '../../manifests/tlog/tree.js';
 import type { FsckFinding } from './maintenance.js';
+import type { LeafIds } from './fsck-ids.js';
 
 const BATCH = 1024;
 
-export async function fsckTree(log: ManifestLog, signal?: AbortSignal): Promise<FsckFinding[]> {
+/** `ids`: told every leaf in order, and `complete` once the walk reached the end of the log. */
+export async function fsckTree(log: ManifestLog, signal?: AbortSignal, ids?: LeafIds): Promise<FsckFinding[]> {
   const findings: FsckFinding[] = [];
   let frontier: TreeNode[] = [];
   let size = 0;
@@ -48,8 +51,9 @@ export async function fsckTree(log: ManifestLog, signal?: AbortSignal): Promise<
       });
       return findings;
     }
+    let leaf: Uint8Array;
     try {
-      pending.push(leafOfEnvelope(entry.envelope));
+      leaf = leafOfEnvelope(entry.envelope);
     } catch (err) {
       findings.push({
         code: 'ENVELOPE_INVALID',
@@ -59,8 +63,11 @@ export async function fsckTree(log: ManifestLog, signal?: AbortSignal): Promise<
       });
       return findings;
     }
+    pending.push(leaf);
+    ids?.add(leaf);
     if (pending.length === BATCH) await compare();
   }
+  if (ids) ids.complete = true;
   await compare();
   let head: Awaited<ReturnType<ManifestLog['treeHead']>>;
   try {

@@ -39,6 +39,8 @@ export const FSCK_STORE_CODES = {
   KEY_WINDOW_MISMATCH:
     "a signing key's window closed in the log is not where trust.json ends it (notAfter, or revokedAt if earlier)",
   KEY_RECORD_BEHIND: "a key signed a stored manifest newer than its log record's newest signed createdAt",
+  ID_POSITION_MISMATCH:
+    "a manifest id's position record (what an inclusion proof by id reads) is missing, names another position than the manifest's, or names an id the log does not hold",
   RECORD_CORRUPT:
     'a stored log record (entry, head, grant, inline blob, signing key, …) cannot be parsed; the rest is still checked',
   PIN_MISMATCH:
@@ -63,6 +65,7 @@ export type FsckAuditCode = Extract<
 
 export type FsckFindingCode = FsckAuditCode | FsckStoreCode;
 import { fsckTree } from './fsck-tree.js';
+import { fsckIdPositions, LeafIds } from './fsck-ids.js';
 import { fsckSessionHeads, type ChainHeads } from './fsck-heads.js';
 import { fsckBlobTimes, fsckInlineBlobs } from './fsck-inline.js';
 import { TieredBlobStore } from '../ledger/blob-tiers.js';
@@ -207,9 +210,16 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
   } catch (err) {
     recordProblem(err, findings);
   }
-  // The tree over the global order must be exactly the tree of the entries.
+  // The tree over the global order must be exactly the tree of the entries. Its walk keeps each leaf's manifest id
+  // (32 bytes a position) for the id → position records, which must lead every id to its manifest's leaf.
+  const leafIds = new LeafIds();
   try {
-    findings.push(...(await fsckTree(log, options.signal)));
+    findings.push(...(await fsckTree(log, options.signal, leafIds)));
+  } catch (err) {
+    recordProblem(err, findings);
+  }
+  try {
+    findings.push(...(await fsckIdPositions(log, leafIds, options.signal)));
   } catch (err) {
     recordProblem(err, findings);
   }

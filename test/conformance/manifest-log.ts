@@ -684,6 +684,11 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         }
         expect(await fx.log.positionOf(idOf('zz', 0))).toBeUndefined();
         expect(await fx.log.entryAt(99)).toBeUndefined();
+        // The records positionOf answers from, listed in one pass (fsck's check of them): one per id, each position
+        // the one positionOf gives.
+        const listed = await collect(fx.log.idPositions!());
+        expect(listed.map((r) => r.id).sort()).toEqual(entries.map((e) => e.id as string).sort());
+        for (const r of listed) expect(r).toEqual({ id: r.id, position: await fx.log.positionOf(r.id as Digest) });
       });
 
       it('keeps the tree across a reopen and keeps growing it', async () => {

@@ -26,6 +26,7 @@ import {
   parseHeadRecord,
   parsePositionRecord,
   parseCountRecord,
+  parseIdPositionRecord,
   parseWatermarkRecord,
 } from './records.js';
 import { AbstractManifestLog } from '../abstract-log.js';
@@ -45,6 +46,7 @@ import type {
   AppendRequest,
   ChainHead,
   HeadWindow,
+  IdPositionRecord,
   InlineBlobTable,
   LogEntry,
   LogTreeHead,
@@ -671,6 +673,21 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   async positionOf(id: Digest): Promise<number | undefined> {
     const raw = await readRecord(this.db, idKey(id), 'position read');
     return raw === undefined ? undefined : parseCountRecord(idKey(id), raw);
+  }
+
+  /** The `i!<id>` records in key (id) order; one that cannot be parsed is listed with its error (ManifestLog.idPositions). */
+  async *idPositions(): AsyncIterable<IdPositionRecord> {
+    const range = () => this.db.iterator({ gte: 'i!', lt: 'i"' });
+    for await (const [key, raw] of readRange('id position read', range)) {
+      let record: IdPositionRecord;
+      try {
+        record = parseIdPositionRecord(key, raw);
+      } catch (err) {
+        if (!(err instanceof ManifestError)) throw err;
+        record = { id: key.slice(2), corrupt: err };
+      }
+      yield record;
+    }
   }
 
   origin(): Promise<string | undefined>;

@@ -4,7 +4,7 @@
  * with `RECORD_CORRUPT` naming the record's key, never with a raw `SyntaxError` or a later `TypeError`.
  */
 import { ManifestError } from '../../errors.js';
-import type { Digest } from '../../../store/hash/digest.js';
+import { isDigest, type Digest } from '../../../store/hash/digest.js';
 import { decodeBase64 } from '../../encoding/base64.js';
 import type { ChainHead, GrantRecord, LogEntry, SigningKeyRecord } from '../log.js';
 import type { HeadsNode } from '../../tlog/session-heads.js';
@@ -117,6 +117,13 @@ export function parseTreeNodeRecord(key: string, raw: string): Uint8Array {
 export function parseCountRecord(key: string, raw: string): number {
   if (!isDecimal(raw)) throw corrupt(key, 'not a decimal count');
   return Number(raw);
+}
+
+/** An `i!<id>` record, as listed (`ManifestLog.idPositions`): the manifest id its key names and the position it holds. */
+export function parseIdPositionRecord(key: string, raw: string): { id: Digest; position: number } {
+  const id = key.slice(2);
+  if (!isDigest(id)) throw corrupt(JSON.stringify(key), 'not the key of a manifest id');
+  return { id, position: parseCountRecord(key, raw) };
 }
 
 /** `x!<depth>!<prefix>` records hold a session-heads index node: `i <hash>` (interior) or `l <key> <value>` (leaf). */

@@ -27,6 +27,7 @@ import type {
   GrantRecord,
   GrantState,
   GrantTable,
+  IdPositionRecord,
   InlineBlobTable,
   HeadWindow,
   LogEntry,
@@ -210,6 +211,9 @@ export class PgManifestLog extends AbstractManifestLog {
       positionOf: q(
         'SELECT position::text AS position FROM {schema}.entries WHERE id = $1 ORDER BY entries.position LIMIT 1',
       ),
+      // Each id with the position positionOf answers for it (its lowest), a page at a time along the id index.
+      idPositions: q(`SELECT id, min(position)::text AS position FROM {schema}.entries
+        WHERE $1::text IS NULL OR id > $1 GROUP BY id ORDER BY id LIMIT ${PAGE}`),
       getOrigin: q("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"),
       setOrigin: q("INSERT INTO {schema}.log_meta (key, value) VALUES ('origin', $1) ON CONFLICT (key) DO NOTHING"),
       getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),
@@ -469,6 +473,22 @@ export class PgManifestLog extends AbstractManifestLog {
   async positionOf(id: Digest): Promise<number | undefined> {
     const [row] = await this.rows<{ position: string }>('id lookup', this.sql.positionOf!, [id]);
     return row && Number(row.position);
+  }
+
+  /**
+   * The ids of `entries`, each with its lowest position (what positionOf answers), a page at a time: the id column is
+   * the record here, a number that is always one, so none is listed corrupt (ManifestLog.idPositions).
+   */
+  async *idPositions(): AsyncIterable<IdPositionRecord> {
+    let after: string | null = null;
+    for (;;) {
+      const rows: Array<{ id: string; position: string }> = await this.rows('id positions', this.sql.idPositions!, [
+        after,
+      ]);
+      for (const row of rows) yield { id: row.id, position: Number(row.position) };
+      if (rows.length < PAGE) return;
+      after = rows[rows.length - 1]!.id;
+    }
   }
 
   origin(): Promise<string | undefined>;
