@@ -217,21 +217,68 @@ export class CheckpointGuard {
     return Promise.race([running.verdict, running.run]);
   }
 
+  /**
+   * Judges the log's tree as `check` does, without signing or pinning anything: what publish's check before its append
+   * would refuse, refused now (Ledger.checkPublish, which `compact` calls before it asks the model). A check already
+   * running answers as it answers `check`. A rollback or fork found is recorded as a pinning check records it (every
+   * later call refuses with it); nothing is written.
+   * @throws LedgerError `ROLLBACK`, `FORK`; ManifestError `TREE_DAMAGED` / `RECORD_CORRUPT` (a tree that cannot be
+   *   read), `STORAGE_FAILED`
+   */
+  async verify(): Promise<void> {
+    if (this.failure) throw this.failure;
+    const running = this.checking;
+    if (running) await Promise.race([running.verdict, running.run]);
+    else await this.judge();
+  }
+
   private async advance(checked: () => void): Promise<SignedCheckpoint> {
+    const judged = await this.judge();
+    // The pin judged against: this process's own, or a larger one another process of this root pinned (adopted).
+    this.pinned = judged.pinned;
+    this.pinnedBy = judged.pinnedBy;
+    checked();
+    if (judged.stands) return judged.stands;
+    const { checkpoint, signer } = judged;
+    // Signed by the signer judged above, and recorded as that one: a rotation landing meanwhile shows at the next check.
+    const note = await this.noteOf(checkpoint, signer);
+    // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget (and a publish is
+    // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this). Where other processes pin
+    // too (PostgreSQL), a larger tree one of them pinned meanwhile stays: it holds this tree, or the next check of any
+    // process (each starts from the newest pin on file) finds the fork; another root at this size is refused.
+    await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint));
+    this.pinned = { note, checkpoint };
+    this.pinnedBy = signer.publicKey;
+    return this.pinned;
+  }
+
+  /**
+   * The one rule of `advance` (which then signs and pins) and `verify` (which stops here): reads the log's tree and,
+   * where other processes of this root pin too, the newest pin on file, and judges the tree against the pinned
+   * checkpoint. Changes nothing but the refusal it records (`refuse`): the pin it judged against is returned, for
+   * `advance` to adopt.
+   * @returns the pin judged against; `stands` when that pinned note is the current tree's (nothing to sign), else the
+   *   checkpoint to sign and the signer judged
+   * @throws as `verify`
+   */
+  private async judge(): Promise<{
+    pinned: SignedCheckpoint | undefined;
+    pinnedBy: Uint8Array | undefined;
+    stands?: SignedCheckpoint;
+    checkpoint: Checkpoint;
+    signer: NoteSigner;
+  }> {
     // A pin other processes of this root write too (PostgreSQL): the newest one on file may be theirs, of a larger
     // tree. Read before the log, so that its entries, committed before it was pinned, are in the tree read next.
     const elsewhere = this.pin.shared ? await this.pinnedElsewhere() : undefined;
     const head = await this.log.treeHead();
-    if (elsewhere) {
-      // The tree this process pinned must be in the log's tree too (with the one on file, checked below): a process
-      // that went on from a database restored behind the other's pin would otherwise sign a fork over it.
-      const mine = this.pinned;
-      if (mine && !(mine.checkpoint.size === head.size && equalBytes(mine.checkpoint.root, head.root)))
-        await this.demandConsistency(mine, head);
-      this.pinned = elsewhere.pinned;
-      this.pinnedBy = elsewhere.by;
-    }
-    const pinned = this.pinned;
+    const mine = this.pinned;
+    // The tree this process pinned must be in the log's tree too (with the one on file, checked below): a process
+    // that went on from a database restored behind the other's pin would otherwise sign a fork over it.
+    if (elsewhere && mine && !(mine.checkpoint.size === head.size && equalBytes(mine.checkpoint.root, head.root)))
+      await this.demandConsistency(mine, head);
+    const pinned = elsewhere ? elsewhere.pinned : mine;
+    const pinnedBy = elsewhere ? elsewhere.by : this.pinnedBy;
     const checkpoint = this.checkpointOf(head);
     const sameTree =
       pinned !== undefined && pinned.checkpoint.size === head.size && equalBytes(pinned.checkpoint.root, head.root);
@@ -239,6 +286,7 @@ export class CheckpointGuard {
     // signed by a key no longer the current one (a rotation; the revocation that may follow it), at once: the
     // note handed out and exported is always one the trust file still vouches for.
     const signer = this.signer();
+    const judged = { pinned, pinnedBy, checkpoint, signer };
     // The same tree with another session-heads root: the index was rewritten under the log (heads change only with
     // an append). Signing it would hand out two completeness claims for one tree, and witnesses cosign both (a
     // cosignature says nothing of extension lines): refused as a fork of the pinned checkpoint.
@@ -256,10 +304,8 @@ export class CheckpointGuard {
       // (a forged record, say) would meet no line to be compared with.
       if (was !== undefined && now === undefined) {
         // At open it stands whoever signed it: the store opens, fsck reports the damage, appends are refused.
-        if (!this.opened || (this.pinnedBy !== undefined && equalBytes(this.pinnedBy, signer.publicKey))) {
-          checked();
-          return pinned;
-        }
+        if (!this.opened || (pinnedBy !== undefined && equalBytes(pinnedBy, signer.publicKey)))
+          return { ...judged, stands: pinned };
         throw new ManifestError(
           'TREE_DAMAGED',
           `the session-heads index cannot give its root, and the checkpoint pinned with this tree of ${head.size} entries carries one that a checkpoint signed by the current key would lose: repair the index (fsck reports it), then check again`,
@@ -269,27 +315,15 @@ export class CheckpointGuard {
     if (
       sameTree &&
       pinned.checkpoint.extensions.join('\n') === checkpoint.extensions.join('\n') &&
-      this.pinnedBy !== undefined &&
-      equalBytes(this.pinnedBy, signer.publicKey)
-    ) {
-      checked();
-      return pinned;
-    }
+      pinnedBy !== undefined &&
+      equalBytes(pinnedBy, signer.publicKey)
+    )
+      return { ...judged, stands: pinned };
     // A log that grew this tree itself from the pinned one, as its only writer, needs no proof read back from storage
     // (the embedded store after its own appends); any other tree must prove that it extends the pin.
     if (pinned && !sameTree && !this.log.grewFrom?.(pinned.checkpoint.size, pinned.checkpoint.root))
       await this.demandConsistency(pinned, head);
-    checked();
-    // Signed by the signer judged above, and recorded as that one: a rotation landing meanwhile shows at the next check.
-    const note = await this.noteOf(checkpoint, signer);
-    // Pinned before it is returned: a caller never sees a checkpoint this ledger could forget (and a publish is
-    // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this). Where other processes pin
-    // too (PostgreSQL), a larger tree one of them pinned meanwhile stays: it holds this tree, or the next check of any
-    // process (each starts from the newest pin on file) finds the fork; another root at this size is refused.
-    await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint));
-    this.pinned = { note, checkpoint };
-    this.pinnedBy = signer.publicKey;
-    return this.pinned;
+    return judged;
   }
 
   /**

@@ -414,14 +414,16 @@ export class Ledger {
    * What `publish(scope, summary, options)` would refuse before it looks at the summary, checked without publishing
    * (publish step 1, and the head against `expectedPrev`): the scope, `covers` and `expectedPrev`, authorization of
    * `publish` on the session's current head (the grant table and the `authorizer`), and, with `expectedPrev`, that
-   * the head is still it; and that the host key would sign now (not revoked, inside its window). `compact` calls it
-   * before it asks the model, so a transcript whose summary publish would refuse is never sent to the provider.
-   * Passing promises nothing: publish checks all of it again (a revocation or another publish may come in between).
+   * the head is still it; that the log's tree extends the pinned checkpoint, judged as the commit judges it before its
+   * append (CheckpointGuard.verify: nothing signed or pinned); and that the host key would sign now (not revoked,
+   * inside its window). `compact` calls it before it asks the model, so a transcript whose summary publish would
+   * refuse is never sent to the provider. Passing promises nothing: publish checks all of it again (a revocation or
+   * another publish may come in between).
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`,
-   *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), the `ROLLBACK` / `FORK` this ledger has seen, `CANCELLED`,
+   *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), `ROLLBACK` / `FORK` (seen before, or found now), `CANCELLED`,
    *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign),
-   *   `RECORD_CORRUPT` (its log record), `TREE_DAMAGED` / `RECORD_CORRUPT` kept by a diagnosing open;
-   *   StoreError / ManifestError `STORAGE_FAILED`
+   *   `RECORD_CORRUPT` (its log record), `TREE_DAMAGED` / `RECORD_CORRUPT` kept by a diagnosing open or met by the
+   *   check of the tree; StoreError / ManifestError `STORAGE_FAILED`
    */
   async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
     // Its own span and metrics (`check_publish`): a compaction refused here is counted, as its publish would be.
@@ -441,6 +443,10 @@ export class Ledger {
       const head = await untilCancelled(this.appendHead(s.session), signal);
       // Authorization first, as at the commit: a caller without the right learns nothing of the head.
       await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
+      // The commit's check of the log against the pinned checkpoint, by the same rule, signing and pinning nothing: a
+      // tree rolled back, forked or damaged since the open is refused here, before the model is asked, with the code
+      // the commit would refuse it with.
+      await untilCancelled(this.checkpoints.verify(), signal);
       if (expectedPrev !== undefined && (head?.id ?? null) !== expectedPrev) throw headMoved(s.session, expectedPrev);
       // The host key that would sign it: a revoked or expired key refuses every publish, so the model is not asked.
       // On the signing lock's shared side, as publish's commit: a rotation or revocation of this process is not seen

@@ -1,0 +1,156 @@
+/**
+ * `checkPublish` (what `compact` asks before the model) runs the check of the log against the pinned checkpoint that
+ * publish's commit runs before its append, by the same rule (CheckpointGuard.verify / advance): a tree rolled back or
+ * damaged after a normal open is refused there with publish's code, the model is never asked, and nothing is signed,
+ * pinned or appended.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { Ledger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
+import { compact, type ModelAdapter } from '../src/index.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { describePostgres, sqlOn } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's', run: 'r' };
+const transcript = [{ role: 'user' as const, content: 'add retries' }];
+
+/** A model that would answer with a valid summary, counting the requests it is sent. */
+function countingModel(): ModelAdapter & { asked: number } {
+  const model = Object.assign(
+    async () => {
+      model.asked++;
+      return {
+        finishReason: 'tool_calls' as const,
+        toolCalls: [{ id: 'c1', name: 'submit_handoff', input: sampleSummary('from the model') }],
+      };
+    },
+    { asked: 0 },
+  );
+  return model;
+}
+
+const pinOf = (root: string): Buffer => {
+  const dir = join(root, 'checkpoints');
+  return readFileSync(
+    join(
+      dir,
+      readdirSync(dir).find((n) => n.endsWith('.pin'))!,
+    ),
+  );
+};
+
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => 'passed',
+    (err: { code?: string }) => err.code,
+  );
+
+/**
+ * After `damage` (done while the ledger is open): checkPublish and compact refuse with `code` before the model is
+ * asked, writing nothing; publish refuses with the same code.
+ */
+async function refusedBeforeTheModel(ledger: Ledger, root: string, code: string): Promise<void> {
+  const pin = pinOf(root);
+  const head = await ledger.log.head(scope.session);
+  const model = countingModel();
+  expect(await codeOf(compact({ ledger, scope, model, transcript }))).toBe(code);
+  expect(model.asked).toBe(0);
+  expect(await codeOf(ledger.checkPublish(scope))).toBe(code);
+  // Nothing signed, pinned or appended.
+  expect(pinOf(root).equals(pin)).toBe(true);
+  expect(await ledger.log.head(scope.session)).toEqual(head);
+  // What publish itself answers.
+  expect(await codeOf(ledger.publish(scope, sampleSummary('refused')))).toBe(code);
+}
+
+describe('checkPublish and the pinned checkpoint, embedded store', () => {
+  it('a tree rolled back after a normal open: ROLLBACK before the model is asked, nothing written', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    try {
+      for (let i = 0; i < 2; i++) await ledger.publish(scope, sampleSummary(i));
+      expect(await codeOf(ledger.checkPublish(scope))).toBe('passed');
+      // Behind the ledger's back, in this process (the store's lock keeps other processes out): the tree it reads is
+      // now the older one of a single leaf.
+      await (ledger.log as LevelManifestLog).raw.put('n!size', '1');
+      (ledger.log as unknown as { treeSize: number }).treeSize = 1;
+      await refusedBeforeTheModel(ledger, root, 'ROLLBACK');
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+let schemas = 0;
+const nextSchema = () => `cpc${process.pid}_${schemas++}`;
+
+describePostgres('checkPublish and the pinned checkpoint, PostgreSQL', (pg) => {
+  const sql = (text: string) => sqlOn(pg.connectionString, text);
+
+  async function open(schema: string, root = tempDir()) {
+    const ledger = await openLedger({
+      root,
+      host: 'host-a',
+      postgres: { connectionString: pg.connectionString, schema },
+      onNotice: () => {},
+    });
+    return { ledger, root };
+  }
+
+  it('a node on the tree’s right edge deleted after a normal open: TREE_DAMAGED before the model is asked', async () => {
+    const schema = nextSchema();
+    const { ledger, root } = await open(schema);
+    try {
+      for (let i = 0; i < 2; i++) await ledger.publish(scope, sampleSummary(i));
+      // Two leaves: the tree's right edge is the one node at level 1, which every tree head is folded from.
+      await sql(`DELETE FROM "${schema}".tree_nodes WHERE level = 1 AND idx = 0`);
+      await refusedBeforeTheModel(ledger, root, 'TREE_DAMAGED');
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('a database rolled back after a normal open: ROLLBACK before the model is asked, and every later call refuses it', async () => {
+    const schema = nextSchema();
+    const { ledger, root } = await open(schema);
+    try {
+      for (let i = 0; i < 3; i++) await ledger.publish(scope, sampleSummary(i));
+      // The newest entry removed with everything that would reveal it: head, watermark, tree, counter.
+      await sql(`BEGIN;
+        DELETE FROM "${schema}".tree_nodes WHERE (level = 0 AND idx = 2) OR (level = 1 AND idx = 1);
+        DELETE FROM "${schema}".entries WHERE position = 2;
+        UPDATE "${schema}".heads SET seq = 1, id = (SELECT id FROM "${schema}".entries WHERE position = 1);
+        UPDATE "${schema}".watermarks SET seq = 1;
+        UPDATE "${schema}".log_counter SET next_position = 2;
+        COMMIT;`);
+      await refusedBeforeTheModel(ledger, root, 'ROLLBACK');
+      expect(ledger.checkpointFailure?.code).toBe('ROLLBACK');
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('a log another host grew passes, proved to extend the pin, and nothing is pinned for it', async () => {
+    const schema = nextSchema();
+    const a = await open(schema);
+    const b = await open(schema);
+    try {
+      await a.ledger.publish(scope, sampleSummary(0));
+      await b.ledger.checkpoint();
+      for (let i = 1; i < 4; i++) await a.ledger.publish(scope, sampleSummary(i));
+      // b pinned the tree of one entry in its own root; the log has four now.
+      const pin = pinOf(b.root);
+      expect(await codeOf(b.ledger.checkPublish(scope))).toBe('passed');
+      expect(pinOf(b.root).equals(pin)).toBe(true);
+      const model = countingModel();
+      expect((await compact({ ledger: b.ledger, scope, model, transcript })).receipt.seq).toBe(4);
+      expect(model.asked).toBe(1);
+    } finally {
+      await a.ledger.close();
+      await b.ledger.close();
+    }
+  });
+});
