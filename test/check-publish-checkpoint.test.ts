@@ -2,7 +2,8 @@
  * `checkPublish` (what `compact` asks before the model) runs the check of the log against the pinned checkpoint that
  * publish's commit runs before its append, by the same rule (CheckpointGuard.verify / advance): a tree rolled back or
  * damaged after a normal open is refused there with publish's code, the model is never asked, and nothing is signed,
- * pinned or appended.
+ * pinned or appended. So is a log whose appends refuse whatever they hold (ManifestLog.appendRefusal: tree damage
+ * found at a normal open).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -84,6 +85,25 @@ describe('checkPublish and the pinned checkpoint, embedded store', () => {
   });
 });
 
+describe('checkPublish and a log that refuses every append, embedded store', () => {
+  it('a session-heads root record damaged before a normal open: TREE_DAMAGED before the model is asked', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    await ledger.publish(scope, sampleSummary(0));
+    await ledger.close();
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    await log.raw.put('x!000!', 'not a node');
+    await log.close();
+    // The store opens (for fsck; the pinned checkpoint of this tree stands), and every append is refused.
+    ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    try {
+      await refusedBeforeTheModel(ledger, root, 'TREE_DAMAGED');
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 let schemas = 0;
 const nextSchema = () => `cpc${process.pid}_${schemas++}`;
 
@@ -128,6 +148,21 @@ describePostgres('checkPublish and the pinned checkpoint, PostgreSQL', (pg) => {
         COMMIT;`);
       await refusedBeforeTheModel(ledger, root, 'ROLLBACK');
       expect(ledger.checkpointFailure?.code).toBe('ROLLBACK');
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('a tree with more leaves than the log has positions, opened by a root with no pin: TREE_DAMAGED before the model is asked', async () => {
+    const schema = nextSchema();
+    const first = await open(schema);
+    for (let i = 0; i < 3; i++) await first.ledger.publish(scope, sampleSummary(i));
+    await first.ledger.close();
+    await sql(`UPDATE "${schema}".log_counter SET next_position = 2`);
+    // Another root (another host's) has pinned nothing: the open pins the tree of two, and appends are refused.
+    const { ledger, root } = await open(schema);
+    try {
+      await refusedBeforeTheModel(ledger, root, 'TREE_DAMAGED');
     } finally {
       await ledger.close();
     }

@@ -199,6 +199,12 @@ export interface ManifestLog {
    */
   append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;
   /**
+   * The refusal every append meets now, whatever it holds, as `append` throws it: a tree or index record found damaged
+   * when the log was opened (`TREE_DAMAGED`: the store opens for fsck, appends would build on that tree). Undefined
+   * while appends may go on. A caller that checks before it appends (`Ledger.checkPublish`) asks it. Absent: none.
+   */
+  appendRefusal?(): ManifestError | undefined;
+  /**
    * The RFC 6962 tree over every entry in global order (leaf i = the signed payload bytes of position i),
    * as committed: it grows in the append's own batch or transaction. With it, from the same committed state,
    * the root of the session-heads index (each session's head, updated in the same batch or transaction).

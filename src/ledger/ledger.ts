@@ -423,7 +423,8 @@ export class Ledger {
    *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), `ROLLBACK` / `FORK` (seen before, or found now), `CANCELLED`,
    *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign),
    *   `RECORD_CORRUPT` (its log record), `TREE_DAMAGED` / `RECORD_CORRUPT` kept by a diagnosing open or met by the
-   *   check of the tree; StoreError / ManifestError `STORAGE_FAILED`
+   *   check of the tree, `TREE_DAMAGED` the log's appends refuse (ManifestLog.appendRefusal); StoreError /
+   *   ManifestError `STORAGE_FAILED`
    */
   async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
     // Its own span and metrics (`check_publish`): a compaction refused here is counted, as its publish would be.
@@ -467,6 +468,9 @@ export class Ledger {
           }
         }
       }, signal);
+      // What the append itself refuses whatever it holds (a tree or index record found damaged at open), as it would.
+      const refused = this.log.appendRefusal?.();
+      if (refused) throw refused;
     });
   }
 

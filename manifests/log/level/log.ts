@@ -425,8 +425,16 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return undefined;
   }
 
+  /** The tree damage found at open, which refuses every append (ManifestLog.appendRefusal). */
+  appendRefusal(): ManifestError | undefined {
+    return this.treeDamage === undefined
+      ? undefined
+      : new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
+  }
+
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
-    if (this.treeDamage) throw new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
+    const refused = this.appendRefusal();
+    if (refused) throw refused;
     // Ordered with revocations and rotations: a revoked principal's append, or one dated after its key's window,
     // does not enter the queue (both tables are cached: this process owns the database).
     await this.grants.get(request.principal, '*');

@@ -319,8 +319,16 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
+  /** The tree damage found at open, which refuses every append (ManifestLog.appendRefusal). */
+  appendRefusal(): ManifestError | undefined {
+    return this.treeDamage === undefined
+      ? undefined
+      : new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
+  }
+
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
-    if (this.treeDamage) throw new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
+    const refused = this.appendRefusal();
+    if (refused) throw refused;
     const leaf = leafOfEnvelope(request.envelope);
     const conflict = (head: HeadRow | undefined) =>
       new ManifestError(
