@@ -48,3 +48,32 @@ describe('command help names every option the parser accepts', () => {
     expect([...accepted].filter((o) => !named.has(o))).toEqual([]);
   });
 });
+
+describe('command help describes each option on a line of its own', () => {
+  // The synopsis names an option; the option lines say what it does. `keys` listed `--out` and `--at` (and the
+  // subcommand `list`) in its synopsis only.
+  it.each(Object.keys(commands))('%s', (name) => {
+    const spec = commands[name]!;
+    const described = new Set(spec.options.map((o) => /^(--[a-z][a-z0-9-]*|[a-z][a-z-]*)\b/.exec(o)?.[1]));
+    const synopsis = [...spec.synopsis.matchAll(/(?:^|[\s([|])(--[a-z][a-z0-9-]*)/g)].map((m) => m[1]!);
+    expect(synopsis.filter((o) => !described.has(o))).toEqual([]);
+  });
+
+  it('keys describes each of its subcommands', () => {
+    const described = commands.keys!.options.map((o) => o.split(/\s/)[0]);
+    expect(described).toEqual(expect.arrayContaining(['export', 'list', 'vkey', 'rotate', 'revoke']));
+  });
+});
+
+describe('--principal in each command says whose id it is', () => {
+  // The principal of grant and revoke is the one given or denied access, of publish, resume and history the one
+  // acting (the owner or a grantee): never "the user the session belongs to", which only the owner is.
+  const line = (name: string) => commands[name]!.options.find((o) => o.startsWith('--principal'))!;
+  it.each(['publish', 'resume', 'history', 'grant', 'revoke', 'grants', 'export'])('%s', (name) => {
+    expect(line(name)).not.toMatch(/belongs to/);
+  });
+  it('grant and revoke name the principal whose access changes', () => {
+    expect(line('grant')).toMatch(/given access/);
+    expect(line('revoke')).toMatch(/access is revoked/);
+  });
+});

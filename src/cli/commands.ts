@@ -29,7 +29,15 @@ const store = [
   '--origin NAME     the checkpoint name of the log, set when the store is created (or HANDOFF_LEDGER_ORIGIN)',
   '--json            print the result as JSON on stdout',
 ];
-const scope = ['--principal P     the user the session belongs to', '--session S       the session', ...store];
+/** `--principal` and `--session` as the command reads them (the principal is not always the session's owner). */
+const scope = (principal: string, session = 'the session') => [
+  `--principal P     ${principal}`,
+  `--session S       ${session}`,
+  ...store,
+];
+/** Who may act in a session: its owner (the first principal to publish in it) or a principal granted it. */
+const actor = (verb: string) =>
+  `the principal who ${verb}: the session's owner (its first publisher) or one granted it`;
 const refusedLedger = 'a coded refusal (invalid id, unauthorized, revoked, failed verification…)';
 const core = async () => import('./core.js');
 const access = async () => import('./access.js');
@@ -49,11 +57,11 @@ export const commands: Record<string, CommandSpec> = {
     synopsis: 'publish --principal P --session S --run R [--expected-prev ID|null] [--max-bytes N] [FILE|-]',
     options: [
       '--run R           the run (process) that wrote the summary',
-      '--expected-prev   the head the chain must still have (null: an empty chain); CHAIN_CONFLICT otherwise',
+      '--expected-prev ID|null  the head the chain must still have (null: an empty chain); CHAIN_CONFLICT otherwise',
       '--max-bytes N     largest accepted summary in canonical bytes (default 1 MiB); JSON text over 6 N + 4 KiB',
       '                  (room for \\u escapes) is refused unread: SUMMARY_TOO_LARGE, as a summary over N',
       'FILE|-            the summary JSON (default: standard input)',
-      ...scope,
+      ...scope(actor('publishes')),
     ],
     exits: { ok: 'published; the receipt is on stdout', refused: refusedLedger },
     json: true,
@@ -62,7 +70,7 @@ export const commands: Record<string, CommandSpec> = {
   resume: {
     summary: 'print the verified latest summary of a session',
     synopsis: 'resume --principal P --session S [--json]',
-    options: scope,
+    options: scope(actor('resumes')),
     exits: { ok: 'verified (stdout: the summary; `null` with --json when there is none yet)', refused: refusedLedger },
     json: true,
     load: async () => (await core()).resume,
@@ -70,7 +78,7 @@ export const commands: Record<string, CommandSpec> = {
   history: {
     summary: "list a session's verified chain",
     synopsis: 'history --principal P --session S [--json]',
-    options: scope,
+    options: scope(actor('reads it')),
     exits: { ok: 'the whole chain verified', refused: refusedLedger },
     json: true,
     load: async () => (await core()).history,
@@ -81,7 +89,7 @@ export const commands: Record<string, CommandSpec> = {
     options: [
       '--all             lift a revocation of every session (revoke --all); grants no session',
       '--by WHO          who decided',
-      ...scope,
+      ...scope('the principal given access (or, with --all, whose revocation is lifted)'),
     ],
     exits: { ok: 'recorded', refused: refusedLedger },
     json: true,
@@ -90,7 +98,11 @@ export const commands: Record<string, CommandSpec> = {
   revoke: {
     summary: "revoke a principal's access to a session (or all)",
     synopsis: 'revoke --principal P (--session S | --all) [--by WHO]',
-    options: ['--all             every session of the principal', '--by WHO          who decided', ...scope],
+    options: [
+      '--all             every session of the principal',
+      '--by WHO          who decided',
+      ...scope('the principal whose access is revoked'),
+    ],
     exits: { ok: 'recorded', refused: refusedLedger },
     json: true,
     load: async () => (await access()).revoke,
@@ -98,7 +110,7 @@ export const commands: Record<string, CommandSpec> = {
   grants: {
     summary: 'list grants and revocations',
     synopsis: 'grants [--principal P] [--session S] [--json]',
-    options: scope,
+    options: scope("only this principal's records", "only this session's records"),
     exits: { ok: 'listed', refused: refusedLedger },
     json: true,
     load: async () => (await access()).grants,
@@ -108,9 +120,12 @@ export const commands: Record<string, CommandSpec> = {
     synopsis: 'keys (export [--out FILE] | list [--out FILE] | rotate | revoke KEYID [--at ISO-TIME] | vkey) [--json]',
     options: [
       'export            the trust file auditors need (stdout, or --out FILE written atomically)',
+      'list              the trusted keys and checkpoint keys, one a line (--json or --out FILE: the trust file)',
       'vkey              the C2SP note verifier key of the checkpoint key (<origin>+<hash>+<key>)',
       'rotate            a new signing key; the old one stays trusted for what it signed',
       'revoke KEYID      distrust a key from --at (default now)',
+      '--out FILE        export, list: write the trust file to FILE (atomically) instead of stdout',
+      '--at ISO-TIME     revoke: a UTC time with milliseconds (2026-11-30T12:00:00.000Z); an earlier revocation stays',
       ...store,
     ],
     exits: { ok: 'done', refused: refusedLedger },
@@ -124,7 +139,7 @@ export const commands: Record<string, CommandSpec> = {
       '--out DIR         the bundle directory (must not exist)',
       '--with-blobs      include the summaries',
       '--since FILE      an earlier checkpoint note of the auditor: add a consistency proof from it',
-      ...scope,
+      ...scope('every chain this principal published in, each whole', "this session's chain"),
     ],
     exits: {
       ok: 'written',
