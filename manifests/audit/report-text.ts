@@ -3,7 +3,7 @@
  * auditor's page so both say exactly the same thing about a bundle. Isomorphic. Returns plain text;
  * whoever displays it escapes it for their medium (a terminal, HTML).
  */
-import type { AuditReport, Finding } from './findings.js';
+import type { AuditReport, Finding, FindingCode } from './findings.js';
 import type { BundleAuditReport } from './verify-chain.js';
 import type { CheckpointSummary } from './verify-tree.js';
 import type { WitnessSummary } from './verify-witnesses.js';
@@ -40,6 +40,14 @@ export interface CoverageHints {
   scope: string;
 }
 
+/** Step 10's codes: the completeness check failed. */
+const COMPLETENESS_CODES: readonly string[] = [
+  'SESSION_HEAD_MISSING',
+  'SESSION_HEAD_INVALID',
+  'SESSION_TAIL_MISSING',
+  'SESSION_HEAD_MISMATCH',
+] satisfies FindingCode[];
+
 const CLI_HINTS: CoverageHints = { requireBlobs: '--require-blobs', scope: '--principal / --session' };
 
 /**
@@ -56,9 +64,13 @@ export function describeCoverage(r: BundleAuditReport, hints: CoverageHints = CL
         .map(([k, v]) => `${k} ${v}`)
         .join(', ')} (from ${c.scopeFrom})`
     : `no scope (none declared; ${hints.scope} hold chains to one)`;
-  const complete = c.completeness.checked
-    ? `completeness (${c.completeness.sessions} session head(s) proven at the checkpoint)`
-    : `NOT completeness (${c.completeness.reason})`;
+  // Step 10 ran; whether it proved the heads is its findings' to say: never "proven" beside one of them.
+  const codes = findingCodes(r);
+  const complete = !c.completeness.checked
+    ? `NOT completeness (${c.completeness.reason})`
+    : COMPLETENESS_CODES.some((code) => codes.includes(code))
+      ? `completeness (checked against the checkpoint: not proven, see the findings)`
+      : `completeness (${c.completeness.sessions} session head(s) proven at the checkpoint)`;
   return `checked: signatures, chain rules, ${blobs}; ${scope}; ${complete}`;
 }
 

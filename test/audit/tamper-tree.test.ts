@@ -13,6 +13,7 @@ import { exportBundle } from '../../src/ops/export.js';
 import { CHECKPOINT_FINDING_CODES, type FindingCode } from '../../manifests/audit/findings.js';
 import { verifyBundle, type VerifyBundleOptions } from '../../manifests/audit/verify-chain.js';
 import { memoryBundleReader, type BundleTreeFile } from '../../manifests/audit/bundle.js';
+import { describeCoverage } from '../../manifests/audit/report-text.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { signNote, type NoteSigner } from '../../manifests/crypto/note.js';
@@ -511,6 +512,13 @@ describe('step 10: completeness against the session-heads index', () => {
     expect(r.findings[0]).toMatchObject({ chain: 's1', evidence: { expected: 2, actual: 1 } });
     // Every chain and every inclusion proof passes: only the completeness proof shows the missing tail.
     expect(r.chains).toEqual([expect.objectContaining({ session: 's1', headSeq: 1 })]);
+    // The report's "checked" line does not call the head proven that the finding says is not.
+    expect(describeCoverage(r)).toMatch(
+      /; completeness \(checked against the checkpoint: not proven, see the findings\)$/,
+    );
+    expect(describeCoverage(await audit(filtered, trust))).toMatch(
+      /; completeness \(1 session head\(s\) proven at the checkpoint\)$/,
+    );
     // A whole session of a principal's export left out, its proof kept: the chain is empty.
     const s2Lines = byPrincipal.lines.flatMap((l, i) =>
       JSON.parse(atob(JSON.parse(l).payload)).session === 's2' ? [i] : [],
@@ -579,6 +587,9 @@ describe('step 10: completeness against the session-heads index', () => {
     const forged = await signNote(body.replace(/handoff-ledger\/session-heads .*\n/, `${other}\n`), [signer]);
     const r = await audit({ ...full, tree: { 'checkpoint.note': forged } }, trust);
     expect(found(r)).toEqual(['SESSION_HEAD_MISMATCH@-']);
+    expect(describeCoverage(r)).toContain(
+      'completeness (checked against the checkpoint: not proven, see the findings)',
+    );
     // The filtered bundle against that checkpoint: the lines are still in the tree (same root), but the honest
     // head proof does not lead to the signed index root.
     expect(found(await audit({ ...filtered, tree: { ...filtered.tree, 'checkpoint.note': forged } }, trust))).toEqual([
