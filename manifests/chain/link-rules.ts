@@ -39,7 +39,7 @@ export function checkLink(parent: ChainLink | undefined, e: ChainLink, startsAt 
   if (e.seq !== expected) {
     const message =
       e.seq > expected
-        ? `seq ${expected}..${e.seq - 1} missing before seq ${e.seq}`
+        ? `seq ${expected === e.seq - 1 ? expected : `${expected}..${e.seq - 1}`} missing before seq ${e.seq}`
         : `seq ${e.seq} follows seq ${parent.seq}`;
     return { code: 'SEQ_GAP', message, expected, actual: e.seq };
   }

@@ -135,7 +135,12 @@ describe.each<[string, SignatureVerifier]>([
     it('finds SEQ_GAP where a line was removed mid-chain', async () => {
       const { lines, run } = await fresh();
       lines.splice(4, 1); // s1#2
-      expect(found(await run(lines))).toEqual(['SEQ_GAP@6']);
+      const r = await run(lines);
+      expect(found(r)).toEqual(['SEQ_GAP@6']);
+      // One missing seq is named alone, not as the range "2..2".
+      expect(r.findings[0]!.message).toBe('seq 2 missing before seq 3');
+      lines.splice(5, 1); // s1#3 too
+      expect((await run(lines)).findings[0]!.message).toBe('seq 2..3 missing before seq 4');
     });
 
     it('finds SEQ_NOT_ZERO when the first manifest of a chain was removed', async () => {
