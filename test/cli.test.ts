@@ -52,6 +52,12 @@ describe('handoff-ledger CLI', () => {
     const hist = cli(['history', '--principal', 'alice', '--session', 'cli-s', '--json'], { env });
     expect(JSON.parse(hist.stdout).map((h: any) => h.manifest.seq)).toEqual([0, 1]);
     expect(cli(['fsck'], { env })).toMatchObject({ code: 0 });
+    // A session with nothing yet: resume and history both say so (stderr), and succeed with no data.
+    const none = ['--principal', 'alice', '--session', 'cli-none'];
+    const said = { code: 0, stdout: '', stderr: 'session cli-none has no compaction yet\n' };
+    expect(cli(['resume', ...none], { env })).toEqual(said);
+    expect(cli(['history', ...none], { env })).toEqual(said);
+    expect(cli(['history', ...none, '--json'], { env })).toEqual({ ...said, stdout: '[]\n' });
   });
 
   it('--root wins over the environment, and the default root follows XDG_STATE_HOME', () => {

@@ -155,6 +155,8 @@ export async function history(argv: string[], io: CliIo): Promise<number> {
     const session = need(values.session, 'session');
     return await withLedger(values, io, async (ledger) => {
       const entries = await ledger.history({ principal, session });
+      // As resume says it: an empty listing alone reads as a failure to list.
+      if (entries.length === 0) io.stderr.write(printableLines([`session ${session} has no compaction yet`]));
       if (values.json)
         writeJson(
           io.stdout,
