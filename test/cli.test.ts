@@ -421,6 +421,16 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(lifted.stdout).toMatch(/^lifted the revocation of bob at \S+\n$/);
     expect(lifted.stderr).toContain('grant --all grants no session');
     expect(lifted.stderr).toContain('bob stays revoked on 1 session(s): other');
+    // The listing does not show the lifted revocation as a grant of every session (--json keeps the record's state).
+    const listed = as('grants', '--principal', 'bob').stdout.split('\n').filter(Boolean);
+    expect(listed).toEqual([
+      expect.stringMatching(/^bob\t\*\trevocation lifted\t[^\t]+$/),
+      expect.stringMatching(/^bob\tother\trevoked\t[^\t]+$/),
+    ]);
+    expect(JSON.parse(as('grants', '--principal', 'bob', '--json').stdout)[0]).toMatchObject({
+      session: '*',
+      state: 'granted',
+    });
     // Bob still reads nothing of alice's: the help and output said so.
     const resumed = as('resume', '--principal', 'bob', '--session', 's');
     expect(resumed.code).toBe(1);

@@ -80,8 +80,11 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
       const list = await ledger.grants({ principal: values.principal, session: values.session });
       if (values.json) writeJson(io.stdout, list);
       else
-        for (const g of list)
-          io.stdout.write(printableRow([g.principal, g.session, g.state, g.at, ...(g.by ? [g.by] : [])]));
+        for (const g of list) {
+          // A `*` record granted is `grant --all`: a revocation of every session lifted, no session granted.
+          const state = g.session === '*' && g.state === 'granted' ? 'revocation lifted' : g.state;
+          io.stdout.write(printableRow([g.principal, g.session, state, g.at, ...(g.by ? [g.by] : [])]));
+        }
       return EXIT_OK;
     });
   } catch (err) {
