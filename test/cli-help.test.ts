@@ -77,3 +77,15 @@ describe('--principal in each command says whose id it is', () => {
     expect(line('revoke')).toMatch(/access is revoked/);
   });
 });
+
+describe('demo help', () => {
+  // The demo publishes into the store every command uses unless told otherwise, under a host of its own.
+  it('names the store and host it uses when no --root or --host is given', () => {
+    const help = commandHelp('demo', commands.demo!);
+    expect(help).toMatch(
+      /--root DIR +where the demo store goes \(or HANDOFF_LEDGER_ROOT; default the store every command/,
+    );
+    expect(help).toContain('${XDG_STATE_HOME:-~/.local/state}/handoff-ledger');
+    expect(help).toMatch(/--host ID +the demo host \(or HANDOFF_LEDGER_HOST; default demo-host/);
+  });
+});

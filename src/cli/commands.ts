@@ -269,7 +269,11 @@ export const commands: Record<string, CommandSpec> = {
   demo: {
     summary: "the main job: a restricted user's session compacted, restarted and resumed",
     synopsis: 'demo [--root DIR] [--host ID]',
-    options: ['--root DIR        where the demo store goes', '--host ID         the demo host'],
+    options: [
+      '--root DIR        where the demo store goes (or HANDOFF_LEDGER_ROOT; default the store every command uses,',
+      '                  ${XDG_STATE_HOME:-~/.local/state}/handoff-ledger: give a scratch directory to keep it apart)',
+      '--host ID         the demo host (or HANDOFF_LEDGER_HOST; default demo-host, not the machine name)',
+    ],
     exits: { ok: 'every step ran and every check held', refused: refusedLedger },
     json: false,
     load: async () => (await import('./demo.js')).run,
