@@ -305,8 +305,13 @@ export class WitnessPool {
       }
       if (res.status !== 200) {
         // The witness's words are data: shortened here, escaped by the pool's notice (see open).
+        // 403: no key of the log the witness knows signed it, what every `keys rotate` brings until the witness is told.
+        const hint =
+          res.status === 403
+            ? ' (the witness lists no key of this log that signed it: after `keys rotate`, add the new `keys vkey` to its logs.json and restart it)'
+            : '';
         this.notice(
-          `witness ${w.url} refused the checkpoint of size ${size}: ${res.status} ${body.trim().slice(0, 200)}`,
+          `witness ${w.url} refused the checkpoint of size ${size}: ${res.status} ${body.trim().slice(0, 200)}${hint}`,
         );
         return false;
       }

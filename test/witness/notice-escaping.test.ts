@@ -55,6 +55,8 @@ describe('a witness refusal carrying terminal escapes', () => {
       await expect.poll(() => refusal(notices), { timeout: 15_000 }).toBeDefined();
       const notice = refusal(notices)!;
       expect(notice).toContain('403');
+      // What to do about a 403, the refusal every `keys rotate` brings until the witness lists the new key.
+      expect(notice).toMatch(/after `keys rotate`, add the new `keys vkey` to its logs.json and restart it\)$/);
       expect(notice).toContain('\\x1b[2J\\x1b[31mverdict: OK\\x1b[0m \\u{202e}sdrawkcab\\x07');
       expect(isTerminalSafe(notice)).toBe(true);
       expect(notices.every((n) => isTerminalSafe(n) && !n.includes('\n'))).toBe(true);
