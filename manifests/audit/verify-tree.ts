@@ -199,12 +199,20 @@ function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
     return { ok: true, checkpoint, note };
   } catch (err) {
     if (!(err instanceof ManifestError)) throw err;
-    const code =
-      err.code === 'NOTE_UNVERIFIED'
-        ? 'CHECKPOINT_UNTRUSTED'
-        : err.code === 'NOTE_SIGNATURE_INVALID'
-          ? 'CHECKPOINT_SIGNATURE_INVALID'
-          : 'CHECKPOINT_INVALID';
+    if (err.code === 'NOTE_UNVERIFIED') {
+      // Say which keys were tried: none pinned (a trust file without checkpointKeys), or not the one that signed (a
+      // trust file from before the host's last key rotation lacks its new checkpoint key).
+      const pinned = options.trust.checkpointKeys?.length ?? 0;
+      return {
+        ok: false,
+        code: 'CHECKPOINT_UNTRUSTED',
+        message:
+          pinned === 0
+            ? 'the trust file pins no checkpoint key (checkpointKeys: `keys export` writes them)'
+            : `no signature by any of the ${pinned} checkpoint key(s) the trust file pins (one exported before the host's last key rotation lacks the new key)`,
+      };
+    }
+    const code = err.code === 'NOTE_SIGNATURE_INVALID' ? 'CHECKPOINT_SIGNATURE_INVALID' : 'CHECKPOINT_INVALID';
     return { ok: false, code, message: err.message };
   }
 }

@@ -183,7 +183,19 @@ describe('step 9: full bundles against their checkpoint', () => {
     const forged = await signNote(body, [
       { name: ORIGIN, publicKey: noblePublicKey(seed), sign: (m) => nobleSign(m, seed) },
     ]);
-    expect(found(await bad(forged))).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+    const unknown = await bad(forged);
+    expect(found(unknown)).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+    // The message says which keys were tried, so an auditor holding an old trust file knows to ask for the new one.
+    const pinned = trust.checkpointKeys!.length;
+    expect(unknown.findings[0]!.message).toBe(
+      `checkpoint.note: no signature by any of the ${pinned} checkpoint key(s) the trust file pins (one exported before the host's last key rotation lacks the new key)`,
+    );
+    // A trust file that pins none, beside a bundle that carries a checkpoint.
+    const legacy = await audit(full, { version: 1 as const, keys: trust.keys });
+    expect(found(legacy)).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+    expect(legacy.findings[0]!.message).toBe(
+      'checkpoint.note: the trust file pins no checkpoint key (checkpointKeys: `keys export` writes them)',
+    );
     expect(found(await bad(note.replace(/\n5\n/, '\n4\n')))).toEqual(['CHECKPOINT_SIGNATURE_INVALID@-']);
   });
 });
