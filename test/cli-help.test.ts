@@ -8,6 +8,10 @@ import type { ParseArgsConfig } from 'node:util';
 import { commandHelp, commands } from '../src/cli/commands.js';
 import { main } from '../src/cli/main.js';
 import { captureIo } from './support/capture-io.js';
+import { usage as verifyUsage } from '../src/cli/verify.js';
+import { usage as exportUsage } from '../src/cli/export.js';
+import { usage as auditUiUsage } from '../src/cli/audit-ui.js';
+import { usage as witnessUsage } from '../src/cli/witness.js';
 
 const seen: Array<NonNullable<ParseArgsConfig['options']>> = [];
 
@@ -87,5 +91,17 @@ describe('demo help', () => {
     );
     expect(help).toContain('${XDG_STATE_HOME:-~/.local/state}/handoff-ledger');
     expect(help).toMatch(/--host ID +the demo host \(or HANDOFF_LEDGER_HOST; default demo-host/);
+  });
+});
+
+describe('the usage line a usage error prints', () => {
+  // verify, export, audit-ui and witness print their synopsis on a usage error: the one help prints, not a copy.
+  it.each([
+    ['verify', verifyUsage],
+    ['export', exportUsage],
+    ['audit-ui', auditUiUsage],
+    ['witness', witnessUsage],
+  ])('%s is its help synopsis', (name, usage) => {
+    expect(usage).toBe(commands[name]!.synopsis);
   });
 });

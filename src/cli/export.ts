@@ -23,7 +23,7 @@ import {
 } from './io.js';
 import { printable, printableLines } from '../../manifests/encoding/printable.js';
 
-export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since CHECKPOINT] [--root R]';
+export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--json]';
 
 const MAX_SINCE_BYTES = 64 * 1024;
 

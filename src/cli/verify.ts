@@ -52,7 +52,7 @@ const MAX_TRUST_BYTES = MAX_TRUST_FILE_BYTES;
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
 
 export const usage =
-  'verify DIR --trust FILE [--since CHECKPOINT] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N]';
+  'verify DIR --trust FILE [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N]';
 
 /**
  * `--witness-keys FILE --quorum K`: both or neither (manifests/audit/verify-witnesses.ts); the policy and the

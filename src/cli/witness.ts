@@ -13,7 +13,7 @@ import { printable, printableLines } from '../../manifests/encoding/printable.js
 import { MAX_TIMER_MS } from '../../store/abort.js';
 
 export const usage =
-  'witness keygen --name NAME --out FILE | witness serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR';
+  'witness (keygen --name NAME --out FILE [--json] | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR)';
 
 function positiveInt(text: string | undefined, what: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   if (text === undefined) return fallback;
