@@ -229,6 +229,19 @@ export abstract class AbstractManifestLog implements ManifestLog {
   abstract origin(): Promise<string | undefined>;
   abstract origin(proposed: string): Promise<string>;
 
+  /**
+   * Set at open when the stored tree cannot be the tree of the stored entries (LevelDB: a damaged tree or index record,
+   * leaves and positions that disagree; PostgreSQL: more leaves than positions): every append is refused with it.
+   */
+  protected treeDamage: string | undefined;
+
+  /** The tree damage found at open, which refuses every append (ManifestLog.appendRefusal). */
+  appendRefusal(): ManifestError | undefined {
+    return this.treeDamage === undefined
+      ? undefined
+      : new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
+  }
+
   /** The append itself; the request is well-formed and the signal was not aborted when it was called. */
   protected abstract _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry>;
   protected abstract _getWatermark(session: string): Promise<number | undefined>;

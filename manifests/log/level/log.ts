@@ -128,8 +128,6 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private treeSize = 0;
   /** The session-heads index root as committed (moves with treeSize); undefined while the index is unreadable. */
   private headsRoot: Uint8Array | undefined;
-  /** Set at open when the stored tree cannot be the tree of the stored entries; appends refuse then. */
-  private treeDamage: string | undefined;
 
   private readonly keys: LevelSigningKeys;
   private readonly grantTable: LevelGrantTable;
@@ -423,13 +421,6 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     if (mark !== undefined && mark > (head?.seq ?? -1))
       return `head is at seq ${head?.seq ?? 'none'}, but seq ${mark} was already verified`;
     return undefined;
-  }
-
-  /** The tree damage found at open, which refuses every append (ManifestLog.appendRefusal). */
-  appendRefusal(): ManifestError | undefined {
-    return this.treeDamage === undefined
-      ? undefined
-      : new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
   }
 
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {

@@ -151,8 +151,6 @@ export class PgManifestLog extends AbstractManifestLog {
   private readonly sql: Record<string, string>;
   private readonly tree: PgTree;
   private readonly headsIndex: PgSessionHeads;
-  /** Set at open when the tree has more leaves than the log has positions: appends are refused (fsck says more). */
-  private treeDamage: string | undefined;
 
   private constructor(private readonly db: PgDatabase) {
     super(new PgGrantTable(db), new PgSigningKeys(db));
@@ -317,13 +315,6 @@ export class PgManifestLog extends AbstractManifestLog {
       if (rows.length < PAGE) return;
       after = rows[rows.length - 1]!.session;
     }
-  }
-
-  /** The tree damage found at open, which refuses every append (ManifestLog.appendRefusal). */
-  appendRefusal(): ManifestError | undefined {
-    return this.treeDamage === undefined
-      ? undefined
-      : new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
   }
 
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
