@@ -443,6 +443,17 @@ describe('handoff-ledger CLI: options the README promises', () => {
     );
   });
 
+  it("grant and revoke refuse --session '*' (a glob the shell left) with USAGE naming --all, and record nothing", () => {
+    const root = join(tempDir(), 'store');
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    for (const kind of ['grant', 'revoke']) {
+      const r = cli([kind, '--root', root, '--principal', 'bob', '--session', '*']);
+      expect(r, kind).toMatchObject({ code: 2, stdout: '' });
+      expect(r.stderr).toContain('USAGE: --session "*" is no session id; give --all for every session');
+    }
+    expect(cli(['grants', '--root', root, '--json']).stdout).toBe('[]\n');
+  });
+
   it('keys revoke gives the code: a time without milliseconds or the checkpoint key INVALID_ARGUMENT, an unknown key KEY_INVALID', () => {
     const root = join(tempDir(), 'store');
     const trustFile = join(tempDir(), 'trust.json');

@@ -88,6 +88,7 @@ export const commands: Record<string, CommandSpec> = {
     synopsis: 'grant --principal P (--session S | --all) [--by WHO]',
     options: [
       '--all             lift a revocation of every session (revoke --all); grants no session',
+      '                  (--session "*" is refused: USAGE)',
       '--by WHO          who decided',
       ...scope('the principal given access (or, with --all, whose revocation is lifted)'),
     ],
@@ -99,7 +100,7 @@ export const commands: Record<string, CommandSpec> = {
     summary: "revoke a principal's access to a session (or all)",
     synopsis: 'revoke --principal P (--session S | --all) [--by WHO]',
     options: [
-      '--all             every session of the principal',
+      '--all             every session of the principal (--session "*" is refused: USAGE)',
       '--by WHO          who decided',
       ...scope('the principal whose access is revoked'),
     ],
