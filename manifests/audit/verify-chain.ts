@@ -345,6 +345,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
         filtered,
         askedSession(options.scope, coverage.scope),
         sink,
+        filtered ? tracker.heads() : undefined,
       )
     : { checked: false, reason: 'no verified checkpoint' };
   const checked: AuditCoverage = {

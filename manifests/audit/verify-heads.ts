@@ -80,6 +80,8 @@ export async function verifySessionHeads(
   /** The session whose head must be proven though the bundle may hold none of it (`askedSession`), if any. */
   askedSession: string | undefined,
   sink: FindingSink,
+  /** Every chain's head in the bundle, in the auditor's scope or not: a finding names a chain held out of scope. */
+  held: ReadonlyArray<Pick<ChainSummary, 'session' | 'headSeq'>> = chains,
 ): Promise<CompletenessCoverage> {
   const root = sessionHeadsOf(extensions);
   if (root === undefined) return { checked: false, reason: 'no session-heads line in the checkpoint' };
@@ -108,6 +110,7 @@ export async function verifySessionHeads(
     sink.add({ code: 'SESSION_HEAD_INVALID', message: `${BUNDLE_HEADS_FILE} line ${line} is not a well-formed proof` }),
   );
   const chainOf = new Map(chains.map((c) => [c.session, c]));
+  const heldOf = new Map(held.map((c) => [c.session, c.headSeq]));
   const proven = new Map<string, SessionHead | null>();
   for (const [session, line] of bySession) {
     const r = verifySessionHead(root, session, line.head ?? undefined, line.proof);
@@ -145,10 +148,18 @@ export async function verifySessionHeads(
           evidence: { expected: null, actual: chain.head },
         });
     } else if (!chain || chain.headSeq < head.seq) {
+      // No chain in scope: the bundle holds none of the session, or holds it outside the scope (OUT_OF_SCOPE).
+      const outside = heldOf.get(session);
       sink.add({
         code: 'SESSION_TAIL_MISSING',
         ...at,
-        message: `session ${session} has manifests up to seq ${head.seq} at the checkpoint; the bundle's chain ${chain ? `ends at seq ${chain.headSeq}` : 'is empty'}`,
+        message: `session ${session} has manifests up to seq ${head.seq} at the checkpoint; ${
+          chain
+            ? `the bundle's chain ends at seq ${chain.headSeq}`
+            : outside === undefined
+              ? 'the bundle holds none of them'
+              : `the bundle's chain (to seq ${outside}) is outside the scope (OUT_OF_SCOPE)`
+        }`,
         evidence: { expected: head.seq, actual: chain ? chain.headSeq : null },
       });
     } else if (chain.headSeq !== head.seq || chain.head !== head.id) {

@@ -538,6 +538,23 @@ describe('step 10: completeness against the session-heads index', () => {
     expect(found(await audit(withoutLines(byPrincipal, s2Lines), trust))).toEqual(['SESSION_TAIL_MISSING@-']);
   });
 
+  it("says a proven session's chain is outside the auditor's scope, not that the bundle's chain is empty", async () => {
+    // alice's export audited for s1 alone: s2's chain is in the bundle, its head proven, but outside the scope.
+    const r = await audit(byPrincipal, trust, { scope: { session: 's1' } });
+    expect(found(r)).toEqual(['OUT_OF_SCOPE@2', 'SESSION_TAIL_MISSING@-']);
+    expect(r.findings[1]!.message).toBe(
+      "session s2 has manifests up to seq 1 at the checkpoint; the bundle's chain (to seq 1) is outside the scope (OUT_OF_SCOPE)",
+    );
+    // Left out of the bundle whole, it is none of the bundle's.
+    const s2Lines = byPrincipal.lines.flatMap((l, i) =>
+      JSON.parse(atob(JSON.parse(l).payload)).session === 's2' ? [i] : [],
+    );
+    const cut = await audit(withoutLines(byPrincipal, s2Lines), trust);
+    expect(cut.findings.map((f) => f.message)).toEqual([
+      'session s2 has manifests up to seq 1 at the checkpoint; the bundle holds none of them',
+    ]);
+  });
+
   it('catches the shortened chain with its proof removed (SESSION_HEAD_MISSING) or replaced by an old one (SESSION_HEAD_INVALID)', async () => {
     const cut = withoutLines(filtered, [2]);
     expect(found(await audit(withHeads(cut, []), trust))).toEqual(['SESSION_HEAD_MISSING@-']);
