@@ -352,7 +352,7 @@ describe('handoff-ledger CLI: options the README promises', () => {
     const quick = cli(['fsck', '--root', root, '--skip-blobs']);
     expect(quick.code, quick.stdout).toBe(0);
     expect(quick.stdout).not.toContain('BLOB_');
-    expect(quick.stdout).toMatch(/^clean: 1 chain\(s\), 1 manifest\(s\), 0 blob\(s\) checked$/m);
+    expect(quick.stdout).toMatch(/^clean: 1 chain, 1 manifest, 0 blobs checked$/m);
     const json = cli(['fsck', '--root', root, '--skip-blobs', '--json']);
     expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, blobsChecked: 0, findings: [] });
   });
@@ -377,7 +377,7 @@ describe('handoff-ledger CLI: options the README promises', () => {
     const human = cli(['gc', '--root', root, '--grace', '0s', '--dry-run']);
     // The text form lists the digests too, one per line, before its count.
     expect(human.stdout).toBe(
-      `${orphan.digest}\nwould remove 1 unreferenced blob(s); 1 referenced, 0 kept within the grace period\n`,
+      `${orphan.digest}\nwould remove 1 unreferenced blob; 1 referenced, 0 kept within the grace period\n`,
     );
     expect(blobFiles()).toEqual(before);
     const real = cli(['gc', '--root', root, '--grace', '0s', '--json']);
@@ -420,7 +420,7 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(lifted.code, lifted.stderr).toBe(0);
     expect(lifted.stdout).toMatch(/^lifted the revocation of bob at \S+\n$/);
     expect(lifted.stderr).toContain('grant --all grants no session');
-    expect(lifted.stderr).toContain('bob stays revoked on 1 session(s): other');
+    expect(lifted.stderr).toContain('bob stays revoked on 1 session: other');
     // The listing does not show the lifted revocation as a grant of every session (--json keeps the record's state).
     const listed = as('grants', '--principal', 'bob').stdout.split('\n').filter(Boolean);
     expect(listed).toEqual([
@@ -452,6 +452,44 @@ describe('handoff-ledger CLI: options the README promises', () => {
       expect(r.stderr).toContain('USAGE: --session "*" is no session id; give --all for every session');
     }
     expect(cli(['grants', '--root', root, '--json']).stdout).toBe('[]\n');
+  });
+
+  it('counts in the singular for one and the plural otherwise (export, verify, fsck, gc, keys export)', () => {
+    const base = tempDir();
+    const [root, trust] = [join(base, 'store'), join(base, 'trust.json')];
+    const put = (session: string, marker: number) =>
+      cli(['publish', '--root', root, '--principal', 'a', '--session', session, '--run', 'r'], {
+        input: JSON.stringify(sampleSummary(marker)),
+      }).code;
+    // export's, verify's and fsck's stdout, one after the other.
+    const audit = (out: string, ...scope: string[]) =>
+      [
+        ['export', '--root', root, ...scope, '--with-blobs', '--out', join(base, out)],
+        ['verify', join(base, out), '--trust', trust],
+        ['fsck', '--root', root],
+      ]
+        .map((args) => cli(args).stdout)
+        .join('');
+    expect(put('s', 1)).toBe(0);
+    expect(cli(['keys', 'export', '--root', root, '--out', trust]).stdout).toMatch(
+      /^wrote 1 trusted key and 1 checkpoint key to /,
+    );
+    const one = audit('one', '--session', 's');
+    expect(one).toContain('exported 1 manifest in 1 chain and 1 blob to ');
+    expect(one).toContain('completeness (1 session head proven at the checkpoint)');
+    expect(one).toMatch(/^chain s: 1 manifest, head seq 0 \S+ — ok$/m);
+    expect(one).toContain('verdict: OK — 1 manifest in 1 chain verified, 1 blob checked\n');
+    expect(one).toContain('clean: 1 chain, 1 manifest, 1 blob checked\n');
+    expect(cli(['gc', '--root', root, '--grace', '0s']).stdout).toBe(
+      'removed 0 unreferenced blobs; 1 referenced, 0 kept within the grace period\n',
+    );
+    expect([put('s', 2), put('t', 3)]).toEqual([0, 0]);
+    const two = audit('two');
+    expect(two).toContain('exported 3 manifests in 2 chains and 3 blobs to ');
+    expect(two).toContain('completeness (2 session heads proven at the checkpoint)');
+    expect(two).toMatch(/^chain s: 2 manifests, head seq 1 \S+ — ok$/m);
+    expect(two).toContain('verdict: OK — 3 manifests in 2 chains verified, 3 blobs checked\n');
+    expect(two).toContain('clean: 2 chains, 3 manifests, 3 blobs checked\n');
   });
 
   it('keys revoke gives the code: a time without milliseconds or the checkpoint key INVALID_ARGUMENT, an unknown key KEY_INVALID', () => {

@@ -18,7 +18,7 @@ import type { Finding } from '../manifests/audit/findings.js';
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import { STATE_STYLE } from './history/canvas.js';
 import type { Mark, MarkState, Row } from './history/model.js';
-import { printable } from '../manifests/encoding/printable.js';
+import { counted, printable } from '../manifests/encoding/printable.js';
 
 /** Findings and chains listed in the page; the JSON export always carries the whole report. */
 const MAX_LISTED = 2000;
@@ -120,9 +120,12 @@ export function showFindings(
   }
   const notes: string[] = [];
   if (findings.length === 0) notes.push(report.ok ? 'No findings.' : 'No findings match the filters.');
-  if (findings.length > MAX_LISTED) notes.push(`${findings.length - MAX_LISTED} more findings are in the JSON export.`);
+  if (findings.length > MAX_LISTED)
+    notes.push(`${counted(findings.length - MAX_LISTED, 'more finding is', 'more findings are')} in the JSON export.`);
   if (report.findingsTruncated)
-    notes.push(`… ${report.counts.findings - report.findings.length} more findings not listed`);
+    notes.push(
+      `… ${counted(report.counts.findings - report.findings.length, 'more finding', 'more findings')} not listed`,
+    );
   note.textContent = notes.join(' ');
 }
 
@@ -143,7 +146,9 @@ export function showChains(body: HTMLElement, note: HTMLElement, report: BundleA
     }),
   );
   note.textContent =
-    report.chains.length > MAX_LISTED ? `${report.chains.length - MAX_LISTED} more chains are in the JSON export.` : '';
+    report.chains.length > MAX_LISTED
+      ? `${counted(report.chains.length - MAX_LISTED, 'more chain is', 'more chains are')} in the JSON export.`
+      : '';
 }
 
 export function showDetails(target: HTMLElement, mark: Mark | undefined, row: Row | undefined): void {

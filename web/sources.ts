@@ -13,6 +13,7 @@ import {
   type BundleTreeFile,
 } from '../manifests/audit/bundle.js';
 import type { BundleSource } from './protocol.js';
+import { counted } from '../manifests/encoding/printable.js';
 
 export interface PickedBundle {
   name: string;
@@ -71,7 +72,7 @@ export function bundleFromFiles(
   return {
     name,
     source: { kind: 'files', manifests, tree, ...(header ? { header } : {}), ...(blobs ? { blobs } : {}) },
-    description: `bundle ${name}: ${manifests.size.toLocaleString('en-US')} bytes of manifests${blobs ? `, ${count} blobs` : ''}${tree[BUNDLE_CHECKPOINT_FILE] ? `, cut at ${BUNDLE_CHECKPOINT_FILE}` : ''}`,
+    description: `bundle ${name}: ${manifests.size.toLocaleString('en-US')} bytes of manifests${blobs ? `, ${counted(count, 'blob')}` : ''}${tree[BUNDLE_CHECKPOINT_FILE] ? `, cut at ${BUNDLE_CHECKPOINT_FILE}` : ''}`,
   };
 }
 

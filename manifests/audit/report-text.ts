@@ -4,6 +4,7 @@
  * whoever displays it escapes it for their medium (a terminal, HTML).
  */
 import type { AuditReport, Finding, FindingCode } from './findings.js';
+import { counted } from '../encoding/printable.js';
 import type { BundleAuditReport } from './verify-chain.js';
 import type { CheckpointSummary } from './verify-tree.js';
 import type { WitnessSummary } from './verify-witnesses.js';
@@ -24,14 +25,14 @@ export interface VerdictPaint {
 
 const plain: VerdictPaint = { good: (w) => w, bad: (w) => w };
 
-/** `verdict: OK — …` or `verdict: FAILED — N finding(s) (CODE n, …) in L lines`. */
+/** `verdict: OK — …` or `verdict: FAILED — N findings (CODE n, …) in L lines`. */
 export function describeVerdict(r: AuditReport, paint: VerdictPaint = plain): string {
   const byCode = Object.entries(r.counts.byCode)
     .map(([code, n]) => `${code} ${n}`)
     .join(', ');
   return r.ok
-    ? `verdict: ${paint.good('OK')} — ${r.counts.manifests} manifests in ${r.counts.chains} chains verified${r.counts.blobsChecked ? `, ${r.counts.blobsChecked} blobs checked` : ''}`
-    : `verdict: ${paint.bad('FAILED')} — ${r.counts.findings} finding(s) (${byCode}) in ${r.counts.lines} lines`;
+    ? `verdict: ${paint.good('OK')} — ${counted(r.counts.manifests, 'manifest')} in ${counted(r.counts.chains, 'chain')} verified${r.counts.blobsChecked ? `, ${counted(r.counts.blobsChecked, 'blob')} checked` : ''}`
+    : `verdict: ${paint.bad('FAILED')} — ${counted(r.counts.findings, 'finding')} (${byCode}) in ${counted(r.counts.lines, 'line')}`;
 }
 
 /** How a medium names the auditor's own settings in the coverage line: the CLI's options or the page's fields. */
@@ -70,7 +71,7 @@ export function describeCoverage(r: BundleAuditReport, hints: CoverageHints = CL
     ? `NOT completeness (${c.completeness.reason})`
     : COMPLETENESS_CODES.some((code) => codes.includes(code))
       ? `completeness (checked against the checkpoint: not proven, see the findings)`
-      : `completeness (${c.completeness.sessions} session head(s) proven at the checkpoint)`;
+      : `completeness (${counted(c.completeness.sessions, 'session head')} proven at the checkpoint)`;
   return `checked: signatures, chain rules, ${blobs}; ${scope}; ${complete}`;
 }
 

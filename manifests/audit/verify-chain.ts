@@ -24,6 +24,7 @@ import { startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tre
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
 import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
 import { AuditError } from './errors.js';
+import { counted } from '../encoding/printable.js';
 import { ChainTracker, type AuditScope } from './chain-rules.js';
 import {
   inlineLineVerifier,
@@ -329,7 +330,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   if (header && header.counts.manifests !== lines) {
     sink.add({
       code: 'COUNT_MISMATCH',
-      message: `bundle.json counts ${header.counts.manifests} manifests; manifests.jsonl has ${lines} lines`,
+      message: `bundle.json counts ${counted(header.counts.manifests, 'manifest')}; manifests.jsonl has ${counted(lines, 'line')}`,
       evidence: { expected: header.counts.manifests, actual: lines },
     });
   }

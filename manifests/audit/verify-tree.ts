@@ -11,6 +11,7 @@
  * manifest anywhere (the tail included) changes the root. Isomorphic.
  */
 import { AuditError } from './errors.js';
+import { counted } from '../encoding/printable.js';
 import {
   BUNDLE_CHECKPOINT_FILE,
   BUNDLE_CONSISTENCY_FILE,
@@ -209,7 +210,7 @@ function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
         message:
           pinned === 0
             ? 'the trust file pins no checkpoint key (checkpointKeys: `keys export` writes them)'
-            : `no signature by any of the ${pinned} checkpoint key(s) the trust file pins (one exported before the host's last key rotation lacks the new key)`,
+            : `no signature by ${pinned === 1 ? 'the checkpoint key' : `any of the ${pinned} checkpoint keys`} the trust file pins (one exported before the host's last key rotation lacks the new key)`,
       };
     }
     const code = err.code === 'NOTE_SIGNATURE_INVALID' ? 'CHECKPOINT_SIGNATURE_INVALID' : 'CHECKPOINT_INVALID';
@@ -263,7 +264,7 @@ export async function verifyTree(
     if (leaves.count !== cp.size) {
       sink.add({
         code: 'TREE_SIZE_MISMATCH',
-        message: `the checkpoint covers ${cp.size} manifests; the bundle has ${leaves.count} lines`,
+        message: `the checkpoint covers ${counted(cp.size, 'manifest')}; the bundle has ${counted(leaves.count, 'line')}`,
         evidence: { expected: cp.size, actual: leaves.count },
       });
     } else {

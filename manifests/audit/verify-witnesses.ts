@@ -14,6 +14,7 @@ import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { ManifestError } from '../errors.js';
 import { bytesToHex } from '../../store/hash/digest.js';
 import { AuditError } from './errors.js';
+import { counted } from '../encoding/printable.js';
 import type { FindingSink } from './findings.js';
 
 /** The auditor's witness policy: pinned witness keys and how many of them must have cosigned. */
@@ -74,7 +75,7 @@ export function assertWitnessPolicy(policy: WitnessPolicy): void {
   if (policy.quorum > pinned)
     throw new ManifestError(
       'INVALID_ARGUMENT',
-      `a quorum of ${policy.quorum} cannot be met by ${pinned} distinct pinned witness key(s)`,
+      `a quorum of ${policy.quorum} cannot be met by ${counted(pinned, 'distinct pinned witness key')}`,
     );
 }
 
@@ -135,7 +136,7 @@ export function verifyWitnesses(
   if (signedBy.length < policy.quorum)
     sink.add({
       code: 'WITNESS_QUORUM_MISSING',
-      message: `the checkpoint has ${signedBy.length} valid cosignature(s) by pinned witnesses; the quorum is ${policy.quorum}`,
+      message: `the checkpoint has ${counted(signedBy.length, 'valid cosignature')} by pinned witnesses; the quorum is ${policy.quorum}`,
       evidence: { expected: policy.quorum, actual: signedBy.length },
     });
   return { quorum: policy.quorum, pinned: distinctKeys(policy.keys), signedBy };

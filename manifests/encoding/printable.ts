@@ -90,3 +90,8 @@ export function printableJson(value: unknown): string {
 export function shellWord(word: string): string {
   return /^[A-Za-z0-9_.:/@%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
+
+/** `1 manifest`, `2 manifests`, `0 manifests`: a count and its noun, singular only for one. */
+export function counted(n: number, noun: string, plural = `${noun}s`): string {
+  return `${n} ${n === 1 ? noun : plural}`;
+}

@@ -11,7 +11,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printableLines, printableRow } from '../../manifests/encoding/printable.js';
+import { counted, printableLines, printableRow } from '../../manifests/encoding/printable.js';
 
 const grantOptions = {
   ...storeOptions,
@@ -59,7 +59,7 @@ function changeGrant(kind: 'grant' | 'revoke') {
             printableLines([
               `note: grant --all grants no session: ${principal} reads and publishes in sessions it owns or is granted (grant --session S)`,
               ...(still.length > 0
-                ? [`note: ${principal} stays revoked on ${still.length} session(s): ${still.join(', ')}`]
+                ? [`note: ${principal} stays revoked on ${counted(still.length, 'session')}: ${still.join(', ')}`]
                 : []),
             ]),
           );
@@ -132,7 +132,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
           else
             io.stdout.write(
               printableLines([
-                `wrote ${trust.keys.length} trusted key(s) and ${trust.checkpointKeys?.length ?? 0} checkpoint key(s) to ` +
+                `wrote ${counted(trust.keys.length, 'trusted key')} and ${counted(trust.checkpointKeys?.length ?? 0, 'checkpoint key')} to ` +
                   `${values.out}; give this file to auditors out of band`,
               ]),
             );

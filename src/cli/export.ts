@@ -21,7 +21,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printable, printableLines } from '../../manifests/encoding/printable.js';
+import { counted, printable, printableLines } from '../../manifests/encoding/printable.js';
 
 export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--json]';
 
@@ -94,7 +94,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       if (json) writeJson(io.stdout, result);
       else {
         io.stdout.write(
-          `exported ${counts.manifests} manifests in ${counts.chains} chains${counts.blobs !== undefined ? ` and ${counts.blobs} blobs` : ''} to ${printable(result.dir)}\n` +
+          `exported ${counted(counts.manifests, 'manifest')} in ${counted(counts.chains, 'chain')}${counts.blobs !== undefined ? ` and ${counted(counts.blobs, 'blob')}` : ''} to ${printable(result.dir)}\n` +
             `auditors also need this host's public keys: handoff-ledger keys export\n`,
         );
       }

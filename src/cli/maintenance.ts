@@ -12,7 +12,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printableRow } from '../../manifests/encoding/printable.js';
+import { counted, printableRow } from '../../manifests/encoding/printable.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
@@ -27,12 +27,14 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
         if (values.json) writeJson(io.stdout, { ...report, recovery });
         else {
           if (recovery.stagingRemoved)
-            io.stdout.write(`recovery: removed ${recovery.stagingRemoved} staging file(s) of interrupted writes\n`);
+            io.stdout.write(
+              `recovery: removed ${counted(recovery.stagingRemoved, 'staging file')} of interrupted writes\n`,
+            );
           for (const f of report.findings)
             io.stdout.write(printableRow([f.code, f.session ?? '-', String(f.seq ?? '-'), f.message]));
           const paint = colours(io, io.stdout);
           io.stdout.write(
-            `${report.ok ? paint.good('clean') : paint.bad(`${report.findings.length} finding(s)`)}: ${report.chains} chain(s), ${report.manifests} manifest(s), ${report.blobsChecked} blob(s) checked\n`,
+            `${report.ok ? paint.good('clean') : paint.bad(counted(report.findings.length, 'finding'))}: ${counted(report.chains, 'chain')}, ${counted(report.manifests, 'manifest')}, ${counted(report.blobsChecked, 'blob')} checked\n`,
           );
           io.stdout.write(`not verified: ${report.notVerified}\n`);
         }
@@ -66,7 +68,7 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
         // A dry run lists what it would remove (its help says so); a real run only counts what it removed.
         if (values['dry-run']) for (const digest of report.removed) io.stdout.write(`${digest}\n`);
         io.stdout.write(
-          `${values['dry-run'] ? 'would remove' : 'removed'} ${report.removed.length} unreferenced blob(s); ${report.referenced} referenced, ${report.keptYoung} kept within the grace period\n`,
+          `${values['dry-run'] ? 'would remove' : 'removed'} ${counted(report.removed.length, 'unreferenced blob')}; ${report.referenced} referenced, ${report.keptYoung} kept within the grace period\n`,
         );
       }
       return EXIT_OK;

@@ -45,7 +45,7 @@ import {
   wantsJson,
   type CliIo,
 } from './io.js';
-import { printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
+import { counted, printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
 
 const MAX_TRUST_BYTES = MAX_TRUST_FILE_BYTES;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
@@ -180,7 +180,7 @@ export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType
       continue;
     }
     out.push(
-      `chain ${c.session}: ${c.entries} manifests, head seq ${c.headSeq} ${c.head} — ${fs.length === 0 ? 'ok' : `${fs.length} finding(s)`}`,
+      `chain ${c.session}: ${counted(c.entries, 'manifest')}, head seq ${c.headSeq} ${c.head} — ${fs.length === 0 ? 'ok' : counted(fs.length, 'finding')}`,
     );
     out.push(...fs.map(describeFinding));
     byChain.delete(c.session);
@@ -188,13 +188,14 @@ export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType
   for (const [session, fs] of byChain) {
     out.push(`chain ${session} (out of scope):`, ...fs.map(describeFinding));
   }
-  if (hidden > 0) out.push(`${hidden} more chains: ok`);
+  if (hidden > 0) out.push(`${counted(hidden, 'more chain', 'more chains')}: ok`);
   // The origin, key and witness names are JSON-quoted (report-text.ts) and the lines escaped.
   if (r.checkpoint) out.push(describeCheckpoint(r.checkpoint));
   if (r.checkpoint?.witnesses) out.push(describeWitnesses(r.checkpoint.witnesses));
   if (unattributed.length > 0)
     out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
-  if (r.findingsTruncated) out.push(`… ${r.counts.findings - r.findings.length} more findings not listed`);
+  if (r.findingsTruncated)
+    out.push(`… ${counted(r.counts.findings - r.findings.length, 'more finding', 'more findings')} not listed`);
   return `${printableLines(out)}${describeVerdict(r, paint)}\n`;
 }
 

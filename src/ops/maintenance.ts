@@ -14,6 +14,7 @@ import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { decodeSummary } from '../summary/summary.js';
 import { summaryDigestOf } from './export.js';
+import { counted } from '../../manifests/encoding/printable.js';
 
 /**
  * What fsck reports. Where a problem means what an auditor's finding means, it has the auditor's code
@@ -409,7 +410,7 @@ async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
   if (missing >= 0)
     throw new LedgerError(
       'RECORD_CORRUPT',
-      `gc removes nothing: the log's tree holds ${size} manifests, and the manifest at position ${missing} is reached ` +
+      `gc removes nothing: the log's tree holds ${counted(size, 'manifest')}, and the manifest at position ${missing} is reached ` +
         'neither through the global order nor through a chain, so the blob it names is unknown (fsck reports it)',
     );
   return referenced;

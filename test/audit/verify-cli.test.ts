@@ -75,10 +75,10 @@ describe('verify command', () => {
     expect(await verifyCli([bundle, '--trust', trust], c.io)).toBe(1);
     const out = c.stdout().split('\n');
     expect(out).toContain(
-      'chain session-0: 2 manifests, head seq 2 ' + big.chains.get('session-0')!.built[2]!.id + ' — 1 finding(s)',
+      'chain session-0: 2 manifests, head seq 2 ' + big.chains.get('session-0')!.built[2]!.id + ' — 1 finding',
     );
     expect(out).toContain('99 more chains: ok');
-    expect(out.at(-2)).toBe('verdict: FAILED — 2 finding(s) (LINE_NOT_JSON 1, SEQ_GAP 1) in 300 lines');
+    expect(out.at(-2)).toBe('verdict: FAILED — 2 findings (LINE_NOT_JSON 1, SEQ_GAP 1) in 300 lines');
   });
 
   it('draws a progress bar on stderr only when stderr is a terminal', async () => {

@@ -238,7 +238,7 @@ describe('a ledger with witnesses', () => {
     const missing = await cli(['verify', out, '--trust', trust, '--witness-keys', witnessKeys, '--quorum', '2']);
     expect(missing.code).toBe(1);
     expect(missing.stdout).toMatch(
-      /WITNESS_QUORUM_MISSING: the checkpoint has 1 valid cosignature\(s\) by pinned witnesses; the quorum is 2/,
+      /WITNESS_QUORUM_MISSING: the checkpoint has 1 valid cosignature by pinned witnesses; the quorum is 2/,
     );
     const sig = w2Line.slice(w2Line.lastIndexOf(' ') + 1);
     const flipped = `${sig.slice(0, 20)}${sig[20] === 'A' ? 'B' : 'A'}${sig.slice(21)}`;
