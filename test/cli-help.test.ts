@@ -105,3 +105,29 @@ describe('the usage line a usage error prints', () => {
     expect(usage).toBe(commands[name]!.synopsis);
   });
 });
+
+describe('the exit codes a command help lists', () => {
+  // Exit 2 of a command without a store (the auditor's verify and audit-ui, witness) names no store, lock or
+  // storage of its own: the shared line "store locked by another process" was printed for them too.
+  const exit2 = (name: string) =>
+    commandHelp(name, commands[name]!)
+      .split('Exit codes:\n')[1]!
+      .split(/\n {2}70 /)[0]!
+      .replace(/^[\s\S]*?\n {2}2 {3}/, '');
+  it.each(['verify', 'audit-ui', 'witness'])('%s: exit 2 names no store', (name) => {
+    expect(exit2(name)).not.toMatch(/store|lock/);
+    expect(exit2(name)).toMatch(/^usage error/);
+  });
+  it.each(Object.keys(commands).filter((n) => !['verify', 'audit-ui', 'witness'].includes(n)))(
+    '%s: exit 2 names the store locked by another process',
+    (name) => {
+      expect(exit2(name)).toBe('usage error, I/O or storage failure, store locked by another process');
+    },
+  );
+  it('every command lists 0, 1, 2 and 70, in that order', () => {
+    for (const [name, spec] of Object.entries(commands)) {
+      const codes = [...commandHelp(name, spec).matchAll(/^ {2}(\d+) /gm)].map((m) => m[1]);
+      expect(codes.slice(0, 4), name).toEqual(['0', '1', '2', '70']);
+    }
+  });
+});

@@ -13,10 +13,10 @@ export interface CommandSpec {
   /** Option lines, each `--flag ARG  what it does`. */
   options: string[];
   /**
-   * What exit codes 0 and 1 mean for this command (2 and 70 mean the same everywhere), and any of its own (export:
-   * 130 / 143, stopped by a signal).
+   * What exit codes 0, 1 and 2 mean for this command (2 by default: `STORE_FAILED`, for a command on a store; 70
+   * means the same everywhere), and any of its own (export: 130 / 143, stopped by a signal).
    */
-  exits: { ok: string; refused: string; more?: string[] };
+  exits: { ok: string; refused: string; failed?: string; more?: string[] };
   /** Whether `--json` prints the command's data as JSON on stdout. */
   json: boolean;
   load: () => Promise<Command>;
@@ -39,6 +39,8 @@ const scope = (principal: string, session = 'the session') => [
 const actor = (verb: string) =>
   `the principal who ${verb}: the session's owner (its first publisher) or one granted it`;
 const refusedLedger = 'a coded refusal (invalid id, unauthorized, revoked, failed verification…)';
+/** Exit 2 of a command on a store: it could not run. */
+const STORE_FAILED = 'usage error, I/O or storage failure, store locked by another process';
 const core = async () => import('./core.js');
 const access = async () => import('./access.js');
 const maintenance = async () => import('./maintenance.js');
@@ -167,7 +169,13 @@ export const commands: Record<string, CommandSpec> = {
       '--max-bundle-bytes N  refuse a manifests.jsonl larger than N bytes (BUNDLE_INVALID)',
       '--json            print the report as JSON on stdout',
     ],
-    exits: { ok: 'the bundle verified clean', refused: 'findings (listed on stdout)' },
+    exits: {
+      ok: 'the bundle verified clean',
+      refused: 'findings (listed on stdout)',
+      failed:
+        'usage error; a bundle, trust or other input it cannot read or use (BUNDLE_IO, BUNDLE_INVALID,\n' +
+        'TRUST_INVALID, USAGE); verifying threads that failed (WORKER_FAILED); output it cannot write',
+    },
     json: true,
     load: async () => (await import('./verify.js')).run,
   },
@@ -187,7 +195,13 @@ export const commands: Record<string, CommandSpec> = {
       '--port N          listen on this port (default: any free port)',
       '--open            open the page in the default browser',
     ],
-    exits: { ok: 'stopped (Ctrl-C or SIGTERM)', refused: 'never (a bad bundle is a usage or I/O error, exit 2)' },
+    exits: {
+      ok: 'stopped (Ctrl-C or SIGTERM)',
+      refused: 'never (a bad bundle is a usage or I/O error, exit 2)',
+      failed:
+        'usage error; a bundle, trust or other input it cannot read or use (BUNDLE_IO, BUNDLE_INVALID,\n' +
+        'TRUST_INVALID, USAGE); a port it cannot listen on',
+    },
     json: false,
     load: async () => (await import('./audit-ui.js')).run,
   },
@@ -213,6 +227,9 @@ export const commands: Record<string, CommandSpec> = {
     exits: {
       ok: 'keygen: written; serve: stopped (Ctrl-C or SIGTERM)',
       refused: 'a coded refusal (KEY_INVALID, KEY_FILE_UNSAFE, INVALID_ARGUMENT: a bad --name or logs file)',
+      failed:
+        'usage error (also a missing --key, an unusable --logs, an --out that exists, an address it cannot\n' +
+        'listen on); a key file or --state it cannot write or read (IO_FAILED, STORAGE_FAILED); output it cannot write',
     },
     json: true,
     load: async () => (await import('./witness.js')).run,
@@ -284,7 +301,7 @@ export const commands: Record<string, CommandSpec> = {
 export const EXIT_CODES = [
   '0   success (see each command)',
   '1   refused: a coded error, or findings (fsck, verify)',
-  '2   usage error, I/O or storage failure, store locked by another process',
+  `2   could not run: ${STORE_FAILED} (help <command> says which)`,
   '70  internal error (a bug: please report it)',
 ];
 
@@ -316,7 +333,8 @@ export function commandHelp(name: string, spec: CommandSpec): string {
     'Exit codes:',
     `  0   ${spec.exits.ok}`,
     `  1   ${spec.exits.refused}`,
-    ...EXIT_CODES.slice(2).map((l) => `  ${l}`),
+    ...(spec.exits.failed ?? STORE_FAILED).split('\n').map((l, i) => `  ${i === 0 ? '2 ' : '  '}  ${l}`),
+    `  ${EXIT_CODES[3]}`,
     ...(spec.exits.more ?? []).map((l) => `  ${l}`),
     '',
   ].join('\n');
