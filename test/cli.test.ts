@@ -492,6 +492,28 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(two).toContain('clean: 2 chains, 3 manifests, 3 blobs checked\n');
   });
 
+  it('history names who published each manifest: the owner or a grantee, a column of its own', () => {
+    const root = join(tempDir(), 'store');
+    const as = (principal: string, ...args: string[]) =>
+      cli([...args, '--root', root, '--principal', principal, '--session', 's'], {
+        input: JSON.stringify(sampleSummary(principal)),
+      });
+    expect(as('alice', 'publish', '--run', 'r1').code).toBe(0);
+    expect(as('bob', 'grant').code).toBe(0);
+    expect(as('bob', 'publish', '--run', 'r2').code).toBe(0);
+    const rows = as('alice', 'history')
+      .stdout.split('\n')
+      .filter(Boolean)
+      .map((l) => l.split('\t'));
+    expect(rows.map((r) => r.slice(0, 6))).toEqual([
+      ['0', expect.any(String), 'alice', 'cli-host', 'r1', expect.stringMatching(/^blake3:/)],
+      ['1', expect.any(String), 'bob', 'cli-host', 'r2', expect.stringMatching(/^blake3:/)],
+    ]);
+    expect(rows[0]![6]).toMatch(/^\d+ bytes$/);
+    const json = JSON.parse(as('bob', 'history', '--json').stdout) as Array<{ manifest: { principal: string } }>;
+    expect(json.map((e) => e.manifest.principal)).toEqual(['alice', 'bob']);
+  });
+
   it('keys revoke gives the code: a time without milliseconds or the checkpoint key INVALID_ARGUMENT, an unknown key KEY_INVALID', () => {
     const root = join(tempDir(), 'store');
     const trustFile = join(tempDir(), 'trust.json');

@@ -80,7 +80,10 @@ export const commands: Record<string, CommandSpec> = {
   history: {
     summary: "list a session's verified chain",
     synopsis: 'history --principal P --session S [--json]',
-    options: scope(actor('reads it')),
+    options: [
+      '(stdout: a line a manifest: seq, time, publishing principal, host, run, id, summary size; tab-separated)',
+      ...scope(actor('reads it')),
+    ],
     exits: { ok: 'the whole chain verified', refused: refusedLedger },
     json: true,
     load: async () => (await core()).history,

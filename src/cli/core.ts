@@ -17,7 +17,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printableLines } from '../../manifests/encoding/printable.js';
+import { printableLines, printableRow } from '../../manifests/encoding/printable.js';
 
 export async function init(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, storeOptions);
@@ -163,11 +163,10 @@ export async function history(argv: string[], io: CliIo): Promise<number> {
           entries.map((e) => ({ id: e.id, manifest: e.manifest })),
         );
       else
-        for (const e of entries)
+        for (const { id, manifest: m } of entries)
+          // Who published each: in a shared session the owner or a grantee (--json: manifest.principal).
           io.stdout.write(
-            printableLines([
-              `${e.manifest.seq}\t${e.manifest.createdAt}\t${e.manifest.host}\t${e.manifest.run}\t${e.id}\t${e.manifest.summary.size} bytes`,
-            ]),
+            printableRow([String(m.seq), m.createdAt, m.principal, m.host, m.run, id, `${m.summary.size} bytes`]),
           );
       return EXIT_OK;
     });
