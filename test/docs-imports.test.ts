@@ -49,3 +49,23 @@ describe('documented imports', () => {
     },
   );
 });
+
+describe("the README's PostgreSQL example", () => {
+  // It passed `trust: otherHostsTrust` and never said what that is; the value is a `keys export` file's JSON, which
+  // openLedger checks itself: no parse function (the main entry exports none) is needed.
+  it('builds the trust value it passes from a keys export file, which openLedger takes as it is', async () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const example = readme.slice(readme.indexOf('## Many processes and hosts: PostgreSQL'));
+    expect(example).toMatch(/const otherHostsTrust = JSON\.parse\(readFileSync\('[^']+', 'utf8'\)\);\n/);
+    const { openLedger } = await import('../src/index.js');
+    const { tempDir } = await import('./support/tmp.js');
+    const other = await openLedger({ root: tempDir(), host: 'harness-us-1' });
+    const exported = JSON.stringify(other.trustStore(), null, 2); // what keys export writes
+    await other.close();
+    const ledger = await openLedger({ root: tempDir(), host: 'harness-eu-1', trust: JSON.parse(exported) });
+    await ledger.close();
+    await expect(
+      openLedger({ root: tempDir(), host: 'harness-eu-1', trust: { ...JSON.parse(exported), version: 2 } }),
+    ).rejects.toMatchObject({ code: 'TRUST_INVALID' });
+  });
+});
