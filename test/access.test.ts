@@ -44,6 +44,21 @@ describe('sessions belong to their first publisher', () => {
     await ledger.close();
   });
 
+  it('says in words what a refused principal may not do to the session', async () => {
+    const ledger = await open();
+    await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary());
+    const bob = { principal: 'bob', session: 's1' };
+    await expect(ledger.history(bob)).rejects.toMatchObject({
+      code: 'UNAUTHORIZED',
+      message: 'principal bob may not read the history of session s1',
+    });
+    await expect(ledger.resume(bob)).rejects.toMatchObject({ message: 'principal bob may not resume session s1' });
+    await expect(ledger.publish({ ...bob, run: 'r2' }, sampleSummary())).rejects.toMatchObject({
+      message: 'principal bob may not publish in session s1',
+    });
+    await ledger.close();
+  });
+
   it('does not let ids that differ by case or separator alias one another', async () => {
     const ledger = await open();
     const variants = ['proj.a', 'proj-a', 'proj:a', 'proj_a', 'Proj.a', 'PROJ.A', 'proj@a'];

@@ -10,6 +10,13 @@ import { isHandoffLedgerError, LedgerError } from '../errors.js';
 
 export type Action = 'publish' | 'resume' | 'history';
 
+/** What an action does to a session, for messages: "may not read the history of session s", not "may not history". */
+const DOING: Record<Action, string> = {
+  publish: 'publish in',
+  resume: 'resume',
+  history: 'read the history of',
+};
+
 export type Authorizer = (request: {
   principal: string;
   session: string;
@@ -34,7 +41,8 @@ export async function authorize(
   if (here?.state === 'revoked')
     throw new LedgerError('REVOKED', `principal ${principal} is revoked for session ${session}`);
   const allowed = head === undefined || head.owner === principal || here?.state === 'granted';
-  if (!allowed) throw new LedgerError('UNAUTHORIZED', `principal ${principal} may not ${action} session ${session}`);
+  if (!allowed)
+    throw new LedgerError('UNAUTHORIZED', `principal ${principal} may not ${DOING[action]} session ${session}`);
   if (authorizer && (await askAuthorizer(authorizer, { principal, session, action })) !== true) {
     throw new LedgerError('UNAUTHORIZED', `the authorizer denied ${action} on session ${session} to ${principal}`);
   }
