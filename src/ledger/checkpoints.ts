@@ -9,7 +9,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
-import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
+import { ensurePrivateDir, refuseNonDirectory } from '../../store/fs/safe-dir.js';
 import { CheckpointPinFile } from './checkpoint-pin.js';
 import { openNote, signNote, type NoteSigner, type NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { formatCheckpoint, parseCheckpoint, type Checkpoint } from '../../manifests/format/checkpoint.js';
@@ -45,12 +45,18 @@ const PIN_NAME = /^([0-9a-f]{64})\.(?:pin|note)$/;
  * not the one this root pinned: its origin record was deleted or changed (a rewritten database would otherwise be
  * given a fresh origin, a fresh pin, and no rollback check), or the root is being used with a second log. Checked at
  * open before anything is written under the log's origin (a missing origin record, its trusted checkpoint key, its
- * pin).
+ * pin). With `create: false` (an embedded open looking before it makes its store) a missing directory is not made.
  * @throws LedgerError `FORK`; StoreError `UNSAFE_PATH` (the checkpoints directory)
  */
-export async function refuseAnotherLogsPin(root: string, origin: string): Promise<void> {
+export async function refuseAnotherLogsPin(
+  root: string,
+  origin: string,
+  { create = true }: { create?: boolean } = {},
+): Promise<void> {
   const dir = join(root, 'checkpoints');
-  await ensurePrivateDir(dir, 'UNSAFE_PATH');
+  // Without `create`, only a look: a root without the directory pins nothing, and nothing is made to find that out.
+  if (create) await ensurePrivateDir(dir, 'UNSAFE_PATH');
+  else if ((await refuseNonDirectory(dir, 'UNSAFE_PATH')) === undefined) return;
   const own = originHash(origin);
   const other = (await readdir(dir)).find((name) => {
     const stem = PIN_NAME.exec(name)?.[1];

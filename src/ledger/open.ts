@@ -173,9 +173,25 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       maxBlobBytes: options.postgres.maxBlobBytes,
     }));
   }
+  // The name a log that has none yet is given (the first opener names it), fixed before the look below.
+  const freshName = options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`;
   if (!log) {
+    const levelDir = join(root, 'manifests-v1');
+    // An embedded log not made yet holds no origin record: its name would be `freshName`, so a pin of another log in
+    // this root is a FORK, found before the log and the blob store are made, which would otherwise stay behind (a
+    // refused open leaves the root as it found it). The case is a root PostgreSQL processes share, opened by a
+    // command run without --postgres. Refused only if the log is still missing after the look: one another opener
+    // made meanwhile holds the name to judge by, below.
+    if ((await refuseNonDirectory(levelDir, 'UNSAFE_PATH')) === undefined) {
+      try {
+        await refuseAnotherLogsPin(root, freshName, { create: false });
+      } catch (err) {
+        if (!(err instanceof LedgerError && err.code === 'FORK')) throw err;
+        if ((await refuseNonDirectory(levelDir, 'UNSAFE_PATH')) === undefined) throw err;
+      }
+    }
     // LevelDB follows a planted symlink: check the directory like every other one in the store.
-    await ensurePrivateDir(join(root, 'manifests-v1'), 'UNSAFE_PATH');
+    await ensurePrivateDir(levelDir, 'UNSAFE_PATH');
     log = await LevelManifestLog.open(join(root, 'manifests-v1'), options.levelLog);
   }
   let checkpoints: CheckpointGuard | undefined;
@@ -191,7 +207,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // The first opener names the log; every later opener, on any host, signs under that name.
     const stored = await log.origin();
     if (stored !== undefined) refuseStoredOrigin(stored);
-    const named = stored ?? options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`;
+    const named = stored ?? freshName;
     if (options.origin !== undefined && named !== options.origin)
       throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${named}, not ${options.origin}`);
     // Before the keyring lists a checkpoint key under this origin, and before a missing origin record is written (a

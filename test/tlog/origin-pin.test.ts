@@ -6,7 +6,7 @@
  * used to list its checkpoint key twice and leave trust.json unloadable for both.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -17,6 +17,16 @@ import { sampleSummary, tempDir } from '../support/tmp.js';
 import { publishMany, refusal, scope } from './ledger-support.js';
 
 const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+
+/** Every path under `root` (directories end in /), with each file's size and time: what a refused open must leave. */
+function listing(root: string): string[] {
+  return (readdirSync(root, { recursive: true }) as string[])
+    .map((name) => {
+      const st = statSync(join(root, name));
+      return st.isDirectory() ? `${name}/` : `${name} ${st.size} ${st.mtimeMs}`;
+    })
+    .sort();
+}
 
 /** The CLI's default: no origin given, so the first open names the log at random and stores the name in it. */
 const openDefault = (root: string, extra: Partial<Parameters<typeof openLedger>[0]> = {}) =>
@@ -136,6 +146,46 @@ describePostgres('the origin record on PostgreSQL', (pg) => {
     await ledger.close();
     ledger = await openLedger({ ...b, root: tempDir() });
     await ledger.close();
+  });
+
+  it('an embedded open of a root PostgreSQL processes share is a FORK that leaves the root as it found it (no store directories of its own)', async () => {
+    if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
+    const root = tempDir();
+    const shared = {
+      host: 'h1',
+      root,
+      postgres: { connectionString: pg.connectionString, schema: schemaName('left') },
+    };
+    const ledger = await openLedger({ ...shared, onNotice: () => {} });
+    try {
+      await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(1));
+      await ledger.checkpoint();
+      const before = listing(root);
+      expect(before).not.toContain('manifests-v1/');
+      // The library's embedded open (no postgres option): nothing of an embedded store is made.
+      expect((await refusal(openLedger({ host: 'h1', root, onNotice: () => {} }))).code).toBe('FORK');
+      expect(listing(root)).toEqual(before);
+      // A command run without --postgres: the same refusal, and the root still as it was.
+      const env: NodeJS.ProcessEnv = { ...process.env };
+      delete env.HANDOFF_LEDGER_POSTGRES;
+      for (const args of [
+        ['keys', 'list'],
+        ['gc', '--grace', '1h'],
+      ]) {
+        const r = spawnSync(process.execPath, [CLI, ...args, '--root', root, '--host', 'h1'], {
+          encoding: 'utf8',
+          env,
+          timeout: 60_000,
+        });
+        expect(r.status, r.stderr).toBe(1);
+        expect(r.stderr).toMatch(/FORK: this root pins another log/);
+        expect(listing(root), args.join(' ')).toEqual(before);
+      }
+      // The shared store goes on as before.
+      expect((await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(2))).seq).toBe(1);
+    } finally {
+      await ledger.close();
+    }
   });
 
   it('an embedded open of a root PostgreSQL processes share (a command run without --postgres) is a FORK that removes none of their writes in flight', async () => {
