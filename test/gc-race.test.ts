@@ -3,6 +3,7 @@
  * the re-put lands between gc's judgement of the blob's time and its removal. The acknowledged publish must
  * keep its blob, on the filesystem (a blob file) and in LevelDB (an inline blob).
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { describe, expect, it } from 'vitest';
 import { mkdir, readdir, readFile, rename, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { FsBlobStore } from '../store/fs/blob-store.js';
@@ -254,6 +255,84 @@ describe('gc whose walk of the manifests outlasts the grace', () => {
       expect((await ledger.resume({ principal: 'alice', session: 'second' }))?.manifest.summary.digest).toBe(
         published!.digest,
       );
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('two gc runs at once', () => {
+  it('neither removes the copy a publish linked while the other held the old one aside (both with an hour of grace)', async () => {
+    // The bytes of a summary's blob, as a publish stores them.
+    const summary = sampleSummary('an old orphan, published again');
+    const scratch = await openLedger({ root: tempDir(), host: 'h', inlineSummaryBytes: 0, onNotice: () => {} });
+    const { digest } = await scratch.publish(first, summary);
+    const bytes = new Uint8Array(await scratch.blobs.get(digest));
+    await scratch.close();
+
+    const root = tempDir();
+    const hex = digestHex(digest);
+    const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    const aside = join(root, 'gc-aside', hex);
+    const who = new AsyncLocalStorage<'A' | 'B'>();
+    const gate = () => {
+      let open!: () => void;
+      const opened = new Promise<void>((r) => (open = r));
+      // A gate a serialized gc never opens is passed after a while: the runs then go one after the other.
+      return { open, passed: () => Promise.race([opened, new Promise((r) => setTimeout(r, 1500))]) };
+    };
+    const aAtRename = gate();
+    const aMayRename = gate();
+    const aRenamed = gate();
+    const bUnlinked = gate();
+    let armed = false;
+    let published: { digest: string } | undefined;
+    const opened: { ledger?: Ledger } = {};
+    const fs: FsOps = {
+      ...nodeFsOps,
+      rename: async (from, to) => {
+        if (!armed || from !== file || to !== aside) return nodeFsOps.rename(from, to);
+        if (who.getStore() === 'A') {
+          // A has judged the old copy by its first look; it moves whatever is at the path aside once B let it.
+          aAtRename.open();
+          await aMayRename.passed();
+          await nodeFsOps.rename(from, to);
+          aRenamed.open();
+          await bUnlinked.passed();
+          return;
+        }
+        await aAtRename.passed(); // B moves the old copy aside after A's first look
+        return nodeFsOps.rename(from, to);
+      },
+      unlink: async (path) => {
+        if (!armed || path !== aside || who.getStore() !== 'B') return nodeFsOps.unlink(path);
+        // B judged the copy it moved aside old. Before it unlinks: a publish of the same bytes finds no file at the
+        // path and links its own copy there, acknowledged; then A moves that copy aside, under the same name.
+        published = await opened.ledger!.publish(second, summary);
+        aMayRename.open();
+        await aRenamed.passed();
+        await nodeFsOps.unlink(path);
+        bUnlinked.open();
+      },
+    };
+    const ledger = await openLedger({ root, host: 'h', fs, inlineSummaryBytes: 0, onNotice: () => {} });
+    opened.ledger = ledger;
+    try {
+      expect((await ledger.blobs.put(bytes)).digest).toBe(digest);
+      const old = new Date(Date.now() - 2 * HOUR);
+      await utimes(file, old, old);
+      armed = true;
+      const runs = await Promise.allSettled([
+        who.run('A', () => gc(ledger, { graceMs: HOUR })),
+        who.run('B', () => gc(ledger, { graceMs: HOUR })),
+      ]);
+      armed = false;
+      // Serialized, the runs never meet at the blob: the publish comes after them.
+      published ??= await ledger.publish(second, summary);
+      expect(published.digest).toBe(digest);
+      expect(runs.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+      expect(await readdir(join(root, 'gc-aside'))).toEqual([]);
+      expect((await ledger.resume(second))?.summary).toEqual(summary);
     } finally {
       await ledger.close();
     }

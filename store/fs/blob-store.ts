@@ -83,6 +83,12 @@ export class FsBlobStore extends AbstractBlobStore {
   private readonly durableShards = new Set<string>();
   /** Per digest (hex), the placing of a blob under way in this process, settled: the next one waits for it. */
   private readonly placing = new Map<string, Promise<void>>();
+  /**
+   * Per digest (hex), gc's conditional delete under way in this process, settled: the next one waits for it. Two at
+   * once would share the blob's name in gc-aside/: one moving a copy there (a publish's, linked at the path while the
+   * other held the old copy aside) replaces the other's, which then unlinks it as the old copy it judged.
+   */
+  private readonly judging = new Map<string, Promise<void>>();
   /** The root directory opened (device and inode): every write and read refuses another one at its path. */
   private rootId: { dev: number; ino: number } | undefined;
 
@@ -221,21 +227,7 @@ export class FsBlobStore extends AbstractBlobStore {
    * a link finding the other's fresh copy, or one moving the other's acknowledged copy aside.
    */
   private async placeBlob(staging: string, digest: Digest, size: number): Promise<void> {
-    const hex = digestHex(digest);
-    const before = this.placing.get(hex);
-    const run = before
-      ? before.then(() => this.placeBlobAlone(staging, digest, size))
-      : this.placeBlobAlone(staging, digest, size);
-    const settled = run.then(
-      () => {},
-      () => {},
-    );
-    this.placing.set(hex, settled);
-    try {
-      await run;
-    } finally {
-      if (this.placing.get(hex) === settled) this.placing.delete(hex);
-    }
+    return oneAtATime(this.placing, digestHex(digest), () => this.placeBlobAlone(staging, digest, size));
   }
 
   /** Links the fsynced staging file to its final name, never overwriting, then makes the name durable. */
@@ -480,12 +472,15 @@ export class FsBlobStore extends AbstractBlobStore {
     await this.checkShardDirs(dir1, dir2);
     try {
       if (options.storedBeforeMs !== undefined) {
-        await this.checkRealDirs([this.asideDir]);
-        return await deleteIfOld(
-          this.fs,
-          { file, dir: dir2, asideDir: this.asideDir, name: digestHex(digest) },
-          options.storedBeforeMs,
-        );
+        const storedBeforeMs = options.storedBeforeMs;
+        return await oneAtATime(this.judging, digestHex(digest), async () => {
+          await this.checkRealDirs([this.asideDir]);
+          return deleteIfOld(
+            this.fs,
+            { file, dir: dir2, asideDir: this.asideDir, name: digestHex(digest) },
+            storedBeforeMs,
+          );
+        });
       }
       await this.fs.unlink(file);
       await this.fs.fsyncDir(dir2);
@@ -497,6 +492,22 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   protected async _close(): Promise<void> {}
+}
+
+/** Runs `call` once the call under way for `key` in `queue` has settled (either way); the next one waits for it. */
+async function oneAtATime<T>(queue: Map<string, Promise<void>>, key: string, call: () => Promise<T>): Promise<T> {
+  const before = queue.get(key);
+  const run = before ? before.then(call) : call();
+  const settled = run.then(
+    () => {},
+    () => {},
+  );
+  queue.set(key, settled);
+  try {
+    return await run;
+  } finally {
+    if (queue.get(key) === settled) queue.delete(key);
+  }
 }
 
 function wrap(step: string) {
