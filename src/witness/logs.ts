@@ -16,6 +16,18 @@ import { LedgerError } from '../errors.js';
  */
 export const MAX_WITNESS_LOGS_BYTES = 16 * 1024 * 1024;
 
+/**
+ * The most note verifier keys one log may list (it was 16). A ledger's list grows by one at every checkpoint-key
+ * rotation of every host that signs its checkpoints (the runbook adds the new key beside the old one): 16 were
+ * exceeded at a single host's 16th rotation (its first key and 16 more), or at once by a shared store of 17 hosts,
+ * and the witness then refused to start with a bare schema message. 256 holds a shared store of 128 hosts in the
+ * middle of a rotation; the operator's pruning keeps the list short (README, key rotation runbook: a key rotated out
+ * goes once the witness has cosigned a checkpoint since, a revoked one at once). A long list costs a linear match per
+ * signature line of a request (at most 100 lines: 25,600 comparisons of a name and a 32-bit hash), and the file's
+ * 16 MiB bounds the keys of all logs together.
+ */
+export const MAX_WITNESS_LOG_KEYS = 256;
+
 const isVerifierKey = (s: string) => {
   try {
     parseVerifierKey(s);
@@ -30,10 +42,7 @@ const logsSchema = z.strictObject({
     .array(
       z.strictObject({
         origin: z.string().refine(isCheckpointOrigin, 'must be a checkpoint origin (a non-empty line)'),
-        keys: z
-          .array(z.string().max(1024).refine(isVerifierKey, 'must be a C2SP Ed25519 note verifier key'))
-          .min(1)
-          .max(16),
+        keys: z.array(z.string().max(1024).refine(isVerifierKey, 'must be a C2SP Ed25519 note verifier key')).min(1),
       }),
     )
     .max(100_000),
@@ -41,7 +50,8 @@ const logsSchema = z.strictObject({
 
 /**
  * Parses a logs file into origin → verifier keys. An origin listed twice is refused: which entry won
- * would decide which keys the witness trusts.
+ * would decide which keys the witness trusts. So is a log listing more than `MAX_WITNESS_LOG_KEYS` keys, with a
+ * message that names it and says which keys may go.
  * @throws LedgerError `INVALID_ARGUMENT`
  */
 export function parseWitnessLogs(text: string): Map<string, NoteVerifierKey[]> {
@@ -51,6 +61,20 @@ export function parseWitnessLogs(text: string): Map<string, NoteVerifierKey[]> {
   } catch (err) {
     throw new LedgerError('INVALID_ARGUMENT', 'the logs file is not JSON', { cause: err });
   }
+  // Judged before the keys are, and naming the log: the operator who meets it has just added a rotated key.
+  const crowded = (value as { logs?: unknown })?.logs;
+  if (Array.isArray(crowded))
+    for (const log of crowded as unknown[]) {
+      const { origin, keys } = (log ?? {}) as { origin?: unknown; keys?: unknown };
+      if (!Array.isArray(keys) || keys.length <= MAX_WITNESS_LOG_KEYS) continue;
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `the logs file lists ${keys.length} keys for the log ${JSON.stringify(String(origin).slice(0, 300))}, more ` +
+          `than the ${MAX_WITNESS_LOG_KEYS} a log may list: keep the key each host of the log signs checkpoints with ` +
+          'now (`handoff-ledger keys vkey` on each host) and the one a rotation replaced until this witness has ' +
+          'cosigned a checkpoint since; remove the older ones and every revoked one, then start the witness again',
+      );
+    }
   const parsed = logsSchema.safeParse(value);
   if (!parsed.success) throw new LedgerError('INVALID_ARGUMENT', `the logs file: ${describeZodError(parsed.error)}`);
   const logs = new Map<string, NoteVerifierKey[]>();
