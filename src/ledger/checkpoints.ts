@@ -10,10 +10,10 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
 import { ensurePrivateDir, refuseNonDirectory } from '../../store/fs/safe-dir.js';
-import { CheckpointPinFile } from './checkpoint-pin.js';
+import { CheckpointPinFile, readPinnedNote } from './checkpoint-pin.js';
 import { openNote, signNote, type NoteSigner, type NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { formatCheckpoint, parseCheckpoint, type Checkpoint } from '../../manifests/format/checkpoint.js';
-import { equalBytes, verifyConsistency } from '../../manifests/tlog/merkle.js';
+import { EMPTY_ROOT, equalBytes, verifyConsistency } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tlog/tree.js';
 import { SESSION_HEADS_EXTENSION, sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
 import type { LogTreeHead, ManifestLog } from '../../manifests/log/log.js';
@@ -69,6 +69,54 @@ export async function refuseAnotherLogsPin(
         'origin record was deleted or changed, or the root is used with a second log (one root serves one log; if ' +
         'the pinned log is gone on purpose, move that pin aside)',
     );
+}
+
+/**
+ * Before an embedded open makes its LevelDB log, which it finds missing (a root PostgreSQL processes share, opened
+ * without `--postgres`; or a store whose log was deleted): the log it would make is empty and named `origin` (no
+ * origin record to read), so a pin of another log is `FORK` (`refuseAnotherLogsPin`), and a pin of this origin at a
+ * tree of 1 or more entries `ROLLBACK`, as the open would find them only after making the log and the blob store.
+ * The pin's size is read unverified: a pin that does not decode, or that this check cannot judge (a 0.1.0 `.note`),
+ * is left to the open, which judges it as ever. With `diagnose` the ROLLBACK is left to the open too (fsck reports
+ * it). Nothing is made, not even `checkpoints/`.
+ * @returns whether the root pins a log at all (the open then does not take the root for its own)
+ * @throws LedgerError `FORK`, `ROLLBACK`; StoreError `UNSAFE_PATH` (the checkpoints directory)
+ */
+export async function refuseRootWithoutItsLog(
+  root: string,
+  origin: string,
+  { diagnose = false }: { diagnose?: boolean } = {},
+): Promise<boolean> {
+  const dir = join(root, 'checkpoints');
+  if ((await refuseNonDirectory(dir, 'UNSAFE_PATH')) === undefined) return false;
+  if (!(await readdir(dir)).some((name) => PIN_NAME.test(name))) return false;
+  await refuseAnotherLogsPin(root, origin, { create: false });
+  if (diagnose) return true;
+  let pinned: string;
+  let size: number;
+  try {
+    pinned = await readPinnedNote(`${pinStem(root, origin)}.pin`);
+    size = parseCheckpoint(pinned.slice(0, pinned.indexOf('\n\n') + 1)).size;
+  } catch {
+    return true;
+  }
+  if (size > 0) {
+    const reason = `the tree has 0 entries, ${size} were pinned`;
+    throw new LedgerError(
+      'ROLLBACK',
+      `the log is not an extension of the pinned checkpoint: ${reason} (this root holds no embedded log, ` +
+        `${join(root, 'manifests-v1')}: a root PostgreSQL processes share is opened with --postgres or ` +
+        'HANDOFF_LEDGER_POSTGRES; a store whose log is lost is restored from its backup)',
+      {
+        evidence: {
+          pinned,
+          current: formatCheckpoint({ origin, size: 0, root: EMPTY_ROOT, extensions: [] }),
+          reason,
+        },
+      },
+    );
+  }
+  return true;
 }
 
 /** The public key of `keys` that signed an opened note (the first of them that did). */

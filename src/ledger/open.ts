@@ -21,7 +21,7 @@ import { Keyring, mergeTrust, refuseNewHostKey } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { checkByteBound } from '../summary/summary.js';
-import { CheckpointGuard, refuseAnotherLogsPin } from './checkpoints.js';
+import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog } from './checkpoints.js';
 import { checkWitnessingDelays, WitnessPool } from './witnessing.js';
 import { consistencyProof } from './proofs.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
@@ -175,19 +175,22 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   }
   // The name a log that has none yet is given (the first opener names it), fixed before the look below.
   const freshName = options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`;
+  // Set when this open makes the embedded log in a root that pins a log already: the root is not taken for its own.
+  let madeOnPinnedRoot = false;
   if (!log) {
     const levelDir = join(root, 'manifests-v1');
-    // An embedded log not made yet holds no origin record: its name would be `freshName`, so a pin of another log in
-    // this root is a FORK, found before the log and the blob store are made, which would otherwise stay behind (a
-    // refused open leaves the root as it found it). The case is a root PostgreSQL processes share, opened by a
-    // command run without --postgres. Refused only if the log is still missing after the look: one another opener
-    // made meanwhile holds the name to judge by, below.
+    // An embedded log not made yet holds no origin record: it would be an empty log named `freshName`, and a pin in
+    // this root of another log (FORK) or of a larger tree (ROLLBACK) is found before the log and the blob store are
+    // made, which would otherwise stay behind (a refused open leaves the root as it found it). The case is a root
+    // PostgreSQL processes share, opened by a command run without --postgres. Refused only if the log is still
+    // missing after the look: one another opener made meanwhile holds the name to judge by, below.
     if ((await refuseNonDirectory(levelDir, 'UNSAFE_PATH')) === undefined) {
       try {
-        await refuseAnotherLogsPin(root, freshName, { create: false });
+        madeOnPinnedRoot = await refuseRootWithoutItsLog(root, freshName, { diagnose: options.diagnose === true });
       } catch (err) {
-        if (!(err instanceof LedgerError && err.code === 'FORK')) throw err;
+        if (!(err instanceof LedgerError && (err.code === 'FORK' || err.code === 'ROLLBACK'))) throw err;
         if ((await refuseNonDirectory(levelDir, 'UNSAFE_PATH')) === undefined) throw err;
+        madeOnPinnedRoot = true;
       }
     }
     // LevelDB follows a planted symlink: check the directory like every other one in the store.
@@ -224,12 +227,14 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // Staging files of trust.json, key files, the pin and the lock files of a shared root that a crash left beside
     // their targets (the next write picks a new name, so nothing else would ever remove one; in keys/ one may hold a
     // private key). With the root to itself (the embedded log's lock) every one is a leftover; a shared root's may be
-    // another process's write in flight, so there only old ones go. Only once the root is known to pin this log: an
-    // embedded open of a root PostgreSQL processes share (a command run without --postgres) holds LevelDB's lock on
-    // a log of its own, not the root, and is refused above (FORK) without touching their writes in flight.
+    // another process's write in flight, so there only old ones go, as in a root that pinned a log before this open
+    // made its embedded log (an open to diagnose, or of a pin at size 0: the root may be one PostgreSQL processes
+    // share, and LevelDB's lock is on a log of this open's own, not on the root). Only once the root is known to pin
+    // this log: an embedded open of a root PostgreSQL processes share (a command run without --postgres) is refused
+    // above (FORK, ROLLBACK) without touching their writes in flight.
     stagingRemoved += await removeAtomicStagingLeftovers(
       [root, join(root, 'keys'), join(root, 'checkpoints')],
-      log.exclusive === true ? Infinity : Date.now() - STAGING_LEFTOVER_MS,
+      log.exclusive === true && !madeOnPinnedRoot ? Infinity : Date.now() - STAGING_LEFTOVER_MS,
     );
     const keyring = await Keyring.open({
       root,

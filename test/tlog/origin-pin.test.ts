@@ -188,6 +188,58 @@ describePostgres('the origin record on PostgreSQL', (pg) => {
     }
   });
 
+  it("an embedded open of a root PostgreSQL processes share, given the store's own origin (HANDOFF_LEDGER_ORIGIN set, HANDOFF_LEDGER_POSTGRES not), is a ROLLBACK that removes none of their writes in flight and makes nothing", async () => {
+    if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
+    const root = tempDir();
+    const shared = {
+      host: 'h1',
+      root,
+      postgres: { connectionString: pg.connectionString, schema: schemaName('own') },
+    };
+    const ledger = await openLedger({ ...shared, onNotice: () => {} });
+    try {
+      await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(1));
+      const { origin } = (await ledger.checkpoint()).checkpoint;
+      const [pin] = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
+      // Staging files of the processes sharing the root, being written (as in the FORK case below).
+      for (const file of [
+        join(root, 'trust.json.lock.0123456789abcdef.tmp'),
+        join(root, 'checkpoints', `${pin}.lock.89abcdef01234567.tmp`),
+        join(root, '.fedcba9876543210.tmp'),
+        join(root, 'keys', '.00112233445566aa.tmp'),
+      ])
+        writeFileSync(file, 'being written by another process', { mode: 0o600 });
+      const before = listing(root);
+      const err = await refusal(openLedger({ host: 'h1', root, origin, onNotice: () => {} }));
+      expect(err.code).toBe('ROLLBACK');
+      expect(err.message).toMatch(/the tree has 0 entries, 1 were pinned .*holds no embedded log.*--postgres/);
+      expect(listing(root)).toEqual(before);
+      const env: NodeJS.ProcessEnv = { ...process.env, HANDOFF_LEDGER_ORIGIN: origin };
+      delete env.HANDOFF_LEDGER_POSTGRES;
+      const r = spawnSync(process.execPath, [CLI, 'keys', 'list', '--root', root, '--host', 'h1'], {
+        encoding: 'utf8',
+        env,
+        timeout: 60_000,
+      });
+      expect(r.status, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/ROLLBACK: the log is not an extension of the pinned checkpoint/);
+      expect(listing(root)).toEqual(before);
+      // fsck opens to diagnose: it makes an embedded log and reports the mismatch, but takes the root for its own no
+      // more than a shared one (the staging files are others' writes in flight).
+      const f = spawnSync(process.execPath, [CLI, 'fsck', '--root', root, '--host', 'h1'], {
+        encoding: 'utf8',
+        env,
+        timeout: 60_000,
+      });
+      expect(f.status, f.stderr).not.toBe(0);
+      expect(f.stdout + f.stderr).toMatch(/PIN_MISMATCH/);
+      for (const file of before.filter((name) => name.includes('.tmp '))) expect(listing(root), 'fsck').toContain(file);
+      expect((await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(2))).seq).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('an embedded open of a root PostgreSQL processes share (a command run without --postgres) is a FORK that removes none of their writes in flight', async () => {
     if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
     const root = tempDir();
