@@ -177,13 +177,6 @@ export async function* splitLineRuns(
   if (length > 0 || overflow) yield [finish(false)];
 }
 
-const encoder = new TextEncoder();
-
-/** Splits text (a fetched manifests.jsonl in a browser, say) exactly as `splitLines` splits its bytes. */
-export function splitText(text: string, maxLineBytes = MAX_LINE_BYTES): AsyncGenerator<RawLine> {
-  return splitLines([encoder.encode(text)], maxLineBytes);
-}
-
 /** What the chain steps need from a manifest that passed every per-line step. */
 export interface VerifiedLine {
   line: number;
