@@ -9,9 +9,6 @@ import pg from 'pg';
 import { onAbort } from '../abort.js';
 import { isHandoffLedgerError } from '../errors.js';
 
-/** Something queries can be sent to: the pool itself or a client checked out for a transaction. */
-export type PgQueryable = Pick<pg.ClientBase, 'query'>;
-
 /** Default `lockTimeoutMs`: how long a statement waits for a lock another connection holds. */
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
 /** Default `idleInTransactionTimeoutMs`: how long the server lets a transaction sit idle before ending it. */
