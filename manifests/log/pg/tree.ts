@@ -15,10 +15,7 @@ interface Queryable {
 }
 
 export class PgTree {
-  private readonly sql: Record<
-    'read' | 'insert' | 'leaves' | 'sizes' | 'counter' | 'lockCounter' | 'unplanted',
-    string
-  >;
+  private readonly sql: Record<'read' | 'insert' | 'leaves' | 'sizes' | 'lockCounter' | 'unplanted', string>;
 
   constructor(private readonly db: PgDatabase) {
     this.sql = {
@@ -30,7 +27,6 @@ export class PgTree {
       // One statement, one snapshot: an append committing between two reads would make the tree look ahead.
       sizes: db.sql(`SELECT (SELECT count(*) FROM {schema}.tree_nodes WHERE level = 0)::text AS leaves,
         next_position::text AS next FROM {schema}.log_counter`),
-      counter: db.sql('SELECT next_position::text AS n FROM {schema}.log_counter'),
       lockCounter: db.sql('SELECT next_position::text AS n FROM {schema}.log_counter FOR UPDATE'),
       // ORDER BY the column, not the output alias: `position` there would be the text, and 10 sorts before 2.
       unplanted: db.sql(`SELECT position::text AS position, id, envelope FROM {schema}.entries
@@ -53,11 +49,6 @@ export class PgTree {
       if (!hash) throw new ManifestError('TREE_DAMAGED', `tree node ${id.level}/${id.index} is missing`);
       return hash;
     });
-  }
-
-  /** The committed size: the counter, which moves in the same transaction as the nodes. */
-  async size(q: Queryable): Promise<number> {
-    return Number((await q.query<{ n: string }>(this.sql.counter)).rows[0]!.n);
   }
 
   /**
