@@ -21,7 +21,7 @@ export const i32 = (n: number) => [0x41, ...(n < 64 ? [n] : [(n & 0x7f) | 0x80, 
 export const [I32, V128] = [0x7f, 0x7b];
 // i32 arithmetic and comparisons.
 export const [eqz, eq, ne, ltU, gtU, leU, geU] = [0x45, 0x46, 0x47, 0x49, 0x4b, 0x4d, 0x4f];
-export const [ctz, add, sub, mul, and, or, shl, shrU] = [0x68, 0x6a, 0x6b, 0x6c, 0x71, 0x72, 0x74, 0x76];
+export const [ctz, add, and, or, shl, shrU] = [0x68, 0x6a, 0x71, 0x72, 0x74, 0x76];
 // Memory.
 export const load8 = (offset: number) => [0x2d, 0, ...uleb(offset)];
 export const store8 = (offset: number) => [0x3a, 0, ...uleb(offset)];
@@ -30,7 +30,6 @@ export const store32 = (offset: number) => [0x36, 2, ...uleb(offset)];
 export const [block, loop, ifVoid, orElse, end] = [[0x02, 0x40], [0x03, 0x40], [0x04, 0x40], [0x05], [0x0b]];
 export const br = (depth: number) => [0x0c, depth];
 export const brIf = (depth: number) => [0x0d, depth];
-export const ret = [0x0f];
 // Composites.
 export const inc = (i: number, n: number) => [...get(i), ...i32(n), add, ...set(i)];
 export const addTo = (i: number, j: number) => [...get(i), ...get(j), add, ...set(i)];
