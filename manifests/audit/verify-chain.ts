@@ -7,7 +7,7 @@
  *   6. ChainTracker    per session: duplicates, then scope, forks, order, seq from 0, prev links, time
  *                      (fed each verified line as its outcome arrives)
  *   7. verifyBlobs     digest, size, summary schema (bundles with blobs)
- *   8. verifyHeader    header counts against the lines
+ *   8. verifyBundle    bundle.json's counts against the lines         COUNT_MISMATCH
  *   9. verifyTree      the signed checkpoint: lines = its leaves (full), inclusion proofs (filtered), --since,
  *                      the witnesses' cosignatures (quorum)
  *  10. verifySessionHeads  completeness: each chain ends at its head proven in the checkpoint's session-heads index
@@ -300,7 +300,8 @@ async function attachForkEnvelopes(reader: BundleReader, findings: Finding[]): P
 }
 
 /**
- * Verifies a bundle through every step: header, lines (1-5), chains (6), blobs (7), counts (8).
+ * Verifies a bundle through every step: header, lines (1-5), chains (6), blobs (7), counts (8), checkpoint (9),
+ * completeness (10).
  * @throws AuditError `BUNDLE_INVALID` (no parseable header where the reader has one), `BUNDLE_IO`
  *   (from the reader), `WORKER_FAILED`
  */
