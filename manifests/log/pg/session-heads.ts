@@ -4,7 +4,6 @@
  * lock orders appends of every host, so the nodes it reads are those of every earlier append, and the index
  * and the tree's size commit together. `treeHead` reads the size and the index root in one statement.
  */
-import type pg from 'pg';
 import { UNBOUNDED_LOCK_WAIT, type PgDatabase } from '../../../store/pg/db.js';
 import {
   buildSessionHeads,
@@ -13,10 +12,7 @@ import {
   type NodePath,
   SessionHeadsUpdate,
 } from '../../tlog/session-heads.js';
-
-interface Queryable {
-  query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
-}
+import type { Queryable } from './tree.js';
 
 interface NodeRow {
   depth: number;

@@ -9,8 +9,8 @@ import { ManifestError } from '../../errors.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { appendLeaves, frontierOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
 
-/** The pool or a transaction's client. */
-interface Queryable {
+/** The pool or a transaction's client: what the PostgreSQL tree and session-heads index query through. */
+export interface Queryable {
   query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
 }
 
