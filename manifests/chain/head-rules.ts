@@ -31,15 +31,32 @@ export interface HeadFacts {
   watermark: number | undefined;
 }
 
+/** What the `ROLLBACK` rule looks at (`cutBackProblems`): the head's seq, entries beyond it, the watermark. */
+export interface CutBackFacts {
+  head: { seq: number } | undefined;
+  entryBeyondHead: boolean;
+  watermark: number | undefined;
+}
+
+/**
+ * The `ROLLBACK` rule alone: each way the chain was cut back, most decisive first (empty: it was not). Both logs'
+ * appends refuse with the first (ManifestLog.append, `sessionAppendRefusal`), as a reader does with `headProblems`.
+ */
+export function cutBackProblems(f: CutBackFacts): string[] {
+  const out: string[] = [];
+  const headSeq = f.head?.seq ?? -1;
+  if (f.watermark !== undefined && headSeq < f.watermark)
+    out.push(`head is at seq ${f.head?.seq ?? 'none'}, but seq ${f.watermark} was already verified`);
+  if (f.entryBeyondHead)
+    out.push(f.head ? `entries exist beyond head seq ${headSeq}` : 'entries exist, but no head names them');
+  return out;
+}
+
 /** The problems of one session's head, most decisive first (a reader refuses with the first). */
 export function headProblems(f: HeadFacts): HeadProblem[] {
   const out: HeadProblem[] = [];
   const at = (code: HeadProblemCode, problem: string) => out.push({ session: f.session, code, problem });
-  const headSeq = f.head?.seq ?? -1;
-  if (f.watermark !== undefined && headSeq < f.watermark)
-    at('ROLLBACK', `head is at seq ${f.head?.seq ?? 'none'}, but seq ${f.watermark} was already verified`);
-  if (f.entryBeyondHead)
-    at('ROLLBACK', f.head ? `entries exist beyond head seq ${headSeq}` : 'entries exist, but no head names them');
-  if (f.head && f.entryAtHead?.id !== f.head.id) at('HEAD_MISMATCH', `head seq ${headSeq} has no matching entry`);
+  for (const problem of cutBackProblems(f)) at('ROLLBACK', problem);
+  if (f.head && f.entryAtHead?.id !== f.head.id) at('HEAD_MISMATCH', `head seq ${f.head.seq} has no matching entry`);
   return out;
 }

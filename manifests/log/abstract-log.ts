@@ -6,9 +6,9 @@
  */
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { throwIfAborted } from '../../store/errors.js';
-import { ManifestError } from '../errors.js';
+import { ManifestError, rollbackRefused } from '../errors.js';
 import { isValidId } from '../format/id-pattern.js';
-import { headProblems, type HeadProblem } from '../chain/head-rules.js';
+import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
 import type { NodeId } from '../tlog/tree.js';
 import { timestampSchema } from '../format/manifest.js';
 import type {
@@ -240,6 +240,27 @@ export abstract class AbstractManifestLog implements ManifestLog {
     return this.treeDamage === undefined
       ? undefined
       : new ManifestError('TREE_DAMAGED', `${this.treeDamage}; run fsck`);
+  }
+
+  /**
+   * What an append to `session` would be refused with whatever it holds (ManifestLog.sessionAppendRefusal): the
+   * store's `appendRefusal()`, else `ROLLBACK` when the chain was cut back, judged by the rule the backend's append
+   * judges by (`cutBackProblems`) on the facts it reads (`_cutBackFacts`).
+   */
+  async sessionAppendRefusal(session: string): Promise<ManifestError | undefined> {
+    const checked = checkId(session, 'session');
+    const refused = this.appendRefusal();
+    if (refused) return refused;
+    const [problem] = cutBackProblems(await this._cutBackFacts(checked));
+    return problem === undefined ? undefined : rollbackRefused(checked, problem);
+  }
+
+  /**
+   * The facts an append to `session` judges a cut-back chain by, as it would read them now. By default the session's
+   * head window as committed (a log whose append reads them from its own memory overrides it with that).
+   */
+  protected _cutBackFacts(session: string): Promise<CutBackFacts> {
+    return this._headWindow(session);
   }
 
   /** The append itself; the request is well-formed and the signal was not aborted when it was called. */

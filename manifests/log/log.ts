@@ -205,6 +205,15 @@ export interface ManifestLog {
    */
   appendRefusal?(): ManifestError | undefined;
   /**
+   * The refusal an append to `session` meets now whatever it holds, as `append` throws it: `appendRefusal()`, or
+   * `ROLLBACK` for a chain cut back (its head below the session's watermark, or entries beyond its head), judged by the
+   * append's own rule on the facts the append reads. Undefined while an append to the session may go on (it may still
+   * lose a race, be revoked, …). A caller that checks before it appends (`Ledger.checkPublish`) asks it. Absent: none
+   * known before the append.
+   * @throws ManifestError `INVALID_ID`, `RECORD_CORRUPT` (a damaged head or watermark record), `STORAGE_FAILED`
+   */
+  sessionAppendRefusal?(session: string): Promise<ManifestError | undefined>;
+  /**
    * The RFC 6962 tree over every entry in global order (leaf i = the signed payload bytes of position i),
    * as committed: it grows in the append's own batch or transaction. With it, from the same committed state,
    * the root of the session-heads index (each session's head, updated in the same batch or transaction).

@@ -113,8 +113,8 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
  * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for no ledger or model adapter, a transcript that is not a list of messages
  *   (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
- *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`,
- *   `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`
+ *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `ROLLBACK` /
+ *   `FORK` / `TREE_DAMAGED` (the log, or the session's chain cut back), `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`
  *   before the model is asked too
  * @example
  * const resumed = await ledger.resume(scope);

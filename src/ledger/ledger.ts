@@ -416,15 +416,16 @@ export class Ledger {
    * `publish` on the session's current head (the grant table and the `authorizer`), and, with `expectedPrev`, that
    * the head is still it; that the log's tree extends the pinned checkpoint, judged as the commit judges it before its
    * append (CheckpointGuard.verify: nothing signed or pinned); and that the host key would sign now (not revoked,
-   * inside its window). `compact` calls it before it asks the model, so a transcript whose summary publish would
+   * inside its window); and that the log's append would not refuse the session whatever it holds (a tree found
+   * damaged, a chain cut back). `compact` calls it before it asks the model, so a transcript whose summary publish would
    * refuse is never sent to the provider. Passing promises nothing: publish checks all of it again (a revocation or
    * another publish may come in between).
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`,
    *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), `ROLLBACK` / `FORK` (seen before, or found now), `CANCELLED`,
    *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign),
    *   `RECORD_CORRUPT` (its log record), `TREE_DAMAGED` / `RECORD_CORRUPT` kept by a diagnosing open or met by the
-   *   check of the tree, `TREE_DAMAGED` the log's appends refuse (ManifestLog.appendRefusal); StoreError /
-   *   ManifestError `STORAGE_FAILED`
+   *   check of the tree, `TREE_DAMAGED` the log's appends refuse, `ROLLBACK` for a chain cut back that the append would
+   *   refuse (ManifestLog.sessionAppendRefusal); StoreError / ManifestError `STORAGE_FAILED`
    */
   async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
     // Its own span and metrics (`check_publish`): a compaction refused here is counted, as its publish would be.
@@ -468,8 +469,12 @@ export class Ledger {
           }
         }
       }, signal);
-      // What the append itself refuses whatever it holds (a tree or index record found damaged at open), as it would.
-      const refused = this.log.appendRefusal?.();
+      // What the append itself refuses whatever it holds, by its own rule and as the commit passes it on: a tree or
+      // index record found damaged at open (TREE_DAMAGED), this session's chain cut back (ROLLBACK).
+      const refused = this.log.sessionAppendRefusal
+        ? await untilCancelled(this.log.sessionAppendRefusal(s.session), signal)
+        : this.log.appendRefusal?.();
+      if (refused?.code === 'ROLLBACK') throw new LedgerError(refused.code, refused.message, { cause: refused });
       if (refused) throw refused;
     });
   }

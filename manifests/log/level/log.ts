@@ -30,6 +30,7 @@ import {
   parseWatermarkRecord,
 } from './records.js';
 import { AbstractManifestLog } from '../abstract-log.js';
+import { cutBackProblems, type CutBackFacts } from '../../chain/head-rules.js';
 import {
   inlineBlobOps,
   LevelGrantTable,
@@ -106,7 +107,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private readonly watermarkCache = new Map<string, number>();
   private readonly headCache = new Map<string, ChainHead | null>();
   /** Sessions found cut back when their head was loaded (entries beyond it): appends refuse them (`ROLLBACK`). */
-  private readonly cutBack = new Map<string, string>();
+  private readonly cutBack = new Set<string>();
   private readonly queue: Pending[] = [];
   private readonly pendingSessions = new Set<string>();
   private flushing = false;
@@ -402,25 +403,27 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     const now = this.headCache.get(session);
     if (now !== undefined) return now;
     this.headCache.set(session, read);
-    if (window.entryBeyondHead)
-      this.cutBack.set(
-        session,
-        read ? `entries exist beyond head seq ${read.seq}` : 'entries exist, but no head names them',
-      );
+    if (window.entryBeyondHead) this.cutBack.add(session);
     return read;
   }
 
   /**
-   * Why an append to `session` would extend a chain that was cut back (ManifestLog.append: `ROLLBACK`), from what the
-   * caches hold once the head and watermark are loaded; undefined when it would not.
+   * What an append to `session` judges a cut-back chain by (ManifestLog.append: `ROLLBACK`, the rule
+   * `cutBackProblems`): the caches, once the head and watermark are loaded.
    */
-  private cutBackProblem(session: string, head: ChainHead | null): string | undefined {
-    const cut = this.cutBack.get(session);
-    if (cut) return cut;
-    const mark = this.watermarkCache.get(session);
-    if (mark !== undefined && mark > (head?.seq ?? -1))
-      return `head is at seq ${head?.seq ?? 'none'}, but seq ${mark} was already verified`;
-    return undefined;
+  private cutBackFacts(session: string, head: ChainHead | null): CutBackFacts {
+    return {
+      head: head ?? undefined,
+      entryBeyondHead: this.cutBack.has(session),
+      watermark: this.watermarkCache.get(session),
+    };
+  }
+
+  /** The append's facts, loaded as it loads them (ManifestLog.sessionAppendRefusal). */
+  protected override async _cutBackFacts(session: string): Promise<CutBackFacts> {
+    await this.cachedHead(session);
+    await this._getWatermark(session);
+    return this.cutBackFacts(session, this.headCache.get(session) ?? null);
   }
 
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
@@ -436,8 +439,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     // Taken with no await before the check and the queue: an append of this session that committed during the reads
     // above has moved it (checked against the head read before, both could take one seq).
     const head = this.headCache.get(request.session) ?? null;
-    const cut = this.cutBackProblem(request.session, head);
-    if (cut) throw rollbackRefused(request.session, cut);
+    const [cut] = cutBackProblems(this.cutBackFacts(request.session, head));
+    if (cut !== undefined) throw rollbackRefused(request.session, cut);
     const expectedSeq = head ? head.seq + 1 : 0;
     const expectedPrev: Digest | null = head ? head.id : null;
     if (this.pendingSessions.has(request.session) || request.seq !== expectedSeq || request.prev !== expectedPrev) {

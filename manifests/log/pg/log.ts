@@ -20,7 +20,7 @@ import {
 } from '../../../store/pg/db.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
 import { AbstractManifestLog } from '../abstract-log.js';
-import { headProblems, type HeadProblem } from '../../chain/head-rules.js';
+import { cutBackProblems, headProblems, type HeadProblem } from '../../chain/head-rules.js';
 import type {
   AppendRequest,
   ChainHead,
@@ -339,16 +339,12 @@ export class PgManifestLog extends AbstractManifestLog {
             locked ??
             (await client.query<{ watermark: number | null; beyond: boolean }>(this.sql.headless!, [request.session]))
               .rows[0]!;
-          const headSeq = head?.seq ?? -1;
-          const cut =
-            facts.watermark !== null && facts.watermark > headSeq
-              ? `head is at seq ${head?.seq ?? 'none'}, but seq ${facts.watermark} was already verified`
-              : facts.beyond
-                ? head
-                  ? `entries exist beyond head seq ${headSeq}`
-                  : 'entries exist, but no head names them'
-                : undefined;
-          if (cut) {
+          const [cut] = cutBackProblems({
+            head,
+            entryBeyondHead: facts.beyond,
+            watermark: facts.watermark ?? undefined,
+          });
+          if (cut !== undefined) {
             // With no head, the facts were read after the head was: another writer's first append to the chain may
             // have committed in between, which is a lost race, not a cut.
             const now = head ? undefined : (await client.query<HeadRow>(this.sql.head!, [request.session])).rows[0];

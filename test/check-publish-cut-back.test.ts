@@ -1,0 +1,132 @@
+/**
+ * `checkPublish` (what `compact` asks before the model) refuses a session whose chain was cut back — its head moved
+ * back below entries still stored, removed while entries remain, or below the session's watermark — with the refusal
+ * the append itself would give (`ROLLBACK`, ManifestLog.sessionAppendRefusal: one rule for both), so the transcript
+ * never goes to the model for a summary no append would take. Both backends; another session of the store passes.
+ */
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { Ledger } from '../src/ledger/ledger.js';
+import { openLedger } from '../src/ledger/open.js';
+import { compact, type ModelAdapter } from '../src/index.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { describePostgres, sqlOn } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's', run: 'r' };
+const transcript = [{ role: 'user' as const, content: 'add retries' }];
+
+/** A model that would answer with a valid summary, counting the requests it is sent. */
+function countingModel(): ModelAdapter & { asked: number } {
+  const model = Object.assign(
+    async () => {
+      model.asked++;
+      return {
+        finishReason: 'tool_calls' as const,
+        toolCalls: [{ id: 'c1', name: 'submit_handoff', input: sampleSummary('from the model') }],
+      };
+    },
+    { asked: 0 },
+  );
+  return model;
+}
+
+const refusal = (p: Promise<unknown>) =>
+  p.then(
+    () => 'passed',
+    (err: { name?: string; code?: string; message?: string }) => `${err.name} ${err.code}: ${err.message}`,
+  );
+
+/**
+ * The cut-back session `s`, as `principal` sees it: compact refuses with publish's own refusal before the model is
+ * asked, checkPublish gives the same, nothing is appended; another session of the store still passes.
+ */
+async function refusedBeforeTheModel(ledger: Ledger, principal: string, problem: RegExp): Promise<void> {
+  const as = { ...scope, principal };
+  const head = await ledger.log.head('s');
+  const published = await refusal(ledger.publish(as, sampleSummary('refused')));
+  expect(published).toMatch(/^LedgerError ROLLBACK: session s: /);
+  expect(published).toMatch(problem);
+  const model = countingModel();
+  expect(await refusal(compact({ ledger, scope: as, model, transcript }))).toBe(published);
+  expect(model.asked).toBe(0);
+  expect(await refusal(ledger.checkPublish(as))).toBe(published);
+  expect(await ledger.log.head('s')).toEqual(head);
+  expect((await ledger.log.treeHead()).size).toBe(3);
+  // The refusal is the session's, not the store's.
+  expect(await refusal(ledger.checkPublish({ ...scope, session: 'other' }))).toBe('passed');
+}
+
+type Cut = 'moved back' | 'removed' | 'below the watermark';
+
+/** How the chain is cut back; `unmarked`: its watermark record removed too, so only the entries beyond tell. */
+const cases: Array<{ cut: Cut; unmarked?: true; principal: string; problem: RegExp }> = [
+  { cut: 'moved back', principal: 'alice', problem: /head is at seq 0, but seq 2 was already verified/ },
+  { cut: 'moved back', unmarked: true, principal: 'alice', problem: /entries exist beyond head seq 0/ },
+  // No head names an owner: anyone's publish would start the chain again, and is refused.
+  { cut: 'removed', principal: 'mallory', problem: /head is at seq none, but seq 2 was already verified/ },
+  { cut: 'removed', unmarked: true, principal: 'mallory', problem: /entries exist, but no head names them/ },
+  { cut: 'below the watermark', principal: 'alice', problem: /head is at seq 2, but seq 5 was already verified/ },
+];
+
+const title = (cut: Cut, unmarked: boolean | undefined) =>
+  `a head ${cut}${unmarked ? ', its watermark removed too' : ''}: ROLLBACK before the model is asked`;
+
+describe('checkPublish and a chain cut back, embedded store', () => {
+  for (const { cut, unmarked, principal, problem } of cases)
+    it(title(cut, unmarked), async () => {
+      const root = tempDir();
+      let ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await ledger.publish(scope, sampleSummary(i))).id);
+      if (cut === 'below the watermark') await ledger.log.setWatermark('s', 5);
+      else {
+        // Behind the store's back, between two opens (its lock keeps others out while it is open).
+        await ledger.close();
+        const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+        if (cut === 'moved back')
+          await log.raw.put('h!s', JSON.stringify({ session: 's', seq: 0, id: ids[0], owner: 'alice' }));
+        else await log.raw.del('h!s');
+        if (unmarked) await log.raw.del('w!s');
+        await log.close();
+        ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+      }
+      try {
+        await refusedBeforeTheModel(ledger, principal, problem);
+      } finally {
+        await ledger.close();
+      }
+    });
+});
+
+let schemas = 0;
+const nextSchema = () => `cpcut${process.pid}_${schemas++}`;
+
+describePostgres('checkPublish and a chain cut back, PostgreSQL', (pg) => {
+  for (const { cut, unmarked, principal, problem } of cases)
+    it(title(cut, unmarked), async () => {
+      const schema = nextSchema();
+      const ledger = await openLedger({
+        root: tempDir(),
+        host: 'host-a',
+        postgres: { connectionString: pg.connectionString, schema },
+        onNotice: () => {},
+      });
+      try {
+        const ids: string[] = [];
+        for (let i = 0; i < 3; i++) ids.push((await ledger.publish(scope, sampleSummary(i))).id);
+        // In the shared database, while this ledger is open (another host's, or an operator's, doing).
+        if (cut === 'moved back')
+          await sqlOn(pg.connectionString, `UPDATE "${schema}".heads SET seq = 0, id = $1 WHERE session = 's'`, [
+            ids[0],
+          ]);
+        else if (cut === 'removed')
+          await sqlOn(pg.connectionString, `DELETE FROM "${schema}".heads WHERE session = 's'`);
+        else await ledger.log.setWatermark('s', 5);
+        if (unmarked) await sqlOn(pg.connectionString, `DELETE FROM "${schema}".watermarks WHERE session = 's'`);
+        await refusedBeforeTheModel(ledger, principal, problem);
+      } finally {
+        await ledger.close();
+      }
+    });
+});
