@@ -49,6 +49,32 @@ export function throwIfAborted(signal: AbortSignal | undefined, Class: ErrorClas
 }
 
 /**
+ * The named fields of a caller's options object, each read once into a plain object: a getter or a proxy that throws
+ * as a field is read is an option that cannot be read (`INVALID_ARGUMENT` of the calling layer's class, naming it, with
+ * the failure as the cause), not an uncoded crash; and what the caller checks is what it then uses (a getter is not
+ * asked again). `undefined` and `null` are no options (every field absent).
+ */
+export function readOptionFields<K extends string>(
+  options: unknown,
+  names: readonly K[],
+  what: string,
+  Class: ErrorClass<'INVALID_ARGUMENT'>,
+): { [P in K]?: unknown } {
+  const out: { [P in K]?: unknown } = {};
+  if (options === undefined || options === null) return out;
+  for (const name of names) {
+    let value: unknown;
+    try {
+      value = (options as Record<string, unknown>)[name];
+    } catch (err) {
+      throw new Class('INVALID_ARGUMENT', `${what}: reading its ${name} failed`, { cause: err });
+    }
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
+/**
  * The storage-failure error of a layer: an error of this library passes through unchanged (it already says
  * what failed), anything else (an errno, a driver error) becomes `STORAGE_FAILED` with it as the cause.
  */

@@ -111,6 +111,63 @@ describe('publish and resume with a scope or summary that throws as it is read',
   });
 });
 
+describe('options whose fields throw as they are read', () => {
+  /** An options object whose `name` getter throws, and a revoked proxy (every read throws). */
+  const throwingAt = (name: string, rest: Record<string, unknown> = {}): object[] => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    return [
+      Object.defineProperty({ ...rest }, name, {
+        enumerable: true,
+        get() {
+          throw new Error('getter');
+        },
+      }),
+      proxy,
+    ];
+  };
+
+  it('publish and checkPublish options: INVALID_ARGUMENT naming the field, nothing published', async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      for (const name of ['signal', 'expectedPrev', 'covers'])
+        for (const options of throwingAt(name)) {
+          expect(await codeOf(() => ledger.publish(scope, good, options)), name).toBe('INVALID_ARGUMENT');
+          expect(await codeOf(() => ledger.checkPublish(scope, options)), name).toBe('INVALID_ARGUMENT');
+        }
+      await expect(ledger.publish(scope, good, throwingAt('covers')[0])).rejects.toThrow(
+        'publish options: reading its covers failed',
+      );
+      expect(await ledger.resume(scope)).toBeUndefined();
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('grant and revoke options, the grants filter: INVALID_ARGUMENT, no grant written', async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      for (const options of throwingAt('by')) {
+        expect(await codeOf(() => ledger.grant('bob', 's1', options))).toBe('INVALID_ARGUMENT');
+        expect(await codeOf(() => ledger.revoke('bob', 's1', options))).toBe('INVALID_ARGUMENT');
+        expect(await codeOf(() => ledger.revoke('bob', '*', options))).toBe('INVALID_ARGUMENT');
+      }
+      for (const name of ['principal', 'session'])
+        for (const filter of throwingAt(name)) {
+          expect(await codeOf(() => ledger.grants(filter)), name).toBe('INVALID_ARGUMENT');
+          expect(await codeOf(() => ledger.log.grants.list(filter)), name).toBe('INVALID_ARGUMENT');
+        }
+      const record = { principal: 'bob', session: 's1', state: 'granted', at: new Date().toISOString(), by: 'op' };
+      for (const name of Object.keys(record))
+        for (const thrower of throwingAt(name, record))
+          expect(await codeOf(() => ledger.log.grants.put(thrower as never)), name).toBe('INVALID_ARGUMENT');
+      expect(await ledger.grants()).toEqual([]);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('the Harness helpers', () => {
   it('parseDuration, shouldCompact and resumeContext given nothing or the wrong type: INVALID_ARGUMENT', async () => {
     expect(await codeOf(() => parseDuration(5 as never))).toBe('INVALID_ARGUMENT');

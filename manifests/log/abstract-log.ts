@@ -5,7 +5,7 @@
  * scheme can be confused by a separator inside one. Isomorphic.
  */
 import { isDigest, type Digest } from '../../store/hash/digest.js';
-import { throwIfAborted } from '../../store/errors.js';
+import { readOptionFields, throwIfAborted } from '../../store/errors.js';
 import { ManifestError, rollbackRefused } from '../errors.js';
 import { isValidId } from '../format/id-pattern.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
@@ -283,7 +283,13 @@ class CheckedGrantTable implements GrantTable {
   }
 
   async put(record: GrantRecord): Promise<void> {
-    const r = checkObject<GrantRecord>(record, 'grant record');
+    // Each field read once (a getter that throws: INVALID_ARGUMENT), and what is checked is what is stored.
+    const r = readOptionFields(
+      checkObject<GrantRecord>(record, 'grant record'),
+      ['principal', 'session', 'state', 'at', 'by'],
+      'grant record',
+      ManifestError,
+    );
     checkId(r.principal, 'principal');
     checkId(r.session, 'session', true);
     if (!GRANT_STATES.has(r.state))
@@ -292,14 +298,14 @@ class CheckedGrantTable implements GrantTable {
       throw new ManifestError('INVALID_ARGUMENT', 'grant time (at) must be an ISO date');
     if (r.by !== undefined && (typeof r.by !== 'string' || UNSTORABLE_TEXT.test(r.by)))
       throw new ManifestError('INVALID_ARGUMENT', 'grant author (by) must be a string without NUL or lone surrogates');
-    return this.inner.put(record);
+    return this.inner.put(r as unknown as GrantRecord);
   }
 
   async list(filter?: { principal?: string; session?: string }): Promise<GrantRecord[]> {
-    const f = checkObject<{ principal: string; session: string }>(filter, 'filter');
+    const f = readOptionFields(checkObject(filter, 'filter'), ['principal', 'session'], 'filter', ManifestError);
     if (f.principal !== undefined) checkId(f.principal, 'principal');
     if (f.session !== undefined) checkId(f.session, 'session', true);
-    return this.inner.list(filter);
+    return this.inner.list(f as { principal?: string; session?: string });
   }
 }
 

@@ -3,7 +3,7 @@
  * Comments cite the numbered steps of docs/DESIGN.md's Publish and Resume contracts.
  */
 import { hashBytes, isDigest, type Digest, type HashBackend } from '../../store/hash/digest.js';
-import { StoreError } from '../../store/errors.js';
+import { readOptionFields, StoreError } from '../../store/errors.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { pae, signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
@@ -118,6 +118,24 @@ export function parseExpectedPrev(prev: unknown): PublishOptions['expectedPrev']
   if (prev === undefined || prev === null || isDigest(prev)) return prev;
   const shown = typeof prev === 'string' ? JSON.stringify(prev.slice(0, 80)) : typeof prev;
   throw new LedgerError('INVALID_ARGUMENT', `expectedPrev: null or a manifest id (blake3:<64 hex>), not ${shown}`);
+}
+
+/** The options of grant and revoke, read once (a getter that throws: `INVALID_ARGUMENT`). */
+function grantOptions(options: unknown): { by?: unknown } {
+  return readOptionFields(options, ['by'], 'grant options', LedgerError);
+}
+
+/**
+ * The options of publish and checkPublish, each field read once and checked: a getter that throws is
+ * `INVALID_ARGUMENT`, and a getter is not asked again between the check and the use. The signal is checked where it is
+ * first used (throwIfCancelled).
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+function parsePublishOptions(options: unknown): PublishOptions {
+  const o = readOptionFields(options, ['signal', 'expectedPrev', 'covers'], 'publish options', LedgerError);
+  const covers = parseCovers(o.covers);
+  const expectedPrev = parseExpectedPrev(o.expectedPrev);
+  return { signal: o.signal as AbortSignal | undefined, expectedPrev, covers };
 }
 
 /** `CHAIN_CONFLICT`: the session's head is not the `expectedPrev` the caller built on. */
@@ -347,7 +365,7 @@ export class Ledger {
    * Publishes a compaction summary: validates it, stores it as a blob, and appends a signed manifest
    * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
    * before that leaves no manifest and the previous head intact.
-   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `CANCELLED`, `CLOSED`;
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, or an options field that throws as it is read), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `CANCELLED`, `CLOSED`;
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
@@ -355,22 +373,16 @@ export class Ledger {
     return this.telemetry.run(
       'publish',
       { scope, host: this.host },
-      (span) => this.tracked(() => this.publishTraced(scope, summary, options ?? {}, span)), // `null` options too
+      (span) => this.tracked(() => this.publishTraced(scope, summary, options, span)),
       (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
     );
   }
 
-  private async publishTraced(
-    scope: PublishScope,
-    summary: unknown,
-    options: PublishOptions,
-    span: Span,
-  ): Promise<Receipt> {
-    const { signal } = options;
-    // Publish step 1: validate ids; authorize.
+  private async publishTraced(scope: PublishScope, summary: unknown, given: unknown, span: Span): Promise<Receipt> {
+    // Publish step 1: validate ids and options (`null` options too: none); authorize.
     const s = parsePublishScope(scope);
-    const covers = parseCovers(options.covers);
-    parseExpectedPrev(options.expectedPrev);
+    const options = parsePublishOptions(given);
+    const { signal, covers } = options;
     throwIfCancelled(signal);
     // Reads that a busy PostgreSQL pool can hold: an abort ends the wait for them (as it ends the append's).
     await untilCancelled(
@@ -436,10 +448,8 @@ export class Ledger {
 
   private async checkPublishTracked(scope: PublishScope, options: PublishOptions): Promise<void> {
     return this.tracked(async () => {
-      const { signal, expectedPrev } = options ?? {}; // `null` options too, as publish takes them
       const s = parsePublishScope(scope);
-      parseCovers(options?.covers);
-      parseExpectedPrev(expectedPrev);
+      const { signal, expectedPrev } = parsePublishOptions(options); // `null` options too, as publish takes them
       throwIfCancelled(signal);
       this.assertSound();
       const head = await untilCancelled(this.appendHead(s.session), signal);
@@ -894,28 +904,41 @@ export class Ledger {
     });
   }
 
-  /** Grants `principal` access to `session` (or lifts a principal-wide revocation with `'*'`). Durable. */
+  /**
+   * Grants `principal` access to `session` (or lifts a principal-wide revocation with `'*'`). Durable.
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (an options field that throws as it is read); ManifestError
+   *   `INVALID_ARGUMENT` (a `by` the grant table refuses)
+   */
   async grant(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
     return this.tracked(async () => {
-      return this.setGrant(principal, session, 'granted', options?.by);
+      return this.setGrant(principal, session, 'granted', grantOptions(options).by);
     });
   }
 
-  /** Revokes `principal`'s access to `session` (`'*'`: everywhere). Deletes nothing; durable; immediate. */
+  /**
+   * Revokes `principal`'s access to `session` (`'*'`: everywhere). Deletes nothing; durable; immediate.
+   * @throws as `grant`
+   */
   async revoke(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
     return this.tracked(async () => {
       // Taken under the chain lock so that no publish of this session is between its commit-point check and its append;
       // principal-wide, under the signing lock's exclusive side, which waits for every commit in flight.
-      const by = options?.by;
+      const { by } = grantOptions(options);
       if (session === '*') return this.signing.exclusive(() => this.setGrant(principal, session, 'revoked', by));
       return this.chains.run(session, () => this.setGrant(principal, session, 'revoked', by));
     });
   }
 
+  /**
+   * The grant table's records, all or those of a principal and/or session.
+   * @throws LedgerError `INVALID_ARGUMENT` (a filter field that throws as it is read); ManifestError `INVALID_ID`
+   */
   async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
     return this.tracked(async () => {
       this.assertSound();
-      return this.log.grants.list(filter ?? {});
+      // Read once, as the log's table then checks and lists it (a getter that throws: INVALID_ARGUMENT).
+      const f = readOptionFields(filter, ['principal', 'session'], 'grants filter', LedgerError);
+      return this.log.grants.list(f as { principal?: string; session?: string });
     });
   }
 
@@ -923,11 +946,11 @@ export class Ledger {
     principal: string,
     session: string,
     state: 'granted' | 'revoked',
-    by?: string,
+    by: unknown,
   ): Promise<GrantRecord> {
     this.assertSound();
     parseScope({ principal, session: session === '*' ? 'all' : session });
-    const record: GrantRecord = { principal, session, state, at: this.clock().toISOString(), ...(by ? { by } : {}) };
+    const record = { principal, session, state, at: this.clock().toISOString(), ...(by ? { by } : {}) } as GrantRecord;
     await this.log.grants.put(record);
     return record;
   }
