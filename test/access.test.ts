@@ -88,6 +88,20 @@ describe('sessions belong to their first publisher', () => {
     await ledger.close();
   });
 
+  it('refuses a grant or revocation whose `by` is longer than 1,024 characters: INVALID_ARGUMENT, nothing written', async () => {
+    const ledger = await open();
+    try {
+      const by = 'o'.repeat(1025);
+      await expect(ledger.grant('bob', 's', { by })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(ledger.revoke('bob', 's', { by })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(ledger.revoke('bob', '*', { by })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect(await ledger.grants()).toEqual([]);
+      expect((await ledger.grant('bob', 's', { by: by.slice(1) })).by).toBe(by.slice(1));
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('consults a pluggable authorizer at the start and again at the commit point', async () => {
     const calls: string[] = [];
     let allowCommit = true;

@@ -51,6 +51,13 @@ function checkSeq(value: unknown, name: string): number {
   throw new ManifestError('INVALID_ARGUMENT', `${name} must be at most ${MAX_SEQ}, got ${seq}`);
 }
 
+/**
+ * The longest `by` (who made a grant change: free text such as an operator id or a ticket) a grant record may carry, in
+ * UTF-16 code units as JavaScript counts a string's length (at most 3 KiB of UTF-8): every row of the grant table is
+ * read whole by each `list`, and the CLI prints it on one line.
+ */
+export const MAX_GRANT_BY_UNITS = 1024;
+
 /** NUL (PostgreSQL's text cannot hold it) or a lone surrogate (UTF-8 storage replaces it): not stored as given. */
 const UNSTORABLE_TEXT = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
@@ -298,6 +305,11 @@ class CheckedGrantTable implements GrantTable {
       throw new ManifestError('INVALID_ARGUMENT', 'grant time (at) must be an ISO date');
     if (r.by !== undefined && (typeof r.by !== 'string' || UNSTORABLE_TEXT.test(r.by)))
       throw new ManifestError('INVALID_ARGUMENT', 'grant author (by) must be a string without NUL or lone surrogates');
+    if (typeof r.by === 'string' && r.by.length > MAX_GRANT_BY_UNITS)
+      throw new ManifestError(
+        'INVALID_ARGUMENT',
+        `grant author (by) is ${r.by.length} characters long; at most ${MAX_GRANT_BY_UNITS} are stored`,
+      );
     return this.inner.put(r as unknown as GrantRecord);
   }
 

@@ -143,7 +143,10 @@ export interface GrantRecord {
   state: GrantState;
   /** ISO time of the last change. */
   at: string;
-  /** Who made the change (free text, e.g. an operator id; no NUL or lone surrogate, else `INVALID_ARGUMENT`). */
+  /**
+   * Who made the change (free text, e.g. an operator id; at most 1,024 UTF-16 code units, MAX_GRANT_BY_UNITS, with no NUL
+   * or lone surrogate, else `INVALID_ARGUMENT` and nothing written).
+   */
   by?: string;
 }
 

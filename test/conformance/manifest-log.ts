@@ -7,7 +7,7 @@ import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { ManifestError, type ManifestErrorCode } from '../../manifests/errors.js';
 import type { AppendRequest, GrantRecord, HeadWindow, LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import { headProblems } from '../../manifests/chain/head-rules.js';
-import { MAX_SEQ } from '../../manifests/log/abstract-log.js';
+import { MAX_GRANT_BY_UNITS, MAX_SEQ } from '../../manifests/log/abstract-log.js';
 import { EMPTY_ROOT, leafHash, nodeHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges, hashRanges, inclusionRanges } from '../../manifests/tlog/tree.js';
 import {
@@ -555,10 +555,19 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         // Text one backend could not store as given is refused by all.
         for (const by of ['ops\u0000console', 'ops\ud800', '\udc00ops'])
           await expectManifestError(fx.log.grants.put({ ...good, by }), 'INVALID_ARGUMENT');
+        // A `by` longer than the bound, counted in UTF-16 code units (a surrogate pair is two).
+        for (const by of ['o'.repeat(MAX_GRANT_BY_UNITS + 1), '\u{1F600}'.repeat(MAX_GRANT_BY_UNITS / 2) + 'o']) {
+          const err = await expectManifestError(fx.log.grants.put({ ...good, by }), 'INVALID_ARGUMENT');
+          expect(err.message).toContain(`at most ${MAX_GRANT_BY_UNITS}`);
+        }
         await expectManifestError(fx.log.grants.put({ ...good, principal: 'b!ob' }), 'INVALID_ID');
         expect(await fx.log.grants.list()).toEqual([]);
         await fx.log.grants.put(good);
         expect(await fx.log.grants.list()).toEqual([good]);
+        // The longest `by` is stored and read back exactly.
+        const longest = { ...good, by: '\u{1F600}'.repeat(MAX_GRANT_BY_UNITS / 2) };
+        await fx.log.grants.put(longest);
+        expect(await fx.log.grants.list()).toEqual([longest]);
       });
     });
 
