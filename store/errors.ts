@@ -48,6 +48,23 @@ export function throwIfAborted(signal: AbortSignal | undefined, Class: ErrorClas
   if (signal?.aborted) throw new Class('CANCELLED', 'operation cancelled', { cause: signal.reason });
 }
 
+/** An error of a system call as Node reports one: its `code` an errno name (`ENOENT`, `EACCES`, `EIO`, …). */
+export interface ErrnoError extends Error {
+  code: string;
+  errno?: number;
+  syscall?: string;
+  path?: string;
+}
+
+/**
+ * Is `err` the error of a system call (`err.code` an errno name such as `ENOENT`, `EACCES`): an I/O failure, not a
+ * bug? The one test every layer applies (the CLI's `IO_FAILED`, a key file's `STORAGE_FAILED`, an atomic write's error).
+ */
+export function isErrnoError(err: unknown): err is ErrnoError {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return err instanceof Error && typeof code === 'string' && /^E[A-Z0-9]+$/.test(code);
+}
+
 /**
  * The named fields of a caller's options object, each read once into a plain object: a getter or a proxy that throws
  * as a field is read is an option that cannot be read (`INVALID_ARGUMENT` of the calling layer's class, naming it, with

@@ -5,7 +5,7 @@ import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex, digestHex, digestOf, hashBytes, isDigest, nobleBlake3 } from '../store/hash/digest.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { loadWasmBlake3 } from '../store/hash/wasm.js';
-import { StoreError } from '../store/errors.js';
+import { isErrnoError, StoreError } from '../store/errors.js';
 import { canonicalize } from '../manifests/encoding/canonical.js';
 import { pae, parseEnvelope } from '../manifests/crypto/envelope.js';
 import { ManifestError } from '../manifests/errors.js';
@@ -93,6 +93,22 @@ describe('BLAKE3', async () => {
       );
     }
     expect(() => digestHex('x')).toThrow(StoreError);
+  });
+});
+
+describe('isErrnoError (the one errno test of every layer)', () => {
+  it('is true for a system call’s error and nothing else', async () => {
+    const enoent = await import('node:fs/promises').then((fs) =>
+      fs.readFile('/nonexistent/x').catch((e: unknown) => e),
+    );
+    expect(isErrnoError(enoent)).toBe(true);
+    expect(isErrnoError(Object.assign(new Error('x'), { code: 'EIO' }))).toBe(true);
+    // Node's own codes (ERR_PARSE_ARGS_…), a coded error of this library, a code on a non-Error, no code: not errno.
+    expect(isErrnoError(Object.assign(new Error('x'), { code: 'ERR_PARSE_ARGS_UNKNOWN_OPTION' }))).toBe(false);
+    expect(isErrnoError(new StoreError('STORAGE_FAILED', 'x'))).toBe(false);
+    expect(isErrnoError({ code: 'ENOENT', message: 'x' })).toBe(false);
+    expect(isErrnoError(new Error('x'))).toBe(false);
+    expect(isErrnoError(undefined)).toBe(false);
   });
 });
 

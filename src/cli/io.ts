@@ -7,6 +7,7 @@ import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Writable } from 'node:stream';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError } from '../errors.js';
+import { isErrnoError } from '../../store/errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { OpenLedgerOptions } from '../ledger/open.js';
@@ -186,12 +187,6 @@ export function colours(io: CliIo, stream: Writable): { good: (s: string) => str
 
 export function writeJson(out: Writable, value: unknown): void {
   out.write(printableJson(value) + '\n');
-}
-
-/** An error of a system call (`err.code` like `ENOENT`, `EACCES`): an I/O failure, not a bug. */
-export function isErrnoError(err: unknown): err is NodeJS.ErrnoException {
-  const code = (err as { code?: unknown } | undefined)?.code;
-  return err instanceof Error && typeof code === 'string' && /^E[A-Z0-9]+$/.test(code);
 }
 
 /** A bug: `internal error` and the stack on stderr, exit 70. */

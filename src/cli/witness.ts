@@ -8,7 +8,8 @@ import { createWitnessKeyFile, loadWitnessKeyFile, type WitnessKey } from '../wi
 import { MAX_WITNESS_LOGS_BYTES, parseWitnessLogs } from '../witness/logs.js';
 import { createWitnessServer, type WitnessServer } from '../witness/server.js';
 import { WitnessState } from '../witness/state.js';
-import { EXIT_OK, isErrnoError, parse, readRegularFile, reportError, UsageError, writeJson, type CliIo } from './io.js';
+import { EXIT_OK, parse, readRegularFile, reportError, UsageError, writeJson, type CliIo } from './io.js';
+import { isErrnoError } from '../../store/errors.js';
 import { printable, printableLines } from '../../manifests/encoding/printable.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
 

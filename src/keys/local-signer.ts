@@ -9,7 +9,7 @@ import { decodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
 import { keyIdOf } from '../../manifests/format/trust.js';
 import { HandoffLedgerError, LedgerError } from '../errors.js';
-import { StoreError } from '../../store/errors.js';
+import { isErrnoError, StoreError } from '../../store/errors.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { ownerProblem } from '../../store/fs/owner.js';
@@ -128,9 +128,7 @@ export async function loadKeyFile(path: string): Promise<LocalSigner> {
  * README lists for it, `STORAGE_FAILED` with the original error as its cause; any other error is returned as it is.
  */
 export function storageFailure(err: unknown, what: string): unknown {
-  if (err instanceof HandoffLedgerError || !(err instanceof Error)) return err;
-  const code = (err as NodeJS.ErrnoException).code;
-  if (typeof code !== 'string' || !/^E[A-Z0-9]+$/.test(code)) return err;
+  if (err instanceof HandoffLedgerError || !isErrnoError(err)) return err;
   return new StoreError('STORAGE_FAILED', `${what}: ${err.message}`, { cause: err });
 }
 

@@ -3,6 +3,7 @@ import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { nodeFsOps } from './ops.js';
+import { isErrnoError } from '../errors.js';
 
 /**
  * The staging names `writeFileAtomic` (`.<16 hex>.tmp` beside the target) and `createFileWhole` (`<name>.<16 hex>.tmp`,
@@ -16,13 +17,12 @@ const ATOMIC_STAGING_NAME = /^[^/]*\.[0-9a-f]{16}\.tmp$/;
  * means nothing to whoever named `path` (`keys export --out FILE`, a key file). Any other error is returned as it is.
  */
 function failedWriteOf(path: string, err: unknown): unknown {
-  const e = err as NodeJS.ErrnoException;
-  if (!(err instanceof Error) || typeof e.code !== 'string' || !/^E[A-Z0-9]+$/.test(e.code)) return err;
+  if (!isErrnoError(err)) return err;
   const what = /^E[A-Z0-9]+: ([^,]+)/.exec(err.message)?.[1] ?? 'failed';
-  return Object.assign(new Error(`${e.code}: ${what}, write '${path}'`, { cause: err }), {
-    code: e.code,
-    errno: e.errno,
-    syscall: e.syscall,
+  return Object.assign(new Error(`${err.code}: ${what}, write '${path}'`, { cause: err }), {
+    code: err.code,
+    errno: err.errno,
+    syscall: err.syscall,
     path,
   });
 }
