@@ -1,6 +1,4 @@
 /** Shared plumbing of the CLI commands: I/O handles, option parsing, opening the ledger, error output. */
-import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
@@ -8,6 +6,7 @@ import type { Writable } from 'node:stream';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError } from '../errors.js';
 import { isErrnoError } from '../../store/errors.js';
+import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { OpenLedgerOptions } from '../ledger/open.js';
@@ -238,21 +237,18 @@ export async function readLimited(stream: NodeJS.ReadableStream, maxBytes: numbe
 
 /**
  * Reads a file that must be a regular file of at most `maxBytes` (a configuration file a command was given). Opened
- * without blocking, so a FIFO is refused rather than waited on; a device (`/dev/zero`), a FIFO or a directory is
- * refused before anything is read, a larger file too, and the bound holds while reading (the file may grow).
+ * once, without blocking, so a FIFO is refused rather than waited on; a device (`/dev/zero`), a FIFO, a socket or a
+ * directory is refused before anything is read, a larger file too, and the bound holds while reading (the file may
+ * grow): store/fs/bounded-read.ts, checked and read through one descriptor.
  * @throws UsageError `not a regular file` or `over N bytes` (the caller names the option and the path); the `errno`
  *   error itself when the file cannot be opened or read
  */
 export async function readRegularFile(path: string, maxBytes: number): Promise<Buffer> {
-  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  try {
-    const st = await handle.stat();
-    if (!st.isFile()) throw new UsageError('not a regular file');
-    if (st.size > maxBytes) throw new UsageError(`${st.size} bytes, over ${maxBytes}`);
-    return await readLimited(handle.createReadStream({ autoClose: false }), maxBytes).catch((err: unknown) => {
-      throw err instanceof UsageError ? new UsageError(`over ${maxBytes} bytes (it grew while read)`) : err;
-    });
-  } finally {
-    await handle.close();
-  }
+  return readBoundedFile(path, maxBytes, {
+    notAFile: () => new UsageError('not a regular file'),
+    tooLarge: (size) =>
+      new UsageError(
+        size === undefined ? `over ${maxBytes} bytes (it grew while read)` : `${size} bytes, over ${maxBytes}`,
+      ),
+  });
 }

@@ -3,7 +3,6 @@
  * by others) or an injected `Signer` for KMS/HSM use. Signing uses node:crypto.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
-import { lstat, readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { decodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
@@ -11,6 +10,7 @@ import { keyIdOf } from '../../manifests/format/trust.js';
 import { HandoffLedgerError, LedgerError } from '../errors.js';
 import { isErrnoError, StoreError } from '../../store/errors.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 
@@ -71,28 +71,36 @@ const isMissing = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.
  *   the `ENOENT` error itself when there is no such file (the caller says what that means)
  */
 export async function readPrivateKeyFile(path: string): Promise<unknown> {
-  const st = await lstat(path).catch((err: unknown) => {
-    throw isMissing(err) ? err : storageFailure(err, `cannot read key file ${path}`);
-  });
-  if (st.isSymbolicLink() || !st.isFile())
-    throw new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`);
-  const foreign = ownerProblem(`key file ${path}`, st.uid);
-  if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could have planted it`);
-  if ((st.mode & 0o077) !== 0) {
-    throw new LedgerError(
-      'KEY_FILE_UNSAFE',
-      `key file ${path} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`,
-    );
-  }
-  // A key is a few hundred bytes: an enormous file is no key, and is not read.
-  if (st.size > MAX_KEY_FILE_BYTES)
-    throw new LedgerError('KEY_INVALID', `key file ${path} is ${st.size} bytes, over ${MAX_KEY_FILE_BYTES}: not a key`);
-  // A file that cannot be read is an I/O failure, not a key that is "not JSON".
-  const text = await readFile(path, 'utf8').catch((err: unknown) => {
+  // Opened once (O_NOFOLLOW: a symlink is refused; O_NONBLOCK: a FIFO is not waited on); judged and read through that
+  // descriptor, so no file swapped in at the path after the checks is read.
+  const bytes = await readBoundedFile(path, MAX_KEY_FILE_BYTES, {
+    noFollow: true,
+    notAFile: () => new LedgerError('KEY_FILE_UNSAFE', `key file ${path} is not a regular file`),
+    check: (st) => {
+      const foreign = ownerProblem(`key file ${path}`, st.uid);
+      if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could have planted it`);
+      if ((st.mode & 0o077) !== 0) {
+        throw new LedgerError(
+          'KEY_FILE_UNSAFE',
+          `key file ${path} is accessible by group or others (mode ${(st.mode & 0o777).toString(8)}); run chmod 600 on it`,
+        );
+      }
+    },
+    // A key is a few hundred bytes: an enormous file is no key, and is not read (nor more than the bound of one that
+    // grows while read).
+    tooLarge: (size) =>
+      new LedgerError(
+        'KEY_INVALID',
+        size === undefined
+          ? `key file ${path} grew over ${MAX_KEY_FILE_BYTES} bytes while read: not a key`
+          : `key file ${path} is ${size} bytes, over ${MAX_KEY_FILE_BYTES}: not a key`,
+      ),
+  }).catch((err: unknown) => {
+    // A file that cannot be read is an I/O failure, not a key that is "not JSON".
     throw isMissing(err) ? err : storageFailure(err, `cannot read key file ${path}`);
   });
   try {
-    return JSON.parse(text);
+    return JSON.parse(bytes.toString('utf8'));
   } catch (err) {
     throw new LedgerError('KEY_INVALID', `key file ${path} is not JSON`, { cause: err });
   }
