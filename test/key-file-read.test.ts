@@ -1,7 +1,8 @@
 /**
- * readPrivateKeyFile judges and reads a key file through one descriptor (store/fs/bounded-read.ts): a file swapped in
- * at the path after the checks is not what is read, a FIFO is refused without waiting for a writer, an oversized file
- * is refused before it is read, and a symlink, a directory, a socket, a file open to others are refused as before.
+ * readPrivateKeyFile and the keyring's read of trust.json judge and read their file through one descriptor
+ * (store/fs/bounded-read.ts): a file swapped in at the path after the checks is not what is read, a FIFO is refused
+ * without waiting for a writer, an oversized file is refused before it is read, and a symlink, a directory, a socket,
+ * a file open to others are refused as before.
  */
 import { chmodSync, mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -10,6 +11,7 @@ import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { generateJwk, readPrivateKeyFile } from '../src/keys/local-signer.js';
 import { readRegularFile } from '../src/cli/io.js';
+import { openLedger } from '../src/ledger/open.js';
 import { tempDir } from './support/tmp.js';
 
 /** Run once, right after the first lstat or open of `path` returns: the swap of the test that sets it. */
@@ -136,6 +138,27 @@ describe('readPrivateKeyFile reads the file it checked', () => {
     );
     writeFileSync(big, Buffer.alloc(64 * 1024, 0x20), { mode: 0o600 });
     expect(await refusal(readPrivateKeyFile(big))).toMatch(/^KEY_INVALID: key file .* is not JSON$/);
+  });
+});
+
+describe('trust.json is read through the descriptor it was judged on', () => {
+  it('a trust.json replaced right after the first look at it at an open: the checked file is read, the open goes on', async () => {
+    const root = tempDir();
+    await (await openLedger({ root, host: 'h', onNotice: () => {} })).close();
+    const trustPath = join(root, 'trust.json');
+    const planted = join(root, 'planted');
+    writeFileSync(planted, '{ not a trust file', { mode: 0o600 });
+    swap.path = trustPath;
+    swap.then = () => renameSync(planted, trustPath);
+    try {
+      const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+      await ledger.close();
+      expect(swap.then).toBeUndefined(); // the swap happened
+    } finally {
+      swap.then = undefined;
+    }
+    // What stands at the name now is refused, as it always was.
+    expect(await refusal(openLedger({ root, host: 'h', onNotice: () => {} }))).toMatch(/^TRUST_INVALID: /);
   });
 });
 

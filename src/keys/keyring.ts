@@ -8,10 +8,11 @@
  * checkpoint key is replaced when the keys are loaded (see `ensureCheckpointTrusted`).
  */
 import { accessSync, constants } from 'node:fs';
-import { lstat, readFile, rename, unlink } from 'node:fs/promises';
+import { lstat, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
+import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { decodeBase64Url, encodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
 import {
@@ -149,19 +150,27 @@ async function assertSignerVerifies(signer: Signer): Promise<void> {
  */
 async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; stamp: string } | undefined> {
   try {
-    const st = await lstat(trustPath);
-    const stamp = stampOf(st); // taken before the read: a change after it shows as a change, never the other way
-    if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`);
-    const foreign = ownerProblem(trustPath, st.uid);
-    if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could rewrite it`);
-    if ((st.mode & 0o022) !== 0)
-      throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
-    if (st.size > MAX_TRUST_FILE_BYTES)
-      throw new ManifestError(
-        'TRUST_INVALID',
-        `${trustPath} is ${st.size} bytes, over ${MAX_TRUST_FILE_BYTES}: not read`,
-      );
-    return { trust: parseTrustStore(await readFile(trustPath, 'utf8')), stamp };
+    let stamp = 'missing';
+    // Opened once (O_NOFOLLOW, O_NONBLOCK), judged and read through that descriptor: what is read is what was judged.
+    const bytes = await readBoundedFile(trustPath, MAX_TRUST_FILE_BYTES, {
+      noFollow: true,
+      notAFile: () => new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is not a regular file (symlink planted?)`),
+      check: (st) => {
+        stamp = stampOf(st); // the file read, before the read: a change after it shows as a change, never the other way
+        const foreign = ownerProblem(trustPath, st.uid);
+        if (foreign) throw new LedgerError('KEY_FILE_UNSAFE', `${foreign}: another user could rewrite it`);
+        if ((st.mode & 0o022) !== 0)
+          throw new LedgerError('KEY_FILE_UNSAFE', `${trustPath} is writable by group or others; run chmod 600 on it`);
+      },
+      tooLarge: (size) =>
+        new ManifestError(
+          'TRUST_INVALID',
+          size === undefined
+            ? `${trustPath} grew over ${MAX_TRUST_FILE_BYTES} bytes while read: not read`
+            : `${trustPath} is ${size} bytes, over ${MAX_TRUST_FILE_BYTES}: not read`,
+        ),
+    });
+    return { trust: parseTrustStore(bytes.toString('utf8')), stamp };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw storageFailure(err, `cannot read ${trustPath}`);
     return undefined;
