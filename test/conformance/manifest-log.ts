@@ -626,8 +626,12 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
             ...link('c', c.next, 'mallory', '-again'),
             prev: c.next === 0 ? null : idOf('c', c.next - 1),
           };
+          // What a caller that checks before it appends is told first (Ledger.checkPublish): the append's own refusal.
+          const told = await log.sessionAppendRefusal!('c');
           const err = await expectManifestError(log.append(request), 'ROLLBACK');
           expect(err.message).toMatch(/session c: .*cut back/);
+          expect(told).toMatchObject({ name: 'ManifestError', code: 'ROLLBACK', message: err.message });
+          expect(await log.sessionAppendRefusal!('other')).toBeUndefined();
           expect(await collect(log.chain('c'))).toEqual(before);
           expect(await collect(log.entries())).toEqual(before);
           expect((await log.treeHead()).size).toBe(3);
