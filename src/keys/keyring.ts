@@ -33,7 +33,7 @@ import { nodeFsOps } from '../../store/fs/ops.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 import { timestampSchema } from '../../manifests/format/manifest.js';
-import { generateJwk, loadKeyFile, loadKeyFileIfPresent, storageFailure, writeKeyFile } from './local-signer.js';
+import { generateJwk, loadKeyFile, loadKeyFileIfPresent, keyFileIoFailure, writeKeyFile } from './local-signer.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { withFileLock, type FileLockOptions } from '../ledger/file-lock.js';
 import { shellWord } from '../../manifests/encoding/printable.js';
@@ -95,7 +95,7 @@ async function installStaged(path: string): Promise<void> {
     await rename(stagedPathOf(path), path);
     await nodeFsOps.fsyncDir(dirname(path));
   } catch (err) {
-    throw storageFailure(
+    throw keyFileIoFailure(
       err,
       `trust.json lists the new key staged at ${stagedPathOf(path)}, which could not be moved to ${path}; the next load of the keys moves it`,
     );
@@ -115,7 +115,7 @@ async function settleStaged(path: string, held: boolean, listed: (key: Signer) =
   else
     await unlink(stagedPathOf(path)).catch((err: unknown) => {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
-        throw storageFailure(err, `cannot remove ${stagedPathOf(path)}, staged by a rotation that stopped`);
+        throw keyFileIoFailure(err, `cannot remove ${stagedPathOf(path)}, staged by a rotation that stopped`);
     });
 }
 
@@ -172,7 +172,7 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
     });
     return { trust: parseTrustStore(bytes.toString('utf8')), stamp };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw storageFailure(err, `cannot read ${trustPath}`);
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw keyFileIoFailure(err, `cannot read ${trustPath}`);
     return undefined;
   }
 }
@@ -190,7 +190,7 @@ export async function refuseNewHostKey(root: string, host: string): Promise<void
     await lstat(path);
     return; // the keyring judges the file itself
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw storageFailure(err, `cannot read ${path}`);
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw keyFileIoFailure(err, `cannot read ${path}`);
   }
   const read = await readTrustFile(join(root, 'trust.json'));
   // A key file a rotation staged and trust.json lists: the keyring moves it into place (one it does not list, it removes).
@@ -522,7 +522,7 @@ export class Keyring {
     try {
       await writeFileAtomic(this.trustPath, text, 0o600);
     } catch (err) {
-      throw storageFailure(err, `cannot write ${this.trustPath}`);
+      throw keyFileIoFailure(err, `cannot write ${this.trustPath}`);
     }
     this.trust = trust;
     this.generation++;
@@ -615,7 +615,7 @@ export class Keyring {
       try {
         accessSync(dir, constants.W_OK); // one system call, synchronous: the ledger calls this without awaiting
       } catch (err) {
-        throw storageFailure(err, `cannot rotate: the new key files are written in ${dir}; nothing was changed`);
+        throw keyFileIoFailure(err, `cannot rotate: the new key files are written in ${dir}; nothing was changed`);
       }
     }
   }

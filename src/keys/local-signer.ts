@@ -97,7 +97,7 @@ export async function readPrivateKeyFile(path: string): Promise<unknown> {
       ),
   }).catch((err: unknown) => {
     // A file that cannot be read is an I/O failure, not a key that is "not JSON".
-    throw isMissing(err) ? err : storageFailure(err, `cannot read key file ${path}`);
+    throw isMissing(err) ? err : keyFileIoFailure(err, `cannot read key file ${path}`);
   });
   try {
     return JSON.parse(bytes.toString('utf8'));
@@ -135,7 +135,7 @@ export async function loadKeyFile(path: string): Promise<LocalSigner> {
  * An I/O failure (an `errno` error: EACCES, EIO, ENOSPC, …) of a key file or the trust file as the coded error the
  * README lists for it, `STORAGE_FAILED` with the original error as its cause; any other error is returned as it is.
  */
-export function storageFailure(err: unknown, what: string): unknown {
+export function keyFileIoFailure(err: unknown, what: string): unknown {
   if (err instanceof HandoffLedgerError || !isErrnoError(err)) return err;
   return new StoreError('STORAGE_FAILED', `${what}: ${err.message}`, { cause: err });
 }
@@ -148,6 +148,6 @@ export async function writeKeyFile(path: string, jwk: PrivateJwk): Promise<void>
   try {
     await writeFileAtomic(path, JSON.stringify(jwk) + '\n', 0o600);
   } catch (err) {
-    throw storageFailure(err, `cannot write key file ${path}`);
+    throw keyFileIoFailure(err, `cannot write key file ${path}`);
   }
 }
