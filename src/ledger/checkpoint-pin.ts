@@ -24,7 +24,7 @@
  * by one on open (DESIGN.md, on-disk layout).
  */
 import { constants } from 'node:fs';
-import { lstat, open, readFile, unlink, type FileHandle } from 'node:fs/promises';
+import { lstat, open, unlink, type FileHandle } from 'node:fs/promises';
 import { digestBytesOf } from '../../store/hash/digest.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
@@ -115,9 +115,12 @@ async function readRegular(path: string): Promise<Uint8Array | undefined> {
   try {
     const st = await lstat(path);
     if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`);
-    const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    // O_NONBLOCK: a FIFO put at the name after the lstat is not waited on (its stat below refuses it).
+    const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     try {
-      const { size } = await handle.stat();
+      const st = await handle.stat();
+      if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`);
+      const { size } = st;
       if (size > 2 * MAX_SLOT)
         throw new LedgerError(
           'RECORD_CORRUPT',
@@ -374,7 +377,13 @@ async function removeDurably(path: string): Promise<void> {
   await nodeFsOps.fsyncDir(dirname(path));
 }
 
-/** The newest pinned note of a slot file, for tools and tests that read the pin from outside a ledger. */
+/**
+ * The newest pinned note of a slot file, for an open's look at a root's pin before it has a log, and for tests; read
+ * as the guard reads it (never through a symlink, a FIFO not waited on, no larger than a pin file).
+ * @throws LedgerError `NOT_FOUND` (no such file), `KEY_FILE_UNSAFE`, `RECORD_CORRUPT`; an errno error
+ */
 export async function readPinnedNote(path: string): Promise<string> {
-  return decodePinFile(new Uint8Array(await readFile(path)), path).newest.note;
+  const bytes = await readRegular(path);
+  if (bytes === undefined) throw new LedgerError('NOT_FOUND', `${path}: no pinned checkpoint`);
+  return decodePinFile(bytes, path).newest.note;
 }

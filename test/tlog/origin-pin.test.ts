@@ -58,6 +58,30 @@ describe('the origin record of an embedded store', () => {
     return root;
   }
 
+  it('a root whose pin is a FIFO and which holds no log is refused at once (KEY_FILE_UNSAFE), not waited on', async () => {
+    const root = tempDir();
+    const ledger = await openDefault(root);
+    await publishMany(ledger, 's1', 1);
+    const { origin } = (await ledger.checkpoint()).checkpoint;
+    await ledger.close();
+    rmSync(join(root, 'manifests-v1'), { recursive: true, force: true });
+    const [pin] = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
+    const fifo = join(root, 'checkpoints', pin!);
+    rmSync(fifo);
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    try {
+      const err = await Promise.race([
+        refusal(openDefault(root, { origin })),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the open waited on the FIFO')), 5_000)),
+      ]);
+      expect(err.code).toBe('KEY_FILE_UNSAFE');
+      expect(err.message).toContain('is not a regular file');
+    } finally {
+      // A reader left waiting on the FIFO (the bug) is let go: a writer opened without blocking, closed at once.
+      spawnSync('sh', ['-c', `exec 3<>'${fifo}'; exec 3>&-`]);
+    }
+  });
+
   it('a rolled-back log keeping its origin is a ROLLBACK (the control)', async () => {
     const root = await rolledBack();
     expect((await refusal(openDefault(root))).code).toBe('ROLLBACK');
