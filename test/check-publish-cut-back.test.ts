@@ -129,4 +129,23 @@ describePostgres('checkPublish and a chain cut back, PostgreSQL', (pg) => {
         await ledger.close();
       }
     });
+
+  it('a head removed with its watermark and the first entry: ROLLBACK before the model is asked, as the append judges it (any entry of a headless session)', async () => {
+    const schema = nextSchema();
+    const ledger = await openLedger({
+      root: tempDir(),
+      host: 'host-a',
+      postgres: { connectionString: pg.connectionString, schema },
+      onNotice: () => {},
+    });
+    try {
+      for (let i = 0; i < 3; i++) await ledger.publish(scope, sampleSummary(i));
+      for (const table of ['heads', 'watermarks'])
+        await sqlOn(pg.connectionString, `DELETE FROM "${schema}".${table} WHERE session = 's'`);
+      await sqlOn(pg.connectionString, `DELETE FROM "${schema}".entries WHERE session = 's' AND seq = 0`);
+      await refusedBeforeTheModel(ledger, 'mallory', /entries exist, but no head names them/);
+    } finally {
+      await ledger.close();
+    }
+  });
 });

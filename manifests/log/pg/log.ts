@@ -20,7 +20,7 @@ import {
 } from '../../../store/pg/db.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
 import { AbstractManifestLog } from '../abstract-log.js';
-import { cutBackProblems, headProblems, type HeadProblem } from '../../chain/head-rules.js';
+import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../../chain/head-rules.js';
 import type {
   AppendRequest,
   ChainHead,
@@ -169,6 +169,13 @@ export class PgManifestLog extends AbstractManifestLog {
       // The same for a session with no head: a watermark, or any entry at all.
       headless: q(`SELECT (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = $1) AS watermark,
           EXISTS (SELECT 1 FROM {schema}.entries e WHERE e.session = $1) AS beyond`),
+      // lockHead's and headless's facts in one statement, nothing locked (sessionAppendRefusal: what the append
+      // would judge now).
+      cutBackFacts: q(`SELECT h.seq AS head_seq,
+          (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = $1) AS watermark,
+          CASE WHEN h.seq IS NULL THEN EXISTS (SELECT 1 FROM {schema}.entries e WHERE e.session = $1)
+            ELSE EXISTS (SELECT 1 FROM {schema}.entries e WHERE e.session = $1 AND e.seq = h.seq + 1) END AS beyond
+        FROM (SELECT 1) one LEFT JOIN {schema}.heads h ON h.session = $1`),
       newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
       moveHead: q('UPDATE {schema}.heads SET seq = $2, id = $3 WHERE session = $1'),
       // Under the counter row's lock: records the key's newest createdAt and reports its window end and whether
@@ -263,6 +270,23 @@ export class PgManifestLog extends AbstractManifestLog {
   protected async _entry(session: string, seq: number): Promise<LogEntry | undefined> {
     const [row] = await this.rows<EntryRow>('entry', this.sql.entry!, [session, seq]);
     return row && toEntry(row);
+  }
+
+  /**
+   * The facts the append judges a cut-back chain by, read as it reads them (`lockHead` / `headless`): with no head,
+   * any entry of the session is one beyond it (the head window looks at seq 0 only).
+   */
+  protected override async _cutBackFacts(session: string): Promise<CutBackFacts> {
+    const [row] = await this.rows<{ head_seq: number | null; watermark: number | null; beyond: boolean }>(
+      'cut-back facts',
+      this.sql.cutBackFacts!,
+      [session],
+    );
+    return {
+      head: row!.head_seq === null ? undefined : { seq: row!.head_seq },
+      entryBeyondHead: row!.beyond,
+      watermark: row!.watermark ?? undefined,
+    };
   }
 
   protected async _headWindow(session: string): Promise<HeadWindow> {
