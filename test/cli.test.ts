@@ -196,20 +196,26 @@ describe('handoff-ledger CLI', () => {
   });
 
   it.skipIf(!existsSync('/dev/zero'))(
-    'reads --since bounded: an endless file is a usage error after 64 KiB, in export, verify and audit-ui',
+    'reads --since bounded: a file over 64 KiB, or a device, is a usage error before it is read, in export, verify and audit-ui',
     () => {
       const root = join(tempDir(), 'store');
       const trust = join(tempDir(), 'trust.json');
       expect(cli(['init', '--root', root]).code).toBe(0);
       expect(cli(['keys', 'export', '--root', root, '--out', trust]).code).toBe(0);
+      const big = join(tempDir(), 'big.note');
+      writeFileSync(big, 'x'.repeat(64 * 1024 + 1));
       for (const args of [
         ['export', '--root', root, '--out', join(tempDir(), 'bundle')],
         ['verify', join(tempDir(), 'no-bundle'), '--trust', trust],
         ['audit-ui'],
       ]) {
-        const r = cli([...args, '--since', '/dev/zero']);
+        let r = cli([...args, '--since', big]);
         expect(r.code, r.stderr).toBe(2);
-        expect(r.stderr).toBe('handoff-ledger: USAGE: --since /dev/zero: over 64 KiB\n');
+        expect(r.stderr).toBe(`handoff-ledger: USAGE: --since ${big}: over 64 KiB\n`);
+        // An endless device is no regular file: refused before a byte of it is read (test/cli-file-inputs.test.ts).
+        r = cli([...args, '--since', '/dev/zero']);
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr).toBe('handoff-ledger: USAGE: --since /dev/zero: not a regular file\n');
       }
     },
   );

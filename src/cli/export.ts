@@ -5,7 +5,6 @@
  * SIGTERM before it began to publish the bundle: its staging directory and its claim on --out are removed, so the
  * same command can simply be run again (a second signal ends the process at once, as without a handler).
  */
-import { createReadStream } from 'node:fs';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
 import { LedgerError } from '../errors.js';
@@ -13,7 +12,7 @@ import {
   EXIT_OK,
   openFromArgs,
   parse,
-  readLimited,
+  readRegularFile,
   reportError,
   storeOptions,
   UsageError,
@@ -31,13 +30,14 @@ const MAX_SINCE_BYTES = 64 * 1024;
 const SIGNAL_EXITS = { SIGINT: 130, SIGTERM: 143 } as const;
 type StopSignal = keyof typeof SIGNAL_EXITS;
 
-/** An auditor's earlier checkpoint note (a few hundred bytes). @throws AuditError `USAGE` */
+/**
+ * An auditor's earlier checkpoint note (a few hundred bytes): a regular file of at most 64 KiB. A FIFO, a device
+ * (`--since /dev/zero`) or a directory is `not a regular file` at once, never waited on or read.
+ * @throws AuditError `USAGE`
+ */
 export async function readSince(path: string): Promise<string> {
   try {
-    // Bounded while reading, not after: the file may be a pipe or a device (`--since /dev/zero`) of any length.
-    const bytes = await readLimited(createReadStream(path), MAX_SINCE_BYTES).catch((err: unknown) => {
-      throw err instanceof UsageError ? new Error('over 64 KiB') : err;
-    });
+    const bytes = await readRegularFile(path, MAX_SINCE_BYTES, () => new UsageError('over 64 KiB'));
     return bytes.toString('utf8');
   } catch (err) {
     throw new AuditError('USAGE', `--since ${path}: ${(err as Error).message}`, { cause: err });

@@ -240,15 +240,18 @@ export async function readLimited(stream: NodeJS.ReadableStream, maxBytes: numbe
  * once, without blocking, so a FIFO is refused rather than waited on; a device (`/dev/zero`), a FIFO, a socket or a
  * directory is refused before anything is read, a larger file too, and the bound holds while reading (the file may
  * grow): store/fs/bounded-read.ts, checked and read through one descriptor.
- * @throws UsageError `not a regular file` or `over N bytes` (the caller names the option and the path); the `errno`
- *   error itself when the file cannot be opened or read
+ * @param tooLarge the error for a file over the bound (`size` its stat's, or undefined when it grew while read);
+ *   default: UsageError `S bytes, over N` (the caller names the option and the path)
+ * @throws UsageError `not a regular file`, `tooLarge`'s error; the `errno` error itself when the file cannot be
+ *   opened or read
  */
-export async function readRegularFile(path: string, maxBytes: number): Promise<Buffer> {
-  return readBoundedFile(path, maxBytes, {
-    notAFile: () => new UsageError('not a regular file'),
-    tooLarge: (size) =>
-      new UsageError(
-        size === undefined ? `over ${maxBytes} bytes (it grew while read)` : `${size} bytes, over ${maxBytes}`,
-      ),
-  });
+export async function readRegularFile(
+  path: string,
+  maxBytes: number,
+  tooLarge: (size: number | undefined) => Error = (size) =>
+    new UsageError(
+      size === undefined ? `over ${maxBytes} bytes (it grew while read)` : `${size} bytes, over ${maxBytes}`,
+    ),
+): Promise<Buffer> {
+  return readBoundedFile(path, maxBytes, { notAFile: () => new UsageError('not a regular file'), tooLarge });
 }

@@ -4,7 +4,6 @@
  * or I/O error. A progress bar goes to stderr only when stderr is a terminal; stdout carries the report alone,
  * every line of it escaped (bundle contents are data, never terminal control).
  */
-import { createReadStream } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import { AuditError } from '../../manifests/audit/errors.js';
@@ -39,7 +38,7 @@ import {
   EXIT_REFUSED,
   hashFromEnv,
   parse,
-  readLimited,
+  readRegularFile,
   reportError,
   UsageError,
   wantsJson,
@@ -63,8 +62,15 @@ export async function readWitnessArgs(
   quorum: string | undefined,
 ): Promise<{ policy: WitnessPolicy; text: string } | undefined> {
   let text = '';
+  // A regular file (a FIFO, a device or a directory is `not a regular file`, never waited on or read), bounded.
   const read = async () =>
-    (text = (await readLimited(createReadStream(file!), MAX_WITNESS_KEYS_BYTES)).toString('utf8'));
+    (text = (
+      await readRegularFile(
+        file!,
+        MAX_WITNESS_KEYS_BYTES,
+        () => new UsageError(`input is larger than ${MAX_WITNESS_KEYS_BYTES} bytes`),
+      )
+    ).toString('utf8'));
   const policy = await readWitnessPolicy(file === undefined ? undefined : { name: file, read }, quorum);
   return policy && { policy, text };
 }
@@ -74,18 +80,19 @@ async function readTrust(path: string): Promise<TrustStore> {
 }
 
 /**
- * Reads and parses a trust file as `verify --trust` does (following symlinks, bounded while reading), and
- * returns its text too (audit-ui serves that text to the page). @throws AuditError `TRUST_INVALID`
+ * Reads and parses a trust file as `verify --trust` does (following symlinks; a regular file only, bounded while
+ * reading), and returns its text too (audit-ui serves that text to the page). @throws AuditError `TRUST_INVALID`
  */
 export async function readTrustFile(path: string): Promise<{ trust: TrustStore; text: string }> {
   let text: string;
   try {
-    // Bounded while reading, not after: the trust file may be a pipe (`--trust <(…)`) of any length.
-    const bytes = await readLimited(createReadStream(path), MAX_TRUST_BYTES).catch((err: unknown) => {
-      if (err instanceof UsageError)
-        throw new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_BYTES} bytes`);
-      throw err;
-    });
+    // One descriptor, opened without blocking: a FIFO (or `--trust <(…)`, a pipe), a device or a directory is
+    // `cannot read trust file …: not a regular file` at once, never waited on for a writer or read endlessly.
+    const bytes = await readRegularFile(
+      path,
+      MAX_TRUST_BYTES,
+      () => new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_BYTES} bytes`),
+    );
     text = bytes.toString('utf8');
   } catch (err) {
     if (err instanceof AuditError) throw err;

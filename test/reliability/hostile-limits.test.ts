@@ -189,7 +189,8 @@ describe('100 MB files are refused before they are read', () => {
 
   // Found by this suite (BUG-7, fixed): readTrust read the whole file before checking MAX_TRUST_BYTES.
   it('BUG-7: verify --trust refuses a 100 MB trust file after reading at most its 16 MiB bound', async () => {
-    // A FIFO fed by a child process: the child counts what the CLI actually pulled before refusing.
+    // A FIFO fed by a child process: the child counts what the CLI actually pulled before refusing. The trust file is
+    // now read as a regular file only (test/cli-file-inputs.test.ts): the FIFO is refused before a byte is read.
     const dir = tempDir('hl-limits-');
     const key = makeKey('host-a');
     const bundle = await buildBundle({ key, chains: [{ session: 's', count: 1 }] });
