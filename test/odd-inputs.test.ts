@@ -166,6 +166,67 @@ describe('options whose fields throw as they are read', () => {
       await ledger.close();
     }
   });
+
+  it('compact options: INVALID_ARGUMENT naming the field, before the model is asked, nothing published', async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      let asked = 0;
+      const model: ModelAdapter = async () => {
+        asked++;
+        return { finishReason: 'tool_calls', toolCalls: [{ id: 'c1', name: 'submit_handoff', input: good }] };
+      };
+      const base = { ledger, scope, model, transcript: [{ role: 'user' as const, content: 'hi' }] };
+      const fields = ['ledger', 'scope', 'model', 'transcript', 'covers', 'signal', 'mode', 'instructions'];
+      fields.push('maxOutputTokens', 'maxSummaryBytes', 'expectedPrev');
+      for (const name of fields)
+        for (const options of throwingAt(name, base))
+          expect(await codeOf(() => compact(options as never)), name).toBe('INVALID_ARGUMENT');
+      await expect(compact(throwingAt('instructions', base)[0] as never)).rejects.toThrow(
+        'compact options: reading its instructions failed',
+      );
+      expect(asked).toBe(0);
+      expect(await ledger.resume(scope)).toBeUndefined();
+      // A getter that answers is read once, and what it answered is what is used.
+      let reads = 0;
+      const once = Object.defineProperty({ ...base }, 'expectedPrev', {
+        enumerable: true,
+        get() {
+          reads++;
+          return null;
+        },
+      });
+      expect((await compact(once)).receipt.seq).toBe(0);
+      expect(reads).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("the manifest log's append, chain and entries options: INVALID_ARGUMENT naming the field", async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      const drain = async (entries: AsyncIterable<unknown>) => {
+        for await (const _ of entries);
+      };
+      for (const options of throwingAt('signal'))
+        expect(await codeOf(() => ledger.log.append({} as never, options as never))).toBe('INVALID_ARGUMENT');
+      for (const options of throwingAt('fromSeq'))
+        expect(await codeOf(() => drain(ledger.log.chain('s1', options as never)))).toBe('INVALID_ARGUMENT');
+      for (const options of throwingAt('afterPosition'))
+        expect(await codeOf(() => drain(ledger.log.entries(options as never)))).toBe('INVALID_ARGUMENT');
+      await expect(ledger.log.append({} as never, throwingAt('signal')[0] as never)).rejects.toThrow(
+        'append options: reading its signal failed',
+      );
+      await expect(drain(ledger.log.chain('s1', throwingAt('fromSeq')[0] as never))).rejects.toThrow(
+        'chain options: reading its fromSeq failed',
+      );
+      await expect(drain(ledger.log.entries(throwingAt('afterPosition')[0] as never))).rejects.toThrow(
+        'entries options: reading its afterPosition failed',
+      );
+    } finally {
+      await ledger.close();
+    }
+  });
 });
 
 describe('the grants filter', () => {

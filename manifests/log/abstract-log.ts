@@ -145,7 +145,8 @@ export abstract class AbstractManifestLog implements ManifestLog {
   }
 
   async *chain(session: string, options?: { fromSeq?: number }): AsyncIterable<LogEntry> {
-    const { fromSeq } = checkObject<{ fromSeq: number }>(options, 'options');
+    // Read once (a getter that throws: INVALID_ARGUMENT naming it, not an uncoded error).
+    const { fromSeq } = readOptionFields(checkObject(options, 'options'), ['fromSeq'], 'chain options', ManifestError);
     const checked = checkId(session, 'session');
     const from = fromSeq === undefined ? 0 : checkCount(fromSeq, 'fromSeq');
     if (from > MAX_SEQ) return; // no log holds a seq above MAX_SEQ
@@ -153,7 +154,12 @@ export abstract class AbstractManifestLog implements ManifestLog {
   }
 
   async *entries(options?: { afterPosition?: number }): AsyncIterable<LogEntry> {
-    const { afterPosition } = checkObject<{ afterPosition: number }>(options, 'options');
+    const { afterPosition } = readOptionFields(
+      checkObject(options, 'options'),
+      ['afterPosition'],
+      'entries options',
+      ManifestError,
+    );
     // -1, "after nothing", is the start too: a tailing reader passes its last position or -1.
     const after = afterPosition === undefined ? -1 : checkCount(afterPosition, 'afterPosition', -1);
     yield* this._entries(after === -1 ? undefined : after);
@@ -164,7 +170,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
   }
 
   async append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry> {
-    const { signal } = checkObject<AppendOptions>(options, 'options');
+    const { signal } = readOptionFields(checkObject(options, 'options'), ['signal'], 'append options', ManifestError);
     if (signal !== undefined && !(signal instanceof AbortSignal))
       throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
     const checked = checkRequest(request);

@@ -198,7 +198,7 @@ export interface ManifestLog {
    * refused `ROLLBACK`: it would sign a second manifest for a seq that exists.
    * @throws ManifestError `CHAIN_CONFLICT` (head moved), `ROLLBACK` (chain cut back), `ENVELOPE_INVALID` (no base64 payload), `KEY_EXPIRED`
    *   (dated at or after its key's closed window), `REVOKED` (the principal is revoked), `STORAGE_FAILED`,
-   *   `CANCELLED`; `INVALID_ID`, `INVALID_ARGUMENT` for a malformed request
+   *   `CANCELLED`; `INVALID_ID`, `INVALID_ARGUMENT` for a malformed request or options (a field that throws as it is read)
    */
   append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;
   /**

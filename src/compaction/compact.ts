@@ -6,6 +6,7 @@
 import type { Digest } from '../../store/hash/digest.js';
 import type { Covers } from '../../manifests/format/manifest.js';
 import { parsePublishScope, type PublishScope } from '../ledger/scope.js';
+import { readOptionFields } from '../../store/errors.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
@@ -111,7 +112,8 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
  * @throws LedgerError `SUMMARY_EMPTY`, `SUMMARY_INVALID`, `SUMMARY_TOO_LARGE`, `SUMMARY_INCOMPLETE`
  *   (truncated or flagged incomplete), `MODEL_REFUSED`, `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
- * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for no ledger or model adapter, a transcript that is not a list of messages
+ * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for an options field that
+ *   throws as it is read (a getter, a proxy), no ledger or model adapter, a transcript that is not a list of messages
  *   (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
  *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `ROLLBACK` /
  *   `FORK` / `TREE_DAMAGED` (the log, or the session's chain cut back), `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`
@@ -132,6 +134,26 @@ export async function compact<L extends PublishingLedger>(
 ): Promise<CompactResult<Awaited<ReturnType<L['publish']>>>> {
   if (typeof options !== 'object' || options === null)
     throw new LedgerError('INVALID_ARGUMENT', 'compact needs { ledger, scope, model, transcript }');
+  // Each field read once, here (a getter that throws: INVALID_ARGUMENT naming it, before the model is asked), and
+  // what is checked is what is used.
+  options = readOptionFields(
+    options,
+    [
+      'ledger',
+      'scope',
+      'model',
+      'transcript',
+      'covers',
+      'signal',
+      'mode',
+      'instructions',
+      'maxOutputTokens',
+      'maxSummaryBytes',
+      'expectedPrev',
+    ],
+    'compact options',
+    LedgerError,
+  ) as CompactOptions<L>;
   if (typeof options.ledger?.publish !== 'function')
     throw new LedgerError('INVALID_ARGUMENT', 'compact needs a ledger (an object with publish)');
   if (typeof options.model !== 'function')
