@@ -118,7 +118,10 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
   const report = options.onRequest ?? (() => {});
   const running = new Set<Promise<void>>();
 
-  /** `gone`: the request was already answered (408) or its connection closed; then nothing is signed or stored. */
+  /**
+   * `gone`: the request is past its deadline, was already answered (408) or its connection closed; then nothing is
+   * signed or stored.
+   */
   async function addCheckpoint(
     body: string,
     gone: () => boolean,
@@ -175,11 +178,14 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
   // A monitor's GET names a log by the hash of its origin: looked up, not hashed anew for every log on each GET.
   const byHash = new Map([...options.logs.keys()].map((o) => [originHash(o), o]));
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function handle(req: IncomingMessage, res: ServerResponse, deadline: number): Promise<void> {
     const url = req.url ?? '/';
     if (url === '/add-checkpoint') {
       if (req.method !== 'POST') throw new HttpAnswer(405, 'add-checkpoint takes POST');
-      const r = await addCheckpoint(await readBody(req, maxBody), () => res.headersSent || res.destroyed);
+      // The deadline is read off the clock as well: on a busy event loop the timer that answers 408 runs late, and a
+      // request queued behind the log's lock must not start signing in the meantime.
+      const gone = () => res.headersSent || res.destroyed || performance.now() >= deadline;
+      const r = await addCheckpoint(await readBody(req, maxBody), gone);
       report({
         status: r.status,
         ...(r.origin !== undefined ? { origin: r.origin } : {}),
@@ -208,12 +214,13 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
     },
     (req, res) => {
       // Our own deadline as well as node's: it answers 408 and drops the connection of a slow sender.
+      const deadline = performance.now() + timeout;
       const timer = setTimeout(() => {
         report({ status: 408, reason: 'the request took too long' });
         res.on('finish', () => req.socket.destroy());
         answer(res, 408, 'the request took too long\n');
       }, timeout);
-      const handled = handle(req, res)
+      const handled = handle(req, res, deadline)
         .catch((err: unknown) => {
           const status = err instanceof HttpAnswer ? err.status : 500;
           const reason = err instanceof HttpAnswer ? err.message : 'internal error';

@@ -4,7 +4,7 @@
  * timestamps the spec allows past 2^53, and the witness server's answer to replays of the tree it holds.
  */
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -280,6 +280,36 @@ describe('the witness server and replays of the tree it holds', () => {
     device.release();
     await server.settled(); // every handler has ended: the queued ones have had their turn at the lock
     // One signature, the one under way when its deadline passed; none for the 19 that waited.
+    expect(device.calls()).toBe(1);
+  });
+
+  it('reads that deadline off the clock: a busy event loop that has not yet run the 408 timer does not let it sign', async () => {
+    const held = await witnessHoldingTree();
+    const device = gatedSigner();
+    const timeout = 1000;
+    const server = createWitnessServer({ signer: device.signer, logs, state: held.state, requestTimeoutMs: timeout });
+    let seen = 0;
+    server.prependListener('request', (req: IncomingMessage) => {
+      if (seen++ !== 1) return;
+      const arrived = performance.now();
+      // Once the second request waits behind the first in the log's queue, the event loop stalls (as under CPU
+      // load) past the second's deadline and only then does the device answer: the second's turn at the lock
+      // comes before any timer can run.
+      req.on('end', () =>
+        setImmediate(() => {
+          const stall = Math.max(0, arrived + timeout + 50 - performance.now());
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, stall);
+          device.release();
+        }),
+      );
+    });
+    const url = await listen(server);
+    const replay = await replayOf();
+    const first = post(url, replay);
+    await device.signing;
+    expect(await post(url, replay)).toBe(408);
+    expect(await first).toBe(408);
+    await server.settled();
     expect(device.calls()).toBe(1);
   });
 });
