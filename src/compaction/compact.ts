@@ -104,6 +104,24 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
   }
 }
 
+/** Every field of CompactOptions: `compact` reads these once, and a field left out of the list fails to compile. */
+const COMPACT_FIELDS = [
+  'ledger',
+  'scope',
+  'model',
+  'transcript',
+  'covers',
+  'signal',
+  'mode',
+  'instructions',
+  'maxOutputTokens',
+  'maxSummaryBytes',
+  'expectedPrev',
+] as const satisfies ReadonlyArray<keyof CompactOptions>;
+const everyCompactField: Exclude<keyof CompactOptions, (typeof COMPACT_FIELDS)[number]> extends never ? true : never =
+  true;
+void everyCompactField;
+
 /**
  * Runs one compaction: request the summary, extract it, validate it, publish it.
  * Nothing is published unless every step succeeds; the caller keeps its context on failure.
@@ -136,24 +154,7 @@ export async function compact<L extends PublishingLedger>(
     throw new LedgerError('INVALID_ARGUMENT', 'compact needs { ledger, scope, model, transcript }');
   // Each field read once, here (a getter that throws: INVALID_ARGUMENT naming it, before the model is asked), and
   // what is checked is what is used.
-  options = readOptionFields(
-    options,
-    [
-      'ledger',
-      'scope',
-      'model',
-      'transcript',
-      'covers',
-      'signal',
-      'mode',
-      'instructions',
-      'maxOutputTokens',
-      'maxSummaryBytes',
-      'expectedPrev',
-    ],
-    'compact options',
-    LedgerError,
-  ) as CompactOptions<L>;
+  options = readOptionFields(options, COMPACT_FIELDS, 'compact options', LedgerError) as CompactOptions<L>;
   if (typeof options.ledger?.publish !== 'function')
     throw new LedgerError('INVALID_ARGUMENT', 'compact needs a ledger (an object with publish)');
   if (typeof options.model !== 'function')
