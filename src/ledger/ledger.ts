@@ -932,14 +932,14 @@ export class Ledger {
   /**
    * The grant table's records, all or those of a principal and/or session.
    * @throws LedgerError `INVALID_ARGUMENT` (a filter field that throws as it is read); ManifestError `INVALID_ARGUMENT`
-   *   (a filter that is not an object), `INVALID_ID`
+   *   (a filter that is neither an object nor null), `INVALID_ID`
    */
   async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
     return this.tracked(async () => {
       this.assertSound();
-      // Not an object (null, a principal's name given as the filter): the table refuses it, INVALID_ARGUMENT — read as
-      // an empty filter it would list every grant.
-      if (typeof filter !== 'object' || filter === null) return this.log.grants.list(filter);
+      // Neither an object nor null (none, as for every option): a principal's name given as the filter, say. The table
+      // refuses it, INVALID_ARGUMENT — read as an empty filter it would list every grant.
+      if (filter !== null && typeof filter !== 'object') return this.log.grants.list(filter);
       // Read once, as the log's table then checks and lists it (a getter that throws: INVALID_ARGUMENT).
       const f = readOptionFields(filter, ['principal', 'session'], 'grants filter', LedgerError);
       return this.log.grants.list(f as { principal?: string; session?: string });
