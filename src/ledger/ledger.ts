@@ -931,18 +931,15 @@ export class Ledger {
 
   /**
    * The grant table's records, all or those of a principal and/or session.
-   * @throws LedgerError `INVALID_ARGUMENT` (a filter field that throws as it is read); ManifestError `INVALID_ARGUMENT`
-   *   (a filter that is neither an object nor null), `INVALID_ID`
+   * @throws ManifestError `INVALID_ARGUMENT` (a filter that is neither an object nor null, a field that throws as it
+   *   is read), `INVALID_ID`
    */
   async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
     return this.tracked(async () => {
       this.assertSound();
-      // Neither an object nor null (none, as for every option): a principal's name given as the filter, say. The table
-      // refuses it, INVALID_ARGUMENT — read as an empty filter it would list every grant.
-      if (filter !== null && typeof filter !== 'object') return this.log.grants.list(filter);
-      // Read once, as the log's table then checks and lists it (a getter that throws: INVALID_ARGUMENT).
-      const f = readOptionFields(filter, ['principal', 'session'], 'grants filter', LedgerError);
-      return this.log.grants.list(f as { principal?: string; session?: string });
+      // `null`: none, as for every option. The log's grant table reads each field once and checks it: a filter that is
+      // not an object (a principal's name given as the filter) or a field that throws as it is read, INVALID_ARGUMENT.
+      return this.log.grants.list(filter ?? {});
     });
   }
 
