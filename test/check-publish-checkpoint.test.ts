@@ -10,28 +10,14 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
-import { compact, type ModelAdapter } from '../src/index.js';
+import { compact } from '../src/index.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { describePostgres, sqlOn } from './support/postgres.js';
+import { countingModel } from './support/counting-model.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
 const transcript = [{ role: 'user' as const, content: 'add retries' }];
-
-/** A model that would answer with a valid summary, counting the requests it is sent. */
-function countingModel(): ModelAdapter & { asked: number } {
-  const model = Object.assign(
-    async () => {
-      model.asked++;
-      return {
-        finishReason: 'tool_calls' as const,
-        toolCalls: [{ id: 'c1', name: 'submit_handoff', input: sampleSummary('from the model') }],
-      };
-    },
-    { asked: 0 },
-  );
-  return model;
-}
 
 const pinOf = (root: string): Buffer => {
   const dir = join(root, 'checkpoints');
