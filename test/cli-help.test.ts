@@ -47,7 +47,7 @@ describe('command help names every option the parser accepts', () => {
       expect(seen.length, `${prefix.join(' ')} parses its options`).toBeGreaterThan(0);
       for (const options of seen) for (const option of Object.keys(options)) accepted.add(option);
     }
-    const help = commandHelp(name, commands[name]!);
+    const help = commandHelp(commands[name]!);
     const named = new Set([...help.matchAll(/--([a-z][a-z0-9-]*)/g)].map((m) => m[1]!));
     expect([...accepted].filter((o) => !named.has(o))).toEqual([]);
   });
@@ -85,7 +85,7 @@ describe('--principal in each command says whose id it is', () => {
 describe('demo help', () => {
   // The demo publishes into the store every command uses unless told otherwise, under a host of its own.
   it('names the store and host it uses when no --root or --host is given', () => {
-    const help = commandHelp('demo', commands.demo!);
+    const help = commandHelp(commands.demo!);
     expect(help).toMatch(
       /--root DIR +where the demo store goes \(or HANDOFF_LEDGER_ROOT; default the store every command/,
     );
@@ -110,7 +110,7 @@ describe('the exit codes a command help lists', () => {
   // Exit 2 of a command without a store (the auditor's verify and audit-ui, witness) names no store, lock or
   // storage of its own: the shared line "store locked by another process" was printed for them too.
   const exit2 = (name: string) =>
-    commandHelp(name, commands[name]!)
+    commandHelp(commands[name]!)
       .split('Exit codes:\n')[1]!
       .split(/\n {2}70 /)[0]!
       .replace(/^[\s\S]*?\n {2}2 {3}/, '');
@@ -126,7 +126,7 @@ describe('the exit codes a command help lists', () => {
   );
   it('every command lists 0, 1, 2 and 70, in that order', () => {
     for (const [name, spec] of Object.entries(commands)) {
-      const codes = [...commandHelp(name, spec).matchAll(/^ {2}(\d+) /gm)].map((m) => m[1]);
+      const codes = [...commandHelp(spec).matchAll(/^ {2}(\d+) /gm)].map((m) => m[1]);
       expect(codes.slice(0, 4), name).toEqual(['0', '1', '2', '70']);
     }
   });

@@ -197,6 +197,24 @@ describe('options whose fields throw as they are read', () => {
       });
       expect((await compact(once)).receipt.seq).toBe(0);
       expect(reads).toBe(1);
+      // The ledger's own methods likewise: a getter of publish or checkPublish that throws is the caller's bad input.
+      const publish = ledger.publish.bind(ledger);
+      const throwing = (name: string) => () => {
+        throw new Error(`no ${name} today`);
+      };
+      const noPublish = Object.defineProperty({}, 'publish', { get: throwing('publish') });
+      const noCheck = Object.defineProperty({ publish }, 'checkPublish', { get: throwing('checkPublish') });
+      for (const [name, wrapped] of [
+        ['publish', noPublish],
+        ['checkPublish', noCheck],
+      ] as const) {
+        const refused = await compact({ ...base, ledger: wrapped as never }).catch((err: unknown) => err);
+        expect(refused, name).toMatchObject({
+          code: 'INVALID_ARGUMENT',
+          message: `compact options: reading its ledger's ${name} failed`,
+        });
+      }
+      expect(asked).toBe(1);
     } finally {
       await ledger.close();
     }

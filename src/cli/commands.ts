@@ -94,7 +94,7 @@ export const commands: Record<string, CommandSpec> = {
     options: [
       '--all             lift a revocation of every session (revoke --all); grants no session',
       '                  (--session "*" is refused: USAGE)',
-      '--by WHO          who decided (free text, at most 1,024 characters)',
+      '--by WHO          who decided (free text, at most 1,024 UTF-16 code units)',
       ...scope('the principal given access (or, with --all, whose revocation is lifted)'),
     ],
     exits: { ok: 'recorded', refused: refusedLedger },
@@ -106,7 +106,7 @@ export const commands: Record<string, CommandSpec> = {
     synopsis: 'revoke --principal P (--session S | --all) [--by WHO]',
     options: [
       '--all             every session of the principal (--session "*" is refused: USAGE)',
-      '--by WHO          who decided (free text, at most 1,024 characters)',
+      '--by WHO          who decided (free text, at most 1,024 UTF-16 code units)',
       ...scope('the principal whose access is revoked'),
     ],
     exits: { ok: 'recorded', refused: refusedLedger },
@@ -324,7 +324,7 @@ export function usage(): string {
   ].join('\n');
 }
 
-export function commandHelp(name: string, spec: CommandSpec): string {
+export function commandHelp(spec: CommandSpec): string {
   return [
     `usage: handoff-ledger ${spec.synopsis}`,
     '',

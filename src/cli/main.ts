@@ -34,7 +34,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       io.stderr.write(`handoff-ledger: no command ${printable(JSON.stringify(topic))}\n\n${usage()}`);
       return EXIT_USAGE;
     }
-    io.stdout.write(commandHelp(topic, spec));
+    io.stdout.write(commandHelp(spec));
     return EXIT_OK;
   }
   const spec = Object.hasOwn(commands, name) ? commands[name] : undefined;
@@ -46,7 +46,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     return EXIT_USAGE;
   }
   if (asksForHelp(rest)) {
-    io.stdout.write(commandHelp(name, spec));
+    io.stdout.write(commandHelp(spec));
     return EXIT_OK;
   }
   try {

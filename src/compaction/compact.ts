@@ -131,7 +131,7 @@ void everyCompactField;
  *   (truncated or flagged incomplete), `MODEL_REFUSED`, `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
  * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for an options field that
- *   throws as it is read (a getter, a proxy), no ledger or model adapter, a transcript that is not a list of messages
+ *   throws as it is read (a getter, a proxy; the ledger's `publish` and `checkPublish` too), no ledger or model adapter, a transcript that is not a list of messages
  *   (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
  *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `ROLLBACK` /
  *   `FORK` / `TREE_DAMAGED` (the log, or the session's chain cut back), `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`
@@ -155,7 +155,19 @@ export async function compact<L extends PublishingLedger>(
   // Each field read once, here (a getter that throws: INVALID_ARGUMENT naming it, before the model is asked), and
   // what is checked is what is used.
   options = readOptionFields(options, COMPACT_FIELDS, 'compact options', LedgerError) as CompactOptions<L>;
-  if (typeof options.ledger?.publish !== 'function')
+  const ledger = options.ledger;
+  // The ledger's two methods, read once as well (a wrapper's getter that throws is the caller's bad input, not a
+  // failure of the store) and called on the ledger.
+  const method = (name: 'publish' | 'checkPublish'): unknown => {
+    try {
+      return ledger?.[name];
+    } catch (err) {
+      throw new LedgerError('INVALID_ARGUMENT', `compact options: reading its ledger's ${name} failed`, { cause: err });
+    }
+  };
+  const publish = method('publish');
+  const checkPublish = method('checkPublish');
+  if (typeof publish !== 'function')
     throw new LedgerError('INVALID_ARGUMENT', 'compact needs a ledger (an object with publish)');
   if (typeof options.model !== 'function')
     throw new LedgerError('INVALID_ARGUMENT', 'compact needs a model adapter: (request) => Promise<response>');
@@ -170,8 +182,8 @@ export async function compact<L extends PublishingLedger>(
   // What publish would refuse whatever the summary, refused before the model is asked: the transcript of a principal
   // that may not publish here (revoked, not granted, denied by the authorizer) never goes to the provider, and a run
   // whose expectedPrev is no longer the head spends no model call.
-  if (typeof options.ledger.checkPublish === 'function')
-    await options.ledger.checkPublish(options.scope, { ...publishOptions });
+  if (typeof checkPublish === 'function')
+    await Reflect.apply(checkPublish, ledger, [options.scope, { ...publishOptions }]);
   const response = await askModel(options);
   throwIfCancelled(options.signal);
   let value: unknown;
@@ -186,7 +198,7 @@ export async function compact<L extends PublishingLedger>(
   }
   // Publish step 2 runs again inside the ledger; this pass gives a typed summary and fails early.
   const { summary } = validateSummary(value, options.maxSummaryBytes ?? Number.MAX_SAFE_INTEGER);
-  const receipt = (await options.ledger.publish(options.scope, summary, publishOptions)) as Awaited<
+  const receipt = (await Reflect.apply(publish, ledger, [options.scope, summary, publishOptions])) as Awaited<
     ReturnType<L['publish']>
   >;
   return { receipt, summary, context: [resumeContext({ summary, id: receipt.id, seq: receipt.seq })] };
