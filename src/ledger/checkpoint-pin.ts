@@ -65,6 +65,12 @@ function checksumOf(bytes: Uint8Array): Uint8Array {
   return digestBytesOf(bytes);
 }
 
+/**
+ * A note's text exactly as it was signed: a U+FEFF that begins it (an origin may begin with one) is kept, not taken for
+ * a byte order mark and dropped, which made the note fail its own signature.
+ */
+const noteDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 /** The slot's pin, or undefined when it is empty, torn or damaged (its checksum or fields do not hold). */
 function decodeSlot(slot: Uint8Array, index: 0 | 1): PinSlot | undefined {
   const body = slot.subarray(0, slot.length - CHECKSUM);
@@ -75,7 +81,7 @@ function decodeSlot(slot: Uint8Array, index: 0 | 1): PinSlot | undefined {
   const length = view.getUint32(MAGIC.length + 8);
   if (seq > BigInt(Number.MAX_SAFE_INTEGER) || HEADER + length > body.length) return undefined;
   try {
-    const note = new TextDecoder('utf-8', { fatal: true }).decode(slot.subarray(HEADER, HEADER + length));
+    const note = noteDecoder.decode(slot.subarray(HEADER, HEADER + length));
     return { index, seq: Number(seq), note };
   } catch {
     return undefined;
@@ -192,7 +198,8 @@ export class CheckpointPinFile {
     const legacy = await readRegular(legacyPath);
     const file = new CheckpointPinFile(path, legacyPath, MIN_SLOT, undefined, exclusive);
     if (legacy === undefined) return { file, note: undefined, legacy: false };
-    return { file, note: new TextDecoder().decode(legacy), legacy: true };
+    // Not fatal: bytes that are not UTF-8 read as U+FFFD, and such a note fails its signature check (a coded refusal).
+    return { file, note: new TextDecoder('utf-8', { ignoreBOM: true }).decode(legacy), legacy: true };
   }
 
   /**

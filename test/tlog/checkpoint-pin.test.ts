@@ -116,6 +116,25 @@ describe('a pin file other processes pin too', () => {
 });
 
 describe('the pin file', () => {
+  it('keeps a note whose origin begins with U+FEFF as signed: the store reopens and publishes on', async () => {
+    // A valid origin (U+FEFF is no space); a decoder that took it for a byte order mark dropped it, and the pinned
+    // note no longer matched its signature: every open, fsck's too, was NOTE_SIGNATURE_INVALID.
+    const root = tempDir();
+    const origin = '\uFEFFexample.com/bom';
+    let ledger = await open(root, { origin });
+    await publishMany(ledger, 's1', 1);
+    await ledger.close();
+    ledger = await open(root, { origin });
+    try {
+      expect(await readPinnedNote(pinPath(root))).toBe((await ledger.checkpoint()).note);
+      await publishMany(ledger, 's1', 1);
+      expect((await ledger.checkpoint()).checkpoint).toMatchObject({ origin, size: 2 });
+      expect((await fsck(ledger)).ok).toBe(true);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('is two fixed slots overwritten in place: same file, same size, the slots alternate', async () => {
     const root = tempDir();
     const ledger = await open(root);
@@ -412,6 +431,23 @@ describe("the previous version's pin (<hash>.note)", () => {
       const files = readdirSync(join(root, 'checkpoints'));
       expect(files).toEqual([expect.stringMatching(/\.pin$/)]);
       expect(await readPinnedNote(join(root, 'checkpoints', files[0]!))).toBe(note);
+      await publishMany(ledger, 's1', 1);
+      expect((await ledger.checkpoint()).checkpoint.size).toBe(3);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('keeps a leading U+FEFF of its origin: read as signed and moved into a slot file', async () => {
+    const root = tempDir();
+    const origin = '\uFEFFexample.com/bom';
+    let ledger = await open(root, { origin });
+    await publishMany(ledger, 's1', 2);
+    await ledger.close();
+    const { note } = await downgradePin(root);
+    ledger = await open(root, { origin });
+    try {
+      expect(await readPinnedNote(pinPath(root))).toBe(note);
       await publishMany(ledger, 's1', 1);
       expect((await ledger.checkpoint()).checkpoint.size).toBe(3);
     } finally {
