@@ -137,7 +137,8 @@ export function parseEd25519Key(kind: Ed25519KeyKind, vkey: string): NoteVerifie
   if (b < 0) throw bad('expected <name>+<hash>+<key>');
   const [name, hash, b64] = [vkey.slice(0, a), vkey.slice(a + 1, b), vkey.slice(b + 1)];
   if (!isValidKeyName(name)) throw bad('invalid key name');
-  if (!/^[0-9a-f]{8}$/.test(hash)) throw bad('the key hash is not 8 lowercase hex digits');
+  // Either case, as Go's note.NewVerifier reads it (strconv.ParseUint, base 16: no sign, no prefix).
+  if (!/^[0-9a-fA-F]{8}$/.test(hash)) throw bad('the key hash is not 8 hex digits');
   const key = decodeBase64(b64);
   if (!key || key.length !== 33 || key[0] !== kind.alg) throw bad(`not an ${kind.algNoun} key of 32 bytes`);
   const publicKey = key.slice(1);

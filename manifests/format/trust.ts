@@ -10,7 +10,7 @@ import { ManifestError } from '../errors.js';
 import { idSchema } from './ids.js';
 import { keyIdSchema, timestampSchema } from './manifest.js';
 import { describeZodError } from './zod-issue.js';
-import { parseVerifierKey, type NoteVerifierKey } from '../crypto/note.js';
+import { encodeVerifierKey, parseVerifierKey, type NoteVerifierKey } from '../crypto/note.js';
 
 export { findTrustedKey, type KeyLookup } from './trust-lookup.js';
 
@@ -24,10 +24,15 @@ export const trustedKeySchema = z.strictObject({
   revokedAt: timestampSchema.optional(),
 });
 
+/**
+ * A verifier key as the ledger writes it (its hash in lowercase hex): the keyring finds its own key in the trust store
+ * by this text, so a trust store holds each key in one spelling only, though a key given elsewhere (a witness's) may
+ * spell its hash in either case.
+ */
 const isVerifierKey = (s: string) => {
   try {
-    parseVerifierKey(s);
-    return true;
+    const key = parseVerifierKey(s);
+    return encodeVerifierKey(key.name, key.publicKey) === s;
   } catch {
     return false;
   }
@@ -42,7 +47,10 @@ export const trustedCheckpointKeySchema = z.strictObject({
   host: idSchema,
   keyId: keyIdSchema,
   /** The C2SP signed-note verifier key `<origin>+<key hash>+<base64(0x01 ‖ key)>`. */
-  vkey: z.string().max(1024).refine(isVerifierKey, 'must be a C2SP Ed25519 note verifier key'),
+  vkey: z
+    .string()
+    .max(1024)
+    .refine(isVerifierKey, 'must be a C2SP Ed25519 note verifier key, its hash in lowercase hex'),
   notBefore: timestampSchema,
   notAfter: timestampSchema.optional(),
   revokedAt: timestampSchema.optional(),

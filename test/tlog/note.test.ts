@@ -10,6 +10,7 @@ import {
 import { formatCheckpoint, parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { ManifestError } from '../../manifests/errors.js';
+import { parseTrustStore } from '../../manifests/format/trust.js';
 import { readVector } from '../support/vectors.js';
 
 interface NoteVector {
@@ -94,6 +95,20 @@ describe('signed notes', () => {
     const v = vectors[0]!;
     expectCode(() => parseVerifierKey(v.Vkey.replace('+ab1d5d4c+', '+ab1d5d4d+')), 'KEY_INVALID');
     expectCode(() => parseVerifierKey(v.Vkey.replace('handoff-ledger/example', 'other')), 'KEY_INVALID');
+    for (const hash of ['ab1d5d4', 'ab1d5d4c0', 'ab1d5d4g', '+b1d5d4c', ' b1d5d4c'])
+      expectCode(() => parseVerifierKey(v.Vkey.replace('+ab1d5d4c+', `+${hash}+`)), 'KEY_INVALID');
+  });
+
+  it("reads the key hash in either case, as Go's note.NewVerifier does (strconv.ParseUint, base 16)", () => {
+    const v = vectors[0]!;
+    expect(parseVerifierKey(v.Vkey.replace('+ab1d5d4c+', '+AB1D5D4C+'))).toEqual(parseVerifierKey(v.Vkey));
+    // A trust store holds a checkpoint key as the ledger writes it (the keyring finds its own key by that text).
+    const entry = { host: 'h', keyId: 'ed25519:00', notBefore: '2026-01-01T00:00:00.000Z' };
+    const trust = (vkey: string) => ({ version: 1, keys: [], checkpointKeys: [{ ...entry, vkey }] });
+    expect(parseTrustStore(trust(v.Vkey)).checkpointKeys).toHaveLength(1);
+    expect(() => parseTrustStore(trust(v.Vkey.replace('+ab1d5d4c+', '+AB1D5D4C+')))).toThrow(
+      expect.objectContaining({ code: 'TRUST_INVALID', message: expect.stringContaining('lowercase hex') }),
+    );
   });
 });
 
