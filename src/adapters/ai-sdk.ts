@@ -15,7 +15,15 @@ import type {
 } from '../compaction/model.js';
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
 import { summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
-import { readJson, saysNothing, schemaFor, splitSystem, toolCall } from './shared.js';
+import {
+  readJson,
+  saysNothing,
+  schemaFor,
+  splitSystem,
+  toolCall,
+  toolInputObject,
+  withoutEmptyTurns,
+} from './shared.js';
 
 export interface AiSdkAdapterOptions {
   model: LanguageModel;
@@ -28,7 +36,9 @@ export interface AiSdkAdapterOptions {
 function messages(request: ModelRequest): AiMessage[] {
   const names = new Map<string, string>();
   const { rest } = splitSystem(request.messages);
-  return rest.map((m): AiMessage => {
+  // Whichever provider is behind the SDK: what Anthropic's and Gemini's APIs refuse is left out for every one, as their
+  // own adapters leave it out (a turn that says nothing), and a tool input goes as the object the SDK's parts take.
+  return withoutEmptyTurns(rest).map((m): AiMessage => {
     if (m.role === 'tool') {
       const toolCallId = m.toolCallId ?? '';
       return {
@@ -53,7 +63,7 @@ function messages(request: ModelRequest): AiMessage[] {
             type: 'tool-call' as const,
             toolCallId: c.id,
             toolName: c.name,
-            input: c.input,
+            input: toolInputObject(c.input),
           })),
         ],
       };

@@ -133,6 +133,47 @@ describe('aiSdkAdapter requests', () => {
       await provider.close();
     }
   });
+
+  it('leaves turns that say nothing out and sends each tool input as an object, as the other dialects do', async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(chat('tool', JSON.stringify(strictSummary), 'tool_calls'));
+      const calls = [
+        { id: 'a', name: 'read', input: { path: 'src/a.ts' } },
+        { id: 'b', name: 'read', input: '{"path": "src/b.ts"}' }, // a provider's arguments left unparsed
+        { id: 'c', name: 'read', input: '{"path": "src/c.ts"' }, // cut short: not JSON
+        { id: 'd', name: 'list', input: undefined },
+      ];
+      const request = compactionRequest({
+        messages: [
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: '' }, // a turn that was only reasoning (Anthropic and Gemini refuse it)
+          { role: 'user', content: ' \n' },
+          { role: 'assistant', content: 'reading', toolCalls: calls },
+          ...calls.map((c) => ({ role: 'tool' as const, toolCallId: c.id, content: 'ok' })),
+        ],
+      });
+      await aiSdkAdapter({ model: model(provider.url), schemaForm: 'openai-strict', maxRetries: 0 })(request);
+      const sent = provider.requests[0]!.body.messages as Array<{
+        role: string;
+        content?: unknown;
+        tool_calls?: Array<{ id: string; function: { arguments: string } }>;
+      }>;
+      // The compaction request's own instruction turn comes last; the transcript's empty turns are not sent.
+      expect(
+        sent.filter((m) => m.role !== 'system' && typeof m.content === 'string' && m.content.trim() === ''),
+      ).toEqual([]);
+      const assistant = sent.find((m) => m.role === 'assistant')!;
+      expect(assistant.tool_calls!.map((c) => [c.id, JSON.parse(c.function.arguments)])).toEqual([
+        ['a', { path: 'src/a.ts' }],
+        ['b', { path: 'src/b.ts' }],
+        ['c', { input: '{"path": "src/c.ts"' }],
+        ['d', {}],
+      ]);
+    } finally {
+      await provider.close();
+    }
+  });
 });
 
 describe('aiSdkAdapter with the default json-schema form and an OpenAI model', () => {
