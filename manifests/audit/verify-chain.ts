@@ -203,6 +203,17 @@ function report(
   };
 }
 
+/** Options that are an object naming a trust store, as the types say; else the caller's `USAGE`, before any work. */
+function checkOptions(options: unknown, what: string): void {
+  const trust: unknown =
+    typeof options === 'object' && options !== null ? (options as { trust?: unknown }).trust : undefined;
+  if (typeof trust !== 'object' || trust === null)
+    throw new AuditError('USAGE', `${what} needs options naming the pinned trust store: { trust }`);
+}
+
+const isSyncIterable = (lines: Iterable<string> | AsyncIterable<string>): lines is Iterable<string> =>
+  typeof (lines as Iterable<string>)[Symbol.iterator] === 'function';
+
 /** Lines as runs of raw lines; an array's (or any synchronous iterable's) are cut without an async step. */
 function runsOf(lines: Iterable<string> | AsyncIterable<string>): AsyncIterable<RawLine[]> | Iterable<RawLine[]> {
   const RUN = 1024;
@@ -210,11 +221,12 @@ function runsOf(lines: Iterable<string> | AsyncIterable<string>): AsyncIterable<
     const t = String(text);
     return { line, text: t, terminated: true, bytes: t.length + 1 };
   };
-  if (Symbol.iterator in lines) {
+  if (isSyncIterable(lines)) {
+    const sync = lines;
     return (function* () {
       let run: RawLine[] = [];
       let line = 0;
-      for (const text of lines) {
+      for (const text of sync) {
         run.push(raw(++line, text));
         if (run.length === RUN) {
           yield run;
@@ -233,12 +245,31 @@ function runsOf(lines: Iterable<string> | AsyncIterable<string>): AsyncIterable<
 /**
  * Verifies envelope lines (e.g. a ManifestLog's `entries()` mapped to `envelope`) through steps 1-6.
  * Line numbers are 1-based positions in `lines`.
- * @throws AuditError `WORKER_FAILED` when an injected line verifier fails (never for bad input)
+ * @throws AuditError `USAGE` for lines that are not an iterable of strings (a whole file's text is one string) or
+ *   options without a trust store; `WORKER_FAILED` when an injected line verifier fails (never for bad input)
  */
 export async function verifyChain(
   lines: Iterable<string> | AsyncIterable<string>,
   options: VerifyChainOptions,
 ): Promise<AuditReport> {
+  // A string is an Iterable<string> to the type checker: the text of a manifests.jsonl passed whole would be walked one
+  // character at a time (verifyBundle takes a file's text, through memoryBundleReader).
+  if (
+    typeof lines !== 'object' ||
+    lines === null ||
+    (!isSyncIterable(lines) && typeof (lines as AsyncIterable<string>)[Symbol.asyncIterator] !== 'function')
+  )
+    throw new AuditError(
+      'USAGE',
+      `verifyChain takes the envelope lines as an iterable of strings (an array, an async iterable), not ${
+        typeof lines === 'string'
+          ? 'one string (split it into lines, or give its text to verifyBundle through memoryBundleReader)'
+          : lines === null
+            ? 'null'
+            : typeof lines
+      }`,
+    );
+  checkOptions(options, 'verifyChain');
   const sink = new FindingSink(options.maxFindings ?? 100_000);
   const { chains: tracker, lines: count, verified } = await verifyLines(runsOf(lines), options, sink);
   return report(sink, count, verified, tracker.finish(options.scope), 0);
@@ -303,9 +334,13 @@ async function attachForkEnvelopes(reader: BundleReader, findings: Finding[]): P
  * Verifies a bundle through every step: header, lines (1-5), chains (6), blobs (7), counts (8), checkpoint (9),
  * completeness (10).
  * @throws AuditError `BUNDLE_INVALID` (no parseable header where the reader has one), `BUNDLE_IO`
- *   (from the reader), `WORKER_FAILED`
+ *   (from the reader), `WORKER_FAILED`; `USAGE` for no reader, options without a trust store or a witness policy
+ *   that cannot be met
  */
 export async function verifyBundle(reader: BundleReader, options: VerifyBundleOptions): Promise<BundleAuditReport> {
+  if (typeof reader !== 'object' || reader === null)
+    throw new AuditError('USAGE', 'verifyBundle takes a bundle reader (bundleDirReader, memoryBundleReader)');
+  checkOptions(options, 'verifyBundle');
   if (options.witnesses) {
     try {
       assertWitnessPolicy(options.witnesses);

@@ -39,6 +39,29 @@ describe('verifyChain', () => {
     expect(r.counts).toMatchObject({ lines: 2, manifests: 2, chains: 1 });
   });
 
+  it('refuses lines that are not an iterable of strings, and options without a trust store: USAGE', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const text = b.lines.join('\n');
+    const usage = async (p: Promise<unknown>) => {
+      const err = await p.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({ name: 'AuditError', code: 'USAGE' });
+      // The message names what was wrong, never the caller's text.
+      expect((err as Error).message.length).toBeLessThan(200);
+      return (err as Error).message;
+    };
+    expect(await usage(verifyChain(text as never, { trust: b.trust }))).toMatch(/not one string/);
+    for (const lines of [null, undefined, 5, {}])
+      expect(await usage(verifyChain(lines as never, { trust: b.trust }))).toMatch(/an iterable of strings/);
+    for (const options of [undefined, null, {}, { trust: 'trust.json' }])
+      expect(await usage(verifyChain(b.lines, options as never))).toMatch(/trust store/);
+    const reader = memoryBundleReader({ manifests: jsonl(b.lines) });
+    expect(await usage(verifyBundle(reader, undefined as never))).toMatch(/trust store/);
+    expect(await usage(verifyBundle(undefined as never, { trust: b.trust }))).toMatch(/bundle reader/);
+  });
+
   it('accepts an async iterable (a ManifestLog mapped to envelopes)', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
     const r = await verifyChain(
