@@ -90,7 +90,7 @@ function assertCheckpointText(text: string): void {
 export async function cosignCheckpoint(checkpointText: string, signer: NoteSigner, timestamp: number): Promise<string> {
   assertCheckpointText(checkpointText);
   if (!isValidKeyName(signer.name)) throw new ManifestError('KEY_INVALID', 'invalid witness name');
-  // The tlog-witness protocol forbids a zero timestamp: it would claim nothing about when the tree was seen.
+  // Never 0 from this witness: a time of 0 would claim nothing about when the tree was seen (verifiers accept one).
   if (!Number.isSafeInteger(timestamp) || timestamp < 1 || timestamp > MAX_TIMESTAMP)
     throw new ManifestError('INVALID_ARGUMENT', 'a cosignature timestamp is a positive number of seconds');
   const sig = await signer.sign(cosignedMessage(checkpointText, timestamp));
@@ -153,7 +153,8 @@ export function checkCosignatures(
 function verifyOne(text: string, sig: Uint8Array, key: CosignerKey, verifier: SignatureVerifier): bigint | string {
   if (sig.length !== 4 + 8 + 64) return `a cosignature/v1 is ${4 + 8 + 64} bytes, not ${sig.length}`;
   const t = new DataView(sig.buffer, sig.byteOffset).getBigUint64(4);
-  if (t === 0n || t > MAX_SPEC_TIMESTAMP) return `timestamp ${t} is out of range`;
+  // tlog-cosignature bounds the time above only (2^63 - 1): another witness's cosignature at time 0 counts.
+  if (t > MAX_SPEC_TIMESTAMP) return `timestamp ${t} is out of range`;
   if (!verifier.verify(sig.subarray(12), cosignedMessage(text, t), key.publicKey))
     return 'the Ed25519 signature does not verify';
   return t;

@@ -3,11 +3,12 @@ import {
   checkCosignatures,
   cosignCheckpoint,
   cosignedMessage,
+  cosignerKeyHash,
   encodeCosignerKey,
   parseCosignerKey,
 } from '../../manifests/crypto/cosignature.js';
 import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
-import { decodeBase64 } from '../../manifests/encoding/base64.js';
+import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
 import { encodeVerifierKey, openNote, parseVerifierKey, signNote } from '../../manifests/crypto/note.js';
 import { readVector } from '../support/vectors.js';
 
@@ -75,6 +76,24 @@ describe('cosignature/v1 (transparency-dev/formats vectors)', () => {
       expect.objectContaining({ code: 'KEY_INVALID' }),
     );
     expect(() => parseVerifierKey(v.vkey)).toThrow(expect.objectContaining({ code: 'KEY_INVALID' }));
+  });
+
+  it('counts a cosignature at time 0 another witness made (tlog-cosignature caps the time at 2^63 - 1 only)', () => {
+    const v = vectors[0]!;
+    const seed = decodeBase64(v.seed)!;
+    const line = (t: bigint) => {
+      const body = new Uint8Array(4 + 8 + 64);
+      const view = new DataView(body.buffer);
+      view.setUint32(0, cosignerKeyHash(v.name, noblePublicKey(seed)));
+      view.setBigUint64(4, t);
+      body.set(nobleSign(cosignedMessage(v.text, t), seed), 12);
+      return `\u2014 ${v.name} ${encodeBase64(body)}\n`;
+    };
+    const key = parseCosignerKey(v.vkey);
+    expect(checkCosignatures(`${v.text}\n${line(0n)}`, [key]).valid).toMatchObject([{ timestamp: 0 }]);
+    expect(checkCosignatures(`${v.text}\n${line(2n ** 63n)}`, [key]).invalid).toMatchObject([
+      { reason: expect.stringMatching(/out of range/) },
+    ]);
   });
 
   it('refuses a zero timestamp and a text that is not a checkpoint', async () => {
