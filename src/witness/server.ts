@@ -36,8 +36,29 @@ export interface WitnessServerOptions {
   requestTimeoutMs?: number;
   /** POSIX seconds for cosignature timestamps (tests). */
   now?: () => number;
-  /** One line per answered request (status, origin, reason); the CLI escapes it. */
+  /**
+   * One line per answered request, once (status, origin, reason): every add-checkpoint answer, and every other refusal
+   * but a 404. The origin is the one the request's checkpoint names, once its body was read. The CLI escapes it.
+   */
   onRequest?: (event: { status: number; origin?: string; reason?: string }) => void;
+}
+
+/** An answer to a request, and what its report says of it. */
+interface Reply {
+  status: number;
+  body: string;
+  type?: string;
+  origin?: string;
+  reason?: string;
+}
+
+/**
+ * One request as its handler and its 408 timer both see it: whichever answers it first reports it, and the other finds
+ * it answered. `origin` is set once the request's checkpoint was read.
+ */
+interface Exchange {
+  answered: boolean;
+  origin?: string;
 }
 
 class HttpAnswer extends Error {
@@ -122,10 +143,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
    * `gone`: the request is past its deadline, was already answered (408) or its connection closed; then nothing is
    * signed or stored.
    */
-  async function addCheckpoint(
-    body: string,
-    gone: () => boolean,
-  ): Promise<{ status: number; body: string; type?: string; origin?: string; reason?: string }> {
+  async function addCheckpoint(body: string, gone: () => boolean, exchange: Exchange): Promise<Reply> {
     let request: AddCheckpointRequest;
     try {
       request = parseAddCheckpoint(body);
@@ -139,6 +157,8 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       const reason = 'malformed checkpoint: no origin line';
       return { status: 400, body: `${reason}\n`, reason };
     }
+    // From here on the request is reported with its origin, by whichever answers it (its 408 timer too).
+    exchange.origin = origin;
     const keys = options.logs.get(origin);
     if (!keys) return { status: 404, body: 'unknown log origin\n', origin, reason: 'unknown log origin' };
     return perLog.run(origin, async () => {
@@ -178,20 +198,37 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
   // A monitor's GET names a log by the hash of its origin: looked up, not hashed anew for every log on each GET.
   const byHash = new Map([...options.logs.keys()].map((o) => [originHash(o), o]));
 
-  async function handle(req: IncomingMessage, res: ServerResponse, deadline: number): Promise<void> {
+  /**
+   * Answers a request and reports it, once: its handler and its 408 timer may both come to answer it (the handler of a
+   * request that waits for the log's lock or the signer when its timer runs), and the second finds it answered. A
+   * `quiet` answer is not reported.
+   */
+  function reply(res: ServerResponse, exchange: Exchange, r: Reply, quiet = false): void {
+    if (exchange.answered) return;
+    exchange.answered = true;
+    const origin = r.origin ?? exchange.origin;
+    if (!quiet)
+      report({
+        status: r.status,
+        ...(origin !== undefined ? { origin } : {}),
+        ...(r.reason ? { reason: r.reason } : {}),
+      });
+    answer(res, r.status, r.body, r.type);
+  }
+
+  async function handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    deadline: number,
+    exchange: Exchange,
+  ): Promise<void> {
     const url = req.url ?? '/';
     if (url === '/add-checkpoint') {
       if (req.method !== 'POST') throw new HttpAnswer(405, 'add-checkpoint takes POST');
       // The deadline is read off the clock as well: on a busy event loop the timer that answers 408 runs late, and a
       // request queued behind the log's lock must not start signing in the meantime.
       const gone = () => res.headersSent || res.destroyed || performance.now() >= deadline;
-      const r = await addCheckpoint(await readBody(req, maxBody), gone);
-      report({
-        status: r.status,
-        ...(r.origin !== undefined ? { origin: r.origin } : {}),
-        ...(r.reason ? { reason: r.reason } : {}),
-      });
-      return answer(res, r.status, r.body, r.type);
+      return reply(res, exchange, await addCheckpoint(await readBody(req, maxBody), gone, exchange));
     }
     const monitor = /^\/([0-9a-f]{64})\/checkpoint$/.exec(url);
     if (monitor) {
@@ -199,7 +236,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       const origin = byHash.get(monitor[1]!);
       const stored = origin === undefined ? undefined : await options.state.get(origin);
       if (!stored) throw new HttpAnswer(404, 'no cosigned checkpoint for this log');
-      return answer(res, 200, stored.note);
+      return reply(res, exchange, { status: 200, body: stored.note }, true);
     }
     throw new HttpAnswer(404, 'not found');
   }
@@ -213,21 +250,24 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       connectionsCheckingInterval: 1000,
     },
     (req, res) => {
+      const exchange: Exchange = { answered: false };
       // Our own deadline as well as node's: it answers 408 and drops the connection of a slow sender.
       const deadline = performance.now() + timeout;
       const timer = setTimeout(() => {
-        report({ status: 408, reason: 'the request took too long' });
+        if (exchange.answered) return;
         res.on('finish', () => req.socket.destroy());
-        answer(res, 408, 'the request took too long\n');
+        reply(res, exchange, { status: 408, body: 'the request took too long\n', reason: 'the request took too long' });
       }, timeout);
-      const handled = handle(req, res, deadline)
+      const handled = handle(req, res, deadline, exchange)
         .catch((err: unknown) => {
           const status = err instanceof HttpAnswer ? err.status : 500;
           const reason = err instanceof HttpAnswer ? err.message : 'internal error';
-          if (!(err instanceof HttpAnswer))
-            report({ status, reason: `${(err as { code?: string }).code ?? 'ERROR'}: ${(err as Error).message}` });
-          else if (status !== 404) report({ status, reason });
-          answer(res, status, `${reason}\n`);
+          // A refusal is reported with its reason (a 404 not at all), anything else with its code and message.
+          const reported =
+            err instanceof HttpAnswer
+              ? reason
+              : `${(err as { code?: string }).code ?? 'ERROR'}: ${(err as Error).message}`;
+          reply(res, exchange, { status, body: `${reason}\n`, reason: reported }, status === 404);
           // The rest of a refused body is drained (discarded) so the client can read the 413 rather than
           // fail writing into a closed socket, but for a second at most: then the connection goes.
           if (status === 413) {

@@ -312,6 +312,33 @@ describe('the witness server and replays of the tree it holds', () => {
     await server.settled();
     expect(device.calls()).toBe(1);
   });
+
+  it('reports a request its timer answered 408 once, with its origin, not again when its handler ends', async () => {
+    const held = await witnessHoldingTree();
+    const device = gatedSigner();
+    const events: Array<{ status: number; origin?: string; reason?: string }> = [];
+    const onRequest = (e: (typeof events)[number]) => events.push(e);
+    const server = createWitnessServer({
+      signer: device.signer,
+      logs,
+      state: held.state,
+      requestTimeoutMs: 1000,
+      onRequest,
+    });
+    const url = await listen(server);
+    const replay = await replayOf();
+    const first = post(url, replay);
+    await device.signing;
+    // Both answered by their timers while the device holds the first: the second has not had its turn at the lock.
+    expect(await post(url, replay)).toBe(408);
+    expect(await first).toBe(408);
+    device.release();
+    await server.settled(); // both handlers have ended, each past its deadline: the first signed, the second did not
+    const tooLong = { status: 408, origin: log.origin, reason: 'the request took too long' };
+    // The old code reported each twice: from its timer without the origin, then from its handler with it.
+    expect(events).toEqual([tooLong, tooLong]);
+    expect(device.calls()).toBe(1);
+  });
 });
 
 describe('the auditor’s quorum', () => {
