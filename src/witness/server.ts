@@ -57,6 +57,8 @@ interface Reply {
  * it answered. `origin` is set once the request's checkpoint was read.
  */
 interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
   answered: boolean;
   origin?: string;
 }
@@ -105,12 +107,19 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
   });
 }
 
-function answer(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
+function answer(
+  res: ServerResponse,
+  status: number,
+  body: string,
+  type = 'text/plain; charset=utf-8',
+  close = false,
+): void {
   if (res.headersSent || res.destroyed) return;
   res.writeHead(status, {
     'content-type': type,
     'content-length': Buffer.byteLength(body),
     'cache-control': 'no-store',
+    ...(close ? { connection: 'close' } : {}),
   });
   res.end(body);
 }
@@ -203,7 +212,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
    * request that waits for the log's lock or the signer when its timer runs), and the second finds it answered. A
    * `quiet` answer is not reported.
    */
-  function reply(res: ServerResponse, exchange: Exchange, r: Reply, quiet = false): void {
+  function reply(exchange: Exchange, r: Reply, quiet = false): void {
     if (exchange.answered) return;
     exchange.answered = true;
     const origin = r.origin ?? exchange.origin;
@@ -213,7 +222,12 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
         ...(origin !== undefined ? { origin } : {}),
         ...(r.reason ? { reason: r.reason } : {}),
       });
-    answer(res, r.status, r.body, r.type);
+    // Every 408 closes its connection, whichever answers it (the timer, or the handler that read the deadline off the
+    // clock): the client was too slow or the server was, and the connection has had its time. The answer says so
+    // (`Connection: close`) and the socket goes once it is written.
+    const close = r.status === 408;
+    if (close) exchange.res.on('finish', () => exchange.req.socket.destroy());
+    answer(exchange.res, r.status, r.body, r.type, close);
   }
 
   async function handle(
@@ -228,7 +242,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       // The deadline is read off the clock as well: on a busy event loop the timer that answers 408 runs late, and a
       // request queued behind the log's lock must not start signing in the meantime.
       const gone = () => res.headersSent || res.destroyed || performance.now() >= deadline;
-      return reply(res, exchange, await addCheckpoint(await readBody(req, maxBody), gone, exchange));
+      return reply(exchange, await addCheckpoint(await readBody(req, maxBody), gone, exchange));
     }
     const monitor = /^\/([0-9a-f]{64})\/checkpoint$/.exec(url);
     if (monitor) {
@@ -236,7 +250,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       const origin = byHash.get(monitor[1]!);
       const stored = origin === undefined ? undefined : await options.state.get(origin);
       if (!stored) throw new HttpAnswer(404, 'no cosigned checkpoint for this log');
-      return reply(res, exchange, { status: 200, body: stored.note }, true);
+      return reply(exchange, { status: 200, body: stored.note }, true);
     }
     throw new HttpAnswer(404, 'not found');
   }
@@ -250,13 +264,11 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       connectionsCheckingInterval: 1000,
     },
     (req, res) => {
-      const exchange: Exchange = { answered: false };
+      const exchange: Exchange = { req, res, answered: false };
       // Our own deadline as well as node's: it answers 408 and drops the connection of a slow sender.
       const deadline = performance.now() + timeout;
       const timer = setTimeout(() => {
-        if (exchange.answered) return;
-        res.on('finish', () => req.socket.destroy());
-        reply(res, exchange, { status: 408, body: 'the request took too long\n', reason: 'the request took too long' });
+        reply(exchange, { status: 408, body: 'the request took too long\n', reason: 'the request took too long' });
       }, timeout);
       const handled = handle(req, res, deadline, exchange)
         .catch((err: unknown) => {
@@ -267,7 +279,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
             err instanceof HttpAnswer
               ? reason
               : `${(err as { code?: string }).code ?? 'ERROR'}: ${(err as Error).message}`;
-          reply(res, exchange, { status, body: `${reason}\n`, reason: reported }, status === 404);
+          reply(exchange, { status, body: `${reason}\n`, reason: reported }, status === 404);
           // The rest of a refused body is drained (discarded) so the client can read the 413 rather than
           // fail writing into a closed socket, but for a second at most: then the connection goes.
           if (status === 413) {

@@ -5,7 +5,7 @@
  */
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -263,6 +263,63 @@ describe('the witness server and replays of the tree it holds', () => {
   const post = (url: string, body: string) =>
     fetch(`${url}/add-checkpoint`, { method: 'POST', body }).then((r) => r.status);
 
+  /**
+   * An add-checkpoint request over a connection of its own: its status, its `Connection` header, and whether the
+   * connection was closed after it. That is not waited for: once the answer is read a second request is written,
+   * and either it is answered (the connection was kept) or the connection ends. A connection closed before an
+   * answer is an error.
+   */
+  function postAlone(url: string, body: string) {
+    const { hostname, port } = new URL(url);
+    return new Promise<{ status: number; connection?: string; closed: boolean }>((resolve, reject) => {
+      const s = connect(Number(port), hostname);
+      let got = Buffer.alloc(0);
+      let answered: { status: number; connection?: string } | undefined;
+      const settle = (closed: boolean) => {
+        if (answered) resolve({ ...answered, closed });
+        else reject(new Error(`the connection closed without an answer: ${JSON.stringify(got.toString())}`));
+        s.destroy();
+      };
+      s.on('data', (d: Buffer) => {
+        if (answered) return settle(false);
+        got = Buffer.concat([got, d]);
+        const end = got.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = got.subarray(0, end).toString();
+        if (got.length < end + 4 + Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1])) return;
+        const connection = /\r\nconnection: *([^\r]*)/i.exec(head)?.[1];
+        answered = { status: Number(head.split(' ')[1]), ...(connection !== undefined ? { connection } : {}) };
+        s.write(`GET /not-a-path HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
+      });
+      s.on('close', () => settle(true));
+      s.on('error', () => {}); // a write into a connection the server closed: 'close' follows
+      s.write(
+        `POST /add-checkpoint HTTP/1.1\r\nHost: ${hostname}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+      );
+      s.write(body);
+    });
+  }
+
+  /**
+   * Once the second request to `server` waits behind the first in the log's queue, the event loop stalls (as under
+   * CPU load) past the second's deadline and only then does the device answer: the second's turn at the lock, and
+   * the first's return from the device, come before any timer can run.
+   */
+  function stallPastSecondDeadline(server: Server, device: ReturnType<typeof gatedSigner>, timeout: number): void {
+    let seen = 0;
+    server.prependListener('request', (req: IncomingMessage) => {
+      if (seen++ !== 1) return;
+      const arrived = performance.now();
+      req.on('end', () =>
+        setImmediate(() => {
+          const stall = Math.max(0, arrived + timeout + 50 - performance.now());
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, stall);
+          device.release();
+        }),
+      );
+    });
+  }
+
   it('does no work for a request that waited in the log’s queue past its deadline (answered 408)', async () => {
     const held = await witnessHoldingTree();
     const device = gatedSigner();
@@ -288,21 +345,7 @@ describe('the witness server and replays of the tree it holds', () => {
     const device = gatedSigner();
     const timeout = 1000;
     const server = createWitnessServer({ signer: device.signer, logs, state: held.state, requestTimeoutMs: timeout });
-    let seen = 0;
-    server.prependListener('request', (req: IncomingMessage) => {
-      if (seen++ !== 1) return;
-      const arrived = performance.now();
-      // Once the second request waits behind the first in the log's queue, the event loop stalls (as under CPU
-      // load) past the second's deadline and only then does the device answer: the second's turn at the lock
-      // comes before any timer can run.
-      req.on('end', () =>
-        setImmediate(() => {
-          const stall = Math.max(0, arrived + timeout + 50 - performance.now());
-          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, stall);
-          device.release();
-        }),
-      );
-    });
+    stallPastSecondDeadline(server, device, timeout);
     const url = await listen(server);
     const replay = await replayOf();
     const first = post(url, replay);
@@ -338,6 +381,50 @@ describe('the witness server and replays of the tree it holds', () => {
     // The old code reported each twice: from its timer without the origin, then from its handler with it.
     expect(events).toEqual([tooLong, tooLong]);
     expect(device.calls()).toBe(1);
+  });
+
+  const closedAfter408 = { status: 408, connection: 'close', closed: true };
+
+  it('closes the connection of a request its timer answered 408, and says so (Connection: close)', async () => {
+    const held = await witnessHoldingTree();
+    const device = gatedSigner();
+    const server = createWitnessServer({ signer: device.signer, logs, state: held.state, requestTimeoutMs: 1000 });
+    const url = await listen(server);
+    const replay = await replayOf();
+    const first = postAlone(url, replay);
+    await device.signing;
+    // Both answered by their timers while the device holds the first (the old code said keep-alive, then closed).
+    expect(await postAlone(url, replay)).toEqual(closedAfter408);
+    expect(await first).toEqual(closedAfter408);
+    device.release();
+    await server.settled();
+  });
+
+  it('closes the connection of a request it answered 408 off the clock, as its timer does', async () => {
+    const held = await witnessHoldingTree();
+    const device = gatedSigner();
+    const timeout = 1000;
+    const events: Array<{ status: number; origin?: string; reason?: string }> = [];
+    const onRequest = (e: (typeof events)[number]) => events.push(e);
+    const server = createWitnessServer({
+      signer: device.signer,
+      logs,
+      state: held.state,
+      requestTimeoutMs: timeout,
+      onRequest,
+    });
+    stallPastSecondDeadline(server, device, timeout);
+    const url = await listen(server);
+    const replay = await replayOf();
+    const first = postAlone(url, replay);
+    await device.signing;
+    // Both answered by their handlers, no timer having run: the old code kept both connections open.
+    expect(await postAlone(url, replay)).toEqual(closedAfter408);
+    expect(await first).toEqual(closedAfter408);
+    await server.settled();
+    expect(device.calls()).toBe(1);
+    const tooLong = { status: 408, origin: log.origin, reason: 'the request took too long' };
+    expect(events).toEqual([tooLong, tooLong]);
   });
 });
 
