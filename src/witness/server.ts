@@ -224,9 +224,15 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       });
     // Every 408 closes its connection, whichever answers it (the timer, or the handler that read the deadline off the
     // clock): the client was too slow or the server was, and the connection has had its time. The answer says so
-    // (`Connection: close`) and the socket goes once it is written.
+    // (`Connection: close`) and the socket goes once it is written. The request goes with it: a socket closed after
+    // its response has finished no longer ends the request, and the read of a body still trickling in would wait for
+    // ever (its handler with it, and settled()).
     const close = r.status === 408;
-    if (close) exchange.res.on('finish', () => exchange.req.socket.destroy());
+    if (close)
+      exchange.res.on('finish', () => {
+        exchange.req.destroy();
+        exchange.req.socket.destroy();
+      });
     answer(exchange.res, r.status, r.body, r.type, close);
   }
 

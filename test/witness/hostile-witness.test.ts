@@ -400,6 +400,33 @@ describe('the witness server and replays of the tree it holds', () => {
     await server.settled();
   });
 
+  it('ends the handler of a request whose body its timer cut off with a 408: settled() returns, one report', async () => {
+    const { state } = await honestWitness();
+    const events: Array<{ status: number; origin?: string; reason?: string }> = [];
+    const onRequest = (e: (typeof events)[number]) => events.push(e);
+    const server = createWitnessServer({ signer: w1, logs, state, requestTimeoutMs: 1000, onRequest });
+    const { hostname, port } = new URL(await listen(server));
+    // Half a body, then nothing: the timer answers while the body is being read.
+    const reply = await new Promise<string>((resolve, reject) => {
+      const s = connect(Number(port), hostname);
+      let got = '';
+      s.on('data', (d: Buffer) => (got += d.toString()));
+      s.on('close', () => resolve(got));
+      s.on('error', reject);
+      s.write(`POST /add-checkpoint HTTP/1.1\r\nHost: ${hostname}\r\nContent-Length: 1000\r\n\r\nold 3\n`);
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 408 [^]*\r\nconnection: close\r\n/i);
+    // The old code left the read of the body pending once the 408 had closed the connection: its handler never
+    // ended, and neither did settled() (nor `witness serve` stopping, which waits for it). Bounded here only so that
+    // such a failure says so rather than running into the test's timeout.
+    const ended = await Promise.race([
+      server.settled().then(() => 'ended'),
+      new Promise((r) => setTimeout(() => r('still reading the body'), 10_000).unref()),
+    ]);
+    expect(ended).toBe('ended');
+    expect(events).toEqual([{ status: 408, reason: 'the request took too long' }]);
+  });
+
   it('closes the connection of a request it answered 408 off the clock, as its timer does', async () => {
     const held = await witnessHoldingTree();
     const device = gatedSigner();
