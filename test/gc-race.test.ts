@@ -338,3 +338,122 @@ describe('two gc runs at once', () => {
     }
   });
 });
+
+describe('two blob stores opened on one root in one process', () => {
+  it('two gc runs, one through each store, neither removes the copy a publish linked while the other held the old one aside', async () => {
+    const root = tempDir();
+    const bytes = new TextEncoder().encode('an old orphan, put again '.repeat(40));
+    const who = new AsyncLocalStorage<'A' | 'B'>();
+    const gate = () => {
+      let open!: () => void;
+      const opened = new Promise<void>((r) => (open = r));
+      // A gate a serialized gc never opens is passed after a while: the runs then go one after the other.
+      return { open, passed: () => Promise.race([opened, new Promise((r) => setTimeout(r, 1500))]) };
+    };
+    const aAtRename = gate();
+    const aMayRename = gate();
+    const aRenamed = gate();
+    const bUnlinked = gate();
+    let armed = false;
+    let file = '';
+    let aside = '';
+    let published: { digest: string } | undefined;
+    const stores: { a?: FsBlobStore; b?: FsBlobStore } = {};
+    // The interleaving of the test 'two gc runs at once' above, each run on a store of its own.
+    const fs: FsOps = {
+      ...nodeFsOps,
+      rename: async (from, to) => {
+        if (!armed || from !== file || to !== aside) return nodeFsOps.rename(from, to);
+        if (who.getStore() === 'A') {
+          aAtRename.open();
+          await aMayRename.passed();
+          await nodeFsOps.rename(from, to);
+          aRenamed.open();
+          await bUnlinked.passed();
+          return;
+        }
+        await aAtRename.passed();
+        return nodeFsOps.rename(from, to);
+      },
+      unlink: async (path) => {
+        if (!armed || path !== aside || who.getStore() !== 'B') return nodeFsOps.unlink(path);
+        // B judged the copy it moved aside old. Before it unlinks: a put of the same bytes (B's store) finds no file
+        // at the path and links its own copy there, acknowledged; then A moves that copy aside, under the same name.
+        published = await stores.b!.put(bytes);
+        aMayRename.open();
+        await aRenamed.passed();
+        await nodeFsOps.unlink(path);
+        bUnlinked.open();
+      },
+    };
+    const hash = await loadHashBackend('auto');
+    stores.a = (await FsBlobStore.open(root, { hash, fs })).store;
+    stores.b = (await FsBlobStore.open(root, { hash, fs })).store;
+    try {
+      const { digest } = await stores.a.put(bytes);
+      const hex = digestHex(digest);
+      file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      aside = join(root, 'gc-aside', hex);
+      const old = new Date(Date.now() - 2 * HOUR);
+      await utimes(file, old, old);
+      armed = true;
+      const storedBeforeMs = Date.now() - HOUR;
+      const runs = await Promise.allSettled([
+        who.run('A', () => stores.a!.delete(digest, { storedBeforeMs })),
+        who.run('B', () => stores.b!.delete(digest, { storedBeforeMs })),
+      ]);
+      armed = false;
+      // Serialized, the runs never meet at the blob: the put comes after them.
+      published ??= await stores.b.put(bytes);
+      expect(published.digest).toBe(digest);
+      expect(runs.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+      expect(await readdir(join(root, 'gc-aside'))).toEqual([]);
+      for (const store of [stores.a, stores.b]) expect(new Uint8Array(await store.get(digest))).toEqual(bytes);
+    } finally {
+      await stores.a.close();
+      await stores.b.close();
+    }
+  });
+
+  it('two puts of the same bytes over a damaged copy, one through each store, both succeed and quarantine it once', async () => {
+    const root = tempDir();
+    const bytes = new TextEncoder().encode('damaged, then put again through two stores '.repeat(40));
+    let armed = false;
+    let arrived = 0;
+    let bothThere!: () => void;
+    const both = new Promise<void>((r) => (bothThere = r));
+    const fs: FsOps = {
+      ...nodeFsOps,
+      rename: async (from, to) => {
+        // Each put that judged the copy at the path damaged waits here for the other (a serialized second put never
+        // comes: the gate is passed after a while), then moves whatever is at the path into quarantine/.
+        if (armed && to.startsWith(join(root, 'quarantine') + '/')) {
+          if (++arrived === 2) bothThere();
+          await Promise.race([both, new Promise((r) => setTimeout(r, 1500))]);
+        }
+        return nodeFsOps.rename(from, to);
+      },
+    };
+    const hash = await loadHashBackend('auto');
+    const { store: a } = await FsBlobStore.open(root, { hash, fs });
+    const { store: b } = await FsBlobStore.open(root, { hash, fs });
+    try {
+      const { digest } = await a.put(bytes);
+      const hex = digestHex(digest);
+      const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      const damaged = await readFile(file);
+      damaged[0]! ^= 1; // bit rot, same size
+      await rm(file);
+      await writeFile(file, damaged, { mode: 0o600 });
+      armed = true;
+      const puts = await Promise.allSettled([a.put(bytes), b.put(bytes)]);
+      armed = false;
+      expect(puts.map((r) => (r.status === 'fulfilled' ? r.value.digest : String(r.reason)))).toEqual([digest, digest]);
+      expect(await readdir(join(root, 'quarantine'))).toHaveLength(1);
+      for (const store of [a, b]) expect(new Uint8Array(await store.get(digest))).toEqual(bytes);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});

@@ -81,14 +81,6 @@ export class FsBlobStore extends AbstractBlobStore {
    * process's life, where one per second-level shard would be up to 65,536).
    */
   private readonly durableShards = new Set<string>();
-  /** Per digest (hex), the placing of a blob under way in this process, settled: the next one waits for it. */
-  private readonly placing = new Map<string, Promise<void>>();
-  /**
-   * Per digest (hex), gc's conditional delete under way in this process, settled: the next one waits for it. Two at
-   * once would share the blob's name in gc-aside/: one moving a copy there (a publish's, linked at the path while the
-   * other held the old copy aside) replaces the other's, which then unlinks it as the old copy it judged.
-   */
-  private readonly judging = new Map<string, Promise<void>>();
   /** The root directory opened (device and inode): every write and read refuses another one at its path. */
   private rootId: { dev: number; ino: number } | undefined;
 
@@ -222,12 +214,15 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   /**
-   * Places one blob at a time per digest in this process (the store's only writer): two puts of the same bytes that
-   * both find a damaged copy at the path would otherwise each quarantine and link — the second rename finding nothing,
-   * a link finding the other's fresh copy, or one moving the other's acknowledged copy aside.
+   * Places one blob at a time per digest in this process (the store's only writer), whichever of its stores on this
+   * root puts it (`placing`): two puts of the same bytes that both find a damaged copy at the path would otherwise each
+   * quarantine and link — the second rename finding nothing, a link finding the other's fresh copy, or one moving the
+   * other's acknowledged copy aside.
    */
   private async placeBlob(staging: string, digest: Digest, size: number): Promise<void> {
-    return oneAtATime(this.placing, digestHex(digest), () => this.placeBlobAlone(staging, digest, size));
+    return oneAtATime(placing, queueKey(this.rootId, digestHex(digest)), () =>
+      this.placeBlobAlone(staging, digest, size),
+    );
   }
 
   /** Links the fsynced staging file to its final name, never overwriting, then makes the name durable. */
@@ -473,7 +468,7 @@ export class FsBlobStore extends AbstractBlobStore {
     try {
       if (options.storedBeforeMs !== undefined) {
         const storedBeforeMs = options.storedBeforeMs;
-        return await oneAtATime(this.judging, digestHex(digest), async () => {
+        return await oneAtATime(judging, queueKey(this.rootId, digestHex(digest)), async () => {
           await this.checkRealDirs([this.asideDir]);
           return deleteIfOld(
             this.fs,
@@ -492,6 +487,36 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   protected async _close(): Promise<void> {}
+}
+
+/**
+ * Per root directory and digest, the placing of a blob under way in this process, settled: the next one waits for it.
+ * Shared by every FsBlobStore of the process (module-level), keyed by the root's device and inode (`queueKey`): two
+ * stores opened on one root (two opens of the /store entry point, two ledgers given one root) write one tree of blobs,
+ * and a queue of each store's own would let their puts of the same bytes meet as two puts of one store would.
+ */
+const placing = new Map<string, Promise<void>>();
+/**
+ * Per root directory and digest, gc's conditional delete under way in this process, settled: the next one waits for
+ * it; shared like `placing`. Two at once would share the blob's name in gc-aside/: one moving a copy there (a
+ * publish's, linked at the path while the other held the old copy aside) replaces the other's, which then unlinks it as
+ * the old copy it judged. Across processes nothing is queued: an embedded ledger's root has one writing process (the
+ * LevelDB lock, taken before its blob store is opened: docs/DESIGN.md), and a ledger on PostgreSQL keeps its blobs
+ * there. Processes that share one root's blob files some other way (each opening it through the /store entry point,
+ * or ledgers given a log of their own and no blobs) are not covered: two gc runs of theirs at once on one blob can
+ * still meet in gc-aside/ as described, and two puts of the same bytes over a damaged copy as `placing` says.
+ */
+const judging = new Map<string, Promise<void>>();
+
+/**
+ * The key of one blob of one root directory in `placing` and `judging`: the root by device and inode, so that every
+ * path to it (relative, through a symlink, a bind mount) is one root. An entry goes once its call has settled and no
+ * other waits (`oneAtATime`): the maps hold the calls under way only, whatever the number of roots and stores.
+ */
+function queueKey(root: { dev: number; ino: number } | undefined, hex: string): string {
+  // Set by `open` before any put or delete can run: a store is only ever made there.
+  if (!root) throw new Error('blob store: used before open');
+  return `${root.dev}:${root.ino}:${hex}`;
 }
 
 /** Runs `call` once the call under way for `key` in `queue` has settled (either way); the next one waits for it. */

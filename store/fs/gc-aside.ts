@@ -6,8 +6,9 @@
  * no file and links its staged copy anew. gc then judges the time of the file it holds aside, which a refresh
  * made before the rename shows; a young one is linked back (EEXIST: a put already put a fresh copy there), an
  * old one is unlinked. Files left aside by a crash are linked back at open, to be judged again by the next gc.
- * One blob is judged by one call at a time (FsBlobStore queues them per digest): the name aside is the digest, so a
- * second call would move the path's copy over the first one's and each would judge, keep or unlink the other's.
+ * One blob is judged by one call at a time in a process (FsBlobStore queues them per root and digest, across its
+ * stores on one root): the name aside is the digest, so a second call would move the path's copy over the first one's
+ * and each would judge, keep or unlink the other's.
  */
 import { join } from 'node:path';
 import type { FsOps } from './ops.js';
