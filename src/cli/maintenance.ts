@@ -17,7 +17,9 @@ import { counted, printableRow } from '../../manifests/encoding/printable.js';
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
   try {
-    // Opened to diagnose: a log that does not extend the pinned checkpoint is reported (PIN_MISMATCH), not refused.
+    // Opened to diagnose: a log that does not extend the pinned checkpoint is reported (PIN_MISMATCH), not refused. A
+    // root that pins this log and holds no embedded log is the open's refusal (ROLLBACK, NOT_FOUND): there is no log
+    // to report on, and the open writes nothing to the root to make one.
     return await withLedger(
       values,
       io,

@@ -77,10 +77,13 @@ export async function refuseAnotherLogsPin(
  * origin record to read), so a pin of another log is `FORK` (`refuseAnotherLogsPin`), and a pin of this origin at a
  * tree of 1 or more entries `ROLLBACK`, as the open would find them only after making the log and the blob store.
  * The pin's size is read unverified: a pin that does not decode, or that this check cannot judge (a 0.1.0 `.note`),
- * is left to the open, which judges it as ever. With `diagnose` the ROLLBACK is left to the open too (fsck reports
- * it). Nothing is made, not even `checkpoints/`.
+ * is left to the open, which judges it as ever. With `diagnose` (fsck) every pin of this origin is refused: such an
+ * open must write nothing to the root it diagnoses, and the log it would make to go on is not the log the pin is of,
+ * so there is nothing to check against it — `ROLLBACK` as above, or `NOT_FOUND` for a pin at size 0 or one that cannot
+ * be read (the reason in the message). Nothing is made, not even `checkpoints/`.
  * @returns whether the root pins a log at all (the open then does not take the root for its own)
- * @throws LedgerError `FORK`, `ROLLBACK`; StoreError `UNSAFE_PATH` (the checkpoints directory)
+ * @throws LedgerError `FORK`, `ROLLBACK`; with `diagnose` also `NOT_FOUND`; StoreError `UNSAFE_PATH` (the checkpoints
+ *   directory)
  */
 export async function refuseRootWithoutItsLog(
   root: string,
@@ -91,13 +94,24 @@ export async function refuseRootWithoutItsLog(
   if ((await refuseNonDirectory(dir, 'UNSAFE_PATH')) === undefined) return false;
   if (!(await readdir(dir)).some((name) => PIN_NAME.test(name))) return false;
   await refuseAnotherLogsPin(root, origin, { create: false });
-  if (diagnose) return true;
+  const pinPath = `${pinStem(root, origin)}.pin`;
+  // What fsck reports in place of a log it could not check: the pin without its log.
+  const noLogToDiagnose = (what: string, cause?: unknown) =>
+    new LedgerError(
+      'NOT_FOUND',
+      `this root pins the log named ${JSON.stringify(origin)} (${pinPath}, ${what}) but holds no embedded log ` +
+        `(${join(root, 'manifests-v1')}) to check against it, and a diagnosing open makes none (it writes nothing ` +
+        'to the root it diagnoses): a root PostgreSQL processes share is checked with --postgres or ' +
+        'HANDOFF_LEDGER_POSTGRES; a store whose log is lost is restored from its backup',
+      { cause },
+    );
   let pinned: string;
   let size: number;
   try {
-    pinned = await readPinnedNote(`${pinStem(root, origin)}.pin`);
+    pinned = await readPinnedNote(pinPath);
     size = parseCheckpoint(pinned.slice(0, pinned.indexOf('\n\n') + 1)).size;
-  } catch {
+  } catch (err) {
+    if (diagnose) throw noLogToDiagnose(`which could not be read: ${(err as Error)?.message ?? String(err)}`, err);
     return true;
   }
   if (size > 0) {
@@ -116,6 +130,7 @@ export async function refuseRootWithoutItsLog(
       },
     );
   }
+  if (diagnose) throw noLogToDiagnose('a tree of 0 entries');
   return true;
 }
 

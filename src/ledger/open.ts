@@ -182,13 +182,15 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // An embedded log not made yet holds no origin record: it would be an empty log named `freshName`, and a pin in
     // this root of another log (FORK) or of a larger tree (ROLLBACK) is found before the log and the blob store are
     // made, which would otherwise stay behind (a refused open leaves the root as it found it). The case is a root
-    // PostgreSQL processes share, opened by a command run without --postgres. Refused only if the log is still
-    // missing after the look: one another opener made meanwhile holds the name to judge by, below.
+    // PostgreSQL processes share, opened by a command run without --postgres. An open to diagnose (fsck) is refused on
+    // any pin of this log (NOT_FOUND where the pin alone is no ROLLBACK): it makes no log, for it writes nothing to
+    // the root it diagnoses. Refused only if the log is still missing after the look: one another opener made
+    // meanwhile holds the name to judge by, below.
     if ((await refuseNonDirectory(levelDir, 'UNSAFE_PATH')) === undefined) {
       try {
         madeOnPinnedRoot = await refuseRootWithoutItsLog(root, freshName, { diagnose: options.diagnose === true });
       } catch (err) {
-        if (!(err instanceof LedgerError && (err.code === 'FORK' || err.code === 'ROLLBACK'))) throw err;
+        if (!(err instanceof LedgerError && ['FORK', 'ROLLBACK', 'NOT_FOUND'].includes(err.code))) throw err;
         if ((await refuseNonDirectory(levelDir, 'UNSAFE_PATH')) === undefined) throw err;
         madeOnPinnedRoot = true;
       }
@@ -228,8 +230,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // their targets (the next write picks a new name, so nothing else would ever remove one; in keys/ one may hold a
     // private key). With the root to itself (the embedded log's lock) every one is a leftover; a shared root's may be
     // another process's write in flight, so there only old ones go, as in a root that pinned a log before this open
-    // made its embedded log (an open to diagnose, or of a pin at size 0: the root may be one PostgreSQL processes
-    // share, and LevelDB's lock is on a log of this open's own, not on the root). Only once the root is known to pin
+    // made its embedded log (an open of a pin at size 0: the root may be one PostgreSQL processes share, and
+    // LevelDB's lock is on a log of this open's own, not on the root). Only once the root is known to pin
     // this log: an embedded open of a root PostgreSQL processes share (a command run without --postgres) is refused
     // above (FORK, ROLLBACK) without touching their writes in flight.
     stagingRemoved += await removeAtomicStagingLeftovers(

@@ -68,7 +68,9 @@ export interface OpenLedgerOptions {
   /**
    * Opens a store whose log does not extend the checkpoint its root pinned (`ROLLBACK`, `FORK`) instead of refusing:
    * the refusal is kept (`Ledger.checkpointFailure`), every operation that checks the log still refuses with it,
-   * and `fsck` reports it beside whatever else it finds. What `handoff-ledger fsck` opens with. Default false.
+   * and `fsck` reports it beside whatever else it finds. What `handoff-ledger fsck` opens with. Default false. It
+   * writes nothing to a root it could not diagnose: one that pins this log but holds no embedded log is refused
+   * (`ROLLBACK`; `NOT_FOUND` for a pin at size 0 or one that cannot be read) before any log is made.
    */
   diagnose?: boolean | undefined;
   /** Clock for `createdAt` (tests). */

@@ -14,7 +14,7 @@ import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { describePostgres, sqlOn } from '../support/postgres.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
-import { publishMany, refusal, scope } from './ledger-support.js';
+import { ORIGIN, publishMany, refusal, scope } from './ledger-support.js';
 
 const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 
@@ -110,6 +110,65 @@ describe('the origin record of an embedded store', () => {
       expect((await refusal(openDefault(root, { diagnose: true }))).code).toBe('FORK');
       expect(readdirSync(join(root, 'checkpoints')).sort()).toEqual(pinsBefore);
     });
+
+  describe('fsck (a diagnosing open) of a root that pins this log and holds no embedded log', () => {
+    /** A store with `publishes` publishes on ORIGIN, then its log removed: its pin stays in checkpoints/. */
+    async function pinWithoutLog(publishes: number): Promise<string> {
+      const root = tempDir();
+      const ledger = await openDefault(root, { origin: ORIGIN, onNotice: () => {} });
+      await publishMany(ledger, 's1', publishes);
+      expect((await ledger.checkpoint()).checkpoint.size).toBe(publishes);
+      await ledger.close();
+      rmSync(join(root, 'manifests-v1'), { recursive: true, force: true });
+      return root;
+    }
+
+    /** fsck through the CLI, with this log's origin given as HANDOFF_LEDGER_ORIGIN (else the pin is another log's). */
+    function cliFsck(root: string): { status: number | null; stdout: string; stderr: string } {
+      if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
+      const env: NodeJS.ProcessEnv = { ...process.env, HANDOFF_LEDGER_ORIGIN: ORIGIN };
+      delete env.HANDOFF_LEDGER_POSTGRES;
+      return spawnSync(process.execPath, [CLI, 'fsck', '--root', root, '--host', 'host-a'], {
+        encoding: 'utf8',
+        env,
+        timeout: 60_000,
+      });
+    }
+
+    for (const [publishes, code, message] of [
+      [1, 'ROLLBACK', /the tree has 0 entries, 1 were pinned \(this root holds no embedded log/],
+      [0, 'NOT_FOUND', /\.pin, a tree of 0 entries\) but holds no embedded log .*manifests-v1.* makes none/],
+    ] as const)
+      it(`a pin of ${publishes} entries: ${code}, naming the pin without its log, and the root's listing unchanged (no manifests-v1/)`, async () => {
+        const root = await pinWithoutLog(publishes);
+        const before = listing(root);
+        expect(before).not.toContain('manifests-v1/');
+        const err = await refusal(openDefault(root, { origin: ORIGIN, diagnose: true, onNotice: () => {} }));
+        expect(err.code).toBe(code);
+        expect(err.message).toMatch(message);
+        expect(listing(root)).toEqual(before);
+        const r = cliFsck(root);
+        expect(r.status, r.stderr).toBe(1);
+        expect(r.stderr).toMatch(new RegExp(`^handoff-ledger: ${code}: `));
+        expect(r.stderr).toMatch(message);
+        expect(listing(root)).toEqual(before);
+      });
+
+    it('a pin that cannot be read: NOT_FOUND with the reason, and the listing unchanged', async () => {
+      const root = await pinWithoutLog(1);
+      const [pin] = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
+      writeFileSync(join(root, 'checkpoints', pin!), Buffer.alloc(8192, 1));
+      const before = listing(root);
+      const err = await refusal(openDefault(root, { origin: ORIGIN, diagnose: true, onNotice: () => {} }));
+      expect(err.code).toBe('NOT_FOUND');
+      expect(err.message).toMatch(/which could not be read: .* but holds no embedded log/);
+      expect(listing(root)).toEqual(before);
+      const r = cliFsck(root);
+      expect(r.status, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^handoff-ledger: NOT_FOUND: this root pins the log named/);
+      expect(listing(root)).toEqual(before);
+    });
+  });
 
   it('an intact store reopens, with or without its origin given', async () => {
     const root = tempDir();
@@ -248,16 +307,16 @@ describePostgres('the origin record on PostgreSQL', (pg) => {
       expect(r.status, r.stderr).toBe(1);
       expect(r.stderr).toMatch(/ROLLBACK: the log is not an extension of the pinned checkpoint/);
       expect(listing(root)).toEqual(before);
-      // fsck opens to diagnose: it makes an embedded log and reports the mismatch, but takes the root for its own no
-      // more than a shared one (the staging files are others' writes in flight).
+      // fsck opens to diagnose, which writes nothing to the root it diagnoses: it reports the pin without its log
+      // and makes no embedded log to check (nor removes the others' writes in flight).
       const f = spawnSync(process.execPath, [CLI, 'fsck', '--root', root, '--host', 'h1'], {
         encoding: 'utf8',
         env,
         timeout: 60_000,
       });
-      expect(f.status, f.stderr).not.toBe(0);
-      expect(f.stdout + f.stderr).toMatch(/PIN_MISMATCH/);
-      for (const file of before.filter((name) => name.includes('.tmp '))) expect(listing(root), 'fsck').toContain(file);
+      expect(f.status, f.stderr).toBe(1);
+      expect(f.stderr).toMatch(/ROLLBACK: the log is not an extension of the pinned checkpoint.*holds no embedded log/);
+      expect(listing(root), 'fsck').toEqual(before);
       expect((await ledger.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(2))).seq).toBe(1);
     } finally {
       await ledger.close();
