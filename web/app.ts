@@ -6,7 +6,7 @@
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import type { Finding } from '../manifests/audit/findings.js';
 import { HistoryView } from './history/canvas.js';
-import { buildHistory, distinct, type HistoryFilter } from './history/model.js';
+import { buildHistory, distinct, markFor, type HistoryFilter } from './history/model.js';
 import type { ManifestMark, PoolState, VerifyRequest, WorkerMessage } from './protocol.js';
 import { readDrop } from './drop.js';
 import {
@@ -119,6 +119,8 @@ function dropVerdict(): void {
   delete state.report;
   delete state.verified;
   state.manifests = [];
+  delete $('history').dataset.manifests;
+  delete $('history').dataset.marks;
   $('result').hidden = true;
   $('progress').hidden = true;
   $('progress-text').textContent = '';
@@ -171,16 +173,20 @@ function render(): void {
   const filter = currentFilter();
   const model = buildHistory(state.manifests, report.findings, filter);
   history.setModel(model);
+  // What the page holds, for the tests: the marks kept (one per distinct manifest) and those in the picture as filtered.
+  const held = $('history').dataset;
+  held.manifests = String(state.manifests.length);
+  held.marks = String(model.byLine.size);
   const filtered = Object.keys(filter).length > 0;
   const findings = filtered
-    ? report.findings.filter((f: Finding) => f.line !== undefined && model.byLine.has(f.line))
+    ? report.findings.filter((f: Finding) => f.line !== undefined && markFor(model, f.line) !== undefined)
     : report.findings;
   showFindings(
     $('findings'),
     $('findings-note'),
     findings,
     report,
-    (line) => model.byLine.has(line),
+    (line) => markFor(model, line) !== undefined,
     (line) => {
       history.selectLine(line);
     },

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Digest } from '../../store/hash/digest.js';
 import type { Finding } from '../../manifests/audit/findings.js';
-import { buildHistory, distinct } from '../../web/history/model.js';
+import { buildHistory, distinct, markFor } from '../../web/history/model.js';
 import type { ManifestMark } from '../../web/protocol.js';
 
 let next = 0;
@@ -71,5 +71,32 @@ describe('the history model', () => {
     expect(late.rows.map((r) => [r.session, r.marks.length])).toEqual([['alpha', 1]]);
     expect([...late.byLine.keys()]).toEqual([3]);
     expect(distinct(m, 'principal')).toEqual(['alice', 'bob']);
+  });
+
+  it("shows a repeated manifest's DUPLICATE finding on the mark of its first line, which the link selects", () => {
+    next = 0;
+    // Lines 1-2 are marked; lines 3 and 5 repeat line 1 (the worker sends no mark for them); line 4 is another finding.
+    const m = [mark('s', 0), mark('s', 1)];
+    const repeat = (line: number): Finding => ({
+      code: 'DUPLICATE',
+      line,
+      message: '',
+      evidence: { lines: [1], ids: [m[0]!.id] },
+    });
+    const findings: Finding[] = [repeat(3), { code: 'LINE_NOT_JSON', line: 4, message: '' }, repeat(5)];
+    const h = buildHistory(m, findings);
+    expect(h.rows[0]!.marks.map((x) => [x.line, x.state, x.codes])).toEqual([
+      [1, 'finding', ['DUPLICATE']],
+      [2, 'verified', []],
+    ]);
+    expect(h.byLine.size).toBe(2);
+    expect([...h.firstLines]).toEqual([
+      [3, 1],
+      [5, 1],
+    ]);
+    expect([3, 4, 5, 1, 2].map((line) => markFor(h, line)?.line)).toEqual([1, undefined, 1, 1, 2]);
+    // Filtered out with its first line's mark, and in with it.
+    expect(markFor(buildHistory(m, findings, { principal: 'bob' }), 3)).toBeUndefined();
+    expect(markFor(buildHistory(m, findings, { principal: 'alice' }), 3)?.line).toBe(1);
   });
 });

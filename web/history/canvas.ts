@@ -5,7 +5,7 @@
  * fields appear as text in the details panel. Shapes, not only colours, tell the states apart.
  * Text is drawn with fillText, so nothing from a bundle is ever parsed as HTML.
  */
-import type { HistoryModel, Mark, MarkState, Row } from './model.js';
+import { markFor, type HistoryModel, type Mark, type MarkState, type Row } from './model.js';
 
 export const ROW_HEIGHT = 28;
 export const CELL = 14;
@@ -24,7 +24,7 @@ export interface Cursor {
 }
 
 export class HistoryView {
-  private model: HistoryModel = { rows: [], maxSeq: 0, byLine: new Map() };
+  private model: HistoryModel = { rows: [], maxSeq: 0, byLine: new Map(), firstLines: new Map() };
   private cursor: Cursor | undefined;
   private readonly ctx: CanvasRenderingContext2D;
 
@@ -53,9 +53,12 @@ export class HistoryView {
     this.announce();
   }
 
-  /** Selects the manifest on `line` (a finding's link), scrolls it into view and focuses the picture. */
+  /**
+   * Selects the manifest a finding on `line` is about (a finding's link; a repeated manifest's is the mark of its
+   * first line), scrolls it into view and focuses the picture.
+   */
   selectLine(line: number): boolean {
-    const mark = this.model.byLine.get(line);
+    const mark = markFor(this.model, line);
     if (!mark) return false;
     const row = this.model.rows.findIndex((r) => r.session === mark.session);
     const index = this.model.rows[row]!.marks.indexOf(mark);

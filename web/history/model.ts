@@ -2,6 +2,10 @@
  * The history picture's model, built from a report and the manifests that passed the per-line steps:
  * one row per session, one mark per manifest (at its seq), each with a state; forks (two ids at one seq)
  * and gaps (missing seqs) per row. Pure data, no DOM: the drawing (canvas.ts) and the tests use it.
+ *
+ * One mark per distinct manifest, as the chain tracker keeps one entry per id: a line repeating an earlier
+ * one gets no mark of its own (the worker sends none), and its `DUPLICATE` finding is shown on the mark of
+ * the line the manifest first appeared on, so the picture grows with the distinct manifests, not the lines.
  */
 import type { Finding, FindingCode } from '../../manifests/audit/findings.js';
 import type { ManifestMark } from '../protocol.js';
@@ -31,6 +35,11 @@ export interface HistoryModel {
   maxSeq: number;
   /** Every mark by line, for finding links. */
   byLine: Map<number, Mark>;
+  /**
+   * A `DUPLICATE` finding's line → the line its manifest first appeared on, whose mark it is shown on: one entry
+   * per such finding in the report (the report keeps at most `maxFindings`), none per mark.
+   */
+  firstLines: Map<number, number>;
 }
 
 export interface HistoryFilter {
@@ -41,6 +50,16 @@ export interface HistoryFilter {
   /** ISO timestamps, inclusive. */
   from?: string;
   to?: string;
+}
+
+/** The line of the mark a finding is shown on: its own, or for a repeated manifest the line it first appeared on. */
+export function markLineOf(f: Finding): number | undefined {
+  return f.code === 'DUPLICATE' ? (f.evidence?.lines?.[0] ?? f.line) : f.line;
+}
+
+/** The mark a finding on `line` is shown on, if it is in the (filtered) picture. */
+export function markFor(model: HistoryModel, line: number): Mark | undefined {
+  return model.byLine.get(model.firstLines.get(line) ?? line);
 }
 
 function stateOf(codes: FindingCode[]): MarkState {
@@ -60,11 +79,14 @@ export function matches(m: ManifestMark, f: HistoryFilter): boolean {
 
 export function buildHistory(manifests: ManifestMark[], findings: Finding[], filter: HistoryFilter = {}): HistoryModel {
   const codesByLine = new Map<number, FindingCode[]>();
+  const firstLines = new Map<number, number>();
   for (const f of findings) {
-    if (f.line === undefined) continue;
-    const codes = codesByLine.get(f.line) ?? [];
+    const line = markLineOf(f);
+    if (line === undefined) continue;
+    if (f.line !== undefined && line !== f.line) firstLines.set(f.line, line);
+    const codes = codesByLine.get(line) ?? [];
     if (!codes.includes(f.code)) codes.push(f.code);
-    codesByLine.set(f.line, codes);
+    codesByLine.set(line, codes);
   }
   const bySession = new Map<string, Mark[]>();
   for (const m of manifests) {
@@ -102,7 +124,7 @@ export function buildHistory(manifests: ManifestMark[], findings: Finding[], fil
     maxSeq = Math.max(maxSeq, rowMax);
     rows.push({ session, marks: shown, maxSeq: rowMax, gaps, forks });
   }
-  return { rows, maxSeq, byLine };
+  return { rows, maxSeq, byLine, firstLines };
 }
 
 /** Distinct values of a field, sorted, for the filter menus. */

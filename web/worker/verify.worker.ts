@@ -46,22 +46,32 @@ const scope = self as unknown as {
 const post = (m: WorkerMessage) => scope.postMessage(m);
 
 /**
- * Hands each verified line (what the history picture draws) to the page as its batch settles, in file
+ * Hands each verified manifest (what the history picture draws) to the page as its batch settles, in file
  * order, delegating the verdict to `inner`. Sent batch by batch, the marks are copied to the page while
  * the pool works, not all at once after the last line (100,000 marks took ~0.6 s to copy in one message).
+ * A line repeating an id already marked gets no mark: as the chain tracker keeps one entry per id (the
+ * repeat is its `DUPLICATE` finding, which the page shows on the first line's mark), the page keeps one mark
+ * per distinct manifest, so a bundle of one valid line copied a million times costs it one mark, not a
+ * million. `seen` holds the ids the tracker holds (the same strings), and no more.
  * `flushed()` resolves once every batch's marks are posted.
  */
 function recording(inner: LineVerifier): LineVerifier & { flushed(): Promise<void> } {
   let tail: Promise<void> = Promise.resolve();
+  const seen = new Set<string>();
   return {
     concurrency: inner.concurrency,
     verifyLines(batch) {
       const outcomes = inner.verifyLines(batch);
-      // Chained, so marks go out in the order the batches were cut; a failed batch fails the audit, not this.
+      // Chained, so marks go out in the order the batches were cut (the first line of an id is the one marked,
+      // as the tracker keeps it); a failed batch fails the audit, not this.
       tail = Promise.all([tail, outcomes]).then(
         ([, settled]) => {
           const marks: ManifestMark[] = [];
-          for (const o of settled) if (o.ok) marks.push(markOf(o.entry));
+          for (const o of settled) {
+            if (!o.ok || seen.has(o.entry.id)) continue;
+            seen.add(o.entry.id);
+            marks.push(markOf(o.entry));
+          }
           // As JSON text: one string copies to the page far faster than a thousand small objects.
           if (marks.length > 0) post({ type: 'marks', json: JSON.stringify(marks) });
         },
