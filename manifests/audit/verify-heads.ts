@@ -14,6 +14,7 @@
 import { BUNDLE_HEADS_FILE, textLines, type BundleReader } from './bundle.js';
 import type { ChainSummary, FindingSink } from './findings.js';
 import { encodeBase64 } from '../encoding/base64.js';
+import { isValidId } from '../format/id-pattern.js';
 import { equalBytes } from '../tlog/merkle.js';
 import { sessionHeadsOf, sessionHeadsRoot, verifySessionHead, type SessionHead } from '../tlog/session-heads.js';
 
@@ -38,8 +39,10 @@ const isHead = (v: unknown): v is SessionHead =>
   typeof (v as SessionHead).id === 'string';
 
 /**
- * heads.jsonl by session; a line that is not `{ session, head, proof }` (or longer than any proof line: not parsed), or
- * repeats a session, is handed to `bad` (its line number) as it is met.
+ * heads.jsonl by session; a line that is not `{ session, head, proof }` with `session` an id (or longer than any proof
+ * line: not parsed), or repeats a session, is handed to `bad` (its line number) as it is met. A session is an id as
+ * everywhere else (manifests, `--session`, the header's filters): the name goes into findings, and a name that is not
+ * one could carry line breaks and text of its own into the report.
  */
 function parseHeadsFile(text: string | undefined, bad: (line: number) => void): Map<string, HeadsLine> {
   const bySession = new Map<string, HeadsLine>();
@@ -56,7 +59,7 @@ function parseHeadsFile(text: string | undefined, bad: (line: number) => void): 
     if (
       typeof v !== 'object' ||
       v === null ||
-      typeof v.session !== 'string' ||
+      !isValidId(v.session) ||
       !(v.head === null || isHead(v.head)) ||
       bySession.has(v.session)
     ) {
