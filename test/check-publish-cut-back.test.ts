@@ -3,6 +3,8 @@
  * back below entries still stored, removed while entries remain, or below the session's watermark — with the refusal
  * the append itself would give (`ROLLBACK`, ManifestLog.sessionAppendRefusal: one rule for both), so the transcript
  * never goes to the model for a summary no append would take. Both backends; another session of the store passes.
+ * With the head, the watermark and entry 0 all removed, both judge by the entries left (any entry of a session with no
+ * head is beyond it), and resume, reading the same head window, refuses it too.
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -41,6 +43,13 @@ async function refusedBeforeTheModel(ledger: Ledger, principal: string, problem:
   expect((await ledger.log.treeHead()).size).toBe(3);
   // The refusal is the session's, not the store's.
   expect(await refusal(ledger.checkPublish({ ...scope, session: 'other' }))).toBe('passed');
+}
+
+/** Resume of `s` from a ledger that holds no watermark of its own for it: the log's head window alone refuses. */
+async function resumeRefused(ledger: Ledger): Promise<void> {
+  expect(await refusal(ledger.resume(scope))).toMatch(
+    /^LedgerError ROLLBACK: session s: entries exist, but no head names them$/,
+  );
 }
 
 type Cut = 'moved back' | 'removed' | 'below the watermark';
@@ -83,6 +92,29 @@ describe('checkPublish and a chain cut back, embedded store', () => {
         await ledger.close();
       }
     });
+
+  it('a head removed with its watermark and the first entry: resume, checkPublish and publish refuse ROLLBACK (any entry of a headless session)', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    for (let i = 0; i < 3; i++) await ledger.publish(scope, sampleSummary(i));
+    await ledger.close();
+    // Seq 1 and 2 are left, and no head or watermark says the chain exists: an append must not start it again at 0.
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    await log.raw.batch([
+      { type: 'del', key: 'h!s' },
+      { type: 'del', key: 'w!s' },
+      { type: 'del', key: `e!s!${'0'.repeat(12)}` },
+    ]);
+    await log.close();
+    ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    try {
+      await resumeRefused(ledger);
+      await refusedBeforeTheModel(ledger, 'mallory', /entries exist, but no head names them/);
+      expect(await ledger.log.entry('s', 0)).toBeUndefined();
+    } finally {
+      await ledger.close();
+    }
+  });
 });
 
 let schemas = 0;
@@ -116,7 +148,7 @@ describePostgres('checkPublish and a chain cut back, PostgreSQL', (pg) => {
       }
     });
 
-  it('a head removed with its watermark and the first entry: ROLLBACK before the model is asked, as the append judges it (any entry of a headless session)', async () => {
+  it('a head removed with its watermark and the first entry: resume, checkPublish and publish refuse ROLLBACK (any entry of a headless session)', async () => {
     const schema = nextSchema();
     const ledger = await openLedger({
       root: tempDir(),
@@ -130,6 +162,19 @@ describePostgres('checkPublish and a chain cut back, PostgreSQL', (pg) => {
         await sqlOn(pg.connectionString, `DELETE FROM "${schema}".${table} WHERE session = 's'`);
       await sqlOn(pg.connectionString, `DELETE FROM "${schema}".entries WHERE session = 's' AND seq = 0`);
       await refusedBeforeTheModel(ledger, 'mallory', /entries exist, but no head names them/);
+      expect(await ledger.log.entry('s', 0)).toBeUndefined();
+      // Another host's ledger, which never published to the session: the log's head window alone refuses resume.
+      const other = await openLedger({
+        root: tempDir(),
+        host: 'host-b',
+        postgres: { connectionString: pg.connectionString, schema },
+        onNotice: () => {},
+      });
+      try {
+        await resumeRefused(other);
+      } finally {
+        await other.close();
+      }
     } finally {
       await ledger.close();
     }

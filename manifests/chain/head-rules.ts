@@ -25,7 +25,10 @@ export interface HeadFacts {
   head: ChainHead | undefined;
   /** The stored entry at the head's seq, or at least its id (undefined: none, or no head). */
   entryAtHead: { id: Digest } | undefined;
-  /** True when an entry is stored at the seq after the head (seq 0 when there is no head). */
+  /**
+   * True when an entry is stored at the seq after the head; with no head, when the session has any entry at all
+   * (the `ROLLBACK` rule, `cutBackProblems`: with the head, the watermark and entry 0 removed, seq 1… still tell).
+   */
   entryBeyondHead: boolean;
   /** Highest seq verified or published for the session (undefined: none recorded). */
   watermark: number | undefined;

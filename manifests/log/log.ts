@@ -50,7 +50,10 @@ export interface HeadWindow {
   entryAtHead: LogEntry | undefined;
   /** The stored entry at the head's seq − 1 (undefined: none, no head, or the head is at seq 0). */
   entryBeforeHead: LogEntry | undefined;
-  /** True when an entry is stored at the seq after the head (seq 0 when there is no head). */
+  /**
+   * True when an entry is stored at the seq after the head; with no head, when the session has any entry at all
+   * (the `ROLLBACK` rule, `cutBackProblems`: with the head, the watermark and entry 0 removed, seq 1… still tell).
+   */
   entryBeyondHead: boolean;
   /** The session's watermark (undefined: none recorded); it only rises, so it may be read beside the rest. */
   watermark: number | undefined;

@@ -358,7 +358,10 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
           head,
           entryAtHead: head ? await fx.log.entry(session, seq) : undefined,
           entryBeforeHead: seq > 0 ? await fx.log.entry(session, seq - 1) : undefined,
-          entryBeyondHead: (await fx.log.entry(session, seq + 1)) !== undefined,
+          // With no head, any entry of the session is beyond it (not only seq 0).
+          entryBeyondHead: head
+            ? (await fx.log.entry(session, seq + 1)) !== undefined
+            : (await collect(fx.log.chain(session))).length > 0,
           watermark: await fx.log.getWatermark(session),
         };
       };
@@ -405,6 +408,27 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await fx.log.headWindow('none')).toEqual(none);
         await fx.log.setWatermark('none', 1);
         expect(await fx.log.headWindow('none')).toEqual({ ...none, watermark: 1 });
+      });
+
+      it('counts any entry of a session with no head as beyond it, with seq 0 gone too', async () => {
+        await appendChain('lost', 3);
+        await fx.removeEntry('lost', 0);
+        const log = await fx.cutBack('lost', undefined, { dropWatermark: true });
+        const window = await log.headWindow('lost');
+        expect(window).toEqual({
+          session: 'lost',
+          head: undefined,
+          entryAtHead: undefined,
+          entryBeforeHead: undefined,
+          entryBeyondHead: true,
+          watermark: undefined,
+        });
+        expect(window).toEqual(await separately('lost'));
+        expect(headProblems(window)).toEqual([
+          { session: 'lost', code: 'ROLLBACK', problem: 'entries exist, but no head names them' },
+        ]);
+        // Only the session's own entries count, not those of a session whose id begins with its id ('lost', 'los').
+        expect((await log.headWindow('los')).entryBeyondHead).toBe(false);
       });
 
       it('reports a missing entry before the head as the separate reads do', async () => {
@@ -579,6 +603,16 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await fx.log.checkHeads()).toEqual([]);
       });
 
+      it('reports a session with a watermark and no head, its first entry removed, for the entries left', async () => {
+        await appendChain('a', 3);
+        await fx.removeEntry('a', 0);
+        const log = await fx.cutBack('a', undefined);
+        expect(await log.checkHeads()).toEqual([
+          { session: 'a', code: 'ROLLBACK', problem: 'head is at seq none, but seq 2 was already verified' },
+          { session: 'a', code: 'ROLLBACK', problem: 'entries exist, but no head names them' },
+        ]);
+      });
+
       it('reports ROLLBACK for a session whose watermark is above its head, or that has a watermark and no head', async () => {
         await appendChain('a', 2);
         await fx.log.setWatermark('a', 4);
@@ -596,6 +630,8 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         to: (owner: string) => { seq: number; id: Digest; owner: string } | undefined;
         dropWatermark: boolean;
         next: number;
+        /** Entry 0 removed too: only entries 1… are left, which no head names. */
+        dropFirst?: true;
       }> = [
         {
           what: 'its head moved back below its watermark',
@@ -616,10 +652,21 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
           dropWatermark: true,
           next: 0,
         },
+        {
+          what: 'its head, its watermark and its first entry removed: entries no head names',
+          to: () => undefined,
+          dropWatermark: true,
+          next: 0,
+          dropFirst: true,
+        },
       ];
       for (const c of cases)
         it(`refuses an append to a chain with ${c.what}`, async () => {
-          const before = await appendChain('c', 3);
+          let before = await appendChain('c', 3);
+          if (c.dropFirst) {
+            await fx.removeEntry('c', 0);
+            before = before.slice(1);
+          }
           const log = await fx.cutBack('c', c.to('alice'), { dropWatermark: c.dropWatermark });
           // The next append the moved head invites: another manifest at a seq that is stored, by anyone.
           const request = {

@@ -311,6 +311,10 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
    * asynchronous read would cost a thread-pool round trip (benchmarks/README.md, "Resume's fixed cost"). An
    * append that commits meanwhile is wholly invisible to the snapshot. It first yields one turn of the event
    * loop, as an asynchronous read would: a caller resuming in a loop still lets I/O and timers run in between.
+   * A session with no head has nothing at or before it, and any entry of it is one beyond it (the `ROLLBACK` rule,
+   * `cutBackProblems`, as PostgreSQL's `headless` judges it): not only seq 0, which may be gone with the head and
+   * the watermark while seq 1… remain. That is one range read of the session's entry keys (limit 1) from the same
+   * snapshot, the only asynchronous read, paid by a headless session alone.
    */
   protected async _headWindow(session: string): Promise<HeadWindow> {
     await new Promise((resolve) => setImmediate(resolve));
@@ -338,7 +342,16 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         const rawMark = read(`w!${session}`);
         watermark = rawMark === undefined ? undefined : parseWatermarkRecord(`w!${session}`, rawMark);
       }
-      const seq = head?.seq ?? -1;
+      if (!head)
+        return {
+          session,
+          head,
+          entryAtHead: undefined,
+          entryBeforeHead: undefined,
+          entryBeyondHead: await this.anyEntry(session, snapshot),
+          watermark,
+        };
+      const seq = head.seq;
       const entry = (at: number) => {
         const key = entryKey(session, at);
         const raw = read(key);
@@ -347,13 +360,23 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       return {
         session,
         head,
-        entryAtHead: head ? entry(seq) : undefined,
+        entryAtHead: entry(seq),
         entryBeforeHead: seq > 0 ? entry(seq - 1) : undefined,
         entryBeyondHead: read(entryKey(session, seq + 1)) !== undefined,
         watermark,
       };
     } finally {
       if (snapshot !== this.pinned) await snapshot.close().catch(() => {});
+    }
+  }
+
+  /** True when `snapshot` holds any entry of `session`: its first entry key, if any (keys only, limit 1). */
+  private async anyEntry(session: string, snapshot: LevelSnapshot): Promise<boolean> {
+    try {
+      const keys = await this.db.keys({ gte: `e!${session}!`, lt: `e!${session}!\xff`, limit: 1, snapshot }).all();
+      return keys.length > 0;
+    } catch (err) {
+      throw storageFailed('head window read', err);
     }
   }
 

@@ -133,6 +133,8 @@ interface HeadWindowRow extends Omit<EntryRow, 'seq'> {
   head_id: string | null;
   owner: string | null;
   watermark: number | null;
+  /** With no head: whether the session has any entry (false when it has a head). */
+  headless_beyond: boolean;
   seq: number | null;
 }
 
@@ -195,14 +197,16 @@ export class PgManifestLog extends AbstractManifestLog {
       ),
       entry: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq = $2`),
       // One statement, so one snapshot: the head, its watermark and the entries at seq − 1, seq and seq + 1 (at
-      // least one row; the entry columns are null when there is none).
+      // least one row; the entry columns are null when there is none). With no head, no entry rows, and any entry of
+      // the session is one beyond it (`headless_beyond`, as `headless` judges it for the append; not only seq 0).
       headWindow: q(`SELECT h.seq AS head_seq, h.id AS head_id, h.owner,
           (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = $1) AS watermark,
+          CASE WHEN h.seq IS NULL THEN EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = $1)
+            ELSE false END AS headless_beyond,
           e.position, e.session, e.seq, e.id, e.principal, e.envelope
         FROM (SELECT 1) one
         LEFT JOIN {schema}.heads h ON h.session = $1
-        LEFT JOIN {schema}.entries e ON e.session = $1
-          AND e.seq BETWEEN coalesce(h.seq, -1) - 1 AND coalesce(h.seq, -1) + 1
+        LEFT JOIN {schema}.entries e ON e.session = $1 AND e.seq BETWEEN h.seq - 1 AND h.seq + 1
         ORDER BY e.seq`),
       chain: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT ${PAGE}`),
       entries: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position > $1 ORDER BY position LIMIT ${PAGE}`),
@@ -223,9 +227,11 @@ export class PgManifestLog extends AbstractManifestLog {
       setOrigin: q("INSERT INTO {schema}.log_meta (key, value) VALUES ('origin', $1) ON CONFLICT (key) DO NOTHING"),
       getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),
       // Only ever raised: two readers recording different heights must not lower each other's.
-      // The facts the head rules need, for a page of sessions that have a head or a watermark.
+      // The facts the head rules need, for a page of sessions that have a head or a watermark (with no head, any
+      // entry of the session is one beyond it, as in the head window).
       headFacts: q(`SELECT s.session, h.seq AS head_seq, h.id AS head_id, h.owner, e.id AS entry_id, w.seq AS watermark,
-          EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = s.session AND x.seq = coalesce(h.seq, -1) + 1) AS beyond
+          CASE WHEN h.seq IS NULL THEN EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = s.session)
+            ELSE EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = s.session AND x.seq = h.seq + 1) END AS beyond
         FROM (SELECT session FROM {schema}.heads WHERE session > $1
               UNION SELECT session FROM {schema}.watermarks WHERE session > $1 ORDER BY session LIMIT ${PAGE}) s
         LEFT JOIN {schema}.heads h ON h.session = s.session
@@ -274,7 +280,7 @@ export class PgManifestLog extends AbstractManifestLog {
 
   /**
    * The facts the append judges a cut-back chain by, read as it reads them (`lockHead` / `headless`): with no head,
-   * any entry of the session is one beyond it (the head window looks at seq 0 only).
+   * any entry of the session is one beyond it. The head window's facts, without its entry rows.
    */
   protected override async _cutBackFacts(session: string): Promise<CutBackFacts> {
     const [row] = await this.rows<{ head_seq: number | null; watermark: number | null; beyond: boolean }>(
@@ -306,7 +312,7 @@ export class PgManifestLog extends AbstractManifestLog {
       head,
       entryAtHead: head ? at(seq) : undefined,
       entryBeforeHead: seq > 0 ? at(seq - 1) : undefined,
-      entryBeyondHead: rows.some((r) => r.seq === seq + 1),
+      entryBeyondHead: head ? rows.some((r) => r.seq === seq + 1) : first.headless_beyond,
       watermark: first.watermark ?? undefined,
     };
   }
