@@ -38,7 +38,9 @@ export interface WitnessServerOptions {
   now?: () => number;
   /**
    * One line per answered request, once (status, origin, reason): every add-checkpoint answer, and every other refusal
-   * but a 404. The origin is the one the request's checkpoint names, once its body was read. The CLI escapes it.
+   * but a 404. The origin is the one the request's checkpoint names, once its body was read. The CLI escapes it. A
+   * request answered 408 while its new tree was being stored has a second line once the write is done: status 200,
+   * reason `stored size N after the request was answered 408`.
    */
   onRequest?: (event: { status: number; origin?: string; reason?: string }) => void;
 }
@@ -50,6 +52,8 @@ interface Reply {
   type?: string;
   origin?: string;
   reason?: string;
+  /** The size this answer's request stored (a new tree cosigned): reported even when its 408 timer answered first. */
+  stored?: number;
 }
 
 /**
@@ -199,7 +203,10 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       // size, same root: a replay, or new extension lines) changes nothing that must survive a crash, so the
       // note monitors are served is replaced in memory only, and a replay costs no flush.
       if (stored !== undefined && stored.size === next.size) options.state.serve(origin, next);
-      else await options.state.put(origin, stored?.size ?? 0, next);
+      else {
+        await options.state.put(origin, stored?.size ?? 0, next);
+        return { status: 200, body: line, origin, stored: next.size };
+      }
       return { status: 200, body: line, origin };
     });
   }
@@ -210,10 +217,20 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
   /**
    * Answers a request and reports it, once: its handler and its 408 timer may both come to answer it (the handler of a
    * request that waits for the log's lock or the signer when its timer runs), and the second finds it answered. A
-   * `quiet` answer is not reported.
+   * `quiet` answer is not reported. One thing more is reported of an answered request: a size its handler stored after
+   * the timer answered 408 (the state's write was under way). The witness holds that tree from now on, and the
+   * request log must not show a timeout alone for it; the client learns the size from the next 409.
    */
   function reply(exchange: Exchange, r: Reply, quiet = false): void {
-    if (exchange.answered) return;
+    if (exchange.answered) {
+      if (r.stored !== undefined)
+        report({
+          status: r.status,
+          ...(exchange.origin !== undefined ? { origin: exchange.origin } : {}),
+          reason: `stored size ${r.stored} after the request was answered 408`,
+        });
+      return;
+    }
     exchange.answered = true;
     const origin = r.origin ?? exchange.origin;
     if (!quiet)

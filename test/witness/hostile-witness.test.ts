@@ -383,6 +383,37 @@ describe('the witness server and replays of the tree it holds', () => {
     expect(device.calls()).toBe(1);
   });
 
+  it('reports the size it stored for a request its timer answered 408 while the state was being written', async () => {
+    const { state } = await honestWitness();
+    const events: Array<{ status: number; origin?: string; reason?: string }> = [];
+    const onRequest = (e: (typeof events)[number]) => events.push(e);
+    // The state's write held until the test lets it go: the request's deadline passes while it is under way.
+    let writing!: () => void;
+    let release!: () => void;
+    const started = new Promise<void>((r) => (writing = r));
+    const gate = new Promise<void>((r) => (release = r));
+    const put = state.put.bind(state);
+    state.put = async (...args: Parameters<typeof state.put>) => {
+      writing();
+      await gate;
+      return put(...args);
+    };
+    const server = createWitnessServer({ signer: w1, logs, state, requestTimeoutMs: 1000, onRequest });
+    const url = await listen(server);
+    const answered = post(url, await log.request(0, leaves));
+    await started;
+    expect(await answered).toBe(408); // its timer answered while the write was under way
+    release();
+    await server.settled();
+    // The write went through: the witness holds size 3 and will never cosign a tree that does not extend it.
+    expect((await state.get(log.origin))?.size).toBe(3);
+    // So the request log says so, after the 408 it reported (the old code reported the 408 alone).
+    expect(events).toEqual([
+      { status: 408, origin: log.origin, reason: 'the request took too long' },
+      { status: 200, origin: log.origin, reason: 'stored size 3 after the request was answered 408' },
+    ]);
+  });
+
   const closedAfter408 = { status: 408, connection: 'close', closed: true };
 
   it('closes the connection of a request its timer answered 408, and says so (Connection: close)', async () => {
