@@ -394,3 +394,18 @@ export async function readPinnedNote(path: string): Promise<string> {
   if (bytes === undefined) throw new LedgerError('NOT_FOUND', `${path}: no pinned checkpoint`);
   return decodePinFile(bytes, path).newest.note;
 }
+
+/**
+ * The newest pinned note of a log's pin, `<stem>.pin`, or of the previous version's `<stem>.note` when there is no slot
+ * file (the note read as `CheckpointPinFile` reads it, unverified), and the path of the file it came from.
+ * @throws LedgerError `NOT_FOUND` (neither file), `KEY_FILE_UNSAFE`, `RECORD_CORRUPT`; an errno error
+ */
+export async function readPinOf(stem: string): Promise<{ path: string; note: string }> {
+  const path = `${stem}.pin`;
+  const bytes = await readRegular(path);
+  if (bytes !== undefined) return { path, note: decodePinFile(bytes, path).newest.note };
+  const legacyPath = `${stem}.note`;
+  const legacy = await readRegular(legacyPath);
+  if (legacy === undefined) throw new LedgerError('NOT_FOUND', `${path}: no pinned checkpoint`);
+  return { path: legacyPath, note: new TextDecoder('utf-8', { ignoreBOM: true }).decode(legacy) };
+}

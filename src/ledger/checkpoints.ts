@@ -6,11 +6,11 @@
  * consistency proof is `FORK`. An attacker who rewrites the whole database, watermarks included, cannot
  * produce a consistency proof from a tree that is not a prefix of the new one.
  */
-import { readdir } from 'node:fs/promises';
+import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
 import { ensurePrivateDir, refuseNonDirectory } from '../../store/fs/safe-dir.js';
-import { CheckpointPinFile, readPinnedNote } from './checkpoint-pin.js';
+import { CheckpointPinFile, readPinOf } from './checkpoint-pin.js';
 import { openNote, signNote, type NoteSigner, type NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { formatCheckpoint, parseCheckpoint, type Checkpoint } from '../../manifests/format/checkpoint.js';
 import { EMPTY_ROOT, equalBytes, verifyConsistency } from '../../manifests/tlog/merkle.js';
@@ -76,8 +76,8 @@ export async function refuseAnotherLogsPin(
  * without `--postgres`; or a store whose log was deleted): the log it would make is empty and named `origin` (no
  * origin record to read), so a pin of another log is `FORK` (`refuseAnotherLogsPin`), and a pin of this origin at a
  * tree of 1 or more entries `ROLLBACK`, as the open would find them only after making the log and the blob store.
- * The pin's size is read unverified: a pin that does not decode, or that this check cannot judge (a 0.1.0 `.note`),
- * is left to the open, which judges it as ever. With `diagnose` (fsck) every pin of this origin is refused: such an
+ * The pin's size is read unverified (from the slot file, or else from a 0.1.0 `.note`): a pin that does not decode is
+ * left to the open, which judges it as ever. With `diagnose` (fsck) every pin of this origin is refused: such an
  * open must write nothing to the root it diagnoses, and the log it would make to go on is not the log the pin is of,
  * so there is nothing to check against it — `ROLLBACK` as above, or `NOT_FOUND` for a pin at size 0 or one that cannot
  * be read (the reason in the message). Nothing is made, not even `checkpoints/`.
@@ -94,9 +94,9 @@ export async function refuseRootWithoutItsLog(
   if ((await refuseNonDirectory(dir, 'UNSAFE_PATH')) === undefined) return false;
   if (!(await readdir(dir)).some((name) => PIN_NAME.test(name))) return false;
   await refuseAnotherLogsPin(root, origin, { create: false });
-  const pinPath = `${pinStem(root, origin)}.pin`;
+  const stem = pinStem(root, origin);
   // What fsck reports in place of a log it could not check: the pin without its log.
-  const noLogToDiagnose = (what: string, cause?: unknown) =>
+  const noLogToDiagnose = (pinPath: string, what: string, cause?: unknown) =>
     new LedgerError(
       'NOT_FOUND',
       `this root pins the log named ${JSON.stringify(origin)} (${pinPath}, ${what}) but holds no embedded log ` +
@@ -105,13 +105,16 @@ export async function refuseRootWithoutItsLog(
         'HANDOFF_LEDGER_POSTGRES; a store whose log is lost is restored from its backup',
       { cause },
     );
+  // The pin file there is: the slot file, or else the previous version's `.note`.
+  const pinPath = (await lstat(`${stem}.pin`).catch(() => undefined)) ? `${stem}.pin` : `${stem}.note`;
   let pinned: string;
   let size: number;
   try {
-    pinned = await readPinnedNote(pinPath);
+    pinned = (await readPinOf(stem)).note;
     size = parseCheckpoint(pinned.slice(0, pinned.indexOf('\n\n') + 1)).size;
   } catch (err) {
-    if (diagnose) throw noLogToDiagnose(`which could not be read: ${(err as Error)?.message ?? String(err)}`, err);
+    if (diagnose)
+      throw noLogToDiagnose(pinPath, `which could not be read: ${(err as Error)?.message ?? String(err)}`, err);
     return true;
   }
   if (size > 0) {
@@ -130,7 +133,7 @@ export async function refuseRootWithoutItsLog(
       },
     );
   }
-  if (diagnose) throw noLogToDiagnose('a tree of 0 entries');
+  if (diagnose) throw noLogToDiagnose(pinPath, 'a tree of 0 entries');
   return true;
 }
 

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
+import { readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { describePostgres, sqlOn } from '../support/postgres.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
@@ -152,6 +153,33 @@ describe('the origin record of an embedded store', () => {
         expect(r.stderr).toMatch(new RegExp(`^handoff-ledger: ${code}: `));
         expect(r.stderr).toMatch(message);
         expect(listing(root)).toEqual(before);
+      });
+
+    for (const [publishes, code, message] of [
+      [1, 'ROLLBACK', /the tree has 0 entries, 1 were pinned \(this root holds no embedded log/],
+      [0, 'NOT_FOUND', /\.note, a tree of 0 entries\) but holds no embedded log .*manifests-v1.* makes none/],
+    ] as const)
+      it(`the previous version's pin (<hash>.note) of ${publishes} entries: ${code}, naming that file, for fsck as for an open`, async () => {
+        const root = await pinWithoutLog(publishes);
+        // What 0.1.0 kept: the newest note alone, in <hash>.note.
+        const [pin] = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
+        const note = await readPinnedNote(join(root, 'checkpoints', pin!));
+        rmSync(join(root, 'checkpoints', pin!));
+        writeFileSync(join(root, 'checkpoints', pin!.replace(/\.pin$/, '.note')), note, { mode: 0o600 });
+        const before = listing(root);
+        const err = await refusal(openDefault(root, { origin: ORIGIN, diagnose: true, onNotice: () => {} }));
+        expect(err.code).toBe(code);
+        expect(err.message).toMatch(message);
+        // The old code named <hash>.pin, "which could not be read", for both sizes.
+        expect(err.message).not.toMatch(/\.pin\b|could not be read/);
+        expect(listing(root)).toEqual(before);
+        if (publishes > 0) {
+          // An open that would make the log is refused before it makes anything, as for a slot file.
+          const opened = await refusal(openDefault(root, { origin: ORIGIN, onNotice: () => {} }));
+          expect(opened.code).toBe('ROLLBACK');
+          expect(opened.message).toMatch(message);
+          expect(listing(root)).toEqual(before);
+        }
       });
 
     it('a pin that cannot be read: NOT_FOUND with the reason, and the listing unchanged', async () => {
