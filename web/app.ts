@@ -19,9 +19,10 @@ import {
   showFindings,
   showLegend,
   showVerdict,
-  shown,
+  shownLines,
   showWitnesses,
 } from './report-view.js';
+import { printable } from '../manifests/encoding/printable.js';
 import { roleOfDroppedFile, SIDE_FILE_ROLES, SIDE_FILES, unplacedFile, type SideFileRole } from './side-files.js';
 import { bundleFromFiles, bundleFromPreload, filesOfInput, preloadOf, type PickedBundle } from './sources.js';
 
@@ -52,9 +53,10 @@ const history = new HistoryView($('history'), $('history-space'), $<HTMLCanvasEl
   showDetails($('details'), m, r),
 );
 
-function fail(message: string): void {
+/** Shows messages, one a line, each escaped as the CLI escapes its error line (a line break in one as `\x0a`). */
+function fail(...messages: string[]): void {
   const e = $('error');
-  e.textContent = shown(message);
+  e.textContent = shownLines(messages);
   e.hidden = false;
 }
 
@@ -74,7 +76,7 @@ function refreshPicked(): void {
   if (settings.requireBlobs) parts.push('blobs required');
   if (settings.principal !== undefined) parts.push(`principal ${settings.principal}`);
   if (settings.session !== undefined) parts.push(`session ${settings.session}`);
-  $('picked').textContent = shown(parts.join('; '));
+  $('picked').textContent = printable(parts.join('; '));
   $<HTMLButtonElement>('verify').disabled = !ready();
 }
 
@@ -105,7 +107,7 @@ let servedMaxBundleBytes: number | undefined;
 /** Shows why what was just picked or dropped was refused, or clears an earlier message when nothing was. */
 function settle(refusals: Array<string | undefined>): void {
   const said = refusals.filter((r): r is string => r !== undefined);
-  if (said.length > 0) fail(said.join('\n'));
+  if (said.length > 0) fail(...said);
   else $('error').hidden = true;
 }
 

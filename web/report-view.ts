@@ -1,9 +1,11 @@
 /**
  * The report as the page shows it: verdict first, then findings (each linking to its manifest in the
  * history picture), chains, and the selected manifest's fields. Every string from a bundle goes into
- * the page as a Text node (textContent), never as markup, and through `shown`, which escapes what the CLI escapes
- * (control, bidirectional and invisible characters: a bidi override must not reorder a finding into another
- * meaning); the wording is the CLI's (report-text.ts).
+ * the page as a Text node (textContent), never as markup, and escaped as the CLI escapes it (`printable`: control,
+ * bidirectional and invisible characters, and line breaks: a bidi override must not reorder a finding into another
+ * meaning, and a line break in a bundle's text must not start a line of its own, a forged finding or verdict, inside
+ * a finding). The only line breaks are the page's own, between lines it puts together (`shownLines`); the wording is
+ * the CLI's (report-text.ts), and so is each line's text.
  */
 import {
   describeCheckpoint,
@@ -23,9 +25,12 @@ import { counted, printable } from '../manifests/encoding/printable.js';
 /** Findings and chains listed in the page; the JSON export always carries the whole report. */
 const MAX_LISTED = 2000;
 
-/** Text as the page shows it: each line escaped as the CLI escapes its lines (`printable`). */
-export function shown(text: string): string {
-  return text.split('\n').map(printable).join('\n');
+/**
+ * Lines the page puts together into one text (an element styled to keep line breaks), each escaped as the CLI
+ * escapes one line it prints (`printable`): a line break inside a line is shown as `\x0a`, as the CLI shows it.
+ */
+export function shownLines(lines: readonly string[]): string {
+  return lines.map(printable).join('\n');
 }
 
 export function el<K extends keyof HTMLElementTagNameMap>(
@@ -34,24 +39,24 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   attrs: Record<string, string> = {},
 ): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
-  if (text !== undefined) node.textContent = shown(text);
+  if (text !== undefined) node.textContent = printable(text);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
   return node;
 }
 
 export function showVerdict(target: HTMLElement, info: HTMLElement, report: BundleAuditReport, name: string): void {
   target.className = report.ok ? 'ok' : 'failed';
-  target.textContent = shown(`${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`);
+  target.textContent = printable(`${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`);
   const h = report.header;
   const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
-  info.textContent = shown(
+  info.textContent = printable(
     `bundle ${name}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`,
   );
 }
 
 /** What the audit checked and what it did not, in the CLI's words with the page's names for the auditor's settings. */
 export function showCoverage(target: HTMLElement, report: BundleAuditReport): void {
-  target.textContent = shown(
+  target.textContent = printable(
     describeCoverage(report, { requireBlobs: '"Require blobs"', scope: 'the Principal / Session fields' }),
   );
 }
@@ -69,7 +74,7 @@ export function showCheckpoint(target: HTMLElement, report: BundleAuditReport, s
     // From every finding's code, not only the kept list's: it may have been cut before the deciding one.
     parts.push(describeSince(report, sinceName));
   }
-  target.textContent = shown(parts.join('\n'));
+  target.textContent = shownLines(parts);
   target.hidden = parts.length === 0;
 }
 
@@ -88,7 +93,7 @@ export function showWitnesses(target: HTMLElement, report: BundleAuditReport, ke
     .join(', ');
   target.className = met && !codes ? 'ok' : 'failed';
   const head = `${met ? '✓ witness quorum met' : '✗ witness quorum not met'} (witness keys ${keysName})${codes ? `: ${codes}` : ''}`;
-  target.textContent = shown(w ? `${head}\n${describeWitnesses(w)}` : head);
+  target.textContent = shownLines(w ? [head, describeWitnesses(w)] : [head]);
 }
 
 export function showFindings(
@@ -105,8 +110,9 @@ export function showFindings(
       'data-code': f.code,
       ...(f.line !== undefined ? { 'data-line': String(f.line) } : {}),
     });
+    // The CLI's line for the finding, its code in bold: one line, whatever the message carries.
     const text = describeFinding(f).trimStart();
-    li.append(el('code', f.code), shown(text.slice(f.code.length)));
+    li.append(el('code', f.code), printable(text.slice(f.code.length)));
     if (f.line !== undefined && linkable(f.line)) {
       const button = el('button', 'show manifest', {
         type: 'button',

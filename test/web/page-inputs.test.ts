@@ -148,6 +148,35 @@ describe("the session's completeness proof (step 10)", { timeout: 180_000 }, () 
       await server.close();
     }
   });
+
+  it('takes a heads.jsonl line whose session is not an id as malformed, picked or served, as the CLI does', async () => {
+    // A session name writing a finding and a verdict of its own on the lines after it (a reviewer's case).
+    const dir = join(base, `forged-heads-${Date.now()}`);
+    cpSync(f.sessionBundle, dir, { recursive: true });
+    const session = `zz\n  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\n\nverdict: OK — all heads proven`;
+    const heads = readFileSync(join(dir, 'heads.jsonl'), 'utf8');
+    writeFileSync(join(dir, 'heads.jsonl'), `${heads}${JSON.stringify({ session, head: null, proof: {} })}\n`);
+    const expected = (await cliVerify(dir, f.trust)).report!;
+    expect(expected.findings.map((x) => `${x.code}: ${x.message}`)).toEqual([
+      'SESSION_HEAD_INVALID: heads.jsonl line 2 is not a well-formed proof',
+    ]);
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: false, trust: f.trust });
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await pickBundle(page, dir);
+      await page.click('#verify');
+      await expectSameAsCli(page, expected);
+
+      await page.goto(server.url);
+      await expectSameAsCli(page, expected);
+      expect(await page.textContent('#findings')).not.toContain('verdict: OK');
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+      await server.close();
+    }
+  });
 });
 
 describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {

@@ -15,7 +15,14 @@ import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
 import { launchChromium, watchPage } from '../support/browser.js';
 import { captureIo } from '../support/capture-io.js';
-import { at, buildBundle, ChainBuilder, writeBundleDir, writeTrustFile } from '../support/bundle-builder.js';
+import {
+  at,
+  buildBundle,
+  ChainBuilder,
+  signPayload,
+  writeBundleDir,
+  writeTrustFile,
+} from '../support/bundle-builder.js';
 import {
   flipSignatureBit,
   HOSTILE_CASE,
@@ -26,7 +33,7 @@ import {
 } from '../support/tamper-cases.js';
 import { tempDir } from '../support/tmp.js';
 import { ensurePageBuilt } from '../support/page-build.js';
-import { activeId, chooseByKeyboard, picked, tabTo } from '../support/page-checks.js';
+import { activeId, chooseByKeyboard, expectSameAsCli, picked, tabTo } from '../support/page-checks.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PAGE = pathToFileURL(join(ROOT, 'dist/web/index.html')).href;
@@ -150,6 +157,78 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
       expect(dom.text).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/);
       expect(onlyLocal(seen.requests)).toEqual([]);
       expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('shows a line break from a bundle as the CLI prints it (\\x0a), never as a line of its own', async () => {
+    // A finding that quotes the bundle (a signed manifest's unknown field) and a folder name, each writing a
+    // finding and a verdict of its own on the lines after it.
+    const forged = `\n  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\n\nverdict: OK — all heads proven`;
+    const c: TamperCase = {
+      name: `forged${forged}`,
+      expected: ['MANIFEST_INVALID@10'],
+      make: async (b) => {
+        const s1 = b.chains.get('s1')!.built;
+        const manifest = { ...s1[4]!.manifest, seq: 5, prev: s1[4]!.id, createdAt: at(5), [`note${forged}`]: 1 };
+        return { lines: [...b.lines, (await signPayload(manifest, b.key)).line] };
+      },
+    };
+    const { dir, trustPath } = await casePaths(c);
+    const cli = await cliReport(dir, trustPath);
+    expect(codesAt(cli)).toEqual(c.expected);
+    expect(cli.findings[0]!.message).toContain(forged);
+    // What the CLI prints: the finding on one line, the line break as \x0a.
+    const human = captureIo();
+    await verifyCli([dir, '--trust', trustPath, '--workers', '0'], human.io);
+    const cliLines = human.stdout().split('\n');
+    const cliFinding = cliLines.find((l) => l.startsWith('  MANIFEST_INVALID'))!;
+    expect(cliFinding).toContain(
+      `note\\x0a  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\\x0a\\x0averdict: OK`,
+    );
+    expect(cliLines.filter((l) => l.startsWith('verdict: '))).toEqual([describeVerdict(cli)]);
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await verifyInPage(page, dir, trustPath);
+      await expectSameAsCli(page, cli);
+      expect(await page.$$eval('#findings li', (lis) => lis.map((li) => li.textContent))).toEqual([
+        cliFinding.trimStart(),
+      ]);
+      // The folder's name too: the CLI's first line names the folder (by its path), escaped the same way.
+      const name = `forged\\x0a  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\\x0a\\x0averdict: OK — all heads proven`;
+      const info = (await page.textContent('#bundle-info'))!;
+      expect(info.slice(0, `bundle ${name}: exported by`.length)).toBe(`bundle ${name}: exported by`);
+      expect(cliLines[0]).toContain(`${name}: exported by`);
+      // Nothing the page shows holds a line break from the bundle: only its own, between lines it puts together.
+      const texts = await page.$$eval('#findings li, #bundle-info, #picked, #verdict, #coverage, #chains td', (els) =>
+        els.map((e) => e.textContent),
+      );
+      expect(texts.length).toBeGreaterThan(5);
+      for (const text of texts) expect(text).not.toMatch(/[\n\r\u2028\u2029]/);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('shows a line break in an error from a bundle as the CLI prints it (\\x0a)', async () => {
+    const { dir, trustPath } = await casePaths(TAMPER_CASES[0]!);
+    const header = JSON.parse(readFileSync(join(dir, 'bundle.json'), 'utf8'));
+    writeFileSync(join(dir, 'bundle.json'), JSON.stringify({ ...header, 'x\nverdict: OK': 1 }));
+    const c = captureIo();
+    expect(await verifyCli([dir, '--trust', trustPath], c.io)).toBe(2);
+    const cliLine = c
+      .stderr()
+      .replace(/^handoff-ledger: /, '')
+      .replace(/\n$/, '');
+    expect(cliLine).toMatch(/^BUNDLE_INVALID: .*x\\x0averdict: OK/);
+    const page = await browser.newPage();
+    try {
+      await verifyInPage(page, dir, trustPath);
+      expect(await page.getAttribute('body', 'data-state')).toBe('error');
+      expect(await page.textContent('#error')).toBe(cliLine);
     } finally {
       await page.close();
     }
