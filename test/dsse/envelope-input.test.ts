@@ -4,6 +4,7 @@
  * envelopes keep their one form. The independent envelopes come from securesystemslib and the DSSE
  * reference implementation (test/vectors/dsse/, see its README).
  */
+import { leafOfEnvelope } from '../../manifests/tlog/leaf.js';
 import { describe, expect, it } from 'vitest';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -119,6 +120,20 @@ describe('parseEnvelope (DSSE input forms)', () => {
     expect(decodeBase64Either(std)).toEqual(bytes);
     expect(decodeBase64Either(urlSafe(std))).toEqual(bytes);
     expect(decodeBase64Either(urlSafe(std).replace('-', '+'))).toBeUndefined();
+  });
+
+  it('gives the tree the payload bytes of either alphabet, as the signature check takes them (leafOfEnvelope)', () => {
+    const bytes = Uint8Array.from({ length: 256 }, (_, i) => i);
+    const std = encodeBase64(bytes);
+    const envelope = (payload: string) =>
+      JSON.stringify({ payloadType: MANIFEST_PAYLOAD_TYPE, payload, signatures: [] });
+    expect(leafOfEnvelope(envelope(std))).toEqual(bytes);
+    // The old code decoded the standard alphabet alone: such a line had no leaf, a false TREE_ROOT_MISMATCH in a
+    // bundle whose lines step 1 had verified (a payload's base64 differs in the two alphabets where its bytes hold
+    // '>', '?' or '~' at the right offset: a keyId may).
+    expect(leafOfEnvelope(envelope(urlSafe(std)))).toEqual(bytes);
+    for (const payload of [urlSafe(std).replace('-', '+'), urlSafe(std).replace(/=+$/, ''), 'not base64'])
+      expect(() => leafOfEnvelope(envelope(payload))).toThrow(expect.objectContaining({ code: 'ENVELOPE_INVALID' }));
   });
 });
 
