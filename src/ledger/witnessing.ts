@@ -466,5 +466,7 @@ async function boundedText(res: Response, max: number): Promise<string> {
     bytes.set(part, at);
     at += part.length;
   }
-  return new TextDecoder().decode(bytes);
+  // A byte order mark is kept: an answer that begins with one is not the body tlog-witness spells, and its first line
+  // is no cosignature line (nor a 409's size).
+  return new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);
 }

@@ -98,7 +98,9 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
     });
     req.on('end', () => {
       try {
-        resolve(new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks)));
+        // A byte order mark is kept, so a body that begins with one is malformed (400) as the spec spells the
+        // request, rather than read as the request after it.
+        resolve(new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(Buffer.concat(chunks)));
       } catch {
         reject(new HttpAnswer(400, 'the body is not UTF-8'));
       }

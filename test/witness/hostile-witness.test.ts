@@ -146,6 +146,30 @@ describe('a witness without a pinned key', () => {
     expect(openNote(out.note, keys).sigs.map((s) => s.name)).toEqual([log.origin]);
   });
 
+  it('gives no line of an answer that begins with a byte order mark (tlog-witness spells the body without one)', async () => {
+    const honest = await honestWitness();
+    // The honest witness's answer with a mark before it: the old code's decoder dropped the mark and took the line.
+    const marked = await listen(
+      createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          void fetch(`${honest.url}/add-checkpoint`, { method: 'POST', body: Buffer.concat(chunks) }).then(
+            async (r) => {
+              res.writeHead(r.status, { 'content-type': 'text/plain' });
+              res.end(`\uFEFF${await r.text()}`);
+            },
+          );
+        });
+      }),
+    );
+    const out = await (await poolOf([`${marked}#${w1Key}`])).cosign(cp);
+    expect(w1Lines(out.note)).toEqual([]);
+    // The same answer without the mark is a valid cosignature: what was refused is the mark alone.
+    const plain = await (await poolOf([`${honest.url}#${w1Key}`])).cosign(cp);
+    expect(checked(plain.note).valid.map((c) => c.name)).toEqual([W1]);
+  });
+
   it('URL#VKEY takes the key in the fragment’s place; a bad key or a fragment in an endpoint’s URL is refused', async () => {
     await expect(poolOf(['http://127.0.0.1:1#not-a-key'])).rejects.toMatchObject({ code: 'KEY_INVALID' });
     await expect(poolOf(['http://127.0.0.1:1#'])).rejects.toMatchObject({ code: 'KEY_INVALID' });

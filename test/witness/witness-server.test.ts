@@ -232,6 +232,10 @@ describe('witness serve, hostile requests: the protocol status, and no change of
   it('answers 400 to a malformed body and 413 to one over the body limit (declared or streamed)', async () => {
     expect((await addCheckpoint(w1.url, 'old 01\n\n')).status).toBe(400);
     expect((await addCheckpoint(w1.url, 'hello')).status).toBe(400);
+    // A byte order mark before a request that is good without it: the body is not the request the spec spells
+    // (the old code's decoder dropped the mark and cosigned).
+    const a7 = [...a5, ...HandLog.leaves('x', 2)];
+    expect((await addCheckpoint(w1.url, `\uFEFF${await log.request(5, a7)}`)).status).toBe(400);
     expect((await addCheckpoint(w1.url, 'x'.repeat(5000))).status).toBe(413);
     const stream = new ReadableStream({
       start(c) {
