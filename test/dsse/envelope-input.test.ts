@@ -164,6 +164,19 @@ describe('non-canonical payloads', () => {
       expect.objectContaining({ code: 'MANIFEST_INVALID' }),
     );
   });
+
+  it('are refused (MANIFEST_INVALID) when a byte order mark goes before the canonical bytes', async () => {
+    const key = makeKey('interop-host-1');
+    const manifest = verifyManifestEnvelope(variants.ssl_keyid_match!, { trust }).manifest;
+    const canonical = encodeManifest({ ...manifest, keyId: key.signer.keyId });
+    const marked = new Uint8Array([0xef, 0xbb, 0xbf, ...canonical]);
+    const good = await signEnvelope(MANIFEST_PAYLOAD_TYPE, canonical, key.signer);
+    expect(verifyManifestEnvelope(good, { trust: trustOf(key.trusted) }).manifest.keyId).toBe(key.signer.keyId);
+    const env = await signEnvelope(MANIFEST_PAYLOAD_TYPE, marked, key.signer);
+    expect(() => verifyManifestEnvelope(env, { trust: trustOf(key.trusted) })).toThrow(
+      expect.objectContaining({ code: 'MANIFEST_INVALID' }),
+    );
+  });
 });
 
 describe('verifyBundle on envelopes in DSSE input forms', () => {
