@@ -57,8 +57,13 @@ export async function refuseAnotherLogsPin(
   // Without `create`, only a look: a root without the directory pins nothing, and nothing is made to find that out.
   if (create) await ensurePrivateDir(dir, 'UNSAFE_PATH');
   else if ((await refuseNonDirectory(dir, 'UNSAFE_PATH')) === undefined) return;
+  refusePinsOfAnotherLog(dir, await readdir(dir), origin);
+}
+
+/** `FORK` when the listing `names` of `dir` (a root's checkpoints/) holds a pin of a log other than `origin`. */
+function refusePinsOfAnotherLog(dir: string, names: readonly string[], origin: string): void {
   const own = originHash(origin);
-  const other = (await readdir(dir)).find((name) => {
+  const other = names.find((name) => {
     const stem = PIN_NAME.exec(name)?.[1];
     return stem !== undefined && stem !== own;
   });
@@ -92,8 +97,9 @@ export async function refuseRootWithoutItsLog(
 ): Promise<boolean> {
   const dir = join(root, 'checkpoints');
   if ((await refuseNonDirectory(dir, 'UNSAFE_PATH')) === undefined) return false;
-  if (!(await readdir(dir)).some((name) => PIN_NAME.test(name))) return false;
-  await refuseAnotherLogsPin(root, origin, { create: false });
+  const names = await readdir(dir);
+  if (!names.some((name) => PIN_NAME.test(name))) return false;
+  refusePinsOfAnotherLog(dir, names, origin);
   const stem = pinStem(root, origin);
   // What fsck reports in place of a log it could not check: the pin without its log.
   const noLogToDiagnose = (pinPath: string, what: string, cause?: unknown) =>
