@@ -215,6 +215,15 @@ describe('options whose fields throw as they are read', () => {
         });
       }
       expect(asked).toBe(1);
+      // The adapter is called as a plain function: `this` is not the options object compact copied (nor the
+      // caller's), which would hand the adapter the ledger.
+      let self: unknown = 'not called';
+      const seesThis = function (this: unknown) {
+        self = this;
+        return model.call(undefined, arguments[0]);
+      } as ModelAdapter;
+      await compact({ ...base, model: seesThis, expectedPrev: (await ledger.resume(scope))!.id });
+      expect(self).toBeUndefined();
     } finally {
       await ledger.close();
     }

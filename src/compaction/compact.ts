@@ -88,9 +88,11 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
   if (options.signal) request.signal = options.signal;
   try {
     // Ended at the abort even when the adapter does not honour the signal (a hand-written one may not): the
-    // adapter's call goes on and is dropped.
+    // adapter's call goes on and is dropped. Called as the function it is documented to be, `this` undefined (not
+    // the options object compact copied).
+    const model = options.model;
     return await untilCancelled(
-      Promise.resolve().then(() => options.model(request)),
+      Promise.resolve().then(() => model(request)),
       options.signal,
     );
   } catch (err) {
