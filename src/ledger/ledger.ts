@@ -103,6 +103,16 @@ interface SummaryBlob {
 
 /** Attempts at appending after whatever the head is, when other writers keep winning the race. */
 const MAX_APPEND_ATTEMPTS = 8;
+/**
+ * How far ahead of this host's clock a session's head may be dated and still date the next manifest (5 min): a
+ * manifest is never dated before the head it links to (the auditor's `TIME_REVERSED`), so hosts a little apart take
+ * turns on one session without a finding. A head dated further ahead is not followed, lest one host's wrong clock
+ * date every later manifest of the others (`lastSignedAt` floors them all): the manifest is dated by this clock, a
+ * notice says so, and the auditor's finding points at the clocks.
+ */
+export const MAX_HEAD_LEAD_MS = 5 * 60_000;
+/** Sessions whose head's createdAt a ledger remembers (the heads it appended, the ones it read), least recent dropped. */
+const HEAD_DATES_KEPT = 1024;
 
 function parseCovers(covers: unknown): PublishOptions['covers'] {
   if (covers === undefined) return undefined;
@@ -240,6 +250,8 @@ export class Ledger {
   private trustCache: TrustStore | undefined;
   /** Verdicts on stored envelopes, valid for the current trust store (a new one starts them afresh). */
   private readonly verified = new VerifiedManifestCache();
+  /** The createdAt of sessions' heads this ledger appended or read, by session (`headDate`). */
+  private readonly headDates = new Map<string, { id: Digest; createdAt: string }>();
 
   /** @internal use openLedger */
   constructor(init: {
@@ -535,12 +547,12 @@ export class Ledger {
    *   KeyWindowClosed (`KEY_EXPIRED`: another process may be mid-rotation, its trust file written and its new key file
    *   not yet: look again)
    */
-  private signingKey(): { createdAt: string; publicKey: Uint8Array } {
+  private signingKey(after?: string): { createdAt: string; publicKey: Uint8Array } {
     const signer = this.keyring.signer;
     // Its record may hold the window a rotation closed, and its newest signed time: unknown, nothing is signed.
     if (this.keyRecordDamage?.keyId === signer.keyId) throw this.keyRecordDamage.error;
     let createdAt = this.clock().toISOString();
-    for (const floor of [this.lastSignedAt, this.keyring.signsFrom()])
+    for (const floor of [this.lastSignedAt, this.keyring.signsFrom(), after])
       if (floor !== undefined && Date.parse(floor) > Date.parse(createdAt)) createdAt = floor;
     const usable = findTrustedKey(this.trust(), this.host, signer.keyId, createdAt);
     // A revoked key signs nothing new, whatever time the clock gives: a clock stepped back before the revocation
@@ -556,6 +568,39 @@ export class Ledger {
       throw err;
     }
     return { createdAt, publicKey: usable.publicKey };
+  }
+
+  /**
+   * The createdAt of `head`, the date the next manifest of its session must not precede: remembered for a head this
+   * ledger appended or read before, else read from the log and verified (an entry that does not verify, or cannot be
+   * read, dates nothing: resume and fsck report it, and the append judges the store as ever). Undefined, with a
+   * notice, for a head dated more than MAX_HEAD_LEAD_MS ahead of this host's clock.
+   */
+  private async headDate(session: string, head: ChainHead): Promise<string | undefined> {
+    let createdAt = this.headDates.get(session)?.id === head.id ? this.headDates.get(session)!.createdAt : undefined;
+    if (createdAt === undefined) {
+      try {
+        const entry = await this.log.entry(session, head.seq);
+        if (entry?.id !== head.id) return undefined;
+        createdAt = this.verified.verify(entry.envelope, { trust: this.trust(), verifier: this.verifier }).manifest
+          .createdAt;
+      } catch {
+        return undefined;
+      }
+      this.rememberHeadDate(session, head.id, createdAt);
+    }
+    const lead = Date.parse(createdAt) - this.clock().getTime();
+    if (lead <= MAX_HEAD_LEAD_MS) return createdAt;
+    this.notice(
+      `publish: session ${session}'s head (seq ${head.seq}) is dated ${createdAt}, ${lead} ms after this host's clock: this manifest is dated by the clock (an auditor will see TIME_REVERSED); check the hosts' clocks`,
+    );
+    return undefined;
+  }
+
+  private rememberHeadDate(session: string, id: Digest, createdAt: string): void {
+    this.headDates.delete(session);
+    this.headDates.set(session, { id, createdAt });
+    if (this.headDates.size > HEAD_DATES_KEPT) this.headDates.delete(this.headDates.keys().next().value!);
   }
 
   /** Publish step 4 under the chain lock: the point of no return, then build, sign and append one manifest. */
@@ -575,8 +620,10 @@ export class Ledger {
     await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
     if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev)
       throw headMoved(s.session, options.expectedPrev);
+    // Never dated before the head it links to (another host's clock may be ahead of this one's).
+    const after = head ? await untilCancelled(this.headDate(s.session, head), signal) : undefined;
     const signer = this.keyring.signer;
-    const { createdAt, publicKey } = this.signingKey();
+    const { createdAt, publicKey } = this.signingKey(after);
     const manifest: Manifest = {
       v: 1,
       kind: 'compaction',
@@ -621,6 +668,7 @@ export class Ledger {
       throw toLedgerCancel(err);
     }
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
+    this.rememberHeadDate(s.session, id, createdAt);
     // (The log raised the persisted watermark in the append itself.)
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
     // The new tree is signed and pinned (group commits share one checkpoint). A rollback or fork found
