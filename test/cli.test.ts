@@ -136,6 +136,35 @@ describe('handoff-ledger CLI', () => {
     expect(existsSync(root)).toBe(false);
   });
 
+  it('refuses a summary publish would refuse before it opens the store: no store made, no host key added', () => {
+    const scope = ['--principal', 'alice', '--session', 's', '--run', 'r'];
+    const refused: Array<[string, string, string[]]> = [
+      ['SUMMARY_INVALID', '{"task":"t"}', []],
+      ['SUMMARY_EMPTY', '{"task":" ","state":"s","nextSteps":["n"]}', []],
+      ['SUMMARY_INCOMPLETE', JSON.stringify({ ...sampleSummary('x'), incomplete: true }), []],
+      ['SUMMARY_TOO_LARGE', JSON.stringify(sampleSummary('x')), ['--max-bytes', '10']],
+    ];
+    const fresh = join(tempDir(), 'store');
+    for (const [code, input, extra] of refused) {
+      const r = cli(['publish', '--root', fresh, ...scope, ...extra], { input });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`handoff-ledger: ${code}: `);
+    }
+    expect(existsSync(fresh)).toBe(false);
+    // On a store: a new --host would have been given a key (and trust.json a new trusted key) by the open.
+    const root = join(tempDir(), 'store');
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    const trust = readFileSync(join(root, 'trust.json'));
+    const keys = readdirSync(join(root, 'keys')).sort();
+    for (const [code, input, extra] of refused) {
+      const r = cli(['publish', '--root', root, '--host', 'new-host', ...scope, ...extra], { input });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`handoff-ledger: ${code}: `);
+    }
+    expect(readFileSync(join(root, 'trust.json'))).toEqual(trust);
+    expect(readdirSync(join(root, 'keys')).sort()).toEqual(keys);
+  });
+
   it('exits 1 with the error code for a refused summary and an invalid id, 2 for usage errors', () => {
     const root = join(tempDir(), 'store');
     const bad = cli(['publish', '--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'], {
@@ -154,6 +183,9 @@ describe('handoff-ledger CLI', () => {
       expect(empty).toMatchObject({ code: 1 });
       expect(empty.stderr).toContain('SUMMARY_EMPTY: the summary input is empty');
     }
+    // The refusals above made no store (a summary is judged before the open): a store for the ids to be judged in.
+    expect(existsSync(root)).toBe(false);
+    expect(cli(['init', '--root', root]).code).toBe(0);
     const id = cli(['resume', '--root', root, '--principal', '../etc', '--session', 's']);
     expect(id.code).toBe(1);
     expect(id.stderr).toContain('INVALID_ID');

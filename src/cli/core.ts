@@ -3,7 +3,7 @@ import { createReadStream } from 'node:fs';
 import { LedgerError } from '../errors.js';
 import { parsePublishScope } from '../ledger/scope.js';
 import { parseExpectedPrev } from '../ledger/ledger.js';
-import { DEFAULT_MAX_SUMMARY_BYTES } from '../summary/summary.js';
+import { DEFAULT_MAX_SUMMARY_BYTES, prepareSummary } from '../summary/summary.js';
 import {
   withLedger,
   decimalOption,
@@ -104,6 +104,10 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     } catch (err) {
       throw new LedgerError('SUMMARY_INVALID', 'the summary is not valid UTF-8 JSON', { cause: err });
     }
+    // Judged as publish judges it (schema, content, size) before the store is opened: the open makes a store on a new
+    // root and a key for a new --host, which a refused summary would otherwise leave behind. (A summary of a million
+    // characters or more has its exact canonical size judged as it is written, as publish does.)
+    prepareSummary(summary, maxSummaryBytes);
     return await withLedger(
       values,
       io,
