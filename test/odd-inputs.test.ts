@@ -49,6 +49,19 @@ describe('openLedger refuses options that are not what their types say, before w
     expect(readdirSync(root)).toEqual([]);
   });
 
+  it('an origin refused for its length says what the bound is (the message named only spaces and "+")', async () => {
+    const root = tempDir();
+    const refusal = openLedger({ host: 'h', root, onNotice: () => {}, origin: 'a'.repeat(257) });
+    await expect(refusal).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('at most 256 characters'),
+    });
+    expect(readdirSync(root)).toEqual([]);
+    const ledger = await openLedger({ host: 'h', root, onNotice: () => {}, origin: 'a'.repeat(256) });
+    expect((await ledger.checkpoint()).checkpoint.origin).toBe('a'.repeat(256));
+    await ledger.close();
+  });
+
   it('null for signer, witnesses, root or keyFile is "none", as before their shapes were checked', async () => {
     const root = tempDir();
     const ledger = await openLedger({

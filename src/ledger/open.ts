@@ -135,7 +135,10 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     throw new LedgerError('INVALID_ARGUMENT', 'witnesses must be { witnesses: [...] } (WitnessingOptions)');
   if (options.witnesses) checkWitnessingDelays(options.witnesses);
   if (options.origin !== undefined && !isValidOrigin(options.origin))
-    throw new LedgerError('INVALID_ARGUMENT', 'origin: a non-empty name without spaces or "+" (e.g. example.com/log1)');
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      'origin: a non-empty name of at most 256 characters without spaces, "+" or control characters (e.g. example.com/log1)',
+    );
   if (options.telemetry !== undefined && (typeof options.telemetry !== 'object' || options.telemetry === null))
     throw new LedgerError('INVALID_ARGUMENT', 'telemetry must be an object of TelemetryOptions');
   checkIdentifierPolicy(options.telemetry?.identifiers ?? 'omit');
