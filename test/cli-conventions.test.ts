@@ -3,7 +3,19 @@
  * command that prints data, the documented exit codes (0 ok, 1 refused, 2 usage), errors on stderr and
  * data on stdout, and NO_COLOR. The table below must name every command, so a new one is held to them too.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, type Writable } from 'node:stream';
@@ -440,6 +452,40 @@ describe('a file the CLI was told to write that cannot be written', () => {
     expect(r.stderr).toBe(`handoff-ledger: IO_FAILED: EISDIR: illegal operation on a directory, write '${taken}'\n`);
     expect(readdirSync(dir).sort()).toEqual(['a-dir', 'a-file']);
     expect(readdirSync(taken)).toEqual([]);
+  });
+});
+
+describe('keys export / list --out naming something that is not a regular file', () => {
+  it('is refused (USAGE, exit 2) and left as it was: a symlink (also one to a device, or dangling) or a FIFO would have been replaced by a file', async () => {
+    const dir = newDir();
+    mkdirSync(dir);
+    const target = join(dir, 'target.json');
+    writeFileSync(target, 'kept\n');
+    const links = {
+      'to-file': target,
+      'to-device': '/dev/null', // `--out /dev/stdout` run as root replaced /dev/stdout (a symlink) with a file
+      dangling: join(dir, 'nowhere'),
+    };
+    for (const [name, to] of Object.entries(links)) symlinkSync(to, join(dir, name));
+    const fifo = join(dir, 'fifo');
+    const made = spawnSync('mkfifo', [fifo]);
+    const outs = [...Object.keys(links).map((n) => join(dir, n)), ...(made.status === 0 ? [fifo] : [])];
+    for (const out of outs)
+      for (const sub of ['export', 'list']) {
+        const r = await cli(['keys', sub, ...store, '--out', out, '--json']);
+        expect(r.code, `${sub} ${out}`).toBe(2);
+        const { error } = JSON.parse(r.stdout) as { error: { code: string; message: string } };
+        expect(error).toMatchObject({ code: 'USAGE', message: expect.stringContaining('not a regular file') });
+      }
+    for (const [name, to] of Object.entries(links)) expect(readlinkSync(join(dir, name))).toBe(to);
+    if (made.status === 0) expect(lstatSync(fifo).isFIFO()).toBe(true);
+    expect(readFileSync(target, 'utf8')).toBe('kept\n');
+    expect(readdirSync(dir).sort()).toEqual(
+      [...Object.keys(links), 'target.json', ...(made.status === 0 ? ['fifo'] : [])].sort(),
+    );
+    // A regular file is replaced, as before.
+    expect((await cli(['keys', 'export', ...store, '--out', target])).code).toBe(0);
+    expect(JSON.parse(readFileSync(target, 'utf8'))).toMatchObject({ version: 1 });
   });
 });
 

@@ -1,5 +1,8 @@
 /** grant, revoke, grants, keys: the operator's access and key lifecycle commands. */
+import type { Stats } from 'node:fs';
+import { lstat } from 'node:fs/promises';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { isErrnoError } from '../../store/errors.js';
 import {
   withLedger,
   EXIT_OK,
@@ -94,6 +97,33 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
   }
 }
 
+/** What lstat says a path is, for a refusal. */
+function kindOf(st: Stats): string {
+  if (st.isSymbolicLink()) return 'a symbolic link';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isSocket()) return 'a socket';
+  return 'not a file';
+}
+
+/**
+ * `keys export / list --out FILE` replaces FILE by renaming a new file over it: over a symlink (`--out /dev/stdout`, a
+ * link to the terminal), a device (`/dev/null`, as root) or a FIFO, the link or node itself would be replaced by a
+ * file. Such an --out is refused before the store is opened; a missing FILE, a regular file or a directory (the
+ * rename's EISDIR, IO_FAILED) are left to the write.
+ * @throws UsageError
+ */
+async function refuseOutThatIsNoFile(out: string, sub: string): Promise<void> {
+  const st = await lstat(out).catch((err: unknown) => {
+    if (isErrnoError(err)) return undefined; // missing, or not reachable: the write says which
+    throw err;
+  });
+  if (st === undefined || st.isFile() || st.isDirectory()) return;
+  throw new UsageError(
+    `--out ${out} is not a regular file (${kindOf(st)}): keys ${sub} --out writes a new file in its place; without --out it prints to stdout`,
+  );
+}
+
 /** keys export --out FILE | keys rotate | keys revoke KEYID [--at TIME] | keys list | keys vkey */
 export async function keys(argv: string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = argv;
@@ -114,6 +144,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError(`--out is for keys export and keys list; ${keysUsage}`);
     if (values.at !== undefined && sub !== 'revoke') throw new UsageError(`--at is for keys revoke; ${keysUsage}`);
     if (values.out === '') throw new UsageError('--out needs a file name');
+    if (values.out !== undefined) await refuseOutThatIsNoFile(values.out, sub);
     return await withLedger(values, io, async (ledger) => {
       if (sub === 'vkey') {
         // The C2SP note verifier key of the checkpoint key: what witnesses and tlog tools are configured with.
