@@ -82,6 +82,15 @@ describe('--principal in each command says whose id it is', () => {
   });
 });
 
+describe('gc help', () => {
+  // parseDuration takes a number without a unit as seconds: `--grace 24` keeps 24 seconds, not 24 hours.
+  it('says which units --grace takes and what a number alone means', () => {
+    const help = commandHelp(commands.gc!);
+    expect(help).toMatch(/--grace DURATION .*ms, s, m, h or d/);
+    expect(help).toContain('a number alone is seconds');
+  });
+});
+
 describe('demo help', () => {
   // The demo publishes into the store every command uses unless told otherwise, under a host of its own.
   it('names the store and host it uses when no --root or --host is given', () => {

@@ -280,7 +280,8 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'remove unreferenced blobs older than a grace period',
     synopsis: 'gc --grace DURATION [--dry-run] [--json]',
     options: [
-      '--grace DURATION  e.g. 24h, 7d: keep younger blobs (in-flight publishes)',
+      '--grace DURATION  e.g. 24h, 7d: keep younger blobs (in-flight publishes); a whole number of ms, s, m, h or d',
+      '                  (a number alone is seconds: --grace 24 keeps 24 seconds)',
       '--dry-run         list what would be removed, and remove nothing',
       ...store,
     ],

@@ -416,7 +416,7 @@ async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
   return referenced;
 }
 
-/** Parses durations like `90s`, `30m`, `24h`, `7d`, `0`. */
+/** Parses durations like `90s`, `30m`, `24h`, `7d`, `0`: a whole number with a unit `ms`, `s`, `m`, `h` or `d`; a number alone is seconds. */
 export function parseDuration(text: string): number {
   if (typeof text !== 'string')
     throw new LedgerError('INVALID_ARGUMENT', `not a duration: a ${typeof text} (use text such as 30m, 24h, 7d)`);
