@@ -25,7 +25,8 @@ export interface CommandSpec {
 const store = [
   '--root DIR        the store (or HANDOFF_LEDGER_ROOT; default ${XDG_STATE_HOME:-~/.local/state}/handoff-ledger)',
   '--host ID         this host (or HANDOFF_LEDGER_HOST; default the machine name)',
-  '--postgres URL    a shared PostgreSQL store (or HANDOFF_LEDGER_POSTGRES)',
+  '--postgres URL    a shared PostgreSQL store (or HANDOFF_LEDGER_POSTGRES); HANDOFF_LEDGER_TRUST=FILE: the other',
+  "                  hosts' keys (a trust file, their `keys export`), trusted beside the store's trust.json",
   '--origin NAME     the checkpoint name of the log, set when the store is created (or HANDOFF_LEDGER_ORIGIN)',
   '--json            print the result as JSON on stdout',
 ];

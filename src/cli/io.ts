@@ -138,6 +138,7 @@ export async function openFromArgs(
     // machine) on any other command is refused, naming the hosts that have keys, instead of adding a trusted key.
     createHostKey: false,
     ...witnessesFromEnv(io.env),
+    ...(await trustFromEnv(io.env)),
     ...((values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN)
       ? { origin: values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN }
       : {}),
@@ -145,6 +146,18 @@ export async function openFromArgs(
   };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
   return openLedger(pg ? { ...options, postgres: { connectionString: pg } } : options);
+}
+
+/**
+ * HANDOFF_LEDGER_TRUST: a trust file of further keys every command's ledger trusts beside the store's trust.json (the
+ * other hosts' `keys export`, for hosts sharing a PostgreSQL store), read as `verify --trust` reads one: a file that
+ * cannot be read, is not a regular file or does not parse is `TRUST_INVALID` (exit 2), before the store is opened.
+ */
+async function trustFromEnv(env: NodeJS.ProcessEnv): Promise<Partial<OpenLedgerOptions>> {
+  const path = env.HANDOFF_LEDGER_TRUST;
+  if (!path) return {};
+  const { readTrustFile } = await import('./verify.js');
+  return { trust: (await readTrustFile(path)).trust };
 }
 
 /**

@@ -1,0 +1,82 @@
+/**
+ * Hosts sharing a PostgreSQL store, through the CLI: each trusts the others' keys with HANDOFF_LEDGER_TRUST (a trust
+ * file: their `keys export`), as the library's `trust` option does. Without it, a host reading a session another host
+ * published in is KEY_UNTRUSTED; a trust file that cannot be read or parsed is TRUST_INVALID (exit 2) before the
+ * store is opened.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { beforeAll, expect, it } from 'vitest';
+import { describePostgres } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+
+beforeAll(() => {
+  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
+});
+
+describePostgres(
+  'HANDOFF_LEDGER_TRUST: the other hosts of a shared PostgreSQL store',
+  (pg) => {
+    const cli = (args: string[], env: Record<string, string> = {}, input = '') => {
+      const r = spawnSync(process.execPath, [CLI, ...args], {
+        input,
+        encoding: 'utf8',
+        env: { ...process.env, HANDOFF_LEDGER_POSTGRES: pg.connectionString, HANDOFF_LEDGER_TRUST: '', ...env },
+        timeout: 60_000,
+      });
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+    };
+
+    it('lets a host read and check what another host published; refuses a trust file it cannot use', () => {
+      const base = tempDir();
+      const [rootA, rootB] = [join(base, 'a'), join(base, 'b')];
+      const a = ['--root', rootA, '--host', 'host-a'];
+      const b = ['--root', rootB, '--host', 'host-b'];
+      const scope = ['--principal', 'alice', '--session', 's1'];
+      const summary = JSON.stringify(sampleSummary('shared'));
+      expect(cli(['init', ...a]).code).toBe(0);
+      expect(cli(['init', ...b]).code).toBe(0);
+      const published = cli(['publish', ...a, ...scope, '--run', 'r1'], {}, summary);
+      expect(published.code, published.stderr).toBe(0);
+      // host-b's own trust.json does not list host-a's key.
+      const untrusted = cli(['history', ...b, ...scope]);
+      expect(untrusted.code, untrusted.stderr).toBe(1);
+      expect(untrusted.stderr).toMatch(/^handoff-ledger: KEY_UNTRUSTED: /);
+      // host-a's keys, exported, trusted by host-b.
+      const keysOfA = join(base, 'host-a.trust.json');
+      expect(cli(['keys', 'export', ...a, '--out', keysOfA]).code).toBe(0);
+      const trusted = { HANDOFF_LEDGER_TRUST: keysOfA };
+      const history = cli(['history', ...b, ...scope, '--json'], trusted);
+      expect(history.code, history.stderr).toBe(0);
+      expect(JSON.parse(history.stdout)).toHaveLength(1);
+      const resumed = cli(['resume', ...b, ...scope, '--json'], trusted);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(JSON.parse(resumed.stdout).summary.task).toBe(sampleSummary('shared').task);
+      const fsck = cli(['fsck', ...b], trusted);
+      expect(fsck.code, fsck.stdout + fsck.stderr).toBe(0);
+      // host-b publishes on: host-a, trusting host-b's keys, reads both.
+      expect(cli(['publish', ...b, ...scope, '--run', 'r2'], trusted, summary).code).toBe(0);
+      const keysOfB = join(base, 'host-b.trust.json');
+      expect(cli(['keys', 'export', ...b, '--out', keysOfB]).code).toBe(0);
+      expect(
+        JSON.parse(cli(['history', ...a, ...scope, '--json'], { HANDOFF_LEDGER_TRUST: keysOfB }).stdout),
+      ).toHaveLength(2);
+      // A trust file that cannot be used: TRUST_INVALID, exit 2, before the store is opened (no store made).
+      const bad = join(base, 'bad.json');
+      writeFileSync(bad, '{"version":1,"keys":"none"}');
+      mkdirSync(join(base, 'dir'));
+      for (const path of [bad, join(base, 'missing.json'), join(base, 'dir')]) {
+        const fresh = join(base, `never-${path.length}`);
+        const r = cli(['history', '--root', fresh, '--host', 'host-b', ...scope], { HANDOFF_LEDGER_TRUST: path });
+        expect(r.code, path).toBe(2);
+        expect(r.stderr).toMatch(/^handoff-ledger: TRUST_INVALID: .*trust file /);
+        expect(existsSync(fresh)).toBe(false);
+      }
+    });
+  },
+  'hl_cli_trust',
+);
