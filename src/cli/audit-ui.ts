@@ -14,7 +14,8 @@ import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
 import { printableLines } from '../../manifests/encoding/printable.js';
-import { auditorScope, byteCount, readTrustFile, readWitnessArgs } from './verify.js';
+import { auditorScope, byteCount, readWitnessArgs } from './verify.js';
+import { readTrustFile } from './trust-file.js';
 import { decimalOption, EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
 
 export const usage =

@@ -156,7 +156,7 @@ export async function openFromArgs(
 async function trustFromEnv(env: NodeJS.ProcessEnv): Promise<Partial<OpenLedgerOptions>> {
   const path = env.HANDOFF_LEDGER_TRUST;
   if (!path) return {};
-  const { readTrustFile } = await import('./verify.js');
+  const { readTrustFile } = await import('./trust-file.js');
   return { trust: (await readTrustFile(path)).trust };
 }
 

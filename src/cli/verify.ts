@@ -6,7 +6,6 @@
  */
 import { availableParallelism } from 'node:os';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
-import { AuditError } from '../../manifests/audit/errors.js';
 import type { Finding } from '../../manifests/audit/findings.js';
 import {
   describeCheckpoint,
@@ -17,8 +16,8 @@ import {
 } from '../../manifests/audit/report-text.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
-import { ManifestError } from '../../manifests/errors.js';
-import { MAX_TRUST_FILE_BYTES, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import type { TrustStore } from '../../manifests/format/trust.js';
+import { readTrustFile } from './trust-file.js';
 import type { AuditProgress, AuditScope, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { readAuditorScope, readByteBound, type SettingWords } from '../../manifests/audit/auditor-options.js';
 import { auditBundle } from '../ops/audit.js';
@@ -46,7 +45,6 @@ import {
 } from './io.js';
 import { counted, printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
 
-const MAX_TRUST_BYTES = MAX_TRUST_FILE_BYTES;
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
 
@@ -77,32 +75,6 @@ export async function readWitnessArgs(
 
 async function readTrust(path: string): Promise<TrustStore> {
   return (await readTrustFile(path)).trust;
-}
-
-/**
- * Reads and parses a trust file as `verify --trust` does (following symlinks; a regular file only, bounded while
- * reading), and returns its text too (audit-ui serves that text to the page). @throws AuditError `TRUST_INVALID`
- */
-export async function readTrustFile(path: string): Promise<{ trust: TrustStore; text: string }> {
-  let text: string;
-  try {
-    // One descriptor, opened without blocking: a FIFO (or `--trust <(…)`, a pipe), a device or a directory is
-    // `cannot read trust file …: not a regular file` at once, never waited on for a writer or read endlessly.
-    const bytes = await readRegularFile(
-      path,
-      MAX_TRUST_BYTES,
-      () => new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_BYTES} bytes`),
-    );
-    text = bytes.toString('utf8');
-  } catch (err) {
-    if (err instanceof AuditError) throw err;
-    throw new AuditError('TRUST_INVALID', `cannot read trust file ${path}: ${(err as Error).message}`, { cause: err });
-  }
-  try {
-    return { trust: parseTrustStore(text), text };
-  } catch (err) {
-    throw new AuditError('TRUST_INVALID', `trust file ${path}: ${(err as ManifestError).message}`, { cause: err });
-  }
 }
 
 function progressBar(io: CliIo): { update: (p: AuditProgress) => void; done: () => void } {

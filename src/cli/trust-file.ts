@@ -1,0 +1,34 @@
+/**
+ * A trust file the CLI was given (`verify --trust`, `audit-ui --trust`, HANDOFF_LEDGER_TRUST): read as one reads a
+ * configuration file (following symlinks; a regular file only, bounded while reading) and parsed as a trust store.
+ * Below io.ts, which reads HANDOFF_LEDGER_TRUST with it.
+ */
+import { AuditError } from '../../manifests/audit/errors.js';
+import type { ManifestError } from '../../manifests/errors.js';
+import { MAX_TRUST_FILE_BYTES, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import { readBoundedFile } from '../../store/fs/bounded-read.js';
+
+/**
+ * Reads and parses a trust file, and returns its text too (audit-ui serves that text to the page).
+ * @throws AuditError `TRUST_INVALID`
+ */
+export async function readTrustFile(path: string): Promise<{ trust: TrustStore; text: string }> {
+  let text: string;
+  try {
+    // One descriptor, opened without blocking: a FIFO (or `--trust <(…)`, a pipe), a device or a directory is
+    // `cannot read trust file …: not a regular file` at once, never waited on for a writer or read endlessly.
+    const bytes = await readBoundedFile(path, MAX_TRUST_FILE_BYTES, {
+      notAFile: () => new Error('not a regular file'),
+      tooLarge: () => new AuditError('TRUST_INVALID', `trust file ${path} is over ${MAX_TRUST_FILE_BYTES} bytes`),
+    });
+    text = bytes.toString('utf8');
+  } catch (err) {
+    if (err instanceof AuditError) throw err;
+    throw new AuditError('TRUST_INVALID', `cannot read trust file ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  try {
+    return { trust: parseTrustStore(text), text };
+  } catch (err) {
+    throw new AuditError('TRUST_INVALID', `trust file ${path}: ${(err as ManifestError).message}`, { cause: err });
+  }
+}
