@@ -199,8 +199,9 @@ export interface ManifestLog {
    * it waits in the queue); from then on the abort changes nothing.
    * An append to a chain that was cut back (its head below the session's watermark, or entries beyond its head) is
    * refused `ROLLBACK`: it would sign a second manifest for a seq that exists.
-   * @throws ManifestError `CHAIN_CONFLICT` (head moved), `ROLLBACK` (chain cut back), `ENVELOPE_INVALID` (no base64 payload), `KEY_EXPIRED`
-   *   (dated at or after its key's closed window), `REVOKED` (the principal is revoked), `STORAGE_FAILED`,
+   * @throws ManifestError `ENVELOPE_INVALID` (no base64 payload: judged first, whatever the chain holds), `CHAIN_CONFLICT`
+   *   (head moved), `ROLLBACK` (chain cut back), `KEY_EXPIRED` (dated at or after its key's closed window), `REVOKED` (the
+   *   principal is revoked), `STORAGE_FAILED`,
    *   `CANCELLED`; `INVALID_ID`, `INVALID_ARGUMENT` for a malformed request or options (a field that throws as it is read)
    */
   append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry>;

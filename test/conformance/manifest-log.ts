@@ -770,6 +770,19 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect((await fx.log.treeHead()).size).toBe(0);
       });
 
+      it('refuses an envelope without a base64 payload as ENVELOPE_INVALID whatever the chain holds: before judging its head', async () => {
+        await appendChain('a', 2);
+        const bad = (seq: number) => ({ ...link('a', seq), envelope: '{"payload":"not base64!"}' });
+        // At the next seq, at a seq taken (a conflict) and at one beyond it: the request itself is refused.
+        for (const seq of [2, 1, 5]) await expectManifestError(fx.log.append(bad(seq)), 'ENVELOPE_INVALID');
+        await expectManifestError(fx.log.append({ ...link('a', 2), envelope: 'not json' }), 'ENVELOPE_INVALID');
+        // And on a chain cut back (which an append with a payload is refused as ROLLBACK).
+        await fx.cutBack('a', { seq: 0, id: idOf('a', 0), owner: 'alice' });
+        await expectManifestError(fx.log.append(link('a', 1)), 'ROLLBACK');
+        await expectManifestError(fx.log.append(bad(1)), 'ENVELOPE_INVALID');
+        expect((await fx.log.treeHead()).size).toBe(2);
+      });
+
       it('reports a missing tree node as TREE_DAMAGED', async () => {
         await expectManifestError(fx.log.treeNodes([{ level: 3, index: 0 }]), 'TREE_DAMAGED');
       });

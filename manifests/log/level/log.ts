@@ -452,6 +452,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
     const refused = this.appendRefusal();
     if (refused) throw refused;
+    // The request's own envelope first, as PostgreSQL's append judges it: a malformed one is ENVELOPE_INVALID whatever
+    // the chain holds, never a CHAIN_CONFLICT or ROLLBACK that a caller might retry or report as the chain's fault.
+    const leaf = leafOfEnvelope(request.envelope);
     // Ordered with revocations and rotations: a revoked principal's append, or one dated after its key's window,
     // does not enter the queue (both tables are cached: this process owns the database).
     await this.grants.get(request.principal, '*');
@@ -472,7 +475,6 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         `session ${request.session}: append at seq ${request.seq} does not extend the head (seq ${head?.seq ?? 'none'})`,
       );
     }
-    const leaf = leafOfEnvelope(request.envelope);
     // Checked again with no await before the queue: a revocation or rotation that completed meanwhile holds.
     this.grantTable.refuseRevoked(request.principal, request.session);
     if (request.signed) this.keys.refuseClosed(request.signed);
