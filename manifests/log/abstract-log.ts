@@ -101,6 +101,9 @@ function checkRequest(request: unknown): AppendRequest {
   checkDigest(r.id, 'id');
   if (typeof r.envelope !== 'string' || r.envelope.length === 0)
     throw new ManifestError('INVALID_ARGUMENT', 'envelope must be a non-empty string');
+  // Stored exactly as given by every backend, or refused by all (PostgreSQL's text would replace a lone surrogate).
+  if (UNSTORABLE_TEXT.test(r.envelope))
+    throw new ManifestError('INVALID_ARGUMENT', 'envelope must be a string without NUL or lone surrogates');
   if (r.signed !== undefined) {
     const signed = checkObject<{ keyId: string; createdAt: string }>(r.signed, 'signed');
     checkKeyId(signed.keyId);

@@ -67,6 +67,10 @@ export interface AppendRequest {
   /** Must equal the current head's id (null for seq 0), else `CHAIN_CONFLICT`. */
   prev: Digest | null;
   id: Digest;
+  /**
+   * The DSSE envelope, stored exactly as given: a non-empty string without NUL or a lone surrogate (no backend
+   * could return those as given), else `INVALID_ARGUMENT`.
+   */
   envelope: string;
   /**
    * A blob small enough to live in the log (the summary the entry names), committed in the same atomic,

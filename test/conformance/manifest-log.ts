@@ -593,6 +593,24 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         await fx.log.grants.put(longest);
         expect(await fx.log.grants.list()).toEqual([longest]);
       });
+
+      it('refuses with INVALID_ARGUMENT an envelope one backend could not store as given (a lone surrogate)', async () => {
+        // PostgreSQL's UTF-8 text replaces a lone surrogate with U+FFFD, the embedded log kept it: refused by all.
+        for (const odd of ['\ud800', '\udc00x', 'x\udbff'])
+          await expectManifestError(
+            fx.log.append({ ...link('a', 0), envelope: `{"payload":"YQ==","x":"${odd}"}` }),
+            'INVALID_ARGUMENT',
+          );
+        expect(await fx.log.head('a')).toBeUndefined();
+        expect((await fx.log.treeHead()).size).toBe(0);
+        // A pair, and the escaped form of a lone surrogate (six ASCII characters), are stored exactly.
+        for (const [seq, fine] of ['\u{1F600}', '\\ud800'].entries()) {
+          const request = { ...link('a', seq), envelope: `{"payload":"YQ==","x":"${fine}"}` };
+          await fx.log.append(request);
+          expect((await fx.log.entry('a', seq))?.envelope).toBe(request.envelope);
+        }
+      });
+
     });
 
     describe('head check', () => {
