@@ -18,6 +18,7 @@ import type {
   GrantRecord,
   GrantTable,
   HeadWindow,
+  InlineBlob,
   LogEntry,
   LogTreeHead,
   ManifestLog,
@@ -104,6 +105,14 @@ function checkRequest(request: unknown): AppendRequest {
   // Stored exactly as given by every backend, or refused by all (PostgreSQL's text would replace a lone surrogate).
   if (UNSTORABLE_TEXT.test(r.envelope))
     throw new ManifestError('INVALID_ARGUMENT', 'envelope must be a string without NUL or lone surrogates');
+  // Checked before the append is queued or its transaction begins: a malformed blob failed the embedded log's whole
+  // batch (other sessions' appends with it) or PostgreSQL's insert (STORAGE_FAILED), and was stored as other bytes.
+  if (r.blob !== undefined) {
+    const blob = checkObject<InlineBlob>(r.blob, 'blob');
+    checkDigest(blob.digest, 'blob.digest');
+    if (!(blob.bytes instanceof Uint8Array))
+      throw new ManifestError('INVALID_ARGUMENT', 'blob.bytes must be a Uint8Array');
+  }
   if (r.signed !== undefined) {
     const signed = checkObject<{ keyId: string; createdAt: string }>(r.signed, 'signed');
     checkKeyId(signed.keyId);

@@ -74,7 +74,9 @@ export interface AppendRequest {
   envelope: string;
   /**
    * A blob small enough to live in the log (the summary the entry names), committed in the same atomic,
-   * durable write as the entry: both or neither. A blob already stored under this digest is kept as it is.
+   * durable write as the entry: both or neither. A blob already stored under this digest is kept as it is. A digest
+   * that is not a blake3 digest is `INVALID_ID`, bytes that are not a Uint8Array `INVALID_ARGUMENT`, refused before
+   * the append is queued (nothing written, no other append affected).
    */
   blob?: InlineBlob;
   /**

@@ -611,6 +611,35 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         }
       });
 
+      it('refuses a malformed inline blob in an append (INVALID_ID, INVALID_ARGUMENT) before it is queued: nothing of it is stored, an append beside it commits', async () => {
+        const bytes = new TextEncoder().encode('inline');
+        const digest = digestOf(bytes);
+        const bad: Array<[unknown, ManifestErrorCode]> = [
+          [{ digest: 'blake3:xyz', bytes }, 'INVALID_ID'],
+          [{ digest, bytes: 'inline' }, 'INVALID_ARGUMENT'],
+          [{ digest, bytes: [1, 2] }, 'INVALID_ARGUMENT'],
+          [{ digest }, 'INVALID_ARGUMENT'],
+          [null, 'INVALID_ARGUMENT'],
+          ['inline', 'INVALID_ARGUMENT'],
+        ];
+        for (const [i, [blob, code]] of bad.entries()) {
+          // Started together, one append before it and one after (the embedded log writes the two it queued while the
+          // first was written in one batch): a refused append must not take a well-formed one with it.
+          const [before, refused, after] = await Promise.allSettled([
+            fx.log.append(link(`before${i}`, 0)),
+            fx.log.append({ ...link('bad', 0), blob: blob as never }),
+            fx.log.append(link(`after${i}`, 0)),
+          ]);
+          expect([before.status, after.status]).toEqual(['fulfilled', 'fulfilled']);
+          expect(refused.status).toBe('rejected');
+          const err = (refused as PromiseRejectedResult).reason as unknown;
+          expect(err).toBeInstanceOf(ManifestError);
+          expect((err as ManifestError).code).toBe(code);
+        }
+        expect(await fx.log.head('bad')).toBeUndefined();
+        expect(await collect(fx.log.inlineBlobs!.list())).toEqual([]);
+        expect((await fx.log.treeHead()).size).toBe(2 * bad.length);
+      });
     });
 
     describe('head check', () => {
