@@ -19,6 +19,7 @@ import type {
   GrantTable,
   HeadWindow,
   InlineBlob,
+  InlineBlobTable,
   LogEntry,
   LogTreeHead,
   ManifestLog,
@@ -354,5 +355,44 @@ class CheckedSigningKeyTable implements SigningKeyTable {
 
   keyIds(): AsyncIterable<string> {
     return this.inner.keyIds();
+  }
+}
+
+/**
+ * The inline blob table behind the same front, which each backend wraps its own in: digests in their grammar
+ * (`INVALID_ID`, as the log's ids), delete options well-formed (`INVALID_ARGUMENT`, as BlobStore.delete refuses them).
+ * Before it, PostgreSQL answered a malformed digest as absent where the embedded log threw, and a `storedBeforeMs` of
+ * NaN removed the blob from the embedded log (no bound) while Infinity removed it from PostgreSQL.
+ */
+export class CheckedInlineBlobTable implements InlineBlobTable {
+  constructor(private readonly inner: InlineBlobTable) {}
+
+  async get(digest: Digest): Promise<Uint8Array | undefined> {
+    return this.inner.get(checkDigest(digest, 'digest'));
+  }
+
+  async stat(digest: Digest): Promise<{ size: number; storedAtMs: number } | undefined> {
+    return this.inner.stat(checkDigest(digest, 'digest'));
+  }
+
+  list(): AsyncIterable<Digest> {
+    return this.inner.list();
+  }
+
+  async delete(digest: Digest, options?: { storedBeforeMs?: number }): Promise<boolean> {
+    const checked = checkDigest(digest, 'digest');
+    const { storedBeforeMs } = readOptionFields(
+      checkObject(options, 'options'),
+      ['storedBeforeMs'],
+      'inline blob delete options',
+      ManifestError,
+    );
+    if (storedBeforeMs === undefined) return this.inner.delete(checked);
+    if (typeof storedBeforeMs !== 'number' || !Number.isFinite(storedBeforeMs))
+      throw new ManifestError(
+        'INVALID_ARGUMENT',
+        `storedBeforeMs must be a finite number, got ${String(storedBeforeMs).slice(0, 40)}`,
+      );
+    return this.inner.delete(checked, { storedBeforeMs });
   }
 }

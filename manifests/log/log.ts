@@ -121,7 +121,9 @@ export interface InlineBlob {
 
 /**
  * The blobs a log holds inline (written only by `append`). Reads return the stored bytes unverified: the
- * caller re-hashes them, as it does a file's.
+ * caller re-hashes them, as it does a file's. Every method refuses a digest that is not a blake3 digest with
+ * `INVALID_ID`, and `delete` options that are not an object or a `storedBeforeMs` that is not a finite number with
+ * `INVALID_ARGUMENT` (nothing removed), in front of every backend (abstract-log.ts).
  */
 export interface InlineBlobTable {
   get(digest: Digest): Promise<Uint8Array | undefined>;

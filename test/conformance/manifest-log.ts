@@ -640,6 +640,31 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await collect(fx.log.inlineBlobs!.list())).toEqual([]);
         expect((await fx.log.treeHead()).size).toBe(2 * bad.length);
       });
+
+      it('refuses a malformed digest (INVALID_ID) or storedBeforeMs (INVALID_ARGUMENT) for an inline blob, and removes nothing', async () => {
+        const bytes = new TextEncoder().encode('inline');
+        const digest = digestOf(bytes);
+        await fx.log.append({ ...link('a', 0), blob: { digest, bytes } });
+        const inline = fx.log.inlineBlobs!;
+        for (const bad of ['blake3:xyz', `sha256:${'0'.repeat(64)}`, digest.toUpperCase(), 42]) {
+          await expectManifestError(inline.get(bad as Digest), 'INVALID_ID');
+          await expectManifestError(inline.stat(bad as Digest), 'INVALID_ID');
+          await expectManifestError(inline.delete(bad as Digest), 'INVALID_ID');
+        }
+        // NaN compared as no bound (the embedded log removed the blob) or failed as STORAGE_FAILED (PostgreSQL);
+        // Infinity removed it on PostgreSQL: refused by all, as BlobStore.delete refuses them.
+        for (const storedBeforeMs of [NaN, Infinity, -Infinity, '5', null])
+          await expectManifestError(
+            inline.delete(digest, { storedBeforeMs: storedBeforeMs as number }),
+            'INVALID_ARGUMENT',
+          );
+        for (const options of [null, 7, 'x'])
+          await expectManifestError(inline.delete(digest, options as never), 'INVALID_ARGUMENT');
+        expect(await inline.stat(digest)).toMatchObject({ size: bytes.length });
+        expect(await inline.delete(digest, { storedBeforeMs: 0 })).toBe(false);
+        expect(await inline.delete(digest, { storedBeforeMs: Date.now() + 60_000 })).toBe(true);
+        expect(await inline.stat(digest)).toBeUndefined();
+      });
     });
 
     describe('head check', () => {

@@ -29,7 +29,7 @@ import {
   parseIdPositionRecord,
   parseWatermarkRecord,
 } from './records.js';
-import { AbstractManifestLog } from '../abstract-log.js';
+import { AbstractManifestLog, CheckedInlineBlobTable } from '../abstract-log.js';
 import { cutBackProblems, type CutBackFacts } from '../../chain/head-rules.js';
 import {
   inlineBlobOps,
@@ -151,7 +151,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     this.grantTable = grants;
     keys.attach(this);
     grants.attach(this);
-    this.inlineBlobs = new LevelInlineBlobs(db, (fn) => this.withAppendsHeld(fn));
+    this.inlineBlobs = new CheckedInlineBlobTable(new LevelInlineBlobs(db, (fn) => this.withAppendsHeld(fn)));
     this.headsNodes = new HeadsNodeCache(db);
   }
 

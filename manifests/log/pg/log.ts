@@ -19,7 +19,7 @@ import {
   type PgConnectOptions,
 } from '../../../store/pg/db.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
-import { AbstractManifestLog } from '../abstract-log.js';
+import { AbstractManifestLog, CheckedInlineBlobTable } from '../abstract-log.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../../chain/head-rules.js';
 import type {
   AppendRequest,
@@ -156,7 +156,7 @@ export class PgManifestLog extends AbstractManifestLog {
 
   private constructor(private readonly db: PgDatabase) {
     super(new PgGrantTable(db), new PgSigningKeys(db));
-    this.inlineBlobs = new PgInlineBlobs(db);
+    this.inlineBlobs = new CheckedInlineBlobTable(new PgInlineBlobs(db));
     this.tree = new PgTree(db);
     this.headsIndex = new PgSessionHeads(db);
     const q = (text: string) => db.sql(text);
