@@ -11,6 +11,7 @@ import { isValidId } from '../format/id-pattern.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
 import type { NodeId } from '../tlog/tree.js';
 import { timestampSchema } from '../format/manifest.js';
+import { isValidOrigin } from '../format/checkpoint.js';
 import type {
   AppendOptions,
   AppendRequest,
@@ -252,8 +253,20 @@ export abstract class AbstractManifestLog implements ManifestLog {
   abstract treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
   abstract entryAt(position: number): Promise<LogEntry | undefined>;
   abstract positionOf(id: Digest): Promise<number | undefined>;
-  abstract origin(): Promise<string | undefined>;
-  abstract origin(proposed: string): Promise<string>;
+  origin(): Promise<string | undefined>;
+  origin(proposed: string): Promise<string>;
+  async origin(proposed?: string): Promise<string | undefined> {
+    // What a ledger could sign checkpoints under (isValidOrigin), else nothing is stored: PostgreSQL's text could not
+    // hold a NUL or a lone surrogate as given, and the embedded log stored anything.
+    if (proposed !== undefined && (typeof proposed !== 'string' || !isValidOrigin(proposed)))
+      throw new ManifestError(
+        'INVALID_ARGUMENT',
+        `origin ${JSON.stringify(String(proposed).slice(0, 80))} is not a valid origin (a non-empty name of at most 256 characters without spaces or "+")`,
+      );
+    return this._origin(proposed);
+  }
+  /** The stored origin, storing `proposed` (a valid origin) first when none is. */
+  protected abstract _origin(proposed: string | undefined): Promise<string | undefined>;
 
   /**
    * Set at open when the stored tree cannot be the tree of the stored entries (LevelDB: a damaged tree or index record,

@@ -277,7 +277,8 @@ export interface ManifestLog {
   /**
    * The log's origin (its unique name in checkpoints): the stored one, or `proposed`, stored durably by
    * the first caller, so that every host sharing a store signs under one name. Without `proposed`, only reads:
-   * the stored one, or `undefined`.
+   * the stored one, or `undefined`. A `proposed` that is not a valid origin (manifests/format/checkpoint.ts,
+   * `isValidOrigin`) is `INVALID_ARGUMENT`, nothing stored, whether or not an origin is stored.
    */
   origin(): Promise<string | undefined>;
   origin(proposed: string): Promise<string>;

@@ -867,6 +867,17 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await fx.log.origin('example.org/two')).toBe('example.org/one');
         expect(await (await fx.reopen()).origin('example.org/three')).toBe('example.org/one');
       });
+
+      it('refuses with INVALID_ARGUMENT a proposed origin that is not a valid origin, storing nothing, whether or not one is stored', async () => {
+        // PostgreSQL failed a NUL as STORAGE_FAILED and stored a lone surrogate as U+FFFD; the embedded log stored
+        // both, and a number, as given. None of them is an origin a ledger could sign checkpoints under.
+        const bad = ['', 'a\u0000b', 'a\ud800', 'with space', 'a+b', 'a\nb', 'x'.repeat(257), 5, null];
+        for (const proposed of bad) await expectManifestError(fx.log.origin(proposed as string), 'INVALID_ARGUMENT');
+        expect(await fx.log.origin()).toBeUndefined();
+        expect(await fx.log.origin('example.org/one')).toBe('example.org/one');
+        for (const proposed of bad) await expectManifestError(fx.log.origin(proposed as string), 'INVALID_ARGUMENT');
+        expect(await fx.log.origin()).toBe('example.org/one');
+      });
     });
 
     describe('session-heads index', () => {

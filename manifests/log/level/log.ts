@@ -717,9 +717,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     }
   }
 
-  origin(): Promise<string | undefined>;
-  origin(proposed: string): Promise<string>;
-  async origin(proposed?: string): Promise<string | undefined> {
+  protected async _origin(proposed: string | undefined): Promise<string | undefined> {
     const stored = await this.db.get(ORIGIN_KEY);
     if (stored !== undefined || proposed === undefined) return stored;
     await this.db.put(ORIGIN_KEY, proposed, { sync: true });

@@ -516,9 +516,7 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
-  origin(): Promise<string | undefined>;
-  origin(proposed: string): Promise<string>;
-  async origin(proposed?: string): Promise<string | undefined> {
+  protected async _origin(proposed: string | undefined): Promise<string | undefined> {
     if (proposed !== undefined) await rowsOf(this.db, 'write', 'origin write', this.sql.setOrigin!, [proposed]);
     const [row] = await this.rows<{ value: string }>('origin read', this.sql.getOrigin!, []);
     return row?.value;
