@@ -333,7 +333,8 @@ class CheckedGrantTable implements GrantTable {
     checkId(r.session, 'session', true);
     if (!GRANT_STATES.has(r.state))
       throw new ManifestError('INVALID_ARGUMENT', `grant state must be 'granted' or 'revoked'`);
-    if (typeof r.at !== 'string' || Number.isNaN(Date.parse(r.at)))
+    // Date.parse reads past a NUL, which PostgreSQL's text cannot hold: refused by every backend.
+    if (typeof r.at !== 'string' || Number.isNaN(Date.parse(r.at)) || UNSTORABLE_TEXT.test(r.at))
       throw new ManifestError('INVALID_ARGUMENT', 'grant time (at) must be an ISO date');
     if (r.by !== undefined && (typeof r.by !== 'string' || UNSTORABLE_TEXT.test(r.by)))
       throw new ManifestError('INVALID_ARGUMENT', 'grant author (by) must be a string without NUL or lone surrogates');

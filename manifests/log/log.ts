@@ -152,7 +152,7 @@ export interface GrantRecord {
   principal: string;
   session: string;
   state: GrantState;
-  /** ISO time of the last change. */
+  /** ISO time of the last change (a date Date.parse reads, without NUL or a lone surrogate, else `INVALID_ARGUMENT`). */
   at: string;
   /**
    * Who made the change (free text, e.g. an operator id; at most 1,024 UTF-16 code units, MAX_GRANT_BY_UNITS, with no NUL

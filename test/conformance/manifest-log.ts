@@ -575,6 +575,9 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         const good: GrantRecord = { principal: 'bob', session: '*', state: 'revoked', at: '2026-11-30T12:00:00.000Z' };
         await expectManifestError(fx.log.grants.put({ ...good, state: 'maybe' as never }), 'INVALID_ARGUMENT');
         await expectManifestError(fx.log.grants.put({ ...good, at: 'yesterday' }), 'INVALID_ARGUMENT');
+        // A time Date.parse reads past a NUL (PostgreSQL failed it as STORAGE_FAILED, the embedded log stored it).
+        for (const at of ['2026-11-30T12:00:00.000Z\u0000', '2026-11-30 \u0000x'])
+          await expectManifestError(fx.log.grants.put({ ...good, at }), 'INVALID_ARGUMENT');
         await expectManifestError(fx.log.grants.put({ ...good, by: 7 as never }), 'INVALID_ARGUMENT');
         // Text one backend could not store as given is refused by all.
         for (const by of ['ops\u0000console', 'ops\ud800', '\udc00ops'])
