@@ -93,6 +93,26 @@ function checkTime(value: unknown, name: string): string {
   throw new ManifestError('INVALID_ARGUMENT', `${name} is not an ISO-8601 UTC time with milliseconds`);
 }
 
+/**
+ * Tree node ids, each read once: a level from 0 to 63 (PostgreSQL's column holds no more; no tree of 2^53 leaves
+ * reaches it) and a safe non-negative integer index. Before this check a fractional or negative index was reported
+ * missing (TREE_DAMAGED) by the embedded log and STORAGE_FAILED by PostgreSQL.
+ */
+function checkNodeIds(ids: unknown): NodeId[] {
+  if (!Array.isArray(ids)) throw new ManifestError('INVALID_ARGUMENT', 'tree node ids must be an array');
+  return ids.map((id: unknown, i) => {
+    const name = `tree node id ${i}`;
+    const { level, index } = readOptionFields(checkObject(id, name), ['level', 'index'], name, ManifestError);
+    const levelOk = typeof level === 'number' && Number.isInteger(level) && level >= 0 && level < 64;
+    if (!levelOk || typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0)
+      throw new ManifestError(
+        'INVALID_ARGUMENT',
+        `${name} is not a node of a tree (a level from 0 to 63 and a non-negative integer index)`,
+      );
+    return { level, index };
+  });
+}
+
 function checkRequest(request: unknown): AppendRequest {
   if (typeof request !== 'object' || request === null)
     throw new ManifestError('INVALID_ARGUMENT', 'append request must be an object');
@@ -250,7 +270,11 @@ export abstract class AbstractManifestLog implements ManifestLog {
   protected abstract _heads(): AsyncIterable<ChainHead>;
   // The Merkle tree over the log (manifests/tlog/): each backend stores it in its own append batch.
   abstract treeHead(): Promise<LogTreeHead>;
-  abstract treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
+  async treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
+    return this._treeNodes(checkNodeIds(ids));
+  }
+  /** Stored node hashes for ids already checked (each a level from 0 to 63 and a safe non-negative index). */
+  protected abstract _treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
   abstract entryAt(position: number): Promise<LogEntry | undefined>;
   abstract positionOf(id: Digest): Promise<number | undefined>;
   origin(): Promise<string | undefined>;

@@ -261,7 +261,11 @@ export interface ManifestLog {
   sessionHeadNodes?(paths: NodePath[]): Promise<Array<HeadsNode | undefined>>;
   /** How many nodes the session-heads index stores (fsck holds it to the index of the heads: none on no path). */
   sessionHeadNodeCount?(): Promise<number>;
-  /** Stored hashes of perfect subtrees (manifests/tlog/tree.ts). @throws ManifestError `TREE_DAMAGED` */
+  /**
+   * Stored hashes of perfect subtrees (manifests/tlog/tree.ts).
+   * @throws ManifestError `TREE_DAMAGED` (a node not stored), `INVALID_ARGUMENT` (an id that names no node: a level
+   *   outside 0…63, an index that is not a safe non-negative integer, a list that is not an array)
+   */
   treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
   /** The entry at a global position, or `undefined`. */
   entryAt(position: number): Promise<LogEntry | undefined>;

@@ -862,6 +862,30 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         await expectManifestError(fx.log.treeNodes([{ level: 3, index: 0 }]), 'TREE_DAMAGED');
       });
 
+      it('refuses with INVALID_ARGUMENT a node id that names no node (a missing one is TREE_DAMAGED)', async () => {
+        await appendChain('a', 3);
+        // Before: the embedded log looked a fractional or negative index up and reported it missing (TREE_DAMAGED),
+        // PostgreSQL failed it as STORAGE_FAILED; a list that was not one was an uncoded TypeError or STORAGE_FAILED,
+        // and levels or indexes given as strings were read as numbers by both.
+        const bad: unknown[] = [
+          [{ level: -1, index: 0 }],
+          [{ level: 64, index: 0 }],
+          [{ level: 0.5, index: 0 }],
+          [{ level: 0, index: -1 }],
+          [{ level: 0, index: 1.5 }],
+          [{ level: 0, index: 2 ** 53 }],
+          [{ level: '0', index: 1 }],
+          [{ level: 0, index: '1' }],
+          [{ level: 0, index: 0 }, null],
+          'x',
+          null,
+        ];
+        for (const ids of bad) await expectManifestError(fx.log.treeNodes(ids as never), 'INVALID_ARGUMENT');
+        expect(await fx.log.treeNodes([])).toEqual([]);
+        expect((await fx.log.treeNodes([{ level: 1, index: 0 }])).map(hex)).toHaveLength(1);
+        await expectManifestError(fx.log.treeNodes([{ level: 63, index: 0 }]), 'TREE_DAMAGED');
+      });
+
       it('stores its origin once: the first proposal wins; asked without one, it only reads', async () => {
         expect(await fx.log.origin()).toBeUndefined();
         expect(await fx.log.origin()).toBeUndefined();

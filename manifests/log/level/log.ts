@@ -685,7 +685,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return this.ownTrees.some((t) => t.size === size && t.size <= this.treeSize && equalBytes(t.root, root));
   }
 
-  treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
+  protected _treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
     return readNodes(this.db, ids);
   }
 

@@ -481,7 +481,7 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
-  async treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
+  protected async _treeNodes(ids: NodeId[]): Promise<Uint8Array[]> {
     try {
       return await this.tree.read(this.db, ids);
     } catch (err) {
