@@ -9,6 +9,9 @@ import { hostKeyPath } from '../src/keys/keyring.js';
 import {
   compact,
   compactionRequest,
+  exportBundle,
+  fsck,
+  gc,
   isHandoffLedgerError,
   openLedger,
   parseDuration,
@@ -237,6 +240,54 @@ describe('options whose fields throw as they are read', () => {
       } as ModelAdapter;
       await compact({ ...base, model: seesThis, expectedPrev: (await ledger.resume(scope))!.id });
       expect(selves).toEqual([undefined]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('resume and history options, and those of fsck, gc and exportBundle: INVALID_ARGUMENT naming the field', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    try {
+      await ledger.publish(scope, good);
+      for (const options of throwingAt('signal')) {
+        expect(await codeOf(() => ledger.resume(scope, options as never))).toBe('INVALID_ARGUMENT');
+        expect(await codeOf(() => ledger.history(scope, options as never))).toBe('INVALID_ARGUMENT');
+        expect(await codeOf(() => fsck(ledger, options as never))).toBe('INVALID_ARGUMENT');
+      }
+      await expect(ledger.resume(scope, throwingAt('signal')[0] as never)).rejects.toThrow(
+        'resume options: reading its signal failed',
+      );
+      await expect(ledger.history(scope, throwingAt('signal')[0] as never)).rejects.toThrow(
+        'history options: reading its signal failed',
+      );
+      for (const name of ['checkBlobs'])
+        for (const options of throwingAt(name))
+          expect(await codeOf(() => fsck(ledger, options as never)), name).toBe('INVALID_ARGUMENT');
+      for (const name of ['graceMs', 'dryRun', 'now'])
+        for (const options of throwingAt(name, { graceMs: 0 }))
+          expect(await codeOf(() => gc(ledger, options as never)), name).toBe('INVALID_ARGUMENT');
+      const out = join(root, 'bundle');
+      for (const name of ['out', 'principal', 'session', 'withBlobs', 'since', 'clock', 'fs', 'signal'])
+        for (const options of throwingAt(name, { out }))
+          expect(await codeOf(() => exportBundle(ledger, options as never)), name).toBe('INVALID_ARGUMENT');
+      // No options, or an `out` that is no path: refused as the others, not a TypeError of node:path.
+      for (const options of [undefined, null, {}, { out: 5 }, { out: '' }])
+        expect(await codeOf(() => exportBundle(ledger, options as never)), JSON.stringify(options)).toBe(
+          'INVALID_ARGUMENT',
+        );
+      expect(existsSync(out)).toBe(false);
+      // A getter that answers is read once.
+      let reads = 0;
+      const once = Object.defineProperty({}, 'signal', {
+        enumerable: true,
+        get() {
+          reads++;
+          return undefined;
+        },
+      });
+      expect((await ledger.resume(scope, once))?.seq).toBe(0);
+      expect(reads).toBe(1);
     } finally {
       await ledger.close();
     }

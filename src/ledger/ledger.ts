@@ -136,6 +136,15 @@ function grantOptions(options: unknown): { by?: unknown } {
 }
 
 /**
+ * The options of resume and history (`null`: none), the signal read once (a getter that throws: `INVALID_ARGUMENT`);
+ * the signal is checked where it is first used (throwIfCancelled).
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+function readOptions(options: unknown, what: string): { signal?: AbortSignal | undefined } {
+  return readOptionFields(options, ['signal'], what, LedgerError) as { signal?: AbortSignal | undefined };
+}
+
+/**
  * The options of publish and checkPublish, each field read once and checked: a getter that throws is
  * `INVALID_ARGUMENT`, and a getter is not asked again between the check and the use. The signal is checked where it is
  * first used (throwIfCancelled).
@@ -750,7 +759,8 @@ export class Ledger {
    * Returns the latest verified summary of a session, or `undefined` when it has none. Verifies the
    * signature (trusted key for the host at its time), the scope, the link to the previous entry and
    * the blob's digest and size before any summary byte is returned.
-   * @throws LedgerError `ROLLBACK`, `SCOPE_MISMATCH`, `CHAIN_BROKEN`, `UNAUTHORIZED`, `REVOKED`;
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (a signal that is none, or an options field that throws as it
+   *   is read), `CANCELLED`, `CLOSED`, `ROLLBACK`, `SCOPE_MISMATCH`, `CHAIN_BROKEN`, `UNAUTHORIZED`, `REVOKED`;
    *   ManifestError `SIGNATURE_INVALID`, `KEY_UNTRUSTED`, `KEY_EXPIRED`, `KEY_REVOKED`, `MANIFEST_INVALID`;
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
@@ -758,7 +768,7 @@ export class Ledger {
     return this.telemetry.run(
       'resume',
       { scope, host: this.host },
-      () => this.tracked(() => this.resumeTraced(scope, options ?? {})),
+      () => this.tracked(() => this.resumeTraced(scope, options)),
       (r) => ({
         attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
         ...(r ? { bytes: r.manifest.summary.size } : {}),
@@ -766,11 +776,9 @@ export class Ledger {
     );
   }
 
-  private async resumeTraced(
-    scope: Scope,
-    options: { signal?: AbortSignal | undefined },
-  ): Promise<Resumed | undefined> {
+  private async resumeTraced(scope: Scope, given: unknown): Promise<Resumed | undefined> {
     const s = parseScope(scope);
+    const options = readOptions(given, 'resume options');
     throwIfCancelled(options.signal);
     // One round of reads (the head, the entries at, after and before it, the watermark) serves authorization
     // and the head rules; the grants and the checkpoint check go out beside it: a small resume is a round trip
@@ -858,19 +866,22 @@ export class Ledger {
     return decodeSummary(bytes);
   }
 
-  /** The session's verified chain, oldest first. Every entry's signature, scope and link are checked. */
+  /**
+   * The session's verified chain, oldest first. Every entry's signature, scope and link are checked.
+   * @throws as `resume` (a chain that does not end at its head: `CHAIN_BROKEN`)
+   */
   async history(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<HistoryEntry[]> {
     return this.telemetry.run(
       'history',
       { scope, host: this.host },
-      () => this.tracked(() => this.historyTraced(scope, options ?? {})),
+      () => this.tracked(() => this.historyTraced(scope, options)),
       (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
     );
   }
 
-  private async historyTraced(scope: Scope, options: { signal?: AbortSignal | undefined }): Promise<HistoryEntry[]> {
+  private async historyTraced(scope: Scope, given: unknown): Promise<HistoryEntry[]> {
     const s = parseScope(scope);
-    const { signal } = options;
+    const { signal } = readOptions(given, 'history options');
     throwIfCancelled(signal);
     // Authorized on the very head it then walks to, as resume is: a first publish of the session that commits
     // between an authorization on "no head yet" and a later head read must not reach a caller without rights.

@@ -21,7 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
-import { StoreError } from '../../store/errors.js';
+import { readOptionFields, StoreError } from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { publishBundle } from './export-publish.js';
@@ -295,7 +295,8 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
 
 /**
  * Exports the chains selected by `options` into a new bundle directory.
- * @throws LedgerError `INVALID_ID` (bad filter id); AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
+ * @throws LedgerError `INVALID_ID` (bad filter id), `INVALID_ARGUMENT` (no `out` path, a signal that is none, an options
+ *   field that throws as it is read), `CANCELLED`, `CLOSED`; AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
  *   ManifestError `RECORD_CORRUPT` (a log record export needs cannot be read, or `session`'s chain holds an entry
  *   signed for another session: no bundle; run fsck); other
  *   ManifestError/StoreError from the log or blob store pass through.
@@ -317,7 +318,35 @@ export async function exportBundle(source: ExportSource, options: ExportOptions)
   );
 }
 
-async function exportTraced(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
+/** Every field of ExportOptions: read once, and a field left out of the list fails to compile. */
+const EXPORT_FIELDS = [
+  'out',
+  'principal',
+  'session',
+  'withBlobs',
+  'since',
+  'clock',
+  'fs',
+  'signal',
+] as const satisfies ReadonlyArray<keyof ExportOptions>;
+const everyExportField: Exclude<keyof ExportOptions, (typeof EXPORT_FIELDS)[number]> extends never ? true : never =
+  true;
+void everyExportField;
+
+/**
+ * The options of an export, each field read once (a getter that throws: `INVALID_ARGUMENT`), and `out` a non-empty
+ * path (`''` would name the working directory).
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+function exportOptions(given: unknown): ExportOptions {
+  const options = readOptionFields(given, EXPORT_FIELDS, 'export options', LedgerError) as ExportOptions;
+  if (typeof options.out !== 'string' || options.out === '')
+    throw new LedgerError('INVALID_ARGUMENT', 'export needs { out }: the path of a directory that does not exist');
+  return options;
+}
+
+async function exportTraced(source: ExportSource, given: ExportOptions): Promise<ExportResult> {
+  const options = exportOptions(given);
   const fs = options.fs ?? nodeFsOps;
   for (const [name, v] of [
     ['principal', options.principal],

@@ -3,7 +3,7 @@
  * is the tree of the entries) and `gc` (removes blobs no manifest references, older than a grace period).
  */
 import type { Digest } from '../../store/hash/digest.js';
-import { StoreError } from '../../store/errors.js';
+import { readOptionFields, StoreError } from '../../store/errors.js';
 import { ChainChecker, type ManifestRuleCode } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
@@ -140,11 +140,13 @@ export interface FsckOptions {
  * Checks the whole store with the rules resume and the auditor apply: the log's head check, every
  * chain through the shared chain checker, every referenced blob, the global positions. Changes nothing. A chain
  * whose records are corrupt is reported (`RECORD_CORRUPT`) and the other chains are still checked.
- * @throws LedgerError `CANCELLED` (the signal aborted), `INVALID_ARGUMENT` (a signal that is none), `CLOSED`;
+ * @throws LedgerError `CANCELLED` (the signal aborted), `INVALID_ARGUMENT` (a signal that is none, or an options field
+ *   that throws as it is read), `CLOSED`;
  *   a storage failure of the log as it is (`STORAGE_FAILED`)
  */
-export async function fsck(ledger: Ledger, options: FsckOptions = {}): Promise<FsckReport> {
-  options ??= {}; // `null` from JavaScript callers too
+export async function fsck(ledger: Ledger, given: FsckOptions = {}): Promise<FsckReport> {
+  // `null` from JavaScript callers too; each field read once (a getter that throws: INVALID_ARGUMENT).
+  const options = readOptionFields(given, ['signal', 'checkBlobs'], 'fsck options', LedgerError) as FsckOptions;
   throwIfCancelled(options.signal);
   // One moment of the log where it can give one (PostgreSQL): the passes below then see no append land between
   // them, which on a live shared store read as a rollback (entries no head named), a tree of another size, a
@@ -322,25 +324,35 @@ export interface GcOptions {
  * verified or not, whether the global order or a chain reaches it; a manifest gc cannot read stops it
  * (`RECORD_CORRUPT`) before anything is removed.
  */
-export async function gc(ledger: Ledger, options: GcOptions): Promise<GcReport> {
+export async function gc(ledger: Ledger, given: GcOptions): Promise<GcReport> {
+  let options: GcOptions | undefined;
   return ledger.telemetry.run(
     'gc',
     { host: ledger.host },
-    () => ledger.maintenance(() => collect(ledger, options)),
+    () => ledger.maintenance(() => collect(ledger, (options = gcOptions(given)))),
     (r) => ({
       attributes: {
         'handoff_ledger.blobs_scanned': r.scanned,
         'handoff_ledger.blobs_removed': r.removed.length,
         'handoff_ledger.blobs_kept_young': r.keptYoung,
-        'handoff_ledger.dry_run': options.dryRun === true,
+        'handoff_ledger.dry_run': options?.dryRun === true,
       },
     }),
   );
 }
 
-async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
-  if (typeof options?.graceMs !== 'number' || !Number.isFinite(options.graceMs) || options.graceMs < 0)
+/**
+ * gc's options, each field read once and checked, before anything is read or written.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+function gcOptions(given: unknown): GcOptions {
+  const options = readOptionFields(given, ['graceMs', 'dryRun', 'now'], 'gc options', LedgerError) as GcOptions;
+  if (typeof options.graceMs !== 'number' || !Number.isFinite(options.graceMs) || options.graceMs < 0)
     throw new LedgerError('INVALID_ARGUMENT', 'gc needs { graceMs }: a non-negative number of milliseconds');
+  return options;
+}
+
+async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
   // Not against a log that does not extend the pinned checkpoint: collecting there could delete the evidence.
   await ledger.checkLog();
   // The grace is measured on the clock the store records storage times by (PostgreSQL: the server's), not this
