@@ -293,6 +293,29 @@ describe('options whose fields throw as they are read', () => {
     }
   });
 
+  it('gc with a now that is no time is INVALID_ARGUMENT before it reads or judges a blob', async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {}, inlineSummaryBytes: 0 });
+    try {
+      const first = await ledger.publish(scope, good);
+      // A young orphan: the blob of a publish refused after its blob was stored.
+      const refused = ledger.publish(scope, { ...good, task: 'orphan' }, { expectedPrev: null });
+      expect(await codeOf(() => refused)).toBe('CHAIN_CONFLICT');
+      for (const now of [NaN, Infinity, -Infinity, '1', {}]) {
+        expect(await codeOf(() => gc(ledger, { graceMs: 3_600_000, now, dryRun: true } as never)), String(now)).toBe(
+          'INVALID_ARGUMENT',
+        );
+        expect(await codeOf(() => gc(ledger, { graceMs: 3_600_000, now } as never)), String(now)).toBe(
+          'INVALID_ARGUMENT',
+        );
+      }
+      const report = await gc(ledger, { graceMs: 3_600_000 });
+      expect(report).toMatchObject({ scanned: 2, referenced: 1, removed: [], keptYoung: 1 });
+      expect((await ledger.resume(scope))?.id).toBe(first.id);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it("the manifest log's append, chain and entries options: INVALID_ARGUMENT naming the field", async () => {
     const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
     try {

@@ -312,7 +312,10 @@ export interface GcOptions {
   graceMs: number;
   /** Report what would be removed, remove nothing. */
   dryRun?: boolean;
-  /** Now, in ms since epoch (default: the clock the store dates blobs by; PostgreSQL: the server's). */
+  /**
+   * Now, in ms since epoch (default: the clock the store dates blobs by; PostgreSQL: the server's); a finite number,
+   * else `INVALID_ARGUMENT`.
+   */
   now?: number;
 }
 
@@ -323,6 +326,9 @@ export interface GcOptions {
  * when it re-puts the bytes, and the delete itself re-checks that time. Every manifest counts as a reference,
  * verified or not, whether the global order or a chain reaches it; a manifest gc cannot read stops it
  * (`RECORD_CORRUPT`) before anything is removed.
+ * @throws LedgerError `INVALID_ARGUMENT` (a `graceMs` that is not a non-negative number, a `now` that is not a finite
+ *   number, an options field that throws as it is read: before anything is read), `CLOSED`, `ROLLBACK` / `FORK` (the
+ *   log does not extend its pinned checkpoint), `RECORD_CORRUPT`; StoreError `BLOB_INTEGRITY`, `STORAGE_FAILED`
  */
 export async function gc(ledger: Ledger, given: GcOptions): Promise<GcReport> {
   let options: GcOptions | undefined;
@@ -349,6 +355,10 @@ function gcOptions(given: unknown): GcOptions {
   const options = readOptionFields(given, ['graceMs', 'dryRun', 'now'], 'gc options', LedgerError) as GcOptions;
   if (typeof options.graceMs !== 'number' || !Number.isFinite(options.graceMs) || options.graceMs < 0)
     throw new LedgerError('INVALID_ARGUMENT', 'gc needs { graceMs }: a non-negative number of milliseconds');
+  // A now that is no instant would make the cutoff NaN or infinite: every unreferenced blob old enough, the blob of a
+  // publish in flight included (a dry run reported it removable, a real run stopped at the store's delete).
+  if (options.now !== undefined && options.now !== null && !Number.isFinite(options.now))
+    throw new LedgerError('INVALID_ARGUMENT', 'gc: now must be a finite number of milliseconds since the epoch');
   return options;
 }
 
