@@ -44,6 +44,9 @@ describe('openLedger refuses options that are not what their types say, before w
     ['a keyFile that is a number', { keyFile: 5 }],
     ['an empty keyFile (not "no key file")', { keyFile: '' }],
     ['witnesses without a list', { witnesses: {} }],
+    ['a witness that is not a URL', { witnesses: { witnesses: ['not a url'] } }],
+    ['a witness that is not http or https', { witnesses: { witnesses: ['ftp://w.example/'] } }],
+    ['a witness endpoint without a url', { witnesses: { witnesses: [{}] } }],
     ['an origin with a space', { origin: 'bad origin' }],
   ];
   it.each(cases)('%s: INVALID_ARGUMENT, the root left empty', async (_, extra) => {
@@ -63,6 +66,15 @@ describe('openLedger refuses options that are not what their types say, before w
     const ledger = await openLedger({ host: 'h', root, onNotice: () => {}, origin: 'a'.repeat(256) });
     expect((await ledger.checkpoint()).checkpoint.origin).toBe('a'.repeat(256));
     await ledger.close();
+  });
+
+  it("a witness's verifier key that does not parse: KEY_INVALID, the root left empty (no host key made or listed)", async () => {
+    const root = tempDir();
+    for (const witnesses of [['https://w.example/#not-a-key'], [{ url: 'https://w.example/', vkey: 'junk' }]])
+      expect(await codeOf(() => openLedger({ host: 'h', root, onNotice: () => {}, witnesses: { witnesses } }))).toBe(
+        'KEY_INVALID',
+      );
+    expect(readdirSync(root)).toEqual([]);
   });
 
   it('null for signer, witnesses, root or keyFile is "none", as before their shapes were checked', async () => {

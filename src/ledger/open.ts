@@ -22,7 +22,7 @@ import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog } from './checkpoints.js';
-import { checkWitnessingDelays, WitnessPool } from './witnessing.js';
+import { checkWitnessingOptions, WitnessPool } from './witnessing.js';
 import { consistencyProof } from './proofs.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { Ledger } from './ledger.js';
@@ -99,9 +99,11 @@ function checkKeyOptions(options: OpenLedgerOptions): void {
  * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
  *   integer, a `verifier` that is not `auto`, `node` or `noble`, a `hash` that is not `auto`, `native`, `wasm` or
  *   `noble`, an `authorizer` that is not a function, a `root` or `keyFile` that is not a non-empty string, a
- *   `signer` without `keyId`, `publicKey` and `sign`, `witnesses` without a `witnesses` list, an invalid `origin`, or
- *   a `telemetry` option that is not an object or whose `identifiers.hashKey` is not 32 bytes (nothing is written).
- * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store.
+ *   `signer` without `keyId`, `publicKey` and `sign`, `witnesses` without a `witnesses` list or with a witness that is
+ *   not an http(s) URL, an invalid `origin`, or a `telemetry` option that is not an object or whose
+ *   `identifiers.hashKey` is not 32 bytes (nothing is written).
+ * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
+ *   witness's verifier key that does not parse (nothing is written).
  */
 export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (typeof given !== 'object' || given === null)
@@ -133,7 +135,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     (typeof options.witnesses !== 'object' || !Array.isArray(options.witnesses.witnesses))
   )
     throw new LedgerError('INVALID_ARGUMENT', 'witnesses must be { witnesses: [...] } (WitnessingOptions)');
-  if (options.witnesses) checkWitnessingDelays(options.witnesses);
+  // Each endpoint too (its URL, its verifier key), as the pool will take it: a refused open makes no host key.
+  if (options.witnesses) checkWitnessingOptions(options.witnesses);
   if (options.origin !== undefined && !isValidOrigin(options.origin))
     throw new LedgerError(
       'INVALID_ARGUMENT',

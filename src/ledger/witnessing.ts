@@ -63,6 +63,32 @@ export function checkWitnessingDelays(options: WitnessingOptions): void {
       );
 }
 
+/**
+ * Checks the witnessing options, delays and endpoints, and returns each witness's URL and key: what openLedger checks
+ * before it writes anything, and the pool then takes.
+ * @throws LedgerError `INVALID_ARGUMENT` (a bad URL, a delay out of range), ManifestError `KEY_INVALID` (a bad verifier
+ *   key)
+ */
+export function checkWitnessingOptions(
+  options: WitnessingOptions,
+): Array<{ url: string; key: CosignerKey | undefined }> {
+  checkWitnessingDelays(options);
+  return options.witnesses.map((w) => {
+    const e = typeof w === 'string' ? endpointOf(w) : w;
+    if (typeof e?.url !== 'string' || e.url.includes('#'))
+      throw new LedgerError('INVALID_ARGUMENT', `witness ${JSON.stringify(e?.url)}: a URL, or URL#VKEY as text`);
+    let url: URL;
+    try {
+      url = new URL(e.url);
+    } catch (err) {
+      throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)} is not a URL`, { cause: err });
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)}: http or https only`);
+    return { url: e.url.replace(/\/+$/, ''), key: e.vkey !== undefined ? parseCosignerKey(e.vkey) : undefined };
+  });
+}
+
 interface Witness {
   url: string;
   key: CosignerKey | undefined;
@@ -111,26 +137,7 @@ export class WitnessPool {
     private readonly notice: (message: string) => void,
     private readonly checkpointKeys: () => NoteVerifierKey[],
   ) {
-    checkWitnessingDelays(options);
-    this.witnesses = options.witnesses.map((w) => {
-      const e = typeof w === 'string' ? endpointOf(w) : w;
-      if (typeof e?.url !== 'string' || e.url.includes('#'))
-        throw new LedgerError('INVALID_ARGUMENT', `witness ${JSON.stringify(e?.url)}: a URL, or URL#VKEY as text`);
-      let url: URL;
-      try {
-        url = new URL(e.url);
-      } catch (err) {
-        throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)} is not a URL`, { cause: err });
-      }
-      if (url.protocol !== 'http:' && url.protocol !== 'https:')
-        throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)}: http or https only`);
-      return {
-        url: e.url.replace(/\/+$/, ''),
-        key: e.vkey !== undefined ? parseCosignerKey(e.vkey) : undefined,
-        size: undefined,
-        fromDisk: false,
-      };
-    });
+    this.witnesses = checkWitnessingOptions(options).map((w) => ({ ...w, size: undefined, fromDisk: false }));
     this.timeoutMs = options.timeoutMs ?? 5000;
     this.retryMs = options.retryMs ?? 1000;
   }
