@@ -48,6 +48,8 @@ describe('openLedger refuses options that are not what their types say, before w
     ['a witness that is not http or https', { witnesses: { witnesses: ['ftp://w.example/'] } }],
     ['a witness endpoint without a url', { witnesses: { witnesses: [{}] } }],
     ['an origin with a space', { origin: 'bad origin' }],
+    ['a clock that is not a function', { clock: 'now' }],
+    ['an onNotice that is not a function', { onNotice: 'console' }],
   ];
   it.each(cases)('%s: INVALID_ARGUMENT, the root left empty', async (_, extra) => {
     const root = tempDir();
@@ -75,6 +77,41 @@ describe('openLedger refuses options that are not what their types say, before w
         'KEY_INVALID',
       );
     expect(readdirSync(root)).toEqual([]);
+  });
+
+  it('an option that throws as it is read: INVALID_ARGUMENT naming it, the root left empty', async () => {
+    const root = tempDir();
+    for (const name of ['host', 'root', 'maxSummaryBytes', 'clock', 'onNotice', 'witnesses', 'diagnose']) {
+      const options = Object.defineProperty({ host: 'h', root, onNotice: () => {} }, name, {
+        enumerable: true,
+        get() {
+          throw new Error('getter');
+        },
+      });
+      const refused = await openLedger(options as never).catch((err: unknown) => err);
+      expect(refused, name).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: `openLedger options: reading its ${name} failed`,
+      });
+    }
+    expect(readdirSync(root)).toEqual([]);
+  });
+
+  it('a clock that returns no valid Date: INVALID_ARGUMENT at the call that asks it, nothing published', async () => {
+    let now: unknown = new Date();
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {}, clock: () => now as Date });
+    try {
+      for (const bad of [new Date(NaN), 5, '2026-01-01T00:00:00.000Z', undefined]) {
+        now = bad;
+        expect(await codeOf(() => ledger.publish(scope, good)), String(bad)).toBe('INVALID_ARGUMENT');
+        expect(await codeOf(() => ledger.grant('bob', 's1')), String(bad)).toBe('INVALID_ARGUMENT');
+      }
+      now = new Date();
+      expect(await ledger.resume(scope)).toBeUndefined();
+      expect(await ledger.grants()).toEqual([]);
+    } finally {
+      await ledger.close();
+    }
   });
 
   it('null for signer, witnesses, root or keyFile is "none", as before their shapes were checked', async () => {

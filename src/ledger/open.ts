@@ -20,6 +20,7 @@ import { isValidOrigin } from '../../manifests/format/checkpoint.js';
 import { Keyring, mergeTrust, refuseNewHostKey } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
+import { readOptionFields } from '../../store/errors.js';
 import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog } from './checkpoints.js';
 import { checkWitnessingOptions, WitnessPool } from './witnessing.js';
@@ -64,6 +65,53 @@ function refuseStoredOrigin(origin: string): void {
     );
 }
 
+/** Every field of OpenLedgerOptions: `openLedger` reads these once, and a field left out of the list fails to compile. */
+const OPEN_FIELDS = [
+  'root',
+  'host',
+  'signer',
+  'keyFile',
+  'createHostKey',
+  'trust',
+  'maxSummaryBytes',
+  'inlineSummaryBytes',
+  'authorizer',
+  'hash',
+  'verifier',
+  'postgres',
+  'blobs',
+  'log',
+  'fs',
+  'levelLog',
+  'origin',
+  'witnesses',
+  'diagnose',
+  'clock',
+  'telemetry',
+  'onNotice',
+] as const satisfies ReadonlyArray<keyof OpenLedgerOptions>;
+const everyOpenField: Exclude<keyof OpenLedgerOptions, (typeof OPEN_FIELDS)[number]> extends never ? true : never =
+  true;
+void everyOpenField;
+
+/**
+ * The clock every time this ledger writes is read from (a manifest's createdAt, a key's window, a grant's time): one
+ * that answers anything but a valid Date is refused where it is asked, not a TypeError or RangeError of toISOString.
+ * @throws LedgerError `INVALID_ARGUMENT` (from the clock it returns)
+ */
+function checkedClock(clock: (() => Date) | undefined): () => Date {
+  if (clock === undefined) return () => new Date();
+  return () => {
+    const now: unknown = clock();
+    if (!(now instanceof Date) || !Number.isFinite(now.getTime()))
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `the clock option returned ${now instanceof Date ? 'an invalid Date' : typeof now}, not a valid Date`,
+      );
+    return now;
+  };
+}
+
 /**
  * `root`, `keyFile` and `signer` as their types say, before anything is written: an empty root or key file path would
  * name the working directory, a signer without `sign` would fail as a TypeError at its first use.
@@ -101,13 +149,17 @@ function checkKeyOptions(options: OpenLedgerOptions): void {
  *   `noble`, an `authorizer` that is not a function, a `root` or `keyFile` that is not a non-empty string, a
  *   `signer` without `keyId`, `publicKey` and `sign`, `witnesses` without a `witnesses` list or with a witness that is
  *   not an http(s) URL, an invalid `origin`, or a `telemetry` option that is not an object or whose
- *   `identifiers.hashKey` is not 32 bytes (nothing is written).
+ *   `identifiers.hashKey` is not 32 bytes, a `clock` or `onNotice` that is not a function, or an options field that
+ *   throws as it is read (nothing is written).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
  *   witness's verifier key that does not parse (nothing is written).
  */
 export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (typeof given !== 'object' || given === null)
     throw new LedgerError('INVALID_ARGUMENT', 'openLedger needs an options object with at least a host');
+  // Each field read once, here (a getter or proxy that throws: INVALID_ARGUMENT naming it, before anything is written),
+  // and what is checked is what is used.
+  given = readOptionFields(given, OPEN_FIELDS, 'openLedger options', LedgerError) as OpenLedgerOptions;
   const host = parseHost(given.host);
   // `null` is "none" for these, as `undefined` is, everywhere below (`signer: kms ? … : null`).
   const nulls = (['root', 'keyFile', 'signer', 'witnesses'] as const).filter(
@@ -152,12 +204,15 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       'INVALID_ARGUMENT',
       'postgres opens both the log and the blobs; pass either postgres, or log and blobs of your own',
     );
+  for (const name of ['clock', 'onNotice'] as const)
+    if (options[name] !== undefined && options[name] !== null && typeof options[name] !== 'function')
+      throw new LedgerError('INVALID_ARGUMENT', `${name} must be a function`);
   const root = options.root ?? defaultRoot();
-  const clock = options.clock ?? (() => new Date());
+  const clock = checkedClock(options.clock ?? undefined);
   // One sink for every notice of this ledger: the hash backend's, the keyring's, the witnesses' and the Ledger's own.
   // A notice names paths, key ids and error messages, whatever they hold: it reaches the sink (a terminal, by default)
   // terminal-safe and on one line, escaped as everything printed is; one that already is passes as it is.
-  const sink = options.onNotice ?? ((m: string) => console.warn(m));
+  const sink: (message: string) => void = options.onNotice ?? ((m: string) => console.warn(m));
   const notice = (m: string) => sink(printableOnce(m));
   // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
   // A root that is a file or a link is UNSAFE_ROOT for every command, not a storage failure of the first read under it.
@@ -346,7 +401,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       hashBackend,
       verifier,
       notice,
-      options,
+      options: { ...options, clock },
     });
   } catch (err) {
     // The guard's listener on the log and its pin file go with it (a log passed in outlives this open).
