@@ -203,6 +203,11 @@ describe('options whose fields throw as they are read', () => {
       await expect(ledger.publish(scope, good, throwingAt('covers')[0])).rejects.toThrow(
         'publish options: reading its covers failed',
       );
+      // covers itself (its transcriptThrough a getter, covers a revoked proxy): read by the schema, the same refusal.
+      for (const covers of throwingAt('transcriptThrough')) {
+        expect(await codeOf(() => ledger.publish(scope, good, { covers } as never))).toBe('INVALID_ARGUMENT');
+        expect(await codeOf(() => ledger.checkPublish(scope, { covers } as never))).toBe('INVALID_ARGUMENT');
+      }
       expect(await ledger.resume(scope)).toBeUndefined();
     } finally {
       await ledger.close();

@@ -116,7 +116,15 @@ const HEAD_DATES_KEPT = 1024;
 
 function parseCovers(covers: unknown): PublishOptions['covers'] {
   if (covers === undefined) return undefined;
-  const parsed = coversSchema.safeParse(covers);
+  let parsed: ReturnType<typeof coversSchema.safeParse>;
+  try {
+    parsed = coversSchema.safeParse(covers);
+  } catch (err) {
+    // The schema reads each field: a getter or proxy that throws is the caller's bad input, as the summary's is.
+    throw new LedgerError('INVALID_ARGUMENT', 'covers: reading it failed (a getter or proxy of it threw: the cause)', {
+      cause: err,
+    });
+  }
   if (!parsed.success) {
     throw new LedgerError('INVALID_ARGUMENT', `covers: ${describeZodError(parsed.error)}`);
   }
