@@ -13,6 +13,8 @@ import {
   fsck,
   gc,
   isHandoffLedgerError,
+  loadKeyFile,
+  openBundleDir,
   openLedger,
   parseDuration,
   resumeContext,
@@ -414,6 +416,23 @@ describe('the grants filter', () => {
     } finally {
       await ledger.close();
     }
+  });
+});
+
+describe('loadKeyFile and openBundleDir', () => {
+  it('a path that is not a non-empty string, a manifests bound that is no byte count: refused with a code', async () => {
+    for (const path of [5, '', undefined, null])
+      expect(await codeOf(() => loadKeyFile(path as never)), String(path)).toBe('INVALID_ARGUMENT');
+    for (const dir of [5, '', undefined, null])
+      expect(await codeOf(() => openBundleDir(dir as never)), String(dir)).toBe('USAGE');
+    // A bound that compares false with every size would read a bundle of any size: refused before anything is read.
+    const dir = tempDir();
+    for (const maxManifestsBytes of ['1', NaN, -1, 1.5, Infinity])
+      expect(await codeOf(() => openBundleDir(dir, { maxManifestsBytes } as never)), String(maxManifestsBytes)).toBe(
+        'USAGE',
+      );
+    // null options are none, as everywhere; an empty directory is no bundle.
+    expect(await codeOf(() => openBundleDir(dir, null as never))).toBe('BUNDLE_INVALID');
   });
 });
 

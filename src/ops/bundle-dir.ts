@@ -90,11 +90,17 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
  * `blobs/` directory; then every manifest's blob is checked (absent ones are `BLOB_MISSING`).
  * manifests.jsonl is refused when over `maxManifestsBytes` or sparse (holes: an exporter writes every byte, and a
  * sparse file of any apparent size costs nothing to plant but everything to read).
- * @throws AuditError `BUNDLE_IO` (directory unreadable), `BUNDLE_INVALID` (no bundle.json or manifests.jsonl, or
- *   one over the size bound or sparse)
+ * @throws AuditError `USAGE` (a `dir` that is not a non-empty string, a `maxManifestsBytes` that is not a non-negative
+ *   integer), `BUNDLE_IO` (directory unreadable), `BUNDLE_INVALID` (no bundle.json or manifests.jsonl, or one over the
+ *   size bound or sparse)
  */
 export async function openBundleDir(dir: string, options: OpenBundleOptions = {}): Promise<BundleReader> {
-  const maxBytes = options.maxManifestsBytes ?? DEFAULT_MAX_MANIFESTS_BYTES;
+  if (typeof dir !== 'string' || dir === '')
+    throw new AuditError('USAGE', 'openBundleDir needs the path of a bundle directory (a non-empty string)');
+  const maxBytes = (options ?? {}).maxManifestsBytes ?? DEFAULT_MAX_MANIFESTS_BYTES;
+  // A bound that is no byte count compares false with every size: the bundle would be read whatever its size.
+  if (!Number.isSafeInteger(maxBytes) || maxBytes < 0)
+    throw new AuditError('USAGE', `maxManifestsBytes: a non-negative integer number of bytes, not ${String(maxBytes)}`);
   // The directory the auditor named may be reached through a link of theirs (`latest -> b1`): it is resolved once;
   // nothing inside the bundle is followed.
   let root = resolve(dir);
