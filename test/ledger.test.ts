@@ -132,6 +132,27 @@ describe('publish and resume', () => {
     await ledger.close();
   });
 
+  it('refuses a stale expectedPrev before it stores the summary: no blob is left for gc to collect', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a', inlineSummaryBytes: 0, onNotice: () => {} });
+    try {
+      const first = await ledger.publish(alice, sampleSummary(1), { expectedPrev: null });
+      const blobs = async () => {
+        const out: string[] = [];
+        for await (const digest of ledger.blobs.list()) out.push(digest);
+        return out;
+      };
+      const before = await blobs();
+      for (const expectedPrev of [null, `blake3:${'0'.repeat(64)}` as const])
+        await expect(ledger.publish(alice, sampleSummary(2), { expectedPrev })).rejects.toMatchObject({
+          code: 'CHAIN_CONFLICT',
+        });
+      expect(await blobs()).toEqual(before);
+      expect((await ledger.resume(alice))?.id).toBe(first.id);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('refuses an expectedPrev that is neither null nor a manifest id with INVALID_ARGUMENT, not "the head moved"', async () => {
     const ledger = await open(tempDir());
     const first = await ledger.publish(alice, sampleSummary(1));

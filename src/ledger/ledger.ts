@@ -414,8 +414,14 @@ export class Ledger {
     const { signal, covers } = options;
     throwIfCancelled(signal);
     // Reads that a busy PostgreSQL pool can hold: an abort ends the wait for them (as it ends the append's).
+    // With expectedPrev, a head that is already another is CHAIN_CONFLICT here, as the commit would refuse it, before
+    // the summary is stored (its blob would be left for gc); after authorization, so a refused caller learns nothing.
     await untilCancelled(
-      this.appendHead(s.session).then((head) => this.authorize(s, 'publish', head ?? null)),
+      this.appendHead(s.session).then(async (head) => {
+        await this.authorize(s, 'publish', head ?? null);
+        if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev)
+          throw headMoved(s.session, options.expectedPrev);
+      }),
       signal,
     );
     // Publish step 2: validate the summary (schema, non-empty, UTF-8, size, not incomplete).
