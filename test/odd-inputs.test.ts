@@ -301,7 +301,7 @@ describe('options whose fields throw as they are read', () => {
     }
   });
 
-  it('resume and history options, and those of fsck, gc and exportBundle: INVALID_ARGUMENT naming the field', async () => {
+  it("resume and history options, the proofs' and those of fsck, gc and exportBundle: INVALID_ARGUMENT naming the field", async () => {
     const root = tempDir();
     const ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
     try {
@@ -333,6 +333,11 @@ describe('options whose fields throw as they are read', () => {
           'INVALID_ARGUMENT',
         );
       expect(existsSync(out)).toBe(false);
+      const { id } = (await ledger.resume(scope))!;
+      for (const options of throwingAt('size')) {
+        expect(await codeOf(() => ledger.inclusionProof(id, options as never))).toBe('INVALID_ARGUMENT');
+        expect(await codeOf(() => ledger.consistencyProof(1, options as never))).toBe('INVALID_ARGUMENT');
+      }
       // A getter that answers is read once.
       let reads = 0;
       const once = Object.defineProperty({}, 'signal', {

@@ -954,26 +954,35 @@ export class Ledger {
 
   /**
    * RFC 6962 inclusion proof of a manifest in the tree of `size` entries (default: the latest checkpoint).
-   * @throws LedgerError `INVALID_ID` (`id` is not a manifest id), `NOT_FOUND`, `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`,
+   * @throws LedgerError `INVALID_ID` (`id` is not a manifest id), `NOT_FOUND`, `INVALID_ARGUMENT` (a size out of range,
+   *   an options field that throws as it is read), `ROLLBACK`, `FORK`,
    *   `RECORD_CORRUPT` (the log's position record for the id leads to another manifest); ManifestError
    *   `RECORD_CORRUPT` (that record cannot be parsed)
    */
   async inclusionProof(id: Digest, options: { size?: number } = {}): Promise<InclusionProof> {
     return this.tracked(async () => {
       parseManifestId(id);
+      const { size } = readOptionFields(options, ['size'], 'inclusion proof options', LedgerError);
       await this.freshTrust();
-      return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, options?.size);
+      return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, size as number | undefined);
     });
   }
 
   /**
    * RFC 6962 consistency proof from the tree of `oldSize` entries to that of `size` (default: latest).
-   * @throws LedgerError `INVALID_ARGUMENT`, `ROLLBACK`, `FORK`
+   * @throws LedgerError `INVALID_ARGUMENT` (a size out of range, an options field that throws as it is read), `ROLLBACK`,
+   *   `FORK`
    */
   async consistencyProof(oldSize: number, options: { size?: number } = {}): Promise<ConsistencyProof> {
     return this.tracked(async () => {
+      const { size } = readOptionFields(options, ['size'], 'consistency proof options', LedgerError);
       await this.freshTrust();
-      return consistencyProof(this.log, (await this.checkpoints.sync()).checkpoint.size, oldSize, options?.size);
+      return consistencyProof(
+        this.log,
+        (await this.checkpoints.sync()).checkpoint.size,
+        oldSize,
+        size as number | undefined,
+      );
     });
   }
 
