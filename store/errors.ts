@@ -66,6 +66,13 @@ export function isErrnoError(err: unknown): err is ErrnoError {
 }
 
 /**
+ * `true` exactly when `List` names every field of `T`: `const every: NamesEveryField<T, typeof LIST> = true` fails to
+ * compile once a field is added to `T` and not to the list that `readOptionFields` reads.
+ */
+export type NamesEveryField<T, List extends ReadonlyArray<keyof T>> =
+  Exclude<keyof T, List[number]> extends never ? true : never;
+
+/**
  * The named fields of a caller's options object, each read once into a plain object: a getter or a proxy that throws
  * as a field is read is an option that cannot be read (`INVALID_ARGUMENT` of the calling layer's class, naming it, with
  * the failure as the cause), not an uncoded crash; and what the caller checks is what it then uses (a getter is not

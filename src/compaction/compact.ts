@@ -6,7 +6,7 @@
 import type { Digest } from '../../store/hash/digest.js';
 import type { Covers } from '../../manifests/format/manifest.js';
 import { parsePublishScope, type PublishScope } from '../ledger/scope.js';
-import { readOptionFields } from '../../store/errors.js';
+import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
@@ -120,8 +120,7 @@ const COMPACT_FIELDS = [
   'maxSummaryBytes',
   'expectedPrev',
 ] as const satisfies ReadonlyArray<keyof CompactOptions>;
-const everyCompactField: Exclude<keyof CompactOptions, (typeof COMPACT_FIELDS)[number]> extends never ? true : never =
-  true;
+const everyCompactField: NamesEveryField<CompactOptions, typeof COMPACT_FIELDS> = true;
 void everyCompactField;
 
 /**

@@ -20,7 +20,7 @@ import { isValidOrigin } from '../../manifests/format/checkpoint.js';
 import { Keyring, mergeTrust, refuseNewHostKey } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { readOptionFields } from '../../store/errors.js';
+import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog } from './checkpoints.js';
 import { checkWitnessingOptions, WitnessPool } from './witnessing.js';
@@ -90,8 +90,7 @@ const OPEN_FIELDS = [
   'telemetry',
   'onNotice',
 ] as const satisfies ReadonlyArray<keyof OpenLedgerOptions>;
-const everyOpenField: Exclude<keyof OpenLedgerOptions, (typeof OPEN_FIELDS)[number]> extends never ? true : never =
-  true;
+const everyOpenField: NamesEveryField<OpenLedgerOptions, typeof OPEN_FIELDS> = true;
 void everyOpenField;
 
 /**

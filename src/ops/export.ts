@@ -21,7 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
-import { readOptionFields, StoreError } from '../../store/errors.js';
+import { readOptionFields, StoreError, type NamesEveryField } from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { publishBundle } from './export-publish.js';
@@ -329,8 +329,7 @@ const EXPORT_FIELDS = [
   'fs',
   'signal',
 ] as const satisfies ReadonlyArray<keyof ExportOptions>;
-const everyExportField: Exclude<keyof ExportOptions, (typeof EXPORT_FIELDS)[number]> extends never ? true : never =
-  true;
+const everyExportField: NamesEveryField<ExportOptions, typeof EXPORT_FIELDS> = true;
 void everyExportField;
 
 /**
