@@ -53,6 +53,21 @@ describe('command help names every option the parser accepts', () => {
   });
 });
 
+describe('witness: its synopsis names every option its subcommands take', () => {
+  // It printed --max-body-bytes and --request-timeout-ms among its options but not in the synopsis, which a usage error
+  // of witness prints alone.
+  it('keygen and serve', async () => {
+    const accepted = new Set<string>();
+    for (const prefix of parsers.witness!) {
+      seen.length = 0;
+      expect(await main([...prefix, '--not-an-option'], captureIo().io)).toBe(2);
+      for (const options of seen) for (const option of Object.keys(options)) accepted.add(option);
+    }
+    const synopsis = new Set([...commands.witness!.synopsis.matchAll(/--([a-z][a-z0-9-]*)/g)].map((m) => m[1]!));
+    expect([...accepted].filter((o) => o !== 'help' && !synopsis.has(o))).toEqual([]);
+  });
+});
+
 describe('command help describes each option on a line of its own', () => {
   // The synopsis names an option; the option lines say what it does. `keys` listed `--out` and `--at` (and the
   // subcommand `list`) in its synopsis only.

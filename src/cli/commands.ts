@@ -213,7 +213,7 @@ export const commands: Record<string, CommandSpec> = {
   witness: {
     summary: 'run a C2SP tlog-witness that cosigns checkpoints of the logs it follows, or make its key',
     synopsis:
-      'witness (keygen --name NAME --out FILE [--json] | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR)',
+      'witness (keygen --name NAME --out FILE [--json] | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR [--max-body-bytes N] [--request-timeout-ms N])',
     options: [
       'keygen            write a new witness key file (mode 0600, never replaced); stdout: its verifier key',
       '--name NAME       the witness name that cosignature lines carry (e.g. witness.example.com/w1);',

@@ -14,7 +14,7 @@ import { printable, printableLines } from '../../manifests/encoding/printable.js
 import { MAX_TIMER_MS } from '../../store/abort.js';
 
 export const usage =
-  'witness (keygen --name NAME --out FILE [--json] | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR)';
+  'witness (keygen --name NAME --out FILE [--json] | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR [--max-body-bytes N] [--request-timeout-ms N])';
 
 function positiveInt(text: string | undefined, what: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   if (text === undefined) return fallback;
