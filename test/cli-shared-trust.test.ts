@@ -65,6 +65,16 @@ describePostgres(
       expect(
         JSON.parse(cli(['history', ...a, ...scope, '--json'], { HANDOFF_LEDGER_TRUST: keysOfB }).stdout),
       ).toHaveLength(2);
+      // keys export and keys list give this store's own keys only, whatever HANDOFF_LEDGER_TRUST names (the old code
+      // exported host-a's keys back from host-b), and a broken file there is not in their way.
+      const exported = cli(['keys', 'export', ...b], { HANDOFF_LEDGER_TRUST: keysOfA });
+      expect(exported.code, exported.stderr).toBe(0);
+      expect(new Set(JSON.parse(exported.stdout).keys.map((k: { host: string }) => k.host))).toEqual(
+        new Set(['host-b']),
+      );
+      const listed = cli(['keys', 'list', ...b], { HANDOFF_LEDGER_TRUST: join(base, 'missing.json') });
+      expect(listed.code, listed.stderr).toBe(0);
+      expect(listed.stdout).not.toContain('host-a');
       // A trust file that cannot be used: TRUST_INVALID, exit 2, before the store is opened (no store made).
       const bad = join(base, 'bad.json');
       writeFileSync(bad, '{"version":1,"keys":"none"}');

@@ -145,66 +145,73 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     if (values.at !== undefined && sub !== 'revoke') throw new UsageError(`--at is for keys revoke; ${keysUsage}`);
     if (values.out === '') throw new UsageError('--out needs a file name');
     if (values.out !== undefined) await refuseOutThatIsNoFile(values.out, sub);
-    return await withLedger(values, io, async (ledger) => {
-      if (sub === 'vkey') {
-        // The C2SP note verifier key of the checkpoint key: what witnesses and tlog tools are configured with.
-        if (values.json) writeJson(io.stdout, { vkey: ledger.checkpointVerifierKey });
-        else io.stdout.write(printableLines([ledger.checkpointVerifierKey]));
-      } else if (sub === 'export' || sub === 'list') {
-        const trust = ledger.trustStore();
-        if (values.out !== undefined) {
-          await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
-          if (values.json)
-            writeJson(io.stdout, {
-              wrote: values.out,
-              keys: trust.keys.length,
-              checkpointKeys: trust.checkpointKeys?.length ?? 0,
-            });
-          else
-            io.stdout.write(
-              printableLines([
-                `wrote ${counted(trust.keys.length, 'trusted key')} and ${counted(trust.checkpointKeys?.length ?? 0, 'checkpoint key')} to ` +
-                  `${values.out}; give this file to auditors out of band`,
-              ]),
-            );
-        } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);
-        else {
-          for (const k of trust.keys)
-            io.stdout.write(
-              printableRow([
-                k.host,
-                k.keyId,
-                `from ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}`,
-                ...(k.revokedAt ? [`revoked ${k.revokedAt}`] : []),
-              ]),
-            );
-          // A verifier key's name is any non-space text: quoted, and escaped like every line (JSON quoting alone
-          // leaves C1 controls and bidi overrides raw).
-          for (const k of trust.checkpointKeys ?? [])
-            io.stdout.write(
-              printableRow([
-                k.host,
-                k.keyId,
-                `checkpoints ${JSON.stringify(k.vkey)}`,
-                `from ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}`,
-                ...(k.revokedAt ? [`revoked ${k.revokedAt}`] : []),
-              ]),
-            );
+    // This store's own keys, whatever HANDOFF_LEDGER_TRUST names (trust: undefined): `keys export` hands them to
+    // auditors and the other hosts, never the others' keys back, and a broken file there does not stop a revocation.
+    return await withLedger(
+      values,
+      io,
+      async (ledger) => {
+        if (sub === 'vkey') {
+          // The C2SP note verifier key of the checkpoint key: what witnesses and tlog tools are configured with.
+          if (values.json) writeJson(io.stdout, { vkey: ledger.checkpointVerifierKey });
+          else io.stdout.write(printableLines([ledger.checkpointVerifierKey]));
+        } else if (sub === 'export' || sub === 'list') {
+          const trust = ledger.trustStore();
+          if (values.out !== undefined) {
+            await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
+            if (values.json)
+              writeJson(io.stdout, {
+                wrote: values.out,
+                keys: trust.keys.length,
+                checkpointKeys: trust.checkpointKeys?.length ?? 0,
+              });
+            else
+              io.stdout.write(
+                printableLines([
+                  `wrote ${counted(trust.keys.length, 'trusted key')} and ${counted(trust.checkpointKeys?.length ?? 0, 'checkpoint key')} to ` +
+                    `${values.out}; give this file to auditors out of band`,
+                ]),
+              );
+          } else if (sub === 'export' || values.json) writeJson(io.stdout, trust);
+          else {
+            for (const k of trust.keys)
+              io.stdout.write(
+                printableRow([
+                  k.host,
+                  k.keyId,
+                  `from ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}`,
+                  ...(k.revokedAt ? [`revoked ${k.revokedAt}`] : []),
+                ]),
+              );
+            // A verifier key's name is any non-space text: quoted, and escaped like every line (JSON quoting alone
+            // leaves C1 controls and bidi overrides raw).
+            for (const k of trust.checkpointKeys ?? [])
+              io.stdout.write(
+                printableRow([
+                  k.host,
+                  k.keyId,
+                  `checkpoints ${JSON.stringify(k.vkey)}`,
+                  `from ${k.notBefore}${k.notAfter ? ` to ${k.notAfter}` : ''}`,
+                  ...(k.revokedAt ? [`revoked ${k.revokedAt}`] : []),
+                ]),
+              );
+          }
+        } else if (sub === 'rotate') {
+          const keyId = await ledger.rotateKey();
+          if (values.json) writeJson(io.stdout, { rotated: true, keyId });
+          else io.stdout.write(printableLines([`rotated: new signing key ${keyId}`]));
+        } else {
+          const keyId = positionals[0];
+          if (!keyId) throw new UsageError('keys revoke needs a KEYID');
+          // The time that holds: a key revoked before keeps its earlier time, whatever --at asked for.
+          const at = await ledger.revokeKey(keyId, values.at);
+          if (values.json) writeJson(io.stdout, { revoked: keyId, at });
+          else io.stdout.write(printableLines([`revoked ${keyId} from ${at}`]));
         }
-      } else if (sub === 'rotate') {
-        const keyId = await ledger.rotateKey();
-        if (values.json) writeJson(io.stdout, { rotated: true, keyId });
-        else io.stdout.write(printableLines([`rotated: new signing key ${keyId}`]));
-      } else {
-        const keyId = positionals[0];
-        if (!keyId) throw new UsageError('keys revoke needs a KEYID');
-        // The time that holds: a key revoked before keeps its earlier time, whatever --at asked for.
-        const at = await ledger.revokeKey(keyId, values.at);
-        if (values.json) writeJson(io.stdout, { revoked: keyId, at });
-        else io.stdout.write(printableLines([`revoked ${keyId} from ${at}`]));
-      }
-      return EXIT_OK;
-    });
+        return EXIT_OK;
+      },
+      { trust: undefined },
+    );
   } catch (err) {
     // `--json` before the subcommand (`keys --json export`) is no option of the parse above, yet asks for JSON.
     return reportError(err, io, values.json || wantsJson(argv));

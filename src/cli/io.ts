@@ -138,7 +138,8 @@ export async function openFromArgs(
     // machine) on any other command is refused, naming the hosts that have keys, instead of adding a trusted key.
     createHostKey: false,
     ...witnessesFromEnv(io.env),
-    ...(await trustFromEnv(io.env)),
+    // Not for a command that names its own (`keys` passes `trust: undefined`: it exports and lists this store's own).
+    ...('trust' in extra ? {} : await trustFromEnv(io.env)),
     ...((values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN)
       ? { origin: values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN }
       : {}),
