@@ -79,6 +79,30 @@ describe('a host whose clock is behind the head it links to, embedded store', ()
       await b.close();
     }
   });
+
+  it('says nothing of a head its own key signed, dated ahead of a clock stepped back since (its own floor dates it)', async () => {
+    const root = tempDir();
+    const t0 = Date.parse('2026-12-04T10:00:00.000Z');
+    const first = await openLedger({ root, host: 'host-a', clock: () => new Date(t0), onNotice: () => {} });
+    await first.publish(scope, sampleSummary(1));
+    await first.close();
+    const notices: string[] = [];
+    const again = await openLedger({
+      root,
+      host: 'host-a',
+      clock: () => new Date(t0 - 10 * 60_000),
+      onNotice: (m) => notices.push(m),
+    });
+    try {
+      await again.publish(scope, sampleSummary(2));
+      // The key never signs before what it signed: no reversal, so no notice of one (the old code said one was coming).
+      expect(await datesOf(again)).toEqual(['2026-12-04T10:00:00.000Z', '2026-12-04T10:00:00.000Z']);
+      expect(notices.filter((n) => n.includes('TIME_REVERSED'))).toEqual([]);
+      expect((await fsck(again)).findings).toEqual([]);
+    } finally {
+      await again.close();
+    }
+  });
 });
 
 let schemas = 0;

@@ -616,6 +616,8 @@ export class Ledger {
     }
     const lead = Date.parse(createdAt) - this.clock().getTime();
     if (lead <= MAX_HEAD_LEAD_MS) return createdAt;
+    // This key signed as late already (its own head, a clock stepped back since): that floor dates the manifest.
+    if (this.lastSignedAt !== undefined && Date.parse(this.lastSignedAt) >= Date.parse(createdAt)) return undefined;
     this.notice(
       `publish: session ${session}'s head (seq ${head.seq}) is dated ${createdAt}, ${lead} ms after this host's clock: this manifest is dated by the clock (an auditor will see TIME_REVERSED); check the hosts' clocks`,
     );
