@@ -71,6 +71,26 @@ describe('checkPublish and the pinned checkpoint, embedded store', () => {
   });
 });
 
+describe('publish with an expectedPrev that is not the head, on a tree rolled back after a normal open', () => {
+  it('is ROLLBACK, as checkPublish and the commit judge it, not a retryable CHAIN_CONFLICT', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 2; i++) ids.push((await ledger.publish(scope, sampleSummary(i))).id);
+      await (ledger.log as LevelManifestLog).raw.put('n!size', '1');
+      (ledger.log as unknown as { treeSize: number }).treeSize = 1;
+      // The first call after the damage: publish's early look at expectedPrev (before the summary is stored) answered
+      // CHAIN_CONFLICT, which a caller retries, before any check of the log against its pin.
+      const stale = `blake3:${'0'.repeat(64)}` as const;
+      expect(await codeOf(ledger.publish(scope, sampleSummary('stale'), { expectedPrev: stale }))).toBe('ROLLBACK');
+      expect(await ledger.log.head(scope.session)).toMatchObject({ id: ids[1] });
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('checkPublish and a log that refuses every append, embedded store', () => {
   it('a session-heads root record damaged before a normal open: TREE_DAMAGED before the model is asked', async () => {
     const root = tempDir();

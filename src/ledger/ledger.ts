@@ -421,8 +421,12 @@ export class Ledger {
     await untilCancelled(
       this.appendHead(s.session).then(async (head) => {
         await this.authorize(s, 'publish', head ?? null);
-        if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev)
+        if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev) {
+          // A log rolled back or forked since the open is that (ROLLBACK, FORK: not retryable), as checkPublish and
+          // the commit judge it first; only a log that extends its pin is a head that moved.
+          await this.checkpoints.verify();
           throw headMoved(s.session, options.expectedPrev);
+        }
       }),
       signal,
     );
