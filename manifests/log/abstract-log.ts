@@ -285,7 +285,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
     if (proposed !== undefined && (typeof proposed !== 'string' || !isValidOrigin(proposed)))
       throw new ManifestError(
         'INVALID_ARGUMENT',
-        `origin ${JSON.stringify(String(proposed).slice(0, 80))} is not a valid origin (a non-empty name of at most 256 characters without spaces or "+")`,
+        `origin ${JSON.stringify(String(proposed).slice(0, 80))} is not a valid origin (a non-empty name of at most 256 characters without spaces, "+" or control characters)`,
       );
     return this._origin(proposed);
   }
