@@ -70,6 +70,11 @@ function checksumOf(bytes: Uint8Array): Uint8Array {
  * a byte order mark and dropped, which made the note fail its own signature.
  */
 const noteDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+/**
+ * The previous version's pin (`<stem>.note`, the note alone), as it is read: a leading U+FEFF kept (an origin may begin
+ * with one); bytes that are not UTF-8 read as U+FFFD, and such a note fails its signature check (a coded refusal).
+ */
+const decodeLegacyNote = (bytes: Uint8Array): string => new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);
 
 /** The slot's pin, or undefined when it is empty, torn or damaged (its checksum or fields do not hold). */
 function decodeSlot(slot: Uint8Array, index: 0 | 1): PinSlot | undefined {
@@ -198,8 +203,7 @@ export class CheckpointPinFile {
     const legacy = await readRegular(legacyPath);
     const file = new CheckpointPinFile(path, legacyPath, MIN_SLOT, undefined, exclusive);
     if (legacy === undefined) return { file, note: undefined, legacy: false };
-    // Not fatal: bytes that are not UTF-8 read as U+FFFD, and such a note fails its signature check (a coded refusal).
-    return { file, note: new TextDecoder('utf-8', { ignoreBOM: true }).decode(legacy), legacy: true };
+    return { file, note: decodeLegacyNote(legacy), legacy: true };
   }
 
   /**
@@ -407,5 +411,5 @@ export async function readPinOf(stem: string): Promise<{ path: string; note: str
   const legacyPath = `${stem}.note`;
   const legacy = await readRegular(legacyPath);
   if (legacy === undefined) throw new LedgerError('NOT_FOUND', `${path}: no pinned checkpoint`);
-  return { path: legacyPath, note: new TextDecoder('utf-8', { ignoreBOM: true }).decode(legacy) };
+  return { path: legacyPath, note: decodeLegacyNote(legacy) };
 }

@@ -111,17 +111,17 @@ export async function refuseRootWithoutItsLog(
         'HANDOFF_LEDGER_POSTGRES; a store whose log is lost is restored from its backup',
       { cause },
     );
-  // The pin file there is: the slot file, or else the previous version's `.note`.
-  const pinPath = (await lstat(`${stem}.pin`).catch(() => undefined)) ? `${stem}.pin` : `${stem}.note`;
+  let pinPath: string;
   let pinned: string;
   let size: number;
   try {
-    pinned = (await readPinOf(stem)).note;
+    ({ path: pinPath, note: pinned } = await readPinOf(stem));
     size = parseCheckpoint(pinned.slice(0, pinned.indexOf('\n\n') + 1)).size;
   } catch (err) {
-    if (diagnose)
-      throw noLogToDiagnose(pinPath, `which could not be read: ${(err as Error)?.message ?? String(err)}`, err);
-    return true;
+    if (!diagnose) return true;
+    // The pin file there is, for the message: the slot file, or else the previous version's `.note`.
+    const named = (await lstat(`${stem}.pin`).catch(() => undefined)) ? `${stem}.pin` : `${stem}.note`;
+    throw noLogToDiagnose(named, `which could not be read: ${(err as Error)?.message ?? String(err)}`, err);
   }
   if (size > 0) {
     const reason = `the tree has 0 entries, ${size} were pinned`;

@@ -606,7 +606,8 @@ export class Ledger {
    * notice, for a head dated more than MAX_HEAD_LEAD_MS ahead of this host's clock.
    */
   private async headDate(session: string, head: ChainHead): Promise<string | undefined> {
-    let createdAt = this.headDates.get(session)?.id === head.id ? this.headDates.get(session)!.createdAt : undefined;
+    const known = this.headDates.get(session);
+    let createdAt = known?.id === head.id ? known.createdAt : undefined;
     if (createdAt === undefined) {
       try {
         const entry = await this.log.entry(session, head.seq);

@@ -50,7 +50,7 @@ export interface WitnessingOptions {
  * of a month would abort every request after 1 ms; 0, a negative number or NaN would too).
  * @throws LedgerError `INVALID_ARGUMENT`
  */
-export function checkWitnessingDelays(options: WitnessingOptions): void {
+function checkWitnessingDelays(options: WitnessingOptions): void {
   for (const [name, value] of [
     ['timeoutMs', options.timeoutMs],
     ['retryMs', options.retryMs],
