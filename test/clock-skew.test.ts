@@ -29,13 +29,19 @@ async function audited(ledger: Ledger, trust: TrustStore): Promise<string[]> {
   return (await verifyChain(lines, { trust })).findings.map((f) => `${f.code}@${f.seq}`);
 }
 
+const t0 = Date.parse('2026-12-04T10:00:00.000Z');
+
+/** host-a publishes seq 0 of session s on `root` at t0, and closes the store. */
+async function headByHostA(root: string): Promise<void> {
+  const a = await openLedger({ root, host: 'host-a', clock: () => new Date(t0), onNotice: () => {} });
+  await a.publish(scope, sampleSummary(1));
+  await a.close();
+}
+
 describe('a host whose clock is behind the head it links to, embedded store', () => {
   it('dates its manifest at the head’s createdAt: no TIME_REVERSED for fsck or the auditor', async () => {
     const root = tempDir();
-    const t0 = Date.parse('2026-12-04T10:00:00.000Z');
-    const a = await openLedger({ root, host: 'host-a', clock: () => new Date(t0), onNotice: () => {} });
-    await a.publish(scope, sampleSummary(1));
-    await a.close();
+    await headByHostA(root);
     // Another host of the store, its clock 2 s behind (the old code dated its manifest 2 s before the head).
     const b = await openLedger({ root, host: 'host-b', clock: () => new Date(t0 - 2000), onNotice: () => {} });
     try {
@@ -53,10 +59,7 @@ describe('a host whose clock is behind the head it links to, embedded store', ()
 
   it(`does not follow a head dated more than ${MAX_HEAD_LEAD_MS / 60_000} min ahead: its own clock, a notice, and the auditor's TIME_REVERSED`, async () => {
     const root = tempDir();
-    const t0 = Date.parse('2026-12-04T10:00:00.000Z');
-    const a = await openLedger({ root, host: 'host-a', clock: () => new Date(t0), onNotice: () => {} });
-    await a.publish(scope, sampleSummary(1));
-    await a.close();
+    await headByHostA(root);
     const notices: string[] = [];
     const behind = t0 - MAX_HEAD_LEAD_MS - 1;
     const b = await openLedger({
@@ -82,10 +85,7 @@ describe('a host whose clock is behind the head it links to, embedded store', ()
 
   it('says nothing of a head its own key signed, dated ahead of a clock stepped back since (its own floor dates it)', async () => {
     const root = tempDir();
-    const t0 = Date.parse('2026-12-04T10:00:00.000Z');
-    const first = await openLedger({ root, host: 'host-a', clock: () => new Date(t0), onNotice: () => {} });
-    await first.publish(scope, sampleSummary(1));
-    await first.close();
+    await headByHostA(root);
     const notices: string[] = [];
     const again = await openLedger({
       root,
