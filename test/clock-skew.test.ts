@@ -69,6 +69,8 @@ describe('a host whose clock is behind the head it links to, embedded store', ()
       onNotice: (m) => notices.push(m),
     });
     try {
+      await b.checkPublish(scope); // the notice is publish's: a check says nothing of the date
+      expect(notices).toEqual([]);
       await b.publish(scope, sampleSummary(2));
       expect((await datesOf(b))[1]).toBe(new Date(behind).toISOString());
       expect(notices).toEqual([
@@ -101,6 +103,31 @@ describe('a host whose clock is behind the head it links to, embedded store', ()
       expect((await fsck(again)).findings).toEqual([]);
     } finally {
       await again.close();
+    }
+  });
+});
+
+describe('checkPublish dates as publish would', () => {
+  it("refuses a key whose window closes between this host's clock and the head it would follow (KEY_EXPIRED, as publish)", async () => {
+    const root = tempDir();
+    await headByHostA(root);
+    const first = await openLedger({ root, host: 'host-b', clock: () => new Date(t0 - 2000), onNotice: () => {} });
+    const own = first.trustStore().keys.find((k) => k.host === 'host-b')!;
+    await first.close();
+    // host-b's key is valid until 1 s before the head's date: its clock (2 s behind) is inside the window, the date
+    // its manifest would carry (the head's) is not.
+    const b = await openLedger({
+      root,
+      host: 'host-b',
+      clock: () => new Date(t0 - 2000),
+      onNotice: () => {},
+      trust: { version: 1, keys: [{ ...own, notAfter: new Date(t0 - 1000).toISOString() }] },
+    });
+    try {
+      await expect(b.publish(scope, sampleSummary(2))).rejects.toMatchObject({ code: 'KEY_EXPIRED' });
+      await expect(b.checkPublish(scope)).rejects.toMatchObject({ code: 'KEY_EXPIRED' });
+    } finally {
+      await b.close();
     }
   });
 });

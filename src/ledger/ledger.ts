@@ -505,16 +505,18 @@ export class Ledger {
       // On the signing lock's shared side, as publish's commit: a rotation or revocation of this process is not seen
       // half done (the log's window closed, its new keys not yet written), and no reload of the keys here takes back
       // the keys it writes.
+      // Dated as the commit would date it: not before the head it would link to (a head another host dated ahead).
+      const after = head ? await untilCancelled(this.headDate(s.session, head, false), signal) : undefined;
       await this.signing.shared(async () => {
         try {
-          await this.checkSigningKey(signal);
+          await this.checkSigningKey(signal, after);
         } catch (err) {
           if (!(err instanceof KeyWindowClosed)) throw err;
           // As publish does: another process may have rotated the key meanwhile; its keys are taken and looked at again
           // (awaited whatever the signal: a reload left running would end outside the lock).
           await this.reloadKeys();
           try {
-            await this.checkSigningKey(signal);
+            await this.checkSigningKey(signal, after);
           } catch (again) {
             throw again instanceof KeyWindowClosed ? again.error : again;
           }
@@ -535,8 +537,8 @@ export class Ledger {
    * not closed in the log (a rotation or revocation, here or in another process, closes it there first).
    * @throws as `signingKey`; KeyWindowClosed for a window the log closed
    */
-  private async checkSigningKey(signal: AbortSignal | undefined): Promise<void> {
-    const { createdAt } = this.signingKey();
+  private async checkSigningKey(signal: AbortSignal | undefined, after: string | undefined): Promise<void> {
+    const { createdAt } = this.signingKey(after);
     const keyId = this.keyring.signer.keyId;
     const rec = await untilCancelled(this.log.signingKeys.get(keyId), signal);
     if (rec?.closedAt !== undefined && createdAt >= rec.closedAt)
@@ -603,9 +605,10 @@ export class Ledger {
    * The createdAt of `head`, the date the next manifest of its session must not precede: remembered for a head this
    * ledger appended or read before, else read from the log and verified (an entry that does not verify, or cannot be
    * read, dates nothing: resume and fsck report it, and the append judges the store as ever). Undefined, with a
-   * notice, for a head dated more than MAX_HEAD_LEAD_MS ahead of this host's clock.
+   * notice (publish's; checkPublish passes `notify` false), for a head dated more than MAX_HEAD_LEAD_MS ahead of this
+   * host's clock.
    */
-  private async headDate(session: string, head: ChainHead): Promise<string | undefined> {
+  private async headDate(session: string, head: ChainHead, notify = true): Promise<string | undefined> {
     const known = this.headDates.get(session);
     let createdAt = known?.id === head.id ? known.createdAt : undefined;
     if (createdAt === undefined) {
@@ -623,9 +626,10 @@ export class Ledger {
     if (lead <= MAX_HEAD_LEAD_MS) return createdAt;
     // This key signed as late already (its own head, a clock stepped back since): that floor dates the manifest.
     if (this.lastSignedAt !== undefined && Date.parse(this.lastSignedAt) >= Date.parse(createdAt)) return undefined;
-    this.notice(
-      `publish: session ${session}'s head (seq ${head.seq}) is dated ${createdAt}, ${lead} ms after this host's clock: this manifest is dated by the clock (an auditor will see TIME_REVERSED); check the hosts' clocks`,
-    );
+    if (notify)
+      this.notice(
+        `publish: session ${session}'s head (seq ${head.seq}) is dated ${createdAt}, ${lead} ms after this host's clock: this manifest is dated by the clock (an auditor will see TIME_REVERSED); check the hosts' clocks`,
+      );
     return undefined;
   }
 
