@@ -173,7 +173,7 @@ export class FsBlobStore extends AbstractBlobStore {
       await this.fs.close(handle).catch(wrap('close'));
       handle = undefined;
       throwIfAborted(signal);
-      await this.placeBlob(staging, written.digest, written.size);
+      await this.placeBlob(staging, written.digest, written.size, signal);
       return written;
     } catch (err) {
       throw storageFailed('put', err);
@@ -219,9 +219,12 @@ export class FsBlobStore extends AbstractBlobStore {
    * quarantine and link — the second rename finding nothing, a link finding the other's fresh copy, or one moving the
    * other's acknowledged copy aside.
    */
-  private async placeBlob(staging: string, digest: Digest, size: number): Promise<void> {
-    return oneAtATime(placing, queueKey(this.rootId, digestHex(digest)), () =>
-      this.placeBlobAlone(staging, digest, size),
+  private async placeBlob(staging: string, digest: Digest, size: number, signal?: AbortSignal): Promise<void> {
+    return oneAtATime(
+      placing,
+      queueKey(this.rootId, digestHex(digest)),
+      () => this.placeBlobAlone(staging, digest, size),
+      signal,
     );
   }
 
@@ -519,20 +522,46 @@ function queueKey(root: { dev: number; ino: number } | undefined, hex: string): 
   return `${root.dev}:${root.ino}:${hex}`;
 }
 
-/** Runs `call` once the call under way for `key` in `queue` has settled (either way); the next one waits for it. */
-async function oneAtATime<T>(queue: Map<string, Promise<void>>, key: string, call: () => Promise<T>): Promise<T> {
+/**
+ * Runs `call` once the call under way for `key` in `queue` has settled (either way); the next one waits for it. An
+ * abort of `signal` while waiting ends the wait (CANCELLED: `call` never runs), so a call that hangs (a stalled disk)
+ * holds no cancellable caller behind it; the next one still waits for the call under way.
+ */
+async function oneAtATime<T>(
+  queue: Map<string, Promise<void>>,
+  key: string,
+  call: () => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
   const before = queue.get(key);
-  const run = before ? before.then(call) : call();
-  const settled = run.then(
+  const run = before ? untilSettledOrAborted(before, signal).then(call) : call();
+  // Settled once both this call and the one before it have: a wait ended by the signal hands no turn on early.
+  const settled = Promise.all([before, run]).then(
     () => {},
-    () => {},
+    () => before,
   );
   queue.set(key, settled);
-  try {
-    return await run;
-  } finally {
+  // The entry goes once the turn it stands for is over and no later call waits on it (the maps hold calls under way).
+  void settled.then(() => {
     if (queue.get(key) === settled) queue.delete(key);
-  }
+  });
+  return run;
+}
+
+/** Resolves once `before` has settled; rejects CANCELLED if `signal` aborts first. */
+function untilSettledOrAborted(before: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return before;
+  throwIfAborted(signal);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => {
+      reject(new StoreError('CANCELLED', 'operation cancelled', { cause: signal.reason }));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    void before.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    });
+  });
 }
 
 function wrap(step: string) {
