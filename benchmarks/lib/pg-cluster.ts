@@ -165,6 +165,25 @@ export class PgCluster {
     await this.pgCtl('restart', '-m', 'fast', '-l', this.logFile, '-t', '60');
   }
 
+  /**
+   * `pg_ctl stop -m immediate`: the server crashes as on a power cut of its own (every server process quits at
+   * once, no shutdown checkpoint, connections cut mid-transaction); `startAfterCrash` replays the WAL.
+   * @throws Error when pg_ctl fails
+   */
+  async crash(): Promise<void> {
+    await this.pgCtl('stop', '-m', 'immediate');
+    this.running = false;
+  }
+
+  /**
+   * Starts a server stopped by `crash` (crash recovery).
+   * @throws Error when pg_ctl fails
+   */
+  async startAfterCrash(): Promise<void> {
+    await this.pgCtl('start', '-l', this.logFile, '-t', '60');
+    this.running = true;
+  }
+
   /** Stops the server (fast shutdown) and removes its directory; never throws for a server already gone. */
   async stop(): Promise<void> {
     process.off('exit', this.onExit);
