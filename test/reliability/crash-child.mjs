@@ -5,10 +5,11 @@
  * several sessions, sizes from 100 B to 12 MiB. Every receipt is written to stdout synchronously the
  * moment publish resolves: a line on stdout is an acknowledgement the store must never lose.
  *
- *   node crash-child.mjs <child-number> <seed> [mixed|large]     then: <root>\n on stdin
+ *   node crash-child.mjs <child-number> <seed> [mixed|large|staged]     then: <root>\n on stdin
  *
  * `large`: every summary is 9–12 MiB, so every publish streams its summary into the store and passes a
- * flush-behind fsync before its final one.
+ * flush-behind fsync before its final one. `staged` (test/two-writers.test.ts): every summary is 128 KiB – 1 MiB,
+ * over the inline bound, so every publish writes a staging file in the blob store.
  */
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -46,6 +47,7 @@ function emit(value) {
  */
 function pickSize() {
   if (modeArg === 'large') return Math.floor(9 * 1024 * 1024 + random() * 3 * 1024 * 1024);
+  if (modeArg === 'staged') return Math.floor(128 * 1024 + random() * 896 * 1024);
   const r = random();
   const [lo, hi] =
     r < 0.7

@@ -1,6 +1,6 @@
 // What the child processes of the multi-process PostgreSQL tests share (key-rotator.mjs, rotation-publisher.mjs,
-// pg-host.mjs): their config (JSON in argv[2]), one JSON object per stdout line, and a run of one host's ledger
-// that reports a failure as {"type":"fail",code,error} and always closes the ledger.
+// pg-host.mjs, race-publisher.mjs, session-racer.mjs): their config (JSON in argv[2]), one JSON object per stdout
+// line, and a run of one host's ledger that reports a failure as {"type":"fail",code,error} and always closes it.
 // Plain ESM over the built package (dist/, built by `npm test`'s pretest).
 import { openLedger } from '../../dist/src/index.js';
 
