@@ -2,8 +2,9 @@
  * Crashes of a publish on PostgreSQL. A child process (support/pg-crash-publisher.mjs) publishing into a
  * PostgreSQL-backed ledger is SIGKILLed at a chosen step of a publish — once its summary's blob is durable, inside the
  * manifest's transaction (held there by a row lock this test takes, at the counter or at the transaction's last
- * statement), once the append has committed — and at random moments of a publishing loop; and the database server
- * itself crashes (immediate stop) under a publish in its transaction. Then this process opens the same database and
+ * statement), once the append has committed — and at random moments of a publishing loop, alone or beside another
+ * process sharing its root and database (which must never fail for it); and the database server itself crashes
+ * (immediate stop) under a publish in its transaction. Then this process opens the same database and
  * root: fsck is clean, the killed publish is there whole or not at all, a retry publishes, and what is left over is
  * at most an unreferenced blob, which gc reclaims. (test/reliability/crash.test.ts does the same for the embedded
  * store; test/pg-multihost.test.ts restarts the server under two hosts.)
@@ -31,6 +32,8 @@ const INLINE = 2 * 1024;
 const SESSIONS = ['s0', 's1'];
 /** Kills of publishing loops at random moments; HANDOFF_LEDGER_CRASH_SEED replays a run. */
 const RANDOM_KILLS = 6;
+/** Kills of a process publishing beside another one that shares its root and database. */
+const SIBLING_KILLS = 5;
 const SEED = Number(process.env.HANDOFF_LEDGER_CRASH_SEED ?? Date.now() % 1_000_000);
 
 function mulberry32(seed: number): () => number {
@@ -401,6 +404,54 @@ describePostgres('a publish on PostgreSQL cut off by a crash', (pg) => {
             crashSummary(`after ${session}`, 500),
           );
           expect(r.seq).toBe((head?.seq ?? -1) + 1);
+        }
+      } finally {
+        await ledger.close();
+      }
+    } finally {
+      await afterAllChildren();
+    }
+  }, 90_000);
+
+  it(`a process sharing the root and database is killed ${SIBLING_KILLS} times while another publishes: that one never fails`, async () => {
+    const { start, open } = setup();
+    const random = mulberry32(SEED + 1);
+    try {
+      const survivor = start();
+      await survivor.next('open');
+      survivor.send({ op: 'loop', sessions: SESSIONS, seed: SEED });
+      await survivor.next('ack');
+      let next = start();
+      const acks: Msg[] = [];
+      for (let k = 0; k < SIBLING_KILLS; k++) {
+        const sibling = next;
+        await sibling.next('open');
+        next = start();
+        // In the same sessions: the two race for heads, and share the pin and trust.json (and their locks) in the root.
+        const from = sibling.send({ op: 'loop', sessions: SESSIONS, seed: SEED * 7919 + 100 + k });
+        await sibling.next('ack', from);
+        await new Promise((r) => setTimeout(r, random() * 250));
+        await sibling.kill();
+        expect(sibling.messages.filter((m) => m.type === 'fail')).toEqual([]);
+        acks.push(...sibling.messages.filter((m) => m.type === 'ack'));
+      }
+      await next.kill();
+      // Whatever the killed ones held (a pin or trust lock, a head row in a transaction) held the survivor up at most.
+      const before = survivor.messages.filter((m) => m.type === 'ack').length;
+      await survivor.next('ack', survivor.messages.length);
+      await survivor.kill();
+      expect(survivor.messages.filter((m) => m.type === 'fail')).toEqual([]);
+      acks.push(...survivor.messages.filter((m) => m.type === 'ack'));
+      expect(before).toBeGreaterThan(SIBLING_KILLS);
+
+      const ledger = await open();
+      try {
+        const report = await fsck(ledger);
+        expect(report.findings).toEqual([]);
+        for (const session of SESSIONS) {
+          const chain = await ledger.history({ principal: 'alice', session });
+          for (const a of acks.filter((x) => x.session === session))
+            expect(chain[a.seq!]?.id, `ack ${a.marker}`).toBe(a.id);
         }
       } finally {
         await ledger.close();
