@@ -7,11 +7,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
+import { startLineChild } from './support/line-child.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -96,31 +96,14 @@ interface RacerMsg {
 
 /** A race-publisher process: `ready` once its ledger is open; `go(prev)` starts its publish; `result` its answer. */
 function startRacer(config: object) {
-  const child = spawn(process.execPath, [CHILD, JSON.stringify(config)], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d) => (stderr += d));
-  const messages: RacerMsg[] = [];
-  let onReady!: () => void;
-  const ready = new Promise<void>((resolve) => (onReady = resolve));
-  createInterface({ input: child.stdout }).on('line', (line) => {
-    const msg = JSON.parse(line) as RacerMsg;
-    messages.push(msg);
-    if (msg.type === 'ready') onReady();
+  const { child, ready, done, kill } = startLineChild<RacerMsg>(CHILD, config, 'racer');
+  const result = done.then((messages) => {
+    const last = messages.at(-1);
+    if (last && last.type !== 'ready') return last;
+    throw new Error(`racer exited 0 without an answer (${JSON.stringify(messages)})`);
   });
-  const exited = new Promise<RacerMsg>((resolve, reject) =>
-    child.on('close', (code) => {
-      const last = messages.at(-1);
-      if (code === 0 && last && last.type !== 'ready') resolve(last);
-      else reject(new Error(`racer exited ${code}: ${stderr}`));
-    }),
-  );
-  exited.catch(() => {}); // awaited by the test once the race is started
-  return {
-    ready: Promise.race([ready, exited.then(() => undefined)]),
-    go: (prev: string) => child.stdin.end(`${prev}\n`),
-    result: exited,
-    kill: () => child.exitCode === null && child.kill('SIGKILL'),
-  };
+  result.catch(() => {}); // awaited by the test once the race is started
+  return { ready, go: (prev: string) => child.stdin.end(`${prev}\n`), result, kill };
 }
 
 describePostgres('processes racing to extend one chain on PostgreSQL', (pg) => {

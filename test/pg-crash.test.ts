@@ -21,6 +21,7 @@ import { decodeSummary } from '../src/summary/summary.js';
 import { fsck, gc } from '../src/ops/maintenance.js';
 import { crashSummary } from './reliability/crash-summary.mjs';
 import { describePostgres, sqlOn } from './support/postgres.js';
+import { mulberry32 } from './support/prng.mjs';
 import { tempDir } from './support/tmp.js';
 
 const CHILD = fileURLToPath(new URL('./support/pg-crash-publisher.mjs', import.meta.url));
@@ -35,16 +36,6 @@ const RANDOM_KILLS = 6;
 /** Kills of a process publishing beside another one that shares its root and database. */
 const SIBLING_KILLS = 5;
 const SEED = Number(process.env.HANDOFF_LEDGER_CRASH_SEED ?? Date.now() % 1_000_000);
-
-function mulberry32(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(s ^ (s >>> 15), s | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Msg = { type: string; session?: string; marker?: string; seq?: number; id?: string; digest?: string } & Record<
   string,

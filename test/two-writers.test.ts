@@ -17,11 +17,13 @@ import { fsck } from '../src/ops/maintenance.js';
 import {
   checkAfterKill,
   checkWholeStore,
+  noCrashFigures,
   openCrashStore,
   type Ack,
   type CrashFigures,
 } from './reliability/crash-check.js';
 import { stagingFiles, Tally } from './reliability/store-support.js';
+import { startLineChild } from './support/line-child.js';
 import { describePostgres, sqlOn } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -125,14 +127,7 @@ describe('a second process opening an embedded store another process writes', ()
     // Once its holder is gone (killed, lock and all), the store opens: recovery clears the staging files, every
     // acknowledged publish is there and verifies, and the whole store checks (chains, blobs, offline audit).
     const tally = new Tally();
-    const fig: CrashFigures = {
-      stagingRemovedAtReopen: 0,
-      manifestsVerified: 0,
-      blobsVerified: 0,
-      inlineBlobsVerified: 0,
-      auditedManifests: 0,
-      longestChain: 0,
-    };
+    const fig: CrashFigures = noCrashFigures();
     await checkAfterKill(root, acks, tally, fig);
     const committed = await checkWholeStore(root, acks, tally, fig);
     expect(committed - acks.length).toBeLessThanOrEqual(3); // at most the writer's publishes cut before their acks
@@ -167,36 +162,21 @@ describePostgres('two processes publishing into one session of a PostgreSQL stor
     // The root's key, trust.json and pin, made before the writers start; both processes share them.
     const ledger = await openLedger({ root, host: 'h', postgres, onNotice: () => {} });
     try {
-      const racers = ['a', 'b'].map((name) => {
-        const child = spawn(process.execPath, [
+      const racers = ['a', 'b'].map((name) => ({
+        name,
+        ...startLineChild<RacerMsg>(
           RACER,
-          JSON.stringify({ root, host: 'h', ...postgres, session: 's', count: COUNT, name }),
-        ]);
-        let stderr = '';
-        child.stderr.on('data', (d) => (stderr += d));
-        const messages: RacerMsg[] = [];
-        let onReady!: () => void;
-        const ready = new Promise<void>((resolve) => (onReady = resolve));
-        createInterface({ input: child.stdout }).on('line', (line) => {
-          const msg = JSON.parse(line) as RacerMsg;
-          messages.push(msg);
-          if (msg.type === 'ready') onReady();
-        });
-        const done = new Promise<RacerMsg[]>((resolve, reject) =>
-          child.on('close', (code) =>
-            code === 0 ? resolve(messages) : reject(new Error(`racer ${name} exited ${code}: ${stderr}`)),
-          ),
-        );
-        done.catch(() => {}); // awaited below
-        return { name, child, ready: Promise.race([ready, done.then(() => undefined)]), done };
-      });
+          { root, host: 'h', ...postgres, session: 's', count: COUNT, name },
+          `racer ${name}`,
+        ),
+      }));
       let results: RacerMsg[][];
       try {
         await Promise.all(racers.map((r) => r.ready));
         for (const r of racers) r.child.stdin.end('go\n');
         results = await Promise.all(racers.map((r) => r.done));
       } finally {
-        for (const r of racers) if (r.child.exitCode === null) r.child.kill('SIGKILL');
+        for (const r of racers) r.kill();
       }
       for (const [k, messages] of results.entries()) {
         // Every publish either landed or was refused CHAIN_CONFLICT (and retried): nothing else.

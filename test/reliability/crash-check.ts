@@ -40,6 +40,18 @@ export interface CrashFigures {
   longestChain: number;
 }
 
+/** Figures before any kill: every count at 0. */
+export function noCrashFigures(): CrashFigures {
+  return {
+    stagingRemovedAtReopen: 0,
+    manifestsVerified: 0,
+    blobsVerified: 0,
+    inlineBlobsVerified: 0,
+    auditedManifests: 0,
+    longestChain: 0,
+  };
+}
+
 export const CRASH_HOST = 'crash-host';
 export const CRASH_MAX_BYTES = 16 * 1024 * 1024;
 

@@ -14,19 +14,11 @@
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { crashSummary, SESSIONS } from './crash-summary.mjs';
+import { mulberry32 } from '../support/prng.mjs';
 
 const [childArg, seedArg, modeArg = 'mixed'] = process.argv.slice(2);
 const child = Number(childArg);
-let seed = Number(seedArg) >>> 0 || 1;
-
-/** mulberry32: a small seeded PRNG, so a failing run can be replayed from its seed. */
-function random() {
-  seed = (seed + 0x6d2b79f5) >>> 0;
-  let t = seed;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
+const random = mulberry32(Number(seedArg));
 
 function emit(value) {
   const bytes = Buffer.from(JSON.stringify(value) + '\n');

@@ -12,10 +12,18 @@ import { existsSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { checkAfterKill, checkWholeStore, openCrashStore, type Ack, type CrashFigures } from './crash-check.js';
+import {
+  checkAfterKill,
+  checkWholeStore,
+  noCrashFigures,
+  openCrashStore,
+  type Ack,
+  type CrashFigures,
+} from './crash-check.js';
 import { counter, recordFigures, SOAK } from './figures.js';
 import { stagingFiles, Tally } from './store-support.js';
 import { tempDir } from '../support/tmp.js';
+import { mulberry32 } from '../support/prng.mjs';
 
 const CHILD = fileURLToPath(new URL('./crash-child.mjs', import.meta.url));
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -46,14 +54,7 @@ const MAX_PUBLISHING_MS = 200;
 const SEED = Number(process.env.HANDOFF_LEDGER_CRASH_SEED ?? Date.now() % 1_000_000);
 
 const tally = new Tally();
-const fig: CrashFigures = {
-  stagingRemovedAtReopen: 0,
-  manifestsVerified: 0,
-  blobsVerified: 0,
-  inlineBlobsVerified: 0,
-  auditedManifests: 0,
-  longestChain: 0,
-};
+const fig: CrashFigures = noCrashFigures();
 const phases = counter();
 const timing = counter();
 const timed = counter();
@@ -74,13 +75,7 @@ const totals = {
 };
 const started = Date.now();
 
-let prng = SEED >>> 0 || 1;
-function random(): number {
-  prng = (prng + 0x6d2b79f5) >>> 0;
-  let t = Math.imul(prng ^ (prng >>> 15), prng | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
+const random = mulberry32(SEED);
 
 /** `mixed`: 100 B – 12 MiB, mostly small; `large`: only 9–12 MiB summaries (streamed, flush-behind). */
 type Mode = 'mixed' | 'large';

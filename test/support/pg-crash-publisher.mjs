@@ -15,6 +15,7 @@ import { createInterface } from 'node:readline';
 import { openLedger } from '../../dist/src/index.js';
 import { openPostgresBackends } from '../../dist/src/ledger/pg-backend.js';
 import { crashSummary } from '../reliability/crash-summary.mjs';
+import { mulberry32 } from './prng.mjs';
 
 const config = JSON.parse(process.argv[2]);
 
@@ -66,17 +67,6 @@ async function publishOne(session, marker, bytes) {
   }
 }
 
-/** mulberry32, so a failing loop can be replayed from its seed. */
-function prng(seed) {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(s ^ (s >>> 15), s | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const input = createInterface({ input: process.stdin });
 for await (const line of input) {
   const cmd = JSON.parse(line);
@@ -85,7 +75,7 @@ for await (const line of input) {
     await publishOne(cmd.session, cmd.marker, cmd.bytes);
     stopAt = undefined;
   } else if (cmd.op === 'loop') {
-    const random = prng(cmd.seed);
+    const random = mulberry32(cmd.seed);
     // Mostly inline summaries (up to 64 KiB: the blob commits with the manifest), a third stored as blobs first.
     for (let n = 0; ; n++) {
       const session = cmd.sessions[Math.floor(random() * cmd.sessions.length)];
