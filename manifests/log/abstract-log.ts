@@ -10,6 +10,7 @@ import { ManifestError, rollbackRefused } from '../errors.js';
 import { isValidId } from '../format/id-pattern.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
 import type { NodeId } from '../tlog/tree.js';
+import { KEY_BITS, type HeadsNode, type NodePath } from '../tlog/session-heads.js';
 import { timestampSchema } from '../format/manifest.js';
 import { isValidOrigin } from '../format/checkpoint.js';
 import type {
@@ -111,6 +112,34 @@ function checkNodeIds(ids: unknown): NodeId[] {
       );
     return { level, index };
   });
+}
+
+/**
+ * Session-heads index paths, each read once: a depth from 0 to 256 (KEY_BITS) and a 32-byte Uint8Array prefix with no
+ * bit set past the depth (what names a node: the first `depth` bits of a key, the rest zero). Before this check a list
+ * that was no array, or a path that was no object, was a TypeError on the embedded log and STORAGE_FAILED on
+ * PostgreSQL; a prefix with a byte set past its depth's bytes named a stored node on the embedded log (its key holds
+ * only those bytes) and none on PostgreSQL (which compares all 32).
+ */
+function checkNodePaths(paths: unknown): NodePath[] {
+  if (!Array.isArray(paths)) throw new ManifestError('INVALID_ARGUMENT', 'session-heads node paths must be an array');
+  return paths.map((path: unknown, i) => {
+    const name = `session-heads node path ${i}`;
+    const { depth, prefix } = readOptionFields(checkObject(path, name), ['depth', 'prefix'], name, ManifestError);
+    const depthOk = typeof depth === 'number' && Number.isInteger(depth) && depth >= 0 && depth <= KEY_BITS;
+    if (!depthOk || !(prefix instanceof Uint8Array) || prefix.length !== KEY_BITS / 8 || !zeroPast(prefix, depth))
+      throw new ManifestError(
+        'INVALID_ARGUMENT',
+        `${name} is not a node of the index (a depth from 0 to ${KEY_BITS} and a 32-byte prefix with no bit set past it)`,
+      );
+    return { depth, prefix };
+  });
+}
+
+/** True when no bit of `prefix` past its first `depth` is set. */
+function zeroPast(prefix: Uint8Array, depth: number): boolean {
+  for (let bit = depth; bit < prefix.length * 8; bit++) if ((prefix[bit >> 3]! >> (7 - (bit & 7))) & 1) return false;
+  return true;
 }
 
 function checkRequest(request: unknown): AppendRequest {
@@ -275,6 +304,11 @@ export abstract class AbstractManifestLog implements ManifestLog {
   }
   /** Stored node hashes for ids already checked (each a level from 0 to 63 and a safe non-negative index). */
   protected abstract _treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
+  async sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
+    return this._sessionHeadNodes(checkNodePaths(paths));
+  }
+  /** Stored session-heads index nodes at paths already checked (each names a node: checkNodePaths). */
+  protected abstract _sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>>;
   abstract entryAt(position: number): Promise<LogEntry | undefined>;
   abstract positionOf(id: Digest): Promise<number | undefined>;
   origin(): Promise<string | undefined>;

@@ -256,7 +256,9 @@ export interface ManifestLog {
   /**
    * Stored nodes of the session-heads index (undefined where a subtree is empty), as committed now: a caller
    * that needs them at a checkpoint checks the proof against the checkpoint's root. Absent: no index.
-   * @throws ManifestError `RECORD_CORRUPT` for a damaged node record
+   * @throws ManifestError `RECORD_CORRUPT` for a damaged node record, `INVALID_ARGUMENT` (a path that names no node: a
+   *   depth outside 0…256, a prefix that is not 32 bytes in a Uint8Array or has a bit set past the depth, a list that is
+   *   not an array), `STORAGE_FAILED`
    */
   sessionHeadNodes?(paths: NodePath[]): Promise<Array<HeadsNode | undefined>>;
   /** How many nodes the session-heads index stores (fsck holds it to the index of the heads: none on no path). */

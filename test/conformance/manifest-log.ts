@@ -952,6 +952,52 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(hex((await log.treeHead()).sessionHeads!)).toBe(await expectedRoot(log));
       });
 
+      it('refuses node paths that name no node with INVALID_ARGUMENT, as treeNodes refuses node ids', async () => {
+        await appendChain('a', 2);
+        await appendChain('b', 1);
+        const read = fx.log.sessionHeadNodes!.bind(fx.log);
+        const zero = () => new Uint8Array(32);
+        const root = { depth: 0, prefix: zero() };
+        const [rootNode] = await read([root]);
+        expect(rootNode).toMatchObject({ leaf: false });
+        expect(await read([])).toEqual([]);
+        const setAt = (byte: number, value: number) => {
+          const p = zero();
+          p[byte] = value;
+          return p;
+        };
+        const throwing = Object.defineProperty({ prefix: zero() }, 'depth', {
+          get() {
+            throw new Error('no depth');
+          },
+        });
+        const bad: unknown[] = [
+          undefined,
+          null,
+          'x',
+          { length: 1, 0: root },
+          [null],
+          [5],
+          [{}],
+          [throwing],
+          [{ depth: -1, prefix: zero() }],
+          [{ depth: 257, prefix: zero() }],
+          [{ depth: 1.5, prefix: zero() }],
+          [{ depth: '1', prefix: zero() }],
+          [{ depth: 0, prefix: new Uint8Array(31) }],
+          [{ depth: 0, prefix: new Uint8Array(33) }],
+          [{ depth: 0, prefix: Array.from(zero()) }],
+          // A bit set past the depth: inside the depth's last byte, and in a byte past it (which the embedded log's
+          // key left out: it named the node at the shorter prefix there, and none on PostgreSQL).
+          [{ depth: 3, prefix: setAt(0, 0x10) }],
+          [{ depth: 0, prefix: setAt(31, 1) }],
+          [root, { depth: 8, prefix: setAt(5, 0x80) }],
+        ];
+        for (const paths of bad) await expectManifestError(read(paths as never), 'INVALID_ARGUMENT');
+        // The deepest path is a node's name too (a leaf stored at depth 256 would be there).
+        expect(await read([{ depth: 256, prefix: setAt(31, 1) }, root])).toEqual([undefined, rootNode]);
+      });
+
       it('is unchanged by a refused append', async () => {
         await appendChain('a', 1);
         const before = await fx.log.treeHead();

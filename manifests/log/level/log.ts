@@ -626,8 +626,12 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return head;
   }
 
-  sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
-    return readHeadsNodes(this.db, paths);
+  protected async _sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
+    try {
+      return await readHeadsNodes(this.db, paths);
+    } catch (err) {
+      throw storageFailed('session-heads read', err);
+    }
   }
 
   async sessionHeadNodeCount(): Promise<number> {

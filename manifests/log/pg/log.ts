@@ -465,7 +465,7 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
-  async sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
+  protected async _sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>> {
     try {
       return await this.headsIndex.read(this.db, paths);
     } catch (err) {
