@@ -96,6 +96,28 @@ export function signingKeySuite(name: string, factory: ManifestLogFactory): void
       });
     });
 
+    it("lists a key record's fields in SigningKeyRecord's order (keyId, lastSignedAt, closedAt), whichever was written first", async () => {
+      // The window closed before the key signed anything, then an entry dated before its end: closedAt stored first.
+      const seen: unknown[] = [];
+      await fx.log.signingKeys.close('ed25519:k1', () => '2026-11-30T10:00:06.000Z');
+      await fx.log.append(signedLink('s1', 0, '2026-11-30T10:00:05.000Z'));
+      const fields = async () => JSON.stringify(await fx.log.signingKeys.get('ed25519:k1'));
+      const want = JSON.stringify({
+        keyId: 'ed25519:k1',
+        lastSignedAt: '2026-11-30T10:00:05.000Z',
+        closedAt: '2026-11-30T10:00:06.000Z',
+      });
+      expect(await fields()).toBe(want);
+      // As the record is shown to close, and as stored (read again after a reopen).
+      await fx.log.signingKeys.close('ed25519:k1', (record) => {
+        seen.push(JSON.stringify(record));
+        return '2026-11-30T10:00:06.000Z';
+      });
+      expect(seen).toEqual([want]);
+      await fx.reopen();
+      expect(await fields()).toBe(want);
+    });
+
     it('lets an append in flight either commit dated before the chosen window end or be refused', async () => {
       const appends = Array.from({ length: 8 }, (_, i) =>
         fx.log.append(signedLink(`s${i}`, 0, `2026-11-30T10:00:0${i}.000Z`)),

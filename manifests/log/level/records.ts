@@ -90,9 +90,22 @@ export function parseInlineKey(key: string): Digest {
 
 const isTime = (v: unknown): v is string => typeof v === 'string' && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(v);
 
+/**
+ * A signing key's record with its fields in the order of `SigningKeyRecord` (keyId, lastSignedAt, closedAt), the absent
+ * ones left out: as PostgreSQL's rows read, whichever of the two was written first (a window closed before the key
+ * signed anything) and whatever order a stored record lists them in.
+ */
+export function signingKeyRecord(keyId: string, lastSignedAt?: string, closedAt?: string): SigningKeyRecord {
+  return {
+    keyId,
+    ...(lastSignedAt !== undefined ? { lastSignedAt } : {}),
+    ...(closedAt !== undefined ? { closedAt } : {}),
+  };
+}
+
 /** `k!<keyId>` records hold a signing key's newest signed createdAt and its closed window end. */
 export function parseSigningKeyRecord(key: string, raw: string): SigningKeyRecord {
-  return parse(
+  const r = parse<SigningKeyRecord>(
     key,
     raw,
     'signing key',
@@ -102,6 +115,7 @@ export function parseSigningKeyRecord(key: string, raw: string): SigningKeyRecor
       (v.lastSignedAt === undefined || isTime(v.lastSignedAt)) &&
       (v.closedAt === undefined || isTime(v.closedAt)),
   );
+  return signingKeyRecord(r.keyId, r.lastSignedAt, r.closedAt);
 }
 
 const isDecimal = (raw: string) => /^(0|[1-9]\d{0,15})$/.test(raw) && Number.isSafeInteger(Number(raw));

@@ -7,7 +7,13 @@ import type { Level } from 'level';
 import { storageFailure } from '../../../store/errors.js';
 import { digestHex, type Digest } from '../../../store/hash/digest.js';
 import { ManifestError } from '../../errors.js';
-import { parseGrantRecord, parseInlineKey, parseInlineMetaRecord, parseSigningKeyRecord } from './records.js';
+import {
+  parseGrantRecord,
+  parseInlineKey,
+  parseInlineMetaRecord,
+  parseSigningKeyRecord,
+  signingKeyRecord,
+} from './records.js';
 import type { GrantRecord, GrantTable, InlineBlobTable, SigningKeyRecord, SigningKeyTable } from '../log.js';
 
 export type BatchOp =
@@ -203,7 +209,7 @@ export class LevelSigningKeys implements SigningKeyTable {
       if (!s) continue;
       const rec = next.get(s.keyId) ?? this.cache.get(s.keyId) ?? { keyId: s.keyId };
       if (rec.lastSignedAt === undefined || s.createdAt > rec.lastSignedAt)
-        next.set(s.keyId, { ...rec, lastSignedAt: s.createdAt });
+        next.set(s.keyId, signingKeyRecord(s.keyId, s.createdAt, rec.closedAt));
     }
     return {
       puts: [...next.values()].map((r) => ({ type: 'put' as const, key: `k!${r.keyId}`, value: JSON.stringify(r) })),
@@ -225,14 +231,15 @@ export class LevelSigningKeys implements SigningKeyTable {
       const queued = this.log.queuedSignedAt(keyId);
       const seen =
         queued !== undefined && (stored?.lastSignedAt === undefined || queued > stored.lastSignedAt)
-          ? { keyId, ...stored, lastSignedAt: queued }
+          ? signingKeyRecord(keyId, queued, stored?.closedAt)
           : stored;
       const closedAt = choose(seen);
-      const rec: SigningKeyRecord = { keyId, ...stored, closedAt };
+      const rec = signingKeyRecord(keyId, stored?.lastSignedAt, closedAt);
       this.cache.set(keyId, rec);
       try {
         await this.log.idle();
-        await this.db.put(`k!${keyId}`, JSON.stringify({ ...rec, ...this.cache.get(keyId), closedAt }), {
+        const now = this.cache.get(keyId);
+        await this.db.put(`k!${keyId}`, JSON.stringify(signingKeyRecord(keyId, now?.lastSignedAt, closedAt)), {
           sync: true,
         });
       } catch (err) {
