@@ -271,7 +271,10 @@ export interface ManifestLog {
   treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
   /** The entry at a global position, or `undefined`. */
   entryAt(position: number): Promise<LogEntry | undefined>;
-  /** The global position of a manifest id, or `undefined`. */
+  /**
+   * The global position of a manifest id, or `undefined`. An id appended more than once (the ledger never does; a caller
+   * of the log can) is found at its lowest position, the first: a later append cannot move where a proof by it leads.
+   */
   positionOf(id: Digest): Promise<number | undefined>;
   /**
    * Every record `positionOf` answers from, in id order, read in one pass (fsck holds them to the entries: each must

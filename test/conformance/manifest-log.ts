@@ -826,6 +826,36 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         for (const r of listed) expect(r).toEqual({ id: r.id, position: await fx.log.positionOf(r.id as Digest) });
       });
 
+      it('finds an id appended more than once at its lowest position, whether later appends came one by one or in one batch', async () => {
+        // The ledger appends each id once; a caller of the log (or a hostile one) can append one again. The embedded
+        // log answered the latest position (its id record overwritten), PostgreSQL the lowest.
+        const twice = idOf('a', 0);
+        await appendChain('a', 2);
+        const again = (session: string, id: Digest) => fx.log.append({ ...link(session, 0), id });
+        await again('b', twice);
+        // Appended together: later ones wait in one batch of the embedded log, after the first one's.
+        const thrice = idOf('x', 0, 'shared');
+        const together = await Promise.all([
+          fx.log.append(link('c', 0)),
+          again('d', thrice),
+          again('e', thrice),
+          again('f', thrice),
+        ]);
+        const check = async (log: ManifestLog) => {
+          expect(await log.positionOf(twice)).toBe(0);
+          expect(await log.positionOf(thrice)).toBe(Math.min(...together.slice(1).map((e) => e.position)));
+          const listed = (await collect(log.idPositions!())).filter((r) => r.id === twice || r.id === thrice);
+          expect(listed).toEqual(
+            [
+              { id: twice, position: 0 },
+              { id: thrice, position: await log.positionOf(thrice) },
+            ].sort((x, y) => (x.id < y.id ? -1 : 1)),
+          );
+        };
+        await check(fx.log);
+        await check(await fx.reopen());
+      });
+
       it('keeps the tree across a reopen and keeps growing it', async () => {
         await appendChain('a', 5);
         const before = await fx.log.treeHead();

@@ -547,6 +547,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
             this.frontier,
             this.treeSize,
             batch.map((p, i) => ({ id: p.request.id, position: results[i]!.entry.position, leaf: p.leaf })),
+            // Synchronous: a small record from LevelDB's caches, no thread-pool round trip per batch (as _headWindow).
+            (id) => this.db.getSync(idKey(id)) !== undefined,
           );
           ops.push(...tree.puts);
           // The session-heads index too: its root and the tree's size move together. Built at once from the node

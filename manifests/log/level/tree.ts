@@ -61,7 +61,7 @@ export async function backfillTree(
   let pending: Array<{ id: string; position: number; leaf: Uint8Array }> = [];
   const flush = async () => {
     if (pending.length === 0) return;
-    const next = treePuts(state.frontier, state.size, pending);
+    const next = treePuts(state.frontier, state.size, pending, (id) => db.getSync(idKey(id)) !== undefined);
     await writeSyncedBatch(db, next.puts);
     state = { frontier: next.frontier, size: next.size };
     pending = [];
@@ -79,11 +79,18 @@ export async function backfillTree(
   return state;
 }
 
-/** The puts that add `entries` (consecutive, from position `size`) to the tree, and the new frontier. */
+/**
+ * The puts that add `entries` (consecutive, from position `size`) to the tree, and the new frontier. An id's `i!` record
+ * names the lowest position holding it (what PostgreSQL's positionOf answers): an id that `hasRecord` says is stored
+ * already (at a lower position: the log grows only upwards), or that an earlier entry of `entries` has, keeps that
+ * record. The ledger appends each id once; a caller of the log that appends one twice could otherwise move the
+ * position a proof by that id leads to.
+ */
 export function treePuts(
   frontier: TreeNode[],
   size: number,
   entries: Array<{ id: string; position: number; leaf: Uint8Array }>,
+  hasRecord: (id: string) => boolean,
 ): { puts: Put[]; frontier: TreeNode[]; size: number } {
   const grown = appendLeaves(
     frontier,
@@ -91,7 +98,12 @@ export function treePuts(
     entries.map((e) => e.leaf),
   );
   const puts: Put[] = grown.nodes.map((n) => ({ type: 'put', key: nodeKey(n), value: encodeBase64(n.hash) }));
-  for (const e of entries) puts.push({ type: 'put', key: idKey(e.id), value: String(e.position) });
+  const recorded = new Set<string>();
+  for (const e of entries) {
+    if (recorded.has(e.id) || hasRecord(e.id)) continue;
+    recorded.add(e.id);
+    puts.push({ type: 'put', key: idKey(e.id), value: String(e.position) });
+  }
   puts.push({ type: 'put', key: TREE_SIZE_KEY, value: String(grown.size) });
   return { puts, frontier: grown.frontier, size: grown.size };
 }
