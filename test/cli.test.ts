@@ -318,10 +318,11 @@ describe('handoff-ledger CLI', () => {
     expect(pub.code, pub.stderr).toBe(0);
     const { LevelManifestLog } = await import('../manifests/log/level/log.js');
     const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
-    // A copy of the real entry (so the Merkle tree can take it as a leaf) under a hostile session id.
+    // A copy of the real entry (so the Merkle tree can take it as a leaf) under a hostile session id (its key names it
+    // too: an entry naming another session than its key is RECORD_CORRUPT).
     const planted = { ...(await log.entryAt(0))!, position: 1, session: 'evil\u001b[2J' };
-    await log.raw.put(`p!${'1'.padStart(16, '0')}`, 'e!planted!000000000000');
-    await log.raw.put('e!planted!000000000000', JSON.stringify(planted));
+    await log.raw.put(`p!${'1'.padStart(16, '0')}`, 'e!evil\u001b[2J!000000000000');
+    await log.raw.put('e!evil\u001b[2J!000000000000', JSON.stringify(planted));
     await log.close();
     const f = cli(['fsck', '--root', root]);
     expect(f.code).toBe(1);

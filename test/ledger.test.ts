@@ -406,7 +406,10 @@ describe('tampering is refused and returns no summary bytes', () => {
     await ledger.publish({ ...alice, session: 'sess-a' }, sampleSummary('A'));
     await ledger.publish({ ...alice, session: 'sess-b' }, sampleSummary('B'));
     const db = raw(ledger);
-    await db.put(entryKey('sess-b', 0), (await db.get(entryKey('sess-a', 0)))!);
+    // Stored as sess-b's entry (its key and its session field; only the signed payload names sess-a): a record naming
+    // another session than its key is RECORD_CORRUPT before the manifest is read.
+    const entryA = JSON.parse((await db.get(entryKey('sess-a', 0)))!);
+    await db.put(entryKey('sess-b', 0), JSON.stringify({ ...entryA, session: 'sess-b' }));
     const headA = JSON.parse((await db.get('h!sess-a'))!);
     await db.put('h!sess-b', JSON.stringify({ ...headA, session: 'sess-b' }));
     await expect(ledger.resume({ principal: 'alice', session: 'sess-b' })).rejects.toMatchObject({

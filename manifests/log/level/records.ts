@@ -31,8 +31,15 @@ function parse<T>(key: string, raw: string, what: string, shaped: (v: Fields) =>
   return value as T;
 }
 
+/**
+ * An entry names the session and seq of its key (`e!<session>!<seq:12 hex>`), a head the session of its key, a grant
+ * the principal and session of its key: PostgreSQL's rows are keyed by those very columns and cannot disagree with
+ * themselves. A record that does (a hand edit, a record copied under another key) is `RECORD_CORRUPT`, not served as
+ * another chain's entry or head (fsck's rebuild of the session-heads index then failed uncoded on two heads of one
+ * session) or as another principal's grant.
+ */
 export function parseEntryRecord(key: string, raw: string): LogEntry {
-  return parse(
+  const entry = parse<LogEntry>(
     key,
     raw,
     'log entry',
@@ -44,14 +51,24 @@ export function parseEntryRecord(key: string, raw: string): LogEntry {
       isText(v.principal) &&
       typeof v.envelope === 'string',
   );
+  if (key !== `e!${entry.session}!${entry.seq.toString(16).padStart(12, '0')}`)
+    throw corrupt(key, 'it names another session or seq than its key');
+  return entry;
 }
 
 export function parseHeadRecord(key: string, raw: string): ChainHead {
-  return parse(key, raw, 'chain head', (v) => isText(v.session) && isCount(v.seq) && isText(v.id) && isText(v.owner));
+  const head = parse<ChainHead>(
+    key,
+    raw,
+    'chain head',
+    (v) => isText(v.session) && isCount(v.seq) && isText(v.id) && isText(v.owner),
+  );
+  if (key !== `h!${head.session}`) throw corrupt(key, 'it names another session than its key');
+  return head;
 }
 
 export function parseGrantRecord(key: string, raw: string): GrantRecord {
-  return parse(
+  const grant = parse<GrantRecord>(
     key,
     raw,
     'grant',
@@ -62,6 +79,9 @@ export function parseGrantRecord(key: string, raw: string): GrantRecord {
       typeof v.at === 'string' &&
       (v.by === undefined || typeof v.by === 'string'),
   );
+  if (key !== `g!${grant.principal}!${grant.session}`)
+    throw corrupt(key, 'it names another principal or session than its key');
+  return grant;
 }
 
 export function parseWatermarkRecord(key: string, raw: string): number {

@@ -25,8 +25,10 @@ export class PgTree {
         SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[])`),
       leaves: db.sql('SELECT count(*)::text AS n FROM {schema}.tree_nodes WHERE level = 0'),
       // One statement, one snapshot: an append committing between two reads would make the tree look ahead.
-      sizes: db.sql(`SELECT (SELECT count(*) FROM {schema}.tree_nodes WHERE level = 0)::text AS leaves,
-        next_position::text AS next FROM {schema}.log_counter`),
+      // With it, whether the leaf after that many is stored (the tree lost a leaf below it: see backfill).
+      sizes: db.sql(`SELECT l.n::text AS leaves, next_position::text AS next,
+          EXISTS (SELECT 1 FROM {schema}.tree_nodes WHERE level = 0 AND idx = l.n) AS next_leaf_stored
+        FROM {schema}.log_counter, (SELECT count(*) AS n FROM {schema}.tree_nodes WHERE level = 0) l`),
       lockCounter: db.sql('SELECT next_position::text AS n FROM {schema}.log_counter FOR UPDATE'),
       // ORDER BY the column, not the output alias: `position` there would be the text, and 10 sorts before 2.
       unplanted: db.sql(`SELECT position::text AS position, id, envelope FROM {schema}.entries
@@ -80,14 +82,19 @@ export class PgTree {
    * Adds entries written before the tree existed (a store migrated from schema version 1 or 2), under the
    * counter's lock so no append interleaves; idempotent.
    * @returns why appends must be refused, when the tree has more leaves than the log has positions (entries removed
-   *   or the counter set back under it: appending would build on a tree that is not the entries'); else undefined
+   *   or the counter set back under it: appending would build on a tree that is not the entries'), or fewer while the
+   *   leaf after them is stored (a leaf row lost below it: adding the next would collide with it, and the store would
+   *   not open even for fsck; the embedded log's open judges its size record so); else undefined
    * @throws ManifestError `TREE_DAMAGED` when a position to add is missing
    */
   async backfill(): Promise<string | undefined> {
-    const sizes = (await this.db.query<{ leaves: string; next: string }>(this.sql.sizes)).rows[0]!;
+    const sizes = (await this.db.query<{ leaves: string; next: string; next_leaf_stored: boolean }>(this.sql.sizes))
+      .rows[0]!;
     const [leaves, next] = [Number(sizes.leaves), Number(sizes.next)];
     if (leaves > next) return `the tree has ${leaves} leaves, the log ${next} entries`;
     if (leaves === next) return undefined;
+    if (sizes.next_leaf_stored)
+      return `the tree has ${leaves} leaves, the log ${next} entries, and leaf ${leaves} is stored`;
     await this.db.transaction(async (client) => {
       await client.query(this.sql.lockCounter);
       for (;;) {

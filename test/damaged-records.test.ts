@@ -1,0 +1,469 @@
+/**
+ * Damaged records of each kind, written behind the library's back into both backends' stores (LevelDB keys, PostgreSQL
+ * rows), and every public operation that reads them: open, publish, resume, history, inclusionProof, exportBundle, fsck
+ * and gc. What each must give is a coded error (or its answer), never a TypeError or another uncoded crash, and no lost
+ * data (gc removes no blob a manifest names, nothing is rewritten); where both backends can hold the same damage, the
+ * same outcome on both. A damage that PostgreSQL's typed columns cannot hold (text where a number is kept, a record
+ * that is not JSON) is run on the embedded log alone.
+ */
+import { join } from 'node:path';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
+import { isHandoffLedgerError } from '../store/errors.js';
+import { encodeBase64 } from '../manifests/encoding/base64.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { openLedger } from '../src/ledger/open.js';
+import type { OpenLedgerOptions } from '../src/ledger/options.js';
+import type { Ledger } from '../src/ledger/ledger.js';
+import { exportBundle } from '../src/ops/export.js';
+import { fsck, gc } from '../src/ops/maintenance.js';
+import { describePostgres, sqlOn } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = (session: string) => ({ principal: 'alice', session, run: 'r' });
+const ZERO_HASH = new Uint8Array(32);
+const hex12 = (n: number) => n.toString(16).padStart(12, '0');
+
+/** What a store holds before it is damaged: four manifests, s1 at positions 0 and 2, s2 at 1 and 3, and a grant. */
+interface Made {
+  opts: OpenLedgerOptions;
+  ids: Digest[];
+  /** The summary digest of each manifest (inline blobs: every summary here is small). */
+  digests: Digest[];
+  /** The key that signed them. */
+  keyId: string;
+}
+
+type Raw = {
+  /** LevelDB: puts (a value) or deletes (undefined) under the log's keys; `read` gives a record as stored. */
+  level?: (
+    made: Made,
+    read: (key: string) => Promise<string>,
+  ) => Record<string, string | undefined> | Promise<Record<string, string | undefined>>;
+  /** PostgreSQL: statements on the store's schema (`{s}` replaced by it), each with its values. */
+  pg?: (made: Made) => Array<[string, unknown[]?]>;
+};
+
+type Outcomes = Record<string, string>;
+
+interface Damage extends Raw {
+  name: string;
+  /** The operations that do not simply answer ('ok'), with what they give instead (the same on both backends). */
+  want: Outcomes;
+  /** Where PostgreSQL gives another outcome, because what it keeps differs (each says why). */
+  pgDiffers?: Outcomes;
+}
+
+/** Every operation's outcome: 'ok' where `want` names none. */
+const expected = (want: Outcomes, ran: Outcomes): Outcomes =>
+  Object.fromEntries(Object.keys(ran).map((op) => [op, want[op] ?? 'ok']));
+
+/** One damage of each record kind each backend keeps, as far as its types let it be written. */
+const DAMAGES: Damage[] = [
+  {
+    name: 'watermark above the head',
+    want: { resume: 'ROLLBACK', history: 'ROLLBACK', fsck: 'findings ROLLBACK' },
+    level: () => ({ 'w!s1': '9' }),
+    pg: () => [['UPDATE {s}.watermarks SET seq = 9 WHERE session = $1', ['s1']]],
+  },
+  {
+    name: 'watermark that is no number',
+    want: { resume: 'RECORD_CORRUPT', history: 'RECORD_CORRUPT', fsck: 'findings RECORD_CORRUPT' },
+    level: () => ({ 'w!s1': 'nine' }),
+  },
+  {
+    name: 'head naming another id',
+    want: { resume: 'CHAIN_BROKEN', history: 'CHAIN_BROKEN', fsck: 'findings HEAD_MISMATCH,SESSION_HEADS_ROOT' },
+    level: () => ({ 'h!s1': JSON.stringify({ session: 's1', seq: 1, id: digestOf(ZERO_HASH), owner: 'alice' }) }),
+    pg: () => [['UPDATE {s}.heads SET id = $2 WHERE session = $1', ['s1', digestOf(ZERO_HASH)]]],
+  },
+  {
+    name: 'head that is not JSON',
+    want: {
+      resume: 'RECORD_CORRUPT',
+      history: 'RECORD_CORRUPT',
+      fsck: 'findings RECORD_CORRUPT,ROLLBACK',
+      gc: 'RECORD_CORRUPT',
+    },
+    level: () => ({ 'h!s1': '{"session' }),
+  },
+  {
+    name: 'entry whose envelope is replaced',
+    want: {
+      resume: 'ENVELOPE_INVALID',
+      history: 'ENVELOPE_INVALID',
+      fsck: 'findings ENVELOPE_INVALID',
+      gc: 'RECORD_CORRUPT',
+    },
+    level: (m) => ({
+      [`e!s1!${hex12(1)}`]: JSON.stringify({
+        position: 2,
+        session: 's1',
+        seq: 1,
+        id: m.ids[2],
+        principal: 'alice',
+        envelope: 'damaged',
+      }),
+    }),
+    pg: () => [["UPDATE {s}.entries SET envelope = 'damaged' WHERE position = 2"]],
+  },
+  {
+    name: 'entry that is not JSON',
+    want: {
+      resume: 'RECORD_CORRUPT',
+      history: 'RECORD_CORRUPT',
+      exportBundle: 'RECORD_CORRUPT',
+      fsck: 'findings RECORD_CORRUPT',
+      gc: 'RECORD_CORRUPT',
+    },
+    level: () => ({ [`e!s1!${hex12(1)}`]: '{"position":2,' }),
+  },
+  {
+    name: 'position record that names no entry',
+    want: { exportBundle: 'RECORD_CORRUPT', fsck: 'findings RECORD_CORRUPT', gc: 'RECORD_CORRUPT' },
+    level: () => ({ 'p!0000000000000002': 'not a key' }),
+  },
+  // PostgreSQL's id index is the entries' id column, damaged with the entry (test/fsck-ids.test.ts): not the same damage.
+  {
+    name: 'id index naming another position',
+    want: { inclusionProof: 'RECORD_CORRUPT', fsck: 'findings ID_POSITION_MISMATCH' },
+    level: (m) => ({ [`i!${m.ids[1]}`]: '3' }),
+  },
+  {
+    name: 'id index that is no number',
+    want: { inclusionProof: 'RECORD_CORRUPT', fsck: 'findings RECORD_CORRUPT' },
+    level: (m) => ({ [`i!${m.ids[1]}`]: 'one' }),
+  },
+  {
+    name: 'grant whose time is no date',
+    want: {},
+    level: () => ({ 'g!bob!s1': JSON.stringify({ principal: 'bob', session: 's1', state: 'granted', at: 'never' }) }),
+    pg: () => [["UPDATE {s}.grants SET at = 'never' WHERE principal = 'bob'"]],
+  },
+  {
+    name: 'grant whose fields name another principal than its key',
+    want: { grants: 'RECORD_CORRUPT', fsck: 'findings RECORD_CORRUPT' },
+    level: () => ({
+      'g!bob!s1': JSON.stringify({ principal: 'mallory', session: 's1', state: 'granted', at: '2026-01-01' }),
+    }),
+  },
+  {
+    name: 'grant that is not JSON',
+    want: { grants: 'RECORD_CORRUPT', fsck: 'findings RECORD_CORRUPT' },
+    level: () => ({ 'g!bob!s1': '{"principal"' }),
+  },
+  {
+    name: 'origin that is no valid origin',
+    want: { open: 'RECORD_CORRUPT', 'open (diagnose)': 'RECORD_CORRUPT' },
+    level: () => ({ 'm!origin': 'has space' }),
+    pg: () => [["UPDATE {s}.log_meta SET value = 'has space' WHERE key = 'origin'"]],
+  },
+  {
+    name: 'tree node with another hash',
+    want: { fsck: 'findings TREE_NODE_MISMATCH' },
+    level: () => ({ 'n!00!0000000000000000': encodeBase64(ZERO_HASH) }),
+    pg: () => [['UPDATE {s}.tree_nodes SET hash = $1 WHERE level = 0 AND idx = 0', [Buffer.from(ZERO_HASH)]]],
+  },
+  {
+    name: 'tree node that is not 32 bytes',
+    want: { inclusionProof: 'RECORD_CORRUPT', fsck: 'findings RECORD_CORRUPT' },
+    level: () => ({ 'n!00!0000000000000000': 'AAAA' }),
+  },
+  {
+    name: 'frontier tree node with another hash',
+    want: {
+      open: 'FORK',
+      resume: 'FORK',
+      'resume s2': 'FORK',
+      history: 'FORK',
+      inclusionProof: 'FORK',
+      exportBundle: 'FORK',
+      grants: 'FORK',
+      fsck: 'findings PIN_MISMATCH,TREE_NODE_MISMATCH,TREE_ROOT',
+      gc: 'FORK',
+      publish: 'FORK',
+    },
+    level: () => ({ 'n!02!0000000000000000': encodeBase64(ZERO_HASH) }),
+    pg: () => [['UPDATE {s}.tree_nodes SET hash = $1 WHERE level = 2 AND idx = 0', [Buffer.from(ZERO_HASH)]]],
+  },
+  {
+    name: 'tree size that is no number',
+    want: {
+      open: 'ROLLBACK',
+      resume: 'ROLLBACK',
+      'resume s2': 'ROLLBACK',
+      history: 'ROLLBACK',
+      inclusionProof: 'ROLLBACK',
+      exportBundle: 'ROLLBACK',
+      grants: 'ROLLBACK',
+      fsck: 'findings PIN_MISMATCH,TREE_SIZE',
+      gc: 'ROLLBACK',
+      publish: 'ROLLBACK',
+    },
+    level: () => ({ 'n!size': 'four' }),
+  },
+  {
+    name: 'session-heads root with another hash',
+    want: {
+      open: 'FORK',
+      resume: 'FORK',
+      'resume s2': 'FORK',
+      history: 'FORK',
+      inclusionProof: 'FORK',
+      exportBundle: 'FORK',
+      grants: 'FORK',
+      fsck: 'findings PIN_MISMATCH,SESSION_HEADS_ROOT',
+      gc: 'FORK',
+      publish: 'FORK',
+    },
+    level: () => ({ 'x!000!': `i ${encodeBase64(ZERO_HASH)}` }),
+    pg: () => [['UPDATE {s}.session_heads SET hash = $1 WHERE depth = 0', [Buffer.from(ZERO_HASH)]]],
+  },
+  {
+    name: 'session-heads node that is malformed',
+    want: { fsck: 'findings RECORD_CORRUPT', publish: 'TREE_DAMAGED' },
+    level: () => ({ 'x!000!': 'q' }),
+  },
+  {
+    name: 'signing key whose time is no time',
+    want: { open: 'RECORD_CORRUPT', fsck: 'findings RECORD_CORRUPT', publish: 'RECORD_CORRUPT' },
+    level: (m) => ({ [`k!${m.keyId}`]: JSON.stringify({ keyId: m.keyId, lastSignedAt: 'yesterday' }) }),
+    pg: () => [["UPDATE {s}.signing_keys SET last_signed_at = 'yesterday'"]],
+  },
+  {
+    name: 'inline blob size record that is wrong',
+    want: {},
+    level: (m) => ({ [`t!${digestHex(m.digests[0]!)}`]: JSON.stringify({ size: 1, storedAtMs: Date.now() }) }),
+    pg: (m) => [['UPDATE {s}.inline_blobs SET size = 1 WHERE digest = $1', [m.digests[0]]]],
+  },
+  {
+    name: 'inline blob size record that is not JSON',
+    want: { fsck: 'findings RECORD_CORRUPT' },
+    level: (m) => ({ [`t!${digestHex(m.digests[0]!)}`]: 'x' }),
+  },
+  {
+    name: 'entry whose id is no digest',
+    want: { resume: 'CHAIN_BROKEN', history: 'CHAIN_BROKEN', fsck: 'findings HEAD_MISMATCH,ID_MISMATCH' },
+    // PostgreSQL's id index is this very column: the manifest's own id is no longer found at its position either.
+    pgDiffers: { fsck: 'findings HEAD_MISMATCH,ID_MISMATCH,ID_POSITION_MISMATCH' },
+    level: async (_m, read) => {
+      const key = `e!s1!${hex12(1)}`;
+      return { [key]: JSON.stringify({ ...JSON.parse(await read(key)), id: 'not-a-digest' }) };
+    },
+    pg: () => [["UPDATE {s}.entries SET id = 'not-a-digest' WHERE position = 2"]],
+  },
+  {
+    name: 'head whose id is no digest',
+    want: { resume: 'CHAIN_BROKEN', history: 'CHAIN_BROKEN', fsck: 'findings HEAD_MISMATCH,SESSION_HEADS_ROOT' },
+    level: () => ({ 'h!s1': JSON.stringify({ session: 's1', seq: 1, id: 'not-a-digest', owner: 'alice' }) }),
+    pg: () => [["UPDATE {s}.heads SET id = 'not-a-digest' WHERE session = 's1'"]],
+  },
+  {
+    name: 'head whose owner is no id',
+    want: { resume: 'UNAUTHORIZED', history: 'UNAUTHORIZED', fsck: 'findings OWNER_MISMATCH' },
+    level: (m) => ({ 'h!s1': JSON.stringify({ session: 's1', seq: 1, id: m.ids[2], owner: 'a b' }) }),
+    pg: () => [["UPDATE {s}.heads SET owner = 'a b' WHERE session = 's1'"]],
+  },
+  {
+    name: 'head whose session is not its key',
+    want: {
+      resume: 'RECORD_CORRUPT',
+      history: 'RECORD_CORRUPT',
+      fsck: 'findings RECORD_CORRUPT,ROLLBACK',
+      gc: 'RECORD_CORRUPT',
+    },
+    level: (m) => ({ 'h!s1': JSON.stringify({ session: 's2', seq: 1, id: m.ids[2], owner: 'alice' }) }),
+  },
+  {
+    name: 'entry whose seq is not its key',
+    want: {
+      resume: 'RECORD_CORRUPT',
+      history: 'RECORD_CORRUPT',
+      exportBundle: 'RECORD_CORRUPT',
+      fsck: 'findings RECORD_CORRUPT',
+      gc: 'RECORD_CORRUPT',
+    },
+    level: (m) => ({
+      [`e!s1!${hex12(1)}`]: JSON.stringify({
+        position: 2,
+        session: 's1',
+        seq: 0,
+        id: m.ids[2],
+        principal: 'alice',
+        envelope: '',
+      }),
+    }),
+  },
+  {
+    name: 'head removed',
+    want: { resume: 'ROLLBACK', history: 'ROLLBACK', fsck: 'findings ROLLBACK,SESSION_HEADS_ROOT' },
+    level: () => ({ 'h!s1': undefined }),
+    pg: () => [["DELETE FROM {s}.heads WHERE session = 's1'"]],
+  },
+  {
+    name: 'tree node removed',
+    want: { inclusionProof: 'TREE_DAMAGED', fsck: 'findings TREE_DAMAGED' },
+    // PostgreSQL counts its leaves (it keeps no tree size of its own): one fewer than its positions while the next one
+    // is stored is a tree it will not grow (the embedded log's open judges its n!size so), and the store opens for fsck.
+    // The embedded log keeps its size apart and appends on its right edge, which is intact.
+    pgDiffers: { publish: 'TREE_DAMAGED' },
+    level: () => ({ 'n!00!0000000000000000': undefined }),
+    pg: () => [['DELETE FROM {s}.tree_nodes WHERE level = 0 AND idx = 0']],
+  },
+  {
+    name: 'session-heads root removed',
+    want: {
+      open: 'FORK',
+      resume: 'FORK',
+      'resume s2': 'FORK',
+      history: 'FORK',
+      inclusionProof: 'FORK',
+      exportBundle: 'FORK',
+      grants: 'FORK',
+      fsck: 'findings PIN_MISMATCH,SESSION_HEADS_ROOT',
+      gc: 'FORK',
+      publish: 'FORK',
+    },
+    level: () => ({ 'x!000!': undefined }),
+    pg: () => [['DELETE FROM {s}.session_heads WHERE depth = 0']],
+  },
+  {
+    name: 'signing key record removed',
+    want: {},
+    level: (m) => ({ [`k!${m.keyId}`]: undefined }),
+    pg: () => [['DELETE FROM {s}.signing_keys']],
+  },
+  {
+    name: 'inline blob removed',
+    want: { fsck: 'findings BLOB_MISSING' },
+    level: (m) => ({ [`t!${digestHex(m.digests[0]!)}`]: undefined, [`b!${digestHex(m.digests[0]!)}`]: undefined }),
+    pg: (m) => [['DELETE FROM {s}.inline_blobs WHERE digest = $1', [m.digests[0]]]],
+  },
+];
+
+/** Outcome of one operation: what it answered (briefly) or the code it failed with; an uncoded failure spelled out. */
+async function outcome(run: () => Promise<unknown>): Promise<string> {
+  try {
+    const value = await run();
+    return typeof value === 'string' ? value : 'ok';
+  } catch (err) {
+    if (isHandoffLedgerError(err)) return err.code;
+    return `UNCODED ${(err as Error)?.name}: ${(err as Error)?.message}`;
+  }
+}
+
+async function blobCount(ledger: Ledger): Promise<number> {
+  let n = 0;
+  for await (const _ of ledger.blobs.list()) n++;
+  return n;
+}
+
+/** Every operation against a store damaged as `damage` says, each on the ledger one open gives (diagnose if refused). */
+async function runAll(made: Made): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  let ledger: Ledger | undefined;
+  out.open = await outcome(async () => {
+    ledger = await openLedger(made.opts);
+  });
+  if (!ledger) {
+    const diagnosing = await outcome(async () => {
+      ledger = await openLedger({ ...made.opts, diagnose: true });
+    });
+    out['open (diagnose)'] = diagnosing;
+    if (!ledger) return out;
+  }
+  const l: Ledger = ledger;
+  try {
+    out.resume = await outcome(() => l.resume(scope('s1')));
+    out['resume s2'] = await outcome(() => l.resume(scope('s2')));
+    out.history = await outcome(() => l.history(scope('s1')));
+    out.inclusionProof = await outcome(() => l.inclusionProof(made.ids[1]!));
+    out.exportBundle = await outcome(() => exportBundle(l, { out: join(tempDir(), 'bundle') }));
+    out.grants = await outcome(() => l.grants());
+    out.fsck = await outcome(async () => {
+      const report = await fsck(l);
+      return report.ok ? 'ok' : `findings ${[...new Set(report.findings.map((f) => f.code))].sort().join(',')}`;
+    });
+    const before = await blobCount(l);
+    out.gc = await outcome(async () => {
+      const report = await gc(l, { graceMs: 0 });
+      return report.removed.length === 0 ? 'ok' : `removed ${report.removed.length}`;
+    });
+    expect(await blobCount(l), 'gc removed a blob').toBe(before);
+    out.publish = await outcome(() => l.publish(scope('s2'), sampleSummary('after')));
+  } finally {
+    await l.close();
+  }
+  return out;
+}
+
+async function fill(opts: OpenLedgerOptions): Promise<Made> {
+  const ledger = await openLedger(opts);
+  try {
+    const receipts = [];
+    for (let i = 0; i < 4; i++) receipts.push(await ledger.publish(scope(`s${(i % 2) + 1}`), sampleSummary(i)));
+    await ledger.grant('bob', 's1');
+    return { opts, ids: receipts.map((r) => r.id), digests: receipts.map((r) => r.digest), keyId: ledger.keyId };
+  } finally {
+    await ledger.close();
+  }
+}
+
+async function levelStore(damage: Damage): Promise<Made> {
+  const root = tempDir();
+  const made = await fill({ root, host: 'h1', onNotice: () => {} });
+  const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+  try {
+    const read = async (key: string) => (await log.raw.get(key))!;
+    for (const [key, value] of Object.entries(await damage.level!(made, read))) {
+      if (value === undefined) await log.raw.del(key);
+      else await log.raw.put(key, value);
+    }
+  } finally {
+    await log.close();
+  }
+  return made;
+}
+
+describe('damaged records of the embedded store', () => {
+  it.each(DAMAGES.filter((d) => !d.pg).map((d) => [d.name, d] as const))(
+    '%s: every operation gives its answer or a coded error',
+    async (_name, damage) => {
+      const results = await runAll(await levelStore(damage));
+      for (const [op, result] of Object.entries(results)) expect(result, op).not.toMatch(/^UNCODED/);
+      expect(results).toEqual(expected(damage.want, results));
+    },
+  );
+});
+
+describePostgres('damaged records of both stores', (pg) => {
+  let schemas = 0;
+  const nextSchema = () => `dmg${process.pid}_${schemas++}`;
+
+  async function pgStore(damage: Damage): Promise<Made> {
+    const schema = nextSchema();
+    const root = mkdtempSync(join(tmpdir(), 'hl-dmg-'));
+    const made = await fill({
+      root,
+      host: 'h1',
+      postgres: { connectionString: pg.connectionString, schema },
+      onNotice: () => {},
+    });
+    for (const [text, values] of damage.pg!(made))
+      await sqlOn(pg.connectionString, text.replaceAll('{s}', `"${schema}"`), values);
+    return made;
+  }
+
+  it.each(DAMAGES.filter((d) => d.pg).map((d) => [d.name, d] as const))(
+    '%s: the same outcome on both backends, each coded',
+    async (_name, damage) => {
+      const level = await runAll(await levelStore(damage));
+      const postgres = await runAll(await pgStore(damage));
+      for (const [op, result] of Object.entries({ ...level, ...postgres })) expect(result, op).not.toMatch(/^UNCODED/);
+      expect(level).toEqual(expected(damage.want, level));
+      expect(postgres).toEqual(expected({ ...damage.want, ...damage.pgDiffers }, postgres));
+    },
+  );
+});
