@@ -297,6 +297,30 @@ const DAMAGES: Damage[] = [
     }),
   },
   {
+    name: 'entry whose position is not its position record',
+    want: { fsck: 'findings POSITION_GAP', gc: 'RECORD_CORRUPT' },
+    level: async (_m, read) => {
+      const key = `e!s1!${hex12(1)}`;
+      return { [key]: JSON.stringify({ ...JSON.parse(await read(key)), position: 3 }) };
+    },
+  },
+  {
+    name: 'grant whose principal is no id',
+    want: {},
+    level: () => ({
+      'g!bob!s1': undefined,
+      'g!a b!s1': JSON.stringify({ principal: 'a b', session: 's1', state: 'granted', at: '2026-01-01' }),
+    }),
+    pg: () => [["UPDATE {s}.grants SET principal = 'a b' WHERE principal = 'bob'"]],
+  },
+  {
+    name: 'watermark of a session that is no id',
+    // A watermark with no head: a chain removed (fsck names it as it names any).
+    want: { fsck: 'findings ROLLBACK' },
+    level: () => ({ 'w!a b': '3' }),
+    pg: () => [["INSERT INTO {s}.watermarks (session, seq) VALUES ('a b', 3)"]],
+  },
+  {
     name: 'head removed',
     want: { resume: 'ROLLBACK', history: 'ROLLBACK', fsck: 'findings ROLLBACK,SESSION_HEADS_ROOT' },
     level: () => ({ 'h!s1': undefined }),
