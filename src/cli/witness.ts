@@ -103,11 +103,17 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     const requestTimeoutMs = positiveInt(values['request-timeout-ms'], '--request-timeout-ms', 10_000, MAX_TIMER_MS);
     const key = await loadKeyFile(values.key);
     const logs = parseWitnessLogs(await readLogsFile(values.logs));
-    state = await WitnessState.open(values.state);
+    // The state directory is made (and locked) only once the port is ours: a start refused before it listens (the
+    // port in use) leaves no directory behind. A request that comes in meanwhile waits for the state.
+    const stateDir = values.state;
+    let listening!: () => void;
+    const opening = new Promise<void>((resolve) => (listening = resolve)).then(() => WitnessState.open(stateDir));
+    // Awaited below once it begins; a request that finds it failed is answered 500.
+    opening.catch(() => {});
     const created = createWitnessServer({
       signer: key.signer,
       logs,
-      state,
+      state: opening,
       maxBodyBytes,
       requestTimeoutMs,
       // Origins and reasons come from requests: data, escaped.
@@ -123,6 +129,8 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     }).catch((err: NodeJS.ErrnoException) => {
       throw new UsageError(`cannot listen on ${values.listen}: ${err.code ?? err.message}`);
     });
+    listening();
+    state = await opening;
     const address = created.address() as AddressInfo;
     const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     // The verifier key carries the name read from the key file: data, escaped.

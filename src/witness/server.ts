@@ -29,7 +29,12 @@ export interface WitnessServerOptions {
   signer: NoteSigner;
   /** origin → the log's checkpoint verifier keys. */
   logs: Map<string, NoteVerifierKey[]>;
-  state: WitnessState;
+  /**
+   * The witness's state, or its opening: a server may listen before its state is open (the CLI opens it only once
+   * the port is its own, so a refused start makes no state directory), and its requests wait for it. A request
+   * that finds the opening failed is answered 500.
+   */
+  state: WitnessState | Promise<WitnessState>;
   /** Largest request body (default 64 KiB: a checkpoint and 63 proof lines take under 4 KiB). */
   maxBodyBytes?: number;
   /** Time for a whole request, headers and body (default 10 s; 1 to 2^31 − 1 ms, the longest timer Node keeps). */
@@ -181,7 +186,8 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       // must not hold the log's real submissions behind signatures nobody will read.
       if (gone())
         return { status: 408, body: 'the request took too long\n', origin, reason: 'the request took too long' };
-      const stored = await options.state.get(origin);
+      const state = await options.state;
+      const stored = await state.get(origin);
       const decision = decideAddCheckpoint(request, keys, stored);
       if (decision.status === 409)
         return {
@@ -204,9 +210,9 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       // not extend this one, so it must happen before the cosignature leaves. The tree it already holds (same
       // size, same root: a replay, or new extension lines) changes nothing that must survive a crash, so the
       // note monitors are served is replaced in memory only, and a replay costs no flush.
-      if (stored !== undefined && stored.size === next.size) options.state.serve(origin, next);
+      if (stored !== undefined && stored.size === next.size) state.serve(origin, next);
       else {
-        await options.state.put(origin, stored?.size ?? 0, next);
+        await state.put(origin, stored?.size ?? 0, next);
         return { status: 200, body: line, origin, stored: next.size };
       }
       return { status: 200, body: line, origin };
@@ -273,7 +279,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
     if (monitor) {
       if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpAnswer(405, 'checkpoint takes GET');
       const origin = byHash.get(monitor[1]!);
-      const stored = origin === undefined ? undefined : await options.state.get(origin);
+      const stored = origin === undefined ? undefined : await (await options.state).get(origin);
       if (!stored) throw new HttpAnswer(404, 'no cosigned checkpoint for this log');
       return reply(exchange, { status: 200, body: stored.note }, true);
     }

@@ -1,6 +1,7 @@
 /**
  * `witness serve` refuses a key file or logs file it cannot use before it listens (exit 1, the code on stderr,
- * no state directory made), and the witness state refuses a compare-and-swap from a size it no longer holds.
+ * no state directory made), and a port it cannot listen on before it makes its state directory; the witness state
+ * refuses a compare-and-swap from a size it no longer holds.
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
@@ -50,9 +51,32 @@ describe('witness serve refuses', () => {
       const r = await serve(s, `127.0.0.1:${port}`);
       expect(r).toMatchObject({ code: 2, stdout: '' });
       expect(r.stderr).toBe(`handoff-ledger: USAGE: cannot listen on 127.0.0.1:${port}: EADDRINUSE\n`);
+      // A refused start leaves nothing behind: the state directory is made only once the port is the witness's.
+      expect(existsSync(s.state)).toBe(false);
     } finally {
       await new Promise((done) => taken.close(done));
     }
+  });
+
+  it('a state directory it cannot make once it listens: the code, exit 1, nothing on stdout, the port free again', async () => {
+    const s = await setup();
+    // The state's parent is a file: the directory cannot be made (its refusal comes after the port was taken).
+    writeFileSync(join(s.dir, 'file'), '');
+    const state = join(s.dir, 'file', 'state');
+    const free = createServer();
+    await new Promise<void>((done) => free.listen(0, '127.0.0.1', done));
+    const { port } = free.address() as AddressInfo;
+    await new Promise((done) => free.close(done));
+    const r = await serve({ ...s, state }, `127.0.0.1:${port}`);
+    expect(r.code, r.stderr).not.toBe(0);
+    expect(r.stderr).toMatch(/^handoff-ledger: [A-Z_]+: /);
+    expect(r.stdout).toBe('');
+    const refused = await new Promise<string | undefined>((done) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.once('connect', () => (socket.destroy(), done(undefined)));
+      socket.once('error', (err: NodeJS.ErrnoException) => done(err.code));
+    });
+    expect(refused).toBe('ECONNREFUSED');
   });
 
   it('a witness key file whose name is not a note key name, or that is not JSON, or not a key (KEY_INVALID)', async () => {

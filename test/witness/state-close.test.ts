@@ -110,4 +110,44 @@ describe('witness state close', () => {
       await state.close();
     }
   });
+
+  it('a server given its state still opening: a request waits for it, and one whose opening failed is answered 500', async () => {
+    const dir = join(tempDir(), 'state');
+    let open!: () => void;
+    const opening = new Promise<void>((r) => (open = r)).then(() => WitnessState.open(dir));
+    const failed = Promise.reject(new Error('the state could not be opened'));
+    failed.catch(() => {});
+    const logs = new Map([[log.origin, [parseVerifierKey(log.vkey)]]]);
+    const signer = noteSigner('witness.example/w', new Uint8Array(32).fill(13));
+    const servers = [
+      createWitnessServer({ signer, logs, state: opening }),
+      createWitnessServer({ signer, logs, state: failed }),
+    ];
+    for (const server of servers) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = (i: number) => `http://127.0.0.1:${(servers[i]!.address() as AddressInfo).port}`;
+    try {
+      let answered = false;
+      const request = fetch(`${url(0)}/add-checkpoint`, {
+        method: 'POST',
+        body: await log.request(0, leaves.slice(0, 8)),
+      }).then((res) => ((answered = true), res));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(answered).toBe(false);
+      open();
+      expect((await request).status).toBe(200);
+      expect(await (await opening).get(log.origin)).toMatchObject({ size: 8 });
+      const refused = await fetch(`${url(1)}/add-checkpoint`, {
+        method: 'POST',
+        body: await log.request(0, leaves.slice(0, 8)),
+      });
+      expect(refused.status).toBe(500);
+    } finally {
+      for (const server of servers) {
+        server.closeAllConnections();
+        await new Promise<void>((r) => server.close(() => r()));
+        await server.settled();
+      }
+      await (await opening).close();
+    }
+  });
 });
