@@ -1,7 +1,8 @@
 /**
  * Data a command prints from the store, a bundle or a trust file goes through the one escaper
  * (manifests/encoding/printable.ts), in human output and in --json alike: a store whose checkpoint origin carries a C1 control
- * sequence, a bidi override and DEL (a legal C2SP key name) cannot drive the terminal through any command that shows it.
+ * sequence, a bidi override and DEL (a legal C2SP key name, given to new logs no more but still opened in a store named
+ * so before) cannot drive the terminal through any command that shows it.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,7 @@ import { createWitnessKeyFile } from '../src/witness/key.js';
 import { captureIo } from './support/capture-io.js';
 import { sampleSummary } from './support/tmp.js';
 import { startWitness, stopWitness } from './witness/support.js';
+import { embeddedNamedAsBefore } from './tlog/ledger-support.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-escaping-'));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
@@ -29,6 +31,8 @@ async function cli(argv: string[]) {
 }
 
 beforeAll(async () => {
+  // A new log is no longer named so (isNewOrigin): a store named before the rule, which still opens.
+  await embeddedNamedAsBefore(root, ORIGIN);
   const ledger = await openLedger({ root, host: 'host-a', origin: ORIGIN });
   await ledger.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary(1));
   await ledger.close();

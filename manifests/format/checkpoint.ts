@@ -8,6 +8,7 @@ import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
 import { isValidKeyName, isWellFormed } from '../crypto/note.js';
 import { HASH_SIZE } from '../tlog/merkle.js';
+import { isTerminalSafe } from '../encoding/printable.js';
 
 export interface Checkpoint {
   origin: string;
@@ -25,6 +26,21 @@ const invalid = (why: string) => new ManifestError('CHECKPOINT_INVALID', `malfor
 export function isValidOrigin(origin: string): boolean {
   return isValidKeyName(origin) && origin.length <= 256;
 }
+
+/**
+ * The origins a new log may be given (`OpenLedgerOptions.origin`, `ManifestLog.origin(proposed)` when none is stored): a
+ * valid origin (`isValidOrigin`) that the CLI prints as it is, so the `keys vkey` line can be copied into a witness's
+ * logs file: no character `printable` escapes (C1 controls and DEL, bidi and other invisible format characters such as
+ * U+202E, line and paragraph separators, default-ignorable characters) and no backslash (printed doubled). A log named
+ * before this rule keeps its name: only a name not stored yet is held to it.
+ */
+export function isNewOrigin(origin: string): boolean {
+  return isValidOrigin(origin) && isTerminalSafe(origin) && !origin.includes('\\');
+}
+
+/** Why `isNewOrigin` refuses a valid origin (the refusal's message names it). */
+export const NEW_ORIGIN_RULE =
+  "a new log's origin may not hold a character the CLI prints escaped (a control, a bidi or other invisible format character such as U+202E, a line or paragraph separator, a backslash), so that its `keys vkey` line can be copied as it is";
 
 /**
  * What C2SP tlog-checkpoint requires of the origin line of a checkpoint read from anyone: not empty. Spaces and `+`

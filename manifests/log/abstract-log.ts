@@ -12,7 +12,7 @@ import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } fr
 import type { NodeId } from '../tlog/tree.js';
 import { KEY_BITS, type HeadsNode, type NodePath } from '../tlog/session-heads.js';
 import { timestampSchema } from '../format/manifest.js';
-import { isValidOrigin } from '../format/checkpoint.js';
+import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE } from '../format/checkpoint.js';
 import type {
   AppendOptions,
   AppendRequest,
@@ -321,6 +321,17 @@ export abstract class AbstractManifestLog implements ManifestLog {
         'INVALID_ARGUMENT',
         `origin ${JSON.stringify(String(proposed).slice(0, 80))} is not a valid origin (a non-empty name of at most 256 characters without spaces, "+" or control characters)`,
       );
+    // A name the CLI would print escaped is not given to a log that has none; one stored already (a log named before
+    // the rule) is answered as ever, whatever is proposed.
+    if (proposed !== undefined && !isNewOrigin(proposed)) {
+      const stored = await this._origin(undefined);
+      if (stored === undefined)
+        throw new ManifestError(
+          'INVALID_ARGUMENT',
+          `origin ${JSON.stringify(proposed.slice(0, 80))} is refused: ${NEW_ORIGIN_RULE}`,
+        );
+      return stored;
+    }
     return this._origin(proposed);
   }
   /** The stored origin, storing `proposed` (a valid origin) first when none is. */

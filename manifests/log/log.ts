@@ -287,7 +287,9 @@ export interface ManifestLog {
    * The log's origin (its unique name in checkpoints): the stored one, or `proposed`, stored durably by
    * the first caller, so that every host sharing a store signs under one name. Without `proposed`, only reads:
    * the stored one, or `undefined`. A `proposed` that is not a valid origin (manifests/format/checkpoint.ts,
-   * `isValidOrigin`) is `INVALID_ARGUMENT`, nothing stored, whether or not an origin is stored.
+   * `isValidOrigin`) is `INVALID_ARGUMENT`, nothing stored, whether or not an origin is stored. A valid one the CLI
+   * would print escaped (`isNewOrigin`: a bidi or format character, a backslash…) is `INVALID_ARGUMENT` when none is
+   * stored; a stored one is answered as ever (a log named before that rule keeps its name).
    */
   origin(): Promise<string | undefined>;
   origin(proposed: string): Promise<string>;

@@ -16,7 +16,7 @@ import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
 import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/trust.js';
-import { isValidOrigin } from '../../manifests/format/checkpoint.js';
+import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE } from '../../manifests/format/checkpoint.js';
 import { Keyring, mergeTrust, refuseNewHostKey } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
@@ -147,7 +147,8 @@ function checkKeyOptions(options: OpenLedgerOptions): void {
  *   integer, a `verifier` that is not `auto`, `node` or `noble`, a `hash` that is not `auto`, `native`, `wasm` or
  *   `noble`, an `authorizer` that is not a function, a `root` or `keyFile` that is not a non-empty string, a
  *   `signer` without `keyId`, `publicKey` and `sign`, `witnesses` without a `witnesses` list or with a witness that is
- *   not an http(s) URL, an invalid `origin`, or a `telemetry` option that is not an object or whose
+ *   not an http(s) URL, an invalid `origin` (for a log not named yet, also one the CLI would print escaped:
+ *   `isNewOrigin`), or a `telemetry` option that is not an object or whose
  *   `identifiers.hashKey` is not 32 bytes, a `clock` or `onNotice` that is not a function, or an options field that
  *   throws as it is read (nothing is written).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
@@ -216,6 +217,17 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
   // A root that is a file or a link is UNSAFE_ROOT for every command, not a storage failure of the first read under it.
   await refuseNonDirectory(root, 'UNSAFE_ROOT');
+  // An origin the CLI would print escaped names no new log (isNewOrigin): an embedded log not made yet is one, refused
+  // here with nothing written. A log that has a name keeps it (one named before the rule opens with it as ever); any
+  // other log without one is refused as it is asked to store the name (ManifestLog.origin).
+  if (
+    options.origin !== undefined &&
+    !isNewOrigin(options.origin) &&
+    !options.log &&
+    !options.postgres &&
+    (await refuseNonDirectory(join(root, 'manifests-v1'), 'UNSAFE_PATH')) === undefined
+  )
+    throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
   if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
     await refuseNewHostKey(root, host);
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
@@ -273,6 +285,9 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     const stored = await log.origin();
     if (stored !== undefined) refuseStoredOrigin(stored);
     const named = stored ?? freshName;
+    // A log with no name yet (PostgreSQL's, a log of the caller's) is not given one the CLI would print escaped.
+    if (stored === undefined && !isNewOrigin(named))
+      throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
     if (options.origin !== undefined && named !== options.origin)
       throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${named}, not ${options.origin}`);
     // Before the keyring lists a checkpoint key under this origin, and before a missing origin record is written (a

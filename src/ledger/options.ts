@@ -56,7 +56,9 @@ export interface OpenLedgerOptions {
   levelLog?: LevelManifestLogOptions | undefined;
   /**
    * The log's checkpoint origin (C2SP tlog-checkpoint: a unique name such as `example.com/handoffs`). The
-   * first opener of a store sets it (default `handoff-ledger.local/<random>`); a different one later is refused.
+   * first opener of a store sets it (default `handoff-ledger.local/<random>`); a different one later is refused. A
+   * new log's name holds no character the CLI prints escaped (a bidi or format character such as U+202E, a backslash:
+   * `INVALID_ARGUMENT`); a stored name that does (a log named before that rule) still opens.
    */
   origin?: string | undefined;
   /**

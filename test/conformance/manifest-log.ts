@@ -935,6 +935,32 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         for (const proposed of bad) await expectManifestError(fx.log.origin(proposed as string), 'INVALID_ARGUMENT');
         expect(await fx.log.origin()).toBe('example.org/one');
       });
+
+      it('refuses with INVALID_ARGUMENT a new origin the CLI would print escaped (bidi, format, C1, backslash); a stored one is answered', async () => {
+        // Valid key names (isValidOrigin), but `keys vkey` would print them escaped: no copying its line into logs.json.
+        const escaped = [
+          'example.org/\u202elog',
+          'example.org/a\u200bb',
+          'example.org/\u009b2J',
+          'example.org/a\u007f',
+          'example.org/a\\b',
+          'example.org/a\u2066b',
+          'example.org/\u{e0041}',
+          'example.org/a\ufe0fb',
+        ];
+        for (const proposed of escaped) {
+          const err = await expectManifestError(fx.log.origin(proposed), 'INVALID_ARGUMENT');
+          expect(err.message).toMatch(/prints escaped/);
+        }
+        expect(await fx.log.origin()).toBeUndefined();
+        // A log named so before the rule (its record written as the log stores any name) keeps its name.
+        const legacy = 'example.org/\u202elog';
+        await (fx.log as unknown as { _origin(p: string): Promise<string> })._origin(legacy);
+        expect(await (await fx.reopen()).origin()).toBe(legacy);
+        expect(await fx.log.origin(legacy)).toBe(legacy);
+        expect(await fx.log.origin('example.org/a\\b')).toBe(legacy);
+        expect(await fx.log.origin('example.org/two')).toBe(legacy);
+      });
     });
 
     describe('session-heads index', () => {

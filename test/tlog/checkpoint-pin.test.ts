@@ -25,7 +25,7 @@ import { openLedger } from '../../src/ledger/open.js';
 import { fsck } from '../../src/ops/maintenance.js';
 import { describePostgres } from '../support/postgres.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
-import { open, publishMany, refusal, scope } from './ledger-support.js';
+import { embeddedNamedAsBefore, open, publishMany, refusal, scope } from './ledger-support.js';
 
 function pinPath(root: string): string {
   const pins = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
@@ -121,6 +121,8 @@ describe('the pin file', () => {
     // note no longer matched its signature: every open, fsck's too, was NOTE_SIGNATURE_INVALID.
     const root = tempDir();
     const origin = '\uFEFFexample.com/bom';
+    // U+FEFF is printed escaped: a new log is no longer named so, a store named before the rule is.
+    await embeddedNamedAsBefore(root, origin);
     let ledger = await open(root, { origin });
     await publishMany(ledger, 's1', 1);
     await ledger.close();
@@ -441,6 +443,8 @@ describe("the previous version's pin (<hash>.note)", () => {
   it('keeps a leading U+FEFF of its origin: read as signed and moved into a slot file', async () => {
     const root = tempDir();
     const origin = '\uFEFFexample.com/bom';
+    // U+FEFF is printed escaped: a new log is no longer named so, a store named before the rule is.
+    await embeddedNamedAsBefore(root, origin);
     let ledger = await open(root, { origin });
     await publishMany(ledger, 's1', 2);
     await ledger.close();

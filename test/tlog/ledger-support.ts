@@ -1,6 +1,10 @@
 /** What the checkpoint tests share: a ledger on one origin, a scope per session, publishing n summaries, refusals. */
 import { expect } from 'vitest';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { openLedger } from '../../src/ledger/open.js';
+import { LevelManifestLog } from '../../manifests/log/level/log.js';
+import type { ManifestLog } from '../../manifests/log/log.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerError } from '../../src/errors.js';
 import { sampleSummary } from '../support/tmp.js';
@@ -27,4 +31,23 @@ export async function refusal(p: Promise<unknown>): Promise<LedgerError> {
   );
   expect(err).toBeInstanceOf(LedgerError);
   return err as LedgerError;
+}
+
+/**
+ * Stores `origin` as the log's name the way a log stored any valid name before new logs were held to `isNewOrigin`
+ * (its own record write): what a store named with a bidi or format character then holds.
+ */
+export async function nameAsBefore(log: ManifestLog, origin: string): Promise<void> {
+  await (log as unknown as { _origin(p: string): Promise<string> })._origin(origin);
+}
+
+/** Makes `root` an embedded store whose log is named `origin` as before the rule (nothing else in it yet). */
+export async function embeddedNamedAsBefore(root: string, origin: string): Promise<void> {
+  mkdirSync(join(root, 'manifests-v1'), { recursive: true, mode: 0o700 });
+  const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+  try {
+    await nameAsBefore(log, origin);
+  } finally {
+    await log.close();
+  }
 }

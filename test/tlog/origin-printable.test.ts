@@ -1,0 +1,97 @@
+/**
+ * A new log is not named with characters the CLI prints escaped (a bidi override, another format character, a C1
+ * control, DEL, a backslash): `keys vkey` would print its verifier key escaped, and the README's logs.json recipe copies
+ * that line. Refused with INVALID_ARGUMENT, nothing written for an embedded root; on PostgreSQL no origin stored. A store
+ * named so before the rule still opens, with its origin given or not, on both backends.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openLedger } from '../../src/ledger/open.js';
+import { openPostgresBackends } from '../../src/ledger/pg-backend.js';
+import { main } from '../../src/cli/main.js';
+import { captureIo } from '../support/capture-io.js';
+import { describePostgres, sqlOn } from '../support/postgres.js';
+import { tempDir } from '../support/tmp.js';
+import { embeddedNamedAsBefore, nameAsBefore, publishMany, refusal } from './ledger-support.js';
+
+const ESCAPED = [
+  'example.com/\u202elog',
+  'example.com/a\u200db',
+  'example.com/\u009b2J',
+  'example.com/log\u007f',
+  'example.com/a\\b',
+  'example.com/\u2066x',
+];
+/** A name given before the rule: a bidi override (U+202E), legal in a C2SP key name. */
+const LEGACY = 'example.com/\u202elog';
+
+describe('a new embedded log', () => {
+  it('is refused a name the CLI prints escaped (INVALID_ARGUMENT), with nothing written: no root made', async () => {
+    for (const origin of ESCAPED) {
+      const root = join(tempDir(), 'store');
+      const err = await refusal(openLedger({ root, host: 'host-a', origin }));
+      expect(err.code).toBe('INVALID_ARGUMENT');
+      expect(err.message).toMatch(/^origin: a new log's origin may not hold a character the CLI prints escaped/);
+      expect(existsSync(root)).toBe(false);
+    }
+  });
+
+  it('from the CLI: init --origin with a bidi override is INVALID_ARGUMENT (exit 1), nothing made', async () => {
+    const root = join(tempDir(), 'store');
+    const c = captureIo({ env: {} });
+    expect(await main(['init', '--root', root, '--host', 'host-a', '--origin', LEGACY], c.io)).toBe(1);
+    expect(c.stderr()).toMatch(/^handoff-ledger: INVALID_ARGUMENT: origin: a new log's origin/);
+    expect(existsSync(root)).toBe(false);
+  });
+
+  it('named so before the rule still opens, with its origin given or not, and keys vkey names it', async () => {
+    const root = tempDir();
+    await embeddedNamedAsBefore(root, LEGACY);
+    let ledger = await openLedger({ root, host: 'host-a', origin: LEGACY });
+    await publishMany(ledger, 's1', 1);
+    expect((await ledger.checkpoint()).checkpoint.origin).toBe(LEGACY);
+    await ledger.close();
+    ledger = await openLedger({ root, host: 'host-a' });
+    expect((await ledger.checkpoint()).checkpoint).toMatchObject({ origin: LEGACY, size: 1 });
+    await ledger.close();
+    const c = captureIo({ env: {} });
+    expect(await main(['keys', 'vkey', '--root', root, '--host', 'host-a', '--json'], c.io)).toBe(0);
+    expect(c.stdout()).toContain('\\u202e');
+  });
+});
+
+describePostgres('a new log on PostgreSQL', (pg) => {
+  const schemaName = (tag: string) => `origin_printable_${tag}_${process.pid}_${Date.now()}`;
+
+  it('is refused a name the CLI prints escaped (INVALID_ARGUMENT), and no origin is stored', async () => {
+    const schema = schemaName('new');
+    const postgres = { connectionString: pg.connectionString, schema };
+    for (const origin of ESCAPED) {
+      const err = await refusal(openLedger({ root: tempDir(), host: 'h1', origin, postgres }));
+      expect(err.code).toBe('INVALID_ARGUMENT');
+      expect(err.message).toMatch(/^origin: a new log's origin may not hold a character the CLI prints escaped/);
+    }
+    expect(await sqlOn(pg.connectionString, `SELECT value FROM "${schema}".log_meta WHERE key = 'origin'`)).toEqual([]);
+    // The store is not spoiled: a printable name is taken.
+    const ledger = await openLedger({ root: tempDir(), host: 'h1', origin: 'example.com/pg', postgres });
+    expect((await ledger.checkpoint()).checkpoint.origin).toBe('example.com/pg');
+    await ledger.close();
+  });
+
+  it('named so before the rule still opens, with its origin given or not', async () => {
+    const postgres = { connectionString: pg.connectionString, schema: schemaName('legacy') };
+    const { log, blobs } = await openPostgresBackends(postgres);
+    await nameAsBefore(log, LEGACY);
+    await log.close();
+    await blobs.close();
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'h1', origin: LEGACY, postgres });
+    await publishMany(ledger, 's1', 1);
+    expect((await ledger.checkpoint()).checkpoint.origin).toBe(LEGACY);
+    await ledger.close();
+    ledger = await openLedger({ root, host: 'h1', postgres });
+    expect((await ledger.checkpoint()).checkpoint).toMatchObject({ origin: LEGACY, size: 1 });
+    await ledger.close();
+  });
+});
