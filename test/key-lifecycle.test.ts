@@ -604,6 +604,47 @@ describe('key files and trust.json that cannot be read', () => {
     });
   });
 
+  it('a keyFile that does not exist, or is no key, is refused before anything is written: no root, no store in an empty one', async () => {
+    const base = tempDir();
+    const bad = join(base, 'bad.jwk');
+    writeFileSync(bad, '{"kty":"OKP"}', { mode: 0o600 });
+    for (const keyFile of [join(base, 'nope.jwk'), bad]) {
+      const root = join(tempDir(), 'root');
+      await expect(open(root, { keyFile })).rejects.toMatchObject({ code: 'KEY_INVALID' });
+      expect(existsSync(root)).toBe(false);
+      const empty = tempDir();
+      await expect(open(empty, { keyFile })).rejects.toMatchObject({ code: 'KEY_INVALID' });
+      expect(readdirSync(empty)).toEqual([]);
+    }
+  });
+
+  it('a keyFile missing while a rotation that stopped after trust.json staged its new key beside it: the open moves it into place', async () => {
+    const root = tempDir();
+    const keyFile = join(tempDir(), 'host.jwk');
+    writeFileSync(keyFile, JSON.stringify(generateJwk()), { mode: 0o600 });
+    let ledger = await open(root, { keyFile });
+    await ledger.publish(scope, sampleSummary(1));
+    const rotated = await ledger.rotateKey();
+    await ledger.close();
+    // A rotation stopped between writing trust.json and moving its staged file: the new key waits at <keyFile>.next,
+    // and here nothing is at keyFile (the old key file removed by hand). The open installs the staged key.
+    renameSync(keyFile, `${keyFile}.next`);
+    ledger = await open(root, { keyFile });
+    try {
+      expect(ledger.keyId).toBe(rotated);
+      expect(existsSync(keyFile)).toBe(true);
+      expect(existsSync(`${keyFile}.next`)).toBe(false);
+      expect((await ledger.publish(scope, sampleSummary(2))).seq).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+    // A staged key trust.json does not list is removed, and the missing key file is then refused as ever.
+    unlinkSync(keyFile);
+    writeFileSync(`${keyFile}.next`, JSON.stringify(generateJwk()), { mode: 0o600 });
+    await expect(open(root, { keyFile })).rejects.toMatchObject({ code: 'KEY_INVALID', message: /no such key file/ });
+    expect(existsSync(`${keyFile}.next`)).toBe(false);
+  });
+
   it.runIf(asRootWithBuild)(
     'an unreadable trust.json or key file is STORAGE_FAILED, with the errno error as cause',
     () => {

@@ -4,7 +4,7 @@
  * block every append forever, long uploads leave connections for everything else, bad options are refused with
  * codes, and an append whose COMMIT reply was lost is looked up rather than reported failed.
  */
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -456,6 +456,28 @@ describePostgres(
           expect(await clients()).toBe(before);
         } finally {
           await rm(root, { recursive: true, force: true });
+        }
+      });
+
+      it('refuses a keyFile that does not exist (KEY_INVALID) before anything connects: no schema, no root made', async () => {
+        const base = mkdtempSync(join(tmpdir(), 'hl-pg-keyfile-'));
+        try {
+          const schema = nextSchema();
+          const root = join(base, 'root');
+          const err = await rejection(
+            openLedger({
+              root,
+              host: 'h',
+              keyFile: join(base, 'nope.jwk'),
+              postgres: { connectionString: pg.connectionString, schema },
+              onNotice: () => {},
+            }),
+          );
+          expect(err).toMatchObject({ name: 'LedgerError', code: 'KEY_INVALID', message: /no such key file/ });
+          expect(existsSync(root)).toBe(false);
+          expect(await sql('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).toEqual([]);
+        } finally {
+          await rm(base, { recursive: true, force: true });
         }
       });
     });

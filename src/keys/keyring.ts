@@ -178,6 +178,19 @@ async function readTrustFile(trustPath: string): Promise<{ trust: TrustStore; st
 }
 
 /**
+ * For an open given a `keyFile` (and no signer), before it writes anything: the file is loaded as the keyring will load
+ * it, so a path with no key file is `KEY_INVALID` ("no such key file") and an unusable one is refused with the code the
+ * keyring gives it, with no store directory made. A key file a rotation staged beside it (`<keyFile>.next`) is left to
+ * the keyring, which moves it into place (or removes it) under the trust lock (`settleStaged`): the key file may be
+ * missing then, and the open must go on. Reads only.
+ * @throws LedgerError `KEY_INVALID`, `KEY_FILE_UNSAFE`; StoreError `STORAGE_FAILED`
+ */
+export async function refuseMissingKeyFile(path: string): Promise<void> {
+  if (await loadKeyFileIfPresent(stagedPathOf(path))) return;
+  if (!(await loadKeyFileIfPresent(path))) throw new LedgerError('KEY_INVALID', `no such key file ${path}`);
+}
+
+/**
  * For an open that must not make `host` a key of its own (`createHostKey: false`: the CLI's commands other than `init`
  * and `publish`): returns when the host's key file is there (or one a rotation staged and trust.json lists), else LedgerError `KEY_INVALID`
  * saying which hosts have keys in this root, or that the host's listed key file is missing, or that there is no store.

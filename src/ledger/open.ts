@@ -17,7 +17,7 @@ import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
 import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/trust.js';
 import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE } from '../../manifests/format/checkpoint.js';
-import { Keyring, mergeTrust, refuseNewHostKey } from '../keys/keyring.js';
+import { Keyring, mergeTrust, refuseMissingKeyFile, refuseNewHostKey } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
@@ -153,6 +153,8 @@ function checkKeyOptions(options: OpenLedgerOptions): void {
  *   throws as it is read (nothing is written).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
  *   witness's verifier key that does not parse (nothing is written).
+ * @throws LedgerError `KEY_INVALID` for a `keyFile` that does not exist (none staged beside it by a rotation) or is no
+ *   key, `KEY_FILE_UNSAFE` for one others can read (nothing is written).
  */
 export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (typeof given !== 'object' || given === null)
@@ -230,6 +232,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
   if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
     await refuseNewHostKey(root, host);
+  // A key file of the caller's that is not there (nor staged by a rotation) is refused before the store is made.
+  if (!options.signer && options.keyFile !== undefined) await refuseMissingKeyFile(options.keyFile);
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
   const hashBackend = await loadHashBackend(options.hash ?? 'auto', notice);
   // The log is opened first: its lock must be held before staging files are cleared, or a second
