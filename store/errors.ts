@@ -76,7 +76,8 @@ export type NamesEveryField<T, List extends ReadonlyArray<keyof T>> =
  * The named fields of a caller's options object, each read once into a plain object: a getter or a proxy that throws
  * as a field is read is an option that cannot be read (`INVALID_ARGUMENT` of the calling layer's class, naming it, with
  * the failure as the cause), not an uncoded crash; and what the caller checks is what it then uses (a getter is not
- * asked again). `undefined` and `null` are no options (every field absent).
+ * asked again). `undefined` and `null` are no options (every field absent); anything else that is not an object (a
+ * number, a string, a boolean, a symbol, a bigint) is `INVALID_ARGUMENT`.
  */
 export function readOptionFields<K extends string>(
   options: unknown,
@@ -86,6 +87,9 @@ export function readOptionFields<K extends string>(
 ): { [P in K]?: unknown } {
   const out: { [P in K]?: unknown } = {};
   if (options === undefined || options === null) return out;
+  // A number, string or boolean is no options object (a field meant for it passed in its place): not read as none.
+  if (typeof options !== 'object' && typeof options !== 'function')
+    throw new Class('INVALID_ARGUMENT', `${what} must be an object (null or undefined: none), not a ${typeof options}`);
   for (const name of names) {
     let value: unknown;
     try {

@@ -403,6 +403,62 @@ describe('options whose fields throw as they are read', () => {
   });
 });
 
+describe('the ledger and the options object a public function is given', () => {
+  it('fsck, gc and exportBundle given no Ledger (null, undefined, a number, a string, an empty object): INVALID_ARGUMENT', async () => {
+    const out = join(tempDir(), 'bundle');
+    for (const none of [null, undefined, 5, 'ledger', {}]) {
+      const shown = String(JSON.stringify(none));
+      expect(await codeOf(() => fsck(none as never)), `fsck ${shown}`).toBe('INVALID_ARGUMENT');
+      expect(await codeOf(() => gc(none as never, { graceMs: 0 })), `gc ${shown}`).toBe('INVALID_ARGUMENT');
+      expect(await codeOf(() => exportBundle(none as never, { out })), `export ${shown}`).toBe('INVALID_ARGUMENT');
+    }
+    await expect(fsck(null as never)).rejects.toThrow('fsck needs a Ledger (from openLedger), not null');
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('options that are no object (a number, a string, a boolean): INVALID_ARGUMENT everywhere; null and undefined are none', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    try {
+      await ledger.publish(scope, good);
+      const { id } = (await ledger.resume(scope))!;
+      const out = join(root, 'bundle');
+      for (const options of [5, 'signal', true]) {
+        const calls: [string, () => unknown][] = [
+          ['publish', () => ledger.publish(scope, good, options as never)],
+          ['checkPublish', () => ledger.checkPublish(scope, options as never)],
+          ['resume', () => ledger.resume(scope, options as never)],
+          ['history', () => ledger.history(scope, options as never)],
+          ['inclusionProof', () => ledger.inclusionProof(id, options as never)],
+          ['consistencyProof', () => ledger.consistencyProof(1, options as never)],
+          ['grant', () => ledger.grant('bob', 's1', options as never)],
+          ['grants', () => ledger.grants(options as never)],
+          ['fsck', () => fsck(ledger, options as never)],
+          ['gc', () => gc(ledger, options as never)],
+          ['exportBundle', () => exportBundle(ledger, options as never)],
+        ];
+        for (const [name, call] of calls)
+          expect(await codeOf(call), `${name} ${String(options)}`).toBe('INVALID_ARGUMENT');
+      }
+      await expect(ledger.resume(scope, 5 as never)).rejects.toThrow(
+        'resume options must be an object (null or undefined: none), not a number',
+      );
+      expect((await ledger.history(scope)).length).toBe(1);
+      expect((await ledger.grants()).length).toBe(0);
+      expect(existsSync(out)).toBe(false);
+      // null and undefined: no options, as for resume and history.
+      for (const none of [null, undefined]) {
+        expect((await ledger.resume(scope, none as never))?.seq).toBe(0);
+        expect((await ledger.history(scope, none as never)).length).toBe(1);
+        expect((await fsck(ledger, none as never)).ok).toBe(true);
+        expect((await ledger.inclusionProof(id, none as never)).leafIndex).toBe(0);
+      }
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('the grants filter', () => {
   it('that is neither an object nor null (a principal given as the filter) is INVALID_ARGUMENT, not every grant listed', async () => {
     const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });

@@ -295,13 +295,14 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
 
 /**
  * Exports the chains selected by `options` into a new bundle directory.
- * @throws LedgerError `INVALID_ID` (bad filter id), `INVALID_ARGUMENT` (no `out` path, a signal that is none, an options
- *   field that throws as it is read), `CANCELLED`, `CLOSED`; AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
+ * @throws LedgerError `INVALID_ID` (bad filter id), `INVALID_ARGUMENT` (no Ledger or source, no `out` path, a signal
+ *   that is none, an options field that throws as it is read), `CANCELLED`, `CLOSED`; AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
  *   ManifestError `RECORD_CORRUPT` (a log record export needs cannot be read, or `session`'s chain holds an entry
  *   signed for another session: no bundle; run fsck); other
  *   ManifestError/StoreError from the log or blob store pass through.
  */
 export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
+  checkSource(source);
   return (source.telemetry ?? new LedgerTelemetry()).run(
     'export',
     { scope: options, host: source.host },
@@ -316,6 +317,27 @@ export async function exportBundle(source: ExportSource, options: ExportOptions)
       },
     }),
   );
+}
+
+/**
+ * What `exportBundle` exports from: a `Ledger` or another source with a log and a blob store, else `INVALID_ARGUMENT`
+ * (not a TypeError of its first use), before anything is read or written.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+function checkSource(source: unknown): void {
+  const s = source as Partial<Record<'log' | 'blobs', unknown>> | null;
+  if (
+    typeof source !== 'object' ||
+    s === null ||
+    typeof s.log !== 'object' ||
+    s.log === null ||
+    typeof s.blobs !== 'object' ||
+    s.blobs === null
+  )
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `exportBundle needs a Ledger or an ExportSource { host, log, blobs }, not ${source === null ? 'null' : typeof source}`,
+    );
 }
 
 /** Every field of ExportOptions: read once, and a field left out of the list fails to compile. */

@@ -137,14 +137,28 @@ export interface FsckOptions {
 }
 
 /**
+ * The ledger a maintenance call is given: a `Ledger` (openLedger), else `INVALID_ARGUMENT` (not a TypeError of its
+ * first use), before anything is read.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+function checkLedger(ledger: unknown, what: string): void {
+  if (typeof ledger !== 'object' || ledger === null || typeof (ledger as Partial<Ledger>).maintenance !== 'function')
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `${what} needs a Ledger (from openLedger), not ${ledger === null ? 'null' : typeof ledger}`,
+    );
+}
+
+/**
  * Checks the whole store with the rules resume and the auditor apply: the log's head check, every
  * chain through the shared chain checker, every referenced blob, the global positions. Changes nothing. A chain
  * whose records are corrupt is reported (`RECORD_CORRUPT`) and the other chains are still checked.
- * @throws LedgerError `CANCELLED` (the signal aborted), `INVALID_ARGUMENT` (a signal that is none, or an options field
- *   that throws as it is read), `CLOSED`;
+ * @throws LedgerError `CANCELLED` (the signal aborted), `INVALID_ARGUMENT` (no Ledger, options that are not an object
+ *   or null, a signal that is none, or an options field that throws as it is read), `CLOSED`;
  *   a storage failure of the log as it is (`STORAGE_FAILED`)
  */
 export async function fsck(ledger: Ledger, given: FsckOptions = {}): Promise<FsckReport> {
+  checkLedger(ledger, 'fsck');
   // `null` from JavaScript callers too; each field read once (a getter that throws: INVALID_ARGUMENT).
   const options = readOptionFields(given, ['signal', 'checkBlobs'], 'fsck options', LedgerError) as FsckOptions;
   throwIfCancelled(options.signal);
@@ -326,11 +340,12 @@ export interface GcOptions {
  * when it re-puts the bytes, and the delete itself re-checks that time. Every manifest counts as a reference,
  * verified or not, whether the global order or a chain reaches it; a manifest gc cannot read stops it
  * (`RECORD_CORRUPT`) before anything is removed.
- * @throws LedgerError `INVALID_ARGUMENT` (a `graceMs` that is not a non-negative number, a `now` that is not a finite
- *   number, an options field that throws as it is read: before anything is read), `CLOSED`, `ROLLBACK` / `FORK` (the
+ * @throws LedgerError `INVALID_ARGUMENT` (no Ledger, a `graceMs` that is not a non-negative number, a `now` that is not
+ *   a finite number, an options field that throws as it is read: before anything is read), `CLOSED`, `ROLLBACK` / `FORK` (the
  *   log does not extend its pinned checkpoint), `RECORD_CORRUPT`; StoreError `BLOB_INTEGRITY`, `STORAGE_FAILED`
  */
 export async function gc(ledger: Ledger, given: GcOptions): Promise<GcReport> {
+  checkLedger(ledger, 'gc');
   let options: GcOptions | undefined;
   return ledger.telemetry.run(
     'gc',
