@@ -966,27 +966,29 @@ export class Ledger {
   }
 
   /**
-   * RFC 6962 inclusion proof of a manifest in the tree of `size` entries (default: the latest checkpoint).
+   * RFC 6962 inclusion proof of a manifest in the tree of `size` entries (default, or `null`: the latest checkpoint).
    * @throws LedgerError `INVALID_ID` (`id` is not a manifest id), `NOT_FOUND`, `INVALID_ARGUMENT` (a size out of range,
    *   an options field that throws as it is read), `ROLLBACK`, `FORK`,
    *   `RECORD_CORRUPT` (the log's position record for the id leads to another manifest); ManifestError
    *   `RECORD_CORRUPT` (that record cannot be parsed)
    */
-  async inclusionProof(id: Digest, options: { size?: number } = {}): Promise<InclusionProof> {
+  async inclusionProof(id: Digest, options: { size?: number | null } = {}): Promise<InclusionProof> {
     return this.tracked(async () => {
       parseManifestId(id);
       const { size } = readOptionFields(options, ['size'], 'inclusion proof options', LedgerError);
       await this.freshTrust();
-      return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, size as number | undefined);
+      // `null` is no size (the latest), as `null` is "none" for every option.
+      const at = (size ?? undefined) as number | undefined;
+      return inclusionProof(this.log, (await this.checkpoints.sync()).checkpoint.size, id, at);
     });
   }
 
   /**
-   * RFC 6962 consistency proof from the tree of `oldSize` entries to that of `size` (default: latest).
+   * RFC 6962 consistency proof from the tree of `oldSize` entries to that of `size` (default, or `null`: latest).
    * @throws LedgerError `INVALID_ARGUMENT` (a size out of range, an options field that throws as it is read), `ROLLBACK`,
    *   `FORK`
    */
-  async consistencyProof(oldSize: number, options: { size?: number } = {}): Promise<ConsistencyProof> {
+  async consistencyProof(oldSize: number, options: { size?: number | null } = {}): Promise<ConsistencyProof> {
     return this.tracked(async () => {
       const { size } = readOptionFields(options, ['size'], 'consistency proof options', LedgerError);
       await this.freshTrust();
@@ -994,7 +996,7 @@ export class Ledger {
         this.log,
         (await this.checkpoints.sync()).checkpoint.size,
         oldSize,
-        size as number | undefined,
+        (size ?? undefined) as number | undefined, // `null`: the latest, as for inclusionProof
       );
     });
   }

@@ -60,6 +60,13 @@ describe('checkpoints', () => {
       const c = await ledger.consistencyProof(3);
       expect(verifyConsistency(3, 7, c.proof.map(b64), old.root, now.root).ok).toBe(true);
       expect((await refusal(ledger.inclusionProof(later[0]!.id, { size: 3 }))).code).toBe('INVALID_ARGUMENT');
+      // `size: null` is no size (the latest), as `null` is "none" for every option; a size of another type is refused.
+      expect(await ledger.inclusionProof(first[1]!.id, { size: null })).toEqual(
+        await ledger.inclusionProof(first[1]!.id),
+      );
+      expect(await ledger.consistencyProof(3, { size: null })).toEqual(c);
+      for (const size of ['3', NaN, true])
+        expect((await refusal(ledger.inclusionProof(first[1]!.id, { size } as never))).code).toBe('INVALID_ARGUMENT');
       expect((await refusal(ledger.consistencyProof(0))).code).toBe('INVALID_ARGUMENT');
       expect((await refusal(ledger.consistencyProof(8))).code).toBe('INVALID_ARGUMENT');
       expect((await refusal(ledger.inclusionProof(`blake3:${'0'.repeat(64)}`))).code).toBe('NOT_FOUND');
