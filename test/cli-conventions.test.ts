@@ -601,3 +601,43 @@ describe('repeated options and extra arguments', () => {
     expect((await cli(['keys', 'list', ...store, '--json'])).stdout).toBe(before);
   });
 });
+
+describe('HANDOFF_LEDGER_* variables set to the empty string', () => {
+  // An exported but empty variable (`HANDOFF_LEDGER_ROOT=` in a unit file) is the default, as if unset: pinned here and
+  // said in the README and the commands' help, unlike an empty option (`--root ""`), a usage error.
+  it('count as unset: HANDOFF_LEDGER_ROOT="" is the default store, HANDOFF_LEDGER_HOST="" the machine name', async () => {
+    const state = mkdtempSync(join(tmpdir(), 'hl-empty-env-'));
+    try {
+      const empty = ['ROOT', 'HOST', 'POSTGRES', 'ORIGIN', 'TRUST', 'HASH', 'WITNESSES'].map((n) => [
+        `HANDOFF_LEDGER_${n}`,
+        '',
+      ]);
+      const c = captureIo({ env: { ...Object.fromEntries(empty), XDG_STATE_HOME: state } });
+      expect(await main(['init', '--json'], c.io), c.stderr()).toBe(0);
+      const { defaultHost } = await import('../src/cli/io.js');
+      expect(JSON.parse(c.stdout())).toMatchObject({
+        root: join(state, 'handoff-ledger'),
+        host: defaultHost({}),
+      });
+      const { defaultRoot } = await import('../src/ledger/open.js');
+      expect(defaultRoot({ HANDOFF_LEDGER_ROOT: '', XDG_STATE_HOME: state })).toBe(join(state, 'handoff-ledger'));
+      expect(defaultHost({ HANDOFF_LEDGER_HOST: '' })).toBe(defaultHost({}));
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  });
+
+  it('are said to count as unset in the README and in the help of every command on a store and of demo', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8').replace(/\s+/g, ' ');
+    expect(readme).toContain(
+      'A `HANDOFF_LEDGER_*` variable set to the empty string counts as unset: `HANDOFF_LEDGER_ROOT=""` is the default store, `HANDOFF_LEDGER_HOST=""` the machine name',
+    );
+    for (const name of ['init', 'publish', 'resume', 'grants', 'fsck', 'keys'])
+      expect(commands[name]!.options.join('\n'), name).toContain(
+        'a HANDOFF_LEDGER_* variable set to "" counts as unset',
+      );
+    expect(commands.demo!.options.join('\n')).toContain(
+      'HANDOFF_LEDGER_ROOT or HANDOFF_LEDGER_HOST set to "" counts as unset',
+    );
+  });
+});

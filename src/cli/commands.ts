@@ -28,6 +28,7 @@ const store = [
   '--postgres URL    a shared PostgreSQL store (or HANDOFF_LEDGER_POSTGRES); HANDOFF_LEDGER_TRUST=FILE: the other',
   "                  hosts' keys (a trust file, their `keys export`), trusted beside the store's trust.json",
   '--origin NAME     the checkpoint name of the log, set when the store is created (or HANDOFF_LEDGER_ORIGIN)',
+  '                  (a HANDOFF_LEDGER_* variable set to "" counts as unset; an empty option is a usage error)',
   '--json            print the result as JSON on stdout',
 ];
 /** `--principal` and `--session` as the command reads them (the principal is not always the session's owner). */
@@ -297,6 +298,7 @@ export const commands: Record<string, CommandSpec> = {
       '--root DIR        where the demo store goes (or HANDOFF_LEDGER_ROOT; default the store every command uses,',
       '                  ${XDG_STATE_HOME:-~/.local/state}/handoff-ledger: give a scratch directory to keep it apart)',
       '--host ID         the demo host (or HANDOFF_LEDGER_HOST; default demo-host, not the machine name)',
+      '                  (HANDOFF_LEDGER_ROOT or HANDOFF_LEDGER_HOST set to "" counts as unset)',
     ],
     exits: { ok: 'every step ran and every check held', refused: refusedLedger },
     json: false,

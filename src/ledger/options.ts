@@ -12,7 +12,10 @@ import type { PostgresBackendOptions } from './postgres.js';
 import type { TelemetryOptions } from '../telemetry/telemetry.js';
 
 export interface OpenLedgerOptions {
-  /** Store directory; default `$HANDOFF_LEDGER_ROOT`, else `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`. */
+  /**
+   * Store directory; default `$HANDOFF_LEDGER_ROOT` (set to `""`: as if unset), else
+   * `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`.
+   */
   root?: string | undefined;
   /** This host's id: bound into every manifest it signs. */
   host: string;
