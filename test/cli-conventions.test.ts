@@ -641,3 +641,39 @@ describe('HANDOFF_LEDGER_* variables set to the empty string', () => {
     );
   });
 });
+
+describe('an invalid --principal', () => {
+  // grants said `principal is not a valid id: "x y"`, export `principal "x y" is not a valid id`, the scope commands
+  // the same with the rule, verify `--principal must be a valid id`: one wording now, whichever command refuses it.
+  it('is refused in one wording by every command that takes one (INVALID_ID; USAGE for the auditor)', async () => {
+    const base = mkdtempSync(join(tmpdir(), 'hl-principal-'));
+    try {
+      const root = join(base, 'store');
+      const store = ['--root', root, '--host', 'h'];
+      expect(await main(['init', ...store], captureIo().io)).toBe(0);
+      const rule = '"x y" is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)';
+      const runs: [string[], string][] = [
+        [['grants', ...store], 'INVALID_ID: principal'],
+        [['grant', ...store, '--session', 's'], 'INVALID_ID: principal'],
+        [['revoke', ...store, '--session', 's'], 'INVALID_ID: principal'],
+        [['resume', ...store, '--session', 's'], 'INVALID_ID: principal'],
+        [['history', ...store, '--session', 's'], 'INVALID_ID: principal'],
+        [['export', ...store, '--out', join(base, 'bundle')], 'INVALID_ID: principal'],
+        [['publish', ...store, '--session', 's', '--run', 'r', join(base, 'summary.json')], 'INVALID_ID: principal'],
+        [['verify', join(base, 'bundle'), '--trust', join(base, 'trust.json')], 'USAGE: --principal'],
+      ];
+      writeFileSync(join(base, 'summary.json'), JSON.stringify(sampleSummary(1)));
+      for (const [argv, said] of runs) {
+        const c = captureIo();
+        expect(await main([...argv, '--principal', 'x y'], c.io), argv[0]).not.toBe(0);
+        expect(c.stderr(), argv[0]).toBe(`handoff-ledger: ${said} ${rule}\n`);
+      }
+      // The grants filter's session too, and the library's: the same words.
+      const c = captureIo();
+      expect(await main(['grants', ...store, '--session', 'x y'], c.io)).toBe(1);
+      expect(c.stderr()).toBe(`handoff-ledger: INVALID_ID: session ${rule}\n`);
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+});

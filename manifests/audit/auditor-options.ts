@@ -3,7 +3,7 @@
  * (its fields and address): the scope chains are held to and the bound on manifests.jsonl. Isomorphic. Each caller
  * names the settings in its own words and throws its own usage error.
  */
-import { isValidId } from '../format/id-pattern.js';
+import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
 import type { AuditScope } from './chain-rules.js';
 
 /** Default bound on manifests.jsonl: ~5 million honest manifests; an auditor raises it (`--max-bundle-bytes`). */
@@ -25,7 +25,7 @@ export function readAuditorScope(
     ['principal', principal],
     ['session', session],
   ] as const)
-    if (id !== undefined && !isValidId(id)) throw words.refuse(`${words.name(setting)} must be a valid id`);
+    if (id !== undefined && !isValidId(id)) throw words.refuse(invalidIdMessage(words.name(setting), id));
   if (principal === undefined && session === undefined) return undefined;
   return { ...(principal !== undefined ? { principal } : {}), ...(session !== undefined ? { session } : {}) };
 }

@@ -9,3 +9,14 @@ export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 export function isValidId(value: unknown): value is string {
   return typeof value === 'string' && ID_PATTERN.test(value);
 }
+
+/**
+ * The one wording of an invalid id, wherever it is refused (the ledger's scope, a grant, an export's filter, the
+ * auditor's scope): `principal "x y" is not a valid id (…the rule…)`. `name` is how the caller names the id
+ * (`principal`, `--principal`, `the principal`); the value is shown quoted (its first 80 characters) or, for one that
+ * is no string, by its type.
+ */
+export function invalidIdMessage(name: string, value: unknown): string {
+  const shown = typeof value === 'string' ? JSON.stringify(value.slice(0, 80)) : typeof value;
+  return `${name} ${shown} is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)`;
+}

@@ -7,7 +7,7 @@
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { readOptionFields, throwIfAborted } from '../../store/errors.js';
 import { ManifestError, rollbackRefused } from '../errors.js';
-import { isValidId } from '../format/id-pattern.js';
+import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
 import type { NodeId } from '../tlog/tree.js';
 import { KEY_BITS, type HeadsNode, type NodePath } from '../tlog/session-heads.js';
@@ -31,7 +31,7 @@ import type {
 
 function checkId(value: unknown, name: string, wildcard = false): string {
   if (isValidId(value) || (wildcard && value === '*')) return value as string;
-  throw new ManifestError('INVALID_ID', `${name} is not a valid id: ${JSON.stringify(String(value).slice(0, 80))}`);
+  throw new ManifestError('INVALID_ID', invalidIdMessage(name, value));
 }
 
 function checkCount(value: unknown, name: string, min = 0): number {

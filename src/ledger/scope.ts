@@ -1,5 +1,5 @@
 /** Scope ids of publish and resume, validated before anything else happens (publish step 1). */
-import { isValidId } from '../../manifests/format/id-pattern.js';
+import { invalidIdMessage, isValidId } from '../../manifests/format/id-pattern.js';
 import { LedgerError } from '../errors.js';
 
 export interface Scope {
@@ -12,13 +12,7 @@ export interface PublishScope extends Scope {
 }
 
 function checkId(name: string, value: unknown): string {
-  if (!isValidId(value)) {
-    const shown = typeof value === 'string' ? JSON.stringify(value.slice(0, 40)) : typeof value;
-    throw new LedgerError(
-      'INVALID_ID',
-      `${name} ${shown} is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)`,
-    );
-  }
+  if (!isValidId(value)) throw new LedgerError('INVALID_ID', invalidIdMessage(name, value));
   return value;
 }
 

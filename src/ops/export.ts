@@ -38,7 +38,7 @@ import {
   type BundleHeader,
 } from '../../manifests/audit/bundle.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
-import { isValidId } from '../../manifests/format/id-pattern.js';
+import { invalidIdMessage, isValidId } from '../../manifests/format/id-pattern.js';
 import type { LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import {
@@ -374,8 +374,7 @@ async function exportTraced(source: ExportSource, given: ExportOptions): Promise
     ['session', options.session],
   ] as const) {
     // The ledger's refusal of an invalid id, as every other command gives it (exit 1), not the auditor's USAGE.
-    if (v !== undefined && !isValidId(v))
-      throw new LedgerError('INVALID_ID', `${name} ${JSON.stringify(v)} is not a valid id`);
+    if (v !== undefined && !isValidId(v)) throw new LedgerError('INVALID_ID', invalidIdMessage(name, v));
   }
   checkCancelled(options.signal);
   const out = resolve(options.out);

@@ -462,7 +462,8 @@ describe('audit-ui and the page agree with verify on what the bundle is now', ()
             await page.click('#verify');
             expect(await pageOutcome(page)).toEqual({
               state: 'error',
-              error: 'USAGE: the principal must be a valid id',
+              error:
+                'USAGE: the principal "not an id" is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)',
             });
           }
         } finally {
