@@ -985,8 +985,8 @@ export class Ledger {
 
   /**
    * RFC 6962 consistency proof from the tree of `oldSize` entries to that of `size` (default, or `null`: latest).
-   * @throws LedgerError `INVALID_ARGUMENT` (a size out of range, an options field that throws as it is read), `ROLLBACK`,
-   *   `FORK`
+   * @throws LedgerError `INVALID_ARGUMENT` (a size out of range, no old size, an options field that throws as it is
+   *   read), `ROLLBACK`, `FORK`
    */
   async consistencyProof(oldSize: number, options: { size?: number | null } = {}): Promise<ConsistencyProof> {
     return this.tracked(async () => {

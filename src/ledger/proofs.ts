@@ -87,7 +87,10 @@ export async function consistencyProof(
   oldSize: number,
   size?: number,
 ): Promise<ConsistencyProof> {
-  // RFC 6962 defines no proof from the empty tree (every tree extends it).
+  // RFC 6962 defines no proof from the empty tree (every tree extends it). The old size is no option: none given is
+  // refused, not taken as the latest.
+  if (typeof oldSize !== 'number')
+    throw new LedgerError('INVALID_ARGUMENT', `old size: a tree size from 1 to ${latest}, not ${typeof oldSize}`);
   const old = pickSize(latest, oldSize, 1, 'old size');
   const treeSize = pickSize(latest, size, old, 'size');
   const read = (ids: Parameters<ManifestLog['treeNodes']>[0]) => log.treeNodes(ids);

@@ -69,6 +69,11 @@ describe('checkpoints', () => {
         expect((await refusal(ledger.inclusionProof(first[1]!.id, { size } as never))).code).toBe('INVALID_ARGUMENT');
       expect((await refusal(ledger.consistencyProof(0))).code).toBe('INVALID_ARGUMENT');
       expect((await refusal(ledger.consistencyProof(8))).code).toBe('INVALID_ARGUMENT');
+      // The old size is no option: none given is refused (it was taken as the latest, a proof from the tree to itself).
+      for (const oldSize of [undefined, null, '3'])
+        expect((await refusal(ledger.consistencyProof(oldSize as never))).code, String(oldSize)).toBe(
+          'INVALID_ARGUMENT',
+        );
       expect((await refusal(ledger.inclusionProof(`blake3:${'0'.repeat(64)}`))).code).toBe('NOT_FOUND');
       // A malformed id is INVALID_ID, as every id: not an id the log does not hold.
       const upper = first[0]!.id.toUpperCase().replace('BLAKE3:', 'blake3:');
