@@ -219,9 +219,12 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
   // A root that is a file or a link is UNSAFE_ROOT for every command, not a storage failure of the first read under it.
   await refuseNonDirectory(root, 'UNSAFE_ROOT');
+  if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
+    await refuseNewHostKey(root, host);
   // An origin the CLI would print escaped names no new log (isNewOrigin): an embedded log not made yet is one, refused
   // here with nothing written. A log that has a name keeps it (one named before the rule opens with it as ever); any
-  // other log without one is refused as it is asked to store the name (ManifestLog.origin).
+  // other log without one is refused as it is asked to store the name (ManifestLog.origin). After the refusal that says
+  // more: no store there, for a command that makes none.
   if (
     options.origin !== undefined &&
     !isNewOrigin(options.origin) &&
@@ -230,8 +233,6 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     (await refuseNonDirectory(join(root, 'manifests-v1'), 'UNSAFE_PATH')) === undefined
   )
     throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
-  if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
-    await refuseNewHostKey(root, host);
   // A key file of the caller's that is not there (nor staged by a rotation) is refused before the store is made.
   if (!options.signer && options.keyFile !== undefined) await refuseMissingKeyFile(options.keyFile);
   await ensurePrivateDir(root, 'UNSAFE_ROOT');

@@ -158,6 +158,10 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
   const perLog = new KeyedMutex();
   const report = options.onRequest ?? (() => {});
   const running = new Set<Promise<void>>();
+  // Taken once: an opening that fails is each request's 500, never an unhandled rejection (which ends the process)
+  // when it fails before any request came.
+  const opened = Promise.resolve(options.state);
+  opened.catch(() => {});
 
   /**
    * `gone`: the request is past its deadline, was already answered (408) or its connection closed; then nothing is
@@ -186,7 +190,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       // must not hold the log's real submissions behind signatures nobody will read.
       if (gone())
         return { status: 408, body: 'the request took too long\n', origin, reason: 'the request took too long' };
-      const state = await options.state;
+      const state = await opened;
       const stored = await state.get(origin);
       const decision = decideAddCheckpoint(request, keys, stored);
       if (decision.status === 409)
@@ -279,7 +283,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
     if (monitor) {
       if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpAnswer(405, 'checkpoint takes GET');
       const origin = byHash.get(monitor[1]!);
-      const stored = origin === undefined ? undefined : await (await options.state).get(origin);
+      const stored = origin === undefined ? undefined : await (await opened).get(origin);
       if (!stored) throw new HttpAnswer(404, 'no cosigned checkpoint for this log');
       return reply(exchange, { status: 200, body: stored.note }, true);
     }

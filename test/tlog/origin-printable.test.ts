@@ -37,6 +37,13 @@ describe('a new embedded log', () => {
     }
   });
 
+  it('is judged after the refusal that says more: no store there, for a command that makes none', async () => {
+    const root = join(tempDir(), 'store');
+    const none = await refusal(openLedger({ root, host: 'host-a', origin: LEGACY, createHostKey: false }));
+    expect(none).toMatchObject({ code: 'KEY_INVALID', message: expect.stringMatching(/^no store at /) });
+    expect(existsSync(root)).toBe(false);
+  });
+
   it('from the CLI: init --origin with a bidi override is INVALID_ARGUMENT (exit 1), nothing made', async () => {
     const root = join(tempDir(), 'store');
     const c = captureIo({ env: {} });

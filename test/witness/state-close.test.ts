@@ -115,8 +115,11 @@ describe('witness state close', () => {
     const dir = join(tempDir(), 'state');
     let open!: () => void;
     const opening = new Promise<void>((r) => (open = r)).then(() => WitnessState.open(dir));
-    const failed = Promise.reject(new Error('the state could not be opened'));
-    failed.catch(() => {});
+    // Fails before any request comes, with no handler of the caller's: the server's own (an unhandled rejection
+    // would end the process).
+    const failed = new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error('the state could not be opened')), 20),
+    );
     const logs = new Map([[log.origin, [parseVerifierKey(log.vkey)]]]);
     const signer = noteSigner('witness.example/w', new Uint8Array(32).fill(13));
     const servers = [

@@ -547,7 +547,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
             this.frontier,
             this.treeSize,
             batch.map((p, i) => ({ id: p.request.id, position: results[i]!.entry.position, leaf: p.leaf })),
-            // Synchronous: a small record from LevelDB's caches, no thread-pool round trip per batch (as _headWindow).
+            // Synchronous, no thread-pool round trip per batch (as _headWindow): for a new id a miss, a bloom-filter
+            // probe per level (measured ~2–4 µs with the tables cached; a cold table cache reads from disk).
             (id) => this.db.getSync(idKey(id)) !== undefined,
           );
           ops.push(...tree.puts);
