@@ -337,6 +337,15 @@ const DAMAGES: Damage[] = [
     pg: () => [['DELETE FROM {s}.tree_nodes WHERE level = 0 AND idx = 0']],
   },
   {
+    name: 'last tree leaf removed (its parent kept)',
+    want: { fsck: 'findings TREE_DAMAGED' },
+    // As 'tree node removed': PostgreSQL, counting one leaf fewer than its positions while a node past them (the lost
+    // leaf's parent) is stored, opens for fsck and refuses appends; the embedded log appends on its intact right edge.
+    pgDiffers: { publish: 'TREE_DAMAGED' },
+    level: () => ({ 'n!00!0000000000000003': undefined }),
+    pg: () => [['DELETE FROM {s}.tree_nodes WHERE level = 0 AND idx = 3']],
+  },
+  {
     name: 'session-heads root removed',
     want: {
       open: 'FORK',

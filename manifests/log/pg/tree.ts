@@ -24,10 +24,12 @@ export class PgTree {
       insert: db.sql(`INSERT INTO {schema}.tree_nodes (level, idx, hash)
         SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[])`),
       leaves: db.sql('SELECT count(*)::text AS n FROM {schema}.tree_nodes WHERE level = 0'),
-      // One statement, one snapshot: an append committing between two reads would make the tree look ahead.
-      // With it, whether the leaf after that many is stored (the tree lost a leaf below it: see backfill).
+      // One statement, one snapshot: an append committing between two reads would make the tree look ahead. With a
+      // tree short of the log, a node covering a position past its leaves (node (level, idx) covers idx·2^level …
+      // (idx+1)·2^level − 1), which no tree of that many leaves holds: a whole scan of the nodes, made only then.
       sizes: db.sql(`SELECT l.n::text AS leaves, next_position::text AS next,
-          EXISTS (SELECT 1 FROM {schema}.tree_nodes WHERE level = 0 AND idx = l.n) AS next_leaf_stored
+          CASE WHEN l.n < next_position THEN (SELECT level || '/' || idx FROM {schema}.tree_nodes
+            WHERE ((idx + 1) << level) > l.n LIMIT 1) END AS beyond
         FROM {schema}.log_counter, (SELECT count(*) AS n FROM {schema}.tree_nodes WHERE level = 0) l`),
       lockCounter: db.sql('SELECT next_position::text AS n FROM {schema}.log_counter FOR UPDATE'),
       // ORDER BY the column, not the output alias: `position` there would be the text, and 10 sorts before 2.
@@ -82,19 +84,22 @@ export class PgTree {
    * Adds entries written before the tree existed (a store migrated from schema version 1 or 2), under the
    * counter's lock so no append interleaves; idempotent.
    * @returns why appends must be refused, when the tree has more leaves than the log has positions (entries removed
-   *   or the counter set back under it: appending would build on a tree that is not the entries'), or fewer while the
-   *   leaf after them is stored (a leaf row lost below it: adding the next would collide with it, and the store would
-   *   not open even for fsck; the embedded log's open judges its size record so); else undefined
+   *   or the counter set back under it: appending would build on a tree that is not the entries'), or fewer while a
+   *   node past them is stored (leaf rows lost, below the last or the last ones under a stored parent: adding the next
+   *   would collide with it, and the store would not open even for fsck; the embedded log's open judges its size
+   *   record so); else undefined
    * @throws ManifestError `TREE_DAMAGED` when a position to add is missing
    */
   async backfill(): Promise<string | undefined> {
-    const sizes = (await this.db.query<{ leaves: string; next: string; next_leaf_stored: boolean }>(this.sql.sizes))
+    const sizes = (await this.db.query<{ leaves: string; next: string; beyond: string | null }>(this.sql.sizes))
       .rows[0]!;
     const [leaves, next] = [Number(sizes.leaves), Number(sizes.next)];
     if (leaves > next) return `the tree has ${leaves} leaves, the log ${next} entries`;
     if (leaves === next) return undefined;
-    if (sizes.next_leaf_stored)
-      return `the tree has ${leaves} leaves, the log ${next} entries, and leaf ${leaves} is stored`;
+    // Fewer leaves than entries: a store migrated before the tree (backfilled below), or leaf rows lost, which leaves
+    // a node past the leaves that are left (a leaf after the lost one, or a parent covering it).
+    if (sizes.beyond !== null)
+      return `the tree has ${leaves} leaves, the log ${next} entries, and node ${sizes.beyond} past them is stored`;
     await this.db.transaction(async (client) => {
       await client.query(this.sql.lockCounter);
       for (;;) {
