@@ -309,8 +309,16 @@ export abstract class AbstractManifestLog implements ManifestLog {
   }
   /** Stored session-heads index nodes at paths already checked (each names a node: checkNodePaths). */
   protected abstract _sessionHeadNodes(paths: NodePath[]): Promise<Array<HeadsNode | undefined>>;
-  abstract entryAt(position: number): Promise<LogEntry | undefined>;
-  abstract positionOf(id: Digest): Promise<number | undefined>;
+  async entryAt(position: number): Promise<LogEntry | undefined> {
+    return this._entryAt(checkCount(position, 'position'));
+  }
+  /** The entry at a position already checked (a safe non-negative integer), or `undefined`. */
+  protected abstract _entryAt(position: number): Promise<LogEntry | undefined>;
+  async positionOf(id: Digest): Promise<number | undefined> {
+    return this._positionOf(checkDigest(id, 'id'));
+  }
+  /** The lowest position of an id already checked (a blake3 digest), or `undefined`. */
+  protected abstract _positionOf(id: Digest): Promise<number | undefined>;
   origin(): Promise<string | undefined>;
   origin(proposed: string): Promise<string>;
   async origin(proposed?: string): Promise<string | undefined> {

@@ -269,11 +269,15 @@ export interface ManifestLog {
    *   outside 0…63, an index that is not a safe non-negative integer, a list that is not an array)
    */
   treeNodes(ids: NodeId[]): Promise<Uint8Array[]>;
-  /** The entry at a global position, or `undefined`. */
+  /**
+   * The entry at a global position, or `undefined`.
+   * @throws ManifestError `INVALID_ARGUMENT` for a position that is not a safe non-negative integer
+   */
   entryAt(position: number): Promise<LogEntry | undefined>;
   /**
    * The global position of a manifest id, or `undefined`. An id appended more than once (the ledger never does; a caller
    * of the log can) is found at its lowest position, the first: a later append cannot move where a proof by it leads.
+   * @throws ManifestError `INVALID_ID` for an id that is not a blake3 digest
    */
   positionOf(id: Digest): Promise<number | undefined>;
   /**

@@ -538,6 +538,20 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await fx.log.head('s1')).toMatchObject({ seq: 0 });
       });
 
+      it('refuses positionOf an id that is not a blake3 digest (INVALID_ID) and entryAt a position that is not a non-negative integer (INVALID_ARGUMENT)', async () => {
+        await appendChain('s1', 1);
+        // Before the shared front checked them the embedded log looked the text up as a key (i!<anything>) and
+        // PostgreSQL compared it, each answering undefined; a bad position was undefined on both.
+        for (const bad of ['blake3:xyz', 'sha256:00', '', 'i!x', undefined, null, 7, {}])
+          await expectManifestError(fx.log.positionOf(bad as unknown as Digest), 'INVALID_ID');
+        for (const bad of [-1, 1.5, NaN, Infinity, '0', null, undefined, 2 ** 53])
+          await expectManifestError(fx.log.entryAt(bad as number), 'INVALID_ARGUMENT');
+        // Well-formed but not stored: nothing, as before.
+        expect(await fx.log.positionOf(idOf('zz', 0))).toBeUndefined();
+        expect(await fx.log.entryAt(Number.MAX_SAFE_INTEGER)).toBeUndefined();
+        expect(await fx.log.entryAt(0)).toMatchObject({ session: 's1', seq: 0, position: 0 });
+      });
+
       it('refuses with INVALID_ARGUMENT a seq, position or watermark that is not a non-negative integer, and an empty envelope', async () => {
         await appendChain('s1', 1);
         for (const bad of [-1, 1.5, NaN, '1', null]) {

@@ -696,15 +696,14 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     return readNodes(this.db, ids);
   }
 
-  async entryAt(position: number): Promise<LogEntry | undefined> {
-    if (!Number.isSafeInteger(position) || position < 0) return undefined;
+  protected async _entryAt(position: number): Promise<LogEntry | undefined> {
     const ref = await readRecord(this.db, posKey(position), 'position read');
     const key = ref === undefined ? undefined : parsePositionRecord(posKey(position), ref);
     const raw = key === undefined ? undefined : await readRecord(this.db, key, 'entry read');
     return raw === undefined ? undefined : parseEntryRecord(key!, raw);
   }
 
-  async positionOf(id: Digest): Promise<number | undefined> {
+  protected async _positionOf(id: Digest): Promise<number | undefined> {
     const raw = await readRecord(this.db, idKey(id), 'position read');
     return raw === undefined ? undefined : parseCountRecord(idKey(id), raw);
   }

@@ -489,13 +489,12 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
-  async entryAt(position: number): Promise<LogEntry | undefined> {
-    if (!Number.isSafeInteger(position) || position < 0) return undefined;
+  protected async _entryAt(position: number): Promise<LogEntry | undefined> {
     const [row] = await this.rows<EntryRow>('entry', this.sql.entryAt!, [String(position)]);
     return row && toEntry(row);
   }
 
-  async positionOf(id: Digest): Promise<number | undefined> {
+  protected async _positionOf(id: Digest): Promise<number | undefined> {
     const [row] = await this.rows<{ position: string }>('id lookup', this.sql.positionOf!, [id]);
     return row && Number(row.position);
   }
