@@ -138,7 +138,8 @@ const DAMAGES: Damage[] = [
   },
   {
     name: 'grant whose time is no date',
-    want: {},
+    // Refused as a grant with any other bad field: listing and fsck name it, not served as a valid grant.
+    want: { grants: 'RECORD_CORRUPT', fsck: 'findings RECORD_CORRUPT' },
     level: () => ({ 'g!bob!s1': JSON.stringify({ principal: 'bob', session: 's1', state: 'granted', at: 'never' }) }),
     pg: () => [["UPDATE {s}.grants SET at = 'never' WHERE principal = 'bob'"]],
   },
@@ -460,7 +461,38 @@ async function levelStore(damage: Damage): Promise<Made> {
   return made;
 }
 
+const GRANT_TIME_NO_DATE = DAMAGES.find((d) => d.name === 'grant whose time is no date')!;
+
+/** What the grantee (bob, granted s1) gets from resume, publish and checkPublish in s1 and what the store's grant lists give. */
+async function granteeOutcomes(made: Made): Promise<Outcomes> {
+  const ledger = await openLedger(made.opts);
+  try {
+    const bob = { principal: 'bob', session: 's1', run: 'r' };
+    return {
+      resume: await outcome(() => ledger.resume(bob)),
+      publish: await outcome(() => ledger.publish(bob, sampleSummary('bob'))),
+      grant: await outcome(async () => JSON.stringify(await ledger.log.grants.get('bob', 's1'))),
+      list: await outcome(() => ledger.log.grants.list({ principal: 'bob' })),
+    };
+  } finally {
+    await ledger.close();
+  }
+}
+
+/** A grant with a time that is no date grants nothing: every read of it refuses it, as a grant with another bad field. */
+const GRANTEE_REFUSED: Outcomes = {
+  resume: 'RECORD_CORRUPT',
+  publish: 'RECORD_CORRUPT',
+  grant: 'RECORD_CORRUPT',
+  list: 'RECORD_CORRUPT',
+};
+
 describe('damaged records of the embedded store', () => {
+  it('a grant whose time is no date is not served as a grant: its grantee is refused (RECORD_CORRUPT)', async () => {
+    expect(await granteeOutcomes(await levelStore(GRANT_TIME_NO_DATE))).toEqual(GRANTEE_REFUSED);
+  });
+
+
   it.each(DAMAGES.filter((d) => !d.pg).map((d) => [d.name, d] as const))(
     '%s: every operation gives its answer or a coded error',
     async (_name, damage) => {
@@ -488,6 +520,10 @@ describePostgres('damaged records of both stores', (pg) => {
       await sqlOn(pg.connectionString, text.replaceAll('{s}', `"${schema}"`), values);
     return made;
   }
+
+  it('a grant whose time is no date is not served as a grant on PostgreSQL either (RECORD_CORRUPT)', async () => {
+    expect(await granteeOutcomes(await pgStore(GRANT_TIME_NO_DATE))).toEqual(GRANTEE_REFUSED);
+  });
 
   it.each(DAMAGES.filter((d) => d.pg).map((d) => [d.name, d] as const))(
     '%s: the same outcome on both backends, each coded',

@@ -65,6 +65,14 @@ export const MAX_GRANT_BY_UNITS = 1024;
 /** NUL (PostgreSQL's text cannot hold it) or a lone surrogate (UTF-8 storage replaces it): not stored as given. */
 const UNSTORABLE_TEXT = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/**
+ * A grant's time (`at`) as every backend stores it and reads it back: text that `Date.parse` reads as a date. A stored
+ * grant whose `at` is not one is `RECORD_CORRUPT` on every read (each backend's), as a grant with any other bad field.
+ */
+export function isGrantTime(value: unknown): value is string {
+  return typeof value === 'string' && !Number.isNaN(Date.parse(value));
+}
+
 function checkDigest(value: unknown, name: string): Digest {
   if (isDigest(value)) return value;
   throw new ManifestError(
@@ -411,7 +419,7 @@ class CheckedGrantTable implements GrantTable {
     if (!GRANT_STATES.has(r.state))
       throw new ManifestError('INVALID_ARGUMENT', `grant state must be 'granted' or 'revoked'`);
     // Date.parse reads past a NUL, which PostgreSQL's text cannot hold: refused by every backend.
-    if (typeof r.at !== 'string' || Number.isNaN(Date.parse(r.at)) || UNSTORABLE_TEXT.test(r.at))
+    if (!isGrantTime(r.at) || UNSTORABLE_TEXT.test(r.at))
       throw new ManifestError('INVALID_ARGUMENT', 'grant time (at) must be an ISO date');
     if (r.by !== undefined && (typeof r.by !== 'string' || UNSTORABLE_TEXT.test(r.by)))
       throw new ManifestError('INVALID_ARGUMENT', 'grant author (by) must be a string without NUL or lone surrogates');

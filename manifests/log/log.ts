@@ -162,9 +162,15 @@ export interface GrantRecord {
 }
 
 export interface GrantTable {
+  /**
+   * @throws ManifestError `RECORD_CORRUPT` for a stored grant that is not one (LevelDB: not JSON, a field of the wrong
+   *   kind, another principal or session than its key; both backends: an `at` that is not a date), never served as
+   *   a grant
+   */
   get(principal: string, session: string): Promise<GrantRecord | undefined>;
   /** Writes the record durably (sync). */
   put(record: GrantRecord): Promise<void>;
+  /** @throws ManifestError `RECORD_CORRUPT` at the first stored grant that is not one, as `get` */
   list(filter?: { principal?: string; session?: string }): Promise<GrantRecord[]>;
 }
 

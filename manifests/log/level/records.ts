@@ -8,6 +8,7 @@ import { isDigest, type Digest } from '../../../store/hash/digest.js';
 import { decodeBase64 } from '../../encoding/base64.js';
 import type { ChainHead, GrantRecord, LogEntry, SigningKeyRecord } from '../log.js';
 import type { HeadsNode } from '../../tlog/session-heads.js';
+import { isGrantTime } from '../abstract-log.js';
 
 type Fields = Record<string, unknown>;
 
@@ -76,7 +77,7 @@ export function parseGrantRecord(key: string, raw: string): GrantRecord {
       isText(v.principal) &&
       isText(v.session) &&
       (v.state === 'granted' || v.state === 'revoked') &&
-      typeof v.at === 'string' &&
+      isGrantTime(v.at) &&
       (v.by === undefined || typeof v.by === 'string'),
   );
   if (key !== `g!${grant.principal}!${grant.session}`)

@@ -19,7 +19,7 @@ import {
   type PgConnectOptions,
 } from '../../../store/pg/db.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
-import { AbstractManifestLog, CheckedInlineBlobTable } from '../abstract-log.js';
+import { AbstractManifestLog, CheckedInlineBlobTable, isGrantTime } from '../abstract-log.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../../chain/head-rules.js';
 import type {
   AppendRequest,
@@ -741,7 +741,13 @@ interface GrantRow {
   by: string | null;
 }
 
+/** A row whose time is not a date is corrupt (the embedded log's parse refuses the same record), not a valid grant. */
 function toGrant(r: GrantRow): GrantRecord {
+  if (!isGrantTime(r.at))
+    throw new ManifestError(
+      'RECORD_CORRUPT',
+      `manifest log record grants[${JSON.stringify(r.principal)}, ${JSON.stringify(r.session)}] is corrupt: at is not a date`,
+    );
   const rec: GrantRecord = { principal: r.principal, session: r.session, state: r.state, at: r.at };
   if (r.by !== null) rec.by = r.by;
   return rec;
