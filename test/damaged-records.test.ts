@@ -191,17 +191,19 @@ const DAMAGES: Damage[] = [
   },
   {
     name: 'tree size that is no number',
+    // The tree's size, and so its head, is unknown: the record is named (as a damaged node on the tree's right edge
+    // is), not taken for the empty tree, which the pinned checkpoint would call a ROLLBACK.
     want: {
-      open: 'ROLLBACK',
-      resume: 'ROLLBACK',
-      'resume s2': 'ROLLBACK',
-      history: 'ROLLBACK',
-      inclusionProof: 'ROLLBACK',
-      exportBundle: 'ROLLBACK',
-      grants: 'ROLLBACK',
-      fsck: 'findings PIN_MISMATCH,TREE_SIZE',
-      gc: 'ROLLBACK',
-      publish: 'ROLLBACK',
+      open: 'RECORD_CORRUPT',
+      resume: 'RECORD_CORRUPT',
+      'resume s2': 'RECORD_CORRUPT',
+      history: 'RECORD_CORRUPT',
+      inclusionProof: 'RECORD_CORRUPT',
+      exportBundle: 'RECORD_CORRUPT',
+      grants: 'RECORD_CORRUPT',
+      fsck: 'findings RECORD_CORRUPT',
+      gc: 'RECORD_CORRUPT',
+      publish: 'RECORD_CORRUPT',
     },
     level: () => ({ 'n!size': 'four' }),
   },
@@ -488,6 +490,21 @@ const GRANTEE_REFUSED: Outcomes = {
 };
 
 describe('damaged records of the embedded store', () => {
+  it('a tree size record that is no number is named by the refused open and by fsck, not called a rollback', async () => {
+    const made = await levelStore(DAMAGES.find((d) => d.name === 'tree size that is no number')!);
+    await expect(openLedger(made.opts)).rejects.toMatchObject({
+      code: 'RECORD_CORRUPT',
+      message: expect.stringContaining('n!size'),
+    });
+    const ledger = await openLedger({ ...made.opts, diagnose: true });
+    try {
+      const report = await fsck(ledger);
+      expect(report.findings).toEqual([{ code: 'RECORD_CORRUPT', message: expect.stringContaining('n!size') }]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('a grant whose time is no date is not served as a grant: its grantee is refused (RECORD_CORRUPT)', async () => {
     expect(await granteeOutcomes(await levelStore(GRANT_TIME_NO_DATE))).toEqual(GRANTEE_REFUSED);
   });

@@ -127,6 +127,12 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   /** The store's lock: no other process writes it while this log is open. */
   readonly exclusive = true;
   private treeSize = 0;
+  /**
+   * Set at open when the tree's size record (`n!size`) cannot be read: the tree's size, and so its head, is unknown.
+   * `treeHead` throws it (a tree whose root cannot be folded, as a damaged node on its right edge), rather than answer
+   * the empty tree, which a pinned checkpoint would take for a rollback.
+   */
+  private treeSizeDamage: ManifestError | undefined;
   /** The session-heads index root as committed (moves with treeSize); undefined while the index is unreadable. */
   private headsRoot: Uint8Array | undefined;
 
@@ -254,6 +260,14 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       }
       try {
         log.treeSize = await readTreeSize(db);
+      } catch (err) {
+        // As below, and the tree's head is unknown too (treeHead refuses with this record, not the empty tree).
+        if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+        log.treeDamage = err.message;
+        log.treeSizeDamage = err;
+        return log;
+      }
+      try {
         log.frontier = await loadFrontier(db, log.treeSize);
       } catch (err) {
         // A damaged tree record must not lock the store: it opens (reads, resume, fsck, which names the record),
@@ -648,6 +662,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   private async rfc6962Head(): Promise<TreeHead> {
+    if (this.treeSizeDamage) throw this.treeSizeDamage;
     // The frontier changes only with the tree's size (an append): every call in between (each resume and
     // publish checks the pinned checkpoint) gets the root folded from it once. A root that needed stored
     // nodes is not kept: those are read (and may have been changed) each time.
@@ -784,6 +799,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       view.treeSize = this.treeSize;
       view.headsRoot = this.headsRoot?.slice();
       view.treeDamage = this.treeDamage;
+      view.treeSizeDamage = this.treeSizeDamage;
     });
     try {
       return await fn(view);
