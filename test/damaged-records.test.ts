@@ -7,7 +7,7 @@
  * that is not JSON) is run on the embedded log alone.
  */
 import { join } from 'node:path';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
@@ -157,7 +157,20 @@ const DAMAGES: Damage[] = [
   },
   {
     name: 'origin that is no valid origin',
-    want: { open: 'RECORD_CORRUPT', 'open (diagnose)': 'RECORD_CORRUPT' },
+    // A diagnosing open goes on under the name trust.json lists the checkpoint key under, writing nothing: fsck names
+    // the record; every operation that checks the log (or writes) refuses with it.
+    want: {
+      open: 'RECORD_CORRUPT',
+      resume: 'RECORD_CORRUPT',
+      'resume s2': 'RECORD_CORRUPT',
+      history: 'RECORD_CORRUPT',
+      inclusionProof: 'RECORD_CORRUPT',
+      exportBundle: 'RECORD_CORRUPT',
+      grants: 'RECORD_CORRUPT',
+      fsck: 'findings RECORD_CORRUPT',
+      gc: 'RECORD_CORRUPT',
+      publish: 'RECORD_CORRUPT',
+    },
     level: () => ({ 'm!origin': 'has space' }),
     pg: () => [["UPDATE {s}.log_meta SET value = 'has space' WHERE key = 'origin'"]],
   },
@@ -463,6 +476,45 @@ async function levelStore(damage: Damage): Promise<Made> {
   return made;
 }
 
+const ORIGIN_NO_ORIGIN = DAMAGES.find((d) => d.name === 'origin that is no valid origin')!;
+
+/** Every file under `root` but the embedded log's own (LevelDB rewrites its files as it opens), with its bytes. */
+function filesOf(root: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (dir: string) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, e.name);
+      if (e.isDirectory()) {
+        if (path !== join(root, 'manifests-v1')) walk(path);
+      } else out[path] = readFileSync(path).toString('base64');
+    }
+  };
+  walk(root);
+  return out;
+}
+
+/**
+ * An origin record that is no valid origin: the open refuses it, the diagnosing one opens writing nothing (no origin,
+ * no pin, no key made or listed: every file of the root as it was, the record as damaged) and fsck names the record.
+ */
+async function diagnoseDamagedOrigin(made: Made, storedOrigin: () => Promise<string | undefined>): Promise<void> {
+  await expect(openLedger(made.opts)).rejects.toMatchObject({ code: 'RECORD_CORRUPT' });
+  const root = made.opts.root!;
+  const before = filesOf(root);
+  const ledger = await openLedger({ ...made.opts, diagnose: true });
+  try {
+    const report = await fsck(ledger);
+    expect(report.findings).toEqual([
+      { code: 'RECORD_CORRUPT', message: expect.stringContaining(`origin record "has space"`) },
+    ]);
+    await expect(ledger.grant('carol', 's1')).rejects.toMatchObject({ code: 'RECORD_CORRUPT' });
+  } finally {
+    await ledger.close();
+  }
+  expect(filesOf(root)).toEqual(before);
+  expect(await storedOrigin()).toBe('has space');
+}
+
 const GRANT_TIME_NO_DATE = DAMAGES.find((d) => d.name === 'grant whose time is no date')!;
 
 /** What the grantee (bob, granted s1) gets from resume, publish and checkPublish in s1 and what the store's grant lists give. */
@@ -490,6 +542,18 @@ const GRANTEE_REFUSED: Outcomes = {
 };
 
 describe('damaged records of the embedded store', () => {
+  it('an origin record that is no valid origin: fsck runs on a diagnosing open, which writes nothing', async () => {
+    const made = await levelStore(ORIGIN_NO_ORIGIN);
+    await diagnoseDamagedOrigin(made, async () => {
+      const log = await LevelManifestLog.open(join(made.opts.root!, 'manifests-v1'));
+      try {
+        return await log.raw.get('m!origin');
+      } finally {
+        await log.close();
+      }
+    });
+  });
+
   it('a tree size record that is no number is named by the refused open and by fsck, not called a rollback', async () => {
     const made = await levelStore(DAMAGES.find((d) => d.name === 'tree size that is no number')!);
     await expect(openLedger(made.opts)).rejects.toMatchObject({
@@ -508,7 +572,6 @@ describe('damaged records of the embedded store', () => {
   it('a grant whose time is no date is not served as a grant: its grantee is refused (RECORD_CORRUPT)', async () => {
     expect(await granteeOutcomes(await levelStore(GRANT_TIME_NO_DATE))).toEqual(GRANTEE_REFUSED);
   });
-
 
   it.each(DAMAGES.filter((d) => !d.pg).map((d) => [d.name, d] as const))(
     '%s: every operation gives its answer or a coded error',
@@ -537,6 +600,22 @@ describePostgres('damaged records of both stores', (pg) => {
       await sqlOn(pg.connectionString, text.replaceAll('{s}', `"${schema}"`), values);
     return made;
   }
+
+  it('an origin record that is no valid origin: fsck runs on a diagnosing open of PostgreSQL, which writes nothing', async () => {
+    const made = await pgStore(ORIGIN_NO_ORIGIN);
+    const { schema } = made.opts.postgres!;
+    await diagnoseDamagedOrigin(made, async () => {
+      const rows = await sqlOn<{ value: string }>(
+        pg.connectionString,
+        `SELECT value FROM "${schema}".log_meta WHERE key = 'origin'`,
+      );
+      return rows[0]?.value;
+    });
+    // A host whose root lists no checkpoint key of this log has no name to go on under without listing one: refused.
+    const other = { ...made.opts, root: mkdtempSync(join(tmpdir(), 'hl-dmg-')), host: 'h2', diagnose: true };
+    await expect(openLedger(other)).rejects.toMatchObject({ code: 'RECORD_CORRUPT' });
+    expect(filesOf(other.root)).toEqual({});
+  });
 
   it('a grant whose time is no date is not served as a grant on PostgreSQL either (RECORD_CORRUPT)', async () => {
     expect(await granteeOutcomes(await pgStore(GRANT_TIME_NO_DATE))).toEqual(GRANTEE_REFUSED);

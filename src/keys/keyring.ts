@@ -76,6 +76,21 @@ const trustPathOf = (options: KeyringOptions) => join(options.root, 'trust.json'
 /** The name a note verifier key is for (`<name>+<hash>+<key>`: a log origin holds no "+"). */
 const verifierKeyName = (vkey: string): string => vkey.slice(0, vkey.indexOf('+'));
 
+/**
+ * The one name this root's trust.json lists the host's current checkpoint keys under (neither ended nor revoked), if
+ * there is one: the origin of the log the root served. Only read, nothing written (a diagnosing open of a log whose
+ * origin record is damaged goes on under it, and the keyring then lists no key anew).
+ */
+export async function listedCheckpointOrigin(root: string, host: string): Promise<string | undefined> {
+  const read = await readTrustFile(join(root, 'trust.json'));
+  const names = new Set(
+    (read?.trust.checkpointKeys ?? [])
+      .filter((k) => k.host === host && k.notAfter === undefined && k.revokedAt === undefined)
+      .map((k) => verifierKeyName(k.vkey)),
+  );
+  return names.size === 1 ? [...names][0] : undefined;
+}
+
 /** The host's own key file in a root (the default key file of an open without `signer` or `keyFile`). */
 export const hostKeyPath = (root: string, host: string): string =>
   join(root, 'keys', `${digestOf(new TextEncoder().encode(host)).slice(7)}.jwk`);

@@ -12,7 +12,12 @@ import { digestOf } from '../../store/hash/digest.js';
 import { ensurePrivateDir, refuseNonDirectory } from '../../store/fs/safe-dir.js';
 import { CheckpointPinFile, readPinOf } from './checkpoint-pin.js';
 import { openNote, signNote, type NoteSigner, type NoteVerifierKey } from '../../manifests/crypto/note.js';
-import { formatCheckpoint, parseCheckpoint, type Checkpoint } from '../../manifests/format/checkpoint.js';
+import {
+  formatCheckpoint,
+  isValidOrigin,
+  parseCheckpoint,
+  type Checkpoint,
+} from '../../manifests/format/checkpoint.js';
 import { EMPTY_ROOT, equalBytes, verifyConsistency } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tlog/tree.js';
 import { SESSION_HEADS_EXTENSION, sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
@@ -39,6 +44,19 @@ function pinStem(root: string, origin: string): string {
 
 /** A pin (`.pin`) or a 0.1.0 pin (`.note`) of some log: the file name is the hex BLAKE3 of its origin. */
 const PIN_NAME = /^([0-9a-f]{64})\.(?:pin|note)$/;
+
+/**
+ * The log's stored checkpoint origin judged as an origin (`isValidOrigin`): a record changed under the store (a
+ * PostgreSQL table edited by hand, a LevelDB value) is `RECORD_CORRUPT` naming it, for the open to refuse before any key
+ * is made or listed under it (not a TypeError of the note signer) and for fsck to report.
+ */
+export function storedOriginDamage(origin: unknown): ManifestError | undefined {
+  if (typeof origin === 'string' && isValidOrigin(origin)) return undefined;
+  return new ManifestError(
+    'RECORD_CORRUPT',
+    `the log's checkpoint origin record ${JSON.stringify(String(origin).slice(0, 300))} is not a valid origin (a non-empty name of at most 256 characters without spaces or "+"): restore it`,
+  );
+}
 
 /**
  * One root pins one log. A pin in `<root>/checkpoints/` under another origin's name means the log being opened is
@@ -211,6 +229,12 @@ export class CheckpointGuard {
      * it, and fsck can report it (`OpenLedgerOptions.diagnose`).
      */
     diagnose?: boolean;
+    /**
+     * A damaged record a diagnosing open went on with (the log's origin record, `origin` then being the name trust.json
+     * lists the checkpoint key under): the log is judged against the pin without signing or pinning anything, and
+     * every later check and write refuses with this damage (`damagedAtOpen`), a rollback or fork found first.
+     */
+    refusing?: ManifestError;
   }): Promise<CheckpointGuard> {
     await ensurePrivateDir(join(init.root, 'checkpoints'), 'UNSAFE_PATH');
     const stem = pinStem(init.root, init.origin);
@@ -229,16 +253,26 @@ export class CheckpointGuard {
         // The previous version's file, verified: from now on the slot file alone is the pin.
         if (legacy) await file.migrate(note);
       }
-      try {
-        await guard.sync();
-      } catch (err) {
-        // Only the verdict the guard recorded (a rollback or fork of this log) is kept, and a tree the log cannot
-        // fold a root from (a node on its right edge missing or malformed): fsck names the record, and every later
-        // check meets the same damage (appends, resume). Anything else still throws.
-        if (!(init.diagnose && (err === guard.failure || isTreeDamage(err)))) throw err;
-        // Kept for the writes that do not read the tree (grants, keys): they refuse with it, as with a rollback.
-        if (isTreeDamage(err)) guard.damagedAtOpen = err;
-      }
+      if (init.refusing) {
+        try {
+          await guard.judge();
+        } catch (err) {
+          // As below: a rollback or fork is kept (fsck's PIN_MISMATCH), a tree that cannot be read is fsck's to name.
+          if (!(err === guard.failure || isTreeDamage(err))) throw err;
+        }
+        guard.damagedAtOpen = init.refusing;
+        guard.refusing = init.refusing;
+      } else
+        try {
+          await guard.sync();
+        } catch (err) {
+          // Only the verdict the guard recorded (a rollback or fork of this log) is kept, and a tree the log cannot
+          // fold a root from (a node on its right edge missing or malformed): fsck names the record, and every later
+          // check meets the same damage (appends, resume). Anything else still throws.
+          if (!(init.diagnose && (err === guard.failure || isTreeDamage(err)))) throw err;
+          // Kept for the writes that do not read the tree (grants, keys): they refuse with it, as with a rollback.
+          if (isTreeDamage(err)) guard.damagedAtOpen = err;
+        }
       guard.opened = true;
     } catch (err) {
       await guard.close().catch(() => {}); // its pin file, if an exclusive pin opened it
@@ -254,6 +288,9 @@ export class CheckpointGuard {
     return this.failure;
   }
 
+  /** The damaged record a diagnosing open went on with (`refusing`): every check refuses with it, nothing is pinned. */
+  private refusing: ManifestError | undefined;
+
   /** The tree damage a diagnosing open went on with (`TREE_DAMAGED`, `RECORD_CORRUPT`): no write may pass by it. */
   damagedAtOpen: ManifestError | undefined;
 
@@ -263,6 +300,7 @@ export class CheckpointGuard {
    */
   sync(): Promise<SignedCheckpoint> {
     if (this.failure) return Promise.reject(this.failure);
+    if (this.refusing) return Promise.reject(this.refusing);
     if (this.waiting) return this.waiting;
     let checked!: () => void;
     const verdict = new Promise<void>((resolve) => (checked = resolve));
@@ -289,6 +327,7 @@ export class CheckpointGuard {
    */
   check(): Promise<unknown> {
     if (this.failure) return Promise.reject(this.failure);
+    if (this.refusing) return Promise.reject(this.refusing);
     const running = this.checking;
     if (!running) return this.sync();
     // A refusal rejects `run` without reaching the verdict: whichever settles first answers.
@@ -305,6 +344,7 @@ export class CheckpointGuard {
    */
   async verify(): Promise<void> {
     if (this.failure) throw this.failure;
+    if (this.refusing) throw this.refusing;
     const running = this.checking;
     if (running) await Promise.race([running.verdict, running.run]);
     else await this.judge();

@@ -17,12 +17,18 @@ import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
 import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/trust.js';
 import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE } from '../../manifests/format/checkpoint.js';
-import { Keyring, mergeTrust, refuseMissingKeyFile, refuseNewHostKey } from '../keys/keyring.js';
+import {
+  Keyring,
+  listedCheckpointOrigin,
+  mergeTrust,
+  refuseMissingKeyFile,
+  refuseNewHostKey,
+} from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { checkByteBound } from '../summary/summary.js';
-import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog } from './checkpoints.js';
+import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog, storedOriginDamage } from './checkpoints.js';
 import { checkWitnessingOptions, WitnessPool } from './witnessing.js';
 import { consistencyProof } from './proofs.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
@@ -58,11 +64,8 @@ function pickVerifier(name: unknown): SignatureVerifier {
  * @throws ManifestError `RECORD_CORRUPT`
  */
 function refuseStoredOrigin(origin: string): void {
-  if (typeof origin !== 'string' || !isValidOrigin(origin))
-    throw new ManifestError(
-      'RECORD_CORRUPT',
-      `the log's checkpoint origin record ${JSON.stringify(String(origin).slice(0, 300))} is not a valid origin (a non-empty name of at most 256 characters without spaces or "+"): restore it`,
-    );
+  const damage = storedOriginDamage(origin);
+  if (damage) throw damage;
 }
 
 /** Every field of OpenLedgerOptions: `openLedger` reads these once, and a field left out of the list fails to compile. */
@@ -288,8 +291,19 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     const headProblems = await log.checkHeads();
     // The first opener names the log; every later opener, on any host, signs under that name.
     const stored = await log.origin();
-    if (stored !== undefined) refuseStoredOrigin(stored);
-    const named = stored ?? freshName;
+    // A stored origin that is no valid one: refused, unless the open is to diagnose (fsck), which goes on, writing
+    // nothing, under the name this root's trust.json lists its checkpoint key under (the log's name when the record
+    // was intact): the keyring then lists no key anew, and the pin is judged without pinning anything (every check
+    // and write refuses with the damage). A root that lists no such name gives nothing to go on without listing a key
+    // under a made-up one: still refused (fsck cannot run before the record is restored).
+    const originDamage = stored === undefined ? undefined : storedOriginDamage(stored);
+    let listed: string | undefined;
+    if (originDamage) {
+      if (options.diagnose !== true) throw originDamage;
+      listed = await listedCheckpointOrigin(root, host);
+      if (listed === undefined || !isValidOrigin(listed)) throw originDamage;
+    }
+    const named = listed ?? stored ?? freshName;
     // A log with no name yet (PostgreSQL's, a log of the caller's) is not given one the CLI would print escaped.
     if (stored === undefined && !isNewOrigin(named))
       throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
@@ -297,8 +311,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${named}, not ${options.origin}`);
     // Before the keyring lists a checkpoint key under this origin, and before a missing origin record is written (a
     // refused open leaves the store as it found it): a pin of another origin in this root is a FORK.
-    await refuseAnotherLogsPin(root, named);
-    const origin = stored ?? (await log.origin(named));
+    await refuseAnotherLogsPin(root, named, { create: originDamage === undefined });
+    const origin = listed ?? stored ?? (await log.origin(named));
     if (origin !== named) {
       refuseStoredOrigin(origin);
       // Another host of a shared store named the log meanwhile: its name is judged as the stored one is.
@@ -356,6 +370,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
           withRevoked: true,
         }),
         diagnose: options.diagnose === true,
+        refusing: originDamage,
       });
     try {
       checkpoints = await openGuard();

@@ -75,7 +75,10 @@ export interface OpenLedgerOptions {
    * the refusal is kept (`Ledger.checkpointFailure`), every operation that checks the log still refuses with it,
    * and `fsck` reports it beside whatever else it finds. What `handoff-ledger fsck` opens with. Default false. It
    * writes nothing to a root it could not diagnose: one that pins this log but holds no embedded log is refused
-   * (`ROLLBACK`; `NOT_FOUND` for a pin at size 0 or one that cannot be read) before any log is made.
+   * (`ROLLBACK`; `NOT_FOUND` for a pin at size 0 or one that cannot be read) before any log is made. A log whose
+   * origin record is not a valid origin is opened under the name the root's trust.json lists this host's checkpoint
+   * key under, writing nothing (no origin, no pin, no key listed): every check and write refuses with the damage
+   * (`RECORD_CORRUPT`), which `fsck` reports; a root that lists no such name is refused with it.
    */
   diagnose?: boolean | undefined;
   /** Clock for `createdAt` (tests). */

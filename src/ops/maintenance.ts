@@ -70,6 +70,7 @@ import { fsckIdPositions, LeafIds } from './fsck-ids.js';
 import { fsckSessionHeads, type ChainHeads } from './fsck-heads.js';
 import { fsckBlobTimes, fsckInlineBlobs } from './fsck-inline.js';
 import { TieredBlobStore } from '../ledger/blob-tiers.js';
+import { storedOriginDamage } from '../ledger/checkpoints.js';
 import { fsckSigningKeys } from './fsck-keys.js';
 
 export interface FsckFinding {
@@ -183,6 +184,10 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
   // The rollback or fork a diagnosing open (or an earlier call) found: the rest below says where the log differs.
   const failed = ledger.checkpointFailure;
   if (failed) findings.push({ code: 'PIN_MISMATCH', message: `${failed.code}: ${failed.message}` });
+  // The log's origin record: one that is no valid origin opens only to diagnose (src/ledger/open.ts), and is named here.
+  const origin = await log.origin();
+  const originDamage = origin === undefined ? undefined : storedOriginDamage(origin);
+  if (originDamage) findings.push({ code: 'RECORD_CORRUPT', message: originDamage.message });
   try {
     for (const p of await log.checkHeads()) {
       findings.push({ code: p.code, session: p.session, message: p.problem });
