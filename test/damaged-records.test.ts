@@ -7,7 +7,7 @@
  * that is not JSON) is run on the embedded log alone.
  */
 import { join } from 'node:path';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
@@ -513,6 +513,25 @@ async function diagnoseDamagedOrigin(made: Made, storedOrigin: () => Promise<str
   }
   expect(filesOf(root)).toEqual(before);
   expect(await storedOrigin()).toBe('has space');
+  // Its keys are what trust.json lists under that name, or it does not open: a key file lost is not made anew (nor
+  // listed), the host's or the checkpoint key's; a key a rotation staged is not installed. Refused with the damage.
+  const keys = join(root, 'keys');
+  for (const name of readdirSync(keys).filter((n) => n.endsWith('.jwk'))) {
+    const path = join(keys, name);
+    const held = readFileSync(path);
+    rmSync(path);
+    const without = filesOf(root);
+    await expect(openLedger({ ...made.opts, diagnose: true }), name).rejects.toMatchObject({ code: 'RECORD_CORRUPT' });
+    expect(filesOf(root), name).toEqual(without);
+    writeFileSync(`${path}.next`, held, { mode: 0o600 });
+    const staged = filesOf(root);
+    await expect(openLedger({ ...made.opts, diagnose: true }), `${name}.next`).rejects.toMatchObject({
+      code: 'RECORD_CORRUPT',
+    });
+    expect(filesOf(root), `${name}.next`).toEqual(staged);
+    renameSync(`${path}.next`, path);
+  }
+  expect(filesOf(root)).toEqual(before);
 }
 
 const GRANT_TIME_NO_DATE = DAMAGES.find((d) => d.name === 'grant whose time is no date')!;

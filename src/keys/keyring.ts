@@ -66,6 +66,12 @@ export interface KeyringOptions {
    * does not list is refused, never listed. Default true.
    */
   createHostKey?: boolean;
+  /**
+   * An open that must write nothing (a diagnosing open of a store whose origin record is damaged, under the name
+   * trust.json lists): whatever the keyring would write — a staged key to install or remove, a new host or checkpoint
+   * key, a key to list in trust.json — is refused with this error instead.
+   */
+  writeNothing?: Error;
 }
 
 /** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
@@ -122,9 +128,15 @@ async function installStaged(path: string): Promise<void> {
  * its key (the rotation was written), removed when it does not (it stopped before). Only under the trust lock: without
  * it, the staged file may be another process's rotation under way, which holds the lock until it has moved its files.
  */
-async function settleStaged(path: string, held: boolean, listed: (key: Signer) => boolean): Promise<void> {
+async function settleStaged(
+  path: string,
+  held: boolean,
+  listed: (key: Signer) => boolean,
+  writeNothing: Error | undefined,
+): Promise<void> {
   const staged = await loadKeyFileIfPresent(stagedPathOf(path));
   if (!staged) return;
+  if (writeNothing) throw writeNothing;
   if (!held) throw new NeedsTrustLock();
   if (listed(staged)) await installStaged(path);
   else
@@ -302,10 +314,14 @@ export class Keyring {
     let keyPath: string | undefined;
     if (!signer) {
       keyPath = options.keyFile ?? hostKeyPath(options.root, options.host);
-      await settleStaged(keyPath, held, (key) =>
-        trust.keys.some(
-          (k) => k.host === options.host && k.keyId === key.keyId && k.publicKey === encodeBase64Url(key.publicKey),
-        ),
+      await settleStaged(
+        keyPath,
+        held,
+        (key) =>
+          trust.keys.some(
+            (k) => k.host === options.host && k.keyId === key.keyId && k.publicKey === encodeBase64Url(key.publicKey),
+          ),
+        options.writeNothing,
       );
       signer = await loadKeyFileIfPresent(keyPath);
       if (!signer) {
@@ -313,6 +329,7 @@ export class Keyring {
         if (options.keyFile) throw new LedgerError('KEY_INVALID', `no such key file ${keyPath}`);
         // Checked before the open wrote anything (src/ledger/open.ts); here again, for a key file removed since.
         if (options.createHostKey === false) await refuseNewHostKey(options.root, options.host);
+        if (options.writeNothing) throw options.writeNothing;
         if (!held) throw new NeedsTrustLock();
         await writeKeyFile(keyPath, generateJwk());
         signer = await loadKeyFile(keyPath);
@@ -355,13 +372,18 @@ export class Keyring {
     }
     // The checkpoint key is a key of its own: one key never signs two message formats.
     const checkpointPath = join(keysDir, `checkpoint-${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
-    await settleStaged(checkpointPath, held, (key) =>
-      (trust.checkpointKeys ?? []).some(
-        (k) => k.host === options.host && k.vkey === encodeVerifierKey(options.origin, key.publicKey),
-      ),
+    await settleStaged(
+      checkpointPath,
+      held,
+      (key) =>
+        (trust.checkpointKeys ?? []).some(
+          (k) => k.host === options.host && k.vkey === encodeVerifierKey(options.origin, key.publicKey),
+        ),
+      options.writeNothing,
     );
     let checkpoint: Signer | undefined = await loadKeyFileIfPresent(checkpointPath);
     if (!checkpoint) {
+      if (options.writeNothing) throw options.writeNothing;
       if (!held) throw new NeedsTrustLock();
       await writeKeyFile(checkpointPath, generateJwk());
       checkpoint = await loadKeyFile(checkpointPath);
@@ -423,6 +445,7 @@ export class Keyring {
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     const listed = checkpointKeys.find((k) => k.host === this.options.host && k.vkey === vkey);
     if (listed && listed.revokedAt === undefined) return;
+    if (this.options.writeNothing) throw this.options.writeNothing;
     // The key file's key listed under another origin (this root served another log before: a new database, or the
     // log removed and the pin moved aside): one key id cannot be listed twice, so a key of its own is made for this
     // log, as for a revoked one, and the other log's entry ends now.
@@ -489,6 +512,7 @@ export class Keyring {
   private async ensureTrusted(signer: Signer): Promise<void> {
     const listed = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === signer.keyId);
     if (!listed) {
+      if (this.options.writeNothing) throw this.options.writeNothing;
       // Listed from now, a key that signed before would expire all it signed: a trust.json from before the last
       // rotation (a backup restored) lacks the current key. It is never listed anew silently. (A key listed for
       // another host id signed under that one, whose listing still verifies it.)
@@ -542,6 +566,7 @@ export class Keyring {
   }
 
   private async save(trust: TrustStore): Promise<void> {
+    if (this.options.writeNothing) throw this.options.writeNothing;
     // Read-modify-write of a file other processes write too: only under the trust lock (see `exclusive`).
     if (!this.held) throw new NeedsTrustLock('trust.json is written only under the trust lock');
     const text = JSON.stringify(trust, null, 2) + '\n';

@@ -342,6 +342,9 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
       notice,
       createHostKey: options.createHostKey,
+      // A diagnosing open of a store whose origin record is damaged writes no key and lists none under the name it
+      // took from trust.json: a key file missing or not listed there refuses it with the record's damage.
+      writeNothing: originDamage,
       storeSignedNothing: async () => {
         for await (const _ of log.signingKeys.keyIds()) return false;
         for await (const _ of log.entries()) return false;

@@ -77,8 +77,9 @@ export interface OpenLedgerOptions {
    * writes nothing to a root it could not diagnose: one that pins this log but holds no embedded log is refused
    * (`ROLLBACK`; `NOT_FOUND` for a pin at size 0 or one that cannot be read) before any log is made. A log whose
    * origin record is not a valid origin is opened under the name the root's trust.json lists this host's checkpoint
-   * key under, writing nothing (no origin, no pin, no key listed): every check and write refuses with the damage
-   * (`RECORD_CORRUPT`), which `fsck` reports; a root that lists no such name is refused with it.
+   * key under, writing no origin, pin or key (a key file missing, or staged by a rotation, refuses it): every check
+   * and write refuses with the damage (`RECORD_CORRUPT`), which `fsck` reports; a root that lists no such name is
+   * refused with it.
    */
   diagnose?: boolean | undefined;
   /** Clock for `createdAt` (tests). */

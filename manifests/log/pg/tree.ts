@@ -26,10 +26,11 @@ export class PgTree {
       leaves: db.sql('SELECT count(*)::text AS n FROM {schema}.tree_nodes WHERE level = 0'),
       // One statement, one snapshot: an append committing between two reads would make the tree look ahead. With a
       // tree short of the log, a node covering a position past its leaves (node (level, idx) covers idx·2^level …
-      // (idx+1)·2^level − 1), which no tree of that many leaves holds: a whole scan of the nodes, made only then.
+      // (idx+1)·2^level − 1, so one past n leaves has idx >= n >> level; a level no tree of 2^63 leaves has counts
+      // too, and no shift overflows), which no tree of that many leaves holds: a whole scan of the nodes, made only then.
       sizes: db.sql(`SELECT l.n::text AS leaves, next_position::text AS next,
           CASE WHEN l.n < next_position THEN (SELECT level || '/' || idx FROM {schema}.tree_nodes
-            WHERE ((idx + 1) << level) > l.n LIMIT 1) END AS beyond
+            WHERE CASE WHEN level BETWEEN 0 AND 62 THEN idx >= (l.n >> level) ELSE true END LIMIT 1) END AS beyond
         FROM {schema}.log_counter, (SELECT count(*) AS n FROM {schema}.tree_nodes WHERE level = 0) l`),
       lockCounter: db.sql('SELECT next_position::text AS n FROM {schema}.log_counter FOR UPDATE'),
       // ORDER BY the column, not the output alias: `position` there would be the text, and 10 sorts before 2.
