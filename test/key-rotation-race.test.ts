@@ -3,11 +3,10 @@
  * one after the other, each old window closed once, and everything either process signed verifies. (The embedded
  * backend cannot get here: a second process opening the store gets `LOCKED`.)
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
@@ -17,6 +16,7 @@ import { exportBundle } from '../src/ops/export.js';
 import { openBundleDir } from '../src/ops/bundle-dir.js';
 import { verifyBundle } from '../manifests/audit/verify-chain.js';
 import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
+import { startLineChild } from './support/line-child.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -31,27 +31,10 @@ interface RotatorMsg {
   error?: string;
 }
 
-/** Starts a rotator; `ready` settles once it has the store open, `done` with all its messages when it exits. */
+/** Starts a rotator; `ready` settles once it has the store open, `settled` with all its messages when it exits. */
 function startRotator(config: object) {
-  const child = spawn(process.execPath, [CHILD, JSON.stringify(config)], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d) => (stderr += d));
-  const messages: RotatorMsg[] = [];
-  let onReady!: () => void;
-  const ready = new Promise<void>((resolve) => (onReady = resolve));
-  createInterface({ input: child.stdout }).on('line', (line) => {
-    const msg = JSON.parse(line) as RotatorMsg;
-    messages.push(msg);
-    if (msg.type === 'ready') onReady();
-  });
-  const done = new Promise<RotatorMsg[]>((resolve, reject) =>
-    child.on('close', (code) =>
-      code === 0 ? resolve(messages) : reject(new Error(`rotator exited ${code}: ${stderr}`)),
-    ),
-  );
-  // Settled from the start: a child that dies before `ready` must not leave a rejection unhandled meanwhile.
-  const settled = Promise.allSettled([done]).then(([r]) => r!);
-  return { child, ready: Promise.race([ready, done.then(() => undefined)]), done, settled };
+  const rotator = startLineChild<RotatorMsg>(CHILD, config, 'rotator');
+  return { ...rotator, settled: Promise.allSettled([rotator.done]).then(([r]) => r!) };
 }
 
 describePostgres('two processes rotating one store key at once (PostgreSQL, one shared root)', (pg) => {

@@ -2,15 +2,10 @@
 // a PostgreSQL store with another such process, and both rotate the host key at once.
 // Protocol: config as JSON in argv[2]; {"type":"ready"} once open, then it waits for a "go" line on stdin and
 // rotates `rotations` times, publishing one manifest after each rotation ({"type":"ack",keyId}); then {"type":"done"}.
-import { createInterface } from 'node:readline';
-import { config, runHost, say } from './child-host.mjs';
+import { config, readyThenGo, runHost, say } from './child-host.mjs';
 
 await runHost(async (ledger) => {
-  const lines = createInterface({ input: process.stdin });
-  const go = new Promise((resolve) => lines.once('line', resolve));
-  say({ type: 'ready' });
-  await go;
-  lines.close();
+  await readyThenGo();
   for (let i = 0; i < config.rotations; i++) {
     const rotated = await ledger.rotateKey();
     const r = await ledger.publish(

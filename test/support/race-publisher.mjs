@@ -3,15 +3,10 @@
 // Protocol: config as JSON in argv[2] ({ root, host, connectionString, schema, principal, session }); {"type":"ready"}
 // once open, then it waits for one line on stdin, the expectedPrev to publish with ("null": an empty chain), publishes
 // once and says {"type":"ack",id,seq} or {"type":"fail",code,error}.
-import { createInterface } from 'node:readline';
-import { config, runHost, say } from './child-host.mjs';
+import { config, readyThenGo, runHost, say } from './child-host.mjs';
 
 await runHost(async (ledger) => {
-  const lines = createInterface({ input: process.stdin });
-  const go = new Promise((resolve) => lines.once('line', resolve));
-  say({ type: 'ready' });
-  const prev = await go;
-  lines.close();
+  const prev = await readyThenGo();
   const r = await ledger.publish(
     { principal: config.principal, session: config.session, run: `run-${process.pid}` },
     { task: `publish by ${process.pid}`, state: `as ${config.principal}`, nextSteps: ['continue'] },

@@ -6,15 +6,10 @@
 // {"type":"ready"} once open; then it waits for one line on stdin and publishes, saying {"type":"ack",i,seq,id,prev}
 // for each publish that landed, {"type":"conflict",i,expectedPrev} for each refused one, and
 // {"type":"fail",code,error} for anything else, then {"type":"done"}.
-import { createInterface } from 'node:readline';
-import { config, runHost, say } from './child-host.mjs';
+import { config, readyThenGo, runHost, say } from './child-host.mjs';
 
 await runHost(async (ledger) => {
-  const lines = createInterface({ input: process.stdin });
-  const go = new Promise((resolve) => lines.once('line', resolve));
-  say({ type: 'ready' });
-  await go;
-  lines.close();
+  await readyThenGo();
   const scope = { principal: 'alice', session: config.session, run: `run-${config.name}` };
   for (let i = 0; i < config.count; i++) {
     const summary = { task: `publish ${config.name}/${i}`, state: 'racing', nextSteps: [`continue ${i}`] };
