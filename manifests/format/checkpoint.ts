@@ -38,6 +38,9 @@ export function isNewOrigin(origin: string): boolean {
   return isValidOrigin(origin) && isTerminalSafe(origin) && !origin.includes('\\');
 }
 
+/** What `isValidOrigin` holds an origin to, in the words of every refusal of one (the open's, the log's, fsck's). */
+export const ORIGIN_RULE = 'a non-empty name of at most 256 characters without spaces, "+" or control characters';
+
 /** Why `isNewOrigin` refuses a valid origin (the refusal's message names it). */
 export const NEW_ORIGIN_RULE =
   "a new log's origin may not hold a character the CLI prints escaped (a control, a bidi or other invisible format character such as U+202E, a line or paragraph separator, a backslash), so that its `keys vkey` line can be copied as it is";

@@ -12,7 +12,7 @@ import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } fr
 import type { NodeId } from '../tlog/tree.js';
 import { KEY_BITS, type HeadsNode, type NodePath } from '../tlog/session-heads.js';
 import { timestampSchema } from '../format/manifest.js';
-import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE } from '../format/checkpoint.js';
+import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE, ORIGIN_RULE } from '../format/checkpoint.js';
 import type {
   AppendOptions,
   AppendRequest,
@@ -335,7 +335,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
     if (proposed !== undefined && (typeof proposed !== 'string' || !isValidOrigin(proposed)))
       throw new ManifestError(
         'INVALID_ARGUMENT',
-        `origin ${JSON.stringify(String(proposed).slice(0, 80))} is not a valid origin (a non-empty name of at most 256 characters without spaces, "+" or control characters)`,
+        `origin ${JSON.stringify(String(proposed).slice(0, 80))} is not a valid origin (${ORIGIN_RULE})`,
       );
     // A name the CLI would print escaped is not given to a log that has none; one stored already (a log named before
     // the rule) is answered as ever, whatever is proposed.

@@ -107,9 +107,8 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     // port in use) leaves no directory behind. A request that comes in meanwhile waits for the state.
     const stateDir = values.state;
     let listening!: () => void;
+    // Awaited below once it begins (the server handles a failure of its own: a request that finds it failed is 500).
     const opening = new Promise<void>((resolve) => (listening = resolve)).then(() => WitnessState.open(stateDir));
-    // Awaited below once it begins; a request that finds it failed is answered 500.
-    opening.catch(() => {});
     const created = createWitnessServer({
       signer: key.signer,
       logs,

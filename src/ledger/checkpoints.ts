@@ -15,6 +15,7 @@ import { openNote, signNote, type NoteSigner, type NoteVerifierKey } from '../..
 import {
   formatCheckpoint,
   isValidOrigin,
+  ORIGIN_RULE,
   parseCheckpoint,
   type Checkpoint,
 } from '../../manifests/format/checkpoint.js';
@@ -54,7 +55,7 @@ export function storedOriginDamage(origin: unknown): ManifestError | undefined {
   if (typeof origin === 'string' && isValidOrigin(origin)) return undefined;
   return new ManifestError(
     'RECORD_CORRUPT',
-    `the log's checkpoint origin record ${JSON.stringify(String(origin).slice(0, 300))} is not a valid origin (a non-empty name of at most 256 characters without spaces or "+"): restore it`,
+    `the log's checkpoint origin record ${JSON.stringify(String(origin).slice(0, 300))} is not a valid origin (${ORIGIN_RULE}): restore it`,
   );
 }
 

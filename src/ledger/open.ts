@@ -16,7 +16,7 @@ import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
 import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/trust.js';
-import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE } from '../../manifests/format/checkpoint.js';
+import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE, ORIGIN_RULE } from '../../manifests/format/checkpoint.js';
 import {
   Keyring,
   listedCheckpointOrigin,
@@ -195,10 +195,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // Each endpoint too (its URL, its verifier key), as the pool will take it: a refused open makes no host key.
   if (options.witnesses) checkWitnessingOptions(options.witnesses);
   if (options.origin !== undefined && !isValidOrigin(options.origin))
-    throw new LedgerError(
-      'INVALID_ARGUMENT',
-      'origin: a non-empty name of at most 256 characters without spaces, "+" or control characters (e.g. example.com/log1)',
-    );
+    throw new LedgerError('INVALID_ARGUMENT', `origin: ${ORIGIN_RULE} (e.g. example.com/log1)`);
   if (options.telemetry !== undefined && (typeof options.telemetry !== 'object' || options.telemetry === null))
     throw new LedgerError('INVALID_ARGUMENT', 'telemetry must be an object of TelemetryOptions');
   checkIdentifierPolicy(options.telemetry?.identifiers ?? 'omit');
