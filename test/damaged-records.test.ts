@@ -347,17 +347,17 @@ const DAMAGES: Damage[] = [
     want: { inclusionProof: 'TREE_DAMAGED', fsck: 'findings TREE_DAMAGED' },
     // PostgreSQL counts its leaves (it keeps no tree size of its own): one fewer than its positions while the next one
     // is stored is a tree it will not grow (the embedded log's open judges its n!size so), and the store opens for fsck.
-    // The embedded log keeps its size apart and appends on its right edge, which is intact.
+    // The embedded log keeps its size apart and appends on its right edge (the frontier and the last leaf, read at
+    // open), which is intact: finding a lost leaf below it would take a scan of the leaves.
     pgDiffers: { publish: 'TREE_DAMAGED' },
     level: () => ({ 'n!00!0000000000000000': undefined }),
     pg: () => [['DELETE FROM {s}.tree_nodes WHERE level = 0 AND idx = 0']],
   },
   {
     name: 'last tree leaf removed (its parent kept)',
-    want: { fsck: 'findings TREE_DAMAGED' },
-    // As 'tree node removed': PostgreSQL, counting one leaf fewer than its positions while a node past them (the lost
-    // leaf's parent) is stored, opens for fsck and refuses appends; the embedded log appends on its intact right edge.
-    pgDiffers: { publish: 'TREE_DAMAGED' },
+    // Both open for fsck and refuse appends: PostgreSQL counts one leaf fewer than its positions while a node past them
+    // (the lost leaf's parent) is stored; the embedded log reads the tree's last leaf with its frontier at open.
+    want: { fsck: 'findings TREE_DAMAGED', publish: 'TREE_DAMAGED' },
     level: () => ({ 'n!00!0000000000000003': undefined }),
     pg: () => [['DELETE FROM {s}.tree_nodes WHERE level = 0 AND idx = 3']],
   },

@@ -43,9 +43,17 @@ export async function readTreeSize(db: Level<string, string>): Promise<number> {
   return raw === undefined ? 0 : parseCountRecord(TREE_SIZE_KEY, raw);
 }
 
+/**
+ * The frontier of a tree of `size` leaves (the nodes its root is folded from, which appends build on), read at open
+ * with the tree's last leaf in the same read (no read more per append). A last leaf lost while its parent is kept
+ * leaves that frontier intact (an even size holds no leaf in it), and appends would go on over the hole; PostgreSQL's
+ * open, which counts its leaves, refuses them. Here it is named as a missing node of the frontier is.
+ * @throws ManifestError `TREE_DAMAGED` / `RECORD_CORRUPT` as `readNodes`
+ */
 export async function loadFrontier(db: Level<string, string>, size: number): Promise<TreeNode[]> {
   const ids = frontierOf(size);
-  const hashes = await readNodes(db, ids);
+  const lastLeaf: NodeId[] = size > 0 && ids.at(-1)!.level !== 0 ? [{ level: 0, index: size - 1 }] : [];
+  const hashes = await readNodes(db, [...ids, ...lastLeaf]);
   return ids.map((id, i) => ({ ...id, hash: hashes[i]! }));
 }
 
