@@ -128,7 +128,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   readonly exclusive = true;
   private treeSize = 0;
   /**
-   * Set at open when the tree's size record (`n!size`) cannot be read: the tree's size, and so its head, is unknown.
+   * Set at open when the tree's size record (`n!size`) cannot be read (no count, or missing while leaves are stored):
+   * the tree's size, and so its head, is unknown.
    * `treeHead` throws it (a tree whose root cannot be folded, as a damaged node on its right edge), rather than answer
    * the empty tree, which a pinned checkpoint would take for a rollback.
    */
@@ -261,7 +262,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       try {
         log.treeSize = await readTreeSize(db);
       } catch (err) {
-        // As below, and the tree's head is unknown too (treeHead refuses with this record, not the empty tree).
+        // As below, and the tree's head is unknown too (treeHead refuses with this record, not the empty tree): a
+        // record that is no count, or none while leaves are stored (readTreeSize).
         if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
         log.treeDamage = err.message;
         log.treeSizeDamage = err;

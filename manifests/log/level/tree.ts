@@ -37,10 +37,23 @@ export async function readNodes(db: Level<string, string>, ids: NodeId[]): Promi
   });
 }
 
-/** @throws ManifestError `RECORD_CORRUPT` when `n!size` is not a decimal count */
+/**
+ * The tree's size. No `n!size` record is the empty tree only while no leaf is stored either (a new store, or one from
+ * before the tree, which open then builds): every batch writes the record with its nodes, so one missing beside leaf 0
+ * was lost, and the size is unknown — not 0, which a pinned checkpoint would take for a rollback. One read more, made
+ * only when the record is missing.
+ * @throws ManifestError `RECORD_CORRUPT` when `n!size` is not a decimal count, or is missing while leaf 0 is stored
+ */
 export async function readTreeSize(db: Level<string, string>): Promise<number> {
   const raw = await db.get(TREE_SIZE_KEY);
-  return raw === undefined ? 0 : parseCountRecord(TREE_SIZE_KEY, raw);
+  if (raw !== undefined) return parseCountRecord(TREE_SIZE_KEY, raw);
+  if ((await db.get(nodeKey({ level: 0, index: 0 }))) !== undefined)
+    throw new ManifestError(
+      'RECORD_CORRUPT',
+      `manifest log record ${TREE_SIZE_KEY} (the tree's size) is missing, while the tree's leaves are stored: the ` +
+        "tree's size is unknown; restore the record from a backup",
+    );
+  return 0;
 }
 
 /**
