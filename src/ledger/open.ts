@@ -13,7 +13,7 @@ import { removeAtomicStagingLeftovers } from '../../store/fs/atomic-file.js';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
-import { LevelManifestLog } from '../../manifests/log/level/log.js';
+import { holdsNoLog, LevelManifestLog } from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
 import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/trust.js';
 import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE, ORIGIN_RULE } from '../../manifests/format/checkpoint.js';
@@ -143,6 +143,15 @@ function checkKeyOptions(options: OpenLedgerOptions): void {
 }
 
 /**
+ * Whether the embedded log's directory holds no log yet: it is missing, or holds no LevelDB database (no CURRENT and no
+ * data: an empty directory a stopped creation left), which `LevelManifestLog.open` would make afresh.
+ * @throws StoreError `UNSAFE_PATH` when it is a file or a link; ManifestError `STORAGE_FAILED` when it cannot be read
+ */
+async function noEmbeddedLog(levelDir: string): Promise<boolean> {
+  return (await refuseNonDirectory(levelDir, 'UNSAFE_PATH')) === undefined || (await holdsNoLog(levelDir));
+}
+
+/**
  * Opens a ledger. Opening is recovery: staging files of interrupted writes are cleared and every chain
  * head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
@@ -221,16 +230,17 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   await refuseNonDirectory(root, 'UNSAFE_ROOT');
   if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
     await refuseNewHostKey(root, host);
-  // An origin the CLI would print escaped names no new log (isNewOrigin): an embedded log not made yet is one, refused
-  // here with nothing written. A log that has a name keeps it (one named before the rule opens with it as ever); any
-  // other log without one is refused as it is asked to store the name (ManifestLog.origin). After the refusal that says
-  // more: no store there, for a command that makes none.
+  // An origin the CLI would print escaped names no new log (isNewOrigin): an embedded log not made yet is one (its
+  // directory missing, or holding no log: noEmbeddedLog), refused here with nothing written, diagnosing or not. A log
+  // that has a name keeps it (one named before the rule opens with it as ever); any other log without one is refused
+  // as it is asked to store the name (ManifestLog.origin). After the refusal that says more: no store there, for a
+  // command that makes none.
   if (
     options.origin !== undefined &&
     !isNewOrigin(options.origin) &&
     !options.log &&
     !options.postgres &&
-    (await refuseNonDirectory(join(root, 'manifests-v1'), 'UNSAFE_PATH')) === undefined
+    (await noEmbeddedLog(join(root, 'manifests-v1')))
   )
     throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
   // A key file of the caller's that is not there (nor staged by a rotation) is refused before the store is made.
@@ -256,19 +266,19 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   let madeOnPinnedRoot = false;
   if (!log) {
     const levelDir = join(root, 'manifests-v1');
-    // An embedded log not made yet holds no origin record: it would be an empty log named `freshName`, and a pin in
+    // An embedded log not made yet (its directory missing, or holding no log: noEmbeddedLog) holds no origin record: it would be an empty log named `freshName`, and a pin in
     // this root of another log (FORK) or of a larger tree (ROLLBACK) is found before the log and the blob store are
     // made, which would otherwise stay behind (a refused open leaves the root as it found it). The case is a root
     // PostgreSQL processes share, opened by a command run without --postgres. An open to diagnose (fsck) is refused on
     // any pin of this log (NOT_FOUND where the pin alone is no ROLLBACK): it makes no log, for it writes nothing to
     // the root it diagnoses. Refused only if the log is still missing after the look: one another opener made
     // meanwhile holds the name to judge by, below.
-    if ((await refuseNonDirectory(levelDir, 'UNSAFE_PATH')) === undefined) {
+    if (await noEmbeddedLog(levelDir)) {
       try {
         madeOnPinnedRoot = await refuseRootWithoutItsLog(root, freshName, { diagnose: options.diagnose === true });
       } catch (err) {
         if (!(err instanceof LedgerError && ['FORK', 'ROLLBACK', 'NOT_FOUND'].includes(err.code))) throw err;
-        if ((await refuseNonDirectory(levelDir, 'UNSAFE_PATH')) === undefined) throw err;
+        if (await noEmbeddedLog(levelDir)) throw err;
         madeOnPinnedRoot = true;
       }
     }

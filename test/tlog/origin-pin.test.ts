@@ -6,7 +6,7 @@
  * used to list its checkpoint key twice and leave trust.json unloadable for both.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -178,6 +178,25 @@ describe('the origin record of an embedded store', () => {
           const opened = await refusal(openDefault(root, { origin: ORIGIN, onNotice: () => {} }));
           expect(opened.code).toBe('ROLLBACK');
           expect(opened.message).toMatch(message);
+          expect(listing(root)).toEqual(before);
+        }
+      });
+
+    for (const [publishes, code] of [
+      [1, 'ROLLBACK'],
+      [0, 'NOT_FOUND'],
+    ] as const)
+      it(`a log directory that holds no log (emptied, or its creation stopped) is judged as a missing one: ${code}, the listing unchanged`, async () => {
+        const root = await pinWithoutLog(publishes);
+        mkdirSync(join(root, 'manifests-v1'), { mode: 0o700 });
+        const before = listing(root);
+        const err = await refusal(openDefault(root, { origin: ORIGIN, diagnose: true, onNotice: () => {} }));
+        expect(err.code).toBe(code);
+        expect(err.message).toMatch(/holds no embedded log/);
+        expect(listing(root)).toEqual(before);
+        if (publishes > 0) {
+          // An open that would make the log: the same ROLLBACK, before LevelDB makes it there.
+          expect((await refusal(openDefault(root, { origin: ORIGIN, onNotice: () => {} }))).code).toBe('ROLLBACK');
           expect(listing(root)).toEqual(before);
         }
       });

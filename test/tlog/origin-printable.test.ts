@@ -4,7 +4,7 @@
  * that line. Refused with INVALID_ARGUMENT, nothing written for an embedded root; on PostgreSQL no origin stored. A store
  * named so before the rule still opens, with its origin given or not, on both backends.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
@@ -35,6 +35,26 @@ describe('a new embedded log', () => {
       expect(err.message).toMatch(/^origin: a new log's origin may not hold a character the CLI prints escaped/);
       expect(existsSync(root)).toBe(false);
     }
+  });
+
+  it('is refused to a diagnosing open (fsck) too, and where the log directory holds no log yet: the root as it was', async () => {
+    for (const origin of ESCAPED)
+      for (const diagnose of [false, true]) {
+        const missing = join(tempDir(), 'store');
+        const err = await refusal(openLedger({ root: missing, host: 'host-a', origin, diagnose }));
+        expect(err).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^origin: a new log's/) });
+        expect(existsSync(missing)).toBe(false);
+        // The log directory made, LevelDB not yet (a creation that stopped): LevelDB would make its log there, and the
+        // open made it, with the blob store's directories, before the origin was refused.
+        const root = tempDir();
+        mkdirSync(join(root, 'manifests-v1'), { mode: 0o700 });
+        const again = await refusal(openLedger({ root, host: 'host-a', origin, diagnose }));
+        expect(again).toMatchObject({
+          code: 'INVALID_ARGUMENT',
+          message: expect.stringMatching(/^origin: a new log's/),
+        });
+        expect(readdirSync(root, { recursive: true })).toEqual(['manifests-v1']);
+      }
   });
 
   it('is judged after the refusal that says more: no store there, for a command that makes none', async () => {

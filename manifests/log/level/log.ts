@@ -869,6 +869,35 @@ function readOnlyAt(db: Level<string, string>, snapshot: LevelSnapshot): Level<s
  */
 const shellQuoted = (text: string): string => `'${text.replaceAll("'", `'"'"'`)}'`;
 
+/** The names in the directory `path`, and those of them that hold LevelDB data (table files, a write-ahead log not empty). */
+async function levelFiles(path: string): Promise<{ names: string[]; data: string[] }> {
+  const names = await readdir(path);
+  const data: string[] = [];
+  if (names.includes('CURRENT')) return { names, data };
+  for (const name of names) {
+    if (/^[0-9]+\.(ldb|sst)$/.test(name)) data.push(name);
+    else if (/^[0-9]+\.log$/.test(name) && (await stat(join(path, name))).size > 0) data.push(name);
+  }
+  return { names, data };
+}
+
+/**
+ * Whether the directory `path` holds no embedded log yet: no CURRENT file and no LevelDB data, which `open` would take
+ * for a new database (one whose creation stopped before it held anything: an empty directory, say). An open that is to
+ * write nothing unless it goes on (a refused name, a pin this empty log would not extend) judges such a directory as a
+ * missing one, before `open` makes the log in it. A directory of data without CURRENT is a log (`open` refuses it).
+ * The caller has checked that `path` is a directory.
+ * @throws ManifestError `STORAGE_FAILED` when the directory cannot be read
+ */
+export async function holdsNoLog(path: string): Promise<boolean> {
+  try {
+    const { names, data } = await levelFiles(path);
+    return !names.includes('CURRENT') && data.length === 0;
+  } catch (err) {
+    throw storageFailed('open', err);
+  }
+}
+
 /**
  * LevelDB finds its database through the file CURRENT (the name of the MANIFEST that lists its files). Opened
  * without one, it starts an empty database in the directory and deletes the data files it finds there as obsolete:
@@ -879,15 +908,9 @@ const shellQuoted = (text: string): string => `'${text.replaceAll("'", `'"'"'`)}
 async function refuseLostCurrent(path: string): Promise<void> {
   const listed = (files: string[]) =>
     files.length <= 4 ? files.join(', ') : `${files.slice(0, 3).join(', ')} and ${files.length - 3} more`;
-  let names: string[];
   try {
-    names = await readdir(path);
+    const { names, data } = await levelFiles(path);
     if (names.includes('CURRENT')) return;
-    const data: string[] = [];
-    for (const name of names) {
-      if (/^[0-9]+\.(ldb|sst)$/.test(name)) data.push(name);
-      else if (/^[0-9]+\.log$/.test(name) && (await stat(join(path, name))).size > 0) data.push(name);
-    }
     if (data.length === 0) return; // a new database, or one whose creation stopped before it held anything
     const newest = names
       .filter((n) => /^MANIFEST-[0-9]+$/.test(n))
