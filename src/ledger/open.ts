@@ -266,12 +266,12 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   let madeOnPinnedRoot = false;
   if (!log) {
     const levelDir = join(root, 'manifests-v1');
-    // An embedded log not made yet (its directory missing, or holding no log: noEmbeddedLog) holds no origin record: it would be an empty log named `freshName`, and a pin in
-    // this root of another log (FORK) or of a larger tree (ROLLBACK) is found before the log and the blob store are
-    // made, which would otherwise stay behind (a refused open leaves the root as it found it). The case is a root
-    // PostgreSQL processes share, opened by a command run without --postgres. An open to diagnose (fsck) is refused on
-    // any pin of this log (NOT_FOUND where the pin alone is no ROLLBACK): it makes no log, for it writes nothing to
-    // the root it diagnoses. Refused only if the log is still missing after the look: one another opener made
+    // An embedded log not made yet (its directory missing, or holding no log: noEmbeddedLog) holds no origin record:
+    // it would be an empty log named `freshName`, and a pin in this root of another log (FORK) or of a larger tree
+    // (ROLLBACK) is found before the log and the blob store are made, which would otherwise stay behind (a refused
+    // open leaves the root as it found it). The case is a root PostgreSQL processes share, opened by a command run
+    // without --postgres. An open to diagnose (fsck) is refused on any pin of this log (NOT_FOUND where the pin alone
+    // is no ROLLBACK): it makes no log, for it writes nothing to the root it diagnoses. Refused only if the log is still missing after the look: one another opener made
     // meanwhile holds the name to judge by, below.
     if (await noEmbeddedLog(levelDir)) {
       try {
