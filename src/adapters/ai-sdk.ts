@@ -118,6 +118,8 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
     const f = request.responseFormat;
     const { system } = splitSystem(request.messages);
     let result: Awaited<ReturnType<typeof generateText>>;
+    // The last step's content: where the SDK throws for want of an object, its error carries only the joined text.
+    let lastStep: readonly TextPart[] | undefined;
     try {
       result = await generateText({
         model: options.model,
@@ -139,6 +141,9 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
         ...(request.maxOutputTokens === undefined ? {} : { maxOutputTokens: request.maxOutputTokens }),
         ...(request.signal ? { abortSignal: request.signal } : {}),
         ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+        onStepFinish: (step) => {
+          lastStep = step.content;
+        },
         // For the ai SDK's OpenAI provider (other providers ignore the key): `store: false` to its Responses models (the
         // provider's default), as openaiAdapter sends it — they otherwise keep the transcript being summarised as a
         // stored response on OpenAI's side (a chat model stores nothing unless asked, and the OpenAI-compatible servers
@@ -155,23 +160,52 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
       // The SDK throws where the model did not deliver (no forced tool call, no parseable object);
       // both errors carry the answer, which extractSummary then judges like any other.
       if (ai.ToolChoiceViolationError.isInstance(err)) {
-        const text = err.content.flatMap((p) => (p.type === 'text' ? [p.text] : [])).join('');
+        const text = answerText(err.content);
         // The calls it made instead (another tool): extractSummary names them, as for every other dialect.
         const calls = err.content.flatMap((p) =>
           p.type === 'tool-call' ? [toolCall(p.toolCallId, p.toolName, p.input, strict)] : [],
         );
         return answer(err.finishReason, text, calls, undefined);
       }
-      if (ai.NoObjectGeneratedError.isInstance(err))
-        return answer(err.finishReason ?? 'other', err.text ?? '', [], readJson(err.text ?? '', strict));
+      if (ai.NoObjectGeneratedError.isInstance(err)) {
+        const text = lastStep ? answerText(lastStep) : (err.text ?? '');
+        return answer(err.finishReason ?? 'other', text, [], readJson(text, strict));
+      }
       throw err;
     }
     // The SDK parsed each call's input, an invalid call's too (a call of a tool not offered: its JSON parsed, else
     // the text kept as a string). Parsed once only: a summary encoded twice reaches extractSummary as a string.
     const calls = result.toolCalls.map((c) => toolCall(c.toolCallId, c.toolName, c.input, strict, 'value'));
     // The text, not `result.output`: a cut-off or invalid answer must reach extractSummary, not throw here.
-    return answer(result.finishReason, result.text, calls, f ? readJson(result.text, strict) : undefined);
+    const text = answerText(result.content);
+    return answer(result.finishReason, text, calls, f ? readJson(text, strict) : undefined);
   };
+}
+
+/** A text part of the SDK's content (a step's, or an error's), with the provider's metadata of it. */
+interface TextPart {
+  type: string;
+  text?: string;
+  providerMetadata?: Record<string, Record<string, unknown> | undefined> | undefined;
+}
+
+/**
+ * The answer's text from the content parts of the model's reply. A model that answers in phases (OpenAI's Responses
+ * models: the provider marks each text part's message with `providerMetadata.<provider>.phase`) writes `commentary`
+ * before its `final_answer`, and the SDK's `text` joins the two: the answer is then the final_answer's text alone, as
+ * openaiAdapter reads it (a preamble joined to the JSON of a structured answer would break it).
+ */
+function answerText(content: readonly TextPart[]): string {
+  const texts = content.filter(
+    (p): p is TextPart & { text: string } => p.type === 'text' && typeof p.text === 'string',
+  );
+  const phaseOf = (p: TextPart): unknown =>
+    Object.values(p.providerMetadata ?? {}).find((m) => m?.phase !== undefined)?.phase;
+  const phased = texts.some((p) => phaseOf(p) === 'final_answer');
+  return texts
+    .filter((p) => !phased || phaseOf(p) === 'final_answer')
+    .map((p) => p.text)
+    .join('');
 }
 
 function answer(reason: string, text: string, calls: ModelToolCall[], value: unknown): ModelResponse {

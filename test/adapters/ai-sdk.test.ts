@@ -232,3 +232,65 @@ describe('aiSdkAdapter and what OpenAI keeps', () => {
     }
   });
 });
+
+describe('aiSdkAdapter: a Responses answer in phases', () => {
+  const phasedMessage = (id: string, text: string, phase: string) => ({
+    type: 'message',
+    id,
+    role: 'assistant',
+    status: 'completed',
+    phase,
+    content: [{ type: 'output_text', text, annotations: [] }],
+  });
+  const responsesReply = (output: unknown[]) => ({
+    body: {
+      id: 'resp_1',
+      object: 'response',
+      created_at: 1764547200,
+      model: 'gpt-test',
+      status: 'completed',
+      incomplete_details: null,
+      output,
+      usage: { input_tokens: 10, output_tokens: 20, total_tokens: 30 },
+    },
+  });
+
+  it("reads the final_answer message only in structured mode: a commentary message's text is not glued to the JSON", async () => {
+    const provider = await startFakeProvider();
+    try {
+      provider.script(
+        responsesReply([
+          phasedMessage('msg_0', 'I will write the handoff summary now.', 'commentary'),
+          phasedMessage('msg_1', JSON.stringify(strictSummary), 'final_answer'),
+        ]),
+      );
+      const model = createOpenAI({ apiKey: 'test-key', baseURL: `${provider.url}/v1` }).responses('gpt-test');
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' });
+      const response = await aiSdkAdapter({ model, schemaForm: 'openai-strict', maxRetries: 0 })(request);
+      expect(provider.requests.map((r) => r.path)).toEqual(['/v1/responses']);
+      expect(response.text).toBe(JSON.stringify(strictSummary));
+      expect(extractSummary(response)).toEqual(summary);
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('keeps every text part of an answer not in phases (one message, or several without a final_answer)', async () => {
+    const provider = await startFakeProvider();
+    try {
+      const json = JSON.stringify(strictSummary);
+      provider.script(
+        responsesReply([
+          { ...phasedMessage('msg_0', json.slice(0, 20), 'x'), phase: undefined },
+          { ...phasedMessage('msg_1', json.slice(20), 'x'), phase: undefined },
+        ]),
+      );
+      const model = createOpenAI({ apiKey: 'test-key', baseURL: `${provider.url}/v1` }).responses('gpt-test');
+      const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' });
+      const response = await aiSdkAdapter({ model, schemaForm: 'openai-strict', maxRetries: 0 })(request);
+      expect(extractSummary(response)).toEqual(summary);
+    } finally {
+      await provider.close();
+    }
+  });
+});
