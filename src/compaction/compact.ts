@@ -9,8 +9,8 @@ import { parsePublishScope, type PublishScope } from '../ledger/scope.js';
 import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
-import type { ModelAdapter, ModelMessage, ModelResponse } from './model.js';
-import { resumeContext } from './resume-context.js';
+import type { ModelAdapter, ModelMessage, ModelRequest, ModelResponse } from './model.js';
+import { HANDOFF_CONTEXT_HEADER, resumeContext } from './resume-context.js';
 import { compactionRequest, extractSummary, type CompactionMode } from './tool.js';
 
 /**
@@ -47,7 +47,11 @@ export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
   ledger: L;
   scope: PublishScope;
   model: ModelAdapter;
-  /** The context to summarize: typically the previous handoff message plus the turns since. */
+  /**
+   * The context to summarize: typically the Harness's system prompt, the previous handoff message and the turns since.
+   * The whole transcript goes to the model, its system messages too (the summariser needs them to know the task); the
+   * leading ones are also kept in the returned `context` (`CompactResult.context`).
+   */
   transcript: readonly ModelMessage[];
   /** What the summary covers in the Harness's full transcript (recorded in the signed manifest). */
   covers?: Covers | undefined;
@@ -74,11 +78,17 @@ export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
 export interface CompactResult<R> {
   receipt: R;
   summary: Summary;
-  /** The compacted context: the handoff message that replaces the summarized turns. */
+  /**
+   * The compacted context: the transcript's leading system messages (the Harness's instructions, not history: the same
+   * objects, in their order), then the handoff message that replaces the summarized turns. A leading system message
+   * that is itself a rendered handoff (it begins with `HANDOFF_CONTEXT_HEADER`) is replaced, not kept. System messages
+   * after the first other message are history, summarized with it.
+   */
   context: ModelMessage[];
 }
 
-async function askModel(options: CompactOptions): Promise<ModelResponse> {
+/** The compaction request of these options (the transcript checked: `INVALID_ARGUMENT` before the model is asked). */
+function requestOf(options: CompactOptions): ModelRequest {
   const request = compactionRequest({
     messages: options.transcript,
     mode: options.mode,
@@ -86,6 +96,10 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
     maxOutputTokens: options.maxOutputTokens,
   });
   if (options.signal) request.signal = options.signal;
+  return request;
+}
+
+async function askModel(options: CompactOptions, request: ModelRequest): Promise<ModelResponse> {
   try {
     // Ended at the abort even when the adapter does not honour the signal (a hand-written one may not): the
     // adapter's call goes on and is dropped. Called as the function it is documented to be, `this` undefined (not
@@ -106,6 +120,21 @@ async function askModel(options: CompactOptions): Promise<ModelResponse> {
   }
 }
 
+/**
+ * The transcript's leading system messages: what the returned context keeps before the handoff (the Harness's system
+ * prompt must survive a compaction, `messages = context`). A leading system message that is a rendered handoff is the
+ * previous compaction's, which the new one replaces. Read from the compaction request's messages (the transcript as
+ * `compactionRequest` checked it; its own instruction turn, a user message, ends them).
+ */
+function leadingSystem(transcript: readonly ModelMessage[]): ModelMessage[] {
+  const out: ModelMessage[] = [];
+  for (const m of transcript) {
+    if (m.role !== 'system') break;
+    if (!m.content.startsWith(HANDOFF_CONTEXT_HEADER)) out.push(m);
+  }
+  return out;
+}
+
 /** Every field of CompactOptions: `compact` reads these once, and a field left out of the list fails to compile. */
 const COMPACT_FIELDS = [
   'ledger',
@@ -124,7 +153,8 @@ const everyCompactField: NamesEveryField<CompactOptions, typeof COMPACT_FIELDS> 
 void everyCompactField;
 
 /**
- * Runs one compaction: request the summary, extract it, validate it, publish it.
+ * Runs one compaction: request the summary, extract it, validate it, publish it, and return the compacted context (the
+ * transcript's leading system messages, then the handoff).
  * Nothing is published unless every step succeeds; the caller keeps its context on failure.
  * Pass `expectedPrev` (the handoff the context builds on, `null` for none), as the example does: a run that lost the
  * session to another run's compaction is then `CHAIN_CONFLICT` instead of publishing over it.
@@ -138,13 +168,14 @@ void everyCompactField;
  *   `FORK` / `TREE_DAMAGED` (the log, or the session's chain cut back), `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`
  *   before the model is asked too
  * @example
+ * const system: ModelMessage = { role: 'system', content: 'You are a coding assistant.' };
  * const resumed = await ledger.resume(scope);
- * let messages = resumed ? [resumeContext(resumed)] : [];
+ * let messages = resumed ? [system, resumeContext(resumed)] : [system];
  * let head = resumed?.id ?? null;
  * // … turns …
  * if (shouldCompact({ usedTokens, contextWindow })) {
  *   const { receipt, context } = await compact({ ledger, scope, model, transcript: messages, signal, expectedPrev: head });
- *   messages = context;
+ *   messages = context; // [system, the handoff]
  *   head = receipt.id;
  * }
  */
@@ -185,7 +216,10 @@ export async function compact<L extends PublishingLedger>(
   // whose expectedPrev is no longer the head spends no model call.
   if (typeof checkPublish === 'function')
     await Reflect.apply(checkPublish, ledger, [options.scope, { ...publishOptions }]);
-  const response = await askModel(options);
+  const request = requestOf(options);
+  // Taken before the model is asked: an adapter may change the request it is given.
+  const instructions = leadingSystem(request.messages);
+  const response = await askModel(options, request);
   throwIfCancelled(options.signal);
   let value: unknown;
   try {
@@ -202,5 +236,9 @@ export async function compact<L extends PublishingLedger>(
   const receipt = (await Reflect.apply(publish, ledger, [options.scope, summary, publishOptions])) as Awaited<
     ReturnType<L['publish']>
   >;
-  return { receipt, summary, context: [resumeContext({ summary, id: receipt.id, seq: receipt.seq })] };
+  return {
+    receipt,
+    summary,
+    context: [...instructions, resumeContext({ summary, id: receipt.id, seq: receipt.seq })],
+  };
 }

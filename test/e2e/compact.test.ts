@@ -189,16 +189,18 @@ describe('compact', () => {
 
 /**
  * The code of README's "In a Harness" recipe, run as it is written (its import line left out: the names it imports
- * are handed in), returning the `head` it ends with.
+ * are handed in; its type annotations left out: it runs as JavaScript), returning the `head` it ends with, or the
+ * `messages`.
  */
-function readmeRecipe(): (names: Record<string, unknown>) => Promise<unknown> {
+function readmeRecipe(result: 'head' | 'messages' = 'head'): (names: Record<string, unknown>) => Promise<unknown> {
   const readme = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../../README.md'), 'utf8');
   const section = readme.slice(readme.indexOf('### In a Harness'));
   const code = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
   const body = code
     .split('\n')
     .filter((line) => !line.startsWith('import '))
-    .join('\n');
+    .join('\n')
+    .replace(/: ModelMessage\b/g, '');
   const names = ['ledger', 'scope', 'model', 'transcript', 'signal', 'usedTokens', 'contextWindow'];
   const helpers = { shouldCompact, compact, resumeContext };
   const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as new (
@@ -207,7 +209,7 @@ function readmeRecipe(): (names: Record<string, unknown>) => Promise<unknown> {
   const run = new AsyncFunction(
     ...names,
     ...Object.keys(helpers),
-    `${body}\nreturn typeof head === 'undefined' ? undefined : head;`,
+    `${body}\nreturn typeof ${result} === 'undefined' ? undefined : ${result};`,
   );
   return (given) => run(...names.map((n) => given[n]), ...Object.values(helpers));
 }
@@ -258,4 +260,56 @@ describe("README's recipe (In a Harness)", () => {
       expect(await ledger.history(scope)).toHaveLength(withHandoff ? 2 : 1);
     },
   );
+});
+
+describe('compact and the system prompt', () => {
+  const handoffCall = () => submitHandoff(sampleSummary());
+
+  it("returns the transcript's leading system messages (the same ones, in order), then the handoff; all of it went to the model", async () => {
+    const model = scriptedModel([handoffCall()]);
+    const system = { role: 'system' as const, content: 'You are a coding assistant. Never run rm -rf.' };
+    const tools = { role: 'system' as const, content: 'Tools: read_file only.' };
+    const transcript = [
+      system,
+      tools,
+      { role: 'user' as const, content: 'add retries' },
+      { role: 'system' as const, content: 'The user switched to the retry branch.' }, // history, not instructions
+      { role: 'assistant' as const, content: 'done' },
+    ];
+    const { context, receipt } = await compact({ ledger, scope, model, transcript, expectedPrev: null });
+    expect(context).toHaveLength(3);
+    expect(context[0]).toBe(system);
+    expect(context[1]).toBe(tools);
+    expect(context[2]).toEqual(resumeContext({ summary: sampleSummary(), id: receipt.id, seq: receipt.seq }));
+    // The summariser saw the instructions and the history, system messages included.
+    expect(model.requests[0]!.messages.slice(0, transcript.length)).toEqual(transcript);
+  });
+
+  it('replaces a leading system message that is itself a rendered handoff (the previous one), keeping the others', async () => {
+    const model = scriptedModel([handoffCall(), submitHandoff(sampleSummary({ state: 'later' }))]);
+    const system = { role: 'system' as const, content: 'You are a coding assistant.' };
+    const first = await compact({ ledger, scope, model, transcript: [system, { role: 'user', content: 'go' }] });
+    // A Harness that keeps the handoff as a system message.
+    const asSystem = { role: 'system' as const, content: first.context.at(-1)!.content };
+    const second = await compact({
+      ledger,
+      scope,
+      model,
+      transcript: [system, asSystem, { role: 'user', content: 'more' }],
+      expectedPrev: first.receipt.id,
+    });
+    expect(second.context.map((m) => m.role)).toEqual(['system', 'user']);
+    expect(second.context[0]).toBe(system);
+    expect(second.context[1]!.content).toContain('later');
+  });
+
+  it("keeps the system prompt through README's recipe: messages[0] is still the Harness's instructions", async () => {
+    await ledger.publish(scope, sampleSummary({ state: 'first' }));
+    const model = togetherModel(1);
+    const given = { ledger, scope, model, transcript: [], signal: undefined, usedTokens: 900, contextWindow: 1000 };
+    const messages = (await readmeRecipe('messages')(given)) as Array<{ role: string; content: string }>;
+    expect(messages.map((m) => m.role)).toEqual(['system', 'user']);
+    expect(messages[1]!.content).toContain('run 1 compacted');
+    expect(model.asked).toBe(1);
+  });
 });

@@ -149,7 +149,7 @@ export class ReferenceHarness {
       expectedPrev: this.head,
     });
     // Only a published handoff replaces the context; on any failure above the turns stay as they were.
-    this.handoff = context[0];
+    this.handoff = context.at(-1);
     this.head = receipt.id;
     this.contextStart = through;
     this.compactions.push({ trigger, seq: receipt.seq, summary, usedTokens });
