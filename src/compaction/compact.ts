@@ -103,11 +103,16 @@ async function askModel(options: CompactOptions, request: ModelRequest): Promise
   try {
     // Ended at the abort even when the adapter does not honour the signal (a hand-written one may not): the
     // adapter's call goes on and is dropped. Called as the function it is documented to be, `this` undefined (not
-    // the options object compact copied).
+    // the options object compact copied). Not called at all once the signal has aborted (during checkPublish, say): the
+    // transcript is not sent for an answer nobody waits for.
     const model = options.model;
+    const signal = options.signal;
     return await untilCancelled(
-      Promise.resolve().then(() => model(request)),
-      options.signal,
+      Promise.resolve().then(() => {
+        throwIfCancelled(signal);
+        return model(request);
+      }),
+      signal,
     );
   } catch (err) {
     if (err instanceof LedgerError && err.code === 'CANCELLED') throw err;
@@ -219,6 +224,7 @@ export async function compact<L extends PublishingLedger>(
   const request = requestOf(options);
   // Taken before the model is asked: an adapter may change the request it is given.
   const instructions = leadingSystem(request.messages);
+  throwIfCancelled(options.signal); // aborted while checkPublish ran (a wrapper's may not look at the signal)
   const response = await askModel(options, request);
   throwIfCancelled(options.signal);
   let value: unknown;

@@ -131,6 +131,29 @@ describe('compact', () => {
     expect(model.requests).toEqual([]);
   });
 
+  it('does not ask the model when the signal aborts while checkPublish runs (a wrapper that does not look at it)', async () => {
+    const controller = new AbortController();
+    const wrapper = {
+      checkPublish: async (...args: Parameters<Ledger['checkPublish']>) => {
+        await ledger.checkPublish(args[0], { ...args[1], signal: undefined });
+        controller.abort(new Error('user pressed stop'));
+      },
+      publish: (...args: Parameters<Ledger['publish']>) => ledger.publish(...args),
+    };
+    const model = scriptedModel([submitHandoff(sampleSummary())]);
+    const err = await compact({
+      ledger: wrapper,
+      scope,
+      model,
+      transcript: [{ role: 'user', content: 'the secret design' }],
+      signal: controller.signal,
+    }).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 10)); // a model call made after the abort would have been made by now
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    expect(model.requests).toEqual([]);
+    expect(await ledger.resume(scope)).toBeUndefined();
+  });
+
   it('reports an adapter that fails because of the abort as CANCELLED, and other adapter errors as MODEL_FAILED with the original as cause', async () => {
     const controller = new AbortController();
     const aborting = async (): Promise<never> => {
