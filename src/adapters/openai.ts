@@ -64,7 +64,8 @@ function responsesParams(model: string, request: ModelRequest): ResponseCreatePa
       strict: true,
       parameters: schemaFor(t.name, t.inputSchema, FORM),
     }));
-    // As for Chat Completions: strict schemas are not guaranteed with parallel calls, and one call is wanted.
+    // Strict schemas are not guaranteed with parallel calls, and one call is wanted. Sent to the Responses API only:
+    // Chat Completions refuses the field for OpenAI's o-series reasoning models (400 unsupported_parameter), below.
     params.parallel_tool_calls = false;
   }
   const choice = request.toolChoice;
@@ -156,7 +157,9 @@ function chatParams(model: string, request: ModelRequest): ChatCompletionCreateP
         parameters: schemaFor(t.name, t.inputSchema, FORM),
       },
     }));
-    params.parallel_tool_calls = false;
+    // No `parallel_tool_calls`: Chat Completions refuses it for the o-series reasoning models ("Unsupported parameter:
+    // 'parallel_tool_calls' is not supported with this model", 400), which would make every compaction MODEL_FAILED.
+    // One tool is offered and forced, and extractSummary refuses an answer that calls it twice (SUMMARY_INVALID).
   }
   const choice = request.toolChoice;
   if (choice) {

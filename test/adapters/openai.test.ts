@@ -8,6 +8,7 @@ import { chat, completion } from './openai-replies.js';
 import { describe, expect, it } from 'vitest';
 import { startFakeProvider } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
+import { compact } from '../../src/compaction/compact.js';
 
 const client = (url: string) => new OpenAI({ apiKey: 'test-key', baseURL: `${url}/v1`, maxRetries: 0 });
 const httpError = (): Reply => ({
@@ -106,7 +107,9 @@ for (const mode of ['tool', 'structured'] as const) {
 }
 
 describe('openaiAdapter: one call of submit_handoff', () => {
-  it('asks both APIs for no parallel tool calls (strict schemas are not guaranteed with them)', async () => {
+  it('asks the Responses API for no parallel tool calls, and does not send the field to Chat Completions', async () => {
+    // Chat Completions refuses `parallel_tool_calls` for the o-series reasoning models (400 unsupported_parameter):
+    // sent there, every compaction with such a model would be MODEL_FAILED.
     const provider = await startFakeProvider();
     try {
       provider.script(
@@ -115,12 +118,64 @@ describe('openaiAdapter: one call of submit_handoff', () => {
       );
       const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }] });
       await openaiAdapter({ client: client(provider.url), model: 'gpt-test' })(request);
-      await openaiAdapter({ client: client(provider.url), model: 'gpt-test', api: 'chat' })(request);
-      expect(provider.requests.map((r) => r.body.parallel_tool_calls)).toEqual([false, false]);
+      await openaiAdapter({ client: client(provider.url), model: 'o4-mini', api: 'chat' })(request);
+      expect(
+        provider.requests.map((r) => [r.path, 'parallel_tool_calls' in r.body, r.body.parallel_tool_calls]),
+      ).toEqual([
+        ['/v1/responses', true, false],
+        ['/v1/chat/completions', false, undefined],
+      ]);
     } finally {
       await provider.close();
     }
   });
+
+  it.each(['responses', 'chat'] as const)(
+    'refuses an answer that calls submit_handoff twice (%s): SUMMARY_INVALID, nothing published',
+    async (api) => {
+      const provider = await startFakeProvider();
+      try {
+        const args = JSON.stringify(strictSummary);
+        provider.script(
+          api === 'chat'
+            ? {
+                body: completion(
+                  {
+                    role: 'assistant',
+                    content: null,
+                    refusal: null,
+                    tool_calls: ['call_1', 'call_2'].map((id) => ({
+                      id,
+                      type: 'function',
+                      function: { name: 'submit_handoff', arguments: args },
+                    })),
+                  },
+                  'tool_calls',
+                ),
+              }
+            : response([functionCall(args), { ...functionCall(args), id: 'fc_2', call_id: 'call_2' }]),
+        );
+        let published = 0;
+        const ledger = {
+          publish: async () => {
+            published++;
+            return { id: 'x' as never, seq: 0, digest: 'x' as never, size: 1 };
+          },
+        };
+        const err = await compact({
+          ledger,
+          scope: { principal: 'alice', session: 's1', run: 'r1' },
+          model: openaiAdapter({ client: client(provider.url), model: 'gpt-test', api }),
+          transcript: [{ role: 'user', content: 'hi' }],
+        }).catch((e: unknown) => e);
+        expect(err).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+        expect((err as Error).message).toMatch(/submit_handoff 2 times/);
+        expect(published).toBe(0);
+      } finally {
+        await provider.close();
+      }
+    },
+  );
 });
 
 describe('openaiAdapter: tool calls of the transcript', () => {
