@@ -16,6 +16,7 @@ import type {
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
 import { summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 import {
+  compactionOnly,
   readJson,
   saysNothing,
   schemaFor,
@@ -104,6 +105,7 @@ export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
   summarySchemaFor(form); // an unknown form is refused here (INVALID_ARGUMENT), not as a model failure at compaction
   const strict = form === 'openai-strict';
   return async (request) => {
+    compactionOnly('aiSdkAdapter', request);
     const ai = await import('ai');
     const { generateText, jsonSchema, tool, Output } = ai;
     const tools: ToolSet = {};

@@ -16,7 +16,15 @@ import type {
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { SUBMIT_HANDOFF, submitHandoffTool } from '../compaction/tool.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
-import { saysNothing, schemaFor, splitSystem, toolCall, toolInputObject, withoutEmptyTurns } from './shared.js';
+import {
+  compactionOnly,
+  saysNothing,
+  schemaFor,
+  splitSystem,
+  toolCall,
+  toolInputObject,
+  withoutEmptyTurns,
+} from './shared.js';
 
 export interface AnthropicAdapterOptions {
   /** The Harness's client (`new Anthropic({ apiKey })`). */
@@ -131,11 +139,13 @@ function fromMessage(m: Message): ModelResponse {
  * await compact({ ledger, scope, model, transcript });
  */
 export function anthropicAdapter(options: AnthropicAdapterOptions): ModelAdapter {
-  return async (request) =>
-    fromMessage(
+  return async (request) => {
+    compactionOnly('anthropicAdapter', request);
+    return fromMessage(
       await options.client.messages.create(params(options, request), {
         timeout: options.timeoutMs ?? options.client.timeout ?? 600_000,
         ...(request.signal ? { signal: request.signal } : {}),
       }),
     );
+  };
 }

@@ -10,7 +10,7 @@ import type { Content, GenerateContentParameters, GenerateContentResponse } from
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import { indented, quoted } from '../compaction/framing.js';
-import { readJson, splitSystem, withoutEmptyTurns } from './shared.js';
+import { compactionOnly, readJson, splitSystem, withoutEmptyTurns } from './shared.js';
 
 export interface GeminiAdapterOptions {
   /** The Harness's client (`new GoogleGenAI({ apiKey })`). */
@@ -101,5 +101,8 @@ function fromResponse(r: GenerateContentResponse): ModelResponse {
  * await compact({ ledger, scope, model, transcript, mode: 'structured' });
  */
 export function geminiAdapter(options: GeminiAdapterOptions): ModelAdapter {
-  return async (request) => fromResponse(await options.client.models.generateContent(params(options.model, request)));
+  return async (request) => {
+    compactionOnly('geminiAdapter', request);
+    return fromResponse(await options.client.models.generateContent(params(options.model, request)));
+  };
 }

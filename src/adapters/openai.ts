@@ -26,7 +26,7 @@ import type {
   ModelToolCall,
 } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
-import { readJson, schemaFor, toolArguments, toolCall } from './shared.js';
+import { compactionOnly, readJson, schemaFor, toolArguments, toolCall } from './shared.js';
 
 export interface OpenAIAdapterOptions {
   /** The Harness's client (`new OpenAI({ apiKey })`). */
@@ -209,6 +209,7 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
 export function openaiAdapter(options: OpenAIAdapterOptions): ModelAdapter {
   const { client, model } = options;
   return async (request) => {
+    compactionOnly('openaiAdapter', request);
     const structured = request.responseFormat !== undefined;
     const signal = request.signal ? { signal: request.signal } : undefined;
     if (options.api === 'chat') {

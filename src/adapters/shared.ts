@@ -4,8 +4,26 @@
  * SDK for types only: the Harness makes the client, so an SDK is loaded only by a Harness that uses it.
  */
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
-import type { ModelMessage, ModelToolCall } from '../compaction/model.js';
+import type { ModelMessage, ModelRequest, ModelToolCall } from '../compaction/model.js';
+import { LedgerError } from '../errors.js';
 import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
+
+/**
+ * The adapters ask for a handoff summary, and nothing else: each sends its dialect's summary schema (Gemini's response
+ * schema in place of any tool, strict mode on every function for OpenAI), which a normal turn of the Harness must not
+ * get. A request of another purpose is refused before anything is sent; a Harness's turns go through its own call of
+ * the SDK.
+ * @throws LedgerError `INVALID_ARGUMENT` for a request whose `purpose` is not `compaction`
+ */
+export function compactionOnly(adapter: string, request: ModelRequest): void {
+  const purpose: unknown = (request as { purpose?: unknown } | null | undefined)?.purpose;
+  if (purpose !== 'compaction')
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `${adapter} is for compaction requests only (purpose 'compaction', as compactionRequest builds them), not ` +
+        `${typeof purpose === 'string' ? JSON.stringify(purpose.slice(0, 40)) : String(purpose)}`,
+    );
+}
 
 /** The schema a tool or response format is sent with: the dialect's summary form for the handoff. */
 export function schemaFor(

@@ -36,7 +36,11 @@ export interface ModelResponseFormat {
 }
 
 export interface ModelRequest {
-  /** What the Harness wants: a normal turn, or a compaction summary. Adapters may ignore it. */
+  /**
+   * What the Harness wants: a normal turn, or a compaction summary (`compactionRequest` and `compact` always ask for
+   * `compaction`). A Harness's own adapter may serve both; the adapters of `handoff-ledger/adapters/*` are for
+   * compaction only and refuse any other purpose (`INVALID_ARGUMENT`).
+   */
   purpose: 'turn' | 'compaction';
   messages: ModelMessage[];
   tools?: ModelToolDefinition[];

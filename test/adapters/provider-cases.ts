@@ -174,6 +174,26 @@ export function providerCases(name: string, dialect: ProviderDialect): void {
       expect(JSON.stringify(provider.requests[0]!.body)).toContain('Not run: the context was compacted');
     });
 
+    it("refuses a request that is not a compaction (a Harness's turn) with INVALID_ARGUMENT, sending nothing", async () => {
+      const readFile = {
+        name: 'read_file',
+        description: 'read a file',
+        inputSchema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+      };
+      const model = dialect.adapter(provider.url);
+      for (const purpose of ['turn', undefined, 'COMPACTION']) {
+        const err = await model({
+          purpose: purpose as 'turn',
+          messages: [{ role: 'user', content: 'read a.ts' }],
+          tools: [readFile],
+          toolChoice: 'auto',
+        }).catch((e: unknown) => e);
+        expect(err).toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT' });
+        expect((err as Error).message).toMatch(/compaction requests only/);
+      }
+      expect(provider.requests).toEqual([]);
+    });
+
     it('turns an HTTP error into MODEL_FAILED with the SDK error as cause', async () => {
       const err = await refusedWith(dialect.httpError(), 'MODEL_FAILED');
       expect(err.cause).toBeInstanceOf(Error);
