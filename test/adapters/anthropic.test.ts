@@ -240,3 +240,30 @@ describe('anthropicAdapter: tool results as the Messages API takes them', () => 
     });
   });
 });
+
+describe("anthropicAdapter: README's stop reasons without a finished answer", () => {
+  it.each([
+    ['model_context_window_exceeded', 'length'],
+    ['pause_turn', 'other'],
+  ] as const)(
+    'reads stop_reason %s as %s: SUMMARY_INCOMPLETE, however whole the submit_handoff call looks',
+    async (stopReason, finishReason) => {
+      const { startFakeProvider } = await import('../support/fake-provider.js');
+      const { compactionRequest, extractSummary } = await import('../../src/compaction/tool.js');
+      const provider = await startFakeProvider();
+      try {
+        provider.script(message([toolUse(summary)], stopReason));
+        const model = anthropicAdapter({
+          client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+          model: 'claude-test',
+        });
+        const answer = await model(compactionRequest({ messages: [{ role: 'user', content: 'hi' }] }));
+        expect(answer.finishReason).toBe(finishReason);
+        expect(answer.toolCalls?.[0]?.input).toEqual(summary);
+        expect(() => extractSummary(answer)).toThrow(expect.objectContaining({ code: 'SUMMARY_INCOMPLETE' }));
+      } finally {
+        await provider.close();
+      }
+    },
+  );
+});

@@ -154,3 +154,50 @@ describe('geminiAdapter answers', () => {
     }
   });
 });
+
+describe("geminiAdapter: README's finish reasons", () => {
+  async function answerTo(reply: Reply) {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const { compactionRequest } = await import('../../src/compaction/tool.js');
+    const provider = await startFakeProvider();
+    try {
+      provider.script(reply);
+      const model = geminiAdapter({
+        client: new GoogleGenAI({ apiKey: 'k', httpOptions: { baseUrl: provider.url, retryOptions: { attempts: 1 } } }),
+        model: 'gemini-test',
+      });
+      return await model(compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' }));
+    } finally {
+      await provider.close();
+    }
+  }
+
+  it.each([
+    ['RECITATION', 'content_filter'],
+    ['BLOCKLIST', 'content_filter'],
+    ['PROHIBITED_CONTENT', 'content_filter'],
+    ['SPII', 'content_filter'],
+    // Not in the table: a reason it does not list is not a finished answer either.
+    ['IMAGE_SAFETY', 'other'],
+    ['MALFORMED_FUNCTION_CALL', 'other'],
+  ] as const)(
+    'reads finishReason %s as %s: SUMMARY_INCOMPLETE, however whole the answer looks',
+    async (reason, finishReason) => {
+      const { extractSummary } = await import('../../src/compaction/tool.js');
+      const answer = await answerTo(generated(JSON.stringify(summary), reason));
+      expect(answer.finishReason).toBe(finishReason);
+      expect(answer.output).toEqual(summary);
+      expect(() => extractSummary(answer)).toThrow(expect.objectContaining({ code: 'SUMMARY_INCOMPLETE' }));
+    },
+  );
+
+  it("reads the answer without the model's thought parts (a thought is not part of the summary's JSON)", async () => {
+    const { extractSummary } = await import('../../src/compaction/tool.js');
+    const reply = generated(JSON.stringify(summary), 'STOP');
+    const candidate = (reply.body as { candidates: Array<{ content: { parts: unknown[] } }> }).candidates[0]!;
+    candidate.content.parts.unshift({ text: 'Let me think about the summary {', thought: true });
+    const answer = await answerTo(reply);
+    expect(answer.text).toBe(JSON.stringify(summary));
+    expect(extractSummary(answer)).toEqual(summary);
+  });
+});

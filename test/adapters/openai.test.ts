@@ -277,3 +277,22 @@ describe('openaiAdapter: a Responses answer in phases', () => {
     }
   });
 });
+
+describe("openaiAdapter: README's Responses statuses without a finished answer", () => {
+  it.each(['in_progress', 'queued', 'cancelled'])(
+    'reads status %s as not finished: SUMMARY_INCOMPLETE, however whole the submit_handoff call looks',
+    async (status) => {
+      const provider = await startFakeProvider();
+      try {
+        provider.script(response([functionCall(JSON.stringify(strictSummary))], status));
+        const model = openaiAdapter({ client: client(provider.url), model: 'gpt-test' });
+        const answer = await model(compactionRequest({ messages: [{ role: 'user', content: 'hi' }] }));
+        expect(answer.finishReason).toBe('other');
+        expect(answer.toolCalls?.[0]?.input).toEqual(summary);
+        expect(() => extractSummary(answer)).toThrow(expect.objectContaining({ code: 'SUMMARY_INCOMPLETE' }));
+      } finally {
+        await provider.close();
+      }
+    },
+  );
+});
