@@ -235,6 +235,32 @@ describe('the pin file', () => {
     }
   });
 
+  it('refuses a pin whose slots are intact but whose note is not what was signed (NOTE_SIGNATURE_INVALID) or no note (NOTE_MALFORMED)', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    await ledger.close();
+    const path = pinPath(root);
+    const [a, b] = slots(path);
+    const note = slots(path)[newerSlot(path)]!.note;
+    // The checkpoint's size line changed under its signature (a pin rolled back by hand), in both slots with checksums
+    // that match: the slots are intact, the note's signature is not.
+    const lines = note.split('\n');
+    expect(lines[1]).toBe('2');
+    const altered = [lines[0], '1', ...lines.slice(2)].join('\n');
+    const rewrite = (text: string) => {
+      overwrite(path, 0, encodePinSlot(a!.seq, text, MIN_SLOT));
+      overwrite(path, MIN_SLOT, encodePinSlot(b!.seq, text, MIN_SLOT));
+      expect(slots(path).map((s) => s?.note)).toEqual([text, text]);
+    };
+    rewrite(altered);
+    await expect(open(root)).rejects.toMatchObject({ name: 'ManifestError', code: 'NOTE_SIGNATURE_INVALID' });
+    rewrite('not a signed note\n');
+    await expect(open(root)).rejects.toMatchObject({ name: 'ManifestError', code: 'NOTE_MALFORMED' });
+    // Neither was replaced by the log's current tree: the pin is as it was damaged.
+    expect(slots(path).map((s) => s?.note)).toEqual(['not a signed note\n', 'not a signed note\n']);
+  });
+
   it('refuses a pin file that is a symlink or not a regular file (KEY_FILE_UNSAFE)', async () => {
     const root = tempDir();
     await (await open(root)).close();
