@@ -139,6 +139,20 @@ describePostgres('checkPublish and the pinned checkpoint, PostgreSQL', (pg) => {
     }
   });
 
+  it('a tree node rewritten after a normal open (another root at the pinned size): FORK before the model is asked', async () => {
+    const schema = nextSchema();
+    const { ledger, root } = await open(schema);
+    try {
+      for (let i = 0; i < 2; i++) await ledger.publish(scope, sampleSummary(i));
+      expect(await codeOf(ledger.checkPublish(scope))).toBe('passed');
+      await sql(`UPDATE "${schema}".tree_nodes SET hash = '\\x${'00'.repeat(32)}' WHERE level = 1 AND idx = 0`);
+      await refusedBeforeTheModel(ledger, root, 'FORK');
+      expect(ledger.checkpointFailure?.code).toBe('FORK');
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('a database rolled back after a normal open: ROLLBACK before the model is asked, and every later call refuses it', async () => {
     const schema = nextSchema();
     const { ledger, root } = await open(schema);
