@@ -401,6 +401,20 @@ describe('tampering is refused and returns no summary bytes', () => {
     await ledger.close();
   });
 
+  it('a manifest entry whose payload type was changed in the database → PAYLOAD_TYPE', async () => {
+    const ledger = await open(tempDir());
+    await ledger.publish(alice, sampleSummary());
+    const db = raw(ledger);
+    const entry = JSON.parse((await db.get(entryKey('sess-1', 0)))!);
+    const env = JSON.parse(entry.envelope);
+    env.payloadType = 'application/vnd.in-toto+json';
+    entry.envelope = JSON.stringify(env);
+    await db.put(entryKey('sess-1', 0), JSON.stringify(entry));
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ name: 'ManifestError', code: 'PAYLOAD_TYPE' });
+    await expect(ledger.history(alice)).rejects.toMatchObject({ name: 'ManifestError', code: 'PAYLOAD_TYPE' });
+    await ledger.close();
+  });
+
   it("a manifest of session A placed at session B's head → SCOPE_MISMATCH", async () => {
     const ledger = await open(tempDir());
     await ledger.publish({ ...alice, session: 'sess-a' }, sampleSummary('A'));
