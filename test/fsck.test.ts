@@ -26,6 +26,7 @@ import {
   type Manifest,
 } from '../manifests/format/manifest.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
@@ -62,6 +63,19 @@ async function tamper(root: string, change: (db: Level<string, string>) => Promi
   } finally {
     await log.close();
   }
+}
+
+/** The entry's envelope with its payload's `run` changed, the signature kept (the edit a signature refuses). */
+function editedManifest(e: LogEntry): string {
+  const env = JSON.parse(e.envelope);
+  const manifest = JSON.parse(new TextDecoder().decode(decodeBase64(env.payload)!));
+  env.payload = encodeBase64(encodeManifest({ ...manifest, run: 'run-forged' }));
+  return JSON.stringify(env);
+}
+
+/** The entry's envelope with another payload type, payload and signature kept. */
+function withPayloadType(e: LogEntry, payloadType: string): string {
+  return JSON.stringify({ ...JSON.parse(e.envelope), payloadType });
 }
 
 const headOf = (e: LogEntry) => JSON.stringify({ session: e.session, seq: e.seq, id: e.id, owner: 'alice' });
@@ -137,6 +151,29 @@ describe('fsck', () => {
       resume: 'SCOPE_MISMATCH',
       fsck: 'SCOPE_MISMATCH',
     },
+    {
+      what: 'an entry whose signed manifest was edited (its run), the signature left',
+      change: (db, [, e1]) => db.put(entryKey('s', 1), JSON.stringify({ ...e1!, envelope: editedManifest(e1!) })),
+      resume: 'SIGNATURE_INVALID',
+      fsck: 'SIGNATURE_INVALID',
+    },
+    {
+      what: "an entry whose envelope's payload type was changed",
+      change: (db, [, e1]) =>
+        db.put(entryKey('s', 1), JSON.stringify({ ...e1!, envelope: withPayloadType(e1!, 'application/json') })),
+      resume: 'PAYLOAD_TYPE',
+      fsck: 'PAYLOAD_TYPE',
+    },
+    {
+      what: 'a middle entry removed (with its position)',
+      change: (db, [, e1]) =>
+        db.batch([
+          { type: 'del', key: entryKey('s', 1) },
+          { type: 'del', key: posKey(e1!.position) },
+        ]),
+      resume: 'CHAIN_BROKEN',
+      fsck: 'SEQ_GAP',
+    },
   ];
 
   for (const t of refused) {
@@ -156,6 +193,59 @@ describe('fsck', () => {
       }
     });
   }
+
+  it('reports a chain whose first entry was removed as SEQ_NOT_ZERO, as history refuses it (resume reads past its watermark only)', async () => {
+    const { root, entries } = await storeWithChain();
+    await tamper(root, (db) =>
+      db.batch([
+        { type: 'del', key: entryKey('s', 0) },
+        { type: 'del', key: posKey(entries[0]!.position) },
+      ]),
+    );
+    const ledger = await openLedger({ root, host: 'host-a' });
+    try {
+      expect(await rejection(ledger.history(scope))).toMatchObject({ code: 'CHAIN_BROKEN' });
+      // Resume verified seq 0..2 before (watermark 2) and reads what lies beyond it: the head, unchanged.
+      expect((await ledger.resume(scope))?.seq).toBe(2);
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toContainEqual(expect.objectContaining({ code: 'SEQ_NOT_ZERO', session: 's' }));
+      expect(report.findings.filter((f) => f.session === 'other')).toEqual([]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("reports an entry replaced by a copy's manifest of the same seq (a backup's fork) as PREV_MISMATCH of the next", async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'host-a' });
+    await ledger.publish({ ...scope, session: 'other' }, sampleSummary('other'));
+    await ledger.publish(scope, sampleSummary(0));
+    await ledger.close();
+    // A copy of the root (same keys) that went on on its own: its seq 1 is signed, linked to the shared seq 0.
+    const copy = tempDir();
+    cpSync(root, copy, { recursive: true });
+    ledger = await openLedger({ root: copy, host: 'host-a' });
+    await ledger.publish({ ...scope, run: 'elsewhere' }, sampleSummary(1));
+    const forked = (await ledger.log.entry('s', 1))!;
+    await ledger.close();
+    ledger = await openLedger({ root, host: 'host-a' });
+    for (let i = 1; i < 3; i++) await ledger.publish(scope, sampleSummary(i));
+    const mine = (await ledger.log.entry('s', 1))!;
+    await ledger.close();
+    await tamper(root, (db) => db.put(entryKey('s', 1), JSON.stringify({ ...forked, position: mine.position })));
+    ledger = await openLedger({ root, host: 'host-a' });
+    try {
+      expect(await rejection(ledger.history(scope))).toMatchObject({ code: 'CHAIN_BROKEN' });
+      expect(await rejection(ledger.resume(scope))).toMatchObject({ code: 'CHAIN_BROKEN' });
+      const report = await fsck(ledger);
+      expect(report.ok).toBe(false);
+      expect(report.findings).toContainEqual(expect.objectContaining({ code: 'PREV_MISMATCH', session: 's', seq: 2 }));
+      expect(report.findings.filter((f) => f.session === 'other')).toEqual([]);
+    } finally {
+      await ledger.close();
+    }
+  });
 
   it('reports a rolled-back head at open too, with the same code (the log head check)', async () => {
     const { root, entries } = await storeWithChain();
