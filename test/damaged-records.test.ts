@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
 import { isHandoffLedgerError } from '../store/errors.js';
-import { encodeBase64 } from '../manifests/encoding/base64.js';
+import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
+import { encodeManifest } from '../manifests/format/manifest.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { openLedger } from '../src/ledger/open.js';
 import type { OpenLedgerOptions } from '../src/ledger/options.js';
@@ -34,6 +35,8 @@ interface Made {
   digests: Digest[];
   /** The key that signed them. */
   keyId: string;
+  /** The stored envelope at each position (the same order as ids). */
+  envelopes: string[];
 }
 
 type Raw = {
@@ -59,6 +62,23 @@ interface Damage extends Raw {
 /** Every operation's outcome: 'ok' where `want` names none. */
 const expected = (want: Outcomes, ran: Outcomes): Outcomes =>
   Object.fromEntries(Object.keys(ran).map((op) => [op, want[op] ?? 'ok']));
+
+/** An envelope with its manifest's `run` changed, the signature kept: what a signature check refuses. */
+function editedRun(envelope: string): string {
+  const env = JSON.parse(envelope);
+  const manifest = JSON.parse(new TextDecoder().decode(decodeBase64(env.payload)!));
+  return JSON.stringify({ ...env, payload: encodeBase64(encodeManifest({ ...manifest, run: 'run-forged' })) });
+}
+
+/** An envelope with another payload type, its payload and signature kept. */
+const otherPayloadType = (envelope: string): string =>
+  JSON.stringify({ ...JSON.parse(envelope), payloadType: 'application/json' });
+
+/** s1's entry at seq 1 (position 2) with `envelope` in place of its own, every other field kept. */
+const s1Seq1WithEnvelope = async (read: (key: string) => Promise<string>, envelope: string) => {
+  const key = `e!s1!${hex12(1)}`;
+  return { [key]: JSON.stringify({ ...JSON.parse(await read(key)), envelope }) };
+};
 
 /** One damage of each record kind each backend keeps, as far as its types let it be written. */
 const DAMAGES: Damage[] = [
@@ -88,6 +108,51 @@ const DAMAGES: Damage[] = [
       gc: 'RECORD_CORRUPT',
     },
     level: () => ({ 'h!s1': '{"session' }),
+  },
+  {
+    name: 'entry whose signed manifest was edited',
+    // The edited payload is no longer the leaf the tree holds, nor the id its position record names.
+    want: {
+      resume: 'SIGNATURE_INVALID',
+      history: 'SIGNATURE_INVALID',
+      fsck: 'findings ID_POSITION_MISMATCH,SIGNATURE_INVALID,TREE_NODE_MISMATCH,TREE_ROOT',
+      // Its id is not its payload's: the record is not what the log wrote, and gc does not judge by it.
+      gc: 'RECORD_CORRUPT',
+    },
+    level: (m, read) => s1Seq1WithEnvelope(read, editedRun(m.envelopes[2]!)),
+    pg: (m) => [['UPDATE {s}.entries SET envelope = $1 WHERE position = 2', [editedRun(m.envelopes[2]!)]]],
+  },
+  {
+    name: "entry whose envelope's payload type was changed",
+    want: { resume: 'PAYLOAD_TYPE', history: 'PAYLOAD_TYPE', fsck: 'findings PAYLOAD_TYPE' },
+    level: (m, read) => s1Seq1WithEnvelope(read, otherPayloadType(m.envelopes[2]!)),
+    pg: (m) => [['UPDATE {s}.entries SET envelope = $1 WHERE position = 2', [otherPayloadType(m.envelopes[2]!)]]],
+  },
+  {
+    name: "entry holding another session's manifest",
+    // s2's seq 1 in s1's seq 1 entry: its prev is s2's seq 0, not s1's (PREV_MISMATCH). The manifest the log committed
+    // at that position is no longer stored, and so the summary it names is unknown: gc removes nothing.
+    want: {
+      resume: 'SCOPE_MISMATCH',
+      history: 'SCOPE_MISMATCH',
+      fsck: 'findings ID_POSITION_MISMATCH,PREV_MISMATCH,SCOPE_MISMATCH,TREE_NODE_MISMATCH,TREE_ROOT',
+      gc: 'RECORD_CORRUPT',
+    },
+    level: (m, read) => s1Seq1WithEnvelope(read, m.envelopes[3]!),
+    pg: () => [
+      ['UPDATE {s}.entries SET envelope = (SELECT envelope FROM {s}.entries WHERE position = 3) WHERE position = 2'],
+    ],
+  },
+  {
+    name: 'first entry of a chain removed',
+    want: {
+      resume: 'CHAIN_BROKEN',
+      history: 'CHAIN_BROKEN',
+      fsck: 'findings POSITION_GAP,SEQ_NOT_ZERO',
+      gc: 'RECORD_CORRUPT',
+    },
+    level: () => ({ [`e!s1!${hex12(0)}`]: undefined, 'p!0000000000000000': undefined }),
+    pg: () => [['DELETE FROM {s}.entries WHERE position = 0']],
   },
   {
     name: 'entry whose envelope is replaced',
@@ -279,7 +344,13 @@ const DAMAGES: Damage[] = [
   },
   {
     name: 'entry whose id is no digest',
-    want: { resume: 'CHAIN_BROKEN', history: 'CHAIN_BROKEN', fsck: 'findings HEAD_MISMATCH,ID_MISMATCH' },
+    // gc: the record's id is not its payload's (as an entry holding another manifest): it removes nothing.
+    want: {
+      resume: 'CHAIN_BROKEN',
+      history: 'CHAIN_BROKEN',
+      fsck: 'findings HEAD_MISMATCH,ID_MISMATCH',
+      gc: 'RECORD_CORRUPT',
+    },
     // PostgreSQL's id index is this very column: the manifest's own id is no longer found at its position either.
     pgDiffers: { fsck: 'findings HEAD_MISMATCH,ID_MISMATCH,ID_POSITION_MISMATCH' },
     level: async (_m, read) => {
@@ -472,7 +543,15 @@ async function fill(opts: OpenLedgerOptions): Promise<Made> {
     const receipts = [];
     for (let i = 0; i < 4; i++) receipts.push(await ledger.publish(scope(`s${(i % 2) + 1}`), sampleSummary(i)));
     await ledger.grant('bob', 's1');
-    return { opts, ids: receipts.map((r) => r.id), digests: receipts.map((r) => r.digest), keyId: ledger.keyId };
+    const envelopes: string[] = [];
+    for await (const e of ledger.log.entries()) envelopes[e.position] = e.envelope;
+    return {
+      opts,
+      ids: receipts.map((r) => r.id),
+      digests: receipts.map((r) => r.digest),
+      keyId: ledger.keyId,
+      envelopes,
+    };
   } finally {
     await ledger.close();
   }
@@ -655,6 +734,53 @@ describePostgres('damaged records of both stores', (pg) => {
     const other = { ...made.opts, root: mkdtempSync(join(tmpdir(), 'hl-dmg-')), host: 'h2', diagnose: true };
     await expect(openLedger(other)).rejects.toMatchObject({ code: 'RECORD_CORRUPT' });
     expect(filesOf(other.root)).toEqual({});
+  });
+
+  it('a middle entry of a chain removed: SEQ_GAP from fsck, CHAIN_BROKEN from resume and history, on both stores', async () => {
+    const chainOfThree = async (opts: OpenLedgerOptions) => {
+      const ledger = await openLedger(opts);
+      try {
+        for (let i = 0; i < 3; i++) await ledger.publish(scope('s1'), sampleSummary(i));
+      } finally {
+        await ledger.close();
+      }
+    };
+    const outcomes = async (opts: OpenLedgerOptions) => {
+      const ledger = await openLedger(opts);
+      try {
+        const report = await fsck(ledger);
+        return {
+          resume: await outcome(() => ledger.resume(scope('s1'))),
+          history: await outcome(() => ledger.history(scope('s1'))),
+          gap: report.findings.filter((f) => f.code === 'SEQ_GAP').map((f) => [f.session, f.seq]),
+        };
+      } finally {
+        await ledger.close();
+      }
+    };
+    const want = { resume: 'CHAIN_BROKEN', history: 'CHAIN_BROKEN', gap: [['s1', 2]] };
+    const root = tempDir();
+    await chainOfThree({ root, host: 'h1', onNotice: () => {} });
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    try {
+      await log.raw.batch([
+        { type: 'del', key: `e!s1!${hex12(1)}` },
+        { type: 'del', key: 'p!0000000000000001' },
+      ]);
+    } finally {
+      await log.close();
+    }
+    expect(await outcomes({ root, host: 'h1', onNotice: () => {} })).toEqual(want);
+    const schema = nextSchema();
+    const opts = {
+      root: mkdtempSync(join(tmpdir(), 'hl-dmg-')),
+      host: 'h1',
+      postgres: { connectionString: pg.connectionString, schema },
+      onNotice: () => {},
+    };
+    await chainOfThree(opts);
+    await sqlOn(pg.connectionString, `DELETE FROM "${schema}".entries WHERE position = 1`);
+    expect(await outcomes(opts)).toEqual(want);
   });
 
   it('a grant whose time is no date is not served as a grant on PostgreSQL either (RECORD_CORRUPT)', async () => {

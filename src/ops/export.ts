@@ -38,6 +38,7 @@ import {
   type BundleHeader,
 } from '../../manifests/audit/bundle.js';
 import { parseEnvelope } from '../../manifests/crypto/envelope.js';
+import { manifestId } from '../../manifests/format/manifest-core.js';
 import { invalidIdMessage, isValidId } from '../../manifests/format/id-pattern.js';
 import type { LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
@@ -149,23 +150,43 @@ function ioError(step: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `export: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
 }
 
-/** A stored envelope's payload as JSON, read without verification, or undefined when it is not one. */
-function payloadOf(envelope: string): Record<string, unknown> | undefined {
+/** A stored envelope's payload, its bytes and as JSON, read without verification, or undefined when it is not one. */
+function readPayload(envelope: string): { bytes: Uint8Array; json: Record<string, unknown> } | undefined {
   try {
-    const payload: unknown = JSON.parse(new TextDecoder().decode(parseEnvelope(envelope).payload));
-    return typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : undefined;
+    const bytes = parseEnvelope(envelope).payload;
+    const json: unknown = JSON.parse(new TextDecoder().decode(bytes));
+    return typeof json === 'object' && json !== null ? { bytes, json: json as Record<string, unknown> } : undefined;
   } catch {
     return undefined;
   }
 }
+
+/** A stored envelope's payload as JSON, read without verification, or undefined when it is not one. */
+function payloadOf(envelope: string): Record<string, unknown> | undefined {
+  return readPayload(envelope)?.json;
+}
+
+const digestNamedBy = (payload: Record<string, unknown> | undefined): Digest | undefined => {
+  const digest = (payload?.summary as { digest?: unknown } | undefined)?.digest;
+  return isDigest(digest) ? digest : undefined;
+};
 
 /**
  * The summary digest a stored envelope names, read without verification (export copies, it does not judge; gc
  * keeps the blob of every manifest, verified or not), or undefined when the envelope names none.
  */
 export function summaryDigestOf(envelope: string): Digest | undefined {
-  const digest = (payloadOf(envelope)?.summary as { digest?: unknown } | undefined)?.digest;
-  return isDigest(digest) ? digest : undefined;
+  return digestNamedBy(payloadOf(envelope));
+}
+
+/**
+ * As `summaryDigestOf`, with the manifest id of the envelope's payload (what the log stores as the entry's id and
+ * commits to in its tree), or undefined when the envelope names no summary.
+ */
+export function summaryDigestAndIdOf(envelope: string): { digest: Digest; id: Digest } | undefined {
+  const payload = readPayload(envelope);
+  const digest = digestNamedBy(payload?.json);
+  return payload && digest ? { digest, id: manifestId(payload.bytes) } : undefined;
 }
 
 /**

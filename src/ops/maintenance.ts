@@ -13,7 +13,7 @@ import type { ChainHead, LogEntry, ManifestLog } from '../../manifests/log/log.j
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { decodeSummary } from '../summary/summary.js';
-import { summaryDigestOf } from './export.js';
+import { summaryDigestAndIdOf } from './export.js';
 import { counted } from '../../manifests/encoding/printable.js';
 
 /**
@@ -427,7 +427,9 @@ async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
  * blob. A manifest gc cannot read is not taken to reference nothing: gc refuses (`RECORD_CORRUPT`, naming it) and
  * removes nothing, and fsck says what is wrong. Nor is a manifest neither way reaches (both its indexes lost, or its
  * record): the tree holds a leaf for every committed manifest, so a position below its size that no walk reached
- * is a manifest gc cannot see, and gc refuses the same way.
+ * is a manifest gc cannot see, and gc refuses the same way. So does an entry whose id is not the id of the manifest
+ * it holds: the manifest the log committed there (its id, leaf and position record) is no longer stored, and the blob
+ * it names is unknown.
  */
 async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
   const referenced = new Set<string>();
@@ -437,14 +439,22 @@ async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
   const note = (entry: LogEntry): void => {
     if (Number.isSafeInteger(entry.position) && entry.position >= 0 && entry.position < size)
       reached[entry.position] = 1;
-    const digest = summaryDigestOf(entry.envelope);
-    if (digest === undefined)
+    const stored = summaryDigestAndIdOf(entry.envelope);
+    if (stored === undefined)
       throw new LedgerError(
         'RECORD_CORRUPT',
         `gc removes nothing: the manifest at ${JSON.stringify(entry.session)} seq ${entry.seq} cannot be read, ` +
           'so the blob it names is unknown (fsck reports it)',
       );
-    referenced.add(digest);
+    // A record holding another manifest than the one its id names (the one the log committed: its leaf, its position
+    // record) has lost that manifest, and with it the blob the lost one names.
+    if (stored.id !== entry.id)
+      throw new LedgerError(
+        'RECORD_CORRUPT',
+        `gc removes nothing: the entry at ${JSON.stringify(entry.session)} seq ${entry.seq} holds another manifest ` +
+          'than its id names, so the blob that manifest names is unknown (fsck reports it)',
+      );
+    referenced.add(stored.digest);
   };
   for await (const entry of ledger.log.entries()) note(entry);
   for await (const head of ledger.log.heads()) for await (const entry of ledger.log.chain(head.session)) note(entry);

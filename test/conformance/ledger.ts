@@ -13,9 +13,12 @@ import { TieredBlobStore } from '../../src/ledger/blob-tiers.js';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { STREAM_DECODE_FROM, STREAM_SUMMARY_FROM, validateSummary } from '../../src/summary/summary.js';
 import { tempDir } from '../support/tmp.js';
-import { MANIFEST_PAYLOAD_TYPE } from '../../manifests/format/manifest-core.js';
+import { MANIFEST_PAYLOAD_TYPE, manifestId } from '../../manifests/format/manifest-core.js';
 
 /** An unsigned envelope whose payload names a summary other than any blob a test stores (gc reads that digest). */
+/** The id the log stores for an envelope: its payload's manifest id (gc holds every entry to it). */
+const idOf = (envelope: string): Digest => manifestId(Buffer.from(JSON.parse(envelope).payload, 'base64'));
+
 function namingOther(label: string): string {
   const summary = { digest: digestOf(new TextEncoder().encode(`not stored: ${label}`)), size: 1 };
   const payload = Buffer.from(JSON.stringify({ session: label, summary })).toString('base64');
@@ -301,7 +304,7 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
           principal: 'alice',
           seq: 0,
           prev: null,
-          id: digestOf(new TextEncoder().encode('junk')),
+          id: idOf(namingOther('conf-junk')),
           envelope: namingOther('conf-junk'),
           blob: { digest: orphanDigest, bytes: orphan },
         });
@@ -324,7 +327,7 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
             principal: 'alice',
             seq: 0,
             prev: null,
-            id: digestOf(new TextEncoder().encode(session)),
+            id: idOf(namingOther(session)),
             // Every entry is a Merkle leaf: the envelope needs a payload, not a signature (the log does not verify).
             envelope: namingOther(session),
             blob: { digest, bytes: orphan },
