@@ -16,7 +16,7 @@ import { readSince } from './export.js';
 import { printableLines } from '../../manifests/encoding/printable.js';
 import { auditorScope, byteCount, readWitnessArgs } from './verify.js';
 import { readTrustFile } from './trust-file.js';
-import { decimalOption, EXIT_OK, EXIT_USAGE, parse, UsageError, type CliIo } from './io.js';
+import { decimalOption, EXIT_OK, EXIT_USAGE, onStopSignal, parse, UsageError, type CliIo } from './io.js';
 
 export const usage =
   'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
@@ -106,10 +106,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     io.stderr.write(printableLines([`handoff-ledger: ${err.code}: ${err.message}`]));
     return EXIT_USAGE;
   }
-  await new Promise<void>((stop) => {
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
+  // The first signal stops it; a second, of either kind, ends the process at once if the stopping hangs.
+  await new Promise<void>((stop) => onStopSignal(() => stop()));
   await server.close();
   return EXIT_OK;
 }

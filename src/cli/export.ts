@@ -3,13 +3,15 @@
  * writes an audit bundle. Trust keys are not part of it: auditors get them from `keys export`,
  * out of band. Exit 0 written, 1 a coded ledger error, 2 usage or I/O error; 130 / 143 stopped by SIGINT (Ctrl-C) /
  * SIGTERM before it began to publish the bundle: its staging directory and its claim on --out are removed, so the
- * same command can simply be run again (a second signal ends the process at once, as without a handler).
+ * same command can simply be run again (a second signal, of either kind, ends the process at once, as without a
+ * handler).
  */
 import { AuditError } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
 import { LedgerError } from '../errors.js';
 import {
   EXIT_OK,
+  onStopSignal,
   openFromArgs,
   parse,
   readRegularFile,
@@ -19,6 +21,7 @@ import {
   wantsJson,
   writeJson,
   type CliIo,
+  type StopSignal,
 } from './io.js';
 import { counted, printable, printableLines } from '../../manifests/encoding/printable.js';
 
@@ -27,8 +30,7 @@ export const usage = 'export [--principal P] [--session S] --out DIR [--with-blo
 const MAX_SINCE_BYTES = 64 * 1024;
 
 /** The shell's exit code for a process ended by a signal: 128 + its number. */
-const SIGNAL_EXITS = { SIGINT: 130, SIGTERM: 143 } as const;
-type StopSignal = keyof typeof SIGNAL_EXITS;
+const SIGNAL_EXITS: Record<StopSignal, number> = { SIGINT: 130, SIGTERM: 143 };
 
 /**
  * An auditor's earlier checkpoint note (a few hundred bytes): a regular file of at most 64 KiB. A FIFO, a device
@@ -65,17 +67,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     if (!values.out) throw new UsageError('--out DIR is required');
     const since = values.since === undefined ? undefined : await readSince(values.since);
     const ledger = await openFromArgs(values, io);
-    // SIGINT/SIGTERM cancel the export, which then removes its staging directory and its claim on --out. Each
-    // handler runs once: a second signal finds none and ends the process as it would without them.
+    // SIGINT/SIGTERM cancel the export, which then removes its staging directory and its claim on --out. The first
+    // signal of either kind removes both listeners: a second one, of either kind, ends the process at once.
     const controller = new AbortController();
     let stoppedBy: StopSignal | undefined;
-    const handlers = (Object.keys(SIGNAL_EXITS) as StopSignal[]).map((signal) => {
-      const handler = () => {
-        stoppedBy ??= signal;
-        controller.abort(new Error(`export interrupted by ${signal}`));
-      };
-      process.once(signal, handler);
-      return [signal, handler] as const;
+    const stopListening = onStopSignal((signal) => {
+      stoppedBy = signal;
+      controller.abort(new Error(`export interrupted by ${signal}`));
     });
     try {
       const result = await exportBundle(ledger, {
@@ -108,7 +106,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       );
       return SIGNAL_EXITS[stoppedBy];
     } finally {
-      for (const [signal, handler] of handlers) process.removeListener(signal, handler);
+      stopListening();
       await ledger.close();
     }
   } catch (err) {

@@ -36,6 +36,27 @@ export class UsageError extends Error {}
  */
 export type CliErrorCode = 'USAGE' | 'IO_FAILED';
 
+export type StopSignal = 'SIGINT' | 'SIGTERM';
+
+/**
+ * Calls `onStop` on the first SIGINT or SIGTERM, whichever comes first, and from then on listens to neither: a second
+ * signal of either kind (Ctrl-C twice, or Ctrl-C then `kill`) ends the process at once, as it would without a
+ * handler, however long the stopping takes. Returns the function that removes the listeners (if no signal came).
+ */
+export function onStopSignal(onStop: (signal: StopSignal) => void): () => void {
+  const signals: StopSignal[] = ['SIGINT', 'SIGTERM'];
+  const listeners = signals.map((signal) => [signal, () => stopped(signal)] as const);
+  const remove = () => {
+    for (const [signal, listener] of listeners) process.removeListener(signal, listener);
+  };
+  const stopped = (signal: StopSignal) => {
+    remove();
+    onStop(signal);
+  };
+  for (const [signal, listener] of listeners) process.on(signal, listener);
+  return remove;
+}
+
 /** `--json` before any `--`: known before the options are parsed, so that a parse error is printed as JSON too. */
 export function wantsJson(argv: readonly string[]): boolean {
   const end = argv.indexOf('--');

@@ -8,7 +8,7 @@ import { createWitnessKeyFile, loadWitnessKeyFile, type WitnessKey } from '../wi
 import { MAX_WITNESS_LOGS_BYTES, parseWitnessLogs } from '../witness/logs.js';
 import { createWitnessServer, type WitnessServer } from '../witness/server.js';
 import { WitnessState } from '../witness/state.js';
-import { EXIT_OK, parse, readRegularFile, reportError, UsageError, writeJson, type CliIo } from './io.js';
+import { EXIT_OK, onStopSignal, parse, readRegularFile, reportError, UsageError, writeJson, type CliIo } from './io.js';
 import { isErrnoError } from '../../store/errors.js';
 import { printable, printableLines } from '../../manifests/encoding/printable.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
@@ -139,10 +139,8 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
         `listening on http://${shown}:${address.port} (${logs.size} logs); Ctrl-C stops it`,
       ]),
     );
-    await new Promise<void>((stop) => {
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-    });
+    // The first signal stops it; a second, of either kind, ends the process at once if the stopping hangs.
+    await new Promise<void>((stop) => onStopSignal(() => stop()));
     return EXIT_OK;
   } catch (err) {
     // As every command: a coded error or an I/O error (IO_FAILED) exit 1 or 2, anything else a bug (exit 70).

@@ -347,6 +347,45 @@ describe('export interrupted by a signal', () => {
     60_000,
   );
 
+  it.skipIf(process.platform !== 'linux').each([
+    ['SIGINT', 'SIGINT'],
+    ['SIGINT', 'SIGTERM'],
+    ['SIGTERM', 'SIGINT'],
+  ] as const)(
+    'a second signal ends an export whose stopping hangs at once: %s then %s (a SIGTERM after SIGINT waited for it)',
+    async (first, second) => {
+      const dir = tempDir();
+      const root = join(dir, 'store');
+      await (await ledgerWithChains(root, 0)).close();
+      const args = ['--root', root, '--host', 'host-a', '--out', join(dir, 'bundle'), '--with-blobs'];
+      // The staged blob's fsync goes on only 20 s after the first signal: a stalled disk.
+      const child = spawn(process.execPath, ['--import', HOLD, CLI, 'export', ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, HOLD_EXPORT_AFTER_SIGNAL_MS: '20000' },
+      });
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+        child.on('close', (code, signal) => resolve({ code, signal })),
+      );
+      const until = async (text: string) => {
+        while (!stderr.includes(text) && child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+      };
+      await until('export holding fsync');
+      child.kill(first);
+      await until('export held');
+      const sent = Date.now();
+      child.kill(second);
+      expect(await exited, stderr).toEqual({ code: null, signal: second });
+      expect(Date.now() - sent).toBeLessThan(10_000);
+      // Ended outright: its claim and staging stay, and the next export removes them.
+      const again = captureIo();
+      expect(await exportCli(args, again.io), again.stderr()).toBe(0);
+      expect(readdirSync(dir).sort()).toEqual(['bundle', 'store']);
+    },
+    60_000,
+  );
+
   it.skipIf(process.platform !== 'linux')(
     'killed (SIGKILL) mid-export: the next export to the same target removes its claim and staging, and succeeds',
     async () => {

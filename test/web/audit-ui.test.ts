@@ -3,6 +3,7 @@
  * keys and quorum) preloaded, read-only, nothing else reachable; refused combinations refused as `verify`
  * refuses them; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
+import { spawn } from 'node:child_process';
 import { createServer, request } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import {
@@ -21,7 +22,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
 import { describeCoverage, describeVerdict } from '../../manifests/audit/report-text.js';
@@ -243,6 +244,77 @@ describe('audit-ui command', () => {
         await server.close();
       }
     },
+  );
+});
+
+describe('audit-ui as a process', () => {
+  const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+  const HOLD = fileURLToPath(new URL('../support/hold-server-close.mjs', import.meta.url));
+
+  /** `audit-ui ARGS` as a child (the compiled CLI), resolved once it says where it listens. */
+  async function startAuditUi(args: string[], o: { nodeArgs?: string[]; env?: NodeJS.ProcessEnv } = {}) {
+    const child = spawn(process.execPath, [...(o.nodeArgs ?? []), CLI, 'audit-ui', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: o.env ?? process.env,
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+      child.on('close', (code, signal) => r({ code, signal })),
+    );
+    const url = await new Promise<string>((resolve, reject) => {
+      const look = () => {
+        const m = /^audit-ui: (http:\/\/[^ ;]+)/.exec(stdout);
+        if (m) resolve(m[1]!);
+      };
+      child.stdout.on('data', look);
+      void exited.then((e) => reject(new Error(`audit-ui ended (${JSON.stringify(e)}) before listening: ${stderr}`)));
+    });
+    const until = async (text: string) => {
+      while (!stderr.includes(text) && child.exitCode === null && child.signalCode === null)
+        await new Promise((r) => setTimeout(r, 5));
+    };
+    return { child, url, exited, stderr: () => stderr, until };
+  }
+
+  it('--open without a browser opener on PATH says "could not open a browser", naming the URL, and still serves', async () => {
+    expect(statSync(CLI).isFile(), 'dist/ is built by `npm test` (pretest)').toBe(true);
+    const ui = await startAuditUi(['--open'], { env: { ...process.env, PATH: tempDir() } });
+    try {
+      await ui.until('could not open a browser');
+      expect(ui.stderr()).toMatch(
+        new RegExp(
+          `^handoff-ledger: could not open a browser \\(spawn \\S+ ENOENT\\); open ${ui.url.replace(/[.]/g, '\\.')}\n$`,
+        ),
+      );
+      const res = await get(ui.url);
+      expect(res.status).toBe(200);
+      expect(res.type).toBe('text/html; charset=utf-8');
+    } finally {
+      ui.child.kill('SIGTERM');
+    }
+    expect(await ui.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it.each([
+    ['SIGINT', 'SIGTERM'],
+    ['SIGTERM', 'SIGINT'],
+    ['SIGINT', 'SIGINT'],
+  ] as const)(
+    'a second signal ends an audit-ui whose stopping hangs at once: %s then %s (a SIGTERM after SIGINT waited for it)',
+    async (first, second) => {
+      // The preload holds the server's close for 20 s after the first signal, as a connection that lingers would.
+      const ui = await startAuditUi([], { nodeArgs: ['--import', HOLD] });
+      ui.child.kill(first);
+      await ui.until('holding server close');
+      const sent = Date.now();
+      ui.child.kill(second);
+      expect(await ui.exited, ui.stderr()).toEqual({ code: null, signal: second });
+      expect(Date.now() - sent).toBeLessThan(10_000);
+    },
+    60_000,
   );
 });
 

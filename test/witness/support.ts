@@ -81,6 +81,8 @@ export async function startWitness(
   name: string,
   logs: Array<{ origin: string; keys: string[] }>,
   extra: string[] = [],
+  /** Node's own options before the CLI (`--import PRELOAD`). */
+  nodeArgs: string[] = [],
 ): Promise<WitnessProcess> {
   mkdirSync(dir, { recursive: true });
   const key = join(dir, 'witness.key');
@@ -94,7 +96,7 @@ export async function startWitness(
   }
   const listen = extra.includes('--listen') ? [] : ['--listen', '127.0.0.1:0'];
   const args = ['witness', 'serve', ...listen, '--key', key, '--logs', logsFile];
-  const proc = spawn(process.execPath, [CLI, ...args, '--state', join(dir, 'state'), ...extra]);
+  const proc = spawn(process.execPath, [...nodeArgs, CLI, ...args, '--state', join(dir, 'state'), ...extra]);
   let err = '';
   proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));

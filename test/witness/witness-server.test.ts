@@ -6,6 +6,7 @@ import { connect } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkCosignatures, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { FindingSink } from '../../manifests/audit/findings.js';
@@ -292,6 +293,37 @@ describe('witness serve, hostile requests: the protocol status, and no change of
     expect(silent).toBeLessThan(6_000);
     expect(trickling).toBeLessThan(6_000);
   });
+});
+
+describe('witness serve, stopping', () => {
+  const HOLD = fileURLToPath(new URL('../support/hold-server-close.mjs', import.meta.url));
+
+  it.each([
+    ['SIGINT', 'SIGTERM'],
+    ['SIGTERM', 'SIGINT'],
+    ['SIGINT', 'SIGINT'],
+  ] as const)(
+    'a second signal ends a witness whose stopping hangs at once: %s then %s (a SIGTERM after SIGINT waited for it)',
+    async (first, second) => {
+      // The preload holds the server's close for 20 s after the first signal, as a request in flight would.
+      const w = await startWitness(
+        join(base, `stop-${first}-${second}`),
+        'witness.example/stop',
+        logs,
+        [],
+        ['--import', HOLD],
+      );
+      const exited = new Promise<NodeJS.Signals | null>((r) => w.proc.on('exit', (_code, signal) => r(signal)));
+      w.proc.kill(first);
+      while (!w.stderr().includes('holding server close') && w.proc.exitCode === null)
+        await new Promise((r) => setTimeout(r, 5));
+      const sent = Date.now();
+      w.proc.kill(second);
+      expect(await exited, w.stderr()).toBe(second);
+      expect(Date.now() - sent).toBeLessThan(10_000);
+    },
+    60_000,
+  );
 });
 
 describe('witness serve, durability', () => {
