@@ -252,6 +252,34 @@ describe('unsafe permissions', () => {
       ['KEY_FILE_UNSAFE'],
     );
   });
+
+  it.each([
+    ['0664', 0o664],
+    ['0646', 0o646],
+    ['0666', 0o666],
+  ] as const)(
+    'a trust.json writable by group or others (%s) is refused KEY_FILE_UNSAFE: it decides which keys count',
+    async (label, mode) => {
+      const s = await storeWithBlob();
+      await s.ledger.close();
+      chmodSync(join(s.root, 'trust.json'), mode);
+      const open = () => openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY });
+      await judge.judge(T, open, refused(`trust.json ${label}`), ['KEY_FILE_UNSAFE']);
+      await expect(open()).rejects.toThrow(`${join(s.root, 'trust.json')} is writable by group or others`);
+    },
+  );
+
+  it('a trust.json readable by others (0644) is accepted: it holds only public keys', async () => {
+    const s = await storeWithBlob();
+    await s.ledger.close();
+    chmodSync(join(s.root, 'trust.json'), 0o644);
+    const ledger = await openLedger({ root: s.root, host: 'h', onNotice: () => {}, inlineSummaryBytes: FILES_ONLY });
+    try {
+      expect((await ledger.resume(scope))?.summary).toEqual(sizedSummary('victim'));
+    } finally {
+      await ledger.close();
+    }
+  });
 });
 
 describe('attacks on an audit bundle', () => {
