@@ -645,6 +645,58 @@ describe('key files and trust.json that cannot be read', () => {
     expect(existsSync(`${keyFile}.next`)).toBe(false);
   });
 
+  it("a key file whose public x is another key's is KEY_INVALID: a keyFile before anything is written, the host key in keys/ at an open", async () => {
+    const mine = generateJwk();
+    const other = generateJwk();
+    const mismatched = { ...mine, x: other.x };
+    expect(() => new LocalSigner(mismatched)).toThrow(
+      expect.objectContaining({ code: 'KEY_INVALID', message: 'the JWK public key does not match its private key' }),
+    );
+    const keyFile = join(tempDir(), 'host.jwk');
+    writeFileSync(keyFile, JSON.stringify(mismatched), { mode: 0o600 });
+    const root = join(tempDir(), 'root');
+    await expect(open(root, { keyFile })).rejects.toMatchObject({
+      name: 'LedgerError',
+      code: 'KEY_INVALID',
+      message: 'the JWK public key does not match its private key',
+    });
+    expect(existsSync(root)).toBe(false);
+    // The store's own host key file, its x replaced by another key's: refused, never signed with.
+    const store = tempDir();
+    await (await open(store)).close();
+    const hostKey = join(
+      store,
+      'keys',
+      readdirSync(join(store, 'keys')).find((f) => !f.startsWith('checkpoint-'))!,
+    );
+    const jwk = JSON.parse(readFileSync(hostKey, 'utf8')) as { x: string };
+    writeFileSync(hostKey, JSON.stringify({ ...jwk, x: other.x }), { mode: 0o600 });
+    await expect(open(store)).rejects.toMatchObject({
+      code: 'KEY_INVALID',
+      message: 'the JWK public key does not match its private key',
+    });
+  });
+
+  it('a trust.json that lists the key id this store signs with under another public key is KEY_INVALID', async () => {
+    const root = tempDir();
+    const ledger = await open(root);
+    const keyId = ledger.keyId;
+    await ledger.publish(scope, sampleSummary(1));
+    await ledger.close();
+    const path = join(root, 'trust.json');
+    const trust = JSON.parse(readFileSync(path, 'utf8')) as { keys: Array<{ keyId: string; publicKey: string }> };
+    const listed = trust.keys.find((k) => k.keyId === keyId)!;
+    listed.publicKey = generateJwk().x;
+    writeFileSync(path, JSON.stringify(trust), { mode: 0o600 });
+    await expect(open(root)).rejects.toMatchObject({
+      name: 'LedgerError',
+      code: 'KEY_INVALID',
+      message: `trust.json lists key ${keyId} with another public key`,
+    });
+    // Nothing was rewritten: trust.json still holds the other key.
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual(trust);
+  });
+
   it.runIf(asRootWithBuild)(
     'an unreadable trust.json or key file is STORAGE_FAILED, with the errno error as cause',
     () => {
