@@ -59,6 +59,37 @@ describe('handoff-ledger checkpoint, prove, keys vkey', () => {
     const cons = JSON.parse(cli(['prove', 'consistency', '3'], env).stdout);
     expect(cons).toMatchObject({ oldSize: 3, treeSize: 5, oldRoot: atThree.root, root: p.root });
     expect(verifyConsistency(3, 5, cons.proof.map(b64), b64(cons.oldRoot), b64(cons.root)).ok).toBe(true);
+
+    // --size: a proof between two earlier trees, the roots those sizes' inclusion proofs name.
+    const atTwo = JSON.parse(cli(['prove', 'inclusion', ids[1]!, '--size', '2'], env).stdout);
+    const atFour = JSON.parse(cli(['prove', 'inclusion', ids[3]!, '--size', '4'], env).stdout);
+    const between = cli(['prove', 'consistency', '2', '--size', '4'], env);
+    expect(between.code, between.stderr).toBe(0);
+    const c24 = JSON.parse(between.stdout);
+    expect(c24).toMatchObject({ oldSize: 2, treeSize: 4, oldRoot: atTwo.root, root: atFour.root });
+    expect(c24.root).not.toBe(p.root);
+    expect(verifyConsistency(2, 4, c24.proof.map(b64), b64(c24.oldRoot), b64(c24.root)).ok).toBe(true);
+    expect(JSON.parse(cli(['prove', 'consistency', '4', '--size', '4'], env).stdout)).toMatchObject({
+      oldSize: 4,
+      treeSize: 4,
+      oldRoot: atFour.root,
+      root: atFour.root,
+      proof: [],
+    });
+    // An old size past --size, or a --size past the log: INVALID_ARGUMENT, exit 1; a --size that is no size: exit 2.
+    for (const args of [
+      ['4', '--size', '3'],
+      ['2', '--size', '6'],
+    ]) {
+      const r = cli(['prove', 'consistency', ...args], env);
+      expect([r.code, r.stdout], args.join(' ')).toEqual([1, '']);
+      expect(r.stderr, args.join(' ')).toMatch(/^handoff-ledger: INVALID_ARGUMENT: /);
+    }
+    const notASize = cli(['prove', 'consistency', '2', '--size', '0x4'], env);
+    expect([notASize.code, notASize.stderr]).toEqual([
+      2,
+      'handoff-ledger: USAGE: --size must be a decimal tree size\n',
+    ]);
   });
 
   it('exits 2 on usage errors and 1 with the code for a malformed id or a proof that cannot exist', () => {
@@ -91,5 +122,44 @@ describe('handoff-ledger checkpoint, prove, keys vkey', () => {
     const tooBig = cli(['prove', 'consistency', '4'], env);
     expect(tooBig.code).toBe(1);
     expect(tooBig.stderr).toContain('INVALID_ARGUMENT');
+  });
+});
+
+describe('--origin / HANDOFF_LEDGER_ORIGIN on an existing store', () => {
+  it("naming another origin than the store's is INVALID_ARGUMENT, exit 1, for every command, and writes nothing", () => {
+    const env = { HANDOFF_LEDGER_ROOT: join(tempDir(), 'store') };
+    const made = cli(['init', '--origin', 'example.com/first'], env);
+    expect(made.code, made.stderr).toBe(0);
+    const refusal =
+      "handoff-ledger: INVALID_ARGUMENT: this store's checkpoint origin is example.com/first, not example.com/other\n";
+    const s = ['--principal', 'alice', '--session', 's1'];
+    for (const args of [
+      ['checkpoint', '--origin', 'example.com/other'],
+      ['history', ...s, '--origin=example.com/other'],
+    ]) {
+      const r = cli(args, env);
+      expect([r.code, r.stderr, r.stdout], args.join(' ')).toEqual([1, refusal, '']);
+    }
+    // The variable, as an exported HANDOFF_LEDGER_ORIGIN of another store would be: a publish is refused, nothing written.
+    const other = { ...env, HANDOFF_LEDGER_ORIGIN: 'example.com/other' };
+    for (const args of [['publish', ...s, '--run', 'r1'], ['fsck'], ['keys', 'vkey']]) {
+      const r = cli(args, other, JSON.stringify(sampleSummary(1)));
+      expect([r.code, r.stderr, r.stdout], args.join(' ')).toEqual([1, refusal, '']);
+    }
+    const json = cli(['checkpoint', '--json'], other);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual({
+      error: {
+        code: 'INVALID_ARGUMENT',
+        message: "this store's checkpoint origin is example.com/first, not example.com/other",
+      },
+    });
+    // Its own name is accepted, and the store is as it was: an empty log under its first name.
+    const cp = cli(['checkpoint'], { ...env, HANDOFF_LEDGER_ORIGIN: 'example.com/first' });
+    expect(cp.code, cp.stderr).toBe(0);
+    expect(parseCheckpoint(cp.stdout.slice(0, cp.stdout.indexOf('\n\n') + 1))).toMatchObject({
+      origin: 'example.com/first',
+      size: 0,
+    });
   });
 });
