@@ -1,6 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { FINDING_CODES } from '../../manifests/audit/findings.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
 import { buildBundle, makeKey, writeBundleDir, writeTrustFile, type TestBundle } from '../support/bundle-builder.js';
@@ -145,4 +148,56 @@ describe('verify command', () => {
       }
     });
   });
+});
+
+describe('verify --workers whose threads cannot start (a Node permission model without --allow-worker)', () => {
+  const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+  // A process run under Node's permission model may read files and load native addons (BLAKE3) but may not start a
+  // worker thread: a real environment's limit, met by the compiled CLI as an operator would meet it. (Node 22.13+
+  // spells the flag --permission.)
+  const permission = process.allowedNodeEnvironmentFlags.has('--permission')
+    ? '--permission'
+    : '--experimental-permission';
+
+  function verifyRestricted(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const child = spawn(
+      process.execPath,
+      [permission, '--allow-fs-read=*', '--allow-addons', '--no-warnings', CLI, 'verify', ...args],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+  }
+
+  it('an explicit --workers N is WORKER_FAILED, exit 2 (and --json says so on stdout); --workers 0 verifies', async () => {
+    const { bundle, trust } = await bundleDir(big.lines.slice(0, 200));
+    const r = await verifyRestricted([bundle, '--trust', trust, '--workers', '2']);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toMatch(/^handoff-ledger: WORKER_FAILED: verification worker \d+ did not start: .+\n$/);
+    const json = await verifyRestricted([bundle, '--trust', trust, '--workers', '1', '--json']);
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'WORKER_FAILED' } });
+    const one = await verifyRestricted([bundle, '--trust', trust, '--workers', '0']);
+    expect([one.code, one.stderr]).toEqual([0, '']);
+    expect(one.stdout).toContain('verdict: OK — 200 manifests in 100 chains verified');
+  }, 60_000);
+
+  it.runIf(availableParallelism() >= 2)(
+    '--workers auto (the default) on a bundle large enough for threads says it verifies in one thread, and does: exit 0',
+    async () => {
+      const { bundle, trust } = await bundleDir(big.lines);
+      const r = await verifyRestricted([bundle, '--trust', trust]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(
+        /^handoff-ledger: verifying in one thread \(verification worker \d+ did not start: .+\)\n$/,
+      );
+      expect(r.stdout).toMatch(/verdict: OK — 10000 manifests in 100 chains verified\n$/);
+    },
+    60_000,
+  );
 });
