@@ -776,6 +776,63 @@ describePostgres(
       });
     });
 
+    describe('a lock wait whose cancel can never be sent', () => {
+      it('ends at lockTimeoutMs, still CANCELLED, nothing written (a connection limit reached: no cancel ever lands)', async () => {
+        const schema = nextSchema();
+        const root = mkdtempSync(join(tmpdir(), 'hl-pg-cancel-'));
+        const postgres = { connectionString: pg.connectionString, schema, maxConnections: 1, lockTimeoutMs: 1500 };
+        const ledger = await openLedger({ root, host: 'h', postgres, onNotice: () => {} });
+        const scope = { principal: 'alice', session: 's1', run: 'r1' };
+        const rows = async () => ({
+          entries: await sql(`SELECT session, seq FROM "${schema}".entries ORDER BY position`),
+          inline: await sql(`SELECT digest FROM "${schema}".inline_blobs ORDER BY digest`),
+          heads: await sql(`SELECT session, seq, id FROM "${schema}".heads`),
+        });
+        // Every cancel is lost: its own connection cannot be made (the role's or the server's limit reached).
+        const cancels = vi
+          .spyOn(PgDatabase.prototype as unknown as { cancelTagged: (tag: string) => Promise<void> }, 'cancelTagged')
+          .mockImplementation(async () => {});
+        try {
+          const first = await ledger.publish(scope, { task: 't', state: 's', nextSteps: ['n'] });
+          const before = await rows();
+          const lock = await holdRowLock(`SELECT 1 FROM "${schema}".heads WHERE session = 's1' FOR UPDATE`);
+          try {
+            const ac = new AbortController();
+            const publishing = rejection(
+              ledger.publish(scope, { task: 'cancelled', state: 's', nextSteps: ['n'] }, { signal: ac.signal }),
+            );
+            const waiting = () =>
+              sql<{ n: number }>(
+                "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
+              );
+            while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
+            const aborted = Date.now();
+            ac.abort(new Error('user pressed stop'));
+            const err = await publishing;
+            // The wait ran to the server's lock_timeout (1.5 s from its start), not to the holder's end (8 s).
+            expect(lock.released, 'the publish answered only once the lock was let go').toBe(false);
+            const waited = Date.now() - aborted;
+            expect(waited, 'no cancel landed: the wait did not end at the abort').toBeGreaterThanOrEqual(1000);
+            expect(waited).toBeLessThan(6000);
+            expect(cancels).toHaveBeenCalled();
+            expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+            expect((await waiting())[0]!.n).toBe(0);
+            expect(await rows()).toEqual(before);
+          } finally {
+            await lock.end();
+          }
+          // Its one connection is back in the pool, out of its transaction.
+          const next = await ledger.publish(scope, { task: 'next', state: 's', nextSteps: ['n'] });
+          expect(next).toMatchObject({ seq: 1 });
+          expect((await ledger.history(scope)).map((e) => e.id)).toEqual([first.id, next.id]);
+        } finally {
+          cancels.mockRestore();
+          await ledger.close();
+          await rm(root, { recursive: true, force: true });
+        }
+      }, 30_000);
+    });
+
     describe("a publish's reads before its append, with every pooled connection busy", () => {
       it('end at the abort: CANCELLED while the pool is still full, nothing written', async () => {
         const schema = nextSchema();
