@@ -16,6 +16,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, type Writable } from 'node:stream';
@@ -456,7 +457,7 @@ describe('a file the CLI was told to write that cannot be written', () => {
 });
 
 describe('keys export / list --out naming something that is not a regular file', () => {
-  it('is refused (USAGE, exit 2) and left as it was: a symlink (also one to a device, or dangling) or a FIFO would have been replaced by a file', async () => {
+  it('is refused (USAGE, exit 2) and left as it was: a symlink (also one to a device, or dangling), a FIFO or a socket would have been replaced by a file', async () => {
     const dir = newDir();
     mkdirSync(dir);
     const target = join(dir, 'target.json');
@@ -483,6 +484,20 @@ describe('keys export / list --out naming something that is not a regular file',
     expect(readdirSync(dir).sort()).toEqual(
       [...Object.keys(links), 'target.json', ...(made.status === 0 ? ['fifo'] : [])].sort(),
     );
+    // A Unix socket a process listens on: refused as well, and left listening.
+    const socket = join(dir, 'sock');
+    const server = createServer();
+    await new Promise<void>((done) => server.listen(socket, done));
+    try {
+      for (const sub of ['export', 'list']) {
+        const r = await cli(['keys', sub, ...store, '--out', socket]);
+        expect([r.code, r.stdout], `${sub} socket`).toEqual([2, '']);
+        expect(r.stderr).toMatch(/^handoff-ledger: USAGE: --out .+ is not a regular file \(a socket\): /);
+      }
+      expect(lstatSync(socket).isSocket()).toBe(true);
+    } finally {
+      await new Promise((done) => server.close(done));
+    }
     // A regular file is replaced, as before.
     expect((await cli(['keys', 'export', ...store, '--out', target])).code).toBe(0);
     expect(JSON.parse(readFileSync(target, 'utf8'))).toMatchObject({ version: 1 });
