@@ -449,6 +449,39 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(JSON.parse(plain.stdout)).not.toHaveProperty('by');
   });
 
+  it("grants --session S lists that session's grants and revocations alone, with --principal too; an invalid id is INVALID_ID", () => {
+    const root = join(tempDir(), 'store');
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    for (const [cmd, principal, session] of [
+      ['grant', 'bob', 's1'],
+      ['grant', 'bob', 's2'],
+      ['grant', 'carol', 's1'],
+      ['revoke', 'carol', 's2'],
+    ] as const)
+      expect(cli([cmd, '--root', root, '--principal', principal, '--session', session]).code).toBe(0);
+    const rows = (args: string[]) => {
+      const r = cli(['grants', '--root', root, ...args]);
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => line.split('\t').slice(0, 3).join(' '));
+    };
+    expect(rows([])).toEqual(['bob s1 granted', 'bob s2 granted', 'carol s1 granted', 'carol s2 revoked']);
+    expect(rows(['--session', 's1'])).toEqual(['bob s1 granted', 'carol s1 granted']);
+    expect(rows(['--session', 's2'])).toEqual(['bob s2 granted', 'carol s2 revoked']);
+    expect(rows(['--session', 's2', '--principal', 'carol'])).toEqual(['carol s2 revoked']);
+    expect(rows(['--session', 's3'])).toEqual([]);
+    const json = cli(['grants', '--root', root, '--session', 's1', '--json']);
+    expect(JSON.parse(json.stdout)).toEqual([
+      expect.objectContaining({ principal: 'bob', session: 's1', state: 'granted' }),
+      expect.objectContaining({ principal: 'carol', session: 's1', state: 'granted' }),
+    ]);
+    const bad = cli(['grants', '--root', root, '--session', 'bad id']);
+    expect([bad.code, bad.stdout]).toEqual([1, '']);
+    expect(bad.stderr).toMatch(/^handoff-ledger: INVALID_ID: session "bad id" is not a valid id/);
+  });
+
   it('grant --all says it lifts a revocation of every session, grants no session, and names the revocations that stay', () => {
     const root = join(tempDir(), 'store');
     expect(publish(root).code).toBe(0); // alice's session s

@@ -178,6 +178,30 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
       ]);
     });
 
+    it('lists grants filtered by session, by principal, and by both', async () => {
+      const ledger = await open();
+      await ledger.grant('bob', 's1');
+      await ledger.grant('bob', 's2');
+      await ledger.grant('carol', 's1');
+      await ledger.revoke('carol', 's2');
+      await ledger.revoke('dave', '*');
+      const key = (g: { principal: string; session: string; state: string }) =>
+        `${g.principal}/${g.session}:${g.state}`;
+      expect((await ledger.grants()).map(key)).toEqual([
+        'bob/s1:granted',
+        'bob/s2:granted',
+        'carol/s1:granted',
+        'carol/s2:revoked',
+        'dave/*:revoked',
+      ]);
+      expect((await ledger.grants({ session: 's1' })).map(key)).toEqual(['bob/s1:granted', 'carol/s1:granted']);
+      expect((await ledger.grants({ session: 's2' })).map(key)).toEqual(['bob/s2:granted', 'carol/s2:revoked']);
+      expect((await ledger.grants({ session: '*' })).map(key)).toEqual(['dave/*:revoked']);
+      expect((await ledger.grants({ session: 's3' })).map(key)).toEqual([]);
+      expect((await ledger.grants({ principal: 'carol', session: 's2' })).map(key)).toEqual(['carol/s2:revoked']);
+      expect((await ledger.grants({ principal: 'bob', session: 's3' })).map(key)).toEqual([]);
+    });
+
     it('publishes nothing for an invalid summary or a cancelled publish', async () => {
       const ledger = await open();
       await ledger.publish(scope, summary('kept'));
