@@ -27,13 +27,18 @@ describe('a put waiting behind a hung put of the same bytes', () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     let links = 0;
+    let linkEntered!: () => void;
+    const firstLinking = new Promise<void>((r) => (linkEntered = r));
     let closes = 0;
     let secondWritten!: () => void;
     const secondReady = new Promise<void>((r) => (secondWritten = r));
     const fs: FsOps = {
       ...nodeFsOps,
       link: async (a, b) => {
-        if (links++ === 0) await gate; // the first put's link hangs until released
+        if (links++ === 0) {
+          linkEntered();
+          await gate; // the first put's link hangs until released
+        }
         return nodeFsOps.link(a, b);
       },
       close: async (h) => {
@@ -44,6 +49,9 @@ describe('a put waiting behind a hung put of the same bytes', () => {
     const { store } = await FsBlobStore.open(root, { hash: await loadHashBackend('auto'), fs });
     const bytes = new TextEncoder().encode('a summary placed once '.repeat(50));
     const first = store.put(bytes);
+    // The second put starts once the first holds the queue: started together, either may reach it first (hashing runs
+    // on a thread), and the one whose link hangs must be the one the other waits behind.
+    await firstLinking;
     const abort = new AbortController();
     const second = store.put(bytes, { signal: abort.signal });
     await secondReady;
