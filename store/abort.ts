@@ -39,5 +39,30 @@ export function onAbort(signal: AbortSignal, listener: () => void): () => void {
   };
 }
 
+/**
+ * Resolves once `p` has settled, either way (only the wait is the caller's: `p`'s outcome is another call's); rejects
+ * with `cancelled()` as soon as `signal` aborts first, or at once when it already has. For a call that waits its turn
+ * behind another that may hang (a stalled disk): the waiter ends at its signal, the call it waited for runs on.
+ */
+export function settledOrAborted(
+  p: Promise<unknown>,
+  signal: AbortSignal | undefined,
+  cancelled: () => Error,
+): Promise<void> {
+  const settled = p.then(
+    () => {},
+    () => {},
+  );
+  if (!signal) return settled;
+  if (signal.aborted) return Promise.reject(cancelled());
+  return new Promise<void>((resolve, reject) => {
+    const unsubscribe = onAbort(signal, () => reject(cancelled()));
+    void settled.then(() => {
+      unsubscribe();
+      resolve();
+    });
+  });
+}
+
 /** The longest delay a Node timer keeps: a longer one fires after 1 ms (with a TimeoutOverflowWarning). */
 export const MAX_TIMER_MS = 2 ** 31 - 1;

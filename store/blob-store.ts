@@ -65,7 +65,9 @@ export interface BlobStore {
   /**
    * Removes a blob (garbage collection only). Absent blobs are not an error. With `storedBeforeMs`, removes it
    * only when its storage time is still before that instant (a `put` of the same bytes refreshes the storage
-   * time): resolves `true` when removed, `false` when kept or absent.
+   * time): resolves `true` when removed, `false` when kept or absent. An abort of `options.signal` ends the delete only
+   * before it removes anything (`CANCELLED`: at the call, or while it waits its turn behind a call on the same blob, a
+   * put's or another delete's, which may hang); once the removal began it completes.
    */
   delete(digest: string, options?: DeleteOptions): Promise<boolean>;
   /**
@@ -80,6 +82,11 @@ export interface BlobStore {
 export interface DeleteOptions {
   /** Remove the blob only if its storage time (ms since epoch) is still before this instant. */
   storedBeforeMs?: number;
+  /**
+   * Ends the delete (`CANCELLED`, nothing removed) when it aborts before the removal begins: at the call, or while the
+   * delete waits behind another call on the same blob (the filesystem store's per-blob queue, a PostgreSQL row lock).
+   */
+  signal?: AbortSignal;
 }
 
 /** What a backend's `_put` is given: the effective size limit and the caller's signal, both already checked. */
@@ -126,11 +133,13 @@ function checkOptions(options: unknown): { maxBytes?: number; signal?: AbortSign
 function checkDeleteOptions(options: unknown): DeleteOptions {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
-  const { storedBeforeMs } = options as { storedBeforeMs?: unknown };
-  if (storedBeforeMs === undefined) return {};
+  const { storedBeforeMs, signal } = options as { storedBeforeMs?: unknown; signal?: unknown };
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal');
+  const checked: DeleteOptions = signal === undefined ? {} : { signal };
+  if (storedBeforeMs === undefined) return checked;
   if (typeof storedBeforeMs !== 'number' || !Number.isFinite(storedBeforeMs))
     throw invalid(`storedBeforeMs must be a finite number, got ${String(storedBeforeMs).slice(0, 40)}`);
-  return { storedBeforeMs };
+  return { ...checked, storedBeforeMs };
 }
 
 /** An async iterable, or a sync one (`for await` reads both; callers in plain JavaScript pass arrays). */
@@ -208,7 +217,9 @@ export abstract class AbstractBlobStore implements BlobStore {
 
   async delete(digest: string, options?: DeleteOptions): Promise<boolean> {
     const d = checkDigest(digest);
-    return this._delete(d, checkDeleteOptions(options));
+    const checked = checkDeleteOptions(options);
+    throwIfAborted(checked.signal);
+    return this._delete(d, checked);
   }
 
   close(): Promise<void> {
@@ -230,7 +241,8 @@ export abstract class AbstractBlobStore implements BlobStore {
   protected abstract _list(): AsyncIterable<Digest>;
   /**
    * Removes the blob; with `storedBeforeMs`, only while its storage time is still before it (judged as late as
-   * the backend can, so a `put` that refreshed the time keeps the blob). True when a blob was removed.
+   * the backend can, so a `put` that refreshed the time keeps the blob). True when a blob was removed. `signal` (not
+   * aborted at the call) ends only a wait before the removal: `CANCELLED`, nothing removed.
    */
   protected abstract _delete(digest: Digest, options: DeleteOptions): Promise<boolean>;
   protected abstract _close(): Promise<void>;

@@ -22,6 +22,7 @@ import type {
   HeadWindow,
   InlineBlob,
   InlineBlobTable,
+  InlineDeleteOptions,
   LogEntry,
   LogTreeHead,
   ManifestLog,
@@ -478,20 +479,24 @@ export class CheckedInlineBlobTable implements InlineBlobTable {
     return this.inner.list();
   }
 
-  async delete(digest: Digest, options?: { storedBeforeMs?: number }): Promise<boolean> {
+  async delete(digest: Digest, options?: InlineDeleteOptions): Promise<boolean> {
     const checked = checkDigest(digest, 'digest');
-    const { storedBeforeMs } = readOptionFields(
+    const { storedBeforeMs, signal } = readOptionFields(
       checkObject(options, 'options'),
-      ['storedBeforeMs'],
+      ['storedBeforeMs', 'signal'],
       'inline blob delete options',
       ManifestError,
     );
-    if (storedBeforeMs === undefined) return this.inner.delete(checked);
+    if (signal !== undefined && !(signal instanceof AbortSignal))
+      throw new ManifestError('INVALID_ARGUMENT', 'inline blob delete options: signal must be an AbortSignal');
+    throwIfAborted(signal, ManifestError);
+    const withSignal = signal === undefined ? {} : { signal };
+    if (storedBeforeMs === undefined) return this.inner.delete(checked, withSignal);
     if (typeof storedBeforeMs !== 'number' || !Number.isFinite(storedBeforeMs))
       throw new ManifestError(
         'INVALID_ARGUMENT',
         `storedBeforeMs must be a finite number, got ${String(storedBeforeMs).slice(0, 40)}`,
       );
-    return this.inner.delete(checked, { storedBeforeMs });
+    return this.inner.delete(checked, { storedBeforeMs, ...withSignal });
   }
 }

@@ -133,9 +133,17 @@ export interface InlineBlobTable {
   /**
    * Removes an inline blob (garbage collection only). Absent blobs are not an error. With `storedBeforeMs`, only
    * while its storage time is still before that instant (an append of the same bytes refreshes it), as
-   * `BlobStore.delete`: true when removed.
+   * `BlobStore.delete`: true when removed. An abort of `options.signal` ends it only before it removes anything
+   * (`CANCELLED`: at the call, or while it waits for the appends in flight (LevelDB) or for an append's row lock
+   * (PostgreSQL)); the judgement and its removal run whole.
    */
-  delete(digest: Digest, options?: { storedBeforeMs?: number }): Promise<boolean>;
+  delete(digest: Digest, options?: InlineDeleteOptions): Promise<boolean>;
+}
+
+/** Options of `InlineBlobTable.delete`, as `BlobStore.delete`'s. */
+export interface InlineDeleteOptions {
+  storedBeforeMs?: number;
+  signal?: AbortSignal;
 }
 
 export interface AppendOptions {

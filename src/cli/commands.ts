@@ -14,7 +14,7 @@ export interface CommandSpec {
   options: string[];
   /**
    * What exit codes 0, 1 and 2 mean for this command (2 by default: `STORE_FAILED`, for a command on a store; 70
-   * means the same everywhere), and any of its own (export: 130 / 143, stopped by a signal).
+   * means the same everywhere), and any of its own (export, gc: 130 / 143, stopped by a signal).
    */
   exits: { ok: string; refused: string; failed?: string; more?: string[] };
   /** Whether `--json` prints the command's data as JSON on stdout. */
@@ -287,7 +287,14 @@ export const commands: Record<string, CommandSpec> = {
       '--dry-run         list what would be removed, and remove nothing',
       ...store,
     ],
-    exits: { ok: 'collected (or, with --dry-run, listed)', refused: refusedLedger },
+    exits: {
+      ok: 'collected (or, with --dry-run, listed)',
+      refused: refusedLedger,
+      more: [
+        '130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM: between blobs, each removed whole or kept',
+        '    (the message counts those removed; run gc again for the rest)',
+      ],
+    },
     json: true,
     load: async () => (await maintenance()).gc,
   },

@@ -11,7 +11,6 @@ import { exportBundle } from '../ops/export.js';
 import { LedgerError } from '../errors.js';
 import {
   EXIT_OK,
-  onStopSignal,
   openFromArgs,
   parse,
   readRegularFile,
@@ -21,16 +20,13 @@ import {
   wantsJson,
   writeJson,
   type CliIo,
-  type StopSignal,
 } from './io.js';
 import { counted, printable, printableLines } from '../../manifests/encoding/printable.js';
+import { SIGNAL_EXITS, stopSignals } from './stop-signals.js';
 
 export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--json]';
 
 const MAX_SINCE_BYTES = 64 * 1024;
-
-/** The shell's exit code for a process ended by a signal: 128 + its number. */
-const SIGNAL_EXITS: Record<StopSignal, number> = { SIGINT: 130, SIGTERM: 143 };
 
 /**
  * An auditor's earlier checkpoint note (a few hundred bytes): a regular file of at most 64 KiB. A FIFO, a device
@@ -67,17 +63,12 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     if (!values.out) throw new UsageError('--out DIR is required');
     const since = values.since === undefined ? undefined : await readSince(values.since);
     const ledger = await openFromArgs(values, io);
-    // SIGINT/SIGTERM cancel the export, which then removes its staging directory and its claim on --out. The first
-    // signal of either kind removes both listeners: a second one, of either kind, ends the process at once.
-    const controller = new AbortController();
-    let stoppedBy: StopSignal | undefined;
-    const stopListening = onStopSignal((signal) => {
-      stoppedBy = signal;
-      controller.abort(new Error(`export interrupted by ${signal}`));
-    });
+    // SIGINT/SIGTERM cancel the export, which then removes its staging directory and its claim on --out; a second
+    // signal, of either kind, ends the process at once (stopSignals).
+    const stop = stopSignals('export');
     try {
       const result = await exportBundle(ledger, {
-        signal: controller.signal,
+        signal: stop.signal,
         out: values.out,
         ...(values.principal !== undefined ? { principal: values.principal } : {}),
         ...(values.session !== undefined ? { session: values.session } : {}),
@@ -98,6 +89,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       }
       return EXIT_OK;
     } catch (err) {
+      const stoppedBy = stop.stoppedBy();
       if (stoppedBy === undefined || !(err instanceof LedgerError) || err.code !== 'CANCELLED') throw err;
       reportError(
         new LedgerError('CANCELLED', `export interrupted by ${stoppedBy}; no bundle was written`, { cause: err }),
@@ -106,7 +98,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       );
       return SIGNAL_EXITS[stoppedBy];
     } finally {
-      stopListening();
+      stop.dispose();
       await ledger.close();
     }
   } catch (err) {

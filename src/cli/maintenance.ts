@@ -1,5 +1,7 @@
 /** fsck and gc commands. */
-import { fsck as runFsck, gc as runGc, parseDuration } from '../ops/maintenance.js';
+import { fsck as runFsck, gc as runGc, GC_CANCELLED, parseDuration } from '../ops/maintenance.js';
+import { LedgerError } from '../errors.js';
+import { SIGNAL_EXITS, stopSignals } from './stop-signals.js';
 import {
   colours,
   withLedger,
@@ -64,7 +66,23 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError((err as Error).message);
     }
     return await withLedger(values, io, async (ledger) => {
-      const report = await runGc(ledger, { graceMs, dryRun: values['dry-run'] });
+      // SIGINT/SIGTERM end gc between blobs (a delete waiting behind a hung call on its blob too): each blob is
+      // removed whole or kept, and the message counts those removed.
+      const stop = stopSignals('gc');
+      let report;
+      try {
+        report = await runGc(ledger, { graceMs, dryRun: values['dry-run'], signal: stop.signal });
+      } catch (err) {
+        const stoppedBy = stop.stoppedBy();
+        if (stoppedBy === undefined || !(err instanceof LedgerError) || err.code !== 'CANCELLED') throw err;
+        const message = err.message.startsWith(GC_CANCELLED)
+          ? `gc interrupted by ${stoppedBy}${err.message.slice(GC_CANCELLED.length)}`
+          : `gc interrupted by ${stoppedBy}: ${err.message}`;
+        reportError(new LedgerError('CANCELLED', message, { cause: err }), io, values.json);
+        return SIGNAL_EXITS[stoppedBy];
+      } finally {
+        stop.dispose();
+      }
       if (values.json) writeJson(io.stdout, report);
       else {
         // A dry run lists what it would remove (its help says so); a real run only counts what it removed.

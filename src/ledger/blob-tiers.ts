@@ -83,12 +83,18 @@ export class TieredBlobStore implements BlobStore {
   /**
    * Removes the blob from both tiers, each judged by its own storage time under `storedBeforeMs` (an append that
    * wrote the bytes inline, or a put of them as a file, makes that copy young). True only when a copy was removed
-   * and none was kept: a blob still readable from one tier was not collected.
+   * and none was kept: a blob still readable from one tier was not collected. `options.signal` ends the delete only
+   * before it removed anything (`CANCELLED`, both copies kept): once the inline copy went, the file's delete runs
+   * without it, so an abort never leaves a blob removed from one tier by this call and not judged in the other.
    */
   async delete(digest: string, options: DeleteOptions = {}): Promise<boolean> {
     digestHex(digest);
+    // Each tier checks the options (an aborted signal: CANCELLED from the first, nothing removed).
     const inlineRemoved = await this.inline.delete(digest as Digest, options);
-    const fileRemoved = await this.files.delete(digest, options);
+    const fileRemoved = await this.files.delete(
+      digest,
+      inlineRemoved && options.signal !== undefined ? { storedBeforeMs: options.storedBeforeMs } : options,
+    );
     return (inlineRemoved || fileRemoved) && !(await this.has(digest));
   }
 

@@ -3,11 +3,11 @@
  * is the tree of the entries) and `gc` (removes blobs no manifest references, older than a grace period).
  */
 import type { Digest } from '../../store/hash/digest.js';
-import { readOptionFields, StoreError } from '../../store/errors.js';
+import { isHandoffLedgerError, readOptionFields, StoreError } from '../../store/errors.js';
 import { ChainChecker, type ManifestRuleCode } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
-import { LedgerError, throwIfCancelled } from '../errors.js';
+import { checkSignal, LedgerError, throwIfCancelled } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import type { ChainHead, LogEntry, ManifestLog } from '../../manifests/log/log.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
@@ -336,6 +336,12 @@ export interface GcOptions {
    * else `INVALID_ARGUMENT`.
    */
   now?: number;
+  /**
+   * Aborts the collection (`CANCELLED`) between blobs: each blob is removed whole or not at all, and a delete waiting
+   * behind another call on the same blob (a put or delete that hangs) ends at the abort with that blob kept. The
+   * error's message counts the blobs removed before it (the others stay).
+   */
+  signal?: AbortSignal;
 }
 
 /**
@@ -346,8 +352,10 @@ export interface GcOptions {
  * verified or not, whether the global order or a chain reaches it; a manifest gc cannot read stops it
  * (`RECORD_CORRUPT`) before anything is removed.
  * @throws LedgerError `INVALID_ARGUMENT` (no Ledger, a `graceMs` that is not a non-negative number, a `now` that is not
- *   a finite number, an options field that throws as it is read: before anything is read), `CLOSED`, `ROLLBACK` / `FORK` (the
- *   log does not extend its pinned checkpoint), `RECORD_CORRUPT`; StoreError `BLOB_INTEGRITY`, `STORAGE_FAILED`
+ *   a finite number, a `signal` that is not an AbortSignal, an options field that throws as it is read: before anything
+ *   is read), `CANCELLED` (the signal aborted: the blobs removed before it stay removed, the rest stay), `CLOSED`,
+ *   `ROLLBACK` / `FORK` (the log does not extend its pinned checkpoint), `RECORD_CORRUPT`; StoreError `BLOB_INTEGRITY`,
+ *   `STORAGE_FAILED`
  */
 export async function gc(ledger: Ledger, given: GcOptions): Promise<GcReport> {
   checkLedger(ledger, 'gc');
@@ -355,7 +363,10 @@ export async function gc(ledger: Ledger, given: GcOptions): Promise<GcReport> {
   return ledger.telemetry.run(
     'gc',
     { host: ledger.host },
-    () => ledger.maintenance(() => collect(ledger, (options = gcOptions(given)))),
+    () => {
+      options = gcOptions(given);
+      return ledger.maintenance(() => collect(ledger, options!));
+    },
     (r) => ({
       attributes: {
         'handoff_ledger.blobs_scanned': r.scanned,
@@ -372,14 +383,36 @@ export async function gc(ledger: Ledger, given: GcOptions): Promise<GcReport> {
  * @throws LedgerError `INVALID_ARGUMENT`
  */
 function gcOptions(given: unknown): GcOptions {
-  const options = readOptionFields(given, ['graceMs', 'dryRun', 'now'], 'gc options', LedgerError) as GcOptions;
+  const options = readOptionFields(
+    given,
+    ['graceMs', 'dryRun', 'now', 'signal'],
+    'gc options',
+    LedgerError,
+  ) as GcOptions;
+  checkSignal(options.signal);
   if (typeof options.graceMs !== 'number' || !Number.isFinite(options.graceMs) || options.graceMs < 0)
     throw new LedgerError('INVALID_ARGUMENT', 'gc needs { graceMs }: a non-negative number of milliseconds');
   // A now that is no instant would make the cutoff NaN or infinite: every unreferenced blob old enough, the blob of a
   // publish in flight included (a dry run reported it removable, a real run stopped at the store's delete).
   if (options.now !== undefined && options.now !== null && !Number.isFinite(options.now))
     throw new LedgerError('INVALID_ARGUMENT', 'gc: now must be a finite number of milliseconds since the epoch');
+  // An aborted signal: nothing read, nothing removed.
+  if (options.signal?.aborted) throw gcCancelled(options.signal, 0);
   return options;
+}
+
+/** How the message of gc's `CANCELLED` begins (the CLI says which signal instead). */
+export const GC_CANCELLED = 'gc cancelled';
+
+/**
+ * gc's `CANCELLED`, saying what the run removed before the abort: whole blobs only, each either removed or kept.
+ */
+function gcCancelled(signal: AbortSignal, removed: number, cause?: unknown): LedgerError {
+  const done =
+    removed === 0
+      ? 'no blob was removed'
+      : `${counted(removed, 'unreferenced blob')} removed before it (each whole), the others stay`;
+  return new LedgerError('CANCELLED', `${GC_CANCELLED}: ${done}`, { cause: cause ?? signal.reason });
 }
 
 async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
@@ -390,12 +423,19 @@ async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
   // of the manifests: a publish that stores its blob and commits while the walk runs is one the walk may not see,
   // and a walk that outlasts the grace would otherwise find that blob old enough to take.
   const now = options.now ?? (ledger.blobs.clock ? await ledger.blobs.clock() : Date.now());
-  const referenced = await referencedDigests(ledger);
+  const { signal } = options;
+  const referenced = await referencedDigests(ledger, signal);
   const cutoff = now - options.graceMs;
   const removed: Digest[] = [];
   let scanned = 0;
   let keptYoung = 0;
+  const stopIfAborted = () => {
+    // A dry run removes nothing: its list is what it would have removed.
+    if (signal?.aborted) throw gcCancelled(signal, options.dryRun ? 0 : removed.length);
+  };
   for await (const digest of ledger.blobs.list()) {
+    // Between blobs: a blob whose delete resolved is counted removed before the abort is heeded.
+    stopIfAborted();
     scanned++;
     if (referenced.has(digest)) continue;
     const st = await ledger.blobs.stat(digest);
@@ -412,13 +452,31 @@ async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
       continue;
     }
     // Judged again by the store itself at the delete: a publish that re-put these bytes since the stat keeps them.
-    if (!options.dryRun && !(await ledger.blobs.delete(digest, { storedBeforeMs: cutoff + 1 }))) {
+    // The signal ends a delete only while it waits its turn (nothing of the blob removed: CANCELLED).
+    if (!options.dryRun && !(await deleteOrCancelled(ledger, digest, cutoff + 1, signal, removed.length))) {
       keptYoung++;
       continue;
     }
     removed.push(digest);
   }
   return { scanned, referenced: referenced.size, removed, keptYoung };
+}
+
+/** The store's conditional delete of one blob; its `CANCELLED` (any layer's) becomes gc's, counting what was removed. */
+async function deleteOrCancelled(
+  ledger: Ledger,
+  digest: Digest,
+  storedBeforeMs: number,
+  signal: AbortSignal | undefined,
+  removedBefore: number,
+): Promise<boolean> {
+  try {
+    return await ledger.blobs.delete(digest, signal ? { storedBeforeMs, signal } : { storedBeforeMs });
+  } catch (err) {
+    if (signal?.aborted && isHandoffLedgerError(err) && err.code === 'CANCELLED')
+      throw gcCancelled(signal, removedBefore, err);
+    throw err;
+  }
 }
 
 /**
@@ -431,12 +489,13 @@ async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
  * it holds: the manifest the log committed there (its id, leaf and position record) is no longer stored, and the blob
  * it names is unknown.
  */
-async function referencedDigests(ledger: Ledger): Promise<Set<string>> {
+async function referencedDigests(ledger: Ledger, signal: AbortSignal | undefined): Promise<Set<string>> {
   const referenced = new Set<string>();
   // Taken first: a manifest appended during the walk lies beyond it, and its blob is younger than the grace anyway.
   const { size } = await ledger.log.treeHead();
   const reached = new Uint8Array(size);
   const note = (entry: LogEntry): void => {
+    if (signal?.aborted) throw gcCancelled(signal, 0); // nothing removed yet
     if (Number.isSafeInteger(entry.position) && entry.position >= 0 && entry.position < size)
       reached[entry.position] = 1;
     const stored = summaryDigestAndIdOf(entry.envelope);

@@ -14,6 +14,7 @@ import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/dige
 import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import { nodeFsOps, type FsOps } from './ops.js';
 import { deleteIfOld, restoreAside } from './gc-aside.js';
+import { settledOrAborted } from '../abort.js';
 import {
   AbstractBlobStore,
   type BlobInfo,
@@ -471,14 +472,21 @@ export class FsBlobStore extends AbstractBlobStore {
     try {
       if (options.storedBeforeMs !== undefined) {
         const storedBeforeMs = options.storedBeforeMs;
-        return await oneAtATime(judging, queueKey(this.rootId, digestHex(digest)), async () => {
-          await this.checkRealDirs([this.asideDir]);
-          return deleteIfOld(
-            this.fs,
-            { file, dir: dir2, asideDir: this.asideDir, name: digestHex(digest) },
-            storedBeforeMs,
-          );
-        });
+        // The signal ends only the wait for the blob's turn (a put or delete of it that hangs): once the judgement
+        // runs, it moves the file aside and unlinks it or links it back, whole, whatever the signal does.
+        return await oneAtATime(
+          judging,
+          queueKey(this.rootId, digestHex(digest)),
+          async () => {
+            await this.checkRealDirs([this.asideDir]);
+            return deleteIfOld(
+              this.fs,
+              { file, dir: dir2, asideDir: this.asideDir, name: digestHex(digest) },
+              storedBeforeMs,
+            );
+          },
+          options.signal,
+        );
       }
       await this.fs.unlink(file);
       await this.fs.fsyncDir(dir2);
@@ -534,7 +542,13 @@ async function oneAtATime<T>(
   signal?: AbortSignal,
 ): Promise<T> {
   const before = queue.get(key);
-  const run = before ? untilSettledOrAborted(before, signal).then(call) : call();
+  const run = before
+    ? settledOrAborted(
+        before,
+        signal,
+        () => new StoreError('CANCELLED', 'operation cancelled', { cause: signal?.reason }),
+      ).then(call)
+    : call();
   // Settled once both this call and the one before it have: a wait ended by the signal hands no turn on early.
   const settled = Promise.all([before, run]).then(
     () => {},
@@ -546,22 +560,6 @@ async function oneAtATime<T>(
     if (queue.get(key) === settled) queue.delete(key);
   });
   return run;
-}
-
-/** Resolves once `before` has settled; rejects CANCELLED if `signal` aborts first. */
-function untilSettledOrAborted(before: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
-  if (!signal) return before;
-  throwIfAborted(signal);
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = () => {
-      reject(new StoreError('CANCELLED', 'operation cancelled', { cause: signal.reason }));
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    void before.then(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    });
-  });
 }
 
 function wrap(step: string) {

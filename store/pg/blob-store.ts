@@ -304,20 +304,23 @@ export class PgBlobStore extends AbstractBlobStore {
     }
   }
 
-  protected async _delete(digest: Digest, options: DeleteOptions): Promise<boolean> {
+  protected async _delete(digest: Digest, { storedBeforeMs, signal }: DeleteOptions): Promise<boolean> {
     try {
-      // One statement: a put that refreshed stored_at first (its row lock orders the two) keeps the blob.
+      // One statement: a put that refreshed stored_at first (its row lock orders the two) keeps the blob. An abort
+      // while it waits for that lock (a put's transaction that hangs) cancels it and rolls back: nothing removed.
       const { rowCount } =
-        options.storedBeforeMs === undefined
-          ? await this.db.write(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest])
+        storedBeforeMs === undefined
+          ? await this.db.write(this.db.sql('DELETE FROM {schema}.blobs WHERE digest = $1'), [digest], signal)
           : await this.db.write(
               this.db.sql(
                 'DELETE FROM {schema}.blobs WHERE digest = $1 AND stored_at < to_timestamp($2::float8 / 1000)',
               ),
-              [digest, options.storedBeforeMs],
+              [digest, storedBeforeMs],
+              signal,
             );
       return (rowCount ?? 0) > 0;
     } catch (err) {
+      if (signal?.aborted && err === signal.reason) throwIfAborted(signal);
       throw storageFailed('delete', err);
     }
   }

@@ -256,13 +256,15 @@ export class PgDatabase {
    * One write statement in a READ COMMITTED transaction of its own. A statement sent alone runs at the database's or
    * role's default level, and the store's single-statement writes (gc's conditional deletes, a watermark, the origin)
    * count on READ COMMITTED's re-check of a row another transaction held: under REPEATABLE READ or SERIALIZABLE they
-   * failed with a serialization error instead.
+   * failed with a serialization error instead. With a `signal`, as `transaction`: an abort before COMMIT cancels the
+   * statement (a lock wait too) and throws the signal's reason, nothing written.
    */
   async write<R extends pg.QueryResultRow = pg.QueryResultRow>(
     text: string,
     values?: unknown[],
+    signal?: AbortSignal,
   ): Promise<pg.QueryResult<R>> {
-    return this.transaction((client) => client.query<R>(text, values));
+    return this.transaction((client) => client.query<R>(text, values), BEGIN, signal);
   }
 
   /** pg-pool's "timeout exceeded when trying to connect" from waiting for a free connection, told plainly. */

@@ -17,7 +17,7 @@
 import { mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Level } from 'level';
-import { onAbort } from '../../../store/abort.js';
+import { onAbort, settledOrAborted } from '../../../store/abort.js';
 import { throwIfAborted } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
@@ -158,20 +158,27 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     this.grantTable = grants;
     keys.attach(this);
     grants.attach(this);
-    this.inlineBlobs = new CheckedInlineBlobTable(new LevelInlineBlobs(db, (fn) => this.withAppendsHeld(fn)));
+    this.inlineBlobs = new CheckedInlineBlobTable(
+      new LevelInlineBlobs(db, (fn, signal) => this.withAppendsHeld(fn, signal)),
+    );
     this.headsNodes = new HeadsNodeCache(db);
   }
 
   /**
    * Runs `fn` while no append batch is being written, and holds the next ones back until it is done: gc judges an
-   * inline blob's storage time and deletes it with no append rewriting the blob in between.
+   * inline blob's storage time and deletes it with no append rewriting the blob in between. An abort of `signal` while
+   * it waits (for another holder, or a batch being written, which may hang) ends it `CANCELLED` without running `fn`;
+   * once `fn` runs, the signal changes nothing.
    */
-  async withAppendsHeld<T>(fn: () => Promise<T>): Promise<T> {
-    while (this.paused) await this.paused;
+  async withAppendsHeld<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const cancelled = () => new ManifestError('CANCELLED', 'operation cancelled', { cause: signal?.reason });
+    while (this.paused) await settledOrAborted(this.paused, signal, cancelled);
+    throwIfAborted(signal, ManifestError);
     let release!: () => void;
     this.paused = new Promise<void>((r) => (release = r));
     try {
-      while (this.writing) await new Promise<void>((r) => this.writeWaiters.push(r));
+      while (this.writing)
+        await settledOrAborted(new Promise<void>((r) => this.writeWaiters.push(r)), signal, cancelled);
       return await fn();
     } finally {
       this.paused = undefined;

@@ -14,7 +14,14 @@ import {
   parseSigningKeyRecord,
   signingKeyRecord,
 } from './records.js';
-import type { GrantRecord, GrantTable, InlineBlobTable, SigningKeyRecord, SigningKeyTable } from '../log.js';
+import type {
+  GrantRecord,
+  GrantTable,
+  InlineBlobTable,
+  InlineDeleteOptions,
+  SigningKeyRecord,
+  SigningKeyTable,
+} from '../log.js';
 
 export type BatchOp =
   | { type: 'put'; key: string; value: string }
@@ -93,7 +100,7 @@ export const SYNC_READ_MAX_BYTES = 1024 * 1024;
 export class LevelInlineBlobs implements InlineBlobTable {
   constructor(
     private readonly db: Level<string, string>,
-    private readonly withAppendsHeld: <T>(fn: () => Promise<T>) => Promise<T>,
+    private readonly withAppendsHeld: <T>(fn: () => Promise<T>, signal?: AbortSignal) => Promise<T>,
   ) {}
 
   async get(digest: Digest): Promise<Uint8Array | undefined> {
@@ -131,10 +138,11 @@ export class LevelInlineBlobs implements InlineBlobTable {
       yield parseInlineKey(key);
   }
 
-  async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
+  async delete(digest: Digest, options: InlineDeleteOptions = {}): Promise<boolean> {
     // Judged and deleted with appends held back: an append that rewrote `t!` (refreshing the time) before the read
-    // keeps the blob, and one queued meanwhile writes the bytes again after the delete.
-    return this.withAppendsHeld(() => this.judgeAndDelete(digest, options));
+    // keeps the blob, and one queued meanwhile writes the bytes again after the delete. The signal ends only the wait
+    // for that hold: the judgement and its one batch run whole.
+    return this.withAppendsHeld(() => this.judgeAndDelete(digest, options), options.signal);
   }
 
   private async judgeAndDelete(digest: Digest, options: { storedBeforeMs?: number }): Promise<boolean> {

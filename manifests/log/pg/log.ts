@@ -29,6 +29,7 @@ import type {
   GrantTable,
   IdPositionRecord,
   InlineBlobTable,
+  InlineDeleteOptions,
   HeadWindow,
   LogEntry,
   LogTreeHead,
@@ -637,23 +638,22 @@ class PgInlineBlobs implements InlineBlobTable {
     }
   }
 
-  async delete(digest: Digest, options: { storedBeforeMs?: number } = {}): Promise<boolean> {
-    // One statement: an append that refreshed stored_at first (its row lock orders the two) keeps the blob.
-    const removed =
-      options.storedBeforeMs === undefined
-        ? await this.rows(
-            'inline blob delete',
-            'DELETE FROM {schema}.inline_blobs WHERE digest = $1 RETURNING 1',
-            [digest],
-            'write',
-          )
-        : await this.rows(
-            'inline blob delete',
+  async delete(digest: Digest, { storedBeforeMs, signal }: InlineDeleteOptions = {}): Promise<boolean> {
+    // One statement: an append that refreshed stored_at first (its row lock orders the two) keeps the blob. An abort
+    // while it waits for that lock (an append's transaction that hangs) cancels it and rolls back: nothing removed.
+    const [text, values] =
+      storedBeforeMs === undefined
+        ? ['DELETE FROM {schema}.inline_blobs WHERE digest = $1 RETURNING 1', [digest]]
+        : [
             'DELETE FROM {schema}.inline_blobs WHERE digest = $1 AND stored_at < to_timestamp($2::float8 / 1000) RETURNING 1',
-            [digest, options.storedBeforeMs],
-            'write',
-          );
-    return removed.length > 0;
+            [digest, storedBeforeMs],
+          ];
+    try {
+      return (await this.db.write(this.db.sql(text), values, signal)).rows.length > 0;
+    } catch (err) {
+      if (signal?.aborted && err === signal.reason) throwIfAborted(signal, ManifestError);
+      throw storageFailed('inline blob delete', err);
+    }
   }
 }
 
