@@ -48,6 +48,7 @@ export type {
   HeadWindow,
   InlineBlob,
   InlineBlobTable,
+  InlineDeleteOptions,
   LogEntry,
   LogTreeHead,
   ManifestLog,

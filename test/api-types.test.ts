@@ -26,6 +26,8 @@ import type { BlobStore, DeleteOptions, FsBlobStore, FsRecoveryReport } from '..
 import type {
   HeadsNode,
   HeadWindow,
+  InlineBlobTable,
+  InlineDeleteOptions,
   LogTreeHead,
   ManifestLog,
   NodePath,
@@ -57,6 +59,7 @@ export type NamedAsUsed = [
   Holds<Same<WorkerLineVerifierOptions, Parameters<typeof createWorkerLineVerifier>[0]>>,
   Holds<Same<DeleteOptions, NonNullable<Parameters<BlobStore['delete']>[1]>>>,
   Holds<Same<FsRecoveryReport, Awaited<ReturnType<typeof FsBlobStore.open>>['recovery']>>,
+  Holds<Same<InlineDeleteOptions, NonNullable<Parameters<InlineBlobTable['delete']>[1]>>>,
   Holds<Same<HeadWindow, Awaited<ReturnType<ManifestLog['headWindow']>>>>,
   Holds<Same<LogTreeHead, Awaited<ReturnType<ManifestLog['treeHead']>>>>,
   Holds<Same<SigningKeyTable, ManifestLog['signingKeys']>>,
@@ -90,6 +93,7 @@ const NAMED: Record<string, string[]> = {
     'SigningKeyRecord',
     'SigningKeyTable',
     'ManifestLog',
+    'InlineDeleteOptions',
   ],
   './audit': [
     'CompletenessCoverage',
