@@ -149,6 +149,22 @@ interface HeadFactsRow {
   beyond: boolean;
 }
 
+/**
+ * The SQL of the facts a chain is judged cut back by (the head rules judge them: `cutBackProblems`, `headProblems`):
+ * the session's watermark, and whether an entry lies beyond its head — the entry after the head, or, with no head, any
+ * entry of the session. Spelled once here for every statement that reads them (the append's `lockHead` / `headless`,
+ * `cutBackFacts`, `headWindow`, fsck's `headFacts`). `session` is the statement's SQL for the session id; `head` the
+ * alias of its `heads` row (its columns null when the session has no head).
+ */
+const cutBack = {
+  watermark: (session: string) => `(SELECT w.seq FROM {schema}.watermarks w WHERE w.session = ${session})`,
+  entryAfterHead: (session: string, head: string) =>
+    `EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = ${session} AND x.seq = ${head}.seq + 1)`,
+  anyEntry: (session: string) => `EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = ${session})`,
+  beyond: (session: string, head: string) =>
+    `CASE WHEN ${head}.seq IS NULL THEN ${cutBack.anyEntry(session)} ELSE ${cutBack.entryAfterHead(session, head)} END`,
+};
+
 export class PgManifestLog extends AbstractManifestLog {
   readonly inlineBlobs: InlineBlobTable;
   private readonly sql: Record<string, string>;
@@ -165,19 +181,17 @@ export class PgManifestLog extends AbstractManifestLog {
     this.sql = {
       head: q('SELECT session, seq, id, owner FROM {schema}.heads WHERE session = $1'),
       // With what says the chain was cut back (the watermark above the head, an entry beyond it): the append refuses.
-      lockHead: q(`SELECT h.session, h.seq, h.id, h.owner,
-          (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = h.session) AS watermark,
-          EXISTS (SELECT 1 FROM {schema}.entries e WHERE e.session = h.session AND e.seq = h.seq + 1) AS beyond
+      lockHead: q(`SELECT h.session, h.seq, h.id, h.owner, ${cutBack.watermark('h.session')} AS watermark,
+          ${cutBack.entryAfterHead('h.session', 'h')} AS beyond
         FROM {schema}.heads h WHERE h.session = $1 FOR UPDATE OF h`),
-      // The same for a session with no head: a watermark, or any entry at all.
-      headless: q(`SELECT (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = $1) AS watermark,
-          EXISTS (SELECT 1 FROM {schema}.entries e WHERE e.session = $1) AS beyond`),
+      // The same for a session with no head: a watermark, or any entry at all. Kept apart from lockHead (not one
+      // statement judging whichever it finds): the append read the head first, and a head another writer's first
+      // append made since is a lost race (CHAIN_CONFLICT), which the append tells apart only by reading it again.
+      headless: q(`SELECT ${cutBack.watermark('$1')} AS watermark, ${cutBack.anyEntry('$1')} AS beyond`),
       // lockHead's and headless's facts in one statement, nothing locked (sessionAppendRefusal: what the append
       // would judge now).
-      cutBackFacts: q(`SELECT h.seq AS head_seq,
-          (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = $1) AS watermark,
-          CASE WHEN h.seq IS NULL THEN EXISTS (SELECT 1 FROM {schema}.entries e WHERE e.session = $1)
-            ELSE EXISTS (SELECT 1 FROM {schema}.entries e WHERE e.session = $1 AND e.seq = h.seq + 1) END AS beyond
+      cutBackFacts: q(`SELECT h.seq AS head_seq, ${cutBack.watermark('$1')} AS watermark,
+          ${cutBack.beyond('$1', 'h')} AS beyond
         FROM (SELECT 1) one LEFT JOIN {schema}.heads h ON h.session = $1`),
       newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
       moveHead: q('UPDATE {schema}.heads SET seq = $2, id = $3 WHERE session = $1'),
@@ -200,10 +214,9 @@ export class PgManifestLog extends AbstractManifestLog {
       // One statement, so one snapshot: the head, its watermark and the entries at seq − 1, seq and seq + 1 (at
       // least one row; the entry columns are null when there is none). With no head, no entry rows, and any entry of
       // the session is one beyond it (`headless_beyond`, as `headless` judges it for the append; not only seq 0).
-      headWindow: q(`SELECT h.seq AS head_seq, h.id AS head_id, h.owner,
-          (SELECT w.seq FROM {schema}.watermarks w WHERE w.session = $1) AS watermark,
-          CASE WHEN h.seq IS NULL THEN EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = $1)
-            ELSE false END AS headless_beyond,
+      // Only the headless half of `cutBack.beyond` on purpose: with a head, the entry rows it returns answer it.
+      headWindow: q(`SELECT h.seq AS head_seq, h.id AS head_id, h.owner, ${cutBack.watermark('$1')} AS watermark,
+          CASE WHEN h.seq IS NULL THEN ${cutBack.anyEntry('$1')} ELSE false END AS headless_beyond,
           e.position, e.session, e.seq, e.id, e.principal, e.envelope
         FROM (SELECT 1) one
         LEFT JOIN {schema}.heads h ON h.session = $1
@@ -227,18 +240,16 @@ export class PgManifestLog extends AbstractManifestLog {
       getOrigin: q("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"),
       setOrigin: q("INSERT INTO {schema}.log_meta (key, value) VALUES ('origin', $1) ON CONFLICT (key) DO NOTHING"),
       getWatermark: q('SELECT seq FROM {schema}.watermarks WHERE session = $1'),
-      // Only ever raised: two readers recording different heights must not lower each other's.
       // The facts the head rules need, for a page of sessions that have a head or a watermark (with no head, any
       // entry of the session is one beyond it, as in the head window).
-      headFacts: q(`SELECT s.session, h.seq AS head_seq, h.id AS head_id, h.owner, e.id AS entry_id, w.seq AS watermark,
-          CASE WHEN h.seq IS NULL THEN EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = s.session)
-            ELSE EXISTS (SELECT 1 FROM {schema}.entries x WHERE x.session = s.session AND x.seq = h.seq + 1) END AS beyond
+      headFacts: q(`SELECT s.session, h.seq AS head_seq, h.id AS head_id, h.owner, e.id AS entry_id,
+          ${cutBack.watermark('s.session')} AS watermark, ${cutBack.beyond('s.session', 'h')} AS beyond
         FROM (SELECT session FROM {schema}.heads WHERE session > $1
               UNION SELECT session FROM {schema}.watermarks WHERE session > $1 ORDER BY session LIMIT ${PAGE}) s
         LEFT JOIN {schema}.heads h ON h.session = s.session
         LEFT JOIN {schema}.entries e ON e.session = h.session AND e.seq = h.seq
-        LEFT JOIN {schema}.watermarks w ON w.session = s.session
         ORDER BY s.session`),
+      // Only ever raised: two readers recording different heights must not lower each other's.
       setWatermark: q(`INSERT INTO {schema}.watermarks (session, seq) VALUES ($1, $2)
         ON CONFLICT (session) DO UPDATE SET seq = GREATEST({schema}.watermarks.seq, EXCLUDED.seq)`),
     };
