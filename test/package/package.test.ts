@@ -46,10 +46,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * entries brought the library to ~1,732 KiB unpacked; 552 KiB and 1,856 KiB since the review round of 2026-12-04,
  * evening (the options read once, the backends answering alike, HANDOFF_LEDGER_TRUST, a manifest never dated before
  * its head, the witness bodies' byte order marks) and its CHANGELOG entries brought the pack to ~663 KiB with the page
- * and the library to ~1,766 KiB unpacked.)
+ * and the library to ~1,766 KiB unpacked; 568 KiB and 1,920 KiB since the review round of 2026-12-04, night (the
+ * adapters' phases and system prompt, gc's signal, the second stop signal, the embedded log's last leaf, the tests of
+ * promised behaviours) and its CHANGELOG entries brought the pack to ~686 KiB with the page and the library to
+ * ~1,841 KiB unpacked.)
  */
-const MAX_PACKED_BYTES = 552 * 1024;
-const MAX_UNPACKED_BYTES = 1856 * 1024;
+const MAX_PACKED_BYTES = 568 * 1024;
+const MAX_UNPACKED_BYTES = 1920 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
