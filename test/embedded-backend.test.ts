@@ -65,6 +65,7 @@ const levelLogFactory: ManifestLogFactory = async () => {
   const path = join(dir, 'log');
   const fx = {
     log: await LevelManifestLog.open(path),
+    idAppendedAgain: 'latest' as const,
     async reopen() {
       await fx.log.close();
       fx.log = await LevelManifestLog.open(path);

@@ -101,17 +101,17 @@ export async function backfillTree(
 }
 
 /**
- * The puts that add `entries` (consecutive, from position `size`) to the tree, and the new frontier. An id's `i!` record
- * names the lowest position holding it (what PostgreSQL's positionOf answers): an id that `hasRecord` says is stored
- * already (at a lower position: the log grows only upwards), or that an earlier entry of `entries` has, keeps that
- * record. The ledger appends each id once; a caller of the log that appends one twice could otherwise move the
- * position a proof by that id leads to.
+ * The puts that add `entries` (consecutive, from position `size`) to the tree, and the new frontier. An id that an
+ * earlier entry of `entries` has, or that `hasRecord` says is stored already (at a lower position: the log grows only
+ * upwards), keeps that record. The backfill asks (it runs once, over entries a caller may have appended twice); the
+ * append does not (a LevelDB get per append costs more than the rule is worth: see the append), so an id appended
+ * again in a later batch takes its latest position (ManifestLog.positionOf). The ledger appends each id once.
  */
 export function treePuts(
   frontier: TreeNode[],
   size: number,
   entries: Array<{ id: string; position: number; leaf: Uint8Array }>,
-  hasRecord: (id: string) => boolean,
+  hasRecord: (id: string) => boolean = () => false,
 ): { puts: Put[]; frontier: TreeNode[]; size: number } {
   const grown = appendLeaves(
     frontier,
