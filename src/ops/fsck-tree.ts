@@ -44,10 +44,18 @@ export async function fsckTree(log: ManifestLog, signal?: AbortSignal, ids?: Lea
   };
   for await (const entry of log.entries()) {
     throwIfCancelled(signal);
-    if (entry.position !== size + pending.length) {
+    const expected = size + pending.length;
+    if (entry.position !== expected) {
+      const missing =
+        entry.position - 1 > expected
+          ? `global positions ${expected}–${entry.position - 1} hold`
+          : `global position ${expected} holds`;
       findings.push({
         code: 'POSITION_GAP',
-        message: `global position ${size + pending.length} is followed by ${entry.position}`,
+        message:
+          entry.position > expected
+            ? `${missing} no entry (the next entry is at ${entry.position})`
+            : `the entry listed after global position ${expected - 1} is at ${entry.position}`,
       });
       return findings;
     }
