@@ -93,9 +93,16 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
 /** Runs `audit-ui` until SIGINT or SIGTERM; returns the exit code. */
 export async function run(argv: string[], io: CliIo): Promise<number> {
   let server: AuditServer;
+  // The first signal stops it; a second, of either kind, ends the process at once if the stopping hangs. Listened for
+  // before the address is printed (by serve): a signal sent as soon as a caller reads it must find the listener. One
+  // that comes while it starts stops it once it has started.
+  let stop!: () => void;
+  const stopped = new Promise<void>((resolve) => (stop = resolve));
+  const stopListening = onStopSignal(() => stop());
   try {
     server = await serve(argv, io);
   } catch (err) {
+    stopListening();
     // A port in use or not permitted is the operator's to change: USAGE, exit 2, worded as `witness serve` words it.
     const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
     if (e.syscall === 'listen' && typeof e.code === 'string') {
@@ -106,8 +113,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     io.stderr.write(printableLines([`handoff-ledger: ${err.code}: ${err.message}`]));
     return EXIT_USAGE;
   }
-  // The first signal stops it; a second, of either kind, ends the process at once if the stopping hangs.
-  await new Promise<void>((stop) => onStopSignal(() => stop()));
+  await stopped;
   await server.close();
   return EXIT_OK;
 }

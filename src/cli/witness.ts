@@ -132,6 +132,9 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     state = await opening;
     const address = created.address() as AddressInfo;
     const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    // The first signal stops it; a second, of either kind, ends the process at once if the stopping hangs. Listened
+    // for before the address is printed: a signal sent as soon as a caller reads it must find the listener.
+    const stopped = new Promise<void>((stop) => onStopSignal(() => stop()));
     // The verifier key carries the name read from the key file: data, escaped.
     io.stdout.write(
       printableLines([
@@ -139,8 +142,7 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
         `listening on http://${shown}:${address.port} (${logs.size} logs); Ctrl-C stops it`,
       ]),
     );
-    // The first signal stops it; a second, of either kind, ends the process at once if the stopping hangs.
-    await new Promise<void>((stop) => onStopSignal(() => stop()));
+    await stopped;
     return EXIT_OK;
   } catch (err) {
     // As every command: a coded error or an I/O error (IO_FAILED) exit 1 or 2, anything else a bug (exit 70).

@@ -298,6 +298,15 @@ describe('audit-ui as a process', () => {
     expect(await ui.exited).toEqual({ code: 0, signal: null });
   });
 
+  it('stops cleanly (exit 0) on a signal sent as soon as it printed its address, however late it runs on', async () => {
+    // The preload stalls the child right after it printed its address: the signal lands before the code after the
+    // write runs, and found no listener (death by SIGINT) while the listener was added after the address was printed.
+    const STALL = fileURLToPath(new URL('../support/stall-after-listening.mjs', import.meta.url));
+    const ui = await startAuditUi([], { nodeArgs: ['--import', STALL] });
+    ui.child.kill('SIGINT');
+    expect(await ui.exited, ui.stderr()).toEqual({ code: 0, signal: null });
+  }, 60_000);
+
   it.each([
     ['SIGINT', 'SIGTERM'],
     ['SIGTERM', 'SIGINT'],

@@ -326,6 +326,20 @@ describe('witness serve, stopping', () => {
   );
 });
 
+describe('witness serve, signalled at once', () => {
+  const STALL = fileURLToPath(new URL('../support/stall-after-listening.mjs', import.meta.url));
+  it('stops cleanly (exit 0) on a signal sent as soon as it printed its address, however late it runs on', async () => {
+    // The preload stalls the child right after it printed the address: the signal lands before the code after the
+    // write runs, and found no listener (death by SIGINT) while the listener was added after the address was printed.
+    const w = await startWitness(join(base, 'stop-at-once'), 'witness.example/at-once', logs, [], ['--import', STALL]);
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((r) =>
+      w.proc.on('exit', (code, signal) => r([code, signal])),
+    );
+    w.proc.kill('SIGINT');
+    expect(await exited, w.stderr()).toEqual([0, null]);
+  }, 60_000);
+});
+
 describe('witness serve, durability', () => {
   it('keeps its state across kill -9: the restarted witness still refuses an inconsistent tree', async () => {
     const held = await witnessed(w1.url, log.origin);
