@@ -59,6 +59,8 @@ interface Reply {
   reason?: string;
   /** The size this answer's request stored (a new tree cosigned): reported even when its 408 timer answered first. */
   stored?: number;
+  /** The methods the resource takes: the `Allow` header a 405 must carry (RFC 9110, 15.5.6). */
+  allow?: string;
 }
 
 /**
@@ -76,6 +78,8 @@ class HttpAnswer extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** The methods the resource takes, for a 405's `Allow` header. */
+    readonly allow?: string,
   ) {
     super(message);
   }
@@ -124,6 +128,7 @@ function answer(
   body: string,
   type = 'text/plain; charset=utf-8',
   close = false,
+  allow?: string,
 ): void {
   if (res.headersSent || res.destroyed) return;
   res.writeHead(status, {
@@ -131,6 +136,7 @@ function answer(
     'content-length': Buffer.byteLength(body),
     'cache-control': 'no-store',
     ...(close ? { connection: 'close' } : {}),
+    ...(allow !== undefined ? { allow } : {}),
   });
   res.end(body);
 }
@@ -262,7 +268,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
         exchange.req.destroy();
         exchange.req.socket.destroy();
       });
-    answer(exchange.res, r.status, r.body, r.type, close);
+    answer(exchange.res, r.status, r.body, r.type, close, r.allow);
   }
 
   async function handle(
@@ -273,7 +279,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
   ): Promise<void> {
     const url = req.url ?? '/';
     if (url === '/add-checkpoint') {
-      if (req.method !== 'POST') throw new HttpAnswer(405, 'add-checkpoint takes POST');
+      if (req.method !== 'POST') throw new HttpAnswer(405, 'add-checkpoint takes POST', 'POST');
       // The deadline is read off the clock as well: on a busy event loop the timer that answers 408 runs late, and a
       // request queued behind the log's lock must not start signing in the meantime.
       const gone = () => res.headersSent || res.destroyed || performance.now() >= deadline;
@@ -281,7 +287,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
     }
     const monitor = /^\/([0-9a-f]{64})\/checkpoint$/.exec(url);
     if (monitor) {
-      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpAnswer(405, 'checkpoint takes GET');
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpAnswer(405, 'checkpoint takes GET', 'GET, HEAD');
       const origin = byHash.get(monitor[1]!);
       const stored = origin === undefined ? undefined : await (await opened).get(origin);
       if (!stored) throw new HttpAnswer(404, 'no cosigned checkpoint for this log');
@@ -314,7 +320,12 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
             err instanceof HttpAnswer
               ? reason
               : `${(err as { code?: string }).code ?? 'ERROR'}: ${(err as Error).message}`;
-          reply(exchange, { status, body: `${reason}\n`, reason: reported }, status === 404);
+          const allow = err instanceof HttpAnswer ? err.allow : undefined;
+          reply(
+            exchange,
+            { status, body: `${reason}\n`, reason: reported, ...(allow ? { allow } : {}) },
+            status === 404,
+          );
           // The rest of a refused body is drained (discarded) so the client can read the 413 rather than
           // fail writing into a closed socket, but for a second at most: then the connection goes.
           if (status === 413) {

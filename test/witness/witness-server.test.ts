@@ -216,6 +216,20 @@ describe('witness serve, hostile requests: the protocol status, and no change of
     await unchanged();
   });
 
+  it('answers 405 with the Allow header RFC 9110 requires to a method a resource does not take', async () => {
+    const wrong = await fetch(`${w1.url}/add-checkpoint`);
+    expect([wrong.status, wrong.headers.get('allow')]).toEqual([405, 'POST']);
+    await wrong.text();
+    const monitor = await fetch(`${w1.url}/${'0'.repeat(64)}/checkpoint`, { method: 'POST', body: 'x' });
+    expect([monitor.status, monitor.headers.get('allow')]).toEqual([405, 'GET, HEAD']);
+    await monitor.text();
+    // Other answers carry none.
+    const unknown = await fetch(`${w1.url}/${'0'.repeat(64)}/checkpoint`);
+    expect([unknown.status, unknown.headers.get('allow')]).toEqual([404, null]);
+    await unknown.text();
+    await unchanged();
+  });
+
   it('answers 403 to a checkpoint without a valid signature by the log, and to one with a bad signature by its key', async () => {
     const a7 = [...a5, ...HandLog.leaves('x', 2)];
     const forged = formatAddCheckpoint({
