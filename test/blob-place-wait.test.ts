@@ -11,15 +11,7 @@ import { FsBlobStore } from '../store/fs/blob-store.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { tempDir } from './support/tmp.js';
-
-const settledWithin = <T>(p: Promise<T>, ms: number): Promise<'settled' | 'pending'> =>
-  Promise.race([
-    p.then(
-      () => 'settled' as const,
-      () => 'settled' as const,
-    ),
-    new Promise<'pending'>((r) => setTimeout(() => r('pending'), ms)),
-  ]);
+import { settledWithin } from './support/settled.js';
 
 describe('a put waiting behind a hung put of the same bytes', () => {
   it('ends at its signal (CANCELLED); the next put still waits for the hung one, then both are placed', async () => {

@@ -23,18 +23,34 @@ import { gc as gcCli } from '../src/cli/maintenance.js';
 import { captureIo } from './support/capture-io.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { settledWithin } from './support/settled.js';
 
 const HOUR = 3_600_000;
 const who = { principal: 'alice', session: 's1', run: 'r1' };
 
-const settledWithin = <T>(p: Promise<T>, ms: number): Promise<'settled' | 'pending'> =>
-  Promise.race([
-    p.then(
-      () => 'settled' as const,
-      () => 'settled' as const,
-    ),
-    new Promise<'pending'>((r) => setTimeout(() => r('pending'), ms)),
-  ]);
+/**
+ * File operations whose first `lstat` of the path given to `hangAt` (the judgement of a blob's file: a stalled disk)
+ * hangs until `release`; `hanging` resolves once it does.
+ */
+function hangingLstat() {
+  let at: string | undefined;
+  let entered!: () => void;
+  const hanging = new Promise<void>((r) => (entered = r));
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const fs: FsOps = {
+    ...nodeFsOps,
+    lstat: (async (p: string, o?: unknown) => {
+      if (p === at) {
+        at = undefined;
+        entered();
+        await gate;
+      }
+      return nodeFsOps.lstat(p, o as never);
+    }) as FsOps['lstat'],
+  };
+  return { fs, hanging, release: () => release(), hangAt: (path: string) => void (at = path) };
+}
 
 const rejection = (p: Promise<unknown>): Promise<unknown> =>
   p.then(
@@ -139,28 +155,12 @@ describe('gc with a signal (embedded store)', () => {
 
   it("gc's delete waiting behind a hung delete of the same blob ends at the abort; the blob is kept", async () => {
     const root = tempDir();
-    let hangAt: string | undefined;
-    let entered!: () => void;
-    const hanging = new Promise<void>((r) => (entered = r));
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const fs: FsOps = {
-      ...nodeFsOps,
-      // The first judgement of the blob's file (a stalled disk) hangs until released.
-      lstat: (async (p: string, o?: unknown) => {
-        if (p === hangAt) {
-          hangAt = undefined;
-          entered();
-          await gate;
-        }
-        return nodeFsOps.lstat(p, o as never);
-      }) as FsOps['lstat'],
-    };
+    const { fs, hangAt, hanging, release } = hangingLstat();
     const ledger = await openLedger({ root, host: 'host-a', fs, inlineSummaryBytes: 0, onNotice: () => {} });
     try {
       const [orphan] = await orphans(ledger, 1);
       const hex = digestHex(orphan!);
-      hangAt = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      hangAt(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex));
       const hung = ledger.blobs.delete(orphan!, { storedBeforeMs: 1 }); // keeps it once it goes on
       await hanging;
       let gcDeleting!: () => void;
@@ -211,27 +211,12 @@ describe('gc with a signal (embedded store)', () => {
 describe("the filesystem store's conditional delete behind a hung one of the same blob", () => {
   it('ends at its signal (CANCELLED); the next still waits for the hung one', async () => {
     const root = tempDir();
-    let hangAt: string | undefined;
-    let entered!: () => void;
-    const hanging = new Promise<void>((r) => (entered = r));
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const fs: FsOps = {
-      ...nodeFsOps,
-      lstat: (async (p: string, o?: unknown) => {
-        if (p === hangAt) {
-          hangAt = undefined;
-          entered();
-          await gate;
-        }
-        return nodeFsOps.lstat(p, o as never);
-      }) as FsOps['lstat'],
-    };
+    const { fs, hangAt, hanging, release } = hangingLstat();
     const { store } = await FsBlobStore.open(root, { hash: await loadHashBackend('auto'), fs });
     try {
       const { digest } = await store.put(new TextEncoder().encode('judged once at a time '.repeat(30)));
       const hex = digestHex(digest);
-      hangAt = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      hangAt(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex));
       const late = Date.now() + HOUR;
       const first = store.delete(digest, { storedBeforeMs: late });
       await hanging;
