@@ -341,7 +341,7 @@ export class Keyring {
       if (trustMissing && !options.keyFile && (await options.storeSignedNothing?.()) !== true)
         throw new LedgerError(
           'KEY_INVALID',
-          `${trustPath} is missing but the host key exists; restore trust.json (from a backup or \`keys export\`)`,
+          `${trustPath} is missing but the host key exists; restore trust.json (from a backup, or a trust file an earlier \`keys export\` wrote)`,
         );
     }
     // An injected signer or a key file of the caller's: the same, once the log shows the key signed before.
@@ -350,7 +350,7 @@ export class Keyring {
       if (!held) throw new NeedsTrustLock();
       throw new LedgerError(
         'KEY_INVALID',
-        `${trustPath} is missing but key ${signer.keyId} signed manifests of this store; restore trust.json (from a backup or \`keys export\`)`,
+        `${trustPath} is missing but key ${signer.keyId} signed manifests of this store; restore trust.json (from a backup, or a trust file an earlier \`keys export\` wrote)`,
       );
     }
     // An open that may not make this host a key (createHostKey: false) lists none either, and writes nothing before it
