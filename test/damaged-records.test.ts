@@ -304,6 +304,25 @@ const DAMAGES: Damage[] = [
     level: () => ({ 'n!size': undefined }),
   },
   {
+    name: 'tree size record and leaf 0 removed',
+    // Leaf 0 lost with the size, later nodes kept: no store from before the tree (which holds no tree record at all,
+    // and is built at open), so not built again from the entries over what is left, but named as above.
+    want: {
+      open: 'RECORD_CORRUPT',
+      resume: 'RECORD_CORRUPT',
+      'resume s2': 'RECORD_CORRUPT',
+      history: 'RECORD_CORRUPT',
+      inclusionProof: 'RECORD_CORRUPT',
+      exportBundle: 'RECORD_CORRUPT',
+      grants: 'RECORD_CORRUPT',
+      // fsck's walk of the tree finds the leaf gone as well.
+      fsck: 'findings RECORD_CORRUPT,TREE_DAMAGED',
+      gc: 'RECORD_CORRUPT',
+      publish: 'RECORD_CORRUPT',
+    },
+    level: () => ({ 'n!size': undefined, [`n!00!${'0'.repeat(16)}`]: undefined }),
+  },
+  {
     name: 'session-heads root with another hash',
     want: {
       open: 'FORK',
@@ -671,22 +690,31 @@ describe('damaged records of the embedded store', () => {
   });
 
   it.each([
-    ['that is no number', 'tree size that is no number', 'n!size is corrupt: not a decimal count'],
-    ['removed', 'tree size record removed', "n!size (the tree's size) is missing"],
-  ])('a tree size record %s is named by the refused open and by fsck, not called a rollback', async (_, name, says) => {
-    const made = await levelStore(DAMAGES.find((d) => d.name === name)!);
-    await expect(openLedger(made.opts)).rejects.toMatchObject({
-      code: 'RECORD_CORRUPT',
-      message: expect.stringContaining(says),
-    });
-    const ledger = await openLedger({ ...made.opts, diagnose: true });
-    try {
-      const report = await fsck(ledger);
-      expect(report.findings).toEqual([{ code: 'RECORD_CORRUPT', message: expect.stringContaining(says) }]);
-    } finally {
-      await ledger.close();
-    }
-  });
+    ['that is no number', 'tree size that is no number', 'n!size is corrupt: not a decimal count', []],
+    ['removed', 'tree size record removed', "n!size (the tree's size) is missing", []],
+    [
+      'removed with leaf 0',
+      'tree size record and leaf 0 removed',
+      `n!size (the tree's size) and n!00!${'0'.repeat(16)} (leaf 0) are missing, while other tree records are stored (n!00!`,
+      [{ code: 'TREE_DAMAGED', message: 'tree node 0/0 is missing' }],
+    ],
+  ])(
+    'a tree size record %s is named by the refused open and by fsck, not called a rollback',
+    async (_, name, says, more) => {
+      const made = await levelStore(DAMAGES.find((d) => d.name === name)!);
+      await expect(openLedger(made.opts)).rejects.toMatchObject({
+        code: 'RECORD_CORRUPT',
+        message: expect.stringContaining(says),
+      });
+      const ledger = await openLedger({ ...made.opts, diagnose: true });
+      try {
+        const report = await fsck(ledger);
+        expect(report.findings).toEqual([...more, { code: 'RECORD_CORRUPT', message: expect.stringContaining(says) }]);
+      } finally {
+        await ledger.close();
+      }
+    },
+  );
 
   it('a grant whose time is no date is not served as a grant: its grantee is refused (RECORD_CORRUPT)', async () => {
     expect(await granteeOutcomes(await levelStore(GRANT_TIME_NO_DATE))).toEqual(GRANTEE_REFUSED);

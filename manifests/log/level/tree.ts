@@ -38,20 +38,32 @@ export async function readNodes(db: Level<string, string>, ids: NodeId[]): Promi
 }
 
 /**
- * The tree's size. No `n!size` record is the empty tree only while no leaf is stored either (a new store, or one from
- * before the tree, which open then builds): every batch writes the record with its nodes, so one missing beside leaf 0
- * was lost, and the size is unknown — not 0, which a pinned checkpoint would take for a rollback. One read more, made
- * only when the record is missing.
- * @throws ManifestError `RECORD_CORRUPT` when `n!size` is not a decimal count, or is missing while leaf 0 is stored
+ * The tree's size. No `n!size` record is the empty tree only while no tree record is stored either (a new store, or one
+ * from before the tree, which open then builds): every batch writes the record with its nodes, so one missing beside
+ * leaf 0, or beside any other node, was lost, and the size is unknown — not 0, which a pinned checkpoint would take for
+ * a rollback. A read or two more, made only when the record is missing.
+ * @throws ManifestError `RECORD_CORRUPT` when `n!size` is not a decimal count, or is missing while leaf 0 (or, leaf 0
+ *   missing too, another tree node) is stored
  */
 export async function readTreeSize(db: Level<string, string>): Promise<number> {
   const raw = await db.get(TREE_SIZE_KEY);
   if (raw !== undefined) return parseCountRecord(TREE_SIZE_KEY, raw);
-  if ((await db.get(nodeKey({ level: 0, index: 0 }))) !== undefined)
+  const leaf0 = nodeKey({ level: 0, index: 0 });
+  if ((await db.get(leaf0)) !== undefined)
     throw new ManifestError(
       'RECORD_CORRUPT',
       `manifest log record ${TREE_SIZE_KEY} (the tree's size) is missing, while the tree's leaves are stored: the ` +
         "tree's size is unknown; restore the record from a backup",
+    );
+  // Leaf 0 lost too: a store from before the tree holds no tree record at all, so any other node (a later leaf, an
+  // inner node) says the tree was there, of a size no record tells. Building it again from the entries would hide
+  // the loss (and a larger tree's, which the pinned checkpoint would no longer see). One seek more, only here.
+  const [other] = await db.keys({ gte: 'n!', lt: 'n!\xff', limit: 1 }).all();
+  if (other !== undefined)
+    throw new ManifestError(
+      'RECORD_CORRUPT',
+      `manifest log records ${TREE_SIZE_KEY} (the tree's size) and ${leaf0} (leaf 0) are missing, while other ` +
+        `tree records are stored (${other}): the tree's size is unknown; restore the records from a backup`,
     );
   return 0;
 }
