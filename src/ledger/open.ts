@@ -231,16 +231,18 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
     await refuseNewHostKey(root, host);
   // An origin the CLI would print escaped names no new log (isNewOrigin): an embedded log not made yet is one (its
-  // directory missing, or holding no log: noEmbeddedLog), refused here with nothing written, diagnosing or not. A log
-  // that has a name keeps it (one named before the rule opens with it as ever); any other log without one is refused
-  // as it is asked to store the name (ManifestLog.origin). After the refusal that says more: no store there, for a
-  // command that makes none.
+  // directory missing, or holding no log: noEmbeddedLog), and so is a PostgreSQL log that records no origin (its
+  // schema not made yet, or its log not named: looked up on a connection of its own, making nothing), refused here
+  // with nothing written (no root, no schema), diagnosing or not. A log that has a name keeps it (one named before the
+  // rule opens with it as ever); a log of the caller's without one is refused as it is asked to store the name
+  // (ManifestLog.origin). After the refusal that says more: no store there, for a command that makes none.
   if (
     options.origin !== undefined &&
     !isNewOrigin(options.origin) &&
     !options.log &&
-    !options.postgres &&
-    (await noEmbeddedLog(join(root, 'manifests-v1')))
+    (options.postgres
+      ? (await (await import('./pg-backend.js')).storedPostgresOrigin(options.postgres)) === undefined
+      : await noEmbeddedLog(join(root, 'manifests-v1')))
   )
     throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
   // A key file of the caller's that is not there (nor staged by a rotation) is refused before the store is made.

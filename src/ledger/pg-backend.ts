@@ -22,11 +22,7 @@ import { LedgerError } from '../errors.js';
 export async function openPostgresBackends(
   options: PostgresBackendOptions,
 ): Promise<{ blobs: BlobStore; log: ManifestLog }> {
-  if (typeof options !== 'object' || options === null)
-    throw new LedgerError('INVALID_ARGUMENT', 'postgres options must be an object with a connectionString');
-  const problem =
-    pgOptionsProblem({ ...options, pool: undefined }) ?? byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes');
-  if (problem) throw new LedgerError('INVALID_ARGUMENT', problem);
+  refuseUnusableOptions(options);
   const hash = typeof options.hash === 'object' ? options.hash : await loadHashBackend(options.hash ?? 'auto');
   const pool = createPgPool(options);
   let open = 2;
@@ -45,6 +41,25 @@ export async function openPostgresBackends(
     await pool.end().catch(() => {});
     throw err;
   }
+}
+
+/** @throws LedgerError `INVALID_ARGUMENT` for options `openPostgresBackends` cannot use, before anything connects */
+function refuseUnusableOptions(options: PostgresBackendOptions): void {
+  if (typeof options !== 'object' || options === null)
+    throw new LedgerError('INVALID_ARGUMENT', 'postgres options must be an object with a connectionString');
+  const problem =
+    pgOptionsProblem({ ...options, pool: undefined }) ?? byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes');
+  if (problem) throw new LedgerError('INVALID_ARGUMENT', problem);
+}
+
+/**
+ * The origin the log of the store `options` open records, read on a connection of its own without making the schema
+ * (PgManifestLog.storedOrigin): none for a schema not made yet or a log not named yet.
+ * @throws as `openPostgresBackends` (unusable options, a database that cannot be reached)
+ */
+export async function storedPostgresOrigin(options: PostgresBackendOptions): Promise<string | undefined> {
+  refuseUnusableOptions(options);
+  return PgManifestLog.storedOrigin({ ...options, pool: undefined, maxConnections: 1 });
 }
 
 /** Makes `close()` also release the shared pool, once. */

@@ -91,19 +91,63 @@ describe('a new embedded log', () => {
 describePostgres('a new log on PostgreSQL', (pg) => {
   const schemaName = (tag: string) => `origin_printable_${tag}_${process.pid}_${Date.now()}`;
 
-  it('is refused a name the CLI prints escaped (INVALID_ARGUMENT), and no origin is stored', async () => {
+  /** The schema, if it was made, and its tables. */
+  const made = async (schema: string) => [
+    ...(await sqlOn(pg.connectionString, 'SELECT schema_name FROM information_schema.schemata WHERE schema_name = $1', [
+      schema,
+    ])),
+    ...(await sqlOn(pg.connectionString, 'SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [
+      schema,
+    ])),
+  ];
+
+  it('is refused a name the CLI prints escaped (INVALID_ARGUMENT), with nothing made: no root, no schema', async () => {
     const schema = schemaName('new');
     const postgres = { connectionString: pg.connectionString, schema };
-    for (const origin of ESCAPED) {
-      const err = await refusal(openLedger({ root: tempDir(), host: 'h1', origin, postgres }));
-      expect(err.code).toBe('INVALID_ARGUMENT');
-      expect(err.message).toMatch(/^origin: a new log's origin may not hold a character the CLI prints escaped/);
-    }
-    expect(await sqlOn(pg.connectionString, `SELECT value FROM "${schema}".log_meta WHERE key = 'origin'`)).toEqual([]);
+    for (const origin of ESCAPED)
+      for (const diagnose of [false, true]) {
+        const root = join(tempDir(), 'store');
+        const err = await refusal(openLedger({ root, host: 'h1', origin, postgres, diagnose }));
+        expect(err.code).toBe('INVALID_ARGUMENT');
+        expect(err.message).toMatch(/^origin: a new log's origin may not hold a character the CLI prints escaped/);
+        expect(existsSync(root)).toBe(false);
+      }
+    expect(await made(schema)).toEqual([]);
     // The store is not spoiled: a printable name is taken.
     const ledger = await openLedger({ root: tempDir(), host: 'h1', origin: 'example.com/pg', postgres });
     expect((await ledger.checkpoint()).checkpoint.origin).toBe('example.com/pg');
     await ledger.close();
+  });
+
+  it('is refused such a name where the schema is made but its log not named yet: no origin stored, no root made', async () => {
+    const schema = schemaName('unnamed');
+    const postgres = { connectionString: pg.connectionString, schema };
+    const { log, blobs } = await openPostgresBackends(postgres);
+    await log.close();
+    await blobs.close();
+    const tables = await made(schema);
+    const root = join(tempDir(), 'store');
+    const err = await refusal(openLedger({ root, host: 'h1', origin: LEGACY, postgres }));
+    expect(err).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^origin: a new log's/) });
+    expect(existsSync(root)).toBe(false);
+    expect(await made(schema)).toEqual(tables);
+    expect(await sqlOn(pg.connectionString, `SELECT value FROM "${schema}".log_meta WHERE key = 'origin'`)).toEqual([]);
+  });
+
+  it('from the CLI: init --postgres --origin with a bidi override is INVALID_ARGUMENT (exit 1) as embedded, nothing made', async () => {
+    // A database of its own: the CLI opens the default schema.
+    const connectionString = await pg.cluster.createDatabase('origin_printable_cli');
+    const root = join(tempDir(), 'store');
+    const c = captureIo({ env: {} });
+    const args = ['init', '--root', root, '--host', 'h1', '--origin', LEGACY, '--postgres', connectionString];
+    expect(await main(args, c.io)).toBe(1);
+    expect(c.stderr()).toMatch(/^handoff-ledger: INVALID_ARGUMENT: origin: a new log's origin/);
+    expect(existsSync(root)).toBe(false);
+    const schemas = await sqlOn(
+      connectionString,
+      "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema')",
+    );
+    expect(schemas).toEqual([]);
   });
 
   it('named so before the rule still opens, with its origin given or not', async () => {

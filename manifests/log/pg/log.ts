@@ -256,6 +256,39 @@ export class PgManifestLog extends AbstractManifestLog {
   }
 
   /**
+   * The origin the log in this schema records, read without making or migrating anything: none when the schema, its
+   * metadata table (a store from before it) or the record is missing. For an open that must judge a name before it
+   * makes the store (openLedger: a new log's origin).
+   * @throws ManifestError `INVALID_ARGUMENT` as `open`, `STORAGE_FAILED` when the database cannot be reached or read
+   */
+  static async storedOrigin(options: PgManifestLogOptions): Promise<string | undefined> {
+    const problem = pgOptionsProblem(options);
+    if (problem) throw new ManifestError('INVALID_ARGUMENT', `postgres manifest log: ${problem}`);
+    const db = new PgDatabase(options);
+    try {
+      // to_regclass: NULL for a schema or table that is not there, where a SELECT from it would fail.
+      const [table] = await rowsOf<{ found: string | null }>(
+        db,
+        'read',
+        'origin read',
+        'SELECT to_regclass($1) AS found',
+        [db.sql('{schema}.log_meta')],
+      );
+      if (table?.found == null) return undefined;
+      const [row] = await rowsOf<{ value: string }>(
+        db,
+        'read',
+        'origin read',
+        db.sql("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"),
+        [],
+      );
+      return row?.value;
+    } finally {
+      await db.close().catch(() => {});
+    }
+  }
+
+  /**
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
    * @throws ManifestError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`), `STORAGE_FAILED`
    *   when the database cannot be reached or migrated.
