@@ -526,6 +526,30 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(cli(['grants', '--root', root, '--json']).stdout).toBe('[]\n');
   });
 
+  it("grants refuses --session '*' with USAGE (it listed revoke --all as a grant of a session named *), before the store is opened", () => {
+    const root = join(tempDir(), 'store');
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    expect(cli(['revoke', '--root', root, '--principal', 'bob', '--all']).code).toBe(0);
+    expect(cli(['grant', '--root', root, '--principal', 'carol', '--session', 's1']).code).toBe(0);
+    for (const json of [[], ['--json']]) {
+      const r = cli(['grants', '--root', root, '--session', '*', ...json]);
+      expect(r, json.join()).toMatchObject({ code: 2 });
+      expect(r.stderr).toContain('USAGE: --session "*" is no session id; without --session every record is listed');
+      expect(json.length ? JSON.parse(r.stdout) : r.stdout).toEqual(
+        json.length ? { error: { code: 'USAGE', message: expect.stringContaining('--session "*"') } } : '',
+      );
+    }
+    // Refused before the store is opened: none is made.
+    const missing = join(tempDir(), 'none');
+    expect(cli(['grants', '--root', missing, '--session', '*'])).toMatchObject({ code: 2, stdout: '' });
+    expect(existsSync(missing)).toBe(false);
+    // Every record, the revocation of all sessions as session *, is listed without --session (or with --principal).
+    const rows = cli(['grants', '--root', root]).stdout.split('\n').filter(Boolean);
+    expect(rows.map((row) => row.split('\t').slice(0, 3).join(' '))).toEqual(['bob * revoked', 'carol s1 granted']);
+    expect(cli(['grants', '--root', root, '--principal', 'bob']).stdout).toMatch(/^bob\t\*\trevoked\t[^\t]+\n$/);
+    expect(cli(['grants', '--help']).stdout).toContain('session * is all sessions: revoke --all "revoked"');
+  });
+
   it('counts in the singular for one and the plural otherwise (export, verify, fsck, gc, keys export)', () => {
     const base = tempDir();
     const [root, trust] = [join(base, 'store'), join(base, 'trust.json')];

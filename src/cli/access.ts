@@ -81,6 +81,12 @@ export const revoke = changeGrant('revoke');
 export async function grants(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, principal: { type: 'string' }, session: { type: 'string' } });
   try {
+    // The library's '*' filter gives the principal-wide records alone (revoke --all, grant --all), which read as grants
+    // of a session named "*"; on the command line it is as likely a glob the shell left, meant as every session.
+    if (values.session === '*')
+      throw new UsageError(
+        '--session "*" is no session id; without --session every record is listed, those of all sessions (revoke --all, grant --all) with session *',
+      );
     return await withLedger(values, io, async (ledger) => {
       const list = await ledger.grants({ principal: values.principal, session: values.session });
       if (values.json) writeJson(io.stdout, list);

@@ -118,7 +118,11 @@ export const commands: Record<string, CommandSpec> = {
   grants: {
     summary: 'list grants and revocations',
     synopsis: 'grants [--principal P] [--session S] [--json]',
-    options: scope("only this principal's records", "only this session's records"),
+    options: [
+      '(stdout: a line a record: principal, session, state, time, who decided if recorded; tab-separated;',
+      ' session * is all sessions: revoke --all "revoked", grant --all "revocation lifted")',
+      ...scope("only this principal's records", 'only this session\'s records (--session "*" is refused: USAGE)'),
+    ],
     exits: { ok: 'listed', refused: refusedLedger },
     json: true,
     load: async () => (await access()).grants,
