@@ -2,9 +2,11 @@
  * The files the auditor's commands are given by path — `verify --trust`, `--witness-keys`, `--since` and `export
  * --since` — are read as regular files only: a FIFO was waited on for a writer for ever (createReadStream opens it
  * blocking), now it is refused at once, as a directory is, with each option's code for a file it cannot read.
+ * The summary `publish FILE` reads is the one input read as a stream, as standard input is, with the same bound: a
+ * FIFO (or the pipe of a shell's `<(…)`) is read to its end, waiting for its writer.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -124,4 +126,89 @@ describe('file options read by path: a regular file only, a FIFO refused without
       expect(r.stderr).toBe('handoff-ledger: USAGE: --since /dev/zero: not a regular file\n');
     },
   );
+});
+
+/** A child of `node -e script args…`, and how it ended with what it printed. */
+function child(args: string[]) {
+  const proc = spawn(process.execPath, args, { env: { ...process.env, HANDOFF_LEDGER_HOST: 'cli-host' } });
+  let stdout = '';
+  let stderr = '';
+  proc.stdout.on('data', (d) => (stdout += d));
+  proc.stderr.on('data', (d) => (stderr += d));
+  const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>(
+    (resolve) => proc.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })),
+  );
+  let exited = false;
+  void ended.then(() => (exited = true));
+  return { proc, ended, running: () => !exited };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('publish FILE: a FIFO is read as standard input is, to its end, within the same bound', () => {
+  const publishScope = ['--principal', 'alice', '--session', 's', '--run', 'r'];
+  const fresh = () => {
+    const at = tempDir();
+    const path = join(at, 'summary.fifo');
+    execFileSync('mkfifo', [path]);
+    return { root: join(at, 'store'), fifo: path };
+  };
+
+  it('waits for its writer, then reads what it writes in parts until it closes: the whole summary published', async () => {
+    const { root, fifo: path } = fresh();
+    const publish = child([CLI, 'publish', '--root', root, ...publishScope, path]);
+    await sleep(300);
+    // Waiting for a writer, as on an empty pipe: nothing read, nothing made.
+    expect(publish.running()).toBe(true);
+    expect(existsSync(root)).toBe(false);
+    const text = JSON.stringify(sampleSummary('from a fifo'));
+    const writer = child([
+      '-e',
+      `const fs = require('fs'); const [path, text] = process.argv.slice(1); const fd = fs.openSync(path, 'w');
+       fs.writeSync(fd, text.slice(0, 10)); setTimeout(() => { fs.writeSync(fd, text.slice(10)); fs.closeSync(fd); }, 300);`,
+      path,
+      text,
+    ]);
+    const r = await publish.ended;
+    expect(r.code, r.stderr).toBe(0);
+    expect((await writer.ended).code).toBe(0);
+    const resumed = cli(['resume', '--root', root, '--principal', 'alice', '--session', 's']);
+    expect(JSON.parse(resumed.stdout)).toEqual(sampleSummary('from a fifo'));
+  });
+
+  it('a writer that never stops is cut off at the bound (SUMMARY_TOO_LARGE), not buffered: its write fails, nothing made', async () => {
+    const { root, fifo: path } = fresh();
+    const writer = child([
+      '-e',
+      `const fs = require('fs'); const fd = fs.openSync(process.argv[1], 'w'); const b = Buffer.alloc(65536, 32);
+       try { for (;;) fs.writeSync(fd, b); } catch (err) { process.exitCode = err.code === 'EPIPE' ? 3 : 1; }`,
+      path,
+    ]);
+    const publish = child([CLI, 'publish', '--root', root, ...publishScope, '--max-bytes', '1000', path]);
+    const r = await publish.ended;
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      'handoff-ledger: SUMMARY_TOO_LARGE: the summary input is over 10096 bytes: it cannot fit --max-bytes 1000\n',
+    );
+    expect((await writer.ended).code).toBe(3); // EPIPE: the reader closed the FIFO at the bound
+    expect(existsSync(root)).toBe(false);
+  });
+
+  it('with no writer it waits, as standard input does; a signal ends it, nothing made', async () => {
+    const { root, fifo: path } = fresh();
+    const publish = child([CLI, 'publish', '--root', root, ...publishScope, path]);
+    await sleep(500);
+    expect(publish.running()).toBe(true);
+    publish.proc.kill('SIGTERM');
+    expect(await publish.ended).toMatchObject({ signal: 'SIGTERM', stdout: '' });
+    expect(existsSync(root)).toBe(false);
+  });
+
+  it('a directory is IO_FAILED naming it (the failed read named no path)', () => {
+    const root = join(tempDir(), 'store');
+    const r = cli(['publish', '--root', root, ...publishScope, subdir]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`handoff-ledger: IO_FAILED: EISDIR: illegal operation on a directory, read '${subdir}'\n`);
+    expect(existsSync(root)).toBe(false);
+  });
 });

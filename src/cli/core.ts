@@ -1,6 +1,7 @@
 /** The core commands: init, publish, resume, history. */
 import { createReadStream } from 'node:fs';
 import { LedgerError } from '../errors.js';
+import { isErrnoError } from '../../store/errors.js';
 import { parsePublishScope } from '../ledger/scope.js';
 import { parseExpectedPrev } from '../ledger/ledger.js';
 import { DEFAULT_MAX_SUMMARY_BYTES, prepareSummary } from '../summary/summary.js';
@@ -73,6 +74,9 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     const prev = values['expected-prev'];
     const expectedPrev = parseExpectedPrev(prev === 'null' ? null : prev); // `null`: an empty chain
     const file = positionals[0];
+    // FILE is read as a stream, as standard input is, with the same bound: a FIFO, or a pipe a shell's process
+    // substitution names (`publish … <(model-call)`), is read to its end, waiting for its writer as standard input
+    // waits for its pipe's (a signal ends the wait); a device too (/dev/zero: SUMMARY_TOO_LARGE at the bound).
     const input = file && file !== '-' ? createReadStream(file) : io.stdin;
     if (!input) throw new UsageError('no summary given: pass FILE or pipe JSON on standard input');
     // JSON text can be larger than its canonical form: up to 6 times when every character is written as a \u
@@ -80,6 +84,9 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     // and it is refused before it is buffered, with the same code as a summary a little over it.
     const rawLimit = maxSummaryBytes * 6 + 4096;
     const raw = await readLimited(input, rawLimit).catch((err: unknown) => {
+      // A read of FILE that fails (a directory: EISDIR) names it, as a failed open does (IO_FAILED).
+      if (input !== io.stdin && isErrnoError(err) && err.path === undefined)
+        throw Object.assign(new Error(`${err.message} '${file}'`, { cause: err }), { code: err.code, path: file });
       if (!(err instanceof UsageError)) throw err;
       throw new LedgerError(
         'SUMMARY_TOO_LARGE',
