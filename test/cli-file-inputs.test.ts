@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -145,6 +145,37 @@ function child(args: string[]) {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Waits until a thread of `pid` is blocked opening a FIFO that has no writer (Linux's wchan `wait_for_partner`), so a
+ * test knows the child reached the open, not that it is still starting. Where wchan tells nothing (not Linux, or
+ * hidden), half a second instead. @returns false when the child never got there within 15 s
+ */
+async function blockedOnFifoOpen(pid: number): Promise<boolean> {
+  let told = false;
+  for (const end = Date.now() + 15_000; Date.now() < end; await sleep(50)) {
+    let tasks: string[] = [];
+    try {
+      tasks = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      break;
+    }
+    for (const task of tasks) {
+      let wchan = '';
+      try {
+        wchan = readFileSync(`/proc/${pid}/task/${task}/wchan`, 'utf8');
+      } catch {
+        continue;
+      }
+      if (wchan === 'wait_for_partner') return true;
+      if (wchan !== '' && wchan !== '0') told = true;
+    }
+    if (!told && Date.now() > end - 14_000) break;
+  }
+  if (told) return false;
+  await sleep(500);
+  return true;
+}
+
 describe('publish FILE: a FIFO is read as standard input is, to its end, within the same bound', () => {
   const publishScope = ['--principal', 'alice', '--session', 's', '--run', 'r'];
   const fresh = () => {
@@ -157,8 +188,8 @@ describe('publish FILE: a FIFO is read as standard input is, to its end, within 
   it('waits for its writer, then reads what it writes in parts until it closes: the whole summary published', async () => {
     const { root, fifo: path } = fresh();
     const publish = child([CLI, 'publish', '--root', root, ...publishScope, path]);
-    await sleep(300);
     // Waiting for a writer, as on an empty pipe: nothing read, nothing made.
+    expect(await blockedOnFifoOpen(publish.proc.pid!)).toBe(true);
     expect(publish.running()).toBe(true);
     expect(existsSync(root)).toBe(false);
     const text = JSON.stringify(sampleSummary('from a fifo'));
@@ -197,7 +228,7 @@ describe('publish FILE: a FIFO is read as standard input is, to its end, within 
   it('with no writer it waits, as standard input does; a signal ends it, nothing made', async () => {
     const { root, fifo: path } = fresh();
     const publish = child([CLI, 'publish', '--root', root, ...publishScope, path]);
-    await sleep(500);
+    expect(await blockedOnFifoOpen(publish.proc.pid!)).toBe(true);
     expect(publish.running()).toBe(true);
     publish.proc.kill('SIGTERM');
     expect(await publish.ended).toMatchObject({ signal: 'SIGTERM', stdout: '' });
