@@ -302,6 +302,9 @@ export class Ledger {
     this.keyring = init.keyring;
     this.checkpoints = init.checkpoints;
     this.witnesses = init.witnesses;
+    // A witness ahead of the checkpoint submitted (another process of a shared log got it further) is given the log's
+    // current tree, read as gc's check reads it: checked against the pin and pinned.
+    this.witnesses?.follow(() => this.checkLog());
     this.recovery = init.recovery;
     this.hashBackend = init.hashBackend;
     this.verifier = init.verifier;

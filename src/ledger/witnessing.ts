@@ -10,7 +10,9 @@
  * while the tree has not moved, and the size each witness last cosigned (`.witnesses.json`), so that after a
  * restart the first submission already carries the proof from that size (no 409 round trip) and a witness that
  * was down meanwhile is caught up from it. A size read from disk is a hint: a witness that answers otherwise
- * (409) is believed.
+ * (409) is believed. A witness ahead of the checkpoint submitted is given the log's current tree when the log has
+ * grown that far (another process of a shared log got there first); one that names less than it cosigned before went
+ * backwards, and is said to have.
  */
 import { readFile } from 'node:fs/promises';
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../../manifests/crypto/cosignature.js';
@@ -96,17 +98,29 @@ interface Witness {
   size: number | undefined;
   /** `size` was read from `.witnesses.json` and the witness has not confirmed it in this run. */
   fromDisk: boolean;
+  /**
+   * The largest size this witness answered 200 for (cosigned) of this log, kept in `.witnesses.json`: a witness never
+   * goes back, so a 409 naming less means it lost or rolled back its state (or another witness answers at its URL).
+   */
+  cosignedSize: number | undefined;
 }
 
-/** `.witnesses.json`: `{ version: 1, sizes: { <witness URL>: <size it last cosigned> } }`. */
-function parseSizes(text: string): Map<string, number> {
-  const v = JSON.parse(text) as { version?: unknown; sizes?: unknown };
-  if (v?.version !== 1 || typeof v.sizes !== 'object' || v.sizes === null || Array.isArray(v.sizes))
-    throw new Error('not a version 1 witness size file');
-  const sizes = new Map<string, number>();
-  for (const [url, size] of Object.entries(v.sizes as Record<string, unknown>))
-    if (Number.isSafeInteger(size) && (size as number) >= 0) sizes.set(url, size as number);
-  return sizes;
+/**
+ * `.witnesses.json`: `{ version: 1, sizes: { <witness URL>: <size it holds> }, cosigned: { <witness URL>: <largest
+ * size it cosigned> } }` (`cosigned` is absent from the files of earlier versions, which ignore it).
+ */
+function parseSizes(text: string): { sizes: Map<string, number>; cosigned: Map<string, number> } {
+  const v = JSON.parse(text) as { version?: unknown; sizes?: unknown; cosigned?: unknown };
+  const isMap = (m: unknown) => typeof m === 'object' && m !== null && !Array.isArray(m);
+  if (v?.version !== 1 || !isMap(v.sizes)) throw new Error('not a version 1 witness size file');
+  const read = (m: unknown) => {
+    const sizes = new Map<string, number>();
+    if (isMap(m))
+      for (const [url, size] of Object.entries(m as Record<string, unknown>))
+        if (Number.isSafeInteger(size) && (size as number) >= 0) sizes.set(url, size as number);
+    return sizes;
+  };
+  return { sizes: read(v.sizes), cosigned: read(v.cosigned) };
 }
 
 /** A signature line of the shape of an Ed25519 cosignature/v1 (key hash, timestamp, signature: 76 bytes). */
@@ -128,6 +142,13 @@ export class WitnessPool {
   private closed = false;
   /** The sizes last written to `.witnesses.json` (a round writes the file only when they changed). */
   private savedSizes = '';
+  /**
+   * The log's current tree, checked and pinned (the ledger's `checkLog`): asked when a witness holds a larger tree than
+   * the checkpoint submitted, which in a root several processes share is another process's newer checkpoint.
+   */
+  private current: (() => Promise<SignedCheckpoint>) | undefined;
+  /** This round's answer of `current`: one question per round, however many witnesses are ahead. */
+  private latest: Promise<SignedCheckpoint | undefined> | undefined;
 
   private constructor(
     options: WitnessingOptions,
@@ -137,7 +158,12 @@ export class WitnessPool {
     private readonly notice: (message: string) => void,
     private readonly checkpointKeys: () => NoteVerifierKey[],
   ) {
-    this.witnesses = checkWitnessingOptions(options).map((w) => ({ ...w, size: undefined, fromDisk: false }));
+    this.witnesses = checkWitnessingOptions(options).map((w) => ({
+      ...w,
+      size: undefined,
+      fromDisk: false,
+      cosignedSize: undefined,
+    }));
     this.timeoutMs = options.timeoutMs ?? 5000;
     this.retryMs = options.retryMs ?? 1000;
   }
@@ -167,10 +193,11 @@ export class WitnessPool {
     const sizesText = await readFile(sizesPath, 'utf8').catch(() => undefined);
     if (sizesText !== undefined) {
       try {
-        const sizes = parseSizes(sizesText);
+        const { sizes, cosigned } = parseSizes(sizesText);
         for (const w of pool.witnesses) {
           const size = sizes.get(w.url);
           if (size !== undefined) Object.assign(w, { size, fromDisk: true });
+          w.cosignedSize = cosigned.get(w.url);
         }
         pool.savedSizes = pool.sizesText();
       } catch (err) {
@@ -189,6 +216,15 @@ export class WitnessPool {
       pool.cosigned = { text: saved.slice(0, split + 1), lines };
     }
     return pool;
+  }
+
+  /**
+   * How the pool reads the log's current tree (the ledger's `checkLog`, set once the ledger exists): when a witness
+   * holds a larger tree than the checkpoint submitted, the current one is submitted instead if the log has grown
+   * that far (another process sharing the log got there first); only a log that truly is smaller is said to be.
+   */
+  follow(current: () => Promise<SignedCheckpoint>): void {
+    this.current = current;
   }
 
   /** Submits `cp` (the newest checkpoint) to every witness in the background; never throws, never waits. */
@@ -231,6 +267,7 @@ export class WitnessPool {
   private async rounds(): Promise<void> {
     do {
       this.again = false;
+      this.latest = undefined;
       const cp = this.target!;
       const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);
       if (this.cosigned?.text !== text) this.cosigned = { text, lines: new Map() };
@@ -267,13 +304,7 @@ export class WitnessPool {
         attempt--;
         continue;
       }
-      if (old > size) {
-        this.notice(`witness ${w.url} holds a tree of ${old} entries, larger than this log's ${size}`);
-        // Believed for this round only: the next one asks again, so a witness that was reset or misconfigured
-        // for a while is caught up once it answers otherwise.
-        Object.assign(w, { size: undefined, fromDisk: false });
-        return false;
-      }
+      if (old > size) return this.ranAhead(w, old, size);
       let res: Response;
       let body: string;
       // The request's own deadline, and the pool's close: whichever comes first.
@@ -303,11 +334,22 @@ export class WitnessPool {
       if (res.status === 409 && /^(0|[1-9][0-9]{0,15})\n$/.test(body)) {
         const held = Number(body.trim());
         Object.assign(w, { size: held, fromDisk: false });
+        // Below a size it cosigned of this log: a witness never goes back, so this one lost or rolled back its state
+        // (or another witness answers at its URL). Said, and not taken as progress: the witness is left out of this
+        // round (the largest size it cosigned is kept, so that it is said again should it still be behind), and the
+        // next round catches it up from the size it named.
+        if (w.cosignedSize !== undefined && held < w.cosignedSize) {
+          this.notice(
+            `witness ${w.url} went backwards: it cosigned a tree of ${w.cosignedSize} entries of this log and now holds ${held} (its state was lost or rolled back, or another witness answers at its URL); it is left out of this round`,
+          );
+          return false;
+        }
         // The size we sent, refused: the witness holds another tree at this size (the log was rewritten).
         if (held === old) {
           this.notice(`witness ${w.url} holds another tree of ${held} entries than this log's`);
           return false;
         }
+        if (held > size) return this.ranAhead(w, held, size);
         continue;
       }
       if (res.status !== 200) {
@@ -327,11 +369,48 @@ export class WitnessPool {
         this.notice(`witness ${w.url} answered without a cosignature we can use`);
         return false;
       }
-      Object.assign(w, { size, fromDisk: false });
+      Object.assign(w, { size, fromDisk: false, cosignedSize: Math.max(w.cosignedSize ?? 0, size) });
       this.cosigned?.lines.set(w.url, lines.join(''));
       return true;
     }
     return false;
+  }
+
+  /**
+   * A witness holds `held` entries, more than the checkpoint submitted (`size`). In a root several processes share, the
+   * log may be that large: another process's checkpoint got there first. The log's current tree is read once per
+   * round: if it has grown past the target it becomes the target (the next round, at once, submits it from `held`),
+   * and only when it is smaller than `held` is the witness said to hold a larger tree than this log's.
+   */
+  private async ranAhead(w: Witness, held: number, size: number): Promise<boolean> {
+    const latest = await this.latestTree();
+    const now = latest?.checkpoint.size ?? size;
+    if (latest && now > size && now > (this.target?.checkpoint.size ?? 0)) {
+      this.target = latest;
+      this.again = true;
+    }
+    if (now >= held) {
+      Object.assign(w, { size: held, fromDisk: false });
+      return false;
+    }
+    this.notice(`witness ${w.url} holds a tree of ${held} entries, larger than this log's ${now}`);
+    // Believed for this round only: the next one asks again, so a witness that was reset or misconfigured
+    // for a while is caught up once it answers otherwise.
+    Object.assign(w, { size: undefined, fromDisk: false });
+    return false;
+  }
+
+  /** The log's current tree (one read per round), or undefined when it cannot be read (said) or is not followed. */
+  private latestTree(): Promise<SignedCheckpoint | undefined> {
+    const current = this.current;
+    if (!current) return Promise.resolve(undefined);
+    this.latest ??= current().catch((err: unknown) => {
+      // A ledger closing refuses (CLOSED): nothing to say.
+      if (!this.closed && (err as { code?: unknown }).code !== 'CLOSED')
+        this.notice(`witnesses: cannot read the log's current tree: ${(err as Error).message}`);
+      return undefined;
+    });
+    return this.latest;
   }
 
   /**
@@ -400,8 +479,12 @@ export class WitnessPool {
 
   private sizesText(): string {
     const sizes: Record<string, number> = {};
-    for (const w of this.witnesses) if (w.size !== undefined) sizes[w.url] = w.size;
-    return `${JSON.stringify({ version: 1, sizes }, null, 2)}\n`;
+    const cosigned: Record<string, number> = {};
+    for (const w of this.witnesses) {
+      if (w.size !== undefined) sizes[w.url] = w.size;
+      if (w.cosignedSize !== undefined) cosigned[w.url] = w.cosignedSize;
+    }
+    return `${JSON.stringify({ version: 1, sizes, cosigned }, null, 2)}\n`;
   }
 
   private async saveSizes(): Promise<void> {

@@ -6,6 +6,8 @@
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkCosignatures, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
@@ -66,6 +68,7 @@ function witnessSizeScenario(name: string, store: () => Omit<OpenLedgerOptions, 
       expect(JSON.parse(readFileSync(join(options.root!, 'checkpoints', kept[0]!), 'utf8'))).toEqual({
         version: 1,
         sizes: { [w.url]: 2 },
+        cosigned: { [w.url]: 2 },
       });
 
       // The ledger restarts while the witness is still down, publishes, then the witness comes back.
@@ -119,7 +122,45 @@ function witnessSizeScenario(name: string, store: () => Omit<OpenLedgerOptions, 
       await ledger.publish(scope, sampleSummary('two'));
       expect(checkCosignatures((await ledger.checkpoint()).note, [parseCosignerKey(w.vkey)]).valid).toHaveLength(1);
       expect(conflicts(w.stderr())).toBe(1);
-      expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ version: 1, sizes: { [w.url]: 2 } });
+      expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({
+        version: 1,
+        sizes: { [w.url]: 2 },
+        cosigned: { [w.url]: 2 },
+      });
+    } finally {
+      await ledger.close();
+      await stopWitness(w);
+    }
+  }, 120_000);
+
+  it(`${name}: a witness that comes back holding less than it cosigned (its state lost) is named in a notice, left out of that round, then caught up`, async () => {
+    const base = mkdtempSync(join(tmpdir(), 'hl-witness-sizes-'));
+    bases.push(base);
+    const origin = `example.com/witness-sizes-${bases.length}`;
+    const notices: string[] = [];
+    const options = { ...store(), host: 'host-w', origin, onNotice: (m: string) => notices.push(m) };
+    const first = await openLedger(options);
+    const logs = [{ origin, keys: [first.checkpointVerifierKey] }];
+    await first.close();
+    let w = await startWitness(join(base, 'w'), 'witness.example/sizes', logs);
+    const port = new URL(w.url).port;
+    const ledger = await openLedger({ ...options, witnesses: { witnesses: [w.url], timeoutMs: 1500, retryMs: 200 } });
+    try {
+      await ledger.publish(scope, sampleSummary('one'));
+      await ledger.publish(scope, sampleSummary('two'));
+      expect(checkCosignatures((await ledger.checkpoint()).note, [parseCosignerKey(w.vkey)]).valid).toHaveLength(1);
+      // The witness loses its state: the same key and URL, a fresh --state that holds nothing of this log.
+      await stopWitness(w);
+      rmSync(join(base, 'w', 'state'), { recursive: true, force: true });
+      w = await startWitness(join(base, 'w'), 'witness.example/sizes', logs, ['--listen', `127.0.0.1:${port}`]);
+      await ledger.publish(scope, sampleSummary('three'));
+      await until('the notice', async () => notices.some((n) => n.includes('went backwards')));
+      const said = notices.filter((n) => n.includes('went backwards'));
+      expect(said[0]).toContain(w.url);
+      expect(said[0]).toContain('it cosigned a tree of 2 entries of this log and now holds 0');
+      // The next round catches it up from the size it named.
+      await until('the witness holds size 3', async () => (await sizeAt(w, origin)) === 3);
+      expect(checkCosignatures((await ledger.checkpoint()).note, [parseCosignerKey(w.vkey)]).valid).toHaveLength(1);
     } finally {
       await ledger.close();
       await stopWitness(w);
@@ -184,4 +225,73 @@ describePostgres('witness sizes kept across restarts (PostgreSQL)', (pg) => {
     bases.push(root);
     return { root, postgres: { connectionString: pg.connectionString, schema: `witness_sizes_${++schemas}` } };
   });
+
+  it('two ledgers of one log: the one whose submission is behind the witness submits the log\'s current tree, once, with no "larger than this log" notice', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'hl-witness-store-'));
+    bases.push(root);
+    const origin = 'example.com/witness-sizes-shared';
+    const postgres = { connectionString: pg.connectionString, schema: `witness_sizes_${++schemas}` };
+    const notices = { a: [] as string[], b: [] as string[] };
+    const options = (n: 'a' | 'b') => ({
+      root,
+      postgres,
+      host: 'host-w',
+      origin,
+      onNotice: (m: string) => notices[n].push(m),
+    });
+    const first = await openLedger(options('a'));
+    const logs = [{ origin, keys: [first.checkpointVerifierKey] }];
+    await first.close();
+    const wdir = mkdtempSync(join(tmpdir(), 'hl-witness-sizes-'));
+    bases.push(wdir);
+    const w = await startWitness(join(wdir, 'w'), 'witness.example/shared', logs);
+    // B reaches the witness through a gate that holds its requests until released and records each answer's status.
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const statuses: number[] = [];
+    const gate = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        void (async () => {
+          await released;
+          const r = await fetch(`${w.url}${req.url}`, { method: req.method, body: Buffer.concat(chunks) });
+          const text = await r.text();
+          statuses.push(r.status);
+          res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'text/plain' });
+          res.end(text);
+        })();
+      });
+    });
+    await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
+    const gateUrl = `http://127.0.0.1:${(gate.address() as AddressInfo).port}`;
+    const a = await openLedger({ ...options('a'), witnesses: { witnesses: [w.url], timeoutMs: 1500, retryMs: 200 } });
+    const b = await openLedger({
+      ...options('b'),
+      witnesses: { witnesses: [gateUrl], timeoutMs: 20_000, retryMs: 200 },
+    });
+    try {
+      // B's checkpoint of size 1 is on its way to the witness (held at the gate) while A takes the log, and the witness,
+      // to size 4.
+      await b.publish(scope, sampleSummary('b one'));
+      for (let i = 0; i < 3; i++) await a.publish(scope, sampleSummary(`a ${i}`));
+      await until('the witness holds size 4', async () => (await sizeAt(w, origin)) === 4);
+      release();
+      await until('B has had two answers', async () => statuses.length >= 2);
+      // Time for the retries the stale target used to make (200 ms doubling): none come.
+      await new Promise((r) => setTimeout(r, 1500));
+      // A 409 naming 4, then the log's current tree of 4, cosigned.
+      expect(statuses).toEqual([409, 200]);
+      expect(notices.b.filter((n) => n.includes('larger than this log'))).toEqual([]);
+      const cp = await b.checkpoint();
+      expect(cp.checkpoint.size).toBe(4);
+      expect(checkCosignatures(cp.note, [parseCosignerKey(w.vkey)]).valid).toHaveLength(1);
+      expect(statuses).toEqual([409, 200]); // the checkpoint of the tree it already has cosigned asks for nothing
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      gate.closeAllConnections();
+      await new Promise((r) => gate.close(r));
+      await stopWitness(w);
+    }
+  }, 120_000);
 });
