@@ -10,7 +10,8 @@
  * add-checkpoint calls), and the new tree is durable before the cosignature is written to the socket.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { cosignCheckpoint } from '../../manifests/crypto/cosignature.js';
+import { cosignCheckpoint, cosignerKeyHash } from '../../manifests/crypto/cosignature.js';
+import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import type { NoteSigner, NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { ManifestError } from '../../manifests/errors.js';
 import {
@@ -22,7 +23,7 @@ import {
 } from '../../manifests/witness/add-checkpoint.js';
 import { LedgerError } from '../errors.js';
 import { KeyedMutex } from '../ledger/locks.js';
-import { originHash, type WitnessState } from './state.js';
+import { originHash, type StoredLog, type WitnessState } from './state.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
 
 export interface WitnessServerOptions {
@@ -141,6 +142,25 @@ function answer(
   res.end(body);
 }
 
+/**
+ * The time of the last cosignature of a log this witness stored: its record's, or, in a record of an earlier version,
+ * the time on this witness's own line of the stored note (its name and key hash); 0 when there is none.
+ */
+function lastCosigned(stored: StoredLog | undefined, signer: NoteSigner): number {
+  if (stored === undefined) return 0;
+  if (stored.timestamp !== undefined) return stored.timestamp;
+  const keyHash = cosignerKeyHash(signer.name, signer.publicKey);
+  let last = 0;
+  for (const line of stored.note.slice(stored.note.indexOf('\n\n') + 2).split('\n')) {
+    if (!line.startsWith(`\u2014 ${signer.name} `)) continue;
+    const sig = decodeBase64(line.slice(signer.name.length + 3));
+    if (sig?.length !== 76) continue;
+    const view = new DataView(sig.buffer, sig.byteOffset);
+    if (view.getUint32(0) === keyHash) last = Math.max(last, Number(view.getBigUint64(4)));
+  }
+  return last;
+}
+
 /** The witness's HTTP server, and how to wait for the requests it is still handling. */
 export interface WitnessServer extends Server {
   /**
@@ -209,13 +229,16 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
         };
       if (decision.status !== 200)
         return { status: decision.status, body: `${decision.reason}\n`, origin, reason: decision.reason };
-      const line = await cosignCheckpoint(decision.text, options.signer, now());
+      // Never older than the last cosignature of this log (kept in its state): a clock stepped back does not date a
+      // later tree before an earlier one.
+      const timestamp = Math.max(now(), lastCosigned(stored, options.signer));
+      const line = await cosignCheckpoint(decision.text, options.signer, timestamp);
       // Checked again after the signer (a device may be slow): a request answered 408, or whose connection closed
       // (the witness shutting down closes them all), stores nothing.
       if (gone())
         return { status: 408, body: 'the request took too long\n', origin, reason: 'the request took too long' };
       const note = `${decision.text}\n${decision.logSignatures.join('')}${line}`;
-      const next = { size: decision.checkpoint.size, root: decision.checkpoint.root, note };
+      const next = { size: decision.checkpoint.size, root: decision.checkpoint.root, note, timestamp };
       // The point of no return: once this write is durable the witness will never cosign a tree that does
       // not extend this one, so it must happen before the cosignature leaves. The tree it already holds (same
       // size, same root: a replay, or new extension lines) changes nothing that must survive a crash, so the

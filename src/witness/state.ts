@@ -25,6 +25,11 @@ import { takeFileLock, type HeldFileLock } from '../ledger/file-lock.js';
 export interface StoredLog extends WitnessedTree {
   /** The checkpoint with the log's signatures and this witness's cosignature (served to monitors). */
   note: string;
+  /**
+   * The time of the latest cosignature of this log (POSIX seconds): the next is never older, whatever the clock says.
+   * Absent from the records of earlier versions (the server reads the time off its line in `note` then).
+   */
+  timestamp?: number;
 }
 
 /** The hex SHA-256 of an origin: the monitoring URL path segment of C2SP tlog-witness, and the file name. */
@@ -125,7 +130,13 @@ export class WitnessState {
     const current = await this.get(origin);
     if ((current?.size ?? 0) !== expectedSize)
       throw new LedgerError('CHAIN_CONFLICT', `the witness's view of ${origin} changed while it was checked`);
-    const record = { origin, size: next.size, root: encodeBase64(next.root), note: next.note };
+    const record = {
+      origin,
+      size: next.size,
+      root: encodeBase64(next.root),
+      note: next.note,
+      ...(next.timestamp !== undefined ? { timestamp: next.timestamp } : {}),
+    };
     await writeFileAtomic(this.pathOf(origin), `${JSON.stringify(record)}\n`, 0o600);
     this.cache.set(origin, next);
   }
@@ -151,7 +162,7 @@ export class WitnessState {
 
 function parseStored(text: string, origin: string): StoredLog {
   const corrupt = () => new LedgerError('RECORD_CORRUPT', `the witness state of ${JSON.stringify(origin)} is damaged`);
-  let v: { origin?: unknown; size?: unknown; root?: unknown; note?: unknown };
+  let v: { origin?: unknown; size?: unknown; root?: unknown; note?: unknown; timestamp?: unknown };
   try {
     v = JSON.parse(text) as typeof v;
   } catch {
@@ -160,5 +171,12 @@ function parseStored(text: string, origin: string): StoredLog {
   const root = typeof v.root === 'string' ? decodeBase64(v.root) : undefined;
   if (v.origin !== origin || typeof v.size !== 'number' || !Number.isSafeInteger(v.size) || v.size < 0) throw corrupt();
   if (!root || root.length !== HASH_SIZE || typeof v.note !== 'string') throw corrupt();
-  return { size: v.size, root, note: v.note };
+  if (v.timestamp !== undefined && !(Number.isSafeInteger(v.timestamp) && (v.timestamp as number) >= 0))
+    throw corrupt();
+  return {
+    size: v.size,
+    root,
+    note: v.note,
+    ...(v.timestamp !== undefined ? { timestamp: v.timestamp as number } : {}),
+  };
 }
