@@ -29,7 +29,8 @@ export type LedgerErrorCode =
   | 'MODEL_FAILED'
   | 'MODEL_REFUSED'
   | 'LOCKED'
-  | 'RECORD_CORRUPT';
+  | 'RECORD_CORRUPT'
+  | 'WITNESS_KEY_MISMATCH';
 
 /** Both sides of a detected rollback or fork: the checkpoint this ledger had pinned and the log's current one. */
 export interface CheckpointEvidence {

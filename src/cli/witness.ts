@@ -108,7 +108,10 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     const stateDir = values.state;
     let listening!: () => void;
     // Awaited below once it begins (the server handles a failure of its own: a request that finds it failed is 500).
-    const opening = new Promise<void>((resolve) => (listening = resolve)).then(() => WitnessState.open(stateDir));
+    // Bound to the key: a state another witness key wrote is refused (WITNESS_KEY_MISMATCH).
+    const opening = new Promise<void>((resolve) => (listening = resolve)).then(() =>
+      WitnessState.open(stateDir, key.vkey),
+    );
     const created = createWitnessServer({
       signer: key.signer,
       logs,
@@ -130,6 +133,16 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     });
     listening();
     state = await opening;
+    // A new state trusts every log afresh: said, since a witness that cosigned before and lost its state would
+    // otherwise cosign a fork without a word. The path is the operator's: data, escaped.
+    if (state.binding === 'created')
+      io.stderr.write(
+        `witness: a new state in ${printable(stateDir)}: each log's first checkpoint is trusted as it comes (a witness that cosigned before must be given its own state back, not a new one)\n`,
+      );
+    else if (state.binding === 'adopted')
+      io.stderr.write(
+        `witness: the state in ${printable(stateDir)} named no witness key (an earlier version wrote it): it is bound to this key now\n`,
+      );
     const address = created.address() as AddressInfo;
     const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     // The first signal stops it; a second, of either kind, ends the process at once if the stopping hangs. Listened

@@ -8,9 +8,14 @@
  * after its tree is durable here, and every later tree must extend the durable one (add-checkpoint's old
  * size must equal the stored size). A crash after the write but before the answer leaves the new tree
  * stored and uncosigned by anyone; the log learns the size from a 409 and resubmits.
+ *
+ * A state is one witness's: `<dir>/witness.json` names the verifier key it was written with, and a witness of another
+ * key is refused it (`WITNESS_KEY_MISMATCH`), since a witness handed another's view cosigns what that view accepts. A
+ * witness given a new, empty state trusts each log's first checkpoint afresh: what it cosigned before is forgotten, so
+ * a key that cosigned before must be given its own state back (the CLI says which it found: `binding`).
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
 import type { WitnessedTree } from '../../manifests/witness/add-checkpoint.js';
@@ -35,6 +40,13 @@ export interface StoredLog extends WitnessedTree {
 /** The hex SHA-256 of an origin: the monitoring URL path segment of C2SP tlog-witness, and the file name. */
 export const originHash = (origin: string): string => createHash('sha256').update(origin, 'utf8').digest('hex');
 
+/**
+ * How the state met the witness's key at open: `created` a new state (it trusts every log afresh), `adopted` a state of
+ * an earlier version that named no key (bound to this one now), `same` a state of this key; `unbound` when no key was
+ * given to `open`.
+ */
+export type StateBinding = 'created' | 'adopted' | 'same' | 'unbound';
+
 export class WitnessState {
   private readonly cache = new Map<string, StoredLog | null>();
   /** The read of a log's file in flight, shared by every `get` that finds the log uncached meanwhile. */
@@ -46,15 +58,20 @@ export class WitnessState {
   private constructor(
     private readonly dir: string,
     private readonly lock: HeldFileLock,
+    /** How the state met the witness's key (see StateBinding). */
+    readonly binding: StateBinding,
   ) {}
 
   /**
    * Opens (creating) a state directory and takes its lock, `witness.lock` (src/ledger/file-lock.ts: written whole,
    * touched while the witness runs; one left by a killed witness of this host is taken over once its process is
    * gone, one of another host sharing the directory after a minute untouched). Two witnesses on one directory could cosign two views of a log that are not consistent.
-   * @throws LedgerError `LOCKED` (another witness serves it), StoreError `UNSAFE_PATH`, `STORAGE_FAILED`
+   * With `vkey` (the witness's verifier key) the state is bound to that key: one written for another key is refused,
+   * and one that names none is bound to it (`witness.json`, written durably before any cosignature).
+   * @throws LedgerError `LOCKED` (another witness serves it), `WITNESS_KEY_MISMATCH` (a state of another witness key),
+   *   `RECORD_CORRUPT` (a damaged `witness.json`), StoreError `UNSAFE_PATH`, `STORAGE_FAILED`
    */
-  static async open(dir: string): Promise<WitnessState> {
+  static async open(dir: string, vkey?: string): Promise<WitnessState> {
     await ensurePrivateDir(dir, 'UNSAFE_PATH');
     await ensurePrivateDir(join(dir, 'logs'), 'UNSAFE_PATH');
     // The directories' own entries durable before the first cosignature leaves: a crash must not bring the
@@ -73,7 +90,14 @@ export class WitnessState {
     // directory, where another process may be making one this moment: only old ones there).
     await removeAtomicStagingLeftovers([join(dir, 'logs')], Infinity).catch(() => 0);
     await removeAtomicStagingLeftovers([dir], Date.now() - 60_000).catch(() => 0);
-    return new WitnessState(dir, lock);
+    let binding: StateBinding = 'unbound';
+    try {
+      if (vkey !== undefined) binding = await bind(dir, vkey);
+    } catch (err) {
+      await lock.release().catch(() => {});
+      throw err;
+    }
+    return new WitnessState(dir, lock, binding);
   }
 
   private pathOf(origin: string): string {
@@ -158,6 +182,44 @@ export class WitnessState {
     while (this.writing.size > 0) await Promise.allSettled([...this.writing]);
     await this.lock.release();
   }
+}
+
+/**
+ * Binds the state in `dir` to the witness key `vkey` (`witness.json`: `{ "version": 1, "vkey": … }`), or checks that it
+ * is bound to it. Run by the lock's holder.
+ */
+async function bind(dir: string, vkey: string): Promise<StateBinding> {
+  const path = join(dir, 'witness.json');
+  let text: string | undefined;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw new StoreError('STORAGE_FAILED', `cannot read ${path}`, { cause: err });
+  }
+  if (text !== undefined) {
+    let bound: unknown;
+    try {
+      const v = JSON.parse(text) as { version?: unknown; vkey?: unknown };
+      if (v?.version === 1) bound = v.vkey;
+    } catch {
+      // damaged: below
+    }
+    if (typeof bound !== 'string')
+      throw new LedgerError(
+        'RECORD_CORRUPT',
+        `the witness state's key record ${path} is damaged: the witness refuses a state it cannot tell is its own`,
+      );
+    if (bound !== vkey)
+      throw new LedgerError(
+        'WITNESS_KEY_MISMATCH',
+        `the witness state ${dir} is the state of the witness key ${bound}, not of ${vkey}: a witness serves its own state only (give this key its own --state)`,
+      );
+    return 'same';
+  }
+  const held = await readdir(join(dir, 'logs')).catch(() => [] as string[]);
+  await writeFileAtomic(path, `${JSON.stringify({ version: 1, vkey })}\n`, 0o600);
+  return held.some((n) => n.endsWith('.json')) ? 'adopted' : 'created';
 }
 
 function parseStored(text: string, origin: string): StoredLog {

@@ -182,7 +182,10 @@ describe('witness serve refuses', () => {
       s.state,
     ];
     expect(await main(argv, { ...c.io, stdout })).toBe(70);
-    expect(c.stderr()).toMatch(/^handoff-ledger: internal error: TypeError: Cannot read properties .*\n {4}at /);
+    // (after the line saying its state is new: the state opens before the address is printed)
+    expect(c.stderr()).toMatch(
+      /^witness: a new state in .*\nhandoff-ledger: internal error: TypeError: Cannot read properties .*\n {4}at /,
+    );
     // The port is free again (a server left listening would keep the process running), and so is the state.
     const refused = await new Promise<string | undefined>((done) => {
       const socket = connect(port, '127.0.0.1');
