@@ -379,17 +379,19 @@ export class WitnessPool {
   /**
    * A witness holds `held` entries, more than the checkpoint submitted (`size`). In a root several processes share, the
    * log may be that large: another process's checkpoint got there first. The log's current tree is read once per
-   * round: if it has grown past the target it becomes the target (the next round, at once, submits it from `held`),
-   * and only when it is smaller than `held` is the witness said to hold a larger tree than this log's.
+   * round: if it has grown past the target it becomes the target (when it reaches `held`, the next round submits it
+   * at once, from `held`), and only when it is smaller than `held` is the witness said to hold a larger tree than this
+   * log's (then the retry, with its backoff, submits it).
    */
   private async ranAhead(w: Witness, held: number, size: number): Promise<boolean> {
     const latest = await this.latestTree();
     const now = latest?.checkpoint.size ?? size;
-    if (latest && now > size && now > (this.target?.checkpoint.size ?? 0)) {
-      this.target = latest;
-      this.again = true;
-    }
+    // The newer tree is the one to submit from now on (a retry included)...
+    const newer = latest !== undefined && now > size && now > (this.target?.checkpoint.size ?? 0);
+    if (newer) this.target = latest;
     if (now >= held) {
+      // ...at once when the witness can take it.
+      if (newer) this.again = true;
       Object.assign(w, { size: held, fromDisk: false });
       return false;
     }

@@ -1,0 +1,99 @@
+/**
+ * A witness that holds a larger tree than the checkpoint the pool submits: the pool reads the log's current tree (the
+ * ledger's `checkLog`, given with `follow`). A log that has grown that far (another process of a shared log got the
+ * witness there) is submitted at once and cosigned, with no notice; a log truly smaller is said to be, naming its size.
+ * (The two-process case on PostgreSQL: test/witness/witness-sizes.test.ts.)
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { checkCosignatures, encodeCosignerKey, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
+import { parseVerifierKey } from '../../manifests/crypto/note.js';
+import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import type { SignedCheckpoint } from '../../src/ledger/checkpoints.js';
+import { WitnessPool } from '../../src/ledger/witnessing.js';
+import { createWitnessServer } from '../../src/witness/server.js';
+import { WitnessState } from '../../src/witness/state.js';
+import { addCheckpoint, HandLog, noteSigner } from './support.js';
+
+const base = mkdtempSync(join(tmpdir(), 'hl-witness-ahead-'));
+afterAll(() => rmSync(base, { recursive: true, force: true }));
+const log = new HandLog('example.com/witness-ahead', 31);
+const leaves = HandLog.leaves('a', 8);
+const witness = noteSigner('witness.example/ahead', new Uint8Array(32).fill(32));
+const wkey = parseCosignerKey(encodeCosignerKey(witness.name, witness.publicKey));
+let dirs = 0;
+
+async function checkpointOf(n: number): Promise<SignedCheckpoint> {
+  const note = await log.note(leaves.slice(0, n));
+  return { note, checkpoint: parseCheckpoint(note.slice(0, note.indexOf('\n\n') + 1)) };
+}
+
+/** A witness holding the tree of 6 leaves, and a pool whose log's current tree is that of `current` leaves. */
+async function scene(current: number) {
+  const state = await WitnessState.open(join(base, `state-${dirs++}`));
+  const server: Server = createWitnessServer({
+    signer: witness,
+    logs: new Map([[log.origin, [parseVerifierKey(log.vkey)]]]),
+    state,
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  expect((await addCheckpoint(url, await log.request(0, leaves.slice(0, 6)))).status).toBe(200);
+  const notices: string[] = [];
+  const pool = await WitnessPool.open({
+    options: { witnesses: [url], timeoutMs: 2000, retryMs: 60_000 },
+    checkpointStem: join(base, `stem-${dirs++}`),
+    proof: async (oldSize, size) => log.proof(oldSize, leaves.slice(0, size)),
+    notice: (m) => notices.push(m),
+    checkpointKeys: () => [parseVerifierKey(log.vkey)],
+  });
+  let asked = 0;
+  pool.follow(async () => {
+    asked++;
+    return checkpointOf(current);
+  });
+  return {
+    pool,
+    notices,
+    asked: () => asked,
+    async close() {
+      await pool.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      await state.close();
+    },
+  };
+}
+
+describe('a witness ahead of the checkpoint submitted', () => {
+  it("gets the log's current tree when the log has grown that far: cosigned, no notice", async () => {
+    const s = await scene(6);
+    try {
+      // The 4-leaf checkpoint is behind the witness (6): the round goes on with the log's current tree.
+      await s.pool.cosign(await checkpointOf(4));
+      const cp = await s.pool.cosign(await checkpointOf(6));
+      expect(checkCosignatures(cp.note, [wkey]).valid).toHaveLength(1);
+      expect(s.asked()).toBe(1);
+      expect(s.notices).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("is said to hold a larger tree only when the log truly is smaller, naming the log's current size", async () => {
+    const s = await scene(5);
+    try {
+      const cp = await s.pool.cosign(await checkpointOf(4));
+      expect(checkCosignatures(cp.note, [wkey]).valid).toHaveLength(0);
+      expect(s.notices.filter((n) => n.includes('holds a tree of 6 entries, larger than this log'))).toEqual([
+        expect.stringContaining("larger than this log's 5"),
+      ]);
+    } finally {
+      await s.close();
+    }
+  });
+});
