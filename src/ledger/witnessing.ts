@@ -385,6 +385,11 @@ export class WitnessPool {
    */
   private async ranAhead(w: Witness, held: number, size: number): Promise<boolean> {
     const latest = await this.latestTree();
+    // Unread (a failure said by latestTree, or the ledger closing): nothing is known of the log's size, nor said.
+    if (this.current && latest === undefined) {
+      Object.assign(w, { size: held, fromDisk: false });
+      return false;
+    }
     const now = latest?.checkpoint.size ?? size;
     // The newer tree is the one to submit from now on (a retry included)...
     const newer = latest !== undefined && now > size && now > (this.target?.checkpoint.size ?? 0);

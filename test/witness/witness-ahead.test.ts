@@ -32,8 +32,11 @@ async function checkpointOf(n: number): Promise<SignedCheckpoint> {
   return { note, checkpoint: parseCheckpoint(note.slice(0, note.indexOf('\n\n') + 1)) };
 }
 
-/** A witness holding the tree of 6 leaves, and a pool whose log's current tree is that of `current` leaves. */
-async function scene(current: number) {
+/**
+ * A witness holding the tree of 6 leaves, and a pool whose log's current tree is that of `current` leaves (or cannot be
+ * read: the error).
+ */
+async function scene(current: number | Error) {
   const state = await WitnessState.open(join(base, `state-${dirs++}`));
   const server: Server = createWitnessServer({
     signer: witness,
@@ -54,6 +57,7 @@ async function scene(current: number) {
   let asked = 0;
   pool.follow(async () => {
     asked++;
+    if (current instanceof Error) throw current;
     return checkpointOf(current);
   });
   return {
@@ -92,6 +96,17 @@ describe('a witness ahead of the checkpoint submitted', () => {
       expect(s.notices.filter((n) => n.includes('holds a tree of 6 entries, larger than this log'))).toEqual([
         expect.stringContaining("larger than this log's 5"),
       ]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("says nothing of the log's size when its current tree cannot be read, only why", async () => {
+    const s = await scene(new Error('the pin cannot be read'));
+    try {
+      const cp = await s.pool.cosign(await checkpointOf(4));
+      expect(checkCosignatures(cp.note, [wkey]).valid).toHaveLength(0);
+      expect(s.notices).toEqual(["witnesses: cannot read the log's current tree: the pin cannot be read"]);
     } finally {
       await s.close();
     }
