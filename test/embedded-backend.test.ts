@@ -2,12 +2,13 @@
  * The embedded backend (filesystem blobs, LevelDB manifest log) against the shared conformance suites,
  * the same suites the PostgreSQL backend runs (test/pg-backend.test.ts).
  */
-import { open, rm, utimes } from 'node:fs/promises';
+import { open, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../store/fs/blob-store.js';
+import { loadHashBackend } from '../store/hash/backends.node.js';
 import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
 import { Level } from 'level';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
@@ -58,6 +59,34 @@ blobStoreSuite('FsBlobStore', async ({ hash, maxBlobBytes }) => {
     },
   };
   return fx;
+});
+
+describe('FsBlobStore keepStagingMs (a root other processes write too)', () => {
+  it('keeps staging files younger than the bound at open and recover, removes older ones; a bad bound is INVALID_ARGUMENT', async () => {
+    const root = join(freshDir(), 'store');
+    const hash = await loadHashBackend('noble');
+    const { store } = await FsBlobStore.open(root, { hash });
+    await store.close();
+    const young = join(root, 'tmp', 'young.tmp');
+    const old = join(root, 'tmp', 'old.tmp');
+    await writeFile(young, 'another process writing');
+    await writeFile(old, 'a crash left this');
+    const then = new Date(Date.now() - 120_000);
+    await utimes(old, then, then);
+    const opened = await FsBlobStore.open(root, { hash, keepStagingMs: 60_000 });
+    try {
+      expect(opened.recovery.stagingRemoved).toBe(1);
+      expect(await readdir(join(root, 'tmp'))).toEqual(['young.tmp']);
+      await utimes(young, then, then);
+      expect(await opened.store.recover()).toEqual({ stagingRemoved: 1 });
+      expect(await readdir(join(root, 'tmp'))).toEqual([]);
+    } finally {
+      await opened.store.close();
+    }
+    for (const keepStagingMs of [-1, Number.NaN, '60000' as unknown as number])
+      await expect(FsBlobStore.open(root, { hash, keepStagingMs })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await rm(join(root, '..'), { recursive: true, force: true });
+  });
 });
 
 const levelLogFactory: ManifestLogFactory = async () => {

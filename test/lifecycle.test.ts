@@ -9,7 +9,7 @@ import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
 import { validateSummary } from '../src/summary/summary.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
-import type { BatchOp } from '../manifests/log/level/log.js';
+import { LevelManifestLog, type BatchOp } from '../manifests/log/level/log.js';
 import { writeSyncedBatch } from '../manifests/log/level/tables.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -222,6 +222,51 @@ describe('restart, recovery, fsck and gc', () => {
     const fs: FsOps = { ...nodeFsOps, fsyncDir: async (dir) => (flushed.push(dir), nodeFsOps.fsyncDir(dir)) };
     await (await open(root, { fs })).close();
     expect(flushed).toEqual(expect.arrayContaining([root, join(root, 'blobs-v1')]));
+  });
+
+  it("on a root processes of a shared log (not exclusive) write, an open removes only old blob staging files: another's put in flight completes", async () => {
+    const base = tempDir();
+    const level = await LevelManifestLog.open(join(base, 'log'));
+    const shared = Object.create(level, {
+      exclusive: { value: false },
+      close: { value: async () => {} },
+    }) as LevelManifestLog;
+    const root = join(base, 'root');
+    const a = await open(root, { log: shared });
+    try {
+      // A's put is under way: its staging file in tmp/ holds the first chunk, the rest not yet given.
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const bytes = new TextEncoder().encode('a blob written by another process of this root, in two chunks');
+      async function* source() {
+        yield bytes.subarray(0, 10);
+        await gate;
+        yield bytes.subarray(10);
+      }
+      const put = a.blobs.put(source());
+      while (readdirSync(join(root, 'tmp')).length === 0) await new Promise((r) => setTimeout(r, 1));
+      const [inFlight] = readdirSync(join(root, 'tmp'));
+      // And what a crash left 11 minutes ago.
+      const old = join(root, 'tmp', `${'0'.repeat(32)}.tmp`);
+      writeFileSync(old, 'half a blob');
+      const past = new Date(Date.now() - 11 * 60_000);
+      utimesSync(old, past, past);
+      const b = await open(root, { log: shared });
+      try {
+        expect(b.recovery.stagingRemoved).toBe(1);
+        expect(readdirSync(join(root, 'tmp'))).toEqual([inFlight]);
+        release();
+        const stored = await put;
+        expect(stored.digest).toBe(digestOf(bytes));
+        expect(new Uint8Array(await b.blobs.get(stored.digest))).toEqual(bytes);
+      } finally {
+        release();
+        await b.close();
+      }
+    } finally {
+      await a.close();
+      await level.close();
+    }
   });
 
   it('removes staging files a crash left beside trust.json, the key files and the pin, and nothing else there', async () => {

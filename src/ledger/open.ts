@@ -249,8 +249,9 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (!options.signer && options.keyFile !== undefined) await refuseMissingKeyFile(options.keyFile);
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
   const hashBackend = await loadHashBackend(options.hash ?? 'auto', notice);
-  // The log is opened first: its lock must be held before staging files are cleared, or a second
-  // process would delete the first one's in-flight writes.
+  // The log is opened first: an embedded log's lock must be held before every staging file is cleared, or a second
+  // process would delete the first one's in-flight writes; a root other processes share loses only old ones
+  // (`sharedRoot`, below).
   let log = options.log;
   let pgBlobs: BlobStore | undefined;
   if (options.postgres && !log && !options.blobs) {
@@ -289,11 +290,20 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     log = await LevelManifestLog.open(join(root, 'manifests-v1'), options.levelLog);
   }
   let checkpoints: CheckpointGuard | undefined;
+  // Whether other processes may write this root while this ledger is open: a log that is not exclusive (PostgreSQL's,
+  // a caller's), or an embedded log made in a root that pinned a log before it (the root PostgreSQL processes share;
+  // LevelDB's lock is on this open's own log, not on the root). Such a root's staging files may be their writes in
+  // flight.
+  const sharedRoot = log.exclusive !== true || madeOnPinnedRoot;
   try {
     let stagingRemoved = 0;
     let blobs = options.blobs ?? pgBlobs;
     if (!blobs) {
-      const opened = await FsBlobStore.open(root, { hash: hashBackend, fs: options.fs });
+      const opened = await FsBlobStore.open(root, {
+        hash: hashBackend,
+        fs: options.fs,
+        ...(sharedRoot ? { keepStagingMs: STAGING_LEFTOVER_MS } : {}),
+      });
       blobs = opened.store;
       stagingRemoved = opened.recovery.stagingRemoved;
     }
@@ -339,7 +349,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // above (FORK, ROLLBACK) without touching their writes in flight.
     stagingRemoved += await removeAtomicStagingLeftovers(
       [root, join(root, 'keys'), join(root, 'checkpoints')],
-      log.exclusive === true && !madeOnPinnedRoot ? Infinity : Date.now() - STAGING_LEFTOVER_MS,
+      sharedRoot ? Date.now() - STAGING_LEFTOVER_MS : Infinity,
     );
     const keyring = await Keyring.open({
       root,
@@ -458,5 +468,5 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   }
 }
 
-/** A staging file of `writeFileAtomic` older than this in a shared root is a crash's leftover. */
+/** A staging file (of `writeFileAtomic`, or of a blob) older than this in a shared root is a crash's leftover. */
 const STAGING_LEFTOVER_MS = 10 * 60_000;

@@ -1,7 +1,7 @@
 /**
  * The filesystem blob store (docs/DESIGN.md, "Blob store"). Layout:
  *   <root>/blobs-v1/blake3/<aa>/<bb>/<64hex>   immutable blobs, named by digest only
- *   <root>/tmp/                                staging files, cleared on open
+ *   <root>/tmp/                                staging files, cleared on open (only old ones: `keepStagingMs`)
  *   <root>/quarantine/                         corrupt blobs moved aside, never deleted
  *   <root>/gc-aside/                           a blob gc is judging (./gc-aside.ts), restored at open
  * Only hex digests ever become path components.
@@ -44,6 +44,14 @@ export interface FsBlobStoreOptions {
    * (default: when `hash` is the native backend, whose code the thread runs).
    */
   hashThread?: boolean;
+  /**
+   * Staging files in `<root>/tmp/` changed less than this many ms ago are kept by `open` and `recover` (default 0:
+   * every one goes, for a store whose root one process writes). Processes that share one root's blob files (ledgers
+   * given a log of their own that is not exclusive, and no blobs; stores opened through this entry point by several
+   * processes) give a bound past any write's pause: a write in flight keeps its staging file's time fresh, and one
+   * removed under it fails at its link.
+   */
+  keepStagingMs?: number;
 }
 
 /** What `FsBlobStore.open` and `recover` cleared: the staging files of interrupted writes. */
@@ -69,6 +77,7 @@ export class FsBlobStore extends AbstractBlobStore {
   private readonly hash: HashBackend;
   private readonly fs: FsOps;
   private readonly hashThread: boolean;
+  private readonly keepStagingMs: number;
   /**
    * Directories holding an entry not yet known durable (their fsync failed), each with the version of
    * its listing: a retry may find the entry already there (EEXIST), so the next put fsyncs them.
@@ -96,6 +105,13 @@ export class FsBlobStore extends AbstractBlobStore {
     this.hash = options.hash;
     this.fs = options.fs ?? nodeFsOps;
     this.hashThread = options.hashThread ?? options.hash.name === 'native';
+    const keep = options.keepStagingMs ?? 0;
+    if (typeof keep !== 'number' || !Number.isFinite(keep) || keep < 0)
+      throw new StoreError(
+        'INVALID_ARGUMENT',
+        `keepStagingMs must be a non-negative number, got ${String(keep).slice(0, 40)}`,
+      );
+    this.keepStagingMs = keep;
   }
 
   /**
@@ -119,12 +135,24 @@ export class FsBlobStore extends AbstractBlobStore {
     return { store, recovery };
   }
 
-  /** Removes every staging file left by an interrupted write (recovery on open). */
+  /**
+   * Removes every staging file left by an interrupted write (recovery on open); with `keepStagingMs`, only those
+   * unchanged for that long (a younger one may be another process's write in flight).
+   */
   async recover(): Promise<FsRecoveryReport> {
     let stagingRemoved = 0;
     try {
+      const before = Date.now() - this.keepStagingMs;
       for (const name of await this.fs.readdir(this.tmpDir)) {
-        await this.fs.rm(join(this.tmpDir, name));
+        const path = join(this.tmpDir, name);
+        if (this.keepStagingMs > 0) {
+          const st = await this.fs.lstat(path).catch((err: unknown) => {
+            if (errno(err) === 'ENOENT') return undefined; // its write linked it and removed it meanwhile
+            throw err;
+          });
+          if (st === undefined || st.mtimeMs >= before) continue;
+        }
+        await this.fs.rm(path);
         stagingRemoved++;
       }
     } catch (err) {
