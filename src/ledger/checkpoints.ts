@@ -236,11 +236,18 @@ export class CheckpointGuard {
      * every later check and write refuses with this damage (`damagedAtOpen`), a rollback or fork found first.
      */
     refusing?: ManifestError;
+    /**
+     * Other processes may pin in this root though the log is exclusive (an embedded log made in a root that pinned a
+     * log before it: the root PostgreSQL processes share): the pin is then written as a shared root's is.
+     */
+    sharedRoot?: boolean;
   }): Promise<CheckpointGuard> {
     await ensurePrivateDir(join(init.root, 'checkpoints'), 'UNSAFE_PATH');
     const stem = pinStem(init.root, init.origin);
-    // A log only this process writes (the embedded store's lock) pins on a kept O_DSYNC handle, no re-read.
-    const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive: init.log.exclusive === true });
+    // A log only this process writes (the embedded store's lock), in a root no other process pins in, pins on a kept
+    // O_DSYNC handle, no re-read; otherwise the slots are re-read and written under `<pin>.lock`.
+    const exclusive = init.log.exclusive === true && init.sharedRoot !== true;
+    const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive });
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);
     try {
       if (note !== undefined) {

@@ -293,7 +293,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // Whether other processes may write this root while this ledger is open: a log that is not exclusive (PostgreSQL's,
   // a caller's), or an embedded log made in a root that pinned a log before it (the root PostgreSQL processes share;
   // LevelDB's lock is on this open's own log, not on the root). Such a root's staging files may be their writes in
-  // flight.
+  // flight, and its pin is theirs too.
   const sharedRoot = log.exclusive !== true || madeOnPinnedRoot;
   try {
     let stagingRemoved = 0;
@@ -393,6 +393,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         }),
         diagnose: options.diagnose === true,
         refusing: originDamage,
+        sharedRoot,
       });
     try {
       checkpoints = await openGuard();

@@ -230,6 +230,39 @@ describe('the origin record of an embedded store', () => {
     expect((await ledger.checkpoint()).checkpoint.size).toBe(2);
     await ledger.close();
   });
+
+  it("an embedded log made in a root whose pin (at size 0) processes of a shared log write too pins as they do: another process's pin stays on file", async () => {
+    // The processes sharing the root: a log that says it is not exclusive (as PostgreSQL's), whose open pins size 0.
+    const base = tempDir();
+    const level = await LevelManifestLog.open(join(base, 'log'));
+    const sharedLog = Object.create(level, { exclusive: { value: false } }) as LevelManifestLog;
+    const root = join(base, 'root');
+    const other = await openDefault(root, { log: sharedLog, origin: ORIGIN });
+    try {
+      const [pin] = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
+      const pinPath = join(root, 'checkpoints', pin!);
+      // The tree size the newest pin on file holds (the note's second line).
+      const sizeOnFile = async () => (await readPinnedNote(pinPath)).split('\n')[1];
+      expect(await sizeOnFile()).toBe('0');
+      // A command run without --postgres, given the store's origin: the pin at size 0 lets it make an embedded log.
+      const embedded = await openDefault(root, { origin: ORIGIN, onNotice: () => {} });
+      try {
+        await publishMany(other, 's1', 1); // pins a tree of 1 under <pin>.lock, in the slot beside the pin at 0
+        const theirs = await readPinnedNote(pinPath);
+        expect(theirs.split('\n')[1]).toBe('1');
+        // Its own log is another one, empty: it reads their pin as the others do, and is refused (ROLLBACK) before it
+        // appends or pins, rather than writing its pin over theirs, unread.
+        expect((await refusal(embedded.publish(scope('e1'), sampleSummary('embedded')))).code).toBe('ROLLBACK');
+        expect((await refusal(embedded.checkpoint())).code).toBe('ROLLBACK');
+        expect(await readPinnedNote(pinPath)).toBe(theirs);
+      } finally {
+        await embedded.close();
+      }
+    } finally {
+      await other.close();
+      await level.close();
+    }
+  });
 });
 
 describePostgres('the origin record on PostgreSQL', (pg) => {
