@@ -1,8 +1,8 @@
 /**
  * BLAKE3 in native code (@napi-rs/blake-hash: the Rust `blake3` crate with its SIMD kernels, shipped as
- * prebuilt per-platform binaries — nothing is compiled at install). ~2.5 GB/s per core on this machine
- * class against ~0.5 GB/s for WASM. Node only: where the binary is missing (another platform, a
- * browser) loading fails and the WASM backend serves.
+ * prebuilt per-platform binaries — nothing is compiled at install). 4–5× the WASM backend's rate on one core
+ * (docs/DESIGN.md, "Performance", has the figures and how they were measured). Node only: where the binary is
+ * missing (another platform, a browser) loading fails and the WASM backend serves.
  */
 import { singleUseHasher, type HashBackend, type Hasher } from './digest.js';
 
