@@ -57,3 +57,25 @@ it('a watermark raised while an append of the session is being written never end
     await ledger.close();
   }
 });
+
+it("a resume's watermark raise is a synced write, as the append's batch that raises it is", async () => {
+  // The watermark is the rollback defence of a session: a raise that a power loss could take back would let a
+  // rolled-back head pass after the restart. LevelDB's put without `sync` survives a process crash only.
+  const root = tempDir();
+  const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+  try {
+    await ledger.publish(scope, sampleSummary(0));
+    const db = (ledger.log as LevelManifestLog).raw;
+    const puts: Array<{ key: string; options: unknown }> = [];
+    const put = db.put.bind(db);
+    db.put = ((key: string, value: string, options?: unknown) => {
+      puts.push({ key, options });
+      return put(key, value, options as never);
+    }) as typeof db.put;
+    await ledger.log.setWatermark('s', 7);
+    expect(puts).toEqual([{ key: 'w!s', options: { sync: true } }]);
+    expect(await ledger.log.getWatermark('s')).toBe(7);
+  } finally {
+    await ledger.close();
+  }
+});

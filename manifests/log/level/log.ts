@@ -774,7 +774,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     await this.withAppendsHeld(async () => {
       const now = this.watermarkCache.get(session);
       if (now !== undefined && seq <= now) return;
-      await this.db.put(`w!${session}`, String(seq)).catch((err: unknown) => {
+      // Synced, as the append's batch that raises it: the rollback defence must survive a power loss, not only a
+      // crash of the process. Rare (an append keeps the mark at its head): a resume raises it only where it is behind.
+      await this.db.put(`w!${session}`, String(seq), { sync: true }).catch((err: unknown) => {
         throw storageFailed('watermark write', err);
       });
       this.watermarkCache.set(session, Math.max(seq, this.watermarkCache.get(session) ?? -1));
