@@ -1153,8 +1153,10 @@ export class Ledger {
 
   /**
    * Closes the ledger: calls made from now on are refused (`CLOSED`); calls in flight finish first (each with its own
-   * outcome), then the witnesses, the log, the blob store and the pin are closed. gc, fsck and export running on
-   * this ledger are the caller's to await before closing it.
+   * outcome), then the witnesses, the log, the blob store and the pin are closed. A witness submission under way (a
+   * publish just made) is given `witnesses.closeWaitMs` to end first (default the request deadline, at most 5 s; no
+   * wait when none is under way), and a witness left without a cosignature of the newest checkpoint is said through
+   * onNotice. gc, fsck and export running on this ledger are the caller's to await before closing it.
    */
   close(): Promise<void> {
     // Every call gets the one closing: a second close() resolves when the ledger is closed, not before.

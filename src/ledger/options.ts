@@ -67,7 +67,9 @@ export interface OpenLedgerOptions {
   /**
    * Witnesses (C2SP tlog-witness) to submit every new checkpoint to, in the background; `checkpoint()`
    * (and so `export`) returns the checkpoint with the cosignatures gathered for it. A witness that is down
-   * never blocks or fails a publish: it is retried and caught up from the size it last cosigned.
+   * never blocks or fails a publish: it is retried and caught up from the size it last cosigned. `close()` gives a
+   * submission under way `closeWaitMs` to end (a process that closes right after a publish still submits it), and
+   * says which witnesses it leaves without a cosignature of the newest checkpoint.
    */
   witnesses?: WitnessingOptions | undefined;
   /**

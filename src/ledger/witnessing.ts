@@ -3,7 +3,9 @@
  * Each new checkpoint goes to every configured witness in the background, with a consistency proof from the
  * size that witness last cosigned (learned from its answers: a 200 for a size, or a 409 naming its size).
  * Nothing here can block or fail a publish: every request has a deadline, a witness that is down is retried
- * later with backoff, and `checkpoint()` waits for one round at most.
+ * later with backoff, and `checkpoint()` waits for one round at most. Closing gives the round under way (a publish
+ * just made) `closeWaitMs` to end, so that a process that closes right after a publish still submits it, and says
+ * which witnesses have not cosigned the newest checkpoint when it closes.
  *
  * Beside the pinned checkpoint (`<root>/checkpoints/<blake3(origin)>.*`, each written atomically) are kept the
  * cosignatures of the newest checkpoint (`.cosigned.note`), so an export after a restart still carries them
@@ -45,6 +47,13 @@ export interface WitnessingOptions {
   timeoutMs?: number | undefined;
   /** First retry delay after a failed round (default 1000 ms, doubling up to 60 s; 1 to 2^31 − 1). */
   retryMs?: number | undefined;
+  /**
+   * How long the ledger's `close()` waits for a submission still under way (the newest checkpoint on its way to the
+   * witnesses, as after a publish just made) before it cuts it: default `timeoutMs`, at most 5000 ms; 0 to 2^31 − 1
+   * (0: no wait). A close with nothing under way does not wait; one that leaves a witness without a cosignature of
+   * the newest checkpoint says so through onNotice (the next publish, checkpoint or export submits it).
+   */
+  closeWaitMs?: number | undefined;
 }
 
 /**
@@ -53,15 +62,17 @@ export interface WitnessingOptions {
  * @throws LedgerError `INVALID_ARGUMENT`
  */
 function checkWitnessingDelays(options: WitnessingOptions): void {
-  for (const [name, value] of [
-    ['timeoutMs', options.timeoutMs],
-    ['retryMs', options.retryMs],
+  for (const [name, value, least] of [
+    ['timeoutMs', options.timeoutMs, 1],
+    ['retryMs', options.retryMs, 1],
+    // 0: close() cuts a submission under way at once.
+    ['closeWaitMs', options.closeWaitMs, 0],
   ] as const)
     // null: the default, as every option's null is undefined (`?? default` below)
-    if (value != null && !(typeof value === 'number' && value >= 1 && value <= MAX_TIMER_MS))
+    if (value != null && !(typeof value === 'number' && value >= least && value <= MAX_TIMER_MS))
       throw new LedgerError(
         'INVALID_ARGUMENT',
-        `witnesses.${name} must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(value)}`,
+        `witnesses.${name} must be a number of milliseconds from ${least} to ${MAX_TIMER_MS}, got ${String(value)}`,
       );
 }
 
@@ -131,6 +142,9 @@ export class WitnessPool {
   private readonly witnesses: Witness[];
   private readonly timeoutMs: number;
   private readonly retryMs: number;
+  private readonly closeWaitMs: number;
+  /** Witnesses whose request the close cut (no answer within closeWaitMs): said so in the closing notice. */
+  private readonly cut = new Set<string>();
   private target: SignedCheckpoint | undefined;
   /** Cosignature lines for the checkpoint `text`, per witness URL. */
   private cosigned: { text: string; lines: Map<string, string> } | undefined;
@@ -166,6 +180,7 @@ export class WitnessPool {
     }));
     this.timeoutMs = options.timeoutMs ?? 5000;
     this.retryMs = options.retryMs ?? 1000;
+    this.closeWaitMs = options.closeWaitMs ?? Math.min(this.timeoutMs, 5000);
   }
 
   /**
@@ -257,11 +272,57 @@ export class WitnessPool {
     return { ...cp, note: cp.note + this.gathered(cp.note).join('') };
   }
 
-  async close(): Promise<void> {
+  /**
+   * Stops the pool: no checkpoint is taken from now on, no retry is made. A round under way (the newest checkpoint on
+   * its way to the witnesses: a publish just made, whose process is about to exit) is given `closeWaitMs` to end, the
+   * rounds it chains (a newer checkpoint submitted meanwhile) included; then what is left is cut. A close with no
+   * round under way does not wait: a checkpoint whose round has ended without a witness's cosignature (down, refused:
+   * said then) is not asked again. Should a witness be left without a cosignature of the newest checkpoint, it is
+   * said once, with the size each such witness holds: `.witnesses.json` keeps it, and the next publish, checkpoint or
+   * export with these witnesses submits the log's newest tree from it.
+   */
+  close(): Promise<void> {
+    // Every call gets the one closing (and the one notice).
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private closing: Promise<void> | undefined;
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retry);
+    const running = this.running;
+    if (running && this.closeWaitMs > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([running, new Promise<void>((resolve) => (timer = setTimeout(resolve, this.closeWaitMs)))]);
+      clearTimeout(timer);
+    }
     this.abort.abort();
     await this.running?.catch(() => {});
+    this.sayUncosigned();
+  }
+
+  /** At close: the witnesses without a cosignature of the newest checkpoint submitted, and the size each holds. */
+  private sayUncosigned(): void {
+    const cp = this.target;
+    if (!cp) return;
+    const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);
+    const lines = this.cosigned?.text === text ? this.cosigned.lines : undefined;
+    const behind = this.witnesses.filter((w) => !lines?.has(w.url));
+    if (behind.length === 0) return;
+    const named = behind.map((w) => {
+      const why = this.cut.has(w.url)
+        ? this.closeWaitMs > 0
+          ? `no answer within the ${this.closeWaitMs} ms close() waited; `
+          : 'not waited for; '
+        : '';
+      const held = w.size !== undefined ? `it holds size ${w.size}` : 'its size not yet known';
+      return `${w.url} (${why}${held})`;
+    });
+    this.notice(
+      `witnesses: closing with the checkpoint of size ${cp.checkpoint.size} not cosigned by ${named.join(', ')}; the next publish, checkpoint or export with these witnesses submits the log's newest tree to each, from the size it holds`,
+    );
   }
 
   private async rounds(): Promise<void> {
@@ -280,7 +341,9 @@ export class WitnessPool {
       );
       if (outcomes.every(Boolean)) this.failures = 0;
       else if (!this.closed && !this.again) this.scheduleRetry();
-    } while (this.again && !this.closed);
+      // A newer checkpoint submitted meanwhile: its round, unless the pool is cut (a closing pool's wait gives the
+      // newest checkpoint its round).
+    } while (this.again && !this.abort.signal.aborted);
   }
 
   private scheduleRetry(): void {
@@ -325,7 +388,10 @@ export class WitnessPool {
         });
         body = await boundedText(res, MAX_ANSWER_BYTES);
       } catch (err) {
-        if (!this.closed) this.notice(`witness ${w.url} is unreachable: ${(err as Error).message}`);
+        // Cut by the close (its wait over, or none): said once, in the closing notice. Any other failure, while the
+        // pool is open or closing, is said now.
+        if (this.abort.signal.aborted) this.cut.add(w.url);
+        else this.notice(`witness ${w.url} is unreachable: ${(err as Error).message}`);
         return false;
       } finally {
         clearTimeout(timer);

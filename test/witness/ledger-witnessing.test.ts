@@ -313,7 +313,8 @@ describe('gc and witnesses', () => {
     const ledger = await openLedger({
       root: join(base, 'gc-silent'),
       host: 'host-g',
-      witnesses: { witnesses: [url], timeoutMs: 120_000, retryMs: 600_000 },
+      // closeWaitMs 0: the close does not wait for the silent witness (its default wait would be 5 s).
+      witnesses: { witnesses: [url], timeoutMs: 120_000, retryMs: 600_000, closeWaitMs: 0 },
       onNotice: () => {},
     });
     try {

@@ -91,7 +91,8 @@ describe('witness delays out of a timer’s range', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const pool = await WitnessPool.open({
-      options: { witnesses: [url], timeoutMs: MAX, retryMs: MAX },
+      // closeWaitMs 0: the close does not wait for the silent witness (its default wait would be 5 s).
+      options: { witnesses: [url], timeoutMs: MAX, retryMs: MAX, closeWaitMs: 0 },
       checkpointStem: join(tempDir(), 'stem'),
       proof: async () => [],
       notice: () => {},

@@ -1,0 +1,326 @@
+/**
+ * `close()` gives the witness pool a bounded chance to submit the newest checkpoint: a ledger closed right after a
+ * publish (a one-shot `handoff-ledger publish` with HANDOFF_LEDGER_WITNESSES, a Harness that closes soon after its
+ * last compaction) used to cut the submission under way, so the witness never heard of the checkpoint and nothing was
+ * said. Now the round under way is waited for (at most `closeWaitMs`, by default the request deadline up to 5 s), and
+ * a checkpoint some witness has not cosigned when the ledger closes is said through onNotice, naming each such witness
+ * and the size it holds. A command that submitted nothing does not wait. The same pool runs on both backends.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import { openLedger } from '../../src/ledger/open.js';
+import type { OpenLedgerOptions } from '../../src/ledger/options.js';
+import { describePostgres } from '../support/postgres.js';
+import { sampleSummary } from '../support/tmp.js';
+import { CLI, startWitness, stopWitness, witnessed, type WitnessProcess } from './support.js';
+
+const bases: string[] = [];
+afterAll(() => bases.forEach((b) => rmSync(b, { recursive: true, force: true })));
+const newBase = () => {
+  const b = mkdtempSync(join(tmpdir(), 'hl-close-submits-'));
+  bases.push(b);
+  return b;
+};
+
+const scope = { principal: 'alice', session: 's1', run: 'r1' };
+
+async function sizeAt(w: WitnessProcess, origin: string): Promise<number> {
+  const note = await witnessed(w.url, origin);
+  return note === undefined ? 0 : parseCheckpoint(note.slice(0, note.indexOf('\n\n') + 1)).size;
+}
+
+/** A witness that takes every request and never answers; `requests` counts them. */
+async function silentWitness(): Promise<{ url: string; requests: () => number; stop: () => Promise<void> }> {
+  let requests = 0;
+  const server: Server = createServer((req) => {
+    requests++;
+    req.resume();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests: () => requests,
+    stop: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+function closeScenario(name: string, store: () => Omit<OpenLedgerOptions, 'host'>): void {
+  it(`${name}: publish then close() at once: the witness has cosigned the checkpoint when close() returns`, async () => {
+    const base = newBase();
+    const origin = `example.com/close-submits-${bases.length}`;
+    const notices: string[] = [];
+    const options = { ...store(), host: 'host-c', origin, onNotice: (m: string) => notices.push(m) };
+    const first = await openLedger(options);
+    const logs = [{ origin, keys: [first.checkpointVerifierKey] }];
+    await first.close();
+    const w = await startWitness(join(base, 'w'), 'witness.example/close', logs);
+    try {
+      const open = () => openLedger({ ...options, witnesses: { witnesses: [w.url] } });
+      let ledger = await open();
+      await ledger.publish(scope, sampleSummary('one'));
+      await ledger.close();
+      expect(await sizeAt(w, origin)).toBe(1);
+      // Two more, then a close: the newest tree is the one submitted, from the size the witness holds.
+      ledger = await open();
+      await ledger.publish(scope, sampleSummary('two'));
+      await ledger.publish(scope, sampleSummary('three'));
+      await ledger.close();
+      expect(await sizeAt(w, origin)).toBe(3);
+      const sizesFile = readdirSync(join(options.root!, 'checkpoints')).find((f) => f.endsWith('.witnesses.json'))!;
+      expect(JSON.parse(readFileSync(join(options.root!, 'checkpoints', sizesFile), 'utf8'))).toMatchObject({
+        sizes: { [w.url]: 3 },
+      });
+      // Everything cosigned: nothing to say.
+      expect(notices.filter((n) => n.includes('not cosigned'))).toEqual([]);
+    } finally {
+      await stopWitness(w);
+    }
+  }, 60_000);
+}
+
+describe('close() submits the newest checkpoint (embedded)', () => {
+  closeScenario('embedded', () => ({ root: join(newBase(), 'store') }));
+
+  it('a witness that does not answer: close() returns within closeWaitMs and names the witness and the sizes', async () => {
+    const silent = await silentWitness();
+    const notices: string[] = [];
+    try {
+      const ledger = await openLedger({
+        root: join(newBase(), 'store'),
+        host: 'host-s',
+        witnesses: { witnesses: [silent.url], timeoutMs: 60_000, closeWaitMs: 400 },
+        onNotice: (m) => notices.push(m),
+      });
+      await ledger.publish(scope, sampleSummary('to a silent witness'));
+      const started = performance.now();
+      await ledger.close();
+      const took = performance.now() - started;
+      expect(took).toBeGreaterThanOrEqual(350);
+      expect(took).toBeLessThan(2500);
+      expect(silent.requests()).toBe(1);
+      const said = notices.filter((n) => n.includes('not cosigned'));
+      expect(said).toHaveLength(1);
+      expect(said[0]).toContain(`checkpoint of size 1 not cosigned by ${silent.url}`);
+      expect(said[0]).toContain('no answer within the 400 ms close() waited');
+      expect(said[0]).toContain('its size not yet known');
+      expect(said[0]).toMatch(/next publish, checkpoint or export/);
+    } finally {
+      await silent.stop();
+    }
+  }, 60_000);
+
+  it('by default close() waits the request deadline (timeoutMs), not more', async () => {
+    const silent = await silentWitness();
+    const notices: string[] = [];
+    try {
+      const ledger = await openLedger({
+        root: join(newBase(), 'store'),
+        host: 'host-s',
+        witnesses: { witnesses: [silent.url], timeoutMs: 700, retryMs: 60_000 },
+        onNotice: (m) => notices.push(m),
+      });
+      await ledger.publish(scope, sampleSummary('to a silent witness'));
+      const started = performance.now();
+      await ledger.close();
+      expect(performance.now() - started).toBeLessThan(2500);
+      expect(notices.some((n) => n.includes(silent.url) && n.includes('no answer within 700 ms'))).toBe(true);
+      expect(notices.some((n) => n.includes(`checkpoint of size 1 not cosigned by ${silent.url}`))).toBe(true);
+    } finally {
+      await silent.stop();
+    }
+  }, 60_000);
+
+  it('a witness that is down: close() returns at once, saying what is not cosigned and the size the witness holds', async () => {
+    const base = newBase();
+    const root = join(base, 'store');
+    const origin = 'example.com/close-submits-down';
+    const first = await openLedger({ root, host: 'host-d', origin });
+    const logs = [{ origin, keys: [first.checkpointVerifierKey] }];
+    await first.close();
+    const w = await startWitness(join(base, 'w'), 'witness.example/down', logs);
+    const notices: string[] = [];
+    const options = { root, host: 'host-d', origin, onNotice: (m: string) => notices.push(m) };
+    let ledger = await openLedger({ ...options, witnesses: { witnesses: [w.url], retryMs: 60_000 } });
+    await ledger.publish(scope, sampleSummary('cosigned'));
+    await ledger.close();
+    await stopWitness(w, 'SIGKILL');
+    ledger = await openLedger({ ...options, witnesses: { witnesses: [w.url], retryMs: 60_000 } });
+    await ledger.publish(scope, sampleSummary('while down'));
+    const started = performance.now();
+    await ledger.close();
+    expect(performance.now() - started).toBeLessThan(2000);
+    const said = notices.filter((n) => n.includes('not cosigned'));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toContain(`checkpoint of size 2 not cosigned by ${w.url} (it holds size 1)`);
+  }, 60_000);
+
+  it('closeWaitMs 0: close() does not wait, and says what it left', async () => {
+    const silent = await silentWitness();
+    const notices: string[] = [];
+    try {
+      const ledger = await openLedger({
+        root: join(newBase(), 'store'),
+        host: 'host-s',
+        witnesses: { witnesses: [silent.url], closeWaitMs: 0 },
+        onNotice: (m) => notices.push(m),
+      });
+      await ledger.publish(scope, sampleSummary('not waited for'));
+      const started = performance.now();
+      await ledger.close();
+      expect(performance.now() - started).toBeLessThan(1000);
+      expect(notices.filter((n) => n.includes(`checkpoint of size 1 not cosigned by ${silent.url}`))).toHaveLength(1);
+    } finally {
+      await silent.stop();
+    }
+  });
+
+  it('a ledger that submitted nothing does not wait for a silent witness, nor says anything at close', async () => {
+    const silent = await silentWitness();
+    const root = join(newBase(), 'store');
+    try {
+      const plain = await openLedger({ root, host: 'host-n' });
+      await plain.publish(scope, sampleSummary('before the witness'));
+      await plain.close();
+      const notices: string[] = [];
+      const ledger = await openLedger({
+        root,
+        host: 'host-n',
+        witnesses: { witnesses: [silent.url] },
+        onNotice: (m) => notices.push(m),
+      });
+      await ledger.history(scope);
+      const started = performance.now();
+      await ledger.close();
+      expect(performance.now() - started).toBeLessThan(1000);
+      expect(silent.requests()).toBe(0);
+      expect(notices).toEqual([]);
+    } finally {
+      await silent.stop();
+    }
+  });
+
+  it('openLedger refuses closeWaitMs out of 0 to 2^31 − 1 (INVALID_ARGUMENT)', async () => {
+    for (const closeWaitMs of [-1, 2 ** 31, NaN])
+      await expect(
+        openLedger({
+          root: join(newBase(), 'store'),
+          host: 'h',
+          witnesses: { witnesses: ['http://127.0.0.1:1'], closeWaitMs },
+        }),
+      ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('witnesses.closeWaitMs') });
+  });
+});
+
+let schemas = 0;
+describePostgres('close() submits the newest checkpoint (PostgreSQL)', (pg) => {
+  closeScenario('PostgreSQL', () => ({
+    root: join(newBase(), 'store'),
+    postgres: { connectionString: pg.connectionString, schema: `close_submits_${++schemas}` },
+  }));
+});
+
+/** Runs the compiled CLI; resolves with its exit code or signal, stdout, stderr and how long it ran. */
+function runCli(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  onStdout?: (text: string, kill: (signal: NodeJS.Signals) => void) => void,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; ms: number }> {
+  const started = performance.now();
+  const child = spawn(process.execPath, [CLI, ...argv], { env: { ...process.env, ...env } });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+    onStdout?.(stdout, (s) => child.kill(s));
+  });
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdin.end();
+  return new Promise((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal, stdout, stderr, ms: performance.now() - started })),
+  );
+}
+
+describe('handoff-ledger publish with HANDOFF_LEDGER_WITNESSES', () => {
+  const cliEnv = { HANDOFF_LEDGER_HASH: 'auto', HANDOFF_LEDGER_TRUST: '', HANDOFF_LEDGER_POSTGRES: '' };
+
+  it('submits the checkpoint before it exits: the witness state holds the log', async () => {
+    const base = newBase();
+    const root = join(base, 'store');
+    const origin = 'example.com/close-submits-cli';
+    const first = await openLedger({ root, host: 'host-cli', origin });
+    const logs = [{ origin, keys: [first.checkpointVerifierKey] }];
+    await first.close();
+    const w = await startWitness(join(base, 'w'), 'witness.example/cli', logs);
+    try {
+      const summary = join(base, 'summary.json');
+      writeFileSync(summary, JSON.stringify(sampleSummary('from the CLI')));
+      const argv = ['publish', '--root', root, '--host', 'host-cli', '--principal', 'alice', '--session', 's1'];
+      const run = await runCli([...argv, '--run', 'r1', summary], { ...cliEnv, HANDOFF_LEDGER_WITNESSES: w.url });
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stderr).toBe('');
+      expect(await sizeAt(w, origin)).toBe(1);
+      // The witness's state directory holds the log's tree, not only its memory.
+      expect(readdirSync(join(base, 'w', 'state')).length).toBeGreaterThan(0);
+    } finally {
+      await stopWitness(w);
+    }
+  }, 60_000);
+
+  it('a witness that does not answer: publish exits 0 within the request deadline and says the checkpoint was not cosigned', async () => {
+    const silent = await silentWitness();
+    try {
+      const base = newBase();
+      const summary = join(base, 'summary.json');
+      writeFileSync(summary, JSON.stringify(sampleSummary('to a silent witness')));
+      const argv = ['publish', '--root', join(base, 'store'), '--host', 'h', '--principal', 'alice'];
+      const run = await runCli([...argv, '--session', 's1', '--run', 'r1', summary], {
+        ...cliEnv,
+        HANDOFF_LEDGER_WITNESSES: silent.url,
+      });
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/^published s1 seq 0\n/);
+      expect(silent.requests()).toBe(1);
+      expect(run.stderr).toContain(`checkpoint of size 1 not cosigned by ${silent.url}`);
+      // The 5 s request deadline is the bound (and the CLI's own start and open).
+      expect(run.ms).toBeLessThan(5000 + 4000);
+    } finally {
+      await silent.stop();
+    }
+  }, 60_000);
+
+  it('SIGTERM while publish waits for a witness ends it at once', async () => {
+    const silent = await silentWitness();
+    try {
+      const base = newBase();
+      const summary = join(base, 'summary.json');
+      writeFileSync(summary, JSON.stringify(sampleSummary('interrupted wait')));
+      const argv = ['publish', '--root', join(base, 'store'), '--host', 'h', '--principal', 'alice'];
+      let killedAt = 0;
+      const run = await runCli(
+        [...argv, '--session', 's1', '--run', 'r1', summary],
+        { ...cliEnv, HANDOFF_LEDGER_WITNESSES: silent.url },
+        (out, kill) => {
+          if (killedAt === 0 && out.includes('published s1 seq 0')) {
+            killedAt = performance.now();
+            // The request is on its way (or already with the witness): the close waits for its answer.
+            setTimeout(() => kill('SIGTERM'), 200);
+          }
+        },
+      );
+      expect(killedAt).toBeGreaterThan(0);
+      expect(run.signal ?? run.code).toBe('SIGTERM');
+      expect(performance.now() - killedAt).toBeLessThan(2000);
+    } finally {
+      await silent.stop();
+    }
+  }, 60_000);
+});
