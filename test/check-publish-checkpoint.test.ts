@@ -12,6 +12,7 @@ import type { Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { compact } from '../src/index.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
+import type { TrustStore } from '../manifests/format/trust.js';
 import { describePostgres, sqlOn } from './support/postgres.js';
 import { countingModel } from './support/counting-model.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
@@ -116,12 +117,14 @@ const nextSchema = () => `cpc${process.pid}_${schemas++}`;
 describePostgres('checkPublish and the pinned checkpoint, PostgreSQL', (pg) => {
   const sql = (text: string) => sqlOn(pg.connectionString, text);
 
-  async function open(schema: string, root = tempDir()) {
+  /** `trust`: the keys of another root's ledger on the same schema (publishing on its heads needs them trusted). */
+  async function open(schema: string, root = tempDir(), trust?: TrustStore) {
     const ledger = await openLedger({
       root,
       host: 'host-a',
       postgres: { connectionString: pg.connectionString, schema },
       onNotice: () => {},
+      ...(trust ? { trust } : {}),
     });
     return { ledger, root };
   }
@@ -177,10 +180,11 @@ describePostgres('checkPublish and the pinned checkpoint, PostgreSQL', (pg) => {
     const schema = nextSchema();
     const first = await open(schema);
     for (let i = 0; i < 3; i++) await first.ledger.publish(scope, sampleSummary(i));
+    const trust = first.ledger.trustStore();
     await first.ledger.close();
     await sql(`UPDATE "${schema}".log_counter SET next_position = 2`);
     // Another root (another host's) has pinned nothing: the open pins the tree of two, and appends are refused.
-    const { ledger, root } = await open(schema);
+    const { ledger, root } = await open(schema, tempDir(), trust);
     try {
       await refusedBeforeTheModel(ledger, root, 'TREE_DAMAGED');
     } finally {
@@ -191,7 +195,7 @@ describePostgres('checkPublish and the pinned checkpoint, PostgreSQL', (pg) => {
   it('a log another host grew passes, proved to extend the pin, and nothing is pinned for it', async () => {
     const schema = nextSchema();
     const a = await open(schema);
-    const b = await open(schema);
+    const b = await open(schema, tempDir(), a.ledger.trustStore());
     try {
       await a.ledger.publish(scope, sampleSummary(0));
       await b.ledger.checkpoint();

@@ -140,13 +140,9 @@ describePostgres('hosts whose clocks disagree, sharing PostgreSQL', (pg) => {
     const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
     let now = Date.parse('2026-12-04T10:00:00.000Z');
     // h1's clock runs 1.5 s ahead of h2's; they publish in turn, each 1 ms after the other by real time.
-    const h1 = await openLedger({
-      root: tempDir(),
-      host: 'h1',
-      postgres,
-      clock: () => new Date(now),
-      onNotice: () => {},
-    });
+    const root1 = tempDir();
+    const h1Options = { root: root1, host: 'h1', postgres, clock: () => new Date(now), onNotice: () => {} };
+    let h1 = await openLedger(h1Options);
     const h2 = await openLedger({
       root: tempDir(),
       host: 'h2',
@@ -155,6 +151,9 @@ describePostgres('hosts whose clocks disagree, sharing PostgreSQL', (pg) => {
       clock: () => new Date(now - 1500),
       onNotice: () => {},
     });
+    // Each host trusts the other's key (each publishes on the other's heads, which resume, and so publish, verify).
+    await h1.close();
+    h1 = await openLedger({ ...h1Options, trust: h2.trustStore() });
     try {
       for (let i = 0; i < 6; i++) {
         await (i % 2 === 0 ? h1 : h2).publish(scope, sampleSummary(i));

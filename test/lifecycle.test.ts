@@ -492,6 +492,7 @@ describe('writers that share one log (other processes or hosts)', () => {
       signer: undefined,
       keyFile: undefined,
       root: a.root,
+      trust: b.trustStore(), // it links to B's head: resume there, and so publish, verify it
     });
     return {
       shared,

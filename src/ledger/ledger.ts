@@ -184,6 +184,34 @@ class KeyWindowClosed {
   constructor(readonly error: ManifestError) {}
 }
 
+/** What resume refuses a head for by its key (verify-manifest.ts, judged at the manifest's own createdAt). */
+const HEAD_KEY_REFUSALS: ReadonlySet<string> = new Set(['KEY_REVOKED', 'KEY_EXPIRED', 'KEY_UNTRUSTED']);
+
+/**
+ * A publish refused because the session's head is one resume refuses for its key (`err`, its verification): the
+ * handoff it would append would not resume either (resume verifies the entry before the head), so nothing is
+ * appended and the caller is told to go on in a new session. The same code as resume's.
+ */
+function headRefusal(session: string, head: ChainHead, err: ManifestError): ManifestError {
+  const what =
+    err.code === 'KEY_REVOKED'
+      ? 'a revoked key'
+      : err.code === 'KEY_UNTRUSTED'
+        ? "a key this ledger's trust does not list"
+        : "a key outside its window in this ledger's trust";
+  const todo =
+    err.code === 'KEY_REVOKED'
+      ? 'continue in a new session (README, "Key rotation runbook", step 4)'
+      : err.code === 'KEY_UNTRUSTED'
+        ? "trust the signing host's keys (the `trust` option, HANDOFF_LEDGER_TRUST), or continue in a new session"
+        : 'check the trust store against the log (fsck), or continue in a new session';
+  return new ManifestError(
+    err.code,
+    `session ${session}: its head (seq ${head.seq}) is signed by ${what} (${err.message}): resume refuses that head, and would refuse a handoff published on it too, so nothing was published; ${todo}`,
+    { cause: err },
+  );
+}
+
 const payloadDecoder = new TextDecoder();
 
 /**
@@ -267,8 +295,12 @@ export class Ledger {
   private trustCache: TrustStore | undefined;
   /** Verdicts on stored envelopes, valid for the current trust store (a new one starts them afresh). */
   private readonly verified = new VerifiedManifestCache();
-  /** The createdAt of sessions' heads this ledger appended or read, by session (`headDate`). */
-  private readonly headDates = new Map<string, { id: Digest; createdAt: string }>();
+  /**
+   * The createdAt of sessions' heads this ledger appended or read and judged (`headDate`), by session, with the
+   * keyring generation they were judged under: a rotation or revocation since (any change of the keys) has them
+   * judged again.
+   */
+  private readonly headDates = new Map<string, { id: Digest; createdAt: string; generation: number }>();
 
   /** @internal use openLedger */
   constructor(init: {
@@ -398,7 +430,8 @@ export class Ledger {
    * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
    * before that leaves no manifest and the previous head intact.
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, or an options field that throws as it is read), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key), `CANCELLED`, `CLOSED`;
-   *   ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key signs nothing: rotate it), `CHAIN_CONFLICT`
+   *   ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key signs nothing: rotate it; or the session's
+   *   head is signed by a key resume refuses it for, at its createdAt: the handoff would not resume either), `CHAIN_CONFLICT`
    *   (another host's append won the race, PostgreSQL), `TREE_DAMAGED` / `RECORD_CORRUPT` (as `checkPublish`);
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
@@ -429,6 +462,13 @@ export class Ledger {
           // the commit judge it first; only a log that extends its pin is a head that moved.
           await this.checkpoints.verify();
           throw headMoved(s.session, options.expectedPrev);
+        }
+        // The head it would link to, judged for its key as resume will judge it once it is the entry before the new
+        // head (KEY_REVOKED and the like), before the summary is stored; the commit judges the head it links to again
+        // (remembered: no read when it is this one and the keys are unchanged).
+        if (head) {
+          await this.freshTrust();
+          await this.headDate(s.session, head, false);
         }
       }),
       signal,
@@ -471,14 +511,17 @@ export class Ledger {
    * (publish step 1, and the head against `expectedPrev`): the scope, `covers` and `expectedPrev`, authorization of
    * `publish` on the session's current head (the grant table and the `authorizer`), and, with `expectedPrev`, that
    * the head is still it; that the log's tree extends the pinned checkpoint, judged as the commit judges it before its
-   * append (CheckpointGuard.verify: nothing signed or pinned); and that the host key would sign now (not revoked,
-   * inside its window); and that the log's append would not refuse the session whatever it holds (a tree found
-   * damaged, a chain cut back). `compact` calls it before it asks the model, so a transcript whose summary publish would
-   * refuse is never sent to the provider. Passing promises nothing: publish checks all of it again (a revocation or
+   * append (CheckpointGuard.verify: nothing signed or pinned); that the head is one resume accepts for its key (not
+   * revoked, expired or untrusted at its createdAt, under trust.json as it is now: resume verifies it as the entry
+   * before the next handoff); and that the host key would sign now (not revoked, inside its window); and that the
+   * log's append would not refuse the session whatever it holds (a tree found damaged, a chain cut back). `compact`
+   * calls it before it asks the model, so a transcript whose summary publish would refuse is never sent to the
+   * provider. Passing promises nothing: publish checks all of it again (a revocation or
    * another publish may come in between).
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`,
    *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), `ROLLBACK` / `FORK` (seen before, or found now), `CANCELLED`,
-   *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign),
+   *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign, or the head's
+   *   key is one resume refuses it for),
    *   `RECORD_CORRUPT` (its log record), `TREE_DAMAGED` / `RECORD_CORRUPT` kept by a diagnosing open or met by the
    *   check of the tree, `TREE_DAMAGED` the log's appends refuse, `ROLLBACK` for a chain cut back that the append would
    *   refuse (ManifestLog.sessionAppendRefusal); StoreError / ManifestError `STORAGE_FAILED`
@@ -509,6 +552,9 @@ export class Ledger {
       // half done (the log's window closed, its new keys not yet written), and no reload of the keys here takes back
       // the keys it writes.
       // Dated as the commit would date it: not before the head it would link to (a head another host dated ahead).
+      // And the head judged for its key as resume judges it (KEY_REVOKED and the like: a handoff on it would not
+      // resume), with trust.json as it is now in a root other processes share, as resume reads it.
+      if (head) await untilCancelled(this.freshTrust(), signal);
       const after = head ? await untilCancelled(this.headDate(s.session, head, false), signal) : undefined;
       await this.signing.shared(async () => {
         try {
@@ -605,25 +651,39 @@ export class Ledger {
   }
 
   /**
-   * The createdAt of `head`, the date the next manifest of its session must not precede: remembered for a head this
-   * ledger appended or read before, else read from the log and verified (an entry that does not verify, or cannot be
-   * read, dates nothing: resume and fsck report it, and the append judges the store as ever). Undefined, with a
-   * notice (publish's; checkPublish passes `notify` false), for a head dated more than MAX_HEAD_LEAD_MS ahead of this
-   * host's clock.
+   * Judges the head a publish would link to and returns its createdAt, the date the next manifest of its session must
+   * not precede. The head is refused (`headRefusal`) when resume would refuse it for its key (`KEY_REVOKED`,
+   * `KEY_EXPIRED`, `KEY_UNTRUSTED` at its own createdAt, under the trust this ledger holds): once the next handoff is
+   * appended, resume verifies this head as the entry before it, and would refuse that handoff too. A head this ledger
+   * appended, or read and judged, under the keys it holds now (the keyring's generation: a rotation, a revocation, a
+   * reload of the keys changes it) is not read again; any other is read from the log and verified (through the
+   * verified-manifest cache). An entry that does not verify for another reason (damage: a bad signature, a manifest
+   * that does not parse), or cannot be read, dates nothing and is not refused here: resume and fsck report it, and the
+   * append judges the store as ever. Undefined, with a notice (publish's; checkPublish passes `notify` false), for a
+   * head dated more than MAX_HEAD_LEAD_MS ahead of this host's clock.
+   * @throws ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the head's key, as resume judges it)
    */
   private async headDate(session: string, head: ChainHead, notify = true): Promise<string | undefined> {
     const known = this.headDates.get(session);
-    let createdAt = known?.id === head.id ? known.createdAt : undefined;
+    let createdAt = known?.id === head.id && known.generation === this.keyring.generation ? known.createdAt : undefined;
     if (createdAt === undefined) {
+      let entry: LogEntry | undefined;
       try {
-        const entry = await this.log.entry(session, head.seq);
-        if (entry?.id !== head.id) return undefined;
-        createdAt = this.verified.verify(entry.envelope, { trust: this.trust(), verifier: this.verifier }).manifest
-          .createdAt;
+        entry = await this.log.entry(session, head.seq);
       } catch {
         return undefined;
       }
-      this.rememberHeadDate(session, head.id, createdAt);
+      if (entry?.id !== head.id) return undefined;
+      // The generation the verdict holds for, taken with the trust it is judged under (nothing awaited between).
+      const generation = this.keyring.generation;
+      try {
+        createdAt = this.verified.verify(entry.envelope, { trust: this.trust(), verifier: this.verifier }).manifest
+          .createdAt;
+      } catch (err) {
+        if (err instanceof ManifestError && HEAD_KEY_REFUSALS.has(err.code)) throw headRefusal(session, head, err);
+        return undefined;
+      }
+      this.rememberHeadDate(session, head.id, createdAt, generation);
     }
     const lead = Date.parse(createdAt) - this.clock().getTime();
     if (lead <= MAX_HEAD_LEAD_MS) return createdAt;
@@ -636,9 +696,9 @@ export class Ledger {
     return undefined;
   }
 
-  private rememberHeadDate(session: string, id: Digest, createdAt: string): void {
+  private rememberHeadDate(session: string, id: Digest, createdAt: string, generation: number): void {
     this.headDates.delete(session);
-    this.headDates.set(session, { id, createdAt });
+    this.headDates.set(session, { id, createdAt, generation });
     if (this.headDates.size > HEAD_DATES_KEPT) this.headDates.delete(this.headDates.keys().next().value!);
   }
 
@@ -662,6 +722,9 @@ export class Ledger {
     // Never dated before the head it links to (another host's clock may be ahead of this one's).
     const after = head ? await untilCancelled(this.headDate(s.session, head), signal) : undefined;
     const signer = this.keyring.signer;
+    // The keys this manifest is signed under (signingKey judges the key by them): the head it makes needs no judging
+    // again while they are the keys this ledger holds.
+    const generation = this.keyring.generation;
     const { createdAt, publicKey } = this.signingKey(after);
     const manifest: Manifest = {
       v: 1,
@@ -707,7 +770,7 @@ export class Ledger {
       throw toLedgerCancel(err);
     }
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
-    this.rememberHeadDate(s.session, id, createdAt);
+    this.rememberHeadDate(s.session, id, createdAt, generation);
     // (The log raised the persisted watermark in the append itself.)
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
     // The new tree is signed and pinned (group commits share one checkpoint). A rollback or fork found
