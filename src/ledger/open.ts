@@ -236,13 +236,20 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // with nothing written (no root, no schema), diagnosing or not. A log that has a name keeps it (one named before the
   // rule opens with it as ever); a log of the caller's without one is refused as it is asked to store the name
   // (ManifestLog.origin). After the refusal that says more: no store there, for a command that makes none.
-  if (
+  // A PostgreSQL log that records a valid origin other than the one asked for is refused on the same look, before the
+  // root directory is made (as the open below would refuse it, after making it). A stored origin that is no valid one
+  // is left to the open, which refuses it or (diagnosing) goes on under the name trust.json lists.
+  if (options.origin !== undefined && !options.log && options.postgres) {
+    const stored = await (await import('./pg-backend.js')).storedPostgresOrigin(options.postgres);
+    if (stored === undefined && !isNewOrigin(options.origin))
+      throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
+    if (stored !== undefined && storedOriginDamage(stored) === undefined && stored !== options.origin)
+      throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${stored}, not ${options.origin}`);
+  } else if (
     options.origin !== undefined &&
     !isNewOrigin(options.origin) &&
     !options.log &&
-    (options.postgres
-      ? (await (await import('./pg-backend.js')).storedPostgresOrigin(options.postgres)) === undefined
-      : await noEmbeddedLog(join(root, 'manifests-v1')))
+    (await noEmbeddedLog(join(root, 'manifests-v1')))
   )
     throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
   // A key file of the caller's that is not there (nor staged by a rotation) is refused before the store is made.

@@ -165,4 +165,41 @@ describePostgres('a new log on PostgreSQL', (pg) => {
     expect((await ledger.checkpoint()).checkpoint).toMatchObject({ origin: LEGACY, size: 1 });
     await ledger.close();
   });
+
+  it('another origin than the stored one is refused (INVALID_ARGUMENT) before a missing root directory is made, diagnosing or not, library and CLI', async () => {
+    const connectionString = await pg.cluster.createDatabase('origin_mismatch_root');
+    const postgres = { connectionString };
+    const first = await openLedger({ root: tempDir(), host: 'h1', origin: 'example.com/first', postgres });
+    await first.close();
+    const refused = "this store's checkpoint origin is example.com/first, not example.com/other";
+    for (const diagnose of [false, true]) {
+      const root = join(tempDir(), 'store');
+      const err = await refusal(openLedger({ root, host: 'h1', origin: 'example.com/other', postgres, diagnose }));
+      expect(err).toMatchObject({ code: 'INVALID_ARGUMENT', message: refused });
+      expect(existsSync(root)).toBe(false);
+    }
+    for (const command of ['init']) {
+      const root = join(tempDir(), 'store');
+      const c = captureIo({ env: {} });
+      const args = [
+        command,
+        '--root',
+        root,
+        '--host',
+        'h1',
+        '--origin',
+        'example.com/other',
+        '--postgres',
+        connectionString,
+      ];
+      expect(await main(args, c.io), c.stderr()).toBe(1);
+      expect(c.stderr()).toBe(`handoff-ledger: INVALID_ARGUMENT: ${refused}\n`);
+      expect(existsSync(root)).toBe(false);
+    }
+    // Its own name opens, from a fresh root too.
+    const root = join(tempDir(), 'store');
+    const ledger = await openLedger({ root, host: 'h1', origin: 'example.com/first', postgres });
+    expect((await ledger.checkpoint()).checkpoint.origin).toBe('example.com/first');
+    await ledger.close();
+  });
 });
