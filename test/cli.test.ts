@@ -482,6 +482,63 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(bad.stderr).toMatch(/^handoff-ledger: INVALID_ID: session "bad id" is not a valid id/);
   });
 
+  it('grants --session S lists the principal-wide records (revoke --all, grant --all) with it, marked as applying to every session', () => {
+    const root = join(tempDir(), 'store');
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    for (const args of [
+      ['grant', '--principal', 'bob', '--session', 's1'],
+      ['revoke', '--principal', 'bob', '--all', '--by', 'security-team'],
+      ['grant', '--principal', 'carol', '--session', 's2'],
+      ['revoke', '--principal', 'dave', '--all'],
+      ['grant', '--principal', 'dave', '--all'],
+    ])
+      expect(cli([...args, '--root', root]).code, args.join(' ')).toBe(0);
+    const rows = (args: string[]) => {
+      const r = cli(['grants', '--root', root, ...args]);
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((line) =>
+          line
+            .split('\t')
+            .filter((_, i) => i !== 3)
+            .join(' '),
+        );
+    };
+    // Who can access s1: bob is revoked everywhere (his grant of s1 does not let him in), dave's revocation is lifted.
+    expect(rows(['--session', 's1'])).toEqual([
+      'bob * revoked (every session) security-team',
+      'bob s1 granted',
+      'dave * revocation lifted (every session)',
+    ]);
+    expect(rows(['--session', 's1', '--principal', 'bob'])).toEqual([
+      'bob * revoked (every session) security-team',
+      'bob s1 granted',
+    ]);
+    expect(rows(['--session', 's3', '--principal', 'bob'])).toEqual(['bob * revoked (every session) security-team']);
+    expect(rows(['--session', 's2', '--principal', 'carol'])).toEqual(['carol s2 granted']);
+    // Without --session, the record is listed as before: session * is all sessions.
+    expect(rows(['--principal', 'bob'])).toEqual(['bob * revoked security-team', 'bob s1 granted']);
+    const json = JSON.parse(cli(['grants', '--root', root, '--session', 's3', '--json']).stdout);
+    expect(json).toEqual([
+      {
+        principal: 'bob',
+        session: '*',
+        state: 'revoked',
+        at: expect.any(String),
+        by: 'security-team',
+        everySession: true,
+      },
+      { principal: 'dave', session: '*', state: 'granted', at: expect.any(String), everySession: true },
+    ]);
+    expect(JSON.parse(cli(['grants', '--root', root, '--json']).stdout)).toContainEqual(
+      expect.objectContaining({ principal: 'bob', session: '*', everySession: true }),
+    );
+    expect(cli(['resume', '--root', root, '--principal', 'bob', '--session', 's1']).stderr).toMatch(/REVOKED/);
+    expect(cli(['grants', '--help']).stdout).toContain('which apply to it too: their state ends "(every session)"');
+  });
+
   it('grant --all says it lifts a revocation of every session, grants no session, and names the revocations that stay', () => {
     const root = join(tempDir(), 'store');
     expect(publish(root).code).toBe(0); // alice's session s

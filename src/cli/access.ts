@@ -88,12 +88,30 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
         '--session "*" is no session id; without --session every record is listed, those of all sessions (revoke --all, grant --all) with session *',
       );
     return await withLedger(values, io, async (ledger) => {
-      const list = await ledger.grants({ principal: values.principal, session: values.session });
-      if (values.json) writeJson(io.stdout, list);
+      const { principal, session } = values;
+      let list = await ledger.grants({ principal, session });
+      // Who can access S: a principal-wide record (revoke --all, or grant --all lifting it) applies to S as well, and
+      // is listed with S's own records, each principal's first (the library's filter gives S's records alone).
+      if (session !== undefined) {
+        const everywhere = await ledger.grants({ principal, session: '*' });
+        const rank = (g: { principal: string; session: string }) => [g.principal, g.session === '*' ? 0 : 1] as const;
+        list = [...everywhere, ...list].sort((a, b) => {
+          const [[pa, sa], [pb, sb]] = [rank(a), rank(b)];
+          return pa < pb ? -1 : pa > pb ? 1 : sa - sb;
+        });
+      }
+      // --json: a principal-wide record says so (`everySession`), with a session filter or without.
+      if (values.json)
+        writeJson(
+          io.stdout,
+          list.map((g) => (g.session === '*' ? { ...g, everySession: true } : g)),
+        );
       else
         for (const g of list) {
-          // A `*` record granted is `grant --all`: a revocation of every session lifted, no session granted.
-          const state = g.session === '*' && g.state === 'granted' ? 'revocation lifted' : g.state;
+          // A `*` record granted is `grant --all`: a revocation of every session lifted, no session granted. Listed
+          // for --session S, it says that it is no record of S's own but applies to every session.
+          let state = g.session === '*' && g.state === 'granted' ? 'revocation lifted' : g.state;
+          if (g.session === '*' && session !== undefined) state += ' (every session)';
           io.stdout.write(printableRow([g.principal, g.session, state, g.at, ...(g.by ? [g.by] : [])]));
         }
       return EXIT_OK;

@@ -124,8 +124,12 @@ export const commands: Record<string, CommandSpec> = {
     synopsis: 'grants [--principal P] [--session S] [--json]',
     options: [
       '(stdout: a line a record: principal, session, state, time, who decided if recorded; tab-separated;',
-      ' session * is all sessions: revoke --all "revoked", grant --all "revocation lifted")',
-      ...scope("only this principal's records", 'only this session\'s records (--session "*" is refused: USAGE)'),
+      ' session * is all sessions: revoke --all "revoked", grant --all "revocation lifted"; --json: "everySession": true)',
+      ...scope(
+        "only this principal's records",
+        "this session's records, and those of all sessions (session *),\n" +
+          '                    which apply to it too: their state ends "(every session)"; --session "*" is refused: USAGE',
+      ),
     ],
     exits: { ok: 'listed', refused: refusedLedger },
     json: true,
