@@ -21,12 +21,13 @@
  * first, as another process of the root may have pinned, and reads, decides and writes under `<pin>.lock`
  * (./file-lock.ts), so that of two pins at the same moment the larger tree stays. A store written before the slots has
  * `<blake3(origin)>.note` (the note alone, replaced atomically): it is read when there is no slot file and replaced
- * by one on open (DESIGN.md, on-disk layout).
+ * by one on open, but for an open to diagnose (fsck), which reads it in place (DESIGN.md, on-disk layout).
  */
 import { constants } from 'node:fs';
 import { lstat, open, unlink, type FileHandle } from 'node:fs/promises';
 import { digestBytesOf } from '../../store/hash/digest.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
+import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { dirname } from 'node:path';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
@@ -160,6 +161,8 @@ export class CheckpointPinFile {
     private newest: PinSlot | undefined,
     /** Only this process pins while the file is open: its own last write is the newest pin (no re-read). */
     private readonly exclusive: boolean,
+    /** Opened to diagnose (`readOnly`), which made no `checkpoints/`: the first pin makes it. */
+    private readonly makesDir = false,
   ) {}
 
   /** The file kept open (`O_DSYNC`) by an exclusive pin between writes; closed by `close` or a re-created file. */
@@ -174,10 +177,10 @@ export class CheckpointPinFile {
    */
   static async open(
     stem: string,
-    options: { exclusive?: boolean } = {},
+    options: { exclusive?: boolean; readOnly?: boolean } = {},
   ): Promise<{ file: CheckpointPinFile; note: string | undefined; legacy: boolean }> {
     try {
-      return await CheckpointPinFile.read(stem, options.exclusive ?? false);
+      return await CheckpointPinFile.read(stem, options.exclusive ?? false, options.readOnly ?? false);
     } catch (err) {
       throw storageFailure(StoreError, `reading the pinned checkpoint ${stem}.pin`, err);
     }
@@ -186,22 +189,23 @@ export class CheckpointPinFile {
   private static async read(
     stem: string,
     exclusive: boolean,
+    readOnly: boolean,
   ): Promise<{ file: CheckpointPinFile; note: string | undefined; legacy: boolean }> {
     const path = `${stem}.pin`;
     const legacyPath = `${stem}.note`;
     const bytes = await readRegular(path);
     if (bytes !== undefined) {
       const { newest, slotSize } = decodePinFile(bytes, path);
-      // A slot file beside a legacy note: a migration interrupted after the slot file was durable.
-      if ((await lstat(legacyPath).catch(() => undefined))?.isFile()) await removeDurably(legacyPath);
+      // A slot file beside a legacy note: a migration interrupted after the slot file was durable (left to diagnose).
+      if (!readOnly && (await lstat(legacyPath).catch(() => undefined))?.isFile()) await removeDurably(legacyPath);
       return {
-        file: new CheckpointPinFile(path, legacyPath, slotSize, newest, exclusive),
+        file: new CheckpointPinFile(path, legacyPath, slotSize, newest, exclusive, readOnly),
         note: newest.note,
         legacy: false,
       };
     }
     const legacy = await readRegular(legacyPath);
-    const file = new CheckpointPinFile(path, legacyPath, MIN_SLOT, undefined, exclusive);
+    const file = new CheckpointPinFile(path, legacyPath, MIN_SLOT, undefined, exclusive, readOnly);
     if (legacy === undefined) return { file, note: undefined, legacy: false };
     return { file, note: decodeLegacyNote(legacy), legacy: true };
   }
@@ -229,6 +233,9 @@ export class CheckpointPinFile {
     // lock went to its next owner.
     if (this.closed) throw new LedgerError('CLOSED', `the pin ${this.path} is closed`);
     try {
+      // Opened to diagnose with no pin on file: the directory may be missing too (such an open makes no checkpoints/),
+      // and the first pin makes it. Otherwise the open made it, and one gone since is a storage failure.
+      if (this.makesDir && this.newest === undefined) await ensurePrivateDir(dirname(this.path), 'UNSAFE_PATH');
       if (this.exclusive) return await this.writeHeld(note, supersedes);
       // Other processes pin this file too: read, decide and write under one lock, or two pins at once would both
       // write the slot beside the same newest pin and the last written would stand, maybe the smaller tree. A pin

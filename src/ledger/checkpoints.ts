@@ -242,12 +242,16 @@ export class CheckpointGuard {
      */
     sharedRoot?: boolean;
   }): Promise<CheckpointGuard> {
-    await ensurePrivateDir(join(init.root, 'checkpoints'), 'UNSAFE_PATH');
+    // A diagnosing open (fsck) writes nothing to the root it diagnoses: it makes no checkpoints/ (a pin written later,
+    // by a publish of such a ledger, makes it then), moves no 0.1.0 pin into a slot file, and pins nothing at open.
+    const diagnosing = init.diagnose === true;
+    if (diagnosing) await refuseNonDirectory(join(init.root, 'checkpoints'), 'UNSAFE_PATH');
+    else await ensurePrivateDir(join(init.root, 'checkpoints'), 'UNSAFE_PATH');
     const stem = pinStem(init.root, init.origin);
     // A log only this process writes (the embedded store's lock), in a root no other process pins in, pins on a kept
     // O_DSYNC handle, no re-read; otherwise the slots are re-read and written under `<pin>.lock`.
     const exclusive = init.log.exclusive === true && init.sharedRoot !== true;
-    const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive });
+    const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive, readOnly: diagnosing });
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);
     try {
       if (note !== undefined) {
@@ -258,8 +262,8 @@ export class CheckpointGuard {
           throw new LedgerError('FORK', `${stem} pins origin ${checkpoint.origin}, not ${init.origin}`);
         guard.pinned = { note, checkpoint };
         guard.pinnedBy = signerOf(opened, keys);
-        // The previous version's file, verified: from now on the slot file alone is the pin.
-        if (legacy) await file.migrate(note);
+        // The previous version's file, verified: from now on the slot file alone is the pin (read in place to diagnose).
+        if (legacy && !diagnosing) await file.migrate(note);
       }
       if (init.refusing) {
         try {
@@ -272,7 +276,9 @@ export class CheckpointGuard {
         guard.refusing = init.refusing;
       } else
         try {
-          await guard.sync();
+          // To diagnose, the log is judged against the pin as a check would judge it, and nothing is signed or pinned.
+          if (diagnosing) await guard.judge();
+          else await guard.sync();
         } catch (err) {
           // Only the verdict the guard recorded (a rollback or fork of this log) is kept, and a tree the log cannot
           // fold a root from (a node on its right edge missing or malformed): fsck names the record, and every later

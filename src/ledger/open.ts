@@ -9,7 +9,7 @@ import type { BlobStore } from '../../store/blob-store.js';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
 import { hashBackendNameProblem, loadHashBackend } from '../../store/hash/backends.node.js';
 import { ensurePrivateDir, refuseNonDirectory } from '../../store/fs/safe-dir.js';
-import { removeAtomicStagingLeftovers } from '../../store/fs/atomic-file.js';
+import { findAtomicStagingLeftovers, removeAtomicStagingLeftovers } from '../../store/fs/atomic-file.js';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
@@ -152,8 +152,8 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
 }
 
 /**
- * Opens a ledger. Opening is recovery: staging files of interrupted writes are cleared and every chain
- * head is checked against its entries (`ledger.recovery` reports both).
+ * Opens a ledger. Opening is recovery: staging files of interrupted writes are cleared (an open to diagnose leaves
+ * them, naming them in a notice) and every chain head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
  * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
  *   integer, a `verifier` that is not `auto`, `node` or `noble`, a `hash` that is not `auto`, `native`, `wasm` or
@@ -337,14 +337,14 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${named}, not ${options.origin}`);
     // Before the keyring lists a checkpoint key under this origin, and before a missing origin record is written (a
     // refused open leaves the store as it found it): a pin of another origin in this root is a FORK.
-    await refuseAnotherLogsPin(root, named, { create: originDamage === undefined });
+    await refuseAnotherLogsPin(root, named, { create: originDamage === undefined && options.diagnose !== true });
     const origin = listed ?? stored ?? (await log.origin(named));
     if (origin !== named) {
       refuseStoredOrigin(origin);
       // Another host of a shared store named the log meanwhile: its name is judged as the stored one is.
       if (options.origin !== undefined)
         throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${origin}, not ${options.origin}`);
-      await refuseAnotherLogsPin(root, origin);
+      await refuseAnotherLogsPin(root, origin, { create: options.diagnose !== true });
     }
     // Staging files of trust.json, key files, the pin and the lock files of a shared root that a crash left beside
     // their targets (the next write picks a new name, so nothing else would ever remove one; in keys/ one may hold a
@@ -354,10 +354,16 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // LevelDB's lock is on a log of this open's own, not on the root). Only once the root is known to pin
     // this log: an embedded open of a root PostgreSQL processes share (a command run without --postgres) is refused
     // above (FORK, ROLLBACK) without touching their writes in flight.
-    stagingRemoved += await removeAtomicStagingLeftovers(
-      [root, join(root, 'keys'), join(root, 'checkpoints')],
-      sharedRoot ? Date.now() - STAGING_LEFTOVER_MS : Infinity,
-    );
+    // A diagnosing open (fsck) removes none: it writes nothing to the root it diagnoses, and names those it found.
+    const stagingDirs = [root, join(root, 'keys'), join(root, 'checkpoints')];
+    const stagingBefore = sharedRoot ? Date.now() - STAGING_LEFTOVER_MS : Infinity;
+    if (options.diagnose === true) {
+      const left = await findAtomicStagingLeftovers(stagingDirs, stagingBefore);
+      if (left.length > 0)
+        notice(
+          `a diagnosing open (fsck) left ${left.length === 1 ? '1 staging file' : `${left.length} staging files`} of interrupted writes in place (${left.join(', ')}): the next open that is not diagnosing removes ${left.length === 1 ? 'it' : 'them'}`,
+        );
+    } else stagingRemoved += await removeAtomicStagingLeftovers(stagingDirs, stagingBefore);
     const keyring = await Keyring.open({
       root,
       host,

@@ -126,6 +126,23 @@ export async function createFileWhole(
  */
 export async function removeAtomicStagingLeftovers(dirs: string[], before: number): Promise<number> {
   let removed = 0;
+  for (const path of await findAtomicStagingLeftovers(dirs, before))
+    if (
+      await unlink(path).then(
+        () => true,
+        () => false,
+      )
+    )
+      removed++;
+  return removed;
+}
+
+/**
+ * The staging files `removeAtomicStagingLeftovers` would remove, found and left as they are (a diagnosing open, which
+ * writes nothing to the root it diagnoses, reports them): their paths, in `dirs` order.
+ */
+export async function findAtomicStagingLeftovers(dirs: string[], before: number): Promise<string[]> {
+  const found: string[] = [];
   for (const dir of dirs) {
     let names: string[];
     try {
@@ -133,19 +150,13 @@ export async function removeAtomicStagingLeftovers(dirs: string[], before: numbe
     } catch {
       continue; // not created yet
     }
-    for (const name of names) {
+    for (const name of names.sort()) {
       if (!ATOMIC_STAGING_NAME.test(name)) continue;
       const path = join(dir, name);
       const st = await lstat(path).catch(() => undefined);
       if (!st?.isFile() || st.mtimeMs >= before) continue;
-      if (
-        await unlink(path).then(
-          () => true,
-          () => false,
-        )
-      )
-        removed++;
+      found.push(path);
     }
   }
-  return removed;
+  return found;
 }

@@ -1,0 +1,160 @@
+/**
+ * fsck looks and does not change: its diagnosing open (openLedger `diagnose: true`) leaves the root as it found it,
+ * on both backends. Staging files a crash left beside trust.json, the key files and the pin stay (a notice names them),
+ * a missing checkpoints/ is not made, and a 0.1.0 pin (`<hash>.note`) is read in place, not moved into a slot file.
+ * Only LevelDB's own files under manifests-v1/ change (it writes LOG and MANIFEST at every open). An ordinary open
+ * still clears and converts them, as before.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { readPinnedNote } from '../src/ledger/checkpoint-pin.js';
+import { openLedger } from '../src/ledger/open.js';
+import { fsck } from '../src/ops/maintenance.js';
+import { describePostgres } from './support/postgres.js';
+import { tempDir } from './support/tmp.js';
+import { ORIGIN, publishMany } from './tlog/ledger-support.js';
+
+const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+
+beforeAll(() => {
+  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
+});
+
+/** Every path under `root` but LevelDB's own directory, with each file's size and time. */
+function listing(root: string): string[] {
+  return (readdirSync(root, { recursive: true }) as string[])
+    .filter((name) => name !== 'manifests-v1' && !name.startsWith('manifests-v1/'))
+    .map((name) => {
+      const st = statSync(join(root, name));
+      return st.isDirectory() ? `${name}/` : `${name} ${st.size} ${st.mtimeMs}`;
+    })
+    .sort();
+}
+
+/** Staging files of trust.json, a key file, the pin and a lock file, an hour old (a shared root's are old ones only). */
+function leaveStagingFiles(root: string): string[] {
+  const paths = [
+    join(root, '.0123456789abcdef.tmp'),
+    join(root, 'trust.json.lock.0123456789abcdef.tmp'),
+    join(root, 'keys', '.0123456789abcdef.tmp'),
+  ];
+  if (existsSync(join(root, 'checkpoints'))) paths.push(join(root, 'checkpoints', '.fedcba9876543210.tmp'));
+  const hourAgo = new Date(Date.now() - 3_600_000);
+  for (const path of paths) {
+    writeFileSync(path, 'half written', { mode: 0o600 });
+    utimesSync(path, hourAgo, hourAgo);
+  }
+  return paths;
+}
+
+/** What 0.1.0 kept: the newest note alone, in `<hash>.note`, and no slot file. */
+async function asOldPin(root: string): Promise<string> {
+  const dir = join(root, 'checkpoints');
+  const [pin] = readdirSync(dir).filter((n) => n.endsWith('.pin'));
+  const note = await readPinnedNote(join(dir, pin!));
+  rmSync(join(dir, pin!));
+  const legacy = pin!.replace(/\.pin$/, '.note');
+  writeFileSync(join(dir, legacy), note, { mode: 0o600 });
+  return legacy;
+}
+
+function cli(args: string[], env: Record<string, string> = {}) {
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, HANDOFF_LEDGER_HOST: 'h1', ...env },
+    timeout: 60_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function suite(
+  backend: 'embedded' | 'postgres',
+  /** A database of its own for each store (the CLI opens its default schema); none for the embedded store. */
+  newDatabase: () => Promise<string | undefined>,
+) {
+  let connectionString: string | undefined;
+  const postgres = () => (connectionString === undefined ? undefined : { connectionString });
+  const open = (root: string, extra: Partial<Parameters<typeof openLedger>[0]> = {}) =>
+    openLedger({ root, host: 'h1', origin: ORIGIN, postgres: postgres(), onNotice: () => {}, ...extra });
+  const cliStore = (root: string) => {
+    const pg = postgres();
+    return ['--root', root, '--origin', ORIGIN, ...(pg ? ['--postgres', pg.connectionString] : [])];
+  };
+
+  async function made(): Promise<string> {
+    connectionString = await newDatabase();
+    const root = tempDir();
+    const ledger = await open(root);
+    await publishMany(ledger, 's1', 2);
+    await ledger.close();
+    return root;
+  }
+
+  /** fsck by the library, then by the CLI: the root's listing unchanged after each; the notices of the first. */
+  async function fsckLeavesIt(root: string): Promise<string[]> {
+    const before = listing(root);
+    const notices: string[] = [];
+    const ledger = await open(root, { diagnose: true, onNotice: (m) => notices.push(m) });
+    try {
+      expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] });
+      expect(ledger.recovery.stagingRemoved).toBe(0);
+    } finally {
+      await ledger.close();
+    }
+    expect(listing(root)).toEqual(before);
+    const r = cli(['fsck', ...cliStore(root)]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^clean: /m);
+    expect(listing(root)).toEqual(before);
+    return notices;
+  }
+
+  describe(`${backend}: fsck's diagnosing open writes nothing to the root`, () => {
+    it('leaves stale staging files and a 0.1.0 pin as they are (a notice names the files); an ordinary open then clears and converts them', async () => {
+      const root = await made();
+      const legacy = await asOldPin(root);
+      const staged = leaveStagingFiles(root);
+      const notices = await fsckLeavesIt(root);
+      expect(notices).toContainEqual(
+        expect.stringContaining(
+          `a diagnosing open (fsck) left ${staged.length} staging files of interrupted writes in place`,
+        ),
+      );
+      for (const path of staged) expect(notices.join('\n')).toContain(path);
+      expect(readdirSync(join(root, 'checkpoints'))).toEqual([legacy, '.fedcba9876543210.tmp'].sort());
+      // An ordinary open: the staging files go, the pin moves into its slot file.
+      const ledger = await open(root);
+      expect(ledger.recovery.stagingRemoved).toBe(staged.length);
+      await ledger.close();
+      for (const path of staged) expect(existsSync(path), path).toBe(false);
+      expect(readdirSync(join(root, 'checkpoints'))).toEqual([legacy.replace(/\.note$/, '.pin')]);
+    });
+
+    it('makes no checkpoints/ where it is missing; an ordinary open makes it and pins', async () => {
+      const root = await made();
+      rmSync(join(root, 'checkpoints'), { recursive: true });
+      const notices = await fsckLeavesIt(root);
+      expect(notices).toEqual([]);
+      expect(existsSync(join(root, 'checkpoints'))).toBe(false);
+      // A ledger opened to diagnose still pins when it publishes (its first pin makes the directory).
+      const diagnosing = await open(root, { diagnose: true });
+      await publishMany(diagnosing, 's2', 1);
+      await diagnosing.close();
+      expect(readdirSync(join(root, 'checkpoints'))).toEqual([expect.stringMatching(/^[0-9a-f]{64}\.pin$/)]);
+      rmSync(join(root, 'checkpoints'), { recursive: true });
+      const ledger = await open(root);
+      await ledger.close();
+      expect(readdirSync(join(root, 'checkpoints'))).toEqual([expect.stringMatching(/^[0-9a-f]{64}\.pin$/)]);
+    });
+  });
+}
+
+suite('embedded', async () => undefined);
+
+let databases = 0;
+describePostgres('fsck on PostgreSQL', (pg) => {
+  suite('postgres', () => pg.cluster.createDatabase(`fsck_writes_nothing_${databases++}`));
+});
