@@ -618,7 +618,8 @@ describe('handoff-ledger CLI: options the README promises', () => {
     const audit = (out: string, ...scope: string[]) =>
       [
         ['export', '--root', root, ...scope, '--with-blobs', '--out', join(base, out)],
-        ['verify', join(base, out), '--trust', trust],
+        // The auditor names the scope exported (a filter only the header declares is SCOPE_UNCONFIRMED).
+        ['verify', join(base, out), '--trust', trust, ...scope],
         ['fsck', '--root', root],
       ]
         .map((args) => cli(args).stdout)
@@ -631,7 +632,9 @@ describe('handoff-ledger CLI: options the README promises', () => {
     expect(one).toContain('exported 1 manifest in 1 chain and 1 blob to ');
     expect(one).toContain('completeness (1 session head proven at the checkpoint)');
     expect(one).toMatch(/^chain s: 1 manifest, head seq 0 \S+ — ok$/m);
-    expect(one).toContain('verdict: OK — 1 manifest in 1 chain verified, 1 blob checked\n');
+    expect(one).toContain(
+      'verdict: OK — 1 manifest in 1 chain verified, 1 blob checked (filtered bundle: session s, scope from auditor)\n',
+    );
     expect(one).toContain('clean: 1 chain, 1 manifest, 1 blob checked\n');
     expect(cli(['gc', '--root', root, '--grace', '0s']).stdout).toBe(
       'removed 0 unreferenced blobs; 1 referenced, 0 kept within the grace period\n',

@@ -535,7 +535,7 @@ describePostgres('PostgreSQL backend', (pg) => {
           for (const filter of [{ session: 'a1' }, { principal: 'alice' }, { principal: 'bob' }]) {
             const out = join(tempDir(), 'bundle');
             await exportBundle(h1, { out, ...filter });
-            const report = await verifyBundle(await openBundleDir(out), { trust });
+            const report = await verifyBundle(await openBundleDir(out), { trust, scope: filter });
             expect(report.findings, JSON.stringify(filter)).toEqual([]);
           }
         expect(published).toBeGreaterThan(10); // the other host published throughout

@@ -74,6 +74,7 @@ function refreshPicked(): void {
   if (quorum !== undefined) parts.push(`quorum ${quorum}`);
   const settings = auditorSettings();
   if (settings.requireBlobs) parts.push('blobs required');
+  if (settings.expect !== undefined) parts.push(`expecting a ${settings.expect} bundle`);
   if (settings.principal !== undefined) parts.push(`principal ${settings.principal}`);
   if (settings.session !== undefined) parts.push(`session ${settings.session}`);
   $('picked').textContent = printable(parts.join('; '));
@@ -86,16 +87,27 @@ function quorumTyped(): string | undefined {
   return typed === '' ? undefined : typed;
 }
 
-/** The auditor's own settings as `verify --require-blobs --principal --session` takes them (the worker checks the ids). */
-function auditorSettings(): Pick<VerifyRequest, 'requireBlobs' | 'principal' | 'session'> {
+/**
+ * `?expect=` as given in the page's address when it is not one of the Expect choices (a valid one presets the choice):
+ * sent as given while nothing is chosen, so the worker refuses it with `verify`'s words rather than it being dropped.
+ */
+let addressExpect: string | undefined;
+
+/**
+ * The auditor's own settings as `verify --require-blobs --expect --principal --session` takes them (the worker checks
+ * the ids and the expectation).
+ */
+function auditorSettings(): Pick<VerifyRequest, 'requireBlobs' | 'expect' | 'principal' | 'session'> {
   const typed = (id: string) => {
     const v = $<HTMLInputElement>(id).value.trim();
     return v === '' ? undefined : v;
   };
   const principal = typed('principal-input');
   const session = typed('session-input');
+  const expect = $<HTMLSelectElement>('expect-input').value || addressExpect;
   return {
     requireBlobs: $<HTMLInputElement>('require-blobs-input').checked,
+    ...(expect ? { expect } : {}),
     ...(principal !== undefined ? { principal } : {}),
     ...(session !== undefined ? { session } : {}),
   };
@@ -353,11 +365,17 @@ function wire(): void {
       settle(refusals);
     });
   });
-  for (const id of ['quorum-input', 'require-blobs-input', 'principal-input', 'session-input'])
+  for (const id of ['quorum-input', 'require-blobs-input', 'expect-input', 'principal-input', 'session-input'])
     $(id).addEventListener('input', () => {
+      if (id === 'expect-input') addressExpect = undefined;
       dropVerdict();
       refreshPicked();
     });
+  // `?expect=full|filtered` in the page's address presets the choice, as `verify --expect`; another value is kept as
+  // given and refused when verifying.
+  const asked = new URLSearchParams(location.search).get('expect');
+  if (asked === 'full' || asked === 'filtered') $<HTMLSelectElement>('expect-input').value = asked;
+  else if (asked !== null) addressExpect = asked;
   $('verify').addEventListener('click', verify);
   $('export-json').addEventListener(
     'click',
@@ -376,6 +394,9 @@ async function preload(): Promise<void> {
   if (p.bundle) takeBundle(bundleFromPreload(p.bundle));
   // The auditor's settings audit-ui was started with: shown in the fields, where the auditor may change them.
   if (p.requireBlobs) $<HTMLInputElement>('require-blobs-input').checked = true;
+  // The page's own address (?expect=) wins over audit-ui's preset, as ?max-bundle-bytes= does.
+  if (p.expect !== undefined && !new URLSearchParams(location.search).has('expect'))
+    $<HTMLSelectElement>('expect-input').value = p.expect;
   if (p.principal !== undefined) $<HTMLInputElement>('principal-input').value = p.principal;
   if (p.session !== undefined) $<HTMLInputElement>('session-input').value = p.session;
   if (p.maxBundleBytes !== undefined) servedMaxBundleBytes = p.maxBundleBytes;

@@ -45,6 +45,11 @@ export interface VerifyRequest {
   batch?: string;
   /** "Require blobs" (`verify --require-blobs`): a bundle without the summaries fails, a finding per manifest. */
   requireBlobs?: boolean;
+  /**
+   * What the auditor expects the bundle to be, as chosen or given in the page's address (`?expect=`), as `verify
+   * --expect`: `full` or `filtered`; the worker refuses anything else.
+   */
+  expect?: string;
   /** The auditor's scope as typed (`verify --principal` / `--session`); the worker checks each is an id. */
   principal?: string;
   session?: string;

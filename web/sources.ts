@@ -87,8 +87,9 @@ export interface Preload {
   since?: { url: string; name: string };
   /** `audit-ui --witness-keys --quorum`: where the keys are served, the file's name and the quorum. */
   witnessKeys?: { url: string; name: string; quorum: number };
-  /** `audit-ui --require-blobs --principal --session --max-bundle-bytes`: the auditor's settings, preset. */
+  /** `audit-ui --require-blobs --expect --principal --session --max-bundle-bytes`: the auditor's settings, preset. */
   requireBlobs?: boolean;
+  expect?: 'full' | 'filtered';
   principal?: string;
   session?: string;
   maxBundleBytes?: number;

@@ -5,13 +5,14 @@
  */
 import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
 import type { AuditScope } from './chain-rules.js';
+import type { BundleExpectation } from './verify-chain.js';
 
 /** Default bound on manifests.jsonl: ~5 million honest manifests; an auditor raises it (`--max-bundle-bytes`). */
 export const DEFAULT_MAX_MANIFESTS_BYTES = 4 * 1024 ** 3;
 
 /** How a caller names a setting in its messages, and the error it throws for one it refuses. */
 export interface SettingWords {
-  name: (setting: 'principal' | 'session' | 'max-bundle-bytes') => string;
+  name: (setting: 'principal' | 'session' | 'max-bundle-bytes' | 'expect') => string;
   refuse: (message: string) => Error;
 }
 
@@ -36,4 +37,11 @@ export function readByteBound(text: string, words: SettingWords): number {
   if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
     throw words.refuse(`${words.name('max-bundle-bytes')} must be a positive whole number of bytes`);
   return n;
+}
+
+/** What the auditor expects the bundle to be, as given: `full`, `filtered`, or not stated. */
+export function readExpectation(text: string | undefined, words: SettingWords): BundleExpectation | undefined {
+  if (text === undefined) return undefined;
+  if (text !== 'full' && text !== 'filtered') throw words.refuse(`${words.name('expect')} must be full or filtered`);
+  return text;
 }

@@ -35,6 +35,9 @@ export const FINDING_CODES = {
   SUMMARY_INVALID: 'summary blob is intact but not a valid summary',
   // Step 8, bundle header (unsigned, so only a consistency check).
   COUNT_MISMATCH: 'header manifest count differs from the number of lines',
+  SCOPE_UNCONFIRMED:
+    "header's filters were not confirmed by the auditor (no --expect filtered, not named as the scope)",
+  SCOPE_UNEXPECTED: "header's filters contradict the auditor's --expect (full: it declares filters; filtered: none)",
   // Step 9, the signed checkpoint the bundle was cut at (manifests/audit/verify-tree.ts).
   CHECKPOINT_MISSING: 'no checkpoint.note although checkpoint keys are pinned (or --since was given)',
   CHECKPOINT_INVALID: 'checkpoint.note is not a well-formed C2SP signed note with a tlog-checkpoint body',

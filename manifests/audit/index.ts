@@ -12,6 +12,7 @@ export {
   type AuditCoverage,
   type AuditProgress,
   type BundleAuditReport,
+  type BundleExpectation,
   type VerifyBundleOptions,
   type VerifyChainOptions,
 } from './verify-chain.js';

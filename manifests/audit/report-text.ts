@@ -25,14 +25,33 @@ export interface VerdictPaint {
 
 const plain: VerdictPaint = { good: (w) => w, bad: (w) => w };
 
-/** `verdict: OK — …` or `verdict: FAILED — N findings (CODE n, …) in L lines`. */
-export function describeVerdict(r: AuditReport, paint: VerdictPaint = plain): string {
+/**
+ * `verdict: OK — …` or `verdict: FAILED — N findings (CODE n, …) in L lines`; a bundle's report adds how it was
+ * checked and who chose the scope, when it has one: ` (filtered bundle: session s1, scope from auditor)`.
+ */
+export function describeVerdict(r: AuditReport | BundleAuditReport, paint: VerdictPaint = plain): string {
   const byCode = Object.entries(r.counts.byCode)
     .map(([code, n]) => `${code} ${n}`)
     .join(', ');
+  const scope = 'checked' in r && r.checked ? describeBundleScope(r.checked) : undefined;
+  const how = scope ? ` (${scope})` : '';
   return r.ok
-    ? `verdict: ${paint.good('OK')} — ${counted(r.counts.manifests, 'manifest')} in ${counted(r.counts.chains, 'chain')} verified${r.counts.blobsChecked ? `, ${counted(r.counts.blobsChecked, 'blob')} checked` : ''}`
-    : `verdict: ${paint.bad('FAILED')} — ${counted(r.counts.findings, 'finding')} (${byCode}) in ${counted(r.counts.lines, 'line')}`;
+    ? `verdict: ${paint.good('OK')} — ${counted(r.counts.manifests, 'manifest')} in ${counted(r.counts.chains, 'chain')} verified${r.counts.blobsChecked ? `, ${counted(r.counts.blobsChecked, 'blob')} checked` : ''}${how}`
+    : `verdict: ${paint.bad('FAILED')} — ${counted(r.counts.findings, 'finding')} (${byCode}) in ${counted(r.counts.lines, 'line')}${how}`;
+}
+
+/**
+ * How a bundle was checked and who chose its scope: `filtered bundle: session s1, scope from header`, `full bundle held
+ * to session s1, scope from auditor`; nothing for a full bundle without a scope (the whole log, checked whole).
+ */
+function describeBundleScope(c: BundleAuditReport['checked']): string | undefined {
+  const scope = c.scope
+    ? Object.entries(c.scope)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')
+    : undefined;
+  if (c.bundle === 'filtered') return `filtered bundle: ${scope ?? 'no scope'}, scope from ${c.scopeFrom}`;
+  return scope ? `full bundle held to ${scope}, scope from ${c.scopeFrom}` : undefined;
 }
 
 /** How a medium names the auditor's own settings in the coverage line: the CLI's options or the page's fields. */

@@ -8,6 +8,7 @@
  *                      (fed each verified line as its outcome arrives)
  *   7. verifyBlobs     digest, size, summary schema (bundles with blobs)
  *   8. verifyBundle    bundle.json's counts against the lines         COUNT_MISMATCH
+ *                      its filters against the auditor's scope/expect SCOPE_UNCONFIRMED, SCOPE_UNEXPECTED
  *   9. verifyTree      the signed checkpoint: lines = its leaves (full), inclusion proofs (filtered), --since,
  *                      the witnesses' cosignatures (quorum)
  *  10. verifySessionHeads  completeness: each chain ends at its head proven in the checkpoint's session-heads index
@@ -60,7 +61,20 @@ export interface VerifyChainOptions {
   onProgress?: (progress: AuditProgress) => void;
 }
 
+/**
+ * What the auditor expects the bundle to be: the whole log (`full`: every leaf and every session head are held to the
+ * checkpoint) or a filtered export (`filtered`: inclusion and session-head proofs). Never the unsigned header's call.
+ */
+export type BundleExpectation = 'full' | 'filtered';
+
 export interface VerifyBundleOptions extends VerifyChainOptions, BlobCheckOptions {
+  /**
+   * The auditor's expectation. `full`: the bundle is checked as the whole log whatever its header declares (filters
+   * there are `SCOPE_UNEXPECTED`). `filtered`: the header's filters are accepted as its scope (none there is
+   * `SCOPE_UNEXPECTED`). Absent: filters only the header declares, the auditor's `scope` not naming them, are
+   * `SCOPE_UNCONFIRMED`. Anything else is a `USAGE` error.
+   */
+  expect?: BundleExpectation;
   /** The auditor's earlier checkpoint (signed note text): the bundle's checkpoint must extend it (step 9). */
   since?: string;
   /**
@@ -79,6 +93,14 @@ export interface AuditCoverage {
   scope?: AuditScope;
   /** Who declared each part of the scope: the auditor's options, the bundle's unsigned header, or neither. */
   scopeFrom: 'auditor' | 'header' | 'auditor and header' | 'none';
+  /** The auditor's expectation (the `expect` option), `none` when not stated. */
+  expect: BundleExpectation | 'none';
+  /**
+   * Which checks steps 9 and 10 ran: the full bundle's (its lines are the checkpoint's leaves, every head recomputed)
+   * or the filtered one's (per-line inclusion proofs, session-head proofs). Filtered only when the header declares
+   * filters and the auditor did not expect a full bundle; unconfirmed, that is a finding (`SCOPE_UNCONFIRMED`).
+   */
+  bundle: BundleExpectation;
   /**
    * Step 10: whether each chain was held to its session's head committed in the checkpoint (a missing tail is a
    * finding), and if not, why not.
@@ -275,13 +297,13 @@ export async function verifyChain(
   return report(sink, count, verified, tracker.finish(options.scope), 0);
 }
 
-function scopeOf(header: BundleHeader | undefined): AuditScope | undefined {
+export function scopeOf(header: BundleHeader | undefined): AuditScope | undefined {
   const f = header?.filters;
   return f && (f.session !== undefined || f.principal !== undefined) ? f : undefined;
 }
 
 /** The auditor's scope, completed (never replaced) by the header's: the header can add constraints, not drop them. */
-function auditScope(
+export function auditScope(
   asked: AuditScope | undefined,
   header: BundleHeader | undefined,
 ): Pick<AuditCoverage, 'scope' | 'scopeFrom'> {
@@ -295,6 +317,52 @@ function auditScope(
     ((declared.session !== undefined && mine.session === undefined) ||
       (declared.principal !== undefined && mine.principal === undefined));
   return { scope, scopeFrom: headerAdds ? 'auditor and header' : 'auditor' };
+}
+
+const describeScope = (scope: AuditScope): string =>
+  Object.entries(stripUndefined(scope))
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+
+/**
+ * Step 8, the header's filters against the auditor's expectation and scope: the unsigned header alone must not switch
+ * the full bundle's checks for the filtered ones (which a full bundle with whole chains left out, its proofs derived
+ * from itself, passes). Filters only the header declares count once the auditor confirmed them, by naming them
+ * (`scope`) or by expecting a filtered bundle.
+ */
+function checkDeclaredScope(
+  header: BundleHeader | undefined,
+  asked: AuditScope | undefined,
+  expect: BundleExpectation | undefined,
+  sink: FindingSink,
+): void {
+  const declared = scopeOf(header);
+  if (expect === 'full' && declared)
+    sink.add({
+      code: 'SCOPE_UNEXPECTED',
+      message: `expected a full bundle (--expect full), but bundle.json declares filters (${describeScope(declared)}): it is not the whole log; checked as a full bundle`,
+      evidence: { expected: 'full', actual: 'filtered' },
+    });
+  else if (expect === 'filtered' && !declared)
+    sink.add({
+      code: 'SCOPE_UNEXPECTED',
+      message: `expected a filtered bundle (--expect filtered), but ${header ? 'bundle.json declares no filters' : 'the bundle has no bundle.json'}: checked as a full bundle`,
+      evidence: { expected: 'filtered', actual: 'full' },
+    });
+  else if (expect === undefined && declared) {
+    const unnamed: AuditScope = {
+      ...(declared.session !== undefined && asked?.session === undefined ? { session: declared.session } : {}),
+      ...(declared.principal !== undefined && asked?.principal === undefined ? { principal: declared.principal } : {}),
+    };
+    if (unnamed.session === undefined && unnamed.principal === undefined) return;
+    const flags = Object.entries(unnamed)
+      .map(([k, v]) => `--${k} ${v}`)
+      .join(' ');
+    sink.add({
+      code: 'SCOPE_UNCONFIRMED',
+      message: `bundle.json declares ${describeScope(unnamed)}, which the auditor did not ask for: the unsigned header alone does not make this a filtered bundle (a full one with whole chains left out would pass its checks). If that is the scope you asked for, name it (${flags}) or expect a filtered bundle (--expect filtered)`,
+    });
+  }
 }
 
 /**
@@ -341,6 +409,11 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   if (typeof reader !== 'object' || reader === null)
     throw new AuditError('USAGE', 'verifyBundle takes a bundle reader (bundleDirReader, memoryBundleReader)');
   checkOptions(options, 'verifyBundle');
+  if (options.expect !== undefined && options.expect !== 'full' && options.expect !== 'filtered')
+    throw new AuditError(
+      'USAGE',
+      `verifyBundle's expect must be 'full' or 'filtered', not ${JSON.stringify(String(options.expect)).slice(0, 80)}`,
+    );
   if (options.witnesses) {
     try {
       assertWitnessPolicy(options.witnesses);
@@ -352,13 +425,15 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   const header = headerText === undefined ? undefined : parseBundleHeader(headerText);
   const sink = new FindingSink(options.maxFindings ?? 100_000);
   const totalBytes = await reader.manifestsSize?.();
-  // Step 9 is a filtered bundle's (inclusion proofs) or a full one's (the root).
-  const filtered = scopeOf(header) !== undefined;
+  // Step 9 is a filtered bundle's (inclusion proofs) or a full one's (the root). The header's filters choose the
+  // filtered checks unless the auditor expects a full bundle; filters the auditor did not confirm are a finding (step 8).
+  const filtered = scopeOf(header) !== undefined && options.expect !== 'full';
   // The checkpoint is read and opened once; leaves are hashed only when it verifies, to hold them against it.
   const tree = await startTreeCheck(reader, filtered, options);
   const runs = tree.leaves ? tree.leaves.tap(splitLineRuns(reader.manifests())) : splitLineRuns(reader.manifests());
   const { chains: tracker, lines, verified } = await verifyLines(runs, options, sink, totalBytes);
-  const coverage = auditScope(options.scope, header);
+  // Expecting the whole log, the auditor takes no scope from the header.
+  const coverage = auditScope(options.scope, options.expect === 'full' ? undefined : header);
   const chains = tracker.finish(coverage.scope);
   await attachForkEnvelopes(reader, sink.findings);
   const blobsChecked = await verifyBlobs(tracker.entries, reader, options, sink);
@@ -370,6 +445,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
       evidence: { expected: header.counts.manifests, actual: lines },
     });
   }
+  checkDeclaredScope(header, options.scope, options.expect, sink);
   // Step 9: a filtered bundle holds some leaves, so it is checked by inclusion proofs instead of the root.
   const checkpoint = await verifyTree(reader, tree, filtered, options, sink);
   // Step 10: completeness. A bundle filtered by the auditor alone still proves (or not) the asked-for session.
@@ -389,6 +465,8 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     blobs: reader.readBlob !== undefined || options.requireBlobs === true,
     blobsRequired: options.requireBlobs === true,
     ...coverage,
+    expect: options.expect ?? 'none',
+    bundle: filtered ? 'filtered' : 'full',
     completeness,
   };
   const result: BundleAuditReport = { ...report(sink, lines, verified, chains, blobsChecked), checked };

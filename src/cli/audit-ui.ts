@@ -1,6 +1,6 @@
 /**
  * `handoff-ledger audit-ui [--open] [--trust FILE] [--since OLD.note] [--witness-keys FILE --quorum K]
- * [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]`: serves the
+ * [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]`: serves the
  * auditor's page on 127.0.0.1 with the bundle (and trust file, earlier checkpoint, witness keys and quorum)
  * preloaded and the auditor's settings preset in the page's fields, read-only, until interrupted. Verification runs
  * in the browser; the server only hands it these files. Every option is read at start and refused as `verify`
@@ -14,12 +14,12 @@ import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
 import { printableLines } from '../../manifests/encoding/printable.js';
-import { auditorScope, byteCount, readWitnessArgs } from './verify.js';
+import { auditorScope, byteCount, expectation, readWitnessArgs } from './verify.js';
 import { readTrustFile } from './trust-file.js';
 import { decimalOption, EXIT_OK, EXIT_USAGE, onStopSignal, parse, UsageError, type CliIo } from './io.js';
 
 export const usage =
-  'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
+  'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
 
 function openInBrowser(url: string, io: CliIo): void {
   const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
@@ -42,6 +42,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
       quorum: { type: 'string' },
       port: { type: 'string', default: '0' },
       'require-blobs': { type: 'boolean', default: false },
+      expect: { type: 'string' },
       principal: { type: 'string' },
       session: { type: 'string' },
       'max-bundle-bytes': { type: 'string' },
@@ -51,6 +52,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
   if (positionals.length > 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
   const port = decimalOption(values.port, 'port', 0, 65535);
   const scope = auditorScope(values.principal, values.session);
+  const expect = expectation(values.expect);
   const maxManifestsBytes =
     values['max-bundle-bytes'] === undefined ? undefined : byteCount(values['max-bundle-bytes']);
   // Read now, with verify's checks and words: a bad combination is a usage error here, not a surprise in the page.
@@ -70,6 +72,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
     ...(bundle ? { bundle } : {}),
     ...(values['require-blobs'] ? { requireBlobs: true } : {}),
     ...(scope ? { scope } : {}),
+    ...(expect ? { expect } : {}),
     ...(maxManifestsBytes !== undefined ? { maxManifestsBytes } : {}),
     ...(trust ? { trust: { text: trust.text } } : {}),
     ...(since !== undefined ? { since: { name: basename(values.since!), text: since } } : {}),

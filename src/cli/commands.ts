@@ -173,7 +173,7 @@ export const commands: Record<string, CommandSpec> = {
   verify: {
     summary: 'audit a bundle offline',
     synopsis:
-      'verify DIR --trust FILE [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N]',
+      'verify DIR --trust FILE [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N]',
     options: [
       '--trust FILE      the pinned public keys (`handoff-ledger keys export`)',
       '--since FILE      your earlier checkpoint note: the checkpoint of the bundle must extend it',
@@ -182,6 +182,9 @@ export const commands: Record<string, CommandSpec> = {
       '--workers auto|N  verifying threads (0: none)',
       '--verifier NAME   Ed25519 backend: node (default) or noble',
       '--require-blobs   a bundle without the summaries (export without --with-blobs) is a finding',
+      '--expect full|filtered  what you asked for: the whole log, or a filtered export; the unsigned',
+      '                  header never decides alone (filters it declares that you did not confirm here',
+      '                  or by --principal / --session are SCOPE_UNCONFIRMED)',
       '--principal ID    hold every chain to this principal (your scope, whatever the bundle declares)',
       '--session ID      hold every chain to this session',
       '--max-bundle-bytes N  refuse a manifests.jsonl larger than N bytes (BUNDLE_INVALID)',
@@ -200,13 +203,14 @@ export const commands: Record<string, CommandSpec> = {
   'audit-ui': {
     summary: "serve the auditor's page on 127.0.0.1 with a bundle preloaded",
     synopsis:
-      'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]',
+      'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]',
     options: [
       '--trust FILE      preload this trust file too (else the auditor picks one in the page)',
       '--since FILE      preload an earlier checkpoint (signed note), as verify --since',
       '--witness-keys FILE  preload pinned witness keys (cosignature/v1), one per line; with --quorum',
       '--quorum K        preload the witness quorum: K valid cosignatures by the pinned witnesses',
       '--require-blobs   preset "Require blobs": a bundle without them fails, as verify --require-blobs',
+      "--expect full|filtered  preset the page's Expect: the whole log or a filtered export, as verify",
       "--principal ID    preset the page's Principal: hold every chain to this principal",
       "--session ID      preset the page's Session: hold every chain to this session",
       '--max-bundle-bytes N  refuse a manifests.jsonl larger than N bytes (BUNDLE_INVALID), here and in the page',

@@ -1,6 +1,6 @@
 /**
  * `handoff-ledger verify DIR --trust keys.json [--json] [--workers N] [--verifier node|noble] [--require-blobs]
- * [--principal ID] [--session ID] [--max-bundle-bytes N]`: the offline auditor. Exit 0 clean, 1 findings, 2 usage
+ * [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N]`: the offline auditor. Exit 0 clean, 1 findings, 2 usage
  * or I/O error. A progress bar goes to stderr only when stderr is a terminal; stdout carries the report alone,
  * every line of it escaped (bundle contents are data, never terminal control).
  */
@@ -18,8 +18,18 @@ import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import { readTrustFile } from './trust-file.js';
-import type { AuditProgress, AuditScope, BundleAuditReport } from '../../manifests/audit/verify-chain.js';
-import { readAuditorScope, readByteBound, type SettingWords } from '../../manifests/audit/auditor-options.js';
+import type {
+  AuditProgress,
+  AuditScope,
+  BundleAuditReport,
+  BundleExpectation,
+} from '../../manifests/audit/verify-chain.js';
+import {
+  readAuditorScope,
+  readByteBound,
+  readExpectation,
+  type SettingWords,
+} from '../../manifests/audit/auditor-options.js';
 import { auditBundle } from '../ops/audit.js';
 import {
   MAX_WITNESS_KEYS_BYTES,
@@ -49,7 +59,7 @@ import { counted, printable, printableJson, printableLines } from '../../manifes
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
 
 export const usage =
-  'verify DIR --trust FILE [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--principal ID] [--session ID] [--max-bundle-bytes N]';
+  'verify DIR --trust FILE [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N]';
 
 /**
  * `--witness-keys FILE --quorum K`: both or neither (manifests/audit/verify-witnesses.ts); the policy and the
@@ -189,6 +199,9 @@ export const auditorScope = (principal: string | undefined, session: string | un
 
 export const byteCount = (text: string): number => readByteBound(text, OPTION_WORDS);
 
+export const expectation = (text: string | undefined): BundleExpectation | undefined =>
+  readExpectation(text, OPTION_WORDS);
+
 /** Runs `verify`; returns the exit code. */
 export async function run(argv: string[], io: CliIo): Promise<number> {
   let json = wantsJson(argv);
@@ -204,6 +217,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         workers: { type: 'string', default: 'auto' },
         verifier: { type: 'string', default: 'node' },
         'require-blobs': { type: 'boolean', default: false },
+        expect: { type: 'string' },
         principal: { type: 'string' },
         session: { type: 'string' },
         'max-bundle-bytes': { type: 'string' },
@@ -220,6 +234,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError('--verifier must be node or noble');
     const dir = positionals[0]!;
     const scope = auditorScope(values.principal, values.session);
+    const expect = expectation(values.expect);
     const maxManifestsBytes =
       values['max-bundle-bytes'] === undefined ? undefined : byteCount(values['max-bundle-bytes']);
     const trust = await readTrust(values.trust);
@@ -240,6 +255,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         checkSummary: storedSummaryProblem,
         requireBlobs: values['require-blobs'],
         ...(scope ? { scope } : {}),
+        ...(expect ? { expect } : {}),
         onProgress: bar.update,
         ...(since !== undefined ? { since } : {}),
         ...(witnesses ? { witnesses: witnesses.policy } : {}),

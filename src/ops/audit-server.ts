@@ -47,8 +47,9 @@ export interface AuditServerOptions {
    * real blobs/ directory when the page is requested carries them anyway.
    */
   hasBlobs?: boolean;
-  /** Preloaded auditor's settings (`audit-ui --require-blobs --principal --session --max-bundle-bytes`). */
+  /** Preloaded auditor's settings (`audit-ui --require-blobs --expect --principal --session --max-bundle-bytes`). */
   requireBlobs?: boolean;
+  expect?: 'full' | 'filtered';
   scope?: { principal?: string; session?: string };
   maxManifestsBytes?: number;
   /**
@@ -110,6 +111,7 @@ async function pageWithPreload(html: string, o: AuditServerOptions, bundle: stri
       tree: treeFilesOf(bundle),
     };
   if (o.requireBlobs) preload.requireBlobs = true;
+  if (o.expect !== undefined) preload.expect = o.expect;
   if (o.scope?.principal !== undefined) preload.principal = o.scope.principal;
   if (o.scope?.session !== undefined) preload.session = o.scope.session;
   if (o.maxManifestsBytes !== undefined) preload.maxBundleBytes = o.maxManifestsBytes;

@@ -110,7 +110,10 @@ function scopeTests(backend: () => Backend): void {
       const alice = await exportBundle(ledger, { out: join(dir, 'alice'), principal: 'alice' });
       expect(alice.header.counts).toEqual({ manifests: 3, chains: 1 });
       expect(bundleSessions(alice.dir)).toEqual(['s1', 's1', 's1']);
-      const report = await verifyBundle(await openBundleDir(alice.dir), { trust: ledger.trustStore() });
+      const report = await verifyBundle(await openBundleDir(alice.dir), {
+        trust: ledger.trustStore(),
+        scope: { principal: 'alice' },
+      });
       expect(report.findings).toEqual([]);
       // Nobody signed a manifest as mallory, whatever the columns say.
       const mallory = await exportBundle(ledger, { out: join(dir, 'mallory'), principal: 'mallory' });
@@ -151,11 +154,12 @@ function scopeTests(backend: () => Backend): void {
       // --principal reads the whole log: alice's chain s1 is whole in her bundle.
       const alice = await exportBundle(ledger, { out: join(dir, 'alice'), principal: 'alice' });
       expect(bundleSessions(alice.dir)).toEqual(['s1', 's1', 's1']);
-      expect((await verifyBundle(await openBundleDir(alice.dir), { trust: ledger.trustStore() })).findings).toEqual([]);
+      const asked = { trust: ledger.trustStore(), expect: 'filtered' } as const;
+      expect((await verifyBundle(await openBundleDir(alice.dir), asked)).findings).toEqual([]);
       // Entries moved out of S's chain are not read by --session S: the auditor finds the chain incomplete.
       const s1 = await exportBundle(ledger, { out: join(dir, 's1'), session: 's1' });
       expect(bundleSessions(s1.dir)).toEqual(['s1']);
-      const report = await verifyBundle(await openBundleDir(s1.dir), { trust: ledger.trustStore() });
+      const report = await verifyBundle(await openBundleDir(s1.dir), asked);
       expect(report.findings.map((f) => f.code)).toEqual(['SEQ_NOT_ZERO']);
     } finally {
       await ledger.close();

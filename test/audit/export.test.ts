@@ -84,8 +84,12 @@ describe('exportBundle', () => {
       expect(s1.header.counts).toEqual({ manifests: 3, chains: 1 });
       const bob = await exportBundle(ledger, { out: join(dir, 'bob'), principal: 'bob' });
       expect(bob.header).toMatchObject({ counts: { manifests: 5, chains: 2 }, filters: { principal: 'bob' } });
-      for (const b of [s1, bob]) {
-        const r = await verifyBundle(await openBundleDir(b.dir), { trust: ledger.trustStore() });
+      // The auditor names the scope asked for (the header's filters alone are SCOPE_UNCONFIRMED).
+      for (const [b, scope] of [
+        [s1, { session: 's1' }],
+        [bob, { principal: 'bob' }],
+      ] as const) {
+        const r = await verifyBundle(await openBundleDir(b.dir), { trust: ledger.trustStore(), scope });
         expect(r.findings).toEqual([]);
       }
     } finally {
@@ -270,7 +274,10 @@ describe('exportBundle', () => {
       ] as const) {
         const result = await exportBundle(ledger, { out: join(dir, name), withBlobs: true, ...options });
         expect(result.header.counts).toEqual({ manifests: 3, chains: 1, blobs: 3 });
-        const report = await verifyBundle(await openBundleDir(result.dir), { trust: ledger.trustStore() });
+        const report = await verifyBundle(await openBundleDir(result.dir), {
+          trust: ledger.trustStore(),
+          scope: options,
+        });
         expect(report.findings).toEqual([]);
         expect(report.checked.completeness).toEqual({ checked: true, sessions: 1 });
       }
@@ -478,7 +485,7 @@ describe('exportBundle: session-heads proofs at the cut', () => {
         .split('\n')
         .map((l) => JSON.parse(l));
       expect(heads).toEqual([{ session: 's1', head: expect.objectContaining({ seq: 3 }), proof: expect.any(Object) }]);
-      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
+      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore(), expect: 'filtered' });
       expect(report.findings).toEqual([]);
       expect(report.checked.completeness).toEqual({ checked: true, sessions: 1 });
       // A log that never holds still for a cut: BUNDLE_IO, and no bundle.
@@ -508,7 +515,7 @@ describe('exportBundle: session-heads proofs at the cut', () => {
         for (const filter of [{ session: 'w1' }, { session: 's1' }, { principal: 'alice' }, { session: 'absent' }]) {
           const out = join(dir, `bundle-${k}-${Object.values(filter)[0]}`);
           await exportBundle(ledger, { out, since: earlier, ...filter });
-          const report = await verifyBundle(await openBundleDir(out), { trust, since: earlier });
+          const report = await verifyBundle(await openBundleDir(out), { trust, since: earlier, scope: filter });
           expect(report.findings, JSON.stringify(filter)).toEqual([]);
           expect(report.checked.completeness).toMatchObject({ checked: true });
         }
@@ -567,7 +574,7 @@ describe('exportBundle: session-heads proofs at the cut', () => {
           (l) => (JSON.parse(Buffer.from(JSON.parse(l).payload, 'base64').toString()) as { session: string }).session,
         );
       expect(new Set(sessions)).toEqual(new Set(['s1', 's9']));
-      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
+      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore(), expect: 'filtered' });
       expect(report.findings).toEqual([]);
       expect(report.checked.completeness).toEqual({ checked: true, sessions: 2 });
     } finally {

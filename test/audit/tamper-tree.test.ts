@@ -21,6 +21,7 @@ import { EMPTY_HEADS_ROOT, sessionHeadsLine, sessionHeadsRoot } from '../../mani
 import { cosignCheckpoint, encodeCosignerKey, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
+import { deriveFiltered } from '../support/derive-filtered.js';
 
 const provoked = new Set<FindingCode>();
 const ORIGIN = 'example.com/audited';
@@ -60,7 +61,14 @@ async function audit(f: Files, trust: TrustStore, o: Partial<VerifyBundleOptions
     manifests: f.lines.map((l) => `${l}\n`).join(''),
     treeFiles: f.tree,
   });
-  const report = await verifyBundle(reader, { trust, ...o });
+  // An auditor who asked for a filtered export says so (step 8: the header's filters alone are SCOPE_UNCONFIRMED);
+  // the cases of "the unsigned header's filters" below leave it unsaid.
+  const declared = Object.keys((JSON.parse(f.header) as { filters: object }).filters).length > 0;
+  const report = await verifyBundle(reader, {
+    trust,
+    ...(declared && !('expect' in o) ? { expect: 'filtered' } : {}),
+    ...o,
+  });
   for (const x of report.findings) provoked.add(x.code);
   return report;
 }
@@ -644,6 +652,84 @@ describe('step 10: completeness against the session-heads index', () => {
     const r2 = await audit({ ...full, tree: { 'checkpoint.note': twice } }, trust);
     expect(found(r2)).toEqual(['SESSION_HEAD_INVALID@-']);
     expect(r2.checked.completeness).toEqual({ checked: false, reason: 'malformed session-heads line' });
+  });
+});
+
+describe("the unsigned header's filters: a full bundle passed off as a filtered one", () => {
+  /** The full bundle with the sessions `keep` does not name dropped and proofs derived from the bundle itself. */
+  const passedOff = async (keep: (s: string) => boolean, filters: { session?: string; principal?: string }) => {
+    const chains = (await audit(full, trust)).chains;
+    const d = await deriveFiltered(full, chains, keep, filters);
+    return {
+      header: d.header,
+      lines: d.lines,
+      tree: { ...full.tree, 'proofs.jsonl': d.proofs, 'heads.jsonl': d.heads },
+    };
+  };
+  const unstated = { expect: undefined };
+
+  it('does not let the header alone choose the filtered checks: s2 dropped, session s1 declared (SCOPE_UNCONFIRMED)', async () => {
+    const s1Only = await passedOff((s) => s === 's1', { session: 's1' });
+    const r = await audit(s1Only, trust, unstated);
+    expect(found(r)).toEqual(['SCOPE_UNCONFIRMED@-']);
+    expect(r.findings[0]!.message).toMatch(
+      /^bundle\.json declares session s1, which the auditor did not ask for: .* name it \(--session s1\) or expect a filtered bundle \(--expect filtered\)$/,
+    );
+    expect(r.checked).toMatchObject({ expect: 'none', bundle: 'filtered', scopeFrom: 'header' });
+    // Expecting the whole log, the auditor gets the full bundle's checks: the dropped chain shows.
+    const asFull = await audit(s1Only, trust, { expect: 'full' });
+    expect(found(asFull)).toEqual(['SCOPE_UNEXPECTED@-', 'TREE_SIZE_MISMATCH@-', 'SESSION_HEAD_MISMATCH@-']);
+    expect(asFull.checked).toMatchObject({ expect: 'full', bundle: 'full', scopeFrom: 'none' });
+    expect(asFull.checked.scope).toBeUndefined();
+    // Asking for s1 (by name, or by expecting a filtered bundle): s1's chain, whole, is what the auditor gets.
+    expect(found(await audit(s1Only, trust, { ...unstated, scope: { session: 's1' } }))).toEqual([]);
+    expect(found(await audit(s1Only, trust, { expect: 'filtered' }))).toEqual([]);
+  });
+
+  it('does not let it drop every chain either: a principal no chain has (SCOPE_UNCONFIRMED)', async () => {
+    const nothing = await passedOff(() => false, { principal: 'nobody' });
+    expect(nothing.lines).toEqual([]);
+    const r = await audit(nothing, trust, unstated);
+    expect(found(r)).toEqual(['SCOPE_UNCONFIRMED@-']);
+    expect(found(await audit(nothing, trust, { expect: 'full' }))).toEqual([
+      'SCOPE_UNEXPECTED@-',
+      'TREE_SIZE_MISMATCH@-',
+      'SESSION_HEAD_MISMATCH@-',
+    ]);
+  });
+
+  it("holds a filter only the header adds to the auditor's scope for confirmation too", async () => {
+    const s1Only = await passedOff((s) => s === 's1', { session: 's1', principal: 'alice' });
+    const r = await audit(s1Only, trust, { ...unstated, scope: { session: 's1' } });
+    expect(found(r)).toEqual(['SCOPE_UNCONFIRMED@-']);
+    expect(r.findings[0]!.message).toMatch(
+      /^bundle\.json declares principal alice, which the auditor did not ask for: /,
+    );
+    expect(r.checked.scopeFrom).toBe('auditor and header');
+    expect(found(await audit(s1Only, trust, { ...unstated, scope: { session: 's1', principal: 'alice' } }))).toEqual(
+      [],
+    );
+    expect(found(await audit(s1Only, trust, { expect: 'filtered', scope: { session: 's1' } }))).toEqual([]);
+  });
+
+  it('finds a full bundle where the auditor expects a filtered one (SCOPE_UNEXPECTED), checked as the full bundle it is', async () => {
+    const r = await audit(full, trust, { expect: 'filtered' });
+    expect(found(r)).toEqual(['SCOPE_UNEXPECTED@-']);
+    expect(r.findings[0]!.message).toBe(
+      'expected a filtered bundle (--expect filtered), but bundle.json declares no filters: checked as a full bundle',
+    );
+    expect(r.checked).toMatchObject({ expect: 'filtered', bundle: 'full' });
+    const ok = await audit(full, trust, { expect: 'full' });
+    expect(found(ok)).toEqual([]);
+    expect(ok.checked).toMatchObject({ expect: 'full', bundle: 'full' });
+  });
+
+  it("refuses an expectation that is neither 'full' nor 'filtered' (AuditError USAGE)", async () => {
+    await expect(audit(full, trust, { expect: 'whole' as 'full' })).rejects.toMatchObject({
+      name: 'AuditError',
+      code: 'USAGE',
+      message: `verifyBundle's expect must be 'full' or 'filtered', not "whole"`,
+    });
   });
 });
 

@@ -214,20 +214,40 @@ describe.each<[string, SignatureVerifier]>([
       const { b, run } = await fresh();
       const lines = b.chains.get('s1')!.built.map((m) => m.line);
       lines.splice(2, 0, b.chains.get('s2')!.built[0]!.line);
-      expect(found(await run(lines, { filters: { session: 's1' } }))).toEqual(['OUT_OF_SCOPE@3']);
+      expect(found(await run(lines, { filters: { session: 's1' }, expect: 'filtered' }))).toEqual(['OUT_OF_SCOPE@3']);
+      // The header's filter alone, unconfirmed, is a finding of its own.
+      expect(found(await run(lines, { filters: { session: 's1' } }))).toEqual([
+        'OUT_OF_SCOPE@3',
+        'SCOPE_UNCONFIRMED@-',
+      ]);
     });
 
     it("finds OUT_OF_SCOPE for a manifest replayed from another principal's chain into a principal's bundle", async () => {
       const { b, run } = await fresh();
       const lines = b.chains.get('s1')!.built.map((m) => m.line);
       lines.push(b.chains.get('s2')!.built[0]!.line);
-      expect(found(await run(lines, { filters: { principal: 'alice' } }))).toEqual(['OUT_OF_SCOPE@6']);
+      expect(found(await run(lines, { filters: { principal: 'alice' }, scope: { principal: 'alice' } }))).toEqual([
+        'OUT_OF_SCOPE@6',
+      ]);
     });
 
     it('finds DUPLICATE for a manifest replayed into the middle of an unfiltered bundle', async () => {
       const { b, lines, run } = await fresh();
       lines.splice(6, 0, b.chains.get('s2')!.built[0]!.line);
       expect(found(await run(lines))).toEqual(['DUPLICATE@7']);
+    });
+  });
+
+  describe("the header's filters against the auditor's scope and expectation", () => {
+    it('finds SCOPE_UNCONFIRMED for filters only the header declares, and SCOPE_UNEXPECTED for filters against --expect', async () => {
+      const { b, run } = await fresh();
+      const lines = b.chains.get('s1')!.built.map((m) => m.line);
+      expect(found(await run(lines, { filters: { session: 's1' } }))).toEqual(['SCOPE_UNCONFIRMED@-']);
+      expect(found(await run(lines, { filters: { session: 's1' }, scope: { session: 's1' } }))).toEqual([]);
+      expect(found(await run(lines, { filters: { session: 's1' }, expect: 'filtered' }))).toEqual([]);
+      expect(found(await run(lines, { filters: { session: 's1' }, expect: 'full' }))).toEqual(['SCOPE_UNEXPECTED@-']);
+      expect(found(await run(lines, { expect: 'filtered' }))).toEqual(['SCOPE_UNEXPECTED@-']);
+      expect(found(await run(lines, { expect: 'full' }))).toEqual([]);
     });
   });
 

@@ -1,6 +1,6 @@
-import { beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -9,6 +9,8 @@ import { run as verifyCli } from '../../src/cli/verify.js';
 import { buildBundle, makeKey, writeBundleDir, writeTrustFile, type TestBundle } from '../support/bundle-builder.js';
 import { captureIo } from '../support/capture-io.js';
 import { tempDir } from '../support/tmp.js';
+import { cliVerify, writeCheckpointFiles, type CheckpointFiles } from '../support/checkpoint-bundle.js';
+import { deriveFiltered } from '../support/derive-filtered.js';
 
 let big: TestBundle;
 
@@ -200,4 +202,90 @@ describe('verify --workers whose threads cannot start (a Node permission model w
     },
     60_000,
   );
+});
+
+describe("verify --expect, and a header's filters the auditor did not confirm", () => {
+  let base: string;
+  let files: CheckpointFiles;
+  /** The full bundle with s2 dropped, proofs derived from the bundle itself, and `session s1` declared. */
+  let passedOff: string;
+  beforeAll(async () => {
+    base = mkdtempSync(join(tmpdir(), 'hl-expect-'));
+    chmodSync(base, 0o700);
+    files = await writeCheckpointFiles(base);
+    const full = {
+      header: readFileSync(join(files.bundle, 'bundle.json'), 'utf8'),
+      lines: readFileSync(join(files.bundle, 'manifests.jsonl'), 'utf8').split('\n').slice(0, -1),
+    };
+    const { report } = await cliVerify(files.bundle, files.trust);
+    const d = await deriveFiltered(full, report!.chains, (s) => s === 's1', { session: 's1' });
+    passedOff = join(base, 'passed-off');
+    cpSync(files.bundle, passedOff, { recursive: true });
+    writeFileSync(join(passedOff, 'bundle.json'), d.header);
+    writeFileSync(join(passedOff, 'manifests.jsonl'), d.lines.map((l) => `${l}\n`).join(''));
+    writeFileSync(join(passedOff, 'proofs.jsonl'), d.proofs);
+    writeFileSync(join(passedOff, 'heads.jsonl'), d.heads);
+  }, 60_000);
+  afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+  const human = async (dir: string, ...more: string[]) => {
+    const c = captureIo();
+    const code = await verifyCli([dir, '--trust', files.trust, '--workers', '0', ...more], c.io);
+    return { code, out: c.stdout(), err: c.stderr() };
+  };
+
+  it('fails a full bundle with chains dropped and filters written into its header (SCOPE_UNCONFIRMED, exit 1)', async () => {
+    const r = await human(passedOff);
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('  SCOPE_UNCONFIRMED: bundle.json declares session s1, which the auditor did not ask for');
+    expect(r.out).toMatch(
+      /\nverdict: FAILED — 1 finding \(SCOPE_UNCONFIRMED 1\) in 3 lines \(filtered bundle: session s1, scope from header\)\n$/,
+    );
+    const json = await cliVerify(passedOff, files.trust);
+    expect(json.code).toBe(1);
+    expect(json.report!.checked).toMatchObject({ expect: 'none', bundle: 'filtered', scopeFrom: 'header' });
+  });
+
+  it('--expect full checks it as the whole log it claims not to be (SCOPE_UNEXPECTED, TREE_SIZE_MISMATCH, exit 1)', async () => {
+    const r = await cliVerify(passedOff, files.trust, undefined, ['--expect', 'full']);
+    expect(r.code).toBe(1);
+    expect(r.report!.findings.map((f) => f.code)).toEqual([
+      'SCOPE_UNEXPECTED',
+      'TREE_SIZE_MISMATCH',
+      'SESSION_HEAD_MISMATCH',
+    ]);
+    expect(r.report!.checked).toMatchObject({ expect: 'full', bundle: 'full', scopeFrom: 'none' });
+    // The honest full bundle is what --expect full asks for.
+    const ok = await human(files.bundle, '--expect', 'full');
+    expect(ok.code).toBe(0);
+    expect(ok.out).toMatch(/\nverdict: OK — 5 manifests in 2 chains verified, 3 blobs checked\n$/);
+  });
+
+  it('passes a filtered bundle the auditor confirmed, by naming its scope or by --expect filtered, and says who chose it', async () => {
+    for (const dir of [passedOff, files.sessionBundle]) {
+      const named = await human(dir, '--session', 's1');
+      expect(named.code, named.out).toBe(0);
+      expect(named.out).toMatch(
+        /\nverdict: OK — 3 manifests in 1 chain verified(, 3 blobs checked)? \(filtered bundle: session s1, scope from auditor\)\n$/,
+      );
+      const expected = await human(dir, '--expect', 'filtered');
+      expect(expected.code, expected.out).toBe(0);
+      expect(expected.out).toMatch(/ \(filtered bundle: session s1, scope from header\)\n$/);
+    }
+    const json = await cliVerify(files.sessionBundle, files.trust, undefined, ['--expect', 'filtered']);
+    expect(json.report!.checked).toMatchObject({ expect: 'filtered', bundle: 'filtered', scopeFrom: 'header' });
+  });
+
+  it('--expect filtered on a full bundle is SCOPE_UNEXPECTED (exit 1), the bundle checked as the full one it is', async () => {
+    const r = await cliVerify(files.bundle, files.trust, undefined, ['--expect', 'filtered']);
+    expect(r.code).toBe(1);
+    expect(r.report!.findings.map((f) => f.code)).toEqual(['SCOPE_UNEXPECTED']);
+    expect(r.report!.checked).toMatchObject({ expect: 'filtered', bundle: 'full' });
+  });
+
+  it('refuses an --expect that is neither full nor filtered (USAGE, exit 2)', async () => {
+    const r = await human(files.bundle, '--expect', 'whole');
+    expect(r.code).toBe(2);
+    expect(r.err).toBe('handoff-ledger: USAGE: --expect must be full or filtered\n');
+  });
 });

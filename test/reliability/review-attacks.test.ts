@@ -405,7 +405,7 @@ describe('verify and the unsigned header', () => {
     );
   });
 
-  it('completes the auditor scope with the header filters, never replaces it', async () => {
+  it('completes the auditor scope with the header filters, never replaces it (a filter the header adds is unconfirmed)', async () => {
     const b = await buildBundle({
       chains: [
         { session: 's1', principal: 'alice', count: 1 },
@@ -420,7 +420,11 @@ describe('verify and the unsigned header', () => {
       { trust: b.trust, verifier: nodeVerifier, scope: { session: 's2' } },
     );
     expect(r.checked).toMatchObject({ scope: { principal: 'alice', session: 's2' }, scopeFrom: 'auditor and header' });
-    expect(r.findings.map((f) => `${f.code}:${f.chain}`).sort()).toEqual(['OUT_OF_SCOPE:s1', 'OUT_OF_SCOPE:s2']);
+    expect(r.findings.map((f) => `${f.code}:${f.chain}`).sort()).toEqual([
+      'OUT_OF_SCOPE:s1',
+      'OUT_OF_SCOPE:s2',
+      'SCOPE_UNCONFIRMED:undefined',
+    ]);
   });
 });
 
@@ -472,6 +476,8 @@ describe('verify time', () => {
         blobs: false,
         blobsRequired: false,
         scopeFrom: 'none',
+        expect: 'none',
+        bundle: 'full',
         completeness: { checked: false, reason: 'no verified checkpoint' },
       },
     };

@@ -124,7 +124,8 @@ export const TAMPER_CASES: TamperCase[] = [
   },
   {
     name: 'replayed-out-of-scope',
-    expected: ['OUT_OF_SCOPE@3'],
+    // Verified with no scope or expectation of the auditor's: the header's filter alone is SCOPE_UNCONFIRMED too.
+    expected: ['OUT_OF_SCOPE@3', 'SCOPE_UNCONFIRMED@-'],
     make: async (b) => {
       const lines = b.chains.get('s1')!.built.map((m) => m.line);
       lines.splice(2, 0, b.chains.get('s2')!.built[0]!.line);

@@ -74,7 +74,10 @@ describe('fsck of a damaged session-heads index', () => {
       expect((await fsck(ledger)).findings).toEqual([]);
       const out = join(tempDir(), 'bundle');
       await exportBundle(ledger, { out, session: A });
-      const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() });
+      const report = await verifyBundle(await openBundleDir(out), {
+        trust: ledger.trustStore(),
+        scope: { session: A },
+      });
       expect(report.findings).toEqual([]);
     } finally {
       await ledger.close();

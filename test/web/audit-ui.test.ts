@@ -560,6 +560,66 @@ describe('audit-ui and the page agree with verify on what the bundle is now', ()
   );
 
   it(
+    "takes --expect and ?expect= as verify does: a header's filters the auditor did not confirm fail the page too",
+    { timeout: 180_000 },
+    async () => {
+      const files = await writeCheckpointFiles(tempDir());
+      const dir = files.sessionBundle;
+      for (const [args, query, chosen] of [
+        [[], '', ''],
+        [['--expect', 'filtered'], '', 'filtered'],
+        [['--session', 's1'], '', ''],
+        [[], '?expect=full', 'full'],
+        [['--expect', 'filtered'], '?expect=full', 'full'],
+      ] as const) {
+        const what = `${args.join(' ')} ${query}`;
+        const asked = query ? ['--expect', 'full', ...args.filter((a) => a !== '--expect' && a !== 'filtered')] : args;
+        const cli = await cliVerify(dir, files.trust, undefined, [...asked]);
+        const server = await serve([dir, '--trust', files.trust, ...args], captureIo().io);
+        const page = await browser.newPage();
+        try {
+          await page.goto(`${server.url}${query}`);
+          const report = cli.report!;
+          expect(await pageOutcome(page), what).toEqual({
+            state: report.ok ? 'ok' : 'failed',
+            verdict: `${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`,
+            coverage: describeCoverage(report, PAGE_HINTS),
+            findings: report.findings.map((f) => `${f.code}@${f.line}`),
+          });
+          expect(await page.inputValue('#expect-input'), what).toBe(chosen);
+        } finally {
+          await page.close();
+          await server.close();
+        }
+      }
+      // The header alone: SCOPE_UNCONFIRMED, as verify says it; expecting a filtered bundle confirms it.
+      expect((await cliVerify(dir, files.trust)).report!.findings.map((f) => f.code)).toEqual(['SCOPE_UNCONFIRMED']);
+      const page = await browser.newPage();
+      const server = await serve([dir, '--trust', files.trust], captureIo().io);
+      try {
+        await page.goto(server.url);
+        expect((await pageOutcome(page)).findings).toEqual(['SCOPE_UNCONFIRMED@undefined']);
+        await page.selectOption('#expect-input', 'filtered');
+        expect(await page.isHidden('#result')).toBe(true);
+        await page.click('#verify');
+        expect(await pageOutcome(page)).toMatchObject({
+          state: 'ok',
+          verdict: '✓ verdict: OK — 3 manifests in 1 chain verified (filtered bundle: session s1, scope from header)',
+        });
+        // An expectation verify would refuse as USAGE is refused by the page with its words.
+        await page.goto(`${server.url}?expect=whole`);
+        expect(await pageOutcome(page)).toEqual({
+          state: 'error',
+          error: "USAGE: the page's Expect (?expect=) must be full or filtered",
+        });
+      } finally {
+        await page.close();
+        await server.close();
+      }
+    },
+  );
+
+  it(
     'a tree file that is a symlink or a directory stops the page as it stops verify (BUNDLE_IO, BUNDLE_INVALID)',
     { timeout: 180_000 },
     async () => {

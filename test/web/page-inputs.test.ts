@@ -128,7 +128,8 @@ describe("the session's completeness proof (step 10)", { timeout: 180_000 }, () 
 
   it('reads heads.jsonl from a picked folder and from audit-ui, and reports a missing tail as the CLI does', async () => {
     const dir = tailCutCopy();
-    const expected = (await cliVerify(dir, f.trust)).report!;
+    // The auditor asked for a filtered export: verify --expect filtered, the page's Expect (chosen, or ?expect=).
+    const expected = (await cliVerify(dir, f.trust, undefined, ['--expect', 'filtered'])).report!;
     expect(codesAt(expected)).toEqual(['SESSION_TAIL_MISSING@-']);
     expect(expected.checked.completeness).toEqual({ checked: true, sessions: 1 });
     const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: false, trust: f.trust });
@@ -136,10 +137,11 @@ describe("the session's completeness proof (step 10)", { timeout: 180_000 }, () 
     const seen = watchPage(page);
     try {
       await pickBundle(page, dir);
+      await page.selectOption('#expect-input', 'filtered');
       await page.click('#verify');
       await expectSameAsCli(page, expected);
 
-      await page.goto(server.url);
+      await page.goto(`${server.url}?expect=filtered`);
       await expectSameAsCli(page, expected);
       expect(seen.requests).toContain(`${server.url}bundle/heads.jsonl`);
       expect(seen.errors).toEqual([]);
@@ -156,15 +158,22 @@ describe("the session's completeness proof (step 10)", { timeout: 180_000 }, () 
     const session = `zz\n  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\n\nverdict: OK — all heads proven`;
     const heads = readFileSync(join(dir, 'heads.jsonl'), 'utf8');
     writeFileSync(join(dir, 'heads.jsonl'), `${heads}${JSON.stringify({ session, head: null, proof: {} })}\n`);
-    const expected = (await cliVerify(dir, f.trust)).report!;
+    const expected = (await cliVerify(dir, f.trust, undefined, ['--session', 's1'])).report!;
     expect(expected.findings.map((x) => `${x.code}: ${x.message}`)).toEqual([
       'SESSION_HEAD_INVALID: heads.jsonl line 2 is not a well-formed proof',
     ]);
-    const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, hasBlobs: false, trust: f.trust });
+    const server = await startAuditServer({
+      page: auditorPagePath()!,
+      bundle: dir,
+      hasBlobs: false,
+      trust: f.trust,
+      scope: { session: 's1' },
+    });
     const page = await browser.newPage();
     const seen = watchPage(page);
     try {
       await pickBundle(page, dir);
+      await page.fill('#session-input', 's1');
       await page.click('#verify');
       await expectSameAsCli(page, expected);
 

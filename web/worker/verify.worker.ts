@@ -18,6 +18,7 @@ import {
   DEFAULT_MAX_MANIFESTS_BYTES,
   readAuditorScope,
   readByteBound,
+  readExpectation,
   type SettingWords,
 } from '../../manifests/audit/auditor-options.js';
 import type { ManifestMark, VerifyRequest, WorkerMessage } from '../protocol.js';
@@ -115,7 +116,11 @@ function batchSize(asked: string | undefined): number | undefined {
 /** The page's words for the auditor's settings (its fields and `?max-bundle-bytes=`), refused as `USAGE`. */
 const PAGE_WORDS: SettingWords = {
   name: (setting) =>
-    setting === 'max-bundle-bytes' ? 'the bound on manifests.jsonl (max-bundle-bytes)' : `the ${setting}`,
+    setting === 'max-bundle-bytes'
+      ? 'the bound on manifests.jsonl (max-bundle-bytes)'
+      : setting === 'expect'
+        ? "the page's Expect (?expect=)"
+        : `the ${setting}`,
   refuse: (message) => new AuditError('USAGE', message),
 };
 
@@ -161,6 +166,7 @@ async function verify(request: VerifyRequest): Promise<void> {
   const asked = workersAsked(request.workers);
   const batch = batchSize(request.batch);
   const auditScope = readAuditorScope(request.principal, request.session, PAGE_WORDS);
+  const expect = readExpectation(request.expect, PAGE_WORDS);
   const maxBytes =
     request.maxBundleBytes === undefined
       ? DEFAULT_MAX_MANIFESTS_BYTES
@@ -193,6 +199,7 @@ async function verify(request: VerifyRequest): Promise<void> {
       checkSummary: storedSummaryProblem,
       requireBlobs: request.requireBlobs === true,
       ...(auditScope ? { scope: auditScope } : {}),
+      ...(expect ? { expect } : {}),
       ...(request.since !== undefined ? { since: request.since } : {}),
       ...(witnesses ? { witnesses } : {}),
       ...(batch !== undefined ? { batchSize: batch } : {}),
