@@ -171,7 +171,8 @@ async function verifyLines(
       for (const raw of run) {
         lastLine = raw.line;
         if (!raw.terminated) {
-          // A cut-off final line: reported as such; kept only if what is there still verifies completely.
+          // A cut-off final line: reported as such; kept only if what is there still verifies completely. What it
+          // holds is reported too (a bad signature, an untrusted key), unless it is not JSON: that is the cut's doing.
           const outcome = verifyRawLine(raw, ctx);
           sink.add({
             code: 'LINE_TRUNCATED',
@@ -179,6 +180,7 @@ async function verifyLines(
             message: `last line (${raw.bytes} bytes) has no terminating newline`,
           });
           if (outcome.ok) batch.push({ line: raw.line, text: raw.text! });
+          else if (outcome.finding.code !== 'LINE_NOT_JSON') sink.add(outcome.finding);
           batchBytes += raw.bytes;
         } else if (raw.text === undefined || raw.text.length === 0) {
           // Findings decided without the line verifier (over-long, not UTF-8, empty): never batched or sent to a thread.

@@ -363,6 +363,22 @@ describe.each<[string, SignatureVerifier]>([
       expect(r.chains.find((c) => c.session === 's1')!.headSeq).toBe(4);
     });
 
+    it("finds LINE_TRUNCATED and a parsed last line's own finding (SIGNATURE_INVALID, KEY_UNTRUSTED), not only the cut", async () => {
+      const { lines, run } = await fresh();
+      lines[8] = flipSignatureBit(lines[8]!);
+      const r = await run(lines, { text: jsonl(lines).slice(0, -1) });
+      expect(found(r)).toEqual(['LINE_TRUNCATED@9', 'SIGNATURE_INVALID@9']);
+      expect(r.chains.find((c) => c.session === 's1')!.headSeq).toBe(3);
+      const other = (await fresh()).lines;
+      other[8] = flipPayloadBit(other[8]!, '"keyId":"ed25519:');
+      expect(found(await run(other, { text: jsonl(other).slice(0, -1) }))).toEqual([
+        'LINE_TRUNCATED@9',
+        'KEY_UNTRUSTED@9',
+      ]);
+      // A line cut inside its JSON is not JSON because it was cut: LINE_TRUNCATED alone says so.
+      expect(found(await run(other, { text: jsonl(other).slice(0, -40) }))).toEqual(['LINE_TRUNCATED@9']);
+    });
+
     it('finds LINE_TOO_LONG for a 10 MB line without parsing it', async () => {
       const { lines, run } = await fresh();
       lines.splice(2, 0, `{"payload":"${'A'.repeat(10 * 1024 * 1024)}"}`);
