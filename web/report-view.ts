@@ -8,6 +8,7 @@
  * the CLI's (report-text.ts), and so is each line's text.
  */
 import {
+  describeBundle,
   describeCheckpoint,
   describeCoverage,
   describeFinding,
@@ -47,11 +48,7 @@ export function el<K extends keyof HTMLElementTagNameMap>(
 export function showVerdict(target: HTMLElement, info: HTMLElement, report: BundleAuditReport, name: string): void {
   target.className = report.ok ? 'ok' : 'failed';
   target.textContent = printable(`${report.ok ? '✓' : '✗'} ${describeVerdict(report)}`);
-  const h = report.header;
-  const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
-  info.textContent = printable(
-    `bundle ${name}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`,
-  );
+  info.textContent = printable(describeBundle(name, report));
 }
 
 /** What the audit checked and what it did not, in the CLI's words with the page's names for the auditor's settings. */

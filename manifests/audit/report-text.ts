@@ -17,6 +17,17 @@ export function describeFinding(f: Finding): string {
   return `  ${f.code}${where ? ` (${where})` : ''}: ${f.message}`;
 }
 
+/**
+ * `bundle NAME: its unsigned header claims: exported by host H at T, filters F`: what bundle.json says, labelled as
+ * the claim it is (nothing signs it; the host that signed each manifest is in its chain's `hosts`).
+ */
+export function describeBundle(name: string, r: Pick<BundleAuditReport, 'header'>): string {
+  const h = r.header;
+  if (!h) return `bundle ${name}`;
+  const filters = Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
+  return `bundle ${name}: its unsigned header claims: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}`;
+}
+
 /** How a medium marks the verdict word (a terminal colours it); plain text by default. */
 export interface VerdictPaint {
   good(word: string): string;

@@ -8,6 +8,7 @@ import { availableParallelism } from 'node:os';
 import { loadHashBackend } from '../../store/hash/backends.node.js';
 import type { Finding } from '../../manifests/audit/findings.js';
 import {
+  describeBundle,
   describeCheckpoint,
   describeCoverage,
   describeFinding,
@@ -146,9 +147,7 @@ const NO_PAINT = { good: (s: string) => s, bad: (s: string) => s };
  */
 export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof colours> = NO_PAINT): string {
   const out: string[] = [];
-  const h = r.header;
-  const filters = h && Object.keys(h.filters).length > 0 ? JSON.stringify(h.filters) : 'none';
-  out.push(`bundle ${dir}${h ? `: exported by host ${h.host} at ${h.exportedAt}, filters ${filters}` : ''}`);
+  out.push(describeBundle(dir, r));
   out.push(describeCoverage(r));
   const byChain = new Map<string, Finding[]>();
   const unattributed: Finding[] = [];

@@ -83,6 +83,10 @@ describe('verify command', () => {
       'chain session-0: 2 manifests, head seq 2 ' + big.chains.get('session-0')!.built[2]!.id + ' — 1 finding',
     );
     expect(out).toContain('99 more chains: ok');
+    // The header's host is its claim (nothing signs bundle.json), said so.
+    expect(out[0]).toMatch(
+      /^bundle \S+: its unsigned header claims: exported by host host-a at 2026-\S+Z, filters none$/,
+    );
     expect(out.at(-2)).toBe('verdict: FAILED — 2 findings (LINE_NOT_JSON 1, SEQ_GAP 1) in 300 lines');
   });
 

@@ -199,8 +199,10 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
       // The folder's name too: the CLI's first line names the folder (by its path), escaped the same way.
       const name = `forged\\x0a  SESSION_HEAD_INVALID: (none; the lines below are the auditor's notes)\\x0a\\x0averdict: OK — all heads proven`;
       const info = (await page.textContent('#bundle-info'))!;
-      expect(info.slice(0, `bundle ${name}: exported by`.length)).toBe(`bundle ${name}: exported by`);
-      expect(cliLines[0]).toContain(`${name}: exported by`);
+      // What the unsigned header says is labelled as its claim, never printed as fact.
+      const claim = `bundle ${name}: its unsigned header claims: exported by host `;
+      expect(info.slice(0, claim.length)).toBe(claim);
+      expect(cliLines[0]).toContain(`${name}: its unsigned header claims: exported by host `);
       // Nothing the page shows holds a line break from the bundle: only its own, between lines it puts together.
       const texts = await page.$$eval('#findings li, #bundle-info, #picked, #verdict, #coverage, #chains td', (els) =>
         els.map((e) => e.textContent),
