@@ -34,7 +34,7 @@ export const FINDING_CODES = {
   BLOB_DIGEST: 'summary blob bytes do not hash (BLAKE3) to the digest the manifest signs',
   SUMMARY_INVALID: 'summary blob is intact but not a valid summary',
   // Step 8, bundle header (unsigned, so only a consistency check).
-  COUNT_MISMATCH: 'header manifest count differs from the number of lines',
+  COUNT_MISMATCH: "header's manifest, chain or blob count differs from what the bundle holds",
   SCOPE_UNCONFIRMED:
     "header's filters were not confirmed by the auditor (no --expect filtered, not named as the scope)",
   SCOPE_UNEXPECTED: "header's filters contradict the auditor's --expect (full: it declares filters; filtered: none)",

@@ -53,15 +53,18 @@ async function checkBlob(
   return null;
 }
 
-/** Checks the blob of every entry (each distinct digest and size once). Returns how many blobs were checked. */
+/**
+ * Checks the blob of every entry (each distinct digest and size once). Returns how many blobs were checked, and how
+ * many distinct digests of them the bundle holds (present, intact or not: what its header's `counts.blobs` counts).
+ */
 export async function verifyBlobs(
   entries: ChainEntry[],
   reader: BundleReader,
   options: BlobCheckOptions,
   sink: FindingSink,
-): Promise<number> {
+): Promise<{ checked: number; present: number }> {
   const readBlob = reader.readBlob ?? (options.requireBlobs ? async () => undefined : undefined);
-  if (!readBlob) return 0;
+  if (!readBlob) return { checked: 0, present: 0 };
   const key = (e: ChainEntry) => `${e.summary.digest}/${e.summary.size}`;
   const firstOf = new Map<string, ChainEntry>();
   for (const e of entries) if (!firstOf.has(key(e))) firstOf.set(key(e), e);
@@ -78,5 +81,8 @@ export async function verifyBlobs(
     const verdict = verdicts.get(key(e));
     if (verdict) sink.add({ code: verdict.code, line: e.line, chain: e.session, seq: e.seq, message: verdict.message });
   }
-  return reader.readBlob ? verdicts.size : 0;
+  const present = new Set<string>();
+  for (const [k, verdict] of verdicts)
+    if (verdict?.code !== 'BLOB_MISSING') present.add(k.slice(0, k.lastIndexOf('/')));
+  return reader.readBlob ? { checked: verdicts.size, present: present.size } : { checked: 0, present: 0 };
 }

@@ -438,7 +438,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   const coverage = auditScope(options.scope, options.expect === 'full' ? undefined : header);
   const chains = tracker.finish(coverage.scope);
   await attachForkEnvelopes(reader, sink.findings);
-  const blobsChecked = await verifyBlobs(tracker.entries, reader, options, sink);
+  const { checked: blobsChecked, present: blobsHeld } = await verifyBlobs(tracker.entries, reader, options, sink);
   // Step 8: the header is unsigned, so this only catches accidental truncation (see docs/AUDIT.md, Limitations).
   if (header && header.counts.manifests !== lines) {
     sink.add({
@@ -446,6 +446,25 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
       message: `bundle.json counts ${counted(header.counts.manifests, 'manifest')}; manifests.jsonl has ${counted(lines, 'line')}`,
       evidence: { expected: header.counts.manifests, actual: lines },
     });
+  }
+  // Its chains and blobs, as the verified manifests hold them: a line that fails steps 1-5 names no chain or blob the
+  // auditor can trust, so with one the bundle may rightly hold fewer than counted, never more.
+  if (header) {
+    const whole = verified === lines;
+    const held = { chains: tracker.heads().length, blobs: blobsHeld };
+    for (const what of ['chains', 'blobs'] as const) {
+      const said = header.counts[what];
+      if (said === undefined || (what === 'blobs' && !reader.readBlob)) continue;
+      if (held[what] > said || (whole && held[what] !== said))
+        sink.add({
+          code: 'COUNT_MISMATCH',
+          message:
+            what === 'chains'
+              ? `bundle.json counts ${counted(said, 'chain')}; its manifests hold ${counted(held.chains, 'chain')}`
+              : `bundle.json counts ${counted(said, 'blob')}; its manifests name ${counted(held.blobs, 'blob')} the bundle holds`,
+          evidence: { expected: said, actual: held[what] },
+        });
+    }
   }
   checkDeclaredScope(header, options.scope, options.expect, sink);
   // Step 9: a filtered bundle holds some leaves, so it is checked by inclusion proofs instead of the root.

@@ -48,16 +48,17 @@ function readBundle(dir: string): Files {
   return { header: opt('bundle.json')!, lines: opt('manifests.jsonl')!.split('\n').slice(0, -1), tree };
 }
 
-/** The attacker rewrites the unsigned header to match the lines. */
-function withCount(header: string, n: number): string {
+/** The attacker rewrites the unsigned header to match the lines (their number, and the sessions they name). */
+function withCount(header: string, lines: string[]): string {
   const h = JSON.parse(header);
-  h.counts.manifests = n;
+  h.counts.manifests = lines.length;
+  h.counts.chains = new Set(lines.map((l) => JSON.parse(atob(JSON.parse(l).payload)).session)).size;
   return JSON.stringify(h);
 }
 
 async function audit(f: Files, trust: TrustStore, o: Partial<VerifyBundleOptions> = {}) {
   const reader = memoryBundleReader({
-    header: withCount(f.header, f.lines.length),
+    header: withCount(f.header, f.lines),
     manifests: f.lines.map((l) => `${l}\n`).join(''),
     treeFiles: f.tree,
   });

@@ -163,6 +163,38 @@ describe.each<[string, SignatureVerifier]>([
       expect(found(await run(lines, { count: 9 }))).toEqual(['COUNT_MISMATCH@-']);
     });
 
+    it("finds COUNT_MISMATCH, naming the count, when the header's chain or blob count is not what the bundle holds", async () => {
+      const { b, lines, run } = await fresh();
+      // A whole chain removed, the manifest count rewritten but not the chain count.
+      const s1 = lines.filter((_, i) => i % 2 === 0 || i === 8);
+      const r = await run(s1, { chainCount: 2 });
+      expect(found(r)).toEqual(['COUNT_MISMATCH@-']);
+      expect(r.findings[0]).toMatchObject({
+        message: 'bundle.json counts 2 chains; its manifests hold 1 chain',
+        evidence: { expected: 2, actual: 1 },
+      });
+      expect(found(await run(lines, { chainCount: 1 }))).toEqual(['COUNT_MISMATCH@-']);
+      // Blobs: one fewer counted than the manifests name, and one more.
+      for (const blobCount of [8, 10]) {
+        const c = await run(lines, { blobs: b.blobs, blobCount });
+        expect(found(c)).toEqual(['COUNT_MISMATCH@-']);
+        expect(c.findings[0]!.message).toBe(
+          `bundle.json counts ${blobCount} blobs; its manifests name 9 blobs the bundle holds`,
+        );
+      }
+      // A line that does not verify names no chain or blob the auditor can count: fewer held than counted is no finding.
+      const spoiled = [...lines];
+      spoiled[1] = flipSignatureBit(spoiled[1]!);
+      expect(
+        found(
+          await run(
+            spoiled.filter((_, i) => i % 2 === 1),
+            { chainCount: 2, blobs: b.blobs, blobCount: 9 },
+          ),
+        ),
+      ).toEqual(['SIGNATURE_INVALID@1', 'SEQ_NOT_ZERO@2']);
+    });
+
     it('finds DUPLICATE for a repeated line, pointing at the first occurrence', async () => {
       const { lines, run } = await fresh();
       lines.splice(5, 0, lines[2]!); // s1#1 again after s1#2

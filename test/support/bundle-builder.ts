@@ -161,6 +161,9 @@ export async function buildBundle(spec: {
 export interface LayoutOptions {
   /** Header manifest count; default: the number of lines (an attacker rewrites the unsigned header too). */
   count?: number;
+  /** Header chain and blob counts; default: the sessions the lines name, and the blobs given. */
+  chainCount?: number;
+  blobCount?: number;
   filters?: BundleHeader['filters'];
   blobs?: Map<string, Uint8Array>;
   /** Raw file text; default: every line plus `\n`. */
@@ -184,7 +187,11 @@ export function headerFor(lines: string[], o: LayoutOptions = {}): BundleHeader 
     version: 1,
     exportedAt: at(100_000),
     host: o.host ?? 'host-a',
-    counts: { manifests: o.count ?? lines.length, chains: sessions.size, ...(o.blobs ? { blobs: o.blobs.size } : {}) },
+    counts: {
+      manifests: o.count ?? lines.length,
+      chains: o.chainCount ?? sessions.size,
+      ...(o.blobs ? { blobs: o.blobCount ?? o.blobs.size } : {}),
+    },
     filters: o.filters ?? {},
   };
 }
