@@ -5,7 +5,7 @@
  * store is opened.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, expect, it } from 'vitest';
@@ -86,6 +86,49 @@ describePostgres(
         expect(r.stderr).toMatch(/^handoff-ledger: TRUST_INVALID: .*trust file /);
         expect(existsSync(fresh)).toBe(false);
       }
+    });
+
+    it("an auditor verifies a shared store's bundle with each host's trust file: --trust once per file, merged", () => {
+      const base = tempDir();
+      const [rootA, rootB] = [join(base, 'a'), join(base, 'b')];
+      const a = ['--root', rootA, '--host', 'host-a'];
+      const b = ['--root', rootB, '--host', 'host-b'];
+      const scope = ['--principal', 'alice', '--session', 's2'];
+      const summary = JSON.stringify(sampleSummary('audited'));
+      expect(cli(['init', ...a]).code).toBe(0);
+      expect(cli(['init', ...b]).code).toBe(0);
+      const keysOfA = join(base, 'host-a.trust.json');
+      const keysOfB = join(base, 'host-b.trust.json');
+      expect(cli(['keys', 'export', ...a, '--out', keysOfA]).code).toBe(0);
+      expect(cli(['keys', 'export', ...b, '--out', keysOfB]).code).toBe(0);
+      expect(cli(['publish', ...a, ...scope, '--run', 'r1'], { HANDOFF_LEDGER_TRUST: keysOfB }, summary).code).toBe(0);
+      expect(cli(['publish', ...b, ...scope, '--run', 'r2'], { HANDOFF_LEDGER_TRUST: keysOfA }, summary).code).toBe(0);
+      const bundle = join(base, 'bundle');
+      // By session: the database is this file's, and the test before this one left another session in it.
+      const exported = cli(['export', ...a, '--session', 's2', '--out', bundle], { HANDOFF_LEDGER_TRUST: keysOfB });
+      expect(exported.code, exported.stderr).toBe(0);
+      // One host's file alone: the other host's manifest is not trusted.
+      const one = cli(['verify', bundle, '--session', 's2', '--trust', keysOfA]);
+      expect(one.code, one.stdout + one.stderr).toBe(1);
+      expect(one.stdout).toContain('KEY_UNTRUSTED');
+      // Both, each as its host exported it: one auditor's trust (it was `--trust given more than once`, USAGE).
+      const both = cli(['verify', bundle, '--session', 's2', '--trust', keysOfA, '--trust', keysOfB]);
+      expect(both.code, both.stdout + both.stderr).toBe(0);
+      expect(both.stdout).toMatch(/verdict: OK — 2 manifests in 1 chain verified/);
+      // The same file twice changes nothing; a key id listed with another public key in a second file is refused.
+      expect(
+        cli(['verify', bundle, '--session', 's2', '--trust', keysOfA, '--trust', keysOfB, '--trust', keysOfA]).code,
+      ).toBe(0);
+      const forged = JSON.parse(readFileSync(keysOfB, 'utf8')) as { keys: Array<{ host: string; publicKey: string }> };
+      const ofA = JSON.parse(readFileSync(keysOfA, 'utf8')) as typeof forged;
+      const conflicting = join(base, 'conflicting.json');
+      writeFileSync(
+        conflicting,
+        JSON.stringify({ ...ofA, keys: ofA.keys.map((k) => ({ ...k, publicKey: forged.keys[0]!.publicKey })) }),
+      );
+      const refused = cli(['verify', bundle, '--session', 's2', '--trust', keysOfA, '--trust', conflicting]);
+      expect(refused.code, refused.stdout + refused.stderr).toBe(2);
+      expect(refused.stderr).toMatch(/^handoff-ledger: TRUST_INVALID: trust files .* is listed with two public keys/);
     });
   },
   'hl_cli_trust',

@@ -26,7 +26,7 @@ import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifes
 import { ledgerSuite } from './conformance/ledger.js';
 import { describePostgres, sqlOn } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
-import { mergeTrust } from '../src/keys/keyring.js';
+import { mergeTrust } from '../manifests/format/trust.js';
 import { exportBundle } from '../src/ops/export.js';
 import { openBundleDir } from '../src/ops/bundle-dir.js';
 import { verifyBundle } from '../manifests/audit/verify-chain.js';

@@ -157,6 +157,30 @@ export function restrictiveWindow<K extends { notBefore: string; notAfter?: stri
   };
 }
 
+/**
+ * Union of trust stores (a store's own file plus keys of other hosts given by the caller; an auditor's several
+ * `--trust` files). A key listed in
+ * more than one of them gets the most restrictive window of all its listings (see `mergeTrustedKey`); a
+ * checkpoint key listed twice is revoked when either listing revokes it.
+ */
+export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore {
+  const keys: TrustedKey[] = [];
+  const checkpointKeys: TrustedCheckpointKey[] = [];
+  for (const s of stores) {
+    for (const k of s?.keys ?? []) {
+      const at = keys.findIndex((x) => x.host === k.host && x.keyId === k.keyId);
+      if (at < 0) keys.push(k);
+      else keys[at] = mergeTrustedKey(keys[at]!, k);
+    }
+    for (const k of s?.checkpointKeys ?? []) {
+      const at = checkpointKeys.findIndex((x) => x.host === k.host && x.vkey === k.vkey);
+      if (at < 0) checkpointKeys.push(k);
+      else checkpointKeys[at] = restrictiveWindow(checkpointKeys[at]!, k);
+    }
+  }
+  return checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys };
+}
+
 export function emptyTrustStore(): TrustStore {
   return { version: 1, keys: [] };
 }

@@ -15,7 +15,7 @@ import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
 import { printableLines } from '../../manifests/encoding/printable.js';
 import { auditorScope, byteCount, expectation, readWitnessArgs } from './verify.js';
-import { readTrustFile } from './trust-file.js';
+import { readTrustFiles } from './trust-file.js';
 import { decimalOption, EXIT_OK, EXIT_USAGE, onStopSignal, parse, UsageError, type CliIo } from './io.js';
 
 export const usage =
@@ -36,7 +36,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
     argv,
     {
       open: { type: 'boolean', default: false },
-      trust: { type: 'string' },
+      trust: { type: 'string', multiple: true },
       since: { type: 'string' },
       'witness-keys': { type: 'string' },
       quorum: { type: 'string' },
@@ -59,7 +59,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
   const since = values.since === undefined ? undefined : await readSince(values.since);
   const witnesses = await readWitnessArgs(values['witness-keys'], values.quorum);
   // Read and parsed now, as verify reads it (a symlink is followed); the page is served this text.
-  const trust = values.trust === undefined ? undefined : await readTrustFile(values.trust);
+  const trust = values.trust === undefined ? undefined : await readTrustFiles(values.trust);
   const page = auditorPagePath();
   if (!page) throw new UsageError('the auditor page is not built (npm run build:web writes dist/web/index.html)');
   const bundle = positionals[0];

@@ -175,7 +175,8 @@ export const commands: Record<string, CommandSpec> = {
     synopsis:
       'verify DIR --trust FILE [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N]',
     options: [
-      '--trust FILE      the pinned public keys (`handoff-ledger keys export`)',
+      "--trust FILE      the pinned public keys (`handoff-ledger keys export`); once per file: a shared store's",
+      '                  hosts each export their own, merged (one key id with two public keys: TRUST_INVALID)',
       '--since FILE      your earlier checkpoint note: the checkpoint of the bundle must extend it',
       '--witness-keys FILE  pinned witness verifier keys (cosignature/v1), one per line; # comments',
       '--quorum K        the checkpoint counts only with K valid cosignatures by those witnesses',
@@ -205,7 +206,8 @@ export const commands: Record<string, CommandSpec> = {
     synopsis:
       'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]',
     options: [
-      '--trust FILE      preload this trust file too (else the auditor picks one in the page)',
+      '--trust FILE      preload this trust file too (else the auditor picks one in the page); once per file:',
+      '                  several are merged, as verify merges them, and the page is given their union',
       '--since FILE      preload an earlier checkpoint (signed note), as verify --since',
       '--witness-keys FILE  preload pinned witness keys (cosignature/v1), one per line; with --quorum',
       '--quorum K        preload the witness quorum: K valid cosignatures by the pinned witnesses',

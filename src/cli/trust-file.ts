@@ -5,7 +5,7 @@
  */
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { ManifestError } from '../../manifests/errors.js';
-import { MAX_TRUST_FILE_BYTES, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import { MAX_TRUST_FILE_BYTES, mergeTrust, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 
 /**
@@ -31,4 +31,25 @@ export async function readTrustFile(path: string): Promise<{ trust: TrustStore; 
   } catch (err) {
     throw new AuditError('TRUST_INVALID', `trust file ${path}: ${(err as ManifestError).message}`, { cause: err });
   }
+}
+
+/**
+ * Reads the trust files an auditor gave (`--trust` once per file: the exports of a shared store's hosts) and merges
+ * them: a key listed in several gets the most restrictive window of its listings, and one key id listed with two
+ * public keys is refused. One file is returned as it is (its own text); several as their union, as JSON.
+ * @throws AuditError `TRUST_INVALID`
+ */
+export async function readTrustFiles(paths: readonly string[]): Promise<{ trust: TrustStore; text: string }> {
+  const read = [];
+  for (const path of paths) read.push(await readTrustFile(path));
+  if (read.length === 1) return read[0]!;
+  let trust: TrustStore;
+  try {
+    trust = mergeTrust(...read.map((r) => r.trust));
+  } catch (err) {
+    throw new AuditError('TRUST_INVALID', `trust files ${paths.join(', ')}: ${(err as ManifestError).message}`, {
+      cause: err,
+    });
+  }
+  return { trust, text: `${JSON.stringify(trust, null, 2)}\n` };
 }

@@ -18,7 +18,7 @@ import {
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
-import { readTrustFile } from './trust-file.js';
+import { readTrustFiles } from './trust-file.js';
 import type {
   AuditProgress,
   AuditScope,
@@ -84,8 +84,8 @@ export async function readWitnessArgs(
   return policy && { policy, text };
 }
 
-async function readTrust(path: string): Promise<TrustStore> {
-  return (await readTrustFile(path)).trust;
+async function readTrust(paths: readonly string[]): Promise<TrustStore> {
+  return (await readTrustFiles(paths)).trust;
 }
 
 function progressBar(io: CliIo): { update: (p: AuditProgress) => void; done: () => void } {
@@ -208,7 +208,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const { values, positionals } = parse(
       argv,
       {
-        trust: { type: 'string' },
+        trust: { type: 'string', multiple: true },
         since: { type: 'string' },
         'witness-keys': { type: 'string' },
         quorum: { type: 'string' },
@@ -225,7 +225,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     );
     json = values.json;
     if (positionals.length !== 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
-    if (!values.trust)
+    if (!values.trust || values.trust.length === 0)
       throw new UsageError(
         '--trust FILE is required: the pinned public keys of the hosts (`handoff-ledger keys export`)',
       );

@@ -16,8 +16,6 @@ import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { decodeBase64Url, encodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
 import {
-  mergeTrustedKey,
-  restrictiveWindow,
   earlierTime,
   MAX_TRUST_FILE_BYTES,
   parseTrustStore,
@@ -787,29 +785,6 @@ export class Keyring {
     const listed = [...this.trust.keys, ...(this.trust.checkpointKeys ?? [])].find((k) => k.keyId === keyId);
     return listed?.revokedAt ?? at;
   }
-}
-
-/**
- * Union of trust stores (the store's own file plus keys of other hosts given by the caller). A key listed in
- * more than one of them gets the most restrictive window of all its listings (see `mergeTrustedKey`); a
- * checkpoint key listed twice is revoked when either listing revokes it.
- */
-export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore {
-  const keys: TrustedKey[] = [];
-  const checkpointKeys: TrustedCheckpointKey[] = [];
-  for (const s of stores) {
-    for (const k of s?.keys ?? []) {
-      const at = keys.findIndex((x) => x.host === k.host && x.keyId === k.keyId);
-      if (at < 0) keys.push(k);
-      else keys[at] = mergeTrustedKey(keys[at]!, k);
-    }
-    for (const k of s?.checkpointKeys ?? []) {
-      const at = checkpointKeys.findIndex((x) => x.host === k.host && x.vkey === k.vkey);
-      if (at < 0) checkpointKeys.push(k);
-      else checkpointKeys[at] = restrictiveWindow(checkpointKeys[at]!, k);
-    }
-  }
-  return checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys };
 }
 
 /** `key` revoked from `at`, or as it is when already revoked no later: a revocation only ever moves earlier. */

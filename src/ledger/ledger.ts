@@ -29,7 +29,8 @@ import { headProblems, type HeadProblem } from '../../manifests/chain/head-rules
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
-import { Keyring, mergeTrust } from '../keys/keyring.js';
+import { Keyring } from '../keys/keyring.js';
+import { mergeTrust } from '../../manifests/format/trust.js';
 import { KeyedMutex, SharedExclusiveLock } from './locks.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import { packageVersion } from '../version.js';

@@ -15,15 +15,9 @@ import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { holdsNoLog, LevelManifestLog } from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
-import { checkpointVerifiers, parseTrustStore } from '../../manifests/format/trust.js';
+import { checkpointVerifiers, mergeTrust, parseTrustStore } from '../../manifests/format/trust.js';
 import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE, ORIGIN_RULE } from '../../manifests/format/checkpoint.js';
-import {
-  Keyring,
-  listedCheckpointOrigin,
-  mergeTrust,
-  refuseMissingKeyFile,
-  refuseNewHostKey,
-} from '../keys/keyring.js';
+import { Keyring, listedCheckpointOrigin, refuseMissingKeyFile, refuseNewHostKey } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
