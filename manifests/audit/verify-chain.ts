@@ -106,6 +106,11 @@ export interface AuditCoverage {
    * finding), and if not, why not.
    */
   completeness: CompletenessCoverage;
+  /**
+   * Step 9c, when the auditor gave an earlier checkpoint (`since`): its size, and whether the bundle's checkpoint was
+   * shown to extend it (no `CONSISTENCY_*` or `CHECKPOINT_*` finding). Absent without `since`.
+   */
+  since?: { size: number; extended: boolean };
 }
 
 export interface BundleAuditReport extends AuditReport {
@@ -490,6 +495,14 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     bundle: filtered ? 'filtered' : 'full',
     completeness,
   };
+  // verifyTree threw USAGE for an earlier checkpoint that does not verify: one given here opened.
+  if (tree.since?.ok) {
+    const counts = sink.counts() as Record<string, number | undefined>;
+    const failed = Object.keys(counts).some(
+      (c) => (counts[c] ?? 0) > 0 && (c.startsWith('CONSISTENCY_') || c.startsWith('CHECKPOINT_')),
+    );
+    checked.since = { size: tree.since.checkpoint.size, extended: !failed };
+  }
   const result: BundleAuditReport = { ...report(sink, lines, verified, chains, blobsChecked), checked };
   if (header) result.header = header;
   if (checkpoint) result.checkpoint = checkpoint;

@@ -11,6 +11,7 @@ import {
   describeBundle,
   describeCheckpoint,
   describeCoverage,
+  describeSince,
   describeFinding,
   describeVerdict,
   describeWitnesses,
@@ -145,7 +146,12 @@ const NO_PAINT = { good: (s: string) => s, bad: (s: string) => s };
  * The human-readable report: findings grouped by chain, every line escaped, one verdict line at the end (its
  * verdict word painted after escaping, so the colour codes are the only control characters that reach the terminal).
  */
-export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType<typeof colours> = NO_PAINT): string {
+export function humanReport(
+  dir: string,
+  r: BundleAuditReport,
+  paint: ReturnType<typeof colours> = NO_PAINT,
+  sinceName?: string,
+): string {
   const out: string[] = [];
   out.push(describeBundle(dir, r));
   out.push(describeCoverage(r));
@@ -180,6 +186,9 @@ export function humanReport(dir: string, r: BundleAuditReport, paint: ReturnType
   // The origin, key and witness names are JSON-quoted (report-text.ts) and the lines escaped.
   if (r.checkpoint) out.push(describeCheckpoint(r.checkpoint));
   if (r.checkpoint?.witnesses) out.push(describeWitnesses(r.checkpoint.witnesses));
+  // The auditor's earlier checkpoint, in the page's words: an OK report says that this check was made too.
+  if (sinceName !== undefined && r.checked.since)
+    out.push(`${describeSince(r, sinceName)} (size ${r.checked.since.size})`);
   if (unattributed.length > 0)
     out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
   if (r.findingsTruncated)
@@ -264,7 +273,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       await lineVerifier?.close();
     }
     io.stdout.write(
-      json ? `${printableJson({ bundle: dir, ...report })}\n` : humanReport(dir, report, colours(io, io.stdout)),
+      json
+        ? `${printableJson({ bundle: dir, ...report })}\n`
+        : humanReport(dir, report, colours(io, io.stdout), values.since),
     );
     return report.ok ? EXIT_OK : EXIT_REFUSED;
   } catch (err) {

@@ -293,3 +293,44 @@ describe("verify --expect, and a header's filters the auditor did not confirm", 
     expect(r.err).toBe('handoff-ledger: USAGE: --expect must be full or filtered\n');
   });
 });
+
+describe('verify --since: the report says the check was made', () => {
+  let base: string;
+  let files: CheckpointFiles;
+  beforeAll(async () => {
+    base = mkdtempSync(join(tmpdir(), 'hl-since-'));
+    chmodSync(base, 0o700);
+    files = await writeCheckpointFiles(base);
+  }, 60_000);
+  afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+  it('names the earlier checkpoint and whether it was extended, in the human report and in checked.since', async () => {
+    // Without --since: no such line, no checked.since (an OK report looked the same with it and without it).
+    const plain = captureIo();
+    expect(await verifyCli([files.bundle, '--trust', files.trust, '--workers', '0'], plain.io)).toBe(0);
+    expect(plain.stdout()).not.toContain('earlier checkpoint');
+    expect((await cliVerify(files.bundle, files.trust)).report!.checked.since).toBeUndefined();
+    const c = captureIo();
+    expect(
+      await verifyCli([files.bundle, '--trust', files.trust, '--workers', '0', '--since', files.earlier], c.io),
+    ).toBe(0);
+    expect(c.stdout()).toContain(
+      `\nearlier checkpoint ${files.earlier}: extended by this bundle's checkpoint (size 2)\n`,
+    );
+    expect((await cliVerify(files.bundle, files.trust, files.earlier)).report!.checked.since).toEqual({
+      size: 2,
+      extended: true,
+    });
+    // A history rewritten since: not extended, and the finding says why.
+    const forked = captureIo();
+    expect(
+      await verifyCli([files.bundle, '--trust', files.trust, '--workers', '0', '--since', files.forked], forked.io),
+    ).toBe(1);
+    expect(forked.stdout()).toMatch(
+      /\nearlier checkpoint .*: not shown to be extended \(CONSISTENCY_INVALID\) \(size \d+\)\n/,
+    );
+    expect((await cliVerify(files.bundle, files.trust, files.forked)).report!.checked.since).toMatchObject({
+      extended: false,
+    });
+  });
+});
