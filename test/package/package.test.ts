@@ -49,10 +49,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * and the library to ~1,766 KiB unpacked; 568 KiB and 1,920 KiB since the review round of 2026-12-04, night (the
  * adapters' phases and system prompt, gc's signal, the second stop signal, the embedded log's last leaf, the tests of
  * promised behaviours) and its CHANGELOG entries brought the pack to ~686 KiB with the page and the library to
- * ~1,841 KiB unpacked.)
+ * ~1,841 KiB unpacked; 600 KiB and 2,000 KiB since the round of 2026-12-05 (the auditor's expectation and the header's
+ * unsigned scope, the witness state bound to its key and the submission at close, fsck writing nothing, publish
+ * judging the head resume judges, several trust files, the docs brought up to the code) and its CHANGELOG entries
+ * brought the pack to ~716 KiB with the page and the library to ~1,934 KiB unpacked.)
  */
-const MAX_PACKED_BYTES = 568 * 1024;
-const MAX_UNPACKED_BYTES = 1920 * 1024;
+const MAX_PACKED_BYTES = 600 * 1024;
+const MAX_UNPACKED_BYTES = 2000 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
