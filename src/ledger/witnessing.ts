@@ -134,6 +134,11 @@ function parseSizes(text: string): { sizes: Map<string, number>; cosigned: Map<s
   return { sizes: read(v.sizes), cosigned: read(v.cosigned) };
 }
 
+/** A signed note's text, without its signature lines: what names the checkpoint its cosignatures are for. */
+function noteText(note: string): string {
+  return note.slice(0, note.lastIndexOf('\n\n') + 1);
+}
+
 /** A signature line of the shape of an Ed25519 cosignature/v1 (key hash, timestamp, signature: 76 bytes). */
 const COSIGNATURE_LINE = /^\u2014 (\S+) ([A-Za-z0-9+/]+=*)$/;
 const MAX_LINES_PER_WITNESS = 8;
@@ -267,7 +272,7 @@ export class WitnessPool {
       new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(2 * this.timeoutMs + 1000, MAX_TIMER_MS)))),
     ]);
     clearTimeout(timer);
-    const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);
+    const text = noteText(cp.note);
     if (this.cosigned?.text !== text) return cp;
     return { ...cp, note: cp.note + this.gathered(cp.note).join('') };
   }
@@ -307,7 +312,7 @@ export class WitnessPool {
   private sayUncosigned(): void {
     const cp = this.target;
     if (!cp) return;
-    const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);
+    const text = noteText(cp.note);
     const lines = this.cosigned?.text === text ? this.cosigned.lines : undefined;
     const behind = this.witnesses.filter((w) => !lines?.has(w.url));
     if (behind.length === 0) return;
@@ -330,7 +335,7 @@ export class WitnessPool {
       this.again = false;
       this.latest = undefined;
       const cp = this.target!;
-      const text = cp.note.slice(0, cp.note.lastIndexOf('\n\n') + 1);
+      const text = noteText(cp.note);
       if (this.cosigned?.text !== text) this.cosigned = { text, lines: new Map() };
       const outcomes = await Promise.all(this.witnesses.map((w) => this.submitTo(w, cp, text)));
       await this.save(cp).catch((err: unknown) =>
