@@ -94,11 +94,10 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
       // is listed with S's own records, each principal's first (the library's filter gives S's records alone).
       if (session !== undefined) {
         const everywhere = await ledger.grants({ principal, session: '*' });
-        const rank = (g: { principal: string; session: string }) => [g.principal, g.session === '*' ? 0 : 1] as const;
-        list = [...everywhere, ...list].sort((a, b) => {
-          const [[pa, sa], [pb, sb]] = [rank(a), rank(b)];
-          return pa < pb ? -1 : pa > pb ? 1 : sa - sb;
-        });
+        // A stable sort by principal: within one, the principal-wide records stay ahead of S's, each in its order.
+        list = [...everywhere, ...list].sort((a, b) =>
+          a.principal < b.principal ? -1 : a.principal > b.principal ? 1 : 0,
+        );
       }
       // --json: a principal-wide record says so (`everySession`), with a session filter or without.
       if (values.json)
