@@ -238,7 +238,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     if (stored === undefined && !isNewOrigin(options.origin))
       throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
     if (stored !== undefined && storedOriginDamage(stored) === undefined && stored !== options.origin)
-      throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${stored}, not ${options.origin}`);
+      throw originMismatch(stored, options.origin);
   } else if (
     options.origin !== undefined &&
     !isNewOrigin(options.origin) &&
@@ -327,8 +327,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // A log with no name yet (PostgreSQL's, a log of the caller's) is not given one the CLI would print escaped.
     if (stored === undefined && !isNewOrigin(named))
       throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
-    if (options.origin !== undefined && named !== options.origin)
-      throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${named}, not ${options.origin}`);
+    if (options.origin !== undefined && named !== options.origin) throw originMismatch(named, options.origin);
     // Before the keyring lists a checkpoint key under this origin, and before a missing origin record is written (a
     // refused open leaves the store as it found it): a pin of another origin in this root is a FORK.
     await refuseAnotherLogsPin(root, named, { create: originDamage === undefined && options.diagnose !== true });
@@ -336,8 +335,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     if (origin !== named) {
       refuseStoredOrigin(origin);
       // Another host of a shared store named the log meanwhile: its name is judged as the stored one is.
-      if (options.origin !== undefined)
-        throw new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${origin}, not ${options.origin}`);
+      if (options.origin !== undefined) throw originMismatch(origin, options.origin);
       await refuseAnotherLogsPin(root, origin, { create: options.diagnose !== true });
     }
     // Staging files of trust.json, key files, the pin and the lock files of a shared root that a crash left beside
@@ -474,6 +472,11 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     if (pgBlobs) await pgBlobs.close().catch(() => {});
     throw err;
   }
+}
+
+/** An open asked for origin `asked` of a log named `stored` (the PostgreSQL look, the open's judgment, a race). */
+function originMismatch(stored: string, asked: string): LedgerError {
+  return new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${stored}, not ${asked}`);
 }
 
 /** A staging file (of `writeFileAtomic`, or of a blob) older than this in a shared root is a crash's leftover. */
