@@ -17,6 +17,7 @@ import {
   encodeBase64Url,
 } from '../manifests/encoding/base64.js';
 import { readVector } from './support/vectors.js';
+import { sha256, sha256Backend, sha256Portable } from '../manifests/crypto/sha256.js';
 
 const input = (len: number) => Uint8Array.from({ length: len }, (_, i) => i % 251);
 
@@ -93,6 +94,25 @@ describe('BLAKE3', async () => {
       );
     }
     expect(() => digestHex('x')).toThrow(StoreError);
+  });
+});
+
+describe('SHA-256 (node:crypto under Node, @noble/hashes elsewhere)', () => {
+  it('uses node:crypto under Node, and gives the same bytes as the portable hash at every length (property)', () => {
+    expect(sha256Backend).toBe('node:crypto');
+    // FIPS 180-2's "abc": both implementations.
+    const abc = 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad';
+    expect(Buffer.from(sha256(new TextEncoder().encode('abc'))).toString('hex')).toBe(abc);
+    expect(Buffer.from(sha256Portable(new TextEncoder().encode('abc'))).toString('hex')).toBe(abc);
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), (data) => {
+        const got = sha256(data);
+        expect(got).toEqual(sha256Portable(data));
+        // A plain array of its own 32 bytes (a Buffer from a shared pool would carry other bytes in .buffer).
+        expect(Object.getPrototypeOf(got)).toBe(Uint8Array.prototype);
+        expect(got.buffer.byteLength).toBe(32);
+      }),
+    );
   });
 });
 

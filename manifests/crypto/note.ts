@@ -5,7 +5,7 @@
  * SHA-256(key name ‖ "\n" ‖ 0x01 ‖ public key); the verifier key string is `<name>+<hash hex>+<base64(0x01 ‖ key)>`.
  * Isomorphic.
  */
-import { sha256 } from '@noble/hashes/sha2.js';
+import { sha256 } from './sha256.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { ManifestError } from '../errors.js';
 import { nobleVerifier, type SignatureVerifier } from './ed25519.js';

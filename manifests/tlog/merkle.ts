@@ -7,7 +7,7 @@
  * 2.1.4.2 algorithms, decomposed into inner and border parts). Sizes and indexes are handled as bigint so
  * that 64-bit trees never meet JavaScript's 32-bit bitwise operators.
  */
-import { sha256 } from '@noble/hashes/sha2.js';
+import { sha256 } from '../crypto/sha256.js';
 
 export const HASH_SIZE = 32;
 

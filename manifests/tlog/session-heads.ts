@@ -16,7 +16,7 @@
  * their position: depth d (0 = root) and the key's first d bits (`NodePath`). Backends store only nodes that
  * exist (leaves and interior nodes), never empty ones.
  */
-import { sha256 } from '@noble/hashes/sha2.js';
+import { sha256 } from '../crypto/sha256.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { equalBytes, type ProofResult } from './merkle.js';
 import { ManifestError } from '../errors.js';
@@ -132,14 +132,27 @@ export function prefixOf(key: Uint8Array, depth: number, flipLast = false): Uint
 
 /** A stable text name for a node position (LevelDB keys, maps): 3 hex digits of depth, then the prefix's bytes. */
 export function nodeName(path: NodePath): string {
-  const bytes = Math.ceil(path.depth / 8);
-  let hex = '';
-  for (let i = 0; i < bytes; i++) hex += path.prefix[i]!.toString(16).padStart(2, '0');
-  return `${path.depth.toString(16).padStart(3, '0')}!${hex}`;
+  const bytes = (path.depth + 7) >> 3;
+  let name = DEPTH_NAMES[path.depth]!;
+  for (let i = 0; i < bytes; i++) name += HEX_BYTES[path.prefix[i]!]!;
+  return name;
 }
+
+/** `nodeName`'s parts, made once: every walk and batch names a few nodes per session (an append's hot path). */
+const HEX_BYTES = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
+const DEPTH_NAMES = Array.from({ length: KEY_BITS + 1 }, (_, d) => `${d.toString(16).padStart(3, '0')}!`);
 
 /** The hash a leaf contributes, remembered per node object (a node read or cached once is reused as it is). */
 const leafHashes = new WeakMap<HeadsNode, Uint8Array>();
+
+/**
+ * The children's hashes an interior node was hashed from by `settle`, per node object, as the very arrays
+ * `hashOfNode` gave (nodes and their hashes are never changed once made). A later update that finds this node above
+ * children whose `hashOfNode` is the same arrays (a log's cache of its own writes) knows the node hashes them
+ * without hashing again; any other child (read from storage, or changed) is hashed and compared. Hashes, not the
+ * child nodes: a node must not keep its subtree in memory past a bounded cache.
+ */
+const hashedFrom = new WeakMap<HeadsNode, readonly [Uint8Array, Uint8Array]>();
 
 export function hashOfNode(n: HeadsNode | undefined): Uint8Array {
   if (n === undefined) return EMPTY_HEADS_ROOT;
@@ -328,21 +341,31 @@ export class SessionHeadsUpdate {
     pending.forEach((p, i) => {
       const before = this.original.get(nodeName(p));
       if (before === undefined || before.leaf) return;
-      const was = (c: NodePath) => hashOfNode(this.empty.has(nodeName(c)) ? undefined : this.original.get(nodeName(c)));
-      if (!equalBytes(innerNodeHash(was(childPaths[2 * i]!), was(childPaths[2 * i + 1]!)), before.hash))
+      const was = (c: NodePath) => {
+        const name = nodeName(c);
+        return this.empty.has(name) ? undefined : this.original.get(name);
+      };
+      const left = hashOfNode(was(childPaths[2 * i]!));
+      const right = hashOfNode(was(childPaths[2 * i + 1]!));
+      const from = hashedFrom.get(before);
+      if (from !== undefined && from[0] === left && from[1] === right) return; // hashed from these very arrays
+      if (!equalBytes(innerNodeHash(left, right), before.hash))
         throw new ManifestError(
           'TREE_DAMAGED',
           `session-heads index: the stored node at depth ${p.depth} does not hash its children (a node below it was changed without it: a damaged or rewritten index; fsck reports it)`,
         );
     });
-    const childHash = (path: NodePath): Uint8Array => {
+    const child = (path: NodePath): HeadsNode | undefined => {
       const name = nodeName(path);
       const mine = this.overlay.get(name);
-      return hashOfNode(mine ? mine.node : storedChildren.get(name));
+      return mine ? mine.node : storedChildren.get(name);
     };
     pending.forEach((p, i) => {
-      const hash = innerNodeHash(childHash(childPaths[2 * i]!), childHash(childPaths[2 * i + 1]!));
-      this.put(p, { leaf: false, hash });
+      const left = hashOfNode(child(childPaths[2 * i]!));
+      const right = hashOfNode(child(childPaths[2 * i + 1]!));
+      const node: HeadsNode = { leaf: false, hash: innerNodeHash(left, right) };
+      hashedFrom.set(node, [left, right]);
+      this.put(p, node);
     });
   }
 

@@ -134,6 +134,35 @@ describe('session-heads index: the root', () => {
   });
 });
 
+it('holds a node it made itself to its children too: a child changed without it is TREE_DAMAGED, an equal copy is not', async () => {
+  // The update skips re-hashing a changed node's children only when they are the very nodes it was hashed from (a
+  // log's cache of its own writes); a child replaced under it, even in a cache, is hashed and compared.
+  const sessions = Array.from({ length: 16 }, (_, i) => `s${i}`);
+  const rootSide = (s: string) => sessionKey(s)[0]! >> 7;
+  const right = sessions.filter((s) => rootSide(s) === 1);
+  const left = sessions.filter((s) => rootSide(s) === 0);
+  expect(left.length).toBeGreaterThan(1);
+  expect(right.length).toBeGreaterThan(1);
+  const depthOne = nodeName({ depth: 1, prefix: Uint8Array.of(0x80, ...new Uint8Array(31)) });
+  const heads = new Map(sessions.map((s, i) => [s, head(i)]));
+
+  const copied = memoryIndex();
+  await copied.apply([...heads]);
+  const made = copied.nodes.get(depthOne)!;
+  expect(made.leaf).toBe(false);
+  // The same node read back from storage: another object, the same bytes: accepted.
+  copied.nodes.set(depthOne, { leaf: false, hash: Uint8Array.from((made as { hash: Uint8Array }).hash) });
+  heads.set(left[0]!, head(100));
+  expect(await copied.apply([[left[0]!, head(100)]])).toEqual(
+    sessionHeadsRoot([...heads].map(([session, h]) => ({ session, head: h }))),
+  );
+
+  const changed = memoryIndex();
+  await changed.apply(sessions.map((s, i) => [s, head(i)]));
+  changed.nodes.set(depthOne, { leaf: false, hash: new Uint8Array(32).fill(7) });
+  await expect(changed.apply([[left[0]!, head(100)]])).rejects.toMatchObject({ code: 'TREE_DAMAGED' });
+});
+
 describe('session-heads index: proofs', () => {
   const sessions = Array.from({ length: 300 }, (_, i) => `session-${i}`);
   const setup = async () => {
