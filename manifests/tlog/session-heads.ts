@@ -124,7 +124,7 @@ export const bitAt = (key: Uint8Array, i: number): number => (key[i >> 3]! >> (7
 export function prefixOf(key: Uint8Array, depth: number, flipLast = false): Uint8Array {
   const out = new Uint8Array(32);
   const full = depth >> 3;
-  out.set(key.subarray(0, full));
+  for (let i = 0; i < full; i++) out[i] = key[i]!;
   if (depth & 7) out[full] = key[full]! & (0xff << (8 - (depth & 7)));
   if (flipLast && depth > 0) out[(depth - 1) >> 3]! ^= 0x80 >> ((depth - 1) & 7);
   return out;
@@ -252,8 +252,8 @@ export class SessionHeadsUpdate {
   private *read(paths: NodePath[]): Reads<Array<HeadsNode | undefined>> {
     const out: Array<HeadsNode | undefined> = new Array(paths.length);
     const missing: number[] = [];
-    paths.forEach((p, i) => {
-      const name = nodeName(p);
+    const names = paths.map(nodeName);
+    names.forEach((name, i) => {
       const hit = this.overlay.get(name);
       if (hit) out[i] = hit.node;
       else if (!this.empty.has(name)) missing.push(i); // else empty by this update's split, whatever is stored
@@ -262,8 +262,7 @@ export class SessionHeadsUpdate {
       const got = yield missing.map((i) => paths[i]!);
       missing.forEach((i, j) => {
         out[i] = got[j];
-        const name = nodeName(paths[i]!);
-        if (!this.original.has(name)) this.original.set(name, got[j]);
+        if (!this.original.has(names[i]!)) this.original.set(names[i]!, got[j]);
       });
     }
     return out;
@@ -308,45 +307,45 @@ export class SessionHeadsUpdate {
   /** Hashes the pending interior nodes, deepest first; their children not in the overlay are read in one round. */
   private *settle(): Reads<void> {
     if (this.dirty.size === 0) return;
-    const pending = [...this.dirty.values()].sort((a, b) => b.depth - a.depth);
+    const pending = [...this.dirty].sort((a, b) => b[1].depth - a[1].depth); // [name, path], deepest first
     this.dirty.clear();
-    const childPaths = pending.flatMap((p) => [
-      { depth: p.depth + 1, prefix: prefixOf(p.prefix, p.depth + 1) },
-      { depth: p.depth + 1, prefix: prefixOf(p.prefix, p.depth + 1, true) },
-    ]);
-    const outside = childPaths.filter((c) => !this.overlay.has(nodeName(c)));
+    // Each pending node's two children, named once (a batch names every changed node's children several times).
+    const children = pending.flatMap(([, p]) => {
+      const left = { depth: p.depth + 1, prefix: prefixOf(p.prefix, p.depth + 1) };
+      const right = { depth: p.depth + 1, prefix: prefixOf(p.prefix, p.depth + 1, true) };
+      return [
+        { path: left, name: nodeName(left) },
+        { path: right, name: nodeName(right) },
+      ];
+    });
+    const outside = children.filter((c) => !this.overlay.has(c.name));
     // The stored children of a changed node that stood as an interior node, where no read of this update saw them
     // (usually none: the walks read every node on their paths).
-    const unseen = pending.flatMap((p, i) => {
-      const before = this.original.get(nodeName(p));
+    const unseen = pending.flatMap(([name], i) => {
+      const before = this.original.get(name);
       if (before === undefined || before.leaf) return [];
-      return [childPaths[2 * i]!, childPaths[2 * i + 1]!].filter((c) => {
-        const name = nodeName(c);
-        return this.overlay.has(name) && !this.original.has(name) && !this.empty.has(name);
-      });
+      return [children[2 * i]!, children[2 * i + 1]!].filter(
+        (c) => this.overlay.has(c.name) && !this.original.has(c.name) && !this.empty.has(c.name),
+      );
     });
     const asked = [...outside, ...unseen];
-    const got = asked.length > 0 ? yield asked : [];
+    const got = asked.length > 0 ? yield asked.map((c) => c.path) : [];
     const storedChildren = new Map<string, HeadsNode | undefined>();
     outside.forEach((c, i) => {
-      const name = nodeName(c);
-      const empty = this.empty.get(name);
-      if (empty && got[i] !== undefined) this.strays.set(name, empty);
-      storedChildren.set(name, empty ? undefined : got[i]);
-      if (!empty && !this.original.has(name)) this.original.set(name, got[i]);
+      const empty = this.empty.get(c.name);
+      if (empty && got[i] !== undefined) this.strays.set(c.name, empty);
+      storedChildren.set(c.name, empty ? undefined : got[i]);
+      if (!empty && !this.original.has(c.name)) this.original.set(c.name, got[i]);
     });
-    unseen.forEach((c, j) => this.original.set(nodeName(c), got[outside.length + j]));
+    unseen.forEach((c, j) => this.original.set(c.name, got[outside.length + j]));
     // Each changed node that stood as an interior node must have hashed its stored children: else a node below it was
     // rewritten without it (a tail cut from a session's leaf, say), and the new root would commit to the rewrite.
-    pending.forEach((p, i) => {
-      const before = this.original.get(nodeName(p));
+    const was = (c: { name: string }) => hashOfNode(this.empty.has(c.name) ? undefined : this.original.get(c.name));
+    pending.forEach(([name, p], i) => {
+      const before = this.original.get(name);
       if (before === undefined || before.leaf) return;
-      const was = (c: NodePath) => {
-        const name = nodeName(c);
-        return this.empty.has(name) ? undefined : this.original.get(name);
-      };
-      const left = hashOfNode(was(childPaths[2 * i]!));
-      const right = hashOfNode(was(childPaths[2 * i + 1]!));
+      const left = was(children[2 * i]!);
+      const right = was(children[2 * i + 1]!);
       const from = hashedFrom.get(before);
       if (from !== undefined && from[0] === left && from[1] === right) return; // hashed from these very arrays
       if (!equalBytes(innerNodeHash(left, right), before.hash))
@@ -355,17 +354,16 @@ export class SessionHeadsUpdate {
           `session-heads index: the stored node at depth ${p.depth} does not hash its children (a node below it was changed without it: a damaged or rewritten index; fsck reports it)`,
         );
     });
-    const child = (path: NodePath): HeadsNode | undefined => {
-      const name = nodeName(path);
-      const mine = this.overlay.get(name);
-      return mine ? mine.node : storedChildren.get(name);
+    const child = (c: { name: string }): Uint8Array => {
+      const mine = this.overlay.get(c.name);
+      return hashOfNode(mine ? mine.node : storedChildren.get(c.name));
     };
-    pending.forEach((p, i) => {
-      const left = hashOfNode(child(childPaths[2 * i]!));
-      const right = hashOfNode(child(childPaths[2 * i + 1]!));
+    pending.forEach(([name, path], i) => {
+      const left = child(children[2 * i]!);
+      const right = child(children[2 * i + 1]!);
       const node: HeadsNode = { leaf: false, hash: innerNodeHash(left, right) };
       hashedFrom.set(node, [left, right]);
-      this.put(p, node);
+      this.overlay.set(name, { path, node });
     });
   }
 
