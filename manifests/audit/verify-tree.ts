@@ -28,7 +28,7 @@ import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';
 import { checkpointVerifiers, type TrustStore } from '../format/trust.js';
 import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
-import { leafOfEnvelope } from '../tlog/leaf.js';
+import { leafOfLine } from '../tlog/leaf.js';
 import { appendLeafHashes, rootOf, type TreeNode } from '../tlog/tree.js';
 import { verifyWitnesses, type WitnessPolicy, type WitnessSummary } from './verify-witnesses.js';
 
@@ -97,14 +97,8 @@ export class LeafTap {
   async *tap(runs: AsyncIterable<RawLine[]>): AsyncGenerator<RawLine[]> {
     for await (const run of runs) {
       for (const raw of run) {
-        let hash: Uint8Array | undefined;
-        if (raw.text !== undefined) {
-          try {
-            hash = leafHash(leafOfEnvelope(raw.text));
-          } catch {
-            hash = undefined;
-          }
-        }
+        const leaf = raw.text === undefined ? undefined : leafOfLine(raw.text);
+        const hash = leaf && leafHash(leaf);
         while (this.count < raw.line - 1) this.add(undefined); // lines are numbered from 1, in order
         this.add(hash);
       }

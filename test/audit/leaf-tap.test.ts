@@ -2,10 +2,11 @@
  * Step 9's leaves, taken as the lines stream past (LeafTap): a full bundle's folded into the tree's frontier, a
  * filtered bundle's packed with a bit a line. Both against the tree code the ledger itself appends with.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { startTreeCheck, type LeafTap } from '../../manifests/audit/verify-tree.js';
 import type { RawLine } from '../../manifests/audit/verify-line.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
+import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { encodeVerifierKey, signNote } from '../../manifests/crypto/note.js';
 import { nobleSign, noblePublicKey } from '../../manifests/crypto/ed25519.js';
 import { encodeBase64 } from '../../manifests/encoding/base64.js';
@@ -113,4 +114,56 @@ describe('LeafTap', () => {
     expect(got.slice(0, 3)).toEqual([leafOf(0), undefined, leafOf(2)]);
     expect(got.slice(3).every((l) => typeof l === 'symbol')).toBe(true);
   });
+
+  it('parses no line that cannot be a JSON object for its leaf (empty, `x`), and takes the same leaves otherwise', async () => {
+    const texts = ['', 'x', '[1]', '"payload"', 'null', ' \t{"payload":"bGVhZiAw"}', '{"payload":"bGVhZiAw"', '{}'];
+    const tap = (await tapFor(true, texts.length, new Uint8Array(32)))!;
+    const parse = vi.spyOn(JSON, 'parse');
+    let parsed: unknown[];
+    try {
+      await drain(
+        tap,
+        runs(100_000, (i) => (i % 2 === 0 ? '' : 'x')),
+      );
+      parsed = parse.mock.calls.map((c) => c[0]);
+    } finally {
+      parse.mockRestore();
+    }
+    expect(parsed).toEqual([]);
+    const few = (await tapFor(true, texts.length, new Uint8Array(32)))!;
+    await drain(
+      few,
+      runs(texts.length, (i) => texts[i]),
+    );
+    // Only the line with leading JSON whitespace before a whole envelope has a payload (leaf 0's bytes).
+    expect([...few.lines()]).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      leafOf(0),
+      undefined,
+      undefined,
+    ]);
+  });
+
+  it('costs a bundle of empty lines about as much CPU with a checkpoint as without one', async () => {
+    const manifests = new Uint8Array(300_000).fill(10);
+    const cpu = async (treeFiles: Record<string, string>) => {
+      let best = Infinity;
+      for (let round = 0; round < 3; round++) {
+        const t0 = process.cpuUsage();
+        const r = await verifyBundle(memoryBundleReader({ manifests, treeFiles }), { trust });
+        const d = process.cpuUsage(t0);
+        expect(r.counts.byCode.LINE_NOT_JSON).toBe(300_000);
+        best = Math.min(best, (d.user + d.system) / 1000);
+      }
+      return best;
+    };
+    const without = await cpu({});
+    const withCheckpoint = await cpu({ 'checkpoint.note': await note(1, leafOf(0)) });
+    // Each empty line used to cost the tree a SyntaxError and a ManifestError, many times what the line checks cost.
+    expect(withCheckpoint).toBeLessThan(2 * without + 50);
+  }, 60_000);
 });
