@@ -11,6 +11,7 @@
 import { constants, createReadStream, lstatSync } from 'node:fs';
 import { open, readFile, realpath } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
 import type { AddressInfo } from 'node:net';
 import { basename, join, resolve } from 'node:path';
 import {
@@ -180,15 +181,10 @@ async function sendFile(
     res.writeHead(200, { ...HEADERS, 'content-type': type, 'content-length': String(st.size) });
     if (req.method === 'HEAD' || st.size === 0) return void res.end();
     const stream = createReadStream('', { fd: handle, autoClose: false, start: 0, end: st.size - 1 });
-    await new Promise<void>((done) => {
-      stream.on('error', () => {
-        res.destroy();
-        done();
-      });
-      stream.on('end', done);
-      res.on('close', done);
-      stream.pipe(res);
-    });
+    // Settles however the exchange ends: the file sent, a read failed, or the client gone, before the stream was
+    // piped (a response closed already never drains, so a pipe to it never ended and the handle was left open for the
+    // garbage collector) or while it is sent.
+    await pipeline(stream, res).catch(() => res.destroy());
   } finally {
     await handle.close();
   }

@@ -794,6 +794,46 @@ describe('audit-ui serving a file that grows', () => {
   });
 });
 
+describe('audit-ui and clients that go away', () => {
+  it(
+    'closes the file of a request whose client left before its answer, as of one it answered',
+    { timeout: 60_000 },
+    async () => {
+      const { dir, trustPath } = await blobCase();
+      writeFileSync(join(dir, 'manifests.jsonl'), Buffer.alloc(8 * 2 ** 20, 0x61));
+      const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, trust: trustPath });
+      const open = () => readdirSync('/proc/self/fd').length;
+      try {
+        const u = new URL(server.url);
+        const before = open();
+        // Each request written and its socket closed at once: the server opens the file after the client has gone.
+        await Promise.all(
+          Array.from(
+            { length: 100 },
+            () =>
+              new Promise<void>((done, fail) => {
+                const socket = connect(Number(u.port), u.hostname, () => {
+                  socket.write(`GET /bundle/manifests.jsonl HTTP/1.1\r\nHost: ${u.host}\r\n\r\n`);
+                  socket.destroy();
+                  done();
+                });
+                socket.on('error', fail);
+              }),
+          ),
+        );
+        // Until the server has handled them all; a handle it left open stays open (the garbage collector closed it, late).
+        const deadline = Date.now() + 5000;
+        while (open() > before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        expect(open()).toBe(before);
+        // And it still answers.
+        expect((await get(`${server.url}bundle/bundle.json`)).status).toBe(200);
+      } finally {
+        await server.close();
+      }
+    },
+  );
+});
+
 describe('audit-ui --trust', () => {
   it('reads the trust file at start as verify does: a symlinked one is served, a missing or bad one refused with exit 2', async () => {
     const { dir, trustPath } = await blobCase();
