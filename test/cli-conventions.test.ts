@@ -498,10 +498,55 @@ describe('keys export / list --out naming something that is not a regular file',
     } finally {
       await new Promise((done) => server.close(done));
     }
-    // A regular file is replaced, as before.
+    // A regular file holding a trust file is replaced, as before (the next describe: one that holds anything else).
+    writeFileSync(target, JSON.stringify({ version: 1, keys: [] }));
     expect((await cli(['keys', 'export', ...store, '--out', target])).code).toBe(0);
     expect(JSON.parse(readFileSync(target, 'utf8'))).toMatchObject({ version: 1 });
   });
+});
+
+describe('keys export / list --out naming an existing file that is not a trust file', () => {
+  it('is refused (USAGE, exit 2) and the file left as it was: --out into keys/ replaced the host private key', async () => {
+    const dir = newDir();
+    mkdirSync(dir);
+    // The store's own private key file, a witness key, LevelDB's CURRENT, any other document: never replaced.
+    const keyDir = join(root, 'keys');
+    const hostKey = join(
+      keyDir,
+      readdirSync(keyDir).find((n) => !n.startsWith('checkpoint-') && n.endsWith('.jwk'))!,
+    );
+    const witnessKey = join(dir, 'w1.key');
+    expect((await cli(['witness', 'keygen', '--name', 'witness.example/w1', '--out', witnessKey])).code).toBe(0);
+    const notes = join(dir, 'notes.txt');
+    writeFileSync(notes, 'not a trust file\n');
+    const big = join(dir, 'big.json');
+    writeFileSync(big, `{"version":1,"keys":[],"pad":"${'x'.repeat(16 * 1024 * 1024)}"}`);
+    const outs = [hostKey, witnessKey, join(root, 'manifests-v1', 'CURRENT'), notes, big];
+    const before = outs.map((f) => readFileSync(f));
+    for (const out of outs)
+      for (const sub of ['export', 'list']) {
+        const r = await cli(['keys', sub, ...store, '--out', out, '--json']);
+        expect(r.code, `${sub} ${out}`).toBe(2);
+        const { error } = JSON.parse(r.stdout) as { error: { code: string; message: string } };
+        expect(error, `${sub} ${out}`).toMatchObject({
+          code: 'USAGE',
+          message: expect.stringContaining('exists and is not a trust file'),
+        });
+      }
+    outs.forEach((f, i) => expect(readFileSync(f).equals(before[i]!), f).toBe(true));
+    expect(readdirSync(dir).sort()).toEqual(['big.json', 'notes.txt', 'w1.key']);
+    // The store still opens with its key: a resume works.
+    expect((await cli(['resume', ...scope])).code).toBe(0);
+    // An empty file, or a trust file (an earlier export, this store's or another's), is replaced.
+    const empty = join(dir, 'empty.json');
+    writeFileSync(empty, '');
+    const earlier = join(dir, 'earlier.json');
+    writeFileSync(earlier, readFileSync(files.strangerTrust));
+    for (const out of [empty, earlier]) {
+      expect((await cli(['keys', 'export', ...store, '--out', out])).code, out).toBe(0);
+      expect(JSON.parse(readFileSync(out, 'utf8')), out).toMatchObject({ version: 1 });
+    }
+  }, 60_000);
 });
 
 describe('numeric options', () => {

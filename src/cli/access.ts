@@ -3,6 +3,8 @@ import type { Stats } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { isErrnoError } from '../../store/errors.js';
+import { readBoundedFile } from '../../store/fs/bounded-read.js';
+import { MAX_TRUST_FILE_BYTES } from '../../manifests/format/trust.js';
 import {
   withLedger,
   EXIT_OK,
@@ -132,8 +134,9 @@ function kindOf(st: Stats): string {
 /**
  * `keys export / list --out FILE` replaces FILE by renaming a new file over it: over a symlink (`--out /dev/stdout`, a
  * link to the terminal), a device (`/dev/null`, as root) or a FIFO, the link or node itself would be replaced by a
- * file. Such an --out is refused before the store is opened; a missing FILE, a regular file or a directory (the
- * rename's EISDIR, IO_FAILED) are left to the write.
+ * file. Such an --out is refused before the store is opened, and so is a non-empty regular file that holds no trust
+ * file (see holdsTrustFile); a missing FILE, an empty file, a trust file or a directory (the rename's EISDIR,
+ * IO_FAILED) are left to the write.
  * @throws UsageError
  */
 async function refuseOutThatIsNoFile(out: string, sub: string): Promise<void> {
@@ -141,10 +144,45 @@ async function refuseOutThatIsNoFile(out: string, sub: string): Promise<void> {
     if (isErrnoError(err)) return undefined; // missing, or not reachable: the write says which
     throw err;
   });
+  if (st !== undefined && st.isFile() && st.size > 0 && !(await holdsTrustFile(out)))
+    throw new UsageError(
+      `--out ${out} exists and is not a trust file (a key file, a store's own file or another document would be lost): keys ${sub} --out replaces only an earlier trust file; choose another name, or remove it first`,
+    );
   if (st === undefined || st.isFile() || st.isDirectory()) return;
   throw new UsageError(
     `--out ${out} is not a regular file (${kindOf(st)}): keys ${sub} --out writes a new file in its place; without --out it prints to stdout`,
   );
+}
+
+/**
+ * Whether the regular file at `path` holds a trust file (JSON with `version: 1` and a `keys` array, however valid
+ * its entries), which `keys export / list --out` may replace: an earlier export. Anything else there — a private key
+ * file (`--out` into the store's keys/), a witness key, LevelDB's `CURRENT`, a document — is never replaced. A file it
+ * cannot read is left to the write to report.
+ */
+async function holdsTrustFile(path: string): Promise<boolean> {
+  let text: string;
+  try {
+    text = (
+      await readBoundedFile(path, MAX_TRUST_FILE_BYTES, {
+        notAFile: () => new Error('not a regular file'),
+        tooLarge: () => new Error('too large'),
+      })
+    ).toString('utf8');
+  } catch (err) {
+    return isErrnoError(err);
+  }
+  try {
+    const value: unknown = JSON.parse(text);
+    return (
+      typeof value === 'object' &&
+      value !== null &&
+      (value as { version?: unknown }).version === 1 &&
+      Array.isArray((value as { keys?: unknown }).keys)
+    );
+  } catch {
+    return false;
+  }
 }
 
 /** keys export --out FILE | keys rotate | keys revoke KEYID [--at TIME] | keys list | keys vkey */
