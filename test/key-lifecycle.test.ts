@@ -1146,6 +1146,29 @@ describe('openLedger', () => {
 });
 
 describe('a host key of this host that the open was not given', () => {
+  it('(another key file put in place of the default one) is named as read from that file, not as made anew', async () => {
+    const root = tempDir();
+    const notices: string[] = [];
+    const base = { root, host: 'prod-1', onNotice: (m: string) => notices.push(m) };
+    let ledger = await openLedger(base);
+    const key = ledger.keyId;
+    await ledger.publish(scope, sampleSummary(0));
+    await ledger.close();
+    // The operator copies another store's (or host's) key file over this host's own.
+    const keyPath = join(root, 'keys', `${digestOf(new TextEncoder().encode('prod-1')).slice(7)}.jwk`);
+    rmSync(keyPath);
+    await writeKeyFile(keyPath, generateJwk());
+    ledger = await openLedger(base);
+    const foreign = ledger.keyId;
+    await ledger.close();
+    expect(foreign).not.toBe(key);
+    const notice = notices.find((m) => m.includes(JSON.stringify(key)));
+    expect(notice).toBeDefined();
+    expect(notice).not.toContain('made anew');
+    expect(notice).not.toContain('no key file');
+    expect(notice).toContain(`read from ${JSON.stringify(keyPath)}`);
+  });
+
   for (const kind of ['keyFile', 'signer', 'lost default key file'] as const) {
     it(`(${kind}) stays current beside the key this open signs with, and the notice says how to end it`, async () => {
       const root = tempDir();

@@ -257,6 +257,8 @@ export class Keyring {
   private stamp = 'missing';
   /** Counts the changes of the trust this keyring holds: whoever derives from it (verifier lists) redoes it then. */
   generation = 0;
+  /** Whether this open wrote the host key file (none was there), for the notice of `ensureTrusted`. */
+  private madeHostKey = false;
 
   private constructor(
     private readonly options: KeyringOptions,
@@ -310,6 +312,7 @@ export class Keyring {
     const stamp = read?.stamp ?? 'missing';
     let signer = options.signer;
     let keyPath: string | undefined;
+    let madeHostKey = false;
     if (!signer) {
       keyPath = options.keyFile ?? hostKeyPath(options.root, options.host);
       await settleStaged(
@@ -331,6 +334,7 @@ export class Keyring {
         if (!held) throw new NeedsTrustLock();
         await writeKeyFile(keyPath, generateJwk());
         signer = await loadKeyFile(keyPath);
+        madeHostKey = true;
         trustMissing = false;
       }
       // Re-listing the host key from "now" would expire everything it signed before: never rebuild trust.json silently.
@@ -388,6 +392,7 @@ export class Keyring {
     }
     const ring = new Keyring(options, trustPath, keyPath, signer, trust, checkpointPath, checkpoint, held);
     ring.stamp = stamp;
+    ring.madeHostKey = madeHostKey;
     await ring.ensureTrusted(signer);
     await ring.ensureCheckpointTrusted();
     return ring;
@@ -543,7 +548,7 @@ export class Keyring {
       });
       for (const k of current)
         this.options.notice?.(
-          `trust.json lists key ${JSON.stringify(k.keyId)} of host ${JSON.stringify(this.options.host)} as current, and this open signs with another key, ${JSON.stringify(signer.keyId)}, now listed beside it${this.keyPath !== undefined && this.options.keyFile === undefined ? ` (made anew: no key file at ${JSON.stringify(this.keyPath)})` : ''}: if ${JSON.stringify(k.keyId)} is lost, revoke it (\`keys revoke ${shellWord(k.keyId)}\`); if it is held in a key file or signer of its own, open with that`,
+          `trust.json lists key ${JSON.stringify(k.keyId)} of host ${JSON.stringify(this.options.host)} as current, and this open signs with another key, ${JSON.stringify(signer.keyId)}, now listed beside it${this.keyPath === undefined || this.options.keyFile !== undefined ? '' : this.madeHostKey ? ` (made anew: no key file at ${JSON.stringify(this.keyPath)})` : ` (read from ${JSON.stringify(this.keyPath)}, a key file trust.json did not list: one copied from another store or host? then put this host's own file back and revoke ${JSON.stringify(signer.keyId)})`}: if ${JSON.stringify(k.keyId)} is lost, revoke it (\`keys revoke ${shellWord(k.keyId)}\`); if it is held in a key file or signer of its own, open with that`,
         );
       return;
     }
