@@ -158,7 +158,7 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'write an audit bundle',
     synopsis: 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--json]',
     options: [
-      '--out DIR         the bundle directory (must not exist)',
+      '--out DIR         the bundle directory (must not exist; outside the store root, else INVALID_ARGUMENT)',
       '--with-blobs      include the summaries',
       '--since FILE      an earlier checkpoint note of the auditor: add a consistency proof from it',
       ...scope('every chain this principal published in, each whole', "this session's chain"),

@@ -15,10 +15,10 @@
  * stop it; a full or `--principal` export reads the whole log.
  */
 import { constants } from 'node:fs';
-import { lstat, readdir, readFile, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises';
+import { lstat, readdir, readFile, realpath, rmdir, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import { readOptionFields, StoreError, type NamesEveryField } from '../../store/errors.js';
@@ -104,6 +104,11 @@ export interface ExportSource {
   readonly blobs: BlobStore;
   /** Where the export's span and metrics go (a ledger's own); default the global OpenTelemetry API. */
   readonly telemetry?: LedgerTelemetry;
+  /**
+   * The store's root directory (a `Ledger` has one): an `out` inside it is refused (`INVALID_ARGUMENT`), for the
+   * store manages what is there (its keys, its log, staging files an open clears).
+   */
+  readonly root?: string;
   /**
    * The signed checkpoint to cut the bundle at (a `Ledger` has one); without it the bundle has no tree files. For a
    * filtered export of a log with a session-heads index, the checkpoint of the log's current tree (its heads are
@@ -316,8 +321,8 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
 
 /**
  * Exports the chains selected by `options` into a new bundle directory.
- * @throws LedgerError `INVALID_ID` (bad filter id), `INVALID_ARGUMENT` (no Ledger or source, no `out` path, a signal
- *   that is none, an options field that throws as it is read), `CANCELLED`, `CLOSED`; AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
+ * @throws LedgerError `INVALID_ID` (bad filter id), `INVALID_ARGUMENT` (no Ledger or source, no `out` path, an `out`
+ *   inside the source's root, a signal that is none, an options field that throws as it is read), `CANCELLED`, `CLOSED`; AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
  *   ManifestError `RECORD_CORRUPT` (a log record export needs cannot be read, or `session`'s chain holds an entry
  *   signed for another session: no bundle; run fsck); other
  *   ManifestError/StoreError from the log or blob store pass through.
@@ -387,6 +392,38 @@ function exportOptions(given: unknown): ExportOptions {
   return options;
 }
 
+/**
+ * The real path `path` names, through its nearest existing ancestor (the rest appended as given): a bundle's target
+ * does not exist yet, and a symlink on the way to it may lead into the root by another name.
+ */
+async function realPathOf(path: string): Promise<string> {
+  const rest: string[] = [];
+  for (let p = path; ; p = dirname(p)) {
+    try {
+      return join(await realpath(p), ...rest.reverse());
+    } catch {
+      if (dirname(p) === p) return path;
+      rest.push(basename(p));
+    }
+  }
+}
+
+/**
+ * Refuses an export target strictly inside the store's root: the store manages what is there (an open cleared its
+ * `tmp/` whole, a bundle there with it), so the evidence would not be safe there. The root itself exists, which the
+ * claim's mkdir refuses (`BUNDLE_EXISTS`).
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+async function refuseOutInsideRoot(root: string, out: string): Promise<void> {
+  const [realRoot, realOut] = await Promise.all([realPathOf(resolve(root)), realPathOf(out)]);
+  const inside = relative(realRoot, realOut);
+  if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside)) return;
+  throw new LedgerError(
+    'INVALID_ARGUMENT',
+    `export: ${out} is inside the store's root ${root}, whose files the store manages (its keys, its log, staging files an open clears): export the bundle outside it`,
+  );
+}
+
 async function exportTraced(source: ExportSource, given: ExportOptions): Promise<ExportResult> {
   const options = exportOptions(given);
   const fs = options.fs ?? nodeFsOps;
@@ -399,6 +436,7 @@ async function exportTraced(source: ExportSource, given: ExportOptions): Promise
   }
   checkCancelled(options.signal);
   const out = resolve(options.out);
+  if (typeof source.root === 'string') await refuseOutInsideRoot(source.root, out);
   // What an export killed here before left beside the target: its claim and staging, when its process is gone.
   await removeDeadExports(fs, dirname(out));
   // The target is claimed first, as an empty private directory: rename(2) would replace an empty directory

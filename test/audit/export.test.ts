@@ -318,6 +318,31 @@ describe('export and verify commands', () => {
   });
 });
 
+describe('export into the store root', () => {
+  it('is refused (INVALID_ARGUMENT, exit 1) with nothing made: a bundle in <root>/tmp/ was deleted by the next open', async () => {
+    const dir = tempDir();
+    const root = join(dir, 'store');
+    await (await ledgerWithChains(root)).close();
+    for (const out of [join(root, 'tmp', 'audit'), join(root, 'audit'), join(root, 'keys', 'x', 'audit')]) {
+      const c = captureIo();
+      expect(await exportCli(['--root', root, '--host', 'host-a', '--out', out, '--json'], c.io), out).toBe(1);
+      const { error } = JSON.parse(c.stdout()) as { error: { code: string; message: string } };
+      expect(error, out).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('inside') });
+      expect(existsSync(out), out).toBe(false);
+    }
+    // The same through a path that reaches the root by another name (a symlink to it).
+    const alias = join(dir, 'alias');
+    await symlink(root, alias);
+    const c = captureIo();
+    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', join(alias, 'tmp', 'audit')], c.io)).toBe(1);
+    expect(c.stderr()).toContain('INVALID_ARGUMENT');
+    expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    // Beside the root: written as ever.
+    const ok = captureIo();
+    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', join(dir, 'audit')], ok.io)).toBe(0);
+  });
+});
+
 describe('export interrupted by a signal', () => {
   const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
   const HOLD = fileURLToPath(new URL('../support/hold-export-staging.mjs', import.meta.url));
