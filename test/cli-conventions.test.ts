@@ -549,6 +549,30 @@ describe('keys export / list --out naming an existing file that is not a trust f
   }, 60_000);
 });
 
+describe('a --postgres value that is no PostgreSQL URL', () => {
+  it('is INVALID_ARGUMENT (exit 1) before anything connects or is made, and the value (it may hold a password) is not echoed', async () => {
+    // The driver read these as URLs relative to postgres://base: "getaddrinfo ENOTFOUND base", STORAGE_FAILED.
+    for (const url of ['localhost/hl', 'host=db.example dbname=hl password=s3cret', 'alice:s3cret@db.example/hl']) {
+      const fresh = join(newDir(), 'store');
+      for (const how of ['option', 'env'] as const)
+        for (const argv of [
+          ['init', '--root', fresh, '--host', 'pg-host'],
+          ['resume', ...scope],
+        ]) {
+          const r = await cli(
+            [...argv, ...(how === 'option' ? ['--postgres', url] : [])],
+            how === 'env' ? { env: { HANDOFF_LEDGER_POSTGRES: url } } : {},
+          );
+          expect(r.code, `${how} ${url} ${argv[0]}`).toBe(1);
+          expect(r.stderr, `${how} ${url} ${argv[0]}`).toMatch(/^handoff-ledger: INVALID_ARGUMENT: .*postgresql:\/\//);
+          expect(r.stderr).not.toContain('s3cret');
+          expect(r.stderr).not.toContain('base');
+          expect(existsSync(fresh), `${how} ${url}`).toBe(false);
+        }
+    }
+  });
+});
+
 describe('numeric options', () => {
   it('take plain decimal digits only: blank, hex, exponent and sign are usage errors', async () => {
     for (const bad of ['', ' ', '0x10', '1e3', '+5', '-1', '1.0']) {

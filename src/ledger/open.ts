@@ -248,6 +248,9 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
   // A key file of the caller's that is not there (nor staged by a rotation) is refused before the store is made.
   if (!options.signer && options.keyFile !== undefined) await refuseMissingKeyFile(options.keyFile);
+  // PostgreSQL options it cannot use (a connection string that is no postgresql:// URL, a bad schema name) likewise.
+  if (options.postgres && !options.log && !options.blobs)
+    (await import('./pg-backend.js')).refuseUnusableOptions(options.postgres);
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
   const hashBackend = await loadHashBackend(options.hash ?? 'auto', notice);
   // The log is opened first: an embedded log's lock must be held before every staging file is cleared, or a second

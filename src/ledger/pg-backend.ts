@@ -44,7 +44,7 @@ export async function openPostgresBackends(
 }
 
 /** @throws LedgerError `INVALID_ARGUMENT` for options `openPostgresBackends` cannot use, before anything connects */
-function refuseUnusableOptions(options: PostgresBackendOptions): void {
+export function refuseUnusableOptions(options: PostgresBackendOptions): void {
   if (typeof options !== 'object' || options === null)
     throw new LedgerError('INVALID_ARGUMENT', 'postgres options must be an object with a connectionString');
   const problem =

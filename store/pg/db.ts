@@ -182,10 +182,13 @@ function isPgPool(pool: unknown): boolean {
   );
 }
 
+/** What the driver (pg-connection-string) reads as meant: a URL of its schemes, or a socket directory `/dir [db]`. */
+const CONNECTION_STRING_RE = /^(?:(?:postgres|postgresql|socket):|\/)/i;
+
 /**
  * What is wrong with connection options, before anything connects: a schema name that is not a plain lowercase
  * identifier, no pool and no non-empty connection string (an empty one would make the driver fall back to
- * PG* environment variables and localhost), a pool that is not a pg.Pool, a bad limit. Each layer reports it with
+ * PG* environment variables and localhost), a connection string that is no postgresql:// URL, a pool that is not a pg.Pool, a bad limit. Each layer reports it with
  * its own `INVALID_ARGUMENT`.
  * @returns the problem, or undefined when the options are usable
  */
@@ -194,6 +197,11 @@ export function pgOptionsProblem(options: PgConnectOptions): string | undefined 
     return `schema must be a lowercase identifier matching ${SCHEMA_RE}, got ${JSON.stringify(options.schema)}`;
   if (options.pool === undefined && (typeof options.connectionString !== 'string' || options.connectionString === ''))
     return 'PostgreSQL backend needs a connectionString (a non-empty postgresql:// URL) or a pool';
+  // The driver reads anything else as a URL relative to postgres://base: `localhost/db` or a libpq `host=… dbname=…`
+  // string would connect to a host named "base" (ENOTFOUND base), `user:pw@host/db` to none. Not echoed: it may hold a
+  // password.
+  if (options.pool === undefined && !CONNECTION_STRING_RE.test(options.connectionString!))
+    return 'the PostgreSQL connection string is not a postgresql:// (or postgres://, socket:) URL nor a socket directory path (/dir db); give e.g. postgresql://user@host:5432/db';
   if (options.pool !== undefined && !isPgPool(options.pool))
     return 'pool must be a pg.Pool of node-postgres 8 (its connect, query, on, options and Client are used)';
   const { maxConnections, lockTimeoutMs, idleInTransactionTimeoutMs } = options;
