@@ -573,6 +573,42 @@ describe('a --postgres value that is no PostgreSQL URL', () => {
   });
 });
 
+describe('a --root inside another store', () => {
+  it("is INVALID_ARGUMENT naming that store, with nothing made: publish made a new store inside the other's manifests-v1/", async () => {
+    const before = (dir: string) => readdirSync(dir).sort();
+    for (const inner of ['manifests-v1', 'keys', 'blobs-v1', join('blobs-v1', 'blake3')]) {
+      const at = join(root, inner);
+      const listed = before(at);
+      for (const argv of [
+        [
+          'publish',
+          '--root',
+          at,
+          '--host',
+          'conv-host',
+          '--principal',
+          'alice',
+          '--session',
+          's1',
+          '--run',
+          'r9',
+          files.summary,
+        ],
+        ['init', '--root', at, '--host', 'conv-host'],
+        ['resume', '--root', join(at, 'deeper'), '--host', 'conv-host', '--principal', 'alice', '--session', 's1'],
+      ]) {
+        const r = await cli(argv);
+        expect(r.code, argv.join(' ')).toBe(1);
+        expect(r.stderr, argv.join(' ')).toMatch(/^handoff-ledger: INVALID_ARGUMENT: .* is inside the store at /);
+        expect(r.stderr).toContain(JSON.stringify(root));
+        expect(before(at), argv.join(' ')).toEqual(listed);
+      }
+    }
+    // The store itself opens as ever.
+    expect((await cli(['resume', ...scope])).code).toBe(0);
+  });
+});
+
 describe('numeric options', () => {
   it('take plain decimal digits only: blank, hex, exponent and sign are usage errors', async () => {
     for (const bad of ['', ' ', '0x10', '1e3', '+5', '-1', '1.0']) {

@@ -4,7 +4,8 @@
  * `Ledger`. Opening is recovery (staging cleared, chain heads checked).
  */
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { lstat } from 'node:fs/promises';
 import type { BlobStore } from '../../store/blob-store.js';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
 import { hashBackendNameProblem, loadHashBackend } from '../../store/hash/backends.node.js';
@@ -89,6 +90,33 @@ const OPEN_FIELDS = [
 ] as const satisfies ReadonlyArray<keyof OpenLedgerOptions>;
 const everyOpenField: NamesEveryField<OpenLedgerOptions, typeof OPEN_FIELDS> = true;
 void everyOpenField;
+
+/** Whether `dir` is a store's root: it holds trust.json and keys/ (an embedded store, or a PostgreSQL host's root). */
+async function isStoreRoot(dir: string): Promise<boolean> {
+  const [trust, keys] = await Promise.all(
+    [join(dir, 'trust.json'), join(dir, 'keys')].map((p) => lstat(p).catch(() => undefined)),
+  );
+  return trust?.isFile() === true && keys?.isDirectory() === true;
+}
+
+/**
+ * A root that is no store yet (no trust.json) inside another store's root is refused before anything is made: a
+ * `--root` one level too deep (`<store>/manifests-v1`, `<store>/keys`) made a new store there, whose publish
+ * succeeded into a log nobody reads, inside the other store's own directories.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+async function refuseRootInsideStore(root: string): Promise<void> {
+  const abs = resolve(root);
+  if ((await lstat(join(abs, 'trust.json')).catch(() => undefined)) !== undefined) return;
+  for (let dir = dirname(abs); ; dir = dirname(dir)) {
+    if (await isStoreRoot(dir))
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `root ${JSON.stringify(root)} is inside the store at ${JSON.stringify(dir)}, and no store itself: a store is never made inside another (give --root ${shellWord(dir)} for that store)`,
+      );
+    if (dirname(dir) === dir) return;
+  }
+}
 
 /**
  * The clock every time this ledger writes is read from (a manifest's createdAt, a key's window, a grant's time): one
@@ -222,6 +250,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
   // A root that is a file or a link is UNSAFE_ROOT for every command, not a storage failure of the first read under it.
   await refuseNonDirectory(root, 'UNSAFE_ROOT');
+  await refuseRootInsideStore(root);
   if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
     await refuseNewHostKey(root, host);
   // An origin the CLI would print escaped names no new log (isNewOrigin): an embedded log not made yet is one (its
