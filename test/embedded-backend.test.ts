@@ -2,7 +2,7 @@
  * The embedded backend (filesystem blobs, LevelDB manifest log) against the shared conformance suites,
  * the same suites the PostgreSQL backend runs (test/pg-backend.test.ts).
  */
-import { open, readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -85,6 +85,29 @@ describe('FsBlobStore keepStagingMs (a root other processes write too)', () => {
     }
     for (const keepStagingMs of [-1, Number.NaN, '60000' as unknown as number])
       await expect(FsBlobStore.open(root, { hash, keepStagingMs })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await rm(join(root, '..'), { recursive: true, force: true });
+  });
+});
+
+describe('FsBlobStore recovery of tmp/', () => {
+  it('removes only staging names (*.tmp): a bundle directory or a key file an operator put in tmp/ was deleted whole', async () => {
+    const root = join(freshDir(), 'store');
+    const hash = await loadHashBackend('noble');
+    await (await FsBlobStore.open(root, { hash })).store.close();
+    const tmp = join(root, 'tmp');
+    await mkdir(join(tmp, 'audit-2026-12', 'blobs'), { recursive: true });
+    await writeFile(join(tmp, 'audit-2026-12', 'bundle.json'), '{}');
+    await writeFile(join(tmp, 'w1.key'), 'a witness key');
+    await writeFile(join(tmp, `${'a'.repeat(32)}.tmp`), 'half a blob');
+    const opened = await FsBlobStore.open(root, { hash });
+    try {
+      expect(opened.recovery.stagingRemoved).toBe(1);
+      expect((await readdir(tmp)).sort()).toEqual(['audit-2026-12', 'w1.key']);
+      expect(await readdir(join(tmp, 'audit-2026-12'))).toEqual(expect.arrayContaining(['bundle.json', 'blobs']));
+      expect(await opened.store.recover()).toEqual({ stagingRemoved: 0 });
+    } finally {
+      await opened.store.close();
+    }
     await rm(join(root, '..'), { recursive: true, force: true });
   });
 });

@@ -1,7 +1,7 @@
 /**
  * The filesystem blob store (docs/DESIGN.md, "Blob store"). Layout:
  *   <root>/blobs-v1/blake3/<aa>/<bb>/<64hex>   immutable blobs, named by digest only
- *   <root>/tmp/                                staging files, cleared on open (only old ones: `keepStagingMs`)
+ *   <root>/tmp/                                staging files (`*.tmp`), cleared on open (only old ones: `keepStagingMs`)
  *   <root>/quarantine/                         corrupt blobs moved aside, never deleted
  *   <root>/gc-aside/                           a blob gc is judging (./gc-aside.ts), restored at open
  * Only hex digests ever become path components.
@@ -144,6 +144,9 @@ export class FsBlobStore extends AbstractBlobStore {
     try {
       const before = Date.now() - this.keepStagingMs;
       for (const name of await this.fs.readdir(this.tmpDir)) {
+        // Only the names a blob write stages under (`<hex>.tmp`, older releases' `*.tmp` too): anything else an
+        // operator put here (an export's bundle, a key file) is no leftover of ours, and is never deleted.
+        if (!name.endsWith('.tmp')) continue;
         const path = join(this.tmpDir, name);
         if (this.keepStagingMs > 0) {
           const st = await this.fs.lstat(path).catch((err: unknown) => {
