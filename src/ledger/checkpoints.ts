@@ -79,20 +79,32 @@ export async function refuseAnotherLogsPin(
   refusePinsOfAnotherLog(dir, await readdir(dir), origin);
 }
 
-/** `FORK` when the listing `names` of `dir` (a root's checkpoints/) holds a pin of a log other than `origin`. */
-function refusePinsOfAnotherLog(dir: string, names: readonly string[], origin: string): void {
+/**
+ * `FORK` when the listing `names` of `dir` (a root's checkpoints/) holds a pin of a log other than `origin`. With
+ * `noLog` (the embedded log's directory, found holding no log), the open was about to start a new log beside the
+ * pinned one: most likely a root PostgreSQL processes share, opened without --postgres, which the message says
+ * (moving the pin aside would then open a second, empty log on that root).
+ */
+function refusePinsOfAnotherLog(dir: string, names: readonly string[], origin: string, noLog?: string): void {
   const own = originHash(origin);
   const other = names.find((name) => {
     const stem = PIN_NAME.exec(name)?.[1];
     return stem !== undefined && stem !== own;
   });
-  if (other !== undefined)
+  if (other === undefined) return;
+  if (noLog !== undefined)
     throw new LedgerError(
       'FORK',
-      `this root pins another log (${join(dir, other)}), not the log named ${JSON.stringify(origin)}: the log's ` +
-        'origin record was deleted or changed, or the root is used with a second log (one root serves one log; if ' +
-        'the pinned log is gone on purpose, move that pin aside)',
+      `this root pins another log (${join(dir, other)}) and holds no embedded log (${noLog}), so this open would ` +
+        `start a new one, named ${JSON.stringify(origin)}: a root PostgreSQL processes share is opened with --postgres ` +
+        'or HANDOFF_LEDGER_POSTGRES (openLedger: postgres); a store whose log is lost is restored from its backup',
     );
+  throw new LedgerError(
+    'FORK',
+    `this root pins another log (${join(dir, other)}), not the log named ${JSON.stringify(origin)}: the log's ` +
+      'origin record was deleted or changed, or the root is used with a second log (one root serves one log; if ' +
+      'the pinned log is gone on purpose, move that pin aside)',
+  );
 }
 
 /**
@@ -118,7 +130,7 @@ export async function refuseRootWithoutItsLog(
   if ((await refuseNonDirectory(dir, 'UNSAFE_PATH')) === undefined) return false;
   const names = await readdir(dir);
   if (!names.some((name) => PIN_NAME.test(name))) return false;
-  refusePinsOfAnotherLog(dir, names, origin);
+  refusePinsOfAnotherLog(dir, names, origin, join(root, 'manifests-v1'));
   const stem = pinStem(root, origin);
   // What fsck reports in place of a log it could not check: the pin without its log.
   const noLogToDiagnose = (pinPath: string, what: string, cause?: unknown) =>

@@ -430,6 +430,18 @@ describePostgres('the origin record on PostgreSQL', (pg) => {
       });
       expect(r.status, r.stderr).toBe(1);
       expect(r.stderr).toMatch(/FORK: this root pins another log/);
+      // The message names the likely mistake and its fix, and never says to move the pin aside: an operator who
+      // only forgot --postgres would then open a second, empty log on the shared root, without the pin's protection.
+      expect(r.stderr).toMatch(/holds no embedded log .*--postgres or HANDOFF_LEDGER_POSTGRES/);
+      expect(r.stderr).not.toMatch(/move that pin aside/);
+      const f = spawnSync(process.execPath, [CLI, 'fsck', '--root', root, '--host', 'h1'], {
+        encoding: 'utf8',
+        env,
+        timeout: 60_000,
+      });
+      expect(f.status, f.stderr).toBe(1);
+      expect(f.stderr).toMatch(/FORK: .*holds no embedded log .*--postgres or HANDOFF_LEDGER_POSTGRES/);
+      expect(f.stderr).not.toMatch(/move that pin aside/);
       // LevelDB's lock was on a log of the command's own, not on the root: nothing of the others' was its to remove.
       for (const file of inFlight) expect(existsSync(file), file).toBe(true);
       // The processes of the shared store go on as before.
