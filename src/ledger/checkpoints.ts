@@ -23,6 +23,7 @@ import { EMPTY_ROOT, equalBytes, verifyConsistency } from '../../manifests/tlog/
 import { consistencyRanges, hashRanges, type TreeHead } from '../../manifests/tlog/tree.js';
 import { SESSION_HEADS_EXTENSION, sessionHeadsLine } from '../../manifests/tlog/session-heads.js';
 import type { LogTreeHead, ManifestLog } from '../../manifests/log/log.js';
+import { holdsNoLog } from '../../manifests/log/level/log.js';
 import { LedgerError } from '../errors.js';
 import { isTreeDamage, ManifestError } from '../../manifests/errors.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -70,13 +71,25 @@ export function storedOriginDamage(origin: unknown): ManifestError | undefined {
 export async function refuseAnotherLogsPin(
   root: string,
   origin: string,
-  { create = true }: { create?: boolean } = {},
+  { create = true, postgres = false }: { create?: boolean; postgres?: boolean } = {},
 ): Promise<void> {
   const dir = join(root, 'checkpoints');
   // Without `create`, only a look: a root without the directory pins nothing, and nothing is made to find that out.
   if (create) await ensurePrivateDir(dir, 'UNSAFE_PATH');
   else if ((await refuseNonDirectory(dir, 'UNSAFE_PATH')) === undefined) return;
-  refusePinsOfAnotherLog(dir, await readdir(dir), origin);
+  const names = await readdir(dir);
+  // Judged only for a refusal's message: whether a PostgreSQL open's root holds an embedded store's log.
+  const levelDir = join(root, 'manifests-v1');
+  const embedded = async () =>
+    postgres && (await refuseNonDirectory(levelDir, 'UNSAFE_PATH').catch(() => undefined)) !== undefined
+      ? !(await holdsNoLog(levelDir).catch(() => true))
+      : false;
+  try {
+    refusePinsOfAnotherLog(dir, names, origin);
+  } catch (err) {
+    if (await embedded()) refusePinsOfAnotherLog(dir, names, origin, { embeddedLog: levelDir });
+    throw err;
+  }
 }
 
 /**
@@ -85,13 +98,27 @@ export async function refuseAnotherLogsPin(
  * pinned one: most likely a root PostgreSQL processes share, opened without --postgres, which the message says
  * (moving the pin aside would then open a second, empty log on that root).
  */
-function refusePinsOfAnotherLog(dir: string, names: readonly string[], origin: string, noLog?: string): void {
+function refusePinsOfAnotherLog(
+  dir: string,
+  names: readonly string[],
+  origin: string,
+  { noLog, embeddedLog }: { noLog?: string; embeddedLog?: string } = {},
+): void {
   const own = originHash(origin);
   const other = names.find((name) => {
     const stem = PIN_NAME.exec(name)?.[1];
     return stem !== undefined && stem !== own;
   });
   if (other === undefined) return;
+  // A PostgreSQL open of an embedded store's root (HANDOFF_LEDGER_POSTGRES left set for another store): the pin is
+  // the embedded log's, which is there; moving the pin aside would take its protection from that store.
+  if (embeddedLog !== undefined)
+    throw new LedgerError(
+      'FORK',
+      `this root pins another log (${join(dir, other)}): it holds an embedded store (${embeddedLog}), opened here ` +
+        `with PostgreSQL, whose log is named ${JSON.stringify(origin)}; an embedded store is opened without --postgres ` +
+        '(unset HANDOFF_LEDGER_POSTGRES), and a PostgreSQL store is given a root of its own',
+    );
   if (noLog !== undefined)
     throw new LedgerError(
       'FORK',
@@ -130,7 +157,7 @@ export async function refuseRootWithoutItsLog(
   if ((await refuseNonDirectory(dir, 'UNSAFE_PATH')) === undefined) return false;
   const names = await readdir(dir);
   if (!names.some((name) => PIN_NAME.test(name))) return false;
-  refusePinsOfAnotherLog(dir, names, origin, join(root, 'manifests-v1'));
+  refusePinsOfAnotherLog(dir, names, origin, { noLog: join(root, 'manifests-v1') });
   const stem = pinStem(root, origin);
   // What fsck reports in place of a log it could not check: the pin without its log.
   const noLogToDiagnose = (pinPath: string, what: string, cause?: unknown) =>

@@ -362,13 +362,19 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     if (options.origin !== undefined && named !== options.origin) throw originMismatch(named, options.origin);
     // Before the keyring lists a checkpoint key under this origin, and before a missing origin record is written (a
     // refused open leaves the store as it found it): a pin of another origin in this root is a FORK.
-    await refuseAnotherLogsPin(root, named, { create: originDamage === undefined && options.diagnose !== true });
+    await refuseAnotherLogsPin(root, named, {
+      create: originDamage === undefined && options.diagnose !== true,
+      postgres: Boolean(options.postgres),
+    });
     const origin = listed ?? stored ?? (await log.origin(named));
     if (origin !== named) {
       refuseStoredOrigin(origin);
       // Another host of a shared store named the log meanwhile: its name is judged as the stored one is.
       if (options.origin !== undefined) throw originMismatch(origin, options.origin);
-      await refuseAnotherLogsPin(root, origin, { create: options.diagnose !== true });
+      await refuseAnotherLogsPin(root, origin, {
+        create: options.diagnose !== true,
+        postgres: Boolean(options.postgres),
+      });
     }
     // Staging files of trust.json, key files, the pin and the lock files of a shared root that a crash left beside
     // their targets (the next write picks a new name, so nothing else would ever remove one; in keys/ one may hold a

@@ -403,6 +403,30 @@ describePostgres('the origin record on PostgreSQL', (pg) => {
     }
   });
 
+  it("a PostgreSQL open of an embedded store's root (HANDOFF_LEDGER_POSTGRES left set) is a FORK that says to open it without --postgres, never to move its pin aside", async () => {
+    if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
+    const root = tempDir();
+    const embedded = await openLedger({ host: 'h1', root, onNotice: () => {} });
+    await embedded.publish({ principal: 'alice', session: 's', run: 'r' }, sampleSummary(1));
+    await embedded.close();
+    const before = listing(root);
+    for (const argv of [['resume', '--principal', 'alice', '--session', 's'], ['fsck']]) {
+      const r = spawnSync(process.execPath, [CLI, ...argv, '--root', root, '--host', 'h1'], {
+        encoding: 'utf8',
+        env: { ...process.env, HANDOFF_LEDGER_POSTGRES: pg.connectionString },
+        timeout: 60_000,
+      });
+      expect(r.status, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/FORK: this root pins another log .*holds an embedded store .*without --postgres/);
+      expect(r.stderr).not.toMatch(/move that pin aside/);
+    }
+    expect(listing(root)).toEqual(before);
+    // Without the variable it opens as ever.
+    const again = await openLedger({ host: 'h1', root, onNotice: () => {} });
+    expect((await again.resume({ principal: 'alice', session: 's' }))?.seq).toBe(0);
+    await again.close();
+  });
+
   it('an embedded open of a root PostgreSQL processes share (a command run without --postgres) is a FORK that removes none of their writes in flight', async () => {
     if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm test does it in pretest)');
     const root = tempDir();
