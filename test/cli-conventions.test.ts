@@ -549,6 +549,27 @@ describe('keys export / list --out naming an existing file that is not a trust f
   }, 60_000);
 });
 
+describe('keys export / list --out inside the store root', () => {
+  it("is refused (USAGE, exit 2) and the store's trust.json left as it was: the export replaced it (0644, outside the trust lock)", async () => {
+    const trustPath = join(root, 'trust.json');
+    const before = readFileSync(trustPath);
+    const mode = lstatSync(trustPath).mode & 0o777;
+    for (const sub of ['export', 'list'])
+      for (const out of [trustPath, join(root, 'keys', 'copy.json'), join(root, 'tmp', 'trust.json')]) {
+        const r = await cli(['keys', sub, ...store, '--out', out, '--json']);
+        expect(r.code, `${sub} ${out}`).toBe(2);
+        const { error } = JSON.parse(r.stdout) as { error: { code: string; message: string } };
+        expect(error, `${sub} ${out}`).toMatchObject({
+          code: 'USAGE',
+          message: expect.stringContaining('inside the store'),
+        });
+        expect(existsSync(join(root, 'keys', 'copy.json'))).toBe(false);
+      }
+    expect(readFileSync(trustPath).equals(before)).toBe(true);
+    expect(lstatSync(trustPath).mode & 0o777).toBe(mode);
+  });
+});
+
 describe('a --postgres value that is no PostgreSQL URL', () => {
   it('is INVALID_ARGUMENT (exit 1) before anything connects or is made, and the value (it may hold a password) is not echoed', async () => {
     // The driver read these as URLs relative to postgres://base: "getaddrinfo ENOTFOUND base", STORAGE_FAILED.

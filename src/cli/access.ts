@@ -4,6 +4,7 @@ import { lstat } from 'node:fs/promises';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { isErrnoError } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
+import { isInsideRoot } from '../ops/export.js';
 import { MAX_TRUST_FILE_BYTES } from '../../manifests/format/trust.js';
 import {
   withLedger,
@@ -219,6 +220,11 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
         } else if (sub === 'export' || sub === 'list') {
           const trust = ledger.trustStore();
           if (values.out !== undefined) {
+            // The store's own files (trust.json itself, written only under the trust lock; keys/) are never the copy.
+            if (await isInsideRoot(ledger.root, values.out))
+              throw new UsageError(
+                `--out ${values.out} is inside the store root ${ledger.root}, whose files the store writes itself: keys ${sub} --out writes the copy you hand out, elsewhere`,
+              );
             await writeFileAtomic(values.out, JSON.stringify(trust, null, 2) + '\n', 0o644);
             if (values.json)
               writeJson(io.stdout, {

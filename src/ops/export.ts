@@ -409,15 +409,23 @@ async function realPathOf(path: string): Promise<string> {
 }
 
 /**
+ * Whether `path` lies strictly inside the store root `root`, judged on real paths (a symlink on the way to either, or
+ * a part of `path` that does not exist yet, included). The CLI's other file outputs (`keys export --out`) ask it too.
+ */
+export async function isInsideRoot(root: string, path: string): Promise<boolean> {
+  const [realRoot, realPath] = await Promise.all([realPathOf(resolve(root)), realPathOf(resolve(path))]);
+  const inside = relative(realRoot, realPath);
+  return !(inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside));
+}
+
+/**
  * Refuses an export target strictly inside the store's root: the store manages what is there (an open cleared its
  * `tmp/` whole, a bundle there with it), so the evidence would not be safe there. The root itself exists, which the
  * claim's mkdir refuses (`BUNDLE_EXISTS`).
  * @throws LedgerError `INVALID_ARGUMENT`
  */
 async function refuseOutInsideRoot(root: string, out: string): Promise<void> {
-  const [realRoot, realOut] = await Promise.all([realPathOf(resolve(root)), realPathOf(out)]);
-  const inside = relative(realRoot, realOut);
-  if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside)) return;
+  if (!(await isInsideRoot(root, out))) return;
   throw new LedgerError(
     'INVALID_ARGUMENT',
     `export: ${out} is inside the store's root ${root}, whose files the store manages (its keys, its log, staging files an open clears): export the bundle outside it`,
