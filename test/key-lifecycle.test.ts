@@ -1145,6 +1145,33 @@ describe('openLedger', () => {
   });
 });
 
+describe('a host key file restored from before the last rotation', () => {
+  it('is refused at publish (KEY_EXPIRED) naming the current key trust.json lists, and saying to restore its file', async () => {
+    const root = tempDir();
+    const base = { root, host: 'prod-1', onNotice: () => {} };
+    let ledger = await openLedger(base);
+    await ledger.publish(scope, sampleSummary(0));
+    const keyPath = join(root, 'keys', `${digestOf(new TextEncoder().encode('prod-1')).slice(7)}.jwk`);
+    const backup = readFileSync(keyPath);
+    const current = await ledger.rotateKey();
+    await ledger.close();
+    writeFileSync(keyPath, backup, { mode: 0o600 });
+    ledger = await openLedger(base);
+    try {
+      const err = await ledger.publish(scope, sampleSummary(1)).then(
+        () => undefined,
+        (e: unknown) => e as Error & { code?: string },
+      );
+      expect(err?.code).toBe('KEY_EXPIRED');
+      expect(err?.message).toContain(JSON.stringify(current));
+      expect(err?.message).toContain('restored from before');
+      expect(err?.message).toContain(keyPath);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('a host key of this host that the open was not given', () => {
   it('(another key file put in place of the default one) is named as read from that file, not as made anew', async () => {
     const root = tempDir();

@@ -557,6 +557,34 @@ export class Keyring {
     }
   }
 
+  /**
+   * What to do about a host key that can no longer sign, for publish's refusal: when the key came from this host's
+   * key file and trust.json lists a newer current key of this host, that file was most likely restored from a backup
+   * taken before the rotation (rotating again would leave the newer key listed current with no file): say to restore
+   * the current file. Otherwise: rotate.
+   */
+  signingAdvice(): string {
+    const signer = this.current;
+    const own = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === signer.keyId);
+    const ended = own?.notAfter ?? own?.revokedAt;
+    const newer = this.trust.keys.find(
+      (k) =>
+        k.host === this.options.host &&
+        k.keyId !== signer.keyId &&
+        k.notAfter === undefined &&
+        k.revokedAt === undefined &&
+        ended !== undefined &&
+        k.notBefore >= ended,
+    );
+    if (this.keyPath === undefined || this.options.keyFile !== undefined || newer === undefined)
+      return 'rotate the host key';
+    return (
+      `the key file ${JSON.stringify(this.keyPath)} holds it, and trust.json lists ${JSON.stringify(newer.keyId)} ` +
+      `(from ${newer.notBefore}) as this host's current key: a key file restored from before that rotation? Restore ` +
+      'the current one (a backup taken after the rotation); rotate only if it is lost, then revoke it'
+    );
+  }
+
   /** Where trust.json ends key `keyId`'s window: `notAfter`, or `revokedAt` when earlier; undefined while current. */
   windowEnd(keyId: string): string | undefined {
     const key = this.trust.keys.find((k) => k.keyId === keyId);

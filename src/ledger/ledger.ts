@@ -595,7 +595,7 @@ export class Ledger {
       throw new KeyWindowClosed(
         new ManifestError(
           'KEY_EXPIRED',
-          `key ${JSON.stringify(keyId)} of host ${JSON.stringify(this.host)}: its window closed at ${rec.closedAt} (rotated or revoked); rotate the host key`,
+          `key ${JSON.stringify(keyId)} of host ${JSON.stringify(this.host)}: its window closed at ${rec.closedAt} (rotated or revoked); ${this.keyring.signingAdvice()}`,
         ),
       );
   }
@@ -644,7 +644,7 @@ export class Ledger {
         `key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.host)} is revoked (from ${usable.key.revokedAt}) and signs no new manifest; rotate the host key`,
       );
     if (!usable.ok) {
-      const err = new ManifestError(usable.code, `${usable.message}; rotate the host key`);
+      const err = new ManifestError(usable.code, `${usable.message}; ${this.keyring.signingAdvice()}`);
       if (usable.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
       throw err;
     }
