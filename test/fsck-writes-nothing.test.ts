@@ -6,7 +6,7 @@
  * still clears and converts them, as before.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -153,6 +153,69 @@ function suite(
 }
 
 suite('embedded', async () => undefined);
+
+describe("embedded: fsck's diagnosing open leaves the blob store's crash leftovers", () => {
+  it('a blob staging file in tmp/ and a blob an interrupted gc held in gc-aside/ stay (a notice names them); an ordinary open clears and restores them', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    // Over the inline bound: a blob file.
+    const receipt = await ledger.publish(
+      { principal: 'alice', session: 's1', run: 'r' },
+      { task: 'large', state: 'x'.repeat(100_000), nextSteps: ['n'] },
+    );
+    await ledger.close();
+    const hex = receipt.digest.slice('blake3:'.length);
+    const blobPath = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    // What a publish killed mid-write and a gc killed while it judged the blob leave.
+    const staging = join(root, 'tmp', `${'ab'.repeat(16)}.tmp`);
+    writeFileSync(staging, 'half written', { mode: 0o600 });
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    utimesSync(staging, hourAgo, hourAgo);
+    const aside = join(root, 'gc-aside', hex);
+    renameSync(blobPath, aside);
+
+    const notices = await fsckLeavesEmbedded(root);
+    expect(existsSync(staging)).toBe(true);
+    expect(existsSync(aside)).toBe(true);
+    expect(existsSync(blobPath)).toBe(false);
+    const said = notices.join('\n');
+    expect(said).toContain(staging);
+    expect(said).toContain(aside);
+
+    // An ordinary open: the staging file goes, the blob is linked back at its path.
+    ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    expect(ledger.recovery.stagingRemoved).toBe(1);
+    expect((await ledger.resume({ principal: 'alice', session: 's1' }))?.id).toBe(receipt.id);
+    await ledger.close();
+    expect(existsSync(staging)).toBe(false);
+    expect(existsSync(aside)).toBe(false);
+    expect(existsSync(blobPath)).toBe(true);
+  });
+});
+
+/** fsck of an embedded root by the library, then by the CLI: the root's listing unchanged after each. */
+async function fsckLeavesEmbedded(root: string): Promise<string[]> {
+  const before = listing(root);
+  const notices: string[] = [];
+  const ledger = await openLedger({
+    root,
+    host: 'h1',
+    origin: ORIGIN,
+    diagnose: true,
+    onNotice: (m) => notices.push(m),
+  });
+  try {
+    expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] });
+    expect(ledger.recovery.stagingRemoved).toBe(0);
+  } finally {
+    await ledger.close();
+  }
+  expect(listing(root)).toEqual(before);
+  const r = cli(['fsck', '--root', root, '--origin', ORIGIN]);
+  expect(r.code, r.stderr).toBe(0);
+  expect(listing(root)).toEqual(before);
+  return notices;
+}
 
 let databases = 0;
 describePostgres('fsck on PostgreSQL', (pg) => {

@@ -330,15 +330,19 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   const sharedRoot = log.exclusive !== true || madeOnPinnedRoot;
   try {
     let stagingRemoved = 0;
+    let blobLeftovers: { staging: string[]; aside: string[] } | undefined;
     let blobs = options.blobs ?? pgBlobs;
     if (!blobs) {
       const opened = await FsBlobStore.open(root, {
         hash: hashBackend,
         fs: options.fs,
         ...(sharedRoot ? { keepStagingMs: STAGING_LEFTOVER_MS } : {}),
+        // A diagnosing open (fsck) writes nothing to the root: the blob store's leftovers are named below instead.
+        leaveLeftovers: options.diagnose === true,
       });
       blobs = opened.store;
       stagingRemoved = opened.recovery.stagingRemoved;
+      blobLeftovers = opened.recovery.leftInPlace;
     }
     const headProblems = await log.checkHeads();
     // The first opener names the log; every later opener, on any host, signs under that name.
@@ -388,7 +392,15 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     const stagingDirs = [root, join(root, 'keys'), join(root, 'checkpoints')];
     const stagingBefore = sharedRoot ? Date.now() - STAGING_LEFTOVER_MS : Infinity;
     if (options.diagnose === true) {
-      const left = await findAtomicStagingLeftovers(stagingDirs, stagingBefore);
+      const left = [
+        ...(await findAtomicStagingLeftovers(stagingDirs, stagingBefore)),
+        ...(blobLeftovers?.staging ?? []),
+      ];
+      const aside = blobLeftovers?.aside ?? [];
+      if (aside.length > 0)
+        notice(
+          `a diagnosing open (fsck) left ${aside.length === 1 ? '1 blob' : `${aside.length} blobs`} an interrupted gc held aside in place (${aside.join(', ')}): reads find ${aside.length === 1 ? 'it' : 'them'} there, and the next open that is not diagnosing links ${aside.length === 1 ? 'it' : 'them'} back at ${aside.length === 1 ? 'its path' : 'their paths'}`,
+        );
       if (left.length > 0)
         notice(
           `a diagnosing open (fsck) left ${left.length === 1 ? '1 staging file' : `${left.length} staging files`} of interrupted writes in place (${left.join(', ')}): the next open that is not diagnosing removes ${left.length === 1 ? 'it' : 'them'}`,

@@ -52,11 +52,22 @@ export interface FsBlobStoreOptions {
    * removed under it fails at its link.
    */
   keepStagingMs?: number;
+  /**
+   * `open` recovers nothing (an open to diagnose, fsck, writes nothing to the store it diagnoses): the staging files
+   * of interrupted writes and the blobs an interrupted gc held in `gc-aside/` stay where they are, listed in the
+   * report's `leftInPlace` (reads find a blob held aside all the same). Default false.
+   */
+  leaveLeftovers?: boolean;
 }
 
 /** What `FsBlobStore.open` and `recover` cleared: the staging files of interrupted writes. */
 export interface FsRecoveryReport {
   stagingRemoved: number;
+  /**
+   * With `leaveLeftovers`: the paths `recover` would have dealt with, left as they are (staging files it would
+   * remove; blobs in `gc-aside/` it would link back at their paths).
+   */
+  leftInPlace?: { staging: string[]; aside: string[] };
 }
 
 function errno(err: unknown): string | undefined {
@@ -131,8 +142,34 @@ export class FsBlobStore extends AbstractBlobStore {
     // The store's own directories durable in their parents before any blob is named under them (a new store's
     // first publish fsyncs only the shard directories it makes). Nothing dirty: each is a quick no-op.
     for (const dir of [root, join(root, 'blobs-v1')]) await store.fs.fsyncDir(dir).catch(wrap('fsync directory'));
-    const recovery = await store.recover();
+    const recovery = options.leaveLeftovers === true ? await store.leftovers() : await store.recover();
     return { store, recovery };
+  }
+
+  /** What `recover` would deal with, found and left in place (`leaveLeftovers`). */
+  private async leftovers(): Promise<FsRecoveryReport> {
+    try {
+      const before = Date.now() - this.keepStagingMs;
+      const staging: string[] = [];
+      for (const name of (await this.fs.readdir(this.tmpDir)).sort()) {
+        const path = join(this.tmpDir, name);
+        if (this.keepStagingMs > 0) {
+          const st = await this.fs.lstat(path).catch((err: unknown) => {
+            if (errno(err) === 'ENOENT') return undefined;
+            throw err;
+          });
+          if (st === undefined || st.mtimeMs >= before) continue;
+        }
+        staging.push(path);
+      }
+      const aside = (await this.fs.readdir(this.asideDir))
+        .filter((name) => HEX64.test(name))
+        .sort()
+        .map((name) => join(this.asideDir, name));
+      return { stagingRemoved: 0, leftInPlace: { staging, aside } };
+    } catch (err) {
+      throw storageFailed('list leftovers', err);
+    }
   }
 
   /**
