@@ -1,17 +1,30 @@
 /**
  * fsck looks and does not change: its diagnosing open (openLedger `diagnose: true`) leaves the root as it found it,
  * on both backends. Staging files a crash left beside trust.json, the key files and the pin stay (a notice names them),
- * a missing checkpoints/ is not made, and a 0.1.0 pin (`<hash>.note`) is read in place, not moved into a slot file.
+ * and so do (embedded) the blob store's staging files, blobs an interrupted gc held in gc-aside/ and key files a
+ * stopped rotation staged (`<file>.next`); a missing checkpoints/ is not made, and a 0.1.0 pin (`<hash>.note`) is read
+ * in place, not moved into a slot file.
  * Only LevelDB's own files under manifests-v1/ change (it writes LOG and MANIFEST at every open). An ordinary open
  * still clears and converts them, as before.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readPinnedNote } from '../src/ledger/checkpoint-pin.js';
 import { openLedger } from '../src/ledger/open.js';
+import type { Ledger } from '../src/ledger/ledger.js';
+import { generateJwk } from '../src/keys/local-signer.js';
 import { fsck } from '../src/ops/maintenance.js';
 import { describePostgres } from './support/postgres.js';
 import { tempDir } from './support/tmp.js';
@@ -193,8 +206,54 @@ describe("embedded: fsck's diagnosing open leaves the blob store's crash leftove
   });
 });
 
+describe("embedded: fsck's diagnosing open leaves a stopped rotation's staged key files", () => {
+  const staged = (root: string) => readdirSync(join(root, 'keys')).filter((f) => f.endsWith('.next'));
+
+  it('stopped before trust.json: the staged files stay (a notice names them), the old keys are read; an ordinary open removes them', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    await publishMany(ledger, 's1', 1);
+    const key = ledger.keyId;
+    await ledger.close();
+    for (const f of readdirSync(join(root, 'keys')).filter((n) => n.endsWith('.jwk')))
+      writeFileSync(join(root, 'keys', `${f}.next`), JSON.stringify(generateJwk()), { mode: 0o600 });
+    const notices = await fsckLeavesEmbedded(root);
+    expect(staged(root)).toHaveLength(2);
+    for (const f of staged(root)) expect(notices.join('\n')).toContain(join(root, 'keys', f));
+    ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    expect(ledger.keyId).toBe(key);
+    await ledger.close();
+    expect(staged(root)).toEqual([]);
+  });
+
+  it('stopped after trust.json: the staged files stay, the new keys trust.json lists are the ones read; an ordinary open moves them in', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    await publishMany(ledger, 's1', 1);
+    const files = readdirSync(join(root, 'keys')).filter((n) => n.endsWith('.jwk'));
+    const before = Object.fromEntries(files.map((f) => [f, readFileSync(join(root, 'keys', f))]));
+    const rotated = await ledger.rotateKey();
+    await publishMany(ledger, 's2', 1);
+    await ledger.close();
+    // Stopped between trust.json and moving the staged files into place.
+    for (const [f, bytes] of Object.entries(before)) {
+      renameSync(join(root, 'keys', f), join(root, 'keys', `${f}.next`));
+      writeFileSync(join(root, 'keys', f), bytes, { mode: 0o600 });
+    }
+    let keyId: string | undefined;
+    const notices = await fsckLeavesEmbedded(root, (l) => (keyId = l.keyId));
+    expect(keyId).toBe(rotated);
+    expect(staged(root)).toHaveLength(2);
+    for (const f of staged(root)) expect(notices.join('\n')).toContain(join(root, 'keys', f));
+    ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    expect(ledger.keyId).toBe(rotated);
+    await ledger.close();
+    expect(staged(root)).toEqual([]);
+  });
+});
+
 /** fsck of an embedded root by the library, then by the CLI: the root's listing unchanged after each. */
-async function fsckLeavesEmbedded(root: string): Promise<string[]> {
+async function fsckLeavesEmbedded(root: string, look: (ledger: Ledger) => void = () => {}): Promise<string[]> {
   const before = listing(root);
   const notices: string[] = [];
   const ledger = await openLedger({
@@ -205,6 +264,7 @@ async function fsckLeavesEmbedded(root: string): Promise<string[]> {
     onNotice: (m) => notices.push(m),
   });
   try {
+    look(ledger);
     expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] });
     expect(ledger.recovery.stagingRemoved).toBe(0);
   } finally {

@@ -70,6 +70,12 @@ export interface KeyringOptions {
    * key, a key to list in trust.json — is refused with this error instead.
    */
   writeNothing?: Error;
+  /**
+   * Key files a rotation staged and did not move into place (it stopped) stay where they are (a diagnosing open, fsck,
+   * writes nothing to the root): one trust.json lists is the key read, in memory; one it does not list is not read.
+   * They are named in `stagedLeft`. Default false: they are moved into place or removed under the trust lock.
+   */
+  leaveStaged?: boolean;
 }
 
 /** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
@@ -130,11 +136,17 @@ async function settleStaged(
   path: string,
   held: boolean,
   listed: (key: Signer) => boolean,
-  writeNothing: Error | undefined,
-): Promise<void> {
+  options: { writeNothing?: Error | undefined; leaveStaged?: boolean | undefined },
+  left: string[],
+): Promise<Signer | undefined> {
   const staged = await loadKeyFileIfPresent(stagedPathOf(path));
-  if (!staged) return;
-  if (writeNothing) throw writeNothing;
+  if (!staged) return undefined;
+  if (options.writeNothing) throw options.writeNothing;
+  if (options.leaveStaged === true) {
+    // Left in place: what settling would make of it, in memory only (the key trust.json lists, or the file at `path`).
+    left.push(stagedPathOf(path));
+    return listed(staged) ? staged : undefined;
+  }
   if (!held) throw new NeedsTrustLock();
   if (listed(staged)) await installStaged(path);
   else
@@ -142,6 +154,7 @@ async function settleStaged(
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
         throw keyFileIoFailure(err, `cannot remove ${stagedPathOf(path)}, staged by a rotation that stopped`);
     });
+  return undefined;
 }
 
 /**
@@ -303,6 +316,7 @@ export class Keyring {
   }
 
   private static async load(options: KeyringOptions, held: boolean): Promise<Keyring> {
+    const stagedLeft: string[] = [];
     const keysDir = join(options.root, 'keys');
     await ensurePrivateDir(keysDir, 'UNSAFE_PATH');
     const trustPath = trustPathOf(options);
@@ -315,16 +329,17 @@ export class Keyring {
     let madeHostKey = false;
     if (!signer) {
       keyPath = options.keyFile ?? hostKeyPath(options.root, options.host);
-      await settleStaged(
+      const staged = await settleStaged(
         keyPath,
         held,
         (key) =>
           trust.keys.some(
             (k) => k.host === options.host && k.keyId === key.keyId && k.publicKey === encodeBase64Url(key.publicKey),
           ),
-        options.writeNothing,
+        options,
+        stagedLeft,
       );
-      signer = await loadKeyFileIfPresent(keyPath);
+      signer = staged ?? (await loadKeyFileIfPresent(keyPath));
       if (!signer) {
         // A key file of the caller's is never made up: a wrong path would sign with a key nobody provisioned.
         if (options.keyFile) throw new LedgerError('KEY_INVALID', `no such key file ${keyPath}`);
@@ -374,16 +389,17 @@ export class Keyring {
     }
     // The checkpoint key is a key of its own: one key never signs two message formats.
     const checkpointPath = join(keysDir, `checkpoint-${digestOf(new TextEncoder().encode(options.host)).slice(7)}.jwk`);
-    await settleStaged(
+    const stagedCheckpoint = await settleStaged(
       checkpointPath,
       held,
       (key) =>
         (trust.checkpointKeys ?? []).some(
           (k) => k.host === options.host && k.vkey === encodeVerifierKey(options.origin, key.publicKey),
         ),
-      options.writeNothing,
+      options,
+      stagedLeft,
     );
-    let checkpoint: Signer | undefined = await loadKeyFileIfPresent(checkpointPath);
+    let checkpoint: Signer | undefined = stagedCheckpoint ?? (await loadKeyFileIfPresent(checkpointPath));
     if (!checkpoint) {
       if (options.writeNothing) throw options.writeNothing;
       if (!held) throw new NeedsTrustLock();
@@ -393,10 +409,14 @@ export class Keyring {
     const ring = new Keyring(options, trustPath, keyPath, signer, trust, checkpointPath, checkpoint, held);
     ring.stamp = stamp;
     ring.madeHostKey = madeHostKey;
+    ring.stagedLeft = stagedLeft;
     await ring.ensureTrusted(signer);
     await ring.ensureCheckpointTrusted();
     return ring;
   }
+
+  /** With `leaveStaged`: the staged key files the last load left in place (a rotation that stopped). */
+  stagedLeft: string[] = [];
 
   get signer(): Signer {
     return this.current;

@@ -419,12 +419,19 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       // A diagnosing open of a store whose origin record is damaged writes no key and lists none under the name it
       // took from trust.json: a key file missing or not listed there refuses it with the record's damage.
       writeNothing: originDamage,
+      // A diagnosing open leaves a stopped rotation's staged key files where they are, named below.
+      leaveStaged: options.diagnose === true,
       storeSignedNothing: async () => {
         for await (const _ of log.signingKeys.keyIds()) return false;
         for await (const _ of log.entries()) return false;
         return true;
       },
     });
+    const stagedKeys = keyring.stagedLeft;
+    if (stagedKeys.length > 0)
+      notice(
+        `a diagnosing open (fsck) left ${stagedKeys.length === 1 ? '1 key file' : `${stagedKeys.length} key files`} a rotation that stopped staged in place (${stagedKeys.join(', ')}): it reads the keys trust.json lists, and the next open that is not diagnosing moves ${stagedKeys.length === 1 ? 'it' : 'them'} into place or removes ${stagedKeys.length === 1 ? 'it' : 'them'}`,
+      );
     // Open = recovery: the log must extend the newest checkpoint this ledger pinned.
     let verifiers: { generation: number; keys: NoteVerifierKey[] } | undefined;
     let allCheckpointKeys: { generation: number; keys: NoteVerifierKey[] } | undefined;
