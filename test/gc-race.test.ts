@@ -457,3 +457,98 @@ describe('two blob stores opened on one root in one process', () => {
     }
   });
 });
+
+describe('a store opened on a root other processes share while gc of one of them holds a blob aside', () => {
+  /** Two stores of one root as two processes sharing it open them (keepStagingMs), one with its fs calls held. */
+  async function sharedStores(hold: (path: string) => Promise<void>) {
+    const root = tempDir();
+    const hash = await loadHashBackend('auto');
+    const fs: FsOps = {
+      ...nodeFsOps,
+      lstat: (async (p: string, o?: unknown) => {
+        await hold(p);
+        return nodeFsOps.lstat(p, o as never);
+      }) as FsOps['lstat'],
+      unlink: async (p) => {
+        await hold(p);
+        return nodeFsOps.unlink(p);
+      },
+    };
+    const gcs = (await FsBlobStore.open(root, { hash, fs, keepStagingMs: 10 * 60_000 })).store;
+    const bytes = new TextEncoder().encode('an orphan two hours old');
+    const { digest } = await gcs.put(bytes);
+    const hex = digestHex(digest);
+    const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    const old = new Date(Date.now() - 2 * HOUR);
+    await utimes(file, old, old);
+    const opener = () => FsBlobStore.open(root, { hash, keepStagingMs: 10 * 60_000 });
+    return { root, gcs, digest, aside: join(root, 'gc-aside', hex), file, opener };
+  }
+
+  it('the open leaves the blob aside to that gc, which removes it as judged', async () => {
+    let atAside: (() => void) | undefined;
+    let go!: () => void;
+    const released = new Promise<void>((resolve) => (go = resolve));
+    let asidePath = '';
+    const s = await sharedStores(async (path) => {
+      if (path === asidePath && atAside) {
+        atAside();
+        atAside = undefined;
+        await released;
+      }
+    });
+    asidePath = s.aside;
+    const reached = new Promise<void>((resolve) => (atAside = resolve));
+    // gc judges the blob it holds aside (its lstat there) and waits: the other process opens meanwhile.
+    const deleting = s.gcs.delete(s.digest, { storedBeforeMs: Date.now() - HOUR });
+    await reached;
+    const other = await s.opener();
+    go();
+    try {
+      expect(await deleting).toBe(true);
+      expect(await other.store.has(s.digest)).toBe(false);
+      expect(await readdir(join(s.root, 'gc-aside'))).toEqual([]);
+    } finally {
+      await other.store.close();
+      await s.gcs.close();
+    }
+  });
+
+  it('an open whose look at gc-aside/ the gc outran (it removed the blob) still opens', async () => {
+    // The opener reads gc-aside/ while the blob is there; gc then removes it before the opener acts on it.
+    let atUnlink: (() => void) | undefined;
+    let go!: () => void;
+    const released = new Promise<void>((resolve) => (go = resolve));
+    let asidePath = '';
+    const s = await sharedStores(async (path) => {
+      if (path === asidePath && atUnlink) {
+        atUnlink();
+        atUnlink = undefined;
+        await released;
+      }
+    });
+    asidePath = s.aside;
+    const reached = new Promise<void>((resolve) => (atUnlink = resolve));
+    const deleting = s.gcs.delete(s.digest, { storedBeforeMs: Date.now() - HOUR });
+    await reached; // gc holds the blob aside and is at its first call on it there
+    const hash = await loadHashBackend('auto');
+    const fs: FsOps = {
+      ...nodeFsOps,
+      readdir: async (p: string) => {
+        const names = await nodeFsOps.readdir(p);
+        if (p === join(s.root, 'gc-aside')) {
+          go();
+          expect(await deleting).toBe(true); // the gc went on and removed it
+        }
+        return names;
+      },
+    };
+    const other = await FsBlobStore.open(s.root, { hash, fs, keepStagingMs: 10 * 60_000 });
+    try {
+      expect(await other.store.has(s.digest)).toBe(false);
+    } finally {
+      await other.store.close();
+      await s.gcs.close();
+    }
+  });
+});

@@ -199,11 +199,16 @@ export class FsBlobStore extends AbstractBlobStore {
       throw storageFailed('recover staging', err);
     }
     // A gc interrupted while it held a blob aside: put it back; the next gc judges it again.
-    await restoreAside(this.fs, this.asideDir, (name) => {
-      if (!HEX64.test(name)) return undefined;
-      const { dir2, file } = this.pathOf(name);
-      return { dir: dir2, file };
-    }).catch(wrap('recover gc-aside'));
+    await restoreAside(
+      this.fs,
+      this.asideDir,
+      (name) => {
+        if (!HEX64.test(name)) return undefined;
+        const { dir2, file } = this.pathOf(name);
+        return { dir: dir2, file };
+      },
+      this.keepStagingMs,
+    ).catch(wrap('recover gc-aside'));
     return { stagingRemoved };
   }
 

@@ -56,17 +56,40 @@ export async function deleteIfOld(
   return true;
 }
 
-/** Open-time recovery: every file a crash left aside goes back to its name (or is dropped if one is there). */
+/**
+ * Open-time recovery: every file a crash left aside goes back to its name (or is dropped if one is there). In a root
+ * other processes share (`keepMs` > 0, as for their staging files), a file moved aside less than `keepMs` ago is
+ * another process's gc judging it now (the rename into gc-aside/ set its ctime): left to that gc, which would
+ * otherwise find it gone and keep an old blob, or remove it before this open acts on it and fail the open. One that
+ * is gone by the time this open acts on it was judged meanwhile.
+ */
 export async function restoreAside(
   fs: FsOps,
   asideDir: string,
   fileOf: (name: string) => { file: string; dir: string } | undefined,
+  keepMs = 0,
 ): Promise<number> {
   let restored = 0;
+  const before = Date.now() - keepMs;
+  const gone = (err: unknown) => {
+    if (errno(err) === 'ENOENT') return undefined;
+    throw err;
+  };
   for (const name of await fs.readdir(asideDir)) {
     const target = fileOf(name);
     if (!target) continue;
-    await restore(fs, join(asideDir, name), target.file, target.dir);
+    const aside = join(asideDir, name);
+    if (keepMs > 0) {
+      const st = await fs.lstat(aside).catch(gone);
+      if (st === undefined || st.ctimeMs >= before) continue;
+    }
+    try {
+      await restore(fs, aside, target.file, target.dir);
+    } catch (err) {
+      // Only where other processes' gc runs may have judged it meanwhile; with the root to itself, a failure.
+      if (keepMs > 0 && errno(err) === 'ENOENT' && (await fs.lstat(aside).catch(gone)) === undefined) continue;
+      throw err;
+    }
     restored++;
   }
   return restored;
