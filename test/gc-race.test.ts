@@ -552,3 +552,25 @@ describe('a store opened on a root other processes share while gc of one of them
     }
   });
 });
+
+describe('a store opened to leave its leftovers (a diagnosing open) on a root other processes share', () => {
+  it('does not name as left by an interrupted gc a blob moved aside just now (another process judging it)', async () => {
+    const root = tempDir();
+    const hash = await loadHashBackend('auto');
+    const store = (await FsBlobStore.open(root, { hash })).store;
+    const { digest } = await store.put(new TextEncoder().encode('held aside just now'));
+    await store.close();
+    const hex = digestHex(digest);
+    await rename(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), join(root, 'gc-aside', hex));
+    const shared = await FsBlobStore.open(root, { hash, keepStagingMs: 10 * 60_000, leaveLeftovers: true });
+    const own = await FsBlobStore.open(root, { hash, leaveLeftovers: true });
+    try {
+      expect(shared.recovery.leftInPlace?.aside).toEqual([]);
+      // With the root to itself, whatever is aside is a crash's.
+      expect(own.recovery.leftInPlace?.aside).toEqual([join(root, 'gc-aside', hex)]);
+    } finally {
+      await shared.store.close();
+      await own.store.close();
+    }
+  });
+});

@@ -162,10 +162,20 @@ export class FsBlobStore extends AbstractBlobStore {
         }
         staging.push(path);
       }
-      const aside = (await this.fs.readdir(this.asideDir))
-        .filter((name) => HEX64.test(name))
-        .sort()
-        .map((name) => join(this.asideDir, name));
+      const aside: string[] = [];
+      for (const name of (await this.fs.readdir(this.asideDir)).sort()) {
+        if (!HEX64.test(name)) continue;
+        const path = join(this.asideDir, name);
+        if (this.keepStagingMs > 0) {
+          // As `restoreAside` judges it: one moved aside since is another process's gc judging it now.
+          const st = await this.fs.lstat(path).catch((err: unknown) => {
+            if (errno(err) === 'ENOENT') return undefined;
+            throw err;
+          });
+          if (st === undefined || st.ctimeMs >= before) continue;
+        }
+        aside.push(path);
+      }
       return { stagingRemoved: 0, leftInPlace: { staging, aside } };
     } catch (err) {
       throw storageFailed('list leftovers', err);
