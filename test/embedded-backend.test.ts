@@ -99,6 +99,10 @@ describe('FsBlobStore recovery of tmp/', () => {
     await writeFile(join(tmp, 'audit-2026-12', 'bundle.json'), '{}');
     await writeFile(join(tmp, 'w1.key'), 'a witness key');
     await writeFile(join(tmp, `${'a'.repeat(32)}.tmp`), 'half a blob');
+    // A diagnosing open (fsck) names the staging file alone as a leftover, not what an operator put there.
+    const diagnosing = await FsBlobStore.open(root, { hash, leaveLeftovers: true });
+    await diagnosing.store.close();
+    expect(diagnosing.recovery.leftInPlace?.staging).toEqual([join(tmp, `${'a'.repeat(32)}.tmp`)]);
     const opened = await FsBlobStore.open(root, { hash });
     try {
       expect(opened.recovery.stagingRemoved).toBe(1);

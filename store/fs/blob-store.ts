@@ -152,6 +152,7 @@ export class FsBlobStore extends AbstractBlobStore {
       const before = Date.now() - this.keepStagingMs;
       const staging: string[] = [];
       for (const name of (await this.fs.readdir(this.tmpDir)).sort()) {
+        if (!name.endsWith('.tmp')) continue; // as `recover`: only staging names are leftovers of ours
         const path = join(this.tmpDir, name);
         if (this.keepStagingMs > 0) {
           const st = await this.fs.lstat(path).catch((err: unknown) => {
