@@ -40,8 +40,8 @@ interface Verified {
 
 const state: {
   bundle?: PickedBundle;
-  /** Trust file, earlier checkpoint, witness keys: name and text of each one chosen. */
-  side: Partial<Record<SideFileRole, { name: string; text: string }>>;
+  /** Trust files, earlier checkpoint, witness keys: name and text of each one chosen (several only for trust files). */
+  side: Partial<Record<SideFileRole, Array<{ name: string; text: string }>>>;
   report?: BundleAuditReport;
   /** What `report` is the verdict on. */
   verified?: Verified;
@@ -68,7 +68,14 @@ function refreshPicked(): void {
   for (const role of SIDE_FILE_ROLES) {
     const { noun, required } = SIDE_FILES[role];
     const chosen = state.side[role];
-    parts.push(chosen ? `${noun} ${chosen.name}` : `no ${noun} chosen${required ? '' : ' (optional)'}`);
+    const names = chosen?.map((c) => c.name).join(', ');
+    parts.push(
+      chosen === undefined
+        ? `no ${noun} chosen${required ? '' : ' (optional)'}`
+        : chosen.length === 1
+          ? `${noun} ${names}`
+          : `${noun}s ${names}`,
+    );
   }
   const quorum = quorumTyped();
   if (quorum !== undefined) parts.push(`quorum ${quorum}`);
@@ -156,14 +163,24 @@ async function textOf(file: Blob): Promise<string> {
   return new TextDecoder('utf-8', { ignoreBOM: true }).decode(await file.arrayBuffer());
 }
 
-/** Takes a trust file, earlier checkpoint, …; returns why not (the CLI's code and words). */
-async function takeSideFile(role: SideFileRole, file: Blob, name: string): Promise<string | undefined> {
-  const { tooLarge } = SIDE_FILES[role];
+/**
+ * Takes the trust files, earlier checkpoint, … given in one gesture (a pick or a drop): all of them for a kind given
+ * several at once (trust files), else the last; they replace those chosen before. Returns why not (the CLI's code
+ * and words), and then keeps those chosen before.
+ */
+async function takeSideFiles(
+  role: SideFileRole,
+  given: ReadonlyArray<{ file: Blob; name: string }>,
+): Promise<string | undefined> {
+  const { tooLarge, several } = SIDE_FILES[role];
+  const files = several ? given : given.slice(-1);
+  if (files.length === 0) return undefined;
   // Refused before reading: a bound applied after reading bounds nothing.
-  if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
-  const text = await textOf(file);
+  for (const { file, name } of files) if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
+  const read = [];
+  for (const { file, name } of files) read.push({ name, text: await textOf(file) });
   dropVerdict();
-  state.side[role] = { name, text };
+  state.side[role] = read;
   refreshPicked();
   return undefined;
 }
@@ -252,12 +269,12 @@ function finished(
 
 function verify(): void {
   const trust = state.side.trust;
-  if (!state.bundle || !trust || !ready()) return;
+  if (!state.bundle || !trust || trust.length === 0 || !ready()) return;
   dropVerdict();
   const verified: Verified = {
     bundle: state.bundle.name,
-    since: state.side.since?.name,
-    witnesses: state.side.witnesses?.name,
+    since: state.side.since?.[0]?.name,
+    witnesses: state.side.witnesses?.[0]?.name,
   };
   $('error').hidden = true;
   $('result').hidden = true;
@@ -308,8 +325,8 @@ function verify(): void {
     fail(`WORKER_FAILED: ${e.message}`);
   };
   performance.mark('handoff-ledger:verify');
-  const since = state.side.since?.text;
-  const witnessKeys = state.side.witnesses;
+  const since = state.side.since?.[0]?.text;
+  const witnessKeys = state.side.witnesses?.[0];
   const quorum = quorumTyped();
   // `?workers=N` and `?batch=N` in the page's address, as `verify --workers N`; the worker checks them.
   const params = new URLSearchParams(location.search);
@@ -321,7 +338,7 @@ function verify(): void {
   const request: VerifyRequest = {
     type: 'verify',
     source: state.bundle.source,
-    trustText: trust.text,
+    trust,
     poolSource: source,
     ...(since !== undefined ? { since } : {}),
     ...(witnessKeys ? { witnessKeys } : {}),
@@ -343,8 +360,8 @@ function wire(): void {
   });
   for (const role of SIDE_FILE_ROLES)
     $<HTMLInputElement>(SIDE_FILES[role].input).addEventListener('change', (e) => {
-      const file = (e.target as HTMLInputElement).files?.[0];
-      if (file) void takeSideFile(role, file, file.name).then((refused) => settle([refused]));
+      const files = Array.from((e.target as HTMLInputElement).files ?? [], (file) => ({ file, name: file.name }));
+      if (files.length > 0) void takeSideFiles(role, files).then((refused) => settle([refused]));
     });
   const drop = $('drop');
   drop.addEventListener('dragover', (e) => {
@@ -358,10 +375,14 @@ function wire(): void {
     if (!e.dataTransfer) return;
     void readDrop(e.dataTransfer.items).then(async (got) => {
       const refusals = [takeBundle(got.bundle)];
+      // The files of each kind dropped together are given together: several trust files are all taken.
+      const byRole = new Map<SideFileRole, Array<{ file: Blob; name: string }>>();
       for (const file of got.files) {
         const role = roleOfDroppedFile(file.name);
-        refusals.push(role ? await takeSideFile(role, file, file.name) : unplacedFile(file.name));
+        if (role) byRole.set(role, [...(byRole.get(role) ?? []), { file, name: file.name }]);
+        else refusals.push(unplacedFile(file.name));
       }
+      for (const [role, files] of byRole) refusals.push(await takeSideFiles(role, files));
       settle(refusals);
     });
   });
@@ -403,7 +424,9 @@ async function preload(): Promise<void> {
   refreshPicked();
   const served = async (role: SideFileRole, url: string, name: string) => {
     const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
-    return res.ok ? takeSideFile(role, await res.blob(), name) : `${SIDE_FILES[role].noun}: HTTP ${res.status}`;
+    return res.ok
+      ? takeSideFiles(role, [{ file: await res.blob(), name }])
+      : `${SIDE_FILES[role].noun}: HTTP ${res.status}`;
   };
   const refusals: Array<string | undefined> = [];
   if (p.trust) refusals.push(await served('trust', p.trust, 'served by audit-ui'));

@@ -28,7 +28,11 @@ export type BundleSource =
 export interface VerifyRequest {
   type: 'verify';
   source: BundleSource;
-  trustText: string;
+  /**
+   * The trust files as chosen (name and text), one or more: several (a shared store's hosts, each with its own
+   * `keys export`) are merged as `verify --trust a.json --trust b.json` merges them.
+   */
+  trust: Array<{ name: string; text: string }>;
   /** The auditor's earlier checkpoint (signed note text), as `verify --since`. */
   since?: string;
   /** Pinned witness keys (file name and text) and the quorum as typed, as `verify --witness-keys --quorum`. */

@@ -1,6 +1,6 @@
 /**
  * The small files an auditor gives beside the bundle, each with its own picker and each placeable by a
- * drop: the pinned trust file (required), an earlier checkpoint (optional, as `verify --since`) and pinned
+ * drop: the pinned trust files (required: one, or one per host of a shared store), an earlier checkpoint (optional, as `verify --since`) and pinned
  * witness keys (optional, as `verify --witness-keys`, with the quorum input beside them). A further kind is
  * one more entry here, one more picker in index.html and one more field in the worker's request. Bounds and
  * error wording are the CLI's (src/cli/verify.ts, src/cli/export.ts, manifests/audit/verify-witnesses.ts).
@@ -17,6 +17,11 @@ export interface SideFileKind {
   /** How the page names it ("trust file x.json", "no earlier checkpoint"). */
   noun: string;
   required: boolean;
+  /**
+   * Whether the auditor may give several at once, all taken (the trust files of a shared store's hosts, merged as
+   * `verify --trust a.json --trust b.json` merges them); else one, the last given.
+   */
+  several: boolean;
   /** A dropped file with one of these name endings is this kind (lower case). */
   suffixes: readonly string[];
   /** The CLI's refusal of a file over its bound: code and message for a file named `name`. */
@@ -28,6 +33,7 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
     input: 'trust-input',
     noun: 'trust file',
     required: true,
+    several: true,
     suffixes: ['.json'],
     tooLarge: {
       bytes: 16 * 1024 * 1024,
@@ -38,6 +44,7 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
     input: 'since-input',
     noun: 'earlier checkpoint',
     required: false,
+    several: false,
     suffixes: ['.note'],
     tooLarge: { bytes: 64 * 1024, refusal: (n) => `USAGE: --since ${n}: over 64 KiB` },
   },
@@ -45,6 +52,7 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
     input: 'witness-keys-input',
     noun: 'witness keys',
     required: false,
+    several: false,
     // The docs' name is witnesses.txt: one cosignature/v1 verifier key per line.
     suffixes: ['.txt', '.vkeys'],
     tooLarge: {

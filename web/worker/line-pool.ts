@@ -17,7 +17,7 @@ import { inlineLineVerifier, type LineOutcome, type LineVerifier } from '../../m
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import { mergeTrust, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
 import { digestOfReady } from '../../store/hash/digest.js';
 
 /** The most workers a pool starts, as `verify --workers` accepts at most. */
@@ -137,12 +137,38 @@ export function unpackBatch(request: { lines: number[]; lengths: number[]; texts
 }
 
 /** The trust file, parsed as `verify` parses it, with its code. */
-export function readTrust(text: string): TrustStore {
+export function readTrust(text: string, name?: string): TrustStore {
   try {
     return parseTrustStore(text);
   } catch (err) {
-    throw new AuditError('TRUST_INVALID', `trust file: ${(err as ManifestError).message}`, { cause: err });
+    const which = name === undefined ? 'trust file' : `trust file ${name}`;
+    throw new AuditError('TRUST_INVALID', `${which}: ${(err as ManifestError).message}`, { cause: err });
   }
+}
+
+/**
+ * The trust files the auditor chose, read as `verify --trust` reads one or several (src/cli/trust-file.ts's
+ * readTrustFiles): each parsed, several merged by `mergeTrust` (the narrowest window of a key listed twice; one key
+ * id with two public keys refused, naming the files). One file is returned with its own text, several with their
+ * union as JSON (the text the pool's workers parse).
+ * @throws AuditError `TRUST_INVALID`
+ */
+export function readTrustFiles(files: ReadonlyArray<{ name: string; text: string }>): {
+  trust: TrustStore;
+  text: string;
+} {
+  if (files.length === 0)
+    throw new AuditError('USAGE', 'a trust file is required: the pinned public keys of the hosts');
+  const read = files.map((f) => ({ trust: readTrust(f.text, f.name), text: f.text }));
+  if (read.length === 1) return read[0]!;
+  let trust: TrustStore;
+  try {
+    trust = mergeTrust(...read.map((r) => r.trust));
+  } catch (err) {
+    const names = files.map((f) => f.name).join(', ');
+    throw new AuditError('TRUST_INVALID', `trust files ${names}: ${(err as ManifestError).message}`, { cause: err });
+  }
+  return { trust, text: JSON.stringify(trust) };
 }
 
 /**

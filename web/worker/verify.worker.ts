@@ -26,7 +26,7 @@ import { overBound, readerFor } from './bundle-source.js';
 import {
   MAX_POOL_WORKERS,
   POOL_FROM_BYTES,
-  readTrust,
+  readTrustFiles,
   servePoolWorker,
   startLinePool,
   type LinePool,
@@ -142,14 +142,18 @@ function workerPort(url: string, Ctor: typeof Worker): PoolPort {
 }
 
 /** The pool, or why the lines are verified in this worker instead (the verdict is the same either way). */
-async function linePool(request: VerifyRequest, size: number): Promise<LinePool | { fallback?: string }> {
+async function linePool(
+  request: VerifyRequest,
+  trustText: string,
+  size: number,
+): Promise<LinePool | { fallback?: string }> {
   if (size === 0) return {};
   const Ctor = scope.Worker;
   if (typeof Ctor !== 'function') return { fallback: 'this browser does not start workers from a worker' };
   if (!request.poolSource) return { fallback: 'the page gave no worker source' };
   const url = URL.createObjectURL(request.poolSource);
   try {
-    return await startLinePool({ size, trustText: request.trustText, spawn: () => workerPort(url, Ctor) });
+    return await startLinePool({ size, trustText, spawn: () => workerPort(url, Ctor) });
   } catch (err) {
     return { fallback: (err as Error)?.message ?? String(err) };
   } finally {
@@ -159,7 +163,7 @@ async function linePool(request: VerifyRequest, size: number): Promise<LinePool 
 
 async function verify(request: VerifyRequest): Promise<void> {
   const started = performance.now();
-  const trust = readTrust(request.trustText);
+  const { trust, text: trustText } = readTrustFiles(request.trust);
   // Checked as the CLI checks its arguments, with its words, before anything of the bundle is read.
   const keys = request.witnessKeys;
   const witnesses = await readWitnessPolicy(keys && { name: keys.name, read: async () => keys.text }, request.quorum);
@@ -176,7 +180,7 @@ async function verify(request: VerifyRequest): Promise<void> {
   // Refused before a line is read, as `verify` refuses it when it opens the bundle.
   if (bundleBytes !== undefined && bundleBytes > maxBytes) throw overBound(bundleBytes, maxBytes);
   const size = asked === 'auto' ? autoPoolSize(bundleBytes) : asked;
-  const pool = await linePool(request, size);
+  const pool = await linePool(request, trustText, size);
   let inner: LineVerifier;
   let verifier: string;
   if ('verifier' in pool) {

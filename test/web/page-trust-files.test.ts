@@ -1,0 +1,141 @@
+/**
+ * Several trust files on the standalone page, as `verify --trust a.json --trust b.json` takes them: a store two hosts
+ * share holds manifests each host signed with its own key, and each host's `keys export` is a file of its own. The
+ * page takes them all (picked together or dropped together) and merges them as the CLI does (mergeTrust: the
+ * narrowest window of a key listed twice; one key id with two public keys is TRUST_INVALID naming the files). The
+ * CLI's report on the same files is the expected result.
+ */
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BrowserContext } from 'playwright-core';
+import { generateKeyPairSync } from 'node:crypto';
+import type { TrustStore } from '../../manifests/format/trust.js';
+import { openLedger } from '../../src/ledger/open.js';
+import { exportBundle } from '../../src/ops/export.js';
+import { launchChromium, watchPage } from '../support/browser.js';
+import { cliVerify } from '../support/checkpoint-bundle.js';
+import { ensurePageBuilt } from '../support/page-build.js';
+import { dropFiles, expectSameAsCli, PAGE_URL as PAGE, picked } from '../support/page-checks.js';
+import { sampleSummary } from '../support/tmp.js';
+
+let browser: BrowserContext;
+let closeBrowser: () => Promise<void>;
+let base: string;
+let bundle: string;
+/** h1's keys only, h2's keys only (each with its checkpoint keys), and h2's key id listed with another public key. */
+let trustA: string;
+let trustB: string;
+let forged: string;
+
+beforeAll(async () => {
+  ensurePageBuilt();
+  base = mkdtempSync(join(tmpdir(), 'hl-page-trust-files-'));
+  chmodSync(base, 0o700);
+  const root = join(base, 'store');
+  // Two hosts of one store, each publishing with its own key.
+  for (const [host, session] of [
+    ['h1', 's1'],
+    ['h2', 's2'],
+    ['h1', 's1'],
+  ] as const) {
+    const ledger = await openLedger({ root, host, origin: 'example.com/shared' });
+    try {
+      await ledger.publish({ principal: 'alice', session, run: 'r' }, sampleSummary(session));
+    } finally {
+      await ledger.close();
+    }
+  }
+  const ledger = await openLedger({ root, host: 'h1', origin: 'example.com/shared' });
+  let trust: TrustStore;
+  try {
+    bundle = join(base, 'audit');
+    await exportBundle(ledger, { out: bundle, withBlobs: true });
+    trust = ledger.trustStore();
+  } finally {
+    await ledger.close();
+  }
+  const only = (host: string): TrustStore => ({
+    version: 1,
+    keys: trust.keys.filter((k) => k.host === host),
+    checkpointKeys: (trust.checkpointKeys ?? []).filter((k) => k.host === host),
+  });
+  trustA = join(base, 'a.json');
+  trustB = join(base, 'b.json');
+  forged = join(base, 'forged.json');
+  writeFileSync(trustA, JSON.stringify(only('h1')));
+  writeFileSync(trustB, JSON.stringify(only('h2')));
+  const other = generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x!;
+  const b = only('h2');
+  writeFileSync(forged, JSON.stringify({ ...b, keys: b.keys.map((k) => ({ ...k, publicKey: other })) }));
+  ({ browser, close: closeBrowser } = await launchChromium());
+}, 180_000);
+
+afterAll(async () => {
+  await closeBrowser?.();
+  if (base) rmSync(base, { recursive: true, force: true });
+});
+
+describe("a shared store's hosts' trust files, one per host", { timeout: 180_000 }, () => {
+  it('the CLI needs both: one alone leaves the other host untrusted', async () => {
+    const one = await cliVerify(bundle, trustA);
+    expect(one.report!.findings.map((x) => x.code)).toContain('KEY_UNTRUSTED');
+    const both = await cliVerify(bundle, trustA, undefined, ['--trust', trustB]);
+    expect(both.code).toBe(0);
+    expect(both.report!.ok).toBe(true);
+  });
+
+  it('takes both picked together and verifies as verify --trust a.json --trust b.json', async () => {
+    const expected = await cliVerify(bundle, trustA, undefined, ['--trust', trustB]);
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', bundle);
+      await page.setInputFiles('#trust-input', [trustA, trustB]);
+      expect(await picked(page)).toContain('; trust files a.json, b.json;');
+      await page.click('#verify');
+      await expectSameAsCli(page, expected.report!);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('takes both dropped together with the bundle folder', async () => {
+    const expected = await cliVerify(bundle, trustA, undefined, ['--trust', trustB]);
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await dropFiles(page, [bundle, trustA, trustB]);
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('; trust files a.json, b.json;');
+      await page.click('#verify');
+      await expectSameAsCli(page, expected.report!);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('refuses one key id listed with two public keys, naming the files, as verify does (TRUST_INVALID)', async () => {
+    const refused = await cliVerify(bundle, trustA, undefined, ['--trust', trustB, '--trust', forged]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(
+      /TRUST_INVALID: trust files .*a\.json, .*b\.json, .*forged\.json: key .* is listed with two public keys/,
+    );
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', bundle);
+      await page.setInputFiles('#trust-input', [trustA, trustB, forged]);
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="error"]', { timeout: 90_000 });
+      const keyId = (JSON.parse(readFileSync(trustB, 'utf8')) as TrustStore).keys[0]!.keyId;
+      expect(await page.textContent('#error')).toBe(
+        `TRUST_INVALID: trust files a.json, b.json, forged.json: key ${keyId} of host h2 is listed with two public keys`,
+      );
+    } finally {
+      await page.close();
+    }
+  });
+});
