@@ -132,10 +132,17 @@ export function findingCodes(r: Pick<AuditReport, 'findings' | 'counts'>): strin
   return [...new Set([...r.findings.map((f) => f.code), ...Object.keys(counted)])].filter((c) => (counted[c] ?? 0) > 0);
 }
 
-/** Whether the bundle's checkpoint extends the auditor's earlier one (`--since`), as the page says it. */
-export function describeSince(r: Pick<AuditReport, 'findings' | 'counts'>, sinceName: string): string {
+/**
+ * Whether the bundle's checkpoint extends the auditor's earlier one (`--since`), as `verify` and the page say it: with
+ * the earlier checkpoint's size (`checked.since.size`) when the report has it, which says which one was held.
+ */
+export function describeSince(
+  r: Pick<AuditReport, 'findings' | 'counts'> & { checked?: { since?: { size: number } } },
+  sinceName: string,
+): string {
   const failed = findingCodes(r).find((c) => c.startsWith('CONSISTENCY_') || c.startsWith('CHECKPOINT_'));
+  const size = r.checked?.since ? ` (size ${r.checked.since.size})` : '';
   return failed
-    ? `earlier checkpoint ${sinceName}: not shown to be extended (${failed})`
-    : `earlier checkpoint ${sinceName}: extended by this bundle's checkpoint`;
+    ? `earlier checkpoint ${sinceName}: not shown to be extended (${failed})${size}`
+    : `earlier checkpoint ${sinceName}: extended by this bundle's checkpoint${size}`;
 }

@@ -187,8 +187,7 @@ export function humanReport(
   if (r.checkpoint) out.push(describeCheckpoint(r.checkpoint));
   if (r.checkpoint?.witnesses) out.push(describeWitnesses(r.checkpoint.witnesses));
   // The auditor's earlier checkpoint, in the page's words: an OK report says that this check was made too.
-  if (sinceName !== undefined && r.checked.since)
-    out.push(`${describeSince(r, sinceName)} (size ${r.checked.since.size})`);
+  if (sinceName !== undefined && r.checked.since) out.push(describeSince(r, sinceName));
   if (unattributed.length > 0)
     out.push('lines not attributable to a chain, and bundle-level findings:', ...unattributed.map(describeFinding));
   if (r.findingsTruncated)

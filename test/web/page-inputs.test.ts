@@ -205,7 +205,15 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
       const info = await page.textContent('#checkpoint-info');
       const c = expected.report!.checkpoint!;
       expect(info).toContain(`checkpoint "${ORIGIN}" size 5 root ${c.root}, signed by "${c.signedBy[0]}"`);
-      expect(info).toContain("earlier checkpoint earlier.note: extended by this bundle's checkpoint");
+      // The CLI's line, word for word but the file's name: the earlier checkpoint's size says which one was held.
+      expect(info!.split('\n')[1]).toBe(
+        "earlier checkpoint earlier.note: extended by this bundle's checkpoint (size 2)",
+      );
+      const human = captureIo();
+      expect(await verifyCli([f.bundle, '--trust', f.trust, '--since', f.earlier, '--workers', '0'], human.io)).toBe(0);
+      expect(human.stdout()).toContain(
+        `\nearlier checkpoint ${f.earlier}: extended by this bundle's checkpoint (size 2)\n`,
+      );
       expect(seen.errors).toEqual([]);
     } finally {
       await page.close();
