@@ -110,6 +110,15 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
     expect(gzipped).toBeLessThanOrEqual(300 * 1024);
   });
 
+  it('is as large as the README says it is, within 5 KiB (the auditor is told what to expect)', () => {
+    const gzipped = gzipSync(readFileSync(join(ROOT, 'dist/web/index.html')), { level: 9 }).length / 1024;
+    const said = /# → dist\/web\/index\.html \(one file, ~(\d+) KiB gzipped\)/.exec(
+      readFileSync(join(ROOT, 'README.md'), 'utf8'),
+    );
+    expect(said).not.toBeNull();
+    expect(Math.abs(Number(said![1]) - gzipped)).toBeLessThanOrEqual(5);
+  });
+
   it.each(TAMPER_CASES.map((c) => [c.name, c] as const))(
     'reports %s exactly as the CLI does, without a network request',
     async (_name, c) => {
