@@ -51,7 +51,9 @@ export function bundleFromFiles(
     if (directories.includes(`${name}/${file}`) || holding.has(file))
       return `BUNDLE_INVALID: ${file} in ${JSON.stringify(name)} is a directory, not a regular file`;
   const manifests = inside.get(BUNDLE_MANIFESTS_FILE);
-  if (!manifests) return `the folder ${JSON.stringify(name)} has no ${BUNDLE_MANIFESTS_FILE}; it is not a bundle`;
+  // verify's code for it (src/ops/bundle-dir.ts: BUNDLE_INVALID), as for the refusals above and a missing bundle.json.
+  if (!manifests)
+    return `BUNDLE_INVALID: the folder ${JSON.stringify(name)} has no ${BUNDLE_MANIFESTS_FILE}; it is not a bundle`;
   const header = inside.get(BUNDLE_HEADER_FILE);
   // As the CLI (src/ops/bundle-dir.ts): a blobs/ directory, even an empty one, says the bundle carries blobs.
   let blobs: Record<string, Blob> | undefined = directories.includes(`${name}/blobs`)

@@ -571,4 +571,29 @@ describe("the page's verdict on an incomplete folder is verify's", { timeout: TE
       }
     }
   });
+
+  it('refuses a folder without manifests.jsonl with BUNDLE_INVALID when it is chosen, as the CLI does', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+    const root = tempDir();
+    const trustPath = join(root, 'trust.json');
+    await writeTrustFile(trustPath, b.trust);
+    const dir = join(root, 'no-manifests');
+    await writeBundleDir(dir, b.lines);
+    rmSync(join(dir, 'manifests.jsonl'));
+    const c = captureIo();
+    expect(await verifyCli([dir, '--trust', trustPath, '--json'], c.io)).toBe(2);
+    expect(c.stderr()).toMatch(/^handoff-ledger: BUNDLE_INVALID: /);
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', dir);
+      await expect
+        .poll(() => page.textContent('#error'))
+        .toBe('BUNDLE_INVALID: the folder "no-manifests" has no manifests.jsonl; it is not a bundle');
+      expect(await page.isVisible('#error')).toBe(true);
+      expect(await picked(page)).toMatch(/^no bundle chosen;/);
+    } finally {
+      await page.close();
+    }
+  });
 });
