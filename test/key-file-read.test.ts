@@ -14,14 +14,17 @@ import { readRegularFile } from '../src/cli/io.js';
 import { openLedger } from '../src/ledger/open.js';
 import { tempDir } from './support/tmp.js';
 
-/** Run once, right after the first lstat or open of `path` returns: the swap of the test that sets it. */
-const swap = vi.hoisted(() => ({ path: '', then: undefined as undefined | (() => void) }));
+/**
+ * Run once, right after the first lstat or open of `path` returns (past the first `skip` of them): the swap of the test
+ * that sets it.
+ */
+const swap = vi.hoisted(() => ({ path: '', skip: 0, then: undefined as undefined | (() => void) }));
 
 vi.mock('node:fs/promises', async (importOriginal) => {
   const real = await importOriginal<typeof import('node:fs/promises')>();
   const after = <T>(path: unknown, result: T): T => {
     const then = swap.then;
-    if (then && String(path) === swap.path) {
+    if (then && String(path) === swap.path && swap.skip-- <= 0) {
       swap.then = undefined;
       then();
     }
@@ -149,6 +152,9 @@ describe('trust.json is read through the descriptor it was judged on', () => {
     const planted = join(root, 'planted');
     writeFileSync(planted, '{ not a trust file', { mode: 0o600 });
     swap.path = trustPath;
+    // The open's first look at the name is whether the root is a store at all (a root inside another store's is
+    // refused); the swap comes right after the keyring's own look, the one its read must hold to.
+    swap.skip = 1;
     swap.then = () => renameSync(planted, trustPath);
     try {
       const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
