@@ -103,6 +103,25 @@ export function readOptionFields<K extends string>(
 }
 
 /**
+ * A yes/no option as its type says: `true`, `false`, or absent (`undefined`, `null`: the default). Anything else (the
+ * string `'false'` of an environment variable or a config file, a number) is `INVALID_ARGUMENT`: read by truthiness it
+ * would mean yes, and read as `=== false` no, whatever was meant (`createHostKey: 'false'` made a host key).
+ */
+export function checkBooleanOption(
+  value: unknown,
+  name: string,
+  Class: ErrorClass<'INVALID_ARGUMENT'>,
+): boolean | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'boolean')
+    throw new Class(
+      'INVALID_ARGUMENT',
+      `${name} must be true or false (or undefined: the default), not a ${typeof value}`,
+    );
+  return value;
+}
+
+/**
  * The storage-failure error of a layer: an error of this library passes through unchanged (it already says
  * what failed), anything else (an errno, a driver error) becomes `STORAGE_FAILED` with it as the cause.
  */

@@ -639,3 +639,52 @@ describe('the Harness helpers', () => {
     await ledger.close();
   });
 });
+
+describe('yes/no options given something else (a string from an environment variable or a config file)', () => {
+  const yesNo = ['false', 'true', 0, 1, 'no', {}];
+
+  it("openLedger's createHostKey and diagnose: INVALID_ARGUMENT, no host key made (createHostKey: 'false' made one)", async () => {
+    for (const name of ['createHostKey', 'diagnose'])
+      for (const value of yesNo) {
+        const root = tempDir();
+        const label = `${name}: ${JSON.stringify(value)}`;
+        expect(await codeOf(() => openLedger({ host: 'h', root, onNotice: () => {}, [name]: value })), label).toBe(
+          'INVALID_ARGUMENT',
+        );
+        expect(readdirSync(root), label).toEqual([]);
+      }
+    // undefined and null are the default; true and false as ever.
+    const root = tempDir();
+    expect(await codeOf(() => openLedger({ host: 'h', root, onNotice: () => {}, createHostKey: false }))).toBe(
+      'KEY_INVALID',
+    );
+    for (const value of [undefined, null, true]) {
+      const ledger = await openLedger({ host: 'h', root, onNotice: () => {}, ...{ createHostKey: value as never } });
+      await ledger.close();
+    }
+  });
+
+  it("fsck's checkBlobs, gc's dryRun and exportBundle's withBlobs: INVALID_ARGUMENT, nothing removed or exported", async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ host: 'h', root, onNotice: () => {}, inlineSummaryBytes: 0 });
+    try {
+      await ledger.publish(scope, good);
+      const out = join(root, 'bundle');
+      for (const value of yesNo) {
+        const label = JSON.stringify(value);
+        expect(await codeOf(() => fsck(ledger, { checkBlobs: value as never })), label).toBe('INVALID_ARGUMENT');
+        expect(await codeOf(() => gc(ledger, { graceMs: 0, dryRun: value as never })), label).toBe('INVALID_ARGUMENT');
+        // withBlobs: 'false' copied every summary into the bundle.
+        expect(await codeOf(() => exportBundle(ledger, { out, withBlobs: value as never })), label).toBe(
+          'INVALID_ARGUMENT',
+        );
+        expect(existsSync(out), label).toBe(false);
+      }
+      expect((await fsck(ledger, { checkBlobs: null as never })).ok).toBe(true);
+      expect((await gc(ledger, { graceMs: 0, dryRun: null as never })).removed).toEqual([]);
+      expect((await ledger.resume(scope))?.summary.task).toBe('t');
+    } finally {
+      await ledger.close();
+    }
+  });
+});

@@ -21,7 +21,7 @@ import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE, ORIGIN_RULE } from '../../
 import { Keyring, listedCheckpointOrigin, refuseMissingKeyFile, refuseNewHostKey } from '../keys/keyring.js';
 import { LedgerError } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
+import { checkBooleanOption, readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog, storedOriginDamage } from './checkpoints.js';
 import { checkWitnessingOptions, WitnessPool } from './witnessing.js';
@@ -183,8 +183,9 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   `signer` without `keyId`, `publicKey` and `sign`, `witnesses` without a `witnesses` list or with a witness that is
  *   not an http(s) URL, an invalid `origin` (for a log not named yet, also one the CLI would print escaped:
  *   `isNewOrigin`), or a `telemetry` option that is not an object or whose
- *   `identifiers.hashKey` is not 32 bytes, a `clock` or `onNotice` that is not a function, or an options field that
- *   throws as it is read (nothing is written).
+ *   `identifiers.hashKey` is not 32 bytes, a `clock` or `onNotice` that is not a function, a `createHostKey` or
+ *   `diagnose` that is not a boolean (null and undefined: the default), or an options field that throws as it is read
+ *   (nothing is written).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
  *   witness's verifier key that does not parse (nothing is written).
  * @throws LedgerError `KEY_INVALID` for a `keyFile` that does not exist (none staged beside it by a rotation) or is no
@@ -207,6 +208,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   const options = plain.trust === undefined ? plain : { ...plain, trust: parseTrustStore(plain.trust) };
   checkByteBound('inlineSummaryBytes', options.inlineSummaryBytes);
   checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
+  checkBooleanOption(options.createHostKey, 'createHostKey', LedgerError);
+  checkBooleanOption(options.diagnose, 'diagnose', LedgerError);
   const verifier = pickVerifier(options.verifier);
   const hashProblem = hashBackendNameProblem(options.hash);
   if (hashProblem) throw new LedgerError('INVALID_ARGUMENT', hashProblem);

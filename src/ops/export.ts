@@ -21,7 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
-import { readOptionFields, StoreError, type NamesEveryField } from '../../store/errors.js';
+import { checkBooleanOption, readOptionFields, StoreError, type NamesEveryField } from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { publishBundle } from './export-publish.js';
@@ -389,6 +389,7 @@ function exportOptions(given: unknown): ExportOptions {
   const options = readOptionFields(given, EXPORT_FIELDS, 'export options', LedgerError) as ExportOptions;
   if (typeof options.out !== 'string' || options.out === '')
     throw new LedgerError('INVALID_ARGUMENT', 'export needs { out }: the path of a directory that does not exist');
+  checkBooleanOption(options.withBlobs, 'withBlobs', LedgerError);
   return options;
 }
 

@@ -3,7 +3,7 @@
  * is the tree of the entries) and `gc` (removes blobs no manifest references, older than a grace period).
  */
 import type { Digest } from '../../store/hash/digest.js';
-import { isHandoffLedgerError, readOptionFields, StoreError } from '../../store/errors.js';
+import { checkBooleanOption, isHandoffLedgerError, readOptionFields, StoreError } from '../../store/errors.js';
 import { ChainChecker, type ManifestRuleCode } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
@@ -162,6 +162,7 @@ export async function fsck(ledger: Ledger, given: FsckOptions = {}): Promise<Fsc
   checkLedger(ledger, 'fsck');
   // `null` from JavaScript callers too; each field read once (a getter that throws: INVALID_ARGUMENT).
   const options = readOptionFields(given, ['signal', 'checkBlobs'], 'fsck options', LedgerError) as FsckOptions;
+  checkBooleanOption(options.checkBlobs, 'checkBlobs', LedgerError);
   throwIfCancelled(options.signal);
   // One moment of the log where it can give one (PostgreSQL): the passes below then see no append land between
   // them, which on a live shared store read as a rollback (entries no head named), a tree of another size, a
@@ -390,6 +391,7 @@ function gcOptions(given: unknown): GcOptions {
     LedgerError,
   ) as GcOptions;
   checkSignal(options.signal);
+  checkBooleanOption(options.dryRun, 'dryRun', LedgerError);
   if (typeof options.graceMs !== 'number' || !Number.isFinite(options.graceMs) || options.graceMs < 0)
     throw new LedgerError('INVALID_ARGUMENT', 'gc needs { graceMs }: a non-negative number of milliseconds');
   // A now that is no instant would make the cutoff NaN or infinite: every unreferenced blob old enough, the blob of a
