@@ -16,6 +16,7 @@ import {
   loadKeyFile,
   openBundleDir,
   openLedger,
+  openPostgresBackends,
   parseDuration,
   resumeContext,
   shouldCompact,
@@ -97,6 +98,59 @@ describe('openLedger refuses options that are not what their types say, before w
       });
     }
     expect(readdirSync(root)).toEqual([]);
+  });
+
+  it('a field of an option object inside (signer, witnesses and their endpoints, postgres, telemetry) that throws as it is read: INVALID_ARGUMENT naming it, the root left empty', async () => {
+    const throwing = (base: object, name: string) =>
+      Object.defineProperty({ ...base }, name, {
+        enumerable: true,
+        get() {
+          throw new Error('getter');
+        },
+      });
+    const signer = new LocalSigner(generateJwk());
+    const shape = { keyId: signer.keyId, publicKey: signer.publicKey, sign: (m: Uint8Array) => signer.sign(m) };
+    const revoked = Proxy.revocable({}, {});
+    revoked.revoke();
+    const cases: Array<[Record<string, unknown>, string]> = [
+      ...['keyId', 'publicKey', 'sign'].map((name): [Record<string, unknown>, string] => [
+        { signer: throwing(shape, name) },
+        `signer: reading its ${name}`,
+      ]),
+      [{ signer: revoked.proxy }, 'signer: reading its keyId'],
+      ...['witnesses', 'timeoutMs', 'retryMs', 'closeWaitMs'].map((name): [Record<string, unknown>, string] => [
+        { witnesses: throwing({ witnesses: [] }, name) },
+        `witnesses options: reading its ${name}`,
+      ]),
+      [{ witnesses: { witnesses: revoked.proxy } }, 'witnesses options: reading its witnesses list'],
+      ...['url', 'vkey'].map((name): [Record<string, unknown>, string] => [
+        { witnesses: { witnesses: [throwing({ url: 'https://w.example/' }, name)] } },
+        `witness 0: reading its ${name}`,
+      ]),
+      ...['connectionString', 'schema', 'maxConnections', 'lockTimeoutMs'].map(
+        (name): [Record<string, unknown>, string] => [
+          { postgres: throwing({ connectionString: 'postgresql://u@127.0.0.1:1/db' }, name) },
+          `postgres options: reading its ${name}`,
+        ],
+      ),
+      ...['tracerProvider', 'meterProvider', 'identifiers'].map((name): [Record<string, unknown>, string] => [
+        { telemetry: throwing({}, name) },
+        `telemetry options: reading its ${name}`,
+      ]),
+    ];
+    for (const [extra, message] of cases) {
+      const root = tempDir();
+      const refused = await openLedger({ host: 'h', root, onNotice: () => {}, ...extra }).catch((err: unknown) => err);
+      expect(isHandoffLedgerError(refused), message).toBe(true);
+      expect(refused, message).toMatchObject({ code: 'INVALID_ARGUMENT', message: `${message} failed` });
+      expect(readdirSync(root), message).toEqual([]);
+    }
+    // openPostgresBackends given such options: the same, before it connects.
+    const options = throwing({ connectionString: 'postgresql://u@127.0.0.1:1/db' }, 'schema');
+    await expect(openPostgresBackends(options as never)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'postgres options: reading its schema failed',
+    });
   });
 
   it('a clock that returns no valid Date: INVALID_ARGUMENT at the call that asks it, nothing published', async () => {

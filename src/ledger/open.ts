@@ -24,12 +24,13 @@ import { ManifestError } from '../../manifests/errors.js';
 import { checkBooleanOption, readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog, storedOriginDamage } from './checkpoints.js';
-import { checkWitnessingOptions, WitnessPool } from './witnessing.js';
+import { checkWitnessingOptions, readWitnessingOptions, WitnessPool } from './witnessing.js';
+import { readPostgresOptions } from './postgres-options.js';
 import { consistencyProof } from './proofs.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { Ledger } from './ledger.js';
 import { parseHost } from './scope.js';
-import { checkIdentifierPolicy } from '../telemetry/telemetry.js';
+import { checkIdentifierPolicy, type TelemetryOptions } from '../telemetry/telemetry.js';
 import type { OpenLedgerOptions } from './options.js';
 import { printableOnce, shellWord } from '../../manifests/encoding/printable.js';
 
@@ -90,6 +91,11 @@ const OPEN_FIELDS = [
 ] as const satisfies ReadonlyArray<keyof OpenLedgerOptions>;
 const everyOpenField: NamesEveryField<OpenLedgerOptions, typeof OPEN_FIELDS> = true;
 void everyOpenField;
+const TELEMETRY_FIELDS = ['tracerProvider', 'meterProvider', 'identifiers'] as const satisfies ReadonlyArray<
+  keyof TelemetryOptions
+>;
+const everyTelemetryField: NamesEveryField<TelemetryOptions, typeof TELEMETRY_FIELDS> = true;
+void everyTelemetryField;
 
 /** Whether `dir` is a store's root: it holds trust.json and keys/ (an embedded store, or a PostgreSQL host's root). */
 async function isStoreRoot(dir: string): Promise<boolean> {
@@ -148,7 +154,13 @@ function checkKeyOptions(options: OpenLedgerOptions): void {
   };
   path('root', options.root);
   path('keyFile', options.keyFile);
-  const signer = options.signer as Partial<Record<'keyId' | 'publicKey' | 'sign', unknown>> | null | undefined;
+  // Its fields read for the check only (a getter that throws: INVALID_ARGUMENT naming it); the signer itself is used as
+  // given, its `sign` called on it.
+  const given: unknown = options.signer;
+  const signer =
+    typeof given === 'object' && given !== null
+      ? readOptionFields(given, ['keyId', 'publicKey', 'sign'], 'signer', LedgerError)
+      : (given as null | undefined);
   // `null` is no signer (the key file), as it was before the shape was checked: `signer: kms ? … : null`.
   if (
     signer !== undefined &&
@@ -205,7 +217,24 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   const plain: OpenLedgerOptions =
     nulls.length === 0 ? given : { ...given, ...Object.fromEntries(nulls.map((name) => [name, undefined])) };
   // Further trusted keys are checked like a trust file: a window time that does not parse would compare as no bound.
-  const options = plain.trust === undefined ? plain : { ...plain, trust: parseTrustStore(plain.trust) };
+  const trusted = plain.trust === undefined ? plain : { ...plain, trust: parseTrustStore(plain.trust) };
+  // The option objects inside (witnesses and their endpoints, postgres, telemetry) read once as well: a getter or proxy
+  // that throws there is INVALID_ARGUMENT naming it, before anything is written, and what is checked is what is used.
+  const options: OpenLedgerOptions = {
+    ...trusted,
+    ...(trusted.witnesses !== undefined ? { witnesses: readWitnessingOptions(trusted.witnesses) } : {}),
+    ...(trusted.postgres ? { postgres: readPostgresOptions(trusted.postgres) } : {}),
+    ...(typeof trusted.telemetry === 'object' && trusted.telemetry !== null
+      ? {
+          telemetry: readOptionFields(
+            trusted.telemetry,
+            TELEMETRY_FIELDS,
+            'telemetry options',
+            LedgerError,
+          ) as TelemetryOptions,
+        }
+      : {}),
+  };
   checkByteBound('inlineSummaryBytes', options.inlineSummaryBytes);
   checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
   checkBooleanOption(options.createHostKey, 'createHostKey', LedgerError);
@@ -220,12 +249,6 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       'authorizer must be a function ({ principal, session, action }) => boolean',
     );
   checkKeyOptions(options);
-  if (
-    options.witnesses !== undefined &&
-    options.witnesses !== null && // none, as `undefined`
-    (typeof options.witnesses !== 'object' || !Array.isArray(options.witnesses.witnesses))
-  )
-    throw new LedgerError('INVALID_ARGUMENT', 'witnesses must be { witnesses: [...] } (WitnessingOptions)');
   // Each endpoint too (its URL, its verifier key), as the pool will take it: a refused open makes no host key.
   if (options.witnesses) checkWitnessingOptions(options.witnesses);
   if (options.origin !== undefined && !isValidOrigin(options.origin))

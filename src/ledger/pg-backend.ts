@@ -10,6 +10,7 @@ import { createPgPool, pgOptionsProblem } from '../../store/pg/db.js';
 import { PgManifestLog } from '../../manifests/log/pg/log.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import type { PostgresBackendOptions } from './postgres.js';
+import { readPostgresOptions } from './postgres-options.js';
 import { LedgerError } from '../errors.js';
 
 /**
@@ -20,8 +21,9 @@ import { LedgerError } from '../errors.js';
  *   cannot be reached or migrated.
  */
 export async function openPostgresBackends(
-  options: PostgresBackendOptions,
+  given: PostgresBackendOptions,
 ): Promise<{ blobs: BlobStore; log: ManifestLog }> {
+  const options = readPostgresOptions(given);
   refuseUnusableOptions(options);
   const hash = typeof options.hash === 'object' ? options.hash : await loadHashBackend(options.hash ?? 'auto');
   const pool = createPgPool(options);

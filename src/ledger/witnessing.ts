@@ -27,6 +27,7 @@ import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import type { SignedCheckpoint } from './checkpoints.js';
 import { LedgerError } from '../errors.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
+import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
 
 /** A witness to submit to: its URL prefix, and optionally its verifier key (then only its valid cosignatures are kept). */
 export interface WitnessEndpoint {
@@ -82,6 +83,36 @@ function checkWitnessingDelays(options: WitnessingOptions): void {
  * @throws LedgerError `INVALID_ARGUMENT` (a bad URL, a delay out of range), ManifestError `KEY_INVALID` (a bad verifier
  *   key)
  */
+const WITNESSING_FIELDS = ['witnesses', 'timeoutMs', 'retryMs', 'closeWaitMs'] as const satisfies ReadonlyArray<
+  keyof WitnessingOptions
+>;
+const everyWitnessingField: NamesEveryField<WitnessingOptions, typeof WITNESSING_FIELDS> = true;
+void everyWitnessingField;
+
+/**
+ * The `witnesses` option of `openLedger` read once into plain objects, its list and each endpoint's `url` and `vkey`
+ * included: a getter or a proxy that throws as it is read is `INVALID_ARGUMENT` naming it (with the failure as the
+ * cause), not an uncoded error of the open, and what is checked is what the witness pool then uses.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+export function readWitnessingOptions(given: unknown): WitnessingOptions {
+  const shape = () => new LedgerError('INVALID_ARGUMENT', 'witnesses must be { witnesses: [...] } (WitnessingOptions)');
+  if (typeof given !== 'object' || given === null) throw shape();
+  const options = readOptionFields(given, WITNESSING_FIELDS, 'witnesses options', LedgerError);
+  let list: unknown[];
+  try {
+    if (!Array.isArray(options.witnesses)) throw shape();
+    list = Array.from(options.witnesses as unknown[]);
+  } catch (err) {
+    if (err instanceof LedgerError) throw err;
+    throw new LedgerError('INVALID_ARGUMENT', 'witnesses options: reading its witnesses list failed', { cause: err });
+  }
+  const witnesses = list.map((w, i) =>
+    typeof w === 'object' && w !== null ? readOptionFields(w, ['url', 'vkey'], `witness ${i}`, LedgerError) : w,
+  );
+  return { ...(options as Omit<WitnessingOptions, 'witnesses'>), witnesses } as WitnessingOptions;
+}
+
 export function checkWitnessingOptions(
   options: WitnessingOptions,
 ): Array<{ url: string; key: CosignerKey | undefined }> {
