@@ -16,6 +16,7 @@ import type {
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
 import { summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 import {
+  adapterOptions,
   compactionOnly,
   readJson,
   saysNothing,
@@ -100,7 +101,8 @@ const FINISH: Record<string, ModelFinishReason> = {
  * const model = aiSdkAdapter({ model: openai('gpt-5-mini'), schemaForm: 'openai-strict' });
  * await compact({ ledger, scope, model, transcript });
  */
-export function aiSdkAdapter(options: AiSdkAdapterOptions): ModelAdapter {
+export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
+  const options = adapterOptions('aiSdkAdapter', given, ['model', 'schemaForm', 'maxRetries']) as AiSdkAdapterOptions;
   const form = options.schemaForm ?? 'json-schema';
   summarySchemaFor(form); // an unknown form is refused here (INVALID_ARGUMENT), not as a model failure at compaction
   const strict = form === 'openai-strict';

@@ -17,6 +17,7 @@ import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } fro
 import { SUBMIT_HANDOFF, submitHandoffTool } from '../compaction/tool.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import {
+  adapterOptions,
   compactionOnly,
   saysNothing,
   schemaFor,
@@ -138,7 +139,13 @@ function fromMessage(m: Message): ModelResponse {
  * const model = anthropicAdapter({ client: new Anthropic(), model: 'claude-sonnet-4-6' });
  * await compact({ ledger, scope, model, transcript });
  */
-export function anthropicAdapter(options: AnthropicAdapterOptions): ModelAdapter {
+export function anthropicAdapter(given: AnthropicAdapterOptions): ModelAdapter {
+  const options = adapterOptions('anthropicAdapter', given, [
+    'client',
+    'model',
+    'maxTokens',
+    'timeoutMs',
+  ]) as AnthropicAdapterOptions;
   return async (request) => {
     compactionOnly('anthropicAdapter', request);
     return fromMessage(

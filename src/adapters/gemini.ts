@@ -10,7 +10,7 @@ import type { Content, GenerateContentParameters, GenerateContentResponse } from
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import { indented, quoted } from '../compaction/framing.js';
-import { compactionOnly, readJson, splitSystem, withoutEmptyTurns } from './shared.js';
+import { adapterOptions, compactionOnly, readJson, splitSystem, withoutEmptyTurns } from './shared.js';
 
 export interface GeminiAdapterOptions {
   /** The Harness's client (`new GoogleGenAI({ apiKey })`). */
@@ -100,7 +100,8 @@ function fromResponse(r: GenerateContentResponse): ModelResponse {
  * const model = geminiAdapter({ client: new GoogleGenAI({ apiKey }), model: 'gemini-2.5-flash' });
  * await compact({ ledger, scope, model, transcript, mode: 'structured' });
  */
-export function geminiAdapter(options: GeminiAdapterOptions): ModelAdapter {
+export function geminiAdapter(given: GeminiAdapterOptions): ModelAdapter {
+  const options = adapterOptions('geminiAdapter', given, ['client', 'model']) as GeminiAdapterOptions;
   return async (request) => {
     compactionOnly('geminiAdapter', request);
     return fromResponse(await options.client.models.generateContent(params(options.model, request)));

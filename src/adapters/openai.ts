@@ -26,7 +26,8 @@ import type {
   ModelToolCall,
 } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
-import { compactionOnly, readJson, schemaFor, toolArguments, toolCall } from './shared.js';
+import { LedgerError } from '../errors.js';
+import { adapterOptions, compactionOnly, readJson, schemaFor, toolArguments, toolCall } from './shared.js';
 
 export interface OpenAIAdapterOptions {
   /** The Harness's client (`new OpenAI({ apiKey })`). */
@@ -206,7 +207,19 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
  * const model = openaiAdapter({ client: new OpenAI(), model: 'gpt-5-mini' });
  * await compact({ ledger, scope, model, transcript });
  */
-export function openaiAdapter(options: OpenAIAdapterOptions): ModelAdapter {
+export function openaiAdapter(given: OpenAIAdapterOptions): ModelAdapter {
+  const options = adapterOptions('openaiAdapter', given, ['client', 'model', 'api']) as OpenAIAdapterOptions;
+  // A misspelt api ('Chat', 'completions') would silently send to the Responses API.
+  if (
+    options.api !== undefined &&
+    (options.api as unknown) !== null &&
+    options.api !== 'responses' &&
+    options.api !== 'chat'
+  )
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `openaiAdapter: api must be 'responses' or 'chat', not ${String(options.api)}`,
+    );
   const { client, model } = options;
   return async (request) => {
     compactionOnly('openaiAdapter', request);

@@ -6,6 +6,7 @@
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
 import type { ModelMessage, ModelRequest, ModelToolCall } from '../compaction/model.js';
 import { LedgerError } from '../errors.js';
+import { readOptionFields } from '../../store/errors.js';
 import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 
 /**
@@ -23,6 +24,36 @@ export function compactionOnly(adapter: string, request: ModelRequest): void {
       `${adapter} is for compaction requests only (purpose 'compaction', as compactionRequest builds them), not ` +
         `${typeof purpose === 'string' ? JSON.stringify(purpose.slice(0, 40)) : String(purpose)}`,
     );
+}
+
+/**
+ * An adapter factory's options, each field read once (a getter or proxy that throws: `INVALID_ARGUMENT` naming it),
+ * refused when they are no object or name no model (and, for an adapter over a provider SDK, no client): at the
+ * factory's call, where the Harness wires it, not as a TypeError there or a model failure at the first compaction.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+export function adapterOptions<K extends string>(
+  adapter: string,
+  given: unknown,
+  names: readonly K[],
+): { [P in K]?: unknown } {
+  if (typeof given !== 'object' || given === null)
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `${adapter} needs an options object, not ${given === null ? 'null' : typeof given}`,
+    );
+  const options = readOptionFields(given, names, `${adapter} options`, LedgerError);
+  const fields = options as Record<string, unknown>;
+  if ((names as readonly string[]).includes('client') && (typeof fields.client !== 'object' || fields.client === null))
+    throw new LedgerError('INVALID_ARGUMENT', `${adapter}: client must be the provider SDK's client object`);
+  const model = fields.model;
+  const modelObject = adapter === 'aiSdkAdapter' && typeof model === 'object' && model !== null;
+  if (!modelObject && (typeof model !== 'string' || model === ''))
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `${adapter}: model must be ${adapter === 'aiSdkAdapter' ? 'a LanguageModel or ' : ''}a non-empty model name`,
+    );
+  return options;
 }
 
 /** The schema a tool or response format is sent with: the dialect's summary form for the handoff. */
