@@ -170,9 +170,13 @@ describe('gc with a signal (embedded store)', () => {
       const run = gc(ledger, { graceMs: HOUR, now: Date.now() + 2 * HOUR, signal: abort.signal });
       await deleting;
       await new Promise((r) => setTimeout(r, 50));
-      abort.abort();
+      const reason = new Error('the operator stopped gc');
+      abort.abort(reason);
       expect(await settledWithin(run, 2000)).toBe('settled');
-      expect(await rejection(run)).toMatchObject({ code: 'CANCELLED', message: 'gc cancelled: no blob was removed' });
+      const refused = await rejection(run);
+      expect(refused).toMatchObject({ code: 'CANCELLED', message: 'gc cancelled: no blob was removed' });
+      // Its cause is the signal's reason, as at every other point gc answers the signal (not the store's error).
+      expect((refused as Error).cause).toBe(reason);
       release();
       expect(await hung).toBe(false);
       expect(await present(ledger, [orphan!])).toEqual([orphan]);

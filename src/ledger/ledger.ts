@@ -174,9 +174,14 @@ function headMoved(session: string, expectedPrev: Digest | null): LedgerError {
   );
 }
 
-function toLedgerCancel(err: unknown): unknown {
+/**
+ * A lower layer's `CANCELLED` as the ledger's, its cause the signal's reason as every other `CANCELLED` of the ledger
+ * has it (a Harness tells its `AbortSignal.timeout` from its user's stop by `err.cause`): it was the lower layer's error,
+ * whose own cause the reason was, wherever the abort came in the blob's write or the append.
+ */
+function toLedgerCancel(err: unknown, signal: AbortSignal | undefined): unknown {
   if (isHandoffLedgerError(err) && err.code === 'CANCELLED' && !(err instanceof LedgerError))
-    return new LedgerError('CANCELLED', 'publish cancelled', { cause: err });
+    return new LedgerError('CANCELLED', 'publish cancelled', { cause: signal?.aborted ? signal.reason : err.cause });
   return err;
 }
 
@@ -616,7 +621,7 @@ export class Ledger {
       if (err instanceof StoreError && err.code === 'BLOB_TOO_LARGE') {
         throw new LedgerError('SUMMARY_TOO_LARGE', `the summary is too large to store: ${err.message}`, { cause: err });
       }
-      throw toLedgerCancel(err);
+      throw toLedgerCancel(err, signal);
     });
   }
 
@@ -768,7 +773,7 @@ export class Ledger {
       if (err instanceof ManifestError && err.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
       if (err instanceof ManifestError && (err.code === 'REVOKED' || err.code === 'ROLLBACK'))
         throw new LedgerError(err.code, err.message, { cause: err });
-      throw toLedgerCancel(err);
+      throw toLedgerCancel(err, signal);
     }
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
     this.rememberHeadDate(s.session, id, createdAt, generation);

@@ -407,14 +407,15 @@ function gcOptions(given: unknown): GcOptions {
 export const GC_CANCELLED = 'gc cancelled';
 
 /**
- * gc's `CANCELLED`, saying what the run removed before the abort: whole blobs only, each either removed or kept.
+ * gc's `CANCELLED`, saying what the run removed before the abort: whole blobs only, each either removed or kept. Its
+ * cause is the signal's reason, as every `CANCELLED` of the ledger's (not the store's error of a delete it cut short).
  */
-function gcCancelled(signal: AbortSignal, removed: number, cause?: unknown): LedgerError {
+function gcCancelled(signal: AbortSignal, removed: number): LedgerError {
   const done =
     removed === 0
       ? 'no blob was removed'
       : `${counted(removed, 'unreferenced blob')} removed before it (each whole), the others stay`;
-  return new LedgerError('CANCELLED', `${GC_CANCELLED}: ${done}`, { cause: cause ?? signal.reason });
+  return new LedgerError('CANCELLED', `${GC_CANCELLED}: ${done}`, { cause: signal.reason });
 }
 
 async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
@@ -476,7 +477,7 @@ async function deleteOrCancelled(
     return await ledger.blobs.delete(digest, signal ? { storedBeforeMs, signal } : { storedBeforeMs });
   } catch (err) {
     if (signal?.aborted && isHandoffLedgerError(err) && err.code === 'CANCELLED')
-      throw gcCancelled(signal, removedBefore, err);
+      throw gcCancelled(signal, removedBefore);
     throw err;
   }
 }

@@ -1,0 +1,72 @@
+/**
+ * Every `CANCELLED` a Ledger call ends with carries the signal's reason as its `cause`, wherever the abort came in: a
+ * Harness tells its `AbortSignal.timeout` (a `TimeoutError`) from its user's stop by `err.cause`. A publish cancelled
+ * in its blob's write had the blob store's `StoreError` as its cause instead (the reason one level further down).
+ */
+import { describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { exportBundle, fsck, gc, openLedger } from '../src/index.js';
+import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const alice = { principal: 'alice', session: 's1', run: 'r1' };
+const MiB = 1024 * 1024;
+
+describe("a cancelled call's cause is the signal's reason", () => {
+  it('a publish cancelled between two block writes of its blob', async () => {
+    const root = tempDir();
+    const ac = new AbortController();
+    const reason = new DOMException('the run timed out', 'TimeoutError');
+    let writes = 0;
+    const fs: FsOps = {
+      ...nodeFsOps,
+      write: async (h, data, position) => {
+        if (++writes === 3) ac.abort(reason);
+        return nodeFsOps.write(h, data, position);
+      },
+    };
+    const ledger = await openLedger({ host: 'h', root, fs, maxSummaryBytes: 64 * MiB, onNotice: () => {} });
+    try {
+      writes = -1_000_000; // the open's own writes are not counted
+      const first = await ledger.publish(alice, sampleSummary('first'));
+      writes = 0;
+      const summary = { ...sampleSummary('cancelled'), state: 'x'.repeat(6 * MiB) };
+      const err = await ledger.publish(alice, summary, { signal: ac.signal }).catch((e: unknown) => e);
+      expect(writes).toBeGreaterThanOrEqual(3);
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+      expect((err as Error).cause).toBe(reason);
+      expect((await ledger.resume(alice))?.id).toBe(first.id);
+      expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('publish, resume, history, fsck, gc and export given an aborted signal', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    try {
+      await ledger.publish(alice, sampleSummary('first'));
+      const reason = new Error('stop');
+      const signal = AbortSignal.abort(reason);
+      const calls: Array<[string, () => Promise<unknown>]> = [
+        ['publish', () => ledger.publish(alice, sampleSummary('second'), { signal })],
+        ['checkPublish', () => ledger.checkPublish(alice, { signal })],
+        ['resume', () => ledger.resume(alice, { signal })],
+        ['history', () => ledger.history(alice, { signal })],
+        ['fsck', () => fsck(ledger, { signal })],
+        ['gc', () => gc(ledger, { graceMs: 0, signal })],
+        ['export', () => exportBundle(ledger, { out: join(root, 'bundle'), signal })],
+      ];
+      for (const [name, call] of calls) {
+        const err = await call().catch((e: unknown) => e);
+        expect(err, name).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+        expect((err as Error).cause, name).toBe(reason);
+      }
+      expect((await ledger.history(alice)).length).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
