@@ -60,7 +60,37 @@ export function workerScriptUrl(): URL {
  * Starts `threads` workers and resolves once each has loaded.
  * @throws AuditError `WORKER_FAILED` (no compiled script, a worker failed to start)
  */
+/**
+ * The options as their types say, before a worker starts: no options or no `trust` (every worker would start, then
+ * fail each line, or a JavaScript caller's `null` a TypeError), a `threads` that is no whole number ≥ 0 (`cores - 1` on one core is 0: one worker, as ever), a `verifier`
+ * other than `node` or `noble` (taken for `node` by the calling thread, sent as given to the workers).
+ * @throws AuditError `USAGE`
+ */
+function checkWorkerOptions(options: unknown): void {
+  const o: { trust?: unknown; threads?: unknown; verifier?: unknown } =
+    typeof options === 'object' && options !== null ? (options as object) : {};
+  let trust: unknown, threads: unknown, verifier: unknown;
+  try {
+    ({ trust, threads, verifier } = o);
+  } catch (err) {
+    throw new AuditError('USAGE', 'createWorkerLineVerifier: reading its options failed', { cause: err });
+  }
+  if (typeof trust !== 'object' || trust === null)
+    throw new AuditError('USAGE', 'createWorkerLineVerifier needs options naming the pinned trust store: { trust }');
+  if (threads !== undefined && !(Number.isSafeInteger(threads) && (threads as number) >= 0))
+    throw new AuditError(
+      'USAGE',
+      `createWorkerLineVerifier: threads must be a whole number (0 and 1: one worker), not ${typeof threads === 'number' ? threads : typeof threads}`,
+    );
+  if (verifier !== undefined && verifier !== 'node' && verifier !== 'noble')
+    throw new AuditError(
+      'USAGE',
+      `createWorkerLineVerifier: verifier must be 'node' or 'noble', not ${typeof verifier === 'string' ? JSON.stringify(verifier.slice(0, 40)) : typeof verifier}`,
+    );
+}
+
 export async function createWorkerLineVerifier(options: WorkerLineVerifierOptions): Promise<LineVerifier> {
+  checkWorkerOptions(options);
   const threads = Math.max(1, options.threads ?? availableParallelism());
   const script = options.scriptUrl ?? workerScriptUrl();
   if (script.protocol === 'file:' && !existsSync(fileURLToPath(script))) {

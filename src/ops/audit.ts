@@ -1,6 +1,7 @@
 /** `verifyBundle` with a `verify` span and metrics: the offline audit as the Node CLI and Node hosts run it. */
 import type { BundleReader } from '../../manifests/audit/bundle.js';
 import { verifyBundle, type BundleAuditReport, type VerifyBundleOptions } from '../../manifests/audit/verify-chain.js';
+import { AuditError } from '../../manifests/audit/errors.js';
 import { LedgerTelemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 
 /**
@@ -12,7 +13,16 @@ export async function auditBundle(
   reader: BundleReader,
   options: VerifyBundleOptions & { telemetry?: TelemetryOptions | LedgerTelemetry },
 ): Promise<BundleAuditReport> {
-  const { telemetry, ...verifyOptions } = options;
+  // No options, or options that cannot be read: verifyBundle's own USAGE, not a TypeError of the destructuring here.
+  if (typeof options !== 'object' || options === null)
+    throw new AuditError('USAGE', 'auditBundle needs options naming the pinned trust store: { trust }');
+  let telemetry: TelemetryOptions | LedgerTelemetry | undefined;
+  let verifyOptions: VerifyBundleOptions;
+  try {
+    ({ telemetry, ...verifyOptions } = options);
+  } catch (err) {
+    throw new AuditError('USAGE', 'auditBundle: reading its options failed', { cause: err });
+  }
   const t = telemetry instanceof LedgerTelemetry ? telemetry : new LedgerTelemetry(telemetry);
   return t.run(
     'verify',
