@@ -218,7 +218,7 @@ export function openaiAdapter(given: OpenAIAdapterOptions): ModelAdapter {
   )
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `openaiAdapter: api must be 'responses' or 'chat', not ${String(options.api)}`,
+      `openaiAdapter: api must be 'responses' or 'chat', not ${typeof options.api === 'string' ? JSON.stringify((options.api as string).slice(0, 40)) : typeof options.api}`,
     );
   const { client, model } = options;
   return async (request) => {

@@ -50,10 +50,21 @@ describe('adapter factories refuse options that are not what their types say', (
   });
 
   it("openaiAdapter: an api other than 'responses' or 'chat' is refused, not sent to the Responses API", () => {
-    for (const api of ['Chat', 'completions', 5, {}])
+    for (const [i, api] of [
+      'Chat',
+      'completions',
+      5,
+      {},
+      Symbol('chat'),
+      {
+        toString: () => {
+          throw new Error('no text');
+        },
+      },
+    ].entries())
       expect(
         refusal(() => openaiAdapter({ client: {} as never, model: 'm', api: api as never })),
-        String(api),
+        `case ${i}`,
       ).toMatchObject({
         code: 'INVALID_ARGUMENT',
       });
