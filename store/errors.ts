@@ -103,6 +103,17 @@ export function readOptionFields<K extends string>(
 }
 
 /**
+ * A caller's value as a refusal's message names it, without converting it: a string quoted (its first 40 units), a
+ * number, boolean, bigint, null or undefined as itself, anything else by its type. `${value}` or `String(value)` of an
+ * object whose `toString` throws (or a symbol, in a template) threw that error in place of the coded refusal.
+ */
+export function shownValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  if (value === null || ['number', 'boolean', 'bigint', 'undefined'].includes(typeof value)) return String(value);
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+/**
  * A yes/no option as its type says: `true`, `false`, or absent (`undefined`, `null`: the default). Anything else (the
  * string `'false'` of an environment variable or a config file, a number) is `INVALID_ARGUMENT`: read by truthiness it
  * would mean yes, and read as `=== false` no, whatever was meant (`createHostKey: 'false'` made a host key).

@@ -20,6 +20,8 @@ import {
   parseDuration,
   resumeContext,
   shouldCompact,
+  summarySchemaFor,
+  validateSummary,
   type ModelAdapter,
 } from '../src/index.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
@@ -740,5 +742,48 @@ describe('yes/no options given something else (a string from an environment vari
     } finally {
       await ledger.close();
     }
+  });
+});
+
+describe('a value whose conversion to text throws, where a number or a string is expected', () => {
+  // `${value}` or String(value) in a refusal's message threw this in place of the coded refusal.
+  const evil = {
+    toString(): string {
+      throw new Error('no text');
+    },
+    [Symbol.toPrimitive](): string {
+      throw new Error('no text');
+    },
+  };
+
+  it('openLedger, revokeKey and the helpers refuse it with a code, naming it by its type', async () => {
+    for (const extra of [
+      { maxSummaryBytes: evil },
+      { inlineSummaryBytes: evil },
+      { witnesses: { witnesses: [], timeoutMs: evil } },
+    ]) {
+      const root = tempDir();
+      expect(await codeOf(() => openLedger({ host: 'h', root, onNotice: () => {}, ...(extra as object) }))).toBe(
+        'INVALID_ARGUMENT',
+      );
+      expect(readdirSync(root)).toEqual([]);
+    }
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      expect(await codeOf(() => ledger.revokeKey(evil as never))).toBe('INVALID_ARGUMENT');
+      expect(await codeOf(() => ledger.revokeKey(5 as never))).toBe('INVALID_ARGUMENT');
+      await expect(ledger.revokeKey(ledger.keyId, evil as never)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining('revocation time an object is not') as string,
+      });
+    } finally {
+      await ledger.close();
+    }
+    expect(await codeOf(() => shouldCompact({ usedTokens: evil as never, contextWindow: 10 }))).toBe(
+      'INVALID_ARGUMENT',
+    );
+    expect(await codeOf(() => shouldCompact({ usedTokens: 1, contextWindow: evil as never }))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => validateSummary(good, evil as never))).toBe('INVALID_ARGUMENT');
+    expect(await codeOf(() => summarySchemaFor(evil as never))).toBe('INVALID_ARGUMENT');
   });
 });

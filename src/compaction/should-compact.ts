@@ -1,4 +1,5 @@
 import { LedgerError } from '../errors.js';
+import { shownValue } from '../../store/errors.js';
 
 /** Compact when the context is 70% full: room remains for the compaction request and its answer. */
 export const DEFAULT_COMPACTION_RATIO = 0.7;
@@ -23,10 +24,13 @@ export function shouldCompact(options: ShouldCompactOptions): boolean {
     throw new LedgerError('INVALID_ARGUMENT', 'shouldCompact needs { usedTokens, contextWindow }');
   const { usedTokens, contextWindow, ratio = DEFAULT_COMPACTION_RATIO } = options;
   if (!Number.isFinite(usedTokens) || usedTokens < 0) {
-    throw new LedgerError('INVALID_ARGUMENT', `usedTokens must be a finite number ≥ 0, got ${usedTokens}`);
+    throw new LedgerError('INVALID_ARGUMENT', `usedTokens must be a finite number ≥ 0, got ${shownValue(usedTokens)}`);
   }
   if (!Number.isFinite(contextWindow) || contextWindow <= 0) {
-    throw new LedgerError('INVALID_ARGUMENT', `contextWindow must be a finite number > 0, got ${contextWindow}`);
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `contextWindow must be a finite number > 0, got ${shownValue(contextWindow)}`,
+    );
   }
   if (!Number.isFinite(ratio) || ratio <= 0 || ratio > 1) {
     throw new LedgerError('INVALID_ARGUMENT', `ratio must be in (0, 1], got ${ratio}`);

@@ -25,7 +25,7 @@ import {
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { LedgerError } from '../errors.js';
-import { StoreError } from '../../store/errors.js';
+import { shownValue, StoreError } from '../../store/errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -790,10 +790,12 @@ export class Keyring {
 
   /** Validates a revocation (see `revoke`) and returns its instant. */
   checkRevocation(keyId: string, at: string = this.now()): string {
+    if (typeof keyId !== 'string')
+      throw new LedgerError('INVALID_ARGUMENT', `a key id is a string (keys list), not ${shownValue(keyId)}`);
     if (!timestampSchema.safeParse(at).success)
       throw new LedgerError(
         'INVALID_ARGUMENT',
-        `revocation time ${JSON.stringify(String(at).slice(0, 40))} is not an ISO-8601 UTC time with milliseconds (e.g. 2026-11-30T10:00:30.000Z)`,
+        `revocation time ${shownValue(at)} is not an ISO-8601 UTC time with milliseconds (e.g. 2026-11-30T10:00:30.000Z)`,
       );
     const checkpointKeys = this.trust.checkpointKeys ?? [];
     if (!this.trust.keys.some((k) => k.keyId === keyId) && !checkpointKeys.some((k) => k.keyId === keyId))

@@ -27,7 +27,7 @@ import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import type { SignedCheckpoint } from './checkpoints.js';
 import { LedgerError } from '../errors.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
-import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
+import { readOptionFields, shownValue, type NamesEveryField } from '../../store/errors.js';
 
 /** A witness to submit to: its URL prefix, and optionally its verifier key (then only its valid cosignatures are kept). */
 export interface WitnessEndpoint {
@@ -73,7 +73,7 @@ function checkWitnessingDelays(options: WitnessingOptions): void {
     if (value != null && !(typeof value === 'number' && value >= least && value <= MAX_TIMER_MS))
       throw new LedgerError(
         'INVALID_ARGUMENT',
-        `witnesses.${name} must be a number of milliseconds from ${least} to ${MAX_TIMER_MS}, got ${String(value)}`,
+        `witnesses.${name} must be a number of milliseconds from ${least} to ${MAX_TIMER_MS}, got ${shownValue(value)}`,
       );
 }
 

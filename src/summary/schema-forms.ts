@@ -21,6 +21,7 @@ import {
   type JsonSchemaObject,
 } from './summary.js';
 import { LedgerError } from '../errors.js';
+import { shownValue } from '../../store/errors.js';
 
 export type SummarySchemaForm = 'json-schema' | 'anthropic' | 'openai-strict' | 'gemini';
 
@@ -115,6 +116,11 @@ const forms = new Map<SummarySchemaForm, JsonSchemaObject>([['json-schema', summ
  * const tool = { name: 'submit_handoff', description, input_schema: summarySchemaFor('anthropic') };
  */
 export function summarySchemaFor(form: SummarySchemaForm): JsonSchemaObject {
+  if (typeof form !== 'string')
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `a summary schema form is a name (${SUMMARY_SCHEMA_FORMS.join(', ')}), not ${shownValue(form)}`,
+    );
   let schema = forms.get(form);
   if (!schema) {
     const dialect = DIALECTS[form as Exclude<SummarySchemaForm, 'json-schema'>];

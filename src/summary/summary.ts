@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { canonicalBytes, canonicalChunks } from '../../manifests/encoding/canonical.js';
 import { LedgerError } from '../errors.js';
-import { StoreError } from '../../store/errors.js';
+import { shownValue, StoreError } from '../../store/errors.js';
 import { StreamingJsonDecoder } from './decoder.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import {
@@ -25,7 +25,7 @@ export const DEFAULT_MAX_SUMMARY_BYTES = 1024 * 1024;
 /** A byte bound given as an option (`maxSummaryBytes`, `inlineSummaryBytes`): NaN or Infinity would compare as no bound. */
 export function checkByteBound(name: string, value: unknown): void {
   if (value !== undefined && (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)) {
-    throw new LedgerError('INVALID_ARGUMENT', `${name} must be a non-negative integer, not ${String(value)}`);
+    throw new LedgerError('INVALID_ARGUMENT', `${name} must be a non-negative integer, not ${shownValue(value)}`);
   }
 }
 
