@@ -52,10 +52,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * ~1,841 KiB unpacked; 600 KiB and 2,000 KiB since the round of 2026-12-05 (the auditor's expectation and the header's
  * unsigned scope, the witness state bound to its key and the submission at close, fsck writing nothing, publish
  * judging the head resume judges, several trust files, the docs brought up to the code) and its CHANGELOG entries
- * brought the pack to ~716 KiB with the page and the library to ~1,934 KiB unpacked.)
+ * brought the pack to ~716 KiB with the page and the library to ~1,934 KiB unpacked; 632 KiB and 2,112 KiB since the
+ * second round of 2026-12-05 (an operator's walk-through, hostile inputs, crash coverage, the auditor's page with
+ * several trust files, the library's options read once and checked by type) and its CHANGELOG entries brought the pack
+ * to ~730 KiB with the page and the library to ~1,979 KiB unpacked.)
  */
-const MAX_PACKED_BYTES = 600 * 1024;
-const MAX_UNPACKED_BYTES = 2000 * 1024;
+const MAX_PACKED_BYTES = 632 * 1024;
+const MAX_UNPACKED_BYTES = 2112 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
