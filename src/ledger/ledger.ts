@@ -681,14 +681,32 @@ export class Ledger {
       }
       if (entry?.id !== head.id) return undefined;
       // The generation the verdict holds for, taken with the trust it is judged under (nothing awaited between).
-      const generation = this.keyring.generation;
-      try {
-        createdAt = this.verified.verify(entry.envelope, { trust: this.trust(), verifier: this.verifier }).manifest
-          .createdAt;
-      } catch (err) {
-        if (err instanceof ManifestError && HEAD_KEY_REFUSALS.has(err.code)) throw headRefusal(session, head, err);
-        return undefined;
+      let generation = this.keyring.generation;
+      // The head's date, or the refusal resume would make of it (any other failure dates nothing: undefined).
+      const judge = (): string | ManifestError | undefined => {
+        try {
+          return this.verified.verify(entry.envelope, { trust: this.trust(), verifier: this.verifier }).manifest
+            .createdAt;
+        } catch (err) {
+          return err instanceof ManifestError && HEAD_KEY_REFUSALS.has(err.code) ? err : undefined;
+        }
+      };
+      let judged = judge();
+      // A head another process of this root appended after this one last read trust.json, signed with a key it has
+      // rotated to (the commit reads the head again: one appended since publish judged the head before it): judged
+      // again under trust.json as it is now, as resume would read it, before it is refused.
+      if (
+        judged instanceof ManifestError &&
+        this.log.exclusive !== true &&
+        (this.keysStale || (await this.keyring.changedOnDisk()))
+      ) {
+        await this.freshTrust();
+        generation = this.keyring.generation;
+        judged = judge();
       }
+      if (judged instanceof ManifestError) throw headRefusal(session, head, judged);
+      if (judged === undefined) return undefined;
+      createdAt = judged;
       this.rememberHeadDate(session, head.id, createdAt, generation);
     }
     const lead = Date.parse(createdAt) - this.clock().getTime();
