@@ -11,27 +11,14 @@
  * flush-behind fsync before its final one. `staged` (test/two-writers.test.ts): every summary is 128 KiB – 1 MiB,
  * over the inline bound, so every publish writes a staging file in the blob store.
  */
-import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { crashSummary, SESSIONS } from './crash-summary.mjs';
 import { mulberry32 } from '../support/prng.mjs';
+import { say as emit } from '../support/say.mjs';
 
 const [childArg, seedArg, modeArg = 'mixed'] = process.argv.slice(2);
 const child = Number(childArg);
 const random = mulberry32(Number(seedArg));
-
-function emit(value) {
-  const bytes = Buffer.from(JSON.stringify(value) + '\n');
-  let off = 0;
-  while (off < bytes.length) {
-    try {
-      off += writeSync(1, bytes, off);
-    } catch (err) {
-      // stdout is a pipe; if it is momentarily full, retry rather than drop an acknowledgement.
-      if (err.code !== 'EAGAIN') throw err;
-    }
-  }
-}
 
 /**
  * Mostly small summaries, some medium, a few near 2 MiB: the sizes a Harness really produces; and three in a

@@ -6,23 +6,12 @@
 // grants are for, bob-<tag>); {"type":"ready"} once open; before each step
 // {"type":"start",op,...}, after it {"type":"done",op,...} (a publish's receipt in it). Lines are written synchronously:
 // one on stdout is there even if the SIGKILL comes right after.
-import { writeSync } from 'node:fs';
 import { gc, openLedger } from '../../dist/src/index.js';
 import { mulberry32 } from './prng.mjs';
+import { say } from './say.mjs';
 
 const config = JSON.parse(process.argv[2]);
 const random = mulberry32(config.seed);
-
-function say(msg) {
-  const bytes = Buffer.from(`${JSON.stringify(msg)}\n`);
-  for (let off = 0; off < bytes.length;) {
-    try {
-      off += writeSync(1, bytes, off);
-    } catch (err) {
-      if (err.code !== 'EAGAIN') throw err;
-    }
-  }
-}
 
 const ledger = await openLedger({
   root: config.root,

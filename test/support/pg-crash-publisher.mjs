@@ -10,26 +10,14 @@
 //   {"op":"loop","sessions":[...],"seed"}                   publishes until killed, a size from 100 B to 256 KiB each
 //   {"op":"close"}                                          closes the ledger and exits
 // Plain ESM over the built package (dist/, built by `npm test`'s pretest).
-import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { openLedger } from '../../dist/src/index.js';
 import { openPostgresBackends } from '../../dist/src/ledger/pg-backend.js';
 import { crashSummary } from '../reliability/crash-summary.mjs';
 import { mulberry32 } from './prng.mjs';
+import { say } from './say.mjs';
 
 const config = JSON.parse(process.argv[2]);
-
-/** Written synchronously: a line on stdout is there even if a SIGKILL comes right after. */
-function say(msg) {
-  const bytes = Buffer.from(`${JSON.stringify(msg)}\n`);
-  for (let off = 0; off < bytes.length;) {
-    try {
-      off += writeSync(1, bytes, off);
-    } catch (err) {
-      if (err.code !== 'EAGAIN') throw err;
-    }
-  }
-}
 
 const never = () => new Promise(() => {});
 /** The step the publish under way stops at, if any. */

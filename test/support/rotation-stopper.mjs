@@ -8,22 +8,11 @@
 //   {"op":"rotate","stop"?:"closed"|"trust-written"}   {"type":"rotated",keyId}
 //   {"op":"publish","session","marker"}                  {"type":"ack",seq,id,keyId} or {"type":"fail",code,error}
 // Lines are written synchronously: one on stdout is there even if a SIGKILL comes right after.
-import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { openLedger } from '../../dist/src/index.js';
+import { say } from './say.mjs';
 
 const config = JSON.parse(process.argv[2]);
-
-function say(msg) {
-  const bytes = Buffer.from(`${JSON.stringify(msg)}\n`);
-  for (let off = 0; off < bytes.length;) {
-    try {
-      off += writeSync(1, bytes, off);
-    } catch (err) {
-      if (err.code !== 'EAGAIN') throw err;
-    }
-  }
-}
 
 const never = () => new Promise(() => {});
 let stopAt;
