@@ -27,6 +27,7 @@ import type {
 } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import { LedgerError } from '../errors.js';
+import { shownValue } from '../../store/errors.js';
 import { adapterOptions, compactionOnly, readJson, schemaFor, toolArguments, toolCall } from './shared.js';
 
 export interface OpenAIAdapterOptions {
@@ -218,7 +219,7 @@ export function openaiAdapter(given: OpenAIAdapterOptions): ModelAdapter {
   )
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `openaiAdapter: api must be 'responses' or 'chat', not ${typeof options.api === 'string' ? JSON.stringify((options.api as string).slice(0, 40)) : typeof options.api}`,
+      `openaiAdapter: api must be 'responses' or 'chat', not ${shownValue(options.api)}`,
     );
   const { client, model } = options;
   return async (request) => {
