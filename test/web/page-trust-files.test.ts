@@ -94,7 +94,8 @@ describe("a shared store's hosts' trust files, one per host", { timeout: 180_000
       await page.goto(PAGE);
       await page.setInputFiles('#bundle-input', bundle);
       await page.setInputFiles('#trust-input', [trustA, trustB]);
-      expect(await picked(page)).toContain('; trust files a.json, b.json;');
+      // The page reads the picked files asynchronously; the line names them once both are read.
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('; trust files a.json, b.json;');
       await page.click('#verify');
       await expectSameAsCli(page, expected.report!);
       expect(seen.errors).toEqual([]);
