@@ -1,0 +1,52 @@
+/**
+ * Facts the README states about the package itself, held to their sources: the entry points it lists are the
+ * `exports` of package.json, what it says an entry point holds is what it exports, and the size budget it quotes is
+ * the one test/package holds the tarball to.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+
+const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
+const readme = read('README.md');
+const pkg = JSON.parse(read('package.json')) as { name: string; exports: Record<string, unknown> };
+/** `handoff-ledger`, `handoff-ledger/store`, …, the adapters as `handoff-ledger/adapters/*`. */
+const specifiers = [
+  ...new Set(
+    Object.keys(pkg.exports)
+      .filter((k) => !k.endsWith('.json'))
+      .map((k) => (k === '.' ? pkg.name : `${pkg.name}/${k.slice(2)}`.replace(/\/adapters\/.*/, '/adapters/*'))),
+  ),
+];
+
+describe("the README's entry points", () => {
+  it.each([
+    ['Install', readme.split('## Install')[1]!.split('\n## ')[0]!],
+    ['Where things live', readme.split('## Where things live')[1]!.split('\n## ')[0]!],
+  ])('are every code entry point of package.json (%s)', (_, section) => {
+    const list = /Entry points[^:]*:([\s\S]*?)(?:\.\s|;)/.exec(section)?.[1] ?? '';
+    expect(specifiers.length).toBeGreaterThan(5);
+    expect(specifiers.filter((s) => !list.includes(`\`${s}\``))).toEqual([]);
+  });
+
+  it('say handoff-ledger/manifests holds the offline verifier only if it exports it', async () => {
+    const at = readme.indexOf('`handoff-ledger/manifests` (');
+    expect(at).toBeGreaterThan(0);
+    let depth = 0;
+    let end = readme.indexOf('(', at);
+    do depth += readme[end] === '(' ? 1 : readme[end] === ')' ? -1 : 0;
+    while (depth > 0 && ++end < readme.length);
+    const said = readme.slice(at, end);
+    const manifests = (await import('../manifests/index.js')) as Record<string, unknown>;
+    if (!('verifyBundle' in manifests)) expect(said).not.toMatch(/verifier/);
+  });
+});
+
+describe("the README's size budget of the package", () => {
+  it('is the one test/package holds the tarball to', () => {
+    const source = read('test/package/package.test.ts');
+    const kib = (name: string) => Number(new RegExp(`const ${name} = (\\d+) \\* 1024;`).exec(source)?.[1]);
+    const said = /hold the tarball to (\d+) KiB for the library plus (\d+) KiB\s+for the page/.exec(readme);
+    expect(said).not.toBeNull();
+    expect([Number(said![1]), Number(said![2])]).toEqual([kib('MAX_PACKED_BYTES'), kib('MAX_PAGE_PACKED_BYTES')]);
+  });
+});
