@@ -50,3 +50,26 @@ describe("the README's size budget of the package", () => {
     expect([Number(said![1]), Number(said![2])]).toEqual([kib('MAX_PACKED_BYTES'), kib('MAX_PAGE_PACKED_BYTES')]);
   });
 });
+
+describe('docs/DESIGN.md against the code', () => {
+  const design = read('docs/DESIGN.md');
+  const fieldsOf = (type: string) =>
+    [
+      ...(new RegExp(`export interface ${type} \\{([^}]*)\\}`).exec(read('src/ledger/ledger.ts'))?.[1] ?? '').matchAll(
+        /^\s+(\w+):/gm,
+      ),
+    ].map((m) => m[1]);
+
+  it('says where it departs from the original design, the PostgreSQL chain key as the schema makes it', () => {
+    const key = /UNIQUE \(([^)]+)\)\);/.exec(read('manifests/log/pg/schema.ts'))?.[1];
+    expect(key).toBe('session, seq');
+    const departures = design.split('## Departures from the original design')[1] ?? '';
+    expect(departures).toContain(`\`(${key})\``);
+    expect(design.split('## Scale-out')[1]).toContain(`unique \`(${key})\` key`);
+  });
+
+  it("gives the receipt's and resume's fields as the Ledger returns them", () => {
+    expect(design).toContain(`return a receipt \`{ ${fieldsOf('Receipt').join(', ')} }\``);
+    expect(design).toContain(`return \`{ ${fieldsOf('Resumed').join(', ')} }\``);
+  });
+});
