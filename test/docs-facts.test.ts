@@ -73,3 +73,20 @@ describe('docs/DESIGN.md against the code', () => {
     expect(design).toContain(`return \`{ ${fieldsOf('Resumed').join(', ')} }\``);
   });
 });
+
+describe('docs/ARCHITECTURE.md against the code', () => {
+  it('gives the trust store as its schema has it, every field and which are optional', async () => {
+    const { trustStoreSchema, trustedKeySchema, trustedCheckpointKeySchema } =
+      await import('../manifests/format/trust.js');
+    const form = (shape: Record<string, { safeParse: (v: unknown) => { success: boolean } }>) =>
+      Object.entries(shape)
+        .map(([k, v]) => (v.safeParse(undefined).success ? `${k}?` : k))
+        .join(', ');
+    const said = read('docs/ARCHITECTURE.md').replace(/\s+/g, ' ');
+    const store = form(trustStoreSchema.shape)
+      .replace('keys', `keys: [{ ${form(trustedKeySchema.shape)} }]`)
+      .replace('checkpointKeys?', `checkpointKeys?: [{ ${form(trustedCheckpointKeySchema.shape)} }]`)
+      .replace('version', 'version: 1');
+    expect(/Trust stores are `([^`]*)`/.exec(said)?.[1]).toBe(`{ ${store} }`);
+  });
+});
