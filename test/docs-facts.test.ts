@@ -1,10 +1,14 @@
 /**
- * Facts the README states about the package itself, held to their sources: the entry points it lists are the
- * `exports` of package.json, what it says an entry point holds is what it exports, and the size budget it quotes is
- * the one test/package holds the tarball to.
+ * Facts the documentation states, held to their sources: the entry points the README lists are the `exports` of
+ * package.json, what it says an entry point holds is what it exports, the size budget it quotes is the one
+ * test/package holds the tarball to, and what it says `diagnose` leaves is what an open with it leaves; DESIGN.md's and
+ * ARCHITECTURE.md's formats are the code's.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { openLedger } from '../src/ledger/open.js';
+import { tempDir } from './support/tmp.js';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const readme = read('README.md');
@@ -88,5 +92,22 @@ describe('docs/ARCHITECTURE.md against the code', () => {
       .replace('checkpointKeys?', `checkpointKeys?: [{ ${form(trustedCheckpointKeySchema.shape)} }]`)
       .replace('version', 'version: 1');
     expect(/Trust stores are `([^`]*)`/.exec(said)?.[1]).toBe(`{ ${store} }`);
+  });
+});
+
+describe("the README's diagnose option", () => {
+  it('lists among what a diagnosing open still writes no clearing of tmp/, for it leaves a staging file there', async () => {
+    const root = tempDir();
+    await (await openLedger({ root, host: 'h1', onNotice: () => {} })).close();
+    const staging = join(root, 'tmp', `${'ab'.repeat(16)}.tmp`);
+    writeFileSync(staging, 'half written', { mode: 0o600 });
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    utimesSync(staging, hourAgo, hourAgo);
+    await (await openLedger({ root, host: 'h1', diagnose: true, onNotice: () => {} })).close();
+    const row = readme.split('\n').find((l) => l.startsWith('| `diagnose` |')) ?? '';
+    const stillWrites = /What it still writes:([^|]*?)(?:; fsck|\|)/.exec(row)?.[1] ?? '';
+    expect(stillWrites).toContain('manifests-v1/');
+    expect(existsSync(staging)).toBe(true);
+    expect(stillWrites).not.toContain('tmp/');
   });
 });

@@ -81,10 +81,10 @@ export interface OpenLedgerOptions {
    * origin record is not a valid origin is opened under the name the root's trust.json lists this host's checkpoint
    * key under, writing no origin, pin or key (a key file missing, or staged by a rotation, refuses it): every check
    * and write refuses with the damage (`RECORD_CORRUPT`), which `fsck` reports; a root that lists no such name is
-   * refused with it. It looks and does not change: no staging file of an interrupted write is removed (a notice names
-   * them), no missing `checkpoints/` is made, a 0.1.0 pin (`<hash>.note`) is read in place, nothing is signed or pinned
-   * at open. LevelDB's own files, the blob store's `tmp/` clearing and an older store's migrations are written as at
-   * any open.
+   * refused with it. It looks and does not change: no staging file of an interrupted write is removed (the blob
+   * store's in `tmp/` included) and no blob an interrupted gc left in `gc-aside/` is linked back (a notice names
+   * them), no missing `checkpoints/` is made, a 0.1.0 pin (`<hash>.note`) is read in place, nothing is signed or
+   * pinned at open. LevelDB's own files and an older store's migrations are written as at any open.
    */
   diagnose?: boolean | undefined;
   /** Clock for `createdAt` (tests). */
