@@ -111,3 +111,22 @@ describe("the README's diagnose option", () => {
     expect(stillWrites).not.toContain('tmp/');
   });
 });
+
+describe('docs/AUDIT.md against the code', () => {
+  it("gives the report's top-level fields as BundleAuditReport has them", () => {
+    const fields = (file: string, type: string) =>
+      [
+        ...(new RegExp(`export interface ${type}[^{]*\\{([\\s\\S]*?)\\n\\}`).exec(read(file))?.[1] ?? '').matchAll(
+          /^ {2}(\w+\??):/gm,
+        ),
+      ].map((m) => m[1]!);
+    const code = [
+      ...fields('manifests/audit/findings.ts', 'AuditReport'),
+      ...fields('manifests/audit/verify-chain.ts', 'BundleAuditReport'),
+    ];
+    const section = read('docs/AUDIT.md').split('## The report')[1]!.replace(/\s+/g, ' ');
+    const said = /^ `\{ (.*?) \}`\./.exec(section)?.[1] ?? '';
+    const top = said.replace(/\{[^{}]*\}/g, '').replace(/\[[^[\]]*\]/g, '');
+    expect(top.split(',').map((f) => f.replace(/:.*/, '').trim())).toEqual(code);
+  });
+});
