@@ -130,3 +130,14 @@ describe('docs/AUDIT.md against the code', () => {
     expect(top.split(',').map((f) => f.replace(/:.*/, '').trim())).toEqual(code);
   });
 });
+
+describe("the README's compatibility contract", () => {
+  it('names the on-disk paths DESIGN.md calls part of the semver contract', () => {
+    const contract = readme.split('## Compatibility')[1]!.split('\n## ')[0]!;
+    const layout = /\*\*The on-disk layout\*\* of the embedded store \(([^)]*)\)/.exec(contract)?.[1] ?? '';
+    const design = read('docs/DESIGN.md');
+    const inContract = [...design.matchAll(/\(on-disk layout, part of the semver contract\)\. `<root>\/(\w+)\//g)];
+    expect(inContract.length).toBeGreaterThan(0);
+    for (const [, dir] of inContract) expect(layout).toContain(`\`${dir}/\``);
+  });
+});
