@@ -141,3 +141,17 @@ describe("the README's compatibility contract", () => {
     for (const [, dir] of inContract) expect(layout).toContain(`\`${dir}/\``);
   });
 });
+
+describe("the README's on-disk layout", () => {
+  it('says of tmp/ and gc-aside/ what an open of a root other processes write leaves there, and for how long', () => {
+    const minutes = Number(/const STAGING_LEFTOVER_MS = (\d+) \* 60_000;/.exec(read('src/ledger/open.ts'))?.[1]);
+    expect(minutes).toBeGreaterThan(0);
+    const layout = readme.split('## On-disk layout (embedded store)')[1]!.split('```')[1]!;
+    for (const dir of ['tmp/', 'gc-aside/']) {
+      const lines = layout.split('\n');
+      const at = lines.findIndex((l) => l.startsWith(`  ${dir}`));
+      const entry = [lines[at], lines[at + 1]].join(' ').replace(/\s+/g, ' ');
+      expect(entry, dir).toMatch(new RegExp(`a root other processes write too: only .*over ${minutes} minutes`));
+    }
+  });
+});
