@@ -155,3 +155,19 @@ describe("the README's on-disk layout", () => {
     }
   });
 });
+
+describe("docs/AUDIT.md's library notes", () => {
+  it('names the summary check the CLI gives verifyBundle, and where it lives', async () => {
+    const cli = read('src/cli/verify.ts');
+    const passed = /checkSummary: (\w+)/.exec(cli)?.[1];
+    const from = new RegExp(`import \\{[^}]*\\b${passed}\\b[^}]*\\} from '\\.\\./\\.\\./([^']+)\\.js'`).exec(cli)?.[1];
+    expect(from).toBeDefined();
+    const audit = (await import('../manifests/audit/index.js')) as Record<string, unknown>;
+    expect(audit[passed!]).toBeTypeOf('function');
+    const said = read('docs/AUDIT.md').replace(/\s+/g, ' ');
+    const sentence = /[^.]*summary-schema check[^.]*\.[^.]*\./.exec(said)?.[0] ?? '';
+    expect(sentence).toContain(`\`checkSummary\``);
+    expect(sentence).toContain(`\`${passed}\``);
+    expect(sentence).toContain(`${from}.ts`);
+  });
+});
