@@ -171,3 +171,20 @@ describe("docs/AUDIT.md's library notes", () => {
     expect(sentence).toContain(`${from}.ts`);
   });
 });
+
+describe("the README's proofs and checkpoints", () => {
+  const fieldsOf = (file: string, type: string) =>
+    [
+      ...(new RegExp(`export interface ${type} \\{([^}]*)\\}`).exec(read(file))?.[1] ?? '').matchAll(
+        /^ {2}(\w+)\??:/gm,
+      ),
+    ].map((m) => m[1]!);
+
+  it('give the fields of checkpoint() and of the proofs as the code returns them', () => {
+    expect(readme).toContain(
+      `await ledger.checkpoint();       // signed note; { ${fieldsOf('manifests/format/checkpoint.ts', 'Checkpoint').join(', ')} }`,
+    );
+    expect(readme).toContain(`# {${fieldsOf('src/ledger/proofs.ts', 'InclusionProof').join(', ')}} (base64)`);
+    expect(readme).toContain(`# {${fieldsOf('src/ledger/proofs.ts', 'ConsistencyProof').join(', ')}}`);
+  });
+});
