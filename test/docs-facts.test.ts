@@ -188,3 +188,14 @@ describe("the README's proofs and checkpoints", () => {
     expect(readme).toContain(`# {${fieldsOf('src/ledger/proofs.ts', 'ConsistencyProof').join(', ')}}`);
   });
 });
+
+describe("docs/AUDIT.md's performance notes", () => {
+  it('name how verify hashes small blobs, and up to which size', () => {
+    const code = read('manifests/audit/verify-blobs.ts');
+    const kib = Number(/const SMALL_BLOB = (\d+) \* 1024;/.exec(code)?.[1]);
+    const small = /size > SMALL_BLOB \? [^:]+: (\w+)\(/.exec(code)?.[1];
+    expect([kib > 0, small]).toEqual([true, 'digestOf']);
+    const said = read('docs/AUDIT.md').replace(/\s+/g, ' ');
+    expect(/Blobs [^.]*\./.exec(said)?.[0]).toContain(`Blobs up to ${kib} KiB are hashed synchronously (\`${small}\``);
+  });
+});
