@@ -199,3 +199,11 @@ describe("docs/AUDIT.md's performance notes", () => {
     expect(/Blobs [^.]*\./.exec(said)?.[0]).toContain(`Blobs up to ${kib} KiB are hashed synchronously (\`${small}\``);
   });
 });
+
+describe("docs/DESIGN.md's key file rule", () => {
+  it('refuses the key file modes the signer refuses: any access by group or others', () => {
+    expect(read('src/keys/local-signer.ts')).toMatch(/if \(\(st\.mode & 0o077\) !== 0\)/);
+    const said = read('docs/DESIGN.md').replace(/\s+/g, ' ');
+    expect(/refuse to load a key file ([^)]*)\)/.exec(said)?.[1]).toBe('group or others may read or write');
+  });
+});
