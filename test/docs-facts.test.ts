@@ -207,3 +207,15 @@ describe("docs/DESIGN.md's key file rule", () => {
     expect(/refuse to load a key file ([^)]*)\)/.exec(said)?.[1]).toBe('group or others may read or write');
   });
 });
+
+describe("docs/AUDIT.md's audit-ui synopsis", () => {
+  it('names every option the command parses', () => {
+    const source = read('src/cli/audit-ui.ts');
+    const block = /parse\(\s*argv,\s*\{([\s\S]*?)\n {4}\},/.exec(source)?.[1] ?? '';
+    const parsed = [...block.matchAll(/^\s+'?([a-z-]+)'?: \{ type:/gm)].map((m) => `--${m[1]}`).sort();
+    expect(parsed.length).toBeGreaterThan(5);
+    const said = read('docs/AUDIT.md').replace(/\s+/g, ' ');
+    const synopsis = /`handoff-ledger audit-ui ([^`]*)`/.exec(said)?.[1] ?? '';
+    expect([...new Set(synopsis.match(/--[a-z-]+/g))].sort()).toEqual(parsed);
+  });
+});
