@@ -24,6 +24,7 @@ export type LedgerErrorCode =
   | 'REVOKED'
   | 'KEY_FILE_UNSAFE'
   | 'KEY_INVALID'
+  | 'SIGNER_FAILED'
   | 'CANCELLED'
   | 'CLOSED'
   | 'MODEL_FAILED'

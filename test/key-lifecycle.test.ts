@@ -508,6 +508,30 @@ describe('an injected signer', () => {
     await ledger.close();
   });
 
+  it('that throws is SIGNER_FAILED with its error as the cause, at open and when a rotation loads the keys again', async () => {
+    const own = new LocalSigner(generateJwk());
+    const kms = new Error('KMS unreachable');
+    let failing = true;
+    const signer = {
+      keyId: own.keyId,
+      publicKey: own.publicKey,
+      sign: (m: Uint8Array) => {
+        if (failing) throw kms;
+        return own.sign(m);
+      },
+    };
+    const root = tempDir();
+    const err = await open(root, { signer }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'SIGNER_FAILED', message: /KMS unreachable/ });
+    expect((err as Error).cause).toBe(kms);
+    failing = false;
+    const ledger = await open(root, { signer });
+    failing = true;
+    // Revoking a key loads the keys again under the trust lock, which signs the test message first.
+    await expect(ledger.revokeKey('ed25519:none')).rejects.toMatchObject({ code: 'SIGNER_FAILED', cause: kms });
+    await ledger.close();
+  });
+
   it('whose key moves on while the ledger runs publishes nothing it cannot verify (KEY_INVALID); the head stays resumable', async () => {
     const listed = new LocalSigner(generateJwk());
     let actual = listed;

@@ -164,12 +164,47 @@ async function settleStaged(
 const SIGNER_TEST_MESSAGE = new TextEncoder().encode('handoff-ledger signer test\u0000');
 
 /**
+ * The caller's signer, its failures coded: whatever its `sign` throws or rejects with (a KMS unreachable, a quota, a
+ * bug of its own) is `SIGNER_FAILED` with that error as the `cause`, so the caller tells it from a refusal of the
+ * ledger's. What it answers is returned as it is: the envelope refuses what is no 64-byte signature (`KEY_INVALID`), the
+ * ledger one that does not verify under the listed key.
+ */
+export function codedSigner(signer: Signer): Signer {
+  const { keyId, publicKey } = signer;
+  return {
+    keyId,
+    publicKey,
+    async sign(message: Uint8Array): Promise<Uint8Array> {
+      try {
+        return await signer.sign(message);
+      } catch (err) {
+        throw new LedgerError(
+          'SIGNER_FAILED',
+          `the injected signer of key ${JSON.stringify(keyId)} failed (${failureText(err)}): nothing was signed with it; its error is the cause`,
+          { cause: err },
+        );
+      }
+    },
+  };
+}
+
+/** What a caller's code threw, for a message: its `message`, or what it is; never a throw of its own. */
+function failureText(err: unknown): string {
+  try {
+    const text = err instanceof Error ? `${err.name}: ${String(err.message)}` : shownValue(err);
+    return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+  } catch {
+    return 'an error that cannot be read';
+  }
+}
+
+/**
  * An injected signer whose signatures do not verify under its `publicKey` (a KMS key version that moved on, a
  * wrong key handed in) would sign manifests nobody can ever verify: refused before it signs any.
- * @throws LedgerError `KEY_INVALID`; what the signer itself throws
+ * @throws LedgerError `KEY_INVALID`; `SIGNER_FAILED` when the signer itself throws
  */
 async function assertSignerVerifies(signer: Signer): Promise<void> {
-  const signature = await signer.sign(SIGNER_TEST_MESSAGE);
+  const signature = await codedSigner(signer).sign(SIGNER_TEST_MESSAGE);
   const publicKey = signer.publicKey as unknown;
   if (
     !(signature instanceof Uint8Array) ||
@@ -324,7 +359,8 @@ export class Keyring {
     let trustMissing = read === undefined;
     const trust = read?.trust ?? { version: 1, keys: [] };
     const stamp = read?.stamp ?? 'missing';
-    let signer = options.signer;
+    // An injected signer signs through `codedSigner`: its own failures are `SIGNER_FAILED`.
+    let signer = options.signer ? codedSigner(options.signer) : undefined;
     let keyPath: string | undefined;
     let madeHostKey = false;
     if (!signer) {

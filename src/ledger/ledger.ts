@@ -435,7 +435,7 @@ export class Ledger {
    * Publishes a compaction summary: validates it, stores it as a blob, and appends a signed manifest
    * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
    * before that leaves no manifest and the previous head intact.
-   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, or an options field that throws as it is read), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key), `CANCELLED`, `CLOSED`;
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, or an options field that throws as it is read), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key, or is no 64-byte `Uint8Array`), `SIGNER_FAILED` (an injected signer threw; its error is the cause), `CANCELLED`, `CLOSED`;
    *   ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key signs nothing: rotate it; or the session's
    *   head is signed by a key resume refuses it for, at its createdAt: the handoff would not resume either), `CHAIN_CONFLICT`
    *   (another host's append won the race, PostgreSQL), `TREE_DAMAGED` / `RECORD_CORRUPT` (as `checkPublish`);
@@ -1219,13 +1219,13 @@ export class Ledger {
     // The key files too, so this process signs with the keys a finished rotation left. One under way does not show
     // half done: it holds the trust lock until its staged key files are in place, and a load that meets them waits
     // for it (`settleStaged`). A load that refuses (KEY_INVALID: a trust.json that no longer lists this process's
-    // key, an injected signer that stopped verifying) does not fail the read: then trust.json alone, and the keys
-    // at a later read.
+    // key, an injected signer that stopped verifying; SIGNER_FAILED: one that cannot sign now, a KMS unreachable) does
+    // not fail the read, which signs nothing: then trust.json alone, and the keys at a later read.
     try {
       await this.keyring.reload({ unlessChanged: true });
       this.keysStale = false;
     } catch (err) {
-      if (!(err instanceof LedgerError && err.code === 'KEY_INVALID')) throw err;
+      if (!(err instanceof LedgerError && (err.code === 'KEY_INVALID' || err.code === 'SIGNER_FAILED'))) throw err;
       await this.keyring.reloadTrust();
       this.keysStale = true;
     }

@@ -3,6 +3,8 @@
  * (test/embedded-backend.test.ts, test/pg-backend.test.ts), so publish/resume semantics cannot drift.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { utimes } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import type { OpenLedgerOptions } from '../../src/ledger/options.js';
 import { fsck, gc } from '../../src/ops/maintenance.js';
@@ -13,6 +15,7 @@ import { TieredBlobStore } from '../../src/ledger/blob-tiers.js';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { STREAM_DECODE_FROM, STREAM_SUMMARY_FROM, validateSummary } from '../../src/summary/summary.js';
 import { tempDir } from '../support/tmp.js';
+import { generateJwk, LocalSigner } from '../../src/keys/local-signer.js';
 import { MANIFEST_PAYLOAD_TYPE, manifestId } from '../../manifests/format/manifest-core.js';
 
 /** An unsigned envelope whose payload names a summary other than any blob a test stores (gc reads that digest). */
@@ -214,6 +217,70 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         code: 'CANCELLED',
       });
       expect((await ledger.resume(scope))?.summary.task).toBe('task kept');
+    });
+
+    it('an injected signer that throws, or answers with no valid signature, is refused coded and appends nothing', async () => {
+      const own = new LocalSigner(generateJwk());
+      const other = new LocalSigner(generateJwk());
+      let sign: (m: Uint8Array) => unknown = (m) => own.sign(m);
+      const signer = { keyId: own.keyId, publicKey: own.publicKey, sign: (m: Uint8Array) => sign(m) as Uint8Array };
+      const ledger = await open({ signer });
+      const first = await ledger.publish(scope, summary('kept'));
+      const kms = new Error('KMS unreachable');
+      const cases: Array<[string, (m: Uint8Array) => unknown, string]> = [
+        [
+          'throws',
+          () => {
+            throw kms;
+          },
+          'SIGNER_FAILED',
+        ],
+        ['rejects', () => Promise.reject(kms), 'SIGNER_FAILED'],
+        ['63 bytes', (m) => own.sign(m).subarray(1), 'KEY_INVALID'],
+        ['65 bytes', (m) => Uint8Array.of(...own.sign(m), 0), 'KEY_INVALID'],
+        ['not bytes', (m) => Array.from(own.sign(m)), 'KEY_INVALID'],
+        ['a string', () => 'signature', 'KEY_INVALID'],
+        ['undefined', () => undefined, 'KEY_INVALID'],
+        ['another key', (m) => other.sign(m), 'KEY_INVALID'],
+        ['a flipped bit', (m) => Uint8Array.from(own.sign(m), (b, i) => (i === 0 ? b ^ 1 : b)), 'KEY_INVALID'],
+      ];
+      for (const [what, fn, code] of cases) {
+        sign = fn;
+        const err = await ledger.publish(scope, summary(what)).catch((e: unknown) => e);
+        expect(err, what).toMatchObject({ code });
+        if (code === 'SIGNER_FAILED') expect((err as Error).cause, what).toBe(kms);
+      }
+      sign = (m) => own.sign(m);
+      expect((await ledger.history(scope)).map((e) => e.id)).toEqual([first.id]);
+      expect((await ledger.resume(scope))?.id).toBe(first.id);
+      expect((await ledger.publish(scope, summary('next'))).seq).toBe(1);
+      expect(await fsck(ledger)).toMatchObject({ ok: true, manifests: 2 });
+    });
+
+    it('reads go on while an injected signer fails, also once trust.json changed (the keys load again at a later read)', async () => {
+      const own = new LocalSigner(generateJwk());
+      const kms = new Error('KMS unreachable');
+      let failing = false;
+      const sign = (m: Uint8Array) => {
+        if (failing) throw kms;
+        return own.sign(m);
+      };
+      const ledger = await open({ signer: { keyId: own.keyId, publicKey: own.publicKey, sign } });
+      const first = await ledger.publish(scope, summary('kept'));
+      expect((await ledger.resume(scope))?.id).toBe(first.id);
+      failing = true;
+      // Another process sharing the root wrote trust.json (PostgreSQL: a read loads the keys again, signing a test).
+      const now = new Date();
+      await utimes(join(ledger.root, 'trust.json'), now, now);
+      expect((await ledger.resume(scope))?.id).toBe(first.id);
+      expect((await ledger.history(scope)).map((e) => e.id)).toEqual([first.id]);
+      await expect(ledger.publish(scope, summary('refused'))).rejects.toMatchObject({
+        code: 'SIGNER_FAILED',
+        cause: kms,
+      });
+      failing = false;
+      expect((await ledger.resume(scope))?.id).toBe(first.id);
+      expect((await ledger.publish(scope, summary('next'))).seq).toBe(1);
     });
 
     it('refuses a signal that is not an AbortSignal with INVALID_ARGUMENT, twice alike, and publishes nothing', async () => {
