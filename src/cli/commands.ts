@@ -31,6 +31,8 @@ const store = [
   '                  (a HANDOFF_LEDGER_* variable set to "" counts as unset; an empty option is a usage error)',
   '--json            print the result as JSON on stdout',
 ];
+/** The options of `store`, for the synopsis of every command on a store. */
+const STORE = '[--root DIR] [--host ID] [--postgres URL] [--origin NAME]';
 /** `--principal` and `--session` as the command reads them (the principal is not always the session's owner). */
 const scope = (principal: string, session = 'the session') => [
   `--principal P     ${principal}`,
@@ -50,7 +52,7 @@ const maintenance = async () => import('./maintenance.js');
 export const commands: Record<string, CommandSpec> = {
   init: {
     summary: 'create or open the store and its host key',
-    synopsis: 'init [--root DIR] [--host ID] [--postgres URL] [--origin NAME] [--json]',
+    synopsis: `init ${STORE} [--json]`,
     options: store,
     exits: { ok: 'the store is ready', refused: refusedLedger },
     json: true,
@@ -58,7 +60,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   publish: {
     summary: 'publish a summary to a session',
-    synopsis: 'publish --principal P --session S --run R [--expected-prev ID|null] [--max-bytes N] [FILE|-]',
+    synopsis: `publish --principal P --session S --run R [--expected-prev ID|null] [--max-bytes N] ${STORE} [--json] [FILE|-]`,
     options: [
       '--run R           the run (process) that wrote the summary',
       '--expected-prev ID|null  the head the chain must still have (null: an empty chain); CHAIN_CONFLICT otherwise',
@@ -77,7 +79,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   resume: {
     summary: 'print the verified latest summary of a session',
-    synopsis: 'resume --principal P --session S [--json]',
+    synopsis: `resume --principal P --session S ${STORE} [--json]`,
     options: scope(actor('resumes')),
     exits: { ok: 'verified (stdout: the summary; `null` with --json when there is none yet)', refused: refusedLedger },
     json: true,
@@ -85,7 +87,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   history: {
     summary: "list a session's verified chain",
-    synopsis: 'history --principal P --session S [--json]',
+    synopsis: `history --principal P --session S ${STORE} [--json]`,
     options: [
       '(stdout: a line a manifest: seq, time, publishing principal, host, run, id, summary size; tab-separated)',
       ...scope(actor('reads it')),
@@ -96,7 +98,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   grant: {
     summary: 'grant a principal access to a session, or lift a revocation',
-    synopsis: 'grant --principal P (--session S | --all) [--by WHO]',
+    synopsis: `grant --principal P (--session S | --all) [--by WHO] ${STORE} [--json]`,
     options: [
       '--all             lift a revocation of every session (revoke --all); grants no session',
       '                  (--session "*" is refused: USAGE)',
@@ -109,7 +111,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   revoke: {
     summary: "revoke a principal's access to a session (or all)",
-    synopsis: 'revoke --principal P (--session S | --all) [--by WHO]',
+    synopsis: `revoke --principal P (--session S | --all) [--by WHO] ${STORE} [--json]`,
     options: [
       '--all             every session of the principal (--session "*" is refused: USAGE)',
       '--by WHO          who decided (free text, at most 1,024 UTF-16 code units)',
@@ -121,7 +123,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   grants: {
     summary: 'list grants and revocations',
-    synopsis: 'grants [--principal P] [--session S] [--json]',
+    synopsis: `grants [--principal P] [--session S] ${STORE} [--json]`,
     options: [
       '(stdout: a line a record: principal, session, state, time, who decided if recorded; tab-separated;',
       ' session * is all sessions: revoke --all "revoked", grant --all "revocation lifted"; --json: "everySession": true)',
@@ -137,7 +139,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   keys: {
     summary: "export, list, rotate or revoke this host's keys",
-    synopsis: 'keys (export [--out FILE] | list [--out FILE] | rotate | revoke KEYID [--at ISO-TIME] | vkey) [--json]',
+    synopsis: `keys (export [--out FILE] | list [--out FILE] | rotate | revoke KEYID [--at ISO-TIME] | vkey) ${STORE} [--json]`,
     options: [
       'export            the trust file auditors need (stdout, or --out FILE written atomically)',
       'list              the trusted keys and checkpoint keys, one a line (--json or --out FILE: the trust file)',
@@ -157,7 +159,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   export: {
     summary: 'write an audit bundle',
-    synopsis: 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--json]',
+    synopsis: `export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] ${STORE} [--json]`,
     options: [
       '--out DIR         the bundle directory (must not exist; outside the store root, else INVALID_ARGUMENT)',
       '--with-blobs      include the summaries',
@@ -262,7 +264,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   checkpoint: {
     summary: "print the log's latest signed checkpoint",
-    synopsis: 'checkpoint [--witness URL[#VKEY]]… [--json]',
+    synopsis: `checkpoint [--witness URL[#VKEY]]… ${STORE} [--json]`,
     options: [
       '(stdout: the C2SP tlog-checkpoint signed note, byte for byte, with the cosignatures gathered)',
       '--witness URL     submit it to this witness (C2SP tlog-witness) too; repeatable; a witness that does',
@@ -280,7 +282,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   prove: {
     summary: 'print an RFC 6962 inclusion or consistency proof as JSON',
-    synopsis: 'prove (inclusion MANIFEST-ID | consistency OLD-SIZE) [--size N]',
+    synopsis: `prove (inclusion MANIFEST-ID | consistency OLD-SIZE) [--size N] ${STORE} [--json]`,
     options: [
       'inclusion ID      {leafIndex, treeSize, root, leaf, proof} (base64), leaf = the signed payload',
       'consistency M     {oldSize, oldRoot, treeSize, root, proof} (base64)',
@@ -293,7 +295,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   fsck: {
     summary: 'check every manifest, blob and head',
-    synopsis: 'fsck [--skip-blobs] [--json]',
+    synopsis: `fsck [--skip-blobs] ${STORE} [--json]`,
     options: ['--skip-blobs      check manifests and heads only', ...store],
     exits: { ok: 'clean', refused: 'findings (listed on stdout), or a coded refusal' },
     json: true,
@@ -301,7 +303,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   gc: {
     summary: 'remove unreferenced blobs older than a grace period',
-    synopsis: 'gc --grace DURATION [--dry-run] [--json]',
+    synopsis: `gc --grace DURATION [--dry-run] ${STORE} [--json]`,
     options: [
       '--grace DURATION  e.g. 24h, 7d: keep younger blobs (in-flight publishes); a whole number of ms, s, m, h or d',
       '                  (a number alone is seconds: --grace 24 keeps 24 seconds)',

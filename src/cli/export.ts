@@ -24,7 +24,8 @@ import {
 import { counted, printable, printableLines } from '../../manifests/encoding/printable.js';
 import { SIGNAL_EXITS, stopSignals } from './stop-signals.js';
 
-export const usage = 'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--json]';
+export const usage =
+  'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--root DIR] [--host ID] [--postgres URL] [--origin NAME] [--json]';
 
 const MAX_SINCE_BYTES = 64 * 1024;
 
