@@ -843,6 +843,48 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     expect(cli(['fsck', '--root', root]).code).toBe(0);
   });
 
+  it("says what to do with a host key file copied from another store over this host's own (KEY_INVALID, nothing listed)", async () => {
+    const base = tempDir();
+    const ours = join(base, 'ours');
+    const theirs = join(base, 'theirs');
+    expect(cli(['init', '--root', theirs, '--host', 'h1']).code).toBe(0);
+    const init = cli(['init', '--root', ours, '--host', 'h1', '--json']);
+    const own = (JSON.parse(init.stdout) as { keyId: string }).keyId;
+    const { hostKeyPath } = await import('../src/keys/keyring.js');
+    const { loadKeyFile } = await import('../src/keys/local-signer.js');
+    const file = hostKeyPath(ours, 'h1');
+    const { copyFileSync } = await import('node:fs');
+    copyFileSync(hostKeyPath(theirs, 'h1'), file);
+    const copied = (await loadKeyFile(file)).keyId;
+    const trust = readFileSync(join(ours, 'trust.json'));
+    for (const argv of [['fsck'], ['keys', 'list'], ['history', '--principal', 'a', '--session', 's']]) {
+      const r = cli([...argv, '--root', ours, '--host', 'h1']);
+      expect(r.code, argv.join(' ')).toBe(1);
+      expect(r.stderr).toBe(
+        `handoff-ledger: KEY_INVALID: ${join(ours, 'trust.json')} does not list key "${copied}" of host "h1", read from "${file}", and lists "${own}" as this host's current key: a key file copied from another store or host over this host's own? Then put this host's own key file back at "${file}" (from a backup); if it is lost, move "${file}" aside and run \`init --host h1\`, which makes this host a new key, then revoke the lost one (\`keys revoke ${own}\`). Do not list the copy (\`init\` or \`publish\` with it in place would): this store would trust what it signs elsewhere. Or a trust.json from before its last rotation: restore the current one. This command lists no key\n`,
+      );
+    }
+    expect(readFileSync(join(ours, 'trust.json'))).toEqual(trust);
+  });
+
+  it("says a key that signed here is the store's own when trust.json is from before its rotation (KEY_INVALID)", async () => {
+    const root = join(tempDir(), 'store');
+    const summary = join(tempDir(), 'summary.json');
+    writeFileSync(summary, JSON.stringify(sampleSummary('rotated')));
+    expect(cli(['init', '--root', root, '--host', 'h1']).code).toBe(0);
+    const old = readFileSync(join(root, 'trust.json'));
+    const rotated = cli(['keys', 'rotate', '--root', root, '--host', 'h1', '--json']);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const scope = ['--principal', 'a', '--session', 's', '--run', 'r'];
+    expect(cli(['publish', '--root', root, '--host', 'h1', ...scope, summary]).code).toBe(0);
+    writeFileSync(join(root, 'trust.json'), old, { mode: 0o600 }); // a backup from before the rotation
+    const r = cli(['fsck', '--root', root, '--host', 'h1']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(
+      /^handoff-ledger: KEY_INVALID: .* does not list key "ed25519:[0-9a-f]+" of host "h1", read from ".*", which signed manifests of this store: a trust\.json from before its last rotation; restore the current one/,
+    );
+  });
+
   it('lists no key file trust.json does not list (KEY_INVALID, no key written or listed); init lists it', async () => {
     const root = join(tempDir(), 'store');
     expect(cli(['init', '--root', root]).code).toBe(0);
@@ -857,7 +899,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     const r = cli(['history', '--root', root, '--host', 'other-host', '--principal', 'a', '--session', 's']);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      `handoff-ledger: KEY_INVALID: ${join(root, 'trust.json')} does not list key ${keyId} of host "other-host" (${hostKeyPath(root, 'other-host')}): a trust.json from before its last rotation (restore the current one), or a key whose first open stopped before listing it (\`init --host other-host\` lists it); this command lists no key\n`,
+      `handoff-ledger: KEY_INVALID: ${join(root, 'trust.json')} does not list key "${keyId}" of host "other-host", read from "${hostKeyPath(root, 'other-host')}": a key whose first open stopped before listing it (\`init --host other-host\` lists it), or a trust.json from before its last rotation (restore the current one); a key file copied from another store or host is not to be listed: move "${hostKeyPath(root, 'other-host')}" aside, and \`init --host other-host\` makes this host a key of its own. This command lists no key\n`,
     );
     expect(trustState()).toEqual(before);
     const init = cli(['init', '--root', root, '--host', 'other-host', '--json']);

@@ -218,6 +218,34 @@ async function assertSignerVerifies(signer: Signer): Promise<void> {
 }
 
 /**
+ * What an operator reads when the host's key file holds a key trust.json does not list, for an open that lists none
+ * (`createHostKey: false`): which case it is, as far as the store can tell, and what to do. A key that signed here is
+ * this store's (trust.json is older than it); beside another current key of the host it is most likely a key file
+ * copied from another store or host, which listing would make this store trust; with no key of the host listed, a first
+ * open that stopped before listing it. The file and key are named JSON-quoted (the CLI escapes the whole line).
+ */
+function unlistedKeyAdvice(
+  trust: TrustStore,
+  options: KeyringOptions,
+  trustPath: string,
+  keyPath: string,
+  keyId: string,
+  signedHere: boolean | undefined,
+): string {
+  const host = options.host;
+  const file = JSON.stringify(keyPath);
+  const head = `${trustPath} does not list key ${JSON.stringify(keyId)} of host ${JSON.stringify(host)}, read from ${file}`;
+  if (signedHere === true)
+    return `${head}, which signed manifests of this store: a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); this command lists no key`;
+  const current = trust.keys.filter((k) => k.host === host && k.notAfter === undefined && k.revokedAt === undefined);
+  if (current.length > 0) {
+    const listed = current.map((k) => JSON.stringify(k.keyId)).join(', ');
+    return `${head}, and lists ${listed} as this host's current key: a key file copied from another store or host over this host's own? Then put this host's own key file back at ${file} (from a backup); if it is lost, move ${file} aside and run \`init --host ${host}\`, which makes this host a new key, then revoke the lost one (\`keys revoke ${shellWord(current[0]!.keyId)}\`). Do not list the copy (\`init\` or \`publish\` with it in place would): this store would trust what it signs elsewhere. Or a trust.json from before its last rotation: restore the current one. This command lists no key`;
+  }
+  return `${head}: a key whose first open stopped before listing it (\`init --host ${host}\` lists it), or a trust.json from before its last rotation (restore the current one); a key file copied from another store or host is not to be listed: move ${file} aside, and \`init --host ${host}\` makes this host a key of its own. This command lists no key`;
+}
+
+/**
  * trust.json and its stamp, or undefined when there is none. It decides which signatures count: a planted link or a
  * file others can write is refused.
  */
@@ -415,12 +443,22 @@ export class Keyring {
       !trust.keys.some((k) => k.host === options.host && k.keyId === signer.keyId)
     ) {
       if (!held) throw new NeedsTrustLock();
+      if (trustMissing)
+        // Only a store in which nothing was signed gets here (one that signed is refused above: restore trust.json).
+        throw new LedgerError(
+          'KEY_INVALID',
+          `${trustPath} is missing and nothing was signed in this store yet; this command lists no key: \`init --host ${options.host}\` lists it`,
+        );
       throw new LedgerError(
         'KEY_INVALID',
-        trustMissing
-          ? // Only a store in which nothing was signed gets here (one that signed is refused above: restore trust.json).
-            `${trustPath} is missing and nothing was signed in this store yet; this command lists no key: \`init --host ${options.host}\` lists it`
-          : `${trustPath} does not list key ${signer.keyId} of host ${JSON.stringify(options.host)} (${keyPath}): a trust.json from before its last rotation (restore the current one), or a key whose first open stopped before listing it (\`init --host ${options.host}\` lists it); this command lists no key`,
+        unlistedKeyAdvice(
+          trust,
+          options,
+          trustPath,
+          keyPath!,
+          signer.keyId,
+          await options.signedBefore?.(signer.keyId).catch(() => undefined),
+        ),
       );
     }
     // The checkpoint key is a key of its own: one key never signs two message formats.
