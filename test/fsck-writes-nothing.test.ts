@@ -206,6 +206,65 @@ describe("embedded: fsck's diagnosing open leaves the blob store's crash leftove
   });
 });
 
+describe("embedded: fsck's diagnosing open makes none of the blob store's directories", () => {
+  const WORK = ['tmp', 'quarantine', 'gc-aside'];
+  const large = { task: 'large', state: 'x'.repeat(100_000), nextSteps: ['n'] };
+  const scope = { principal: 'alice', session: 's1', run: 'r' };
+
+  it('tmp/, quarantine/ and gc-aside/ removed stay absent, with the same verdict; a publish or an ordinary open makes them', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    await ledger.publish(scope, large); // a blob file
+    await ledger.close();
+    const verdict = async () => {
+      const diagnosing = await openLedger({ root, host: 'h1', origin: ORIGIN, diagnose: true, onNotice: () => {} });
+      try {
+        return await fsck(diagnosing);
+      } finally {
+        await diagnosing.close();
+      }
+    };
+    const before = await verdict();
+    expect(before).toMatchObject({ ok: true, findings: [] });
+    for (const dir of WORK) rmSync(join(root, dir), { recursive: true });
+    await fsckLeavesEmbedded(root);
+    for (const dir of WORK) expect(existsSync(join(root, dir)), dir).toBe(false);
+    expect(await verdict()).toEqual(before);
+    // A ledger opened to diagnose still publishes: its first blob write makes what it writes through.
+    ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, diagnose: true, onNotice: () => {} });
+    const second = await ledger.publish(scope, { ...large, task: 'second' });
+    expect((await ledger.resume(scope))?.id).toBe(second.id);
+    await ledger.close();
+    expect(existsSync(join(root, 'tmp'))).toBe(true);
+    ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    await ledger.close();
+    for (const dir of WORK) expect(existsSync(join(root, dir)), dir).toBe(true);
+  });
+
+  it('a blob missing with gc-aside/ absent is the same finding as with it there', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    const receipt = await ledger.publish(scope, large);
+    await ledger.close();
+    const hex = receipt.digest.slice('blake3:'.length);
+    rmSync(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex));
+    const findings = async () => {
+      const diagnosing = await openLedger({ root, host: 'h1', origin: ORIGIN, diagnose: true, onNotice: () => {} });
+      try {
+        return await fsck(diagnosing);
+      } finally {
+        await diagnosing.close();
+      }
+    };
+    const withAside = await findings();
+    expect(withAside.ok).toBe(false);
+    expect(withAside.findings.length).toBeGreaterThan(0);
+    for (const dir of WORK) rmSync(join(root, dir), { recursive: true });
+    expect(await findings()).toEqual(withAside);
+    for (const dir of WORK) expect(existsSync(join(root, dir)), dir).toBe(false);
+  });
+});
+
 describe("embedded: fsck's diagnosing open leaves a stopped rotation's staged key files", () => {
   const staged = (root: string) => readdirSync(join(root, 'keys')).filter((f) => f.endsWith('.next'));
 

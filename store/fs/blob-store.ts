@@ -23,7 +23,7 @@ import {
   type ReadLimits,
   type WriteLimits,
 } from '../blob-store.js';
-import { ensurePrivateDir } from './safe-dir.js';
+import { ensurePrivateDir, privateDirIfPresent } from './safe-dir.js';
 import { FLUSH_BEHIND, readStream, readWhole, slices, writeBuffer, writeStream } from './blob-io.js';
 import { threadHasher } from '../hash/hash-thread.node.js';
 
@@ -55,7 +55,8 @@ export interface FsBlobStoreOptions {
   /**
    * `open` recovers nothing (an open to diagnose, fsck, writes nothing to the store it diagnoses): the staging files
    * of interrupted writes and the blobs an interrupted gc held in `gc-aside/` stay where they are, listed in the
-   * report's `leftInPlace` (reads find a blob held aside all the same). Default false.
+   * report's `leftInPlace` (reads find a blob held aside all the same); and the store's directories missing
+   * (`blobs-v1/`, `tmp/`, `quarantine/`, `gc-aside/`) are not made: a write makes those it writes through. Default false.
    */
   leaveLeftovers?: boolean;
 }
@@ -94,6 +95,11 @@ export class FsBlobStore extends AbstractBlobStore {
    * its listing: a retry may find the entry already there (EEXIST), so the next put fsyncs them.
    */
   private readonly unsyncedDirs = new Map<string, number>();
+  /**
+   * The store's directories an open to diagnose (`leaveLeftovers`) found missing and did not make, parents first:
+   * a diagnosis changes nothing. A write makes those it writes through (`makeUnmade`); reads find nothing in them.
+   */
+  private readonly unmade = new Set<string>();
   private listingVersion = 0;
   /**
    * First-level shard directories this process has made durable, with every entry in them. One that was already
@@ -136,14 +142,34 @@ export class FsBlobStore extends AbstractBlobStore {
     const store = new FsBlobStore(root, options);
     const { dev, ino } = await ensurePrivateDir(root, 'UNSAFE_ROOT');
     store.rootId = { dev, ino };
-    for (const dir of [join(root, 'blobs-v1'), store.blobDir, store.tmpDir, store.quarantineDir, store.asideDir]) {
-      await ensurePrivateDir(dir, 'UNSAFE_PATH');
+    for (const dir of [store.blobsV1Dir, store.blobDir, store.tmpDir, store.quarantineDir, store.asideDir]) {
+      // An open to diagnose judges those there as any open does, and makes none: an empty one missing is no damage.
+      if (options.leaveLeftovers !== true) await ensurePrivateDir(dir, 'UNSAFE_PATH');
+      else if ((await privateDirIfPresent(dir, 'UNSAFE_PATH')) === undefined) store.unmade.add(dir);
     }
     // The store's own directories durable in their parents before any blob is named under them (a new store's
     // first publish fsyncs only the shard directories it makes). Nothing dirty: each is a quick no-op.
-    for (const dir of [root, join(root, 'blobs-v1')]) await store.fs.fsyncDir(dir).catch(wrap('fsync directory'));
+    for (const dir of [root, store.blobsV1Dir])
+      if (!store.unmade.has(dir)) await store.fs.fsyncDir(dir).catch(wrap('fsync directory'));
     const recovery = options.leaveLeftovers === true ? await store.leftovers() : await store.recover();
     return { store, recovery };
+  }
+
+  /**
+   * Makes those of `dirs` (parents first) an open to diagnose left unmade, before a write through them: a ledger
+   * opened to diagnose still publishes.
+   */
+  private async makeUnmade(dirs: string[]): Promise<void> {
+    for (const dir of dirs) {
+      if (!this.unmade.has(dir)) continue;
+      await ensurePrivateDir(dir, 'UNSAFE_PATH');
+      this.unmade.delete(dir);
+    }
+  }
+
+  /** The names in one of the store's directories; none in one an open to diagnose found missing. */
+  private async namesIn(dir: string): Promise<string[]> {
+    return this.unmade.has(dir) ? [] : this.fs.readdir(dir);
   }
 
   /** What `recover` would deal with, found and left in place (`leaveLeftovers`). */
@@ -151,7 +177,7 @@ export class FsBlobStore extends AbstractBlobStore {
     try {
       const before = Date.now() - this.keepStagingMs;
       const staging: string[] = [];
-      for (const name of (await this.fs.readdir(this.tmpDir)).sort()) {
+      for (const name of (await this.namesIn(this.tmpDir)).sort()) {
         if (!name.endsWith('.tmp')) continue; // as `recover`: only staging names are leftovers of ours
         const path = join(this.tmpDir, name);
         if (this.keepStagingMs > 0) {
@@ -164,7 +190,7 @@ export class FsBlobStore extends AbstractBlobStore {
         staging.push(path);
       }
       const aside: string[] = [];
-      for (const name of (await this.fs.readdir(this.asideDir)).sort()) {
+      for (const name of (await this.namesIn(this.asideDir)).sort()) {
         if (!HEX64.test(name)) continue;
         const path = join(this.asideDir, name);
         if (this.keepStagingMs > 0) {
@@ -188,6 +214,7 @@ export class FsBlobStore extends AbstractBlobStore {
    * unchanged for that long (a younger one may be another process's write in flight).
    */
   async recover(): Promise<FsRecoveryReport> {
+    await this.makeUnmade([this.blobsV1Dir, this.blobDir, this.tmpDir, this.quarantineDir, this.asideDir]);
     let stagingRemoved = 0;
     try {
       const before = Date.now() - this.keepStagingMs;
@@ -235,6 +262,7 @@ export class FsBlobStore extends AbstractBlobStore {
    * durable, overlapping the data fsync. Only then is the name linked: data durable before its name.
    */
   protected async _put(source: Uint8Array | AsyncIterable<Uint8Array>, { signal }: WriteLimits): Promise<BlobInfo> {
+    await this.makeUnmade([this.blobsV1Dir, this.blobDir, this.tmpDir]);
     // Staging and the blob tree were checked at open; a link swapped in since would send the write outside the root.
     await this.checkRealDirs([this.tmpDir, this.blobsV1Dir, this.blobDir]);
     const staging = join(this.tmpDir, `${randomBytes(16).toString('hex')}.tmp`);
@@ -421,6 +449,7 @@ export class FsBlobStore extends AbstractBlobStore {
 
   private async quarantine(hex: string, file: string): Promise<void> {
     const target = join(this.quarantineDir, `${hex}.${Date.now()}.${randomBytes(4).toString('hex')}`);
+    await this.makeUnmade([this.quarantineDir]);
     // As for every other write: a link swapped in for quarantine/ would move the blob out of the root.
     await this.checkRealDirs([this.quarantineDir]);
     await this.fs.rename(file, target).catch(wrap('quarantine'));
@@ -491,6 +520,8 @@ export class FsBlobStore extends AbstractBlobStore {
     } catch (err) {
       if (errno(err) !== 'ENOENT') throw err;
     }
+    // No gc-aside/ (an open to diagnose found none): nothing is held aside.
+    if (this.unmade.has(this.asideDir)) return op(file);
     await this.checkRealDirs([this.asideDir]);
     try {
       return await op(join(this.asideDir, hex));
@@ -530,7 +561,7 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   protected async *_list(): AsyncIterable<Digest> {
-    const shards = await this.fs.readdir(this.blobDir).catch(wrap('list'));
+    const shards = await this.namesIn(this.blobDir).catch(wrap('list'));
     // A shard directory removed meanwhile, or a file where one would be, holds no blob; one that cannot be read is
     // the listing's failure (fsck reports it, gc stops), never a silent gap.
     const entries = (path: string) =>
@@ -562,6 +593,7 @@ export class FsBlobStore extends AbstractBlobStore {
           judging,
           queueKey(this.rootId, digestHex(digest)),
           async () => {
+            await this.makeUnmade([this.asideDir]);
             await this.checkRealDirs([this.asideDir]);
             return deleteIfOld(
               this.fs,

@@ -31,6 +31,20 @@ export async function ensurePrivateDir(dir: string, code: StoreErrorCode): Promi
     st = await refuseNonDirectory(dir, code);
     if (st === undefined) throw new StoreError('STORAGE_FAILED', `cannot create ${dir}: it is gone after mkdir`);
   }
+  return refuseShared(dir, st, code);
+}
+
+/**
+ * `ensurePrivateDir` for a look that makes nothing (an open to diagnose): the directory judged as that judges it when
+ * it is there, `undefined` when nothing is at its path.
+ * @throws StoreError `code` (a link, a file, another owner, writable by group or others); `STORAGE_FAILED`
+ */
+export async function privateDirIfPresent(dir: string, code: StoreErrorCode): Promise<Stats | undefined> {
+  const st = await refuseNonDirectory(dir, code);
+  return st && refuseShared(dir, st, code);
+}
+
+function refuseShared(dir: string, st: Stats, code: StoreErrorCode): Stats {
   const foreign = ownerProblem(dir, st.uid);
   if (foreign) throw new StoreError(code, `${foreign}; refusing to use it`);
   if ((st.mode & 0o022) !== 0) {
