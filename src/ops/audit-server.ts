@@ -147,9 +147,9 @@ const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code
  * name is 404; for a file of the bundle (`kind` 'file') anything else that is not a regular file, or is sparse, is
  * 422 (verify: BUNDLE_INVALID) and a name that cannot be opened otherwise (a symlink, no permission) 403 (verify:
  * BUNDLE_IO); for a blob, verify counts whatever is not a regular file as absent (404) and one it cannot open as
- * BUNDLE_IO (403).
+ * BUNDLE_IO (403). An I/O error past the open (its stat, its close) is 500, or the connection cut once answered.
  */
-async function sendFile(
+function sendFile(
   req: IncomingMessage,
   res: ServerResponse,
   path: string,
@@ -157,6 +157,27 @@ async function sendFile(
   kind: 'file' | 'blob',
 ): Promise<void> {
   const name = kind === 'file' ? basename(path) : 'the blob';
+  return sendFileOrThrow(req, res, path, type, kind, name).catch((err: unknown) => answerFailure(res, name, err));
+}
+
+/**
+ * A file that failed past its open (its stat, or its close once sent: an I/O error) is the exchange's failure, never
+ * an unhandled rejection that would end the server: a 500 while nothing was answered, else the connection cut (the
+ * client sees the answer end short of its Content-Length, or whole).
+ */
+function answerFailure(res: ServerResponse, name: string, err: unknown): void {
+  if (res.headersSent || res.destroyed) return void res.destroy();
+  refuse(res, 500, `${name} cannot be read (${errno(err) ?? 'error'})`);
+}
+
+async function sendFileOrThrow(
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  type: string,
+  kind: 'file' | 'blob',
+  name: string,
+): Promise<void> {
   let handle;
   try {
     handle = await open(path, READ);
