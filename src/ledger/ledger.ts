@@ -767,7 +767,8 @@ export class Ledger {
     const payload = checkedPayload(manifest);
     this.lastSignedAt = createdAt;
     const id = manifestId(payload);
-    const envelope = await signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer);
+    // An injected signer (a KMS) that never answers must not hold the chain's lock past the caller's abort.
+    const envelope = await untilCancelled(signEnvelope(MANIFEST_PAYLOAD_TYPE, payload, signer), signal);
     // An injected signer was checked at open, but a KMS alias can be pointed at another key version since: a
     // signature that does not verify under the key trust.json lists for it would make a head nobody can resume.
     if (this.keyring.signerInjected) refuseUnverifiable(envelope, payload, publicKey, this.verifier);

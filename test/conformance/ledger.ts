@@ -257,6 +257,25 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
       expect(await fsck(ledger)).toMatchObject({ ok: true, manifests: 2 });
     });
 
+    it("a publish whose injected signer never answers ends at the caller's abort (CANCELLED), appending nothing and holding no lock", async () => {
+      const own = new LocalSigner(generateJwk());
+      let hang = false;
+      const sign = (m: Uint8Array) => (hang ? new Promise<Uint8Array>(() => {}) : own.sign(m));
+      const ledger = await open({ signer: { keyId: own.keyId, publicKey: own.publicKey, sign } });
+      const first = await ledger.publish(scope, summary('kept'));
+      hang = true;
+      const abort = new AbortController();
+      const reason = new Error('the caller gave up');
+      const publishing = ledger.publish(scope, summary('hung'), { signal: abort.signal });
+      setTimeout(() => abort.abort(reason), 50);
+      await expect(publishing).rejects.toMatchObject({ code: 'CANCELLED', cause: reason });
+      hang = false;
+      // The chain's lock is free again: the next publish of the same session goes on at seq 1.
+      expect((await ledger.publish(scope, summary('next'))).seq).toBe(1);
+      expect((await ledger.history(scope)).map((e) => e.manifest.seq)).toEqual([0, 1]);
+      expect((await ledger.history(scope))[0]!.id).toBe(first.id);
+    });
+
     it('reads go on while an injected signer fails, also once trust.json changed (the keys load again at a later read)', async () => {
       const own = new LocalSigner(generateJwk());
       const kms = new Error('KMS unreachable');
