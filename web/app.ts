@@ -165,16 +165,19 @@ async function textOf(file: Blob): Promise<string> {
 
 /**
  * Takes the trust files, earlier checkpoint, … given in one gesture (a pick or a drop): all of them for a kind given
- * several at once (trust files), else the last; they replace those chosen before. Returns why not (the CLI's code
- * and words), and then keeps those chosen before.
+ * several at once (trust files), else the one given; they replace those chosen before. Returns why not (the CLI's
+ * code and words, or that two of a single kind were dropped together), and then keeps those chosen before.
  */
 async function takeSideFiles(
   role: SideFileRole,
-  given: ReadonlyArray<{ file: Blob; name: string }>,
+  files: ReadonlyArray<{ file: Blob; name: string }>,
 ): Promise<string | undefined> {
-  const { tooLarge, several } = SIDE_FILES[role];
-  const files = several ? given : given.slice(-1);
+  const { tooLarge, several, noun } = SIDE_FILES[role];
   if (files.length === 0) return undefined;
+  // Two earlier checkpoints (or witness keys files) in one drop are refused, as two bundle folders are, rather than
+  // one of them taken silently. (Their pickers take one file: no `multiple`.)
+  if (!several && files.length > 1)
+    return `drop one ${noun} file, not ${files.length}: ${files.map((f) => JSON.stringify(f.name)).join(', ')}`;
   // Refused before reading: a bound applied after reading bounds nothing.
   for (const { file, name } of files) if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
   const read = [];

@@ -19,7 +19,8 @@ export interface SideFileKind {
   required: boolean;
   /**
    * Whether the auditor may give several at once, all taken (the trust files of a shared store's hosts, merged as
-   * `verify --trust a.json --trust b.json` merges them); else one, the last given.
+   * `verify --trust a.json --trust b.json` merges them); else one: its picker has no `multiple`, and two dropped
+   * together are refused.
    */
   several: boolean;
   /** A dropped file with one of these name endings is this kind (lower case). */

@@ -152,4 +152,36 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
       await page.close();
     }
   });
+
+  it('refuses two earlier checkpoints or two witness keys files in one drop, naming the kind, and keeps the one chosen before', async () => {
+    const keys = ['w1.txt', 'w2.txt', 'w3.vkeys'].map((name) => join(base, name));
+    for (const path of keys) writeFileSync(path, '# pinned witnesses\n');
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      // The pickers of these kinds take one file: the browser cannot give them two.
+      for (const id of ['#since-input', '#witness-keys-input']) {
+        expect(await page.$eval(id, (input) => (input as unknown as { multiple: boolean }).multiple), id).toBe(false);
+        await expect(page.setInputFiles(id, [f.earlier, f.forked]), id).rejects.toThrow(/single file/);
+      }
+      await dropFiles(page, [f.bundle, f.trust, f.earlier, keys[0]!]);
+      const chosen = /; earlier checkpoint earlier\.note; witness keys w1\.txt$/;
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toMatch(chosen);
+      await dropFiles(page, [f.forked, f.foreign]);
+      await expect
+        .poll(() => page.textContent('#error'), { timeout: 30_000 })
+        .toBe('drop one earlier checkpoint file, not 2: "forked.note", "foreign.note"');
+      expect(await page.isVisible('#error')).toBe(true);
+      expect(await picked(page)).toMatch(chosen);
+      // Witness keys the same, and a trust file dropped with them is still taken.
+      await dropFiles(page, [keys[1]!, keys[2]!, f.trust]);
+      await expect
+        .poll(() => page.textContent('#error'), { timeout: 30_000 })
+        .toBe('drop one witness keys file, not 2: "w2.txt", "w3.vkeys"');
+      expect(await picked(page)).toMatch(chosen);
+      expect(await page.isEnabled('#verify')).toBe(true);
+    } finally {
+      await page.close();
+    }
+  });
 });
