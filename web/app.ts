@@ -38,10 +38,20 @@ interface Verified {
   witnesses: string | undefined;
 }
 
+/**
+ * A side file as chosen: its name and text; for the trust audit-ui serves, also the names of the files it read it
+ * from (several `--trust` files, served merged as one text).
+ */
+interface ChosenFile {
+  name: string;
+  text: string;
+  servedFrom?: readonly string[];
+}
+
 const state: {
   bundle?: PickedBundle;
-  /** Trust files, earlier checkpoint, witness keys: name and text of each one chosen (several only for trust files). */
-  side: Partial<Record<SideFileRole, Array<{ name: string; text: string }>>>;
+  /** Trust files, earlier checkpoint, witness keys: each one chosen (several only for trust files). */
+  side: Partial<Record<SideFileRole, ChosenFile[]>>;
   report?: BundleAuditReport;
   /** What `report` is the verdict on. */
   verified?: Verified;
@@ -68,14 +78,14 @@ function refreshPicked(): void {
   for (const role of SIDE_FILE_ROLES) {
     const { noun, required } = SIDE_FILES[role];
     const chosen = state.side[role];
-    const names = chosen?.map((c) => c.name).join(', ');
-    parts.push(
-      chosen === undefined
-        ? `no ${noun} chosen${required ? '' : ' (optional)'}`
-        : chosen.length === 1
-          ? `${noun} ${names}`
-          : `${noun}s ${names}`,
-    );
+    if (chosen === undefined) {
+      parts.push(`no ${noun} chosen${required ? '' : ' (optional)'}`);
+      continue;
+    }
+    // As many as were given: the files audit-ui was started with are named as such, however it serves them.
+    const names = chosen.flatMap((c) => (c.servedFrom?.length ? c.servedFrom : [c.name]));
+    const served = chosen.some((c) => c.servedFrom) ? ', served by audit-ui' : '';
+    parts.push(`${names.length === 1 ? noun : `${noun}s`} ${names.join(', ')}${served}`);
   }
   const quorum = quorumTyped();
   if (quorum !== undefined) parts.push(`quorum ${quorum}`);
@@ -170,7 +180,7 @@ async function textOf(file: Blob): Promise<string> {
  */
 async function takeSideFiles(
   role: SideFileRole,
-  files: ReadonlyArray<{ file: Blob; name: string }>,
+  files: ReadonlyArray<{ file: Blob; name: string; servedFrom?: readonly string[] }>,
 ): Promise<string | undefined> {
   const { tooLarge, several, noun } = SIDE_FILES[role];
   if (files.length === 0) return undefined;
@@ -180,8 +190,9 @@ async function takeSideFiles(
     return `drop one ${noun} file, not ${files.length}: ${files.map((f) => JSON.stringify(f.name)).join(', ')}`;
   // Refused before reading: a bound applied after reading bounds nothing.
   for (const { file, name } of files) if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
-  const read = [];
-  for (const { file, name } of files) read.push({ name, text: await textOf(file) });
+  const read: ChosenFile[] = [];
+  for (const { file, name, servedFrom } of files)
+    read.push({ name, text: await textOf(file), ...(servedFrom ? { servedFrom } : {}) });
   dropVerdict();
   state.side[role] = read;
   refreshPicked();
@@ -341,7 +352,7 @@ function verify(): void {
   const request: VerifyRequest = {
     type: 'verify',
     source: state.bundle.source,
-    trust,
+    trust: trust.map(({ name, text }) => ({ name, text })),
     poolSource: source,
     ...(since !== undefined ? { since } : {}),
     ...(witnessKeys ? { witnessKeys } : {}),
@@ -425,14 +436,14 @@ async function preload(): Promise<void> {
   if (p.session !== undefined) $<HTMLInputElement>('session-input').value = p.session;
   if (p.maxBundleBytes !== undefined) servedMaxBundleBytes = p.maxBundleBytes;
   refreshPicked();
-  const served = async (role: SideFileRole, url: string, name: string) => {
+  const served = async (role: SideFileRole, url: string, name: string, servedFrom?: readonly string[]) => {
     const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
     return res.ok
-      ? takeSideFiles(role, [{ file: await res.blob(), name }])
+      ? takeSideFiles(role, [{ file: await res.blob(), name, ...(servedFrom ? { servedFrom } : {}) }])
       : `${SIDE_FILES[role].noun}: HTTP ${res.status}`;
   };
   const refusals: Array<string | undefined> = [];
-  if (p.trust) refusals.push(await served('trust', p.trust, 'served by audit-ui'));
+  if (p.trust) refusals.push(await served('trust', p.trust.url, 'served by audit-ui', p.trust.names));
   if (p.since) refusals.push(await served('since', p.since.url, p.since.name));
   if (p.witnessKeys) {
     refusals.push(await served('witnesses', p.witnessKeys.url, p.witnessKeys.name));

@@ -84,7 +84,8 @@ export function filesOfInput(list: FileList): Array<{ path: string; file: Blob }
 
 export interface Preload {
   bundle?: { name: string; base: string; hasBlobs: boolean; tree?: BundleTreeFile[] };
-  trust?: string;
+  /** `audit-ui --trust`: where the trust is served (the files given, merged as `verify` merges them), their names. */
+  trust?: { url: string; names: string[] };
   /** `audit-ui --since`: where the earlier checkpoint is served, and its file's name. */
   since?: { url: string; name: string };
   /** `audit-ui --witness-keys --quorum`: where the keys are served, the file's name and the quorum. */

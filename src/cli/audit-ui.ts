@@ -74,7 +74,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
     ...(scope ? { scope } : {}),
     ...(expect ? { expect } : {}),
     ...(maxManifestsBytes !== undefined ? { maxManifestsBytes } : {}),
-    ...(trust ? { trust: { text: trust.text } } : {}),
+    ...(trust ? { trust: { text: trust.text, names: values.trust!.map((path) => basename(path)) } } : {}),
     ...(since !== undefined ? { since: { name: basename(values.since!), text: since } } : {}),
     ...(witnesses
       ? {

@@ -54,10 +54,11 @@ export interface AuditServerOptions {
   scope?: { principal?: string; session?: string };
   maxManifestsBytes?: number;
   /**
-   * A trust file to preload, if any: its path (read once, now, following a symlink as `verify` does) or the
-   * text the CLI read and checked. Served from memory either way.
+   * The trust to preload, if any: a trust file's path (read once, now, following a symlink as `verify` does) or the
+   * text the CLI read and checked with the names of the files it read it from (`audit-ui --trust a.json --trust
+   * b.json`: their union, merged as `verify` merges them). Served from memory either way; the page is told the names.
    */
-  trust?: string | { text: string };
+  trust?: string | { text: string; names: readonly string[] };
   /** An earlier checkpoint to preload (`--since`): its file name and the text read (and bounded) by the CLI. */
   since?: { name: string; text: string };
   /** Witness keys and quorum to preload (`--witness-keys --quorum`), checked by the CLI as `verify` checks them. */
@@ -116,7 +117,8 @@ async function pageWithPreload(html: string, o: AuditServerOptions, bundle: stri
   if (o.scope?.principal !== undefined) preload.principal = o.scope.principal;
   if (o.scope?.session !== undefined) preload.session = o.scope.session;
   if (o.maxManifestsBytes !== undefined) preload.maxBundleBytes = o.maxManifestsBytes;
-  if (o.trust) preload.trust = TRUST_PATH;
+  if (o.trust)
+    preload.trust = { url: TRUST_PATH, names: typeof o.trust === 'string' ? [basename(o.trust)] : o.trust.names };
   if (o.since) preload.since = { url: SINCE_PATH, name: o.since.name };
   if (o.witnessKeys)
     preload.witnessKeys = { url: WITNESS_KEYS_PATH, name: o.witnessKeys.name, quorum: o.witnessKeys.quorum };

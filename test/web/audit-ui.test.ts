@@ -3,6 +3,7 @@
  * keys and quorum) preloaded, read-only, nothing else reachable; refused combinations refused as `verify`
  * refuses them; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
+import { generateKeyPairSync } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { createServer, request } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -37,7 +38,9 @@ import { TAMPER_CASES, writeCase } from '../support/tamper-cases.js';
 import { tempDir } from '../support/tmp.js';
 import { ensurePageBuilt } from '../support/page-build.js';
 import { cliVerify, writeCheckpointFiles, writeWitnessFiles } from '../support/checkpoint-bundle.js';
-import { expectSameAsCli, PAGE_URL, picked } from '../support/page-checks.js';
+import { codesAt, expectSameAsCli, PAGE_URL, pageFindings, picked } from '../support/page-checks.js';
+import { keyIdOf } from '../../manifests/format/trust.js';
+import { printable } from '../../manifests/encoding/printable.js';
 
 beforeAll(() => {
   ensurePageBuilt();
@@ -109,6 +112,10 @@ describe('audit-ui server', () => {
     expect(page.status).toBe(200);
     expect(page.body).toContain(
       '<meta name="handoff-ledger-preload" content="{&#34;bundle&#34;:{&#34;name&#34;:&#34;bundle&#34;',
+    );
+    // The trust file by its name, for the page to say which it was given.
+    expect(page.body).toContain(
+      '&#34;trust&#34;:{&#34;url&#34;:&#34;/trust.json&#34;,&#34;names&#34;:[&#34;trust.json&#34;]}',
     );
     expect(page.body).toContain('Content-Security-Policy');
     // No other site may frame it (a meta CSP cannot say frame-ancestors: the header does).
@@ -861,6 +868,48 @@ describe('audit-ui --trust', () => {
       expect(c.stdout()).toBe('');
     }
   });
+});
+
+describe('audit-ui with several --trust files', () => {
+  // Starts its own browser: sized for a loaded 2-core CI machine (the waits bound time only).
+  it(
+    'names them as given (escaped) on the page, which verifies as verify --trust a --trust b does',
+    { timeout: 180_000 },
+    async () => {
+      const { dir, trustPath } = await blobCase();
+      // Another host's keys (a store two hosts share), in a file whose name carries a bidirectional override.
+      const otherName = 'h9-\u202enosj.json';
+      const other = join(tempDir(), otherName);
+      const x = generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x!;
+      const key = { host: 'h9', keyId: keyIdOf(Buffer.from(x, 'base64url')), publicKey: x };
+      writeFileSync(other, JSON.stringify({ version: 1, keys: [{ ...key, notBefore: '2020-01-01T00:00:00.000Z' }] }));
+      const expected = await cliVerify(dir, trustPath, undefined, ['--trust', other]);
+      expect(expected.report!.findings.map((f) => f.code)).toEqual(['BLOB_DIGEST']);
+      const server = await serve([dir, '--trust', trustPath, '--trust', other], captureIo().io);
+      let close = async () => {};
+      try {
+        expect((await get(server.url)).body).toContain(
+          `&#34;trust&#34;:{&#34;url&#34;:&#34;/trust.json&#34;,&#34;names&#34;:[&#34;trust.json&#34;,&#34;${otherName}&#34;]}`,
+        );
+        let browser: BrowserContext;
+        ({ browser, close } = await launchChromium());
+        const page = await browser.newPage();
+        const seen = watchPage(page);
+        await page.goto(server.url);
+        // Verdict and findings (these are drawn, so each carries a "show manifest" button: codes and lines here).
+        await page.waitForSelector('body[data-state="failed"]', { timeout: 90_000 });
+        expect(await page.textContent('#verdict')).toBe(`✗ ${describeVerdict(expected.report!)}`);
+        expect(await pageFindings(page)).toEqual(codesAt(expected.report!));
+        const line = await picked(page);
+        expect(line).toContain(`; trust files trust.json, ${printable(otherName)}, served by audit-ui;`);
+        expect(line).not.toContain('\u202e');
+        expect(seen.errors).toEqual([]);
+      } finally {
+        await close();
+        await server.close();
+      }
+    },
+  );
 });
 
 describe('auditorPagePath', () => {
