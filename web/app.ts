@@ -1,7 +1,8 @@
 /**
- * The auditor's page: pick or drop a bundle folder and a trust file (and, optionally, an earlier checkpoint,
- * witness keys and a quorum), verify in a Web Worker with a progress bar, then show the verdict, the history
- * picture, findings and chains. Built by web/build.mjs into one self-contained dist/web/index.html.
+ * The auditor's page: pick or drop a bundle folder and its trust files (one, or one per host of a shared store; and,
+ * optionally, an earlier checkpoint, witness keys and a quorum), verify in a Web Worker with a progress bar, then
+ * show the verdict, the history picture, findings and chains. Built by web/build.mjs into one self-contained
+ * dist/web/index.html.
  */
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import type { Finding } from '../manifests/audit/findings.js';

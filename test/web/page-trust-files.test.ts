@@ -7,7 +7,7 @@
  */
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
 import { generateKeyPairSync } from 'node:crypto';
@@ -78,6 +78,29 @@ afterAll(async () => {
 });
 
 describe("a shared store's hosts' trust files, one per host", { timeout: 180_000 }, () => {
+  it('says "trust files" where it tells the auditor what to give: the heading, the drop zone, the labels, the README', async () => {
+    /** "trust file" but not "trust files". */
+    const singular = /\btrust file\b(?!s)/i;
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      expect(await page.textContent('#inputs-title')).toBe('Bundle, trust files, earlier checkpoint, witnesses');
+      // What the inputs say of themselves (the picked line and errors are the page's answers: "no trust file chosen").
+      const help = await page.$$eval('#inputs-title, #drop, .pickers label', (els) =>
+        els.map((e) => e.textContent!.replace(/\s+/g, ' ').trim()),
+      );
+      expect(help.join('\n')).toMatch(/trust files/i);
+      for (const text of help) expect(text).not.toMatch(singular);
+    } finally {
+      await page.close();
+    }
+    // The README's section on the page, as the auditor reads it first.
+    const readme = readFileSync(join(resolve(import.meta.dirname, '../..'), 'README.md'), 'utf8');
+    const section = readme.split("\n### The auditor's page\n")[1]!.split('\n## ')[0]!;
+    expect(section).toMatch(/pick or drop the bundle folder, its\s+trust files \(one, or/);
+    expect(section).not.toMatch(singular);
+  });
+
   it('the CLI needs both: one alone leaves the other host untrusted', async () => {
     const one = await cliVerify(bundle, trustA);
     expect(one.report!.findings.map((x) => x.code)).toContain('KEY_UNTRUSTED');
