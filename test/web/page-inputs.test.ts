@@ -70,6 +70,8 @@ async function pickBundle(page: Page, dir: string): Promise<void> {
 async function pick(page: Page, since: string): Promise<void> {
   await pickBundle(page, f.bundle);
   await page.setInputFiles('#since-input', since);
+  // The page reads it asynchronously: Verify, enabled once the trust file is read, would verify without it.
+  await expect.poll(() => picked(page), { timeout: 10_000 }).toContain(`; earlier checkpoint ${basename(since)};`);
 }
 
 describe('the checkpoint a bundle was cut at (step 9)', { timeout: 180_000 }, () => {

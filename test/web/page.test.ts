@@ -288,6 +288,8 @@ describe('the auditor page, by keyboard and by eye', { timeout: TEST_MS }, () =>
       await page.goto(PAGE);
       await chooseByKeyboard(page, 'bundle-input', dir);
       await chooseByKeyboard(page, 'trust-input', trustPath);
+      // The page reads the trust file asynchronously; Verify is disabled (and skipped by Tab) until it has.
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file trust.json;');
       await tabTo(page, 'verify');
       await page.keyboard.press('Enter');
       await page.waitForSelector('body[data-state="failed"]', { timeout: VERDICT_WAIT_MS });
