@@ -58,7 +58,9 @@ const state: {
   verified?: Verified;
   manifests: ManifestMark[];
   worker?: Worker;
-} = { manifests: [], side: {} };
+  /** Chosen files still being read: Verify waits for them (a run without a file chosen before it was pressed is none asked for). */
+  reading: number;
+} = { manifests: [], side: {}, reading: 0 };
 
 const history = new HistoryView($('history'), $('history-space'), $<HTMLCanvasElement>('history-canvas'), (m, r) =>
   showDetails($('details'), m, r),
@@ -72,7 +74,9 @@ function fail(...messages: string[]): void {
 }
 
 const ready = () =>
-  state.bundle !== undefined && SIDE_FILE_ROLES.every((r) => !SIDE_FILES[r].required || state.side[r]);
+  state.bundle !== undefined &&
+  state.reading === 0 &&
+  SIDE_FILE_ROLES.every((r) => !SIDE_FILES[r].required || state.side[r]);
 
 function refreshPicked(): void {
   const parts = [state.bundle ? state.bundle.description : 'no bundle chosen'];
@@ -192,8 +196,15 @@ async function takeSideFiles(
   // Refused before reading: a bound applied after reading bounds nothing.
   for (const { file, name } of files) if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
   const read: ChosenFile[] = [];
-  for (const { file, name, servedFrom } of files)
-    read.push({ name, text: await textOf(file), ...(servedFrom ? { servedFrom } : {}) });
+  state.reading++;
+  refreshPicked();
+  try {
+    for (const { file, name, servedFrom } of files)
+      read.push({ name, text: await textOf(file), ...(servedFrom ? { servedFrom } : {}) });
+  } finally {
+    state.reading--;
+    refreshPicked();
+  }
   dropVerdict();
   state.side[role] = read;
   refreshPicked();

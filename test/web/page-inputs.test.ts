@@ -222,6 +222,48 @@ describe('the earlier-checkpoint picker', { timeout: 180_000 }, () => {
     }
   });
 
+  it('keeps Verify disabled while a file chosen is still being read, so no run goes without it', async () => {
+    const expected = await cli(f.earlier);
+    const page = await browser.newPage();
+    // Reads of chosen files wait while the test holds them (a slow disk, a large file): window.holdReads / releaseReads.
+    await page.addInitScript(() => {
+      const read = Blob.prototype.arrayBuffer;
+      const w = globalThis as unknown as { holdReads: boolean; releaseReads: () => void };
+      let waiting: Array<() => void> = [];
+      w.holdReads = false;
+      w.releaseReads = () => {
+        w.holdReads = false;
+        for (const go of waiting) go();
+        waiting = [];
+      };
+      Blob.prototype.arrayBuffer = function (this: Blob) {
+        if (!w.holdReads) return read.call(this);
+        return new Promise<void>((go) => waiting.push(go)).then(() => read.call(this));
+      };
+    });
+    try {
+      await pickBundle(page, f.bundle);
+      await expect.poll(() => page.isEnabled('#verify'), { timeout: 30_000 }).toBe(true);
+      await page.evaluate(() => {
+        (globalThis as unknown as { holdReads: boolean }).holdReads = true;
+      });
+      await page.setInputFiles('#since-input', f.earlier);
+      // Pressed now, Verify would check the bundle without the earlier checkpoint just chosen.
+      await expect.poll(() => page.isDisabled('#verify'), { timeout: 5_000 }).toBe(true);
+      expect(await picked(page)).not.toContain('earlier.note');
+      await page.evaluate(() => (globalThis as unknown as { releaseReads: () => void }).releaseReads());
+      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('; earlier checkpoint earlier.note;');
+      expect(await page.isEnabled('#verify')).toBe(true);
+      await page.click('#verify');
+      await expectSameAsCli(page, expected.report!);
+      expect((await page.textContent('#checkpoint-info'))!.split('\n')[1]).toBe(
+        "earlier checkpoint earlier.note: extended by this bundle's checkpoint (size 2)",
+      );
+    } finally {
+      await page.close();
+    }
+  });
+
   it('reports an earlier checkpoint the bundle does not extend with the CLI’s finding', async () => {
     const expected = await cli(f.forked);
     expect(expected.code).toBe(1);
