@@ -4,7 +4,7 @@
  * the same conformance suite (test/conformance/blob-store.ts).
  */
 import { digestHex, type Digest } from './hash/digest.js';
-import { StoreError, throwIfAborted } from './errors.js';
+import { readOptionFields, shownValue, StoreError, throwIfAborted } from './errors.js';
 
 export interface BlobInfo {
   digest: Digest;
@@ -125,7 +125,8 @@ function checkByteLimit(value: unknown, name: string): number | undefined {
 function checkOptions(options: unknown): { maxBytes?: number; signal?: AbortSignal } {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
-  const { maxBytes, signal } = options as { maxBytes?: unknown; signal?: unknown };
+  // Each field read once; a getter that throws, or a name it does not know (a misspelt maxBytes: no bound), refused.
+  const { maxBytes, signal } = readOptionFields(options, ['maxBytes', 'signal'], 'blob options', StoreError);
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal');
   return { maxBytes: checkByteLimit(maxBytes, 'maxBytes'), signal };
 }
@@ -133,12 +134,17 @@ function checkOptions(options: unknown): { maxBytes?: number; signal?: AbortSign
 function checkDeleteOptions(options: unknown): DeleteOptions {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
-  const { storedBeforeMs, signal } = options as { storedBeforeMs?: unknown; signal?: unknown };
+  const { storedBeforeMs, signal } = readOptionFields(
+    options,
+    ['storedBeforeMs', 'signal'],
+    'blob delete options',
+    StoreError,
+  );
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal');
   const checked: DeleteOptions = signal === undefined ? {} : { signal };
   if (storedBeforeMs === undefined) return checked;
   if (typeof storedBeforeMs !== 'number' || !Number.isFinite(storedBeforeMs))
-    throw invalid(`storedBeforeMs must be a finite number, got ${String(storedBeforeMs).slice(0, 40)}`);
+    throw invalid(`storedBeforeMs must be a finite number, got ${shownValue(storedBeforeMs)}`);
   return { ...checked, storedBeforeMs };
 }
 

@@ -78,28 +78,113 @@ export type NamesEveryField<T, List extends ReadonlyArray<keyof T>> =
  * the failure as the cause), not an uncoded crash; and what the caller checks is what it then uses (a getter is not
  * asked again). `undefined` and `null` are no options (every field absent); anything else that is not an object (a
  * number, a string, a boolean, a symbol, a bigint) is `INVALID_ARGUMENT`.
+ * A field it does not know (an own enumerable string key not in `names`: `expectedprev` for `expectedPrev`) is
+ * `INVALID_ARGUMENT` too, before any field is read, naming it and the known name it is close to: ignored, a misspelled
+ * option would leave out what the caller meant (a publish without its `expectedPrev` guard). `others: 'allowed'` is for
+ * the objects that are no options (a signer, a record) and may carry more; symbol keys are never refused.
  */
 export function readOptionFields<K extends string>(
   options: unknown,
   names: readonly K[],
   what: string,
   Class: ErrorClass<'INVALID_ARGUMENT'>,
+  others: 'refused' | 'allowed' = 'refused',
+): { [P in K]?: unknown } {
+  return readOptionFieldsAs(options, names, what, (message, o) => new Class('INVALID_ARGUMENT', message, o), others);
+}
+
+/** `readOptionFields` for a layer whose refusal of bad options has another code (the auditor's `USAGE`). */
+export function readOptionFieldsAs<K extends string>(
+  options: unknown,
+  names: readonly K[],
+  what: string,
+  refuse: (message: string, options?: ErrorOptions) => Error,
+  others: 'refused' | 'allowed' = 'refused',
 ): { [P in K]?: unknown } {
   const out: { [P in K]?: unknown } = {};
   if (options === undefined || options === null) return out;
   // A number, string or boolean is no options object (a field meant for it passed in its place): not read as none.
   if (typeof options !== 'object' && typeof options !== 'function')
-    throw new Class('INVALID_ARGUMENT', `${what} must be an object (null or undefined: none), not a ${typeof options}`);
+    throw refuse(`${what} must be an object (null or undefined: none), not a ${typeof options}`);
+  if (others === 'refused') refuseUnknownOptions(options, names, what, refuse);
   for (const name of names) {
     let value: unknown;
     try {
       value = (options as Record<string, unknown>)[name];
     } catch (err) {
-      throw new Class('INVALID_ARGUMENT', `${what}: reading its ${name} failed`, { cause: err });
+      throw refuse(`${what}: reading its ${name} failed`, { cause: err });
     }
     if (value !== undefined) out[name] = value;
   }
   return out;
+}
+
+/**
+ * Refuses an options object that has a field `names` does not list (its own enumerable string keys; symbols are not
+ * looked at), naming the first such field (escaped and shortened: `shownValue`) and the known name it is close to, if
+ * one is (equal but for case, or at most two edits away): `publish options: unknown option "expectedprev" (did you
+ * mean 'expectedPrev'?)`. A proxy whose keys cannot be listed is refused as well, with that failure as the cause.
+ * @throws what `refuse` makes (the calling layer's `INVALID_ARGUMENT`, or the auditor's `USAGE`)
+ */
+export function refuseUnknownOptions(
+  options: object,
+  names: readonly string[],
+  what: string,
+  refuse: (message: string, options?: ErrorOptions) => Error,
+): void {
+  let keys: string[];
+  try {
+    keys = Object.keys(options);
+  } catch (err) {
+    throw refuse(`${what}: listing its fields failed`, { cause: err });
+  }
+  const unknown = keys.filter((key) => !names.includes(key));
+  if (unknown.length === 0) return;
+  const name = unknown[0]!;
+  const near = nearestName(name, names);
+  const hint = near === undefined ? '' : ` (did you mean '${near}'?)`;
+  const more = unknown.length > 1 ? `, and ${unknown.length - 1} more unknown` : '';
+  throw refuse(`${what}: unknown option ${shownValue(name)}${hint}${more}`);
+}
+
+/** The known name `name` is a slip of: equal to it but for case, else the nearest at most two edits away. */
+function nearestName(name: string, names: readonly string[]): string | undefined {
+  const lower = name.toLowerCase();
+  const sameButCase = names.find((n) => n.toLowerCase() === lower);
+  if (sameButCase !== undefined) return sameButCase;
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const n of names) {
+    // Two edits turn any two-letter name into any other: a suggestion needs more of the name to be right than wrong.
+    const d = editDistance(lower, n.toLowerCase(), bestDistance);
+    if (d < bestDistance && d < Math.min(name.length, n.length)) {
+      best = n;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/**
+ * Levenshtein distance with adjacent transpositions counted as one edit (`exepctedPrev`), or `limit` when it is at
+ * least that (names whose lengths differ by `limit` or more are not compared: a megabyte key costs nothing).
+ */
+function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) >= limit) return limit;
+  let before: number[] = [];
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, before[j - 2]! + 1);
+      row.push(d);
+    }
+    before = previous;
+    previous = row;
+  }
+  return Math.min(previous[b.length]!, limit);
 }
 
 /**

@@ -25,6 +25,7 @@ import { startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tre
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
 import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
 import { AuditError } from './errors.js';
+import { readOptionFieldsAs, shownValue, type NamesEveryField } from '../../store/errors.js';
 import { counted } from '../encoding/printable.js';
 import { ChainTracker, type AuditScope } from './chain-rules.js';
 import {
@@ -232,12 +233,44 @@ function report(
   };
 }
 
-/** Options that are an object naming a trust store, as the types say; else the caller's `USAGE`, before any work. */
-function checkOptions(options: unknown, what: string): void {
-  const trust: unknown =
-    typeof options === 'object' && options !== null ? (options as { trust?: unknown }).trust : undefined;
-  if (typeof trust !== 'object' || trust === null)
-    throw new AuditError('USAGE', `${what} needs options naming the pinned trust store: { trust }`);
+const CHAIN_FIELDS = [
+  'trust',
+  'verifier',
+  'lineVerifier',
+  'scope',
+  'maxFindings',
+  'batchSize',
+  'onProgress',
+] as const satisfies ReadonlyArray<keyof VerifyChainOptions>;
+const everyChainField: NamesEveryField<VerifyChainOptions, typeof CHAIN_FIELDS> = true;
+void everyChainField;
+/** The option names `verifyBundle` knows (`auditBundle` adds its `telemetry`). */
+export const BUNDLE_FIELDS = [
+  ...CHAIN_FIELDS,
+  'hash',
+  'checkSummary',
+  'requireBlobs',
+  'expect',
+  'since',
+  'witnesses',
+] as const satisfies ReadonlyArray<keyof VerifyBundleOptions>;
+const everyBundleField: NamesEveryField<VerifyBundleOptions, typeof BUNDLE_FIELDS> = true;
+void everyBundleField;
+
+/** The auditor's refusal of its caller's options: `USAGE`. */
+export const auditUsage = (message: string, options?: { cause?: unknown }): AuditError =>
+  new AuditError('USAGE', message, options);
+
+/**
+ * Options read once into a plain object (a getter or proxy that throws, or a field of another name: `USAGE` naming it,
+ * before any work), naming a trust store as the types say; what is checked is what the audit then uses.
+ */
+function readAuditOptions<O>(options: unknown, names: readonly string[], what: string): O {
+  const needsTrust = () => auditUsage(`${what} needs options naming the pinned trust store: { trust }`);
+  if (typeof options !== 'object' || options === null) throw needsTrust();
+  const read = readOptionFieldsAs(options, names, `${what} options`, auditUsage) as { trust?: unknown };
+  if (typeof read.trust !== 'object' || read.trust === null) throw needsTrust();
+  return read as O;
 }
 
 const isSyncIterable = (lines: Iterable<string> | AsyncIterable<string>): lines is Iterable<string> =>
@@ -298,7 +331,7 @@ export async function verifyChain(
             : typeof lines
       }`,
     );
-  checkOptions(options, 'verifyChain');
+  options = readAuditOptions<VerifyChainOptions>(options, CHAIN_FIELDS, 'verifyChain');
   const sink = new FindingSink(options.maxFindings ?? 100_000);
   const { chains: tracker, lines: count, verified } = await verifyLines(runsOf(lines), options, sink);
   return report(sink, count, verified, tracker.finish(options.scope), 0);
@@ -415,11 +448,11 @@ async function attachForkEnvelopes(reader: BundleReader, findings: Finding[]): P
 export async function verifyBundle(reader: BundleReader, options: VerifyBundleOptions): Promise<BundleAuditReport> {
   if (typeof reader !== 'object' || reader === null)
     throw new AuditError('USAGE', 'verifyBundle takes a bundle reader (bundleDirReader, memoryBundleReader)');
-  checkOptions(options, 'verifyBundle');
+  options = readAuditOptions<VerifyBundleOptions>(options, BUNDLE_FIELDS, 'verifyBundle');
   if (options.expect !== undefined && options.expect !== 'full' && options.expect !== 'filtered')
     throw new AuditError(
       'USAGE',
-      `verifyBundle's expect must be 'full' or 'filtered', not ${JSON.stringify(String(options.expect)).slice(0, 80)}`,
+      `verifyBundle's expect must be 'full' or 'filtered', not ${shownValue(options.expect)}`,
     );
   if (options.witnesses) {
     try {

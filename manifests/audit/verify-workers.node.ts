@@ -13,6 +13,7 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { AuditError } from './errors.js';
+import { readOptionFieldsAs, shownValue, type NamesEveryField } from '../../store/errors.js';
 import { startLineDispatcher, type LinePort } from './line-dispatch.js';
 import { digestOfReady } from '../../store/hash/digest.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
@@ -56,41 +57,52 @@ export function workerScriptUrl(): URL {
   return new URL('../../dist/manifests/audit/verify-workers.node.js', here);
 }
 
+const WORKER_FIELDS = ['trust', 'threads', 'verifier', 'mainShare', 'scriptUrl'] as const satisfies ReadonlyArray<
+  keyof WorkerLineVerifierOptions
+>;
+const everyWorkerField: NamesEveryField<WorkerLineVerifierOptions, typeof WORKER_FIELDS> = true;
+void everyWorkerField;
+
 /**
- * Starts `threads` workers and resolves once each has loaded.
- * @throws AuditError `WORKER_FAILED` (no compiled script, a worker failed to start)
- */
-/**
- * The options as their types say, before a worker starts: no options or no `trust` (every worker would start, then
- * fail each line, or a JavaScript caller's `null` a TypeError), a `threads` that is no whole number ≥ 0 (`cores - 1` on one core is 0: one worker, as ever), a `verifier`
- * other than `node` or `noble` (taken for `node` by the calling thread, sent as given to the workers).
+ * The options read once and as their types say, before a worker starts: no options or no `trust` (every worker would
+ * start, then fail each line, or a JavaScript caller's `null` a TypeError), a `threads` that is no whole number ≥ 0
+ * (`cores - 1` on one core is 0: one worker, as ever), a `verifier` other than `node` or `noble` (taken for `node` by
+ * the calling thread, sent as given to the workers), a field it does not know.
  * @throws AuditError `USAGE`
  */
-function checkWorkerOptions(options: unknown): void {
-  const o: { trust?: unknown; threads?: unknown; verifier?: unknown } =
-    typeof options === 'object' && options !== null ? (options as object) : {};
-  let trust: unknown, threads: unknown, verifier: unknown;
-  try {
-    ({ trust, threads, verifier } = o);
-  } catch (err) {
-    throw new AuditError('USAGE', 'createWorkerLineVerifier: reading its options failed', { cause: err });
-  }
-  if (typeof trust !== 'object' || trust === null)
-    throw new AuditError('USAGE', 'createWorkerLineVerifier needs options naming the pinned trust store: { trust }');
+function readWorkerOptions(given: unknown): WorkerLineVerifierOptions {
+  const needsTrust = () =>
+    new AuditError('USAGE', 'createWorkerLineVerifier needs options naming the pinned trust store: { trust }');
+  if (typeof given !== 'object' || given === null) throw needsTrust();
+  // Each field read once (a getter that throws, or a name it does not know: USAGE naming it).
+  const options = readOptionFieldsAs(
+    given,
+    WORKER_FIELDS,
+    'createWorkerLineVerifier options',
+    (message, o) => new AuditError('USAGE', message, o),
+  );
+  const { trust, threads, verifier } = options;
+  if (typeof trust !== 'object' || trust === null) throw needsTrust();
   if (threads !== undefined && !(Number.isSafeInteger(threads) && (threads as number) >= 0))
     throw new AuditError(
       'USAGE',
-      `createWorkerLineVerifier: threads must be a whole number (0 and 1: one worker), not ${typeof threads === 'number' ? threads : typeof threads}`,
+      `createWorkerLineVerifier: threads must be a whole number (0 and 1: one worker), not ${shownValue(threads)}`,
     );
   if (verifier !== undefined && verifier !== 'node' && verifier !== 'noble')
     throw new AuditError(
       'USAGE',
-      `createWorkerLineVerifier: verifier must be 'node' or 'noble', not ${typeof verifier === 'string' ? JSON.stringify(verifier.slice(0, 40)) : typeof verifier}`,
+      `createWorkerLineVerifier: verifier must be 'node' or 'noble', not ${shownValue(verifier)}`,
     );
+  return options as WorkerLineVerifierOptions;
 }
 
-export async function createWorkerLineVerifier(options: WorkerLineVerifierOptions): Promise<LineVerifier> {
-  checkWorkerOptions(options);
+/**
+ * Starts `threads` workers and resolves once each has loaded.
+ * @throws AuditError `USAGE` (options: readWorkerOptions), `WORKER_FAILED` (no compiled script, a worker failed to
+ *   start)
+ */
+export async function createWorkerLineVerifier(given: WorkerLineVerifierOptions): Promise<LineVerifier> {
+  const options = readWorkerOptions(given);
   const threads = Math.max(1, options.threads ?? availableParallelism());
   const script = options.scriptUrl ?? workerScriptUrl();
   if (script.protocol === 'file:' && !existsSync(fileURLToPath(script))) {

@@ -5,7 +5,7 @@
  * scheme can be confused by a separator inside one. Isomorphic.
  */
 import { isDigest, type Digest } from '../../store/hash/digest.js';
-import { readOptionFields, throwIfAborted } from '../../store/errors.js';
+import { readOptionFields, shownValue, throwIfAborted } from '../../store/errors.js';
 import { ManifestError, rollbackRefused } from '../errors.js';
 import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
@@ -112,7 +112,13 @@ function checkNodeIds(ids: unknown): NodeId[] {
   if (!Array.isArray(ids)) throw new ManifestError('INVALID_ARGUMENT', 'tree node ids must be an array');
   return ids.map((id: unknown, i) => {
     const name = `tree node id ${i}`;
-    const { level, index } = readOptionFields(checkObject(id, name), ['level', 'index'], name, ManifestError);
+    const { level, index } = readOptionFields(
+      checkObject(id, name),
+      ['level', 'index'],
+      name,
+      ManifestError,
+      'allowed',
+    );
     const levelOk = typeof level === 'number' && Number.isInteger(level) && level >= 0 && level < 64;
     if (!levelOk || typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0)
       throw new ManifestError(
@@ -134,7 +140,13 @@ function checkNodePaths(paths: unknown): NodePath[] {
   if (!Array.isArray(paths)) throw new ManifestError('INVALID_ARGUMENT', 'session-heads node paths must be an array');
   return paths.map((path: unknown, i) => {
     const name = `session-heads node path ${i}`;
-    const { depth, prefix } = readOptionFields(checkObject(path, name), ['depth', 'prefix'], name, ManifestError);
+    const { depth, prefix } = readOptionFields(
+      checkObject(path, name),
+      ['depth', 'prefix'],
+      name,
+      ManifestError,
+      'allowed',
+    );
     const depthOk = typeof depth === 'number' && Number.isInteger(depth) && depth >= 0 && depth <= KEY_BITS;
     if (!depthOk || !(prefix instanceof Uint8Array) || prefix.length !== KEY_BITS / 8 || !zeroPast(prefix, depth))
       throw new ManifestError(
@@ -414,6 +426,7 @@ class CheckedGrantTable implements GrantTable {
       ['principal', 'session', 'state', 'at', 'by'],
       'grant record',
       ManifestError,
+      'allowed', // a record, not options: one read back from a table may carry more
     );
     checkId(r.principal, 'principal');
     checkId(r.session, 'session', true);
@@ -495,7 +508,7 @@ export class CheckedInlineBlobTable implements InlineBlobTable {
     if (typeof storedBeforeMs !== 'number' || !Number.isFinite(storedBeforeMs))
       throw new ManifestError(
         'INVALID_ARGUMENT',
-        `storedBeforeMs must be a finite number, got ${String(storedBeforeMs).slice(0, 40)}`,
+        `storedBeforeMs must be a finite number, got ${shownValue(storedBeforeMs)}`,
       );
     return this.inner.delete(checked, { storedBeforeMs, ...withSignal });
   }

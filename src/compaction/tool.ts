@@ -5,6 +5,7 @@
  */
 import { summaryJsonSchema } from '../summary/summary.js';
 import { LedgerError } from '../errors.js';
+import { readOptionFields, shownValue } from '../../store/errors.js';
 import { indented, quoted } from './framing.js';
 import type { ModelMessage, ModelRequest, ModelResponse, ModelResponseFormat, ModelToolDefinition } from './model.js';
 
@@ -52,10 +53,17 @@ export interface CompactionRequestOptions {
 export function compactionRequest(options: CompactionRequestOptions): ModelRequest {
   if (typeof options !== 'object' || options === null)
     throw new LedgerError('INVALID_ARGUMENT', 'compactionRequest needs { messages }');
+  // Each field read once (a getter that throws, or a name it does not know: INVALID_ARGUMENT naming it).
+  options = readOptionFields(
+    options,
+    ['messages', 'mode', 'instructions', 'maxOutputTokens'],
+    'compactionRequest options',
+    LedgerError,
+  ) as CompactionRequestOptions;
   checkMessages(options.messages);
   const mode = options.mode ?? 'tool';
   if (mode !== 'tool' && mode !== 'structured')
-    throw new LedgerError('INVALID_ARGUMENT', `mode must be 'tool' or 'structured', not ${JSON.stringify(mode)}`);
+    throw new LedgerError('INVALID_ARGUMENT', `mode must be 'tool' or 'structured', not ${shownValue(mode)}`);
   if (options.instructions !== undefined && typeof options.instructions !== 'string')
     throw new LedgerError('INVALID_ARGUMENT', 'instructions must be a string');
   const how =

@@ -12,9 +12,18 @@ import type {
   GetOptions,
   PutOptions,
 } from '../../store/blob-store.js';
-import { StoreError, throwIfAborted } from '../../store/errors.js';
+import { readOptionFields, StoreError, throwIfAborted } from '../../store/errors.js';
 import { digestHex, hashBytes, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import type { InlineBlobTable } from '../../manifests/log/log.js';
+
+/**
+ * A read's options, each field read once, and refused (`INVALID_ARGUMENT`) as the file tier refuses them (`null`, a
+ * name it does not know): an inline blob is found before the file tier is asked.
+ */
+function readGetOptions(given: GetOptions | undefined): GetOptions {
+  if (given === null) throw new StoreError('INVALID_ARGUMENT', 'options must be an object');
+  return readOptionFields(given, ['signal', 'maxBytes'], 'blob options', StoreError) as GetOptions;
+}
 
 export class TieredBlobStore implements BlobStore {
   /** The file tier's clock (BlobStore.clock); the inline tier's log keeps storage times on the same one. */
@@ -50,11 +59,13 @@ export class TieredBlobStore implements BlobStore {
     return bytes;
   }
 
-  async get(digest: string, options?: GetOptions): Promise<Uint8Array> {
+  async get(digest: string, given?: GetOptions): Promise<Uint8Array> {
+    const options = readGetOptions(given);
     return (await this.inlineBytes(digest, options)) ?? this.files.get(digest, options);
   }
 
-  async *chunks(digest: string, options?: GetOptions): AsyncIterable<Uint8Array> {
+  async *chunks(digest: string, given?: GetOptions): AsyncIterable<Uint8Array> {
+    const options = readGetOptions(given);
     const bytes = await this.inlineBytes(digest, options);
     if (bytes === undefined) yield* this.files.chunks(digest, options);
     else yield bytes;

@@ -155,11 +155,11 @@ function checkKeyOptions(options: OpenLedgerOptions): void {
   path('root', options.root);
   path('keyFile', options.keyFile);
   // Its fields read for the check only (a getter that throws: INVALID_ARGUMENT naming it); the signer itself is used as
-  // given, its `sign` called on it.
+  // given, its `sign` called on it. It is no options object: a KMS signer's class may have fields of its own.
   const given: unknown = options.signer;
   const signer =
     typeof given === 'object' && given !== null
-      ? readOptionFields(given, ['keyId', 'publicKey', 'sign'], 'signer', LedgerError)
+      ? readOptionFields(given, ['keyId', 'publicKey', 'sign'], 'signer', LedgerError, 'allowed')
       : (given as null | undefined);
   // `null` is no signer (the key file), as it was before the shape was checked: `signer: kms ? … : null`.
   if (

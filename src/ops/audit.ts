@@ -1,6 +1,13 @@
 /** `verifyBundle` with a `verify` span and metrics: the offline audit as the Node CLI and Node hosts run it. */
 import type { BundleReader } from '../../manifests/audit/bundle.js';
-import { verifyBundle, type BundleAuditReport, type VerifyBundleOptions } from '../../manifests/audit/verify-chain.js';
+import {
+  auditUsage,
+  BUNDLE_FIELDS,
+  verifyBundle,
+  type BundleAuditReport,
+  type VerifyBundleOptions,
+} from '../../manifests/audit/verify-chain.js';
+import { readOptionFieldsAs } from '../../store/errors.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { LedgerTelemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 
@@ -16,13 +23,14 @@ export async function auditBundle(
   // No options, or options that cannot be read: verifyBundle's own USAGE, not a TypeError of the destructuring here.
   if (typeof options !== 'object' || options === null)
     throw new AuditError('USAGE', 'auditBundle needs options naming the pinned trust store: { trust }');
-  let telemetry: TelemetryOptions | LedgerTelemetry | undefined;
-  let verifyOptions: VerifyBundleOptions;
-  try {
-    ({ telemetry, ...verifyOptions } = options);
-  } catch (err) {
-    throw new AuditError('USAGE', 'auditBundle: reading its options failed', { cause: err });
-  }
+  // Each field read once (a getter that throws, or a name it does not know: USAGE naming it); verifyBundle gets the
+  // fields as read.
+  const { telemetry, ...verifyOptions } = readOptionFieldsAs(
+    options,
+    [...BUNDLE_FIELDS, 'telemetry'],
+    'auditBundle options',
+    auditUsage,
+  ) as VerifyBundleOptions & { telemetry?: TelemetryOptions | LedgerTelemetry };
   const t = telemetry instanceof LedgerTelemetry ? telemetry : new LedgerTelemetry(telemetry);
   return t.run(
     'verify',

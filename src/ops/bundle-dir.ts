@@ -8,6 +8,7 @@ import { constants, createReadStream } from 'node:fs';
 import { lstat, open, realpath } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AuditError } from '../../manifests/audit/errors.js';
+import { readOptionFieldsAs, shownValue } from '../../store/errors.js';
 import { DEFAULT_MAX_MANIFESTS_BYTES } from '../../manifests/audit/auditor-options.js';
 import {
   BUNDLE_TREE_FILES,
@@ -97,10 +98,20 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
 export async function openBundleDir(dir: string, options: OpenBundleOptions = {}): Promise<BundleReader> {
   if (typeof dir !== 'string' || dir === '')
     throw new AuditError('USAGE', 'openBundleDir needs the path of a bundle directory (a non-empty string)');
-  const maxBytes = (options ?? {}).maxManifestsBytes ?? DEFAULT_MAX_MANIFESTS_BYTES;
+  // Read once (a getter that throws, or a name it does not know: USAGE naming it).
+  const { maxManifestsBytes } = readOptionFieldsAs(
+    options,
+    ['maxManifestsBytes'],
+    'openBundleDir options',
+    (message, o) => new AuditError('USAGE', message, o),
+  );
+  const maxBytes = (maxManifestsBytes ?? DEFAULT_MAX_MANIFESTS_BYTES) as number;
   // A bound that is no byte count compares false with every size: the bundle would be read whatever its size.
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 0)
-    throw new AuditError('USAGE', `maxManifestsBytes: a non-negative integer number of bytes, not ${String(maxBytes)}`);
+    throw new AuditError(
+      'USAGE',
+      `maxManifestsBytes: a non-negative integer number of bytes, not ${shownValue(maxBytes)}`,
+    );
   // The directory the auditor named may be reached through a link of theirs (`latest -> b1`): it is resolved once;
   // nothing inside the bundle is followed.
   let root = resolve(dir);

@@ -27,6 +27,7 @@ import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { LedgerError } from '../errors.js';
+import { readOptionFields } from '../../store/errors.js';
 
 /** How principal and session ids appear in telemetry. */
 export type IdentifierPolicy = 'omit' | 'plain' | { hashKey: Uint8Array };
@@ -87,7 +88,14 @@ export class LedgerTelemetry {
   private readonly retries: Counter;
   private readonly identifiers: IdentifierPolicy;
 
-  constructor(options: TelemetryOptions = {}, version = '') {
+  constructor(given: TelemetryOptions = {}, version = '') {
+    // Each field read once (a getter that throws, or a name it does not know: INVALID_ARGUMENT naming it).
+    const options = readOptionFields(
+      given,
+      ['tracerProvider', 'meterProvider', 'identifiers'],
+      'telemetry options',
+      LedgerError,
+    ) as TelemetryOptions;
     this.identifiers = checkIdentifierPolicy(options.identifiers ?? 'omit');
     // A provider that throws here gets no-op instruments, never a failed open: telemetry never fails the ledger.
     this.tracer =

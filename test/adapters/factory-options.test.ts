@@ -29,7 +29,7 @@ function refusal(call: () => unknown): unknown {
 describe('adapter factories refuse options that are not what their types say', () => {
   it.each(FACTORIES)('%s: INVALID_ARGUMENT at the factory call', (name, factory, hasClient) => {
     const client = {};
-    const throwing = Object.defineProperty({ client, model: 'm' }, 'model', {
+    const throwing = Object.defineProperty(hasClient ? { client, model: 'm' } : { model: 'm' }, 'model', {
       enumerable: true,
       get() {
         throw new Error('getter');

@@ -1,0 +1,395 @@
+/**
+ * A misspelt option name is refused, not ignored: `publish(…, { expectedprev })` published without the concurrency
+ * guard the caller meant, `openLedger({ rooot })` opened the default root. Every public entry point that takes an
+ * options object refuses a name it does not know with its layer's coded refusal (INVALID_ARGUMENT; the auditor's USAGE)
+ * naming it (escaped) and the known name it is close to, before anything is made or written.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  auditBundle,
+  compact,
+  compactionRequest,
+  createWorkerLineVerifier,
+  exportBundle,
+  fsck,
+  gc,
+  isHandoffLedgerError,
+  LedgerTelemetry,
+  openBundleDir,
+  openLedger,
+  openPostgresBackends,
+  shouldCompact,
+  type ModelAdapter,
+} from '../src/index.js';
+import { verifyBundle, verifyChain } from '../manifests/audit/index.js';
+import { readOptionFields, StoreError } from '../store/errors.js';
+import { readPostgresOptions } from '../src/ledger/postgres-options.js';
+import { readWitnessingOptions } from '../src/ledger/witnessing.js';
+import { openaiAdapter } from '../src/adapters/openai.js';
+import { anthropicAdapter } from '../src/adapters/anthropic.js';
+import { geminiAdapter } from '../src/adapters/gemini.js';
+import { aiSdkAdapter } from '../src/adapters/ai-sdk.js';
+import { describePostgres, type PostgresHandle } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's1', run: 'r1' };
+
+/** What `call` threw (or returned, if it did not throw). */
+async function refusal(call: () => unknown): Promise<unknown> {
+  try {
+    await call();
+  } catch (err) {
+    return err;
+  }
+  return 'no error';
+}
+
+/** `err` is the coded refusal of the unknown `name`, suggesting `meant` when given. */
+function expectUnknown(err: unknown, name: string, meant?: string, code = 'INVALID_ARGUMENT'): void {
+  expect(isHandoffLedgerError(err), String(err)).toBe(true);
+  expect(err).toMatchObject({ code });
+  const message = (err as Error).message;
+  expect(message).toContain(`unknown option ${JSON.stringify(name)}`);
+  if (meant === undefined) expect(message).not.toContain('did you mean');
+  else expect(message).toContain(`(did you mean '${meant}'?)`);
+}
+
+describe('readOptionFields', () => {
+  it('refuses an unknown name before reading any field, naming the near known one', () => {
+    let read = 0;
+    const options = {
+      get expectedPrev() {
+        read++;
+        return null;
+      },
+      expectedprev: 'x',
+    };
+    const err = (() => {
+      try {
+        readOptionFields(options, ['expectedPrev', 'signal'], 'publish options', StoreError);
+      } catch (e) {
+        return e;
+      }
+    })();
+    expectUnknown(err, 'expectedprev', 'expectedPrev');
+    expect(read).toBe(0);
+  });
+
+  it('suggests by case or by at most two edits (a swap is one), and nothing for a name far from all', () => {
+    const names = ['expectedPrev', 'signal', 'covers', 'root', 'by'];
+    const cases: Array<[string, string | undefined]> = [
+      ['EXPECTEDPREV', 'expectedPrev'],
+      ['expectedPev', 'expectedPrev'],
+      ['exepctedPrev', 'expectedPrev'],
+      ['rooot', 'root'],
+      ['sginal', 'signal'],
+      ['cover', 'covers'],
+      ['qz', undefined], // two edits from `by`, but nothing of it right
+      ['timeout', undefined],
+    ];
+    for (const [name, meant] of cases) {
+      try {
+        readOptionFields({ [name]: 1 }, names, 'options', StoreError);
+        throw new Error(`${name} taken`);
+      } catch (err) {
+        expectUnknown(err, name, meant);
+      }
+    }
+  });
+
+  it('names an unknown name escaped and shortened, counts the others, and ignores symbol keys', () => {
+    const long = `a\u001b[31m${'x'.repeat(100)}`;
+    let err: unknown;
+    try {
+      readOptionFields({ [long]: 1, other: 2, [Symbol('s')]: 3 }, ['signal'], 'options', StoreError);
+    } catch (e) {
+      err = e;
+    }
+    expect((err as Error).message).toBe(
+      `options: unknown option ${JSON.stringify(long.slice(0, 40))}, and 1 more unknown`,
+    );
+    expect(readOptionFields({ signal: undefined, [Symbol('s')]: 3 }, ['signal'], 'options', StoreError)).toEqual({});
+    // Objects that are no options (a signer, a record) may carry more.
+    expect(readOptionFields({ signal: 1, more: 2 }, ['signal'], 'options', StoreError, 'allowed')).toEqual({
+      signal: 1,
+    });
+  });
+
+  it('refuses a proxy whose keys cannot be listed with a coded error, its failure as the cause', () => {
+    const failure = new Error('ownKeys');
+    const proxy = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw failure;
+        },
+      },
+    );
+    let err: unknown;
+    try {
+      readOptionFields(proxy, ['signal'], 'options', StoreError);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: 'INVALID_ARGUMENT', message: 'options: listing its fields failed' });
+    expect((err as Error).cause).toBe(failure);
+  });
+});
+
+/** The ledger's entry points on one backend: `open` opens a fresh ledger with `extra` options. */
+function ledgerEntryPoints(name: string, extra: () => Record<string, unknown>): void {
+  describe(name, () => {
+    it('openLedger refuses a misspelt option (and one of its postgres, telemetry, witnesses), making nothing', async () => {
+      const parent = tempDir();
+      const root = join(parent, 'store');
+      const cases: Array<[Record<string, unknown>, string, string | undefined]> = [
+        [{ createHostkey: false }, 'createHostkey', 'createHostKey'],
+        [{ telemetry: { identifier: 'omit' } }, 'identifier', 'identifiers'],
+        [{ witnesses: { witnesses: [], timeoutMS: 5 } }, 'timeoutMS', 'timeoutMs'],
+        [{ witnesses: { witnesses: [{ url: 'https://w.example/', vkeys: 'k' }] } }, 'vkeys', 'vkey'],
+        [{ nonsense: 1 }, 'nonsense', undefined],
+      ];
+      const base = extra();
+      if (base.postgres)
+        cases.push([
+          { postgres: { ...(base.postgres as object), connectionstring: 'x' } },
+          'connectionstring',
+          'connectionString',
+        ]);
+      for (const [options, unknown, meant] of cases)
+        expectUnknown(
+          await refusal(() => openLedger({ ...base, root, host: 'h', ...options } as never)),
+          unknown,
+          meant,
+        );
+      // `rooot` for `root`: the default root is not opened in its place.
+      expectUnknown(await refusal(() => openLedger({ ...base, rooot: root, host: 'h' } as never)), 'rooot', 'root');
+      expect(existsSync(root)).toBe(false);
+      expect(readdirSync(parent)).toEqual([]);
+    });
+
+    it("a ledger's methods refuse a misspelt option, publishing nothing", async () => {
+      const root = tempDir();
+      const ledger = await openLedger({ ...extra(), root, host: 'h', onNotice: () => {} } as never);
+      try {
+        const first = await ledger.publish(scope, sampleSummary(1));
+        // The guard meant: publish only onto `first`. Misspelt, it was ignored and this published a second entry.
+        expectUnknown(
+          await refusal(() => ledger.publish(scope, sampleSummary(2), { expectedprev: first.id } as never)),
+          'expectedprev',
+          'expectedPrev',
+        );
+        expectUnknown(
+          await refusal(() => ledger.checkPublish(scope, { expectedPrev: first.id, sigal: undefined } as never)),
+          'sigal',
+          'signal',
+        );
+        expect((await ledger.history(scope)).map((e) => e.id)).toEqual([first.id]);
+        expectUnknown(await refusal(() => ledger.resume(scope, { singal: 1 } as never)), 'singal', 'signal');
+        expectUnknown(await refusal(() => ledger.history(scope, { Signal: 1 } as never)), 'Signal', 'signal');
+        expectUnknown(await refusal(() => ledger.inclusionProof(first.id, { sise: 1 } as never)), 'sise', 'size');
+        expectUnknown(await refusal(() => ledger.consistencyProof(1, { Size: 1 } as never)), 'Size', 'size');
+        expectUnknown(await refusal(() => ledger.grant('bob', 's1', { author: 'me' } as never)), 'author', undefined);
+        expectUnknown(await refusal(() => ledger.revoke('bob', 's1', { By: 'me' } as never)), 'By', 'by');
+        expectUnknown(await refusal(() => ledger.grants({ principle: 'bob' } as never)), 'principle', 'principal');
+        expect(await ledger.grants()).toEqual([]);
+        expectUnknown(await refusal(() => fsck(ledger, { checkblobs: true } as never)), 'checkblobs', 'checkBlobs');
+        expectUnknown(await refusal(() => gc(ledger, { graceMs: 0, dryrun: true } as never)), 'dryrun', 'dryRun');
+        const out = join(tempDir(), 'bundle');
+        expectUnknown(
+          await refusal(() => exportBundle(ledger, { out, withblobs: true } as never)),
+          'withblobs',
+          'withBlobs',
+        );
+        expect(existsSync(out)).toBe(false);
+        const model: ModelAdapter = async () => {
+          throw new Error('the model is not asked');
+        };
+        expectUnknown(
+          await refusal(() => compact({ ledger, scope, model, transcript: [], expectedprev: first.id } as never)),
+          'expectedprev',
+          'expectedPrev',
+        );
+        expect((await ledger.history(scope)).map((e) => e.id)).toEqual([first.id]);
+        // The blob store's options (the inline tier's read as the file tier's): a misspelt bound is no bound.
+        expectUnknown(
+          await refusal(() => ledger.blobs.get(first.digest, { maxbytes: 1 } as never)),
+          'maxbytes',
+          'maxBytes',
+        );
+        expectUnknown(
+          await refusal(async () => {
+            for await (const _ of ledger.blobs.chunks(first.digest, { maxByte: 1 } as never));
+          }),
+          'maxByte',
+          'maxBytes',
+        );
+        expectUnknown(
+          await refusal(() => ledger.blobs.put(new Uint8Array([1]), { maxbytes: 1 } as never)),
+          'maxbytes',
+          'maxBytes',
+        );
+        expectUnknown(
+          await refusal(() => ledger.blobs.delete(first.digest, { storedBefore: 0 } as never)),
+          'storedBefore',
+          'storedBeforeMs',
+        );
+        expect(await ledger.blobs.has(first.digest)).toBe(true);
+        expect((await ledger.blobs.get(first.digest, { maxBytes: 1 << 20, signal: undefined })).length).toBe(
+          first.size,
+        );
+        // Every documented name is taken as ever.
+        await ledger.publish(scope, sampleSummary(2), { expectedPrev: first.id, signal: undefined, covers: undefined });
+        expect((await ledger.history(scope, { signal: undefined })).length).toBe(2);
+      } finally {
+        await ledger.close();
+      }
+    });
+  });
+}
+
+ledgerEntryPoints('embedded', () => ({}));
+
+describePostgres('PostgreSQL', (pg: PostgresHandle) => {
+  ledgerEntryPoints('PostgreSQL', () => ({
+    postgres: { connectionString: pg.connectionString, schema: 'unknown_opts' },
+  }));
+
+  it('openPostgresBackends refuses a misspelt option before it connects', async () => {
+    expectUnknown(
+      await refusal(() => openPostgresBackends({ connectionString: pg.connectionString, maxconnections: 2 } as never)),
+      'maxconnections',
+      'maxConnections',
+    );
+  });
+});
+
+describe("the README's option names are all known", () => {
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+  it("every name of openLedger's option table opens a ledger", async () => {
+    const table = readme.slice(readme.indexOf('| option | meaning |'));
+    const rows = table.slice(0, table.indexOf('\n\n')).split('\n').slice(2);
+    const names = rows.flatMap((row) => [...row.split('|')[1]!.matchAll(/`(\w+)`/g)].map((m) => m[1]!));
+    expect(names).toContain('host');
+    expect(names.length).toBeGreaterThan(15);
+    const root = tempDir();
+    const options = { ...Object.fromEntries(names.map((n) => [n, undefined])), root, host: 'h', onNotice: () => {} };
+    const ledger = await openLedger(options as never);
+    await ledger.close();
+  });
+
+  it('every `postgres.X` and `witnesses.X` the README names is an option of its object', () => {
+    // Options are camelCase (`witnesses.txt` is a file the README names).
+    const named = (prefix: string) =>
+      [...readme.matchAll(new RegExp(`\`${prefix}\\.([a-z]+[A-Z]\\w*)\``, 'g'))].map((m) => m[1]!);
+    const postgres = named('postgres');
+    expect(postgres).toContain('lockTimeoutMs');
+    for (const name of postgres) readPostgresOptions({ connectionString: 'postgresql:///x', [name]: undefined });
+    const witnesses = named('witnesses');
+    expect(witnesses).toContain('closeWaitMs');
+    for (const name of witnesses) readWitnessingOptions({ witnesses: [], [name]: undefined });
+  });
+});
+
+describe('the auditor and the adapters', () => {
+  const trust = { keys: [] };
+  it('verifyBundle, auditBundle, verifyChain, openBundleDir, createWorkerLineVerifier: USAGE', async () => {
+    const reader = { header: async () => undefined, manifests: async function* () {} };
+    expectUnknown(
+      await refusal(() => verifyBundle(reader as never, { trust, requireblobs: true } as never)),
+      'requireblobs',
+      'requireBlobs',
+      'USAGE',
+    );
+    expectUnknown(
+      await refusal(() => auditBundle(reader as never, { trust, telemtry: {} } as never)),
+      'telemtry',
+      'telemetry',
+      'USAGE',
+    );
+    expectUnknown(
+      await refusal(() => verifyChain([], { trust, maxfindings: 5 } as never)),
+      'maxfindings',
+      'maxFindings',
+      'USAGE',
+    );
+    expectUnknown(
+      await refusal(() => openBundleDir(tempDir(), { maxManifestBytes: 5 } as never)),
+      'maxManifestBytes',
+      'maxManifestsBytes',
+      'USAGE',
+    );
+    expectUnknown(
+      await refusal(() => createWorkerLineVerifier({ trust, thread: 2 } as never)),
+      'thread',
+      'threads',
+      'USAGE',
+    );
+  });
+
+  it('verifyBundle reads each option once: a getter that throws is USAGE, not an uncoded error', async () => {
+    const reader = { header: async () => undefined, manifests: async function* () {} };
+    let reads = 0;
+    const options = {
+      trust,
+      get expect() {
+        reads++;
+        return reads === 1 ? 'full' : 'nonsense';
+      },
+    };
+    const report = await verifyBundle(reader as never, options as never);
+    expect(report.checked.expect).toBe('full');
+    expect(reads).toBe(1);
+    const throwing = {
+      trust,
+      get maxFindings(): number {
+        throw new Error('getter');
+      },
+    };
+    expect(await refusal(() => verifyBundle(reader as never, throwing as never))).toMatchObject({
+      code: 'USAGE',
+      message: 'verifyBundle options: reading its maxFindings failed',
+    });
+  });
+
+  it('new LedgerTelemetry refuses a misspelt option', async () => {
+    expectUnknown(
+      await refusal(() => new LedgerTelemetry({ tracerprovider: {} } as never)),
+      'tracerprovider',
+      'tracerProvider',
+    );
+  });
+
+  it('shouldCompact and compactionRequest refuse a misspelt option (a misspelt ratio was the default)', async () => {
+    expectUnknown(
+      await refusal(() => shouldCompact({ usedTokens: 60, contextWindow: 100, Ratio: 0.5 } as never)),
+      'Ratio',
+      'ratio',
+    );
+    expect(shouldCompact({ usedTokens: 60, contextWindow: 100, ratio: 0.5 })).toBe(true);
+    expectUnknown(
+      await refusal(() => compactionRequest({ messages: [], maxOutputToken: 5 } as never)),
+      'maxOutputToken',
+      'maxOutputTokens',
+    );
+  });
+
+  it('every adapter factory refuses a misspelt option', async () => {
+    const client = {};
+    expectUnknown(await refusal(() => openaiAdapter({ client, model: 'm', API: 'chat' } as never)), 'API', 'api');
+    expectUnknown(
+      await refusal(() => anthropicAdapter({ client, model: 'm', maxToken: 5 } as never)),
+      'maxToken',
+      'maxTokens',
+    );
+    expectUnknown(await refusal(() => geminiAdapter({ client, modle: 'm', model: 'm' } as never)), 'modle', 'model');
+    expectUnknown(
+      await refusal(() => aiSdkAdapter({ model: 'm', schemaform: 'strict' } as never)),
+      'schemaform',
+      'schemaForm',
+    );
+  });
+});
