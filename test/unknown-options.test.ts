@@ -16,6 +16,7 @@ import {
   fsck,
   gc,
   isHandoffLedgerError,
+  Ledger,
   LedgerTelemetry,
   openBundleDir,
   openLedger,
@@ -264,6 +265,19 @@ describePostgres('PostgreSQL', (pg: PostgresHandle) => {
       'maxConnections',
     );
   });
+});
+
+it('new Ledger(…) from a caller is a coded refusal, not a TypeError of its first field', () => {
+  for (const init of [{}, undefined, null, { keyring: {} }])
+    expect(
+      (() => {
+        try {
+          new Ledger(init as never);
+        } catch (err) {
+          return err;
+        }
+      })(),
+    ).toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT' });
 });
 
 describe("the README's option names are all known", () => {

@@ -308,7 +308,10 @@ export class Ledger {
    */
   private readonly headDates = new Map<string, { id: Digest; createdAt: string; generation: number }>();
 
-  /** @internal use openLedger */
+  /**
+   * @internal use openLedger
+   * @throws LedgerError `INVALID_ARGUMENT` when called other than by openLedger
+   */
   constructor(init: {
     host: string;
     root: string;
@@ -328,6 +331,16 @@ export class Ledger {
     /** The current key's log record, damaged (a diagnosing open goes on for fsck): that key signs nothing. */
     keyRecordDamage?: { keyId: string; error: ManifestError };
   }) {
+    // Exported for `instanceof` and its type; made by openLedger only. `new Ledger({})` from a caller was a TypeError
+    // of whichever field came first.
+    let made = false;
+    try {
+      made = typeof init === 'object' && init !== null && init.keyring instanceof Keyring;
+    } catch {
+      // a proxy or getter of the caller's: not openLedger's init either
+    }
+    if (!made)
+      throw new LedgerError('INVALID_ARGUMENT', 'a Ledger is not constructed: open one with openLedger(options)');
     this.lastSignedAt = init.lastSignedAt;
     this.keyRecordDamage = init.keyRecordDamage;
     this.host = init.host;
