@@ -4,7 +4,7 @@
  * `AuditError`: it is a finding in the report. The `code` is the contract; messages are for people.
  * Isomorphic.
  */
-import { HandoffLedgerError } from '../../store/errors.js';
+import { HandoffLedgerError, readOptionFieldsAs } from '../../store/errors.js';
 
 export type AuditErrorCode =
   /** Bad command-line arguments or options. CLI exit 2. */
@@ -22,4 +22,20 @@ export type AuditErrorCode =
 
 export class AuditError extends HandoffLedgerError<AuditErrorCode> {
   override readonly name = 'AuditError';
+}
+
+/** The auditor's refusal of its caller's options: `USAGE`. */
+export const auditUsage = (message: string, options?: { cause?: unknown }): AuditError =>
+  new AuditError('USAGE', message, options);
+
+/**
+ * Options read once into a plain object (a getter or proxy that throws, or a field of another name: `USAGE` naming it,
+ * before any work), naming a trust store as the types say; what is checked is what the audit then uses.
+ */
+export function readAuditOptions<O>(options: unknown, names: readonly string[], what: string): O {
+  const needsTrust = () => auditUsage(`${what} needs options naming the pinned trust store: { trust }`);
+  if (typeof options !== 'object' || options === null) throw needsTrust();
+  const read = readOptionFieldsAs(options, names, `${what} options`, auditUsage) as { trust?: unknown };
+  if (typeof read.trust !== 'object' || read.trust === null) throw needsTrust();
+  return read as O;
 }

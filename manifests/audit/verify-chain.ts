@@ -24,8 +24,8 @@ import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
 import { startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
 import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
-import { AuditError } from './errors.js';
-import { readOptionFieldsAs, shownValue, type NamesEveryField } from '../../store/errors.js';
+import { AuditError, readAuditOptions } from './errors.js';
+import { shownValue, type NamesEveryField } from '../../store/errors.js';
 import { counted } from '../encoding/printable.js';
 import { ChainTracker, type AuditScope } from './chain-rules.js';
 import {
@@ -256,22 +256,6 @@ export const BUNDLE_FIELDS = [
 ] as const satisfies ReadonlyArray<keyof VerifyBundleOptions>;
 const everyBundleField: NamesEveryField<VerifyBundleOptions, typeof BUNDLE_FIELDS> = true;
 void everyBundleField;
-
-/** The auditor's refusal of its caller's options: `USAGE`. */
-export const auditUsage = (message: string, options?: { cause?: unknown }): AuditError =>
-  new AuditError('USAGE', message, options);
-
-/**
- * Options read once into a plain object (a getter or proxy that throws, or a field of another name: `USAGE` naming it,
- * before any work), naming a trust store as the types say; what is checked is what the audit then uses.
- */
-function readAuditOptions<O>(options: unknown, names: readonly string[], what: string): O {
-  const needsTrust = () => auditUsage(`${what} needs options naming the pinned trust store: { trust }`);
-  if (typeof options !== 'object' || options === null) throw needsTrust();
-  const read = readOptionFieldsAs(options, names, `${what} options`, auditUsage) as { trust?: unknown };
-  if (typeof read.trust !== 'object' || read.trust === null) throw needsTrust();
-  return read as O;
-}
 
 const isSyncIterable = (lines: Iterable<string> | AsyncIterable<string>): lines is Iterable<string> =>
   typeof (lines as Iterable<string>)[Symbol.iterator] === 'function';

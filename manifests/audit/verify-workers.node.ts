@@ -12,8 +12,8 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { AuditError } from './errors.js';
-import { readOptionFieldsAs, shownValue, type NamesEveryField } from '../../store/errors.js';
+import { AuditError, readAuditOptions } from './errors.js';
+import { shownValue, type NamesEveryField } from '../../store/errors.js';
 import { startLineDispatcher, type LinePort } from './line-dispatch.js';
 import { digestOfReady } from '../../store/hash/digest.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
@@ -71,18 +71,9 @@ void everyWorkerField;
  * @throws AuditError `USAGE`
  */
 function readWorkerOptions(given: unknown): WorkerLineVerifierOptions {
-  const needsTrust = () =>
-    new AuditError('USAGE', 'createWorkerLineVerifier needs options naming the pinned trust store: { trust }');
-  if (typeof given !== 'object' || given === null) throw needsTrust();
-  // Each field read once (a getter that throws, or a name it does not know: USAGE naming it).
-  const options = readOptionFieldsAs(
-    given,
-    WORKER_FIELDS,
-    'createWorkerLineVerifier options',
-    (message, o) => new AuditError('USAGE', message, o),
-  );
-  const { trust, threads, verifier } = options;
-  if (typeof trust !== 'object' || trust === null) throw needsTrust();
+  // Each field read once (a getter that throws, or a name it does not know: USAGE naming it), with a trust store.
+  const options = readAuditOptions<WorkerLineVerifierOptions>(given, WORKER_FIELDS, 'createWorkerLineVerifier');
+  const { threads, verifier } = options;
   if (threads !== undefined && !(Number.isSafeInteger(threads) && (threads as number) >= 0))
     throw new AuditError(
       'USAGE',
@@ -93,7 +84,7 @@ function readWorkerOptions(given: unknown): WorkerLineVerifierOptions {
       'USAGE',
       `createWorkerLineVerifier: verifier must be 'node' or 'noble', not ${shownValue(verifier)}`,
     );
-  return options as WorkerLineVerifierOptions;
+  return options;
 }
 
 /**

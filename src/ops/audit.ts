@@ -1,14 +1,13 @@
 /** `verifyBundle` with a `verify` span and metrics: the offline audit as the Node CLI and Node hosts run it. */
 import type { BundleReader } from '../../manifests/audit/bundle.js';
 import {
-  auditUsage,
   BUNDLE_FIELDS,
   verifyBundle,
   type BundleAuditReport,
   type VerifyBundleOptions,
 } from '../../manifests/audit/verify-chain.js';
 import { readOptionFieldsAs } from '../../store/errors.js';
-import { AuditError } from '../../manifests/audit/errors.js';
+import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
 import { LedgerTelemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 
 /**

@@ -7,7 +7,7 @@
 import { constants, createReadStream } from 'node:fs';
 import { lstat, open, realpath } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { AuditError } from '../../manifests/audit/errors.js';
+import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
 import { readOptionFieldsAs, shownValue } from '../../store/errors.js';
 import { DEFAULT_MAX_MANIFESTS_BYTES } from '../../manifests/audit/auditor-options.js';
 import {
@@ -99,12 +99,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
   if (typeof dir !== 'string' || dir === '')
     throw new AuditError('USAGE', 'openBundleDir needs the path of a bundle directory (a non-empty string)');
   // Read once (a getter that throws, or a name it does not know: USAGE naming it).
-  const { maxManifestsBytes } = readOptionFieldsAs(
-    options,
-    ['maxManifestsBytes'],
-    'openBundleDir options',
-    (message, o) => new AuditError('USAGE', message, o),
-  );
+  const { maxManifestsBytes } = readOptionFieldsAs(options, ['maxManifestsBytes'], 'openBundleDir options', auditUsage);
   const maxBytes = (maxManifestsBytes ?? DEFAULT_MAX_MANIFESTS_BYTES) as number;
   // A bound that is no byte count compares false with every size: the bundle would be read whatever its size.
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 0)
