@@ -122,7 +122,12 @@ function checkByteLimit(value: unknown, name: string): number | undefined {
   return value as number | undefined;
 }
 
-function checkOptions(options: unknown): { maxBytes?: number; signal?: AbortSignal } {
+/**
+ * A read's options (`get`, `chunks`) as every store checks them, each field read once: not an object (`null`
+ * included), a field it does not know (a misspelt maxBytes: no bound), a signal that is none, a bound that is no byte
+ * count: `INVALID_ARGUMENT`.
+ */
+export function checkReadOptions(options: unknown): { maxBytes?: number; signal?: AbortSignal } {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
   // Each field read once; a getter that throws, or a name it does not know (a misspelt maxBytes: no bound), refused.
@@ -185,7 +190,7 @@ export abstract class AbstractBlobStore implements BlobStore {
   }
 
   async put(source: BlobSource, options?: PutOptions): Promise<BlobInfo> {
-    const { maxBytes, signal } = checkOptions(options);
+    const { maxBytes, signal } = checkReadOptions(options);
     const limits: WriteLimits = { limit: Math.min(maxBytes ?? Infinity, this.maxBlobBytes), signal };
     throwIfAborted(signal);
     if (source instanceof Uint8Array) {
@@ -233,7 +238,7 @@ export abstract class AbstractBlobStore implements BlobStore {
   }
 
   private readLimits(options: GetOptions | undefined): ReadLimits {
-    const { maxBytes, signal } = checkOptions(options);
+    const { maxBytes, signal } = checkReadOptions(options);
     throwIfAborted(signal);
     return { limit: maxBytes ?? this.maxBlobBytes, signal };
   }

@@ -3,27 +3,19 @@
  * that names them), larger ones in the blob store. Reads, listing, gc and export go through this one
  * `BlobStore`, so an inline blob is re-hashed, exported, verified, collected and checked like a file.
  */
-import type {
-  BlobInfo,
-  BlobSource,
-  BlobStat,
-  BlobStore,
-  DeleteOptions,
-  GetOptions,
-  PutOptions,
+import {
+  checkReadOptions,
+  type BlobInfo,
+  type BlobSource,
+  type BlobStat,
+  type BlobStore,
+  type DeleteOptions,
+  type GetOptions,
+  type PutOptions,
 } from '../../store/blob-store.js';
-import { readOptionFields, StoreError, throwIfAborted } from '../../store/errors.js';
+import { StoreError, throwIfAborted } from '../../store/errors.js';
 import { digestHex, hashBytes, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import type { InlineBlobTable } from '../../manifests/log/log.js';
-
-/**
- * A read's options, each field read once, and refused (`INVALID_ARGUMENT`) as the file tier refuses them (`null`, a
- * name it does not know): an inline blob is found before the file tier is asked.
- */
-function readGetOptions(given: GetOptions | undefined): GetOptions {
-  if (given === null) throw new StoreError('INVALID_ARGUMENT', 'options must be an object');
-  return readOptionFields(given, ['signal', 'maxBytes'], 'blob options', StoreError) as GetOptions;
-}
 
 export class TieredBlobStore implements BlobStore {
   /** The file tier's clock (BlobStore.clock); the inline tier's log keeps storage times on the same one. */
@@ -60,12 +52,14 @@ export class TieredBlobStore implements BlobStore {
   }
 
   async get(digest: string, given?: GetOptions): Promise<Uint8Array> {
-    const options = readGetOptions(given);
+    // Checked as the file tier checks them: an inline blob is found before the file tier is asked.
+    const options = checkReadOptions(given);
     return (await this.inlineBytes(digest, options)) ?? this.files.get(digest, options);
   }
 
   async *chunks(digest: string, given?: GetOptions): AsyncIterable<Uint8Array> {
-    const options = readGetOptions(given);
+    // Checked as the file tier checks them: an inline blob is found before the file tier is asked.
+    const options = checkReadOptions(given);
     const bytes = await this.inlineBytes(digest, options);
     if (bytes === undefined) yield* this.files.chunks(digest, options);
     else yield bytes;
