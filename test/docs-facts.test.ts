@@ -4,7 +4,7 @@
  * test/package holds the tarball to, and what it says `diagnose` leaves is what an open with it leaves; DESIGN.md's and
  * ARCHITECTURE.md's formats are the code's.
  */
-import { existsSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
@@ -217,5 +217,19 @@ describe("docs/AUDIT.md's audit-ui synopsis", () => {
     const said = read('docs/AUDIT.md').replace(/\s+/g, ' ');
     const synopsis = /`handoff-ledger audit-ui ([^`]*)`/.exec(said)?.[1] ?? '';
     expect([...new Set(synopsis.match(/--[a-z-]+/g))].sort()).toEqual(parsed);
+  });
+});
+
+describe("src/README.md's ops/ line", () => {
+  // It named export, the bundle directory reader, fsck, gc and auditBundle, and not the server audit-ui runs
+  // (audit-server.ts) nor the page's module (auditor-page.ts, `handoff-ledger/web`), both in src/ops.
+  it('names every module of src/ops (each by its file name, or a `prefix-*.ts` pattern covering it)', () => {
+    const line = /^- `ops\/` — (.*(?:\n {2}.*)*)/m.exec(read('src/README.md'))?.[1] ?? '';
+    const named = [...line.matchAll(/`([\w.*-]+\.ts)`/g)].map(
+      (m) => new RegExp(`^${m[1]!.replace(/\./g, '\\.').replace(/\*/g, '[\\w-]*')}$`),
+    );
+    const files = readdirSync(new URL('../src/ops/', import.meta.url)).filter((f) => f.endsWith('.ts'));
+    expect(files.length).toBeGreaterThan(5);
+    expect(files.filter((f) => !named.some((n) => n.test(f)))).toEqual([]);
   });
 });
