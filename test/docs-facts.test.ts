@@ -233,3 +233,20 @@ describe("src/README.md's ops/ line", () => {
     expect(files.filter((f) => !named.some((n) => n.test(f)))).toEqual([]);
   });
 });
+
+describe("benchmarks/README.md's list of suites", () => {
+  // Its first paragraph listed raw limits, sizes, concurrency, chain verification, RSS and PostgreSQL: not the alone,
+  // resume-steps and chain-floor suites of benchmarks/suites/, nor the names `--only` takes.
+  const first = read('benchmarks/README.md').split('\n\n')[1]!.replace(/\s+/g, ' ');
+  it('names every file of benchmarks/suites/', () => {
+    const files = readdirSync(new URL('../benchmarks/suites/', import.meta.url)).filter((f) => f.endsWith('.ts'));
+    expect(files.length).toBeGreaterThan(5);
+    expect(files.filter((f) => !first.includes(`\`${f}\``))).toEqual([]);
+  });
+  it('gives the suite names run.ts takes in --only, in its order', () => {
+    const suites = /const SUITES = \[([^\]]*)\]/.exec(read('benchmarks/run.ts'))?.[1] ?? '';
+    const names = [...suites.matchAll(/'([\w-]+)'/g)].map((m) => m[1]!);
+    expect(names.length).toBeGreaterThan(5);
+    expect(/`--only` takes `([\w,-]+)`/.exec(first)?.[1]).toBe(names.join(','));
+  });
+});
