@@ -7,6 +7,7 @@
 import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import ts from 'typescript';
 import { openLedger } from '../src/ledger/open.js';
 import { tempDir } from './support/tmp.js';
 
@@ -248,5 +249,29 @@ describe("benchmarks/README.md's list of suites", () => {
     const names = [...suites.matchAll(/'([\w-]+)'/g)].map((m) => m[1]!);
     expect(names.length).toBeGreaterThan(5);
     expect(/`--only` takes `([\w,-]+)`/.exec(first)?.[1]).toBe(names.join(','));
+  });
+});
+
+describe("the README's list of the Ledger's members", () => {
+  // It named publish … close() and checkpointFailure, but not checkLog, checkpointVerifierKey, keyId, recovery (nor
+  // checkpoint, the proofs, or the properties host, root, log, blobs, hashBackend, verifier, telemetry).
+  it('is every public member of the Ledger class (not @internal), and names no other', () => {
+    const source = ts.createSourceFile('ledger.ts', read('src/ledger/ledger.ts'), ts.ScriptTarget.Latest, true);
+    const cls = source.statements.find((s) => ts.isClassDeclaration(s) && s.name?.text === 'Ledger');
+    const members = (cls as ts.ClassDeclaration).members
+      .filter((m) => m.name && !ts.isConstructorDeclaration(m))
+      .filter((m) => !ts.getModifiers(m as ts.HasModifiers)?.some((x) => x.kind === ts.SyntaxKind.PrivateKeyword))
+      .filter((m) => !ts.getJSDocTags(m).some((t) => t.tagName.text === 'internal'))
+      .map((m) => m.name!.getText(source));
+    expect(members.length).toBeGreaterThan(20);
+    const list = readme.split('`Ledger` methods:')[1]!.split('`fsck(ledger)`')[0]!;
+    // The names the list gives, outside the parentheses that say what each does.
+    let top = list;
+    while (/\([^()]+\)/.test(top)) top = top.replace(/\([^()]+\)/g, '');
+    const said = [...top.matchAll(/`(\w+)(?:\(\))?`/g)].map((m) => m[1]!);
+    expect([...said].sort()).toEqual([...members].sort());
+    const recovery = /export interface RecoveryReport \{([^}]*)\}/.exec(read('src/ledger/ledger.ts'))?.[1] ?? '';
+    const fields = [...recovery.matchAll(/^ {2}(\w+):/gm)].map((m) => m[1]!);
+    expect(list.replace(/\s+/g, ' ')).toContain(`\`recovery\` (what the open found: \`{ ${fields.join(', ')} }\``);
   });
 });
