@@ -69,6 +69,40 @@ describe('the synopsis names every option the parser accepts', () => {
   });
 });
 
+describe('the synopsis shows an option that may repeat as repeatable, and no other', () => {
+  // verify and audit-ui take `--trust FILE` once per file (parse's `multiple`), which only the option's line said: the
+  // synopsis, which a usage error prints alone, showed `--trust FILE` / `[--trust FILE]` as if given once.
+  /** The options the synopsis shows as `[--name …]…`: a bracketed group (brackets nested inside) followed by `…`. */
+  const shownRepeatable = (synopsis: string): string[] => {
+    const out: string[] = [];
+    for (const m of synopsis.matchAll(/\[--([a-z][a-z0-9-]*)/g)) {
+      let depth = 0;
+      let end = m.index;
+      do depth += synopsis[end] === '[' ? 1 : synopsis[end] === ']' ? -1 : 0;
+      while (depth > 0 && ++end < synopsis.length);
+      if (synopsis[end + 1] === '…') out.push(m[1]!);
+    }
+    return out;
+  };
+
+  it.each(Object.keys(commands))('%s', async (name) => {
+    const repeatable = new Set<string>();
+    for (const prefix of parsers[name] ?? [[name]]) {
+      seen.length = 0;
+      expect(await main([...prefix, '--not-an-option'], captureIo().io)).toBe(2);
+      for (const options of seen)
+        for (const [option, config] of Object.entries(options)) if (config.multiple) repeatable.add(option);
+    }
+    expect(shownRepeatable(commands[name]!.synopsis).sort()).toEqual([...repeatable].sort());
+  });
+
+  it('is what verify, audit-ui and checkpoint parse with multiple', () => {
+    expect(shownRepeatable(commands.verify!.synopsis)).toEqual(['trust']);
+    expect(shownRepeatable(commands['audit-ui']!.synopsis)).toEqual(['trust']);
+    expect(shownRepeatable(commands.checkpoint!.synopsis)).toEqual(['witness']);
+  });
+});
+
 describe('command help describes each option on a line of its own', () => {
   // The synopsis names an option; the option lines say what it does. `keys` listed `--out` and `--at` (and the
   // subcommand `list`) in its synopsis only.

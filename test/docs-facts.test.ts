@@ -219,6 +219,13 @@ describe("docs/AUDIT.md's audit-ui synopsis", () => {
     const synopsis = /`handoff-ledger audit-ui ([^`]*)`/.exec(said)?.[1] ?? '';
     expect([...new Set(synopsis.match(/--[a-z-]+/g))].sort()).toEqual(parsed);
   });
+
+  // It gave `[--trust FILE]` (repeatable: once per file) and `--since CHECKPOINT` where the help says `FILE`.
+  it('is the synopsis the command prints', async () => {
+    const { commands } = await import('../src/cli/commands.js');
+    const said = read('docs/AUDIT.md').replace(/\s+/g, ' ');
+    expect(/`handoff-ledger (audit-ui [^`]*)`/.exec(said)?.[1]).toBe(commands['audit-ui']!.synopsis);
+  });
 });
 
 describe("src/README.md's ops/ line", () => {

@@ -19,7 +19,7 @@ import { readTrustFiles } from './trust-file.js';
 import { decimalOption, EXIT_OK, EXIT_USAGE, onStopSignal, parse, UsageError, type CliIo } from './io.js';
 
 export const usage =
-  'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
+  'audit-ui [--open] [--trust FILE]… [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
 
 function openInBrowser(url: string, io: CliIo): void {
   const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';

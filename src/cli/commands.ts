@@ -177,7 +177,7 @@ export const commands: Record<string, CommandSpec> = {
   verify: {
     summary: 'audit a bundle offline',
     synopsis:
-      'verify DIR --trust FILE [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N]',
+      'verify DIR --trust FILE [--trust FILE]… [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N]',
     options: [
       "--trust FILE      the pinned public keys (`handoff-ledger keys export`); once per file: a shared store's",
       '                  hosts each export their own, merged (one key id with two public keys: TRUST_INVALID)',
@@ -208,7 +208,7 @@ export const commands: Record<string, CommandSpec> = {
   'audit-ui': {
     summary: "serve the auditor's page on 127.0.0.1 with a bundle preloaded",
     synopsis:
-      'audit-ui [--open] [--trust FILE] [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]',
+      'audit-ui [--open] [--trust FILE]… [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]',
     options: [
       '--trust FILE      preload this trust file too (else the auditor picks one in the page); once per file:',
       '                  several are merged, as verify merges them, and the page is given their union',

@@ -61,7 +61,7 @@ import { counted, printable, printableJson, printableLines } from '../../manifes
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
 
 export const usage =
-  'verify DIR --trust FILE [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N]';
+  'verify DIR --trust FILE [--trust FILE]… [--since FILE] [--witness-keys FILE --quorum K] [--json] [--workers auto|N] [--verifier node|noble] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N]';
 
 /**
  * `--witness-keys FILE --quorum K`: both or neither (manifests/audit/verify-witnesses.ts); the policy and the
