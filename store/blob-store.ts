@@ -112,7 +112,7 @@ function invalid(message: string): StoreError {
 export function byteLimitProblem(value: unknown, name: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
-    return `${name} must be a non-negative integer, got ${String(value).slice(0, 40)}`;
+    return `${name} must be a non-negative integer, got ${shownValue(value)}`;
   return undefined;
 }
 

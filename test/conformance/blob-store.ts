@@ -327,6 +327,27 @@ export function blobStoreSuite(name: string, factory: BlobStoreFactory): void {
         expect(await collect(fx.store.list())).toEqual([info.digest]);
       });
 
+      it('names a refused maxBytes as every refusal names a value (shownValue): a string quoted, an object by its type', async () => {
+        // byteLimitProblem spelt it String(value): '100' read as the number 100, and an object whose toString throws
+        // threw that error in place of the coded refusal.
+        const info = await fx.store.put(bytes(100));
+        const hostile = {
+          toString() {
+            throw new Error('toString called');
+          },
+        };
+        for (const [maxBytes, shown] of [
+          ['100', '"100"'],
+          [hostile, 'an object'],
+          [-1, '-1'],
+        ] as const) {
+          const err = await expectStoreError(fx.store.get(info.digest, { maxBytes } as never), 'INVALID_ARGUMENT');
+          expect(err.message).toBe(`maxBytes must be a non-negative integer, got ${shown}`);
+          const put = await expectStoreError(fx.store.put(bytes(10, 3), { maxBytes } as never), 'INVALID_ARGUMENT');
+          expect(put.message).toBe(err.message);
+        }
+      });
+
       it('checks the digest before anything else: INVALID_DIGEST even with invalid options', async () => {
         await expectStoreError(fx.store.get('blake3:zz', { maxBytes: -1 }), 'INVALID_DIGEST');
       });
