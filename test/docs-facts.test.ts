@@ -282,3 +282,16 @@ describe("the README's list of the Ledger's members", () => {
     expect(list.replace(/\s+/g, ' ')).toContain(`\`recovery\` (what the open found: \`{ ${fields.join(', ')} }\``);
   });
 });
+
+describe("the README's table of openLedger's options", () => {
+  // It had no row for blobs, log, fs, levelLog and clock, which openLedger takes (and refuses misspelt).
+  it('has a row for every field openLedger reads (OPEN_FIELDS), and none for another', () => {
+    const fields = /const OPEN_FIELDS = \[([^\]]*)\]/.exec(read('src/ledger/open.ts'))?.[1] ?? '';
+    const code = [...fields.matchAll(/'(\w+)'/g)].map((m) => m[1]!);
+    expect(code.length).toBeGreaterThan(15);
+    const table = readme.split('`openLedger(options)`:')[1]!.split('\n\n')[1]!;
+    const rows = table.split('\n').filter((l) => l.startsWith('| `'));
+    const said = rows.flatMap((r) => [...r.split('|')[1]!.matchAll(/`(\w+)`/g)].map((m) => m[1]!));
+    expect([...said].sort()).toEqual([...code].sort());
+  });
+});
