@@ -295,3 +295,40 @@ describe("the README's table of openLedger's options", () => {
     expect([...said].sort()).toEqual([...code].sort());
   });
 });
+
+describe('the maps of the layers', () => {
+  // The README's "Where things live" named manifests/ without its witness/ folder (the tlog-witness request and
+  // decision the server and the ledger share).
+  const subdirs = (layer: string) =>
+    readdirSync(new URL(`../${layer}/`, import.meta.url), { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => `${e.name}/`);
+  const layers = ['store', 'manifests', 'src'];
+  /** A layer's lines in a map: from the line starting with `<layer>/` to the next line starting with a name. */
+  const mapOf = (text: string, layer: string) => {
+    const lines = text.split('\n');
+    const at = lines.findIndex((l) => l.startsWith(`${layer}/ `));
+    const end = lines.findIndex((l, i) => i > at && /^\S/.test(l));
+    return at < 0 ? '' : lines.slice(at, end < 0 ? undefined : end).join(' ');
+  };
+  it.each(layers)("the README's and ARCHITECTURE.md's maps name every folder of %s/", (layer) => {
+    expect(subdirs(layer).length).toBeGreaterThan(2);
+    const where = readme.split('## Where things live')[1]!.split('```')[1]!;
+    const architecture = read('docs/ARCHITECTURE.md').split('## Layers')[1]!.split('```')[1]!;
+    for (const [doc, text] of [
+      ['README', where],
+      ['ARCHITECTURE', architecture],
+    ] as const) {
+      const map = mapOf(text, layer);
+      expect(map, doc).not.toBe('');
+      expect(
+        subdirs(layer).filter((d) => !new RegExp(`(^|[\\s(,])${d}`).test(map)),
+        doc,
+      ).toEqual([]);
+    }
+  });
+  it.each(layers)('%s/README.md names every folder of its layer', (layer) => {
+    const own = read(`${layer}/README.md`);
+    expect(subdirs(layer).filter((d) => !own.includes(`\`${d}\``))).toEqual([]);
+  });
+});
