@@ -294,6 +294,15 @@ describe("the README's table of openLedger's options", () => {
     const said = rows.flatMap((r) => [...r.split('|')[1]!.matchAll(/`(\w+)`/g)].map((m) => m[1]!));
     expect([...said].sort()).toEqual([...code].sort());
   });
+
+  // Its postgres row gave `{ connectionString }` alone: schema and maxBlobBytes were named nowhere in the README.
+  it("gives the postgres option's fields as PostgresBackendOptions has them (hash aside: openLedger's own)", () => {
+    const type = /export interface PostgresBackendOptions \{([\s\S]*?)\n\}/.exec(read('src/ledger/postgres.ts'))?.[1];
+    const fields = [...(type ?? '').matchAll(/^ {2}(\w+\??):/gm)].map((m) => m[1]!).filter((f) => f !== 'hash?');
+    expect(fields.length).toBeGreaterThan(4);
+    const row = readme.split('\n').find((l) => l.startsWith('| `postgres` |')) ?? '';
+    expect(row).toContain(`\`{ ${fields.join(', ')} }\``);
+  });
 });
 
 describe('the maps of the layers', () => {
