@@ -271,7 +271,7 @@ describe("the README's list of the Ledger's members", () => {
       .filter((m) => !ts.getJSDocTags(m).some((t) => t.tagName.text === 'internal'))
       .map((m) => m.name!.getText(source));
     expect(members.length).toBeGreaterThan(20);
-    const list = readme.split('`Ledger` methods:')[1]!.split('`fsck(ledger)`')[0]!;
+    const list = readme.split('`Ledger` methods:')[1]!.split('`fsck(ledger')[0]!;
     // The names the list gives, outside the parentheses that say what each does.
     let top = list;
     while (/\([^()]+\)/.test(top)) top = top.replace(/\([^()]+\)/g, '');
@@ -339,5 +339,25 @@ describe('the maps of the layers', () => {
   it.each(layers)('%s/README.md names every folder of its layer', (layer) => {
     const own = read(`${layer}/README.md`);
     expect(subdirs(layer).filter((d) => !own.includes(`\`${d}\``))).toEqual([]);
+  });
+});
+
+describe("the README's maintenance calls", () => {
+  // It gave `fsck(ledger)` and `gc(ledger, { graceMs })` and named exportBundle's options nowhere: fsck's checkBlobs
+  // (the CLI's --skip-blobs), gc's dryRun and now, export's out, principal, session, withBlobs, since were unsaid.
+  const fieldsOf = (file: string, type: string) =>
+    [
+      ...(new RegExp(`export interface ${type} \\{([\\s\\S]*?)\\n\\}`).exec(read(file))?.[1] ?? '').matchAll(
+        /^ {2}(\w+\??):/gm,
+      ),
+    ].map((m) => m[1]!);
+  it.each([
+    ['fsck', 'src/ops/maintenance.ts', 'FsckOptions'],
+    ['gc', 'src/ops/maintenance.ts', 'GcOptions'],
+    ['exportBundle', 'src/ops/export.ts', 'ExportOptions'],
+  ])('%s(ledger, …) names every field of its options', (name, file, type) => {
+    const fields = fieldsOf(file, type);
+    expect(fields.length).toBeGreaterThan(1);
+    expect(readme.replace(/\s+/g, ' ')).toContain(`\`${name}(ledger, { ${fields.join(', ')} })\``);
   });
 });
