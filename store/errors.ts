@@ -188,12 +188,12 @@ function editDistance(a: string, b: string, limit: number): number {
 }
 
 /**
- * A caller's value as a refusal's message names it, without converting it: a string quoted (its first 40 units), a
+ * A caller's value as a refusal's message names it, without converting it: a string quoted (its first `max` units), a
  * number, boolean, bigint, null or undefined as itself, anything else by its type. `${value}` or `String(value)` of an
  * object whose `toString` throws (or a symbol, in a template) threw that error in place of the coded refusal.
  */
-export function shownValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+export function shownValue(value: unknown, max = 40): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, max));
   if (value === null || ['number', 'boolean', 'bigint', 'undefined'].includes(typeof value)) return String(value);
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }

@@ -37,10 +37,7 @@ function checkId(value: unknown, name: string, wildcard = false): string {
 
 function checkCount(value: unknown, name: string, min = 0): number {
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min) return value;
-  throw new ManifestError(
-    'INVALID_ARGUMENT',
-    `${name} must be a non-negative integer, got ${String(value).slice(0, 40)}`,
-  );
+  throw new ManifestError('INVALID_ARGUMENT', `${name} must be a non-negative integer, got ${shownValue(value)}`);
 }
 
 /**
@@ -76,10 +73,7 @@ export function isGrantTime(value: unknown): value is string {
 
 function checkDigest(value: unknown, name: string): Digest {
   if (isDigest(value)) return value;
-  throw new ManifestError(
-    'INVALID_ID',
-    `${name} is not a blake3 digest: ${JSON.stringify(String(value).slice(0, 80))}`,
-  );
+  throw new ManifestError('INVALID_ID', `${name} is not a blake3 digest: ${shownValue(value, 80)}`);
 }
 
 function checkObject<T>(value: unknown, name: string): Partial<T> {
@@ -91,10 +85,7 @@ function checkObject<T>(value: unknown, name: string): Partial<T> {
 function checkKeyId(value: unknown): string {
   // Key ids become LevelDB key suffixes and SQL values: printable ASCII, like the manifest's own rule.
   if (typeof value === 'string' && /^[\x21-\x7e]{1,256}$/.test(value)) return value;
-  throw new ManifestError(
-    'INVALID_ARGUMENT',
-    `keyId is not a printable key id: ${JSON.stringify(String(value).slice(0, 80))}`,
-  );
+  throw new ManifestError('INVALID_ARGUMENT', `keyId is not a printable key id: ${shownValue(value, 80)}`);
 }
 
 /** ISO-8601 UTC with milliseconds: the one form whose text order is time order (the logs compare it as text). */
@@ -348,7 +339,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
     if (proposed !== undefined && (typeof proposed !== 'string' || !isValidOrigin(proposed)))
       throw new ManifestError(
         'INVALID_ARGUMENT',
-        `origin ${JSON.stringify(String(proposed).slice(0, 80))} is not a valid origin (${ORIGIN_RULE})`,
+        `origin ${shownValue(proposed, 80)} is not a valid origin (${ORIGIN_RULE})`,
       );
     // A name the CLI would print escaped is not given to a log that has none; one stored already (a log named before
     // the rule) is answered as ever, whatever is proposed.

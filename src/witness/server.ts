@@ -25,6 +25,7 @@ import { LedgerError } from '../errors.js';
 import { KeyedMutex } from '../ledger/locks.js';
 import { originHash, type StoredLog, type WitnessState } from './state.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
+import { shownValue } from '../../store/errors.js';
 
 export interface WitnessServerOptions {
   signer: NoteSigner;
@@ -178,7 +179,7 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
   if (!(Number.isInteger(timeout) && timeout >= 1 && timeout <= MAX_TIMER_MS))
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `requestTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(timeout)}`,
+      `requestTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${shownValue(timeout)}`,
     );
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
   const perLog = new KeyedMutex();

@@ -11,7 +11,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
-import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
+import { shownValue, StoreError, storageFailure, throwIfAborted } from '../errors.js';
 import { nodeFsOps, type FsOps } from './ops.js';
 import { deleteIfOld, restoreAside } from './gc-aside.js';
 import { settledOrAborted } from '../abort.js';
@@ -124,10 +124,7 @@ export class FsBlobStore extends AbstractBlobStore {
     this.hashThread = options.hashThread ?? options.hash.name === 'native';
     const keep = options.keepStagingMs ?? 0;
     if (typeof keep !== 'number' || !Number.isFinite(keep) || keep < 0)
-      throw new StoreError(
-        'INVALID_ARGUMENT',
-        `keepStagingMs must be a non-negative number, got ${String(keep).slice(0, 40)}`,
-      );
+      throw new StoreError('INVALID_ARGUMENT', `keepStagingMs must be a non-negative number, got ${shownValue(keep)}`);
     this.keepStagingMs = keep;
   }
 

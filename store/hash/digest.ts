@@ -4,7 +4,7 @@
  */
 import { blake3 } from '@noble/hashes/blake3.js';
 import { createBLAKE3 } from 'hash-wasm';
-import { StoreError } from '../errors.js';
+import { shownValue, StoreError } from '../errors.js';
 
 export type Digest = `blake3:${string}`;
 
@@ -22,7 +22,7 @@ export function isDigest(value: unknown): value is Digest {
  */
 export function digestHex(digest: string): string {
   if (!isDigest(digest)) {
-    throw new StoreError('INVALID_DIGEST', `not a blake3 digest: ${JSON.stringify(String(digest).slice(0, 80))}`);
+    throw new StoreError('INVALID_DIGEST', `not a blake3 digest: ${shownValue(digest, 80)}`);
   }
   return digest.slice(7);
 }

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { onAbort } from '../abort.js';
-import { isHandoffLedgerError } from '../errors.js';
+import { isHandoffLedgerError, shownValue } from '../errors.js';
 
 /** Default `lockTimeoutMs`: how long a statement waits for a lock another connection holds. */
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
@@ -194,7 +194,7 @@ const CONNECTION_STRING_RE = /^(?:(?:postgres|postgresql|socket):|\/)/i;
  */
 export function pgOptionsProblem(options: PgConnectOptions): string | undefined {
   if (options.schema !== undefined && (typeof options.schema !== 'string' || !SCHEMA_RE.test(options.schema)))
-    return `schema must be a lowercase identifier matching ${SCHEMA_RE}, got ${JSON.stringify(options.schema)}`;
+    return `schema must be a lowercase identifier matching ${SCHEMA_RE}, got ${shownValue(options.schema)}`;
   if (options.pool === undefined && (typeof options.connectionString !== 'string' || options.connectionString === ''))
     return 'PostgreSQL backend needs a connectionString (a non-empty postgresql:// URL) or a pool';
   // The driver reads anything else as a URL relative to postgres://base: `localhost/db` or a libpq `host=… dbname=…`
@@ -206,13 +206,13 @@ export function pgOptionsProblem(options: PgConnectOptions): string | undefined 
     return 'pool must be a pg.Pool of node-postgres 8 (its connect, query, on, options and Client are used)';
   const { maxConnections, lockTimeoutMs, idleInTransactionTimeoutMs } = options;
   if (maxConnections !== undefined && !(Number.isSafeInteger(maxConnections) && maxConnections >= 1))
-    return `maxConnections must be a positive integer, got ${String(maxConnections)}`;
+    return `maxConnections must be a positive integer, got ${shownValue(maxConnections)}`;
   for (const [name, ms] of [
     ['lockTimeoutMs', lockTimeoutMs],
     ['idleInTransactionTimeoutMs', idleInTransactionTimeoutMs],
   ] as const)
     if (ms !== undefined && !(Number.isSafeInteger(ms) && ms >= 0 && ms <= 2 ** 31 - 1))
-      return `${name} must be an integer number of milliseconds from 0 to 2147483647, got ${String(ms)}`;
+      return `${name} must be an integer number of milliseconds from 0 to 2147483647, got ${shownValue(ms)}`;
   return undefined;
 }
 
