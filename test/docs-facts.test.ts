@@ -361,3 +361,23 @@ describe("the README's maintenance calls", () => {
     expect(readme.replace(/\s+/g, ' ')).toContain(`\`${name}(ledger, { ${fields.join(', ')} })\``);
   });
 });
+
+describe("the README's CLI and web/README.md's files", () => {
+  it('the CLI section lists every command of the help table, and no other', async () => {
+    const { commands } = await import('../src/cli/commands.js');
+    const block = readme.split('## CLI')[1]!.split('```')[1]!;
+    const listed = [...block.matchAll(/^.*?# ([a-z -]+)$/gm)].slice(0, 2).flatMap((m) => m[1]!.trim().split(/\s+/));
+    expect(listed.sort()).toEqual(Object.keys(commands).sort());
+  });
+
+  it("web/README.md's table names every source file of the page", () => {
+    const files = (dir: string): string[] =>
+      readdirSync(new URL(`../web/${dir}`, import.meta.url), { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? files(`${dir}${e.name}/`) : [`${dir}${e.name}`],
+      );
+    const sources = files('').filter((f) => /\.(ts|mjs|html|css)$/.test(f));
+    expect(sources.length).toBeGreaterThan(10);
+    const table = read('web/README.md').split('## What lives here')[1]!.split('\n## ')[0]!;
+    expect(sources.filter((f) => !table.includes(`\`${f}\``))).toEqual([]);
+  });
+});
