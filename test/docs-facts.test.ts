@@ -381,3 +381,17 @@ describe("the README's CLI and web/README.md's files", () => {
     expect(sources.filter((f) => !table.includes(`\`${f}\``))).toEqual([]);
   });
 });
+
+describe("SECURITY.md's filesystem rule", () => {
+  // It said "group/world-writable roots or key files are refused": a key file group or others may only read (0640,
+  // 0604) is refused too, as DESIGN.md says.
+  it('names the modes the key file, trust file and store directories are refused for', () => {
+    expect(read('src/keys/local-signer.ts')).toMatch(/if \(\(st\.mode & 0o077\) !== 0\)/);
+    expect(read('src/keys/keyring.ts')).toMatch(/if \(\(st\.mode & 0o022\) !== 0\)/);
+    expect(read('store/fs/safe-dir.ts')).toMatch(/if \(\(st\.mode & 0o022\) !== 0\)/);
+    const said = read('SECURITY.md').replace(/\s+/g, ' ');
+    const rule = /\*\*Local filesystem tricks\.\*\* (.*?)\. [A-Z]/.exec(said)?.[1] ?? '';
+    expect(rule).toContain('store directories and trust.json that group or others may write');
+    expect(rule).toContain('key files that group or others may read or write');
+  });
+});
