@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { parseVerifierKey, type NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { isCheckpointOrigin } from '../../manifests/format/checkpoint.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
+import { shownValue } from '../../store/errors.js';
 import { LedgerError } from '../errors.js';
 
 /**
@@ -67,9 +68,16 @@ export function parseWitnessLogs(text: string): Map<string, NoteVerifierKey[]> {
     for (const log of crowded as unknown[]) {
       const { origin, keys } = (log ?? {}) as { origin?: unknown; keys?: unknown };
       if (!Array.isArray(keys) || keys.length <= MAX_WITNESS_LOG_KEYS) continue;
+      // The origin is named as it is written when it is a string, else by its type: `String(origin)` of an object whose
+      // toString is no function threw a TypeError, and of an array nested deep enough a RangeError (the schema refuses
+      // such an origin, but this check of the keys comes first).
+      const named =
+        typeof origin === 'string'
+          ? JSON.stringify(origin.slice(0, 300))
+          : `with origin ${shownValue(origin)} (not a string)`;
       throw new LedgerError(
         'INVALID_ARGUMENT',
-        `the logs file lists ${keys.length} keys for the log ${JSON.stringify(String(origin).slice(0, 300))}, more ` +
+        `the logs file lists ${keys.length} keys for the log ${named}, more ` +
           `than the ${MAX_WITNESS_LOG_KEYS} a log may list: keep the key each host of the log signs checkpoints with ` +
           'now (`handoff-ledger keys vkey` on each host) and the one a rotation replaced until this witness has ' +
           'cosigned a checkpoint since; remove the older ones and every revoked one, then start the witness again',

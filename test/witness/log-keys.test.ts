@@ -91,4 +91,24 @@ describe("a witness's keys of one log", () => {
     );
     expect(existsSync(join(dir, 'state'))).toBe(false);
   });
+
+  it('a crowded log whose origin is not a string (an object whose toString is no function, an array nested too deep to print) is INVALID_ARGUMENT naming its type', () => {
+    const keys = vkeys('example.com/crowded', MAX_WITNESS_LOG_KEYS + 1);
+    for (const origin of [
+      '{"toString":1}',
+      '{"toString":{},"valueOf":{}}',
+      '['.repeat(20_000) + ']'.repeat(20_000),
+      '5',
+    ]) {
+      const text = `{"logs":[{"origin":${origin},"keys":${JSON.stringify(keys)}}]}`;
+      expect(() => parseWitnessLogs(text), origin.slice(0, 30)).toThrow(
+        expect.objectContaining({
+          code: 'INVALID_ARGUMENT',
+          message: expect.stringMatching(
+            /^the logs file lists 257 keys for the log with origin (an object|5) \(not a string\), more than the 256/,
+          ),
+        }),
+      );
+    }
+  });
 });
