@@ -230,6 +230,8 @@ function parseStored(text: string, origin: string): StoredLog {
   } catch {
     throw corrupt();
   }
+  // JSON that is no object (`null` read as one was a TypeError of `v.root`, not the damage it is).
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw corrupt();
   const root = typeof v.root === 'string' ? decodeBase64(v.root) : undefined;
   if (v.origin !== origin || typeof v.size !== 'number' || !Number.isSafeInteger(v.size) || v.size < 0) throw corrupt();
   if (!root || root.length !== HASH_SIZE || typeof v.note !== 'string') throw corrupt();

@@ -8,7 +8,7 @@ import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createWitnessKeyFile } from '../../src/witness/key.js';
-import { WitnessState } from '../../src/witness/state.js';
+import { originHash, WitnessState } from '../../src/witness/state.js';
 import { tempDir } from '../support/tmp.js';
 import { addCheckpoint, HandLog, startWitness, stopWitness } from './support.js';
 
@@ -64,6 +64,26 @@ describe('the witness state and its key', () => {
 
     writeFileSync(join(dir, 'witness.json'), '{"version": 1, "vk');
     await expect(WitnessState.open(dir, a)).rejects.toMatchObject({ code: 'RECORD_CORRUPT' });
+  });
+
+  it("a log's stored tree that is JSON but no object (null, a number, a list) is RECORD_CORRUPT, not a TypeError", async () => {
+    const dir = join(tempDir(), 'state');
+    const state = await WitnessState.open(dir);
+    try {
+      await state.put(log.origin, 0, tree(3));
+      const path = join(dir, 'logs', `${originHash(log.origin)}.json`);
+      expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ origin: log.origin, size: 3 });
+      for (const [i, text] of ['null', '0', '[]', '"x"', 'true'].entries()) {
+        const origin = `${log.origin}/${i}`;
+        writeFileSync(join(dir, 'logs', `${originHash(origin)}.json`), `${text}\n`);
+        await expect(state.get(origin), text).rejects.toMatchObject({
+          code: 'RECORD_CORRUPT',
+          message: `the witness state of ${JSON.stringify(origin)} is damaged`,
+        });
+      }
+    } finally {
+      await state.close();
+    }
   });
 
   it('witness serve: another key on a state is refused, exit 1, and cosigns nothing; a new state is said on stderr', async () => {
