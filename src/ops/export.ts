@@ -550,6 +550,8 @@ async function removeDeadExports(fs: FsOps, dir: string): Promise<void> {
     } catch {
       continue;
     }
+    // JSON that is no record (`null`: reading its host was a TypeError that failed every export into this directory).
+    if (typeof owner !== 'object' || owner === null || Array.isArray(owner)) continue;
     if (owner.host !== hostname() || typeof owner.pid !== 'number' || isProcessAlive(owner.pid)) continue;
     const token = name.slice(EXPORT_PREFIX.length, -'.claim'.length);
     await fs.rm(join(dir, `${EXPORT_PREFIX}${token}.partial`)).catch(() => {});

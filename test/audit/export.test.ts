@@ -487,6 +487,25 @@ describe('export beside records of exports it did not make', () => {
   );
 });
 
+describe('export beside damaged records of its own', () => {
+  it('a claim record that is JSON but no object (null, a number, a list) is left as damaged, not a TypeError of the export', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'), 0);
+    try {
+      const records = ['null', '7', '[]', '"x"'].map((text, i) => {
+        const path = join(dir, `.handoff-ledger-export.${i}.0123456789abcdef.claim`);
+        writeFileSync(path, text);
+        return path;
+      });
+      const r = await exportBundle(ledger, { out: join(dir, 'bundle') });
+      expect(r.header.counts.manifests).toBe(6);
+      for (const path of records) expect(existsSync(path)).toBe(true);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('exportBundle: session-heads proofs at the cut', () => {
   it('cuts again when the log moved on between the checkpoint and the proofs, and the bundle verifies', async () => {
     const dir = tempDir();
