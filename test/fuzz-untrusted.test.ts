@@ -66,6 +66,14 @@ import { consistencyRanges, inclusionRanges } from '../manifests/tlog/tree.js';
 import { decideAddCheckpoint, formatAddCheckpoint, parseAddCheckpoint } from '../manifests/witness/add-checkpoint.js';
 import { MAX_WITNESS_LOG_KEYS, parseWitnessLogs } from '../src/witness/logs.js';
 import { originHash, WitnessState } from '../src/witness/state.js';
+import { canDecodeStream, decodeSummary, decodeSummaryStream } from '../src/summary/summary.js';
+import { storedSummaryProblem } from '../manifests/format/summary.js';
+import { compact } from '../src/compaction/compact.js';
+import type { ModelAdapter } from '../src/compaction/model.js';
+import { validateSummary } from '../src/summary/summary.js';
+import { anthropicAdapter } from '../src/adapters/anthropic.js';
+import { geminiAdapter } from '../src/adapters/gemini.js';
+import { openaiAdapter } from '../src/adapters/openai.js';
 import { mulberry32 } from './support/prng.mjs';
 import { sampleSummary } from './support/tmp.js';
 
@@ -684,25 +692,28 @@ describe('exported bundles (in memory): verifyBundle and auditBundle', () => {
       for (let i = 0; i < n(150); i++) {
         const mutated = mutateBundle(rng, v.files());
         const audit = i % 2 === 0 ? verifyBundle : auditBundle;
+        // Now and then the auditor's own earlier checkpoint (--since, a file they were handed) is mutated too: one that
+        // does not verify is the auditor's USAGE error, never a raw one.
+        const since = rng() < 0.15 ? mutate(rng, earlier) : earlier;
         let reference: string[] | undefined;
         await judge(
           `${v.name} bundle`,
           i,
-          () => audit(readerOf(mutated), v.options()),
+          () => audit(readerOf(mutated), { ...v.options(), since }),
           (r) => ((reference = found(r)), okOnlyIfSame(v.files(), mutated, r)),
-          ['BUNDLE_INVALID', 'BUNDLE_IO'],
+          ['BUNDLE_INVALID', 'BUNDLE_IO', 'USAGE'],
         );
         // The same bundle through another line verifier (and signature backend): the same findings, line for line.
         const [name, other] = otherVerifiers[i % otherVerifiers.length]!;
         await judge(
           `${v.name} bundle, ${name}`,
           i,
-          () => verifyBundle(readerOf(mutated), { ...v.options(), ...other() }),
+          () => verifyBundle(readerOf(mutated), { ...v.options(), since, ...other() }),
           (r) =>
             reference === undefined || isDeepStrictEqual(found(r), reference)
               ? okOnlyIfSame(v.files(), mutated, r)
               : `findings differ from the in-thread node:crypto verifier's: ${found(r).join(' ')} / ${reference.join(' ')}`,
-          ['BUNDLE_INVALID', 'BUNDLE_IO'],
+          ['BUNDLE_INVALID', 'BUNDLE_IO', 'USAGE'],
         );
       }
       expectNoDefects();
@@ -1373,6 +1384,149 @@ describe('every JSON input, one field at a time: each field replaced by each hos
         () => undefined,
         ['RECORD_CORRUPT', 'WITNESS_KEY_MISMATCH'],
       );
+    }
+    expectNoDefects();
+  });
+});
+
+describe('stored summary bytes: the ledger, its streamed decoder and the auditor give one verdict', () => {
+  it('mutated summary blobs: the same code (or the same summary) from decodeSummary, decodeSummaryStream and storedSummaryProblem', async () => {
+    const rng = mulberry32(SEED ^ 17);
+    const blobs = [...full.blobs.values()];
+    const verdict = async (run: () => unknown): Promise<string> => {
+      try {
+        return `ok ${JSON.stringify(await run())}`;
+      } catch (err) {
+        return isCoded(err) ? err.code : `raw ${describeError(err)}`;
+      }
+    };
+    const cases = [
+      ...Array.from({ length: n(600) }, () => {
+        const b = pick(rng, blobs);
+        return rng() < 0.4 ? mutateBytes(rng, b) : new TextEncoder().encode(mutate(rng, new TextDecoder().decode(b)));
+      }),
+      ...everySubstitution(new TextDecoder().decode(blobs[0]!)).map((t) => new TextEncoder().encode(t)),
+    ];
+    for (const [i, bytes] of cases.entries()) {
+      await judge(
+        'summary bytes',
+        i,
+        async () => {
+          const whole = await verdict(() => decodeSummary(bytes));
+          const streamed = canDecodeStream()
+            ? await verdict(() =>
+                decodeSummaryStream(
+                  (async function* () {
+                    yield bytes.subarray(0, 7);
+                    yield bytes.subarray(7);
+                  })(),
+                  bytes.length,
+                ),
+              )
+            : whole;
+          const audited = storedSummaryProblem(bytes);
+          return { whole, streamed, audited: audited === undefined ? 'ok' : audited.slice(0, audited.indexOf(':')) };
+        },
+        (r) =>
+          r.whole === r.streamed && (r.whole.startsWith('ok') ? r.audited === 'ok' : r.audited === r.whole)
+            ? undefined
+            : `verdicts differ: decodeSummary ${r.whole.slice(0, 80)}, streamed ${r.streamed.slice(0, 80)}, auditor ${r.audited}`,
+      );
+    }
+    expectNoDefects();
+  });
+});
+
+describe("model answers in each provider's dialect (what an adapter reads back from a provider)", () => {
+  it('mutated provider responses: compact publishes a valid summary or refuses with a code, never a raw error', async () => {
+    const rng = mulberry32(SEED ^ 18);
+    const summary = sampleSummary('fuzz');
+    const args = JSON.stringify(summary);
+    const dialects: Array<[string, unknown, (reply: () => unknown) => ModelAdapter]> = [
+      [
+        'openai chat',
+        {
+          id: 'chatcmpl_1',
+          object: 'chat.completion',
+          choices: [
+            {
+              index: 0,
+              finish_reason: 'tool_calls',
+              message: {
+                role: 'assistant',
+                content: null,
+                refusal: null,
+                tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'submit_handoff', arguments: args } }],
+              },
+            },
+          ],
+        },
+        (reply) =>
+          openaiAdapter({
+            client: { chat: { completions: { create: async () => reply() } } } as never,
+            model: 'm',
+            api: 'chat',
+          }),
+      ],
+      [
+        'openai responses',
+        {
+          id: 'resp_1',
+          status: 'completed',
+          error: null,
+          output: [{ type: 'function_call', call_id: 'call_1', name: 'submit_handoff', arguments: args }],
+        },
+        (reply) => openaiAdapter({ client: { responses: { create: async () => reply() } } as never, model: 'm' }),
+      ],
+      [
+        'anthropic',
+        {
+          id: 'msg_1',
+          type: 'message',
+          role: 'assistant',
+          stop_reason: 'tool_use',
+          content: [{ type: 'tool_use', id: 'toolu_1', name: 'submit_handoff', input: summary }],
+        },
+        (reply) => anthropicAdapter({ client: { messages: { create: async () => reply() } } as never, model: 'm' }),
+      ],
+      [
+        'gemini',
+        { candidates: [{ finishReason: 'STOP', content: { role: 'model', parts: [{ text: args }] } }] },
+        (reply) => geminiAdapter({ client: { models: { generateContent: async () => reply() } } as never, model: 'm' }),
+      ],
+    ];
+    const receipt = { id: `blake3:${'a'.repeat(64)}`, seq: 0, digest: `blake3:${'b'.repeat(64)}`, size: 1 } as const;
+    const published: unknown[] = [];
+    const ledger = {
+      publish: async (_scope: unknown, s: unknown) => {
+        published.push(s);
+        return receipt;
+      },
+    };
+    const scope = { principal: 'alice', session: 's1', run: 'r' };
+    const transcript = [{ role: 'user' as const, content: 'summarize' }];
+    for (const [name, base, adapter] of dialects) {
+      const good = await compact({ ledger, scope, model: adapter(() => structuredClone(base)), transcript });
+      expect(good.summary, name).toEqual(summary);
+      const text = JSON.stringify(base);
+      for (let i = 0; i < n(200); i++) {
+        const mutated = mutate(rng, text);
+        let reply: unknown;
+        try {
+          reply = JSON.parse(mutated);
+        } catch {
+          reply = mutated; // a body the SDK handed over as it came
+        }
+        await judge(
+          `${name} answer`,
+          i,
+          () => compact({ ledger, scope, model: adapter(() => reply), transcript }),
+          (r) =>
+            validateSummary(r.summary).summary && isDeepStrictEqual(published.at(-1), r.summary)
+              ? undefined
+              : 'published a summary that does not validate',
+        );
+      }
     }
     expectNoDefects();
   });
