@@ -74,6 +74,9 @@ import { validateSummary } from '../src/summary/summary.js';
 import { anthropicAdapter } from '../src/adapters/anthropic.js';
 import { geminiAdapter } from '../src/adapters/gemini.js';
 import { openaiAdapter } from '../src/adapters/openai.js';
+import { run as verifyCli } from '../src/cli/verify.js';
+import { isTerminalSafe } from '../manifests/encoding/printable.js';
+import { captureIo } from './support/capture-io.js';
 import { mulberry32 } from './support/prng.mjs';
 import { sampleSummary } from './support/tmp.js';
 
@@ -689,7 +692,7 @@ describe('exported bundles (in memory): verifyBundle and auditBundle', () => {
   for (const v of VARIANTS) {
     it(`${v.name}: mutated files are findings or coded refusals, and an ok report is the signed bundle`, async () => {
       const rng = mulberry32(SEED ^ (v.name === 'full' ? 1 : 2));
-      for (let i = 0; i < n(120); i++) {
+      for (let i = 0; i < n(100); i++) {
         const mutated = mutateBundle(rng, v.files());
         const audit = i % 2 === 0 ? verifyBundle : auditBundle;
         // Now and then the auditor's own earlier checkpoint (--since, a file they were handed) is mutated too: one that
@@ -773,7 +776,13 @@ describe('exported bundles (directories): openBundleDir and auditBundle', () => 
   it('mutated files on disk: coded refusals or findings, an ok report only for the signed bundle', async () => {
     const rng = mulberry32(SEED ^ 3);
     const root = mkdtempSync(join(base, 'dirs-'));
-    for (let i = 0; i < n(50); i++) {
+    const trustPath = join(root, 'trust.json');
+    const sincePath = join(root, 'since.note');
+    const witnessKeysPath = join(root, 'witnesses.txt');
+    writeFileSync(trustPath, trustText);
+    writeFileSync(sincePath, earlier);
+    writeFileSync(witnessKeysPath, `${witnessVkey}\n`);
+    for (let i = 0; i < n(40); i++) {
       const v = VARIANTS[i % 2]!;
       const mutated = mutateBundle(rng, v.files());
       const dir = join(root, String(i));
@@ -785,6 +794,67 @@ describe('exported bundles (directories): openBundleDir and auditBundle', () => 
         (r) => okOnlyIfSame(v.files(), mutated, r),
         ['BUNDLE_INVALID', 'BUNDLE_IO'],
       );
+      // The CLI on the same directory: an exit code of its own (never 70, an internal error), and every line it
+      // writes terminal-safe (what a bundle carries is data: a control character could forge the verdict's line).
+      const c = captureIo();
+      const args = [
+        dir,
+        '--trust',
+        trustPath,
+        '--since',
+        sincePath,
+        '--witness-keys',
+        witnessKeysPath,
+        '--quorum',
+        '1',
+      ];
+      if (i % 3 === 0) args.push('--json');
+      await judge(
+        `verify CLI (${v.name})`,
+        i,
+        () => verifyCli([...args, '--workers', '0', '--expect', v.name], c.io),
+        (code) => {
+          if (code === 70) return `internal error: ${c.stderr().slice(0, 300)}`;
+          const wrong = code === 0 ? okOnlyIfSame(v.files(), mutated, { ok: true } as BundleAuditReport) : undefined;
+          if (wrong !== undefined) return `exit 0: ${wrong}`;
+          if (!isTerminalSafe(c.stdout()) || !isTerminalSafe(c.stderr()))
+            return `wrote a control character: ${JSON.stringify((c.stdout() + c.stderr()).slice(0, 300))}`;
+          return undefined;
+        },
+      );
+    }
+    expectNoDefects();
+  });
+
+  it('the verify CLI on strings of hostile characters in every field of an envelope line: every line it writes is terminal-safe', async () => {
+    const root = mkdtempSync(join(base, 'cli-'));
+    const trustPath = join(root, 'trust.json');
+    writeFileSync(trustPath, trustText);
+    const f = VARIANTS[0]!.files();
+    const [first, ...rest] = f.manifests.split('\n');
+    // The string-valued substitutions (a field given a string of controls, bidi marks, separators), and a payload
+    // type that carries some of each as findings echo it.
+    const lines = [
+      ...everySubstitution(first!).filter((t) => /\\u|\\n/.test(t)),
+      first!.replace(/"payloadType":"[^"]*"/, '"payloadType":"x\\u202e\\u009b[2J\\u0085\\u2028y\\u001b[31m"'),
+    ];
+    for (const [i, line] of lines.entries()) {
+      const dir = join(root, String(i));
+      writeDir(dir, { ...f, manifests: [line, ...rest].join('\n') });
+      for (const json of [false, true]) {
+        const c = captureIo();
+        await judge(
+          `verify CLI, hostile strings${json ? ' (--json)' : ''}`,
+          i,
+          () => verifyCli([dir, '--trust', trustPath, '--workers', '0', ...(json ? ['--json'] : [])], c.io),
+          (code) =>
+            code === 70
+              ? `internal error: ${c.stderr().slice(0, 300)}`
+              : !isTerminalSafe(c.stdout()) || !isTerminalSafe(c.stderr())
+                ? `wrote a control character: ${JSON.stringify((c.stdout() + c.stderr()).slice(0, 300))}`
+                : undefined,
+        );
+      }
     }
     expectNoDefects();
   });
