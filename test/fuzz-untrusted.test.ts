@@ -43,6 +43,7 @@ import { verifyBundle, type BundleAuditReport, type VerifyBundleOptions } from '
 import { memoryBundleReader, type BundleTreeFile } from '../manifests/audit/bundle.js';
 import { parseWitnessKeys } from '../manifests/audit/verify-witnesses.js';
 import { parseEnvelope } from '../manifests/crypto/envelope.js';
+import { decodeBase64, decodeBase64Either } from '../manifests/encoding/base64.js';
 import { readCanonicalManifest } from '../manifests/format/manifest-read.js';
 import { canonicalManifestText } from '../manifests/format/manifest-text.js';
 import { manifestSchema, type Manifest } from '../manifests/format/manifest.js';
@@ -964,6 +965,46 @@ describe('manifest payloads: the fast canonical reader against the schema path',
             : `read ${JSON.stringify(text)} as a manifest the schema path does not give`;
         },
         [],
+      );
+    }
+    expectNoDefects();
+  });
+});
+
+describe('base64: the strict decoders every parser above relies on', () => {
+  it('mutated base64 texts: decodeBase64 and decodeBase64Either give bytes exactly for the canonical padded encoding', async () => {
+    const rng = mulberry32(SEED ^ 19);
+    const canonical = (text: string): Uint8Array | undefined => {
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) return undefined;
+      const bytes = Buffer.from(text, 'base64');
+      return bytes.toString('base64') === text ? Uint8Array.from(bytes) : undefined;
+    };
+    const same = (a: Uint8Array | undefined, b: Uint8Array | undefined) =>
+      a === undefined || b === undefined ? a === b : Buffer.compare(a, b) === 0;
+    for (let i = 0; i < n(3000); i++) {
+      // Short (the portable loop) and long (Node's decoder behind the canonical checks) texts.
+      const bytes = Uint8Array.from({ length: int(rng, 2) === 0 ? int(rng, 40) : 40 + int(rng, 200) }, () =>
+        int(rng, 256),
+      );
+      let text = Buffer.from(bytes).toString('base64');
+      if (rng() < 0.3) text = text.replace(/\+/g, '-').replace(/\//g, '_');
+      const k = int(rng, 4);
+      for (let m = 0; m < k; m++) {
+        const at = int(rng, text.length + 1);
+        const c = pick(rng, ['=', '==', 'A', 'B', '/', '+', '-', '_', ' ', '\n', '\0', 'é', '\ud800', '']);
+        text = int(rng, 2) === 0 ? text.slice(0, at) + c + text.slice(at + 1) : text.slice(0, at) + c + text.slice(at);
+      }
+      const std = canonical(text);
+      const either =
+        /[-_]/.test(text) && !/[+/]/.test(text) ? canonical(text.replace(/-/g, '+').replace(/_/g, '/')) : std;
+      await judge(
+        'base64',
+        i,
+        () => ({ a: decodeBase64(text), b: decodeBase64Either(text) }),
+        (r) =>
+          same(r.a, std) && same(r.b, either)
+            ? undefined
+            : `${JSON.stringify(text)}: decodeBase64 ${r.a && Buffer.from(r.a).toString('hex')}, either ${r.b && Buffer.from(r.b).toString('hex')}`,
       );
     }
     expectNoDefects();
