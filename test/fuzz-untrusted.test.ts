@@ -70,6 +70,7 @@ import { originHash, WitnessState } from '../src/witness/state.js';
 import { canDecodeStream, decodeSummary, decodeSummaryStream } from '../src/summary/summary.js';
 import { storedSummaryProblem } from '../manifests/format/summary.js';
 import { compact } from '../src/compaction/compact.js';
+import { compactionRequest } from '../src/compaction/tool.js';
 import type { ModelAdapter } from '../src/compaction/model.js';
 import { validateSummary } from '../src/summary/summary.js';
 import { anthropicAdapter } from '../src/adapters/anthropic.js';
@@ -1625,9 +1626,33 @@ describe("model answers in each provider's dialect (what an adapter reads back f
     };
     const scope = { principal: 'alice', session: 's1', run: 'r' };
     const transcript = [{ role: 'user' as const, content: 'summarize' }];
+    const request = compactionRequest({ messages: transcript });
+    const FINISH_REASONS = ['stop', 'tool_calls', 'length', 'content_filter', 'refusal', 'other'];
+    const text0 = (v: unknown) => JSON.stringify(v);
     for (const [name, base, adapter] of dialects) {
       const good = await compact({ ledger, scope, model: adapter(() => structuredClone(base)), transcript });
       expect(good.summary, name).toEqual(summary);
+      // The adapter's own answer (what it read back) says why the model stopped in the documented words only: a
+      // provider's finish reason it does not know is 'other', whatever its name ("constructor", "__proto__", …).
+      const reasons = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'not_a_reason'];
+      for (const [i, reason] of reasons.entries()) {
+        const reply = JSON.parse(
+          text0(base)
+            .replace(/"finish_reason":"[^"]*"/, `"finish_reason":${JSON.stringify(reason)}`)
+            .replace(/"stop_reason":"[^"]*"/, `"stop_reason":${JSON.stringify(reason)}`)
+            .replace(/"finishReason":"[^"]*"/, `"finishReason":${JSON.stringify(reason)}`)
+            .replace(/"status":"[^"]*"/, `"status":${JSON.stringify(reason)}`),
+        ) as unknown;
+        await judge(
+          `${name} finish reason`,
+          i,
+          () => adapter(() => reply)(request),
+          (r) =>
+            FINISH_REASONS.includes(r.finishReason as string)
+              ? undefined
+              : `finish reason ${JSON.stringify(reason)} read as ${typeof r.finishReason} ${String(r.finishReason).slice(0, 40)}`,
+        );
+      }
       const text = JSON.stringify(base);
       for (let i = 0; i < n(200); i++) {
         const mutated = mutate(rng, text);

@@ -18,6 +18,7 @@ import { summarySchemaFor, type SummarySchemaForm } from '../summary/schema-form
 import {
   adapterOptions,
   compactionOnly,
+  finishReasonOf,
   readJson,
   saysNothing,
   schemaFor,
@@ -213,7 +214,7 @@ function answerText(content: readonly TextPart[]): string {
 }
 
 function answer(reason: string, text: string, calls: ModelToolCall[], value: unknown): ModelResponse {
-  const out: ModelResponse = { finishReason: FINISH[reason] ?? 'other', text };
+  const out: ModelResponse = { finishReason: finishReasonOf(FINISH, reason), text };
   if (calls.length > 0) out.toolCalls = calls;
   if (value !== undefined) out.output = value;
   return out;

@@ -19,6 +19,7 @@ import { summarySchemaFor } from '../summary/schema-forms.js';
 import {
   adapterOptions,
   compactionOnly,
+  finishReasonOf,
   saysNothing,
   schemaFor,
   splitSystem,
@@ -124,7 +125,7 @@ const STOP: Record<string, ModelFinishReason> = {
 
 function fromMessage(m: Message): ModelResponse {
   const text = m.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('');
-  const finishReason = STOP[m.stop_reason ?? ''] ?? 'other';
+  const finishReason = finishReasonOf(STOP, m.stop_reason);
   if (finishReason === 'refusal') return text === '' ? { finishReason } : { finishReason, refusal: text };
   const calls = m.content.flatMap((b) =>
     b.type === 'tool_use' ? [toolCall(b.id, b.name, b.input, false, 'value')] : [],

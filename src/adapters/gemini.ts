@@ -10,7 +10,7 @@ import type { Content, GenerateContentParameters, GenerateContentResponse } from
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import { indented, quoted } from '../compaction/framing.js';
-import { adapterOptions, compactionOnly, readJson, splitSystem, withoutEmptyTurns } from './shared.js';
+import { adapterOptions, compactionOnly, finishReasonOf, readJson, splitSystem, withoutEmptyTurns } from './shared.js';
 
 export interface GeminiAdapterOptions {
   /** The Harness's client (`new GoogleGenAI({ apiKey })`). */
@@ -89,7 +89,7 @@ function fromResponse(r: GenerateContentResponse): ModelResponse {
     .flatMap((p) => (typeof p.text === 'string' && p.thought !== true ? [p.text] : []))
     .join('');
   // No finish reason is no finish: the SDK documents an empty one as "the model has not stopped generating".
-  const out: ModelResponse = { finishReason: FINISH[candidate.finishReason ?? ''] ?? 'other', text };
+  const out: ModelResponse = { finishReason: finishReasonOf(FINISH, candidate.finishReason), text };
   const value = readJson(text, false);
   if (value !== undefined) out.output = value;
   return out;

@@ -28,7 +28,15 @@ import type {
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import { LedgerError } from '../errors.js';
 import { shownValue } from '../../store/errors.js';
-import { adapterOptions, compactionOnly, readJson, schemaFor, toolArguments, toolCall } from './shared.js';
+import {
+  adapterOptions,
+  compactionOnly,
+  finishReasonOf,
+  readJson,
+  schemaFor,
+  toolArguments,
+  toolCall,
+} from './shared.js';
 
 export interface OpenAIAdapterOptions {
   /** The Harness's client (`new OpenAI({ apiKey })`). */
@@ -192,7 +200,7 @@ function fromChat(c: ChatCompletion, structured: boolean): ModelResponse {
   if (!choice) return { finishReason: 'other' };
   const message = choice.message;
   if (message.refusal) return { finishReason: 'refusal', refusal: message.refusal };
-  const out: ModelResponse = { finishReason: CHAT_FINISH[choice.finish_reason] ?? 'other' };
+  const out: ModelResponse = { finishReason: finishReasonOf(CHAT_FINISH, choice.finish_reason) };
   if (message.content !== null) out.text = message.content;
   const calls = (message.tool_calls ?? []).flatMap((t) =>
     t.type === 'function' ? [toolCall(t.id, t.function.name, t.function.arguments, true)] : [],

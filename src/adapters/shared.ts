@@ -4,10 +4,19 @@
  * SDK for types only: the Harness makes the client, so an SDK is loaded only by a Harness that uses it.
  */
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
-import type { ModelMessage, ModelRequest, ModelToolCall } from '../compaction/model.js';
+import type { ModelFinishReason, ModelMessage, ModelRequest, ModelToolCall } from '../compaction/model.js';
 import { LedgerError } from '../errors.js';
 import { readOptionFields } from '../../store/errors.js';
 import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
+
+/**
+ * A provider's finish reason in the library's words, `'other'` for one the dialect's table does not name. Looked up as
+ * an own key of the table only: the provider's text is foreign input, and `table["constructor"]` (or `__proto__`,
+ * `toString`) is an Object member, which came back as the finish reason in place of `'other'`.
+ */
+export function finishReasonOf(table: Readonly<Record<string, ModelFinishReason>>, reason: unknown): ModelFinishReason {
+  return typeof reason === 'string' && Object.prototype.hasOwnProperty.call(table, reason) ? table[reason]! : 'other';
+}
 
 /**
  * The adapters ask for a handoff summary, and nothing else: each sends its dialect's summary schema (Gemini's response
