@@ -11,11 +11,18 @@
  *   - no prototype is polluted;
  *   - huge inputs are refused or streamed in bounded memory.
  *
+ * Besides random mutation, differentials (the four line verifiers, the fast canonical manifest reader and the schema
+ * path, the three summary decoders, the strict base64 decoders and a reference) and one systematic pass: every field
+ * of each JSON input replaced by each hostile value, or removed (the rare combinations, each tried once).
+ *
  * The seed is fixed (SEED), so a failure replays; the case that failed is printed with its seed and index.
+ * HL_FUZZ_SEED=<n> explores another seed, HL_FUZZ_SCALE=<k> runs k times the cases (a soak), HL_FUZZ_STATS=1 prints
+ * what the cases came to per target (how deep the mutations reach: refusal codes, findings, accepted inputs).
  * test/reliability/hostile-properties.test.ts does the same with fast-check for ids, summaries, single envelopes and
  * the manifests file of a hand-built bundle; this file covers the rest: whole exported bundles (every file, full and
- * filtered, in memory and as a directory), checkpoints and signed notes, cosignatures, verifier keys, inclusion and
- * consistency proofs, add-checkpoint bodies and trust files.
+ * filtered, in memory and as a directory, and the verify CLI on them), checkpoints and signed notes, cosignatures,
+ * verifier keys, inclusion and consistency proofs, add-checkpoint bodies, trust files, a witness's files, stored
+ * summary bytes and model answers in each provider's dialect.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
