@@ -24,7 +24,7 @@ import {
   type TrustedKey,
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
-import { LedgerError } from '../errors.js';
+import { LedgerError, untilCancelled } from '../errors.js';
 import { shownValue, StoreError } from '../../store/errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
@@ -357,11 +357,13 @@ export class Keyring {
    * written under the trust lock (`trust.json.lock`, ../ledger/file-lock.ts), after reading everything again under it.
    * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` (also an injected signer whose signatures do not verify
    *   under its `publicKey`, a `keyFile` that does not exist), `LOCKED` (another process holds the trust lock too
-   *   long); StoreError `STORAGE_FAILED` (a key file or trust.json that cannot be read or written)
+   *   long); StoreError `STORAGE_FAILED` (a key file or trust.json that cannot be read or written); `CANCELLED` when
+   *   `signal` aborts while an injected signer's test signature is awaited (nothing is read or written after it)
    */
-  static async open(options: KeyringOptions): Promise<Keyring> {
-    // At open and at each reload (which opens again): a KMS key can change under a running process.
-    if (options.signer) await assertSignerVerifies(options.signer);
+  static async open(options: KeyringOptions, signal?: AbortSignal): Promise<Keyring> {
+    // At open and at each reload (which opens again): a KMS key can change under a running process. The open's signal
+    // ends the wait for a signer that never answers; its signature, should it come later, is not looked at.
+    if (options.signer) await untilCancelled(assertSignerVerifies(options.signer), signal);
     try {
       return await Keyring.load(options, false);
     } catch (err) {

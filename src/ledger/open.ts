@@ -19,7 +19,7 @@ import { randomBytes } from 'node:crypto';
 import { checkpointVerifiers, mergeTrust, parseTrustStore } from '../../manifests/format/trust.js';
 import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE, ORIGIN_RULE } from '../../manifests/format/checkpoint.js';
 import { Keyring, listedCheckpointOrigin, refuseMissingKeyFile, refuseNewHostKey } from '../keys/keyring.js';
-import { LedgerError } from '../errors.js';
+import { checkSignal, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { checkBooleanOption, readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { checkByteBound } from '../summary/summary.js';
@@ -88,6 +88,7 @@ const OPEN_FIELDS = [
   'clock',
   'telemetry',
   'onNotice',
+  'signal',
 ] as const satisfies ReadonlyArray<keyof OpenLedgerOptions>;
 const everyOpenField: NamesEveryField<OpenLedgerOptions, typeof OPEN_FIELDS> = true;
 void everyOpenField;
@@ -196,8 +197,10 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   not an http(s) URL, an invalid `origin` (for a log not named yet, also one the CLI would print escaped:
  *   `isNewOrigin`), or a `telemetry` option that is not an object or whose
  *   `identifiers.hashKey` is not 32 bytes, a `clock` or `onNotice` that is not a function, a `createHostKey` or
- *   `diagnose` that is not a boolean (null and undefined: the default), or an options field that throws as it is read
- *   (nothing is written).
+ *   `diagnose` that is not a boolean (null and undefined: the default), a `signal` that is not an AbortSignal, or an
+ *   options field that throws as it is read (nothing is written).
+ * @throws LedgerError `CANCELLED` once `signal` aborts (nothing made when it had before the call), with what the open
+ *   had opened closed again.
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
  *   witness's verifier key that does not parse (nothing is written).
  * @throws LedgerError `KEY_INVALID` for a `keyFile` that does not exist (none staged beside it by a rotation) or is no
@@ -249,6 +252,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       'authorizer must be a function ({ principal, session, action }) => boolean',
     );
   checkKeyOptions(options);
+  checkSignal(options.signal);
   // Each endpoint too (its URL, its verifier key), as the pool will take it: a refused open makes no host key.
   if (options.witnesses) checkWitnessingOptions(options.witnesses);
   if (options.origin !== undefined && !isValidOrigin(options.origin))
@@ -273,6 +277,10 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // terminal-safe and on one line, escaped as everything printed is; one that already is passes as it is.
   const sink: (message: string) => void = options.onNotice ?? ((m: string) => console.warn(m));
   const notice = (m: string) => sink(printableOnce(m));
+  // The open's signal: an open aborted already makes nothing; one aborted later ends at its next step or at the wait it
+  // is in (untilCancelled), closing what it opened (below).
+  const signal = options.signal;
+  throwIfCancelled(signal);
   // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
   // A root that is a file or a link is UNSAFE_ROOT for every command, not a storage failure of the first read under it.
   await refuseNonDirectory(root, 'UNSAFE_ROOT');
@@ -289,7 +297,9 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // root directory is made (as the open below would refuse it, after making it). A stored origin that is no valid one
   // is left to the open, which refuses it or (diagnosing) goes on under the name trust.json lists.
   if (options.origin !== undefined && !options.log && options.postgres) {
-    const stored = await (await import('./pg-backend.js')).storedPostgresOrigin(options.postgres);
+    const { storedPostgresOrigin } = await import('./pg-backend.js');
+    // A connection of its own, closed by the look itself whenever it ends.
+    const stored = await untilCancelled(storedPostgresOrigin(options.postgres), signal);
     if (stored === undefined && !isNewOrigin(options.origin))
       throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
     if (stored !== undefined && storedOriginDamage(stored) === undefined && stored !== options.origin)
@@ -306,6 +316,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // PostgreSQL options it cannot use (a connection string that is no postgresql:// URL, a bad schema name) likewise.
   if (options.postgres && !options.log && !options.blobs)
     (await import('./pg-backend.js')).refuseUnusableOptions(options.postgres);
+  throwIfCancelled(signal);
   await ensurePrivateDir(root, 'UNSAFE_ROOT');
   const hashBackend = await loadHashBackend(options.hash ?? 'auto', notice);
   // The log is opened first: an embedded log's lock must be held before every staging file is cleared, or a second
@@ -316,12 +327,24 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (options.postgres && !log && !options.blobs) {
     // Loaded only when asked for, so the embedded store never loads the PostgreSQL client.
     const { openPostgresBackends } = await import('./pg-backend.js');
-    ({ log, blobs: pgBlobs } = await openPostgresBackends({
+    const opening = openPostgresBackends({
       ...options.postgres,
       hash: hashBackend,
       maxBlobBytes: options.postgres.maxBlobBytes,
-    }));
+    });
+    try {
+      ({ log, blobs: pgBlobs } = await untilCancelled(opening, signal));
+    } catch (err) {
+      // Aborted while it connects or migrates (neither takes a signal): its pool is ended once it has opened.
+      if (signal?.aborted)
+        void opening.then(
+          ({ log: l, blobs: b }) => Promise.all([l.close(), b.close()]).catch(() => {}),
+          () => {},
+        );
+      throw err;
+    }
   }
+  throwIfCancelled(signal);
   // The name a log that has none yet is given (the first opener names it), fixed before the look below.
   const freshName = options.origin ?? `handoff-ledger.local/${randomBytes(16).toString('hex')}`;
   // Set when this open makes the embedded log in a root that pins a log already: the root is not taken for its own.
@@ -345,9 +368,11 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       }
     }
     // LevelDB follows a planted symlink: check the directory like every other one in the store.
+    throwIfCancelled(signal);
     await ensurePrivateDir(levelDir, 'UNSAFE_PATH');
     log = await LevelManifestLog.open(join(root, 'manifests-v1'), options.levelLog);
   }
+  let witnesses: WitnessPool | undefined;
   let checkpoints: CheckpointGuard | undefined;
   // Whether other processes may write this root while this ledger is open: a log that is not exclusive (PostgreSQL's,
   // a caller's), or an embedded log made in a root that pinned a log before it (the root PostgreSQL processes share;
@@ -355,6 +380,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // flight, and its pin is theirs too.
   const sharedRoot = log.exclusive !== true || madeOnPinnedRoot;
   try {
+    throwIfCancelled(signal);
     let stagingRemoved = 0;
     let blobLeftovers: { staging: string[]; aside: string[] } | undefined;
     let blobs = options.blobs ?? pgBlobs;
@@ -432,27 +458,33 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
           `a diagnosing open (fsck) left ${left.length === 1 ? '1 staging file' : `${left.length} staging files`} of interrupted writes in place (${left.join(', ')}): the next open that is not diagnosing removes ${left.length === 1 ? 'it' : 'them'}`,
         );
     } else stagingRemoved += await removeAtomicStagingLeftovers(stagingDirs, stagingBefore);
-    const keyring = await Keyring.open({
-      root,
-      host,
-      signer: options.signer,
-      keyFile: options.keyFile,
-      clock,
-      origin,
-      signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
-      notice,
-      createHostKey: options.createHostKey,
-      // A diagnosing open of a store whose origin record is damaged writes no key and lists none under the name it
-      // took from trust.json: a key file missing or not listed there refuses it with the record's damage.
-      writeNothing: originDamage,
-      // A diagnosing open leaves a stopped rotation's staged key files where they are, named below.
-      leaveStaged: options.diagnose === true,
-      storeSignedNothing: async () => {
-        for await (const _ of log.signingKeys.keyIds()) return false;
-        for await (const _ of log.entries()) return false;
-        return true;
+    throwIfCancelled(signal);
+    const keyring = await Keyring.open(
+      {
+        root,
+        host,
+        signer: options.signer,
+        keyFile: options.keyFile,
+        clock,
+        origin,
+        signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
+        notice,
+        createHostKey: options.createHostKey,
+        // A diagnosing open of a store whose origin record is damaged writes no key and lists none under the name it
+        // took from trust.json: a key file missing or not listed there refuses it with the record's damage.
+        writeNothing: originDamage,
+        // A diagnosing open leaves a stopped rotation's staged key files where they are, named below.
+        leaveStaged: options.diagnose === true,
+        storeSignedNothing: async () => {
+          for await (const _ of log.signingKeys.keyIds()) return false;
+          for await (const _ of log.entries()) return false;
+          return true;
+        },
       },
-    });
+      // An injected signer's test signature ends at the abort (a KMS that never answers).
+      signal,
+    );
+    throwIfCancelled(signal);
     const stagedKeys = keyring.stagedLeft;
     if (stagedKeys.length > 0)
       notice(
@@ -483,6 +515,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         refusing: originDamage,
         sharedRoot,
       });
+    throwIfCancelled(signal);
     try {
       checkpoints = await openGuard();
     } catch (err) {
@@ -494,7 +527,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       await keyring.exclusive(async () => {});
       checkpoints = await openGuard();
     }
-    const witnesses =
+    throwIfCancelled(signal);
+    witnesses =
       options.witnesses && options.witnesses.witnesses.length > 0
         ? await WitnessPool.open({
             options: options.witnesses,
@@ -526,6 +560,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       if (!(options.diagnose === true && err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
       keyRecordDamage = { keyId: keyring.signer.keyId, error: err };
     }
+    throwIfCancelled(signal);
     // A rotation or revocation that stopped after closing the key's window in the log, before trust.json: until it is
     // run again, the log refuses every manifest this key signs now.
     if (signed?.closedAt !== undefined && keyring.windowEnd(keyring.signer.keyId) === undefined)
@@ -546,10 +581,12 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       hashBackend,
       verifier,
       notice,
-      options: { ...options, clock },
+      // The signal is the open's: the ledger keeps none.
+      options: { ...options, clock, signal: undefined },
     });
   } catch (err) {
     // The guard's listener on the log and its pin file go with it (a log passed in outlives this open).
+    await witnesses?.close().catch(() => {});
     await checkpoints?.close().catch(() => {});
     if (!options.log) await log.close().catch(() => {});
     if (pgBlobs) await pgBlobs.close().catch(() => {});

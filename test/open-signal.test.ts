@@ -1,0 +1,178 @@
+/**
+ * `openLedger({ signal })`: an open that hangs (an injected signer that never answers its test signature, a PostgreSQL
+ * server that accepts and never answers) ends at the caller's abort with `CANCELLED`, the signal's reason as the
+ * cause, and leaves nothing open: the embedded log's lock is released and PostgreSQL's pool ended, so a later open
+ * of the same store works. A signal aborted before the call makes nothing; one that is no AbortSignal is refused.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
+import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import { describePostgres, sqlOn, type PostgresHandle } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const scope = { principal: 'alice', session: 's1', run: 'r1' };
+
+/** A signer whose `sign` never settles while `hang` is set; `asked` resolves at the first call that hangs. */
+function hangingSigner() {
+  const own = new LocalSigner(generateJwk());
+  let asked!: () => void;
+  const state = {
+    hang: true,
+    asked: new Promise<void>((resolve) => (asked = resolve)),
+    signer: {
+      keyId: own.keyId,
+      publicKey: own.publicKey,
+      sign: (m: Uint8Array): Promise<Uint8Array> | Uint8Array => {
+        if (!state.hang) return own.sign(m);
+        asked();
+        return new Promise<Uint8Array>(() => {});
+      },
+    },
+  };
+  return state;
+}
+
+function signalSuite(
+  name: string,
+  backend: (tag: string) => Partial<OpenLedgerOptions>,
+  connections?: () => Promise<number>,
+) {
+  describe(`${name}: openLedger's signal`, () => {
+    it('ends an open whose injected signer never answers its test signature at the abort (CANCELLED), holding nothing; a later open works', async () => {
+      const root = tempDir();
+      const extra = backend('hung_signer');
+      const kms = hangingSigner();
+      const abort = new AbortController();
+      const reason = new Error('the caller gave up');
+      const opening = openLedger({
+        ...extra,
+        root,
+        host: 'h1',
+        signer: kms.signer,
+        signal: abort.signal,
+        onNotice: () => {},
+      });
+      await kms.asked;
+      abort.abort(reason);
+      const err = await opening.catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+      expect((err as Error).cause).toBe(reason);
+      if (connections) expect(await connections()).toBe(0);
+      // The store is free: the same signer, answering now, opens it (embedded: LevelDB's lock was released).
+      kms.hang = false;
+      const ledger = await openLedger({ ...extra, root, host: 'h1', signer: kms.signer, onNotice: () => {} });
+      try {
+        expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+      } finally {
+        await ledger.close();
+      }
+      if (connections) expect(await connections()).toBe(0);
+    });
+
+    it('a signal aborted before the call: CANCELLED and nothing made; one that is no AbortSignal: INVALID_ARGUMENT', async () => {
+      const parent = tempDir();
+      const root = join(parent, 'store');
+      const reason = new Error('already');
+      const err = await openLedger({
+        ...backend('aborted_before'),
+        root,
+        host: 'h1',
+        signal: AbortSignal.abort(reason),
+        onNotice: () => {},
+      }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+      expect((err as Error).cause).toBe(reason);
+      expect(readdirSync(parent)).toEqual([]);
+      for (const signal of [{ aborted: false }, 'abort', 1])
+        await expect(
+          openLedger({ ...backend('not_a_signal'), root, host: 'h1', signal: signal as never, onNotice: () => {} }),
+        ).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT', message: /^signal: / });
+      expect(readdirSync(parent)).toEqual([]);
+      if (connections) expect(await connections()).toBe(0);
+    });
+
+    it('a signal that does not abort changes nothing, and the ledger keeps none', async () => {
+      const abort = new AbortController();
+      const ledger = await openLedger({
+        ...backend('not_aborted'),
+        root: tempDir(),
+        host: 'h1',
+        signal: abort.signal,
+        onNotice: () => {},
+      });
+      try {
+        abort.abort(new Error('after the open'));
+        expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+      } finally {
+        await ledger.close();
+      }
+    });
+  });
+}
+
+signalSuite('embedded', () => ({}));
+
+describePostgres(
+  'PostgreSQL',
+  (pg: PostgresHandle) => {
+    /** Connections to the test database other than the one asking. */
+    const connections = async () =>
+      Number(
+        (
+          await sqlOn<{ n: string }>(
+            pg.connectionString,
+            'SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+          )
+        )[0]!.n,
+      );
+    signalSuite(
+      'PostgreSQL',
+      (tag) => ({ postgres: { connectionString: pg.connectionString, schema: tag } }),
+      connections,
+    );
+
+    describe('a server that accepts and never answers', () => {
+      let server: Server | undefined;
+      const sockets: Socket[] = [];
+      afterEach(async () => {
+        for (const s of sockets) s.destroy();
+        await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+        server = undefined;
+      });
+
+      it('the open ends at the abort (CANCELLED), not at the connect timeout, and nothing is left connecting', async () => {
+        const dir = tempDir('hl-pg-silent-');
+        let accepted!: () => void;
+        const connected = new Promise<void>((resolve) => (accepted = resolve));
+        server = createServer((socket) => {
+          sockets.push(socket);
+          accepted();
+        });
+        await new Promise<void>((resolve) => server!.listen(join(dir, '.s.PGSQL.5432'), resolve));
+        const root = tempDir();
+        const abort = new AbortController();
+        const reason = new Error('the caller gave up');
+        const started = Date.now();
+        const opening = openLedger({
+          root,
+          host: 'h1',
+          postgres: { connectionString: `postgresql://nobody@/db?host=${dir}` },
+          signal: abort.signal,
+          onNotice: () => {},
+        });
+        await connected;
+        abort.abort(reason);
+        const err = await opening.catch((e: unknown) => e);
+        expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+        expect((err as Error).cause).toBe(reason);
+        // Well before the 10 s a connection attempt may take.
+        expect(Date.now() - started).toBeLessThan(5_000);
+        expect(existsSync(join(root, 'keys'))).toBe(false);
+      });
+    });
+  },
+  'open_signal_test',
+);
