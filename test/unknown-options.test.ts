@@ -24,7 +24,9 @@ import {
   shouldCompact,
   type ModelAdapter,
 } from '../src/index.js';
-import { verifyBundle, verifyChain } from '../manifests/audit/index.js';
+import { memoryBundleReader, verifyBundle, verifyChain } from '../manifests/audit/index.js';
+import { LevelManifestLog, PgManifestLog, verifyManifestEnvelope } from '../manifests/index.js';
+import { FsBlobStore, loadHashBackend, PgBlobStore } from '../store/index.js';
 import { readOptionFields, StoreError } from '../store/errors.js';
 import { readPostgresOptions } from '../src/ledger/postgres-options.js';
 import { readWitnessingOptions } from '../src/ledger/witnessing.js';
@@ -151,6 +153,7 @@ function ledgerEntryPoints(name: string, extra: () => Record<string, unknown>): 
         [{ witnesses: { witnesses: [], timeoutMS: 5 } }, 'timeoutMS', 'timeoutMs'],
         [{ witnesses: { witnesses: [{ url: 'https://w.example/', vkeys: 'k' }] } }, 'vkeys', 'vkey'],
         [{ nonsense: 1 }, 'nonsense', undefined],
+        [{ levelLog: { writebatch: undefined } }, 'writebatch', 'writeBatch'],
       ];
       const base = extra();
       if (base.postgres)
@@ -305,6 +308,89 @@ describe("the README's option names are all known", () => {
     const witnesses = named('witnesses');
     expect(witnesses).toContain('closeWaitMs');
     for (const name of witnesses) readWitnessingOptions({ witnesses: [], [name]: undefined });
+  });
+});
+
+describe("the stores' own openers and the manifest layer", () => {
+  // No server listens here: an opener that went on to connect would fail STORAGE_FAILED, not refuse the name.
+  const nowhere = 'postgresql://nobody@/db?host=/nonexistent-handoff-ledger-socket-dir';
+
+  it('FsBlobStore.open and LevelManifestLog.open refuse a misspelt option, making nothing', async () => {
+    const parent = tempDir();
+    const root = join(parent, 'store');
+    const hash = await loadHashBackend('noble');
+    // A misspelt leaveLeftovers: an open meant to diagnose would have cleared the staging files it must leave.
+    expectUnknown(
+      await refusal(() => FsBlobStore.open(root, { hash, leaveLeftover: true } as never)),
+      'leaveLeftover',
+      'leaveLeftovers',
+    );
+    expectUnknown(
+      await refusal(() => LevelManifestLog.open(join(root, 'manifests-v1'), { writebatch: undefined } as never)),
+      'writebatch',
+      'writeBatch',
+    );
+    expect(readdirSync(parent)).toEqual([]);
+    // Every documented name is taken as ever.
+    const { store } = await FsBlobStore.open(root, {
+      hash,
+      maxBlobBytes: undefined,
+      fs: undefined,
+      hashThread: false,
+      keepStagingMs: 0,
+      leaveLeftovers: false,
+    });
+    await store.close();
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'), { writeBatch: undefined });
+    await log.close();
+  });
+
+  it('PgBlobStore.open and PgManifestLog.open refuse a misspelt option before they connect', async () => {
+    const hash = await loadHashBackend('noble');
+    expectUnknown(
+      await refusal(() => PgBlobStore.open({ connectionString: nowhere, hash, maxblobBytes: 1 } as never)),
+      'maxblobBytes',
+      'maxBlobBytes',
+    );
+    expectUnknown(
+      await refusal(() => PgManifestLog.open({ connectionString: nowhere, Schema: 'other' } as never)),
+      'Schema',
+      'schema',
+    );
+    // Spelt right, they do connect (and fail to: there is no server).
+    expect(await refusal(() => PgManifestLog.open({ connectionString: nowhere, schema: 'other' }))).toMatchObject({
+      code: 'STORAGE_FAILED',
+    });
+  });
+
+  it('verifyManifestEnvelope refuses a misspelt option (INVALID_ARGUMENT) and options without a trust store', async () => {
+    const trust = { version: 1 as const, keys: [] };
+    const verify = (options: unknown) => refusal(() => verifyManifestEnvelope('{}', options as never));
+    const misspelt = await verify({ trust, verifer: undefined });
+    expectUnknown(misspelt, 'verifer', 'verifier');
+    expect(misspelt).toMatchObject({ name: 'ManifestError' });
+    expect(await verify({ Trust: trust })).toMatchObject({ name: 'ManifestError', code: 'INVALID_ARGUMENT' });
+    expect(await verify(undefined)).toMatchObject({ name: 'ManifestError', code: 'INVALID_ARGUMENT' });
+    // Spelt right, the envelope itself is judged.
+    expect(await verify({ trust, verifier: undefined })).toMatchObject({ code: 'ENVELOPE_INVALID' });
+  });
+
+  it('memoryBundleReader refuses a misspelt field (USAGE): `manifest` read no manifests at all', async () => {
+    expectUnknown(
+      await refusal(() => memoryBundleReader({ manifest: 'x' } as never)),
+      'manifest',
+      'manifests',
+      'USAGE',
+    );
+    expectUnknown(
+      await refusal(() => memoryBundleReader({ manifests: '', blob: new Map() } as never)),
+      'blob',
+      'blobs',
+      'USAGE',
+    );
+    expect(await refusal(() => memoryBundleReader({} as never))).toMatchObject({ code: 'USAGE' });
+    const reader = memoryBundleReader({ header: undefined, manifests: '', blobs: undefined, treeFiles: undefined });
+    expect(await reader.header()).toBeUndefined();
   });
 });
 

@@ -17,7 +17,8 @@
  */
 import { z } from 'zod';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
-import { AuditError } from './errors.js';
+import { AuditError, auditUsage } from './errors.js';
+import { readOptionFieldsAs, type NamesEveryField } from '../../store/errors.js';
 import { idSchema } from '../format/ids.js';
 import { timestampSchema } from '../format/manifest.js';
 import { describeZodError } from '../format/zod-issue.js';
@@ -158,8 +159,31 @@ export interface MemoryBundleInput {
   treeFiles?: Partial<Record<BundleTreeFile, string>>;
 }
 
-/** A reader over values already in memory: fetched text in a browser, or test fixtures. */
-export function memoryBundleReader(input: MemoryBundleInput): BundleReader {
+/** Every field of MemoryBundleInput: `memoryBundleReader` reads these once and refuses any other name. */
+const MEMORY_BUNDLE_FIELDS = ['header', 'manifests', 'blobs', 'treeFiles'] as const satisfies ReadonlyArray<
+  keyof MemoryBundleInput
+>;
+const everyMemoryBundleField: NamesEveryField<MemoryBundleInput, typeof MEMORY_BUNDLE_FIELDS> = true;
+void everyMemoryBundleField;
+
+/**
+ * A reader over values already in memory: fetched text in a browser, or test fixtures.
+ * @throws AuditError `USAGE` for input that is no object, a field of a name it does not know (`manifest`, `blob`: an
+ *   empty bundle, or one without its blobs, in place of the one meant) or one that throws as it is read, and
+ *   `manifests` that are neither text nor bytes
+ */
+export function memoryBundleReader(given: MemoryBundleInput): BundleReader {
+  if (typeof given !== 'object' || given === null)
+    throw auditUsage('memoryBundleReader needs { manifests } (the text or bytes of manifests.jsonl)');
+  // Each field read once, as the auditor's options are (readAuditOptions): what is checked is what the reader serves.
+  const input = readOptionFieldsAs(
+    given,
+    MEMORY_BUNDLE_FIELDS,
+    'memoryBundleReader input',
+    auditUsage,
+  ) as MemoryBundleInput;
+  if (typeof input.manifests !== 'string' && !(input.manifests instanceof Uint8Array))
+    throw auditUsage('memoryBundleReader input: manifests must be the text or bytes of manifests.jsonl');
   const bytes = typeof input.manifests === 'string' ? new TextEncoder().encode(input.manifests) : input.manifests;
   const reader: BundleReader = {
     header: async () => input.header,

@@ -9,7 +9,7 @@ import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { MAX_ENVELOPE_BYTES } from '../crypto/envelope.js';
 import type { Finding } from './findings.js';
 import type { TrustStore } from '../format/trust.js';
-import { verifyManifestEnvelope } from '../crypto/verify-manifest.js';
+import { verifyEnvelopeWith } from '../crypto/verify-manifest.js';
 import { lineFinding, manifestFinding, verifiedLineOf } from './verify-line-fast.js';
 
 /** Lines longer than this are findings, never parsed: an envelope is a few hundred bytes. */
@@ -215,7 +215,7 @@ export function verifyLineText(line: number, text: string, ctx: LineVerifyContex
   }
   // Steps 2-5: payload type, trusted key for host and time, signature, schema.
   try {
-    return { ok: true, entry: verifiedLineOf(line, verifyManifestEnvelope(value, ctx)) };
+    return { ok: true, entry: verifiedLineOf(line, verifyEnvelopeWith(value, ctx)) };
   } catch (err) {
     return manifestFinding(line, err);
   }

@@ -5,11 +5,7 @@
  */
 import type { Digest } from '../../store/hash/digest.js';
 import { ManifestError, type ManifestErrorCode } from '../errors.js';
-import {
-  verifyManifestEnvelope,
-  type VerifiedManifest,
-  type VerifyManifestOptions,
-} from '../crypto/verify-manifest.js';
+import { verifyEnvelopeWith, type VerifiedManifest, type VerifyManifestOptions } from '../crypto/verify-manifest.js';
 import type { LogEntry } from '../log/log.js';
 import type { VerifiedManifestCache } from '../crypto/verified-cache.js';
 import { checkLink, type ChainLink, type LinkRuleCode } from './link-rules.js';
@@ -81,7 +77,7 @@ export class ChainChecker {
     try {
       verified = this.options.cache
         ? this.options.cache.verify(entry.envelope, this.options)
-        : verifyManifestEnvelope(entry.envelope, this.options);
+        : verifyEnvelopeWith(entry.envelope, this.options);
     } catch (err) {
       if (!(err instanceof ManifestError)) throw err;
       // The next entry is linked against what the store says this one is: one bad manifest, one finding.

@@ -7,7 +7,7 @@
  */
 import type { TrustStore } from '../format/trust.js';
 import type { SignatureVerifier } from './ed25519.js';
-import { verifyManifestEnvelope, type VerifiedManifest, type VerifyManifestOptions } from './verify-manifest.js';
+import { verifyEnvelopeWith, type VerifiedManifest, type VerifyManifestOptions } from './verify-manifest.js';
 
 function copyOf(v: VerifiedManifest): VerifiedManifest {
   const m = v.manifest;
@@ -48,7 +48,7 @@ export class VerifiedManifestCache {
       this.verdicts.set(envelope, known);
       return copyOf(known);
     }
-    const verified = verifyManifestEnvelope(envelope, options);
+    const verified = verifyEnvelopeWith(envelope, options);
     this.verdicts.set(envelope, verified);
     if (this.verdicts.size > this.capacity) this.verdicts.delete(this.verdicts.keys().next().value!);
     return copyOf(verified);

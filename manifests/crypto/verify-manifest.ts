@@ -5,6 +5,7 @@
 import { nobleVerifier } from './ed25519.js';
 import { parseEnvelope } from './envelope.js';
 import { ManifestError } from '../errors.js';
+import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { manifestId, manifestSchema, type Manifest } from '../format/manifest.js';
 import { canonicalManifestText } from '../format/manifest-text.js';
 import { isManifestTimestamp, KEY_ID_PATTERN } from '../format/manifest-core.js';
@@ -89,6 +90,33 @@ function verifyCanonical(payload: Uint8Array, text: string, manifest: Manifest):
  *   `KEY_EXPIRED`, `KEY_REVOKED`, `SIGNATURE_INVALID`
  */
 export function verifyManifestEnvelope(input: string | unknown, options: VerifyManifestOptions): VerifiedManifest {
+  return verifyEnvelopeWith(input, readVerifyOptions(options));
+}
+
+/** Every field of VerifyManifestOptions: `verifyManifestEnvelope` reads these once and refuses any other name. */
+const VERIFY_FIELDS = ['trust', 'verifier'] as const satisfies ReadonlyArray<keyof VerifyManifestOptions>;
+const everyVerifyField: NamesEveryField<VerifyManifestOptions, typeof VERIFY_FIELDS> = true;
+void everyVerifyField;
+
+/**
+ * A caller's options of `verifyManifestEnvelope`, each field read once: a name it does not know (`Trust`, `verifer`:
+ * the default backend used in its place), a field that throws as it is read, or no `trust` object is
+ * `INVALID_ARGUMENT`, before the envelope is looked at.
+ * @throws ManifestError `INVALID_ARGUMENT`
+ */
+function readVerifyOptions(given: unknown): VerifyManifestOptions {
+  const options = readOptionFields(given, VERIFY_FIELDS, 'verifyManifestEnvelope options', ManifestError);
+  if (typeof options.trust !== 'object' || options.trust === null)
+    throw new ManifestError('INVALID_ARGUMENT', 'verifyManifestEnvelope needs options naming a trust store: { trust }');
+  return options as VerifyManifestOptions;
+}
+
+/**
+ * `verifyManifestEnvelope` with options this library made (the chain checker's and the line verifier's, which carry
+ * more fields, per manifest): not read again.
+ * @internal
+ */
+export function verifyEnvelopeWith(input: string | unknown, options: VerifyManifestOptions): VerifiedManifest {
   const parsed = parseEnvelope(input);
   const verifier = options.verifier ?? nobleVerifier;
   // Fast path (payload type first): for a canonical payload schema and canonical form hold already, so only the key

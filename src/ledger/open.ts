@@ -14,7 +14,12 @@ import { findAtomicStagingLeftovers, removeAtomicStagingLeftovers } from '../../
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
-import { holdsNoLog, LevelManifestLog } from '../../manifests/log/level/log.js';
+import {
+  holdsNoLog,
+  LEVEL_LOG_FIELDS,
+  LevelManifestLog,
+  type LevelManifestLogOptions,
+} from '../../manifests/log/level/log.js';
 import { randomBytes } from 'node:crypto';
 import { checkpointVerifiers, mergeTrust, parseTrustStore } from '../../manifests/format/trust.js';
 import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE, ORIGIN_RULE } from '../../manifests/format/checkpoint.js';
@@ -227,6 +232,16 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     ...trusted,
     ...(trusted.witnesses !== undefined ? { witnesses: readWitnessingOptions(trusted.witnesses) } : {}),
     ...(trusted.postgres ? { postgres: readPostgresOptions(trusted.postgres) } : {}),
+    ...(typeof trusted.levelLog === 'object' && trusted.levelLog !== null
+      ? {
+          levelLog: readOptionFields(
+            trusted.levelLog,
+            LEVEL_LOG_FIELDS,
+            'levelLog options',
+            LedgerError,
+          ) as LevelManifestLogOptions,
+        }
+      : {}),
     ...(typeof trusted.telemetry === 'object' && trusted.telemetry !== null
       ? {
           telemetry: readOptionFields(

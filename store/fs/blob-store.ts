@@ -11,7 +11,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
-import { shownValue, StoreError, storageFailure, throwIfAborted } from '../errors.js';
+import { readOptionFields, shownValue, StoreError, storageFailure, throwIfAborted, type NamesEveryField } from '../errors.js';
 import { nodeFsOps, type FsOps } from './ops.js';
 import { deleteIfOld, restoreAside } from './gc-aside.js';
 import { settledOrAborted } from '../abort.js';
@@ -60,6 +60,18 @@ export interface FsBlobStoreOptions {
    */
   leaveLeftovers?: boolean;
 }
+
+/** Every field of FsBlobStoreOptions: `FsBlobStore.open` reads these once and refuses any other name. */
+const FS_BLOB_STORE_FIELDS = [
+  'hash',
+  'maxBlobBytes',
+  'fs',
+  'hashThread',
+  'keepStagingMs',
+  'leaveLeftovers',
+] as const satisfies ReadonlyArray<keyof FsBlobStoreOptions>;
+const everyFsBlobStoreField: NamesEveryField<FsBlobStoreOptions, typeof FS_BLOB_STORE_FIELDS> = true;
+void everyFsBlobStoreField;
 
 /** What `FsBlobStore.open` and `recover` cleared: the staging files of interrupted writes. */
 export interface FsRecoveryReport {
@@ -130,12 +142,21 @@ export class FsBlobStore extends AbstractBlobStore {
 
   /**
    * Opens (creating if needed) a store under `root` and clears its staging area.
-   * @throws StoreError `UNSAFE_ROOT` if the root is a symlink, not a directory, or writable by group/others.
+   * @throws StoreError `UNSAFE_ROOT` if the root is a symlink, not a directory, or writable by group/others;
+   *   `INVALID_ARGUMENT` for an option of a name it does not know (or one that throws as it is read), before anything
+   *   is made.
    */
   static async open(
     root: string,
-    options: FsBlobStoreOptions,
+    given: FsBlobStoreOptions,
   ): Promise<{ store: FsBlobStore; recovery: FsRecoveryReport }> {
+    // Each field read once (a misspelt `leaveLeftovers` would clear what a diagnosis must leave): INVALID_ARGUMENT.
+    const options = readOptionFields(
+      given,
+      FS_BLOB_STORE_FIELDS,
+      'FsBlobStore.open options',
+      StoreError,
+    ) as FsBlobStoreOptions;
     const store = new FsBlobStore(root, options);
     const { dev, ino } = await ensurePrivateDir(root, 'UNSAFE_ROOT');
     store.rootId = { dev, ino };

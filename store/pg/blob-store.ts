@@ -8,7 +8,7 @@
  */
 import type pg from 'pg';
 import { formatDigest, isDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
-import { StoreError, storageFailure, throwIfAborted } from '../errors.js';
+import { readOptionFields, StoreError, storageFailure, throwIfAborted, type NamesEveryField } from '../errors.js';
 import {
   AbstractBlobStore,
   byteLimitProblem,
@@ -21,6 +21,7 @@ import {
 import { fixedBlocks } from '../blocks.js';
 import {
   BEGIN,
+  PG_CONNECT_FIELDS,
   PgDatabase,
   pgOptionsProblem,
   pgTimeoutProblem,
@@ -60,6 +61,13 @@ export interface PgBlobStoreOptions extends PgConnectOptions {
   maxBlobBytes?: number | undefined;
 }
 
+/** Every field of PgBlobStoreOptions: `PgBlobStore.open` reads these once and refuses any other name. */
+const PG_BLOB_STORE_FIELDS = [...PG_CONNECT_FIELDS, 'hash', 'maxBlobBytes'] as const satisfies ReadonlyArray<
+  keyof PgBlobStoreOptions
+>;
+const everyPgBlobStoreField: NamesEveryField<PgBlobStoreOptions, typeof PG_BLOB_STORE_FIELDS> = true;
+void everyPgBlobStoreField;
+
 /** The store's error for a failed step; a timeout of the pool's settings (pgTimeoutProblem) says which one. */
 function storageFailed(step: string, err: unknown): Error {
   const timeout = pgTimeoutProblem(err);
@@ -79,10 +87,18 @@ export class PgBlobStore extends AbstractBlobStore {
 
   /**
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
-   * @throws StoreError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`), `STORAGE_FAILED`
-   *   when the database cannot be reached or migrated.
+   * @throws StoreError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`) or an option of a name
+   *   it does not know (or one that throws as it is read), `STORAGE_FAILED` when the database cannot be reached or
+   *   migrated.
    */
-  static async open(options: PgBlobStoreOptions): Promise<PgBlobStore> {
+  static async open(given: PgBlobStoreOptions): Promise<PgBlobStore> {
+    // Each field read once; a misspelt one (`maxblobBytes`: the default bound) is refused before anything connects.
+    const options = readOptionFields(
+      given,
+      PG_BLOB_STORE_FIELDS,
+      'PgBlobStore.open options',
+      StoreError,
+    ) as PgBlobStoreOptions;
     // Every option is checked before anything connects: a bad one leaves no pool open and no schema made.
     const problem = pgOptionsProblem(options) ?? byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes');
     if (problem) throw new StoreError('INVALID_ARGUMENT', `postgres blob store: ${problem}`);

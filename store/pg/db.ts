@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { onAbort } from '../abort.js';
-import { isHandoffLedgerError, shownValue } from '../errors.js';
+import { isHandoffLedgerError, shownValue, type NamesEveryField } from '../errors.js';
 
 /** Default `lockTimeoutMs`: how long a statement waits for a lock another connection holds. */
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
@@ -123,6 +123,18 @@ export interface PgConnectOptions {
    */
   idleInTransactionTimeoutMs?: number | undefined;
 }
+
+/** Every field of PgConnectOptions: the stores' openers read these (and their own) and refuse any other name. */
+export const PG_CONNECT_FIELDS = [
+  'connectionString',
+  'pool',
+  'schema',
+  'maxConnections',
+  'lockTimeoutMs',
+  'idleInTransactionTimeoutMs',
+] as const satisfies ReadonlyArray<keyof PgConnectOptions>;
+const everyPgConnectField: NamesEveryField<PgConnectOptions, typeof PG_CONNECT_FIELDS> = true;
+void everyPgConnectField;
 
 /** One versioned, forward-only schema step. `sql` uses `{schema}` where the quoted schema name goes. */
 export interface PgMigration {

@@ -18,7 +18,7 @@ import { mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Level } from 'level';
 import { onAbort, settledOrAborted } from '../../../store/abort.js';
-import { throwIfAborted } from '../../../store/errors.js';
+import { readOptionFields, throwIfAborted, type NamesEveryField } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
 import {
@@ -77,6 +77,11 @@ export interface LevelManifestLogOptions {
    */
   writeBatch?: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>;
 }
+
+/** Every field of LevelManifestLogOptions: `LevelManifestLog.open` (and `openLedger`'s `levelLog`) refuse any other. */
+export const LEVEL_LOG_FIELDS = ['writeBatch'] as const satisfies ReadonlyArray<keyof LevelManifestLogOptions>;
+const everyLevelLogField: NamesEveryField<LevelManifestLogOptions, typeof LEVEL_LOG_FIELDS> = true;
+void everyLevelLogField;
 
 const seqKey = (seq: number) => seq.toString(16).padStart(12, '0');
 const posKey = (pos: number) => `p!${pos.toString(16).padStart(16, '0')}`;
@@ -204,9 +209,16 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   /**
    * Opens (creating if needed) the log at `path`.
    * @throws ManifestError `LOCKED` when another process, or another log of this process, has the store open;
-   *   `STORAGE_FAILED` otherwise.
+   *   `INVALID_ARGUMENT` for an option of a name it does not know (or one that throws as it is read), before anything
+   *   is made; `STORAGE_FAILED` otherwise.
    */
-  static async open(path: string, options: LevelManifestLogOptions = {}): Promise<LevelManifestLog> {
+  static async open(path: string, given: LevelManifestLogOptions = {}): Promise<LevelManifestLog> {
+    const options = readOptionFields(
+      given,
+      LEVEL_LOG_FIELDS,
+      'LevelManifestLog.open options',
+      ManifestError,
+    ) as LevelManifestLogOptions;
     let id: string;
     try {
       await mkdir(path, { recursive: true, mode: 0o700 });

@@ -7,10 +7,11 @@
  */
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
-import { isHandoffLedgerError, storageFailure, throwIfAborted } from '../../../store/errors.js';
+import { isHandoffLedgerError, readOptionFields, storageFailure, throwIfAborted } from '../../../store/errors.js';
 import {
   BEGIN,
   LOCK_NOT_AVAILABLE,
+  PG_CONNECT_FIELDS,
   PgDatabase,
   pgCode,
   pgOptionsProblem,
@@ -290,10 +291,18 @@ export class PgManifestLog extends AbstractManifestLog {
 
   /**
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
-   * @throws ManifestError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`), `STORAGE_FAILED`
-   *   when the database cannot be reached or migrated.
+   * @throws ManifestError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`) or an option of a
+   *   name it does not know (or one that throws as it is read), `STORAGE_FAILED` when the database cannot be reached
+   *   or migrated.
    */
-  static async open(options: PgManifestLogOptions): Promise<PgManifestLog> {
+  static async open(given: PgManifestLogOptions): Promise<PgManifestLog> {
+    // Each field read once; a misspelt one is refused (INVALID_ARGUMENT naming it) before anything connects.
+    const options = readOptionFields(
+      given,
+      PG_CONNECT_FIELDS,
+      'PgManifestLog.open options',
+      ManifestError,
+    ) as PgManifestLogOptions;
     const problem = pgOptionsProblem(options);
     if (problem) throw new ManifestError('INVALID_ARGUMENT', `postgres manifest log: ${problem}`);
     const db = new PgDatabase(options);
