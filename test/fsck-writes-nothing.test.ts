@@ -24,7 +24,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { readPinnedNote } from '../src/ledger/checkpoint-pin.js';
 import { openLedger } from '../src/ledger/open.js';
 import type { Ledger } from '../src/ledger/ledger.js';
-import { generateJwk } from '../src/keys/local-signer.js';
+import { generateJwk, LocalSigner } from '../src/keys/local-signer.js';
 import { fsck } from '../src/ops/maintenance.js';
 import { describePostgres } from './support/postgres.js';
 import { tempDir } from './support/tmp.js';
@@ -144,6 +144,34 @@ function suite(
       await ledger.close();
       for (const path of staged) expect(existsSync(path), path).toBe(false);
       expect(readdirSync(join(root, 'checkpoints'))).toEqual([legacy.replace(/\.note$/, '.pin')]);
+    });
+
+    it('makes no keys/ where it was removed, nor a key: the open is refused KEY_INVALID naming it (library and CLI), the root as it was', async () => {
+      const root = await made();
+      const keys = join(root, 'keys');
+      renameSync(keys, join(root, 'keys.aside'));
+      const before = listing(root);
+      const err = await open(root, { diagnose: true }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'KEY_INVALID' });
+      expect((err as Error).message).toContain(`${keys} is missing`);
+      expect(existsSync(keys)).toBe(false);
+      expect(listing(root)).toEqual(before);
+      // With an injected signer the host key is not in keys/: the checkpoint key is the one it would make.
+      const signer = new LocalSigner(generateJwk());
+      const withSigner = await open(root, { diagnose: true, signer }).catch((e: unknown) => e);
+      expect(withSigner).toMatchObject({ name: 'LedgerError', code: 'KEY_INVALID' });
+      expect((withSigner as Error).message).toMatch(/checkpoint key file/);
+      expect(existsSync(keys)).toBe(false);
+      expect(listing(root)).toEqual(before);
+      // The CLI's fsck reports it (exit 1, KEY_INVALID) and makes nothing either.
+      const r = cli(['fsck', ...cliStore(root)]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('KEY_INVALID');
+      expect(existsSync(keys)).toBe(false);
+      expect(listing(root)).toEqual(before);
+      // keys/ restored: the diagnosis is clean, and still writes nothing.
+      renameSync(join(root, 'keys.aside'), keys);
+      expect(await fsckLeavesIt(root)).toEqual([]);
     });
 
     it('makes no checkpoints/ where it is missing; an ordinary open makes it and pins', async () => {

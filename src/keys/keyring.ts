@@ -11,7 +11,7 @@ import { accessSync, constants } from 'node:fs';
 import { lstat, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { digestOf } from '../../store/hash/digest.js';
-import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
+import { ensurePrivateDir, privateDirIfPresent } from '../../store/fs/safe-dir.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { decodeBase64Url, encodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
@@ -76,6 +76,24 @@ export interface KeyringOptions {
    * They are named in `stagedLeft`. Default false: they are moved into place or removed under the trust lock.
    */
   leaveStaged?: boolean;
+  /**
+   * An open to diagnose (fsck), which writes nothing to the root: a missing `keys/` is not made (one there is judged as
+   * ever), and a key the load would make (the host's, the checkpoint key) is refused `KEY_INVALID` instead, naming
+   * the file missing. Default false: both are made, as at a store's first open.
+   */
+  makeNoKeys?: boolean;
+}
+
+/**
+ * What a diagnosing open (`makeNoKeys`) refuses with where the load would make a key: the key file missing, and
+ * `keys/` with it when that is gone too. It makes neither (nor a lock file): the root is left as it was.
+ */
+function diagnosisMakesNoKey(what: string, path: string, keysDir: string, keysDirMissing: boolean): LedgerError {
+  const missing = keysDirMissing ? `${keysDir} is missing (so is ${what} ${path})` : `${what} ${path} is missing`;
+  return new LedgerError(
+    'KEY_INVALID',
+    `${missing}: a diagnosing open (fsck) makes no key nor key directory, for it writes nothing to the store it diagnoses; restore ${keysDirMissing ? 'the directory' : 'the file'} from a backup. If the keys are lost: \`init\` or \`publish\` with this host makes new ones, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
+  );
 }
 
 /** Loading found something to write (a new key, a key to list) without holding the trust lock: load again under it. */
@@ -383,7 +401,11 @@ export class Keyring {
   private static async load(options: KeyringOptions, held: boolean): Promise<Keyring> {
     const stagedLeft: string[] = [];
     const keysDir = join(options.root, 'keys');
-    await ensurePrivateDir(keysDir, 'UNSAFE_PATH');
+    // A diagnosing open judges keys/ when it is there and makes none: key files under one that is missing are missing.
+    const keysDirMissing =
+      options.makeNoKeys === true
+        ? (await privateDirIfPresent(keysDir, 'UNSAFE_PATH')) === undefined
+        : (await ensurePrivateDir(keysDir, 'UNSAFE_PATH'), false);
     const trustPath = trustPathOf(options);
     const read = await readTrustFile(trustPath);
     let trustMissing = read === undefined;
@@ -412,6 +434,8 @@ export class Keyring {
         // Checked before the open wrote anything (src/ledger/open.ts); here again, for a key file removed since.
         if (options.createHostKey === false) await refuseNewHostKey(options.root, options.host);
         if (options.writeNothing) throw options.writeNothing;
+        if (options.makeNoKeys === true)
+          throw diagnosisMakesNoKey("this host's key file", keyPath, keysDir, keysDirMissing);
         if (!held) throw new NeedsTrustLock();
         await writeKeyFile(keyPath, generateJwk());
         signer = await loadKeyFile(keyPath);
@@ -478,6 +502,8 @@ export class Keyring {
     let checkpoint: Signer | undefined = stagedCheckpoint ?? (await loadKeyFileIfPresent(checkpointPath));
     if (!checkpoint) {
       if (options.writeNothing) throw options.writeNothing;
+      if (options.makeNoKeys === true)
+        throw diagnosisMakesNoKey("this host's checkpoint key file", checkpointPath, keysDir, keysDirMissing);
       if (!held) throw new NeedsTrustLock();
       await writeKeyFile(checkpointPath, generateJwk());
       checkpoint = await loadKeyFile(checkpointPath);

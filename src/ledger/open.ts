@@ -490,6 +490,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         writeNothing: originDamage,
         // A diagnosing open leaves a stopped rotation's staged key files where they are, named below.
         leaveStaged: options.diagnose === true,
+        // And makes no missing keys/ nor a key: a key file it would make is refused (KEY_INVALID), naming it.
+        makeNoKeys: options.diagnose === true,
         storeSignedNothing: async () => {
           for await (const _ of log.signingKeys.keyIds()) return false;
           for await (const _ of log.entries()) return false;

@@ -83,7 +83,8 @@ export interface OpenLedgerOptions {
    * and write refuses with the damage (`RECORD_CORRUPT`), which `fsck` reports; a root that lists no such name is
    * refused with it. It looks and does not change: no staging file of an interrupted write is removed (the blob
    * store's in `tmp/` included) and no blob an interrupted gc left in `gc-aside/` is linked back (a notice names
-   * them), no missing `checkpoints/` is made, a 0.1.0 pin (`<hash>.note`) is read in place, nothing is signed or
+   * them), no missing `checkpoints/` is made, no key nor a missing `keys/` is made (a key file it would make, the host's
+   * or the checkpoint key, refuses it `KEY_INVALID`), a 0.1.0 pin (`<hash>.note`) is read in place, nothing is signed or
    * pinned at open. LevelDB's own files and an older store's migrations are written as at any open.
    */
   diagnose?: boolean | undefined;
