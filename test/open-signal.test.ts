@@ -9,6 +9,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
+import { takeFileLock } from '../src/ledger/file-lock.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { describePostgres, sqlOn, type PostgresHandle } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
@@ -70,6 +71,37 @@ function signalSuite(
         await ledger.close();
       }
       if (connections) expect(await connections()).toBe(0);
+    });
+
+    it('ends an open waiting for the trust lock another holder has (a rotation elsewhere) at the abort, with no lock taken', async () => {
+      const root = tempDir();
+      const extra = backend('trust_lock');
+      // A first open writes its keys and trust.json under the trust lock: held here, it waits (30 s, then LOCKED).
+      const held = await takeFileLock(join(root, 'trust.json'), 'trust.json');
+      try {
+        const abort = new AbortController();
+        const reason = new Error('the caller gave up');
+        const opening = openLedger({ ...extra, root, host: 'h1', signal: abort.signal, onNotice: () => {} });
+        // The keyring makes keys/ before it finds it must write, and then waits for the lock.
+        while (!existsSync(join(root, 'keys'))) await new Promise((resolve) => setTimeout(resolve, 10));
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const aborted = Date.now();
+        abort.abort(reason);
+        const err = await opening.catch((e: unknown) => e);
+        expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+        expect((err as Error).cause).toBe(reason);
+        expect(Date.now() - aborted).toBeLessThan(5_000);
+        expect(existsSync(join(root, 'trust.json'))).toBe(false);
+        if (connections) expect(await connections()).toBe(0);
+      } finally {
+        await held.release();
+      }
+      const ledger = await openLedger({ ...extra, root, host: 'h1', onNotice: () => {} });
+      try {
+        expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+      } finally {
+        await ledger.close();
+      }
     });
 
     it('a signal aborted before the call: CANCELLED and nothing made; one that is no AbortSignal: INVALID_ARGUMENT', async () => {

@@ -376,7 +376,7 @@ export class Keyring {
    * @throws LedgerError `KEY_FILE_UNSAFE`, `KEY_INVALID` (also an injected signer whose signatures do not verify
    *   under its `publicKey`, a `keyFile` that does not exist), `LOCKED` (another process holds the trust lock too
    *   long); StoreError `STORAGE_FAILED` (a key file or trust.json that cannot be read or written); `CANCELLED` when
-   *   `signal` aborts while an injected signer's test signature is awaited (nothing is read or written after it)
+   *   `signal` aborts while an injected signer's test signature or the trust lock is awaited (nothing is written)
    */
   static async open(options: KeyringOptions, signal?: AbortSignal): Promise<Keyring> {
     // At open and at each reload (which opens again): a KMS key can change under a running process. The open's signal
@@ -391,7 +391,8 @@ export class Keyring {
       trustPathOf(options),
       'trust.json',
       () => Keyring.load(options, true),
-      options.trustLock,
+      // The open's signal ends the wait for another holder (a rotation elsewhere), never a load under the lock.
+      { ...options.trustLock, signal },
     );
     // The lock is released here: this keyring holds it no longer (a later reload must not write as if it did).
     ring.held = false;

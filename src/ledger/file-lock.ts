@@ -28,8 +28,8 @@ import { basename, dirname, join } from 'node:path';
 import { createFileWhole } from '../../store/fs/atomic-file.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { StoreError, storageFailure } from '../../store/errors.js';
-import { LedgerError } from '../errors.js';
-import { MAX_TIMER_MS } from '../../store/abort.js';
+import { LedgerError, throwIfCancelled } from '../errors.js';
+import { MAX_TIMER_MS, onAbort } from '../../store/abort.js';
 
 export interface FileLockOptions {
   /** How long to wait for another holder (default 30 s): then `LOCKED`. */
@@ -39,6 +39,11 @@ export interface FileLockOptions {
    * of this machine only once its process is gone. Its holder touches it every third of this while it runs.
    */
   staleMs?: number;
+  /**
+   * Ends the wait for another holder once it aborts: LedgerError `CANCELLED`, with no lock taken (an open's signal,
+   * `openLedger({ signal })`). Not looked at once the lock is taken.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 interface LockOwner {
@@ -126,7 +131,18 @@ function isStale(seen: SeenLock, me: LockOwner, staleMs: number): boolean {
   return old; // cannot tell which process the pid names: its age decides, as for another machine
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Resolves after `ms`, or as soon as `signal` aborts (the caller then finds it aborted). */
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const unsubscribe = signal ? onAbort(signal, () => done()) : () => {};
+    const timer = setTimeout(() => done(), ms);
+    function done() {
+      clearTimeout(timer);
+      unsubscribe();
+      resolve();
+    }
+  });
 const errno = (err: unknown) => (err as NodeJS.ErrnoException)?.code;
 
 /** A lock taken with `takeFileLock`, held until `release()`. */
@@ -139,6 +155,7 @@ export interface HeldFileLock {
  * Takes the lock of `path` (the file `<path>.lock`) and holds it until `release()`, touching it meanwhile; for a
  * process that holds it for its lifetime (a witness's state directory). `what` names it in the error.
  * @throws LedgerError `LOCKED` when another live process holds it for longer than `waitMs` (0: refuse at once),
+ *   `CANCELLED` when `signal` aborts first,
  *   `INVALID_ARGUMENT` for a `staleMs` that is not positive; StoreError `STORAGE_FAILED` when the lock cannot be
  *   written or read
  */
@@ -156,7 +173,7 @@ export async function takeFileLock(path: string, what: string, options: FileLock
     throw new LedgerError('INVALID_ARGUMENT', `${what}: the lock's stale age must be a positive number of ms`);
   let handle: FileHandle;
   try {
-    handle = await acquire(lockPath, what, me, options.waitMs ?? 30_000, staleMs);
+    handle = await acquire(lockPath, what, me, options.waitMs ?? 30_000, staleMs, options.signal);
   } catch (err) {
     throw storageFailure(StoreError, `${what}: taking its lock ${lockPath}`, err);
   }
@@ -254,9 +271,12 @@ async function acquire(
   me: LockOwner,
   waitMs: number,
   staleMs: number,
+  signal: AbortSignal | undefined,
 ): Promise<FileHandle> {
   const deadline = Date.now() + waitMs;
   for (let delay = 10; ; delay = Math.min(delay * 2, 250)) {
+    // Before each try: an aborted wait takes no lock (LedgerError CANCELLED).
+    throwIfCancelled(signal);
     const handle = await create(lockPath, me);
     if (handle) return handle;
     const seen = await look(lockPath);
@@ -273,7 +293,7 @@ async function acquire(
           'try again, or remove that file if no such process runs',
       );
     }
-    await sleep(delay + Math.floor(Math.random() * delay));
+    await sleep(delay + Math.floor(Math.random() * delay), signal);
   }
 }
 
