@@ -11,7 +11,14 @@ import type { FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
-import { readOptionFields, shownValue, StoreError, storageFailure, throwIfAborted, type NamesEveryField } from '../errors.js';
+import {
+  readOptionFields,
+  shownValue,
+  StoreError,
+  storageFailure,
+  throwIfAborted,
+  type NamesEveryField,
+} from '../errors.js';
 import { nodeFsOps, type FsOps } from './ops.js';
 import { deleteIfOld, restoreAside } from './gc-aside.js';
 import { settledOrAborted } from '../abort.js';
