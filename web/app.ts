@@ -58,7 +58,10 @@ const state: {
   verified?: Verified;
   manifests: ManifestMark[];
   worker?: Worker;
-  /** Chosen files still being read: Verify waits for them (a run without a file chosen before it was pressed is none asked for). */
+  /**
+   * Chosen files and drops still being read: Verify waits for them (a run without a file chosen before it was pressed
+   * is none asked for), including reads a later choice has superseded.
+   */
   reading: number;
 } = { manifests: [], side: {}, reading: 0 };
 
@@ -72,6 +75,28 @@ function fail(...messages: string[]): void {
   e.textContent = shownLines(messages);
   e.hidden = false;
 }
+
+/**
+ * What the auditor chose, gesture by gesture (a pick, a drop, the files audit-ui serves), in the order the gestures
+ * were made: a choice is read asynchronously, and reads can end out of order (a large file, a slow disk), so each
+ * gesture gets a number when it is made and each kind of input (the bundle, each side file kind) remembers the
+ * latest gesture that chose it. A read that ends after a later gesture chose its kind is dropped: the last pick
+ * wins, not the last read to end.
+ */
+type Role = 'bundle' | SideFileRole;
+let gestures = 0;
+const latest: Partial<Record<Role, number>> = {};
+/** The latest gesture whose refusals (or none) are shown: an earlier one ending later does not clear or hide them. */
+let settledGesture = 0;
+/** A new gesture's number. */
+const gesture = () => ++gestures;
+/** Claims `role` for gesture `g` unless a later gesture has claimed it; false when `g`'s choice is superseded. */
+function claim(role: Role, g: number): boolean {
+  if (g < (latest[role] ?? 0)) return false;
+  latest[role] = g;
+  return true;
+}
+const current = (role: Role, g: number) => latest[role] === g;
 
 const ready = () =>
   state.bundle !== undefined &&
@@ -139,7 +164,9 @@ function auditorSettings(): Pick<VerifyRequest, 'requireBlobs' | 'expect' | 'pri
 let servedMaxBundleBytes: number | undefined;
 
 /** Shows why what was just picked or dropped was refused, or clears an earlier message when nothing was. */
-function settle(refusals: Array<string | undefined>): void {
+function settle(refusals: Array<string | undefined>, g: number): void {
+  if (g < settledGesture) return;
+  settledGesture = g;
   const said = refusals.filter((r): r is string => r !== undefined);
   if (said.length > 0) fail(...said);
   else $('error').hidden = true;
@@ -163,10 +190,14 @@ function dropVerdict(): void {
   delete document.body.dataset.state;
 }
 
-/** Takes a bundle; returns why not. A refused one leaves the one chosen before in place. */
-function takeBundle(picked: PickedBundle | string | undefined): string | undefined {
+/**
+ * Takes a bundle chosen by gesture `g`; returns why not. A refused one leaves the one chosen before in place, and so
+ * does one a later gesture has superseded (a folder dropped, then another picked before the drop was read).
+ */
+function takeBundle(picked: PickedBundle | string | undefined, g: number): string | undefined {
   if (picked === undefined) return undefined;
   if (typeof picked === 'string') return picked;
+  if (!claim('bundle', g)) return undefined;
   dropVerdict();
   state.bundle = picked;
   refreshPicked();
@@ -186,6 +217,7 @@ async function textOf(file: Blob): Promise<string> {
 async function takeSideFiles(
   role: SideFileRole,
   files: ReadonlyArray<{ file: Blob; name: string; servedFrom?: readonly string[] }>,
+  g: number,
 ): Promise<string | undefined> {
   const { tooLarge, several, noun } = SIDE_FILES[role];
   if (files.length === 0) return undefined;
@@ -195,6 +227,8 @@ async function takeSideFiles(
     return `drop one ${noun} file, not ${files.length}: ${files.map((f) => JSON.stringify(f.name)).join(', ')}`;
   // Refused before reading: a bound applied after reading bounds nothing.
   for (const { file, name } of files) if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
+  // Superseded by a later gesture of this kind already: nothing of it is taken.
+  if (!claim(role, g)) return undefined;
   const read: ChosenFile[] = [];
   state.reading++;
   refreshPicked();
@@ -205,6 +239,8 @@ async function takeSideFiles(
     state.reading--;
     refreshPicked();
   }
+  // Another of this kind was chosen while these were read: the later choice stands.
+  if (!current(role, g)) return undefined;
   dropVerdict();
   state.side[role] = read;
   refreshPicked();
@@ -382,12 +418,14 @@ function wire(): void {
   showDetails($('details'), undefined, undefined);
   $<HTMLInputElement>('bundle-input').addEventListener('change', (e) => {
     const list = (e.target as HTMLInputElement).files;
-    if (list) settle([takeBundle(bundleFromFiles(filesOfInput(list)))]);
+    const g = gesture();
+    if (list) settle([takeBundle(bundleFromFiles(filesOfInput(list)), g)], g);
   });
   for (const role of SIDE_FILE_ROLES)
     $<HTMLInputElement>(SIDE_FILES[role].input).addEventListener('change', (e) => {
       const files = Array.from((e.target as HTMLInputElement).files ?? [], (file) => ({ file, name: file.name }));
-      if (files.length > 0) void takeSideFiles(role, files).then((refused) => settle([refused]));
+      const g = gesture();
+      if (files.length > 0) void takeSideFiles(role, files, g).then((refused) => settle([refused], g));
     });
   const drop = $('drop');
   drop.addEventListener('dragover', (e) => {
@@ -399,8 +437,16 @@ function wire(): void {
     e.preventDefault();
     drop.classList.remove('over');
     if (!e.dataTransfer) return;
-    void readDrop(e.dataTransfer.items).then(async (got) => {
-      const refusals = [takeBundle(got.bundle)];
+    const g = gesture();
+    // Verify waits for the drop to be read, as for a picked file (its folder is walked asynchronously).
+    state.reading++;
+    refreshPicked();
+    const reading = readDrop(e.dataTransfer.items).finally(() => {
+      state.reading--;
+      refreshPicked();
+    });
+    void reading.then(async (got) => {
+      const refusals = [takeBundle(got.bundle, g)];
       // The files of each kind dropped together are given together: several trust files are all taken.
       const byRole = new Map<SideFileRole, Array<{ file: Blob; name: string }>>();
       for (const file of got.files) {
@@ -408,8 +454,8 @@ function wire(): void {
         if (role) byRole.set(role, [...(byRole.get(role) ?? []), { file, name: file.name }]);
         else refusals.push(unplacedFile(file.name));
       }
-      for (const [role, files] of byRole) refusals.push(await takeSideFiles(role, files));
-      settle(refusals);
+      for (const [role, files] of byRole) refusals.push(await takeSideFiles(role, files, g));
+      settle(refusals, g);
     });
   });
   for (const id of ['quorum-input', 'require-blobs-input', 'expect-input', 'principal-input', 'session-input'])
@@ -438,7 +484,9 @@ function wire(): void {
 async function preload(): Promise<void> {
   const p = preloadOf(document);
   if (!p) return;
-  if (p.bundle) takeBundle(bundleFromPreload(p.bundle));
+  // The files audit-ui serves are chosen as the page opens: one gesture, before any the auditor makes.
+  const g = gesture();
+  if (p.bundle) takeBundle(bundleFromPreload(p.bundle), g);
   // The auditor's settings audit-ui was started with: shown in the fields, where the auditor may change them.
   if (p.requireBlobs) $<HTMLInputElement>('require-blobs-input').checked = true;
   // The page's own address (?expect=) wins over audit-ui's preset, as ?max-bundle-bytes= does.
@@ -451,7 +499,7 @@ async function preload(): Promise<void> {
   const served = async (role: SideFileRole, url: string, name: string, servedFrom?: readonly string[]) => {
     const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
     return res.ok
-      ? takeSideFiles(role, [{ file: await res.blob(), name, ...(servedFrom ? { servedFrom } : {}) }])
+      ? takeSideFiles(role, [{ file: await res.blob(), name, ...(servedFrom ? { servedFrom } : {}) }], g)
       : `${SIDE_FILES[role].noun}: HTTP ${res.status}`;
   };
   const refusals: Array<string | undefined> = [];
@@ -462,7 +510,7 @@ async function preload(): Promise<void> {
     $<HTMLInputElement>('quorum-input').value = String(p.witnessKeys.quorum);
     refreshPicked();
   }
-  settle(refusals);
+  settle(refusals, g);
   if (ready()) verify();
 }
 

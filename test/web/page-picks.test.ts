@@ -1,0 +1,161 @@
+/**
+ * What the auditor chose is what the page verifies, however the browser's reads of the chosen files end: two picks of
+ * one kind whose reads end out of order (a large file, a slow disk), a bundle folder picked while a dropped one is
+ * still being walked. The reads are held and released by the test (window.holdRead / releaseRead, window.holdDrops /
+ * releaseDrops), so each order is the one asked for, not one a loaded machine happens to give.
+ */
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BrowserContext, Page } from 'playwright-core';
+import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
+import { run as verifyCli } from '../../src/cli/verify.js';
+import { buildBundle, makeKey, trustOf, writeBundleDir, writeTrustFile } from '../support/bundle-builder.js';
+import { launchChromium, watchPage } from '../support/browser.js';
+import { captureIo } from '../support/capture-io.js';
+import { ensurePageBuilt } from '../support/page-build.js';
+import { dropFiles, expectSameAsCli, PAGE_URL as PAGE, picked } from '../support/page-checks.js';
+import { flipSignatureBit } from '../support/tamper-cases.js';
+
+let browser: BrowserContext;
+let closeBrowser: () => Promise<void>;
+let root: string;
+/** A clean bundle and a tampered copy of it; its trust file (two names, same keys) and another store's. */
+let good: string;
+let tampered: string;
+let trust: string;
+let trustCopy: string;
+let otherTrust: string;
+
+const UPDATE_WAIT = { timeout: 10_000 };
+
+beforeAll(async () => {
+  ensurePageBuilt();
+  root = mkdtempSync(join(tmpdir(), 'hl-page-picks-'));
+  chmodSync(root, 0o700);
+  const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+  good = join(root, 'good-bundle');
+  await writeBundleDir(good, b.lines);
+  tampered = join(root, 'tampered-bundle');
+  await writeBundleDir(
+    tampered,
+    b.lines.map((l, i) => (i === 1 ? flipSignatureBit(l) : l)),
+  );
+  trust = join(root, 'trust.json');
+  await writeTrustFile(trust, b.trust);
+  trustCopy = join(root, 'trust-copy.json');
+  await writeTrustFile(trustCopy, b.trust);
+  otherTrust = join(root, 'other-trust.json');
+  await writeTrustFile(otherTrust, trustOf(makeKey('host-a', 2).trusted));
+  ({ browser, close: closeBrowser } = await launchChromium());
+}, 120_000);
+
+afterAll(async () => {
+  await closeBrowser?.();
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+async function cliReport(dir: string, trustPath: string): Promise<BundleAuditReport> {
+  const c = captureIo();
+  await verifyCli([dir, '--trust', trustPath, '--json', '--workers', '0'], c.io);
+  return JSON.parse(c.stdout()) as BundleAuditReport;
+}
+
+/**
+ * A page whose reads of chosen files the test holds: `holdRead(name)` holds the page's reads of a file of that name
+ * until `releaseRead(name)`; `holdDrops()` holds every file of a dropped folder until `releaseDrops()`.
+ */
+async function heldPage(): Promise<Page> {
+  const page = await browser.newPage();
+  await page.addInitScript(() => {
+    const w = globalThis as unknown as Record<string, unknown>;
+    const held = new Set<string>();
+    const waiting = new Map<string, Array<() => void>>();
+    const read = Blob.prototype.arrayBuffer;
+    w.holdRead = (name: string) => held.add(name);
+    w.releaseRead = (name: string) => {
+      held.delete(name);
+      for (const go of waiting.get(name) ?? []) go();
+      waiting.delete(name);
+    };
+    Blob.prototype.arrayBuffer = function (this: Blob) {
+      const name = this instanceof File ? this.name : undefined;
+      if (name === undefined || !held.has(name)) return read.call(this);
+      return new Promise<void>((go) => waiting.set(name, [...(waiting.get(name) ?? []), go])).then(() =>
+        read.call(this),
+      );
+    };
+    let holdingDrops = false;
+    let dropWaiting: Array<() => void> = [];
+    w.holdDrops = () => (holdingDrops = true);
+    w.releaseDrops = () => {
+      holdingDrops = false;
+      for (const go of dropWaiting) go();
+      dropWaiting = [];
+    };
+    const handle = (globalThis as unknown as { FileSystemFileHandle?: { prototype: { getFile(): Promise<File> } } })
+      .FileSystemFileHandle;
+    if (handle) {
+      const getFile = handle.prototype.getFile;
+      handle.prototype.getFile = function (this: unknown) {
+        if (!holdingDrops) return getFile.call(this);
+        return new Promise<void>((go) => dropWaiting.push(go)).then(() => getFile.call(this));
+      };
+    }
+  });
+  return page;
+}
+
+const call = (page: Page, fn: string, arg?: string) =>
+  page.evaluate(([f, a]) => (globalThis as unknown as Record<string, (x?: string) => void>)[f!]!(a), [fn, arg]);
+
+describe('the last choice of a kind is the one verified, whichever read ends last', { timeout: 180_000 }, () => {
+  it('of two trust files picked one after the other, the second is taken even when the first is read last', async () => {
+    const expected = await cliReport(good, otherTrust);
+    expect(expected.ok).toBe(false);
+    const page = await heldPage();
+    const seen = watchPage(page);
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', good);
+      await call(page, 'holdRead', 'trust.json');
+      await page.setInputFiles('#trust-input', trust);
+      await page.setInputFiles('#trust-input', otherTrust);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file other-trust.json;');
+      // The first pick's read ends now, after the second's: the auditor's last pick stays chosen.
+      await call(page, 'releaseRead', 'trust.json');
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      expect(await picked(page)).toContain('; trust file other-trust.json;');
+      await page.click('#verify');
+      await expectSameAsCli(page, expected);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('a bundle folder picked while a dropped one is still being read is the one verified', async () => {
+    const expected = await cliReport(good, trust);
+    expect(expected.ok).toBe(true);
+    const page = await heldPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#trust-input', trust);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file trust.json;');
+      await call(page, 'holdDrops');
+      await dropFiles(page, [tampered]);
+      await page.setInputFiles('#bundle-input', good);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toMatch(/^bundle good-bundle:/);
+      // Verify waits for the drop being read: pressed now, its run would be stopped when the drop lands.
+      expect(await page.isDisabled('#verify')).toBe(true);
+      await call(page, 'releaseDrops');
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      expect(await picked(page)).toMatch(/^bundle good-bundle:/);
+      await page.click('#verify');
+      await expectSameAsCli(page, expected);
+    } finally {
+      await page.close();
+    }
+  });
+});
