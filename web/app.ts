@@ -229,6 +229,9 @@ async function takeSideFiles(
   for (const { file, name } of files) if (file.size > tooLarge.bytes) return tooLarge.refusal(name);
   // Superseded by a later gesture of this kind already: nothing of it is taken.
   if (!claim(role, g)) return undefined;
+  // What is verified is about to change: a verdict on the files chosen before is not left showing while these are
+  // read (nor a run under way left to show one).
+  dropVerdict();
   const read: ChosenFile[] = [];
   state.reading++;
   refreshPicked();
@@ -241,7 +244,6 @@ async function takeSideFiles(
   }
   // Another of this kind was chosen while these were read: the later choice stands.
   if (!current(role, g)) return undefined;
-  dropVerdict();
   state.side[role] = read;
   refreshPicked();
   return undefined;

@@ -1,7 +1,7 @@
 /**
  * What the auditor chose is what the page verifies, however the browser's reads of the chosen files end: two picks of
  * one kind whose reads end out of order (a large file, a slow disk), a bundle folder picked while a dropped one is
- * still being walked. The reads are held and released by the test (window.holdRead / releaseRead, window.holdDrops /
+ * still being walked; a verdict left on screen once another file is chosen. The reads are held and released by the test (window.holdRead / releaseRead, window.holdDrops /
  * releaseDrops), so each order is the one asked for, not one a loaded machine happens to give.
  */
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
@@ -29,6 +29,7 @@ let trustCopy: string;
 let otherTrust: string;
 
 const UPDATE_WAIT = { timeout: 10_000 };
+const VERDICT_WAIT_MS = 90_000;
 
 beforeAll(async () => {
   ensurePageBuilt();
@@ -110,6 +111,13 @@ async function heldPage(): Promise<Page> {
 const call = (page: Page, fn: string, arg?: string) =>
   page.evaluate(([f, a]) => (globalThis as unknown as Record<string, (x?: string) => void>)[f!]!(a), [fn, arg]);
 
+/** What the page shows of a verdict: the body's state and whether the result is on screen. */
+const shownState = (page: Page) =>
+  page.evaluate(() => ({
+    state: (globalThis as any).document.body.dataset.state as string | undefined,
+    result: !(globalThis as any).document.getElementById('result').hidden as boolean,
+  }));
+
 describe('the last choice of a kind is the one verified, whichever read ends last', { timeout: 180_000 }, () => {
   it('of two trust files picked one after the other, the second is taken even when the first is read last', async () => {
     const expected = await cliReport(good, otherTrust);
@@ -154,6 +162,31 @@ describe('the last choice of a kind is the one verified, whichever read ends las
       expect(await picked(page)).toMatch(/^bundle good-bundle:/);
       await page.click('#verify');
       await expectSameAsCli(page, expected);
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe('a verdict is shown only for what is chosen now', { timeout: 180_000 }, () => {
+  it('takes the verdict down as soon as another trust file is chosen, while it is still being read', async () => {
+    const page = await heldPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', good);
+      await page.setInputFiles('#trust-input', trust);
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="ok"]', { timeout: VERDICT_WAIT_MS });
+      await call(page, 'holdRead', 'other-trust.json');
+      await page.setInputFiles('#trust-input', otherTrust);
+      // The file just chosen is still being read: the ✓ on the one chosen before is not left beside it.
+      await expect.poll(() => shownState(page), UPDATE_WAIT).toEqual({ state: undefined, result: false });
+      expect(await page.isDisabled('#verify')).toBe(true);
+      await call(page, 'releaseRead', 'other-trust.json');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file other-trust.json;');
+      await page.click('#verify');
+      await expectSameAsCli(page, await cliReport(good, otherTrust));
     } finally {
       await page.close();
     }
