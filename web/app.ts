@@ -219,7 +219,7 @@ async function takeSideFiles(
   files: ReadonlyArray<{ file: Blob; name: string; servedFrom?: readonly string[] }>,
   g: number,
 ): Promise<string | undefined> {
-  const { tooLarge, several, noun } = SIDE_FILES[role];
+  const { tooLarge, several, noun, unreadable } = SIDE_FILES[role];
   if (files.length === 0) return undefined;
   // Two earlier checkpoints (or witness keys files) in one drop are refused, as two bundle folders are, rather than
   // one of them taken silently. (Their pickers take one file: no `multiple`.)
@@ -236,8 +236,16 @@ async function takeSideFiles(
   state.reading++;
   refreshPicked();
   try {
-    for (const { file, name, servedFrom } of files)
-      read.push({ name, text: await textOf(file), ...(servedFrom ? { servedFrom } : {}) });
+    for (const { file, name, servedFrom } of files) {
+      let text: string;
+      try {
+        text = await textOf(file);
+      } catch (err) {
+        // Gone or changed since it was chosen, or no permission to read it: said, and the files chosen before stay.
+        return current(role, g) ? unreadable(name, (err as Error)?.message ?? String(err)) : undefined;
+      }
+      read.push({ name, text, ...(servedFrom ? { servedFrom } : {}) });
+    }
   } finally {
     state.reading--;
     refreshPicked();
@@ -499,10 +507,16 @@ async function preload(): Promise<void> {
   if (p.maxBundleBytes !== undefined) servedMaxBundleBytes = p.maxBundleBytes;
   refreshPicked();
   const served = async (role: SideFileRole, url: string, name: string, servedFrom?: readonly string[]) => {
-    const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
-    return res.ok
-      ? takeSideFiles(role, [{ file: await res.blob(), name, ...(servedFrom ? { servedFrom } : {}) }], g)
-      : `${SIDE_FILES[role].noun}: HTTP ${res.status}`;
+    let file: Blob;
+    try {
+      const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
+      if (!res.ok) return `${SIDE_FILES[role].noun}: HTTP ${res.status}`;
+      file = await res.blob();
+    } catch (err) {
+      // audit-ui stopped, the connection dropped: said as a file that cannot be read, by the names it was given.
+      return SIDE_FILES[role].unreadable((servedFrom ?? [name]).join(', '), (err as Error)?.message ?? String(err));
+    }
+    return takeSideFiles(role, [{ file, name, ...(servedFrom ? { servedFrom } : {}) }], g);
   };
   const refusals: Array<string | undefined> = [];
   if (p.trust) refusals.push(await served('trust', p.trust.url, 'served by audit-ui', p.trust.names));

@@ -27,6 +27,8 @@ export interface SideFileKind {
   suffixes: readonly string[];
   /** The CLI's refusal of a file over its bound: code and message for a file named `name`. */
   tooLarge: { bytes: number; refusal: (name: string) => string };
+  /** The CLI's refusal of a file it cannot read (gone or changed since it was chosen, no permission): code and message. */
+  unreadable: (name: string, reason: string) => string;
 }
 
 export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
@@ -40,6 +42,7 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
       bytes: 16 * 1024 * 1024,
       refusal: (n) => `TRUST_INVALID: trust file ${n} is over ${16 * 1024 * 1024} bytes`,
     },
+    unreadable: (n, reason) => `TRUST_INVALID: cannot read trust file ${n}: ${reason}`,
   },
   since: {
     input: 'since-input',
@@ -48,6 +51,7 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
     several: false,
     suffixes: ['.note'],
     tooLarge: { bytes: 64 * 1024, refusal: (n) => `USAGE: --since ${n}: over 64 KiB` },
+    unreadable: (n, reason) => `USAGE: --since ${n}: ${reason}`,
   },
   witnesses: {
     input: 'witness-keys-input',
@@ -60,6 +64,7 @@ export const SIDE_FILES: Readonly<Record<SideFileRole, SideFileKind>> = {
       bytes: MAX_WITNESS_KEYS_BYTES,
       refusal: (n) => `USAGE: --witness-keys ${n}: input is larger than ${MAX_WITNESS_KEYS_BYTES} bytes`,
     },
+    unreadable: (n, reason) => `USAGE: --witness-keys ${n}: ${reason}`,
   },
 };
 

@@ -1,16 +1,20 @@
 /**
  * What the auditor chose is what the page verifies, however the browser's reads of the chosen files end: two picks of
  * one kind whose reads end out of order (a large file, a slow disk), a bundle folder picked while a dropped one is
- * still being walked; a verdict left on screen once another file is chosen. The reads are held and released by the test (window.holdRead / releaseRead, window.holdDrops /
- * releaseDrops), so each order is the one asked for, not one a loaded machine happens to give.
+ * still being walked; a verdict left on screen once another file is chosen; a chosen file that cannot be read any
+ * more, or one audit-ui serves whose request fails. The reads are held and released by the test (window.holdRead /
+ * releaseRead, window.holdDrops / releaseDrops), so each order is the one asked for, not one a loaded machine
+ * happens to give.
  */
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';
 import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
+import { auditorPagePath } from '../../src/ops/auditor-page.js';
+import { startAuditServer } from '../../src/ops/audit-server.js';
 import { buildBundle, makeKey, trustOf, writeBundleDir, writeTrustFile } from '../support/bundle-builder.js';
 import { launchChromium, watchPage } from '../support/browser.js';
 import { captureIo } from '../support/capture-io.js';
@@ -189,6 +193,56 @@ describe('a verdict is shown only for what is chosen now', { timeout: 180_000 },
       await expectSameAsCli(page, await cliReport(good, otherTrust));
     } finally {
       await page.close();
+    }
+  });
+});
+
+describe('what the page cannot read or run is said, with a code', { timeout: 180_000 }, () => {
+  it('a chosen trust file that cannot be read any more: TRUST_INVALID as verify says it, and the one chosen before stays', async () => {
+    const gone = join(root, 'gone.json');
+    copyFileSync(trust, gone);
+    const page = await heldPage();
+    const seen = watchPage(page);
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', good);
+      await page.setInputFiles('#trust-input', trustCopy);
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      await call(page, 'holdRead', 'gone.json');
+      await page.setInputFiles('#trust-input', gone);
+      // Removed after it was chosen, before the page read it (a file deleted or replaced meanwhile).
+      rmSync(gone);
+      await call(page, 'releaseRead', 'gone.json');
+      await expect
+        .poll(() => page.textContent('#error'), UPDATE_WAIT)
+        .toMatch(/^TRUST_INVALID: cannot read trust file gone\.json: \S/);
+      expect(await page.isVisible('#error')).toBe(true);
+      expect(await picked(page)).toContain('; trust file trust-copy.json;');
+      expect(await page.isEnabled('#verify')).toBe(true);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('a trust file audit-ui serves whose request fails: TRUST_INVALID naming the file, no run without it', async () => {
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle: good, hasBlobs: false, trust });
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      // The connection drops (audit-ui stopped, a proxy in the way) when the page asks for the trust file.
+      await page.route('**/trust.json', (route) => route.abort('connectionreset'));
+      await page.goto(server.url);
+      await expect
+        .poll(() => page.textContent('#error'), UPDATE_WAIT)
+        .toMatch(/^TRUST_INVALID: cannot read trust file trust\.json: \S/);
+      expect(await page.isVisible('#error')).toBe(true);
+      expect(await picked(page)).toContain('no trust file chosen');
+      expect(await page.isDisabled('#verify')).toBe(true);
+      expect(seen.errors.filter((e) => !/ERR_CONNECTION_RESET/.test(e))).toEqual([]);
+    } finally {
+      await page.close();
+      await server.close();
     }
   });
 });
