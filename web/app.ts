@@ -357,8 +357,23 @@ function verify(): void {
   // One source for the worker and, handed to it, for its pool of line verifiers (web/worker/line-pool.ts).
   const source = new Blob([__WORKER_SOURCE__], { type: 'text/javascript' });
   const url = URL.createObjectURL(source);
-  const worker = new Worker(url);
-  URL.revokeObjectURL(url);
+  /** The worker could not run or stopped speaking: said, and nothing it might say after is taken. */
+  const workerFailed = (message: string) => {
+    progress.hidden = true;
+    $('progress-text').textContent = '';
+    document.body.dataset.state = 'error';
+    fail(`WORKER_FAILED: ${message}`);
+  };
+  let worker: Worker;
+  try {
+    worker = new Worker(url);
+  } catch (err) {
+    // A browser that refuses the page's worker (a policy against workers, blob: workers refused) throws here.
+    workerFailed((err as Error)?.message ?? String(err));
+    return;
+  } finally {
+    URL.revokeObjectURL(url);
+  }
   state.worker = worker;
   let pool: PoolState | undefined;
   const manifests: ManifestMark[] = [];
@@ -390,12 +405,19 @@ function verify(): void {
       fail(`${m.code}: ${m.message}`);
     }
   };
-  worker.onerror = (e) => {
+  const stop = (message: string) => {
     if (state.worker !== worker) return;
-    progress.hidden = true;
-    document.body.dataset.state = 'error';
-    fail(`WORKER_FAILED: ${e.message}`);
+    worker.terminate();
+    delete state.worker;
+    workerFailed(message);
   };
+  // An uncaught error in it, or a message that could not be read: its run is over, whatever it would post after.
+  worker.onerror = (e) => {
+    e.preventDefault();
+    stop(e.message || 'the verification worker failed');
+  };
+  // (Chromium's Worker has no onmessageerror attribute: a listener.)
+  worker.addEventListener('messageerror', () => stop('a message from the verification worker could not be read'));
   performance.mark('handoff-ledger:verify');
   const since = state.side.since?.[0]?.text;
   const witnessKeys = state.side.witnesses?.[0];

@@ -2,9 +2,9 @@
  * What the auditor chose is what the page verifies, however the browser's reads of the chosen files end: two picks of
  * one kind whose reads end out of order (a large file, a slow disk), a bundle folder picked while a dropped one is
  * still being walked; a verdict left on screen once another file is chosen; a chosen file that cannot be read any
- * more, or one audit-ui serves whose request fails. The reads are held and released by the test (window.holdRead /
- * releaseRead, window.holdDrops / releaseDrops), so each order is the one asked for, not one a loaded machine
- * happens to give.
+ * more, or one audit-ui serves whose request fails; a verification worker that cannot start or fails. The reads are
+ * held and released by the test (window.holdRead / releaseRead, window.holdDrops / releaseDrops), so each order is
+ * the one asked for, not one a loaded machine happens to give.
  */
 import { chmodSync, copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -245,4 +245,86 @@ describe('what the page cannot read or run is said, with a code', { timeout: 180
       await server.close();
     }
   });
+
+  it('a verification worker that cannot be started: WORKER_FAILED, not "verifying" for ever', async () => {
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    // As a browser refuses it (a policy against workers, a blob: worker refused).
+    await page.addInitScript(() => {
+      (globalThis as unknown as { Worker: unknown }).Worker = function () {
+        throw new DOMException("Failed to construct 'Worker': refused by this test", 'SecurityError');
+      };
+    });
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', good);
+      await page.setInputFiles('#trust-input', trust);
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="error"]', UPDATE_WAIT);
+      expect(await page.textContent('#error')).toBe(
+        "WORKER_FAILED: Failed to construct 'Worker': refused by this test",
+      );
+      expect(await page.isHidden('#progress')).toBe(true);
+      expect(await page.isHidden('#result')).toBe(true);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
+  for (const { event, said } of [
+    { event: 'error', said: 'Uncaught Error: failed in this test' },
+    { event: 'messageerror', said: 'a message from the verification worker could not be read' },
+  ])
+    it(`a worker that fails while verifying (${event}): WORKER_FAILED, and nothing it posts after is shown as a verdict`, async () => {
+      const page = await browser.newPage();
+      // The first worker the page starts raises the event as it starts (an uncaught error in its script, a message
+      // that cannot be deserialized), and goes on verifying.
+      await page.addInitScript((type: string) => {
+        const g = globalThis as any;
+        const Real = g.Worker;
+        let started = 0;
+        g.Worker = class extends Real {
+          constructor(...args: unknown[]) {
+            super(...args);
+            if (started++ > 0) return;
+            const e =
+              type === 'error'
+                ? new g.ErrorEvent('error', { message: 'Uncaught Error: failed in this test', cancelable: true })
+                : new g.MessageEvent('messageerror');
+            setTimeout(() => this.dispatchEvent(e), 0);
+          }
+        };
+      }, event);
+      try {
+        await page.goto(PAGE);
+        // Every state the body takes, from here on.
+        await page.evaluate(() => {
+          const d = (globalThis as any).document;
+          const states: string[] = ((globalThis as any).__states = []);
+          new (globalThis as any).MutationObserver(() => states.push(d.body.dataset.state ?? '')).observe(d.body, {
+            attributes: true,
+            attributeFilter: ['data-state'],
+          });
+        });
+        await page.setInputFiles('#bundle-input', good);
+        await page.setInputFiles('#trust-input', trust);
+        await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+        await page.click('#verify');
+        await page.waitForSelector('body[data-state="error"]', UPDATE_WAIT);
+        expect(await page.textContent('#error')).toBe(`WORKER_FAILED: ${said}`);
+        // Long enough for the worker, had it been left running, to post its verdict on this small bundle.
+        await page.waitForTimeout(3_000);
+        expect(await page.evaluate(() => (globalThis as any).__states as string[])).toEqual(['verifying', 'error']);
+        expect(await page.isHidden('#result')).toBe(true);
+        expect(await page.textContent('#progress-text')).toBe('');
+        // Verify again: a worker that does not fail gives the verdict.
+        await page.click('#verify');
+        await expectSameAsCli(page, await cliReport(good, trust));
+        expect(await page.isHidden('#error')).toBe(true);
+      } finally {
+        await page.close();
+      }
+    });
 });
