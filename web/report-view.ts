@@ -113,7 +113,7 @@ export function showFindings(
     if (f.line !== undefined && linkable(f.line)) {
       const button = el('button', 'show manifest', {
         type: 'button',
-        'aria-label': `show the manifest on line ${f.line}`,
+        'aria-label': `show manifest of line ${f.line}`,
       });
       const line = f.line;
       button.addEventListener('click', () => onShow(line));

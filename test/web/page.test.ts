@@ -280,6 +280,22 @@ async function pictureBundle(): Promise<{ dir: string; trustPath: string }> {
 }
 
 describe('the auditor page, by keyboard and by eye', { timeout: TEST_MS }, () => {
+  it('names every button with the words it shows, so it can be called by them (label in name)', async () => {
+    const { dir, trustPath } = await pictureBundle();
+    const page = await browser.newPage();
+    try {
+      await verifyInPage(page, dir, trustPath);
+      const buttons = await page.$$eval('button', (bs) =>
+        bs.map((b) => ({ text: b.textContent!.trim(), label: b.getAttribute('aria-label') })),
+      );
+      // The findings' "show manifest" buttons among them, each naming its line.
+      expect(buttons.filter((b) => b.text === 'show manifest').length).toBeGreaterThan(0);
+      expect(buttons.filter((b) => b.label !== null && !b.label.includes(b.text))).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
   it('is usable with the keyboard alone: choose files, verify, walk the history, follow a finding', async () => {
     const { dir, trustPath } = await pictureBundle();
     const page = await browser.newPage();
