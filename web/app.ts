@@ -529,14 +529,16 @@ async function preload(): Promise<void> {
   if (p.maxBundleBytes !== undefined) servedMaxBundleBytes = p.maxBundleBytes;
   refreshPicked();
   const served = async (role: SideFileRole, url: string, name: string, servedFrom?: readonly string[]) => {
+    // audit-ui stopped, the connection dropped, an answer other than the file: said as a file that cannot be read
+    // (the CLI's code and words), by the names audit-ui was given.
+    const unreadable = (reason: string) => SIDE_FILES[role].unreadable((servedFrom ?? [name]).join(', '), reason);
     let file: Blob;
     try {
       const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
-      if (!res.ok) return `${SIDE_FILES[role].noun}: HTTP ${res.status}`;
+      if (!res.ok) return unreadable(`HTTP ${res.status}`);
       file = await res.blob();
     } catch (err) {
-      // audit-ui stopped, the connection dropped: said as a file that cannot be read, by the names it was given.
-      return SIDE_FILES[role].unreadable((servedFrom ?? [name]).join(', '), (err as Error)?.message ?? String(err));
+      return unreadable((err as Error)?.message ?? String(err));
     }
     return takeSideFiles(role, [{ file, name, ...(servedFrom ? { servedFrom } : {}) }], g);
   };

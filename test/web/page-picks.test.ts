@@ -246,6 +246,24 @@ describe('what the page cannot read or run is said, with a code', { timeout: 180
     }
   });
 
+  it('a trust file audit-ui answers with an HTTP error: TRUST_INVALID naming the file, as for one it cannot read', async () => {
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle: good, hasBlobs: false, trust });
+    const page = await browser.newPage();
+    try {
+      // An answer other than the file (a proxy in the way, a server that lost it).
+      await page.route('**/trust.json', (route) => route.fulfill({ status: 503, body: 'unavailable' }));
+      await page.goto(server.url);
+      await expect
+        .poll(() => page.textContent('#error'), UPDATE_WAIT)
+        .toBe('TRUST_INVALID: cannot read trust file trust.json: HTTP 503');
+      expect(await picked(page)).toContain('no trust file chosen');
+      expect(await page.isDisabled('#verify')).toBe(true);
+    } finally {
+      await page.close();
+      await server.close();
+    }
+  });
+
   it('a verification worker that cannot be started: WORKER_FAILED, not "verifying" for ever', async () => {
     const page = await browser.newPage();
     const seen = watchPage(page);
