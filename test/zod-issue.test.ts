@@ -1,0 +1,48 @@
+/**
+ * A refusal quotes what the schema refused, clipped: zod names an unknown key whole, and a trust file's, bundle's or
+ * manifest's keys are untrusted input of any size.
+ */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { describeZodError, MAX_MESSAGE_CHARS, MAX_SEGMENT_CHARS } from '../manifests/format/zod-issue.js';
+import { parseTrustStore } from '../manifests/format/trust.js';
+
+const refusal = (fn: () => unknown): Error => {
+  try {
+    fn();
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected a refusal');
+};
+
+describe('describeZodError', () => {
+  it('clips an unknown key of 64 KiB in the message, keeping its start', () => {
+    const key = `k${'x'.repeat(64 * 1024)}`;
+    const parsed = z.strictObject({ a: z.number() }).safeParse({ a: 1, [key]: 1 });
+    expect(parsed.success).toBe(false);
+    const text = describeZodError(parsed.error!);
+    expect(text.length).toBeLessThanOrEqual('(root): '.length + MAX_MESSAGE_CHARS + 1);
+    expect(text).toMatch(/^\(root\): Unrecognized key: "kxxx/);
+    expect(text.endsWith('…')).toBe(true);
+  });
+
+  it('clips each long segment of the path, and keeps short ones and an empty key as they are', () => {
+    const long = 'p'.repeat(10_000);
+    const parsed = z.record(z.string(), z.object({ '': z.number() })).safeParse({ [long]: { '': 'no' } });
+    const text = describeZodError(parsed.error!);
+    expect(text.startsWith(`${'p'.repeat(MAX_SEGMENT_CHARS)}….: `)).toBe(true);
+    expect(text.length).toBeLessThan(MAX_SEGMENT_CHARS + MAX_MESSAGE_CHARS + 10);
+    const short = z.object({ a: z.array(z.number()) }).safeParse({ a: [1, 'two'] });
+    expect(describeZodError(short.error!)).toBe('a.1: Invalid input: expected number, received string');
+  });
+
+  it('a trust file with many huge unknown keys is TRUST_INVALID with a message of bounded size', () => {
+    const hostile: Record<string, unknown> = { version: 1, keys: [] };
+    for (let i = 0; i < 50; i++) hostile[`${i}${'z'.repeat(40 * 1024)}`] = i;
+    const err = refusal(() => parseTrustStore(JSON.stringify(hostile))) as Error & { code?: string };
+    expect(err.code).toBe('TRUST_INVALID');
+    expect(err.message.length).toBeLessThan(1_000);
+    expect(err.message).toContain('trust store is malformed: (root): Unrecognized keys: "0zzz');
+  });
+});
