@@ -37,7 +37,7 @@ export interface WitnessServerOptions {
    * that finds the opening failed is answered 500.
    */
   state: WitnessState | Promise<WitnessState>;
-  /** Largest request body (default 64 KiB: a checkpoint and 63 proof lines take under 4 KiB). */
+  /** Largest request body (default 64 KiB: a checkpoint and 63 proof lines take under 4 KiB; 1 to 2^53 − 1). */
   maxBodyBytes?: number;
   /** Time for a whole request, headers and body (default 10 s; 1 to 2^31 − 1 ms, the longest timer Node keeps). */
   requestTimeoutMs?: number;
@@ -171,9 +171,18 @@ export interface WitnessServer extends Server {
   settled(): Promise<void>;
 }
 
-/** @throws LedgerError `INVALID_ARGUMENT` for a `requestTimeoutMs` that is not 1 to 2^31 − 1 */
+/**
+ * @throws LedgerError `INVALID_ARGUMENT` for a `requestTimeoutMs` that is not 1 to 2^31 − 1, or a `maxBodyBytes` that is
+ *   not 1 to 2^53 − 1
+ */
 export function createWitnessServer(options: WitnessServerOptions): WitnessServer {
   const maxBody = options.maxBodyBytes ?? 64 * 1024;
+  // NaN or Infinity took a body of any size (none is over them), 0 or less refused every one: the CLI's bounds.
+  if (!(Number.isSafeInteger(maxBody) && maxBody >= 1))
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `maxBodyBytes must be a whole number of bytes from 1 to ${Number.MAX_SAFE_INTEGER}, got ${shownValue(maxBody)}`,
+    );
   const timeout = options.requestTimeoutMs ?? 10_000;
   // A deadline past the longest timer would answer every request 408 after 1 ms; 0, negative or NaN likewise.
   if (!(Number.isInteger(timeout) && timeout >= 1 && timeout <= MAX_TIMER_MS))

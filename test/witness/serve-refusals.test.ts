@@ -1,7 +1,7 @@
 /**
  * `witness serve` refuses a key file or logs file it cannot use before it listens (exit 1, the code on stderr,
  * no state directory made), and a port it cannot listen on before it makes its state directory; the witness state
- * refuses a compare-and-swap from a size it no longer holds.
+ * refuses a compare-and-swap from a size it no longer holds; createWitnessServer refuses a body limit out of range.
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
@@ -11,11 +11,12 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { createWitnessKeyFile } from '../../src/witness/key.js';
+import { createWitnessServer } from '../../src/witness/server.js';
 import { MAX_WITNESS_LOGS_BYTES } from '../../src/witness/logs.js';
 import { WitnessState } from '../../src/witness/state.js';
 import { captureIo } from '../support/capture-io.js';
 import { tempDir } from '../support/tmp.js';
-import { HandLog } from './support.js';
+import { HandLog, noteSigner } from './support.js';
 
 const log = new HandLog('example.com/witnessed', 3);
 
@@ -234,6 +235,44 @@ describe('witness state', () => {
     const state = await WitnessState.open(dir);
     try {
       expect([write, oldLock, freshLock].map((p) => existsSync(p))).toEqual([false, false, true]);
+    } finally {
+      await state.close();
+    }
+  });
+});
+
+describe('createWitnessServer refuses', () => {
+  it('a maxBodyBytes that is not a whole number of bytes from 1 to 2^53 − 1 (INVALID_ARGUMENT, the value shown)', async () => {
+    const state = await WitnessState.open(join(tempDir(), 'state'));
+    const server = (maxBodyBytes: unknown) =>
+      createWitnessServer({
+        signer: noteSigner('witness.example/w1', new Uint8Array(32).fill(1)),
+        logs: new Map(),
+        state,
+        maxBodyBytes: maxBodyBytes as number,
+      });
+    try {
+      // NaN and Infinity took any body (no size is over them), 0 and below refused every one (413), a string
+      // compared as a number or not at all: each is refused as the other options are.
+      for (const [value, shown] of [
+        [NaN, 'NaN'],
+        [Infinity, 'Infinity'],
+        [0, '0'],
+        [-1, '-1'],
+        [1024.5, '1024.5'],
+        [2 ** 53, String(2 ** 53)],
+        ['65536', '"65536"'],
+        [true, 'true'],
+        [{}, 'an object'],
+      ] as const)
+        expect(() => server(value), String(value)).toThrow(
+          expect.objectContaining({
+            code: 'INVALID_ARGUMENT',
+            message: `maxBodyBytes must be a whole number of bytes from 1 to ${Number.MAX_SAFE_INTEGER}, got ${shown}`,
+          }),
+        );
+      // The bounds, and null or undefined for the default (64 KiB), as for every option.
+      for (const value of [1, Number.MAX_SAFE_INTEGER, null, undefined]) server(value);
     } finally {
       await state.close();
     }
