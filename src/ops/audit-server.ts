@@ -137,7 +137,12 @@ const HEADERS = {
 };
 
 function refuse(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { ...HEADERS, 'content-type': 'text/plain; charset=utf-8' });
+  res.writeHead(status, {
+    ...HEADERS,
+    'content-type': 'text/plain; charset=utf-8',
+    // A 405 says which methods the server takes (RFC 9110, 15.5.6), as the witness server's does.
+    ...(status === 405 ? { allow: 'GET, HEAD' } : {}),
+  });
   res.end(`${text}\n`);
 }
 
