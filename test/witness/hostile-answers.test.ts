@@ -1,0 +1,393 @@
+/**
+ * What the ledger makes of a witness's answers when the witness is hostile or broken: a fake witness on 127.0.0.1
+ * passes each submission on to an honest witness and answers with that answer mutated (seeded: bytes flipped, lines
+ * cut, doubled, reordered, control characters put in, another key's or log's cosignature in its place), with other
+ * status codes (409 with garbage, 3xx, 1xx-less odd codes, 5xx), with a huge body, a body that never ends, a body
+ * that drips in, a compressed bomb, or bytes that are no HTTP at all. The contract, for each answer:
+ *
+ *   - the checkpoint is unharmed: cosign() resolves (never rejects) within its documented bound, the note still opens
+ *     under the log's keys, every line of a pinned witness in it verifies, and a second, honest witness's
+ *     cosignature is always there;
+ *   - a bad witness is left out with a notice, every notice one terminal-safe line (the answer's words are data);
+ *   - a body is read up to a limit (64 KiB), not whole: a witness that sends without end stops being read.
+ *
+ * The seed is fixed (SEED); a failure names the case.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { checkCosignatures, encodeCosignerKey, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
+import { openNote, parseVerifierKey } from '../../manifests/crypto/note.js';
+import { isTerminalSafe } from '../../manifests/encoding/printable.js';
+import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import { WitnessPool } from '../../src/ledger/witnessing.js';
+import type { SignedCheckpoint } from '../../src/ledger/checkpoints.js';
+import { createWitnessServer } from '../../src/witness/server.js';
+import { WitnessState } from '../../src/witness/state.js';
+import { HandLog, noteSigner } from './support.js';
+
+const SEED = 0x3a11;
+const TIMEOUT_MS = 1500;
+/** cosign()'s documented bound: one round, two requests per witness (2 × the deadline), and a second. */
+const COSIGN_BOUND_MS = 2 * TIMEOUT_MS + 1000;
+
+const base = mkdtempSync(join(tmpdir(), 'hl-hostile-answers-'));
+const log = new HandLog('example.com/hostile-answers', 11);
+const otherLog = new HandLog('example.com/another-log', 12);
+const leaves = HandLog.leaves('a', 5);
+const W1 = 'witness.example/bad';
+const W2 = 'witness.example/good';
+const w1 = noteSigner(W1, new Uint8Array(32).fill(21));
+const w2 = noteSigner(W2, new Uint8Array(32).fill(22));
+const w1Key = encodeCosignerKey(W1, w1.publicKey);
+const w2Key = encodeCosignerKey(W2, w2.publicKey);
+const logKeys = [parseVerifierKey(log.vkey)];
+let n = 0;
+const servers: Array<Server | ReturnType<typeof createTcpServer>> = [];
+const states: WitnessState[] = [];
+
+async function listen<S extends Server | ReturnType<typeof createTcpServer>>(server: S): Promise<string> {
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** An honest witness in this process, following both logs. */
+async function honest(signer = w1): Promise<string> {
+  const state = await WitnessState.open(join(base, `state-${n++}`));
+  states.push(state);
+  const logs = new Map([
+    [log.origin, [parseVerifierKey(log.vkey)]],
+    [otherLog.origin, [parseVerifierKey(otherLog.vkey)]],
+  ]);
+  return listen(createWitnessServer({ signer, logs, state }));
+}
+
+/** A seeded generator (mulberry32). */
+function random(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const HOSTILE_CHARS = [
+  '\u001b[2J',
+  '\u001b]0;owned\u0007',
+  '\u202e',
+  '\u0000',
+  '\r',
+  '\u0085',
+  '\u2028',
+  '\ufeff',
+  '\\',
+];
+
+/** One mutation of a text answer. */
+function mutate(text: string, rand: () => number): string {
+  const at = Math.floor(rand() * (text.length + 1));
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(rand() * xs.length)]!;
+  switch (Math.floor(rand() * 10)) {
+    case 0: // one character changed
+      return (
+        text.slice(0, at) +
+        String.fromCharCode(text.charCodeAt(at) ^ (1 + Math.floor(rand() * 127))) +
+        text.slice(at + 1)
+      );
+    case 1: // cut
+      return text.slice(0, at);
+    case 2: // doubled
+      return text + text;
+    case 3: // a hostile character put in
+      return text.slice(0, at) + pick(HOSTILE_CHARS) + text.slice(at);
+    case 4: // CRLF
+      return text.replace(/\n/g, '\r\n');
+    case 5: // junk lines before
+      return `${pick(HOSTILE_CHARS)}junk\n\u2014 ${W1} AAAA\n${text}`;
+    case 6: // another name on the same signature
+      return text.replace(W1, pick([W2, log.origin, 'x', '', 'a b', `${W1}+1`]));
+    case 7: // the signature's base64 re-padded or shortened
+      return text.replace(/=*\n$/, pick(['\n', '==\n', '=\n', 'A\n', ' \n']));
+    case 8: // many lines, each like a cosignature
+      return Array.from({ length: 200 }, () => text).join('');
+    default: // no final newline
+      return text.replace(/\n$/, '');
+  }
+}
+
+/** The checkpoint of `leaves` of `l`, signed by its log. */
+async function checkpointOf(l: HandLog, ls: Uint8Array[]): Promise<SignedCheckpoint> {
+  const note = await l.note(ls);
+  return { note, checkpoint: parseCheckpoint(note.slice(0, note.indexOf('\n\n') + 1)) };
+}
+
+type Behaviour = (req: IncomingMessage, res: ServerResponse, body: Buffer) => void | Promise<void>;
+
+/**
+ * A fake witness whose answer is `behave`'s (given the submission's body); `counted` sums the bytes it managed to
+ * write, `closed` settles when a connection of it closed.
+ */
+async function fake(behave: Behaviour) {
+  const stats = { written: 0, closed: 0 };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => void Promise.resolve(behave(req, res, Buffer.concat(chunks))).catch(() => res.destroy()));
+    res.on('close', () => stats.closed++);
+    const write = res.write.bind(res);
+    res.write = ((chunk: string | Buffer, ...rest: unknown[]) => {
+      stats.written += Buffer.byteLength(chunk);
+      return (write as (c: unknown, ...r: unknown[]) => boolean)(chunk, ...rest);
+    }) as typeof res.write;
+  });
+  return { url: await listen(server), stats };
+}
+
+/** The honest witness's answer to a submission, as status, content type and text. */
+async function forward(url: string, body: Buffer) {
+  const r = await fetch(`${url}/add-checkpoint`, { method: 'POST', body, signal: AbortSignal.timeout(10_000) });
+  return { status: r.status, type: r.headers.get('content-type') ?? 'text/plain', text: await r.text() };
+}
+
+/**
+ * `cp` submitted to the bad witness (pinned by its key, or not) and to an honest second witness: the contract above
+ * checked, and the note and notices returned.
+ */
+async function submit(bad: string, pinned: boolean, cp: SignedCheckpoint, good: string, label: string) {
+  const notices: string[] = [];
+  const pool = await WitnessPool.open({
+    options: {
+      witnesses: [pinned ? `${bad}#${w1Key}` : bad, `${good}#${w2Key}`],
+      timeoutMs: TIMEOUT_MS,
+      retryMs: 60_000,
+      closeWaitMs: 0,
+    },
+    checkpointStem: join(base, `stem-${n++}`),
+    proof: async (oldSize) => log.proof(oldSize, leaves),
+    notice: (m) => notices.push(m),
+    checkpointKeys: () => logKeys,
+  });
+  const started = performance.now();
+  let out: SignedCheckpoint;
+  try {
+    out = await pool.cosign(cp);
+  } finally {
+    await pool.close();
+  }
+  const took = performance.now() - started;
+  expect(took, `${label}: cosign() took ${took} ms`).toBeLessThan(COSIGN_BOUND_MS + 500);
+  // The note opens as an auditor opens it, and the log's signature is the first.
+  expect(openNote(out.note, logKeys).sigs[0]?.name, label).toBe(log.origin);
+  const checked = checkCosignatures(out.note, [parseCosignerKey(w1Key), parseCosignerKey(w2Key)]);
+  // The honest witness's cosignature is always there; a pinned witness's line is there only when it verifies.
+  expect(
+    checked.valid.map((c) => c.name),
+    label,
+  ).toContain(W2);
+  if (pinned) expect(checked.invalid, label).toEqual([]);
+  for (const notice of notices) {
+    expect(isTerminalSafe(notice), `${label}: ${JSON.stringify(notice)}`).toBe(true);
+    expect(notice, label).not.toContain('\n');
+  }
+  return { note: out.note, notices, took, valid: checked.valid.map((c) => c.name) };
+}
+
+let cp: SignedCheckpoint;
+let goodUrl: string;
+beforeAll(async () => {
+  cp = await checkpointOf(log, leaves);
+  goodUrl = await honest(w2);
+});
+afterEach(async () => {
+  for (const s of servers.splice(1)) {
+    if ('closeAllConnections' in s) s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+});
+afterAll(async () => {
+  for (const s of servers.splice(0)) {
+    if ('closeAllConnections' in s) s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+  await Promise.all(states.splice(0).map((s) => s.close()));
+  rmSync(base, { recursive: true, force: true });
+});
+
+describe('a witness answering the honest answer mutated (seeded)', () => {
+  it('keeps a pinned witness’s line only when it verifies, an unpinned one’s only when the note still opens', async () => {
+    const upstream = await honest();
+    const rand = random(SEED);
+    let kept = 0;
+    let cases = 0;
+    for (let i = 0; i < 60; i++) {
+      const pinned = i % 2 === 0;
+      const { url } = await fake(async (_req, res, body) => {
+        const a = await forward(upstream, body);
+        res.writeHead(a.status, { 'content-type': a.type });
+        res.end(a.status === 200 || rand() < 0.5 ? mutate(a.text, rand) : a.text);
+      });
+      const r = await submit(url, pinned, cp, goodUrl, `case ${i} (seed ${SEED}, ${pinned ? 'pinned' : 'unpinned'})`);
+      if (r.valid.includes(W1)) kept++;
+      cases++;
+    }
+    // Some mutations leave the line whole (a junk line before it, doubled): both sides were tried.
+    expect(kept).toBeGreaterThan(0);
+    expect(kept).toBeLessThan(cases);
+  });
+
+  it('drops a cosignature of another log or another tree from a pinned witness, and says it gave none', async () => {
+    const upstream = await honest();
+    // The witness's real cosignatures, of other checkpoints: another log's, and a smaller tree of this one.
+    const another = await forward(upstream, Buffer.from(await otherLog.request(0, HandLog.leaves('o', 2))));
+    const smaller = await forward(upstream, Buffer.from(await log.request(0, leaves.slice(0, 3))));
+    for (const [name, line] of [
+      ['another log', another.text],
+      ['a smaller tree', smaller.text],
+    ] as const) {
+      expect(line).toMatch(new RegExp(`^\u2014 ${W1} `));
+      const { url } = await fake((_req, res) => void res.end(line));
+      const r = await submit(url, true, cp, goodUrl, name);
+      expect(r.valid, name).toEqual([W2]);
+      expect(r.note, name).not.toContain(line.trim());
+      expect(r.notices, name).toContain(`witness ${url} answered without a cosignature we can use`);
+    }
+  });
+});
+
+describe('a witness answering other status codes and bodies', () => {
+  it('409 with garbage, odd codes, redirects, server errors: left out with one escaped notice each', async () => {
+    const rand = random(SEED + 1);
+    const garbage = () =>
+      Array.from({ length: Math.floor(rand() * 300) }, () =>
+        rand() < 0.2 ? HOSTILE_CHARS[Math.floor(rand() * HOSTILE_CHARS.length)] : String.fromCharCode(rand() * 0x3000),
+      ).join('');
+    const answers: Array<[string, number, Record<string, string>, () => string]> = [
+      ['409 garbage', 409, { 'content-type': 'text/x.tlog.size' }, garbage],
+      ['409 negative', 409, {}, () => '-1\n'],
+      ['409 hex', 409, {}, () => '0x10\n'],
+      ['409 two sizes', 409, {}, () => '3\n4\n'],
+      ['409 with escapes', 409, {}, () => `3\u001b[2J\n`],
+      ['409 empty', 409, {}, () => ''],
+      ['409 huge size', 409, {}, () => `${'9'.repeat(400)}\n`],
+      ['400 garbage', 400, {}, garbage],
+      ['403 escapes', 403, {}, () => `\u001b]8;;http://evil\u0007click\u001b]8;;\u0007 ${garbage()}`],
+      ['404', 404, {}, garbage],
+      ['418', 418, {}, garbage],
+      ['422', 422, {}, garbage],
+      ['500', 500, {}, garbage],
+      ['503', 503, { 'retry-after': '99999999' }, garbage],
+      ['599', 599, {}, garbage],
+      ['204', 204, {}, () => ''],
+      ['200 empty', 200, {}, () => ''],
+      ['200 garbage', 200, {}, garbage],
+      ['301', 301, { location: 'http://127.0.0.1:1/add-checkpoint' }, () => ''],
+      ['307 to itself', 307, { location: '/add-checkpoint' }, () => ''],
+    ];
+    for (const [name, status, headers, body] of answers)
+      for (const pinned of [true, false]) {
+        const text = body();
+        const { url } = await fake((_req, res) => {
+          res.writeHead(status, headers);
+          res.end(text);
+        });
+        const r = await submit(url, pinned, cp, goodUrl, name);
+        expect(r.valid, name).toEqual([W2]);
+        const about = r.notices.filter((m) => m.includes(url));
+        expect(about.length, `${name}: ${JSON.stringify(r.notices)}`).toBeGreaterThanOrEqual(1);
+      }
+  });
+});
+
+describe('a witness whose body is huge, endless, slow or no HTTP at all', () => {
+  it('a huge or endless body is read to 64 KiB, not whole: the witness stops being read long before its deadline', async () => {
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    for (const [name, status] of [
+      ['200', 200],
+      ['409', 409],
+      ['500', 500],
+    ] as const) {
+      const { url, stats } = await fake((_req, res) => {
+        res.writeHead(status, { 'content-type': 'text/plain' });
+        // Without end, as fast as the socket takes it (a 1 GiB body at most, should the reader never stop).
+        let sent = 0;
+        const pump = () => {
+          while (sent < 16_384 && !res.destroyed && res.write(chunk)) sent++;
+          if (!res.destroyed && sent < 16_384) res.once('drain', pump);
+        };
+        pump();
+      });
+      const r = await submit(url, true, cp, goodUrl, `endless ${name}`);
+      expect(r.took, name).toBeLessThan(TIMEOUT_MS);
+      // Cut by the reader: the socket's buffers hold a few MiB at most, the body was 1 GiB.
+      await expect.poll(() => stats.closed, { timeout: 5000 }).toBeGreaterThan(0);
+      expect(stats.written, name).toBeLessThan(64 * 1024 * 1024);
+      const notice = r.notices.find((m) => m.includes(url))!;
+      expect(notice, name).toBeDefined();
+      // A refusal's words are shortened in its notice.
+      expect(notice.length, name).toBeLessThan(1000);
+    }
+  });
+
+  it('a compressed bomb (gzip, 1 GiB of zeros) is read to 64 KiB of what it inflates to', async () => {
+    const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
+    const { url } = await fake((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-encoding': 'gzip' });
+      // Sixteen times over: 1 GiB inflated.
+      for (let i = 0; i < 16; i++) res.write(bomb);
+      res.end();
+    });
+    const heap = process.memoryUsage().rss;
+    const r = await submit(url, true, cp, goodUrl, 'gzip bomb');
+    expect(r.valid).toEqual([W2]);
+    expect(process.memoryUsage().rss - heap).toBeLessThan(256 * 1024 * 1024);
+  });
+
+  it('a body that drips in, or headers and then silence: cut at the deadline, said so', async () => {
+    for (const name of ['drip', 'silence']) {
+      const { url } = await fake((_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        if (name === 'silence') return void res.flushHeaders();
+        const timer = setInterval(() => (res.destroyed ? clearInterval(timer) : res.write('\u2014')), 50);
+        res.on('close', () => clearInterval(timer));
+      });
+      const r = await submit(url, true, cp, goodUrl, name);
+      expect(r.took, name).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+      expect(r.notices, name).toContain(`witness ${url} is unreachable: no answer within ${TIMEOUT_MS} ms`);
+    }
+  });
+
+  it('bytes that are no HTTP answer (seeded), or a connection closed at once: left out, one escaped notice', async () => {
+    const rand = random(SEED + 2);
+    const answers = [
+      '',
+      'garbage\r\n\r\n',
+      'HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nshort',
+      'HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab',
+      'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+      'HTTP/1.1 999 \u001b[2J\r\n\r\n',
+      `HTTP/1.1 200 OK\r\nX: ${'a'.repeat(70_000)}\r\n\r\n`,
+      'HTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n3\n',
+      'HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n\u001b]0;\u0007',
+    ];
+    for (let i = 0; i < 12; i++) {
+      const base = answers[i % answers.length]!;
+      const text = i < answers.length ? base : mutate(base, rand);
+      const server = createTcpServer((socket: Socket) => {
+        socket.on('error', () => {});
+        socket.once('data', () => socket.end(Buffer.from(text, 'latin1')));
+      });
+      const url = await listen(server);
+      const r = await submit(url, i % 2 === 0, cp, goodUrl, `raw ${i} ${JSON.stringify(text.slice(0, 60))}`);
+      expect(r.valid).toEqual([W2]);
+      expect(r.notices.filter((m) => m.includes(url)).length, JSON.stringify(text.slice(0, 60))).toBeGreaterThanOrEqual(
+        1,
+      );
+    }
+  });
+});
