@@ -433,8 +433,9 @@ export class WitnessPool {
         clearTimeout(timer);
         this.abort.signal.removeEventListener('abort', onClose);
       }
-      if (res.status === 409 && /^(0|[1-9][0-9]{0,15})\n$/.test(body)) {
-        const held = Number(body.trim());
+      // A size past 2^53 − 1 is no size of a log (Number() would read another one): a refusal like any other, below.
+      const held = /^(0|[1-9][0-9]{0,15})\n$/.test(body) ? Number(body.trim()) : NaN;
+      if (res.status === 409 && Number.isSafeInteger(held)) {
         Object.assign(w, { size: held, fromDisk: false });
         // Below a size it cosigned of this log: a witness never goes back, so this one lost or rolled back its state
         // (or another witness answers at its URL). Said, and not taken as progress: the witness is left out of this

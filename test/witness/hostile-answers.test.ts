@@ -302,6 +302,18 @@ describe('a witness answering other status codes and bodies', () => {
         expect(about.length, `${name}: ${JSON.stringify(r.notices)}`).toBeGreaterThanOrEqual(1);
       }
   });
+
+  it('a 409 naming a size past 2^53 is not read as another number', async () => {
+    // 9007199254740993 is 2^53 + 1: Number() reads it as 2^53, a size the witness never named.
+    const { url } = await fake((_req, res) => {
+      res.writeHead(409, { 'content-type': 'text/x.tlog.size' });
+      res.end('9007199254740993\n');
+    });
+    const r = await submit(url, true, cp, goodUrl, '409 past 2^53');
+    // The old code said the witness held a tree of 9007199254740992 entries: a refusal, in the witness's words.
+    expect(r.notices.join('\n')).not.toContain('9007199254740992');
+    expect(r.notices).toContain(`witness ${url} refused the checkpoint of size 5: 409 9007199254740993`);
+  });
 });
 
 describe('a witness whose body is huge, endless, slow or no HTTP at all', () => {
