@@ -427,7 +427,7 @@ export class WitnessPool {
         // Cut by the close (its wait over, or none): said once, in the closing notice. Any other failure, while the
         // pool is open or closing, is said now.
         if (this.abort.signal.aborted) this.cut.add(w.url);
-        else this.notice(`witness ${w.url} is unreachable: ${(err as Error).message}`);
+        else this.notice(`witness ${w.url} is unreachable: ${failureOf(err)}`);
         return false;
       } finally {
         clearTimeout(timer);
@@ -628,6 +628,16 @@ const MAX_ANSWER_BYTES = 64 * 1024;
 function isCosignatureLine(line: string): boolean {
   const m = COSIGNATURE_LINE.exec(line);
   return m !== null && isValidKeyName(m[1]!) && decodeBase64(m[2]!)?.length === 76;
+}
+
+/**
+ * Why a request to a witness failed, for its notice: fetch's own words ("fetch failed", "terminated") say nothing of
+ * the cause, which it keeps in `cause` (connection refused, a redirect, bytes that are no HTTP, a body cut short).
+ */
+function failureOf(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const cause = err instanceof Error ? err.cause : undefined;
+  return cause instanceof Error && cause.message ? `${message} (${cause.message.slice(0, 200)})` : message;
 }
 
 /** Whether a signed note opens under `keys` as an auditor's reader opens it. */

@@ -403,3 +403,42 @@ describe('a witness whose body is huge, endless, slow or no HTTP at all', () => 
     }
   });
 });
+
+describe('the notice of a request that failed', () => {
+  it('names the cause fetch keeps behind "fetch failed": a redirect, bytes that are no HTTP, a body cut short, a refused connection', async () => {
+    const redirect = await fake((_req, res) => {
+      res.writeHead(301, { location: 'https://witness.example/add-checkpoint' });
+      res.end();
+    });
+    const raw = (text: string) =>
+      listen(
+        createTcpServer((socket: Socket) => {
+          socket.on('error', () => {});
+          socket.once('data', () => socket.end(text));
+        }),
+      );
+    const notHttp = await raw('garbage\r\n\r\n');
+    const short = await raw('HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nshort');
+    // A port nothing listens on: one taken and let go.
+    const gone = createTcpServer();
+    const closedUrl = await new Promise<string>((resolve) =>
+      gone.listen(0, '127.0.0.1', () => {
+        const url = `http://127.0.0.1:${(gone.address() as AddressInfo).port}`;
+        gone.close(() => resolve(url));
+      }),
+    );
+    for (const [url, cause] of [
+      [redirect.url, 'fetch failed (unexpected redirect)'],
+      [notHttp, 'fetch failed (Response does not match the HTTP/1.1 protocol'],
+      [short, 'terminated (other side closed)'],
+      [closedUrl, 'fetch failed (connect ECONNREFUSED'],
+    ] as const) {
+      const r = await submit(url, true, cp, goodUrl, cause);
+      // The old notice said "fetch failed" (or "terminated") alone for each.
+      expect(
+        r.notices.find((m) => m.startsWith(`witness ${url} is unreachable: `)),
+        cause,
+      ).toContain(cause);
+    }
+  });
+});
