@@ -9,7 +9,10 @@
  *     under the log's keys, every line of a pinned witness in it verifies, and a second, honest witness's
  *     cosignature is always there;
  *   - a bad witness is left out with a notice, every notice one terminal-safe line (the answer's words are data);
- *   - a body is read up to a limit (64 KiB), not whole: a witness that sends without end stops being read.
+ *   - a body is read up to a limit (64 KiB), not whole: a witness that sends without end stops being read;
+ *   - a notice of a request that failed names its cause, not fetch's "fetch failed" alone.
+ *
+ * And once through a ledger: publish never waits for such witnesses, checkpoint() and close() keep their bounds.
  *
  * The seed is fixed (SEED); a failure names the case.
  */
@@ -24,6 +27,7 @@ import { checkCosignatures, encodeCosignerKey, parseCosignerKey } from '../../ma
 import { openNote, parseVerifierKey } from '../../manifests/crypto/note.js';
 import { isTerminalSafe } from '../../manifests/encoding/printable.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import { openLedger } from '../../src/ledger/open.js';
 import { WitnessPool } from '../../src/ledger/witnessing.js';
 import type { SignedCheckpoint } from '../../src/ledger/checkpoints.js';
 import { createWitnessServer } from '../../src/witness/server.js';
@@ -439,6 +443,85 @@ describe('the notice of a request that failed', () => {
         r.notices.find((m) => m.startsWith(`witness ${url} is unreachable: `)),
         cause,
       ).toContain(cause);
+    }
+  });
+});
+
+describe('a ledger with hostile witnesses beside an honest one', () => {
+  it('publishes, checkpoints and closes within its bounds, the honest cosignature kept, every notice escaped', async () => {
+    const root = join(base, `ledger-${n++}`);
+    const origin = 'example.com/hostile-answers-ledger';
+    const first = await openLedger({ root, host: 'host-h', origin });
+    const vkey = first.checkpointVerifierKey;
+    await first.close();
+    const state = await WitnessState.open(join(base, `state-${n++}`));
+    states.push(state);
+    const good = await listen(
+      createWitnessServer({ signer: w2, logs: new Map([[origin, [parseVerifierKey(vkey)]]]), state }),
+    );
+    const chunk = Buffer.alloc(64 * 1024, '\u001b');
+    const endless = await fake((_req, res) => {
+      res.writeHead(200);
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      pump();
+    });
+    const garbage = await fake((_req, res) => {
+      res.writeHead(409, { 'content-type': 'text/x.tlog.size' });
+      res.end(`\u001b[2J\u001b[31mverdict: OK\u001b[0m\u202e\n${'9'.repeat(20)}\n`);
+    });
+    const silent = await fake((_req, res) => void res.flushHeaders());
+    const redirect = await fake((_req, res) => {
+      res.writeHead(307, { location: good });
+      res.end();
+    });
+    const notices: string[] = [];
+    const ledger = await openLedger({
+      root,
+      host: 'host-h',
+      origin,
+      witnesses: {
+        witnesses: [`${endless.url}#${w1Key}`, garbage.url, silent.url, redirect.url, `${good}#${w2Key}`],
+        timeoutMs: TIMEOUT_MS,
+        retryMs: 60_000,
+      },
+      onNotice: (m) => notices.push(m),
+    });
+    let closed = false;
+    try {
+      for (let i = 0; i < 2; i++) {
+        const started = performance.now();
+        await ledger.publish(
+          { principal: 'alice', session: 's1', run: 'r1' },
+          { task: `t${i}`, state: 's', nextSteps: [], files: [] },
+        );
+        // A publish never waits for a witness.
+        expect(performance.now() - started).toBeLessThan(TIMEOUT_MS);
+      }
+      const started = performance.now();
+      const cp = await ledger.checkpoint();
+      expect(performance.now() - started).toBeLessThan(COSIGN_BOUND_MS + 500);
+      expect(openNote(cp.note, [parseVerifierKey(vkey)]).sigs[0]?.name).toBe(origin);
+      expect(checkCosignatures(cp.note, [parseCosignerKey(w2Key)]).valid.map((c) => c.name)).toEqual([W2]);
+      expect(cp.checkpoint.size).toBe(2);
+      const closing = performance.now();
+      await ledger.close();
+      closed = true;
+      // close() waits closeWaitMs (the deadline, here) at most for a round under way.
+      expect(performance.now() - closing).toBeLessThan(TIMEOUT_MS + 1000);
+    } finally {
+      if (!closed) await ledger.close();
+    }
+    for (const url of [endless.url, garbage.url, silent.url, redirect.url])
+      expect(
+        notices.some((m) => m.startsWith(`witness ${url} `)),
+        `${url}: ${JSON.stringify(notices)}`,
+      ).toBe(true);
+    for (const notice of notices) {
+      expect(isTerminalSafe(notice), JSON.stringify(notice)).toBe(true);
+      expect(notice).not.toContain('\n');
     }
   });
 });
