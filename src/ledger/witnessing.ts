@@ -632,12 +632,15 @@ function isCosignatureLine(line: string): boolean {
 
 /**
  * Why a request to a witness failed, for its notice: fetch's own words ("fetch failed", "terminated") say nothing of
- * the cause, which it keeps in `cause` (connection refused, a redirect, bytes that are no HTTP, a body cut short).
+ * the cause, which it keeps in `cause` (connection refused, a redirect, bytes that are no HTTP, a body cut short). A
+ * name whose every address refused is an AggregateError without a message: its code says it.
  */
 function failureOf(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
   const cause = err instanceof Error ? err.cause : undefined;
-  return cause instanceof Error && cause.message ? `${message} (${cause.message.slice(0, 200)})` : message;
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  const detail = cause instanceof Error ? cause.message || (typeof code === 'string' ? code : '') : '';
+  return detail ? `${message} (${detail.slice(0, 200)})` : message;
 }
 
 /** Whether a signed note opens under `keys` as an auditor's reader opens it. */

@@ -525,3 +525,32 @@ describe('a ledger with hostile witnesses beside an honest one', () => {
     }
   });
 });
+
+describe('the notice of a connection refused on every address of a name', () => {
+  it('names the code of the AggregateError that fetch gives as the cause (its message is empty)', async () => {
+    // What Node's fetch rejects with when `localhost` is ::1 and 127.0.0.1 and both refuse: an AggregateError whose
+    // message is empty and whose code says it. This machine may resolve localhost to one address only: made here.
+    const refused = Object.assign(new AggregateError([new Error('connect ECONNREFUSED ::1:9')], ''), {
+      code: 'ECONNREFUSED',
+    });
+    const real = globalThis.fetch;
+    globalThis.fetch = () => Promise.reject(new TypeError('fetch failed', { cause: refused }));
+    try {
+      const url = 'http://localhost:9';
+      const notices: string[] = [];
+      const pool = await WitnessPool.open({
+        options: { witnesses: [url], timeoutMs: TIMEOUT_MS, retryMs: 60_000, closeWaitMs: 0 },
+        checkpointStem: join(base, `stem-${n++}`),
+        proof: async (oldSize) => log.proof(oldSize, leaves),
+        notice: (m) => notices.push(m),
+        checkpointKeys: () => logKeys,
+      });
+      await pool.cosign(cp);
+      await pool.close();
+      // The old notice said "fetch failed" alone.
+      expect(notices).toContain(`witness ${url} is unreachable: fetch failed (ECONNREFUSED)`);
+    } finally {
+      globalThis.fetch = real;
+    }
+  });
+});
