@@ -35,7 +35,13 @@ import { WitnessState } from '../../src/witness/state.js';
 import { HandLog, noteSigner } from './support.js';
 
 const SEED = 0x3a11;
-const TIMEOUT_MS = 1500;
+/**
+ * The witnesses' deadline: long enough that what must end well before it (a publish, a body cut at 64 KiB) does so on a
+ * loaded CI runner too, where the suite's files run side by side on two cores.
+ */
+const TIMEOUT_MS = 3000;
+/** What a bound is allowed past its figure on such a runner (timers and I/O served late). */
+const SLACK_MS = 2000;
 /** cosign()'s documented bound: one round, two requests per witness (2 × the deadline), and a second. */
 const COSIGN_BOUND_MS = 2 * TIMEOUT_MS + 1000;
 
@@ -185,7 +191,7 @@ async function submit(bad: string, pinned: boolean, cp: SignedCheckpoint, good: 
     await pool.close();
   }
   const took = performance.now() - started;
-  expect(took, `${label}: cosign() took ${took} ms`).toBeLessThan(COSIGN_BOUND_MS + 500);
+  expect(took, `${label}: cosign() took ${took} ms`).toBeLessThan(COSIGN_BOUND_MS + SLACK_MS);
   // The note opens as an auditor opens it, and the log's signature is the first.
   expect(openNote(out.note, logKeys).sigs[0]?.name, label).toBe(log.origin);
   const checked = checkCosignatures(out.note, [parseCosignerKey(w1Key), parseCosignerKey(w2Key)]);
@@ -502,7 +508,7 @@ describe('a ledger with hostile witnesses beside an honest one', () => {
       }
       const started = performance.now();
       const cp = await ledger.checkpoint();
-      expect(performance.now() - started).toBeLessThan(COSIGN_BOUND_MS + 500);
+      expect(performance.now() - started).toBeLessThan(COSIGN_BOUND_MS + SLACK_MS);
       expect(openNote(cp.note, [parseVerifierKey(vkey)]).sigs[0]?.name).toBe(origin);
       expect(checkCosignatures(cp.note, [parseCosignerKey(w2Key)]).valid.map((c) => c.name)).toEqual([W2]);
       expect(cp.checkpoint.size).toBe(2);
@@ -510,7 +516,7 @@ describe('a ledger with hostile witnesses beside an honest one', () => {
       await ledger.close();
       closed = true;
       // close() waits closeWaitMs (the deadline, here) at most for a round under way.
-      expect(performance.now() - closing).toBeLessThan(TIMEOUT_MS + 1000);
+      expect(performance.now() - closing).toBeLessThan(TIMEOUT_MS + SLACK_MS);
     } finally {
       if (!closed) await ledger.close();
     }
