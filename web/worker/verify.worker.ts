@@ -30,10 +30,10 @@ import {
   servePoolWorker,
   startLinePool,
   type LinePool,
-  type PoolPort,
   type PoolReply,
   type PoolRequest,
 } from './line-pool.js';
+import { workerPort } from './worker-port.js';
 
 // zod would otherwise probe `new Function`, which the page's Content-Security-Policy forbids.
 z.config({ jitless: true });
@@ -123,23 +123,6 @@ const PAGE_WORDS: SettingWords = {
         : `the ${setting}`,
   refuse: (message) => new AuditError('USAGE', message),
 };
-
-/** A nested dedicated worker as the pool sees it. */
-function workerPort(url: string, Ctor: typeof Worker): PoolPort {
-  const worker = new Ctor(url);
-  return {
-    post: (m) => worker.postMessage(m),
-    listen(onReply, onFail) {
-      worker.onmessage = (e: MessageEvent<PoolReply>) => onReply(e.data);
-      worker.onerror = (e) => {
-        e.preventDefault();
-        onFail(`failed: ${e.message || 'its script did not load'}`);
-      };
-      worker.onmessageerror = () => onFail('sent a message that could not be read');
-    },
-    terminate: () => worker.terminate(),
-  };
-}
 
 /** The pool, or why the lines are verified in this worker instead (the verdict is the same either way). */
 async function linePool(
