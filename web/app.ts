@@ -59,11 +59,17 @@ const state: {
   manifests: ManifestMark[];
   worker?: Worker;
   /**
-   * Chosen files and drops still being read: Verify waits for them (a run without a file chosen before it was pressed
-   * is none asked for), including reads a later choice has superseded.
+   * Chosen files and drops still being read, each with whether it still matters: Verify waits for those that do (a
+   * run without a file chosen before it was pressed is none asked for), not for a read a later choice of its kind
+   * has superseded, whose files will not be taken.
    */
-  reading: number;
-} = { manifests: [], side: {}, reading: 0 };
+  reading: Set<Reading>;
+} = { manifests: [], side: {}, reading: new Set() };
+
+/** A read under way: it matters while what it reads may still be taken. */
+interface Reading {
+  matters(): boolean;
+}
 
 const history = new HistoryView($('history'), $('history-space'), $<HTMLCanvasElement>('history-canvas'), (m, r) =>
   showDetails($('details'), m, r),
@@ -100,7 +106,7 @@ const current = (role: Role, g: number) => latest[role] === g;
 
 const ready = () =>
   state.bundle !== undefined &&
-  state.reading === 0 &&
+  ![...state.reading].some((r) => r.matters()) &&
   SIDE_FILE_ROLES.every((r) => !SIDE_FILES[r].required || state.side[r]);
 
 function refreshPicked(): void {
@@ -233,7 +239,9 @@ async function takeSideFiles(
   // read (nor a run under way left to show one).
   dropVerdict();
   const read: ChosenFile[] = [];
-  state.reading++;
+  // Waited for until it ends, or until a later choice of this kind supersedes it.
+  const reading: Reading = { matters: () => current(role, g) };
+  state.reading.add(reading);
   refreshPicked();
   try {
     for (const { file, name, servedFrom } of files) {
@@ -247,7 +255,7 @@ async function takeSideFiles(
       read.push({ name, text, ...(servedFrom ? { servedFrom } : {}) });
     }
   } finally {
-    state.reading--;
+    state.reading.delete(reading);
     refreshPicked();
   }
   // Another of this kind was chosen while these were read: the later choice stands.
@@ -470,11 +478,13 @@ function wire(): void {
     drop.classList.remove('over');
     if (!e.dataTransfer) return;
     const g = gesture();
-    // Verify waits for the drop to be read, as for a picked file (its folder is walked asynchronously).
-    state.reading++;
+    // Verify waits for the drop to be read, as for a picked file (its folder is walked asynchronously): what it holds
+    // is not known until then, so a later choice supersedes none of it yet.
+    const walking: Reading = { matters: () => true };
+    state.reading.add(walking);
     refreshPicked();
     const reading = readDrop(e.dataTransfer.items).finally(() => {
-      state.reading--;
+      state.reading.delete(walking);
       refreshPicked();
     });
     void reading.then(async (got) => {

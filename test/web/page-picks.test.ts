@@ -172,6 +172,36 @@ describe('the last choice of a kind is the one verified, whichever read ends las
   });
 });
 
+describe('Verify waits only for reads whose files may still be taken', { timeout: 180_000 }, () => {
+  it('a trust file superseded while it is read holds nothing up, and its read ending later takes nothing down', async () => {
+    const expected = await cliReport(good, otherTrust);
+    const page = await heldPage();
+    const seen = watchPage(page);
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', good);
+      await call(page, 'holdRead', 'trust.json');
+      await page.setInputFiles('#trust-input', trust);
+      expect(await page.isDisabled('#verify')).toBe(true);
+      await page.setInputFiles('#trust-input', otherTrust);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file other-trust.json;');
+      // trust.json is still being read, but will not be taken: Verify does not wait for it.
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      await page.click('#verify');
+      await expectSameAsCli(page, expected);
+      await call(page, 'releaseRead', 'trust.json');
+      // Its read ends after the verdict: the verdict on the file chosen last stays, and so does that file.
+      await page.waitForTimeout(500);
+      expect(await shownState(page)).toEqual({ state: 'failed', result: true });
+      expect(await picked(page)).toContain('; trust file other-trust.json;');
+      expect(await page.isEnabled('#verify')).toBe(true);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+});
+
 describe('a verdict is shown only for what is chosen now', { timeout: 180_000 }, () => {
   it('takes the verdict down as soon as another trust file is chosen, while it is still being read', async () => {
     const page = await heldPage();
