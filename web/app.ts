@@ -109,6 +109,22 @@ const ready = () =>
   ![...state.reading].some((r) => r.matters()) &&
   SIDE_FILE_ROLES.every((r) => !SIDE_FILES[r].required || state.side[r]);
 
+/**
+ * Says `text` in the polite live region `id` (a screen reader announces it when the browser is idle), unless that
+ * is what it says already: a region set again to the same words is announced again by some screen readers.
+ */
+function announce(id: 'picked-status' | 'progress-status', text: string): void {
+  const region = $(id);
+  if (region.textContent !== text) region.textContent = text;
+}
+
+/**
+ * The files part of #picked as last refreshed: announced when the chosen files change, not on the first refresh
+ * (what the page opens with) and not as the typed settings change (a quorum, a principal or a session typed key by
+ * key would have the whole line said again at every key; the field being typed in is what a screen reader follows).
+ */
+let pickedFiles: string | undefined;
+
 function refreshPicked(): void {
   const parts = [state.bundle ? state.bundle.description : 'no bundle chosen'];
   for (const role of SIDE_FILE_ROLES) {
@@ -123,6 +139,9 @@ function refreshPicked(): void {
     const served = chosen.some((c) => c.servedFrom) ? ', served by audit-ui' : '';
     parts.push(`${names.length === 1 ? noun : `${noun}s`} ${names.join(', ')}${served}`);
   }
+  const files = printable(parts.join('; '));
+  if (pickedFiles !== undefined && files !== pickedFiles) announce('picked-status', files);
+  pickedFiles = files;
   const quorum = quorumTyped();
   if (quorum !== undefined) parts.push(`quorum ${quorum}`);
   const settings = auditorSettings();
@@ -193,6 +212,7 @@ function dropVerdict(): void {
   $('result').hidden = true;
   $('progress').hidden = true;
   $('progress-text').textContent = '';
+  announce('progress-status', '');
   delete document.body.dataset.state;
 }
 
@@ -334,6 +354,7 @@ function finished(
   $('progress').hidden = true;
   $('progress-text').textContent =
     `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier}, ${describePool(pool)})`;
+  announce('progress-status', $('progress-text').textContent);
   $('result').hidden = false;
   showVerdict($('verdict'), $('bundle-info'), report, verified.bundle);
   showCoverage($('coverage'), report);
@@ -362,6 +383,10 @@ function verify(): void {
   const progress = $<HTMLProgressElement>('progress');
   progress.hidden = false;
   progress.removeAttribute('value');
+  // #progress-text changes with every progress message (up to 20 a second): it is not a live region. What is said is
+  // the start, each quarter of the bundle read (when its size is known) and the end.
+  announce('progress-status', 'verifying the bundle');
+  let quarters = 0;
   // One source for the worker and, handed to it, for its pool of line verifiers (web/worker/line-pool.ts).
   const source = new Blob([__WORKER_SOURCE__], { type: 'text/javascript' });
   const url = URL.createObjectURL(source);
@@ -369,6 +394,7 @@ function verify(): void {
   const workerFailed = (message: string) => {
     progress.hidden = true;
     $('progress-text').textContent = '';
+    announce('progress-status', '');
     document.body.dataset.state = 'error';
     fail(`WORKER_FAILED: ${message}`);
   };
@@ -393,7 +419,14 @@ function verify(): void {
       pool = m;
       $('progress-text').textContent = `verifying signatures ${describePool(pool)}`;
     } else if (m.type === 'progress') {
-      if (m.totalBytes) progress.value = m.bytes / m.totalBytes;
+      if (m.totalBytes) {
+        progress.value = m.bytes / m.totalBytes;
+        const reached = Math.floor((4 * m.bytes) / m.totalBytes);
+        if (reached > quarters && reached < 4) {
+          quarters = reached;
+          announce('progress-status', `${25 * quarters}% of the bundle read`);
+        }
+      }
       $('progress-text').textContent = `${m.lines.toLocaleString('en-US')} lines verified (${describePool(pool)})`;
     } else if (m.type === 'marks') {
       for (const mark of JSON.parse(m.json) as ManifestMark[]) manifests.push(mark);
@@ -409,6 +442,7 @@ function verify(): void {
       delete state.worker;
       progress.hidden = true;
       $('progress-text').textContent = '';
+      announce('progress-status', '');
       document.body.dataset.state = 'error';
       fail(`${m.code}: ${m.message}`);
     }
