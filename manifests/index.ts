@@ -19,6 +19,7 @@ export {
   findTrustedKey,
   keyIdOf,
   parseTrustStore,
+  trustDigest,
   type KeyLookup,
   type TrustedCheckpointKey,
   type TrustedKey,

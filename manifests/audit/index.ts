@@ -13,6 +13,7 @@ export {
   type AuditProgress,
   type BundleAuditReport,
   type BundleExpectation,
+  type TrustCoverage,
   type VerifyBundleOptions,
   type VerifyChainOptions,
 } from './verify-chain.js';
@@ -55,6 +56,7 @@ export { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 export {
   checkpointVerifiers,
   parseTrustStore,
+  trustDigest,
   type TrustedCheckpointKey,
   type TrustedKey,
   type TrustStore,

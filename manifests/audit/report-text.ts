@@ -106,6 +106,15 @@ export function describeCoverage(r: BundleAuditReport, hints: CoverageHints = CL
 }
 
 /**
+ * `trust: blake3:… (N keys, M checkpoint keys)`: the trust store the bundle was verified under (`checked.trust`: with
+ * several trust files, their merge), so a kept report names what it was checked against.
+ */
+export function describeTrust(r: Pick<BundleAuditReport, 'checked'>): string {
+  const t = r.checked.trust;
+  return `trust: ${t.digest} (${counted(t.keys, 'key')}, ${counted(t.checkpointKeys, 'checkpoint key')})`;
+}
+
+/**
  * `checkpoint "origin" size N root R, signed by "key", …`: the checkpoint the bundle was cut at. Origin and key
  * names come from the bundle, so they are JSON-quoted.
  */

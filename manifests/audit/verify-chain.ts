@@ -19,7 +19,7 @@
 import { FindingSink, type AuditReport, type Finding } from './findings.js';
 import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundle.js';
 import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
-import type { TrustStore } from '../format/trust.js';
+import { trustDigest, type TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
 import { startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
@@ -112,6 +112,20 @@ export interface AuditCoverage {
    * shown to extend it (no `CONSISTENCY_*` or `CHECKPOINT_*` finding). Absent without `since`.
    */
   since?: { size: number; extended: boolean };
+  /**
+   * The trust store the bundle was verified under (the `trust` option: with several `--trust` files, their merge):
+   * its `trustDigest` and how many manifest and checkpoint keys it lists. Which of them signed is in `chains[].hosts`
+   * and `checkpoint.signedBy`.
+   */
+  trust: TrustCoverage;
+}
+
+/** The trust a report was checked under: bounded whatever the store's size (up to 10,000 keys of each kind). */
+export interface TrustCoverage {
+  /** `blake3:` of the canonical JSON of the store, its keys sorted (`trustDigest`). */
+  digest: string;
+  keys: number;
+  checkpointKeys: number;
 }
 
 export interface BundleAuditReport extends AuditReport {
@@ -422,6 +436,21 @@ async function attachForkEnvelopes(reader: BundleReader, findings: Finding[]): P
   for (const f of forks) f.evidence!.envelopes = f.evidence!.lines!.map((l) => wanted.get(l) ?? '');
 }
 
+/** The report's `checked.trust`, taken before any work. @throws AuditError `USAGE` for a trust that is no store */
+function trustCoverage(trust: TrustStore): TrustCoverage {
+  try {
+    return {
+      digest: trustDigest(trust),
+      keys: trust.keys.length,
+      checkpointKeys: trust.checkpointKeys?.length ?? 0,
+    };
+  } catch (err) {
+    throw new AuditError('USAGE', "verifyBundle's trust is not a trust store (read one with parseTrustStore)", {
+      cause: err,
+    });
+  }
+}
+
 /**
  * Verifies a bundle through every step: header, lines (1-5), chains (6), blobs (7), counts (8), checkpoint (9),
  * completeness (10).
@@ -445,6 +474,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
       throw new AuditError('USAGE', (err as Error).message, { cause: err });
     }
   }
+  const trust = trustCoverage(options.trust);
   const headerText = await reader.header();
   const header = headerText === undefined ? undefined : parseBundleHeader(headerText);
   const sink = new FindingSink(options.maxFindings ?? 100_000);
@@ -511,6 +541,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     expect: options.expect ?? 'none',
     bundle: filtered ? 'filtered' : 'full',
     completeness,
+    trust,
   };
   // verifyTree threw USAGE for an earlier checkpoint that does not verify: one given here opened.
   if (tree.since?.ok) {

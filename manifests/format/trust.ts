@@ -4,8 +4,9 @@
  * Isomorphic. Keys are a list (not an object keyed by host) so hostile host names cannot touch prototypes.
  */
 import { z } from 'zod';
-import { digestOf } from '../../store/hash/digest.js';
+import { digestOf, type Digest } from '../../store/hash/digest.js';
 import { decodeBase64Url } from '../encoding/base64.js';
+import { canonicalBytes } from '../encoding/canonical.js';
 import { ManifestError } from '../errors.js';
 import { idSchema } from './ids.js';
 import { keyIdSchema, timestampSchema } from './manifest.js';
@@ -179,6 +180,54 @@ export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore
     }
   }
   return checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys };
+}
+
+/** Code-unit order (never the locale's): the same on every machine. */
+const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** A field as hashed: a string (a store built by hand, not parsed, may hold anything). @throws TypeError */
+function text(value: unknown): string {
+  if (typeof value !== 'string') throw new TypeError('a trust store field that is not a string');
+  return value;
+}
+
+/** A key's entry as hashed: only the schema's fields, in a fixed set (no `undefined` member). */
+function windowed<K extends { notBefore: string; notAfter?: string; revokedAt?: string }, O extends object>(
+  k: K,
+  own: O,
+): O {
+  return {
+    ...own,
+    notBefore: text(k.notBefore),
+    ...(k.notAfter !== undefined ? { notAfter: text(k.notAfter) } : {}),
+    ...(k.revokedAt !== undefined ? { revokedAt: text(k.revokedAt) } : {}),
+  };
+}
+
+/** A list of a store, as hashed. @throws TypeError for one that is not an array */
+function listOf<T>(list: T[] | undefined): T[] {
+  if (list !== undefined && !Array.isArray(list)) throw new TypeError('a trust store list that is not an array');
+  return [...(list ?? [])];
+}
+
+/**
+ * What a trust store trusts, as one digest: `blake3:` of the RFC 8785 canonical JSON of the store with its `keys`
+ * sorted by host then key id, its `checkpointKeys` by host, key id then verifier key, and `checkpointKeys` left out
+ * when it lists none. The order of the keys in a file, and of the files merged (`mergeTrust`), does not change it;
+ * any key, window or revocation added, dropped or changed does. A verification report names the store it was checked
+ * under by this digest (`checked.trust`).
+ */
+export function trustDigest(store: TrustStore): Digest {
+  // @throws TypeError for a store whose lists are not arrays or whose fields are not strings (never parsed).
+  const keys = listOf(store.keys)
+    .map((k) => windowed(k, { host: text(k.host), keyId: text(k.keyId), publicKey: text(k.publicKey) }))
+    .sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId));
+  const checkpointKeys = listOf(store.checkpointKeys)
+    .map((k) => windowed(k, { host: text(k.host), keyId: text(k.keyId), vkey: text(k.vkey) }))
+    .sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId) || byText(a.vkey, b.vkey));
+  return digestOf(
+    canonicalBytes(checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys }),
+  );
 }
 
 export function emptyTrustStore(): TrustStore {

@@ -12,6 +12,7 @@ import {
   describeCheckpoint,
   describeCoverage,
   describeSince,
+  describeTrust,
   describeFinding,
   describeVerdict,
   describeWitnesses,
@@ -155,6 +156,7 @@ export function humanReport(
   const out: string[] = [];
   out.push(describeBundle(dir, r));
   out.push(describeCoverage(r));
+  out.push(describeTrust(r));
   const byChain = new Map<string, Finding[]>();
   const unattributed: Finding[] = [];
   for (const f of r.findings) {

@@ -11,6 +11,10 @@ import { captureIo } from '../support/capture-io.js';
 import { tempDir } from '../support/tmp.js';
 import { cliVerify, writeCheckpointFiles, type CheckpointFiles } from '../support/checkpoint-bundle.js';
 import { deriveFiltered } from '../support/derive-filtered.js';
+import { mergeTrust, parseTrustStore, trustDigest, type TrustStore } from '../../manifests/format/trust.js';
+import { verifyBundle } from '../../manifests/audit/verify-chain.js';
+import { memoryBundleReader } from '../../manifests/audit/bundle.js';
+import { openBundleDir } from '../../src/ops/bundle-dir.js';
 
 let big: TestBundle;
 
@@ -332,5 +336,100 @@ describe('verify --since: the report says the check was made', () => {
     expect((await cliVerify(files.bundle, files.trust, files.forked)).report!.checked.since).toMatchObject({
       extended: false,
     });
+  });
+});
+
+describe('the report names the trust it was verified under (checked.trust)', () => {
+  let base: string;
+  let files: CheckpointFiles;
+  let store: TrustStore;
+  /** The trust file split in two: the manifest keys, and the checkpoint keys (each alone fails). */
+  let keysOnly: string;
+  let checkpointOnly: string;
+  beforeAll(async () => {
+    base = mkdtempSync(join(tmpdir(), 'hl-report-trust-'));
+    chmodSync(base, 0o700);
+    files = await writeCheckpointFiles(base);
+    store = parseTrustStore(readFileSync(files.trust, 'utf8'));
+    expect(store.checkpointKeys?.length).toBeGreaterThan(0);
+    keysOnly = join(base, 'keys-only.json');
+    checkpointOnly = join(base, 'checkpoint-only.json');
+    writeFileSync(keysOnly, JSON.stringify({ version: 1, keys: store.keys }));
+    writeFileSync(checkpointOnly, JSON.stringify({ version: 1, keys: [], checkpointKeys: store.checkpointKeys }));
+  }, 60_000);
+  afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+  const libraryReport = async (trust: TrustStore) => {
+    return verifyBundle(await openBundleDir(files.bundle), { trust });
+  };
+
+  it('one --trust file: the digest of its store and its counts, the same in --json, the library and the human report', async () => {
+    const cli = await cliVerify(files.bundle, files.trust);
+    expect(cli.code).toBe(0);
+    const expected = {
+      digest: trustDigest(store),
+      keys: store.keys.length,
+      checkpointKeys: store.checkpointKeys!.length,
+    };
+    expect(expected.digest).toMatch(/^blake3:[0-9a-f]{64}$/);
+    expect(cli.report!.checked.trust).toEqual(expected);
+    expect((await libraryReport(store)).checked.trust).toEqual(expected);
+    const c = captureIo();
+    expect(await verifyCli([files.bundle, '--trust', files.trust, '--workers', '0'], c.io)).toBe(0);
+    expect(c.stdout().split('\n')[2]).toBe(
+      `trust: ${expected.digest} (${store.keys.length} key${store.keys.length === 1 ? '' : 's'}, ${expected.checkpointKeys} checkpoint key${expected.checkpointKeys === 1 ? '' : 's'})`,
+    );
+  });
+
+  it("two --trust files: the merged store's digest (no file's), whatever their order, as one file holding both", async () => {
+    const two = await cliVerify(files.bundle, keysOnly, undefined, ['--trust', checkpointOnly]);
+    expect(two.code).toBe(0);
+    const merged = mergeTrust(
+      parseTrustStore(readFileSync(keysOnly, 'utf8')),
+      parseTrustStore(readFileSync(checkpointOnly, 'utf8')),
+    );
+    expect(two.report!.checked.trust).toEqual({
+      digest: trustDigest(merged),
+      keys: store.keys.length,
+      checkpointKeys: store.checkpointKeys!.length,
+    });
+    // The merge holds what the one file holds: the same digest; neither file alone gives it.
+    expect(two.report!.checked.trust.digest).toBe(trustDigest(store));
+    for (const one of [keysOnly, checkpointOnly])
+      expect(trustDigest(parseTrustStore(readFileSync(one, 'utf8')))).not.toBe(two.report!.checked.trust.digest);
+    const swapped = await cliVerify(files.bundle, checkpointOnly, undefined, ['--trust', keysOnly]);
+    expect(swapped.report!.checked.trust).toEqual(two.report!.checked.trust);
+    expect((await libraryReport(merged)).checked.trust).toEqual(two.report!.checked.trust);
+  });
+
+  it('verifyBundle refuses a trust that is no store before reading the bundle (USAGE): the report could not name it', async () => {
+    for (const trust of [
+      { version: 1, keys: 'h1' },
+      { version: 1, keys: [{ host: 'h1', notBefore: 1n }] },
+    ])
+      await expect(
+        verifyBundle(memoryBundleReader({ manifests: '' }), { trust: trust as unknown as TrustStore }),
+      ).rejects.toMatchObject({ code: 'USAGE', message: expect.stringContaining('parseTrustStore') });
+  });
+
+  it('a changed trust file changes the digest, though the verdict is the same', async () => {
+    const before = (await cliVerify(files.bundle, files.trust)).report!;
+    // A wider window for the first key: still trusted for every manifest, but not the store the first report names.
+    const changed = join(base, 'changed.json');
+    writeFileSync(
+      changed,
+      JSON.stringify({
+        ...store,
+        keys: store.keys.map((k, i) => (i === 0 ? { ...k, notBefore: '2000-01-01T00:00:00.000Z' } : k)),
+      }),
+    );
+    const after = await cliVerify(files.bundle, changed);
+    expect(after.code).toBe(0);
+    expect(after.report!.checked.trust.keys).toBe(before.checked.trust.keys);
+    expect(after.report!.checked.trust.digest).not.toBe(before.checked.trust.digest);
+    // The keys of one file in another order: the same store, the same digest.
+    const reordered = join(base, 'reordered.json');
+    writeFileSync(reordered, JSON.stringify({ ...store, keys: [...store.keys].reverse() }));
+    expect((await cliVerify(files.bundle, reordered)).report!.checked.trust).toEqual(before.checked.trust);
   });
 });

@@ -479,6 +479,7 @@ describe('verify time', () => {
         expect: 'none',
         bundle: 'full',
         completeness: { checked: false, reason: 'no verified checkpoint' },
+        trust: { digest: `blake3:${'cd'.repeat(32)}`, keys: 1, checkpointKeys: 0 },
       },
     };
     const time = (fn: () => string) => {
