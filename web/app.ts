@@ -16,6 +16,7 @@ import {
   showChains,
   showCheckpoint,
   showCoverage,
+  showTrust,
   showDetails,
   showFindings,
   showLegend,
@@ -358,6 +359,7 @@ function finished(
   $('result').hidden = false;
   showVerdict($('verdict'), $('bundle-info'), report, verified.bundle);
   showCoverage($('coverage'), report);
+  showTrust($('trust-info'), report);
   showCheckpoint($('checkpoint-info'), report, verified.since);
   showWitnesses($('witness-info'), report, verified.witnesses);
   fillSelect('filter-principal', 'principals', distinct(manifests, 'principal'));

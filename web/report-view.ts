@@ -11,6 +11,7 @@ import {
   describeBundle,
   describeCheckpoint,
   describeCoverage,
+  describeTrust,
   describeFinding,
   describeSince,
   findingCodes,
@@ -56,6 +57,11 @@ export function showCoverage(target: HTMLElement, report: BundleAuditReport): vo
   target.textContent = printable(
     describeCoverage(report, { requireBlobs: '"Require blobs"', scope: 'the Principal / Session fields' }),
   );
+}
+
+/** The trust the bundle was verified under (the trust files merged), in the CLI's words: `trust: blake3:… (…)`. */
+export function showTrust(target: HTMLElement, report: BundleAuditReport): void {
+  target.textContent = printable(describeTrust(report));
 }
 
 /**

@@ -9,9 +9,11 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BrowserContext } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { generateKeyPairSync } from 'node:crypto';
-import type { TrustStore } from '../../manifests/format/trust.js';
+import { mergeTrust, parseTrustStore, trustDigest, type TrustStore } from '../../manifests/format/trust.js';
+import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
+import { describeTrust } from '../../manifests/audit/report-text.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { exportBundle } from '../../src/ops/export.js';
 import { launchChromium, watchPage } from '../support/browser.js';
@@ -72,6 +74,17 @@ beforeAll(async () => {
   ({ browser, close: closeBrowser } = await launchChromium());
 }, 180_000);
 
+/** The report the page exports (its "Export report (JSON)" button). */
+async function exportedReport(page: Page): Promise<BundleAuditReport & { bundle: string }> {
+  const [download] = await Promise.all([
+    page.waitForEvent('download', { timeout: 60_000 }),
+    page.click('#export-json'),
+  ]);
+  return JSON.parse(readFileSync(await download.path(), 'utf8')) as BundleAuditReport & { bundle: string };
+}
+
+const storeOf = (file: string) => parseTrustStore(readFileSync(file, 'utf8'));
+
 afterAll(async () => {
   await closeBrowser?.();
   if (base) rmSync(base, { recursive: true, force: true });
@@ -125,6 +138,50 @@ describe("a shared store's hosts' trust files, one per host", { timeout: 180_000
     } finally {
       await page.close();
     }
+  });
+
+  it("names the trust it verified under as verify does: one file's store, two files' merge (checked.trust)", async () => {
+    for (const files of [[trustA], [trustA, trustB]]) {
+      const expected = await cliVerify(
+        bundle,
+        files[0]!,
+        undefined,
+        files.slice(1).flatMap((f) => ['--trust', f]),
+      );
+      const store = mergeTrust(...files.map(storeOf));
+      expect(expected.report!.checked.trust).toEqual({
+        digest: trustDigest(store),
+        keys: store.keys.length,
+        checkpointKeys: store.checkpointKeys?.length ?? 0,
+      });
+      const page = await browser.newPage();
+      try {
+        await page.goto(PAGE);
+        await page.setInputFiles('#bundle-input', bundle);
+        await page.setInputFiles('#trust-input', files);
+        await expect
+          .poll(() => picked(page), { timeout: 30_000 })
+          .toContain(files.length === 1 ? '; trust file a.json;' : '; trust files a.json, b.json;');
+        await page.click('#verify');
+        await expectSameAsCli(page, expected.report!);
+        expect(await page.textContent('#trust-info')).toBe(describeTrust(expected.report!));
+        expect((await exportedReport(page)).checked.trust).toEqual(expected.report!.checked.trust);
+      } finally {
+        await page.close();
+      }
+    }
+    // The files in the other order: their keys merged in another order, the same store and the same digest.
+    const both = mergeTrust(storeOf(trustA), storeOf(trustB));
+    const swapped = mergeTrust(storeOf(trustB), storeOf(trustA));
+    expect(swapped.keys.map((k) => k.host)).not.toEqual(both.keys.map((k) => k.host));
+    expect((await cliVerify(bundle, trustB, undefined, ['--trust', trustA])).report!.checked.trust).toEqual({
+      digest: trustDigest(both),
+      keys: both.keys.length,
+      checkpointKeys: both.checkpointKeys?.length ?? 0,
+    });
+    // The merge's digest is neither file's.
+    expect(trustDigest(mergeTrust(storeOf(trustA), storeOf(trustB)))).not.toBe(trustDigest(storeOf(trustA)));
+    expect(trustDigest(mergeTrust(storeOf(trustA), storeOf(trustB)))).not.toBe(trustDigest(storeOf(trustB)));
   });
 
   it('takes both dropped together with the bundle folder', async () => {
