@@ -185,9 +185,10 @@ export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore
 /** Code-unit order (never the locale's): the same on every machine. */
 const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
-/** A field as hashed: a string (a store built by hand, not parsed, may hold anything). @throws TypeError */
+/** A field as hashed: a string (a store built by hand, not parsed, may hold anything). @throws ManifestError */
 function text(value: unknown): string {
-  if (typeof value !== 'string') throw new TypeError('a trust store field that is not a string');
+  if (typeof value !== 'string')
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: a key field that is not a string');
   return value;
 }
 
@@ -204,10 +205,14 @@ function windowed<K extends { notBefore: string; notAfter?: string; revokedAt?: 
   };
 }
 
-/** A list of a store, as hashed. @throws TypeError for one that is not an array */
+/** A list of a store, as hashed. @throws ManifestError `TRUST_INVALID` for one that is not an array */
 function listOf<T>(list: T[] | undefined): T[] {
-  if (list !== undefined && !Array.isArray(list)) throw new TypeError('a trust store list that is not an array');
-  return [...(list ?? [])];
+  if (list !== undefined && !Array.isArray(list))
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: a key list that is not an array');
+  const entries = [...(list ?? [])];
+  if (entries.some((k) => typeof k !== 'object' || k === null))
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: a key entry that is not an object');
+  return entries;
 }
 
 /**
@@ -216,9 +221,15 @@ function listOf<T>(list: T[] | undefined): T[] {
  * when it lists none. The order of the keys in a file, and of the files merged (`mergeTrust`), does not change it;
  * any key, window or revocation added, dropped or changed does. A verification report names the store it was checked
  * under by this digest (`checked.trust`).
+ * @throws ManifestError `TRUST_INVALID` for a store built by hand that is none (a list that is not one, an entry that is
+ *   no object, a field that is no string); a store `parseTrustStore` gave never is.
  */
 export function trustDigest(store: TrustStore): Digest {
-  // @throws TypeError for a store whose lists are not arrays or whose fields are not strings (never parsed).
+  // A store built by hand, never parsed, may be anything: TRUST_INVALID, as parseTrustStore says of such a file.
+  if (typeof store !== 'object' || store === null)
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
+  if (!Array.isArray(store.keys))
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: keys is not a list');
   const keys = listOf(store.keys)
     .map((k) => windowed(k, { host: text(k.host), keyId: text(k.keyId), publicKey: text(k.publicKey) }))
     .sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId));
