@@ -392,14 +392,16 @@ function verify(): void {
   // One source for the worker and, handed to it, for its pool of line verifiers (web/worker/line-pool.ts).
   const source = new Blob([__WORKER_SOURCE__], { type: 'text/javascript' });
   const url = URL.createObjectURL(source);
-  /** The worker could not run or stopped speaking: said, and nothing it might say after is taken. */
-  const workerFailed = (message: string) => {
+  /** The run ended without a verdict (the worker's coded refusal, or WORKER_FAILED): said in place of progress. */
+  const runFailed = (message: string) => {
     progress.hidden = true;
     $('progress-text').textContent = '';
     announce('progress-status', '');
     document.body.dataset.state = 'error';
-    fail(`WORKER_FAILED: ${message}`);
+    fail(message);
   };
+  /** The worker could not run or stopped speaking: said, and nothing it might say after is taken. */
+  const workerFailed = (message: string) => runFailed(`WORKER_FAILED: ${message}`);
   let worker: Worker;
   try {
     worker = new Worker(url);
@@ -442,11 +444,7 @@ function verify(): void {
     } else {
       worker.terminate();
       delete state.worker;
-      progress.hidden = true;
-      $('progress-text').textContent = '';
-      announce('progress-status', '');
-      document.body.dataset.state = 'error';
-      fail(`${m.code}: ${m.message}`);
+      runFailed(`${m.code}: ${m.message}`);
     }
   };
   const stop = (message: string) => {
