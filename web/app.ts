@@ -511,7 +511,13 @@ function wire(): void {
     e.preventDefault();
     drop.classList.remove('over');
     if (!e.dataTransfer) return;
+    // Text or a link dragged from another page is no choice of files: nothing is read, the verdict stays.
+    if (![...e.dataTransfer.items].some((item) => item.kind === 'file')) return;
     const g = gesture();
+    // What is verified is about to change, as at a pick: the verdict on the files chosen before goes down now, not
+    // once the drop's folder has been walked (which a large folder or a slow disk makes long), so an old verdict is
+    // never shown beside the files just dropped. A drop then refused whole leaves the files chosen before, and Verify.
+    dropVerdict();
     // Verify waits for the drop to be read, as for a picked file (its folder is walked asynchronously): what it holds
     // is not known until then, so a later choice supersedes none of it yet.
     const walking: Reading = { matters: () => true };

@@ -36,6 +36,8 @@ export async function expectSameAsCli(page: Page, report: BundleAuditReport): Pr
  * protocol (Input.dispatchDragEvent) makes a real drop, so the page's own handler reads real entries.
  */
 export async function dropFiles(page: Page, files: string[]): Promise<void> {
+  // Where the drop zone is now: a verdict shown has the page scrolled to it, and a drag lands where it is pointed.
+  await page.locator('#drop').scrollIntoViewIfNeeded();
   const box = (await page.locator('#drop').boundingBox())!;
   const cdp = await page.context().newCDPSession(page);
   try {

@@ -225,6 +225,64 @@ describe('a verdict is shown only for what is chosen now', { timeout: 180_000 },
       await page.close();
     }
   });
+
+  it('takes the verdict down at a drop, while its folder is still being walked', async () => {
+    const page = await heldPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', good);
+      await page.setInputFiles('#trust-input', trust);
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="ok"]', { timeout: VERDICT_WAIT_MS });
+      await call(page, 'holdDrops');
+      await dropFiles(page, [tampered]);
+      // The dropped folder is still being walked: the ✓ on the bundle chosen before is not left beside it.
+      await expect.poll(() => shownState(page), UPDATE_WAIT).toEqual({ state: undefined, result: false });
+      expect(await page.isDisabled('#verify')).toBe(true);
+      expect(await picked(page)).toMatch(/^bundle good-bundle:/);
+      await call(page, 'releaseDrops');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toMatch(/^bundle tampered-bundle:/);
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      await page.click('#verify');
+      // The tampered bundle's verdict (its findings' lines are drawn: each carries a "show manifest" button).
+      await page.waitForSelector('body[data-state="failed"]', { timeout: VERDICT_WAIT_MS });
+      const expected = await cliReport(tampered, trust);
+      expect(await page.$$eval('#findings li', (lis) => lis.map((li) => li.dataset.code))).toEqual(
+        expected.findings.map((x) => x.code),
+      );
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('a drop that carries no file (text dragged from another page) leaves the verdict alone', async () => {
+    const page = await heldPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', good);
+      await page.setInputFiles('#trust-input', trust);
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="ok"]', { timeout: VERDICT_WAIT_MS });
+      await page.locator('#drop').scrollIntoViewIfNeeded();
+      const box = (await page.locator('#drop').boundingBox())!;
+      const cdp = await page.context().newCDPSession(page);
+      try {
+        const at = { x: box.x + box.width / 2, y: box.y + box.height / 2 };
+        const data = { items: [{ mimeType: 'text/plain', data: 'a note' }], dragOperationsMask: 1 };
+        for (const type of ['dragEnter', 'dragOver', 'drop'] as const)
+          await cdp.send('Input.dispatchDragEvent', { type, ...at, data });
+      } finally {
+        await cdp.detach();
+      }
+      await page.waitForTimeout(500);
+      expect(await shownState(page)).toEqual({ state: 'ok', result: true });
+      expect(await page.isEnabled('#verify')).toBe(true);
+    } finally {
+      await page.close();
+    }
+  });
 });
 
 describe('what the page cannot read or run is said, with a code', { timeout: 180_000 }, () => {
