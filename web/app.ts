@@ -128,17 +128,21 @@ let pickedFiles: string | undefined;
 
 function refreshPicked(): void {
   const parts = [state.bundle ? state.bundle.description : 'no bundle chosen'];
+  $('bundle-chosen').textContent = printable(parts[0]!);
   for (const role of SIDE_FILE_ROLES) {
     const { noun, required } = SIDE_FILES[role];
     const chosen = state.side[role];
-    if (chosen === undefined) {
-      parts.push(`no ${noun} chosen${required ? '' : ' (optional)'}`);
-      continue;
+    let part: string;
+    if (chosen === undefined) part = `no ${noun} chosen${required ? '' : ' (optional)'}`;
+    else {
+      // As many as were given: the files audit-ui was started with are named as such, however it serves them.
+      const names = chosen.flatMap((c) => (c.servedFrom?.length ? c.servedFrom : [c.name]));
+      const served = chosen.some((c) => c.servedFrom) ? ', served by audit-ui' : '';
+      part = `${names.length === 1 ? noun : `${noun}s`} ${names.join(', ')}${served}`;
     }
-    // As many as were given: the files audit-ui was started with are named as such, however it serves them.
-    const names = chosen.flatMap((c) => (c.servedFrom?.length ? c.servedFrom : [c.name]));
-    const served = chosen.some((c) => c.servedFrom) ? ', served by audit-ui' : '';
-    parts.push(`${names.length === 1 ? noun : `${noun}s`} ${names.join(', ')}${served}`);
+    parts.push(part);
+    // Under its button, and the button's description: what the page holds of this kind (its input is cleared).
+    $(`${role}-chosen`).textContent = printable(part);
   }
   const files = printable(parts.join('; '));
   if (pickedFiles !== undefined && files !== pickedFiles) announce('picked-status', files);
@@ -490,14 +494,24 @@ function verify(): void {
 function wire(): void {
   showLegend($('legend'));
   showDetails($('details'), undefined, undefined);
-  $<HTMLInputElement>('bundle-input').addEventListener('change', (e) => {
-    const list = (e.target as HTMLInputElement).files;
+  // Each file input is hidden behind its button (index.html), which opens its chooser. Once its files are taken the
+  // input is cleared: a browser fires no `change` for the same file picked again (a trust file edited, then picked
+  // again), so an input left holding it would ignore the edit silently. What is chosen is said under the button.
+  const picker = (id: string, choose: string, take: (input: HTMLInputElement) => void) => {
+    const input = $<HTMLInputElement>(id);
+    $(choose).addEventListener('click', () => input.click());
+    input.addEventListener('change', () => {
+      take(input);
+      input.value = '';
+    });
+  };
+  picker('bundle-input', 'bundle-choose', (input) => {
     const g = gesture();
-    if (list) settle([takeBundle(bundleFromFiles(filesOfInput(list)), g)], g);
+    if (input.files) settle([takeBundle(bundleFromFiles(filesOfInput(input.files)), g)], g);
   });
   for (const role of SIDE_FILE_ROLES)
-    $<HTMLInputElement>(SIDE_FILES[role].input).addEventListener('change', (e) => {
-      const files = Array.from((e.target as HTMLInputElement).files ?? [], (file) => ({ file, name: file.name }));
+    picker(SIDE_FILES[role].input, `${role}-choose`, (input) => {
+      const files = Array.from(input.files ?? [], (file) => ({ file, name: file.name }));
       const g = gesture();
       if (files.length > 0) void takeSideFiles(role, files, g).then((refused) => settle([refused], g));
     });

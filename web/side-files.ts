@@ -12,7 +12,10 @@ const MAX_WITNESS_KEYS_BYTES = 16 * 1024 * 1024;
 export type SideFileRole = 'trust' | 'since' | 'witnesses';
 
 export interface SideFileKind {
-  /** The id of its file input in index.html. */
+  /**
+   * The id of its file input in index.html (hidden: its button `ROLE-choose` opens it, and `ROLE-chosen` under the
+   * button says what is chosen).
+   */
   input: string;
   /** How the page names it ("trust file x.json", "no earlier checkpoint"). */
   noun: string;

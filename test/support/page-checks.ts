@@ -50,6 +50,19 @@ export async function dropFiles(page: Page, files: string[]): Promise<void> {
   }
 }
 
+/** How a screen reader takes changes to element `id`: the politeness of the live region it is in, or 'off'. */
+export const liveness = (page: Page, id: string) =>
+  page.evaluate((id: string) => {
+    for (let e = (globalThis as any).document.getElementById(id); e; e = e.parentElement) {
+      const live = e.getAttribute('aria-live');
+      if (live) return live as string;
+      const role = e.getAttribute('role');
+      if (role === 'status' || role === 'log') return 'polite';
+      if (role === 'alert') return 'assertive';
+    }
+    return 'off';
+  }, id);
+
 /** The id of the focused element. */
 export const activeId = (page: Page) =>
   page.evaluate(() => ((globalThis as any).document.activeElement?.id ?? '') as string);
@@ -60,7 +73,8 @@ export async function tabTo(page: Page, id: string): Promise<void> {
 }
 
 /**
- * Tab to a file input and open its chooser with the keyboard (Space, then Enter: both activate a file input).
+ * Tab to a picker's button (`ROLE-choose`: the file inputs are hidden behind them) and open its chooser with the
+ * keyboard (Space, then Enter: both activate a button).
  * A key press that lands while a loaded machine is still settling focus can be dropped by the browser, so each
  * key gets a bounded wait and the pair is tried up to three times; the chooser must come from the keyboard.
  */

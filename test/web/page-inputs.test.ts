@@ -469,7 +469,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
           /^bundle cosigned: .*; trust file trust\.json; no earlier checkpoint chosen \(optional\); witness keys witnesses\.txt$/,
         );
       // Replaced from the keyboard: a labelled file input and a labelled text input, reached with Tab.
-      await chooseByKeyboard(page, 'witness-keys-input', w.keys);
+      await chooseByKeyboard(page, 'witnesses-choose', w.keys);
       expect(await page.getByLabel(/Witness quorum/).getAttribute('id')).toBe('quorum-input');
       // A key press landing while a loaded machine settles focus can be dropped: typed again until it shows.
       for (let attempt = 0; (await page.inputValue('#quorum-input')) !== '2'; attempt++) {

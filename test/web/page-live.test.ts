@@ -14,7 +14,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { buildBundle, writeBundleDir, writeTrustFile } from '../support/bundle-builder.js';
 import { launchChromium, watchPage } from '../support/browser.js';
 import { ensurePageBuilt } from '../support/page-build.js';
-import { PAGE_URL as PAGE, picked } from '../support/page-checks.js';
+import { liveness, PAGE_URL as PAGE, picked } from '../support/page-checks.js';
 
 let browser: BrowserContext;
 let closeBrowser: () => Promise<void>;
@@ -40,19 +40,6 @@ afterAll(async () => {
   await closeBrowser?.();
   if (root) rmSync(root, { recursive: true, force: true });
 });
-
-/** How a screen reader takes changes to element `id`: the politeness of the live region it is in, or 'off'. */
-const liveness = (page: Page, id: string) =>
-  page.evaluate((id: string) => {
-    for (let e = (globalThis as any).document.getElementById(id); e; e = e.parentElement) {
-      const live = e.getAttribute('aria-live');
-      if (live) return live as string;
-      const role = e.getAttribute('role');
-      if (role === 'status' || role === 'log') return 'polite';
-      if (role === 'alert') return 'assertive';
-    }
-    return 'off';
-  }, id);
 
 /** Records from now on every text element `id` is given: its changes, as a screen reader is told of them. */
 const record = (page: Page, id: string) =>

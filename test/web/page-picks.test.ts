@@ -285,6 +285,34 @@ describe('a verdict is shown only for what is chosen now', { timeout: 180_000 },
   });
 });
 
+describe('the same file picked again', { timeout: 180_000 }, () => {
+  it('is read again: a trust file edited since it was picked gives the verdict on its new keys', async () => {
+    const edited = join(root, 'edited-trust.json');
+    copyFileSync(otherTrust, edited);
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', good);
+      await page.setInputFiles('#trust-input', edited);
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="failed"]', { timeout: VERDICT_WAIT_MS });
+      // The auditor fixes the file (the bundle's keys now) and picks it again: the browser gives the same name.
+      copyFileSync(trust, edited);
+      await page.setInputFiles('#trust-input', edited);
+      await expect.poll(() => shownState(page), UPDATE_WAIT).toEqual({ state: undefined, result: false });
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      await page.click('#verify');
+      await expectSameAsCli(page, await cliReport(good, edited));
+      // The bundle folder too: picked again, it is taken again (and the verdict on it goes down).
+      await page.setInputFiles('#bundle-input', good);
+      await expect.poll(() => shownState(page), UPDATE_WAIT).toEqual({ state: undefined, result: false });
+    } finally {
+      await page.close();
+    }
+  });
+});
+
 describe('what the page cannot read or run is said, with a code', { timeout: 180_000 }, () => {
   it('a chosen trust file that cannot be read any more: TRUST_INVALID as verify says it, and the one chosen before stays', async () => {
     const gone = join(root, 'gone.json');

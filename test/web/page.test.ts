@@ -302,8 +302,8 @@ describe('the auditor page, by keyboard and by eye', { timeout: TEST_MS }, () =>
     const seen = watchPage(page);
     try {
       await page.goto(PAGE);
-      await chooseByKeyboard(page, 'bundle-input', dir);
-      await chooseByKeyboard(page, 'trust-input', trustPath);
+      await chooseByKeyboard(page, 'bundle-choose', dir);
+      await chooseByKeyboard(page, 'trust-choose', trustPath);
       // The page reads the trust file asynchronously; Verify is disabled (and skipped by Tab) until it has.
       await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file trust.json;');
       await tabTo(page, 'verify');

@@ -4,7 +4,13 @@
  * picture is one focusable widget; arrow keys move between manifests, and the selected manifest's
  * fields appear as text in the details panel. Shapes, not only colours, tell the states apart.
  * Text is drawn with fillText, so nothing from a bundle is ever parsed as HTML.
+ *
+ * To a screen reader the picture is a listbox (WAI-ARIA's listbox pattern, with aria-activedescendant): focus stays
+ * on it, and it names the selected manifest's one option, the only one in the DOM (the others are its place in the
+ * set: aria-setsize, aria-posinset), so moving says a short name (session, seq, state), not the details' ten
+ * fields. The details panel is not live: it is read when the auditor goes to it.
  */
+import { printable } from '../../manifests/encoding/printable.js';
 import { markFor, type HistoryModel, type Mark, type MarkState, type Row } from './model.js';
 
 export const ROW_HEIGHT = 28;
@@ -27,6 +33,10 @@ export class HistoryView {
   private model: HistoryModel = { rows: [], maxSeq: 0, byLine: new Map(), firstLines: new Map() };
   private cursor: Cursor | undefined;
   private readonly ctx: CanvasRenderingContext2D;
+  /** How many marks come before each row (its first mark's place in the set, from 0). */
+  private before: number[] = [];
+  /** The selected manifest as the listbox's option (the scroller is the listbox). */
+  private readonly option: HTMLElement;
 
   constructor(
     private readonly scroller: HTMLElement,
@@ -35,6 +45,11 @@ export class HistoryView {
     private readonly onSelect: (mark: Mark | undefined, row: Row | undefined) => void,
   ) {
     this.ctx = canvas.getContext('2d')!;
+    this.option = document.createElement('div');
+    this.option.setAttribute('role', 'option');
+    this.option.setAttribute('aria-selected', 'true');
+    this.option.className = 'visually-hidden';
+    scroller.append(this.option);
     scroller.addEventListener('scroll', () => this.draw());
     scroller.addEventListener('keydown', (e) => this.onKey(e));
     canvas.addEventListener('mousemove', (e) => this.pick(e, false));
@@ -45,6 +60,8 @@ export class HistoryView {
   setModel(model: HistoryModel): void {
     this.model = model;
     this.cursor = model.rows.length > 0 ? { row: 0, index: 0 } : undefined;
+    let n = 0;
+    this.before = model.rows.map((r) => ((n += r.marks.length), n - r.marks.length));
     this.space.style.width = `${LABEL_WIDTH + (model.maxSeq + 2) * CELL}px`;
     this.space.style.height = `${Math.max(1, model.rows.length) * ROW_HEIGHT}px`;
     // A few sessions get a short picture; many get a scrolling one.
@@ -85,7 +102,26 @@ export class HistoryView {
 
   private announce(): void {
     const row = this.cursor && this.model.rows[this.cursor.row];
-    this.onSelect(this.selected, row);
+    const mark = this.selected;
+    if (mark && row && this.cursor) {
+      // A new id at each move: a screen reader says the option aria-activedescendant names when that changes.
+      this.option.id = `history-line-${mark.line}`;
+      const codes = mark.codes.length ? ` (${mark.codes.join(', ')})` : '';
+      const fork = row.forks.includes(mark.seq) ? ', fork' : '';
+      this.option.textContent = printable(
+        `${row.session}, seq ${mark.seq}${fork}: ${STATE_STYLE[mark.state].label}${codes}`,
+      );
+      this.option.setAttribute('aria-posinset', String(this.before[this.cursor.row]! + this.cursor.index + 1));
+      this.option.setAttribute('aria-setsize', String(this.before.at(-1)! + this.model.rows.at(-1)!.marks.length));
+      this.option.hidden = false;
+      this.scroller.setAttribute('aria-activedescendant', this.option.id);
+    } else {
+      // Nothing to select (no manifest, or none the filters keep): no option, none active.
+      this.option.hidden = true;
+      this.option.removeAttribute('id');
+      this.scroller.removeAttribute('aria-activedescendant');
+    }
+    this.onSelect(mark, row);
   }
 
   private onKey(e: KeyboardEvent): void {
