@@ -125,6 +125,11 @@ function announce(id: 'picked-status' | 'progress-status', text: string): void {
  * key would have the whole line said again at every key; the field being typed in is what a screen reader follows).
  */
 let pickedFiles: string | undefined;
+/**
+ * While the files audit-ui serves are fetched: they are said once, when all are in (or refused), not as each arrives
+ * ("no trust file chosen" said while the trust file is on its way would be untrue).
+ */
+let preloading = false;
 
 function refreshPicked(): void {
   const parts = [state.bundle ? state.bundle.description : 'no bundle chosen'];
@@ -145,8 +150,10 @@ function refreshPicked(): void {
     $(`${role}-chosen`).textContent = printable(part);
   }
   const files = printable(parts.join('; '));
-  if (pickedFiles !== undefined && files !== pickedFiles) announce('picked-status', files);
-  pickedFiles = files;
+  if (!preloading) {
+    if (pickedFiles !== undefined && files !== pickedFiles) announce('picked-status', files);
+    pickedFiles = files;
+  }
   const quorum = quorumTyped();
   if (quorum !== undefined) parts.push(`quorum ${quorum}`);
   const settings = auditorSettings();
@@ -582,39 +589,46 @@ async function preload(): Promise<void> {
   if (!p) return;
   // The files audit-ui serves are chosen as the page opens: one gesture, before any the auditor makes.
   const g = gesture();
-  if (p.bundle) takeBundle(bundleFromPreload(p.bundle), g);
-  // The auditor's settings audit-ui was started with: shown in the fields, where the auditor may change them.
-  if (p.requireBlobs) $<HTMLInputElement>('require-blobs-input').checked = true;
-  // The page's own address (?expect=) wins over audit-ui's preset, as ?max-bundle-bytes= does.
-  if (p.expect !== undefined && !new URLSearchParams(location.search).has('expect'))
-    $<HTMLSelectElement>('expect-input').value = p.expect;
-  if (p.principal !== undefined) $<HTMLInputElement>('principal-input').value = p.principal;
-  if (p.session !== undefined) $<HTMLInputElement>('session-input').value = p.session;
-  if (p.maxBundleBytes !== undefined) servedMaxBundleBytes = p.maxBundleBytes;
-  refreshPicked();
-  const served = async (role: SideFileRole, url: string, name: string, servedFrom?: readonly string[]) => {
-    // audit-ui stopped, the connection dropped, an answer other than the file: said as a file that cannot be read
-    // (the CLI's code and words), by the names audit-ui was given.
-    const unreadable = (reason: string) => SIDE_FILES[role].unreadable((servedFrom ?? [name]).join(', '), reason);
-    let file: Blob;
-    try {
-      const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
-      if (!res.ok) return unreadable(`HTTP ${res.status}`);
-      file = await res.blob();
-    } catch (err) {
-      return unreadable((err as Error)?.message ?? String(err));
+  preloading = true;
+  try {
+    if (p.bundle) takeBundle(bundleFromPreload(p.bundle), g);
+    // The auditor's settings audit-ui was started with: shown in the fields, where the auditor may change them.
+    if (p.requireBlobs) $<HTMLInputElement>('require-blobs-input').checked = true;
+    // The page's own address (?expect=) wins over audit-ui's preset, as ?max-bundle-bytes= does.
+    if (p.expect !== undefined && !new URLSearchParams(location.search).has('expect'))
+      $<HTMLSelectElement>('expect-input').value = p.expect;
+    if (p.principal !== undefined) $<HTMLInputElement>('principal-input').value = p.principal;
+    if (p.session !== undefined) $<HTMLInputElement>('session-input').value = p.session;
+    if (p.maxBundleBytes !== undefined) servedMaxBundleBytes = p.maxBundleBytes;
+    refreshPicked();
+    const served = async (role: SideFileRole, url: string, name: string, servedFrom?: readonly string[]) => {
+      // audit-ui stopped, the connection dropped, an answer other than the file: said as a file that cannot be read
+      // (the CLI's code and words), by the names audit-ui was given.
+      const unreadable = (reason: string) => SIDE_FILES[role].unreadable((servedFrom ?? [name]).join(', '), reason);
+      let file: Blob;
+      try {
+        const res = await fetch(new URL(url, location.href), { cache: 'no-store' });
+        if (!res.ok) return unreadable(`HTTP ${res.status}`);
+        file = await res.blob();
+      } catch (err) {
+        return unreadable((err as Error)?.message ?? String(err));
+      }
+      return takeSideFiles(role, [{ file, name, ...(servedFrom ? { servedFrom } : {}) }], g);
+    };
+    const refusals: Array<string | undefined> = [];
+    if (p.trust) refusals.push(await served('trust', p.trust.url, 'served by audit-ui', p.trust.names));
+    if (p.since) refusals.push(await served('since', p.since.url, p.since.name));
+    if (p.witnessKeys) {
+      refusals.push(await served('witnesses', p.witnessKeys.url, p.witnessKeys.name));
+      $<HTMLInputElement>('quorum-input').value = String(p.witnessKeys.quorum);
+      refreshPicked();
     }
-    return takeSideFiles(role, [{ file, name, ...(servedFrom ? { servedFrom } : {}) }], g);
-  };
-  const refusals: Array<string | undefined> = [];
-  if (p.trust) refusals.push(await served('trust', p.trust.url, 'served by audit-ui', p.trust.names));
-  if (p.since) refusals.push(await served('since', p.since.url, p.since.name));
-  if (p.witnessKeys) {
-    refusals.push(await served('witnesses', p.witnessKeys.url, p.witnessKeys.name));
-    $<HTMLInputElement>('quorum-input').value = String(p.witnessKeys.quorum);
+    settle(refusals, g);
+  } finally {
+    // Said once, now: what audit-ui served, or what is left of it once refused.
+    preloading = false;
     refreshPicked();
   }
-  settle(refusals, g);
   if (ready()) verify();
 }
 

@@ -2,7 +2,8 @@
  * What the page has a screen reader say, and how often: the live regions. The counter of lines verified changes
  * with every progress message (up to 20 a second) and must not be live; a polite status says the start, each
  * quarter of the bundle read and the end. The line saying what is chosen changes at every key typed in the
- * quorum, principal and session fields and must not be live; a polite status says it when the chosen files change.
+ * quorum, principal and session fields and must not be live; a polite status says it when the chosen files change
+ * (those audit-ui serves once, when all are in).
  * Checked on the DOM (which element is live, and every change of each live region), not on timing: the worker's
  * progress messages are multiplied by the test, so a small bundle gives 200 of them whatever the machine's speed.
  */
@@ -11,6 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';
+import { auditorPagePath } from '../../src/ops/auditor-page.js';
+import { startAuditServer } from '../../src/ops/audit-server.js';
 import { buildBundle, writeBundleDir, writeTrustFile } from '../support/bundle-builder.js';
 import { launchChromium, watchPage } from '../support/browser.js';
 import { ensurePageBuilt } from '../support/page-build.js';
@@ -132,6 +135,34 @@ describe("the page's live regions", { timeout: 180_000 }, () => {
       expect(await changes(page, 'picked-status')).toEqual(afterPicks);
     } finally {
       await page.close();
+    }
+  });
+  it('the files audit-ui serves are said once, when they are all in, not as each arrives', async () => {
+    const server = await startAuditServer({ page: auditorPagePath()!, bundle, hasBlobs: false, trust });
+    const page = await browser.newPage();
+    try {
+      // Every text the status is given from the page's start: the document watched before the page's own script runs.
+      await page.addInitScript(() => {
+        const g = globalThis as any;
+        const seen: string[] = (g.__said = []);
+        new g.MutationObserver((records: any[]) => {
+          for (const r of records) {
+            const status = g.document.getElementById('picked-status');
+            if (status && status.contains(r.target) && r.target !== status.parentNode) seen.push(status.textContent);
+          }
+        }).observe(g.document, { childList: true, characterData: true, subtree: true });
+      });
+      await page.goto(server.url);
+      await page.waitForSelector('body[data-state="ok"]', { timeout: 90_000 });
+      // Not "no trust file chosen" while the trust file was on its way: what audit-ui was started with, once.
+      expect(await page.evaluate(() => (globalThis as any).__said as string[])).toEqual([
+        expect.stringMatching(
+          /^bundle bundle, served by handoff-ledger audit-ui; trust file trust\.json, served by audit-ui; no earlier checkpoint chosen \(optional\); no witness keys chosen \(optional\)$/,
+        ),
+      ]);
+    } finally {
+      await page.close();
+      await server.close();
     }
   });
 });
