@@ -209,6 +209,8 @@ describe('browsing the history, as a screen reader has it', { timeout: 180_000 }
       expect(await liveness(page, 'details')).toBe('off');
       expect(await ax(page, '#details-section')).toMatchObject({ role: 'region', name: 'Selected manifest' });
       expect(await ax(page, '#history')).toMatchObject({ role: 'listbox', name: 'Manifests by session and seq' });
+      // The filters are a form of their own, so their Principal and Session are not taken for the settings' fields.
+      expect(await ax(page, '#filters')).toMatchObject({ role: 'form', name: 'Filter the history' });
       expect((await ax(page, '#history')).description).toMatch(/^Sessions as rows, seq along each row\. /);
 
       await tabTo(page, 'history');
