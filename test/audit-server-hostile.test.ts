@@ -274,6 +274,27 @@ describe('audit-ui server, hostile requests on a raw socket', () => {
     }
   });
 
+  it('answers a HEAD the headers of the GET, Content-Length included, without the body, on every route', async () => {
+    // The page, the side files in memory, a bundle file, a blob, a refusal of a path (404) and of a Host (421). The
+    // page and the side files were answered chunked to a GET and with no length at all to a HEAD.
+    const routes: Array<[string, string]> = [
+      ...[...served.keys()].map((path): [string, string] => [path, `Host: ${host}\r\n`]),
+      [`/${MARK}`, `Host: ${host}\r\n`],
+      ['/trust.json', `Host: attacker.example:${port}\r\n`],
+      ['/trust.json', `Host: ${host}\r\nHost: attacker.example\r\n`],
+    ];
+    const headersOf = (a: Answer) => new Map([...a.headers].filter(([name]) => name !== 'date'));
+    for (const [path, given] of routes) {
+      const getAnswer = await get(path, 'GET', given);
+      const head = await get(path, 'HEAD', given);
+      expect(head.status, path).toBe(getAnswer.status);
+      expect(headersOf(head), `${path} ${given.trim()}`).toEqual(headersOf(getAnswer));
+      expect(getAnswer.headers.get('transfer-encoding'), path).toBeUndefined();
+      expect(Number(getAnswer.headers.get('content-length')), path).toBe(Buffer.byteLength(getAnswer.body, 'latin1'));
+      expect(head.body, path).toBe('');
+    }
+  });
+
   it('answers only to its own host name: any other Host (or none) is 421, whatever the path', async () => {
     for (const given of [
       `Host: attacker.example:${port}\r\n`,
@@ -293,6 +314,36 @@ describe('audit-ui server, hostile requests on a raw socket', () => {
     expectRefusal('HTTP/1.0 without Host', old, 421, 'misdirected request');
     // Its own names, after all of the above.
     expectServed('/trust.json', await get('/trust.json', 'GET', `Host: localhost:${port}\r\n`));
+    expectServed('/', await get('/'));
+  });
+
+  it('refuses a request with more than one Host line (400, RFC 9112 3.2), whichever comes first, as Node does one with none', async () => {
+    // Node keeps the first Host line; a proxy in front may route by the last: the request is ambiguous, not its first.
+    const other = `attacker.example:${port}`;
+    for (const given of [
+      `Host: ${host}\r\nHost: ${other}\r\n`,
+      `Host: ${other}\r\nHost: ${host}\r\n`,
+      `Host: ${host}\r\nHost: ${host}\r\n`,
+      `Host: ${host}\r\nhost: localhost:${port}\r\n`,
+      `HOST: ${host}\r\nX-${MARK}: 1\r\nHost: ${host}\r\n`,
+    ])
+      for (const target of ['/', '/bundle/manifests.jsonl', '/trust.json', `/bundle/blobs/blake3/${BLOB}`])
+        for (const method of ['GET', 'HEAD']) {
+          const a = await get(target, method, given);
+          expect(a.status, `${method} ${JSON.stringify(given)} ${target}`).toBe(400);
+          if (method === 'GET')
+            expectRefusal(`${JSON.stringify(given)} ${target}`, a, 400, 'more than one Host header');
+        }
+    // A request of HTTP/1.1 without Host is Node's own 400; a Host line folded over two (obs-fold) is refused by its
+    // parser; one line naming two hosts is no name of the server's (421).
+    expect((await rawRequest(port, 'GET /trust.json HTTP/1.1\r\nConnection: close\r\n\r\n')).status).toBe(400);
+    expect((await get('/trust.json', 'GET', `Host: ${host}\r\n ${other}\r\n`)).status).toBe(400);
+    expectRefusal(
+      'two in one',
+      await get('/trust.json', 'GET', `Host: ${host}, ${other}\r\n`),
+      421,
+      'misdirected request',
+    );
     expectServed('/', await get('/'));
   });
 });

@@ -5,7 +5,7 @@
  * earlier checkpoint, witness keys: each at one fixed path, read at start and served from memory), on
  * 127.0.0.1 only. Nothing else is reachable: no directory listings, no other paths, no symlinks (files
  * are opened with O_NOFOLLOW; blobs only through real blobs/ and blobs/blake3/ directories), no method
- * but GET and HEAD, and no Host but the server's own (so a DNS-rebinding page elsewhere cannot read the
+ * but GET and HEAD, and no Host but the server's own, given once (so a DNS-rebinding page elsewhere cannot read the
  * bundle through it).
  */
 import { constants, createReadStream, lstatSync } from 'node:fs';
@@ -136,14 +136,28 @@ const HEADERS = {
   'content-security-policy': "frame-ancestors 'none'",
 };
 
+/**
+ * An answer held in memory (the page, a side file, a refusal) with its Content-Length: a HEAD is answered the headers
+ * of the GET (RFC 9110, 9.3.2), without the body, where both were answered chunked before (a HEAD with no length).
+ */
+function answer(res: ServerResponse, status: number, headers: Record<string, string>, body: string): void {
+  const bytes = Buffer.from(body, 'utf8');
+  res.writeHead(status, { ...HEADERS, ...headers, 'content-length': String(bytes.length) });
+  // Node sends no body in answer to a HEAD (its `_hasBody`); not handed one either.
+  res.end(res.req.method === 'HEAD' ? undefined : bytes);
+}
+
 function refuse(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, {
-    ...HEADERS,
-    'content-type': 'text/plain; charset=utf-8',
-    // A 405 says which methods the server takes (RFC 9110, 15.5.6), as the witness server's does.
-    ...(status === 405 ? { allow: 'GET, HEAD' } : {}),
-  });
-  res.end(`${text}\n`);
+  answer(
+    res,
+    status,
+    {
+      'content-type': 'text/plain; charset=utf-8',
+      // A 405 says which methods the server takes (RFC 9110, 15.5.6), as the witness server's does.
+      ...(status === 405 ? { allow: 'GET, HEAD' } : {}),
+    },
+    `${text}\n`,
+  );
 }
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
@@ -245,15 +259,15 @@ export async function startAuditServer(o: AuditServerOptions): Promise<AuditServ
   const bundle = o.bundle ? await realpath(resolve(o.bundle)) : undefined;
   let allowedHosts: Set<string> = new Set();
   const server = createServer((req, res) => {
+    // Node keeps the first of several Host lines (req.headers.host), a proxy or another server may take the last: such a
+    // request is refused whole (RFC 9112, 3.2: 400), never answered as the first line's.
+    if ((req.headersDistinct.host?.length ?? 0) > 1) return refuse(res, 400, 'more than one Host header');
     if (!allowedHosts.has(req.headers.host ?? '')) return refuse(res, 421, 'misdirected request');
     if (req.method !== 'GET' && req.method !== 'HEAD') return refuse(res, 405, 'read-only');
     const path = (req.url ?? '/').split('?')[0]!;
     if (path === '/' || path === '/index.html') {
       return void pageWithPreload(page, o, bundle).then(
-        (html) => {
-          res.writeHead(200, { ...HEADERS, 'content-type': 'text/html; charset=utf-8' });
-          res.end(req.method === 'HEAD' ? undefined : html);
-        },
+        (html) => answer(res, 200, { 'content-type': 'text/html; charset=utf-8' }, html),
         () => refuse(res, 500, 'cannot look at the bundle'),
       );
     }
@@ -266,10 +280,7 @@ export async function startAuditServer(o: AuditServerOptions): Promise<AuditServ
             ? [o.witnessKeys?.text, 'text/plain; charset=utf-8']
             : undefined;
     const [text, textType] = served ?? [undefined, ''];
-    if (text !== undefined) {
-      res.writeHead(200, { ...HEADERS, 'content-type': textType });
-      return void res.end(req.method === 'HEAD' ? undefined : text);
-    }
+    if (text !== undefined) return answer(res, 200, { 'content-type': textType }, text);
     if (bundle) {
       const name = path.startsWith('/bundle/') ? path.slice('/bundle/'.length) : '';
       const type = BUNDLE_FILES.get(name);
