@@ -389,6 +389,21 @@ describe("the stores' own openers and the manifest layer", () => {
       'USAGE',
     );
     expect(await refusal(() => memoryBundleReader({} as never))).toMatchObject({ code: 'USAGE' });
+    // No input is told what it lacks; any other non-object is readOptionFieldsAs's refusal, which names its type.
+    for (const none of [null, undefined])
+      expect(await refusal(() => memoryBundleReader(none as never))).toMatchObject({
+        code: 'USAGE',
+        message: 'memoryBundleReader needs { manifests } (the text or bytes of manifests.jsonl)',
+      });
+    for (const [given, type] of [
+      [7, 'number'],
+      ['{}', 'string'],
+      [true, 'boolean'],
+    ] as const)
+      expect(await refusal(() => memoryBundleReader(given as never))).toMatchObject({
+        code: 'USAGE',
+        message: `memoryBundleReader input must be an object (null or undefined: none), not a ${type}`,
+      });
     const reader = memoryBundleReader({ header: undefined, manifests: '', blobs: undefined, treeFiles: undefined });
     expect(await reader.header()).toBeUndefined();
   });

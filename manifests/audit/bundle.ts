@@ -173,7 +173,8 @@ void everyMemoryBundleField;
  *   `manifests` that are neither text nor bytes
  */
 export function memoryBundleReader(given: MemoryBundleInput): BundleReader {
-  if (typeof given !== 'object' || given === null)
+  // No input at all is told what it lacks; any other non-object is refused by readOptionFieldsAs, naming its type.
+  if (given === null || given === undefined)
     throw auditUsage('memoryBundleReader needs { manifests } (the text or bytes of manifests.jsonl)');
   // Each field read once, as the auditor's options are (readAuditOptions): what is checked is what the reader serves.
   const input = readOptionFieldsAs(

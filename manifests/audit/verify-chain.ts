@@ -24,7 +24,7 @@ import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
 import { startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
 import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
-import { AuditError, readAuditOptions } from './errors.js';
+import { auditUsage, readAuditOptions } from './errors.js';
 import { shownValue, type NamesEveryField } from '../../store/errors.js';
 import { counted } from '../encoding/printable.js';
 import { ChainTracker, type AuditScope } from './chain-rules.js';
@@ -319,8 +319,7 @@ export async function verifyChain(
     lines === null ||
     (!isSyncIterable(lines) && typeof (lines as AsyncIterable<string>)[Symbol.asyncIterator] !== 'function')
   )
-    throw new AuditError(
-      'USAGE',
+    throw auditUsage(
       `verifyChain takes the envelope lines as an iterable of strings (an array, an async iterable), not ${
         typeof lines === 'string'
           ? 'one string (split it into lines, or give its text to verifyBundle through memoryBundleReader)'
@@ -445,9 +444,7 @@ function trustCoverage(trust: TrustStore): TrustCoverage {
       checkpointKeys: trust.checkpointKeys?.length ?? 0,
     };
   } catch (err) {
-    throw new AuditError('USAGE', "verifyBundle's trust is not a trust store (read one with parseTrustStore)", {
-      cause: err,
-    });
+    throw auditUsage("verifyBundle's trust is not a trust store (read one with parseTrustStore)", { cause: err });
   }
 }
 
@@ -460,18 +457,15 @@ function trustCoverage(trust: TrustStore): TrustCoverage {
  */
 export async function verifyBundle(reader: BundleReader, options: VerifyBundleOptions): Promise<BundleAuditReport> {
   if (typeof reader !== 'object' || reader === null)
-    throw new AuditError('USAGE', 'verifyBundle takes a bundle reader (bundleDirReader, memoryBundleReader)');
+    throw auditUsage('verifyBundle takes a bundle reader (bundleDirReader, memoryBundleReader)');
   options = readAuditOptions<VerifyBundleOptions>(options, BUNDLE_FIELDS, 'verifyBundle');
   if (options.expect !== undefined && options.expect !== 'full' && options.expect !== 'filtered')
-    throw new AuditError(
-      'USAGE',
-      `verifyBundle's expect must be 'full' or 'filtered', not ${shownValue(options.expect)}`,
-    );
+    throw auditUsage(`verifyBundle's expect must be 'full' or 'filtered', not ${shownValue(options.expect)}`);
   if (options.witnesses) {
     try {
       assertWitnessPolicy(options.witnesses);
     } catch (err) {
-      throw new AuditError('USAGE', (err as Error).message, { cause: err });
+      throw auditUsage((err as Error).message, { cause: err });
     }
   }
   const trust = trustCoverage(options.trust);

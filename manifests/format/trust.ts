@@ -205,13 +205,16 @@ function windowed<K extends { notBefore: string; notAfter?: string; revokedAt?: 
   };
 }
 
-/** A list of a store, as hashed. @throws ManifestError `TRUST_INVALID` for one that is not an array */
-function listOf<T>(list: T[] | undefined): T[] {
-  if (list !== undefined && !Array.isArray(list))
-    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: a key list that is not an array');
+/**
+ * A list of a store, as hashed: `keys` always one, `checkpointKeys` one when present.
+ * @throws ManifestError `TRUST_INVALID` for one that is not an array, or an entry that is no object
+ */
+function listOf<T>(list: T[] | undefined, name: 'keys' | 'checkpointKeys'): T[] {
+  if (!Array.isArray(list) && (list !== undefined || name === 'keys'))
+    throw new ManifestError('TRUST_INVALID', `trust store is malformed: ${name} is not a list`);
   const entries = [...(list ?? [])];
   if (entries.some((k) => typeof k !== 'object' || k === null))
-    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: a key entry that is not an object');
+    throw new ManifestError('TRUST_INVALID', `trust store is malformed: an entry of ${name} that is not an object`);
   return entries;
 }
 
@@ -228,12 +231,10 @@ export function trustDigest(store: TrustStore): Digest {
   // A store built by hand, never parsed, may be anything: TRUST_INVALID, as parseTrustStore says of such a file.
   if (typeof store !== 'object' || store === null)
     throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
-  if (!Array.isArray(store.keys))
-    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: keys is not a list');
-  const keys = listOf(store.keys)
+  const keys = listOf(store.keys, 'keys')
     .map((k) => windowed(k, { host: text(k.host), keyId: text(k.keyId), publicKey: text(k.publicKey) }))
     .sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId));
-  const checkpointKeys = listOf(store.checkpointKeys)
+  const checkpointKeys = listOf(store.checkpointKeys, 'checkpointKeys')
     .map((k) => windowed(k, { host: text(k.host), keyId: text(k.keyId), vkey: text(k.vkey) }))
     .sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId) || byText(a.vkey, b.vkey));
   return digestOf(

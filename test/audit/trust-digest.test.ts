@@ -30,4 +30,29 @@ describe('trustDigest', () => {
       expect(code(store), JSON.stringify(store)).toBe('TRUST_INVALID');
     expect(code({ version: 1, keys: [key] })).toBeUndefined();
   });
+
+  it('names the list that is none, keys or checkpointKeys, in one check of each', () => {
+    const message = (store: unknown) => {
+      try {
+        trustDigest(store as TrustStore);
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return undefined;
+    };
+    expect(message({ version: 1 })).toBe('trust store is malformed: keys is not a list');
+    expect(message({ version: 1, keys: 'h1' })).toBe('trust store is malformed: keys is not a list');
+    // checkpointKeys may be absent, but not something else; it was "a key list that is not an array".
+    expect(message({ version: 1, keys: [], checkpointKeys: {} })).toBe(
+      'trust store is malformed: checkpointKeys is not a list',
+    );
+    expect(message({ version: 1, keys: [], checkpointKeys: null })).toBe(
+      'trust store is malformed: checkpointKeys is not a list',
+    );
+    expect(message({ version: 1, keys: [7] })).toBe('trust store is malformed: an entry of keys that is not an object');
+    expect(message({ version: 1, keys: [], checkpointKeys: [null] })).toBe(
+      'trust store is malformed: an entry of checkpointKeys that is not an object',
+    );
+    expect(message({ version: 1, keys: [] })).toBeUndefined();
+  });
 });
