@@ -223,20 +223,51 @@ export function checkBooleanOption(
  */
 export function storageFailure(Class: ErrorClass<'STORAGE_FAILED'>, what: string, err: unknown): Error {
   if (err instanceof HandoffLedgerError) return err;
-  return new Class('STORAGE_FAILED', `${what} failed: ${causeText(err)}`, { cause: err });
+  return new Class('STORAGE_FAILED', `${what} failed: ${errorText(err)}`, { cause: err });
 }
 
 /**
- * An error's message with those of its causes that add to it (a driver's "Database failed to open" says why only in
- * its cause: "IO error: …/LOCK: Permission denied"), so the message an operator sees names the reason.
+ * An error as one line of text for a message or a notice: its message with those of its causes that add to it (up to
+ * four deep), joined by `: `. A driver's "Database failed to open" says why only in its cause ("IO error: …/LOCK:
+ * Permission denied"), fetch's "fetch failed" likewise ("connect ECONNREFUSED 127.0.0.1:9", "unexpected redirect"),
+ * so what an operator reads names the reason. An error without a message is named by its `code` (a name whose every
+ * address refused is an AggregateError with an empty message and `code` ECONNREFUSED); a thrown string is itself, a
+ * number, boolean, bigint or symbol as itself, a value that says nothing by its class or type (`Error`, `an object`). Each part is cut at `max` characters (`…`), so an error that quotes what it was
+ * given (a witness's answer, a file's bytes) adds no megabytes to a message. Never throws: a `message` getter that
+ * throws, or an object whose `toString` would, is no part. The text is not escaped: a message that reaches a terminal
+ * is escaped where it is printed (`printable`).
  */
-function causeText(err: unknown): string {
+export function errorText(err: unknown, max = 1000): string {
   const parts: string[] = [];
   let at: unknown = err;
   for (let depth = 0; depth < 4 && at !== undefined && at !== null; depth++) {
-    const text = at instanceof Error || typeof (at as Error).message === 'string' ? (at as Error).message : String(at);
+    const own = ownText(at);
+    const text = own.length > max ? `${own.slice(0, max)}…` : own;
     if (text !== '' && !parts.some((p) => p.includes(text))) parts.push(text);
-    at = (at as { cause?: unknown }).cause;
+    at = fieldOf(at, 'cause');
   }
-  return parts.join(': ');
+  if (parts.length > 0) return parts.join(': ');
+  // Nothing said at all: the error's class (`Error`), else what shownValue says of the value.
+  const name = err instanceof Error ? fieldOf(err, 'name') : undefined;
+  return typeof name === 'string' && name !== '' ? name.slice(0, max) : shownValue(err);
+}
+
+/** One error's own words: its message, else its code; a primitive thrown as itself; else nothing. */
+function ownText(at: unknown): string {
+  if (typeof at === 'string') return at;
+  if (['number', 'boolean', 'bigint', 'symbol'].includes(typeof at)) return String(at);
+  const message = fieldOf(at, 'message');
+  if (typeof message === 'string' && message !== '') return message;
+  const code = fieldOf(at, 'code');
+  return typeof code === 'string' ? code : '';
+}
+
+/** A field of a thrown value, or undefined when it has none or reading it throws (a getter, a revoked proxy). */
+function fieldOf(at: unknown, name: 'message' | 'code' | 'cause' | 'name'): unknown {
+  if ((typeof at !== 'object' && typeof at !== 'function') || at === null) return undefined;
+  try {
+    return (at as Record<string, unknown>)[name];
+  } catch {
+    return undefined;
+  }
 }

@@ -27,7 +27,7 @@ import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import type { SignedCheckpoint } from './checkpoints.js';
 import { LedgerError } from '../errors.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
-import { readOptionFields, shownValue, type NamesEveryField } from '../../store/errors.js';
+import { errorText, readOptionFields, shownValue, type NamesEveryField } from '../../store/errors.js';
 
 /** A witness to submit to: its URL prefix, and optionally its verifier key (then only its valid cosignatures are kept). */
 export interface WitnessEndpoint {
@@ -253,7 +253,7 @@ export class WitnessPool {
         pool.savedSizes = pool.sizesText();
       } catch (err) {
         // Only a hint: without it each witness names its size in a 409, as on a first run.
-        notice(`witnesses: ignoring ${sizesPath}: ${(err as Error).message}`);
+        notice(`witnesses: ignoring ${sizesPath}: ${errorText(err)}`);
       }
     }
     const saved = await readFile(path, 'utf8').catch(() => undefined);
@@ -370,10 +370,10 @@ export class WitnessPool {
       if (this.cosigned?.text !== text) this.cosigned = { text, lines: new Map() };
       const outcomes = await Promise.all(this.witnesses.map((w) => this.submitTo(w, cp, text)));
       await this.save(cp).catch((err: unknown) =>
-        this.notice(`witnesses: cannot keep the cosigned checkpoint: ${(err as Error).message}`),
+        this.notice(`witnesses: cannot keep the cosigned checkpoint: ${errorText(err)}`),
       );
       await this.saveSizes().catch((err: unknown) =>
-        this.notice(`witnesses: cannot keep the witnesses' sizes: ${(err as Error).message}`),
+        this.notice(`witnesses: cannot keep the witnesses' sizes: ${errorText(err)}`),
       );
       if (outcomes.every(Boolean)) this.failures = 0;
       else if (!this.closed && !this.again) this.scheduleRetry();
@@ -426,8 +426,14 @@ export class WitnessPool {
       } catch (err) {
         // Cut by the close (its wait over, or none): said once, in the closing notice. Any other failure, while the
         // pool is open or closing, is said now.
+        // fetch's own words ("fetch failed", "terminated") say nothing: errorText adds the cause it keeps (a connection
+        // refused, a redirect, bytes that are no HTTP, a body cut short). What happened is said: "unreachable" only of a
+        // witness no connection reached.
         if (this.abort.signal.aborted) this.cut.add(w.url);
-        else this.notice(`witness ${w.url} is unreachable: ${failureOf(err)}`);
+        else if (deadline.signal.aborted)
+          this.notice(`witness ${w.url} sent no complete answer within ${this.timeoutMs} ms`);
+        else if (unreached(err)) this.notice(`witness ${w.url} is unreachable: ${errorText(err, 200)}`);
+        else this.notice(`witness ${w.url} gave no usable answer: ${errorText(err, 200)}`);
         return false;
       } finally {
         clearTimeout(timer);
@@ -462,8 +468,10 @@ export class WitnessPool {
           res.status === 403
             ? ' (the witness lists no key of this log that signed it: after `keys rotate`, add the new `keys vkey` to its logs.json and restart it)'
             : '';
+        // An empty body adds nothing after the status (it left a space at the end of the notice).
+        const words = body.trim().slice(0, 200);
         this.notice(
-          `witness ${w.url} refused the checkpoint of size ${size}: ${res.status} ${body.trim().slice(0, 200)}${hint}`,
+          `witness ${w.url} refused the checkpoint of size ${size}: ${res.status}${words ? ` ${words}` : ''}${hint}`,
         );
         return false;
       }
@@ -517,7 +525,7 @@ export class WitnessPool {
     this.latest ??= current().catch((err: unknown) => {
       // A ledger closing refuses (CLOSED): nothing to say.
       if (!this.closed && (err as { code?: unknown }).code !== 'CLOSED')
-        this.notice(`witnesses: cannot read the log's current tree: ${(err as Error).message}`);
+        this.notice(`witnesses: cannot read the log's current tree: ${errorText(err)}`);
       return undefined;
     });
     return this.latest;
@@ -630,17 +638,32 @@ function isCosignatureLine(line: string): boolean {
   return m !== null && isValidKeyName(m[1]!) && decodeBase64(m[2]!)?.length === 76;
 }
 
+/** Codes of a connection that was never made (a name that does not resolve, an address nothing answers at). */
+const UNREACHED = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENETDOWN',
+  'EADDRNOTAVAIL',
+  'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
 /**
- * Why a request to a witness failed, for its notice: fetch's own words ("fetch failed", "terminated") say nothing of
- * the cause, which it keeps in `cause` (connection refused, a redirect, bytes that are no HTTP, a body cut short). A
- * name whose every address refused is an AggregateError without a message: its code says it.
+ * Whether a request failed before a connection was made: fetch's "fetch failed" with a cause of a connect or name
+ * lookup (its syscall, or its code: a name whose every address refused is an AggregateError with the code alone).
+ * Anything else (a redirect, bytes that are no HTTP, a body cut short, a TLS failure) reached the witness.
  */
-function failureOf(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  const cause = err instanceof Error ? err.cause : undefined;
-  const code = (cause as { code?: unknown } | undefined)?.code;
-  const detail = cause instanceof Error ? cause.message || (typeof code === 'string' ? code : '') : '';
-  return detail ? `${message} (${detail.slice(0, 200)})` : message;
+function unreached(err: unknown): boolean {
+  const cause = (err as { cause?: unknown } | undefined)?.cause as { code?: unknown; syscall?: unknown } | undefined;
+  return (
+    (typeof cause?.code === 'string' && UNREACHED.has(cause.code)) ||
+    cause?.syscall === 'connect' ||
+    cause?.syscall === 'getaddrinfo'
+  );
 }
 
 /** Whether a signed note opens under `keys` as an auditor's reader opens it. */

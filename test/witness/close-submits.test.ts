@@ -132,7 +132,9 @@ describe('close() submits the newest checkpoint (embedded)', () => {
       const started = performance.now();
       await ledger.close();
       expect(performance.now() - started).toBeLessThan(2500);
-      expect(notices.some((n) => n.includes(silent.url) && n.includes('no answer within 700 ms'))).toBe(true);
+      expect(notices.some((n) => n.includes(silent.url) && n.includes('sent no complete answer within 700 ms'))).toBe(
+        true,
+      );
       expect(notices.some((n) => n.includes(`checkpoint of size 1 not cosigned by ${silent.url}`))).toBe(true);
     } finally {
       await silent.stop();

@@ -10,7 +10,8 @@
  *     cosignature is always there;
  *   - a bad witness is left out with a notice, every notice one terminal-safe line (the answer's words are data);
  *   - a body is read up to a limit (64 KiB), not whole: a witness that sends without end stops being read;
- *   - a notice of a request that failed names its cause, not fetch's "fetch failed" alone.
+ *   - a notice of a request that failed names its cause, not fetch's "fetch failed" alone, and says what happened:
+ *     "unreachable" only of a witness no connection reached.
  *
  * And once through a ledger: publish never waits for such witnesses, checkpoint() and close() keep their bounds.
  *
@@ -324,6 +325,22 @@ describe('a witness answering other status codes and bodies', () => {
     expect(r.notices.join('\n')).not.toContain('9007199254740992');
     expect(r.notices).toContain(`witness ${url} refused the checkpoint of size 5: 409 9007199254740993`);
   });
+
+  it('a refusal without a body ends at its status, with no space after it', async () => {
+    for (const [status, body] of [
+      [204, ''],
+      [500, ''],
+      [503, ' \n\t\n'],
+    ] as const) {
+      const { url } = await fake((_req, res) => {
+        res.writeHead(status);
+        res.end(body);
+      });
+      const r = await submit(url, true, cp, goodUrl, `${status} without words`);
+      // The old notice ended "…: 204 ", a space after the status.
+      expect(r.notices, String(status)).toContain(`witness ${url} refused the checkpoint of size 5: ${status}`);
+    }
+  });
 });
 
 describe('a witness whose body is huge, endless, slow or no HTTP at all', () => {
@@ -380,7 +397,8 @@ describe('a witness whose body is huge, endless, slow or no HTTP at all', () => 
       });
       const r = await submit(url, true, cp, goodUrl, name);
       expect(r.took, name).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
-      expect(r.notices, name).toContain(`witness ${url} is unreachable: no answer within ${TIMEOUT_MS} ms`);
+      // It was reached (its headers came, or a drip of its body): not "unreachable", as the notice said before.
+      expect(r.notices, name).toContain(`witness ${url} sent no complete answer within ${TIMEOUT_MS} ms`);
     }
   });
 
@@ -437,18 +455,23 @@ describe('the notice of a request that failed', () => {
         gone.close(() => resolve(url));
       }),
     );
-    for (const [url, cause] of [
-      [redirect.url, 'fetch failed (unexpected redirect)'],
-      [notHttp, 'fetch failed (Response does not match the HTTP/1.1 protocol'],
-      [short, 'terminated (other side closed)'],
-      [closedUrl, 'fetch failed (connect ECONNREFUSED'],
+    // What happened: a witness no connection reached is unreachable; one that answered a redirect, bytes that are no
+    // HTTP or a body cut short was reached, and gave no usable answer (each was "unreachable" before).
+    for (const [url, said] of [
+      [redirect.url, `witness ${redirect.url} gave no usable answer: fetch failed: unexpected redirect`],
+      [
+        notHttp,
+        `witness ${notHttp} gave no usable answer: fetch failed: Response does not match the HTTP/1.1 protocol`,
+      ],
+      [short, `witness ${short} gave no usable answer: terminated: other side closed`],
+      [closedUrl, `witness ${closedUrl} is unreachable: fetch failed: connect ECONNREFUSED`],
     ] as const) {
-      const r = await submit(url, true, cp, goodUrl, cause);
-      // The old notice said "fetch failed" (or "terminated") alone for each.
+      const r = await submit(url, true, cp, goodUrl, said);
+      // The old notice said "fetch failed" (or "terminated") alone for each, and then "unreachable" of each.
       expect(
-        r.notices.find((m) => m.startsWith(`witness ${url} is unreachable: `)),
-        cause,
-      ).toContain(cause);
+        r.notices.find((m) => m.startsWith(`witness ${url}`)),
+        said,
+      ).toMatch(new RegExp(`^${said.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`));
     }
   });
 });
@@ -554,7 +577,7 @@ describe('the notice of a connection refused on every address of a name', () => 
       await pool.cosign(cp);
       await pool.close();
       // The old notice said "fetch failed" alone.
-      expect(notices).toContain(`witness ${url} is unreachable: fetch failed (ECONNREFUSED)`);
+      expect(notices).toContain(`witness ${url} is unreachable: fetch failed: ECONNREFUSED`);
     } finally {
       globalThis.fetch = real;
     }
