@@ -187,13 +187,22 @@ function editDistance(a: string, b: string, limit: number): number {
   return Math.min(previous[b.length]!, limit);
 }
 
+// What JSON.stringify leaves raw that a terminal acts on (DEL, C1 controls such as the one-byte CSI, invisible format
+// and bidirectional characters, line separators; it escapes C0 and lone surrogates itself): escaped as JSON escapes
+// too, so a quoted value still reads as the JSON string of what was given (printableJson's rule, which store/ cannot
+// import).
+const RAW_IN_JSON = /(?![\x00-\x1f])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
+const jsonEscape = (c: string): string =>
+  [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join('');
+
 /**
- * A caller's value as a refusal's message names it, without converting it: a string quoted (its first `max` units), a
- * number, boolean, bigint, null or undefined as itself, anything else by its type. `${value}` or `String(value)` of an
- * object whose `toString` throws (or a symbol, in a template) threw that error in place of the coded refusal.
+ * A caller's value (or a stored one) as a refusal's message names it, without converting it: a string quoted (its
+ * first `max` units, a JSON string with nothing a terminal acts on left raw), a number, boolean, bigint, null or
+ * undefined as itself, anything else by its type. `${value}` or `String(value)` of an object whose `toString` throws
+ * (or a symbol, in a template) threw that error in place of the coded refusal.
  */
 export function shownValue(value: unknown, max = 40): string {
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, max));
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, max)).replace(RAW_IN_JSON, jsonEscape);
   if (value === null || ['number', 'boolean', 'bigint', 'undefined'].includes(typeof value)) return String(value);
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }

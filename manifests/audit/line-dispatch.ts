@@ -8,6 +8,7 @@
  * messages look like is the `LinePoolProtocol`'s business.
  */
 import { AuditError } from './errors.js';
+import { errorText } from '../../store/errors.js';
 import type { LineOutcome, LineVerifier } from './verify-line.js';
 
 /** One worker as the dispatcher sees it (a node:worker_threads Worker or a browser Worker, adapted; a fake in tests). */
@@ -88,7 +89,7 @@ export async function startLineDispatcher<Request, Reply, Ready>(options: {
         port = options.spawn(index);
       } catch (err) {
         return Promise.reject(
-          new AuditError('WORKER_FAILED', `${name} did not start: ${(err as Error)?.message ?? String(err)}`, {
+          new AuditError('WORKER_FAILED', `${name} did not start: ${errorText(err)}`, {
             cause: err,
           }),
         );
@@ -143,7 +144,7 @@ export async function startLineDispatcher<Request, Reply, Ready>(options: {
   try {
     ready = await (timeout ? Promise.race([started, timeout]) : started);
   } catch (err) {
-    fail(err instanceof AuditError ? err : new AuditError('WORKER_FAILED', String(err), { cause: err }));
+    fail(err instanceof AuditError ? err : new AuditError('WORKER_FAILED', errorText(err), { cause: err }));
     await terminateAll();
     throw err;
   } finally {

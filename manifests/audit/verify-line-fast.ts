@@ -7,6 +7,7 @@ import { MAX_ENVELOPE_BYTES, parseEnvelope, type ParsedEnvelope } from '../crypt
 import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { verifyCanonicalEnvelope, type VerifiedManifest } from '../crypto/verify-canonical.js';
 import { ManifestError } from '../errors.js';
+import { errorText } from '../../store/errors.js';
 import type { Digest } from '../../store/hash/digest.js';
 import type { FindingCode } from './findings.js';
 import type { TrustStore } from '../format/trust.js';
@@ -33,7 +34,7 @@ export function manifestFinding(line: number, err: unknown): LineOutcome {
     return lineFinding(err.code as FindingCode, line, err.message);
   }
   // Hostile input must never crash the auditor; an unexpected failure is reported against its line.
-  return lineFinding('MANIFEST_INVALID', line, `unverifiable: ${(err as Error)?.message ?? String(err)}`);
+  return lineFinding('MANIFEST_INVALID', line, `unverifiable: ${errorText(err)}`);
 }
 
 /** What the chain steps keep of a verified manifest on line `line`. */

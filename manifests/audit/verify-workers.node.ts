@@ -13,7 +13,7 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { AuditError, readAuditOptions } from './errors.js';
-import { shownValue, type NamesEveryField } from '../../store/errors.js';
+import { errorText, shownValue, type NamesEveryField } from '../../store/errors.js';
 import { startLineDispatcher, type LinePort } from './line-dispatch.js';
 import { digestOfReady } from '../../store/hash/digest.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
@@ -106,7 +106,7 @@ export async function createWorkerLineVerifier(given: WorkerLineVerifierOptions)
     if (options.mainShare)
       inline = (await fullVerifier()).inlineLineVerifier({ trust: options.trust, verifier: signatures });
   } catch (err) {
-    throw new AuditError('WORKER_FAILED', `the line verifier did not load: ${(err as Error)?.message ?? String(err)}`, {
+    throw new AuditError('WORKER_FAILED', `the line verifier did not load: ${errorText(err)}`, {
       cause: err,
     });
   }
@@ -158,7 +158,7 @@ async function runWorker(data: { trust: TrustStore; verifier: 'node' | 'noble' }
       }
       parentPort!.postMessage({ id: req.id, results } satisfies Reply);
     } catch (err) {
-      parentPort!.postMessage({ id: req.id, error: (err as Error)?.message ?? String(err) } satisfies Reply);
+      parentPort!.postMessage({ id: req.id, error: errorText(err) } satisfies Reply);
     }
   };
   parentPort!.on('message', (req: Request) => {

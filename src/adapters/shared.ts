@@ -6,7 +6,7 @@
 import { SUBMIT_HANDOFF } from '../compaction/tool.js';
 import type { ModelFinishReason, ModelMessage, ModelRequest, ModelToolCall } from '../compaction/model.js';
 import { LedgerError } from '../errors.js';
-import { readOptionFields } from '../../store/errors.js';
+import { readOptionFields, shownValue } from '../../store/errors.js';
 import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 
 /**
@@ -31,7 +31,7 @@ export function compactionOnly(adapter: string, request: ModelRequest): void {
     throw new LedgerError(
       'INVALID_ARGUMENT',
       `${adapter} is for compaction requests only (purpose 'compaction', as compactionRequest builds them), not ` +
-        `${typeof purpose === 'string' ? JSON.stringify(purpose.slice(0, 40)) : String(purpose)}`,
+        shownValue(purpose),
     );
 }
 

@@ -5,7 +5,7 @@ import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Writable } from 'node:stream';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError } from '../errors.js';
-import { isErrnoError } from '../../store/errors.js';
+import { errorText, isErrnoError } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
@@ -226,8 +226,10 @@ export function writeJson(out: Writable, value: unknown): void {
 /** A bug: `internal error` and the stack on stderr, exit 70. */
 export function reportInternalError(err: unknown, io: CliIo): number {
   // The stack's message may quote data (a file name, a stored value): escaped line by line, like all output.
+  // A thrown value that is no Error (an object whose toString throws, too) is named by errorText, never re-thrown here.
+  const stack: unknown = (err as Error | undefined)?.stack;
   io.stderr.write(
-    printableLines(`handoff-ledger: internal error: ${(err as Error)?.stack ?? String(err)}`.split('\n')),
+    printableLines(`handoff-ledger: internal error: ${typeof stack === 'string' ? stack : errorText(err)}`.split('\n')),
   );
   return EXIT_INTERNAL;
 }

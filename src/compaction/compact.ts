@@ -6,7 +6,7 @@
 import type { Digest } from '../../store/hash/digest.js';
 import type { Covers } from '../../manifests/format/manifest.js';
 import { parsePublishScope, type PublishScope } from '../ledger/scope.js';
-import { readOptionFields, type NamesEveryField } from '../../store/errors.js';
+import { errorText, readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelRequest, ModelResponse } from './model.js';
@@ -119,7 +119,7 @@ async function askModel(options: CompactOptions, request: ModelRequest): Promise
     // An adapter aborted by our signal reports it in its own way; the contract is CANCELLED.
     if (options.signal?.aborted) throw new LedgerError('CANCELLED', 'compaction cancelled', { cause: err });
     // Provider errors arrive in every SDK's own shape; the Harness gets one code, the original as cause.
-    throw new LedgerError('MODEL_FAILED', `the model adapter failed: ${(err as Error)?.message ?? String(err)}`, {
+    throw new LedgerError('MODEL_FAILED', `the model adapter failed: ${errorText(err)}`, {
       cause: err,
     });
   }

@@ -215,7 +215,7 @@ function parseJson(text: string, what: string): unknown {
 export function extractSummary(response: ModelResponse): unknown {
   // What a hand-written adapter may pass on as it came, breaking the declared type: coded refusals, not TypeErrors.
   if (typeof response !== 'object' || response === null)
-    throw new LedgerError('SUMMARY_EMPTY', `the model adapter returned no response (${String(response)})`);
+    throw new LedgerError('SUMMARY_EMPTY', `the model adapter returned no response (${shownValue(response)})`);
   // `null` is an absent field here too (an SDK's `toolCalls: null` or `output: null` passed on as it came), as it is in
   // the transcript: the answer is then looked for where it is (the text), not refused or taken to be `null`.
   const toolCalls: unknown = response.toolCalls;

@@ -25,7 +25,7 @@ import {
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { LedgerError, untilCancelled } from '../errors.js';
-import { shownValue, StoreError } from '../../store/errors.js';
+import { errorText, shownValue, StoreError } from '../../store/errors.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -877,7 +877,7 @@ export class Keyring {
       await writeKeyFile(stagedPathOf(this.checkpointPath), cjwk);
     } catch (err) {
       await Promise.all(staged.map((p) => unlink(stagedPathOf(p)).catch(() => {})));
-      const why = err instanceof Error ? err.message : String(err);
+      const why = errorText(err);
       throw new StoreError(
         'STORAGE_FAILED',
         `the rotation stopped before trust.json was written, the old keys stay in place; the log has ended the old key's window, so rotate again once this is fixed: ${why}`,

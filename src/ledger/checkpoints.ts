@@ -25,6 +25,7 @@ import { SESSION_HEADS_EXTENSION, sessionHeadsLine } from '../../manifests/tlog/
 import type { LogTreeHead, ManifestLog } from '../../manifests/log/log.js';
 import { holdsNoLog } from '../../manifests/log/level/log.js';
 import { LedgerError } from '../errors.js';
+import { errorText, shownValue } from '../../store/errors.js';
 import { isTreeDamage, ManifestError } from '../../manifests/errors.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 
@@ -56,7 +57,7 @@ export function storedOriginDamage(origin: unknown): ManifestError | undefined {
   if (typeof origin === 'string' && isValidOrigin(origin)) return undefined;
   return new ManifestError(
     'RECORD_CORRUPT',
-    `the log's checkpoint origin record ${JSON.stringify(String(origin).slice(0, 300))} is not a valid origin (${ORIGIN_RULE}): restore it`,
+    `the log's checkpoint origin record ${shownValue(origin, 300)} is not a valid origin (${ORIGIN_RULE}): restore it`,
   );
 }
 
@@ -179,7 +180,7 @@ export async function refuseRootWithoutItsLog(
     if (!diagnose) return true;
     // The pin file there is, for the message: the slot file, or else the previous version's `.note`.
     const named = (await lstat(`${stem}.pin`).catch(() => undefined)) ? `${stem}.pin` : `${stem}.note`;
-    throw noLogToDiagnose(named, `which could not be read: ${(err as Error)?.message ?? String(err)}`, err);
+    throw noLogToDiagnose(named, `which could not be read: ${errorText(err)}`, err);
   }
   if (size > 0) {
     const reason = `the tree has 0 entries, ${size} were pinned`;

@@ -3,7 +3,7 @@
  * Comments cite the numbered steps of docs/DESIGN.md's Publish and Resume contracts.
  */
 import { hashBytes, isDigest, type Digest, type HashBackend } from '../../store/hash/digest.js';
-import { readOptionFields, StoreError } from '../../store/errors.js';
+import { errorText, readOptionFields, StoreError } from '../../store/errors.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { pae, signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
@@ -820,7 +820,7 @@ export class Ledger {
     try {
       cp = await this.checkpoints.sync();
     } catch (err) {
-      const why = err instanceof Error ? err.message : String(err);
+      const why = errorText(err);
       try {
         this.notice(
           `publish: session ${s.session} seq ${manifest.seq} is committed, but no checkpoint holding it is pinned yet (${why}); the next operation pins it or refuses`,

@@ -7,7 +7,7 @@
 import { nobleBlake3, formatDigest, type HashBackend } from './digest.js';
 import { loadNativeBlake3 } from './native.node.js';
 import { loadWasmBlake3 } from './wasm.js';
-import { StoreError } from '../errors.js';
+import { errorText, StoreError } from '../errors.js';
 
 export type HashBackendName = 'auto' | 'native' | 'wasm' | 'noble';
 
@@ -68,7 +68,7 @@ async function loadChecked(load: () => Promise<HashBackend>): Promise<HashBacken
   return backend;
 }
 
-const reason = (err: unknown) => (err as Error)?.message ?? String(err);
+const reason = (err: unknown) => errorText(err);
 
 /** Native, else WASM, else noble; one notice when it is not native, naming what failed and what serves. */
 async function fastest(

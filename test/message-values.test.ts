@@ -1,0 +1,119 @@
+/**
+ * Values a message quotes that the library did not choose (a stored origin record, what a model adapter returned or
+ * threw, a request's purpose, what a command threw): named through shownValue or errorText, so none can turn the
+ * coded refusal into a TypeError (an object whose toString throws), put megabytes into a message, or leave a control
+ * character raw in it that JSON.stringify leaves (DEL, C1 such as the one-byte CSI, bidirectional overrides).
+ */
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { shownValue } from '../store/errors.js';
+import { storedOriginDamage } from '../src/ledger/checkpoints.js';
+import { extractSummary } from '../src/compaction/tool.js';
+import { compactionOnly } from '../src/adapters/shared.js';
+import { reportInternalError } from '../src/cli/io.js';
+import { compact, openLedger, type ModelAdapter, type ModelRequest, type ModelResponse } from '../src/index.js';
+import { tempDir } from './support/tmp.js';
+
+/** Throws as it is made text: `String(x)` and `${x}` of it threw. */
+const untextable = {
+  toString(): string {
+    throw new Error('no text');
+  },
+};
+/** What a terminal acts on that JSON.stringify leaves raw: the one-byte CSI, DEL, a right-to-left override. */
+const ACTING = '\u009b2J\u007f\u202e';
+const raw = /[\u007f-\u009f\u202e]/;
+
+const thrown = (call: () => unknown): unknown => {
+  try {
+    call();
+  } catch (err) {
+    return err;
+  }
+  return undefined;
+};
+
+describe('shownValue', () => {
+  it('leaves nothing a terminal acts on raw in a quoted string, which still reads back as JSON', () => {
+    const shown = shownValue(`a${ACTING}b`);
+    expect(shown).not.toMatch(raw);
+    expect(shown).toBe('"a\\u009b2J\\u007f\\u202eb"');
+    expect(JSON.parse(shown)).toBe(`a${ACTING}b`);
+    // An astral format character (a tag) is escaped as its surrogate pair.
+    expect(JSON.parse(shownValue('\u{e0041}'))).toBe('\u{e0041}');
+    expect(shownValue('\u{e0041}')).toBe('"\\udb40\\udc41"');
+  });
+});
+
+describe('a stored origin record that is no origin', () => {
+  it('is RECORD_CORRUPT whatever it holds: an object that cannot be made text, control characters, megabytes', () => {
+    // String(origin) threw the object's error in place of RECORD_CORRUPT.
+    expect(storedOriginDamage(untextable)).toMatchObject({ code: 'RECORD_CORRUPT', message: /record an object is/ });
+    const hostile = storedOriginDamage(`${ACTING}${'x'.repeat(1_000_000)}`)!;
+    expect(hostile.code).toBe('RECORD_CORRUPT');
+    expect(hostile.message).not.toMatch(raw);
+    expect(hostile.message.length).toBeLessThan(1000);
+    expect(storedOriginDamage(undefined)?.message).toMatch(/record undefined is not/);
+  });
+});
+
+describe('what a model adapter returns or throws', () => {
+  it('a response that is no object is SUMMARY_EMPTY naming it shortened and escaped', () => {
+    // The message held the whole string (a megabyte here) as it came.
+    const err = thrown(() => extractSummary(`${ACTING}${'y'.repeat(1_000_000)}` as never)) as Error;
+    expect(err).toMatchObject({ code: 'SUMMARY_EMPTY' });
+    expect(err.message.length).toBeLessThan(200);
+    expect(err.message).not.toMatch(raw);
+    expect((thrown(() => extractSummary(undefined as never)) as Error).message).toBe(
+      'the model adapter returned no response (undefined)',
+    );
+  });
+
+  it('an error that is no Error, and cannot be made text, is MODEL_FAILED all the same', async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      const scope = { principal: 'alice', session: 's1', run: 'r1' };
+      // `String(err)` threw the object's own error out of compact, uncoded.
+      const failing: ModelAdapter = async () => Promise.reject(untextable);
+      const err = await compact({ ledger, scope, model: failing, transcript: [] }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'MODEL_FAILED', message: 'the model adapter failed: an object' });
+      expect((err as Error).cause).toBe(untextable);
+      // The SDK's words with the reason it keeps in its cause, bounded.
+      const sdk: ModelAdapter = async (): Promise<ModelResponse> => {
+        throw new Error('Connection error.', { cause: new Error(`fetch failed ${'z'.repeat(100_000)}`) });
+      };
+      const long = (await compact({ ledger, scope, model: sdk, transcript: [] }).catch((e: unknown) => e)) as Error;
+      expect(long).toMatchObject({ code: 'MODEL_FAILED' });
+      expect(long.message.startsWith('the model adapter failed: Connection error.: fetch failed zzz')).toBe(true);
+      expect(long.message.length).toBeLessThan(1100);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("an adapter's request of another purpose is INVALID_ARGUMENT, whatever the purpose is", () => {
+    const request = (purpose: unknown) => ({ purpose }) as unknown as ModelRequest;
+    // String(purpose) threw the object's error.
+    expect(thrown(() => compactionOnly('x', request(untextable)))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: /, not an object$/,
+    });
+    const err = thrown(() => compactionOnly('x', request(ACTING))) as Error;
+    expect(err).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(err.message).not.toMatch(raw);
+  });
+});
+
+describe("the CLI's report of an internal error", () => {
+  it('names a thrown value that cannot be made text, where it threw in the handler', () => {
+    let text = '';
+    const stderr = new Writable({
+      write(chunk: Buffer, _e, done) {
+        text += chunk.toString();
+        done();
+      },
+    });
+    expect(reportInternalError(untextable, { stdout: stderr, stderr, env: {} })).toBe(70);
+    expect(text).toBe('handoff-ledger: internal error: an object\n');
+  });
+});
