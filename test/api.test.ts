@@ -118,6 +118,7 @@ const SURFACE: Record<string, string[]> = {
     'checkCosignatures',
     'parseCosignerKey',
     'parseWitnessKeys',
+    'witnessDigest',
     'EMPTY_ROOT',
     'checkpointVerifiers',
     'leafHash',

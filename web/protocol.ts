@@ -71,8 +71,8 @@ export interface PoolState {
   fallback?: string;
 }
 
-/** A verified manifest as the history picture needs it (VerifiedLine without the kept text). */
-export type ManifestMark = VerifiedLine;
+/** A verified manifest as the history picture needs it (VerifiedLine without the kept text or its signing key). */
+export type ManifestMark = Omit<VerifiedLine, 'keyId'>;
 
 export type WorkerMessage =
   | ({ type: 'pool' } & PoolState)

@@ -13,6 +13,8 @@ export {
   type AuditProgress,
   type BundleAuditReport,
   type BundleExpectation,
+  type SignerCount,
+  type SignerCoverage,
   type TrustCoverage,
   type VerifyBundleOptions,
   type VerifyChainOptions,
@@ -85,4 +87,10 @@ export {
   type CosignatureCheck,
   type CosignerKey,
 } from '../crypto/cosignature.js';
-export { parseWitnessKeys, type WitnessPolicy, type WitnessSummary } from './verify-witnesses.js';
+export {
+  parseWitnessKeys,
+  witnessDigest,
+  type WitnessCoverage,
+  type WitnessPolicy,
+  type WitnessSummary,
+} from './verify-witnesses.js';

@@ -115,6 +115,32 @@ export function describeTrust(r: Pick<BundleAuditReport, 'checked'>): string {
 }
 
 /**
+ * `witness keys: blake3:… (N keys, quorum Q)`: the pinned witnesses the checkpoint was held to (`checked.witnesses`),
+ * so a kept report names them; undefined when none were given.
+ */
+export function describeWitnessKeys(r: Pick<BundleAuditReport, 'checked'>): string | undefined {
+  const w = r.checked.witnesses;
+  return w && `witness keys: ${w.digest} (${counted(w.keys, 'key')}, quorum ${w.quorum})`;
+}
+
+/** Signers named on the signers line, per kind; the report's JSON has them all. */
+const SIGNERS_SHOWN = 3;
+
+/**
+ * `signers: N manifest keys (host keyId ×n, …), M checkpoint keys (host keyId ×n)`: the trusted keys whose signatures
+ * verified (`checked.signers`), at most three of each kind by name (the report's JSON lists them all).
+ */
+export function describeSigners(r: Pick<BundleAuditReport, 'checked'>): string {
+  const list = (signers: Array<{ host: string; keyId: string; count: number }>, noun: string): string => {
+    const named = signers.slice(0, SIGNERS_SHOWN).map((s) => `${s.host} ${s.keyId} ×${s.count}`);
+    if (signers.length > SIGNERS_SHOWN) named.push(`and ${signers.length - SIGNERS_SHOWN} more`);
+    return `${counted(signers.length, noun)}${named.length > 0 ? ` (${named.join(', ')})` : ''}`;
+  };
+  const s = r.checked.signers;
+  return `signers: ${list(s.manifests, 'manifest key')}, ${list(s.checkpoints, 'checkpoint key')}`;
+}
+
+/**
  * `checkpoint "origin" size N root R, signed by "key", …`: the checkpoint the bundle was cut at. Origin and key
  * names come from the bundle, so they are JSON-quoted.
  */

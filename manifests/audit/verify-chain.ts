@@ -21,9 +21,9 @@ import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundl
 import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import { trustDigest, type TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
-import { startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
+import { checkpointSigners, startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
-import { assertWitnessPolicy, type WitnessPolicy } from './verify-witnesses.js';
+import { assertWitnessPolicy, witnessCoverage, type WitnessCoverage, type WitnessPolicy } from './verify-witnesses.js';
 import { auditUsage, readAuditOptions } from './errors.js';
 import { shownValue, type NamesEveryField } from '../../store/errors.js';
 import { counted } from '../encoding/printable.js';
@@ -114,10 +114,34 @@ export interface AuditCoverage {
   since?: { size: number; extended: boolean };
   /**
    * The trust store the bundle was verified under (the `trust` option: with several `--trust` files, their merge):
-   * its `trustDigest` and how many manifest and checkpoint keys it lists. Which of them signed is in `chains[].hosts`
-   * and `checkpoint.signedBy`.
+   * its `trustDigest` and how many manifest and checkpoint keys it lists. Which of them signed is `signers`.
    */
   trust: TrustCoverage;
+  /**
+   * The pinned witnesses the checkpoint was held to (the `witnesses` option: `--witness-keys` and `--quorum`): their
+   * `witnessDigest`, how many distinct keys, and the quorum. Absent when none were given (as `since` is).
+   */
+  witnesses?: WitnessCoverage;
+  /**
+   * Who signed what verified: the trusted keys whose signatures verified on the manifests (one count a verified line:
+   * they add up to `counts.manifests`) and on the bundle's checkpoint, each sorted by host then key id. Only keys of the
+   * trust store appear, each once: the lists are bounded by the store, whatever the bundle names.
+   */
+  signers: SignerCoverage;
+}
+
+/** A trusted key (its trust store entry's host and key id) and how many verified signatures it made. */
+export interface SignerCount {
+  host: string;
+  keyId: string;
+  count: number;
+}
+
+/** `checked.signers`: the manifest keys and the checkpoint keys whose signatures verified. */
+export interface SignerCoverage {
+  manifests: SignerCount[];
+  /** The bundle's checkpoint's (`checkpoint.signedBy`), by their trust entries; none without a verified checkpoint. */
+  checkpoints: SignerCount[];
 }
 
 /** The trust a report was checked under: bounded whatever the store's size (up to 10,000 keys of each kind). */
@@ -148,7 +172,7 @@ async function verifyLines(
   options: VerifyChainOptions,
   sink: FindingSink,
   totalBytes?: number,
-): Promise<{ chains: ChainTracker; lines: number; verified: number }> {
+): Promise<{ chains: ChainTracker; lines: number; verified: number; signers: SignerTally }> {
   const ctx = { trust: options.trust, verifier: options.verifier ?? nobleVerifier };
   const executor = options.lineVerifier ?? inlineLineVerifier(ctx);
   const batchSize = options.batchSize ?? 1000;
@@ -163,9 +187,12 @@ async function verifyLines(
   let lastLine = 0;
 
   let verified = 0;
+  const signers = new SignerTally();
   const take = (outcome: LineOutcome): void => {
     if (!outcome.ok) return sink.add(outcome.finding);
     verified++;
+    // The tally's copy of the key id is kept in the entry: one string a key, not one a manifest.
+    outcome.entry.keyId = signers.add(outcome.entry);
     chains.add(outcome.entry);
   };
   const settleOldest = async (): Promise<void> => {
@@ -219,7 +246,38 @@ async function verifyLines(
   } finally {
     if (!options.lineVerifier) await executor.close();
   }
-  return { chains, lines: lastLine, verified };
+  return { chains, lines: lastLine, verified, signers };
+}
+
+/** Code-unit order (never the locale's): the same on every machine. */
+const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * Verified signatures per trusted key (host, key id). Only a line that verified is counted, and it verified only under
+ * a key its host lists in the trust store: at most one tally per entry of the store, whatever keys a bundle names.
+ */
+class SignerTally {
+  private readonly byHost = new Map<string, Map<string, SignerCount>>();
+
+  /** Counts one signature by the key; returns its key id as the tally keeps it. */
+  add(entry: { host: string; keyId: string }): string {
+    let byKey = this.byHost.get(entry.host);
+    if (!byKey) this.byHost.set(entry.host, (byKey = new Map()));
+    const known = byKey.get(entry.keyId);
+    if (known) {
+      known.count++;
+      return known.keyId;
+    }
+    byKey.set(entry.keyId, { host: entry.host, keyId: entry.keyId, count: 1 });
+    return entry.keyId;
+  }
+
+  /** The tallies, by host then key id. */
+  list(): SignerCount[] {
+    return [...this.byHost.values()]
+      .flatMap((byKey) => [...byKey.values()].map((c) => ({ ...c })))
+      .sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId));
+  }
 }
 
 function report(
@@ -469,6 +527,12 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     }
   }
   const trust = trustCoverage(options.trust);
+  let witnesses: WitnessCoverage | undefined;
+  try {
+    witnesses = options.witnesses ? witnessCoverage(options.witnesses) : undefined;
+  } catch (err) {
+    throw auditUsage((err as Error).message, { cause: err });
+  }
   const headerText = await reader.header();
   const header = headerText === undefined ? undefined : parseBundleHeader(headerText);
   const sink = new FindingSink(options.maxFindings ?? 100_000);
@@ -479,7 +543,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   // The checkpoint is read and opened once; leaves are hashed only when it verifies, to hold them against it.
   const tree = await startTreeCheck(reader, filtered, options);
   const runs = tree.leaves ? tree.leaves.tap(splitLineRuns(reader.manifests())) : splitLineRuns(reader.manifests());
-  const { chains: tracker, lines, verified } = await verifyLines(runs, options, sink, totalBytes);
+  const { chains: tracker, lines, verified, signers } = await verifyLines(runs, options, sink, totalBytes);
   // Expecting the whole log, the auditor takes no scope from the header.
   const coverage = auditScope(options.scope, options.expect === 'full' ? undefined : header);
   const chains = tracker.finish(coverage.scope);
@@ -536,6 +600,11 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     bundle: filtered ? 'filtered' : 'full',
     completeness,
     trust,
+    ...(witnesses ? { witnesses } : {}),
+    signers: {
+      manifests: signers.list(),
+      checkpoints: checkpoint && tree.opened?.ok ? checkpointSigners(tree.opened.note, options.trust) : [],
+    },
   };
   // verifyTree threw USAGE for an earlier checkpoint that does not verify: one given here opened.
   if (tree.since?.ok) {

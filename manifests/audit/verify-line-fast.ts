@@ -43,6 +43,7 @@ export function verifiedLineOf(line: number, { id, manifest: m }: VerifiedManife
     line,
     id,
     host: m.host,
+    keyId: m.keyId,
     principal: m.principal,
     session: m.session,
     seq: m.seq,

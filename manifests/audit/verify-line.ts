@@ -182,6 +182,8 @@ export interface VerifiedLine {
   line: number;
   id: Digest;
   host: string;
+  /** The key that signed it, listed for `host` in the trust store (`checked.signers` counts them). */
+  keyId: string;
   principal: string;
   session: string;
   seq: number;

@@ -27,6 +27,7 @@ import { ManifestError } from '../errors.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';
 import { checkpointVerifiers, type TrustStore } from '../format/trust.js';
+import { parseVerifierKey } from '../crypto/note.js';
 import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
 import { leafOfLine } from '../tlog/leaf.js';
 import { appendLeafHashes, rootOf, type TreeNode } from '../tlog/tree.js';
@@ -217,6 +218,35 @@ const hashes = (v: unknown): Uint8Array[] | undefined => {
   const out = v.map((s) => (typeof s === 'string' ? decodeBase64(s) : undefined));
   return out.every((h) => h?.length === 32) ? (out as Uint8Array[]) : undefined;
 };
+
+/**
+ * The trust entries (host, key id) whose keys made the verified signatures of an opened checkpoint note, by host then
+ * key id, one count a signature (the report's `checked.signers.checkpoints`). A signature verified under the first
+ * unrevoked checkpoint key with its name and key hash (as `openNote` looks keys up); every unrevoked entry listing that
+ * same verifier key is named, so the answer does not depend on the order of the trust files merged.
+ */
+export function checkpointSigners(
+  note: OpenedNote,
+  trust: TrustStore,
+): Array<{ host: string; keyId: string; count: number }> {
+  const listed = (trust.checkpointKeys ?? [])
+    .filter((k) => k.revokedAt === undefined)
+    .map((entry) => ({ entry, key: parseVerifierKey(entry.vkey) }));
+  const counts = new Map<string, { host: string; keyId: string; count: number }>();
+  for (const sig of note.sigs) {
+    const used = listed.find((l) => l.key.name === sig.name && l.key.keyHash === sig.keyHash);
+    if (!used) continue;
+    for (const { entry } of listed) {
+      if (entry.vkey !== used.entry.vkey) continue;
+      const name = `${entry.host}\u0000${entry.keyId}`;
+      const known = counts.get(name);
+      if (known) known.count++;
+      else counts.set(name, { host: entry.host, keyId: entry.keyId, count: 1 });
+    }
+  }
+  const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+  return [...counts.values()].sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId));
+}
 
 /**
  * Runs step 9. Returns the checkpoint summary, or `undefined` when the bundle has no checkpoint and none

@@ -12,7 +12,9 @@
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../crypto/cosignature.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { ManifestError } from '../errors.js';
-import { bytesToHex } from '../../store/hash/digest.js';
+import { bytesToHex, digestOf, type Digest } from '../../store/hash/digest.js';
+import { encodeBase64 } from '../encoding/base64.js';
+import { canonicalBytes } from '../encoding/canonical.js';
 import { AuditError } from './errors.js';
 import { counted } from '../encoding/printable.js';
 import type { FindingSink } from './findings.js';
@@ -77,6 +79,64 @@ export function assertWitnessPolicy(policy: WitnessPolicy): void {
       'INVALID_ARGUMENT',
       `a quorum of ${policy.quorum} cannot be met by ${counted(pinned, 'distinct pinned witness key')}`,
     );
+}
+
+/**
+ * The witnesses a report was checked against (`checked.witnesses`), bounded whatever their number: the keys' digest
+ * (`witnessDigest`), how many distinct keys, and the quorum asked for.
+ */
+export interface WitnessCoverage {
+  digest: Digest;
+  /** Distinct pinned verifier keys (name and key; the file's key lines without repeats). */
+  keys: number;
+  quorum: number;
+}
+
+/** Code-unit order (never the locale's): the same on every machine. */
+const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** A pinned key as its verifier key text, from what it pins (its key hash as given). @throws ManifestError */
+function verifierKeyText(k: CosignerKey): string {
+  if (
+    typeof k !== 'object' ||
+    k === null ||
+    typeof k.name !== 'string' ||
+    !Number.isSafeInteger(k.keyHash) ||
+    k.keyHash < 0 ||
+    k.keyHash > 0xffff_ffff ||
+    !(k.publicKey instanceof Uint8Array) ||
+    k.publicKey.length !== 32
+  )
+    throw new ManifestError('KEY_INVALID', 'a pinned witness key is not one (read them with parseWitnessKeys)');
+  const key = new Uint8Array(33);
+  key[0] = 0x04;
+  key.set(k.publicKey, 1);
+  return `${k.name}+${hex8(k.keyHash)}+${encodeBase64(key)}`;
+}
+
+/**
+ * What a witness policy pins, as one digest: `blake3:` of the RFC 8785 canonical JSON `{ version: 1, keys }`, `keys`
+ * the distinct verifier keys `<name>+<key hash>+<base64(0x04 ‖ key)>` (the hash in lowercase hex, as
+ * `parseWitnessKeys` reads and `encodeCosignerKey` writes them) in code-unit order. The order of the lines of a
+ * witness keys file, a key repeated, comments, blank lines and the case of a hash as written do not change it; any
+ * key added, dropped or changed does. A verification report names the witnesses it was checked against by this
+ * digest (`checked.witnesses`).
+ * @throws ManifestError `KEY_INVALID` for keys built by hand that are none (not a list, an entry without a name, a
+ *   key hash or a 32-byte public key); keys `parseWitnessKeys` gave never are.
+ */
+export function witnessDigest(keys: CosignerKey[]): Digest {
+  return digestOf(canonicalBytes({ version: 1, keys: distinctTexts(keys) }));
+}
+
+function distinctTexts(keys: CosignerKey[]): string[] {
+  if (!Array.isArray(keys)) throw new ManifestError('KEY_INVALID', 'the pinned witness keys are not a list');
+  return [...new Set(keys.map(verifierKeyText))].sort(byText);
+}
+
+/** The report's `checked.witnesses` for a policy. @throws ManifestError `KEY_INVALID` (see `witnessDigest`) */
+export function witnessCoverage(policy: WitnessPolicy): WitnessCoverage {
+  const keys = distinctTexts(policy.keys);
+  return { digest: digestOf(canonicalBytes({ version: 1, keys })), keys: keys.length, quorum: policy.quorum };
 }
 
 /** The bound on a witness keys file, as on a trust file. */

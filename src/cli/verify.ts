@@ -13,6 +13,8 @@ import {
   describeCoverage,
   describeSince,
   describeTrust,
+  describeSigners,
+  describeWitnessKeys,
   describeFinding,
   describeVerdict,
   describeWitnesses,
@@ -157,6 +159,9 @@ export function humanReport(
   out.push(describeBundle(dir, r));
   out.push(describeCoverage(r));
   out.push(describeTrust(r));
+  const witnessKeys = describeWitnessKeys(r);
+  if (witnessKeys !== undefined) out.push(witnessKeys);
+  out.push(describeSigners(r));
   const byChain = new Map<string, Finding[]>();
   const unattributed: Finding[] = [];
   for (const f of r.findings) {

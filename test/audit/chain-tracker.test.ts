@@ -24,6 +24,7 @@ function honest(lengths: number[], principals: string[]): ChainEntry[] {
         line: 0,
         id: idOf(k * 1000 + i + 1),
         host: 'h1',
+        keyId: 'ed25519:k1',
         principal: principals[(k + i) % principals.length]!,
         session: `s${k}`,
         seq: i,

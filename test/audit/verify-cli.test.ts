@@ -6,13 +6,30 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { FINDING_CODES } from '../../manifests/audit/findings.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
-import { buildBundle, makeKey, writeBundleDir, writeTrustFile, type TestBundle } from '../support/bundle-builder.js';
+import {
+  buildBundle,
+  ChainBuilder,
+  makeKey,
+  readerOf,
+  trustOf,
+  writeBundleDir,
+  writeTrustFile,
+  type TestBundle,
+} from '../support/bundle-builder.js';
 import { captureIo } from '../support/capture-io.js';
 import { tempDir } from '../support/tmp.js';
-import { cliVerify, writeCheckpointFiles, type CheckpointFiles } from '../support/checkpoint-bundle.js';
+import {
+  cliVerify,
+  writeCheckpointFiles,
+  writeWitnessFiles,
+  type CheckpointFiles,
+  type WitnessFiles,
+} from '../support/checkpoint-bundle.js';
+import { parseWitnessKeys, witnessDigest } from '../../manifests/audit/verify-witnesses.js';
+import type { CosignerKey } from '../../manifests/crypto/cosignature.js';
 import { deriveFiltered } from '../support/derive-filtered.js';
 import { mergeTrust, parseTrustStore, trustDigest, type TrustStore } from '../../manifests/format/trust.js';
-import { verifyBundle } from '../../manifests/audit/verify-chain.js';
+import { verifyBundle, type BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
 import { openBundleDir } from '../../src/ops/bundle-dir.js';
 
@@ -431,5 +448,199 @@ describe('the report names the trust it was verified under (checked.trust)', () 
     const reordered = join(base, 'reordered.json');
     writeFileSync(reordered, JSON.stringify({ ...store, keys: [...store.keys].reverse() }));
     expect((await cliVerify(files.bundle, reordered)).report!.checked.trust).toEqual(before.checked.trust);
+  });
+});
+
+describe('the report names the witness keys it held the checkpoint to (checked.witnesses)', () => {
+  let base: string;
+  let files: CheckpointFiles;
+  let w: WitnessFiles;
+  beforeAll(async () => {
+    base = mkdtempSync(join(tmpdir(), 'hl-report-witnesses-'));
+    chmodSync(base, 0o700);
+    files = await writeCheckpointFiles(base);
+    w = await writeWitnessFiles(base, files);
+  }, 60_000);
+  afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+  const witnessArgs = (keys: string, quorum: string) => ['--witness-keys', keys, '--quorum', quorum];
+
+  it('--witness-keys: their digest, count and the quorum, the same in --json, the library and the human report', async () => {
+    const keys = parseWitnessKeys(readFileSync(w.keys, 'utf8'));
+    const expected = { digest: witnessDigest(keys), keys: 2, quorum: 2 };
+    expect(expected.digest).toMatch(/^blake3:[0-9a-f]{64}$/);
+    const cli = await cliVerify(w.cosigned, files.trust, undefined, witnessArgs(w.keys, '2'));
+    expect(cli.code).toBe(0);
+    expect(cli.report!.checked.witnesses).toEqual(expected);
+    const trust = parseTrustStore(readFileSync(files.trust, 'utf8'));
+    const library = await verifyBundle(await openBundleDir(w.cosigned), { trust, witnesses: { keys, quorum: 2 } });
+    expect(library.checked.witnesses).toEqual(expected);
+    const c = captureIo();
+    expect(
+      await verifyCli([w.cosigned, '--trust', files.trust, '--workers', '0', ...witnessArgs(w.keys, '2')], c.io),
+    ).toBe(0);
+    expect(c.stdout().split('\n')[3]).toBe(`witness keys: ${expected.digest} (2 keys, quorum 2)`);
+  });
+
+  it('none given: absent from the report (as checked.since is), and no line for them', async () => {
+    const cli = await cliVerify(w.cosigned, files.trust);
+    expect(cli.code).toBe(0);
+    expect('witnesses' in cli.report!.checked).toBe(false);
+    const c = captureIo();
+    expect(await verifyCli([w.cosigned, '--trust', files.trust, '--workers', '0'], c.io)).toBe(0);
+    expect(c.stdout()).not.toContain('witness keys:');
+  });
+
+  it('the same keys in another order, repeated, commented, their hashes in capitals: the same digest; one key fewer: another', async () => {
+    const lines = readFileSync(w.keys, 'utf8')
+      .split('\n')
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    expect(lines).toHaveLength(2);
+    const shouted = (l: string) => l.replace(/\+([0-9a-f]{8})\+/, (_, h: string) => `+${h.toUpperCase()}+`);
+    const other = join(base, 'witnesses-reordered.txt');
+    writeFileSync(other, `${shouted(lines[1]!)}\n# again\n${lines[0]}\n${lines[1]}\n`);
+    const before = (await cliVerify(w.cosigned, files.trust, undefined, witnessArgs(w.keys, '2'))).report!;
+    const after = (await cliVerify(w.cosigned, files.trust, undefined, witnessArgs(other, '2'))).report!;
+    expect(after.checked.witnesses).toEqual(before.checked.witnesses);
+    const fewer = join(base, 'witnesses-one.txt');
+    writeFileSync(fewer, `${lines[0]}\n`);
+    const one = (await cliVerify(w.cosigned, files.trust, undefined, witnessArgs(fewer, '1'))).report!;
+    expect(one.checked.witnesses).toEqual({
+      digest: witnessDigest(parseWitnessKeys(`${lines[0]}\n`)),
+      keys: 1,
+      quorum: 1,
+    });
+    expect(one.checked.witnesses!.digest).not.toBe(before.checked.witnesses!.digest);
+    // The quorum is reported beside the keys, not in their digest.
+    const lower = (await cliVerify(w.cosigned, files.trust, undefined, witnessArgs(w.keys, '1'))).report!;
+    expect(lower.checked.witnesses).toEqual({ ...before.checked.witnesses, quorum: 1 });
+  });
+
+  it('verifyBundle refuses pinned witness keys built by hand that are none (USAGE) before reading', async () => {
+    const [good] = parseWitnessKeys(readFileSync(w.keys, 'utf8'));
+    for (const keys of [
+      [{ ...good!, publicKey: new Uint8Array(31) }],
+      [{ ...good!, keyHash: 2 ** 32 }],
+      [{ ...good!, name: 7 }],
+    ])
+      await expect(
+        verifyBundle(memoryBundleReader({ manifests: '' }), {
+          trust: { version: 1, keys: [] },
+          witnesses: { keys: keys as unknown as CosignerKey[], quorum: 1 },
+        }),
+      ).rejects.toMatchObject({ code: 'USAGE' });
+  });
+});
+
+describe('the report names who signed what it verified (checked.signers)', () => {
+  let base: string;
+  let files: CheckpointFiles;
+  let store: TrustStore;
+  beforeAll(async () => {
+    base = mkdtempSync(join(tmpdir(), 'hl-report-signers-'));
+    chmodSync(base, 0o700);
+    files = await writeCheckpointFiles(base);
+    store = parseTrustStore(readFileSync(files.trust, 'utf8'));
+  }, 60_000);
+  afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+  it("a ledger's bundle: its host key for every manifest and its checkpoint key once, in --json (threads or not), the library and the human report", async () => {
+    const cli = await cliVerify(files.bundle, files.trust);
+    expect(cli.code).toBe(0);
+    const r = cli.report!;
+    expect(store.keys).toHaveLength(1);
+    expect(store.checkpointKeys).toHaveLength(1);
+    const expected = {
+      manifests: [{ host: 'h1', keyId: store.keys[0]!.keyId, count: 5 }],
+      checkpoints: [{ host: 'h1', keyId: store.checkpointKeys![0]!.keyId, count: 1 }],
+    };
+    expect(r.counts.manifests).toBe(5);
+    expect(r.checked.signers).toEqual(expected);
+    // Worker threads verify the lines there: the key id comes back with each verified line.
+    const threads = captureIo();
+    expect(await verifyCli([files.bundle, '--trust', files.trust, '--json', '--workers', '2'], threads.io)).toBe(0);
+    expect((JSON.parse(threads.stdout()) as BundleAuditReport).checked.signers).toEqual(expected);
+    expect((await verifyBundle(await openBundleDir(files.bundle), { trust: store })).checked.signers).toEqual(expected);
+    const c = captureIo();
+    expect(await verifyCli([files.bundle, '--trust', files.trust, '--workers', '0'], c.io)).toBe(0);
+    expect(c.stdout().split('\n')[3]).toBe(
+      `signers: 1 manifest key (h1 ${expected.manifests[0]!.keyId} ×5), 1 checkpoint key (h1 ${expected.checkpoints[0]!.keyId} ×1)`,
+    );
+  });
+
+  it('no checkpoint key in the trust: no checkpoint signer (the checkpoint did not verify), the manifests still named', async () => {
+    const keysOnly = join(base, 'keys-only.json');
+    writeFileSync(keysOnly, JSON.stringify({ version: 1, keys: store.keys }));
+    const r = (await cliVerify(files.bundle, keysOnly)).report!;
+    expect(r.checkpoint).toBeUndefined();
+    expect(r.checked.signers).toEqual({
+      manifests: [{ host: 'h1', keyId: store.keys[0]!.keyId, count: 5 }],
+      checkpoints: [],
+    });
+  });
+
+  it('a hostile bundle naming a thousand keys: only keys of the trust store that verified appear, each once, sorted', async () => {
+    const a1 = makeKey('host-a', 1);
+    const a2 = makeKey('host-a', 2);
+    const expired = makeKey('host-a', 3);
+    const b1 = makeKey('host-b', 4);
+    const chainA = new ChainBuilder(a1, { principal: 'alice', session: 'sa' });
+    const chainB = new ChainBuilder(b1, { principal: 'bob', session: 'sb' });
+    const lines: string[] = [];
+    for (let i = 0; i < 4; i++) lines.push((await chainA.next({}, { signWith: i % 2 ? a2 : a1 })).line);
+    lines.push(lines[0]!); // a duplicate: verified again, a finding of step 6, counted as a verified signature
+    for (let i = 0; i < 3; i++) lines.push((await chainB.next()).line);
+    // A manifest of host-a signed by host-b's key: not listed for host-a, KEY_UNTRUSTED.
+    lines.push((await new ChainBuilder(a1, { principal: 'eve', session: 'se' }).next({}, { signWith: b1 })).line);
+    lines.push((await new ChainBuilder(a1, { principal: 'eve', session: 'sx' }).next({}, { signWith: expired })).line);
+    // A thousand keys no trust store lists.
+    for (let i = 0; i < 1000; i++)
+      lines.push(
+        (await new ChainBuilder(makeKey('host-a', 100 + i), { principal: 'eve', session: `u${i}` }).next()).line,
+      );
+    const trust = trustOf(a2.trusted, b1.trusted, a1.trusted, {
+      ...expired.trusted,
+      notAfter: '2021-01-01T00:00:00.000Z',
+    });
+    const r = await verifyBundle(readerOf(lines), { trust });
+    expect(r.counts.byCode).toMatchObject({ KEY_UNTRUSTED: 1001, KEY_EXPIRED: 1, DUPLICATE: 1 });
+    const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+    const expected = [
+      { host: 'host-a', keyId: a1.keyId, count: 3 },
+      { host: 'host-a', keyId: a2.keyId, count: 2 },
+      { host: 'host-b', keyId: b1.keyId, count: 3 },
+    ].sort((x, y) => byText(x.host, y.host) || byText(x.keyId, y.keyId));
+    expect(r.checked.signers).toEqual({ manifests: expected, checkpoints: [] });
+    expect(r.checked.signers.manifests.reduce((n, s) => n + s.count, 0)).toBe(r.counts.manifests);
+    expect(r.checked.signers.manifests.length).toBeLessThanOrEqual(trust.keys.length);
+  });
+
+  it('names every trust entry listing the checkpoint key that verified, whatever the order of the trust files', async () => {
+    const cp = store.checkpointKeys![0]!;
+    const other = join(base, 'other-host.json');
+    // The same checkpoint key listed by a second host's file (a shared key), and a revoked copy of it by a third.
+    writeFileSync(
+      other,
+      JSON.stringify({
+        version: 1,
+        keys: [],
+        checkpointKeys: [
+          { ...cp, host: 'h0' },
+          { ...cp, host: 'h9', keyId: 'ed25519:revoked', revokedAt: cp.notBefore },
+        ],
+      }),
+    );
+    const expected = [
+      { host: 'h0', keyId: cp.keyId, count: 1 },
+      { host: 'h1', keyId: cp.keyId, count: 1 },
+    ];
+    for (const order of [
+      [files.trust, other],
+      [other, files.trust],
+    ]) {
+      const r = (await cliVerify(files.bundle, order[0]!, undefined, ['--trust', order[1]!])).report!;
+      expect(r.checkpoint).toBeDefined();
+      expect(r.checked.signers.checkpoints).toEqual(expected);
+    }
   });
 });

@@ -480,6 +480,7 @@ describe('verify time', () => {
         bundle: 'full',
         completeness: { checked: false, reason: 'no verified checkpoint' },
         trust: { digest: `blake3:${'cd'.repeat(32)}`, keys: 1, checkpointKeys: 0 },
+        signers: { manifests: [{ host: 'h1', keyId: 'ed25519:k1', count: 40_001 }], checkpoints: [] },
       },
     };
     const time = (fn: () => string) => {
