@@ -17,6 +17,8 @@ import {
   showCheckpoint,
   showCoverage,
   showTrust,
+  showSigners,
+  showWitnessKeys,
   showDetails,
   showFindings,
   showLegend,
@@ -371,6 +373,8 @@ function finished(
   showVerdict($('verdict'), $('bundle-info'), report, verified.bundle);
   showCoverage($('coverage'), report);
   showTrust($('trust-info'), report);
+  showWitnessKeys($('witness-keys-info'), report);
+  showSigners($('signers-info'), report);
   showCheckpoint($('checkpoint-info'), report, verified.since);
   showWitnesses($('witness-info'), report, verified.witnesses);
   fillSelect('filter-principal', 'principals', distinct(manifests, 'principal'));

@@ -12,6 +12,8 @@ import {
   describeCheckpoint,
   describeCoverage,
   describeTrust,
+  describeSigners,
+  describeWitnessKeys,
   describeFinding,
   describeSince,
   findingCodes,
@@ -62,6 +64,21 @@ export function showCoverage(target: HTMLElement, report: BundleAuditReport): vo
 /** The trust the bundle was verified under (the trust files merged), in the CLI's words: `trust: blake3:… (…)`. */
 export function showTrust(target: HTMLElement, report: BundleAuditReport): void {
   target.textContent = printable(describeTrust(report));
+}
+
+/**
+ * The pinned witness keys the checkpoint was held to, in the CLI's words (`witness keys: blake3:… (N keys, quorum Q)`);
+ * hidden when none were given.
+ */
+export function showWitnessKeys(target: HTMLElement, report: BundleAuditReport): void {
+  const line = describeWitnessKeys(report);
+  target.textContent = line === undefined ? '' : printable(line);
+  target.hidden = line === undefined;
+}
+
+/** Who signed what verified, in the CLI's words: `signers: N manifest keys (…), M checkpoint keys (…)`. */
+export function showSigners(target: HTMLElement, report: BundleAuditReport): void {
+  target.textContent = printable(describeSigners(report));
 }
 
 /**

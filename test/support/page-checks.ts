@@ -2,6 +2,7 @@
  * Checks and gestures shared by the auditor page's browser tests: the page's result equals the CLI's,
  * and files dropped on the page as a file manager drops them.
  */
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Page } from 'playwright-core';
@@ -17,6 +18,15 @@ const DONE = 'body[data-state="ok"], body[data-state="failed"], body[data-state=
 export const codesAt = (r: BundleAuditReport) => r.findings.map((x) => `${x.code}@${x.line ?? '-'}`);
 export const pageFindings = (page: Page) =>
   page.$$eval('#findings li', (lis) => lis.map((li) => `${li.dataset.code}@${li.dataset.line ?? '-'}`));
+/** The report the page exports (its "Export report (JSON)" button). */
+export async function exportedReport(page: Page): Promise<BundleAuditReport & { bundle: string }> {
+  const [download] = await Promise.all([
+    page.waitForEvent('download', { timeout: 60_000 }),
+    page.click('#export-json'),
+  ]);
+  return JSON.parse(readFileSync(await download.path(), 'utf8')) as BundleAuditReport & { bundle: string };
+}
+
 /** What the page says it has been given. */
 export const picked = (page: Page) => page.textContent('#picked');
 

@@ -13,7 +13,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { auditorPagePath } from '../../src/ops/auditor-page.js';
 import { startAuditServer } from '../../src/ops/audit-server.js';
 import { launchChromium, watchPage } from '../support/browser.js';
-import { describeWitnesses } from '../../manifests/audit/report-text.js';
+import { describeSigners, describeWitnesses, describeWitnessKeys } from '../../manifests/audit/report-text.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
 import { captureIo } from '../support/capture-io.js';
 import {
@@ -32,6 +32,7 @@ import {
   codesAt,
   dropFiles,
   expectSameAsCli,
+  exportedReport,
   PAGE_URL as PAGE,
   picked,
   tabTo,
@@ -363,6 +364,16 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
     try {
       await verifyWith(page, w.cosigned, '2');
       await expectSameAsCli(page, expected.report!);
+      // The witness keys it was held to and who signed, as verify's lines say them and as its --json holds them.
+      expect(expected.report!.checked.witnesses).toMatchObject({ keys: 2, quorum: 2 });
+      expect(await page.textContent('#witness-keys-info')).toBe(describeWitnessKeys(expected.report!));
+      expect(await page.isVisible('#witness-keys-info')).toBe(true);
+      expect(human.stdout()).toContain(`\n${describeWitnessKeys(expected.report!)}\n`);
+      expect(await page.textContent('#signers-info')).toBe(describeSigners(expected.report!));
+      expect(human.stdout()).toContain(`\n${describeSigners(expected.report!)}\n`);
+      const exported = await exportedReport(page);
+      expect(exported.checked.witnesses).toEqual(expected.report!.checked.witnesses);
+      expect(exported.checked.signers).toEqual(expected.report!.checked.signers);
       const info = await page.textContent('#witness-info');
       expect(info).toBe(`✓ witness quorum met (witness keys witnesses.txt)\n${describeWitnesses(summary)}`);
       expect(info).toContain(`at ${new Date(w.time * 1000).toISOString()}`);

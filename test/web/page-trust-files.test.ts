@@ -9,17 +9,16 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
 import { generateKeyPairSync } from 'node:crypto';
 import { mergeTrust, parseTrustStore, trustDigest, type TrustStore } from '../../manifests/format/trust.js';
-import type { BundleAuditReport } from '../../manifests/audit/verify-chain.js';
-import { describeTrust } from '../../manifests/audit/report-text.js';
+import { describeSigners, describeTrust } from '../../manifests/audit/report-text.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { exportBundle } from '../../src/ops/export.js';
 import { launchChromium, watchPage } from '../support/browser.js';
 import { cliVerify } from '../support/checkpoint-bundle.js';
 import { ensurePageBuilt } from '../support/page-build.js';
-import { dropFiles, expectSameAsCli, PAGE_URL as PAGE, picked } from '../support/page-checks.js';
+import { dropFiles, expectSameAsCli, exportedReport, PAGE_URL as PAGE, picked } from '../support/page-checks.js';
 import { sampleSummary } from '../support/tmp.js';
 
 let browser: BrowserContext;
@@ -73,15 +72,6 @@ beforeAll(async () => {
   writeFileSync(forged, JSON.stringify({ ...b, keys: b.keys.map((k) => ({ ...k, publicKey: other })) }));
   ({ browser, close: closeBrowser } = await launchChromium());
 }, 180_000);
-
-/** The report the page exports (its "Export report (JSON)" button). */
-async function exportedReport(page: Page): Promise<BundleAuditReport & { bundle: string }> {
-  const [download] = await Promise.all([
-    page.waitForEvent('download', { timeout: 60_000 }),
-    page.click('#export-json'),
-  ]);
-  return JSON.parse(readFileSync(await download.path(), 'utf8')) as BundleAuditReport & { bundle: string };
-}
 
 const storeOf = (file: string) => parseTrustStore(readFileSync(file, 'utf8'));
 
@@ -165,7 +155,14 @@ describe("a shared store's hosts' trust files, one per host", { timeout: 180_000
         await page.click('#verify');
         await expectSameAsCli(page, expected.report!);
         expect(await page.textContent('#trust-info')).toBe(describeTrust(expected.report!));
-        expect((await exportedReport(page)).checked.trust).toEqual(expected.report!.checked.trust);
+        // Who signed, as verify's signers line says it; no witness keys given, no line for them.
+        expect(expected.report!.checked.signers.manifests.length).toBeGreaterThan(0);
+        expect(await page.textContent('#signers-info')).toBe(describeSigners(expected.report!));
+        expect(await page.isHidden('#witness-keys-info')).toBe(true);
+        const exported = await exportedReport(page);
+        expect(exported.checked.trust).toEqual(expected.report!.checked.trust);
+        expect(exported.checked.signers).toEqual(expected.report!.checked.signers);
+        expect('witnesses' in exported.checked).toBe(false);
       } finally {
         await page.close();
       }
