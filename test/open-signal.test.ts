@@ -4,13 +4,15 @@
  * cause, and leaves nothing open: the embedded log's lock is released and PostgreSQL's pool ended, so a later open
  * of the same store works. A signal aborted before the call makes nothing; one that is no AbortSignal is refused.
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
 import { takeFileLock } from '../src/ledger/file-lock.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { digestHex, digestOf } from '../store/hash/digest.js';
 import { describePostgres, sqlOn, type PostgresHandle } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -146,6 +148,51 @@ function signalSuite(
 }
 
 signalSuite('embedded', () => ({}));
+
+describe("openLedger's signal at a root other processes pin in too", () => {
+  it("ends the open's wait for the pin's lock another process holds at the abort (CANCELLED, promptly), pinning nothing; a later open pins", async () => {
+    const base = tempDir();
+    const level = await LevelManifestLog.open(join(base, 'log'));
+    // A log that says it is not exclusive (two processes of a host, as on PostgreSQL): the pin is written under its lock.
+    const shared = Object.create(level, { exclusive: { value: false }, close: { value: async () => {} } });
+    const root = join(base, 'root');
+    const origin = 'example.com/pin-signal';
+    const pin = join(root, 'checkpoints', `${digestHex(digestOf(new TextEncoder().encode(origin)))}.pin`);
+    mkdirSync(join(root, 'checkpoints'), { recursive: true, mode: 0o700 });
+    // Another process's pin in progress: the open's first pin waits for it (30 s, then LOCKED).
+    const held = await takeFileLock(pin, 'the pinned checkpoint', { staleMs: 10_000 });
+    try {
+      const abort = new AbortController();
+      const reason = new Error('the caller gave up');
+      const opening = openLedger({ root, host: 'h1', log: shared, origin, signal: abort.signal, onNotice: () => {} });
+      // The keyring has written trust.json before the guard pins: the open is at the pin's lock (or about to be).
+      while (!existsSync(join(root, 'trust.json'))) await new Promise((resolve) => setTimeout(resolve, 10));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const aborted = Date.now();
+      abort.abort(reason);
+      const err = await opening.catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+      expect((err as Error).cause).toBe(reason);
+      expect(Date.now() - aborted).toBeLessThan(5_000);
+      expect(existsSync(pin)).toBe(false);
+      // Only the holder's lock there: the open took none, and left no staging file of a pin.
+      expect(readdirSync(join(root, 'checkpoints'))).toEqual([`${pin.split('/').at(-1)}.lock`]);
+    } finally {
+      await held.release();
+    }
+    try {
+      const ledger = await openLedger({ root, host: 'h1', log: shared, origin, onNotice: () => {} });
+      try {
+        expect(existsSync(pin)).toBe(true);
+        expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+      } finally {
+        await ledger.close();
+      }
+    } finally {
+      await level.close();
+    }
+  }, 60_000);
+});
 
 describePostgres(
   'PostgreSQL',

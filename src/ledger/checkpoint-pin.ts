@@ -214,8 +214,8 @@ export class CheckpointPinFile {
    * Moves a legacy note into a new slot file (durably), then removes the legacy file: from now on the slot file
    * alone is the pin. Called by the guard once the note has verified.
    */
-  async migrate(note: string): Promise<void> {
-    await this.write(note);
+  async migrate(note: string, signal?: AbortSignal): Promise<void> {
+    await this.write(note, undefined, signal);
     await removeDurably(this.legacyPath);
   }
 
@@ -224,11 +224,14 @@ export class CheckpointPinFile {
    * the note is durable. `supersedes`, for a file other processes pin too: when it says the newest pin on file
    * (re-read just before) already supersedes `note` — another process pinned a larger tree meanwhile — nothing
    * is written, so a slower process does not put an older checkpoint back over a newer one.
+   * `signal` (an open's: `openLedger({ signal })`) ends the wait for a shared pin's lock that another process holds:
+   * `CANCELLED`, nothing written and no lock taken; once the lock is taken it is not looked at.
    * @throws StoreError `STORAGE_FAILED` when the pin cannot be written; LedgerError `LOCKED` (a shared pin whose lock
-   *   another process holds past the wait), `INVALID_ARGUMENT` (a note over 64 KiB)
+   *   another process holds past the wait), `CANCELLED` (`signal` aborted during that wait), `INVALID_ARGUMENT` (a
+   *   note over 64 KiB)
    * @returns false when nothing was written because the pin on file supersedes `note`
    */
-  async write(note: string, supersedes?: (pinned: string) => boolean): Promise<boolean> {
+  async write(note: string, supersedes?: (pinned: string) => boolean, signal?: AbortSignal): Promise<boolean> {
     // Closed with its ledger: a pin started after that would open the file again and keep it, after the store's
     // lock went to its next owner.
     if (this.closed) throw new LedgerError('CLOSED', `the pin ${this.path} is closed`);
@@ -243,6 +246,7 @@ export class CheckpointPinFile {
       // 10 s untouched from another.
       return await withFileLock(this.path, 'the pinned checkpoint', () => this.writeHeld(note, supersedes), {
         staleMs: 10_000,
+        signal,
       });
     } catch (err) {
       throw storageFailure(StoreError, `pinning the checkpoint in ${this.path}`, err);

@@ -228,6 +228,8 @@ export class CheckpointGuard {
   private readonly prepared: Array<{ text: string; signer: NoteSigner; note: Promise<string> }> = [];
   /** Set once the open's check has run: a damaged session-heads root refuses checks from then on, not the open. */
   private opened = false;
+  /** The open's signal while the open's own check runs (`open`): it ends that check's wait for the pin's lock. */
+  private openSignal: AbortSignal | undefined;
   /** Removes this guard's listener from the log (close; an open that failed after the guard was made). */
   private stopListening: (() => void) | undefined;
 
@@ -281,6 +283,11 @@ export class CheckpointGuard {
      * log before it: the root PostgreSQL processes share): the pin is then written as a shared root's is.
      */
     sharedRoot?: boolean;
+    /**
+     * The open's signal (`openLedger({ signal })`): it ends the open's wait for a shared pin's lock that another
+     * process holds (`CANCELLED`, nothing pinned); the guard keeps it no longer than the open.
+     */
+    signal?: AbortSignal | undefined;
   }): Promise<CheckpointGuard> {
     // A diagnosing open (fsck) writes nothing to the root it diagnoses: it makes no checkpoints/ (a pin written later,
     // by a publish of such a ledger, makes it then), moves no 0.1.0 pin into a slot file, and pins nothing at open.
@@ -293,6 +300,7 @@ export class CheckpointGuard {
     const exclusive = init.log.exclusive === true && init.sharedRoot !== true;
     const { file, note, legacy } = await CheckpointPinFile.open(stem, { exclusive, readOnly: diagnosing });
     const guard = new CheckpointGuard(init.log, init.origin, init.signer, file, stem, init.verifiers);
+    guard.openSignal = init.signal;
     try {
       if (note !== undefined) {
         const keys = init.pinVerifiers ?? init.verifiers();
@@ -303,7 +311,7 @@ export class CheckpointGuard {
         guard.pinned = { note, checkpoint };
         guard.pinnedBy = signerOf(opened, keys);
         // The previous version's file, verified: from now on the slot file alone is the pin (read in place to diagnose).
-        if (legacy && !diagnosing) await file.migrate(note);
+        if (legacy && !diagnosing) await file.migrate(note, init.signal);
       }
       if (init.refusing) {
         try {
@@ -331,6 +339,9 @@ export class CheckpointGuard {
     } catch (err) {
       await guard.close().catch(() => {}); // its pin file, if an exclusive pin opened it
       throw err;
+    } finally {
+      // The open's signal ends the open's pin alone: a later check's pin (a publish's) is not ended by it.
+      guard.openSignal = undefined;
     }
     // Listening from here on: a guard that failed to open leaves nothing on the log.
     guard.stopListening = init.log.onCommitting?.((head) => guard.prepare(head));
@@ -418,7 +429,7 @@ export class CheckpointGuard {
     // not acknowledged before the tree holding it is pinned: Ledger.commit awaits this). Where other processes pin
     // too (PostgreSQL), a larger tree one of them pinned meanwhile stays: it holds this tree, or the next check of any
     // process (each starts from the newest pin on file) finds the fork; another root at this size is refused.
-    await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint));
+    await this.pin.write(note, (pinned) => this.pinsLargerTree(pinned, checkpoint), this.openSignal);
     this.pinned = { note, checkpoint };
     this.pinnedBy = signer.publicKey;
     return this.pinned;

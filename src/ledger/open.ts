@@ -205,7 +205,8 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   `diagnose` that is not a boolean (null and undefined: the default), a `signal` that is not an AbortSignal, or an
  *   options field that throws as it is read (nothing is written).
  * @throws LedgerError `CANCELLED` once `signal` aborts (nothing made when it had before the call), with what the open
- *   had opened closed again.
+ *   had opened closed again: at its next step, or in a wait (a signer's test signature, PostgreSQL connecting or
+ *   migrating, the trust lock, a shared root's pin lock).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
  *   witness's verifier key that does not parse (nothing is written).
  * @throws LedgerError `KEY_INVALID` for a `keyFile` that does not exist (none staged beside it by a rotation) or is no
@@ -531,6 +532,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         diagnose: options.diagnose === true,
         refusing: originDamage,
         sharedRoot,
+        // The pin's lock at a shared root's open: another process's pin holds it (LOCKED after 30 s).
+        signal,
       });
     throwIfCancelled(signal);
     try {
