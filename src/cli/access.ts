@@ -43,7 +43,7 @@ function changeGrant(kind: 'grant' | 'revoke') {
     const { values } = parse(argv, grantOptions);
     try {
       const { principal, session } = grantTarget(values);
-      return await withLedger(values, io, async (ledger) => {
+      return await withLedger(values, io, kind, async (ledger) => {
         // `grant --all` lifts a revocation of every session (`revoke --all`); it gives no session to anyone.
         const lifting = kind === 'grant' && session === '*';
         const wasRevoked = lifting && (await ledger.grants({ principal, session })).some((g) => g.state === 'revoked');
@@ -90,7 +90,7 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
       throw new UsageError(
         '--session "*" is no session id; without --session every record is listed, those of all sessions (revoke --all, grant --all) with session *',
       );
-    return await withLedger(values, io, async (ledger) => {
+    return await withLedger(values, io, 'grants', async (ledger) => {
       const { principal, session } = values;
       let list = await ledger.grants({ principal, session });
       // Who can access S: a principal-wide record (revoke --all, or grant --all lifting it) applies to S as well, and
@@ -212,6 +212,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     return await withLedger(
       values,
       io,
+      `keys ${sub}`,
       async (ledger) => {
         if (sub === 'vkey') {
           // The C2SP note verifier key of the checkpoint key: what witnesses and tlog tools are configured with.

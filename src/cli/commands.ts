@@ -14,7 +14,7 @@ export interface CommandSpec {
   options: string[];
   /**
    * What exit codes 0, 1 and 2 mean for this command (2 by default: `STORE_FAILED`, for a command on a store; 70
-   * means the same everywhere), and any of its own (export, gc: 130 / 143, stopped by a signal).
+   * means the same everywhere), and any of its own (a command on a store: 130 / 143, stopped by a signal).
    */
   exits: { ok: string; refused: string; failed?: string; more?: string[] };
   /** Whether `--json` prints the command's data as JSON on stdout. */
@@ -45,6 +45,20 @@ const actor = (verb: string) =>
 const refusedLedger = 'a coded refusal (invalid id, unauthorized, revoked, failed verification…)';
 /** Exit 2 of a command on a store: it could not run. */
 const STORE_FAILED = 'usage error, I/O or storage failure, store locked by another process';
+/**
+ * Exit 130 / 143 of a command on a store (io.ts `openFromArgs`): the first SIGINT or SIGTERM while it opens the store
+ * ends the open, having done nothing; `after` says what one after the open does (a second signal, of either kind,
+ * ends the process at once, as without a handler).
+ */
+const stopped = (...after: string[]) => [
+  '130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM while it opens the store: it did nothing; run it again',
+  ...after.map((l) => `    ${l}`),
+];
+/** After the open, a command that writes nothing: the signal ends it at once, as without a handler. */
+const AT_ONCE = '(after the open, a signal ends it at once, as without a handler: it writes nothing)';
+/** After the open of grant and revoke: the record is one write. */
+const RECORD_AT_ONCE =
+  '(after the open, a signal ends it at once, as without a handler: the record is made whole or not at all)';
 const core = async () => import('./core.js');
 const access = async () => import('./access.js');
 const maintenance = async () => import('./maintenance.js');
@@ -54,7 +68,11 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'create or open the store and its host key',
     synopsis: `init ${STORE} [--json]`,
     options: store,
-    exits: { ok: 'the store is ready', refused: refusedLedger },
+    exits: {
+      ok: 'the store is ready',
+      refused: refusedLedger,
+      more: stopped('(after the open, a signal ends it at once, as without a handler: the store is ready)'),
+    },
     json: true,
     load: async () => (await core()).init,
   },
@@ -73,7 +91,14 @@ export const commands: Record<string, CommandSpec> = {
       '                  cosignature is named on stderr (the next publish or checkpoint catches it up)',
       ...scope(actor('publishes')),
     ],
-    exits: { ok: 'published; the receipt is on stdout', refused: refusedLedger },
+    exits: {
+      ok: 'published; the receipt is on stdout',
+      refused: refusedLedger,
+      more: stopped(
+        'or, after the open, before its append commits: nothing published (CANCELLED); a signal once the',
+        'append has committed changes nothing: the receipt is printed, exit 0',
+      ),
+    },
     json: true,
     load: async () => (await core()).publish,
   },
@@ -81,7 +106,11 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'print the verified latest summary of a session',
     synopsis: `resume --principal P --session S ${STORE} [--json]`,
     options: scope(actor('resumes')),
-    exits: { ok: 'verified (stdout: the summary; `null` with --json when there is none yet)', refused: refusedLedger },
+    exits: {
+      ok: 'verified (stdout: the summary; `null` with --json when there is none yet)',
+      refused: refusedLedger,
+      more: stopped(AT_ONCE),
+    },
     json: true,
     load: async () => (await core()).resume,
   },
@@ -92,7 +121,7 @@ export const commands: Record<string, CommandSpec> = {
       '(stdout: a line a manifest: seq, time, publishing principal, host, run, id, summary size; tab-separated)',
       ...scope(actor('reads it')),
     ],
-    exits: { ok: 'the whole chain verified', refused: refusedLedger },
+    exits: { ok: 'the whole chain verified', refused: refusedLedger, more: stopped(AT_ONCE) },
     json: true,
     load: async () => (await core()).history,
   },
@@ -105,7 +134,7 @@ export const commands: Record<string, CommandSpec> = {
       '--by WHO          who decided (free text, at most 1,024 UTF-16 code units)',
       ...scope('the principal given access (or, with --all, whose revocation is lifted)'),
     ],
-    exits: { ok: 'recorded', refused: refusedLedger },
+    exits: { ok: 'recorded', refused: refusedLedger, more: stopped(RECORD_AT_ONCE) },
     json: true,
     load: async () => (await access()).grant,
   },
@@ -117,7 +146,7 @@ export const commands: Record<string, CommandSpec> = {
       '--by WHO          who decided (free text, at most 1,024 UTF-16 code units)',
       ...scope('the principal whose access is revoked'),
     ],
-    exits: { ok: 'recorded', refused: refusedLedger },
+    exits: { ok: 'recorded', refused: refusedLedger, more: stopped(RECORD_AT_ONCE) },
     json: true,
     load: async () => (await access()).revoke,
   },
@@ -133,7 +162,7 @@ export const commands: Record<string, CommandSpec> = {
           '                    which apply to it too: their state ends "(every session)"; --session "*" is refused: USAGE',
       ),
     ],
-    exits: { ok: 'listed', refused: refusedLedger },
+    exits: { ok: 'listed', refused: refusedLedger, more: stopped(AT_ONCE) },
     json: true,
     load: async () => (await access()).grants,
   },
@@ -153,7 +182,14 @@ export const commands: Record<string, CommandSpec> = {
       '--at ISO-TIME     revoke: a UTC time with milliseconds (2026-11-30T12:00:00.000Z); an earlier revocation stays',
       ...store,
     ],
-    exits: { ok: 'done', refused: refusedLedger },
+    exits: {
+      ok: 'done',
+      refused: refusedLedger,
+      more: stopped(
+        '(after the open, a signal ends it at once, as without a handler: --out is written whole or not at',
+        'all; a rotation or revocation it stops is finished by running the same command again)',
+      ),
+    },
     json: true,
     load: async () => (await access()).keys,
   },
@@ -169,7 +205,10 @@ export const commands: Record<string, CommandSpec> = {
     exits: {
       ok: 'written',
       refused: refusedLedger,
-      more: ['130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM: nothing written, no staging directory left'],
+      more: [
+        '130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM while it opens the store or before it begins to publish',
+        '    the bundle: nothing written, no staging directory left; run it again',
+      ],
     },
     json: true,
     load: async () => (await import('./export.js')).run,
@@ -276,6 +315,9 @@ export const commands: Record<string, CommandSpec> = {
     exits: {
       ok: 'printed',
       refused: 'a coded refusal (ROLLBACK, FORK: the log does not extend the pinned checkpoint)',
+      more: stopped(
+        '(after the open, a signal ends it at once, as without a handler: a checkpoint it pinned stays pinned)',
+      ),
     },
     json: true,
     load: async () => (await import('./tlog.js')).checkpoint,
@@ -289,7 +331,11 @@ export const commands: Record<string, CommandSpec> = {
       '--size N          the tree size to prove against (default: the latest checkpoint)',
       ...store,
     ],
-    exits: { ok: 'printed', refused: 'a coded refusal (INVALID_ID, NOT_FOUND, INVALID_ARGUMENT, ROLLBACK, FORK)' },
+    exits: {
+      ok: 'printed',
+      refused: 'a coded refusal (INVALID_ID, NOT_FOUND, INVALID_ARGUMENT, ROLLBACK, FORK)',
+      more: stopped(AT_ONCE),
+    },
     json: true,
     load: async () => (await import('./tlog.js')).prove,
   },
@@ -297,7 +343,7 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'check every manifest, blob and head',
     synopsis: `fsck [--skip-blobs] ${STORE} [--json]`,
     options: ['--skip-blobs      check manifests and heads only', ...store],
-    exits: { ok: 'clean', refused: 'findings (listed on stdout), or a coded refusal' },
+    exits: { ok: 'clean', refused: 'findings (listed on stdout), or a coded refusal', more: stopped(AT_ONCE) },
     json: true,
     load: async () => (await maintenance()).fsck,
   },
@@ -314,8 +360,9 @@ export const commands: Record<string, CommandSpec> = {
       ok: 'collected (or, with --dry-run, listed)',
       refused: refusedLedger,
       more: [
-        '130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM: between blobs, each removed whole or kept',
-        '    (the message counts those removed; run gc again for the rest)',
+        '130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM: while it opens the store, having removed nothing;',
+        '    after, between blobs, each removed whole or kept (the message counts those removed; run gc again',
+        '    for the rest)',
       ],
     },
     json: true,
@@ -341,6 +388,7 @@ export const EXIT_CODES = [
   '1   refused: a coded error, or findings (fsck, verify)',
   `2   could not run: ${STORE_FAILED} (help <command> says which)`,
   '70  internal error (a bug: please report it)',
+  '130 / 143  stopped by SIGINT (Ctrl-C) / SIGTERM: a command on a store (help <command> says what it did)',
 ];
 
 export function usage(): string {

@@ -9,6 +9,7 @@ import {
   withLedger,
   decimalOption,
   EXIT_OK,
+  InterruptedError,
   openFromArgs,
   parse,
   readLimited,
@@ -19,11 +20,12 @@ import {
   type CliIo,
 } from './io.js';
 import { printableLines, printableRow } from '../../manifests/encoding/printable.js';
+import { stopSignals } from './stop-signals.js';
 
 export async function init(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, storeOptions);
   try {
-    const ledger = await openFromArgs(values, io, { createHostKey: true });
+    const ledger = await openFromArgs(values, io, 'init', { createHostKey: true });
     const info = {
       root: ledger.root,
       host: ledger.host,
@@ -115,24 +117,44 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     // root and a key for a new --host, which a refused summary would otherwise leave behind. (A summary of a million
     // characters or more has its exact canonical size judged as it is written, as publish does.)
     prepareSummary(summary, maxSummaryBytes);
-    return await withLedger(
-      values,
-      io,
-      async (ledger) => {
-        const receipt = await ledger.publish({ principal, session, run }, summary, { expectedPrev });
-        if (values.json) writeJson(io.stdout, receipt);
-        else
-          io.stdout.write(
-            printableLines([
-              `published ${session} seq ${receipt.seq}`,
-              `manifest ${receipt.id}`,
-              `summary  ${receipt.digest} (${receipt.size} bytes)`,
-            ]),
-          );
-        return EXIT_OK;
-      },
-      { maxSummaryBytes, createHostKey: true },
-    );
+    // SIGINT / SIGTERM end the open (nothing done), or the publish before its append commits (nothing published: the
+    // library's CANCELLED); one that comes after the commit changes nothing, the receipt is printed and the exit is 0,
+    // for the summary is published. A second signal, of either kind, ends the process at once (stopSignals).
+    const stop = stopSignals('publish');
+    try {
+      return await withLedger(
+        values,
+        io,
+        stop,
+        async (ledger) => {
+          let receipt;
+          try {
+            receipt = await ledger.publish({ principal, session, run }, summary, { expectedPrev, signal: stop.signal });
+          } catch (err) {
+            const stoppedBy = stop.stoppedBy();
+            if (stoppedBy === undefined || !(err instanceof LedgerError) || err.code !== 'CANCELLED') throw err;
+            throw new InterruptedError(
+              stoppedBy,
+              `publish interrupted by ${stoppedBy} before its append committed; nothing was published`,
+              { cause: err },
+            );
+          }
+          if (values.json) writeJson(io.stdout, receipt);
+          else
+            io.stdout.write(
+              printableLines([
+                `published ${session} seq ${receipt.seq}`,
+                `manifest ${receipt.id}`,
+                `summary  ${receipt.digest} (${receipt.size} bytes)`,
+              ]),
+            );
+          return EXIT_OK;
+        },
+        { maxSummaryBytes, createHostKey: true },
+      );
+    } finally {
+      stop.dispose();
+    }
   } catch (err) {
     return reportError(err, io, values.json);
   }
@@ -143,7 +165,7 @@ export async function resume(argv: string[], io: CliIo): Promise<number> {
   try {
     const principal = need(values.principal, 'principal');
     const session = need(values.session, 'session');
-    return await withLedger(values, io, async (ledger) => {
+    return await withLedger(values, io, 'resume', async (ledger) => {
       const resumed = await ledger.resume({ principal, session });
       if (!resumed) {
         io.stderr.write(printableLines([`session ${session} has no compaction yet`]));
@@ -164,7 +186,7 @@ export async function history(argv: string[], io: CliIo): Promise<number> {
   try {
     const principal = need(values.principal, 'principal');
     const session = need(values.session, 'session');
-    return await withLedger(values, io, async (ledger) => {
+    return await withLedger(values, io, 'history', async (ledger) => {
       const entries = await ledger.history({ principal, session });
       // As resume says it: an empty listing alone reads as a failure to list.
       if (entries.length === 0) io.stderr.write(printableLines([`session ${session} has no compaction yet`]));

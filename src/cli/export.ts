@@ -63,10 +63,16 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     if (positionals.length > 0) throw new UsageError(`usage: handoff-ledger ${usage}`);
     if (!values.out) throw new UsageError('--out DIR is required');
     const since = values.since === undefined ? undefined : await readSince(values.since);
-    const ledger = await openFromArgs(values, io);
-    // SIGINT/SIGTERM cancel the export, which then removes its staging directory and its claim on --out; a second
-    // signal, of either kind, ends the process at once (stopSignals).
+    // SIGINT/SIGTERM end the open (nothing done), or cancel the export, which then removes its staging directory and
+    // its claim on --out; a second signal, of either kind, ends the process at once (stopSignals).
     const stop = stopSignals('export');
+    let ledger;
+    try {
+      ledger = await openFromArgs(values, io, stop);
+    } catch (err) {
+      stop.dispose();
+      throw err;
+    }
     try {
       const result = await exportBundle(ledger, {
         signal: stop.signal,

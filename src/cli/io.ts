@@ -4,7 +4,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Writable } from 'node:stream';
 import { isValidId } from '../../manifests/format/id-pattern.js';
-import { isHandoffLedgerError } from '../errors.js';
+import { isHandoffLedgerError, LedgerError } from '../errors.js';
 import { errorText, isErrnoError } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { AuditError } from '../../manifests/audit/errors.js';
@@ -38,6 +38,23 @@ export type CliErrorCode = 'USAGE' | 'IO_FAILED';
 
 export type StopSignal = 'SIGINT' | 'SIGTERM';
 
+/** The shell's exit code for a process ended by a signal: 128 + its number. */
+export const SIGNAL_EXITS: Readonly<Record<StopSignal, number>> = { SIGINT: 130, SIGTERM: 143 };
+
+/**
+ * A command stopped by SIGINT or SIGTERM: `CANCELLED` (its message says what was and was not done), which
+ * `reportError` prints as it prints every error and answers with the signal's exit code, 130 / 143.
+ */
+export class InterruptedError extends LedgerError {
+  constructor(
+    readonly stoppedBy: StopSignal,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super('CANCELLED', message, options);
+  }
+}
+
 /**
  * Calls `onStop` on the first SIGINT or SIGTERM, whichever comes first, and from then on listens to neither: a second
  * signal of either kind (Ctrl-C twice, or Ctrl-C then `kill`) ends the process at once, as it would without a
@@ -55,6 +72,31 @@ export function onStopSignal(onStop: (signal: StopSignal) => void): () => void {
   };
   for (const [signal, listener] of listeners) process.on(signal, listener);
   return remove;
+}
+
+export interface StopSignals {
+  /** The command it stops, as its messages name it. */
+  command: string;
+  /** Aborted by the first SIGINT or SIGTERM (its reason: `<command> interrupted by <SIGNAL>`). */
+  signal: AbortSignal;
+  /** The signal that came, if any. */
+  stoppedBy(): StopSignal | undefined;
+  /** Takes the handlers off again (call once the operation has settled). */
+  dispose(): void;
+}
+
+/**
+ * SIGINT / SIGTERM as an AbortSignal (./stop-signals.ts): listens for both until `dispose()`; `command` names the
+ * command in the abort's reason.
+ */
+export function stopSignals(command: string): StopSignals {
+  const controller = new AbortController();
+  let stoppedBy: StopSignal | undefined;
+  const dispose = onStopSignal((signal) => {
+    stoppedBy = signal;
+    controller.abort(new Error(`${command} interrupted by ${signal}`));
+  });
+  return { command, signal: controller.signal, stoppedBy: () => stoppedBy, dispose };
 }
 
 /** `--json` before any `--`: known before the options are parsed, so that a parse error is printed as JSON too. */
@@ -135,9 +177,20 @@ export function hashFromEnv(env: NodeJS.ProcessEnv): HashBackendName {
   return name as HashBackendName;
 }
 
+/**
+ * Opens the ledger the options name, under SIGINT / SIGTERM: the first of either during the open ends it (the open's
+ * signal: a wait for another process's trust or pin lock, PostgreSQL connecting or migrating, included) with what it
+ * had opened closed and its locks released, and the command with `InterruptedError` (`CANCELLED`, exit 130 / 143),
+ * having done nothing; a second signal ends the process at once, as without a handler.
+ * @param by the command's name, for an open under handlers of its own, taken off once the open has ended (a signal
+ *   after it then ends the process at once, as without a handler; one that came as the open ended is honoured:
+ *   the ledger is closed again and the command does not begin); or the command's own `stopSignals`, kept listening
+ *   after the open (export, gc, publish: their operation takes its signal)
+ */
 export async function openFromArgs(
   values: { root?: string; host?: string; postgres?: string; origin?: string },
   io: CliIo,
+  by: string | StopSignals,
   extra: Partial<OpenLedgerOptions> = {},
 ): Promise<Ledger> {
   // Loaded here, not at the top: a command that opens no ledger does not load the store and LevelDB (`verify` on an
@@ -167,7 +220,32 @@ export async function openFromArgs(
     ...extra,
   };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
-  return openLedger(pg ? { ...options, postgres: { connectionString: pg } } : options);
+  const stop = typeof by === 'string' ? stopSignals(by) : by;
+  const interrupted = (stoppedBy: StopSignal, cause: unknown) =>
+    new InterruptedError(
+      stoppedBy,
+      `${stop.command} interrupted by ${stoppedBy} while opening the store, before it began; run it again`,
+      { cause },
+    );
+  let ledger: Ledger;
+  try {
+    const opened = { ...options, signal: stop.signal };
+    ledger = await openLedger(pg ? { ...opened, postgres: { connectionString: pg } } : opened);
+  } catch (err) {
+    const stoppedBy = stop.stoppedBy();
+    if (stoppedBy !== undefined && err instanceof LedgerError && err.code === 'CANCELLED')
+      throw interrupted(stoppedBy, err);
+    throw err;
+  } finally {
+    if (typeof by === 'string') stop.dispose();
+  }
+  const stoppedBy = typeof by === 'string' ? stop.stoppedBy() : undefined;
+  if (stoppedBy !== undefined) {
+    // The signal came as the open ended: the command has not begun, and does not.
+    await ledger.close();
+    throw interrupted(stoppedBy, stop.signal.reason);
+  }
+  return ledger;
 }
 
 /**
@@ -191,14 +269,18 @@ function witnessesFromEnv(env: NodeJS.ProcessEnv): Partial<OpenLedgerOptions> {
   return urls.length > 0 ? { witnesses: { witnesses: urls } } : {};
 }
 
-/** Opens the ledger the options name, runs `fn`, and closes the ledger whatever happens. */
+/**
+ * Opens the ledger the options name (`openFromArgs`: `by` says how SIGINT / SIGTERM are heard), runs `fn`, and closes
+ * the ledger whatever happens.
+ */
 export async function withLedger(
   values: { root?: string; host?: string; postgres?: string; origin?: string },
   io: CliIo,
+  by: string | StopSignals,
   fn: (ledger: Ledger) => Promise<number>,
   extra: Partial<OpenLedgerOptions> = {},
 ): Promise<number> {
-  const ledger = await openFromArgs(values, io, extra);
+  const ledger = await openFromArgs(values, io, by, extra);
   try {
     return await fn(ledger);
   } finally {
@@ -237,8 +319,8 @@ export function reportInternalError(err: unknown, io: CliIo): number {
 /**
  * The one error printer of the CLI: `handoff-ledger: CODE: message` on stderr (and `{ error: { code, message } }`
  * on stdout with --json), and the exit code: 2 when the command could not run (usage, I/O, storage, lock, the
- * auditor's own errors), 1 when the ledger refused (a coded refusal: tampering, scope, keys, …), 70 for any other
- * error: a bug, printed with its stack.
+ * auditor's own errors), 1 when the ledger refused (a coded refusal: tampering, scope, keys, …), 130 / 143 when a
+ * SIGINT / SIGTERM stopped it (`InterruptedError`), 70 for any other error: a bug, printed with its stack.
  */
 export function reportError(err: unknown, io: CliIo, json = false): number {
   const parseArgsError = String((err as { code?: unknown } | undefined)?.code ?? '').startsWith('ERR_PARSE_ARGS_');
@@ -253,6 +335,7 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
   if (!known) return reportInternalError(err, io);
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
   io.stderr.write(`handoff-ledger: ${known.code}: ${printable(known.message)}\n`);
+  if (err instanceof InterruptedError) return SIGNAL_EXITS[err.stoppedBy];
   const couldNotRun = !isHandoffLedgerError(err) || err instanceof AuditError || USAGE_CODES.has(known.code);
   return couldNotRun ? EXIT_USAGE : EXIT_REFUSED;
 }

@@ -3,7 +3,16 @@
 import { pathToFileURL } from 'node:url';
 import { realpathSync } from 'node:fs';
 import { commandHelp, commands, usage } from './commands.js';
-import { EXIT_OK, EXIT_USAGE, reportError, reportInternalError, wantsJson, writeJson, type CliIo } from './io.js';
+import {
+  EXIT_OK,
+  EXIT_USAGE,
+  reportError,
+  reportInternalError,
+  SIGNAL_EXITS,
+  wantsJson,
+  writeJson,
+  type CliIo,
+} from './io.js';
 import { printable } from '../../manifests/encoding/printable.js';
 import { packageVersion } from '../version.js';
 
@@ -122,6 +131,10 @@ function runProcess(): void {
   }).then((c) => {
     code = c;
     settle();
+    // A command a signal stopped (130 / 143) ends now, its output written: what it left running in the background
+    // would keep the process up to that work's own timeout (a PostgreSQL connection still being made when the open
+    // was interrupted ends only at its 10 s connect timeout; no signal ends it).
+    if (Object.values(SIGNAL_EXITS).includes(c)) process.stdout.write('', () => process.exit());
   });
 }
 

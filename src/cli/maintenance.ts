@@ -25,6 +25,7 @@ export async function fsck(argv: string[], io: CliIo): Promise<number> {
     return await withLedger(
       values,
       io,
+      'fsck',
       async (ledger) => {
         const report = await runFsck(ledger, { checkBlobs: !values['skip-blobs'] });
         const recovery = ledger.recovery;
@@ -65,34 +66,38 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
     } catch (err) {
       throw new UsageError((err as Error).message);
     }
-    return await withLedger(values, io, async (ledger) => {
-      // SIGINT/SIGTERM end gc between blobs (a delete waiting behind a hung call on its blob too): each blob is
-      // removed whole or kept, and the message counts those removed.
-      const stop = stopSignals('gc');
-      let report;
-      try {
-        report = await runGc(ledger, { graceMs, dryRun: values['dry-run'], signal: stop.signal });
-      } catch (err) {
-        const stoppedBy = stop.stoppedBy();
-        if (stoppedBy === undefined || !(err instanceof LedgerError) || err.code !== 'CANCELLED') throw err;
-        const message = err.message.startsWith(GC_CANCELLED)
-          ? `gc interrupted by ${stoppedBy}${err.message.slice(GC_CANCELLED.length)}`
-          : `gc interrupted by ${stoppedBy}: ${err.message}`;
-        reportError(new LedgerError('CANCELLED', message, { cause: err }), io, values.json);
-        return SIGNAL_EXITS[stoppedBy];
-      } finally {
-        stop.dispose();
-      }
-      if (values.json) writeJson(io.stdout, report);
-      else {
-        // A dry run lists what it would remove (its help says so); a real run only counts what it removed.
-        if (values['dry-run']) for (const digest of report.removed) io.stdout.write(`${digest}\n`);
-        io.stdout.write(
-          `${values['dry-run'] ? 'would remove' : 'removed'} ${counted(report.removed.length, 'unreferenced blob')}; ${report.referenced} referenced, ${report.keptYoung} kept within the grace period\n`,
-        );
-      }
-      return EXIT_OK;
-    });
+    // SIGINT/SIGTERM end the open (nothing done), then gc between blobs (a delete waiting behind a hung call on its
+    // blob too): each blob is removed whole or kept, and the message counts those removed.
+    const stop = stopSignals('gc');
+    try {
+      return await withLedger(values, io, stop, async (ledger) => {
+        let report;
+        try {
+          report = await runGc(ledger, { graceMs, dryRun: values['dry-run'], signal: stop.signal });
+        } catch (err) {
+          const stoppedBy = stop.stoppedBy();
+          if (stoppedBy === undefined || !(err instanceof LedgerError) || err.code !== 'CANCELLED') throw err;
+          const message = err.message.startsWith(GC_CANCELLED)
+            ? `gc interrupted by ${stoppedBy}${err.message.slice(GC_CANCELLED.length)}`
+            : `gc interrupted by ${stoppedBy}: ${err.message}`;
+          reportError(new LedgerError('CANCELLED', message, { cause: err }), io, values.json);
+          return SIGNAL_EXITS[stoppedBy];
+        } finally {
+          stop.dispose();
+        }
+        if (values.json) writeJson(io.stdout, report);
+        else {
+          // A dry run lists what it would remove (its help says so); a real run only counts what it removed.
+          if (values['dry-run']) for (const digest of report.removed) io.stdout.write(`${digest}\n`);
+          io.stdout.write(
+            `${values['dry-run'] ? 'would remove' : 'removed'} ${counted(report.removed.length, 'unreferenced blob')}; ${report.referenced} referenced, ${report.keptYoung} kept within the grace period\n`,
+          );
+        }
+        return EXIT_OK;
+      });
+    } finally {
+      stop.dispose();
+    }
   } catch (err) {
     return reportError(err, io, values.json);
   }

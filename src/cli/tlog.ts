@@ -17,6 +17,7 @@ export async function checkpoint(argv: string[], io: CliIo): Promise<number> {
     return await withLedger(
       values,
       io,
+      'checkpoint',
       async (ledger) => {
         const { note, checkpoint: cp } = await ledger.checkpoint();
         if (values.json) writeJson(io.stdout, { origin: cp.origin, size: cp.size, note });
@@ -48,7 +49,7 @@ export async function prove(argv: string[], io: CliIo): Promise<number> {
     // A malformed id is the ledger's refusal, INVALID_ID (exit 1), as for every id a command on a store is given;
     // judged before the store is opened, as publish judges its ids.
     const id = kind === 'inclusion' ? parseManifestId(arg) : undefined;
-    return await withLedger(values, io, async (ledger) => {
+    return await withLedger(values, io, `prove ${kind}`, async (ledger) => {
       const proof =
         id !== undefined
           ? await ledger.inclusionProof(id, { size: treeSize })

@@ -2,8 +2,9 @@
 // HL_HOLD_ROOT (the built one, dist/: the module the CLI loads, so its per-blob queue is the CLI's), it starts a
 // conditional delete of the blob HL_HOLD_DIGEST whose judgement hangs until the process receives SIGINT or SIGTERM,
 // as a call on a stalled disk would: gc's delete of that blob then waits behind it in the queue. Its `storedBeforeMs`
-// of 0 keeps the blob once it goes on. It prints `held` on stderr once the hold has begun and the CLI listens for the
-// signals too (its handlers come after this file's), so the test's signal always finds them.
+// of 0 keeps the blob once it goes on. It prints `held` on stderr once the hold has begun, gc has called its own delete
+// of the blob (which waits behind the held one) and the CLI listens for the signals too (its handlers come after this
+// file's), so the test's signal always finds gc at that delete.
 import { join } from 'node:path';
 import { FsBlobStore } from '../../dist/store/fs/blob-store.js';
 import { loadHashBackend } from '../../dist/store/hash/backends.node.js';
@@ -49,8 +50,20 @@ const fs = {
 const { store } = await FsBlobStore.open(root, { hash: await loadHashBackend('auto'), fs });
 void store.delete(digest, { storedBeforeMs: 0 }).catch(() => {});
 await holding;
+// gc's own delete of the blob, called once its open has ended (the CLI listens for the signals from before the open
+// on: a signal before this call would end the open instead).
+let gcDeletes = false;
+const ownDelete = FsBlobStore.prototype.delete;
+FsBlobStore.prototype.delete = function (d, options) {
+  if (d === digest) gcDeletes = true;
+  return ownDelete.call(this, d, options);
+};
 const ready = setInterval(() => {
-  if (process.listenerCount('SIGINT') > before.SIGINT && process.listenerCount('SIGTERM') > before.SIGTERM) {
+  if (
+    gcDeletes &&
+    process.listenerCount('SIGINT') > before.SIGINT &&
+    process.listenerCount('SIGTERM') > before.SIGTERM
+  ) {
     clearInterval(ready);
     process.stderr.write('held\n');
   }

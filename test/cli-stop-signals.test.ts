@@ -1,0 +1,259 @@
+/**
+ * SIGINT / SIGTERM and the CLI's commands on a store, in real child processes of the built CLI (dist/, `npm run build`).
+ * A command still opening its store stops on the first signal: exit 130 / 143, one `CANCELLED` line on stderr, nothing
+ * on stdout, nothing left behind (no staging file, no key, no lock of its own) and the next command works. The open
+ * is held in a wait it cannot end by itself: the trust lock another process (this test) holds while a new store or a
+ * new host key is written, or a PostgreSQL server that accepts and never answers, for every command on a store.
+ * After the open, `publish` stops before its append commits (nothing published) and, once committed, reports the
+ * publish whatever signal came (exit 0, the receipt on stdout).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { takeFileLock } from '../src/ledger/file-lock.js';
+import { findAtomicStagingLeftovers } from '../store/fs/atomic-file.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+const HOLD_APPEND = fileURLToPath(new URL('./support/hold-publish-append.mjs', import.meta.url));
+const EXITS = { SIGINT: 130, SIGTERM: 143 } as const;
+const linux = process.platform === 'linux';
+
+interface Child {
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stdout(): string;
+  stderr(): string;
+  kill(signal: NodeJS.Signals): void;
+}
+
+/** The built CLI in a child process (`preload`: a module `--import`ed first); `stdin` is written and ended. */
+function cli(args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv; preload?: string } = {}): Child {
+  const child = spawn(process.execPath, [...(options.preload ? ['--import', options.preload] : []), CLI, ...args], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { ...process.env, NO_COLOR: '1', ...options.env },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  child.stdin.on('error', () => {});
+  child.stdin.end(options.stdin ?? '');
+  return {
+    exited: new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal }))),
+    stdout: () => stdout,
+    stderr: () => stderr,
+    kill: (signal) => child.kill(signal),
+  };
+}
+
+async function run(args: string[], stdin?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const c = cli(args, { stdin });
+  const { code } = await c.exited;
+  return { code, stdout: c.stdout(), stderr: c.stderr() };
+}
+
+const until = async (done: () => boolean, what: string, ms = 30_000) => {
+  const end = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > end) throw new Error(`waited ${ms} ms for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+};
+
+/** Every file and directory under `dir`, relative to it, with its size (a file's), sorted. */
+function tree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const name of readdirSync(d)) {
+      const p = join(d, name);
+      const st = statSync(p);
+      out.push(`${relative(dir, p)}${st.isDirectory() ? '/' : ` ${st.size}`}`);
+      if (st.isDirectory()) walk(p);
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+const stagingLeft = (root: string) =>
+  findAtomicStagingLeftovers([root, join(root, 'keys'), join(root, 'checkpoints')], Infinity);
+
+const interrupted = (command: string, signal: string) =>
+  `handoff-ledger: CANCELLED: ${command} interrupted by ${signal} while opening the store, before it began; run it again\n`;
+
+const summary = JSON.stringify(sampleSummary(1));
+const scope = ['--principal', 'alice', '--session', 's1'];
+
+beforeAll(() => {
+  expect(existsSync(CLI), 'dist/ is built by `npm run build`').toBe(true);
+});
+
+describe.skipIf(!linux)('a command opening its store, waiting for the trust lock another process holds', () => {
+  it.each([
+    ['init', 'SIGINT', [] as string[]],
+    ['publish', 'SIGTERM', [...scope, '--run', 'r1']],
+    ['publish', 'SIGINT', [...scope, '--run', 'r1', '--json']],
+  ] as const)(
+    '%s stops on %s: its exit code, one CANCELLED line, no key, trust.json or staging file made, no lock kept; the same command then works',
+    async (command, signal, more) => {
+      const root = join(tempDir(), 'store');
+      const args = [command, ...more, '--root', root, '--host', 'h1'];
+      // A new store's keys and trust.json are written under the trust lock: held here, the open waits (30 s, then LOCKED).
+      const { mkdirSync } = await import('node:fs');
+      mkdirSync(root, { mode: 0o700 });
+      const held = await takeFileLock(join(root, 'trust.json'), 'trust.json');
+      let released = false;
+      try {
+        const child = cli(args, { stdin: summary });
+        // keys/ is made before the keyring finds it must write, and then waits for the lock.
+        await until(() => existsSync(join(root, 'keys')), 'the open to reach the keyring');
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const sent = Date.now();
+        child.kill(signal);
+        const { code } = await child.exited;
+        expect({ code, stderr: child.stderr() }).toEqual({ code: EXITS[signal], stderr: interrupted(command, signal) });
+        expect(Date.now() - sent).toBeLessThan(5_000);
+        // --json: the error as JSON on stdout, as for every error; else nothing there.
+        if (more.includes('--json'))
+          expect(JSON.parse(child.stdout())).toEqual({
+            error: {
+              code: 'CANCELLED',
+              message: interrupted(command, signal).slice('handoff-ledger: CANCELLED: '.length, -1),
+            },
+          });
+        else expect(child.stdout()).toBe('');
+        expect(existsSync(join(root, 'trust.json'))).toBe(false);
+        expect(readdirSync(join(root, 'keys'))).toEqual([]);
+        expect(await stagingLeft(root)).toEqual([]);
+        expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+        // The only lock in the root is this test's: the child took none and left none.
+        expect(readdirSync(root).filter((n) => n.includes('.lock'))).toEqual(['trust.json.lock']);
+      } finally {
+        if (!released) await held.release();
+        released = true;
+      }
+      // The store is free (LevelDB's lock released with the process's open): the same command works.
+      const again = await run(args, summary);
+      expect(again.code, again.stderr).toBe(0);
+      if (command === 'publish') {
+        const resumed = await run(['resume', ...scope, '--root', root, '--host', 'h1']);
+        expect(resumed.code, resumed.stderr).toBe(0);
+        expect(JSON.parse(resumed.stdout)).toEqual(sampleSummary(1));
+      }
+    },
+    60_000,
+  );
+});
+
+describe.skipIf(!linux)('every command on a store, opening a PostgreSQL store whose server never answers', () => {
+  let server: Server | undefined;
+  const sockets: Socket[] = [];
+  afterEach(async () => {
+    for (const s of sockets.splice(0)) s.destroy();
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    server = undefined;
+  });
+
+  it('stops on the first SIGINT or SIGTERM with 130 / 143 and one CANCELLED line, changing nothing; later commands work', async () => {
+    const dir = tempDir('hl-pg-silent-');
+    let accepted = 0;
+    server = createServer((socket) => {
+      sockets.push(socket);
+      accepted++;
+    });
+    await new Promise<void>((resolve) => server!.listen(join(dir, '.s.PGSQL.5432'), resolve));
+    const postgres = `postgresql://nobody@/db?host=${dir}`;
+    // A root that has h1's key (a command other than init and publish makes none): made by the embedded store.
+    const base = tempDir();
+    const root = join(base, 'store');
+    expect((await run(['init', '--root', root, '--host', 'h1'])).code).toBe(0);
+    const before = tree(root);
+    const commands: Array<[string, string[]]> = [
+      ['init', ['init']],
+      ['publish', ['publish', ...scope, '--run', 'r1']],
+      ['resume', ['resume', ...scope]],
+      ['history', ['history', ...scope]],
+      ['grant', ['grant', '--principal', 'bob', '--session', 's1']],
+      ['revoke', ['revoke', '--principal', 'bob', '--session', 's1']],
+      ['grants', ['grants']],
+      ['keys list', ['keys', 'list']],
+      ['keys rotate', ['keys', 'rotate']],
+      ['checkpoint', ['checkpoint']],
+      ['prove consistency', ['prove', 'consistency', '0']],
+      ['fsck', ['fsck']],
+      ['gc', ['gc', '--grace', '1h']],
+      ['export', ['export', '--out', join(base, 'bundle')]],
+    ];
+    let i = 0;
+    for (const [command, args] of commands) {
+      const signal = i++ % 2 === 0 ? 'SIGINT' : 'SIGTERM';
+      const seen = accepted;
+      const child = cli([...args, '--root', root, '--host', 'h1', '--postgres', postgres], { stdin: summary });
+      // Connected: the open waits for the server's answer (10 s, then a connection error).
+      await until(() => accepted > seen, `${command} to connect`);
+      const sent = Date.now();
+      child.kill(signal);
+      const { code } = await child.exited;
+      expect({ command, code, stderr: child.stderr(), stdout: child.stdout() }).toEqual({
+        command,
+        code: EXITS[signal],
+        stderr: interrupted(command, signal),
+        stdout: '',
+      });
+      expect(Date.now() - sent, command).toBeLessThan(5_000);
+      expect(tree(root), command).toEqual(before);
+    }
+    expect(existsSync(join(base, 'bundle'))).toBe(false);
+    // Nothing was held: the embedded store opens, and reads and writes.
+    const published = await run(['publish', ...scope, '--run', 'r1', '--root', root, '--host', 'h1'], summary);
+    expect(published.code, published.stderr).toBe(0);
+    const history = await run(['history', ...scope, '--root', root, '--host', 'h1']);
+    expect(history.code, history.stderr).toBe(0);
+    expect(history.stdout.split('\n').filter(Boolean)).toHaveLength(1);
+  }, 120_000);
+});
+
+describe.skipIf(!linux)('publish after its open', () => {
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'stopped by %s before its append commits: its exit code, CANCELLED, nothing published; publish then works',
+    async (signal) => {
+      const root = join(tempDir(), 'store');
+      const args = ['publish', ...scope, '--run', 'r1', '--root', root, '--host', 'h1'];
+      const child = cli(args, { stdin: summary, preload: HOLD_APPEND, env: { HOLD_APPEND: 'before' } });
+      await until(() => child.stderr().includes('append held'), 'the append');
+      child.kill(signal);
+      const { code } = await child.exited;
+      expect({ code, stderr: child.stderr(), stdout: child.stdout() }).toEqual({
+        code: EXITS[signal],
+        stderr: `append held\nhandoff-ledger: CANCELLED: publish interrupted by ${signal} before its append committed; nothing was published\n`,
+        stdout: '',
+      });
+      const history = await run(['history', ...scope, '--root', root, '--host', 'h1']);
+      expect(history).toMatchObject({ code: 0, stdout: '' });
+      const again = await run(args, summary);
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stdout).toMatch(/^published s1 seq 0\n/);
+    },
+    60_000,
+  );
+
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'a %s that comes once the append has committed changes nothing: the receipt, exit 0',
+    async (signal) => {
+      const root = join(tempDir(), 'store');
+      const args = ['publish', ...scope, '--run', 'r1', '--root', root, '--host', 'h1'];
+      const child = cli(args, { stdin: summary, preload: HOLD_APPEND, env: { HOLD_APPEND: 'after' } });
+      await until(() => child.stderr().includes('append held'), 'the append');
+      child.kill(signal);
+      const { code } = await child.exited;
+      expect({ code, stderr: child.stderr() }).toEqual({ code: 0, stderr: 'append held\n' });
+      expect(child.stdout()).toMatch(/^published s1 seq 0\nmanifest blake3:[0-9a-f]{64}\n/);
+      const history = await run(['history', ...scope, '--root', root, '--host', 'h1']);
+      expect(history.stdout.split('\n').filter(Boolean)).toHaveLength(1);
+    },
+    60_000,
+  );
+});
