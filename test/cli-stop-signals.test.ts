@@ -8,13 +8,15 @@
  * publish whatever signal came (exit 0, the receipt on stdout).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { takeFileLock } from '../src/ledger/file-lock.js';
 import { findAtomicStagingLeftovers } from '../store/fs/atomic-file.js';
+import { digestHex, digestOf } from '../store/hash/digest.js';
+import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
@@ -102,7 +104,6 @@ describe.skipIf(!linux)('a command opening its store, waiting for the trust lock
       const root = join(tempDir(), 'store');
       const args = [command, ...more, '--root', root, '--host', 'h1'];
       // A new store's keys and trust.json are written under the trust lock: held here, the open waits (30 s, then LOCKED).
-      const { mkdirSync } = await import('node:fs');
       mkdirSync(root, { mode: 0o700 });
       const held = await takeFileLock(join(root, 'trust.json'), 'trust.json');
       let released = false;
@@ -215,6 +216,80 @@ describe.skipIf(!linux)('every command on a store, opening a PostgreSQL store wh
     expect(history.stdout.split('\n').filter(Boolean)).toHaveLength(1);
   }, 120_000);
 });
+
+describePostgres(
+  "a command opening a shared PostgreSQL store, waiting for the pin's lock another process holds",
+  (pg) => {
+    it.each(['SIGINT', 'SIGTERM'] as const)(
+      '%s ends the wait: its exit code, one CANCELLED line, nothing pinned, no lock of its own left; init then works',
+      async (signal) => {
+        const root = join(tempDir(), 'a');
+        const origin = 'example.com/cli-pin';
+        const args = [
+          'init',
+          '--root',
+          root,
+          '--host',
+          'host-a',
+          '--postgres',
+          pg.connectionString,
+          '--origin',
+          origin,
+        ];
+        const pins = join(root, 'checkpoints');
+        const pin = join(pins, `${digestHex(digestOf(new TextEncoder().encode(origin)))}.pin`);
+        mkdirSync(pins, { recursive: true, mode: 0o700 });
+        // Another process of this root pinning: the open's first pin waits for its lock (30 s, then LOCKED).
+        const held = await takeFileLock(pin, 'the pinned checkpoint', { staleMs: 10_000 });
+        try {
+          const child = cli(args);
+          // trust.json is written before the guard pins: the open is at the pin's lock, or about to be.
+          await until(() => existsSync(join(root, 'trust.json')), 'the open to reach the pin');
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          const sent = Date.now();
+          child.kill(signal);
+          const { code } = await child.exited;
+          expect({ code, stderr: child.stderr(), stdout: child.stdout() }).toEqual({
+            code: EXITS[signal],
+            stderr: interrupted('init', signal),
+            stdout: '',
+          });
+          expect(Date.now() - sent).toBeLessThan(5_000);
+          expect(existsSync(pin)).toBe(false);
+          expect(readdirSync(pins)).toEqual([`${pin.split('/').at(-1)}.lock`]);
+          expect(await stagingLeft(root)).toEqual([]);
+        } finally {
+          await held.release();
+        }
+        const again = await run(args);
+        expect(again.code, again.stderr).toBe(0);
+        expect(existsSync(pin)).toBe(true);
+        const published = await run(
+          // A session of this case's own: the other case's root holds another key of host-a, not trusted here.
+          [
+            'publish',
+            '--principal',
+            'alice',
+            '--session',
+            `s-${signal}`,
+            '--run',
+            'r1',
+            '--root',
+            root,
+            '--host',
+            'host-a',
+            '--postgres',
+            pg.connectionString,
+          ],
+          summary,
+        );
+        expect(published.code, published.stderr).toBe(0);
+      },
+      60_000,
+    );
+  },
+  'cli_stop_signals_test',
+);
 
 describe.skipIf(!linux)('publish after its open', () => {
   it.each(['SIGINT', 'SIGTERM'] as const)(
