@@ -145,6 +145,9 @@ describe('npm run bench -- --quick', () => {
       'head window (head, entries at, before and after it, watermark: what resume reads)',
       'head read, separately (head; then entry at head, entry after, watermark)',
       'signature check (bare Ed25519)',
+      // As resume authorizes: the head given (the window's), not read again; beside it the path with a read of its own.
+      'authorization (owner, grants; the head given, as resume gives it)',
+      'authorization with its own head read (not what resume does)',
       'blob read + re-hash',
       'summary decode + schema',
     ])
