@@ -14,7 +14,7 @@ import {
 } from '../src/summary/decoder.js';
 import { loadUnescaper, UnescapeStatus } from '../manifests/encoding/json-unescape.js';
 import { canonicalBytes } from '../manifests/encoding/canonical.js';
-import { decodeSummary, decodeSummaryStream } from '../src/summary/summary.js';
+import { decodeSummary, decodeSummaryStream, summaryText } from '../src/summary/summary.js';
 import { storedSummaryProblem } from '../manifests/format/summary.js';
 
 const enc = new TextEncoder();
@@ -372,4 +372,105 @@ describe('a stored summary with a lone surrogate escape', () => {
       }
     },
   );
+});
+
+/**
+ * Differential: the whole-buffer decode makes its text with `summaryText`, a fast path for ASCII bytes (Latin-1 copy)
+ * beside the fatal UTF-8 decoder it replaces there. The same text, or the same refusal, for any bytes, through any view.
+ */
+describe('summaryText: the text of stored bytes as the fatal UTF-8 decoder makes it', () => {
+  const fatal = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+  /** The text, or 'refused'. */
+  const outcome = (f: () => string): string => {
+    try {
+      return f();
+    } catch {
+      return 'refused';
+    }
+  };
+  const same = (bytes: Uint8Array) =>
+    expect(outcome(() => summaryText(bytes))).toBe(outcome(() => fatal.decode(bytes)));
+  /** `bytes` as a view inside a larger buffer (other bytes before and after it), as a LevelDB read may hand out. */
+  const inside = (bytes: Uint8Array, before: number, after: number, fill: number) => {
+    const big = new Uint8Array(before + bytes.length + after).fill(fill);
+    big.set(bytes, before);
+    return big.subarray(before, before + bytes.length);
+  };
+  const ascii = fc.uint8Array({ max: 0x7f, maxLength: 300 });
+  const anyBytes = fc.uint8Array({ maxLength: 300 });
+  const utf8 = fc.string({ unit: 'binary', maxLength: 100 }).map((s) => enc.encode(s));
+
+  it('on ASCII, UTF-8 and arbitrary bytes, alone and as views inside larger buffers', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(ascii, anyBytes, utf8),
+        fc.nat({ max: 9 }),
+        fc.nat({ max: 9 }),
+        fc.constantFrom(0x41, 0xff, 0x00),
+        (bytes, before, after, fill) => {
+          same(bytes);
+          same(inside(bytes, before, after, fill));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('keeps a byte order mark (so JSON.parse refuses it), refuses a lone continuation byte or a cut sequence', () => {
+    for (const bytes of [
+      Uint8Array.of(0xef, 0xbb, 0xbf, 0x7b, 0x7d),
+      Uint8Array.of(0x7b, 0x80, 0x7d),
+      Uint8Array.of(0x22, 0xc3),
+      Uint8Array.of(0xed, 0xa0, 0x80), // an encoded surrogate: not UTF-8
+      Uint8Array.of(0x7f, 0x00, 0x41),
+      new Uint8Array(0),
+    ])
+      same(bytes);
+    expect(summaryText(Uint8Array.of(0xef, 0xbb, 0xbf, 0x7b, 0x7d))).toBe('\ufeff{}');
+  });
+
+  it('on long texts (a byte past 0x7f at the start, the middle or the end of 64 KiB)', () => {
+    const long = enc.encode(`{"nextSteps":[],"state":"${'abc\\n'.repeat(16_000)}","task":"t"}`);
+    same(long);
+    for (const at of [0, 1, 32_768, long.length - 2, long.length - 1]) {
+      for (const byte of [0x80, 0xc3, 0xff]) {
+        const edited = long.slice();
+        edited[at] = byte;
+        same(edited);
+      }
+    }
+    const mixed = enc.encode(`{"nextSteps":[],"state":"${'é😀x'.repeat(8_000)}","task":"t"}`);
+    same(mixed);
+    same(inside(mixed, 3, 5, 0x41));
+  });
+
+  it('gives decodeSummary the verdicts of the auditor (which decodes with the fatal decoder) on valid and edited summaries', () => {
+    const verdict = (bytes: Uint8Array): string => {
+      try {
+        decodeSummary(bytes);
+        return 'ok';
+      } catch (err) {
+        return (err as { code?: string }).code ?? 'uncoded';
+      }
+    };
+    fc.assert(
+      fc.property(
+        fc.record({
+          task: fc.string({ maxLength: 40 }),
+          state: fc.string({ unit: 'binary', maxLength: 40 }),
+          nextSteps: fc.array(fc.string({ maxLength: 20 }), { maxLength: 3 }),
+        }),
+        fc.nat(),
+        fc.nat({ max: 255 }),
+        fc.boolean(),
+        (summary, where, byte, edit) => {
+          const bytes = canonicalBytes(summary).slice();
+          if (edit) bytes[where % bytes.length] = byte;
+          expect(verdict(bytes)).toBe(storedSummaryProblem(bytes)?.split(':')[0] ?? 'ok');
+          if (verdict(bytes) === 'ok') expect(decodeSummary(bytes)).toEqual(JSON.parse(fatal.decode(bytes)));
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
 });
