@@ -576,6 +576,35 @@ describePostgres('PostgreSQL backend', (pg) => {
   });
 
   describe('processes of one host sharing a root', () => {
+    // A guard for any cache of grants (benchmarks/README.md, 2026-12-05, afternoon: none is kept for PostgreSQL, whose
+    // grants are read beside every resume's head window): a change another process makes is honoured by the next call.
+    it("honour another's grant and revocation at the very next resume and history", async () => {
+      const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+      const root = mkdtempSync(join(tmpdir(), 'hl-pg-grants-'));
+      const alice = { principal: 'alice', session: 's1', run: 'r1' };
+      const bob = { principal: 'bob', session: 's1' };
+      const a = await openLedger({ root, host: 'h1', postgres, onNotice: () => {} });
+      const b = await openLedger({ root, host: 'h1', postgres, onNotice: () => {} });
+      try {
+        await a.publish(alice, { task: 't', state: 's', nextSteps: ['n'] });
+        for (let i = 0; i < 3; i++) expect((await a.resume(alice))?.seq).toBe(0);
+        await expect(a.resume(bob)).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+        await b.grant('bob', 's1');
+        expect((await a.resume(bob))?.seq).toBe(0);
+        await b.revoke('bob', 's1');
+        await expect(a.resume(bob)).rejects.toMatchObject({ code: 'REVOKED' });
+        await b.revoke('alice', '*');
+        await expect(a.resume(alice)).rejects.toMatchObject({ code: 'REVOKED' });
+        await expect(a.history(alice)).rejects.toMatchObject({ code: 'REVOKED' });
+        await b.grant('alice', '*');
+        expect((await a.resume(alice))?.seq).toBe(0);
+      } finally {
+        await a.close();
+        await b.close();
+        await rm(root, { recursive: true, force: true });
+      }
+    });
+
     it('stop trusting a key another of them revoked: resume and history read trust.json again when it changed', async () => {
       const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
       const root = mkdtempSync(join(tmpdir(), 'hl-pg-shared-'));
