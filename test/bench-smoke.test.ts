@@ -150,6 +150,7 @@ describe('npm run bench -- --quick', () => {
       'authorization with its own head read (not what resume does)',
       'blob read + re-hash',
       'summary decode + schema',
+      'text made from the bytes + JSON.parse (no schema)',
     ])
       expect(steps.has(step), step).toBe(true);
     for (const x of r.resumeSteps) {
