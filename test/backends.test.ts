@@ -532,6 +532,45 @@ describe('canonical bytes: the WebAssembly escaper of long strings agrees with J
     }
   });
 
+  it("encodes a summary-sized string (from 1 Ki units) without JSON.stringify: a 4 KiB summary's state", () => {
+    const s = long('text with "quotes" and\nnewlines ', 4000);
+    const want = reference({ s, task: 't' });
+    const stringify = vi.spyOn(JSON, 'stringify');
+    try {
+      expect(Buffer.from(canonicalBytes({ s, task: 't' })).equals(Buffer.from(want))).toBe(true);
+      expect(stringify.mock.calls.filter(([v]) => v === s)).toHaveLength(0); // the WebAssembly escaper did the work
+    } finally {
+      stringify.mockRestore();
+    }
+  });
+
+  it('gives the bytes of the canonical text for several strings of a summary size in one value, each result its own', () => {
+    const chars = fc.constantFrom('a', ' ', '\n', '"', '\\', '\t', '\u0001', '\u001f', 'é', '→', '😀', '\u2028');
+    // Around both thresholds (1 Ki: escaped by the loop; 16 Ki: a long string, then every string goes the long way).
+    const length = fc.oneof(
+      fc.integer({ min: 1000, max: 16 * 1024 - 1 }),
+      fc.constantFrom(0, 1023, 1024, 1025, 16 * 1024 - 1, 16 * 1024),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(chars, { minLength: 1, maxLength: 32 }),
+        fc.array(length, { minLength: 1, maxLength: 12 }),
+        (unit, lengths) => {
+          const strings = lengths.map((n, i) => long(`${unit.join('')}${i}`, n));
+          const value = { state: strings[0], list: strings, nested: { last: strings.at(-1), short: 'q"' }, n: 1 };
+          const first = canonicalBytes(value);
+          const kept = Buffer.from(first);
+          expect(kept.equals(Buffer.from(reference(value)))).toBe(true);
+          // The working buffer is reused by the next encoding: a result handed out stays as it was.
+          const other = { list: strings.map((s) => s.toUpperCase()) };
+          expect(Buffer.from(canonicalBytes(other)).equals(Buffer.from(reference(other)))).toBe(true);
+          expect(Buffer.from(first).equals(kept)).toBe(true);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
   it('gives the same bytes when the escapes outnumber the room it estimated (the buffer grows)', () => {
     // Clean around the four 2 Ki windows where the escape density is sampled (0, 33%, 66%, end), control characters elsewhere.
     const L = 120_000;

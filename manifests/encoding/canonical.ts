@@ -14,6 +14,12 @@ import { ESCAPE, loadEscaper, releaseEscaper, takeEscaper, type Escaper } from '
 const NEEDS_ESCAPE = /["\\\u0000-\u001f]/;
 /** Strings at least this long (in UTF-16 code units) are encoded straight into the output bytes. */
 const LONG_STRING = 16 * 1024;
+/**
+ * `canonicalBytes` escapes strings from this long (UTF-16 code units) up to LONG_STRING with the WebAssembly loop too,
+ * each copied out of its memory once: for a summary's few KiB of text with newlines and quotes that is ~2 µs where
+ * `JSON.stringify` and the UTF-8 encoding of its result take ~7 (benchmarks/README.md, 2026-12-05 afternoon).
+ */
+const MID_STRING = 1024;
 /** Where `canonicalChunks` cuts a run of short parts into a piece of its own (UTF-16 units, ~1-3 MiB of bytes). */
 const TEXT_PIECE = 1024 * 1024;
 
@@ -24,18 +30,21 @@ class LongString {
 
 type Part = string | LongString;
 
-function pushString(parts: Part[], s: string, deferLong: boolean): void {
+/** From which length (UTF-16 code units) a string is left to the byte encoders as a LongString; Infinity: never. */
+type DeferFrom = number;
+
+function pushString(parts: Part[], s: string, deferFrom: DeferFrom): void {
   if (!s.isWellFormed()) throw new TypeError('JCS: string contains a lone surrogate');
-  if (deferLong && s.length >= LONG_STRING) parts.push(new LongString(s));
+  if (s.length >= deferFrom) parts.push(new LongString(s));
   else parts.push(NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`);
 }
 
-function pushValue(parts: Part[], value: unknown, depth: number, deferLong: boolean): void {
+function pushValue(parts: Part[], value: unknown, depth: number, deferFrom: DeferFrom): void {
   if (depth > 64) throw new TypeError('JCS: nesting deeper than 64 levels');
   if (value === null) {
     parts.push('null');
   } else if (typeof value === 'string') {
-    pushString(parts, value, deferLong);
+    pushString(parts, value, deferFrom);
   } else if (typeof value === 'number') {
     if (!Number.isFinite(value)) throw new TypeError('JCS: non-finite number');
     parts.push(JSON.stringify(value)); // ECMAScript Number serialization, -0 as 0: RFC 8785 section 3.2.2.3
@@ -45,7 +54,7 @@ function pushValue(parts: Part[], value: unknown, depth: number, deferLong: bool
     parts.push('[');
     for (let i = 0; i < value.length; i++) {
       if (i > 0) parts.push(',');
-      pushValue(parts, value[i], depth + 1, deferLong);
+      pushValue(parts, value[i], depth + 1, deferFrom);
     }
     parts.push(']');
   } else if (typeof value === 'object') {
@@ -62,9 +71,9 @@ function pushValue(parts: Part[], value: unknown, depth: number, deferLong: bool
       if (v === undefined) continue;
       if (!first) parts.push(',');
       first = false;
-      pushString(parts, k, false);
+      pushString(parts, k, Infinity);
       parts.push(':');
-      pushValue(parts, v, depth + 1, deferLong);
+      pushValue(parts, v, depth + 1, deferFrom);
     }
     parts.push('}');
   } else {
@@ -78,7 +87,7 @@ function pushValue(parts: Part[], value: unknown, depth: number, deferLong: bool
  */
 export function canonicalize(value: unknown): string {
   const parts: Part[] = [];
-  pushValue(parts, value, 0, false);
+  pushValue(parts, value, 0, Infinity);
   return parts.join('');
 }
 
@@ -91,11 +100,54 @@ const encoder = new TextEncoder();
  */
 export function canonicalBytes(value: unknown): Uint8Array {
   const parts: Part[] = [];
-  pushValue(parts, value, 0, true);
-  if (!parts.some((p) => p instanceof LongString)) return encoder.encode(parts.join(''));
+  pushValue(parts, value, 0, MID_STRING);
+  let longest = 0;
+  for (const p of parts) if (typeof p !== 'string' && p.value.length > longest) longest = p.value.length;
+  if (longest === 0) return encoder.encode(parts.join(''));
   const esc = loadEscaper();
-  if (esc) return encodeParts(parts, esc);
-  return encoder.encode(parts.map((p) => (typeof p === 'string' ? p : JSON.stringify(p.value))).join(''));
+  if (!esc) return encoder.encode(parts.map((p) => (typeof p === 'string' ? p : JSON.stringify(p.value))).join(''));
+  return longest < LONG_STRING ? encodeShortParts(parts, esc) : encodeParts(parts, esc);
+}
+
+/** encodeShortParts' working buffer, reused (the encoding is synchronous); one grown past SCRATCH_KEPT is not kept. */
+let scratch = new Uint8Array(64 * 1024);
+const SCRATCH_KEPT = 256 * 1024;
+
+/**
+ * Encodes parts whose deferred strings are all shorter than LONG_STRING (at most ~48 KiB of UTF-8 each, well within
+ * one escaper piece) into a working buffer, each string escaped in the escaper's memory and copied from there; the
+ * result is one copy of the bytes written, sized exactly.
+ */
+function encodeShortParts(parts: Part[], esc: Escaper): Uint8Array {
+  let buf = scratch;
+  let pos = 0;
+  const room = (n: number) => {
+    if (pos + n <= buf.length) return;
+    const bigger = new Uint8Array(Math.max(pos + n, 2 * buf.length));
+    bigger.set(buf.subarray(0, pos));
+    buf = bigger;
+  };
+  const putText = (text: string) => {
+    room(3 * text.length); // UTF-8 takes at most 3 bytes per UTF-16 code unit
+    pos += encoder.encodeInto(text, buf.subarray(pos)).written;
+  };
+  let text = '';
+  for (const p of parts) {
+    if (typeof p === 'string') {
+      text += p;
+      continue;
+    }
+    putText(`${text}"`);
+    text = '"';
+    const { written } = encoder.encodeInto(p.value, esc.src); // whole: a well-formed string of < 16 Ki units fits
+    const escaped = esc.escape(written);
+    room(escaped.length);
+    buf.set(escaped, pos);
+    pos += escaped.length;
+  }
+  putText(text);
+  if (buf !== scratch && buf.length <= SCRATCH_KEPT) scratch = buf;
+  return buf.slice(0, pos);
 }
 
 /**
@@ -107,7 +159,7 @@ export function canonicalBytes(value: unknown): Uint8Array {
  */
 export function canonicalChunks(value: unknown): Iterable<Uint8Array> {
   const parts: Part[] = [];
-  pushValue(parts, value, 0, true);
+  pushValue(parts, value, 0, LONG_STRING);
   if (!loadEscaper()) return [canonicalBytes(value)];
   if (!parts.some((p) => p instanceof LongString) && parts.reduce((n, p) => n + (p as string).length, 0) < TEXT_PIECE)
     return [canonicalBytes(value)];
