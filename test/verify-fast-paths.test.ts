@@ -19,6 +19,7 @@ import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
 import { verifyManifestEnvelope } from '../manifests/crypto/verify-manifest.js';
 import { encodeBase64Url } from '../manifests/encoding/base64.js';
 import { ManifestError } from '../manifests/errors.js';
+import { checkedPayload } from '../src/ledger/ledger.js';
 
 const id = fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9._:@-]{0,20}$/);
 const digest = fc.uint8Array({ minLength: 32, maxLength: 32 }).map((b) => `blake3:${Buffer.from(b).toString('hex')}`);
@@ -99,6 +100,40 @@ describe('canonicalManifestText', () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe("the payload a ledger signs (checkedPayload): written member by member, the generic encoding's bytes", () => {
+  it('is the generic canonical encoding of every manifest the schema accepts', () => {
+    fc.assert(
+      fc.property(manifestArb, (m) => {
+        expect(Buffer.from(checkedPayload(m)).equals(Buffer.from(encodeManifest(m)))).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('goes the generic way for what the fast reader leaves to the schema, and refuses what the schema refuses', () => {
+    // A keyId with a quote: schema-valid, its canonical text escapes it, which the anchored reader leaves to the schema.
+    const quoted = sampleManifest('k"1');
+    expect(Buffer.from(checkedPayload(quoted)).equals(Buffer.from(encodeManifest(quoted)))).toBe(true);
+    // A member the schema does not know (nothing writes one: the member-by-member text would leave it out unseen).
+    const extra = { ...sampleManifest('k1'), note: 'x' } as Manifest;
+    expect(() => checkedPayload(extra)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    const extraInSummary = sampleManifest('k1', {
+      summary: { digest: `blake3:${'ab'.repeat(32)}`, size: 10, mediaType: SUMMARY_MEDIA_TYPE, x: 1 } as never,
+    });
+    expect(() => checkedPayload(extraInSummary)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    const extraInCovers = sampleManifest('k1', { covers: { transcriptThrough: 3, y: 2 } as never });
+    expect(() => checkedPayload(extraInCovers)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    // Invalid values: refused, as before.
+    for (const bad of [
+      sampleManifest('k1', { seq: 1 }), // prev null at seq 1
+      sampleManifest('k1', { seq: Number.NaN }),
+      sampleManifest('k1', { createdAt: '2026-13-01T00:00:00.000Z' }),
+      sampleManifest('k1', { host: 'has space' }),
+    ])
+      expect(() => checkedPayload(bad)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   });
 });
 

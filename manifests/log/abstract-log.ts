@@ -11,7 +11,7 @@ import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
 import type { NodeId } from '../tlog/tree.js';
 import { KEY_BITS, type HeadsNode, type NodePath } from '../tlog/session-heads.js';
-import { timestampSchema } from '../format/manifest.js';
+import { isManifestTimestamp } from '../format/manifest-core.js';
 import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE, ORIGIN_RULE } from '../format/checkpoint.js';
 import type {
   AppendOptions,
@@ -88,9 +88,13 @@ function checkKeyId(value: unknown): string {
   throw new ManifestError('INVALID_ARGUMENT', `keyId is not a printable key id: ${shownValue(value, 80)}`);
 }
 
-/** ISO-8601 UTC with milliseconds: the one form whose text order is time order (the logs compare it as text). */
+/**
+ * ISO-8601 UTC with milliseconds: the one form whose text order is time order (the logs compare it as text). The
+ * manifest schema's rule (`timestampSchema` is a string refined by `isManifestTimestamp`), without zod's parse on
+ * every append.
+ */
 function checkTime(value: unknown, name: string): string {
-  if (timestampSchema.safeParse(value).success) return value as string;
+  if (isManifestTimestamp(value)) return value;
   throw new ManifestError('INVALID_ARGUMENT', `${name} is not an ISO-8601 UTC time with milliseconds`);
 }
 

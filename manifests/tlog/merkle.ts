@@ -21,9 +21,16 @@ export function leafHash(leaf: Uint8Array): Uint8Array {
   return sha256(buf);
 }
 
+/**
+ * `nodeHash`'s input, reused: `sha256` reads it synchronously and returns fresh bytes, and a 65-byte array is past
+ * the size V8 keeps on its own heap (each fresh one was a malloc'd backing store for the sweeper to free).
+ */
+const NODE_INPUT = new Uint8Array(1 + 2 * HASH_SIZE);
+
 /** SHA-256(0x01 || left || right). */
 export function nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
-  const buf = new Uint8Array(1 + 2 * HASH_SIZE);
+  // Any other length (a hostile proof's hash) as before: in a fresh zeroed buffer, nothing of an earlier call's.
+  const buf = left.length === HASH_SIZE && right.length === HASH_SIZE ? NODE_INPUT : new Uint8Array(1 + 2 * HASH_SIZE);
   buf[0] = 1;
   buf.set(left, 1);
   buf.set(right, 1 + HASH_SIZE);

@@ -96,14 +96,34 @@ const encoder = new TextEncoder();
 
 export const sessionKey = (session: string): Uint8Array => sha256(encoder.encode(session));
 
+/**
+ * `sessionKey` remembered for the sessions an update places (every append hashes its session's id again otherwise):
+ * the same bytes, shared by this file's updates alone, which never change a key. Bounded: the oldest entry goes.
+ */
+const placedKeys = new Map<string, Uint8Array>();
+const PLACED_KEYS_KEPT = 4096;
+function placedKey(session: string): Uint8Array {
+  let key = placedKeys.get(session);
+  if (key === undefined) {
+    key = sessionKey(session);
+    if (placedKeys.size >= PLACED_KEYS_KEPT) placedKeys.delete(placedKeys.keys().next().value!);
+    placedKeys.set(session, key);
+  }
+  return key;
+}
+
 /** The value hashed into the leaf: SHA-256 of the RFC 8785 bytes of `{ id, seq }` (keys in code-point order). */
 export function headValue(head: SessionHead): Uint8Array {
   return sha256(encoder.encode(`{"id":${JSON.stringify(head.id)},"seq":${head.seq}}`));
 }
 
+/** `nodeHash`'s input, reused (as merkle.ts's): `sha256` reads it synchronously and returns fresh bytes. */
+const NODE_INPUT = new Uint8Array(65);
+
 /** SHA-256(domain byte ‖ a ‖ b) of two 32-byte values. */
 function nodeHash(domain: number, a: Uint8Array, b: Uint8Array): Uint8Array {
-  const buf = new Uint8Array(65);
+  // Any other length (a hostile proof's value) as before: in a fresh zeroed buffer, nothing of an earlier call's.
+  const buf = a.length === 32 && b.length === 32 ? NODE_INPUT : new Uint8Array(65);
   buf[0] = domain;
   buf.set(a, 1);
   buf.set(b, 33);
@@ -278,7 +298,7 @@ export class SessionHeadsUpdate {
   }
 
   private *setSteps(session: string, head: SessionHead): Reads<void> {
-    const key = sessionKey(session);
+    const key = placedKey(session);
     const value = headValue(head);
     const end = yield* walk(key, (paths) => this.read(paths));
     let deepest = end.depth - 1; // the deepest interior node on the path after this change

@@ -22,6 +22,7 @@ import {
 } from '../../manifests/format/manifest.js';
 import { findTrustedKey, type TrustStore } from '../../manifests/format/trust.js';
 import { readCanonicalManifest } from '../../manifests/format/manifest-read.js';
+import { canonicalManifestText } from '../../manifests/format/manifest-text.js';
 import type { VerifiedManifest } from '../../manifests/crypto/verify-manifest.js';
 import { ChainChecker, type CheckedEntry } from '../../manifests/chain/checker.js';
 import { VerifiedManifestCache } from '../../manifests/crypto/verified-cache.js';
@@ -218,16 +219,33 @@ function headRefusal(session: string, head: ChainHead, err: ManifestError): Mani
   );
 }
 
-const payloadDecoder = new TextDecoder();
+const payloadEncoder = new TextEncoder();
+
+/** Members of a manifest and of its summary: a manifest with any other member is left to the generic path. */
+const MANIFEST_MEMBERS = 11;
+const SUMMARY_MEMBERS = 3;
 
 /**
  * The payload bytes of a manifest this ledger is about to sign. The writer never signs what its own verifier would
  * refuse: that would brick the chain head. The verifiers' fast reader (manifests/format/manifest-read.ts) accepts
  * exactly the canonical text of a schema-valid manifest, so a payload it reads needs nothing more; anything else
- * goes through the schema, as the verifiers' slow path does.
+ * goes through the schema, as the verifiers' slow path does. The text is written member by member
+ * (`canonicalManifestText`, equal to the generic canonical encoding for every manifest the schema accepts), for a
+ * manifest with exactly the schema's members (covers, when present, is the strict schema's output); any other goes
+ * the generic way, as before.
  * @throws LedgerError `INVALID_ARGUMENT` for a manifest the schema refuses
  */
-function checkedPayload(manifest: Manifest): Uint8Array {
+export function checkedPayload(manifest: Manifest): Uint8Array {
+  if (
+    Object.keys(manifest).length === MANIFEST_MEMBERS + (manifest.covers === undefined ? 0 : 1) &&
+    Object.keys(manifest.summary ?? {}).length === SUMMARY_MEMBERS &&
+    (manifest.covers === undefined ||
+      (Object.getPrototypeOf(manifest.covers) === Object.prototype &&
+        Object.keys(manifest.covers).length === (manifest.covers.transcriptDigest === undefined ? 1 : 2)))
+  ) {
+    const text = canonicalManifestText(manifest);
+    if (readCanonicalManifest(text)) return payloadEncoder.encode(text);
+  }
   let payload: Uint8Array | undefined;
   try {
     payload = encodeManifest(manifest);
@@ -243,6 +261,8 @@ function checkedPayload(manifest: Manifest): Uint8Array {
     );
   return payload ?? encodeManifest(manifest);
 }
+
+const payloadDecoder = new TextDecoder();
 
 /**
  * Refuses an envelope whose signature does not verify under `publicKey` (the key trust.json lists for its signer):
