@@ -18,6 +18,7 @@ export {
   emptyTrustStore,
   findTrustedKey,
   keyIdOf,
+  mergeTrust,
   parseTrustStore,
   trustDigest,
   type KeyLookup,

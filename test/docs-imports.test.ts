@@ -2,7 +2,7 @@
  * Every import the documentation shows (`import { … } from 'handoff-ledger…'` in README.md and docs/)
  * names an entry point of package.json and names that entry point exports, so a copied example runs.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -67,5 +67,40 @@ describe("the README's PostgreSQL example", () => {
     await expect(
       openLedger({ root: tempDir(), host: 'harness-eu-1', trust: { ...JSON.parse(exported), version: 2 } }),
     ).rejects.toMatchObject({ code: 'TRUST_INVALID' });
+  });
+
+  // Each host's keys export lists its own keys; the trust option and HANDOFF_LEDGER_TRUST take one store. With two
+  // other hosts a library user had no way to merge their files as verify --trust merges them: mergeTrust was internal.
+  it("merges several other hosts' keys export files with mergeTrust from the entry point it names", async () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Many processes and hosts: PostgreSQL')).split('\n## ')[0]!;
+    const said = /import \{ mergeTrust, parseTrustStore \} from\s+'(handoff-ledger[^']*)'/.exec(section);
+    expect(said, 'the section says where mergeTrust is imported from').not.toBeNull();
+    expect(section.replace(/\s+/g, ' ')).toContain(
+      "mergeTrust(...files.map((f) => parseTrustStore(readFileSync(f, 'utf8'))))",
+    );
+    const { mergeTrust, parseTrustStore } = (await import(
+      pathToFileURL(sourceOf(said![1]!)!).href
+    )) as typeof import('../manifests/index.js');
+    const { openLedger } = await import('../src/index.js');
+    const { tempDir } = await import('./support/tmp.js');
+    const files: string[] = [];
+    const dir = tempDir();
+    for (const host of ['harness-us-1', 'harness-ap-1']) {
+      const other = await openLedger({ root: tempDir(), host });
+      files.push(join(dir, `${host}.json`));
+      writeFileSync(files.at(-1)!, JSON.stringify(await other.storeTrust(), null, 2)); // what keys export writes
+      await other.close();
+    }
+    const trust = mergeTrust(...files.map((f) => parseTrustStore(readFileSync(f, 'utf8'))));
+    expect(trust.keys.map((k) => k.host).sort()).toEqual(['harness-ap-1', 'harness-us-1']);
+    const ledger = await openLedger({ root: tempDir(), host: 'harness-eu-1', trust });
+    expect(
+      ledger
+        .trustStore()
+        .keys.map((k) => k.host)
+        .sort(),
+    ).toEqual(['harness-ap-1', 'harness-eu-1', 'harness-us-1']);
+    await ledger.close();
   });
 });

@@ -57,6 +57,7 @@ export { AuditError, type AuditErrorCode } from './errors.js';
 export { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 export {
   checkpointVerifiers,
+  mergeTrust,
   parseTrustStore,
   trustDigest,
   type TrustedCheckpointKey,

@@ -160,11 +160,15 @@ export function restrictiveWindow<K extends { notBefore: string; notAfter?: stri
 
 /**
  * Union of trust stores (a store's own file plus keys of other hosts given by the caller; an auditor's several
- * `--trust` files). A key listed in
+ * `--trust` files, or a shared store's hosts' `keys export` files, as `verify --trust a.json --trust b.json` and the
+ * `trust` option take them). A key listed in
  * more than one of them gets the most restrictive window of all its listings (see `mergeTrustedKey`); a
- * checkpoint key listed twice is revoked when either listing revokes it.
+ * checkpoint key listed twice is revoked when either listing revokes it. `undefined` stands for no store.
+ * @throws ManifestError `TRUST_INVALID` when one key id is listed with two public keys, or for a store built by hand
+ *   that is none (as `trustDigest`); stores `parseTrustStore` gave never are.
  */
 export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore {
+  for (const s of stores) if (s !== undefined) checkStoreShape(s);
   const keys: TrustedKey[] = [];
   const checkpointKeys: TrustedCheckpointKey[] = [];
   // Each key's place in the union, by host then key id (then verifier key): a lookup per key, not a scan of the
@@ -228,6 +232,19 @@ function listOf<T>(list: T[] | undefined, name: 'keys' | 'checkpointKeys'): T[] 
   if (entries.some((k) => typeof k !== 'object' || k === null))
     throw new ManifestError('TRUST_INVALID', `trust store is malformed: an entry of ${name} that is not an object`);
   return entries;
+}
+
+/**
+ * A store built by hand, never parsed, may be anything: TRUST_INVALID, as parseTrustStore says of such a file, for
+ * one that is no object, whose lists are none, or an entry no object or a field no string.
+ */
+function checkStoreShape(store: TrustStore): void {
+  if (typeof store !== 'object' || store === null)
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
+  for (const k of listOf(store.keys, 'keys'))
+    windowed(k, { host: text(k.host), keyId: text(k.keyId), publicKey: text(k.publicKey) });
+  for (const k of listOf(store.checkpointKeys, 'checkpointKeys'))
+    windowed(k, { host: text(k.host), keyId: text(k.keyId), vkey: text(k.vkey) });
 }
 
 /**

@@ -1,10 +1,10 @@
-/** trustDigest of a store built by hand that is none: a coded refusal, never a TypeError. */
+/** trustDigest and mergeTrust of a store built by hand that is none: a coded refusal, never a TypeError. */
 import { describe, expect, it } from 'vitest';
-import { trustDigest, type TrustStore } from '../../manifests/format/trust.js';
+import { mergeTrust, trustDigest, type TrustStore } from '../../manifests/audit/index.js';
 
-const code = (store: unknown): string | undefined => {
+const code = (store: unknown, of: (store: TrustStore) => unknown = trustDigest): string | undefined => {
   try {
-    trustDigest(store as TrustStore);
+    of(store as TrustStore);
   } catch (err) {
     return (err as { code?: string }).code ?? `uncoded ${(err as Error).name}`;
   }
@@ -54,5 +54,46 @@ describe('trustDigest', () => {
       'trust store is malformed: an entry of checkpointKeys that is not an object',
     );
     expect(message({ version: 1, keys: [] })).toBeUndefined();
+  });
+});
+
+describe("mergeTrust (exported: a library auditor merges several hosts' trust files as verify --trust does)", () => {
+  const key = { host: 'h', keyId: 'k', publicKey: 'p', notBefore: '2026-01-01T00:00:00.000Z' };
+  const good = { version: 1 as const, keys: [key] };
+
+  it('refuses what is no trust store with TRUST_INVALID, beside a store or alone (null is no "no store")', () => {
+    for (const store of [
+      null,
+      7,
+      'store',
+      { version: 1 },
+      { version: 1, keys: 'h1' },
+      { version: 1, keys: [null] },
+      { version: 1, keys: [7] },
+      { version: 1, keys: [{ ...key, host: 1 }] },
+      { version: 1, keys: [{ ...key, publicKey: 1 }] },
+      { version: 1, keys: [{ ...key, notAfter: {} }] },
+      { version: 1, keys: [], checkpointKeys: {} },
+      { version: 1, keys: [], checkpointKeys: [null] },
+    ]) {
+      expect(
+        code(store, (s) => mergeTrust(good, s)),
+        JSON.stringify(store),
+      ).toBe('TRUST_INVALID');
+      expect(
+        code(store, (s) => mergeTrust(s)),
+        JSON.stringify(store),
+      ).toBe('TRUST_INVALID');
+    }
+  });
+
+  it('merges stores (undefined: none), refusing one key id with two public keys', () => {
+    expect(
+      mergeTrust(good, undefined, { version: 1, keys: [{ ...key, revokedAt: '2026-06-01T00:00:00.000Z' }] }),
+    ).toEqual({
+      version: 1,
+      keys: [{ ...key, revokedAt: '2026-06-01T00:00:00.000Z' }],
+    });
+    expect(code({ version: 1, keys: [{ ...key, publicKey: 'q' }] }, (s) => mergeTrust(good, s))).toBe('TRUST_INVALID');
   });
 });

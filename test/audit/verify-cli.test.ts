@@ -28,7 +28,8 @@ import {
 import { parseWitnessKeys, witnessDigest } from '../../manifests/audit/verify-witnesses.js';
 import type { CosignerKey } from '../../manifests/crypto/cosignature.js';
 import { deriveFiltered } from '../support/derive-filtered.js';
-import { mergeTrust, parseTrustStore, trustDigest, type TrustStore } from '../../manifests/format/trust.js';
+// From the entry point: a library auditor merges a shared store's hosts' files as verify --trust merges them.
+import { mergeTrust, parseTrustStore, trustDigest, type TrustStore } from '../../manifests/audit/index.js';
 import { verifyBundle, type BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
 import { openBundleDir } from '../../src/ops/bundle-dir.js';
