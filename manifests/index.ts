@@ -48,6 +48,7 @@ export type {
   GrantState,
   GrantTable,
   HeadWindow,
+  IdPositionRecord,
   InlineBlob,
   InlineBlobTable,
   InlineDeleteOptions,
@@ -58,8 +59,8 @@ export type {
   SigningKeyTable,
 } from './log/log.js';
 export { AbstractManifestLog } from './log/abstract-log.js';
-export type { HeadProblem, HeadProblemCode } from './chain/head-rules.js';
-export { LevelManifestLog, type LevelManifestLogOptions } from './log/level/log.js';
+export type { CutBackFacts, HeadProblem, HeadProblemCode } from './chain/head-rules.js';
+export { LevelManifestLog, type BatchOp, type LevelManifestLogOptions } from './log/level/log.js';
 export { PgManifestLog, type PgManifestLogOptions } from './log/pg/log.js';
 export {
   encodeVerifierKey,

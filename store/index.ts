@@ -11,7 +11,7 @@ export {
   type HashBackend,
   type Hasher,
 } from './hash/digest.js';
-export { loadHashBackend, type HashBackendName } from './hash/backends.node.js';
+export { loadHashBackend, type HashBackendLoaders, type HashBackendName } from './hash/backends.node.js';
 export {
   HandoffLedgerError,
   isHandoffLedgerError,

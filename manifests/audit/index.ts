@@ -48,7 +48,7 @@ export {
   type LineVerifyContext,
   type VerifiedLine,
 } from './verify-line.js';
-export { createWebCryptoLineVerifier } from './verify-webcrypto.js';
+export { createWebCryptoLineVerifier, type Subtle } from './verify-webcrypto.js';
 export { describeFinding, describeVerdict, type VerdictPaint } from './report-text.js';
 export type { BlobCheckOptions, SummaryCheck } from './verify-blobs.js';
 export { storedSummaryProblem } from '../format/summary.js';
