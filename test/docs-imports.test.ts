@@ -104,3 +104,31 @@ describe("the README's PostgreSQL example", () => {
     await ledger.close();
   });
 });
+
+describe("the README's table for a Harness that calls the SDK itself", () => {
+  // It named anthropicSubmitHandoffTool beside summarySchemaFor (the main entry's) without saying that only
+  // handoff-ledger/adapters/anthropic exports it: an import from 'handoff-ledger' found nothing.
+  it("names the entry point of each name it gives that the main entry does not export, in the name's row", async () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const section = readme
+      .slice(readme.indexOf('A Harness that calls the SDK itself'))
+      .split('\n\n')
+      .slice(0, 2)
+      .join('\n');
+    const rows = section.split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| ---'));
+    expect(rows.length).toBeGreaterThanOrEqual(4);
+    const byEntry = new Map<string, Set<string>>();
+    for (const specifier of Object.keys(pkg.exports).filter((e) => !e.endsWith('.json'))) {
+      const name = specifier === '.' ? 'handoff-ledger' : `handoff-ledger/${specifier.slice(2)}`;
+      byEntry.set(name, new Set(Object.keys((await import(pathToFileURL(sourceOf(name)!).href)) as object)));
+    }
+    const unplaced: string[] = [];
+    for (const row of rows)
+      for (const [, name] of row.matchAll(/`([A-Za-z_$][\w$]*)[`(]/g)) {
+        const from = [...byEntry].filter(([, names]) => names.has(name!)).map(([entry]) => entry);
+        if (from.length === 0 || from.includes('handoff-ledger')) continue;
+        if (!from.some((entry) => row.includes(`\`${entry}\``))) unplaced.push(`${name} (${from.join(', ')})`);
+      }
+    expect(unplaced).toEqual([]);
+  });
+});
