@@ -153,6 +153,46 @@ describe('publish and resume', () => {
     }
   });
 
+  // It said only "the head moved (expected X)": neither the head found nor what a Harness does about it.
+  it('says in its CHAIN_CONFLICT which head it found and what to do (publish, checkPublish and compact alike)', async () => {
+    const { compact } = await import('../src/compaction/compact.js');
+    const ledger = await open(tempDir());
+    try {
+      const stale = async (expectedPrev: Digest | null, head: string) => {
+        const message =
+          `session sess-1: the head moved (expected ${expectedPrev ?? 'an empty chain'}, found ${head}): another run ` +
+          'published in it since; resume the session and go on from its head (the next expectedPrev is the id resume ' +
+          'returns)';
+        await expect(ledger.publish(alice, sampleSummary(9), { expectedPrev })).rejects.toMatchObject({
+          code: 'CHAIN_CONFLICT',
+          message,
+        });
+        await expect(ledger.checkPublish(alice, { expectedPrev })).rejects.toMatchObject({
+          code: 'CHAIN_CONFLICT',
+          message,
+        });
+        const model = vi.fn();
+        await expect(compact({ ledger, scope: alice, model, transcript: [], expectedPrev })).rejects.toMatchObject({
+          code: 'CHAIN_CONFLICT',
+          message,
+        });
+        expect(model).not.toHaveBeenCalled();
+      };
+      await stale(`blake3:${'0'.repeat(64)}`, 'an empty chain');
+      const first = await ledger.publish(alice, sampleSummary(1));
+      await stale(null, `${first.id} at seq 0`);
+      const second = await ledger.publish(alice, sampleSummary(2));
+      await stale(first.id, `${second.id} at seq 1`);
+      // What the message says to do works: resume, and build on the id it returns.
+      const resumed = await ledger.resume(alice);
+      await expect(ledger.publish(alice, sampleSummary(3), { expectedPrev: resumed!.id })).resolves.toMatchObject({
+        seq: 2,
+      });
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('refuses an expectedPrev that is neither null nor a manifest id with INVALID_ARGUMENT, not "the head moved"', async () => {
     const ledger = await open(tempDir());
     const first = await ledger.publish(alice, sampleSummary(1));

@@ -167,11 +167,21 @@ function parsePublishOptions(options: unknown): PublishOptions {
   return { signal: o.signal as AbortSignal | undefined, expectedPrev, covers };
 }
 
-/** `CHAIN_CONFLICT`: the session's head is not the `expectedPrev` the caller built on. */
-function headMoved(session: string, expectedPrev: Digest | null): LedgerError {
+/**
+ * `CHAIN_CONFLICT`: the session's head is not the `expectedPrev` the caller built on. The message names the head found
+ * and what to do: another run published in the session, so a context built on the old head is stale.
+ */
+function headMoved(
+  session: string,
+  expectedPrev: Digest | null,
+  head: { id: Digest; seq: number } | undefined,
+): LedgerError {
+  const found = head ? `${head.id} at seq ${head.seq}` : 'an empty chain';
   return new LedgerError(
     'CHAIN_CONFLICT',
-    `session ${session}: the head moved (expected ${expectedPrev ?? 'an empty chain'})`,
+    `session ${session}: the head moved (expected ${expectedPrev ?? 'an empty chain'}, found ${found}): another run ` +
+      'published in it since; resume the session and go on from its head (the next expectedPrev is the id resume ' +
+      'returns)',
   );
 }
 
@@ -500,7 +510,7 @@ export class Ledger {
           // A log rolled back or forked since the open is that (ROLLBACK, FORK: not retryable), as checkPublish and
           // the commit judge it first; only a log that extends its pin is a head that moved.
           await this.checkpoints.verify();
-          throw headMoved(s.session, options.expectedPrev);
+          throw headMoved(s.session, options.expectedPrev, head);
         }
         // The head it would link to, judged for its key as resume will judge it once it is the entry before the new
         // head (KEY_REVOKED and the like), before the summary is stored; the commit judges the head it links to again
@@ -585,7 +595,8 @@ export class Ledger {
       // tree rolled back, forked or damaged since the open is refused here, before the model is asked, with the code
       // the commit would refuse it with.
       await untilCancelled(this.checkpoints.verify(), signal);
-      if (expectedPrev !== undefined && (head?.id ?? null) !== expectedPrev) throw headMoved(s.session, expectedPrev);
+      if (expectedPrev !== undefined && (head?.id ?? null) !== expectedPrev)
+        throw headMoved(s.session, expectedPrev, head);
       // The host key that would sign it: a revoked or expired key refuses every publish, so the model is not asked.
       // On the signing lock's shared side, as publish's commit: a rotation or revocation of this process is not seen
       // half done (the log's window closed, its new keys not yet written), and no reload of the keys here takes back
@@ -775,7 +786,7 @@ export class Ledger {
     const head = await untilCancelled(this.appendHead(s.session), signal);
     await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
     if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev)
-      throw headMoved(s.session, options.expectedPrev);
+      throw headMoved(s.session, options.expectedPrev, head);
     // Never dated before the head it links to (another host's clock may be ahead of this one's).
     const after = head ? await untilCancelled(this.headDate(s.session, head), signal) : undefined;
     const signer = this.keyring.signer;
