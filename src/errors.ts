@@ -2,10 +2,18 @@
  * Errors of the ledger layer. Errors from the layers below (`StoreError`, `ManifestError`, `AuditError`) pass
  * through with their own codes; all extend `HandoffLedgerError`, which `isHandoffLedgerError` recognizes.
  */
-import { HandoffLedgerError, throwIfAborted } from '../store/errors.js';
+import {
+  HandoffLedgerError,
+  isHandoffLedgerError as isAnyLayerError,
+  throwIfAborted,
+  type StoreError,
+  type StoreErrorCode,
+} from '../store/errors.js';
 import { onAbort } from '../store/abort.js';
+import type { ManifestError, ManifestErrorCode } from '../manifests/errors.js';
+import type { AuditError, AuditErrorCode } from '../manifests/audit/errors.js';
 
-export { HandoffLedgerError, isHandoffLedgerError } from '../store/errors.js';
+export { HandoffLedgerError } from '../store/errors.js';
 
 export type LedgerErrorCode =
   | 'INVALID_ID'
@@ -51,6 +59,18 @@ export class LedgerError extends HandoffLedgerError<LedgerErrorCode> {
     super(code, message, options);
     if (options?.evidence) this.evidence = options.evidence;
   }
+}
+
+/** Every code an error of the library carries: the four layers' codes (README, Error codes). */
+export type HandoffLedgerErrorCode = LedgerErrorCode | StoreErrorCode | ManifestErrorCode | AuditErrorCode;
+
+/**
+ * Whether `err` is an error of this library (`instanceof HandoffLedgerError`), typed as what it then is: one of the
+ * four layers' classes, so `err.code` is their codes' union and a misspelt code (`'CHAIN_CONFLICTS'`) does not
+ * compile. (`handoff-ledger/store`'s, of the lowest layer, knows only the base and gives `code` as a string.)
+ */
+export function isHandoffLedgerError(err: unknown): err is LedgerError | StoreError | ManifestError | AuditError {
+  return isAnyLayerError(err);
 }
 
 /**

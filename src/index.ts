@@ -29,6 +29,7 @@ export {
   isHandoffLedgerError,
   LedgerError,
   type CheckpointEvidence,
+  type HandoffLedgerErrorCode,
   type LedgerErrorCode,
 } from './errors.js';
 export { StoreError, type StoreErrorCode } from '../store/errors.js';

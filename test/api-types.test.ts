@@ -5,7 +5,8 @@
  * below imports from its entry point's source and is the very type the function takes or gives (`Same`); the test
  * checks that the built declarations of each entry point (dist/, what a user's compiler reads) export the names.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -207,5 +208,42 @@ describe('the public types', () => {
     };
     for (const d of exported) visitDeclaration(d);
     expect([...missing].sort()).toEqual([]);
+  });
+
+  // isHandoffLedgerError narrowed to the base class, whose code is a string: a misspelt code compiled, and a Harness's
+  // handling by code (the contract) got no help from its types. It narrows to the four layers' classes now.
+  it("narrows isHandoffLedgerError's code to the layers' codes: a misspelt code does not compile, every layer's does", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hl-codes-'));
+    try {
+      const file = join(dir, 'codes.ts');
+      const lines = [
+        `import { isHandoffLedgerError, type HandoffLedgerErrorCode } from ${JSON.stringify(join(ROOT, 'dist/src/index.js'))};`,
+        'export function handle(err: unknown): number {',
+        '  if (!isHandoffLedgerError(err)) return 0;',
+        '  const code: HandoffLedgerErrorCode = err.code;',
+        "  if (code === 'CHAIN_CONFLICT' || code === 'BLOB_INTEGRITY' || code === 'SIGNATURE_INVALID') return 1;",
+        "  if (err.code === 'BUNDLE_EXISTS') return 2;",
+        "  if (err.code === 'CHAIN_CONFLICTS') return 3;",
+        '  return 4;',
+        '}',
+      ];
+      writeFileSync(file, lines.join('\n') + '\n');
+      const program = ts.createProgram([file], {
+        module: ts.ModuleKind.NodeNext,
+        moduleResolution: ts.ModuleResolutionKind.NodeNext,
+        strict: true,
+        types: ['node'],
+        skipLibCheck: true,
+        noEmit: true,
+      });
+      const found = ts.getPreEmitDiagnostics(program).map((d) => ({
+        line: d.file ? d.file.getLineAndCharacterOfPosition(d.start!).line + 1 : 0,
+        code: d.code,
+      }));
+      // TS2367: "This comparison appears to be unintentional because the types … have no overlap", on line 7 only.
+      expect(found).toEqual([{ line: 7, code: 2367 }]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
