@@ -176,7 +176,8 @@ describe('the packed tarball', { timeout: 240_000 }, () => {
   });
 
   it('resolves its types for ESM users under node16 and bundler (arethetypeswrong)', async () => {
-    // ESM only by design: CommonJS `require` and node10 resolution are out of scope (see README).
+    // ESM only by design: node10 resolution and a CommonJS build are out of scope (see README); `require()` is Node's
+    // require of ES modules, checked in the fresh project below.
     const args = [tarball, '--profile', 'esm-only', '--format', 'json', '--entrypoints', ...entries];
     const { stdout } = await run(bin('attw'), args, { maxBuffer: 64 * 1024 * 1024 }).catch((err) => err);
     const report = JSON.parse(stdout) as { analysis: { problems: unknown[]; entrypoints: Record<string, unknown> } };
@@ -391,6 +392,46 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
         ).toBe('');
       });
     }
+  });
+
+  // The README offers CommonJS `require()` (Node 20.19+ loads ES modules with it) and says which TypeScript module
+  // setting types it: every entry point is required, and typed, as it says. An entry point with a top-level await
+  // could not be required (ERR_REQUIRE_ASYNC_MODULE).
+  it('loads every entry point with require() from CommonJS, typed under module nodenext', async () => {
+    const script = entries
+      .map((e) => `out[${JSON.stringify(e)}] = Object.keys(require(${JSON.stringify(specifier(e))})).length;`)
+      .join('\n');
+    await writeFile(
+      join(consumer, 'require-all.cjs'),
+      `const out = {};\n${script}\nconsole.log(JSON.stringify(out));\n`,
+    );
+    const { stdout } = await run(process.execPath, ['require-all.cjs'], { cwd: consumer });
+    const counts = JSON.parse(stdout) as Record<string, number>;
+    for (const e of entries) expect(counts[e], e).toBeGreaterThan(0);
+    const readme = await readFile(join(repo, 'README.md'), 'utf8');
+    expect(readme.split('## Install')[1]!.split('\n## ')[0]!.replace(/\s+/g, ' ')).toContain(
+      'TypeScript types it under `module` `nodenext` (or `node20`)',
+    );
+    const dir = join(consumer, 'ts-require');
+    await run('mkdir', ['-p', dir]);
+    const lines = entries.map(
+      (e, i) =>
+        `import m${i} = require(${JSON.stringify(specifier(e))});\nexport const n${i}: number = Object.keys(m${i}).length;`,
+    );
+    lines.push(`export const open: typeof m0.openLedger = m0.openLedger;`);
+    await writeFile(join(dir, 'index.cts'), lines.join('\n') + '\n');
+    const compilerOptions = {
+      module: 'nodenext',
+      moduleResolution: 'nodenext',
+      target: 'es2022',
+      strict: true,
+      noEmit: true,
+      types: ['node'],
+      skipLibCheck: true,
+    };
+    await writeFile(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['index.cts'] }));
+    const result = await run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', dir]).catch((err) => err);
+    expect(`${result.stdout ?? ''}${result.stderr ?? ''}`).toBe('');
   });
 
   it('runs the CLI: --version, then one publish and its resume', async () => {
