@@ -88,7 +88,7 @@ const CLI_HINTS: CoverageHints = { requireBlobs: '--require-blobs', scope: '--pr
 export function describeCoverage(r: BundleAuditReport, hints: CoverageHints = CLI_HINTS): string {
   const c = r.checked;
   const blobs = c.blobs
-    ? `blobs${c.blobsRequired ? ' (required)' : ''}`
+    ? `blobs${c.blobsRequired ? ' (required)' : ''}${c.summaries ? '' : ' (digests and sizes: NOT the summary schema, no checkSummary)'}`
     : `NOT blobs (the bundle carries none; ${hints.requireBlobs} makes that a finding)`;
   const scope = c.scope
     ? `scope ${Object.entries(c.scope)

@@ -90,6 +90,11 @@ export interface AuditCoverage {
   /** Step 7 ran (the bundle carries blobs, or `requireBlobs` made their absence findings). */
   blobs: boolean;
   blobsRequired: boolean;
+  /**
+   * Step 7 held each blob to the summary schema too (the `checkSummary` option, which the CLI and the page pass:
+   * `storedSummaryProblem`); false when no blobs were checked, or no check was given (digests and sizes only).
+   */
+  summaries: boolean;
   /** The scope chains were held to (step 6, `OUT_OF_SCOPE`); absent when none was declared or asked for. */
   scope?: AuditScope;
   /** Who declared each part of the scope: the auditor's options, the bundle's unsigned header, or neither. */
@@ -592,9 +597,11 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
         filtered ? tracker.heads() : undefined,
       )
     : { checked: false, reason: 'no verified checkpoint' };
+  const blobs = reader.readBlob !== undefined || options.requireBlobs === true;
   const checked: AuditCoverage = {
-    blobs: reader.readBlob !== undefined || options.requireBlobs === true,
+    blobs,
     blobsRequired: options.requireBlobs === true,
+    summaries: blobs && options.checkSummary !== undefined,
     ...coverage,
     expect: options.expect ?? 'none',
     bundle: filtered ? 'filtered' : 'full',

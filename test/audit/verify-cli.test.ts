@@ -33,6 +33,8 @@ import { mergeTrust, parseTrustStore, trustDigest, type TrustStore } from '../..
 import { verifyBundle, type BundleAuditReport } from '../../manifests/audit/verify-chain.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
 import { openBundleDir } from '../../src/ops/bundle-dir.js';
+import { describeCoverage } from '../../manifests/audit/report-text.js';
+import { storedSummaryProblem } from '../../manifests/format/summary.js';
 
 let big: TestBundle;
 
@@ -397,6 +399,34 @@ describe('the report names the trust it was verified under (checked.trust)', () 
     expect(c.stdout().split('\n')[2]).toBe(
       `trust: ${expected.digest} (${store.keys.length} key${store.keys.length === 1 ? '' : 's'}, ${expected.checkpointKeys} checkpoint key${expected.checkpointKeys === 1 ? '' : 's'})`,
     );
+  });
+
+  // A library audit without checkSummary checks blobs' digests and sizes only, and its report's `checked` was the same as
+  // the CLI's, which also holds each blob to the summary schema: a kept report could not show which check was made.
+  it('says whether the blobs were held to the summary schema (checked.summaries), the CLI always, the library as asked', async () => {
+    const cli = await cliVerify(files.bundle, files.trust);
+    expect(cli.code).toBe(0);
+    expect(cli.report!.checked).toMatchObject({ blobs: true, summaries: true });
+    const c = captureIo();
+    expect(await verifyCli([files.bundle, '--trust', files.trust, '--workers', '0'], c.io)).toBe(0);
+    expect(c.stdout().split('\n')[1]).toMatch(/^checked: signatures, chain rules, blobs; /);
+    const bare = await libraryReport(store);
+    expect(bare.checked).toMatchObject({ blobs: true, summaries: false });
+    expect(describeCoverage(bare)).toMatch(
+      /^checked: signatures, chain rules, blobs \(digests and sizes: NOT the summary schema, no checkSummary\); /,
+    );
+    const withSchema = await verifyBundle(await openBundleDir(files.bundle), {
+      trust: store,
+      checkSummary: storedSummaryProblem,
+    });
+    expect(withSchema.checked).toEqual(cli.report!.checked);
+    expect(describeCoverage(withSchema)).toBe(c.stdout().split('\n')[1]);
+    // No blobs checked: no summaries either, whatever the option.
+    const sessionOnly = await verifyBundle(await openBundleDir(files.sessionBundle), {
+      trust: store,
+      checkSummary: storedSummaryProblem,
+    });
+    expect(sessionOnly.checked).toMatchObject({ blobs: false, summaries: false });
   });
 
   it("two --trust files: the merged store's digest (no file's), whatever their order, as one file holding both", async () => {

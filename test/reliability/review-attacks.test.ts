@@ -475,6 +475,7 @@ describe('verify time', () => {
       checked: {
         blobs: false,
         blobsRequired: false,
+        summaries: false,
         scopeFrom: 'none',
         expect: 'none',
         bundle: 'full',
