@@ -7,9 +7,10 @@
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
 import { takeFileLock } from '../src/ledger/file-lock.js';
+import { Keyring } from '../src/keys/keyring.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
@@ -189,6 +190,72 @@ describe("openLedger's signal at a root other processes pin in too", () => {
         await ledger.close();
       }
     } finally {
+      await level.close();
+    }
+  }, 60_000);
+});
+
+describe("openLedger's signal where a shared root's pin needs the keys read again", () => {
+  it('ends the wait for the trust lock after a pin no key it read verifies (a rotation elsewhere) at the abort (CANCELLED, promptly); a later open reads the rotated keys', async () => {
+    const base = tempDir();
+    const level = await LevelManifestLog.open(join(base, 'log'));
+    // A log that says it is not exclusive (two processes of a host, as on PostgreSQL): a pin it cannot verify with the
+    // keys it read, under a trust.json changed since, is judged again once the rotation holding the trust lock ends.
+    const shared = Object.create(level, { exclusive: { value: false }, close: { value: async () => {} } });
+    const root = join(base, 'root');
+    const origin = 'example.com/retry-signal';
+    const first = await openLedger({ root, host: 'h1', log: shared, origin, onNotice: () => {} });
+    await first.publish(scope, sampleSummary(0));
+    let held: Awaited<ReturnType<typeof takeFileLock>> | undefined;
+    const open = Keyring.open.bind(Keyring);
+    // The second open has read trust.json; the other process rotates and pins with its new checkpoint key now, and
+    // holds the trust lock (another rotation under way) as the open goes to wait for it.
+    const keyringOpen = vi.spyOn(Keyring, 'open').mockImplementationOnce(async (options, signal) => {
+      const keyring = await open(options, signal);
+      await first.rotateKey();
+      await first.publish(scope, sampleSummary(1));
+      held = await takeFileLock(join(root, 'trust.json'), 'trust.json');
+      return keyring;
+    });
+    let asked!: () => void;
+    const waiting = new Promise<void>((resolve) => (asked = resolve));
+    const exclusive = Keyring.prototype.exclusive;
+    const exclusiveSpy = vi.spyOn(Keyring.prototype, 'exclusive').mockImplementation(function (
+      this: Keyring,
+      ...args: Parameters<Keyring['exclusive']>
+    ) {
+      if (held) asked();
+      return exclusive.apply(this, args) as never;
+    });
+    try {
+      const abort = new AbortController();
+      const reason = new Error('the caller gave up');
+      const opening = openLedger({ root, host: 'h1', log: shared, origin, signal: abort.signal, onNotice: () => {} });
+      await waiting;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const aborted = Date.now();
+      abort.abort(reason);
+      const err = await opening.catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+      expect((err as Error).cause).toBe(reason);
+      // Not the 30 s wait for the lock (LOCKED) the retry made before it took the signal.
+      expect(Date.now() - aborted).toBeLessThan(5_000);
+      expect(keyringOpen).toHaveBeenCalled();
+    } finally {
+      keyringOpen.mockRestore();
+      exclusiveSpy.mockRestore();
+      await held?.release();
+    }
+    try {
+      const second = await openLedger({ root, host: 'h1', log: shared, origin, onNotice: () => {} });
+      try {
+        expect(second.keyId).toBe(first.keyId); // the rotated key
+        expect((await second.resume(scope))?.seq).toBe(1);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await first.close();
       await level.close();
     }
   }, 60_000);

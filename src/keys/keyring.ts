@@ -789,9 +789,10 @@ export class Keyring {
    * Runs `fn` holding the trust lock, after re-reading the keys under it: a rotation or revocation made by
    * another process sharing this root has ended, and `fn` changes trust.json as it is now (`rotate`, `revoke`
    * only run in here).
-   * @throws LedgerError `LOCKED` when another process holds the lock longer than the wait allows
+   * @throws LedgerError `LOCKED` when another process holds the lock longer than the wait allows; `CANCELLED` when
+   *   `signal` aborts while that wait lasts (an open's signal: nothing is run; not looked at once the lock is taken)
    */
-  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
+  async exclusive<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     return withFileLock(
       this.trustPath,
       'trust.json',
@@ -804,7 +805,7 @@ export class Keyring {
           this.held = false;
         }
       },
-      this.options.trustLock,
+      { ...this.options.trustLock, signal },
     );
   }
 

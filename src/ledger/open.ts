@@ -206,7 +206,8 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   options field that throws as it is read (nothing is written).
  * @throws LedgerError `CANCELLED` once `signal` aborts (nothing made when it had before the call), with what the open
  *   had opened closed again: at its next step, or in a wait (a signer's test signature, PostgreSQL connecting or
- *   migrating, the trust lock, a shared root's pin lock).
+ *   migrating, the trust lock, a shared root's pin lock, the trust lock again where a shared root's pin was signed by a key
+ *   a rotation elsewhere made).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
  *   witness's verifier key that does not parse (nothing is written).
  * @throws LedgerError `KEY_INVALID` for a `keyFile` that does not exist (none staged beside it by a rotation) or is no
@@ -544,7 +545,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       // unverified under an unchanged trust.json stays refused.
       const unverified = err instanceof ManifestError && err.code === 'NOTE_UNVERIFIED';
       if (!unverified || log.exclusive === true || !(await keyring.changedOnDisk())) throw err;
-      await keyring.exclusive(async () => {});
+      // The open's signal ends this wait for the rotation, as it ends the others.
+      await keyring.exclusive(async () => {}, signal);
       checkpoints = await openGuard();
     }
     throwIfCancelled(signal);
