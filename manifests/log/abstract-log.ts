@@ -265,8 +265,17 @@ export abstract class AbstractManifestLog implements ManifestLog {
     return this._setWatermark(checkId(session, 'session'), checkSeq(seq, 'seq'));
   }
 
-  async checkHeads(): Promise<HeadProblem[]> {
-    return this._checkHeads();
+  async checkHeads(options?: { signal?: AbortSignal | undefined }): Promise<HeadProblem[]> {
+    const { signal } = readOptionFields(
+      checkObject(options, 'options'),
+      ['signal'],
+      'checkHeads options',
+      ManifestError,
+    );
+    if (signal !== undefined && !(signal instanceof AbortSignal))
+      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
+    throwIfAborted(signal, ManifestError);
+    return this._checkHeads(signal);
   }
 
   async close(): Promise<void> {
@@ -277,9 +286,10 @@ export abstract class AbstractManifestLog implements ManifestLog {
    * Walks every head, then every session with a watermark but no head, through the head rules, each session's facts
    * read in one round from one committed state (`_headWindow`): an append landing during the walk is not taken for
    * a rollback (a head read before it beside an entry or watermark read after it). A backend that can gather the
-   * same facts in fewer round trips overrides this (PostgreSQL does).
+   * same facts in fewer round trips overrides this (PostgreSQL does). `signal` is looked at before each session's
+   * facts are read (one flag read beside a round of reads): `CANCELLED` once it aborted.
    */
-  protected async _checkHeads(): Promise<HeadProblem[]> {
+  protected async _checkHeads(signal?: AbortSignal): Promise<HeadProblem[]> {
     const problems: HeadProblem[] = [];
     // A corrupt record is a problem to report, not a reason to stop: the other sessions are still checked.
     const corrupt = (session: string, err: unknown) => {
@@ -287,6 +297,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
       problems.push({ session, code: 'RECORD_CORRUPT', problem: err.message });
     };
     const check = async (session: string) => {
+      throwIfAborted(signal, ManifestError);
       try {
         problems.push(...headProblems(await this._headWindow(session)));
       } catch (err) {

@@ -324,9 +324,11 @@ export interface ManifestLog {
   setWatermark(session: string, seq: number): Promise<void>;
   /**
    * The recovery check a ledger runs at open: every head names a stored entry with its id, no entry lies
-   * beyond a head, and no head is below its session's watermark (head-rules.ts). Empty when all hold.
+   * beyond a head, and no head is below its session's watermark (head-rules.ts). Empty when all hold. `signal` ends
+   * the walk once it aborts (`CANCELLED`), looked at as each session (PostgreSQL: each page of sessions) is checked: a
+   * ledger's open over many chains stops promptly. A backend of the caller's may ignore it.
    */
-  checkHeads(): Promise<HeadProblem[]>;
+  checkHeads(options?: { signal?: AbortSignal | undefined }): Promise<HeadProblem[]>;
   /**
    * Runs `fn` with a read-only view of this log at one moment: every read of the view (heads, entries, the tree,
    * the session-heads index, inline blobs, key records) sees the log as it was when the view began, whatever

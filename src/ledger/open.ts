@@ -26,7 +26,12 @@ import { isNewOrigin, isValidOrigin, NEW_ORIGIN_RULE, ORIGIN_RULE } from '../../
 import { Keyring, listedCheckpointOrigin, refuseMissingKeyFile, refuseNewHostKey } from '../keys/keyring.js';
 import { checkSignal, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { checkBooleanOption, readOptionFields, type NamesEveryField } from '../../store/errors.js';
+import {
+  checkBooleanOption,
+  isHandoffLedgerError,
+  readOptionFields,
+  type NamesEveryField,
+} from '../../store/errors.js';
 import { checkByteBound } from '../summary/summary.js';
 import { CheckpointGuard, refuseAnotherLogsPin, refuseRootWithoutItsLog, storedOriginDamage } from './checkpoints.js';
 import { checkWitnessingOptions, readWitnessingOptions, WitnessPool } from './witnessing.js';
@@ -205,7 +210,8 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   `diagnose` that is not a boolean (null and undefined: the default), a `signal` that is not an AbortSignal, or an
  *   options field that throws as it is read (nothing is written).
  * @throws LedgerError `CANCELLED` once `signal` aborts (nothing made when it had before the call), with what the open
- *   had opened closed again: at its next step, or in a wait (a signer's test signature, PostgreSQL connecting or
+ *   had opened closed again: at its next step, within the steps that go over many items (the blob store's and the
+ *   root's staging leftovers, the head check over every chain: those removed or checked stay so), or in a wait (a signer's test signature, PostgreSQL connecting or
  *   migrating, the trust lock, a shared root's pin lock, the trust lock again where a shared root's pin was signed by a key
  *   a rotation elsewhere made).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
@@ -408,12 +414,16 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         ...(sharedRoot ? { keepStagingMs: STAGING_LEFTOVER_MS } : {}),
         // A diagnosing open (fsck) writes nothing to the root: the blob store's leftovers are named below instead.
         leaveLeftovers: options.diagnose === true,
+        // Looked at between its staging files: a root with many leftovers stops promptly.
+        signal,
       });
       blobs = opened.store;
       stagingRemoved = opened.recovery.stagingRemoved;
       blobLeftovers = opened.recovery.leftInPlace;
     }
-    const headProblems = await log.checkHeads();
+    throwIfCancelled(signal);
+    // Looked at between chains (PostgreSQL: between pages of them): a store of many chains stops promptly.
+    const headProblems = await log.checkHeads({ signal });
     // The first opener names the log; every later opener, on any host, signs under that name.
     const stored = await log.origin();
     // A stored origin that is no valid one: refused, unless the open is to diagnose (fsck), which goes on, writing
@@ -462,7 +472,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     const stagingBefore = sharedRoot ? Date.now() - STAGING_LEFTOVER_MS : Infinity;
     if (options.diagnose === true) {
       const left = [
-        ...(await findAtomicStagingLeftovers(stagingDirs, stagingBefore)),
+        ...(await findAtomicStagingLeftovers(stagingDirs, stagingBefore, signal)),
         ...(blobLeftovers?.staging ?? []),
       ];
       const aside = blobLeftovers?.aside ?? [];
@@ -474,7 +484,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         notice(
           `a diagnosing open (fsck) left ${left.length === 1 ? '1 staging file' : `${left.length} staging files`} of interrupted writes in place (${left.join(', ')}): the next open that is not diagnosing removes ${left.length === 1 ? 'it' : 'them'}`,
         );
-    } else stagingRemoved += await removeAtomicStagingLeftovers(stagingDirs, stagingBefore);
+    } else stagingRemoved += await removeAtomicStagingLeftovers(stagingDirs, stagingBefore, signal);
     throwIfCancelled(signal);
     const keyring = await Keyring.open(
       {
@@ -612,6 +622,9 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     await checkpoints?.close().catch(() => {});
     if (!options.log) await log.close().catch(() => {});
     if (pgBlobs) await pgBlobs.close().catch(() => {});
+    // A step's own CANCELLED (the blob store's recovery, the head check, the staging cleanup: a StoreError or
+    // ManifestError) is the open's, as every other one it ends with.
+    if (signal?.aborted && isHandoffLedgerError(err) && err.code === 'CANCELLED') throwIfCancelled(signal);
     throw err;
   }
 }

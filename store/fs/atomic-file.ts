@@ -3,7 +3,7 @@ import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { nodeFsOps } from './ops.js';
-import { isErrnoError } from '../errors.js';
+import { isErrnoError, throwIfAborted } from '../errors.js';
 
 /**
  * The staging names `writeFileAtomic` (`.<16 hex>.tmp` beside the target) and `createFileWhole` (`<name>.<16 hex>.tmp`,
@@ -123,10 +123,17 @@ export async function createFileWhole(
 /**
  * Removes `writeFileAtomic` and `createFileWhole` staging files in `dirs` last changed before `before` (ms): what a
  * crash left beside its target, which no later write would remove (each picks a new name). Returns how many went.
+ * @throws StoreError `CANCELLED` once `signal` aborts, looked at before each file is looked at or removed (those
+ *   removed stay removed; the next call removes the rest)
  */
-export async function removeAtomicStagingLeftovers(dirs: string[], before: number): Promise<number> {
+export async function removeAtomicStagingLeftovers(
+  dirs: string[],
+  before: number,
+  signal?: AbortSignal,
+): Promise<number> {
   let removed = 0;
-  for (const path of await findAtomicStagingLeftovers(dirs, before))
+  for (const path of await findAtomicStagingLeftovers(dirs, before, signal)) {
+    throwIfAborted(signal);
     if (
       await unlink(path).then(
         () => true,
@@ -134,14 +141,20 @@ export async function removeAtomicStagingLeftovers(dirs: string[], before: numbe
       )
     )
       removed++;
+  }
   return removed;
 }
 
 /**
  * The staging files `removeAtomicStagingLeftovers` would remove, found and left as they are (a diagnosing open, which
  * writes nothing to the root it diagnoses, reports them): their paths, in `dirs` order.
+ * @throws StoreError `CANCELLED` once `signal` aborts, looked at before each staging file is looked at
  */
-export async function findAtomicStagingLeftovers(dirs: string[], before: number): Promise<string[]> {
+export async function findAtomicStagingLeftovers(
+  dirs: string[],
+  before: number,
+  signal?: AbortSignal,
+): Promise<string[]> {
   const found: string[] = [];
   for (const dir of dirs) {
     let names: string[];
@@ -152,6 +165,7 @@ export async function findAtomicStagingLeftovers(dirs: string[], before: number)
     }
     for (const name of names.sort()) {
       if (!ATOMIC_STAGING_NAME.test(name)) continue;
+      throwIfAborted(signal);
       const path = join(dir, name);
       const st = await lstat(path).catch(() => undefined);
       if (!st?.isFile() || st.mtimeMs >= before) continue;

@@ -66,6 +66,12 @@ export interface FsBlobStoreOptions {
    * (`blobs-v1/`, `tmp/`, `quarantine/`, `gc-aside/`) are not made: a write makes those it writes through. Default false.
    */
   leaveLeftovers?: boolean;
+  /**
+   * Ends `open`'s recovery once it aborts (`CANCELLED`), looked at before each staging file in `tmp/` is judged or
+   * removed (those removed stay removed; the next open removes the rest): an open over many leftovers stops
+   * promptly. Not kept by the store (`openLedger` passes its own signal).
+   */
+  signal?: AbortSignal | undefined;
 }
 
 /** Every field of FsBlobStoreOptions: `FsBlobStore.open` reads these once and refuses any other name. */
@@ -76,6 +82,7 @@ const FS_BLOB_STORE_FIELDS = [
   'hashThread',
   'keepStagingMs',
   'leaveLeftovers',
+  'signal',
 ] as const satisfies ReadonlyArray<keyof FsBlobStoreOptions>;
 const everyFsBlobStoreField: NamesEveryField<FsBlobStoreOptions, typeof FS_BLOB_STORE_FIELDS> = true;
 void everyFsBlobStoreField;
@@ -176,7 +183,8 @@ export class FsBlobStore extends AbstractBlobStore {
     // first publish fsyncs only the shard directories it makes). Nothing dirty: each is a quick no-op.
     for (const dir of [root, store.blobsV1Dir])
       if (!store.unmade.has(dir)) await store.fs.fsyncDir(dir).catch(wrap('fsync directory'));
-    const recovery = options.leaveLeftovers === true ? await store.leftovers() : await store.recover();
+    const recovery =
+      options.leaveLeftovers === true ? await store.leftovers(options.signal) : await store.recover(options.signal);
     return { store, recovery };
   }
 
@@ -198,12 +206,14 @@ export class FsBlobStore extends AbstractBlobStore {
   }
 
   /** What `recover` would deal with, found and left in place (`leaveLeftovers`). */
-  private async leftovers(): Promise<FsRecoveryReport> {
+  private async leftovers(signal?: AbortSignal): Promise<FsRecoveryReport> {
+    let left: FsRecoveryReport;
     try {
       const before = Date.now() - this.keepStagingMs;
       const staging: string[] = [];
       for (const name of (await this.namesIn(this.tmpDir)).sort()) {
         if (!name.endsWith('.tmp')) continue; // as `recover`: only staging names are leftovers of ours
+        if (signal?.aborted) break; // CANCELLED below, not a storage failure
         const path = join(this.tmpDir, name);
         if (this.keepStagingMs > 0) {
           const st = await this.fs.lstat(path).catch((err: unknown) => {
@@ -228,17 +238,21 @@ export class FsBlobStore extends AbstractBlobStore {
         }
         aside.push(path);
       }
-      return { stagingRemoved: 0, leftInPlace: { staging, aside } };
+      left = { stagingRemoved: 0, leftInPlace: { staging, aside } };
     } catch (err) {
       throw storageFailed('list leftovers', err);
     }
+    throwIfAborted(signal);
+    return left;
   }
 
   /**
    * Removes every staging file left by an interrupted write (recovery on open); with `keepStagingMs`, only those
    * unchanged for that long (a younger one may be another process's write in flight).
+   * @throws StoreError `CANCELLED` once `signal` aborts, looked at before each staging file (those removed stay
+   *   removed; the next recovery removes the rest)
    */
-  async recover(): Promise<FsRecoveryReport> {
+  async recover(signal?: AbortSignal): Promise<FsRecoveryReport> {
     await this.makeUnmade([this.blobsV1Dir, this.blobDir, this.tmpDir, this.quarantineDir, this.asideDir]);
     let stagingRemoved = 0;
     try {
@@ -247,6 +261,7 @@ export class FsBlobStore extends AbstractBlobStore {
         // Only the names a blob write stages under (`<hex>.tmp`, older releases' `*.tmp` too): anything else an
         // operator put here (an export's bundle, a key file) is no leftover of ours, and is never deleted.
         if (!name.endsWith('.tmp')) continue;
+        if (signal?.aborted) break; // CANCELLED below, not a storage failure
         const path = join(this.tmpDir, name);
         if (this.keepStagingMs > 0) {
           const st = await this.fs.lstat(path).catch((err: unknown) => {
@@ -261,6 +276,7 @@ export class FsBlobStore extends AbstractBlobStore {
     } catch (err) {
       throw storageFailed('recover staging', err);
     }
+    throwIfAborted(signal);
     // A gc interrupted while it held a blob aside: put it back; the next gc judges it again.
     await restoreAside(
       this.fs,

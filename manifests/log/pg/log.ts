@@ -587,10 +587,14 @@ export class PgManifestLog extends AbstractManifestLog {
     await rowsOf(this.db, 'write', 'watermark write', this.sql.setWatermark!, [session, seq]);
   }
 
-  /** One round trip per page of sessions instead of three per session: a shared database may hold many chains. */
-  protected override async _checkHeads(): Promise<HeadProblem[]> {
+  /**
+   * One round trip per page of sessions instead of three per session: a shared database may hold many chains.
+   * `signal` is looked at before each page (`CANCELLED` once it aborted).
+   */
+  protected override async _checkHeads(signal?: AbortSignal): Promise<HeadProblem[]> {
     const problems: HeadProblem[] = [];
     for (let after = ''; ;) {
+      throwIfAborted(signal, ManifestError);
       const rows = await this.rows<HeadFactsRow>('head check', this.sql.headFacts!, [after]);
       for (const r of rows) {
         const head =
