@@ -5,7 +5,8 @@
  * is held in a wait it cannot end by itself: the trust lock another process (this test) holds while a new store or a
  * new host key is written, or a PostgreSQL server that accepts and never answers, for every command on a store.
  * After the open, `publish` stops before its append commits (nothing published) and, once committed, reports the
- * publish whatever signal came (exit 0, the receipt on stdout).
+ * publish whatever signal came (exit 0, the receipt on stdout). `demo` stops the same way at an open, a compaction's
+ * publish before its append commits, or its next step, its temporary project directory removed.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
@@ -328,6 +329,71 @@ describe.skipIf(!linux)('publish after its open', () => {
       expect(child.stdout()).toMatch(/^published s1 seq 0\nmanifest blake3:[0-9a-f]{64}\n/);
       const history = await run(['history', ...scope, '--root', root, '--host', 'h1']);
       expect(history.stdout.split('\n').filter(Boolean)).toHaveLength(1);
+    },
+    60_000,
+  );
+});
+
+describe.skipIf(!linux)('demo', () => {
+  /** The demo's temporary project directories under `dir` (its TMPDIR). */
+  const projects = (dir: string) => readdirSync(dir).filter((name) => name.startsWith('handoff-demo-project-'));
+
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'stopped by %s at its first compaction, before the append commits: its exit code, one CANCELLED line, its project directory removed; the store is free and demo then works',
+    async (signal) => {
+      const base = tempDir();
+      const tmp = join(base, 'tmp');
+      mkdirSync(tmp, { mode: 0o700 });
+      const root = join(base, 'store');
+      const env = { TMPDIR: tmp, HOLD_APPEND: 'before' };
+      const child = cli(['demo', '--root', root], { preload: HOLD_APPEND, env });
+      await until(() => child.stderr().includes('append held'), 'the append');
+      expect(projects(tmp)).toHaveLength(1);
+      child.kill(signal);
+      const { code } = await child.exited;
+      expect({ code, stderr: child.stderr() }).toEqual({
+        code: EXITS[signal],
+        stderr: `append held\nhandoff-ledger: CANCELLED: demo interrupted by ${signal}; its temporary project directory was removed (what it published before stays in the store)\n`,
+      });
+      expect(child.stdout()).not.toContain('demo complete');
+      expect(projects(tmp)).toEqual([]);
+      // The store is free (the ledger closed: LevelDB's lock released).
+      const grants = await run(['grants', '--principal', 'demo-user', '--root', root, '--host', 'demo-host']);
+      expect(grants.code, grants.stderr).toBe(0);
+      const again = cli(['demo', '--root', root], { env: { TMPDIR: tmp } });
+      expect((await again.exited).code, again.stderr()).toBe(0);
+      expect(again.stdout()).toContain('demo complete');
+      expect(projects(tmp)).toEqual([]);
+    },
+    60_000,
+  );
+
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'stopped by %s while its open waits for the trust lock of a new store: its exit code, one CANCELLED line, no key made, its project directory removed',
+    async (signal) => {
+      const base = tempDir();
+      const tmp = join(base, 'tmp');
+      mkdirSync(tmp, { mode: 0o700 });
+      const root = join(base, 'store');
+      mkdirSync(root, { mode: 0o700 });
+      // A new store's first open writes its keys and trust.json under the trust lock: held here, it waits.
+      const held = await takeFileLock(join(root, 'trust.json'), 'trust.json');
+      try {
+        const child = cli(['demo', '--root', root], { env: { TMPDIR: tmp } });
+        await until(() => existsSync(join(root, 'keys')), 'the open');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        child.kill(signal);
+        const { code } = await child.exited;
+        expect({ code, stderr: child.stderr() }).toEqual({
+          code: EXITS[signal],
+          stderr: `handoff-ledger: CANCELLED: demo interrupted by ${signal}; its temporary project directory was removed (what it published before stays in the store)\n`,
+        });
+        expect(readdirSync(join(root, 'keys'))).toEqual([]);
+        expect(existsSync(join(root, 'trust.json'))).toBe(false);
+        expect(projects(tmp)).toEqual([]);
+      } finally {
+        await held.release();
+      }
     },
     60_000,
   );

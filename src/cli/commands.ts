@@ -377,7 +377,14 @@ export const commands: Record<string, CommandSpec> = {
       '--host ID         the demo host (or HANDOFF_LEDGER_HOST; default demo-host, not the machine name)',
       '                  (HANDOFF_LEDGER_ROOT or HANDOFF_LEDGER_HOST set to "" counts as unset)',
     ],
-    exits: { ok: 'every step ran and every check held', refused: refusedLedger },
+    exits: {
+      ok: 'every step ran and every check held',
+      refused: refusedLedger,
+      more: [
+        '130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM: at an open of the store, a publish before its append',
+        '    commits, or its next step; its temporary project directory is removed, what it published before stays',
+      ],
+    },
     json: false,
     load: async () => (await import('./demo.js')).run,
   },

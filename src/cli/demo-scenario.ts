@@ -23,6 +23,7 @@ import {
 } from '../index.js';
 import { type Ledger } from '../ledger/ledger.js';
 import { defaultRoot, openLedger } from '../ledger/open.js';
+import { throwIfCancelled } from '../errors.js';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Summary } from '../summary/summary.js';
 import type { Digest } from '../../store/hash/digest.js';
@@ -34,6 +35,12 @@ export interface DemoOptions {
   /** The BLAKE3 backend (the CLI passes HANDOFF_LEDGER_HASH's, as every command takes it). */
   hash?: HashBackendName;
   out: { write(chunk: string): unknown };
+  /**
+   * Ends the demo (`CANCELLED`) once it aborts: an open of the store (its waits included), a compaction's publish
+   * before its append commits, or the next step; the ledger is closed and the temporary project directory removed
+   * all the same. What it published before stays in the store.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 export interface DemoReport {
@@ -139,6 +146,8 @@ class DemoSession {
     readonly scope: { principal: string; session: string; run: string },
     project: string,
     private readonly say: (label: string, text: string) => void,
+    /** The demo's signal: a compaction's publish ends at it before its append commits. */
+    private readonly signal: AbortSignal | undefined,
   ) {
     this.files = new ProjectFileTool(project);
   }
@@ -160,6 +169,7 @@ class DemoSession {
       model: this.model,
       transcript: this.context,
       expectedPrev: this.head,
+      signal: this.signal,
     });
     check(this.files.calls === callsBefore, 'compaction makes no file-tool call');
     this.context = context;
@@ -189,14 +199,16 @@ class DemoSession {
 
 /**
  * Runs the demo, printing each step to `out`.
- * @throws LedgerError / StoreError / ManifestError from the ledger; an Error when a demo check fails
+ * @throws LedgerError / StoreError / ManifestError from the ledger (`CANCELLED` once `signal` aborts); an Error when a
+ *   demo check fails
  */
 export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   // Absolute: the project directory's file tool judges paths against it (a relative root failed its own check).
   const root = resolve(options.root ?? defaultRoot());
   const host = options.host ?? 'demo-host';
   const say = (label: string, text: string) => void options.out.write(`${label.padEnd(10)} ${text}\n`);
-  const open = () => openLedger({ root, host, hash: options.hash, onNotice: (m) => say('notice', m) });
+  const signal = options.signal;
+  const open = () => openLedger({ root, host, hash: options.hash, onNotice: (m) => say('notice', m), signal });
   const scope = {
     principal: PRINCIPAL,
     session: `demo-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`,
@@ -209,7 +221,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   let session: DemoSession | undefined;
   try {
     const project = await realpath(made);
-    session = new DemoSession(await open(), scriptedModel(), scope, project, say);
+    session = new DemoSession(await open(), scriptedModel(), scope, project, say, signal);
     say('store', `${root} (embedded: filesystem blobs + LevelDB manifests), host ${host}`);
     say('account', `${PRINCIPAL} may write only to ${project}`);
     say('', `write README.md → ${await session.files.write('README.md', '# demo project\n')}`);
@@ -221,6 +233,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       `${scope.session}, context window ${CONTEXT_WINDOW} tokens, compaction at ${DEFAULT_COMPACTION_RATIO * 100}%`,
     );
     for (let n = 1; ; n++) {
+      throwIfCancelled(signal);
       check(n <= 20, 'the session reaches the threshold');
       await session.send(`Turn ${n}: keep working on the HTTP retry logic. `.padEnd(200, '.'));
       const used = tokens(session.context);
@@ -231,13 +244,17 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         break;
       }
     }
+    throwIfCancelled(signal);
     await continueAfterRestart(session, open, report, 0, say);
 
+    throwIfCancelled(signal);
     await session.send('Turn 6: add the jitter. '.padEnd(200, '.'));
     say('turn 6', `${tokens(session.context)}/${CONTEXT_WINDOW} tokens, below the threshold`);
     say('user', '/compact');
     report.published.push({ trigger: 'manual', ...(await session.compact('manual')) });
+    throwIfCancelled(signal);
     await continueAfterRestart(session, open, report, 1, say);
+    throwIfCancelled(signal);
 
     const after = await session.files.write(join(root, 'HANDOFF.md'), 'x');
     check(after.startsWith('denied: outside_allowed_roots'), 'permissions are unchanged');
