@@ -211,9 +211,9 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   options field that throws as it is read (nothing is written).
  * @throws LedgerError `CANCELLED` once `signal` aborts (nothing made when it had before the call), with what the open
  *   had opened closed again: at its next step, within the steps that go over many items (the blob store's and the
- *   root's staging leftovers, the head check over every chain: those removed or checked stay so), or in a wait (a signer's test signature, PostgreSQL connecting or
- *   migrating, the trust lock, a shared root's pin lock, the trust lock again where a shared root's pin was signed by a key
- *   a rotation elsewhere made).
+ *   root's staging leftovers, the head check over every chain: those removed or checked stay so), or in a wait (a
+ *   signer's test signature, PostgreSQL connecting or migrating, the trust lock, a shared root's pin lock, the trust
+ *   lock again where a shared root's pin was signed by a key a rotation elsewhere made).
  * @throws ManifestError `TRUST_INVALID` for a `trust` option that is not a valid trust store, `KEY_INVALID` for a
  *   witness's verifier key that does not parse (nothing is written).
  * @throws LedgerError `KEY_INVALID` for a `keyFile` that does not exist (none staged beside it by a rotation) or is no
