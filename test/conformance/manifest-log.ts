@@ -697,6 +697,23 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
         expect(await fx.log.checkHeads()).toEqual([]);
       });
 
+      it('takes a signal: an aborted one is CANCELLED (its reason the cause), one that is no AbortSignal INVALID_ARGUMENT', async () => {
+        await appendChain('a', 2);
+        await fx.log.setWatermark('a', 4);
+        const reason = new Error('the open gave up');
+        await expect(fx.log.checkHeads({ signal: AbortSignal.abort(reason) })).rejects.toMatchObject({
+          name: 'ManifestError',
+          code: 'CANCELLED',
+          cause: reason,
+        });
+        await expect(fx.log.checkHeads({ signal: { aborted: true } as never })).rejects.toMatchObject({
+          name: 'ManifestError',
+          code: 'INVALID_ARGUMENT',
+        });
+        // One that has not aborted changes nothing.
+        expect(await fx.log.checkHeads({ signal: new AbortController().signal })).toHaveLength(1);
+      });
+
       it('reports a session with a watermark and no head, its first entry removed, for the entries left', async () => {
         await appendChain('a', 3);
         await fx.removeEntry('a', 0);
