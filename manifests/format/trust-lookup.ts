@@ -15,10 +15,14 @@ const quoted = (value: string): string => JSON.stringify(value.length > 100 ? `$
 
 /**
  * Finds the key `keyId` listed for `host` and checks it was valid at `at` (ISO time):
- * notBefore <= at < notAfter, and at < revokedAt.
+ * notBefore <= at < notAfter, and at < revokedAt. Only `keys` is searched, never `checkpointKeys` (a checkpoint key
+ * signs no manifest). Where a store built by hand lists one key twice, the first listing decides.
+ *
+ * The key is found through an index of the store's `keys` list, built at the first lookup in it (see `keyIndex`):
+ * a chain of 100,000 manifests under a 10,000-key store looks each one up in constant time, not by a scan.
  */
 export function findTrustedKey(trust: TrustStore, host: string, keyId: string, at: string): KeyLookup {
-  const key = trust.keys.find((k) => k.host === host && k.keyId === keyId);
+  const key = listedKey(trust, host, keyId);
   const named = () => `key ${quoted(keyId)} of host ${quoted(host)}`;
   if (!key) return { ok: false, code: 'KEY_UNTRUSTED', message: `${named()} is not trusted` };
   const t = Date.parse(at);
@@ -30,6 +34,70 @@ export function findTrustedKey(trust: TrustStore, host: string, keyId: string, a
     return { ok: false, code: 'KEY_EXPIRED', message: `${named()} was not valid at ${quoted(at)}` };
   }
   return { ok: true, key, publicKey: publicKeyBytes(key) };
+}
+
+/**
+ * Where each key of a `keys` list is: host, then key id, to its first listing and that listing's place. `size` is the
+ * list's length when it was indexed.
+ */
+interface KeyIndex {
+  size: number;
+  byHost: Map<string, Map<string, { entry: TrustedKey; at: number }>>;
+}
+
+/**
+ * The index of each `keys` list looked up in, built once per list (not per store object: a store whose `keys` is
+ * given another list gets another index). Held weakly: the caller's store is never written to (no hidden field, no
+ * freezing), and an index goes when its list does. `null`: a list that cannot be indexed (see `keyIndex`).
+ */
+const keyIndexes = new WeakMap<object, KeyIndex | null>();
+
+/**
+ * The first listing of (`host`, `keyId`) in `trust.keys`: what `trust.keys.find(...)` gives, found by the index.
+ * A store is read as it is: the windows and revocation of the listing found are read at each lookup, and a list that
+ * has grown or shrunk since it was indexed, or whose listing found is no longer at its place or no longer names that
+ * key, is indexed again. A store changed in place otherwise after a lookup (another listing put in at the place of one
+ * of the same length, or renamed) is not noticed: to change a store already used, build a new one, as `mergeTrust` and
+ * the keyring do. Anything the index cannot stand for exactly (a list that is no array, a listing that is no object, a
+ * name that is no string) is searched as before, by a scan.
+ */
+function listedKey(trust: TrustStore, host: string, keyId: string): TrustedKey | undefined {
+  const keys = trust.keys;
+  if (typeof host !== 'string' || typeof keyId !== 'string' || !Array.isArray(keys))
+    return keys.find((k) => k.host === host && k.keyId === keyId);
+  for (let fresh = false; ; fresh = true) {
+    let index = keyIndexes.get(keys);
+    if (index === undefined || (index !== null && index.size !== keys.length) || fresh) {
+      index = keyIndex(keys);
+      keyIndexes.set(keys, index);
+    }
+    if (index === null) return keys.find((k) => k.host === host && k.keyId === keyId);
+    const found = index.byHost.get(host)?.get(keyId);
+    if (found === undefined) return undefined;
+    if (fresh || (keys[found.at] === found.entry && found.entry.host === host && found.entry.keyId === keyId))
+      return found.entry;
+  }
+}
+
+/** Indexes a list, or `null` when a listing is no object or reading one throws: those are scanned, as before. */
+function keyIndex(keys: TrustedKey[]): KeyIndex | null {
+  const byHost: KeyIndex['byHost'] = new Map();
+  try {
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i];
+      if (typeof k !== 'object' || k === null) return null;
+      const host: unknown = k.host;
+      const keyId: unknown = k.keyId;
+      // A name that is no string never equals (===) one looked up, which always is.
+      if (typeof host !== 'string' || typeof keyId !== 'string') continue;
+      let byId = byHost.get(host);
+      if (byId === undefined) byHost.set(host, (byId = new Map()));
+      if (!byId.has(keyId)) byId.set(keyId, { entry: k, at: i });
+    }
+  } catch {
+    return null;
+  }
+  return { size: keys.length, byHost };
 }
 
 /** Decoded public keys per trust entry: a chain's manifests look the same few keys up again and again. */
