@@ -340,9 +340,12 @@ const isSyncIterable = (lines: Iterable<string> | AsyncIterable<string>): lines 
 /** Lines as runs of raw lines; an array's (or any synchronous iterable's) are cut without an async step. */
 function runsOf(lines: Iterable<string> | AsyncIterable<string>): AsyncIterable<RawLine[]> | Iterable<RawLine[]> {
   const RUN = 1024;
+  // A line that is no string is the caller's mistake, refused by name: never converted (String() of an object whose
+  // toString throws threw its TypeError, and an object's text is no line of any bundle).
   const raw = (line: number, text: unknown): RawLine => {
-    const t = String(text);
-    return { line, text: t, terminated: true, bytes: t.length + 1 };
+    if (typeof text !== 'string')
+      throw auditUsage(`verifyChain takes the envelope lines as strings: line ${line} is ${shownValue(text)}`);
+    return { line, text, terminated: true, bytes: text.length + 1 };
   };
   if (isSyncIterable(lines)) {
     const sync = lines;
@@ -368,8 +371,8 @@ function runsOf(lines: Iterable<string> | AsyncIterable<string>): AsyncIterable<
 /**
  * Verifies envelope lines (e.g. a ManifestLog's `entries()` mapped to `envelope`) through steps 1-6.
  * Line numbers are 1-based positions in `lines`.
- * @throws AuditError `USAGE` for lines that are not an iterable of strings (a whole file's text is one string) or
- *   options without a trust store; `WORKER_FAILED` when an injected line verifier fails (never for bad input)
+ * @throws AuditError `USAGE` for lines that are not an iterable of strings (a whole file's text is one string; a line
+ *   that is no string, when the iteration reaches it) or options without a trust store; `WORKER_FAILED` when an injected line verifier fails (never for bad input)
  */
 export async function verifyChain(
   lines: Iterable<string> | AsyncIterable<string>,

@@ -10,7 +10,7 @@
  * Leaves are the exact base64-decoded payloads of the lines, so a removed, added, reordered or changed
  * manifest anywhere (the tail included) changes the root. Isomorphic.
  */
-import { AuditError } from './errors.js';
+import { auditUsage } from './errors.js';
 import { counted } from '../encoding/printable.js';
 import {
   BUNDLE_CHECKPOINT_FILE,
@@ -368,7 +368,7 @@ async function verifySince(
   sink: FindingSink,
   linesMatch: boolean,
 ): Promise<void> {
-  if (!old.ok) throw new AuditError('USAGE', `--since: the earlier checkpoint does not verify: ${old.message}`);
+  if (!old.ok) throw auditUsage(`--since: the earlier checkpoint does not verify: ${old.message}`);
   const o = old.checkpoint;
   const fail = (message: string) =>
     sink.add({

@@ -15,7 +15,7 @@ import { ManifestError } from '../errors.js';
 import { bytesToHex, digestOf, type Digest } from '../../store/hash/digest.js';
 import { encodeBase64 } from '../encoding/base64.js';
 import { canonicalBytes } from '../encoding/canonical.js';
-import { AuditError } from './errors.js';
+import { auditUsage } from './errors.js';
 import { counted } from '../encoding/printable.js';
 import type { FindingSink } from './findings.js';
 
@@ -153,21 +153,20 @@ export async function readWitnessPolicy(
   keys: { name: string; read(): Promise<string> } | undefined,
   quorum: string | undefined,
 ): Promise<WitnessPolicy | undefined> {
-  const usage = (message: string, cause?: unknown) => new AuditError('USAGE', message, { cause });
   if (keys === undefined && quorum === undefined) return undefined;
   if (keys === undefined || quorum === undefined)
-    throw usage('--witness-keys FILE and --quorum K go together (K valid cosignatures by the pinned witnesses)');
-  if (!/^[1-9][0-9]{0,3}$/.test(quorum)) throw usage('--quorum must be a whole number from 1');
+    throw auditUsage('--witness-keys FILE and --quorum K go together (K valid cosignatures by the pinned witnesses)');
+  if (!/^[1-9][0-9]{0,3}$/.test(quorum)) throw auditUsage('--quorum must be a whole number from 1');
   let policy: WitnessPolicy;
   try {
     policy = { keys: parseWitnessKeys(await keys.read()), quorum: Number(quorum) };
   } catch (err) {
-    throw usage(`--witness-keys ${keys.name}: ${(err as Error).message}`, err);
+    throw auditUsage(`--witness-keys ${keys.name}: ${(err as Error).message}`, { cause: err });
   }
   try {
     assertWitnessPolicy(policy);
   } catch (err) {
-    throw usage(`--quorum: ${(err as Error).message}`, err);
+    throw auditUsage(`--quorum: ${(err as Error).message}`, { cause: err });
   }
   return policy;
 }

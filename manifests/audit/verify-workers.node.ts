@@ -12,7 +12,7 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { AuditError, readAuditOptions } from './errors.js';
+import { AuditError, auditUsage, readAuditOptions } from './errors.js';
 import { errorText, shownValue, type NamesEveryField } from '../../store/errors.js';
 import { startLineDispatcher, type LinePort } from './line-dispatch.js';
 import { digestOfReady } from '../../store/hash/digest.js';
@@ -75,15 +75,11 @@ function readWorkerOptions(given: unknown): WorkerLineVerifierOptions {
   const options = readAuditOptions<WorkerLineVerifierOptions>(given, WORKER_FIELDS, 'createWorkerLineVerifier');
   const { threads, verifier } = options;
   if (threads !== undefined && !(Number.isSafeInteger(threads) && (threads as number) >= 0))
-    throw new AuditError(
-      'USAGE',
+    throw auditUsage(
       `createWorkerLineVerifier: threads must be a whole number (0 and 1: one worker), not ${shownValue(threads)}`,
     );
   if (verifier !== undefined && verifier !== 'node' && verifier !== 'noble')
-    throw new AuditError(
-      'USAGE',
-      `createWorkerLineVerifier: verifier must be 'node' or 'noble', not ${shownValue(verifier)}`,
-    );
+    throw auditUsage(`createWorkerLineVerifier: verifier must be 'node' or 'noble', not ${shownValue(verifier)}`);
   return options;
 }
 

@@ -6,7 +6,7 @@
  * same command can simply be run again (a second signal, of either kind, ends the process at once, as without a
  * handler).
  */
-import { AuditError } from '../../manifests/audit/errors.js';
+import { auditUsage } from '../../manifests/audit/errors.js';
 import { exportBundle } from '../ops/export.js';
 import { LedgerError } from '../errors.js';
 import {
@@ -39,7 +39,7 @@ export async function readSince(path: string): Promise<string> {
     const bytes = await readRegularFile(path, MAX_SINCE_BYTES, () => new UsageError('over 64 KiB'));
     return bytes.toString('utf8');
   } catch (err) {
-    throw new AuditError('USAGE', `--since ${path}: ${(err as Error).message}`, { cause: err });
+    throw auditUsage(`--since ${path}: ${(err as Error).message}`, { cause: err });
   }
 }
 

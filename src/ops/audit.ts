@@ -7,7 +7,7 @@ import {
   type VerifyBundleOptions,
 } from '../../manifests/audit/verify-chain.js';
 import { readOptionFieldsAs } from '../../store/errors.js';
-import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
+import { auditUsage } from '../../manifests/audit/errors.js';
 import { LedgerTelemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 
 /**
@@ -21,7 +21,7 @@ export async function auditBundle(
 ): Promise<BundleAuditReport> {
   // No options, or options that cannot be read: verifyBundle's own USAGE, not a TypeError of the destructuring here.
   if (typeof options !== 'object' || options === null)
-    throw new AuditError('USAGE', 'auditBundle needs options naming the pinned trust store: { trust }');
+    throw auditUsage('auditBundle needs options naming the pinned trust store: { trust }');
   // Each field read once (a getter that throws, or a name it does not know: USAGE naming it); verifyBundle gets the
   // fields as read.
   const { telemetry, ...verifyOptions } = readOptionFieldsAs(

@@ -97,16 +97,13 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
  */
 export async function openBundleDir(dir: string, options: OpenBundleOptions = {}): Promise<BundleReader> {
   if (typeof dir !== 'string' || dir === '')
-    throw new AuditError('USAGE', 'openBundleDir needs the path of a bundle directory (a non-empty string)');
+    throw auditUsage('openBundleDir needs the path of a bundle directory (a non-empty string)');
   // Read once (a getter that throws, or a name it does not know: USAGE naming it).
   const { maxManifestsBytes } = readOptionFieldsAs(options, ['maxManifestsBytes'], 'openBundleDir options', auditUsage);
   const maxBytes = (maxManifestsBytes ?? DEFAULT_MAX_MANIFESTS_BYTES) as number;
   // A bound that is no byte count compares false with every size: the bundle would be read whatever its size.
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 0)
-    throw new AuditError(
-      'USAGE',
-      `maxManifestsBytes: a non-negative integer number of bytes, not ${shownValue(maxBytes)}`,
-    );
+    throw auditUsage(`maxManifestsBytes: a non-negative integer number of bytes, not ${shownValue(maxBytes)}`);
   // The directory the auditor named may be reached through a link of theirs (`latest -> b1`): it is resolved once;
   // nothing inside the bundle is followed.
   let root = resolve(dir);

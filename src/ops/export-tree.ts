@@ -9,7 +9,7 @@ import type { ManifestLog } from '../../manifests/log/log.js';
 import { consistencyRanges, hashRanges, inclusionRanges, treeHeadAt } from '../../manifests/tlog/tree.js';
 import { openNote } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
-import { AuditError } from '../../manifests/audit/errors.js';
+import { auditUsage } from '../../manifests/audit/errors.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import {
@@ -54,16 +54,15 @@ export async function sinceSize(
   try {
     old = parseCheckpoint(openNote(note, verifiers).text);
   } catch (err) {
-    throw new AuditError('USAGE', `--since: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });
+    throw auditUsage(`--since: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });
   }
   if (cut.origin !== undefined && old.origin !== cut.origin)
-    throw new AuditError('USAGE', `--since: not a checkpoint of this log: its origin is another (${old.origin})`);
+    throw auditUsage(`--since: not a checkpoint of this log: its origin is another (${old.origin})`);
   if (old.size > cut.size)
-    throw new AuditError('USAGE', `--since: the earlier checkpoint has ${old.size} entries, the log ${cut.size}`);
+    throw auditUsage(`--since: the earlier checkpoint has ${old.size} entries, the log ${cut.size}`);
   const here = await treeHeadAt(old.size, (ids) => log.treeNodes(ids));
   if (!equalBytes(here.root, old.root))
-    throw new AuditError(
-      'USAGE',
+    throw auditUsage(
       `--since: the earlier checkpoint has another root at size ${old.size} than this log's tree: a fork of this log (keep both checkpoints as evidence and run fsck)`,
     );
   return old.size;

@@ -26,7 +26,7 @@ import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { publishBundle } from './export-publish.js';
 import { ManifestError } from '../../manifests/errors.js';
-import { AuditError } from '../../manifests/audit/errors.js';
+import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
 import { checkSignal, LedgerError } from '../errors.js';
 import {
   BUNDLE_FORMAT,
@@ -585,7 +585,7 @@ async function exportInto(
   // the cut is in the cut's tree, and so in the bundle.
   const { cut, selected, headProofs } = await cutFor(source, options, filtered);
   const limit = cut?.checkpoint.size ?? Infinity;
-  if (options.since !== undefined && !cut) throw new AuditError('USAGE', '--since needs a store with checkpoints');
+  if (options.since !== undefined && !cut) throw auditUsage('--since needs a store with checkpoints');
   const oldSize =
     options.since === undefined || !cut
       ? undefined

@@ -62,6 +62,31 @@ describe('verifyChain', () => {
     expect(await usage(verifyBundle(undefined as never, { trust: b.trust }))).toMatch(/bundle reader/);
   });
 
+  it('refuses a line that is no string with USAGE naming its number and type, never converting it', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const hostile = {
+      toString() {
+        throw new TypeError('toString was called');
+      },
+    };
+    for (const odd of [hostile, 5, null, Symbol('s'), { toString: () => b.lines[1] }]) {
+      const lines = [b.lines[0]!, odd] as never;
+      async function* later() {
+        yield* lines as Iterable<unknown>;
+      }
+      for (const given of [lines, later() as never]) {
+        const err = await verifyChain(given, { trust: b.trust }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err).toMatchObject({ name: 'AuditError', code: 'USAGE' });
+        expect((err as Error).message).toMatch(
+          /^verifyChain takes the envelope lines as strings: line 2 is (an object|5|null|a symbol)$/,
+        );
+      }
+    }
+  });
+
   it('accepts an async iterable (a ManifestLog mapped to envelopes)', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
     const r = await verifyChain(

@@ -11,7 +11,7 @@
  * (manifests/audit/line-dispatch.ts); this file holds the page's messages. Neither touches a DOM type: the workers are reached through `PoolPort`, so the pool's
  * logic is tested in Node with in-process ports (test/web/line-pool.test.ts) and in Chromium for real.
  */
-import { AuditError } from '../../manifests/audit/errors.js';
+import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
 import { startLineDispatcher, type LinePort } from '../../manifests/audit/line-dispatch.js';
 import { inlineLineVerifier, type LineOutcome, type LineVerifier } from '../../manifests/audit/verify-line.js';
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
@@ -157,8 +157,7 @@ export function readTrustFiles(files: ReadonlyArray<{ name: string; text: string
   trust: TrustStore;
   text: string;
 } {
-  if (files.length === 0)
-    throw new AuditError('USAGE', 'a trust file is required: the pinned public keys of the hosts');
+  if (files.length === 0) throw auditUsage('a trust file is required: the pinned public keys of the hosts');
   const read = files.map((f) => ({ trust: readTrust(f.text, f.name), text: f.text }));
   if (read.length === 1) return read[0]!;
   let trust: TrustStore;

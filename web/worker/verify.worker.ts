@@ -7,7 +7,7 @@
  * portable noble verifier.
  */
 import { z } from 'zod';
-import { AuditError } from '../../manifests/audit/errors.js';
+import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { inlineLineVerifier, type LineVerifier, type VerifiedLine } from '../../manifests/audit/verify-line.js';
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
@@ -95,7 +95,7 @@ function workersAsked(asked: string | undefined): number | 'auto' {
   if (asked === undefined || asked === 'auto') return 'auto';
   const n = /^[0-9]{1,3}$/.test(asked) ? Number(asked) : NaN;
   if (!(n >= 0 && n <= MAX_POOL_WORKERS))
-    throw new AuditError('USAGE', `the page's ?workers= must be auto or a number 0-${MAX_POOL_WORKERS}`);
+    throw auditUsage(`the page's ?workers= must be auto or a number 0-${MAX_POOL_WORKERS}`);
   return n;
 }
 
@@ -109,7 +109,7 @@ function autoPoolSize(bundleBytes: number | undefined): number {
 function batchSize(asked: string | undefined): number | undefined {
   if (asked === undefined) return undefined;
   const n = /^[0-9]{1,6}$/.test(asked) ? Number(asked) : NaN;
-  if (!(n >= 1 && n <= 100_000)) throw new AuditError('USAGE', "the page's ?batch= must be a number 1-100000");
+  if (!(n >= 1 && n <= 100_000)) throw auditUsage("the page's ?batch= must be a number 1-100000");
   return n;
 }
 
@@ -121,7 +121,7 @@ const PAGE_WORDS: SettingWords = {
       : setting === 'expect'
         ? "the page's Expect (?expect=)"
         : `the ${setting}`,
-  refuse: (message) => new AuditError('USAGE', message),
+  refuse: (message) => auditUsage(message),
 };
 
 /** The pool, or why the lines are verified in this worker instead (the verdict is the same either way). */
