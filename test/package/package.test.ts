@@ -55,10 +55,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * brought the pack to ~716 KiB with the page and the library to ~1,934 KiB unpacked; 632 KiB and 2,112 KiB since the
  * second round of 2026-12-05 (an operator's walk-through, hostile inputs, crash coverage, the auditor's page with
  * several trust files, the library's options read once and checked by type) and its CHANGELOG entries brought the pack
- * to ~730 KiB with the page and the library to ~1,979 KiB unpacked.)
+ * to ~730 KiB with the page and the library to ~1,979 KiB unpacked; 664 KiB and 2,240 KiB since the third round of
+ * 2026-12-05 (Ctrl-C during every command's open, reports naming their witnesses and signers, the trusted-key index,
+ * the auditor's page for the keyboard and screen readers, an adopter's exports, one error renderer) and its CHANGELOG
+ * entries brought the pack to ~777 KiB with the page and the library to ~2,107 KiB unpacked.)
  */
-const MAX_PACKED_BYTES = 632 * 1024;
-const MAX_UNPACKED_BYTES = 2112 * 1024;
+const MAX_PACKED_BYTES = 664 * 1024;
+const MAX_UNPACKED_BYTES = 2240 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
