@@ -27,6 +27,7 @@ import {
   showWitnesses,
 } from './report-view.js';
 import { printable } from '../manifests/encoding/printable.js';
+import { errorText } from '../store/errors.js';
 import { roleOfDroppedFile, SIDE_FILE_ROLES, SIDE_FILES, unplacedFile, type SideFileRole } from './side-files.js';
 import { bundleFromFiles, bundleFromPreload, filesOfInput, preloadOf, type PickedBundle } from './sources.js';
 
@@ -284,7 +285,7 @@ async function takeSideFiles(
         text = await textOf(file);
       } catch (err) {
         // Gone or changed since it was chosen, or no permission to read it: said, and the files chosen before stay.
-        return current(role, g) ? unreadable(name, (err as Error)?.message ?? String(err)) : undefined;
+        return current(role, g) ? unreadable(name, errorText(err)) : undefined;
       }
       read.push({ name, text, ...(servedFrom ? { servedFrom } : {}) });
     }
@@ -422,7 +423,7 @@ function verify(): void {
     worker = new Worker(url);
   } catch (err) {
     // A browser that refuses the page's worker (a policy against workers, blob: workers refused) throws here.
-    workerFailed((err as Error)?.message ?? String(err));
+    workerFailed(errorText(err));
     return;
   } finally {
     URL.revokeObjectURL(url);
@@ -615,7 +616,7 @@ async function preload(): Promise<void> {
         if (!res.ok) return unreadable(`HTTP ${res.status}`);
         file = await res.blob();
       } catch (err) {
-        return unreadable((err as Error)?.message ?? String(err));
+        return unreadable(errorText(err));
       }
       return takeSideFiles(role, [{ file, name, ...(servedFrom ? { servedFrom } : {}) }], g);
     };

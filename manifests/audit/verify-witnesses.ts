@@ -12,6 +12,7 @@
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../crypto/cosignature.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { ManifestError } from '../errors.js';
+import { errorText } from '../../store/errors.js';
 import { bytesToHex, digestOf, type Digest } from '../../store/hash/digest.js';
 import { encodeBase64 } from '../encoding/base64.js';
 import { canonicalBytes } from '../encoding/canonical.js';
@@ -52,7 +53,7 @@ export function parseWitnessKeys(text: string): CosignerKey[] {
       if (!seen.has(id)) keys.push(key);
       seen.add(id);
     } catch (err) {
-      throw new ManifestError('KEY_INVALID', `witness keys line ${i + 1}: ${(err as Error).message}`, { cause: err });
+      throw new ManifestError('KEY_INVALID', `witness keys line ${i + 1}: ${errorText(err)}`, { cause: err });
     }
   });
   return keys;
@@ -161,12 +162,12 @@ export async function readWitnessPolicy(
   try {
     policy = { keys: parseWitnessKeys(await keys.read()), quorum: Number(quorum) };
   } catch (err) {
-    throw auditUsage(`--witness-keys ${keys.name}: ${(err as Error).message}`, { cause: err });
+    throw auditUsage(`--witness-keys ${keys.name}: ${errorText(err)}`, { cause: err });
   }
   try {
     assertWitnessPolicy(policy);
   } catch (err) {
-    throw auditUsage(`--quorum: ${(err as Error).message}`, { cause: err });
+    throw auditUsage(`--quorum: ${errorText(err)}`, { cause: err });
   }
   return policy;
 }

@@ -8,7 +8,7 @@ import { constants, createReadStream } from 'node:fs';
 import { lstat, open, realpath } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
-import { readOptionFieldsAs, shownValue } from '../../store/errors.js';
+import { errorText, readOptionFieldsAs, shownValue } from '../../store/errors.js';
 import { DEFAULT_MAX_MANIFESTS_BYTES } from '../../manifests/audit/auditor-options.js';
 import {
   BUNDLE_TREE_FILES,
@@ -41,7 +41,7 @@ const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code
 export const NOT_A_FILE: ReadonlySet<string> = new Set(['ELOOP', 'ENXIO', 'ENODEV']);
 
 function ioError(what: string, err: unknown): AuditError {
-  return new AuditError('BUNDLE_IO', `cannot read ${what}: ${(err as Error)?.message ?? err}`, { cause: err });
+  return new AuditError('BUNDLE_IO', `cannot read ${what}: ${errorText(err)}`, { cause: err });
 }
 
 /** Holes (see refuseSparse): fewer bytes allocated than its size, past 4 KiB of slack. */

@@ -21,7 +21,13 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import type { BlobStore } from '../../store/blob-store.js';
-import { checkBooleanOption, readOptionFields, StoreError, type NamesEveryField } from '../../store/errors.js';
+import {
+  checkBooleanOption,
+  errorText,
+  readOptionFields,
+  StoreError,
+  type NamesEveryField,
+} from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { isProcessAlive } from '../../store/fs/process.js';
 import { publishBundle } from './export-publish.js';
@@ -152,7 +158,7 @@ function checkCancelled(signal: AbortSignal | undefined): void {
 
 function ioError(step: string, err: unknown): AuditError {
   if (err instanceof AuditError) return err;
-  return new AuditError('BUNDLE_IO', `export: ${step} failed: ${(err as Error)?.message ?? err}`, { cause: err });
+  return new AuditError('BUNDLE_IO', `export: ${step} failed: ${errorText(err)}`, { cause: err });
 }
 
 /** A stored envelope's payload, its bytes and as JSON, read without verification, or undefined when it is not one. */

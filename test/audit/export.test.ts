@@ -182,6 +182,36 @@ describe('exportBundle', () => {
     }
   });
 
+  it('is BUNDLE_IO naming a thrown value that is no Error, or an Error with a megabyte message, bounded', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      // `${err}` of a value whose toString throws threw that error in place of BUNDLE_IO; a megabyte message was copied.
+      const thrown: Array<[unknown, string]> = [
+        [
+          {
+            toString: () => {
+              throw new TypeError('toString says no');
+            },
+          },
+          'an object',
+        ],
+        ['disk gone', 'disk gone'],
+        [new Error(`EIO ${'x'.repeat(1024 * 1024)}`), 'EIO xxx'],
+      ];
+      for (const [value, says] of thrown) {
+        const fs: FsOps = { ...nodeFsOps, mkdir: () => Promise.reject(value) };
+        const err = await exportBundle(ledger, { out: join(dir, 'bundle'), fs }).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(AuditError);
+        expect((err as AuditError).code).toBe('BUNDLE_IO');
+        expect((err as AuditError).message).toContain(`failed: ${says}`);
+        expect((err as AuditError).message.length).toBeLessThan(5000);
+      }
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('leaves no bundle and no staging directory when an fsync fails', async () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));

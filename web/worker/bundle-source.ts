@@ -4,6 +4,7 @@
  * blob than its signed size (plus one byte is enough to tell it is larger).
  */
 import { AuditError } from '../../manifests/audit/errors.js';
+import { errorText } from '../../store/errors.js';
 import {
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
@@ -111,7 +112,7 @@ async function fileText(file: Blob, name: string): Promise<string> {
 }
 
 function ioError(what: string, err: unknown): AuditError {
-  return new AuditError('BUNDLE_IO', `cannot read ${what}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+  return new AuditError('BUNDLE_IO', `cannot read ${what}: ${errorText(err)}`, { cause: err });
 }
 
 function fileReader(source: Extract<BundleSource, { kind: 'files' }>): BundleReader {

@@ -18,6 +18,7 @@ import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcry
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { mergeTrust, parseTrustStore, type TrustStore } from '../../manifests/format/trust.js';
+import { errorText } from '../../store/errors.js';
 import { digestOfReady } from '../../store/hash/digest.js';
 
 /** The most workers a pool starts, as `verify --workers` accepts at most. */
@@ -188,7 +189,7 @@ export function servePoolWorker(post: (reply: PoolReply) => void): (request: Poo
         post({ type: 'pool-ready', signatures: web ? 'webcrypto' : 'noble' });
         return web ?? inlineLineVerifier({ trust, verifier: nobleVerifier });
       })();
-      verifier.catch((err: unknown) => post({ type: 'pool-failed', message: (err as Error)?.message ?? String(err) }));
+      verifier.catch((err: unknown) => post({ type: 'pool-failed', message: errorText(err) }));
       return;
     }
     const { id } = request;
@@ -197,7 +198,7 @@ export function servePoolWorker(post: (reply: PoolReply) => void): (request: Poo
       .then((v) => v.verifyLines(unpackBatch(request)))
       .then(
         (results) => post({ type: 'lines-done', id, results }),
-        (err: unknown) => post({ type: 'lines-failed', id, message: (err as Error)?.message ?? String(err) }),
+        (err: unknown) => post({ type: 'lines-failed', id, message: errorText(err) }),
       );
   };
 }

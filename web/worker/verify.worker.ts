@@ -13,6 +13,7 @@ import { inlineLineVerifier, type LineVerifier, type VerifiedLine } from '../../
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
 import { readWitnessPolicy } from '../../manifests/audit/verify-witnesses.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
+import { errorText } from '../../store/errors.js';
 import { storedSummaryProblem } from '../../manifests/format/summary.js';
 import {
   DEFAULT_MAX_MANIFESTS_BYTES,
@@ -138,7 +139,7 @@ async function linePool(
   try {
     return await startLinePool({ size, trustText, spawn: () => workerPort(url, Ctor) });
   } catch (err) {
-    return { fallback: (err as Error)?.message ?? String(err) };
+    return { fallback: errorText(err) };
   } finally {
     URL.revokeObjectURL(url);
   }
@@ -218,6 +219,6 @@ scope.onmessage = (event) => {
   if (m.type !== 'verify') return;
   verify(m).catch((err: unknown) => {
     const code = err instanceof AuditError ? err.code : 'INTERNAL';
-    post({ type: 'error', code, message: (err as Error)?.message ?? String(err) });
+    post({ type: 'error', code, message: errorText(err) });
   });
 };
