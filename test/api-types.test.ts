@@ -38,6 +38,8 @@ import type {
 import type {
   AuditCoverage,
   CompletenessCoverage,
+  CoverageHints,
+  describeCoverage,
   describeVerdict,
   inlineLineVerifier,
   LineVerifyContext,
@@ -70,6 +72,7 @@ export type NamedAsUsed = [
   Holds<Same<LineVerifyContext, Parameters<typeof inlineLineVerifier>[0]>>,
   Holds<Same<VerdictPaint, NonNullable<Parameters<typeof describeVerdict>[1]>>>,
   Holds<Same<CompletenessCoverage, AuditCoverage['completeness']>>,
+  Holds<Same<CoverageHints, NonNullable<Parameters<typeof describeCoverage>[1]>>>,
   Holds<Same<MemoryBundleInput, Parameters<typeof memoryBundleReader>[0]>>,
 ];
 
@@ -101,6 +104,7 @@ const NAMED: Record<string, string[]> = {
     'LineVerifyContext',
     'MemoryBundleInput',
     'VerdictPaint',
+    'CoverageHints',
     'AuditCoverage',
     'LineVerifier',
   ],

@@ -138,6 +138,7 @@ const SURFACE: Record<string, string[]> = {
     'FINDING_CODES',
     'MAX_LINE_BYTES',
     'createWebCryptoLineVerifier',
+    'describeCoverage',
     'describeFinding',
     'describeVerdict',
     'inlineLineVerifier',

@@ -395,3 +395,14 @@ describe("SECURITY.md's filesystem rule", () => {
     expect(rule).toContain('key files that group or others may read or write');
   });
 });
+
+describe("docs/AUDIT.md's report wording", () => {
+  it('names as exported from handoff-ledger/audit only functions that entry exports (describeCoverage too)', async () => {
+    const said = read('docs/AUDIT.md').replace(/\s+/g, ' ');
+    const sentence = /[^.(;]*are exported from `handoff-ledger\/audit`, for a page[^.]*\./.exec(said)?.[0] ?? '';
+    const names = [...sentence.matchAll(/`(describe\w+)`/g)].map((m) => m[1]!);
+    expect(names).toEqual(['describeVerdict', 'describeFinding', 'describeCoverage']);
+    const audit = (await import('../manifests/audit/index.js')) as Record<string, unknown>;
+    for (const name of names) expect(audit[name], name).toBeTypeOf('function');
+  });
+});

@@ -49,7 +49,13 @@ export {
   type VerifiedLine,
 } from './verify-line.js';
 export { createWebCryptoLineVerifier, type Subtle } from './verify-webcrypto.js';
-export { describeFinding, describeVerdict, type VerdictPaint } from './report-text.js';
+export {
+  describeCoverage,
+  describeFinding,
+  describeVerdict,
+  type CoverageHints,
+  type VerdictPaint,
+} from './report-text.js';
 export type { BlobCheckOptions, SummaryCheck } from './verify-blobs.js';
 export { storedSummaryProblem } from '../format/summary.js';
 export type { AuditScope } from './chain-rules.js';
