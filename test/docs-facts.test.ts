@@ -406,3 +406,16 @@ describe("docs/AUDIT.md's report wording", () => {
     for (const name of names) expect(audit[name], name).toBeTypeOf('function');
   });
 });
+
+describe("docs/AUDIT.md's memoryBundleReader example", () => {
+  it("gives header as bundle.json's text, as MemoryBundleInput takes it, and says so", async () => {
+    const said = read('docs/AUDIT.md');
+    const call = /memoryBundleReader\(\{ header: (\w+),/.exec(said);
+    expect(call?.[1]).toBe('headerText');
+    expect(said).toMatch(/\/\/ header: bundle\.json's text as fetched, not a parsed BundleHeader/);
+    const { memoryBundleReader } = await import('../manifests/audit/index.js');
+    const headerText = '{"format":"handoff-ledger-bundle"}';
+    expect(await memoryBundleReader({ header: headerText, manifests: '' }).header()).toBe(headerText);
+    expect(read('manifests/audit/bundle.ts')).toMatch(/\* bundle\.json's text as read \(not a parsed `BundleHeader`/);
+  });
+});

@@ -152,6 +152,10 @@ export function bundleBlobPath(digest: string): string {
 
 /** A bundle's files in memory, for `memoryBundleReader`. */
 export interface MemoryBundleInput {
+  /**
+   * bundle.json's text as read (not a parsed `BundleHeader`: `verifyBundle` parses it with `parseBundleHeader`, and
+   * refuses text that is not a header as `BUNDLE_INVALID`); absent, the bundle is read as one without a header.
+   */
   header?: string;
   manifests: string | Uint8Array;
   /** A digest's bytes; given, the bundle is one with blobs. */
