@@ -4,6 +4,7 @@
  * test/package holds the tarball to, and what it says `diagnose` leaves is what an open with it leaves; DESIGN.md's and
  * ARCHITECTURE.md's formats are the code's.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -417,5 +418,19 @@ describe("docs/AUDIT.md's memoryBundleReader example", () => {
     const headerText = '{"format":"handoff-ledger-bundle"}';
     expect(await memoryBundleReader({ header: headerText, manifests: '' }).header()).toBe(headerText);
     expect(read('manifests/audit/bundle.ts')).toMatch(/\* bundle\.json's text as read \(not a parsed `BundleHeader`/);
+  });
+});
+
+describe("README's npm pack step", () => {
+  it('leaves its tarball ignored by git, so it is never committed from the checkout', () => {
+    const said = read('README.md');
+    const tarball = /npm pack[^\n]*writes (handoff-ledger-<version>\.tgz)/.exec(said)?.[1];
+    expect(tarball).toBeDefined();
+    const version = (JSON.parse(read('package.json')) as { version: string }).version;
+    const name = tarball!.replace('<version>', version);
+    const ignored = spawnSync('git', ['check-ignore', '--no-index', '-q', name], {
+      cwd: new URL('..', import.meta.url),
+    });
+    expect(ignored.status, `${name} is not in .gitignore`).toBe(0);
   });
 });
