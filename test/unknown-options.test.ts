@@ -407,6 +407,34 @@ describe("the stores' own openers and the manifest layer", () => {
     const reader = memoryBundleReader({ header: undefined, manifests: '', blobs: undefined, treeFiles: undefined });
     expect(await reader.header()).toBeUndefined();
   });
+
+  it('memoryBundleReader refuses a header that is no text, blobs that are no Map, treeFiles that are no object (USAGE)', async () => {
+    // A parsed header read as a bundle.json that is no JSON (BUNDLE_INVALID, a bundle fault), a plain object of blobs as
+    // a TypeError at the first blob read: the caller's mistake is said as one, at once.
+    const header = { version: 1, host: 'h' };
+    expect(await refusal(() => memoryBundleReader({ header, manifests: '' } as never))).toMatchObject({
+      code: 'USAGE',
+      message: expect.stringContaining("header must be bundle.json's text, not an object"),
+    });
+    for (const header of [null, 7, ['x']])
+      expect(await refusal(() => memoryBundleReader({ header, manifests: '' } as never))).toMatchObject({
+        code: 'USAGE',
+      });
+    const blobs = { ['blake3:' + '0'.repeat(64)]: new Uint8Array(1) };
+    expect(await refusal(() => memoryBundleReader({ manifests: '', blobs } as never))).toMatchObject({
+      code: 'USAGE',
+      message: 'memoryBundleReader input: blobs must be a Map of digest to bytes, not an object',
+    });
+    expect(
+      await refusal(() => memoryBundleReader({ manifests: '', treeFiles: 'checkpoint.note' } as never)),
+    ).toMatchObject({
+      code: 'USAGE',
+      message: expect.stringContaining('treeFiles must be an object of file name to text, not "checkpoint.note"'),
+    });
+    // Given right, each is served.
+    const reader = memoryBundleReader({ header: '{}', manifests: '', blobs: new Map(), treeFiles: {} });
+    expect(await reader.header()).toBe('{}');
+  });
 });
 
 describe('the auditor and the adapters', () => {

@@ -18,7 +18,7 @@
 import { z } from 'zod';
 import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { AuditError, auditUsage } from './errors.js';
-import { readOptionFieldsAs, type NamesEveryField } from '../../store/errors.js';
+import { readOptionFieldsAs, shownValue, type NamesEveryField } from '../../store/errors.js';
 import { idSchema } from '../format/ids.js';
 import { timestampSchema } from '../format/manifest.js';
 import { describeZodError } from '../format/zod-issue.js';
@@ -174,7 +174,8 @@ void everyMemoryBundleField;
  * A reader over values already in memory: fetched text in a browser, or test fixtures.
  * @throws AuditError `USAGE` for input that is no object, a field of a name it does not know (`manifest`, `blob`: an
  *   empty bundle, or one without its blobs, in place of the one meant) or one that throws as it is read, and
- *   `manifests` that are neither text nor bytes
+ *   `manifests` that are neither text nor bytes, a `header` that is no text (a parsed header), `blobs` that are no
+ *   Map, `treeFiles` that are no object
  */
 export function memoryBundleReader(given: MemoryBundleInput): BundleReader {
   // No input at all is told what it lacks; any other non-object is refused by readOptionFieldsAs, naming its type.
@@ -189,6 +190,20 @@ export function memoryBundleReader(given: MemoryBundleInput): BundleReader {
   ) as MemoryBundleInput;
   if (typeof input.manifests !== 'string' && !(input.manifests instanceof Uint8Array))
     throw auditUsage('memoryBundleReader input: manifests must be the text or bytes of manifests.jsonl');
+  // Refused here, not later as a bundle fault: a parsed header would have read as a bundle.json that is no JSON
+  // (BUNDLE_INVALID), a plain object of blobs as a TypeError at the first blob read.
+  if (input.header !== undefined && typeof input.header !== 'string')
+    throw auditUsage(
+      `memoryBundleReader input: header must be bundle.json's text, not ${shownValue(input.header)} (pass the text as read, not a parsed header)`,
+    );
+  if (input.blobs !== undefined && typeof (input.blobs as { get?: unknown } | null)?.get !== 'function')
+    throw auditUsage(
+      `memoryBundleReader input: blobs must be a Map of digest to bytes, not ${shownValue(input.blobs)}`,
+    );
+  if (input.treeFiles !== undefined && (typeof input.treeFiles !== 'object' || input.treeFiles === null))
+    throw auditUsage(
+      `memoryBundleReader input: treeFiles must be an object of file name to text, not ${shownValue(input.treeFiles)}`,
+    );
   const bytes = typeof input.manifests === 'string' ? new TextEncoder().encode(input.manifests) : input.manifests;
   const reader: BundleReader = {
     header: async () => input.header,
