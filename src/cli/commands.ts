@@ -96,7 +96,8 @@ export const commands: Record<string, CommandSpec> = {
       refused: refusedLedger,
       more: stopped(
         'or, after the open, before its append commits: nothing published (CANCELLED); a signal once the',
-        'append has committed changes nothing: the receipt is printed, exit 0',
+        'append has committed changes nothing: the receipt is printed, exit 0; once it is printed, a signal',
+        "ends publish at once (the witnesses' wait included; the summary is published)",
       ),
     },
     json: true,

@@ -148,6 +148,9 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
                 `summary  ${receipt.digest} (${receipt.size} bytes)`,
               ]),
             );
+          // The receipt is out: from here a signal ends the process at once, as without a handler, the close's wait
+          // for witnesses included (the summary is published; the next publish or checkpoint catches the witnesses up).
+          stop.dispose();
           return EXIT_OK;
         },
         { maxSummaryBytes, createHostKey: true },
