@@ -187,13 +187,25 @@ function editDistance(a: string, b: string, limit: number): number {
   return Math.min(previous[b.length]!, limit);
 }
 
-// What JSON.stringify leaves raw that a terminal acts on (DEL, C1 controls such as the one-byte CSI, invisible format
-// and bidirectional characters, line separators; it escapes C0 and lone surrogates itself): escaped as JSON escapes
-// too, so a quoted value still reads as the JSON string of what was given (printableJson's rule, which store/ cannot
-// import).
-const RAW_IN_JSON = /(?![\x00-\x1f])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
+/**
+ * Every character a terminal acts on or shows as nothing: controls (Cc: C0, DEL, C1), invisible format characters
+ * (Cf: zero-width and bidi marks, embeddings, isolates, BOM, tags…), line and paragraph separators (Zl, Zp), and what
+ * Unicode says a renderer shows as nothing (Default_Ignorable_Code_Point: variation selectors, which can carry hidden
+ * bytes, Hangul fillers…). One list, here at the lowest layer, for `shownValue` and for the CLI's and the page's
+ * printable text and JSON (manifests/encoding/printable.ts), so they cannot drift.
+ */
+export const TERMINAL_ACTING = '\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\p{Default_Ignorable_Code_Point}';
+
+// What JSON.stringify leaves raw of those (it escapes C0 and lone surrogates itself). They can only occur inside JSON
+// strings, where \u escapes (a surrogate pair for an astral one) mean the same character.
+const RAW_IN_JSON = new RegExp(`(?![\\x00-\\x1f])[${TERMINAL_ACTING}]`, 'gu');
 const jsonEscape = (c: string): string =>
   [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join('');
+
+/** JSON text with nothing a terminal acts on left raw: what JSON.stringify left raw, as JSON escapes (same meaning). */
+export function escapeRawInJson(json: string): string {
+  return json.replace(RAW_IN_JSON, jsonEscape);
+}
 
 /**
  * A caller's value (or a stored one) as a refusal's message names it, without converting it: a string quoted (its
@@ -202,7 +214,7 @@ const jsonEscape = (c: string): string =>
  * (or a symbol, in a template) threw that error in place of the coded refusal.
  */
 export function shownValue(value: unknown, max = 40): string {
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, max)).replace(RAW_IN_JSON, jsonEscape);
+  if (typeof value === 'string') return escapeRawInJson(JSON.stringify(value.slice(0, max)));
   if (value === null || ['number', 'boolean', 'bigint', 'undefined'].includes(typeof value)) return String(value);
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }

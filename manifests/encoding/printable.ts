@@ -7,13 +7,12 @@
  * cannot be forged by the input).
  */
 
-// Every control (Cc: C0 but tab, DEL, C1), every invisible format character (Cf: soft hyphen, zero-width and bidi
-// marks, embeddings and isolates, BOM, interlinear annotation, the Arabic number signs, tag characters…), the line
-// and paragraph separators (Zl, Zp), lone surrogates (Cs: with the `u` flag only an unpaired unit is one), and what
-// Unicode says a renderer shows as nothing (Default_Ignorable_Code_Point: variation selectors, which can carry hidden
-// bytes, Hangul fillers, the combining grapheme joiner…). One list for text and for JSON, so the two cannot drift.
-const ACTING = '\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\p{Default_Ignorable_Code_Point}';
-const CONTROL = new RegExp(`(?!\\t)[${ACTING}\\p{Cs}]`, 'u');
+import { escapeRawInJson, TERMINAL_ACTING } from '../../store/errors.js';
+
+// Every character a terminal acts on or shows as nothing but the tab (TERMINAL_ACTING: controls, format characters,
+// separators, default-ignorables; one list with shownValue's and printableJson's, so they cannot drift), and lone
+// surrogates (Cs: with the `u` flag only an unpaired unit is one).
+const CONTROL = new RegExp(`(?!\\t)[${TERMINAL_ACTING}\\p{Cs}]`, 'u');
 const UNSAFE = new RegExp(`\\\\|${CONTROL.source}`, 'gu');
 
 function escapeChar(c: string): string {
@@ -67,20 +66,9 @@ export function printableExact(text: string): string {
   return printableLines(lines) + (whole ? '' : '\\ (no newline at end)\n');
 }
 
-// What JSON.stringify leaves raw that a terminal acts on: DEL, C1, format characters, separators (it escapes C0 and
-// lone surrogates itself; the raw newlines left are the pretty-printer's). They can only occur inside JSON strings,
-// where \u escapes (a surrogate pair for an astral one) mean the same character.
-const UNSAFE_IN_JSON = new RegExp(`(?![\\x00-\\x1f])[${ACTING}]`, 'gu');
-
-function jsonEscape(c: string): string {
-  let out = '';
-  for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
-  return out;
-}
-
 /** JSON text (pretty-printed) equal in meaning to `JSON.stringify(value)`, with nothing a terminal acts on left raw. */
 export function printableJson(value: unknown): string {
-  return JSON.stringify(value, null, 2).replace(UNSAFE_IN_JSON, jsonEscape);
+  return escapeRawInJson(JSON.stringify(value, null, 2));
 }
 
 /**
