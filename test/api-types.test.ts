@@ -110,6 +110,14 @@ const NAMED: Record<string, string[]> = {
   ],
 };
 
+/** How the tests read the built declarations: as a Node ESM caller (nodenext) would, checking nothing else. */
+const PACKAGE_TYPES: ts.CompilerOptions = {
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  types: ['node'],
+  skipLibCheck: true,
+  noEmit: true,
+};
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   exports: Record<string, string | { types: string; default: string }>;
@@ -122,13 +130,7 @@ describe('the public types', () => {
       if (typeof target !== 'object') throw new Error(`package.json exports has no ${entry}`);
       return join(ROOT, target.types);
     });
-    const program = ts.createProgram(files, {
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      types: ['node'],
-      skipLibCheck: true,
-      noEmit: true,
-    });
+    const program = ts.createProgram(files, PACKAGE_TYPES);
     const checker = program.getTypeChecker();
     const exported = Object.fromEntries(
       Object.keys(NAMED).map((entry, i) => {
@@ -157,13 +159,7 @@ describe('the public types', () => {
     const UNION_PARTS = new Set(['FsckAuditCode', 'FsckStoreCode', 'ManifestRuleCode']);
     const entries = Object.entries(pkg.exports).filter(([e]) => !e.endsWith('.json'));
     const files = entries.map(([, t]) => join(ROOT, (t as { types: string }).types));
-    const program = ts.createProgram(files, {
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      types: ['node'],
-      skipLibCheck: true,
-      noEmit: true,
-    });
+    const program = ts.createProgram(files, PACKAGE_TYPES);
     const checker = program.getTypeChecker();
     const dist = join(ROOT, 'dist') + '/';
     const exported = new Set<ts.Declaration>();
@@ -232,14 +228,7 @@ describe('the public types', () => {
         '}',
       ];
       writeFileSync(file, lines.join('\n') + '\n');
-      const program = ts.createProgram([file], {
-        module: ts.ModuleKind.NodeNext,
-        moduleResolution: ts.ModuleResolutionKind.NodeNext,
-        strict: true,
-        types: ['node'],
-        skipLibCheck: true,
-        noEmit: true,
-      });
+      const program = ts.createProgram([file], { ...PACKAGE_TYPES, strict: true });
       const found = ts.getPreEmitDiagnostics(program).map((d) => ({
         line: d.file ? d.file.getLineAndCharacterOfPosition(d.start!).line + 1 : 0,
         code: d.code,
