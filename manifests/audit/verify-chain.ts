@@ -19,7 +19,7 @@
 import { FindingSink, type AuditReport, type Finding } from './findings.js';
 import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundle.js';
 import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
-import { trustDigest, type TrustStore } from '../format/trust.js';
+import { byHostThenKeyId, trustDigest, type TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
 import { checkpointSigners, startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
@@ -254,9 +254,6 @@ async function verifyLines(
   return { chains, lines: lastLine, verified, signers };
 }
 
-/** Code-unit order (never the locale's): the same on every machine. */
-const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
 /**
  * Verified signatures per trusted key (host, key id). Only a line that verified is counted, and it verified only under
  * a key its host lists in the trust store: at most one tally per entry of the store, whatever keys a bundle names.
@@ -281,7 +278,7 @@ class SignerTally {
   list(): SignerCount[] {
     return [...this.byHost.values()]
       .flatMap((byKey) => [...byKey.values()].map((c) => ({ ...c })))
-      .sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId));
+      .sort(byHostThenKeyId);
   }
 }
 

@@ -26,7 +26,7 @@ import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { ManifestError } from '../errors.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';
-import { checkpointVerifiers, type TrustStore } from '../format/trust.js';
+import { byHostThenKeyId, checkpointVerifiers, type TrustStore } from '../format/trust.js';
 import { parseVerifierKey } from '../crypto/note.js';
 import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
 import { leafOfLine } from '../tlog/leaf.js';
@@ -244,8 +244,7 @@ export function checkpointSigners(
       else counts.set(name, { host: entry.host, keyId: entry.keyId, count: 1 });
     }
   }
-  const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-  return [...counts.values()].sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId));
+  return [...counts.values()].sort(byHostThenKeyId);
 }
 
 /**

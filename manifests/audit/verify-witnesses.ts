@@ -16,6 +16,7 @@ import { errorText } from '../../store/errors.js';
 import { bytesToHex, digestOf, type Digest } from '../../store/hash/digest.js';
 import { encodeBase64 } from '../encoding/base64.js';
 import { canonicalBytes } from '../encoding/canonical.js';
+import { byText } from '../format/trust.js';
 import { auditUsage } from './errors.js';
 import { counted } from '../encoding/printable.js';
 import type { FindingSink } from './findings.js';
@@ -92,9 +93,6 @@ export interface WitnessCoverage {
   keys: number;
   quorum: number;
 }
-
-/** Code-unit order (never the locale's): the same on every machine. */
-const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /** A pinned key as its verifier key text, from what it pins (its key hash as given). @throws ManifestError */
 function verifierKeyText(k: CosignerKey): string {

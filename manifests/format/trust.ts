@@ -199,7 +199,11 @@ export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore
 }
 
 /** Code-unit order (never the locale's): the same on every machine. */
-const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+export const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** The order trust entries are listed in (a digest's, a report's): by host, then key id, each in code-unit order. */
+export const byHostThenKeyId = (a: { host: string; keyId: string }, b: { host: string; keyId: string }): number =>
+  byText(a.host, b.host) || byText(a.keyId, b.keyId);
 
 /** A field as hashed: a string (a store built by hand, not parsed, may hold anything). @throws ManifestError */
 function text(value: unknown): string {
@@ -262,10 +266,10 @@ export function trustDigest(store: TrustStore): Digest {
     throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
   const keys = listOf(store.keys, 'keys')
     .map((k) => windowed(k, { host: text(k.host), keyId: text(k.keyId), publicKey: text(k.publicKey) }))
-    .sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId));
+    .sort(byHostThenKeyId);
   const checkpointKeys = listOf(store.checkpointKeys, 'checkpointKeys')
     .map((k) => windowed(k, { host: text(k.host), keyId: text(k.keyId), vkey: text(k.vkey) }))
-    .sort((a, b) => byText(a.host, b.host) || byText(a.keyId, b.keyId) || byText(a.vkey, b.vkey));
+    .sort((a, b) => byHostThenKeyId(a, b) || byText(a.vkey, b.vkey));
   return digestOf(
     canonicalBytes(checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys }),
   );
