@@ -168,7 +168,8 @@ export function restrictiveWindow<K extends { notBefore: string; notAfter?: stri
  *   that is none (as `trustDigest`); stores `parseTrustStore` gave never are.
  */
 export function mergeTrust(...stores: Array<TrustStore | undefined>): TrustStore {
-  for (const s of stores) if (s !== undefined) checkStoreShape(s);
+  // Every store is checked before any is merged: a store built by hand that is none is refused whole.
+  for (const s of stores) if (s !== undefined) storeEntries(s);
   const keys: TrustedKey[] = [];
   const checkpointKeys: TrustedCheckpointKey[] = [];
   // Each key's place in the union, by host then key id (then verifier key): a lookup per key, not a scan of the
@@ -239,16 +240,21 @@ function listOf<T>(list: T[] | undefined, name: 'keys' | 'checkpointKeys'): T[] 
 }
 
 /**
- * A store built by hand, never parsed, may be anything: TRUST_INVALID, as parseTrustStore says of such a file, for
- * one that is no object, whose lists are none, or an entry no object or a field no string.
+ * A store's entries as plain records (each field read once, only the store's own fields), checked: a store built by
+ * hand, never parsed, may be anything: TRUST_INVALID, as parseTrustStore says of such a file, for one that is no
+ * object, whose lists are none, or an entry no object or a field no string.
  */
-function checkStoreShape(store: TrustStore): void {
+function storeEntries(store: TrustStore) {
   if (typeof store !== 'object' || store === null)
     throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
-  for (const k of listOf(store.keys, 'keys'))
-    windowed(k, { host: text(k.host), keyId: text(k.keyId), publicKey: text(k.publicKey) });
-  for (const k of listOf(store.checkpointKeys, 'checkpointKeys'))
-    windowed(k, { host: text(k.host), keyId: text(k.keyId), vkey: text(k.vkey) });
+  return {
+    keys: listOf(store.keys, 'keys').map((k) =>
+      windowed(k, { host: text(k.host), keyId: text(k.keyId), publicKey: text(k.publicKey) }),
+    ),
+    checkpointKeys: listOf(store.checkpointKeys, 'checkpointKeys').map((k) =>
+      windowed(k, { host: text(k.host), keyId: text(k.keyId), vkey: text(k.vkey) }),
+    ),
+  };
 }
 
 /**
@@ -261,15 +267,9 @@ function checkStoreShape(store: TrustStore): void {
  *   no object, a field that is no string); a store `parseTrustStore` gave never is.
  */
 export function trustDigest(store: TrustStore): Digest {
-  // A store built by hand, never parsed, may be anything: TRUST_INVALID, as parseTrustStore says of such a file.
-  if (typeof store !== 'object' || store === null)
-    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: not an object');
-  const keys = listOf(store.keys, 'keys')
-    .map((k) => windowed(k, { host: text(k.host), keyId: text(k.keyId), publicKey: text(k.publicKey) }))
-    .sort(byHostThenKeyId);
-  const checkpointKeys = listOf(store.checkpointKeys, 'checkpointKeys')
-    .map((k) => windowed(k, { host: text(k.host), keyId: text(k.keyId), vkey: text(k.vkey) }))
-    .sort((a, b) => byHostThenKeyId(a, b) || byText(a.vkey, b.vkey));
+  const entries = storeEntries(store);
+  const keys = entries.keys.sort(byHostThenKeyId);
+  const checkpointKeys = entries.checkpointKeys.sort((a, b) => byHostThenKeyId(a, b) || byText(a.vkey, b.vkey));
   return digestOf(
     canonicalBytes(checkpointKeys.length > 0 ? { version: 1, keys, checkpointKeys } : { version: 1, keys }),
   );
