@@ -29,11 +29,16 @@ const NODE_INPUT = new Uint8Array(1 + 2 * HASH_SIZE);
 
 /** SHA-256(0x01 || left || right). */
 export function nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
+  return domainHash(1, left, right);
+}
+
+/** SHA-256(domain byte || a || b): the interior nodes of this tree and of the session-heads map (session-heads.ts). */
+export function domainHash(domain: number, a: Uint8Array, b: Uint8Array): Uint8Array {
   // Any other length (a hostile proof's hash) as before: in a fresh zeroed buffer, nothing of an earlier call's.
-  const buf = left.length === HASH_SIZE && right.length === HASH_SIZE ? NODE_INPUT : new Uint8Array(1 + 2 * HASH_SIZE);
-  buf[0] = 1;
-  buf.set(left, 1);
-  buf.set(right, 1 + HASH_SIZE);
+  const buf = a.length === HASH_SIZE && b.length === HASH_SIZE ? NODE_INPUT : new Uint8Array(1 + 2 * HASH_SIZE);
+  buf[0] = domain;
+  buf.set(a, 1);
+  buf.set(b, 1 + HASH_SIZE);
   return sha256(buf);
 }
 

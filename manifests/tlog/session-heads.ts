@@ -18,7 +18,7 @@
  */
 import { sha256 } from '../crypto/sha256.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
-import { equalBytes, type ProofResult } from './merkle.js';
+import { domainHash, equalBytes, type ProofResult } from './merkle.js';
 import { ManifestError } from '../errors.js';
 
 export const KEY_BITS = 256;
@@ -117,25 +117,12 @@ export function headValue(head: SessionHead): Uint8Array {
   return sha256(encoder.encode(`{"id":${JSON.stringify(head.id)},"seq":${head.seq}}`));
 }
 
-/** `nodeHash`'s input, reused (as merkle.ts's): `sha256` reads it synchronously and returns fresh bytes. */
-const NODE_INPUT = new Uint8Array(65);
-
-/** SHA-256(domain byte ‖ a ‖ b) of two 32-byte values. */
-function nodeHash(domain: number, a: Uint8Array, b: Uint8Array): Uint8Array {
-  // Any other length (a hostile proof's value) as before: in a fresh zeroed buffer, nothing of an earlier call's.
-  const buf = a.length === 32 && b.length === 32 ? NODE_INPUT : new Uint8Array(65);
-  buf[0] = domain;
-  buf.set(a, 1);
-  buf.set(b, 33);
-  return sha256(buf);
-}
-
 export function leafNodeHash(key: Uint8Array, value: Uint8Array): Uint8Array {
-  return nodeHash(LEAF, key, value);
+  return domainHash(LEAF, key, value);
 }
 
 export function innerNodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
-  return nodeHash(INNER, left, right);
+  return domainHash(INNER, left, right);
 }
 
 export const bitAt = (key: Uint8Array, i: number): number => (key[i >> 3]! >> (7 - (i & 7))) & 1;
