@@ -12,7 +12,7 @@ import { loadHashBackend } from '../store/hash/backends.node.js';
 import { digestHex, digestOf, type Digest } from '../store/hash/digest.js';
 import { Level } from 'level';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
-import type { LogTreeHead } from '../manifests/log/log.js';
+import type { LogEntry, LogTreeHead } from '../manifests/log/log.js';
 import { HeadsNodeCache, headsNodeKey, headsNodeValue } from '../manifests/log/level/session-heads.js';
 import { SYNC_READ_MAX_BYTES, writeSyncedBatch } from '../manifests/log/level/tables.js';
 import { sessionHeadsRoot } from '../manifests/tlog/session-heads.js';
@@ -122,6 +122,25 @@ const levelLogFactory: ManifestLogFactory = async () => {
   const fx = {
     log: await LevelManifestLog.open(path),
     idAppendedAgain: 'latest' as const,
+    async appendTogether(start: Array<() => Promise<LogEntry>>) {
+      // Held back until every append has queued, then written as one batch.
+      const log = fx.log;
+      let open!: () => void;
+      const gate = new Promise<void>((r) => (open = r));
+      const held = log.withAppendsHeld(() => gate);
+      const started = Promise.all(start.map((a) => a()));
+      try {
+        const failed = started.then(() => undefined);
+        for (let waited = 0; log['queue'].length < start.length; waited++) {
+          if (waited > 10_000) throw new Error(`${log['queue'].length} of ${start.length} appends queued`);
+          await Promise.race([failed, new Promise((r) => setTimeout(r, 1))]);
+        }
+      } finally {
+        open();
+      }
+      await held;
+      return started;
+    },
     async reopen() {
       await fx.log.close();
       fx.log = await LevelManifestLog.open(path);
