@@ -115,7 +115,8 @@ const ready = () =>
 
 /**
  * Says `text` in the polite live region `id` (a screen reader announces it when the browser is idle), unless that
- * is what it says already: a region set again to the same words is announced again by some screen readers.
+ * is what it says already: a region set again to the same words is announced again by some screen readers. Each
+ * region is the first part of a line on screen (#picked, #progress-text), so what it says is shown, and read once.
  */
 function announce(id: 'picked-status' | 'progress-status', text: string): void {
   const region = $(id);
@@ -123,14 +124,9 @@ function announce(id: 'picked-status' | 'progress-status', text: string): void {
 }
 
 /**
- * The files part of #picked as last refreshed: announced when the chosen files change, not on the first refresh
- * (what the page opens with) and not as the typed settings change (a quorum, a principal or a session typed key by
- * key would have the whole line said again at every key; the field being typed in is what a screen reader follows).
- */
-let pickedFiles: string | undefined;
-/**
- * While the files audit-ui serves are fetched: they are said once, when all are in (or refused), not as each arrives
- * ("no trust file chosen" said while the trust file is on its way would be untrue).
+ * While the files audit-ui serves are fetched: they are shown and said once, when all are in (or refused), not as
+ * each arrives ("no trust file chosen" said while the trust file is on its way would be untrue). Set before the
+ * page's first refresh when audit-ui announces a preload, so the line starts empty and is written once.
  */
 let preloading = false;
 
@@ -152,19 +148,20 @@ function refreshPicked(): void {
     // Under its button, and the button's description: what the page holds of this kind (its input is cleared).
     $(`${role}-chosen`).textContent = printable(part);
   }
-  const files = printable(parts.join('; '));
-  if (!preloading) {
-    if (pickedFiles !== undefined && files !== pickedFiles) announce('picked-status', files);
-    pickedFiles = files;
-  }
+  // #picked is this line: the files first, in the status (said when they change: the first refresh fills it as the
+  // page opens, before a screen reader has it), then the settings, not live (a quorum, a principal or a session typed
+  // key by key would have the whole line said again at every key; the field being typed in is what a screen reader
+  // follows).
+  if (!preloading) announce('picked-status', printable(parts.join('; ')));
+  const settingParts: string[] = [];
   const quorum = quorumTyped();
-  if (quorum !== undefined) parts.push(`quorum ${quorum}`);
+  if (quorum !== undefined) settingParts.push(`quorum ${quorum}`);
   const settings = auditorSettings();
-  if (settings.requireBlobs) parts.push('blobs required');
-  if (settings.expect !== undefined) parts.push(`expecting a ${settings.expect} bundle`);
-  if (settings.principal !== undefined) parts.push(`principal ${settings.principal}`);
-  if (settings.session !== undefined) parts.push(`session ${settings.session}`);
-  $('picked').textContent = printable(parts.join('; '));
+  if (settings.requireBlobs) settingParts.push('blobs required');
+  if (settings.expect !== undefined) settingParts.push(`expecting a ${settings.expect} bundle`);
+  if (settings.principal !== undefined) settingParts.push(`principal ${settings.principal}`);
+  if (settings.session !== undefined) settingParts.push(`session ${settings.session}`);
+  $('picked-settings').textContent = settingParts.length > 0 ? printable(`; ${settingParts.join('; ')}`) : '';
   $<HTMLButtonElement>('verify').disabled = !ready();
 }
 
@@ -226,7 +223,7 @@ function dropVerdict(): void {
   delete $('history').dataset.marks;
   $('result').hidden = true;
   $('progress').hidden = true;
-  $('progress-text').textContent = '';
+  $('progress-count').textContent = '';
   announce('progress-status', '');
   delete document.body.dataset.state;
 }
@@ -367,9 +364,11 @@ function finished(
   state.verified = verified;
   state.manifests = manifests;
   $('progress').hidden = true;
-  $('progress-text').textContent =
-    `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier}, ${describePool(pool)})`;
-  announce('progress-status', $('progress-text').textContent);
+  $('progress-count').textContent = '';
+  announce(
+    'progress-status',
+    `verified in ${(ms / 1000).toFixed(2)} s (signatures: ${verifier}, ${describePool(pool)})`,
+  );
   $('result').hidden = false;
   showVerdict($('verdict'), $('bundle-info'), report, verified.bundle);
   showCoverage($('coverage'), report);
@@ -401,8 +400,9 @@ function verify(): void {
   const progress = $<HTMLProgressElement>('progress');
   progress.hidden = false;
   progress.removeAttribute('value');
-  // #progress-text changes with every progress message (up to 20 a second): it is not a live region. What is said is
-  // the start, each quarter of the bundle read (when its size is known) and the end.
+  // The counter (#progress-count, after the status on the line) changes with every progress message (up to 20 a
+  // second): it is not live. What is said is the start, each quarter of the bundle read (when its size is known) and
+  // the end.
   announce('progress-status', 'verifying the bundle');
   let quarters = 0;
   // One source for the worker and, handed to it, for its pool of line verifiers (web/worker/line-pool.ts).
@@ -411,7 +411,7 @@ function verify(): void {
   /** The run ended without a verdict (the worker's coded refusal, or WORKER_FAILED): said in place of progress. */
   const runFailed = (message: string) => {
     progress.hidden = true;
-    $('progress-text').textContent = '';
+    $('progress-count').textContent = '';
     announce('progress-status', '');
     document.body.dataset.state = 'error';
     fail(message);
@@ -437,7 +437,7 @@ function verify(): void {
     const m = event.data;
     if (m.type === 'pool') {
       pool = m;
-      $('progress-text').textContent = `verifying signatures ${describePool(pool)}`;
+      $('progress-count').textContent = `; signatures ${describePool(pool)}`;
     } else if (m.type === 'progress') {
       if (m.totalBytes) {
         progress.value = m.bytes / m.totalBytes;
@@ -447,7 +447,7 @@ function verify(): void {
           announce('progress-status', `${25 * quarters}% of the bundle read`);
         }
       }
-      $('progress-text').textContent = `${m.lines.toLocaleString('en-US')} lines verified (${describePool(pool)})`;
+      $('progress-count').textContent = `; ${m.lines.toLocaleString('en-US')} lines verified (${describePool(pool)})`;
     } else if (m.type === 'marks') {
       for (const mark of JSON.parse(m.json) as ManifestMark[]) manifests.push(mark);
     } else if (m.type === 'done') {
@@ -585,6 +585,9 @@ function wire(): void {
   $('print').addEventListener('click', () => window.print());
   $('filters').addEventListener('input', () => state.report && render());
   $('filters').addEventListener('submit', (e) => e.preventDefault());
+  // With a preload, what is chosen is written once audit-ui's files are all in (the line starts empty), not first
+  // as "no bundle chosen".
+  preloading = preloadOf(document) !== undefined;
   refreshPicked();
   void preload();
 }

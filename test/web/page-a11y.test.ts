@@ -91,6 +91,21 @@ async function everythingSaid(page: Page): Promise<string[]> {
   }
 }
 
+/**
+ * The page's text as a screen reader reading it line by line meets it: the text of every node of Chromium's
+ * accessibility tree that is not ignored (a visually hidden element is there too; names and descriptions given to
+ * controls by aria-describedby are not text met on the way).
+ */
+async function textRead(page: Page): Promise<string[]> {
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    const { nodes } = await cdp.send('Accessibility.getFullAXTree');
+    return nodes.flatMap((n) => (!n.ignored && n.role?.value === 'StaticText' ? [String(n.name?.value ?? '')] : []));
+  } finally {
+    await cdp.detach();
+  }
+}
+
 /** The Tab order from the top of the page: the id of each element focused in turn. */
 async function tabOrder(page: Page, count: number): Promise<string[]> {
   const ids: string[] = [];
@@ -272,6 +287,43 @@ describe('a run, as a screen reader has it', { timeout: 180_000 }, () => {
       expect(await page.textContent('#progress-status')).toBe('');
       expect(await page.isHidden('#progress')).toBe(true);
       expect(await activeId(page)).toBe('verify');
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe('what is chosen and how a run went, read once', { timeout: 180_000 }, () => {
+  it('the status that says what is chosen, and the one that says how a run went, are the lines on screen, not copies', async () => {
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', bundle);
+      await page.setInputFiles('#trust-input', trust);
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      const files = (await picked(page))!;
+      expect(files).toMatch(/^bundle bundle: [^;]+; trust file trust\.json; no earlier checkpoint chosen/);
+      // Met once reading the page: the status is the line on screen (WCAG's technique ARIA22), not a hidden copy.
+      expect((await textRead(page)).filter((t) => t === files)).toEqual([files]);
+      expect(await liveness(page, 'picked-status')).toBe('polite');
+      expect(await page.isVisible('#picked-status')).toBe(true);
+      expect(await page.textContent('#picked-status')).toBe(files);
+      // The settings typed follow on the same line, outside the status (not said again at each key).
+      await page.fill('#principal-input', 'alice');
+      await expect.poll(() => picked(page), UPDATE_WAIT).toBe(`${files}; principal alice`);
+      expect(await page.textContent('#picked-status')).toBe(files);
+      expect(await liveness(page, 'picked-settings')).toBe('off');
+      expect((await textRead(page)).filter((t) => t.includes('trust file trust.json;'))).toEqual([files]);
+
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="ok"]', { timeout: VERDICT_WAIT_MS });
+      const done = (await page.textContent('#progress-text'))!;
+      expect(done).toMatch(/^verified in [0-9.]+ s \(signatures: /);
+      expect((await textRead(page)).filter((t) => t === done)).toEqual([done]);
+      expect(await page.isVisible('#progress-status')).toBe(true);
+      expect(await page.textContent('#progress-status')).toBe(done);
+      expect(seen.errors).toEqual([]);
     } finally {
       await page.close();
     }

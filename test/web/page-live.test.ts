@@ -1,9 +1,9 @@
 /**
  * What the page has a screen reader say, and how often: the live regions. The counter of lines verified changes
- * with every progress message (up to 20 a second) and must not be live; a polite status says the start, each
- * quarter of the bundle read and the end. The line saying what is chosen changes at every key typed in the
- * quorum, principal and session fields and must not be live; a polite status says it when the chosen files change
- * (those audit-ui serves once, when all are in).
+ * with every progress message (up to 20 a second) and must not be live; a polite status before it on its line says
+ * the start, each quarter of the bundle read and the end. The settings on the line saying what is chosen change at
+ * every key typed in the quorum, principal and session fields and must not be live; a polite status before them on
+ * that line says the chosen files when they change (those audit-ui serves once, when all are in).
  * Checked on the DOM (which element is live, and every change of each live region), not on timing: the worker's
  * progress messages are multiplied by the test, so a small bundle gives 200 of them whatever the machine's speed.
  */
@@ -85,7 +85,7 @@ describe("the page's live regions", { timeout: 180_000 }, () => {
     });
     try {
       await page.goto(PAGE);
-      expect(await liveness(page, 'progress-text')).toBe('off');
+      expect(await liveness(page, 'progress-count')).toBe('off');
       expect(await liveness(page, 'progress-status')).toBe('polite');
       await page.setInputFiles('#bundle-input', bundle);
       await page.setInputFiles('#trust-input', trust);
@@ -115,7 +115,7 @@ describe("the page's live regions", { timeout: 180_000 }, () => {
     const page = await browser.newPage();
     try {
       await page.goto(PAGE);
-      expect(await liveness(page, 'picked')).toBe('off');
+      expect(await liveness(page, 'picked-settings')).toBe('off');
       expect(await liveness(page, 'picked-status')).toBe('polite');
       await record(page, 'picked-status');
       await page.setInputFiles('#bundle-input', bundle);
