@@ -108,10 +108,24 @@ function claim(role: Role, g: number): boolean {
 }
 const current = (role: Role, g: number) => latest[role] === g;
 
-const ready = () =>
-  state.bundle !== undefined &&
-  ![...state.reading].some((r) => r.matters()) &&
-  SIDE_FILE_ROLES.every((r) => !SIDE_FILES[r].required || state.side[r]);
+/**
+ * Why Verify cannot start yet, in words (said when it is pressed); undefined when it can: a bundle and the required
+ * side files (trust files) are chosen, and no read that matters is under way.
+ */
+function notReady(): string | undefined {
+  // Being read first: a file being read is not chosen yet, and "choose trust files" would be untrue of it.
+  if ([...state.reading].some((r) => r.matters())) return 'cannot verify yet: the files chosen are still being read';
+  const missing: string[] = [];
+  if (state.bundle === undefined) missing.push('a bundle folder');
+  for (const role of SIDE_FILE_ROLES) {
+    const { required, several, noun } = SIDE_FILES[role];
+    if (required && !state.side[role]) missing.push(several ? `${noun}s` : `a ${noun}`);
+  }
+  return missing.length > 0 ? `cannot verify yet: choose ${missing.join(' and ')}` : undefined;
+}
+const ready = () => notReady() === undefined;
+/** Whether #progress-status says why Verify cannot start (it was pressed too soon): kept true, or taken down. */
+let saidNotReady = false;
 
 /**
  * Says `text` in the polite live region `id` (a screen reader announces it when the browser is idle), unless that
@@ -162,7 +176,15 @@ function refreshPicked(): void {
   if (settings.principal !== undefined) settingParts.push(`principal ${settings.principal}`);
   if (settings.session !== undefined) settingParts.push(`session ${settings.session}`);
   $('picked-settings').textContent = settingParts.length > 0 ? printable(`; ${settingParts.join('; ')}`) : '';
-  $<HTMLButtonElement>('verify').disabled = !ready();
+  // Not `disabled`: a disabled button is skipped by Tab, and a keyboard user would not find it. A press while it is
+  // unavailable says why (pressVerify), and verify() starts nothing until it is ready.
+  const why = notReady();
+  $('verify').setAttribute('aria-disabled', why === undefined ? 'false' : 'true');
+  // Said when Verify was pressed too soon: kept true as reads end (or taken down once it can start).
+  if (saidNotReady) {
+    announce('progress-status', why ?? '');
+    saidNotReady = why !== undefined;
+  }
 }
 
 /** The witness quorum as typed (checked with the CLI's words when verifying); undefined when empty. */
@@ -225,6 +247,7 @@ function dropVerdict(): void {
   $('progress').hidden = true;
   $('progress-count').textContent = '';
   announce('progress-status', '');
+  saidNotReady = false;
   delete document.body.dataset.state;
 }
 
@@ -383,6 +406,14 @@ function finished(
   render();
   document.body.dataset.state = report.ok ? 'ok' : 'failed';
   $('verdict').focus();
+}
+
+/** Verify pressed (click, Enter or Space): a run, or, before one can start, what is missing, said in the status. */
+function pressVerify(): void {
+  const why = notReady();
+  if (why === undefined) return verify();
+  saidNotReady = true;
+  announce('progress-status', why);
 }
 
 function verify(): void {
@@ -577,7 +608,7 @@ function wire(): void {
   const asked = new URLSearchParams(location.search).get('expect');
   if (asked === 'full' || asked === 'filtered') $<HTMLSelectElement>('expect-input').value = asked;
   else if (asked !== null) addressExpect = asked;
-  $('verify').addEventListener('click', verify);
+  $('verify').addEventListener('click', pressVerify);
   $('export-json').addEventListener(
     'click',
     () => state.report && state.verified && exportJson(state.report, state.verified.bundle),

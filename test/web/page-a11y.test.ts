@@ -53,6 +53,8 @@ interface AxNode {
   name?: string;
   description?: string;
   value?: string;
+  /** Said as unavailable ("dimmed", "unavailable"): disabled, natively or by aria-disabled. */
+  disabled: boolean;
   ignored: boolean;
 }
 
@@ -71,6 +73,7 @@ async function ax(page: Page, selector: string): Promise<AxNode> {
       name: text(n.name),
       description: text(n.description),
       value: text(n.value),
+      disabled: n.properties?.some((p) => p.name === 'disabled' && p.value.value === true) ?? false,
       ignored: n.ignored,
     };
   } finally {
@@ -122,9 +125,9 @@ describe('choosing files and settings, as a screen reader has them', { timeout: 
     const seen = watchPage(page);
     try {
       await page.goto(PAGE);
-      // The file inputs are not in the Tab order nor said: their buttons are (Verify is disabled until a bundle and
-      // trust files are chosen).
-      expect(await tabOrder(page, 9)).toEqual([
+      // The file inputs are not in the Tab order nor said: their buttons are, and Verify (unavailable until a bundle
+      // and trust files are chosen, but found).
+      expect(await tabOrder(page, 10)).toEqual([
         'bundle-choose',
         'trust-choose',
         'since-choose',
@@ -134,6 +137,7 @@ describe('choosing files and settings, as a screen reader has them', { timeout: 
         'expect-input',
         'principal-input',
         'session-input',
+        'verify',
       ]);
       for (const id of ['bundle-input', 'trust-input', 'since-input', 'witness-keys-input'])
         expect((await ax(page, `#${id}`)).ignored, id).toBe(true);
@@ -323,6 +327,78 @@ describe('what is chosen and how a run went, read once', { timeout: 180_000 }, (
       expect((await textRead(page)).filter((t) => t === done)).toEqual([done]);
       expect(await page.isVisible('#progress-status')).toBe(true);
       expect(await page.textContent('#progress-status')).toBe(done);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+describe('Verify before there is something to verify', { timeout: 180_000 }, () => {
+  it('is in the Tab order, said unavailable, and pressed says what is missing, without starting a run', async () => {
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    // Every worker the page starts is counted; reads of chosen files wait while the test holds them.
+    await page.addInitScript(() => {
+      const g = globalThis as any;
+      const Real = g.Worker;
+      g.__workers = 0;
+      g.Worker = class extends Real {
+        constructor(...args: unknown[]) {
+          super(...args);
+          g.__workers++;
+        }
+      };
+      const read = g.Blob.prototype.arrayBuffer;
+      let waiting: Array<() => void> = [];
+      g.holdReads = false;
+      g.releaseReads = () => {
+        g.holdReads = false;
+        for (const go of waiting) go();
+        waiting = [];
+      };
+      g.Blob.prototype.arrayBuffer = function (this: Blob) {
+        if (!g.holdReads) return read.call(this);
+        return new Promise<void>((go) => waiting.push(go)).then(() => read.call(this));
+      };
+    });
+    const workers = () => page.evaluate(() => (globalThis as any).__workers as number);
+    const status = () => page.textContent('#progress-status');
+    const press = async () => {
+      await tabTo(page, 'verify');
+      await page.keyboard.press('Enter');
+    };
+    try {
+      await page.goto(PAGE);
+      expect(await ax(page, '#verify')).toMatchObject({ role: 'button', name: 'Verify', disabled: true });
+      expect(await page.getAttribute('#verify', 'aria-disabled')).toBe('true');
+      expect(await page.getAttribute('#verify', 'disabled')).toBeNull();
+      await press();
+      await expect.poll(status, UPDATE_WAIT).toBe('cannot verify yet: choose a bundle folder and trust files');
+      expect(await liveness(page, 'progress-status')).toBe('polite');
+      expect(await activeId(page)).toBe('verify');
+      await page.setInputFiles('#bundle-input', bundle);
+      await expect.poll(() => picked(page), UPDATE_WAIT).toMatch(/^bundle bundle: /);
+      // A choice clears what was said; pressed again, what is still missing.
+      expect(await status()).toBe('');
+      await press();
+      await expect.poll(status, UPDATE_WAIT).toBe('cannot verify yet: choose trust files');
+      // A trust file chosen and still being read: Verify waits for it, and says so.
+      await page.evaluate(() => ((globalThis as any).holdReads = true));
+      await page.setInputFiles('#trust-input', trust);
+      await press();
+      await expect.poll(status, UPDATE_WAIT).toBe('cannot verify yet: the files chosen are still being read');
+      expect((await ax(page, '#verify')).disabled).toBe(true);
+      expect(await workers()).toBe(0);
+      expect(await page.getAttribute('body', 'data-state')).toBeNull();
+      // Read: available, and what was said of it is gone.
+      await page.evaluate(() => (globalThis as any).releaseReads());
+      await expect.poll(() => page.getAttribute('#verify', 'aria-disabled'), UPDATE_WAIT).toBe('false');
+      expect((await ax(page, '#verify')).disabled).toBe(false);
+      expect(await status()).toBe('');
+      await press();
+      await page.waitForSelector('body[data-state="ok"]', { timeout: VERDICT_WAIT_MS });
+      expect(await workers()).toBe(1);
       expect(seen.errors).toEqual([]);
     } finally {
       await page.close();

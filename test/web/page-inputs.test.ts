@@ -496,7 +496,7 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
       }
       await expect.poll(() => picked(page), { timeout: 10_000 }).toMatch(/; witness keys witnesses\.txt; quorum 2$/);
       // The keys chosen again have the name of those dropped: the line above cannot tell they are read; Verify can
-      // (disabled, and skipped by Tab, until they are).
+      // (unavailable, aria-disabled, until they are).
       await expect.poll(() => page.isEnabled('#verify'), { timeout: 30_000 }).toBe(true);
       await tabTo(page, 'verify');
       await page.keyboard.press('Enter');

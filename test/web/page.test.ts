@@ -304,7 +304,7 @@ describe('the auditor page, by keyboard and by eye', { timeout: TEST_MS }, () =>
       await page.goto(PAGE);
       await chooseByKeyboard(page, 'bundle-choose', dir);
       await chooseByKeyboard(page, 'trust-choose', trustPath);
-      // The page reads the trust file asynchronously; Verify is disabled (and skipped by Tab) until it has.
+      // The page reads the trust file asynchronously; Verify is unavailable (aria-disabled: a press says why) until it has.
       await expect.poll(() => picked(page), UPDATE_WAIT).toContain('; trust file trust.json;');
       await tabTo(page, 'verify');
       await page.keyboard.press('Enter');
