@@ -243,7 +243,13 @@ function dropVerdict(): void {
   state.manifests = [];
   delete $('history').dataset.manifests;
   delete $('history').dataset.marks;
-  $('result').hidden = true;
+  // Focus in the result (its verdict heading, the history, a filter, a button) would fall to the body as the result
+  // is hidden (a mouse drop while the verdict heading has focus): it goes to Verify, next to what is chosen and
+  // described by it. Focus anywhere else (a field being typed in) is left where it is.
+  const result = $('result');
+  const focusInResult = !result.hidden && result.contains(document.activeElement);
+  result.hidden = true;
+  if (focusInResult) $('verify').focus();
   $('progress').hidden = true;
   $('progress-count').textContent = '';
   announce('progress-status', '');

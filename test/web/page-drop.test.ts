@@ -15,7 +15,15 @@ import { launchChromium, watchPage } from '../support/browser.js';
 import { cliVerify, writeCheckpointFiles, type CheckpointFiles } from '../support/checkpoint-bundle.js';
 import { ensurePageBuilt } from '../support/page-build.js';
 import { describeVerdict } from '../../manifests/audit/report-text.js';
-import { codesAt, dropFiles, expectSameAsCli, PAGE_URL as PAGE, pageFindings, picked } from '../support/page-checks.js';
+import {
+  activeId,
+  codesAt,
+  dropFiles,
+  expectSameAsCli,
+  PAGE_URL as PAGE,
+  pageFindings,
+  picked,
+} from '../support/page-checks.js';
 
 let browser: BrowserContext;
 let closeBrowser: () => Promise<void>;
@@ -180,6 +188,39 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
         .toBe('drop one witness keys file, not 2: "w2.txt", "w3.vkeys"');
       expect(await picked(page)).toMatch(chosen);
       expect(await page.isEnabled('#verify')).toBe(true);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('moves focus to Verify when a drop takes down the result it was in, and leaves it in a field being typed in', async () => {
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    try {
+      await page.goto(PAGE);
+      await dropFiles(page, [f.bundle, f.trust]);
+      await expect.poll(() => page.isEnabled('#verify'), { timeout: 30_000 }).toBe(true);
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="failed"], body[data-state="ok"]', { timeout: 90_000 });
+      // Focus is in the result: its verdict heading, then a filter of the history typed in.
+      await expect.poll(() => activeId(page), { timeout: 10_000 }).toBe('verdict');
+      await page.focus('#filter-session');
+      await page.keyboard.type('s');
+      // A mouse drop takes the result down at once (before its folder is walked): focus goes to Verify, not the body.
+      await dropFiles(page, [f.bundle, f.trust]);
+      await expect.poll(() => page.isHidden('#result'), { timeout: 10_000 }).toBe(true);
+      await expect.poll(() => activeId(page), { timeout: 10_000 }).toBe('verify');
+      await expect.poll(() => page.isEnabled('#verify'), { timeout: 30_000 }).toBe(true);
+      expect(await activeId(page)).toBe('verify');
+      // Typing in a field outside the result: a drop leaves focus there, and the keys typed after it land in it.
+      await page.focus('#principal-input');
+      await page.keyboard.type('ali');
+      await dropFiles(page, [f.earlier]);
+      await expect.poll(() => picked(page), { timeout: 30_000 }).toContain('; earlier checkpoint earlier.note;');
+      await page.keyboard.type('ce');
+      expect(await activeId(page)).toBe('principal-input');
+      expect(await page.inputValue('#principal-input')).toBe('alice');
+      expect(seen.errors).toEqual([]);
     } finally {
       await page.close();
     }
