@@ -172,7 +172,9 @@ describe('publish and resume', () => {
           message,
         });
         const model = vi.fn();
-        await expect(compact({ ledger, scope: alice, model, transcript: [], expectedPrev })).rejects.toMatchObject({
+        await expect(
+          compact({ ledger, scope: alice, model, transcript: [{ role: 'user', content: 'hi' }], expectedPrev }),
+        ).rejects.toMatchObject({
           code: 'CHAIN_CONFLICT',
           message,
         });

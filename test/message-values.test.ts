@@ -75,14 +75,18 @@ describe('what a model adapter returns or throws', () => {
       const scope = { principal: 'alice', session: 's1', run: 'r1' };
       // `String(err)` threw the object's own error out of compact, uncoded.
       const failing: ModelAdapter = async () => Promise.reject(untextable);
-      const err = await compact({ ledger, scope, model: failing, transcript: [] }).catch((e: unknown) => e);
+      const err = await compact({ ledger, scope, model: failing, transcript: [{ role: 'user', content: 'hi' }] }).catch(
+        (e: unknown) => e,
+      );
       expect(err).toMatchObject({ code: 'MODEL_FAILED', message: 'the model adapter failed: an object' });
       expect((err as Error).cause).toBe(untextable);
       // The SDK's words with the reason it keeps in its cause, bounded.
       const sdk: ModelAdapter = async (): Promise<ModelResponse> => {
         throw new Error('Connection error.', { cause: new Error(`fetch failed ${'z'.repeat(100_000)}`) });
       };
-      const long = (await compact({ ledger, scope, model: sdk, transcript: [] }).catch((e: unknown) => e)) as Error;
+      const long = (await compact({ ledger, scope, model: sdk, transcript: [{ role: 'user', content: 'hi' }] }).catch(
+        (e: unknown) => e,
+      )) as Error;
       expect(long).toMatchObject({ code: 'MODEL_FAILED' });
       expect(long.message.startsWith('the model adapter failed: Connection error.: fetch failed zzz')).toBe(true);
       expect(long.message.length).toBeLessThan(1100);

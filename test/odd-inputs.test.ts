@@ -593,10 +593,11 @@ describe('the Harness helpers', () => {
       );
   });
 
-  it('compactionRequest refuses a transcript that is not a list of messages, an unknown mode, non-text instructions', async () => {
+  it('compactionRequest refuses a transcript that is not a list of messages or holds none, an unknown mode, non-text instructions', async () => {
     const transcripts: unknown[] = [
       undefined,
       'hi', // its characters would go to the model one message each
+      [], // nothing to summarize: the model would be asked for a summary of the instruction alone
       [null],
       [{ role: 'robot', content: 'x' }],
       [{ role: 'user', content: 5 }],
@@ -608,8 +609,12 @@ describe('the Harness helpers', () => {
       expect(await codeOf(() => compactionRequest({ messages } as never)), JSON.stringify(messages)).toBe(
         'INVALID_ARGUMENT',
       );
-    expect(await codeOf(() => compactionRequest({ messages: [], mode: 'tools' } as never))).toBe('INVALID_ARGUMENT');
-    expect(await codeOf(() => compactionRequest({ messages: [], instructions: 5 } as never))).toBe('INVALID_ARGUMENT');
+    expect(
+      await codeOf(() => compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'tools' } as never)),
+    ).toBe('INVALID_ARGUMENT');
+    expect(
+      await codeOf(() => compactionRequest({ messages: [{ role: 'user', content: 'hi' }], instructions: 5 } as never)),
+    ).toBe('INVALID_ARGUMENT');
     expect(await codeOf(() => compactionRequest(undefined as never))).toBe('INVALID_ARGUMENT');
     // What a transcript read from JSON or a nullable column holds, and what providers return for a turn that only
     // calls tools, is taken as before: null fields are absent, such a turn may carry no text.
@@ -649,7 +654,7 @@ describe('the Harness helpers', () => {
       ),
     ).toBe('INVALID_ARGUMENT');
     expect(compactionRequest({ messages: [{ role: 'user', content: 'hi' }], mode: 'structured' }).responseFormat).toBe(
-      compactionRequest({ messages: [], mode: 'structured' }).responseFormat,
+      compactionRequest({ messages: [{ role: 'user', content: 'bye' }], mode: 'structured' }).responseFormat,
     );
   });
 
@@ -689,7 +694,9 @@ describe('the Harness helpers', () => {
         },
         toolCalls: [],
       }) as never;
-    expect(await codeOf(() => compact({ ledger, scope, model, transcript: [] }))).toBe('MODEL_FAILED');
+    expect(await codeOf(() => compact({ ledger, scope, model, transcript: [{ role: 'user', content: 'hi' }] }))).toBe(
+      'MODEL_FAILED',
+    );
     expect(await ledger.resume(scope)).toBeUndefined();
     expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
     await ledger.close();

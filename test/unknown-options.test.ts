@@ -212,7 +212,15 @@ function ledgerEntryPoints(name: string, extra: () => Record<string, unknown>): 
           throw new Error('the model is not asked');
         };
         expectUnknown(
-          await refusal(() => compact({ ledger, scope, model, transcript: [], expectedprev: first.id } as never)),
+          await refusal(() =>
+            compact({
+              ledger,
+              scope,
+              model,
+              transcript: [{ role: 'user', content: 'hi' }],
+              expectedprev: first.id,
+            } as never),
+          ),
           'expectedprev',
           'expectedPrev',
         );
@@ -514,7 +522,9 @@ describe('the auditor and the adapters', () => {
     );
     expect(shouldCompact({ usedTokens: 60, contextWindow: 100, ratio: 0.5 })).toBe(true);
     expectUnknown(
-      await refusal(() => compactionRequest({ messages: [], maxOutputToken: 5 } as never)),
+      await refusal(() =>
+        compactionRequest({ messages: [{ role: 'user', content: 'hi' }], maxOutputToken: 5 } as never),
+      ),
       'maxOutputToken',
       'maxOutputTokens',
     );

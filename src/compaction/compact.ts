@@ -50,7 +50,8 @@ export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
   /**
    * The context to summarize: typically the Harness's system prompt, the previous handoff message and the turns since.
    * The whole transcript goes to the model, its system messages too (the summariser needs them to know the task); the
-   * leading ones are also kept in the returned `context` (`CompactResult.context`).
+   * leading ones are also kept in the returned `context` (`CompactResult.context`). An empty one is refused
+   * (`INVALID_ARGUMENT`, before the model is asked: there is nothing to summarize).
    */
   transcript: readonly ModelMessage[];
   /** What the summary covers in the Harness's full transcript (recorded in the signed manifest). */
@@ -168,7 +169,7 @@ void everyCompactField;
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
  * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for an options field that
  *   throws as it is read (a getter, a proxy; the ledger's `publish` and `checkPublish` too), no ledger or model adapter, a transcript that is not a list of messages
- *   (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
+ *   or holds none (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
  *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `ROLLBACK` /
  *   `FORK` / `TREE_DAMAGED` (the log, or the session's chain cut back), `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign; or, with `KEY_UNTRUSTED` too, the session's head is
  *   signed by a key resume refuses it for) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`

@@ -38,7 +38,7 @@ export const DEFAULT_COMPACTION_INSTRUCTIONS =
   'The next context will contain only this summary, so include everything needed to continue.';
 
 export interface CompactionRequestOptions {
-  /** The context to summarize (for example the messages since the last compaction). */
+  /** The context to summarize (for example the messages since the last compaction): one message at least. */
   messages: readonly ModelMessage[];
   mode?: CompactionMode | undefined;
   instructions?: string | undefined;
@@ -47,7 +47,8 @@ export interface CompactionRequestOptions {
 
 /**
  * Builds the request that asks a model for the handoff summary. Only `submit_handoff` is offered.
- * @throws LedgerError `INVALID_ARGUMENT` for a transcript that is not a list of messages, a `mode` other than `tool`
+ * @throws LedgerError `INVALID_ARGUMENT` for a transcript that is not a list of messages or holds none (there is nothing
+ *   to summarize: a model asked anyway would write a summary of nothing, or make one up), a `mode` other than `tool`
  *   or `structured`, `instructions` that are not a string, a `maxOutputTokens` that is not a whole number from 1
  */
 export function compactionRequest(options: CompactionRequestOptions): ModelRequest {
@@ -96,12 +97,15 @@ const ROLES: ReadonlySet<unknown> = new Set(['system', 'user', 'assistant', 'too
 
 /**
  * The transcript as `ModelMessage` says: what a Harness of plain JavaScript may hand over otherwise (no list, a string,
- * whose characters would go to the model one message each, a `null` message) is refused before the model is asked.
+ * whose characters would go to the model one message each, a `null` message) is refused before the model is asked, and
+ * so is an empty one (a request of the instruction alone asks for a summary of nothing).
  * @throws LedgerError `INVALID_ARGUMENT`, naming the first message that is not one
  */
 function checkMessages(messages: unknown): void {
   if (!Array.isArray(messages))
     throw new LedgerError('INVALID_ARGUMENT', `the transcript must be a list of messages, not ${typeof messages}`);
+  if (messages.length === 0)
+    throw new LedgerError('INVALID_ARGUMENT', 'the transcript holds no messages: there is nothing to summarize');
   messages.forEach((m: unknown, i) => {
     const bad = (what: string) => new LedgerError('INVALID_ARGUMENT', `transcript message ${i}: ${what}`);
     if (typeof m !== 'object' || m === null) throw bad(`not a message (${m === null ? 'null' : typeof m})`);

@@ -174,6 +174,20 @@ export function providerCases(name: string, dialect: ProviderDialect): void {
       expect(JSON.stringify(provider.requests[0]!.body)).toContain('Not run: the context was compacted');
     });
 
+    it('refuses an empty transcript with INVALID_ARGUMENT, sending nothing to the provider', async () => {
+      // Nothing scripted: the provider is shared by the cases, and a reply left unread would answer the next one.
+      const err = await compact({
+        ledger,
+        scope,
+        model: dialect.adapter(provider.url),
+        transcript: [],
+        mode: dialect.mode,
+      }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT' });
+      expect(provider.requests).toEqual([]);
+      expect(await ledger.resume(scope)).toBeUndefined();
+    });
+
     it("refuses a request that is not a compaction (a Harness's turn) with INVALID_ARGUMENT, sending nothing", async () => {
       const readFile = {
         name: 'read_file',

@@ -12,6 +12,8 @@ import { compact, resumeContext, shouldCompact, type ModelAdapter, type ModelReq
 import { sampleSummary, scriptedModel, submitHandoff } from '../support/harness/index.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
+/** A transcript of one turn, where what it says does not matter. */
+const said = [{ role: 'user' as const, content: 'add retries' }];
 let base: string;
 let ledger: Ledger;
 beforeEach(async () => {
@@ -47,8 +49,8 @@ describe('compact', () => {
 
   it('refuses CHAIN_CONFLICT when the head moved past expectedPrev', async () => {
     const model = scriptedModel([submitHandoff(sampleSummary()), submitHandoff(sampleSummary({ state: 'later' }))]);
-    await compact({ ledger, scope, model, transcript: [], expectedPrev: null });
-    const err = await compact({ ledger, scope, model, transcript: [], expectedPrev: null }).catch((e: unknown) => e);
+    await compact({ ledger, scope, model, transcript: said, expectedPrev: null });
+    const err = await compact({ ledger, scope, model, transcript: said, expectedPrev: null }).catch((e: unknown) => e);
     expect((err as LedgerError).code).toBe('CHAIN_CONFLICT');
     expect((await ledger.history(scope)).length).toBe(1);
   });
@@ -90,22 +92,39 @@ describe('compact', () => {
       authorizer: ({ action }) => action !== 'publish',
     });
     const model = scriptedModel([]);
-    const err = await compact({ ledger: denying, scope, model, transcript: [] }).catch((e: unknown) => e);
+    const err = await compact({ ledger: denying, scope, model, transcript: said }).catch((e: unknown) => e);
     expect((err as LedgerError).code).toBe('UNAUTHORIZED');
     await denying.close();
 
     const first = await ledger.publish(scope, sampleSummary());
     await ledger.publish(scope, sampleSummary({ state: 'another run compacted' }));
-    const stale = await compact({ ledger, scope, model, transcript: [], expectedPrev: first.id }).catch(
+    const stale = await compact({ ledger, scope, model, transcript: said, expectedPrev: first.id }).catch(
       (e: unknown) => e,
     );
     expect((stale as LedgerError).code).toBe('CHAIN_CONFLICT');
     expect(model.requests).toEqual([]);
   });
 
+  it('refuses an empty transcript with INVALID_ARGUMENT: the model is never asked, nothing is published', async () => {
+    // A model that would answer: before, compact sent it the instruction alone and published its summary of nothing.
+    const model = scriptedModel([submitHandoff(sampleSummary())]);
+    for (const mode of ['tool', 'structured'] as const) {
+      const err = await compact({ ledger, scope, model, transcript: [], mode, expectedPrev: null }).catch(
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(LedgerError);
+      expect(err).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/nothing to summarize/) });
+    }
+    expect(model.requests).toEqual([]);
+    expect(await ledger.resume(scope)).toBeUndefined();
+    expect(await blobCount()).toBe(0);
+  });
+
   it('refuses an answer over maxSummaryBytes before any blob is written', async () => {
     const model = scriptedModel([submitHandoff(sampleSummary({ notes: 'x'.repeat(600) }))]);
-    const err = await compact({ ledger, scope, model, transcript: [], maxSummaryBytes: 512 }).catch((e: unknown) => e);
+    const err = await compact({ ledger, scope, model, transcript: said, maxSummaryBytes: 512 }).catch(
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(LedgerError);
     expect((err as LedgerError).code).toBe('SUMMARY_TOO_LARGE');
     expect(await blobCount()).toBe(0);
@@ -115,7 +134,7 @@ describe('compact', () => {
   it('refuses a maxSummaryBytes that is not a non-negative integer before it asks the model', async () => {
     const model = scriptedModel([]);
     for (const maxSummaryBytes of [Number.NaN, Number.POSITIVE_INFINITY, -1]) {
-      await expect(compact({ ledger, scope, model, transcript: [], maxSummaryBytes })).rejects.toMatchObject({
+      await expect(compact({ ledger, scope, model, transcript: said, maxSummaryBytes })).rejects.toMatchObject({
         code: 'INVALID_ARGUMENT',
       });
     }
@@ -124,7 +143,7 @@ describe('compact', () => {
 
   it('does not ask the model when the signal is already aborted', async () => {
     const model = scriptedModel([]);
-    const err = await compact({ ledger, scope, model, transcript: [], signal: AbortSignal.abort() }).catch(
+    const err = await compact({ ledger, scope, model, transcript: said, signal: AbortSignal.abort() }).catch(
       (e: unknown) => e,
     );
     expect((err as LedgerError).code).toBe('CANCELLED');
@@ -164,7 +183,7 @@ describe('compact', () => {
       ledger,
       scope,
       model: aborting,
-      transcript: [],
+      transcript: said,
       signal: controller.signal,
     }).catch((e: unknown) => e);
     expect((cancelled as LedgerError).code).toBe('CANCELLED');
@@ -173,7 +192,7 @@ describe('compact', () => {
     const failing = async () => {
       throw outage;
     };
-    const failed = await compact({ ledger, scope, model: failing, transcript: [] }).catch((e: unknown) => e);
+    const failed = await compact({ ledger, scope, model: failing, transcript: said }).catch((e: unknown) => e);
     expect(failed).toMatchObject({ name: 'LedgerError', code: 'MODEL_FAILED' });
     expect((failed as LedgerError).cause).toBe(outage);
     expect(await ledger.resume(scope)).toBeUndefined();
@@ -186,7 +205,7 @@ describe('compact', () => {
       asked = true;
       return new Promise<never>(() => {}); // never answers, never looks at the signal
     };
-    const compacting = compact({ ledger, scope, model: deaf, transcript: [], signal: controller.signal }).catch(
+    const compacting = compact({ ledger, scope, model: deaf, transcript: said, signal: controller.signal }).catch(
       (e: unknown) => e,
     );
     while (!asked) await new Promise((r) => setTimeout(r, 5));
@@ -205,7 +224,7 @@ describe('compact', () => {
         toolCalls: [{ id: '1', name: 'submit_handoff', input: sampleSummary() }],
       };
     };
-    await compact({ ledger, scope, model, transcript: [], signal: controller.signal });
+    await compact({ ledger, scope, model, transcript: said, signal: controller.signal });
     expect(seen).toBe(controller.signal);
   });
 });

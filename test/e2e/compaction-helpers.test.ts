@@ -145,7 +145,11 @@ describe('submit_handoff and the structured-output format', () => {
   });
 
   it('build a structured-output request with no tools at all', () => {
-    const req = compactionRequest({ messages: [], mode: 'structured', instructions: 'Summarize.' });
+    const req = compactionRequest({
+      messages: [{ role: 'user', content: 'hi' }],
+      mode: 'structured',
+      instructions: 'Summarize.',
+    });
     expect(req.tools).toBeUndefined();
     expect(req.responseFormat).toBe(handoffResponseFormat);
     expect(req.messages.at(-1)?.content).toMatch(/^Summarize\.\n\nAnswer only with the summary as JSON/);
