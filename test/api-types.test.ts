@@ -7,7 +7,7 @@
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
@@ -239,4 +239,63 @@ describe('the public types', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe("the adapters' built declarations, compiled as a strict project without skipLibCheck", () => {
+  const ADAPTERS = ['openai', 'anthropic', 'gemini', 'ai-sdk'];
+  const HIDDEN = `${sep}node_modules${sep}@types${sep}json-schema`;
+  /**
+   * The program a user's `tsc` builds over the four adapters' declarations with `strict` on and `skipLibCheck` off;
+   * `withJsonSchemaTypes: false` is a project that did not install `@types/json-schema` (this repository has it, as a
+   * dev dependency of the ai SDK's packages, so the host hides it).
+   */
+  const options: ts.CompilerOptions = { ...PACKAGE_TYPES, skipLibCheck: false, strict: true };
+  /** The files both programs read, parsed once (the SDKs' declarations are large). */
+  const parsed = new Map<string, ts.SourceFile | undefined>();
+  function program(withJsonSchemaTypes: boolean): ts.Program {
+    const host = ts.createCompilerHost(options);
+    const { getSourceFile } = host;
+    host.getSourceFile = (path, ...rest) => {
+      if (!parsed.has(path)) parsed.set(path, getSourceFile.call(host, path, ...rest));
+      return parsed.get(path);
+    };
+    if (!withJsonSchemaTypes) {
+      const hidden = (path: string) => resolve(path).includes(HIDDEN);
+      const { fileExists, directoryExists, readFile } = host;
+      host.fileExists = (path) => !hidden(path) && fileExists.call(host, path);
+      host.directoryExists = (path) => !hidden(path) && (directoryExists?.call(host, path) ?? true);
+      host.readFile = (path) => (hidden(path) ? undefined : readFile.call(host, path));
+    }
+    const files = ADAPTERS.map((name) => join(ROOT, `dist/src/adapters/${name}.d.ts`));
+    return ts.createProgram(files, options, host);
+  }
+  /** A file's own diagnostics: checked one file at a time (checking the SDKs' whole declarations is slow). */
+  const diagnosticsOf = (p: ts.Program, file: ts.SourceFile) =>
+    [...p.getSyntacticDiagnostics(file), ...p.getSemanticDiagnostics(file)].map((d) => ({
+      code: d.code,
+      text: ts.flattenDiagnosticMessageText(d.messageText, '\n').slice(0, 120),
+    }));
+  const provider = (p: ts.Program) =>
+    p.getSourceFiles().find((f) => f.fileName.endsWith('/@ai-sdk/provider/dist/index.d.ts'));
+
+  it(
+    "needs no @types/json-schema for the library's own declarations; the ai SDK's need it (README says so)",
+    { timeout: 180_000 },
+    () => {
+      const without = program(false);
+      const ours = without.getSourceFiles().filter((f) => f.fileName.startsWith(join(ROOT, 'dist') + sep));
+      expect(ours.map((f) => f.fileName)).toEqual(
+        expect.arrayContaining(ADAPTERS.map((name) => join(ROOT, `dist/src/adapters/${name}.d.ts`))),
+      );
+      for (const file of ours) expect(diagnosticsOf(without, file), file.fileName).toEqual([]);
+      // What README's adapter section tells an adopter of aiSdkAdapter: the ai SDK's provider declarations (which `ai`
+      // and every `@ai-sdk/*` provider load) import `json-schema`, whose types they do not depend on: TS7016 there.
+      const found = diagnosticsOf(without, provider(without)!);
+      expect(found.length).toBeGreaterThan(0);
+      for (const d of found) expect(d).toEqual({ code: 7016, text: expect.stringContaining("module 'json-schema'") });
+      // With @types/json-schema installed, the same declarations compile.
+      const withTypes = program(true);
+      expect(diagnosticsOf(withTypes, provider(withTypes)!)).toEqual([]);
+    },
+  );
 });
