@@ -57,7 +57,11 @@ export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
   /** What the summary covers in the Harness's full transcript (recorded in the signed manifest). */
   covers?: Covers | undefined;
   signal?: AbortSignal | undefined;
-  /** `tool` (default): `submit_handoff`; `structured`: a JSON-Schema response format. */
+  /**
+   * `tool` (default): `submit_handoff`; `structured`: a JSON-Schema response format. Each adapter of
+   * `handoff-ledger/adapters/*` asks in its API's way: `anthropicAdapter` forces `submit_handoff` in both modes (the
+   * Messages API's structured answer is a forced tool's input), `geminiAdapter` sends its response schema in both.
+   */
   mode?: CompactionMode | undefined;
   instructions?: string | undefined;
   maxOutputTokens?: number | undefined;

@@ -267,3 +267,88 @@ describe("anthropicAdapter: README's stop reasons without a finished answer", ()
     },
   );
 });
+
+describe("anthropicAdapter in structured mode: the Messages API's structured output is the forced tool", () => {
+  /** One compaction of mode `structured` through compact, the provider answering `reply`. */
+  async function structured(reply: Reply) {
+    const { startFakeProvider } = await import('../support/fake-provider.js');
+    const { compact } = await import('../../src/compaction/compact.js');
+    const { openLedger } = await import('../../src/ledger/open.js');
+    const { mkdtemp, rm } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const provider = await startFakeProvider();
+    const base = await mkdtemp(join(tmpdir(), 'handoff-anthropic-'));
+    const ledger = await openLedger({ root: join(base, 'store'), host: 'h1', onNotice: () => {} });
+    const scope = { principal: 'alice', session: 's1', run: 'r1' };
+    try {
+      provider.script(reply);
+      const outcome = await compact({
+        ledger,
+        scope,
+        model: anthropicAdapter({
+          client: new Anthropic({ apiKey: 'k', baseURL: provider.url, maxRetries: 0 }),
+          model: 'claude-test',
+        }),
+        transcript: [
+          { role: 'system', content: 'You are a coding assistant.' },
+          { role: 'user', content: 'add retries to the uploader' },
+        ],
+        mode: 'structured',
+      }).catch((e: unknown) => e);
+      return { outcome, requests: [...provider.requests], resumed: await ledger.resume(scope) };
+    } finally {
+      await ledger.close();
+      await provider.close();
+      await rm(base, { recursive: true, force: true });
+    }
+  }
+
+  it('sends submit_handoff with the summary schema as its input_schema, forced (one call), and reads its input', async () => {
+    const { outcome, requests, resumed } = await structured(message([toolUse(summary)], 'tool_use'));
+    expect(requests).toHaveLength(1);
+    const body = requests[0]!.body;
+    // The whole request: the Messages API's own fields, no response format of another API's dialect.
+    expect(Object.keys(body).sort()).toEqual(['max_tokens', 'messages', 'model', 'system', 'tool_choice', 'tools']);
+    expect(body.tools).toEqual([
+      {
+        name: 'submit_handoff',
+        description: anthropicSubmitHandoffTool.description,
+        input_schema: summarySchemaFor('anthropic'),
+      },
+    ]);
+    expect(body.tool_choice).toEqual({ type: 'tool', name: 'submit_handoff', disable_parallel_tool_use: true });
+    expect(outcome).toMatchObject({ summary });
+    expect(resumed?.summary).toEqual(summary);
+  });
+
+  it.each([
+    ['no content at all', [], 'SUMMARY_EMPTY'],
+    ['only whitespace text', [{ type: 'text', text: ' \n' }], 'SUMMARY_EMPTY'],
+    [
+      'text that is not JSON',
+      [{ type: 'text', text: 'Here is the summary: the uploader retries.' }],
+      'SUMMARY_INVALID',
+    ],
+    [
+      'text of a JSON string (the summary encoded twice)',
+      [{ type: 'text', text: JSON.stringify(JSON.stringify(summary)) }],
+      'SUMMARY_INVALID',
+    ],
+    [
+      'another tool’s block',
+      [{ type: 'tool_use', id: 'toolu_2', name: 'write_file', input: summary }],
+      'SUMMARY_INVALID',
+    ],
+    ['two submit_handoff blocks', [toolUse(summary), { ...toolUse(summary), id: 'toolu_2' }], 'SUMMARY_INVALID'],
+  ] as const)(
+    'refuses a finished answer without one submit_handoff block (%s) with %s, publishing nothing',
+    async (_, content, code) => {
+      const stop = content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn';
+      const { outcome, requests, resumed } = await structured(message([...content], stop));
+      expect(outcome).toMatchObject({ name: 'LedgerError', code });
+      expect(requests).toHaveLength(1);
+      expect(resumed).toBeUndefined();
+    },
+  );
+});
