@@ -7,10 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { blockedOpeningFifo, openAt, until } from './support/proc.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
@@ -146,34 +147,20 @@ function child(args: string[]) {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Waits until a thread of `pid` is blocked opening a FIFO that has no writer (Linux's wchan `wait_for_partner`), so a
- * test knows the child reached the open, not that it is still starting. Where wchan tells nothing (not Linux, or
- * hidden), half a second instead. @returns false when the child never got there within 15 s
+ * Waits until `pid` has reached the FIFO at `path`: it has it open (publish opens it without blocking and polls it),
+ * or a thread of it is blocked in its open (test/support/proc.ts), so a test knows the child reached the FIFO, not
+ * that it is still starting. Where /proc tells nothing (not Linux), half a second instead.
+ * @returns false when the child never got there within 15 s
  */
-async function blockedOnFifoOpen(pid: number): Promise<boolean> {
-  let told = false;
-  for (const end = Date.now() + 15_000; Date.now() < end; await sleep(50)) {
-    let tasks: string[] = [];
-    try {
-      tasks = readdirSync(`/proc/${pid}/task`);
-    } catch {
-      break;
-    }
-    for (const task of tasks) {
-      let wchan = '';
-      try {
-        wchan = readFileSync(`/proc/${pid}/task/${task}/wchan`, 'utf8');
-      } catch {
-        continue;
-      }
-      if (wchan === 'wait_for_partner') return true;
-      if (wchan !== '' && wchan !== '0') told = true;
-    }
-    if (!told && Date.now() > end - 14_000) break;
+async function reachedFifo(pid: number, path: string): Promise<boolean> {
+  if (!existsSync(`/proc/${pid}`)) {
+    await sleep(500);
+    return true;
   }
-  if (told) return false;
-  await sleep(500);
-  return true;
+  return until(() => openAt(pid, path).length > 0 || blockedOpeningFifo(pid), 'the FIFO', 15_000).then(
+    () => true,
+    () => false,
+  );
 }
 
 describe('publish FILE: a FIFO is read as standard input is, to its end, within the same bound', () => {
@@ -189,7 +176,7 @@ describe('publish FILE: a FIFO is read as standard input is, to its end, within 
     const { root, fifo: path } = fresh();
     const publish = child([CLI, 'publish', '--root', root, ...publishScope, path]);
     // Waiting for a writer, as on an empty pipe: nothing read, nothing made.
-    expect(await blockedOnFifoOpen(publish.proc.pid!)).toBe(true);
+    expect(await reachedFifo(publish.proc.pid!, path)).toBe(true);
     expect(publish.running()).toBe(true);
     expect(existsSync(root)).toBe(false);
     const text = JSON.stringify(sampleSummary('from a fifo'));
@@ -225,13 +212,20 @@ describe('publish FILE: a FIFO is read as standard input is, to its end, within 
     expect(existsSync(root)).toBe(false);
   });
 
-  it('with no writer it waits, as standard input does; a signal ends it, nothing made', async () => {
+  it('with no writer it waits, as standard input does; a signal ends it (CANCELLED, 143), nothing made', async () => {
     const { root, fifo: path } = fresh();
     const publish = child([CLI, 'publish', '--root', root, ...publishScope, path]);
-    expect(await blockedOnFifoOpen(publish.proc.pid!)).toBe(true);
+    expect(await reachedFifo(publish.proc.pid!, path)).toBe(true);
     expect(publish.running()).toBe(true);
     publish.proc.kill('SIGTERM');
-    expect(await publish.ended).toMatchObject({ signal: 'SIGTERM', stdout: '' });
+    // test/cli-stop-signals.test.ts has the cases of this wait (SIGINT, a writer that writes no more, stdin).
+    expect(await publish.ended).toEqual({
+      code: 143,
+      signal: null,
+      stdout: '',
+      stderr:
+        'handoff-ledger: CANCELLED: publish interrupted by SIGTERM while reading the summary, before it began; nothing was published\n',
+    });
     expect(existsSync(root)).toBe(false);
   });
 

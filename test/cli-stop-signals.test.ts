@@ -4,11 +4,13 @@
  * on stdout, nothing left behind (no staging file, no key, no lock of its own) and the next command works. The open
  * is held in a wait it cannot end by itself: the trust lock another process (this test) holds while a new store or a
  * new host key is written, or a PostgreSQL server that accepts and never answers, for every command on a store.
- * After the open, `publish` stops before its append commits (nothing published) and, once committed, reports the
- * publish whatever signal came (exit 0, the receipt on stdout). `demo` stops the same way at an open, a compaction's
- * publish before its append commits, or its next step, its temporary project directory removed.
+ * `publish` waiting for its summary (standard input held open, a FIFO with no writer or a writer that writes no more)
+ * stops the same way, before the open: nothing made. After the open, `publish` stops before its append commits
+ * (nothing published) and, once committed, reports the publish whatever signal came (exit 0, the receipt on stdout).
+ * `demo` stops the same way at an open, a compaction's publish before its append commits, or its next step, its
+ * temporary project directory removed.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join, relative } from 'node:path';
@@ -18,6 +20,7 @@ import { takeFileLock } from '../src/ledger/file-lock.js';
 import { findAtomicStagingLeftovers } from '../store/fs/atomic-file.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
 import { describePostgres } from './support/postgres.js';
+import { blockedOpeningFifo, openAt, polledFds, until } from './support/proc.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
@@ -26,14 +29,23 @@ const EXITS = { SIGINT: 130, SIGTERM: 143 } as const;
 const linux = process.platform === 'linux';
 
 interface Child {
+  pid: number;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stdout(): string;
   stderr(): string;
   kill(signal: NodeJS.Signals): void;
+  /** Ends standard input (held open with `holdStdin`). */
+  endStdin(): void;
 }
 
-/** The built CLI in a child process (`preload`: a module `--import`ed first); `stdin` is written and ended. */
-function cli(args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv; preload?: string } = {}): Child {
+/**
+ * The built CLI in a child process (`preload`: a module `--import`ed first); `stdin` is written and ended, or, with
+ * `holdStdin`, written and held open (the child waits for more) until `endStdin`.
+ */
+function cli(
+  args: string[],
+  options: { stdin?: string; holdStdin?: boolean; env?: NodeJS.ProcessEnv; preload?: string } = {},
+): Child {
   const child = spawn(process.execPath, [...(options.preload ? ['--import', options.preload] : []), CLI, ...args], {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, NO_COLOR: '1', ...options.env },
@@ -43,12 +55,15 @@ function cli(args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv;
   child.stdout.on('data', (d) => (stdout += d));
   child.stderr.on('data', (d) => (stderr += d));
   child.stdin.on('error', () => {});
-  child.stdin.end(options.stdin ?? '');
+  if (options.holdStdin) child.stdin.write(options.stdin ?? '');
+  else child.stdin.end(options.stdin ?? '');
   return {
+    pid: child.pid!,
     exited: new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal }))),
     stdout: () => stdout,
     stderr: () => stderr,
     kill: (signal) => child.kill(signal),
+    endStdin: () => child.stdin.end(),
   };
 }
 
@@ -57,14 +72,6 @@ async function run(args: string[], stdin?: string): Promise<{ code: number | nul
   const { code } = await c.exited;
   return { code, stdout: c.stdout(), stderr: c.stderr() };
 }
-
-const until = async (done: () => boolean, what: string, ms = 30_000) => {
-  const end = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > end) throw new Error(`waited ${ms} ms for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-};
 
 /** Every file and directory under `dir`, relative to it, with its size (a file's), sorted. */
 function tree(dir: string): string[] {
@@ -291,6 +298,103 @@ describePostgres(
   },
   'cli_stop_signals_test',
 );
+
+describe.skipIf(!linux)('publish waiting for its summary, before the open', () => {
+  const readInterrupted = (signal: string) =>
+    `publish interrupted by ${signal} while reading the summary, before it began; nothing was published`;
+
+  it.each([
+    ['SIGINT', false],
+    ['SIGTERM', true],
+  ] as const)(
+    'on a standard input held open (half a summary written): %s (--json %s) ends the wait with its exit code, one CANCELLED line, nothing made; publish then works',
+    async (signal, json) => {
+      const root = join(tempDir(), 'store');
+      const args = ['publish', ...scope, '--run', 'r1', '--root', root, '--host', 'h1', ...(json ? ['--json'] : [])];
+      const child = cli(args, { stdin: summary.slice(0, 20), holdStdin: true });
+      try {
+        // Its event loop polls standard input: the read has begun, and waits for the rest.
+        await until(() => polledFds(child.pid).includes(0), 'the child to read standard input');
+        child.kill(signal);
+        const { code } = await child.exited;
+        expect({ code, stderr: child.stderr() }).toEqual({
+          code: EXITS[signal],
+          stderr: `handoff-ledger: CANCELLED: ${readInterrupted(signal)}\n`,
+        });
+        if (json)
+          expect(JSON.parse(child.stdout())).toEqual({
+            error: { code: 'CANCELLED', message: readInterrupted(signal) },
+          });
+        else expect(child.stdout()).toBe('');
+        expect(existsSync(root)).toBe(false);
+      } finally {
+        child.endStdin();
+      }
+      const again = await run(
+        args.filter((a) => a !== '--json'),
+        summary,
+      );
+      expect(again.code, again.stderr).toBe(0);
+      const history = await run(['history', ...scope, '--root', root, '--host', 'h1']);
+      expect(history.stdout.split('\n').filter(Boolean)).toHaveLength(1);
+    },
+    60_000,
+  );
+
+  it.each([
+    ['SIGTERM', 'no writer yet'],
+    ['SIGINT', 'no writer yet'],
+    ['SIGTERM', 'a writer that wrote half a summary and holds it open'],
+  ] as const)(
+    'FILE a FIFO with %s, %s: its exit code, one CANCELLED line, nothing made; publish then works',
+    async (signal, writer) => {
+      const at = tempDir();
+      const fifo = join(at, 'summary.fifo');
+      execFileSync('mkfifo', [fifo]);
+      const root = join(at, 'store');
+      const args = ['publish', ...scope, '--run', 'r1', '--root', root, '--host', 'h1', fifo];
+      let holder: ChildProcess | undefined;
+      if (writer !== 'no writer yet') {
+        holder = spawn(
+          process.execPath,
+          [
+            '-e',
+            `const fs = require('fs'); const fd = fs.openSync(process.argv[1], 'w'); fs.writeSync(fd, process.argv[2]);
+             process.stdout.write('written'); setInterval(() => {}, 1000);`,
+            fifo,
+            summary.slice(0, 20),
+          ],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        );
+      }
+      let written = '';
+      holder?.stdout?.on('data', (d) => (written += d));
+      try {
+        const child = cli(args);
+        // The child has reached the FIFO: it has it open (and, with a writer, that writer has written), or a thread of
+        // it is blocked in its open.
+        await until(
+          () => openAt(child.pid, fifo).length > 0 || blockedOpeningFifo(child.pid),
+          'the child to open the FIFO',
+        );
+        if (holder) await until(() => written === 'written', 'the writer to write');
+        child.kill(signal);
+        const { code } = await child.exited;
+        expect({ code, stderr: child.stderr(), stdout: child.stdout() }).toEqual({
+          code: EXITS[signal],
+          stderr: `handoff-ledger: CANCELLED: ${readInterrupted(signal)}\n`,
+          stdout: '',
+        });
+        expect(existsSync(root)).toBe(false);
+      } finally {
+        holder?.kill('SIGKILL');
+      }
+      const again = await run(args.slice(0, -1), summary);
+      expect(again.code, again.stderr).toBe(0);
+    },
+    60_000,
+  );
+});
 
 describe.skipIf(!linux)('publish after its open', () => {
   it.each(['SIGINT', 'SIGTERM'] as const)(

@@ -1,5 +1,7 @@
 /** The core commands: init, publish, resume, history. */
-import { createReadStream } from 'node:fs';
+import { closeSync, constants, createReadStream, fstatSync, open as openFd } from 'node:fs';
+import { Socket } from 'node:net';
+import { isatty, ReadStream } from 'node:tty';
 import { LedgerError } from '../errors.js';
 import { isErrnoError } from '../../store/errors.js';
 import { parsePublishScope } from '../ledger/scope.js';
@@ -61,6 +63,12 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     { ...scopeOptions, run: { type: 'string' }, 'max-bytes': { type: 'string' }, 'expected-prev': { type: 'string' } },
     true,
   );
+  // SIGINT / SIGTERM are heard from here, before the summary is read: a wait for standard input's or a FIFO's writer
+  // ends at the first of either, the command having done nothing (CANCELLED, exit 130 / 143); then they end the open
+  // (nothing done), or the publish before its append commits (nothing published: the library's CANCELLED); one that
+  // comes after the commit changes nothing, the receipt is printed and the exit is 0, for the summary is published.
+  // A second signal, of either kind, ends the process at once (stopSignals).
+  const stop = stopSignals('publish');
   try {
     const principal = need(values.principal, 'principal');
     const session = need(values.session, 'session');
@@ -75,19 +83,23 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     parsePublishScope({ principal, session, run });
     const prev = values['expected-prev'];
     const expectedPrev = parseExpectedPrev(prev === 'null' ? null : prev); // `null`: an empty chain
-    const file = positionals[0];
-    // FILE is read as a stream, as standard input is, with the same bound: a FIFO, or a pipe a shell's process
-    // substitution names (`publish … <(model-call)`), is read to its end, waiting for its writer as standard input
-    // waits for its pipe's (a signal ends the wait); a device too (/dev/zero: SUMMARY_TOO_LARGE at the bound).
-    const input = file && file !== '-' ? createReadStream(file) : io.stdin;
-    if (!input) throw new UsageError('no summary given: pass FILE or pipe JSON on standard input');
+    const file = positionals[0] === '-' ? undefined : positionals[0];
     // JSON text can be larger than its canonical form: up to 6 times when every character is written as a \u
     // escape (as Python's json.dumps writes non-ASCII text), plus whitespace. Beyond that it cannot fit the limit,
     // and it is refused before it is buffered, with the same code as a summary a little over it.
     const rawLimit = maxSummaryBytes * 6 + 4096;
-    const raw = await readLimited(input, rawLimit).catch((err: unknown) => {
+    const input = file ?? io.stdin;
+    if (input === undefined) throw new UsageError('no summary given: pass FILE or pipe JSON on standard input');
+    const raw = await readSummary(input, rawLimit, stop.signal).catch((err: unknown) => {
+      const stoppedBy = stop.stoppedBy();
+      if (stoppedBy !== undefined)
+        throw new InterruptedError(
+          stoppedBy,
+          `publish interrupted by ${stoppedBy} while reading the summary, before it began; nothing was published`,
+          { cause: err },
+        );
       // A read of FILE that fails (a directory: EISDIR) names it, as a failed open does (IO_FAILED).
-      if (input !== io.stdin && isErrnoError(err) && err.path === undefined)
+      if (file !== undefined && isErrnoError(err) && err.path === undefined)
         throw Object.assign(new Error(`${err.message} '${file}'`, { cause: err }), { code: err.code, path: file });
       if (!(err instanceof UsageError)) throw err;
       throw new LedgerError(
@@ -104,10 +116,7 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     }
     // Nothing at all (a model call that answered nothing, piped in) is an empty summary, not a malformed one.
     if (/^[ \t\r\n]*$/.test(text))
-      throw new LedgerError(
-        'SUMMARY_EMPTY',
-        `the summary input is empty (${file && file !== '-' ? 'FILE' : 'standard input'})`,
-      );
+      throw new LedgerError('SUMMARY_EMPTY', `the summary input is empty (${file ? 'FILE' : 'standard input'})`);
     try {
       summary = JSON.parse(text);
     } catch (err) {
@@ -117,50 +126,81 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     // root and a key for a new --host, which a refused summary would otherwise leave behind. (A summary of a million
     // characters or more has its exact canonical size judged as it is written, as publish does.)
     prepareSummary(summary, maxSummaryBytes);
-    // SIGINT / SIGTERM end the open (nothing done), or the publish before its append commits (nothing published: the
-    // library's CANCELLED); one that comes after the commit changes nothing, the receipt is printed and the exit is 0,
-    // for the summary is published. A second signal, of either kind, ends the process at once (stopSignals).
-    const stop = stopSignals('publish');
-    try {
-      return await withLedger(
-        values,
-        io,
-        stop,
-        async (ledger) => {
-          let receipt;
-          try {
-            receipt = await ledger.publish({ principal, session, run }, summary, { expectedPrev, signal: stop.signal });
-          } catch (err) {
-            const stoppedBy = stop.stoppedBy();
-            if (stoppedBy === undefined || !(err instanceof LedgerError) || err.code !== 'CANCELLED') throw err;
-            throw new InterruptedError(
-              stoppedBy,
-              `publish interrupted by ${stoppedBy} before its append committed; nothing was published`,
-              { cause: err },
-            );
-          }
-          if (values.json) writeJson(io.stdout, receipt);
-          else
-            io.stdout.write(
-              printableLines([
-                `published ${session} seq ${receipt.seq}`,
-                `manifest ${receipt.id}`,
-                `summary  ${receipt.digest} (${receipt.size} bytes)`,
-              ]),
-            );
-          // The receipt is out: from here a signal ends the process at once, as without a handler, the close's wait
-          // for witnesses included (the summary is published; the next publish or checkpoint catches the witnesses up).
-          stop.dispose();
-          return EXIT_OK;
-        },
-        { maxSummaryBytes, createHostKey: true },
-      );
-    } finally {
-      stop.dispose();
-    }
+    return await withLedger(
+      values,
+      io,
+      stop,
+      async (ledger) => {
+        let receipt;
+        try {
+          receipt = await ledger.publish({ principal, session, run }, summary, { expectedPrev, signal: stop.signal });
+        } catch (err) {
+          const stoppedBy = stop.stoppedBy();
+          if (stoppedBy === undefined || !(err instanceof LedgerError) || err.code !== 'CANCELLED') throw err;
+          throw new InterruptedError(
+            stoppedBy,
+            `publish interrupted by ${stoppedBy} before its append committed; nothing was published`,
+            { cause: err },
+          );
+        }
+        if (values.json) writeJson(io.stdout, receipt);
+        else
+          io.stdout.write(
+            printableLines([
+              `published ${session} seq ${receipt.seq}`,
+              `manifest ${receipt.id}`,
+              `summary  ${receipt.digest} (${receipt.size} bytes)`,
+            ]),
+          );
+        // The receipt is out: from here a signal ends the process at once, as without a handler, the close's wait
+        // for witnesses included (the summary is published; the next publish or checkpoint catches the witnesses up).
+        stop.dispose();
+        return EXIT_OK;
+      },
+      { maxSummaryBytes, createHostKey: true },
+    );
   } catch (err) {
     return reportError(err, io, values.json);
+  } finally {
+    stop.dispose();
   }
+}
+
+/**
+ * Reads the summary `publish` was given, FILE (a path) or standard input, within `maxBytes` (`readLimited`:
+ * UsageError over it; `CANCELLED` once `signal` aborts, the stream destroyed).
+ *
+ * FILE is read as a stream, as standard input is, with the same bound: a FIFO, or a pipe a shell's process
+ * substitution names (`publish … <(model-call)`), is read to its end, waiting for its writer as standard input waits
+ * for its pipe's; a device too (/dev/zero: over the bound). It is opened without blocking, and a FIFO is read through
+ * the event loop, as a pipe on standard input is: a blocking open(2) or read(2) of a FIFO whose writer has not come,
+ * or writes nothing, would wait in a thread of libuv's pool, where the signal cannot end it, and would hold up the
+ * process's exit after the signal too. (A FIFO opened without blocking reports no end until a writer has come and
+ * gone, so the wait for its first writer stays a wait.)
+ */
+async function readSummary(
+  input: string | NodeJS.ReadableStream,
+  maxBytes: number,
+  signal: AbortSignal,
+): Promise<Buffer> {
+  if (typeof input !== 'string') return readLimited(input, maxBytes, signal);
+  const fd = await new Promise<number>((resolve, reject) =>
+    openFd(input, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY, (err, fd) =>
+      err ? reject(err) : resolve(fd),
+    ),
+  );
+  let stream: NodeJS.ReadableStream;
+  try {
+    stream = fstatSync(fd).isFIFO()
+      ? new Socket({ fd, readable: true, writable: false })
+      : isatty(fd)
+        ? new ReadStream(fd)
+        : createReadStream(input, { fd });
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+  return readLimited(stream, maxBytes, signal);
 }
 
 export async function resume(argv: string[], io: CliIo): Promise<number> {

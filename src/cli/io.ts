@@ -2,7 +2,8 @@
 import { hostname } from 'node:os';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
-import type { Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
+import { onAbort } from '../../store/abort.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError, LedgerError } from '../errors.js';
 import { errorText, isErrnoError } from '../../store/errors.js';
@@ -342,16 +343,41 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
 
 const USAGE_CODES = new Set(['STORAGE_FAILED', 'LOCKED']);
 
-/** Reads a whole stream, refusing more than `maxBytes` before buffering it. */
-export async function readLimited(stream: NodeJS.ReadableStream, maxBytes: number): Promise<Buffer> {
+/**
+ * Reads a whole stream, refusing more than `maxBytes` before buffering it. `signal`: once it aborts, the read ends
+ * (the stream is destroyed, its descriptor closed: a wait for a pipe's or a FIFO's writer ends with it) and
+ * `readLimited` rejects with `LedgerError` `CANCELLED` (the signal's reason as its cause), whatever the stream did.
+ */
+export async function readLimited(
+  stream: NodeJS.ReadableStream,
+  maxBytes: number,
+  signal?: AbortSignal,
+): Promise<Buffer> {
+  const cancelled = () => new LedgerError('CANCELLED', 'the read was cancelled', { cause: signal?.reason });
+  const destroy = () => (stream as Partial<Readable>).destroy?.();
+  if (signal?.aborted) {
+    destroy();
+    throw cancelled();
+  }
+  const unsubscribe = signal ? onAbort(signal, destroy) : () => {};
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of stream) {
-    const b = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
-    size += b.length;
-    if (size > maxBytes) throw new UsageError(`input is larger than ${maxBytes} bytes`);
-    chunks.push(b);
+  try {
+    for await (const chunk of stream) {
+      const b = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+      size += b.length;
+      if (size > maxBytes) throw new UsageError(`input is larger than ${maxBytes} bytes`);
+      chunks.push(b);
+    }
+  } catch (err) {
+    // The stream destroyed at the abort ends the loop with its own error (a premature close): the abort is the news.
+    if (signal?.aborted) throw cancelled();
+    throw err;
+  } finally {
+    unsubscribe();
   }
+  // The last chunk and the abort may come together: a read the signal ended is not taken, whatever it returned.
+  if (signal?.aborted) throw cancelled();
   return Buffer.concat(chunks);
 }
 
