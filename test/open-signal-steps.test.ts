@@ -1,14 +1,21 @@
 /**
  * `openLedger({ signal })` inside the open's steps that go over many items: the head check over every chain, the
- * root's staging leftovers (trust.json's, key files', the pin's) and the blob store's (`tmp/`). An abort mid-step ends
- * the open `CANCELLED` before the step has gone over them all (counted through a hook on the work itself, not timed),
- * with the store free again; the next open goes over every one (those removed stay removed, the rest go then).
+ * root's staging leftovers (trust.json's, key files', the pin's), the blob store's (`tmp/`) and the blobs a stopped gc
+ * held aside (`gc-aside/`), and, in a store an older version wrote, the embedded log's building of its session-heads
+ * index and its tree's backfill; and right after LevelDB's own open, which cannot be interrupted. An abort mid-step
+ * ends the open `CANCELLED` before the step has gone over them all (counted through a hook on the work itself, not
+ * timed), with the store free again; the next open goes over every one (those removed stay removed, the rest go
+ * then). fsck's own head check ends at its signal the same way.
  */
-import { readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Level } from 'level';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
+import { fsck } from '../src/ops/maintenance.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { HEADS_BUILT_KEY } from '../manifests/log/level/session-heads.js';
+import type { ChainHead, LogEntry } from '../manifests/log/log.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -141,5 +148,212 @@ describe("openLedger's signal within the steps over many items", () => {
     } finally {
       await ledger.close();
     }
+  });
+});
+
+/** The embedded log's records under `root` whose keys `pick` picks, read (and removed, with `remove`) through LevelDB itself. */
+async function records(root: string, pick: (key: string) => boolean, remove = false): Promise<string[]> {
+  const db = new Level<string, string>(join(root, 'manifests-v1'), { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+  await db.open();
+  try {
+    const keys: string[] = [];
+    for await (const key of db.keys()) if (pick(key)) keys.push(key);
+    if (remove) await db.batch(keys.map((key) => ({ type: 'del' as const, key })));
+    return keys;
+  } finally {
+    await db.close();
+  }
+}
+
+/** The index's records and its marker: what a store from before the session-heads index lacks. */
+const headsIndex = (key: string) => key.startsWith('x!') || key === HEADS_BUILT_KEY;
+/** The tree's records (its nodes and size, the ids' leaf positions): what a store from before the tree lacks. */
+const treeRecords = (key: string) => key.startsWith('n!') || key.startsWith('i!');
+
+describe("openLedger's signal at the embedded log's own steps", () => {
+  let root: string;
+  beforeEach(async () => {
+    root = await storeOfManyChains();
+  }, 120_000);
+
+  /** The next open, with no signal: it works, and finds every chain (and each chain's head). */
+  async function opensWhole(): Promise<void> {
+    const ledger = await openLedger({ root, host: 'h1', onNotice: () => {} });
+    try {
+      expect(ledger.recovery.headProblems).toEqual([]);
+      expect((await ledger.resume({ principal: 'alice', session: `s${CHAINS - 1}` }))?.seq).toBe(0);
+      expect((await fsck(ledger)).findings).toEqual([]);
+    } finally {
+      await ledger.close();
+    }
+  }
+
+  it("is answered right after LevelDB's own open, which it cannot interrupt: CANCELLED, the log closed before it read on (a store from before the index: not built); the next open builds it", async () => {
+    const index = await records(root, headsIndex, true);
+    expect(index).toContain(HEADS_BUILT_KEY);
+    const abort = new AbortController();
+    const reason = new Error('the caller gave up');
+    const proto = Level.prototype as unknown as { _open: (...args: unknown[]) => Promise<void> };
+    const nativeOpen = proto._open;
+    let opens = 0;
+    // Aborted while LevelDB's native open is under way: it completes, and the log answers the signal after it.
+    const spy = vi.spyOn(proto, '_open').mockImplementation(function (this: unknown, ...args: unknown[]) {
+      opens++;
+      const opening = nativeOpen.apply(this, args);
+      abort.abort(reason);
+      return opening;
+    });
+    try {
+      await expect(openLedger({ root, host: 'h1', signal: abort.signal, onNotice: () => {} })).rejects.toMatchObject(
+        cancelled(reason),
+      );
+      expect(opens).toBe(1);
+    } finally {
+      spy.mockRestore();
+    }
+    // Closed again (its lock released: readable here) before the index was built.
+    expect(await records(root, headsIndex)).toEqual([]);
+    await opensWhole();
+    expect((await records(root, headsIndex)).sort()).toEqual(index.sort());
+  });
+
+  it('ends the building of the session-heads index of a store from before it at the abort: CANCELLED, not marked built; the next open builds it whole', async () => {
+    const index = await records(root, headsIndex, true);
+    const proto = LevelManifestLog.prototype as unknown as { _heads: () => AsyncIterable<ChainHead> };
+    const heads = proto._heads;
+    const abort = new AbortController();
+    const reason = new Error('the caller gave up');
+    let read = 0;
+    const spy = vi.spyOn(proto, '_heads').mockImplementation(async function* (this: unknown) {
+      for await (const head of heads.call(this)) {
+        if (++read === ABORT_AT) abort.abort(reason);
+        yield head;
+      }
+    });
+    try {
+      await expect(openLedger({ root, host: 'h1', signal: abort.signal, onNotice: () => {} })).rejects.toMatchObject(
+        cancelled(reason),
+      );
+      expect(read).toBe(ABORT_AT);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(await records(root, (key) => key === HEADS_BUILT_KEY)).toEqual([]);
+    await opensWhole();
+    expect((await records(root, headsIndex)).sort()).toEqual(index.sort());
+  });
+
+  it("ends the tree's backfill of a store from before the tree at the abort: CANCELLED, no batch half written; the next open backfills it whole", async () => {
+    const tree = await records(root, treeRecords, true);
+    expect(tree).toContain('n!size');
+    const proto = LevelManifestLog.prototype as unknown as {
+      entries: (options?: { afterPosition?: number }) => AsyncIterable<LogEntry>;
+    };
+    const entries = proto.entries;
+    const abort = new AbortController();
+    const reason = new Error('the caller gave up');
+    let taken = 0;
+    const spy = vi.spyOn(proto, 'entries').mockImplementation(async function* (
+      this: unknown,
+      options?: { afterPosition?: number },
+    ) {
+      for await (const entry of entries.call(this, options)) {
+        if (++taken === ABORT_AT) abort.abort(reason);
+        yield entry;
+      }
+    });
+    try {
+      await expect(openLedger({ root, host: 'h1', signal: abort.signal, onNotice: () => {} })).rejects.toMatchObject(
+        cancelled(reason),
+      );
+      expect(taken).toBe(ABORT_AT);
+    } finally {
+      spy.mockRestore();
+    }
+    // Its one batch (of up to 1,000 leaves) was not written: no node, no size.
+    expect(await records(root, treeRecords)).toEqual([]);
+    await opensWhole();
+    expect((await records(root, treeRecords)).sort()).toEqual(tree.sort());
+  });
+
+  it('ends the putting back of the blobs a stopped gc held aside at the abort: CANCELLED, each put back whole or left aside; the next open puts back the rest', async () => {
+    const blobs = join(root, 'blobs-v1', 'blake3');
+    const aside = join(root, 'gc-aside');
+    mkdirSync(join(blobs, '00', '00'), { recursive: true, mode: 0o700 });
+    const names = Array.from({ length: LEFTOVERS }, (_, n) => n.toString(16).padStart(64, '0'));
+    for (const name of names) writeFileSync(join(aside, name), `a blob a gc held aside: ${name}`);
+    const back = () => readdirSync(join(blobs, '00', '00')).length;
+    const abort = new AbortController();
+    const reason = new Error('the caller gave up');
+    let linked = 0;
+    const fs: FsOps = {
+      ...nodeFsOps,
+      link: async (from, to) => {
+        await nodeFsOps.link(from, to);
+        if (++linked === ABORT_AT) abort.abort(reason);
+      },
+    };
+    await expect(openLedger({ root, host: 'h1', fs, signal: abort.signal, onNotice: () => {} })).rejects.toMatchObject(
+      cancelled(reason),
+    );
+    expect(linked).toBe(ABORT_AT);
+    // The one linked as the signal came was put back whole (its name aside removed), as those before it.
+    expect(back()).toBe(ABORT_AT);
+    expect(readdirSync(aside)).toHaveLength(LEFTOVERS - ABORT_AT);
+    const ledger = await openLedger({ root, host: 'h1', onNotice: () => {} });
+    await ledger.close();
+    expect(back()).toBe(LEFTOVERS);
+    expect(readdirSync(aside)).toEqual([]);
+  });
+});
+
+describe("fsck's signal within its head check", () => {
+  it('ends the head check over every chain at the abort: CANCELLED (a LedgerError, the reason its cause) before the last chain', async () => {
+    const root = await storeOfManyChains();
+    const ledger = await openLedger({ root, host: 'h1', onNotice: () => {} });
+    const proto = LevelManifestLog.prototype as unknown as { _headWindow: (session: string) => Promise<unknown> };
+    const headWindow = proto._headWindow;
+    let checked = 0;
+    const abort = new AbortController();
+    const reason = new Error('the caller gave up');
+    const spy = vi.spyOn(proto, '_headWindow').mockImplementation(function (this: unknown, session: string) {
+      if (++checked === ABORT_AT) abort.abort(reason);
+      return headWindow.call(this, session);
+    });
+    try {
+      await expect(fsck(ledger, { signal: abort.signal })).rejects.toMatchObject(cancelled(reason));
+      expect(checked).toBe(ABORT_AT);
+    } finally {
+      spy.mockRestore();
+      await ledger.close();
+    }
+  }, 120_000);
+});
+
+describe("LevelManifestLog.open's signal", () => {
+  it('an aborted one: CANCELLED before anything is made; one that is no AbortSignal: INVALID_ARGUMENT; openLedger passes its own (levelLog takes none)', async () => {
+    const path = join(tempDir(), 'log');
+    const reason = new Error('the caller gave up');
+    await expect(LevelManifestLog.open(path, { signal: AbortSignal.abort(reason) })).rejects.toMatchObject({
+      name: 'ManifestError',
+      code: 'CANCELLED',
+      cause: reason,
+    });
+    expect(existsSync(path)).toBe(false);
+    const notASignal = { aborted: false } as unknown as AbortSignal;
+    await expect(LevelManifestLog.open(path, { signal: notASignal })).rejects.toMatchObject({
+      name: 'ManifestError',
+      code: 'INVALID_ARGUMENT',
+    });
+    expect(existsSync(path)).toBe(false);
+    const levelLog = { signal: new AbortController().signal } as unknown as { writeBatch?: never };
+    await expect(openLedger({ root: tempDir(), host: 'h1', levelLog })).rejects.toMatchObject({
+      name: 'LedgerError',
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('unknown option "signal"'),
+    });
+    // With a signal that never aborts, it opens as without one.
+    const log = await LevelManifestLog.open(path, { signal: new AbortController().signal });
+    await log.close();
   });
 });

@@ -244,7 +244,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       ? {
           levelLog: readOptionFields(
             trusted.levelLog,
-            LEVEL_LOG_FIELDS,
+            // The log's open takes the open's own signal, not one of its own.
+            LEVEL_LOG_FIELDS.filter((name) => name !== 'signal'),
             'levelLog options',
             LedgerError,
           ) as LevelManifestLogOptions,
@@ -393,7 +394,14 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
     // LevelDB follows a planted symlink: check the directory like every other one in the store.
     throwIfCancelled(signal);
     await ensurePrivateDir(levelDir, 'UNSAFE_PATH');
-    log = await LevelManifestLog.open(join(root, 'manifests-v1'), options.levelLog);
+    // The signal is looked at right after LevelDB's own open, which cannot be interrupted, and within the steps over
+    // many items of a store an older version wrote (LevelManifestLogOptions.signal): the log is closed again at it.
+    log = await LevelManifestLog.open(join(root, 'manifests-v1'), { ...options.levelLog, signal }).catch(
+      (err: unknown) => {
+        if (signal?.aborted && isHandoffLedgerError(err) && err.code === 'CANCELLED') throwIfCancelled(signal);
+        throw err;
+      },
+    );
   }
   let witnesses: WitnessPool | undefined;
   let checkpoints: CheckpointGuard | undefined;

@@ -55,8 +55,8 @@ export interface OpenLedgerOptions {
   log?: ManifestLog | undefined;
   /** Filesystem operations of the embedded blob store (fault injection). */
   fs?: FsOps | undefined;
-  /** LevelDB log options (fault injection). */
-  levelLog?: LevelManifestLogOptions | undefined;
+  /** LevelDB log options (fault injection): `writeBatch`; the log's open takes the open's own `signal`. */
+  levelLog?: Omit<LevelManifestLogOptions, 'signal'> | undefined;
   /**
    * The log's checkpoint origin (C2SP tlog-checkpoint: a unique name such as `example.com/handoffs`). The
    * first opener of a store sets it (default `handoff-ledger.local/<random>`); a different one later is refused. A
@@ -108,8 +108,12 @@ export interface OpenLedgerOptions {
    * has), so a later open works. It ends the waits an open may hang in: an injected signer's test signature, the
    * PostgreSQL backend's connection and migrations, the wait for the trust lock (`trust.json.lock`) another process
    * holds, and, at the open of a root other processes pin in too (PostgreSQL's), the wait for the pin's lock
-   * (`checkpoints/<hash>.pin.lock`) another process's pin holds; elsewhere it is looked at between the open's steps. Only the open's:
-   * the ledger does not keep it (each operation takes a signal of its own). Not an AbortSignal: `INVALID_ARGUMENT`.
+   * (`checkpoints/<hash>.pin.lock`) another process's pin holds; elsewhere it is looked at between the open's steps,
+   * and within those over many items (staging leftovers, the blobs a stopped gc held aside, the head check, and the
+   * embedded log's index build and tree backfill of a store an older version wrote), each item done whole or left for
+   * the next open. LevelDB's own open is one native call it cannot interrupt: the signal is looked at right after it,
+   * and the log closed again (LevelManifestLogOptions.signal). Only the open's: the ledger does not keep it (each
+   * operation takes a signal of its own). Not an AbortSignal: `INVALID_ARGUMENT`.
    */
   signal?: AbortSignal | undefined;
 }

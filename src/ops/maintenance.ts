@@ -190,11 +190,14 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
   const originDamage = origin === undefined ? undefined : storedOriginDamage(origin);
   if (originDamage) findings.push({ code: 'RECORD_CORRUPT', message: originDamage.message });
   try {
-    for (const p of await log.checkHeads()) {
+    // Looked at between chains (PostgreSQL: between pages of them), as at open: a store of many chains stops promptly.
+    for (const p of await log.checkHeads({ signal: options.signal })) {
       findings.push({ code: p.code, session: p.session, message: p.problem });
       headed.add(p.session); // reported already: the entries walk below need not say it again
     }
   } catch (err) {
+    // The log's CANCELLED (a ManifestError) is fsck's: a LedgerError, the signal's reason as the cause.
+    throwIfCancelled(options.signal);
     recordProblem(err, findings);
   }
   // Every head, kept for the session-heads check below once the walk has seen them all.

@@ -68,8 +68,9 @@ export interface FsBlobStoreOptions {
   leaveLeftovers?: boolean;
   /**
    * Ends `open`'s recovery once it aborts (`CANCELLED`), looked at before each staging file in `tmp/` is judged or
-   * removed (those removed stay removed; the next open removes the rest): an open over many leftovers stops
-   * promptly. Not kept by the store (`openLedger` passes its own signal).
+   * removed and before each blob an interrupted gc held in `gc-aside/` is judged or put back (those removed or put
+   * back stay so, each put back whole; the next open does the rest): an open over many leftovers stops promptly. Not
+   * kept by the store (`openLedger` passes its own signal).
    */
   signal?: AbortSignal | undefined;
 }
@@ -248,9 +249,10 @@ export class FsBlobStore extends AbstractBlobStore {
 
   /**
    * Removes every staging file left by an interrupted write (recovery on open); with `keepStagingMs`, only those
-   * unchanged for that long (a younger one may be another process's write in flight).
-   * @throws StoreError `CANCELLED` once `signal` aborts, looked at before each staging file (those removed stay
-   *   removed; the next recovery removes the rest)
+   * unchanged for that long (a younger one may be another process's write in flight). Then puts back the blobs a gc
+   * that stopped held aside.
+   * @throws StoreError `CANCELLED` once `signal` aborts, looked at before each staging file and before each blob held
+   *   aside (those removed or put back stay so, each put back whole; the next recovery does the rest)
    */
   async recover(signal?: AbortSignal): Promise<FsRecoveryReport> {
     await this.makeUnmade([this.blobsV1Dir, this.blobDir, this.tmpDir, this.quarantineDir, this.asideDir]);
@@ -287,7 +289,9 @@ export class FsBlobStore extends AbstractBlobStore {
         return { dir: dir2, file };
       },
       this.keepStagingMs,
+      signal,
     ).catch(wrap('recover gc-aside'));
+    throwIfAborted(signal);
     return { stagingRemoved };
   }
 

@@ -62,12 +62,15 @@ export async function deleteIfOld(
  * another process's gc judging it now (the rename into gc-aside/ set its ctime): left to that gc, which would
  * otherwise find it gone and keep an old blob, or remove it before this open acts on it and fail the open. One that
  * is gone by the time this open acts on it was judged meanwhile.
+ * @param signal looked at before each file: once it aborts, the walk stops there (each file is put back whole or left
+ *   aside, for the next open) and returns the count so far; the caller answers the abort (`CANCELLED`)
  */
 export async function restoreAside(
   fs: FsOps,
   asideDir: string,
   fileOf: (name: string) => { file: string; dir: string } | undefined,
   keepMs = 0,
+  signal?: AbortSignal,
 ): Promise<number> {
   let restored = 0;
   const before = Date.now() - keepMs;
@@ -78,6 +81,7 @@ export async function restoreAside(
   for (const name of await fs.readdir(asideDir)) {
     const target = fileOf(name);
     if (!target) continue;
+    if (signal?.aborted) break;
     const aside = join(asideDir, name);
     if (keepMs > 0) {
       const st = await fs.lstat(aside).catch(gone);

@@ -76,10 +76,24 @@ export interface LevelManifestLogOptions {
    * fault-injection tests wrap it to make the commit fail.
    */
   writeBatch?: (db: Level<string, string>, ops: BatchOp[]) => Promise<void>;
+  /**
+   * Ends the open: once it aborts, `LevelManifestLog.open` rejects `CANCELLED` (the signal's reason as the cause) with
+   * the database closed again and its lock released, so a later open works. LevelDB's own open (taking its lock,
+   * replaying its write-ahead log) is one native call that cannot be interrupted: the signal is looked at before it
+   * and right after it, and a database it opened is closed again. Within the steps that go over many items, those of
+   * a store written by an older version, it is looked at before each item: the session-heads index built from every
+   * head (written whole or not marked built: the next open builds it again) and the tree's backfill (batches of up
+   * to 1,000 leaves, each written whole with its size: the next open goes on from there). The log keeps none.
+   * `openLedger` passes its own `signal` (its `levelLog` takes `writeBatch` only). Not an AbortSignal:
+   * `INVALID_ARGUMENT`.
+   */
+  signal?: AbortSignal | undefined;
 }
 
-/** Every field of LevelManifestLogOptions: `LevelManifestLog.open` (and `openLedger`'s `levelLog`) refuse any other. */
-export const LEVEL_LOG_FIELDS = ['writeBatch'] as const satisfies ReadonlyArray<keyof LevelManifestLogOptions>;
+/** Every field of LevelManifestLogOptions: `LevelManifestLog.open` refuses any other. */
+export const LEVEL_LOG_FIELDS = ['writeBatch', 'signal'] as const satisfies ReadonlyArray<
+  keyof LevelManifestLogOptions
+>;
 const everyLevelLogField: NamesEveryField<LevelManifestLogOptions, typeof LEVEL_LOG_FIELDS> = true;
 void everyLevelLogField;
 
@@ -209,8 +223,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   /**
    * Opens (creating if needed) the log at `path`.
    * @throws ManifestError `LOCKED` when another process, or another log of this process, has the store open;
-   *   `INVALID_ARGUMENT` for an option of a name it does not know (or one that throws as it is read), before anything
-   *   is made; `STORAGE_FAILED` otherwise.
+   *   `INVALID_ARGUMENT` for an option of a name it does not know (or one that throws as it is read), or a `signal`
+   *   that is no AbortSignal, before anything is made; `CANCELLED` once `signal` aborts (the database closed again);
+   *   `STORAGE_FAILED` otherwise.
    */
   static async open(path: string, given: LevelManifestLogOptions = {}): Promise<LevelManifestLog> {
     const options = readOptionFields(
@@ -219,6 +234,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       'LevelManifestLog.open options',
       ManifestError,
     ) as LevelManifestLogOptions;
+    if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
+    throwIfAborted(options.signal, ManifestError);
     let id: string;
     try {
       await mkdir(path, { recursive: true, mode: 0o700 });
@@ -245,7 +263,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   private static async openLocked(path: string, options: LevelManifestLogOptions): Promise<LevelManifestLog> {
+    const { signal } = options;
     await refuseLostCurrent(path);
+    throwIfAborted(signal, ManifestError);
     const db = new Level<string, string>(path, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     try {
       await db.open();
@@ -262,15 +282,18 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       throw storageFailed('open', err);
     }
     const log = new LevelManifestLog(db, options.writeBatch ?? writeSyncedBatch);
-    for await (const key of db.keys({ gte: 'p!', lt: 'p!\xff', reverse: true, limit: 1 })) {
-      log.nextPosition = parseInt(key.slice(2), 16) + 1;
-    }
     try {
+      // LevelDB's open above could not be interrupted: an abort that came during it is answered here, the database
+      // closed again (below) before anything else is read or written.
+      throwIfAborted(signal, ManifestError);
+      for await (const key of db.keys({ gte: 'p!', lt: 'p!\xff', reverse: true, limit: 1 })) {
+        log.nextPosition = parseInt(key.slice(2), 16) + 1;
+      }
       try {
         // A store from before the index: build it once from the heads (docs/ARCHITECTURE.md, "Session heads").
         log.headsRoot =
           (await db.get(HEADS_BUILT_KEY)) === undefined
-            ? await rebuildSessionHeads(db, log._heads())
+            ? await rebuildSessionHeads(db, log._heads(), signal)
             : await readHeadsRoot(db);
       } catch (err) {
         // As for the tree below: a damaged record opens the store for fsck; only appends are refused. The tree is
@@ -315,10 +338,13 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         // A store from before the tree existed, or whose backfill was interrupted (no leaf beyond the size): add
         // its entries now (resumable, see backfillTree).
         const after = log.treeSize === 0 ? undefined : log.treeSize - 1;
-        const state = await backfillTree(db, log.entries({ afterPosition: after }), {
-          frontier: log.frontier,
-          size: log.treeSize,
-        });
+        throwIfAborted(signal, ManifestError);
+        const state = await backfillTree(
+          db,
+          log.entries({ afterPosition: after }),
+          { frontier: log.frontier, size: log.treeSize },
+          signal,
+        );
         log.treeSize = state.size;
         log.frontier = state.frontier;
       }

@@ -9,7 +9,9 @@
  * from the `h!` records, clearing any half-written one first, and writes the marker last.
  */
 import type { Level } from 'level';
+import { throwIfAborted } from '../../../store/errors.js';
 import { encodeBase64 } from '../../encoding/base64.js';
+import { ManifestError } from '../../errors.js';
 import {
   buildSessionHeads,
   hashOfNode,
@@ -127,16 +129,27 @@ export function headsPuts(read: HeadsNodeReader, heads: ChainHead[]): HeadsPuts 
   return applied instanceof Promise ? applied.then(toPuts) : toPuts(applied);
 }
 
-/** Builds the index from every stored head (a store from before the index); the marker is written last. */
+/**
+ * Builds the index from every stored head (a store from before the index); the marker is written last.
+ * @param signal looked at before each head is read and before each batch of nodes is written: once it aborts,
+ *   `CANCELLED` (the signal's reason as the cause) with no marker written, so the next open builds the index again
+ *   from the start (the nodes written before it are cleared first)
+ */
 export async function rebuildSessionHeads(
   db: Level<string, string>,
   heads: AsyncIterable<ChainHead>,
+  signal?: AbortSignal,
 ): Promise<Uint8Array> {
+  throwIfAborted(signal, ManifestError);
   await db.clear({ gte: 'x!', lt: 'x!\xff' });
   const all: Array<{ session: string; head: { seq: number; id: string } }> = [];
-  for await (const h of heads) all.push({ session: h.session, head: { seq: h.seq, id: h.id } });
+  for await (const h of heads) {
+    throwIfAborted(signal, ManifestError);
+    all.push({ session: h.session, head: { seq: h.seq, id: h.id } });
+  }
   const { root, nodes } = buildSessionHeads(all);
   for (let i = 0; i < nodes.length; i += 10_000) {
+    throwIfAborted(signal, ManifestError);
     const puts: Put[] = nodes
       .slice(i, i + 10_000)
       .map((n) => ({ type: 'put', key: headsNodeKey(n.path), value: headsNodeValue(n.node) }));

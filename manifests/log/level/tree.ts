@@ -8,6 +8,7 @@
  */
 import type { Level } from 'level';
 import { encodeBase64 } from '../../encoding/base64.js';
+import { throwIfAborted } from '../../../store/errors.js';
 import { ManifestError } from '../../errors.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { appendLeaves, frontierOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
@@ -85,11 +86,15 @@ export async function loadFrontier(db: Level<string, string>, size: number): Pro
 /**
  * Adds the entries at positions ≥ the tree's size to the tree (stores written before the tree existed), in
  * batches; each batch is synced, so an interruption resumes where it stopped.
+ * @param signal looked at before each entry is taken: once it aborts, `CANCELLED` (the signal's reason as the
+ *   cause), the batches written before it kept whole with their size, the entries taken since dropped unwritten; the
+ *   next open goes on from that size
  */
 export async function backfillTree(
   db: Level<string, string>,
   entries: AsyncIterable<LogEntry>,
   state: { frontier: TreeNode[]; size: number },
+  signal?: AbortSignal,
 ): Promise<{ frontier: TreeNode[]; size: number }> {
   let pending: Array<{ id: string; position: number; leaf: Uint8Array }> = [];
   const flush = async () => {
@@ -100,6 +105,7 @@ export async function backfillTree(
     pending = [];
   };
   for await (const e of entries) {
+    throwIfAborted(signal, ManifestError);
     if (e.position !== state.size + pending.length)
       throw new ManifestError(
         'TREE_DAMAGED',
