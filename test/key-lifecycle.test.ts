@@ -24,14 +24,14 @@ import { join } from 'node:path';
 import { type Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
-import { hostKeyPath, Keyring } from '../src/keys/keyring.js';
+import { codedSigner, hostKeyPath, Keyring } from '../src/keys/keyring.js';
 import { withFileLock } from '../src/ledger/file-lock.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { checkpointVerifiers, mergeTrust, parseTrustStore, type TrustedKey } from '../manifests/format/trust.js';
 import { openNote } from '../manifests/crypto/note.js';
 import { findTrustedKey } from '../manifests/format/trust-lookup.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
-import { isTerminalSafe, shellWord } from '../manifests/encoding/printable.js';
+import { isTerminalSafe, printable, shellWord } from '../manifests/encoding/printable.js';
 import type { Signer } from '../manifests/crypto/envelope.js';
 import { digestOf } from '../store/hash/digest.js';
 
@@ -530,6 +530,44 @@ describe('an injected signer', () => {
     // Revoking a key loads the keys again under the trust lock, which signs the test message first.
     await expect(ledger.revokeKey('ed25519:none')).rejects.toMatchObject({ code: 'SIGNER_FAILED', cause: kms });
     await ledger.close();
+  });
+
+  it("that throws is named in SIGNER_FAILED's message as errorText names an error: its message and its causes' (a KMS client's reason), each part cut at 200, never a throw of its own", async () => {
+    const message = async (thrown: unknown) => {
+      const signer = codedSigner({
+        keyId: 'ed25519:kms',
+        publicKey: new Uint8Array(32),
+        sign: () => {
+          throw thrown;
+        },
+      });
+      const err = await Promise.resolve(signer.sign(new Uint8Array(1))).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'SIGNER_FAILED', cause: thrown });
+      return (err as Error).message;
+    };
+    const said = (what: string) =>
+      `the injected signer of key "ed25519:kms" failed (${what}): nothing was signed with it; its error is the cause`;
+    // The reason a KMS client's error holds in its cause (a name whose every address refused: an AggregateError with
+    // no message, its code ECONNREFUSED) was left out: "Error: KMS request failed".
+    const refused = Object.assign(new AggregateError([new Error('connect ECONNREFUSED ::1:443')], ''), {
+      code: 'ECONNREFUSED',
+    });
+    expect(await message(new Error('KMS request failed', { cause: refused }))).toBe(
+      said('KMS request failed: ECONNREFUSED'),
+    );
+    expect(await message(new Error('KMS unreachable'))).toBe(said('KMS unreachable'));
+    expect(await message('quota exceeded')).toBe(said('quota exceeded'));
+    expect(await message(new Error('x'.repeat(100_000), { cause: new Error('y'.repeat(100_000)) }))).toBe(
+      said(`${'x'.repeat(200)}…: ${'y'.repeat(200)}…`),
+    );
+    const trap = Object.defineProperty(new Error(), 'message', {
+      get() {
+        throw new Error('getter');
+      },
+    });
+    expect(await message(trap)).toBe(said('Error'));
+    // As every message: what a terminal acts on is escaped where it is printed (the CLI's printable).
+    expect(isTerminalSafe(printable(await message(new Error('\u001b[2Jgone'))))).toBe(true);
   });
 
   it('whose key moves on while the ledger runs publishes nothing it cannot verify (KEY_INVALID); the head stays resumable', async () => {

@@ -198,7 +198,7 @@ export function codedSigner(signer: Signer): Signer {
       } catch (err) {
         throw new LedgerError(
           'SIGNER_FAILED',
-          `the injected signer of key ${JSON.stringify(keyId)} failed (${failureText(err)}): nothing was signed with it; its error is the cause`,
+          `the injected signer of key ${JSON.stringify(keyId)} failed (${errorText(err, SIGNER_ERROR_CHARS)}): nothing was signed with it; its error is the cause`,
           { cause: err },
         );
       }
@@ -206,15 +206,12 @@ export function codedSigner(signer: Signer): Signer {
   };
 }
 
-/** What a caller's code threw, for a message: its `message`, or what it is; never a throw of its own. */
-function failureText(err: unknown): string {
-  try {
-    const text = err instanceof Error ? `${err.name}: ${String(err.message)}` : shownValue(err);
-    return text.length > 200 ? `${text.slice(0, 200)}…` : text;
-  } catch {
-    return 'an error that cannot be read';
-  }
-}
+/**
+ * How much of each part of what an injected signer threw `SIGNER_FAILED`'s message quotes (errorText: its message and
+ * those of its causes, a KMS client's "request failed" with the network's reason, up to four deep): the error itself
+ * is the cause.
+ */
+const SIGNER_ERROR_CHARS = 200;
 
 /**
  * An injected signer whose signatures do not verify under its `publicKey` (a KMS key version that moved on, a
