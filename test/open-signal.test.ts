@@ -14,7 +14,7 @@ import { Keyring } from '../src/keys/keyring.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
-import { describePostgres, sqlOn, type PostgresHandle } from './support/postgres.js';
+import { describePostgres, settledCount, sqlOn, type PostgresHandle } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
@@ -64,7 +64,7 @@ function signalSuite(
       const err = await opening.catch((e: unknown) => e);
       expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
       expect((err as Error).cause).toBe(reason);
-      if (connections) expect(await connections()).toBe(0);
+      if (connections) expect(await settledCount(connections, 0)).toBe(0);
       // The store is free: the same signer, answering now, opens it (embedded: LevelDB's lock was released).
       kms.hang = false;
       const ledger = await openLedger({ ...extra, root, host: 'h1', signer: kms.signer, onNotice: () => {} });
@@ -73,7 +73,7 @@ function signalSuite(
       } finally {
         await ledger.close();
       }
-      if (connections) expect(await connections()).toBe(0);
+      if (connections) expect(await settledCount(connections, 0)).toBe(0);
     });
 
     it('ends an open waiting for the trust lock another holder has (a rotation elsewhere) at the abort, with no lock taken', async () => {
@@ -95,7 +95,7 @@ function signalSuite(
         expect((err as Error).cause).toBe(reason);
         expect(Date.now() - aborted).toBeLessThan(5_000);
         expect(existsSync(join(root, 'trust.json'))).toBe(false);
-        if (connections) expect(await connections()).toBe(0);
+        if (connections) expect(await settledCount(connections, 0)).toBe(0);
       } finally {
         await held.release();
       }
@@ -126,7 +126,7 @@ function signalSuite(
           openLedger({ ...backend('not_a_signal'), root, host: 'h1', signal: signal as never, onNotice: () => {} }),
         ).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT', message: /^signal: / });
       expect(readdirSync(parent)).toEqual([]);
-      if (connections) expect(await connections()).toBe(0);
+      if (connections) expect(await settledCount(connections, 0)).toBe(0);
     });
 
     it('a signal that does not abort changes nothing, and the ledger keeps none', async () => {

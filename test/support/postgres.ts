@@ -40,6 +40,21 @@ export async function sqlOn<R extends pgLib.QueryResultRow>(
 }
 
 /**
+ * Polls `count` (of server processes, in pg_stat_activity) until it is at most `atMost`, for up to `withinMs`, and
+ * returns the last count. A client's `end()` resolves once its socket is closed, and the server process serving it
+ * leaves pg_stat_activity a moment later: a count taken at once can still list it (sqlOn's own connection of the
+ * count before, say). A connection still open stays listed, so a leak still shows, as a count above `atMost`.
+ */
+export async function settledCount(count: () => Promise<number>, atMost: number, withinMs = 15_000): Promise<number> {
+  const until = Date.now() + withinMs;
+  for (;;) {
+    const n = await count();
+    if (n <= atMost || Date.now() >= until) return n;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/**
  * `describe` that starts a throw-away cluster and one database before its tests and removes both after.
  * Without PostgreSQL binaries: skipped with a notice saying why, or one failing test under CI=true.
  */
