@@ -434,3 +434,33 @@ describe("README's npm pack step", () => {
     expect(ignored.status, `${name} is not in .gitignore`).toBe(0);
   });
 });
+
+describe("the README's colour rule", () => {
+  // It said colour is used on a terminal, never with NO_COLOR, and FORCE_COLOR turns it on for a pipe: not that
+  // TERM=dumb turns it off on a terminal, nor that FORCE_COLOR=0 or false turns nothing on.
+  it('names every setting colours() (src/cli/io.ts) answers to', async () => {
+    const { colours } = await import('../src/cli/io.js');
+    const painted = (env: Record<string, string>, isTTY: boolean) =>
+      colours({ env } as never, { isTTY } as never).good('x') !== 'x';
+    expect([painted({}, true), painted({}, false), painted({ TERM: 'dumb' }, true)]).toEqual([true, false, false]);
+    expect([painted({ NO_COLOR: '1' }, true), painted({ NO_COLOR: '1', FORCE_COLOR: '1' }, false)]).toEqual([
+      false,
+      false,
+    ]);
+    expect([painted({ FORCE_COLOR: '1' }, false), painted({ FORCE_COLOR: '0' }, false)]).toEqual([true, false]);
+    expect(painted({ FORCE_COLOR: 'false' }, false)).toBe(false);
+    const said = /Colour \(the `verify` and `fsck` verdicts\)[^.]*\./.exec(readme.replace(/\s+/g, ' '))?.[0] ?? '';
+    expect(said).toContain('only on a terminal (not with `TERM=dumb`)');
+    expect(said).toContain('never when `NO_COLOR` is set to anything non-empty');
+    expect(said).toContain('`FORCE_COLOR` (other than `0` or `false`) turns it on for a pipe');
+  });
+});
+
+describe("the README's npm start", () => {
+  // It said the demo signs as host demo-host: so it does only where HANDOFF_LEDGER_HOST is unset or empty.
+  it('names the host the demo signs as, as demo.ts picks it', () => {
+    expect(read('src/cli/demo.ts')).toContain("values.host ?? (io.env.HANDOFF_LEDGER_HOST || 'demo-host')");
+    const said = readme.split('## Two commands')[1]!.split('\n## ')[0]!.replace(/\s+/g, ' ');
+    expect(said).toContain('It signs as host `demo-host`, or the one `HANDOFF_LEDGER_HOST` names');
+  });
+});
