@@ -7,7 +7,9 @@ import { readFileSync } from 'node:fs';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const codesOf = (path: string, type: string): string[] => {
-  const union = new RegExp(`export type ${type} =([^;]+);`).exec(read(path))?.[1] ?? '';
+  // Comments aside: a code's comment may hold a semicolon (AuditErrorCode's "already exists; exports never overwrite").
+  const source = read(path).replace(/\/\*[\s\S]*?\*\//g, '');
+  const union = new RegExp(`export type ${type} =([^;]+);`).exec(source)?.[1] ?? '';
   return [...union.matchAll(/'([A-Z_]+)'/g)].map((m) => m[1]!);
 };
 
@@ -43,5 +45,69 @@ describe('README error codes', () => {
   it('lists no code that no class declares', () => {
     const declared = new Set(LAYERS.flatMap((l) => l.codes));
     expect([...table.keys()].filter((code) => !declared.has(code))).toEqual([]);
+  });
+});
+
+describe("docs/AUDIT.md's audit errors", () => {
+  const section = read('docs/AUDIT.md').split('## Audit errors')[1]!.split('\n## ')[0]!;
+  const rows = section.split('\n').filter((l) => /^\| \(?`/.test(l));
+
+  it('list every AuditError code (manifests/audit/errors.ts), and no other', () => {
+    const code = codesOf('manifests/audit/errors.ts', 'AuditErrorCode');
+    expect(code.length).toBeGreaterThan(4);
+    const said = new Set(rows.flatMap((r) => [...r.split('|')[1]!.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]!)));
+    expect([...said].sort()).toEqual([...code].sort());
+  });
+
+  // The USAGE rows named the CLI's bad arguments and a few library calls, not an earlier checkpoint that does not
+  // verify (`verify --since`: USAGE, exit 2), verifyBundle's trust or witnesses built by hand that are none, nor the
+  // refusals of memoryBundleReader's input and openBundleDir's arguments; nor TRUST_INVALID two --trust files that
+  // give one key id two public keys.
+  it('name the refusals the auditor makes so', async () => {
+    const { memoryBundleReader, verifyBundle, parseTrustStore, mergeTrust } =
+      await import('../manifests/audit/index.js');
+    const { openBundleDir } = await import('../src/ops/bundle-dir.js');
+    const { exportBundle } = await import('../src/ops/export.js');
+    const { openLedger } = await import('../src/ledger/open.js');
+    const { tempDir } = await import('./support/tmp.js');
+    const code = async (run: () => unknown) => {
+      try {
+        await run();
+        return 'none';
+      } catch (err) {
+        return (err as { code?: string }).code;
+      }
+    };
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'h1', onNotice: () => {} });
+    const out = `${root}-bundle`;
+    await exportBundle(ledger, { out });
+    const trust = await ledger.trustStore();
+    await ledger.close();
+    const bundle = () => openBundleDir(out);
+    expect(await code(async () => verifyBundle(await bundle(), { trust, since: 'no note' }))).toBe('USAGE');
+    expect(await code(async () => verifyBundle(await bundle(), { trust: { version: 1, keys: 'h1' } as never }))).toBe(
+      'USAGE',
+    );
+    expect(await code(() => memoryBundleReader({ manifests: '', header: {} as never }))).toBe('USAGE');
+    expect(await code(() => memoryBundleReader({ manifests: '', blobs: {} as never }))).toBe('USAGE');
+    expect(await code(() => openBundleDir(''))).toBe('USAGE');
+    expect(await code(() => openBundleDir(out, { maxManifestsBytes: -1 }))).toBe('USAGE');
+    const key = (publicKey: string) =>
+      parseTrustStore(JSON.stringify({ version: 1, keys: [{ ...trust.keys[0]!, publicKey }] }));
+    expect(await code(() => mergeTrust(key(trust.keys[0]!.publicKey), key('A'.repeat(43) + '=')))).toBe(
+      'TRUST_INVALID',
+    );
+
+    const said = (c: string) =>
+      rows
+        .filter((r) => r.startsWith(`| \`${c}\``) || r.startsWith(`| (\`${c}\`)`))
+        .join(' ')
+        .replace(/\s+/g, ' ');
+    expect(said('USAGE')).toContain('`--since` (`since`) a note that does not verify under the pinned checkpoint keys');
+    expect(said('USAGE')).toContain('`verifyBundle` given a `trust` that is no trust store');
+    expect(said('USAGE')).toContain('`memoryBundleReader` an input without the text or bytes of `manifests`');
+    expect(said('USAGE')).toContain('`openBundleDir` a path that is no non-empty string or a `maxManifestsBytes`');
+    expect(said('TRUST_INVALID')).toContain('two `--trust` files list one key id with two public keys');
   });
 });
