@@ -22,7 +22,7 @@ export interface CliIo {
 
 export type Command = (argv: string[], io: CliIo) => Promise<number>;
 
-/** Exit codes (README "Exit codes"): 0 success, 1 a refusal or finding (coded error), 2 usage or I/O error, 70 a bug. */
+/** Exit codes (README, "CLI"): 0 success, 1 a refusal or finding (coded error), 2 usage or I/O error, 70 a bug. */
 export const EXIT_OK = 0;
 export const EXIT_REFUSED = 1;
 export const EXIT_USAGE = 2;
