@@ -2,7 +2,8 @@
  * Facts the documentation states, held to their sources: the entry points the README lists are the `exports` of
  * package.json, what it says an entry point holds is what it exports, the size budget it quotes is the one
  * test/package holds the tarball to, and what it says `diagnose` leaves is what an open with it leaves; DESIGN.md's and
- * ARCHITECTURE.md's formats are the code's.
+ * ARCHITECTURE.md's formats are the code's. Where a document gives a list the code holds (commands, options, fields,
+ * environment variables, exit codes, spans, error classes), the list is read from the code and compared whole.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
@@ -462,5 +463,119 @@ describe("the README's npm start", () => {
     expect(read('src/cli/demo.ts')).toContain("values.host ?? (io.env.HANDOFF_LEDGER_HOST || 'demo-host')");
     const said = readme.split('## Two commands')[1]!.split('\n## ')[0]!.replace(/\s+/g, ' ');
     expect(said).toContain('It signs as host `demo-host`, or the one `HANDOFF_LEDGER_HOST` names');
+  });
+});
+
+describe("the README's CLI section, against the code's lists", () => {
+  const cli = readme.split('## CLI')[1]!.split('\n## ')[0]!;
+
+  it('says of every HANDOFF_LEDGER_* variable the code reads that set to "" it counts as unset', () => {
+    const files = (dir: string): string[] =>
+      readdirSync(new URL(`../${dir}`, import.meta.url), { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? files(`${dir}${e.name}/`) : e.name.endsWith('.ts') ? [`${dir}${e.name}`] : [],
+      );
+    const code = new Set(
+      files('src/').flatMap((f) => [...read(f).matchAll(/env\.HANDOFF_LEDGER_(\w+)/g)].map((m) => m[1]!)),
+    );
+    expect(code.size).toBeGreaterThan(5);
+    const sentence = /counts as unset:([^;]*\));/.exec(cli.replace(/\s+/g, ' '))?.[1] ?? '';
+    const said = [...sentence.matchAll(/`(?:HANDOFF_LEDGER)?_([A-Z]+)/g)].map((m) => m[1]!);
+    expect([...said].sort()).toEqual([...code].sort());
+  });
+
+  it("gives the exit codes the CLI's help gives (EXIT_CODES), in its order", async () => {
+    const { EXIT_CODES } = await import('../src/cli/commands.js');
+    const code = EXIT_CODES.map((l) => /^(\d+(?: \/ \d+)?) /.exec(l)?.[1]);
+    const table = cli.split('| exit | meaning')[1]!.split('\n\n')[0]!;
+    const said = [...table.matchAll(/^\| ([\d /]+?) \|/gm)].map((m) => m[1]);
+    expect(code.length).toBeGreaterThan(4);
+    expect(said).toEqual(code);
+  });
+});
+
+describe("the README's telemetry tables", () => {
+  // Each operation LedgerTelemetry.run wraps is a span and a duration histogram; the table names them all.
+  it('name as spans every Operation src/telemetry/telemetry.ts has, and no other', () => {
+    const union = /export type Operation = ([^;]+);/.exec(read('src/telemetry/telemetry.ts'))?.[1] ?? '';
+    const code = [...union.matchAll(/'(\w+)'/g)].map((m) => m[1]!);
+    expect(code.length).toBeGreaterThan(5);
+    const row = readme.split('\n').find((l) => l.startsWith('| `handoff_ledger.publish`')) ?? '';
+    const said = [...row.split('|')[1]!.matchAll(/`(?:handoff_ledger)?\.(\w+)`/g)].map((m) => m[1]!);
+    expect(said).toEqual(code);
+  });
+});
+
+describe('the formats DESIGN.md and the README give', () => {
+  it("DESIGN.md's manifest v1 has the fields manifestSchema has (covers and its digest optional)", async () => {
+    const { manifestSchema, coversSchema } = await import('../manifests/format/manifest.js');
+    const block = read('docs/DESIGN.md').split('**Manifest v1**')[1]!.split('```')[1]!;
+    const said = [...block.matchAll(/"(\w+)"(\??):/g)].map((m) => m[1]! + m[2]!);
+    const form = (shape: Record<string, { safeParse: (v: unknown) => { success: boolean } }>) =>
+      Object.entries(shape).map(([k, v]) => (v.safeParse(undefined).success ? `${k}?` : k));
+    const { summary, covers } = manifestSchema.shape;
+    const code = [...Object.keys(manifestSchema.shape), ...Object.keys(summary.shape), ...form(coversSchema.shape)];
+    expect(said.length).toBeGreaterThan(15);
+    expect([...said].sort()).toEqual([...code].sort());
+    expect(covers.safeParse(undefined).success).toBe(true);
+    expect(block.split('\n').find((l) => l.includes('"covers"'))).toMatch(/\/\/ optional/);
+  });
+
+  it("the README's summary schema (v1) names summarySchema's fields, required and optional, as the schema has them", async () => {
+    const { summarySchema } = await import('../manifests/format/summary.js');
+    const para = readme.split('### Summary schema (v1)')[1]!.split('\n\n')[1]!.replace(/\s+/g, ' ');
+    const [required, rest] = para.split(' (required); ');
+    const files = /`files` \(`\{ ([^}]*) \}`/.exec(rest ?? '')?.[1];
+    const optional = rest?.split(' (optional')[0]!.replace(/ \(`\{[^}]*\}`[^)]*\)/, '');
+    const names = (text: string | undefined) => [...(text ?? '').matchAll(/`(\w+)`/g)].map((m) => m[1]!);
+    const shape = summarySchema.shape;
+    const isOptional = (k: string) => shape[k as keyof typeof shape].safeParse(undefined).success;
+    expect(names(required)).toEqual(Object.keys(shape).filter((k) => !isOptional(k)));
+    expect(names(optional)).toEqual(Object.keys(shape).filter(isOptional));
+    const item = shape.files.unwrap().element.shape;
+    expect(files).toBe(
+      Object.entries(item)
+        .map(([k, v]) => (v.safeParse(undefined).success ? `${k}?` : k))
+        .join(', '),
+    );
+  });
+
+  it('the pin file: DESIGN.md and the README give its slots as checkpoint-pin.ts makes them', async () => {
+    const { MIN_SLOT, MAX_SLOT } = await import('../src/ledger/checkpoint-pin.js');
+    const magic = /const MAGIC = new TextEncoder\(\)\.encode\('([^']+)'\);/.exec(
+      read('src/ledger/checkpoint-pin.ts'),
+    )?.[1];
+    const [min, max] = [MIN_SLOT / 1024, MAX_SLOT / 1024];
+    const design = read('docs/DESIGN.md').replace(/\s+/g, ' ');
+    expect(design).toContain(`two fixed-size slots (${min} KiB each, grown to a larger power of two up to ${max} KiB`);
+    expect(design).toContain(`a slot is \`${magic}\`, a u64 sequence number, a u32 note length`);
+    const layout = readme.split('## On-disk layout (embedded store)')[1]!.split('```')[1]!.replace(/\s+/g, ' ');
+    expect(layout).toContain(`two ${min} KiB slots overwritten in place, grown (up to ${max} KiB each)`);
+  });
+});
+
+describe('the error classes the documents name', () => {
+  // One class per layer: the classes that extend HandoffLedgerError, each document naming every one of them.
+  it('are every subclass of HandoffLedgerError in store/, manifests/ and src/', () => {
+    const files = (dir: string): string[] =>
+      readdirSync(new URL(`../${dir}`, import.meta.url), { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? files(`${dir}${e.name}/`) : e.name.endsWith('.ts') ? [`${dir}${e.name}`] : [],
+      );
+    const code = ['store/', 'manifests/', 'src/']
+      .flatMap(files)
+      .flatMap((f) => [...read(f).matchAll(/class (\w+) extends HandoffLedgerError\b/g)].map((m) => m[1]!))
+      .sort();
+    expect(code.length).toBe(4);
+    const named = (text: string) => [...text.matchAll(/`(\w+Error)`/g)].map((m) => m[1]!).sort();
+    const flat = (path: string) => read(path).replace(/\s+/g, ' ');
+    expect(
+      named(/\*\*Errors\.\*\* One error class per layer \(([^)]*)\)/.exec(flat('docs/DESIGN.md'))?.[1] ?? ''),
+    ).toEqual(code);
+    expect(
+      named(/one one-line subclass per layer [^:]*: ([^.]*)\./.exec(flat('docs/ARCHITECTURE.md'))?.[1] ?? ''),
+    ).toEqual(code);
+    expect(
+      named(/Every error of the library is a `HandoffLedgerError`: ([^(]*)\(/.exec(flat('README.md'))?.[1] ?? ''),
+    ).toEqual(code);
+    expect(named(/\*\*Error codes\*\* \(`code` of ([^)]*)\)/.exec(flat('README.md'))?.[1] ?? '')).toEqual(code);
   });
 });
