@@ -52,6 +52,7 @@ describe("docs/AUDIT.md's audit errors", () => {
   const section = read('docs/AUDIT.md').split('## Audit errors')[1]!.split('\n## ')[0]!;
   const rows = section.split('\n').filter((l) => /^\| \(?`/.test(l));
 
+  // test/audit/docs.test.ts finds each code in some table of AUDIT.md; this holds the section to the union both ways.
   it('list every AuditError code (manifests/audit/errors.ts), and no other', () => {
     const code = codesOf('manifests/audit/errors.ts', 'AuditErrorCode');
     expect(code.length).toBeGreaterThan(4);
