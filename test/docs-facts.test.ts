@@ -579,3 +579,46 @@ describe('the error classes the documents name', () => {
     expect(named(/\*\*Error codes\*\* \(`code` of ([^)]*)\)/.exec(flat('README.md'))?.[1] ?? '')).toEqual(code);
   });
 });
+
+describe("the README's bench options", () => {
+  // benchmarks/README.md's list of suites is held to run.ts above; the README's own reproduce block gives them too.
+  it('are the options run.ts parses, and --only the suites it takes, in its order', () => {
+    const run = read('benchmarks/run.ts');
+    const parsed = /parseArgs\(\{\s*options: \{([\s\S]*?)\n {4}\},/.exec(run)?.[1] ?? '';
+    const options = [...parsed.matchAll(/^\s+(\w+): \{ type:/gm)].map((m) => `--${m[1]}`);
+    const suites = [.../const SUITES = \[([^\]]*)\]/.exec(run)![1]!.matchAll(/'([\w-]+)'/g)].map((m) => m[1]!);
+    expect([options.length > 3, suites.length > 5]).toEqual([true, true]);
+    const block = readme.split('Reproduce:')[1]!.split('```')[1]!;
+    const said = [...block.matchAll(/ (--[a-z]+)\b/g)].map((m) => m[1]!);
+    expect([...new Set(said)].sort()).toEqual([...options].sort());
+    expect(/--only ([\w,-]+),/.exec(block)?.[1]).toBe(suites.join(','));
+  });
+});
+
+describe('the option objects and Signer the documents spell out', () => {
+  /** An interface's members as written: `name`, `name?`, a method as `name(…)`. */
+  const members = (file: string, type: string) =>
+    [
+      ...(new RegExp(`export interface ${type} \\{([\\s\\S]*?)\\n\\}`).exec(read(file))?.[1] ?? '').matchAll(
+        /^ {2}(?:readonly )?(\w+)(\??)(\()?/gm,
+      ),
+    ].map((m) => (m[3] ? `${m[1]}(…)` : `${m[1]}${m[2]}`));
+  const row = (name: string) => readme.split('\n').find((l) => l.startsWith(`| \`${name}\` |`)) ?? '';
+  const braced = (text: string) =>
+    /`\{ ([^`]*) \}`/
+      .exec(text)?.[1]!
+      .replace(/: Array<.*?>(?=, )/, '')
+      .replace(/\(\w+\)/g, '(…)');
+
+  it("openLedger's telemetry and witnesses rows give TelemetryOptions' and WitnessingOptions' fields", () => {
+    expect(braced(row('telemetry'))).toBe(members('src/telemetry/telemetry.ts', 'TelemetryOptions').join(', '));
+    expect(braced(row('witnesses'))).toBe(members('src/ledger/witnessing.ts', 'WitnessingOptions').join(', '));
+  });
+
+  it("the README's signer row and DESIGN.md's keys give the Signer interface's members", () => {
+    const code = members('manifests/crypto/envelope.ts', 'Signer').join(', ');
+    expect(code).toBe('keyId, publicKey, sign(…)');
+    expect(braced(row('signer` / `keyFile'))).toBe(code);
+    expect(braced(read('docs/DESIGN.md').split('**Keys and trust.**')[1]!)).toBe(code);
+  });
+});
