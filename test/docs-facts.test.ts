@@ -622,3 +622,18 @@ describe('the option objects and Signer the documents spell out', () => {
     expect(braced(read('docs/DESIGN.md').split('**Keys and trust.**')[1]!)).toBe(code);
   });
 });
+
+describe("the README's version line", () => {
+  // It names the version main's builds carry and the last release: package.json's and CHANGELOG.md's newest.
+  it("gives package.json's version and CHANGELOG.md's last release", () => {
+    const { version } = JSON.parse(read('package.json')) as { version: string };
+    const released = /^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$/m.exec(read('CHANGELOG.md'))?.[1];
+    expect(released).toBeDefined();
+    const said = readme.split('## Install')[1]!.split('\n## ')[0]!.replace(/\s+/g, ' ');
+    if (version.includes('-'))
+      expect(said).toContain(
+        `pre-release version (\`${version}\`, \`handoff-ledger --version\`); ${released} is the last release`,
+      );
+    else expect(said).toContain(`${released} is the last release`);
+  });
+});
