@@ -637,3 +637,70 @@ describe("the README's version line", () => {
     else expect(said).toContain(`${released} is the last release`);
   });
 });
+
+describe("SECURITY.md's re-check of the store's directories", () => {
+  // It said tmp/, blobs-v1/ and blake3/ are checked when a put starts, and "those and both shard directories again"
+  // before the shard directories are made and the name linked: tmp/ is not checked again then (the staging file is
+  // made by then), the root is, each time (as the directory opened), and quarantine/ went unsaid.
+  it('names the directories a put and a read of the filesystem store lstat, and when', async () => {
+    const { FsBlobStore } = await import('../store/fs/blob-store.js');
+    const { nodeFsOps } = await import('../store/fs/ops.js');
+    const { loadHashBackend } = await import('../store/hash/backends.node.js');
+    const root = tempDir();
+    const events: string[] = [];
+    const label = (path: string) =>
+      (path.slice(root.length + 1) || 'root')
+        .replace(/^tmp\/\w+\.tmp$/, 'staging')
+        .replace(/^blobs-v1\/blake3\/\w\w\/\w\w\/\w{64}$/, 'blob')
+        .replace(/^blobs-v1\/blake3\/\w\w\/\w\w$/, 'shard2')
+        .replace(/^blobs-v1\/blake3\/\w\w$/, 'shard1');
+    const fs = {
+      ...nodeFsOps,
+      lstat: ((path: string, ...rest: unknown[]) => {
+        events.push(`lstat ${label(path)}`);
+        return (nodeFsOps.lstat as (...a: unknown[]) => unknown)(path, ...rest);
+      }) as typeof nodeFsOps.lstat,
+      open: (path: string, flags: number, mode?: number) => {
+        events.push(`open ${label(path)}`);
+        return nodeFsOps.open(path, flags, mode);
+      },
+      mkdir: (path: string, mode: number) => {
+        events.push(`mkdir ${label(path)}`);
+        return nodeFsOps.mkdir(path, mode);
+      },
+    };
+    const { store } = await FsBlobStore.open(root, { hash: await loadHashBackend('auto'), fs });
+    const lstatsBetween = (from: string, to: string) => {
+      const [a, b] = [from === '' ? -1 : events.indexOf(from), events.indexOf(to)];
+      expect(b, to).toBeGreaterThan(a);
+      return [...new Set(events.slice(a + 1, b).filter((e) => e.startsWith('lstat ')))].sort();
+    };
+    events.length = 0;
+    const { digest } = await store.put(new TextEncoder().encode('a summary too large to be inline '.repeat(100)));
+    expect(lstatsBetween('', 'open staging')).toEqual([
+      'lstat blobs-v1',
+      'lstat blobs-v1/blake3',
+      'lstat root',
+      'lstat tmp',
+    ]);
+    expect(lstatsBetween('open staging', 'mkdir shard1')).toEqual([
+      'lstat blobs-v1',
+      'lstat blobs-v1/blake3',
+      'lstat root',
+    ]);
+    events.length = 0;
+    await store.get(digest);
+    expect(lstatsBetween('', 'open blob')).toEqual([
+      'lstat blobs-v1',
+      'lstat blobs-v1/blake3',
+      'lstat root',
+      'lstat shard1',
+      'lstat shard2',
+    ]);
+    await store.close();
+    const said = read('SECURITY.md').replace(/\s+/g, ' ');
+    expect(said).toContain('the root, `tmp/`, `blobs-v1/` and `blake3/` when a put starts;');
+    expect(said).toContain('the root, `blobs-v1/` and `blake3/` again once its digest is known, just before the shard');
+    expect(said).toContain('every directory on the path before a read, stat or gc delete');
+  });
+});
