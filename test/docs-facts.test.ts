@@ -48,6 +48,20 @@ describe("the README's entry points", () => {
   });
 });
 
+describe("the README's lower layers", () => {
+  // It said handoff-ledger/store holds digests, BlobStore and "the filesystem store": the entry exports the PostgreSQL
+  // store (PgBlobStore, which the README's pool example opens) and the BLAKE3 backends (loadHashBackend) too.
+  it('say what handoff-ledger/store exports of its backends: the filesystem and PostgreSQL stores, BLAKE3', async () => {
+    const store = (await import('../store/index.js')) as Record<string, unknown>;
+    for (const name of ['FsBlobStore', 'PgBlobStore', 'loadHashBackend'])
+      expect(store[name], name).toBeTypeOf('function');
+    const said = /`handoff-ledger\/store` \(([\s\S]*?)\) and\s+`handoff-ledger\/manifests`/.exec(readme)?.[1] ?? '';
+    expect(said.replace(/\s+/g, ' ')).toMatch(
+      /^digests and the BLAKE3 backends, .* its filesystem and PostgreSQL stores$/,
+    );
+  });
+});
+
 describe("the README's size budget of the package", () => {
   it('is the one test/package holds the tarball to', () => {
     const source = read('test/package/package.test.ts');
