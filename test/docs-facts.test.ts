@@ -48,6 +48,17 @@ describe("the README's entry points", () => {
   });
 });
 
+describe("the README's adapters entry", () => {
+  it('names every handoff-ledger/adapters/* subpath of package.json, in its order', () => {
+    const subpaths = Object.keys(pkg.exports)
+      .filter((k) => k.startsWith('./adapters/'))
+      .map((k) => k.slice('./adapters/'.length));
+    expect(subpaths.length).toBeGreaterThan(3);
+    const said = /`handoff-ledger\/adapters\/\*` \(([^)]*)\)/.exec(readme)?.[1] ?? '';
+    expect(said.split(',').map((s) => s.trim())).toEqual(subpaths);
+  });
+});
+
 describe("the README's lower layers", () => {
   // It said handoff-ledger/store holds digests, BlobStore and "the filesystem store": the entry exports the PostgreSQL
   // store (PgBlobStore, which the README's pool example opens) and the BLAKE3 backends (loadHashBackend) too.

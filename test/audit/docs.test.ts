@@ -32,6 +32,27 @@ describe('docs/AUDIT.md', () => {
     expect([...new Set(rows)].filter((code) => !known.has(code))).toEqual([]);
   });
 
+  // The fsck section's two lists, each both ways: the auditor's codes fsck reports (FsckAuditCode) and its table of
+  // the codes only a store can have (FSCK_STORE_CODES).
+  it("gives fsck's codes as maintenance.ts has them: the auditor's it reports, and its own table", () => {
+    const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
+    const union = (path: string, type: string) =>
+      [
+        ...(new RegExp(`export type ${type} = Extract<([^>]*)>;`).exec(read(path))?.[1] ?? '').matchAll(/'([A-Z_]+)'/g),
+      ].map((m) => m[1]!);
+    const audit = [
+      ...union('manifests/chain/checker.ts', 'ManifestRuleCode'),
+      ...union('src/ops/maintenance.ts', 'FsckAuditCode'),
+    ].filter((code) => code in FINDING_CODES);
+    expect(audit.length).toBeGreaterThan(10);
+    const section = doc.split('## fsck: the same rules on a live store')[1]!.split('\n## ')[0]!;
+    const said = /fsck reports that finding's code: ([^.]*)\./.exec(section.replace(/\s+/g, ' '))?.[1] ?? '';
+    expect([...said.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]!).sort()).toEqual([...audit].sort());
+    const table = section.split('| fsck code |')[1]!.split('\n\n')[0]!;
+    const rows = [...table.matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]!);
+    expect([...rows].sort()).toEqual(Object.keys(FSCK_STORE_CODES).sort());
+  });
+
   it('documents the tail-truncation limitation', () => {
     expect(doc).toMatch(/Tail truncation is undetectable by a bare chain/);
   });
