@@ -729,3 +729,22 @@ describe("SECURITY.md's re-check of the store's directories", () => {
     expect(said).toContain('every directory on the path before a read, stat or gc delete');
   });
 });
+
+describe('the BLAKE3 backends the README and the help name', () => {
+  // HashBackendName is what loadHashBackend takes and the CLI checks HANDOFF_LEDGER_HASH against; the help line and the
+  // README spell the list out.
+  it('are HashBackendName, in its order', async () => {
+    const union = /export type HashBackendName = ([^;]+);/.exec(read('store/hash/backends.node.ts'))?.[1] ?? '';
+    const names = [...union.matchAll(/'(\w+)'/g)].map((m) => m[1]!);
+    expect(names.length).toBeGreaterThan(3);
+    const { usage } = await import('../src/cli/commands.js');
+    for (const [where, text] of [
+      ['help', usage()],
+      ['README', readme],
+    ] as const)
+      expect(/HANDOFF_LEDGER_HASH=([\w|]+)/.exec(text)?.[1], where).toBe(names.join('|'));
+    const row = readme.split('\n').find((l) => l.startsWith('| `hash` |')) ?? '';
+    const said = [...row.replace(/\([^)]*\)/g, '').matchAll(/`(\w+)`/g)].map((m) => m[1]!);
+    expect(said.slice(1)).toEqual(names);
+  });
+});
