@@ -748,3 +748,26 @@ describe('the BLAKE3 backends the README and the help name', () => {
     expect(said.slice(1)).toEqual(names);
   });
 });
+
+describe("the README's PostgreSQL test servers", () => {
+  // It said the tests start a cluster "when its binaries are installed", not where they are looked for, nor
+  // HANDOFF_LEDGER_PG_BIN, which names the one directory (benchmarks/lib/pg-cluster.ts, test/support/postgres.ts).
+  it('says where findPostgresBin looks for initdb and pg_ctl', async () => {
+    const { findPostgresBin } = await import('../benchmarks/lib/pg-cluster.js');
+    const saved = process.env.HANDOFF_LEDGER_PG_BIN;
+    try {
+      process.env.HANDOFF_LEDGER_PG_BIN = tempDir();
+      expect(findPostgresBin()).toEqual({
+        reason: `HANDOFF_LEDGER_PG_BIN=${process.env.HANDOFF_LEDGER_PG_BIN} holds no initdb/pg_ctl`,
+      });
+    } finally {
+      if (saved === undefined) delete process.env.HANDOFF_LEDGER_PG_BIN;
+      else process.env.HANDOFF_LEDGER_PG_BIN = saved;
+    }
+    expect(read('benchmarks/lib/pg-cluster.ts')).toContain("const debian = '/usr/lib/postgresql';");
+    const said = readme.replace(/\s+/g, ' ');
+    expect(said).toContain(
+      '(`initdb`, `pg_ctl`: on `PATH`, else under `/usr/lib/postgresql/*/bin`, newest first; `HANDOFF_LEDGER_PG_BIN=DIR` names the one directory to use)',
+    );
+  });
+});
