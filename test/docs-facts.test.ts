@@ -363,6 +363,13 @@ describe('the maps of the layers', () => {
       ).toEqual([]);
     }
   });
+  // Its benchmarks/ line named suites/, report/ and results/, not lib/ (the statistics, the PostgreSQL cluster).
+  it("the README's map names every folder of benchmarks/", () => {
+    const where = readme.split('## Where things live')[1]!.split('```')[1]!;
+    const map = mapOf(where, 'benchmarks');
+    expect(subdirs('benchmarks').length).toBeGreaterThan(3);
+    expect(subdirs('benchmarks').filter((d) => !new RegExp(`(^|[\\s(,])${d}`).test(map))).toEqual([]);
+  });
   it.each(layers)('%s/README.md names every folder of its layer', (layer) => {
     const own = read(`${layer}/README.md`);
     expect(subdirs(layer).filter((d) => !own.includes(`\`${d}\``))).toEqual([]);
