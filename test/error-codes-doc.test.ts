@@ -81,7 +81,7 @@ describe("docs/AUDIT.md's audit errors", () => {
     };
     const root = tempDir();
     const ledger = await openLedger({ root, host: 'h1', onNotice: () => {} });
-    const out = `${root}-bundle`;
+    const out = `${tempDir()}/bundle`;
     await exportBundle(ledger, { out });
     const trust = await ledger.trustStore();
     await ledger.close();
