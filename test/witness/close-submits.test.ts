@@ -12,6 +12,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { openLedger } from '../../src/ledger/open.js';
@@ -35,17 +36,25 @@ async function sizeAt(w: WitnessProcess, origin: string): Promise<number> {
   return note === undefined ? 0 : parseCheckpoint(note.slice(0, note.indexOf('\n\n') + 1)).size;
 }
 
-/** A witness that takes every request and never answers; `requests` counts them. */
-async function silentWitness(): Promise<{ url: string; requests: () => number; stop: () => Promise<void> }> {
+/** A witness that takes every request and never answers; `requests` counts them, `requested` is told of each. */
+async function silentWitness(): Promise<{
+  url: string;
+  requests: () => number;
+  requested: (listener: () => void) => void;
+  stop: () => Promise<void>;
+}> {
   let requests = 0;
+  const listeners: Array<() => void> = [];
   const server: Server = createServer((req) => {
     requests++;
     req.resume();
+    for (const l of listeners) l();
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests: () => requests,
+    requested: (listener) => listeners.push(listener),
     stop: async () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
@@ -230,21 +239,34 @@ describePostgres('close() submits the newest checkpoint (PostgreSQL)', (pg) => {
   }));
 });
 
-/** Runs the compiled CLI; resolves with its exit code or signal, stdout, stderr and how long it ran. */
+/** Preloaded into a CLI child: `stop signals released` on stderr once the command listens to SIGTERM no more. */
+const SIGNALS_RELEASED = fileURLToPath(new URL('../support/signals-released.mjs', import.meta.url));
+
+/**
+ * Runs the compiled CLI (`preload`: a module `--import`ed first); resolves with its exit code or signal, stdout, stderr
+ * and how long it ran. `onOutput` is called with all its output so far on each chunk of either stream.
+ */
 function runCli(
   argv: string[],
   env: NodeJS.ProcessEnv,
-  onStdout?: (text: string, kill: (signal: NodeJS.Signals) => void) => void,
+  onOutput?: (out: { stdout: string; stderr: string }, kill: (signal: NodeJS.Signals) => void) => void,
+  preload?: string,
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; ms: number }> {
   const started = performance.now();
-  const child = spawn(process.execPath, [CLI, ...argv], { env: { ...process.env, ...env } });
+  const child = spawn(process.execPath, [...(preload ? ['--import', preload] : []), CLI, ...argv], {
+    env: { ...process.env, ...env },
+  });
   let stdout = '';
   let stderr = '';
+  const told = () => onOutput?.({ stdout, stderr }, (s) => child.kill(s));
   child.stdout.on('data', (d: Buffer) => {
     stdout += d.toString();
-    onStdout?.(stdout, (s) => child.kill(s));
+    told();
   });
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+    told();
+  });
   child.stdin.end();
   return new Promise((resolve) =>
     child.on('exit', (code, signal) => resolve({ code, signal, stdout, stderr, ms: performance.now() - started })),
@@ -306,21 +328,33 @@ describe('handoff-ledger publish with HANDOFF_LEDGER_WITNESSES', () => {
       const summary = join(base, 'summary.json');
       writeFileSync(summary, JSON.stringify(sampleSummary('interrupted wait')));
       const argv = ['publish', '--root', join(base, 'store'), '--host', 'h', '--principal', 'alice'];
-      let killedAt = 0;
+      // Sent once the receipt is out, the CLI listens to SIGTERM no more, and the witness holds the request (the close
+      // waits for its answer, up to 5 s): not after a fixed delay, which a loaded machine can outrun, the child held
+      // between its receipt and taking its listener off (the signal was then lost, and the publish exited 0).
+      let kill: ((signal: NodeJS.Signals) => void) | undefined;
+      let out = { stdout: '', stderr: '' };
+      let killed = false;
+      const ready = () => {
+        if (killed || !kill || silent.requests() === 0) return;
+        if (!out.stdout.includes('published s1 seq 0') || !out.stderr.includes('stop signals released\n')) return;
+        killed = true;
+        kill('SIGTERM');
+      };
+      silent.requested(ready);
       const run = await runCli(
         [...argv, '--session', 's1', '--run', 'r1', summary],
         { ...cliEnv, HANDOFF_LEDGER_WITNESSES: silent.url },
-        (out, kill) => {
-          if (killedAt === 0 && out.includes('published s1 seq 0')) {
-            killedAt = performance.now();
-            // The request is on its way (or already with the witness): the close waits for its answer.
-            setTimeout(() => kill('SIGTERM'), 200);
-          }
+        (output, k) => {
+          out = output;
+          kill = k;
+          ready();
         },
+        SIGNALS_RELEASED,
       );
-      expect(killedAt).toBeGreaterThan(0);
+      expect(killed, run.stderr).toBe(true);
+      expect(silent.requests()).toBe(1);
+      // Ended by the signal itself (no handler left), not by an exit after the close's wait, which would be code 0.
       expect(run.signal ?? run.code).toBe('SIGTERM');
-      expect(performance.now() - killedAt).toBeLessThan(2000);
     } finally {
       await silent.stop();
     }
