@@ -29,6 +29,13 @@ async function sizeAt(w: WitnessProcess, origin: string): Promise<number> {
   return note === undefined ? 0 : parseCheckpoint(note.slice(0, note.indexOf('\n\n') + 1)).size;
 }
 
+/**
+ * The request deadline of the ledgers that submit to the witness process: long enough for a witness on a loaded machine
+ * to answer. At 1.5 s a slow answer left the checkpoint uncosigned (checkpoint() waits for the round) and a request
+ * that timed out after the witness had stored it was sent again from the older size, and answered 409.
+ */
+const DEADLINE_MS = 30_000;
+
 async function until(what: string, check: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 60_000;
   while (!(await check())) {
@@ -49,7 +56,8 @@ function witnessSizeScenario(name: string, store: () => Omit<OpenLedgerOptions, 
     await first.close();
     let w = await startWitness(join(base, 'w'), 'witness.example/sizes', logs);
     const port = new URL(w.url).port;
-    const open = () => openLedger({ ...options, witnesses: { witnesses: [w.url], timeoutMs: 1500, retryMs: 200 } });
+    const open = () =>
+      openLedger({ ...options, witnesses: { witnesses: [w.url], timeoutMs: DEADLINE_MS, retryMs: 200 } });
     const cosigned = (note: string) => checkCosignatures(note, [parseCosignerKey(w.vkey)]).valid.length;
 
     let ledger = await open();
@@ -104,7 +112,8 @@ function witnessSizeScenario(name: string, store: () => Omit<OpenLedgerOptions, 
     const logs = [{ origin, keys: [first.checkpointVerifierKey] }];
     await first.close();
     const w = await startWitness(join(base, 'w'), 'witness.example/sizes', logs);
-    const open = () => openLedger({ ...options, witnesses: { witnesses: [w.url], timeoutMs: 1500, retryMs: 200 } });
+    const open = () =>
+      openLedger({ ...options, witnesses: { witnesses: [w.url], timeoutMs: DEADLINE_MS, retryMs: 200 } });
     let ledger = await open();
     try {
       await ledger.publish(scope, sampleSummary('one'));
@@ -144,7 +153,10 @@ function witnessSizeScenario(name: string, store: () => Omit<OpenLedgerOptions, 
     await first.close();
     let w = await startWitness(join(base, 'w'), 'witness.example/sizes', logs);
     const port = new URL(w.url).port;
-    const ledger = await openLedger({ ...options, witnesses: { witnesses: [w.url], timeoutMs: 1500, retryMs: 200 } });
+    const ledger = await openLedger({
+      ...options,
+      witnesses: { witnesses: [w.url], timeoutMs: DEADLINE_MS, retryMs: 200 },
+    });
     try {
       await ledger.publish(scope, sampleSummary('one'));
       await ledger.publish(scope, sampleSummary('two'));
@@ -191,7 +203,9 @@ describe('a witness holding another tree at the size submitted', () => {
     }
     const w = await startWitness(join(base, 'w'), 'witness.example/sizes', [{ origin, keys }]);
     const ledgers = await Promise.all(
-      stores.map((o) => openLedger({ ...o, witnesses: { witnesses: [w.url], timeoutMs: 1500, retryMs: 60_000 } })),
+      stores.map((o) =>
+        openLedger({ ...o, witnesses: { witnesses: [w.url], timeoutMs: DEADLINE_MS, retryMs: 60_000 } }),
+      ),
     );
     try {
       for (const [i, l] of ledgers.entries()) {
@@ -265,7 +279,10 @@ describePostgres('witness sizes kept across restarts (PostgreSQL)', (pg) => {
     });
     await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
     const gateUrl = `http://127.0.0.1:${(gate.address() as AddressInfo).port}`;
-    const a = await openLedger({ ...options('a'), witnesses: { witnesses: [w.url], timeoutMs: 1500, retryMs: 200 } });
+    const a = await openLedger({
+      ...options('a'),
+      witnesses: { witnesses: [w.url], timeoutMs: DEADLINE_MS, retryMs: 200 },
+    });
     const b = await openLedger({
       ...options('b'),
       witnesses: { witnesses: [gateUrl], timeoutMs: 20_000, retryMs: 200 },
