@@ -14,6 +14,7 @@ import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { KeyedMutex } from '../src/ledger/locks.js';
 import { nobleVerifier } from '../manifests/crypto/ed25519.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { firstCall } from './support/settled.js';
 import { entryKey, plantHead, SUMMARY_MEDIA_TYPE } from './support/plant.js';
 
 const alice = { principal: 'alice', session: 'sess-1', run: 'run-1' };
@@ -619,11 +620,11 @@ describe('failures leave no manifest', () => {
     const first = ledger.publish(alice, sampleSummary('first'));
     await signing;
     hold = undefined;
-    const waiting = vi.spyOn(KeyedMutex.prototype, 'run');
+    const waiting = firstCall(KeyedMutex.prototype, 'run');
     const ac = new AbortController();
     const second = ledger.publish(alice, sampleSummary('second'), { signal: ac.signal }).catch((e: unknown) => e);
-    await vi.waitFor(() => expect(waiting).toHaveBeenCalled());
-    waiting.mockRestore();
+    await waiting.called; // at the chain's lock, which the first holds
+    waiting.restore();
     ac.abort(new Error('user pressed stop'));
     // Settled while the first still holds the lock: the wait ended at the abort.
     const outcome = await Promise.race([second, new Promise((r) => setTimeout(() => r('still waiting'), 2_000))]);

@@ -6,7 +6,7 @@
  */
 import { getEventListeners } from 'node:events';
 import { join } from 'node:path';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { onAbort } from '../store/abort.js';
 import { Keyring } from '../src/keys/keyring.js';
 import { withFileLock } from '../src/ledger/file-lock.js';
@@ -14,6 +14,7 @@ import { SharedExclusiveLock } from '../src/ledger/locks.js';
 import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { firstCall } from './support/settled.js';
 
 const listeners = (signal: AbortSignal) => getEventListeners(signal, 'abort').length;
 
@@ -144,15 +145,15 @@ function sharedSignalSuite(name: string, options: () => OpenLedgerOptions): void
         await new Promise<void>((r) => (letGo = r));
       });
       await lockHeld;
-      const trustLock = vi.spyOn(Keyring.prototype, 'exclusive');
+      const trustLock = firstCall(Keyring.prototype, 'exclusive');
       const rotation = ledger.rotateKey();
-      await vi.waitFor(() => expect(trustLock).toHaveBeenCalled()); // in, holding the signing lock
-      trustLock.mockRestore();
-      const signingLock = vi.spyOn(SharedExclusiveLock.prototype, 'shared');
+      await trustLock.called; // in, holding the signing lock
+      trustLock.restore();
+      const signingLock = firstCall(SharedExclusiveLock.prototype, 'shared');
       const ac = new AbortController();
       const waiting = ledger.publish(alice, sampleSummary('second'), { signal: ac.signal }).catch((e: unknown) => e);
-      await vi.waitFor(() => expect(signingLock).toHaveBeenCalled()); // waiting for the rotation
-      signingLock.mockRestore();
+      await signingLock.called; // waiting for the rotation
+      signingLock.restore();
       ac.abort(new Error('user pressed stop'));
       const outcome = await Promise.race([waiting, new Promise((r) => setTimeout(() => r('still waiting'), 2_000))]);
       expect(outcome).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
