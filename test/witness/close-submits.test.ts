@@ -73,7 +73,10 @@ function closeScenario(name: string, store: () => Omit<OpenLedgerOptions, 'host'
     await first.close();
     const w = await startWitness(join(base, 'w'), 'witness.example/close', logs);
     try {
-      const open = () => openLedger({ ...options, witnesses: { witnesses: [w.url] } });
+      // The witness process is given 30 s to answer, and close() as long to wait for it: by default (5 s each) a witness
+      // slower than that on a loaded machine left the checkpoint uncosigned when close() returned.
+      const witnesses = { witnesses: [w.url], timeoutMs: 30_000, closeWaitMs: 30_000 };
+      const open = () => openLedger({ ...options, witnesses });
       let ledger = await open();
       await ledger.publish(scope, sampleSummary('one'));
       await ledger.close();
