@@ -112,7 +112,11 @@ describe('close() submits the newest checkpoint (embedded)', () => {
         witnesses: { witnesses: [silent.url], timeoutMs: 60_000, closeWaitMs: 400 },
         onNotice: (m) => notices.push(m),
       });
+      const asked = new Promise<void>((resolve) => silent.requested(resolve));
       await ledger.publish(scope, sampleSummary('to a silent witness'));
+      // The request is with the witness before the close begins: a process held up (a loaded machine) past the 400 ms
+      // the close waits, before its request reached the witness, had the close cut it unsent.
+      await asked;
       const started = performance.now();
       await ledger.close();
       const took = performance.now() - started;
