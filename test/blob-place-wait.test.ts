@@ -11,7 +11,7 @@ import { FsBlobStore } from '../store/fs/blob-store.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { tempDir } from './support/tmp.js';
-import { settledWithin } from './support/settled.js';
+import { ENDS_AT_SIGNAL_MS, settledWithin } from './support/settled.js';
 
 describe('a put waiting behind a hung put of the same bytes', () => {
   it('ends at its signal (CANCELLED); the next put still waits for the hung one, then both are placed', async () => {
@@ -49,7 +49,7 @@ describe('a put waiting behind a hung put of the same bytes', () => {
     await secondReady;
     await new Promise((r) => setTimeout(r, 20));
     abort.abort();
-    expect(await settledWithin(second, 2000)).toBe('settled');
+    expect(await settledWithin(second, ENDS_AT_SIGNAL_MS)).toBe('settled');
     await expect(second).rejects.toMatchObject({ code: 'CANCELLED' });
     // The queue's order stands: a third put of the bytes waits for the hung first one, not for the cancelled second.
     const third = store.put(bytes);

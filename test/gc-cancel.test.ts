@@ -23,7 +23,7 @@ import { gc as gcCli } from '../src/cli/maintenance.js';
 import { captureIo } from './support/capture-io.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
-import { settledWithin } from './support/settled.js';
+import { ENDS_AT_SIGNAL_MS, settledWithin } from './support/settled.js';
 
 const HOUR = 3_600_000;
 const who = { principal: 'alice', session: 's1', run: 'r1' };
@@ -172,7 +172,7 @@ describe('gc with a signal (embedded store)', () => {
       await new Promise((r) => setTimeout(r, 50));
       const reason = new Error('the operator stopped gc');
       abort.abort(reason);
-      expect(await settledWithin(run, 2000)).toBe('settled');
+      expect(await settledWithin(run, ENDS_AT_SIGNAL_MS)).toBe('settled');
       const refused = await rejection(run);
       expect(refused).toMatchObject({ code: 'CANCELLED', message: 'gc cancelled: no blob was removed' });
       // Its cause is the signal's reason, as at every other point gc answers the signal (not the store's error).
@@ -200,7 +200,7 @@ describe('gc with a signal (embedded store)', () => {
       });
       await new Promise((r) => setTimeout(r, 20));
       abort.abort();
-      expect(await settledWithin(waiting, 2000)).toBe('settled');
+      expect(await settledWithin(waiting, ENDS_AT_SIGNAL_MS)).toBe('settled');
       expect(await rejection(waiting)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
       release();
       await holder;
@@ -228,7 +228,7 @@ describe("the filesystem store's conditional delete behind a hung one of the sam
       const second = store.delete(digest, { storedBeforeMs: late, signal: abort.signal });
       await new Promise((r) => setTimeout(r, 20));
       abort.abort();
-      expect(await settledWithin(second, 2000)).toBe('settled');
+      expect(await settledWithin(second, ENDS_AT_SIGNAL_MS)).toBe('settled');
       expect(await rejection(second)).toMatchObject({ name: 'StoreError', code: 'CANCELLED' });
       // The queue's order stands: a third waits for the hung first one, not for the cancelled second.
       const third = store.delete(digest, { storedBeforeMs: late });
@@ -369,7 +369,7 @@ describePostgres('gc with a signal (PostgreSQL)', (pg) => {
         await deleting;
         await new Promise((r) => setTimeout(r, 300)); // the DELETE waits for the row's lock at the server
         abort.abort();
-        expect(await settledWithin(run, 5000)).toBe('settled');
+        expect(await settledWithin(run, ENDS_AT_SIGNAL_MS)).toBe('settled');
         expect(await rejection(run)).toMatchObject({ code: 'CANCELLED', message: 'gc cancelled: no blob was removed' });
       } finally {
         await unlock();
@@ -394,7 +394,7 @@ describePostgres('gc with a signal (PostgreSQL)', (pg) => {
         });
         await new Promise((r) => setTimeout(r, 300));
         abort.abort();
-        expect(await settledWithin(waiting, 5000)).toBe('settled');
+        expect(await settledWithin(waiting, ENDS_AT_SIGNAL_MS)).toBe('settled');
         expect(await rejection(waiting)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
       } finally {
         await unlock();

@@ -1,12 +1,21 @@
+/**
+ * How long a wait that must end at its signal is given to end (`settledWithin(p, ENDS_AT_SIGNAL_MS)`): what it is told
+ * apart from is a wait that does not end until the test releases what it waits for, so this is far beyond what the
+ * cleanup after an abort (a staging file removed on a slow disk, a loaded machine) can take. A few seconds were not.
+ */
+export const ENDS_AT_SIGNAL_MS = 30_000;
+
 /** Whether `p` settles (either way) within `ms`: a wait that must end at its signal, or stay queued. */
-export const settledWithin = <T>(p: Promise<T>, ms: number): Promise<'settled' | 'pending'> =>
-  Promise.race([
+export const settledWithin = <T>(p: Promise<T>, ms: number): Promise<'settled' | 'pending'> => {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
     p.then(
       () => 'settled' as const,
       () => 'settled' as const,
     ),
-    new Promise<'pending'>((r) => setTimeout(() => r('pending'), ms)),
-  ]);
+    new Promise<'pending'>((r) => (timer = setTimeout(() => r('pending'), ms))),
+  ]).finally(() => clearTimeout(timer));
+};
 
 /**
  * Resolves at the first call of `target[method]` from now on (the call itself goes on unchanged); `restore()` puts the
