@@ -27,6 +27,7 @@ import { fsckTree } from '../src/ops/fsck-tree.js';
 import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { describePostgres, settledCount, sqlOn } from './support/postgres.js';
+import { ENDS_AT_SIGNAL_MS, settledWithin } from './support/settled.js';
 
 let schemas = 0;
 const nextSchema = () => `h${process.pid}_${schemas++}`;
@@ -1035,17 +1036,39 @@ describePostgres(
         });
         try {
           await log.append(link('s', 0));
-          const puts = [1, 2, 3].map((k) => blobs.put(slowSource(4, k)));
+          // The uploads hold on after they begin until the append and the reads are done: without the limit all three
+          // hold a connection each, and these wait for one for as long as the uploads do (where a bound of 1.5 s on
+          // them, while uploads took ~2.8 s, failed whenever a loaded machine made the append itself that slow).
+          let letGo!: () => void;
+          const held = new Promise<void>((resolve) => (letGo = resolve));
+          let begun!: () => void;
+          const uploading = new Promise<void>((resolve) => (begun = resolve));
+          const heldSource = (fill: number) =>
+            (async function* () {
+              begun(); // pulled: the upload holds its connection, its transaction open
+              yield new Uint8Array(1024 * 1024).fill(fill);
+              await held;
+              for (let i = 1; i < 4; i++) yield new Uint8Array(1024 * 1024).fill(fill);
+            })();
+          const puts = [1, 2, 3].map((k) => blobs.put(heldSource(k)));
           // A put waiting for an upload connection still answers its signal.
           const cancelled = rejection(blobs.put(slowSource(1, 9), { signal: AbortSignal.timeout(300) }));
-          await new Promise((r) => setTimeout(r, 200));
-          const started = Date.now();
-          expect(await log.append(link('s', 1))).toMatchObject({ seq: 1 });
-          expect((await log.head('s'))?.seq).toBe(1);
-          expect(await blobs.has(digestOf(utf8('nothing')))).toBe(false);
-          // Without the limit all three connections are uploading (~2.8 s) and these wait for one to finish.
-          expect(Date.now() - started).toBeLessThan(1500);
-          expect(await cancelled).toMatchObject({ code: 'CANCELLED' });
+          await uploading;
+          try {
+            const served = (async () => {
+              expect(await log.append(link('s', 1))).toMatchObject({ seq: 1 });
+              expect((await log.head('s'))?.seq).toBe(1);
+              expect(await blobs.has(digestOf(utf8('nothing')))).toBe(false);
+            })();
+            expect(await settledWithin(served, ENDS_AT_SIGNAL_MS), 'the append and reads waited for an upload').toBe(
+              'settled',
+            );
+            await served;
+            // Still waiting for the held upload's slot when its signal fired.
+            expect(await cancelled).toMatchObject({ code: 'CANCELLED' });
+          } finally {
+            letGo();
+          }
           const stored = await Promise.all(puts);
           expect(stored.map((b) => b.size)).toEqual([4, 4, 4].map((n) => n * 1024 * 1024));
         } finally {
