@@ -220,10 +220,11 @@ async function main(): Promise<void> {
         };
       }),
       resumeSteps,
-      concurrency: concurrency.ledger.map(({ mainThreadMicros, cpuMicros, ...c }) => ({
+      concurrency: concurrency.ledger.map(({ mainThreadMicros, mainThreadCpuMicros, cpuMicros, ...c }) => ({
         ...c,
         publishesPerSecond: spread(c.samples),
         mainThreadMicros: spread(mainThreadMicros),
+        ...(mainThreadCpuMicros.length > 0 ? { mainThreadCpuMicros: spread(mainThreadCpuMicros) } : {}),
         cpuMicros: spread(cpuMicros),
       })),
       rawSmallWrites:
@@ -275,10 +276,11 @@ async function main(): Promise<void> {
       postgres: {
         ...(postgres.skipped === undefined ? {} : { skipped: postgres.skipped }),
         ...(postgres.serverVersion === undefined ? {} : { serverVersion: postgres.serverVersion }),
-        concurrency: postgres.concurrency.map(({ mainThreadMicros, cpuMicros, ...c }) => ({
+        concurrency: postgres.concurrency.map(({ mainThreadMicros, mainThreadCpuMicros, cpuMicros, ...c }) => ({
           ...c,
           publishesPerSecond: spread(c.samples),
           mainThreadMicros: spread(mainThreadMicros),
+          ...(mainThreadCpuMicros.length > 0 ? { mainThreadCpuMicros: spread(mainThreadCpuMicros) } : {}),
           cpuMicros: spread(cpuMicros),
         })),
       },

@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { findPostgresBin } from '../benchmarks/lib/pg-cluster.js';
 import type { BenchResults } from '../benchmarks/report/model.js';
+import { threadCpuNanos } from '../benchmarks/lib/thread-cpu.js';
 import { tempDir } from './support/tmp.js';
 
 const RUN = fileURLToPath(new URL('../dist/benchmarks/run.js', import.meta.url));
@@ -28,6 +29,24 @@ function expectSpread(
   expect(s.q1 <= s.q3, `${what}: q1 ≤ q3`).toBe(true);
   expect(s.n, `${what}.n`).toBeGreaterThan(0);
 }
+
+const onLinux = process.platform === 'linux';
+
+describe("the main thread's own CPU time (benchmarks/lib/thread-cpu.ts)", () => {
+  it('reads a count of nanoseconds that never goes back on Linux, and nothing elsewhere', () => {
+    const a = threadCpuNanos();
+    let x = 0;
+    for (let i = 0; i < 1e5; i++) x += Math.sqrt(i);
+    const b = threadCpuNanos();
+    expect(x).toBeGreaterThan(0);
+    if (!onLinux) {
+      expect(a).toBeUndefined();
+      return;
+    }
+    expect(Number.isFinite(a) && a! >= 0, `first reading ${a}`).toBe(true);
+    expect(Number.isFinite(b) && b! >= a!, `second reading ${b} after ${a}`).toBe(true);
+  });
+});
 
 describe('npm run bench -- --quick', () => {
   it('writes latest.json, latest.md and throughput.svg with every case, size and target', async () => {
@@ -57,6 +76,7 @@ describe('npm run bench -- --quick', () => {
       for (const c of r.postgres.concurrency) {
         expectSpread(c.publishesPerSecond, `postgres ${c.sessions} sessions`);
         expectSpread(c.mainThreadMicros!, `postgres ${c.sessions} sessions: main thread per publish`);
+        if (onLinux) expectSpread(c.mainThreadCpuMicros!, `postgres ${c.sessions} sessions: main thread on CPU`);
         expectSpread(c.cpuMicros!, `postgres ${c.sessions} sessions: process CPU per publish`);
       }
     } else {
@@ -162,8 +182,19 @@ describe('npm run bench -- --quick', () => {
     for (const c of r.concurrency) {
       expectSpread(c.publishesPerSecond, `${c.sessions} sessions`);
       expectSpread(c.mainThreadMicros!, `${c.sessions} sessions: main thread per publish`);
+      // Beside the busy time (event-loop utilization, waits for a core included), the thread's own on-CPU time where
+      // the kernel tells it (Linux), one sample per round; absent elsewhere.
+      if (onLinux) {
+        expectSpread(c.mainThreadCpuMicros!, `${c.sessions} sessions: main thread on CPU per publish`);
+        expect(c.mainThreadCpuMicros!.n).toBe(c.mainThreadMicros!.n);
+      } else expect(c.mainThreadCpuMicros).toBeUndefined();
       expectSpread(c.cpuMicros!, `${c.sessions} sessions: process CPU per publish`);
     }
+    expect(r.targets.find((x) => x.id === 'concurrency-32-rate')!.detail).toMatch(
+      onLinux
+        ? /the main thread was busy \d+ µs per publish \(event-loop utilization: waits for a core included\), on CPU \d+ µs per publish \(its own time\): at most [\d,]+\/s on one main thread/
+        : /the main thread was busy \d+ µs per publish \(event-loop utilization: waits for a core included\): at most/,
+    );
     expect(r.rawSmallWrites?.bytes).toBe(4 * KiB);
     expectSpread(r.rawSmallWrites!.perSecond, 'rawSmallWrites');
     expect(r.smallWriteFloors?.bytes).toBe(4 * KiB);
@@ -278,6 +309,11 @@ describe('npm run bench -- --quick', () => {
       /Memory \(64 MiB not touched before, then again\): at start [\d,.]+ MiB\/s \[[\d,.]+–[\d,.]+\] first touch/,
     );
     expect(md).toMatch(/\| writeback left \(ms\/op, median\) \|/);
+    expect(md).toMatch(
+      onLinux
+        ? /\| 4 KiB publishes\/s, 32 sessions \| [^|]*; main thread [\d,.]+ µs per publish \(busy: waits for a core included\), [\d,.]+ µs on CPU \(its own time\), process CPU/
+        : /\| 4 KiB publishes\/s, 32 sessions \| [^|]*; main thread [\d,.]+ µs per publish \(busy: waits for a core included\), process CPU/,
+    );
     if (pgCases.length > 0) {
       expect(md).toMatch(/\| publish \(postgres\) \|/);
       expect(md).toMatch(/\| 4 KiB publishes\/s, 32 sessions \(postgres\) \|/);

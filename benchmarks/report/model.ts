@@ -97,8 +97,18 @@ export interface BenchResults {
     bytes: number;
     samples: number[];
     publishesPerSecond: Spread;
-    /** The main thread's busy time per publish, µs (absent in results from before it was measured). */
+    /**
+     * The main thread's busy time per publish, µs: event-loop utilization's active time, wall-clock inside callbacks,
+     * so on a loaded machine it also counts time the thread waited for a core (absent in results from before it was
+     * measured).
+     */
     mainThreadMicros?: Spread;
+    /**
+     * The main thread's own on-CPU time per publish, µs (the kernel's count for the thread: Linux's
+     * `/proc/thread-self/schedstat`); not what it waited for a core. Absent where the platform does not tell it and in
+     * results from before it was measured.
+     */
+    mainThreadCpuMicros?: Spread;
     /**
      * The process's CPU time per publish (user + system, all its threads), µs (absent in results from before it was
      * measured; a PostgreSQL server's CPU is not counted).

@@ -90,7 +90,7 @@ function otherRows(r: BenchResults): Cell[][] {
     for (const c of cs) {
       rows.push([
         `${c.bytes / 1024} KiB publishes/s, ${c.sessions} session${c.sessions > 1 ? 's' : ''}${label}`,
-        `${fmt(c.publishesPerSecond.median)} [${fmt(c.publishesPerSecond.min)}–${fmt(c.publishesPerSecond.max)}]${c.mainThreadMicros ? `; main thread ${fmt(c.mainThreadMicros.median)} µs per publish` : ''}${c.cpuMicros ? `, process CPU ${fmt(c.cpuMicros.median)} µs` : ''}`,
+        `${fmt(c.publishesPerSecond.median)} [${fmt(c.publishesPerSecond.min)}–${fmt(c.publishesPerSecond.max)}]${c.mainThreadMicros ? `; main thread ${fmt(c.mainThreadMicros.median)} µs per publish (busy: waits for a core included)` : ''}${c.mainThreadCpuMicros ? `, ${fmt(c.mainThreadCpuMicros.median)} µs on CPU (its own time)` : ''}${c.cpuMicros ? `, process CPU ${fmt(c.cpuMicros.median)} µs` : ''}`,
       ]);
     }
   };

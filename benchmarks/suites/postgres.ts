@@ -106,6 +106,7 @@ async function measure(
     bytes: c.bytes,
     samples: [],
     mainThreadMicros: [],
+    mainThreadCpuMicros: [],
     cpuMicros: [],
   }));
   const publish = (session: string) =>
@@ -117,6 +118,7 @@ async function measure(
       const m = await measurePublishes(publish, r.sessions, c.durationMs);
       r.samples.push(m.perSecond);
       r.mainThreadMicros.push(m.mainThreadMicros);
+      if (m.mainThreadCpuMicros !== undefined) r.mainThreadCpuMicros.push(m.mainThreadCpuMicros);
       r.cpuMicros.push(m.cpuMicros); // this process only: the server's CPU is not counted
     }
     o.log(
