@@ -3,7 +3,17 @@
  * metrics that a publish, a failed publish, a resume and the other operations produce, and the rule that
  * principal and session ids stay out unless the host asks for them.
  */
-import { metrics, SpanStatusCode, trace } from '@opentelemetry/api';
+import {
+  context,
+  INVALID_SPAN_CONTEXT,
+  metrics,
+  ProxyTracer,
+  ROOT_CONTEXT,
+  SpanStatusCode,
+  trace,
+  type Context,
+  type ContextManager,
+} from '@opentelemetry/api';
 import {
   AggregationTemporality,
   DataPointType,
@@ -18,7 +28,7 @@ import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManifestError } from '../manifests/errors.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import type { ManifestLog } from '../manifests/log/log.js';
@@ -27,7 +37,7 @@ import { auditBundle } from '../src/ops/audit.js';
 import { exportBundle } from '../src/ops/export.js';
 import { gc } from '../src/ops/maintenance.js';
 import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
-import type { IdentifierPolicy } from '../src/telemetry/telemetry.js';
+import { LedgerTelemetry, type IdentifierPolicy } from '../src/telemetry/telemetry.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice@example.org', session: 'conversation-4711' };
@@ -371,6 +381,115 @@ describe('without an SDK', () => {
     expect(
       (metric(await t.metrics(), 'handoff_ledger.publish.duration') as HistogramMetricData).dataPoints,
     ).toHaveLength(1);
+  });
+});
+
+/** A context manager that keeps the active context on a stack (synchronous `with`): enough to see the active span. */
+class StackContextManager implements ContextManager {
+  private stack: Context[] = [];
+  active(): Context {
+    return this.stack.at(-1) ?? ROOT_CONTEXT;
+  }
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    ctx: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
+    this.stack.push(ctx);
+    try {
+      return fn.call(thisArg, ...args);
+    } finally {
+      this.stack.pop();
+    }
+  }
+  bind<T>(ctx: Context, target: T): T {
+    if (typeof target !== 'function') return target;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const manager = this;
+    return function (this: unknown, ...args: unknown[]) {
+      return manager.with(ctx, () => (target as (...a: unknown[]) => unknown).apply(this, args));
+    } as T;
+  }
+  enable(): this {
+    return this;
+  }
+  disable(): this {
+    this.stack = [];
+    return this;
+  }
+}
+
+describe('with no provider registered (the operation alone, no span made for nothing)', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    trace.disable();
+    metrics.disable();
+    context.disable();
+  });
+
+  it('starts no span while nothing would record one, and one from the next operation once a provider is registered', async () => {
+    const started = vi.spyOn(ProxyTracer.prototype, 'startActiveSpan');
+    const telemetry = new LedgerTelemetry();
+    const given: boolean[] = [];
+    const op = async (span: { isRecording(): boolean }) => {
+      given.push(span.isRecording());
+      return 7;
+    };
+    expect(await telemetry.run('publish', { scope, host: 'h' }, op)).toBe(7);
+    expect(started).not.toHaveBeenCalled();
+    // A provider registered after the telemetry was made is used from the next operation on, as the proxy tracer does.
+    const t = sdk();
+    trace.setGlobalTracerProvider(t.tracerProvider);
+    expect(await telemetry.run('publish', { scope, host: 'h' }, op)).toBe(7);
+    expect(started).toHaveBeenCalledTimes(1);
+    expect(given).toEqual([false, true]);
+    expect(t.spans().map((s) => s.name)).toEqual(['handoff_ledger.publish']);
+  });
+
+  it('so does a ledger opened before the provider was registered', async () => {
+    const ledger = await openLedger({ root: join(tempDir(), 'store'), host: 'otel-host' });
+    try {
+      await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+      const t = sdk();
+      trace.setGlobalTracerProvider(t.tracerProvider);
+      await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+      expect(t.spans().map((s) => [s.name, s.attributes['handoff_ledger.seq']])).toEqual([
+        ['handoff_ledger.publish', 1],
+      ]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("passes the operation's result and failure through unchanged, a synchronous throw as a rejection", async () => {
+    const telemetry = new LedgerTelemetry();
+    const failure = new ManifestError('CHAIN_CONFLICT', 'lost');
+    await expect(telemetry.run('publish', {}, () => Promise.reject(failure))).rejects.toBe(failure);
+    const thrown = telemetry.run('publish', {}, () => {
+      throw failure;
+    });
+    expect(thrown).toBeInstanceOf(Promise);
+    await expect(thrown).rejects.toBe(failure);
+  });
+
+  it('runs the operation under the no-op span, as the active one, when a context manager is registered', async () => {
+    context.setGlobalContextManager(new StackContextManager());
+    const telemetry = new LedgerTelemetry();
+    const active = await telemetry.run('publish', {}, async () => trace.getActiveSpan());
+    expect(active).toBeDefined();
+    expect(active!.isRecording()).toBe(false);
+    expect(active!.spanContext()).toEqual(INVALID_SPAN_CONTEXT);
+  });
+
+  it('records the metrics of a meter provider registered before it was made, with no tracer provider', async () => {
+    const t = sdk();
+    metrics.setGlobalMeterProvider(t.meterProvider);
+    const telemetry = new LedgerTelemetry();
+    await telemetry.run('publish', {}, async () => 1);
+    const points = (metric(await t.metrics(), 'handoff_ledger.publish.duration') as HistogramMetricData).dataPoints;
+    expect(points).toHaveLength(1);
+    expect(points[0]!.attributes).toEqual({ 'handoff_ledger.outcome': 'ok' });
   });
 });
 

@@ -9,10 +9,13 @@
  * code only, and the message only when identifiers are recorded in plain.
  */
 import {
+  context,
   createNoopMeter,
   INVALID_SPAN_CONTEXT,
   metrics,
+  ProxyTracer,
   ProxyTracerProvider,
+  ROOT_CONTEXT,
   SpanStatusCode,
   trace,
   type Attributes,
@@ -79,9 +82,22 @@ export function checkIdentifierPolicy(policy: IdentifierPolicy): IdentifierPolic
   return { hashKey: Uint8Array.from(policy.hashKey) };
 }
 
+/** The span an operation gets while nothing would record it (`LedgerTelemetry.idle`). */
+const UNRECORDED_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+
+/** What `context.bind` returns unchanged exactly while no context manager is registered (the API's no-op one). */
+function contextProbe(): void {}
+
 /** The ledger's telemetry; one per ledger, built from its `telemetry` option. */
 export class LedgerTelemetry {
   private readonly tracer;
+  /**
+   * The global proxy provider the tracer came from while it had no provider behind it, and what `getDelegate` gave
+   * then (the API's no-op provider); cleared for good once a provider is registered behind it.
+   */
+  private waiting: { provider: ProxyTracerProvider; none: TracerProvider } | undefined;
+  /** The instruments came from the no-op meter: they record nothing, now or later. */
+  private readonly metricsOff: boolean;
   private readonly durations: Record<Operation, Histogram>;
   private readonly bytes: Counter;
   private readonly failures: Counter;
@@ -98,9 +114,19 @@ export class LedgerTelemetry {
     ) as TelemetryOptions;
     this.identifiers = checkIdentifierPolicy(options.identifiers ?? 'omit');
     // A provider that throws here gets no-op instruments, never a failed open: telemetry never fails the ledger.
+    const provider = options.tracerProvider ?? safely(() => trace.getTracerProvider());
     this.tracer =
-      safely(() => (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION_NAME, version)) ??
+      safely(() => provider!.getTracer(INSTRUMENTATION_NAME, version)) ??
       new ProxyTracerProvider().getTracer(INSTRUMENTATION_NAME);
+    // No provider yet (the global proxy with nothing behind it): its tracer starts no-op spans until one is
+    // registered, and then the provider's. While that is so, `run` skips the no-op span (`idle`).
+    this.waiting =
+      options.tracerProvider === undefined &&
+      provider instanceof ProxyTracerProvider &&
+      this.tracer instanceof ProxyTracer &&
+      safely(() => provider.getDelegateTracer(INSTRUMENTATION_NAME, version)) === undefined
+        ? { provider, none: provider.getDelegate() }
+        : undefined;
     const instruments = (meter: Meter) => ({
       durations: Object.fromEntries(
         OPERATIONS.map((op) => [
@@ -122,10 +148,14 @@ export class LedgerTelemetry {
         description: 'Publishes re-signed after another writer appended to the chain first',
       }),
     });
-    const made =
-      safely(() =>
-        instruments((options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_NAME, version)),
-      ) ?? instruments(createNoopMeter());
+    let meter = safely(() =>
+      (options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_NAME, version),
+    );
+    let made = meter === undefined ? undefined : safely(() => instruments(meter!));
+    if (made === undefined) made = instruments((meter = createNoopMeter()));
+    // The API's no-op meter (no provider when the ledger opened: the meter is not a proxy, none registered later is
+    // used) makes instruments that record nothing.
+    this.metricsOff = meter === createNoopMeter();
     this.durations = made.durations;
     this.bytes = made.bytes;
     this.failures = made.failures;
@@ -161,6 +191,9 @@ export class LedgerTelemetry {
     fn: (span: Span) => Promise<T>,
     describe?: (result: T) => { attributes?: Attributes; bytes?: number },
   ): Promise<T> {
+    // Nothing would record it: the operation alone, under a span that records nothing, as the no-op tracer would run
+    // it (no span, context or attributes made for nothing; a throw is this call's rejection, as from `traced`).
+    if (this.idle()) return fn(UNRECORDED_SPAN);
     // The operation runs once: inside the span when the tracer calls back, else (it threw first) without one.
     let pending: Promise<T> | undefined;
     const traced = (span: Span): Promise<T> => (pending ??= this.traced(op, span, fn, describe));
@@ -177,6 +210,21 @@ export class LedgerTelemetry {
         (returned as Promise<unknown>).then(undefined, () => {});
     });
     return pending ?? traced(trace.wrapSpanContext(INVALID_SPAN_CONTEXT));
+  }
+
+  /**
+   * True while a span and its metrics would record nothing: the instruments are the no-op meter's, the tracer is the
+   * global proxy's with no provider registered behind it yet (looked at on every call: one registered later is used from
+   * the next operation on, as the proxy itself would), and no context manager is registered (so the no-op span would
+   * not be seen as the active one inside the operation either: `context.with` under the no-op manager only calls it).
+   */
+  private idle(): boolean {
+    if (!this.metricsOff || this.waiting === undefined) return false;
+    if (this.waiting.provider.getDelegate() !== this.waiting.none) {
+      this.waiting = undefined; // a provider is registered: from now on every operation goes through the tracer
+      return false;
+    }
+    return context.bind(ROOT_CONTEXT, contextProbe) === contextProbe;
   }
 
   private async traced<T>(
