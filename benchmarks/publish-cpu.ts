@@ -5,15 +5,19 @@
  * it waited for a core), the process's CPU per publish and publishes/s. Prints one JSON line.
  *
  *   node --expose-gc dist/benchmarks/publish-cpu.js [--sessions 32] [--bytes 4096] [--rounds 5] [--seconds 2]
- *     [--warmup 1.5] [--work DIR]
+ *     [--warmup 1.5] [--work DIR] [--against CLONE]
  *
  * On-CPU time is what a cut of the publish path changes even on a machine whose cores are busy with other work; the
- * rate and the busy time (event-loop utilization) move with that work. Compare builds by running this several times
- * each, alternated, and comparing the medians (benchmarks/README.md).
+ * rate and the busy time (event-loop utilization) move with that work. Builds run in separate processes, alternated,
+ * spread by more than a cut of a few µs on a shared machine; `--against CLONE` loads another built tree's ledger
+ * (`CLONE/dist/src/ledger/open.js`, e.g. a clone of the commit before, built) into this process and alternates the
+ * two round by round (which goes first alternates too), each in a store of its own: the JSON line then also has the
+ * other's figures and the median of the rounds' ratios, other / this (benchmarks/README.md).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { openLedger } from '../src/ledger/open.js';
 import { makeSummary, nextMarker } from './lib/data.js';
@@ -28,6 +32,7 @@ const { values } = parseArgs({
     seconds: { type: 'string' },
     warmup: { type: 'string' },
     work: { type: 'string' },
+    against: { type: 'string' },
   },
 });
 const positive = (name: string, given: string | undefined, fallback: number) => {
@@ -41,39 +46,73 @@ const ROUNDS = Math.round(positive('rounds', values.rounds, 5));
 const SECONDS = positive('seconds', values.seconds, 2);
 const WARMUP = positive('warmup', values.warmup, 1.5);
 
-const work = await mkdtemp(join(values.work ?? tmpdir(), 'hl-publish-cpu-'));
-try {
-  const ledger = await openLedger({ root: join(work, 'store'), host: 'bench', hash: 'auto', onNotice: () => {} });
+type Open = typeof openLedger;
+
+/** A ledger of `open` in a store of its own under `work`, and what publishes one summary to it. */
+async function side(open: Open, dir: string) {
+  const ledger = await open({ root: join(work, dir), host: 'bench', hash: 'auto', onNotice: () => {} });
   const publish = (session: string) =>
     ledger.publish({ principal: 'bench', session, run: 'bench' }, makeSummary(BYTES, nextMarker()));
-  await measurePublishes(publish, SESSIONS, WARMUP * 1000);
-  const onCpu: number[] = [];
-  const busy: number[] = [];
-  const process: number[] = [];
-  const perSecond: number[] = [];
-  for (let round = 0; round < ROUNDS; round++) {
-    collectGarbage();
-    const m = await measurePublishes(publish, SESSIONS, SECONDS * 1000);
-    if (m.mainThreadCpuMicros !== undefined) onCpu.push(m.mainThreadCpuMicros);
-    busy.push(m.mainThreadMicros);
-    process.push(m.cpuMicros);
-    perSecond.push(m.perSecond);
-  }
-  await ledger.close();
-  const summary = (xs: number[]) => {
-    if (xs.length === 0) return null;
-    const s = spread(xs);
-    return { median: +s.median.toFixed(1), min: +s.min.toFixed(1), max: +s.max.toFixed(1) };
+  return {
+    ledger,
+    publish,
+    onCpu: [] as number[],
+    busy: [] as number[],
+    process: [] as number[],
+    rate: [] as number[],
   };
-  globalThis.process.stdout.write(
+}
+
+const summary = (xs: number[], digits = 1) => {
+  if (xs.length === 0) return null;
+  const s = spread(xs);
+  return { median: +s.median.toFixed(digits), min: +s.min.toFixed(digits), max: +s.max.toFixed(digits) };
+};
+
+const work = await mkdtemp(join(values.work ?? tmpdir(), 'hl-publish-cpu-'));
+try {
+  const other =
+    values.against === undefined
+      ? undefined
+      : ((await import(pathToFileURL(resolve(values.against, 'dist/src/ledger/open.js')).href)) as { openLedger: Open })
+          .openLedger;
+  const sides = [await side(openLedger, 'store')];
+  if (other) sides.push(await side(other, 'other'));
+  for (const s of sides) await measurePublishes(s.publish, SESSIONS, WARMUP * 1000);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const s of round % 2 === 0 ? sides : [...sides].reverse()) {
+      collectGarbage();
+      const m = await measurePublishes(s.publish, SESSIONS, SECONDS * 1000);
+      if (m.mainThreadCpuMicros !== undefined) s.onCpu.push(m.mainThreadCpuMicros);
+      s.busy.push(m.mainThreadMicros);
+      s.process.push(m.cpuMicros);
+      s.rate.push(m.perSecond);
+    }
+  }
+  for (const s of sides) await s.ledger.close();
+  const figures = (s: (typeof sides)[number]) => ({
+    mainThreadCpuMicros: summary(s.onCpu),
+    mainThreadBusyMicros: summary(s.busy),
+    processCpuMicros: summary(s.process),
+    publishesPerSecond: summary(s.rate),
+  });
+  const [own, against] = sides;
+  process.stdout.write(
     `${JSON.stringify({
       sessions: SESSIONS,
       bytes: BYTES,
       rounds: ROUNDS,
-      mainThreadCpuMicros: summary(onCpu),
-      mainThreadBusyMicros: summary(busy),
-      processCpuMicros: summary(process),
-      publishesPerSecond: summary(perSecond),
+      ...figures(own!),
+      ...(against
+        ? {
+            against: { dir: values.against, ...figures(against) },
+            // Per round, the other's on-CPU time over this build's: below 1, the other is the cheaper.
+            againstOverThis: summary(
+              own!.onCpu.length === against.onCpu.length ? own!.onCpu.map((x, i) => against.onCpu[i]! / x) : [],
+              4,
+            ),
+          }
+        : {}),
     })}\n`,
   );
 } finally {

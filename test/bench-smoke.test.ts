@@ -48,6 +48,39 @@ describe("the main thread's own CPU time (benchmarks/lib/thread-cpu.ts)", () => 
   });
 });
 
+describe('benchmarks/publish-cpu.ts', () => {
+  it('prints one JSON line: the main thread on CPU, busy, the process and the rate; with --against, both and the ratio', async () => {
+    const script = fileURLToPath(new URL('../dist/benchmarks/publish-cpu.js', import.meta.url));
+    expect(existsSync(script), 'dist/ is missing: run `npm run build`').toBe(true);
+    const clone = fileURLToPath(new URL('..', import.meta.url));
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [script, '--sessions', '4', '--rounds', '2', '--seconds', '0.2', '--warmup', '0.1', '--against', clone],
+      { maxBuffer: MiB },
+    );
+    type Figure = { median: number; min: number; max: number } | null;
+    const r = JSON.parse(stdout) as Record<string, unknown> & {
+      against: Record<string, Figure>;
+      againstOverThis: Figure;
+    };
+    expect(r).toMatchObject({ sessions: 4, bytes: 4096, rounds: 2, against: { dir: clone } });
+    const figure = (f: Figure, what: string) => {
+      expect(f, what).not.toBeNull();
+      expect(f!.min <= f!.median && f!.median <= f!.max && f!.min > 0, what).toBe(true);
+    };
+    for (const [side, figures] of [
+      ['this', r],
+      ['against', r.against],
+    ] as const) {
+      for (const k of ['mainThreadBusyMicros', 'processCpuMicros', 'publishesPerSecond'])
+        figure(figures[k] as Figure, `${side}.${k}`);
+      if (onLinux) figure(figures.mainThreadCpuMicros as Figure, `${side}.mainThreadCpuMicros`);
+      else expect(figures.mainThreadCpuMicros).toBeNull();
+    }
+    if (onLinux) figure(r.againstOverThis, 'againstOverThis');
+  }, 60_000);
+});
+
 describe('npm run bench -- --quick', () => {
   it('writes latest.json, latest.md and throughput.svg with every case, size and target', async () => {
     expect(existsSync(RUN), 'dist/ is missing: run `npm run build` (npm test does it in pretest)').toBe(true);
