@@ -159,10 +159,22 @@ describe('openLedger refuses options that are not what their types say, before w
     let now: unknown = new Date();
     const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {}, clock: () => now as Date });
     try {
-      for (const bad of [new Date(NaN), 5, '2026-01-01T00:00:00.000Z', undefined]) {
+      const said = (what: string) =>
+        `the clock option must return a valid Date (as \`() => new Date()\` does), and it returned ${what}`;
+      const cases: [unknown, string][] = [
+        [new Date(NaN), 'an invalid Date (its time is NaN)'],
+        [5, 'the number 5'],
+        ['2026-01-01T00:00:00.000Z', 'the string "2026-01-01T00:00:00.000Z"'],
+        [undefined, 'undefined'],
+        [{ getTime: () => 0 }, 'an object'],
+      ];
+      for (const [bad, what] of cases) {
         now = bad;
-        expect(await codeOf(() => ledger.publish(scope, good)), String(bad)).toBe('INVALID_ARGUMENT');
-        expect(await codeOf(() => ledger.grant('bob', 's1')), String(bad)).toBe('INVALID_ARGUMENT');
+        await expect(ledger.publish(scope, good), what).rejects.toMatchObject({
+          code: 'INVALID_ARGUMENT',
+          message: said(what),
+        });
+        expect(await codeOf(() => ledger.grant('bob', 's1')), what).toBe('INVALID_ARGUMENT');
       }
       now = new Date();
       expect(await ledger.resume(scope)).toBeUndefined();

@@ -30,6 +30,7 @@ import {
   checkBooleanOption,
   isHandoffLedgerError,
   readOptionFields,
+  shownValue,
   type NamesEveryField,
 } from '../../store/errors.js';
 import { checkByteBound } from '../summary/summary.js';
@@ -147,10 +148,17 @@ function checkedClock(clock: (() => Date) | undefined): () => Date {
     if (!(now instanceof Date) || !Number.isFinite(now.getTime()))
       throw new LedgerError(
         'INVALID_ARGUMENT',
-        `the clock option returned ${now instanceof Date ? 'an invalid Date' : typeof now}, not a valid Date`,
+        `the clock option must return a valid Date (as \`() => new Date()\` does), and it returned ${clockValue(now)}`,
       );
     return now;
   };
+}
+
+/** What a clock returned, for its refusal: an invalid Date as such, a primitive with its type and value (shortened). */
+function clockValue(now: unknown): string {
+  if (now instanceof Date) return 'an invalid Date (its time is NaN)';
+  if (['string', 'number', 'bigint', 'boolean'].includes(typeof now)) return `the ${typeof now} ${shownValue(now)}`;
+  return shownValue(now);
 }
 
 /**
