@@ -95,6 +95,39 @@ describe('what a model adapter returns or throws', () => {
     }
   });
 
+  it("an injected signer's keyId that is no string by the time a refusal names it: the coded refusal all the same", async () => {
+    // openLedger checks keyId is a string; the signer is the caller's object, read again after (a getter).
+    const signerWith = (later: unknown, sign: () => Uint8Array) => {
+      let reads = 0;
+      return {
+        get keyId(): unknown {
+          return reads++ === 0 ? 'ed25519:kms' : later;
+        },
+        publicKey: new Uint8Array(32).fill(1),
+        sign,
+      };
+    };
+    const failing = () => {
+      throw new Error('KMS unreachable');
+    };
+    const wrong = () => new Uint8Array(64);
+    for (const later of [10n, untextable, Symbol('k')]) {
+      for (const [sign, code] of [
+        [failing, 'SIGNER_FAILED'],
+        [wrong, 'KEY_INVALID'],
+      ] as const) {
+        const err = await openLedger({
+          host: 'h',
+          root: tempDir(),
+          onNotice: () => {},
+          signer: signerWith(later, sign) as never,
+        }).catch((e: unknown) => e);
+        expect(err, `${code} ${typeof later}`).toMatchObject({ name: 'LedgerError', code });
+        expect((err as Error).message).toContain(`key ${shownValue(later)}`);
+      }
+    }
+  });
+
   it("an adapter's request of another purpose is INVALID_ARGUMENT, whatever the purpose is", () => {
     const request = (purpose: unknown) => ({ purpose }) as unknown as ModelRequest;
     // String(purpose) threw the object's error.

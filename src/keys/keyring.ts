@@ -198,13 +198,20 @@ export function codedSigner(signer: Signer): Signer {
       } catch (err) {
         throw new LedgerError(
           'SIGNER_FAILED',
-          `the injected signer of key ${JSON.stringify(keyId)} failed (${errorText(err, SIGNER_ERROR_CHARS)}): nothing was signed with it; its error is the cause`,
+          `the injected signer of key ${keyIdText(keyId)} failed (${errorText(err, SIGNER_ERROR_CHARS)}): nothing was signed with it; its error is the cause`,
           { cause: err },
         );
       }
     },
   };
 }
+
+/**
+ * An injected signer's key id as its refusals name it: JSON-quoted and escaped (shownValue). openLedger checked it is
+ * a string, but the signer is the caller's object, read again here: a getter may answer something else by now (a
+ * Symbol, a BigInt, an object whose toString throws), which must not turn the coded refusal into a TypeError.
+ */
+const keyIdText = (keyId: unknown): string => shownValue(keyId, 200);
 
 /**
  * How much of each part of what an injected signer threw `SIGNER_FAILED`'s message quotes (errorText: its message and
@@ -219,7 +226,8 @@ const SIGNER_ERROR_CHARS = 200;
  * @throws LedgerError `KEY_INVALID`; `SIGNER_FAILED` when the signer itself throws
  */
 async function assertSignerVerifies(signer: Signer): Promise<void> {
-  const signature = await codedSigner(signer).sign(SIGNER_TEST_MESSAGE);
+  const coded = codedSigner(signer);
+  const signature = await coded.sign(SIGNER_TEST_MESSAGE);
   const publicKey = signer.publicKey as unknown;
   if (
     !(signature instanceof Uint8Array) ||
@@ -228,7 +236,7 @@ async function assertSignerVerifies(signer: Signer): Promise<void> {
   )
     throw new LedgerError(
       'KEY_INVALID',
-      `the signer's signatures do not verify under its publicKey (key ${String(signer.keyId)}): what it signed would never verify`,
+      `the signer's signatures do not verify under its publicKey (key ${keyIdText(coded.keyId)}): what it signed would never verify`,
     );
 }
 
