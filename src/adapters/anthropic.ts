@@ -2,7 +2,8 @@
  * `handoff-ledger/adapters/anthropic`: a `ModelAdapter` over the official `@anthropic-ai/sdk` (an
  * optional peer dependency; the Harness passes its client). The summary is always asked for through
  * the forced `submit_handoff` tool with `summarySchemaFor('anthropic')` as its `input_schema`, which is
- * Anthropic's way to a structured answer; a structured-output request is sent the same way.
+ * Anthropic's way to a structured answer; a structured-output request is sent the same way, its instruction asking
+ * for the call of `submit_handoff`, not JSON (`askedAs`).
  */
 import type Anthropic from '@anthropic-ai/sdk';
 import type {
@@ -18,6 +19,7 @@ import { SUBMIT_HANDOFF, submitHandoffTool } from '../compaction/tool.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import {
   adapterOptions,
+  askedAs,
   compactionOnly,
   finishReasonOf,
   saysNothing,
@@ -150,7 +152,8 @@ export function anthropicAdapter(given: AnthropicAdapterOptions): ModelAdapter {
   return async (request) => {
     compactionOnly('anthropicAdapter', request);
     return fromMessage(
-      await options.client.messages.create(params(options, request), {
+      // The instruction says what is asked: the forced tool, in structured mode too.
+      await options.client.messages.create(params(options, askedAs(request, 'tool')), {
         timeout: options.timeoutMs ?? options.client.timeout ?? 600_000,
         ...(request.signal ? { signal: request.signal } : {}),
       }),

@@ -3,14 +3,23 @@
  * peer dependency; the Harness passes its client). The summary is always asked for as JSON output with
  * `summarySchemaFor('gemini')` as `responseJsonSchema` (sent as JSON Schema, so `additionalProperties:
  * false` reaches the model; the SDK's OpenAPI `Schema` conversion would drop it). A `tool`-mode request
- * is sent the same way: the response schema is Gemini's way to a structured answer.
+ * is sent the same way: the response schema is Gemini's way to a structured answer, and its instruction asks for
+ * JSON, not a call of `submit_handoff` (`askedAs`).
  */
 import type { GoogleGenAI } from '@google/genai';
 import type { Content, GenerateContentParameters, GenerateContentResponse } from '@google/genai';
 import type { ModelAdapter, ModelFinishReason, ModelRequest, ModelResponse } from '../compaction/model.js';
 import { summarySchemaFor } from '../summary/schema-forms.js';
 import { indented, quoted } from '../compaction/framing.js';
-import { adapterOptions, compactionOnly, finishReasonOf, readJson, splitSystem, withoutEmptyTurns } from './shared.js';
+import {
+  adapterOptions,
+  askedAs,
+  compactionOnly,
+  finishReasonOf,
+  readJson,
+  splitSystem,
+  withoutEmptyTurns,
+} from './shared.js';
 
 export interface GeminiAdapterOptions {
   /** The Harness's client (`new GoogleGenAI({ apiKey })`). */
@@ -104,6 +113,9 @@ export function geminiAdapter(given: GeminiAdapterOptions): ModelAdapter {
   const options = adapterOptions('geminiAdapter', given, ['client', 'model']) as GeminiAdapterOptions;
   return async (request) => {
     compactionOnly('geminiAdapter', request);
-    return fromResponse(await options.client.models.generateContent(params(options.model, request)));
+    // The instruction says what is asked: JSON under the response schema, in tool mode too (no tool is offered).
+    return fromResponse(
+      await options.client.models.generateContent(params(options.model, askedAs(request, 'structured'))),
+    );
   };
 }

@@ -3,7 +3,7 @@
  * schema, and read a structured answer back (normalising strict-mode nulls). The adapters import their
  * SDK for types only: the Harness makes the client, so an SDK is loaded only by a Harness that uses it.
  */
-import { SUBMIT_HANDOFF } from '../compaction/tool.js';
+import { ANSWER_HOW, SUBMIT_HANDOFF, type CompactionMode } from '../compaction/tool.js';
 import type { ModelFinishReason, ModelMessage, ModelRequest, ModelToolCall } from '../compaction/model.js';
 import { LedgerError } from '../errors.js';
 import { readOptionFields, shownValue } from '../../store/errors.js';
@@ -33,6 +33,23 @@ export function compactionOnly(adapter: string, request: ModelRequest): void {
       `${adapter} is for compaction requests only (purpose 'compaction', as compactionRequest builds them), not ` +
         shownValue(purpose),
     );
+}
+
+/**
+ * The request as an adapter that always asks one way sends it: the instruction `compactionRequest` ended with the
+ * other way's sentence (`ANSWER_HOW`: "Call submit_handoff …" in tool mode, "Answer only … as JSON …" in structured
+ * mode) ends with the sentence of `asked`, the way the adapter asks (Anthropic: the forced tool; Gemini: the response
+ * schema). Nothing else changes; a request whose last message does not end with the other sentence (one a Harness
+ * framed itself) goes as it is.
+ */
+export function askedAs(request: ModelRequest, asked: CompactionMode): ModelRequest {
+  const messages: unknown = request.messages;
+  if (!Array.isArray(messages)) return request;
+  const last = messages.at(-1) as ModelMessage | undefined;
+  const other = `\n\n${ANSWER_HOW[asked === 'tool' ? 'structured' : 'tool']}`;
+  if (last?.role !== 'user' || typeof last.content !== 'string' || !last.content.endsWith(other)) return request;
+  const content = `${last.content.slice(0, -other.length)}\n\n${ANSWER_HOW[asked]}`;
+  return { ...request, messages: [...(messages as ModelMessage[]).slice(0, -1), { ...last, content }] };
 }
 
 /**

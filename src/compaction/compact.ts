@@ -60,7 +60,9 @@ export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
   /**
    * `tool` (default): `submit_handoff`; `structured`: a JSON-Schema response format. Each adapter of
    * `handoff-ledger/adapters/*` asks in its API's way: `anthropicAdapter` forces `submit_handoff` in both modes (the
-   * Messages API's structured answer is a forced tool's input), `geminiAdapter` sends its response schema in both.
+   * Messages API's structured answer is a forced tool's input), `geminiAdapter` sends its response schema in both;
+   * the instruction each sends ends with the way it asks ("Call submit_handoff exactly once …" for a forced tool,
+   * "Answer only with the summary as JSON …" for a response schema), whatever the mode.
    */
   mode?: CompactionMode | undefined;
   instructions?: string | undefined;

@@ -37,6 +37,17 @@ export const DEFAULT_COMPACTION_INSTRUCTIONS =
   'the next steps in order, decisions, open questions and the project files that matter. ' +
   'The next context will contain only this summary, so include everything needed to continue.';
 
+/**
+ * The sentence that ends the compaction instruction: how to answer, by the mechanism the request asks through. An
+ * adapter whose API asks another way than the request's mode (Anthropic's forced tool, Gemini's response schema) sends
+ * the sentence of the way it asks (`askedAs`, ../adapters/shared.ts), so the model is never told to call a tool it is
+ * not offered, nor to answer with JSON when it is made to call a tool.
+ */
+export const ANSWER_HOW: Readonly<Record<CompactionMode, string>> = Object.freeze({
+  tool: `Call ${SUBMIT_HANDOFF} exactly once with the summary.`,
+  structured: 'Answer only with the summary as JSON matching the response schema.',
+});
+
 export interface CompactionRequestOptions {
   /** The context to summarize (for example the messages since the last compaction): one message at least. */
   messages: readonly ModelMessage[];
@@ -67,10 +78,7 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
     throw new LedgerError('INVALID_ARGUMENT', `mode must be 'tool' or 'structured', not ${shownValue(mode)}`);
   if (options.instructions !== undefined && typeof options.instructions !== 'string')
     throw new LedgerError('INVALID_ARGUMENT', 'instructions must be a string');
-  const how =
-    mode === 'tool'
-      ? `Call ${SUBMIT_HANDOFF} exactly once with the summary.`
-      : 'Answer only with the summary as JSON matching the response schema.';
+  const how = ANSWER_HOW[mode];
   const request: ModelRequest = {
     purpose: 'compaction',
     messages: [

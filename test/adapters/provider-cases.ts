@@ -125,6 +125,19 @@ export function providerCases(name: string, dialect: ProviderDialect): void {
       expect(JSON.stringify(request!.body)).not.toMatch(/write_file|"path":"\//);
     });
 
+    it('ends its instruction with the way this request asks: call submit_handoff when it is offered, else JSON', async () => {
+      await run(dialect.good(dialect.answer));
+      const [request] = provider.requests;
+      const asked = dialect.sentTools(request!).includes('submit_handoff') ? 'tool' : 'structured';
+      const body = JSON.stringify(request!.body);
+      const how = {
+        tool: 'Call submit_handoff exactly once with the summary.',
+        structured: 'Answer only with the summary as JSON matching the response schema.',
+      };
+      expect(body, asked).toContain(how[asked]);
+      expect(body, asked).not.toContain(how[asked === 'tool' ? 'structured' : 'tool']);
+    });
+
     it('refuses a truncated answer with SUMMARY_INCOMPLETE', async () => {
       await refusedWith(
         dialect.truncated({ task: summary.task, state: summary.state, nextSteps: [] }),
