@@ -7,12 +7,16 @@
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
+import pgLib from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
 import { takeFileLock } from '../src/ledger/file-lock.js';
 import { Keyring } from '../src/keys/keyring.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { PgManifestLog } from '../manifests/log/pg/log.js';
+import { PgBlobStore } from '../store/pg/blob-store.js';
+import { loadHashBackend } from '../store/hash/backends.node.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
 import { describePostgres, settledCount, sqlOn, type PostgresHandle } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
@@ -279,6 +283,143 @@ describePostgres(
       (tag) => ({ postgres: { connectionString: pg.connectionString, schema: tag } }),
       connections,
     );
+
+    describe("the PostgreSQL open's own steps, each waiting for a lock another connection holds", () => {
+      /** A connection of its own that runs `statements` in a transaction and holds it until `release`. */
+      async function holding(...statements: string[]) {
+        const client = new pgLib.Client({ connectionString: pg.connectionString });
+        await client.connect();
+        await client.query('BEGIN');
+        for (const text of statements) await client.query(text);
+        return {
+          release: async () => {
+            await client.query('COMMIT');
+            await client.end();
+          },
+        };
+      }
+      /** Resolves once a server process other than `held`'s own waits for a lock with a query matching `pattern`. */
+      async function waitingOn(pattern: string) {
+        for (;;) {
+          const [row] = await sqlOn<{ n: string }>(
+            pg.connectionString,
+            `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+               AND query LIKE $1`,
+            [pattern],
+          );
+          if (Number(row!.n) > 0) return;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      }
+      async function publishedStore(schema: string) {
+        const root = tempDir();
+        const ledger = await openLedger({
+          root,
+          host: 'h1',
+          postgres: { connectionString: pg.connectionString, schema },
+          onNotice: () => {},
+        });
+        try {
+          await ledger.publish(scope, sampleSummary(1));
+          await ledger.publish({ ...scope, session: 's2' }, sampleSummary(2));
+        } finally {
+          await ledger.close();
+        }
+        return root;
+      }
+      /** Opens the store while `held` holds its lock, aborts once the open waits for it, and checks what is left. */
+      async function abortedWhileWaiting(
+        root: string,
+        schema: string,
+        pattern: string,
+        held: { release(): Promise<void> },
+      ) {
+        const postgres = { connectionString: pg.connectionString, schema };
+        try {
+          const abort = new AbortController();
+          const reason = new Error('the caller gave up');
+          const opening = openLedger({ root, host: 'h1', postgres, signal: abort.signal, onNotice: () => {} });
+          await waitingOn(pattern);
+          abort.abort(reason);
+          const err = await opening.catch((e: unknown) => e);
+          expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+          expect((err as Error).cause).toBe(reason);
+          // The open's pool is ended while the lock is still held: only the holder's connection is left.
+          expect(await settledCount(connections, 1)).toBe(1);
+        } finally {
+          await held.release();
+        }
+        const ledger = await openLedger({ root, host: 'h1', postgres, onNotice: () => {} });
+        try {
+          expect((await ledger.publish(scope, sampleSummary(3))).seq).toBeGreaterThanOrEqual(0);
+        } finally {
+          await ledger.close();
+        }
+        expect(await settledCount(connections, 0)).toBe(0);
+      }
+
+      it('PgManifestLog.open and PgBlobStore.open: an aborted signal is CANCELLED before anything connects; one that is no AbortSignal, INVALID_ARGUMENT', async () => {
+        const hash = await loadHashBackend('auto');
+        const conn = { connectionString: pg.connectionString, schema: 'opener_signals' };
+        const reason = new Error('the caller gave up');
+        const aborted = AbortSignal.abort(reason);
+        await expect(PgManifestLog.open({ ...conn, signal: aborted })).rejects.toMatchObject({
+          name: 'ManifestError',
+          code: 'CANCELLED',
+          cause: reason,
+        });
+        await expect(PgBlobStore.open({ ...conn, hash, signal: aborted })).rejects.toMatchObject({
+          name: 'StoreError',
+          code: 'CANCELLED',
+          cause: reason,
+        });
+        await expect(PgManifestLog.open({ ...conn, signal: 'soon' as never })).rejects.toMatchObject({
+          code: 'INVALID_ARGUMENT',
+        });
+        await expect(PgBlobStore.open({ ...conn, hash, signal: {} as never })).rejects.toMatchObject({
+          code: 'INVALID_ARGUMENT',
+        });
+        expect(await sqlOn(pg.connectionString, "SELECT 1 FROM pg_namespace WHERE nspname = 'opener_signals'")).toEqual(
+          [],
+        );
+        expect(await settledCount(connections, 0)).toBe(0);
+      });
+
+      it("ends the migration's wait for another opener's migration lock at the abort: CANCELLED, the pool ended; a later open migrates", async () => {
+        const schema = 'migration_lock';
+        const held = await holding(`SELECT pg_advisory_xact_lock(hashtext('handoff_ledger.migrate:"${schema}"'))`);
+        await abortedWhileWaiting(tempDir(), schema, '%pg_advisory_xact_lock%', held);
+      });
+
+      it("ends the tree's backfill of a store from before the tree, waiting for the append lock, at the abort: CANCELLED, the pool ended; a later open backfills", async () => {
+        const schema = 'tree_backfill_lock';
+        const root = await publishedStore(schema);
+        await sqlOn(pg.connectionString, `DELETE FROM "${schema}".tree_nodes`);
+        const held = await holding(`SELECT 1 FROM "${schema}".log_counter FOR UPDATE`);
+        await abortedWhileWaiting(root, schema, '%next_position::text AS n FROM%FOR UPDATE%', held);
+        expect(
+          Number(
+            (
+              await sqlOn<{ n: string }>(
+                pg.connectionString,
+                `SELECT count(*) AS n FROM "${schema}".tree_nodes WHERE level = 0`,
+              )
+            )[0]!.n,
+          ),
+        ).toBe(3);
+      });
+
+      it('ends the building of the session-heads index of a store from before it, waiting for the append lock, at the abort: CANCELLED, the pool ended; a later open builds it', async () => {
+        const schema = 'heads_index_lock';
+        const root = await publishedStore(schema);
+        await sqlOn(pg.connectionString, `DELETE FROM "${schema}".log_meta WHERE key = 'session-heads'`);
+        const held = await holding(`SELECT 1 FROM "${schema}".log_counter FOR UPDATE`);
+        await abortedWhileWaiting(root, schema, 'SELECT 1 FROM %log_counter FOR UPDATE', held);
+        expect(
+          await sqlOn(pg.connectionString, `SELECT 1 FROM "${schema}".log_meta WHERE key = 'session-heads'`),
+        ).toHaveLength(1);
+      });
+    });
 
     describe('a server that accepts and never answers', () => {
       let server: Server | undefined;

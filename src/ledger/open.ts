@@ -359,15 +359,16 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (options.postgres && !log && !options.blobs) {
     // Loaded only when asked for, so the embedded store never loads the PostgreSQL client.
     const { openPostgresBackends } = await import('./pg-backend.js');
-    const opening = openPostgresBackends({
-      ...options.postgres,
-      hash: hashBackend,
-      maxBlobBytes: options.postgres.maxBlobBytes,
-    });
+    const opening = openPostgresBackends(
+      { ...options.postgres, hash: hashBackend, maxBlobBytes: options.postgres.maxBlobBytes },
+      signal,
+    );
     try {
       ({ log, blobs: pgBlobs } = await untilCancelled(opening, signal));
     } catch (err) {
-      // Aborted while it connects or migrates (neither takes a signal): its pool is ended once it has opened.
+      // Aborted: the open's waits for a connection, the migrations and the log's backfills take the signal (each
+      // rolled back, the pool ended); a connection still being made (a server that does not answer) is not, and the
+      // open's answer does not wait for it: its pool is ended once it has opened or failed.
       if (signal?.aborted)
         void opening.then(
           ({ log: l, blobs: b }) => Promise.all([l.close(), b.close()]).catch(() => {}),

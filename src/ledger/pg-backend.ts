@@ -18,10 +18,11 @@ import { LedgerError } from '../errors.js';
  * Closing both ends the shared pool. Reached through postgres.ts, which loads this module (and the client) lazily.
  * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
  *   lowercase identifier, a pool size or timeout out of range), before anything connects; StoreError / ManifestError `STORAGE_FAILED` when the database
- *   cannot be reached or migrated.
+ *   cannot be reached or migrated; `CANCELLED` (StoreError / ManifestError) once `signal` aborts, the pool ended.
  */
 export async function openPostgresBackends(
   given: PostgresBackendOptions,
+  signal?: AbortSignal,
 ): Promise<{ blobs: BlobStore; log: ManifestLog }> {
   const options = readPostgresOptions(given);
   refuseUnusableOptions(options);
@@ -32,7 +33,8 @@ export async function openPostgresBackends(
     if (--open === 0) await pool.end();
   };
   try {
-    const conn = { pool, schema: options.schema };
+    // `signal` (openLedger's) ends each store's migrations and the log's backfills: rolled back, the pool ended below.
+    const conn = { pool, schema: options.schema, signal };
     const blobs = await PgBlobStore.open({ ...conn, hash, maxBlobBytes: options.maxBlobBytes });
     const log = await PgManifestLog.open(conn).catch(async (err: unknown) => {
       await blobs.close();

@@ -59,10 +59,17 @@ export interface PgBlobStoreOptions extends PgConnectOptions {
   hash: HashBackend;
   /** Upper bound for any single blob, in bytes (default 1 GiB). */
   maxBlobBytes?: number | undefined;
+  /**
+   * Ends the open: once it aborts, `PgBlobStore.open` rejects `CANCELLED` (the signal's reason as the cause) with the
+   * pool it made ended. It ends the wait for a free connection and the migrations (the wait for the migration lock
+   * another opener holds too), rolled back whole. The store keeps none. `openLedger` passes its own `signal`. Not an
+   * AbortSignal: `INVALID_ARGUMENT`.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 /** Every field of PgBlobStoreOptions: `PgBlobStore.open` reads these once and refuses any other name. */
-const PG_BLOB_STORE_FIELDS = [...PG_CONNECT_FIELDS, 'hash', 'maxBlobBytes'] as const satisfies ReadonlyArray<
+const PG_BLOB_STORE_FIELDS = [...PG_CONNECT_FIELDS, 'hash', 'maxBlobBytes', 'signal'] as const satisfies ReadonlyArray<
   keyof PgBlobStoreOptions
 >;
 const everyPgBlobStoreField: NamesEveryField<PgBlobStoreOptions, typeof PG_BLOB_STORE_FIELDS> = true;
@@ -88,12 +95,13 @@ export class PgBlobStore extends AbstractBlobStore {
   /**
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
    * @throws StoreError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`) or an option of a name
-   *   it does not know (or one that throws as it is read), `STORAGE_FAILED` when the database cannot be reached or
-   *   migrated.
+   *   it does not know (or one that throws as it is read), or a `signal` that is no AbortSignal, before anything
+   *   connects; `CANCELLED` once `signal` aborts (the pool it made ended); `STORAGE_FAILED` when the database cannot
+   *   be reached or migrated.
    */
   static async open(given: PgBlobStoreOptions): Promise<PgBlobStore> {
     // Each field read once; a misspelt one (`maxblobBytes`: the default bound) is refused before anything connects.
-    const options = readOptionFields(
+    const { signal, ...options } = readOptionFields(
       given,
       PG_BLOB_STORE_FIELDS,
       'PgBlobStore.open options',
@@ -102,11 +110,16 @@ export class PgBlobStore extends AbstractBlobStore {
     // Every option is checked before anything connects: a bad one leaves no pool open and no schema made.
     const problem = pgOptionsProblem(options) ?? byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes');
     if (problem) throw new StoreError('INVALID_ARGUMENT', `postgres blob store: ${problem}`);
+    if (signal !== undefined && !(signal instanceof AbortSignal))
+      throw new StoreError('INVALID_ARGUMENT', 'postgres blob store: signal must be an AbortSignal');
+    throwIfAborted(signal);
     const db = new PgDatabase(options);
     try {
-      await db.migrate('blobs', BLOB_MIGRATIONS);
+      await db.migrate('blobs', BLOB_MIGRATIONS, signal);
+      throwIfAborted(signal);
     } catch (err) {
       await db.close().catch(() => {});
+      if (signal?.aborted) throwIfAborted(signal);
       throw storageFailed('open', err);
     }
     return new PgBlobStore(db, options);

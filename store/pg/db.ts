@@ -516,51 +516,57 @@ export class PgDatabase {
   /**
    * Applies the missing migrations of `component` in one transaction under an advisory lock, so two
    * processes opening the same database at once neither race nor apply a step twice.
+   * With a `signal`, as `transaction`: an abort ends the wait for the lock (another opener migrating) or a step,
+   * rolls back and throws the signal's reason, nothing applied.
    * @throws Error when the database holds a version this code does not know (a newer library wrote it)
    *   or a known version under another name.
    */
-  async migrate(component: string, migrations: readonly PgMigration[]): Promise<void> {
+  async migrate(component: string, migrations: readonly PgMigration[], signal?: AbortSignal): Promise<void> {
     // Without the lock wait's bound: another opener migrating (a large store's backfill included) is waited for.
-    await this.transaction(async (client) => {
-      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`handoff_ledger.migrate:${this.schema}`]);
-      // CREATE SCHEMA IF NOT EXISTS needs the database's CREATE privilege even when the schema is there: a role
-      // given a schema made for it (least privilege) could not open the store. Created only when missing.
-      const { rowCount } = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [
-        this.schema.slice(1, -1),
-      ]);
-      if (!rowCount) await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
-      await client.query(
-        this.sql(`CREATE TABLE IF NOT EXISTS {schema}.handoff_ledger_migrations (
+    await this.transaction(
+      async (client) => {
+        await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`handoff_ledger.migrate:${this.schema}`]);
+        // CREATE SCHEMA IF NOT EXISTS needs the database's CREATE privilege even when the schema is there: a role
+        // given a schema made for it (least privilege) could not open the store. Created only when missing.
+        const { rowCount } = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [
+          this.schema.slice(1, -1),
+        ]);
+        if (!rowCount) await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
+        await client.query(
+          this.sql(`CREATE TABLE IF NOT EXISTS {schema}.handoff_ledger_migrations (
           component text NOT NULL, version integer NOT NULL, name text NOT NULL,
           applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))`),
-      );
-      const { rows } = await client.query<{ version: number; name: string }>(
-        this.sql('SELECT version, name FROM {schema}.handoff_ledger_migrations WHERE component = $1'),
-        [component],
-      );
-      const applied = new Map(rows.map((r) => [r.version, r.name]));
-      const known = new Map(migrations.map((m) => [m.version, m.name]));
-      for (const [version, name] of applied) {
-        if (!known.has(version)) {
-          throw new Error(
-            `${component} schema v${version} in ${this.schema} is newer than this library; upgrade handoff-ledger`,
-          );
-        }
-        if (known.get(version) !== name) {
-          throw new Error(
-            `${component} schema v${version} in ${this.schema} is "${name}", expected "${known.get(version)}"`,
-          );
-        }
-      }
-      for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
-        if (applied.has(m.version)) continue;
-        await client.query(this.sql(m.sql));
-        await client.query(
-          this.sql('INSERT INTO {schema}.handoff_ledger_migrations (component, version, name) VALUES ($1, $2, $3)'),
-          [component, m.version, m.name],
         );
-      }
-    }, UNBOUNDED_LOCK_WAIT);
+        const { rows } = await client.query<{ version: number; name: string }>(
+          this.sql('SELECT version, name FROM {schema}.handoff_ledger_migrations WHERE component = $1'),
+          [component],
+        );
+        const applied = new Map(rows.map((r) => [r.version, r.name]));
+        const known = new Map(migrations.map((m) => [m.version, m.name]));
+        for (const [version, name] of applied) {
+          if (!known.has(version)) {
+            throw new Error(
+              `${component} schema v${version} in ${this.schema} is newer than this library; upgrade handoff-ledger`,
+            );
+          }
+          if (known.get(version) !== name) {
+            throw new Error(
+              `${component} schema v${version} in ${this.schema} is "${name}", expected "${known.get(version)}"`,
+            );
+          }
+        }
+        for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+          if (applied.has(m.version)) continue;
+          await client.query(this.sql(m.sql));
+          await client.query(
+            this.sql('INSERT INTO {schema}.handoff_ledger_migrations (component, version, name) VALUES ($1, $2, $3)'),
+            [component, m.version, m.name],
+          );
+        }
+      },
+      UNBOUNDED_LOCK_WAIT,
+      signal,
+    );
   }
 
   /** Ends the pool when this object created it; a borrowed pool stays open for its owner. */

@@ -7,7 +7,13 @@
  */
 import type pg from 'pg';
 import type { Digest } from '../../../store/hash/digest.js';
-import { isHandoffLedgerError, readOptionFields, storageFailure, throwIfAborted } from '../../../store/errors.js';
+import {
+  isHandoffLedgerError,
+  readOptionFields,
+  storageFailure,
+  throwIfAborted,
+  type NamesEveryField,
+} from '../../../store/errors.js';
 import {
   BEGIN,
   LOCK_NOT_AVAILABLE,
@@ -47,7 +53,22 @@ import { PgSessionHeads } from './session-heads.js';
 
 const PAGE = 500;
 
-export type PgManifestLogOptions = PgConnectOptions;
+export interface PgManifestLogOptions extends PgConnectOptions {
+  /**
+   * Ends the open: once it aborts, `PgManifestLog.open` rejects `CANCELLED` (the signal's reason as the cause) with the
+   * pool it made ended, so nothing is left connected. It ends the waits the open may hang in (a free connection, the
+   * migration lock another opener holds) and its steps, each one transaction rolled back whole at the abort: the
+   * migrations, and in a store an older version wrote, the tree's backfill and the building of the session-heads index
+   * (each waits for the appends' lock): the next open does them again. The log keeps none. `openLedger` passes its own
+   * `signal`. Not an AbortSignal: `INVALID_ARGUMENT`.
+   */
+  signal?: AbortSignal | undefined;
+}
+
+/** Every field of PgManifestLogOptions: `PgManifestLog.open` reads these once and refuses any other name. */
+const PG_LOG_FIELDS = [...PG_CONNECT_FIELDS, 'signal'] as const satisfies ReadonlyArray<keyof PgManifestLogOptions>;
+const everyPgLogField: NamesEveryField<PgManifestLogOptions, typeof PG_LOG_FIELDS> = true;
+void everyPgLogField;
 
 interface EntryRow {
   // int8 arrives as a decimal string from pg.
@@ -292,28 +313,34 @@ export class PgManifestLog extends AbstractManifestLog {
   /**
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
    * @throws ManifestError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`) or an option of a
-   *   name it does not know (or one that throws as it is read), `STORAGE_FAILED` when the database cannot be reached
-   *   or migrated.
+   *   name it does not know (or one that throws as it is read), or a `signal` that is no AbortSignal, before anything
+   *   connects; `CANCELLED` once `signal` aborts (the pool it made ended); `STORAGE_FAILED` when the database cannot be
+   *   reached or migrated.
    */
   static async open(given: PgManifestLogOptions): Promise<PgManifestLog> {
     // Each field read once; a misspelt one is refused (INVALID_ARGUMENT naming it) before anything connects.
-    const options = readOptionFields(
+    const { signal, ...options } = readOptionFields(
       given,
-      PG_CONNECT_FIELDS,
+      PG_LOG_FIELDS,
       'PgManifestLog.open options',
       ManifestError,
     ) as PgManifestLogOptions;
+    if (signal !== undefined && !(signal instanceof AbortSignal))
+      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
     const problem = pgOptionsProblem(options);
     if (problem) throw new ManifestError('INVALID_ARGUMENT', `postgres manifest log: ${problem}`);
+    throwIfAborted(signal, ManifestError);
     const db = new PgDatabase(options);
     try {
-      await db.migrate('manifests', MANIFEST_MIGRATIONS);
+      await db.migrate('manifests', MANIFEST_MIGRATIONS, signal);
       const log = new PgManifestLog(db);
-      log.treeDamage = await log.tree.backfill();
-      await log.headsIndex.backfill();
+      log.treeDamage = await log.tree.backfill(signal);
+      await log.headsIndex.backfill(signal);
+      throwIfAborted(signal, ManifestError);
       return log;
     } catch (err) {
       await db.close().catch(() => {});
+      if (signal?.aborted) throwIfAborted(signal, ManifestError);
       throw storageFailed('open', err);
     }
   }

@@ -105,17 +105,23 @@ export class PgSessionHeads {
   /**
    * Builds the index from every head, once (a store migrated from schema version 4), under the counter's lock so
    * no append interleaves; idempotent.
+   * @throws the signal's reason once `signal` aborts (its wait for the counter's lock or a step ended, nothing written
+   *   and not marked built: the next open builds it again)
    */
-  async backfill(): Promise<void> {
+  async backfill(signal?: AbortSignal): Promise<void> {
     if ((await this.db.query(this.sql.built)).rows.length > 0) return;
-    await this.db.transaction(async (client) => {
-      await client.query(this.sql.lock);
-      if ((await client.query(this.sql.built)).rows.length > 0) return;
-      await client.query(this.sql.clear);
-      const heads = (await client.query<{ session: string; seq: number; id: string }>(this.sql.heads)).rows;
-      const { nodes } = buildSessionHeads(heads.map((h) => ({ session: h.session, head: { seq: h.seq, id: h.id } })));
-      await this.store(client, nodes);
-      await client.query(this.sql.markBuilt);
-    }, UNBOUNDED_LOCK_WAIT);
+    await this.db.transaction(
+      async (client) => {
+        await client.query(this.sql.lock);
+        if ((await client.query(this.sql.built)).rows.length > 0) return;
+        await client.query(this.sql.clear);
+        const heads = (await client.query<{ session: string; seq: number; id: string }>(this.sql.heads)).rows;
+        const { nodes } = buildSessionHeads(heads.map((h) => ({ session: h.session, head: { seq: h.seq, id: h.id } })));
+        await this.store(client, nodes);
+        await client.query(this.sql.markBuilt);
+      },
+      UNBOUNDED_LOCK_WAIT,
+      signal,
+    );
   }
 }

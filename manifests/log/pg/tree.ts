@@ -89,9 +89,10 @@ export class PgTree {
    *   node past them is stored (leaf rows lost, below the last or the last ones under a stored parent: adding the next
    *   would collide with it, and the store would not open even for fsck; the embedded log's open judges its size
    *   record so); else undefined
-   * @throws ManifestError `TREE_DAMAGED` when a position to add is missing
+   * @throws ManifestError `TREE_DAMAGED` when a position to add is missing; the signal's reason once `signal` aborts
+   *   (its wait for the counter's lock or a step ended, the backfill rolled back whole: the next open does it again)
    */
-  async backfill(): Promise<string | undefined> {
+  async backfill(signal?: AbortSignal): Promise<string | undefined> {
     const sizes = (await this.db.query<{ leaves: string; next: string; beyond: string | null }>(this.sql.sizes))
       .rows[0]!;
     const [leaves, next] = [Number(sizes.leaves), Number(sizes.next)];
@@ -101,25 +102,29 @@ export class PgTree {
     // a node past the leaves that are left (a leaf after the lost one, or a parent covering it).
     if (sizes.beyond !== null)
       return `the tree has ${leaves} leaves, the log ${next} entries, and node ${sizes.beyond} past them is stored`;
-    await this.db.transaction(async (client) => {
-      await client.query(this.sql.lockCounter);
-      for (;;) {
-        const from = Number((await client.query<{ n: string }>(this.sql.leaves)).rows[0]!.n);
-        const rows = (await client.query<{ position: string; envelope: string }>(this.sql.unplanted, [String(from)]))
-          .rows;
-        if (rows.length === 0) return;
-        // Every row of the batch is the next position: a gap anywhere in it would shift the later leaves.
-        rows.forEach((r, i) => {
-          if (Number(r.position) !== from + i)
-            throw new ManifestError('TREE_DAMAGED', `global position ${from + i} is missing`);
-        });
-        await this.grow(
-          client,
-          from,
-          rows.map((r) => leafOfEnvelope(r.envelope)),
-        );
-      }
-    }, UNBOUNDED_LOCK_WAIT);
+    await this.db.transaction(
+      async (client) => {
+        await client.query(this.sql.lockCounter);
+        for (;;) {
+          const from = Number((await client.query<{ n: string }>(this.sql.leaves)).rows[0]!.n);
+          const rows = (await client.query<{ position: string; envelope: string }>(this.sql.unplanted, [String(from)]))
+            .rows;
+          if (rows.length === 0) return;
+          // Every row of the batch is the next position: a gap anywhere in it would shift the later leaves.
+          rows.forEach((r, i) => {
+            if (Number(r.position) !== from + i)
+              throw new ManifestError('TREE_DAMAGED', `global position ${from + i} is missing`);
+          });
+          await this.grow(
+            client,
+            from,
+            rows.map((r) => leafOfEnvelope(r.envelope)),
+          );
+        }
+      },
+      UNBOUNDED_LOCK_WAIT,
+      signal,
+    );
     return undefined;
   }
 }
