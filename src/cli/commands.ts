@@ -90,6 +90,8 @@ export const commands: Record<string, CommandSpec> = {
       'HANDOFF_LEDGER_WITNESSES  witness URLs (URL#VKEY pins its key): the new checkpoint is submitted to them before',
       '                  publish exits, waiting 5 s at most for their answers; a witness left without a',
       '                  cosignature is named on stderr (the next publish or checkpoint catches it up)',
+      'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N  wait N ms in place of 5 s (each request and the wait before exit;',
+      '                  1-2147483647; for every command that submits to witnesses)',
       ...scope(actor('publishes')),
     ],
     exits: {
@@ -310,9 +312,10 @@ export const commands: Record<string, CommandSpec> = {
     options: [
       '(stdout: the C2SP tlog-checkpoint signed note, byte for byte, with the cosignatures gathered)',
       '--witness URL     submit it to this witness (C2SP tlog-witness) too; repeatable; a witness that does',
-      '                  not answer in 5 s is left out. URL#VKEY pins its verifier key (cosignature/v1): only',
-      '                  its valid lines are kept. HANDOFF_LEDGER_WITNESSES: the same, for every command (a',
-      '                  command that made a new checkpoint, as publish, submits it before it exits)',
+      '                  not answer in 5 s (HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N: N ms) is left out. URL#VKEY',
+      '                  pins its verifier key (cosignature/v1): only its valid lines are kept.',
+      '                  HANDOFF_LEDGER_WITNESSES: the same, for every command (a command that made a new',
+      '                  checkpoint, as publish, submits it before it exits)',
       ...store,
     ],
     exits: {

@@ -3,10 +3,10 @@ import { hostname } from 'node:os';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Readable, Writable } from 'node:stream';
-import { onAbort } from '../../store/abort.js';
+import { MAX_TIMER_MS, onAbort } from '../../store/abort.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError, LedgerError } from '../errors.js';
-import { errorText, isErrnoError } from '../../store/errors.js';
+import { errorText, isErrnoError, shownValue } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
@@ -212,7 +212,7 @@ export async function openFromArgs(
     // Only `init` and `publish` make a host a key of its own: a mistyped --host (or a default host name on another
     // machine) on any other command is refused, naming the hosts that have keys, instead of adding a trusted key.
     createHostKey: false,
-    ...witnessesFromEnv(io.env),
+    ...witnessingFromEnv(io.env),
     // Not for a command that names its own (`keys` passes `trust: undefined`: it exports and lists this store's own).
     ...('trust' in extra ? {} : await trustFromEnv(io.env)),
     ...((values.origin ?? io.env.HANDOFF_LEDGER_ORIGIN)
@@ -262,12 +262,36 @@ async function trustFromEnv(env: NodeJS.ProcessEnv): Promise<Partial<OpenLedgerO
 }
 
 /**
- * HANDOFF_LEDGER_WITNESSES: witness URLs (space-separated; `URL#VKEY` pins a witness's verifier key) every
- * command's ledger submits new checkpoints to; `checkpoint --witness URL` adds to them.
+ * The witnessing options of every command's ledger. HANDOFF_LEDGER_WITNESSES: witness URLs (space-separated;
+ * `URL#VKEY` pins a witness's verifier key) it submits new checkpoints to; `more` (`checkpoint --witness URL`) adds to
+ * them. HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: the deadline of each request to a witness and how long the close waits for a
+ * submission under way (`timeoutMs` and `closeWaitMs`; default 5000 ms each), so that an operator with a slow or
+ * distant witness can give it longer before the command exits.
+ * @throws UsageError a timeout that is not a whole number of milliseconds from 1 to 2^31 − 1 (checked whether or not
+ *   witnesses are given: a mistyped value is said, not ignored)
  */
-function witnessesFromEnv(env: NodeJS.ProcessEnv): Partial<OpenLedgerOptions> {
-  const urls = (env.HANDOFF_LEDGER_WITNESSES ?? '').split(/\s+/).filter(Boolean);
-  return urls.length > 0 ? { witnesses: { witnesses: urls } } : {};
+export function witnessingFromEnv(env: NodeJS.ProcessEnv, more: readonly string[] = []): Partial<OpenLedgerOptions> {
+  const timeoutMs = witnessTimeoutFromEnv(env);
+  const urls = [...(env.HANDOFF_LEDGER_WITNESSES ?? '').split(/\s+/).filter(Boolean), ...more];
+  if (urls.length === 0) return {};
+  return { witnesses: { witnesses: urls, ...(timeoutMs !== undefined ? { timeoutMs, closeWaitMs: timeoutMs } : {}) } };
+}
+
+/**
+ * HANDOFF_LEDGER_WITNESS_TIMEOUT_MS as milliseconds (undefined: unset or "", the library's default): decimal digits
+ * only (no sign, blank, fraction, exponent or hex), 1 to 2^31 − 1 (the longest timer Node keeps; what the library's
+ * `timeoutMs` accepts).
+ * @throws UsageError
+ */
+function witnessTimeoutFromEnv(env: NodeJS.ProcessEnv): number | undefined {
+  const text = env.HANDOFF_LEDGER_WITNESS_TIMEOUT_MS;
+  if (!text) return undefined;
+  const n = Number(text);
+  if (!/^[0-9]{1,10}$/.test(text) || n < 1 || n > MAX_TIMER_MS)
+    throw new UsageError(
+      `HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be a whole number of milliseconds 1-${MAX_TIMER_MS}, not ${shownValue(text)}`,
+    );
+  return n;
 }
 
 /**

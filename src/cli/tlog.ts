@@ -1,7 +1,17 @@
 /** checkpoint, prove: the transparency-log view of the store (C2SP checkpoints, RFC 6962 proofs). */
 import { parseManifestId } from '../ledger/proofs.js';
 import { printableExact } from '../../manifests/encoding/printable.js';
-import { EXIT_OK, parse, reportError, storeOptions, UsageError, withLedger, writeJson, type CliIo } from './io.js';
+import {
+  EXIT_OK,
+  parse,
+  reportError,
+  storeOptions,
+  UsageError,
+  withLedger,
+  witnessingFromEnv,
+  writeJson,
+  type CliIo,
+} from './io.js';
 
 /**
  * checkpoint [--witness URL]…: prints the signed note exactly (it is what tlog tools and witnesses verify
@@ -11,9 +21,8 @@ import { EXIT_OK, parse, reportError, storeOptions, UsageError, withLedger, writ
 export async function checkpoint(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, witness: { type: 'string', multiple: true } });
   try {
-    const env = (io.env.HANDOFF_LEDGER_WITNESSES ?? '').split(/\s+/).filter(Boolean);
-    const urls = [...env, ...(values.witness ?? [])];
-    const extra = urls.length > 0 ? { witnesses: { witnesses: urls } } : {};
+    // HANDOFF_LEDGER_WITNESSES and --witness, with HANDOFF_LEDGER_WITNESS_TIMEOUT_MS as every command takes it.
+    const extra = witnessingFromEnv(io.env, values.witness ?? []);
     return await withLedger(
       values,
       io,

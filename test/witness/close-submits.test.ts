@@ -4,10 +4,11 @@
  * last compaction) used to cut the submission under way, so the witness never heard of the checkpoint and nothing was
  * said. Now the round under way is waited for (at most `closeWaitMs`, by default the request deadline up to 5 s), and
  * a checkpoint some witness has not cosigned when the ledger closes is said through onNotice, naming each such witness
- * and the size it holds. A command that submitted nothing does not wait. The same pool runs on both backends.
+ * and the size it holds. A command that submitted nothing does not wait. The same pool runs on both backends. The CLI
+ * takes both delays from HANDOFF_LEDGER_WITNESS_TIMEOUT_MS (default 5 s), for an operator with a slow or distant witness.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,8 +16,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
+import { main } from '../../src/cli/main.js';
+import { witnessingFromEnv } from '../../src/cli/io.js';
 import { openLedger } from '../../src/ledger/open.js';
 import type { OpenLedgerOptions } from '../../src/ledger/options.js';
+import { captureIo } from '../support/capture-io.js';
 import { describePostgres } from '../support/postgres.js';
 import { ENDS_AT_SIGNAL_MS, settledWithin } from '../support/settled.js';
 import { sampleSummary } from '../support/tmp.js';
@@ -56,6 +60,52 @@ async function silentWitness(): Promise<{
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests: () => requests,
     requested: (listener) => listeners.push(listener),
+    stop: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/**
+ * A witness in front of `target` (a real witness) that holds every request until `release()`: then it passes each on
+ * to `target` and answers with its answer. Its answer comes when the test says, not after a delay that a loaded
+ * machine could stretch. `arrived` resolves once the first request has been read whole.
+ */
+async function gatedWitness(target: string): Promise<{
+  url: string;
+  arrived: Promise<void>;
+  release: () => void;
+  requests: () => number;
+  stop: () => Promise<void>;
+}> {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let first!: () => void;
+  const arrived = new Promise<void>((resolve) => (first = resolve));
+  let requests = 0;
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      requests++;
+      first();
+      void gate
+        .then(async () => {
+          const answer = await fetch(`${target}${req.url}`, { method: req.method, body: Buffer.concat(chunks) });
+          const body = Buffer.from(await answer.arrayBuffer());
+          res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'text/plain' });
+          res.end(body);
+        })
+        .catch(() => res.destroy());
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    arrived,
+    release,
+    requests: () => requests,
     stop: async () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
@@ -282,7 +332,12 @@ function runCli(
 }
 
 describe('handoff-ledger publish with HANDOFF_LEDGER_WITNESSES', () => {
-  const cliEnv = { HANDOFF_LEDGER_HASH: 'auto', HANDOFF_LEDGER_TRUST: '', HANDOFF_LEDGER_POSTGRES: '' };
+  const cliEnv = {
+    HANDOFF_LEDGER_HASH: 'auto',
+    HANDOFF_LEDGER_TRUST: '',
+    HANDOFF_LEDGER_POSTGRES: '',
+    HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '',
+  };
 
   it('submits the checkpoint before it exits: the witness state holds the log', async () => {
     const base = newBase();
@@ -296,7 +351,13 @@ describe('handoff-ledger publish with HANDOFF_LEDGER_WITNESSES', () => {
       const summary = join(base, 'summary.json');
       writeFileSync(summary, JSON.stringify(sampleSummary('from the CLI')));
       const argv = ['publish', '--root', root, '--host', 'host-cli', '--principal', 'alice', '--session', 's1'];
-      const run = await runCli([...argv, '--run', 'r1', summary], { ...cliEnv, HANDOFF_LEDGER_WITNESSES: w.url });
+      // A minute for the witness process to answer, and for publish to wait for it: with the default 5 s a witness
+      // slower than that on a loaded machine left the checkpoint uncosigned when publish exited.
+      const run = await runCli([...argv, '--run', 'r1', summary], {
+        ...cliEnv,
+        HANDOFF_LEDGER_WITNESSES: w.url,
+        HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '60000',
+      });
       expect(run.code, run.stderr).toBe(0);
       expect(run.stderr).toBe('');
       expect(await sizeAt(w, origin)).toBe(1);
@@ -367,4 +428,150 @@ describe('handoff-ledger publish with HANDOFF_LEDGER_WITNESSES', () => {
       await silent.stop();
     }
   }, 60_000);
+
+  /** A store of its own and a real witness of its log behind a gated one; the summary file publish is given. */
+  async function gatedSetup(name: string) {
+    const base = newBase();
+    const root = join(base, 'store');
+    const origin = `example.com/close-submits-${name}`;
+    const first = await openLedger({ root, host: 'host-cli', origin });
+    const logs = [{ origin, keys: [first.checkpointVerifierKey] }];
+    await first.close();
+    const w = await startWitness(join(base, 'w'), `witness.example/${name}`, logs);
+    const gated = await gatedWitness(w.url);
+    const summary = join(base, 'summary.json');
+    writeFileSync(summary, JSON.stringify(sampleSummary(`to a slow witness, ${name}`)));
+    const argv = ['publish', '--root', root, '--host', 'host-cli', '--principal', 'alice', '--session', 's1'];
+    return {
+      root,
+      origin,
+      w,
+      gated,
+      argv: [...argv, '--run', 'r1', summary],
+      stop: async () => {
+        await gated.stop();
+        await stopWitness(w);
+      },
+    };
+  }
+
+  /** The witness sizes publish kept in `.witnesses.json` (what it learnt from the answers it got). */
+  const keptSizes = (root: string): unknown => {
+    const file = readdirSync(join(root, 'checkpoints')).find((f) => f.endsWith('.witnesses.json'));
+    return file && (JSON.parse(readFileSync(join(root, 'checkpoints', file), 'utf8')) as { sizes: unknown }).sizes;
+  };
+
+  it('HANDOFF_LEDGER_WITNESS_TIMEOUT_MS lengthens the wait: a witness that answers after the default 5 s is cosigned', async () => {
+    const t = await gatedSetup('slow');
+    try {
+      let exited = false;
+      const running = runCli(t.argv, {
+        ...cliEnv,
+        HANDOFF_LEDGER_WITNESSES: t.gated.url,
+        HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '60000',
+      }).finally(() => (exited = true));
+      await t.gated.arrived;
+      // The answer is held until publish has waited well past the default 5 s (its request began before it reached
+      // the witness): a publish that still runs then waits longer than the default. Before the variable it had cut the
+      // request and exited by now.
+      await new Promise((r) => setTimeout(r, 7000));
+      expect(exited, 'publish still waits for the witness 7 s after its request came').toBe(false);
+      t.gated.release();
+      const run = await running;
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/^published s1 seq 0\n/);
+      // Cosigned: nothing said of a witness left without a cosignature, and publish kept the size the witness holds.
+      expect(run.stderr).toBe('');
+      expect(keptSizes(t.root)).toEqual({ [t.gated.url]: 1 });
+      expect(await sizeAt(t.w, t.origin)).toBe(1);
+    } finally {
+      await t.stop();
+    }
+  }, 120_000);
+
+  it('without HANDOFF_LEDGER_WITNESS_TIMEOUT_MS (or set to ""), the same witness is left out: publish waits 5 s, not for it', async () => {
+    const t = await gatedSetup('default');
+    try {
+      // The answer is held until publish has exited: it cannot have had it.
+      const run = await runCli(t.argv, { ...cliEnv, HANDOFF_LEDGER_WITNESSES: t.gated.url });
+      expect(t.gated.requests()).toBe(1);
+      t.gated.release();
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/^published s1 seq 0\n/);
+      expect(run.stderr).toContain(`checkpoint of size 1 not cosigned by ${t.gated.url}`);
+      // The request's deadline, or the close's wait: both the default 5 s.
+      expect(run.stderr).toMatch(/within (the )?5000 ms/);
+    } finally {
+      await t.stop();
+    }
+  }, 60_000);
+});
+
+describe('HANDOFF_LEDGER_WITNESS_TIMEOUT_MS', () => {
+  it('sets the request deadline and the close wait of the witnessing options every command builds', () => {
+    const env = { HANDOFF_LEDGER_WITNESSES: 'http://a.example http://b.example#KEY' };
+    expect(witnessingFromEnv({ ...env, HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '20000' })).toEqual({
+      witnesses: { witnesses: ['http://a.example', 'http://b.example#KEY'], timeoutMs: 20_000, closeWaitMs: 20_000 },
+    });
+    // checkpoint --witness URL adds to the list, with the same deadline.
+    expect(witnessingFromEnv({ HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '1' }, ['http://c.example'])).toEqual({
+      witnesses: { witnesses: ['http://c.example'], timeoutMs: 1, closeWaitMs: 1 },
+    });
+    expect(witnessingFromEnv({ ...env, HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '2147483647' })).toMatchObject({
+      witnesses: { timeoutMs: 2 ** 31 - 1, closeWaitMs: 2 ** 31 - 1 },
+    });
+    // Unset or "": the library's defaults.
+    for (const unset of [{}, { HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '' }])
+      expect(witnessingFromEnv({ ...env, ...unset })).toEqual({
+        witnesses: { witnesses: ['http://a.example', 'http://b.example#KEY'] },
+      });
+    // No witnesses: nothing to time.
+    expect(witnessingFromEnv({ HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '20000' })).toEqual({});
+  });
+
+  it('is in the help of the commands that name the 5 s wait (publish, checkpoint)', async () => {
+    const { commandHelp, commands } = await import('../../src/cli/commands.js');
+    for (const name of ['publish', 'checkpoint'])
+      expect(commandHelp(commands[name]!), name).toContain('HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N');
+  });
+
+  const bad = ['0', '-1', '+5', '1.5', '1e4', '0x10', ' 100', '100 ', 'abc', '2147483648', '99999999999', '\x1b[31m'];
+
+  it('refuses a value that is no whole number of milliseconds from 1 to 2^31 − 1: USAGE, exit 2, nothing made', async () => {
+    const base = newBase();
+    const summary = join(base, 'summary.json');
+    writeFileSync(summary, JSON.stringify(sampleSummary('never published')));
+    const root = join(base, 'store');
+    const store = ['--root', root, '--host', 'h'];
+    const commands = [
+      ['publish', ...store, '--principal', 'alice', '--session', 's1', '--run', 'r1', summary],
+      ['checkpoint', ...store, '--witness', 'http://127.0.0.1:1'],
+      ['history', ...store, '--principal', 'alice', '--session', 's1'],
+    ];
+    for (const value of bad)
+      for (const argv of commands)
+        for (const witnesses of ['http://127.0.0.1:1', '']) {
+          const c = captureIo({
+            env: { HANDOFF_LEDGER_WITNESSES: witnesses, HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: value },
+          });
+          const code = await main(argv, c.io);
+          const where = `${argv[0]} with ${JSON.stringify(value)}`;
+          expect(code, where).toBe(2);
+          expect(c.stderr(), where).toMatch(
+            /^handoff-ledger: USAGE: HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be a whole number of milliseconds 1-2147483647, not "/,
+          );
+          // Escaped: nothing a terminal acts on reaches it.
+          expect(c.stderr(), where).not.toContain('\x1b');
+          expect(existsSync(root), where).toBe(false);
+        }
+    const c = captureIo({ env: { HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '\x1b[31m' } });
+    expect(await main(['checkpoint', ...store, '--json'], c.io)).toBe(2);
+    expect(JSON.parse(c.stdout())).toEqual({
+      error: {
+        code: 'USAGE',
+        message:
+          'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be a whole number of milliseconds 1-2147483647, not "\\u001b[31m"',
+      },
+    });
+  });
 });
