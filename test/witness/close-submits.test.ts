@@ -383,8 +383,10 @@ describe('handoff-ledger publish with HANDOFF_LEDGER_WITNESSES', () => {
       expect(run.stdout).toMatch(/^published s1 seq 0\n/);
       expect(silent.requests()).toBe(1);
       expect(run.stderr).toContain(`checkpoint of size 1 not cosigned by ${silent.url}`);
-      // The 5 s request deadline is the bound (and the CLI's own start and open).
-      expect(run.ms).toBeLessThan(5000 + 4000);
+      // The 5 s request deadline is the bound: the notice names it, and the run ends well before any later bound (a
+      // socket's own timeout, minutes) would end it; the margin is for the CLI's start and open on a loaded machine.
+      expect(run.stderr).toContain('sent no complete answer within 5000 ms');
+      expect(run.ms).toBeLessThan(5000 + 25_000);
     } finally {
       await silent.stop();
     }
