@@ -570,6 +570,60 @@ describe('an injected signer', () => {
     expect(isTerminalSafe(printable(await message(new Error('\u001b[2Jgone'))))).toBe(true);
   });
 
+  it('whose keyId or publicKey getter throws once openLedger has checked it is KEY_INVALID with its error as the cause, not an uncoded throw', async () => {
+    const own = new LocalSigner(generateJwk());
+    // openLedger reads each field once to check it; the keyring reads the caller's object again (codedSigner).
+    const throwingAfterCheck = (name: 'keyId' | 'publicKey', thrown: unknown) => {
+      let reads = 0;
+      const value = name === 'keyId' ? own.keyId : own.publicKey;
+      return Object.defineProperty(
+        { keyId: own.keyId, publicKey: own.publicKey, sign: (m: Uint8Array) => own.sign(m) },
+        name,
+        {
+          get() {
+            if (reads++ === 0) return value;
+            throw thrown;
+          },
+        },
+      ) as Signer;
+    };
+    const kms = new Error('KMS request failed', { cause: new Error('connect ECONNREFUSED ::1:443') });
+    const keyIdErr = await open(tempDir(), { signer: throwingAfterCheck('keyId', kms) }).catch((e: unknown) => e);
+    expect(keyIdErr).toMatchObject({ name: 'LedgerError', code: 'KEY_INVALID', cause: kms });
+    expect((keyIdErr as Error).message).toBe(
+      "reading the injected signer's keyId failed (KMS request failed: connect ECONNREFUSED ::1:443): the keys are not loaded with it; its error is the cause",
+    );
+    const publicKeyErr = await open(tempDir(), { signer: throwingAfterCheck('publicKey', 'quota exceeded') }).catch(
+      (e: unknown) => e,
+    );
+    expect(publicKeyErr).toMatchObject({ name: 'LedgerError', code: 'KEY_INVALID', cause: 'quota exceeded' });
+    expect((publicKeyErr as Error).message).toBe(
+      `reading the injected signer's publicKey of key ${JSON.stringify(own.keyId)} failed (quota exceeded): the keys are not loaded with it; its error is the cause`,
+    );
+    // Directly, whatever is thrown (a message getter that throws too): named, never a throw of its own.
+    const trap = Object.defineProperty(new Error(), 'message', {
+      get() {
+        throw new Error('getter');
+      },
+    });
+    const err = (() => {
+      try {
+        codedSigner(
+          Object.defineProperty({}, 'keyId', {
+            get() {
+              throw trap;
+            },
+          }) as Signer,
+        );
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'KEY_INVALID', cause: trap });
+    expect((err as Error).message).toContain('failed (Error)');
+  });
+
   it('whose key moves on while the ledger runs publishes nothing it cannot verify (KEY_INVALID); the head stays resumable', async () => {
     const listed = new LocalSigner(generateJwk());
     let actual = listed;

@@ -185,10 +185,15 @@ const SIGNER_TEST_MESSAGE = new TextEncoder().encode('handoff-ledger signer test
  * The caller's signer, its failures coded: whatever its `sign` throws or rejects with (a KMS unreachable, a quota, a
  * bug of its own) is `SIGNER_FAILED` with that error as the `cause`, so the caller tells it from a refusal of the
  * ledger's. What it answers is returned as it is: the envelope refuses what is no 64-byte signature (`KEY_INVALID`), the
- * ledger one that does not verify under the listed key.
+ * ledger one that does not verify under the listed key. Its `keyId` and `publicKey` are read here, once: a getter that
+ * throws is `KEY_INVALID`, its error the cause.
+ * @throws LedgerError `KEY_INVALID`
  */
 export function codedSigner(signer: Signer): Signer {
-  const { keyId, publicKey } = signer;
+  // Read once, each on its own: a getter of the caller's that throws (a KMS client fetching its key lazily, a bug) is
+  // KEY_INVALID with its error as the cause, as a signature that does not verify is, not a TypeError of its own.
+  const keyId = signerField(signer, 'keyId');
+  const publicKey = signerField(signer, 'publicKey', keyId);
   return {
     keyId,
     publicKey,
@@ -204,6 +209,24 @@ export function codedSigner(signer: Signer): Signer {
       }
     },
   };
+}
+
+/**
+ * `signer[name]`, or LedgerError `KEY_INVALID` when reading it throws (the key named by `keyId` once that was read):
+ * what it threw is named as errorText names an error and is the cause. openLedger read the field once and refused a
+ * throw as INVALID_ARGUMENT; the keyring reads the caller's object again, at open and at each reload of the keys.
+ */
+function signerField<K extends 'keyId' | 'publicKey'>(signer: Signer, name: K, keyId?: unknown): Signer[K] {
+  try {
+    return signer[name];
+  } catch (err) {
+    const key = name === 'keyId' ? '' : ` of key ${keyIdText(keyId)}`;
+    throw new LedgerError(
+      'KEY_INVALID',
+      `reading the injected signer's ${name}${key} failed (${errorText(err, SIGNER_ERROR_CHARS)}): the keys are not loaded with it; its error is the cause`,
+      { cause: err },
+    );
+  }
 }
 
 /**
@@ -223,12 +246,14 @@ const SIGNER_ERROR_CHARS = 200;
 /**
  * An injected signer whose signatures do not verify under its `publicKey` (a KMS key version that moved on, a
  * wrong key handed in) would sign manifests nobody can ever verify: refused before it signs any.
- * @throws LedgerError `KEY_INVALID`; `SIGNER_FAILED` when the signer itself throws
+ * @throws LedgerError `KEY_INVALID` (also a `keyId` or `publicKey` that throws as it is read); `SIGNER_FAILED` when
+ *   the signer's `sign` throws
  */
 async function assertSignerVerifies(signer: Signer): Promise<void> {
   const coded = codedSigner(signer);
   const signature = await coded.sign(SIGNER_TEST_MESSAGE);
-  const publicKey = signer.publicKey as unknown;
+  // The key read once with the signer (codedSigner), not the caller's getter again.
+  const publicKey = coded.publicKey as unknown;
   if (
     !(signature instanceof Uint8Array) ||
     !(publicKey instanceof Uint8Array) ||
