@@ -145,8 +145,10 @@ function announce(id: 'picked-status' | 'progress-status', text: string): void {
 let preloading = false;
 
 function refreshPicked(): void {
-  const parts = [state.bundle ? state.bundle.description : 'no bundle chosen'];
-  $('bundle-chosen').textContent = printable(parts[0]!);
+  // One line of what the page holds per kind: each shown under its picker (and that button's description), and all of
+  // them, joined, the status. The picker lines are aria-hidden (index.html): the status carries exactly their words, so
+  // a screen reader reading the page meets each file name once, in the status, which says them as they change.
+  const lines: [string, string][] = [['bundle', state.bundle ? state.bundle.description : 'no bundle chosen']];
   for (const role of SIDE_FILE_ROLES) {
     const { noun, required } = SIDE_FILES[role];
     const chosen = state.side[role];
@@ -158,15 +160,20 @@ function refreshPicked(): void {
       const served = chosen.some((c) => c.servedFrom) ? ', served by audit-ui' : '';
       part = `${names.length === 1 ? noun : `${noun}s`} ${names.join(', ')}${served}`;
     }
-    parts.push(part);
-    // Under its button, and the button's description: what the page holds of this kind (its input is cleared).
-    $(`${role}-chosen`).textContent = printable(part);
+    lines.push([role, part]);
   }
   // #picked is this line: the files first, in the status (said when they change: the first refresh fills it as the
   // page opens, before a screen reader has it), then the settings, not live (a quorum, a principal or a session typed
   // key by key would have the whole line said again at every key; the field being typed in is what a screen reader
-  // follows).
-  if (!preloading) announce('picked-status', printable(parts.join('; ')));
+  // follows). While audit-ui's files are fetched neither the status nor the picker lines are written: they stay the
+  // same words, written once when all are in.
+  if (!preloading) {
+    for (const [role, line] of lines) {
+      const shown = $(`${role}-chosen`);
+      if (shown.textContent !== printable(line)) shown.textContent = printable(line);
+    }
+    announce('picked-status', lines.map(([, line]) => printable(line)).join('; '));
+  }
   const settingParts: string[] = [];
   const quorum = quorumTyped();
   if (quorum !== undefined) settingParts.push(`quorum ${quorum}`);

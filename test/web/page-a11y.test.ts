@@ -298,6 +298,46 @@ describe('a run, as a screen reader has it', { timeout: 180_000 }, () => {
 });
 
 describe('what is chosen and how a run went, read once', { timeout: 180_000 }, () => {
+  it('each file name is met once: the picker lines are shown, aria-hidden, and the status says exactly their words', async () => {
+    const page = await browser.newPage();
+    const seen = watchPage(page);
+    const pickerLines = ['#bundle-chosen', '#trust-chosen', '#since-chosen', '#witnesses-chosen'];
+    /** What each picker line shows (on screen), checking the status says exactly that, joined. */
+    const lines = async () => {
+      const shown = await Promise.all(pickerLines.map((id) => page.textContent(id)));
+      expect(await page.textContent('#picked-status')).toBe(shown.join('; '));
+      for (const id of pickerLines) expect(await page.isVisible(id), id).toBe(true);
+      return shown as string[];
+    };
+    try {
+      await page.goto(PAGE);
+      expect(await lines()).toEqual([
+        'no bundle chosen',
+        'no trust file chosen',
+        'no earlier checkpoint chosen (optional)',
+        'no witness keys chosen (optional)',
+      ]);
+      expect((await textRead(page)).filter((t) => t.includes('no trust file chosen'))).toHaveLength(1);
+      await page.setInputFiles('#bundle-input', bundle);
+      await page.setInputFiles('#trust-input', trust);
+      await expect.poll(() => page.isEnabled('#verify'), UPDATE_WAIT).toBe(true);
+      const [bundleLine = '', trustLine] = await lines();
+      expect(bundleLine).toMatch(/^bundle bundle: [\d,]+ bytes of manifests$/);
+      expect(trustLine).toBe('trust file trust.json');
+      // Reading the page, each file is named once: in the status, not again in the line beside its picker.
+      const read = await textRead(page);
+      expect(read.filter((t) => t.includes('trust.json'))).toEqual([await page.textContent('#picked-status')]);
+      expect(read.filter((t) => t.includes(bundleLine))).toHaveLength(1);
+      for (const id of pickerLines) expect((await ax(page, id)).ignored, id).toBe(true);
+      // Each picker's button is still described by its line (a hidden element referenced by aria-describedby).
+      expect((await ax(page, '#bundle-choose')).description).toBe(bundleLine);
+      expect((await ax(page, '#trust-choose')).description).toMatch(/^trust file trust\.json the pinned public keys/);
+      expect(seen.errors).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+
   it('the status that says what is chosen, and the one that says how a run went, are the lines on screen, not copies', async () => {
     const page = await browser.newPage();
     const seen = watchPage(page);

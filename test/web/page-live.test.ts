@@ -145,10 +145,14 @@ describe("the page's live regions", { timeout: 180_000 }, () => {
       await page.addInitScript(() => {
         const g = globalThis as any;
         const seen: string[] = (g.__said = []);
+        const shown: string[] = (g.__shown = []);
         new g.MutationObserver((records: any[]) => {
           for (const r of records) {
             const status = g.document.getElementById('picked-status');
             if (status && status.contains(r.target) && r.target !== status.parentNode) seen.push(status.textContent);
+            // The line beside the bundle's picker (aria-hidden: the status says its words).
+            const line = g.document.getElementById('bundle-chosen');
+            if (line && line.contains(r.target) && r.target !== line.parentNode) shown.push(line.textContent);
           }
         }).observe(g.document, { childList: true, characterData: true, subtree: true });
       });
@@ -159,6 +163,10 @@ describe("the page's live regions", { timeout: 180_000 }, () => {
         expect.stringMatching(
           /^bundle bundle, served by handoff-ledger audit-ui; trust file trust\.json, served by audit-ui; no earlier checkpoint chosen \(optional\); no witness keys chosen \(optional\)$/,
         ),
+      ]);
+      // The picker lines are written with the status, once: never words on screen the status does not say.
+      expect(await page.evaluate(() => (globalThis as any).__shown as string[])).toEqual([
+        'bundle bundle, served by handoff-ledger audit-ui',
       ]);
     } finally {
       await page.close();
