@@ -624,6 +624,29 @@ describe('an injected signer', () => {
     expect((err as Error).message).toContain('failed (Error)');
   });
 
+  it('whose keyId getter starts throwing while the ledger runs is KEY_INVALID when the keys are loaded again, its error the cause', async () => {
+    const own = new LocalSigner(generateJwk());
+    let failing = false;
+    const kms = new Error('KMS unreachable');
+    const signer = {
+      get keyId() {
+        if (failing) throw kms;
+        return own.keyId;
+      },
+      publicKey: own.publicKey,
+      sign: (m: Uint8Array) => own.sign(m),
+    };
+    const ledger = await open(tempDir(), { signer });
+    expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+    failing = true;
+    // A reload of the keys (a rotation elsewhere, seen by a read of a shared root, which tolerates KEY_INVALID and
+    // SIGNER_FAILED only and then goes on under trust.json alone).
+    const keyring = (ledger as unknown as { keyring: { reload(): Promise<void> } }).keyring;
+    await expect(keyring.reload()).rejects.toMatchObject({ name: 'LedgerError', code: 'KEY_INVALID', cause: kms });
+    failing = false;
+    await ledger.close();
+  });
+
   it('whose key moves on while the ledger runs publishes nothing it cannot verify (KEY_INVALID); the head stays resumable', async () => {
     const listed = new LocalSigner(generateJwk());
     let actual = listed;
