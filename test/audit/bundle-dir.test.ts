@@ -107,6 +107,26 @@ describe('openBundleDir', () => {
     }
   });
 
+  it('refuses a symlinked tree file with BUNDLE_IO saying it is a link, never "too many symbolic links"', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const base = tempDir();
+    const dir = join(base, 'bundle');
+    await writeBundleDir(dir, b.lines);
+    writeFileSync(join(base, 'outside'), 'not a note');
+    symlinkSync(join(base, 'outside'), join(dir, 'checkpoint.note'));
+    const reader = await openBundleDir(dir);
+    // O_NOFOLLOW fails ELOOP, whose own words send an auditor looking for a loop of links.
+    const err = await reader.treeFile!('checkpoint.note').then(
+      () => undefined,
+      (e: unknown) => e as Error & { code: string },
+    );
+    expect(err).toMatchObject({ name: 'AuditError', code: 'BUNDLE_IO' });
+    expect(err!.message).toBe(
+      `${join(dir, 'checkpoint.note')} is a symbolic link: a bundle's files are read only as regular files in the ` +
+        'bundle, never through a link (copy the file itself into the bundle, or export it again)',
+    );
+  });
+
   it('refuses an oversized bundle.json and a missing manifests.jsonl with BUNDLE_INVALID', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
     const dir = join(tempDir(), 'bundle');
