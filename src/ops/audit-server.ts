@@ -24,7 +24,7 @@ import {
   BUNDLE_TREE_FILES,
   type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
-import { hasRealBlobDir, hasRealBlobDirs, isSparse, NOT_A_FILE } from './bundle-dir.js';
+import { hasRealBlobDir, hasRealBlobDirs, isSparse, NOT_A_FILE, symlinkedFile } from './bundle-dir.js';
 
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const BLOB_PATH = /^\/bundle\/blobs\/blake3\/([0-9a-f]{64})$/;
@@ -208,6 +208,8 @@ async function sendFileOrThrow(
     // verify lstats manifests.jsonl (a symlink is not a regular file: BUNDLE_INVALID) and opens the others (BUNDLE_IO).
     if (NOT_A_FILE.has(code) && (code !== 'ELOOP' || name === BUNDLE_MANIFESTS_FILE))
       return refuse(res, 422, `${name} is not a regular file`);
+    // A link in a tree file's place: verify's words for it (BUNDLE_IO), which the page shows.
+    if (code === 'ELOOP') return refuse(res, 403, symlinkedFile(name));
     return refuse(res, 403, `${name} cannot be read (${code || 'error'})`);
   }
   try {

@@ -646,6 +646,12 @@ describe('audit-ui and the page agree with verify on what the bundle is now', ()
           const got = await pageOutcome(page);
           expect(got.state, what).toBe('error');
           expect(got.error, what).toMatch(new RegExp(`^${code}: .*checkpoint\\.note`));
+          // Both say what stands there: a link (never ELOOP's "too many symbolic links", nor a bare HTTP 403).
+          if (what === 'symlink') {
+            const link = /checkpoint\.note is a symbolic link: a bundle's files are read only as regular files/;
+            expect(cli.stderr).toMatch(link);
+            expect(got.error).toMatch(link);
+          }
         } finally {
           await page.close();
           await server.close();
@@ -755,7 +761,9 @@ describe('audit-ui answering for a bundle file that is not one', () => {
         stderr: expect.stringMatching(/BUNDLE_INVALID: .*manifests\.jsonl is not a regular file/),
       });
       expect((await get(`${server.url}bundle/manifests.jsonl`)).status).toBe(422);
-      expect((await get(`${server.url}bundle/proofs.jsonl`)).status).toBe(403);
+      const proofs = await get(`${server.url}bundle/proofs.jsonl`);
+      expect(proofs.status).toBe(403);
+      expect(proofs.body).toMatch(/^proofs\.jsonl is a symbolic link: /);
     } finally {
       await server.close();
     }

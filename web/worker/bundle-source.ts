@@ -177,9 +177,13 @@ async function get(url: string): Promise<Response | undefined> {
   if (res.status === 404) return undefined;
   // 422: audit-ui found something at the name that is not a bundle's file (not a regular file, or sparse), which
   // `verify` refuses as BUNDLE_INVALID; anything else it could not read (a symlink, no permission) is BUNDLE_IO.
-  if (res.status === 422) {
-    const why = (await res.text().catch(() => '')).slice(0, 500).trim();
-    throw new AuditError('BUNDLE_INVALID', `${url}: ${why || 'not a file of the bundle'}`);
+  const why = async () => (await res.text().catch(() => '')).slice(0, 500).trim();
+  if (res.status === 422)
+    throw new AuditError('BUNDLE_INVALID', `${url}: ${(await why()) || 'not a file of the bundle'}`);
+  // 403: audit-ui's words say what stands there (a symbolic link, no permission), as verify's message does.
+  if (res.status === 403) {
+    const said = await why();
+    throw new AuditError('BUNDLE_IO', `cannot read ${url}: HTTP 403${said ? `: ${said}` : ''}`);
   }
   if (!res.ok) throw new AuditError('BUNDLE_IO', `cannot read ${url}: HTTP ${res.status}`);
   return res;
