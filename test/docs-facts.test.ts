@@ -184,6 +184,21 @@ describe("the README's on-disk layout", () => {
   });
 });
 
+describe("docs/AUDIT.md's auditor, who has the package and no checkout", () => {
+  const audit = read('docs/AUDIT.md');
+  const files = (JSON.parse(read('package.json')) as { files: string[] }).files;
+  it('says how to get the verify command, from the tarball, with no store and no build', () => {
+    const setup = audit.split('\n## ')[0]!;
+    expect(setup).toContain('npm install ./handoff-ledger-<version>.tgz');
+    expect(setup).toContain('npx handoff-ledger verify ./audit-2026-11 --trust ./host-keys.json');
+  });
+  it("says where the built page is in an installed package (npm run build:web is the checkout's), which it ships", () => {
+    expect(files).toContain('dist/web/index.html');
+    expect(audit).toContain('node_modules/handoff-ledger/dist/web/index.html');
+    expect(readme).toContain('node_modules/handoff-ledger/dist/web/index.html');
+  });
+});
+
 describe("docs/AUDIT.md's library notes", () => {
   it('names the summary check the CLI gives verifyBundle, and where it lives', async () => {
     const cli = read('src/cli/verify.ts');
