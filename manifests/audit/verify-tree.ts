@@ -261,8 +261,20 @@ export async function verifyTree(
 ): Promise<CheckpointSummary | undefined> {
   const { text, opened, leaves } = start;
   if (text === undefined || opened === undefined) {
-    if (checkpointVerifiers(options.trust).length > 0 || options.since !== undefined || options.witnesses)
-      sink.add({ code: 'CHECKPOINT_MISSING', message: `the bundle has no ${BUNDLE_CHECKPOINT_FILE}` });
+    // What demands one, said: a bundle from before checkpoints, verified without any of these, passes without one.
+    const demands = [
+      ...(checkpointVerifiers(options.trust).length > 0 ? ['the pinned checkpoint keys'] : []),
+      ...(options.witnesses ? ['the pinned witness keys'] : []),
+      ...(options.since !== undefined ? ['the earlier checkpoint given'] : []),
+    ];
+    if (demands.length > 0)
+      sink.add({
+        code: 'CHECKPOINT_MISSING',
+        message:
+          `the bundle has no ${BUNDLE_CHECKPOINT_FILE}, which ${demands.join(' and ')} ` +
+          `${demands.length === 1 && options.since !== undefined ? 'requires' : 'require'}: without it, no line is ` +
+          'held to a signed tree (newest manifests left out or lines replaced go unseen)',
+      });
     return undefined;
   }
   // 9a

@@ -177,6 +177,11 @@ describe('step 9: full bundles against their checkpoint', () => {
   it('requires a checkpoint when checkpoint keys are pinned (CHECKPOINT_MISSING)', async () => {
     const r = await audit({ ...full, tree: {} }, trust);
     expect(found(r)).toEqual(['CHECKPOINT_MISSING@-']);
+    // Why a bundle without one is a finding here, where a bundle from before checkpoints passes without one.
+    expect(r.findings[0]!.message).toBe(
+      'the bundle has no checkpoint.note, which the pinned checkpoint keys require: without it, no line is held to a ' +
+        'signed tree (newest manifests left out or lines replaced go unseen)',
+    );
     expect(r.checked.completeness).toEqual({ checked: false, reason: 'no verified checkpoint' });
     // A trust file without checkpoint keys (bundles from before checkpoints) asks for none.
     const legacy = { version: 1 as const, keys: trust.keys };
@@ -465,9 +470,12 @@ describe('step 9d: witnesses, against a host that shows two auditors two trees',
   });
 
   it('demands a checkpoint when witnesses are pinned (CHECKPOINT_MISSING), and refuses a quorum above the pinned keys (USAGE)', async () => {
-    expect(found(await audit({ ...full, tree: {} }, { ...trust, checkpointKeys: [] }, policy(1)))).toEqual([
-      'CHECKPOINT_MISSING@-',
-    ]);
+    const r = await audit({ ...full, tree: {} }, { ...trust, checkpointKeys: [] }, policy(1));
+    expect(found(r)).toEqual(['CHECKPOINT_MISSING@-']);
+    expect(r.findings[0]!.message).toBe(
+      'the bundle has no checkpoint.note, which the pinned witness keys require: without it, no line is held to a ' +
+        'signed tree (newest manifests left out or lines replaced go unseen)',
+    );
     await expect(audit(full, trust, policy(3))).rejects.toMatchObject({ code: 'USAGE' });
   });
 });
