@@ -58,9 +58,12 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * to ~730 KiB with the page and the library to ~1,979 KiB unpacked; 664 KiB and 2,240 KiB since the third round of
  * 2026-12-05 (Ctrl-C during every command's open, reports naming their witnesses and signers, the trusted-key index,
  * the auditor's page for the keyboard and screen readers, an adopter's exports, one error renderer) and its CHANGELOG
- * entries brought the pack to ~777 KiB with the page and the library to ~2,107 KiB unpacked.)
+ * entries brought the pack to ~777 KiB with the page and the library to ~2,107 KiB unpacked; 688 KiB since the round
+ * of session 36 (every open answering its signal, the witnesses' wait for operators, the adapters' instruction, the
+ * documents held to the code, the auditor's install and messages) and its CHANGELOG entries brought the pack to
+ * ~792 KiB with the page.)
  */
-const MAX_PACKED_BYTES = 664 * 1024;
+const MAX_PACKED_BYTES = 688 * 1024;
 const MAX_UNPACKED_BYTES = 2240 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
