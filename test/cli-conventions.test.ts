@@ -152,11 +152,37 @@ describe('handoff-ledger help', () => {
     const r = await cli(['frobnicate']);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/^handoff-ledger: unknown command "frobnicate"\n\nusage: [\s\S]*\n$/);
+    // Coded as every other usage error is (`handoff-ledger: USAGE: …`): it was the one refusal without its code.
+    expect(r.stderr).toMatch(/^handoff-ledger: USAGE: unknown command "frobnicate"\n\nusage: [\s\S]*\n$/);
   });
 
-  it('refuses help for a command that does not exist', async () => {
-    expect(await cli(['help', 'frobnicate'])).toMatchObject({ code: 2, stdout: '' });
+  it('refuses help for a command that does not exist, with its code', async () => {
+    const r = await cli(['help', 'frobnicate']);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toMatch(/^handoff-ledger: USAGE: no command "frobnicate"\n\nusage: [\s\S]*\n$/);
+  });
+
+  // A missing or misspelt subcommand is named before the usage (`keys lst` printed "USAGE: usage: …" alone).
+  it.each([
+    [['keys'], 'keys needs a subcommand first; usage: keys export'],
+    [['keys', '--root', 'x', 'list'], 'keys needs a subcommand first, not "--root"; usage: keys export'],
+    [['keys', 'lst'], 'unknown keys subcommand "lst"; usage: keys export'],
+    [['prove'], 'prove needs a subcommand; usage: prove inclusion'],
+    [['prove', 'incl', 'blake3:00'], 'unknown prove subcommand "incl"; usage: prove inclusion'],
+    [['prove', 'inclusion'], 'prove inclusion needs a MANIFEST-ID; usage: prove inclusion'],
+    [['prove', 'consistency'], 'prove consistency needs an OLD-SIZE; usage: prove inclusion'],
+    [['prove', 'consistency', '1', '2'], 'unexpected argument "2"; usage: prove inclusion'],
+    [['witness'], 'witness needs a subcommand first; usage: handoff-ledger witness'],
+    [['witness', 'srve'], 'unknown witness subcommand "srve"; usage: handoff-ledger witness'],
+  ])('names what is wrong with the subcommand of %j before its usage', async (argv, message) => {
+    const r = await cli(argv);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr.startsWith(`handoff-ledger: USAGE: ${message}`), r.stderr).toBe(true);
+    // With --json too (after a subcommand: given first, --json is what the subcommand is missing for).
+    if (argv.length > 1) {
+      const json = await cli([...argv, '--json']);
+      expect(JSON.parse(json.stdout).error.message.startsWith(message), json.stdout).toBe(true);
+    }
   });
 
   it('escapes control and bidi characters of an unknown command or option name (C1 and U+202E survive JSON quoting)', async () => {

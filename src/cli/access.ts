@@ -197,7 +197,12 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
   try {
     const keysUsage =
       'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list [--out FILE] | keys vkey';
-    if (!sub || !['export', 'rotate', 'revoke', 'list', 'vkey'].includes(sub)) throw new UsageError(keysUsage);
+    // Name what is wrong before the usage, as `witness` does: "usage: …" alone left a typo (`keys lst`) to be found by eye.
+    // `keys --root DIR list` too: the subcommand comes first.
+    if (sub === undefined || sub.startsWith('-'))
+      throw new UsageError(`keys needs a subcommand first${sub ? `, not ${JSON.stringify(sub)}` : ''}; ${keysUsage}`);
+    if (!['export', 'rotate', 'revoke', 'list', 'vkey'].includes(sub))
+      throw new UsageError(`unknown keys subcommand ${JSON.stringify(sub)}; ${keysUsage}`);
     // `keys revoke A B` would revoke A alone, `keys export trust.json` print to stdout: extra words are refused.
     if (positionals.length > (sub === 'revoke' ? 1 : 0))
       throw new UsageError(`unexpected argument ${JSON.stringify(positionals.at(-1))}; ${keysUsage}`);

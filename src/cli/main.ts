@@ -40,7 +40,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     }
     const spec = Object.hasOwn(commands, topic) ? commands[topic] : undefined;
     if (!spec) {
-      io.stderr.write(`handoff-ledger: no command ${printable(JSON.stringify(topic))}\n\n${usage()}`);
+      io.stderr.write(`handoff-ledger: USAGE: no command ${printable(JSON.stringify(topic))}\n\n${usage()}`);
       return EXIT_USAGE;
     }
     io.stdout.write(commandHelp(spec));
@@ -48,10 +48,11 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
   const spec = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!spec) {
-    // A usage error like any other: with --json, as JSON on stdout too.
+    // A usage error like any other: coded on stderr (`handoff-ledger: USAGE: …`, as every other refusal), and with
+    // --json as JSON on stdout too.
     if (wantsJson(rest))
       writeJson(io.stdout, { error: { code: 'USAGE', message: `unknown command ${JSON.stringify(name)}` } });
-    io.stderr.write(`handoff-ledger: unknown command ${printable(JSON.stringify(name))}\n\n${usage()}`);
+    io.stderr.write(`handoff-ledger: USAGE: unknown command ${printable(JSON.stringify(name))}\n\n${usage()}`);
     return EXIT_USAGE;
   }
   if (asksForHelp(rest)) {

@@ -51,8 +51,18 @@ export async function prove(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parse(argv, { ...storeOptions, size: { type: 'string' } }, true);
   try {
     const [kind, arg] = positionals;
-    if ((kind !== 'inclusion' && kind !== 'consistency') || positionals.length !== 2)
-      throw new UsageError('usage: prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N]');
+    // Each refusal names what is wrong (no subcommand, an unknown one, its argument missing, one too many), then
+    // the usage: "usage: …" alone left a typo such as `prove incl` to be found by eye.
+    const proveUsage = 'usage: prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N]';
+    if (kind === undefined) throw new UsageError(`prove needs a subcommand; ${proveUsage}`);
+    if (kind !== 'inclusion' && kind !== 'consistency')
+      throw new UsageError(`unknown prove subcommand ${JSON.stringify(kind)}; ${proveUsage}`);
+    if (arg === undefined)
+      throw new UsageError(
+        `prove ${kind} needs ${kind === 'inclusion' ? 'a MANIFEST-ID' : 'an OLD-SIZE'}; ${proveUsage}`,
+      );
+    if (positionals.length > 2)
+      throw new UsageError(`unexpected argument ${JSON.stringify(positionals[2])}; ${proveUsage}`);
     const treeSize = size(values.size, '--size');
     const oldSize = kind === 'consistency' ? size(arg, 'OLD-SIZE') : undefined;
     // A malformed id is the ledger's refusal, INVALID_ID (exit 1), as for every id a command on a store is given;

@@ -179,5 +179,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub === 'keygen') return keygen(rest, io);
   if (sub === 'serve') return serve(rest, io);
-  throw new UsageError(`unknown witness subcommand ${JSON.stringify(sub ?? '')}; usage: handoff-ledger ${usage}`);
+  if (sub === undefined || sub.startsWith('-'))
+    throw new UsageError(
+      `witness needs a subcommand first${sub ? `, not ${JSON.stringify(sub)}` : ''}; usage: handoff-ledger ${usage}`,
+    );
+  throw new UsageError(`unknown witness subcommand ${JSON.stringify(sub)}; usage: handoff-ledger ${usage}`);
 }
