@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import ts from 'typescript';
 import { openLedger } from '../src/ledger/open.js';
+import { summarySchema } from '../manifests/format/summary.js';
+import { validateSummary } from '../src/summary/summary.js';
 import { tempDir } from './support/tmp.js';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
@@ -813,5 +815,32 @@ describe("the README's peer dependencies", () => {
     expect(required.length).toBeGreaterThan(0);
     for (const name of required)
       expect(said).toContain(`\`${name}\` is a required peer dependency (\`${peerDependencies[name]}\``);
+  });
+});
+
+describe("the README's summary schema", () => {
+  const section = readme.split('### Summary schema (v1)')[1]!.split('\n### ')[0]!;
+
+  // An operator with the README alone guessed `"nextSteps": "…"` (SUMMARY_INVALID: expected array): the section
+  // names each field's type and shows a summary publish takes.
+  it('gives a summary example that validates, holding every required field', () => {
+    const example = /```json\n([\s\S]*?)\n```/.exec(section);
+    expect(example, 'a ```json example in the section').not.toBeNull();
+    const value = JSON.parse(example![1]!) as Record<string, unknown>;
+    expect(() => validateSummary(value)).not.toThrow();
+    const required = Object.entries(summarySchema.shape)
+      .filter(([, field]) => !field.safeParse(undefined).success)
+      .map(([name]) => name);
+    expect(Object.keys(value).sort()).toEqual(required.sort());
+  });
+
+  it('says which fields are arrays of strings, as the schema has them', () => {
+    const arrays = Object.entries(summarySchema.shape)
+      .filter(([, field]) => field.safeParse(['x']).success && !field.safeParse('x').success)
+      .map(([name]) => name);
+    const sentence = /([^.]*) arrays of strings/.exec(section);
+    expect(sentence, 'a sentence naming the arrays of strings').not.toBeNull();
+    const named = [...sentence![1]!.matchAll(/`([A-Za-z]+)`/g)].map((m) => m[1]);
+    expect(named.filter((n) => arrays.includes(n!)).sort()).toEqual(arrays.sort());
   });
 });
