@@ -147,8 +147,11 @@ export function refuseUnknownOptions(
   throw refuse(`${what}: unknown option ${shownValue(name)}${hint}${more}`);
 }
 
-/** The known name `name` is a slip of: equal to it but for case, else the nearest at most two edits away. */
-function nearestName(name: string, names: readonly string[]): string | undefined {
+/**
+ * The known name `name` is a slip of: equal to it but for case, else the nearest at most two edits away. Also the CLI's
+ * hint for an unknown option (`--hots`: did you mean '--host'?).
+ */
+export function nearestName(name: string, names: readonly string[]): string | undefined {
   const lower = name.toLowerCase();
   const sameButCase = names.find((n) => n.toLowerCase() === lower);
   if (sameButCase !== undefined) return sameButCase;

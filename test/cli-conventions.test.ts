@@ -162,6 +162,18 @@ describe('handoff-ledger help', () => {
     expect(r.stderr).toMatch(/^handoff-ledger: USAGE: no command "frobnicate"\n\nusage: [\s\S]*\n$/);
   });
 
+  // A misspelt option names the one it is a slip of (`init --hots x` said only "Unknown option '--hots'").
+  it.each([
+    [['init', '--hots', 'x'], "Unknown option '--hots' (did you mean '--host'?)"],
+    [['history', '--Session', 's'], "Unknown option '--Session' (did you mean '--session'?)"],
+    [['gc', '--dryrun'], "Unknown option '--dryrun' (did you mean '--dry-run'?)"],
+    [['history', '--limit', '2'], "Unknown option '--limit'\n"],
+  ])('names the option %j is close to, if one is', async (argv, message) => {
+    const r = await cli(argv);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toContain(`handoff-ledger: USAGE: ${message}`);
+  });
+
   // A missing or misspelt subcommand is named before the usage (`keys lst` printed "USAGE: usage: …" alone).
   it.each([
     [['keys'], 'keys needs a subcommand first; usage: keys export'],

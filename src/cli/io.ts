@@ -6,7 +6,7 @@ import type { Readable, Writable } from 'node:stream';
 import { MAX_TIMER_MS, onAbort } from '../../store/abort.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError, LedgerError } from '../errors.js';
-import { errorText, isErrnoError, shownValue } from '../../store/errors.js';
+import { errorText, isErrnoError, nearestName, shownValue } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
@@ -125,7 +125,10 @@ export function parse<T extends Options>(
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals, strict: true, tokens: true });
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    // A misspelt option (`--hots`) is named with the option it is a slip of, as the library's options objects are.
+    const unknown = /^Unknown option '(--[^'\s]+)'/.exec((err as Error).message)?.[1];
+    const near = unknown === undefined ? undefined : nearestName(unknown.slice(2), Object.keys(options));
+    throw new UsageError(`${(err as Error).message}${near === undefined ? '' : ` (did you mean '--${near}'?)`}`);
   }
   // parseArgs lets the last of a repeated option win: `revoke --principal mallory --principal alice` would act on
   // one of the two silently. A single-value option given twice is refused instead.
