@@ -174,6 +174,19 @@ describe('handoff-ledger help', () => {
     expect(r.stderr).toContain(`handoff-ledger: USAGE: ${message}`);
   });
 
+  // `grants` with nothing to list printed nothing at all, where history and resume say "has no compaction yet".
+  it('says on stderr that grants found no record, and prints [] with --json', async () => {
+    const r = await cli(['grants', ...store, '--principal', 'nobody', '--session', 's1']);
+    expect(r).toEqual({
+      code: 0,
+      stdout: '',
+      stderr: "no grant or revocation records for nobody on session s1 (a session's owner needs none)\n",
+    });
+    const json = await cli(['grants', ...store, '--principal', 'nobody', '--json']);
+    expect(json).toMatchObject({ code: 0, stdout: '[]\n' });
+    expect(json.stderr).toContain('no grant or revocation records for nobody (');
+  });
+
   // A missing or misspelt subcommand is named before the usage (`keys lst` printed "USAGE: usage: …" alone).
   it.each([
     [['keys'], 'keys needs a subcommand first; usage: keys export'],

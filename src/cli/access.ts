@@ -102,6 +102,13 @@ export async function grants(argv: string[], io: CliIo): Promise<number> {
           a.principal < b.principal ? -1 : a.principal > b.principal ? 1 : 0,
         );
       }
+      // As history and resume say theirs: an empty listing alone reads as a failure to list (stderr; --json: []).
+      if (list.length === 0)
+        io.stderr.write(
+          printableLines([
+            `no grant or revocation records${principal !== undefined ? ` for ${principal}` : ''}${session !== undefined ? ` on session ${session}` : ''} (a session's owner needs none)`,
+          ]),
+        );
       // --json: a principal-wide record says so (`everySession`), with a session filter or without.
       if (values.json)
         writeJson(
