@@ -15,7 +15,6 @@ import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { HEADS_BUILT_KEY } from '../manifests/log/level/session-heads.js';
-import type { ChainHead, LogEntry } from '../manifests/log/log.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -54,6 +53,34 @@ async function storeOfManyChains(): Promise<string> {
 
 const cancelled = (reason: Error) => ({ name: 'LedgerError', code: 'CANCELLED', cause: reason });
 
+/**
+ * Spies on the method `name` of `proto` and aborts `abort` with `reason` at the ABORT_AT-th of what it counts: the
+ * method's calls (`each: 'call'`), or the items it yields (`'item'`, an async generator's). `count()` says how many so
+ * far, `reset()` starts again from 0, `restore()` puts the method back.
+ */
+function abortingAt(proto: object, name: string, each: 'call' | 'item', abort: AbortController, reason: Error) {
+  const target = proto as Record<string, (...args: unknown[]) => unknown>;
+  const original = target[name]!;
+  let count = 0;
+  const tick = () => {
+    if (++count === ABORT_AT) abort.abort(reason);
+  };
+  const spy = vi.spyOn(target, name).mockImplementation(
+    each === 'call'
+      ? function (this: unknown, ...args: unknown[]) {
+          tick();
+          return original.apply(this, args);
+        }
+      : async function* (this: unknown, ...args: unknown[]) {
+          for await (const item of original.apply(this, args) as AsyncIterable<unknown>) {
+            tick();
+            yield item;
+          }
+        },
+  );
+  return { count: () => count, reset: () => void (count = 0), restore: () => spy.mockRestore() };
+}
+
 describe("openLedger's signal within the steps over many items", () => {
   let root: string;
   // A fresh store each (tempDir's are removed after each test).
@@ -62,32 +89,26 @@ describe("openLedger's signal within the steps over many items", () => {
   }, 120_000);
 
   it('ends the head check over every chain at the abort: CANCELLED before the last chain; the next open checks them all', async () => {
-    const proto = LevelManifestLog.prototype as unknown as { _headWindow: (session: string) => Promise<unknown> };
-    const headWindow = proto._headWindow;
-    let checked = 0;
     const abort = new AbortController();
     const reason = new Error('the caller gave up');
-    const spy = vi.spyOn(proto, '_headWindow').mockImplementation(function (this: unknown, session: string) {
-      if (++checked === ABORT_AT) abort.abort(reason);
-      return headWindow.call(this, session);
-    });
+    const checked = abortingAt(LevelManifestLog.prototype, '_headWindow', 'call', abort, reason);
     try {
       await expect(openLedger({ root, host: 'h1', signal: abort.signal, onNotice: () => {} })).rejects.toMatchObject(
         cancelled(reason),
       );
-      expect(checked).toBe(ABORT_AT);
-      checked = 0;
+      expect(checked.count()).toBe(ABORT_AT);
+      checked.reset();
       // The log's lock was released: the next open works, and checks every chain.
       const ledger = await openLedger({ root, host: 'h1', onNotice: () => {} });
       try {
-        expect(checked).toBe(CHAINS);
+        expect(checked.count()).toBe(CHAINS);
         expect(ledger.recovery.headProblems).toEqual([]);
         expect((await ledger.resume({ principal: 'alice', session: `s${CHAINS - 1}` }))?.seq).toBe(0);
       } finally {
         await ledger.close();
       }
     } finally {
-      spy.mockRestore();
+      checked.restore();
     }
   });
 
@@ -219,24 +240,16 @@ describe("openLedger's signal at the embedded log's own steps", () => {
 
   it('ends the building of the session-heads index of a store from before it at the abort: CANCELLED, not marked built; the next open builds it whole', async () => {
     const index = await records(root, headsIndex, true);
-    const proto = LevelManifestLog.prototype as unknown as { _heads: () => AsyncIterable<ChainHead> };
-    const heads = proto._heads;
     const abort = new AbortController();
     const reason = new Error('the caller gave up');
-    let read = 0;
-    const spy = vi.spyOn(proto, '_heads').mockImplementation(async function* (this: unknown) {
-      for await (const head of heads.call(this)) {
-        if (++read === ABORT_AT) abort.abort(reason);
-        yield head;
-      }
-    });
+    const read = abortingAt(LevelManifestLog.prototype, '_heads', 'item', abort, reason);
     try {
       await expect(openLedger({ root, host: 'h1', signal: abort.signal, onNotice: () => {} })).rejects.toMatchObject(
         cancelled(reason),
       );
-      expect(read).toBe(ABORT_AT);
+      expect(read.count()).toBe(ABORT_AT);
     } finally {
-      spy.mockRestore();
+      read.restore();
     }
     expect(await records(root, (key) => key === HEADS_BUILT_KEY)).toEqual([]);
     await opensWhole();
@@ -246,29 +259,16 @@ describe("openLedger's signal at the embedded log's own steps", () => {
   it("ends the tree's backfill of a store from before the tree at the abort: CANCELLED, no batch half written; the next open backfills it whole", async () => {
     const tree = await records(root, treeRecords, true);
     expect(tree).toContain('n!size');
-    const proto = LevelManifestLog.prototype as unknown as {
-      entries: (options?: { afterPosition?: number }) => AsyncIterable<LogEntry>;
-    };
-    const entries = proto.entries;
     const abort = new AbortController();
     const reason = new Error('the caller gave up');
-    let taken = 0;
-    const spy = vi.spyOn(proto, 'entries').mockImplementation(async function* (
-      this: unknown,
-      options?: { afterPosition?: number },
-    ) {
-      for await (const entry of entries.call(this, options)) {
-        if (++taken === ABORT_AT) abort.abort(reason);
-        yield entry;
-      }
-    });
+    const taken = abortingAt(LevelManifestLog.prototype, 'entries', 'item', abort, reason);
     try {
       await expect(openLedger({ root, host: 'h1', signal: abort.signal, onNotice: () => {} })).rejects.toMatchObject(
         cancelled(reason),
       );
-      expect(taken).toBe(ABORT_AT);
+      expect(taken.count()).toBe(ABORT_AT);
     } finally {
-      spy.mockRestore();
+      taken.restore();
     }
     // Its one batch (of up to 1,000 leaves) was not written: no node, no size.
     expect(await records(root, treeRecords)).toEqual([]);
@@ -311,20 +311,14 @@ describe("fsck's signal within its head check", () => {
   it('ends the head check over every chain at the abort: CANCELLED (a LedgerError, the reason its cause) before the last chain', async () => {
     const root = await storeOfManyChains();
     const ledger = await openLedger({ root, host: 'h1', onNotice: () => {} });
-    const proto = LevelManifestLog.prototype as unknown as { _headWindow: (session: string) => Promise<unknown> };
-    const headWindow = proto._headWindow;
-    let checked = 0;
     const abort = new AbortController();
     const reason = new Error('the caller gave up');
-    const spy = vi.spyOn(proto, '_headWindow').mockImplementation(function (this: unknown, session: string) {
-      if (++checked === ABORT_AT) abort.abort(reason);
-      return headWindow.call(this, session);
-    });
+    const checked = abortingAt(LevelManifestLog.prototype, '_headWindow', 'call', abort, reason);
     try {
       await expect(fsck(ledger, { signal: abort.signal })).rejects.toMatchObject(cancelled(reason));
-      expect(checked).toBe(ABORT_AT);
+      expect(checked.count()).toBe(ABORT_AT);
     } finally {
-      spy.mockRestore();
+      checked.restore();
       await ledger.close();
     }
   }, 120_000);
