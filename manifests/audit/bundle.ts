@@ -126,6 +126,35 @@ export interface BundleBlob {
 }
 
 /**
+ * A blob not read because a symbolic link stands on its way, which a reader never follows: at the blob's own file
+ * (`file`: `blobs/blake3/<64 hex>`), or at `blobs` or `blobs/blake3` (then no blob of the bundle is read). The
+ * verifier reports it `BLOB_MISSING`, saying it is a link (one finding for a linked directory, not one per blob).
+ */
+export interface BundleBlobLink {
+  link: 'file' | 'blobs' | typeof BUNDLE_BLOB_DIR;
+  /** None read (so a caller's `blob?.bytes` still reads as a blob without bytes). */
+  size?: never;
+  bytes?: never;
+}
+
+/**
+ * What a reader says of a bundle entry that is a symbolic link, in `verify`'s words (`path` as the reader names it:
+ * `verify` gives a tree file's full path, the blob checks and audit-ui the path inside the bundle).
+ */
+export function symlinkedEntry(path: string, kind: 'file' | 'directory' = 'file'): string {
+  return (
+    `${path} is a symbolic link: a bundle's files are read only as regular files in the bundle, never through a ` +
+    `link (copy the ${kind} itself into the bundle, or export it again)`
+  );
+}
+
+/**
+ * The header audit-ui sets on its 404 for a blob behind a link (`BundleBlobLink`'s `link`: the page's reader of a
+ * served bundle gives the verifier the same reason `verify`'s reader gives).
+ */
+export const BLOB_LINK_HEADER = 'x-handoff-ledger-link';
+
+/**
  * Read access to one bundle. Implementations throw `AuditError` `BUNDLE_IO` when a file cannot be read.
  */
 export interface BundleReader {
@@ -136,10 +165,10 @@ export interface BundleReader {
   /** Total size of manifests.jsonl in bytes, when known (for progress). */
   manifestsSize?(): Promise<number | undefined>;
   /**
-   * Present iff the bundle carries blobs. Returns `undefined` for an absent blob; reads no bytes
-   * of a blob larger than `maxBytes`.
+   * Present iff the bundle carries blobs. Returns `undefined` for an absent blob, a `BundleBlobLink` for one behind a
+   * symbolic link (not followed); reads no bytes of a blob larger than `maxBytes`.
    */
-  readBlob?(digest: Digest, maxBytes: number): Promise<BundleBlob | undefined>;
+  readBlob?(digest: Digest, maxBytes: number): Promise<BundleBlob | BundleBlobLink | undefined>;
   /** The text of a tree file, or `undefined` when the bundle has none (bundles from before checkpoints). */
   treeFile?(name: BundleTreeFile): Promise<string | undefined>;
 }

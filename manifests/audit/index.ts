@@ -35,6 +35,7 @@ export {
   memoryBundleReader,
   parseBundleHeader,
   type BundleBlob,
+  type BundleBlobLink,
   type MemoryBundleInput,
   type BundleTreeFile,
   type BundleHeader,

@@ -22,9 +22,13 @@ import {
   BUNDLE_PROOFS_FILE,
   BUNDLE_HEADS_FILE,
   BUNDLE_TREE_FILES,
+  BLOB_LINK_HEADER,
+  bundleBlobPath,
+  symlinkedEntry,
+  type BundleBlobLink,
   type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
-import { hasRealBlobDir, hasRealBlobDirs, isSparse, NOT_A_FILE, symlinkedFile } from './bundle-dir.js';
+import { blobDirs, hasBlobDir, isSparse, NOT_A_FILE, symlinkedFile } from './bundle-dir.js';
 
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const BLOB_PATH = /^\/bundle\/blobs\/blake3\/([0-9a-f]{64})$/;
@@ -45,7 +49,8 @@ export interface AuditServerOptions {
   bundle?: string;
   /**
    * Whether the bundle carries blobs (the page then checks them) even without a blobs/ directory; one that has a
-   * real blobs/ directory when the page is requested carries them anyway.
+   * blobs/ directory (or a symbolic link in its place, as verify takes it) when the page is requested carries them
+   * anyway.
    */
   hasBlobs?: boolean;
   /** Preloaded auditor's settings (`audit-ui --require-blobs --expect --principal --session --max-bundle-bytes`). */
@@ -108,8 +113,9 @@ async function pageWithPreload(html: string, o: AuditServerOptions, bundle: stri
     preload.bundle = {
       name: basename(resolve(o.bundle!)),
       base: '/bundle/',
-      // A real blobs/ directory; a header that counts blobs makes the page check them too (as verify does).
-      hasBlobs: o.hasBlobs === true || (await hasRealBlobDir(bundle)),
+      // A blobs/ (a directory, or a link the blobs' answers say is one); a header that counts blobs makes the page
+      // check them too (as verify does).
+      hasBlobs: o.hasBlobs === true || (await hasBlobDir(bundle)),
       tree: treeFilesOf(bundle),
     };
   if (o.requireBlobs) preload.requireBlobs = true;
@@ -147,7 +153,7 @@ function answer(res: ServerResponse, status: number, headers: Record<string, str
   res.end(res.req.method === 'HEAD' ? undefined : bytes);
 }
 
-function refuse(res: ServerResponse, status: number, text: string): void {
+function refuse(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {
   answer(
     res,
     status,
@@ -155,9 +161,19 @@ function refuse(res: ServerResponse, status: number, text: string): void {
       'content-type': 'text/plain; charset=utf-8',
       // A 405 says which methods the server takes (RFC 9110, 15.5.6), as the witness server's does.
       ...(status === 405 ? { allow: 'GET, HEAD' } : {}),
+      ...headers,
     },
     `${text}\n`,
   );
+}
+
+/**
+ * A blob behind a symbolic link, which verify reads as absent and says is a link: a 404 in verify's words, and the
+ * link's place in `BLOB_LINK_HEADER` (the page's reader hands the verifier the reason verify's reader gives).
+ */
+function refuseLinkedBlob(res: ServerResponse, hex: string, link: BundleBlobLink['link']): void {
+  const text = link === 'file' ? symlinkedEntry(bundleBlobPath(`blake3:${hex}`)) : symlinkedEntry(link, 'directory');
+  refuse(res, 404, text, { [BLOB_LINK_HEADER]: link });
 }
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
@@ -167,8 +183,8 @@ const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code
  * never sends more than its Content-Length). What `verify` reads in its place decides the answer: nothing at the
  * name is 404; for a file of the bundle (`kind` 'file') anything else that is not a regular file, or is sparse, is
  * 422 (verify: BUNDLE_INVALID) and a name that cannot be opened otherwise (a symlink, no permission) 403 (verify:
- * BUNDLE_IO); for a blob, verify counts whatever is not a regular file as absent (404) and one it cannot open as
- * BUNDLE_IO (403). An I/O error past the open (its stat, its close) is 500, or the connection cut once answered.
+ * BUNDLE_IO); for a blob, verify counts whatever is not a regular file as absent (404; a symlink's 404 says it is
+ * one, as verify's finding does) and one it cannot open as BUNDLE_IO (403). An I/O error past the open (its stat, its close) is 500, or the connection cut once answered.
  */
 function sendFile(
   req: IncomingMessage,
@@ -204,6 +220,8 @@ async function sendFileOrThrow(
     handle = await open(path, READ);
   } catch (err) {
     const code = errno(err) ?? '';
+    // A blob's own link (the directories above it are the bundle's: sendBlob): verify's words for it.
+    if (kind === 'blob' && code === 'ELOOP') return refuseLinkedBlob(res, basename(path), 'file');
     if (code === 'ENOENT' || (kind === 'blob' && NOT_A_FILE.has(code))) return refuse(res, 404, 'not found');
     // verify lstats manifests.jsonl (a symlink is not a regular file: BUNDLE_INVALID) and opens the others (BUNDLE_IO).
     if (NOT_A_FILE.has(code) && (code !== 'ELOOP' || name === BUNDLE_MANIFESTS_FILE))
@@ -236,10 +254,13 @@ async function sendFileOrThrow(
 
 /**
  * A blob, from blobs/blake3/ of the bundle only: O_NOFOLLOW guards the file name alone, so a blobs/ or
- * blobs/blake3/ that is a symlink out of the bundle serves nothing (verify reads no blob through one either).
+ * blobs/blake3/ that is a symlink out of the bundle serves nothing (verify reads no blob through one either); the
+ * 404 says it is a link, as verify does.
  */
 async function sendBlob(req: IncomingMessage, res: ServerResponse, bundle: string, hex: string): Promise<void> {
-  if (!(await hasRealBlobDirs(bundle))) return refuse(res, 404, 'not found');
+  const dirs = await blobDirs(bundle);
+  if (dirs === 'absent') return refuse(res, 404, 'not found');
+  if (dirs !== 'real') return refuseLinkedBlob(res, hex, dirs);
   return sendFile(req, res, join(bundle, 'blobs', 'blake3', hex), 'application/octet-stream', 'blob');
 }
 

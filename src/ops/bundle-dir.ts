@@ -18,6 +18,8 @@ import {
   BUNDLE_BLOB_DIR,
   bundleBlobPath,
   parseBundleHeader,
+  symlinkedEntry,
+  type BundleBlobLink,
   type BundleReader,
 } from '../../manifests/audit/bundle.js';
 
@@ -46,10 +48,7 @@ function ioError(what: string, err: unknown): AuditError {
 
 /** What `verify` says of a bundle file that is a symbolic link (`BUNDLE_IO`): what it is, and what to do. */
 export function symlinkedFile(path: string): string {
-  return (
-    `${path} is a symbolic link: a bundle's files are read only as regular files in the bundle, never through a ` +
-    'link (copy the file itself into the bundle, or export it again)'
-  );
+  return symlinkedEntry(path);
 }
 
 /** Holes (see refuseSparse): fewer bytes allocated than its size, past 4 KiB of slack. */
@@ -99,7 +98,8 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
 
 /**
  * Opens a bundle directory. The bundle carries blobs iff its header counts blobs or it has a
- * `blobs/` directory; then every manifest's blob is checked (absent ones are `BLOB_MISSING`).
+ * `blobs/` directory (or a symbolic link in its place); then every manifest's blob is checked (absent ones are
+ * `BLOB_MISSING`; one behind a link is read as a `BundleBlobLink`, never through it).
  * manifests.jsonl is refused when over `maxManifestsBytes` or sparse (holes: an exporter writes every byte, and a
  * sparse file of any apparent size costs nothing to plant but everything to read).
  * @throws AuditError `USAGE` (a `dir` that is not a non-empty string, a `maxManifestsBytes` that is not a non-negative
@@ -147,7 +147,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     if (errno(err) === 'ENOENT') throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_MANIFESTS_FILE}`);
     throw ioError(manifestsPath, err);
   }
-  const hasBlobDir = await isRealDir(join(root, 'blobs'));
+  const hasBlobDir = (await blobDirs(root)) !== 'absent';
 
   const reader: BundleReader = {
     header: async () => headerText,
@@ -184,16 +184,20 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
   if (header.counts.blobs !== undefined || hasBlobDir) {
     // O_NOFOLLOW guards the last component only: `blobs` and `blobs/blake3` must be directories of the bundle
     // itself, or a link would read files from elsewhere (they would still be hashed, but a bundle carrying no
-    // blobs would report them checked). Either one a link, every blob is absent.
+    // blobs would report them checked). Either one a link, no blob is read, and the verifier is told it is a link.
     reader.readBlob = async (digest, maxBytes) => {
       const path = join(root, bundleBlobPath(digest));
-      if (!(await hasRealBlobDirs(root))) return undefined;
+      const dirs = await blobDirs(root);
+      if (dirs === 'absent') return undefined;
+      if (dirs !== 'real') return { link: dirs };
       let h;
       try {
         h = await open(path, READ);
       } catch (err) {
-        // A symlink, a socket or anything else that is not a plain file in the bundle counts as absent (a FIFO or a
-        // directory opens, and is judged by its stat below). A file that cannot be read (EACCES) is BUNDLE_IO.
+        // A symlink (O_NOFOLLOW's ELOOP: the directories above are the bundle's own) is said to be one; a socket or
+        // anything else that is not a plain file in the bundle counts as absent (a FIFO or a directory opens, and is
+        // judged by its stat below). A file that cannot be read (EACCES) is BUNDLE_IO.
+        if (errno(err) === 'ELOOP') return { link: 'file' };
         if (errno(err) === 'ENOENT' || NOT_A_FILE.has(errno(err) ?? '')) return undefined;
         throw ioError(path, err);
       }
@@ -214,22 +218,23 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
 }
 
 /**
- * Whether `blobs/` and `blobs/blake3/` of the bundle at `root` are directories of the bundle itself: O_NOFOLLOW
- * guards a blob file's name alone, so through a linked one no blob is read (verify) or served (audit-ui).
+ * Whether the bundle at `root` has a `blobs/` of its own (the CLI's sign that it carries blobs): a directory, or a
+ * symbolic link in its place (read through by nothing, and reported as one).
  */
-/** Whether the bundle at `root` has a `blobs/` directory of its own (the CLI's sign that it carries blobs). */
-export function hasRealBlobDir(root: string): Promise<boolean> {
-  return isRealDir(join(root, 'blobs'));
+export async function hasBlobDir(root: string): Promise<boolean> {
+  return (await blobDirs(root)) !== 'absent';
 }
 
-export async function hasRealBlobDirs(root: string): Promise<boolean> {
-  return (await isRealDir(join(root, 'blobs'))) && (await isRealDir(join(root, BUNDLE_BLOB_DIR)));
-}
-
-/** A directory at `path` itself, not a link to one (nor anything else, nor nothing). */
-function isRealDir(path: string): Promise<boolean> {
-  return lstat(path).then(
-    (s) => s.isDirectory(),
-    () => false,
-  );
+/**
+ * What stands at `blobs/` and `blobs/blake3/` of the bundle at `root`: `real` when both are directories of the bundle
+ * itself; the first that is a symbolic link (O_NOFOLLOW guards a blob file's name alone, so through a linked one no
+ * blob is read by verify or served by audit-ui); else `absent` (nothing there, or not a directory).
+ */
+export async function blobDirs(root: string): Promise<'real' | 'absent' | Exclude<BundleBlobLink['link'], 'file'>> {
+  for (const dir of ['blobs', BUNDLE_BLOB_DIR] as const) {
+    const st = await lstat(join(root, dir)).catch(() => undefined);
+    if (st?.isSymbolicLink()) return dir;
+    if (!st?.isDirectory()) return 'absent';
+  }
+  return 'real';
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { bundleBlobPath } from '../../manifests/audit/bundle.js';
@@ -20,7 +20,7 @@ const found = (r: { findings: Array<{ code: string; line?: number }> }) =>
   r.findings.map((f) => `${f.code}@${f.line ?? '-'}`);
 
 describe('openBundleDir', () => {
-  it('treats a symlinked or FIFO blob as missing, without following or blocking on it', async () => {
+  it('treats a symlinked or FIFO blob as missing, without following or blocking on it; the link is said to be one', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
     const dir = join(tempDir(), 'bundle');
     await writeBundleDir(dir, b.lines, { blobs: b.blobs });
@@ -35,20 +35,42 @@ describe('openBundleDir', () => {
     const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
     // The header, as exported, counts 3 blobs; the bundle holds 1 (COUNT_MISMATCH).
     expect(found(r)).toEqual(['BLOB_MISSING@1', 'BLOB_MISSING@2', 'COUNT_MISMATCH@-']);
+    // The link in the words verify has for a linked tree file (BUNDLE_IO), its path inside the bundle; the FIFO absent.
+    expect(r.findings[0]!.message).toBe(
+      `summary blob ${d0}: ${bundleBlobPath(d0!)} is a symbolic link: a bundle's files are read only as regular ` +
+        'files in the bundle, never through a link (copy the file itself into the bundle, or export it again)',
+    );
+    expect(r.findings[1]!.message).toBe(`summary blob ${d1} is not in the bundle`);
   });
 
-  it('does not follow a symlinked blobs/ or blobs/blake3/: its blobs are missing, not checked elsewhere', async () => {
+  it('does not follow a symlinked blobs/ or blobs/blake3/: one finding says it is a link, no blob is checked elsewhere', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
     for (const linked of ['blobs', 'blobs/blake3']) {
-      const base = tempDir();
-      const elsewhere = join(base, 'elsewhere');
-      await writeBundleDir(elsewhere, b.lines, { blobs: b.blobs });
-      const dir = join(base, 'bundle');
-      await writeBundleDir(dir, b.lines, { blobs: b.blobs });
-      rmSync(join(dir, linked), { recursive: true });
-      symlinkSync(join(elsewhere, linked), join(dir, linked));
-      const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
-      expect(found(r)).toEqual(['BLOB_MISSING@1', 'BLOB_MISSING@2', 'COUNT_MISMATCH@-']);
+      // Counted by the header or not: a link where blobs/ stands says the bundle carries blobs, as a directory does.
+      for (const counts of [true, false]) {
+        const base = tempDir();
+        const elsewhere = join(base, 'elsewhere');
+        await writeBundleDir(elsewhere, b.lines, { blobs: b.blobs });
+        const dir = join(base, 'bundle');
+        await writeBundleDir(dir, b.lines, { blobs: b.blobs });
+        rmSync(join(dir, linked), { recursive: true });
+        symlinkSync(join(elsewhere, linked), join(dir, linked));
+        if (!counts) {
+          const header = JSON.parse(readFileSync(join(dir, 'bundle.json'), 'utf8'));
+          delete header.counts.blobs;
+          writeFileSync(join(dir, 'bundle.json'), JSON.stringify(header));
+        }
+        const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
+        const what = `${linked}, counted: ${counts}`;
+        // One finding for the bundle (no line), not one per blob; the header's count of 2 held by none of them.
+        expect(found(r), what).toEqual(counts ? ['BLOB_MISSING@-', 'COUNT_MISMATCH@-'] : ['BLOB_MISSING@-']);
+        expect(r.findings[0]!.message, what).toBe(
+          `${linked} is a symbolic link: a bundle's files are read only as regular files in the bundle, never ` +
+            'through a link (copy the directory itself into the bundle, or export it again); no blob is read ' +
+            'through it (the manifests name 2 summary blobs)',
+        );
+        expect(r.counts.blobsChecked, what).toBe(2);
+      }
     }
   });
 

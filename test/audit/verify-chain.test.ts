@@ -310,3 +310,34 @@ describe('verifyBundle blob step', () => {
     expect(reads.sort()).toEqual([big.length - 1, big.length].sort());
   });
 });
+
+describe('verifyBundle and a reader that says a blob is behind a link', () => {
+  it("says so for the blob's own link (one finding per manifest) and once for a linked directory", async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
+    const digests = b.manifests.map((m) => m.manifest.summary.digest);
+    const linking = (link: (digest: string) => unknown) => {
+      const reader = memoryBundleReader({ manifests: jsonl(b.lines), blobs: b.blobs });
+      const read = reader.readBlob!;
+      reader.readBlob = async (d, max) => (link(d) as never) ?? read(d, max);
+      return verifyBundle(reader, { trust: b.trust });
+    };
+    // The second blob's own file is a link: that manifest's finding says so, the others are checked.
+    const own = await linking((d) => (d === digests[1] ? { link: 'file' } : undefined));
+    expect(found(own)).toEqual(['BLOB_MISSING@2']);
+    expect(own.findings[0]!.message).toBe(
+      `summary blob ${digests[1]}: blobs/blake3/${digests[1]!.slice(7)} is a symbolic link: a bundle's files are ` +
+        'read only as regular files in the bundle, never through a link (copy the file itself into the bundle, or ' +
+        'export it again)',
+    );
+    // blobs/blake3 a link: every read says so, and the report says it once, with no line.
+    const dir = await linking(() => ({ link: 'blobs/blake3' }));
+    expect(found(dir)).toEqual(['BLOB_MISSING@-']);
+    expect(dir.findings[0]!.message).toMatch(
+      /^blobs\/blake3 is a symbolic link: .*\(copy the directory itself into the bundle, or export it again\); no blob is read through it \(the manifests name 3 summary blobs\)$/,
+    );
+    // A reason this verifier does not know (another reader's, or a hostile value): absent, in the verifier's words.
+    const other = await linking((d) => (d === digests[0] ? { link: '../../etc/passwd\n' } : undefined));
+    expect(found(other)).toEqual(['BLOB_MISSING@1']);
+    expect(other.findings[0]!.message).toBe(`summary blob ${digests[0]} is not in the bundle`);
+  });
+});

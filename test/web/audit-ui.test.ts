@@ -26,7 +26,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
-import { describeCoverage, describeVerdict } from '../../manifests/audit/report-text.js';
+import { describeCoverage, describeFinding, describeVerdict } from '../../manifests/audit/report-text.js';
 import { auditorPagePath } from '../../src/ops/auditor-page.js';
 import { allowedHostsFor, startAuditServer, type AuditServer } from '../../src/ops/audit-server.js';
 import { run as auditUi, serve } from '../../src/cli/audit-ui.js';
@@ -742,6 +742,86 @@ describe('audit-ui and the page agree with verify on what the bundle is now', ()
       } finally {
         await page.close();
         await server.close();
+      }
+    },
+  );
+
+  it(
+    'a symlinked blob, or a blobs/ or blobs/blake3/ that is a link, is BLOB_MISSING saying so, in the page as from verify; its 404 says so too',
+    { timeout: 180_000 },
+    async () => {
+      const cases = [
+        ['blob file', 'file'],
+        ['blobs', 'blobs'],
+        ['blobs/blake3', 'blobs/blake3'],
+        // A header that counts no blobs: the link where blobs/ stands says the bundle carries them, as a directory.
+        ['blobs, uncounted', 'blobs'],
+      ] as const;
+      for (const [what, link] of cases) {
+        const root = tempDir();
+        const { dir, trustPath } = await writeCase(
+          TAMPER_CASES.find((c) => c.name === 'clean')!,
+          join(root, 'bundle'),
+          join(root, 'trust.json'),
+        );
+        const hexes = readdirSync(join(dir, 'blobs/blake3')).sort();
+        const hex = hexes[0]!;
+        const outside = join(root, 'elsewhere');
+        cpSync(join(dir, 'blobs'), outside, { recursive: true });
+        if (link === 'file') {
+          rmSync(join(dir, 'blobs/blake3', hex));
+          symlinkSync(join(outside, 'blake3', hex), join(dir, 'blobs/blake3', hex));
+        } else {
+          rmSync(join(dir, link), { recursive: true });
+          symlinkSync(link === 'blobs' ? outside : join(outside, 'blake3'), join(dir, link));
+        }
+        if (what === 'blobs, uncounted') {
+          const header = JSON.parse(readFileSync(join(dir, 'bundle.json'), 'utf8'));
+          delete header.counts.blobs;
+          writeFileSync(join(dir, 'bundle.json'), JSON.stringify(header));
+        }
+        const report = (await cliVerify(dir, trustPath)).report!;
+        const missing = report.findings.filter((f) => f.code === 'BLOB_MISSING');
+        // One finding for a linked directory (no line), one per manifest of a linked blob file.
+        expect(
+          missing.map((f) => f.line),
+          what,
+        ).toEqual(link === 'file' ? [expect.any(Number)] : [undefined]);
+        const said =
+          link === 'file'
+            ? `blobs/blake3/${hex} is a symbolic link: a bundle's files are read only as regular files in the bundle, never through a link (copy the file itself into the bundle, or export it again)`
+            : `${link} is a symbolic link: a bundle's files are read only as regular files in the bundle, never through a link (copy the directory itself into the bundle, or export it again)`;
+        expect(missing[0]!.message, what).toContain(said);
+        const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, trust: trustPath });
+        const page = await browser.newPage();
+        try {
+          // The blob's 404 in verify's words, and the link's place for the page's reader.
+          for (const h of link === 'file' ? [hex] : hexes) {
+            const answer = await get(`${server.url}bundle/blobs/blake3/${h}`);
+            expect(answer.status, what).toBe(404);
+            expect(answer.body, what).toBe(`${said}\n`);
+            expect(answer.headers['x-handoff-ledger-link'], what).toBe(link);
+          }
+          await page.goto(server.url);
+          expect(await pageOutcome(page), what).toMatchObject({
+            state: 'failed',
+            verdict: `✗ ${describeVerdict(report)}`,
+            findings: report.findings.map((f) => `${f.code}@${f.line}`),
+          });
+          // Each finding word for word the CLI's line (a verified manifest's "show manifest" button aside).
+          const texts = await page.$$eval('#findings li', (lis) =>
+            lis.map((li) =>
+              [...li.childNodes]
+                .filter((n) => n.nodeName !== 'BUTTON')
+                .map((n) => n.textContent)
+                .join(''),
+            ),
+          );
+          expect(texts, what).toEqual(report.findings.map((f) => printable(describeFinding(f)).trimStart()));
+        } finally {
+          await page.close();
+          await server.close();
+        }
       }
     },
   );

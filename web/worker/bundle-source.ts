@@ -6,11 +6,14 @@
 import { AuditError } from '../../manifests/audit/errors.js';
 import { errorText } from '../../store/errors.js';
 import {
+  BLOB_LINK_HEADER,
+  BUNDLE_BLOB_DIR,
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
   maxTreeFileBytes,
   bundleBlobPath,
   parseBundleHeader,
+  type BundleBlobLink,
   type BundleReader,
 } from '../../manifests/audit/bundle.js';
 import type { BundleSource } from '../protocol.js';
@@ -167,14 +170,29 @@ function fileReader(source: Extract<BundleSource, { kind: 'files' }>): BundleRea
   return reader;
 }
 
-async function get(url: string): Promise<Response | undefined> {
+/**
+ * audit-ui's 404 for a blob behind a symbolic link names the link's place (BLOB_LINK_HEADER): the reason verify's
+ * reader gives the verifier, which says it is a link. Any other value is no reason: absent.
+ */
+function linkOfBlob(res: Response): BundleBlobLink | undefined {
+  const link = res.headers.get(BLOB_LINK_HEADER);
+  return link === 'file' || link === 'blobs' || link === BUNDLE_BLOB_DIR ? { link } : undefined;
+}
+
+async function get(url: string): Promise<Response | undefined>;
+async function get<T>(url: string, absent: (res: Response) => T | undefined): Promise<Response | T | undefined>;
+async function get<T>(url: string, absent?: (res: Response) => T | undefined): Promise<Response | T | undefined> {
   let res: Response;
   try {
     res = await fetch(url, { cache: 'no-store' });
   } catch (err) {
     throw ioError(url, err);
   }
-  if (res.status === 404) return undefined;
+  if (res.status === 404) {
+    const why = absent?.(res);
+    await res.body?.cancel().catch(() => {});
+    return why;
+  }
   // 422: audit-ui found something at the name that is not a bundle's file (not a regular file, or sparse), which
   // `verify` refuses as BUNDLE_INVALID; anything else it could not read (a symlink, no permission) is BUNDLE_IO.
   const why = async () => (await res.text().catch(() => '')).slice(0, 500).trim();
@@ -248,8 +266,9 @@ function urlReader(source: Extract<BundleSource, { kind: 'url' }>, maxManifestsB
   };
   if (source.hasBlobs) {
     reader.readBlob = async (digest, maxBytes) => {
-      const res = await get(at(bundleBlobPath(digest)));
+      const res = await get(at(bundleBlobPath(digest)), linkOfBlob);
       if (!res) return undefined;
+      if ('link' in res) return res;
       const declared = Number(res.headers.get('content-length'));
       if (Number.isSafeInteger(declared) && declared > maxBytes) {
         await res.body?.cancel();
