@@ -244,6 +244,36 @@ describe('the auditor page', { timeout: TEST_MS }, () => {
       await page.close();
     }
   });
+
+  it("words a bundle.json that is not JSON as the CLI does, never with the engine's JSON.parse message", async () => {
+    const { dir, trustPath } = await casePaths(TAMPER_CASES[0]!);
+    // Cut inside its JSON: V8's words for it ("Unexpected end of JSON input", "… at position N") differ between
+    // Node and Chromium; the project's own sentence is the same in both.
+    writeFileSync(join(dir, 'bundle.json'), readFileSync(join(dir, 'bundle.json'), 'utf8').slice(0, 40));
+    const c = captureIo();
+    expect(await verifyCli([dir, '--trust', trustPath], c.io)).toBe(2);
+    expect(c.stderr()).toBe('handoff-ledger: BUNDLE_INVALID: bundle.json is not JSON\n');
+    const badTrust = join(dir, '..', 'bad-trust.json');
+    writeFileSync(badTrust, '{"keys": [');
+    const page = await browser.newPage();
+    try {
+      await verifyInPage(page, dir, trustPath);
+      expect(await page.getAttribute('body', 'data-state')).toBe('error');
+      expect(await page.textContent('#error')).toBe('BUNDLE_INVALID: bundle.json is not JSON');
+      // A trust file that is not JSON likewise: verify's words (its path aside), not JSON.parse's.
+      await verifyInPage(page, dir, badTrust);
+      expect(await page.textContent('#error')).toBe(
+        'TRUST_INVALID: trust file bad-trust.json: trust store is not valid JSON',
+      );
+    } finally {
+      await page.close();
+    }
+    const cliTrust = captureIo();
+    expect(await verifyCli([dir, '--trust', badTrust], cliTrust.io)).toBe(2);
+    expect(cliTrust.stderr()).toBe(
+      `handoff-ledger: TRUST_INVALID: trust file ${badTrust}: trust store is not valid JSON\n`,
+    );
+  });
 });
 
 /**

@@ -218,7 +218,10 @@ scope.onmessage = (event) => {
   }
   if (m.type !== 'verify') return;
   verify(m).catch((err: unknown) => {
-    const code = err instanceof AuditError ? err.code : 'INTERNAL';
-    post({ type: 'error', code, message: errorText(err) });
+    // A coded refusal is said in its own words, as `verify` prints it (its message, never its cause's: a cause's
+    // words are the engine's, such as JSON.parse's, which differ between Node and each browser).
+    if (err instanceof AuditError)
+      return post({ type: 'error', code: err.code, message: err.message || errorText(err) });
+    post({ type: 'error', code: 'INTERNAL', message: errorText(err) });
   });
 };
