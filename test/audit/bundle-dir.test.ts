@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { bundleBlobPath } from '../../manifests/audit/bundle.js';
@@ -72,6 +72,31 @@ describe('openBundleDir', () => {
         expect(r.counts.blobsChecked, what).toBe(2);
       }
     }
+  });
+
+  it('ignores files a bundle does not consist of and blobs no manifest names: none is opened, counted or reported', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    const dir = join(tempDir(), 'bundle');
+    await writeBundleDir(dir, b.lines, { blobs: b.blobs });
+    // Each would be a finding or a refusal if it were read: blobs no manifest names (bytes that do not hash to the
+    // name, a link out of the bundle, a FIFO, an upper-case name, another hash's directory), and beside the bundle's
+    // files a backup of manifests.jsonl that is no JSON, notes, a link out of the bundle and a FIFO.
+    const blobDir = join(dir, 'blobs/blake3');
+    writeFileSync(join(blobDir, 'a'.repeat(64)), 'not the blob it is named after');
+    symlinkSync('/etc/passwd', join(blobDir, 'b'.repeat(64)));
+    execFileSync('mkfifo', [join(blobDir, 'c'.repeat(64))]);
+    writeFileSync(join(blobDir, 'D'.repeat(64)), 'an upper-case name');
+    mkdirSync(join(dir, 'blobs/sha256'));
+    writeFileSync(join(dir, 'blobs/sha256', 'e'.repeat(64)), 'another hash');
+    writeFileSync(join(dir, 'manifests.jsonl.bak'), 'not JSON\n');
+    writeFileSync(join(dir, 'README.txt'), 'notes');
+    symlinkSync('/etc/passwd', join(dir, 'passwd'));
+    execFileSync('mkfifo', [join(dir, 'pipe')]);
+    const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
+    // The header counts the 2 blobs the manifests name: the others are not counted (no COUNT_MISMATCH) nor checked.
+    expect(found(r)).toEqual([]);
+    expect(r.ok).toBe(true);
+    expect(r.counts.blobsChecked).toBe(2);
   });
 
   it('opens a bundle through a link the auditor named (latest -> b1), and still follows none inside it', async () => {

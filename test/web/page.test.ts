@@ -590,6 +590,29 @@ describe("the page's verdict on an incomplete folder is verify's", { timeout: TE
     }
   });
 
+  it('ignores files a bundle does not consist of and blobs no manifest names, as the CLI does: OK', async () => {
+    const { dir, trustPath } = await casePaths(TAMPER_CASES.find((c) => c.name === 'clean')!);
+    // Each would be a finding if read: a blob no manifest names whose bytes do not hash to its name, an upper-case
+    // name, another hash's directory, a backup of manifests.jsonl that is no JSON, notes.
+    writeFileSync(join(dir, 'blobs/blake3', 'a'.repeat(64)), 'not the blob it is named after');
+    writeFileSync(join(dir, 'blobs/blake3', 'D'.repeat(64)), 'an upper-case name');
+    mkdirSync(join(dir, 'blobs/sha256'));
+    writeFileSync(join(dir, 'blobs/sha256', 'e'.repeat(64)), 'another hash');
+    writeFileSync(join(dir, 'manifests.jsonl.bak'), 'not JSON\n');
+    writeFileSync(join(dir, 'README.txt'), 'notes');
+    const cli = await cliReport(dir, trustPath);
+    expect(cli.ok).toBe(true);
+    expect(cli.findings).toEqual([]);
+    const page = await browser.newPage();
+    try {
+      await verifyInPage(page, dir, trustPath);
+      await expectVerdictOf(page, cli);
+      expect((await exportedReport(page)).counts.blobsChecked).toBe(cli.counts.blobsChecked);
+    } finally {
+      await page.close();
+    }
+  });
+
   it('refuses a folder without bundle.json with BUNDLE_INVALID, as the CLI does', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 3 }] });
     const root = tempDir();
