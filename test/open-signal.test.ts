@@ -333,12 +333,21 @@ describePostgres(
         schema: string,
         pattern: string,
         held: { release(): Promise<void> },
+        more: Partial<OpenLedgerOptions> & { lockTimeoutMs?: number } = {},
       ) {
-        const postgres = { connectionString: pg.connectionString, schema };
+        const { lockTimeoutMs, ...extra } = more;
+        const postgres = { connectionString: pg.connectionString, schema, lockTimeoutMs };
         try {
           const abort = new AbortController();
           const reason = new Error('the caller gave up');
-          const opening = openLedger({ root, host: 'h1', postgres, signal: abort.signal, onNotice: () => {} });
+          const opening = openLedger({
+            ...extra,
+            root,
+            host: 'h1',
+            postgres,
+            signal: abort.signal,
+            onNotice: () => {},
+          });
           await waitingOn(pattern);
           abort.abort(reason);
           const err = await opening.catch((e: unknown) => e);
@@ -349,7 +358,7 @@ describePostgres(
         } finally {
           await held.release();
         }
-        const ledger = await openLedger({ root, host: 'h1', postgres, onNotice: () => {} });
+        const ledger = await openLedger({ ...extra, root, host: 'h1', postgres, onNotice: () => {} });
         try {
           expect((await ledger.publish(scope, sampleSummary(3))).seq).toBeGreaterThanOrEqual(0);
         } finally {
@@ -358,7 +367,7 @@ describePostgres(
         expect(await settledCount(connections, 0)).toBe(0);
       }
 
-      it('PgManifestLog.open and PgBlobStore.open: an aborted signal is CANCELLED before anything connects; one that is no AbortSignal, INVALID_ARGUMENT', async () => {
+      it('PgManifestLog.open, PgManifestLog.storedOrigin and PgBlobStore.open: an aborted signal is CANCELLED before anything connects; one that is no AbortSignal, INVALID_ARGUMENT', async () => {
         const hash = await loadHashBackend('auto');
         const conn = { connectionString: pg.connectionString, schema: 'opener_signals' };
         const reason = new Error('the caller gave up');
@@ -373,7 +382,15 @@ describePostgres(
           code: 'CANCELLED',
           cause: reason,
         });
+        await expect(PgManifestLog.storedOrigin({ ...conn, signal: aborted })).rejects.toMatchObject({
+          name: 'ManifestError',
+          code: 'CANCELLED',
+          cause: reason,
+        });
         await expect(PgManifestLog.open({ ...conn, signal: 'soon' as never })).rejects.toMatchObject({
+          code: 'INVALID_ARGUMENT',
+        });
+        await expect(PgManifestLog.storedOrigin({ ...conn, signal: 'soon' as never })).rejects.toMatchObject({
           code: 'INVALID_ARGUMENT',
         });
         await expect(PgBlobStore.open({ ...conn, hash, signal: {} as never })).rejects.toMatchObject({
@@ -389,6 +406,18 @@ describePostgres(
         const schema = 'migration_lock';
         const held = await holding(`SELECT pg_advisory_xact_lock(hashtext('handoff_ledger.migrate:"${schema}"'))`);
         await abortedWhileWaiting(tempDir(), schema, '%pg_advisory_xact_lock%', held);
+      });
+
+      it("ends the look at the log's stored origin (an open given `origin`), waiting for a lock on the log's metadata, at the abort: CANCELLED, its connection ended; a later open works", async () => {
+        const schema = 'origin_look_lock';
+        const origin = 'example.com/origin-look';
+        const root = tempDir();
+        const postgres = { connectionString: pg.connectionString, schema };
+        await (await openLedger({ root, host: 'h1', postgres, origin, onNotice: () => {} })).close();
+        // A migration (or an operator) holding the metadata table: the look's read of the origin waits for it. No
+        // lock_timeout (0: the server's, none): a look that is not cancelled waits for as long as the lock is held.
+        const held = await holding(`LOCK TABLE "${schema}".log_meta IN ACCESS EXCLUSIVE MODE`);
+        await abortedWhileWaiting(root, schema, '%log_meta WHERE key = %', held, { origin, lockTimeoutMs: 0 });
       });
 
       it("ends the tree's backfill of a store from before the tree, waiting for the append lock, at the abort: CANCELLED, the pool ended; a later open backfills", async () => {

@@ -330,8 +330,10 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // is left to the open, which refuses it or (diagnosing) goes on under the name trust.json lists.
   if (options.origin !== undefined && !options.log && options.postgres) {
     const { storedPostgresOrigin } = await import('./pg-backend.js');
-    // A connection of its own, closed by the look itself whenever it ends.
-    const stored = await untilCancelled(storedPostgresOrigin(options.postgres), signal);
+    // A connection of its own, closed by the look itself whenever it ends; the open's signal cancels its statement (a
+    // wait for a lock a migration holds, say) and ends the connection. A connection still being made (a server that
+    // does not answer) is not waited for: the open answers at the abort, and the look ends it once made or failed.
+    const stored = await untilCancelled(storedPostgresOrigin(options.postgres, signal), signal);
     if (stored === undefined && !isNewOrigin(options.origin))
       throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
     if (stored !== undefined && storedOriginDamage(stored) === undefined && stored !== options.origin)

@@ -106,7 +106,8 @@ export interface OpenLedgerOptions {
    * Ends the open once it aborts: `CANCELLED` (LedgerError, the signal's reason as its cause), with whatever the open
    * had opened closed again (the embedded log and its lock, PostgreSQL's pool, a pool still connecting closed once it
    * has), so a later open works. It ends the waits an open may hang in: an injected signer's test signature, the
-   * PostgreSQL backend's connection and migrations, the wait for the trust lock (`trust.json.lock`) another process
+   * PostgreSQL backend's connection and migrations, the look at a PostgreSQL log's stored origin an open given `origin`
+   * makes first (its statement cancelled, its connection ended), the wait for the trust lock (`trust.json.lock`) another process
    * holds, and, at the open of a root other processes pin in too (PostgreSQL's), the wait for the pin's lock
    * (`checkpoints/<hash>.pin.lock`) another process's pin holds; elsewhere it is looked at between the open's steps,
    * and within those over many items (staging leftovers, the blobs a stopped gc held aside, the head check, and the

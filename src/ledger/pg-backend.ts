@@ -58,12 +58,17 @@ export function refuseUnusableOptions(options: PostgresBackendOptions): void {
 
 /**
  * The origin the log of the store `options` open records, read on a connection of its own without making the schema
- * (PgManifestLog.storedOrigin): none for a schema not made yet or a log not named yet.
- * @throws as `openPostgresBackends` (unusable options, a database that cannot be reached)
+ * (PgManifestLog.storedOrigin): none for a schema not made yet or a log not named yet. `signal` (openLedger's) ends
+ * the look: its statement cancelled (a wait for a lock included), its connection ended.
+ * @throws as `openPostgresBackends` (unusable options, a database that cannot be reached; `CANCELLED` once `signal`
+ *   aborts, nothing left connected)
  */
-export async function storedPostgresOrigin(options: PostgresBackendOptions): Promise<string | undefined> {
+export async function storedPostgresOrigin(
+  options: PostgresBackendOptions,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
   refuseUnusableOptions(options);
-  return PgManifestLog.storedOrigin({ ...options, pool: undefined, maxConnections: 1 });
+  return PgManifestLog.storedOrigin({ ...options, pool: undefined, maxConnections: 1, signal });
 }
 
 /** Makes `close()` also release the shared pool, once. */

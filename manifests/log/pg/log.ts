@@ -280,31 +280,41 @@ export class PgManifestLog extends AbstractManifestLog {
   /**
    * The origin the log in this schema records, read without making or migrating anything: none when the schema, its
    * metadata table (a store from before it) or the record is missing. For an open that must judge a name before it
-   * makes the store (openLedger: a new log's origin).
-   * @throws ManifestError `INVALID_ARGUMENT` as `open`, `STORAGE_FAILED` when the database cannot be reached or read
+   * makes the store (openLedger: a new log's origin). Its reads run in one transaction that takes `signal` (openLedger
+   * passes its own): an abort ends the wait for a connection or a statement (a wait for the lock of a migration under
+   * way, say: cancelled), rolls back and ends the pool it made, so nothing is left connected.
+   * @throws ManifestError `INVALID_ARGUMENT` as `open`, `CANCELLED` once `signal` aborts (the pool it made ended),
+   *   `STORAGE_FAILED` when the database cannot be reached or read
    */
-  static async storedOrigin(options: PgManifestLogOptions): Promise<string | undefined> {
+  static async storedOrigin(given: PgManifestLogOptions): Promise<string | undefined> {
+    const { signal, ...options } = given;
+    if (signal !== undefined && !(signal instanceof AbortSignal))
+      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
     const problem = pgOptionsProblem(options);
     if (problem) throw new ManifestError('INVALID_ARGUMENT', `postgres manifest log: ${problem}`);
+    throwIfAborted(signal, ManifestError);
     const db = new PgDatabase(options);
     try {
-      // to_regclass: NULL for a schema or table that is not there, where a SELECT from it would fail.
-      const [table] = await rowsOf<{ found: string | null }>(
-        db,
-        'read',
-        'origin read',
-        'SELECT to_regclass($1) AS found',
-        [db.sql('{schema}.log_meta')],
+      return await db.transaction(
+        async (client) => {
+          // to_regclass: NULL for a schema or table that is not there, where a SELECT from it would fail.
+          const [table] = (
+            await client.query<{ found: string | null }>('SELECT to_regclass($1) AS found', [
+              db.sql('{schema}.log_meta'),
+            ])
+          ).rows;
+          if (table?.found == null) return undefined;
+          const [row] = (
+            await client.query<{ value: string }>(db.sql("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"))
+          ).rows;
+          return row?.value;
+        },
+        BEGIN,
+        signal,
       );
-      if (table?.found == null) return undefined;
-      const [row] = await rowsOf<{ value: string }>(
-        db,
-        'read',
-        'origin read',
-        db.sql("SELECT value FROM {schema}.log_meta WHERE key = 'origin'"),
-        [],
-      );
-      return row?.value;
+    } catch (err) {
+      if (signal?.aborted) throwIfAborted(signal, ManifestError);
+      throw storageFailed('origin read', err);
     } finally {
       await db.close().catch(() => {});
     }
