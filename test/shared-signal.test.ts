@@ -14,7 +14,7 @@ import { SharedExclusiveLock } from '../src/ledger/locks.js';
 import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
-import { firstCall } from './support/settled.js';
+import { ENDS_AT_SIGNAL_MS, firstCall, settledWithin } from './support/settled.js';
 
 const listeners = (signal: AbortSignal) => getEventListeners(signal, 'abort').length;
 
@@ -102,6 +102,44 @@ describe('SharedExclusiveLock', () => {
   });
 });
 
+/** A call of the signing lock's shared side, seen as it is made: the lock, its answer, and whether its `fn` ran. */
+interface SharedCall {
+  lock: SharedExclusiveLock;
+  answer: Promise<unknown>;
+  ran: () => boolean;
+}
+
+/**
+ * Resolves at the first call of `SharedExclusiveLock#shared` from now on (the call going on unchanged) with that call,
+ * once the call has gone as far as it goes at once (into its wait, when an exclusive holder is in); `restore()` puts
+ * the method back.
+ */
+function firstSharedCall(): { call: Promise<SharedCall>; restore: () => void } {
+  const proto = SharedExclusiveLock.prototype as unknown as {
+    shared: (fn: () => Promise<unknown>, signal?: AbortSignal) => Promise<unknown>;
+  };
+  const original = proto.shared;
+  let seen!: (call: SharedCall) => void;
+  const call = new Promise<SharedCall>((resolve) => (seen = resolve));
+  let first = true;
+  proto.shared = function (this: SharedExclusiveLock, fn, signal) {
+    if (!first) return original.call(this, fn, signal);
+    first = false;
+    let ran = false;
+    const answer = original.call(
+      this,
+      () => {
+        ran = true;
+        return fn();
+      },
+      signal,
+    );
+    seen({ lock: this, answer, ran: () => ran });
+    return answer;
+  };
+  return { call, restore: () => void (proto.shared = original) };
+}
+
 function sharedSignalSuite(name: string, options: () => OpenLedgerOptions): void {
   describe(`one signal shared by many calls: ${name}`, () => {
     it('publishes and resumes of many sessions and of one chain leave no listener and raise no warning', async () => {
@@ -149,14 +187,25 @@ function sharedSignalSuite(name: string, options: () => OpenLedgerOptions): void
       const rotation = ledger.rotateKey();
       await trustLock.called; // in, holding the signing lock
       trustLock.restore();
-      const signingLock = firstCall(SharedExclusiveLock.prototype, 'shared');
+      const signingLock = firstSharedCall();
       const ac = new AbortController();
-      const waiting = ledger.publish(alice, sampleSummary('second'), { signal: ac.signal }).catch((e: unknown) => e);
-      await signingLock.called; // waiting for the rotation
-      signingLock.restore();
+      let waiting: Promise<unknown>;
+      let call: SharedCall;
+      try {
+        waiting = ledger.publish(alice, sampleSummary('second'), { signal: ac.signal }).catch((e: unknown) => e);
+        call = await signingLock.call; // this ledger's signing lock, the publish waiting in it for the rotation
+      } finally {
+        signingLock.restore();
+      }
+      expect(call.lock).toBe((ledger as unknown as { signing: SharedExclusiveLock }).signing);
+      expect(call.ran()).toBe(false);
       ac.abort(new Error('user pressed stop'));
-      const outcome = await Promise.race([waiting, new Promise((r) => setTimeout(() => r('still waiting'), 2_000))]);
-      expect(outcome).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+      // The rotation holds the lock's exclusive side until the trust lock is let go, below: the publish's wait can end
+      // only at the abort, and does, at the lock itself (the shared call refused, its commit never run).
+      expect(await settledWithin(call.answer, ENDS_AT_SIGNAL_MS)).toBe('settled');
+      expect(await call.answer.catch((e: unknown) => e)).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+      expect(call.ran()).toBe(false);
+      expect(await waiting).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
       letGo();
       await other;
       const newKey = await rotation;
