@@ -5,10 +5,11 @@
  * index and its tree's backfill; and right after LevelDB's own open, which cannot be interrupted. An abort mid-step
  * ends the open `CANCELLED` before the step has gone over them all (counted through a hook on the work itself, not
  * timed), with the store free again; the next open goes over every one (those removed stay removed, the rest go
- * then). fsck's own head check ends at its signal the same way.
+ * then). A diagnosing open (fsck's) ends its listing of the blobs held aside at the abort too, and fsck's own head
+ * check ends at its signal the same way.
  */
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Level } from 'level';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
@@ -304,6 +305,41 @@ describe("openLedger's signal at the embedded log's own steps", () => {
     await ledger.close();
     expect(back()).toBe(LEFTOVERS);
     expect(readdirSync(aside)).toEqual([]);
+  });
+});
+
+describe("a diagnosing open's signal within its listing of the blob store's leftovers", () => {
+  it('ends the listing of the blobs a stopped gc held aside, in a root other processes share, at the abort: CANCELLED before the last is looked at, each left in place', async () => {
+    const root = tempDir();
+    await (await openLedger({ root, host: 'h1', onNotice: () => {} })).close();
+    const aside = join(root, 'gc-aside');
+    const names = Array.from({ length: LEFTOVERS }, (_, n) => n.toString(16).padStart(64, '0'));
+    for (const name of names) writeFileSync(join(aside, name), `a blob a gc held aside: ${name}`);
+    // A log that says it is not exclusive (processes sharing the root, as PostgreSQL's do): the blob store then keeps
+    // what another process's gc moved aside just now, and looks at each blob held aside (its ctime) as it lists it.
+    const level = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    const shared = Object.create(level, { exclusive: { value: false }, close: { value: async () => {} } });
+    const abort = new AbortController();
+    const reason = new Error('the caller gave up');
+    let looked = 0;
+    const fs: FsOps = {
+      ...nodeFsOps,
+      lstat: (async (path: string) => {
+        const st = await nodeFsOps.lstat(path);
+        if (dirname(path) === aside && ++looked === ABORT_AT) abort.abort(reason);
+        return st;
+      }) as FsOps['lstat'],
+    };
+    try {
+      // fsck's open: it writes nothing, and lists the leftovers it leaves in place.
+      await expect(
+        openLedger({ root, host: 'h1', log: shared, fs, diagnose: true, signal: abort.signal, onNotice: () => {} }),
+      ).rejects.toMatchObject(cancelled(reason));
+      expect(looked).toBe(ABORT_AT);
+      expect(readdirSync(aside).sort()).toEqual(names);
+    } finally {
+      await level.close();
+    }
   });
 });
 

@@ -69,8 +69,9 @@ export interface FsBlobStoreOptions {
   /**
    * Ends `open`'s recovery once it aborts (`CANCELLED`), looked at before each staging file in `tmp/` is judged or
    * removed and before each blob an interrupted gc held in `gc-aside/` is judged or put back (those removed or put
-   * back stay so, each put back whole; the next open does the rest): an open over many leftovers stops promptly. Not
-   * kept by the store (`openLedger` passes its own signal).
+   * back stay so, each put back whole; the next open does the rest), and with `leaveLeftovers` before each of them is
+   * judged and listed: an open over many leftovers stops promptly. Not kept by the store (`openLedger` passes its own
+   * signal).
    */
   signal?: AbortSignal | undefined;
 }
@@ -228,6 +229,7 @@ export class FsBlobStore extends AbstractBlobStore {
       const aside: string[] = [];
       for (const name of (await this.namesIn(this.asideDir)).sort()) {
         if (!HEX64.test(name)) continue;
+        if (signal?.aborted) break; // CANCELLED below, not a storage failure
         const path = join(this.asideDir, name);
         if (this.keepStagingMs > 0) {
           // As `restoreAside` judges it: one moved aside since is another process's gc judging it now.
