@@ -605,11 +605,12 @@ describe('the Harness helpers', () => {
       );
   });
 
-  it('compactionRequest refuses a transcript that is not a list of messages or holds none, an unknown mode, non-text instructions', async () => {
+  it('compactionRequest refuses a transcript that is not a list of messages or holds none (or only system messages), an unknown mode, non-text instructions', async () => {
     const transcripts: unknown[] = [
       undefined,
       'hi', // its characters would go to the model one message each
       [], // nothing to summarize: the model would be asked for a summary of the instruction alone
+      [{ role: 'system', content: 'You are a coding assistant.' }], // nothing to summarize either: instructions only
       [null],
       [{ role: 'robot', content: 'x' }],
       [{ role: 'user', content: 5 }],

@@ -50,8 +50,8 @@ export interface CompactOptions<L extends PublishingLedger = PublishingLedger> {
   /**
    * The context to summarize: typically the Harness's system prompt, the previous handoff message and the turns since.
    * The whole transcript goes to the model, its system messages too (the summariser needs them to know the task); the
-   * leading ones are also kept in the returned `context` (`CompactResult.context`). An empty one is refused
-   * (`INVALID_ARGUMENT`, before the model is asked: there is nothing to summarize).
+   * leading ones are also kept in the returned `context` (`CompactResult.context`). An empty one, or one of system
+   * messages only, is refused (`INVALID_ARGUMENT`, before the model is asked: there is nothing to summarize).
    */
   transcript: readonly ModelMessage[];
   /** What the summary covers in the Harness's full transcript (recorded in the signed manifest). */

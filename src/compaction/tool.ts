@@ -49,7 +49,10 @@ export const ANSWER_HOW: Readonly<Record<CompactionMode, string>> = Object.freez
 });
 
 export interface CompactionRequestOptions {
-  /** The context to summarize (for example the messages since the last compaction): one message at least. */
+  /**
+   * The context to summarize (for example the messages since the last compaction): one message at least, and one at
+   * least that is not a system message.
+   */
   messages: readonly ModelMessage[];
   mode?: CompactionMode | undefined;
   instructions?: string | undefined;
@@ -58,9 +61,10 @@ export interface CompactionRequestOptions {
 
 /**
  * Builds the request that asks a model for the handoff summary. Only `submit_handoff` is offered.
- * @throws LedgerError `INVALID_ARGUMENT` for a transcript that is not a list of messages or holds none (there is nothing
- *   to summarize: a model asked anyway would write a summary of nothing, or make one up), a `mode` other than `tool`
- *   or `structured`, `instructions` that are not a string, a `maxOutputTokens` that is not a whole number from 1
+ * @throws LedgerError `INVALID_ARGUMENT` for a transcript that is not a list of messages or holds none, or only system
+ *   messages (there is nothing to summarize: a model asked anyway would write a summary of nothing, or make one up), a
+ *   `mode` other than `tool` or `structured`, `instructions` that are not a string, a `maxOutputTokens` that is not a
+ *   whole number from 1
  */
 export function compactionRequest(options: CompactionRequestOptions): ModelRequest {
   if (typeof options !== 'object' || options === null)
@@ -106,7 +110,8 @@ const ROLES: ReadonlySet<unknown> = new Set(['system', 'user', 'assistant', 'too
 /**
  * The transcript as `ModelMessage` says: what a Harness of plain JavaScript may hand over otherwise (no list, a string,
  * whose characters would go to the model one message each, a `null` message) is refused before the model is asked, and
- * so is an empty one (a request of the instruction alone asks for a summary of nothing).
+ * so is an empty one (a request of the instruction alone asks for a summary of nothing), and one of system messages
+ * only (the Harness's instructions, no turn of the session).
  * @throws LedgerError `INVALID_ARGUMENT`, naming the first message that is not one
  */
 function checkMessages(messages: unknown): void {
@@ -140,6 +145,13 @@ function checkMessages(messages: unknown): void {
     )
       throw bad('toolCalls must be a list of { id, name, input }');
   });
+  // The Harness's instructions alone (a system prompt, a handoff kept as a system message) are no session to hand
+  // off: the model would be asked for a summary of its instructions, or make one up.
+  if (messages.every((m: { role: unknown }) => m.role === 'system'))
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      'the transcript holds only system messages: there is nothing to summarize',
+    );
 }
 
 /**

@@ -201,6 +201,27 @@ export function providerCases(name: string, dialect: ProviderDialect): void {
       expect(await ledger.resume(scope)).toBeUndefined();
     });
 
+    it('refuses a transcript of only system messages with INVALID_ARGUMENT, as an empty one, sending nothing to the provider', async () => {
+      // Nothing scripted, as above: a reply left unread would answer the next case.
+      const err = await compact({
+        ledger,
+        scope,
+        model: dialect.adapter(provider.url),
+        transcript: [
+          { role: 'system', content: 'You are a coding assistant.' },
+          { role: 'system', content: 'Tools: read_file only.' },
+        ],
+        mode: dialect.mode,
+      }).catch((e: unknown) => e);
+      expect(err).toMatchObject({
+        name: 'LedgerError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/only system messages: there is nothing to summarize/),
+      });
+      expect(provider.requests).toEqual([]);
+      expect(await ledger.resume(scope)).toBeUndefined();
+    });
+
     it("refuses a request that is not a compaction (a Harness's turn) with INVALID_ARGUMENT, sending nothing", async () => {
       const readFile = {
         name: 'read_file',

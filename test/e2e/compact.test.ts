@@ -120,6 +120,34 @@ describe('compact', () => {
     expect(await blobCount()).toBe(0);
   });
 
+  it('refuses a transcript of only system messages as it refuses an empty one (INVALID_ARGUMENT): the model is never asked, nothing is published', async () => {
+    // A model that would answer: before, compact sent it the Harness's instructions and published its summary of them.
+    const model = scriptedModel([submitHandoff(sampleSummary())]);
+    const system = { role: 'system' as const, content: 'You are a coding assistant.' };
+    const handoff = {
+      role: 'system' as const,
+      content: resumeContext({ summary: sampleSummary(), id: 'blake3:00', seq: 0 }).content,
+    };
+    for (const transcript of [[system], [system, handoff], [handoff]])
+      for (const mode of ['tool', 'structured'] as const) {
+        const err = await compact({ ledger, scope, model, transcript, mode, expectedPrev: null }).catch(
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(LedgerError);
+        expect(err).toMatchObject({
+          code: 'INVALID_ARGUMENT',
+          message: 'the transcript holds only system messages: there is nothing to summarize',
+        });
+      }
+    expect(model.requests).toEqual([]);
+    expect(await ledger.resume(scope)).toBeUndefined();
+    expect(await blobCount()).toBe(0);
+    // One turn of the session besides them is something to summarize.
+    const { receipt } = await compact({ ledger, scope, model, transcript: [system, ...said], expectedPrev: null });
+    expect(receipt.seq).toBe(0);
+    expect(model.requests).toHaveLength(1);
+  });
+
   it('refuses an answer over maxSummaryBytes before any blob is written', async () => {
     const model = scriptedModel([submitHandoff(sampleSummary({ notes: 'x'.repeat(600) }))]);
     const err = await compact({ ledger, scope, model, transcript: said, maxSummaryBytes: 512 }).catch(
@@ -232,17 +260,22 @@ describe('compact', () => {
 /**
  * The code of README's "In a Harness" recipe, run as it is written (its import line left out: the names it imports
  * are handed in; its type annotations left out: it runs as JavaScript), returning the `head` it ends with, or the
- * `messages`.
+ * `messages`. Where it says "after each turn (its messages appended)", the turn's messages handed in as `transcript`
+ * are appended to `messages` first, as the Harness does (a transcript of the system prompt alone is nothing to
+ * summarize).
  */
 function readmeRecipe(result: 'head' | 'messages' = 'head'): (names: Record<string, unknown>) => Promise<unknown> {
   const readme = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../../README.md'), 'utf8');
   const section = readme.slice(readme.indexOf('### In a Harness'));
   const code = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
-  const body = code
+  let body = code
     .split('\n')
     .filter((line) => !line.startsWith('import '))
     .join('\n')
     .replace(/: ModelMessage\b/g, '');
+  const afterTurn = '// after each turn (its messages appended):';
+  if (!body.includes(afterTurn)) throw new Error(`README's recipe no longer says "${afterTurn}"`);
+  body = body.replace(afterTurn, `${afterTurn}\nmessages.push(...transcript);`);
   const names = ['ledger', 'scope', 'model', 'transcript', 'signal', 'usedTokens', 'contextWindow'];
   const helpers = { shouldCompact, compact, resumeContext };
   const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as new (
@@ -287,7 +320,7 @@ describe("README's recipe (In a Harness)", () => {
       const first = withHandoff ? await ledger.publish(scope, sampleSummary({ state: 'first' })) : undefined;
       const recipe = readmeRecipe();
       const model = togetherModel(2);
-      const given = { ledger, scope, model, transcript: [], signal: undefined, usedTokens: 900, contextWindow: 1000 };
+      const given = { ledger, scope, model, transcript: said, signal: undefined, usedTokens: 900, contextWindow: 1000 };
       const [a, b] = await Promise.allSettled([recipe(given), recipe(given)]);
       expect(model.asked).toBe(2);
       const won = [a, b].filter((r) => r.status === 'fulfilled');
@@ -348,7 +381,7 @@ describe('compact and the system prompt', () => {
   it("keeps the system prompt through README's recipe: messages[0] is still the Harness's instructions", async () => {
     await ledger.publish(scope, sampleSummary({ state: 'first' }));
     const model = togetherModel(1);
-    const given = { ledger, scope, model, transcript: [], signal: undefined, usedTokens: 900, contextWindow: 1000 };
+    const given = { ledger, scope, model, transcript: said, signal: undefined, usedTokens: 900, contextWindow: 1000 };
     const messages = (await readmeRecipe('messages')(given)) as Array<{ role: string; content: string }>;
     expect(messages.map((m) => m.role)).toEqual(['system', 'user']);
     expect(messages[1]!.content).toContain('run 1 compacted');
