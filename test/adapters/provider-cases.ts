@@ -84,19 +84,22 @@ export function providerCases(name: string, dialect: ProviderDialect): void {
       await rm(base, { recursive: true, force: true });
     });
 
-    const run = (reply: Reply) => {
-      provider.script(reply);
-      return compact({
+    /** Compacts `transcript` through this dialect's adapter against the fake provider. */
+    const compactThrough = (transcript: Parameters<typeof compact>[0]['transcript']) =>
+      compact({
         ledger,
         scope,
         model: dialect.adapter(provider.url),
-        transcript: [
-          { role: 'system', content: 'You are a coding assistant.' },
-          { role: 'user', content: 'add retries to the uploader' },
-        ],
+        transcript,
         mode: dialect.mode,
         maxOutputTokens: 2000,
       });
+    const run = (reply: Reply) => {
+      provider.script(reply);
+      return compactThrough([
+        { role: 'system', content: 'You are a coding assistant.' },
+        { role: 'user', content: 'add retries to the uploader' },
+      ]);
     };
 
     const refusedWith = async (reply: Reply, code: string) => {
@@ -203,16 +206,10 @@ export function providerCases(name: string, dialect: ProviderDialect): void {
 
     it('refuses a transcript of only system messages with INVALID_ARGUMENT, as an empty one, sending nothing to the provider', async () => {
       // Nothing scripted, as above: a reply left unread would answer the next case.
-      const err = await compact({
-        ledger,
-        scope,
-        model: dialect.adapter(provider.url),
-        transcript: [
-          { role: 'system', content: 'You are a coding assistant.' },
-          { role: 'system', content: 'Tools: read_file only.' },
-        ],
-        mode: dialect.mode,
-      }).catch((e: unknown) => e);
+      const err = await compactThrough([
+        { role: 'system', content: 'You are a coding assistant.' },
+        { role: 'system', content: 'Tools: read_file only.' },
+      ]).catch((e: unknown) => e);
       expect(err).toMatchObject({
         name: 'LedgerError',
         code: 'INVALID_ARGUMENT',
