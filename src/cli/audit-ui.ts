@@ -16,7 +16,7 @@ import { readSince } from './export.js';
 import { printableLines } from '../../manifests/encoding/printable.js';
 import { auditorScope, byteCount, expectation, readWitnessArgs } from './verify.js';
 import { readTrustFiles } from './trust-file.js';
-import { decimalOption, EXIT_OK, EXIT_USAGE, onStopSignal, parse, UsageError, type CliIo } from './io.js';
+import { EXIT_OK, EXIT_USAGE, onStopSignal, parse, UsageError, wholeNumber, type CliIo } from './io.js';
 
 export const usage =
   'audit-ui [--open] [--trust FILE]… [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
@@ -50,7 +50,7 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
     true,
   );
   if (positionals.length > 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
-  const port = decimalOption(values.port, 'port', 0, 65535);
+  const port = wholeNumber(values.port, '--port', 0, 65535);
   const scope = auditorScope(values.principal, values.session);
   const expect = expectation(values.expect);
   const maxManifestsBytes =

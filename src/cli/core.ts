@@ -9,7 +9,6 @@ import { parseExpectedPrev } from '../ledger/ledger.js';
 import { DEFAULT_MAX_SUMMARY_BYTES, prepareSummary } from '../summary/summary.js';
 import {
   withLedger,
-  decimalOption,
   EXIT_OK,
   InterruptedError,
   openFromArgs,
@@ -18,6 +17,7 @@ import {
   reportError,
   storeOptions,
   UsageError,
+  wholeNumber,
   writeJson,
   type CliIo,
 } from './io.js';
@@ -76,7 +76,7 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     const maxSummaryBytes =
       values['max-bytes'] === undefined
         ? DEFAULT_MAX_SUMMARY_BYTES
-        : decimalOption(values['max-bytes'], 'max-bytes', 1, Number.MAX_SAFE_INTEGER);
+        : wholeNumber(values['max-bytes'], '--max-bytes', 1, Number.MAX_SAFE_INTEGER, 'bytes');
     if (positionals.length > 1) throw new UsageError('publish takes at most one FILE (default: standard input)');
     // The ids and --expected-prev as publish judges them, before the summary is read: a summary piped from a model
     // call is not taken in vain by a command that was refused anyway.

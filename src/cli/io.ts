@@ -152,12 +152,19 @@ export function parse<T extends Options>(
   >;
 }
 
-/** A `--name N` option's value: decimal digits only (no sign, blank, hex or exponent), within `min`..`max`. */
-export function decimalOption(text: string, name: string, min: number, max: number): number {
+/**
+ * A number the operator wrote, as every numeric option (`--max-bytes`, `--port`, witness serve's `--max-body-bytes`
+ * and `--request-timeout-ms`) and HANDOFF_LEDGER_WITNESS_TIMEOUT_MS read it: ASCII decimal digits only (no sign,
+ * blank, fraction, exponent or hex; a leading zero is decimal, `05` is 5), a safe integer within `min`..`max`.
+ * @param name as the operator wrote it: `--port`, `HANDOFF_LEDGER_WITNESS_TIMEOUT_MS`
+ * @param unit what it counts (`bytes`, `milliseconds`), for the message
+ * @throws UsageError `NAME must be a whole number [of UNIT] from MIN to MAX, not "TEXT"`
+ */
+export function wholeNumber(text: string, name: string, min: number, max: number, unit?: string): number {
   const n = Number(text);
-  if (!/^[0-9]{1,16}$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max)
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max)
     throw new UsageError(
-      `--${name} must be a whole number ${max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `${min}-${max}`}`,
+      `${name} must be a whole number${unit === undefined ? '' : ` of ${unit}`} from ${min} to ${max}, not ${shownValue(text)}`,
     );
   return n;
 }
@@ -281,20 +288,14 @@ export function witnessingFromEnv(env: NodeJS.ProcessEnv, more: readonly string[
 }
 
 /**
- * HANDOFF_LEDGER_WITNESS_TIMEOUT_MS as milliseconds (undefined: unset or "", the library's default): decimal digits
- * only (no sign, blank, fraction, exponent or hex), 1 to 2^31 − 1 (the longest timer Node keeps; what the library's
- * `timeoutMs` accepts).
+ * HANDOFF_LEDGER_WITNESS_TIMEOUT_MS as milliseconds (undefined: unset or "", the library's default): `wholeNumber`,
+ * 1 to 2^31 − 1 (the longest timer Node keeps; what the library's `timeoutMs` accepts).
  * @throws UsageError
  */
 function witnessTimeoutFromEnv(env: NodeJS.ProcessEnv): number | undefined {
   const text = env.HANDOFF_LEDGER_WITNESS_TIMEOUT_MS;
   if (!text) return undefined;
-  const n = Number(text);
-  if (!/^[0-9]{1,10}$/.test(text) || n < 1 || n > MAX_TIMER_MS)
-    throw new UsageError(
-      `HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be a whole number of milliseconds 1-${MAX_TIMER_MS}, not ${shownValue(text)}`,
-    );
-  return n;
+  return wholeNumber(text, 'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS', 1, MAX_TIMER_MS, 'milliseconds');
 }
 
 /**

@@ -8,7 +8,17 @@ import { createWitnessKeyFile, loadWitnessKeyFile, type WitnessKey } from '../wi
 import { MAX_WITNESS_LOGS_BYTES, parseWitnessLogs } from '../witness/logs.js';
 import { createWitnessServer, type WitnessServer } from '../witness/server.js';
 import { WitnessState } from '../witness/state.js';
-import { EXIT_OK, onStopSignal, parse, readRegularFile, reportError, UsageError, writeJson, type CliIo } from './io.js';
+import {
+  EXIT_OK,
+  onStopSignal,
+  parse,
+  readRegularFile,
+  reportError,
+  UsageError,
+  wholeNumber,
+  writeJson,
+  type CliIo,
+} from './io.js';
 import { isErrnoError } from '../../store/errors.js';
 import { printable, printableLines } from '../../manifests/encoding/printable.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
@@ -16,14 +26,9 @@ import { MAX_TIMER_MS } from '../../store/abort.js';
 export const usage =
   'witness (keygen --name NAME --out FILE [--json] | serve --listen HOST:PORT --key FILE --logs LOGS.json --state DIR [--max-body-bytes N] [--request-timeout-ms N])';
 
-function positiveInt(text: string | undefined, what: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (text === undefined) return fallback;
-  const n = Number(text);
-  if (!/^[1-9][0-9]*$/.test(text) || !Number.isSafeInteger(n) || n > max)
-    throw new UsageError(
-      `${what} must be a positive integer${max < Number.MAX_SAFE_INTEGER ? ` of at most ${max}` : ''}`,
-    );
-  return n;
+/** An optional numeric option of serve: `fallback` when absent, else `wholeNumber` from 1 to `max`. */
+function optionalCount(text: string | undefined, name: string, fallback: number, max: number, unit: string): number {
+  return text === undefined ? fallback : wholeNumber(text, name, 1, max, unit);
 }
 
 function listenAddress(text: string): { host: string; port: number } {
@@ -98,9 +103,21 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     if (!values.listen || !values.key || !values.logs || !values.state)
       throw new UsageError(`usage: handoff-ledger ${usage}`);
     const { host, port } = listenAddress(values.listen);
-    const maxBodyBytes = positiveInt(values['max-body-bytes'], '--max-body-bytes', 64 * 1024);
+    const maxBodyBytes = optionalCount(
+      values['max-body-bytes'],
+      '--max-body-bytes',
+      64 * 1024,
+      Number.MAX_SAFE_INTEGER,
+      'bytes',
+    );
     // A timer past 2^31 − 1 ms fires after 1 ms: every request would be answered 408 at once.
-    const requestTimeoutMs = positiveInt(values['request-timeout-ms'], '--request-timeout-ms', 10_000, MAX_TIMER_MS);
+    const requestTimeoutMs = optionalCount(
+      values['request-timeout-ms'],
+      '--request-timeout-ms',
+      10_000,
+      MAX_TIMER_MS,
+      'milliseconds',
+    );
     const key = await loadKeyFile(values.key);
     const logs = parseWitnessLogs(await readLogsFile(values.logs));
     // The state directory is made (and locked) only once the port is ours: a start refused before it listens (the

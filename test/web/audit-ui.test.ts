@@ -191,7 +191,7 @@ describe('audit-ui command', () => {
   it('refuses a port that is not plain decimal 0-65535 (blank, hex, exponent, sign)', async () => {
     for (const port of [' ', '0x50', '1e3', '+80', '-1', '80.0', '65536'])
       await expect(serve([`--port=${port}`], captureIo().io), JSON.stringify(port)).rejects.toThrow(
-        '--port must be a whole number 0-65535',
+        `--port must be a whole number from 0 to 65535, not ${JSON.stringify(port)}`,
       );
     // An empty value, as of every option.
     await expect(serve(['--port='], captureIo().io)).rejects.toThrow('--port must not be empty');

@@ -560,7 +560,7 @@ describe('HANDOFF_LEDGER_WITNESS_TIMEOUT_MS', () => {
           const where = `${argv[0]} with ${JSON.stringify(value)}`;
           expect(code, where).toBe(2);
           expect(c.stderr(), where).toMatch(
-            /^handoff-ledger: USAGE: HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be a whole number of milliseconds 1-2147483647, not "/,
+            /^handoff-ledger: USAGE: HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be a whole number of milliseconds from 1 to 2147483647, not "/,
           );
           // Escaped: nothing a terminal acts on reaches it.
           expect(c.stderr(), where).not.toContain('\x1b');
@@ -572,7 +572,7 @@ describe('HANDOFF_LEDGER_WITNESS_TIMEOUT_MS', () => {
       error: {
         code: 'USAGE',
         message:
-          'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be a whole number of milliseconds 1-2147483647, not "\\u001b[31m"',
+          'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be a whole number of milliseconds from 1 to 2147483647, not "\\u001b[31m"',
       },
     });
   });

@@ -39,7 +39,7 @@ describe('witness delays out of a timer’s range', () => {
       const code = await Promise.race([served, new Promise((r) => setTimeout(() => r('listening'), 5000))]);
       expect(code, c.stdout()).toBe(2);
       expect(c.stderr()).toBe(
-        `handoff-ledger: USAGE: --request-timeout-ms must be a positive integer of at most ${MAX}\n`,
+        `handoff-ledger: USAGE: --request-timeout-ms must be a whole number of milliseconds from 1 to ${MAX}, not "${value}"\n`,
       );
       expect(c.stdout()).toBe('');
     }
