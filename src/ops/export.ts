@@ -460,7 +460,7 @@ async function exportTraced(source: ExportSource, given: ExportOptions): Promise
     await fs.mkdir(out, 0o700);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST')
-      throw new AuditError('BUNDLE_EXISTS', `${out} already exists; export never overwrites`);
+      throw new AuditError('BUNDLE_EXISTS', `${out} ${await existingKind(fs, out)}; export never overwrites`);
     throw ioError(`creating ${out}`, err);
   }
   const identity = () => claimIdentity(fs, out);
@@ -520,6 +520,21 @@ interface ExportOwner {
   pid: number;
   out: string;
   claim: string;
+}
+
+/**
+ * What is at an existing target, for `BUNDLE_EXISTS`: a file given as `--out` is said to be one (export makes a
+ * directory there, so "already exists" alone read as if a bundle were there).
+ */
+async function existingKind(fs: FsOps, out: string): Promise<string> {
+  const st = await fs.lstat(out).catch(() => undefined);
+  if (st === undefined || st.isDirectory()) return 'already exists';
+  const kind = st.isFile()
+    ? 'a regular file'
+    : st.isSymbolicLink()
+      ? 'a symbolic link'
+      : 'a special file (a FIFO, socket or device)';
+  return `is ${kind}, not a new directory: export writes the bundle as a directory it makes there`;
 }
 
 /**

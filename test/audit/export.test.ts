@@ -346,6 +346,30 @@ describe('export and verify commands', () => {
     expect(await exportCli(['--root', root, '--host', 'host-a'], b.io)).toBe(2);
     expect(b.stderr()).toContain('--out DIR is required');
   });
+
+  it('says an existing --out that is a file is one (BUNDLE_EXISTS, exit 2), and leaves it as it was', async () => {
+    const dir = tempDir();
+    const root = join(dir, 'store');
+    await (await ledgerWithChains(root)).close();
+    const file = join(dir, 'notes.txt');
+    writeFileSync(file, 'mine');
+    const c = captureIo();
+    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', file], c.io)).toBe(2);
+    expect(c.stderr()).toBe(
+      `handoff-ledger: BUNDLE_EXISTS: ${file} is a regular file, not a new directory: export writes the bundle as a directory it makes there; export never overwrites\n`,
+    );
+    expect(readFileSync(file, 'utf8')).toBe('mine');
+    // A symbolic link (even to nothing) is named as one; an existing directory as before.
+    const link = join(dir, 'link');
+    await symlink(join(dir, 'nowhere'), link);
+    const l = captureIo();
+    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', link], l.io)).toBe(2);
+    expect(l.stderr()).toContain(`BUNDLE_EXISTS: ${link} is a symbolic link, not a new directory`);
+    expect(existsSync(join(dir, 'nowhere'))).toBe(false);
+    const d = captureIo();
+    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', dir], d.io)).toBe(2);
+    expect(d.stderr()).toBe(`handoff-ledger: BUNDLE_EXISTS: ${dir} already exists; export never overwrites\n`);
+  });
 });
 
 describe('export into the store root', () => {
