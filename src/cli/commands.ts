@@ -202,7 +202,8 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'write an audit bundle',
     synopsis: `export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] ${STORE} [--json]`,
     options: [
-      '--out DIR         the bundle directory (must not exist; outside the store root, else INVALID_ARGUMENT)',
+      '--out DIR         the bundle directory, made by export (anything there, a file too: BUNDLE_EXISTS; inside',
+      '                  the store root: USAGE)',
       '--with-blobs      include the summaries',
       '--since FILE      an earlier checkpoint note of the auditor: add a consistency proof from it',
       ...scope('every chain this principal published in, each whole', "this session's chain"),

@@ -7,7 +7,7 @@
  * handler).
  */
 import { auditUsage } from '../../manifests/audit/errors.js';
-import { exportBundle } from '../ops/export.js';
+import { exportBundle, isInsideRoot } from '../ops/export.js';
 import { LedgerError } from '../errors.js';
 import {
   EXIT_OK,
@@ -74,6 +74,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       throw err;
     }
     try {
+      // The operator's mistake, refused as `keys export --out` refuses it (USAGE, exit 2) before the library's own
+      // refusal (INVALID_ARGUMENT, for library callers) is reached. The store manages what is there (an open clears its
+      // tmp/ whole): the evidence would not be safe there.
+      if (await isInsideRoot(ledger.root, values.out))
+        throw new UsageError(
+          `--out ${values.out} is inside the store root ${ledger.root}, whose files the store manages (its keys, its log, staging files an open clears): export the bundle outside it`,
+        );
       const result = await exportBundle(ledger, {
         signal: stop.signal,
         out: values.out,

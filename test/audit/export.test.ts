@@ -373,23 +373,37 @@ describe('export and verify commands', () => {
 });
 
 describe('export into the store root', () => {
-  it('is refused (INVALID_ARGUMENT, exit 1) with nothing made: a bundle in <root>/tmp/ was deleted by the next open', async () => {
+  it('is refused (USAGE, exit 2, as keys export --out there) with nothing made: a bundle in <root>/tmp/ was deleted by the next open', async () => {
     const dir = tempDir();
     const root = join(dir, 'store');
     await (await ledgerWithChains(root)).close();
     for (const out of [join(root, 'tmp', 'audit'), join(root, 'audit'), join(root, 'keys', 'x', 'audit')]) {
       const c = captureIo();
-      expect(await exportCli(['--root', root, '--host', 'host-a', '--out', out, '--json'], c.io), out).toBe(1);
+      expect(await exportCli(['--root', root, '--host', 'host-a', '--out', out, '--json'], c.io), out).toBe(2);
       const { error } = JSON.parse(c.stdout()) as { error: { code: string; message: string } };
-      expect(error, out).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('inside') });
+      expect(error, out).toMatchObject({
+        code: 'USAGE',
+        message: expect.stringContaining(`--out ${out} is inside the store root`),
+      });
       expect(existsSync(out), out).toBe(false);
     }
     // The same through a path that reaches the root by another name (a symlink to it).
     const alias = join(dir, 'alias');
     await symlink(root, alias);
     const c = captureIo();
-    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', join(alias, 'tmp', 'audit')], c.io)).toBe(1);
-    expect(c.stderr()).toContain('INVALID_ARGUMENT');
+    expect(await exportCli(['--root', root, '--host', 'host-a', '--out', join(alias, 'tmp', 'audit')], c.io)).toBe(2);
+    expect(c.stderr()).toMatch(/^handoff-ledger: USAGE: --out .* is inside the store root /);
+    expect(readdirSync(join(root, 'tmp'))).toEqual([]);
+    // The library refuses it too, with its own code (a library caller passes no option string).
+    const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    try {
+      await expect(exportBundle(ledger, { out: join(root, 'tmp', 'audit') })).rejects.toMatchObject({
+        name: 'LedgerError',
+        code: 'INVALID_ARGUMENT',
+      });
+    } finally {
+      await ledger.close();
+    }
     expect(readdirSync(join(root, 'tmp'))).toEqual([]);
     // Beside the root: written as ever.
     const ok = captureIo();
