@@ -190,3 +190,61 @@ describe('the exit codes a command help lists', () => {
     }
   });
 });
+
+describe('environment variables in command help', () => {
+  // publish listed HANDOFF_LEDGER_WITNESSES and HANDOFF_LEDGER_WITNESS_TIMEOUT_MS among its options, as if they were
+  // options, checkpoint named them inside --witness's lines and every command on a store HANDOFF_LEDGER_TRUST inside
+  // --postgres's. A variable no option stands for is now in an Environment section of its own; an option's line names
+  // only the variable it falls back to (`--root DIR ... (or HANDOFF_LEDGER_ROOT ...)`).
+  const FALLBACKS = ['HANDOFF_LEDGER_ROOT', 'HANDOFF_LEDGER_HOST', 'HANDOFF_LEDGER_POSTGRES', 'HANDOFF_LEDGER_ORIGIN'];
+  const section = (help: string, name: string) => help.split(`\n${name}:\n`)[1]?.split('\n\n')[0]?.split('\n') ?? [];
+
+  it.each(Object.keys(commands))('%s: option lines name no variable but the one an option falls back to', (name) => {
+    const options = section(commandHelp(commands[name]!), 'Options');
+    expect(options.length).toBeGreaterThan(0);
+    for (const line of options) {
+      expect(line, name).not.toMatch(/^\s*HANDOFF_LEDGER_/);
+      for (const [variable] of line.matchAll(/HANDOFF_LEDGER_[A-Z_]+/g))
+        expect(FALLBACKS, `${name}: ${line}`).toContain(variable);
+    }
+  });
+
+  /** The commands on a store: every one reads HANDOFF_LEDGER_TRUST (keys aside: its own keys only) and _HASH. */
+  const onAStore = Object.keys(commands).filter((n) => commands[n]!.options.some((o) => o.startsWith('--postgres')));
+
+  it('every command on a store lists HANDOFF_LEDGER_HASH, and all but keys HANDOFF_LEDGER_TRUST, in Environment', () => {
+    expect(onAStore).toEqual(expect.arrayContaining(['init', 'publish', 'keys', 'export', 'checkpoint', 'gc']));
+    for (const name of onAStore) {
+      const environment = section(commandHelp(commands[name]!), 'Environment').join('\n');
+      expect(environment, name).toMatch(/^ {2}HANDOFF_LEDGER_HASH=auto\|native\|wasm\|noble /m);
+      if (name === 'keys') expect(environment).not.toContain('HANDOFF_LEDGER_TRUST');
+      else expect(environment, name).toMatch(/^ {2}HANDOFF_LEDGER_TRUST=FILE /m);
+    }
+    // verify hashes blobs, the demo publishes: they take HANDOFF_LEDGER_HASH too.
+    for (const name of ['verify', 'demo'])
+      expect(section(commandHelp(commands[name]!), 'Environment').join('\n'), name).toContain('HANDOFF_LEDGER_HASH');
+  });
+
+  it.each(['publish', 'checkpoint'])(
+    '%s lists the witness variables in Environment, between Options and Exit codes',
+    (name) => {
+      const help = commandHelp(commands[name]!);
+      const environment = section(help, 'Environment').join('\n');
+      expect(environment).toMatch(/^ {2}HANDOFF_LEDGER_WITNESSES /m);
+      expect(environment).toMatch(/^ {2}HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N /m);
+      expect(help.indexOf('\nOptions:\n')).toBeLessThan(help.indexOf('\nEnvironment:\n'));
+      expect(help.indexOf('\nEnvironment:\n')).toBeLessThan(help.indexOf('\nExit codes:\n'));
+    },
+  );
+});
+
+describe("publish help lists the scope as a manifest's scope", () => {
+  // --run came first among publish's options, --principal and --session after the others: now principal, session,
+  // run, one after the other, as the synopsis has them (and then the store's options, as for every command).
+  it('--principal, --session, --run in that order, on adjacent lines', () => {
+    const starts = commands.publish!.options.map((o) => /^--[a-z-]+/.exec(o)?.[0]);
+    const at = starts.indexOf('--principal');
+    expect(starts.slice(at, at + 4)).toEqual(['--principal', '--session', '--run', '--root']);
+    expect(commands.publish!.synopsis).toMatch(/--principal P --session S --run R /);
+  });
+});

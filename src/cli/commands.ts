@@ -13,6 +13,11 @@ export interface CommandSpec {
   /** Option lines, each `--flag ARG  what it does`. */
   options: string[];
   /**
+   * The environment variables it reads that no option stands for, each `NAME[=VALUE]  what it does`, printed in a
+   * section of their own (a variable an option falls back to is named on the option's line: `(or HANDOFF_LEDGER_ROOT)`).
+   */
+  environment?: string[];
+  /**
    * What exit codes 0, 1 and 2 mean for this command (2 by default: `STORE_FAILED`, for a command on a store; 70
    * means the same everywhere), and any of its own (a command on a store: 130 / 143, stopped by a signal).
    */
@@ -25,18 +30,42 @@ export interface CommandSpec {
 const store = [
   '--root DIR        the store (or HANDOFF_LEDGER_ROOT; default ${XDG_STATE_HOME:-~/.local/state}/handoff-ledger)',
   '--host ID         this host (or HANDOFF_LEDGER_HOST; default the machine name)',
-  '--postgres URL    a shared PostgreSQL store (or HANDOFF_LEDGER_POSTGRES); HANDOFF_LEDGER_TRUST=FILE: the other',
-  "                  hosts' keys (a trust file, their `keys export`), trusted beside the store's trust.json",
+  '--postgres URL    a shared PostgreSQL store (or HANDOFF_LEDGER_POSTGRES)',
   '--origin NAME     the checkpoint name of the log, set when the store is created (or HANDOFF_LEDGER_ORIGIN)',
   '                  (a HANDOFF_LEDGER_* variable set to "" counts as unset; an empty option is a usage error)',
   '--json            print the result as JSON on stdout',
 ];
 /** The options of `store`, for the synopsis of every command on a store. */
 const STORE = '[--root DIR] [--host ID] [--postgres URL] [--origin NAME]';
-/** `--principal` and `--session` as the command reads them (the principal is not always the session's owner). */
-const scope = (principal: string, session = 'the session') => [
+/** The BLAKE3 backend: every command that hashes (io.ts `hashFromEnv`). */
+const HASH_ENV =
+  'HANDOFF_LEDGER_HASH=auto|native|wasm|noble  the BLAKE3 backend (default auto: native, else WASM, else noble)';
+/**
+ * The variables every command on a store reads (io.ts `openFromArgs`) that no option stands for: HANDOFF_LEDGER_TRUST
+ * (not for `keys`, which lists and exports this store's own keys only) and HANDOFF_LEDGER_HASH.
+ */
+const storeEnv = ({ trust = true } = {}) => [
+  ...(trust
+    ? [
+        "HANDOFF_LEDGER_TRUST=FILE  the other hosts' keys (a trust file, their `keys export`), trusted beside the",
+        "                  store's trust.json (hosts sharing a PostgreSQL store)",
+      ]
+    : []),
+  HASH_ENV,
+];
+/** The witnesses every command submits a new checkpoint to (io.ts `witnessingFromEnv`). */
+const WITNESS_TIMEOUT_ENV = [
+  'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N  wait N ms in place of 5 s (each request and the wait before exit;',
+  '                  a whole number from 1 to 2147483647; for every command that submits to witnesses)',
+];
+/**
+ * `--principal`, `--session` (and publish's `--run`) as the command reads them (the principal is not always the
+ * session's owner), in the order of a manifest's scope, then the store's options.
+ */
+const scope = (principal: string, session = 'the session', run?: string) => [
   `--principal P     ${principal}`,
   `--session S       ${session}`,
+  ...(run === undefined ? [] : [`--run R           ${run}`]),
   ...store,
 ];
 /** Who may act in a session: its owner (the first principal to publish in it) or a principal granted it. */
@@ -68,6 +97,7 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'create or open the store and its host key',
     synopsis: `init ${STORE} [--json]`,
     options: store,
+    environment: storeEnv(),
     exits: {
       ok: 'the store is ready',
       refused: refusedLedger,
@@ -80,19 +110,20 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'publish a summary to a session',
     synopsis: `publish --principal P --session S --run R [--expected-prev ID|null] [--max-bytes N] ${STORE} [--json] [FILE|-]`,
     options: [
-      '--run R           the run (process) that wrote the summary',
       '--expected-prev ID|null  the head the chain must still have (null: an empty chain); CHAIN_CONFLICT otherwise',
       '--max-bytes N     largest accepted summary in canonical bytes (default 1 MiB); JSON text over 6 N + 4 KiB',
       '                  (room for \\u escapes) is refused unread: SUMMARY_TOO_LARGE, as a summary over N',
       'FILE|-            the summary JSON (default: standard input); read as standard input is, within the same',
       '                  bound: a FIFO or <(cmd) is read to its end, waiting for its writer (a signal ends',
       '                  the wait: CANCELLED, exit 130 / 143, nothing read kept, nothing made)',
+      ...scope(actor('publishes'), 'the session', 'the run (process) that wrote the summary'),
+    ],
+    environment: [
       'HANDOFF_LEDGER_WITNESSES  witness URLs (URL#VKEY pins its key): the new checkpoint is submitted to them before',
       '                  publish exits, waiting 5 s at most for their answers; a witness left without a',
       '                  cosignature is named on stderr (the next publish or checkpoint catches it up)',
-      'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N  wait N ms in place of 5 s (each request and the wait before exit;',
-      '                  1-2147483647; for every command that submits to witnesses)',
-      ...scope(actor('publishes')),
+      ...WITNESS_TIMEOUT_ENV,
+      ...storeEnv(),
     ],
     exits: {
       ok: 'published; the receipt is on stdout',
@@ -111,6 +142,7 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'print the verified latest summary of a session',
     synopsis: `resume --principal P --session S ${STORE} [--json]`,
     options: scope(actor('resumes')),
+    environment: storeEnv(),
     exits: {
       ok: 'verified (stdout: the summary; `null` with --json when there is none yet)',
       refused: refusedLedger,
@@ -126,6 +158,7 @@ export const commands: Record<string, CommandSpec> = {
       '(stdout: a line a manifest: seq, time, publishing principal, host, run, id, summary size; tab-separated)',
       ...scope(actor('reads it')),
     ],
+    environment: storeEnv(),
     exits: { ok: 'the whole chain verified', refused: refusedLedger, more: stopped(AT_ONCE) },
     json: true,
     load: async () => (await core()).history,
@@ -139,6 +172,7 @@ export const commands: Record<string, CommandSpec> = {
       '--by WHO          who decided (free text, at most 1,024 UTF-16 code units)',
       ...scope('the principal given access (or, with --all, whose revocation is lifted)'),
     ],
+    environment: storeEnv(),
     exits: { ok: 'recorded', refused: refusedLedger, more: stopped(RECORD_AT_ONCE) },
     json: true,
     load: async () => (await access()).grant,
@@ -151,6 +185,7 @@ export const commands: Record<string, CommandSpec> = {
       '--by WHO          who decided (free text, at most 1,024 UTF-16 code units)',
       ...scope('the principal whose access is revoked'),
     ],
+    environment: storeEnv(),
     exits: { ok: 'recorded', refused: refusedLedger, more: stopped(RECORD_AT_ONCE) },
     json: true,
     load: async () => (await access()).revoke,
@@ -167,6 +202,7 @@ export const commands: Record<string, CommandSpec> = {
           '                    which apply to it too: their state ends "(every session)"; --session "*" is refused: USAGE',
       ),
     ],
+    environment: storeEnv(),
     exits: { ok: 'listed', refused: refusedLedger, more: stopped(AT_ONCE) },
     json: true,
     load: async () => (await access()).grants,
@@ -187,6 +223,7 @@ export const commands: Record<string, CommandSpec> = {
       '--at ISO-TIME     revoke: a UTC time with milliseconds (2026-11-30T12:00:00.000Z); an earlier revocation stays',
       ...store,
     ],
+    environment: storeEnv({ trust: false }),
     exits: {
       ok: 'done',
       refused: refusedLedger,
@@ -208,6 +245,7 @@ export const commands: Record<string, CommandSpec> = {
       '--since FILE      an earlier checkpoint note of the auditor: add a consistency proof from it',
       ...scope('every chain this principal published in, each whole', "this session's chain"),
     ],
+    environment: storeEnv(),
     exits: {
       ok: 'written',
       refused: refusedLedger,
@@ -240,6 +278,7 @@ export const commands: Record<string, CommandSpec> = {
       '--max-bundle-bytes N  refuse a manifests.jsonl larger than N bytes (BUNDLE_INVALID)',
       '--json            print the report as JSON on stdout',
     ],
+    environment: [HASH_ENV],
     exits: {
       ok: 'the bundle verified clean',
       refused: 'findings (listed on stdout)',
@@ -313,11 +352,15 @@ export const commands: Record<string, CommandSpec> = {
     options: [
       '(stdout: the C2SP tlog-checkpoint signed note, byte for byte, with the cosignatures gathered)',
       '--witness URL     submit it to this witness (C2SP tlog-witness) too; repeatable; a witness that does',
-      '                  not answer in 5 s (HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N: N ms) is left out. URL#VKEY',
-      '                  pins its verifier key (cosignature/v1): only its valid lines are kept.',
-      '                  HANDOFF_LEDGER_WITNESSES: the same, for every command (a command that made a new',
-      '                  checkpoint, as publish, submits it before it exits)',
+      '                  not answer in 5 s (or the time set below) is left out. URL#VKEY pins its verifier key',
+      '                  (cosignature/v1): only its valid lines are kept.',
       ...store,
+    ],
+    environment: [
+      'HANDOFF_LEDGER_WITNESSES  witness URLs, as --witness, for every command (a command that made a new',
+      '                  checkpoint, as publish, submits it before it exits)',
+      ...WITNESS_TIMEOUT_ENV,
+      ...storeEnv(),
     ],
     exits: {
       ok: 'printed',
@@ -338,6 +381,7 @@ export const commands: Record<string, CommandSpec> = {
       '--size N          the tree size to prove against (default: the latest checkpoint)',
       ...store,
     ],
+    environment: storeEnv(),
     exits: {
       ok: 'printed',
       refused: 'a coded refusal (INVALID_ID, NOT_FOUND, INVALID_ARGUMENT, ROLLBACK, FORK)',
@@ -350,6 +394,7 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'check every manifest, blob and head',
     synopsis: `fsck [--skip-blobs] ${STORE} [--json]`,
     options: ['--skip-blobs      check manifests and heads only', ...store],
+    environment: storeEnv(),
     exits: { ok: 'clean', refused: 'findings (listed on stdout), or a coded refusal', more: stopped(AT_ONCE) },
     json: true,
     load: async () => (await maintenance()).fsck,
@@ -363,6 +408,7 @@ export const commands: Record<string, CommandSpec> = {
       '--dry-run         list what would be removed, and remove nothing',
       ...store,
     ],
+    environment: storeEnv(),
     exits: {
       ok: 'collected (or, with --dry-run, listed)',
       refused: refusedLedger,
@@ -384,6 +430,7 @@ export const commands: Record<string, CommandSpec> = {
       '--host ID         the demo host (or HANDOFF_LEDGER_HOST; default demo-host, not the machine name)',
       '                  (HANDOFF_LEDGER_ROOT or HANDOFF_LEDGER_HOST set to "" counts as unset)',
     ],
+    environment: [HASH_ENV],
     exits: {
       ok: 'every step ran and every check held',
       refused: refusedLedger,
@@ -430,6 +477,7 @@ export function commandHelp(spec: CommandSpec): string {
     'Options:',
     ...spec.options.map((o) => `  ${o}`),
     '',
+    ...(spec.environment?.length ? ['Environment:', ...spec.environment.map((e) => `  ${e}`), ''] : []),
     'Exit codes:',
     `  0   ${spec.exits.ok}`,
     `  1   ${spec.exits.refused}`,
