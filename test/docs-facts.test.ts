@@ -572,7 +572,7 @@ describe('the formats DESIGN.md and the README give', () => {
   it("the README's summary schema (v1) names summarySchema's fields, required and optional, as the schema has them", async () => {
     const { summarySchema } = await import('../manifests/format/summary.js');
     const para = readme.split('### Summary schema (v1)')[1]!.split('\n\n')[1]!.replace(/\s+/g, ' ');
-    const [required, rest] = para.split(' (required); ');
+    const [required, rest] = para.split(/ \(required(?:; [^)]*)?\); /);
     const files = /`files` \(`\{ ([^}]*) \}`/.exec(rest ?? '')?.[1];
     const optional = rest?.split(' (optional')[0]!.replace(/ \(`\{[^}]*\}`[^)]*\)/, '');
     const names = (text: string | undefined) => [...(text ?? '').matchAll(/`(\w+)`/g)].map((m) => m[1]!);
@@ -832,6 +832,31 @@ describe("the README's summary schema", () => {
       .filter(([, field]) => !field.safeParse(undefined).success)
       .map(([name]) => name);
     expect(Object.keys(value).sort()).toEqual(required.sort());
+  });
+
+  // `nextSteps` was said "required", and `[]` is taken (the schema sets no least count): an operator wrote a
+  // placeholder step. A required field the schema lets be empty is said to be one, and no other.
+  it('says which required fields may be empty, as publish takes them', () => {
+    const told = section.split('\n\n')[1]!.replace(/\s+/g, ' ').split(' (required')[1]!.split(')')[0]!;
+    const said = [...told.matchAll(/`(\w+)` may be empty/g)].map((m) => m[1]);
+    // Judged by what publish takes (validateSummary: the schema and the content rules, which refuse a blank task or
+    // state), each required field emptied in turn in a summary that is otherwise whole.
+    const whole = { task: 'Ship it', state: 'Done', nextSteps: ['Tag the release'] } as Record<string, unknown>;
+    const required = Object.entries(summarySchema.shape)
+      .filter(([, field]) => !field.safeParse(undefined).success)
+      .map(([name]) => name);
+    expect(Object.keys(whole).sort()).toEqual([...required].sort());
+    const takes = (value: unknown) => {
+      try {
+        validateSummary(value);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const emptyOk = required.filter((name) => takes({ ...whole, [name]: Array.isArray(whole[name]) ? [] : '' }));
+    expect(said).toEqual(emptyOk);
+    expect(said).toEqual(['nextSteps']);
   });
 
   it('says which fields are arrays of strings, as the schema has them', () => {
