@@ -13,6 +13,8 @@ import ts from 'typescript';
 import { openLedger } from '../src/ledger/open.js';
 import { summarySchema } from '../manifests/format/summary.js';
 import { validateSummary } from '../src/summary/summary.js';
+import { main } from '../src/cli/main.js';
+import { captureIo } from './support/capture-io.js';
 import { tempDir } from './support/tmp.js';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
@@ -867,5 +869,19 @@ describe("the README's summary schema", () => {
     expect(sentence, 'a sentence naming the arrays of strings').not.toBeNull();
     const named = [...sentence![1]!.matchAll(/`([A-Za-z]+)`/g)].map((m) => m[1]);
     expect(named.filter((n) => arrays.includes(n!)).sort()).toEqual(arrays.sort());
+  });
+});
+
+describe("the README's USAGE row", () => {
+  // The CLI names the option an unknown one is a slip of (`--hots`: did you mean '--host'?); the row said only
+  // "unknown option". It quotes the message, which must be the one the CLI prints.
+  it('gives the did-you-mean hint of an unknown option as the CLI prints it', async () => {
+    const row = readme.split('\n').find((l) => l.startsWith('| `USAGE` |'))!;
+    const quoted = /`(Unknown option '--([a-z-]+)'[^`]*)`/.exec(row);
+    expect(quoted, 'the row quotes an unknown-option message').not.toBeNull();
+    expect(quoted![1]).toContain('did you mean');
+    const c = captureIo();
+    expect(await main(['init', `--${quoted![2]!}`, 'x'], c.io)).toBe(2);
+    expect(c.stderr()).toBe(`handoff-ledger: USAGE: ${quoted![1]}\n`);
   });
 });
