@@ -36,11 +36,21 @@ export interface DemoOptions {
   hash?: HashBackendName;
   out: { write(chunk: string): unknown };
   /**
+   * How the operator runs the CLI, for the last line, which says how to look at what the demo wrote (default
+   * `handoff-ledger`; `npm start` in a checkout, where that command is not installed: `node dist/src/cli/main.js`).
+   */
+  cli?: string;
+  /**
    * Ends the demo (`CANCELLED`) once it aborts: an open of the store (its waits included), a compaction's publish
    * before its append commits, or the next step; the ledger is closed and the temporary project directory removed
    * all the same. What it published before stays in the store.
    */
   signal?: AbortSignal | undefined;
+}
+
+/** A word as a POSIX shell reads it back: as it is when it holds nothing the shell treats specially, else quoted. */
+export function shellWord(word: string): string {
+  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'"'"'`)}'`;
 }
 
 export interface DemoReport {
@@ -260,6 +270,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     check(after.startsWith('denied: outside_allowed_roots'), 'permissions are unchanged');
     say('account', `unchanged: ${PRINCIPAL} still writes only to ${project}; the store is still denied`);
     options.out.write('\ndemo complete: two compactions published and resumed; no file access was needed\n');
+    // Where it is and under which host: any other command opens as the machine's host name, which has no key in a
+    // store only the demo wrote (KEY_INVALID), and on the default store the demo's sessions sit among real ones.
+    const look = ['history', '--root', root, '--host', host, '--principal', PRINCIPAL, '--session', scope.session];
+    options.out.write(`look at it: ${options.cli ?? 'handoff-ledger'} ${look.map(shellWord).join(' ')}\n`);
     return report;
   } finally {
     try {

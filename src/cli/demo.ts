@@ -21,7 +21,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const host = values.host ?? (io.env.HANDOFF_LEDGER_HOST || 'demo-host');
     // The BLAKE3 backend as every command takes it: HANDOFF_LEDGER_HASH, an unknown one refused before anything is made.
     const hash = hashFromEnv(io.env);
-    await runDemo({ root: values.root ?? defaultRoot(io.env), host, hash, out: io.stdout, signal: stop.signal });
+    // Run by `npm start` in a checkout, where the `handoff-ledger` command is not installed: the last line, how to look
+    // at what it wrote, names the command as it runs there.
+    const cli =
+      io.env.npm_lifecycle_event === 'start' && io.env.npm_package_name === 'handoff-ledger'
+        ? 'node dist/src/cli/main.js'
+        : 'handoff-ledger';
+    await runDemo({ root: values.root ?? defaultRoot(io.env), host, hash, cli, out: io.stdout, signal: stop.signal });
     return EXIT_OK;
   } catch (err) {
     const stoppedBy = stop.stoppedBy();

@@ -4,8 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
-import { runDemo } from '../../src/cli/demo-scenario.js';
+import { spawnSync } from 'node:child_process';
+import { runDemo, shellWord } from '../../src/cli/demo-scenario.js';
 import { run } from '../../src/cli/demo.js';
+import { main } from '../../src/cli/main.js';
 import { openLedger } from '../../src/ledger/open.js';
 
 let base: string;
@@ -67,6 +69,7 @@ describe('runDemo', () => {
       'model',
       'account',
       'demo compl',
+      'look at it',
     ]);
     expect(text).toMatch(/write README\.md → ok/);
     expect(text).toMatch(/HANDOFF\.md → denied: outside_allowed_roots/);
@@ -164,6 +167,38 @@ describe('handoff-ledger demo (command)', () => {
       vi.unstubAllEnvs();
     }
     expect(await readdir(tmp)).toEqual([]);
+  });
+
+  // The demo ended at "demo complete" without saying where its sessions are or under which host: every other command
+  // opens as the machine's host name, which has no key in a store only the demo wrote (KEY_INVALID). Its last line is
+  // now the command that lists what it published, and that command does.
+  it('ends with the command that shows what it wrote, which lists its two compactions', async () => {
+    const root = join(base, 'look');
+    const stdout = collector();
+    expect(await run(['--root', root], { stdout, stderr: collector(), env: {} })).toBe(0);
+    const last = stdout.text().trimEnd().split('\n').at(-1)!;
+    const session = /--session (demo-[a-z0-9-]+)$/.exec(last)?.[1];
+    expect(last).toBe(
+      `look at it: handoff-ledger history --root ${root} --host demo-host --principal demo-user --session ${session}`,
+    );
+    const shown = collector();
+    const argv = last.replace(/^look at it: handoff-ledger /, '').split(' ');
+    expect(await main(argv, { stdout: shown, stderr: collector(), env: {} })).toBe(0);
+    expect(shown.text().trimEnd().split('\n')).toHaveLength(2);
+    expect(shown.text()).toMatch(/^0\t.*\tdemo-user\tdemo-host\t/m);
+  });
+
+  it('names the command as `npm start` in a checkout runs it, and quotes what a shell would split', async () => {
+    const root = join(base, "it's a store");
+    const stdout = collector();
+    const env = { npm_lifecycle_event: 'start', npm_package_name: 'handoff-ledger', HANDOFF_LEDGER_HOST: 'h-1' };
+    expect(await run(['--root', root], { stdout, stderr: collector(), env })).toBe(0);
+    expect(stdout.text().trimEnd().split('\n').at(-1)).toMatch(
+      new RegExp(`^look at it: node dist/src/cli/main\\.js history --root '${base}/it'"'"'s a store' --host h-1 `),
+    );
+    // Read back by a shell, each word is what it was.
+    for (const word of [root, 'plain', 'a b', "'", '$HOME', '*', ''])
+      expect(spawnSync('sh', ['-c', `printf '%s' ${shellWord(word)}`]).stdout.toString(), word).toBe(word);
   });
 
   it('exits 2 on an unknown option', async () => {
