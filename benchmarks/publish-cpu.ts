@@ -12,7 +12,8 @@
  * spread by more than a cut of a few µs on a shared machine; `--against CLONE` loads another built tree's ledger
  * (`CLONE/dist/src/ledger/open.js`, e.g. a clone of the commit before, built) into this process and alternates the
  * two round by round (which goes first alternates too), each in a store of its own: the JSON line then also has the
- * other's figures and the median of the rounds' ratios, other / this (benchmarks/README.md).
+ * other's figures, the median of the rounds' on-CPU ratios, other / this, and of their rates, this / other
+ * (benchmarks/README.md).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -109,6 +110,11 @@ try {
             // Per round, the other's on-CPU time over this build's: below 1, the other is the cheaper.
             againstOverThis: summary(
               own!.onCpu.length === against.onCpu.length ? own!.onCpu.map((x, i) => against.onCpu[i]! / x) : [],
+              4,
+            ),
+            // Per round, this build's publishes/s over the other's: above 1, this build is the faster.
+            rateThisOverAgainst: summary(
+              own!.rate.length === against.rate.length ? own!.rate.map((x, i) => x / against.rate[i]!) : [],
               4,
             ),
           }

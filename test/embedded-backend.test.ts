@@ -421,6 +421,50 @@ describe('LevelManifestLog appends of one session at once', () => {
   });
 });
 
+describe('LevelManifestLog group commit after the log was idle', () => {
+  /** A log that records the sessions of each batch it writes (sorted). */
+  async function recordingLog() {
+    const batches: string[][] = [];
+    const log = await LevelManifestLog.open(join(freshDir(), 'log'), {
+      writeBatch: async (db, ops) => {
+        batches.push(
+          ops
+            .filter((op) => op.key.startsWith('h!'))
+            .map((op) => op.key.slice(2))
+            .sort(),
+        );
+        await writeSyncedBatch(db, ops);
+      },
+    });
+    return { log, batches };
+  }
+  const first = (session: string) => ({ ...request(session), session });
+  const second = (session: string) => ({ ...request(`${session}+1`), session, seq: 1, prev: first(session).id });
+
+  it('builds its first batch a turn later when the last batch held more than one append: a group that queues in the same turn shares it', async () => {
+    const { log, batches } = await recordingLog();
+    try {
+      const sessions = ['s0', 's1', 's2', 's3', 's4'];
+      // The first appends of five sessions, held until all have queued: one batch of five.
+      let together!: Promise<LogEntry[]>;
+      await log.withAppendsHeld(async () => {
+        together = Promise.all(sessions.map((s) => log.append(first(s))));
+        while ((log as unknown as { queue: unknown[] }).queue.length < sessions.length)
+          await new Promise((r) => setImmediate(r));
+      });
+      await together;
+      await log.idle();
+      expect(batches).toEqual([sessions]);
+      // Their next appends, started at once (heads cached: each queues without a turn of the event loop): before, the
+      // first to queue was written alone and the other four waited for it ([s0], [s1…s4]).
+      await Promise.all(sessions.map((s) => log.append(second(s))));
+      expect(batches).toEqual([sessions, sessions]);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
 describe('LevelManifestLog appends whose signal aborts', () => {
   it('leave the queue (CANCELLED, nothing written) while a batch is written; one in that batch completes', async () => {
     // The first batch stays being written until `go`: appends arriving meanwhile wait in the queue for the next one.

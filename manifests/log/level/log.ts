@@ -118,6 +118,8 @@ interface Pending {
  */
 const openInProcess = new Map<string, LevelManifestLog | undefined>();
 
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export class LevelManifestLog extends AbstractManifestLog implements AppendQueue {
   /** This log's entry in `openInProcess`, removed when it closes. */
   private inProcessId: string | undefined;
@@ -130,6 +132,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private readonly queue: Pending[] = [];
   private readonly pendingSessions = new Set<string>();
   private flushing = false;
+  /** How many appends the last batch taken held (`flush`). */
+  private lastBatchSize = 0;
   private nextPosition = 0;
   private frontier: TreeNode[] = [];
   /**
@@ -569,12 +573,17 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private async flush(): Promise<void> {
     this.flushing = true;
     try {
+      // Where the last batch held more than one append (appends arrive together), the first batch after the log was
+      // idle is built one turn of the event loop later: the appends of that group share it, rather than the first
+      // being written alone while the others queue behind it. A lone caller's append is not held that turn.
+      if (this.lastBatchSize > 1) await nextTurn();
       while (this.queue.length > 0) {
         // gc's conditional delete of an inline blob holds appends back while it judges and deletes.
         while (this.paused) await this.paused;
         if (this.queue.length === 0) break; // its appends were cancelled meanwhile
         this.writing = true;
         const batch = this.queue.splice(0);
+        this.lastBatchSize = batch.length;
         try {
           const ops: BatchOp[] = [];
           const results: Array<{ entry: LogEntry; head: ChainHead }> = [];
@@ -656,6 +665,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
             p.resolve(results[i]!.entry);
           });
           this.doneWriting();
+          // The publishes just committed go on to their pins before the next batch is built (one turn: their
+          // continuations run first), so each pin overlaps the next batch's sync rather than waiting for its building.
+          if (this.queue.length > 0) await nextTurn();
         } catch (err) {
           // A step not expected to fail did (building the batch's records, say): the batch fails as a whole, and its
           // sessions are free again, rather than waiting forever on promises nobody settles.
