@@ -5,7 +5,7 @@
  * of the same store works. A signal aborted before the call makes nothing; one that is no AbortSignal is refused.
  */
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
-import { createServer, type Server, type Socket } from 'node:net';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import pgLib from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -16,10 +16,11 @@ import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
 import { PgBlobStore } from '../store/pg/blob-store.js';
+import { openPostgresBackends, storedPostgresOrigin } from '../src/ledger/pg-backend.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
 import { describePostgres, settledCount, sqlOn, type PostgresHandle } from './support/postgres.js';
-import { ENDS_AT_SIGNAL_MS } from './support/settled.js';
+import { ENDS_AT_SIGNAL_MS, firstCall, settledWithin } from './support/settled.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
@@ -264,6 +265,164 @@ describe("openLedger's signal where a shared root's pin needs the keys read agai
       await level.close();
     }
   }, 60_000);
+});
+
+describe('a PostgreSQL server on 127.0.0.1 that accepts and never answers: the abort ends the connection being made', () => {
+  let server: Server | undefined;
+  const sockets: Socket[] = [];
+  const pools: pgLib.Pool[] = [];
+  let restoreConnect: (() => void) | undefined;
+  afterEach(async () => {
+    restoreConnect?.();
+    restoreConnect = undefined;
+    for (const s of sockets.splice(0)) s.destroy();
+    await Promise.all(pools.splice(0).map((p) => p.end().catch(() => {})));
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    server = undefined;
+  });
+
+  /** The server; `accepted()` resolves at the next connection it accepts, with a promise of that socket's 'close'. */
+  async function silentServer() {
+    const waiting: Array<(s: { socket: Socket; closed: Promise<void> }) => void> = [];
+    const backlog: Array<{ socket: Socket; closed: Promise<void> }> = [];
+    server = createServer((socket) => {
+      sockets.push(socket);
+      socket.on('error', () => {});
+      // Listened for at once: a close before the test asks is not missed.
+      const one = { socket, closed: new Promise<void>((resolve) => socket.once('close', () => resolve())) };
+      const w = waiting.shift();
+      if (w) w(one);
+      else backlog.push(one);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    return {
+      connectionString: `postgresql://nobody@127.0.0.1:${port}/db`,
+      accepted: () =>
+        backlog.length > 0
+          ? Promise.resolve(backlog.shift()!)
+          : new Promise<{ socket: Socket; closed: Promise<void> }>((resolve) => waiting.push(resolve)),
+    };
+  }
+
+  /**
+   * Lifts the pools' own connect timeout (the project's 10 s, which no option sets) to ten minutes: a connection the
+   * abort does not end then closes only at the pool's 60 s wait for a connection, well past ENDS_AT_SIGNAL_MS. pg reads
+   * the timeout from the client's `_connectionTimeoutMillis` as `connect()` starts; the values found there are
+   * returned, so a pg that renamed it fails the test rather than let the timeout end the connection unseen.
+   */
+  function liftConnectTimeout(): number[] {
+    const found: number[] = [];
+    const proto = pgLib.Client.prototype as unknown as { connect: (...args: unknown[]) => unknown };
+    const connect = proto.connect;
+    proto.connect = function (this: { _connectionTimeoutMillis?: number }, ...args: unknown[]) {
+      found.push(this._connectionTimeoutMillis ?? Number.NaN);
+      this._connectionTimeoutMillis = 600_000;
+      return connect.apply(this, args);
+    };
+    restoreConnect = () => void (proto.connect = connect);
+    return found;
+  }
+
+  /** Whether the socket the server accepted is closed within ENDS_AT_SIGNAL_MS (its 'close' event). */
+  const closedPromptly = (one: { closed: Promise<void> }) => settledWithin(one.closed, ENDS_AT_SIGNAL_MS);
+
+  it('openLedger with postgres: CANCELLED, and the connection still being made is closed at the abort, not at its connect timeout', async () => {
+    const pg = await silentServer();
+    const found = liftConnectTimeout();
+    const abort = new AbortController();
+    const reason = new Error('the caller gave up');
+    const opening = openLedger({
+      root: tempDir(),
+      host: 'h1',
+      postgres: { connectionString: pg.connectionString },
+      signal: abort.signal,
+      onNotice: () => {},
+    });
+    const one = await pg.accepted();
+    abort.abort(reason);
+    const err = await opening.catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    expect((err as Error).cause).toBe(reason);
+    expect(await closedPromptly(one)).toBe('settled');
+    expect(found).toEqual([10_000]);
+  });
+
+  it("openLedger given `origin` (the look at the log's stored origin): CANCELLED, and its connection still being made is closed at the abort", async () => {
+    const pg = await silentServer();
+    const found = liftConnectTimeout();
+    const abort = new AbortController();
+    const opening = openLedger({
+      root: tempDir(),
+      host: 'h1',
+      origin: 'example.com/silent-server',
+      postgres: { connectionString: pg.connectionString },
+      signal: abort.signal,
+      onNotice: () => {},
+    });
+    const one = await pg.accepted();
+    abort.abort(new Error('the caller gave up'));
+    expect(await opening.catch((e: unknown) => e)).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    expect(await closedPromptly(one)).toBe('settled');
+    expect(found).toEqual([10_000]);
+  });
+
+  it('openPostgresBackends and storedPostgresOrigin themselves answer CANCELLED at the abort, their pool ended with the connection it was making', async () => {
+    const pg = await silentServer();
+    const found = liftConnectTimeout();
+    const opens: Array<(signal: AbortSignal) => Promise<unknown>> = [
+      (signal: AbortSignal) => openPostgresBackends({ connectionString: pg.connectionString }, signal),
+      (signal: AbortSignal) => storedPostgresOrigin({ connectionString: pg.connectionString }, signal),
+    ];
+    for (const open of opens) {
+      const abort = new AbortController();
+      const opening = open(abort.signal);
+      const one = await pg.accepted();
+      abort.abort(new Error('the caller gave up'));
+      // Each ends its pool before it answers: before, that waited for the connection being made.
+      expect(await settledWithin(opening, ENDS_AT_SIGNAL_MS)).toBe('settled');
+      expect(await opening.catch((e: unknown) => e)).toMatchObject({ code: 'CANCELLED' });
+      expect(await closedPromptly(one)).toBe('settled');
+    }
+    expect(found).toEqual([10_000, 10_000]);
+  });
+
+  it("a pool of the caller's: the connection it was making for the aborted open is closed at the abort; the pool stays usable", async () => {
+    const pg = await silentServer();
+    // The caller's pool bounds its connections at ten minutes: only the abort can end this one in time.
+    const pool = new pgLib.Pool({ connectionString: pg.connectionString, connectionTimeoutMillis: 600_000 });
+    pools.push(pool);
+    const abort = new AbortController();
+    const opening = PgManifestLog.open({ pool, signal: abort.signal });
+    const one = await pg.accepted();
+    abort.abort(new Error('the caller gave up'));
+    expect(await opening.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+    expect(await closedPromptly(one)).toBe('settled');
+    expect(await settledWithin(pool.end(), ENDS_AT_SIGNAL_MS)).toBe('settled');
+    pools.length = 0;
+  });
+
+  it("a pool of the caller's, all of its connections taken: the aborted open gives up its place in the queue, and no connection is made for it later", async () => {
+    const pg = await silentServer();
+    const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1, connectionTimeoutMillis: 600_000 });
+    pools.push(pool);
+    // The pool's one connection, still being made for another caller.
+    const other = pool.connect();
+    const first = await pg.accepted();
+    const asked = firstCall(pool, 'connect');
+    const abort = new AbortController();
+    const opening = PgManifestLog.open({ pool, signal: abort.signal });
+    await asked.called;
+    asked.restore();
+    expect(pool.waitingCount).toBe(1);
+    abort.abort(new Error('the caller gave up'));
+    expect(await opening.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+    expect(pool.waitingCount).toBe(0);
+    // The other caller's connection fails: the pool, its queue empty, makes no connection in its place.
+    first.socket.destroy();
+    await expect(other).rejects.toThrow();
+    expect(pool.totalCount).toBe(0);
+  });
 });
 
 describePostgres(

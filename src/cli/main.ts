@@ -133,8 +133,8 @@ function runProcess(): void {
     code = c;
     settle();
     // A command a signal stopped (130 / 143) ends now, its output written: what it left running in the background
-    // would keep the process up to that work's own timeout (a PostgreSQL connection still being made when the open
-    // was interrupted ends only at its 10 s connect timeout; no signal ends it).
+    // would keep the process up to that work's own timeout (the open answers at the signal and the steps it stopped
+    // end behind it: a PostgreSQL statement's cancel, sent on a connection of its own, up to its 10 s connect timeout).
     if (Object.values(SIGNAL_EXITS).includes(c)) process.stdout.write('', () => process.exit());
   });
 }

@@ -331,8 +331,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (options.origin !== undefined && !options.log && options.postgres) {
     const { storedPostgresOrigin } = await import('./pg-backend.js');
     // A connection of its own, closed by the look itself whenever it ends; the open's signal cancels its statement (a
-    // wait for a lock a migration holds, say) and ends the connection. A connection still being made (a server that
-    // does not answer) is not waited for: the open answers at the abort, and the look ends it once made or failed.
+    // wait for a lock a migration holds, say) and ends the connection, one still being made (a server that does not
+    // answer) included: the open answers at the abort, and the look ends behind it.
     const stored = await untilCancelled(storedPostgresOrigin(options.postgres, signal), signal);
     if (stored === undefined && !isNewOrigin(options.origin))
       throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
@@ -369,8 +369,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       ({ log, blobs: pgBlobs } = await untilCancelled(opening, signal));
     } catch (err) {
       // Aborted: the open's waits for a connection, the migrations and the log's backfills take the signal (each
-      // rolled back, the pool ended); a connection still being made (a server that does not answer) is not, and the
-      // open's answer does not wait for it: its pool is ended once it has opened or failed.
+      // rolled back, the pool ended; a connection still being made, to a server that does not answer, closed at the
+      // abort). The open's answer does not wait for that: its pool is ended once it has opened or failed.
       if (signal?.aborted)
         void opening.then(
           ({ log: l, blobs: b }) => Promise.all([l.close(), b.close()]).catch(() => {}),

@@ -104,12 +104,12 @@ export interface OpenLedgerOptions {
   onNotice?: ((message: string) => void) | undefined;
   /**
    * Ends the open once it aborts: `CANCELLED` (LedgerError, the signal's reason as its cause), with whatever the open
-   * had opened closed again (the embedded log and its lock, PostgreSQL's pool, a pool still connecting closed once it
-   * has), so a later open works. It ends the waits an open may hang in: an injected signer's test signature, the
-   * PostgreSQL backend's connection and migrations, the look at a PostgreSQL log's stored origin an open given `origin`
-   * makes first (its statement cancelled, its connection ended), the wait for the trust lock (`trust.json.lock`) another process
-   * holds, and, at the open of a root other processes pin in too (PostgreSQL's), the wait for the pin's lock
-   * (`checkpoints/<hash>.pin.lock`) another process's pin holds; elsewhere it is looked at between the open's steps,
+   * had opened closed again (the embedded log and its lock, PostgreSQL's pool, a connection it is still making closed
+   * at the abort, not at its connect timeout), so a later open works. It ends the waits an open may hang in: an
+   * injected signer's test signature, the PostgreSQL backend's connection and migrations, the look at a PostgreSQL
+   * log's stored origin an open given `origin` makes first (its statement cancelled, its connection ended), the wait
+   * for the trust lock (`trust.json.lock`) another process holds, and, at the open of a root other processes pin in
+   * too (PostgreSQL's), the wait for the pin's lock (`checkpoints/<hash>.pin.lock`) another process's pin holds; elsewhere it is looked at between the open's steps,
    * and within those over many items (staging leftovers, the blobs a stopped gc held aside, the head check, and the
    * embedded log's index build and tree backfill of a store an older version wrote), each item done whole or left for
    * the next open. LevelDB's own open is one native call it cannot interrupt: the signal is looked at right after it,

@@ -316,10 +316,14 @@ export class PgDatabase {
 
   /**
    * A connection of the pool. The wait for one (all busy: up to the pool's connection timeout) ends at the signal's
-   * abort with its reason; the connection that comes after it goes back to the pool unused.
+   * abort with its reason, and so does what the pool does for this call: a connection it is still making for it (a
+   * server that accepts and never answers, say) is ended at once rather than at its connect timeout, and a place in
+   * the pool's queue is given up, so no connection is made for it later. One that comes after the abort anyway (the
+   * pool handed it over meanwhile, or a pool whose workings `abandonable` does not know) goes back to the pool unused.
    */
   private connect(signal?: AbortSignal): Promise<pg.PoolClient> {
-    const connecting = this.pool.connect().catch((err: unknown) => {
+    const { connecting: started, abandon } = abandonable(this.pool);
+    const connecting = started.catch((err: unknown) => {
       throw this.poolBusy(err) ?? err;
     });
     if (!signal) return connecting;
@@ -329,6 +333,7 @@ export class PgDatabase {
         if (settled) return;
         settled = true;
         reject(signal.reason);
+        abandon();
         connecting.then(
           (client) => client.release(),
           () => {},
@@ -606,6 +611,65 @@ export function pgTimeoutProblem(err: unknown): string | undefined {
     default:
       return undefined;
   }
+}
+
+/**
+ * What pg-pool (3.x, pg 8's) keeps of the calls to its `connect()`: the clients it has (`_clients`, connecting ones
+ * included) and the calls queued for a connection (`_pendingQueue`). Read only to end, at an abort, what one call
+ * started; a pool without them (another make) is left to itself.
+ */
+interface PgPoolInternals {
+  _clients?: unknown;
+  _pendingQueue?: unknown;
+}
+
+/**
+ * `pool.connect()`, with `abandon()` ending what the pool does for this call, for the call's abort. Within the call
+ * pg-pool either starts a connection of its own for it (a client added to `_clients`) or queues it (an item added to
+ * `_pendingQueue`, none free and no room, or an idle one to hand over). `abandon` destroys that client's socket while
+ * it is still connecting — as pg-pool's own connect timeout and pg's do: `client.end()` would not end a connection
+ * that has not started up, nor ever settle its connect — so the pool forgets it and answers its caller with the
+ * error; and it takes the queued item out, as the pool's wait timeout does, so no connection is made for it once one
+ * is freed or removed. A client already connected, or handed over, is left alone.
+ */
+function abandonable(pool: pg.Pool): { connecting: Promise<pg.PoolClient>; abandon: () => void } {
+  const internals = pool as unknown as PgPoolInternals;
+  const count = (list: unknown) => (Array.isArray(list) ? list.length : undefined);
+  const clientsBefore = count(internals._clients);
+  const queuedBefore = count(internals._pendingQueue);
+  const connecting = pool.connect();
+  const clients = internals._clients;
+  const queue = internals._pendingQueue;
+  const made =
+    clientsBefore !== undefined && Array.isArray(clients) && clients.length === clientsBefore + 1
+      ? (clients.at(-1) as pg.Client)
+      : undefined;
+  const queued =
+    queuedBefore !== undefined && Array.isArray(queue) && queue.length === queuedBefore + 1
+      ? (queue.at(-1) as { timedOut?: boolean })
+      : undefined;
+  let connected = false;
+  // Emitted right after the pool is told (in the same turn): from then on the client is the pool's to hand over.
+  made?.once('connect', () => (connected = true));
+  const abandon = () => {
+    try {
+      if (made && !connected) {
+        const stream = (made as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream;
+        if (stream) stream.destroy();
+        else void made.end().catch(() => {}); // pg-native's client: the pool's own connect timeout ends it so too
+      }
+      if (queued && Array.isArray(queue)) {
+        const at = queue.indexOf(queued);
+        if (at >= 0) {
+          queue.splice(at, 1);
+          queued.timedOut = true;
+        }
+      }
+    } catch {
+      // the connection then ends at its own connect timeout, and goes back to the pool unused
+    }
+  };
+  return { connecting, abandon };
 }
 
 /**
