@@ -1,10 +1,14 @@
 /**
  * One reading of a number the operator writes, whichever takes it: publish's `--max-bytes` and audit-ui's `--port`,
- * HANDOFF_LEDGER_WITNESS_TIMEOUT_MS (every command's witnessing) and witness serve's `--max-body-bytes` and
- * `--request-timeout-ms`. The same text is a number, or not, for all of them (ASCII decimal digits, a leading zero
- * included, a safe integer); each keeps its own range; a refusal is USAGE naming the option or variable, what it
- * counts, its range and the text given. Before, witness serve refused `05` that the others took as 5, and its
- * messages and `--max-bytes`' / `--port`'s named neither the range in the same words nor the text given.
+ * HANDOFF_LEDGER_WITNESS_TIMEOUT_MS (every command's witnessing), witness serve's `--max-body-bytes`,
+ * `--request-timeout-ms` and `--listen`'s PORT, prove's `--size` and OLD-SIZE, verify's `--workers`, and the auditor's
+ * `--max-bundle-bytes` and `--quorum` (read in manifests/audit/, the page's code too, through the same core,
+ * manifests/encoding/whole-number.ts). The same text is a number, or not, for all of them (ASCII decimal digits, a
+ * leading zero included, a safe integer); each keeps its own range; a refusal is USAGE naming the option or variable,
+ * what it counts, its range and the text given. Before, witness serve refused `05` that the others took as 5, and its
+ * messages and `--max-bytes`' / `--port`'s named neither the range in the same words nor the text given; prove refused
+ * `05` and rounded 9999999999999999 to another size, `--quorum` refused `05` and 10000, `--workers` `0005`,
+ * `--listen` `:000080`, each in words of its own.
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -49,6 +53,10 @@ interface Caller {
   min: number;
   max: number;
   unit?: string;
+  /** A word it takes beside the numbers (`auto`). */
+  or?: string;
+  /** An option: an empty value is refused as every option's is (`--NAME must not be empty`). */
+  option?: true;
   /** The number the caller took, or the USAGE message it refused the text with. */
   read: (text: string) => Promise<{ took: number } | { refused: string }>;
 }
@@ -64,16 +72,27 @@ const dir = tempDir();
 const missing = join(dir, 'missing');
 
 /** Runs the CLI in-process; a run that got past the number is told by the refusal that comes next. */
-async function cli(argv: string[], next: string): Promise<{ took: true } | { refused: string }> {
-  const c = captureIo();
+async function cli(
+  argv: string[],
+  next: string,
+  env?: NodeJS.ProcessEnv,
+): Promise<{ took: true } | { refused: string }> {
+  const c = captureIo({ env });
   const code = await main(argv, c.io);
   const message = usageOf(code, c.stderr());
   return message.startsWith(next) ? { took: true } : { refused: message };
 }
 
+/** `cli`, the text taken as the number it is. */
+const number = async (text: string, ...args: Parameters<typeof cli>) => {
+  const r = await cli(...args);
+  return 'took' in r ? { took: Number(text) } : r;
+};
+
 const callers: Caller[] = [
   {
     name: '--max-bytes',
+    option: true,
     min: 1,
     max: SAFE,
     unit: 'bytes',
@@ -101,6 +120,7 @@ const callers: Caller[] = [
   },
   {
     name: '--port',
+    option: true,
     min: 0,
     max: 65535,
     // A bad --expect: refused right after --port is read, before anything listens.
@@ -130,6 +150,7 @@ const callers: Caller[] = [
     ] as const
   ).map(([name, max, unit]) => ({
     name,
+    option: true as const,
     min: 1,
     max,
     unit,
@@ -140,13 +161,77 @@ const callers: Caller[] = [
       return 'took' in r ? { took: Number(text) } : r;
     },
   })),
+  {
+    name: "--listen's PORT",
+    min: 0,
+    max: 65535,
+    read: (text) =>
+      number(
+        text,
+        ['witness', 'serve', `--listen=127.0.0.1:${text}`, '--key', missing, '--logs', missing, '--state', missing],
+        `--key ${missing}:`,
+      ),
+  },
+  {
+    name: '--size',
+    option: true,
+    min: 0,
+    max: SAFE,
+    unit: 'entries',
+    // An OLD-SIZE that is no number: refused right after --size is read.
+    read: (text) =>
+      number(text, ['prove', 'consistency', 'old', '--root', missing, `--size=${text}`], 'OLD-SIZE must be'),
+  },
+  {
+    name: 'OLD-SIZE',
+    min: 0,
+    max: SAFE,
+    unit: 'entries',
+    // A hash backend that does not exist: refused as the store is about to be opened, once the sizes are read.
+    read: (text) =>
+      number(text, ['prove', 'consistency', '--root', missing, '--', text], 'HANDOFF_LEDGER_HASH must be', {
+        HANDOFF_LEDGER_HASH: 'none',
+      }),
+  },
+  {
+    name: '--workers',
+    option: true,
+    or: 'auto',
+    min: 0,
+    max: 256,
+    // A bad --expect: refused right after --workers is read, before any file.
+    read: (text) =>
+      number(
+        text,
+        ['verify', missing, '--trust', missing, `--workers=${text}`, '--expect', 'nothing'],
+        '--expect must be',
+      ),
+  },
+  {
+    name: '--max-bundle-bytes',
+    option: true,
+    min: 1,
+    max: SAFE,
+    unit: 'bytes',
+    // An earlier checkpoint that is not there: read right after the bound.
+    read: (text) => number(text, ['audit-ui', `--max-bundle-bytes=${text}`, '--since', missing], `--since ${missing}`),
+  },
+  {
+    name: '--quorum',
+    option: true,
+    min: 1,
+    max: SAFE,
+    // A witness keys file that is not there: read once the quorum is (its upper bound, the pinned keys, then).
+    read: (text) =>
+      number(text, ['audit-ui', '--witness-keys', missing, `--quorum=${text}`], `--witness-keys ${missing}`),
+  },
 ];
 
 describe('numbers the operator writes', () => {
   for (const caller of callers)
     it(`${caller.name}: the same texts are numbers, within its own range (${caller.min} to ${caller.max})`, async () => {
       const refusal = (text: string) =>
-        `${caller.name} must be a whole number${caller.unit ? ` of ${caller.unit}` : ''} from ${caller.min} to ${caller.max}, not ${JSON.stringify(text.slice(0, 40))}`;
+        `${caller.name} must be ${caller.or ? `${caller.or} or ` : ''}a whole number${caller.unit ? ` of ${caller.unit}` : ''} from ${caller.min} to ${caller.max}, not ${JSON.stringify(text.slice(0, 40))}`;
       for (const [text, value] of TABLE) {
         const inRange = value !== undefined && value >= caller.min && value <= caller.max;
         expect(await caller.read(text), `${caller.name} ${JSON.stringify(text)}`).toEqual(
@@ -156,7 +241,7 @@ describe('numbers the operator writes', () => {
     });
 
   it('an empty value is a usage error for an option and unset for the variable (the default), as README says', async () => {
-    for (const caller of callers.filter((c) => c.name.startsWith('--')))
+    for (const caller of callers.filter((c) => c.option))
       expect(await caller.read(''), caller.name).toEqual({ refused: `${caller.name} must not be empty` });
     expect(
       witnessingFromEnv({ HANDOFF_LEDGER_WITNESSES: 'http://w.example', HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '' }),

@@ -4,6 +4,7 @@
  * names the settings in its own words and throws its own usage error.
  */
 import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
+import { readWholeNumber } from '../encoding/whole-number.js';
 import type { AuditScope } from './chain-rules.js';
 import type { BundleExpectation } from './verify-chain.js';
 
@@ -31,12 +32,10 @@ export function readAuditorScope(
   return { ...(principal !== undefined ? { principal } : {}), ...(session !== undefined ? { session } : {}) };
 }
 
-/** A bound in bytes as given: a positive whole number, in decimal digits only. */
+/** A bound in bytes as given: a whole number from 1 to 2^53 − 1, read as the CLI reads every number (whole-number.ts). */
 export function readByteBound(text: string, words: SettingWords): number {
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1)
-    throw words.refuse(`${words.name('max-bundle-bytes')} must be a positive whole number of bytes`);
-  return n;
+  const range = { name: words.name('max-bundle-bytes'), min: 1, max: Number.MAX_SAFE_INTEGER, unit: 'bytes' };
+  return readWholeNumber(text, range, words.refuse);
 }
 
 /** What the auditor expects the bundle to be, as given: `full`, `filtered`, or not stated. */

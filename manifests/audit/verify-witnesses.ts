@@ -18,6 +18,7 @@ import { encodeBase64 } from '../encoding/base64.js';
 import { canonicalBytes } from '../encoding/canonical.js';
 import { byText } from '../format/trust.js';
 import { auditUsage } from './errors.js';
+import { readWholeNumber } from '../encoding/whole-number.js';
 import { counted } from '../encoding/printable.js';
 import type { FindingSink } from './findings.js';
 
@@ -155,10 +156,12 @@ export async function readWitnessPolicy(
   if (keys === undefined && quorum === undefined) return undefined;
   if (keys === undefined || quorum === undefined)
     throw auditUsage('--witness-keys FILE and --quorum K go together (K valid cosignatures by the pinned witnesses)');
-  if (!/^[1-9][0-9]{0,3}$/.test(quorum)) throw auditUsage('--quorum must be a whole number from 1');
+  // Read as the CLI reads every number (whole-number.ts), from 1; its upper bound, the number of distinct pinned keys,
+  // is known once the file is read (assertWitnessPolicy below, `--quorum: a quorum of K cannot be met by …`).
+  const k = readWholeNumber(quorum, { name: '--quorum', min: 1, max: Number.MAX_SAFE_INTEGER }, auditUsage);
   let policy: WitnessPolicy;
   try {
-    policy = { keys: parseWitnessKeys(await keys.read()), quorum: Number(quorum) };
+    policy = { keys: parseWitnessKeys(await keys.read()), quorum: k };
   } catch (err) {
     throw auditUsage(`--witness-keys ${keys.name}: ${errorText(err)}`, { cause: err });
   }

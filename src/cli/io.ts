@@ -6,12 +6,13 @@ import type { Readable, Writable } from 'node:stream';
 import { MAX_TIMER_MS, onAbort } from '../../store/abort.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError, LedgerError } from '../errors.js';
-import { errorText, isErrnoError, nearestName, shownValue } from '../../store/errors.js';
+import { errorText, isErrnoError, nearestName } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { OpenLedgerOptions } from '../ledger/open.js';
 import { printable, printableJson, printableLines, printableOnce } from '../../manifests/encoding/printable.js';
+import { readWholeNumber } from '../../manifests/encoding/whole-number.js';
 
 export interface CliIo {
   stdout: Writable;
@@ -153,20 +154,18 @@ export function parse<T extends Options>(
 }
 
 /**
- * A number the operator wrote, as every numeric option (`--max-bytes`, `--port`, witness serve's `--max-body-bytes`
- * and `--request-timeout-ms`) and HANDOFF_LEDGER_WITNESS_TIMEOUT_MS read it: ASCII decimal digits only (no sign,
- * blank, fraction, exponent or hex; a leading zero is decimal, `05` is 5), a safe integer within `min`..`max`.
+ * A number the operator wrote, as every numeric option (`--max-bytes`, `--port`, witness serve's `--max-body-bytes`,
+ * `--request-timeout-ms` and `--listen`'s PORT, `prove`'s sizes, `verify --workers`) and
+ * HANDOFF_LEDGER_WITNESS_TIMEOUT_MS read it: `readWholeNumber` (manifests/encoding/whole-number.ts, which the
+ * auditor's `--max-bundle-bytes` and `--quorum` read through too): ASCII decimal digits only (no sign, blank,
+ * fraction, exponent or hex; a leading zero is decimal, `05` is 5), a safe integer within `min`..`max`.
  * @param name as the operator wrote it: `--port`, `HANDOFF_LEDGER_WITNESS_TIMEOUT_MS`
  * @param unit what it counts (`bytes`, `milliseconds`), for the message
- * @throws UsageError `NAME must be a whole number [of UNIT] from MIN to MAX, not "TEXT"`
+ * @param or a word the caller takes beside the numbers (`auto`), for the message
+ * @throws UsageError `NAME must be [OR or ]a whole number [of UNIT] from MIN to MAX, not "TEXT"`
  */
-export function wholeNumber(text: string, name: string, min: number, max: number, unit?: string): number {
-  const n = Number(text);
-  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < min || n > max)
-    throw new UsageError(
-      `${name} must be a whole number${unit === undefined ? '' : ` of ${unit}`} from ${min} to ${max}, not ${shownValue(text)}`,
-    );
-  return n;
+export function wholeNumber(text: string, name: string, min: number, max: number, unit?: string, or?: string): number {
+  return readWholeNumber(text, { name, min, max, unit, or }, (message) => new UsageError(message));
 }
 
 export function defaultHost(env: NodeJS.ProcessEnv): string {

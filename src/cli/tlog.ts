@@ -7,6 +7,7 @@ import {
   reportError,
   storeOptions,
   UsageError,
+  wholeNumber,
   withLedger,
   witnessingFromEnv,
   writeJson,
@@ -40,10 +41,15 @@ export async function checkpoint(argv: string[], io: CliIo): Promise<number> {
   }
 }
 
+/**
+ * A tree size the operator gives `prove` (`--size`, OLD-SIZE), read as every number of the CLI is (`wholeNumber`),
+ * 0 to 2^53 − 1; the ledger then holds it to the tree (INVALID_ARGUMENT). Before, a leading zero was refused here as
+ * a checkpoint's text refuses it (C2SP: a note's size is written without one), but an argument is not a note: `05`
+ * is 5 to this command as to every other, and the old pattern took 16 digits, past 2^53 − 1, where a size was
+ * rounded to another (9999999999999999 read as 10000000000000000) instead of refused.
+ */
 function size(text: string | undefined, what: string): number | undefined {
-  if (text === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,15})$/.test(text)) throw new UsageError(`${what} must be a decimal tree size`);
-  return Number(text);
+  return text === undefined ? undefined : wholeNumber(text, what, 0, Number.MAX_SAFE_INTEGER, 'entries');
 }
 
 /** prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N] */

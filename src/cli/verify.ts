@@ -56,6 +56,7 @@ import {
   reportError,
   UsageError,
   wantsJson,
+  wholeNumber,
   type CliIo,
 } from './io.js';
 import { counted, printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
@@ -116,14 +117,21 @@ function progressBar(io: CliIo): { update: (p: AuditProgress) => void; done: () 
   };
 }
 
+/** `--workers`: `auto`, or a number of threads from 0 (none) to 256 read as every number of the CLI is (`wholeNumber`). */
+function workersAsked(text: string): number | 'auto' {
+  return text === 'auto' ? 'auto' : wholeNumber(text, '--workers', 0, MAX_WORKER_THREADS, undefined, 'auto');
+}
+
+const MAX_WORKER_THREADS = 256;
+
 async function lineVerifierFor(
-  workers: string,
+  workers: number | 'auto',
   trust: TrustStore,
   verifier: 'node' | 'noble',
   size: number,
   io: CliIo,
 ): Promise<LineVerifier | undefined> {
-  if (workers === '0') return undefined;
+  if (workers === 0) return undefined;
   if (workers === 'auto') {
     if (availableParallelism() < 2 || size < WORKERS_FROM_BYTES) return undefined;
     try {
@@ -133,10 +141,7 @@ async function lineVerifierFor(
       return undefined;
     }
   }
-  if (!/^[0-9]{1,3}$/.test(workers) || Number(workers) > 256)
-    throw new UsageError('--workers must be auto or a number 0-256');
-  const threads = Number(workers);
-  return createWorkerLineVerifier({ trust, verifier, threads });
+  return createWorkerLineVerifier({ trust, verifier, threads: workers });
 }
 
 /**
@@ -246,6 +251,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       );
     if (values.verifier !== 'node' && values.verifier !== 'noble')
       throw new UsageError('--verifier must be node or noble');
+    // Read with the other arguments, before any file: a mistyped --workers is said before a bundle is opened.
+    const workers = workersAsked(values.workers);
     const dir = positionals[0]!;
     const scope = auditorScope(values.principal, values.session);
     const expect = expectation(values.expect);
@@ -257,7 +264,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const hashName = hashFromEnv(io.env);
     const reader = await openBundleDir(dir, { maxManifestsBytes });
     const size = (await reader.manifestsSize?.()) ?? 0;
-    const lineVerifier = await lineVerifierFor(values.workers, trust, values.verifier, size, io);
+    const lineVerifier = await lineVerifierFor(workers, trust, values.verifier, size, io);
     const bar = progressBar(io);
     let report: BundleAuditReport;
     try {

@@ -31,11 +31,11 @@ function optionalCount(text: string | undefined, name: string, fallback: number,
   return text === undefined ? fallback : wholeNumber(text, name, 1, max, unit);
 }
 
+/** `--listen HOST:PORT`: PORT read as every number of the CLI is (`wholeNumber`), 0 (any free port) to 65535. */
 function listenAddress(text: string): { host: string; port: number } {
-  const m = /^(127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0|\[::\]|[A-Za-z0-9.-]+):([0-9]{1,5})$/.exec(text);
-  const port = m ? Number(m[2]) : NaN;
-  if (!m || port > 65535) throw new UsageError('--listen must be HOST:PORT (PORT 0: any free port)');
-  return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+  const m = /^(127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0|\[::\]|[A-Za-z0-9.-]+):([^:]*)$/.exec(text);
+  if (!m) throw new UsageError('--listen must be HOST:PORT (PORT 0: any free port)');
+  return { host: m[1]!.replace(/^\[|\]$/g, ''), port: wholeNumber(m[2]!, "--listen's PORT", 0, 65535) };
 }
 
 /**

@@ -88,7 +88,7 @@ describe('handoff-ledger checkpoint, prove, keys vkey', () => {
     const notASize = cli(['prove', 'consistency', '2', '--size', '0x4'], env);
     expect([notASize.code, notASize.stderr]).toEqual([
       2,
-      'handoff-ledger: USAGE: --size must be a decimal tree size\n',
+      `handoff-ledger: USAGE: --size must be a whole number of entries from 0 to ${Number.MAX_SAFE_INTEGER}, not "0x4"\n`,
     ]);
   });
 

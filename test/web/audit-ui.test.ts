@@ -725,7 +725,9 @@ describe('audit-ui and the page agree with verify on what the bundle is now', ()
         await expect(
           serve([dir, '--trust', trustPath, `--max-bundle-bytes=${bad}`], captureIo().io),
           bad,
-        ).rejects.toThrow('--max-bundle-bytes must be a positive whole number of bytes');
+        ).rejects.toThrow(
+          `--max-bundle-bytes must be a whole number of bytes from 1 to ${Number.MAX_SAFE_INTEGER}, not ${JSON.stringify(bad)}`,
+        );
       // A bound above 4 GiB is taken (a bundle that large needs it), and announced to the page.
       const server = await serve([dir, '--trust', trustPath, '--max-bundle-bytes', '6000000000'], captureIo().io);
       const page = await browser.newPage();

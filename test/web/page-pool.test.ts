@@ -195,9 +195,9 @@ describe('the auditor page on a pool of workers', { timeout: TEST_MS }, () => {
   });
 
   it.each([
-    ['?workers=257', "USAGE: the page's ?workers= must be auto or a number 0-256"],
-    ['?workers=two', "USAGE: the page's ?workers= must be auto or a number 0-256"],
-    ['?batch=0', "USAGE: the page's ?batch= must be a number 1-100000"],
+    ['?workers=257', `USAGE: the page's ?workers= must be auto or a whole number from 0 to 256, not "257"`],
+    ['?workers=two', `USAGE: the page's ?workers= must be auto or a whole number from 0 to 256, not "two"`],
+    ['?batch=0', `USAGE: the page's ?batch= must be a whole number from 1 to 100000, not "0"`],
   ])('refuses %s with USAGE, as verify refuses a bad --workers', async (query, words) => {
     const page = await browser.newPage();
     try {

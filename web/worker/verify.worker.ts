@@ -12,6 +12,7 @@ import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { inlineLineVerifier, type LineVerifier, type VerifiedLine } from '../../manifests/audit/verify-line.js';
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
 import { readWitnessPolicy } from '../../manifests/audit/verify-witnesses.js';
+import { readWholeNumber } from '../../manifests/encoding/whole-number.js';
 import { nobleVerifier } from '../../manifests/crypto/ed25519.js';
 import { errorText } from '../../store/errors.js';
 import { storedSummaryProblem } from '../../manifests/format/summary.js';
@@ -94,10 +95,8 @@ function markOf(e: VerifiedLine): ManifestMark {
 /** `?workers=` read as `verify --workers` reads its value: `auto` or a number of pool workers (0: none). */
 function workersAsked(asked: string | undefined): number | 'auto' {
   if (asked === undefined || asked === 'auto') return 'auto';
-  const n = /^[0-9]{1,3}$/.test(asked) ? Number(asked) : NaN;
-  if (!(n >= 0 && n <= MAX_POOL_WORKERS))
-    throw auditUsage(`the page's ?workers= must be auto or a number 0-${MAX_POOL_WORKERS}`);
-  return n;
+  const range = { name: "the page's ?workers=", min: 0, max: MAX_POOL_WORKERS, or: 'auto' };
+  return readWholeNumber(asked, range, auditUsage);
 }
 
 /** Auto: one pool worker per core; none on one core or below `POOL_FROM_BYTES`, where they cost more than they save. */
@@ -109,9 +108,7 @@ function autoPoolSize(bundleBytes: number | undefined): number {
 
 function batchSize(asked: string | undefined): number | undefined {
   if (asked === undefined) return undefined;
-  const n = /^[0-9]{1,6}$/.test(asked) ? Number(asked) : NaN;
-  if (!(n >= 1 && n <= 100_000)) throw auditUsage("the page's ?batch= must be a number 1-100000");
-  return n;
+  return readWholeNumber(asked, { name: "the page's ?batch=", min: 1, max: 100_000 }, auditUsage);
 }
 
 /** The page's words for the auditor's settings (its fields and `?max-bundle-bytes=`), refused as `USAGE`. */
