@@ -7,7 +7,10 @@ import { describe, expect, it, vi } from 'vitest';
 import type { ParseArgsConfig } from 'node:util';
 import { commandHelp, commands } from '../src/cli/commands.js';
 import { main } from '../src/cli/main.js';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { captureIo } from './support/capture-io.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
 import { usage as verifyUsage } from '../src/cli/verify.js';
 import { usage as exportUsage } from '../src/cli/export.js';
 import { usage as auditUiUsage } from '../src/cli/audit-ui.js';
@@ -223,6 +226,60 @@ describe('environment variables in command help', () => {
     // verify hashes blobs, the demo publishes: they take HANDOFF_LEDGER_HASH too.
     for (const name of ['verify', 'demo'])
       expect(section(commandHelp(commands[name]!), 'Environment').join('\n'), name).toContain('HANDOFF_LEDGER_HASH');
+  });
+
+  // export submits its checkpoint to the witnesses (README: checkpoint.note carries their cosignatures), and every
+  // command on a store reads HANDOFF_LEDGER_WITNESSES and _WITNESS_TIMEOUT_MS (io.ts openFromArgs), but only publish
+  // and checkpoint listed them: now each command on a store lists both, saying whether it submits (publish,
+  // checkpoint, export) or only reads and checks them; the commands that open no store list neither.
+  /** For each command on a store, arguments that take it as far as opening the store. */
+  const reachOpen = (dir: string): Record<string, string[]> => ({
+    init: ['init'],
+    publish: ['publish', '--principal', 'a', '--session', 's', '--run', 'r', join(dir, 'summary.json')],
+    resume: ['resume', '--principal', 'a', '--session', 's'],
+    history: ['history', '--principal', 'a', '--session', 's'],
+    grant: ['grant', '--principal', 'a', '--session', 's'],
+    revoke: ['revoke', '--principal', 'a', '--session', 's'],
+    grants: ['grants'],
+    keys: ['keys', 'list'],
+    export: ['export', '--out', join(dir, 'bundle')],
+    checkpoint: ['checkpoint'],
+    prove: ['prove', 'consistency', '1'],
+    fsck: ['fsck'],
+    gc: ['gc', '--grace', '1d'],
+  });
+  const SUBMITS = ['publish', 'checkpoint', 'export'];
+
+  it('every command on a store reads the witness variables, and lists both in Environment', async () => {
+    const dir = tempDir();
+    const missing = join(dir, 'no-store');
+    writeFileSync(join(dir, 'summary.json'), JSON.stringify(sampleSummary('env')));
+    const argv = reachOpen(dir);
+    expect(Object.keys(argv).sort()).toEqual([...onAStore].sort());
+    for (const name of onAStore) {
+      // Read as the store is opened: a timeout that is no number refuses the command before anything is made.
+      const c = captureIo({ env: { HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: 'soon' } });
+      expect(await main([...argv[name]!, '--root', missing], c.io), name).toBe(2);
+      expect(c.stderr(), name).toBe(
+        'handoff-ledger: USAGE: HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be a whole number of milliseconds from 1 to 2147483647, not "soon"\n',
+      );
+      expect(existsSync(missing), name).toBe(false);
+      const environment = section(commandHelp(commands[name]!), 'Environment').join('\n');
+      expect(environment, name).toMatch(/^ {2}HANDOFF_LEDGER_WITNESSES /m);
+      expect(environment, name).toMatch(/^ {2}HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N /m);
+      // Said truthfully: the ones that submit say what they submit; the others that they make no checkpoint to submit.
+      if (SUBMITS.includes(name)) expect(environment, name).not.toContain('unused');
+      else expect(environment, name).toContain('this command makes no checkpoint to');
+    }
+    for (const name of Object.keys(commands).filter((n) => !onAStore.includes(n)))
+      expect(commandHelp(commands[name]!), name).not.toContain('HANDOFF_LEDGER_WITNESS');
+  });
+
+  it('verify and fsck, which colour their verdict, list NO_COLOR and FORCE_COLOR', () => {
+    for (const name of ['verify', 'fsck']) {
+      const environment = section(commandHelp(commands[name]!), 'Environment').join('\n');
+      expect(environment, name).toMatch(/^ {2}NO_COLOR .*FORCE_COLOR/m);
+    }
   });
 
   it.each(['publish', 'checkpoint'])(

@@ -41,10 +41,36 @@ const STORE = '[--root DIR] [--host ID] [--postgres URL] [--origin NAME]';
 const HASH_ENV =
   'HANDOFF_LEDGER_HASH=auto|native|wasm|noble  the BLAKE3 backend (default auto: native, else WASM, else noble)';
 /**
- * The variables every command on a store reads (io.ts `openFromArgs`) that no option stands for: HANDOFF_LEDGER_TRUST
- * (not for `keys`, which lists and exports this store's own keys only) and HANDOFF_LEDGER_HASH.
+ * HANDOFF_LEDGER_WITNESS_TIMEOUT_MS, as every command on a store reads it (io.ts `witnessingFromEnv`, checked whether
+ * or not witnesses are given).
  */
-const storeEnv = ({ trust = true } = {}) => [
+const WITNESS_TIMEOUT_ENV = [
+  'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N  wait N ms in place of 5 s (each request and the wait before exit;',
+  '                  a whole number from 1 to 2147483647, else USAGE)',
+];
+/**
+ * The witness variables of a command on a store. Every one reads them (io.ts `openFromArgs`: a malformed URL or key
+ * is refused, a timeout that is no number too); `submits` says what it gives the witnesses, if anything: only
+ * publish (a new checkpoint, in the background) and checkpoint and export (`Ledger.checkpoint()`: one bounded round
+ * for cosignatures) submit; every other command makes no checkpoint to submit, and does not wait for witnesses.
+ */
+const witnessEnv = (submits?: string[]) =>
+  submits
+    ? [...submits, ...WITNESS_TIMEOUT_ENV]
+    : [
+        'HANDOFF_LEDGER_WITNESSES  witness URLs (URL#VKEY pins its key), read and checked as every command on a store',
+        '                  reads them (a malformed one is refused), but unused: this command makes no checkpoint to',
+        '                  submit, and waits for no witness',
+        'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N  checked likewise (a whole number from 1 to 2147483647, else USAGE),',
+        '                  and unused',
+      ];
+/**
+ * The variables every command on a store reads (io.ts `openFromArgs`) that no option stands for: HANDOFF_LEDGER_TRUST
+ * (not for `keys`, which lists and exports this store's own keys only), HANDOFF_LEDGER_HASH and the witness variables
+ * (`witnessEnv`: `submits` for the commands that give the witnesses a checkpoint).
+ */
+const storeEnv = ({ trust = true, submits }: { trust?: boolean; submits?: string[] } = {}) => [
+  ...witnessEnv(submits),
   ...(trust
     ? [
         "HANDOFF_LEDGER_TRUST=FILE  the other hosts' keys (a trust file, their `keys export`), trusted beside the",
@@ -53,10 +79,9 @@ const storeEnv = ({ trust = true } = {}) => [
     : []),
   HASH_ENV,
 ];
-/** The witnesses every command submits a new checkpoint to (io.ts `witnessingFromEnv`). */
-const WITNESS_TIMEOUT_ENV = [
-  'HANDOFF_LEDGER_WITNESS_TIMEOUT_MS=N  wait N ms in place of 5 s (each request and the wait before exit;',
-  '                  a whole number from 1 to 2147483647; for every command that submits to witnesses)',
+/** NO_COLOR and FORCE_COLOR, as `colours` (io.ts) reads them: the verdict word of verify's and fsck's report. */
+const COLOUR_ENV = [
+  'NO_COLOR          (any value) no colour; FORCE_COLOR (not 0 or false) colour on a pipe too; TERM=dumb: none',
 ];
 /**
  * `--principal`, `--session` (and publish's `--run`) as the command reads them (the principal is not always the
@@ -118,13 +143,13 @@ export const commands: Record<string, CommandSpec> = {
       '                  the wait: CANCELLED, exit 130 / 143, nothing read kept, nothing made)',
       ...scope(actor('publishes'), 'the session', 'the run (process) that wrote the summary'),
     ],
-    environment: [
-      'HANDOFF_LEDGER_WITNESSES  witness URLs (URL#VKEY pins its key): the new checkpoint is submitted to them before',
-      '                  publish exits, waiting 5 s at most for their answers; a witness left without a',
-      '                  cosignature is named on stderr (the next publish or checkpoint catches it up)',
-      ...WITNESS_TIMEOUT_ENV,
-      ...storeEnv(),
-    ],
+    environment: storeEnv({
+      submits: [
+        'HANDOFF_LEDGER_WITNESSES  witness URLs (URL#VKEY pins its key): the new checkpoint is submitted to them before',
+        '                  publish exits, waiting 5 s at most for their answers; a witness left without a',
+        '                  cosignature is named on stderr (the next publish or checkpoint catches it up)',
+      ],
+    }),
     exits: {
       ok: 'published; the receipt is on stdout',
       refused: refusedLedger,
@@ -245,7 +270,13 @@ export const commands: Record<string, CommandSpec> = {
       '--since FILE      an earlier checkpoint note of the auditor: add a consistency proof from it',
       ...scope('every chain this principal published in, each whole', "this session's chain"),
     ],
-    environment: storeEnv(),
+    environment: storeEnv({
+      submits: [
+        'HANDOFF_LEDGER_WITNESSES  witness URLs (URL#VKEY pins its key): the checkpoint the bundle is cut at is',
+        '                  submitted to them, and checkpoint.note carries the cosignatures of those that answer',
+        '                  in time (one round, bounded as checkpoint --help says)',
+      ],
+    }),
     exits: {
       ok: 'written',
       refused: refusedLedger,
@@ -278,7 +309,7 @@ export const commands: Record<string, CommandSpec> = {
       '--max-bundle-bytes N  refuse a manifests.jsonl larger than N bytes (BUNDLE_INVALID)',
       '--json            print the report as JSON on stdout',
     ],
-    environment: [HASH_ENV],
+    environment: [HASH_ENV, ...COLOUR_ENV],
     exits: {
       ok: 'the bundle verified clean',
       refused: 'findings (listed on stdout)',
@@ -356,12 +387,12 @@ export const commands: Record<string, CommandSpec> = {
       '                  (cosignature/v1): only its valid lines are kept.',
       ...store,
     ],
-    environment: [
-      'HANDOFF_LEDGER_WITNESSES  witness URLs, as --witness, for every command (a command that made a new',
-      '                  checkpoint, as publish, submits it before it exits)',
-      ...WITNESS_TIMEOUT_ENV,
-      ...storeEnv(),
-    ],
+    environment: storeEnv({
+      submits: [
+        'HANDOFF_LEDGER_WITNESSES  witness URLs, as --witness (both: all of them); read by every command on a store,',
+        '                  submitted to by checkpoint, publish and export',
+      ],
+    }),
     exits: {
       ok: 'printed',
       refused: 'a coded refusal (ROLLBACK, FORK: the log does not extend the pinned checkpoint)',
@@ -394,7 +425,7 @@ export const commands: Record<string, CommandSpec> = {
     summary: 'check every manifest, blob and head',
     synopsis: `fsck [--skip-blobs] ${STORE} [--json]`,
     options: ['--skip-blobs      check manifests and heads only', ...store],
-    environment: storeEnv(),
+    environment: [...storeEnv(), ...COLOUR_ENV],
     exits: { ok: 'clean', refused: 'findings (listed on stdout), or a coded refusal', more: stopped(AT_ONCE) },
     json: true,
     load: async () => (await maintenance()).fsck,
@@ -430,7 +461,12 @@ export const commands: Record<string, CommandSpec> = {
       '--host ID         the demo host (or HANDOFF_LEDGER_HOST; default demo-host, not the machine name)',
       '                  (HANDOFF_LEDGER_ROOT or HANDOFF_LEDGER_HOST set to "" counts as unset)',
     ],
-    environment: [HASH_ENV],
+    environment: [
+      HASH_ENV,
+      'npm_lifecycle_event, npm_package_name  set by `npm start` in a checkout of handoff-ledger: the last line',
+      '                  names the command as node dist/src/cli/main.js (no witness variable is read: the demo',
+      '                  submits to no witness)',
+    ],
     exits: {
       ok: 'every step ran and every check held',
       refused: refusedLedger,
