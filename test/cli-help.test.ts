@@ -10,6 +10,8 @@ import { main } from '../src/cli/main.js';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { captureIo } from './support/capture-io.js';
+import { cosignWaitMs } from '../src/ledger/witnessing.js';
+import { witnessingFromEnv } from '../src/cli/io.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { usage as verifyUsage } from '../src/cli/verify.js';
 import { usage as exportUsage } from '../src/cli/export.js';
@@ -280,6 +282,22 @@ describe('environment variables in command help', () => {
       const environment = section(commandHelp(commands[name]!), 'Environment').join('\n');
       expect(environment, name).toMatch(/^ {2}NO_COLOR .*FORCE_COLOR/m);
     }
+  });
+
+  // checkpoint's help said a witness that does not answer in 5 s is left out, but the note waits for one round of
+  // requests, a witness asked twice (a 409 names its size): 2 N + 1 s (cosignWaitMs), then the close may wait N more.
+  it("checkpoint --help states the wait for witnesses as the pool bounds it (cosignWaitMs and the close's wait)", () => {
+    const help = commandHelp(commands.checkpoint!).replace(/\n {2,}/g, ' ');
+    for (const n of [1, 200, 5000]) expect(cosignWaitMs(n)).toBe(2 * n + 1000);
+    expect(help).toContain(`printed within 2 × 5 s + 1 s = ${cosignWaitMs(5000) / 1000} s (2 N + 1 s)`);
+    // The CLI's close waits as long as a request may take (closeWaitMs = timeoutMs: io.ts witnessingFromEnv).
+    expect(witnessingFromEnv({ HANDOFF_LEDGER_WITNESSES: 'http://w', HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '7' })).toEqual(
+      {
+        witnesses: { witnesses: ['http://w'], timeoutMs: 7, closeWaitMs: 7 },
+      },
+    );
+    expect(help).toContain(`more: ${(cosignWaitMs(5000) + 5000) / 1000} s (3 N + 1 s) in all`);
+    expect(help).not.toMatch(/not answer in 5 s .* is left out/);
   });
 
   it.each(['publish', 'checkpoint'])(

@@ -382,9 +382,12 @@ export const commands: Record<string, CommandSpec> = {
     synopsis: `checkpoint [--witness URL[#VKEY]]… ${STORE} [--json]`,
     options: [
       '(stdout: the C2SP tlog-checkpoint signed note, byte for byte, with the cosignatures gathered)',
-      '--witness URL     submit it to this witness (C2SP tlog-witness) too; repeatable; a witness that does',
-      '                  not answer in 5 s (or the time set below) is left out. URL#VKEY pins its verifier key',
-      '                  (cosignature/v1): only its valid lines are kept.',
+      '--witness URL     submit it to this witness (C2SP tlog-witness) too; repeatable. Each request is given 5 s',
+      '                  (or N ms, set under Environment), and a witness may be asked twice (a 409 names the',
+      '                  size it holds), so the note is printed within 2 × 5 s + 1 s = 11 s (2 N + 1 s)',
+      '                  with the cosignatures that came; a witness that has not answered by then is left out, and',
+      '                  a round still under way may hold the exit 5 s (N) more: 16 s (3 N + 1 s) in all.',
+      '                  URL#VKEY pins its verifier key (cosignature/v1): only its valid lines are kept.',
       ...store,
     ],
     environment: storeEnv({

@@ -170,6 +170,19 @@ function noteText(note: string): string {
   return note.slice(0, note.lastIndexOf('\n\n') + 1);
 }
 
+/**
+ * How long `cosign` (`Ledger.checkpoint()`: the CLI's `checkpoint` and `export`) waits for the witnesses at most: a
+ * witness may be asked twice in a round, each request given `timeoutMs` (the first with the size the pool believes,
+ * the second with the size a 409 names), and 1 s of slack (the proofs a round computes, the files it writes); at most
+ * 2^31 − 1 ms, the longest timer Node keeps. The note is then returned with the cosignatures that came. A round still
+ * under way is given `closeWaitMs` more by the ledger's close (the CLI: `timeoutMs` again), then cut: the witnesses
+ * hold a CLI `checkpoint` or `export` 3 × `timeoutMs` + 1 s at most. Stated in `checkpoint --help` and README
+ * (test/cli-help.test.ts holds the help to it).
+ */
+export function cosignWaitMs(timeoutMs: number): number {
+  return Math.min(2 * timeoutMs + 1000, MAX_TIMER_MS);
+}
+
 /** A signature line of the shape of an Ed25519 cosignature/v1 (key hash, timestamp, signature: 76 bytes). */
 const COSIGNATURE_LINE = /^\u2014 (\S+) ([A-Za-z0-9+/]+=*)$/;
 const MAX_LINES_PER_WITNESS = 8;
@@ -300,7 +313,7 @@ export class WitnessPool {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       this.running,
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(2 * this.timeoutMs + 1000, MAX_TIMER_MS)))),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, cosignWaitMs(this.timeoutMs)))),
     ]);
     clearTimeout(timer);
     const text = noteText(cp.note);
