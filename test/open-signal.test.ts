@@ -8,9 +8,10 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import pgLib from 'pg';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { openLedger, type OpenLedgerOptions } from '../src/ledger/open.js';
 import { takeFileLock } from '../src/ledger/file-lock.js';
+import { CheckpointPinFile } from '../src/ledger/checkpoint-pin.js';
 import { Keyring } from '../src/keys/keyring.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
@@ -20,7 +21,7 @@ import { openPostgresBackends, storedPostgresOrigin } from '../src/ledger/pg-bac
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
 import { describePostgres, settledCount, sqlOn, type PostgresHandle } from './support/postgres.js';
-import { ENDS_AT_SIGNAL_MS, firstCall, settledWithin } from './support/settled.js';
+import { ENDS_AT_SIGNAL_MS, firstCall, settledWithin, watchedSignal } from './support/settled.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
@@ -43,6 +44,24 @@ function hangingSigner() {
     },
   };
   return state;
+}
+
+/**
+ * Makes the next `Keyring.open` wait 10 min for the trust lock (its default is 30 s, then LOCKED) and resolves
+ * `waiting` once that wait has begun (its first sleep between tries listens to the open's signal).
+ */
+function keyringWaitWatched(): { waiting: Promise<void>; restore: () => void } {
+  const open = Keyring.open.bind(Keyring);
+  let begun!: () => void;
+  const waiting = new Promise<void>((resolve) => (begun = resolve));
+  const spy = vi.spyOn(Keyring, 'open').mockImplementationOnce(async (options, signal) => {
+    const trustLock = { ...options.trustLock, waitMs: 600_000 };
+    if (!signal) return open({ ...options, trustLock }, signal);
+    const watched = watchedSignal(signal);
+    void watched.listened.then(begun);
+    return open({ ...options, trustLock }, watched.signal);
+  });
+  return { waiting, restore: () => spy.mockRestore() };
 }
 
 function signalSuite(
@@ -87,22 +106,26 @@ function signalSuite(
       const extra = backend('trust_lock');
       // A first open writes its keys and trust.json under the trust lock: held here, it waits (30 s, then LOCKED).
       const held = await takeFileLock(join(root, 'trust.json'), 'trust.json');
+      // The keyring's wait for the lock is given 10 min (not 30 s, then LOCKED): an open that did not take the signal
+      // would still be waiting long after the abort; and its signal says when that wait has begun (its first sleep
+      // between tries listens to it), where a sleep of 200 ms stood for that.
+      const keyringOpen = keyringWaitWatched();
       try {
         const abort = new AbortController();
         const reason = new Error('the caller gave up');
         const opening = openLedger({ ...extra, root, host: 'h1', signal: abort.signal, onNotice: () => {} });
-        // The keyring makes keys/ before it finds it must write, and then waits for the lock.
-        while (!existsSync(join(root, 'keys'))) await new Promise((resolve) => setTimeout(resolve, 10));
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        const aborted = Date.now();
+        expect(await settledWithin(keyringOpen.waiting, ENDS_AT_SIGNAL_MS), 'the open never waited for the lock').toBe(
+          'settled',
+        );
         abort.abort(reason);
+        expect(await settledWithin(opening, ENDS_AT_SIGNAL_MS), 'the wait did not end at the abort').toBe('settled');
         const err = await opening.catch((e: unknown) => e);
         expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
         expect((err as Error).cause).toBe(reason);
-        expect(Date.now() - aborted).toBeLessThan(5_000);
         expect(existsSync(join(root, 'trust.json'))).toBe(false);
         if (connections) expect(await settledCount(connections, 0)).toBe(0);
       } finally {
+        keyringOpen.restore();
         await held.release();
       }
       const ledger = await openLedger({ ...extra, root, host: 'h1', onNotice: () => {} });
@@ -168,23 +191,40 @@ describe("openLedger's signal at a root other processes pin in too", () => {
     mkdirSync(join(root, 'checkpoints'), { recursive: true, mode: 0o700 });
     // Another process's pin in progress: the open's first pin waits for it (30 s, then LOCKED).
     const held = await takeFileLock(pin, 'the pinned checkpoint', { staleMs: 10_000 });
+    // The pin's write is given a signal of its own that says when its wait for the lock has begun (its first sleep
+    // between tries listens to it), where a sleep of 300 ms stood for that.
+    const write = CheckpointPinFile.prototype.write;
+    let begun!: () => void;
+    const waiting = new Promise<void>((resolve) => (begun = resolve));
+    const writeSpy = vi.spyOn(CheckpointPinFile.prototype, 'write').mockImplementation(function (
+      this: CheckpointPinFile,
+      note,
+      supersedes,
+      signal,
+    ) {
+      if (!signal) return write.call(this, note, supersedes, signal);
+      const watched = watchedSignal(signal);
+      void watched.listened.then(begun);
+      return write.call(this, note, supersedes, watched.signal);
+    });
     try {
       const abort = new AbortController();
       const reason = new Error('the caller gave up');
       const opening = openLedger({ root, host: 'h1', log: shared, origin, signal: abort.signal, onNotice: () => {} });
-      // The keyring has written trust.json before the guard pins: the open is at the pin's lock (or about to be).
-      while (!existsSync(join(root, 'trust.json'))) await new Promise((resolve) => setTimeout(resolve, 10));
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      const aborted = Date.now();
+      expect(await settledWithin(waiting, ENDS_AT_SIGNAL_MS), "the open never waited for the pin's lock").toBe(
+        'settled',
+      );
       abort.abort(reason);
+      // CANCELLED, not LOCKED: a wait that did not take the signal ends only at its 30 s bound, as LOCKED (the lock is
+      // held until the open has answered).
       const err = await opening.catch((e: unknown) => e);
       expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
       expect((err as Error).cause).toBe(reason);
-      expect(Date.now() - aborted).toBeLessThan(5_000);
       expect(existsSync(pin)).toBe(false);
       // Only the holder's lock there: the open took none, and left no staging file of a pin.
       expect(readdirSync(join(root, 'checkpoints'))).toEqual([`${pin.split('/').at(-1)}.lock`]);
     } finally {
+      writeSpy.mockRestore();
       await held.release();
     }
     try {
@@ -223,29 +263,32 @@ describe("openLedger's signal where a shared root's pin needs the keys read agai
       held = await takeFileLock(join(root, 'trust.json'), 'trust.json');
       return keyring;
     });
+    // The retry's wait for the trust lock is given a signal of its own that says when that wait has begun (its first
+    // sleep between tries listens to it), where a sleep of 200 ms stood for that.
     let asked!: () => void;
     const waiting = new Promise<void>((resolve) => (asked = resolve));
     const exclusive = Keyring.prototype.exclusive;
     const exclusiveSpy = vi.spyOn(Keyring.prototype, 'exclusive').mockImplementation(function (
       this: Keyring,
-      ...args: Parameters<Keyring['exclusive']>
+      fn: () => Promise<unknown>,
+      signal?: AbortSignal,
     ) {
-      if (held) asked();
-      return exclusive.apply(this, args) as never;
+      if (!held || !signal) return exclusive.call(this, fn, signal) as never;
+      const watched = watchedSignal(signal);
+      void watched.listened.then(asked);
+      return exclusive.call(this, fn, watched.signal) as never;
     });
     try {
       const abort = new AbortController();
       const reason = new Error('the caller gave up');
       const opening = openLedger({ root, host: 'h1', log: shared, origin, signal: abort.signal, onNotice: () => {} });
-      await waiting;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      const aborted = Date.now();
+      expect(await settledWithin(waiting, ENDS_AT_SIGNAL_MS), 'the retry never waited for the lock').toBe('settled');
       abort.abort(reason);
+      // CANCELLED, not LOCKED: the retry's wait, had it not taken the signal, ends only at its 30 s bound, as LOCKED
+      // (the lock is held until the open has answered).
       const err = await opening.catch((e: unknown) => e);
       expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
       expect((err as Error).cause).toBe(reason);
-      // Not the 30 s wait for the lock (LOCKED) the retry made before it took the signal.
-      expect(Date.now() - aborted).toBeLessThan(5_000);
       expect(keyringOpen).toHaveBeenCalled();
     } finally {
       keyringOpen.mockRestore();
@@ -629,10 +672,20 @@ describePostgres(
           accepted();
         });
         await new Promise<void>((resolve) => server!.listen(join(dir, '.s.PGSQL.5432'), resolve));
+        // Connection attempts with no bound of their own (theirs is 10 s, less than a wait that must end is given):
+        // an open that did not take the signal would wait on this server for as long as it stays silent.
+        const connect = pgLib.Client.prototype.connect;
+        const unbounded = vi.spyOn(pgLib.Client.prototype, 'connect').mockImplementation(function (
+          this: pgLib.Client,
+          ...args: unknown[]
+        ) {
+          (this as unknown as { _connectionTimeoutMillis: number })._connectionTimeoutMillis = 0;
+          return (connect as (...a: unknown[]) => never).apply(this, args);
+        });
+        onTestFinished(() => unbounded.mockRestore());
         const root = tempDir();
         const abort = new AbortController();
         const reason = new Error('the caller gave up');
-        const started = Date.now();
         const opening = openLedger({
           root,
           host: 'h1',
@@ -642,11 +695,10 @@ describePostgres(
         });
         await connected;
         abort.abort(reason);
+        expect(await settledWithin(opening, ENDS_AT_SIGNAL_MS), 'the open did not end at the abort').toBe('settled');
         const err = await opening.catch((e: unknown) => e);
         expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
         expect((err as Error).cause).toBe(reason);
-        // Well before the 10 s a connection attempt may take.
-        expect(Date.now() - started).toBeLessThan(5_000);
         expect(existsSync(join(root, 'keys'))).toBe(false);
       });
     });

@@ -35,3 +35,23 @@ export function firstCall<T extends object>(
   } as T[keyof T];
   return { called: once, restore: () => void (target[method] = original as T[keyof T]) };
 }
+
+/**
+ * A signal that aborts with `signal`'s reason when `signal` does, and `listened`, which resolves at the first abort
+ * listener put on it: the wait that takes the signal has begun (a lock's wait between its tries, a connection's
+ * wait). Given to one step of an operation (a spy passes it on instead of the operation's own signal), it tells when
+ * that step reached its wait, where a sleep of a few hundred ms stood for it and a loaded machine took longer.
+ */
+export function watchedSignal(signal: AbortSignal): { signal: AbortSignal; listened: Promise<void> } {
+  const inner = new AbortController();
+  if (signal.aborted) inner.abort(signal.reason);
+  else signal.addEventListener('abort', () => inner.abort(signal.reason), { once: true });
+  let listened!: () => void;
+  const once = new Promise<void>((resolve) => (listened = resolve));
+  const add = inner.signal.addEventListener.bind(inner.signal);
+  inner.signal.addEventListener = ((type: string, ...rest: unknown[]) => {
+    if (type === 'abort') listened();
+    return (add as (...args: unknown[]) => void)(type, ...rest);
+  }) as AbortSignal['addEventListener'];
+  return { signal: inner.signal, listened: once };
+}
