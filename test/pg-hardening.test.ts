@@ -55,25 +55,26 @@ function mth(leaves: Uint8Array[]): Uint8Array {
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 /**
- * A pool whose first query matching `statement` pauses for `pauseMs` before it is sent (a paused process, a GC pause,
- * a lost host), each connection bounded by `idleInTransactionTimeoutMs`. `paused()`: the pause has begun.
+ * A pool whose first query matching `statement` pauses before it is sent (a paused process, a GC pause, a lost host)
+ * until `resume()`, each connection bounded by `idleInTransactionTimeoutMs`. `paused`: resolves as the pause begins.
+ * The pause lasts as long as the test wants, not a few seconds the server's bound had to beat on a loaded machine.
  */
-function stallingPool(
-  connectionString: string,
-  idleInTransactionTimeoutMs: number,
-  statement: RegExp,
-  pauseMs: number,
-) {
+function stallingPool(connectionString: string, idleInTransactionTimeoutMs: number, statement: RegExp) {
   const pool = createPgPool({ connectionString, idleInTransactionTimeoutMs });
   const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pgLib.PoolClient>;
   let stall = true;
+  let began!: () => void;
+  const paused = new Promise<void>((resolve) => (began = resolve));
+  let resume!: () => void;
+  const resumed = new Promise<void>((resolve) => (resume = resolve));
   const hooked = async () => {
     const client = await connect();
     const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
     (client as unknown as { query: typeof query }).query = async (...args: unknown[]) => {
       if (stall && typeof args[0] === 'string' && statement.test(args[0])) {
         stall = false;
-        await new Promise((r) => setTimeout(r, pauseMs));
+        began();
+        await resumed;
       }
       return query(...args);
     };
@@ -82,7 +83,7 @@ function stallingPool(
   // pool.query checks a client out with a callback: that form is passed through untouched.
   (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) =>
     args.length > 0 ? connect(...args) : hooked();
-  return { pool, paused: () => !stall };
+  return { pool, paused, resume };
 }
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
@@ -299,7 +300,17 @@ describePostgres(
           await holder.query(`UPDATE "${schema}".watermarks SET seq = 2 WHERE session = 's'`);
           const deleted = blobs.delete(digest, { storedBeforeMs: Date.now() + 60_000 });
           const raised = log.setWatermark('s', 3);
-          await new Promise((r) => setTimeout(r, 300)); // both wait on the rows
+          // Both wait on the rows (seen waiting by the server, where a sleep of 300 ms stood for it).
+          const waiters = async () =>
+            Number(
+              (
+                await sqlOn<{ n: string }>(
+                  connectionString,
+                  "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                )
+              )[0]!.n,
+            );
+          while ((await waiters()) < 2) await new Promise((r) => setTimeout(r, 20));
           await holder.query('COMMIT');
           // Re-checked against the committed rows: deleted (stored before the bound) and raised, no serialization error.
           expect(await deleted).toBe(true);
@@ -501,7 +512,20 @@ describePostgres(
             () => 'opened',
             (err: unknown) => `failed: ${(err as Error).message}`,
           );
-          await new Promise((r) => setTimeout(r, 1200)); // four times the lock bound
+          // The open waits for the lock (seen by the server), then four times the lock bound more: a wait bounded by it
+          // would have failed by then. A loaded machine can only make the wait longer.
+          const waiting = async () =>
+            Number(
+              (
+                await sql<{ n: string }>(
+                  "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock%' AND pid <> pg_backend_pid()",
+                )
+              )[0]!.n,
+            );
+          let ended = false;
+          void settled.then(() => (ended = true));
+          while (!ended && (await waiting()) === 0) await new Promise((r) => setTimeout(r, 20));
+          await new Promise((r) => setTimeout(r, 1200));
           await holder.query('COMMIT');
           expect(await settled).toBe('opened');
           await (await opening).close();
@@ -532,19 +556,23 @@ describePostgres(
         try {
           await ledger.publish(scope, { task: 't', state: 's', nextSteps: ['n'] });
           const locker = await holdCounter(schema);
-          // Released after 8 s at the latest: without a bound the append would wait for it and then succeed.
-          const release = setTimeout(() => void locker.query('ROLLBACK'), 8000);
+          // Released after 120 s at the latest: without a bound the append would wait for it and then succeed (so the
+          // outcome, LOCKED, tells the bound ended it, where bounds of 4 s on the clock failed a loaded machine).
+          const release = setTimeout(() => void locker.query('ROLLBACK'), 4 * ENDS_AT_SIGNAL_MS);
           try {
-            let started = Date.now();
-            const err = await rejection(log.append(link('other', 0)));
-            expect(Date.now() - started).toBeLessThan(4000);
+            const appending = rejection(log.append(link('other', 0)));
+            expect(await settledWithin(appending, ENDS_AT_SIGNAL_MS), 'the append waited past its bound').toBe(
+              'settled',
+            );
+            const err = await appending;
             expect(err).toBeInstanceOf(ManifestError);
             expect(err).toMatchObject({ code: 'LOCKED' });
             expect((err as Error).message).toMatch(/lock_timeout/);
-            started = Date.now();
-            const published = await rejection(ledger.publish(scope, { task: 't2', state: 's', nextSteps: ['n'] }));
-            expect(Date.now() - started).toBeLessThan(4000);
-            expect(published).toMatchObject({ code: 'LOCKED' });
+            const publishing = rejection(ledger.publish(scope, { task: 't2', state: 's', nextSteps: ['n'] }));
+            expect(await settledWithin(publishing, ENDS_AT_SIGNAL_MS), 'the publish waited past its bound').toBe(
+              'settled',
+            );
+            expect(await publishing).toMatchObject({ code: 'LOCKED' });
           } finally {
             clearTimeout(release);
             await locker.query('ROLLBACK');
@@ -564,16 +592,21 @@ describePostgres(
       it("is ended by the server after idleInTransactionTimeoutMs, releasing the lock other hosts' appends wait for", async () => {
         const schema = nextSchema();
         await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();
-        // The stalled host: its append pauses for 3 s after taking the position (a paused process, a GC pause).
-        const { pool } = stallingPool(pg.connectionString, 500, /INSERT INTO .*\.entries/, 3000);
+        // The stalled host: its append pauses after taking the position (a paused process, a GC pause), until the
+        // other host's append is through: only the server's ending of the stalled transaction lets that one go on
+        // (else it waits for the counter's lock until its lock_timeout, LOCKED), where a bound of 2.5 s on the clock
+        // against a pause of 3 s stood for it.
+        const { pool, paused, resume } = stallingPool(pg.connectionString, 500, /INSERT INTO .*\.entries/);
         const stalled = await PgManifestLog.open({ pool, schema });
         const other = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
         try {
           const stalledAppend = rejection(stalled.append(link('a', 0)));
-          await new Promise((r) => setTimeout(r, 200));
-          const started = Date.now();
-          expect(await other.append(link('b', 0))).toMatchObject({ position: 0 });
-          expect(Date.now() - started).toBeLessThan(2500);
+          await paused;
+          try {
+            expect(await other.append(link('b', 0))).toMatchObject({ position: 0 });
+          } finally {
+            resume();
+          }
           const err = await stalledAppend;
           expect(err).toBeInstanceOf(ManifestError);
           expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
@@ -597,24 +630,31 @@ describePostgres(
           lockTimeoutMs: 1000,
         });
         const { digest } = await other.put(bytes);
-        // The stalled host: its put of the same bytes pauses for 4 s after locking the existing row (a paused
-        // process), before dropping its own chunks again.
-        const { pool, paused } = stallingPool(
+        // The stalled host: its put of the same bytes pauses after locking the existing row (a paused process), before
+        // dropping its own chunks again, until the other host's put is through.
+        const { pool, paused, resume } = stallingPool(
           pg.connectionString,
           500,
           /DELETE FROM .*blob_chunks WHERE blob_id/,
-          4000,
         );
         const stalled = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
         try {
           const stalledPut = rejection(stalled.put(bytes));
-          await vi.waitFor(() => expect(paused()).toBe(true), { timeout: 5000, interval: 20 });
-          await new Promise((r) => setTimeout(r, 1000)); // twice the bound: the server has ended the stalled one
-          const idle = await sql(
-            `SELECT 1 FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()`,
-          );
-          expect(idle).toEqual([]);
-          expect(await other.put(bytes)).toMatchObject({ digest });
+          await paused;
+          try {
+            // The server ends the stalled transaction (its 500 ms bound), while the pause lasts: polled for as long as
+            // a wait that must end is given, where one look after 1 s stood for it.
+            const idle = async () =>
+              (
+                await sql(
+                  `SELECT 1 FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()`,
+                )
+              ).length;
+            expect(await settledCount(idle, 0, ENDS_AT_SIGNAL_MS)).toBe(0);
+            expect(await other.put(bytes)).toMatchObject({ digest });
+          } finally {
+            resume();
+          }
           const err = await stalledPut;
           expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
           expect((err as Error).message, String((err as Error).cause)).toMatch(/idle_in_transaction_session_timeout/);
@@ -666,9 +706,12 @@ describePostgres(
     });
 
     /**
-     * Another connection's transaction holding the rows `select` locks (FOR UPDATE). It lets go after 8 s at the latest
-     * (lockTimeoutMs is 30 s), so a wait that ignores its signal ends, and `released` says it came to that.
+     * Another connection's transaction holding the rows `select` locks (FOR UPDATE). It lets go after LET_GO_MS at the
+     * latest, so a wait that ignores its signal ends, and `released` says it came to that: four times as long as a wait
+     * that must end at its signal is given (ENDS_AT_SIGNAL_MS), where 8 s was not (a loaded machine took longer to
+     * get from the lock to the answer). A wait it holds must be bounded by more than that (lockTimeoutMs), or by none.
      */
+    const LET_GO_MS = 4 * ENDS_AT_SIGNAL_MS;
     async function holdRowLock(select: string): Promise<{ readonly released: boolean; end(): Promise<void> }> {
       const locker = new pgLib.Client({ connectionString: pg.connectionString });
       locker.on('error', () => {});
@@ -679,7 +722,7 @@ describePostgres(
       const timer = setTimeout(() => {
         released = true;
         void locker.query('ROLLBACK');
-      }, 8000);
+      }, LET_GO_MS);
       return {
         get released() {
           return released;
@@ -737,7 +780,9 @@ describePostgres(
         const schema = nextSchema();
         const root = mkdtempSync(join(tmpdir(), 'hl-pg-cancel-'));
         // One connection: the publish after the cancelled one must find it back in the pool, out of its transaction.
-        const postgres = { connectionString: pg.connectionString, schema, maxConnections: 1 };
+        // Its lock waits are bounded beyond the holder's LET_GO_MS (the default 30 s would end a wait that ignored its
+        // signal, CANCELLED as well, before the holder let go).
+        const postgres = { connectionString: pg.connectionString, schema, maxConnections: 1, lockTimeoutMs: 600_000 };
         const ledger = await openLedger({ root, host: 'h', postgres, onNotice: () => {} });
         const scope = { principal: 'alice', session: 's1', run: 'r1' };
         const rows = async () => ({
@@ -761,6 +806,9 @@ describePostgres(
               );
             while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
             ac.abort(new Error('user pressed stop'));
+            expect(await settledWithin(publishing, ENDS_AT_SIGNAL_MS), 'the wait did not end at the abort').toBe(
+              'settled',
+            );
             const err = await publishing;
             expect(lock.released, 'the publish answered while the lock was still held').toBe(false);
             expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
@@ -810,16 +858,15 @@ describePostgres(
                 "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
               );
             while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
-            const aborted = Date.now();
             ac.abort(new Error('user pressed stop'));
+            expect(await settledWithin(publishing, ENDS_AT_SIGNAL_MS), 'the wait never ended').toBe('settled');
             const err = await publishing;
-            // The wait ran to the server's lock_timeout (1.5 s from its start), not to the holder's end (8 s).
+            // The wait ran to the server's lock_timeout (1.5 s from its start), not to the holder's end (LET_GO_MS).
             expect(lock.released, 'the publish answered only once the lock was let go').toBe(false);
-            const waited = Date.now() - aborted;
-            expect(waited, 'no cancel landed: the wait did not end at the abort').toBeGreaterThanOrEqual(1000);
-            expect(waited).toBeLessThan(6000);
             expect(cancels).toHaveBeenCalled();
             expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+            // No cancel landed: the publish answered once the server had ended the statement's wait (lock_timeout),
+            // not at the abort with the statement still waiting, where a bound of 1 s to 6 s on the clock stood for it.
             expect((await waiting())[0]!.n).toBe(0);
             expect(await rows()).toEqual(before);
           } finally {
@@ -834,7 +881,7 @@ describePostgres(
           await ledger.close();
           await rm(root, { recursive: true, force: true });
         }
-      }, 30_000);
+      }, 90_000);
     });
 
     describe("a publish's reads before its append, with every pooled connection busy", () => {
@@ -899,20 +946,18 @@ describePostgres(
         const ac = new AbortController();
         try {
           const running = rejection(
-            db.transaction(async (c) => void (await c.query('SELECT pg_sleep(30) AS slow')), 'BEGIN', ac.signal),
+            db.transaction(async (c) => void (await c.query('SELECT pg_sleep(600) AS slow')), 'BEGIN', ac.signal),
           );
           const sleeping = () =>
             sql<{ n: number }>(
-              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%pg_sleep(30) AS slow%' AND pid <> pg_backend_pid()",
+              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%pg_sleep(600) AS slow%' AND pid <> pg_backend_pid()",
             );
           while ((await sleeping())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
           ac.abort(new Error('user pressed stop'));
-          // Without a second cancel the statement would run its 30 s.
-          const outcome = await Promise.race([
-            running,
-            new Promise((r) => setTimeout(() => r('still running'), 10_000)),
-          ]);
-          expect(outcome).toMatchObject({ message: 'user pressed stop' });
+          // Without a second cancel the statement would run its 10 min (where 30 s against a race of 10 s left a loaded
+          // machine too little margin).
+          expect(await settledWithin(running, ENDS_AT_SIGNAL_MS), 'still running').toBe('settled');
+          expect(await running).toMatchObject({ message: 'user pressed stop' });
           expect(cancels.mock.calls.length).toBeGreaterThanOrEqual(2);
           expect((await sleeping())[0]!.n).toBe(0);
         } finally {
@@ -1008,6 +1053,10 @@ describePostgres(
             );
           while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
           ac.abort(new Error('user pressed stop'));
+          // No lock_timeout on this pool: a wait the cancel missed lasts until the holder lets go (LET_GO_MS).
+          expect(await settledWithin(waitingOnLock, ENDS_AT_SIGNAL_MS), 'the wait did not end at the abort').toBe(
+            'settled',
+          );
           expect(await waitingOnLock).toMatchObject({ message: 'user pressed stop' });
           expect(lock.released, 'the wait ended while the lock was still held').toBe(false);
         } finally {
@@ -1090,7 +1139,9 @@ describePostgres(
         try {
           const ac = new AbortController();
           const append = rejection(log.append(link('s', 0), { signal: ac.signal }));
-          setTimeout(() => ac.abort(new Error('user pressed stop')), 100);
+          // Aborted once the append waits for the connection (where a timer of 100 ms stood for that).
+          while (pool.waitingCount === 0) await new Promise((r) => setTimeout(r, 10));
+          ac.abort(new Error('user pressed stop'));
           expect(await settledWithin(append, ENDS_AT_SIGNAL_MS)).toBe('settled'); // not the pool's ten minutes
           expect(await append).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
           held.release();
@@ -1116,7 +1167,9 @@ describePostgres(
         try {
           const ac = new AbortController();
           const put = rejection(blobs.put(utf8('an upload'), { signal: ac.signal }));
-          setTimeout(() => ac.abort(new Error('user pressed stop')), 100);
+          // Aborted once the upload waits for a connection (where a timer of 100 ms stood for that).
+          while (pool.waitingCount === 0) await new Promise((r) => setTimeout(r, 10));
+          ac.abort(new Error('user pressed stop'));
           expect(await settledWithin(put, ENDS_AT_SIGNAL_MS)).toBe('settled'); // not the pool's ten minutes
           expect(await put).toMatchObject({ code: 'CANCELLED' });
           for (const c of held) c.release();
@@ -1132,12 +1185,28 @@ describePostgres(
         const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1, connectionTimeoutMillis: 300 });
         const blobs = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
         const log = await PgManifestLog.open({ pool, schema });
+        // The put holds the one connection from its first chunk until the head's wait has ended (where a source of
+        // ~1.4 s, and a sleep of 100 ms standing for "the put has the connection", failed a loaded machine).
+        let letGo!: () => void;
+        const held = new Promise<void>((resolve) => (letGo = resolve));
+        let begun!: () => void;
+        const uploading = new Promise<void>((resolve) => (begun = resolve));
+        const heldSource = (async function* () {
+          begun(); // pulled: the upload holds its connection
+          yield new Uint8Array(1024 * 1024).fill(1);
+          await held;
+          yield new Uint8Array(1024 * 1024).fill(2);
+        })();
         try {
-          const put = blobs.put(slowSource(2, 1)); // the one connection, for ~1.4 s
-          await new Promise((r) => setTimeout(r, 100));
-          const err = await rejection(log.head('s'));
-          expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
-          expect((err as Error).message).toMatch(/connection pool is busy/);
+          const put = blobs.put(heldSource);
+          await uploading;
+          try {
+            const err = await rejection(log.head('s'));
+            expect(err).toMatchObject({ code: 'STORAGE_FAILED' });
+            expect((err as Error).message).toMatch(/connection pool is busy/);
+          } finally {
+            letGo();
+          }
           await put;
         } finally {
           await Promise.all([blobs.close(), log.close()]);
@@ -1158,15 +1227,17 @@ describePostgres(
             if (armed && d.includes(armed)) {
               armed = undefined;
               dropReplies = true;
-              setTimeout(() => {
-                up.destroy();
-                down.destroy();
-              }, 300);
             }
             up.write(d);
           });
           up.on('data', (d: Buffer) => {
             if (!dropReplies) down.write(d);
+            else {
+              // The server's reply to the armed statement: it has run it (at COMMIT, committed). Cut here, not 300 ms
+              // after it was passed on, which a loaded server could take to get to it.
+              up.destroy();
+              down.destroy();
+            }
           });
           for (const [a, b] of [
             [up, down],
