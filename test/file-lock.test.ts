@@ -331,9 +331,9 @@ describe('breaking a stale lock, step by step', () => {
     const dead = () => JSON.stringify({ pid: deadPid(), host: hostname(), nonce: 'dead', ...machine() });
     writeFileSync(lockPath, dead());
     writeFileSync(`${lockPath}.break`, dead());
-    const started = Date.now();
+    // waitMs 0: a turn not cleared at the first try would be LOCKED at once; taken, it was cleared (no bound on the
+    // clock, which a loaded machine can pass).
     const lock = await takeFileLock(path, 'the witness state directory', { waitMs: 0 });
-    expect(Date.now() - started).toBeLessThan(2_000);
     await lock.release();
     expect(readdirSync(root)).toEqual([]);
     // A turn that is not a file cannot be cleared: the wait ends in LOCKED, naming it.
