@@ -120,11 +120,11 @@ describe.skipIf(!linux)('a command opening its store, waiting for the trust lock
         // keys/ is made before the keyring finds it must write, and then waits for the lock.
         await until(() => existsSync(join(root, 'keys')), 'the open to reach the keyring');
         await new Promise((resolve) => setTimeout(resolve, 300));
-        const sent = Date.now();
         child.kill(signal);
         const { code } = await child.exited;
         expect({ code, stderr: child.stderr() }).toEqual({ code: EXITS[signal], stderr: interrupted(command, signal) });
-        expect(Date.now() - sent).toBeLessThan(5_000);
+        // No bound on the clock (5 s failed a loaded machine): a wait that ignored the signal ends only at its 30 s
+        // bound, LOCKED, which the exit and stderr above tell apart.
         // --json: the error as JSON on stdout, as for every error; else nothing there.
         if (more.includes('--json'))
           expect(JSON.parse(child.stdout())).toEqual({
@@ -203,7 +203,6 @@ describe.skipIf(!linux)('every command on a store, opening a PostgreSQL store wh
       const child = cli([...args, '--root', root, '--host', 'h1', '--postgres', postgres], { stdin: summary });
       // Connected: the open waits for the server's answer (10 s, then a connection error).
       await until(() => accepted > seen, `${command} to connect`);
-      const sent = Date.now();
       child.kill(signal);
       const { code } = await child.exited;
       expect({ command, code, stderr: child.stderr(), stdout: child.stdout() }).toEqual({
@@ -212,7 +211,8 @@ describe.skipIf(!linux)('every command on a store, opening a PostgreSQL store wh
         stderr: interrupted(command, signal),
         stdout: '',
       });
-      expect(Date.now() - sent, command).toBeLessThan(5_000);
+      // No bound on the clock (5 s failed a loaded machine): an open that ignored the signal ends only at the 10 s
+      // connection timeout, with a connection error, which the exit and stderr above tell apart.
       expect(tree(root), command).toEqual(before);
     }
     expect(existsSync(join(base, 'bundle'))).toBe(false);
@@ -254,7 +254,6 @@ describePostgres(
           // trust.json is written before the guard pins: the open is at the pin's lock, or about to be.
           await until(() => existsSync(join(root, 'trust.json')), 'the open to reach the pin');
           await new Promise((resolve) => setTimeout(resolve, 300));
-          const sent = Date.now();
           child.kill(signal);
           const { code } = await child.exited;
           expect({ code, stderr: child.stderr(), stdout: child.stdout() }).toEqual({
@@ -262,7 +261,8 @@ describePostgres(
             stderr: interrupted('init', signal),
             stdout: '',
           });
-          expect(Date.now() - sent).toBeLessThan(5_000);
+          // No bound on the clock (5 s failed a loaded machine): a wait that ignored the signal ends only at its 30 s
+          // bound, LOCKED, which the exit and stderr above tell apart.
           expect(existsSync(pin)).toBe(false);
           expect(readdirSync(pins)).toEqual([`${pin.split('/').at(-1)}.lock`]);
           expect(await stagingLeft(root)).toEqual([]);
