@@ -474,10 +474,10 @@ describe('export interrupted by a signal', () => {
       await until('export holding fsync');
       child.kill(first);
       await until('export held');
-      const sent = Date.now();
+      // Ended by the second signal itself (no exit code): an export that waited out the held fsync would exit with
+      // one, so no bound on the clock is needed (10 s was one a loaded machine could pass).
       child.kill(second);
       expect(await exited, stderr).toEqual({ code: null, signal: second });
-      expect(Date.now() - sent).toBeLessThan(10_000);
       // Ended outright: its claim and staging stay, and the next export removes them.
       const again = captureIo();
       expect(await exportCli(args, again.io), again.stderr()).toBe(0);

@@ -325,10 +325,10 @@ describe('audit-ui as a process', () => {
       const ui = await startAuditUi([], { nodeArgs: ['--import', HOLD] });
       ui.child.kill(first);
       await ui.until('holding server close');
-      const sent = Date.now();
+      // Ended by the second signal itself (no exit code): a stopping that waited out the held close (20 s) would exit
+      // with one, so no bound on the clock is needed (10 s was one a loaded machine could pass).
       ui.child.kill(second);
       expect(await ui.exited, ui.stderr()).toEqual({ code: null, signal: second });
-      expect(Date.now() - sent).toBeLessThan(10_000);
     },
     60_000,
   );

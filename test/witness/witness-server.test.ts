@@ -344,10 +344,10 @@ describe('witness serve, stopping', () => {
       w.proc.kill(first);
       while (!w.stderr().includes('holding server close') && w.proc.exitCode === null)
         await new Promise((r) => setTimeout(r, 5));
-      const sent = Date.now();
+      // Ended by the second signal itself (no exit code): a stopping that waited out the held close (20 s) would exit
+      // with one, so no bound on the clock is needed (10 s was one a loaded machine could pass).
       w.proc.kill(second);
       expect(await exited, w.stderr()).toBe(second);
-      expect(Date.now() - sent).toBeLessThan(10_000);
     },
     60_000,
   );
