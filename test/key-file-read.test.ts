@@ -13,6 +13,7 @@ import { generateJwk, readPrivateKeyFile } from '../src/keys/local-signer.js';
 import { readRegularFile } from '../src/cli/io.js';
 import { openLedger } from '../src/ledger/open.js';
 import { tempDir } from './support/tmp.js';
+import { ENDS_AT_SIGNAL_MS } from './support/settled.js';
 
 /**
  * Run once, right after the first lstat or open of `path` returns (past the first `skip` of them): the swap of the test
@@ -97,7 +98,8 @@ describe('readPrivateKeyFile reads the file it checked', () => {
     const dir = tempDir();
     const fifo = join(dir, 'fifo.jwk');
     execFileSync('mkfifo', ['-m', '600', fifo]);
-    const timeout = new Promise<string>((r) => setTimeout(() => r('waited'), 5000).unref());
+    // A read that waited for a writer would wait for ever (none comes): given as long as a wait that must end is.
+    const timeout = new Promise<string>((r) => setTimeout(() => r('waited'), ENDS_AT_SIGNAL_MS).unref());
     expect(await Promise.race([refusal(readPrivateKeyFile(fifo)), timeout])).toBe(
       `KEY_FILE_UNSAFE: key file ${fifo} is not a regular file`,
     );
@@ -177,7 +179,8 @@ describe('readRegularFile (the CLI: witness serve --logs) shares the one-descrip
     expect((await readRegularFile(join(dir, 'link.json'), 64)).toString()).toBe('{"logs":[]}');
     const fifo = join(dir, 'fifo');
     execFileSync('mkfifo', [fifo]);
-    const timeout = new Promise<string>((r) => setTimeout(() => r('waited'), 5000).unref());
+    // A read that waited for a writer would wait for ever (none comes): given as long as a wait that must end is.
+    const timeout = new Promise<string>((r) => setTimeout(() => r('waited'), ENDS_AT_SIGNAL_MS).unref());
     expect(await Promise.race([refusal(readRegularFile(fifo, 64)), timeout])).toBe('undefined: not a regular file');
     expect(await refusal(readRegularFile(dir, 64))).toBe('undefined: not a regular file');
     expect(await refusal(readRegularFile(file, 5))).toBe('undefined: 11 bytes, over 5');

@@ -14,7 +14,7 @@ import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { KeyedMutex } from '../src/ledger/locks.js';
 import { nobleVerifier } from '../manifests/crypto/ed25519.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
-import { firstCall } from './support/settled.js';
+import { ENDS_AT_SIGNAL_MS, firstCall, settledWithin } from './support/settled.js';
 import { entryKey, plantHead, SUMMARY_MEDIA_TYPE } from './support/plant.js';
 
 const alice = { principal: 'alice', session: 'sess-1', run: 'run-1' };
@@ -627,8 +627,10 @@ describe('failures leave no manifest', () => {
     waiting.restore();
     ac.abort(new Error('user pressed stop'));
     // Settled while the first still holds the lock: the wait ended at the abort.
-    const outcome = await Promise.race([second, new Promise((r) => setTimeout(() => r('still waiting'), 2_000))]);
-    expect(outcome).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+    // The first holds it until letGo(), after this: a wait that ignored the abort would not end (a race against 2 s
+    // stood for that, and lost on a loaded machine).
+    expect(await settledWithin(second, ENDS_AT_SIGNAL_MS), 'still waiting').toBe('settled');
+    expect(await second).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
     letGo();
     expect((await first).seq).toBe(0);
     expect((await ledger.history(alice)).map((h) => h.manifest.seq)).toEqual([0]);

@@ -11,6 +11,7 @@ import { createWitnessKeyFile } from '../../src/witness/key.js';
 import { originHash, WitnessState } from '../../src/witness/state.js';
 import { tempDir } from '../support/tmp.js';
 import { addCheckpoint, HandLog, startWitness, stopWitness } from './support.js';
+import { ENDS_AT_SIGNAL_MS } from '../support/settled.js';
 
 const log = new HandLog('example.com/state-binding', 21);
 const leaves = HandLog.leaves('b', 6);
@@ -94,7 +95,9 @@ describe('the witness state and its key', () => {
     try {
       // (stderr is its own pipe: the line may come just after the address on stdout)
       const said = `witness: a new state in ${join(base, 'a', 'state')}: each log's first checkpoint`;
-      for (let i = 0; i < 50 && !a.stderr().includes(said); i++) await new Promise((r) => setTimeout(r, 100));
+      // Polled for as long as a wait that must end is given (5 s was not enough on a loaded machine).
+      const until = Date.now() + ENDS_AT_SIGNAL_MS;
+      while (Date.now() < until && !a.stderr().includes(said)) await new Promise((r) => setTimeout(r, 100));
       expect(a.stderr()).toContain(said);
       expect((await addCheckpoint(a.url, await log.request(0, leaves.slice(0, 4)))).status).toBe(200);
     } finally {
