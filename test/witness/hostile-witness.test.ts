@@ -27,6 +27,7 @@ import type { SignedCheckpoint } from '../../src/ledger/checkpoints.js';
 import { createWitnessServer } from '../../src/witness/server.js';
 import { originHash, WitnessState } from '../../src/witness/state.js';
 import { HandLog, noteSigner } from './support.js';
+import { ENDS_AT_SIGNAL_MS } from '../support/settled.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-hostile-witness-'));
 const log = new HandLog('example.com/hostile-witness', 5);
@@ -476,7 +477,7 @@ describe('the witness server and replays of the tree it holds', () => {
     // such a failure says so rather than running into the test's timeout.
     const ended = await Promise.race([
       server.settled().then(() => 'ended'),
-      new Promise((r) => setTimeout(() => r('still reading the body'), 10_000).unref()),
+      new Promise((r) => setTimeout(() => r('still reading the body'), ENDS_AT_SIGNAL_MS).unref()),
     ]);
     expect(ended).toBe('ended');
     expect(events).toEqual([{ status: 408, reason: 'the request took too long' }]);
