@@ -15,6 +15,10 @@
  *
  * And once through a ledger: publish never waits for such witnesses, checkpoint() and close() keep their bounds.
  *
+ * No outcome here depends on how fast anything answers (the suite runs on two loaded cores): a wait that must end is
+ * given ENDS_AT_SIGNAL_MS against an alternative that does not end (a witness that never answers, or a deadline of
+ * HOLD_MS), and "ended before the deadline" is told by what was said, not by a clock.
+ *
  * The seed is fixed (SEED); a failure names the case.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -33,18 +37,17 @@ import { WitnessPool } from '../../src/ledger/witnessing.js';
 import type { SignedCheckpoint } from '../../src/ledger/checkpoints.js';
 import { createWitnessServer } from '../../src/witness/server.js';
 import { WitnessState } from '../../src/witness/state.js';
+import { ENDS_AT_SIGNAL_MS, settledWithin } from '../support/settled.js';
 import { HandLog, noteSigner } from './support.js';
 
 const SEED = 0x3a11;
-/**
- * The witnesses' deadline: long enough that what must end well before it (a publish, a body cut at 64 KiB) does so on a
- * loaded CI runner too, where the suite's files run side by side on two cores.
- */
+/** The witnesses' deadline where a test waits for it to pass (a witness that never answers, or drips). */
 const TIMEOUT_MS = 3000;
-/** What a bound is allowed past its figure on such a runner (timers and I/O served late). */
-const SLACK_MS = 2000;
-/** cosign()'s documented bound: one round, two requests per witness (2 × the deadline), and a second. */
-const COSIGN_BOUND_MS = 2 * TIMEOUT_MS + 1000;
+/**
+ * The deadline where what is checked must end on its own, well before any deadline (a publish, a body cut at 64 KiB, an
+ * answer read): far beyond ENDS_AT_SIGNAL_MS, so that a wait that did reach the deadline is told apart by its outcome.
+ */
+const HOLD_MS = 10 * 60_000;
 
 const base = mkdtempSync(join(tmpdir(), 'hl-hostile-answers-'));
 const log = new HandLog('example.com/hostile-answers', 11);
@@ -145,8 +148,9 @@ type Behaviour = (req: IncomingMessage, res: ServerResponse, body: Buffer) => vo
  * write, `closed` settles when a connection of it closed.
  */
 async function fake(behave: Behaviour) {
-  const stats = { written: 0, closed: 0 };
+  const stats = { written: 0, closed: 0, requests: 0 };
   const server = createServer((req, res) => {
+    stats.requests++;
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => void Promise.resolve(behave(req, res, Buffer.concat(chunks))).catch(() => res.destroy()));
@@ -167,15 +171,27 @@ async function forward(url: string, body: Buffer) {
 }
 
 /**
- * `cp` submitted to the bad witness (pinned by its key, or not) and to an honest second witness: the contract above
- * checked, and the note and notices returned.
+ * `cp` submitted to the bad witness (pinned by its key, or not) and to an honest second witness, each request given
+ * `timeoutMs`: the contract above checked, and the note and notices returned. cosign() must end within
+ * ENDS_AT_SIGNAL_MS: at the bad witness's answer (HOLD_MS, far longer, is what it would wait otherwise), or at the
+ * deadline of a witness that never answers (TIMEOUT_MS).
  */
-async function submit(bad: string, pinned: boolean, cp: SignedCheckpoint, good: string, label: string) {
+async function submit(
+  bad: string,
+  pinned: boolean,
+  cp: SignedCheckpoint,
+  good: string,
+  label: string,
+  timeoutMs = HOLD_MS,
+) {
+  // Under the short deadline, the honest witness has it too: whether it answers in time is the machine's speed, so
+  // its cosignature is asked for under HOLD_MS only.
+  const honestAsked = timeoutMs === HOLD_MS;
   const notices: string[] = [];
   const pool = await WitnessPool.open({
     options: {
       witnesses: [pinned ? `${bad}#${w1Key}` : bad, `${good}#${w2Key}`],
-      timeoutMs: TIMEOUT_MS,
+      timeoutMs,
       retryMs: 60_000,
       closeWaitMs: 0,
     },
@@ -185,22 +201,28 @@ async function submit(bad: string, pinned: boolean, cp: SignedCheckpoint, good: 
     checkpointKeys: () => logKeys,
   });
   const started = performance.now();
-  let out: SignedCheckpoint;
+  let out: SignedCheckpoint | undefined;
+  let ended: 'settled' | 'pending';
   try {
-    out = await pool.cosign(cp);
+    ended = await settledWithin(
+      pool.cosign(cp).then((o) => void (out = o)),
+      ENDS_AT_SIGNAL_MS,
+    );
   } finally {
     await pool.close();
   }
   const took = performance.now() - started;
-  expect(took, `${label}: cosign() took ${took} ms`).toBeLessThan(COSIGN_BOUND_MS + SLACK_MS);
+  expect(ended, `${label}: cosign() ended`).toBe('settled');
+  if (!out) throw new Error(`${label}: cosign() rejected`);
   // The note opens as an auditor opens it, and the log's signature is the first.
   expect(openNote(out.note, logKeys).sigs[0]?.name, label).toBe(log.origin);
   const checked = checkCosignatures(out.note, [parseCosignerKey(w1Key), parseCosignerKey(w2Key)]);
   // The honest witness's cosignature is always there; a pinned witness's line is there only when it verifies.
-  expect(
-    checked.valid.map((c) => c.name),
-    label,
-  ).toContain(W2);
+  if (honestAsked)
+    expect(
+      checked.valid.map((c) => c.name),
+      label,
+    ).toContain(W2);
   if (pinned) expect(checked.invalid, label).toEqual([]);
   for (const notice of notices) {
     expect(isTerminalSafe(notice), `${label}: ${JSON.stringify(notice)}`).toBe(true);
@@ -361,13 +383,16 @@ describe('a witness whose body is huge, endless, slow or no HTTP at all', () => 
         };
         pump();
       });
+      // The body never ends (the fake stops writing, never closes): cosign() ends within ENDS_AT_SIGNAL_MS, the
+      // deadline being HOLD_MS, only because the reader stopped at 64 KiB.
       const r = await submit(url, true, cp, goodUrl, `endless ${name}`);
-      expect(r.took, name).toBeLessThan(TIMEOUT_MS);
       // Cut by the reader: the socket's buffers hold a few MiB at most, the body was 1 GiB.
-      await expect.poll(() => stats.closed, { timeout: 5000 }).toBeGreaterThan(0);
+      await expect.poll(() => stats.closed, { timeout: ENDS_AT_SIGNAL_MS }).toBeGreaterThan(0);
       expect(stats.written, name).toBeLessThan(64 * 1024 * 1024);
       const notice = r.notices.find((m) => m.includes(url))!;
       expect(notice, name).toBeDefined();
+      // Judged on what it read, not cut by the deadline.
+      expect(notice, name).not.toContain('sent no complete answer');
       // A refusal's words are shortened in its notice.
       expect(notice.length, name).toBeLessThan(1000);
     }
@@ -395,7 +420,8 @@ describe('a witness whose body is huge, endless, slow or no HTTP at all', () => 
         const timer = setInterval(() => (res.destroyed ? clearInterval(timer) : res.write('\u2014')), 50);
         res.on('close', () => clearInterval(timer));
       });
-      const r = await submit(url, true, cp, goodUrl, name);
+      // The witness never ends its answer: cosign() ends (within ENDS_AT_SIGNAL_MS) at the deadline alone.
+      const r = await submit(url, true, cp, goodUrl, name, TIMEOUT_MS);
       expect(r.took, name).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
       // It was reached (its headers came, or a drip of its body): not "unreachable", as the notice said before.
       expect(r.notices, name).toContain(`witness ${url} sent no complete answer within ${TIMEOUT_MS} ms`);
@@ -501,47 +527,78 @@ describe('a ledger with hostile witnesses beside an honest one', () => {
       res.writeHead(409, { 'content-type': 'text/x.tlog.size' });
       res.end(`\u001b[2J\u001b[31mverdict: OK\u001b[0m\u202e\n${'9'.repeat(20)}\n`);
     });
-    const silent = await fake((_req, res) => void res.flushHeaders());
+    // Holds each request (its headers sent, no body) until released, then cuts what it holds and all it gets after.
+    const held: ServerResponse[] = [];
+    let released = false;
+    const silent = await fake((_req, res) => {
+      res.flushHeaders();
+      if (released) res.destroy();
+      else held.push(res);
+    });
+    const release = () => {
+      released = true;
+      for (const res of held.splice(0)) res.destroy();
+    };
     const redirect = await fake((_req, res) => {
       res.writeHead(307, { location: good });
       res.end();
     });
     const notices: string[] = [];
+    const witnesses = [`${endless.url}#${w1Key}`, garbage.url, silent.url, redirect.url, `${good}#${w2Key}`];
+    const who = { principal: 'alice', session: 's1', run: 'r1' };
+    // Publishing, the requests given HOLD_MS: a publish that waited for the witnesses (the silent one never answers)
+    // would not end before it.
     const ledger = await openLedger({
       root,
       host: 'host-h',
       origin,
-      witnesses: {
-        witnesses: [`${endless.url}#${w1Key}`, garbage.url, silent.url, redirect.url, `${good}#${w2Key}`],
-        timeoutMs: TIMEOUT_MS,
-        retryMs: 60_000,
-      },
+      witnesses: { witnesses, timeoutMs: HOLD_MS, retryMs: 60_000, closeWaitMs: TIMEOUT_MS },
       onNotice: (m) => notices.push(m),
     });
     let closed = false;
     try {
       for (let i = 0; i < 2; i++) {
-        const started = performance.now();
-        await ledger.publish(
-          { principal: 'alice', session: 's1', run: 'r1' },
-          { task: `t${i}`, state: 's', nextSteps: [], files: [] },
-        );
+        const publish = ledger.publish(who, { task: `t${i}`, state: 's', nextSteps: [], files: [] });
         // A publish never waits for a witness.
-        expect(performance.now() - started).toBeLessThan(TIMEOUT_MS);
+        expect(await settledWithin(publish, ENDS_AT_SIGNAL_MS), `publish ${i}`).toBe('settled');
+        await publish;
       }
-      const started = performance.now();
-      const cp = await ledger.checkpoint();
-      expect(performance.now() - started).toBeLessThan(COSIGN_BOUND_MS + SLACK_MS);
-      expect(openNote(cp.note, [parseVerifierKey(vkey)]).sigs[0]?.name).toBe(origin);
-      expect(checkCosignatures(cp.note, [parseCosignerKey(w2Key)]).valid.map((c) => c.name)).toEqual([W2]);
-      expect(cp.checkpoint.size).toBe(2);
-      const closing = performance.now();
-      await ledger.close();
+      // The round the publishes started reaches the silent witness, which holds it: still held when they are done.
+      await expect.poll(() => silent.stats.requests, { timeout: ENDS_AT_SIGNAL_MS }).toBeGreaterThan(0);
+      expect(silent.stats.closed).toBe(0);
+      // close() waits closeWaitMs at most for that round, then cuts it (it would wait HOLD_MS otherwise).
+      expect(await settledWithin(ledger.close(), ENDS_AT_SIGNAL_MS), 'close with a round held').toBe('settled');
       closed = true;
-      // close() waits closeWaitMs (the deadline, here) at most for a round under way.
-      expect(performance.now() - closing).toBeLessThan(TIMEOUT_MS + SLACK_MS);
     } finally {
       if (!closed) await ledger.close();
+    }
+    // Checkpointing, the requests still given HOLD_MS: checkpoint() waits for the silent witness, which holds its
+    // request until released. (That a witness that never answers is cut at the deadline is the pool's, checked above
+    // with 'drip' and 'silence': the honest witness here answers under no deadline that the machine's speed decides.)
+    const asked = silent.stats.requests;
+    const again = await openLedger({
+      root,
+      host: 'host-h',
+      origin,
+      witnesses: { witnesses, timeoutMs: HOLD_MS, retryMs: 60_000 },
+      onNotice: (m) => notices.push(m),
+    });
+    closed = false;
+    try {
+      let cp: SignedCheckpoint | undefined;
+      const checkpoint = again.checkpoint().then((c) => void (cp = c));
+      await expect.poll(() => silent.stats.requests, { timeout: ENDS_AT_SIGNAL_MS }).toBeGreaterThan(asked);
+      expect(held.length, 'the silent witness holds the checkpoint’s request').toBeGreaterThan(0);
+      release();
+      expect(await settledWithin(checkpoint, ENDS_AT_SIGNAL_MS), 'checkpoint').toBe('settled');
+      await checkpoint;
+      expect(openNote(cp!.note, [parseVerifierKey(vkey)]).sigs[0]?.name).toBe(origin);
+      expect(checkCosignatures(cp!.note, [parseCosignerKey(w2Key)]).valid.map((c) => c.name)).toEqual([W2]);
+      expect(cp!.checkpoint.size).toBe(2);
+      expect(await settledWithin(again.close(), ENDS_AT_SIGNAL_MS), 'close').toBe('settled');
+      closed = true;
+    } finally {
+      if (!closed) await again.close();
     }
     for (const url of [endless.url, garbage.url, silent.url, redirect.url])
       expect(
