@@ -5,7 +5,7 @@
  * connection closed while it was being signed stores nothing.
  */
 import { existsSync, readdirSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { nobleSign } from '../../manifests/crypto/ed25519.js';
@@ -75,11 +75,15 @@ describe('witness state close', () => {
     const seed = new Uint8Array(32).fill(12);
     let signing!: () => void;
     const signed = new Promise<void>((r) => (signing = r));
+    // A slow signing device: it answers once the test has closed the connection (a 300 ms sleep stood for it, and a
+    // loaded machine closing later than that let the request complete and its state be stored).
+    let finish!: () => void;
+    const finished = new Promise<void>((r) => (finish = r));
     const slow: NoteSigner = {
       ...noteSigner('witness.example/slow', seed),
       sign: async (m) => {
         signing();
-        await new Promise((r) => setTimeout(r, 300)); // a slow signing device
+        await finished;
         return nobleSign(m, seed);
       },
     };
@@ -88,6 +92,9 @@ describe('witness state close', () => {
       logs: new Map([[log.origin, [parseVerifierKey(log.vkey)]]]),
       state,
     });
+    // The server's side of each connection closed: what the handler's check after the signer sees.
+    const sockets: Promise<void>[] = [];
+    server.on('connection', (socket: Socket) => sockets.push(new Promise((r) => socket.once('close', () => r()))));
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -102,6 +109,8 @@ describe('witness state close', () => {
       server.closeAllConnections();
       abort.abort();
       await request;
+      await Promise.all(sockets);
+      finish();
       await new Promise<void>((r) => server.close(() => r()));
       await server.settled();
       expect(readdirSync(join(dir, 'logs'))).toEqual([]);
