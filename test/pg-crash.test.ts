@@ -21,6 +21,7 @@ import { decodeSummary } from '../src/summary/summary.js';
 import { fsck, gc } from '../src/ops/maintenance.js';
 import { crashSummary } from './reliability/crash-summary.mjs';
 import { describePostgres, sqlOn } from './support/postgres.js';
+import { ENDS_AT_SIGNAL_MS } from './support/settled.js';
 import { mulberry32 } from './support/prng.mjs';
 import { tempDir } from './support/tmp.js';
 
@@ -67,7 +68,7 @@ class Publisher {
   }
 
   /** The first message of one of `types` after the first `from` messages, once it has come; rejects if the process exits first. */
-  async next(types: string | string[], from = 0, timeoutMs = 20_000): Promise<Msg> {
+  async next(types: string | string[], from = 0, timeoutMs = ENDS_AT_SIGNAL_MS): Promise<Msg> {
     const wanted = [types].flat();
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -160,7 +161,7 @@ describePostgres('a publish on PostgreSQL cut off by a crash', (pg) => {
     await client.query(lockSql, values);
     const own = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     return {
-      async waiting(timeoutMs = 20_000): Promise<number> {
+      async waiting(timeoutMs = ENDS_AT_SIGNAL_MS): Promise<number> {
         const deadline = Date.now() + timeoutMs;
         for (;;) {
           const rows = await sqlOn<{ pid: number; query: string }>(
@@ -183,7 +184,7 @@ describePostgres('a publish on PostgreSQL cut off by a crash', (pg) => {
 
   /** Until the server process of a killed client's transaction has gone (it rolls back when it finds no client). */
   async function serverProcessGone(connectionString: string, pid: number): Promise<void> {
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + ENDS_AT_SIGNAL_MS;
     while ((await sqlOn(connectionString, 'SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).length > 0) {
       if (Date.now() > deadline) throw new Error(`server process ${pid} of the killed publish is still there`);
       await new Promise((r) => setTimeout(r, 20));
