@@ -4,7 +4,7 @@
  * the same conformance suite (test/conformance/blob-store.ts).
  */
 import { digestHex, type Digest } from './hash/digest.js';
-import { readOptionFields, shownValue, StoreError, throwIfAborted } from './errors.js';
+import { readOptionFields, refuseNonSignal, shownValue, StoreError, throwIfAborted } from './errors.js';
 
 export interface BlobInfo {
   digest: Digest;
@@ -132,7 +132,7 @@ export function checkReadOptions(options: unknown): { maxBytes?: number; signal?
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
   // Each field read once; a getter that throws, or a name it does not know (a misspelt maxBytes: no bound), refused.
   const { maxBytes, signal } = readOptionFields(options, ['maxBytes', 'signal'], 'blob options', StoreError);
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal');
+  refuseNonSignal(signal);
   return { maxBytes: checkByteLimit(maxBytes, 'maxBytes'), signal };
 }
 
@@ -145,7 +145,7 @@ function checkDeleteOptions(options: unknown): DeleteOptions {
     'blob delete options',
     StoreError,
   );
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('signal must be an AbortSignal');
+  refuseNonSignal(signal);
   const checked: DeleteOptions = signal === undefined ? {} : { signal };
   if (storedBeforeMs === undefined) return checked;
   if (typeof storedBeforeMs !== 'number' || !Number.isFinite(storedBeforeMs))

@@ -48,6 +48,19 @@ export function throwIfAborted(signal: AbortSignal | undefined, Class: ErrorClas
   if (signal?.aborted) throw new Class('CANCELLED', 'operation cancelled', { cause: signal.reason });
 }
 
+/**
+ * Refuses a `signal` option that is neither absent nor an AbortSignal: `INVALID_ARGUMENT` of the calling layer's class,
+ * `prefix` naming the options where the message needs it (`postgres blob store: `).
+ */
+export function refuseNonSignal(
+  signal: unknown,
+  Class: ErrorClass<'INVALID_ARGUMENT'> = StoreError,
+  prefix = '',
+): asserts signal is AbortSignal | undefined {
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new Class('INVALID_ARGUMENT', `${prefix}signal must be an AbortSignal`);
+}
+
 /** An error of a system call as Node reports one: its `code` an errno name (`ENOENT`, `EACCES`, `EIO`, …). */
 export interface ErrnoError extends Error {
   code: string;

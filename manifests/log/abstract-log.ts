@@ -5,7 +5,7 @@
  * scheme can be confused by a separator inside one. Isomorphic.
  */
 import { isDigest, type Digest } from '../../store/hash/digest.js';
-import { readOptionFields, shownValue, throwIfAborted } from '../../store/errors.js';
+import { readOptionFields, refuseNonSignal, shownValue, throwIfAborted } from '../../store/errors.js';
 import { ManifestError, rollbackRefused } from '../errors.js';
 import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
@@ -250,8 +250,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
 
   async append(request: AppendRequest, options?: AppendOptions): Promise<LogEntry> {
     const { signal } = readOptionFields(checkObject(options, 'options'), ['signal'], 'append options', ManifestError);
-    if (signal !== undefined && !(signal instanceof AbortSignal))
-      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
+    refuseNonSignal(signal, ManifestError);
     const checked = checkRequest(request);
     throwIfAborted(signal, ManifestError);
     return this._append(checked, signal);
@@ -272,8 +271,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
       'checkHeads options',
       ManifestError,
     );
-    if (signal !== undefined && !(signal instanceof AbortSignal))
-      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
+    refuseNonSignal(signal, ManifestError);
     throwIfAborted(signal, ManifestError);
     return this._checkHeads(signal);
   }
@@ -506,8 +504,7 @@ export class CheckedInlineBlobTable implements InlineBlobTable {
       'inline blob delete options',
       ManifestError,
     );
-    if (signal !== undefined && !(signal instanceof AbortSignal))
-      throw new ManifestError('INVALID_ARGUMENT', 'inline blob delete options: signal must be an AbortSignal');
+    refuseNonSignal(signal, ManifestError, 'inline blob delete options: ');
     throwIfAborted(signal, ManifestError);
     const withSignal = signal === undefined ? {} : { signal };
     if (storedBeforeMs === undefined) return this.inner.delete(checked, withSignal);

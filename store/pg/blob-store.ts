@@ -8,7 +8,14 @@
  */
 import type pg from 'pg';
 import { formatDigest, isDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
-import { readOptionFields, StoreError, storageFailure, throwIfAborted, type NamesEveryField } from '../errors.js';
+import {
+  readOptionFields,
+  refuseNonSignal,
+  StoreError,
+  storageFailure,
+  throwIfAborted,
+  type NamesEveryField,
+} from '../errors.js';
 import {
   AbstractBlobStore,
   byteLimitProblem,
@@ -110,8 +117,7 @@ export class PgBlobStore extends AbstractBlobStore {
     // Every option is checked before anything connects: a bad one leaves no pool open and no schema made.
     const problem = pgOptionsProblem(options) ?? byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes');
     if (problem) throw new StoreError('INVALID_ARGUMENT', `postgres blob store: ${problem}`);
-    if (signal !== undefined && !(signal instanceof AbortSignal))
-      throw new StoreError('INVALID_ARGUMENT', 'postgres blob store: signal must be an AbortSignal');
+    refuseNonSignal(signal, StoreError, 'postgres blob store: ');
     throwIfAborted(signal);
     const db = new PgDatabase(options);
     try {

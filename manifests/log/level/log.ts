@@ -18,7 +18,7 @@ import { mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Level } from 'level';
 import { onAbort, settledOrAborted } from '../../../store/abort.js';
-import { readOptionFields, throwIfAborted, type NamesEveryField } from '../../../store/errors.js';
+import { readOptionFields, refuseNonSignal, throwIfAborted, type NamesEveryField } from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
 import {
@@ -238,8 +238,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       'LevelManifestLog.open options',
       ManifestError,
     ) as LevelManifestLogOptions;
-    if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
-      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
+    refuseNonSignal(options.signal, ManifestError);
     throwIfAborted(options.signal, ManifestError);
     let id: string;
     try {

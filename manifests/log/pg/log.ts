@@ -10,6 +10,7 @@ import type { Digest } from '../../../store/hash/digest.js';
 import {
   isHandoffLedgerError,
   readOptionFields,
+  refuseNonSignal,
   storageFailure,
   throwIfAborted,
   type NamesEveryField,
@@ -288,8 +289,7 @@ export class PgManifestLog extends AbstractManifestLog {
    */
   static async storedOrigin(given: PgManifestLogOptions): Promise<string | undefined> {
     const { signal, ...options } = given;
-    if (signal !== undefined && !(signal instanceof AbortSignal))
-      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
+    refuseNonSignal(signal, ManifestError);
     const problem = pgOptionsProblem(options);
     if (problem) throw new ManifestError('INVALID_ARGUMENT', `postgres manifest log: ${problem}`);
     throwIfAborted(signal, ManifestError);
@@ -335,8 +335,7 @@ export class PgManifestLog extends AbstractManifestLog {
       'PgManifestLog.open options',
       ManifestError,
     ) as PgManifestLogOptions;
-    if (signal !== undefined && !(signal instanceof AbortSignal))
-      throw new ManifestError('INVALID_ARGUMENT', 'signal must be an AbortSignal');
+    refuseNonSignal(signal, ManifestError);
     const problem = pgOptionsProblem(options);
     if (problem) throw new ManifestError('INVALID_ARGUMENT', `postgres manifest log: ${problem}`);
     throwIfAborted(signal, ManifestError);
