@@ -148,6 +148,17 @@ export function symlinkedEntry(path: string, kind: 'file' | 'directory' = 'file'
   );
 }
 
+/** Where a link may stand on a blob's way (`BundleBlobLink['link']`): a reason outside this list is no reason. */
+export const BUNDLE_BLOB_LINKS: ReadonlyArray<BundleBlobLink['link']> = ['file', 'blobs', BUNDLE_BLOB_DIR];
+
+/**
+ * What is said of a blob behind a link, in `verify`'s words: its own file's path, or the linked directory (the same
+ * for every blob of the bundle). The verifier's finding and audit-ui's 404 both say it.
+ */
+export function linkedBlobText(digest: Digest, link: BundleBlobLink['link']): string {
+  return link === 'file' ? symlinkedEntry(bundleBlobPath(digest)) : symlinkedEntry(link, 'directory');
+}
+
 /**
  * The header audit-ui sets on its 404 for a blob behind a link (`BundleBlobLink`'s `link`: the page's reader of a
  * served bundle gives the verifier the same reason `verify`'s reader gives).

@@ -6,7 +6,7 @@
 import { digestOf, hashBytes, type HashBackend } from '../../store/hash/digest.js';
 import type { FindingCode, FindingSink } from './findings.js';
 import { counted } from '../encoding/printable.js';
-import { BUNDLE_BLOB_DIR, bundleBlobPath, symlinkedEntry, type BundleReader } from './bundle.js';
+import { BUNDLE_BLOB_DIR, linkedBlobText, type BundleReader } from './bundle.js';
 import type { ChainEntry } from './chain-rules.js';
 
 /**
@@ -48,9 +48,9 @@ async function checkBlob(
   // A link is said to be one (as verify says of a linked tree file), not an absence: the file may well be there.
   if ('link' in blob) {
     if (blob.link === 'blobs' || blob.link === BUNDLE_BLOB_DIR)
-      return { code: 'BLOB_MISSING', message: symlinkedEntry(blob.link, 'directory'), linkedDir: blob.link };
+      return { code: 'BLOB_MISSING', message: linkedBlobText(digest, blob.link), linkedDir: blob.link };
     if (blob.link === 'file')
-      return { code: 'BLOB_MISSING', message: `summary blob ${digest}: ${symlinkedEntry(bundleBlobPath(digest))}` };
+      return { code: 'BLOB_MISSING', message: `summary blob ${digest}: ${linkedBlobText(digest, blob.link)}` };
     // Another reader's reason this verifier does not know: absent, in its own words.
     return { code: 'BLOB_MISSING', message: `summary blob ${digest} is not in the bundle` };
   }

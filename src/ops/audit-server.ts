@@ -23,12 +23,12 @@ import {
   BUNDLE_HEADS_FILE,
   BUNDLE_TREE_FILES,
   BLOB_LINK_HEADER,
-  bundleBlobPath,
+  linkedBlobText,
   symlinkedEntry,
   type BundleBlobLink,
   type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
-import { blobDirs, hasBlobDir, isSparse, NOT_A_FILE, symlinkedFile } from './bundle-dir.js';
+import { blobDirs, hasBlobDir, isSparse, NOT_A_FILE } from './bundle-dir.js';
 
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const BLOB_PATH = /^\/bundle\/blobs\/blake3\/([0-9a-f]{64})$/;
@@ -172,8 +172,7 @@ function refuse(res: ServerResponse, status: number, text: string, headers: Reco
  * link's place in `BLOB_LINK_HEADER` (the page's reader hands the verifier the reason verify's reader gives).
  */
 function refuseLinkedBlob(res: ServerResponse, hex: string, link: BundleBlobLink['link']): void {
-  const text = link === 'file' ? symlinkedEntry(bundleBlobPath(`blake3:${hex}`)) : symlinkedEntry(link, 'directory');
-  refuse(res, 404, text, { [BLOB_LINK_HEADER]: link });
+  refuse(res, 404, linkedBlobText(`blake3:${hex}`, link), { [BLOB_LINK_HEADER]: link });
 }
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
@@ -227,7 +226,7 @@ async function sendFileOrThrow(
     if (NOT_A_FILE.has(code) && (code !== 'ELOOP' || name === BUNDLE_MANIFESTS_FILE))
       return refuse(res, 422, `${name} is not a regular file`);
     // A link in a tree file's place: verify's words for it (BUNDLE_IO), which the page shows.
-    if (code === 'ELOOP') return refuse(res, 403, symlinkedFile(name));
+    if (code === 'ELOOP') return refuse(res, 403, symlinkedEntry(name));
     return refuse(res, 403, `${name} cannot be read (${code || 'error'})`);
   }
   try {

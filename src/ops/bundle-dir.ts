@@ -46,11 +46,6 @@ function ioError(what: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `cannot read ${what}: ${errorText(err)}`, { cause: err });
 }
 
-/** What `verify` says of a bundle file that is a symbolic link (`BUNDLE_IO`): what it is, and what to do. */
-export function symlinkedFile(path: string): string {
-  return symlinkedEntry(path);
-}
-
 /** Holes (see refuseSparse): fewer bytes allocated than its size, past 4 KiB of slack. */
 export function isSparse(st: { size: number; blocks?: number }): st is { size: number; blocks: number } {
   return st.blocks !== undefined && st.blocks * 512 + 4096 < st.size;
@@ -80,7 +75,7 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
       throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`, { cause: err });
     // O_NOFOLLOW's ELOOP: the name is a link (the root is resolved, so no loop above it); ELOOP's own words ("too
     // many symbolic links") would send the auditor looking for a loop.
-    if (errno(err) === 'ELOOP') throw new AuditError('BUNDLE_IO', symlinkedFile(path), { cause: err });
+    if (errno(err) === 'ELOOP') throw new AuditError('BUNDLE_IO', symlinkedEntry(path), { cause: err });
     throw ioError(path, err);
   }
   try {

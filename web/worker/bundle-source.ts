@@ -7,7 +7,7 @@ import { AuditError } from '../../manifests/audit/errors.js';
 import { errorText } from '../../store/errors.js';
 import {
   BLOB_LINK_HEADER,
-  BUNDLE_BLOB_DIR,
+  BUNDLE_BLOB_LINKS,
   BUNDLE_HEADER_FILE,
   BUNDLE_MANIFESTS_FILE,
   maxTreeFileBytes,
@@ -176,7 +176,8 @@ function fileReader(source: Extract<BundleSource, { kind: 'files' }>): BundleRea
  */
 function linkOfBlob(res: Response): BundleBlobLink | undefined {
   const link = res.headers.get(BLOB_LINK_HEADER);
-  return link === 'file' || link === 'blobs' || link === BUNDLE_BLOB_DIR ? { link } : undefined;
+  const known = BUNDLE_BLOB_LINKS.find((l) => l === link);
+  return known === undefined ? undefined : { link: known };
 }
 
 async function get(url: string): Promise<Response | undefined>;
