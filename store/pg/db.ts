@@ -322,11 +322,13 @@ export class PgDatabase {
    * pool handed it over meanwhile, or a pool whose workings `abandonable` does not know) goes back to the pool unused.
    */
   private connect(signal?: AbortSignal): Promise<pg.PoolClient> {
-    const { connecting: started, abandon } = abandonable(this.pool);
-    const connecting = started.catch((err: unknown) => {
+    const busy = (err: unknown): never => {
       throw this.poolBusy(err) ?? err;
-    });
-    if (!signal) return connecting;
+    };
+    // Without a signal nothing is abandoned: the pool's own call, with no look at its workings.
+    if (!signal) return this.pool.connect().catch(busy);
+    const { connecting: started, abandon } = abandonable(this.pool);
+    const connecting = started.catch(busy);
     return new Promise<pg.PoolClient>((resolve, reject) => {
       let settled = false;
       const unsubscribe = onAbort(signal, () => {
