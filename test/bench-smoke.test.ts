@@ -193,7 +193,7 @@ describe('npm run bench -- --quick', () => {
     const steps = new Set(r.resumeSteps.map((x) => x.step));
     for (const step of [
       'resume, repeated (verdicts remembered)',
-      'resume, first after a publish (head verified)',
+      "resume, first after this ledger's publish (the new head verified, but for its own signature)",
       'resume, cold (a freshly opened ledger: both entries verified)',
       'head window (head, entries at, before and after it, watermark: what resume reads)',
       'head read, separately (head; then entry at head, entry after, watermark)',

@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { VerifiedManifestCache } from '../manifests/crypto/verified-cache.js';
 import type { SignatureVerifier } from '../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
-import { decodeBase64, encodeBase64 } from '../manifests/encoding/base64.js';
+import { decodeBase64, decodeBase64Url, encodeBase64 } from '../manifests/encoding/base64.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { generateJwk, LocalSigner } from '../src/keys/local-signer.js';
 import { openLedger } from '../src/ledger/open.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -89,6 +90,60 @@ describe('VerifiedManifestCache', () => {
     expect(cache.size).toBe(0);
   });
 
+  it('takes a signature this process made as valid under the key it names, and checks all the rest', async () => {
+    const { envelopes, trust } = await signedEntries();
+    const sig = JSON.parse(envelopes[0]!).signatures[0].sig as string;
+    const key = decodeBase64Url(trust.keys[0]!.publicKey)!;
+    const plain = new VerifiedManifestCache().verify(envelopes[0]!, { trust, verifier: nodeVerifier });
+    const verifier = counting();
+    const cache = new VerifiedManifestCache();
+    cache.rememberSigned(envelopes[0]!, sig, key);
+    expect(cache.size).toBe(0); // nothing is verified until asked
+    expect(cache.verify(envelopes[0]!, { trust, verifier })).toEqual(plain);
+    expect(verifier.calls).toBe(0);
+    // The rest of the verification still runs: under a store that revoked the key, the same text is refused.
+    const other = new VerifiedManifestCache();
+    other.rememberSigned(envelopes[0]!, sig, key);
+    const revoked = structuredClone(trust);
+    revoked.keys[0]!.revokedAt = '2000-01-01T00:00:00.000Z';
+    expect(() => other.verify(envelopes[0]!, { trust: revoked, verifier })).toThrow(
+      expect.objectContaining({ code: 'KEY_REVOKED' }),
+    );
+    expect(verifier.calls).toBe(0);
+  });
+
+  it('checks the signature as ever for another key, another signature or another text than the one remembered', async () => {
+    const { envelopes, trust } = await signedEntries();
+    const sig = JSON.parse(envelopes[0]!).signatures[0].sig as string;
+    const key = decodeBase64Url(trust.keys[0]!.publicKey)!;
+    const verifier = counting();
+    // A key trust.json does not list for it: the trusted key is checked with the curve (and the signature is valid).
+    const otherKey = new VerifiedManifestCache();
+    otherKey.rememberSigned(
+      envelopes[0]!,
+      sig,
+      key.map((b, i) => (i === 0 ? b ^ 1 : b)),
+    );
+    otherKey.verify(envelopes[0]!, { trust, verifier });
+    expect(verifier.calls).toBe(1);
+    // Another signature than the one in the text.
+    const otherSig = new VerifiedManifestCache();
+    otherSig.rememberSigned(envelopes[0]!, JSON.parse(envelopes[1]!).signatures[0].sig, key);
+    otherSig.verify(envelopes[0]!, { trust, verifier });
+    expect(verifier.calls).toBe(2);
+    // A stored text that is not the remembered one (one byte of its signature flipped) is refused.
+    const env = JSON.parse(envelopes[0]!);
+    const bad = decodeBase64(env.signatures[0].sig)!;
+    bad[0]! ^= 1;
+    env.signatures[0].sig = encodeBase64(bad);
+    const cache = new VerifiedManifestCache();
+    cache.rememberSigned(envelopes[0]!, sig, key);
+    expect(() => cache.verify(JSON.stringify(env), { trust, verifier })).toThrow(
+      expect.objectContaining({ code: 'SIGNATURE_INVALID' }),
+    );
+    expect(verifier.calls).toBe(3);
+  });
+
   it('drops the least recently used envelope beyond its capacity', async () => {
     const { envelopes, trust } = await signedEntries();
     const verifier = counting();
@@ -103,16 +158,68 @@ describe('VerifiedManifestCache', () => {
 
 describe('resume with remembered verdicts', () => {
   it('checks no signature again when the head and the entry before it are unchanged', async () => {
+    const root = tempDir();
+    const writer = await openLedger({ root, host: 'host-a' });
+    await writer.publish(alice, sampleSummary('one'));
+    await writer.publish(alice, sampleSummary('two'));
+    await writer.close();
     const verifier = counting();
-    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    const ledger = await openLedger({ root, host: 'host-a' });
     Object.defineProperty(ledger, 'verifier', { value: verifier });
-    await ledger.publish(alice, sampleSummary('one'));
-    await ledger.publish(alice, sampleSummary('two'));
     await ledger.resume(alice);
     const after = verifier.calls;
     expect(after).toBe(2);
     await ledger.resume(alice);
     expect(verifier.calls).toBe(after);
+    await ledger.close();
+  });
+
+  it("checks no signature of its own making: a resume after this ledger's publishes verifies all else", async () => {
+    const verifier = counting();
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    Object.defineProperty(ledger, 'verifier', { value: verifier });
+    await ledger.publish(alice, sampleSummary('one'));
+    await ledger.publish(alice, sampleSummary('two'));
+    const resumed = await ledger.resume(alice);
+    expect(resumed?.seq).toBe(1);
+    expect(resumed?.summary.task).toContain('(two)');
+    expect(verifier.calls).toBe(0);
+    await ledger.close();
+  });
+
+  it("an injected signer's signature is verified once, at the publish, and not again by the resume after it", async () => {
+    const verifier = counting();
+    const signer = new LocalSigner(generateJwk());
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a', signer });
+    Object.defineProperty(ledger, 'verifier', { value: verifier });
+    await ledger.publish(alice, sampleSummary('one'));
+    expect(verifier.calls).toBe(1);
+    expect((await ledger.resume(alice))?.seq).toBe(0);
+    expect(verifier.calls).toBe(1);
+    await ledger.close();
+  });
+
+  it('verifies a head of its own whose stored bytes changed after the publish (SIGNATURE_INVALID)', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    await ledger.publish(alice, sampleSummary());
+    const db = (ledger.log as LevelManifestLog).raw;
+    const key = 'e!sess-1!000000000000';
+    const entry = JSON.parse((await db.get(key))!);
+    const env = JSON.parse(entry.envelope);
+    const manifest = JSON.parse(new TextDecoder().decode(decodeBase64(env.payload)!));
+    manifest.run = 'run-forged';
+    env.payload = encodeBase64(new TextEncoder().encode(JSON.stringify(manifest)));
+    entry.envelope = JSON.stringify(env);
+    await db.put(key, JSON.stringify(entry));
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'SIGNATURE_INVALID' });
+    await ledger.close();
+  });
+
+  it('refuses a head of its own signed by a key revoked since the publish (KEY_REVOKED)', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    await ledger.publish(alice, sampleSummary());
+    await ledger.revokeKey(ledger.keyId, '2000-01-01T00:00:00.000Z');
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
     await ledger.close();
   });
 

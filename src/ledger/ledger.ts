@@ -817,6 +817,7 @@ export class Ledger {
     // signature that does not verify under the key trust.json lists for it would make a head nobody can resume.
     if (this.keyring.signerInjected) refuseUnverifiable(envelope, payload, publicKey, this.verifier);
     throwIfCancelled(signal);
+    const stored = serializeEnvelope(envelope);
     try {
       // The append answers the signal until it commits (PostgreSQL: until COMMIT is sent, a lock wait included).
       await this.log.append(
@@ -826,7 +827,7 @@ export class Ledger {
           seq: manifest.seq,
           prev: manifest.prev,
           id,
-          envelope: serializeEnvelope(envelope),
+          envelope: stored,
           ...(blob.inline ? { blob: { digest: blob.digest, bytes: blob.inline } } : {}),
           signed: { keyId: signer.keyId, createdAt },
         },
@@ -840,6 +841,13 @@ export class Ledger {
     }
     // Publish step 5: committed. Nothing after this point may turn the publish into a failure.
     this.rememberHeadDate(s.session, id, createdAt, generation);
+    // The signature is this process's own, over these very bytes, valid under the signer's key (an injected signer's
+    // was verified above): a resume of this head checks all else, not the signature again (VerifiedManifestCache).
+    this.verified.rememberSigned(
+      stored,
+      envelope.signatures[0]!.sig,
+      this.keyring.signerInjected ? publicKey : signer.publicKey,
+    );
     // (The log raised the persisted watermark in the append itself.)
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
     // The new tree is signed and pinned (group commits share one checkpoint). A rollback or fork found
