@@ -6,6 +6,7 @@ import { decodeBase64, decodeBase64Url, encodeBase64 } from '../manifests/encodi
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { generateJwk, LocalSigner } from '../src/keys/local-signer.js';
 import { openLedger } from '../src/ledger/open.js';
+import { describePostgres, sqlOn } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const alice = { principal: 'alice', session: 'sess-1', run: 'run-1' };
@@ -247,5 +248,42 @@ describe('resume with remembered verdicts', () => {
     await ledger.revokeKey(ledger.keyId, '2000-01-01T00:00:00.000Z');
     await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
     await ledger.close();
+  });
+});
+
+let schemas = 0;
+const nextSchema = () => `vc${process.pid}_${schemas++}`;
+
+describePostgres('resume with remembered verdicts, PostgreSQL', (pg) => {
+  it('checks no signature of its own making, and verifies a head whose stored text changed since', async () => {
+    const verifier = counting();
+    const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a', postgres, onNotice: () => {} });
+    try {
+      Object.defineProperty(ledger, 'verifier', { value: verifier });
+      await ledger.publish(alice, sampleSummary('one'));
+      await ledger.publish(alice, sampleSummary('two'));
+      expect((await ledger.resume(alice))?.seq).toBe(1);
+      expect(verifier.calls).toBe(0);
+      await ledger.publish(alice, sampleSummary('three'));
+      // The stored text of the new head changed under the ledger (one byte of its signature): verified, refused.
+      const [row] = await sqlOn<{ envelope: string }>(
+        pg.connectionString,
+        `SELECT envelope FROM "${postgres.schema}".entries WHERE session = 'sess-1' AND seq = 2`,
+      );
+      const env = JSON.parse(row!.envelope);
+      const sig = decodeBase64(env.signatures[0].sig)!;
+      sig[0]! ^= 1;
+      env.signatures[0].sig = encodeBase64(sig);
+      await sqlOn(
+        pg.connectionString,
+        `UPDATE "${postgres.schema}".entries SET envelope = $1 WHERE session = 'sess-1' AND seq = 2`,
+        [JSON.stringify(env)],
+      );
+      await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'SIGNATURE_INVALID' });
+      expect(verifier.calls).toBe(1);
+    } finally {
+      await ledger.close();
+    }
   });
 });
