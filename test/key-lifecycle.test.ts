@@ -484,6 +484,24 @@ describe('a trust.json restored from before the last rotation', () => {
   });
 });
 
+describe('the trust.json a process wrote itself', () => {
+  type Stamped = { keyring: { changedOnDisk(): Promise<boolean>; generation: number } };
+  it('is not a change its next read reloads the keys for: at the open that made it, and after a revocation', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'host-a' });
+    const keyring = (ledger as unknown as Stamped).keyring;
+    expect(existsSync(join(root, 'trust.json'))).toBe(true);
+    expect(await keyring.changedOnDisk()).toBe(false);
+    await ledger.publish(scope, sampleSummary('one'));
+    await ledger.revokeKey(ledger.keyId, '2999-01-01T00:00:00.000Z');
+    expect(await keyring.changedOnDisk()).toBe(false);
+    // A write by anyone else is a change, as before.
+    writeFileSync(join(root, 'trust.json'), readFileSync(join(root, 'trust.json')), { mode: 0o600 });
+    expect(await keyring.changedOnDisk()).toBe(true);
+    await ledger.close();
+  });
+});
+
 describe('an injected signer', () => {
   it('is refused (KEY_INVALID) when its signatures do not verify under its publicKey, at open and at a reload', async () => {
     const advertised = new LocalSigner(generateJwk());

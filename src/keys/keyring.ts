@@ -762,6 +762,8 @@ export class Keyring {
       throw keyFileIoFailure(err, `cannot write ${this.trustPath}`);
     }
     this.trust = trust;
+    // The file as this process wrote it, under the trust lock (no other writer): not a change the next read reloads for.
+    this.stamp = stampOf(await lstat(this.trustPath).catch(() => undefined));
     this.generation++;
   }
 

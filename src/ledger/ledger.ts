@@ -116,6 +116,14 @@ export const MAX_HEAD_LEAD_MS = 5 * 60_000;
 /** Sessions whose head's createdAt a ledger remembers (the heads it appended, the ones it read), least recent dropped. */
 const HEAD_DATES_KEPT = 1024;
 
+/** An entry this ledger appended: its stored envelope text, its signature (base64), the key that signature is valid under. */
+interface OwnSigned {
+  id: Digest;
+  text: string;
+  sig: string;
+  publicKey: Uint8Array;
+}
+
 function parseCovers(covers: unknown): PublishOptions['covers'] {
   if (covers === undefined) return undefined;
   let parsed: ReturnType<typeof coversSchema.safeParse>;
@@ -337,6 +345,14 @@ export class Ledger {
    * judged again.
    */
   private readonly headDates = new Map<string, { id: Digest; createdAt: string; generation: number }>();
+
+  /**
+   * By session, the entries this ledger last appended to it (its head, and the one before when this ledger appended
+   * that too): the exact stored text, its signature and the key it is valid under. A resume that reads one of them
+   * hands it to the verified-manifest cache (`rememberSigned`), which then checks all but that signature's curve
+   * arithmetic. Kept for as many sessions as `headDates`, least recent dropped; a publish costs one map entry.
+   */
+  private readonly ownSigned = new Map<string, { head: OwnSigned; before: OwnSigned | undefined }>();
 
   /**
    * @internal use openLedger
@@ -843,11 +859,16 @@ export class Ledger {
     this.rememberHeadDate(s.session, id, createdAt, generation);
     // The signature is this process's own, over these very bytes, valid under the signer's key (an injected signer's
     // was verified above): a resume of this head checks all else, not the signature again (VerifiedManifestCache).
-    this.verified.rememberSigned(
-      stored,
-      envelope.signatures[0]!.sig,
-      this.keyring.signerInjected ? publicKey : signer.publicKey,
-    );
+    const own: OwnSigned = {
+      id,
+      text: stored,
+      sig: envelope.signatures[0]!.sig,
+      publicKey: this.keyring.signerInjected ? publicKey : signer.publicKey,
+    };
+    const last = this.ownSigned.get(s.session);
+    this.ownSigned.delete(s.session);
+    this.ownSigned.set(s.session, { head: own, before: last?.head.id === manifest.prev ? last.head : undefined });
+    if (this.ownSigned.size > HEAD_DATES_KEPT) this.ownSigned.delete(this.ownSigned.keys().next().value!);
     // (The log raised the persisted watermark in the append itself.)
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, manifest.seq));
     // The new tree is signed and pinned (group commits share one checkpoint). A rollback or fork found
@@ -969,6 +990,11 @@ export class Ledger {
     await trusted;
     if (!read) return undefined;
     const { head, entry, prev } = read;
+    // Entries this ledger appended and signed itself, read back as it stored them: their signatures are its own.
+    const own = this.ownSigned.get(s.session);
+    for (const mine of own ? [own.head, own.before] : [])
+      if (mine && (mine.text === entry.envelope || mine.text === prev?.envelope))
+        this.verified.rememberSigned(mine.text, mine.sig, mine.publicKey);
     // The head's entry and the one before it, through the same chain rules as history and fsck.
     const checker = this.checker(s.session, Math.max(head.seq - 1, 0));
     if (head.seq > 0) {
