@@ -218,20 +218,29 @@ export class PgManifestLog extends AbstractManifestLog {
         FROM (SELECT 1) one LEFT JOIN {schema}.heads h ON h.session = $1`),
       newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
       moveHead: q('UPDATE {schema}.heads SET seq = $2, id = $3 WHERE session = $1'),
-      // Under the counter row's lock: records the key's newest createdAt and reports its window end and whether
-      // the principal is revoked (here or everywhere), so rotation and revocation are ordered with this append.
-      signedAndRevoked: q(`WITH k AS (
+      // Under the counter row's lock, in one statement (one round trip while the log's global lock is held): the entry,
+      // its inline blob (committed with the entry that names it: both or neither), the rollback watermark rising with
+      // the head, the key's newest createdAt; and the key's window end and whether the principal is revoked, so
+      // rotation and revocation are ordered with this append. It runs after `takePosition` took the lock, as a
+      // statement of its own: its snapshot holds every revocation and rotation committed before the lock was had (in
+      // takePosition's statement the snapshot would be older than the wait). A refusal read here throws, and the
+      // transaction's rollback takes back what the statement wrote.
+      writeEntry: q(`WITH k AS (
           INSERT INTO {schema}.signing_keys (key_id, last_signed_at) SELECT $1, $2 WHERE $1::text IS NOT NULL
           ON CONFLICT (key_id) DO UPDATE
             SET last_signed_at = GREATEST({schema}.signing_keys.last_signed_at, EXCLUDED.last_signed_at)
-          RETURNING closed_at)
+          RETURNING closed_at),
+        e AS (INSERT INTO {schema}.entries (position, session, seq, id, principal, envelope)
+          VALUES ($5::bigint, $4, $6::integer, $7, $3, $8)),
+        b AS (INSERT INTO {schema}.inline_blobs (digest, size, bytes)
+          SELECT $9::text, $10::integer, $11::bytea WHERE $9::text IS NOT NULL
+          ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes, stored_at = clock_timestamp()),
+        w AS (INSERT INTO {schema}.watermarks (session, seq) VALUES ($4, $6::integer)
+          ON CONFLICT (session) DO UPDATE SET seq = GREATEST({schema}.watermarks.seq, EXCLUDED.seq))
         SELECT (SELECT closed_at FROM k) AS closed_at,
           EXISTS (SELECT 1 FROM {schema}.grants WHERE principal = $3 AND session IN ('*', $4) AND state = 'revoked') AS revoked`),
       takePosition: q(
         'UPDATE {schema}.log_counter SET next_position = next_position + 1 RETURNING (next_position - 1)::text AS position',
-      ),
-      insertEntry: q(
-        'INSERT INTO {schema}.entries (position, session, seq, id, principal, envelope) VALUES ($1, $2, $3, $4, $5, $6)',
       ),
       entry: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq = $2`),
       // One statement, so one snapshot: the head, its watermark and the entries at seq − 1, seq and seq + 1 (at
@@ -248,10 +257,6 @@ export class PgManifestLog extends AbstractManifestLog {
       chain: q(`SELECT ${entryCols} FROM {schema}.entries WHERE session = $1 AND seq >= $2 ORDER BY seq LIMIT ${PAGE}`),
       entries: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position > $1 ORDER BY position LIMIT ${PAGE}`),
       heads: q(`SELECT session, seq, id, owner FROM {schema}.heads WHERE session > $1 ORDER BY session LIMIT ${PAGE}`),
-      // Same digest, same bytes: a second publish of one summary rewrites them (repairing a damaged copy)
-      // and makes them young again, as a re-put does for a blob: gc's conditional delete judges by stored_at.
-      putInline: q(`INSERT INTO {schema}.inline_blobs (digest, size, bytes) VALUES ($1, $2, $3)
-        ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes, stored_at = clock_timestamp()`),
       entryAt: q(`SELECT ${entryCols} FROM {schema}.entries WHERE position = $1`),
       // ORDER BY the column: the output alias `position` is text, whose order is not the positions'.
       positionOf: q(
@@ -479,12 +484,22 @@ export class PgManifestLog extends AbstractManifestLog {
           // Taken last, so the global lock is held only for the insert and the commit.
           const position = (await client.query<{ position: string }>(this.sql.takePosition!)).rows[0]!.position;
           const { signed } = request;
+          const blob = request.blob;
           const [gate] = (
-            await client.query<{ closed_at: string | null; revoked: boolean }>(this.sql.signedAndRevoked!, [
+            await client.query<{ closed_at: string | null; revoked: boolean }>(this.sql.writeEntry!, [
               signed?.keyId ?? null,
               signed?.createdAt ?? null,
               request.principal,
               request.session,
+              position,
+              request.seq,
+              request.id,
+              request.envelope,
+              // Same digest, same bytes: a second publish of one summary rewrites them (repairing a damaged copy) and
+              // makes them young again, as a re-put does for a blob: gc's conditional delete judges by stored_at.
+              blob?.digest ?? null,
+              blob?.bytes.length ?? null,
+              blob ? Buffer.from(blob.bytes.buffer, blob.bytes.byteOffset, blob.bytes.byteLength) : null,
             ])
           ).rows;
           if (gate!.revoked) throw new ManifestError('REVOKED', `principal ${request.principal} is revoked`);
@@ -493,26 +508,10 @@ export class PgManifestLog extends AbstractManifestLog {
               'KEY_EXPIRED',
               `key ${signed.keyId}: its window closed at ${gate!.closed_at} (rotated or revoked), the entry is dated ${signed.createdAt}`,
             );
-          await client.query(this.sql.insertEntry!, [
-            position,
-            request.session,
-            request.seq,
-            request.id,
-            request.principal,
-            request.envelope,
-          ]);
-          // The inline blob commits with the entry that names it: both or neither.
-          if (request.blob) {
-            const { digest, bytes } = request.blob;
-            const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-            await client.query(this.sql.putInline!, [digest, bytes.length, buf]);
-          }
           // The tree grows in the same transaction, still under the counter's lock (global order).
           await this.tree.grow(client, Number(position), [leaf]);
           // And the session-heads index, still under that lock: its root commits with the tree's new size.
           await this.headsIndex.update(client, request.session, { seq: request.seq, id: request.id });
-          // The watermark rises with the head in the same transaction (ManifestLog.append contract).
-          await client.query(this.sql.setWatermark!, [request.session, request.seq]);
           return toEntry({ position, ...request });
         },
         BEGIN,
