@@ -17,7 +17,11 @@ export {
 } from './ledger/ledger.js';
 export type { PublishScope, Scope } from './ledger/scope.js';
 export type { Action, Authorizer } from './ledger/grants.js';
-export { openPostgresBackends, type PostgresBackendOptions } from './ledger/postgres.js';
+export {
+  openPostgresBackends,
+  type OpenPostgresBackendsOptions,
+  type PostgresBackendOptions,
+} from './ledger/postgres.js';
 
 // Checkpoints and proofs
 export type { SignedCheckpoint } from './ledger/checkpoints.js';

@@ -18,6 +18,7 @@ import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
 import { PgBlobStore } from '../store/pg/blob-store.js';
 import { openPostgresBackends, storedPostgresOrigin } from '../src/ledger/pg-backend.js';
+import { openPostgresBackends as openPublicPostgresBackends } from '../src/ledger/postgres.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
 import { describePostgres, settledCount, sqlOn, type PostgresHandle } from './support/postgres.js';
@@ -603,6 +604,46 @@ describePostgres(
         expect(await sqlOn(pg.connectionString, "SELECT 1 FROM pg_namespace WHERE nspname = 'opener_signals'")).toEqual(
           [],
         );
+        expect(await settledCount(connections, 0)).toBe(0);
+      });
+
+      it("the public openPostgresBackends takes { signal }: aborted before the call or while its migration waits for another opener's lock, CANCELLED with its pool ended; one that is no AbortSignal, INVALID_ARGUMENT", async () => {
+        const schema = 'public_open_signal';
+        const options = { connectionString: pg.connectionString, schema };
+        const reason = new Error('the caller gave up');
+        // Aborted before the call: nothing connects, no schema is made.
+        const early = await openPublicPostgresBackends(options, { signal: AbortSignal.abort(reason) }).catch(
+          (e: unknown) => e,
+        );
+        expect(early).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+        expect((early as Error).cause).toBe(reason);
+        for (const open of [{ signal: { aborted: false } }, { signal: 'abort' }, { signa: undefined }, 'soon'])
+          await expect(openPublicPostgresBackends(options, open as never)).rejects.toMatchObject({
+            name: 'LedgerError',
+            code: 'INVALID_ARGUMENT',
+          });
+        expect(await sqlOn(pg.connectionString, 'SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).toEqual([]);
+        expect(await settledCount(connections, 0)).toBe(0);
+        // Aborted while the open's migration waits for the lock another opener holds (unbounded: lock_timeout 0), which
+        // it cannot get until the test lets go: only the abort ends it.
+        const held = await holding(`SELECT pg_advisory_xact_lock(hashtext('handoff_ledger.migrate:"${schema}"'))`);
+        try {
+          const abort = new AbortController();
+          const opening = openPublicPostgresBackends(options, { signal: abort.signal });
+          await waitingOn('%pg_advisory_xact_lock%');
+          abort.abort(reason);
+          expect(await settledWithin(opening, ENDS_AT_SIGNAL_MS), 'the open did not end at its abort').toBe('settled');
+          const err = await opening.catch((e: unknown) => e);
+          expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
+          expect((err as Error).cause).toBe(reason);
+          // Answered once its pool ended: only the holder's connection is left, the lock still held.
+          expect(await settledCount(connections, 1)).toBe(1);
+        } finally {
+          await held.release();
+        }
+        // A signal that does not abort changes nothing: the open migrates, and its backends close the pool.
+        const { blobs, log } = await openPublicPostgresBackends(options, { signal: new AbortController().signal });
+        await Promise.all([blobs.close(), log.close()]);
         expect(await settledCount(connections, 0)).toBe(0);
       });
 

@@ -6,6 +6,8 @@ import type { BlobStore } from '../../store/blob-store.js';
 import type { HashBackend } from '../../store/hash/digest.js';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
+import { readOptionFields } from '../../store/errors.js';
+import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
 
 export interface PostgresBackendOptions {
   /** `postgresql://user:password@host:5432/db` (a Unix socket: `postgresql://user@/db?host=/run/postgresql`). */
@@ -34,14 +36,43 @@ export interface PostgresBackendOptions {
   idleInTransactionTimeoutMs?: number | undefined;
 }
 
+/** What `openPostgresBackends` takes besides the connection options. */
+export interface OpenPostgresBackendsOptions {
+  /**
+   * Ends the open once it aborts: `CANCELLED` (LedgerError, the signal's reason as its cause), answered once the pool
+   * the open made is ended — its migrations and the log's backfills rolled back (a wait for another opener's migration
+   * lock, or for a lock a stalled writer holds, included), a connection it is still making (a server that accepts and
+   * never answers) closed at the abort, not at its 10 s connect timeout. An aborted signal connects nothing. Only the
+   * open's: the backends do not keep it (their operations take signals of their own). Not an AbortSignal:
+   * `INVALID_ARGUMENT`.
+   */
+  signal?: AbortSignal | undefined;
+}
+
 /**
  * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
  * Closing both ends the shared pool.
  * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
- *   lowercase identifier); StoreError / ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
+ *   lowercase identifier; `open` that is not an object, a field of it of another name, a `signal` that is no
+ *   AbortSignal), before anything connects; `CANCELLED` once `open.signal` aborts, the pool ended; StoreError /
+ *   ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
  */
 export async function openPostgresBackends(
   options: PostgresBackendOptions,
+  open?: OpenPostgresBackendsOptions,
 ): Promise<{ blobs: BlobStore; log: ManifestLog }> {
-  return (await import('./pg-backend.js')).openPostgresBackends(options);
+  // Read once (a getter that throws: INVALID_ARGUMENT), `null` as none.
+  const { signal } = readOptionFields(open, ['signal'], 'openPostgresBackends options', LedgerError) as {
+    signal?: AbortSignal;
+  };
+  throwIfCancelled(signal);
+  try {
+    return await (await import('./pg-backend.js')).openPostgresBackends(options, signal);
+  } catch (err) {
+    // The step the abort ended says CANCELLED as its layer's error (StoreError, ManifestError): the open's is a
+    // LedgerError, the signal's reason its cause, as openLedger's. The pool was ended before it answered.
+    if (signal?.aborted && isHandoffLedgerError(err) && err.code === 'CANCELLED')
+      throw new LedgerError('CANCELLED', 'openPostgresBackends cancelled', { cause: signal.reason });
+    throw err;
+  }
 }
