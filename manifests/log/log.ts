@@ -334,7 +334,10 @@ export interface ManifestLog {
    * the session-heads index, inline blobs, key records) sees the log as it was when the view began, whatever
    * commits meanwhile, so a reader that walks the log in several passes (fsck) sees one state. The view refuses
    * writes; it is valid until `fn` settles and must not be closed. Absent: reads are not isolated from appends.
+   * `signal` ends the snapshot once it aborts (`CANCELLED`): PostgreSQL's connection for it, one still being made
+   * included, or the read of the view it is running (a wait for a lock too); LevelDB's is looked at before the
+   * snapshot is taken. A backend of the caller's may ignore it.
    */
-  readSnapshot?<T>(fn: (view: ManifestLog) => Promise<T>): Promise<T>;
+  readSnapshot?<T>(fn: (view: ManifestLog) => Promise<T>, options?: { signal?: AbortSignal | undefined }): Promise<T>;
   close(): Promise<void>;
 }

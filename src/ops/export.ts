@@ -33,7 +33,7 @@ import { isProcessAlive } from '../../store/fs/process.js';
 import { publishBundle } from './export-publish.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
-import { checkSignal, LedgerError } from '../errors.js';
+import { checkSignal, isHandoffLedgerError, LedgerError } from '../errors.js';
 import {
   BUNDLE_FORMAT,
   BUNDLE_HEADER_FILE,
@@ -301,7 +301,13 @@ async function cutFor(
     };
     const found =
       filtered && source.checkpoint && log.readSnapshot
-        ? await log.readSnapshot(async (view) => settled(view, await view.treeHead()))
+        ? await log
+            .readSnapshot(async (view) => settled(view, await view.treeHead()), { signal: options.signal })
+            .catch((err: unknown) => {
+              // The snapshot's CANCELLED (a ManifestError: its connection or a read ended at the abort) is export's.
+              if (isHandoffLedgerError(err) && err.code === 'CANCELLED') checkCancelled(options.signal);
+              throw err;
+            })
         : await settled(log);
     if (found) return found;
     if (attempt === CUT_ATTEMPTS)

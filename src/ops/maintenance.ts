@@ -169,7 +169,16 @@ export async function fsck(ledger: Ledger, given: FsckOptions = {}): Promise<Fsc
   // session-heads root of other heads.
   const { log } = ledger;
   return ledger.maintenance(() =>
-    log.readSnapshot ? log.readSnapshot((view) => fsckLog(ledger, view, options)) : fsckLog(ledger, log, options),
+    log.readSnapshot
+      ? log
+          .readSnapshot((view) => fsckLog(ledger, view, options), { signal: options.signal })
+          .catch((err: unknown) => {
+            // The snapshot's CANCELLED (a ManifestError: its connection, one still being made, or a read waiting for a
+            // lock, ended at the abort) is fsck's: a LedgerError, the signal's reason as the cause.
+            if (isHandoffLedgerError(err) && err.code === 'CANCELLED') throwIfCancelled(options.signal);
+            throw err;
+          })
+      : fsckLog(ledger, log, options),
   );
 }
 

@@ -450,20 +450,57 @@ export class PgDatabase {
    * connection included; it holds no lock a writer waits for, so the server's idle-in-transaction bound is lifted
    * for it (`fn` may spend minutes between two reads re-hashing blobs). It ends, rolled back, when `fn` settles;
    * the view refuses writes (`write`, `transaction`) and its `close` leaves the pool alone.
+   * With a `signal`: one aborted already connects nothing; an abort before the transaction has begun ends its
+   * connection at once (one still being made — a server that accepts and never answers — included, not at its connect
+   * timeout) and throws the signal's reason, `fn` never run; once begun, the view sends no further statement (the
+   * signal's reason is thrown) and the statement it is running is cancelled (a wait for a lock too, which under
+   * `lockTimeoutMs: 0` would last as long as the lock is held), again until it ends, as `transaction`'s is: the
+   * transaction names itself with a random `application_name` for it.
    */
-  async readSnapshot<T>(fn: (view: PgDatabase) => Promise<T>): Promise<T> {
+  async readSnapshot<T>(fn: (view: PgDatabase) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
     const client = this.ownConnection();
     let broken: Error | undefined;
     client.on('error', (err: Error) => {
       broken ??= err;
     });
+    const tag = signal ? `handoff-ledger/${randomUUID()}` : undefined;
+    let begun = false;
+    let ended = false;
+    let running = 0;
+    let cancelling: Promise<void> | undefined;
+    let wakeCanceller: (() => void) | undefined;
+    // A cancel ends only a statement the server has started: sent again, after a growing pause, until the view's
+    // statements sent before the abort have ended (none is sent after it).
+    const cancelUntilEnded = async (t: string) => {
+      for (let pause = CANCEL_RETRY_FIRST_MS; !ended && running > 0; pause = Math.min(pause * 2, CANCEL_RETRY_MAX_MS)) {
+        await this.cancelTagged(t);
+        if (ended || running === 0) return;
+        await new Promise<void>((resolve) => {
+          wakeCanceller = resolve;
+          setTimeout(resolve, pause).unref();
+        });
+      }
+    };
+    const unsubscribe =
+      signal &&
+      onAbort(signal, () => {
+        if (!begun) endAtOnce(client);
+        else if (!ended && running > 0 && !cancelling) cancelling = cancelUntilEnded(tag!);
+      });
     try {
       await client.connect();
       await client.query(
-        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL idle_in_transaction_session_timeout = 0',
+        'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL idle_in_transaction_session_timeout = 0' +
+          (tag ? `; SET LOCAL application_name = '${tag}'` : ''),
       );
+      // An abort that ended the connection as the BEGIN was answered: nothing is read.
+      signal?.throwIfAborted();
+      begun = true;
     } catch (err) {
+      unsubscribe?.();
       void client.end().catch(() => {});
+      if (signal?.aborted) throw signal.reason;
       throw err;
     }
     const refused = () =>
@@ -472,11 +509,18 @@ export class PgDatabase {
     Object.defineProperties(view, {
       query: {
         value: async (text: string, values?: unknown[]) => {
+          signal?.throwIfAborted();
+          running++;
           try {
             return await client.query(text, values);
           } catch (err) {
+            // Aborted: what the statement says (cancelled) is the abort's doing.
+            if (signal?.aborted) throw signal.reason;
             // A connection the server ended (restart, terminate) says why on its 'error' event first.
             throw pgCode(broken) !== undefined && pgCode(err) === undefined ? broken : err;
+          } finally {
+            running--;
+            if (running === 0) wakeCanceller?.();
           }
         },
       },
@@ -488,7 +532,12 @@ export class PgDatabase {
     try {
       return await fn(view);
     } finally {
-      // Nothing was written: ending the connection ends the transaction.
+      ended = true;
+      wakeCanceller?.();
+      unsubscribe?.();
+      // A cancel under way reaches the server before the connection ends. Nothing was written: ending the connection
+      // ends the transaction.
+      await cancelling;
       await client.end().catch(() => {});
     }
   }
@@ -672,6 +721,20 @@ function abandonable(pool: pg.Pool): { connecting: Promise<pg.PoolClient>; aband
     }
   };
   return { connecting, abandon };
+}
+
+/**
+ * Ends a client's connection at once, one still being made included: its socket destroyed, as pg-pool's and pg's own
+ * connect timeouts do (`end()` would not end a connection that has not started up, nor ever settle its connect).
+ */
+function endAtOnce(client: pg.Client): void {
+  try {
+    const stream = (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream;
+    if (stream) stream.destroy();
+    else void client.end().catch(() => {}); // pg-native's client
+  } catch {
+    // the connection then ends at its own connect timeout
+  }
 }
 
 /**

@@ -46,6 +46,32 @@ export function liveFsckCases(open: () => Promise<{ ledger: Ledger; cleanup: () 
     }
   });
 
+  it('takes a signal: one aborted before the call is CANCELLED (the reason its cause) with `fn` never run, one that is no AbortSignal INVALID_ARGUMENT; one that does not abort changes nothing', async () => {
+    const { ledger, cleanup } = await open();
+    try {
+      await publishTwoSessions(ledger);
+      const { log } = ledger;
+      const reason = new Error('the caller gave up');
+      let ran = false;
+      const run = async () => void (ran = true);
+      const err = await log.readSnapshot!(run, { signal: AbortSignal.abort(reason) }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+      expect((err as Error).cause).toBe(reason);
+      for (const options of [{ signal: 'soon' }, { signa: undefined }, 7])
+        await expect(log.readSnapshot!(run, options as never)).rejects.toMatchObject({
+          name: 'ManifestError',
+          code: 'INVALID_ARGUMENT',
+        });
+      expect(ran).toBe(false);
+      const size = await log.readSnapshot!(async (view) => (await view.treeHead()).size, {
+        signal: new AbortController().signal,
+      });
+      expect(size).toBe(4);
+    } finally {
+      await cleanup();
+    }
+  });
+
   it('gives a view that reads one moment and refuses writes', async () => {
     const { ledger, cleanup } = await open();
     try {

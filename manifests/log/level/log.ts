@@ -842,9 +842,18 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   /**
    * The log at one moment: a LevelDB snapshot, taken while no append batch is being written, with the tree and
    * session-heads root that batch left in memory (the view's `treeHead`). Appends wait only while it is taken. The
-   * view reads through the snapshot with caches of its own; its writes fail (`STORAGE_FAILED`).
+   * view reads through the snapshot with caches of its own; its writes fail (`STORAGE_FAILED`). `signal` is looked at
+   * before the snapshot is taken (`CANCELLED`); the view's reads are the caller's to stop.
    */
-  async readSnapshot<T>(fn: (view: ManifestLog) => Promise<T>): Promise<T> {
+  async readSnapshot<T>(
+    fn: (view: ManifestLog) => Promise<T>,
+    options?: { signal?: AbortSignal | undefined },
+  ): Promise<T> {
+    const { signal } = readOptionFields(options, ['signal'], 'read snapshot options', ManifestError) as {
+      signal?: AbortSignal;
+    };
+    refuseNonSignal(signal, ManifestError, 'read snapshot options: ');
+    throwIfAborted(signal, ManifestError);
     let view!: LevelManifestLog;
     let snapshot!: LevelSnapshot;
     await this.withAppendsHeld(async () => {

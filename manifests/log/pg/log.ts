@@ -653,9 +653,19 @@ export class PgManifestLog extends AbstractManifestLog {
 
   /**
    * The log at one moment (PgDatabase.readSnapshot: one REPEATABLE READ READ ONLY transaction on a connection of its
-   * own). A view's append fails (`STORAGE_FAILED`: its database refuses writes).
+   * own). A view's append fails (`STORAGE_FAILED`: its database refuses writes). `signal` ends the snapshot: before it
+   * has begun, its connection (one still being made included) ended at once; after, the view's statement cancelled
+   * (a wait for a lock too) and no further one sent: `CANCELLED`, the signal's reason as the cause.
    */
-  async readSnapshot<T>(fn: (view: ManifestLog) => Promise<T>): Promise<T> {
+  async readSnapshot<T>(
+    fn: (view: ManifestLog) => Promise<T>,
+    options?: { signal?: AbortSignal | undefined },
+  ): Promise<T> {
+    const { signal } = readOptionFields(options, ['signal'], 'read snapshot options', ManifestError) as {
+      signal?: AbortSignal;
+    };
+    refuseNonSignal(signal, ManifestError, 'read snapshot options: ');
+    throwIfAborted(signal, ManifestError);
     let began = false;
     try {
       return await this.db.readSnapshot((db) => {
@@ -663,8 +673,14 @@ export class PgManifestLog extends AbstractManifestLog {
         const view = new PgManifestLog(db);
         view.treeDamage = this.treeDamage;
         return fn(view);
-      });
+      }, signal);
     } catch (err) {
+      // The abort's own reason (a snapshot ended before it began, a read refused or cancelled) is the log's CANCELLED.
+      if (
+        signal?.aborted &&
+        (err === signal.reason || (err as { cause?: unknown } | undefined)?.cause === signal.reason)
+      )
+        throwIfAborted(signal, ManifestError);
       // `fn`'s errors pass as they are (the view's reads report their own); a snapshot that could not begin is storage.
       if (began) throw err;
       throw storageFailed('read snapshot', err);
