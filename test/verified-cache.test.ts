@@ -132,6 +132,18 @@ describe('VerifiedManifestCache', () => {
     otherSig.rememberSigned(envelopes[0]!, JSON.parse(envelopes[1]!).signatures[0].sig, key);
     otherSig.verify(envelopes[0]!, { trust, verifier });
     expect(verifier.calls).toBe(2);
+    // Another payload under the remembered signature (a forged manifest with this process's signature copied onto
+    // it): that text was not remembered, and its signature is checked (and refused).
+    const forged = JSON.parse(envelopes[0]!);
+    const manifest = JSON.parse(new TextDecoder().decode(decodeBase64(forged.payload)!));
+    manifest.run = 'run-forged';
+    forged.payload = encodeBase64(new TextEncoder().encode(JSON.stringify(manifest)));
+    const copied = new VerifiedManifestCache();
+    copied.rememberSigned(envelopes[0]!, sig, key);
+    expect(() => copied.verify(JSON.stringify(forged), { trust, verifier })).toThrow(
+      expect.objectContaining({ code: 'SIGNATURE_INVALID' }),
+    );
+    expect(verifier.calls).toBe(3);
     // A stored text that is not the remembered one (one byte of its signature flipped) is refused.
     const env = JSON.parse(envelopes[0]!);
     const bad = decodeBase64(env.signatures[0].sig)!;
@@ -142,7 +154,7 @@ describe('VerifiedManifestCache', () => {
     expect(() => cache.verify(JSON.stringify(env), { trust, verifier })).toThrow(
       expect.objectContaining({ code: 'SIGNATURE_INVALID' }),
     );
-    expect(verifier.calls).toBe(3);
+    expect(verifier.calls).toBe(4);
   });
 
   it('drops the least recently used envelope beyond its capacity', async () => {

@@ -3,7 +3,9 @@
  * the entry before it on every call, and the same stored bytes give the same verdict as long as the
  * trust store and the signature backend are the same objects: the verdict is a pure function of the
  * three. Only successes are kept (a refusal is rare and cheap to repeat); a hit hands out a copy, so a
- * caller that changes the manifest it got cannot change what the next reader is told. Isomorphic.
+ * caller that changes the manifest it got cannot change what the next reader is told. `rememberSigned` adds
+ * the caller's word for one signature it made itself (the ledger's own appends): the class is internal, not
+ * exported by the package, for that word is trusted. Isomorphic.
  */
 import type { TrustStore } from '../format/trust.js';
 import { encodeBase64 } from '../encoding/base64.js';
@@ -99,8 +101,9 @@ export class VerifiedManifestCache {
    * signature or another key is verified as ever. The most recent `capacity` are kept; nothing is verified here.
    */
   rememberSigned(envelope: string, sig: string, publicKey: Uint8Array): void {
+    if (this.verdicts.has(envelope)) return; // verified already: its verdict answers
     this.own.delete(envelope);
-    this.own.set(envelope, { sig, publicKey });
+    this.own.set(envelope, { sig, publicKey: publicKey.slice() });
     if (this.own.size > this.capacity) this.own.delete(this.own.keys().next().value!);
   }
 

@@ -761,9 +761,13 @@ export class Keyring {
     } catch (err) {
       throw keyFileIoFailure(err, `cannot write ${this.trustPath}`);
     }
-    this.trust = trust;
     // The file as this process wrote it, under the trust lock (no other writer): not a change the next read reloads for.
-    this.stamp = stampOf(await lstat(this.trustPath).catch(() => undefined));
+    // Taken before the trust is replaced, which happens with the stamp and the generation at once (no wait between): a
+    // read's reload that ends during the lstat then still meets the old generation, keeps what it read, and is
+    // overwritten here; one that ends later meets the new generation and drops what it read.
+    const written = await lstat(this.trustPath).catch(() => undefined);
+    this.trust = trust;
+    this.stamp = stampOf(written);
     this.generation++;
   }
 

@@ -1,0 +1,90 @@
+/**
+ * A read's reload of trust.json that ends while this process's own write of it is being stamped (Keyring `save`):
+ * the reload read the file before the write replaced it. Whatever the order, the keyring must end up holding the
+ * trust it wrote, or know that trust.json changed since what it holds (and read it again): never the older trust
+ * stamped as current, which no later read would replace (a revocation this process made, silently not enforced).
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { join } from 'node:path';
+import type * as fsPromises from 'node:fs/promises';
+import { Keyring } from '../src/keys/keyring.js';
+import { tempDir } from './support/tmp.js';
+
+/** Gates on the trust file's open (held once opened) and lstat (held before it answers), armed by the test. */
+const gate = vi.hoisted(() => ({
+  path: '',
+  holdOpen: undefined as undefined | { opened: () => void; release: Promise<void> },
+  holdLstat: undefined as undefined | { called: () => void; release: Promise<void> },
+}));
+
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const real = await importOriginal<typeof fsPromises>();
+  return {
+    ...real,
+    open: async (...args: Parameters<typeof real.open>) => {
+      const handle = await real.open(...args);
+      const hold = args[0] === gate.path ? gate.holdOpen : undefined;
+      if (hold) {
+        gate.holdOpen = undefined;
+        hold.opened();
+        await hold.release;
+      }
+      return handle;
+    },
+    lstat: async (...args: Parameters<typeof real.lstat>) => {
+      const hold = args[0] === gate.path ? gate.holdLstat : undefined;
+      if (hold) {
+        gate.holdLstat = undefined;
+        hold.called();
+        await hold.release;
+      }
+      return real.lstat(...args);
+    },
+  };
+});
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+afterEach(() => {
+  gate.holdOpen = undefined;
+  gate.holdLstat = undefined;
+});
+
+describe("Keyring: a reload that read trust.json before this process's write replaced it", () => {
+  it('ending while the write is stamped, does not leave the older trust held as current', async () => {
+    const root = tempDir();
+    const options = { root, host: 'host-a', origin: 'handoff-ledger.test/race', clock: () => new Date() };
+    // The first open writes the keys and trust.json (under the trust lock); this one only reads them.
+    await Keyring.open(options);
+    const keyring = await Keyring.open(options);
+    gate.path = join(root, 'trust.json');
+    const keyId = keyring.signer.keyId;
+    const at = '2999-01-01T00:00:00.000Z';
+    await keyring.exclusive(async () => {
+      // A read's reload opens trust.json as it is (no revocation) and is held there.
+      const opened = deferred();
+      const readerGo = deferred();
+      gate.holdOpen = { opened: opened.resolve, release: readerGo.promise };
+      const reading = keyring.reloadTrust();
+      await opened.promise;
+      // The revocation writes trust.json anew; its stamp's lstat is held until the reload has ended.
+      const stamping = deferred();
+      const stampGo = deferred();
+      gate.holdLstat = { called: stamping.resolve, release: stampGo.promise };
+      const revoking = keyring.revoke(keyId, at);
+      await stamping.promise;
+      readerGo.resolve();
+      await reading;
+      stampGo.resolve();
+      await revoking;
+    });
+    const held = keyring.trustStore().keys.find((k) => k.keyId === keyId);
+    // Either the revocation is held, or the keyring knows trust.json is not what it holds (a read reloads).
+    expect(held?.revokedAt === at || (await keyring.changedOnDisk())).toBe(true);
+    expect(held?.revokedAt).toBe(at);
+  });
+});
