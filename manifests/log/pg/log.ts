@@ -47,9 +47,9 @@ import type {
 } from '../log.js';
 import { MANIFEST_MIGRATIONS } from './schema.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
-import { treeHeadAt, type NodeId } from '../../tlog/tree.js';
+import { frontierOf, treeHeadAt, type NodeId } from '../../tlog/tree.js';
 import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
-import { PgTree } from './tree.js';
+import { grown, hashesOf, nodeColumns, PgTree, treeCollision } from './tree.js';
 import { PgSessionHeads } from './session-heads.js';
 
 const PAGE = 500;
@@ -220,11 +220,12 @@ export class PgManifestLog extends AbstractManifestLog {
       moveHead: q('UPDATE {schema}.heads SET seq = $2, id = $3 WHERE session = $1'),
       // Under the counter row's lock, in one statement (one round trip while the log's global lock is held): the entry,
       // its inline blob (committed with the entry that names it: both or neither), the rollback watermark rising with
-      // the head, the key's newest createdAt; and the key's window end and whether the principal is revoked, so
-      // rotation and revocation are ordered with this append. It runs after `takePosition` took the lock, as a
-      // statement of its own: its snapshot holds every revocation and rotation committed before the lock was had (in
-      // takePosition's statement the snapshot would be older than the wait). A refusal read here throws, and the
-      // transaction's rollback takes back what the statement wrote.
+      // the head, the key's newest createdAt; the key's window end and whether the principal is revoked, so rotation
+      // and revocation are ordered with this append; and the tree's frontier at the position taken ($12, $13: the
+      // nodes `frontierOf` names, each committed by an append that held the lock before). It runs after
+      // `takePosition` took the lock, as a statement of its own: its snapshot holds every revocation, rotation and
+      // tree node committed before the lock was had (in takePosition's statement the snapshot would be older than the
+      // wait). A refusal read here throws, and the transaction's rollback takes back what the statement wrote.
       writeEntry: q(`WITH k AS (
           INSERT INTO {schema}.signing_keys (key_id, last_signed_at) SELECT $1, $2 WHERE $1::text IS NOT NULL
           ON CONFLICT (key_id) DO UPDATE
@@ -238,7 +239,18 @@ export class PgManifestLog extends AbstractManifestLog {
         w AS (INSERT INTO {schema}.watermarks (session, seq) VALUES ($4, $6::integer)
           ON CONFLICT (session) DO UPDATE SET seq = GREATEST({schema}.watermarks.seq, EXCLUDED.seq))
         SELECT (SELECT closed_at FROM k) AS closed_at,
-          EXISTS (SELECT 1 FROM {schema}.grants WHERE principal = $3 AND session IN ('*', $4) AND state = 'revoked') AS revoked`),
+          EXISTS (SELECT 1 FROM {schema}.grants WHERE principal = $3 AND session IN ('*', $4) AND state = 'revoked') AS revoked,
+          (SELECT coalesce(json_agg(json_build_object('level', level, 'idx', idx::text, 'hash', encode(hash, 'hex'))),
+              '[]'::json)
+            FROM {schema}.tree_nodes WHERE (level, idx) IN (SELECT * FROM unnest($12::smallint[], $13::bigint[])))
+            AS frontier`),
+      // The tree's new nodes and the session-heads index's changed ones, in one statement (one round trip under the
+      // counter's lock): a node already stored in the tree is a unique violation (TREE_DAMAGED, see treeCollision).
+      growIndexes: q(`WITH t AS (INSERT INTO {schema}.tree_nodes (level, idx, hash)
+          SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[]))
+        INSERT INTO {schema}.session_heads (depth, prefix, hash, leaf_key)
+          SELECT * FROM unnest($4::smallint[], $5::bytea[], $6::bytea[], $7::bytea[])
+        ON CONFLICT (depth, prefix) DO UPDATE SET hash = EXCLUDED.hash, leaf_key = EXCLUDED.leaf_key`),
       takePosition: q(
         'UPDATE {schema}.log_counter SET next_position = next_position + 1 RETURNING (next_position - 1)::text AS position',
       ),
@@ -485,8 +497,13 @@ export class PgManifestLog extends AbstractManifestLog {
           const position = (await client.query<{ position: string }>(this.sql.takePosition!)).rows[0]!.position;
           const { signed } = request;
           const blob = request.blob;
+          const frontier = frontierOf(Number(position));
           const [gate] = (
-            await client.query<{ closed_at: string | null; revoked: boolean }>(this.sql.writeEntry!, [
+            await client.query<{
+              closed_at: string | null;
+              revoked: boolean;
+              frontier: Array<{ level: number; idx: string; hash: string }>;
+            }>(this.sql.writeEntry!, [
               signed?.keyId ?? null,
               signed?.createdAt ?? null,
               request.principal,
@@ -500,6 +517,8 @@ export class PgManifestLog extends AbstractManifestLog {
               blob?.digest ?? null,
               blob?.bytes.length ?? null,
               blob ? Buffer.from(blob.bytes.buffer, blob.bytes.byteOffset, blob.bytes.byteLength) : null,
+              frontier.map((id) => id.level),
+              frontier.map((id) => String(id.index)),
             ])
           ).rows;
           if (gate!.revoked) throw new ManifestError('REVOKED', `principal ${request.principal} is revoked`);
@@ -508,10 +527,30 @@ export class PgManifestLog extends AbstractManifestLog {
               'KEY_EXPIRED',
               `key ${signed.keyId}: its window closed at ${gate!.closed_at} (rotated or revoked), the entry is dated ${signed.createdAt}`,
             );
-          // The tree grows in the same transaction, still under the counter's lock (global order).
-          await this.tree.grow(client, Number(position), [leaf]);
-          // And the session-heads index, still under that lock: its root commits with the tree's new size.
-          await this.headsIndex.update(client, request.session, { seq: request.seq, id: request.id });
+          // The tree grows in the same transaction, still under the counter's lock (global order), from the frontier
+          // read above; and the session-heads index, whose root commits with the tree's new size: both in one write.
+          const hashes = hashesOf(
+            frontier,
+            gate!.frontier.map((r) => ({
+              level: r.level,
+              idx: r.idx,
+              hash: new Uint8Array(Buffer.from(r.hash, 'hex')),
+            })),
+          );
+          const nodes = grown(Number(position), [leaf], hashes);
+          const { changes, removed } = await this.headsIndex.changesFor(client, request.session, {
+            seq: request.seq,
+            id: request.id,
+          });
+          try {
+            await client.query(this.sql.growIndexes!, [
+              ...nodeColumns(nodes),
+              ...this.headsIndex.upsertColumns(changes),
+            ]);
+          } catch (err) {
+            throw treeCollision(err, Number(position));
+          }
+          await this.headsIndex.remove(client, removed);
           return toEntry({ position, ...request });
         },
         BEGIN,

@@ -83,21 +83,45 @@ export class PgSessionHeads {
   private async store(q: Queryable, nodes: Array<{ path: NodePath; node: HeadsNode }>): Promise<void> {
     for (let i = 0; i < nodes.length; i += 5000) {
       const part = nodes.slice(i, i + 5000);
-      await q.query(this.sql.upsert, [
-        part.map((c) => c.path.depth),
-        part.map((c) => Buffer.from(c.path.prefix)),
-        part.map((c) => Buffer.from(c.node.leaf ? c.node.value : c.node.hash)),
-        part.map((c) => (c.node.leaf ? Buffer.from(c.node.key) : null)),
-      ]);
+      await q.query(this.sql.upsert, this.upsertColumns(part));
     }
   }
 
   /** Inside an append's transaction, after the position was taken: records the session's new head. */
   async update(q: Queryable, session: string, head: { seq: number; id: string }): Promise<void> {
+    const { changes, removed } = await this.changesFor(q, session, head);
+    await this.store(q, changes);
+    await this.remove(q, removed);
+  }
+
+  /**
+   * What recording the session's new head changes (read under the append's transaction, written by the caller in the
+   * same one): the nodes to upsert (`upsertColumns`), and the stray records to remove (`remove`), usually none.
+   */
+  async changesFor(
+    q: Queryable,
+    session: string,
+    head: { seq: number; id: string },
+  ): Promise<{ changes: Array<{ path: NodePath; node: HeadsNode }>; removed: NodePath[] }> {
     const update = new SessionHeadsUpdate((paths) => this.read(q, paths));
     await update.set(session, head);
-    await this.store(q, await update.changes());
-    const removed = update.removed();
+    const changes = await update.changes();
+    return { changes, removed: update.removed() };
+  }
+
+  /** `changes` as the upsert's four array parameters (depths, prefixes, hashes or leaf values, leaf keys). */
+  upsertColumns(
+    changes: Array<{ path: NodePath; node: HeadsNode }>,
+  ): [number[], Buffer[], Buffer[], Array<Buffer | null>] {
+    return [
+      changes.map((c) => c.path.depth),
+      changes.map((c) => Buffer.from(c.path.prefix)),
+      changes.map((c) => Buffer.from(c.node.leaf ? c.node.value : c.node.hash)),
+      changes.map((c) => (c.node.leaf ? Buffer.from(c.node.key) : null)),
+    ];
+  }
+
+  async remove(q: Queryable, removed: NodePath[]): Promise<void> {
     if (removed.length > 0)
       await q.query(this.sql.remove, [removed.map((p) => p.depth), removed.map((p) => Buffer.from(p.prefix))]);
   }

@@ -48,12 +48,10 @@ export class PgTree {
         ids.map((i) => String(i.index)),
       ])
     ).rows;
-    const byKey = new Map(rows.map((r) => [`${r.level}/${r.idx}`, new Uint8Array(r.hash)]));
-    return ids.map((id) => {
-      const hash = byKey.get(`${id.level}/${id.index}`);
-      if (!hash) throw new ManifestError('TREE_DAMAGED', `tree node ${id.level}/${id.index} is missing`);
-      return hash;
-    });
+    return hashesOf(
+      ids,
+      rows.map((r) => ({ level: r.level, idx: r.idx, hash: new Uint8Array(r.hash) })),
+    );
   }
 
   /**
@@ -61,23 +59,11 @@ export class PgTree {
    * @throws ManifestError `TREE_DAMAGED` when a node is already stored there: the tree has leaves beyond the log
    */
   async grow(q: Queryable, position: number, leaves: Uint8Array[]): Promise<void> {
-    const ids = frontierOf(position);
-    const hashes = await this.read(q, ids);
-    const frontier: TreeNode[] = ids.map((id, i) => ({ ...id, hash: hashes[i]! }));
-    const { nodes } = appendLeaves(frontier, position, leaves);
+    const nodes = grown(position, leaves, await this.read(q, frontierOf(position)));
     try {
-      await q.query(this.sql.insert, [
-        nodes.map((n) => n.level),
-        nodes.map((n) => String(n.index)),
-        nodes.map((n) => Buffer.from(n.hash)),
-      ]);
+      await q.query(this.sql.insert, nodeColumns(nodes));
     } catch (err) {
-      if (pgCode(err) !== UNIQUE_VIOLATION) throw err;
-      throw new ManifestError(
-        'TREE_DAMAGED',
-        `the tree already has a node at global position ${position} or after it, beyond the log's entries; run fsck`,
-        { cause: err },
-      );
+      throw treeCollision(err, position);
     }
   }
 
@@ -127,4 +113,38 @@ export class PgTree {
     );
     return undefined;
   }
+}
+
+/**
+ * The hashes of `ids` among stored rows (`idx` as text, as the statements return it).
+ * @throws ManifestError `TREE_DAMAGED` when one is missing
+ */
+export function hashesOf(ids: NodeId[], rows: Array<{ level: number; idx: string; hash: Uint8Array }>): Uint8Array[] {
+  const byKey = new Map(rows.map((r) => [`${r.level}/${r.idx}`, r.hash]));
+  return ids.map((id) => {
+    const hash = byKey.get(`${id.level}/${id.index}`);
+    if (!hash) throw new ManifestError('TREE_DAMAGED', `tree node ${id.level}/${id.index} is missing`);
+    return hash;
+  });
+}
+
+/** The nodes an append of `leaves` at `position` adds, from the hashes of the frontier there (`frontierOf`). */
+export function grown(position: number, leaves: Uint8Array[], frontierHashes: Uint8Array[]): TreeNode[] {
+  const frontier: TreeNode[] = frontierOf(position).map((id, i) => ({ ...id, hash: frontierHashes[i]! }));
+  return appendLeaves(frontier, position, leaves).nodes;
+}
+
+/** `nodes` as the insert's three array parameters (levels, indexes as text, hashes). */
+export function nodeColumns(nodes: TreeNode[]): [number[], string[], Buffer[]] {
+  return [nodes.map((n) => n.level), nodes.map((n) => String(n.index)), nodes.map((n) => Buffer.from(n.hash))];
+}
+
+/** A unique violation of a tree row as `TREE_DAMAGED` (the tree has leaves beyond the log); any other error as it is. */
+export function treeCollision(err: unknown, position: number): unknown {
+  if (pgCode(err) !== UNIQUE_VIOLATION) return err;
+  return new ManifestError(
+    'TREE_DAMAGED',
+    `the tree already has a node at global position ${position} or after it, beyond the log's entries; run fsck`,
+    { cause: err },
+  );
 }
