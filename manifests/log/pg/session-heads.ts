@@ -87,16 +87,10 @@ export class PgSessionHeads {
     }
   }
 
-  /** Inside an append's transaction, after the position was taken: records the session's new head. */
-  async update(q: Queryable, session: string, head: { seq: number; id: string }): Promise<void> {
-    const { changes, removed } = await this.changesFor(q, session, head);
-    await this.store(q, changes);
-    await this.remove(q, removed);
-  }
-
   /**
-   * What recording the session's new head changes (read under the append's transaction, written by the caller in the
-   * same one): the nodes to upsert (`upsertColumns`), and the stray records to remove (`remove`), usually none.
+   * Inside an append's transaction, after the position was taken: what recording the session's new head changes (read
+   * in that transaction, written by the append in the same one, with the tree's nodes): the nodes to upsert
+   * (`upsertColumns`), and the stray records to remove (`remove`), usually none.
    */
   async changesFor(
     q: Queryable,
