@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { VerifiedManifestCache } from '../manifests/crypto/verified-cache.js';
 import type { SignatureVerifier } from '../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../manifests/crypto/ed25519.node.js';
@@ -225,6 +227,40 @@ describe('resume with remembered verdicts', () => {
     entry.envelope = JSON.stringify(env);
     await db.put(key, JSON.stringify(entry));
     await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'SIGNATURE_INVALID' });
+    await ledger.close();
+  });
+
+  it('verifies its own head with the curve once trust.json lists another public key for its keyId (SIGNATURE_INVALID)', async () => {
+    const root = tempDir();
+    const verifier = counting();
+    const ledger = await openLedger({ root, host: 'host-a' });
+    Object.defineProperty(ledger, 'verifier', { value: verifier });
+    await ledger.publish(alice, sampleSummary('one'));
+    const path = join(root, 'trust.json');
+    const trust = JSON.parse(readFileSync(path, 'utf8'));
+    const listed = trust.keys.find((k: { keyId: string }) => k.keyId === ledger.keyId);
+    listed.publicKey = generateJwk().x;
+    writeFileSync(path, JSON.stringify(trust, null, 2) + '\n', { mode: 0o600 });
+    // Read again as a read of a shared root does when loading the keys refuses (the key file no longer listed).
+    const inside = ledger as unknown as { keyring: { reloadTrust(): Promise<void> }; trustCache: unknown };
+    await inside.keyring.reloadTrust();
+    inside.trustCache = undefined;
+    await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'SIGNATURE_INVALID' });
+    expect(verifier.calls).toBe(1);
+    await ledger.close();
+  });
+
+  it('still resumes its own head after a rotation of its key (the old key signed it within its window)', async () => {
+    const verifier = counting();
+    const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
+    Object.defineProperty(ledger, 'verifier', { value: verifier });
+    await ledger.publish(alice, sampleSummary('one'));
+    const oldKey = ledger.keyId;
+    await ledger.rotateKey();
+    expect(ledger.keyId).not.toBe(oldKey);
+    const resumed = await ledger.resume(alice);
+    expect(resumed?.manifest.keyId).toBe(oldKey);
+    expect(verifier.calls).toBe(0);
     await ledger.close();
   });
 
