@@ -233,8 +233,8 @@ describePostgres('a publish on PostgreSQL cut off by a crash', (pg) => {
   it.each([
     { at: 'the global counter (head moved)', size: BLOB },
     { at: 'the global counter (head moved)', size: INLINE },
-    { at: 'the watermark, its last statement (entry, inline blob, tree written)', size: BLOB },
-    { at: 'the watermark, its last statement (entry, inline blob, tree written)', size: INLINE },
+    { at: 'the tree and index write, its last statement (entry, inline blob, watermark written)', size: BLOB },
+    { at: 'the tree and index write, its last statement (entry, inline blob, watermark written)', size: INLINE },
   ])(
     'killed inside the manifest transaction, at $at, a $size-byte summary: rolled back whole; a retry publishes',
     async ({ at, size }) => {
@@ -252,9 +252,11 @@ describePostgres('a publish on PostgreSQL cut off by a crash', (pg) => {
             )
           : await holdLock(
               store.connectionString,
-              `SELECT 1 FROM ${store.schema}.watermarks WHERE session = $1 FOR UPDATE`,
-              ['s'],
-              /INSERT INTO \S+\.watermarks/,
+              // The index's root row: every append's index upsert rewrites it (the statement that also inserts the
+              // tree's nodes, after the entry, its inline blob and the watermark were written).
+              `SELECT 1 FROM ${store.schema}.session_heads WHERE depth = $1 FOR UPDATE`,
+              [0],
+              /INSERT INTO \S+\.session_heads/,
             );
         let pid: number;
         try {

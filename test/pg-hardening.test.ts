@@ -383,6 +383,87 @@ describePostgres(
       });
     });
 
+    describe("the refusals an append reads after the log's counter lock", () => {
+      const codeOf = async (p: Promise<unknown>) => ((await rejection(p)) as ManifestError).code;
+      const signed = (session: string, seq: number, createdAt: string): AppendRequest => ({
+        ...link(session, seq),
+        signed: { keyId: 'ed25519:k1', createdAt },
+      });
+      /** A transaction of another writer holding the counter row, as a revocation or a rotation takes it first. */
+      async function holdCounter(schema: string): Promise<pgLib.Client> {
+        const holder = new pgLib.Client({ connectionString: pg.connectionString });
+        await holder.connect();
+        await holder.query('BEGIN');
+        await holder.query(`SELECT 1 FROM "${schema}".log_counter FOR UPDATE`);
+        return holder;
+      }
+      /** Until the server shows a statement matching `re` waiting for a lock (seen, not slept for). */
+      async function waitingOn(re: RegExp): Promise<void> {
+        for (;;) {
+          const rows = await sqlOn<{ query: string }>(
+            pg.connectionString,
+            "SELECT query FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+          );
+          if (rows.some((r) => re.test(r.query))) return;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+
+      it('see a revocation committed while the append waited for the lock: REVOKED, nothing written', async () => {
+        const schema = nextSchema();
+        const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          await log.append(signed('s', 0, '2026-11-30T10:00:00.000Z'));
+          const holder = await holdCounter(schema);
+          const appending = codeOf(log.append(signed('s', 1, '2026-11-30T10:00:01.000Z')));
+          await waitingOn(/UPDATE \S+\.log_counter/);
+          await holder.query(
+            `INSERT INTO "${schema}".grants (principal, session, state, at) VALUES ('alice', '*', 'revoked', '2026-11-30T10:00:02.000Z')`,
+          );
+          await holder.query('COMMIT');
+          await holder.end();
+          expect(await appending).toBe('REVOKED');
+          expect((await log.head('s'))?.seq).toBe(0);
+          expect(await log.entry('s', 1)).toBeUndefined();
+        } finally {
+          await log.close();
+        }
+      });
+
+      it('see a key window closed while the append waited for the lock: KEY_EXPIRED, nothing written', async () => {
+        const schema = nextSchema();
+        const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          await log.append(signed('s', 0, '2026-11-30T10:00:00.000Z'));
+          const holder = await holdCounter(schema);
+          const appending = codeOf(log.append(signed('s', 1, '2026-11-30T10:00:05.000Z')));
+          await waitingOn(/UPDATE \S+\.log_counter/);
+          await holder.query(`UPDATE "${schema}".signing_keys SET closed_at = '2026-11-30T10:00:01.000Z'`);
+          await holder.query('COMMIT');
+          await holder.end();
+          expect(await appending).toBe('KEY_EXPIRED');
+          expect((await log.head('s'))?.seq).toBe(0);
+        } finally {
+          await log.close();
+        }
+      });
+
+      it('come before what the append would meet in a damaged store: REVOKED, not TREE_DAMAGED', async () => {
+        const schema = nextSchema();
+        const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        try {
+          await log.append(signed('s', 0, '2026-11-30T10:00:00.000Z'));
+          await log.append(signed('t', 0, '2026-11-30T10:00:00.000Z'));
+          await log.grants.put({ principal: 'alice', session: '*', state: 'revoked', at: '2026-11-30T10:00:01.000Z' });
+          // The counter behind the entries: the next position is taken, which the entry's insert would meet.
+          await sql(`UPDATE "${schema}".log_counter SET next_position = 1`);
+          expect(await codeOf(log.append(signed('u', 0, '2026-11-30T10:00:02.000Z')))).toBe('REVOKED');
+        } finally {
+          await log.close();
+        }
+      });
+    });
+
     describe('connection options', () => {
       it('refuses a bad schema name or an empty connection string with INVALID_ARGUMENT, through openLedger too', async () => {
         const root = mkdtempSync(join(tmpdir(), 'hl-pg-options-'));

@@ -225,25 +225,31 @@ export class PgManifestLog extends AbstractManifestLog {
       // nodes `frontierOf` names, each committed by an append that held the lock before). It runs after
       // `takePosition` took the lock, as a statement of its own: its snapshot holds every revocation, rotation and
       // tree node committed before the lock was had (in takePosition's statement the snapshot would be older than the
-      // wait). A refusal read here throws, and the transaction's rollback takes back what the statement wrote.
+      // wait). The writes are gated on the refusals (`ok`), so a refused append writes nothing and is refused as
+      // before, whatever else its rows would have met (damage: a unique violation); the refusal then throws, and the
+      // transaction rolls back.
       writeEntry: q(`WITH k AS (
           INSERT INTO {schema}.signing_keys (key_id, last_signed_at) SELECT $1, $2 WHERE $1::text IS NOT NULL
           ON CONFLICT (key_id) DO UPDATE
             SET last_signed_at = GREATEST({schema}.signing_keys.last_signed_at, EXCLUDED.last_signed_at)
           RETURNING closed_at),
+        g AS (SELECT (SELECT closed_at FROM k) AS closed_at,
+          EXISTS (SELECT 1 FROM {schema}.grants WHERE principal = $3 AND session IN ('*', $4) AND state = 'revoked')
+            AS revoked),
+        ok AS (SELECT 1 FROM g WHERE NOT g.revoked AND (g.closed_at IS NULL OR $2::text COLLATE "C" < g.closed_at)),
         e AS (INSERT INTO {schema}.entries (position, session, seq, id, principal, envelope)
-          VALUES ($5::bigint, $4, $6::integer, $7, $3, $8)),
+          SELECT $5::bigint, $4, $6::integer, $7, $3, $8 FROM ok RETURNING 1),
         b AS (INSERT INTO {schema}.inline_blobs (digest, size, bytes)
-          SELECT $9::text, $10::integer, $11::bytea WHERE $9::text IS NOT NULL
+          SELECT $9::text, $10::integer, $11::bytea FROM ok WHERE $9::text IS NOT NULL
           ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes, stored_at = clock_timestamp()),
-        w AS (INSERT INTO {schema}.watermarks (session, seq) VALUES ($4, $6::integer)
+        w AS (INSERT INTO {schema}.watermarks (session, seq) SELECT $4, $6::integer FROM ok
           ON CONFLICT (session) DO UPDATE SET seq = GREATEST({schema}.watermarks.seq, EXCLUDED.seq))
-        SELECT (SELECT closed_at FROM k) AS closed_at,
-          EXISTS (SELECT 1 FROM {schema}.grants WHERE principal = $3 AND session IN ('*', $4) AND state = 'revoked') AS revoked,
+        SELECT g.closed_at, g.revoked, (SELECT count(*) FROM e)::integer AS written,
           (SELECT coalesce(json_agg(json_build_object('level', level, 'idx', idx::text, 'hash', encode(hash, 'hex'))),
               '[]'::json)
             FROM {schema}.tree_nodes WHERE (level, idx) IN (SELECT * FROM unnest($12::smallint[], $13::bigint[])))
-            AS frontier`),
+            AS frontier
+        FROM g`),
       // The tree's new nodes and the session-heads index's changed ones, in one statement (one round trip under the
       // counter's lock): a node already stored in the tree is a unique violation (TREE_DAMAGED, see treeCollision).
       growIndexes: q(`WITH t AS (INSERT INTO {schema}.tree_nodes (level, idx, hash)
@@ -502,6 +508,7 @@ export class PgManifestLog extends AbstractManifestLog {
             await client.query<{
               closed_at: string | null;
               revoked: boolean;
+              written: number;
               frontier: Array<{ level: number; idx: string; hash: string }>;
             }>(this.sql.writeEntry!, [
               signed?.keyId ?? null,
@@ -527,6 +534,10 @@ export class PgManifestLog extends AbstractManifestLog {
               'KEY_EXPIRED',
               `key ${signed.keyId}: its window closed at ${gate!.closed_at} (rotated or revoked), the entry is dated ${signed.createdAt}`,
             );
+          // The statement's gate and the two checks above judge alike (code-unit order of the dates, as COLLATE "C"):
+          // an entry not written here, unrefused, would move the head past no entry. Never committed so.
+          if (gate!.written !== 1)
+            throw new Error(`the entry's write was gated off without a refusal (wrote ${gate!.written})`);
           // The tree grows in the same transaction, still under the counter's lock (global order), from the frontier
           // read above; and the session-heads index, whose root commits with the tree's new size: both in one write.
           const hashes = hashesOf(
