@@ -617,7 +617,15 @@ describePostgres(
         );
         expect(early).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
         expect((early as Error).cause).toBe(reason);
-        for (const open of [{ signal: { aborted: false } }, { signal: 'abort' }, { signa: undefined }, 'soon'])
+        // A signal-like object (aborted, addEventListener) is no AbortSignal either: refused here, as a LedgerError.
+        const signalLike = { aborted: false, addEventListener: () => {}, removeEventListener: () => {} };
+        for (const open of [
+          { signal: { aborted: false } },
+          { signal: signalLike },
+          { signal: 'abort' },
+          { signa: undefined },
+          'soon',
+        ])
           await expect(openPublicPostgresBackends(options, open as never)).rejects.toMatchObject({
             name: 'LedgerError',
             code: 'INVALID_ARGUMENT',

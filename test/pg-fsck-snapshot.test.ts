@@ -225,4 +225,43 @@ describePostgres('fsck on a live PostgreSQL store', (pg) => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it('a read inside the snapshot after its signal aborted is refused CANCELLED (not a storage failure), and the snapshot ends CANCELLED', async () => {
+    const { ledger, cleanup } = await openStore();
+    try {
+      await publishTwoSessions(ledger);
+      const log = ledger.log as PgManifestLog;
+      const abort = new AbortController();
+      const reason = new Error('the operator gave up');
+      let inside: unknown;
+      const outcome = await log
+        .readSnapshot(
+          async (view) => {
+            await view.treeHead();
+            abort.abort(reason);
+            inside = await view.treeHead().catch((e: unknown) => e);
+            throw inside;
+          },
+          { signal: abort.signal },
+        )
+        .catch((e: unknown) => e);
+      expect(inside).toMatchObject({ code: 'CANCELLED' });
+      expect((inside as Error).cause).toBe(reason);
+      expect(outcome).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+      expect((outcome as Error).cause).toBe(reason);
+      // Its own connection is closed: nothing of it is left on the server.
+      const open = async () =>
+        Number(
+          (
+            await sqlOn<{ n: string }>(
+              pg.connectionString,
+              "SELECT count(*)::text AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()",
+            )
+          )[0]!.n,
+        );
+      expect(await settledCount(open, 0)).toBe(0);
+    } finally {
+      await cleanup();
+    }
+  });
 });

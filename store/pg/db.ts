@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { onAbort } from '../abort.js';
-import { isHandoffLedgerError, shownValue, type NamesEveryField } from '../errors.js';
+import { isHandoffLedgerError, shownValue, throwIfAborted, type NamesEveryField } from '../errors.js';
 
 /** Default `lockTimeoutMs`: how long a statement waits for a lock another connection holds. */
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
@@ -509,13 +509,15 @@ export class PgDatabase {
     Object.defineProperties(view, {
       query: {
         value: async (text: string, values?: unknown[]) => {
-          signal?.throwIfAborted();
+          // Aborted: CANCELLED (the signal's reason its cause), which the log's read wrappers pass as it is, so a
+          // reader inside `fn` is told the read was cancelled, not that storage failed.
+          throwIfAborted(signal);
           running++;
           try {
             return await client.query(text, values);
           } catch (err) {
             // Aborted: what the statement says (cancelled) is the abort's doing.
-            if (signal?.aborted) throw signal.reason;
+            throwIfAborted(signal);
             // A connection the server ended (restart, terminate) says why on its 'error' event first.
             throw pgCode(broken) !== undefined && pgCode(err) === undefined ? broken : err;
           } finally {

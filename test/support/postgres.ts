@@ -3,6 +3,7 @@
  * private Unix socket (no port to collide with), stop and remove it afterwards. Without the binaries the
  * tests are skipped with a plain notice; under CI=true their absence is a failure, so CI always runs them.
  */
+import { ENDS_AT_SIGNAL_MS } from './settled.js';
 import pgLib from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { findPostgresBin, PgCluster } from '../../benchmarks/lib/pg-cluster.js';
@@ -45,7 +46,11 @@ export async function sqlOn<R extends pgLib.QueryResultRow>(
  * leaves pg_stat_activity a moment later: a count taken at once can still list it (sqlOn's own connection of the
  * count before, say). A connection still open stays listed, so a leak still shows, as a count above `atMost`.
  */
-export async function settledCount(count: () => Promise<number>, atMost: number, withinMs = 15_000): Promise<number> {
+export async function settledCount(
+  count: () => Promise<number>,
+  atMost: number,
+  withinMs = ENDS_AT_SIGNAL_MS,
+): Promise<number> {
   const until = Date.now() + withinMs;
   for (;;) {
     const n = await count();
