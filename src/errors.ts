@@ -75,8 +75,8 @@ export function isHandoffLedgerError(err: unknown): err is LedgerError | StoreEr
 
 /**
  * `throwIfAborted` of the ledger layer: a cancelled ledger operation is a `LedgerError` `CANCELLED`. A `signal` that is
- * not an AbortSignal (no `aborted` flag, no `addEventListener`) is `INVALID_ARGUMENT`: it could never cancel anything,
- * and the wait that listens to it would fail later with a plain TypeError.
+ * not an AbortSignal is `INVALID_ARGUMENT` (`checkSignal`): the stores it would reach refuse it, and the wait that
+ * listens to one without `addEventListener` would fail later with a plain TypeError.
  */
 export function throwIfCancelled(signal: AbortSignal | undefined): void {
   checkSignal(signal);
@@ -113,15 +113,15 @@ export function untilCancelled<T>(p: Promise<T>, signal: AbortSignal | undefined
   });
 }
 
-/** @throws LedgerError `INVALID_ARGUMENT` unless `signal` is undefined or an AbortSignal */
+/**
+ * @throws LedgerError `INVALID_ARGUMENT` unless `signal` is undefined or an AbortSignal (`instanceof`, as the stores and
+ *   logs judge the signal they are given: an object shaped like one, with `aborted` and `addEventListener`, is refused
+ *   here, before the operation starts, rather than by a store halfway through it)
+ */
 export function checkSignal(signal: unknown): void {
-  if (signal !== undefined && !isAbortSignal(signal))
-    throw new LedgerError('INVALID_ARGUMENT', `signal: an AbortSignal (or undefined), not ${typeof signal}`);
-}
-
-function isAbortSignal(value: unknown): value is AbortSignal {
-  const s = value as { aborted?: unknown; addEventListener?: unknown } | null;
-  return (
-    typeof s === 'object' && s !== null && typeof s.aborted === 'boolean' && typeof s.addEventListener === 'function'
-  );
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `signal: an AbortSignal (or undefined), not ${signal === null ? 'null' : typeof signal === 'object' ? 'another object' : typeof signal}`,
+    );
 }
