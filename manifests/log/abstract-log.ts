@@ -67,6 +67,20 @@ const UNSTORABLE_TEXT = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBF
  * A grant's time (`at`) as every backend stores it and reads it back: text that `Date.parse` reads as a date. A stored
  * grant whose `at` is not one is `RECORD_CORRUPT` on every read (each backend's), as a grant with any other bad field.
  */
+/**
+ * The options of `ManifestLog.readSnapshot`, read once: the signal, an AbortSignal or none (`INVALID_ARGUMENT`
+ * otherwise, as an unknown field), and `CANCELLED` (its reason the cause) when it has aborted already.
+ * @throws ManifestError `INVALID_ARGUMENT`, `CANCELLED`
+ */
+export function readSnapshotSignal(options: unknown): AbortSignal | undefined {
+  const { signal } = readOptionFields(options, ['signal'], 'read snapshot options', ManifestError) as {
+    signal?: unknown;
+  };
+  refuseNonSignal(signal, ManifestError, 'read snapshot options: ');
+  throwIfAborted(signal, ManifestError);
+  return signal;
+}
+
 export function isGrantTime(value: unknown): value is string {
   return typeof value === 'string' && !Number.isNaN(Date.parse(value));
 }

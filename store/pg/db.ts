@@ -385,29 +385,20 @@ export class PgDatabase {
     let committing = false;
     let ending = false;
     let cancelling: Promise<void> | undefined;
-    let wakeCanceller: (() => void) | undefined;
     const tag = signal ? `handoff-ledger/${randomUUID()}` : undefined;
     // A cancel ends only a statement the server has started: one still on its way when the cancel lands runs on (a
     // lock wait to lockTimeoutMs). So the cancel is sent again, after a growing pause, until the transaction ends — the
     // statement failed, or `fn` stopped at the next one, which is refused after the abort.
-    const cancelUntilEnded = async (t: string) => {
-      for (
-        let pause = CANCEL_RETRY_FIRST_MS;
-        !committing && !ending;
-        pause = Math.min(pause * 2, CANCEL_RETRY_MAX_MS)
-      ) {
-        await this.cancelTagged(t);
-        if (committing || ending) return;
-        await new Promise<void>((resolve) => {
-          wakeCanceller = resolve;
-          setTimeout(resolve, pause).unref();
-        });
-      }
-    };
+    const canceller = tag
+      ? new RepeatedCancel(
+          () => this.cancelTagged(tag),
+          () => committing || ending,
+        )
+      : undefined;
     const unsubscribe =
       signal &&
       onAbort(signal, () => {
-        if (!committing && !ending && tag) cancelling = cancelUntilEnded(tag);
+        if (!committing && !ending && canceller) cancelling = canceller.run();
       });
     try {
       signal?.throwIfAborted();
@@ -421,7 +412,7 @@ export class PgDatabase {
     } catch (err) {
       // No cancel starts from here on; one already sent has reached the server before the ROLLBACK goes out.
       ending = true;
-      wakeCanceller?.();
+      canceller?.stopWaiting();
       const aborted = signal?.aborted === true; // an abort after this error did not cause it
       await cancelling;
       if (!broken) {
@@ -469,24 +460,19 @@ export class PgDatabase {
     let ended = false;
     let running = 0;
     let cancelling: Promise<void> | undefined;
-    let wakeCanceller: (() => void) | undefined;
     // A cancel ends only a statement the server has started: sent again, after a growing pause, until the view's
     // statements sent before the abort have ended (none is sent after it).
-    const cancelUntilEnded = async (t: string) => {
-      for (let pause = CANCEL_RETRY_FIRST_MS; !ended && running > 0; pause = Math.min(pause * 2, CANCEL_RETRY_MAX_MS)) {
-        await this.cancelTagged(t);
-        if (ended || running === 0) return;
-        await new Promise<void>((resolve) => {
-          wakeCanceller = resolve;
-          setTimeout(resolve, pause).unref();
-        });
-      }
-    };
+    const canceller = tag
+      ? new RepeatedCancel(
+          () => this.cancelTagged(tag),
+          () => ended || running === 0,
+        )
+      : undefined;
     const unsubscribe =
       signal &&
       onAbort(signal, () => {
         if (!begun) endAtOnce(client);
-        else if (!ended && running > 0 && !cancelling) cancelling = cancelUntilEnded(tag!);
+        else if (!ended && running > 0 && !cancelling) cancelling = canceller!.run();
       });
     try {
       await client.connect();
@@ -522,7 +508,7 @@ export class PgDatabase {
             throw pgCode(broken) !== undefined && pgCode(err) === undefined ? broken : err;
           } finally {
             running--;
-            if (running === 0) wakeCanceller?.();
+            if (running === 0) canceller?.stopWaiting();
           }
         },
       },
@@ -535,7 +521,7 @@ export class PgDatabase {
       return await fn(view);
     } finally {
       ended = true;
-      wakeCanceller?.();
+      canceller?.stopWaiting();
       unsubscribe?.();
       // A cancel under way reaches the server before the connection ends. Nothing was written: ending the connection
       // ends the transaction.
@@ -729,6 +715,35 @@ function abandonable(pool: pg.Pool): { connecting: Promise<pg.PoolClient>; aband
  * Ends a client's connection at once, one still being made included: its socket destroyed, as pg-pool's and pg's own
  * connect timeouts do (`end()` would not end a connection that has not started up, nor ever settle its connect).
  */
+/**
+ * The cancel of a transaction's or a read snapshot's statements (`send`), sent again after a growing pause (25 ms,
+ * doubling, at most 1 s) until `done()`: a cancel ends only a statement the server has started, so one still on its
+ * way when a cancel lands is ended by a later one. `stopWaiting` cuts the pause short (the statement ended).
+ */
+class RepeatedCancel {
+  private wake: (() => void) | undefined;
+
+  constructor(
+    private readonly send: () => Promise<void>,
+    private readonly done: () => boolean,
+  ) {}
+
+  async run(): Promise<void> {
+    for (let pause = CANCEL_RETRY_FIRST_MS; !this.done(); pause = Math.min(pause * 2, CANCEL_RETRY_MAX_MS)) {
+      await this.send();
+      if (this.done()) return;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, pause).unref();
+      });
+    }
+  }
+
+  stopWaiting(): void {
+    this.wake?.();
+  }
+}
+
 function endAtOnce(client: pg.Client): void {
   try {
     const stream = (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream;

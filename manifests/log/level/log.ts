@@ -29,7 +29,7 @@ import {
   parseIdPositionRecord,
   parseWatermarkRecord,
 } from './records.js';
-import { AbstractManifestLog, CheckedInlineBlobTable } from '../abstract-log.js';
+import { AbstractManifestLog, CheckedInlineBlobTable, readSnapshotSignal } from '../abstract-log.js';
 import { cutBackProblems, type CutBackFacts } from '../../chain/head-rules.js';
 import {
   inlineBlobOps,
@@ -849,11 +849,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     fn: (view: ManifestLog) => Promise<T>,
     options?: { signal?: AbortSignal | undefined },
   ): Promise<T> {
-    const { signal } = readOptionFields(options, ['signal'], 'read snapshot options', ManifestError) as {
-      signal?: AbortSignal;
-    };
-    refuseNonSignal(signal, ManifestError, 'read snapshot options: ');
-    throwIfAborted(signal, ManifestError);
+    readSnapshotSignal(options); // looked at before the snapshot is taken; the view's reads are the caller's to stop
     let view!: LevelManifestLog;
     let snapshot!: LevelSnapshot;
     await this.withAppendsHeld(async () => {

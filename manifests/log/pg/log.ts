@@ -27,7 +27,7 @@ import {
   type PgConnectOptions,
 } from '../../../store/pg/db.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
-import { AbstractManifestLog, CheckedInlineBlobTable, isGrantTime } from '../abstract-log.js';
+import { AbstractManifestLog, CheckedInlineBlobTable, isGrantTime, readSnapshotSignal } from '../abstract-log.js';
 import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../../chain/head-rules.js';
 import type {
   AppendRequest,
@@ -711,11 +711,7 @@ export class PgManifestLog extends AbstractManifestLog {
     fn: (view: ManifestLog) => Promise<T>,
     options?: { signal?: AbortSignal | undefined },
   ): Promise<T> {
-    const { signal } = readOptionFields(options, ['signal'], 'read snapshot options', ManifestError) as {
-      signal?: AbortSignal;
-    };
-    refuseNonSignal(signal, ManifestError, 'read snapshot options: ');
-    throwIfAborted(signal, ManifestError);
+    const signal = readSnapshotSignal(options);
     let began = false;
     try {
       return await this.db.readSnapshot((db) => {
