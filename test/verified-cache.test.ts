@@ -171,6 +171,19 @@ describe('VerifiedManifestCache', () => {
   });
 });
 
+/** Rewrites session sess-1's first stored entry: another run in its payload, its signature kept (a forgery). */
+async function forgeFirstEntry(ledger: Awaited<ReturnType<typeof openLedger>>): Promise<void> {
+  const db = (ledger.log as LevelManifestLog).raw;
+  const key = 'e!sess-1!000000000000';
+  const entry = JSON.parse((await db.get(key))!);
+  const env = JSON.parse(entry.envelope);
+  const manifest = JSON.parse(new TextDecoder().decode(decodeBase64(env.payload)!));
+  manifest.run = 'run-forged';
+  env.payload = encodeBase64(new TextEncoder().encode(JSON.stringify(manifest)));
+  entry.envelope = JSON.stringify(env);
+  await db.put(key, JSON.stringify(entry));
+}
+
 describe('resume with remembered verdicts', () => {
   it('checks no signature again when the head and the entry before it are unchanged', async () => {
     const root = tempDir();
@@ -217,15 +230,7 @@ describe('resume with remembered verdicts', () => {
   it('verifies a head of its own whose stored bytes changed after the publish (SIGNATURE_INVALID)', async () => {
     const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
     await ledger.publish(alice, sampleSummary());
-    const db = (ledger.log as LevelManifestLog).raw;
-    const key = 'e!sess-1!000000000000';
-    const entry = JSON.parse((await db.get(key))!);
-    const env = JSON.parse(entry.envelope);
-    const manifest = JSON.parse(new TextDecoder().decode(decodeBase64(env.payload)!));
-    manifest.run = 'run-forged';
-    env.payload = encodeBase64(new TextEncoder().encode(JSON.stringify(manifest)));
-    entry.envelope = JSON.stringify(env);
-    await db.put(key, JSON.stringify(entry));
+    await forgeFirstEntry(ledger);
     await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'SIGNATURE_INVALID' });
     await ledger.close();
   });
@@ -276,15 +281,7 @@ describe('resume with remembered verdicts', () => {
     const ledger = await openLedger({ root: tempDir(), host: 'host-a' });
     await ledger.publish(alice, sampleSummary());
     await ledger.resume(alice);
-    const db = (ledger.log as LevelManifestLog).raw;
-    const key = 'e!sess-1!000000000000';
-    const entry = JSON.parse((await db.get(key))!);
-    const env = JSON.parse(entry.envelope);
-    const manifest = JSON.parse(new TextDecoder().decode(decodeBase64(env.payload)!));
-    manifest.run = 'run-forged';
-    env.payload = encodeBase64(new TextEncoder().encode(JSON.stringify(manifest)));
-    entry.envelope = JSON.stringify(env);
-    await db.put(key, JSON.stringify(entry));
+    await forgeFirstEntry(ledger);
     await expect(ledger.resume(alice)).rejects.toMatchObject({ code: 'SIGNATURE_INVALID' });
     await ledger.close();
   });
