@@ -278,6 +278,47 @@ describePostgres('PostgreSQL backend', (pg) => {
     });
   });
 
+  describe('statements of a resume and a publish', () => {
+    it("read the principal's two grants in one statement, and the tree head (size, index root, frontier) in one", async () => {
+      const schema = nextSchema();
+      const ledger = await openLedger({
+        root: tempDir(),
+        host: 'h1',
+        postgres: { connectionString: pg.connectionString, schema },
+        onNotice: () => {},
+      });
+      const sent: string[] = [];
+      const query = pgLib.Client.prototype.query;
+      const spy = vi.spyOn(pgLib.Client.prototype, 'query').mockImplementation(function (
+        this: pgLib.Client,
+        ...args: unknown[]
+      ) {
+        const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+        if (text) sent.push(text);
+        return (query as (...a: unknown[]) => unknown).apply(this, args);
+      } as never);
+      try {
+        const scope = { principal: 'alice', session: 's', run: 'r' };
+        await ledger.publish(scope, sampleSummary('one'));
+        await ledger.publish(scope, sampleSummary('two'));
+        sent.length = 0;
+        expect((await ledger.resume(scope))?.seq).toBe(1);
+        const grantReads = sent.filter((t) => /^SELECT \* FROM \S+\.grants WHERE principal/.test(t.trim()));
+        expect(grantReads).toHaveLength(1);
+        expect(grantReads[0]).toMatch(/session IN/);
+        // The checkpoint check's tree head: no separate read of the tree's nodes.
+        expect(sent.filter((t) => /^SELECT level, idx::text AS idx, hash FROM/.test(t.trim()))).toHaveLength(0);
+        sent.length = 0;
+        await ledger.publish(scope, sampleSummary('three'));
+        // Two authorizations (at the start, at the commit point), one grant read each.
+        expect(sent.filter((t) => /^SELECT \* FROM \S+\.grants WHERE principal/.test(t.trim()))).toHaveLength(2);
+      } finally {
+        spy.mockRestore();
+        await ledger.close();
+      }
+    });
+  });
+
   describe('head window', () => {
     it('reads one committed state while another host appends to the session: never an entry beyond the head', async () => {
       const schema = nextSchema();

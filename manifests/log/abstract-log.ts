@@ -437,6 +437,14 @@ class CheckedGrantTable implements GrantTable {
     return this.inner.get(checkId(principal, 'principal'), checkId(session, 'session', true));
   }
 
+  async forSession(principal: string, session: string): Promise<{ here?: GrantRecord; everywhere?: GrantRecord }> {
+    checkId(principal, 'principal');
+    checkId(session, 'session', true);
+    if (this.inner.forSession) return this.inner.forSession(principal, session);
+    const [here, everywhere] = await Promise.all([this.inner.get(principal, session), this.inner.get(principal, '*')]);
+    return { ...(here ? { here } : {}), ...(everywhere ? { everywhere } : {}) };
+  }
+
   async put(record: GrantRecord): Promise<void> {
     // Each field read once (a getter that throws: INVALID_ARGUMENT), and what is checked is what is stored.
     const r = readOptionFields(

@@ -176,6 +176,12 @@ export interface GrantTable {
    *   a grant
    */
   get(principal: string, session: string): Promise<GrantRecord | undefined>;
+  /**
+   * The principal's grant for `session` and its grant everywhere (`'*'`), as two `get`s return them; optional, for a
+   * backend that reads both at once (PostgreSQL: one statement). Authorization reads it where a table has it.
+   * @throws ManifestError `RECORD_CORRUPT` as `get`
+   */
+  forSession?(principal: string, session: string): Promise<{ here?: GrantRecord; everywhere?: GrantRecord }>;
   /** Writes the record durably (sync). */
   put(record: GrantRecord): Promise<void>;
   /** @throws ManifestError `RECORD_CORRUPT` at the first stored grant that is not one, as `get` */

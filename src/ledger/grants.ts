@@ -32,9 +32,15 @@ export async function authorize(
   /** The session's head when the caller has read it, or is reading it (null: none), so it is not read twice. */
   knownHead?: ChainHead | null | Promise<ChainHead | null>,
 ): Promise<void> {
-  const [everywhere, here, head] = await Promise.all([
-    log.grants.get(principal, '*'),
-    log.grants.get(principal, session),
+  // Both grants in one read where the table has one (PostgreSQL: one statement), beside the head.
+  const grants = log.grants.forSession
+    ? log.grants.forSession(principal, session)
+    : Promise.all([log.grants.get(principal, session), log.grants.get(principal, '*')]).then(([here, everywhere]) => ({
+        here,
+        everywhere,
+      }));
+  const [{ everywhere, here }, head] = await Promise.all([
+    grants,
     knownHead === undefined ? log.head(session) : Promise.resolve(knownHead).then((h) => h ?? undefined),
   ]);
   if (everywhere?.state === 'revoked') throw new LedgerError('REVOKED', `principal ${principal} is revoked`);

@@ -595,10 +595,9 @@ export class PgManifestLog extends AbstractManifestLog {
 
   async treeHead(): Promise<LogTreeHead> {
     try {
-      // The size and the index root from one snapshot; tree nodes never change once committed, so reading the
-      // size first and its nodes next is consistent.
-      const { size, root: sessionHeads } = await this.headsIndex.head(this.db);
-      return { ...(await treeHeadAt(size, (ids) => this.tree.read(this.db, ids))), sessionHeads };
+      // The size, the index root and the tree's frontier at that size from one statement (one snapshot).
+      const { size, root: sessionHeads, frontier } = await this.headsIndex.head(this.db);
+      return { ...(await treeHeadAt(size, async (ids) => hashesOf(ids, frontier))), sessionHeads };
     } catch (err) {
       throw storageFailed('tree head', err);
     }
@@ -916,6 +915,21 @@ class PgGrantTable implements GrantTable {
     } catch (err) {
       throw storageFailed(what, err);
     }
+  }
+
+  async forSession(principal: string, session: string): Promise<{ here?: GrantRecord; everywhere?: GrantRecord }> {
+    const rows = await this.rows(
+      'grant read',
+      "SELECT * FROM {schema}.grants WHERE principal = $1 AND session IN ($2, '*')",
+      [principal, session],
+    );
+    const out: { here?: GrantRecord; everywhere?: GrantRecord } = {};
+    for (const row of rows) {
+      const grant = toGrant(row);
+      if (row.session === session) out.here = grant;
+      if (row.session === '*') out.everywhere = grant;
+    }
+    return out;
   }
 
   async get(principal: string, session: string): Promise<GrantRecord | undefined> {
