@@ -41,17 +41,9 @@ export class PgSessionHeads {
       upsert: db.sql(`INSERT INTO {schema}.session_heads (depth, prefix, hash, leaf_key)
         SELECT * FROM unnest($1::smallint[], $2::bytea[], $3::bytea[], $4::bytea[])
         ON CONFLICT (depth, prefix) DO UPDATE SET hash = EXCLUDED.hash, leaf_key = EXCLUDED.leaf_key`),
-      // One statement, one snapshot: the size and the index root of the same commit, and the tree's frontier at that
-      // size (the perfect subtrees of its leaves, `frontierOf`: a node at each level l whose bit is set in the size, at
-      // index (size >> l) − 1), whose hashes fold into the tree's root: one round trip for the whole tree head.
-      head: db.sql(`SELECT c.next_position::text AS n, h.hash, h.leaf_key,
-          (SELECT coalesce(json_agg(json_build_object('level', t.level, 'idx', t.idx::text, 'hash', encode(t.hash, 'hex'))),
-              '[]'::json)
-            FROM generate_series(0, 62) l
-            CROSS JOIN LATERAL (SELECT level, idx, hash FROM {schema}.tree_nodes
-              WHERE level = l AND idx = (c.next_position >> l) - 1) t
-            WHERE ((c.next_position >> l) & 1) = 1) AS frontier
-        FROM {schema}.log_counter c LEFT JOIN {schema}.session_heads h ON h.depth = 0`),
+      // One statement, one snapshot: the size and the index root of the same commit.
+      head: db.sql(`SELECT c.next_position::text AS n, h.hash, h.leaf_key FROM {schema}.log_counter c
+        LEFT JOIN {schema}.session_heads h ON h.depth = 0`),
       built: db.sql(`SELECT value FROM {schema}.log_meta WHERE key = '${BUILT}'`),
       markBuilt: db.sql(
         `INSERT INTO {schema}.log_meta (key, value) VALUES ('${BUILT}', '1') ON CONFLICT (key) DO NOTHING`,
@@ -79,32 +71,12 @@ export class PgSessionHeads {
     return paths.map((p) => byKey.get(`${p.depth}/${Buffer.from(p.prefix).toString('hex')}`));
   }
 
-  /**
-   * The committed size and index root, from one snapshot, with the stored tree nodes of the frontier at that size (as
-   * the tree's statements give them: `idx` as text); a node missing from them is the tree's damage, which the caller
-   * finds as it folds them (`hashesOf`: `TREE_DAMAGED`).
-   */
-  async head(q: Queryable): Promise<{
-    size: number;
-    root: Uint8Array;
-    frontier: Array<{ level: number; idx: string; hash: Uint8Array }>;
-  }> {
-    const row = (
-      await q.query<{
-        n: string;
-        hash: Buffer | null;
-        leaf_key: Buffer | null;
-        frontier: Array<{ level: number; idx: string; hash: string }>;
-      }>(this.sql.head)
-    ).rows[0]!;
+  /** The committed size and index root, from one snapshot. */
+  async head(q: Queryable): Promise<{ size: number; root: Uint8Array }> {
+    const row = (await q.query<{ n: string; hash: Buffer | null; leaf_key: Buffer | null }>(this.sql.head)).rows[0]!;
     return {
       size: Number(row.n),
       root: hashOfNode(row.hash === null ? undefined : toNode({ ...row, hash: row.hash })),
-      frontier: row.frontier.map((r) => ({
-        level: r.level,
-        idx: r.idx,
-        hash: new Uint8Array(Buffer.from(r.hash, 'hex')),
-      })),
     };
   }
 
