@@ -64,10 +64,6 @@ export const MAX_GRANT_BY_UNITS = 1024;
 const UNSTORABLE_TEXT = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
- * A grant's time (`at`) as every backend stores it and reads it back: text that `Date.parse` reads as a date. A stored
- * grant whose `at` is not one is `RECORD_CORRUPT` on every read (each backend's), as a grant with any other bad field.
- */
-/**
  * The options of `ManifestLog.readSnapshot`, read once: the signal, an AbortSignal or none (`INVALID_ARGUMENT`
  * otherwise, as an unknown field), and `CANCELLED` (its reason the cause) when it has aborted already.
  * @throws ManifestError `INVALID_ARGUMENT`, `CANCELLED`
@@ -81,6 +77,10 @@ export function readSnapshotSignal(options: unknown): AbortSignal | undefined {
   return signal;
 }
 
+/**
+ * A grant's time (`at`) as every backend stores it and reads it back: text that `Date.parse` reads as a date. A stored
+ * grant whose `at` is not one is `RECORD_CORRUPT` on every read (each backend's), as a grant with any other bad field.
+ */
 export function isGrantTime(value: unknown): value is string {
   return typeof value === 'string' && !Number.isNaN(Date.parse(value));
 }
