@@ -5,6 +5,7 @@
 import {
   HandoffLedgerError,
   isHandoffLedgerError as isAnyLayerError,
+  refuseNonSignal,
   throwIfAborted,
   type StoreError,
   type StoreErrorCode,
@@ -114,14 +115,10 @@ export function untilCancelled<T>(p: Promise<T>, signal: AbortSignal | undefined
 }
 
 /**
- * @throws LedgerError `INVALID_ARGUMENT` unless `signal` is undefined or an AbortSignal (`instanceof`, as the stores and
- *   logs judge the signal they are given: an object shaped like one, with `aborted` and `addEventListener`, is refused
- *   here, before the operation starts, rather than by a store halfway through it)
+ * @throws LedgerError `INVALID_ARGUMENT` unless `signal` is undefined or an AbortSignal: the stores' and logs' test
+ *   (`refuseNonSignal`), so an object shaped like one (`aborted`, `addEventListener`) is refused here, before the
+ *   operation starts, rather than by a store halfway through it
  */
 export function checkSignal(signal: unknown): void {
-  if (signal !== undefined && !(signal instanceof AbortSignal))
-    throw new LedgerError(
-      'INVALID_ARGUMENT',
-      `signal: an AbortSignal (or undefined), not ${signal === null ? 'null' : typeof signal === 'object' ? 'another object' : typeof signal}`,
-    );
+  refuseNonSignal(signal, LedgerError);
 }

@@ -6,7 +6,7 @@ import type { BlobStore } from '../../store/blob-store.js';
 import type { HashBackend } from '../../store/hash/digest.js';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
-import { readOptionFields, refuseNonSignal } from '../../store/errors.js';
+import { readOptionFields } from '../../store/errors.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
 
 export interface PostgresBackendOptions {
@@ -65,8 +65,7 @@ export async function openPostgresBackends(
   const { signal } = readOptionFields(open, ['signal'], 'openPostgresBackends options', LedgerError) as {
     signal?: AbortSignal;
   };
-  // An AbortSignal, as the stores it opens take: anything else is this call's INVALID_ARGUMENT (LedgerError).
-  refuseNonSignal(signal, LedgerError, 'openPostgresBackends options: ');
+  // An AbortSignal, as the stores it opens take (checkSignal): anything else is this call's INVALID_ARGUMENT.
   throwIfCancelled(signal);
   try {
     return await (await import('./pg-backend.js')).openPostgresBackends(options, signal);
