@@ -21,7 +21,7 @@ import { openPostgresBackends, storedPostgresOrigin } from '../src/ledger/pg-bac
 import { openPostgresBackends as openPublicPostgresBackends } from '../src/ledger/postgres.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
-import { describePostgres, settledCount, sqlOn, type PostgresHandle } from './support/postgres.js';
+import { activityCount, describePostgres, settledCount, sqlOn, type PostgresHandle } from './support/postgres.js';
 import { ENDS_AT_SIGNAL_MS, firstCall, settledWithin, watchedSignal } from './support/settled.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -473,15 +473,7 @@ describePostgres(
   'PostgreSQL',
   (pg: PostgresHandle) => {
     /** Connections to the test database other than the one asking. */
-    const connections = async () =>
-      Number(
-        (
-          await sqlOn<{ n: string }>(
-            pg.connectionString,
-            'SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
-          )
-        )[0]!.n,
-      );
+    const connections = activityCount(pg, 'datname = current_database() AND pid <> pg_backend_pid()');
     signalSuite(
       'PostgreSQL',
       (tag) => ({ postgres: { connectionString: pg.connectionString, schema: tag } }),

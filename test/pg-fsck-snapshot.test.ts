@@ -20,7 +20,7 @@ import { fsck } from '../src/ops/maintenance.js';
 import { exportBundle } from '../src/ops/export.js';
 import type { Ledger } from '../src/ledger/ledger.js';
 import { liveFsckCases, publishTwoSessions } from './support/fsck-live.js';
-import { describePostgres, settledCount, sqlOn } from './support/postgres.js';
+import { activityCount, describePostgres, settledCount, sqlOn } from './support/postgres.js';
 import { ENDS_AT_SIGNAL_MS, settledWithin } from './support/settled.js';
 
 let schemas = 0;
@@ -49,11 +49,7 @@ describePostgres('fsck on a live PostgreSQL store', (pg) => {
       await publishTwoSessions(ledger);
       expect(await fsck(ledger)).toMatchObject({ ok: true, chains: 2, manifests: 4, findings: [] });
       // And ends it: no transaction is left open once fsck returned.
-      const open = await sqlOn<{ n: string }>(
-        pg.connectionString,
-        "SELECT count(*)::text AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()",
-      );
-      expect(open[0]!.n).toBe('0');
+      expect(await activityCount(pg, "state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()")()).toBe(0);
     } finally {
       await cleanup();
     }
@@ -160,15 +156,7 @@ describePostgres('fsck on a live PostgreSQL store', (pg) => {
     after: (ledger: Ledger) => Promise<void>,
   ) {
     const { ledger, schema, cleanup } = await openStore(undefined, 0);
-    const waitingForLocks = async () =>
-      Number(
-        (
-          await sqlOn<{ n: string }>(
-            pg.connectionString,
-            "SELECT count(*)::text AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-          )
-        )[0]!.n,
-      );
+    const waitingForLocks = activityCount(pg, "datname = current_database() AND wait_event_type = 'Lock'");
     try {
       await publishTwoSessions(ledger);
       const holder = new pgLib.Client({ connectionString: pg.connectionString });
@@ -250,16 +238,9 @@ describePostgres('fsck on a live PostgreSQL store', (pg) => {
       expect(outcome).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
       expect((outcome as Error).cause).toBe(reason);
       // Its own connection is closed: nothing of it is left on the server.
-      const open = async () =>
-        Number(
-          (
-            await sqlOn<{ n: string }>(
-              pg.connectionString,
-              "SELECT count(*)::text AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()",
-            )
-          )[0]!.n,
-        );
-      expect(await settledCount(open, 0)).toBe(0);
+      expect(
+        await settledCount(activityCount(pg, "state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"), 0),
+      ).toBe(0);
     } finally {
       await cleanup();
     }

@@ -41,6 +41,22 @@ export async function sqlOn<R extends pgLib.QueryResultRow>(
 }
 
 /**
+ * A count of the server's processes (pg_stat_activity) matching `where`, made afresh at each call: what tests poll.
+ * `pg.connectionString` is read at each call (a describePostgres handle is filled in before the tests run).
+ */
+export function activityCount(pg: { connectionString: string }, where: string): () => Promise<number> {
+  return async () =>
+    Number(
+      (
+        await sqlOn<{ n: string }>(
+          pg.connectionString,
+          `SELECT count(*)::text AS n FROM pg_stat_activity WHERE ${where}`,
+        )
+      )[0]!.n,
+    );
+}
+
+/**
  * Polls `count` (of server processes, in pg_stat_activity) until it is at most `atMost`, for up to `withinMs`, and
  * returns the last count. A client's `end()` resolves once its socket is closed, and the server process serving it
  * leaves pg_stat_activity a moment later: a count taken at once can still list it (sqlOn's own connection of the
