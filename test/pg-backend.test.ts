@@ -18,13 +18,13 @@ import { PgManifestLog } from '../manifests/log/pg/log.js';
 import type { AppendRequest, HeadWindow, LogEntry } from '../manifests/log/log.js';
 import { headProblems } from '../manifests/chain/head-rules.js';
 import { openLedger } from '../src/ledger/open.js';
-import { gc } from '../src/ops/maintenance.js';
+import { fsck, gc } from '../src/ops/maintenance.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
 import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
-import { describePostgres, sqlOn } from './support/postgres.js';
+import { describePostgres, sqlOn, statementText } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { mergeTrust } from '../manifests/format/trust.js';
 import { exportBundle } from '../src/ops/export.js';
@@ -293,7 +293,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         this: pgLib.Client,
         ...args: unknown[]
       ) {
-        const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+        const text = statementText(args[0]);
         if (text) sent.push(text);
         return (query as (...a: unknown[]) => unknown).apply(this, args);
       } as never);
@@ -313,6 +313,109 @@ describePostgres('PostgreSQL backend', (pg) => {
       } finally {
         spy.mockRestore();
         await ledger.close();
+      }
+    });
+  });
+
+  describe('prepared statements', () => {
+    /** The prepared statements of the one connection of `pool` (a pool of one: the store's connection too). */
+    const preparedOn = async (pool: pgLib.Pool) =>
+      (await pool.query<{ name: string; statement: string }>('SELECT name, statement FROM pg_prepared_statements'))
+        .rows;
+
+    it('sends each statement of the store by name, parsed once per connection; preparedStatements: false sends text', async () => {
+      for (const preparedStatements of [undefined, false]) {
+        const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1 });
+        try {
+          const log = await PgManifestLog.open({ pool, schema: nextSchema(), preparedStatements });
+          try {
+            await log.append(link('s', 0));
+            await log.append(link('s', 1));
+            expect((await log.headWindow('s')).head?.seq).toBe(1);
+            const first = await preparedOn(pool);
+            for (let seq = 2; seq < 6; seq++) await log.append(link('s', seq));
+            expect((await log.headWindow('s')).head?.seq).toBe(5);
+            const after = await preparedOn(pool);
+            if (preparedStatements === false) {
+              expect(after).toEqual([]);
+              continue;
+            }
+            // The append's statements and the reads, each prepared once under the hash of its text.
+            expect(after.map((r) => r.name).sort()).toEqual(first.map((r) => r.name).sort());
+            for (const r of after) expect(r.name).toMatch(/^handoff_ledger_[0-9a-f]{32}$/);
+            const texts = after.map((r) => r.statement);
+            expect(texts.some((t) => /UPDATE \S+\.log_counter SET next_position/.test(t))).toBe(true);
+            expect(texts.some((t) => /INSERT INTO \S+\.entries/.test(t))).toBe(true);
+            expect(texts.some((t) => /FROM \S+\.heads h/.test(t))).toBe(true);
+          } finally {
+            await log.close();
+          }
+        } finally {
+          await pool.end();
+        }
+      }
+    });
+
+    it("names the same text alike in every store of a schema and another schema's text otherwise, on one connection", async () => {
+      const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1 });
+      try {
+        const [a, b] = [nextSchema(), nextSchema()];
+        for (const schema of [a, b, a]) {
+          const log = await PgManifestLog.open({ pool, schema });
+          await log.append(link(`s-${schema}`, (await log.head(`s-${schema}`)) ? 1 : 0));
+          await log.close();
+        }
+        const rows = await preparedOn(pool);
+        const counters = rows.filter((r) => /log_counter SET next_position/.test(r.statement));
+        expect(counters.map((r) => r.statement.match(/"(t[^"]+)"\.log_counter/)?.[1]).sort()).toEqual([a, b].sort());
+        expect(new Set(counters.map((r) => r.name)).size).toBe(2);
+      } finally {
+        await pool.end();
+      }
+    });
+
+    it('publishes, resumes, checks and exports through openLedger with preparedStatements: false, sending no named statement', async () => {
+      const named: string[] = [];
+      const query = pgLib.Client.prototype.query;
+      const spy = vi.spyOn(pgLib.Client.prototype, 'query').mockImplementation(function (
+        this: pgLib.Client,
+        ...args: unknown[]
+      ) {
+        const name = typeof args[0] === 'object' ? (args[0] as { name?: string } | null)?.name : undefined;
+        if (name) named.push(name);
+        return (query as (...a: unknown[]) => unknown).apply(this, args);
+      } as never);
+      try {
+        for (const preparedStatements of [false, true]) {
+          named.length = 0;
+          const root = tempDir();
+          const ledger = await openLedger({
+            root,
+            host: 'h1',
+            postgres: { connectionString: pg.connectionString, schema: nextSchema(), preparedStatements },
+            onNotice: () => {},
+          });
+          try {
+            const scope = { principal: 'alice', session: 's', run: 'r' };
+            await ledger.publish(scope, sampleSummary('one'));
+            await ledger.publish(scope, sampleSummary('two'));
+            expect((await ledger.resume(scope))?.seq).toBe(1);
+            expect((await fsck(ledger)).ok).toBe(true);
+            const out = join(tempDir(), 'bundle');
+            await exportBundle(ledger, { out, session: 's' });
+            const report = await verifyBundle(await openBundleDir(out), {
+              trust: ledger.trustStore(),
+              scope: { session: 's' },
+            });
+            expect(report.findings).toEqual([]);
+          } finally {
+            await ledger.close();
+          }
+          if (preparedStatements) expect(named.length).toBeGreaterThan(0);
+          else expect(named).toEqual([]);
+        }
+      } finally {
+        spy.mockRestore();
       }
     });
   });
@@ -366,11 +469,10 @@ describePostgres('PostgreSQL backend', (pg) => {
         const client = await connect();
         const query = client.query.bind(client) as (...args: unknown[]) => unknown;
         (client as unknown as { query: typeof query }).query = (...args: unknown[]) => {
-          const [text] = args;
+          const text = statementText(args[0]);
           const h = hook;
           // Only the promise form (the stores' own); pool.query's callback form is passed through untouched.
-          if (!h || typeof args.at(-1) === 'function' || typeof text !== 'string' || !h.re.test(text))
-            return query(...args);
+          if (!h || typeof args.at(-1) === 'function' || text === undefined || !h.re.test(text)) return query(...args);
           hook = undefined;
           return h.run().then(() => query(...args));
         };
@@ -461,7 +563,6 @@ describePostgres('PostgreSQL backend', (pg) => {
         onNotice: () => {},
       });
       try {
-        const { fsck } = await import('../src/ops/maintenance.js');
         await ledger.publish(
           { principal: 'alice', session: 's1', run: 'r1' },
           { task: 't', state: 's', nextSteps: [] },

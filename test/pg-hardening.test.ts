@@ -26,7 +26,7 @@ import { createPgPool, PgDatabase, pgOptionsProblem } from '../store/pg/db.js';
 import { fsckTree } from '../src/ops/fsck-tree.js';
 import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
-import { describePostgres, settledCount, sqlOn } from './support/postgres.js';
+import { describePostgres, settledCount, sqlOn, statementText } from './support/postgres.js';
 import { ENDS_AT_SIGNAL_MS, settledWithin } from './support/settled.js';
 
 let schemas = 0;
@@ -71,7 +71,8 @@ function stallingPool(connectionString: string, idleInTransactionTimeoutMs: numb
     const client = await connect();
     const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
     (client as unknown as { query: typeof query }).query = async (...args: unknown[]) => {
-      if (stall && typeof args[0] === 'string' && statement.test(args[0])) {
+      const text = statementText(args[0]);
+      if (stall && text !== undefined && statement.test(text)) {
         stall = false;
         began();
         await resumed;
@@ -827,11 +828,8 @@ describePostgres(
           const query = client.query.bind(client) as (...args: unknown[]) => unknown;
           (client as unknown as { query: (...args: unknown[]) => unknown }).query = (text, ...rest) => {
             // COMMIT itself, not a BEGIN of READ COMMITTED.
-            if (
-              at !== undefined &&
-              typeof text === 'string' &&
-              (at === 'COMMIT' ? text === 'COMMIT' : text.includes(at))
-            ) {
+            const sent = statementText(text);
+            if (at !== undefined && sent !== undefined && (at === 'COMMIT' ? sent === 'COMMIT' : sent.includes(at))) {
               at = undefined;
               ac.abort(new Error('user pressed stop'));
             }
@@ -1008,7 +1006,8 @@ describePostgres(
         pool.on('connect', (client) => {
           const query = client.query.bind(client) as (...args: unknown[]) => unknown;
           (client as unknown as { query: (...args: unknown[]) => unknown }).query = (text, ...rest) => {
-            if (typeof text === 'string') onSend(text);
+            const sent = statementText(text);
+            if (sent !== undefined) onSend(sent);
             return query(text, ...rest);
           };
         });

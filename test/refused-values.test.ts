@@ -45,7 +45,7 @@ describe('a refused value is named by shownValue', () => {
     }
   });
 
-  it("PostgreSQL's maxConnections, lockTimeoutMs, idleInTransactionTimeoutMs and schema", async () => {
+  it("PostgreSQL's maxConnections, lockTimeoutMs, idleInTransactionTimeoutMs, preparedStatements and schema", async () => {
     const base = { connectionString: 'postgresql://u@h/db' };
     expect(await refusal(() => pgOptionsProblem({ ...base, maxConnections: hostile as never }))).toEqual({
       message: 'maxConnections must be a positive integer, got an object',
@@ -58,6 +58,9 @@ describe('a refused value is named by shownValue', () => {
     ).toEqual({
       message:
         'idleInTransactionTimeoutMs must be an integer number of milliseconds from 0 to 2147483647, got a symbol',
+    });
+    expect(await refusal(() => pgOptionsProblem({ ...base, preparedStatements: 'no' as never }))).toEqual({
+      message: 'preparedStatements must be true or false, got "no"',
     });
     const schema = await refusal(() => pgOptionsProblem({ ...base, schema: 1n as never }));
     expect(schema.message).toMatch(/^schema must be a lowercase identifier matching .*, got 1$/);

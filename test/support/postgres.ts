@@ -41,6 +41,16 @@ export async function sqlOn<R extends pgLib.QueryResultRow>(
 }
 
 /**
+ * The SQL text of a `query` call's first argument: the text itself, or a query config's `text` (the stores send their
+ * statements as named prepared statements: `{ name, text, values }`). Undefined for anything else.
+ */
+export function statementText(arg: unknown): string | undefined {
+  if (typeof arg === 'string') return arg;
+  const text = typeof arg === 'object' && arg !== null ? (arg as { text?: unknown }).text : undefined;
+  return typeof text === 'string' ? text : undefined;
+}
+
+/**
  * A count of the server's processes (pg_stat_activity) matching `where`, made afresh at each call: what tests poll.
  * `pg.connectionString` is read at each call (a describePostgres handle is filled in before the tests run).
  */
