@@ -61,9 +61,11 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * entries brought the pack to ~777 KiB with the page and the library to ~2,107 KiB unpacked; 688 KiB since the round
  * of session 36 (every open answering its signal, the witnesses' wait for operators, the adapters' instruction, the
  * documents held to the code, the auditor's install and messages) and its CHANGELOG entries brought the pack to
- * ~792 KiB with the page.)
+ * ~792 KiB with the page; 704 KiB since sessions 38 and 39 (resume trusting its own ledger's signature, PostgreSQL's
+ * append in fewer round trips and its prepared statements, signals reaching PostgreSQL's opens and snapshots) and their
+ * CHANGELOG entries brought the pack to ~817 KiB with the page.)
  */
-const MAX_PACKED_BYTES = 688 * 1024;
+const MAX_PACKED_BYTES = 704 * 1024;
 const MAX_UNPACKED_BYTES = 2240 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
