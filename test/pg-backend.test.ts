@@ -17,6 +17,8 @@ import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
 import type { AppendRequest, HeadWindow, LogEntry } from '../manifests/log/log.js';
 import { headProblems } from '../manifests/chain/head-rules.js';
+import { sessionHeadsRoot, type NodePath } from '../manifests/tlog/session-heads.js';
+import { prefetched } from '../manifests/log/pg/session-heads.js';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck, gc } from '../src/ops/maintenance.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
@@ -417,6 +419,83 @@ describePostgres('PostgreSQL backend', (pg) => {
       } finally {
         spy.mockRestore();
       }
+    });
+  });
+
+  describe("the session-heads index in an append's transaction", () => {
+    /** Counts the statements of their own that read session-heads nodes, while `fn` runs. */
+    async function nodeReadsDuring(fn: () => Promise<void>): Promise<number> {
+      let reads = 0;
+      const query = pgLib.Client.prototype.query;
+      const spy = vi.spyOn(pgLib.Client.prototype, 'query').mockImplementation(function (
+        this: pgLib.Client,
+        ...args: unknown[]
+      ) {
+        if (/^SELECT depth, prefix, hash, leaf_key FROM \S+\.session_heads/.test(statementText(args[0]) ?? '')) reads++;
+        return (query as (...a: unknown[]) => unknown).apply(this, args);
+      } as never);
+      try {
+        await fn();
+      } finally {
+        spy.mockRestore();
+      }
+      return reads;
+    }
+    const expectedRoot = async (log: PgManifestLog) =>
+      Buffer.from(
+        sessionHeadsRoot((await collect(log.heads())).map((h) => ({ session: h.session, head: h }))),
+      ).toString('hex');
+
+    it('reads the nodes it updates in the statement that writes the entry', async () => {
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema: nextSchema() });
+      try {
+        for (let i = 0; i < 200; i++) await log.append(link(`s${i}`, 0));
+        // Sessions already in the index: the path and its siblings came with the entry's write, nothing read apart.
+        expect(
+          await nodeReadsDuring(async () => {
+            for (let i = 0; i < 20; i++) await log.append(link(`s${i}`, 1));
+          }),
+        ).toBe(0);
+        expect(Buffer.from((await log.treeHead()).sessionHeads!).toString('hex')).toBe(await expectedRoot(log));
+        // New sessions (a leaf split where the path ends) too.
+        for (let i = 200; i < 230; i++) await log.append(link(`s${i}`, 0));
+        expect(Buffer.from((await log.treeHead()).sessionHeads!).toString('hex')).toBe(await expectedRoot(log));
+        expect(await log.checkHeads()).toEqual([]);
+      } finally {
+        await log.close();
+      }
+    });
+
+    it('answers from the nodes read ahead only when it has every one asked for, else reads them all', () => {
+      const key = (b: number) => Uint8Array.from({ length: 32 }, (_, i) => (i === 0 ? b : 0));
+      const [a, b, c] = [
+        { depth: 1, prefix: key(0) },
+        { depth: 1, prefix: key(0x80) },
+        { depth: 2, prefix: key(0x40) },
+      ];
+      const asked: NodePath[][] = [];
+      const fromStore = (paths: NodePath[]) => {
+        asked.push(paths);
+        return paths.map(() => ({ leaf: false as const, hash: new Uint8Array(32).fill(9) }));
+      };
+      const row = {
+        depth: 1,
+        prefix: Buffer.from(key(0)).toString('hex'),
+        hash: 'aa'.repeat(32),
+        leaf_key: 'bb'.repeat(32),
+      };
+      const read = prefetched([a, b], [row], fromStore);
+      // a has a row (a leaf), b was read ahead and holds none.
+      expect(read([a, b])).toEqual([
+        { leaf: true, key: new Uint8Array(32).fill(0xbb), value: new Uint8Array(32).fill(0xaa) },
+        undefined,
+      ]);
+      expect(asked).toEqual([]);
+      expect(read([b, c])).toEqual([
+        { leaf: false, hash: new Uint8Array(32).fill(9) },
+        { leaf: false, hash: new Uint8Array(32).fill(9) },
+      ]);
+      expect(asked).toEqual([[b, c]]);
     });
   });
 

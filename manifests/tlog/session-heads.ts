@@ -195,14 +195,32 @@ const WALK_SLACK = 4;
 let firstRound = WALK_CHUNK;
 
 /**
+ * The nodes an update of `session`'s head usually reads when its walks' first round is `depths` deep
+ * (`SessionHeadsUpdate`'s `firstRound`): the path's nodes down to depth `depths - 1`, and beside each the other child of
+ * the node above (the siblings `settle` hashes the path with). For a store that reads them with its other reads of the
+ * same moment (PostgreSQL's append, in the statement that reads its gates); the update reads anything else it needs.
+ */
+export function likelyPaths(session: string, depths: number): NodePath[] {
+  const key = placedKey(session);
+  const paths: NodePath[] = [];
+  for (let d = 0; d < Math.min(depths, KEY_BITS + 1); d++) {
+    paths.push({ depth: d, prefix: prefixOf(key, d) });
+    if (d > 0) paths.push({ depth: d, prefix: prefixOf(key, d, true) });
+  }
+  return paths;
+}
+
+/**
  * Walks from the root along `key` to where the path ends: the first depth holding a leaf or nothing.
- * Returns that depth and the node there, reading through `read`.
+ * Returns that depth and the node there, reading through `read`; the first round reads `first` depths (default: the
+ * process's hint, `firstRound`).
  */
 function* walk(
   key: Uint8Array,
   read: (paths: NodePath[]) => Reads<Array<HeadsNode | undefined>>,
+  first = firstRound,
 ): Reads<{ depth: number; node: HeadsNode | undefined }> {
-  for (let start = 0, round = firstRound; start <= KEY_BITS; start += round, round = WALK_CHUNK) {
+  for (let start = 0, round = first; start <= KEY_BITS; start += round, round = WALK_CHUNK) {
     const paths: NodePath[] = [];
     for (let d = start; d < Math.min(start + round, KEY_BITS + 1); d++)
       paths.push({ depth: d, prefix: prefixOf(key, d) });
@@ -253,7 +271,18 @@ export class SessionHeadsUpdate {
    */
   private readonly original = new Map<string, HeadsNode | undefined>();
 
-  constructor(private readonly stored: HeadsNodeReader) {}
+  /**
+   * @param stored the stored index
+   * @param firstRound how many depths each walk's first round reads (default: a few past where the last walk of this
+   *   process ended); a store that read ahead (`likelyPaths`) passes the depths it read
+   */
+  constructor(
+    private readonly stored: HeadsNodeReader,
+    private readonly firstRound?: number,
+  ) {}
+
+  /** The deepest depth a walk of this update ended at (-1 before any): where the index's paths end, for a read ahead. */
+  walkedTo = -1;
 
   /** Reads through the overlay: only the paths it does not hold go to the stored index. */
   private *read(paths: NodePath[]): Reads<Array<HeadsNode | undefined>> {
@@ -287,7 +316,8 @@ export class SessionHeadsUpdate {
   private *setSteps(session: string, head: SessionHead): Reads<void> {
     const key = placedKey(session);
     const value = headValue(head);
-    const end = yield* walk(key, (paths) => this.read(paths));
+    const end = yield* walk(key, (paths) => this.read(paths), this.firstRound);
+    this.walkedTo = Math.max(this.walkedTo, end.depth);
     let deepest = end.depth - 1; // the deepest interior node on the path after this change
     if (end.node?.leaf && !equalBytes(end.node.key, key)) {
       // Another key sits alone where the path ends: both go one level below where their keys part.

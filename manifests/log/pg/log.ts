@@ -50,7 +50,7 @@ import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { frontierOf, treeHeadAt, type NodeId } from '../../tlog/tree.js';
 import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
 import { grown, hashesOf, nodeColumns, PgTree, treeCollision } from './tree.js';
-import { PgSessionHeads } from './session-heads.js';
+import { PgSessionHeads, type PrefetchedNodeRow } from './session-heads.js';
 
 const PAGE = 500;
 
@@ -217,12 +217,13 @@ export class PgManifestLog extends AbstractManifestLog {
           ${cutBack.beyond('$1', 'h')} AS beyond
         FROM (SELECT 1) one LEFT JOIN {schema}.heads h ON h.session = $1`),
       newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
-      moveHead: q('UPDATE {schema}.heads SET seq = $2, id = $3 WHERE session = $1'),
       // Under the counter row's lock, in one statement (one round trip while the log's global lock is held): the entry,
       // its inline blob (committed with the entry that names it: both or neither), the rollback watermark rising with
-      // the head, the key's newest createdAt; the key's window end and whether the principal is revoked, so rotation
-      // and revocation are ordered with this append; and the tree's frontier at the position taken ($12, $13: the
-      // nodes `frontierOf` names, each committed by an append that held the lock before). It runs after
+      // the head, the head moved to it ($16: a head there was, locked by lockHead; a new one was inserted before), the
+      // key's newest createdAt; the key's window end and whether the principal is revoked, so rotation and revocation
+      // are ordered with this append; the tree's frontier at the position taken ($12, $13: the nodes `frontierOf`
+      // names, each committed by an append that held the lock before); and the session-heads nodes the index's update
+      // usually reads ($14, $15: `PgSessionHeads.readAhead`, written only by appends under this lock too). It runs after
       // `takePosition` took the lock, as a statement of its own: its snapshot holds every revocation, rotation and
       // tree node committed before the lock was had (in takePosition's statement the snapshot would be older than the
       // wait). The writes are gated on the refusals (`ok`), so a refused append writes nothing and is refused as
@@ -243,12 +244,19 @@ export class PgManifestLog extends AbstractManifestLog {
           SELECT $9::text, $10::integer, $11::bytea FROM ok WHERE $9::text IS NOT NULL
           ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes, stored_at = clock_timestamp()),
         w AS (INSERT INTO {schema}.watermarks (session, seq) SELECT $4, $6::integer FROM ok
-          ON CONFLICT (session) DO UPDATE SET seq = GREATEST({schema}.watermarks.seq, EXCLUDED.seq))
+          ON CONFLICT (session) DO UPDATE SET seq = GREATEST({schema}.watermarks.seq, EXCLUDED.seq)),
+        m AS (UPDATE {schema}.heads SET seq = $6::integer, id = $7 WHERE session = $4 AND $16::boolean
+          AND EXISTS (SELECT 1 FROM ok) RETURNING 1)
         SELECT g.closed_at, g.revoked, (SELECT count(*) FROM e)::integer AS written,
+          (SELECT count(*) FROM m)::integer AS moved,
           (SELECT coalesce(json_agg(json_build_object('level', level, 'idx', idx::text, 'hash', encode(hash, 'hex'))),
               '[]'::json)
             FROM {schema}.tree_nodes WHERE (level, idx) IN (SELECT * FROM unnest($12::smallint[], $13::bigint[])))
-            AS frontier
+            AS frontier,
+          (SELECT coalesce(json_agg(json_build_object('depth', depth, 'prefix', encode(prefix, 'hex'),
+                'hash', encode(hash, 'hex'), 'leaf_key', encode(leaf_key, 'hex'))), '[]'::json)
+            FROM {schema}.session_heads WHERE (depth, prefix) IN (SELECT * FROM unnest($14::smallint[], $15::bytea[])))
+            AS heads_nodes
         FROM g`),
       // The tree's new nodes and the session-heads index's changed ones, in one statement (one round trip under the
       // counter's lock): a node already stored in the tree is a unique violation (TREE_DAMAGED, see treeCollision).
@@ -496,20 +504,24 @@ export class PgManifestLog extends AbstractManifestLog {
           }
           if (request.seq !== (head ? head.seq + 1 : 0) || request.prev !== (head ? head.id : null))
             throw conflict(head);
-          if (head) await client.query(this.sql.moveHead!, [request.session, request.seq, request.id]);
-          // A new chain has no row to lock: a concurrent first append blocks here on the key, then loses.
-          else await client.query(this.sql.newHead!, [request.session, request.seq, request.id, request.principal]);
+          // A new chain has no row to lock: a concurrent first append blocks here on the key, then loses. A head there
+          // is moved by writeEntry, with the entry.
+          if (!head)
+            await client.query(this.sql.newHead!, [request.session, request.seq, request.id, request.principal]);
           // Taken last, so the global lock is held only for the insert and the commit.
           const position = (await client.query<{ position: string }>(this.sql.takePosition!)).rows[0]!.position;
           const { signed } = request;
           const blob = request.blob;
           const frontier = frontierOf(Number(position));
+          const ahead = this.headsIndex.readAhead(request.session);
           const [gate] = (
             await client.query<{
               closed_at: string | null;
               revoked: boolean;
               written: number;
+              moved: number;
               frontier: Array<{ level: number; idx: string; hash: string }>;
+              heads_nodes: PrefetchedNodeRow[];
             }>(this.sql.writeEntry!, [
               signed?.keyId ?? null,
               signed?.createdAt ?? null,
@@ -526,6 +538,9 @@ export class PgManifestLog extends AbstractManifestLog {
               blob ? Buffer.from(blob.bytes.buffer, blob.bytes.byteOffset, blob.bytes.byteLength) : null,
               frontier.map((id) => id.level),
               frontier.map((id) => String(id.index)),
+              ahead.paths.map((p) => p.depth),
+              ahead.paths.map((p) => Buffer.from(p.prefix)),
+              head !== undefined,
             ])
           ).rows;
           if (gate!.revoked) throw new ManifestError('REVOKED', `principal ${request.principal} is revoked`);
@@ -536,8 +551,10 @@ export class PgManifestLog extends AbstractManifestLog {
             );
           // The statement's gate and the two checks above judge alike (code-unit order of the dates, as COLLATE "C"):
           // an entry not written here, unrefused, would move the head past no entry. Never committed so.
-          if (gate!.written !== 1)
-            throw new Error(`the entry's write was gated off without a refusal (wrote ${gate!.written})`);
+          if (gate!.written !== 1 || gate!.moved !== (head ? 1 : 0))
+            throw new Error(
+              `the entry's write was gated off without a refusal (wrote ${gate!.written}, moved ${gate!.moved} heads)`,
+            );
           // The tree grows in the same transaction, still under the counter's lock (global order), from the frontier
           // read above; and the session-heads index, whose root commits with the tree's new size: both in one write.
           const hashes = hashesOf(
@@ -549,10 +566,12 @@ export class PgManifestLog extends AbstractManifestLog {
             })),
           );
           const nodes = grown(Number(position), [leaf], hashes);
-          const { changes, removed } = await this.headsIndex.changesFor(client, request.session, {
-            seq: request.seq,
-            id: request.id,
-          });
+          const { changes, removed } = await this.headsIndex.changesFor(
+            client,
+            request.session,
+            { seq: request.seq, id: request.id },
+            { ahead, rows: gate!.heads_nodes },
+          );
           try {
             await client.query(this.sql.growIndexes!, [
               ...nodeColumns(nodes),

@@ -8,7 +8,10 @@ import { UNBOUNDED_LOCK_WAIT, type PgDatabase } from '../../../store/pg/db.js';
 import {
   buildSessionHeads,
   hashOfNode,
+  likelyPaths,
   type HeadsNode,
+  type HeadsNodeReader,
+  nodeName,
   type NodePath,
   SessionHeadsUpdate,
 } from '../../tlog/session-heads.js';
@@ -28,7 +31,51 @@ const toNode = (r: Pick<NodeRow, 'hash' | 'leaf_key'>): HeadsNode =>
 
 const BUILT = 'session-heads';
 
+/** The nodes an append reads ahead (`readAhead`), and how many depths of the path they reach. */
+export interface ReadAhead {
+  depths: number;
+  paths: NodePath[];
+}
+
+/** A node row as a statement that read it with other things returns it (json: byteas in hex). */
+export interface PrefetchedNodeRow {
+  depth: number;
+  prefix: string;
+  hash: string;
+  leaf_key: string | null;
+}
+
+/**
+ * A reader answering from `rows`, the nodes stored at `paths` read a moment ago in the same transaction (a path with no
+ * row holds none); a read of any other path goes to `fallback`, whole.
+ */
+export function prefetched(paths: NodePath[], rows: PrefetchedNodeRow[], fallback: HeadsNodeReader): HeadsNodeReader {
+  const known = new Map<string, HeadsNode | undefined>(paths.map((p) => [nodeName(p), undefined]));
+  for (const r of rows) {
+    const path = { depth: r.depth, prefix: new Uint8Array(Buffer.from(r.prefix, 'hex')) };
+    const node = toNode({
+      hash: Buffer.from(r.hash, 'hex'),
+      leaf_key: r.leaf_key === null ? null : Buffer.from(r.leaf_key, 'hex'),
+    });
+    known.set(nodeName(path), node);
+  }
+  return (asked) =>
+    asked.every((p) => known.has(nodeName(p))) ? asked.map((p) => known.get(nodeName(p))) : fallback(asked);
+}
+
+/** The depths an append reads ahead at first (`readAhead`): the index of a few dozen sessions. */
+const FIRST_READ_AHEAD = 8;
+/** At most a walk's round: a path deeper than that (2³² sessions, or a damaged index) is read on as it is walked. */
+const MAX_READ_AHEAD = 32;
+
 export class PgSessionHeads {
+  /**
+   * How many depths the next append reads ahead: a few past the deepest its recent walks ended at, lowered by a
+   * sixteenth of a depth an append (the paths of one index end a few depths apart; reading ahead as deep as the deepest
+   * of them spares every append a read of its own).
+   */
+  private depth = FIRST_READ_AHEAD;
+
   private readonly sql: Record<
     'read' | 'upsert' | 'head' | 'built' | 'markBuilt' | 'heads' | 'clear' | 'lock' | 'count' | 'remove',
     string
@@ -96,11 +143,25 @@ export class PgSessionHeads {
     q: Queryable,
     session: string,
     head: { seq: number; id: string },
+    read?: { ahead: ReadAhead; rows: PrefetchedNodeRow[] },
   ): Promise<{ changes: Array<{ path: NodePath; node: HeadsNode }>; removed: NodePath[] }> {
-    const update = new SessionHeadsUpdate((paths) => this.read(q, paths));
+    const fromStore = (paths: NodePath[]) => this.read(q, paths);
+    const update = read
+      ? new SessionHeadsUpdate(prefetched(read.ahead.paths, read.rows, fromStore), read.ahead.depths)
+      : new SessionHeadsUpdate(fromStore);
     await update.set(session, head);
+    if (read) this.depth = Math.min(Math.max(update.walkedTo + 3, this.depth - 1 / 16), MAX_READ_AHEAD);
     const changes = await update.changes();
     return { changes, removed: update.removed() };
+  }
+
+  /**
+   * The nodes an append of `session` reads with its entry (`likelyPaths` as deep as this index's recent walks went), for
+   * `changesFor`'s `read`.
+   */
+  readAhead(session: string): ReadAhead {
+    const depths = Math.max(1, Math.ceil(this.depth));
+    return { depths, paths: likelyPaths(session, depths) };
   }
 
   /** `changes` as the upsert's four array parameters (depths, prefixes, hashes or leaf values, leaf keys). */
