@@ -217,11 +217,12 @@ describe('environment variables in command help', () => {
   /** The commands on a store: every one reads HANDOFF_LEDGER_TRUST (keys aside: its own keys only) and _HASH. */
   const onAStore = Object.keys(commands).filter((n) => commands[n]!.options.some((o) => o.startsWith('--postgres')));
 
-  it('every command on a store lists HANDOFF_LEDGER_HASH, and all but keys HANDOFF_LEDGER_TRUST, in Environment', () => {
+  it('every command on a store lists HANDOFF_LEDGER_HASH and _POSTGRES_PREPARED, and all but keys HANDOFF_LEDGER_TRUST, in Environment', () => {
     expect(onAStore).toEqual(expect.arrayContaining(['init', 'publish', 'keys', 'export', 'checkpoint', 'gc']));
     for (const name of onAStore) {
       const environment = section(commandHelp(commands[name]!), 'Environment').join('\n');
       expect(environment, name).toMatch(/^ {2}HANDOFF_LEDGER_HASH=auto\|native\|wasm\|noble /m);
+      expect(environment, name).toMatch(/^ {2}HANDOFF_LEDGER_POSTGRES_PREPARED=on\|off /m);
       if (name === 'keys') expect(environment).not.toContain('HANDOFF_LEDGER_TRUST');
       else expect(environment, name).toMatch(/^ {2}HANDOFF_LEDGER_TRUST=FILE /m);
     }
@@ -275,6 +276,27 @@ describe('environment variables in command help', () => {
     }
     for (const name of Object.keys(commands).filter((n) => !onAStore.includes(n)))
       expect(commandHelp(commands[name]!), name).not.toContain('HANDOFF_LEDGER_WITNESS');
+  });
+
+  it('every command on a store refuses a HANDOFF_LEDGER_POSTGRES_PREPARED other than on or off before it makes anything', async () => {
+    const dir = tempDir();
+    const missing = join(dir, 'no-store');
+    writeFileSync(join(dir, 'summary.json'), JSON.stringify(sampleSummary('env')));
+    const argv = reachOpen(dir);
+    for (const name of onAStore)
+      for (const value of ['yes', 'OFF', '0']) {
+        const c = captureIo({ env: { HANDOFF_LEDGER_POSTGRES_PREPARED: value } });
+        expect(await main([...argv[name]!, '--root', missing], c.io), name).toBe(2);
+        expect(c.stderr(), name).toBe(
+          `handoff-ledger: USAGE: HANDOFF_LEDGER_POSTGRES_PREPARED must be on or off, not "${value}"\n`,
+        );
+        expect(existsSync(missing), name).toBe(false);
+      }
+    // Empty counts as unset (on), as for every HANDOFF_LEDGER_* variable; on and off are taken.
+    for (const value of ['', 'on', 'off']) {
+      const c = captureIo({ env: { HANDOFF_LEDGER_POSTGRES_PREPARED: value } });
+      expect(await main(['init', '--root', join(dir, `store-${value || 'empty'}`)], c.io), c.stderr()).toBe(0);
+    }
   });
 
   it('verify and fsck, which colour their verdict, list NO_COLOR and FORCE_COLOR', () => {

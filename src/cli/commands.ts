@@ -37,6 +37,12 @@ const store = [
 ];
 /** The options of `store`, for the synopsis of every command on a store. */
 const STORE = '[--root DIR] [--host ID] [--postgres URL] [--origin NAME]';
+/** PostgreSQL's prepared statements: every command on a store reads it (io.ts `preparedFromEnv`). */
+const PREPARED_ENV = [
+  "HANDOFF_LEDGER_POSTGRES_PREPARED=on|off  send a PostgreSQL store's statements prepared, parsed once per",
+  '                  connection (default on; off behind a pooler that does not keep them, such as PgBouncer',
+  '                  in transaction mode before 1.21; another value: USAGE)',
+];
 /** The BLAKE3 backend: every command that hashes (io.ts `hashFromEnv`). */
 const HASH_ENV =
   'HANDOFF_LEDGER_HASH=auto|native|wasm|noble  the BLAKE3 backend (default auto: native, else WASM, else noble)';
@@ -78,6 +84,7 @@ const storeEnv = ({ trust = true, submits }: { trust?: boolean; submits?: string
       ]
     : []),
   HASH_ENV,
+  ...PREPARED_ENV,
 ];
 /** NO_COLOR and FORCE_COLOR, as `colours` (io.ts) reads them: the verdict word of verify's and fsck's report. */
 const COLOUR_ENV = [

@@ -178,6 +178,19 @@ export function defaultHost(env: NodeJS.ProcessEnv): string {
 
 const HASH_BACKENDS: readonly HashBackendName[] = ['auto', 'native', 'wasm', 'noble'];
 
+/**
+ * Whether a PostgreSQL store's statements go out as named prepared statements, parsed once per connection:
+ * HANDOFF_LEDGER_POSTGRES_PREPARED=on|off (default on; off behind a pooler that does not keep a connection's prepared
+ * statements, such as PgBouncer in transaction mode before 1.21). Every command on a store reads it, with or without
+ * PostgreSQL: a mistyped value is said. @throws UsageError
+ */
+export function preparedFromEnv(env: NodeJS.ProcessEnv): boolean {
+  const value = env.HANDOFF_LEDGER_POSTGRES_PREPARED || 'on';
+  if (value !== 'on' && value !== 'off')
+    throw new UsageError(`HANDOFF_LEDGER_POSTGRES_PREPARED must be on or off, not ${JSON.stringify(value)}`);
+  return value === 'on';
+}
+
 /** The BLAKE3 backend an operator asked for with HANDOFF_LEDGER_HASH (default auto). @throws UsageError */
 export function hashFromEnv(env: NodeJS.ProcessEnv): HashBackendName {
   const name = env.HANDOFF_LEDGER_HASH || 'auto';
@@ -230,6 +243,7 @@ export async function openFromArgs(
     ...extra,
   };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
+  const prepared = preparedFromEnv(io.env);
   const stop = typeof by === 'string' ? stopSignals(by) : by;
   const interrupted = (stoppedBy: StopSignal, cause: unknown) =>
     new InterruptedError(
@@ -240,7 +254,11 @@ export async function openFromArgs(
   let ledger: Ledger;
   try {
     const opened = { ...options, signal: stop.signal };
-    ledger = await openLedger(pg ? { ...opened, postgres: { connectionString: pg } } : opened);
+    ledger = await openLedger(
+      pg
+        ? { ...opened, postgres: { connectionString: pg, ...(prepared ? {} : { preparedStatements: false }) } }
+        : opened,
+    );
   } catch (err) {
     const stoppedBy = stop.stoppedBy();
     if (stoppedBy !== undefined && err instanceof LedgerError && err.code === 'CANCELLED')

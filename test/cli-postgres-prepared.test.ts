@@ -1,0 +1,58 @@
+/**
+ * HANDOFF_LEDGER_POSTGRES_PREPARED through the CLI, in process: `off` sends every statement of a PostgreSQL store as
+ * text (for a pooler that does not keep a connection's prepared statements), the default sends them prepared.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pgLib from 'pg';
+import { expect, it, vi } from 'vitest';
+import { main } from '../src/cli/main.js';
+import { captureIo } from './support/capture-io.js';
+import { describePostgres } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+describePostgres(
+  'HANDOFF_LEDGER_POSTGRES_PREPARED',
+  (pg) => {
+    it('off: publish and resume send no named statement; unset: they do', async () => {
+      const named: string[] = [];
+      const query = pgLib.Client.prototype.query;
+      const spy = vi.spyOn(pgLib.Client.prototype, 'query').mockImplementation(function (
+        this: pgLib.Client,
+        ...args: unknown[]
+      ) {
+        const name = typeof args[0] === 'object' ? (args[0] as { name?: string } | null)?.name : undefined;
+        if (name) named.push(name);
+        return (query as (...a: unknown[]) => unknown).apply(this, args);
+      } as never);
+      try {
+        const dir = tempDir();
+        const summary = join(dir, 'summary.json');
+        writeFileSync(summary, JSON.stringify(sampleSummary('prepared')));
+        // One store (root and schema), opened by each command anew.
+        const store = ['--root', join(dir, 'root'), '--host', 'h1'];
+        for (const value of ['off', undefined]) {
+          named.length = 0;
+          const env = {
+            HANDOFF_LEDGER_POSTGRES: pg.connectionString,
+            ...(value ? { HANDOFF_LEDGER_POSTGRES_PREPARED: value } : {}),
+          };
+          const scope = ['--principal', 'alice', '--session', `s-${value ?? 'default'}`];
+          const published = captureIo({ env });
+          expect(
+            await main(['publish', ...store, ...scope, '--run', 'r', summary], published.io),
+            published.stderr(),
+          ).toBe(0);
+          const resumed = captureIo({ env });
+          expect(await main(['resume', ...store, ...scope, '--json'], resumed.io), resumed.stderr()).toBe(0);
+          expect(JSON.parse(resumed.stdout()).summary.task).toBe(sampleSummary('prepared').task);
+          if (value === 'off') expect(named).toEqual([]);
+          else expect(named.length).toBeGreaterThan(0);
+        }
+      } finally {
+        spy.mockRestore();
+      }
+    });
+  },
+  'hl_cli_prepared',
+);
