@@ -305,13 +305,19 @@ describePostgres('PostgreSQL backend', (pg) => {
         await ledger.publish(scope, sampleSummary('two'));
         sent.length = 0;
         expect((await ledger.resume(scope))?.seq).toBe(1);
-        const grantReads = sent.filter((t) => /^SELECT \* FROM \S+\.grants WHERE principal/.test(t.trim()));
+        const grantReads = sent.filter((t) =>
+          /^SELECT principal, session, state, at, by FROM \S+\.grants WHERE principal/.test(t.trim()),
+        );
         expect(grantReads).toHaveLength(1);
         expect(grantReads[0]).toMatch(/session IN/);
         sent.length = 0;
         await ledger.publish(scope, sampleSummary('three'));
         // Two authorizations (at the start, at the commit point), one grant read each.
-        expect(sent.filter((t) => /^SELECT \* FROM \S+\.grants WHERE principal/.test(t.trim()))).toHaveLength(2);
+        expect(
+          sent.filter((t) =>
+            /^SELECT principal, session, state, at, by FROM \S+\.grants WHERE principal/.test(t.trim()),
+          ),
+        ).toHaveLength(2);
       } finally {
         spy.mockRestore();
         await ledger.close();
@@ -355,6 +361,30 @@ describePostgres('PostgreSQL backend', (pg) => {
         } finally {
           await pool.end();
         }
+      }
+    });
+
+    it('reads the grants of a running store after a column was added to their table (no statement selects *)', async () => {
+      const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1 });
+      const schema = nextSchema();
+      try {
+        const log = await PgManifestLog.open({ pool, schema });
+        try {
+          const grant = { principal: 'bob', session: 's', state: 'granted' as const, at: '2026-12-06T00:00:00.000Z' };
+          await log.grants.put(grant);
+          // Each read prepared on the store's one connection, then the table changed under it (a newer migration).
+          expect(await log.grants.get('bob', 's')).toMatchObject(grant);
+          expect(await log.grants.forSession!('bob', 's')).toMatchObject({ here: grant });
+          expect(await log.grants.list({ principal: 'bob' })).toHaveLength(1);
+          await sql(`ALTER TABLE "${schema}".grants ADD COLUMN note text`);
+          expect(await log.grants.get('bob', 's')).toMatchObject(grant);
+          expect(await log.grants.forSession!('bob', 's')).toMatchObject({ here: grant });
+          expect(await log.grants.list({ principal: 'bob' })).toHaveLength(1);
+        } finally {
+          await log.close();
+        }
+      } finally {
+        await pool.end();
       }
     });
 

@@ -915,6 +915,13 @@ interface GrantRow {
   by: string | null;
 }
 
+/**
+ * The grant columns by name, never `*`: a statement is prepared once per connection (`preparedStatements`), and a
+ * column a later migration adds would change the result of `SELECT *` under a plan already made, which the server
+ * refuses ("cached plan must not change result type") on every pooled connection of a process still running.
+ */
+const GRANT_COLUMNS = 'principal, session, state, at, by';
+
 /** A row whose time is not a date is corrupt (the embedded log's parse refuses the same record), not a valid grant. */
 function toGrant(r: GrantRow): GrantRecord {
   if (!isGrantTime(r.at))
@@ -941,7 +948,7 @@ class PgGrantTable implements GrantTable {
   async forSession(principal: string, session: string): Promise<{ here?: GrantRecord; everywhere?: GrantRecord }> {
     const rows = await this.rows(
       'grant read',
-      "SELECT * FROM {schema}.grants WHERE principal = $1 AND session IN ($2, '*')",
+      `SELECT ${GRANT_COLUMNS} FROM {schema}.grants WHERE principal = $1 AND session IN ($2, '*')`,
       [principal, session],
     );
     const out: { here?: GrantRecord; everywhere?: GrantRecord } = {};
@@ -954,10 +961,11 @@ class PgGrantTable implements GrantTable {
   }
 
   async get(principal: string, session: string): Promise<GrantRecord | undefined> {
-    const [row] = await this.rows('grant read', 'SELECT * FROM {schema}.grants WHERE principal = $1 AND session = $2', [
-      principal,
-      session,
-    ]);
+    const [row] = await this.rows(
+      'grant read',
+      `SELECT ${GRANT_COLUMNS} FROM {schema}.grants WHERE principal = $1 AND session = $2`,
+      [principal, session],
+    );
     return row && toGrant(row);
   }
 
@@ -981,7 +989,7 @@ class PgGrantTable implements GrantTable {
   async list(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
     const rows = await this.rows(
       'grant list',
-      `SELECT * FROM {schema}.grants WHERE ($1::text IS NULL OR principal = $1) AND ($2::text IS NULL OR session = $2)
+      `SELECT ${GRANT_COLUMNS} FROM {schema}.grants WHERE ($1::text IS NULL OR principal = $1) AND ($2::text IS NULL OR session = $2)
        ORDER BY principal, session`,
       [filter.principal ?? null, filter.session ?? null],
     );
