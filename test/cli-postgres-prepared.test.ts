@@ -4,11 +4,10 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pgLib from 'pg';
-import { expect, it, vi } from 'vitest';
+import { expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { captureIo } from './support/capture-io.js';
-import { describePostgres } from './support/postgres.js';
+import { describePostgres, watchStatements } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 describePostgres(
@@ -16,15 +15,7 @@ describePostgres(
   (pg) => {
     it('off: publish and resume send no named statement; unset: they do', async () => {
       const named: string[] = [];
-      const query = pgLib.Client.prototype.query;
-      const spy = vi.spyOn(pgLib.Client.prototype, 'query').mockImplementation(function (
-        this: pgLib.Client,
-        ...args: unknown[]
-      ) {
-        const name = typeof args[0] === 'object' ? (args[0] as { name?: string } | null)?.name : undefined;
-        if (name) named.push(name);
-        return (query as (...a: unknown[]) => unknown).apply(this, args);
-      } as never);
+      const watch = watchStatements(({ name }) => name && named.push(name));
       try {
         const dir = tempDir();
         const summary = join(dir, 'summary.json');
@@ -50,7 +41,7 @@ describePostgres(
           else expect(named.length).toBeGreaterThan(0);
         }
       } finally {
-        spy.mockRestore();
+        watch.stop();
       }
     });
   },

@@ -26,7 +26,7 @@ import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
 import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
-import { describePostgres, sqlOn, statementText } from './support/postgres.js';
+import { describePostgres, sqlOn, statementText, watchStatements } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { mergeTrust } from '../manifests/format/trust.js';
 import { exportBundle } from '../src/ops/export.js';
@@ -290,15 +290,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         onNotice: () => {},
       });
       const sent: string[] = [];
-      const query = pgLib.Client.prototype.query;
-      const spy = vi.spyOn(pgLib.Client.prototype, 'query').mockImplementation(function (
-        this: pgLib.Client,
-        ...args: unknown[]
-      ) {
-        const text = statementText(args[0]);
-        if (text) sent.push(text);
-        return (query as (...a: unknown[]) => unknown).apply(this, args);
-      } as never);
+      const watch = watchStatements(({ text }) => text && sent.push(text));
       try {
         const scope = { principal: 'alice', session: 's', run: 'r' };
         await ledger.publish(scope, sampleSummary('one'));
@@ -319,7 +311,7 @@ describePostgres('PostgreSQL backend', (pg) => {
           ),
         ).toHaveLength(2);
       } finally {
-        spy.mockRestore();
+        watch.stop();
         await ledger.close();
       }
     });
@@ -408,15 +400,7 @@ describePostgres('PostgreSQL backend', (pg) => {
 
     it('publishes, resumes, checks and exports through openLedger with preparedStatements: false, sending no named statement', async () => {
       const named: string[] = [];
-      const query = pgLib.Client.prototype.query;
-      const spy = vi.spyOn(pgLib.Client.prototype, 'query').mockImplementation(function (
-        this: pgLib.Client,
-        ...args: unknown[]
-      ) {
-        const name = typeof args[0] === 'object' ? (args[0] as { name?: string } | null)?.name : undefined;
-        if (name) named.push(name);
-        return (query as (...a: unknown[]) => unknown).apply(this, args);
-      } as never);
+      const watch = watchStatements(({ name }) => name && named.push(name));
       try {
         for (const preparedStatements of [false, true]) {
           named.length = 0;
@@ -447,7 +431,7 @@ describePostgres('PostgreSQL backend', (pg) => {
           else expect(named).toEqual([]);
         }
       } finally {
-        spy.mockRestore();
+        watch.stop();
       }
     });
   });
@@ -456,18 +440,13 @@ describePostgres('PostgreSQL backend', (pg) => {
     /** Counts the statements of their own that read session-heads nodes, while `fn` runs. */
     async function nodeReadsDuring(fn: () => Promise<void>): Promise<number> {
       let reads = 0;
-      const query = pgLib.Client.prototype.query;
-      const spy = vi.spyOn(pgLib.Client.prototype, 'query').mockImplementation(function (
-        this: pgLib.Client,
-        ...args: unknown[]
-      ) {
-        if (/^SELECT depth, prefix, hash, leaf_key FROM \S+\.session_heads/.test(statementText(args[0]) ?? '')) reads++;
-        return (query as (...a: unknown[]) => unknown).apply(this, args);
-      } as never);
+      const watch = watchStatements(({ text }) => {
+        if (/^SELECT depth, prefix, hash, leaf_key FROM \S+\.session_heads/.test(text ?? '')) reads++;
+      });
       try {
         await fn();
       } finally {
-        spy.mockRestore();
+        watch.stop();
       }
       return reads;
     }

@@ -5,7 +5,7 @@
  */
 import { ENDS_AT_SIGNAL_MS } from './settled.js';
 import pgLib from 'pg';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, it, vi } from 'vitest';
 import { findPostgresBin, PgCluster } from '../../benchmarks/lib/pg-cluster.js';
 
 // The cluster core lives with the benchmark (the build compiles benchmarks/, not test/); these names are the tests' API.
@@ -38,6 +38,23 @@ export async function sqlOn<R extends pgLib.QueryResultRow>(
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Calls `onSend` with each statement any pg client sends from now on (its text, and its name when it goes as a named
+ * prepared statement) until `stop()`: what the stores send, whichever pool or connection they use.
+ */
+export function watchStatements(onSend: (sent: { text?: string; name?: string }) => void): { stop(): void } {
+  const query = pgLib.Client.prototype.query;
+  const spy = vi.spyOn(pgLib.Client.prototype, 'query').mockImplementation(function (
+    this: pgLib.Client,
+    ...args: unknown[]
+  ) {
+    const name = typeof args[0] === 'object' ? (args[0] as { name?: unknown } | null)?.name : undefined;
+    onSend({ text: statementText(args[0]), ...(typeof name === 'string' ? { name } : {}) });
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as never);
+  return { stop: () => spy.mockRestore() };
 }
 
 /**
