@@ -494,9 +494,20 @@ describePostgres(
           },
         };
       }
-      /** Resolves once a server process other than `held`'s own waits for a lock with a query matching `pattern`. */
-      async function waitingOn(pattern: string) {
+      /**
+       * Resolves once a server process other than `held`'s own waits for a lock with a query matching `pattern`; fails
+       * once `opening` ended without that.
+       */
+      async function waitingOn(pattern: string, opening: Promise<unknown>) {
+        // Raced with the open: one that ends without ever waiting (a regression) fails here, saying so, rather than
+        // leaving this loop to the test's timeout.
+        let ended: string | undefined;
+        opening.then(
+          () => (ended = 'it opened'),
+          (err: unknown) => (ended = `it failed: ${String(err)}`),
+        );
         for (;;) {
+          if (ended !== undefined) throw new Error(`the open ended before it waited on ${pattern} (${ended})`);
           const [row] = await sqlOn<{ n: string }>(
             pg.connectionString,
             `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
@@ -544,7 +555,7 @@ describePostgres(
             signal: abort.signal,
             onNotice: () => {},
           });
-          await waitingOn(pattern);
+          await waitingOn(pattern, opening);
           abort.abort(reason);
           const err = await opening.catch((e: unknown) => e);
           expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
@@ -630,7 +641,7 @@ describePostgres(
         try {
           const abort = new AbortController();
           const opening = openPublicPostgresBackends(options, { signal: abort.signal });
-          await waitingOn('%pg_advisory_xact_lock%');
+          await waitingOn('%pg_advisory_xact_lock%', opening);
           abort.abort(reason);
           expect(await settledWithin(opening, ENDS_AT_SIGNAL_MS), 'the open did not end at its abort').toBe('settled');
           const err = await opening.catch((e: unknown) => e);
