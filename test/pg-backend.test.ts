@@ -18,6 +18,8 @@ import { PgManifestLog } from '../manifests/log/pg/log.js';
 import type { AppendRequest, HeadWindow, LogEntry } from '../manifests/log/log.js';
 import { headProblems } from '../manifests/chain/head-rules.js';
 import { sessionHeadsRoot, type NodePath } from '../manifests/tlog/session-heads.js';
+import { appendLeaves, rootOf } from '../manifests/tlog/tree.js';
+import { leafOfEnvelope } from '../manifests/tlog/leaf.js';
 import { prefetched } from '../manifests/log/pg/session-heads.js';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck, gc } from '../src/ops/maintenance.js';
@@ -26,7 +28,7 @@ import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
 import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
-import { describePostgres, sqlOn, statementText, watchStatements } from './support/postgres.js';
+import { activityCount, describePostgres, sqlOn, statementText, watchStatements } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { mergeTrust } from '../manifests/format/trust.js';
 import { exportBundle } from '../src/ops/export.js';
@@ -432,6 +434,172 @@ describePostgres('PostgreSQL backend', (pg) => {
         }
       } finally {
         watch.stop();
+      }
+    });
+  });
+
+  describe('appends of several sessions in one transaction', () => {
+    /** The root of the tree of every entry of `log`, folded from the entries themselves in position order. */
+    const rootOfEntries = async (log: PgManifestLog) => {
+      const entries = await collect(log.entries());
+      entries.forEach((e, i) => expect(e.position).toBe(i));
+      return Buffer.from(
+        rootOf(
+          appendLeaves(
+            [],
+            0,
+            entries.map((e) => leafOfEnvelope(e.envelope)),
+          ).frontier,
+        ),
+      ).toString('hex');
+    };
+    const hexOf = (b: Uint8Array | undefined) => Buffer.from(b!).toString('hex');
+    /** Another connection's transaction holding the heads rows of `sessions` (FOR UPDATE) until `release()`. */
+    async function holdHeads(schema: string, sessions: string[]) {
+      const client = new pgLib.Client({ connectionString: pg.connectionString });
+      await client.connect();
+      await client.query('BEGIN');
+      await client.query(`SELECT 1 FROM "${schema}".heads WHERE session = ANY($1) FOR UPDATE`, [sessions]);
+      return {
+        release: async () => {
+          await client.query('COMMIT');
+          await client.end();
+        },
+      };
+    }
+    /** Polls until a server process waits for a lock with a statement containing `text` (at most 20 s). */
+    async function waitingAt(text: string) {
+      const count = activityCount(pg, `wait_event_type = 'Lock' AND query LIKE '%${text}%'`);
+      for (const end = Date.now() + 20_000; Date.now() < end;) {
+        if ((await count()) > 0) return;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      throw new Error(`no statement waited at ${text}`);
+    }
+    /** Two appends of this log whose transactions wait at `held`'s lock: the appends after them queue. */
+    async function busy(log: PgManifestLog, schema: string) {
+      for (const s of ['busy-a', 'busy-b']) await log.append(link(s, 0));
+      const held = await holdHeads(schema, ['busy-a', 'busy-b']);
+      const running = [log.append(link('busy-a', 1)), log.append(link('busy-b', 1))];
+      await waitingAt('FOR UPDATE OF h');
+      return { held, running };
+    }
+
+    it('takes the appends that arrive while its transactions are busy together, in one transaction', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        const { held, running } = await busy(log, schema);
+        let begins = 0;
+        const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
+        try {
+          const queued = Array.from({ length: 40 }, (_, i) => log.append(link(`s${i}`, 0)));
+          await held.release();
+          await Promise.all(running);
+          const entries = await Promise.all(queued);
+          // The 40 waiting appends went in one transaction.
+          expect(begins).toBe(1);
+          expect(new Set(entries.map((e) => e.position)).size).toBe(40);
+        } finally {
+          watch.stop();
+        }
+        const head = await log.treeHead();
+        expect(head.size).toBe(44);
+        expect(hexOf(head.root)).toBe(await rootOfEntries(log));
+        expect(hexOf(head.sessionHeads)).toBe(
+          Buffer.from(
+            sessionHeadsRoot((await collect(log.heads())).map((h) => ({ session: h.session, head: h }))),
+          ).toString('hex'),
+        );
+        expect(await log.checkHeads()).toEqual([]);
+      } finally {
+        await log.close();
+      }
+    });
+
+    it('answers each append of the transaction for itself: accepted, CHAIN_CONFLICT, REVOKED, KEY_EXPIRED, ROLLBACK', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        for (const s of ['old', 'cut']) await log.append(link(s, 0));
+        await log.grants.put({ principal: 'mallory', session: '*', state: 'revoked', at: '2026-12-06T00:00:00.000Z' });
+        await log.signingKeys.close('ed25519:closed', () => '2026-12-06T00:00:00.000Z');
+        // The chain of `cut` was cut back: a watermark above its head.
+        await sql(`INSERT INTO "${schema}".watermarks (session, seq) VALUES ('cut', 5)
+          ON CONFLICT (session) DO UPDATE SET seq = 5`);
+        const { held, running } = await busy(log, schema);
+        let begins = 0;
+        const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
+        const settled = Promise.allSettled([
+          log.append(link('new', 0)),
+          log.append(link('old', 1)),
+          log.append({ ...link('stale', 0), seq: 3, prev: idOf('stale', 2) }),
+          log.append({ ...link('bad', 0), principal: 'mallory' }),
+          log.append({
+            ...link('late', 0),
+            signed: { keyId: 'ed25519:closed', createdAt: '2026-12-06T00:00:01.000Z' },
+          }),
+          log.append({
+            ...link('early', 0),
+            signed: { keyId: 'ed25519:closed', createdAt: '2026-12-05T23:59:59.000Z' },
+          }),
+          log.append(link('cut', 1)),
+        ]);
+        await held.release();
+        await Promise.all(running);
+        const [fresh, moved, stale, revoked, late, early, cut] = await settled;
+        watch.stop();
+        // One transaction for the seven; the cut-back chain's append then by itself, to be judged precisely.
+        expect(begins).toBe(2);
+        expect(fresh).toMatchObject({ status: 'fulfilled', value: { session: 'new', seq: 0 } });
+        expect(moved).toMatchObject({ status: 'fulfilled', value: { session: 'old', seq: 1 } });
+        expect(early).toMatchObject({ status: 'fulfilled', value: { session: 'early', seq: 0 } });
+        const code = (r: PromiseSettledResult<unknown>) =>
+          r.status === 'rejected' ? (r.reason as ManifestError).code : r.status;
+        expect([stale, revoked, late, cut].map(code)).toEqual(['CHAIN_CONFLICT', 'REVOKED', 'KEY_EXPIRED', 'ROLLBACK']);
+        // Nothing of a refused one stays: no head made for a new chain, no entry; the accepted ones at consecutive
+        // positions; the tree and the index those of the entries.
+        for (const s of ['stale', 'bad', 'late']) expect(await log.head(s)).toBeUndefined();
+        expect((await log.head('cut'))?.seq).toBe(0);
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+        expect((await log.signingKeys.get('ed25519:closed'))?.lastSignedAt).toBe('2026-12-05T23:59:59.000Z');
+      } finally {
+        await log.close();
+      }
+    });
+
+    it('an abort of one append of the transaction cancels that one alone: the others are appended', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        for (const s of ['m1', 'm2', 'm3']) await log.append(link(s, 0));
+        const { held, running } = await busy(log, schema);
+        let begins = 0;
+        const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
+        const abort = new AbortController();
+        const [m1, m2, m3] = [
+          log.append(link('m1', 1), { signal: abort.signal }),
+          log.append(link('m2', 1)),
+          log.append(link('m3', 1)),
+        ];
+        // The transaction of the three waits for m2's head, which another connection holds.
+        const m2Held = await holdHeads(schema, ['m2']);
+        await held.release();
+        await Promise.all(running);
+        await waitingAt('ORDER BY h.session FOR UPDATE');
+        abort.abort(new Error('stop'));
+        expect(await m1.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
+        // m3 is appended by itself meanwhile; m2 once its head is let go.
+        expect((await m3).seq).toBe(1);
+        await m2Held.release();
+        expect((await m2).seq).toBe(1);
+        watch.stop();
+        // The three together (rolled back at the abort), then m2 and m3 each by itself.
+        expect(begins).toBe(3);
+        expect((await log.head('m1'))?.seq).toBe(0);
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+      } finally {
+        await log.close();
       }
     });
   });

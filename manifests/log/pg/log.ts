@@ -51,8 +51,29 @@ import { frontierOf, treeHeadAt, type NodeId } from '../../tlog/tree.js';
 import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
 import { grown, hashesOf, nodeColumns, PgTree, treeCollision } from './tree.js';
 import { PgSessionHeads, type PrefetchedNodeRow } from './session-heads.js';
+import { onAbort } from '../../../store/abort.js';
 
 const PAGE = 500;
+/**
+ * Transactions of appends one log runs at once: the second does its work before the counter's lock while the first
+ * holds it. Appends that arrive meanwhile wait, and the next transaction takes them together (`appendMany`).
+ */
+const APPEND_TRANSACTIONS = 2;
+/** Most appends one transaction takes. */
+const MAX_BATCH = 64;
+
+/** An append waiting for a transaction of its log, or in one. */
+interface PendingAppend {
+  request: AppendRequest;
+  signal: AbortSignal | undefined;
+  resolve: (entry: LogEntry) => void;
+  reject: (err: unknown) => void;
+  /** Takes the waiting append's abort listener off. */
+  stopListening: (() => void) | undefined;
+}
+
+/** What a transaction of several appends made of one: its entry, its refusal, or `alone` (appended by itself after). */
+type BatchOutcome = { entry: LogEntry } | { error: unknown } | 'alone';
 
 export interface PgManifestLogOptions extends PgConnectOptions {
   /**
@@ -151,6 +172,32 @@ function outcomeUnknown(err: unknown): boolean {
   return code === undefined || code.startsWith('08') || code.startsWith('57P0');
 }
 
+/** The abort of an append's `signal`, as `throwIfAborted` throws it. */
+const cancelled = (signal: AbortSignal) =>
+  new ManifestError('CANCELLED', 'operation cancelled', { cause: signal.reason as unknown });
+
+/** An append whose seq and prev are not the head's next. */
+const chainConflict = (request: AppendRequest, head: HeadRow | undefined) =>
+  new ManifestError(
+    'CHAIN_CONFLICT',
+    `session ${request.session}: append at seq ${request.seq} does not extend the head (seq ${head?.seq ?? 'none'})`,
+  );
+
+/** A first append that another writer's first append of the same chain beat. */
+const lostRace = (request: AppendRequest, cause?: unknown) =>
+  new ManifestError(
+    'CHAIN_CONFLICT',
+    `session ${request.session}: another writer appended seq ${request.seq} first`,
+    ...(cause === undefined ? [] : [{ cause }]),
+  );
+
+/** An entry dated at or after its key's window closed. */
+const keyExpired = (signed: { keyId: string; createdAt: string }, closedAt: string) =>
+  new ManifestError(
+    'KEY_EXPIRED',
+    `key ${signed.keyId}: its window closed at ${closedAt} (rotated or revoked), the entry is dated ${signed.createdAt}`,
+  );
+
 /** A row of `headWindow`: the head's columns on every row, one entry (or none: nulls) per row. */
 interface HeadWindowRow extends Omit<EntryRow, 'seq'> {
   head_seq: number | null;
@@ -217,6 +264,55 @@ export class PgManifestLog extends AbstractManifestLog {
           ${cutBack.beyond('$1', 'h')} AS beyond
         FROM (SELECT 1) one LEFT JOIN {schema}.heads h ON h.session = $1`),
       newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
+      // appendMany's statements. Heads are locked in session order (and new ones inserted in it), then the counter:
+      // two transactions of several sessions each never wait for each other in a circle.
+      lockHeads: q(`SELECT h.session, h.seq, h.id, h.owner, ${cutBack.watermark('h.session')} AS watermark,
+          ${cutBack.entryAfterHead('h.session', 'h')} AS beyond
+        FROM {schema}.heads h WHERE h.session = ANY($1::text[]) ORDER BY h.session FOR UPDATE OF h`),
+      headlessFacts: q(`SELECT s.session, ${cutBack.watermark('s.session')} AS watermark,
+          ${cutBack.anyEntry('s.session')} AS beyond FROM unnest($1::text[]) AS s(session)`),
+      // A head another writer's first append made meanwhile is kept (not returned): that append is a lost race.
+      newHeads: q(`INSERT INTO {schema}.heads (session, seq, id, owner)
+          SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[]) AS n(session) ORDER BY n.session COLLATE "C"
+        ON CONFLICT (session) DO NOTHING RETURNING session`),
+      lockCounter: q('SELECT next_position::text AS n FROM {schema}.log_counter FOR UPDATE'),
+      // After the counter's lock, as writeEntry reads them: each append's revocation, the keys' window ends, the tree's
+      // frontier at the first position and the session-heads nodes read ahead.
+      gates: q(`SELECT
+          (SELECT json_agg(EXISTS (SELECT 1 FROM {schema}.grants g WHERE g.principal = m.principal
+              AND g.session IN ('*', m.session) AND g.state = 'revoked') ORDER BY m.i)
+            FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS m(principal, session, i)) AS revoked,
+          (SELECT coalesce(json_agg(json_build_object('key_id', key_id, 'closed_at', closed_at)), '[]'::json)
+            FROM {schema}.signing_keys WHERE key_id = ANY($3::text[])) AS keys,
+          (SELECT coalesce(json_agg(json_build_object('level', level, 'idx', idx::text, 'hash', encode(hash, 'hex'))),
+              '[]'::json)
+            FROM {schema}.tree_nodes WHERE (level, idx) IN (SELECT * FROM unnest($4::smallint[], $5::bigint[])))
+            AS frontier,
+          (SELECT coalesce(json_agg(json_build_object('depth', depth, 'prefix', encode(prefix, 'hex'),
+                'hash', encode(hash, 'hex'), 'leaf_key', encode(leaf_key, 'hex'))), '[]'::json)
+            FROM {schema}.session_heads WHERE (depth, prefix) IN (SELECT * FROM unnest($6::smallint[], $7::bytea[])))
+            AS heads_nodes`),
+      // The accepted appends' entries at their positions, inline blobs (one row a digest), watermarks, heads moved (a
+      // new chain's head was inserted already: seq 0), the keys' newest createdAt and the counter; the heads inserted
+      // for appends refused since are taken back.
+      writeMany: q(`WITH m AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::integer[], $4::text[], $5::text[],
+            $6::text[]) AS m(position, session, seq, id, principal, envelope)),
+        e AS (INSERT INTO {schema}.entries (position, session, seq, id, principal, envelope)
+          SELECT position, session, seq, id, principal, envelope FROM m RETURNING 1),
+        h AS (UPDATE {schema}.heads SET seq = m.seq, id = m.id FROM m
+          WHERE {schema}.heads.session = m.session AND m.seq > 0 RETURNING 1),
+        b AS (INSERT INTO {schema}.inline_blobs (digest, size, bytes)
+          SELECT * FROM unnest($7::text[], $8::integer[], $9::bytea[])
+          ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size, bytes = EXCLUDED.bytes, stored_at = clock_timestamp()),
+        w AS (INSERT INTO {schema}.watermarks (session, seq) SELECT session, seq FROM m
+          ON CONFLICT (session) DO UPDATE SET seq = GREATEST({schema}.watermarks.seq, EXCLUDED.seq)),
+        k AS (INSERT INTO {schema}.signing_keys (key_id, last_signed_at) SELECT * FROM unnest($10::text[], $11::text[])
+          ON CONFLICT (key_id) DO UPDATE
+            SET last_signed_at = GREATEST({schema}.signing_keys.last_signed_at, EXCLUDED.last_signed_at)),
+        c AS (UPDATE {schema}.log_counter SET next_position = next_position + $12::bigint RETURNING 1),
+        u AS (DELETE FROM {schema}.heads WHERE session = ANY($13::text[]) RETURNING 1)
+        SELECT (SELECT count(*) FROM e)::integer AS written, (SELECT count(*) FROM h)::integer AS moved,
+          (SELECT count(*) FROM u)::integer AS undone, (SELECT count(*) FROM c)::integer AS counted`),
       // Under the counter row's lock, in one statement (one round trip while the log's global lock is held): the entry,
       // its inline blob (committed with the entry that names it: both or neither), the rollback watermark rising with
       // the head, the head moved to it ($16: a head there was, locked by lockHead; a new one was inserted before), the
@@ -468,15 +564,271 @@ export class PgManifestLog extends AbstractManifestLog {
     }
   }
 
-  protected async _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
+  /** Appends waiting for a transaction (`startAppends`). */
+  private readonly waiting: PendingAppend[] = [];
+  /** The sessions of the appends in a transaction now: another append of one waits for the next. */
+  private readonly appending = new Set<string>();
+  private transactions = 0;
+
+  /**
+   * Queued for one of this log's transactions of appends (at most APPEND_TRANSACTIONS at once): an append that finds
+   * one free runs at once, alone (`appendOne`); those that arrive while both are busy are taken together by the next
+   * (`appendMany`: one commit, one WAL flush and one hold of the counter's lock for all of them). An abort while it
+   * waits takes it out of the queue (`CANCELLED`, nothing written).
+   */
+  protected _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
     const refused = this.appendRefusal();
-    if (refused) throw refused;
+    if (refused) return Promise.reject(refused);
+    return new Promise<LogEntry>((resolve, reject) => {
+      const pending: PendingAppend = { request, signal, resolve, reject, stopListening: undefined };
+      if (signal)
+        pending.stopListening = onAbort(signal, () => {
+          const at = this.waiting.indexOf(pending);
+          if (at < 0) return; // in a transaction: it answers the abort there
+          this.waiting.splice(at, 1);
+          reject(cancelled(signal));
+        });
+      this.waiting.push(pending);
+      this.startAppends();
+    });
+  }
+
+  /** Starts transactions for the waiting appends while fewer than APPEND_TRANSACTIONS run. */
+  private startAppends(): void {
+    while (this.transactions < APPEND_TRANSACTIONS && this.waiting.length > 0) {
+      const batch: PendingAppend[] = [];
+      const sessions = new Set<string>();
+      for (let i = 0; i < this.waiting.length && batch.length < MAX_BATCH;) {
+        const session = this.waiting[i]!.request.session;
+        if (this.appending.has(session) || sessions.has(session)) {
+          i++;
+          continue;
+        }
+        batch.push(...this.waiting.splice(i, 1));
+        sessions.add(session);
+      }
+      if (batch.length === 0) return;
+      for (const session of sessions) this.appending.add(session);
+      this.transactions++;
+      void this.runAppends(batch).finally(() => {
+        for (const session of sessions) this.appending.delete(session);
+        this.transactions--;
+        this.startAppends();
+      });
+    }
+  }
+
+  /** Runs `batch` (alone, or together), settling each of its appends; never rejects. */
+  private async runAppends(batch: PendingAppend[]): Promise<void> {
+    const settle = async (p: PendingAppend, run: () => Promise<LogEntry>) => {
+      try {
+        p.resolve(await run());
+      } catch (err) {
+        p.reject(err);
+      } finally {
+        p.stopListening?.();
+      }
+    };
+    if (batch.length === 1) return settle(batch[0]!, () => this.appendOne(batch[0]!.request, batch[0]!.signal));
+    const outcomes = await this.appendTogether(batch);
+    // The ones to append by themselves (a cut-back chain judged precisely, a transaction that failed whole) go one at
+    // a time after the others have their answers.
+    const alone: PendingAppend[] = [];
+    for (const p of batch) {
+      const outcome = outcomes.get(p) ?? 'alone';
+      if (outcome === 'alone') alone.push(p);
+      else if ('entry' in outcome) await settle(p, async () => outcome.entry);
+      else await settle(p, () => Promise.reject(outcome.error));
+    }
+    await Promise.all(alone.map((p) => settle(p, () => this.appendOne(p.request, p.signal))));
+  }
+
+  /**
+   * `appendMany` for `batch` under one signal that aborts with any of theirs: an abort before COMMIT rolls all of them
+   * back; the one aborted is CANCELLED and the others are appended alone. A COMMIT whose outcome is unknown is judged
+   * per append by its entry; any other failure leaves every append to be made alone, which answers as it does.
+   */
+  private async appendTogether(batch: PendingAppend[]): Promise<Map<PendingAppend, BatchOutcome>> {
+    const anyAbort = new AbortController();
+    const listeners = batch.flatMap((p) => {
+      if (!p.signal) return [];
+      if (p.signal.aborted) anyAbort.abort(p.signal.reason);
+      return [onAbort(p.signal, () => anyAbort.abort(p.signal!.reason))];
+    });
+    try {
+      return await this.appendMany(batch, listeners.length > 0 ? anyAbort.signal : undefined);
+    } catch (err) {
+      const outcomes = new Map<PendingAppend, BatchOutcome>();
+      if (anyAbort.signal.aborted && err === anyAbort.signal.reason) {
+        for (const p of batch) if (p.signal?.aborted) outcomes.set(p, { error: cancelled(p.signal) });
+      } else if (outcomeUnknown(err))
+        for (const p of batch) {
+          const stored = await this._entry(p.request.session, p.request.seq).catch(() => undefined);
+          if (stored?.id === p.request.id) outcomes.set(p, { entry: stored });
+        }
+      return outcomes;
+    } finally {
+      for (const stop of listeners) stop();
+    }
+  }
+
+  /**
+   * Several appends (of distinct sessions) in one transaction: each judged as `appendOne` judges it, the accepted ones
+   * written at consecutive positions, the tree and the session-heads index grown by all of them in one write.
+   * A chain found cut back is left to `appendOne` (`alone`), which tells a refusal from a lost race.
+   */
+  private appendMany(
+    batch: PendingAppend[],
+    signal: AbortSignal | undefined,
+  ): Promise<Map<PendingAppend, BatchOutcome>> {
+    const sorted = [...batch].sort((a, b) => (a.request.session < b.request.session ? -1 : 1));
+    return this.db.transaction(
+      async (client) => {
+        const outcomes = new Map<PendingAppend, BatchOutcome>();
+        const sessions = sorted.map((p) => p.request.session);
+        const locked = new Map(
+          (await client.query<LockedHeadRow>(this.sql.lockHeads!, [sessions])).rows.map((r) => [r.session, r]),
+        );
+        const headless = sessions.filter((s) => !locked.has(s));
+        const facts = new Map(
+          headless.length === 0
+            ? []
+            : (
+                await client.query<{ session: string; watermark: number | null; beyond: boolean }>(
+                  this.sql.headlessFacts!,
+                  [headless],
+                )
+              ).rows.map((r) => [r.session, r]),
+        );
+        const going: Array<{ p: PendingAppend; head: HeadRow | undefined }> = [];
+        for (const p of sorted) {
+          const r = p.request;
+          const row = locked.get(r.session);
+          const head = row && toHeadRow(row);
+          const f = row ?? facts.get(r.session)!;
+          const [cut] = cutBackProblems({ head, entryBeyondHead: f.beyond, watermark: f.watermark ?? undefined });
+          if (cut !== undefined) outcomes.set(p, 'alone');
+          else if (r.seq !== (head ? head.seq + 1 : 0) || r.prev !== (head ? head.id : null))
+            outcomes.set(p, { error: chainConflict(r, head) });
+          else going.push({ p, head });
+        }
+        const fresh = going.filter((m) => !m.head).map((m) => m.p.request);
+        if (fresh.length > 0) {
+          const made = new Set(
+            (
+              await client.query<{ session: string }>(this.sql.newHeads!, [
+                fresh.map((r) => r.session),
+                fresh.map((r) => r.seq),
+                fresh.map((r) => r.id),
+                fresh.map((r) => r.principal),
+              ])
+            ).rows.map((r) => r.session),
+          );
+          for (const m of going)
+            if (!m.head && !made.has(m.p.request.session)) outcomes.set(m.p, { error: lostRace(m.p.request) });
+        }
+        const live = going.filter((m) => !outcomes.has(m.p));
+        if (live.length === 0) return outcomes;
+        const first = Number((await client.query<{ n: string }>(this.sql.lockCounter!)).rows[0]!.n);
+        const frontier = frontierOf(first);
+        const ahead = this.headsIndex.readAhead(live.map((m) => m.p.request.session));
+        const keyIds = [...new Set(live.flatMap((m) => (m.p.request.signed ? [m.p.request.signed.keyId] : [])))];
+        const [gate] = (
+          await client.query<{
+            revoked: boolean[];
+            keys: Array<{ key_id: string; closed_at: string | null }>;
+            frontier: Array<{ level: number; idx: string; hash: string }>;
+            heads_nodes: PrefetchedNodeRow[];
+          }>(this.sql.gates!, [
+            live.map((m) => m.p.request.principal),
+            live.map((m) => m.p.request.session),
+            keyIds,
+            frontier.map((id) => id.level),
+            frontier.map((id) => String(id.index)),
+            ahead.paths.map((p) => p.depth),
+            ahead.paths.map((p) => Buffer.from(p.prefix)),
+          ])
+        ).rows;
+        const closedAt = new Map(gate!.keys.map((k) => [k.key_id, k.closed_at]));
+        const accepted: typeof live = [];
+        live.forEach((m, i) => {
+          const r = m.p.request;
+          const windowEnd = r.signed ? (closedAt.get(r.signed.keyId) ?? null) : null;
+          if (gate!.revoked[i])
+            outcomes.set(m.p, { error: new ManifestError('REVOKED', `principal ${r.principal} is revoked`) });
+          else if (r.signed && windowEnd !== null && r.signed.createdAt >= windowEnd)
+            outcomes.set(m.p, { error: keyExpired(r.signed, windowEnd) });
+          else accepted.push(m);
+        });
+        // Heads inserted above for appends refused since: taken back, as a rolled-back append leaves none.
+        const undo = live.filter((m) => !m.head && outcomes.has(m.p)).map((m) => m.p.request.session);
+        const requests = accepted.map((m) => m.p.request);
+        const blobs = new Map(requests.flatMap((r) => (r.blob ? [[r.blob.digest, r.blob.bytes] as const] : [])));
+        const newest = new Map<string, string>();
+        for (const r of requests)
+          if (r.signed && !(newest.get(r.signed.keyId)! >= r.signed.createdAt))
+            newest.set(r.signed.keyId, r.signed.createdAt);
+        const [wrote] = (
+          await client.query<{ written: number; moved: number; undone: number; counted: number }>(this.sql.writeMany!, [
+            requests.map((_, i) => String(first + i)),
+            requests.map((r) => r.session),
+            requests.map((r) => r.seq),
+            requests.map((r) => r.id),
+            requests.map((r) => r.principal),
+            requests.map((r) => r.envelope),
+            [...blobs.keys()],
+            [...blobs.values()].map((b) => b.length),
+            [...blobs.values()].map((b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength)),
+            [...newest.keys()],
+            [...newest.values()],
+            String(requests.length),
+            undo,
+          ])
+        ).rows;
+        const moved = accepted.filter((m) => m.head).length;
+        if (
+          wrote!.written !== requests.length ||
+          wrote!.moved !== moved ||
+          wrote!.undone !== undo.length ||
+          wrote!.counted !== 1
+        )
+          throw new Error(
+            `a batch of appends wrote ${wrote!.written} of ${requests.length} entries, moved ${wrote!.moved} of ${moved} heads, took back ${wrote!.undone} of ${undo.length}`,
+          );
+        if (requests.length === 0) return outcomes;
+        const hashes = hashesOf(
+          frontier,
+          gate!.frontier.map((r) => ({ level: r.level, idx: r.idx, hash: new Uint8Array(Buffer.from(r.hash, 'hex')) })),
+        );
+        const nodes = grown(
+          first,
+          requests.map((r) => leafOfEnvelope(r.envelope)),
+          hashes,
+        );
+        const { changes, removed } = await this.headsIndex.changesFor(
+          client,
+          requests.map((r) => ({ session: r.session, head: { seq: r.seq, id: r.id } })),
+          { ahead, rows: gate!.heads_nodes },
+        );
+        try {
+          await client.query(this.sql.growIndexes!, [...nodeColumns(nodes), ...this.headsIndex.upsertColumns(changes)]);
+        } catch (err) {
+          throw treeCollision(err, first);
+        }
+        await this.headsIndex.remove(client, removed);
+        accepted.forEach((m, i) =>
+          outcomes.set(m.p, { entry: toEntry({ position: String(first + i), ...m.p.request }) }),
+        );
+        return outcomes;
+      },
+      BEGIN,
+      signal,
+    );
+  }
+
+  private async appendOne(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
     const leaf = leafOfEnvelope(request.envelope);
-    const conflict = (head: HeadRow | undefined) =>
-      new ManifestError(
-        'CHAIN_CONFLICT',
-        `session ${request.session}: append at seq ${request.seq} does not extend the head (seq ${head?.seq ?? 'none'})`,
-      );
+    const conflict = (head: HeadRow | undefined) => chainConflict(request, head);
     try {
       // An abort before COMMIT is sent cancels the statement running (a wait for the head's row lock, say) and rolls
       // back: the transaction throws the signal's reason. Once COMMIT is sent, the append stands.
@@ -513,7 +865,7 @@ export class PgManifestLog extends AbstractManifestLog {
           const { signed } = request;
           const blob = request.blob;
           const frontier = frontierOf(Number(position));
-          const ahead = this.headsIndex.readAhead(request.session);
+          const ahead = this.headsIndex.readAhead([request.session]);
           const [gate] = (
             await client.query<{
               closed_at: string | null;
@@ -545,10 +897,7 @@ export class PgManifestLog extends AbstractManifestLog {
           ).rows;
           if (gate!.revoked) throw new ManifestError('REVOKED', `principal ${request.principal} is revoked`);
           if (signed && gate!.closed_at !== null && signed.createdAt >= gate!.closed_at)
-            throw new ManifestError(
-              'KEY_EXPIRED',
-              `key ${signed.keyId}: its window closed at ${gate!.closed_at} (rotated or revoked), the entry is dated ${signed.createdAt}`,
-            );
+            throw keyExpired(signed, gate!.closed_at);
           // The statement's gate and the two checks above judge alike (code-unit order of the dates, as COLLATE "C"):
           // an entry not written here, unrefused, would move the head past no entry. Never committed so.
           if (gate!.written !== 1 || gate!.moved !== (head ? 1 : 0))
@@ -568,8 +917,7 @@ export class PgManifestLog extends AbstractManifestLog {
           const nodes = grown(Number(position), [leaf], hashes);
           const { changes, removed } = await this.headsIndex.changesFor(
             client,
-            request.session,
-            { seq: request.seq, id: request.id },
+            [{ session: request.session, head: { seq: request.seq, id: request.id } }],
             { ahead, rows: gate!.heads_nodes },
           );
           try {
@@ -590,12 +938,7 @@ export class PgManifestLog extends AbstractManifestLog {
       if (signal?.aborted && err === signal.reason) throwIfAborted(signal, ManifestError);
       // Only the chain's own keys mean another writer won; any other unique key refusing a row is damage.
       const constraint = pgCode(err) === UNIQUE_VIOLATION ? (err as { constraint?: string }).constraint : undefined;
-      if (constraint === 'heads_pkey' || constraint === 'entries_session_seq_key')
-        throw new ManifestError(
-          'CHAIN_CONFLICT',
-          `session ${request.session}: another writer appended seq ${request.seq} first`,
-          { cause: err },
-        );
+      if (constraint === 'heads_pkey' || constraint === 'entries_session_seq_key') throw lostRace(request, err);
       if (constraint === 'entries_pkey')
         throw new ManifestError(
           'TREE_DAMAGED',

@@ -141,27 +141,30 @@ export class PgSessionHeads {
    */
   async changesFor(
     q: Queryable,
-    session: string,
-    head: { seq: number; id: string },
+    heads: Array<{ session: string; head: { seq: number; id: string } }>,
     read?: { ahead: ReadAhead; rows: PrefetchedNodeRow[] },
   ): Promise<{ changes: Array<{ path: NodePath; node: HeadsNode }>; removed: NodePath[] }> {
     const fromStore = (paths: NodePath[]) => this.read(q, paths);
     const update = read
       ? new SessionHeadsUpdate(prefetched(read.ahead.paths, read.rows, fromStore), read.ahead.depths)
       : new SessionHeadsUpdate(fromStore);
-    await update.set(session, head);
-    if (read) this.depth = Math.min(Math.max(update.walkedTo + 3, this.depth - 1 / 16), MAX_READ_AHEAD);
+    for (const { session, head } of heads) await update.set(session, head);
+    if (read) this.depth = Math.min(Math.max(update.walkedTo + 3, this.depth - heads.length / 16), MAX_READ_AHEAD);
     const changes = await update.changes();
     return { changes, removed: update.removed() };
   }
 
   /**
-   * The nodes an append of `session` reads with its entry (`likelyPaths` as deep as this index's recent walks went), for
-   * `changesFor`'s `read`.
+   * The nodes an append of `sessions` reads with its entries (`likelyPaths` as deep as this index's recent walks went),
+   * for `changesFor`'s `read`.
    */
-  readAhead(session: string): ReadAhead {
+  readAhead(sessions: string[]): ReadAhead {
     const depths = Math.max(1, Math.ceil(this.depth));
-    return { depths, paths: likelyPaths(session, depths) };
+    if (sessions.length === 1) return { depths, paths: likelyPaths(sessions[0]!, depths) };
+    // Several sessions' paths share the nodes near the root: each asked for once.
+    const paths = new Map<string, NodePath>();
+    for (const session of sessions) for (const p of likelyPaths(session, depths)) paths.set(nodeName(p), p);
+    return { depths, paths: [...paths.values()] };
   }
 
   /** `changes` as the upsert's four array parameters (depths, prefixes, hashes or leaf values, leaf keys). */
