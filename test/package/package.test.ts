@@ -63,10 +63,11 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * documents held to the code, the auditor's install and messages) and its CHANGELOG entries brought the pack to
  * ~792 KiB with the page; 704 KiB since sessions 38 and 39 (resume trusting its own ledger's signature, PostgreSQL's
  * append in fewer round trips and its prepared statements, signals reaching PostgreSQL's opens and snapshots) and their
- * CHANGELOG entries brought the pack to ~817 KiB with the page.)
+ * CHANGELOG entries brought the pack to ~817 KiB with the page; 2,304 KiB unpacked since PostgreSQL's appends of several
+ * sessions in one transaction and its CHANGELOG and docs brought the library to ~2,259 KiB unpacked.)
  */
 const MAX_PACKED_BYTES = 704 * 1024;
-const MAX_UNPACKED_BYTES = 2240 * 1024;
+const MAX_UNPACKED_BYTES = 2304 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
