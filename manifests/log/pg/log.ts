@@ -235,6 +235,24 @@ const cutBack = {
     `CASE WHEN ${head}.seq IS NULL THEN ${cutBack.anyEntry(session)} ELSE ${cutBack.entryAfterHead(session, head)} END`,
 };
 
+/**
+ * What an append's statement after the counter's lock reads besides its gates, as json columns: the tree's nodes
+ * `frontierOf` names (`levels`, `indexes`: the parameters holding them) and the session-heads nodes read ahead
+ * (`depths`, `prefixes`).
+ */
+const readAlong = {
+  frontier: (levels: string, indexes: string) =>
+    `(SELECT coalesce(json_agg(json_build_object('level', level, 'idx', idx::text, 'hash', encode(hash, 'hex'))),
+        '[]'::json)
+      FROM {schema}.tree_nodes WHERE (level, idx) IN (SELECT * FROM unnest(${levels}::smallint[], ${indexes}::bigint[])))
+      AS frontier`,
+  headsNodes: (depths: string, prefixes: string) =>
+    `(SELECT coalesce(json_agg(json_build_object('depth', depth, 'prefix', encode(prefix, 'hex'),
+          'hash', encode(hash, 'hex'), 'leaf_key', encode(leaf_key, 'hex'))), '[]'::json)
+      FROM {schema}.session_heads WHERE (depth, prefix) IN (SELECT * FROM unnest(${depths}::smallint[], ${prefixes}::bytea[])))
+      AS heads_nodes`,
+};
+
 export class PgManifestLog extends AbstractManifestLog {
   readonly inlineBlobs: InlineBlobTable;
   private readonly sql: Record<string, string>;
@@ -284,14 +302,8 @@ export class PgManifestLog extends AbstractManifestLog {
             FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS m(principal, session, i)) AS revoked,
           (SELECT coalesce(json_agg(json_build_object('key_id', key_id, 'closed_at', closed_at)), '[]'::json)
             FROM {schema}.signing_keys WHERE key_id = ANY($3::text[])) AS keys,
-          (SELECT coalesce(json_agg(json_build_object('level', level, 'idx', idx::text, 'hash', encode(hash, 'hex'))),
-              '[]'::json)
-            FROM {schema}.tree_nodes WHERE (level, idx) IN (SELECT * FROM unnest($4::smallint[], $5::bigint[])))
-            AS frontier,
-          (SELECT coalesce(json_agg(json_build_object('depth', depth, 'prefix', encode(prefix, 'hex'),
-                'hash', encode(hash, 'hex'), 'leaf_key', encode(leaf_key, 'hex'))), '[]'::json)
-            FROM {schema}.session_heads WHERE (depth, prefix) IN (SELECT * FROM unnest($6::smallint[], $7::bytea[])))
-            AS heads_nodes`),
+          ${readAlong.frontier('$4', '$5')},
+          ${readAlong.headsNodes('$6', '$7')}`),
       // The accepted appends' entries at their positions, inline blobs (one row a digest), watermarks, heads moved (a
       // new chain's head was inserted already: seq 0), the keys' newest createdAt and the counter; the heads inserted
       // for appends refused since are taken back.
@@ -345,14 +357,8 @@ export class PgManifestLog extends AbstractManifestLog {
           AND EXISTS (SELECT 1 FROM ok) RETURNING 1)
         SELECT g.closed_at, g.revoked, (SELECT count(*) FROM e)::integer AS written,
           (SELECT count(*) FROM m)::integer AS moved,
-          (SELECT coalesce(json_agg(json_build_object('level', level, 'idx', idx::text, 'hash', encode(hash, 'hex'))),
-              '[]'::json)
-            FROM {schema}.tree_nodes WHERE (level, idx) IN (SELECT * FROM unnest($12::smallint[], $13::bigint[])))
-            AS frontier,
-          (SELECT coalesce(json_agg(json_build_object('depth', depth, 'prefix', encode(prefix, 'hex'),
-                'hash', encode(hash, 'hex'), 'leaf_key', encode(leaf_key, 'hex'))), '[]'::json)
-            FROM {schema}.session_heads WHERE (depth, prefix) IN (SELECT * FROM unnest($14::smallint[], $15::bytea[])))
-            AS heads_nodes
+          ${readAlong.frontier('$12', '$13')},
+          ${readAlong.headsNodes('$14', '$15')}
         FROM g`),
       // The tree's new nodes and the session-heads index's changed ones, in one statement (one round trip under the
       // counter's lock): a node already stored in the tree is a unique violation (TREE_DAMAGED, see treeCollision).
