@@ -637,8 +637,8 @@ export class PgManifestLog extends AbstractManifestLog {
     };
     if (batch.length === 1) return settle(batch[0]!, () => this.appendOne(batch[0]!.request, batch[0]!.signal));
     const outcomes = await this.appendTogether(batch);
-    // The ones to append by themselves (a cut-back chain judged precisely, a transaction that failed whole) go one at
-    // a time after the others have their answers.
+    // The ones to append by themselves (a cut-back chain judged precisely, a transaction that failed whole or was
+    // rolled back at another's abort) go each in a transaction of its own, once the others have their answers.
     const alone: PendingAppend[] = [];
     for (const p of batch) {
       const outcome = outcomes.get(p) ?? 'alone';
