@@ -568,11 +568,56 @@ describePostgres('PostgreSQL backend', (pg) => {
       }
     });
 
+    it('does not wait for a head another transaction holds: that append goes by itself, the others commit', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        for (const s of ['x1', 'y', 'x2']) await log.append(link(s, 0));
+        const { held, running } = await busy(log, schema);
+        const yHeld = await holdHeads(schema, ['y']);
+        let yDone = false;
+        const y = log.append(link('y', 1)).then((e) => {
+          yDone = true;
+          return e;
+        });
+        const others = [log.append(link('x1', 1)), log.append(link('x2', 1))];
+        await held.release();
+        await Promise.all(running);
+        // x1 and x2 commit while y's head is still held (the batch locked theirs and skipped y's).
+        expect((await Promise.all(others)).map((e) => e.seq)).toEqual([1, 1]);
+        expect(yDone).toBe(false);
+        await yHeld.release();
+        expect((await y).seq).toBe(1);
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+      } finally {
+        await log.close();
+      }
+    });
+
+    it('close answers the appends made before it, the queued ones included, then ends the pool', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      const { held, running } = await busy(log, schema);
+      const queued = Array.from({ length: 5 }, (_, i) => log.append(link(`q${i}`, 0)));
+      // Closed while two appends wait for a lock and five wait for a transaction: the five still run.
+      const closing = log.close();
+      await held.release();
+      await Promise.all(running);
+      expect((await Promise.all(queued)).map((e) => e.seq)).toEqual([0, 0, 0, 0, 0]);
+      await closing;
+      const reopened = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        expect((await collect(reopened.entries())).length).toBe(9);
+      } finally {
+        await reopened.close();
+      }
+    });
+
     it('an abort of one append of the transaction cancels that one alone: the others are appended', async () => {
       const schema = nextSchema();
       const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
       try {
-        for (const s of ['m1', 'm2', 'm3']) await log.append(link(s, 0));
+        for (const s of ['m1', 'm2']) await log.append(link(s, 0));
         const { held, running } = await busy(log, schema);
         let begins = 0;
         const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
@@ -580,19 +625,24 @@ describePostgres('PostgreSQL backend', (pg) => {
         const [m1, m2, m3] = [
           log.append(link('m1', 1), { signal: abort.signal }),
           log.append(link('m2', 1)),
-          log.append(link('m3', 1)),
+          log.append(link('m3', 0)),
         ];
-        // The transaction of the three waits for m2's head, which another connection holds.
-        const m2Held = await holdHeads(schema, ['m2']);
+        // Another connection's first append of m3, not committed: the transaction of the three waits for it as it
+        // inserts m3's head.
+        const client = new pgLib.Client({ connectionString: pg.connectionString });
+        await client.connect();
+        await client.query('BEGIN');
+        await client.query(`INSERT INTO "${schema}".heads (session, seq, id, owner) VALUES ('m3', 0, 'x', 'alice')`);
         await held.release();
         await Promise.all(running);
-        await waitingAt('ORDER BY h.session FOR UPDATE');
+        await waitingAt('ON CONFLICT (session) DO NOTHING RETURNING session');
         abort.abort(new Error('stop'));
         expect(await m1.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
-        // m3 is appended by itself meanwhile; m2 once its head is let go.
-        expect((await m3).seq).toBe(1);
-        await m2Held.release();
+        // m2 is appended by itself meanwhile; m3 once the other first append is rolled back.
         expect((await m2).seq).toBe(1);
+        await client.query('ROLLBACK');
+        await client.end();
+        expect((await m3).seq).toBe(0);
         watch.stop();
         // The three together (rolled back at the abort), then m2 and m3 each by itself.
         expect(begins).toBe(3);

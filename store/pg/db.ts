@@ -685,6 +685,8 @@ export function pgCode(err: unknown): string | undefined {
 export const UNIQUE_VIOLATION = '23505';
 /** SQLSTATE 55P03: a lock was not granted within `lock_timeout`. */
 export const LOCK_NOT_AVAILABLE = '55P03';
+/** SQLSTATE 40P01: the server ended a transaction to break a cycle of lock waits. */
+export const DEADLOCK_DETECTED = '40P01';
 /** SQLSTATE 25P03: the server ended a session idle in a transaction past `idle_in_transaction_session_timeout`. */
 export const IDLE_IN_TRANSACTION_TIMEOUT = '25P03';
 

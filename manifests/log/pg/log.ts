@@ -17,6 +17,7 @@ import {
 } from '../../../store/errors.js';
 import {
   BEGIN,
+  DEADLOCK_DETECTED,
   LOCK_NOT_AVAILABLE,
   PG_CONNECT_FIELDS,
   PgDatabase,
@@ -286,9 +287,13 @@ export class PgManifestLog extends AbstractManifestLog {
       // two transactions of several sessions each never wait for each other in a circle.
       lockHeads: q(`SELECT h.session, h.seq, h.id, h.owner, ${cutBack.watermark('h.session')} AS watermark,
           ${cutBack.entryAfterHead('h.session', 'h')} AS beyond
-        FROM {schema}.heads h WHERE h.session = ANY($1::text[]) ORDER BY h.session FOR UPDATE OF h`),
+        FROM {schema}.heads h WHERE h.session = ANY($1::text[]) ORDER BY h.session FOR UPDATE OF h SKIP LOCKED`),
+      // For the sessions lockHeads did not return: a head there is one another transaction holds (an append of
+      // another process, or one stalled), which the batch does not wait for (the append goes by itself).
       headlessFacts: q(`SELECT s.session, ${cutBack.watermark('s.session')} AS watermark,
-          ${cutBack.anyEntry('s.session')} AS beyond FROM unnest($1::text[]) AS s(session)`),
+          ${cutBack.anyEntry('s.session')} AS beyond,
+          EXISTS (SELECT 1 FROM {schema}.heads h WHERE h.session = s.session) AS held
+        FROM unnest($1::text[]) AS s(session)`),
       // A head another writer's first append made meanwhile is kept (not returned): that append is a lost race.
       newHeads: q(`INSERT INTO {schema}.heads (session, seq, id, owner)
           SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[]) AS n(session) ORDER BY n.session COLLATE "C"
@@ -575,6 +580,8 @@ export class PgManifestLog extends AbstractManifestLog {
   /** The sessions of the appends in a transaction now: another append of one waits for the next. */
   private readonly appending = new Set<string>();
   private transactions = 0;
+  /** The transactions of appends running (`startAppends`): `_close` lets them, and the appends waiting, finish. */
+  private readonly runs = new Set<Promise<void>>();
 
   /**
    * Queued for one of this log's transactions of appends (at most APPEND_TRANSACTIONS at once): an append that finds
@@ -616,11 +623,13 @@ export class PgManifestLog extends AbstractManifestLog {
       if (batch.length === 0) return;
       for (const session of sessions) this.appending.add(session);
       this.transactions++;
-      void this.runAppends(batch).finally(() => {
+      const run = this.runAppends(batch).finally(() => {
         for (const session of sessions) this.appending.delete(session);
         this.transactions--;
+        this.runs.delete(run);
         this.startAppends();
       });
+      this.runs.add(run);
     }
   }
 
@@ -637,8 +646,9 @@ export class PgManifestLog extends AbstractManifestLog {
     };
     if (batch.length === 1) return settle(batch[0]!, () => this.appendOne(batch[0]!.request, batch[0]!.signal));
     const outcomes = await this.appendTogether(batch);
-    // The ones to append by themselves (a cut-back chain judged precisely, a transaction that failed whole or was
-    // rolled back at another's abort) go each in a transaction of its own, once the others have their answers.
+    // The ones to append by themselves (a cut-back chain judged precisely, a head another transaction holds, a
+    // transaction rolled back at another's abort or failing on a unique key) go each in a transaction of its own,
+    // once the others have their answers.
     const alone: PendingAppend[] = [];
     for (const p of batch) {
       const outcome = outcomes.get(p) ?? 'alone';
@@ -646,13 +656,15 @@ export class PgManifestLog extends AbstractManifestLog {
       else if ('entry' in outcome) await settle(p, async () => outcome.entry);
       else await settle(p, () => Promise.reject(outcome.error));
     }
-    await Promise.all(alone.map((p) => settle(p, () => this.appendOne(p.request, p.signal))));
+    // One after another: this is one of the log's APPEND_TRANSACTIONS.
+    for (const p of alone) await settle(p, () => this.appendOne(p.request, p.signal));
   }
 
   /**
    * `appendMany` for `batch` under one signal that aborts with any of theirs: an abort before COMMIT rolls all of them
-   * back; the one aborted is CANCELLED and the others are appended alone. A COMMIT whose outcome is unknown is judged
-   * per append by its entry; any other failure leaves every append to be made alone, which answers as it does.
+   * back; the one aborted is CANCELLED and the others are appended alone. A unique key or a deadlock met by the whole
+   * leaves each to be appended alone, which answers as it does; any other failure is each one's, as appendOne would
+   * answer it (a COMMIT whose outcome is unknown judged per append by its entry).
    */
   private async appendTogether(batch: PendingAppend[]): Promise<Map<PendingAppend, BatchOutcome>> {
     const anyAbort = new AbortController();
@@ -666,12 +678,24 @@ export class PgManifestLog extends AbstractManifestLog {
     } catch (err) {
       const outcomes = new Map<PendingAppend, BatchOutcome>();
       if (anyAbort.signal.aborted && err === anyAbort.signal.reason) {
+        // Rolled back: the aborted ones are CANCELLED, the others go by themselves.
         for (const p of batch) if (p.signal?.aborted) outcomes.set(p, { error: cancelled(p.signal) });
-      } else if (outcomeUnknown(err))
-        for (const p of batch) {
-          const stored = await this._entry(p.request.session, p.request.seq).catch(() => undefined);
-          if (stored?.id === p.request.id) outcomes.set(p, { entry: stored });
-        }
+        return outcomes;
+      }
+      const code = pgCode(err);
+      // A unique key or a deadlock the batch met as a whole: each by itself meets its own, or none.
+      if (code === UNIQUE_VIOLATION || code === DEADLOCK_DETECTED) return outcomes;
+      const failed = isHandoffLedgerError(err) ? err : storageFailed('append', err);
+      // As appendOne answers: an append found committed stands (a COMMIT whose answer was lost), else the failure,
+      // never a second try (the commit may land behind the look).
+      await Promise.all(
+        batch.map(async (p) => {
+          const stored = outcomeUnknown(err)
+            ? await this._entry(p.request.session, p.request.seq).catch(() => undefined)
+            : undefined;
+          outcomes.set(p, stored?.id === p.request.id ? { entry: stored } : { error: failed });
+        }),
+      );
       return outcomes;
     } finally {
       for (const stop of listeners) stop();
@@ -700,7 +724,7 @@ export class PgManifestLog extends AbstractManifestLog {
           headless.length === 0
             ? []
             : (
-                await client.query<{ session: string; watermark: number | null; beyond: boolean }>(
+                await client.query<{ session: string; watermark: number | null; beyond: boolean; held: boolean }>(
                   this.sql.headlessFacts!,
                   [headless],
                 )
@@ -712,6 +736,12 @@ export class PgManifestLog extends AbstractManifestLog {
           const row = locked.get(r.session);
           const head = row && toHeadRow(row);
           const f = row ?? facts.get(r.session)!;
+          // A head another transaction holds is waited for by the append alone: the batch's other heads, locked
+          // already, would be held as long (a stalled writer: lockTimeoutMs).
+          if (!row && (f as { held: boolean }).held) {
+            outcomes.set(p, 'alone');
+            continue;
+          }
           const [cut] = cutBackProblems({ head, entryBeyondHead: f.beyond, watermark: f.watermark ?? undefined });
           if (cut !== undefined) outcomes.set(p, 'alone');
           else if (r.seq !== (head ? head.seq + 1 : 0) || r.prev !== (head ? head.id : null))
@@ -1107,6 +1137,8 @@ export class PgManifestLog extends AbstractManifestLog {
   }
 
   protected async _close(): Promise<void> {
+    // Appends made before the close are answered before the pool ends, the queued ones too (each run starts the next).
+    while (this.runs.size > 0) await Promise.all([...this.runs]);
     await this.db.close();
   }
 }
