@@ -285,10 +285,10 @@ export class PgDatabase {
     return filled;
   }
 
-  /** `text` as sent: a named prepared statement when `sql` made it one, else the text itself. */
-  private statement(text: string, values: unknown[] | undefined): string | pg.QueryConfig {
+  /** `text` and `values` as sent: under its prepared statement's name when `sql` made it one. */
+  private statement(text: string, values: unknown[] | undefined): pg.QueryConfig {
     const name = this.statementNames?.get(text);
-    return name === undefined ? text : { name, text, ...(values ? { values } : {}) };
+    return { text, ...(values ? { values } : {}), ...(name === undefined ? {} : { name }) };
   }
 
   /** `client` sending the statements `sql` made as named prepared statements (`statement`). */
@@ -300,10 +300,9 @@ export class PgDatabase {
         return (...args: unknown[]) => {
           const [text, values] = args;
           const query = target.query as (...a: unknown[]) => unknown;
-          const name = typeof text === 'string' ? this.statementNames!.get(text) : undefined;
-          if (name === undefined || args.length > 2 || !(values === undefined || Array.isArray(values)))
+          if (typeof text !== 'string' || args.length > 2 || !(values === undefined || Array.isArray(values)))
             return query.apply(target, args);
-          return query.call(target, { name, text, ...(values ? { values } : {}) });
+          return query.call(target, this.statement(text, values));
         };
       },
     });
@@ -314,8 +313,7 @@ export class PgDatabase {
     values?: unknown[],
   ): Promise<pg.QueryResult<R>> {
     try {
-      const sent = this.statement(text, values);
-      return await (typeof sent === 'string' ? this.pool.query<R>(sent, values) : this.pool.query<R>(sent));
+      return await this.pool.query<R>(this.statement(text, values));
     } catch (err) {
       throw this.poolBusy(err) ?? err;
     }
@@ -550,8 +548,7 @@ export class PgDatabase {
           throwIfAborted(signal);
           running++;
           try {
-            const sent = this.statement(text, values);
-            return await (typeof sent === 'string' ? client.query(sent, values) : client.query(sent));
+            return await client.query(this.statement(text, values));
           } catch (err) {
             // Aborted: what the statement says (cancelled) is the abort's doing.
             throwIfAborted(signal);
