@@ -21,7 +21,14 @@ import { openPostgresBackends, storedPostgresOrigin } from '../src/ledger/pg-bac
 import { openPostgresBackends as openPublicPostgresBackends } from '../src/ledger/postgres.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
-import { activityCount, describePostgres, settledCount, sqlOn, type PostgresHandle } from './support/postgres.js';
+import {
+  activityCount,
+  describePostgres,
+  settledCount,
+  sqlOn,
+  waitingForLock,
+  type PostgresHandle,
+} from './support/postgres.js';
 import { ENDS_AT_SIGNAL_MS, firstCall, settledWithin, watchedSignal } from './support/settled.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -494,30 +501,6 @@ describePostgres(
           },
         };
       }
-      /**
-       * Resolves once a server process other than `held`'s own waits for a lock with a query matching `pattern`; fails
-       * once `opening` ended without that.
-       */
-      async function waitingOn(pattern: string, opening: Promise<unknown>) {
-        // Raced with the open: one that ends without ever waiting (a regression) fails here, saying so, rather than
-        // leaving this loop to the test's timeout.
-        let ended: string | undefined;
-        opening.then(
-          () => (ended = 'it opened'),
-          (err: unknown) => (ended = `it failed: ${String(err)}`),
-        );
-        for (;;) {
-          if (ended !== undefined) throw new Error(`the open ended before it waited on ${pattern} (${ended})`);
-          const [row] = await sqlOn<{ n: string }>(
-            pg.connectionString,
-            `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-               AND query LIKE $1`,
-            [pattern],
-          );
-          if (Number(row!.n) > 0) return;
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-      }
       async function publishedStore(schema: string) {
         const root = tempDir();
         const ledger = await openLedger({
@@ -555,7 +538,7 @@ describePostgres(
             signal: abort.signal,
             onNotice: () => {},
           });
-          await waitingOn(pattern, opening);
+          await waitingForLock(pg, pattern, { settles: opening });
           abort.abort(reason);
           const err = await opening.catch((e: unknown) => e);
           expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
@@ -641,7 +624,7 @@ describePostgres(
         try {
           const abort = new AbortController();
           const opening = openPublicPostgresBackends(options, { signal: abort.signal });
-          await waitingOn('%pg_advisory_xact_lock%', opening);
+          await waitingForLock(pg, '%pg_advisory_xact_lock%', { settles: opening });
           abort.abort(reason);
           expect(await settledWithin(opening, ENDS_AT_SIGNAL_MS), 'the open did not end at its abort').toBe('settled');
           const err = await opening.catch((e: unknown) => e);

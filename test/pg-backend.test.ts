@@ -28,7 +28,7 @@ import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
 import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
-import { activityCount, describePostgres, sqlOn, statementText, watchStatements } from './support/postgres.js';
+import { describePostgres, sqlOn, statementText, waitingForLock, watchStatements } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { mergeTrust } from '../manifests/format/trust.js';
 import { exportBundle } from '../src/ops/export.js';
@@ -55,6 +55,12 @@ async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
   for await (const x of it) out.push(x);
   return out;
 }
+
+const hexOf = (b: Uint8Array | undefined) => Buffer.from(b!).toString('hex');
+
+/** The session-heads root recomputed from the heads `log` lists (hex): what its stored index must hold. */
+const expectedHeadsRoot = async (log: PgManifestLog) =>
+  hexOf(sessionHeadsRoot((await collect(log.heads())).map((h) => ({ session: h.session, head: h }))));
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   return p.then(
@@ -443,7 +449,7 @@ describePostgres('PostgreSQL backend', (pg) => {
     const rootOfEntries = async (log: PgManifestLog) => {
       const entries = await collect(log.entries());
       entries.forEach((e, i) => expect(e.position).toBe(i));
-      return Buffer.from(
+      return hexOf(
         rootOf(
           appendLeaves(
             [],
@@ -451,9 +457,8 @@ describePostgres('PostgreSQL backend', (pg) => {
             entries.map((e) => leafOfEnvelope(e.envelope)),
           ).frontier,
         ),
-      ).toString('hex');
+      );
     };
-    const hexOf = (b: Uint8Array | undefined) => Buffer.from(b!).toString('hex');
     /** Another connection's transaction holding the heads rows of `sessions` (FOR UPDATE) until `release()`. */
     async function holdHeads(schema: string, sessions: string[]) {
       const client = new pgLib.Client({ connectionString: pg.connectionString });
@@ -467,21 +472,12 @@ describePostgres('PostgreSQL backend', (pg) => {
         },
       };
     }
-    /** Polls until a server process waits for a lock with a statement containing `text` (at most 20 s). */
-    async function waitingAt(text: string) {
-      const count = activityCount(pg, `wait_event_type = 'Lock' AND query LIKE '%${text}%'`);
-      for (const end = Date.now() + 20_000; Date.now() < end;) {
-        if ((await count()) > 0) return;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      throw new Error(`no statement waited at ${text}`);
-    }
     /** Two appends of this log whose transactions wait at `held`'s lock: the appends after them queue. */
     async function busy(log: PgManifestLog, schema: string) {
       for (const s of ['busy-a', 'busy-b']) await log.append(link(s, 0));
       const held = await holdHeads(schema, ['busy-a', 'busy-b']);
       const running = [log.append(link('busy-a', 1)), log.append(link('busy-b', 1))];
-      await waitingAt('FOR UPDATE OF h');
+      await waitingForLock(pg, '%FOR UPDATE OF h%');
       return { held, running };
     }
 
@@ -506,11 +502,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         const head = await log.treeHead();
         expect(head.size).toBe(44);
         expect(hexOf(head.root)).toBe(await rootOfEntries(log));
-        expect(hexOf(head.sessionHeads)).toBe(
-          Buffer.from(
-            sessionHeadsRoot((await collect(log.heads())).map((h) => ({ session: h.session, head: h }))),
-          ).toString('hex'),
-        );
+        expect(hexOf(head.sessionHeads)).toBe(await expectedHeadsRoot(log));
         expect(await log.checkHeads()).toEqual([]);
       } finally {
         await log.close();
@@ -635,7 +627,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         await client.query(`INSERT INTO "${schema}".heads (session, seq, id, owner) VALUES ('m3', 0, 'x', 'alice')`);
         await held.release();
         await Promise.all(running);
-        await waitingAt('ON CONFLICT (session) DO NOTHING RETURNING session');
+        await waitingForLock(pg, '%ON CONFLICT (session) DO NOTHING RETURNING session%');
         abort.abort(new Error('stop'));
         expect(await m1.catch((e: unknown) => e)).toMatchObject({ name: 'ManifestError', code: 'CANCELLED' });
         // m2 is appended by itself meanwhile; m3 once the other first append is rolled back.
@@ -668,10 +660,6 @@ describePostgres('PostgreSQL backend', (pg) => {
       }
       return reads;
     }
-    const expectedRoot = async (log: PgManifestLog) =>
-      Buffer.from(
-        sessionHeadsRoot((await collect(log.heads())).map((h) => ({ session: h.session, head: h }))),
-      ).toString('hex');
 
     it('reads the nodes it updates in the statement that writes the entry', async () => {
       const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema: nextSchema() });
@@ -683,10 +671,10 @@ describePostgres('PostgreSQL backend', (pg) => {
             for (let i = 0; i < 20; i++) await log.append(link(`s${i}`, 1));
           }),
         ).toBe(0);
-        expect(Buffer.from((await log.treeHead()).sessionHeads!).toString('hex')).toBe(await expectedRoot(log));
+        expect(hexOf((await log.treeHead()).sessionHeads)).toBe(await expectedHeadsRoot(log));
         // New sessions (a leaf split where the path ends) too.
         for (let i = 200; i < 230; i++) await log.append(link(`s${i}`, 0));
-        expect(Buffer.from((await log.treeHead()).sessionHeads!).toString('hex')).toBe(await expectedRoot(log));
+        expect(hexOf((await log.treeHead()).sessionHeads)).toBe(await expectedHeadsRoot(log));
         expect(await log.checkHeads()).toEqual([]);
       } finally {
         await log.close();

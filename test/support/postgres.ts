@@ -84,6 +84,35 @@ export function activityCount(pg: { connectionString: string }, where: string): 
 }
 
 /**
+ * Resolves once a server process of the test's database waits for a lock with a statement matching `pattern` (SQL
+ * `LIKE`). Fails once `settles` ended without that (the operation meant to wait did not: a regression, said at once
+ * rather than left to the test's timeout), or after `withinMs`.
+ */
+export async function waitingForLock(
+  pg: { connectionString: string },
+  pattern: string,
+  { settles, withinMs = 20_000 }: { settles?: Promise<unknown>; withinMs?: number } = {},
+): Promise<void> {
+  let ended: string | undefined;
+  settles?.then(
+    () => (ended = 'it succeeded'),
+    (err: unknown) => (ended = `it failed: ${String(err)}`),
+  );
+  for (const end = Date.now() + withinMs; Date.now() < end;) {
+    if (ended !== undefined) throw new Error(`the operation ended before it waited on ${pattern} (${ended})`);
+    const [row] = await sqlOn<{ n: string }>(
+      pg.connectionString,
+      `SELECT count(*)::text AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+         AND query LIKE $1`,
+      [pattern],
+    );
+    if (Number(row!.n) > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`no statement waited on ${pattern} within ${withinMs} ms`);
+}
+
+/**
  * Polls `count` (of server processes, in pg_stat_activity) until it is at most `atMost`, for up to `withinMs`, and
  * returns the last count. A client's `end()` resolves once its socket is closed, and the server process serving it
  * leaves pg_stat_activity a moment later: a count taken at once can still list it (sqlOn's own connection of the
