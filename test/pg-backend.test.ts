@@ -28,7 +28,14 @@ import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
 import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
 import { ledgerSuite } from './conformance/ledger.js';
-import { describePostgres, sqlOn, statementText, waitingForLock, watchStatements } from './support/postgres.js';
+import {
+  describePostgres,
+  replyCuttingProxy,
+  sqlOn,
+  statementText,
+  waitingForLock,
+  watchStatements,
+} from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { mergeTrust } from '../manifests/format/trust.js';
 import { exportBundle } from '../src/ops/export.js';
@@ -472,11 +479,15 @@ describePostgres('PostgreSQL backend', (pg) => {
         },
       };
     }
-    /** Two appends of this log whose transactions wait at `held`'s lock: the appends after them queue. */
-    async function busy(log: PgManifestLog, schema: string) {
-      for (const s of ['busy-a', 'busy-b']) await log.append(link(s, 0));
-      const held = await holdHeads(schema, ['busy-a', 'busy-b']);
-      const running = [log.append(link('busy-a', 1)), log.append(link('busy-b', 1))];
+    /**
+     * Two appends of this log whose transactions wait at `held`'s lock: the appends after them queue. Its sessions are
+     * `<prefix>-a` and `<prefix>-b`, new ones.
+     */
+    async function busy(log: PgManifestLog, schema: string, prefix = 'busy') {
+      const sessions = [`${prefix}-a`, `${prefix}-b`];
+      for (const s of sessions) await log.append(link(s, 0));
+      const held = await holdHeads(schema, sessions);
+      const running = sessions.map((s) => log.append(link(s, 1)));
       await waitingForLock(pg, '%FOR UPDATE OF h%');
       return { held, running };
     }
@@ -583,6 +594,64 @@ describePostgres('PostgreSQL backend', (pg) => {
         expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
       } finally {
         await log.close();
+      }
+    });
+
+    it('judges a COMMIT whose reply is lost by each append: every committed one resolves with its entry, once', async () => {
+      // The connection of a transaction of several (the one whose head lock skips held rows) is cut as the reply to the
+      // armed statement comes back: COMMIT (the server committed) or the batch's write (nothing committed). The
+      // statements go as text, so that the proxy sees them.
+      let armed: string | undefined;
+      const proxy = await replyCuttingProxy(pg, (d, connection) => {
+        if (d.includes('BEGIN ISOLATION')) connection.batch = false;
+        if (d.includes('SKIP LOCKED')) connection.batch = true;
+        if (armed === undefined || connection.batch !== true || !d.includes(armed)) return false;
+        armed = undefined;
+        return true;
+      });
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({
+        connectionString: proxy.connectionString,
+        schema,
+        preparedStatements: false,
+      });
+      try {
+        for (const [round, cutAt] of [
+          ['one', 'COMMIT\0'],
+          ['two', 'WITH m AS (SELECT * FROM unnest($1::bigint[]'],
+        ] as const) {
+          const { held, running } = await busy(log, schema, round);
+          const queued = ['q1', 'q2', 'q3'].map((s) => log.append(link(`${round}-${s}`, 0)));
+          armed = cutAt;
+          await held.release();
+          await Promise.all(running);
+          const answers = await Promise.allSettled(queued);
+          expect(armed, `the proxy cut the transaction of several at ${cutAt}`).toBeUndefined();
+          if (round === 'one') {
+            // Committed: each resolves with its own entry, as if the reply had come.
+            const entries = answers.map((a) => (a.status === 'fulfilled' ? a.value : a.reason));
+            expect(entries.map((e) => [e.session, e.seq])).toEqual([1, 2, 3].map((i) => [`one-q${i}`, 0]));
+            expect(new Set(entries.map((e) => e.position)).size).toBe(3);
+          } else {
+            // Cut before COMMIT: nothing written, each told STORAGE_FAILED; the same appends then go in.
+            for (const a of answers)
+              expect(a).toMatchObject({ status: 'rejected', reason: { code: 'STORAGE_FAILED' } });
+            for (let i = 1; i <= 3; i++) expect(await log.head(`two-q${i}`)).toBeUndefined();
+            for (let i = 1; i <= 3; i++) await log.append(link(`two-q${i}`, 0));
+          }
+        }
+        // Each append once in the log (4 for the two rounds' busy sessions, 3 queued, each round), and the tree whole.
+        const entries = await collect(log.entries());
+        expect(entries.map((e) => `${e.session}/${e.seq}`).sort()).toEqual(
+          ['one', 'two']
+            .flatMap((r) => ['a/0', 'a/1', 'b/0', 'b/1', 'q1/0', 'q2/0', 'q3/0'].map((x) => `${r}-${x}`))
+            .sort(),
+        );
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+        expect(await log.checkHeads()).toEqual([]);
+      } finally {
+        await log.close();
+        proxy.close();
       }
     });
 

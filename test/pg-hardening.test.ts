@@ -5,7 +5,6 @@
  * codes, and an append whose COMMIT reply was lost is looked up rather than reported failed.
  */
 import { existsSync, mkdtempSync } from 'node:fs';
-import { connect, createServer, type AddressInfo } from 'node:net';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +25,7 @@ import { createPgPool, PgDatabase, pgOptionsProblem } from '../store/pg/db.js';
 import { fsckTree } from '../src/ops/fsck-tree.js';
 import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
-import { describePostgres, settledCount, sqlOn, statementText } from './support/postgres.js';
+import { describePostgres, replyCuttingProxy, settledCount, sqlOn, statementText } from './support/postgres.js';
 import { ENDS_AT_SIGNAL_MS, settledWithin } from './support/settled.js';
 
 let schemas = 0;
@@ -1297,44 +1296,15 @@ describePostgres(
 
     describe('a COMMIT whose reply is lost', () => {
       it('is looked up: the append that committed resolves with its entry, and is in the log once', async () => {
-        // A TCP proxy to the cluster's socket that, once armed, passes the statement it waits for on and then cuts the
-        // connection before the server's reply comes back (at COMMIT, the server has committed; the client cannot know).
+        // Once armed, the connection that sends the armed statement is cut as the server's reply comes back.
         let armed: Buffer | undefined;
-        const proxy = createServer((down) => {
-          const up = connect(join(pg.cluster.socketDir, '.s.PGSQL.5432'));
-          let dropReplies = false;
-          down.on('data', (d: Buffer) => {
-            if (armed && d.includes(armed)) {
-              armed = undefined;
-              dropReplies = true;
-            }
-            up.write(d);
-          });
-          up.on('data', (d: Buffer) => {
-            if (!dropReplies) down.write(d);
-            else {
-              // The server's reply to the armed statement: it has run it (at COMMIT, committed). Cut here, not 300 ms
-              // after it was passed on, which a loaded server could take to get to it.
-              up.destroy();
-              down.destroy();
-            }
-          });
-          for (const [a, b] of [
-            [up, down],
-            [down, up],
-          ] as const) {
-            a.on('error', () => b.destroy());
-            a.on('close', () => b.destroy());
-          }
+        const proxy = await replyCuttingProxy(pg, (d) => {
+          if (!armed || !d.includes(armed)) return false;
+          armed = undefined;
+          return true;
         });
-        await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-        const { port } = proxy.address() as AddressInfo;
-        const database = /@\/([^?]+)/.exec(pg.connectionString)![1]!;
         const schema = nextSchema();
-        const log = await PgManifestLog.open({
-          connectionString: `postgresql://postgres@127.0.0.1:${port}/${database}`,
-          schema,
-        });
+        const log = await PgManifestLog.open({ connectionString: proxy.connectionString, schema });
         try {
           await log.append(link('s', 0));
           armed = Buffer.from('COMMIT\0');

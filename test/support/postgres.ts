@@ -3,6 +3,8 @@
  * private Unix socket (no port to collide with), stop and remove it afterwards. Without the binaries the
  * tests are skipped with a plain notice; under CI=true their absence is a failure, so CI always runs them.
  */
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { ENDS_AT_SIGNAL_MS } from './settled.js';
 import pgLib from 'pg';
 import { afterAll, beforeAll, describe, it, vi } from 'vitest';
@@ -110,6 +112,46 @@ export async function waitingForLock(
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   throw new Error(`no statement waited on ${pattern} within ${withinMs} ms`);
+}
+
+/**
+ * A TCP proxy on 127.0.0.1 to the cluster's socket that passes everything through until `cuts(sent, connection)` says
+ * a client's data is the statement to cut at (`connection` is that client connection's own record, for a proxy that
+ * marks connections by what they sent before): the data is passed on, and the connection is cut as the server's reply
+ * comes back. At COMMIT the server has committed; the client cannot know. Cut there, not some time after the data
+ * was passed on, which a loaded server could take to get to it. `connectionString(pg)` reaches the database through it.
+ */
+export async function replyCuttingProxy(
+  pg: PostgresHandle,
+  cuts: (sent: Buffer, connection: Record<string, unknown>) => boolean,
+): Promise<{ connectionString: string; close(): void }> {
+  const proxy = createServer((down) => {
+    const up = connect(join(pg.cluster.socketDir, '.s.PGSQL.5432'));
+    const connection: Record<string, unknown> = {};
+    let dropReplies = false;
+    down.on('data', (d: Buffer) => {
+      if (!dropReplies && cuts(d, connection)) dropReplies = true;
+      up.write(d);
+    });
+    up.on('data', (d: Buffer) => {
+      if (!dropReplies) down.write(d);
+      else {
+        up.destroy();
+        down.destroy();
+      }
+    });
+    for (const [a, b] of [
+      [up, down],
+      [down, up],
+    ] as const) {
+      a.on('error', () => b.destroy());
+      a.on('close', () => b.destroy());
+    }
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const { port } = proxy.address() as AddressInfo;
+  const database = /@\/([^?]+)/.exec(pg.connectionString)![1]!;
+  return { connectionString: `postgresql://postgres@127.0.0.1:${port}/${database}`, close: () => proxy.close() };
 }
 
 /**
