@@ -15,7 +15,7 @@ import { digestOf, nobleBlake3 } from '../store/hash/digest.js';
 import { ManifestError } from '../manifests/errors.js';
 import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
-import type { AppendRequest, HeadWindow, LogEntry } from '../manifests/log/log.js';
+import type { AppendRequest, HeadWindow, LogEntry, LogTreeHead } from '../manifests/log/log.js';
 import { headProblems } from '../manifests/chain/head-rules.js';
 import { sessionHeadsRoot, type NodePath } from '../manifests/tlog/session-heads.js';
 import { appendLeaves, rootOf } from '../manifests/tlog/tree.js';
@@ -38,6 +38,7 @@ import {
 } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { mergeTrust } from '../manifests/format/trust.js';
+import { readPinnedNote } from '../src/ledger/checkpoint-pin.js';
 import { exportBundle } from '../src/ops/export.js';
 import { openBundleDir } from '../src/ops/bundle-dir.js';
 import { verifyBundle } from '../manifests/audit/verify-chain.js';
@@ -451,6 +452,32 @@ describePostgres('PostgreSQL backend', (pg) => {
     });
   });
 
+  /** Another connection's transaction holding the heads rows of `sessions` (FOR UPDATE) until `release()`. */
+  async function holdHeads(schema: string, sessions: string[]) {
+    const client = new pgLib.Client({ connectionString: pg.connectionString });
+    await client.connect();
+    await client.query('BEGIN');
+    await client.query(`SELECT 1 FROM "${schema}".heads WHERE session = ANY($1) FOR UPDATE`, [sessions]);
+    return {
+      release: async () => {
+        await client.query('COMMIT');
+        await client.end();
+      },
+    };
+  }
+  /**
+   * Two appends of this log whose transactions wait at `held`'s lock: the appends after them queue. Its sessions are
+   * `<prefix>-a` and `<prefix>-b`, new ones.
+   */
+  async function busy(log: PgManifestLog, schema: string, prefix = 'busy') {
+    const sessions = [`${prefix}-a`, `${prefix}-b`];
+    for (const s of sessions) await log.append(link(s, 0));
+    const held = await holdHeads(schema, sessions);
+    const running = sessions.map((s) => log.append(link(s, 1)));
+    await waitingForLock(pg, '%FOR UPDATE OF h%');
+    return { held, running };
+  }
+
   describe('appends of several sessions in one transaction', () => {
     /** The root of the tree of every entry of `log`, folded from the entries themselves in position order. */
     const rootOfEntries = async (log: PgManifestLog) => {
@@ -466,32 +493,6 @@ describePostgres('PostgreSQL backend', (pg) => {
         ),
       );
     };
-    /** Another connection's transaction holding the heads rows of `sessions` (FOR UPDATE) until `release()`. */
-    async function holdHeads(schema: string, sessions: string[]) {
-      const client = new pgLib.Client({ connectionString: pg.connectionString });
-      await client.connect();
-      await client.query('BEGIN');
-      await client.query(`SELECT 1 FROM "${schema}".heads WHERE session = ANY($1) FOR UPDATE`, [sessions]);
-      return {
-        release: async () => {
-          await client.query('COMMIT');
-          await client.end();
-        },
-      };
-    }
-    /**
-     * Two appends of this log whose transactions wait at `held`'s lock: the appends after them queue. Its sessions are
-     * `<prefix>-a` and `<prefix>-b`, new ones.
-     */
-    async function busy(log: PgManifestLog, schema: string, prefix = 'busy') {
-      const sessions = [`${prefix}-a`, `${prefix}-b`];
-      for (const s of sessions) await log.append(link(s, 0));
-      const held = await holdHeads(schema, sessions);
-      const running = sessions.map((s) => log.append(link(s, 1)));
-      await waitingForLock(pg, '%FOR UPDATE OF h%');
-      return { held, running };
-    }
-
     it('takes the appends that arrive while its transactions are busy together, in one transaction', async () => {
       const schema = nextSchema();
       const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
@@ -780,6 +781,165 @@ describePostgres('PostgreSQL backend', (pg) => {
         { leaf: false, hash: new Uint8Array(32).fill(9) },
       ]);
       expect(asked).toEqual([[b, c]]);
+    });
+  });
+
+  describe("the tree of a log's own appends", () => {
+    it('is the tree its own transactions committed, grown from each tree before it, alone or together', async () => {
+      const schema = nextSchema();
+      const a = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      const b = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      const same = (x: LogTreeHead, y: LogTreeHead) =>
+        expect([x.size, hexOf(x.root), hexOf(x.sessionHeads)]).toEqual([y.size, hexOf(y.root), hexOf(y.sessionHeads)]);
+      try {
+        expect(a.ownGrowth()).toBeUndefined();
+        const trees = [await a.treeHead()];
+        for (let i = 0; i < 3; i++) {
+          await a.append(link(`a${i}`, 0));
+          trees.push(await a.treeHead());
+        }
+        const own = a.ownGrowth()!;
+        same(own.head, trees[3]!);
+        for (const t of trees) expect(own.grewFrom(t.size, t.root)).toBe(true);
+        expect(own.grewFrom(2, trees[1]!.root)).toBe(false);
+        expect(own.grewFrom(4, trees[3]!.root)).toBe(false);
+        // Another writer's append is none of its own: the trees before it are not known from its transactions.
+        await b.append(link('b', 0));
+        const between = await a.treeHead();
+        await a.append(link('a0', 1));
+        const after = a.ownGrowth()!;
+        same(after.head, await a.treeHead());
+        expect(after.grewFrom(between.size, between.root)).toBe(true);
+        expect(after.grewFrom(trees[3]!.size, trees[3]!.root)).toBe(false);
+        // Appends taken together in one transaction grow it as well.
+        const { held, running } = await busy(a, schema);
+        const queued = Array.from({ length: 5 }, (_, i) => a.append(link(`q${i}`, 0)));
+        await held.release();
+        await Promise.all([...running, ...queued]);
+        const grown = a.ownGrowth()!;
+        same(grown.head, await a.treeHead());
+        expect(grown.head.size).toBe(between.size + 1 + 2 + 2 + 5);
+        expect(grown.grewFrom(between.size, between.root)).toBe(true);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+
+    describe("a publish's pin", () => {
+      function pinPath(root: string): string {
+        const pins = readdirSync(join(root, 'checkpoints')).filter((n) => n.endsWith('.pin'));
+        expect(pins).toHaveLength(1);
+        return join(root, 'checkpoints', pins[0]!);
+      }
+      /** The statements sent while `fn` runs, as text. */
+      async function sentDuring(fn: () => Promise<unknown>): Promise<string[]> {
+        const sent: string[] = [];
+        const watch = watchStatements(({ text }) => text !== undefined && sent.push(text.trim()));
+        try {
+          await fn();
+        } finally {
+          watch.stop();
+        }
+        return sent;
+      }
+      const treeReads = (sent: string[]) =>
+        sent.filter((t) => /^SELECT .* FROM \S+\.(tree_nodes|log_counter)/s.test(t));
+
+      it("is its own append's tree, read from nothing after COMMIT; another host's append between is read and proven", async () => {
+        const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+        const [rootA, rootB] = [tempDir(), tempDir()];
+        const a = await openLedger({ root: rootA, host: 'h1', postgres, onNotice: () => {} });
+        const b = await openLedger({ root: rootB, host: 'h2', postgres, onNotice: () => {} });
+        const scope = { principal: 'alice', session: 's', run: 'r' };
+        try {
+          await a.publish(scope, sampleSummary('one'));
+          const sent = await sentDuring(() => a.publish(scope, sampleSummary('two')));
+          const commit = sent.lastIndexOf('COMMIT');
+          expect(commit).toBeGreaterThan(0);
+          expect(treeReads(sent.slice(commit + 1))).toEqual([]);
+          // The checkpoint pinned is the one of the log's tree read now: same size, root and session-heads line (another
+          // line at this size would be refused as a fork), signed once.
+          const pinned = await readPinnedNote(pinPath(rootA));
+          const now = await a.checkpoint();
+          expect(now.checkpoint.size).toBe(2);
+          expect(now.note).toBe(pinned);
+          // Another host appends between a's check and its append: the tree after that append is read and proven.
+          const append = a.log.append.bind(a.log);
+          vi.spyOn(a.log, 'append').mockImplementationOnce(async (request, options) => {
+            await b.publish({ principal: 'bob', session: 't', run: 'r' }, sampleSummary('three'));
+            return append(request, options);
+          });
+          const read = await sentDuring(() => a.publish(scope, sampleSummary('four')));
+          expect(treeReads(read.slice(read.lastIndexOf('COMMIT') + 1)).length).toBeGreaterThan(0);
+          expect((await a.checkpoint()).checkpoint.size).toBe(4);
+          expect(await readPinnedNote(pinPath(rootA))).toBe((await a.checkpoint()).note);
+          expect(a.checkpointFailure).toBeUndefined();
+        } finally {
+          vi.restoreAllMocks();
+          await Promise.all([a.close(), b.close()]);
+        }
+      });
+
+      it("answers with the check's refusal (FORK) before the commit's authorization, which it goes out beside", async () => {
+        const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+        let asked = 0;
+        let tamper = false;
+        const a = await openLedger({
+          root: tempDir(),
+          host: 'h1',
+          postgres,
+          onNotice: () => {},
+          // Allows the publish's first question, then rewrites the tree's root node under the log and denies the
+          // commit's: the check before the append and this authorization both refuse.
+          authorizer: async () => {
+            if (!tamper) return true;
+            if (++asked === 1) {
+              await sql(`UPDATE "${postgres.schema}".tree_nodes SET hash = $1 WHERE level = 1 AND idx = 0`, [
+                Buffer.alloc(32, 7),
+              ]);
+              return true;
+            }
+            return false;
+          },
+        });
+        const scope = { principal: 'alice', session: 's', run: 'r' };
+        try {
+          for (const x of ['one', 'two']) await a.publish(scope, sampleSummary(x));
+          tamper = true;
+          await expect(a.publish(scope, sampleSummary('three'))).rejects.toMatchObject({ code: 'FORK' });
+          expect(asked).toBe(2);
+          expect((await a.log.treeHead()).size).toBe(2);
+        } finally {
+          await a.close();
+        }
+      });
+
+      it('is refused (FORK) when the tree its append grew from is not the pinned one: a node rewritten after the check', async () => {
+        const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+        const notices: string[] = [];
+        const a = await openLedger({ root: tempDir(), host: 'h1', postgres, onNotice: (m) => notices.push(m) });
+        const scope = { principal: 'alice', session: 's', run: 'r' };
+        try {
+          for (const x of ['one', 'two', 'three']) await a.publish(scope, sampleSummary(x));
+          // After the check before the append, a leaf on the tree's right edge (size 3: node 0/2) is rewritten: the
+          // append grows the tree from it.
+          const append = a.log.append.bind(a.log);
+          vi.spyOn(a.log, 'append').mockImplementationOnce(async (request, options) => {
+            await sql(`UPDATE "${postgres.schema}".tree_nodes SET hash = $1 WHERE level = 0 AND idx = 2`, [
+              Buffer.alloc(32, 7),
+            ]);
+            return append(request, options);
+          });
+          // Committed (the manifest is there), but no checkpoint of that tree is pinned: the guard refuses from now on.
+          expect((await a.publish(scope, sampleSummary('four'))).seq).toBe(3);
+          expect(a.checkpointFailure).toMatchObject({ code: 'FORK' });
+          expect(notices.some((n) => /no checkpoint holding it is pinned/.test(n))).toBe(true);
+          await expect(a.publish(scope, sampleSummary('five'))).rejects.toMatchObject({ code: 'FORK' });
+        } finally {
+          vi.restoreAllMocks();
+          await a.close();
+        }
+      });
     });
   });
 

@@ -266,6 +266,15 @@ export interface ManifestLog {
    */
   grewFrom?(size: number, root: Uint8Array): boolean;
   /**
+   * The largest tree this log object's own appends committed (`head`, a state of the log as it was committed, which
+   * other writers of a shared log may have grown since), and `grewFrom(size, root)`: true only when that tree was
+   * grown from the tree `(size, root)` by this object's own transactions, one after another, each of which read the
+   * nodes of the tree it grew from under the log's lock (PostgreSQL: the counter row's). That read is what a
+   * consistency proof read back from storage would be: a checkpoint guard pins `head` after its own append without
+   * reading the tree again (`CheckpointGuard.sync`'s `afterOwnAppend`). Absent or undefined: none known ("read it").
+   */
+  ownGrowth?(): { head: LogTreeHead; grewFrom(size: number, root: Uint8Array): boolean } | undefined;
+  /**
    * Registers the one listener told the tree each append batch will commit, as soon as that batch is on its way to
    * storage and before it is durable (the embedded store): a checkpoint guard signs it meanwhile, so the pin after
    * the commit does not wait for a signature. The tree is not committed when the listener hears of it (the batch

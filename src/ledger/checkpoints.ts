@@ -202,6 +202,14 @@ export async function refuseRootWithoutItsLog(
   return true;
 }
 
+/**
+ * Whether a running check read the log's tree, once it has judged it (its verdict); a refusal rejects its run without
+ * a verdict, and whichever settles first answers.
+ */
+function readVerdict(running: { run: Promise<unknown>; verdict: Promise<boolean> }): Promise<boolean> {
+  return Promise.race([running.verdict, running.run.then(() => true)]);
+}
+
 /** The public key of `keys` that signed an opened note (the first of them that did). */
 function signerOf(
   opened: { sigs: ReadonlyArray<{ name: string; keyHash: number }> },
@@ -216,8 +224,19 @@ export class CheckpointGuard {
   private pinnedBy: Uint8Array | undefined;
   private inflight: Promise<unknown> = Promise.resolve();
   private waiting: Promise<SignedCheckpoint> | undefined;
-  /** The check that has started and not yet ended, and its verdict: resolved once the log is known to extend the pin. */
-  private checking: { run: Promise<SignedCheckpoint>; verdict: Promise<void> } | undefined;
+  /**
+   * Whether the waiting check reads the log's tree: false only while every call it answers is a sync after this
+   * process's own append (`afterOwnAppend`), which may take the tree that append committed (ManifestLog.ownGrowth).
+   */
+  private waitingReads = true;
+  /**
+   * The check that has started and not yet ended, and its verdict: resolved once the log is known to extend the pin,
+   * with whether the tree judged was read from the log (false: the tree of this process's own append, `ownGrowth`,
+   * which says nothing of what others did to the log since: a check before an append then reads for itself).
+   */
+  private checking: { run: Promise<SignedCheckpoint>; verdict: Promise<boolean> } | undefined;
+  /** A check's judgement without a pin, running (`judgeShared`): the checks that arrive meanwhile share it. */
+  private judging: Promise<unknown> | undefined;
   /** A rollback or fork, once seen, is reported by every later call: the log cannot be trusted again. */
   private failure: LedgerError | undefined;
   /**
@@ -362,19 +381,30 @@ export class CheckpointGuard {
   /**
    * Checks the log's current tree against the pinned checkpoint and pins (signed) the current one. Calls
    * that arrive while a check runs share the next one: one tree read, one signature, one fsynced write.
+   * `afterOwnAppend` (a publish's sync once its append committed): where the log knows the tree its own appends
+   * committed, grown from the pinned one (ManifestLog.ownGrowth: a shared log whose transactions read the tree they
+   * grow under its lock), that tree is judged and pinned without reading the log's tree again. It holds the append;
+   * a tree other writers grew since is read by the next check.
    */
-  sync(): Promise<SignedCheckpoint> {
+  sync(options: { afterOwnAppend?: boolean } = {}): Promise<SignedCheckpoint> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.refusing) return Promise.reject(this.refusing);
-    if (this.waiting) return this.waiting;
-    let checked!: () => void;
-    const verdict = new Promise<void>((resolve) => (checked = resolve));
+    const reads = options.afterOwnAppend !== true;
+    if (this.waiting) {
+      if (reads) this.waitingReads = true;
+      return this.waiting;
+    }
+    this.waitingReads = reads;
+    let checked!: (read: boolean) => void;
+    const verdict = new Promise<boolean>((resolve) => (checked = resolve));
     const run: Promise<SignedCheckpoint> = this.inflight
       .catch(() => {})
       .then(() => {
+        const reading = this.waitingReads;
         this.waiting = undefined;
+        this.waitingReads = true;
         this.checking = { run, verdict };
-        return this.advance(checked);
+        return this.advance(checked, reading);
       })
       .finally(() => {
         if (this.checking?.run === run) this.checking = undefined;
@@ -395,8 +425,16 @@ export class CheckpointGuard {
     if (this.refusing) return Promise.reject(this.refusing);
     const running = this.checking;
     if (!running) return this.sync();
-    // A refusal rejects `run` without reaching the verdict: whichever settles first answers.
-    return Promise.race([running.verdict, running.run]);
+    // A refusal rejects `run` without reaching the verdict: whichever settles first answers. One that judged its own
+    // append's tree read nothing of what others did to the log since: this check then reads and judges, as `verify`
+    // does (the sync after this append pins), sharing that with the checks that arrive while it reads.
+    return readVerdict(running).then((read) => (read ? undefined : this.judgeShared()));
+  }
+
+  /** `judge()` (reading), shared by the calls that arrive while one runs. */
+  private judgeShared(): Promise<unknown> {
+    this.judging ??= this.judge().finally(() => (this.judging = undefined));
+    return this.judging;
   }
 
   /**
@@ -411,16 +449,15 @@ export class CheckpointGuard {
     if (this.failure) throw this.failure;
     if (this.refusing) throw this.refusing;
     const running = this.checking;
-    if (running) await Promise.race([running.verdict, running.run]);
-    else await this.judge();
+    if (!running || !(await readVerdict(running))) await this.judge();
   }
 
-  private async advance(checked: () => void): Promise<SignedCheckpoint> {
-    const judged = await this.judge();
+  private async advance(checked: (read: boolean) => void, reads: boolean): Promise<SignedCheckpoint> {
+    const judged = await this.judge(reads);
     // The pin judged against: this process's own, or a larger one another process of this root pinned (adopted).
     this.pinned = judged.pinned;
     this.pinnedBy = judged.pinnedBy;
-    checked();
+    checked(judged.read);
     if (judged.stands) return judged.stands;
     const { checkpoint, signer } = judged;
     // Signed by the signer judged above, and recorded as that one: a rotation landing meanwhile shows at the next check.
@@ -440,25 +477,43 @@ export class CheckpointGuard {
    * where other processes of this root pin too, the newest pin on file, and judges the tree against the pinned
    * checkpoint. Changes nothing but the refusal it records (`refuse`): the pin it judged against is returned, for
    * `advance` to adopt.
+   * `reads` false (a sync after this process's own append): the tree the log's own appends committed, when the log
+   * knows it grew that tree from the pin (ManifestLog.ownGrowth), is judged instead of the tree read from the log.
    * @returns the pin judged against; `stands` when that pinned note is the current tree's (nothing to sign), else the
    *   checkpoint to sign and the signer judged
    * @throws as `verify`
    */
-  private async judge(): Promise<{
+  private async judge(reads = true): Promise<{
     pinned: SignedCheckpoint | undefined;
     pinnedBy: Uint8Array | undefined;
     stands?: SignedCheckpoint;
     checkpoint: Checkpoint;
     signer: NoteSigner;
+    /** The tree judged was read from the log (not the tree of this process's own append). */
+    read: boolean;
   }> {
     // A pin other processes of this root write too (PostgreSQL): the newest one on file may be theirs, of a larger
     // tree. Read before the log, so that its entries, committed before it was pinned, are in the tree read next.
     const elsewhere = this.pin.shared ? await this.pinnedElsewhere() : undefined;
-    const head = await this.log.treeHead();
     const mine = this.pinned;
+    // The tree the log's own appends committed, grown from every pin judged here (then it extends them: no proof to
+    // read); else the log's tree, read.
+    const own = reads ? undefined : this.log.ownGrowth?.();
+    const grown = (c: Checkpoint | undefined) => c !== undefined && own!.grewFrom(c.size, c.root);
+    const owned =
+      own !== undefined &&
+      (mine !== undefined || elsewhere !== undefined) &&
+      (mine === undefined || grown(mine.checkpoint)) &&
+      (elsewhere === undefined || grown(elsewhere.pinned.checkpoint));
+    const head = owned ? own.head : await this.log.treeHead();
     // The tree this process pinned must be in the log's tree too (with the one on file, checked below): a process
     // that went on from a database restored behind the other's pin would otherwise sign a fork over it.
-    if (elsewhere && mine && !(mine.checkpoint.size === head.size && equalBytes(mine.checkpoint.root, head.root)))
+    if (
+      elsewhere &&
+      mine &&
+      !owned &&
+      !(mine.checkpoint.size === head.size && equalBytes(mine.checkpoint.root, head.root))
+    )
       await this.demandConsistency(mine, head);
     const pinned = elsewhere ? elsewhere.pinned : mine;
     const pinnedBy = elsewhere ? elsewhere.by : this.pinnedBy;
@@ -469,7 +524,7 @@ export class CheckpointGuard {
     // signed by a key no longer the current one (a rotation; the revocation that may follow it), at once: the
     // note handed out and exported is always one the trust file still vouches for.
     const signer = this.signer();
-    const judged = { pinned, pinnedBy, checkpoint, signer };
+    const judged = { pinned, pinnedBy, checkpoint, signer, read: !owned };
     // The same tree with another session-heads root: the index was rewritten under the log (heads change only with
     // an append). Signing it would hand out two completeness claims for one tree, and witnesses cosign both (a
     // cosignature says nothing of extension lines): refused as a fork of the pinned checkpoint.
@@ -504,7 +559,7 @@ export class CheckpointGuard {
       return { ...judged, stands: pinned };
     // A log that grew this tree itself from the pinned one, as its only writer, needs no proof read back from storage
     // (the embedded store after its own appends); any other tree must prove that it extends the pin.
-    if (pinned && !sameTree && !this.log.grewFrom?.(pinned.checkpoint.size, pinned.checkpoint.root))
+    if (pinned && !sameTree && !owned && !this.log.grewFrom?.(pinned.checkpoint.size, pinned.checkpoint.root))
       await this.demandConsistency(pinned, head);
     return judged;
   }

@@ -796,11 +796,21 @@ export class Ledger {
     const { signal } = options;
     // Point of no return: re-check cancellation and authorization.
     throwIfCancelled(signal);
-    // Never append to a log that does not extend the pinned checkpoint (rolled back or forked).
-    await untilCancelled(this.checkpoints.check(), signal);
+    // Never append to a log that does not extend the pinned checkpoint (rolled back or forked). The check goes out
+    // beside the head's and the grants' reads (a shared log's round trips overlap); its refusal is the answer before
+    // theirs, as if it had come first.
+    const checked = untilCancelled(this.checkpoints.check(), signal);
+    checked.catch(() => {}); // awaited below, on every path
     // One head serves the authorization (its owner) and the manifest (its seq and prev): the one the append checks.
-    const head = await untilCancelled(this.appendHead(s.session), signal);
-    await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
+    let head: ChainHead | undefined;
+    try {
+      head = await untilCancelled(this.appendHead(s.session), signal);
+      await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
+    } catch (err) {
+      await checked;
+      throw err;
+    }
+    await checked;
     if (options.expectedPrev !== undefined && (head?.id ?? null) !== options.expectedPrev)
       throw headMoved(s.session, options.expectedPrev, head);
     // Never dated before the head it links to (another host's clock may be ahead of this one's).
@@ -878,7 +888,7 @@ export class Ledger {
     // Witnesses are asked in the background: a publish never waits for them.
     let cp: SignedCheckpoint | undefined;
     try {
-      cp = await this.checkpoints.sync();
+      cp = await this.checkpoints.sync({ afterOwnAppend: true });
     } catch (err) {
       const why = errorText(err);
       try {

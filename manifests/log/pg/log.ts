@@ -48,8 +48,9 @@ import type {
 } from '../log.js';
 import { MANIFEST_MIGRATIONS } from './schema.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
-import { frontierOf, treeHeadAt, type NodeId } from '../../tlog/tree.js';
-import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
+import { equalBytes } from '../../tlog/merkle.js';
+import { frontierOf, treeHeadAt, type NodeId, type TreeHead } from '../../tlog/tree.js';
+import { hashOfNode, type HeadsNode, type NodePath } from '../../tlog/session-heads.js';
 import { grown, hashesOf, nodeColumns, PgTree, treeCollision } from './tree.js';
 import { PgSessionHeads, type PrefetchedNodeRow } from './session-heads.js';
 import { onAbort } from '../../../store/abort.js';
@@ -75,6 +76,37 @@ interface PendingAppend {
 
 /** What a transaction of several appends made of one: its entry, its refusal, or `alone` (appended by itself after). */
 type BatchOutcome = { entry: LogEntry } | { error: unknown } | 'alone';
+
+/**
+ * A tree one of this log's transactions grew and committed: `after` from `before`, whose nodes it read under the
+ * counter's lock (ManifestLog.ownGrowth).
+ */
+interface Growth {
+  before: TreeHead;
+  after: LogTreeHead;
+}
+
+/** How many of its own transactions' trees a log keeps (ManifestLog.ownGrowth): a guard asks of the newest few. */
+const GROWTHS_KEPT = 8;
+
+/**
+ * The growth of a transaction that appended `count` entries from `position`: the tree's roots from `grown`, the
+ * session-heads root from the index's changes (its root node is among them: every head change moves it). Undefined
+ * when the root node is not among them, which no append makes: the guard then reads the tree.
+ */
+function growthOf(
+  position: number,
+  count: number,
+  tree: { before: Uint8Array; after: Uint8Array },
+  changes: Array<{ path: NodePath; node: HeadsNode }>,
+): Growth | undefined {
+  const root = changes.find((c) => c.path.depth === 0);
+  if (root === undefined) return undefined;
+  return {
+    before: { size: position, root: tree.before },
+    after: { size: position + count, root: tree.after, sessionHeads: hashOfNode(root.node) },
+  };
+}
 
 export interface PgManifestLogOptions extends PgConnectOptions {
   /**
@@ -707,12 +739,13 @@ export class PgManifestLog extends AbstractManifestLog {
    * written at consecutive positions, the tree and the session-heads index grown by all of them in one write.
    * A chain found cut back is left to `appendOne` (`alone`), which tells a refusal from a lost race.
    */
-  private appendMany(
+  private async appendMany(
     batch: PendingAppend[],
     signal: AbortSignal | undefined,
   ): Promise<Map<PendingAppend, BatchOutcome>> {
     const sorted = [...batch].sort((a, b) => (a.request.session < b.request.session ? -1 : 1));
-    return this.db.transaction(
+    let growth: Growth | undefined;
+    const answered = await this.db.transaction(
       async (client) => {
         const outcomes = new Map<PendingAppend, BatchOutcome>();
         const sessions = sorted.map((p) => p.request.session);
@@ -836,7 +869,7 @@ export class PgManifestLog extends AbstractManifestLog {
           frontier,
           gate!.frontier.map((r) => ({ level: r.level, idx: r.idx, hash: new Uint8Array(Buffer.from(r.hash, 'hex')) })),
         );
-        const nodes = grown(
+        const tree = grown(
           first,
           requests.map((r) => leafOfEnvelope(r.envelope)),
           hashes,
@@ -847,11 +880,15 @@ export class PgManifestLog extends AbstractManifestLog {
           { ahead, rows: gate!.heads_nodes },
         );
         try {
-          await client.query(this.sql.growIndexes!, [...nodeColumns(nodes), ...this.headsIndex.upsertColumns(changes)]);
+          await client.query(this.sql.growIndexes!, [
+            ...nodeColumns(tree.nodes),
+            ...this.headsIndex.upsertColumns(changes),
+          ]);
         } catch (err) {
           throw treeCollision(err, first);
         }
         await this.headsIndex.remove(client, removed);
+        growth = growthOf(first, requests.length, tree, changes);
         accepted.forEach((m, i) =>
           outcomes.set(m.p, { entry: toEntry({ position: String(first + i), ...m.p.request }) }),
         );
@@ -860,15 +897,18 @@ export class PgManifestLog extends AbstractManifestLog {
       BEGIN,
       signal,
     );
+    this.grew(growth);
+    return answered;
   }
 
   private async appendOne(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
     const leaf = leafOfEnvelope(request.envelope);
     const conflict = (head: HeadRow | undefined) => chainConflict(request, head);
+    let growth: Growth | undefined;
     try {
       // An abort before COMMIT is sent cancels the statement running (a wait for the head's row lock, say) and rolls
       // back: the transaction throws the signal's reason. Once COMMIT is sent, the append stands.
-      return await this.db.transaction(
+      const entry = await this.db.transaction(
         async (client) => {
           // Waits for any concurrent append to this chain to finish, then sees its result.
           const [locked] = (await client.query<LockedHeadRow>(this.sql.lockHead!, [request.session])).rows;
@@ -950,7 +990,7 @@ export class PgManifestLog extends AbstractManifestLog {
               hash: new Uint8Array(Buffer.from(r.hash, 'hex')),
             })),
           );
-          const nodes = grown(Number(position), [leaf], hashes);
+          const tree = grown(Number(position), [leaf], hashes);
           const { changes, removed } = await this.headsIndex.changesFor(
             client,
             [{ session: request.session, head: { seq: request.seq, id: request.id } }],
@@ -958,18 +998,21 @@ export class PgManifestLog extends AbstractManifestLog {
           );
           try {
             await client.query(this.sql.growIndexes!, [
-              ...nodeColumns(nodes),
+              ...nodeColumns(tree.nodes),
               ...this.headsIndex.upsertColumns(changes),
             ]);
           } catch (err) {
             throw treeCollision(err, Number(position));
           }
           await this.headsIndex.remove(client, removed);
+          growth = growthOf(Number(position), 1, tree, changes);
           return toEntry({ position, ...request });
         },
         BEGIN,
         signal,
       );
+      this.grew(growth);
+      return entry;
     } catch (err) {
       if (signal?.aborted && err === signal.reason) throwIfAborted(signal, ManifestError);
       // Only the chain's own keys mean another writer won; any other unique key refusing a row is damage.
@@ -989,6 +1032,38 @@ export class PgManifestLog extends AbstractManifestLog {
       }
       throw storageFailed('append', err);
     }
+  }
+
+  /** The trees this log's own transactions committed (`Growth`), by size, the largest last. */
+  private readonly growths: Growth[] = [];
+
+  /** Records a committed transaction's growth (none: nothing to record). */
+  private grew(growth: Growth | undefined): void {
+    if (growth === undefined) return;
+    const at = this.growths.findIndex((g) => g.after.size > growth.after.size);
+    this.growths.splice(at < 0 ? this.growths.length : at, 0, growth);
+    if (this.growths.length > GROWTHS_KEPT) this.growths.shift();
+  }
+
+  ownGrowth(): { head: LogTreeHead; grewFrom(size: number, root: Uint8Array): boolean } | undefined {
+    const growths = this.growths.slice();
+    const newest = growths.at(-1);
+    if (newest === undefined) return undefined;
+    return {
+      head: newest.after,
+      grewFrom: (size, root) => {
+        // Back from the newest, through trees each the one the next transaction grew from.
+        let tree: TreeHead = newest.after;
+        for (let i = growths.length - 1; ;) {
+          if (tree.size === size) return equalBytes(tree.root, root);
+          if (tree.size < size) return false;
+          const g = growths[i];
+          if (g === undefined || g.after.size !== tree.size || !equalBytes(g.after.root, tree.root)) return false;
+          tree = g.before;
+          i--;
+        }
+      },
+    };
   }
 
   async treeHead(): Promise<LogTreeHead> {

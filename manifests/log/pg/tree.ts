@@ -7,7 +7,7 @@ import type pg from 'pg';
 import { pgCode, UNBOUNDED_LOCK_WAIT, UNIQUE_VIOLATION, type PgDatabase } from '../../../store/pg/db.js';
 import { ManifestError } from '../../errors.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
-import { appendLeaves, frontierOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
+import { appendLeaves, frontierOf, rootOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
 
 /** The pool or a transaction's client: what the PostgreSQL tree and session-heads index query through. */
 export interface Queryable {
@@ -59,7 +59,7 @@ export class PgTree {
    * @throws ManifestError `TREE_DAMAGED` when a node is already stored there: the tree has leaves beyond the log
    */
   async grow(q: Queryable, position: number, leaves: Uint8Array[]): Promise<void> {
-    const nodes = grown(position, leaves, await this.read(q, frontierOf(position)));
+    const { nodes } = grown(position, leaves, await this.read(q, frontierOf(position)));
     try {
       await q.query(this.sql.insert, nodeColumns(nodes));
     } catch (err) {
@@ -128,10 +128,18 @@ export function hashesOf(ids: NodeId[], rows: Array<{ level: number; idx: string
   });
 }
 
-/** The nodes an append of `leaves` at `position` adds, from the hashes of the frontier there (`frontierOf`). */
-export function grown(position: number, leaves: Uint8Array[], frontierHashes: Uint8Array[]): TreeNode[] {
+/**
+ * The nodes an append of `leaves` at `position` adds, from the hashes of the frontier there (`frontierOf`), and the
+ * roots of the tree before (`position` leaves: those hashes folded) and after it.
+ */
+export function grown(
+  position: number,
+  leaves: Uint8Array[],
+  frontierHashes: Uint8Array[],
+): { nodes: TreeNode[]; before: Uint8Array; after: Uint8Array } {
   const frontier: TreeNode[] = frontierOf(position).map((id, i) => ({ ...id, hash: frontierHashes[i]! }));
-  return appendLeaves(frontier, position, leaves).nodes;
+  const next = appendLeaves(frontier, position, leaves);
+  return { nodes: next.nodes, before: rootOf(frontier), after: rootOf(next.frontier) };
 }
 
 /** `nodes` as the insert's three array parameters (levels, indexes as text, hashes). */
