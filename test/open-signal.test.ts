@@ -603,6 +603,11 @@ describePostgres(
         );
         expect(early).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
         expect((early as Error).cause).toBe(reason);
+        // Options it cannot use are INVALID_ARGUMENT, aborted or not (as openLedger answers them).
+        for (const unusable of [{ connectionString: '' }, { ...options, schema: 'Bad' }])
+          await expect(
+            openPublicPostgresBackends(unusable, { signal: AbortSignal.abort(reason) }),
+          ).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT' });
         // A signal-like object (aborted, addEventListener) is no AbortSignal either: refused here, as a LedgerError.
         const signalLike = { aborted: false, addEventListener: () => {}, removeEventListener: () => {} };
         for (const open of [

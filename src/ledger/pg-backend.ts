@@ -11,7 +11,7 @@ import { PgManifestLog } from '../../manifests/log/pg/log.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import type { PostgresBackendOptions } from './postgres.js';
 import { readPostgresOptions } from './postgres-options.js';
-import { LedgerError } from '../errors.js';
+import { LedgerError, throwIfCancelled } from '../errors.js';
 
 /**
  * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
@@ -26,6 +26,8 @@ export async function openPostgresBackends(
 ): Promise<{ blobs: BlobStore; log: ManifestLog }> {
   const options = readPostgresOptions(given);
   refuseUnusableOptions(options);
+  // Options it cannot use are that, aborted or not (as openLedger answers); an open aborted already connects nothing.
+  throwIfCancelled(signal);
   const hash = typeof options.hash === 'object' ? options.hash : await loadHashBackend(options.hash ?? 'auto');
   const pool = createPgPool(options);
   let open = 2;

@@ -7,7 +7,7 @@ import type { HashBackend } from '../../store/hash/digest.js';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { readOptionFields } from '../../store/errors.js';
-import { isHandoffLedgerError, LedgerError, throwIfCancelled } from '../errors.js';
+import { checkSignal, isHandoffLedgerError, LedgerError } from '../errors.js';
 
 export interface PostgresBackendOptions {
   /** `postgresql://user:password@host:5432/db` (a Unix socket: `postgresql://user@/db?host=/run/postgresql`). */
@@ -48,9 +48,9 @@ export interface OpenPostgresBackendsOptions {
    * Ends the open once it aborts: `CANCELLED` (LedgerError, the signal's reason as its cause), answered once the pool
    * the open made is ended — its migrations and the log's backfills rolled back (a wait for another opener's migration
    * lock, or for a lock a stalled writer holds, included), a connection it is still making (a server that accepts and
-   * never answers) closed at the abort, not at its 10 s connect timeout. An aborted signal connects nothing. Only the
-   * open's: the backends do not keep it (their operations take signals of their own). Not an AbortSignal:
-   * `INVALID_ARGUMENT`.
+   * never answers) closed at the abort, not at its 10 s connect timeout. An aborted signal connects nothing (options
+   * it cannot use are `INVALID_ARGUMENT` all the same). Only the open's: the backends do not keep it (their operations
+   * take signals of their own). Not an AbortSignal: `INVALID_ARGUMENT`.
    */
   signal?: AbortSignal | undefined;
 }
@@ -71,8 +71,9 @@ export async function openPostgresBackends(
   const { signal } = readOptionFields(open, ['signal'], 'openPostgresBackends options', LedgerError) as {
     signal?: AbortSignal;
   };
-  // An AbortSignal, as the stores it opens take (checkSignal): anything else is this call's INVALID_ARGUMENT.
-  throwIfCancelled(signal);
+  // An AbortSignal, as the stores it opens take (checkSignal): anything else is this call's INVALID_ARGUMENT. Aborted
+  // already: CANCELLED once the options are found usable (openLedger's order), nothing connected.
+  checkSignal(signal);
   try {
     return await (await import('./pg-backend.js')).openPostgresBackends(options, signal);
   } catch (err) {
