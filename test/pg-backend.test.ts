@@ -38,7 +38,7 @@ import {
 } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { mergeTrust } from '../manifests/format/trust.js';
-import { readPinnedNote } from '../src/ledger/checkpoint-pin.js';
+import { CheckpointPinFile, readPinnedNote } from '../src/ledger/checkpoint-pin.js';
 import { exportBundle } from '../src/ops/export.js';
 import { openBundleDir } from '../src/ops/bundle-dir.js';
 import { verifyBundle } from '../manifests/audit/verify-chain.js';
@@ -877,6 +877,67 @@ describePostgres('PostgreSQL backend', (pg) => {
         } finally {
           vi.restoreAllMocks();
           await Promise.all([a.close(), b.close()]);
+        }
+      });
+
+      it("holds the publish when its append's COMMIT reply was lost: the tree is read, not its own last one", async () => {
+        let armed: Buffer | undefined;
+        const proxy = await replyCuttingProxy(pg, (d) => {
+          if (!armed || !d.includes(armed)) return false;
+          armed = undefined;
+          return true;
+        });
+        const root = tempDir();
+        const postgres = { connectionString: proxy.connectionString, schema: nextSchema() };
+        const a = await openLedger({ root, host: 'h1', postgres, onNotice: () => {} });
+        const scope = { principal: 'alice', session: 's', run: 'r' };
+        try {
+          for (const x of ['one', 'two']) await a.publish(scope, sampleSummary(x));
+          // The append commits, its reply is cut, and the entry is found: the publish resolves. Its transaction's tree
+          // was never recorded as the log's own (the last one is still the tree of 2): the pin holds the third.
+          armed = Buffer.from('COMMIT\0');
+          expect((await a.publish(scope, sampleSummary('three'))).seq).toBe(2);
+          expect(armed, 'the proxy cut a COMMIT').toBeUndefined();
+          const pinned = await readPinnedNote(pinPath(root));
+          expect(pinned).toContain('\n3\n');
+          expect((await a.checkpoint()).note).toBe(pinned);
+        } finally {
+          await a.close();
+          proxy.close();
+        }
+      });
+
+      it("lets a check that arrives while the pin of another's own tree is written read for itself, not wait for it", async () => {
+        const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+        const a = await openLedger({ root: tempDir(), host: 'h1', postgres, onNotice: () => {} });
+        const write = CheckpointPinFile.prototype.write;
+        try {
+          await a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('one'));
+          await a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('two'));
+          let release!: () => void;
+          const gate = new Promise<void>((resolve) => (release = resolve));
+          const spy = vi.spyOn(CheckpointPinFile.prototype, 'write').mockImplementation(async function (
+            this: CheckpointPinFile,
+            ...args: Parameters<CheckpointPinFile['write']>
+          ) {
+            await gate;
+            return write.apply(this, args);
+          });
+          const first = a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('three'));
+          // s1's append committed; the sync after it judged its own tree (no read) and waits to pin it.
+          await expect.poll(() => spy.mock.calls.length, { timeout: 30_000 }).toBe(1);
+          const treeHead = vi.spyOn(a.log, 'treeHead');
+          const second = a.publish({ principal: 'alice', session: 's2', run: 'r' }, sampleSummary('four'));
+          // s2's check read the tree itself, and its append went on while s1's pin still waits.
+          await expect.poll(async () => (await a.log.head('s2'))?.seq, { timeout: 30_000 }).toBe(0);
+          expect(treeHead).toHaveBeenCalled();
+          release();
+          expect((await first).seq).toBe(2);
+          expect((await second).seq).toBe(0);
+          expect((await a.checkpoint()).checkpoint.size).toBe(4);
+        } finally {
+          vi.restoreAllMocks();
+          await a.close();
         }
       });
 

@@ -225,10 +225,11 @@ export class CheckpointGuard {
   private inflight: Promise<unknown> = Promise.resolve();
   private waiting: Promise<SignedCheckpoint> | undefined;
   /**
-   * Whether the waiting check reads the log's tree: false only while every call it answers is a sync after this
-   * process's own append (`afterOwnAppend`), which may take the tree that append committed (ManifestLog.ownGrowth).
+   * Whether the waiting check reads the log's tree: only while every call it answers is a sync after this process's
+   * own append (`afterOwnAppend`), it may take the tree those appends committed (ManifestLog.ownGrowth) instead, one
+   * that holds the largest position they appended at (undefined: it reads).
    */
-  private waitingReads = true;
+  private waitingOwn: { holds: number } | undefined;
   /**
    * The check that has started and not yet ended, and its verdict: resolved once the log is known to extend the pin,
    * with whether the tree judged was read from the log (false: the tree of this process's own append, `ownGrowth`,
@@ -381,30 +382,32 @@ export class CheckpointGuard {
   /**
    * Checks the log's current tree against the pinned checkpoint and pins (signed) the current one. Calls
    * that arrive while a check runs share the next one: one tree read, one signature, one fsynced write.
-   * `afterOwnAppend` (a publish's sync once its append committed): where the log knows the tree its own appends
-   * committed, grown from the pinned one (ManifestLog.ownGrowth: a shared log whose transactions read the tree they
-   * grow under its lock), that tree is judged and pinned without reading the log's tree again. It holds the append;
-   * a tree other writers grew since is read by the next check.
+   * `afterOwnAppend` (a publish's sync once its append committed, at that position): where the log knows a tree its
+   * own appends committed that holds that position, grown from the pinned one (ManifestLog.ownGrowth: a shared log
+   * whose transactions read the tree they grow under its lock), that tree is judged and pinned without reading the
+   * log's tree again; else the tree is read. A tree other writers grew since is read by the next check.
    */
-  sync(options: { afterOwnAppend?: boolean } = {}): Promise<SignedCheckpoint> {
+  sync(options: { afterOwnAppend?: number } = {}): Promise<SignedCheckpoint> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.refusing) return Promise.reject(this.refusing);
-    const reads = options.afterOwnAppend !== true;
+    const at = options.afterOwnAppend;
     if (this.waiting) {
-      if (reads) this.waitingReads = true;
+      // Every call the waiting check answers must be one it may answer so: a reading call makes it read.
+      if (at === undefined) this.waitingOwn = undefined;
+      else if (this.waitingOwn) this.waitingOwn.holds = Math.max(this.waitingOwn.holds, at);
       return this.waiting;
     }
-    this.waitingReads = reads;
+    this.waitingOwn = at === undefined ? undefined : { holds: at };
     let checked!: (read: boolean) => void;
     const verdict = new Promise<boolean>((resolve) => (checked = resolve));
     const run: Promise<SignedCheckpoint> = this.inflight
       .catch(() => {})
       .then(() => {
-        const reading = this.waitingReads;
+        const own = this.waitingOwn;
         this.waiting = undefined;
-        this.waitingReads = true;
+        this.waitingOwn = undefined;
         this.checking = { run, verdict };
-        return this.advance(checked, reading);
+        return this.advance(checked, own);
       })
       .finally(() => {
         if (this.checking?.run === run) this.checking = undefined;
@@ -427,8 +430,13 @@ export class CheckpointGuard {
     if (!running) return this.sync();
     // A refusal rejects `run` without reaching the verdict: whichever settles first answers. One that judged its own
     // append's tree read nothing of what others did to the log since: this check then reads and judges, as `verify`
-    // does (the sync after this append pins), sharing that with the checks that arrive while it reads.
-    return readVerdict(running).then((read) => (read ? undefined : this.judgeShared()));
+    // does (the sync after this append pins), sharing that with the checks that arrive while it reads. A rollback or
+    // fork recorded meanwhile (the running check's pin found one) is the answer either way.
+    return readVerdict(running)
+      .then((read) => (read ? undefined : this.judgeShared()))
+      .then(() => {
+        if (this.failure) throw this.failure;
+      });
   }
 
   /** `judge()` (reading), shared by the calls that arrive while one runs. */
@@ -449,11 +457,16 @@ export class CheckpointGuard {
     if (this.failure) throw this.failure;
     if (this.refusing) throw this.refusing;
     const running = this.checking;
-    if (!running || !(await readVerdict(running))) await this.judge();
+    if (!running) await this.judge();
+    else if (!(await readVerdict(running))) await this.judgeShared();
+    if (this.failure) throw this.failure;
   }
 
-  private async advance(checked: (read: boolean) => void, reads: boolean): Promise<SignedCheckpoint> {
-    const judged = await this.judge(reads);
+  private async advance(
+    checked: (read: boolean) => void,
+    own: { holds: number } | undefined,
+  ): Promise<SignedCheckpoint> {
+    const judged = await this.judge(own);
     // The pin judged against: this process's own, or a larger one another process of this root pinned (adopted).
     this.pinned = judged.pinned;
     this.pinnedBy = judged.pinnedBy;
@@ -477,13 +490,14 @@ export class CheckpointGuard {
    * where other processes of this root pin too, the newest pin on file, and judges the tree against the pinned
    * checkpoint. Changes nothing but the refusal it records (`refuse`): the pin it judged against is returned, for
    * `advance` to adopt.
-   * `reads` false (a sync after this process's own append): the tree the log's own appends committed, when the log
-   * knows it grew that tree from the pin (ManifestLog.ownGrowth), is judged instead of the tree read from the log.
+   * `own` (a sync after this process's own appends): the tree the log's own appends committed, when it holds
+   * `own.holds` and the log knows it grew that tree from the pin (ManifestLog.ownGrowth), is judged instead of the tree
+   * read from the log.
    * @returns the pin judged against; `stands` when that pinned note is the current tree's (nothing to sign), else the
    *   checkpoint to sign and the signer judged
    * @throws as `verify`
    */
-  private async judge(reads = true): Promise<{
+  private async judge(own?: { holds: number }): Promise<{
     pinned: SignedCheckpoint | undefined;
     pinnedBy: Uint8Array | undefined;
     stands?: SignedCheckpoint;
@@ -498,14 +512,15 @@ export class CheckpointGuard {
     const mine = this.pinned;
     // The tree the log's own appends committed, grown from every pin judged here (then it extends them: no proof to
     // read); else the log's tree, read.
-    const own = reads ? undefined : this.log.ownGrowth?.();
-    const grown = (c: Checkpoint | undefined) => c !== undefined && own!.grewFrom(c.size, c.root);
+    const grewOwn = own === undefined ? undefined : this.log.ownGrowth?.();
+    const grown = (c: Checkpoint | undefined) => c !== undefined && grewOwn!.grewFrom(c.size, c.root);
     const owned =
-      own !== undefined &&
+      grewOwn !== undefined &&
+      grewOwn.head.size > own!.holds &&
       (mine !== undefined || elsewhere !== undefined) &&
       (mine === undefined || grown(mine.checkpoint)) &&
       (elsewhere === undefined || grown(elsewhere.pinned.checkpoint));
-    const head = owned ? own.head : await this.log.treeHead();
+    const head = owned ? grewOwn.head : await this.log.treeHead();
     // The tree this process pinned must be in the log's tree too (with the one on file, checked below): a process
     // that went on from a database restored behind the other's pin would otherwise sign a fork over it.
     if (

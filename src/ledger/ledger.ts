@@ -798,7 +798,8 @@ export class Ledger {
     throwIfCancelled(signal);
     // Never append to a log that does not extend the pinned checkpoint (rolled back or forked). The check goes out
     // beside the head's and the grants' reads (a shared log's round trips overlap); its refusal is the answer before
-    // theirs, as if it had come first.
+    // theirs, as if it had come first. One known already asks nothing more (the authorizer included).
+    if (this.checkpoints.failed) throw this.checkpoints.failed;
     const checked = untilCancelled(this.checkpoints.check(), signal);
     checked.catch(() => {}); // awaited below, on every path
     // One head serves the authorization (its owner) and the manifest (its seq and prev): the one the append checks.
@@ -844,9 +845,10 @@ export class Ledger {
     if (this.keyring.signerInjected) refuseUnverifiable(envelope, payload, publicKey, this.verifier);
     throwIfCancelled(signal);
     const stored = serializeEnvelope(envelope);
+    let position: number;
     try {
       // The append answers the signal until it commits (PostgreSQL: until COMMIT is sent, a lock wait included).
-      await this.log.append(
+      ({ position } = await this.log.append(
         {
           session: s.session,
           principal: s.principal,
@@ -858,7 +860,7 @@ export class Ledger {
           signed: { keyId: signer.keyId, createdAt },
         },
         { signal },
-      );
+      ));
     } catch (err) {
       if (err instanceof ManifestError && err.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
       if (err instanceof ManifestError && (err.code === 'REVOKED' || err.code === 'ROLLBACK'))
@@ -888,7 +890,7 @@ export class Ledger {
     // Witnesses are asked in the background: a publish never waits for them.
     let cp: SignedCheckpoint | undefined;
     try {
-      cp = await this.checkpoints.sync({ afterOwnAppend: true });
+      cp = await this.checkpoints.sync({ afterOwnAppend: position });
     } catch (err) {
       const why = errorText(err);
       try {
