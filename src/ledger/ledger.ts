@@ -845,10 +845,10 @@ export class Ledger {
     if (this.keyring.signerInjected) refuseUnverifiable(envelope, payload, publicKey, this.verifier);
     throwIfCancelled(signal);
     const stored = serializeEnvelope(envelope);
-    let position: number;
+    let appended: LogEntry | undefined;
     try {
       // The append answers the signal until it commits (PostgreSQL: until COMMIT is sent, a lock wait included).
-      ({ position } = await this.log.append(
+      appended = await this.log.append(
         {
           session: s.session,
           principal: s.principal,
@@ -860,7 +860,7 @@ export class Ledger {
           signed: { keyId: signer.keyId, createdAt },
         },
         { signal },
-      ));
+      );
     } catch (err) {
       if (err instanceof ManifestError && err.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
       if (err instanceof ManifestError && (err.code === 'REVOKED' || err.code === 'ROLLBACK'))
@@ -890,7 +890,10 @@ export class Ledger {
     // Witnesses are asked in the background: a publish never waits for them.
     let cp: SignedCheckpoint | undefined;
     try {
-      cp = await this.checkpoints.sync({ afterOwnAppend: position });
+      // The tree this append committed may be pinned unread where the log knows it (a log of the caller's that answers
+      // no entry, against its contract, has its tree read: nothing here may fail a committed publish).
+      const position = (appended as Partial<LogEntry> | undefined)?.position;
+      cp = await this.checkpoints.sync(typeof position === 'number' ? { afterOwnAppend: position } : {});
     } catch (err) {
       const why = errorText(err);
       try {
