@@ -299,7 +299,9 @@ export class WitnessPool {
       this.again = true;
       return;
     }
-    this.running = this.rounds().finally(() => (this.running = undefined));
+    // `rounds` clears `running` itself, in the step that finds no newer checkpoint: a submit after that step starts
+    // rounds of its own, one before it is taken by this loop (none falls between).
+    this.running = this.rounds();
   }
 
   /**
@@ -374,25 +376,34 @@ export class WitnessPool {
     );
   }
 
+  /**
+   * One round, then one more for each checkpoint submitted while one ran. `running` is cleared in the very step that
+   * finds none (this `finally`, run with the loop's last test, no await between): a submit is either taken by this loop
+   * or starts rounds of its own.
+   */
   private async rounds(): Promise<void> {
-    do {
-      this.again = false;
-      this.latest = undefined;
-      const cp = this.target!;
-      const text = noteText(cp.note);
-      if (this.cosigned?.text !== text) this.cosigned = { text, lines: new Map() };
-      const outcomes = await Promise.all(this.witnesses.map((w) => this.submitTo(w, cp, text)));
-      await this.save(cp).catch((err: unknown) =>
-        this.notice(`witnesses: cannot keep the cosigned checkpoint: ${errorText(err)}`),
-      );
-      await this.saveSizes().catch((err: unknown) =>
-        this.notice(`witnesses: cannot keep the witnesses' sizes: ${errorText(err)}`),
-      );
-      if (outcomes.every(Boolean)) this.failures = 0;
-      else if (!this.closed && !this.again) this.scheduleRetry();
-      // A newer checkpoint submitted meanwhile: its round, unless the pool is cut (a closing pool's wait gives the
-      // newest checkpoint its round).
-    } while (this.again && !this.abort.signal.aborted);
+    try {
+      do {
+        this.again = false;
+        this.latest = undefined;
+        const cp = this.target!;
+        const text = noteText(cp.note);
+        if (this.cosigned?.text !== text) this.cosigned = { text, lines: new Map() };
+        const outcomes = await Promise.all(this.witnesses.map((w) => this.submitTo(w, cp, text)));
+        await this.save(cp).catch((err: unknown) =>
+          this.notice(`witnesses: cannot keep the cosigned checkpoint: ${errorText(err)}`),
+        );
+        await this.saveSizes().catch((err: unknown) =>
+          this.notice(`witnesses: cannot keep the witnesses' sizes: ${errorText(err)}`),
+        );
+        if (outcomes.every(Boolean)) this.failures = 0;
+        else if (!this.closed && !this.again) this.scheduleRetry();
+        // A newer checkpoint submitted meanwhile: its round, unless the pool is cut (a closing pool's wait gives the
+        // newest checkpoint its round).
+      } while (this.again && !this.abort.signal.aborted);
+    } finally {
+      this.running = undefined;
+    }
   }
 
   private scheduleRetry(): void {

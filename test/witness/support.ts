@@ -129,7 +129,10 @@ export async function addCheckpoint(
 /** What a witness serves to monitors for a log (undefined: 404, it never cosigned one). */
 export async function witnessed(url: string, origin: string): Promise<string | undefined> {
   const { createHash } = await import('node:crypto');
-  const res = await fetch(`${url}/${createHash('sha256').update(origin).digest('hex')}/checkpoint`);
+  // Bounded: a witness that never answers fails the test here, named, not at the test's timeout.
+  const res = await fetch(`${url}/${createHash('sha256').update(origin).digest('hex')}/checkpoint`, {
+    signal: AbortSignal.timeout(15_000),
+  });
   if (res.status === 404) return undefined;
   if (res.status !== 200) throw new Error(`monitor GET answered ${res.status}`);
   return res.text();

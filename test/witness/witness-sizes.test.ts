@@ -36,10 +36,15 @@ async function sizeAt(w: WitnessProcess, origin: string): Promise<number> {
  */
 const DEADLINE_MS = 30_000;
 
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 60_000;
+/**
+ * Polls `check` every 100 ms until it holds; fails after 45 s, naming what it waited for and what `context` says (the
+ * ledger's notices): two waits of a test fit its 120 s, so a slow one is named rather than met by the test's timeout.
+ */
+async function until(what: string, check: () => Promise<boolean>, context?: () => string): Promise<void> {
+  const deadline = Date.now() + 45_000;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting until ${what}${context ? `; so far: ${context()}` : ''}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -166,12 +171,13 @@ function witnessSizeScenario(name: string, store: () => Omit<OpenLedgerOptions, 
       rmSync(join(base, 'w', 'state'), { recursive: true, force: true });
       w = await startWitness(join(base, 'w'), 'witness.example/sizes', logs, ['--listen', `127.0.0.1:${port}`]);
       await ledger.publish(scope, sampleSummary('three'));
-      await until('the notice', async () => notices.some((n) => n.includes('went backwards')));
+      const sofar = () => JSON.stringify({ notices, witness: w.stderr() });
+      await until('the notice', async () => notices.some((n) => n.includes('went backwards')), sofar);
       const said = notices.filter((n) => n.includes('went backwards'));
       expect(said[0]).toContain(w.url);
       expect(said[0]).toContain('it cosigned a tree of 2 entries of this log and now holds 0');
       // The next round catches it up from the size it named.
-      await until('the witness holds size 3', async () => (await sizeAt(w, origin)) === 3);
+      await until('the witness holds size 3', async () => (await sizeAt(w, origin)) === 3, sofar);
       expect(checkCosignatures((await ledger.checkpoint()).note, [parseCosignerKey(w.vkey)]).valid).toHaveLength(1);
     } finally {
       await ledger.close();
