@@ -39,6 +39,7 @@ import {
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { mergeTrust } from '../manifests/format/trust.js';
 import { CheckpointPinFile, readPinnedNote } from '../src/ledger/checkpoint-pin.js';
+import { CheckpointGuard } from '../src/ledger/checkpoints.js';
 import { exportBundle } from '../src/ops/export.js';
 import { openBundleDir } from '../src/ops/bundle-dir.js';
 import { verifyBundle } from '../manifests/audit/verify-chain.js';
@@ -904,6 +905,44 @@ describePostgres('PostgreSQL backend', (pg) => {
         } finally {
           await a.close();
           proxy.close();
+        }
+      });
+
+      it("reads the tree when a reading call (checkpoint()) joins the pin of a publish's own tree waiting to start", async () => {
+        const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+        const a = await openLedger({ root: tempDir(), host: 'h1', postgres, onNotice: () => {} });
+        const write = CheckpointPinFile.prototype.write;
+        try {
+          await a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('one'));
+          let release!: () => void;
+          const gate = new Promise<void>((resolve) => (release = resolve));
+          const pins = vi.spyOn(CheckpointPinFile.prototype, 'write').mockImplementation(async function (
+            this: CheckpointPinFile,
+            ...args: Parameters<CheckpointPinFile['write']>
+          ) {
+            await gate;
+            return write.apply(this, args);
+          });
+          const syncs = vi.spyOn(CheckpointGuard.prototype, 'sync');
+          // s1's pin of its own tree is held; s2's sync after its append waits behind it, to take s2's own tree.
+          const first = a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('two'));
+          await expect.poll(() => pins.mock.calls.length, { timeout: 30_000 }).toBe(1);
+          const second = a.publish({ principal: 'alice', session: 's2', run: 'r' }, sampleSummary('three'));
+          const ownSyncs = () => syncs.mock.calls.filter(([o]) => o?.afterOwnAppend !== undefined).length;
+          await expect.poll(ownSyncs, { timeout: 30_000 }).toBe(2);
+          // checkpoint() joins that waiting sync: it must read the log's tree, not take s2's own.
+          const readingSyncs = () => syncs.mock.calls.filter(([o]) => o?.afterOwnAppend === undefined).length;
+          const before = readingSyncs();
+          const treeHead = vi.spyOn(a.log, 'treeHead');
+          const checkpoint = a.checkpoint();
+          await expect.poll(readingSyncs, { timeout: 30_000 }).toBe(before + 1);
+          release();
+          await Promise.all([first, second]);
+          expect((await checkpoint).checkpoint.size).toBe(3);
+          expect(treeHead).toHaveBeenCalled();
+        } finally {
+          vi.restoreAllMocks();
+          await a.close();
         }
       });
 
