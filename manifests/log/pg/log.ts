@@ -52,7 +52,7 @@ import { equalBytes } from '../../tlog/merkle.js';
 import { frontierOf, treeHeadAt, type NodeId, type TreeHead } from '../../tlog/tree.js';
 import { hashOfNode, type HeadsNode, type NodePath } from '../../tlog/session-heads.js';
 import { grown, hashesOf, nodeColumns, PgTree, treeCollision } from './tree.js';
-import { PgSessionHeads, type PrefetchedNodeRow } from './session-heads.js';
+import { PgSessionHeads, type PrefetchedNodeRow, type ReadAhead } from './session-heads.js';
 import { onAbort } from '../../../store/abort.js';
 
 const PAGE = 500;
@@ -865,30 +865,8 @@ export class PgManifestLog extends AbstractManifestLog {
             `a batch of appends wrote ${wrote!.written} of ${requests.length} entries, moved ${wrote!.moved} of ${moved} heads, took back ${wrote!.undone} of ${undo.length}`,
           );
         if (requests.length === 0) return outcomes;
-        const hashes = hashesOf(
-          frontier,
-          gate!.frontier.map((r) => ({ level: r.level, idx: r.idx, hash: new Uint8Array(Buffer.from(r.hash, 'hex')) })),
-        );
-        const tree = grown(
-          first,
-          requests.map((r) => leafOfEnvelope(r.envelope)),
-          hashes,
-        );
-        const { changes, removed } = await this.headsIndex.changesFor(
-          client,
-          requests.map((r) => ({ session: r.session, head: { seq: r.seq, id: r.id } })),
-          { ahead, rows: gate!.heads_nodes },
-        );
-        try {
-          await client.query(this.sql.growIndexes!, [
-            ...nodeColumns(tree.nodes),
-            ...this.headsIndex.upsertColumns(changes),
-          ]);
-        } catch (err) {
-          throw treeCollision(err, first);
-        }
-        await this.headsIndex.remove(client, removed);
-        growth = growthOf(first, requests.length, tree, changes);
+        const leaves = requests.map((r) => leafOfEnvelope(r.envelope));
+        growth = await this.growTreeAndHeads(client, first, requests, leaves, { frontier, ahead, gate: gate! });
         accepted.forEach((m, i) =>
           outcomes.set(m.p, { entry: toEntry({ position: String(first + i), ...m.p.request }) }),
         );
@@ -982,30 +960,11 @@ export class PgManifestLog extends AbstractManifestLog {
             );
           // The tree grows in the same transaction, still under the counter's lock (global order), from the frontier
           // read above; and the session-heads index, whose root commits with the tree's new size: both in one write.
-          const hashes = hashesOf(
+          growth = await this.growTreeAndHeads(client, Number(position), [request], [leaf], {
             frontier,
-            gate!.frontier.map((r) => ({
-              level: r.level,
-              idx: r.idx,
-              hash: new Uint8Array(Buffer.from(r.hash, 'hex')),
-            })),
-          );
-          const tree = grown(Number(position), [leaf], hashes);
-          const { changes, removed } = await this.headsIndex.changesFor(
-            client,
-            [{ session: request.session, head: { seq: request.seq, id: request.id } }],
-            { ahead, rows: gate!.heads_nodes },
-          );
-          try {
-            await client.query(this.sql.growIndexes!, [
-              ...nodeColumns(tree.nodes),
-              ...this.headsIndex.upsertColumns(changes),
-            ]);
-          } catch (err) {
-            throw treeCollision(err, Number(position));
-          }
-          await this.headsIndex.remove(client, removed);
-          growth = growthOf(Number(position), 1, tree, changes);
+            ahead,
+            gate: gate!,
+          });
           return toEntry({ position, ...request });
         },
         BEGIN,
@@ -1032,6 +991,46 @@ export class PgManifestLog extends AbstractManifestLog {
       }
       throw storageFailed('append', err);
     }
+  }
+
+  /**
+   * Inside an append's transaction, under the counter's lock, once its entries are written at `position` on: grows the
+   * tree by their leaves from the frontier the gate statement read, and the session-heads index by their heads (from
+   * the nodes read ahead with it), both in one write. Returns the growth (ManifestLog.ownGrowth), recorded once the
+   * transaction commits. `leaves`: the requests' leaves (`leafOfEnvelope`), in order.
+   * @throws ManifestError `TREE_DAMAGED` (a frontier node missing, a node already stored beyond the log)
+   */
+  private async growTreeAndHeads(
+    client: pg.PoolClient,
+    position: number,
+    requests: AppendRequest[],
+    leaves: Uint8Array[],
+    read: {
+      frontier: NodeId[];
+      ahead: ReadAhead;
+      gate: { frontier: Array<{ level: number; idx: string; hash: string }>; heads_nodes: PrefetchedNodeRow[] };
+    },
+  ): Promise<Growth | undefined> {
+    const hashes = hashesOf(
+      read.frontier,
+      read.gate.frontier.map((r) => ({ level: r.level, idx: r.idx, hash: new Uint8Array(Buffer.from(r.hash, 'hex')) })),
+    );
+    const tree = grown(position, leaves, hashes);
+    const { changes, removed } = await this.headsIndex.changesFor(
+      client,
+      requests.map((r) => ({ session: r.session, head: { seq: r.seq, id: r.id } })),
+      { ahead: read.ahead, rows: read.gate.heads_nodes },
+    );
+    try {
+      await client.query(this.sql.growIndexes!, [
+        ...nodeColumns(tree.nodes),
+        ...this.headsIndex.upsertColumns(changes),
+      ]);
+    } catch (err) {
+      throw treeCollision(err, position);
+    }
+    await this.headsIndex.remove(client, removed);
+    return growthOf(position, requests.length, tree, changes);
   }
 
   /** The trees this log's own transactions committed (`Growth`), by size, the largest last. */
