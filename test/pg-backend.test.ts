@@ -843,6 +843,20 @@ describePostgres('PostgreSQL backend', (pg) => {
         }
         return sent;
       }
+      /** Holds every pin write (CheckpointPinFile.write) until `release()`; `pins` counts the writes begun. */
+      function holdPins() {
+        const write = CheckpointPinFile.prototype.write;
+        let release!: () => void;
+        const gate = new Promise<void>((resolve) => (release = resolve));
+        const pins = vi.spyOn(CheckpointPinFile.prototype, 'write').mockImplementation(async function (
+          this: CheckpointPinFile,
+          ...args: Parameters<CheckpointPinFile['write']>
+        ) {
+          await gate;
+          return write.apply(this, args);
+        });
+        return { pins, release };
+      }
       const treeReads = (sent: string[]) =>
         sent.filter((t) => /^SELECT .* FROM \S+\.(tree_nodes|log_counter)/s.test(t));
 
@@ -911,18 +925,9 @@ describePostgres('PostgreSQL backend', (pg) => {
       it("reads the tree when a reading call (checkpoint()) joins the pin of a publish's own tree waiting to start", async () => {
         const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
         const a = await openLedger({ root: tempDir(), host: 'h1', postgres, onNotice: () => {} });
-        const write = CheckpointPinFile.prototype.write;
         try {
           await a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('one'));
-          let release!: () => void;
-          const gate = new Promise<void>((resolve) => (release = resolve));
-          const pins = vi.spyOn(CheckpointPinFile.prototype, 'write').mockImplementation(async function (
-            this: CheckpointPinFile,
-            ...args: Parameters<CheckpointPinFile['write']>
-          ) {
-            await gate;
-            return write.apply(this, args);
-          });
+          const { pins, release } = holdPins();
           const syncs = vi.spyOn(CheckpointGuard.prototype, 'sync');
           // s1's pin of its own tree is held; s2's sync after its append waits behind it, to take s2's own tree.
           const first = a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('two'));
@@ -949,22 +954,13 @@ describePostgres('PostgreSQL backend', (pg) => {
       it("lets a check that arrives while the pin of another's own tree is written read for itself, not wait for it", async () => {
         const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
         const a = await openLedger({ root: tempDir(), host: 'h1', postgres, onNotice: () => {} });
-        const write = CheckpointPinFile.prototype.write;
         try {
           await a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('one'));
           await a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('two'));
-          let release!: () => void;
-          const gate = new Promise<void>((resolve) => (release = resolve));
-          const spy = vi.spyOn(CheckpointPinFile.prototype, 'write').mockImplementation(async function (
-            this: CheckpointPinFile,
-            ...args: Parameters<CheckpointPinFile['write']>
-          ) {
-            await gate;
-            return write.apply(this, args);
-          });
+          const { pins, release } = holdPins();
           const first = a.publish({ principal: 'alice', session: 's1', run: 'r' }, sampleSummary('three'));
           // s1's append committed; the sync after it judged its own tree (no read) and waits to pin it.
-          await expect.poll(() => spy.mock.calls.length, { timeout: 30_000 }).toBe(1);
+          await expect.poll(() => pins.mock.calls.length, { timeout: 30_000 }).toBe(1);
           const treeHead = vi.spyOn(a.log, 'treeHead');
           const second = a.publish({ principal: 'alice', session: 's2', run: 'r' }, sampleSummary('four'));
           // s2's check read the tree itself, and its append went on while s1's pin still waits.
