@@ -722,10 +722,8 @@ export class PgManifestLog extends AbstractManifestLog {
       // never a second try (the commit may land behind the look).
       await Promise.all(
         batch.map(async (p) => {
-          const stored = outcomeUnknown(err)
-            ? await this._entry(p.request.session, p.request.seq).catch(() => undefined)
-            : undefined;
-          outcomes.set(p, stored?.id === p.request.id ? { entry: stored } : { error: failed });
+          const stored = await this.committedDespite(err, p.request);
+          outcomes.set(p, stored ? { entry: stored } : { error: failed });
         }),
       );
       return outcomes;
@@ -985,12 +983,21 @@ export class PgManifestLog extends AbstractManifestLog {
         );
       // A connection lost at COMMIT leaves the outcome unknown here, not in the log: when this very manifest is at
       // its (session, seq), the append committed, and saying so keeps a caller's retry from publishing it twice.
-      if (outcomeUnknown(err)) {
-        const stored = await this._entry(request.session, request.seq).catch(() => undefined);
-        if (stored?.id === request.id) return stored;
-      }
+      const stored = await this.committedDespite(err, request);
+      if (stored) return stored;
       throw storageFailed('append', err);
     }
+  }
+
+  /**
+   * After an append's transaction failed with `err`: its entry, when the failure may have come after COMMIT reached
+   * the server (`outcomeUnknown`) and this very manifest is at its (session, seq); else undefined. The look failing
+   * is undefined too (the append's own failure stands).
+   */
+  private async committedDespite(err: unknown, request: AppendRequest): Promise<LogEntry | undefined> {
+    if (!outcomeUnknown(err)) return undefined;
+    const stored = await this._entry(request.session, request.seq).catch(() => undefined);
+    return stored?.id === request.id ? stored : undefined;
   }
 
   /**
