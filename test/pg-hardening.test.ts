@@ -25,7 +25,14 @@ import { createPgPool, PgDatabase, pgOptionsProblem } from '../store/pg/db.js';
 import { fsckTree } from '../src/ops/fsck-tree.js';
 import { openLedger } from '../src/ledger/open.js';
 import { openPostgresBackends } from '../src/ledger/pg-backend.js';
-import { describePostgres, replyCuttingProxy, settledCount, sqlOn, statementText } from './support/postgres.js';
+import {
+  describePostgres,
+  replyCuttingProxy,
+  settledCount,
+  sqlOn,
+  statementText,
+  waitingForLock,
+} from './support/postgres.js';
 import { ENDS_AT_SIGNAL_MS, settledWithin } from './support/settled.js';
 
 let schemas = 0;
@@ -595,17 +602,7 @@ describePostgres(
           );
           // The open waits for the lock (seen by the server), then four times the lock bound more: a wait bounded by it
           // would have failed by then. A loaded machine can only make the wait longer.
-          const waiting = async () =>
-            Number(
-              (
-                await sql<{ n: string }>(
-                  "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock%' AND pid <> pg_backend_pid()",
-                )
-              )[0]!.n,
-            );
-          let ended = false;
-          void settled.then(() => (ended = true));
-          while (!ended && (await waiting()) === 0) await new Promise((r) => setTimeout(r, 20));
+          await waitingForLock(pg, '%pg_advisory_xact_lock%', { settles: opening });
           await new Promise((r) => setTimeout(r, 1200));
           await holder.query('COMMIT');
           expect(await settled).toBe('opened');
@@ -882,7 +879,7 @@ describePostgres(
               sql<{ n: number }>(
                 "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
               );
-            while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
+            await waitingForLock(pg, '%FOR UPDATE%', { settles: publishing });
             ac.abort(new Error('user pressed stop'));
             expect(await settledWithin(publishing, ENDS_AT_SIGNAL_MS), 'the wait did not end at the abort').toBe(
               'settled',
@@ -935,7 +932,7 @@ describePostgres(
               sql<{ n: number }>(
                 "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
               );
-            while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
+            await waitingForLock(pg, '%FOR UPDATE%', { settles: publishing });
             ac.abort(new Error('user pressed stop'));
             expect(await settledWithin(publishing, ENDS_AT_SIGNAL_MS), 'the wait never ended').toBe('settled');
             const err = await publishing;
@@ -1126,11 +1123,7 @@ describePostgres(
               ac.signal,
             ),
           );
-          const waiting = () =>
-            sql<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%${schema}_rows%'`,
-            );
-          while ((await waiting())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20));
+          await waitingForLock(pg, `%${schema}_rows%`, { settles: waitingOnLock });
           ac.abort(new Error('user pressed stop'));
           // No lock_timeout on this pool: a wait the cancel missed lasts until the holder lets go (LET_GO_MS).
           expect(await settledWithin(waitingOnLock, ENDS_AT_SIGNAL_MS), 'the wait did not end at the abort').toBe(
