@@ -291,16 +291,26 @@ export class PgDatabase {
     return { text, ...(values ? { values } : {}), ...(name === undefined ? {} : { name }) };
   }
 
-  /** `client` sending the statements `sql` made as named prepared statements (`statement`). */
-  private preparing(client: pg.PoolClient): pg.PoolClient {
-    if (!this.statementNames) return client;
+  /**
+   * `client` as a transaction's `fn` gets it: sending the statements `sql` made as named prepared statements
+   * (`statement`), and, with a `signal`, sending none once it aborted (the abort's reason is thrown), so an abort that
+   * found the server between two statements (a cancel then ends nothing) stops the next one.
+   */
+  private transactionClient(client: pg.PoolClient, signal: AbortSignal | undefined): pg.PoolClient {
+    if (!this.statementNames && !signal) return client;
     return new Proxy(client, {
       get: (target, prop) => {
         if (prop !== 'query') return Reflect.get(target, prop, target) as unknown;
         return (...args: unknown[]) => {
+          signal?.throwIfAborted();
           const [text, values] = args;
           const query = target.query as (...a: unknown[]) => unknown;
-          if (typeof text !== 'string' || args.length > 2 || !(values === undefined || Array.isArray(values)))
+          if (
+            !this.statementNames ||
+            typeof text !== 'string' ||
+            args.length > 2 ||
+            !(values === undefined || Array.isArray(values))
+          )
             return query.apply(target, args);
           return query.call(target, this.statement(text, values));
         };
@@ -450,8 +460,7 @@ export class PgDatabase {
     try {
       signal?.throwIfAborted();
       await client.query(`${begin};\n${DURABLE_COMMIT}${tag ? `;\nSET LOCAL application_name = '${tag}'` : ''}`);
-      const preparing = this.preparing(client);
-      const result = await fn(signal ? refuseAfterAbort(preparing, signal) : preparing);
+      const result = await fn(this.transactionClient(client, signal));
       // Checked with no await before COMMIT: an abort from here on no longer cancels anything.
       signal?.throwIfAborted();
       committing = true;
@@ -802,20 +811,4 @@ function endAtOnce(client: pg.Client): void {
   } catch {
     // the connection then ends at its own connect timeout
   }
-}
-
-/**
- * `client` for a transaction's own statements: once `signal` aborted, a statement is not sent (the abort's reason is
- * thrown), so an abort that found the server between two statements (a cancel then ends nothing) stops the next one.
- */
-function refuseAfterAbort(client: pg.PoolClient, signal: AbortSignal): pg.PoolClient {
-  return new Proxy(client, {
-    get(target, prop) {
-      if (prop !== 'query') return Reflect.get(target, prop, target) as unknown;
-      return (...args: unknown[]) => {
-        signal.throwIfAborted();
-        return (target.query as (...a: unknown[]) => unknown)(...args);
-      };
-    },
-  });
 }
