@@ -69,6 +69,36 @@ describe('what a model adapter returns or throws', () => {
     );
   });
 
+  it("a refusal's words, another tool's name and a finish reason outside the type: bounded, escaped, coded", () => {
+    const hostile = `${ACTING}${'w'.repeat(1_000_000)}`;
+    // The words of a refusal, a tool's name and an adapter's own finish reason are the provider's text: JSON.stringify
+    // left the one-byte CSI, DEL and a right-to-left override raw, and the name and the reason went in whole.
+    const refused = thrown(() => extractSummary({ finishReason: 'refusal', refusal: hostile })) as Error;
+    expect(refused).toMatchObject({ code: 'MODEL_REFUSED' });
+    expect(refused.message).not.toMatch(raw);
+    expect(refused.message.length).toBeLessThan(400);
+    expect(refused.message).toContain('"\\u009b2J\\u007f\\u202ew');
+    const other = thrown(() =>
+      extractSummary({ finishReason: 'tool_calls', toolCalls: [{ id: 'c1', name: hostile, input: {} }] }),
+    ) as Error;
+    expect(other).toMatchObject({ code: 'SUMMARY_INVALID' });
+    expect(other.message).not.toMatch(raw);
+    expect(other.message.length).toBeLessThan(300);
+    for (const finishReason of [hostile, Symbol('stop'), untextable, 7]) {
+      const err = thrown(() => extractSummary({ finishReason } as never)) as Error;
+      expect(err, typeof finishReason).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INCOMPLETE' });
+      expect(err.message).not.toMatch(raw);
+      expect(err.message.length).toBeLessThan(200);
+    }
+    // The reasons of the type are named as they are, as before.
+    expect((thrown(() => extractSummary({ finishReason: 'length' })) as Error).message).toBe(
+      'the model did not finish its summary (finish reason length)',
+    );
+    expect((thrown(() => extractSummary({ finishReason: 'refusal', refusal: 'No.' })) as Error).message).toBe(
+      'the model refused to write the summary: "No."',
+    );
+  });
+
   it('an error that is no Error, and cannot be made text, is MODEL_FAILED all the same', async () => {
     const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
     try {

@@ -7,7 +7,14 @@ import { summaryJsonSchema } from '../summary/summary.js';
 import { LedgerError } from '../errors.js';
 import { readOptionFields, shownValue } from '../../store/errors.js';
 import { indented, quoted } from './framing.js';
-import type { ModelMessage, ModelRequest, ModelResponse, ModelResponseFormat, ModelToolDefinition } from './model.js';
+import type {
+  ModelFinishReason,
+  ModelMessage,
+  ModelRequest,
+  ModelResponse,
+  ModelResponseFormat,
+  ModelToolDefinition,
+} from './model.js';
 
 export const SUBMIT_HANDOFF = 'submit_handoff';
 
@@ -221,6 +228,16 @@ function answeredTranscript(messages: readonly ModelMessage[]): ModelMessage[] {
   return out;
 }
 
+/** The finish reasons `ModelFinishReason` names, which a refusal names as they are. */
+const KNOWN_FINISH: ReadonlySet<string> = new Set<ModelFinishReason>([
+  'stop',
+  'tool_calls',
+  'length',
+  'content_filter',
+  'refusal',
+  'other',
+]);
+
 function parseJson(text: string, what: string): unknown {
   try {
     return JSON.parse(text);
@@ -251,23 +268,27 @@ export function extractSummary(response: ModelResponse): unknown {
     throw new LedgerError('SUMMARY_INVALID', 'the model adapter returned toolCalls that are not a list of tool calls');
   if (response.finishReason === 'refusal') {
     // Words that are not a string (an SDK's `null` passed on as it came) are no words, not a TypeError.
+    // The model's words are foreign text: quoted as shownValue quotes a value (bounded, nothing a terminal acts on left
+    // raw: C1 controls such as the one-byte CSI, DEL, bidirectional overrides, which JSON.stringify leaves).
     const refusal: unknown = response.refusal;
-    const words = typeof refusal === 'string' ? `: ${JSON.stringify(refusal.slice(0, 200))}` : '';
+    const words = typeof refusal === 'string' ? `: ${shownValue(refusal, 200)}` : '';
     throw new LedgerError('MODEL_REFUSED', `the model refused to write the summary${words}`);
   }
   // A truncated answer can still parse (a cut-off array, a shorter string); it is never a handoff.
-  if (response.finishReason !== 'stop' && response.finishReason !== 'tool_calls') {
-    throw new LedgerError(
-      'SUMMARY_INCOMPLETE',
-      `the model did not finish its summary (finish reason ${response.finishReason})`,
-    );
+  const finishReason: unknown = response.finishReason;
+  if (finishReason !== 'stop' && finishReason !== 'tool_calls') {
+    // A reason of the type is named as it is; anything else a hand-written adapter passed on (a provider's own text, a
+    // symbol, an object whose toString throws) through shownValue, never as a template would make it text.
+    const named =
+      typeof finishReason === 'string' && KNOWN_FINISH.has(finishReason) ? finishReason : shownValue(finishReason);
+    throw new LedgerError('SUMMARY_INCOMPLETE', `the model did not finish its summary (finish reason ${named})`);
   }
   const calls = response.toolCalls ?? [];
   const other = calls.find((c) => c.name !== SUBMIT_HANDOFF);
   if (other) {
     throw new LedgerError(
       'SUMMARY_INVALID',
-      `the model called ${JSON.stringify(other.name)}; only ${SUBMIT_HANDOFF} is handled during compaction`,
+      `the model called ${shownValue(other.name, 100)}; only ${SUBMIT_HANDOFF} is handled during compaction`,
     );
   }
   if (calls.length > 1)
