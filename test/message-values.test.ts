@@ -99,6 +99,28 @@ describe('what a model adapter returns or throws', () => {
     );
   });
 
+  it("a summary key the model wrote, quoted in compact's SUMMARY_INVALID: escaped, nothing published", async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      const scope = { principal: 'alice', session: 's1', run: 'r1' };
+      const key = `\u001b]0;owned\u0007${ACTING}`;
+      const model: ModelAdapter = async () => ({
+        finishReason: 'stop',
+        text: JSON.stringify({ task: 't', state: 's', nextSteps: [], [key]: 1 }),
+      });
+      const err = (await compact({ ledger, scope, model, transcript: [{ role: 'user', content: 'hi' }] }).catch(
+        (e: unknown) => e,
+      )) as Error;
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect(err.message).toMatch(/Unrecognized key/);
+      expect(err.message).not.toMatch(/[\u0000-\u001f]/);
+      expect(err.message).not.toMatch(raw);
+      expect(await ledger.resume(scope)).toBeUndefined();
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('an error that is no Error, and cannot be made text, is MODEL_FAILED all the same', async () => {
     const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
     try {
