@@ -48,6 +48,37 @@ describe('README error codes', () => {
   });
 });
 
+describe("README's rows of the summary codes name compact's refusals", () => {
+  // The rows said only what publish refuses (a summary marked incomplete; schema faults), not what compact and
+  // extractSummary refuse with the same codes: an answer the model did not finish, not JSON, another tool, two calls.
+  it('SUMMARY_INCOMPLETE and SUMMARY_INVALID as extractSummary throws them', async () => {
+    const { extractSummary } = await import('../src/compaction/tool.js');
+    const code = (response: unknown) => {
+      try {
+        extractSummary(response as never);
+        return 'none';
+      } catch (err) {
+        return (err as { code?: string }).code;
+      }
+    };
+    const input = { task: 't', state: 's', nextSteps: [] };
+    const call = (name: string, id = 'c1') => ({ id, name, input });
+    expect(code({ finishReason: 'length', toolCalls: [call('submit_handoff')] })).toBe('SUMMARY_INCOMPLETE');
+    expect(code({ finishReason: 'content_filter', text: JSON.stringify(input) })).toBe('SUMMARY_INCOMPLETE');
+    expect(code({ finishReason: 'stop', text: 'Here it is.' })).toBe('SUMMARY_INVALID');
+    expect(code({ finishReason: 'tool_calls', toolCalls: [call('write_file')] })).toBe('SUMMARY_INVALID');
+    const twice = [call('submit_handoff'), call('submit_handoff', 'c2')];
+    expect(code({ finishReason: 'tool_calls', toolCalls: twice })).toBe('SUMMARY_INVALID');
+
+    const section = read('README.md').split('## Error codes')[1]!.split('\n## ')[0]!;
+    const row = (c: string) => section.split('\n').find((l) => l.startsWith(`| \`${c}\``)) ?? '';
+    expect(row('SUMMARY_INCOMPLETE')).toContain('the model did not finish its answer');
+    expect(row('SUMMARY_INCOMPLETE')).toContain('content filter');
+    expect(row('SUMMARY_INVALID')).toContain('an answer that is not JSON');
+    expect(row('SUMMARY_INVALID')).toContain(`another tool than \`submit_handoff\` called, or it called twice`);
+  });
+});
+
 describe("docs/AUDIT.md's audit errors", () => {
   const section = read('docs/AUDIT.md').split('## Audit errors')[1]!.split('\n## ')[0]!;
   const rows = section.split('\n').filter((l) => /^\| \(?`/.test(l));
