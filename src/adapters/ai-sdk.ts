@@ -25,6 +25,7 @@ import {
   splitSystem,
   toolCall,
   toolInputObject,
+  wholeNumberOption,
   withoutEmptyTurns,
 } from './shared.js';
 
@@ -32,7 +33,7 @@ export interface AiSdkAdapterOptions {
   model: LanguageModel;
   /** The summary schema form for the provider underneath (default `json-schema`). */
   schemaForm?: SummarySchemaForm;
-  /** Retries of the `ai` SDK itself (default 2, the SDK's own default). */
+  /** Retries of the `ai` SDK itself (default 2, the SDK's own default): a whole number from 0. */
   maxRetries?: number;
 }
 
@@ -107,6 +108,7 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
   const form = options.schemaForm ?? 'json-schema';
   summarySchemaFor(form); // an unknown form is refused here (INVALID_ARGUMENT), not as a model failure at compaction
   const strict = form === 'openai-strict';
+  const maxRetries = wholeNumberOption('aiSdkAdapter', 'maxRetries', options.maxRetries, 0);
   return async (request) => {
     compactionOnly('aiSdkAdapter', request);
     const ai = await import('ai');
@@ -145,7 +147,7 @@ export function aiSdkAdapter(given: AiSdkAdapterOptions): ModelAdapter {
           : {}),
         ...(request.maxOutputTokens === undefined ? {} : { maxOutputTokens: request.maxOutputTokens }),
         ...(request.signal ? { abortSignal: request.signal } : {}),
-        ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+        ...(maxRetries === undefined ? {} : { maxRetries }),
         onStepFinish: (step) => {
           lastStep = step.content;
         },

@@ -27,19 +27,25 @@ import {
   splitSystem,
   toolCall,
   toolInputObject,
+  wholeNumberOption,
   withoutEmptyTurns,
 } from './shared.js';
+import { MAX_TIMER_MS } from '../../store/abort.js';
 
 export interface AnthropicAdapterOptions {
   /** The Harness's client (`new Anthropic({ apiKey })`). */
   client: Anthropic;
   model: string;
-  /** `max_tokens` when the request sets no output limit (the Messages API requires one). */
+  /**
+   * `max_tokens` when the request sets no output limit (the Messages API requires one; default 8192): a whole number
+   * from 1 (else INVALID_ARGUMENT at the factory's call).
+   */
   maxTokens?: number;
   /**
    * The request's timeout in ms (default: the client's own, `new Anthropic({ timeout })`, 10 minutes unless set). Always
    * passed with the request: without one the SDK refuses, before sending, a non-streaming request whose `max_tokens`
-   * could take longer than 10 minutes (above ~21,000 tokens).
+   * could take longer than 10 minutes (above ~21,000 tokens). A whole number from 1 to 2^31 − 1 (else INVALID_ARGUMENT
+   * at the factory's call: a timer beyond fires at once).
    */
   timeoutMs?: number;
 }
@@ -94,12 +100,12 @@ function turns(messages: readonly RequestMessage[]): MessageParam[] {
   return out;
 }
 
-function params(options: AnthropicAdapterOptions, request: ModelRequest): MessageCreateParamsNonStreaming {
+function params(model: string, maxTokens: number | undefined, request: ModelRequest): MessageCreateParamsNonStreaming {
   const { system, rest } = splitSystem(request.messages);
   const messages = turns(withoutEmptyTurns(rest));
   const p: MessageCreateParamsNonStreaming = {
-    model: options.model,
-    max_tokens: request.maxOutputTokens ?? options.maxTokens ?? 8192,
+    model,
+    max_tokens: request.maxOutputTokens ?? maxTokens ?? 8192,
     messages,
   };
   if (system !== undefined) p.system = system;
@@ -149,12 +155,14 @@ export function anthropicAdapter(given: AnthropicAdapterOptions): ModelAdapter {
     'maxTokens',
     'timeoutMs',
   ]) as AnthropicAdapterOptions;
+  const maxTokens = wholeNumberOption('anthropicAdapter', 'maxTokens', options.maxTokens, 1);
+  const timeoutMs = wholeNumberOption('anthropicAdapter', 'timeoutMs', options.timeoutMs, 1, MAX_TIMER_MS);
   return async (request) => {
     compactionOnly('anthropicAdapter', request);
     return fromMessage(
       // The instruction says what is asked: the forced tool, in structured mode too.
-      await options.client.messages.create(params(options, askedAs(request, 'tool')), {
-        timeout: options.timeoutMs ?? options.client.timeout ?? 600_000,
+      await options.client.messages.create(params(options.model, maxTokens, askedAs(request, 'tool')), {
+        timeout: timeoutMs ?? options.client.timeout ?? 600_000,
         ...(request.signal ? { signal: request.signal } : {}),
       }),
     );

@@ -82,6 +82,30 @@ export function adapterOptions<K extends string>(
   return options;
 }
 
+/**
+ * A factory's whole-number option (`maxTokens`, `timeoutMs`, `maxRetries`): absent (`undefined` or `null`: the default),
+ * or a safe integer from `least` to `most`. Refused at the factory's call, as its other options are: a NaN or Infinity
+ * went out as `null` (Anthropic's `max_tokens`: every compaction refused by the API, its transcript sent each time), a
+ * string as a string, a timeout of 0 or past the longest Node timer (2^31 − 1 ms) aborted every request at once after
+ * sending it, and a negative retry count made every compaction MODEL_FAILED.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+export function wholeNumberOption(
+  adapter: string,
+  name: string,
+  value: unknown,
+  least: number,
+  most = Number.MAX_SAFE_INTEGER,
+): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least || value > most)
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `${adapter}: ${name} must be a whole number from ${least}${most === Number.MAX_SAFE_INTEGER ? '' : ` to ${most}`}, not ${shownValue(value)}`,
+    );
+  return value;
+}
+
 /** The schema a tool or response format is sent with: the dialect's summary form for the handoff. */
 export function schemaFor(
   name: string,

@@ -72,6 +72,40 @@ describe('adapter factories refuse options that are not what their types say', (
       expect(typeof openaiAdapter({ client: {} as never, model: 'm', api: api as never })).toBe('function');
   });
 
+  it("anthropicAdapter's maxTokens and timeoutMs, aiSdkAdapter's maxRetries: whole numbers in range, else refused", () => {
+    // maxTokens NaN or Infinity went out as max_tokens: null, a string as a string (every compaction refused by the
+    // API, its transcript sent each time); timeoutMs 0 or past the longest Node timer aborted every request at once,
+    // after sending it; a negative or fractional maxRetries made every compaction MODEL_FAILED.
+    const anthropic = (extra: object) => () =>
+      anthropicAdapter({ client: {} as never, model: 'm', ...(extra as Record<string, never>) });
+    const ai = (extra: object) => () => aiSdkAdapter({ model: 'm', ...(extra as Record<string, never>) } as never);
+    const untextable = {
+      toString: () => {
+        throw new Error('no text');
+      },
+    };
+    const badCount = [Number.NaN, Infinity, 0, -1, 2.5, '4096', untextable, 2 ** 53];
+    for (const maxTokens of badCount)
+      expect(refusal(anthropic({ maxTokens })), `maxTokens ${typeof maxTokens}`).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^anthropicAdapter: maxTokens must be a whole number from 1, not /),
+      });
+    for (const timeoutMs of [...badCount, 2 ** 31])
+      expect(refusal(anthropic({ timeoutMs })), `timeoutMs ${typeof timeoutMs}`).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^anthropicAdapter: timeoutMs must be a whole number from 1 to 2147483647/),
+      });
+    for (const maxRetries of [Number.NaN, Infinity, -1, 1.5, '2', untextable])
+      expect(refusal(ai({ maxRetries })), `maxRetries ${typeof maxRetries}`).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^aiSdkAdapter: maxRetries must be a whole number from 0, not /),
+      });
+    // What the types allow is taken as ever, null as absent.
+    for (const extra of [{ maxTokens: 1 }, { maxTokens: 64_000, timeoutMs: 2 ** 31 - 1 }, { maxTokens: null }])
+      expect(typeof anthropic(extra)()).toBe('function');
+    for (const maxRetries of [0, 5, null, undefined]) expect(typeof ai({ maxRetries })()).toBe('function');
+  });
+
   it('aiSdkAdapter takes a LanguageModel object as its model', () => {
     expect(typeof aiSdkAdapter({ model: { specificationVersion: 'v2' } as never })).toBe('function');
   });
