@@ -63,18 +63,18 @@ type RequestMessage = ModelRequest['messages'][number];
  * A tool result as a `tool_result` block. One that holds nothing (a tool that printed nothing) goes without `content`,
  * which is optional: the API refuses an empty or whitespace-only text ("text content blocks must be non-empty").
  */
-function toolResult(m: RequestMessage): ToolResultBlockParam {
-  const block: ToolResultBlockParam = { type: 'tool_result', tool_use_id: m.toolCallId ?? '' };
+function toolResult(m: RequestMessage, idOf: (id: string) => string): ToolResultBlockParam {
+  const block: ToolResultBlockParam = { type: 'tool_result', tool_use_id: idOf(m.toolCallId ?? '') };
   if (!saysNothing(m.content)) block.content = m.content;
   return block;
 }
 
 /** The content of a turn other than a tool result. */
-function content(m: RequestMessage): string | ContentBlockParam[] {
+function content(m: RequestMessage, idOf: (id: string) => string): string | ContentBlockParam[] {
   if (m.role === 'assistant' && m.toolCalls?.length) {
     const blocks: ContentBlockParam[] = saysNothing(m.content) ? [] : [{ type: 'text', text: m.content }];
     for (const c of m.toolCalls)
-      blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: toolInputObject(c.input) });
+      blocks.push({ type: 'tool_use', id: idOf(c.id), name: c.name, input: toolInputObject(c.input) });
     return blocks;
   }
   return m.content;
@@ -87,17 +87,49 @@ function content(m: RequestMessage): string | ContentBlockParam[] {
  */
 function turns(messages: readonly RequestMessage[]): MessageParam[] {
   const out: MessageParam[] = [];
+  const idOf = toolUseIds(messages);
   let results: ContentBlockParam[] | undefined; // the tool_result blocks of the user message being built
   for (const m of messages) {
     if (m.role === 'tool') {
-      if (results) results.push(toolResult(m));
-      else out.push({ role: 'user', content: (results = [toolResult(m)]) });
+      if (results) results.push(toolResult(m, idOf));
+      else out.push({ role: 'user', content: (results = [toolResult(m, idOf)]) });
       continue;
     }
     results = undefined;
-    out.push({ role: m.role === 'assistant' ? 'assistant' : 'user', content: content(m) });
+    out.push({ role: m.role === 'assistant' ? 'assistant' : 'user', content: content(m, idOf) });
   }
   return out;
+}
+
+/** What the Messages API takes as a `tool_use` id (and `tool_result.tool_use_id`). */
+const TOOL_USE_ID = /^[a-zA-Z0-9_-]+$/;
+
+/**
+ * The `tool_use` id each call of the transcript is sent under. The Messages API refuses a request with an id outside
+ * `^[a-zA-Z0-9_-]+$` (400 "tool_use.id: String should match pattern"), and a transcript's calls may carry ids another
+ * provider or the Harness made (`functions.read_file:0`, `call|1`, an empty one): every compaction of it failed
+ * MODEL_FAILED. An id the API takes goes as it is; another gets one it takes, the same for its call and its result,
+ * and none that another id of the request has.
+ */
+function toolUseIds(messages: readonly RequestMessage[]): (id: string) => string {
+  const taken = new Set<string>();
+  for (const m of messages) {
+    for (const id of [m.toolCallId, ...(m.toolCalls ?? []).map((c) => c.id)])
+      if (id !== undefined && TOOL_USE_ID.test(id)) taken.add(id);
+  }
+  const given = new Map<string, string>();
+  return (id) => {
+    if (TOOL_USE_ID.test(id)) return id;
+    let sent = given.get(id);
+    if (sent === undefined) {
+      const base = `toolu_${id.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
+      sent = base;
+      for (let n = 2; taken.has(sent); n++) sent = `${base}_${n}`;
+      taken.add(sent);
+      given.set(id, sent);
+    }
+    return sent;
+  };
 }
 
 function params(model: string, maxTokens: number | undefined, request: ModelRequest): MessageCreateParamsNonStreaming {

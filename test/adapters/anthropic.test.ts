@@ -224,6 +224,33 @@ describe('anthropicAdapter: tool results as the Messages API takes them', () => 
     ]);
   });
 
+  it('sends every tool_use id as the API takes it (^[a-zA-Z0-9_-]+$), each result under its call’s id', async () => {
+    // The Messages API refuses any other id (400 "tool_use.id: String should match pattern"); a transcript's ids may
+    // be another provider's (`functions.read_file:0`) or the Harness's own. One already of the form, here the one an
+    // id of another form would be sent as, goes as it is, and no two calls share an id.
+    const ids = ['functions.read_file:0', 'call|1', 'toolu_functions_read_file_0', 'toolu_ok-1', ''];
+    const calls = ids.map((id, i) => ({ id, name: 'read', input: { path: `f${i}` } }));
+    const messages = await sent([
+      { role: 'user', content: 'read them' },
+      { role: 'assistant', content: '', toolCalls: calls },
+      ...ids.slice(0, 3).map((id, i) => ({ role: 'tool' as const, toolCallId: id, content: `F${i}` })),
+    ]);
+    expect(unanswered(messages)).toEqual([]);
+    const uses = (messages[1]!.content as Block[]).filter((b) => b.type === 'tool_use');
+    const results = (messages[2]!.content as Block[]).filter((b) => b.type === 'tool_result');
+    const sentIds = uses.map((b) => b.id!);
+    expect(
+      sentIds.every((id) => /^[a-zA-Z0-9_-]+$/.test(id)),
+      sentIds.join(' '),
+    ).toBe(true);
+    expect(new Set(sentIds).size).toBe(ids.length);
+    expect(sentIds[2]).toBe('toolu_functions_read_file_0');
+    expect(sentIds[3]).toBe('toolu_ok-1');
+    // Each result, the real ones and the ones compactionRequest answered, under its call's id, in the calls' order.
+    expect(results.map((b) => b.tool_use_id)).toEqual(sentIds);
+    expect(results.slice(0, 3).map((b) => b.content)).toEqual(['F0', 'F1', 'F2']);
+  });
+
   it('sends a tool result that holds nothing without content (the API refuses an empty or blank text)', async () => {
     const messages = await sent([
       { role: 'user', content: 'touch a and b' },
