@@ -34,11 +34,19 @@ export function nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
 
 /** SHA-256(domain byte || a || b): the interior nodes of this tree and of the session-heads map (session-heads.ts). */
 export function domainHash(domain: number, a: Uint8Array, b: Uint8Array): Uint8Array {
-  // Any other length (a hostile proof's hash) as before: in a fresh zeroed buffer, nothing of an earlier call's.
-  const buf = a.length === HASH_SIZE && b.length === HASH_SIZE ? NODE_INPUT : new Uint8Array(1 + 2 * HASH_SIZE);
+  if (a.length === HASH_SIZE && b.length === HASH_SIZE) {
+    NODE_INPUT[0] = domain;
+    NODE_INPUT.set(a, 1);
+    NODE_INPUT.set(b, 1 + HASH_SIZE);
+    return sha256(NODE_INPUT);
+  }
+  // Any other length (an earlier root a caller of verifyConsistency passed, the proof's seed) is hashed as its bytes
+  // are, as transparency-dev/merkle hashes it: a 65-byte buffer cut a longer one off (its extra bytes overwritten by
+  // `b`, so root ‖ junk verified as root) or threw past 64 bytes, and padded a shorter one with zeros.
+  const buf = new Uint8Array(1 + a.length + b.length);
   buf[0] = domain;
   buf.set(a, 1);
-  buf.set(b, 1 + HASH_SIZE);
+  buf.set(b, 1 + a.length);
   return sha256(buf);
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -116,6 +117,33 @@ describe('RFC 6962 proof verification', () => {
       if (v.wantErr) failing++;
     }
     expect(failing).toBeGreaterThan(50);
+  });
+
+  it('hashes an earlier root of another length as its bytes are, as transparency-dev/merkle does: no match, no throw', () => {
+    // Tree of 2 leaves; the earlier tree (size 1, a power of two) is the proof's seed, hashed with the new leaf.
+    const [a, b] = [leafHash(REF_LEAVES[1]!), leafHash(REF_LEAVES[2]!)];
+    const root2 = nodeHash(a, b);
+    expect(verifyConsistency(1, 2, [b], a, root2)).toEqual({ ok: true });
+    // The earlier root with a byte more (or one less, its last byte 0): not the root the proof leads from. Hashing
+    // them into a 65-byte buffer cut the extra byte off (or padded a zero), so the proof verified.
+    const longer = Uint8Array.of(...a, 0xff);
+    expect(verifyConsistency(1, 2, [b], longer, root2).ok).toBe(false);
+    const endsInZero = Uint8Array.of(...a.subarray(0, 31), 0);
+    const zeroRoot2 = nodeHash(endsInZero, b);
+    expect(verifyConsistency(1, 2, [b], endsInZero, zeroRoot2)).toEqual({ ok: true });
+    expect(verifyConsistency(1, 2, [b], endsInZero.subarray(0, 31), zeroRoot2).ok).toBe(false);
+    // Longer than 64 bytes: a verdict, not a RangeError from the buffer.
+    for (const length of [65, 100, 1000]) {
+      const r = verifyConsistency(1, 2, [b], new Uint8Array(length), root2);
+      expect(r.ok).toBe(false);
+    }
+    // nodeHash itself hashes its inputs' bytes, whatever their length (RFC 6962: SHA-256(0x01 || left || right)).
+    const odd = Uint8Array.of(1, 2, 3);
+    expect(Buffer.from(nodeHash(odd, b)).toString('hex')).toBe(
+      createHash('sha256')
+        .update(Uint8Array.of(1, ...odd, ...b))
+        .digest('hex'),
+    );
   });
 });
 
