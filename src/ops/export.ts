@@ -475,13 +475,33 @@ async function exportTraced(source: ExportSource, given: ExportOptions): Promise
     await rmdir(out).catch(() => {});
     throw ioError(`checking ${out}`, err);
   });
+  // The claim held open while the export runs, so its inode cannot be reused by a directory made in its place: then
+  // its device and inode name it, whatever the platform reports as its birth time (libuv gives the change time where
+  // statx is missing, and publishing into the claim changes that). Where a directory cannot be held open, as before.
+  const held = await holdClaim(fs, out, claim);
+  const current = held ? () => heldIdentity(fs, out) : identity;
   // Whether the target is still the claim made above. An error looking (other than its absence) is the I/O error it
   // is, not a claim taken by someone else.
   const stillOurClaim = async () =>
-    (await identity().catch((err: unknown) => {
+    (await current().catch((err: unknown) => {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw ioError(`checking ${out}`, err);
-    })) === claim;
+    })) === (held?.identity ?? claim);
+  try {
+    return await claimedExport(source, options, fs, out, claim, stillOurClaim);
+  } finally {
+    await held?.handle.close().catch(() => {});
+  }
+}
+
+async function claimedExport(
+  source: ExportSource,
+  options: ExportOptions,
+  fs: FsOps,
+  out: string,
+  claim: string,
+  stillOurClaim: () => Promise<boolean>,
+): Promise<ExportResult> {
   // Beside the target, who claimed it: a later export there removes the claim and the staging if this one dies.
   const token = `${process.pid}.${randomBytes(8).toString('hex')}`;
   const owner = join(dirname(out), `${EXPORT_PREFIX}${token}.claim`);
@@ -544,12 +564,56 @@ async function existingKind(fs: FsOps, out: string): Promise<string> {
 }
 
 /**
- * A claimed target's identity, by inode, birth time in nanoseconds, owner and mode: a directory made in place of a
+ * A claimed target's identity, by inode, birth time in nanoseconds, owner and mode (what the record beside it keeps,
+ * and what judges the claim where it cannot be held open: `holdClaim`): a directory made in place of a
  * removed one often gets the same inode number back. Not the change time: publishing adds entries to the claim.
  */
 async function claimIdentity(fs: FsOps, out: string): Promise<string> {
   const st = await fs.lstat(out, { bigint: true });
   return st.isDirectory() ? `${st.dev}:${st.ino}:${st.birthtimeNs}:${st.uid}:${st.mode}` : 'not a directory';
+}
+
+/** A directory's identity while it is held open: device, inode, owner and mode (no time: see `holdClaim`). */
+const inodeIdentity = (st: { dev: bigint; ino: bigint; uid: bigint; mode: bigint; isDirectory(): boolean }): string =>
+  st.isDirectory() ? `${st.dev}:${st.ino}:${st.uid}:${st.mode}` : 'not a directory';
+
+/** What stands at `out` now, as `inodeIdentity` names the held claim. */
+async function heldIdentity(fs: FsOps, out: string): Promise<string> {
+  return inodeIdentity(await fs.lstat(out, { bigint: true }));
+}
+
+/**
+ * The claim made at `out`, held open for the export (a directory descriptor): while it is open its inode is not freed,
+ * so no directory made in its place (the claim removed, another made) can get its inode number back, and device and
+ * inode name it without a birth time. The birth time `claimIdentity` compares is no time of birth where Node has no
+ * statx (libuv then reports the change time, which every entry published into the claim moves: each export was
+ * BUNDLE_EXISTS). `undefined` where a directory cannot be opened (then `claimIdentity` judges, as before).
+ * @throws AuditError `BUNDLE_EXISTS` when the directory opened is not the claim looked at a moment before
+ */
+async function holdClaim(
+  fs: FsOps,
+  out: string,
+  claim: string,
+): Promise<{ handle: FileHandle; identity: string } | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await fs.open(out, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch {
+    return undefined;
+  }
+  try {
+    const st = await handle.stat({ bigint: true });
+    const identity = inodeIdentity(st);
+    // Nothing is in the claim yet, so its birth time (or change time) has not moved: it is still the claim looked at,
+    // and the directory held is the one at `out`.
+    if ((await claimIdentity(fs, out)) !== claim || !claim.startsWith(`${st.dev}:${st.ino}:`))
+      throw new AuditError('BUNDLE_EXISTS', `${out} was replaced as the export claimed it; export never overwrites`);
+    return { handle, identity };
+  } catch (err) {
+    await handle.close().catch(() => {});
+    if (err instanceof AuditError) throw err;
+    return undefined;
+  }
 }
 
 /**

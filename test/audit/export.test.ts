@@ -167,6 +167,46 @@ describe('exportBundle', () => {
     },
   );
 
+  it('exports where the platform reports the change time as birth time (Node without statx), the claim held by its inode', async () => {
+    const dir = tempDir();
+    const ledger = await ledgerWithChains(join(dir, 'store'));
+    try {
+      // libuv fills st_birthtim with st_ctim on Linux when statx is unavailable (kernels before 4.11, seccomp filters
+      // that refuse it, WSL 1): the claim's "birth time" then moves with every entry published into it.
+      const fs: FsOps = {
+        ...nodeFsOps,
+        lstat: (async (path: string, options?: { bigint?: boolean }) => {
+          const st = await nodeFsOps.lstat(path, options as { bigint: true });
+          if (options?.bigint) Object.defineProperty(st, 'birthtimeNs', { value: st.ctimeNs });
+          return st;
+        }) as FsOps['lstat'],
+      };
+      const out = join(dir, 'bundle');
+      const result = await exportBundle(ledger, { out, withBlobs: true, fs });
+      expect(result.header.counts).toEqual({ manifests: 6, chains: 3, blobs: 6 });
+      expect((await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore() })).ok).toBe(true);
+      expect(readdirSync(dir).sort()).toEqual(['bundle', 'store']);
+      // A directory put in the claim's place between its first look and its opening is not taken for it.
+      const taken = join(dir, 'taken');
+      const swapping: FsOps = {
+        ...fs,
+        open: async (path, flags, mode) => {
+          if (path === taken) {
+            await rm(taken, { recursive: true });
+            await mkdir(taken, { mode: 0o700 });
+          }
+          return nodeFsOps.open(path, flags, mode);
+        },
+      };
+      const err = await exportBundle(ledger, { out: taken, fs: swapping }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'BUNDLE_EXISTS' });
+      expect(readdirSync(taken)).toEqual([]);
+      expect(readdirSync(dir).sort()).toEqual(['bundle', 'store', 'taken']);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('exports to a target whose name is 240 characters long (the staging name does not grow with it)', async () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));
