@@ -28,7 +28,7 @@ import {
   type BundleBlobLink,
   type BundleTreeFile,
 } from '../../manifests/audit/bundle.js';
-import { blobDirs, hasBlobDir, isSparse, NOT_A_FILE } from './bundle-dir.js';
+import { blobDirs, hasBlobDir, NOT_A_FILE } from './bundle-dir.js';
 
 const READ = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const BLOB_PATH = /^\/bundle\/blobs\/blake3\/([0-9a-f]{64})$/;
@@ -180,7 +180,7 @@ const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code
 /**
  * Streams a regular file opened without following symlinks, its first `st.size` bytes (a file that grows meanwhile
  * never sends more than its Content-Length). What `verify` reads in its place decides the answer: nothing at the
- * name is 404; for a file of the bundle (`kind` 'file') anything else that is not a regular file, or is sparse, is
+ * name is 404; for a file of the bundle (`kind` 'file') anything else that is not a regular file is
  * 422 (verify: BUNDLE_INVALID) and a name that cannot be opened otherwise (a symlink, no permission) 403 (verify:
  * BUNDLE_IO); for a blob, verify counts whatever is not a regular file as absent (404; a symlink's 404 says it is
  * one, as verify's finding does) and one it cannot open as BUNDLE_IO (403). An I/O error past the open (its stat, its close) is 500, or the connection cut once answered.
@@ -233,12 +233,6 @@ async function sendFileOrThrow(
     const st = await handle.stat();
     if (!st.isFile())
       return kind === 'blob' ? refuse(res, 404, 'not found') : refuse(res, 422, `${name} is not a regular file`);
-    if (kind === 'file' && isSparse(st))
-      return refuse(
-        res,
-        422,
-        `${name} is sparse (${st.size} bytes, ${st.blocks * 512} allocated); an exported bundle never is`,
-      );
     res.writeHead(200, { ...HEADERS, 'content-type': type, 'content-length': String(st.size) });
     if (req.method === 'HEAD' || st.size === 0) return void res.end();
     const stream = createReadStream('', { fd: handle, autoClose: false, start: 0, end: st.size - 1 });

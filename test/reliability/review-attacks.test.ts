@@ -503,28 +503,34 @@ describe('verify time', () => {
     );
   });
 
-  it('refuses a sparse 2 GiB manifests.jsonl and one over --max-bundle-bytes without reading them', async () => {
+  it('refuses a manifests.jsonl over --max-bundle-bytes without reading it; one with holes within the bound is read as its bytes', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
     const { bundle, trust } = await bundleOnDisk(b.lines, {}, b.key);
     const small = captureIo();
     expect(await verifyCli([bundle, '--trust', trust, '--max-bundle-bytes', '100'], small.io)).toBe(2);
     expect(small.stderr()).toMatch(/BUNDLE_INVALID: .*over the bound of 100/);
+    // Holes past the two lines (no disk used): not refused for what the file system reports allocated (ZFS reports a
+    // compressed or just-written file so too), but read within the bound, one line of NULs too long to hold.
     const fd = openSync(join(bundle, 'manifests.jsonl'), 'r+');
-    ftruncateSync(fd, 2 * 1024 ** 3);
+    ftruncateSync(fd, 256 * 1024 ** 2);
     closeSync(fd);
     await judge.judge(
-      'verify time',
+      'verify of a manifests.jsonl with holes',
       async () => {
         const c = captureIo();
-        const t0 = Date.now();
-        return { code: await verifyCli([bundle, '--trust', trust], c.io), err: c.stderr(), ms: Date.now() - t0 };
+        return { code: await verifyCli([bundle, '--trust', trust, '--json'], c.io), out: c.stdout(), err: c.stderr() };
       },
-      ({ code, err, ms }) =>
-        judge.tally.right(code === 2 && /sparse/.test(err) && ms < 2000, `exit ${code} in ${ms} ms: ${err}`),
+      ({ code, out, err }) => {
+        const report = JSON.parse(out) as { ok: boolean; findings: { code: string }[] };
+        judge.tally.right(
+          code === 1 && !report.ok && report.findings.some((x) => x.code === 'LINE_TOO_LONG'),
+          `exit ${code}: ${err} ${out.slice(0, 400)}`,
+        );
+      },
     );
   });
 
-  it('refuses a sparse proofs.jsonl or heads.jsonl within its size bound without reading it (BUNDLE_INVALID)', async () => {
+  it('reads a proofs.jsonl or heads.jsonl with holes within its size bound as the bytes it holds', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
     const { bundle } = await bundleOnDisk(b.lines, {}, b.key);
     const reader = await openBundleDir(bundle);
@@ -533,12 +539,11 @@ describe('verify time', () => {
       ftruncateSync(fd, 1024 * 1024); // the bound of a small bundle's tree file, all of it a hole
       closeSync(fd);
       await judge.judge(
-        `sparse ${name}`,
+        `${name} with holes`,
         () => reader.treeFile!(name),
-        () => judge.tally.right(false, `a sparse ${name} was read`),
-        ['BUNDLE_INVALID'],
+        (text) => judge.tally.right(text === '\0'.repeat(1024 * 1024), `read ${text?.length} characters`),
+        [], // no refusal is right
       );
-      await expect(reader.treeFile!(name)).rejects.toThrow(/is sparse/);
     }
   });
 });
@@ -598,7 +603,7 @@ afterAll(async () => {
   await recordFigures({
     suite: 'review-attacks',
     title:
-      "A security review's attacks on an honest store and an auditor: terminal control in verify and fsck reports, gc between a reused orphan blob's re-put and its append, blob directories swapped for symlinks after open, corrupt LevelDB records, padded and duplicated lines against the auditor's heap (64 MiB), an unsigned header stripped of blobs and filters, empty lines, 40,000 findings, a sparse 2 GiB manifests.jsonl, a directory planted at the export target, and envelope lines that are not byte-exact. The key and trust attacks of the same review (rotation, revoked host key, --at, ownership, duplicate trust entries, revoke '*') are in test/key-lifecycle.test.ts.",
+      "A security review's attacks on an honest store and an auditor: terminal control in verify and fsck reports, gc between a reused orphan blob's re-put and its append, blob directories swapped for symlinks after open, corrupt LevelDB records, padded and duplicated lines against the auditor's heap (64 MiB), an unsigned header stripped of blobs and filters, empty lines, 40,000 findings, a manifests.jsonl of holes read within its bound, a directory planted at the export target, and envelope lines that are not byte-exact. The key and trust attacks of the same review (rotation, revoked host key, --at, ownership, duplicate trust entries, revoke '*') are in test/key-lifecycle.test.ts.",
     durationMs: Date.now() - started,
     inputs: judge.inputs.counts,
     losses: judge.tally.losses,
