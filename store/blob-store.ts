@@ -136,7 +136,11 @@ export function checkReadOptions(options: unknown): { maxBytes?: number; signal?
   return { maxBytes: checkByteLimit(maxBytes, 'maxBytes'), signal };
 }
 
-function checkDeleteOptions(options: unknown): DeleteOptions {
+/**
+ * A delete's options as every store checks them, each field read once: not an object, a field it does not know, a
+ * signal that is none, a `storedBeforeMs` that is no finite number: `INVALID_ARGUMENT`.
+ */
+export function checkDeleteOptions(options: unknown): DeleteOptions {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null) throw invalid('options must be an object');
   const { storedBeforeMs, signal } = readOptionFields(

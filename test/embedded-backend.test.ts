@@ -23,6 +23,7 @@ import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifes
 import { ledgerSuite } from './conformance/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { gc } from '../src/ops/maintenance.js';
+import { TieredBlobStore } from '../src/ledger/blob-tiers.js';
 
 // Not tempDir(): a fixture may outlive one test's afterEach (it is disposed by the suite itself).
 const freshDir = () => mkdtempSync(join(tmpdir(), 'hl-embedded-'));
@@ -57,6 +58,55 @@ blobStoreSuite('FsBlobStore', async ({ hash, maxBlobBytes }) => {
     async dispose() {
       await fx.store.close();
       await rm(join(root, '..'), { recursive: true, force: true });
+    },
+  };
+  return fx;
+});
+
+/** Changes one stored byte of a blob file under `root` (its size stays). */
+async function corruptBlobFile(root: string, digest: string): Promise<void> {
+  const hex = digestHex(digest);
+  const handle = await open(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), 'r+');
+  try {
+    const one = Buffer.alloc(1);
+    await handle.read(one, 0, 1, 0);
+    one[0] = (one[0]! + 1) % 256;
+    await handle.write(one, 0, 1, 0);
+  } finally {
+    await handle.close();
+  }
+}
+
+// The ledger's own `blobs` (a Ledger's public BlobStore): the inline tier of the LevelDB log in front of the files.
+// It answers as every BlobStore does: a bad digest INVALID_DIGEST before its options are looked at (not the log's
+// ManifestError INVALID_ID), a delete's bad option the store's INVALID_ARGUMENT.
+blobStoreSuite('TieredBlobStore (LevelDB inline tier over FsBlobStore)', async ({ hash, maxBlobBytes }) => {
+  const dir = freshDir();
+  const root = join(dir, 'store');
+  let log: LevelManifestLog | undefined;
+  const openStore = async () => {
+    const files = (await FsBlobStore.open(root, { hash, maxBlobBytes })).store;
+    log = await LevelManifestLog.open(join(dir, 'log'));
+    return new TieredBlobStore(files, log.inlineBlobs, hash);
+  };
+  const fx = {
+    store: await openStore(),
+    async reopen() {
+      await fx.store.close();
+      await log?.close();
+      fx.store = await openStore();
+      return fx.store;
+    },
+    corrupt: (digest: string) => corruptBlobFile(root, digest),
+    async backdate(digest: string, ms: number) {
+      const hex = digestHex(digest);
+      const then = new Date(Date.now() - ms);
+      await utimes(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex), then, then);
+    },
+    async dispose() {
+      await fx.store.close();
+      await log?.close();
+      await rm(dir, { recursive: true, force: true });
     },
   };
   return fx;

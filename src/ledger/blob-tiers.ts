@@ -4,6 +4,7 @@
  * `BlobStore`, so an inline blob is re-hashed, exported, verified, collected and checked like a file.
  */
 import {
+  checkDeleteOptions,
   checkReadOptions,
   type BlobInfo,
   type BlobSource,
@@ -37,7 +38,6 @@ export class TieredBlobStore implements BlobStore {
 
   /** The verified bytes of an inline blob, or `undefined` when the log holds none under this digest. */
   private async inlineBytes(digest: string, options: GetOptions = {}): Promise<Uint8Array | undefined> {
-    digestHex(digest);
     throwIfAborted(options.signal);
     const bytes = await this.inline.get(digest as Digest);
     if (bytes === undefined) return undefined;
@@ -52,13 +52,16 @@ export class TieredBlobStore implements BlobStore {
   }
 
   async get(digest: string, given?: GetOptions): Promise<Uint8Array> {
-    // Checked as the file tier checks them: an inline blob is found before the file tier is asked.
+    // Checked as the file tier checks them (the digest first: INVALID_DIGEST whatever the options), before an inline
+    // blob is looked for: the inline tier would refuse a bad digest as the log does (ManifestError INVALID_ID).
+    digestHex(digest);
     const options = checkReadOptions(given);
     return (await this.inlineBytes(digest, options)) ?? this.files.get(digest, options);
   }
 
   async *chunks(digest: string, given?: GetOptions): AsyncIterable<Uint8Array> {
-    // Checked as the file tier checks them: an inline blob is found before the file tier is asked.
+    // Checked as the file tier checks them (as `get`), before an inline blob is looked for.
+    digestHex(digest);
     const options = checkReadOptions(given);
     const bytes = await this.inlineBytes(digest, options);
     if (bytes === undefined) yield* this.files.chunks(digest, options);
@@ -66,6 +69,7 @@ export class TieredBlobStore implements BlobStore {
   }
 
   async has(digest: string): Promise<boolean> {
+    digestHex(digest); // StoreError INVALID_DIGEST, as the file tier: not the log's refusal of a bad digest
     return (await this.inline.stat(digest as Digest)) !== undefined || this.files.has(digest);
   }
 
@@ -92,9 +96,12 @@ export class TieredBlobStore implements BlobStore {
    * before it removed anything (`CANCELLED`, both copies kept): once the inline copy went, the file's delete runs
    * without it, so an abort never leaves a blob removed from one tier by this call and not judged in the other.
    */
-  async delete(digest: string, options: DeleteOptions = {}): Promise<boolean> {
+  async delete(digest: string, given?: DeleteOptions): Promise<boolean> {
     digestHex(digest);
-    // Each tier checks the options (an aborted signal: CANCELLED from the first, nothing removed).
+    // Checked as the file tier checks them, before either tier is asked: a bad option is the store's INVALID_ARGUMENT
+    // (not the log's), an aborted signal its CANCELLED, nothing removed.
+    const options = checkDeleteOptions(given);
+    throwIfAborted(options.signal);
     const inlineRemoved = await this.inline.delete(digest as Digest, options);
     const fileRemoved = await this.files.delete(
       digest,
