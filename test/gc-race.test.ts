@@ -574,3 +574,37 @@ describe('a store opened to leave its leftovers (a diagnosing open) on a root ot
     }
   });
 });
+
+describe("gc's grace where the two tiers date blobs by different clocks", () => {
+  it('keeps the inline blob of a publish that committed during the walk when the file tier dates by a clock ahead of the log (a PostgreSQL blob store beside an embedded log)', async () => {
+    const root = tempDir();
+    const hash = await loadHashBackend('noble');
+    // The file tier's clock (BlobStore.clock: a PostgreSQL server's) runs two hours ahead of this host's, by which the
+    // embedded log dates its inline blobs.
+    const { store: files } = await FsBlobStore.open(join(root, 'files'), { hash });
+    const ahead = Object.assign(files, { clock: async () => Date.now() + 2 * HOUR });
+    const ledger = await openLedger({ root, host: 'host-a', blobs: ahead, onNotice: () => {} });
+    try {
+      await ledger.publish(first, sampleSummary('before gc'));
+      const log = ledger.log;
+      const heads = log.heads.bind(log);
+      let published: { digest: string } | undefined;
+      // A publish (an inline summary) commits while gc walks the chains: the walk does not see its manifest.
+      (log as { heads: typeof log.heads }).heads = async function* () {
+        for await (const head of heads()) {
+          yield head;
+          published ??= await ledger.publish(second, sampleSummary('during gc'));
+        }
+      };
+      const report = await gc(ledger, { graceMs: HOUR });
+      (log as { heads: typeof log.heads }).heads = heads;
+      expect(published, 'the publish ran during the walk').toBeDefined();
+      expect(report.removed).not.toContain(published!.digest);
+      expect((await ledger.resume({ principal: 'alice', session: 'second' }))?.manifest.summary.digest).toBe(
+        published!.digest,
+      );
+    } finally {
+      await ledger.close();
+    }
+  });
+});

@@ -1334,6 +1334,52 @@ describePostgres('PostgreSQL backend', (pg) => {
     });
   });
 
+  describe('gc of a ledger given the PostgreSQL log alone (its blob files in the root), on a host whose clock is ahead', () => {
+    it("measures an inline blob's grace on the server's clock, which its stored_at is recorded by: a publish committed during the walk keeps its summary", async () => {
+      const root = mkdtempSync(join(tmpdir(), 'hl-pg-gc-inline-'));
+      const { blobs, log } = await openPostgresBackends({
+        connectionString: pg.connectionString,
+        schema: nextSchema(),
+      });
+      await blobs.close();
+      const ledger = await openLedger({ root, host: 'h1', log, onNotice: () => {} });
+      try {
+        await ledger.publish({ principal: 'alice', session: 'first', run: 'r' }, sampleSummary('before gc'));
+        const heads = log.heads.bind(log);
+        let published: { digest: string } | undefined;
+        // A publish (an inline summary: a row of inline_blobs) commits while gc walks the chains: the walk misses it.
+        (log as { heads: typeof log.heads }).heads = async function* () {
+          for await (const head of heads()) {
+            yield head;
+            published ??= await ledger.publish(
+              { principal: 'alice', session: 'second', run: 'r' },
+              sampleSummary('during gc'),
+            );
+          }
+        };
+        // This host's clock runs two hours ahead of the server's: a one-hour grace measured on it would take the
+        // inline blob the server dated just now.
+        const real = Date.now.bind(Date);
+        const ahead = vi.spyOn(Date, 'now').mockImplementation(() => real() + 2 * 3_600_000);
+        let report;
+        try {
+          report = await gc(ledger, { graceMs: 3_600_000 });
+        } finally {
+          ahead.mockRestore();
+          (log as { heads: typeof log.heads }).heads = heads;
+        }
+        expect(published, 'the publish ran during the walk').toBeDefined();
+        expect(report.removed).not.toContain(published!.digest);
+        expect((await ledger.resume({ principal: 'alice', session: 'second' }))?.manifest.summary.digest).toBe(
+          published!.digest,
+        );
+      } finally {
+        await ledger.close();
+        await rm(root, { recursive: true, force: true });
+      }
+    });
+  });
+
   describe('processes of one host sharing a root', () => {
     // A guard for any cache of grants (benchmarks/README.md, 2026-12-05, afternoon: none is kept for PostgreSQL, whose
     // grants are read beside every resume's head window): a change another process makes is honoured by the next call.

@@ -504,7 +504,12 @@ class CheckedSigningKeyTable implements SigningKeyTable {
  * NaN removed the blob from the embedded log (no bound) while Infinity removed it from PostgreSQL.
  */
 export class CheckedInlineBlobTable implements InlineBlobTable {
-  constructor(private readonly inner: InlineBlobTable) {}
+  /** The inner table's clock, where it has one of its own (InlineBlobTable.clock). */
+  readonly clock?: () => Promise<number>;
+
+  constructor(private readonly inner: InlineBlobTable) {
+    if (inner.clock) this.clock = () => inner.clock!();
+  }
 
   async get(digest: Digest): Promise<Uint8Array | undefined> {
     return this.inner.get(checkDigest(digest, 'digest'));

@@ -138,6 +138,12 @@ export interface InlineBlobTable {
    * (PostgreSQL)); the judgement and its removal run whole.
    */
   delete(digest: Digest, options?: InlineDeleteOptions): Promise<boolean>;
+  /**
+   * The time by the clock the table records storage times with (ms since epoch), where that is not this process's
+   * (PostgreSQL: the server's), as `BlobStore.clock`: gc measures the grace of an inline blob against it. Absent:
+   * `Date.now()` (the embedded log dates its inline blobs by this host's clock).
+   */
+  clock?(): Promise<number>;
 }
 
 /** Options of `InlineBlobTable.delete`, as `BlobStore.delete`'s. */

@@ -19,8 +19,14 @@ import { digestHex, hashBytes, type Digest, type HashBackend } from '../../store
 import type { InlineBlobTable } from '../../manifests/log/log.js';
 
 export class TieredBlobStore implements BlobStore {
-  /** The file tier's clock (BlobStore.clock); the inline tier's log keeps storage times on the same one. */
-  readonly clock?: () => Promise<number>;
+  /**
+   * The earlier of the two tiers' clocks (BlobStore.clock, InlineBlobTable.clock; `Date.now()` for a tier without one).
+   * The tiers may date blobs by different clocks (an embedded log beside a PostgreSQL blob store, a PostgreSQL log beside
+   * the root's files): gc's one cutoff, taken from the earlier, is never past the grace by either tier's clock, so a
+   * blob younger than the grace by the clock it was dated with is never taken (an inline blob of a publish that
+   * committed while gc walked the manifests, dated by a clock behind the other tier's).
+   */
+  readonly clock: () => Promise<number>;
 
   constructor(
     /** Where `put` writes and where blobs too large to be inline live. */
@@ -28,7 +34,13 @@ export class TieredBlobStore implements BlobStore {
     readonly inline: InlineBlobTable,
     private readonly hash: HashBackend,
   ) {
-    if (files.clock) this.clock = () => files.clock!();
+    this.clock = async () => {
+      const [file, inlined] = await Promise.all([
+        files.clock ? files.clock() : Date.now(),
+        inline.clock ? inline.clock() : Date.now(),
+      ]);
+      return Math.min(file, inlined);
+    };
   }
 
   /** Plain `put` always goes to the blob store: only an append may write an inline blob (atomically with its entry). */

@@ -345,7 +345,8 @@ export interface GcOptions {
   /** Report what would be removed, remove nothing. */
   dryRun?: boolean;
   /**
-   * Now, in ms since epoch (default: the clock the store dates blobs by; PostgreSQL: the server's); a finite number,
+   * Now, in ms since epoch (default: the clock the store dates blobs by, PostgreSQL: the server's; where the blob files
+   * and the log's inline blobs are dated by two clocks, the earlier of them: TieredBlobStore.clock); a finite number,
    * else `INVALID_ARGUMENT`.
    */
   now?: number;
@@ -434,7 +435,8 @@ async function collect(ledger: Ledger, options: GcOptions): Promise<GcReport> {
   // Not against a log that does not extend the pinned checkpoint: collecting there could delete the evidence.
   await ledger.checkLog();
   // The grace is measured on the clock the store records storage times by (PostgreSQL: the server's), not this
-  // host's: a host clock ahead of the server's would take blobs younger than the grace. And from before the walk
+  // host's: a host clock ahead of the server's would take blobs younger than the grace (of two tiers dated by two
+  // clocks, the earlier: TieredBlobStore.clock). And from before the walk
   // of the manifests: a publish that stores its blob and commits while the walk runs is one the walk may not see,
   // and a walk that outlasts the grace would otherwise find that blob old enough to take.
   const now = options.now ?? (ledger.blobs.clock ? await ledger.blobs.clock() : Date.now());

@@ -1274,6 +1274,19 @@ class PgInlineBlobs implements InlineBlobTable {
     }
   }
 
+  /**
+   * The server's clock, which `stored_at` is recorded by (InlineBlobTable.clock): gc's grace of an inline blob is
+   * measured on it, not on the clock of a host beside it (a ledger given this log and a blob store of its own).
+   */
+  async clock(): Promise<number> {
+    const [row] = await this.rows<{ ms: number }>(
+      'inline blob clock',
+      'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms',
+      [],
+    );
+    return row!.ms;
+  }
+
   async delete(digest: Digest, { storedBeforeMs, signal }: InlineDeleteOptions = {}): Promise<boolean> {
     // One statement: an append that refreshed stored_at first (its row lock orders the two) keeps the blob. An abort
     // while it waits for that lock (an append's transaction that hangs) cancels it and rolls back: nothing removed.
