@@ -103,6 +103,45 @@ describe('a put while gc holds a damaged copy aside', () => {
   });
 });
 
+describe('a put that finds a damaged copy gc takes away before the put quarantines it', () => {
+  it('links its staged copy at the path: the put succeeds and the bytes read back', async () => {
+    const root = tempDir();
+    let hook: (() => Promise<void>) | undefined;
+    const fs: FsOps = {
+      ...nodeFsOps,
+      rename: async (from, to) => {
+        const run = hook;
+        hook = undefined;
+        // gc's conditional delete of the old orphan runs between the put's look at it and its quarantine.
+        if (run && to.startsWith(join(root, 'quarantine'))) await run();
+        return nodeFsOps.rename(from, to);
+      },
+    };
+    const { store } = await FsBlobStore.open(root, { hash: await loadHashBackend('noble'), fs });
+    try {
+      const bytes = new TextEncoder().encode('an old orphan, damaged on disk, then put again');
+      const { digest } = await store.put(bytes);
+      const hex = digestHex(digest);
+      const file = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      const damaged = await readFile(file);
+      damaged[0]! ^= 1; // bit rot, same size
+      await writeFile(file, damaged);
+      const old = new Date(Date.now() - 2 * HOUR);
+      await utimes(file, old, old);
+      let removed: boolean | undefined;
+      hook = async () => {
+        removed = await store.delete(digest, { storedBeforeMs: Date.now() - HOUR });
+      };
+      expect((await store.put(bytes)).digest).toBe(digest);
+      expect(removed, 'gc took the damaged copy meanwhile').toBe(true);
+      expect(new Uint8Array(await store.get(digest))).toEqual(bytes);
+      expect(await readdir(join(root, 'tmp'))).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe('gc of a blob file', () => {
   it('keeps the blob of a publish whose re-put lands between its time check and its removal', async () => {
     const root = tempDir();

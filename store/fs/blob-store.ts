@@ -499,7 +499,14 @@ export class FsBlobStore extends AbstractBlobStore {
     await this.makeUnmade([this.quarantineDir]);
     // As for every other write: a link swapped in for quarantine/ would move the blob out of the root.
     await this.checkRealDirs([this.quarantineDir]);
-    await this.fs.rename(file, target).catch(wrap('quarantine'));
+    try {
+      await this.fs.rename(file, target);
+    } catch (err) {
+      // Gone since the put found it damaged: gc took it (moved aside, then unlinked as old). Nothing is left to move;
+      // the staged copy is linked in its place, as when gc takes a copy before the put reads it.
+      if (errno(err) === 'ENOENT') return;
+      throw storageFailed('quarantine', err);
+    }
     await this.fs.fsyncDir(this.quarantineDir).catch(wrap('fsync directory'));
   }
 
