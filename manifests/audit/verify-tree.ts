@@ -26,7 +26,13 @@ import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { ManifestError } from '../errors.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { parseCheckpoint, type Checkpoint } from '../format/checkpoint.js';
-import { byHostThenKeyId, checkpointVerifiers, type TrustStore } from '../format/trust.js';
+import {
+  byHostThenKeyId,
+  checkpointRevocationKey,
+  checkpointVerifiers,
+  revokedCheckpointListings,
+  type TrustStore,
+} from '../format/trust.js';
 import { parseVerifierKey } from '../crypto/note.js';
 import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
 import { leafOfLine } from '../tlog/leaf.js';
@@ -229,8 +235,9 @@ export function checkpointSigners(
   note: OpenedNote,
   trust: TrustStore,
 ): Array<{ host: string; keyId: string; count: number }> {
+  const revoked = revokedCheckpointListings(trust);
   const listed = (trust.checkpointKeys ?? [])
-    .filter((k) => k.revokedAt === undefined)
+    .filter((k) => !revoked.has(checkpointRevocationKey(k)))
     .map((entry) => ({ entry, key: parseVerifierKey(entry.vkey) }));
   const counts = new Map<string, { host: string; keyId: string; count: number }>();
   for (const sig of note.sigs) {

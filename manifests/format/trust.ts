@@ -87,16 +87,34 @@ export type TrustedKey = z.infer<typeof trustedKeySchema>;
 export type TrustedCheckpointKey = z.infer<typeof trustedCheckpointKeySchema>;
 
 /**
- * The unrevoked checkpoint keys of a trust store, as note verifiers (optionally only those named `origin`).
- * `withRevoked` adds the revoked ones: only for a ledger reading back the pin in its own root (see CheckpointGuard).
+ * The listings (host and verifier key, as `checkpointRevocationKey` names them) a trust store revokes. A note's
+ * signature names its key by origin and key hash, never by the entry's key id: a host's key revoked in one of its
+ * listings is revoked in all of them, whatever key id another gives it, as `mergeTrust` makes of two listings of one
+ * key by one host (it keeps one, with the most restrictive window). Another host's listing of the same key stands on
+ * its own, as in a merge.
+ */
+export function revokedCheckpointListings(trust: TrustStore): Set<string> {
+  return new Set(
+    (trust.checkpointKeys ?? []).filter((k) => k.revokedAt !== undefined).map((k) => checkpointRevocationKey(k)),
+  );
+}
+
+/** A checkpoint key listing's host and verifier key, as one text (`revokedCheckpointListings`). */
+export const checkpointRevocationKey = (k: { host: string; vkey: string }): string => `${k.host}\u0000${k.vkey}`;
+
+/**
+ * The unrevoked checkpoint keys of a trust store, as note verifiers (optionally only those named `origin`): a key
+ * its host revokes in any listing is left out (`revokedCheckpointListings`). `withRevoked` adds the revoked ones: only
+ * for a ledger reading back the pin in its own root (see CheckpointGuard).
  */
 export function checkpointVerifiers(
   trust: TrustStore,
   origin?: string,
   options: { withRevoked?: boolean } = {},
 ): NoteVerifierKey[] {
+  const revoked = options.withRevoked === true ? new Set<string>() : revokedCheckpointListings(trust);
   return (trust.checkpointKeys ?? [])
-    .filter((k) => options.withRevoked === true || k.revokedAt === undefined)
+    .filter((k) => !revoked.has(checkpointRevocationKey(k)))
     .map((k) => parseVerifierKey(k.vkey))
     .filter((k) => origin === undefined || k.name === origin);
 }

@@ -14,7 +14,7 @@ import { CHECKPOINT_FINDING_CODES, type FindingCode } from '../../manifests/audi
 import { verifyBundle, type VerifyBundleOptions } from '../../manifests/audit/verify-chain.js';
 import { memoryBundleReader, type BundleTreeFile } from '../../manifests/audit/bundle.js';
 import { describeCoverage } from '../../manifests/audit/report-text.js';
-import type { TrustStore } from '../../manifests/format/trust.js';
+import { mergeTrust, type TrustStore } from '../../manifests/format/trust.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import { signNote, type NoteSigner } from '../../manifests/crypto/note.js';
 import { EMPTY_HEADS_ROOT, sessionHeadsLine, sessionHeadsRoot } from '../../manifests/tlog/session-heads.js';
@@ -213,6 +213,33 @@ describe('step 9: full bundles against their checkpoint', () => {
       'checkpoint.note: the trust file pins no checkpoint key (checkpointKeys: `keys export` writes them)',
     );
     expect(found(await bad(note.replace(/\n5\n/, '\n4\n')))).toEqual(['CHECKPOINT_SIGNATURE_INVALID@-']);
+  });
+});
+
+describe('step 9: a revoked checkpoint key listed again', () => {
+  // The note's signature names its key by origin and key hash, never by the trust entry's key id: a second listing of
+  // the same verifier key by the same host under another key id, not revoked, must not hide the revocation. One trust
+  // file read alone used to trust it; the same file merged with any other (mergeTrust: one listing per host and
+  // verifier key, the most restrictive) did not. Another host's listing of the key stands on its own, as in a merge.
+  it('refuses a checkpoint signed by a verifier key its host revokes in any listing, whatever key id another gives it', async () => {
+    const ck = trust.checkpointKeys![0]!;
+    const revoked = { ...ck, revokedAt: ck.notBefore };
+    const renamed = { ...ck, keyId: 'ed25519:00000000000000000000000000000000' };
+    const empty = { version: 1 as const, keys: [] };
+    for (const checkpointKeys of [
+      [revoked, renamed],
+      [renamed, revoked],
+    ]) {
+      const alone = { ...trust, checkpointKeys };
+      expect(found(await audit(full, alone))).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+      // The verdict of the same file merged with another.
+      expect(found(await audit(full, mergeTrust(alone, empty)))).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+    }
+    // Revoked in its only listing: refused too (as before); listed unrevoked by another host: that listing stands.
+    expect(found(await audit(full, { ...trust, checkpointKeys: [revoked] }))).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+    const shared = { ...trust, checkpointKeys: [revoked, { ...ck, host: 'h2' }] };
+    expect(found(await audit(full, shared))).toEqual([]);
+    expect(found(await audit(full, mergeTrust(shared, empty)))).toEqual([]);
   });
 });
 
