@@ -3,12 +3,14 @@
  * the reload read the file before the write replaced it. Whatever the order, the keyring must end up holding the
  * trust it wrote, or know that trust.json changed since what it holds (and read it again): never the older trust
  * stamped as current, which no later read would replace (a revocation this process made, silently not enforced).
+ * The same of the ledger's reload of the keys (storeTrust, publish's retry), which reads trust.json and the key files.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { join } from 'node:path';
 import type * as fsPromises from 'node:fs/promises';
 import { Keyring } from '../src/keys/keyring.js';
-import { tempDir } from './support/tmp.js';
+import { openLedger } from '../src/ledger/open.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
 
 /** Gates on the trust file's open (held once opened) and lstat (held before it answers), armed by the test. */
 const gate = vi.hoisted(() => ({
@@ -86,5 +88,37 @@ describe("Keyring: a reload that read trust.json before this process's write rep
     // Either the revocation is held, or the keyring knows trust.json is not what it holds (a read reloads).
     expect(held?.revokedAt === at || (await keyring.changedOnDisk())).toBe(true);
     expect(held?.revokedAt).toBe(at);
+  });
+});
+
+describe("Ledger: a reload of the keys that read trust.json before this process's revocation replaced it", () => {
+  // storeTrust() (fsck's, on a live ledger) and publish's retry after a closed window load the keys again outside the
+  // signing lock. One that read trust.json before a revocation of this process wrote it, and ended after, must not
+  // put the older keys back over the revocation: the ledger (an embedded store reads trust.json no more) would verify
+  // with the key unrevoked, and resume a handoff its key's revocation refuses.
+  it('does not take back the revocation: resume refuses the head the revoked key signed', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    try {
+      const scope = { principal: 'alice', session: 's1', run: 'r1' };
+      await ledger.publish(scope, sampleSummary(0));
+      const keyId = ledger.keyId;
+      gate.path = join(root, 'trust.json');
+      // The reload opens trust.json as it is (the key unrevoked) and is held there.
+      const opened = deferred();
+      const readerGo = deferred();
+      gate.holdOpen = { opened: opened.resolve, release: readerGo.promise };
+      const reading = ledger.storeTrust();
+      await opened.promise;
+      // Revoked from before anything it signed (a compromise found late), while the reload is held.
+      const at = '2001-01-01T00:00:00.000Z';
+      expect(await ledger.revokeKey(keyId, at)).toBe(at);
+      readerGo.resolve();
+      await reading;
+      expect(ledger.trustStore().keys.find((k) => k.keyId === keyId)?.revokedAt).toBe(at);
+      await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+    } finally {
+      await ledger.close();
+    }
   });
 });

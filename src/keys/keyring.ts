@@ -772,9 +772,11 @@ export class Keyring {
   }
 
   /**
-   * Re-reads trust.json and the key files: another process sharing this root may have rotated or revoked.
-   * `unlessChanged` (a read's reload, outside the trust lock): what it read is dropped when this process rotated
-   * or revoked meanwhile, for then it holds newer keys than the files showed when read.
+   * Re-reads trust.json and the key files: another process sharing this root may have rotated or revoked. Outside the
+   * trust lock, what it read is dropped when the keys this keyring holds changed meanwhile (this process rotated,
+   * revoked or loaded them again under the lock): then it holds newer keys than the files showed when read, and putting
+   * the older ones back would take back a revocation this process made (an embedded store reads trust.json no more).
+   * `unlessChanged` says so explicitly (a read's reload); every reload here behaves so.
    */
   async reload(options: { unlessChanged?: boolean } = {}): Promise<void> {
     return this.reloadKeys(options, false);
@@ -789,7 +791,9 @@ export class Keyring {
     const generation = this.generation;
     if (underLock && this.options.signer) await assertSignerVerifies(this.options.signer);
     const fresh = underLock ? await Keyring.load(this.options, true) : await Keyring.open(this.options);
-    if (options.unlessChanged === true && this.generation !== generation) return;
+    // Read outside the lock while this keyring changed (a rotation or revocation of this process, a load under the
+    // lock): what it holds is newer than what was read.
+    if (!underLock && this.generation !== generation) return;
     this.current = fresh.current;
     this.trust = fresh.trust;
     this.checkpoint = fresh.checkpoint;
