@@ -4,7 +4,8 @@
  * not resume either (resume verifies the head and the entry before it). Both backends; the revocation made by this
  * ledger after it appended the head (its remembered head judged again), after a reopening, and by another process of
  * a shared root. A revocation that covers only the entry before the head leaves publish free (the next handoff
- * resumes again), and a head this ledger appended under keys unchanged since is not read again.
+ * resumes again), and a head this ledger appended under keys unchanged since is not read again. And a host key another
+ * process of a shared root revoked from a later time signs nothing new, on a new session either.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -316,5 +317,36 @@ describePostgres('a session whose head a key revocation covers, PostgreSQL', (pg
     const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
     const c = clock();
     await sharedRootRevocation((host) => openLedger({ root, host, postgres, clock: c.at, onNotice: () => {} }), c);
+  });
+
+  // A revocation from a time still ahead (`keys revoke K --at` a later time) closes the key's window in the log there:
+  // the log alone lets the key append until then. This process learns of it from trust.json, which publish and
+  // checkPublish read again only to judge a head: on a new session they signed with the revoked key and appended.
+  it('another process recorded a revocation of the host key from a later time: publish and checkPublish on a new session refuse KEY_REVOKED', async () => {
+    const root = tempDir();
+    const postgres = { connectionString: pg.connectionString, schema: nextSchema() };
+    const c = clock();
+    const open = () => openLedger({ root, host: 'host-a', postgres, clock: c.at, onNotice: () => {} });
+    const a = await open();
+    const revoker = await open();
+    try {
+      c.now = T0 + 1000;
+      await a.publish({ ...scope, session: 'old' }, sampleSummary(0));
+      const key = a.keyId;
+      const later = new Date(T0 + 3_600_000).toISOString();
+      expect(await revoker.revokeKey(key, later)).toBe(later);
+      c.now += 1000;
+      const fresh = { ...scope, session: 'fresh' };
+      expect(await refusal(a.checkPublish(fresh))).toMatch(/^ManifestError KEY_REVOKED: /);
+      expect(await refusal(a.publish(fresh, sampleSummary('refused')))).toMatch(/^ManifestError KEY_REVOKED: /);
+      expect(await a.log.head('fresh')).toBeUndefined();
+      // As on a session with a head, which was refused before too.
+      expect(await refusal(a.publish({ ...scope, session: 'old' }, sampleSummary(1)))).toMatch(
+        /^ManifestError KEY_REVOKED: /,
+      );
+    } finally {
+      await a.close();
+      await revoker.close();
+    }
   });
 });

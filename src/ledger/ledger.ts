@@ -528,13 +528,14 @@ export class Ledger {
           await this.checkpoints.verify();
           throw headMoved(s.session, options.expectedPrev, head);
         }
+        // trust.json as it is now in a root other processes share, head or none: a revocation of the host key another
+        // process recorded from a time still ahead closes the key's window in the log only there, so the log alone
+        // would let it sign until then (signingKey refuses a key with a revocation recorded, whatever the clock says).
+        await this.freshTrust();
         // The head it would link to, judged for its key as resume will judge it once it is the entry before the new
         // head (KEY_REVOKED and the like), before the summary is stored; the commit judges the head it links to again
         // (remembered: no read when it is this one and the keys are unchanged).
-        if (head) {
-          await this.freshTrust();
-          await this.headDate(s.session, head, false);
-        }
+        if (head) await this.headDate(s.session, head, false);
       }),
       signal,
     );
@@ -619,8 +620,9 @@ export class Ledger {
       // the keys it writes.
       // Dated as the commit would date it: not before the head it would link to (a head another host dated ahead).
       // And the head judged for its key as resume judges it (KEY_REVOKED and the like: a handoff on it would not
-      // resume), with trust.json as it is now in a root other processes share, as resume reads it.
-      if (head) await untilCancelled(this.freshTrust(), signal);
+      // resume), with trust.json as it is now in a root other processes share, as resume reads it; on a new session too,
+      // for the host key's own judgment below (a revocation another process recorded from a time still ahead).
+      await untilCancelled(this.freshTrust(), signal);
       const after = head ? await untilCancelled(this.headDate(s.session, head, false), signal) : undefined;
       await this.signing.shared(async () => {
         try {
