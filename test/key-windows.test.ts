@@ -2,14 +2,19 @@
  * A manifest valid when it was published stays valid, whoever rotates or revokes and whenever: the newest
  * createdAt each key signed lives in the log, so a restart with a clock that stepped back, or a rotation from
  * another process, cannot end a key's window at or before a manifest it signed; and an append is ordered with
- * rotations and revocations made by other processes.
+ * rotations and revocations made by other processes. A publish that loads the keys again after a closed window ends
+ * at its signal's abort while that load waits for the trust lock.
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it, vi } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
+import { hostKeyPath, Keyring } from '../src/keys/keyring.js';
+import { generateJwk, writeKeyFile } from '../src/keys/local-signer.js';
+import type { TrustStore } from '../manifests/format/trust.js';
 import type { Ledger } from '../src/ledger/ledger.js';
 import { fsck } from '../src/ops/maintenance.js';
 import { describePostgres } from './support/postgres.js';
@@ -89,6 +94,57 @@ function runPublisher(config: object, onAck: (msg: ChildMsg, acks: number) => Pr
     }),
   );
 }
+
+describe('a publish whose key window closed, loading the keys again while another holds the trust lock', () => {
+  // After a closed window (another process rotated or revoked) publish loads the keys again; a load that must write
+  // (a rotation's staged key file to settle) waits for the trust lock. The publish's signal ends that wait
+  // (CANCELLED, nothing published), as it ends its other lock waits: it went on waiting out the lock's 30 s (LOCKED).
+  it('ends at the abort of its signal: CANCELLED', async () => {
+    const root = tempDir();
+    const origin = 'handoff-ledger.test/windows';
+    await (await openLedger({ root, host: 'host-a', origin })).close();
+    const listed = (JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')) as TrustStore).keys[0]!;
+    // Further trust that ends the host key's window where it opens: every signature it would make is KEY_EXPIRED.
+    const trust = { version: 1 as const, keys: [{ ...listed, notAfter: listed.notBefore }] };
+    const ledger = await openLedger({ root, host: 'host-a', origin, trust, onNotice: () => {} });
+    // Another holder of the trust lock (a rotation under way elsewhere), held until the end of the test.
+    const other = await Keyring.open({ root, host: 'host-a', origin, clock: () => new Date() });
+    let held!: () => void;
+    const holding = new Promise<void>((r) => (held = r));
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const lockHeld = other.exclusive(async () => {
+      held();
+      await released;
+    });
+    const original = Keyring.prototype.reload;
+    const reloads = vi.spyOn(Keyring.prototype, 'reload');
+    try {
+      await holding;
+      // A key file a rotation staged: settling it needs the trust lock.
+      await writeKeyFile(`${hostKeyPath(root, 'host-a')}.next`, generateJwk());
+      let reloading!: () => void;
+      const reached = new Promise<void>((r) => (reloading = r));
+      // The publish's load of the keys, once its commit met the closed window: the abort comes while it waits.
+      reloads.mockImplementation(function (this: Keyring, ...args: Parameters<Keyring['reload']>) {
+        reloading();
+        return original.apply(this, args);
+      });
+      const controller = new AbortController();
+      const publishing = ledger.publish(scope, sampleSummary(1), { signal: controller.signal }).catch((e) => e);
+      await reached;
+      controller.abort();
+      const outcome = (await publishing) as { code?: string };
+      expect(outcome.code).toBe('CANCELLED');
+      expect(await ledger.log.head('s')).toBeUndefined();
+    } finally {
+      reloads.mockRestore();
+      release();
+      await lockHeld;
+      await ledger.close();
+    }
+  }, 60_000);
+});
 
 describePostgres('key windows shared by processes (PostgreSQL)', (pg) => {
   const sharedStore = (schema: string) => ({ connectionString: pg.connectionString, schema });

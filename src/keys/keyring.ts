@@ -776,9 +776,10 @@ export class Keyring {
    * trust lock, what it read is dropped when the keys this keyring holds changed meanwhile (this process rotated,
    * revoked or loaded them again under the lock): then it holds newer keys than the files showed when read, and putting
    * the older ones back would take back a revocation this process made (an embedded store reads trust.json no more).
-   * `unlessChanged` says so explicitly (a read's reload); every reload here behaves so.
+   * `unlessChanged` says so explicitly (a read's reload); every reload here behaves so. `signal` ends the load's waits
+   * (the trust lock another process holds, an injected signer's test signature): LedgerError `CANCELLED`.
    */
-  async reload(options: { unlessChanged?: boolean } = {}): Promise<void> {
+  async reload(options: { unlessChanged?: boolean; signal?: AbortSignal | undefined } = {}): Promise<void> {
     return this.reloadKeys(options, false);
   }
 
@@ -787,10 +788,15 @@ export class Keyring {
    * the keys again while a rotation of this process holds the lock is not under it, however `held` reads then: it
    * waits for the lock (`Keyring.open`) rather than settle the rotation's staged key files under its feet.
    */
-  private async reloadKeys(options: { unlessChanged?: boolean }, underLock: boolean): Promise<void> {
+  private async reloadKeys(
+    options: { unlessChanged?: boolean; signal?: AbortSignal | undefined },
+    underLock: boolean,
+  ): Promise<void> {
     const generation = this.generation;
     if (underLock && this.options.signer) await assertSignerVerifies(this.options.signer);
-    const fresh = underLock ? await Keyring.load(this.options, true) : await Keyring.open(this.options);
+    // Outside the lock, `signal` ends the waits of the load (another holder of the trust lock, an injected signer's
+    // test signature): CANCELLED, nothing taken.
+    const fresh = underLock ? await Keyring.load(this.options, true) : await Keyring.open(this.options, options.signal);
     // Read outside the lock while this keyring changed (a rotation or revocation of this process, a load under the
     // lock): what it holds is newer than what was read.
     if (!underLock && this.generation !== generation) return;

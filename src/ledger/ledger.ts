@@ -559,7 +559,9 @@ export class Ledger {
               // trust file may lag the log by a moment, hence the pause).
               if (attempt >= MAX_APPEND_ATTEMPTS) throw err.error;
               await new Promise((r) => setTimeout(r, 5 * attempt));
-              await this.reloadKeys();
+              // The publish's signal ends the load's wait for the trust lock (another process's rotation under way).
+              throwIfCancelled(signal);
+              await this.reloadKeys(signal);
               continue;
             }
             const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
@@ -630,8 +632,9 @@ export class Ledger {
         } catch (err) {
           if (!(err instanceof KeyWindowClosed)) throw err;
           // As publish does: another process may have rotated the key meanwhile; its keys are taken and looked at again
-          // (awaited whatever the signal: a reload left running would end outside the lock).
-          await this.reloadKeys();
+          // (awaited, not raced against the signal: a reload left running would end outside the lock; the signal ends
+          // its own wait for the trust lock, never a load under it).
+          await this.reloadKeys(signal);
           try {
             await this.checkSigningKey(signal, after);
           } catch (again) {
@@ -1328,9 +1331,12 @@ export class Ledger {
     this.trustCache = undefined;
   }
 
-  /** Re-reads the key file and trust file (another process sharing this root rotated or revoked). */
-  private async reloadKeys(): Promise<void> {
-    await this.keyring.reload();
+  /**
+   * Re-reads the key file and trust file (another process sharing this root rotated or revoked). `signal` (an
+   * operation's) ends its wait for the trust lock: LedgerError `CANCELLED`.
+   */
+  private async reloadKeys(signal?: AbortSignal): Promise<void> {
+    await this.keyring.reload({ signal });
     this.trustCache = undefined;
   }
 
