@@ -95,6 +95,24 @@ function runPublisher(config: object, onAck: (msg: ChildMsg, acks: number) => Pr
   );
 }
 
+describe('revokeKey of a key id trust.json does not list', () => {
+  // README, error codes: KEY_INVALID, nothing changed (the log's window records included).
+  it('is KEY_INVALID and changes nothing', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    try {
+      const before = readFileSync(join(root, 'trust.json'), 'utf8');
+      await expect(ledger.revokeKey('ed25519:00000000000000000000000000000000')).rejects.toMatchObject({
+        code: 'KEY_INVALID',
+      });
+      expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(before);
+      expect((await ledger.publish(scope, sampleSummary(1))).seq).toBe(0);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('a publish whose key window closed, loading the keys again while another holds the trust lock', () => {
   // After a closed window (another process rotated or revoked) publish loads the keys again; a load that must write
   // (a rotation's staged key file to settle) waits for the trust lock. The publish's signal ends that wait
