@@ -3,7 +3,9 @@
  * the reload read the file before the write replaced it. Whatever the order, the keyring must end up holding the
  * trust it wrote, or know that trust.json changed since what it holds (and read it again): never the older trust
  * stamped as current, which no later read would replace (a revocation this process made, silently not enforced).
- * The same of the ledger's reload of the keys (storeTrust, publish's retry), which reads trust.json and the key files.
+ * The same of the ledger's reload of the keys (storeTrust, publish's retry), which reads trust.json and the key files;
+ * and of the ledger's merged trust, which must follow the keyring's the moment it changes (a head judged while a
+ * revocation releases the trust lock).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { join } from 'node:path';
@@ -17,6 +19,9 @@ const gate = vi.hoisted(() => ({
   path: '',
   holdOpen: undefined as undefined | { opened: () => void; release: Promise<void> },
   holdLstat: undefined as undefined | { called: () => void; release: Promise<void> },
+  /** Holds the unlink of `unlinkPath` (a lock's release) before it happens. */
+  unlinkPath: '',
+  holdUnlink: undefined as undefined | { called: () => void; release: Promise<void> },
 }));
 
 vi.mock('node:fs/promises', async (importOriginal) => {
@@ -42,6 +47,15 @@ vi.mock('node:fs/promises', async (importOriginal) => {
       }
       return real.lstat(...args);
     },
+    unlink: async (...args: Parameters<typeof real.unlink>) => {
+      const hold = args[0] === gate.unlinkPath ? gate.holdUnlink : undefined;
+      if (hold) {
+        gate.holdUnlink = undefined;
+        hold.called();
+        await hold.release;
+      }
+      return real.unlink(...args);
+    },
   };
 });
 
@@ -54,6 +68,7 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 afterEach(() => {
   gate.holdOpen = undefined;
   gate.holdLstat = undefined;
+  gate.holdUnlink = undefined;
 });
 
 describe("Keyring: a reload that read trust.json before this process's write replaced it", () => {
@@ -118,6 +133,54 @@ describe("Ledger: a reload of the keys that read trust.json before this process'
       expect(ledger.trustStore().keys.find((k) => k.keyId === keyId)?.revokedAt).toBe(at);
       await expect(ledger.resume(scope)).rejects.toMatchObject({ code: 'KEY_REVOKED' });
     } finally {
+      await ledger.close();
+    }
+  });
+});
+
+describe('Ledger: a head judged while a revocation of this process releases the trust lock', () => {
+  // The revocation's new trust and generation are the keyring's before revokeKey resolves (it still releases the
+  // trust lock); the ledger's merged trust was dropped only once it had. A head judged in between was judged under
+  // the old trust but remembered under the new generation, so no later publish judged it again: a publish after
+  // revokeKey resolved appended a handoff on a head signed by the revoked key, which resume then refused for good.
+  it('is judged again: a publish after revokeKey resolved refuses KEY_REVOKED, nothing appended', async () => {
+    const root = tempDir();
+    let now = Date.parse('2026-12-05T10:00:00.000Z');
+    const ledger = await openLedger({ root, host: 'host-a', clock: () => new Date(now), onNotice: () => {} });
+    const releaseGo = deferred();
+    try {
+      const scope = { principal: 'alice', session: 's1', run: 'r1' };
+      now += 1000;
+      await ledger.publish(scope, sampleSummary(0)); // the head, signed by the key about to be rotated out
+      const old = ledger.keyId;
+      now += 1000;
+      await ledger.rotateKey();
+      expect((await ledger.resume(scope))?.seq).toBe(0); // verified under the trust as it is now
+      // The revocation (from before the head) is held as it releases the trust lock.
+      gate.unlinkPath = join(root, 'trust.json.lock');
+      const releasing = deferred();
+      gate.holdUnlink = { called: releasing.resolve, release: releaseGo.promise };
+      const revoking = ledger.revokeKey(old, '2026-12-05T10:00:00.500Z');
+      await releasing.promise;
+      // A check of the session meanwhile judges its head (then waits for the signing lock the revocation holds).
+      const read = deferred();
+      const entry = ledger.log.entry.bind(ledger.log);
+      const spy = vi.spyOn(ledger.log, 'entry').mockImplementation(async (...args) => {
+        const found = await entry(...args);
+        read.resolve();
+        return found;
+      });
+      const checking = ledger.checkPublish(scope).catch(() => {});
+      await read.promise;
+      await new Promise((r) => setImmediate(r)); // the judgment after the read is synchronous: it has been made
+      spy.mockRestore();
+      releaseGo.resolve();
+      await revoking;
+      await checking;
+      await expect(ledger.publish(scope, sampleSummary(1))).rejects.toMatchObject({ code: 'KEY_REVOKED' });
+      expect((await ledger.log.head('s1'))?.seq).toBe(0);
+    } finally {
+      releaseGo.resolve(); // a revocation held at the gate ends before the close waits for it
       await ledger.close();
     }
   });

@@ -336,7 +336,12 @@ export class Ledger {
   private inFlight = 0;
   private closing: Promise<void> | undefined;
   private drained: Array<() => void> = [];
-  private trustCache: TrustStore | undefined;
+  /**
+   * The merged trust, with the keyring generation it was built from: rebuilt whenever the keyring's trust changed,
+   * at once (a rotation or revocation that has written its trust but not yet returned is the trust judged by, as the
+   * generation that verdicts are remembered under says).
+   */
+  private trustCache: { generation: number; trust: TrustStore } | undefined;
   /** Verdicts on stored envelopes, valid for the current trust store (a new one starts them afresh). */
   private readonly verified = new VerifiedManifestCache();
   /**
@@ -421,10 +426,15 @@ export class Ledger {
     return structuredClone(this.trust());
   }
 
-  /** The merged trust store, built once and again only after this ledger changes its keys. */
+  /**
+   * The merged trust store, built once per keyring generation: a verdict remembered under a generation (headDates) is
+   * always one judged under that generation's trust.
+   */
   private trust(): TrustStore {
-    this.trustCache ??= mergeTrust(this.keyring.trustStore(), this.extraTrust);
-    return this.trustCache;
+    const generation = this.keyring.generation;
+    if (this.trustCache?.generation !== generation)
+      this.trustCache = { generation, trust: mergeTrust(this.keyring.trustStore(), this.extraTrust) };
+    return this.trustCache.trust;
   }
 
   /**
