@@ -88,6 +88,28 @@ describe('sessions belong to their first publisher', () => {
     await ledger.close();
   });
 
+  it('refuses a grants filter with a malformed id or a field that throws as the ledger refuses a bad id: LedgerError', async () => {
+    const ledger = await open();
+    try {
+      for (const filter of [{ principal: 'bad id' }, { session: '../s' }])
+        await expect(ledger.grants(filter)).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ID' });
+      await expect(ledger.grant('bad id', 's')).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ID' });
+      const throwing = Object.defineProperty({}, 'principal', {
+        enumerable: true,
+        get() {
+          throw new Error('no');
+        },
+      });
+      await expect(ledger.grants(throwing)).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT' });
+      await expect(ledger.grants('bob' as never)).rejects.toMatchObject({
+        name: 'LedgerError',
+        code: 'INVALID_ARGUMENT',
+      });
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('refuses a grant or revocation whose `by` is longer than 1,024 characters: INVALID_ARGUMENT, nothing written', async () => {
     const ledger = await open();
     try {

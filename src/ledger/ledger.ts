@@ -1235,7 +1235,12 @@ export class Ledger {
       this.assertSound();
       // `null`: none, as for every option. The log's grant table reads each field once and checks it: a filter that is
       // not an object (a principal's name given as the filter) or a field that throws as it is read, INVALID_ARGUMENT.
-      return this.log.grants.list(filter ?? {});
+      // Its refusal of the filter is the ledger's (LedgerError, as grant and revoke refuse a bad id), not the log's.
+      return await this.log.grants.list(filter ?? {}).catch((err: unknown) => {
+        if (err instanceof ManifestError && (err.code === 'INVALID_ID' || err.code === 'INVALID_ARGUMENT'))
+          throw new LedgerError(err.code, err.message, { cause: err });
+        throw err;
+      });
     });
   }
 
