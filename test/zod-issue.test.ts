@@ -37,18 +37,20 @@ describe('describeZodError', () => {
     expect(describeZodError(short.error!)).toBe('a.1: Invalid input: expected number, received string');
   });
 
-  it('leaves nothing a terminal acts on raw in a key it quotes or a path segment (zod quotes a key as it is)', () => {
+  it('escaped: leaves nothing a terminal acts on raw in a key it quotes or a path segment (zod quotes a key as it is)', () => {
     // ESC (C0, which zod does not escape), the one-byte CSI, DEL and a right-to-left override.
     const acting = '\u001b[2J\u009b2J\u007f\u202e';
     const raw = /[\u0000-\u001f\u007f-\u009f\u202e]/;
     const unknown = z.strictObject({ a: z.number() }).safeParse({ a: 1, [`k${acting}`]: 1 });
-    const text = describeZodError(unknown.error!);
+    const text = describeZodError(unknown.error!, { escaped: true });
     expect(text).not.toMatch(raw);
     expect(text).toBe('(root): Unrecognized key: "k\\u001b[2J\\u009b2J\\u007f\\u202e"');
     const inPath = z.record(z.string(), z.number()).safeParse({ [`p${acting}\n`]: 'no' });
-    const pathText = describeZodError(inPath.error!);
+    const pathText = describeZodError(inPath.error!, { escaped: true });
     expect(pathText).not.toMatch(raw);
     expect(pathText.startsWith('p\\u001b[2J\\u009b2J\\u007f\\u202e\\u000a: ')).toBe(true);
+    // Without it, as zod gives it: the auditor's findings, which the CLI and the page escape once as they print them.
+    expect(describeZodError(unknown.error!)).toBe(`(root): Unrecognized key: "k${acting}"`);
   });
 
   it('a trust file with many huge unknown keys is TRUST_INVALID with a message of bounded size', () => {

@@ -36,7 +36,7 @@ function renderable(summary: unknown): Summary {
   if (!parsed.success)
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `resumeContext: not a handoff summary (${describeZodError(parsed.error)})`,
+      `resumeContext: not a handoff summary (${describeZodError(parsed.error, { escaped: true })})`,
     );
   return parsed.data;
 }

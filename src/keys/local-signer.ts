@@ -37,7 +37,10 @@ export class LocalSigner implements Signer {
   constructor(jwk: PrivateJwk) {
     const parsed = jwkSchema.safeParse(jwk);
     if (!parsed.success)
-      throw new LedgerError('KEY_INVALID', `not an Ed25519 private JWK: ${describeZodError(parsed.error)}`);
+      throw new LedgerError(
+        'KEY_INVALID',
+        `not an Ed25519 private JWK: ${describeZodError(parsed.error, { escaped: true })}`,
+      );
     try {
       this.key = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d }, format: 'jwk' });
     } catch (err) {

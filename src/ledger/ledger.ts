@@ -136,7 +136,7 @@ function parseCovers(covers: unknown): PublishOptions['covers'] {
     });
   }
   if (!parsed.success) {
-    throw new LedgerError('INVALID_ARGUMENT', `covers: ${describeZodError(parsed.error)}`);
+    throw new LedgerError('INVALID_ARGUMENT', `covers: ${describeZodError(parsed.error, { escaped: true })}`);
   }
   return parsed.data as PublishOptions['covers'];
 }
@@ -275,7 +275,7 @@ export function checkedPayload(manifest: Manifest): Uint8Array {
   if (!checked.success)
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `refusing to sign an invalid manifest: ${describeZodError(checked.error)}`,
+      `refusing to sign an invalid manifest: ${describeZodError(checked.error, { escaped: true })}`,
     );
   return payload ?? encodeManifest(manifest);
 }

@@ -108,7 +108,7 @@ function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atL
     );
     throw new LedgerError(
       tooLarge ? 'SUMMARY_TOO_LARGE' : 'SUMMARY_INVALID',
-      `summary: ${describeZodError(parsed.error)}`,
+      `summary: ${describeZodError(parsed.error, { escaped: true })}`,
     );
   }
   const summary = parsed.data;

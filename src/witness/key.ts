@@ -83,6 +83,9 @@ export async function loadWitnessKeyFile(path: string): Promise<WitnessKey> {
   const value = await readPrivateKeyFile(path);
   const named = witnessKeyFileSchema.safeParse(value);
   if (!named.success)
-    throw new LedgerError('KEY_INVALID', `witness key file ${path}: ${describeZodError(named.error)}`);
+    throw new LedgerError(
+      'KEY_INVALID',
+      `witness key file ${path}: ${describeZodError(named.error, { escaped: true })}`,
+    );
   return witnessKeyOf(named.data.name, value as PrivateJwk);
 }

@@ -84,7 +84,8 @@ export function parseWitnessLogs(text: string): Map<string, NoteVerifierKey[]> {
       );
     }
   const parsed = logsSchema.safeParse(value);
-  if (!parsed.success) throw new LedgerError('INVALID_ARGUMENT', `the logs file: ${describeZodError(parsed.error)}`);
+  if (!parsed.success)
+    throw new LedgerError('INVALID_ARGUMENT', `the logs file: ${describeZodError(parsed.error, { escaped: true })}`);
   const logs = new Map<string, NoteVerifierKey[]>();
   for (const log of parsed.data.logs) {
     if (logs.has(log.origin))
