@@ -645,6 +645,14 @@ describe('LevelManifestLog reads when storage fails', () => {
       ['grant list', () => log.grants.list()],
       ['signing key read', () => log.signingKeys.get('ed25519:none')],
       ['signing key list', () => drain(log.signingKeys.keyIds())],
+      // A raw LevelDB error before (LEVEL_DATABASE_NOT_OPEN, no code of the library's): the checkpoint origin and the
+      // tree's nodes (what a proof, a checkpoint of a tree not folded from memory and the witnesses read).
+      ['origin read', () => log.origin()],
+      ['origin read', () => log.origin('example.com/log')],
+      ['tree node read', () => log.treeNodes([{ level: 0, index: 0 }])],
+      ['inline blob read', () => log.inlineBlobs.get(id)],
+      ['id position read', () => drain(log.idPositions())],
+      ['session-heads count', () => log.sessionHeadNodeCount()],
     ];
     for (const [what, read] of reads) {
       await expect(read(), what).rejects.toMatchObject({
@@ -654,6 +662,24 @@ describe('LevelManifestLog reads when storage fails', () => {
       });
     }
     await log.close().catch(() => {});
+  });
+});
+
+describe('LevelManifestLog origin write when storage fails', () => {
+  it('rejects with STORAGE_FAILED naming the write, not a raw error (a read view, which writes nothing)', async () => {
+    const log = await LevelManifestLog.open(join(freshDir(), 'log'));
+    try {
+      await log.readSnapshot(async (view) => {
+        await expect(view.origin('example.com/log')).rejects.toMatchObject({
+          name: 'ManifestError',
+          code: 'STORAGE_FAILED',
+          message: expect.stringContaining('origin write'),
+        });
+      });
+      expect(await log.origin()).toBeUndefined();
+    } finally {
+      await log.close();
+    }
   });
 });
 

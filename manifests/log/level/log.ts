@@ -798,9 +798,12 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   }
 
   protected async _origin(proposed: string | undefined): Promise<string | undefined> {
-    const stored = await this.db.get(ORIGIN_KEY);
+    // A storage error is STORAGE_FAILED naming the read or write, as every other record's (and PostgreSQL's).
+    const stored = await readRecord(this.db, ORIGIN_KEY, 'origin read');
     if (stored !== undefined || proposed === undefined) return stored;
-    await this.db.put(ORIGIN_KEY, proposed, { sync: true });
+    await this.db.put(ORIGIN_KEY, proposed, { sync: true }).catch((err: unknown) => {
+      throw storageFailed('origin write', err);
+    });
     return proposed;
   }
 

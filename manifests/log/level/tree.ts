@@ -14,7 +14,7 @@ import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { appendLeaves, frontierOf, type NodeId, type TreeNode } from '../../tlog/tree.js';
 import type { LogEntry } from '../log.js';
 import { parseCountRecord, parseTreeNodeRecord } from './records.js';
-import { writeSyncedBatch } from './tables.js';
+import { storageFailed, writeSyncedBatch } from './tables.js';
 
 export const TREE_SIZE_KEY = 'n!size';
 export const ORIGIN_KEY = 'm!origin';
@@ -26,11 +26,16 @@ export type Put = { type: 'put'; key: string; value: string };
 
 /**
  * Node hashes by id. @throws ManifestError `TREE_DAMAGED` when one is missing, `RECORD_CORRUPT` (naming the record)
- * when one is not 32 bytes in base64
+ * when one is not 32 bytes in base64, `STORAGE_FAILED` (naming the read) when the storage fails
  */
 export async function readNodes(db: Level<string, string>, ids: NodeId[]): Promise<Uint8Array[]> {
   const keys = ids.map(nodeKey);
-  const raws = ids.length === 0 ? [] : await db.getMany(keys);
+  let raws: Array<string | undefined>;
+  try {
+    raws = ids.length === 0 ? [] : await db.getMany(keys);
+  } catch (err) {
+    throw storageFailed('tree node read', err);
+  }
   return raws.map((raw, i) => {
     if (raw === undefined)
       throw new ManifestError('TREE_DAMAGED', `tree node ${ids[i]!.level}/${ids[i]!.index} is missing`);
