@@ -16,7 +16,7 @@ import { LevelManifestLog } from '../manifests/log/level/log.js';
 import type { LogEntry, LogTreeHead } from '../manifests/log/log.js';
 import { HeadsNodeCache, headsNodeKey, headsNodeValue } from '../manifests/log/level/session-heads.js';
 import { SYNC_READ_MAX_BYTES, writeSyncedBatch } from '../manifests/log/level/tables.js';
-import { sessionHeadsRoot } from '../manifests/tlog/session-heads.js';
+import { bitAt, sessionHeadsRoot, sessionKey } from '../manifests/tlog/session-heads.js';
 import { blobStoreSuite } from './conformance/blob-store.js';
 import { signingKeySuite } from './conformance/manifest-log-keys.js';
 import { manifestLogSuite, type ManifestLogFactory } from './conformance/manifest-log.js';
@@ -613,6 +613,66 @@ describe('LevelManifestLog when building a batch fails', () => {
       keys.signedPuts = signedPuts;
       expect((await log.append(request('B'))).seq).toBe(0);
       expect((await log.treeHead()).size).toBe(1);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
+describe("LevelManifestLog group commit where one append's session-heads path is damaged", () => {
+  /** The first (seq 0) or next append of `session`, its id and payload naming it. */
+  const link = (session: string, seq: number) => {
+    const idAt = (n: number) => digestOf(new TextEncoder().encode(`${session}/${n}`));
+    return {
+      session,
+      principal: 'p',
+      seq,
+      prev: seq === 0 ? null : idAt(seq - 1),
+      id: idAt(seq),
+      envelope: JSON.stringify({ payload: Buffer.from(`${session}/${seq}`).toString('base64') }),
+    };
+  };
+
+  it('refuses that append alone (TREE_DAMAGED): the other appends of its batch commit', async () => {
+    // x's leaf lies below a node that y's path does not pass (another session shares x's first bit, y's differs), so
+    // y's append alone walks no damaged node; x's is refused wherever it is appended.
+    const names = Array.from({ length: 16 }, (_, i) => `s${i}`);
+    const bit0 = (s: string) => bitAt(sessionKey(s), 0);
+    const x = names.find((s) => names.some((z) => z !== s && bit0(z) === bit0(s)))!;
+    const y = names.find((s) => bit0(s) !== bit0(x))!;
+    const dir = join(freshDir(), 'log');
+    const first = await LevelManifestLog.open(dir);
+    for (const s of names) await first.append(link(s, 0));
+    await first.close();
+    // Reopened (no node cached), x's leaf record rewritten without its parents: the index's damage under the log.
+    const log = await LevelManifestLog.open(dir);
+    try {
+      let tampered = 0;
+      for await (const [key, value] of log.raw.iterator({ gte: 'x!', lt: 'x"' })) {
+        const [kind, leafKey] = value.split(' ');
+        if (kind !== 'l' || Buffer.from(leafKey!, 'base64').compare(Buffer.from(sessionKey(x))) !== 0) continue;
+        await log.raw.put(key, `l ${leafKey} ${Buffer.alloc(32, 7).toString('base64')}`);
+        tampered++;
+      }
+      expect(tampered).toBe(1);
+      // Both appends queued before the batch is built: one batch of two (appends held until both have queued).
+      let x1!: Promise<LogEntry>;
+      let y1!: Promise<LogEntry>;
+      await log.withAppendsHeld(async () => {
+        x1 = log.append(link(x, 1));
+        y1 = log.append(link(y, 1));
+        x1.catch(() => {});
+        y1.catch(() => {});
+        while ((log as unknown as { queue: unknown[] }).queue.length < 2) await new Promise((r) => setImmediate(r));
+      });
+      await expect(x1).rejects.toMatchObject({ name: 'ManifestError', code: 'TREE_DAMAGED' });
+      // Before: y's append failed with x's TREE_DAMAGED, for sharing a batch with it.
+      expect((await y1).seq).toBe(1);
+      expect((await log.head(y))?.seq).toBe(1);
+      expect((await log.head(x))?.seq).toBe(0);
+      expect((await log.treeHead()).size).toBe(names.length + 1);
+      // x stays refused, alone as in a batch.
+      await expect(log.append(link(x, 1))).rejects.toMatchObject({ code: 'TREE_DAMAGED' });
     } finally {
       await log.close();
     }

@@ -632,7 +632,11 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
             );
             heads = built instanceof Promise ? await built : built;
           } catch (err) {
-            this.failBatch(batch, err instanceof ManifestError ? err : storageFailed('session-heads index read', err));
+            const failed = err instanceof ManifestError ? err : storageFailed('session-heads index read', err);
+            // One append's path may be what failed (a damaged node on it: TREE_DAMAGED): it is refused, not the
+            // appends that happened to share its batch.
+            if (batch.length > 1 && (await this.refuseAlone(batch))) continue;
+            this.failBatch(batch, failed);
             continue;
           }
           ops.push(...heads.puts);
@@ -678,6 +682,33 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       this.flushing = false;
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
+  }
+
+  /**
+   * After the session-heads update of a batch of several appends failed: each append's update judged alone. Those
+   * refused alone fail with their own error; the others go back to the front of the queue, in their order, for the
+   * next batch (nothing of this one was written: positions, tree and index are as they were). False, with nothing
+   * changed, when every append's update holds alone (the failure is the batch's: it fails as a whole).
+   */
+  private async refuseAlone(batch: Pending[]): Promise<boolean> {
+    const refusals = new Map<Pending, ManifestError | Error>();
+    for (const p of batch) {
+      const { session, seq, id } = p.request;
+      try {
+        const built = headsPuts(this.headsNodes.read, [{ session, seq, id, owner: p.owner }]);
+        if (built instanceof Promise) await built;
+      } catch (err) {
+        refusals.set(p, err instanceof ManifestError ? err : storageFailed('session-heads index read', err));
+      }
+    }
+    if (refusals.size === 0) return false;
+    for (const [p, err] of refusals) {
+      this.pendingSessions.delete(p.request.session);
+      p.reject(err);
+    }
+    this.queue.unshift(...batch.filter((p) => !refusals.has(p)));
+    this.doneWriting();
+    return true;
   }
 
   /** Fails every append of a batch with `err` (nothing of it committed) and frees their sessions. */
