@@ -716,6 +716,31 @@ describe('the Harness helpers', () => {
   });
 });
 
+describe("openLedger's injected backends given something that is no object", () => {
+  it('log, blobs, fs and levelLog: INVALID_ARGUMENT with nothing made (a TypeError after the root was made, or ignored)', async () => {
+    // Before: log 5 and fs 'x' failed as TypeErrors once the root was made; levelLog 5 or true opened the embedded
+    // store as if absent, blobs 5 opened and published (inline) and failed closing.
+    for (const name of ['log', 'blobs', 'fs', 'levelLog'])
+      for (const value of [5, 'x', true]) {
+        const root = join(tempDir(), 'r');
+        const label = `${name}: ${JSON.stringify(value)}`;
+        expect(await codeOf(() => openLedger({ host: 'h', root, onNotice: () => {}, [name]: value })), label).toBe(
+          'INVALID_ARGUMENT',
+        );
+        expect(existsSync(root), label).toBe(false);
+      }
+    // null is none, as for root, keyFile, signer and witnesses.
+    const root = join(tempDir(), 'r');
+    const ledger = await openLedger({
+      host: 'h',
+      root,
+      onNotice: () => {},
+      ...({ log: null, blobs: null, levelLog: null } as object),
+    });
+    await ledger.close();
+  });
+});
+
 describe('yes/no options given something else (a string from an environment variable or a config file)', () => {
   const yesNo = ['false', 'true', 0, 1, 'no', {}];
 

@@ -215,7 +215,8 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   not an http(s) URL, an invalid `origin` (for a log not named yet, also one the CLI would print escaped:
  *   `isNewOrigin`), or a `telemetry` option that is not an object or whose
  *   `identifiers.hashKey` is not 32 bytes, a `clock` or `onNotice` that is not a function, a `createHostKey` or
- *   `diagnose` that is not a boolean (null and undefined: the default), a `signal` that is not an AbortSignal, or an
+ *   `diagnose` that is not a boolean (null and undefined: the default), a `log`, `blobs`, `fs` or `levelLog` that is not
+ *   an object (null: none), a `signal` that is not an AbortSignal, or an
  *   options field that throws as it is read (nothing is written).
  * @throws LedgerError `CANCELLED` once `signal` aborts (nothing made when it had before the call), with what the open
  *   had opened closed again: at its next step, within the steps that go over many items (the blob store's and the
@@ -299,6 +300,11 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       'INVALID_ARGUMENT',
       'postgres opens both the log and the blobs; pass either postgres, or log and blobs of your own',
     );
+  // Injected backends and fault-injection hooks are objects (null: none): anything else was a TypeError once the root
+  // was made (log, fs), or ignored (levelLog), or a blob store that failed at its first use.
+  for (const name of ['log', 'blobs', 'fs', 'levelLog'] as const)
+    if (options[name] !== undefined && options[name] !== null && typeof options[name] !== 'object')
+      throw new LedgerError('INVALID_ARGUMENT', `${name} must be an object, not ${shownValue(options[name])}`);
   for (const name of ['clock', 'onNotice'] as const)
     if (options[name] !== undefined && options[name] !== null && typeof options[name] !== 'function')
       throw new LedgerError('INVALID_ARGUMENT', `${name} must be a function`);
