@@ -743,6 +743,22 @@ describe('LevelManifestLog origin write when storage fails', () => {
   });
 });
 
+describe('LevelManifestLog origin proposed twice at once', () => {
+  it('stores one and answers it to both, as PostgreSQL stores the first and answers it (insert if absent)', async () => {
+    const dir = join(freshDir(), 'log');
+    const log = await LevelManifestLog.open(dir);
+    try {
+      // Before: each call read no origin, wrote its own and answered it: 'a' was told its name while 'b' was stored.
+      const answers = await Promise.all([log.origin('a.example/log'), log.origin('b.example/log')]);
+      const stored = await log.origin();
+      expect(answers).toEqual([stored, stored]);
+      expect(await log.origin('c.example/log')).toBe(stored);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
 describe("writeSyncedBatch (the log's durable batch)", () => {
   it('writes string puts, byte puts and deletes as one batch, and a batch with a bad operation writes nothing', async () => {
     const db = new Level<string, string>(join(freshDir(), 'db'), { valueEncoding: 'utf8' });

@@ -832,11 +832,22 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     // A storage error is STORAGE_FAILED naming the read or write, as every other record's (and PostgreSQL's).
     const stored = await readRecord(this.db, ORIGIN_KEY, 'origin read');
     if (stored !== undefined || proposed === undefined) return stored;
-    await this.db.put(ORIGIN_KEY, proposed, { sync: true }).catch((err: unknown) => {
-      throw storageFailed('origin write', err);
+    // One proposal at a time, each reading again under it: of two at once, the later one is answered the name the first
+    // stored (as PostgreSQL's insert if absent), not told its own while the other's stands.
+    const run = this.originWrites.then(async () => {
+      const now = await readRecord(this.db, ORIGIN_KEY, 'origin read');
+      if (now !== undefined) return now;
+      await this.db.put(ORIGIN_KEY, proposed, { sync: true }).catch((err: unknown) => {
+        throw storageFailed('origin write', err);
+      });
+      return proposed;
     });
-    return proposed;
+    this.originWrites = run.catch(() => {});
+    return run;
   }
+
+  /** The origin proposals (`_origin`) one after another. */
+  private originWrites: Promise<unknown> = Promise.resolve();
 
   protected async _getWatermark(session: string): Promise<number | undefined> {
     let mark = this.watermarkCache.get(session);
