@@ -743,6 +743,40 @@ describe('LevelManifestLog origin write when storage fails', () => {
   });
 });
 
+describe('LevelManifestLog append request changed by its caller after the call', () => {
+  it('appends what was checked: the request is read once, when append is called', async () => {
+    const log = await LevelManifestLog.open(join(freshDir(), 'log'));
+    try {
+      const blob = { digest: digestOf(new TextEncoder().encode('A')), bytes: new Uint8Array(1) };
+      const req = { ...request('A'), blob };
+      let appended!: Promise<LogEntry>;
+      // Changed once the append was checked and queued, before its batch is built: before, the entry was written at
+      // seq 7 under the other session's key, its head at seq 7 with no entry before it, the blob under another digest.
+      await log.withAppendsHeld(async () => {
+        appended = log.append(req);
+        while ((log as unknown as { queue: unknown[] }).queue.length < 1) await new Promise((r) => setImmediate(r));
+        Object.assign(req, { session: 'other', seq: 7, id: request('Z').id });
+        blob.digest = request('Z').id;
+      });
+      const entry = await appended;
+      expect(entry).toMatchObject({ session: 's', seq: 0, id: request('A').id });
+      expect(await log.head('other')).toBeUndefined();
+      expect((await log.head('s'))?.seq).toBe(0);
+      expect(await log.inlineBlobs.stat(request('Z').id)).toBeUndefined();
+      // A field that throws as it is read is the request's refusal, not an uncoded error.
+      const throwing = {
+        ...request('B'),
+        get envelope(): string {
+          throw new Error('getter');
+        },
+      };
+      await expect(log.append(throwing)).rejects.toMatchObject({ name: 'ManifestError', code: 'INVALID_ARGUMENT' });
+    } finally {
+      await log.close();
+    }
+  });
+});
+
 describe('LevelManifestLog origin proposed twice at once', () => {
   it('stores one and answers it to both, as PostgreSQL stores the first and answers it (insert if absent)', async () => {
     const dir = join(freshDir(), 'log');

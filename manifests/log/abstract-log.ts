@@ -172,15 +172,26 @@ function zeroPast(prefix: Uint8Array, depth: number): boolean {
   return true;
 }
 
+const REQUEST_FIELDS = ['session', 'principal', 'seq', 'prev', 'id', 'envelope', 'blob', 'signed'] as const;
+
+/**
+ * The append request, each field read once into a request of its own (a getter that throws: `INVALID_ARGUMENT` naming
+ * it), checked, and handed to the backend: what is checked is what is appended. A backend reads the request again when
+ * it writes (the embedded log builds its batch later, after its reads): a caller that changed its object after the call
+ * (a field, the blob's digest) had that written, unchecked, at a seq and under a session nothing had judged.
+ */
 function checkRequest(request: unknown): AppendRequest {
   if (typeof request !== 'object' || request === null)
     throw new ManifestError('INVALID_ARGUMENT', 'append request must be an object');
-  const r = request as Record<string, unknown>;
-  checkId(r.session, 'session');
-  checkId(r.principal, 'principal');
-  checkSeq(r.seq, 'seq');
-  if (r.prev !== null) checkDigest(r.prev, 'prev');
-  checkDigest(r.id, 'id');
+  const r = readOptionFields(request, REQUEST_FIELDS, 'append request', ManifestError, 'allowed');
+  const checked: AppendRequest = {
+    session: checkId(r.session, 'session'),
+    principal: checkId(r.principal, 'principal'),
+    seq: checkSeq(r.seq, 'seq'),
+    prev: r.prev === null ? null : checkDigest(r.prev, 'prev'),
+    id: checkDigest(r.id, 'id'),
+    envelope: r.envelope as string,
+  };
   if (typeof r.envelope !== 'string' || r.envelope.length === 0)
     throw new ManifestError('INVALID_ARGUMENT', 'envelope must be a non-empty string');
   // Stored exactly as given by every backend, or refused by all (PostgreSQL's text would replace a lone surrogate).
@@ -189,17 +200,29 @@ function checkRequest(request: unknown): AppendRequest {
   // Checked before the append is queued or its transaction begins: a malformed blob failed the embedded log's whole
   // batch (other sessions' appends with it) or PostgreSQL's insert (STORAGE_FAILED), and was stored as other bytes.
   if (r.blob !== undefined) {
-    const blob = checkObject<InlineBlob>(r.blob, 'blob');
-    checkDigest(blob.digest, 'blob.digest');
+    const blob = readOptionFields(
+      checkObject<InlineBlob>(r.blob, 'blob'),
+      ['digest', 'bytes'],
+      'blob',
+      ManifestError,
+      'allowed',
+    );
+    const digest = checkDigest(blob.digest, 'blob.digest');
     if (!(blob.bytes instanceof Uint8Array))
       throw new ManifestError('INVALID_ARGUMENT', 'blob.bytes must be a Uint8Array');
+    checked.blob = { digest, bytes: blob.bytes };
   }
   if (r.signed !== undefined) {
-    const signed = checkObject<{ keyId: string; createdAt: string }>(r.signed, 'signed');
-    checkKeyId(signed.keyId);
-    checkTime(signed.createdAt, 'signed.createdAt');
+    const signed = readOptionFields(
+      checkObject<{ keyId: string; createdAt: string }>(r.signed, 'signed'),
+      ['keyId', 'createdAt'],
+      'signed',
+      ManifestError,
+      'allowed',
+    );
+    checked.signed = { keyId: checkKeyId(signed.keyId), createdAt: checkTime(signed.createdAt, 'signed.createdAt') };
   }
-  return request as AppendRequest;
+  return checked;
 }
 
 export abstract class AbstractManifestLog implements ManifestLog {
