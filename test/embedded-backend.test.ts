@@ -777,6 +777,44 @@ describe('LevelManifestLog append request changed by its caller after the call',
   });
 });
 
+describe('LevelManifestLog.checkHeads past a damaged head record', () => {
+  it('reports that session RECORD_CORRUPT and goes on checking the heads after it', async () => {
+    const link = (session: string, seq: number) => ({
+      session,
+      principal: 'p',
+      seq,
+      prev: seq === 0 ? null : digestOf(new TextEncoder().encode(`${session}/${seq - 1}`)),
+      id: digestOf(new TextEncoder().encode(`${session}/${seq}`)),
+      envelope: JSON.stringify({ payload: Buffer.from(`${session}/${seq}`).toString('base64') }),
+    });
+    const dir = join(freshDir(), 'log');
+    const first = await LevelManifestLog.open(dir);
+    for (const [session, n] of [
+      ['a', 1],
+      ['b', 2],
+      ['c', 1],
+    ] as const)
+      for (let seq = 0; seq < n; seq++) await first.append(link(session, seq));
+    // a's head record damaged; b's head moved back behind the log's back (seq 1 stays beyond it, above its mark).
+    await first.raw.put('h!a', 'not a head');
+    await first.raw.put('h!b', JSON.stringify({ session: 'b', seq: 0, id: link('b', 0).id, owner: 'p' }));
+    await first.close();
+    const log = await LevelManifestLog.open(dir);
+    try {
+      const problems = await log.checkHeads();
+      // Before: one RECORD_CORRUPT of session '(unknown)', and b's cut-back chain never looked at (the walk of the
+      // heads ended at the record it could not parse).
+      expect(problems.map((p) => [p.session, p.code])).toEqual([
+        ['a', 'RECORD_CORRUPT'],
+        ['b', 'ROLLBACK'],
+        ['b', 'ROLLBACK'],
+      ]);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
 describe('LevelManifestLog origin proposed twice at once', () => {
   it('stores one and answers it to both, as PostgreSQL stores the first and answers it (insert if absent)', async () => {
     const dir = join(freshDir(), 'log');

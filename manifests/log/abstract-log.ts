@@ -340,7 +340,8 @@ export abstract class AbstractManifestLog implements ManifestLog {
       }
     };
     try {
-      for await (const head of this._heads()) await check(head.session);
+      // By session name: a damaged head is that session's problem (its head window reads it), and the walk goes on.
+      for await (const session of this._headSessions()) await check(session);
     } catch (err) {
       corrupt('(unknown)', err);
     }
@@ -445,6 +446,14 @@ export abstract class AbstractManifestLog implements ManifestLog {
   protected abstract _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry>;
   protected abstract _getWatermark(session: string): Promise<number | undefined>;
   protected abstract _setWatermark(session: string, seq: number): Promise<void>;
+  /**
+   * The sessions that have a head, for `_checkHeads`: by default those `_heads` lists, which ends at a head record it
+   * cannot parse. A backend that can list them without parsing each head (the embedded log: its `h!` keys) overrides
+   * it, so that a damaged head is reported as its session's problem and the sessions after it are still checked.
+   */
+  protected async *_headSessions(): AsyncIterable<string> {
+    for await (const head of this._heads()) yield head.session;
+  }
   /** Sessions that have a watermark but no head (their chain was removed), for `_checkHeads`. */
   protected abstract _headlessSessions(): AsyncIterable<string>;
   protected abstract _close(): Promise<void>;

@@ -475,6 +475,12 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     for await (const [key, raw] of readRange('heads read', range)) yield parseHeadRecord(key, raw);
   }
 
+  /** The sessions with a head, from the `h!` keys alone (no record parsed): the head check goes on past a damaged one. */
+  protected override async *_headSessions(): AsyncIterable<string> {
+    for await (const key of readRange('heads read', () => this.db.keys({ gte: 'h!', lt: 'h!\xff' })))
+      yield key.slice(2);
+  }
+
   protected override async _appendHead(session: string): Promise<ChainHead | undefined> {
     return (await this.cachedHead(session)) ?? undefined;
   }
