@@ -795,6 +795,24 @@ describe('repeated options and extra arguments', () => {
     }
     expect((await cli(['keys', 'list', ...store, '--json'])).stdout).toBe(before);
   });
+
+  it('refuses keys revoke without a KEYID as a usage error before it opens the store', async () => {
+    // A missing argument is USAGE (exit 2) as every other: judged before the open, which on a root with no store
+    // answered KEY_INVALID (exit 1) instead, and on a store opened it for nothing.
+    const none = join(base, 'no-store-here');
+    for (const argv of [
+      ['keys', 'revoke', '--root', none, '--host', 'conv-host'],
+      ['keys', 'revoke', ...store],
+    ]) {
+      const r = await cli(argv);
+      expect(r, argv.join(' ')).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'handoff-ledger: USAGE: keys revoke needs a KEYID\n',
+      });
+    }
+    expect(existsSync(none)).toBe(false);
+  });
 });
 
 describe('HANDOFF_LEDGER_* variables set to the empty string', () => {

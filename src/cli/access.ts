@@ -217,6 +217,8 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     if (values.out !== undefined && sub !== 'export' && sub !== 'list')
       throw new UsageError(`--out is for keys export and keys list; ${keysUsage}`);
     if (values.at !== undefined && sub !== 'revoke') throw new UsageError(`--at is for keys revoke; ${keysUsage}`);
+    // Before the open, as every missing argument: on a root with no store the open would answer KEY_INVALID instead.
+    if (sub === 'revoke' && !positionals[0]) throw new UsageError('keys revoke needs a KEYID');
     if (values.out === '') throw new UsageError('--out needs a file name');
     if (values.out !== undefined) await refuseOutThatIsNoFile(values.out, sub);
     // This store's own keys, whatever HANDOFF_LEDGER_TRUST names (trust: undefined): `keys export` hands them to
@@ -281,8 +283,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
           if (values.json) writeJson(io.stdout, { rotated: true, keyId });
           else io.stdout.write(printableLines([`rotated: new signing key ${keyId}`]));
         } else {
-          const keyId = positionals[0];
-          if (!keyId) throw new UsageError('keys revoke needs a KEYID');
+          const keyId = positionals[0]!;
           // The time that holds: a key revoked before keeps its earlier time, whatever --at asked for.
           const at = await ledger.revokeKey(keyId, values.at);
           if (values.json) writeJson(io.stdout, { revoked: keyId, at });
