@@ -890,3 +890,43 @@ describe('an invalid --principal', () => {
     }
   });
 });
+
+describe('publish refused on its store arguments', () => {
+  // A summary piped from a model call, or a FIFO's writer, is not taken in vain by a command refused anyway: the host
+  // (an id like --principal) and the variables every command on a store reads are judged before the summary is read,
+  // as the ids and --expected-prev are. Before, they were judged at the open, after a read that waits for the input's
+  // end (a terminal or a pipe left open: a wait, then the refusal).
+  it('judges --host, HANDOFF_LEDGER_HOST and the store variables before it reads standard input', async () => {
+    const base = mkdtempSync(join(tmpdir(), 'hl-publish-args-'));
+    try {
+      const root = join(base, 'store');
+      const scope = ['--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'];
+      const runs: [string[], NodeJS.ProcessEnv, string][] = [
+        [['--host', 'x y'], {}, 'handoff-ledger: INVALID_ID: host "x y" is not a valid id'],
+        [[], { HANDOFF_LEDGER_HOST: 'x y' }, 'handoff-ledger: INVALID_ID: host "x y" is not a valid id'],
+        [['--host', 'h'], { HANDOFF_LEDGER_HASH: 'fast' }, 'handoff-ledger: USAGE: HANDOFF_LEDGER_HASH must be'],
+        [
+          ['--host', 'h'],
+          { HANDOFF_LEDGER_POSTGRES_PREPARED: 'maybe' },
+          'handoff-ledger: USAGE: HANDOFF_LEDGER_POSTGRES_PREPARED must be',
+        ],
+        [
+          ['--host', 'h'],
+          { HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '5s' },
+          'handoff-ledger: USAGE: HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be',
+        ],
+      ];
+      for (const [args, env, said] of runs) {
+        const c = captureIo({ env });
+        const stdin = Readable.from([JSON.stringify(sampleSummary('unread'))]);
+        const code = await main(['publish', ...scope, ...args], { ...c.io, stdin });
+        expect(code, said).toBe(said.includes('USAGE') ? 2 : 1);
+        expect(c.stderr().startsWith(said), c.stderr()).toBe(true);
+        expect(stdin.readableDidRead, `${said}: standard input was read`).toBe(false);
+      }
+      expect(existsSync(root)).toBe(false);
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+});

@@ -8,6 +8,7 @@ import { parsePublishScope } from '../ledger/scope.js';
 import { parseExpectedPrev } from '../ledger/ledger.js';
 import { DEFAULT_MAX_SUMMARY_BYTES, prepareSummary } from '../summary/summary.js';
 import {
+  checkStoreArgs,
   withLedger,
   EXIT_OK,
   InterruptedError,
@@ -83,6 +84,8 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     parsePublishScope({ principal, session, run });
     const prev = values['expected-prev'];
     const expectedPrev = parseExpectedPrev(prev === 'null' ? null : prev); // `null`: an empty chain
+    // The host and the variables every command on a store reads, as the open will judge them: before the read too.
+    checkStoreArgs(values, io.env);
     const file = positionals[0] === '-' ? undefined : positionals[0];
     // JSON text can be larger than its canonical form: up to 6 times when every character is written as a \u
     // escape (as Python's json.dumps writes non-ASCII text), plus whitespace. Beyond that it cannot fit the limit,

@@ -6,6 +6,7 @@ import type { Readable, Writable } from 'node:stream';
 import { MAX_TIMER_MS, onAbort } from '../../store/abort.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError, LedgerError } from '../errors.js';
+import { parseHost } from '../ledger/scope.js';
 import { errorText, isErrnoError, nearestName } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { AuditError } from '../../manifests/audit/errors.js';
@@ -201,6 +202,26 @@ export function hashFromEnv(env: NodeJS.ProcessEnv): HashBackendName {
 }
 
 /**
+ * What `openFromArgs` judges of the store's options and variables before it opens anything: an empty `--root`,
+ * `--postgres` or `--origin` (USAGE: an unset shell variable, not a request for the default: `--postgres ""` would
+ * otherwise open the embedded store in its place), the host (`--host`, else HANDOFF_LEDGER_HOST; INVALID_ID),
+ * HANDOFF_LEDGER_HASH, HANDOFF_LEDGER_POSTGRES_PREPARED and HANDOFF_LEDGER_WITNESS_TIMEOUT_MS (USAGE). `publish` calls
+ * it before it reads its summary too, so that a summary piped to a command refused anyway is not taken in vain.
+ * @throws UsageError, LedgerError `INVALID_ID`
+ */
+export function checkStoreArgs(
+  values: { root?: string; host?: string; postgres?: string; origin?: string },
+  env: NodeJS.ProcessEnv,
+): void {
+  for (const name of ['root', 'postgres', 'origin'] as const)
+    if (values[name] === '') throw new UsageError(`--${name} must not be empty`);
+  parseHost(values.host ?? defaultHost(env));
+  hashFromEnv(env);
+  preparedFromEnv(env);
+  witnessTimeoutFromEnv(env);
+}
+
+/**
  * Opens the ledger the options name, under SIGINT / SIGTERM: the first of either during the open ends it (the open's
  * signal: a wait for another process's trust or pin lock, PostgreSQL connecting or migrating, included) with what it
  * had opened closed and its locks released, and the command with `InterruptedError` (`CANCELLED`, exit 130 / 143),
@@ -216,12 +237,9 @@ export async function openFromArgs(
   by: string | StopSignals,
   extra: Partial<OpenLedgerOptions> = {},
 ): Promise<Ledger> {
+  checkStoreArgs(values, io.env);
   // Loaded here, not at the top: a command that opens no ledger does not load the store and LevelDB (`verify` on an
   // auditor's machine), nor, for `--help` and `--version`, zod and the telemetry API.
-  // An empty value is a mistake (an unset shell variable), not a request for the default: `--postgres ""` would
-  // otherwise open the embedded store in its place.
-  for (const name of ['root', 'postgres', 'origin'] as const)
-    if (values[name] === '') throw new UsageError(`--${name} must not be empty`);
   const { defaultRoot, openLedger } = await import('../ledger/open.js');
   const root = values.root ?? defaultRoot(io.env);
   const host = values.host ?? defaultHost(io.env);
