@@ -698,6 +698,16 @@ describe('numeric options', () => {
     expect((await cli(['verify', files.bundle, '--trust', files.trust, '--workers', '257'])).code).toBe(2);
     expect((await cli(['verify', files.bundle, '--trust', files.trust, '--workers', '1'])).code).toBe(0);
   }, 60_000);
+
+  it("gc --grace: a duration's number as plain as any, blanks around it refused as USAGE, nothing collected", async () => {
+    // parseDuration trims; the CLI reads --grace as it reads every number: ` 24h` is no plainer than ` 5`.
+    for (const bad of [' 24h', '24h ', '\t1d', '5\n']) {
+      const r = await cli(['gc', ...store, '--grace', bad, '--json']);
+      expect(r.code, JSON.stringify(bad)).toBe(2);
+      expect(r.stderr, JSON.stringify(bad)).toMatch(/^handoff-ledger: USAGE: not a duration: /);
+    }
+    expect((await cli(['gc', ...store, '--grace', '24h', '--dry-run'])).code).toBe(0);
+  });
 });
 
 describe('repeated options and extra arguments', () => {

@@ -62,6 +62,10 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
     if (values.grace === undefined) throw new UsageError('--grace DURATION is required (e.g. --grace 24h)');
     let graceMs: number;
     try {
+      // Its number read as every number of the CLI is, plain digits (README: ` 5` is refused): parseDuration, the
+      // library's, trims the text first.
+      if (values.grace !== values.grace.trim())
+        throw new Error(`not a duration: ${JSON.stringify(values.grace)} (no blank around it; use e.g. 30m, 24h, 7d)`);
       graceMs = parseDuration(values.grace);
     } catch (err) {
       throw new UsageError((err as Error).message);
