@@ -427,6 +427,10 @@ describe('usage errors with --json', () => {
     const unknown = await cli(['bogus', '--json']);
     expect(unknown.code).toBe(2);
     expect(JSON.parse(unknown.stdout)).toEqual({ error: { code: 'USAGE', message: 'unknown command "bogus"' } });
+    // --json before the command (an option where the command goes) is --json all the same, as before keys's subcommand.
+    const first = await cli(['--json', 'init', ...store]);
+    expect(first.code).toBe(2);
+    expect(JSON.parse(first.stdout)).toEqual({ error: { code: 'USAGE', message: 'unknown command "--json"' } });
   });
 
   it('gives an I/O error a code too (IO_FAILED, exit 2)', async () => {

@@ -50,7 +50,8 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   if (!spec) {
     // A usage error like any other: coded on stderr (`handoff-ledger: USAGE: …`, as every other refusal), and with
     // --json as JSON on stdout too.
-    if (wantsJson(rest))
+    // `--json` in the command's place (`handoff-ledger --json init`) asks for JSON too.
+    if (wantsJson(argv))
       writeJson(io.stdout, { error: { code: 'USAGE', message: `unknown command ${JSON.stringify(name)}` } });
     io.stderr.write(`handoff-ledger: USAGE: unknown command ${printable(JSON.stringify(name))}\n\n${usage()}`);
     return EXIT_USAGE;
