@@ -885,3 +885,14 @@ describe("the README's USAGE row", () => {
     expect(c.stderr()).toBe(`handoff-ledger: USAGE: ${quoted![1]}\n`);
   });
 });
+
+describe("the README's offline audit", () => {
+  it('gives the code the CLI answers an export --out inside the store root with (USAGE, exit 2), as its table does', () => {
+    // test/audit/export.test.ts 'export into the store root' holds the CLI to USAGE; the library's exportBundle
+    // answers INVALID_ARGUMENT, which the comment under `handoff-ledger export` said of the command.
+    const block = readme.split('## Offline audit')[1]!.split('```')[1]!;
+    const line = block.split('\n').find((l) => l.includes('--out outside the store')) ?? '';
+    expect(line).toContain('USAGE');
+    expect(line).not.toMatch(/inside it is INVALID_ARGUMENT/);
+  });
+});
