@@ -4,9 +4,8 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Readable, Writable } from 'node:stream';
 import { MAX_TIMER_MS, onAbort } from '../../store/abort.js';
-import { isValidId } from '../../manifests/format/id-pattern.js';
+import { invalidIdMessage, isValidId } from '../../manifests/format/id-pattern.js';
 import { isHandoffLedgerError, LedgerError } from '../errors.js';
-import { parseHost } from '../ledger/scope.js';
 import { errorText, isErrnoError, nearestName } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { AuditError } from '../../manifests/audit/errors.js';
@@ -215,7 +214,10 @@ export function checkStoreArgs(
 ): void {
   for (const name of ['root', 'postgres', 'origin'] as const)
     if (values[name] === '') throw new UsageError(`--${name} must not be empty`);
-  parseHost(values.host ?? defaultHost(env));
+  // As the open's parseHost (src/ledger/scope.ts) words it; not imported from there: --help and --version load nothing
+  // of src/ledger/ (test/cli-startup.test.ts).
+  const host = values.host ?? defaultHost(env);
+  if (!isValidId(host)) throw new LedgerError('INVALID_ID', invalidIdMessage('host', host));
   hashFromEnv(env);
   preparedFromEnv(env);
   witnessTimeoutFromEnv(env);
