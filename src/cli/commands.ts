@@ -44,8 +44,10 @@ const PREPARED_ENV = [
   '                  in transaction mode before 1.21; another value: USAGE)',
 ];
 /** The BLAKE3 backend: every command that hashes (io.ts `hashFromEnv`). */
-const HASH_ENV =
-  'HANDOFF_LEDGER_HASH=auto|native|wasm|noble  the BLAKE3 backend (default auto: native, else WASM, else noble)';
+const HASH_ENV = [
+  'HANDOFF_LEDGER_HASH=auto|native|wasm|noble  the BLAKE3 backend (default auto: native, else WASM, else noble;',
+  '                  native or wasm that cannot load here: USAGE)',
+];
 /**
  * HANDOFF_LEDGER_WITNESS_TIMEOUT_MS, as every command on a store reads it (io.ts `witnessingFromEnv`, checked whether
  * or not witnesses are given).
@@ -83,7 +85,7 @@ const storeEnv = ({ trust = true, submits }: { trust?: boolean; submits?: string
         "                  store's trust.json (hosts sharing a PostgreSQL store)",
       ]
     : []),
-  HASH_ENV,
+  ...HASH_ENV,
   ...PREPARED_ENV,
 ];
 /** NO_COLOR and FORCE_COLOR, as `colours` (io.ts) reads them: the verdict word of verify's and fsck's report. */
@@ -316,7 +318,7 @@ export const commands: Record<string, CommandSpec> = {
       '--max-bundle-bytes N  refuse a manifests.jsonl larger than N bytes (BUNDLE_INVALID)',
       '--json            print the report as JSON on stdout',
     ],
-    environment: [HASH_ENV, ...COLOUR_ENV],
+    environment: [...HASH_ENV, ...COLOUR_ENV],
     exits: {
       ok: 'the bundle verified clean',
       refused: 'findings (listed on stdout)',
@@ -472,7 +474,7 @@ export const commands: Record<string, CommandSpec> = {
       '                  (HANDOFF_LEDGER_ROOT or HANDOFF_LEDGER_HOST set to "" counts as unset)',
     ],
     environment: [
-      HASH_ENV,
+      ...HASH_ENV,
       'npm_lifecycle_event, npm_package_name  set by `npm start` in a checkout of handoff-ledger: the last line',
       '                  names the command as node dist/src/cli/main.js (no witness variable is read: the demo',
       '                  submits to no witness)',

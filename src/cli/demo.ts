@@ -2,7 +2,7 @@
 import { runDemo } from './demo-scenario.js';
 import { defaultRoot } from '../ledger/open.js';
 import { LedgerError } from '../errors.js';
-import { EXIT_OK, hashFromEnv, InterruptedError, parse, reportError, wantsJson, type CliIo } from './io.js';
+import { EXIT_OK, usableHashFromEnv, InterruptedError, parse, reportError, wantsJson, type CliIo } from './io.js';
 import { stopSignals } from './stop-signals.js';
 
 /**
@@ -20,7 +20,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     // here: the demo names its host, so a demo run on a real store adds a key that says it came from the demo.
     const host = values.host ?? (io.env.HANDOFF_LEDGER_HOST || 'demo-host');
     // The BLAKE3 backend as every command takes it: HANDOFF_LEDGER_HASH, an unknown one refused before anything is made.
-    const hash = hashFromEnv(io.env);
+    const hash = await usableHashFromEnv(io.env);
     // Run by `npm start` in a checkout, where the `handoff-ledger` command is not installed: the last line, how to look
     // at what it wrote, names the command as it runs there.
     const cli =

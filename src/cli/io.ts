@@ -201,6 +201,28 @@ export function hashFromEnv(env: NodeJS.ProcessEnv): HashBackendName {
 }
 
 /**
+ * The BLAKE3 backend HANDOFF_LEDGER_HASH names, loaded (and self-tested) before anything is made when it is `native` or
+ * `wasm`, which do not fall back: one that cannot load on this machine (no prebuilt native binary for the platform) is
+ * the operator's setting to change, USAGE (exit 2), not an internal error (exit 70) after the root was made. `auto`
+ * falls back and `noble` always loads: nothing to judge. Returns the name.
+ * @throws UsageError
+ */
+export async function usableHashFromEnv(env: NodeJS.ProcessEnv): Promise<HashBackendName> {
+  const name = hashFromEnv(env);
+  if (name !== 'native' && name !== 'wasm') return name;
+  const { loadHashBackend } = await import('../../store/hash/backends.node.js');
+  try {
+    await loadHashBackend(name);
+  } catch (err) {
+    throw new UsageError(
+      `HANDOFF_LEDGER_HASH=${name}: this BLAKE3 backend cannot be used on this machine (${errorText(err, 300)}); use auto, which falls back, or noble`,
+      { cause: err },
+    );
+  }
+  return name;
+}
+
+/**
  * What `openFromArgs` judges of the store's options and variables before it opens anything: an empty `--root`,
  * `--postgres` or `--origin` (USAGE: an unset shell variable, not a request for the default: `--postgres ""` would
  * otherwise open the embedded store in its place), the host (`--host`, else HANDOFF_LEDGER_HOST; INVALID_ID),
@@ -248,7 +270,7 @@ export async function openFromArgs(
   const options: OpenLedgerOptions = {
     root,
     host,
-    hash: hashFromEnv(io.env),
+    hash: await usableHashFromEnv(io.env),
     // Notices of the witness pool come escaped already (printable): escaped again, `\x1b` would read as a backslash.
     onNotice: (m) => io.stderr.write(`${printableOnce(m)}\n`),
     // Only `init` and `publish` make a host a key of its own: a mistyped --host (or a default host name on another

@@ -50,7 +50,7 @@ import {
   colours,
   EXIT_OK,
   EXIT_REFUSED,
-  hashFromEnv,
+  usableHashFromEnv,
   parse,
   readRegularFile,
   reportError,
@@ -258,10 +258,11 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const expect = expectation(values.expect);
     const maxManifestsBytes =
       values['max-bundle-bytes'] === undefined ? undefined : byteCount(values['max-bundle-bytes']);
+    // The BLAKE3 backend asked for, loaded before any file is read (a `native` that cannot load here: USAGE).
+    const hashName = await usableHashFromEnv(io.env);
     const trust = await readTrust(values.trust);
     const since = values.since === undefined ? undefined : await readSince(values.since);
     const witnesses = await readWitnessArgs(values['witness-keys'], values.quorum);
-    const hashName = hashFromEnv(io.env);
     const reader = await openBundleDir(dir, { maxManifestsBytes });
     const size = (await reader.manifestsSize?.()) ?? 0;
     const lineVerifier = await lineVerifierFor(workers, trust, values.verifier, size, io);
