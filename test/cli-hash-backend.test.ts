@@ -7,9 +7,11 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { captureIo } from './support/capture-io.js';
+import { sampleSummary } from './support/tmp.js';
 
 vi.mock('@napi-rs/blake-hash', () => {
   throw new Error('no prebuilt binary of @napi-rs/blake-hash for this platform');
@@ -32,6 +34,17 @@ describe('HANDOFF_LEDGER_HASH=native where the native backend cannot load', () =
       expect(c.stderr(), argv[0]).toMatch(/^handoff-ledger: USAGE: HANDOFF_LEDGER_HASH=native: /);
       expect(c.stderr(), argv[0]).not.toContain('internal error');
     }
+    expect(existsSync(root)).toBe(false);
+  });
+
+  it('is judged by publish before it reads its summary, as the name is', async () => {
+    const root = join(base, 'publish');
+    const c = captureIo({ env: { HANDOFF_LEDGER_HASH: 'native' } });
+    const stdin = Readable.from([JSON.stringify(sampleSummary('unread'))]);
+    const argv = ['publish', '--root', root, '--host', 'h', '--principal', 'a', '--session', 's', '--run', 'r'];
+    expect(await main(argv, { ...c.io, stdin })).toBe(2);
+    expect(c.stderr()).toMatch(/^handoff-ledger: USAGE: HANDOFF_LEDGER_HASH=native: /);
+    expect(stdin.readableDidRead).toBe(false);
     expect(existsSync(root)).toBe(false);
   });
 

@@ -18,6 +18,7 @@ import {
   reportError,
   storeOptions,
   UsageError,
+  usableHashFromEnv,
   wholeNumber,
   writeJson,
   type CliIo,
@@ -86,6 +87,7 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     const expectedPrev = parseExpectedPrev(prev === 'null' ? null : prev); // `null`: an empty chain
     // The host and the variables every command on a store reads, as the open will judge them: before the read too.
     checkStoreArgs(values, io.env);
+    await usableHashFromEnv(io.env); // a `native` or `wasm` backend that cannot load here: USAGE, unread
     const file = positionals[0] === '-' ? undefined : positionals[0];
     // JSON text can be larger than its canonical form: up to 6 times when every character is written as a \u
     // escape (as Python's json.dumps writes non-ASCII text), plus whitespace. Beyond that it cannot fit the limit,
