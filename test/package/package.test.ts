@@ -64,10 +64,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * ~792 KiB with the page; 704 KiB since sessions 38 and 39 (resume trusting its own ledger's signature, PostgreSQL's
  * append in fewer round trips and its prepared statements, signals reaching PostgreSQL's opens and snapshots) and their
  * CHANGELOG entries brought the pack to ~817 KiB with the page; 2,304 KiB unpacked since PostgreSQL's appends of several
- * sessions in one transaction and its CHANGELOG and docs brought the library to ~2,259 KiB unpacked.)
+ * sessions in one transaction and its CHANGELOG and docs brought the library to ~2,259 KiB unpacked; 736 KiB and
+ * 2,400 KiB since session 41's reviews (adapters, keys and trust, the auditor's files, the blob tiers and gc, the
+ * embedded log, the CLI: some thirty fixes, their tests' docs and CHANGELOG entries) brought the pack to ~843 KiB with
+ * the page and the library to ~2,316 KiB unpacked.)
  */
-const MAX_PACKED_BYTES = 704 * 1024;
-const MAX_UNPACKED_BYTES = 2304 * 1024;
+const MAX_PACKED_BYTES = 736 * 1024;
+const MAX_UNPACKED_BYTES = 2400 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
