@@ -124,7 +124,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     if (errno(err) === 'ENOENT') throw new AuditError('BUNDLE_INVALID', `${root} has no ${BUNDLE_MANIFESTS_FILE}`);
     throw ioError(manifestsPath, err);
   }
-  const hasBlobDir = (await blobDirs(root)) !== 'absent';
+  const carriesBlobs = await hasBlobDir(root);
 
   const reader: BundleReader = {
     header: async () => headerText,
@@ -158,7 +158,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
       }
     },
   };
-  if (header.counts.blobs !== undefined || hasBlobDir) {
+  if (header.counts.blobs !== undefined || carriesBlobs) {
     // O_NOFOLLOW guards the last component only: `blobs` and `blobs/blake3` must be directories of the bundle
     // itself, or a link would read files from elsewhere (they would still be hashed, but a bundle carrying no
     // blobs would report them checked). Either one a link, no blob is read, and the verifier is told it is a link.
@@ -196,10 +196,12 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
 
 /**
  * Whether the bundle at `root` has a `blobs/` of its own (the CLI's sign that it carries blobs): a directory, or a
- * symbolic link in its place (read through by nothing, and reported as one).
+ * symbolic link in its place (read through by nothing, and reported as one). Whatever stands inside it: an empty
+ * `blobs/`, without `blobs/blake3/`, says so too (its blobs are then `BLOB_MISSING`), as the page takes a dropped one.
  */
 export async function hasBlobDir(root: string): Promise<boolean> {
-  return (await blobDirs(root)) !== 'absent';
+  const st = await lstat(join(root, 'blobs')).catch(() => undefined);
+  return st !== undefined && (st.isDirectory() || st.isSymbolicLink());
 }
 
 /**

@@ -123,6 +123,19 @@ describe('openBundleDir', () => {
     expect(found(r)).toEqual(['BLOB_MISSING@1', 'BLOB_MISSING@2']);
   });
 
+  it('checks every blob of a bundle with an empty blobs/ directory, with or without blobs/blake3/, its header counting none', async () => {
+    // The documented rule (docs/AUDIT.md, web/README.md): a blobs/ directory says the bundle carries blobs. The page
+    // reads a dropped folder so (its empty blobs/ is seen); verify took a blobs/ without blobs/blake3/ for none.
+    const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
+    for (const made of ['blobs', 'blobs/blake3', 'blobs/sha256']) {
+      const dir = join(tempDir(), 'bundle');
+      await writeBundleDir(dir, b.lines);
+      mkdirSync(join(dir, made), { recursive: true });
+      const r = await verifyBundle(await openBundleDir(dir), { trust: b.trust });
+      expect(found(r), made).toEqual(['BLOB_MISSING@1', 'BLOB_MISSING@2']);
+    }
+  });
+
   it('skips blob checks for a bundle exported without blobs', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 2 }] });
     const dir = join(tempDir(), 'bundle');
