@@ -66,17 +66,21 @@ function requireCountedBlobs(reader: BundleReader, headerText: string): void {
 }
 
 /**
- * Reads a served file's text, at most `max` bytes: refused by its content-length before any byte is read,
- * else read chunk by chunk and refused as soon as it passes `max` (never a whole oversized body in memory:
- * past V8's string limit a browser's Response.text() gives '' instead of failing).
+ * Reads a served answer's body, at most `max` bytes: one whose content-length is over `max` is its declared size
+ * before any byte is read, else it is read chunk by chunk and stopped as soon as it passes `max` (`over`: the bytes
+ * seen so far), never a whole oversized body in memory. A body that breaks off is `BUNDLE_IO` naming `what`.
  */
-async function boundedText(res: Response, name: string, max: number): Promise<string> {
+async function boundedBody(
+  res: Response,
+  what: string,
+  max: number,
+): Promise<{ bytes: Uint8Array } | { over: number; declared: boolean }> {
   const declared = Number(res.headers.get('content-length') ?? NaN);
   if (Number.isSafeInteger(declared) && declared > max) {
     await res.body?.cancel().catch(() => {});
-    throw new AuditError('BUNDLE_INVALID', `${name} is ${declared} bytes, over ${max}`);
+    return { over: declared, declared: true };
   }
-  if (!res.body) return '';
+  if (!res.body) return { bytes: new Uint8Array(0) };
   const chunks: Uint8Array[] = [];
   let total = 0;
   const reader = res.body.getReader();
@@ -87,13 +91,12 @@ async function boundedText(res: Response, name: string, max: number): Promise<st
       total += value.byteLength;
       if (total > max) {
         await reader.cancel().catch(() => {});
-        throw new AuditError('BUNDLE_INVALID', `${name} is over ${max} bytes`);
+        return { over: total, declared: false };
       }
       chunks.push(value);
     }
   } catch (err) {
-    if (err instanceof AuditError) throw err;
-    throw ioError(name, err);
+    throw ioError(what, err);
   } finally {
     reader.releaseLock();
   }
@@ -103,7 +106,21 @@ async function boundedText(res: Response, name: string, max: number): Promise<st
     bytes.set(c, at);
     at += c.byteLength;
   }
-  return utf8(bytes);
+  return { bytes };
+}
+
+/**
+ * Reads a served file's text, at most `max` bytes: refused by its content-length before any byte is read,
+ * else read chunk by chunk and refused as soon as it passes `max` (never a whole oversized body in memory:
+ * past V8's string limit a browser's Response.text() gives '' instead of failing).
+ */
+async function boundedText(res: Response, name: string, max: number): Promise<string> {
+  const read = await boundedBody(res, name, max);
+  if ('bytes' in read) return utf8(read.bytes);
+  throw new AuditError(
+    'BUNDLE_INVALID',
+    read.declared ? `${name} is ${read.over} bytes, over ${max}` : `${name} is over ${max} bytes`,
+  );
 }
 
 async function fileText(file: Blob, name: string): Promise<string> {
@@ -270,13 +287,9 @@ function urlReader(source: Extract<BundleSource, { kind: 'url' }>, maxManifestsB
       const res = await get(at(bundleBlobPath(digest)), linkOfBlob);
       if (!res) return undefined;
       if ('link' in res) return res;
-      const declared = Number(res.headers.get('content-length'));
-      if (Number.isSafeInteger(declared) && declared > maxBytes) {
-        await res.body?.cancel();
-        return { size: declared };
-      }
-      const bytes = new Uint8Array(await res.arrayBuffer());
-      return bytes.length > maxBytes ? { size: bytes.length } : { size: bytes.length, bytes };
+      // At most one byte (one chunk) past its signed size, as verify reads one; an answer broken off is BUNDLE_IO.
+      const read = await boundedBody(res, digest, maxBytes);
+      return 'bytes' in read ? { size: read.bytes.length, bytes: read.bytes } : { size: read.over };
     };
   }
   return reader;

@@ -1,0 +1,76 @@
+/**
+ * The page's reader of a bundle audit-ui serves (web/worker/bundle-source.ts, `kind: 'url'`), in Node with `fetch`
+ * answered in-process: a blob is read no further than its signed size, whether or not the answer says its length,
+ * and an answer that breaks off mid-body is `BUNDLE_IO`, as `verify`'s reader says of a read that fails.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { BundleReader } from '../../manifests/audit/bundle.js';
+
+// bundle-source.ts uses the DOM's fetch options (`cache`), which Node's types lack: imported by a name the root
+// project's type check does not follow (web/tsconfig.json checks that module), as test/audit/thrown-values.test.ts does.
+const BUNDLE_SOURCE: string = '../../web/worker/bundle-source.js';
+const { readerFor } = (await import(BUNDLE_SOURCE)) as {
+  readerFor(source: { kind: 'url'; base: string; hasBlobs: boolean; tree: string[] }): BundleReader;
+};
+
+const DIGEST = `blake3:${'a'.repeat(64)}` as const;
+const CHUNK = 4096;
+
+/**
+ * A body of `chunks` chunks made only as they are read (no chunk is queued ahead of a read), counting those made;
+ * with `breakAt`, the stream errors when that chunk is asked for, as a connection dropped mid-answer does.
+ */
+function body(chunks: number, breakAt?: number) {
+  let made = 0;
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      pull(controller) {
+        if (made === breakAt) return controller.error(new TypeError('terminated'));
+        if (made === chunks) return controller.close();
+        made++;
+        controller.enqueue(new Uint8Array(CHUNK));
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return { stream, made: () => made };
+}
+
+function served(response: Response): BundleReader {
+  vi.stubGlobal('fetch', async () => response);
+  return readerFor({ kind: 'url', base: 'http://127.0.0.1:1/bundle/', hasBlobs: true, tree: [] });
+}
+
+afterEach(() => {
+  vi.unstubAllGlobals();
+});
+
+describe("the page's reader of a served bundle", () => {
+  it('reads a blob without a content-length no further than one chunk past its signed size', async () => {
+    const b = body(256); // 1 MiB, no content-length (a chunked answer)
+    const reader = served(new Response(b.stream, { status: 200 }));
+    const blob = await reader.readBlob!(DIGEST, 100);
+    expect(blob).toBeDefined();
+    expect(blob).not.toHaveProperty('bytes');
+    expect((blob as { size: number }).size).toBeGreaterThan(100);
+    // Before: the whole body was read (256 chunks) and then compared with the bound.
+    expect(b.made()).toBeLessThanOrEqual(1);
+  });
+
+  it('reads a blob within its signed size whole, without a content-length', async () => {
+    const b = body(2);
+    const reader = served(new Response(b.stream, { status: 200 }));
+    const blob = await reader.readBlob!(DIGEST, 2 * CHUNK);
+    expect(blob).toEqual({ size: 2 * CHUNK, bytes: new Uint8Array(2 * CHUNK) });
+  });
+
+  it('refuses a blob whose answer breaks off mid-body as BUNDLE_IO naming it, not an internal error', async () => {
+    const b = body(4, 2);
+    const reader = served(new Response(b.stream, { status: 200 }));
+    await expect(reader.readBlob!(DIGEST, 4 * CHUNK)).rejects.toMatchObject({
+      name: 'AuditError',
+      code: 'BUNDLE_IO',
+      message: expect.stringContaining(`cannot read ${DIGEST}`),
+    });
+  });
+});
