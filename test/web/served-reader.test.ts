@@ -73,4 +73,17 @@ describe("the page's reader of a served bundle", () => {
       message: expect.stringContaining(`cannot read ${DIGEST}`),
     });
   });
+
+  it("reads no more of a refusal's body than the words it shows (422, 403), however long the body", async () => {
+    for (const status of [422, 403]) {
+      const b = body(256); // 1 MiB of "words", no content-length
+      const reader = served(new Response(b.stream, { status }));
+      await expect(reader.header(), String(status)).rejects.toMatchObject({
+        name: 'AuditError',
+        code: status === 422 ? 'BUNDLE_INVALID' : 'BUNDLE_IO',
+      });
+      // Before: Response.text() read all 256 chunks, to show 500 characters of them.
+      expect(b.made(), String(status)).toBeLessThanOrEqual(1);
+    }
+  });
 });

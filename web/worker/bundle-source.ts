@@ -197,6 +197,41 @@ function linkOfBlob(res: Response): BundleBlobLink | undefined {
   return known === undefined ? undefined : { link: known };
 }
 
+/** The most of a refusal's body read for its words (500 characters are shown: at most 4 bytes each). */
+const WORDS_BYTES = 2048;
+
+/**
+ * The first `max` bytes of an answer's body as text (audit-ui's words for a refusal), the rest never read: a body
+ * that breaks off gives what came before it.
+ */
+async function firstWords(res: Response, max: number): Promise<string> {
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  const reader = res.body.getReader();
+  try {
+    while (total < max) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      total += value.byteLength;
+    }
+    await reader.cancel().catch(() => {});
+  } catch {
+    // What came before the break is all there is.
+  } finally {
+    reader.releaseLock();
+  }
+  const bytes = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.byteLength;
+  }
+  // As Response.text() decodes it (a byte order mark dropped): these are audit-ui's words, not a bundle's file.
+  return new TextDecoder().decode(bytes.subarray(0, max));
+}
+
 async function get(url: string): Promise<Response | undefined>;
 async function get<T>(url: string, absent: (res: Response) => T | undefined): Promise<Response | T | undefined>;
 async function get<T>(url: string, absent?: (res: Response) => T | undefined): Promise<Response | T | undefined> {
@@ -213,7 +248,7 @@ async function get<T>(url: string, absent?: (res: Response) => T | undefined): P
   }
   // 422: audit-ui found something at the name that is not a bundle's file (not a regular file, or sparse), which
   // `verify` refuses as BUNDLE_INVALID; anything else it could not read (a symlink, no permission) is BUNDLE_IO.
-  const why = async () => (await res.text().catch(() => '')).slice(0, 500).trim();
+  const why = async () => (await firstWords(res, WORDS_BYTES)).slice(0, 500).trim();
   if (res.status === 422)
     throw new AuditError('BUNDLE_INVALID', `${url}: ${(await why()) || 'not a file of the bundle'}`);
   // 403: audit-ui's words say what stands there (a symbolic link, no permission), as verify's message does.
