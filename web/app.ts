@@ -79,11 +79,18 @@ const history = new HistoryView($('history'), $('history-space'), $<HTMLCanvasEl
   showDetails($('details'), m, r),
 );
 
+/**
+ * Whether #error shows a run's refusal (its coded error, or WORKER_FAILED): the outcome of a run on the inputs chosen
+ * then, taken down with the verdict when they change. A pick's or drop's refusals stay until the next one settles.
+ */
+let runRefusalShown = false;
+
 /** Shows messages, one a line, each escaped as the CLI escapes its error line (a line break in one as `\x0a`). */
 function fail(...messages: string[]): void {
   const e = $('error');
   e.textContent = shownLines(messages);
   e.hidden = false;
+  runRefusalShown = false;
 }
 
 /**
@@ -235,7 +242,10 @@ function settle(refusals: Array<string | undefined>, g: number): void {
   settledGesture = g;
   const said = refusals.filter((r): r is string => r !== undefined);
   if (said.length > 0) fail(...said);
-  else $('error').hidden = true;
+  else {
+    $('error').hidden = true;
+    runRefusalShown = false;
+  }
 }
 
 /**
@@ -261,6 +271,11 @@ function dropVerdict(): void {
   $('progress-count').textContent = '';
   announce('progress-status', '');
   saidNotReady = false;
+  // A run's refusal is its outcome on the inputs chosen then, as a verdict is: it goes down with it.
+  if (runRefusalShown) {
+    $('error').hidden = true;
+    runRefusalShown = false;
+  }
   delete document.body.dataset.state;
 }
 
@@ -459,6 +474,7 @@ function verify(): void {
     announce('progress-status', '');
     document.body.dataset.state = 'error';
     fail(message);
+    runRefusalShown = true;
   };
   /** The worker could not run or stopped speaking: said, and nothing it might say after is taken. */
   const workerFailed = (message: string) => runFailed(`WORKER_FAILED: ${message}`);

@@ -468,6 +468,29 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
     }
   });
 
+  it("takes a run's refusal down with the verdict when a setting changes: no refusal is shown of inputs no longer chosen", async () => {
+    const page = await browser.newPage();
+    try {
+      await pickBundle(page, w.cosigned);
+      // A quorum without witness keys: the run is refused (USAGE), as `verify --quorum 2` is.
+      await page.fill('#quorum-input', '2');
+      await expect.poll(() => page.isEnabled('#verify'), { timeout: 10_000 }).toBe(true);
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="error"]', { timeout: 90_000 });
+      expect(await page.textContent('#error')).toMatch(/^USAGE: --witness-keys FILE and --quorum K go together/);
+      // The quorum taken away: the refusal was of a quorum no longer given, and goes down with the state.
+      await page.fill('#quorum-input', '');
+      expect(await page.getAttribute('body', 'data-state')).toBeNull();
+      expect(await page.isVisible('#error')).toBe(false);
+      // Verified again, without it: the CLI's verdict on the same files.
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="ok"]', { timeout: 90_000 });
+      expect(await page.isVisible('#error')).toBe(false);
+    } finally {
+      await page.close();
+    }
+  });
+
   it('takes witness keys from a drop and a quorum from the keyboard, and verifies as the CLI does', async () => {
     const expected = await withWitnesses(w.cosigned, '2');
     const page = await browser.newPage();
