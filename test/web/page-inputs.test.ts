@@ -468,6 +468,30 @@ describe('the witness keys picker and quorum (step 9d)', { timeout: 180_000 }, (
     }
   });
 
+  it('refuses the settings before the trust files, as the CLI checks its options before it reads --trust', async () => {
+    // A trust file that is no trust store and a principal that is no id: `verify` says USAGE (its options are
+    // checked first), never TRUST_INVALID; the page said TRUST_INVALID.
+    const badTrust = join(base, 'not-a-trust-store.json');
+    writeFileSync(badTrust, '{"keys": 5}\n');
+    const cli = await cliVerify(w.cosigned, badTrust, undefined, ['--principal', 'not an id']);
+    expect(cli.code).toBe(2);
+    expect(cli.stderr).toMatch(/^handoff-ledger: USAGE: --principal/);
+    const page = await browser.newPage();
+    try {
+      await page.goto(PAGE);
+      await page.setInputFiles('#bundle-input', w.cosigned);
+      await page.setInputFiles('#trust-input', badTrust);
+      await page.fill('#principal-input', 'not an id');
+      await expect.poll(() => page.isEnabled('#verify'), { timeout: 10_000 }).toBe(true);
+      await expect.poll(() => picked(page), { timeout: 10_000 }).toContain('trust file not-a-trust-store.json');
+      await page.click('#verify');
+      await page.waitForSelector('body[data-state="error"]', { timeout: 90_000 });
+      expect(await page.textContent('#error')).toMatch(/^USAGE: the principal/);
+    } finally {
+      await page.close();
+    }
+  });
+
   it("takes a run's refusal down with the verdict when a setting changes: no refusal is shown of inputs no longer chosen", async () => {
     const page = await browser.newPage();
     try {

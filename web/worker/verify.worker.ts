@@ -144,10 +144,9 @@ async function linePool(
 
 async function verify(request: VerifyRequest): Promise<void> {
   const started = performance.now();
-  const { trust, text: trustText } = readTrustFiles(request.trust);
-  // Checked as the CLI checks its arguments, with its words, before anything of the bundle is read.
-  const keys = request.witnessKeys;
-  const witnesses = await readWitnessPolicy(keys && { name: keys.name, read: async () => keys.text }, request.quorum);
+  // Checked as the CLI checks its arguments, with its words, before anything of the bundle is read, and in its order:
+  // the settings (`--workers`, `--principal`/`--session`, `--expect`, `--max-bundle-bytes`) before the trust files,
+  // then the witness keys and quorum, so inputs wrong in two ways are refused with the code `verify` gives them.
   const asked = workersAsked(request.workers);
   const batch = batchSize(request.batch);
   const auditScope = readAuditorScope(request.principal, request.session, PAGE_WORDS);
@@ -156,6 +155,9 @@ async function verify(request: VerifyRequest): Promise<void> {
     request.maxBundleBytes === undefined
       ? DEFAULT_MAX_MANIFESTS_BYTES
       : readByteBound(request.maxBundleBytes, PAGE_WORDS);
+  const { trust, text: trustText } = readTrustFiles(request.trust);
+  const keys = request.witnessKeys;
+  const witnesses = await readWitnessPolicy(keys && { name: keys.name, read: async () => keys.text }, request.quorum);
   const reader = readerFor(request.source, maxBytes);
   const bundleBytes = await reader.manifestsSize?.();
   // Refused before a line is read, as `verify` refuses it when it opens the bundle.
