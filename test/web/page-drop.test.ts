@@ -123,28 +123,34 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
     }
   });
 
-  it('checks every blob of a dropped folder whose blobs directory is empty, as the CLI does', async () => {
-    // Dropped folders are walked directory by directory, so an empty blobs/ is seen (the folder picker lists files only).
-    // A session export: its bundle.json counts no blobs, so only the empty directory says it carries them.
-    const dir = join(base, 'empty-blobs', 'audit-s1');
-    cpSync(f.sessionBundle, dir, { recursive: true });
-    mkdirSync(join(dir, 'blobs', 'blake3'), { recursive: true });
-    const expected = (await cliVerify(dir, f.trust)).report!;
-    expect(expected.findings.map((x) => x.code)).toContain('BLOB_MISSING');
-    const page = await browser.newPage();
-    try {
-      await page.goto(PAGE);
-      await dropFiles(page, [dir, f.trust]);
-      await expect.poll(() => picked(page), { timeout: 30_000 }).toMatch(/^bundle audit-s1: .*, 0 blobs.*; trust file/);
-      await page.click('#verify');
-      // Codes, lines and verdict: these findings' lines are drawn, so each carries a "show manifest" button.
-      await page.waitForSelector('body[data-state="failed"]', { timeout: 90_000 });
-      expect(await pageFindings(page)).toEqual(codesAt(expected));
-      expect(await page.textContent('#verdict')).toBe(`✗ ${describeVerdict(expected)}`);
-    } finally {
-      await page.close();
-    }
-  });
+  it.each(['blobs/blake3', 'blobs'])(
+    'checks every blob of a dropped folder whose blobs directory is empty (%s made), as the CLI does',
+    async (made) => {
+      // Dropped folders are walked directory by directory, so an empty blobs/ is seen (the folder picker lists files only).
+      // A session export: its bundle.json counts no blobs, so only the empty directory says it carries them; `verify`
+      // took a blobs/ without blobs/blake3/ for none (no finding) where the page reported every blob BLOB_MISSING.
+      const dir = join(base, `empty-${made.replace('/', '-')}`, 'audit-s1');
+      cpSync(f.sessionBundle, dir, { recursive: true });
+      mkdirSync(join(dir, made), { recursive: true });
+      const expected = (await cliVerify(dir, f.trust)).report!;
+      expect(expected.findings.map((x) => x.code)).toContain('BLOB_MISSING');
+      const page = await browser.newPage();
+      try {
+        await page.goto(PAGE);
+        await dropFiles(page, [dir, f.trust]);
+        await expect
+          .poll(() => picked(page), { timeout: 30_000 })
+          .toMatch(/^bundle audit-s1: .*, 0 blobs.*; trust file/);
+        await page.click('#verify');
+        // Codes, lines and verdict: these findings' lines are drawn, so each carries a "show manifest" button.
+        await page.waitForSelector('body[data-state="failed"]', { timeout: 90_000 });
+        expect(await pageFindings(page)).toEqual(codesAt(expected));
+        expect(await page.textContent('#verdict')).toBe(`✗ ${describeVerdict(expected)}`);
+      } finally {
+        await page.close();
+      }
+    },
+  );
 
   it('refuses two bundle folders in one drop, and keeps the bundle chosen before', async () => {
     const page = await browser.newPage();
