@@ -332,6 +332,38 @@ describe('principal and session ids in telemetry', () => {
     expect(existsSync(root)).toBe(false);
   });
 
+  it("read each id of the caller's scope once: a span names the session the call used, not a second read of it", async () => {
+    // A getter answering differently the second time it is asked: the span recorded the first answer and the call used
+    // the second (a publish to session-b recorded as one to session-a).
+    const t = sdk();
+    const ledger = await ledgerWith(t, 'plain');
+    try {
+      const reads: number[] = [];
+      const shifting = (extra: object) => {
+        let n = 0;
+        reads.push(0);
+        const at = reads.length - 1;
+        return {
+          principal: scope.principal,
+          get session() {
+            reads[at] = ++n;
+            return n === 1 ? 'session-a' : 'session-b';
+          },
+          ...extra,
+        };
+      };
+      await ledger.checkPublish(shifting({ run: 'r1' }) as never);
+      await ledger.publish(shifting({ run: 'r1' }) as never, sampleSummary());
+      const resumed = await ledger.resume(shifting({}) as never);
+      await ledger.history(shifting({}) as never);
+      expect(reads).toEqual([1, 1, 1, 1]);
+      expect(resumed?.manifest.session).toBe('session-a');
+      for (const s of t.spans()) expect(s.attributes['handoff_ledger.session'], s.name).toBe('session-a');
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('record only ids: a value the call refuses (INVALID_ID) is neither recorded nor hashed', async () => {
     const hostile = `alice\n\u001b[31mFAKE LOG LINE level=error ${'x'.repeat(1 << 20)}`;
     for (const identifiers of ['plain', { hashKey: new Uint8Array(32).fill(7) }] as IdentifierPolicy[]) {

@@ -29,7 +29,7 @@ import { VerifiedManifestCache } from '../../manifests/crypto/verified-cache.js'
 import { headProblems, type HeadProblem } from '../../manifests/chain/head-rules.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
-import { parsePublishScope, parseScope, type PublishScope, type Scope } from './scope.js';
+import { parsePublishScope, parseScope, readScopeOnce, type PublishScope, type Scope } from './scope.js';
 import { Keyring } from '../keys/keyring.js';
 import { mergeTrust } from '../../manifests/format/trust.js';
 import { KeyedMutex, SharedExclusiveLock } from './locks.js';
@@ -511,11 +511,13 @@ export class Ledger {
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
+    // Its ids read once, for the span and the operation alike.
+    const read = readScopeOnce(scope, true) as PublishScope;
     // The span outside the operation: a call refused CLOSED is a failure recorded like any other.
     return this.telemetry.run(
       'publish',
-      { scope, host: this.host },
-      (span) => this.tracked(() => this.publishTraced(scope, summary, options, span)),
+      { scope: read, host: this.host },
+      (span) => this.tracked(() => this.publishTraced(read, summary, options, span)),
       (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
     );
   }
@@ -606,8 +608,9 @@ export class Ledger {
    */
   async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
     // Its own span and metrics (`check_publish`): a compaction refused here is counted, as its publish would be.
-    return this.telemetry.run('check_publish', { scope, host: this.host }, () =>
-      this.checkPublishTracked(scope, options),
+    const read = readScopeOnce(scope, true) as PublishScope; // its ids read once, for the span and the check alike
+    return this.telemetry.run('check_publish', { scope: read, host: this.host }, () =>
+      this.checkPublishTracked(read, options),
     );
   }
 
@@ -986,10 +989,11 @@ export class Ledger {
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
   async resume(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<Resumed | undefined> {
+    const read = readScopeOnce(scope, false) as Scope; // its ids read once, for the span and the operation alike
     return this.telemetry.run(
       'resume',
-      { scope, host: this.host },
-      () => this.tracked(() => this.resumeTraced(scope, options)),
+      { scope: read, host: this.host },
+      () => this.tracked(() => this.resumeTraced(read, options)),
       (r) => ({
         attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
         ...(r ? { bytes: r.manifest.summary.size } : {}),
@@ -1097,10 +1101,11 @@ export class Ledger {
    * @throws as `resume` (a chain that does not end at its head: `CHAIN_BROKEN`)
    */
   async history(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<HistoryEntry[]> {
+    const read = readScopeOnce(scope, false) as Scope; // its ids read once, for the span and the operation alike
     return this.telemetry.run(
       'history',
-      { scope, host: this.host },
-      () => this.tracked(() => this.historyTraced(scope, options)),
+      { scope: read, host: this.host },
+      () => this.tracked(() => this.historyTraced(read, options)),
       (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
     );
   }

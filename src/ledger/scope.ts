@@ -39,6 +39,32 @@ export function parseScope(scope: unknown): Scope {
   };
 }
 
+/**
+ * The caller's scope with its ids read once, in the order `parseScope` / `parsePublishScope` read them: the operation
+ * and its telemetry span (which records the ids under `identifiers`) are given this, so a getter is never asked twice
+ * and a span never names an id other than the one the call used. The first field whose read throws keeps throwing
+ * that error when read (parseScope refuses it as `INVALID_ID`, with it as the cause) and nothing after it is read, as
+ * parseScope reads nothing after it. Anything but an object is passed on as it is (parseScope refuses it).
+ */
+export function readScopeOnce(scope: unknown, withRun: boolean): unknown {
+  if (typeof scope !== 'object' || scope === null) return scope;
+  const out: Record<string, unknown> = {};
+  for (const name of withRun ? (['principal', 'session', 'run'] as const) : (['principal', 'session'] as const)) {
+    try {
+      out[name] = (scope as Record<string, unknown>)[name];
+    } catch (err) {
+      Object.defineProperty(out, name, {
+        enumerable: true,
+        get() {
+          throw err;
+        },
+      });
+      break;
+    }
+  }
+  return out;
+}
+
 /** @throws LedgerError `INVALID_ID` */
 export function parsePublishScope(scope: unknown): PublishScope {
   const base = parseScope(scope);
