@@ -364,6 +364,27 @@ describe('principal and session ids in telemetry', () => {
     }
   });
 
+  it('read the session of the export options once: the span names the session exported', async () => {
+    const t = sdk();
+    const ledger = await ledgerWith(t, 'plain');
+    try {
+      await ledger.publish({ principal: scope.principal, session: 'session-a', run: 'r1' }, sampleSummary());
+      let reads = 0;
+      const result = await exportBundle(ledger, {
+        out: join(tempDir(), 'bundle'),
+        get session() {
+          return ++reads === 1 ? 'session-a' : 'session-b';
+        },
+      });
+      expect(reads).toBe(1);
+      expect(result.header.counts.chains).toBe(1);
+      const exported = t.spans().find((s) => s.name === 'handoff_ledger.export');
+      expect(exported?.attributes['handoff_ledger.session']).toBe('session-a');
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('record only ids: a value the call refuses (INVALID_ID) is neither recorded nor hashed', async () => {
     const hostile = `alice\n\u001b[31mFAKE LOG LINE level=error ${'x'.repeat(1 << 20)}`;
     for (const identifiers of ['plain', { hashKey: new Uint8Array(32).fill(7) }] as IdentifierPolicy[]) {

@@ -341,11 +341,24 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
  */
 export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
   checkSource(source);
+  // Each field read once, for the span (its principal and session, under the telemetry's `identifiers`) and the export
+  // alike: a getter asked twice could name one session on the span and export another. A refusal of the options is the
+  // export's own, inside its span and after the ledger's CLOSED, as before.
+  let read: ExportOptions | undefined;
+  let refused: { error: unknown } | undefined;
+  try {
+    read = readOptionFields(options, EXPORT_FIELDS, 'export options', LedgerError) as ExportOptions;
+  } catch (error) {
+    refused = { error };
+  }
+  const exported = async () => {
+    if (refused) throw refused.error;
+    return exportTraced(source, read as ExportOptions);
+  };
   return (source.telemetry ?? new LedgerTelemetry()).run(
     'export',
-    { scope: options, host: source.host },
-    () =>
-      source.maintenance ? source.maintenance(() => exportTraced(source, options)) : exportTraced(source, options),
+    { scope: read, host: source.host },
+    () => (source.maintenance ? source.maintenance(exported) : exported()),
     (r) => ({
       attributes: {
         'handoff_ledger.manifests': r.header.counts.manifests,
