@@ -246,7 +246,7 @@ async function get<T>(url: string, absent?: (res: Response) => T | undefined): P
     await res.body?.cancel().catch(() => {});
     return why;
   }
-  // 422: audit-ui found something at the name that is not a bundle's file (not a regular file, or sparse), which
+  // 422: audit-ui found something at the name that is not a bundle's file (not a regular file), which
   // `verify` refuses as BUNDLE_INVALID; anything else it could not read (a symlink, no permission) is BUNDLE_IO.
   const why = async () => (await firstWords(res, WORDS_BYTES)).slice(0, 500).trim();
   if (res.status === 422)
