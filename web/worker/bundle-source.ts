@@ -65,6 +65,17 @@ function requireCountedBlobs(reader: BundleReader, headerText: string): void {
   if (counted) reader.readBlob = async () => undefined;
 }
 
+/** The chunks read, `total` bytes in all, as one array. */
+function joined(chunks: Uint8Array[], total: number): Uint8Array {
+  const bytes = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.byteLength;
+  }
+  return bytes;
+}
+
 /**
  * Reads a served answer's body, at most `max` bytes: one whose content-length is over `max` is its declared size
  * before any byte is read, else it is read chunk by chunk and stopped as soon as it passes `max` (`over`: the bytes
@@ -100,13 +111,7 @@ async function boundedBody(
   } finally {
     reader.releaseLock();
   }
-  const bytes = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    bytes.set(c, at);
-    at += c.byteLength;
-  }
-  return { bytes };
+  return { bytes: joined(chunks, total) };
 }
 
 /**
@@ -222,12 +227,7 @@ async function firstWords(res: Response, max: number): Promise<string> {
   } finally {
     reader.releaseLock();
   }
-  const bytes = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    bytes.set(c, at);
-    at += c.byteLength;
-  }
+  const bytes = joined(chunks, total);
   // As Response.text() decodes it (a byte order mark dropped): these are audit-ui's words, not a bundle's file.
   return new TextDecoder().decode(bytes.subarray(0, max));
 }
