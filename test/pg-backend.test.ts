@@ -17,7 +17,7 @@ import { MANIFEST_MIGRATIONS } from '../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../manifests/log/pg/log.js';
 import type { AppendRequest, HeadWindow, LogEntry, LogTreeHead } from '../manifests/log/log.js';
 import { headProblems } from '../manifests/chain/head-rules.js';
-import { sessionHeadsRoot, type NodePath } from '../manifests/tlog/session-heads.js';
+import { bitAt, sessionHeadsRoot, sessionKey, type NodePath } from '../manifests/tlog/session-heads.js';
 import { appendLeaves, rootOf } from '../manifests/tlog/tree.js';
 import { leafOfEnvelope } from '../manifests/tlog/leaf.js';
 import { prefetched } from '../manifests/log/pg/session-heads.js';
@@ -475,7 +475,8 @@ describePostgres('PostgreSQL backend', (pg) => {
     for (const s of sessions) await log.append(link(s, 0));
     const held = await holdHeads(schema, sessions);
     const running = sessions.map((s) => log.append(link(s, 1)));
-    await waitingForLock(pg, '%FOR UPDATE OF h%');
+    // Both of the log's transactions begun and waiting (one alone let the other's BEGIN fall into a test's count).
+    await waitingForLock(pg, '%FOR UPDATE OF h%', { count: 2, settles: Promise.race(running) });
     return { held, running };
   }
 
@@ -517,6 +518,49 @@ describePostgres('PostgreSQL backend', (pg) => {
         expect(hexOf(head.root)).toBe(await rootOfEntries(log));
         expect(hexOf(head.sessionHeads)).toBe(await expectedHeadsRoot(log));
         expect(await log.checkHeads()).toEqual([]);
+      } finally {
+        await log.close();
+      }
+    });
+
+    it('refuses alone (TREE_DAMAGED) an append whose session-heads path is damaged: the other appends of its transaction commit', async () => {
+      // x's leaf lies below a node that y's path does not pass (another session shares x's first bit, y's differs), and
+      // so do the busy sessions' (their first bit differs from x's too): only an append of x walks the damaged node.
+      const names = Array.from({ length: 16 }, (_, i) => `s${i}`);
+      const bit0 = (name: string) => bitAt(sessionKey(name), 0);
+      const x = names.find((n) => names.some((z) => z !== n && bit0(z) === bit0(n)))!;
+      const y = names.find((n) => bit0(n) !== bit0(x))!;
+      const prefix = Array.from({ length: 64 }, (_, i) => `busy${i}`).find(
+        (p) => bit0(`${p}-a`) !== bit0(x) && bit0(`${p}-b`) !== bit0(x),
+      )!;
+      const schema = nextSchema();
+      const first = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      for (const n of names) await first.append(link(n, 0));
+      await first.close();
+      // x's leaf row rewritten without its parents: the index's damage under the log.
+      const tampered = await sql(`UPDATE "${schema}".session_heads SET hash = $1 WHERE leaf_key = $2 RETURNING depth`, [
+        Buffer.alloc(32, 7),
+        Buffer.from(sessionKey(x)),
+      ]);
+      expect(tampered.length).toBe(1);
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        const { held, running } = await busy(log, schema, prefix);
+        let begins = 0;
+        const watch = watchStatements(({ text }) => text?.startsWith('BEGIN ISOLATION') && begins++);
+        try {
+          const settled = Promise.allSettled([log.append(link(x, 1)), log.append(link(y, 1))]);
+          await held.release();
+          await Promise.all(running);
+          const [xs, ys] = await settled;
+          expect(xs).toMatchObject({ status: 'rejected', reason: { name: 'ManifestError', code: 'TREE_DAMAGED' } });
+          expect(ys).toMatchObject({ status: 'fulfilled', value: { session: y, seq: 1 } });
+          // Together first (rolled back at the damage), then each by itself.
+          expect(begins).toBe(3);
+        } finally {
+          watch.stop();
+        }
+        expect((await log.head(x))?.seq).toBe(0);
       } finally {
         await log.close();
       }

@@ -87,13 +87,13 @@ export function activityCount(pg: { connectionString: string }, where: string): 
 
 /**
  * Resolves once a server process of the test's database waits for a lock with a statement matching `pattern` (SQL
- * `LIKE`). Fails once `settles` ended without that (the operation meant to wait did not: a regression, said at once
- * rather than left to the test's timeout), or after `withinMs`.
+ * `LIKE`); with `count`, once that many do. Fails once `settles` ended without that (the operation meant to wait did
+ * not: a regression, said at once rather than left to the test's timeout), or after `withinMs`.
  */
 export async function waitingForLock(
   pg: { connectionString: string },
   pattern: string,
-  { settles, withinMs = 20_000 }: { settles?: Promise<unknown>; withinMs?: number } = {},
+  { settles, withinMs = 20_000, count = 1 }: { settles?: Promise<unknown>; withinMs?: number; count?: number } = {},
 ): Promise<void> {
   let ended: string | undefined;
   settles?.then(
@@ -108,10 +108,10 @@ export async function waitingForLock(
          AND query LIKE $1`,
       [pattern],
     );
-    if (Number(row!.n) > 0) return;
+    if (Number(row!.n) >= count) return;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  throw new Error(`no statement waited on ${pattern} within ${withinMs} ms`);
+  throw new Error(`fewer than ${count} statements waited on ${pattern} within ${withinMs} ms`);
 }
 
 /**

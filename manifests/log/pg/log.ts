@@ -715,8 +715,15 @@ export class PgManifestLog extends AbstractManifestLog {
         return outcomes;
       }
       const code = pgCode(err);
-      // A unique key or a deadlock the batch met as a whole: each by itself meets its own, or none.
-      if (code === UNIQUE_VIOLATION || code === DEADLOCK_DETECTED) return outcomes;
+      // A unique key or a deadlock the batch met as a whole: each by itself meets its own, or none. So does a damaged
+      // node of the session-heads index (TREE_DAMAGED, rolled back): one append's path may be what met it, and it is
+      // refused alone, not the appends that happened to share its transaction.
+      if (
+        code === UNIQUE_VIOLATION ||
+        code === DEADLOCK_DETECTED ||
+        (err instanceof ManifestError && err.code === 'TREE_DAMAGED')
+      )
+        return outcomes;
       const failed = isHandoffLedgerError(err) ? err : storageFailed('append', err);
       // As appendOne answers: an append found committed stands (a COMMIT whose answer was lost), else the failure,
       // never a second try (the commit may land behind the look).
