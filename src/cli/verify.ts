@@ -59,7 +59,13 @@ import {
   wholeNumber,
   type CliIo,
 } from './io.js';
-import { counted, printable, printableJson, printableLines } from '../../manifests/encoding/printable.js';
+import {
+  counted,
+  printable,
+  printableJson,
+  printableLines,
+  printableOnce,
+} from '../../manifests/encoding/printable.js';
 
 /** Below this, starting threads costs more than it saves (~4,000 manifests). */
 const WORKERS_FROM_BYTES = 3 * 1024 * 1024;
@@ -273,7 +279,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         trust,
         verifier: values.verifier === 'noble' ? nobleVerifier : nodeVerifier,
         ...(lineVerifier ? { lineVerifier } : {}),
-        hash: await loadHashBackend(hashName, (m) => io.stderr.write(`${m}\n`)),
+        hash: await loadHashBackend(hashName, (m) => io.stderr.write(`${printableOnce(m)}\n`)),
         checkSummary: storedSummaryProblem,
         requireBlobs: values['require-blobs'],
         ...(scope ? { scope } : {}),
