@@ -136,6 +136,12 @@ export function checkWitnessingOptions(
 interface Witness {
   url: string;
   key: CosignerKey | undefined;
+  /**
+   * Which configured witness this is: its URL and pinned key (name and key hash). One URL may serve several keys (C2SP
+   * tlog-witness answers "cosignatures from the witness key(s)"), pinned as entries of their own: each keeps its own
+   * lines. (Sizes are the URL's: one server holds one tree of the log.)
+   */
+  id: string;
   /** The size this witness last cosigned, as far as we know (undefined: ask it). */
   size: number | undefined;
   /** `size` was read from `.witnesses.json` and the witness has not confirmed it in this run. */
@@ -195,7 +201,7 @@ export class WitnessPool {
   /** Witnesses whose request the close cut (no answer within closeWaitMs): said so in the closing notice. */
   private readonly cut = new Set<string>();
   private target: SignedCheckpoint | undefined;
-  /** Cosignature lines for the checkpoint `text`, per witness URL. */
+  /** Cosignature lines for the checkpoint `text`, per witness (its `id`), and the lines restored from disk (`saved:<line>`). */
   private cosigned: { text: string; lines: Map<string, string> } | undefined;
   private running: Promise<void> | undefined;
   private again = false;
@@ -223,6 +229,7 @@ export class WitnessPool {
   ) {
     this.witnesses = checkWitnessingOptions(options).map((w) => ({
       ...w,
+      id: w.key ? `${w.url}#${w.key.name}+${hex8(w.key.keyHash)}` : w.url,
       size: undefined,
       fromDisk: false,
       cosignedSize: undefined,
@@ -360,10 +367,10 @@ export class WitnessPool {
     if (!cp) return;
     const text = noteText(cp.note);
     const lines = this.cosigned?.text === text ? this.cosigned.lines : undefined;
-    const behind = this.witnesses.filter((w) => !lines?.has(w.url));
+    const behind = this.witnesses.filter((w) => !lines?.has(w.id));
     if (behind.length === 0) return;
     const named = behind.map((w) => {
-      const why = this.cut.has(w.url)
+      const why = this.cut.has(w.id)
         ? this.closeWaitMs > 0
           ? `no answer within the ${this.closeWaitMs} ms close() waited; `
           : 'not waited for; '
@@ -416,7 +423,7 @@ export class WitnessPool {
 
   /** One witness, until it cosigned `cp` or refused it; true when it holds a cosignature of `cp`. */
   private async submitTo(w: Witness, cp: SignedCheckpoint, text: string): Promise<boolean> {
-    if (this.cosigned?.lines.has(w.url)) return true;
+    if (this.cosigned?.lines.has(w.id)) return true;
     const size = cp.checkpoint.size;
     // Two tries: one with the size we believe, one with the size a 409 tells.
     for (let attempt = 0; attempt < 2; attempt++) {
@@ -453,7 +460,7 @@ export class WitnessPool {
         // fetch's own words ("fetch failed", "terminated") say nothing: errorText adds the cause it keeps (a connection
         // refused, a redirect, bytes that are no HTTP, a body cut short). What happened is said: "unreachable" only of a
         // witness no connection reached.
-        if (this.abort.signal.aborted) this.cut.add(w.url);
+        if (this.abort.signal.aborted) this.cut.add(w.id);
         else if (deadline.signal.aborted)
           this.notice(`witness ${w.url} sent no complete answer within ${this.timeoutMs} ms`);
         else if (unreached(err)) this.notice(`witness ${w.url} is unreachable: ${errorText(err, 200)}`);
@@ -505,7 +512,7 @@ export class WitnessPool {
         return false;
       }
       Object.assign(w, { size, fromDisk: false, cosignedSize: Math.max(w.cosignedSize ?? 0, size) });
-      this.cosigned?.lines.set(w.url, lines.join(''));
+      this.cosigned?.lines.set(w.id, lines.join(''));
       return true;
     }
     return false;
@@ -590,7 +597,7 @@ export class WitnessPool {
     const checkpointKeys = this.checkpointKeys();
     const pinned = this.witnesses.flatMap((w) => (w.key ? [w.key] : []));
     const sources = [
-      ...this.witnesses.map((w) => w.url),
+      ...this.witnesses.map((w) => w.id),
       ...[...cosigned.lines.keys()].filter((k) => k.startsWith('saved:')),
     ];
     const byKey = new Map<string, { line: string; verified: boolean }>();
@@ -642,6 +649,8 @@ export class WitnessPool {
     await writeFileAtomic(this.path, cp.note + lines.join(''), 0o600);
   }
 }
+
+const hex8 = (n: number) => n.toString(16).padStart(8, '0');
 
 /** `URL` or `URL#VKEY` as an endpoint. */
 function endpointOf(text: string): WitnessEndpoint {
