@@ -52,6 +52,9 @@ describe('openLedger refuses options that are not what their types say, before w
     ['a witness that is not a URL', { witnesses: { witnesses: ['not a url'] } }],
     ['a witness that is not http or https', { witnesses: { witnesses: ['ftp://w.example/'] } }],
     ['a witness endpoint without a url', { witnesses: { witnesses: [{}] } }],
+    // add-checkpoint is appended to the URL's path: a query would take it in (`?x=1add-checkpoint`).
+    ['a witness URL with a query', { witnesses: { witnesses: ['https://w.example/?x=1'] } }],
+    ['a witness endpoint URL with an empty query', { witnesses: { witnesses: [{ url: 'https://w.example/tlog?' }] } }],
     ['an origin with a space', { origin: 'bad origin' }],
     ['a clock that is not a function', { clock: 'now' }],
     ['an onNotice that is not a function', { onNotice: 'console' }],

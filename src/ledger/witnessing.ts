@@ -129,6 +129,12 @@ export function checkWitnessingOptions(
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:')
       throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)}: http or https only`);
+    // `add-checkpoint` goes after the URL's path (C2SP tlog-witness: the URL is a prefix): a query would take it in.
+    if (e.url.includes('?'))
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `witness URL ${JSON.stringify(e.url)}: no query (add-checkpoint is appended to its path)`,
+      );
     return { url: e.url.replace(/\/+$/, ''), key: e.vkey !== undefined ? parseCosignerKey(e.vkey) : undefined };
   });
 }
