@@ -369,7 +369,7 @@ export interface GcOptions {
  *   a finite number, a `signal` that is not an AbortSignal, an options field that throws as it is read: before anything
  *   is read), `CANCELLED` (the signal aborted: the blobs removed before it stay removed, the rest stay), `CLOSED`,
  *   `ROLLBACK` / `FORK` (the log does not extend its pinned checkpoint), `RECORD_CORRUPT`; StoreError `BLOB_INTEGRITY`,
- *   `STORAGE_FAILED`
+ *   `STORAGE_FAILED`, `UNSAFE_PATH` (a blob directory swapped for a symbolic link: gc stops there)
  */
 export async function gc(ledger: Ledger, given: GcOptions): Promise<GcReport> {
   checkLedger(ledger, 'gc');
