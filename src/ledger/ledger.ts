@@ -1270,29 +1270,25 @@ export class Ledger {
     return this.tracked(async () => {
       this.assertSound();
       return this.signing.exclusive(async () => {
-        try {
-          // Under the trust lock, with the keys read again under it: another process sharing this root that
-          // rotates at the same time does so before or after this rotation, never over it.
-          return await this.keyring.exclusive(async () => {
-            this.keyring.assertRotatable();
-            const old = this.keyring.signer.keyId;
-            // The window end is chosen under the log's append order: after every createdAt the key signed in any
-            // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
-            let at = '';
-            await this.log.signingKeys.close(old, (record) => {
-              const end = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
-              // A window a revocation closed earlier stays closed there: rotating never moves its end later.
-              const closed = closedNoLater(record, end);
-              // One the log closed that trust.json does not end there (a rotation or revocation that stopped after
-              // this step): trust.json ends it there too and the new key starts there, so the two agree.
-              at = closed !== end && this.keyring.windowEnd(old) !== closed ? closed : end;
-              return closed;
-            });
-            return (await this.keyring.rotate(at)).keyId;
+        // Under the trust lock, with the keys read again under it: another process sharing this root that
+        // rotates at the same time does so before or after this rotation, never over it.
+        return await this.keyring.exclusive(async () => {
+          this.keyring.assertRotatable();
+          const old = this.keyring.signer.keyId;
+          // The window end is chosen under the log's append order: after every createdAt the key signed in any
+          // process or earlier run (the log keeps the newest), and appends dated at or after it are refused.
+          let at = '';
+          await this.log.signingKeys.close(old, (record) => {
+            const end = this.keyring.windowEndAfter([record?.lastSignedAt, this.lastSignedAt]);
+            // A window a revocation closed earlier stays closed there: rotating never moves its end later.
+            const closed = closedNoLater(record, end);
+            // One the log closed that trust.json does not end there (a rotation or revocation that stopped after
+            // this step): trust.json ends it there too and the new key starts there, so the two agree.
+            at = closed !== end && this.keyring.windowEnd(old) !== closed ? closed : end;
+            return closed;
           });
-        } finally {
-          this.trustCache = undefined;
-        }
+          return (await this.keyring.rotate(at)).keyId;
+        });
       });
     });
   }
@@ -1306,21 +1302,17 @@ export class Ledger {
       this.assertSound();
       // Exclusive: no publish signs against the trust list this revocation is replacing.
       return this.signing.exclusive(async () => {
-        try {
-          return await this.keyring.exclusive(async () => {
-            let from = this.keyring.checkRevocation(keyId, at);
-            // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
-            if (this.keyring.isManifestKey(keyId)) {
-              const closed = await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
-              // Closed earlier where trust.json does not end it (a revocation or rotation that stopped after this
-              // step): revoked from there, so the log and trust.json agree.
-              if (closed !== from && this.keyring.windowEnd(keyId) !== closed) from = closed;
-            }
-            return this.keyring.revoke(keyId, from);
-          });
-        } finally {
-          this.trustCache = undefined;
-        }
+        return await this.keyring.exclusive(async () => {
+          let from = this.keyring.checkRevocation(keyId, at);
+          // In the log first: from then on no process appends a manifest of this key dated at or after `from`.
+          if (this.keyring.isManifestKey(keyId)) {
+            const closed = await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
+            // Closed earlier where trust.json does not end it (a revocation or rotation that stopped after this
+            // step): revoked from there, so the log and trust.json agree.
+            if (closed !== from && this.keyring.windowEnd(keyId) !== closed) from = closed;
+          }
+          return this.keyring.revoke(keyId, from);
+        });
       });
     });
   }
@@ -1348,7 +1340,6 @@ export class Ledger {
       await this.keyring.reloadTrust();
       this.keysStale = true;
     }
-    this.trustCache = undefined;
   }
 
   /**
@@ -1357,7 +1348,6 @@ export class Ledger {
    */
   private async reloadKeys(signal?: AbortSignal): Promise<void> {
     await this.keyring.reload({ signal });
-    this.trustCache = undefined;
   }
 
   /**
