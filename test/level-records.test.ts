@@ -108,6 +108,48 @@ describe('LevelDB tree and index records', () => {
       await log.close();
     }
   });
+
+  it('a p! key that is no position opens for reads and fsck; appends are refused, none is written at NaN', async () => {
+    // The greatest key gave the next position: `p!zz` made it NaN, and the next publish wrote an entry no read parses.
+    for (const value of ['x', 'e!s!000000000001']) {
+      const { root, ledger } = await storeWithThree();
+      await (ledger.log as LevelManifestLog).raw.put('p!zz', value);
+      await ledger.close();
+      const reopened = await openLedger({ root, host: 'host-a' });
+      try {
+        expect((await reopened.resume(scope))?.manifest.seq).toBe(2);
+        await expect(reopened.publish(scope, sampleSummary(4))).rejects.toMatchObject({
+          code: 'TREE_DAMAGED',
+          message: expect.stringContaining('"p!zz"'),
+        });
+        expect((await reopened.resume(scope))?.manifest.seq).toBe(2);
+        const report = await fsck(reopened);
+        // Named once, though both the entries' walk and the tree's stop at it.
+        expect(report.findings).toEqual([
+          { code: 'RECORD_CORRUPT', message: 'manifest log record "p!zz" is corrupt: not the key of a log position' },
+        ]);
+      } finally {
+        await reopened.close();
+      }
+    }
+  });
+
+  it('a p! key of 17 digits below the greatest is RECORD_CORRUPT naming it, not a position gap', async () => {
+    const { root, ledger } = await storeWithThree();
+    await (ledger.log as LevelManifestLog).raw.put('p!00000000000000010', 'e!s!000000000001');
+    await ledger.close();
+    const reopened = await openLedger({ root, host: 'host-a' });
+    try {
+      expect((await fsck(reopened)).findings).toEqual([
+        {
+          code: 'RECORD_CORRUPT',
+          message: 'manifest log record "p!00000000000000010" is corrupt: not the key of a log position',
+        },
+      ]);
+    } finally {
+      await reopened.close();
+    }
+  });
 });
 
 describe('fsck of inline blob metadata', () => {

@@ -97,10 +97,14 @@ export interface FsckReport {
 export const FSCK_NOT_VERIFIED =
   'grant and revocation records (unsigned: anyone who can write the database can change who may read a session)';
 
-/** A corrupt stored record (`RECORD_CORRUPT`) becomes a finding, and fsck goes on with what it can still read. */
+/**
+ * A corrupt stored record (`RECORD_CORRUPT`) becomes a finding, and fsck goes on with what it can still read. A record
+ * that two walks stop at (the entries' and the tree's) is reported once.
+ */
 function recordProblem(err: unknown, findings: FsckFinding[], session?: string): void {
   if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
-  findings.push({ code: err.code, ...(session !== undefined ? { session } : {}), message: err.message });
+  const seen = findings.some((f) => f.code === err.code && f.message === err.message && f.session === session);
+  if (!seen) findings.push({ code: err.code, ...(session !== undefined ? { session } : {}), message: err.message });
 }
 
 /** The blob a manifest names: present, its size, its digest (re-hashed by the store), a valid summary. */

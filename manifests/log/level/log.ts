@@ -24,6 +24,7 @@ import { ManifestError, rollbackRefused } from '../../errors.js';
 import {
   parseEntryRecord,
   parseHeadRecord,
+  parsePositionKey,
   parsePositionRecord,
   parseCountRecord,
   parseIdPositionRecord,
@@ -289,8 +290,19 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       // LevelDB's open above could not be interrupted: an abort that came during it is answered here, the database
       // closed again (below) before anything else is read or written.
       throwIfAborted(signal, ManifestError);
-      for await (const key of db.keys({ gte: 'p!', lt: 'p!\xff', reverse: true, limit: 1 })) {
-        log.nextPosition = parseInt(key.slice(2), 16) + 1;
+      let positionDamaged = false;
+      // The greatest valid position key gives the next position; a damaged key above it (a hand edit, a bad
+      // restore) opens the store for reads and fsck, which names it, and refuses appends (one would otherwise be
+      // written at position NaN, an entry no read could parse).
+      for await (const key of db.keys({ gte: 'p!', lt: 'p!\xff', reverse: true })) {
+        try {
+          log.nextPosition = parsePositionKey(key) + 1;
+          break;
+        } catch (err) {
+          if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+          log.treeDamage ??= err.message;
+          positionDamaged = true;
+        }
       }
       try {
         // A store from before the index: build it once from the heads (docs/ARCHITECTURE.md, "Session heads").
@@ -337,7 +349,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         // the tree was larger and its size record was lowered (a hand edit, a bad restore). Growing it again would
         // hide that; as above, the store opens for fsck (TREE_SIZE) and the pin's ROLLBACK, and appends are refused.
         log.treeDamage = `the tree has ${log.treeSize} leaves, the log ${log.nextPosition} entries, and leaf ${log.treeSize} is stored`;
-      else if (log.treeSize < log.nextPosition) {
+      else if (log.treeSize < log.nextPosition && !positionDamaged) {
         // A store from before the tree existed, or whose backfill was interrupted (no leaf beyond the size): add
         // its entries now (resumable, see backfillTree).
         const after = log.treeSize === 0 ? undefined : log.treeSize - 1;

@@ -91,10 +91,19 @@ export function parseWatermarkRecord(key: string, raw: string): number {
   return mark;
 }
 
-/** `p!` records hold the key of an entry. */
+/** `p!` records hold the key of an entry, under a key of 16 hex digits (the position). */
 export function parsePositionRecord(key: string, raw: string): string {
+  parsePositionKey(key);
   if (!/^e!.+![0-9a-f]{12}$/.test(raw)) throw corrupt(key, 'not the key of a log entry');
   return raw;
+}
+
+/** The position a `p!` key names: 16 lowercase hex digits, or `RECORD_CORRUPT` naming the key (shown as data). */
+export function parsePositionKey(key: string): number {
+  if (!/^p![0-9a-f]{16}$/.test(key)) throw corrupt(JSON.stringify(key), 'not the key of a log position');
+  const position = parseInt(key.slice(2), 16);
+  if (!Number.isSafeInteger(position)) throw corrupt(key, 'a position beyond the largest safe integer');
+  return position;
 }
 
 /** `t!<hex>` records hold an inline blob's size and storage time. */
