@@ -5,7 +5,7 @@
  * digests become path components.
  */
 import { constants, createReadStream } from 'node:fs';
-import { lstat, open, realpath } from 'node:fs/promises';
+import { lstat, open, realpath, type FileHandle } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
 import { errorText, readOptionFieldsAs, shownValue } from '../../store/errors.js';
@@ -46,6 +46,26 @@ function ioError(what: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `cannot read ${what}: ${errorText(err)}`, { cause: err });
 }
 
+/**
+ * At most `max + 1` bytes of an open file, from its start: a file is read within its bound whatever its stat said
+ * (a file system may report 0 for a file with content, as procfs and some FUSE ones do, and a file may grow between
+ * the stat and the read). More than `max` bytes read means the file is over its bound.
+ */
+async function readBounded(h: FileHandle, max: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for (;;) {
+    const want = Math.min(max + 1 - total, 1024 * 1024);
+    if (want <= 0) break;
+    const buf = Buffer.allocUnsafe(want);
+    const { bytesRead } = await h.read(buf, 0, want, total);
+    if (bytesRead === 0) break;
+    chunks.push(bytesRead === want ? buf : buf.subarray(0, bytesRead));
+    total += bytesRead;
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+}
+
 async function readSmallFile(path: string, max: number): Promise<string | undefined> {
   let h;
   try {
@@ -64,7 +84,10 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
     const st = await h.stat();
     if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`);
     if (st.size > max) throw new AuditError('BUNDLE_INVALID', `${path} is ${st.size} bytes, over ${max}`);
-    return await h.readFile('utf8');
+    const bytes = await readBounded(h, max);
+    if (bytes.length > max)
+      throw new AuditError('BUNDLE_INVALID', `${path} is over ${max} bytes when read (its size said ${st.size})`);
+    return bytes.toString('utf8');
   } catch (err) {
     throw err instanceof AuditError ? err : ioError(path, err);
   } finally {
@@ -182,7 +205,9 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
         const st = await h.stat();
         if (!st.isFile()) return undefined;
         if (st.size > maxBytes) return { size: st.size };
-        const bytes = await h.readFile();
+        // Read within the signed size whatever the stat said: more is a blob over it (its size, as far as read).
+        const bytes = await readBounded(h, maxBytes);
+        if (bytes.length > maxBytes) return { size: Math.max(bytes.length, (await h.stat()).size) };
         return { size: bytes.length, bytes };
       } catch (err) {
         throw ioError(path, err);
