@@ -46,7 +46,10 @@ export interface WitnessingOptions {
   witnesses: Array<string | WitnessEndpoint>;
   /** Deadline of each request to a witness (default 5000 ms; 1 to 2^31 − 1, the longest timer Node keeps). */
   timeoutMs?: number | undefined;
-  /** First retry delay after a failed round (default 1000 ms, doubling up to 60 s; 1 to 2^31 − 1). */
+  /**
+   * First retry delay after a failed round (default 1000 ms, doubling up to 60 s, or up to itself when longer; 1 to
+   * 2^31 − 1).
+   */
   retryMs?: number | undefined;
   /**
    * How long the ledger's `close()` waits for a submission still under way (the newest checkpoint on its way to the
@@ -55,6 +58,14 @@ export interface WitnessingOptions {
    * the newest checkpoint says so through onNotice (the next publish, checkpoint or export submits it).
    */
   closeWaitMs?: number | undefined;
+}
+
+/**
+ * The wait before the retry after `failures` failed rounds in a row (0: the first): `retryMs` doubling up to 60 s, or
+ * up to `retryMs` itself when that is longer (a retry asked for every 5 minutes is not made every minute).
+ */
+export function retryDelay(retryMs: number, failures: number): number {
+  return Math.min(Math.max(60_000, retryMs), retryMs * 2 ** Math.min(failures, 16));
 }
 
 /**
@@ -421,7 +432,7 @@ export class WitnessPool {
 
   private scheduleRetry(): void {
     clearTimeout(this.retry);
-    const delay = Math.min(60_000, this.retryMs * 2 ** Math.min(this.failures++, 16));
+    const delay = retryDelay(this.retryMs, this.failures++);
     // A timer that never keeps the process alive: a retry is a courtesy, not a duty.
     this.retry = setTimeout(() => this.target && this.submit(this.target), delay);
     this.retry.unref();

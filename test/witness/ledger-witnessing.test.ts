@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkCosignatures, parseCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { openLedger } from '../../src/ledger/open.js';
+import { retryDelay } from '../../src/ledger/witnessing.js';
 import { gc } from '../../src/ops/maintenance.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { main } from '../../src/cli/main.js';
@@ -334,4 +335,13 @@ describe('gc and witnesses', () => {
       await new Promise((r) => server.close(r));
     }
   }, 60_000);
+});
+
+describe('retry backoff', () => {
+  it('doubles retryMs up to 60 s, or up to retryMs itself when that is longer', () => {
+    expect([0, 1, 5, 6, 7, 40].map((n) => retryDelay(1000, n))).toEqual([1000, 2000, 32_000, 60_000, 60_000, 60_000]);
+    // A retry asked for every 5 minutes was made every minute (the 60 s cap came first).
+    expect([0, 1, 9].map((n) => retryDelay(300_000, n))).toEqual([300_000, 300_000, 300_000]);
+    expect(retryDelay(2 ** 31 - 1, 16)).toBe(2 ** 31 - 1);
+  });
 });
