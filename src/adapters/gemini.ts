@@ -93,7 +93,9 @@ function fromResponse(r: GenerateContentResponse): ModelResponse {
     return { finishReason: 'refusal', refusal: words ? `${block}: ${words}` : block };
   }
   const candidate = r.candidates?.[0];
-  if (!candidate) return { finishReason: 'stop', text: '' };
+  // No candidate and no block reason: no answer the model finished (no finish reason at all), as Chat Completions'
+  // reply without a choice: SUMMARY_INCOMPLETE, not a finished answer that is empty (SUMMARY_EMPTY).
+  if (!candidate) return { finishReason: 'other' };
   const text = (candidate.content?.parts ?? [])
     .flatMap((p) => (typeof p.text === 'string' && p.thought !== true ? [p.text] : []))
     .join('');

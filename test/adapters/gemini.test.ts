@@ -191,6 +191,21 @@ describe("geminiAdapter: README's finish reasons", () => {
     },
   );
 
+  it('reads a response with no candidate and no block reason as not finished: SUMMARY_INCOMPLETE, not SUMMARY_EMPTY', async () => {
+    // No candidate is no answer the model finished (the README's "no finish reason (not finished)"), as Chat
+    // Completions' reply without a choice is; only a prompt block (promptFeedback.blockReason) is a refusal.
+    const { extractSummary } = await import('../../src/compaction/tool.js');
+    for (const body of [
+      { candidates: [], modelVersion: 'gemini-test' },
+      { modelVersion: 'gemini-test' },
+      { promptFeedback: {}, modelVersion: 'gemini-test' },
+    ]) {
+      const answer = await answerTo({ body });
+      expect(answer.finishReason).toBe('other');
+      expect(() => extractSummary(answer)).toThrow(expect.objectContaining({ code: 'SUMMARY_INCOMPLETE' }));
+    }
+  });
+
   it("reads the answer without the model's thought parts (a thought is not part of the summary's JSON)", async () => {
     const { extractSummary } = await import('../../src/compaction/tool.js');
     const reply = generated(JSON.stringify(summary), 'STOP');
