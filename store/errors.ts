@@ -223,6 +223,17 @@ export function escapeRawInJson(json: string): string {
   return json.replace(RAW_IN_JSON, jsonEscape);
 }
 
+const ACTING_TEXT = new RegExp(`[${TERMINAL_ACTING}]`, 'gu');
+
+/**
+ * Foreign text (a provider's error, as `errorText` renders it) as a refusal's message quotes it: every character a
+ * terminal acts on as a `\uXXXX` escape, as `shownValue` and `describeZodError(…, { escaped: true })` leave them, and
+ * the rest as it is (no quotes added, a backslash kept: text made so once is the same made so again).
+ */
+export function escapedText(text: string): string {
+  return text.replace(ACTING_TEXT, jsonEscape);
+}
+
 /**
  * A caller's value (or a stored one) as a refusal's message names it, without converting it: a string quoted (its
  * first `max` units, a JSON string with nothing a terminal acts on left raw), a number, boolean, bigint, null or

@@ -147,6 +147,33 @@ describe('what a model adapter returns or throws', () => {
     }
   });
 
+  it("the provider's error text in MODEL_FAILED: nothing a terminal acts on left raw, its words still there", async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      const scope = { principal: 'alice', session: 's1', run: 'r1' };
+      // A provider's error quoting what it was sent (a transcript's text) or a body a proxy returned: ESC and BEL
+      // (an OSC that retitles the terminal), the one-byte CSI, DEL, a right-to-left override, a line break.
+      const words = `bad request: \u001b]0;owned\u0007${ACTING}\nsecond line`;
+      const sdk: ModelAdapter = async (): Promise<ModelResponse> => {
+        throw new Error('400 status code', { cause: new Error(words) });
+      };
+      const err = (await compact({ ledger, scope, model: sdk, transcript: [{ role: 'user', content: 'hi' }] }).catch(
+        (e: unknown) => e,
+      )) as Error;
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'MODEL_FAILED' });
+      expect(err.message).not.toMatch(/[\u0000-\u001f]/);
+      expect(err.message).not.toMatch(raw);
+      expect(err.message).toBe(
+        'the model adapter failed: 400 status code: bad request: \\u001b]0;owned\\u0007\\u009b2J\\u007f\\u202e\\u000asecond line',
+      );
+      // The provider's error itself is the cause, as it was.
+      expect((err.cause as Error).cause).toMatchObject({ message: words });
+      expect(await ledger.resume(scope)).toBeUndefined();
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it("an injected signer's keyId that is no string by the time a refusal names it: the coded refusal all the same", async () => {
     // openLedger checks keyId is a string; the signer is the caller's object, read again after (a getter).
     const signerWith = (later: unknown, sign: () => Uint8Array) => {

@@ -6,7 +6,7 @@
 import type { Digest } from '../../store/hash/digest.js';
 import type { Covers } from '../../manifests/format/manifest.js';
 import { parsePublishScope, type PublishScope } from '../ledger/scope.js';
-import { errorText, readOptionFields, type NamesEveryField } from '../../store/errors.js';
+import { errorText, escapedText, readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelRequest, ModelResponse } from './model.js';
@@ -125,8 +125,10 @@ async function askModel(options: CompactOptions, request: ModelRequest): Promise
     if (err instanceof LedgerError && err.code === 'CANCELLED') throw err;
     // An adapter aborted by our signal reports it in its own way; the contract is CANCELLED.
     if (options.signal?.aborted) throw new LedgerError('CANCELLED', 'compaction cancelled', { cause: err });
-    // Provider errors arrive in every SDK's own shape; the Harness gets one code, the original as cause.
-    throw new LedgerError('MODEL_FAILED', `the model adapter failed: ${errorText(err)}`, {
+    // Provider errors arrive in every SDK's own shape; the Harness gets one code, the original as cause. Their text
+    // is foreign (a provider's answer may quote what it was sent): escaped as the other refusals of compact quote the
+    // model's words, so the message is safe to print.
+    throw new LedgerError('MODEL_FAILED', `the model adapter failed: ${escapedText(errorText(err))}`, {
       cause: err,
     });
   }
