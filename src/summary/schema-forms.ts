@@ -125,7 +125,7 @@ export function summarySchemaFor(form: SummarySchemaForm): JsonSchemaObject {
   if (!schema) {
     const dialect = DIALECTS[form as Exclude<SummarySchemaForm, 'json-schema'>];
     if (!dialect || !Object.hasOwn(DIALECTS, form))
-      throw new LedgerError('INVALID_ARGUMENT', `unknown summary schema form ${JSON.stringify(form)}`);
+      throw new LedgerError('INVALID_ARGUMENT', `unknown summary schema form ${shownValue(form)}`);
     schema = deepFreeze(rewrite(summaryJsonSchema, dialect)) as JsonSchemaObject;
     forms.set(form, schema);
   }

@@ -160,6 +160,24 @@ describe('summarySchemaFor', () => {
       expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
     );
   });
+
+  it("names an unknown form as shownValue names a caller's value: bounded, nothing a terminal acts on left raw", () => {
+    // A form read from a config file or the environment (aiSdkAdapter's schemaForm): the one-byte CSI, DEL, a
+    // right-to-left override, then a megabyte, went into the message whole and raw (JSON.stringify leaves them).
+    const form = `\u009b2J\u007f\u202e${'x'.repeat(1_000_000)}`;
+    const err = (() => {
+      try {
+        summarySchemaFor(form as SummarySchemaForm);
+      } catch (e) {
+        return e as Error;
+      }
+      return undefined;
+    })();
+    expect(err).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(err!.message).not.toMatch(/[\u007f-\u009f\u202e]/);
+    expect(err!.message.length).toBeLessThan(200);
+    expect(err!.message).toContain('"\\u009b2J\\u007f\\u202exxx');
+  });
 });
 
 describe('normalizeStrictSummary', () => {
