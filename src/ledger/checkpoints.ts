@@ -698,10 +698,12 @@ export class CheckpointGuard {
     try {
       proof = await hashRanges(consistencyRanges(old.size, head.size), (ids) => this.log.treeNodes(ids));
     } catch (err) {
-      // A database that cannot be reached right now (a restart, a dropped connection) proves nothing either
-      // way: the call fails with the storage error and the next one asks again. Only nodes that are missing
-      // or damaged in a log that answers mean there is no proof.
-      if ((err as { code?: unknown }).code === 'STORAGE_FAILED') throw err;
+      // Only nodes that are missing or damaged in a log that answers mean there is no proof (TREE_DAMAGED,
+      // RECORD_CORRUPT). Any other failure proves nothing either way — a database that cannot be reached right now
+      // (STORAGE_FAILED: a restart, a dropped connection), a lock another connection held past lock_timeout (LOCKED,
+      // PostgreSQL: VACUUM FULL or LOCK TABLE of the tree's table), a bug —: the call fails with it, no fork is
+      // recorded, and the next one asks again.
+      if (!isTreeDamage(err)) throw err;
       return refuse('FORK', `no consistency proof from size ${old.size}: ${(err as Error).message}`);
     }
     const result = verifyConsistency(old.size, head.size, proof, old.root, head.root);

@@ -16,6 +16,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import pgLib from 'pg';
 import { describe, expect, it, vi } from 'vitest';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { CheckpointPinFile, encodePinSlot, MIN_SLOT, readPinnedNote } from '../../src/ledger/checkpoint-pin.js';
@@ -434,6 +435,48 @@ describePostgres('a pin shared by two ledgers of one root (PostgreSQL)', (pg) =>
     const again = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
     expect((await again.resume(scope('b')))?.seq).toBe(1);
     await again.close();
+  });
+
+  it('takes a proof read refused LOCKED (the tree table locked past lock_timeout) as LOCKED, not a fork', async () => {
+    const root = tempDir();
+    const postgres = { connectionString: pg.connectionString, schema: 'pin_locked', lockTimeoutMs: 300 };
+    const a = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+    const b = await openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+    const locker = new pgLib.Client({ connectionString: pg.connectionString });
+    await locker.connect();
+    try {
+      await a.publish(scope('a'), sampleSummary('a0'));
+      await b.publish(scope('b'), sampleSummary('b0')); // b pins the tree of 2: a, which pinned 1, must prove it
+      // a's consistency proof from its pin is read while another connection holds the tree's table (as VACUUM FULL
+      // does): the read waits lock_timeout and fails LOCKED. The lock is taken before the read starts.
+      const log = a.log;
+      const treeNodes = log.treeNodes.bind(log);
+      let reads = 0;
+      log.treeNodes = async (ids) => {
+        reads++;
+        await locker.query('BEGIN');
+        await locker.query('LOCK TABLE pin_locked.tree_nodes IN ACCESS EXCLUSIVE MODE');
+        try {
+          return await treeNodes(ids);
+        } finally {
+          await locker.query('ROLLBACK');
+        }
+      };
+      const err = await a.checkpoint().then(
+        () => undefined,
+        (e: unknown) => e as { code?: string },
+      );
+      expect(reads).toBe(1);
+      expect(err?.code).toBe('LOCKED');
+      expect(a.checkpointFailure).toBeUndefined();
+      log.treeNodes = treeNodes;
+      expect((await a.checkpoint()).checkpoint.size).toBe(2);
+      await a.publish(scope('a'), sampleSummary('a1'));
+    } finally {
+      await locker.end();
+      await b.close();
+      await a.close();
+    }
   });
 });
 

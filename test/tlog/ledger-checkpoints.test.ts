@@ -467,6 +467,34 @@ describe('rollback and fork detection', () => {
     expect((await ledger.resume({ principal: 'alice', session: 's1' }))?.seq).toBe(3);
     await ledger.close();
   });
+
+  it('takes any failure of the proof read but tree damage for what it is (LOCKED, a bug), not a fork', async () => {
+    const root = tempDir();
+    const ledger = await open(root, { onNotice: () => {} });
+    await publishMany(ledger, 's1', 2);
+    // As a shared log (PostgreSQL) answers: its proof read is refused LOCKED when the tree's table is locked past
+    // lock_timeout by another connection (VACUUM FULL, LOCK TABLE); a thrown TypeError is a bug. Neither is a proof
+    // that the log forked, which would be recorded and refuse every later call until the store is opened again.
+    const log = ledger.log as LevelManifestLog;
+    log.grewFrom = () => false;
+    const treeNodes = log.treeNodes.bind(log);
+    for (const failure of [
+      new ManifestError('LOCKED', 'postgres manifest log: tree read: another connection held a lock'),
+      new TypeError('a bug'),
+    ]) {
+      log.treeNodes = () => Promise.reject(failure);
+      await ledger.publish(scope('s1'), sampleSummary(`${failure.name}`));
+      const err = await ledger.checkpoint().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBe(failure);
+      expect(ledger.checkpointFailure).toBeUndefined();
+      log.treeNodes = treeNodes;
+      expect((await ledger.checkpoint()).checkpoint.size).toBe(failure instanceof TypeError ? 4 : 3);
+    }
+    await ledger.close();
+  });
 });
 
 /** The restored database directory itself (after `restore()`), for the attacker to build on. */
