@@ -451,7 +451,7 @@ export class CheckpointGuard {
    * running answers as it answers `check`. A rollback or fork found is recorded as a pinning check records it (every
    * later call refuses with it); nothing is written.
    * @throws LedgerError `ROLLBACK`, `FORK`; ManifestError `TREE_DAMAGED` / `RECORD_CORRUPT` (a tree that cannot be
-   *   read), `STORAGE_FAILED`
+   *   read), `STORAGE_FAILED`, `LOCKED` (PostgreSQL: a read that waited for a lock past lock_timeout)
    */
   async verify(): Promise<void> {
     if (this.failure) throw this.failure;
