@@ -100,6 +100,7 @@ export interface ParsedEnvelope {
   /** The envelope's DSSE fields only; fields this version does not know are left out. */
   envelope: Envelope;
   payload: Uint8Array;
+  /** The decoded signatures; `keyid` is the hint, absent also where the envelope gives it empty (see `parseEnvelope`). */
   signatures: Array<{ keyid?: string; sig: Uint8Array }>;
   /** PAE(payloadType, payload), when parsing built it (then `payload` is a view into it). */
   message?: Uint8Array;
@@ -132,7 +133,8 @@ function parseSignature(s: unknown, i: number): { signature: EnvelopeSignature; 
  * `ENVELOPE_INVALID`, never a raw `SyntaxError`. Does not check the payload type or signatures.
  *
  * Input follows the DSSE envelope spec (envelope.md), which is looser than what the library writes:
- * payload and signatures in either base64 alphabet (padded, canonical), `keyid` optional, and fields it
+ * payload and signatures in either base64 alphabet (padded, canonical), `keyid` optional (an empty one is read as
+ * absent, as the spec says an unset field must be), and fields it
  * does not recognise ignored ("consumers MUST ignore unrecognized fields"). The signed payload itself is
  * still held to the canonical manifest encoding by `verifyManifestEnvelope`.
  */
@@ -171,8 +173,9 @@ export function parseEnvelope(input: string | unknown): ParsedEnvelope {
   return {
     envelope: { payloadType, payload, signatures: parsed.map((p) => p.signature) },
     payload: bytes,
+    // envelope.md: "An unset field MUST be treated the same as set-but-empty": an empty keyid is no hint either.
     signatures: parsed.map((p) => ({
-      ...(p.signature.keyid === undefined ? {} : { keyid: p.signature.keyid }),
+      ...(p.signature.keyid === undefined || p.signature.keyid === '' ? {} : { keyid: p.signature.keyid }),
       sig: p.sig,
     })),
     ...(framed ? { message: framed.message } : {}),

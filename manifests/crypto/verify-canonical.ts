@@ -63,8 +63,8 @@ export function verifyKeyAndSignature(
   if (!lookup.ok) throw new ManifestError(lookup.code, lookup.message);
   const message = parsed.message ?? pae(parsed.envelope.payloadType, parsed.payload);
   // DSSE lets a verifier filter signatures by their keyid hint (protocol.md): a signature whose keyid
-  // names another key is skipped, one without a keyid is tried; any one that verifies under the trusted
-  // key the manifest names suffices.
+  // names another key is skipped, one without a keyid (or with an empty one: parseEnvelope reads it as none) is
+  // tried; any one that verifies under the trusted key the manifest names suffices.
   const ok = parsed.signatures.some(
     (s) => (s.keyid === undefined || s.keyid === fields.keyId) && verifier.verify(s.sig, message, lookup.publicKey),
   );

@@ -14,6 +14,7 @@ import { decodeBase64Either, encodeBase64 } from '../../manifests/encoding/base6
 import { parseTrustStore } from '../../manifests/format/trust.js';
 import { encodeManifest, MANIFEST_PAYLOAD_TYPE } from '../../manifests/format/manifest.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
+import { createWebCryptoLineVerifier, type Subtle } from '../../manifests/audit/verify-webcrypto.js';
 import { buildBundle, makeKey, readerOf, trustOf } from '../support/bundle-builder.js';
 import { readVector } from '../support/vectors.js';
 
@@ -64,9 +65,23 @@ describe.each<[string, SignatureVerifier]>([
     expect(verifyManifestEnvelope(env, { trust, verifier }).id).toBe(reference.id);
   });
 
+  it('tries a signature whose keyid is empty as one without a keyid (envelope.md: unset is the same as set-but-empty)', () => {
+    // Writers that emit every field (protobuf's JSON with defaults, sigstore's bundles) write "keyid": "" for no hint.
+    const env = JSON.parse(variants.ref_keyid_match!) as { signatures: Array<{ keyid?: string; sig: string }> };
+    env.signatures = env.signatures.map((s) => ({ ...s, keyid: '' }));
+    expect(verifyManifestEnvelope(JSON.stringify(env), { trust, verifier }).id).toBe(reference.id);
+    const parsed = parseEnvelope(JSON.stringify(env));
+    expect(parsed.envelope.signatures[0]!.keyid).toBe(''); // the envelope as given
+    expect(parsed.signatures[0]!.keyid).toBeUndefined(); // the hint: none
+  });
+
   it('refuses an envelope whose only keyless signature is by another key', () => {
     const env = JSON.parse(variants.two_sigs!) as { signatures: Array<{ keyid?: string; sig: string }> };
     env.signatures = [{ sig: env.signatures[0]!.sig }];
+    expect(() => verifyManifestEnvelope(env, { trust, verifier })).toThrow(
+      expect.objectContaining({ code: 'SIGNATURE_INVALID' }),
+    );
+    env.signatures = [{ keyid: '', sig: env.signatures[0]!.sig }];
     expect(() => verifyManifestEnvelope(env, { trust, verifier })).toThrow(
       expect.objectContaining({ code: 'SIGNATURE_INVALID' }),
     );
@@ -195,6 +210,24 @@ describe('verifyBundle on envelopes in DSSE input forms', () => {
     expect(report.findings).toEqual([]);
     expect(report.counts).toMatchObject({ manifests: 3, blobsChecked: 3 });
     expect(report.chains[0]!.head).toBe(b.chains.get('s1')!.built[2]!.id);
+  });
+});
+
+describe('verifyBundle on envelopes whose keyid is empty', () => {
+  it('finds nothing: an empty keyid is no hint, as an absent one (every line verifier, webcrypto included)', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', principal: 'alice', count: 3 }] });
+    const lines = b.lines.map((line) => {
+      const e = JSON.parse(line) as { signatures: Array<{ keyid?: string; sig: string }> };
+      return JSON.stringify({ ...e, signatures: e.signatures.map((s) => ({ ...s, keyid: '' })) });
+    });
+    const report = await verifyBundle(readerOf(lines, { blobs: b.blobs }), { trust: b.trust });
+    expect(report.findings).toEqual([]);
+    expect(report.counts).toMatchObject({ manifests: 3 });
+    const subtle = (globalThis as { crypto?: { subtle?: Subtle } }).crypto?.subtle;
+    const webcrypto = await createWebCryptoLineVerifier(b.trust, subtle);
+    expect(webcrypto).toBeDefined();
+    const outcomes = await webcrypto!.verifyLines(lines.map((text, i) => ({ line: i + 1, text })));
+    expect(outcomes.map((o) => o.ok)).toEqual([true, true, true]);
   });
 });
 
