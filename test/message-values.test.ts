@@ -7,6 +7,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { shownValue } from '../store/errors.js';
+import { invalidIdMessage } from '../manifests/format/id-pattern.js';
 import { storedOriginDamage } from '../src/ledger/checkpoints.js';
 import { extractSummary } from '../src/compaction/tool.js';
 import { compactionOnly } from '../src/adapters/shared.js';
@@ -42,6 +43,28 @@ describe('shownValue', () => {
     // An astral format character (a tag) is escaped as its surrogate pair.
     expect(JSON.parse(shownValue('\u{e0041}'))).toBe('\u{e0041}');
     expect(shownValue('\u{e0041}')).toBe('"\\udb40\\udc41"');
+  });
+});
+
+describe('an id that is not one, quoted in INVALID_ID', () => {
+  it('leaves nothing raw that JSON.stringify leaves, in the rule and in every refusal that names it', async () => {
+    const id = `s${ACTING}`;
+    // JSON.stringify alone left the one-byte CSI, DEL and a right-to-left override raw in the caller's message.
+    const message = invalidIdMessage('session', id);
+    expect(message).not.toMatch(raw);
+    expect(message).toBe(
+      'session "s\\u009b2J\\u007f\\u202e" is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)',
+    );
+    expect(invalidIdMessage('run', 7)).toMatch(/^run number is not a valid id/); // no string: named by its type
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      const err = (await ledger.resume({ principal: 'alice', session: id }).catch((e: unknown) => e)) as Error;
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'INVALID_ID' });
+      expect(err.message).not.toMatch(raw);
+      expect(err.message).toContain('"s\\u009b2J');
+    } finally {
+      await ledger.close();
+    }
   });
 });
 

@@ -4,6 +4,8 @@
  * so code that only checks ids (the command line's dispatch, the auditor) does not load it; `idSchema`
  * (./ids.ts) is the same pattern as a schema.
  */
+import { escapeRawInJson } from '../../store/errors.js';
+
 export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 
 export function isValidId(value: unknown): value is string {
@@ -13,10 +15,10 @@ export function isValidId(value: unknown): value is string {
 /**
  * The one wording of an invalid id, wherever it is refused (the ledger's scope, a grant, an export's filter, the
  * auditor's scope): `principal "x y" is not a valid id (…the rule…)`. `name` is how the caller names the id
- * (`principal`, `--principal`, `the principal`); the value is shown quoted (its first 80 characters) or, for one that
- * is no string, by its type.
+ * (`principal`, `--principal`, `the principal`); the value is shown quoted (its first 80 characters, a JSON string with
+ * nothing a terminal acts on left raw, as `shownValue` quotes one) or, for one that is no string, by its type.
  */
 export function invalidIdMessage(name: string, value: unknown): string {
-  const shown = typeof value === 'string' ? JSON.stringify(value.slice(0, 80)) : typeof value;
+  const shown = typeof value === 'string' ? escapeRawInJson(JSON.stringify(value.slice(0, 80))) : typeof value;
   return `${name} ${shown} is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)`;
 }
