@@ -224,10 +224,15 @@ export const byText = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 
 export const byHostThenKeyId = (a: { host: string; keyId: string }, b: { host: string; keyId: string }): number =>
   byText(a.host, b.host) || byText(a.keyId, b.keyId);
 
-/** A field as hashed: a string (a store built by hand, not parsed, may hold anything). @throws ManifestError */
+/**
+ * A field as hashed: a string with no lone surrogate, which the canonical encoding refuses (a store built by hand, not
+ * parsed, may hold anything; a parsed one is ASCII). @throws ManifestError
+ */
 function text(value: unknown): string {
   if (typeof value !== 'string')
     throw new ManifestError('TRUST_INVALID', 'trust store is malformed: a key field that is not a string');
+  if (!value.isWellFormed())
+    throw new ManifestError('TRUST_INVALID', 'trust store is malformed: a key field with a lone surrogate');
   return value;
 }
 
@@ -260,7 +265,7 @@ function listOf<T>(list: T[] | undefined, name: 'keys' | 'checkpointKeys'): T[] 
 /**
  * A store's entries as plain records (each field read once, only the store's own fields), checked: a store built by
  * hand, never parsed, may be anything: TRUST_INVALID, as parseTrustStore says of such a file, for one that is no
- * object, whose lists are none, or an entry no object or a field no string.
+ * object, whose lists are none, or an entry no object or a field no string (or one with a lone surrogate).
  */
 function storeEntries(store: TrustStore) {
   if (typeof store !== 'object' || store === null)
@@ -282,7 +287,7 @@ function storeEntries(store: TrustStore) {
  * any key, window or revocation added, dropped or changed does. A verification report names the store it was checked
  * under by this digest (`checked.trust`).
  * @throws ManifestError `TRUST_INVALID` for a store built by hand that is none (a list that is not one, an entry that is
- *   no object, a field that is no string); a store `parseTrustStore` gave never is.
+ *   no object, a field that is no string or holds a lone surrogate); a store `parseTrustStore` gave never is.
  */
 export function trustDigest(store: TrustStore): Digest {
   const entries = storeEntries(store);

@@ -26,6 +26,9 @@ describe('trustDigest', () => {
       { version: 1, keys: [{ ...key, notAfter: {} }] },
       { version: 1, keys: [], checkpointKeys: {} },
       { version: 1, keys: [], checkpointKeys: [null] },
+      // A lone surrogate has no UTF-8 (no trust file holds one): the canonical encoding threw a TypeError.
+      { version: 1, keys: [{ ...key, keyId: 'k\ud800' }] },
+      { version: 1, keys: [{ ...key, host: '\udc00h' }] },
     ])
       expect(code(store), JSON.stringify(store)).toBe('TRUST_INVALID');
     expect(code({ version: 1, keys: [key] })).toBeUndefined();
