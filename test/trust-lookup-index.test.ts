@@ -147,6 +147,23 @@ describe('findTrustedKey', () => {
     }
   });
 
+  it('answers KEY_UNTRUSTED for a listing whose public key is no Ed25519 key, not a TypeError', () => {
+    // A store built by hand: parseTrustStore refuses these; verifyBundle reported each manifest MANIFEST_INVALID
+    // "unverifiable: Cannot read properties of undefined (reading 'slice')".
+    for (const publicKey of ['x', 'not base64url!', Buffer.alloc(31, 1).toString('base64url'), 7]) {
+      const trust = {
+        version: 1,
+        keys: [{ host: 'h1', keyId: 'ed25519:a', publicKey, notBefore: '2026-01-01T00:00:00Z' }],
+      } as unknown as TrustStore;
+      expect(findTrustedKey(trust, 'h1', 'ed25519:a', '2026-01-02T00:00:00Z')).toEqual({
+        ok: false,
+        code: 'KEY_UNTRUSTED',
+        message:
+          'key "ed25519:a" of host "h1" is listed with a public key that is no Ed25519 key (32 bytes, base64url)',
+      });
+    }
+  });
+
   it('reads each key of a 2,000-key store a bounded number of times over 2,000 lookups, where the scan read them 2 million times', () => {
     let reads = 0;
     const n = 2000;

@@ -33,7 +33,15 @@ export function findTrustedKey(trust: TrustStore, host: string, keyId: string, a
   if (!(t >= Date.parse(key.notBefore)) || (key.notAfter !== undefined && !(t < Date.parse(key.notAfter)))) {
     return { ok: false, code: 'KEY_EXPIRED', message: `${named()} was not valid at ${quoted(at)}` };
   }
-  return { ok: true, key, publicKey: publicKeyBytes(key) };
+  const publicKey = publicKeyBytes(key);
+  // A store built by hand, not parsed, may list a key that is none: no key this manifest can be trusted under.
+  if (!publicKey)
+    return {
+      ok: false,
+      code: 'KEY_UNTRUSTED',
+      message: `${named()} is listed with a public key that is no Ed25519 key (32 bytes, base64url)`,
+    };
+  return { ok: true, key, publicKey };
 }
 
 /**
@@ -104,10 +112,13 @@ function keyIndex(keys: TrustedKey[]): KeyIndex | null {
 const decodedKeys = new WeakMap<TrustedKey, { text: string; bytes: Uint8Array }>();
 
 /** A copy each time, so a caller that changes the bytes it got cannot change the next lookup's. */
-function publicKeyBytes(key: TrustedKey): Uint8Array {
+function publicKeyBytes(key: TrustedKey): Uint8Array | undefined {
   let known = decodedKeys.get(key);
   if (known?.text !== key.publicKey) {
-    known = { text: key.publicKey, bytes: decodeBase64Url(key.publicKey)! };
+    const text: unknown = key.publicKey;
+    const bytes = typeof text === 'string' ? decodeBase64Url(text) : undefined;
+    if (bytes?.length !== 32) return undefined;
+    known = { text: key.publicKey, bytes };
     decodedKeys.set(key, known);
   }
   return known.bytes.slice();
