@@ -5,6 +5,7 @@
 import type { Resumed } from '../ledger/ledger.js';
 import type { ModelMessage } from './model.js';
 import { LedgerError } from '../errors.js';
+import { isDigest } from '../../store/hash/digest.js';
 import { readSummaryValue, type Summary } from '../summary/summary.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { indented, quoted } from './framing.js';
@@ -49,7 +50,8 @@ function renderable(summary: unknown): Summary {
  * path quoted as a JSON string that parses back to it), so no stored text can pose as a section, a verification
  * line or the end.
  * @throws LedgerError `INVALID_ARGUMENT` when given no resumed handoff (`resume` returned `undefined`: there is none
- *   to render), one without its summary, id and seq, or a summary the summary schema refuses (a field missing or of
+ *   to render), one without its summary, a manifest id (`blake3:` and 64 hex digits: the verification line is framed
+ *   closed too) and a seq (a non-negative integer), or a summary the summary schema refuses (a field missing or of
  *   another type: a summary built or changed by hand); nothing else (what `resume` and `compact` return passes)
  * @example
  * const resumed = await ledger.resume({ principal, session });
@@ -61,8 +63,9 @@ export function resumeContext(resumed: Pick<Resumed, 'summary' | 'id' | 'seq'>):
     resumed === null ||
     typeof resumed.summary !== 'object' ||
     resumed.summary === null ||
-    typeof resumed.id !== 'string' ||
-    typeof resumed.seq !== 'number'
+    !isDigest(resumed.id) ||
+    !Number.isSafeInteger(resumed.seq) ||
+    resumed.seq < 0
   )
     throw new LedgerError(
       'INVALID_ARGUMENT',

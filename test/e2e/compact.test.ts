@@ -126,7 +126,7 @@ describe('compact', () => {
     const system = { role: 'system' as const, content: 'You are a coding assistant.' };
     const handoff = {
       role: 'system' as const,
-      content: resumeContext({ summary: sampleSummary(), id: 'blake3:00', seq: 0 }).content,
+      content: resumeContext({ summary: sampleSummary(), id: `blake3:${'0'.repeat(64)}`, seq: 0 }).content,
     };
     for (const transcript of [[system], [system, handoff], [handoff]])
       for (const mode of ['tool', 'structured'] as const) {
