@@ -617,6 +617,32 @@ describePostgres('PostgreSQL backend', (pg) => {
       }
     });
 
+    it('refuses an envelope without a payload (ENVELOPE_INVALID) alone, whatever its chain holds: the other appends of its transaction commit', async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        const { held, running } = await busy(log, schema);
+        const settled = Promise.allSettled([
+          log.append(link('good', 0)),
+          log.append({ ...link('bad', 0), envelope: 'not json' }),
+          // At a seq its chain does not have: ENVELOPE_INVALID all the same, as the embedded log and a lone append say.
+          log.append({ ...link('worse', 0), seq: 3, prev: idOf('worse', 2), envelope: '{}' }),
+          log.append(link('also', 0)),
+        ]);
+        await held.release();
+        await Promise.all(running);
+        const [good, bad, worse, also] = await settled;
+        expect(good).toMatchObject({ status: 'fulfilled', value: { session: 'good', seq: 0 } });
+        expect(also).toMatchObject({ status: 'fulfilled', value: { session: 'also', seq: 0 } });
+        for (const r of [bad, worse])
+          expect(r).toMatchObject({ status: 'rejected', reason: { name: 'ManifestError', code: 'ENVELOPE_INVALID' } });
+        for (const s of ['bad', 'worse']) expect(await log.head(s)).toBeUndefined();
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+      } finally {
+        await log.close();
+      }
+    });
+
     it('does not wait for a head another transaction holds: that append goes by itself, the others commit', async () => {
       const schema = nextSchema();
       const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });

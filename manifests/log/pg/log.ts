@@ -67,6 +67,8 @@ const MAX_BATCH = 64;
 /** An append waiting for a transaction of its log, or in one. */
 interface PendingAppend {
   request: AppendRequest;
+  /** The request's leaf (`leafOfEnvelope`), taken before it was queued. */
+  leaf: Uint8Array;
   signal: AbortSignal | undefined;
   resolve: (entry: LogEntry) => void;
   reject: (err: unknown) => void;
@@ -624,8 +626,16 @@ export class PgManifestLog extends AbstractManifestLog {
   protected _append(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
     const refused = this.appendRefusal();
     if (refused) return Promise.reject(refused);
+    // The request's own envelope first, before it is queued (as the embedded log judges it): a malformed one is its
+    // ENVELOPE_INVALID alone, whatever its chain holds, never the failure of a transaction it would share with others.
+    let leaf: Uint8Array;
+    try {
+      leaf = leafOfEnvelope(request.envelope);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return new Promise<LogEntry>((resolve, reject) => {
-      const pending: PendingAppend = { request, signal, resolve, reject, stopListening: undefined };
+      const pending: PendingAppend = { request, leaf, signal, resolve, reject, stopListening: undefined };
       if (signal)
         pending.stopListening = onAbort(signal, () => {
           const at = this.waiting.indexOf(pending);
@@ -676,7 +686,7 @@ export class PgManifestLog extends AbstractManifestLog {
         p.stopListening?.();
       }
     };
-    if (batch.length === 1) return settle(batch[0]!, () => this.appendOne(batch[0]!.request, batch[0]!.signal));
+    if (batch.length === 1) return settle(batch[0]!, () => this.appendOne(batch[0]!, batch[0]!.signal));
     const outcomes = await this.appendTogether(batch);
     // The ones to append by themselves (a cut-back chain judged precisely, a head another transaction holds, a
     // transaction rolled back at another's abort or failing on a unique key) go each in a transaction of its own,
@@ -689,7 +699,7 @@ export class PgManifestLog extends AbstractManifestLog {
       else await settle(p, () => Promise.reject(outcome.error));
     }
     // One after another: this is one of the log's APPEND_TRANSACTIONS.
-    for (const p of alone) await settle(p, () => this.appendOne(p.request, p.signal));
+    for (const p of alone) await settle(p, () => this.appendOne(p, p.signal));
   }
 
   /**
@@ -870,7 +880,7 @@ export class PgManifestLog extends AbstractManifestLog {
             `a batch of appends wrote ${wrote!.written} of ${requests.length} entries, moved ${wrote!.moved} of ${moved} heads, took back ${wrote!.undone} of ${undo.length}`,
           );
         if (requests.length === 0) return outcomes;
-        const leaves = requests.map((r) => leafOfEnvelope(r.envelope));
+        const leaves = accepted.map((m) => m.p.leaf);
         growth = await this.growTreeAndHeads(client, first, requests, leaves, { frontier, ahead, gate: gate! });
         accepted.forEach((m, i) =>
           outcomes.set(m.p, { entry: toEntry({ position: String(first + i), ...m.p.request }) }),
@@ -884,8 +894,7 @@ export class PgManifestLog extends AbstractManifestLog {
     return answered;
   }
 
-  private async appendOne(request: AppendRequest, signal: AbortSignal | undefined): Promise<LogEntry> {
-    const leaf = leafOfEnvelope(request.envelope);
+  private async appendOne({ request, leaf }: PendingAppend, signal: AbortSignal | undefined): Promise<LogEntry> {
     const conflict = (head: HeadRow | undefined) => chainConflict(request, head);
     let growth: Growth | undefined;
     try {
