@@ -1252,6 +1252,49 @@ describePostgres(
         }
       });
 
+      it(
+        'ends a read (get, chunks) waiting for a free connection at its abort (CANCELLED at once), leaking no connection',
+        async () => {
+          const schema = nextSchema();
+          // Ten minutes of the pool's wait, as above.
+          const pool = new pgLib.Pool({
+            connectionString: pg.connectionString,
+            max: 1,
+            connectionTimeoutMillis: 600_000,
+          });
+          const blobs = await PgBlobStore.open({ pool, schema, hash: nobleBlake3 });
+          try {
+            const { digest } = await blobs.put(utf8('a summary'));
+            const readers = [
+              (signal: AbortSignal) => blobs.get(digest, { signal }),
+              async (signal: AbortSignal) => {
+                for await (const chunk of blobs.chunks(digest, { signal })) void chunk;
+              },
+            ];
+            for (const read of readers) {
+              const held = await pool.connect(); // the pool's one connection, busy
+              try {
+                const ac = new AbortController();
+                const reading = rejection(read(ac.signal));
+                // Aborted once the read waits for the connection.
+                while (pool.waitingCount === 0) await new Promise((r) => setTimeout(r, 10));
+                ac.abort(new Error('user pressed stop'));
+                expect(await settledWithin(reading, ENDS_AT_SIGNAL_MS)).toBe('settled'); // not the pool's ten minutes
+                expect(await reading).toMatchObject({ name: 'StoreError', code: 'CANCELLED' });
+              } finally {
+                held.release();
+              }
+              // The connection the abandoned wait got went back to the pool: the next read has it.
+              expect(Buffer.from(await blobs.get(digest)).toString()).toBe('a summary');
+            }
+          } finally {
+            await blobs.close();
+            await pool.end();
+          }
+        },
+        2 * ENDS_AT_SIGNAL_MS + 30_000,
+      );
+
       it('says the pool is busy when no connection becomes free in time', async () => {
         const schema = nextSchema();
         const pool = new pgLib.Pool({ connectionString: pg.connectionString, max: 1, connectionTimeoutMillis: 300 });

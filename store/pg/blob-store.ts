@@ -233,12 +233,15 @@ export class PgBlobStore extends AbstractBlobStore {
     try {
       // One snapshot for the row and all its chunks: a concurrent delete cannot tear a read. Exempt from the idle
       // bound like an upload: it sits idle while it hashes a chunk (longer on a loaded machine), and a read-only
-      // snapshot holds no lock a writer waits on.
+      // snapshot holds no lock a writer waits on. The signal ends its wait for a free connection (every one busy: up to
+      // the pool's wait) and the statement it runs, as an upload's.
       return await this.db.transaction(
         (client) => this.readVerified(client, digest, limit, signal),
         'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL idle_in_transaction_session_timeout = 0',
+        signal,
       );
     } catch (err) {
+      if (signal?.aborted && err === signal.reason) throwIfAborted(signal);
       throw storageFailed('get', err);
     }
   }
