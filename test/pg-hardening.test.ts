@@ -995,6 +995,53 @@ describePostgres(
       }, 30_000);
     });
 
+    describe("a resume's read of an inline summary, with every pooled connection busy", () => {
+      it(
+        'ends at the abort: CANCELLED while the pool is still full',
+        async () => {
+          const schema = nextSchema();
+          const root = mkdtempSync(join(tmpdir(), 'hl-pg-cancel-'));
+          const postgres = { connectionString: pg.connectionString, schema, maxConnections: 1 };
+          const ledger = await openLedger({ root, host: 'h', postgres, onNotice: () => {} });
+          const scope = { principal: 'alice', session: 's1', run: 'r1' };
+          const pool = (ledger.log as unknown as { db: { pool: pgLib.Pool } }).db.pool;
+          let held: pgLib.PoolClient | undefined;
+          try {
+            const published = await ledger.publish(scope, { task: 't', state: 's', nextSteps: ['n'] });
+            // The pool's one connection taken (a long read, another operation) as the summary's inline read begins:
+            // the head and its entries were read, the summary's row waits for the connection.
+            const inline = ledger.log.inlineBlobs!;
+            const get = inline.get.bind(inline);
+            let taken!: () => void;
+            const holding = new Promise<void>((resolve) => (taken = resolve));
+            inline.get = async (digest) => {
+              held ??= await pool.connect();
+              taken();
+              return get(digest);
+            };
+            const ac = new AbortController();
+            const resuming = rejection(ledger.resume(scope, { signal: ac.signal }));
+            // Aborted once the inline read waits for the connection the test holds (the resume's reads before it, sent
+            // side by side, wait for the one connection too: a wait seen before the hold is theirs).
+            await holding;
+            while (pool.waitingCount === 0) await new Promise((r) => setTimeout(r, 10));
+            ac.abort(new Error('user pressed stop'));
+            expect(await settledWithin(resuming, ENDS_AT_SIGNAL_MS)).toBe('settled'); // not the pool's 60 s
+            expect(await resuming).toMatchObject({ code: 'CANCELLED' });
+            held!.release();
+            held = undefined;
+            inline.get = get;
+            expect((await ledger.resume(scope))?.id).toBe(published.id);
+          } finally {
+            held?.release();
+            await ledger.close();
+            await rm(root, { recursive: true, force: true });
+          }
+        },
+        ENDS_AT_SIGNAL_MS + 30_000,
+      );
+    });
+
     describe('a transaction whose signal aborts', () => {
       /** A one-connection pool whose statements are recorded; `onSend` runs as each is sent. */
       const recordingPool = (onSend: (text: string) => void) => {

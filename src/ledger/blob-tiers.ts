@@ -14,6 +14,7 @@ import {
   type GetOptions,
   type PutOptions,
 } from '../../store/blob-store.js';
+import { settledOrAborted } from '../../store/abort.js';
 import { StoreError, throwIfAborted } from '../../store/errors.js';
 import { digestHex, hashBytes, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import type { InlineBlobTable } from '../../manifests/log/log.js';
@@ -50,8 +51,17 @@ export class TieredBlobStore implements BlobStore {
 
   /** The verified bytes of an inline blob, or `undefined` when the log holds none under this digest. */
   private async inlineBytes(digest: string, options: GetOptions = {}): Promise<Uint8Array | undefined> {
-    throwIfAborted(options.signal);
-    const bytes = await this.inline.get(digest as Digest);
+    const { signal } = options;
+    throwIfAborted(signal);
+    // The table's read takes no signal (PostgreSQL's waits for a free pooled connection, up to the pool's wait): its
+    // caller's wait ends at the abort, CANCELLED as the file tier's, and the read left behind is only a read.
+    const reading = this.inline.get(digest as Digest);
+    await settledOrAborted(
+      reading,
+      signal,
+      () => new StoreError('CANCELLED', 'operation cancelled', { cause: signal?.reason as unknown }),
+    );
+    const bytes = await reading;
     if (bytes === undefined) return undefined;
     if (options.maxBytes !== undefined && bytes.length > options.maxBytes) {
       throw new StoreError('BLOB_TOO_LARGE', `blob ${digest} is ${bytes.length} bytes, more than ${options.maxBytes}`);
