@@ -269,6 +269,34 @@ describePostgres('PostgreSQL', (pg: PostgresHandle) => {
     postgres: { connectionString: pg.connectionString, schema: 'unknown_opts' },
   }));
 
+  it("openLedger refuses postgres.hash (not an option of its postgres: the ledger's hash is the store's), making nothing", async () => {
+    const parent = tempDir();
+    const root = join(parent, 'store');
+    for (const hash of ['noble', 'no-such-backend'])
+      expect(
+        await refusal(() =>
+          openLedger({
+            root,
+            host: 'h',
+            postgres: { connectionString: pg.connectionString, schema: 'postgres_hash', hash },
+          } as never),
+        ),
+      ).toMatchObject({
+        name: 'LedgerError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining('postgres.hash'),
+      });
+    expect(readdirSync(parent)).toEqual([]);
+    // Undefined is no value given, as for every option.
+    const ledger = await openLedger({
+      root,
+      host: 'h',
+      onNotice: () => {},
+      postgres: { connectionString: pg.connectionString, schema: 'postgres_hash', hash: undefined } as never,
+    });
+    await ledger.close();
+  });
+
   it('openPostgresBackends refuses a misspelt option before it connects', async () => {
     expectUnknown(
       await refusal(() => openPostgresBackends({ connectionString: pg.connectionString, maxconnections: 2 } as never)),

@@ -293,6 +293,13 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (options.telemetry !== undefined && (typeof options.telemetry !== 'object' || options.telemetry === null))
     throw new LedgerError('INVALID_ARGUMENT', 'telemetry must be an object of TelemetryOptions');
   checkIdentifierPolicy(options.telemetry?.identifiers ?? 'omit');
+  // The ledger's hash backend (`hash`) is the one its PostgreSQL blob store hashes with: one given inside `postgres` (not
+  // an option of openLedger's `postgres`) was taken and replaced by it, unchecked, whatever it named.
+  if ((options.postgres as { hash?: unknown } | undefined)?.hash !== undefined)
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      "postgres.hash is not an option of openLedger's postgres: the ledger's `hash` is the one its blob store uses",
+    );
   // PostgreSQL holds both halves of a shared store: with a log or blobs of the caller's, the other half would
   // silently be a private one under root, and each host would write chains of its own.
   if (options.postgres && (options.log || options.blobs))
