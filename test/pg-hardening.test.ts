@@ -562,6 +562,28 @@ describePostgres(
         }
       });
 
+      it('openPostgresBackends refuses a hash that is neither a backend nor its name before anything connects', async () => {
+        for (const hash of [null, {}, 'no-such-backend', 7]) {
+          const schema = nextSchema();
+          const err = await rejection(
+            openPostgresBackends({ connectionString: pg.connectionString, schema, hash } as never),
+          );
+          expect(err).toBeInstanceOf(LedgerError);
+          expect(err).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('BLAKE3 backend') });
+          expect(await sql('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).toEqual([]);
+        }
+        // A backend and a backend's name open as ever.
+        for (const hash of [nobleBlake3, 'noble'] as const) {
+          const { blobs, log } = await openPostgresBackends({
+            connectionString: pg.connectionString,
+            schema: nextSchema(),
+            hash,
+          });
+          expect((await blobs.put(utf8('x'))).size).toBe(1);
+          await Promise.all([blobs.close(), log.close()]);
+        }
+      });
+
       it('refuses a keyFile that does not exist (KEY_INVALID) before anything connects: no schema, no root made', async () => {
         const base = mkdtempSync(join(tmpdir(), 'hl-pg-keyfile-'));
         try {

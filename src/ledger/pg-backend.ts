@@ -4,7 +4,7 @@
  * Each host still signs with its own key; the database only stores what they sign.
  */
 import { byteLimitProblem, type BlobStore } from '../../store/blob-store.js';
-import { loadHashBackend } from '../../store/hash/backends.node.js';
+import { hashBackendNameProblem, loadHashBackend } from '../../store/hash/backends.node.js';
 import { PgBlobStore } from '../../store/pg/blob-store.js';
 import { createPgPool, pgOptionsProblem } from '../../store/pg/db.js';
 import { PgManifestLog } from '../../manifests/log/pg/log.js';
@@ -17,7 +17,8 @@ import { LedgerError, throwIfCancelled } from '../errors.js';
  * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
  * Closing both ends the shared pool. Reached through postgres.ts, which loads this module (and the client) lazily.
  * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
- *   lowercase identifier, a pool size or timeout out of range), before anything connects; StoreError / ManifestError `STORAGE_FAILED` when the database
+ *   lowercase identifier, a pool size or timeout out of range, a hash that is neither a backend nor its name), before
+ *   anything connects; StoreError / ManifestError `STORAGE_FAILED` when the database
  *   cannot be reached or migrated; `CANCELLED` (StoreError / ManifestError) once `signal` aborts, the pool ended.
  */
 export async function openPostgresBackends(
@@ -54,7 +55,9 @@ export function refuseUnusableOptions(options: PostgresBackendOptions): void {
   if (typeof options !== 'object' || options === null)
     throw new LedgerError('INVALID_ARGUMENT', 'postgres options must be an object with a connectionString');
   const problem =
-    pgOptionsProblem({ ...options, pool: undefined }) ?? byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes');
+    pgOptionsProblem({ ...options, pool: undefined }) ??
+    byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes') ??
+    hashProblem(options.hash);
   if (problem) throw new LedgerError('INVALID_ARGUMENT', problem);
 }
 
@@ -71,6 +74,17 @@ export async function storedPostgresOrigin(
 ): Promise<string | undefined> {
   refuseUnusableOptions(options);
   return PgManifestLog.storedOrigin({ ...options, pool: undefined, maxConnections: 1, signal });
+}
+
+/**
+ * What is wrong with `hash`: none given, a backend's name (`hashBackendNameProblem`) or a backend (an object with
+ * `create`) is usable. Anything else (`null`, `{}`) was taken as a backend and failed the first put or read
+ * (STORAGE_FAILED, a TypeError its cause); an unknown name was the hash loader's StoreError.
+ */
+function hashProblem(hash: unknown): string | undefined {
+  if (typeof hash === 'object' && hash !== null && typeof (hash as { create?: unknown }).create === 'function')
+    return undefined;
+  return hashBackendNameProblem(hash);
 }
 
 /** Makes `close()` also release the shared pool, once. */

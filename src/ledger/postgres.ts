@@ -59,7 +59,7 @@ export interface OpenPostgresBackendsOptions {
  * Connects, migrates the schema (idempotent, safe under concurrent openers) and returns both backends.
  * Closing both ends the shared pool.
  * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
- *   lowercase identifier; `open` that is not an object, a field of it of another name, a `signal` that is no
+ *   lowercase identifier, a hash that is neither a backend nor its name; `open` that is not an object, a field of it of another name, a `signal` that is no
  *   AbortSignal), before anything connects; `CANCELLED` once `open.signal` aborts, the pool ended; StoreError /
  *   ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
  */
