@@ -643,6 +643,32 @@ describePostgres('PostgreSQL backend', (pg) => {
       }
     });
 
+    it("goes by itself when another writer's first append of a new chain is not committed: the others commit", async () => {
+      const schema = nextSchema();
+      // A short lock wait: the other writer's first append of n stalls, uncommitted, for the whole test.
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, lockTimeoutMs: 1000 });
+      const client = new pgLib.Client({ connectionString: pg.connectionString });
+      try {
+        const { held, running } = await busy(log, schema);
+        await client.connect();
+        await client.query('BEGIN');
+        await client.query(`INSERT INTO "${schema}".heads (session, seq, id, owner) VALUES ('n', 0, 'x', 'alice')`);
+        const settled = Promise.allSettled([log.append(link('n', 0)), log.append(link('o', 0))]);
+        await held.release();
+        await Promise.all(running);
+        const [n, o] = await settled;
+        // n waited for the stalled writer (LOCKED); o, a chain nobody else writes, is appended (it was LOCKED with n).
+        expect(n).toMatchObject({ status: 'rejected', reason: { name: 'ManifestError', code: 'LOCKED' } });
+        expect(o).toMatchObject({ status: 'fulfilled', value: { session: 'o', seq: 0 } });
+        await client.query('ROLLBACK');
+        expect(await log.head('n')).toBeUndefined();
+        expect(hexOf((await log.treeHead()).root)).toBe(await rootOfEntries(log));
+      } finally {
+        await client.end().catch(() => {});
+        await log.close();
+      }
+    });
+
     it('does not wait for a head another transaction holds: that append goes by itself, the others commit', async () => {
       const schema = nextSchema();
       const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema });

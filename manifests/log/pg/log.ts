@@ -207,6 +207,16 @@ function outcomeUnknown(err: unknown): boolean {
   return code === undefined || code.startsWith('08') || code.startsWith('57P0');
 }
 
+/**
+ * A transaction of several appends whose insert of new chains' heads waited past `lock_timeout` for another writer's
+ * first append of one of them (uncommitted, so not skipped as a held head is): each append then goes by itself.
+ */
+class FirstHeadHeld extends Error {
+  constructor(readonly lockWait: unknown) {
+    super("a new chain's first head is held by another writer's transaction", { cause: lockWait });
+  }
+}
+
 /** The abort of an append's `signal`, as `throwIfAborted` throws it. */
 const cancelled = (signal: AbortSignal) =>
   new ManifestError('CANCELLED', 'operation cancelled', { cause: signal.reason as unknown });
@@ -731,7 +741,8 @@ export class PgManifestLog extends AbstractManifestLog {
       if (
         code === UNIQUE_VIOLATION ||
         code === DEADLOCK_DETECTED ||
-        (err instanceof ManifestError && err.code === 'TREE_DAMAGED')
+        (err instanceof ManifestError && err.code === 'TREE_DAMAGED') ||
+        err instanceof FirstHeadHeld
       )
         return outcomes;
       const failed = isHandoffLedgerError(err) ? err : storageFailed('append', err);
@@ -798,16 +809,20 @@ export class PgManifestLog extends AbstractManifestLog {
         }
         const fresh = going.filter((m) => !m.head).map((m) => m.p.request);
         if (fresh.length > 0) {
-          const made = new Set(
-            (
-              await client.query<{ session: string }>(this.sql.newHeads!, [
-                fresh.map((r) => r.session),
-                fresh.map((r) => r.seq),
-                fresh.map((r) => r.id),
-                fresh.map((r) => r.principal),
-              ])
-            ).rows.map((r) => r.session),
-          );
+          // The insert waits for another writer's first append of one of these chains, not committed yet (no head to
+          // see, skip or lock before it): past lockTimeoutMs (that writer stalled) the appends go by themselves, not
+          // all LOCKED for the one chain whose head is held elsewhere.
+          const inserted = await client
+            .query<{ session: string }>(this.sql.newHeads!, [
+              fresh.map((r) => r.session),
+              fresh.map((r) => r.seq),
+              fresh.map((r) => r.id),
+              fresh.map((r) => r.principal),
+            ])
+            .catch((err: unknown) => {
+              throw pgCode(err) === LOCK_NOT_AVAILABLE ? new FirstHeadHeld(err) : err;
+            });
+          const made = new Set(inserted.rows.map((r) => r.session));
           for (const m of going)
             if (!m.head && !made.has(m.p.request.session)) outcomes.set(m.p, { error: lostRace(m.p.request) });
         }
