@@ -314,8 +314,10 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
     if (url === '/add-checkpoint') {
       if (req.method !== 'POST') throw new HttpAnswer(405, 'add-checkpoint takes POST', 'POST');
       // The deadline is read off the clock as well: on a busy event loop the timer that answers 408 runs late, and a
-      // request queued behind the log's lock must not start signing in the meantime.
-      const gone = () => res.headersSent || res.destroyed || performance.now() >= deadline;
+      // request queued behind the log's lock must not start signing in the meantime. The socket is asked too: the
+      // response is marked destroyed only once the socket's close has been emitted, a turn of the event loop after
+      // `closeAllConnections` (the witness stopping) destroyed it, and a signer that returned in between stored its tree.
+      const gone = () => res.headersSent || res.destroyed || req.socket.destroyed || performance.now() >= deadline;
       return reply(exchange, await addCheckpoint(await readBody(req, maxBody), gone, exchange));
     }
     const monitor = /^\/([0-9a-f]{64})\/checkpoint$/.exec(url);

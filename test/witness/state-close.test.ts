@@ -120,6 +120,52 @@ describe('witness state close', () => {
     }
   });
 
+  it('stores nothing for a request whose signer returns in the same turn as the witness closed its connections', async () => {
+    // What `witness serve` does on SIGTERM is `closeAllConnections()`: each socket is destroyed at once, but its
+    // response is marked destroyed only when the socket's close is emitted, a turn of the event loop later. A signer
+    // (a device, an agent) whose answer lands in between must not have its tree stored: the connection is gone.
+    const dir = join(tempDir(), 'state');
+    const state = await WitnessState.open(dir);
+    const seed = new Uint8Array(32).fill(14);
+    let signing!: () => void;
+    const signed = new Promise<void>((r) => (signing = r));
+    let finish!: () => void;
+    const finished = new Promise<void>((r) => (finish = r));
+    const slow: NoteSigner = {
+      ...noteSigner('witness.example/same-turn', seed),
+      sign: async (m) => {
+        signing();
+        await finished;
+        return nobleSign(m, seed);
+      },
+    };
+    const server = createWitnessServer({
+      signer: slow,
+      logs: new Map([[log.origin, [parseVerifierKey(log.vkey)]]]),
+      state,
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const request = fetch(`${url}/add-checkpoint`, {
+        method: 'POST',
+        body: await log.request(0, leaves.slice(0, 8)),
+      }).catch(() => undefined);
+      await signed;
+      // In one synchronous step: the handler's check after the signer runs in the microtasks that follow, before any
+      // socket's close can be emitted, however loaded the machine is.
+      server.closeAllConnections();
+      finish();
+      expect(await request).toBeUndefined();
+      await new Promise<void>((r) => server.close(() => r()));
+      await server.settled();
+      expect(readdirSync(join(dir, 'logs'))).toEqual([]);
+      expect(await state.get(log.origin)).toBeUndefined();
+    } finally {
+      await state.close();
+    }
+  });
+
   it('a server given its state still opening: a request waits for it, and one whose opening failed is answered 500', async () => {
     const dir = join(tempDir(), 'state');
     let open!: () => void;
