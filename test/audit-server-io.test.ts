@@ -1,16 +1,18 @@
 /**
  * The auditor page's server when the filesystem fails under a file it serves: the stat of a bundle file, or closing
  * it, failing with an I/O error is a 500 (or, once the answer is under way, a connection cut), never an unhandled
- * rejection that ends the process. `open` of node:fs/promises is wrapped to fail where a test says.
+ * rejection that ends the process; a file that shrinks once its length was announced has its connection cut. `open` of
+ * node:fs/promises is wrapped to fail (or truncate the file after its stat) where a test says.
  */
-import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdirSync, realpathSync, truncateSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import type { FileHandle } from 'node:fs/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startAuditServer, type AuditServer } from '../src/ops/audit-server.js';
 import { tempDir } from './support/tmp.js';
 
-const failing = { stat: new Set<string>(), close: new Set<string>() };
+const failing = { stat: new Set<string>(), close: new Set<string>(), shrink: new Set<string>() };
 const eio = (syscall: string) => Object.assign(new Error(`EIO: i/o error, ${syscall}`), { code: 'EIO', syscall });
 
 vi.mock('node:fs/promises', async (importOriginal) => {
@@ -19,6 +21,15 @@ vi.mock('node:fs/promises', async (importOriginal) => {
     const handle = await fsp.open(...args);
     const path = String(args[0]);
     if (failing.stat.has(path)) handle.stat = (() => Promise.reject(eio('fstat'))) as FileHandle['stat'];
+    if (failing.shrink.has(path)) {
+      // The file is cut to 2 bytes once its stat was taken: the answer's Content-Length says more than can be read.
+      const stat = handle.stat.bind(handle);
+      handle.stat = (async () => {
+        const st = await stat();
+        truncateSync(path, 2);
+        return st;
+      }) as FileHandle['stat'];
+    }
     if (failing.close.has(path)) {
       const close = handle.close.bind(handle);
       handle.close = async () => {
@@ -36,6 +47,7 @@ describe('audit server: a bundle file whose stat or close fails', () => {
   afterEach(async () => {
     failing.stat.clear();
     failing.close.clear();
+    failing.shrink.clear();
     await server?.close();
     server = undefined;
   });
@@ -75,5 +87,30 @@ describe('audit server: a bundle file whose stat or close fails', () => {
     if (r) expect(r).toEqual({ status: 200, text: '{}\n' });
     failing.close.clear();
     expect((await fetch(url)).status).toBe(200);
+  });
+
+  it('cuts the connection of a file that shrank after its Content-Length was sent, before any other answer on it', async () => {
+    const { url, manifests } = await serving();
+    writeFileSync(manifests, '{"a":1}\n{"b":2}\n');
+    failing.shrink.add(manifests);
+    const { host, pathname } = new URL(url);
+    // Two requests on one connection (the second would end it): the answer to the first announces 16 bytes and has 2.
+    // Kept alive, the connection carried the second answer next, which a client reads as the rest of the file's 16.
+    const sent = await new Promise<string>((resolve) => {
+      const socket = connect(Number(new URL(url).port), '127.0.0.1');
+      let got = '';
+      socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      socket.on('error', () => {});
+      socket.on('close', () => resolve(got));
+      socket.write(
+        `GET ${pathname} HTTP/1.1\r\nHost: ${host}\r\n\r\nGET /bundle/nothing HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+      );
+    });
+    expect(sent.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200']);
+    expect(sent).toMatch(/content-length: 16\r\n/i);
+    expect(sent.endsWith('\r\n\r\n{"')).toBe(true);
+    failing.shrink.clear();
+    writeFileSync(manifests, '{}\n');
+    expect(await (await fetch(url)).text()).toBe('{}\n');
   });
 });

@@ -179,9 +179,9 @@ const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code
 
 /**
  * Streams a regular file opened without following symlinks, its first `st.size` bytes (a file that grows meanwhile
- * never sends more than its Content-Length). What `verify` reads in its place decides the answer: nothing at the
- * name is 404; for a file of the bundle (`kind` 'file') anything else that is not a regular file is
- * 422 (verify: BUNDLE_INVALID) and a name that cannot be opened otherwise (a symlink, no permission) 403 (verify:
+ * never sends more than its Content-Length, one that shrinks has its connection cut). What `verify` reads in its place
+ * decides the answer: nothing at the name is 404; for a file of the bundle (`kind` 'file') anything else that is not
+ * a regular file is 422 (verify: BUNDLE_INVALID) and a name that cannot be opened otherwise (a symlink, no permission) 403 (verify:
  * BUNDLE_IO); for a blob, verify counts whatever is not a regular file as absent (404; a symlink's 404 says it is
  * one, as verify's finding does) and one it cannot open as BUNDLE_IO (403). An I/O error past the open (its stat, its close) is 500, or the connection cut once answered.
  */
@@ -238,8 +238,13 @@ async function sendFileOrThrow(
     const stream = createReadStream('', { fd: handle, autoClose: false, start: 0, end: st.size - 1 });
     // Settles however the exchange ends: the file sent, a read failed, or the client gone, before the stream was
     // piped (a response closed already never drains, so a pipe to it never ended and the handle was left open for the
-    // garbage collector) or while it is sent.
-    await pipeline(stream, res).catch(() => res.destroy());
+    // garbage collector) or while it is sent. A file that shrank since its stat gives fewer bytes than the
+    // Content-Length sent: the connection is cut rather than the answer ended short on it (kept alive, the client waited
+    // for the rest until the keep-alive timeout, and took a pipelined request's answer for it).
+    await pipeline(stream, res, { end: false }).then(
+      () => (stream.bytesRead < st.size ? res.destroy() : res.end()),
+      () => res.destroy(),
+    );
   } finally {
     await handle.close();
   }
