@@ -264,6 +264,30 @@ describe('close() submits the newest checkpoint (embedded)', () => {
     }
   });
 
+  it("an onNotice that throws at close's notice still has the store closed: the root reopens, and close() resolves", async () => {
+    const silent = await silentWitness();
+    const root = join(newBase(), 'store');
+    try {
+      const ledger = await openLedger({
+        root,
+        host: 'host-s',
+        witnesses: { witnesses: [silent.url], closeWaitMs: 0, timeoutMs: 600_000 },
+        // The caller's sink fails on the notice close() gives (what a witness was left without): that is the sink's
+        // failure, not the close's, and the log, its lock, the blob store and the pin are closed all the same.
+        onNotice: (m) => {
+          if (m.includes('not cosigned')) throw new Error('the notice sink failed');
+        },
+      });
+      await ledger.publish(scope, sampleSummary('not waited for'));
+      await ledger.close();
+      const again = await openLedger({ root, host: 'host-s' });
+      expect((await again.resume(scope))?.seq).toBe(0);
+      await again.close();
+    } finally {
+      await silent.stop();
+    }
+  });
+
   it('a ledger that submitted nothing does not wait for a silent witness, nor says anything at close', async () => {
     const silent = await silentWitness();
     const root = join(newBase(), 'store');
