@@ -321,7 +321,16 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // A notice names paths, key ids and error messages, whatever they hold: it reaches the sink (a terminal, by default)
   // terminal-safe and on one line, escaped as everything printed is; one that already is passes as it is.
   const sink: (message: string) => void = options.onNotice ?? ((m: string) => console.warn(m));
-  const notice = (m: string) => sink(printableOnce(m));
+  // A notice tells; it decides nothing. A sink that throws (the caller's onNotice) fails no operation: its error is
+  // dropped here, where it became a witness round's rejection that nothing awaits (after a publish had returned: an
+  // unhandled rejection, which ends a Node process), a checkpoint() refused, a close() that left the log open.
+  const notice = (m: string) => {
+    try {
+      sink(printableOnce(m));
+    } catch {
+      // the sink's failure is its own
+    }
+  };
   // The open's signal: an open aborted already makes nothing; one aborted later ends at its next step or at the wait it
   // is in (untilCancelled), closing what it opened (below).
   const signal = options.signal;

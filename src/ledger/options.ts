@@ -100,6 +100,7 @@ export interface OpenLedgerOptions {
    * pin failed (the next operation pins it), key files and windows found at open, and witnesses that refuse or
    * cannot be reached. Each is one line and terminal-safe: what it quotes (a path, an error message, what a witness
    * answered) is escaped as the CLI prints data (`printable`, manifests/encoding/printable.ts). Default: console.warn.
+   * One that throws fails nothing (its error is dropped): a notice never decides an operation's outcome.
    */
   onNotice?: ((message: string) => void) | undefined;
   /**

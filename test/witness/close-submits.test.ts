@@ -326,6 +326,56 @@ describe('close() submits the newest checkpoint (embedded)', () => {
 });
 
 let schemas = 0;
+describe('an onNotice that throws fails nothing', () => {
+  // A witness on port 1: fetch refuses the port at once ("bad port"), with no connection made, so each round ends in a
+  // notice ("gave no usable answer") without waiting on anything.
+  const refusing = 'http://127.0.0.1:1';
+  const throwingOn = (text: string, told: () => void) => (m: string) => {
+    if (!m.includes(text)) return;
+    told();
+    throw new Error('the notice sink failed');
+  };
+
+  it('a witness round in the background after a publish: no unhandled rejection (it ended the process)', async () => {
+    const unhandled: unknown[] = [];
+    const listener = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', listener);
+    try {
+      let told!: () => void;
+      const said = new Promise<void>((resolve) => (told = resolve));
+      const ledger = await openLedger({
+        root: join(newBase(), 'store'),
+        host: 'host-t',
+        witnesses: { witnesses: [refusing], retryMs: 600_000 },
+        onNotice: throwingOn('no usable answer', () => told()),
+      });
+      expect((await ledger.publish(scope, sampleSummary('committed'))).seq).toBe(0);
+      await said;
+      // The round's end and Node's look for unhandled rejections come within the turns after the notice.
+      for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+      await ledger.close();
+      expect(unhandled.map(String)).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', listener);
+    }
+  });
+
+  it("checkpoint() returns the checkpoint when the sink throws at a witness's notice", async () => {
+    const ledger = await openLedger({
+      root: join(newBase(), 'store'),
+      host: 'host-t',
+      witnesses: { witnesses: [refusing], retryMs: 600_000 },
+      onNotice: throwingOn('no usable answer', () => {}),
+    });
+    try {
+      await ledger.publish(scope, sampleSummary('committed'));
+      expect((await ledger.checkpoint()).checkpoint.size).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describePostgres('close() submits the newest checkpoint (PostgreSQL)', (pg) => {
   closeScenario('PostgreSQL', () => ({
     root: join(newBase(), 'store'),
