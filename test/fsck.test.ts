@@ -247,6 +247,39 @@ describe('fsck', () => {
     }
   });
 
+  it("checks the chains after a head record that cannot be parsed, and names no rollback where a session's head stands", async () => {
+    // `a` sorts before `b`: the walk of the heads stops at h!a. Session b's owner record names another principal (who
+    // could then read it): fsck named b "entries exist, but no head names them" instead, and never walked its chain.
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'host-a' });
+    await ledger.publish({ ...scope, session: 'a' }, sampleSummary(1));
+    await ledger.publish({ ...scope, session: 'b' }, sampleSummary(2));
+    await ledger.close();
+    await tamper(root, async (db) => {
+      const head = JSON.parse((await db.get('h!b'))!);
+      await db.put('h!a', '{"session');
+      await db.put('h!b', JSON.stringify({ ...head, owner: 'mallory' }));
+    });
+    const diagnosing = await openLedger({ root, host: 'host-a', diagnose: true });
+    try {
+      const report = await fsck(diagnosing);
+      expect(report.findings.filter((f) => f.session === 'b')).toEqual([
+        {
+          code: 'OWNER_MISMATCH',
+          session: 'b',
+          seq: 0,
+          message: 'the chain head names owner mallory; seq 0 was signed for alice',
+        },
+      ]);
+      expect(report.findings.map((f) => f.code)).not.toContain('ROLLBACK');
+      expect(report.findings.map((f) => f.code)).toContain('RECORD_CORRUPT');
+      expect(report.chains).toBe(1);
+      expect(report.manifests).toBe(1);
+    } finally {
+      await diagnosing.close();
+    }
+  });
+
   it('reports a rolled-back head at open too, with the same code (the log head check)', async () => {
     const { root, entries } = await storeWithChain();
     await tamper(root, (db) => db.put('h!s', headOf(entries[1]!)));

@@ -15,6 +15,7 @@ import type { Ledger } from '../ledger/ledger.js';
 import { decodeSummary } from '../summary/summary.js';
 import { summaryDigestAndIdOf } from './export.js';
 import { counted } from '../../manifests/encoding/printable.js';
+import { isValidId } from '../../manifests/format/id-pattern.js';
 
 /**
  * What fsck reports. Where a problem means what an auditor's finding means, it has the auditor's code
@@ -215,6 +216,8 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
   }
   // Every head, kept for the session-heads check below once the walk has seen them all.
   let heads: ChainHeads | undefined = [];
+  // Sessions whose entries the global walk met before any head of theirs was seen, once the head walk stopped early.
+  const unwalked: string[] = [];
   try {
     for await (const head of log.heads()) {
       chains++;
@@ -243,11 +246,29 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
       position = entry.position + 1;
       if (!headed.has(entry.session)) {
         headed.add(entry.session);
-        findings.push({ code: 'ROLLBACK', session: entry.session, message: 'entries exist, but no head names them' });
+        // The head walk stopped at a damaged head record: the chains after it were not walked, and theirs are looked
+        // up one by one below, not taken for chains with no head.
+        if (heads === undefined && isValidId(entry.session)) unwalked.push(entry.session);
+        else
+          findings.push({ code: 'ROLLBACK', session: entry.session, message: 'entries exist, but no head names them' });
       }
     }
   } catch (err) {
     recordProblem(err, findings);
+  }
+  for (const session of unwalked) {
+    throwIfCancelled(options.signal);
+    try {
+      const head = await log.head(session);
+      if (!head) {
+        findings.push({ code: 'ROLLBACK', session, message: 'entries exist, but no head names them' });
+        continue;
+      }
+      chains++;
+      manifests += await checkChain(ledger, log, head, trust, { checked, newestSigned }, findings, options);
+    } catch (err) {
+      recordProblem(err, findings, session);
+    }
   }
   // The tree over the global order must be exactly the tree of the entries. Its walk keeps each leaf's manifest id
   // (32 bytes a position) for the id → position records, which must lead every id to its manifest's leaf.
