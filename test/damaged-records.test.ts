@@ -403,6 +403,39 @@ const DAMAGES: Damage[] = [
     level: (m) => ({ 'h!s1': JSON.stringify({ session: 's2', seq: 1, id: m.ids[2], owner: 'alice' }) }),
   },
   {
+    name: 'chain renamed to a session that is no id',
+    // s2's entries, head and watermark moved under the session "a b" behind the log's back: reading that chain is
+    // refused INVALID_ID, which ended fsck and gc before; fsck names the head record, gc refuses, s1 is untouched.
+    want: {
+      'resume s2': 'ok',
+      fsck: 'findings RECORD_CORRUPT,SESSION_HEADS_ROOT',
+      gc: 'RECORD_CORRUPT',
+    },
+    level: async (_m, read) => {
+      const ops: Record<string, string | undefined> = { 'h!s2': undefined, 'w!s2': undefined };
+      const head = JSON.parse(await read('h!s2'));
+      ops['h!a b'] = JSON.stringify({ ...head, session: 'a b' });
+      ops['w!a b'] = await read('w!s2');
+      for (const [seq, position] of [
+        [0, 1],
+        [1, 3],
+      ] as const) {
+        const entry = JSON.parse(await read(`e!s2!${hex12(seq)}`));
+        ops[`e!s2!${hex12(seq)}`] = undefined;
+        ops[`e!a b!${hex12(seq)}`] = JSON.stringify({ ...entry, session: 'a b' });
+        ops[`p!${position.toString(16).padStart(16, '0')}`] = `e!a b!${hex12(seq)}`;
+      }
+      return ops;
+    },
+    pg: () => [
+      [
+        `WITH e AS (UPDATE {s}.entries SET session = 'a b' WHERE session = 's2' RETURNING 1),
+          w AS (UPDATE {s}.watermarks SET session = 'a b' WHERE session = 's2' RETURNING 1)
+        UPDATE {s}.heads SET session = 'a b' WHERE session = 's2'`,
+      ],
+    ],
+  },
+  {
     name: 'entry whose seq is not its key',
     want: {
       resume: 'RECORD_CORRUPT',

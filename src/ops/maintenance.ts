@@ -220,8 +220,18 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
   const unwalked: string[] = [];
   try {
     for await (const head of log.heads()) {
-      chains++;
       headed.add(head.session);
+      // A head record keyed by no session id (written behind the log's back) heads no chain the log can read: named,
+      // not walked (reading its chain is refused INVALID_ID, which ended fsck).
+      if (!isValidId(head.session)) {
+        findings.push({
+          code: 'RECORD_CORRUPT',
+          session: head.session,
+          message: `manifest log head record of session ${JSON.stringify(head.session)} is corrupt: its session is not a valid id`,
+        });
+        continue;
+      }
+      chains++;
       heads.push({ session: head.session, head: { seq: head.seq, id: head.id } });
       try {
         manifests += await checkChain(ledger, log, head, trust, { checked, newestSigned }, findings, options);
@@ -558,7 +568,16 @@ async function referencedDigests(ledger: Ledger, signal: AbortSignal | undefined
     referenced.add(stored.digest);
   };
   for await (const entry of ledger.log.entries()) note(entry);
-  for await (const head of ledger.log.heads()) for await (const entry of ledger.log.chain(head.session)) note(entry);
+  for await (const head of ledger.log.heads()) {
+    // A damaged head record, as one that cannot be parsed (the log's RECORD_CORRUPT): not the log's INVALID_ID.
+    if (!isValidId(head.session))
+      throw new LedgerError(
+        'RECORD_CORRUPT',
+        `gc removes nothing: the head record of session ${JSON.stringify(head.session)} names no valid session, ` +
+          'so the chain it heads cannot be read (fsck reports it)',
+      );
+    for await (const entry of ledger.log.chain(head.session)) note(entry);
+  }
   const missing = reached.indexOf(0);
   if (missing >= 0)
     throw new LedgerError(
