@@ -304,6 +304,22 @@ describe('breaking a stale lock, step by step', () => {
     expect(JSON.parse(readFileSync(lockPath, 'utf8')).nonce).toBe('paused');
   });
 
+  it('holds a lock whose link was made although it was answered EEXIST (NFS: a retransmitted LINK whose reply was lost)', async () => {
+    // open(2), O_EXCL: on NFS a link that succeeded can be reported failed; the staging file's link count tells. The
+    // process took its own lock for another's and waited on it (LOCKED), leaving a lock no process on this host breaks
+    // while it runs.
+    const real = originals.link as (a: string, b: string) => Promise<void>;
+    (fsp as unknown as Record<string, unknown>).link = async (from: string, to: string) => {
+      await real(from, to);
+      throw Object.assign(new Error(`EEXIST: file already exists, link '${from}' -> '${to}'`), { code: 'EEXIST' });
+    };
+    syncBuiltinESMExports();
+    const root = tempDir();
+    const path = join(root, 'trust.json');
+    await expect(withFileLock(path, 'trust.json', async () => 'in', { waitMs: 300 })).resolves.toBe('in');
+    expect(readdirSync(root)).toEqual([]); // released, and no staging file left
+  });
+
   it('on a filesystem without hard links, never removes a new lock that got the judged one’s inode', async () => {
     (fsp as unknown as Record<string, unknown>).link = async () => {
       throw Object.assign(new Error('EPERM: operation not permitted, link'), { code: 'EPERM' });

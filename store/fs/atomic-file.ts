@@ -67,7 +67,8 @@ const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
  * Creates `path` holding `data`, never replacing a file that stands there and never seen partly written: the data
  * goes to a staging file beside it (`<path>.<random>.tmp`, O_EXCL, `mode`; fsynced when `sync`), which is hard-linked
  * to `path` (the link fails where a file stands) and then removed. Where the filesystem has no hard links, `path`
- * itself is created with O_EXCL and written (seen empty for that moment), and removed again if the write fails.
+ * itself is created with O_EXCL and written (seen empty for that moment), and removed again if the write fails. A link
+ * answered EEXIST that was made all the same (NFS, a request sent again) is known by the staging file's link count.
  * The directory is not fsynced here. A failure leaves no staging file, and its error names `path`, not the staging file.
  * @returns the new file, open (the caller closes it), or undefined when a file already stands at `path`
  */
@@ -95,8 +96,12 @@ export async function createFileWhole(
       linked = true;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? '';
-      if (code === 'EEXIST') return undefined;
-      if (!NO_HARD_LINKS.has(code)) throw failedWriteOf(path, err);
+      if (code === 'EEXIST') {
+        // NFS answers a LINK sent again after a lost reply EEXIST although the first one made it (open(2), O_EXCL):
+        // the staging file's link count says whether the file at `path` is this one.
+        if ((await handle.stat().catch(() => undefined))?.nlink !== 2) return undefined;
+        linked = true;
+      } else if (!NO_HARD_LINKS.has(code)) throw failedWriteOf(path, err);
     }
   } finally {
     await unlink(staging).catch(() => {});
