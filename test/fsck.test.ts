@@ -254,11 +254,16 @@ describe('fsck', () => {
     const ledger = await openLedger({ root, host: 'host-a' });
     await ledger.publish({ ...scope, session: 'a' }, sampleSummary(1));
     await ledger.publish({ ...scope, session: 'b' }, sampleSummary(2));
+    await ledger.publish({ ...scope, session: 'c' }, sampleSummary(3));
     await ledger.close();
     await tamper(root, async (db) => {
-      const head = JSON.parse((await db.get('h!b'))!);
       await db.put('h!a', '{"session');
-      await db.put('h!b', JSON.stringify({ ...head, owner: 'mallory' }));
+      for (const session of ['b', 'c']) {
+        const head = JSON.parse((await db.get(`h!${session}`))!);
+        await db.put(`h!${session}`, JSON.stringify({ ...head, owner: 'mallory' }));
+      }
+      // c's watermark above its head: the head check names c (ROLLBACK), and its chain is still walked.
+      await db.put('w!c', '5');
     });
     const diagnosing = await openLedger({ root, host: 'host-a', diagnose: true });
     try {
@@ -271,10 +276,14 @@ describe('fsck', () => {
           message: 'the chain head names owner mallory; seq 0 was signed for alice',
         },
       ]);
-      expect(report.findings.map((f) => f.code)).not.toContain('ROLLBACK');
+      expect(report.findings.filter((f) => f.session === 'c').map((f) => f.code)).toEqual([
+        'ROLLBACK',
+        'OWNER_MISMATCH',
+      ]);
+      expect(report.findings.filter((f) => f.code === 'ROLLBACK').map((f) => f.session)).toEqual(['c']);
       expect(report.findings.map((f) => f.code)).toContain('RECORD_CORRUPT');
-      expect(report.chains).toBe(1);
-      expect(report.manifests).toBe(1);
+      expect(report.chains).toBe(2);
+      expect(report.manifests).toBe(2);
     } finally {
       await diagnosing.close();
     }

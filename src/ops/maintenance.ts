@@ -216,11 +216,13 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
   }
   // Every head, kept for the session-heads check below once the walk has seen them all.
   let heads: ChainHeads | undefined = [];
-  // Sessions whose entries the global walk met before any head of theirs was seen, once the head walk stopped early.
-  const unwalked: string[] = [];
+  // The sessions the head walk checked (or named), and, once it stopped early, those the global walk met after it.
+  const walked = new Set<string>();
+  const unwalked = new Set<string>();
   try {
     for await (const head of log.heads()) {
       headed.add(head.session);
+      walked.add(head.session);
       // A head record keyed by no session id (written behind the log's back) heads no chain the log can read: named,
       // not walked (reading its chain is refused INVALID_ID, which ended fsck).
       if (!isValidId(head.session)) {
@@ -254,13 +256,13 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
           message: `global position ${entry.position}, expected ${position}`,
         });
       position = entry.position + 1;
-      if (!headed.has(entry.session)) {
+      // The head walk stopped at a damaged head record: the chains after it were not walked, and theirs are looked up
+      // one by one below, not taken for chains with no head.
+      if (heads === undefined && !walked.has(entry.session) && isValidId(entry.session)) {
+        unwalked.add(entry.session);
+      } else if (!headed.has(entry.session)) {
         headed.add(entry.session);
-        // The head walk stopped at a damaged head record: the chains after it were not walked, and theirs are looked
-        // up one by one below, not taken for chains with no head.
-        if (heads === undefined && isValidId(entry.session)) unwalked.push(entry.session);
-        else
-          findings.push({ code: 'ROLLBACK', session: entry.session, message: 'entries exist, but no head names them' });
+        findings.push({ code: 'ROLLBACK', session: entry.session, message: 'entries exist, but no head names them' });
       }
     }
   } catch (err) {
@@ -271,7 +273,10 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
     try {
       const head = await log.head(session);
       if (!head) {
-        findings.push({ code: 'ROLLBACK', session, message: 'entries exist, but no head names them' });
+        // Unless the head check named it already.
+        if (!headed.has(session))
+          findings.push({ code: 'ROLLBACK', session, message: 'entries exist, but no head names them' });
+        headed.add(session);
         continue;
       }
       chains++;
