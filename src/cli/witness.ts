@@ -135,10 +135,11 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
       state: opening,
       maxBodyBytes,
       requestTimeoutMs,
-      // Origins and reasons come from requests: data, escaped.
+      // Origins and reasons come from requests: data, escaped; an origin no log of ours has may be as long as a
+      // request's body (64 KiB a line for every request): its first 200 characters.
       onRequest: (e) =>
         io.stderr.write(
-          `witness: ${e.status}${e.origin !== undefined ? ` ${printable(JSON.stringify(e.origin))}` : ''}${e.reason ? ` ${printable(e.reason)}` : ''}\n`,
+          `witness: ${e.status}${e.origin !== undefined ? ` ${printable(JSON.stringify(clipped(e.origin)))}` : ''}${e.reason ? ` ${printable(e.reason)}` : ''}\n`,
         ),
     });
     server = created;
@@ -202,3 +203,6 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     );
   throw new UsageError(`unknown witness subcommand ${JSON.stringify(sub)}; usage: handoff-ledger ${usage}`);
 }
+
+/** An origin as the request log shows it: its first 200 characters, `…` where it goes on. */
+const clipped = (origin: string): string => (origin.length > 200 ? `${origin.slice(0, 200)}…` : origin);

@@ -216,6 +216,16 @@ describe('witness serve, hostile requests: the protocol status, and no change of
   it('answers 404 to an unknown origin', async () => {
     const stranger = new HandLog('example.com/not-followed', 9);
     expect((await addCheckpoint(w1.url, await stranger.request(0, HandLog.leaves('s', 2)))).status).toBe(404);
+    // The request log shows such an origin's first 200 characters: it may be as long as a body (a line of 64 KiB
+    // a request, written whole).
+    const request = await stranger.request(0, HandLog.leaves('s', 2));
+    const long = request.replace('example.com/not-followed\n', `example.com/${'o'.repeat(900)}\n`);
+    expect((await addCheckpoint(w1.url, long)).status).toBe(404);
+    const line = w1
+      .stderr()
+      .split('\n')
+      .find((l) => l.startsWith('witness: 404 "example.com/ooo'));
+    expect(line).toBe(`witness: 404 "example.com/${'o'.repeat(188)}…" unknown log origin`);
     await unchanged();
   });
 
