@@ -504,8 +504,8 @@ export class Ledger {
    * Publishes a compaction summary: validates it, stores it as a blob, and appends a signed manifest
    * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
    * before that leaves no manifest and the previous head intact.
-   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, or an options field that throws as it is read), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key, or is no 64-byte `Uint8Array`), `SIGNER_FAILED` (an injected signer threw; its error is the cause), `CANCELLED`, `CLOSED`;
-   *   ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key signs nothing: rotate it; or the session's
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, or an options field that throws as it is read), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key), `SIGNER_FAILED` (an injected signer threw; its error is the cause), `CANCELLED`, `CLOSED`;
+   *   ManifestError `KEY_INVALID` (an injected signer's answer is no 64-byte `Uint8Array`), `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key signs nothing: rotate it; or the session's
    *   head is signed by a key resume refuses it for, at its createdAt: the handoff would not resume either), `CHAIN_CONFLICT`
    *   (another host's append won the race, PostgreSQL), `TREE_DAMAGED` / `RECORD_CORRUPT` (as `checkPublish`);
    *   StoreError / ManifestError `STORAGE_FAILED`
