@@ -28,6 +28,7 @@ export type StoreErrorCode =
   | 'UNSAFE_ROOT'
   | 'UNSAFE_PATH'
   | 'STORAGE_FAILED'
+  | 'LOCKED'
   | 'CANCELLED';
 
 /** Errors of the blob-store layer. */

@@ -689,6 +689,42 @@ describePostgres(
         }
       });
 
+      it('makes a blob put that waits for a lock past lockTimeoutMs fail LOCKED (StoreError, as the log), nothing written', async () => {
+        const schema = nextSchema();
+        const blobs = await PgBlobStore.open({
+          connectionString: pg.connectionString,
+          schema,
+          hash: nobleBlake3,
+          lockTimeoutMs: 500,
+        });
+        const locker = new pgLib.Client({ connectionString: pg.connectionString });
+        locker.on('error', () => {});
+        await locker.connect();
+        try {
+          await locker.query('BEGIN');
+          await locker.query(`LOCK TABLE "${schema}".blobs IN ACCESS EXCLUSIVE MODE`);
+          // Released after 120 s at the latest: without a bound the put would wait for it and then succeed.
+          const release = setTimeout(() => void locker.query('ROLLBACK'), 4 * ENDS_AT_SIGNAL_MS);
+          try {
+            const putting = rejection(blobs.put(new TextEncoder().encode('held')));
+            expect(await settledWithin(putting, ENDS_AT_SIGNAL_MS), 'the put waited past its bound').toBe('settled');
+            const err = await putting;
+            // It was STORAGE_FAILED, where the log's append held up so is LOCKED: a caller retrying LOCKED gave up.
+            expect(err).toBeInstanceOf(StoreError);
+            expect(err).toMatchObject({ code: 'LOCKED', message: expect.stringMatching(/lock_timeout/) });
+          } finally {
+            clearTimeout(release);
+            await locker.query('ROLLBACK');
+          }
+          const listed: string[] = [];
+          for await (const d of blobs.list()) listed.push(d);
+          expect(listed).toEqual([]);
+        } finally {
+          await locker.end();
+          await blobs.close();
+        }
+      });
+
       it("is ended by the server after idleInTransactionTimeoutMs, releasing the lock other hosts' appends wait for", async () => {
         const schema = nextSchema();
         await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();

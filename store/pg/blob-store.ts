@@ -28,8 +28,10 @@ import {
 import { fixedBlocks } from '../blocks.js';
 import {
   BEGIN,
+  LOCK_NOT_AVAILABLE,
   PG_CONNECT_FIELDS,
   PgDatabase,
+  pgCode,
   pgOptionsProblem,
   pgTimeoutProblem,
   type PgConnectOptions,
@@ -85,7 +87,16 @@ void everyPgBlobStoreField;
 /** The store's error for a failed step; a timeout of the pool's settings (pgTimeoutProblem) says which one. */
 function storageFailed(step: string, err: unknown): Error {
   const timeout = pgTimeoutProblem(err);
-  if (timeout) return new StoreError('STORAGE_FAILED', `postgres blob store: ${step}: ${timeout}`, { cause: err });
+  // A lock wait past lock_timeout is LOCKED, as the log's (retryable: nothing was written); an idle transaction ended
+  // by the server, STORAGE_FAILED.
+  if (timeout)
+    return new StoreError(
+      pgCode(err) === LOCK_NOT_AVAILABLE ? 'LOCKED' : 'STORAGE_FAILED',
+      `postgres blob store: ${step}: ${timeout}`,
+      {
+        cause: err,
+      },
+    );
   return storageFailure(StoreError, `postgres blob store: ${step}`, err);
 }
 
