@@ -381,6 +381,25 @@ describe("the stores' own openers and the manifest layer", () => {
     await log.close();
   });
 
+  it('FsBlobStore.open and PgBlobStore.open refuse a hash that is no backend, making nothing, connecting to nothing', async () => {
+    // FsBlobStore: null threw a TypeError from its constructor, a backend's name failed the first put; PgBlobStore
+    // made its schema and failed the first put STORAGE_FAILED.
+    const parent = tempDir();
+    for (const hash of [null, undefined, {}, 'native', { name: 'x' }]) {
+      expect(await refusal(() => FsBlobStore.open(join(parent, 'store'), { hash } as never))).toMatchObject({
+        name: 'StoreError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining('hash must be a BLAKE3 backend'),
+      });
+      expect(await refusal(() => PgBlobStore.open({ connectionString: nowhere, hash } as never))).toMatchObject({
+        name: 'StoreError',
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining('hash must be a BLAKE3 backend'),
+      });
+    }
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
   it('PgBlobStore.open and PgManifestLog.open refuse a misspelt option before they connect', async () => {
     const hash = await loadHashBackend('noble');
     expectUnknown(

@@ -10,7 +10,7 @@ import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { digestHex, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
+import { digestHex, hashBackendProblem, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
 import {
   readOptionFields,
   shownValue,
@@ -173,6 +173,9 @@ export class FsBlobStore extends AbstractBlobStore {
       'FsBlobStore.open options',
       StoreError,
     ) as FsBlobStoreOptions;
+    // A hash that is none failed the constructor with a TypeError, or (a name without create) the first put.
+    const hashProblem = hashBackendProblem(options.hash);
+    if (hashProblem) throw new StoreError('INVALID_ARGUMENT', `FsBlobStore.open: ${hashProblem}`);
     const store = new FsBlobStore(root, options);
     const { dev, ino } = await ensurePrivateDir(root, 'UNSAFE_ROOT');
     store.rootId = { dev, ino };

@@ -80,6 +80,17 @@ export interface HashBackend {
   create(): Promise<Hasher>;
 }
 
+/**
+ * What is wrong with a value given as a `HashBackend` (a store's `hash` option): `undefined` when it is an object with a
+ * `create` function and a string `name`. A store refuses anything else at its open, not at the first put or read.
+ */
+export function hashBackendProblem(hash: unknown): string | undefined {
+  const h = hash as Partial<Record<'create' | 'name', unknown>> | null;
+  if (typeof hash === 'object' && h !== null && typeof h.create === 'function' && typeof h.name === 'string')
+    return undefined;
+  return `hash must be a BLAKE3 backend ({ name, create() }, as loadHashBackend gives), not ${hash === null ? 'null' : typeof hash === 'object' ? 'an object without create() and a name' : `a ${typeof hash}`}`;
+}
+
 /** The reference backend: `@noble/hashes` (pure JS, portable, audited). */
 export const nobleBlake3: HashBackend = {
   name: 'noble',

@@ -7,7 +7,14 @@
  * is durable, and no reader ever sees a blob without its bytes.
  */
 import type pg from 'pg';
-import { formatDigest, isDigest, type Digest, type HashBackend, type Hasher } from '../hash/digest.js';
+import {
+  formatDigest,
+  hashBackendProblem,
+  isDigest,
+  type Digest,
+  type HashBackend,
+  type Hasher,
+} from '../hash/digest.js';
 import {
   readOptionFields,
   refuseNonSignal,
@@ -126,7 +133,10 @@ export class PgBlobStore extends AbstractBlobStore {
       StoreError,
     ) as PgBlobStoreOptions;
     // Every option is checked before anything connects: a bad one leaves no pool open and no schema made.
-    const problem = pgOptionsProblem(options) ?? byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes');
+    const problem =
+      pgOptionsProblem(options) ??
+      byteLimitProblem(options.maxBlobBytes, 'maxBlobBytes') ??
+      hashBackendProblem(options.hash);
     if (problem) throw new StoreError('INVALID_ARGUMENT', `postgres blob store: ${problem}`);
     refuseNonSignal(signal, StoreError, 'postgres blob store: ');
     throwIfAborted(signal);
