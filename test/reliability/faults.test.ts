@@ -7,7 +7,7 @@
  * file is left, and a retry once the fault clears publishes.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
+import { constants as fsConstants, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
 import { FaultPlan, type Errno, type FaultOp } from './fault-plan.js';
@@ -23,7 +23,7 @@ import {
   type Summary,
 } from './fault-scenarios.js';
 import { recordFigures, counter, SOAK } from './figures.js';
-import { isTypedError, sizedSummary, stagingFiles, Tally } from './store-support.js';
+import { blobPath, isTypedError, sizedSummary, stagingFiles, Tally } from './store-support.js';
 import { tempDir } from '../support/tmp.js';
 
 const MiB = 1024 * 1024;
@@ -61,6 +61,9 @@ async function runCase(
   const prev = (await c.ledger.resume(main))!;
   const head = { id: prev.id, seq: prev.seq, task: prev.summary.task };
   const entries = await entryCount(c.ledger);
+  // Whichever publish commits it (this one or the retry), its blob is durable before the batch that names it.
+  c.plan.mustBeDurable = c.inline > 0 ? [] : [blobPath(c.root, `blake3:${await hexOf(summary)}`)];
+  c.plan.violations = [];
   c.plan.resetCounts();
   c.plan.arm(op, nth, code);
   const outcome = await c.ledger.publish(main, summary).then(
@@ -85,6 +88,7 @@ async function runCase(
       (await c.ledger.resume(main))?.id === outcome.receipt!.id,
       `${what}: published head lost after reopen`,
     );
+    durableInOrder(c, what);
     return;
   }
 
@@ -113,6 +117,17 @@ async function runCase(
     resumed?.summary.task === summary.task && resumed.summary.notes === summary.notes,
     `${what}: retried summary differs`,
   );
+  durableInOrder(c, what);
+}
+
+/**
+ * Blob durable before manifest, data durable before its name, as the fault plan's model of a power cut saw the calls:
+ * no name linked to data not yet fsynced, no batch committed while its blob's data or a directory entry on the way to
+ * it was not fsynced. A kill keeps the page cache, so only this sees a missing or misordered fsync.
+ */
+function durableInOrder(c: Ctx, what: string): void {
+  tally.right(c.plan.violations.length === 0, `${what}: ${c.plan.violations.join('; ')}`);
+  c.plan.mustBeDurable = [];
 }
 
 describe('fault injection at every step of publish', () => {
@@ -133,8 +148,11 @@ describe('fault injection at every step of publish', () => {
         await c.ledger.publish(main, sizedSummary('first head'));
         // Count the calls one publish makes in this scenario; then fail every one of them.
         const counting = await scenario.prepare(c);
+        plan.mustBeDurable = scenario.inline > 0 ? [] : [blobPath(root, `blake3:${await hexOf(counting)}`)];
+        plan.violations = [];
         plan.resetCounts();
         await c.ledger.publish(main, counting);
+        durableInOrder(c, 'the counting publish');
         const calls = { ...plan.calls };
         if (scenario.inline > 0)
           expect(calls).toEqual({ batch: 1 }); // no file, no fsync of its own
@@ -204,7 +222,14 @@ describe('fault injection at every step of a streamed put', () => {
               expect(outcome.err, what).toMatchObject({ name: 'StoreError', code: 'STORAGE_FAILED', cause: { code } });
             }
             expect(stagingFiles(root), what).toEqual([]);
+            plan.violations = [];
             const info = await store.put(stream(chunks));
+            // Resolved: durable, and its name was linked only once its data was.
+            const problem = plan.model.problem(blobPath(root, info.digest));
+            tally.right(
+              problem === undefined && plan.violations.length === 0,
+              `${what}: ${problem} ${plan.violations}`,
+            );
             const bytes = await store.get(info.digest);
             tally.right(Buffer.from(bytes).equals(Buffer.concat(chunks)), `${what}: retried blob differs`);
           }
@@ -285,6 +310,7 @@ describe('a failed directory fsync is not forgotten', () => {
     try {
       const summary = sizedSummary('dir-fsync');
       const dir = join(root, 'blobs-v1', ...dirOf(await hexOf(summary)));
+      plan.mustBeDurable = [blobPath(root, `blake3:${await hexOf(summary)}`)];
       plan.arm('fsyncDir', nth, 'EIO');
       await expect(ledger.publish(main, summary)).rejects.toMatchObject({
         code: 'STORAGE_FAILED',
@@ -294,6 +320,7 @@ describe('a failed directory fsync is not forgotten', () => {
       plan.disarm();
       plan.resetCounts();
       expect((await ledger.publish(main, summary)).seq).toBe(0);
+      expect(plan.violations).toEqual([]);
       return { dir, synced: plan.trace.filter((t) => t.op === 'fsyncDir').map((t) => t.path!) };
     } finally {
       await ledger.close();
@@ -308,6 +335,31 @@ describe('a failed directory fsync is not forgotten', () => {
   it('a retry fsyncs blake3/ after the fsync that made a new shard directory durable failed', async () => {
     const { dir, synced } = await retryAfterDirFsyncFault(1, () => ['blake3']);
     expect(synced).toContain(dir);
+  });
+});
+
+describe("the fault plan's model of a power cut", () => {
+  // The checks above rely on it: it must see a name linked to unsynced data, and a directory entry never fsynced.
+  it('flags a link before the data fsync and a path whose directory entry was never fsynced; not once both are', async () => {
+    const root = tempDir('hl-fault-');
+    const plan = new FaultPlan();
+    const staging = join(root, 'staging');
+    const file = join(root, 'dir', 'file');
+    const h = await plan.fs.open(staging, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY, 0o600);
+    await plan.fs.write(h, new TextEncoder().encode('bytes'));
+    await plan.fs.mkdir(join(root, 'dir'), 0o700);
+    await plan.fs.link(staging, file);
+    expect(plan.violations).toEqual([expect.stringContaining('its data was never fsynced')]);
+    await plan.fs.fsync(h);
+    await plan.fs.close(h);
+    expect(plan.model.problem(file)).toMatch(/its entry file in .* was never fsynced/);
+    await plan.fs.fsyncDir(join(root, 'dir'));
+    expect(plan.model.problem(file)).toMatch(/its entry dir in .* was never fsynced/);
+    plan.arm('fsyncDir', 1, 'EIO');
+    await expect(plan.fs.fsyncDir(root)).rejects.toMatchObject({ code: 'EIO' });
+    expect(plan.model.problem(file)).toMatch(/its entry dir in .* was never fsynced/); // a failed fsync covers nothing
+    await plan.fs.fsyncDir(root);
+    expect(plan.model.problem(file)).toBeUndefined();
   });
 });
 
@@ -355,7 +407,8 @@ afterAll(async () => {
       `with ${SOAK ? 'each of EIO, ENOSPC, EACCES and EROFS' : 'two errnos per call site, rotating through EIO, ENOSPC, EACCES and EROFS'}, ` +
       'in four layouts (new shard dirs; existing shard; bytes already stored; corrupt copy quarantined), plus every call of a ' +
       'three-chunk streamed BlobStore.put ("(stream)"). After each: no manifest, previous head resumes, STORAGE_FAILED with the ' +
-      'errno as cause, no staging file, retry publishes.',
+      "errno as cause, no staging file, retry publishes; and, by the fault plan's model of a power cut, no blob name linked " +
+      'before its data was fsynced and no batch committed before its blob (data and directory entries) was durable.',
     durationMs: Date.now() - started,
     faultsPerStep: perStep.counts,
     losses: tally.losses,
