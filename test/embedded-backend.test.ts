@@ -6,7 +6,7 @@ import { mkdir, open, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ENDS_AT_SIGNAL_MS } from './support/settled.js';
 import { FsBlobStore } from '../store/fs/blob-store.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
@@ -856,6 +856,35 @@ describe("writeSyncedBatch (the log's durable batch)", () => {
       await writeSyncedBatch(db, [{ type: 'put', key: 'd', value: 'after' }]);
       expect(await db.get('d')).toBe('after');
     } finally {
+      await db.close();
+    }
+  });
+});
+
+describe('the embedded log writes every batch synced', () => {
+  // A kill keeps what LevelDB wrote without sync (the OS has it), so no crash test can see `sync: true` go missing:
+  // the option itself is checked, on every chained batch the process writes.
+  it('writeSyncedBatch, and a publish through the default log (entry, head, inline blob, tree, heads), pass sync: true', async () => {
+    const db = new Level<string, string>(join(freshDir(), 'db'), { valueEncoding: 'utf8' });
+    await db.open();
+    const probe = db.batch();
+    const proto = Object.getPrototypeOf(probe) as { write: (options?: unknown) => Promise<void> };
+    await probe.close();
+    const write = vi.spyOn(proto, 'write');
+    try {
+      await writeSyncedBatch(db, [{ type: 'put', key: 'a', value: 'text' }]);
+      expect(write.mock.calls).toEqual([[{ sync: true }]]);
+      write.mockClear();
+      const ledger = await openLedger({ root: freshDir(), host: 'h', onNotice: () => {} });
+      try {
+        await ledger.publish({ principal: 'p', session: 's', run: 'r' }, { task: 't', state: 's', nextSteps: ['n'] });
+      } finally {
+        await ledger.close();
+      }
+      expect(write.mock.calls.length).toBeGreaterThan(0);
+      for (const call of write.mock.calls) expect(call).toEqual([expect.objectContaining({ sync: true })]);
+    } finally {
+      write.mockRestore();
       await db.close();
     }
   });
