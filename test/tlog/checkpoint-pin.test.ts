@@ -4,6 +4,7 @@
  * refusal; the previous version's `<hash>.note` is still read, and moved into a slot file.
  */
 import {
+  constants as fsConstants,
   cpSync,
   mkdirSync,
   readdirSync,
@@ -15,6 +16,7 @@ import {
   truncateSync,
   writeFileSync,
 } from 'node:fs';
+import { open as openFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import pgLib from 'pg';
 import { describe, expect, it, vi } from 'vitest';
@@ -295,19 +297,26 @@ describe('the pin file', () => {
     const ledger = await open(root);
     const path = pinPath(root);
     /** Descriptors of this process open on the pin file. */
-    const openOnPin = () =>
+    const fdsOnPin = () =>
       readdirSync('/proc/self/fd').filter((fd) => {
         try {
           return readlinkSync(`/proc/self/fd/${fd}`) === path;
         } catch {
           return false;
         }
-      }).length;
+      });
+    const openOnPin = () => fdsOnPin().length;
+    /** The kept handle's open flags (octal in fdinfo): O_DSYNC is what makes its one write a durable pin. */
+    const dsync = (fd: string) =>
+      (parseInt(/^flags:\s*([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))![1]!, 8) &
+        fsConstants.O_DSYNC) !==
+      0;
     try {
       const ino = statSync(path).ino;
       for (let i = 0; i < 4; i++) {
         await publishMany(ledger, 's1', 1);
         expect(openOnPin()).toBe(1);
+        expect(dsync(fdsOnPin()[0]!)).toBe(true);
         expect(await readPinnedNote(path)).toBe((await ledger.checkpoint()).note);
       }
       expect(statSync(path).ino).toBe(ino);
@@ -331,21 +340,40 @@ describe('the pin file', () => {
     const a = (await CheckpointPinFile.open(stem)).file;
     await a.write('a1\n');
     const b = (await CheckpointPinFile.open(stem)).file;
-    for (const [writer, note] of [
-      [b, 'b1\n'],
-      [a, 'a2\n'],
-      [a, 'a3\n'],
-      [b, 'b2\n'],
-    ] as const) {
-      const before = await readPinnedNote(`${stem}.pin`);
-      await writer.write(note);
-      // The newest pin is the one just written, and the pin before it (by either writer) is still the other slot.
-      expect(
-        slots(`${stem}.pin`)
-          .map((s) => s?.note)
-          .sort(),
-      ).toEqual([before, note].sort());
-      expect(await readPinnedNote(`${stem}.pin`)).toBe(note);
+    // A pin in place is durable only by its fdatasync of the pin file (no O_DSYNC here): each write makes one, after
+    // the slot is written. A kill keeps the page cache, so nothing else would see that flush go missing.
+    const probe = await openFile(`${stem}.pin`, 'r');
+    const handleProto = Object.getPrototypeOf(probe) as FileHandle;
+    await probe.close();
+    const real = handleProto.datasync;
+    /** Each fdatasync: the file it flushed, and the notes that file held then (the pin written before its flush). */
+    const synced: Array<{ path: string; notes: Array<string | undefined> }> = [];
+    const datasync = vi.spyOn(handleProto, 'datasync').mockImplementation(function (this: FileHandle) {
+      const path = readlinkSync(`/proc/self/fd/${this.fd}`);
+      synced.push({ path, notes: slots(path).map((s) => s?.note) });
+      return real.call(this);
+    });
+    try {
+      for (const [writer, note] of [
+        [b, 'b1\n'],
+        [a, 'a2\n'],
+        [a, 'a3\n'],
+        [b, 'b2\n'],
+      ] as const) {
+        synced.length = 0;
+        const before = await readPinnedNote(`${stem}.pin`);
+        await writer.write(note);
+        expect(synced).toEqual([{ path: `${stem}.pin`, notes: expect.arrayContaining([note]) }]);
+        // The newest pin is the one just written, and the pin before it (by either writer) is still the other slot.
+        expect(
+          slots(`${stem}.pin`)
+            .map((s) => s?.note)
+            .sort(),
+        ).toEqual([before, note].sort());
+        expect(await readPinnedNote(`${stem}.pin`)).toBe(note);
+      }
+    } finally {
+      datasync.mockRestore();
     }
     // One writer grows the slots for a large note; the other adopts the larger slots instead of writing past them.
     const large = `${'y'.repeat(6000)}\n`;
