@@ -4,13 +4,15 @@
  * directory a crashed process made but never flushed into its parent. Every directory fsync is recorded with what
  * the directory held at that moment.
  */
-import { mkdirSync, readdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
 import { validateSummary } from '../src/summary/summary.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { writeFileAtomic } from '../store/fs/atomic-file.js';
 
 const flushes: Array<{ dir: string; held: string[] }> = [];
 vi.mock('../store/fs/ops.js', async (importOriginal) => {
@@ -68,5 +70,32 @@ describe('directories durable in their parents', () => {
     await ledger.close();
     expect(flushedInParent(shard)).toBe(true);
     expect(flushedInParent(join(shard, hex.slice(2, 4)))).toBe(true);
+  });
+
+  it('writeFileAtomic fsyncs the staging file before it replaces the target, then the directory (pin file, keys, witness state)', async () => {
+    // A kill keeps the page cache: only the order of the flushes shows that a power cut leaves the old or the new file.
+    const dir = tempDir();
+    const target = join(dir, 'file');
+    writeFileSync(target, 'old');
+    const probe = await open(target, 'r');
+    const proto = Object.getPrototypeOf(probe) as FileHandle;
+    await probe.close();
+    const real = proto.sync;
+    /** Each fsync: what it flushed, and what the target held at that moment. */
+    const synced: Array<{ path: string; target: string }> = [];
+    const sync = vi.spyOn(proto, 'sync').mockImplementation(function (this: FileHandle) {
+      synced.push({ path: readlinkSync(`/proc/self/fd/${this.fd}`), target: readFileSync(target, 'utf8') });
+      return real.call(this);
+    });
+    try {
+      await writeFileAtomic(target, 'new');
+    } finally {
+      sync.mockRestore();
+    }
+    expect(synced).toEqual([
+      { path: expect.stringMatching(/\/\.[0-9a-f]{16}\.tmp$/), target: 'old' },
+      { path: dir, target: 'new' },
+    ]);
+    expect(readFileSync(target, 'utf8')).toBe('new');
   });
 });
