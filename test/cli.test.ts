@@ -1,10 +1,11 @@
 import { Level } from 'level';
 import { describe, expect, it, beforeAll } from 'vitest';
 import { spawnSync, spawn } from 'node:child_process';
-import { existsSync, writeFileSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, writeFileSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openLedger } from '../src/ledger/open.js';
+import { validateSummary } from '../src/summary/summary.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
@@ -373,6 +374,40 @@ describe('handoff-ledger CLI: options the README promises', () => {
     }
     const hist = cli(['history', ...s(root), '--json']);
     expect(JSON.parse(hist.stdout).map((h: { manifest: { seq: number } }) => h.manifest.seq)).toEqual([0, 1]);
+  });
+
+  it('keeps a summary of up to 64 KiB inline (no blob file) and writes a larger one to blobs-v1/blake3/aa/bb/<hex>, 0600', () => {
+    // The README's on-disk layout: blobs-v1/ holds summaries over inlineSummaryBytes (default 64 KiB), named by digest
+    // only, mode 0600; a store of small summaries has none there. The CLI opens with the default.
+    const root = join(tempDir(), 'store');
+    const env = { HANDOFF_LEDGER_ROOT: root };
+    const sized = (bytes: number) => {
+      const base = { task: 't', state: 'x', nextSteps: ['n'] };
+      const state = 'x'.repeat(1 + bytes - validateSummary(base).bytes.length);
+      expect(validateSummary({ ...base, state }).bytes.length).toBe(bytes);
+      return JSON.stringify({ ...base, state });
+    };
+    const blobFiles = () =>
+      readdirSync(join(root, 'blobs-v1'), { recursive: true, withFileTypes: true })
+        .filter((d) => !d.isDirectory())
+        .map((d) => join(d.parentPath, d.name));
+    const publish = (session: string, input: string) => {
+      const r = cli(['publish', '--principal', 'alice', '--session', session, '--run', 'r', '--json'], { env, input });
+      expect(r.code, r.stderr).toBe(0);
+      return JSON.parse(r.stdout) as { digest: string; size: number };
+    };
+    expect(publish('at', sized(64 * 1024)).size).toBe(64 * 1024);
+    expect(blobFiles()).toEqual([]);
+    const over = publish('over', sized(64 * 1024 + 1));
+    expect(over.size).toBe(64 * 1024 + 1);
+    const hex = over.digest.slice('blake3:'.length);
+    const path = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+    expect(blobFiles()).toEqual([path]);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    for (const session of ['at', 'over']) {
+      const r = cli(['resume', '--principal', 'alice', '--session', session], { env });
+      expect(r.code, r.stderr).toBe(0);
+    }
   });
 
   it('fsck --skip-blobs does not read blob files: a damaged one is reported without it, not with it', async () => {

@@ -163,3 +163,33 @@ describe('--origin / HANDOFF_LEDGER_ORIGIN on an existing store', () => {
     });
   });
 });
+
+describe('the origin of a store made without --origin or HANDOFF_LEDGER_ORIGIN', () => {
+  // The README's default: `handoff-ledger.local/<random>`, a name of its own per store (two stores' checkpoints never
+  // share a name a witness keeps one view under), which every later opener signs under.
+  it('is handoff-ledger.local/<32 random hex digits>, another per store, kept by every later opener', () => {
+    const originOf = (env: Record<string, string>) => {
+      const cp = cli(['checkpoint'], env);
+      expect(cp.code, cp.stderr).toBe(0);
+      return parseCheckpoint(cp.stdout.slice(0, cp.stdout.indexOf('\n\n') + 1)).origin;
+    };
+    const names = [1, 2].map((i) => {
+      const env = { HANDOFF_LEDGER_ROOT: join(tempDir(), `store-${i}`), HANDOFF_LEDGER_ORIGIN: '' };
+      const made = cli(['init'], env);
+      expect(made.code, made.stderr).toBe(0);
+      const origin = originOf(env);
+      expect(origin).toMatch(/^handoff-ledger\.local\/[0-9a-f]{32}$/);
+      // A later open with no name signs under the stored one; so does one that gives it.
+      const published = cli(
+        ['publish', '--principal', 'a', '--session', 's', '--run', 'r'],
+        env,
+        JSON.stringify(sampleSummary(1)),
+      );
+      expect(published.code, published.stderr).toBe(0);
+      expect(originOf(env)).toBe(origin);
+      expect(cli(['keys', 'vkey', '--origin', origin], env).stdout).toMatch(new RegExp(`^${origin}\\+[0-9a-f]{8}\\+`));
+      return origin;
+    });
+    expect(names[0]).not.toBe(names[1]);
+  });
+});
