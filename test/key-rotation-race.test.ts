@@ -22,6 +22,7 @@ import { sampleSummary, tempDir } from './support/tmp.js';
 
 const CHILD = fileURLToPath(new URL('./support/key-rotator.mjs', import.meta.url));
 const BUILT = fileURLToPath(new URL('../dist/src/index.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 
 interface RotatorMsg {
   type: 'ready' | 'ack' | 'done' | 'fail';
@@ -176,6 +177,43 @@ describe('the trust lock (trust.json.lock)', () => {
     ).rejects.toMatchObject({
       code: 'LOCKED',
     });
+  });
+
+  it("takes over another machine's lock untouched for two minutes by default, not one touched 100 s ago", async () => {
+    // The README ("Operating it"): a lock from another host is taken over once it was not touched for two minutes (a
+    // live holder touches it). The CLI's commands give the lock no options: the defaults are what operators get.
+    const root = tempDir();
+    const lockAged = (seconds: number, nonce: string) => {
+      writeFileSync(lockOf(root), JSON.stringify({ pid: process.pid, host: 'another-host', nonce }));
+      const at = new Date(Date.now() - seconds * 1000);
+      utimesSync(lockOf(root), at, at);
+    };
+    lockAged(100, 'touched-recently');
+    await expect(
+      withFileLock(join(root, 'trust.json'), 'trust.json', async () => 'ran', { waitMs: 300 }),
+    ).rejects.toMatchObject({ code: 'LOCKED' });
+    expect(readFileSync(lockOf(root), 'utf8')).toContain('touched-recently');
+    lockAged(140, 'left-behind');
+    expect(await withFileLock(join(root, 'trust.json'), 'trust.json', async () => 'ran', { waitMs: 300 })).toBe('ran');
+    expect(existsSync(lockOf(root))).toBe(false);
+  });
+
+  it('keys rotate takes over a lock another machine left (untouched for three minutes) and rotates', () => {
+    const root = join(tempDir(), 'store');
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, [CLI, ...args, '--root', root, '--host', 'h1'], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+    expect(run('init').status).toBe(0);
+    const before = JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')).keys.length;
+    writeFileSync(lockOf(root), JSON.stringify({ pid: 12345, host: 'another-host', nonce: 'left-behind' }));
+    const at = new Date(Date.now() - 180_000);
+    utimesSync(lockOf(root), at, at);
+    const r = run('keys', 'rotate');
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')).keys).toHaveLength(before + 1);
+    expect(existsSync(lockOf(root))).toBe(false);
   });
 
   it('runs holders of one root one after the other', async () => {
