@@ -66,6 +66,18 @@ describe('handoff-ledger CLI', () => {
     const r = cli(['init', '--json'], { env: { HANDOFF_LEDGER_ROOT: '', XDG_STATE_HOME: state } });
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout).root).toBe(join(state, 'handoff-ledger'));
+    // ${XDG_STATE_HOME:-~/.local/state}: with XDG_STATE_HOME unset or empty, the home directory's .local/state.
+    const home = tempDir();
+    const { XDG_STATE_HOME: _, ...unset } = process.env;
+    for (const env of [unset, { ...unset, XDG_STATE_HOME: '' }]) {
+      const h = spawnSync(process.execPath, [CLI, 'init', '--json'], {
+        encoding: 'utf8',
+        env: { ...env, HOME: home, HANDOFF_LEDGER_ROOT: '', HANDOFF_LEDGER_HOST: 'cli-host' },
+        timeout: 60_000,
+      });
+      expect(h.status, h.stderr).toBe(0);
+      expect(JSON.parse(h.stdout).root).toBe(join(home, '.local', 'state', 'handoff-ledger'));
+    }
     const explicit = join(tempDir(), 'x');
     expect(
       JSON.parse(cli(['init', '--json', '--root', explicit], { env: { XDG_STATE_HOME: state } }).stdout).root,
