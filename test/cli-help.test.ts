@@ -303,6 +303,8 @@ describe('environment variables in command help', () => {
     for (const name of ['verify', 'fsck']) {
       const environment = section(commandHelp(commands[name]!), 'Environment').join('\n');
       expect(environment, name).toMatch(/^ {2}NO_COLOR .*FORCE_COLOR/m);
+      // It said "(any value)": an empty NO_COLOR colours (io.ts `colours`, as no-color.org and the README say).
+      expect(environment, name).toMatch(/^ {2}NO_COLOR +\(non-empty\) no colour;/m);
     }
   });
 

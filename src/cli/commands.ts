@@ -90,7 +90,7 @@ const storeEnv = ({ trust = true, submits }: { trust?: boolean; submits?: string
 ];
 /** NO_COLOR and FORCE_COLOR, as `colours` (io.ts) reads them: the verdict word of verify's and fsck's report. */
 const COLOUR_ENV = [
-  'NO_COLOR          (any value) no colour; FORCE_COLOR (not 0 or false) colour on a pipe too; TERM=dumb: none',
+  'NO_COLOR          (non-empty) no colour; FORCE_COLOR (not 0 or false) colour on a pipe too; TERM=dumb: none',
 ];
 /**
  * `--principal`, `--session` (and publish's `--run`) as the command reads them (the principal is not always the
