@@ -704,13 +704,19 @@ describe('numeric options', () => {
   }, 60_000);
 
   it("gc --grace: a duration's number as plain as any, blanks around it refused as USAGE, nothing collected", async () => {
-    // parseDuration trims; the CLI reads --grace as it reads every number: ` 24h` is no plainer than ` 5`.
-    for (const bad of [' 24h', '24h ', '\t1d', '5\n']) {
+    // parseDuration trims; the CLI reads --grace as it reads every number: ` 24h` is no plainer than ` 5`. And as the
+    // README says of every number (`gc --grace`'s named), the refusal names the option, its range and the text: it
+    // said `not a duration: "1e3h" (use e.g. 30m, 24h, 7d)`, naming neither.
+    const range = `--grace must be a duration from 0 to ${Number.MAX_SAFE_INTEGER} ms`;
+    for (const bad of [' 24h', '24h ', '\t1d', '5\n', '1e3h', '+5h', '5H', '٥h', '9'.repeat(400)]) {
       const r = await cli(['gc', ...store, '--grace', bad, '--json']);
       expect(r.code, JSON.stringify(bad)).toBe(2);
-      expect(r.stderr, JSON.stringify(bad)).toMatch(/^handoff-ledger: USAGE: not a duration: /);
+      expect(r.stderr, JSON.stringify(bad)).toMatch(new RegExp(`^handoff-ledger: USAGE: ${range}: `));
+      const { message } = (JSON.parse(r.stdout) as { error: { message: string } }).error;
+      expect(message, JSON.stringify(bad)).toContain(`not ${JSON.stringify(bad)}`);
     }
     expect((await cli(['gc', ...store, '--grace', '24h', '--dry-run'])).code).toBe(0);
+    expect((await cli(['gc', ...store, '--grace', '05h', '--dry-run'])).code).toBe(0);
   });
 });
 

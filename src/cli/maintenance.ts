@@ -64,11 +64,14 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
     try {
       // Its number read as every number of the CLI is, plain digits (README: ` 5` is refused): parseDuration, the
       // library's, trims the text first.
-      if (values.grace !== values.grace.trim())
-        throw new Error(`not a duration: ${JSON.stringify(values.grace)} (no blank around it; use e.g. 30m, 24h, 7d)`);
+      if (values.grace !== values.grace.trim()) throw new Error('blanks around it');
       graceMs = parseDuration(values.grace);
-    } catch (err) {
-      throw new UsageError((err as Error).message);
+    } catch {
+      // As every number's refusal (README, "CLI"): the option, its range and the text given.
+      throw new UsageError(
+        `--grace must be a duration from 0 to ${Number.MAX_SAFE_INTEGER} ms: a whole number and a unit, ms, s, m, h ` +
+          `or d (none: s), not ${JSON.stringify(values.grace)} (e.g. 30m, 24h, 7d)`,
+      );
     }
     // SIGINT/SIGTERM end the open (nothing done), then gc between blobs (a delete waiting behind a hung call on its
     // blob too): each blob is removed whole or kept, and the message counts those removed.
