@@ -313,10 +313,21 @@ describe('principal and session ids in telemetry', () => {
   });
 
   it('are recorded in plain only when asked for, with error messages', async () => {
-    const { spans } = await run('plain');
+    const { spans, all } = await run('plain');
     for (const s of spans) expect(s.attributes).toMatchObject({ 'handoff_ledger.principal': scope.principal });
     const failed = spans.find((s) => s.attributes['handoff_ledger.outcome'] === 'SUMMARY_INVALID');
     expect(failed?.events[0]?.attributes?.['exception.message']).toEqual(expect.any(String));
+    // "Metrics never carry ids" (README, "Operating it"): not even when spans record them in plain.
+    expect(all.length).toBeGreaterThan(0);
+    const metrics = everyValue([], all);
+    expect(metrics).not.toContain(scope.principal);
+    expect(metrics).not.toContain(scope.session);
+    for (const m of all)
+      for (const p of m.dataPoints)
+        expect(
+          Object.keys(p.attributes).filter((k) => /principal|session/.test(k)),
+          m.descriptor.name,
+        ).toEqual([]);
   });
 
   it('refuses a hash key that is not 32 bytes, before anything of the store is written', async () => {
