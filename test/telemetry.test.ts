@@ -61,6 +61,12 @@ function sdk() {
           ?.scopeMetrics.flatMap((s) => s.metrics) ?? []
       );
     },
+    /** The instrumentation scopes the metrics were recorded under (call after `metrics()`). */
+    metricScopes: () =>
+      exporter
+        .getMetrics()
+        .at(-1)
+        ?.scopeMetrics.map((s) => s.scope.name) ?? [],
   };
 }
 
@@ -119,6 +125,9 @@ describe('telemetry of publish', () => {
       expect.objectContaining({ attributes: { 'handoff_ledger.operation': 'publish' }, value: receipt.size }),
     ]);
     expect(metric(all, 'handoff_ledger.failures')?.dataPoints ?? []).toEqual([]);
+    // README "Operating it": instrumentation scope handoff-ledger, for spans and metrics alike.
+    expect(span?.instrumentationScope.name).toBe('handoff-ledger');
+    expect(t.metricScopes()).toEqual(['handoff-ledger']);
   });
 
   it('records a failed publish: error status, the error code as outcome, and a failure counted by code', async () => {
