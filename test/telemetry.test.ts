@@ -121,6 +121,8 @@ describe('telemetry of publish', () => {
     expect(duration.dataPoints[0]!.attributes).toEqual({ 'handoff_ledger.outcome': 'ok' });
     expect(duration.dataPoints[0]!.value.count).toBe(1);
     const bytes = metric(all, 'handoff_ledger.summary.bytes');
+    // README's metric table: a counter, in bytes (By).
+    expect([bytes?.dataPointType, bytes?.descriptor.unit]).toEqual([DataPointType.SUM, 'By']);
     expect(bytes?.dataPoints).toEqual([
       expect.objectContaining({ attributes: { 'handoff_ledger.operation': 'publish' }, value: receipt.size }),
     ]);
