@@ -16,6 +16,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { stopSignals } from '../src/cli/stop-signals.js';
 import { takeFileLock } from '../src/ledger/file-lock.js';
 import { findAtomicStagingLeftovers } from '../store/fs/atomic-file.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
@@ -501,4 +502,30 @@ describe.skipIf(!linux)('demo', () => {
     },
     60_000,
   );
+});
+
+describe('the stop signals every stopping command listens with (stopSignals)', () => {
+  // README, exit codes 130 / 143: "a second signal, of either kind, ends it at once". The first signal of either kind
+  // takes both listeners off, so a second one meets Node's default (the process ends), however long the stopping
+  // takes. The listeners are called directly: emitting the signal would reach the test runner's own too.
+  it.each([
+    ['SIGINT', 'SIGTERM'],
+    ['SIGTERM', 'SIGINT'],
+  ] as const)('the first %s aborts with its reason and leaves no listener for either signal', (first, other) => {
+    const before = { [first]: process.listeners(first), [other]: process.listeners(other) };
+    const stop = stopSignals('fsck');
+    try {
+      const added = process.listeners(first).filter((l) => !before[first]!.includes(l));
+      expect(added).toHaveLength(1);
+      expect(process.listeners(other).filter((l) => !before[other]!.includes(l))).toHaveLength(1);
+      (added[0] as (signal: string) => void)(first);
+      expect(stop.signal.aborted).toBe(true);
+      expect((stop.signal.reason as Error).message).toBe(`fsck interrupted by ${first}`);
+      expect(stop.stoppedBy()).toBe(first);
+      expect(process.listeners(first)).toEqual(before[first]);
+      expect(process.listeners(other)).toEqual(before[other]);
+    } finally {
+      stop.dispose();
+    }
+  });
 });
