@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
-export const CHROMIUM = process.env.HANDOFF_LEDGER_CHROMIUM ?? '/usr/bin/chromium';
+export const CHROMIUM = process.env.HANDOFF_LEDGER_CHROMIUM || '/usr/bin/chromium';
 
 /**
  * `HANDOFF_LEDGER_PAGE_READ_DELAY_MS=N` delays the files the page reads on its own thread (`Blob.arrayBuffer`: the
