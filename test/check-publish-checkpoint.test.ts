@@ -66,6 +66,11 @@ describe('checkPublish and the pinned checkpoint, embedded store', () => {
       await (ledger.log as LevelManifestLog).raw.put('n!size', '1');
       (ledger.log as unknown as { treeSize: number }).treeSize = 1;
       await refusedBeforeTheModel(ledger, root, 'ROLLBACK');
+      // A caller without the right is refused as publish refuses it, authorization first (checkPublish answered
+      // the rollback it had recorded: publish's answer is UNAUTHORIZED).
+      const mallory = { ...scope, principal: 'mallory' };
+      expect(await codeOf(ledger.publish(mallory, sampleSummary('m')))).toBe('UNAUTHORIZED');
+      expect(await codeOf(ledger.checkPublish(mallory))).toBe('UNAUTHORIZED');
     } finally {
       await ledger.close();
     }

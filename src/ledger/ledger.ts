@@ -619,10 +619,11 @@ export class Ledger {
       const s = parsePublishScope(scope);
       const { signal, expectedPrev } = parsePublishOptions(options); // `null` options too, as publish takes them
       throwIfCancelled(signal);
-      this.assertSound();
       const head = await untilCancelled(this.appendHead(s.session), signal);
-      // Authorization first, as at the commit: a caller without the right learns nothing of the head.
+      // Authorization first, as publish authorizes: a caller without the right learns nothing of the head, and is
+      // answered UNAUTHORIZED as publish answers it, a rollback or fork recorded or not.
       await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
+      this.assertSound();
       // The commit's check of the log against the pinned checkpoint, by the same rule, signing and pinning nothing: a
       // tree rolled back, forked or damaged since the open is refused here, before the model is asked, with the code
       // the commit would refuse it with.
