@@ -27,7 +27,7 @@ import { prepareSummary, validateSummary } from '../src/summary/summary.js';
 import { canonicalChunks } from '../manifests/encoding/canonical.js';
 import { FsBlobStore } from '../store/fs/blob-store.js';
 import { loadHashBackend } from '../store/hash/backends.node.js';
-import { LARGE_STEP_CASES } from './large-steps-cases.js';
+import { largeStepsRows } from './large-steps-cases.js';
 import { makeSummary, nextMarker } from './lib/data.js';
 import { syncPageCache } from './lib/quiet.js';
 import { collectGarbage, MiB } from './lib/stats.js';
@@ -53,7 +53,6 @@ await mkdir(join(work, 'raw'), { mode: 0o700 });
 await syncPageCache(); // the sync helper starts before anything is timed
 const scope = { principal: 'bench', session: 'large-steps', run: 'bench' };
 
-const CASES = LARGE_STEP_CASES;
 const samples = new Map<string, number[]>();
 const record = (key: string, ms: number) => samples.set(key, [...(samples.get(key) ?? []), ms]);
 
@@ -132,7 +131,6 @@ try {
   await rm(work, { recursive: true, force: true });
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 const lines = [
   `Large publish, step by step: ${rounds} rounds, load average ${startLoad} at start, ${load()} at end.`,
   '',
@@ -141,21 +139,6 @@ const lines = [
 ];
 for (const size of sizes) {
   const label = `${size / MiB} MiB`;
-  const of = (name: (typeof CASES)[number]) => samples.get(`${label}\t${name}`)!;
-  const raw = of('raw durable write');
-  for (const name of CASES) {
-    const xs = of(name);
-    const ratio = name.startsWith('CPU') ? '' : `${median(xs.map((x, i) => raw[i]! / x)).toFixed(2)}×`;
-    const range = `${median(xs).toFixed(1)} [${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}]`;
-    lines.push(`| ${label} | ${name} | ${range} | ${ratio} |`);
-  }
-  // The blob already encoded, as fast as the store writes it, then the append's fixed cost after it.
-  const floor = raw.map((r, i) => r / (of('put, bytes')[i]! + of('publish, inline (2 KB)')[i]!));
-  lines.push(`| ${label} | floor: put, bytes + publish, inline | | ${median(floor).toFixed(2)}× |`);
-  // Goal 3's own ratio: publish against the faster raw write of the round (plain or flush-behind).
-  const behind = of('raw durable write (flush-behind)');
-  const best = raw.map((r, i) => Math.min(r, behind[i]!));
-  const pub = of('publish').map((p, i) => best[i]! / p);
-  lines.push(`| ${label} | publish vs the faster raw write of each round | | ${median(pub).toFixed(2)}× |`);
+  lines.push(...largeStepsRows(label, (name) => samples.get(`${label}\t${name}`)!));
 }
 process.stdout.write(`${lines.join('\n')}\n`);

@@ -8,7 +8,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { tempDir } from './support/tmp.js';
-import { LARGE_STEP_CASES } from '../benchmarks/large-steps-cases.js';
+import { LARGE_STEP_CASES, largeStepsRows, type LargeStepCase } from '../benchmarks/large-steps-cases.js';
 
 const SCRIPT = fileURLToPath(new URL('../dist/benchmarks/large-steps.js', import.meta.url));
 const STEPS = LARGE_STEP_CASES;
@@ -46,4 +46,29 @@ describe('node dist/benchmarks/large-steps.js', () => {
     }
     expect(readdirSync(work)).toEqual([]);
   }, 120_000);
+});
+
+describe('largeStepsRows (the table of benchmarks/large-steps.ts)', () => {
+  it('takes the median of an even number of rounds as the mean of the two middle ones, for every figure', () => {
+    // Four rounds (the script's default is six), ms per round; every other case 10, 20, 30, 40.
+    const ms: Record<string, number[]> = Object.fromEntries(LARGE_STEP_CASES.map((name) => [name, [10, 20, 30, 40]]));
+    ms['raw durable write'] = [100, 200, 300, 400];
+    ms['raw durable write (flush-behind)'] = [400, 400, 100, 300];
+    ms['publish'] = [200, 200, 200, 200];
+    ms['put, bytes'] = [40, 80, 270, 360];
+    const rows = largeStepsRows('16 MiB', (name: LargeStepCase) => ms[name]!).map((line) =>
+      line.split('|').map((cell) => cell.trim()),
+    );
+    const cell = (name: string) => rows.find((cells) => cells[2] === name)!;
+    // Median 250 (not 300, the upper middle), with min and max.
+    expect(cell('raw durable write')[3]).toBe('250.0 [100–400]');
+    expect(cell('CPU: encode (all pieces)')[3]).toBe('25.0 [10–40]');
+    // Per-round ratios raw / case: 10 in every round for the 10…40 cases; publish 0.5, 1, 1.5, 2 → 1.25 (not 1.5).
+    expect(cell('put, stream')[4]).toBe('10.00×');
+    expect(cell('publish')[4]).toBe('1.25×');
+    // The floor per round, raw / (put, bytes + publish, inline): 100/50, 200/100, 300/300, 400/400 → 1.5 (not 2).
+    expect(cell('floor: put, bytes + publish, inline')[4]).toBe('1.50×');
+    // Publish against the faster raw write of each round (100, 200, 100, 300): 0.5, 1, 0.5, 1.5 → 0.75 (not 1).
+    expect(cell('publish vs the faster raw write of each round')[4]).toBe('0.75×');
+  });
 });
