@@ -135,7 +135,7 @@ async function main(): Promise<void> {
           workDir,
           log,
         })
-      : { cases: [], fastestHash: 'wasm', hashProbeMiBps: {} };
+      : { cases: [], fastestHash: 'not measured', hashProbeMiBps: {} };
     log('alone (publish alone vs raw durable write alone, plain and with flush-behind):');
     const alone = s.only.has('alone')
       ? await runAloneSuite({ ...cfg.alone, text: s.text, workDir, log })

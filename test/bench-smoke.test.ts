@@ -358,3 +358,27 @@ describe('npm run bench -- --quick', () => {
     expect(svg.match(/<polyline /g)).toHaveLength(cases.length + aloneCases.length + 2);
   }, 300_000);
 });
+
+describe('npm run bench -- --quick --only alone', () => {
+  it('names no fastest hash backend and no interleaved sizes when the size suite did not run', async () => {
+    expect(existsSync(RUN), 'dist/ is missing: run `npm run build` (npm test does it in pretest)').toBe(true);
+    const out = tempDir('hl-bench-only-out-');
+    const work = tempDir('hl-bench-only-work-');
+    await promisify(execFile)(
+      process.execPath,
+      ['--expose-gc', RUN, '--quick', '--only', 'alone', '--out', out, '--work', work],
+      {
+        maxBuffer: 16 * MiB,
+      },
+    );
+    const r = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as BenchResults;
+    // Only the pair timed alone; no backend was probed, so none is the fastest (it read "wasm", a default, before).
+    expect(new Set(r.sizes.map((s) => s.case.endsWith(', alone')))).toEqual(new Set([true]));
+    expect(r.hash.probeMiBps).toEqual({});
+    expect(r.hash.fastest).toBe('not measured');
+    const md = readFileSync(join(out, 'latest.md'), 'utf8');
+    expect(md).not.toMatch(/Fastest hash backend/);
+    expect(md).not.toMatch(/interleaved; \d+ measured rounds/);
+    expect(md).toMatch(/Size suite not run \(not selected by --only\)/);
+  }, 120_000);
+});

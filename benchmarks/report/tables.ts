@@ -235,6 +235,23 @@ function writebackRows(r: BenchResults): Cell[][] {
   ]);
 }
 
+/**
+ * How the size suite ran, or that it did not (`--only` without `sizes`): then no hash backend was probed, and none is
+ * named as the fastest.
+ */
+function sizeSuiteLine(r: BenchResults): string {
+  if (Object.keys(r.hash.probeMiBps).length === 0)
+    return 'Size suite not run (not selected by --only): no interleaved rows, no hash backend probed.';
+  return (
+    `Sizes ${r.config.sizes.map(sizeLabel).join(', ')}, interleaved; ${r.config.rounds} measured rounds after one warm-up round; small sizes timed in batches ` +
+    `(${Object.entries(r.config.batch)
+      .map(([s, k]) => `${sizeLabel(Number(s))}: ${k}`)
+      .join(', ')} operations per sample). ` +
+    `Summary text: ${r.config.text} prose with JSON escapes. The pure-JS hash (noble) is measured up to ${sizeLabel(r.config.nobleMaxBytes)} only. ` +
+    `Fastest hash backend for "raw read + hash": ${r.hash.fastest}.`
+  );
+}
+
 function machineLine(r: BenchResults): string {
   const m = r.machine;
   return `${m.cpus} × ${m.cpuModel}, ${fmt(m.memoryGiB)} GiB, Node ${m.node} (V8 ${m.v8}), ${m.platform}/${m.arch}; load average ${m.loadAverage.start.map((x) => x.toFixed(1)).join(' ')} at start, ${m.loadAverage.end.map((x) => x.toFixed(1)).join(' ')} at end`;
@@ -264,7 +281,6 @@ export function terminalReport(r: BenchResults): string {
 export function markdownReport(r: BenchResults): string {
   const t = throughputRows(r, true);
   const l = latencyRows(r);
-  const sizes = r.config.sizes.map(sizeLabel).join(', ');
   return [
     `# handoff-ledger benchmark (${r.mode})`,
     '',
@@ -273,12 +289,7 @@ export function markdownReport(r: BenchResults): string {
     diskLine(r),
     '',
     ...(memoryLine(r) ? [memoryLine(r)!, ''] : []),
-    `Sizes ${sizes}, interleaved; ${r.config.rounds} measured rounds after one warm-up round; small sizes timed in batches ` +
-      `(${Object.entries(r.config.batch)
-        .map(([s, k]) => `${sizeLabel(Number(s))}: ${k}`)
-        .join(', ')} operations per sample). ` +
-      `Summary text: ${r.config.text} prose with JSON escapes. The pure-JS hash (noble) is measured up to ${sizeLabel(r.config.nobleMaxBytes)} only. ` +
-      `Fastest hash backend for "raw read + hash": ${r.hash.fastest}.`,
+    sizeSuiteLine(r),
     ...(postgresLine(r) ? ['', postgresLine(r)] : []),
     '',
     '![throughput against size](throughput.svg)',
