@@ -269,8 +269,10 @@ export async function verifyTree(
   const { text, opened, leaves } = start;
   if (text === undefined || opened === undefined) {
     // What demands one, said: a bundle from before checkpoints, verified without any of these, passes without one.
+    // Any pinned checkpoint key demands one, a revoked one too: its checkpoints are refused (CHECKPOINT_UNTRUSTED), and
+    // a bundle must not do better by leaving its checkpoint out than by carrying it.
     const demands = [
-      ...(checkpointVerifiers(options.trust).length > 0 ? ['the pinned checkpoint keys'] : []),
+      ...((options.trust.checkpointKeys?.length ?? 0) > 0 ? ['the pinned checkpoint keys'] : []),
       ...(options.witnesses ? ['the pinned witness keys'] : []),
       ...(options.since !== undefined ? ['the earlier checkpoint given'] : []),
     ];

@@ -241,6 +241,20 @@ describe('step 9: a revoked checkpoint key listed again', () => {
     expect(found(await audit(full, shared))).toEqual([]);
     expect(found(await audit(full, mergeTrust(shared, empty)))).toEqual([]);
   });
+
+  it('demands a checkpoint of a bundle whose only pinned checkpoint keys are revoked: leaving it out does no better (CHECKPOINT_MISSING)', async () => {
+    const ck = trust.checkpointKeys![0]!;
+    const revokedOnly = { ...trust, checkpointKeys: [{ ...ck, revokedAt: ck.notBefore }] };
+    // The newest manifest left out: with the checkpoint it is refused, without it it must not pass.
+    const cut = { ...full, lines: full.lines.slice(0, -1) };
+    expect(found(await audit(cut, revokedOnly))).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+    const stripped = await audit({ ...cut, tree: {} }, revokedOnly);
+    expect(found(stripped)).toEqual(['CHECKPOINT_MISSING@-']);
+    expect(stripped.ok).toBe(false);
+    expect(stripped.findings[0]!.message).toMatch(
+      /^the bundle has no checkpoint\.note, which the pinned checkpoint keys require/,
+    );
+  });
 });
 
 describe('step 9: filtered bundles and inclusion proofs', () => {
