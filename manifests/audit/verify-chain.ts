@@ -568,15 +568,17 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
     const whole = verified === lines;
     const held = { chains: tracker.heads().length, blobs: blobsHeld };
     for (const what of ['chains', 'blobs'] as const) {
-      const said = header.counts[what];
-      if (said === undefined || (what === 'blobs' && !reader.readBlob)) continue;
+      if (what === 'blobs' && !reader.readBlob) continue;
+      // `counts.blobs` is present iff the bundle carries blobs: a header without it, of a bundle that does, counts none.
+      const uncounted = header.counts[what] === undefined;
+      const said = header.counts[what] ?? 0;
       if (held[what] > said || (whole && held[what] !== said))
         sink.add({
           code: 'COUNT_MISMATCH',
           message:
             what === 'chains'
               ? `bundle.json counts ${counted(said, 'chain')}; its manifests hold ${counted(held.chains, 'chain')}`
-              : `bundle.json counts ${counted(said, 'blob')}; its manifests name ${counted(held.blobs, 'blob')} the bundle holds`,
+              : `bundle.json counts ${uncounted ? 'no blobs (it has no counts.blobs)' : counted(said, 'blob')}; its manifests name ${counted(held.blobs, 'blob')} the bundle holds`,
           evidence: { expected: said, actual: held[what] },
         });
     }

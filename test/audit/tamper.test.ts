@@ -16,6 +16,7 @@ import {
   at,
   buildBundle,
   ChainBuilder,
+  headerFor,
   jsonl,
   makeKey,
   readerOf,
@@ -194,6 +195,19 @@ describe.each<[string, SignatureVerifier]>([
           `bundle.json counts ${blobCount} blobs; its manifests name 9 blobs the bundle holds`,
         );
       }
+      // A header without counts.blobs says the bundle carries none (it is present iff the bundle does): one that does
+      // disagrees with it too.
+      const header = headerFor(lines);
+      expect(header.counts.blobs).toBeUndefined();
+      const uncounted = await verifyBundle(
+        memoryBundleReader({ header: JSON.stringify(header), manifests: jsonl(lines), blobs: b.blobs }),
+        { trust: b.trust, verifier },
+      );
+      expect(found(uncounted)).toEqual(['COUNT_MISMATCH@-']);
+      expect(uncounted.findings[0]).toMatchObject({
+        message: 'bundle.json counts no blobs (it has no counts.blobs); its manifests name 9 blobs the bundle holds',
+        evidence: { expected: 0, actual: 9 },
+      });
       // A line that does not verify names no chain or blob the auditor can count: fewer held than counted is no finding.
       const spoiled = [...lines];
       spoiled[1] = flipSignatureBit(spoiled[1]!);
