@@ -155,6 +155,18 @@ describe('the packed tarball', { timeout: 240_000 }, () => {
     expect(leaked).toEqual([]);
   });
 
+  // tsc writes over dist/ and never removes a file whose source is gone: a checkout built before a module was removed
+  // or renamed (src/compaction/index.ts, src/keys/trust-lock.ts) would pack the old build beside the new one. The
+  // build clears what tsc writes first, so each compiled file packed has its source in the checkout.
+  it('carries no build output whose source is gone (the build clears dist/ before it compiles)', async () => {
+    const orphans: string[] = [];
+    for (const { path } of packed.files) {
+      const m = /^dist\/((?:src|store|manifests)\/.*)\.(?:d\.ts|js)$/.exec(path);
+      if (m && !(await stat(join(repo, `${m[1]}.ts`)).catch(() => undefined))) orphans.push(path);
+    }
+    expect(orphans).toEqual([]);
+  });
+
   it('stays within its size budget, the auditor page within its own', () => {
     const page = packed.files.find((f) => f.path === PAGE);
     expect(page, PAGE).toBeDefined();
