@@ -13,7 +13,21 @@ import { extractSummary } from '../src/compaction/tool.js';
 import { compactionOnly } from '../src/adapters/shared.js';
 import { reportInternalError } from '../src/cli/io.js';
 import { compact, openLedger, type ModelAdapter, type ModelRequest, type ModelResponse } from '../src/index.js';
-import { tempDir } from './support/tmp.js';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { parseIdPositionRecord, parseInlineKey, parsePositionKey } from '../manifests/log/level/records.js';
+import { fsck, gc, parseDuration } from '../src/ops/maintenance.js';
+import { withFileLock } from '../src/ledger/file-lock.js';
+import { parseManifestId } from '../src/ledger/proofs.js';
+import { parseExpectedPrev } from '../src/ledger/ledger.js';
+import { checkWitnessingOptions } from '../src/ledger/witnessing.js';
+import { parseWitnessLogs } from '../src/witness/logs.js';
+import { originHash, WitnessState } from '../src/witness/state.js';
+import { hashBackendNameProblem } from '../store/hash/backends.node.js';
+import pgLib from 'pg';
+import { describePostgres } from './support/postgres.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
 
 /** Throws as it is made text: `String(x)` and `${x}` of it threw. */
 const untextable = {
@@ -254,5 +268,180 @@ describe("the CLI's report of an internal error", () => {
     });
     expect(reportInternalError(untextable, { stdout: stderr, stderr, env: {} })).toBe(70);
     expect(text).toBe('handoff-ledger: internal error: an object\n');
+  });
+});
+
+describe('a stored record quoted in a refusal', () => {
+  it("gc's RECORD_CORRUPT naming a head record's session or an entry's: nothing a terminal acts on left raw", async () => {
+    const bad = `s${ACTING}`;
+    const root = tempDir();
+    const ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    try {
+      const { id } = await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary(1));
+      const db = (ledger.log as LevelManifestLog).raw;
+      // A head record keyed by no session id (written behind the log's back): JSON.stringify left its C1, DEL and
+      // right-to-left override raw in gc's refusal.
+      await db.put(`h!${bad}`, JSON.stringify({ session: bad, seq: 0, id, owner: 'alice' }));
+      const head = (await gc(ledger, { graceMs: 0 }).catch((e: unknown) => e)) as Error;
+      expect(head).toMatchObject({ name: 'LedgerError', code: 'RECORD_CORRUPT' });
+      expect(head.message).toMatch(/^gc removes nothing: the head record of session "s\\u009b2J\\u007f\\u202e" names/);
+      expect(head.message).not.toMatch(raw);
+      // fsck's finding on the same record, as quoted.
+      const findings = (await fsck(ledger)).findings.filter((f) => f.message.includes('head record of session'));
+      expect(findings).toEqual([
+        {
+          code: 'RECORD_CORRUPT',
+          session: bad,
+          message:
+            'manifest log head record of session "s\\u009b2J\\u007f\\u202e" is corrupt: its session is not a valid id',
+        },
+      ]);
+      await db.del(`h!${bad}`);
+      // Position 0 leads to an entry of that session whose manifest cannot be read.
+      const key = `e!${bad}!000000000000`;
+      await db.put('p!0000000000000000', key);
+      await db.put(key, JSON.stringify({ position: 0, session: bad, seq: 0, id, principal: 'alice', envelope: '' }));
+      const entry = (await gc(ledger, { graceMs: 0 }).catch((e: unknown) => e)) as Error;
+      expect(entry).toMatchObject({ name: 'LedgerError', code: 'RECORD_CORRUPT' });
+      expect(entry.message).toMatch(
+        /^gc removes nothing: the manifest at "s\\u009b2J\\u007f\\u202e" seq 0 cannot be read/,
+      );
+      expect(entry.message).not.toMatch(raw);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("the embedded log's RECORD_CORRUPT naming a record's key that is no key of its kind", () => {
+    // JSON.stringify quoted the key and left its C1, DEL and right-to-left override raw.
+    for (const call of [
+      () => parseIdPositionRecord(`i!x${ACTING}`, '0'),
+      () => parseInlineKey(`t!${ACTING}`),
+      () => parsePositionKey(`p!${ACTING}`),
+    ]) {
+      const err = thrown(call) as Error;
+      expect(err).toMatchObject({ name: 'ManifestError', code: 'RECORD_CORRUPT' });
+      expect(err.message).toMatch(
+        /^manifest log record "[itp]!(x)?\\u009b2J\\u007f\\u202e" is corrupt: not the key of/,
+      );
+    }
+  });
+
+  it("the embedded log's RECORD_CORRUPT naming the key of a grant record a listing reads: escaped, not quoted", async () => {
+    const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {} });
+    try {
+      // A grant record under a key a hand edit made: the key went into the refusal as it was.
+      await (ledger.log as LevelManifestLog).raw.put(`g!alice${ACTING}!s1`, 'not json');
+      const err = (await ledger.log.grants.list().catch((e: unknown) => e)) as Error;
+      expect(err).toMatchObject({ name: 'ManifestError', code: 'RECORD_CORRUPT' });
+      expect(err.message).toBe('manifest log record g!alice\\u009b2J\\u007f\\u202e!s1 is corrupt: not JSON');
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("a lock file's host in LOCKED: escaped", async () => {
+    const path = join(tempDir(), 'trust.json');
+    // A fresh lock of another machine: waited for, never taken over before its age (waitMs 0: LOCKED at once).
+    writeFileSync(`${path}.lock`, JSON.stringify({ pid: 1, host: `other${ACTING}`, nonce: 'n' }));
+    const err = (await withFileLock(path, 'trust.json', async () => 'ran', { waitMs: 0 }).catch(
+      (e: unknown) => e,
+    )) as Error;
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'LOCKED' });
+    expect(err.message).toContain('pid 1 on "other\\u009b2J\\u007f\\u202e"');
+    expect(err.message).not.toMatch(raw);
+  });
+
+  it("a witness's stored tree that is damaged, named by its log's origin: escaped", async () => {
+    const dir = join(tempDir(), 'state');
+    const state = await WitnessState.open(dir);
+    try {
+      const origin = `example.com/log${ACTING}`;
+      mkdirSync(join(dir, 'logs'), { recursive: true });
+      writeFileSync(join(dir, 'logs', `${originHash(origin)}.json`), 'null\n');
+      const err = (await state.get(origin).catch((e: unknown) => e)) as Error;
+      expect(err).toMatchObject({ code: 'RECORD_CORRUPT' });
+      expect(err.message).not.toMatch(raw);
+    } finally {
+      await state.close();
+    }
+  });
+
+  it('an origin a log refuses to be named: escaped', async () => {
+    const log = await LevelManifestLog.open(join(tempDir(), 'log'));
+    try {
+      const err = (await log.origin(`o${ACTING}`).catch((e: unknown) => e)) as Error;
+      expect(err).toMatchObject({ name: 'ManifestError', code: 'INVALID_ARGUMENT' });
+      expect(err.message).not.toMatch(raw);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
+describe("a caller's argument quoted in a refusal", () => {
+  it('a manifest id, an expectedPrev, a duration, a hash backend, a verifier, a witness URL, a logs file origin', async () => {
+    const hostile = `x${ACTING}`;
+    const messages: string[] = [
+      (thrown(() => parseManifestId(hostile)) as Error).message,
+      (thrown(() => parseExpectedPrev(hostile)) as Error).message,
+      (thrown(() => parseDuration(hostile)) as Error).message,
+
+      hashBackendNameProblem(hostile)!,
+      ((await openLedger({ host: 'h', root: tempDir(), verifier: hostile as never }).catch((e: unknown) => e)) as Error)
+        .message,
+      ...['nope', 'ftp://w.example/', 'https://w.example/?q=1'].map(
+        (url) =>
+          (thrown(() => checkWitnessingOptions({ witnesses: [{ url: `${url}${ACTING}` }] } as never)) as Error).message,
+      ),
+      (thrown(() => checkWitnessingOptions({ witnesses: [{ url: `https://w.example/#${ACTING}` }] } as never)) as Error)
+        .message,
+      (
+        thrown(() =>
+          parseWitnessLogs(
+            JSON.stringify({ logs: [{ origin: hostile, keys: Array.from({ length: 257 }, () => 'k') }] }),
+          ),
+        ) as Error
+      ).message,
+    ];
+    for (const message of messages) {
+      expect(message).toContain('\\u009b2J\\u007f\\u202e');
+      expect(message).not.toMatch(raw);
+    }
+    // A duration too long to be one, between blanks parseDuration trims: the byte-order mark and the line separator
+    // JSON.stringify leaves raw are escaped too.
+    const long = (thrown(() => parseDuration(`\ufeff${'9'.repeat(400)}\u2028`)) as Error).message;
+    expect(long).toMatch(/^not a duration: "\\ufeff9{400}\\u2028" is too long/);
+  });
+});
+
+describePostgres('PostgreSQL rows quoted in RECORD_CORRUPT', (pg) => {
+  it("a grant's principal and session, which grants.list() reads from every row: escaped", async () => {
+    const schema = 'message_values';
+    const ledger = await openLedger({
+      host: 'h',
+      root: tempDir(),
+      postgres: { connectionString: pg.connectionString, schema },
+      onNotice: () => {},
+    });
+    const client = new pgLib.Client({ connectionString: pg.connectionString });
+    await client.connect();
+    try {
+      const hostile = `k${ACTING}`;
+      // A row written behind the library's back, with a time that is none: JSON.stringify left the one-byte CSI, DEL
+      // and a right-to-left override of its principal and session raw in the refusal.
+      await client.query(
+        `INSERT INTO "${schema}".grants (principal, session, state, at, by) VALUES ($1, $1, 'granted', 'yesterday', NULL)`,
+        [hostile],
+      );
+      const err = (await ledger.log.grants.list().catch((e: unknown) => e)) as Error;
+      expect(err).toMatchObject({ name: 'ManifestError', code: 'RECORD_CORRUPT' });
+      expect(err.message).toBe(
+        'manifest log record grants["k\\u009b2J\\u007f\\u202e", "k\\u009b2J\\u007f\\u202e"] is corrupt: at is not a date',
+      );
+    } finally {
+      await client.end();
+      await ledger.close();
+    }
   });
 });

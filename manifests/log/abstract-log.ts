@@ -399,7 +399,7 @@ export abstract class AbstractManifestLog implements ManifestLog {
       if (stored === undefined)
         throw new ManifestError(
           'INVALID_ARGUMENT',
-          `origin ${JSON.stringify(proposed.slice(0, 80))} is refused: ${NEW_ORIGIN_RULE}`,
+          `origin ${shownValue(proposed, 80)} is refused: ${NEW_ORIGIN_RULE}`,
         );
       return stored;
     }

@@ -27,7 +27,7 @@ import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { createFileWhole } from '../../store/fs/atomic-file.js';
 import { isProcessAlive } from '../../store/fs/process.js';
-import { StoreError, storageFailure } from '../../store/errors.js';
+import { shownValue, StoreError, storageFailure } from '../../store/errors.js';
 import { LedgerError, throwIfCancelled } from '../errors.js';
 import { MAX_TIMER_MS, onAbort } from '../../store/abort.js';
 
@@ -289,7 +289,7 @@ async function acquire(
       const turn = stale ? `; its breakers' turn ${lockPath}.break is taken` : '';
       throw new LedgerError(
         'LOCKED',
-        `${what} is being changed by another process (${owner ? `pid ${owner.pid} on ${JSON.stringify(owner.host)}` : 'unknown owner'}, lock ${lockPath}${turn}); ` +
+        `${what} is being changed by another process (${owner ? `pid ${owner.pid} on ${shownValue(owner.host, 255)}` : 'unknown owner'}, lock ${lockPath}${turn}); ` +
           'try again, or remove that file if no such process runs',
       );
     }

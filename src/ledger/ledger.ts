@@ -3,7 +3,7 @@
  * Comments cite the numbered steps of docs/DESIGN.md's Publish and Resume contracts.
  */
 import { hashBytes, isDigest, type Digest, type HashBackend } from '../../store/hash/digest.js';
-import { errorText, readOptionFields, StoreError } from '../../store/errors.js';
+import { errorText, readOptionFields, shownValue, StoreError } from '../../store/errors.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { pae, signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
@@ -144,7 +144,7 @@ function parseCovers(covers: unknown): PublishOptions['covers'] {
 /** `expectedPrev`: absent, `null` (an empty chain) or a manifest id; anything else would read as "the head moved". */
 export function parseExpectedPrev(prev: unknown): PublishOptions['expectedPrev'] {
   if (prev === undefined || prev === null || isDigest(prev)) return prev;
-  const shown = typeof prev === 'string' ? JSON.stringify(prev.slice(0, 80)) : typeof prev;
+  const shown = typeof prev === 'string' ? shownValue(prev, 80) : typeof prev;
   throw new LedgerError('INVALID_ARGUMENT', `expectedPrev: null or a manifest id (blake3:<64 hex>), not ${shown}`);
 }
 

@@ -10,6 +10,7 @@ import { leafOfEnvelope } from '../../manifests/tlog/leaf.js';
 import { manifestId } from '../../manifests/format/manifest-core.js';
 import { consistencyRanges, hashRanges, inclusionRanges, treeHeadAt } from '../../manifests/tlog/tree.js';
 import { LedgerError } from '../errors.js';
+import { shownValue } from '../../store/errors.js';
 
 export interface InclusionProof {
   leafIndex: number;
@@ -37,7 +38,7 @@ export interface ConsistencyProof {
  */
 export function parseManifestId(id: unknown): Digest {
   if (isDigest(id)) return id;
-  const shown = typeof id === 'string' ? JSON.stringify(id.slice(0, 80)) : typeof id;
+  const shown = typeof id === 'string' ? shownValue(id, 80) : typeof id;
   throw new LedgerError('INVALID_ID', `a manifest id is blake3:<64 lowercase hex>, not ${shown}`);
 }
 

@@ -131,20 +131,20 @@ export function checkWitnessingOptions(
   return options.witnesses.map((w) => {
     const e = typeof w === 'string' ? endpointOf(w) : w;
     if (typeof e?.url !== 'string' || e.url.includes('#'))
-      throw new LedgerError('INVALID_ARGUMENT', `witness ${JSON.stringify(e?.url)}: a URL, or URL#VKEY as text`);
+      throw new LedgerError('INVALID_ARGUMENT', `witness ${shownValue(e?.url, 200)}: a URL, or URL#VKEY as text`);
     let url: URL;
     try {
       url = new URL(e.url);
     } catch (err) {
-      throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)} is not a URL`, { cause: err });
+      throw new LedgerError('INVALID_ARGUMENT', `witness URL ${shownValue(e.url, 200)} is not a URL`, { cause: err });
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:')
-      throw new LedgerError('INVALID_ARGUMENT', `witness URL ${JSON.stringify(e.url)}: http or https only`);
+      throw new LedgerError('INVALID_ARGUMENT', `witness URL ${shownValue(e.url, 200)}: http or https only`);
     // `add-checkpoint` goes after the URL's path (C2SP tlog-witness: the URL is a prefix): a query would take it in.
     if (e.url.includes('?'))
       throw new LedgerError(
         'INVALID_ARGUMENT',
-        `witness URL ${JSON.stringify(e.url)}: no query (add-checkpoint is appended to its path)`,
+        `witness URL ${shownValue(e.url, 200)}: no query (add-checkpoint is appended to its path)`,
       );
     return { url: e.url.replace(/\/+$/, ''), key: e.vkey !== undefined ? parseCosignerKey(e.vkey) : undefined };
   });

@@ -3,7 +3,13 @@
  * is the tree of the entries) and `gc` (removes blobs no manifest references, older than a grace period).
  */
 import type { Digest } from '../../store/hash/digest.js';
-import { checkBooleanOption, isHandoffLedgerError, readOptionFields, StoreError } from '../../store/errors.js';
+import {
+  checkBooleanOption,
+  escapeRawInJson,
+  isHandoffLedgerError,
+  readOptionFields,
+  StoreError,
+} from '../../store/errors.js';
 import { ChainChecker, type ManifestRuleCode } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
 import type { FindingCode } from '../../manifests/audit/findings.js';
@@ -229,7 +235,7 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
         findings.push({
           code: 'RECORD_CORRUPT',
           session: head.session,
-          message: `manifest log head record of session ${JSON.stringify(head.session)} is corrupt: its session is not a valid id`,
+          message: `manifest log head record of session ${escapeRawInJson(JSON.stringify(head.session))} is corrupt: its session is not a valid id`,
         });
         continue;
       }
@@ -559,7 +565,7 @@ async function referencedDigests(ledger: Ledger, signal: AbortSignal | undefined
     if (stored === undefined)
       throw new LedgerError(
         'RECORD_CORRUPT',
-        `gc removes nothing: the manifest at ${JSON.stringify(entry.session)} seq ${entry.seq} cannot be read, ` +
+        `gc removes nothing: the manifest at ${escapeRawInJson(JSON.stringify(entry.session))} seq ${entry.seq} cannot be read, ` +
           'so the blob it names is unknown (fsck reports it)',
       );
     // A record holding another manifest than the one its id names (the one the log committed: its leaf, its position
@@ -567,7 +573,7 @@ async function referencedDigests(ledger: Ledger, signal: AbortSignal | undefined
     if (stored.id !== entry.id)
       throw new LedgerError(
         'RECORD_CORRUPT',
-        `gc removes nothing: the entry at ${JSON.stringify(entry.session)} seq ${entry.seq} holds another manifest ` +
+        `gc removes nothing: the entry at ${escapeRawInJson(JSON.stringify(entry.session))} seq ${entry.seq} holds another manifest ` +
           'than its id names, so the blob that manifest names is unknown (fsck reports it)',
       );
     referenced.add(stored.digest);
@@ -578,7 +584,7 @@ async function referencedDigests(ledger: Ledger, signal: AbortSignal | undefined
     if (!isValidId(head.session))
       throw new LedgerError(
         'RECORD_CORRUPT',
-        `gc removes nothing: the head record of session ${JSON.stringify(head.session)} names no valid session, ` +
+        `gc removes nothing: the head record of session ${escapeRawInJson(JSON.stringify(head.session))} names no valid session, ` +
           'so the chain it heads cannot be read (fsck reports it)',
       );
     for await (const entry of ledger.log.chain(head.session)) note(entry);
@@ -598,7 +604,11 @@ export function parseDuration(text: string): number {
   if (typeof text !== 'string')
     throw new LedgerError('INVALID_ARGUMENT', `not a duration: a ${typeof text} (use text such as 30m, 24h, 7d)`);
   const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text.trim());
-  if (!m) throw new LedgerError('INVALID_ARGUMENT', `not a duration: ${JSON.stringify(text)} (use e.g. 30m, 24h, 7d)`);
+  if (!m)
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `not a duration: ${escapeRawInJson(JSON.stringify(text))} (use e.g. 30m, 24h, 7d)`,
+    );
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[
     (m[2] ?? 's') as 'ms' | 's' | 'm' | 'h' | 'd'
   ];
@@ -607,7 +617,7 @@ export function parseDuration(text: string): number {
   if (!Number.isSafeInteger(ms))
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `not a duration: ${JSON.stringify(text)} is too long (use e.g. 30m, 24h, 7d)`,
+      `not a duration: ${escapeRawInJson(JSON.stringify(text))} is too long (use e.g. 30m, 24h, 7d)`,
     );
   return ms;
 }

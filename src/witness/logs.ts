@@ -72,9 +72,7 @@ export function parseWitnessLogs(text: string): Map<string, NoteVerifierKey[]> {
       // toString is no function threw a TypeError, and of an array nested deep enough a RangeError (the schema refuses
       // such an origin, but this check of the keys comes first).
       const named =
-        typeof origin === 'string'
-          ? JSON.stringify(origin.slice(0, 300))
-          : `with origin ${shownValue(origin)} (not a string)`;
+        typeof origin === 'string' ? shownValue(origin, 300) : `with origin ${shownValue(origin)} (not a string)`;
       throw new LedgerError(
         'INVALID_ARGUMENT',
         `the logs file lists ${keys.length} keys for the log ${named}, more ` +
@@ -89,7 +87,7 @@ export function parseWitnessLogs(text: string): Map<string, NoteVerifierKey[]> {
   const logs = new Map<string, NoteVerifierKey[]>();
   for (const log of parsed.data.logs) {
     if (logs.has(log.origin))
-      throw new LedgerError('INVALID_ARGUMENT', `the logs file lists origin ${JSON.stringify(log.origin)} twice`);
+      throw new LedgerError('INVALID_ARGUMENT', `the logs file lists origin ${shownValue(log.origin, 300)} twice`);
     logs.set(log.origin, log.keys.map(parseVerifierKey));
   }
   return logs;

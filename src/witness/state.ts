@@ -23,7 +23,7 @@ import { HASH_SIZE } from '../../manifests/tlog/merkle.js';
 import { removeAtomicStagingLeftovers, writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
-import { StoreError } from '../../store/errors.js';
+import { shownValue, StoreError } from '../../store/errors.js';
 import { LedgerError } from '../errors.js';
 import { takeFileLock, type HeldFileLock } from '../ledger/file-lock.js';
 
@@ -223,7 +223,7 @@ async function bind(dir: string, vkey: string): Promise<StateBinding> {
 }
 
 function parseStored(text: string, origin: string): StoredLog {
-  const corrupt = () => new LedgerError('RECORD_CORRUPT', `the witness state of ${JSON.stringify(origin)} is damaged`);
+  const corrupt = () => new LedgerError('RECORD_CORRUPT', `the witness state of ${shownValue(origin, 300)} is damaged`);
   let v: { origin?: unknown; size?: unknown; root?: unknown; note?: unknown; timestamp?: unknown };
   try {
     v = JSON.parse(text) as typeof v;

@@ -4,6 +4,7 @@
  * with `RECORD_CORRUPT` naming the record's key, never with a raw `SyntaxError` or a later `TypeError`.
  */
 import { ManifestError } from '../../errors.js';
+import { escapedText, escapeRawInJson } from '../../../store/errors.js';
 import { isDigest, type Digest } from '../../../store/hash/digest.js';
 import { decodeBase64 } from '../../encoding/base64.js';
 import type { ChainHead, GrantRecord, LogEntry, SigningKeyRecord } from '../log.js';
@@ -17,8 +18,12 @@ const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as nu
 const isText = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
 
 function corrupt(key: string, problem: string, cause?: unknown): ManifestError {
-  // The key is built from validated ids and hex, so it prints safely.
-  return new ManifestError('RECORD_CORRUPT', `manifest log record ${key} is corrupt: ${problem}`, { cause });
+  // A key the log reads by name is built from validated ids and hex, but one a listing walks to (a grant's, an
+  // entry's, written behind the log's back) can hold anything: what a terminal acts on is escaped (as text already
+  // so: a key quoted above passes unchanged).
+  return new ManifestError('RECORD_CORRUPT', `manifest log record ${escapedText(key)} is corrupt: ${problem}`, {
+    cause,
+  });
 }
 
 function parse<T>(key: string, raw: string, what: string, shaped: (v: Fields) => boolean): T {
@@ -100,7 +105,8 @@ export function parsePositionRecord(key: string, raw: string): string {
 
 /** The position a `p!` key names: 16 lowercase hex digits, or `RECORD_CORRUPT` naming the key (shown as data). */
 export function parsePositionKey(key: string): number {
-  if (!/^p![0-9a-f]{16}$/.test(key)) throw corrupt(JSON.stringify(key), 'not the key of a log position');
+  if (!/^p![0-9a-f]{16}$/.test(key))
+    throw corrupt(escapeRawInJson(JSON.stringify(key)), 'not the key of a log position');
   const position = parseInt(key.slice(2), 16);
   if (!Number.isSafeInteger(position)) throw corrupt(key, 'a position beyond the largest safe integer');
   return position;
@@ -114,7 +120,7 @@ export function parseInlineMetaRecord(key: string, raw: string): { size: number;
 /** The digest an inline blob's `t!` key names. */
 export function parseInlineKey(key: string): Digest {
   const hex = key.slice(2);
-  if (!/^[0-9a-f]{64}$/.test(hex)) throw corrupt(JSON.stringify(key), 'not the key of an inline blob');
+  if (!/^[0-9a-f]{64}$/.test(hex)) throw corrupt(escapeRawInJson(JSON.stringify(key)), 'not the key of an inline blob');
   return `blake3:${hex}`;
 }
 
@@ -166,7 +172,7 @@ export function parseCountRecord(key: string, raw: string): number {
 /** An `i!<id>` record, as listed (`ManifestLog.idPositions`): the manifest id its key names and the position it holds. */
 export function parseIdPositionRecord(key: string, raw: string): { id: Digest; position: number } {
   const id = key.slice(2);
-  if (!isDigest(id)) throw corrupt(JSON.stringify(key), 'not the key of a manifest id');
+  if (!isDigest(id)) throw corrupt(escapeRawInJson(JSON.stringify(key)), 'not the key of a manifest id');
   return { id, position: parseCountRecord(key, raw) };
 }
 
