@@ -28,6 +28,7 @@ import { hashBackendNameProblem } from '../store/hash/backends.node.js';
 import pgLib from 'pg';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { embeddedNamedAsBefore } from './tlog/ledger-support.js';
 
 /** Throws as it is made text: `String(x)` and `${x}` of it threw. */
 const untextable = {
@@ -338,6 +339,33 @@ describe('a stored record quoted in a refusal', () => {
     } finally {
       await ledger.close();
     }
+  });
+
+  it("an open's origin other than the stored one, where the log was named before the rule: the names escaped", async () => {
+    const root = tempDir();
+    // A name the rule refuses a new log, legal in a C2SP key name: one given before it opens as ever.
+    await embeddedNamedAsBefore(root, `example.com/${ACTING}`);
+    const err = (await openLedger({ root, host: 'h', origin: 'example.com/other', onNotice: () => {} }).catch(
+      (e: unknown) => e,
+    )) as Error;
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT' });
+    // The stored name went into the message as it was.
+    expect(err.message).toBe(
+      "this store's checkpoint origin is example.com/\\u009b2J\\u007f\\u202e, not example.com/other",
+    );
+  });
+
+  it('FORK naming a log named before the rule, whose root pins another log: the name escaped', async () => {
+    const root = tempDir();
+    await embeddedNamedAsBefore(root, `example.com/${ACTING}`);
+    // A pin of another log (its file name is its origin's hash): the open refuses before writing under its own.
+    mkdirSync(join(root, 'checkpoints'), { recursive: true });
+    writeFileSync(join(root, 'checkpoints', `${'0'.repeat(64)}.pin`), '');
+    const err = (await openLedger({ root, host: 'h', onNotice: () => {} }).catch((e: unknown) => e)) as Error;
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'FORK' });
+    // JSON.stringify left the log's C1, DEL and right-to-left override raw.
+    expect(err.message).toContain('not the log named "example.com/\\u009b2J\\u007f\\u202e"');
+    expect(err.message).not.toMatch(raw);
   });
 
   it("a lock file's host in LOCKED: escaped", async () => {

@@ -30,6 +30,7 @@ import {
   checkBooleanOption,
   isHandoffLedgerError,
   readOptionFields,
+  escapedText,
   shownValue,
   type NamesEveryField,
 } from '../../store/errors.js';
@@ -672,7 +673,12 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
 
 /** An open asked for origin `asked` of a log named `stored` (the PostgreSQL look, the open's judgment, a race). */
 function originMismatch(stored: string, asked: string): LedgerError {
-  return new LedgerError('INVALID_ARGUMENT', `this store's checkpoint origin is ${stored}, not ${asked}`);
+  // A log named before the rule (isNewOrigin) may hold what a terminal acts on (a C1 control, DEL, a bidi override):
+  // escaped, as an origin the caller gives may hold it too.
+  return new LedgerError(
+    'INVALID_ARGUMENT',
+    `this store's checkpoint origin is ${escapedText(stored)}, not ${escapedText(asked)}`,
+  );
 }
 
 /** A staging file (of `writeFileAtomic`, or of a blob) older than this in a shared root is a crash's leftover. */
