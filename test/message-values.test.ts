@@ -395,6 +395,17 @@ describe('a stored record quoted in a refusal', () => {
     }
   });
 
+  it("a witness state's key record naming another key: WITNESS_KEY_MISMATCH with that key escaped", async () => {
+    const dir = join(tempDir(), 'state');
+    mkdirSync(dir, { recursive: true });
+    // witness.json is a file on disk: the key it names went into the refusal as it was.
+    writeFileSync(join(dir, 'witness.json'), JSON.stringify({ version: 1, vkey: `w+00000000+${ACTING}` }));
+    const err = (await WitnessState.open(dir, 'w+11111111+AAAA').catch((e: unknown) => e)) as Error;
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'WITNESS_KEY_MISMATCH' });
+    expect(err.message).toContain('the witness key w+00000000+\\u009b2J\\u007f\\u202e, not of w+11111111+AAAA');
+    expect(err.message).not.toMatch(raw);
+  });
+
   it('an origin a log refuses to be named: escaped', async () => {
     const log = await LevelManifestLog.open(join(tempDir(), 'log'));
     try {

@@ -23,7 +23,7 @@ import { HASH_SIZE } from '../../manifests/tlog/merkle.js';
 import { removeAtomicStagingLeftovers, writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { ensurePrivateDir } from '../../store/fs/safe-dir.js';
 import { nodeFsOps } from '../../store/fs/ops.js';
-import { shownValue, StoreError } from '../../store/errors.js';
+import { escapedText, shownValue, StoreError } from '../../store/errors.js';
 import { LedgerError } from '../errors.js';
 import { takeFileLock, type HeldFileLock } from '../ledger/file-lock.js';
 
@@ -213,7 +213,7 @@ async function bind(dir: string, vkey: string): Promise<StateBinding> {
     if (bound !== vkey)
       throw new LedgerError(
         'WITNESS_KEY_MISMATCH',
-        `the witness state ${dir} is the state of the witness key ${bound}, not of ${vkey}: a witness serves its own state only (give this key its own --state)`,
+        `the witness state ${dir} is the state of the witness key ${escapedText(bound.length > 300 ? `${bound.slice(0, 300)}…` : bound)}, not of ${vkey}: a witness serves its own state only (give this key its own --state)`,
       );
     return 'same';
   }
