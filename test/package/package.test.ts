@@ -67,10 +67,13 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * sessions in one transaction and its CHANGELOG and docs brought the library to ~2,259 KiB unpacked; 736 KiB and
  * 2,400 KiB since session 41's reviews (adapters, keys and trust, the auditor's files, the blob tiers and gc, the
  * embedded log, the CLI: some thirty fixes, their tests' docs and CHANGELOG entries) brought the pack to ~843 KiB with
- * the page and the library to ~2,316 KiB unpacked.)
+ * the page and the library to ~2,316 KiB unpacked; 768 KiB and 2,496 KiB since session 42's reviews (PostgreSQL, the
+ * encoding, the checkpoints, the servers, fsck, the reliability suite's durability model, the escaping sweep: some
+ * fifty fixes and their CHANGELOG entries) brought the pack to ~855 KiB with the page and the library to ~2,720 KiB
+ * unpacked with it.)
  */
-const MAX_PACKED_BYTES = 736 * 1024;
-const MAX_UNPACKED_BYTES = 2400 * 1024;
+const MAX_PACKED_BYTES = 768 * 1024;
+const MAX_UNPACKED_BYTES = 2496 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
