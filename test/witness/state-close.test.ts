@@ -42,6 +42,34 @@ const log = new HandLog('witness-close.example/log', 11);
 const leaves = HandLog.leaves('c', 20);
 const tree = (n: number) => ({ size: n, root: log.root(leaves.slice(0, n)), note: `note ${n}` });
 
+/**
+ * A witness server over a fresh state whose signer waits: `signed` once it was asked to sign, and it answers once
+ * `finish()` is called.
+ */
+async function slowSigningWitness(name: string, seedByte: number) {
+  const dir = join(tempDir(), 'state');
+  const state = await WitnessState.open(dir);
+  const seed = new Uint8Array(32).fill(seedByte);
+  let signing!: () => void;
+  const signed = new Promise<void>((r) => (signing = r));
+  let finish!: () => void;
+  const finished = new Promise<void>((r) => (finish = r));
+  const slow: NoteSigner = {
+    ...noteSigner(name, seed),
+    sign: async (m) => {
+      signing();
+      await finished;
+      return nobleSign(m, seed);
+    },
+  };
+  const server = createWitnessServer({
+    signer: slow,
+    logs: new Map([[log.origin, [parseVerifierKey(log.vkey)]]]),
+    state,
+  });
+  return { dir, state, signed, finish, server };
+}
+
 describe('witness state close', () => {
   it('releases the lock only after a write under way has settled, and refuses a write after it (CLOSED)', async () => {
     const dir = join(tempDir(), 'state');
@@ -70,28 +98,9 @@ describe('witness state close', () => {
   });
 
   it('stores nothing for a request whose connection closed while it was being signed', async () => {
-    const dir = join(tempDir(), 'state');
-    const state = await WitnessState.open(dir);
-    const seed = new Uint8Array(32).fill(12);
-    let signing!: () => void;
-    const signed = new Promise<void>((r) => (signing = r));
     // A slow signing device: it answers once the test has closed the connection (a 300 ms sleep stood for it, and a
     // loaded machine closing later than that let the request complete and its state be stored).
-    let finish!: () => void;
-    const finished = new Promise<void>((r) => (finish = r));
-    const slow: NoteSigner = {
-      ...noteSigner('witness.example/slow', seed),
-      sign: async (m) => {
-        signing();
-        await finished;
-        return nobleSign(m, seed);
-      },
-    };
-    const server = createWitnessServer({
-      signer: slow,
-      logs: new Map([[log.origin, [parseVerifierKey(log.vkey)]]]),
-      state,
-    });
+    const { dir, state, signed, finish, server } = await slowSigningWitness('witness.example/slow', 12);
     // The server's side of each connection closed: what the handler's check after the signer sees.
     const sockets: Promise<void>[] = [];
     server.on('connection', (socket: Socket) => sockets.push(new Promise((r) => socket.once('close', () => r()))));
@@ -124,26 +133,7 @@ describe('witness state close', () => {
     // What `witness serve` does on SIGTERM is `closeAllConnections()`: each socket is destroyed at once, but its
     // response is marked destroyed only when the socket's close is emitted, a turn of the event loop later. A signer
     // (a device, an agent) whose answer lands in between must not have its tree stored: the connection is gone.
-    const dir = join(tempDir(), 'state');
-    const state = await WitnessState.open(dir);
-    const seed = new Uint8Array(32).fill(14);
-    let signing!: () => void;
-    const signed = new Promise<void>((r) => (signing = r));
-    let finish!: () => void;
-    const finished = new Promise<void>((r) => (finish = r));
-    const slow: NoteSigner = {
-      ...noteSigner('witness.example/same-turn', seed),
-      sign: async (m) => {
-        signing();
-        await finished;
-        return nobleSign(m, seed);
-      },
-    };
-    const server = createWitnessServer({
-      signer: slow,
-      logs: new Map([[log.origin, [parseVerifierKey(log.vkey)]]]),
-      state,
-    });
+    const { dir, state, signed, finish, server } = await slowSigningWitness('witness.example/same-turn', 14);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
