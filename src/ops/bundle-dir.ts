@@ -49,21 +49,24 @@ function ioError(what: string, err: unknown): AuditError {
 /**
  * At most `max + 1` bytes of an open file, from its start: a file is read within its bound whatever its stat said
  * (a file system may report 0 for a file with content, as procfs and some FUSE ones do, and a file may grow between
- * the stat and the read). More than `max` bytes read means the file is over its bound.
+ * the stat and the read). More than `max` bytes read means the file is over its bound. Read into one buffer of the
+ * size the stat gave (and one byte more, to see the end), grown only where the file holds more.
  */
-async function readBounded(h: FileHandle, max: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
+async function readBounded(h: FileHandle, max: number, statSize: number): Promise<Buffer> {
+  let buf = Buffer.allocUnsafe(Math.min(max, statSize) + 1);
   let total = 0;
   for (;;) {
-    const want = Math.min(max + 1 - total, 1024 * 1024);
-    if (want <= 0) break;
-    const buf = Buffer.allocUnsafe(want);
-    const { bytesRead } = await h.read(buf, 0, want, total);
+    if (total === buf.length) {
+      if (total > max) break;
+      const grown = Buffer.allocUnsafe(Math.min(max + 1, total + Math.max(total, 64 * 1024)));
+      buf.copy(grown, 0, 0, total);
+      buf = grown;
+    }
+    const { bytesRead } = await h.read(buf, total, buf.length - total, total);
     if (bytesRead === 0) break;
-    chunks.push(bytesRead === want ? buf : buf.subarray(0, bytesRead));
     total += bytesRead;
   }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+  return buf.subarray(0, total);
 }
 
 async function readSmallFile(path: string, max: number): Promise<string | undefined> {
@@ -84,7 +87,7 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
     const st = await h.stat();
     if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`);
     if (st.size > max) throw new AuditError('BUNDLE_INVALID', `${path} is ${st.size} bytes, over ${max}`);
-    const bytes = await readBounded(h, max);
+    const bytes = await readBounded(h, max, st.size);
     if (bytes.length > max)
       throw new AuditError('BUNDLE_INVALID', `${path} is over ${max} bytes when read (its size said ${st.size})`);
     return bytes.toString('utf8');
@@ -206,7 +209,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
         if (!st.isFile()) return undefined;
         if (st.size > maxBytes) return { size: st.size };
         // Read within the signed size whatever the stat said: more is a blob over it (its size, as far as read).
-        const bytes = await readBounded(h, maxBytes);
+        const bytes = await readBounded(h, maxBytes, st.size);
         if (bytes.length > maxBytes) return { size: Math.max(bytes.length, (await h.stat()).size) };
         return { size: bytes.length, bytes };
       } catch (err) {
