@@ -110,9 +110,16 @@ export const FSCK_NOT_VERIFIED =
  */
 function recordProblem(err: unknown, findings: FsckFinding[], session?: string): void {
   if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
-  const seen = findings.some((f) => f.code === err.code && f.message === err.message && f.session === session);
-  if (!seen) findings.push({ code: err.code, ...(session !== undefined ? { session } : {}), message: err.message });
+  let seen = recorded.get(findings);
+  if (!seen) recorded.set(findings, (seen = new Set()));
+  const key = JSON.stringify([session ?? null, err.message]);
+  if (seen.has(key)) return;
+  seen.add(key);
+  findings.push({ code: err.code, ...(session !== undefined ? { session } : {}), message: err.message });
 }
+
+/** The corrupt records each fsck's findings hold already (by session and message): a lookup, not a scan per record. */
+const recorded = new WeakMap<FsckFinding[], Set<string>>();
 
 /** The blob a manifest names: present, its size, its digest (re-hashed by the store), a valid summary. */
 async function checkBlob(
