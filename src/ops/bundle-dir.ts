@@ -5,7 +5,8 @@
  * digests become path components.
  */
 import { constants, createReadStream } from 'node:fs';
-import { lstat, open, realpath, type FileHandle } from 'node:fs/promises';
+import { lstat, open, realpath } from 'node:fs/promises';
+import { readUpTo } from '../../store/fs/bounded-read.js';
 import { join, resolve } from 'node:path';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
 import { errorText, readOptionFieldsAs, shownValue } from '../../store/errors.js';
@@ -46,29 +47,6 @@ function ioError(what: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `cannot read ${what}: ${errorText(err)}`, { cause: err });
 }
 
-/**
- * At most `max + 1` bytes of an open file, from its start: a file is read within its bound whatever its stat said
- * (a file system may report 0 for a file with content, as procfs and some FUSE ones do, and a file may grow between
- * the stat and the read). More than `max` bytes read means the file is over its bound. Read into one buffer of the
- * size the stat gave (and one byte more, to see the end), grown only where the file holds more.
- */
-async function readBounded(h: FileHandle, max: number, statSize: number): Promise<Buffer> {
-  let buf = Buffer.allocUnsafe(Math.min(max, statSize) + 1);
-  let total = 0;
-  for (;;) {
-    if (total === buf.length) {
-      if (total > max) break;
-      const grown = Buffer.allocUnsafe(Math.min(max + 1, total + Math.max(total, 64 * 1024)));
-      buf.copy(grown, 0, 0, total);
-      buf = grown;
-    }
-    const { bytesRead } = await h.read(buf, total, buf.length - total, total);
-    if (bytesRead === 0) break;
-    total += bytesRead;
-  }
-  return buf.subarray(0, total);
-}
-
 async function readSmallFile(path: string, max: number): Promise<string | undefined> {
   let h;
   try {
@@ -87,7 +65,7 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
     const st = await h.stat();
     if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`);
     if (st.size > max) throw new AuditError('BUNDLE_INVALID', `${path} is ${st.size} bytes, over ${max}`);
-    const bytes = await readBounded(h, max, st.size);
+    const bytes = await readUpTo(h, max, st.size);
     if (bytes.length > max)
       throw new AuditError('BUNDLE_INVALID', `${path} is over ${max} bytes when read (its size said ${st.size})`);
     return bytes.toString('utf8');
@@ -209,7 +187,7 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
         if (!st.isFile()) return undefined;
         if (st.size > maxBytes) return { size: st.size };
         // Read within the signed size whatever the stat said: more is a blob over it (its size, as far as read).
-        const bytes = await readBounded(h, maxBytes, st.size);
+        const bytes = await readUpTo(h, maxBytes, st.size);
         if (bytes.length > maxBytes) return { size: Math.max(bytes.length, (await h.stat()).size) };
         return { size: bytes.length, bytes };
       } catch (err) {

@@ -3,7 +3,7 @@
  * descriptor: nothing swapped in at the name between the check and the read is read.
  */
 import { constants, type Stats } from 'node:fs';
-import { lstat, open, stat } from 'node:fs/promises';
+import { lstat, open, stat, type FileHandle } from 'node:fs/promises';
 import { isErrnoError } from '../errors.js';
 
 export interface BoundedReadOptions {
@@ -49,19 +49,33 @@ export async function readBoundedFile(path: string, maxBytes: number, o: Bounded
     if (!st.isFile()) throw o.notAFile();
     o.check?.(st);
     if (st.size > maxBytes) throw o.tooLarge(st.size);
-    const chunks: Buffer[] = [];
-    let total = 0;
-    // Up to the stated size and one byte more in the first read (a small file: one read), never past the bound + 1.
-    for (let want = Math.min(st.size, maxBytes) + 1; want > 0; want = Math.min(64 * 1024, maxBytes + 1 - total)) {
-      const chunk = Buffer.alloc(want);
-      const { bytesRead } = await handle.read(chunk, 0, want, null);
-      if (bytesRead === 0) break;
-      chunks.push(chunk.subarray(0, bytesRead));
-      total += bytesRead;
-    }
-    if (total > maxBytes) throw o.tooLarge(undefined);
-    return Buffer.concat(chunks, total);
+    const bytes = await readUpTo(handle, maxBytes, st.size);
+    if (bytes.length > maxBytes) throw o.tooLarge(undefined);
+    return bytes;
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * At most `maxBytes` + 1 bytes of an open file, from its start, whatever its stat said (a file system may report 0 for
+ * a file with content, as procfs and some FUSE ones do, and a file may grow between the stat and the read): more than
+ * `maxBytes` returned means the file is over its bound. Read into one buffer of the stated size and one byte more (a
+ * small file: one read, and the next sees its end), grown only where the file holds more.
+ */
+export async function readUpTo(handle: FileHandle, maxBytes: number, statSize: number): Promise<Buffer> {
+  let buf = Buffer.allocUnsafe(Math.min(maxBytes, statSize) + 1);
+  let total = 0;
+  for (;;) {
+    if (total === buf.length) {
+      if (total > maxBytes) break;
+      const grown = Buffer.allocUnsafe(Math.min(maxBytes + 1, total + Math.max(total, 64 * 1024)));
+      buf.copy(grown, 0, 0, total);
+      buf = grown;
+    }
+    const { bytesRead } = await handle.read(buf, total, buf.length - total, total);
+    if (bytesRead === 0) break;
+    total += bytesRead;
+  }
+  return buf.subarray(0, total);
 }
