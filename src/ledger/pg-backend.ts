@@ -5,6 +5,7 @@
  */
 import { byteLimitProblem, type BlobStore } from '../../store/blob-store.js';
 import { hashBackendNameProblem, loadHashBackend } from '../../store/hash/backends.node.js';
+import { hashBackendProblem } from '../../store/hash/digest.js';
 import { PgBlobStore } from '../../store/pg/blob-store.js';
 import { createPgPool, pgOptionsProblem } from '../../store/pg/db.js';
 import { PgManifestLog } from '../../manifests/log/pg/log.js';
@@ -77,14 +78,13 @@ export async function storedPostgresOrigin(
 }
 
 /**
- * What is wrong with `hash`: none given, a backend's name (`hashBackendNameProblem`) or a backend (an object with
- * `create`) is usable. Anything else (`null`, `{}`) was taken as a backend and failed the first put or read
- * (STORAGE_FAILED, a TypeError its cause); an unknown name was the hash loader's StoreError.
+ * What is wrong with `hash`: none given or a backend's name (`hashBackendNameProblem`), else a backend as the blob store
+ * takes one (`hashBackendProblem`, which PgBlobStore.open asks too, but only once this pool is made). Anything else
+ * (`null`, `{}`) was taken as a backend and failed the first put or read (STORAGE_FAILED, a TypeError its cause); an
+ * unknown name was the hash loader's StoreError.
  */
 function hashProblem(hash: unknown): string | undefined {
-  if (typeof hash === 'object' && hash !== null && typeof (hash as { create?: unknown }).create === 'function')
-    return undefined;
-  return hashBackendNameProblem(hash);
+  return hash === undefined || typeof hash === 'string' ? hashBackendNameProblem(hash) : hashBackendProblem(hash);
 }
 
 /** Makes `close()` also release the shared pool, once. */
