@@ -5,8 +5,6 @@
  * and the checkpoint carried one cosignature where two were given (and the first key was counted as cosigned).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,9 +16,8 @@ import {
 } from '../../manifests/crypto/cosignature.js';
 import { parseVerifierKey } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
-import { parseAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
 import { WitnessPool } from '../../src/ledger/witnessing.js';
-import { HandLog, noteSigner } from './support.js';
+import { answeringWitness, HandLog, noteSigner } from './support.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-one-url-two-keys-'));
 const log = new HandLog('example.com/one-url-two-keys', 41);
@@ -30,31 +27,18 @@ const b = noteSigner('witness.example/b', new Uint8Array(32).fill(43));
 const vkeyA = encodeCosignerKey(a.name, a.publicKey);
 const vkeyB = encodeCosignerKey(b.name, b.publicKey);
 
-let server: Server;
+let witness: Awaited<ReturnType<typeof answeringWitness>>;
 let url: string;
 
 beforeAll(async () => {
   // A witness of two keys: every add-checkpoint is answered with a cosignature by each.
-  server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      void (async () => {
-        const { note } = parseAddCheckpoint(Buffer.concat(chunks).toString('utf8'));
-        const text = note.slice(0, note.indexOf('\n\n') + 1);
-        const lines =
-          (await cosignCheckpoint(text, a, 1_700_000_000)) + (await cosignCheckpoint(text, b, 1_700_000_000));
-        res.writeHead(200, { 'content-type': 'text/plain' });
-        res.end(lines);
-      })();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  witness = await answeringWitness(
+    async (text) => (await cosignCheckpoint(text, a, 1_700_000_000)) + (await cosignCheckpoint(text, b, 1_700_000_000)),
+  );
+  url = witness.url;
 });
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
+  await witness.close();
   rmSync(base, { recursive: true, force: true });
 });
 

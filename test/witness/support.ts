@@ -5,6 +5,8 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +15,7 @@ import { encodeVerifierKey, signNote, type NoteSigner } from '../../manifests/cr
 import { formatCheckpoint } from '../../manifests/format/checkpoint.js';
 import { EMPTY_ROOT, leafHash, nodeHash } from '../../manifests/tlog/merkle.js';
 import { consistencyRanges } from '../../manifests/tlog/tree.js';
-import { formatAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
+import { formatAddCheckpoint, parseAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
 
 export const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 
@@ -136,4 +138,34 @@ export async function witnessed(url: string, origin: string): Promise<string | u
   if (res.status === 404) return undefined;
   if (res.status !== 200) throw new Error(`monitor GET answered ${res.status}`);
   return res.text();
+}
+
+/**
+ * A witness in this process, on 127.0.0.1, that answers every add-checkpoint 200 with what `answer` gives for the
+ * request's checkpoint (the note's text up to its signatures): the witnesses a test makes say what a real one would
+ * not (several keys' lines, lines that break a note).
+ */
+export async function answeringWitness(
+  answer: (checkpointText: string) => Promise<string>,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      void (async () => {
+        const { note } = parseAddCheckpoint(Buffer.concat(chunks).toString('utf8'));
+        const lines = await answer(note.slice(0, note.indexOf('\n\n') + 1));
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.end(lines);
+      })();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
 }

@@ -5,20 +5,17 @@
  * of what the ledger keeps, saves, restores and exports; the witness's valid line is kept.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cosignCheckpoint, cosignerKeyHash, encodeCosignerKey } from '../../manifests/crypto/cosignature.js';
 import { openNote, parseVerifierKey } from '../../manifests/crypto/note.js';
 import { encodeBase64 } from '../../manifests/encoding/base64.js';
-import { parseAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { main } from '../../src/cli/main.js';
 import { captureIo } from '../support/capture-io.js';
 import { sampleSummary } from '../support/tmp.js';
-import { noteSigner } from './support.js';
+import { answeringWitness, noteSigner } from './support.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-unpinned-lines-'));
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
@@ -35,7 +32,7 @@ function junkLine(name: string): string {
 /** Lines a note reader refuses: a name with `+`, with a C0 control, with U+0085 (a Unicode space to Go). */
 const BREAKING = [junkLine('evil+witness'), junkLine('evil\u0001witness'), junkLine('evil\u0085witness')];
 
-let server: Server;
+let witness: Awaited<ReturnType<typeof answeringWitness>>;
 let url: string;
 /** `<root>/checkpoints/<blake3(origin)>`: the pin's name without `.pin`; the witnesses' files go beside it. */
 const stemOf = (root: string) =>
@@ -54,23 +51,13 @@ const sigLines = (note: string) =>
 
 beforeAll(async () => {
   // A witness answering its own valid cosignature and, after it, lines that break any note they are added to.
-  server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      void (async () => {
-        const note = parseAddCheckpoint(Buffer.concat(chunks).toString('utf8')).note;
-        const line = await cosignCheckpoint(note.slice(0, note.lastIndexOf('\n\n') + 1), good, 1_700_000_000);
-        res.end(line + BREAKING.join(''));
-      })();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  witness = await answeringWitness(
+    async (text) => (await cosignCheckpoint(text, good, 1_700_000_000)) + BREAKING.join(''),
+  );
+  url = witness.url;
 });
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
+  await witness.close();
   rmSync(base, { recursive: true, force: true });
 });
 
