@@ -104,22 +104,35 @@ export interface FsckReport {
 export const FSCK_NOT_VERIFIED =
   'grant and revocation records (unsigned: anyone who can write the database can change who may read a session)';
 
-/**
- * A corrupt stored record (`RECORD_CORRUPT`) becomes a finding, and fsck goes on with what it can still read. A record
- * that two walks stop at (the entries' and the tree's) is reported once.
- */
+/** A corrupt stored record (`RECORD_CORRUPT`) becomes a finding, and fsck goes on with what it can still read. */
 function recordProblem(err: unknown, findings: FsckFinding[], session?: string): void {
   if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
-  let seen = recorded.get(findings);
-  if (!seen) recorded.set(findings, (seen = new Set()));
-  const key = JSON.stringify([session ?? null, err.message]);
-  if (seen.has(key)) return;
-  seen.add(key);
   findings.push({ code: err.code, ...(session !== undefined ? { session } : {}), message: err.message });
 }
 
-/** The corrupt records each fsck's findings hold already (by session and message): a lookup, not a scan per record. */
-const recorded = new WeakMap<FsckFinding[], Set<string>>();
+/**
+ * A record that several walks stop at (the head check's, the heads', the entries', a session's lookup, the tree's, the
+ * session-heads index's) is reported once, where it was first met: its message names the record, and the one finding
+ * carries a session once any walk knew it.
+ */
+function oneFindingPerRecord(findings: FsckFinding[]): FsckFinding[] {
+  const first = new Map<string, number>();
+  const kept: FsckFinding[] = [];
+  for (const f of findings) {
+    if (f.code !== 'RECORD_CORRUPT') {
+      kept.push(f);
+      continue;
+    }
+    const at = first.get(f.message);
+    if (at === undefined) {
+      first.set(f.message, kept.length);
+      kept.push(f);
+    } else if (kept[at]!.session === undefined && f.session !== undefined) {
+      kept[at] = { code: f.code, session: f.session, message: f.message };
+    }
+  }
+  return kept;
+}
 
 /** The blob a manifest names: present, its size, its digest (re-hashed by the store), a valid summary. */
 async function checkBlob(
@@ -335,12 +348,13 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
     findings.push(...(await fsckBlobTimes(files, new Set(checked.keys()), options.signal)));
   }
   findings.push(...(await fsckSigningKeys(log, await ledger.storeTrust(), newestSigned, options.signal)));
+  const reported = oneFindingPerRecord(findings);
   return {
-    ok: findings.length === 0,
+    ok: reported.length === 0,
     chains,
     manifests,
     blobsChecked: checked.size,
-    findings,
+    findings: reported,
     notVerified: FSCK_NOT_VERIFIED,
   };
 }
