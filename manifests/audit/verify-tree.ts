@@ -31,9 +31,10 @@ import {
   checkpointRevocationKey,
   checkpointVerifiers,
   revokedCheckpointListings,
+  type TrustedCheckpointKey,
   type TrustStore,
 } from '../format/trust.js';
-import { parseVerifierKey } from '../crypto/note.js';
+import { parseVerifierKey, type NoteVerifierKey } from '../crypto/note.js';
 import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlog/merkle.js';
 import { leafOfLine } from '../tlog/leaf.js';
 import { appendLeafHashes, rootOf, type TreeNode } from '../tlog/tree.js';
@@ -202,6 +203,15 @@ function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
   } catch (err) {
     if (!(err instanceof ManifestError)) throw err;
     if (err.code === 'NOTE_UNVERIFIED') {
+      // Signed by a key the trust file pins and revokes: say so, not that the file lacks the key (an auditor would ask
+      // for a newer trust file, which revokes it too, rather than for a bundle signed since the revocation).
+      const revoked = revokedSigner(text, options);
+      if (revoked)
+        return {
+          ok: false,
+          code: 'CHECKPOINT_UNTRUSTED',
+          message: `signed by checkpoint key ${JSON.stringify(revoked.keyId)} of host ${JSON.stringify(revoked.host)}, which the trust file revokes (at ${JSON.stringify(revoked.revokedAt)}): a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); a bundle exported since the revocation is signed by the host's current key`,
+        };
       // Say which keys were tried: none pinned (a trust file without checkpointKeys), or not the one that signed (a
       // trust file from before the host's last key rotation lacks its new checkpoint key).
       const pinned = options.trust.checkpointKeys?.length ?? 0;
@@ -217,6 +227,38 @@ function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
     const code = err.code === 'NOTE_SIGNATURE_INVALID' ? 'CHECKPOINT_SIGNATURE_INVALID' : 'CHECKPOINT_INVALID';
     return { ok: false, code, message: err.message };
   }
+}
+
+/**
+ * The trust entry that revokes the key of a valid signature on a note no unrevoked pinned key signed (the earliest
+ * revocation when several entries do), or undefined when no revoked key signed it. A listing that is no verifier key
+ * (a store built by hand, not parsed) is passed over.
+ */
+function revokedSigner(text: string, options: TreeCheckOptions): TrustedCheckpointKey | undefined {
+  const revoked: Array<{ entry: TrustedCheckpointKey; key: NoteVerifierKey }> = [];
+  for (const entry of options.trust.checkpointKeys ?? []) {
+    if (entry.revokedAt === undefined) continue;
+    try {
+      revoked.push({ entry, key: parseVerifierKey(entry.vkey) });
+    } catch {
+      // not a key: it signed nothing
+    }
+  }
+  if (revoked.length === 0) return undefined;
+  let note: OpenedNote;
+  try {
+    note = openNote(
+      text,
+      revoked.map((r) => r.key),
+      options.verifier,
+    );
+  } catch {
+    return undefined;
+  }
+  const signers = revoked
+    .filter((r) => note.sigs.some((s) => s.name === r.key.name && s.keyHash === r.key.keyHash))
+    .map((r) => r.entry);
+  return signers.sort((a, b) => Date.parse(a.revokedAt!) - Date.parse(b.revokedAt!))[0];
 }
 
 const hashes = (v: unknown): Uint8Array[] | undefined => {

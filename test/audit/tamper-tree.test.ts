@@ -242,6 +242,33 @@ describe('step 9: a revoked checkpoint key listed again', () => {
     expect(found(await audit(full, mergeTrust(shared, empty)))).toEqual([]);
   });
 
+  it('names the revoked key that signed the checkpoint, not a trust file that lacks it', async () => {
+    const ck = trust.checkpointKeys![0]!;
+    const revokedAt = ck.notBefore;
+    const revoked = await audit(full, { ...trust, checkpointKeys: [{ ...ck, revokedAt }] });
+    expect(found(revoked)).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+    expect(revoked.findings[0]!.message).toBe(
+      `checkpoint.note: signed by checkpoint key ${JSON.stringify(ck.keyId)} of host "h1", which the trust file ` +
+        `revokes (at ${JSON.stringify(revokedAt)}): a revoked checkpoint key's checkpoints are refused whenever they ` +
+        "were signed (checkpoints carry no time); a bundle exported since the revocation is signed by the host's current key",
+    );
+    // A note no pinned key signed, beside a revoked key that did not sign it either: the trust file may lack the key.
+    const note = full.tree['checkpoint.note']!;
+    const seed = new Uint8Array(32).fill(9);
+    const forged = await signNote(note.slice(0, note.indexOf('\n\n') + 1), [
+      { name: ORIGIN, publicKey: noblePublicKey(seed), sign: (m) => nobleSign(m, seed) },
+    ]);
+    const other = await audit(
+      { ...full, tree: { 'checkpoint.note': forged } },
+      {
+        ...trust,
+        checkpointKeys: [{ ...ck, revokedAt }],
+      },
+    );
+    expect(found(other)).toEqual(['CHECKPOINT_UNTRUSTED@-']);
+    expect(other.findings[0]!.message).toContain('no signature by the checkpoint key the trust file pins');
+  });
+
   it('demands a checkpoint of a bundle whose only pinned checkpoint keys are revoked: leaving it out does no better (CHECKPOINT_MISSING)', async () => {
     const ck = trust.checkpointKeys![0]!;
     const revokedOnly = { ...trust, checkpointKeys: [{ ...ck, revokedAt: ck.notBefore }] };
