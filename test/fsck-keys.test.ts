@@ -15,6 +15,8 @@ import { LevelManifestLog } from '../manifests/log/level/log.js';
 import type { SigningKeyRecord } from '../manifests/log/log.js';
 import { describePostgres } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { generateJwk } from '../src/keys/local-signer.js';
+import type { TrustedKey } from '../manifests/format/trust.js';
 
 /** The keyring's read of the keys (private): a rotation or revocation makes it under the trust lock. */
 type Reloads = { reloadKeys(options: object, underLock: boolean): Promise<void> };
@@ -191,6 +193,29 @@ function keyRecordSuite(backend: Backend): void {
       expect(ledger.trustStore().keys.find((k) => k.keyId === s.old)?.revokedAt).toBe(first);
       expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] }); // before: KEY_WINDOW_MISMATCH
       await ledger.close();
+    });
+
+    it("does not report another host's key revoked into the past in the trust its keys were given in (a shared log, each host its own root)", async () => {
+      const { options, tamper } = backend.store();
+      await rotatedStore(options);
+      // Host B's key: B's root revoked it from before the last manifest it signed (the runbook's revocation of a
+      // compromised key), which closed its window in the shared log there. This root's trust.json does not list it.
+      const jwk = generateJwk();
+      const closedAt = '2026-11-30T10:00:02.000Z';
+      await tamper.put(jwk.kid!, { lastSignedAt: later(closedAt, 3000), closedAt });
+      const listed = { host: 'host-b', keyId: jwk.kid!, publicKey: jwk.x, notBefore: '2026-11-30T09:00:00.000Z' };
+      const judged = async (key: TrustedKey) => {
+        const ledger = await openLedger({ ...options, trust: { version: 1, keys: [key] } });
+        try {
+          return (await fsck(ledger)).findings.map((f) => f.code);
+        } finally {
+          await ledger.close();
+        }
+      };
+      expect(await judged({ ...listed, revokedAt: closedAt })).toEqual([]);
+      // Given a trust file that does not revoke it there (one from before the revocation): still a finding.
+      expect(await judged(listed)).toEqual(['KEY_SIGNED_AFTER_CLOSE']);
+      expect(await judged({ ...listed, revokedAt: later(closedAt, 1) })).toEqual(['KEY_SIGNED_AFTER_CLOSE']);
     });
 
     it('is clean after a rotation and a revocation dated before the rotation', async () => {

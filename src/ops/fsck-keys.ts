@@ -21,12 +21,16 @@ function windowEnd(key: TrustedKey): string | undefined {
 /**
  * @param storeTrust this store's own trust.json (not keys the caller added: the log closes only its windows)
  * @param newestSigned per key id, the newest `createdAt` among the verified manifests the chain walk read
+ * @param trust every key the chains were verified under (the store's own and those the caller added): a revocation
+ *   of another host's key there (a shared PostgreSQL log, each host's own root) exempts its record from
+ *   KEY_SIGNED_AFTER_CLOSE as a revocation in trust.json does
  */
 export async function fsckSigningKeys(
   log: ManifestLog,
   storeTrust: TrustStore,
   newestSigned: ReadonlyMap<string, string>,
   signal?: AbortSignal,
+  trust: TrustStore = storeTrust,
 ): Promise<FsckFinding[]> {
   const findings: FsckFinding[] = [];
   // Unreadable records are reported once, as RECORD_CORRUPT, and judged neither for nor against anything else.
@@ -50,10 +54,15 @@ export async function fsckSigningKeys(
     corrupt(err);
   }
   const trusted = new Map(storeTrust.keys.map((k) => [k.keyId, k]));
+  const revocations = new Set(
+    trust.keys.filter((k) => k.revokedAt !== undefined).map((k) => `${k.keyId}\u0000${k.revokedAt}`),
+  );
   for (const [keyId, rec] of records) {
     if (rec.lastSignedAt === undefined || rec.closedAt === undefined || rec.lastSignedAt < rec.closedAt) continue;
-    // A revocation may be dated into the past on purpose: each manifest past it is already KEY_REVOKED.
+    // A revocation may be dated into the past on purpose: each manifest past it is already KEY_REVOKED. Another host's
+    // key is revoked in the trust its keys were given in, not in this store's trust.json.
     if (trusted.get(keyId)?.revokedAt === rec.closedAt) continue;
+    if (revocations.has(`${keyId}\u0000${rec.closedAt}`)) continue;
     findings.push({
       code: 'KEY_SIGNED_AFTER_CLOSE',
       message: `key ${keyId}: the log records a manifest dated ${rec.lastSignedAt}, at or after its window end ${rec.closedAt}`,

@@ -347,7 +347,7 @@ async function fsckLog(ledger: Ledger, log: ManifestLog, options: FsckOptions): 
     const files = ledger.blobs instanceof TieredBlobStore ? ledger.blobs.files : ledger.blobs;
     findings.push(...(await fsckBlobTimes(files, new Set(checked.keys()), options.signal)));
   }
-  findings.push(...(await fsckSigningKeys(log, await ledger.storeTrust(), newestSigned, options.signal)));
+  findings.push(...(await fsckSigningKeys(log, await ledger.storeTrust(), newestSigned, options.signal, trust)));
   const reported = oneFindingPerRecord(findings);
   return {
     ok: reported.length === 0,
