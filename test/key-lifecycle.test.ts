@@ -239,6 +239,41 @@ describe('a revoked host key', () => {
     await second.close();
   });
 
+  it('takes the checkpoint key that lay beside a lost host key with it at the next rotation, once the lost key is revoked', async () => {
+    // The runbook for a lost host key file: an open makes the host a new key (listed beside the lost one), and
+    // `keys revoke` ends the lost one. The checkpoint key made with the lost key is still the one this store signs
+    // with, so the revocation leaves it to the next rotation, which replaces it and revokes it with the lost key.
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const lost = ledger.keyId;
+    const beside = ledger.trustStore().checkpointKeys![0]!.keyId;
+    await ledger.close();
+    unlinkSync(hostKeyPath(root, 'host-a'));
+    ledger = await open(root);
+    expect(ledger.keyId).not.toBe(lost);
+    const revokedAt = await ledger.revokeKey(lost);
+    const checkpointKeys = () => ledger.trustStore().checkpointKeys!.map((k) => [k.keyId === beside, k.revokedAt]);
+    expect(checkpointKeys()).toEqual([[true, undefined]]); // still the key every checkpoint is signed with
+    await ledger.rotateKey();
+    expect(checkpointKeys()).toEqual([
+      [true, revokedAt],
+      [false, undefined],
+    ]);
+    // The checkpoint is signed again by the new checkpoint key, which the trust file vouches for.
+    expect(openNote((await ledger.checkpoint()).note, checkpointVerifiers(ledger.trustStore())).sigs).toHaveLength(1);
+    await ledger.close();
+    // A host key revoked whose window ended before the current checkpoint key's began takes none with it.
+    const other = await open(tempDir());
+    const first = other.keyId;
+    await other.rotateKey();
+    await other.revokeKey(first);
+    const current = other.trustStore().checkpointKeys!.at(-1)!.keyId;
+    await other.rotateKey();
+    expect(other.trustStore().checkpointKeys!.find((k) => k.keyId === current)?.revokedAt).toBeUndefined();
+    await other.close();
+  });
+
   it('refuses the same with an injected signer or a key file of the caller, once that key signed in this store', async () => {
     const jwk = generateJwk();
     const keyFile = join(tempDir(), 'host.jwk');

@@ -901,12 +901,17 @@ export class Keyring {
     keys.push({ host: this.options.host, keyId: jwk.kid!, publicKey: jwk.x, notBefore: at });
     // The checkpoint key rotates with the host key.
     const cjwk = generateJwk();
-    // A revoked host key takes the checkpoint key it rotates out with it (see `revoke`).
+    // A revoked host key takes the checkpoint key it rotates out with it (see `revoke`), and so does any other revoked
+    // key of this host whose window overlaps that checkpoint key's: `revoke` left the current checkpoint key to this
+    // rotation (a lost host key revoked after `init` listed a new one beside it lay in keys/ beside this checkpoint key).
     const oldRevokedAt = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === old.keyId)?.revokedAt;
     const checkpointKeys = (this.trust.checkpointKeys ?? []).map((k) => {
       if (k.host !== this.options.host || k.keyId !== this.checkpoint.keyId) return k;
       const ended = k.notAfter === undefined ? { ...k, notAfter: at } : k;
-      return oldRevokedAt === undefined ? ended : revokedFrom(ended, oldRevokedAt);
+      const revokedAt = this.trust.keys
+        .filter((h) => h.host === this.options.host && h.revokedAt !== undefined && overlaps(h, k))
+        .reduce<string | undefined>((t, h) => earlierTime(t, h.revokedAt), oldRevokedAt);
+      return revokedAt === undefined ? ended : revokedFrom(ended, revokedAt);
     });
     checkpointKeys.push({
       host: this.options.host,
