@@ -18,16 +18,22 @@ import {
   type SessionHeadProof,
 } from '../../manifests/tlog/session-heads.js';
 
-/** `proofs.jsonl`: one `{ leafIndex, proof }` line per exported manifest, in bundle order. */
+/**
+ * `proofs.jsonl`: one `{ leafIndex, proof }` line per exported manifest, in bundle order. `checkCancelled` is called
+ * before each proof is read (it throws once the export is cancelled): a proof per manifest is most of a large filtered
+ * export's reads.
+ */
 export async function* inclusionProofLines(
   log: ManifestLog,
   positions: number[],
   size: number,
+  checkCancelled: () => void = () => {},
 ): AsyncGenerator<Uint8Array> {
   const encoder = new TextEncoder();
   const read = (ids: Parameters<ManifestLog['treeNodes']>[0]) => log.treeNodes(ids);
   let buffered = '';
   for (const leafIndex of positions) {
+    checkCancelled();
     const proof = await hashRanges(inclusionRanges(leafIndex, size), read);
     buffered += `${JSON.stringify({ leafIndex, proof: proof.map(encodeBase64) })}\n`;
     if (buffered.length >= 1 << 20) {
@@ -80,16 +86,19 @@ export type SessionHeadProofs = Map<string, { proof: SessionHeadProof; value: Ui
 /**
  * Proofs for `sessions` from the log's index as it is now, or `undefined` when one of them does not lead to
  * `root` (the checkpoint's): the log moved on since the checkpoint was taken, and the caller takes a new one.
+ * `checkCancelled` is called before each session's proof is read (it throws once the export is cancelled).
  */
 export async function sessionHeadProofs(
   log: ManifestLog,
   sessions: Iterable<string>,
   root: Uint8Array,
+  checkCancelled: () => void = () => {},
 ): Promise<SessionHeadProofs | undefined> {
   const read = log.sessionHeadNodes?.bind(log);
   if (!read) return new Map();
   const out: SessionHeadProofs = new Map();
   for (const session of sessions) {
+    checkCancelled();
     const proven = await proveSessionHead(read, session);
     const r = rootFromSessionHeadProof(session, proven.value, proven.proof);
     if (!r.ok || !equalBytes(r.root, root)) return undefined;

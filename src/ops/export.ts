@@ -296,7 +296,7 @@ async function cutFor(
       if (before && root instanceof Uint8Array && cut!.checkpoint.size !== before.size) return undefined; // moved on
       const { selected, candidates } = await selectSessions(view, options, cut?.checkpoint.size ?? Infinity);
       if (!(root instanceof Uint8Array)) return { cut, selected, headProofs: undefined };
-      const headProofs = await sessionHeadProofs(view, candidates, root);
+      const headProofs = await sessionHeadProofs(view, candidates, root, () => checkCancelled(options.signal));
       return headProofs ? { cut, selected, headProofs } : undefined;
     };
     const found =
@@ -771,7 +771,11 @@ async function exportInto(
       step = 'writing the checkpoint and proofs';
       await writeAll(fs, join(staging, BUNDLE_CHECKPOINT_FILE), new TextEncoder().encode(cut.note));
       if (filtered)
-        await writeAll(fs, join(staging, BUNDLE_PROOFS_FILE), inclusionProofLines(source.log, positions, limit));
+        await writeAll(
+          fs,
+          join(staging, BUNDLE_PROOFS_FILE),
+          inclusionProofLines(source.log, positions, limit, () => checkCancelled(options.signal)),
+        );
       if (headProofs) {
         const proven = [...sessions, ...(options.session !== undefined ? [options.session] : [])];
         await writeAll(fs, join(staging, BUNDLE_HEADS_FILE), sessionHeadLines(headProofs, proven, lastOf));
