@@ -118,7 +118,9 @@ export interface ExportSource {
   /**
    * The signed checkpoint to cut the bundle at (a `Ledger` has one); without it the bundle has no tree files. For a
    * filtered export of a log with a session-heads index, the checkpoint of the log's current tree (its heads are
-   * proven from the log as it is): an older one is taken again until it is current, `BUNDLE_IO` after 20 tries.
+   * proven from the log as it is): an older one is taken again until it is current, `BUNDLE_IO` after 20 tries. Without
+   * a session-heads line, one of a tree past the log's read snapshot is taken again the same way (the chains are
+   * chosen from the snapshot).
    */
   checkpoint?(): Promise<{
     note: string;
@@ -292,8 +294,15 @@ async function cutFor(
     const settled = async (view: ManifestLog, before?: { size: number }) => {
       const cut = source.checkpoint ? await source.checkpoint() : undefined;
       const root = cut && filtered ? sessionHeadsOf(cut.checkpoint.extensions ?? []) : undefined;
-      // Only proofs must be read at the checkpoint's own tree: without a session-heads line any checkpoint cuts.
-      if (before && root instanceof Uint8Array && cut!.checkpoint.size !== before.size) return undefined; // moved on
+      // Proofs must be read at the checkpoint's own tree. Without a session-heads line an older checkpoint cuts too,
+      // but not one past the snapshot: the sessions are selected from the snapshot, which lacks the entries after it
+      // (a session the principal began there would be left out of the bundle, and no heads file would show it).
+      if (
+        before &&
+        cut &&
+        (root instanceof Uint8Array ? cut.checkpoint.size !== before.size : cut.checkpoint.size > before.size)
+      )
+        return undefined; // moved on
       const { selected, candidates } = await selectSessions(view, options, cut?.checkpoint.size ?? Infinity);
       if (!(root instanceof Uint8Array)) return { cut, selected, headProofs: undefined };
       const headProofs = await sessionHeadProofs(view, candidates, root, () => checkCancelled(options.signal));
