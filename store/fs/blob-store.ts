@@ -136,6 +136,12 @@ export class FsBlobStore extends AbstractBlobStore {
    * process's life, where one per second-level shard would be up to 65,536).
    */
   private readonly durableShards = new Set<string>();
+  /**
+   * Second-level shard directories this process made whose flush into their parent is under way: a put that finds one
+   * there waits for that flush before it links its blob in it (else it could report a blob stored in a directory a
+   * crash takes back, or one whose flush then fails).
+   */
+  private readonly flushingMade = new Map<string, Promise<void>>();
   /** The root directory opened (device and inode): every write and read refuses another one at its path. */
   private rootId: { dev: number; ino: number } | undefined;
 
@@ -358,7 +364,19 @@ export class FsBlobStore extends AbstractBlobStore {
       if (!made1) await this.syncDir(dir1);
       this.durableShards.add(dir1);
     }
-    if (await this.ensureShardDir(dir2)) await this.syncDir(dir1);
+    if (await this.ensureShardDir(dir2)) {
+      const flushing = this.syncDir(dir1);
+      this.flushingMade.set(dir2, flushing);
+      try {
+        await flushing;
+      } finally {
+        if (this.flushingMade.get(dir2) === flushing) this.flushingMade.delete(dir2);
+      }
+    } else {
+      // Made a moment ago by another put of this process, whose flush of it into its parent may still be under way:
+      // this blob is not stored before that flush is done. Its failure lists the parent, flushed again below.
+      await this.flushingMade.get(dir2)?.catch(() => {});
+    }
     // Leftovers of an earlier failed fsync (perhaps of the very directories just found to exist).
     for (const dir of [...this.unsyncedDirs.keys()]) await this.syncDir(dir);
   }
