@@ -5,12 +5,14 @@
  * fails with EncodingError on a page opened from file://, which is how auditors open this page. Other
  * browsers have only the entries API, which works for them there.
  */
-import { bundleFromFiles, type PickedBundle } from './sources.js';
+import { bundleFromFiles, readOfBundle, type PickedBundle } from './sources.js';
 
 /** The files of a dropped folder, and the paths of its directories (so an empty blobs/ is seen, as the CLI sees it). */
 interface Found {
   files: Array<{ path: string; file: Blob }>;
   directories: string[];
+  /** How many entries the walk listed, read or not (none: the folder is empty). */
+  entries: number;
 }
 
 /** The parts of the File System Access API a drop needs (not in TypeScript's DOM library for every target). */
@@ -22,12 +24,24 @@ interface Handle {
 }
 type ItemWithHandle = DataTransferItem & { getAsFileSystemHandle?(): Promise<Handle | null> };
 
-async function walkHandle(handle: Handle, prefix: string, out: Found): Promise<void> {
-  const path = prefix ? `${prefix}/${handle.name}` : handle.name;
-  if (handle.kind === 'file') out.files.push({ path, file: await handle.getFile!() });
-  else {
-    out.directories.push(path);
-    for await (const child of handle.values!()) await walkHandle(child, path, out);
+/**
+ * Walks what `verify` would read of a dropped folder and nothing else (`readOfBundle`): every entry is listed where
+ * the walk goes, but only the bundle's own files are read and only `blobs/` and `blobs/blake3/` entered. A file the
+ * CLI never opens (notes, a copy of another tree, a name the browser cannot read back) must not refuse the folder,
+ * and a deep or wide tree beside the bundle must not be walked.
+ */
+async function walkHandle(handle: Handle, inside: string, path: string, out: Found): Promise<void> {
+  for await (const child of handle.values!()) {
+    out.entries++;
+    const at = inside ? `${inside}/${child.name}` : child.name;
+    const use = readOfBundle(at, child.kind);
+    if (use === 'skip') continue;
+    const childPath = `${path}/${child.name}`;
+    if (child.kind === 'file') out.files.push({ path: childPath, file: await child.getFile!() });
+    else {
+      out.directories.push(childPath);
+      if (use === 'enter') await walkHandle(child, at, childPath, out);
+    }
   }
 }
 
@@ -41,14 +55,22 @@ async function readAll(dir: FileSystemDirectoryEntry): Promise<FileSystemEntry[]
   }
 }
 
-async function walkEntry(entry: FileSystemEntry, prefix: string, out: Found): Promise<void> {
-  const path = prefix ? `${prefix}/${entry.name}` : entry.name;
-  if (entry.isFile) {
-    const file = await new Promise<File>((resolve, reject) => (entry as FileSystemFileEntry).file(resolve, reject));
-    out.files.push({ path, file });
-  } else if (entry.isDirectory) {
-    out.directories.push(path);
-    for (const child of await readAll(entry as FileSystemDirectoryEntry)) await walkEntry(child, path, out);
+/** `walkHandle` through the entries API. */
+async function walkEntry(dir: FileSystemDirectoryEntry, inside: string, path: string, out: Found): Promise<void> {
+  for (const child of await readAll(dir)) {
+    out.entries++;
+    if (!child.isFile && !child.isDirectory) continue;
+    const at = inside ? `${inside}/${child.name}` : child.name;
+    const use = readOfBundle(at, child.isFile ? 'file' : 'directory');
+    if (use === 'skip') continue;
+    const childPath = `${path}/${child.name}`;
+    if (child.isFile) {
+      const file = await new Promise<File>((resolve, reject) => (child as FileSystemFileEntry).file(resolve, reject));
+      out.files.push({ path: childPath, file });
+    } else {
+      out.directories.push(childPath);
+      if (use === 'enter') await walkEntry(child as FileSystemDirectoryEntry, at, childPath, out);
+    }
   }
 }
 
@@ -81,15 +103,18 @@ export function readDrop(items: DataTransferItemList): Promise<Dropped> {
     // As the folder picker takes one folder: two bundles in one drop are refused, not one of them chosen silently.
     if (folders.length > 1) return { ...result, bundle: 'drop one bundle folder' };
     for (const { handle, entry } of folders) {
-      const found: Found = { files: [], directories: [] };
+      const found: Found = { files: [], directories: [], entries: 0 };
+      // The folder's own name starts every path, as input[webkitdirectory] gives them.
+      const name = handle?.name ?? entry!.name;
       try {
-        if (handle) await walkHandle(handle, '', found);
-        else await walkEntry(entry!, '', found);
+        if (handle) await walkHandle(handle, '', name, found);
+        else await walkEntry(entry as FileSystemDirectoryEntry, '', name, found);
       } catch (err) {
-        result.bundle = `cannot read the dropped folder ${JSON.stringify(handle?.name ?? entry?.name ?? '')} in this browser (${(err as Error)?.name ?? 'Error'}); choose it with the bundle folder picker instead`;
+        result.bundle = `cannot read the dropped folder ${JSON.stringify(name)} in this browser (${(err as Error)?.name ?? 'Error'}); choose it with the bundle folder picker instead`;
         continue;
       }
-      result.bundle = bundleFromFiles(found.files, found.directories);
+      result.bundle =
+        found.entries === 0 ? 'the folder is empty' : bundleFromFiles(found.files, found.directories, name);
     }
     return result;
   })();

@@ -27,14 +27,16 @@ const HEX64 = /^[0-9a-f]{64}$/;
 /**
  * Builds a source from files and their paths relative to the picked folder's parent (`name/…`), and the
  * paths of the directories seen, where the way of reading lists them (a drop does; the folder picker lists
- * files only, so it cannot see an empty directory).
+ * files only, so it cannot see an empty directory). A drop names its `folder`: it reads only the bundle's own files
+ * (`readOfBundle`), so a folder of other files gives none.
  */
 export function bundleFromFiles(
   files: Array<{ path: string; file: Blob }>,
   directories: readonly string[] = [],
+  folder?: string,
 ): PickedBundle | string {
-  if (files.length === 0) return 'the folder is empty';
-  const name = files[0]!.path.split('/')[0]!;
+  const name = folder ?? files[0]?.path.split('/')[0];
+  if (name === undefined) return 'the folder is empty';
   const inside = new Map<string, Blob>();
   for (const { path, file } of files) {
     const parts = path.split('/');
@@ -76,6 +78,22 @@ export function bundleFromFiles(
     source: { kind: 'files', manifests, tree, ...(header ? { header } : {}), ...(blobs ? { blobs } : {}) },
     description: `bundle ${name}: ${manifests.size.toLocaleString('en-US')} bytes of manifests${blobs ? `, ${counted(count, 'blob')}` : ''}${tree[BUNDLE_CHECKPOINT_FILE] ? `, cut at ${BUNDLE_CHECKPOINT_FILE}` : ''}`,
   };
+}
+
+/**
+ * What the walk of a dropped folder does with the entry at `path` inside it (`/`-separated) of `kind`: `read` the
+ * files `verify` opens (bundle.json, manifests.jsonl, the tree files, `blobs/blake3/<64 hex>`), `enter` `blobs/` and
+ * `blobs/blake3/`, `list` any other directory at the top (a tree file's name as a directory is refused, as `verify`
+ * refuses it), and `skip` the rest, neither read nor entered, as `verify` never opens them.
+ */
+export function readOfBundle(path: string, kind: 'file' | 'directory'): 'read' | 'enter' | 'list' | 'skip' {
+  if (kind === 'directory') {
+    if (path === 'blobs' || path === BUNDLE_BLOB_DIR) return 'enter';
+    return path.includes('/') ? 'skip' : 'list';
+  }
+  if (path === BUNDLE_HEADER_FILE || path === BUNDLE_MANIFESTS_FILE) return 'read';
+  if ((BUNDLE_TREE_FILES as readonly string[]).includes(path)) return 'read';
+  return path.startsWith(`${BUNDLE_BLOB_DIR}/`) && HEX64.test(path.slice(BUNDLE_BLOB_DIR.length + 1)) ? 'read' : 'skip';
 }
 
 export function filesOfInput(list: FileList): Array<{ path: string; file: Blob }> {

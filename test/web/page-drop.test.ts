@@ -152,6 +152,50 @@ describe('dropping files on the page', { timeout: 180_000 }, () => {
     },
   );
 
+  it.each(['getAsFileSystemHandle', 'entries API'])(
+    'reads of a dropped folder only what verify reads (%s): files beside the bundle, however named or deep, refuse nothing',
+    async (api) => {
+      // A name that is not UTF-8 is one the browser lists but cannot open again: read, it failed the whole drop
+      // ("cannot read the dropped folder"), where `verify` never opens it. At the top, deep in a directory of notes,
+      // and among the blobs under a name no manifest can give.
+      const dir = join(base, `beside-${api.replace(/ /g, '-')}`, 'audit-2026-11');
+      cpSync(f.bundle, dir, { recursive: true });
+      const deep = join(dir, 'notes', 'a', 'b', 'c');
+      mkdirSync(deep, { recursive: true });
+      const unreadable = Buffer.from([0x6e, 0x6f, 0x74, 0x65, 0xff]);
+      for (const where of [dir, deep, join(dir, 'blobs', 'blake3')])
+        writeFileSync(Buffer.concat([Buffer.from(`${where}/`), unreadable]), 'not part of the bundle');
+      // `verify` reads none of them: the bundle verifies.
+      const expected = await cliVerify(dir, f.trust);
+      expect(expected.report?.ok).toBe(true);
+      // The entries API cannot read a dropped folder on a file:// page in Chromium: served, as in browsers without the other.
+      const server = api === 'entries API' ? await startAuditServer({ page: auditorPagePath()! }) : undefined;
+      const page = await browser.newPage();
+      const seen = watchPage(page);
+      try {
+        if (server) {
+          await page.addInitScript(() => {
+            delete (globalThis as any).DataTransferItem.prototype.getAsFileSystemHandle;
+          });
+          await page.goto(server.url);
+        } else await page.goto(PAGE);
+        await dropFiles(page, [dir, f.trust]);
+        await expect
+          .poll(() => picked(page), { timeout: 30_000 })
+          .toMatch(
+            /^bundle audit-2026-11: \d[\d,]* bytes of manifests, 3 blobs, cut at checkpoint\.note; trust file trust\.json;/,
+          );
+        expect(await page.isHidden('#error')).toBe(true);
+        await page.click('#verify');
+        await expectSameAsCli(page, expected.report!);
+        expect(seen.errors).toEqual([]);
+      } finally {
+        await page.close();
+        await server?.close();
+      }
+    },
+  );
+
   it('refuses two bundle folders in one drop, and keeps the bundle chosen before', async () => {
     const page = await browser.newPage();
     try {
