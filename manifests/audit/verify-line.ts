@@ -4,6 +4,7 @@
  * and time → strict Ed25519 signature → strict schema). Each failure becomes a finding with the line
  * number; nothing a line contains can make these functions throw. Isomorphic.
  */
+import { joinChunks } from '../../store/bounded-body.js';
 import type { Digest } from '../../store/hash/digest.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { MAX_ENVELOPE_BYTES } from '../crypto/envelope.js';
@@ -32,17 +33,6 @@ export interface RawLine {
 
 // ignoreBOM keeps a byte-order mark in the text, so a BOM-prefixed line fails JSON.parse instead of being silently accepted.
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
-function concat(parts: Uint8Array[], length: number): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(length);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
-}
 
 /**
  * Splits a byte stream into `\n`-terminated lines, holding at most `maxLineBytes` of any one line in
@@ -78,7 +68,7 @@ export async function* splitLineRuns(
       out = { line, tooLong: length, terminated, bytes };
     } else {
       try {
-        out = { line, text: decoder.decode(concat(parts, length)), terminated, bytes };
+        out = { line, text: decoder.decode(joinChunks(parts, length)), terminated, bytes };
       } catch {
         out = { line, notUtf8: true, terminated, bytes };
       }

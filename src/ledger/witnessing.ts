@@ -27,6 +27,7 @@ import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import type { SignedCheckpoint } from './checkpoints.js';
 import { LedgerError } from '../errors.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
+import { readBodyUpTo } from '../../store/bounded-body.js';
 import { errorText, readOptionFields, shownValue, type NamesEveryField } from '../../store/errors.js';
 
 /** A witness to submit to: its URL prefix, and optionally its verifier key (then only its valid cosignatures are kept). */
@@ -731,27 +732,7 @@ function opens(note: string, keys: NoteVerifierKey[]): boolean {
  * that sends without end costs `max` bytes of memory, not all it sent before the deadline.
  */
 async function boundedText(res: Response, max: number): Promise<string> {
-  const reader = res.body?.getReader();
-  if (!reader) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  try {
-    while (size < max) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.length;
-    }
-  } finally {
-    await reader.cancel().catch(() => {});
-  }
-  const bytes = new Uint8Array(Math.min(size, max));
-  let at = 0;
-  for (const c of chunks) {
-    const part = c.subarray(0, bytes.length - at);
-    bytes.set(part, at);
-    at += part.length;
-  }
+  const { bytes } = await readBodyUpTo(res.body, max);
   // A byte order mark is kept: an answer that begins with one is not the body tlog-witness spells, and its first line
   // is no cosignature line (nor a 409's size).
   return new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);

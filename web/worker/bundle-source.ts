@@ -4,6 +4,7 @@
  * blob than its signed size (plus one byte is enough to tell it is larger).
  */
 import { AuditError } from '../../manifests/audit/errors.js';
+import { readBodyUpTo } from '../../store/bounded-body.js';
 import { errorText } from '../../store/errors.js';
 import {
   BLOB_LINK_HEADER,
@@ -65,17 +66,6 @@ function requireCountedBlobs(reader: BundleReader, headerText: string): void {
   if (counted) reader.readBlob = async () => undefined;
 }
 
-/** The chunks read, `total` bytes in all, as one array. */
-function joined(chunks: Uint8Array[], total: number): Uint8Array {
-  const bytes = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    bytes.set(c, at);
-    at += c.byteLength;
-  }
-  return bytes;
-}
-
 /**
  * Reads a served answer's body, at most `max` bytes: one whose content-length is over `max` is its declared size
  * before any byte is read, else it is read chunk by chunk and stopped as soon as it passes `max` (`over`: the bytes
@@ -91,27 +81,14 @@ async function boundedBody(
     await res.body?.cancel().catch(() => {});
     return { over: declared, declared: true };
   }
-  if (!res.body) return { bytes: new Uint8Array(0) };
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  const reader = res.body.getReader();
+  // One byte past `max` is enough to tell the body is over it: read no further (the passing chunk at most).
+  let read;
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > max) {
-        await reader.cancel().catch(() => {});
-        return { over: total, declared: false };
-      }
-      chunks.push(value);
-    }
+    read = await readBodyUpTo(res.body, max + 1);
   } catch (err) {
     throw ioError(what, err);
-  } finally {
-    reader.releaseLock();
   }
-  return { bytes: joined(chunks, total) };
+  return read.seen > max ? { over: read.seen, declared: false } : { bytes: read.bytes };
 }
 
 /**
@@ -210,26 +187,9 @@ const WORDS_BYTES = 2048;
  * that breaks off gives what came before it.
  */
 async function firstWords(res: Response, max: number): Promise<string> {
-  if (!res.body) return '';
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  const reader = res.body.getReader();
-  try {
-    while (total < max) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      total += value.byteLength;
-    }
-    await reader.cancel().catch(() => {});
-  } catch {
-    // What came before the break is all there is.
-  } finally {
-    reader.releaseLock();
-  }
-  const bytes = joined(chunks, total);
+  const { bytes } = await readBodyUpTo(res.body, max, { untilBreak: true });
   // As Response.text() decodes it (a byte order mark dropped): these are audit-ui's words, not a bundle's file.
-  return new TextDecoder().decode(bytes.subarray(0, max));
+  return new TextDecoder().decode(bytes);
 }
 
 async function get(url: string): Promise<Response | undefined>;
