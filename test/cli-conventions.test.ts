@@ -361,22 +361,79 @@ describe('keys with --json', () => {
   it('prints what rotate, revoke and export --out did as JSON', async () => {
     const before = JSON.parse((await cli(['keys', 'list', ...store, '--json'])).stdout) as {
       keys: Array<{ keyId: string }>;
+      checkpointKeys: Array<{ host: string; keyId: string; vkey: string }>;
     };
     const rotated = await cli(['keys', 'rotate', ...store, '--json']);
     expect(rotated.code, rotated.stderr).toBe(0);
-    const { keyId } = JSON.parse(rotated.stdout) as { keyId: string };
+    const { keyId, checkpointKeysRevoked } = JSON.parse(rotated.stdout) as {
+      keyId: string;
+      checkpointKeysRevoked: unknown[];
+    };
     expect(keyId).not.toBe(before.keys[0]!.keyId);
+    expect(checkpointKeysRevoked).toEqual([]); // nothing was revoked: the rotated-out checkpoint key is only ended
     const old = before.keys[0]!.keyId;
+    // The checkpoint key rotated out with the old host key is revoked with it: named, for runbook step 3 (logs.json).
+    const rotatedOut = before.checkpointKeys[0]!;
     const revoked = await cli(['keys', 'revoke', old, ...store, '--json', '--at', '2030-01-01T00:00:00.000Z']);
-    expect(JSON.parse(revoked.stdout)).toEqual({ revoked: old, at: '2030-01-01T00:00:00.000Z' });
-    // Asked again for a later time: the earlier revocation holds, and that is what is reported.
+    expect(JSON.parse(revoked.stdout)).toEqual({
+      revoked: old,
+      at: '2030-01-01T00:00:00.000Z',
+      checkpointKeysRevoked: [
+        {
+          host: rotatedOut.host,
+          keyId: rotatedOut.keyId,
+          vkey: rotatedOut.vkey,
+          revokedAt: '2030-01-01T00:00:00.000Z',
+        },
+      ],
+    });
+    // Asked again for a later time: the earlier revocation holds, and that is what is reported (nothing newly revoked).
     const again = await cli(['keys', 'revoke', old, ...store, '--json', '--at', '2099-01-01T00:00:00.000Z']);
-    expect(JSON.parse(again.stdout)).toEqual({ revoked: old, at: '2030-01-01T00:00:00.000Z' });
+    expect(JSON.parse(again.stdout)).toEqual({
+      revoked: old,
+      at: '2030-01-01T00:00:00.000Z',
+      checkpointKeysRevoked: [],
+    });
     const human = await cli(['keys', 'revoke', old, ...store, '--at', '2031-01-01T00:00:00.000Z']);
     expect(human.stdout).toBe(`revoked ${old} from 2030-01-01T00:00:00.000Z\n`);
     const out = newDir();
     const exported = await cli(['keys', 'export', ...store, '--out', out, '--json']);
     expect(JSON.parse(exported.stdout)).toEqual({ wrote: out, keys: 2, checkpointKeys: 2 });
+  });
+
+  it('names the checkpoint key in use when the host key in use is revoked, and the rotation that revokes it', async () => {
+    // Runbook step 3 takes a revoked checkpoint key out of every witness's logs.json at once: revoke and rotate name
+    // the checkpoint keys they revoked (keys list was the only way to find them) and the one a rotation must take.
+    const own = ['--root', join(newDir(), 'store'), '--host', 'h'];
+    expect((await cli(['init', ...own])).code).toBe(0);
+    const listed = JSON.parse((await cli(['keys', 'list', ...own, '--json'])).stdout) as {
+      keys: Array<{ keyId: string }>;
+      checkpointKeys: Array<{ host: string; keyId: string; vkey: string }>;
+    };
+    const [hostKey] = listed.keys;
+    const inUse = listed.checkpointKeys[0]!;
+    const revoked = await cli(['keys', 'revoke', hostKey!.keyId, ...own, '--json']);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    const { at, ...rest } = JSON.parse(revoked.stdout) as { at: string };
+    expect(rest).toEqual({
+      revoked: hostKey!.keyId,
+      checkpointKeysRevoked: [],
+      checkpointKeyAtNextRotation: { host: 'h', keyId: inUse.keyId, vkey: inUse.vkey },
+    });
+    const again = await cli(['keys', 'revoke', hostKey!.keyId, ...own]);
+    expect(again.stdout).toBe(
+      `revoked ${hostKey!.keyId} from ${at}\n` +
+        `the checkpoint key this store signs with (${inUse.keyId}) is revoked by the next \`keys rotate\`: run it now\n`,
+    );
+    const rotated = await cli(['keys', 'rotate', ...own]);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    expect(rotated.stdout.split('\n').slice(1)).toEqual([
+      `revoked checkpoint key ${inUse.keyId} of h from ${at}: take ${JSON.stringify(inUse.vkey)} out of every witness's logs.json`,
+      '',
+    ]);
+    // Done: a revocation of it again names nothing left to do.
+    const done = JSON.parse((await cli(['keys', 'revoke', hostKey!.keyId, ...own, '--json'])).stdout) as object;
+    expect(done).toEqual({ revoked: hostKey!.keyId, at, checkpointKeysRevoked: [] });
   });
 
   it('prints the checkpoint verifier key of keys vkey as JSON', async () => {

@@ -6,6 +6,7 @@ import { isErrnoError } from '../../store/errors.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { isInsideRoot } from '../ops/export.js';
 import { MAX_TRUST_FILE_BYTES } from '../../manifests/format/trust.js';
+import type { TrustStore } from '../../manifests/format/trust.js';
 import {
   withLedger,
   EXIT_OK,
@@ -279,15 +280,51 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
               );
           }
         } else if (sub === 'rotate') {
+          const revokedBefore = new Set(
+            (ledger.trustStore().checkpointKeys ?? []).filter((k) => k.revokedAt !== undefined).map(checkpointKeyName),
+          );
           const keyId = await ledger.rotateKey();
-          if (values.json) writeJson(io.stdout, { rotated: true, keyId });
-          else io.stdout.write(printableLines([`rotated: new signing key ${keyId}`]));
+          // A rotation after a revocation revokes the checkpoint key it replaces (runbook step 3: out of logs.json).
+          const { revoked } = revokedCheckpointKeys(ledger.trustStore(), ledger.host, keyId, revokedBefore);
+          if (values.json) writeJson(io.stdout, { rotated: true, keyId, checkpointKeysRevoked: revoked });
+          else
+            io.stdout.write(
+              printableLines([`rotated: new signing key ${keyId}`, ...revoked.map(checkpointKeyRevokedLine)]),
+            );
         } else {
           const keyId = positionals[0]!;
+          const revokedBefore = new Set(
+            (ledger.trustStore().checkpointKeys ?? []).filter((k) => k.revokedAt !== undefined).map(checkpointKeyName),
+          );
           // The time that holds: a key revoked before keeps its earlier time, whatever --at asked for.
           const at = await ledger.revokeKey(keyId, values.at);
-          if (values.json) writeJson(io.stdout, { revoked: keyId, at });
-          else io.stdout.write(printableLines([`revoked ${keyId} from ${at}`]));
+          // The checkpoint keys this revocation took with it, and the one the store signs with, which only the next
+          // rotation can revoke: runbook step 3 takes each out of every witness's logs.json at once.
+          const { revoked, atNextRotation } = revokedCheckpointKeys(
+            ledger.trustStore(),
+            ledger.host,
+            keyId,
+            revokedBefore,
+          );
+          if (values.json)
+            writeJson(io.stdout, {
+              revoked: keyId,
+              at,
+              checkpointKeysRevoked: revoked,
+              ...(atNextRotation ? { checkpointKeyAtNextRotation: atNextRotation } : {}),
+            });
+          else
+            io.stdout.write(
+              printableLines([
+                `revoked ${keyId} from ${at}`,
+                ...revoked.map(checkpointKeyRevokedLine),
+                ...(atNextRotation
+                  ? [
+                      `the checkpoint key this store signs with (${atNextRotation.keyId}) is revoked by the next \`keys rotate\`: run it now`,
+                    ]
+                  : []),
+              ]),
+            );
         }
         return EXIT_OK;
       },
@@ -297,4 +334,49 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     // `--json` before the subcommand (`keys --json export`) is no option of the parse above, yet asks for JSON.
     return reportError(err, io, values.json || wantsJson(argv));
   }
+}
+
+/** What `keys revoke` and `keys rotate` say of a checkpoint key they revoked. */
+const checkpointKeyRevokedLine = (k: { host: string; keyId: string; vkey: string; revokedAt: string }): string =>
+  `revoked checkpoint key ${k.keyId} of ${k.host} from ${k.revokedAt}: take ${JSON.stringify(k.vkey)} out of every witness's logs.json`;
+
+/** A checkpoint key's place in trust.json: host and key id. */
+const checkpointKeyName = (k: { host: string; keyId: string }): string => `${k.host}\u0000${k.keyId}`;
+
+/** Whether two key windows overlap (as the keyring judges it when a revocation takes checkpoint keys with it). */
+function windowsOverlap(
+  a: { notBefore: string; notAfter?: string },
+  b: { notBefore: string; notAfter?: string },
+): boolean {
+  const end = (k: { notAfter?: string }) => (k.notAfter === undefined ? Infinity : Date.parse(k.notAfter));
+  return Date.parse(a.notBefore) < end(b) && Date.parse(b.notBefore) < end(a);
+}
+
+/**
+ * After `keys revoke <keyId>`: the checkpoint keys revoked now that were not before, and this host's checkpoint key in
+ * use when the revoked host key's window overlaps it (a revocation cannot take the key the store signs with; the next
+ * `keys rotate` replaces it and revokes it).
+ */
+function revokedCheckpointKeys(
+  trust: TrustStore,
+  host: string,
+  keyId: string,
+  revokedBefore: ReadonlySet<string>,
+): {
+  revoked: Array<{ host: string; keyId: string; vkey: string; revokedAt: string }>;
+  atNextRotation?: { host: string; keyId: string; vkey: string };
+} {
+  const checkpointKeys = trust.checkpointKeys ?? [];
+  const revoked = checkpointKeys
+    .filter((k) => k.revokedAt !== undefined && !revokedBefore.has(checkpointKeyName(k)))
+    .map((k) => ({ host: k.host, keyId: k.keyId, vkey: k.vkey, revokedAt: k.revokedAt! }));
+  const revokedHostKeys = trust.keys.filter((k) => k.keyId === keyId && k.host === host && k.revokedAt !== undefined);
+  const inUse = checkpointKeys.find(
+    (k) =>
+      k.host === host &&
+      k.notAfter === undefined &&
+      k.revokedAt === undefined &&
+      revokedHostKeys.some((h) => windowsOverlap(h, k)),
+  );
+  return { revoked, ...(inUse ? { atNextRotation: { host: inUse.host, keyId: inUse.keyId, vkey: inUse.vkey } } : {}) };
 }
