@@ -1,8 +1,8 @@
 /**
  * What the compiled command line loads before it does anything: `--version` and `--help` load none of the
  * store, LevelDB, zod or the telemetry API, and `verify` (an auditor's machine has no store) loads no LevelDB. The
- * modules are recorded by a module `resolve` hook in the child process (ES modules only: `level` is seen, the
- * CommonJS `classic-level` it requires is not), so the test fails when a value import
+ * modules are recorded by a module `resolve` hook in the child process and the files `require` resolves there (so the
+ * CommonJS `classic-level` that `level` requires is seen too), so the test fails when a value import
  * (say of `openLedger` in src/cli/io.ts) pulls the whole library back into every command's start.
  */
 import { execFileSync } from 'node:child_process';
@@ -27,9 +27,18 @@ export async function resolve(specifier, context, next) {
   appendFileSync(process.env.HL_LOADED_LOG, r.url + '\\n');
   return r;
 }`)}`;
-const register = `data:text/javascript,${encodeURIComponent(
-  `import { register } from 'node:module'; register(${JSON.stringify(hooks)});`,
-)}`;
+// And, in the main thread, every file `require` resolves (the optional @opentelemetry/api is loaded with `require`).
+const register = `data:text/javascript,${encodeURIComponent(`
+import Module, { register } from 'node:module';
+import { appendFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+register(${JSON.stringify(hooks)});
+const resolveFilename = Module._resolveFilename;
+Module._resolveFilename = function (...args) {
+  const file = resolveFilename.apply(this, args);
+  if (file.startsWith('/')) appendFileSync(process.env.HL_LOADED_LOG, pathToFileURL(file).href + '\\n');
+  return file;
+};`)}`;
 
 let run = 0;
 /** Runs the CLI with `args`; returns the module URLs it loaded. */

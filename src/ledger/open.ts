@@ -42,7 +42,7 @@ import { consistencyProof } from './proofs.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { Ledger } from './ledger.js';
 import { parseHost } from './scope.js';
-import { checkIdentifierPolicy, type TelemetryOptions } from '../telemetry/telemetry.js';
+import { checkIdentifierPolicy, checkTelemetryProviders, type TelemetryOptions } from '../telemetry/telemetry.js';
 import type { OpenLedgerOptions } from './options.js';
 import { printableOnce, shellWord } from '../../manifests/encoding/printable.js';
 
@@ -215,7 +215,8 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   `signer` without `keyId`, `publicKey` and `sign`, `witnesses` without a `witnesses` list or with a witness that is
  *   not an http(s) URL, an invalid `origin` (for a log not named yet, also one the CLI would print escaped:
  *   `isNewOrigin`), or a `telemetry` option that is not an object or whose
- *   `identifiers.hashKey` is not 32 bytes, a `clock` or `onNotice` that is not a function, a `createHostKey` or
+ *   `identifiers.hashKey` is not 32 bytes, or that names a `tracerProvider` or `meterProvider` while
+ *   `@opentelemetry/api` (an optional peer) is not installed, a `clock` or `onNotice` that is not a function, a `createHostKey` or
  *   `diagnose` that is not a boolean (null and undefined: the default), a `log`, `blobs`, `fs` or `levelLog` that is not
  *   an object (null: none), a `signal` that is not an AbortSignal, or an
  *   options field that throws as it is read (nothing is written).
@@ -294,6 +295,8 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   if (options.telemetry !== undefined && (typeof options.telemetry !== 'object' || options.telemetry === null))
     throw new LedgerError('INVALID_ARGUMENT', 'telemetry must be an object of TelemetryOptions');
   checkIdentifierPolicy(options.telemetry?.identifiers ?? 'omit');
+  // A tracer or meter provider while @opentelemetry/api (an optional peer) is not installed: refused, naming it.
+  checkTelemetryProviders(options.telemetry);
   // The ledger's hash backend (`hash`) is the one its PostgreSQL blob store hashes with: one given inside `postgres` (not
   // an option of openLedger's `postgres`) was taken and replaced by it, unchecked, whatever it named.
   if ((options.postgres as { hash?: unknown } | undefined)?.hash !== undefined)

@@ -7,25 +7,24 @@
  * default; `identifiers: 'plain'` records them, `{ hashKey }` records a keyed BLAKE3 hash that joins
  * spans of one session without naming it. Error messages can carry ids too, so spans carry the error
  * code only, and the message only when identifiers are recorded in plain.
+ *
+ * `@opentelemetry/api` is an optional peer dependency (yarn classic and `npm --omit=peer` leave it out): it is loaded
+ * when the first telemetry is made, and while it is not installed telemetry is off (every operation runs alone, as
+ * under the API's no-op globals). Only a `tracerProvider` or `meterProvider` given then is refused (INVALID_ARGUMENT
+ * naming the package): the caller asked for what cannot be recorded.
  */
-import {
-  context,
-  createNoopMeter,
-  INVALID_SPAN_CONTEXT,
-  metrics,
-  ProxyTracer,
+import type * as OpenTelemetryApi from '@opentelemetry/api';
+import type {
+  Attributes,
+  Counter,
+  Histogram,
+  Meter,
+  MeterProvider,
   ProxyTracerProvider,
-  ROOT_CONTEXT,
-  SpanStatusCode,
-  trace,
-  type Attributes,
-  type Counter,
-  type Histogram,
-  type Meter,
-  type MeterProvider,
-  type Span,
-  type TracerProvider,
+  Span,
+  TracerProvider,
 } from '@opentelemetry/api';
+import { createRequire } from 'node:module';
 import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { isValidId } from '../../manifests/format/id-pattern.js';
@@ -82,15 +81,85 @@ export function checkIdentifierPolicy(policy: IdentifierPolicy): IdentifierPolic
   return { hashKey: Uint8Array.from(policy.hashKey) };
 }
 
-/** The span an operation gets while nothing would record it (`LedgerTelemetry.idle`). */
-const UNRECORDED_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+type Api = typeof OpenTelemetryApi;
+let loadedApi: { api: Api | undefined } | undefined;
+
+/**
+ * The application's `@opentelemetry/api` (one copy: `require` and `import` of it resolve to the same file under Node),
+ * or undefined when it is not installed. Loaded once, on first use, not when the library is imported. A package that is
+ * there but fails to load is not taken for absent: its error is thrown.
+ */
+function openTelemetryApi(): Api | undefined {
+  if (loadedApi === undefined) {
+    try {
+      loadedApi = { api: createRequire(import.meta.url)('@opentelemetry/api') as Api };
+    } catch (err) {
+      const missing =
+        (err as { code?: unknown } | null)?.code === 'MODULE_NOT_FOUND' &&
+        /^Cannot find module '@opentelemetry\/api'/.test(String((err as Error).message));
+      if (!missing) throw err;
+      loadedApi = { api: undefined };
+    }
+  }
+  return loadedApi.api;
+}
+
+/**
+ * Telemetry options the ledger can honour: a `tracerProvider` or `meterProvider` needs `@opentelemetry/api` installed
+ * (openLedger calls it before anything is written; the identifier policy alone records nothing, so it is accepted).
+ * @throws LedgerError `INVALID_ARGUMENT` naming the package when it is not installed
+ */
+export function checkTelemetryProviders(options: TelemetryOptions | undefined): void {
+  for (const field of ['tracerProvider', 'meterProvider'] as const)
+    if (options?.[field] !== undefined && openTelemetryApi() === undefined)
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        `telemetry ${field} needs @opentelemetry/api, an optional peer dependency of handoff-ledger that is not installed: add it to the application (npm install @opentelemetry/api), or leave telemetry out`,
+      );
+}
+
+/** A span that records nothing, for the operations run while the API is not installed. */
+const DETACHED_SPAN: Span = {
+  spanContext: () => ({ traceId: '00000000000000000000000000000000', spanId: '0000000000000000', traceFlags: 0 }),
+  setAttribute() {
+    return this;
+  },
+  setAttributes() {
+    return this;
+  },
+  addEvent() {
+    return this;
+  },
+  addLink() {
+    return this;
+  },
+  addLinks() {
+    return this;
+  },
+  setStatus() {
+    return this;
+  },
+  updateName() {
+    return this;
+  },
+  end() {},
+  isRecording: () => false,
+  recordException() {},
+};
+
+/** Instruments that record nothing, while the API is not installed. */
+const DETACHED_INSTRUMENT = { add() {}, record() {} } as unknown as Counter & Histogram;
 
 /** What `context.bind` returns unchanged exactly while no context manager is registered (the API's no-op one). */
 function contextProbe(): void {}
 
 /** The ledger's telemetry; one per ledger, built from its `telemetry` option. */
 export class LedgerTelemetry {
-  private readonly tracer;
+  /** `@opentelemetry/api`, or undefined while it is not installed: then nothing is recorded (`idle`). */
+  private readonly api: Api | undefined;
+  /** The span an operation gets while nothing would record it (`idle`). */
+  private readonly unrecorded: Span;
+  private readonly tracer: ReturnType<TracerProvider['getTracer']> | undefined;
   /**
    * The global proxy provider the tracer came from while it had no provider behind it, and what `getDelegate` gave
    * then (the API's no-op provider); cleared for good once a provider is registered behind it.
@@ -113,6 +182,20 @@ export class LedgerTelemetry {
       LedgerError,
     ) as TelemetryOptions;
     this.identifiers = checkIdentifierPolicy(options.identifiers ?? 'omit');
+    checkTelemetryProviders(options);
+    const api = (this.api = openTelemetryApi());
+    if (api === undefined) {
+      this.unrecorded = DETACHED_SPAN;
+      this.tracer = undefined;
+      this.waiting = undefined;
+      this.metricsOff = true;
+      const none: Histogram = DETACHED_INSTRUMENT;
+      this.durations = Object.fromEntries(OPERATIONS.map((op) => [op, none])) as Record<Operation, Histogram>;
+      this.bytes = this.failures = this.retries = DETACHED_INSTRUMENT;
+      return;
+    }
+    const { trace, metrics, ProxyTracer, ProxyTracerProvider, createNoopMeter } = api;
+    this.unrecorded = trace.wrapSpanContext(api.INVALID_SPAN_CONTEXT);
     // A provider that throws here gets no-op instruments, never a failed open: telemetry never fails the ledger.
     const provider = options.tracerProvider ?? safely(() => trace.getTracerProvider());
     this.tracer =
@@ -193,14 +276,14 @@ export class LedgerTelemetry {
   ): Promise<T> {
     // Nothing would record it: the operation alone, under a span that records nothing, as the no-op tracer would run
     // it (no span, context or attributes made for nothing; a throw is this call's rejection, as from `traced`).
-    if (this.idle()) return fn(UNRECORDED_SPAN);
+    if (this.idle()) return fn(this.unrecorded);
     // The operation runs once: inside the span when the tracer calls back, else (it threw first) without one.
     let pending: Promise<T> | undefined;
     const traced = (span: Span): Promise<T> => (pending ??= this.traced(op, span, fn, describe));
     const returned = safely(() => {
       const attributes: Attributes = { [ATTR.operation]: op, ...this.identify(init.scope) };
       if (init.host !== undefined) attributes[ATTR.host] = init.host;
-      return this.tracer.startActiveSpan(`handoff_ledger.${op}`, { attributes }, traced);
+      return this.tracer!.startActiveSpan(`handoff_ledger.${op}`, { attributes }, traced);
     });
     // A tracer may hand back a promise of its own made from the operation's (`.finally(...)`): it rejects when the
     // operation fails, and nobody else awaits it.
@@ -209,7 +292,7 @@ export class LedgerTelemetry {
       if (returned !== pending && typeof (returned as { then?: unknown } | undefined)?.then === 'function')
         (returned as Promise<unknown>).then(undefined, () => {});
     });
-    return pending ?? traced(trace.wrapSpanContext(INVALID_SPAN_CONTEXT));
+    return pending ?? traced(this.unrecorded);
   }
 
   /**
@@ -219,12 +302,13 @@ export class LedgerTelemetry {
    * not be seen as the active one inside the operation either: `context.with` under the no-op manager only calls it).
    */
   private idle(): boolean {
+    if (this.api === undefined) return true;
     if (!this.metricsOff || this.waiting === undefined) return false;
     if (this.waiting.provider.getDelegate() !== this.waiting.none) {
       this.waiting = undefined; // a provider is registered: from now on every operation goes through the tracer
       return false;
     }
-    return context.bind(ROOT_CONTEXT, contextProbe) === contextProbe;
+    return this.api.context.bind(this.api.ROOT_CONTEXT, contextProbe) === contextProbe;
   }
 
   private async traced<T>(
@@ -254,7 +338,7 @@ export class LedgerTelemetry {
           name: outcome,
           ...(this.identifiers === 'plain' ? { message: (err as Error)?.message } : {}),
         });
-        span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+        span.setStatus({ code: this.api!.SpanStatusCode.ERROR, message: outcome });
         this.failures.add(1, { [ATTR.operation]: op, [ATTR.errorType]: outcome });
       });
       throw err;
