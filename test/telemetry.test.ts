@@ -120,6 +120,15 @@ describe('telemetry of publish', () => {
     expect(duration.dataPoints).toHaveLength(1);
     expect(duration.dataPoints[0]!.attributes).toEqual({ 'handoff_ledger.outcome': 'ok' });
     expect(duration.dataPoints[0]!.value.count).toBe(1);
+    // Buckets for durations in seconds (README's metric table): a publish of milliseconds lands in a bucket that says
+    // so, not in the SDK's default first bucket (0, 5] (boundaries meant for milliseconds), where every operation
+    // under five seconds would look alike.
+    const { boundaries, counts } = duration.dataPoints[0]!.value.buckets;
+    expect(boundaries).toEqual([
+      0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 300,
+    ]);
+    const seconds = duration.dataPoints[0]!.value.max!;
+    expect(counts.findIndex((c) => c === 1)).toBe(boundaries.filter((b) => b < seconds).length);
     const bytes = metric(all, 'handoff_ledger.summary.bytes');
     // README's metric table: a counter, in bytes (By).
     expect([bytes?.dataPointType, bytes?.descriptor.unit]).toEqual([DataPointType.SUM, 'By']);

@@ -58,6 +58,16 @@ export const ATTR = {
   sessionHash: 'handoff_ledger.session_hash',
 } as const;
 
+/**
+ * Bucket boundaries advised for the duration histograms, in seconds: OpenTelemetry's for request durations (5 ms to
+ * 10 s) and 30 s, 1 min and 5 min for export and gc of a large store. The SDK's default boundaries (0, 5, 10, 25, …,
+ * 10000) are meant for milliseconds: in seconds every operation under five would fall in one bucket. A view the
+ * application configures still decides; an SDK before advice (API 1.7) uses its defaults.
+ */
+const DURATION_BUCKETS: readonly number[] = [
+  0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 300,
+];
+
 const OPERATIONS: readonly Operation[] = ['publish', 'check_publish', 'resume', 'history', 'export', 'verify', 'gc'];
 
 /** The code of a coded error (every error class here has one), else the class name: low cardinality either way. */
@@ -217,6 +227,7 @@ export class LedgerTelemetry {
           meter.createHistogram(`handoff_ledger.${op}.duration`, {
             description: `Duration of ${op}, successful or not (attribute handoff_ledger.outcome)`,
             unit: 's',
+            advice: { explicitBucketBoundaries: [...DURATION_BUCKETS] },
           }),
         ]),
       ) as Record<Operation, Histogram>,
