@@ -48,7 +48,7 @@ beforeAll(() => {
 afterAll(() => rmSync(base, { recursive: true, force: true }));
 
 describe('without @opentelemetry/api installed', { timeout: 60_000 }, () => {
-  it("runs the CLI's store commands: publish, resume and history answer, telemetry off", async () => {
+  it("runs the CLI's store commands: publish, resume, history, export and verify answer, telemetry off", async () => {
     const root = join(app, 'store');
     const summary = join(app, 'summary.json');
     writeFileSync(summary, JSON.stringify(sampleSummary('no-otel')));
@@ -68,6 +68,16 @@ describe('without @opentelemetry/api installed', { timeout: 60_000 }, () => {
     expect(JSON.parse(resumed.stdout!)).toMatchObject({ seq: 0, summary: { task: sampleSummary('no-otel').task } });
     const history = await cmd('history', ...scope, '--json');
     expect(history.code, String(history.stderr)).toBeUndefined();
+    // Export (the ledger's telemetry) and verify (an audit's own).
+    const store = ['--root', root, '--host', 'app-host'];
+    for (const args of [
+      ['export', ...store, '--out', join(app, 'bundle')],
+      ['keys', 'export', ...store, '--out', join(app, 'trust.json')],
+      ['verify', join(app, 'bundle'), '--trust', join(app, 'trust.json')],
+    ]) {
+      const r = await cmd(...args);
+      expect(r.code, `${args.join(' ')}: ${String(r.stderr)}`).toBeUndefined();
+    }
   });
 
   it('runs the library with telemetry off, and refuses only a tracer or meter provider, naming the package', async () => {
