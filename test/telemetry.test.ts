@@ -566,6 +566,23 @@ describe('with no provider registered (the operation alone, no span made for not
     expect(active!.spanContext()).toEqual(INVALID_SPAN_CONTEXT);
   });
 
+  it('records the metrics of a meter provider registered after the ledger opened, from its next operation on', async () => {
+    // As spans do: an application that opens the ledger before its SDK starts loses neither from then on.
+    const ledger = await openLedger({ root: join(tempDir(), 'store'), host: 'otel-host' });
+    try {
+      await ledger.publish({ ...scope, run: 'r1' }, sampleSummary());
+      const t = sdk();
+      metrics.setGlobalMeterProvider(t.meterProvider);
+      const receipt = await ledger.publish({ ...scope, run: 'r1' }, sampleSummary(2));
+      const all = await t.metrics();
+      const points = (metric(all, 'handoff_ledger.publish.duration') as HistogramMetricData | undefined)?.dataPoints;
+      expect(points?.map((p) => p.value.count)).toEqual([1]);
+      expect(metric(all, 'handoff_ledger.summary.bytes')?.dataPoints.map((p) => p.value)).toEqual([receipt.size]);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('records the metrics of a meter provider registered before it was made, with no tracer provider', async () => {
     const t = sdk();
     metrics.setGlobalMeterProvider(t.meterProvider);

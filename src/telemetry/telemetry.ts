@@ -160,6 +160,32 @@ const DETACHED_SPAN: Span = {
 /** Instruments that record nothing, while the API is not installed. */
 const DETACHED_INSTRUMENT = { add() {}, record() {} } as unknown as Counter & Histogram;
 
+/** The ledger's instruments, made by `meter`. */
+function instruments(meter: Meter) {
+  return {
+    durations: Object.fromEntries(
+      OPERATIONS.map((op) => [
+        op,
+        meter.createHistogram(`handoff_ledger.${op}.duration`, {
+          description: `Duration of ${op}, successful or not (attribute handoff_ledger.outcome)`,
+          unit: 's',
+          advice: { explicitBucketBoundaries: [...DURATION_BUCKETS] },
+        }),
+      ]),
+    ) as Record<Operation, Histogram>,
+    bytes: meter.createCounter('handoff_ledger.summary.bytes', {
+      description: 'Summary bytes written by publish and read by resume',
+      unit: 'By',
+    }),
+    failures: meter.createCounter('handoff_ledger.failures', {
+      description: 'Failed operations, by operation and error code (error.type)',
+    }),
+    retries: meter.createCounter('handoff_ledger.chain_conflict.retries', {
+      description: 'Publishes re-signed after another writer appended to the chain first',
+    }),
+  };
+}
+
 /** What `context.bind` returns unchanged exactly while no context manager is registered (the API's no-op one). */
 function contextProbe(): void {}
 
@@ -175,12 +201,15 @@ export class LedgerTelemetry {
    * then (the API's no-op provider); cleared for good once a provider is registered behind it.
    */
   private waiting: { provider: ProxyTracerProvider; none: TracerProvider } | undefined;
-  /** The instruments came from the no-op meter: they record nothing, now or later. */
-  private readonly metricsOff: boolean;
-  private readonly durations: Record<Operation, Histogram>;
-  private readonly bytes: Counter;
-  private readonly failures: Counter;
-  private readonly retries: Counter;
+  /** The instruments came from the no-op meter: they record nothing (until `meterRegistered` replaces them). */
+  private metricsOff: boolean;
+  /** No meter provider was given nor registered globally when this was made: `meterRegistered` looks again. */
+  private meterWaiting: boolean;
+  private readonly version: string;
+  private durations: Record<Operation, Histogram>;
+  private bytes: Counter;
+  private failures: Counter;
+  private retries: Counter;
   private readonly identifiers: IdentifierPolicy;
 
   constructor(given: TelemetryOptions = {}, version = '') {
@@ -199,6 +228,8 @@ export class LedgerTelemetry {
       this.tracer = undefined;
       this.waiting = undefined;
       this.metricsOff = true;
+      this.meterWaiting = false;
+      this.version = version;
       const none: Histogram = DETACHED_INSTRUMENT;
       this.durations = Object.fromEntries(OPERATIONS.map((op) => [op, none])) as Record<Operation, Histogram>;
       this.bytes = this.failures = this.retries = DETACHED_INSTRUMENT;
@@ -220,40 +251,41 @@ export class LedgerTelemetry {
       safely(() => provider.getDelegateTracer(INSTRUMENTATION_NAME, version)) === undefined
         ? { provider, none: provider.getDelegate() }
         : undefined;
-    const instruments = (meter: Meter) => ({
-      durations: Object.fromEntries(
-        OPERATIONS.map((op) => [
-          op,
-          meter.createHistogram(`handoff_ledger.${op}.duration`, {
-            description: `Duration of ${op}, successful or not (attribute handoff_ledger.outcome)`,
-            unit: 's',
-            advice: { explicitBucketBoundaries: [...DURATION_BUCKETS] },
-          }),
-        ]),
-      ) as Record<Operation, Histogram>,
-      bytes: meter.createCounter('handoff_ledger.summary.bytes', {
-        description: 'Summary bytes written by publish and read by resume',
-        unit: 'By',
-      }),
-      failures: meter.createCounter('handoff_ledger.failures', {
-        description: 'Failed operations, by operation and error code (error.type)',
-      }),
-      retries: meter.createCounter('handoff_ledger.chain_conflict.retries', {
-        description: 'Publishes re-signed after another writer appended to the chain first',
-      }),
-    });
     let meter = safely(() =>
       (options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_NAME, version),
     );
+    // No meter provider given, and none registered globally yet (the API's no-op meter, which is no proxy: a provider
+    // registered later does not reach its instruments): looked for again before each operation (`meterRegistered`).
+    this.meterWaiting = options.meterProvider === undefined && meter === createNoopMeter();
+    this.version = version;
     let made = meter === undefined ? undefined : safely(() => instruments(meter!));
     if (made === undefined) made = instruments((meter = createNoopMeter()));
-    // The API's no-op meter (no provider when the ledger opened: the meter is not a proxy, none registered later is
-    // used) makes instruments that record nothing.
+    // The API's no-op meter makes instruments that record nothing.
     this.metricsOff = meter === createNoopMeter();
     this.durations = made.durations;
     this.bytes = made.bytes;
     this.failures = made.failures;
     this.retries = made.retries;
+  }
+
+  /**
+   * While the instruments are the no-op meter's for want of a global meter provider: one registered since is used from
+   * this operation on, as a tracer provider registered late is (once; a provider that throws as its instruments are
+   * made leaves the no-op ones, as at construction).
+   */
+  private meterRegistered(): void {
+    if (!this.meterWaiting) return;
+    const api = this.api!;
+    const meter = safely(() => api.metrics.getMeterProvider().getMeter(INSTRUMENTATION_NAME, this.version));
+    if (meter === undefined || meter === api.createNoopMeter()) return;
+    this.meterWaiting = false;
+    const made = safely(() => instruments(meter));
+    if (made === undefined) return;
+    this.durations = made.durations;
+    this.bytes = made.bytes;
+    this.failures = made.failures;
+    this.retries = made.retries;
+    this.metricsOff = false;
   }
 
   /** Attributes naming a principal and session, as the identifier policy allows. */
@@ -287,6 +319,7 @@ export class LedgerTelemetry {
   ): Promise<T> {
     // Nothing would record it: the operation alone, under a span that records nothing, as the no-op tracer would run
     // it (no span, context or attributes made for nothing; a throw is this call's rejection, as from `traced`).
+    this.meterRegistered();
     if (this.idle()) return fn(this.unrecorded);
     // The operation runs once: inside the span when the tracer calls back, else (it threw first) without one.
     let pending: Promise<T> | undefined;
