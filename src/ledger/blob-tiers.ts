@@ -78,14 +78,50 @@ export class TieredBlobStore implements BlobStore {
     // blob is looked for: the inline tier would refuse a bad digest as the log does (ManifestError INVALID_ID).
     digestHex(digest);
     const options = checkReadOptions(given);
+    let bytes: Uint8Array | undefined;
+    try {
+      bytes = await this.inlineBytes(digest, options);
+    } catch (err) {
+      return this.fileCopyOf(digest, options, err);
+    }
+    return bytes ?? this.files.get(digest, options);
+  }
+
+  /**
+   * As `get`, but a damaged inline copy is its `BLOB_INTEGRITY`, never replaced by a file copy: fsck judges the copy the
+   * log holds (a read falls back to an intact file copy, and the damage must still be named).
+   */
+  async getWithoutFallback(digest: string, given?: GetOptions): Promise<Uint8Array> {
+    digestHex(digest);
+    const options = checkReadOptions(given);
     return (await this.inlineBytes(digest, options)) ?? this.files.get(digest, options);
+  }
+
+  /**
+   * After the inline copy failed to read: a damaged one (`BLOB_INTEGRITY`) gives way to an intact file copy of the same
+   * bytes (a blob in both tiers: published inline and also `put` as a file), re-hashed by the file tier; fsck still
+   * names the damaged inline copy. Without a file copy, or for any other failure, the inline copy's error stands.
+   */
+  private async fileCopyOf(digest: string, options: GetOptions, err: unknown): Promise<Uint8Array> {
+    if (!(err instanceof StoreError && err.code === 'BLOB_INTEGRITY')) throw err;
+    try {
+      return await this.files.get(digest, options);
+    } catch (fileErr) {
+      if (fileErr instanceof StoreError && fileErr.code === 'BLOB_NOT_FOUND') throw err;
+      throw fileErr;
+    }
   }
 
   async *chunks(digest: string, given?: GetOptions): AsyncIterable<Uint8Array> {
     // Checked as the file tier checks them (as `get`), before an inline blob is looked for.
     digestHex(digest);
     const options = checkReadOptions(given);
-    const bytes = await this.inlineBytes(digest, options);
+    let bytes: Uint8Array | undefined;
+    try {
+      bytes = await this.inlineBytes(digest, options);
+    } catch (err) {
+      bytes = await this.fileCopyOf(digest, options, err); // nothing yielded yet: the file copy whole, as `get`
+    }
     if (bytes === undefined) yield* this.files.chunks(digest, options);
     else yield bytes;
   }

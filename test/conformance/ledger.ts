@@ -386,6 +386,25 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
         expect(report.findings.map((f) => f.code)).toEqual(['BLOB_DIGEST']);
       });
 
+      it('reads an intact file copy of the same bytes where the inline copy is damaged; fsck still names the damage', async () => {
+        const ledger = await open();
+        const r = await ledger.publish(scope, summary(1));
+        const bytes = await ledger.blobs.get(r.digest);
+        await ledger.blobs.put(bytes); // the same bytes as a file too (a blob in both tiers)
+        await backend!.corruptInlineBlob(ledger, r.digest);
+        expect((await ledger.resume(scope))?.summary).toEqual(summary(1));
+        expect(Buffer.from(await ledger.blobs.get(r.digest)).equals(Buffer.from(bytes))).toBe(true);
+        const chunks: Uint8Array[] = [];
+        for await (const c of ledger.blobs.chunks(r.digest)) chunks.push(c);
+        expect(Buffer.concat(chunks).equals(Buffer.from(bytes))).toBe(true);
+        // Still no bytes that do not match, whichever tier: a bound the file copy exceeds is its refusal.
+        await expect(ledger.blobs.get(r.digest, { maxBytes: r.size - 1 })).rejects.toMatchObject({
+          code: 'BLOB_TOO_LARGE',
+        });
+        const report = await fsck(ledger);
+        expect(report.findings.map((f) => f.code)).toEqual(['BLOB_DIGEST']);
+      });
+
       it('refuses an inline blob larger than the reader allows with BLOB_TOO_LARGE', async () => {
         const ledger = await open();
         const r = await ledger.publish(scope, summary(1));
