@@ -153,7 +153,10 @@ export class WitnessState {
   private async write(origin: string, expectedSize: number, next: StoredLog): Promise<void> {
     const current = await this.get(origin);
     if ((current?.size ?? 0) !== expectedSize)
-      throw new LedgerError('CHAIN_CONFLICT', `the witness's view of ${origin} changed while it was checked`);
+      throw new LedgerError(
+        'CHAIN_CONFLICT',
+        `the witness's view of ${shownValue(origin, 300)} changed while it was checked`,
+      );
     const record = {
       origin,
       size: next.size,

@@ -208,6 +208,12 @@ describe('witness state', () => {
     try {
       await expect(state.put(log.origin, 1, tree(2))).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
       expect(await state.get(log.origin)).toBeUndefined();
+      // The origin is any checkpoint origin (a C1 control, a bidi override): quoted escaped, as every refusal quotes one.
+      const odd = 'example.com/\u202elog\u0085';
+      await expect(state.put(odd, 1, tree(2))).rejects.toMatchObject({
+        code: 'CHAIN_CONFLICT',
+        message: `the witness's view of "example.com/\\u202elog\\u0085" changed while it was checked`,
+      });
       await state.put(log.origin, 0, tree(2));
       for (const stale of [0, 1, 3])
         await expect(state.put(log.origin, stale, tree(3))).rejects.toMatchObject({ code: 'CHAIN_CONFLICT' });
