@@ -184,8 +184,14 @@ async function verifyLines(
   // Step 6 starts as outcomes arrive, while later batches are being verified. Duplicates are findings at once and
   // are not kept: a bundle of one valid line repeated costs no memory per line.
   const chains = new ChainTracker(sink);
-  const inflight: Array<{ done: Promise<LineOutcome[]>; bytes: number; count: number }> = [];
+  // A batch holds the lines for the line verifier and, in their places among them, the findings decided without it
+  // (`decided[k]` goes before the batch's k-th outcome). Every finding of steps 1-5 reaches the sink in file order,
+  // whatever the verifier's concurrency: the sink keeps the first `maxFindings`, so the report's list must not depend
+  // on how many batches were in flight when a line was decided (worker threads, WebCrypto, the page's pool).
+  type Decided = { at: number; finding: Finding };
+  const inflight: Array<{ done: Promise<LineOutcome[]>; decided: Decided[]; bytes: number; count: number }> = [];
   let batch: Array<{ line: number; text: string }> = [];
+  let decided: Decided[] = [];
   let batchBytes = 0;
   let lines = 0;
   let bytes = 0;
@@ -200,19 +206,27 @@ async function verifyLines(
     outcome.entry.keyId = signers.add(outcome.entry);
     chains.add(outcome.entry);
   };
+  const decide = (finding: Finding): void => void decided.push({ at: batch.length, finding });
   const settleOldest = async (): Promise<void> => {
     const b = inflight.shift()!;
-    for (const outcome of await b.done) take(outcome);
+    const outcomes = await b.done;
+    let d = 0;
+    for (let k = 0; k <= outcomes.length; k++) {
+      while (d < b.decided.length && b.decided[d]!.at === k) sink.add(b.decided[d++]!.finding);
+      if (k < outcomes.length) take(outcomes[k]!);
+    }
     lines += b.count;
     bytes += b.bytes;
     options.onProgress?.({ lines, bytes, totalBytes });
   };
   const dispatch = async (): Promise<void> => {
-    if (batch.length === 0) return;
-    const done = executor.verifyLines(batch);
+    if (batch.length === 0 && decided.length === 0) return;
+    // Lines all decided here (a run of empty lines) are no work for the line verifier.
+    const done = batch.length > 0 ? executor.verifyLines(batch) : Promise.resolve([]);
     done.catch(() => {}); // awaited in order below; this only keeps an early rejection from being "unhandled"
-    inflight.push({ done, bytes: batchBytes, count: batch.length });
+    inflight.push({ done, decided, bytes: batchBytes, count: batch.length + decided.length });
     batch = [];
+    decided = [];
     batchBytes = 0;
     while (inflight.length > executor.concurrency) await settleOldest();
   };
@@ -226,24 +240,23 @@ async function verifyLines(
           // A cut-off final line: reported as such; kept only if what is there still verifies completely. What it
           // holds is reported too (a bad signature, an untrusted key), unless it is not JSON: that is the cut's doing.
           const outcome = verifyRawLine(raw, ctx);
-          sink.add({
+          decide({
             code: 'LINE_TRUNCATED',
             line: raw.line,
             message: `last line (${raw.bytes} bytes) has no terminating newline`,
           });
           if (outcome.ok) batch.push({ line: raw.line, text: raw.text! });
-          else if (outcome.finding.code !== 'LINE_NOT_JSON') sink.add(outcome.finding);
+          else if (outcome.finding.code !== 'LINE_NOT_JSON') decide(outcome.finding);
           batchBytes += raw.bytes;
         } else if (raw.text === undefined || raw.text.length === 0) {
-          // Findings decided without the line verifier (over-long, not UTF-8, empty): never batched or sent to a thread.
-          sink.add((verifyRawLine(raw, ctx) as Extract<LineOutcome, { ok: false }>).finding);
-          lines++;
-          bytes += raw.bytes;
+          // Findings decided without the line verifier (over-long, not UTF-8, empty): never sent to a thread.
+          decide((verifyRawLine(raw, ctx) as Extract<LineOutcome, { ok: false }>).finding);
+          batchBytes += raw.bytes;
         } else {
           batch.push({ line: raw.line, text: raw.text });
           batchBytes += raw.bytes;
         }
-        if (batch.length >= batchSize || batchBytes >= MAX_BATCH_BYTES) await dispatch();
+        if (batch.length + decided.length >= batchSize || batchBytes >= MAX_BATCH_BYTES) await dispatch();
       }
     }
     await dispatch();
