@@ -163,6 +163,36 @@ describe('docs/AUDIT.md against the code', () => {
   });
 });
 
+describe("docs/AUDIT.md's finding codes against its steps", () => {
+  // The finding table gave MANIFEST_INVALID step 5 alone, "a correctly signed payload": step 3 gives it too, before any
+  // signature is checked, to a payload that is no JSON object or whose host, keyId or createdAt is not of its form.
+  it('gives each code the steps the table of what verify checks lists it under', () => {
+    const audit = read('docs/AUDIT.md');
+    const listed = new Map<string, string[]>();
+    const steps = audit.split('## What `verify` checks, in order')[1]!.split('\n\n')[1]!;
+    for (const [, step, codes] of steps.matchAll(/^\| (\w+) \|.*\| ([^|]*) \|$/gm))
+      for (const [, code] of codes!.matchAll(/`([A-Z_]+)`/g)) listed.set(code!, [...(listed.get(code!) ?? []), step!]);
+    const table = audit.split('## Finding codes')[1]!.split('\n\n')[2]!;
+    const given = [...table.matchAll(/^\| `([A-Z_]+)` \| ([\w, ]+) \|/gm)].map(([, code, step]) => [code, step]);
+    expect(given.length).toBeGreaterThan(40);
+    expect(given.filter(([code, step]) => listed.get(code!)?.join(', ') !== step)).toEqual([]);
+  });
+
+  it('step 3 refuses a payload of a malformed host MANIFEST_INVALID before its signature is looked at', async () => {
+    const { verifyChain } = await import('../manifests/audit/index.js');
+    const { encodeBase64 } = await import('../manifests/encoding/base64.js');
+    const { MANIFEST_PAYLOAD_TYPE } = await import('../manifests/format/manifest-core.js');
+    const payload = new TextEncoder().encode('{"host":"not an id","keyId":"k","createdAt":"2026-01-01T00:00:00.000Z"}');
+    const line = JSON.stringify({
+      payloadType: MANIFEST_PAYLOAD_TYPE,
+      payload: encodeBase64(payload),
+      signatures: [{ keyid: 'k', sig: encodeBase64(new Uint8Array(64)) }],
+    });
+    const report = await verifyChain([line], { trust: { version: 1, keys: [] } });
+    expect(report.findings.map((f) => f.code)).toEqual(['MANIFEST_INVALID']);
+  });
+});
+
 describe("the README's compatibility contract", () => {
   it('names the on-disk paths DESIGN.md calls part of the semver contract', () => {
     const contract = readme.split('## Compatibility')[1]!.split('\n## ')[0]!;
