@@ -945,3 +945,57 @@ describe("the README's offline audit", () => {
     expect(line).not.toMatch(/inside it is INVALID_ARGUMENT/);
   });
 });
+
+describe('the paths and links the documents give', () => {
+  // What an adopting engineer or an auditor opens first names files to read next: each must be there.
+  const documents = [
+    ...readdirSync(new URL('../docs/', import.meta.url)).map((f) => `docs/${f}`),
+    ...['src', 'store', 'manifests', 'web', 'benchmarks'].map((layer) => `${layer}/README.md`),
+    'README.md',
+    'SECURITY.md',
+  ];
+  const exists = (path: string) => existsSync(new URL(`../${path}`, import.meta.url));
+
+  it('name only files and folders of the repository that exist (a name of it with its extension, or a folder)', () => {
+    // A path from the top of the repository, as `manifests/audit/verify-tree.ts` or `test/vectors/cosignature/`: its
+    // last part a file name with an extension, or a folder; placeholders (`<hex>`) and patterns (`fsck-*.ts`) aside.
+    const named = documents.flatMap((doc) =>
+      [...read(doc).matchAll(/(?<![\w./-])((?:src|store|manifests|web|test|benchmarks|docs)\/[\w./-]*[\w/])/g)]
+        .map((m) => m[1]!)
+        .filter((p) => p.endsWith('/') || /\.\w+$/.test(p.split('/').at(-1)!))
+        .map((p) => [doc, p] as const),
+    );
+    expect(named.length).toBeGreaterThan(100);
+    // What a run writes and git ignores (benchmarks/results/quick/) is not in a checkout until then.
+    const ignored = (path: string) =>
+      spawnSync('git', ['check-ignore', '--no-index', '-q', path], { cwd: new URL('..', import.meta.url) }).status ===
+      0;
+    expect(named.filter(([, p]) => !exists(p) && !ignored(p))).toEqual([]);
+  });
+
+  it('link only to documents and headings that exist', () => {
+    const slug = (heading: string) =>
+      heading
+        .trim()
+        .toLowerCase()
+        .replace(/[^\w\- ]/g, '')
+        .replace(/ /g, '-');
+    const headings = (path: string) => new Set([...read(path).matchAll(/^#+ (.*)$/gm)].map((m) => slug(m[1]!)));
+    const links = documents.flatMap((doc) =>
+      [...read(doc).matchAll(/\]\(([^)\s]+)\)/g)]
+        .map((m) => m[1]!)
+        .filter((l) => !/^https?:/.test(l))
+        .map((link) => {
+          const [path, anchor] = link.split('#') as [string, string | undefined];
+          const target = path === '' ? doc : join(doc, '..', path);
+          return [doc, link, target, anchor] as const;
+        }),
+    );
+    expect(links.length).toBeGreaterThan(5);
+    expect(
+      links.filter(
+        ([, , target, anchor]) => !exists(target) || (anchor !== undefined && !headings(target).has(anchor)),
+      ),
+    ).toEqual([]);
+  });
+});
