@@ -999,3 +999,167 @@ describe('the paths and links the documents give', () => {
     ).toEqual([]);
   });
 });
+
+describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md quote', () => {
+  // Each sentence that gives a bound or a default is rebuilt from the constant the code holds it in, so a bound changed
+  // in the code and not in the document (or the other way round) fails here.
+  /** A constant's value as written in `file`: `const NAME = 4 * 1024 ** 3;`, `= 10 * 60_000;`, `= 1 << 16`. */
+  const valueOf = (file: string, pattern: string) => {
+    const expr = new RegExp(pattern).exec(read(file))?.[1];
+    expect(expr, `${pattern} in ${file}`).toBeDefined();
+    const product = (text: string) =>
+      text
+        .replace(/_/g, '')
+        .replace(/(\d+)\s*\*\*\s*(\d+)/g, (_, base: string, power: string) => String(Number(base) ** Number(power)))
+        .split('*')
+        .reduce((a, factor) => a * Number(factor.trim()), 1);
+    const shift = /^(\d+) << (\d+)$/.exec(expr!.trim());
+    return shift ? Number(shift[1]) * 2 ** Number(shift[2]) : product(expr!);
+  };
+  const constant = (file: string, name: string) => valueOf(file, `const ${name} = ([^;]+);`);
+  const count = (n: number) => n.toLocaleString('en-US');
+  const bytes = (n: number) =>
+    n % 1024 ** 3 === 0 ? `${n / 1024 ** 3} GiB` : n % 1024 ** 2 === 0 ? `${n / 1024 ** 2} MiB` : `${n / 1024} KiB`;
+  const flat = (path: string) => read(path).replace(/\s+/g, ' ');
+
+  it.each([
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `free text of at most ${count(constant('manifests/log/abstract-log.ts', 'MAX_GRANT_BY_UNITS'))} UTF-16 code units, \`MAX_GRANT_BY_UNITS\``,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `at most \`MAX_HEAD_LEAD_MS\` (${constant('src/ledger/ledger.ts', 'MAX_HEAD_LEAD_MS') / 60_000} min) ahead`,
+    ],
+    [
+      'docs/DESIGN.md',
+      (): string =>
+        `dated at most ${constant('src/ledger/ledger.ts', 'MAX_HEAD_LEAD_MS') / 60_000} min ahead of this host's clock`,
+    ],
+    [
+      'docs/AUDIT.md',
+      (): string =>
+        `unless that head is dated over ${constant('src/ledger/ledger.ts', 'MAX_HEAD_LEAD_MS') / 60_000} min ahead of its clock`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `a summary of ${bytes(constant('src/summary/summary.ts', 'STREAM_DECODE_FROM'))} or more (\`STREAM_DECODE_FROM\``,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => {
+        const external = constant('src/summary/decoder.ts', 'EXTERNAL_TEXT_FROM');
+        expect(read('src/summary/decoder.ts')).toContain(
+          'const SLICED_TEXT_FROM = Math.ceil(EXTERNAL_TEXT_FROM * 0.9);',
+        );
+        return `from ${count(Math.ceil(external * 0.9))} bytes (90% of Node's ${count(external)}-byte bound`;
+      },
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `Summaries up to \`inlineSummaryBytes\` (default ${bytes(constant('src/ledger/ledger.ts', 'DEFAULT_INLINE_SUMMARY_BYTES'))})`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => `re-signs (at most ${constant('src/ledger/ledger.ts', 'MAX_APPEND_ATTEMPTS')} attempts)`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => `sign again (up to ${constant('src/ledger/ledger.ts', 'MAX_APPEND_ATTEMPTS')} attempts)`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `(\`HeadsNodeCache\`, ${count(valueOf('manifests/log/level/session-heads.ts', 'private readonly limit = ([^,)]+)'))} nodes`,
+    ],
+    ['docs/ARCHITECTURE.md', () => `(at most ${constant('src/ops/export.ts', 'CUT_ATTEMPTS')} times`],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string =>
+        `the trees its own transactions committed (the last ${constant('manifests/log/pg/log.ts', 'GROWTHS_KEPT')})`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => {
+        expect(constant('manifests/log/pg/log.ts', 'APPEND_TRANSACTIONS')).toBe(2);
+        return `at most two transactions of appends at once`;
+      },
+    ],
+    ['docs/ARCHITECTURE.md', () => `(\`appendMany\`, up to ${constant('manifests/log/pg/log.ts', 'MAX_BATCH')}, one`],
+    [
+      'docs/DESIGN.md',
+      (): string =>
+        `only staging files over ${constant('src/ledger/open.ts', 'STAGING_LEFTOVER_MS') / 60_000} minutes old are removed`,
+    ],
+    [
+      'docs/DESIGN.md',
+      (): string =>
+        `fields it does not know ignored, up to ${constant('manifests/crypto/envelope.ts', 'MAX_SIGNATURES')} signatures`,
+    ],
+    [
+      'docs/DESIGN.md',
+      (): string =>
+        `naming no owner, after ${valueOf('src/ledger/checkpoint-pin.ts', "'the pinned checkpoint'[^}]*staleMs: ([\\d_]+)") / 1000} s untouched`,
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => {
+        expect(valueOf('src/ledger/file-lock.ts', 'const staleMs = options.staleMs \\?\\? ([\\d_]+);')).toBe(120_000);
+        expect(read('src/keys/keyring.ts')).not.toMatch(/staleMs/);
+        return `another host's when it was not touched for two minutes`;
+      },
+    ],
+    [
+      'docs/ARCHITECTURE.md',
+      (): string => {
+        expect(valueOf('src/witness/state.ts', 'staleMs: ([\\d_]+)')).toBe(60_000);
+        return `naming no owner, after a minute untouched`;
+      },
+    ],
+    [
+      'docs/AUDIT.md',
+      (): string =>
+        `keeps at most \`maxFindings\` (default ${count(valueOf('manifests/audit/verify-chain.ts', 'options\\.maxFindings \\?\\? ([\\d_]+)'))})`,
+    ],
+    [
+      'docs/AUDIT.md',
+      (): string =>
+        `\`--max-bundle-bytes\` (default ${bytes(constant('manifests/audit/auditor-options.ts', 'DEFAULT_MAX_MANIFESTS_BYTES'))})`,
+    ],
+    [
+      'docs/AUDIT.md',
+      (): string =>
+        `each line split from bytes with a ${bytes(constant('manifests/crypto/envelope.ts', 'MAX_ENVELOPE_BYTES'))} bound`,
+    ],
+    [
+      'docs/AUDIT.md',
+      (): string => `the first ${count(constant('manifests/audit/verify-chain.ts', 'MAX_FORK_EVIDENCE'))} forks`,
+    ],
+    [
+      'docs/AUDIT.md',
+      (): string =>
+        `batches are cut at ${count(valueOf('manifests/audit/verify-chain.ts', 'options\\.batchSize \\?\\? (\\d+)'))} lines or ${bytes(constant('manifests/audit/verify-chain.ts', 'MAX_BATCH_BYTES'))}`,
+    ],
+    [
+      'docs/AUDIT.md',
+      (): string =>
+        `${bytes(valueOf('src/witness/server.ts', 'options\\.maxBodyBytes \\?\\? ([^;]+);'))} of body (413; \`--max-body-bytes\`) and ${valueOf('src/witness/server.ts', 'options\\.requestTimeoutMs \\?\\? ([^;]+);') / 1000} s for the whole request`,
+    ],
+    [
+      'docs/AUDIT.md',
+      (): string => `at most ${valueOf('src/witness/server.ts', 'server\\.maxConnections = (\\d+);')} are open at once`,
+    ],
+    [
+      'docs/AUDIT.md',
+      (): string =>
+        `a store lists up to ${count(valueOf('manifests/format/trust.ts', 'keys: z\\.array\\(trustedKeySchema\\)\\.max\\(([\\d_]+)\\)'))} of each`,
+    ],
+  ] as const)('%s: %#', (doc, said) => {
+    const sentence = said();
+    expect(flat(doc).includes(sentence), `${doc} says "${sentence}"`).toBe(true);
+  });
+});
