@@ -1163,3 +1163,42 @@ describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md quote'
     expect(flat(doc).includes(sentence), `${doc} says "${sentence}"`).toBe(true);
   });
 });
+
+describe("docs/AUDIT.md's bundle format", () => {
+  const table = read('docs/AUDIT.md').split('## Bundle format, version 1')[1]!.split('\n\n')[1]!;
+  const row = (name: string) => table.split('\n').find((l) => l.startsWith(`| \`${name}\``)) ?? '';
+
+  it("names a bundle's files as bundle.ts names them, and no other", async () => {
+    const bundle = (await import('../manifests/audit/bundle.js')) as Record<string, unknown>;
+    const code = [
+      ...['HEADER', 'MANIFESTS', 'CHECKPOINT', 'PROOFS', 'CONSISTENCY', 'HEADS'].map((n) => bundle[`BUNDLE_${n}_FILE`]),
+      `${bundle.BUNDLE_BLOB_DIR as string}/<64 hex>`,
+    ];
+    const said = [...table.matchAll(/^\| `([^`]+)` \|/gm)].map((m) => m[1]!);
+    expect([...said].sort()).toEqual([...code].sort());
+  });
+
+  it("gives bundle.json's fields as bundleHeaderSchema has them, which are optional, and its format and version", async () => {
+    const { bundleHeaderSchema, BUNDLE_FORMAT, BUNDLE_VERSION } = await import('../manifests/audit/bundle.js');
+    type Shape = Record<string, { safeParse: (v: unknown) => { success: boolean }; shape?: Shape }>;
+    const form = (shape: Shape): string =>
+      Object.entries(shape)
+        .map(([k, v]) => {
+          if (k === 'format') return `format: "${BUNDLE_FORMAT}"`;
+          if (k === 'version') return `version: ${BUNDLE_VERSION}`;
+          if (v.shape) return `${k}: { ${form(v.shape)} }`;
+          return v.safeParse(undefined).success ? `${k}?` : k;
+        })
+        .join(', ');
+    expect(row('bundle.json')).toContain(`\`{ ${form(bundleHeaderSchema.shape as unknown as Shape)} }\``);
+  });
+
+  it("gives a heads.jsonl proof's fields as SessionHeadProof has them", () => {
+    const type = /export interface SessionHeadProof \{([\s\S]*?)\n\}/.exec(
+      read('manifests/tlog/session-heads.ts'),
+    )?.[1];
+    const fields = [...(type ?? '').matchAll(/^ {2}(\w+)(\??):/gm)].map((m) => `"${m[1]}"${m[2]}`);
+    expect(fields.length).toBeGreaterThan(2);
+    expect(row('heads.jsonl')).toContain(`"proof": { ${fields.join(', ')} }`);
+  });
+});
