@@ -1202,3 +1202,49 @@ describe("docs/AUDIT.md's bundle format", () => {
     expect(row('heads.jsonl')).toContain(`"proof": { ${fields.join(', ')} }`);
   });
 });
+
+describe('the LevelDB records and PostgreSQL tables the documents name', () => {
+  const documents = [
+    ...readdirSync(new URL('../docs/', import.meta.url)).map((f) => `docs/${f}`),
+    ...['src', 'store', 'manifests', 'web', 'benchmarks'].map((layer) => `${layer}/README.md`),
+  ];
+  const text = documents.map(read).join('\n');
+  const level = ['log.ts', 'tables.ts', 'tree.ts', 'session-heads.ts']
+    .map((f) => read(`manifests/log/level/${f}`))
+    .join('\n');
+
+  it('are LevelDB keys the embedded log writes: each prefix, and each whole key named', () => {
+    // `k!<keyId>`, `x!<depth>!<prefix hex>`: the part before the first placeholder; `m!origin`, `n!size`: whole.
+    const keys = [...new Set([...text.matchAll(/`([a-z]![^`<]*)(?:<[^`]*)?`/g)].map((m) => m[1]!))];
+    expect(keys.length).toBeGreaterThan(8);
+    expect(keys.filter((key) => !level.includes(`'${key}`) && !level.includes(`\`${key}`))).toEqual([]);
+  });
+
+  it('are tables and columns of the PostgreSQL schemas', () => {
+    const schemas = [read('manifests/log/pg/schema.ts'), read('store/pg/blob-store.ts')].join('\n');
+    const tables = new Set([...schemas.matchAll(/CREATE TABLE \{schema\}\.(\w+)/g)].map((m) => m[1]!));
+    const columns = new Set(
+      [...schemas.matchAll(/^\s+(\w+) (?:text|bigint|integer|smallint|bytea|boolean|timestamptz)\b/gm)].map(
+        (m) => m[1]!,
+      ),
+    );
+    expect([tables.size > 8, columns.size > 10]).toEqual([true, true]);
+    const flat = text.replace(/\s+/g, ' ');
+    // Named as a table (`watermarks` table, table `session_heads`, an `inline_blobs` row, `log_meta`, `signing_keys`:
+    // the snake_case names the documents give beside a LevelDB record) or as a column (the `id` column of `entries`).
+    const named = [
+      ...[...flat.matchAll(/`(\w+)` (?:table|row)\b|\btable `(\w+)`|column of `(\w+)`|, `([a-z]+_[a-z_]+)`[ )]/g)].map(
+        (m) => ['table', m[1] ?? m[2] ?? m[3] ?? m[4]] as const,
+      ),
+      ...[...flat.matchAll(/`(\w+)` column/g)].map((m) => ['column', m[1]] as const),
+      ...[...flat.matchAll(/`([a-z]+_[a-z_]+)(?: '[^']*')?`/g)]
+        .map((m) => m[1]!)
+        .filter(
+          (n) => !['application_name', 'pg_cancel_backend', 'outside_allowed_roots', 'submit_handoff'].includes(n),
+        )
+        .map((n) => ['table', n] as const),
+    ];
+    expect(named.length).toBeGreaterThan(5);
+    expect(named.filter(([kind, name]) => !(kind === 'table' ? tables : columns).has(name!))).toEqual([]);
+  });
+});
