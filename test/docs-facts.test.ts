@@ -1278,3 +1278,36 @@ describe('the codes and constants the documents name', () => {
     expect(named.filter(([, name]) => !known.has(name))).toEqual([]);
   });
 });
+
+describe("ARCHITECTURE.md's count of shard directory flushes", () => {
+  // It said a first-level shard found already there is fsynced with its parent at its first use, "at most 257 flushes
+  // in a process's life": each first use flushes two directories (the shard and blobs-v1/blake3/), 256 shards 512.
+  it('is what a store flushes at the first use of each first-level shard it finds, times 256 shards', async () => {
+    const { FsBlobStore } = await import('../store/fs/blob-store.js');
+    const { nodeFsOps } = await import('../store/fs/ops.js');
+    const { loadHashBackend } = await import('../store/hash/backends.node.js');
+    const hash = await loadHashBackend('auto');
+    const root = tempDir();
+    const blobs = ['one', 'two', 'three'].map((s) => new TextEncoder().encode(`a blob ${s} `.repeat(50)));
+    const first = await FsBlobStore.open(root, { hash });
+    const digests = [];
+    for (const b of blobs) digests.push((await first.store.put(b)).digest);
+    await first.store.close();
+    const shards = new Set(digests.map((d) => d.slice(7, 9)));
+    expect(shards.size).toBe(blobs.length);
+    // A new store on the root (a new process): each blob's first-level shard is found there.
+    const synced: string[] = [];
+    const fs = { ...nodeFsOps, fsyncDir: (path: string) => (synced.push(path), nodeFsOps.fsyncDir(path)) };
+    const again = await FsBlobStore.open(root, { hash, fs });
+    synced.length = 0;
+    for (const b of [...blobs, ...blobs]) await again.store.put(b);
+    await again.store.close();
+    const leaf = /\/blobs-v1\/blake3\/\w\w\/\w\w$/;
+    const perShard = synced.filter((p) => !leaf.test(p)).length / shards.size;
+    expect(perShard).toBe(2);
+    const said = read('docs/ARCHITECTURE.md').replace(/\s+/g, ' ');
+    expect(/at most ([\d,]+) flushes in a process's life/.exec(said)?.[1]).toBe(
+      (perShard * 256).toLocaleString('en-US'),
+    );
+  });
+});

@@ -132,7 +132,7 @@ export class FsBlobStore extends AbstractBlobStore {
   /**
    * First-level shard directories this process has made durable, with every entry in them. One that was already
    * there, or a second-level one in it, may have been made by a process that crashed before the fsync of its parent:
-   * the first put of this process under a first-level shard fsyncs it and its parent (at most 257 fsyncs in a
+   * the first put of this process under a first-level shard fsyncs it and its parent (at most 512 fsyncs in a
    * process's life, where one per second-level shard would be up to 65,536).
    */
   private readonly durableShards = new Set<string>();
