@@ -1120,6 +1120,22 @@ describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md quote'
         return `naming no owner, after a minute untouched`;
       },
     ],
+    // ARCHITECTURE.md said "by default the request deadline, 5 s": a deadline above 5 s is not waited for whole.
+    ...(['docs/ARCHITECTURE.md', 'docs/AUDIT.md'] as const).map(
+      (doc) =>
+        [
+          doc,
+          (): string => {
+            const cap = valueOf(
+              'src/ledger/witnessing.ts',
+              'options\\.closeWaitMs \\?\\? Math\\.min\\(this\\.timeoutMs, (\\d+)\\)',
+            );
+            return doc === 'docs/AUDIT.md'
+              ? `\`closeWaitMs\` to end (default \`timeoutMs\`, at most ${cap / 1000} s;`
+              : `up to \`closeWaitMs\` (by default the request deadline, at most ${cap / 1000} s:`;
+          },
+        ] as const,
+    ),
     [
       'docs/AUDIT.md',
       (): string =>
