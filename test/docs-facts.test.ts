@@ -1000,7 +1000,7 @@ describe('the paths and links the documents give', () => {
   });
 });
 
-describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md quote', () => {
+describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md (and the README) quote', () => {
   // Each sentence that gives a bound or a default is rebuilt from the constant the code holds it in, so a bound changed
   // in the code and not in the document (or the other way round) fails here.
   /** A constant's value as written in `file`: `const NAME = 4 * 1024 ** 3;`, `= 10 * 60_000;`, `= 1 << 16`. */
@@ -1121,7 +1121,7 @@ describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md quote'
       },
     ],
     // ARCHITECTURE.md said "by default the request deadline, 5 s": a deadline above 5 s is not waited for whole.
-    ...(['docs/ARCHITECTURE.md', 'docs/AUDIT.md'] as const).map(
+    ...(['docs/ARCHITECTURE.md', 'docs/AUDIT.md', 'README.md'] as const).map(
       (doc) =>
         [
           doc,
@@ -1130,6 +1130,8 @@ describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md quote'
               'src/ledger/witnessing.ts',
               'options\\.closeWaitMs \\?\\? Math\\.min\\(this\\.timeoutMs, (\\d+)\\)',
             );
+            if (doc === 'README.md')
+              return `(\`closeWaitMs\`: by default the request deadline, at most ${cap / 1000} s)`;
             return doc === 'docs/AUDIT.md'
               ? `\`closeWaitMs\` to end (default \`timeoutMs\`, at most ${cap / 1000} s;`
               : `up to \`closeWaitMs\` (by default the request deadline, at most ${cap / 1000} s:`;
