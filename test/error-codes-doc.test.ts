@@ -121,6 +121,12 @@ describe("docs/AUDIT.md's audit errors", () => {
     expect(await code(async () => verifyBundle(await bundle(), { trust: { version: 1, keys: 'h1' } as never }))).toBe(
       'USAGE',
     );
+    // An object that is no reader failed as a TypeError ("reader.header is not a function") after the options' checks.
+    expect(await code(() => verifyBundle({} as never, { trust }))).toBe('USAGE');
+    expect(await code(() => verifyBundle({ header: async () => undefined } as never, { trust }))).toBe('USAGE');
+    const { manifests, header } = await bundle();
+    expect(await code(() => verifyBundle({ header, manifests, readBlob: 'x' } as never, { trust }))).toBe('USAGE');
+    expect(await code(() => verifyBundle({ header, manifests } as never, { trust }))).toBe('none');
     expect(await code(() => memoryBundleReader({ manifests: '', header: {} as never }))).toBe('USAGE');
     expect(await code(() => memoryBundleReader({ manifests: '', blobs: {} as never }))).toBe('USAGE');
     expect(await code(() => openBundleDir(''))).toBe('USAGE');
@@ -138,6 +144,7 @@ describe("docs/AUDIT.md's audit errors", () => {
         .replace(/\s+/g, ' ');
     expect(said('USAGE')).toContain('`--since` (`since`) a note that does not verify under the pinned checkpoint keys');
     expect(said('USAGE')).toContain('`verifyBundle` given a `trust` that is no trust store');
+    expect(said('USAGE')).toContain("an object without a reader's `header` and `manifests` methods");
     expect(said('USAGE')).toContain('`memoryBundleReader` an input without the text or bytes of `manifests`');
     expect(said('USAGE')).toContain('`openBundleDir` a path that is no non-empty string or a `maxManifestsBytes`');
     expect(said('TRUST_INVALID')).toContain('two `--trust` files list one key id with two public keys');

@@ -525,15 +525,39 @@ function trustCoverage(trust: TrustStore): TrustCoverage {
 }
 
 /**
+ * Why `reader` is no `BundleReader`, as a suffix of the USAGE message, or `undefined` when it is one: an object whose
+ * `header` and `manifests` are functions, and `manifestsSize`, `readBlob` and `treeFile` functions or absent. An object
+ * without them failed later as a TypeError ("reader.header is not a function"), a member that throws as it is read
+ * as that member's error.
+ */
+function readerProblem(reader: unknown): string | undefined {
+  if (typeof reader !== 'object' || reader === null) return '';
+  for (const name of ['header', 'manifests', 'manifestsSize', 'readBlob', 'treeFile'] as const) {
+    let member: unknown;
+    try {
+      member = (reader as Record<string, unknown>)[name];
+    } catch {
+      return `: reading its ${name} failed`;
+    }
+    const optional = name !== 'header' && name !== 'manifests';
+    if (typeof member !== 'function' && !(optional && member === undefined))
+      return `: its ${name} is ${shownValue(member)}, not a function${optional ? ' (or absent)' : ''}`;
+  }
+  return undefined;
+}
+
+/**
  * Verifies a bundle through every step: header, lines (1-5), chains (6), blobs (7), counts (8), checkpoint (9),
  * completeness (10).
  * @throws AuditError `BUNDLE_INVALID` (no parseable header where the reader has one), `BUNDLE_IO`
- *   (from the reader), `WORKER_FAILED`; `USAGE` for no reader, options without a trust store or a witness policy
+ *   (from the reader), `WORKER_FAILED`; `USAGE` for no reader (or an object without its `header` and `manifests`
+ *   methods, or with an optional one that is no function), options without a trust store or a witness policy
  *   that cannot be met
  */
 export async function verifyBundle(reader: BundleReader, options: VerifyBundleOptions): Promise<BundleAuditReport> {
-  if (typeof reader !== 'object' || reader === null)
-    throw auditUsage('verifyBundle takes a bundle reader (bundleDirReader, memoryBundleReader)');
+  const notReader = readerProblem(reader);
+  if (notReader !== undefined)
+    throw auditUsage(`verifyBundle takes a bundle reader (bundleDirReader, memoryBundleReader)${notReader}`);
   options = readAuditOptions<VerifyBundleOptions>(options, BUNDLE_FIELDS, 'verifyBundle');
   if (options.expect !== undefined && options.expect !== 'full' && options.expect !== 'filtered')
     throw auditUsage(`verifyBundle's expect must be 'full' or 'filtered', not ${shownValue(options.expect)}`);
