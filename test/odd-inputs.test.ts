@@ -48,6 +48,8 @@ describe('openLedger refuses options that are not what their types say, before w
     ['a signer of another shape', { signer: {} }],
     ['a keyFile that is a number', { keyFile: 5 }],
     ['an empty keyFile (not "no key file")', { keyFile: '' }],
+    // A NUL names no file: Node's fs threw a plain TypeError (ERR_INVALID_ARG_VALUE) for it, the root half made.
+    ['a keyFile with a NUL', { keyFile: '/tmp/host\0.jwk' }],
     ['witnesses without a list', { witnesses: {} }],
     ['a witness that is not a URL', { witnesses: { witnesses: ['not a url'] } }],
     ['a witness that is not http or https', { witnesses: { witnesses: ['ftp://w.example/'] } }],
@@ -217,6 +219,10 @@ describe('openLedger refuses options that are not what their types say, before w
 
   it('an empty root is INVALID_ARGUMENT: it would name the working directory', async () => {
     expect(await codeOf(() => openLedger({ host: 'h', root: '', onNotice: () => {} }))).toBe('INVALID_ARGUMENT');
+    // One with a NUL names no directory: it was STORAGE_FAILED, "cannot look at", as if the disk had failed.
+    expect(await codeOf(() => openLedger({ host: 'h', root: `${tempDir()}/a\0b`, onNotice: () => {} }))).toBe(
+      'INVALID_ARGUMENT',
+    );
     expect(existsSync('manifests-v1')).toBe(false);
   });
 });
@@ -557,7 +563,7 @@ describe('the grants filter', () => {
 
 describe('loadKeyFile and openBundleDir', () => {
   it('a path that is not a non-empty string, a manifests bound that is no byte count: refused with a code', async () => {
-    for (const path of [5, '', undefined, null])
+    for (const path of [5, '', undefined, null, '/tmp/host\0.jwk'])
       expect(await codeOf(() => loadKeyFile(path as never)), String(path)).toBe('INVALID_ARGUMENT');
     for (const dir of [5, '', undefined, null])
       expect(await codeOf(() => openBundleDir(dir as never)), String(dir)).toBe('USAGE');

@@ -126,12 +126,13 @@ export async function loadKeyFileIfPresent(path: string): Promise<LocalSigner | 
 
 /**
  * Loads a private key file (checked as `readPrivateKeyFile` does).
- * @throws LedgerError `INVALID_ARGUMENT` (a path that is not a non-empty string), `KEY_FILE_UNSAFE`, `KEY_INVALID`
+ * @throws LedgerError `INVALID_ARGUMENT` (a path that is not a non-empty string, or holds a NUL), `KEY_FILE_UNSAFE`, `KEY_INVALID`
  *   (also: no such file); StoreError `STORAGE_FAILED`
  */
 export async function loadKeyFile(path: string): Promise<LocalSigner> {
-  if (typeof path !== 'string' || path === '')
-    throw new LedgerError('INVALID_ARGUMENT', 'loadKeyFile needs the path of a key file (a non-empty string)');
+  // A NUL names no file (Node's fs refuses it with a plain TypeError).
+  if (typeof path !== 'string' || path === '' || path.includes('\0'))
+    throw new LedgerError('INVALID_ARGUMENT', 'loadKeyFile needs the path of a key file (a non-empty string, no NUL)');
   const signer = await loadKeyFileIfPresent(path);
   if (!signer) throw new LedgerError('KEY_INVALID', `no such key file ${path}`);
   return signer;

@@ -164,13 +164,17 @@ function clockValue(now: unknown): string {
 
 /**
  * `root`, `keyFile` and `signer` as their types say, before anything is written: an empty root or key file path would
- * name the working directory, a signer without `sign` would fail as a TypeError at its first use.
+ * name the working directory, one with a NUL no file at all, a signer without `sign` would fail as a TypeError at its
+ * first use.
  * @throws LedgerError `INVALID_ARGUMENT`
  */
 function checkKeyOptions(options: OpenLedgerOptions): void {
   const path = (name: string, value: unknown) => {
     if (value !== undefined && value !== null && (typeof value !== 'string' || value === ''))
       throw new LedgerError('INVALID_ARGUMENT', `${name} must be a non-empty path`);
+    // A NUL names no file: Node's fs refused it with a plain TypeError (ERR_INVALID_ARG_VALUE) once the open began.
+    if (typeof value === 'string' && value.includes('\0'))
+      throw new LedgerError('INVALID_ARGUMENT', `${name} must be a path without NUL characters`);
   };
   path('root', options.root);
   path('keyFile', options.keyFile);
@@ -211,7 +215,7 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
  * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
  *   integer, a `verifier` that is not `auto`, `node` or `noble`, a `hash` that is not `auto`, `native`, `wasm` or
- *   `noble`, an `authorizer` that is not a function, a `root` or `keyFile` that is not a non-empty string, a
+ *   `noble`, an `authorizer` that is not a function, a `root` or `keyFile` that is not a non-empty string (or holds a NUL), a
  *   `signer` without `keyId`, `publicKey` and `sign`, `witnesses` without a `witnesses` list or with a witness that is
  *   not an http(s) URL, an invalid `origin` (for a log not named yet, also one the CLI would print escaped:
  *   `isNewOrigin`), or a `telemetry` option that is not an object or whose
