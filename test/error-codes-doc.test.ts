@@ -150,3 +150,43 @@ describe("docs/AUDIT.md's audit errors", () => {
     expect(said('TRUST_INVALID')).toContain('two `--trust` files list one key id with two public keys');
   });
 });
+
+describe("Ledger's public methods' @throws", () => {
+  // A Harness developer reads a method's @throws for what to catch. Every public call goes through `tracked`, which
+  // refuses it once the ledger is closed (CLOSED); the writes to grants and keys go through `assertSound`, which refuses
+  // them after a rollback or fork was seen (ROLLBACK, FORK). Several said neither, or had no @throws at all.
+  const source = read('src/ledger/ledger.ts');
+  const body = source.slice(source.indexOf('export class Ledger '));
+  const methods = new Map<string, { doc: string; code: string }>();
+  const head = /\n {2}\/\*\*((?:(?!\*\/)[\s\S])*)\*\/\n {2}(?:async )?([a-z]\w*)(?:<[^>]*>)?\(/g;
+  for (const m of body.matchAll(head)) {
+    const start = m.index + m[0].length;
+    const end = body.indexOf('\n  }\n', start);
+    // `@internal` ones (maintenance: fsck, gc and export's) are no API of a Harness.
+    if (!m[1]!.includes('@internal'))
+      methods.set(m[2]!, { doc: m[1]!.replace(/\n\s*\*\s?/g, ' '), code: body.slice(start, end) });
+  }
+  /** A method's @throws text, following `@throws as \`other\``. */
+  const throwsOf = (name: string, seen = new Set<string>()): string => {
+    const doc = methods.get(name)?.doc ?? '';
+    const text = doc.split('@throws').slice(1).join(' ');
+    const as = /^\s*as `(\w+)`/.exec(text)?.[1];
+    return as && !seen.has(as) ? `${text} ${throwsOf(as, seen.add(name))}` : text;
+  };
+  const tracked = [...methods].filter(([, m]) => m.code.includes('this.tracked('));
+  const sound = [...methods].filter(([, m]) => /this\.(assertSound|setGrant)\(/.test(m.code));
+
+  it('finds the methods', () => {
+    expect(tracked.map(([n]) => n)).toEqual(expect.arrayContaining(['publish', 'resume', 'grant', 'rotateKey']));
+    expect(sound.map(([n]) => n)).toEqual(expect.arrayContaining(['grant', 'revoke', 'rotateKey', 'revokeKey']));
+  });
+
+  it.each(tracked.map(([n]) => n))('%s names CLOSED', (name) => {
+    expect(throwsOf(name)).toContain('`CLOSED`');
+  });
+
+  it.each(sound.map(([n]) => n))('%s names ROLLBACK and FORK', (name) => {
+    expect(throwsOf(name)).toContain('`ROLLBACK`');
+    expect(throwsOf(name)).toContain('`FORK`');
+  });
+});

@@ -440,6 +440,8 @@ export class Ledger {
   /**
    * This store's own trust file as it is on disk now (re-read: another process sharing the root may have rotated),
    * without the keys passed in `trust`: what fsck holds the log's key records against.
+   * @throws LedgerError `CLOSED`, and as the keys' load at open: `KEY_FILE_UNSAFE`, `KEY_INVALID`, `SIGNER_FAILED`,
+   *   `LOCKED` (the trust lock held too long); ManifestError `TRUST_INVALID`; StoreError `STORAGE_FAILED`
    */
   async storeTrust(): Promise<TrustStore> {
     return this.tracked(DURING_MAINTENANCE, async () => {
@@ -1143,7 +1145,11 @@ export class Ledger {
 
   /**
    * The log's latest checkpoint, signed by this host's checkpoint key, after checking that the log extends
-   * the one pinned before. @throws LedgerError `ROLLBACK`, `FORK`
+   * the one pinned before.
+   * @throws LedgerError `ROLLBACK`, `FORK`, `CLOSED`, `LOCKED` (another process of a shared root held the pin's lock
+   *   over 30 s); ManifestError `TREE_DAMAGED` / `RECORD_CORRUPT` (a tree that cannot be read, or kept by a diagnosing
+   *   open), `KEY_REVOKED` (a checkpoint key trust.json lists as revoked), `LOCKED` (PostgreSQL); StoreError /
+   *   ManifestError `STORAGE_FAILED`
    */
   async checkpoint(): Promise<SignedCheckpoint> {
     return this.tracked(DURING_MAINTENANCE, async () => {
@@ -1156,7 +1162,8 @@ export class Ledger {
 
   /**
    * Checks that the log extends the pinned checkpoint and pins the current one, without a witness round (gc's check
-   * before it collects). @throws LedgerError `ROLLBACK`, `FORK`
+   * before it collects).
+   * @throws as `checkpoint`
    */
   async checkLog(): Promise<SignedCheckpoint> {
     return this.tracked(DURING_MAINTENANCE, async () => {
@@ -1173,9 +1180,9 @@ export class Ledger {
   /**
    * RFC 6962 inclusion proof of a manifest in the tree of `size` entries (default, or `null`: the latest checkpoint).
    * @throws LedgerError `INVALID_ID` (`id` is not a manifest id), `NOT_FOUND`, `INVALID_ARGUMENT` (a size out of range,
-   *   an options field that throws as it is read), `ROLLBACK`, `FORK`,
+   *   an options field that throws as it is read), `ROLLBACK`, `FORK`, `CLOSED`,
    *   `RECORD_CORRUPT` (the log's position record for the id leads to another manifest); ManifestError
-   *   `RECORD_CORRUPT` (that record cannot be parsed)
+   *   `RECORD_CORRUPT` (that record cannot be parsed); the checkpoint's other codes (as `checkpoint`)
    */
   async inclusionProof(id: Digest, options: { size?: number | null } = {}): Promise<InclusionProof> {
     return this.tracked(async () => {
@@ -1191,7 +1198,7 @@ export class Ledger {
   /**
    * RFC 6962 consistency proof from the tree of `oldSize` entries to that of `size` (default, or `null`: latest).
    * @throws LedgerError `INVALID_ARGUMENT` (a size out of range, no old size, an options field that throws as it is
-   *   read), `ROLLBACK`, `FORK`
+   *   read), `ROLLBACK`, `FORK`, `CLOSED`; the checkpoint's other codes (as `checkpoint`)
    */
   async consistencyProof(oldSize: number, options: { size?: number | null } = {}): Promise<ConsistencyProof> {
     return this.tracked(async () => {
@@ -1208,8 +1215,10 @@ export class Ledger {
 
   /**
    * Grants `principal` access to `session` (or lifts a principal-wide revocation with `'*'`). Durable.
-   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (an options field that throws as it is read); ManifestError
-   *   `INVALID_ARGUMENT` (a `by` the grant table refuses)
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (an options field that throws as it is read), `CLOSED`,
+   *   `ROLLBACK` / `FORK` (seen before: no grant is written past them); ManifestError `INVALID_ARGUMENT` (a `by` the
+   *   grant table refuses), `TREE_DAMAGED` / `RECORD_CORRUPT` (kept by a diagnosing open), `LOCKED` (PostgreSQL),
+   *   `STORAGE_FAILED`
    */
   async grant(principal: string, session: string, options: { by?: string } = {}): Promise<GrantRecord> {
     return this.tracked(async () => {
@@ -1233,8 +1242,9 @@ export class Ledger {
 
   /**
    * The grant table's records, all or those of a principal and/or session.
-   * @throws ManifestError `INVALID_ARGUMENT` (a filter that is neither an object nor null, a field that throws as it
-   *   is read), `INVALID_ID`
+   * @throws LedgerError `INVALID_ARGUMENT` (a filter that is neither an object nor null, a field that throws as it
+   *   is read), `INVALID_ID` (the grant table's refusals, as the ledger's), `CLOSED`, `ROLLBACK` / `FORK` (as `grant`);
+   *   ManifestError `STORAGE_FAILED`
    */
   async grants(filter: { principal?: string; session?: string } = {}): Promise<GrantRecord[]> {
     return this.tracked(async () => {
@@ -1266,6 +1276,10 @@ export class Ledger {
   /**
    * Rotates this host's key (see Keyring.rotate); later manifests are signed with the new key. Waits for
    * publishes in flight, and ends the old key's window after the last manifest it signed.
+   * @throws LedgerError `CLOSED`, `ROLLBACK` / `FORK` (as `grant`), `KEY_INVALID` (an injected signer: rotate it where
+   *   it lives), `LOCKED` (another process held `trust.json.lock` over 30 s), and as the keys' load at open
+   *   (`KEY_FILE_UNSAFE`, `KEY_INVALID`, `SIGNER_FAILED`); StoreError `STORAGE_FAILED` (a key file or trust.json that
+   *   cannot be written); ManifestError `STORAGE_FAILED`, `LOCKED` (the log's key record)
    */
   async rotateKey(): Promise<string> {
     return this.tracked(async () => {
@@ -1297,6 +1311,9 @@ export class Ledger {
   /**
    * Revokes a key from `at` (default now). Returns the revocation time that holds: a key revoked before keeps its
    * earlier time.
+   * @throws LedgerError `INVALID_ARGUMENT` (a key id that is no string, an `at` that is not an ISO-8601 UTC time with
+   *   milliseconds), `KEY_INVALID` (a key id trust.json does not list), and as `rotateKey` (`CLOSED`, `ROLLBACK` /
+   *   `FORK`, `LOCKED`, `STORAGE_FAILED`, …)
    */
   async revokeKey(keyId: string, at?: string): Promise<string> {
     return this.tracked(async () => {
