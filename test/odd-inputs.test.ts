@@ -160,6 +160,24 @@ describe('openLedger refuses options that are not what their types say, before w
     });
   });
 
+  it('a PostgreSQL URL the driver cannot parse: INVALID_ARGUMENT before anything connects or is made', async () => {
+    // These passed the scheme check and failed as the pool connected: STORAGE_FAILED "Invalid URL", the root made.
+    for (const connectionString of [
+      'postgresql://[::1/db',
+      'postgresql://u:s3cret@h:99999/db',
+      'postgres://h/a b\ud800',
+    ]) {
+      const root = join(tempDir(), 'store');
+      const refused = await openLedger({ host: 'h', root, onNotice: () => {}, postgres: { connectionString } }).catch(
+        (err: unknown) => err,
+      );
+      expect(refused, connectionString).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect((refused as Error).message).not.toContain('s3cret');
+      expect(existsSync(root), connectionString).toBe(false);
+      expect(await codeOf(() => openPostgresBackends({ connectionString })), connectionString).toBe('INVALID_ARGUMENT');
+    }
+  });
+
   it('a clock that returns no valid Date: INVALID_ARGUMENT at the call that asks it, nothing published', async () => {
     let now: unknown = new Date();
     const ledger = await openLedger({ host: 'h', root: tempDir(), onNotice: () => {}, clock: () => now as Date });

@@ -206,6 +206,26 @@ function isPgPool(pool: unknown): boolean {
 const CONNECTION_STRING_RE = /^(?:(?:postgres|postgresql|socket):|\/)/i;
 
 /**
+ * Whether the driver (pg-connection-string `parse`, which node-postgres runs as it connects) reads `text` without
+ * throwing: a socket directory path, or what `new URL` takes once spaces and stray `%` are encoded as it encodes them,
+ * with its retry for an empty host (`user@/db`). Any throw (a lone surrogate's URIError included) is no.
+ */
+function parsesAsDriverUrl(text: string): boolean {
+  if (text.startsWith('/')) return true;
+  try {
+    const encoded = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(text) ? encodeURI(text).replace(/%25(\d\d)/g, '%$1') : text;
+    try {
+      new URL(encoded, 'postgres://base');
+    } catch {
+      new URL(encoded.replace('@/', '@___DUMMY___/'), 'postgres://base');
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * What is wrong with connection options, before anything connects: a schema name that is not a plain lowercase
  * identifier, no pool and no non-empty connection string (an empty one would make the driver fall back to
  * PG* environment variables and localhost), a connection string that is no postgresql:// URL, a pool that is not a pg.Pool, a bad limit. Each layer reports it with
@@ -222,6 +242,10 @@ export function pgOptionsProblem(options: PgConnectOptions): string | undefined 
   // password.
   if (options.pool === undefined && !CONNECTION_STRING_RE.test(options.connectionString!))
     return 'the PostgreSQL connection string is not a postgresql:// (or postgres://, socket:) URL nor a socket directory path (/dir db); give e.g. postgresql://user@host:5432/db';
+  // One of those schemes the driver's URL parser refuses (`postgresql://[::1/db`, a port over 65535) failed as it
+  // connected, STORAGE_FAILED "Invalid URL": a failure a caller retries, after the root was made.
+  if (options.pool === undefined && !parsesAsDriverUrl(options.connectionString!))
+    return 'the PostgreSQL connection string does not parse as a URL (a bracket, port or character out of place; percent-encode reserved characters of the password); give e.g. postgresql://user@host:5432/db';
   if (options.pool !== undefined && !isPgPool(options.pool))
     return 'pool must be a pg.Pool of node-postgres 8 (its connect, query, on, options and Client are used)';
   const { maxConnections, lockTimeoutMs, idleInTransactionTimeoutMs } = options;
