@@ -724,6 +724,19 @@ describe('the Harness helpers', () => {
     expect(await codeOf(() => compact(undefined as never))).toBe('INVALID_ARGUMENT');
     expect(await codeOf(() => compact({ ...base, transcript: undefined as never }))).toBe('INVALID_ARGUMENT');
     expect(await codeOf(() => compact({ ...base, transcript: 'hi' as never }))).toBe('INVALID_ARGUMENT');
+    // A transcript that throws as it is read (a message's getter, a revoked proxy) escaped as its plain TypeError.
+    const revoked = Proxy.revocable([], {});
+    revoked.revoke();
+    const lazy = {
+      role: 'user',
+      get content(): string {
+        throw new TypeError('not loaded');
+      },
+    };
+    for (const transcript of [revoked.proxy, [revoked.proxy], [lazy]]) {
+      expect(await codeOf(() => compactionRequest({ messages: transcript as never }))).toBe('INVALID_ARGUMENT');
+      expect(await codeOf(() => compact({ ...base, transcript: transcript as never }))).toBe('INVALID_ARGUMENT');
+    }
     expect(await codeOf(() => compact({ ...base, mode: 'tools' as never }))).toBe('INVALID_ARGUMENT');
     expect(await codeOf(() => compact({ ...base, model: undefined as never }))).toBe('INVALID_ARGUMENT');
     expect(await codeOf(() => compact({ ...base, ledger: {} as never }))).toBe('INVALID_ARGUMENT');

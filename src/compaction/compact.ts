@@ -177,7 +177,7 @@ void everyCompactField;
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
  * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for an options field that
  *   throws as it is read (a getter, a proxy; the ledger's `publish` and `checkPublish` too), no ledger or model adapter, a transcript that is not a list of messages
- *   or holds none (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
+ *   or holds none or throws as it is read (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
  *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `ROLLBACK` /
  *   `FORK` / `TREE_DAMAGED` (the log, or the session's chain cut back), `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign; or, with `KEY_UNTRUSTED` too, the session's head is
  *   signed by a key resume refuses it for) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`

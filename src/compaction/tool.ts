@@ -71,7 +71,7 @@ export interface CompactionRequestOptions {
  * @throws LedgerError `INVALID_ARGUMENT` for a transcript that is not a list of messages or holds none, or only system
  *   messages (there is nothing to summarize: a model asked anyway would write a summary of nothing, or make one up), a
  *   `mode` other than `tool` or `structured`, `instructions` that are not a string, a `maxOutputTokens` that is not a
- *   whole number from 1
+ *   whole number from 1, or a transcript that throws as it is read (a message's getter, a revoked proxy)
  */
 export function compactionRequest(options: CompactionRequestOptions): ModelRequest {
   if (typeof options !== 'object' || options === null)
@@ -83,7 +83,10 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
     'compactionRequest options',
     LedgerError,
   ) as CompactionRequestOptions;
-  checkMessages(options.messages);
+  const transcript = readTranscript(options.messages, (messages) => {
+    checkMessages(messages);
+    return answeredTranscript(messages);
+  });
   const mode = options.mode ?? 'tool';
   if (mode !== 'tool' && mode !== 'structured')
     throw new LedgerError('INVALID_ARGUMENT', `mode must be 'tool' or 'structured', not ${shownValue(mode)}`);
@@ -93,7 +96,7 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
   const request: ModelRequest = {
     purpose: 'compaction',
     messages: [
-      ...answeredTranscript(options.messages),
+      ...transcript,
       { role: 'user', content: `${options.instructions ?? DEFAULT_COMPACTION_INSTRUCTIONS}\n\n${how}` },
     ],
   };
@@ -113,6 +116,24 @@ export function compactionRequest(options: CompactionRequestOptions): ModelReque
 }
 
 const ROLES: ReadonlySet<unknown> = new Set(['system', 'user', 'assistant', 'tool']);
+
+/**
+ * `read(messages)`, with a transcript that throws as it is read (a message's getter, a revoked proxy: the Harness's
+ * objects) refused as the other transcripts that are no list of messages are, not passed on as its TypeError.
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
+function readTranscript<T>(messages: unknown, read: (messages: readonly ModelMessage[]) => T): T {
+  try {
+    return read(messages as readonly ModelMessage[]);
+  } catch (err) {
+    if (err instanceof LedgerError) throw err;
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      'the transcript could not be read (a getter or proxy of it threw: the cause)',
+      { cause: err },
+    );
+  }
+}
 
 /**
  * The transcript as `ModelMessage` says: what a Harness of plain JavaScript may hand over otherwise (no list, a string,
