@@ -69,6 +69,11 @@ describe("README's rows of the summary codes name compact's refusals", () => {
     expect(code({ finishReason: 'tool_calls', toolCalls: [call('write_file')] })).toBe('SUMMARY_INVALID');
     const twice = [call('submit_handoff'), call('submit_handoff', 'c2')];
     expect(code({ finishReason: 'tool_calls', toolCalls: twice })).toBe('SUMMARY_INVALID');
+    // A response that throws as it is read escaped extractSummary as that TypeError (compact alone made it MODEL_FAILED).
+    const revoked = Proxy.revocable({}, {});
+    revoked.revoke();
+    expect(code(revoked.proxy)).toBe('MODEL_FAILED');
+    expect(code({ finishReason: 'tool_calls', toolCalls: [revoked.proxy] })).toBe('MODEL_FAILED');
 
     const section = read('README.md').split('## Error codes')[1]!.split('\n## ')[0]!;
     const row = (c: string) => section.split('\n').find((l) => l.startsWith(`| \`${c}\``)) ?? '';
@@ -76,6 +81,7 @@ describe("README's rows of the summary codes name compact's refusals", () => {
     expect(row('SUMMARY_INCOMPLETE')).toContain('content filter');
     expect(row('SUMMARY_INVALID')).toContain('an answer that is not JSON');
     expect(row('SUMMARY_INVALID')).toContain(`another tool than \`submit_handoff\` called, or it called twice`);
+    expect(row('MODEL_FAILED')).toContain('a response whose fields throw as they are read');
   });
 });
 

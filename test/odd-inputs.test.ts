@@ -645,6 +645,18 @@ describe('the Harness helpers', () => {
         await codeOf(() => resumeContext({ summary, id: `blake3:${'0'.repeat(64)}`, seq: 0 } as never)),
         `case ${i}`,
       ).toBe('INVALID_ARGUMENT');
+    // What resume returned, as a revoked proxy or with a getter that throws: its TypeError escaped.
+    const revoked = Proxy.revocable({}, {});
+    revoked.revoke();
+    const lazy = {
+      get summary(): never {
+        throw new TypeError('not loaded');
+      },
+      id: `blake3:${'0'.repeat(64)}`,
+      seq: 0,
+    };
+    for (const resumed of [revoked.proxy, lazy])
+      expect(await codeOf(() => resumeContext(resumed as never))).toBe('INVALID_ARGUMENT');
   });
 
   it('compactionRequest refuses a transcript that is not a list of messages or holds none (or only system messages), an unknown mode, non-text instructions', async () => {

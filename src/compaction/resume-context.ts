@@ -52,15 +52,30 @@ function renderable(summary: unknown): Summary {
  * @throws LedgerError `INVALID_ARGUMENT` when given no resumed handoff (`resume` returned `undefined`: there is none
  *   to render), one without its summary, a manifest id (`blake3:` and 64 hex digits: the verification line is framed
  *   closed too) and a seq (a non-negative integer), or a summary the summary schema refuses (a field missing or of
- *   another type: a summary built or changed by hand); nothing else (what `resume` and `compact` return passes)
+ *   another type: a summary built or changed by hand), or one whose fields throw as they are read (a getter, a
+ *   revoked proxy); nothing else (what `resume` and `compact` return passes)
  * @example
  * const resumed = await ledger.resume({ principal, session });
  * const messages = resumed ? [resumeContext(resumed), ...newTurns] : newTurns;
  */
-export function resumeContext(resumed: Pick<Resumed, 'summary' | 'id' | 'seq'>): ModelMessage {
+export function resumeContext(given: Pick<Resumed, 'summary' | 'id' | 'seq'>): ModelMessage {
+  // Its three fields read once, as checked (a getter or a revoked proxy that throws: INVALID_ARGUMENT, not its error).
+  let resumed: Pick<Resumed, 'summary' | 'id' | 'seq'> | undefined;
+  if (typeof given === 'object' && given !== null) {
+    try {
+      resumed = { summary: given.summary, id: given.id, seq: given.seq };
+    } catch (err) {
+      throw new LedgerError(
+        'INVALID_ARGUMENT',
+        'resumeContext: reading what resume returned failed (a getter or proxy threw)',
+        {
+          cause: err,
+        },
+      );
+    }
+  }
   if (
-    typeof resumed !== 'object' ||
-    resumed === null ||
+    resumed === undefined ||
     typeof resumed.summary !== 'object' ||
     resumed.summary === null ||
     !isDigest(resumed.id) ||
@@ -69,7 +84,7 @@ export function resumeContext(resumed: Pick<Resumed, 'summary' | 'id' | 'seq'>):
   )
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `resumeContext needs what resume returned (${resumed === undefined ? 'undefined: there is no handoff to render' : 'not a resumed handoff'})`,
+      `resumeContext needs what resume returned (${given === undefined ? 'undefined: there is no handoff to render' : 'not a resumed handoff'})`,
     );
   const summary = renderable(resumed.summary);
   const lines = [

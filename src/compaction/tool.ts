@@ -272,9 +272,23 @@ function parseJson(text: string, what: string): unknown {
  * else the parsed structured output, else the answer text parsed as JSON.
  * @throws LedgerError `MODEL_REFUSED` (finish reason `refusal`), `SUMMARY_INCOMPLETE` (the answer was
  *   cut off: any other finish reason than `stop` or `tool_calls`), `SUMMARY_EMPTY` (no answer), `SUMMARY_INVALID` (not JSON, other tools called, or
- *   `submit_handoff` called more than once). A `toolCalls` or `output` of `null` is read as absent.
+ *   `submit_handoff` called more than once), `MODEL_FAILED` (a response whose fields throw as they are read: a
+ *   getter, a revoked proxy of a hand-written adapter; the error its cause). A `toolCalls` or `output` of `null` is
+ *   read as absent.
  */
 export function extractSummary(response: ModelResponse): unknown {
+  try {
+    return summaryOf(response);
+  } catch (err) {
+    if (err instanceof LedgerError) throw err;
+    throw new LedgerError('MODEL_FAILED', 'the model adapter returned a response that could not be read', {
+      cause: err,
+    });
+  }
+}
+
+/** `extractSummary`'s reading, its errors as they come. */
+function summaryOf(response: ModelResponse): unknown {
   // What a hand-written adapter may pass on as it came, breaking the declared type: coded refusals, not TypeErrors.
   if (typeof response !== 'object' || response === null)
     throw new LedgerError('SUMMARY_EMPTY', `the model adapter returned no response (${shownValue(response)})`);
