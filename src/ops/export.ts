@@ -343,7 +343,9 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
 /**
  * Exports the chains selected by `options` into a new bundle directory.
  * @throws LedgerError `INVALID_ID` (bad filter id), `INVALID_ARGUMENT` (no Ledger or source, no `out` path, an `out`
- *   inside the source's root, a signal that is none, an options field that throws as it is read), `CANCELLED`, `CLOSED`; AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step);
+ *   inside the source's root, a signal that is none, an options field that throws as it is read), `CANCELLED`, `CLOSED`; AuditError `BUNDLE_EXISTS` (target exists), `BUNDLE_IO` (any file step),
+ *   `USAGE` (a `since` that is no checkpoint of this log: not its origin, not signed by its checkpoint keys, larger
+ *   than the cut or with another root at its size; or a `since` given a source without checkpoints);
  *   ManifestError `RECORD_CORRUPT` (a log record export needs cannot be read, or `session`'s chain holds an entry
  *   signed for another session: no bundle; run fsck); other
  *   ManifestError/StoreError from the log or blob store pass through.
