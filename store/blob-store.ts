@@ -39,13 +39,17 @@ export interface BlobStore {
    * Stores bytes durably under their BLAKE3 digest and returns it. When `put` resolves the blob
    * is durable (fsynced file and directory, or committed transaction). Idempotent.
    * @throws StoreError `BLOB_TOO_LARGE`, `CANCELLED`, `STORAGE_FAILED`; `INVALID_ARGUMENT` (a source that is
-   *   not bytes, a chunk that is not a Uint8Array, a `maxBytes` that is not a non-negative integer)
+   *   not bytes, a chunk that is not a Uint8Array, a `maxBytes` that is not a non-negative integer); `UNSAFE_ROOT` /
+   *   `UNSAFE_PATH` (filesystem: the root, or a directory under it, is no longer the real directory opened: a link or
+   *   another directory put at its path); `LOCKED` (PostgreSQL: a wait for the blob's lock, held by a put of the same
+   *   bytes or a gc, past `lockTimeoutMs`; nothing was written)
    */
   put(source: BlobSource, options?: PutOptions): Promise<BlobInfo>;
   /**
    * Returns the bytes of a blob after re-hashing them; never returns bytes that do not match.
    * @throws StoreError `INVALID_DIGEST`, `BLOB_NOT_FOUND`, `BLOB_INTEGRITY`, `BLOB_TOO_LARGE`, `CANCELLED`,
-   *   `STORAGE_FAILED`, `INVALID_ARGUMENT`
+   *   `STORAGE_FAILED`, `INVALID_ARGUMENT`; `UNSAFE_ROOT` / `UNSAFE_PATH` (filesystem: as `put`, or a symlink or
+   *   other non-file at the blob's path)
    */
   get(digest: string, options?: GetOptions): Promise<Uint8Array>;
   /**
@@ -56,9 +60,15 @@ export interface BlobStore {
    * @throws StoreError as `get`
    */
   chunks(digest: string, options?: GetOptions): AsyncIterable<Uint8Array>;
-  /** True when a blob with this digest is stored (its content is not checked). */
+  /**
+   * True when a blob with this digest is stored (its content is not checked).
+   * @throws StoreError `INVALID_DIGEST`, `STORAGE_FAILED`; `UNSAFE_ROOT` / `UNSAFE_PATH` (filesystem: as `put`)
+   */
   has(digest: string): Promise<boolean>;
-  /** Size and storage time (the last `put` of these bytes), or `undefined` when absent. */
+  /**
+   * Size and storage time (the last `put` of these bytes), or `undefined` when absent.
+   * @throws as `has`
+   */
   stat(digest: string): Promise<BlobStat | undefined>;
   /** Every stored digest, in no particular order. */
   list(): AsyncIterable<Digest>;
@@ -68,6 +78,9 @@ export interface BlobStore {
    * time): resolves `true` when removed, `false` when kept or absent. An abort of `options.signal` ends the delete only
    * before it removes anything (`CANCELLED`: at the call, or while it waits its turn behind a call on the same blob, a
    * put's or another delete's, which may hang); once the removal began it completes.
+   * @throws StoreError `INVALID_DIGEST`, `INVALID_ARGUMENT` (options that are not an object, a `storedBeforeMs` that is
+   *   no finite number, a signal that is none), `CANCELLED`, `STORAGE_FAILED`; `UNSAFE_ROOT` / `UNSAFE_PATH`
+   *   (filesystem: as `put`); `LOCKED` (PostgreSQL: as `put`)
    */
   delete(digest: string, options?: DeleteOptions): Promise<boolean>;
   /**
