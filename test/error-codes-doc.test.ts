@@ -3,7 +3,7 @@
  * with the class that carries it, and the table names no code that no class can throw.
  */
 import { describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const codesOf = (path: string, type: string): string[] => {
@@ -194,5 +194,51 @@ describe("Ledger's public methods' @throws", () => {
   it.each(sound.map(([n]) => n))('%s names ROLLBACK and FORK', (name) => {
     expect(throwsOf(name)).toContain('`ROLLBACK`');
     expect(throwsOf(name)).toContain('`FORK`');
+  });
+});
+
+describe('every @throws of the library', () => {
+  // A Harness catches by class and code: `compact`'s @throws listed TREE_DAMAGED and KEY_REVOKED under LedgerError,
+  // which never carries them (they are ManifestError's), and STORAGE_FAILED, which no LedgerError carries either.
+  const CLASSES: Record<string, Set<string>> = {
+    StoreError: new Set(codesOf('store/errors.ts', 'StoreErrorCode')),
+    ManifestError: new Set(codesOf('manifests/errors.ts', 'ManifestErrorCode')),
+    LedgerError: new Set(codesOf('src/errors.ts', 'LedgerErrorCode')),
+    AuditError: new Set(codesOf('manifests/audit/errors.ts', 'AuditErrorCode')),
+  };
+  const sources = (dir: string): string[] =>
+    readdirSync(new URL(`../${dir}`, import.meta.url), { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? sources(`${dir}/${e.name}`) : e.name.endsWith('.ts') ? [`${dir}/${e.name}`] : [],
+    );
+
+  it('names under a class only codes of that class', () => {
+    const wrong: string[] = [];
+    const names = Object.keys(CLASSES).join('|');
+    const classRun = new RegExp(`(?:${names})(?:\\s*/\\s*(?:${names}))*`, 'g');
+    for (const path of ['src', 'store', 'manifests'].flatMap(sources)) {
+      const text = read(path);
+      for (const doc of text.matchAll(/\/\*\*([\s\S]*?)\*\//g)) {
+        const throwsText = doc[1]!
+          .replace(/\n\s*\*\s?/g, ' ')
+          .split('@throws')
+          .slice(1)
+          .map((t) => t.split(/@(?:returns|example|param)\b/)[0]!);
+        for (const t of throwsText) {
+          // Each run of class names (`StoreError / ManifestError`) governs the codes up to the next run.
+          const runs = [...t.matchAll(classRun)];
+          runs.forEach((run, i) => {
+            const classes = run[0].split('/').map((c) => c.trim());
+            const said = t.slice(run.index + run[0].length, runs[i + 1]?.index ?? t.length);
+            for (const [, code] of said.matchAll(/`([A-Z][A-Z_]*[A-Z])`/g)) {
+              // An errno named as what a cause holds (`ENOENT`) is no code of the library.
+              if (/^E[A-Z]+$/.test(code!)) continue;
+              if (!classes.some((c) => CLASSES[c]!.has(code!)))
+                wrong.push(`${path}:${text.slice(0, doc.index).split('\n').length + 1} ${run[0]} ${code}`);
+            }
+          });
+        }
+      }
+    }
+    expect(wrong).toEqual([]);
   });
 });

@@ -174,14 +174,14 @@ void everyCompactField;
  * session to another run's compaction is then `CHAIN_CONFLICT` instead of publishing over it.
  * @throws LedgerError `SUMMARY_EMPTY`, `SUMMARY_INVALID`, `SUMMARY_TOO_LARGE`, `SUMMARY_INCOMPLETE`
  *   (truncated or flagged incomplete), `MODEL_REFUSED`, `CANCELLED`, `MODEL_FAILED` (the adapter threw), plus every code of `Ledger.publish`
- *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `STORAGE_FAILED`, …)
+ *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, …; StoreError / ManifestError `STORAGE_FAILED`, …)
  * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for an options field that
  *   throws as it is read (a getter, a proxy; the ledger's `publish` and `checkPublish` too), no ledger or model adapter, a transcript that is not a list of messages
  *   or holds none or throws as it is read (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
  *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `ROLLBACK` /
- *   `FORK` / `TREE_DAMAGED` (the log, or the session's chain cut back), `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign; or, with `KEY_UNTRUSTED` too, the session's head is
- *   signed by a key resume refuses it for) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`
- *   before the model is asked too
+ *   `FORK` (the log, or the session's chain cut back) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`, and
+ *   ManifestError `TREE_DAMAGED` (the log), `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign; or, with
+ *   `KEY_UNTRUSTED` too, the session's head is signed by a key resume refuses it for), before the model is asked too
  * @example
  * const system: ModelMessage = { role: 'system', content: 'You are a coding assistant.' };
  * const resumed = await ledger.resume(scope);

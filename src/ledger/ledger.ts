@@ -1312,8 +1312,8 @@ export class Ledger {
    * Revokes a key from `at` (default now). Returns the revocation time that holds: a key revoked before keeps its
    * earlier time.
    * @throws LedgerError `INVALID_ARGUMENT` (a key id that is no string, an `at` that is not an ISO-8601 UTC time with
-   *   milliseconds), `KEY_INVALID` (a key id trust.json does not list), and as `rotateKey` (`CLOSED`, `ROLLBACK` /
-   *   `FORK`, `LOCKED`, `STORAGE_FAILED`, …)
+   *   milliseconds), `KEY_INVALID` (a key id trust.json does not list), and as `rotateKey` (LedgerError `CLOSED`,
+   *   `ROLLBACK` / `FORK`, `LOCKED`; StoreError / ManifestError `STORAGE_FAILED`, …)
    */
   async revokeKey(keyId: string, at?: string): Promise<string> {
     return this.tracked(async () => {

@@ -192,7 +192,7 @@ function checkLedger(ledger: unknown, what: string): void {
  * whose records are corrupt is reported (`RECORD_CORRUPT`) and the other chains are still checked.
  * @throws LedgerError `CANCELLED` (the signal aborted), `INVALID_ARGUMENT` (no Ledger, options that are not an object
  *   or null, a signal that is none, or an options field that throws as it is read), `CLOSED`;
- *   a storage failure of the log as it is (`STORAGE_FAILED`)
+ *   a storage failure of the log as it is (ManifestError `STORAGE_FAILED`)
  */
 export async function fsck(ledger: Ledger, given: FsckOptions = {}): Promise<FsckReport> {
   checkLedger(ledger, 'fsck');
