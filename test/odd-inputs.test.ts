@@ -579,8 +579,16 @@ describe('the grants filter', () => {
   });
 });
 
-describe('loadKeyFile and openBundleDir', () => {
+describe('loadKeyFile, LocalSigner and openBundleDir', () => {
   it('a path that is not a non-empty string, a manifests bound that is no byte count: refused with a code', async () => {
+    // A JWK that throws as it is read, a message to sign that is no bytes: Node's or zod's plain TypeError escaped.
+    const revoked = Proxy.revocable({}, {});
+    revoked.revoke();
+    expect(await codeOf(() => new LocalSigner(revoked.proxy as never))).toBe('KEY_INVALID');
+    const signer = new LocalSigner(generateJwk());
+    for (const message of [5, undefined, {}])
+      expect(await codeOf(() => signer.sign(message as never)), String(message)).toBe('INVALID_ARGUMENT');
+    expect(signer.sign(new Uint8Array([1])).length).toBe(64);
     for (const path of [5, '', undefined, null, '/tmp/host\0.jwk'])
       expect(await codeOf(() => loadKeyFile(path as never)), String(path)).toBe('INVALID_ARGUMENT');
     for (const dir of [5, '', undefined, null])

@@ -8,7 +8,7 @@ import { decodeBase64Url } from '../../manifests/encoding/base64.js';
 import type { Signer } from '../../manifests/crypto/envelope.js';
 import { keyIdOf } from '../../manifests/format/trust.js';
 import { HandoffLedgerError, LedgerError } from '../errors.js';
-import { isErrnoError, StoreError } from '../../store/errors.js';
+import { isErrnoError, shownValue, StoreError } from '../../store/errors.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
@@ -34,13 +34,26 @@ export class LocalSigner implements Signer {
   readonly publicKey: Uint8Array;
   private readonly key: KeyObject;
 
-  constructor(jwk: PrivateJwk) {
-    const parsed = jwkSchema.safeParse(jwk);
+  /**
+   * @throws LedgerError `KEY_INVALID` for anything but an Ed25519 private JWK whose `x` is the public half of its `d`,
+   *   one that throws as it is read (a getter, a revoked proxy: its error the cause) included
+   */
+  constructor(given: PrivateJwk) {
+    let parsed: ReturnType<typeof jwkSchema.safeParse>;
+    try {
+      parsed = jwkSchema.safeParse(given);
+    } catch (err) {
+      throw new LedgerError('KEY_INVALID', 'not an Ed25519 private JWK: reading it failed (a getter or proxy threw)', {
+        cause: err,
+      });
+    }
     if (!parsed.success)
       throw new LedgerError(
         'KEY_INVALID',
         `not an Ed25519 private JWK: ${describeZodError(parsed.error, { escaped: true })}`,
       );
+    // The parsed copy, as checked: a getter of the given object is not read again.
+    const jwk = parsed.data;
     try {
       this.key = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d }, format: 'jwk' });
     } catch (err) {
@@ -53,7 +66,14 @@ export class LocalSigner implements Signer {
     this.keyId = keyIdOf(this.publicKey);
   }
 
+  /**
+   * @throws LedgerError `INVALID_ARGUMENT` for a message that is neither bytes (a `Uint8Array`, or another view of an
+   *   ArrayBuffer, as Node's sign takes) nor a string (signed as its UTF-8 bytes, as Node's sign does): a number, an
+   *   object, `undefined` were Node's plain TypeError
+   */
   sign(message: Uint8Array): Uint8Array {
+    if (!ArrayBuffer.isView(message) && typeof message !== 'string')
+      throw new LedgerError('INVALID_ARGUMENT', `a message to sign is a Uint8Array, not ${shownValue(message)}`);
     return new Uint8Array(sign(null, message, this.key));
   }
 }
