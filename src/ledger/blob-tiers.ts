@@ -78,13 +78,7 @@ export class TieredBlobStore implements BlobStore {
     // blob is looked for: the inline tier would refuse a bad digest as the log does (ManifestError INVALID_ID).
     digestHex(digest);
     const options = checkReadOptions(given);
-    let bytes: Uint8Array | undefined;
-    try {
-      bytes = await this.inlineBytes(digest, options);
-    } catch (err) {
-      return this.fileCopyOf(digest, options, err);
-    }
-    return bytes ?? this.files.get(digest, options);
+    return (await this.inlineOrFileCopy(digest, options)) ?? this.files.get(digest, options);
   }
 
   /**
@@ -98,17 +92,22 @@ export class TieredBlobStore implements BlobStore {
   }
 
   /**
-   * After the inline copy failed to read: a damaged one (`BLOB_INTEGRITY`) gives way to an intact file copy of the same
-   * bytes (a blob in both tiers: published inline and also `put` as a file), re-hashed by the file tier; fsck still
-   * names the damaged inline copy. Without a file copy, or for any other failure, the inline copy's error stands.
+   * The inline copy's verified bytes (`undefined`: the log holds none), or, where it is damaged (`BLOB_INTEGRITY`), an
+   * intact file copy of the same bytes (a blob in both tiers: published inline and also `put` as a file), re-hashed by
+   * the file tier; fsck still names the damaged inline copy. Without a file copy, or for any other failure, the inline
+   * copy's error stands.
    */
-  private async fileCopyOf(digest: string, options: GetOptions, err: unknown): Promise<Uint8Array> {
-    if (!(err instanceof StoreError && err.code === 'BLOB_INTEGRITY')) throw err;
+  private async inlineOrFileCopy(digest: string, options: GetOptions): Promise<Uint8Array | undefined> {
     try {
-      return await this.files.get(digest, options);
-    } catch (fileErr) {
-      if (fileErr instanceof StoreError && fileErr.code === 'BLOB_NOT_FOUND') throw err;
-      throw fileErr;
+      return await this.inlineBytes(digest, options);
+    } catch (err) {
+      if (!(err instanceof StoreError && err.code === 'BLOB_INTEGRITY')) throw err;
+      try {
+        return await this.files.get(digest, options);
+      } catch (fileErr) {
+        if (fileErr instanceof StoreError && fileErr.code === 'BLOB_NOT_FOUND') throw err;
+        throw fileErr;
+      }
     }
   }
 
@@ -116,12 +115,8 @@ export class TieredBlobStore implements BlobStore {
     // Checked as the file tier checks them (as `get`), before an inline blob is looked for.
     digestHex(digest);
     const options = checkReadOptions(given);
-    let bytes: Uint8Array | undefined;
-    try {
-      bytes = await this.inlineBytes(digest, options);
-    } catch (err) {
-      bytes = await this.fileCopyOf(digest, options, err); // nothing yielded yet: the file copy whole, as `get`
-    }
+    // A damaged inline copy's file copy is read whole, as `get` reads it (nothing is yielded before): it is small.
+    const bytes = await this.inlineOrFileCopy(digest, options);
     if (bytes === undefined) yield* this.files.chunks(digest, options);
     else yield bytes;
   }
