@@ -88,6 +88,37 @@ describe('a store written by format version 1', () => {
   });
 });
 
+describe('fsck of a store written by format version 1', () => {
+  it('is refused before its first ordinary open, saying that open upgrades it (no backup holds its checkpoint key)', async () => {
+    const root = await copyOfFixture();
+    const before = await keptEntries(root);
+    const err = await openLedger({ root, host: FIXTURE.host, diagnose: true }).then(
+      async (l) => {
+        await l.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ code: 'KEY_INVALID' });
+    expect((err as Error).message).toMatch(/written before checkpoint keys/);
+    expect((err as Error).message).toMatch(/Open it once .*then run fsck/);
+    expect((err as Error).message).not.toMatch(/restore .* from a backup/);
+    expect(await keptEntries(root)).toEqual(before);
+    expect(await readdir(join(root, 'keys'))).toHaveLength(1);
+  });
+
+  it('runs clean once an ordinary open has upgraded it', async () => {
+    const root = await copyOfFixture();
+    await (await openLedger({ root, host: FIXTURE.host })).close();
+    const ledger = await openLedger({ root, host: FIXTURE.host, diagnose: true });
+    try {
+      expect(await fsck(ledger, { checkBlobs: true })).toMatchObject({ ok: true, manifests: 2, chains: 1 });
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('the fixture writer', () => {
   it('writes a store of the same shape as the kept fixture (the recipe still runs)', async () => {
     const root = join(tempDir(), 'fresh');

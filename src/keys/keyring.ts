@@ -533,8 +533,16 @@ export class Keyring {
     let checkpoint: Signer | undefined = stagedCheckpoint ?? (await loadKeyFileIfPresent(checkpointPath));
     if (!checkpoint) {
       if (options.writeNothing) throw options.writeNothing;
-      if (options.makeNoKeys === true)
+      if (options.makeNoKeys === true) {
+        // No checkpoint key listed for this host either: a store written before checkpoint keys (format version 1
+        // without checkpoints/), which its first ordinary open upgrades; no backup holds a key it never had.
+        if (!keysDirMissing && !trustMissing && !(trust.checkpointKeys ?? []).some((k) => k.host === options.host))
+          throw new LedgerError(
+            'KEY_INVALID',
+            `${checkpointPath} is missing and ${trustPath} lists no checkpoint key of this host: a store written before checkpoint keys, which its first ordinary open upgrades (makes the checkpoint key, lists it and builds the log's tree); a diagnosing open (fsck) writes no key. Open it once (\`init\` with this root and host, or any command but fsck), then run fsck`,
+          );
         throw diagnosisMakesNoKey("this host's checkpoint key file", checkpointPath, keysDir, keysDirMissing);
+      }
       if (!held) throw new NeedsTrustLock();
       await writeKeyFile(checkpointPath, generateJwk());
       checkpoint = await loadKeyFile(checkpointPath);
