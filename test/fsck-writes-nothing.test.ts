@@ -339,6 +339,50 @@ describe("embedded: fsck's diagnosing open leaves a stopped rotation's staged ke
   });
 });
 
+describe("embedded: fsck's diagnosing open lists no key in trust.json", () => {
+  /** A diagnosing open by the library (createHostKey left as default) and by the CLI: both refused, trust.json kept. */
+  async function refusedUnchanged(root: string, named: RegExp): Promise<void> {
+    const trust = readFileSync(join(root, 'trust.json'), 'utf8');
+    const before = listing(root);
+    const err = await openLedger({ root, host: 'h1', origin: ORIGIN, diagnose: true, onNotice: () => {} }).then(
+      async (l) => {
+        await l.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ code: 'KEY_INVALID', message: expect.stringMatching(named) });
+    expect((err as Error).message).toMatch(/writes nothing .* trust\.json included/);
+    const r = cli(['fsck', '--root', root, '--origin', ORIGIN]);
+    expect(r.code, r.stderr).not.toBe(0);
+    expect(r.stderr).toContain('KEY_INVALID');
+    expect(readFileSync(join(root, 'trust.json'), 'utf8')).toBe(trust);
+    expect(listing(root)).toEqual(before);
+  }
+
+  it('a checkpoint key file trust.json does not list (a first open stopped before listing it) stays unlisted; an ordinary open lists it', async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    await publishMany(ledger, 's1', 1);
+    await ledger.close();
+    const trust = JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')) as { checkpointKeys?: unknown };
+    delete trust.checkpointKeys;
+    writeFileSync(join(root, 'trust.json'), JSON.stringify(trust));
+    await refusedUnchanged(root, /checkpoint key .* is not listed for this log/);
+    ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    await ledger.close();
+    await fsckLeavesEmbedded(root);
+  });
+
+  it('a host key file trust.json does not list, that signed nothing, stays unlisted', async () => {
+    const root = tempDir();
+    await (await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} })).close();
+    const trust = JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')) as { keys: unknown[] };
+    writeFileSync(join(root, 'trust.json'), JSON.stringify({ ...trust, keys: [] }));
+    await refusedUnchanged(root, /host's key .* is not listed/);
+  });
+});
+
 /** fsck of an embedded root by the library, then by the CLI: the root's listing unchanged after each. */
 async function fsckLeavesEmbedded(root: string, look: (ledger: Ledger) => void = () => {}): Promise<string[]> {
   const before = listing(root);

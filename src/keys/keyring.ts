@@ -79,7 +79,8 @@ export interface KeyringOptions {
   /**
    * An open to diagnose (fsck), which writes nothing to the root: a missing `keys/` is not made (one there is judged as
    * ever), and a key the load would make (the host's, the checkpoint key) is refused `KEY_INVALID` instead, naming
-   * the file missing. Default false: both are made, as at a store's first open.
+   * the file missing; so is a key it would list in trust.json (a key file trust.json does not list, a revoked checkpoint
+   * key it would replace). Default false: both are made and listed, as at a store's first open.
    */
   makeNoKeys?: boolean;
 }
@@ -93,6 +94,17 @@ function diagnosisMakesNoKey(what: string, path: string, keysDir: string, keysDi
   return new LedgerError(
     'KEY_INVALID',
     `${missing}: a diagnosing open (fsck) makes no key nor key directory, for it writes nothing to the store it diagnoses; restore ${keysDirMissing ? 'the directory' : 'the file'} from a backup. If the keys are lost: \`init\` or \`publish\` with this host makes new ones, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
+  );
+}
+
+/**
+ * What a diagnosing open (`makeNoKeys`) refuses with where the load would list a key in trust.json (or make one in place
+ * of a revoked checkpoint key): it writes nothing to the store it diagnoses.
+ */
+function diagnosisListsNoKey(what: string, trustPath: string, state: string): LedgerError {
+  return new LedgerError(
+    'KEY_INVALID',
+    `${what} ${state} in ${trustPath}: a diagnosing open (fsck) writes nothing to the store it diagnoses, trust.json included; an ordinary open lists the key (or makes a new one for a revoked one), as it finishes a first open or rotation that stopped; then run fsck`,
   );
 }
 
@@ -610,6 +622,12 @@ export class Keyring {
     const listed = checkpointKeys.find((k) => k.host === this.options.host && k.vkey === vkey);
     if (listed && listed.revokedAt === undefined) return;
     if (this.options.writeNothing) throw this.options.writeNothing;
+    if (this.options.makeNoKeys === true)
+      throw diagnosisListsNoKey(
+        `this host's checkpoint key ${this.checkpoint.keyId} (${this.checkpointPath})`,
+        this.trustPath,
+        listed ? 'is listed revoked' : 'is not listed for this log',
+      );
     // The key file's key listed under another origin (this root served another log before: a new database, or the
     // log removed and the pin moved aside): one key id cannot be listed twice, so a key of its own is made for this
     // log, as for a revoked one, and the other log's entry ends now.
@@ -677,6 +695,8 @@ export class Keyring {
     const listed = this.trust.keys.find((k) => k.host === this.options.host && k.keyId === signer.keyId);
     if (!listed) {
       if (this.options.writeNothing) throw this.options.writeNothing;
+      if (this.options.makeNoKeys === true)
+        throw diagnosisListsNoKey(`this host's key ${signer.keyId}`, this.trustPath, 'is not listed');
       // Listed from now, a key that signed before would expire all it signed: a trust.json from before the last
       // rotation (a backup restored) lacks the current key. It is never listed anew silently. (A key listed for
       // another host id signed under that one, whose listing still verifies it.)
