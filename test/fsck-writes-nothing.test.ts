@@ -374,6 +374,21 @@ describe("embedded: fsck's diagnosing open lists no key in trust.json", () => {
     await fsckLeavesEmbedded(root);
   });
 
+  it('a checkpoint key trust.json lists revoked (a revocation that stopped before its replacement) is not replaced', async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    await publishMany(ledger, 's1', 1);
+    await ledger.close();
+    const trust = JSON.parse(readFileSync(join(root, 'trust.json'), 'utf8')) as {
+      checkpointKeys: Array<{ revokedAt?: string }>;
+    };
+    trust.checkpointKeys[0]!.revokedAt = new Date().toISOString();
+    writeFileSync(join(root, 'trust.json'), JSON.stringify(trust));
+    const keys = readdirSync(join(root, 'keys')).sort();
+    await refusedUnchanged(root, /checkpoint key .* is listed revoked/);
+    expect(readdirSync(join(root, 'keys')).sort()).toEqual(keys);
+  });
+
   it('a host key file trust.json does not list, that signed nothing, stays unlisted', async () => {
     const root = tempDir();
     await (await openLedger({ root, host: 'h1', origin: ORIGIN, onNotice: () => {} })).close();
