@@ -156,8 +156,20 @@ export const isRecord = (v: unknown): v is Record<string, unknown> =>
  * Turns an answer to the `openai-strict` form back into a summary: a `null` in an optional field means
  * the field is absent. Only those fields change; any other `null` stays and fails validation, and a
  * value that is not an object is returned as it is (validation reports it).
+ * @throws LedgerError `SUMMARY_INVALID` for a value that throws as it is read (a getter, a revoked proxy: the cause), as
+ *   the summary's validation refuses one
  */
 export function normalizeStrictSummary(value: unknown): unknown {
+  try {
+    return normalized(value);
+  } catch (err) {
+    throw new LedgerError('SUMMARY_INVALID', 'summary: reading it failed (a getter or proxy of it threw: the cause)', {
+      cause: err,
+    });
+  }
+}
+
+function normalized(value: unknown): unknown {
   if (!isRecord(value)) return value;
   const out = withoutNulls(value, OPTIONAL_FIELDS);
   if (Array.isArray(out.files)) {

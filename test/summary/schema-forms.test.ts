@@ -193,6 +193,27 @@ describe('normalizeStrictSummary', () => {
     incomplete: null,
   };
 
+  it('refuses a value that throws as it is read with SUMMARY_INVALID (the cause kept), as validation does', () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const getter = Object.defineProperty({ ...strictAnswer }, 'files', {
+      enumerable: true,
+      get() {
+        throw new Error('getter');
+      },
+    });
+    for (const value of [proxy, getter]) {
+      let thrown: unknown;
+      try {
+        normalizeStrictSummary(value);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
+      expect((thrown as Error).cause).toBeInstanceOf(Error);
+    }
+  });
+
   it('turns the nulls of optional fields into absent fields, so a strict answer validates', () => {
     expect(() => validateSummary(strictAnswer)).toThrow(expect.objectContaining({ code: 'SUMMARY_INVALID' }));
     expect(validateSummary(normalizeStrictSummary(strictAnswer)).summary).toEqual({
