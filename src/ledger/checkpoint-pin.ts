@@ -36,6 +36,22 @@ import { StoreError, storageFailure } from '../../store/errors.js';
 import { withFileLock } from './file-lock.js';
 
 const MAGIC = new TextEncoder().encode('hl-pin1\n');
+/** The magic of a pin file of any format version (this one writes 1): `hl-pin<version>\n`. */
+const ANY_MAGIC = /^hl-pin(\d{1,6})\n/;
+
+/**
+ * A pin file written by a newer version of the library (its magic names a format version above 1) is refused as such,
+ * not as damage: the advice for a damaged pin (move it aside, pin again) would give up the rollback protection it holds.
+ * @throws LedgerError `RECORD_CORRUPT` naming the version
+ */
+function refuseNewerFormat(head: Uint8Array, path: string): void {
+  const version = ANY_MAGIC.exec(new TextDecoder('latin1').decode(head.subarray(0, 16)))?.[1];
+  if (version === undefined || Number(version) <= 1) return;
+  throw new LedgerError(
+    'RECORD_CORRUPT',
+    `${path} is a pinned-checkpoint file of format version ${version}, written by a newer version of handoff-ledger than this one (which reads version 1): open the store with that version; do not move the file aside (it holds the store's rollback protection)`,
+  );
+}
 const HEADER = MAGIC.length + 8 + 4;
 const CHECKSUM = 32;
 export const MIN_SLOT = 4096;
@@ -101,6 +117,7 @@ const isPowerOfTwo = (n: number) => n > 0 && (n & (n - 1)) === 0;
  * @throws LedgerError `RECORD_CORRUPT` when the file is not two slots or neither slot is intact
  */
 export function decodePinFile(bytes: Uint8Array, path: string): { newest: PinSlot; slotSize: number } {
+  refuseNewerFormat(bytes, path);
   const slotSize = bytes.length / 2;
   if (!Number.isInteger(slotSize) || !isPowerOfTwo(slotSize) || slotSize < MIN_SLOT || slotSize > MAX_SLOT)
     throw new LedgerError(
@@ -133,11 +150,16 @@ async function readRegular(path: string): Promise<Uint8Array | undefined> {
       const st = await handle.stat();
       if (!st.isFile()) throw new LedgerError('KEY_FILE_UNSAFE', `${path} is not a regular file`);
       const { size } = st;
-      if (size > 2 * MAX_SLOT)
+      if (size > 2 * MAX_SLOT) {
+        // Larger than any pin of this format: a newer format's file is named as such (its first bytes only are read).
+        const head = new Uint8Array(16);
+        const { bytesRead } = await handle.read(head, 0, head.length, 0);
+        refuseNewerFormat(head.subarray(0, bytesRead), path);
         throw new LedgerError(
           'RECORD_CORRUPT',
           `${path} is ${size} bytes, larger than any pinned checkpoint file (two slots of at most ${MAX_SLOT} bytes)`,
         );
+      }
       return await handle.readFile();
     } finally {
       await handle.close();

@@ -211,7 +211,7 @@ describe('the pin file', () => {
     expect(err.evidence?.pinned).toBe(forked);
   });
 
-  it('refuses to open when neither slot is intact (RECORD_CORRUPT), and pins again once the file is moved aside', async () => {
+  it("refuses to open when neither slot is intact (RECORD_CORRUPT), names a newer format's pin, and pins again once the file is moved aside", async () => {
     const root = tempDir();
     let ledger = await open(root);
     await publishMany(ledger, 's1', 2);
@@ -229,6 +229,18 @@ describe('the pin file', () => {
     truncateSync(path, 3 * 1024 ** 3);
     const huge = await refusal(open(root));
     expect([huge.code, huge.message]).toEqual(['RECORD_CORRUPT', expect.stringContaining('larger than any pinned')]);
+    // A pin of a newer format (its magic names version 2), of this format's size or larger: named as a newer
+    // version's file, not as damage to move aside (that would give up the rollback protection it holds).
+    for (const size of [2 * MIN_SLOT, 3 * 1024 ** 2]) {
+      writeFileSync(path, 'hl-pin2\n');
+      truncateSync(path, size);
+      const newer = await refusal(open(root));
+      expect([newer.code, newer.message]).toEqual([
+        'RECORD_CORRUPT',
+        expect.stringContaining('of format version 2, written by a newer version of handoff-ledger'),
+      ]);
+      expect(newer.message).not.toContain('neither slot');
+    }
     rmSync(path);
     ledger = await open(root);
     try {
