@@ -1,0 +1,290 @@
+/**
+ * The README's TypeScript examples are run, not only compiled (docs-imports.test.ts and test/package/ compile and
+ * resolve them): each ```ts block is written out as a module as it stands, its `handoff-ledger…` imports pointed at
+ * the source, and given only what it leaves to the reader (a ledger, a scope, a transcript, a model, a client). The
+ * model SDKs (openai, @anthropic-ai/sdk, @google/genai, ai) are the real ones, built as the README builds them (from
+ * the environment: `new OpenAI()`, `new Anthropic()`) and sent to a fake provider on 127.0.0.1, never a real API.
+ * What a block's comments say it returns is checked against what it returns.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { openLedger } from '../src/ledger/open.js';
+import type { Ledger } from '../src/ledger/ledger.js';
+import { compact } from '../src/compaction/compact.js';
+import { summarySchemaFor } from '../src/summary/schema-forms.js';
+import { normalizeStrictSummary } from '../src/index.js';
+import { openaiAdapter } from '../src/adapters/openai.js';
+import { sampleSummary, tempDir } from './support/tmp.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  exports: Record<string, string | { default: string }>;
+};
+
+/** The source module behind an entry point, as docs-imports.test.ts finds it: ./dist/src/x.js → src/x.ts. */
+function sourceOf(specifier: string): string {
+  const entry = pkg.exports[specifier === 'handoff-ledger' ? '.' : `.${specifier.slice('handoff-ledger'.length)}`];
+  if (typeof entry !== 'object') throw new Error(`${specifier} is not an entry point of package.json`);
+  return join(ROOT, entry.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts'));
+}
+
+/** The README's ```ts blocks, each with its first line (how it is named here). */
+function readmeBlocks(readme = readFileSync(join(ROOT, 'README.md'), 'utf8')) {
+  return [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => ({ code: m[1]!, first: m[1]!.split('\n')[0]! }));
+}
+
+/** The names a `// name: { a, b, c }` comment of a block says an object holds. */
+function saidKeys(code: string, pattern: RegExp): string[] {
+  const said = pattern.exec(code);
+  expect(said, `the block no longer says ${String(pattern)}`).not.toBeNull();
+  return said![1]!.split(',').map((k) => k.trim());
+}
+
+// A summary as a strict-mode model writes it (every optional field present, null when absent), and as the others do.
+const summary = { task: 'Add retries to the uploader', state: 'Backoff written', nextSteps: ['Write the tests'] };
+const strict = { ...summary, decisions: null, openQuestions: null, files: null, notes: null, incomplete: null };
+
+/** The providers' APIs, each answering with a finished summary in its own shape; every request is recorded. */
+function reply(path: string): unknown {
+  if (path.endsWith('/responses'))
+    return {
+      id: 'resp_1',
+      object: 'response',
+      created_at: 1764547200,
+      model: 'gpt-test',
+      status: 'completed',
+      incomplete_details: null,
+      output: [
+        {
+          type: 'function_call',
+          id: 'fc_1',
+          call_id: 'call_1',
+          name: 'submit_handoff',
+          arguments: JSON.stringify(strict),
+          status: 'completed',
+        },
+      ],
+      usage: { input_tokens: 10, output_tokens: 20, total_tokens: 30 },
+    };
+  if (path.endsWith('/chat/completions'))
+    return {
+      id: 'chatcmpl_1',
+      object: 'chat.completion',
+      created: 1764547200,
+      model: 'gpt-test',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: JSON.stringify(strict), refusal: null },
+          finish_reason: 'stop',
+          logprobs: null,
+        },
+      ],
+    };
+  if (path.endsWith('/messages'))
+    return {
+      id: 'msg_1',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-test',
+      content: [{ type: 'tool_use', id: 'toolu_1', name: 'submit_handoff', input: summary }],
+      stop_reason: 'tool_use',
+      stop_sequence: null,
+      usage: { input_tokens: 10, output_tokens: 20 },
+    };
+  if (path.includes(':generateContent'))
+    return {
+      candidates: [{ content: { role: 'model', parts: [{ text: JSON.stringify(summary) }] }, finishReason: 'STOP' }],
+    };
+  return undefined;
+}
+
+let server: Server;
+const requests: Array<{ path: string; body: Record<string, unknown> }> = [];
+const work = join(ROOT, '.tmp'); // in the checkout (ignored by git), so a block's imports of the SDKs resolve
+let dir: string;
+const savedEnv = { ...process.env };
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c.toString('utf8')));
+    req.on('end', () => {
+      const path = (req.url ?? '').split('?')[0]!;
+      requests.push({ path, body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) });
+      const body = reply(path);
+      res.statusCode = body === undefined ? 404 : 200;
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(body ?? { error: { message: `no such path ${path}` } }));
+    });
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // What the SDKs read when the README builds them with no options: their keys and base URLs.
+  Object.assign(process.env, {
+    OPENAI_API_KEY: 'test-key',
+    OPENAI_BASE_URL: `${url}/v1`,
+    ANTHROPIC_API_KEY: 'test-key',
+    ANTHROPIC_BASE_URL: url,
+    GOOGLE_GEMINI_BASE_URL: url,
+  });
+  mkdirSync(work, { recursive: true });
+  dir = mkdtempSync(join(work, 'readme-examples-'));
+});
+
+afterAll(async () => {
+  process.env = savedEnv;
+  rmSync(dir, { recursive: true, force: true });
+  await new Promise((done) => server.close(done));
+});
+
+let made = 0;
+/**
+ * Runs a block as a module: `given` are the names it leaves to the reader (taken from `values`), `exported` the
+ * names it declares that the test looks at; `edit` fills in what a comment leaves to the reader.
+ */
+async function run(
+  code: string,
+  given: Record<string, unknown>,
+  exported: string[],
+  edit: (code: string) => string = (c) => c,
+): Promise<Record<string, unknown>> {
+  const body = edit(code).replace(
+    /from '(handoff-ledger[^']*)'/g,
+    (_, specifier: string) => `from ${JSON.stringify(sourceOf(specifier))}`,
+  );
+  const file = join(dir, `block-${made++}.ts`);
+  (globalThis as { __readmeGiven?: unknown }).__readmeGiven = given;
+  const names = Object.keys(given);
+  writeFileSync(
+    file,
+    `// @ts-nocheck\n` +
+      (names.length ? `const { ${names.join(', ')} } = (globalThis as any).__readmeGiven;\n` : '') +
+      `${body}\nexport { ${exported.join(', ')} };\n`,
+  );
+  return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+}
+
+function block(first: string) {
+  const found = readmeBlocks().filter((b) => b.first === first);
+  expect(found, `one README block begins ${first}`).toHaveLength(1);
+  return found[0]!.code;
+}
+
+const LIBRARY = "import { openLedger, summaryJsonSchema } from 'handoff-ledger';";
+const HARNESS = "import { shouldCompact, compact, resumeContext } from 'handoff-ledger';";
+const SDKS = "import OpenAI from 'openai';";
+const CHAT = 'const completion = await client.chat.completions.create({';
+const TRANSPARENCY =
+  'const { note, checkpoint } = await ledger.checkpoint();       // signed note; { origin, size, root, extensions }';
+// Needs a PostgreSQL server; docs-imports.test.ts checks the trust value it builds with an embedded store.
+const POSTGRES = "import { readFileSync } from 'node:fs';";
+
+describe("the README's TypeScript examples, run", () => {
+  it('are each run here (a new block is named in this file, or this fails)', () => {
+    expect(readmeBlocks().map((b) => b.first)).toEqual([LIBRARY, HARNESS, SDKS, CHAT, TRANSPARENCY, POSTGRES]);
+  });
+
+  it('Library: publishes and resumes, each returning the fields its comment names', async () => {
+    const code = block(LIBRARY);
+    process.env.HANDOFF_LEDGER_ROOT = tempDir(); // "root from the environment"
+    const { receipt, resumed } = (await run(code, {}, ['receipt', 'resumed'])) as {
+      receipt: Record<string, unknown>;
+      resumed: { summary: unknown; seq: number; id: string };
+    };
+    expect(Object.keys(receipt).sort()).toEqual(saidKeys(code, /\/\/ receipt: \{ ([^}]*) \}/).sort());
+    expect(Object.keys(resumed).sort()).toEqual(saidKeys(code, /\/\/ resumed: \{ ([^}]*) \}/).sort());
+    expect(resumed).toMatchObject({ id: receipt.id, seq: receipt.seq });
+    expect(resumed.summary).toMatchObject({ task: 'Refactor billing', nextSteps: ['Move tax rules'] });
+  });
+
+  describe('with a ledger', () => {
+    let ledger: Ledger;
+    const scope = { principal: 'alice', session: 'sess-42', run: 'run-7' };
+    const transcript = [
+      { role: 'system' as const, content: 'You are a coding assistant.' },
+      { role: 'user' as const, content: 'Add retries to the uploader.' },
+      { role: 'assistant' as const, content: 'Backoff written.' },
+    ];
+    beforeAll(async () => {
+      ledger = await openLedger({ root: tempDir(), host: 'harness-eu-1', onNotice: () => {} });
+    });
+    afterAll(async () => ledger.close());
+    const head = async () => (await ledger.resume(scope))?.id ?? null;
+
+    it('In a Harness: resumes, compacts onto the head, and keeps the system message first', async () => {
+      const before = await ledger.publish(scope, sampleSummary('before'));
+      const model = openaiAdapter({ client: new OpenAI({ maxRetries: 0 }), model: 'gpt-5-mini' });
+      const given = { ledger, scope, model, usedTokens: 150_000, contextWindow: 200_000, signal: undefined };
+      const turn = [
+        { role: 'user', content: 'Now the tests.' },
+        { role: 'assistant', content: 'Written.' },
+      ];
+      const ran = (await run(block(HARNESS), { ...given, turn }, ['messages', 'head', 'resumed'], (code) =>
+        // "after each turn (its messages appended)": the reader's turn
+        code.replace('// after each turn (its messages appended):\n', '$&messages.push(...turn);\n'),
+      )) as { messages: Array<{ role: string; content: string }>; head: string; resumed: { id: string } };
+      expect(ran.resumed.id).toBe(before.id);
+      expect(ran.head).toBe(await head());
+      expect(ran.head).not.toBe(before.id);
+      expect(ran.messages).toHaveLength(2); // [system, the handoff]
+      expect(ran.messages[0]).toEqual({ role: 'system', content: 'You are a coding assistant.' });
+    });
+
+    it('Use it with your model API: each SDK adapter as the README builds it compacts through its API', async () => {
+      requests.length = 0;
+      const given = { compact, ledger, scope, transcript, head: await head(), apiKey: 'test-key' };
+      const built = await run(block(SDKS), given, ['model', 'claude', 'gemini', 'viaAi']);
+      expect(requests.map((r) => [r.path, r.body.model])).toEqual([['/v1/responses', 'gpt-5-mini']]);
+      for (const [name, path] of [
+        ['claude', '/v1/messages'],
+        ['gemini', '/v1beta/models/gemini-2.5-flash:generateContent'],
+        ['viaAi', '/v1/responses'],
+      ] as const) {
+        const expectedPrev = await head();
+        const { receipt } = await compact({ ledger, scope, model: built[name] as never, transcript, expectedPrev });
+        expect(requests.at(-1)!.path, name).toBe(path);
+        expect((await ledger.resume(scope))?.id, name).toBe(receipt.id);
+      }
+    });
+
+    it('A Harness that calls the SDK itself: Chat Completions with the strict schema, normalized and published', async () => {
+      requests.length = 0;
+      const prev = await head();
+      const given = {
+        client: new OpenAI({ maxRetries: 0 }),
+        messages: transcript,
+        ledger,
+        scope,
+        head: prev,
+        summarySchemaFor,
+        normalizeStrictSummary,
+      };
+      await run(block(CHAT), given, ['completion']);
+      expect(requests.map((r) => r.path)).toEqual(['/v1/chat/completions']);
+      const resumed = await ledger.resume(scope);
+      expect(resumed?.manifest.prev).not.toBeNull();
+      expect(resumed?.id).not.toBe(prev);
+      expect(resumed?.summary).toEqual(summary);
+    });
+
+    it('Transparency: the checkpoint has the fields named, and the inclusion proof verifies as its comment says', async () => {
+      const code = block(TRANSPARENCY);
+      const receipt = await ledger.publish(scope, sampleSummary('proved'));
+      const said = /^(verifyInclusion\(.*\));\s*\/\/ (\{ .* \})$/m.exec(code);
+      expect(said, 'the block ends with verifyInclusion(…); // its result').not.toBeNull();
+      const ran = await run(code, { ledger, receipt, oldSize: 1 }, ['note', 'checkpoint', 'c', '__verified'], (c) =>
+        c.replace(said![0], `const __verified = ${said![1]};`),
+      );
+      expect(typeof ran.note).toBe('string');
+      expect(Object.keys(ran.checkpoint as object).sort()).toEqual(saidKeys(code, /signed note; \{ ([^}]*) \}/).sort());
+      expect(ran.c).toMatchObject({ oldSize: 1 });
+      expect(ran.__verified).toEqual(new Function(`return (${said![2]});`)());
+    });
+  });
+});
