@@ -288,3 +288,42 @@ describe("the README's TypeScript examples, run", () => {
     });
   });
 });
+
+/** The code of a source file's first JSDoc `@example`, its ` * ` prefixes removed. */
+function jsdocExample(file: string): string {
+  const text = readFileSync(join(ROOT, file), 'utf8');
+  const found = /@example\n((?: \*(?: .*)?\n)+?) \*\//.exec(text);
+  expect(found, `${file} has an @example`).not.toBeNull();
+  return found![1]!.replace(/^ \* ?/gm, '');
+}
+
+describe('JSDoc examples of the public API, run', () => {
+  // It gave memoryBundleReader the manifests alone: under a store's trust file, which lists its checkpoint keys,
+  // an intact bundle verified so was never ok (CHECKPOINT_MISSING).
+  it("handoff-ledger/audit's: an intact bundle exported from a store verifies ok under that store's trust file", async () => {
+    const code = jsdocExample('manifests/audit/index.ts');
+    const ledger = await openLedger({ root: tempDir(), host: 'harness-eu-1', onNotice: () => {} });
+    await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary());
+    const { exportBundle } = await import('../src/index.js');
+    const out = join(tempDir(), 'bundle');
+    await exportBundle(ledger, { out });
+    const json = JSON.stringify(await ledger.storeTrust()); // what keys export writes
+    await ledger.close();
+    const read = (name: string) => readFileSync(join(out, name), 'utf8');
+    const { report } = (await run(
+      `import { verifyBundle, memoryBundleReader, parseTrustStore } from 'handoff-ledger/audit';\n${code}`,
+      { text: read('manifests.jsonl'), json, checkpointText: read('checkpoint.note') },
+      ['report'],
+    )) as { report: { ok: boolean; findings: unknown[] } };
+    expect(report.findings).toEqual([]);
+    expect(report.ok).toBe(true);
+  });
+
+  it("shouldCompact's: returns what its comment says", async () => {
+    const code = jsdocExample('src/compaction/should-compact.ts');
+    const said = /^(shouldCompact\(.*\));\s*\/\/ (.*)$/m.exec(code);
+    expect(said).not.toBeNull();
+    const { shouldCompact } = await import('../src/index.js');
+    expect(new Function('shouldCompact', `return ${said![1]};`)(shouldCompact)).toBe(JSON.parse(said![2]!));
+  });
+});

@@ -3,7 +3,10 @@
  * modules verify a bundle in Node and in a browser. Node helpers (reading a bundle directory, worker
  * threads, the node:crypto verifier) are exported by the main entry point.
  * @example
- * const report = await verifyBundle(memoryBundleReader({ manifests: text }), { trust: parseTrustStore(json) });
+ * // A trust file that lists checkpoint keys (keys export writes them) expects the bundle's checkpoint.note: without
+ * // it, even an intact bundle is CHECKPOINT_MISSING. Pass the other tree files the bundle holds with it.
+ * const treeFiles = { 'checkpoint.note': checkpointText };
+ * const report = await verifyBundle(memoryBundleReader({ manifests: text, treeFiles }), { trust: parseTrustStore(json) });
  * if (!report.ok) for (const f of report.findings) console.log(f.code, f.line, f.message);
  */
 export {
