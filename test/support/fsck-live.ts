@@ -7,6 +7,7 @@ import { expect, it, vi } from 'vitest';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { fsck } from '../../src/ops/maintenance.js';
 import { digestOf } from '../../store/hash/digest.js';
+import type { BlobStore } from '../../store/blob-store.js';
 
 const summary = (n: number) => ({ task: `task ${n}`, state: 'state', nextSteps: ['next'] });
 
@@ -24,9 +25,12 @@ export function liveFsckCases(open: () => Promise<{ ledger: Ledger; cleanup: () 
       await publishTwoSessions(ledger);
       // The first blob fsck reads (inside its walk of the chains, after the heads were read) waits for a new
       // session's first compaction and another compaction of s1 to commit.
-      const get = ledger.blobs.get.bind(ledger.blobs);
+      // fsck reads a tiered store's inline copy itself (`getWithoutFallback`: no fallback to a file copy), others by get.
+      const blobs = ledger.blobs as unknown as Record<'get' | 'getWithoutFallback', BlobStore['get']>;
+      const name = typeof blobs.getWithoutFallback === 'function' ? 'getWithoutFallback' : 'get';
+      const get = blobs[name].bind(blobs);
       let appended = false;
-      const spy = vi.spyOn(ledger.blobs, 'get').mockImplementation(async (...args) => {
+      const spy = vi.spyOn(blobs, name).mockImplementation(async (...args) => {
         if (!appended) {
           appended = true;
           await ledger.publish({ principal: 'alice', session: 's3', run: 'r' }, summary(10));
