@@ -440,7 +440,8 @@ export interface GcOptions {
  * @throws LedgerError `INVALID_ARGUMENT` (no Ledger, a `graceMs` that is not a non-negative number, a `now` that is not
  *   a finite number, a `signal` that is not an AbortSignal, an options field that throws as it is read: before anything
  *   is read), `CANCELLED` (the signal aborted: the blobs removed before it stay removed, the rest stay), `CLOSED`,
- *   `ROLLBACK` / `FORK` (the log does not extend its pinned checkpoint), `RECORD_CORRUPT`; StoreError `BLOB_INTEGRITY`,
+ *   `ROLLBACK` / `FORK` (the log does not extend its pinned checkpoint), `RECORD_CORRUPT`, and the log check's other codes
+ *   (as `Ledger.checkpoint`: ManifestError `TREE_DAMAGED`, `KEY_REVOKED`, `LOCKED`, …); StoreError `BLOB_INTEGRITY`,
  *   `STORAGE_FAILED`, `UNSAFE_PATH` (a blob directory swapped for a symbolic link: gc stops there)
  */
 export async function gc(ledger: Ledger, given: GcOptions): Promise<GcReport> {
