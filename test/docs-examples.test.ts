@@ -20,6 +20,7 @@ import { summarySchemaFor } from '../src/summary/schema-forms.js';
 import { normalizeStrictSummary } from '../src/index.js';
 import { openaiAdapter } from '../src/adapters/openai.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { completion, functionCall, response } from './adapters/openai-replies.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
@@ -51,41 +52,9 @@ const strict = { ...summary, decisions: null, openQuestions: null, files: null, 
 
 /** The providers' APIs, each answering with a finished summary in its own shape; every request is recorded. */
 function reply(path: string): unknown {
-  if (path.endsWith('/responses'))
-    return {
-      id: 'resp_1',
-      object: 'response',
-      created_at: 1764547200,
-      model: 'gpt-test',
-      status: 'completed',
-      incomplete_details: null,
-      output: [
-        {
-          type: 'function_call',
-          id: 'fc_1',
-          call_id: 'call_1',
-          name: 'submit_handoff',
-          arguments: JSON.stringify(strict),
-          status: 'completed',
-        },
-      ],
-      usage: { input_tokens: 10, output_tokens: 20, total_tokens: 30 },
-    };
+  if (path.endsWith('/responses')) return response([functionCall(JSON.stringify(strict))]).body;
   if (path.endsWith('/chat/completions'))
-    return {
-      id: 'chatcmpl_1',
-      object: 'chat.completion',
-      created: 1764547200,
-      model: 'gpt-test',
-      choices: [
-        {
-          index: 0,
-          message: { role: 'assistant', content: JSON.stringify(strict), refusal: null },
-          finish_reason: 'stop',
-          logprobs: null,
-        },
-      ],
-    };
+    return completion({ role: 'assistant', content: JSON.stringify(strict), refusal: null }, 'stop');
   if (path.endsWith('/messages'))
     return {
       id: 'msg_1',

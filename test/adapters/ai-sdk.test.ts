@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { aiSdkAdapter } from '../../src/adapters/ai-sdk.js';
 import { summarySchemaFor } from '../../src/summary/schema-forms.js';
 import { providerCases, strictSummary, summary } from './provider-cases.js';
-import { chat, completion } from './openai-replies.js';
+import { chat, completion, functionCall, response } from './openai-replies.js';
 import { startFakeProvider } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
 import { validateSummary } from '../../src/summary/summary.js';
@@ -196,27 +196,7 @@ describe('aiSdkAdapter and what OpenAI keeps', () => {
   it("sends store: false to OpenAI's Responses models (the provider's default), not to chat models", async () => {
     const provider = await startFakeProvider();
     try {
-      const responsesReply = {
-        body: {
-          id: 'resp_1',
-          object: 'response',
-          created_at: 1764547200,
-          model: 'gpt-test',
-          status: 'completed',
-          incomplete_details: null,
-          output: [
-            {
-              type: 'function_call',
-              id: 'fc_1',
-              call_id: 'call_1',
-              name: 'submit_handoff',
-              arguments: JSON.stringify(summary),
-              status: 'completed',
-            },
-          ],
-          usage: { input_tokens: 10, output_tokens: 20, total_tokens: 30 },
-        },
-      };
+      const responsesReply = response([functionCall(JSON.stringify(summary))]);
       provider.script(responsesReply, chat('tool', JSON.stringify(summary), 'tool_calls'));
       const request = compactionRequest({ messages: [{ role: 'user', content: 'hi' }] });
       const openai = createOpenAI({ apiKey: 'test-key', baseURL: `${provider.url}/v1` });
@@ -242,18 +222,7 @@ describe('aiSdkAdapter: a Responses answer in phases', () => {
     phase,
     content: [{ type: 'output_text', text, annotations: [] }],
   });
-  const responsesReply = (output: unknown[]) => ({
-    body: {
-      id: 'resp_1',
-      object: 'response',
-      created_at: 1764547200,
-      model: 'gpt-test',
-      status: 'completed',
-      incomplete_details: null,
-      output,
-      usage: { input_tokens: 10, output_tokens: 20, total_tokens: 30 },
-    },
-  });
+  const responsesReply = (output: unknown[]) => response(output);
 
   it("reads the final_answer message only in structured mode: a commentary message's text is not glued to the JSON", async () => {
     const provider = await startFakeProvider();

@@ -1,4 +1,4 @@
-/** Chat Completions replies in the shape the OpenAI API returns them, for the fake provider. */
+/** Chat Completions and Responses replies in the shape the OpenAI API returns them, for the fake provider. */
 import type { Reply } from '../support/fake-provider.js';
 
 export function completion(message: Record<string, unknown>, finish: string) {
@@ -27,3 +27,29 @@ export function chat(mode: 'tool' | 'structured', text: string, finish: string):
     ),
   };
 }
+
+/** A Responses API reply with `output` (its status, and the reason when incomplete). */
+export function response(output: unknown[], status = 'completed', reason?: string): Reply {
+  return {
+    body: {
+      id: 'resp_1',
+      object: 'response',
+      created_at: 1764547200,
+      model: 'gpt-test',
+      status,
+      incomplete_details: reason ? { reason } : null,
+      output,
+      usage: { input_tokens: 10, output_tokens: 20, total_tokens: 30 },
+    },
+  };
+}
+
+/** A Responses output item: one call of `submit_handoff` with `args` (its JSON text). */
+export const functionCall = (args: string) => ({
+  type: 'function_call',
+  id: 'fc_1',
+  call_id: 'call_1',
+  name: 'submit_handoff',
+  arguments: args,
+  status: 'completed',
+});

@@ -4,7 +4,7 @@ import { openaiAdapter } from '../../src/adapters/openai.js';
 import { summarySchemaFor } from '../../src/summary/schema-forms.js';
 import type { Reply } from '../support/fake-provider.js';
 import { providerCases, strictSummary, summary } from './provider-cases.js';
-import { chat, completion } from './openai-replies.js';
+import { chat, completion, functionCall, response } from './openai-replies.js';
 import { describe, expect, it } from 'vitest';
 import { startFakeProvider } from '../support/fake-provider.js';
 import { compactionRequest, extractSummary } from '../../src/compaction/tool.js';
@@ -16,28 +16,6 @@ const httpError = (): Reply => ({
   body: { error: { message: 'no such model', type: 'invalid_request_error', code: 'model_not_found' } },
 });
 
-function response(output: unknown[], status = 'completed', reason?: string): Reply {
-  return {
-    body: {
-      id: 'resp_1',
-      object: 'response',
-      created_at: 1764547200,
-      model: 'gpt-test',
-      status,
-      incomplete_details: reason ? { reason } : null,
-      output,
-      usage: { input_tokens: 10, output_tokens: 20, total_tokens: 30 },
-    },
-  };
-}
-const functionCall = (args: string) => ({
-  type: 'function_call',
-  id: 'fc_1',
-  call_id: 'call_1',
-  name: 'submit_handoff',
-  arguments: args,
-  status: 'completed',
-});
 const message = (content: unknown[]) => ({
   type: 'message',
   id: 'msg_1',
