@@ -6,7 +6,6 @@
  * and `--session S`, which reads S's chain by that column, refuses an entry signed for another session.
  */
 import { describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import type { LevelManifestLog } from '../../manifests/log/level/log.js';
@@ -17,6 +16,7 @@ import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { describePostgres, sqlOn, type PostgresHandle } from '../support/postgres.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
+import { bundleSessions } from '../support/bundle-builder.js';
 
 interface Backend {
   open(root: string): Promise<Ledger>;
@@ -86,15 +86,6 @@ async function ledgerWithChains(backend: Backend, root: string): Promise<Ledger>
   await ledger.publish({ principal: 'bob', session: 's1', run: 'r2' }, sampleSummary('a2'));
   await ledger.publish({ principal: 'carol', session: 's3', run: 'r1' }, sampleSummary('c0'));
   return ledger;
-}
-
-/** The signed session of every manifest in the bundle, in order. */
-function bundleSessions(out: string): string[] {
-  return readFileSync(join(out, 'manifests.jsonl'), 'utf8')
-    .trim()
-    .split('\n')
-    .filter((l) => l !== '')
-    .map((l) => (JSON.parse(Buffer.from(JSON.parse(l).payload, 'base64').toString()) as { session: string }).session);
 }
 
 function scopeTests(backend: () => Backend): void {

@@ -14,12 +14,13 @@ import { parseBundleHeader } from '../../manifests/audit/bundle.js';
 import { verifyBundle } from '../../manifests/audit/verify-chain.js';
 import { type Ledger } from '../../src/ledger/ledger.js';
 import { openLedger } from '../../src/ledger/open.js';
-import { exportBundle } from '../../src/ops/export.js';
+import { exportBundle, type ExportSource } from '../../src/ops/export.js';
 import { openBundleDir } from '../../src/ops/bundle-dir.js';
 import { run as verifyCli } from '../../src/cli/verify.js';
 import { run as exportCli } from '../../src/cli/export.js';
 import { captureIo } from '../support/capture-io.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
+import { bundleSessions } from '../support/bundle-builder.js';
 import { FaultPlan, type FaultOp } from '../reliability/fault-plan.js';
 
 /** `inlineSummaryBytes: 0` puts every summary in a blob file (for tests that damage one). */
@@ -40,6 +41,28 @@ async function storedLines(ledger: Ledger): Promise<string[]> {
   const out: string[] = [];
   for await (const e of ledger.log.entries()) out.push(e.envelope);
   return out;
+}
+
+/**
+ * The ledger as an export source whose first checkpoint is taken after alice's first manifest of s9 commits: it lands
+ * while the export is under way, after the export's read snapshot and before the checkpoint it cuts at. With
+ * `headsLine: false` the checkpoints carry no session-heads line.
+ */
+function racingSource(ledger: Ledger, { headsLine = true } = {}): ExportSource {
+  let raced = false;
+  return {
+    host: ledger.host,
+    log: ledger.log,
+    blobs: ledger.blobs,
+    checkpoint: async () => {
+      if (!raced) {
+        raced = true;
+        await ledger.publish({ principal: 'alice', session: 's9', run: 'r1' }, sampleSummary('a9'));
+      }
+      const c = await ledger.checkpoint();
+      return headsLine ? c : { note: c.note, checkpoint: { ...c.checkpoint, extensions: [] } };
+    },
+  };
 }
 
 describe('exportBundle', () => {
@@ -703,32 +726,31 @@ describe('exportBundle: session-heads proofs at the cut', () => {
     const dir = tempDir();
     const ledger = await ledgerWithChains(join(dir, 'store'));
     try {
-      let raced = false;
-      // alice's first manifest of s9 commits while the export is under way, before the checkpoint it cuts at.
-      const source = {
-        host: ledger.host,
-        log: ledger.log,
-        blobs: ledger.blobs,
-        checkpoint: async () => {
-          if (!raced) {
-            raced = true;
-            await ledger.publish({ principal: 'alice', session: 's9', run: 'r1' }, sampleSummary('a9'));
-          }
-          return ledger.checkpoint();
-        },
-      };
       const out = join(dir, 'bundle');
-      await exportBundle(source, { out, principal: 'alice' });
-      const sessions = readFileSync(join(out, 'manifests.jsonl'), 'utf8')
-        .trim()
-        .split('\n')
-        .map(
-          (l) => (JSON.parse(Buffer.from(JSON.parse(l).payload, 'base64').toString()) as { session: string }).session,
-        );
-      expect(new Set(sessions)).toEqual(new Set(['s1', 's9']));
+      await exportBundle(racingSource(ledger), { out, principal: 'alice' });
+      expect(new Set(bundleSessions(out))).toEqual(new Set(['s1', 's9']));
       const report = await verifyBundle(await openBundleDir(out), { trust: ledger.trustStore(), expect: 'filtered' });
       expect(report.findings).toEqual([]);
       expect(report.checked.completeness).toEqual({ checked: true, sessions: 2 });
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  // A source whose checkpoints carry no session-heads line (an `ExportSource` of its own, or a log whose index cannot
+  // give its root): a filtered export has no heads to prove, but must still hold every chain of the principal inside
+  // the tree it cuts at, one begun between the log's read snapshot and the checkpoint included.
+  it('holds a session the principal began between the read snapshot and a checkpoint without a session-heads line', async () => {
+    const dir = tempDir();
+    const ledger = await openLedger({ root: join(dir, 'store'), host: 'host-a', onNotice: () => {} });
+    try {
+      await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary('a0'));
+      await ledger.publish({ principal: 'bob', session: 's2', run: 'r1' }, sampleSummary('b0'));
+      expect(ledger.log.readSnapshot).toBeTypeOf('function'); // the snapshot path is the one under test
+      const out = join(dir, 'bundle');
+      const result = await exportBundle(racingSource(ledger, { headsLine: false }), { out, principal: 'alice' });
+      expect(bundleSessions(out)).toEqual(['s1', 's9']);
+      expect(result.header.counts).toEqual({ manifests: 2, chains: 2 });
     } finally {
       await ledger.close();
     }

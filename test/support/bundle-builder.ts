@@ -4,6 +4,7 @@
  * Signing uses node:crypto (fast) with keys derived from fixed seeds, so every run builds the same keys.
  */
 import { createPrivateKey, sign as nodeSign, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestOf, type Digest } from '../../store/hash/digest.js';
@@ -222,4 +223,13 @@ export async function writeBundleDir(dir: string, lines: string[], o: LayoutOpti
 
 export async function writeTrustFile(path: string, trust: TrustStore): Promise<void> {
   await writeFile(path, JSON.stringify(trust));
+}
+
+/** The signed session of every manifest in the bundle written at `out`, in order. */
+export function bundleSessions(out: string): string[] {
+  return readFileSync(join(out, 'manifests.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => (JSON.parse(Buffer.from(JSON.parse(l).payload, 'base64').toString()) as { session: string }).session);
 }
