@@ -7,6 +7,7 @@ import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { isInsideRoot } from '../ops/export.js';
 import { MAX_TRUST_FILE_BYTES } from '../../manifests/format/trust.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
+import { overlaps } from '../keys/keyring.js';
 import {
   withLedger,
   EXIT_OK,
@@ -280,9 +281,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
               );
           }
         } else if (sub === 'rotate') {
-          const revokedBefore = new Set(
-            (ledger.trustStore().checkpointKeys ?? []).filter((k) => k.revokedAt !== undefined).map(checkpointKeyName),
-          );
+          const revokedBefore = revokedCheckpointKeyNames(ledger.trustStore());
           const keyId = await ledger.rotateKey();
           // A rotation after a revocation revokes the checkpoint key it replaces (runbook step 3: out of logs.json).
           const { revoked } = revokedCheckpointKeys(ledger.trustStore(), ledger.host, keyId, revokedBefore);
@@ -293,9 +292,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
             );
         } else {
           const keyId = positionals[0]!;
-          const revokedBefore = new Set(
-            (ledger.trustStore().checkpointKeys ?? []).filter((k) => k.revokedAt !== undefined).map(checkpointKeyName),
-          );
+          const revokedBefore = revokedCheckpointKeyNames(ledger.trustStore());
           // The time that holds: a key revoked before keeps its earlier time, whatever --at asked for.
           const at = await ledger.revokeKey(keyId, values.at);
           // The checkpoint keys this revocation took with it, and the one the store signs with, which only the next
@@ -343,14 +340,9 @@ const checkpointKeyRevokedLine = (k: { host: string; keyId: string; vkey: string
 /** A checkpoint key's place in trust.json: host and key id. */
 const checkpointKeyName = (k: { host: string; keyId: string }): string => `${k.host}\u0000${k.keyId}`;
 
-/** Whether two key windows overlap (as the keyring judges it when a revocation takes checkpoint keys with it). */
-function windowsOverlap(
-  a: { notBefore: string; notAfter?: string },
-  b: { notBefore: string; notAfter?: string },
-): boolean {
-  const end = (k: { notAfter?: string }) => (k.notAfter === undefined ? Infinity : Date.parse(k.notAfter));
-  return Date.parse(a.notBefore) < end(b) && Date.parse(b.notBefore) < end(a);
-}
+/** The checkpoint keys `trust` lists revoked (by `checkpointKeyName`): what a revocation or rotation found before it. */
+const revokedCheckpointKeyNames = (trust: TrustStore): ReadonlySet<string> =>
+  new Set((trust.checkpointKeys ?? []).filter((k) => k.revokedAt !== undefined).map(checkpointKeyName));
 
 /**
  * After `keys revoke <keyId>`: the checkpoint keys revoked now that were not before, and this host's checkpoint key in
@@ -376,7 +368,7 @@ function revokedCheckpointKeys(
       k.host === host &&
       k.notAfter === undefined &&
       k.revokedAt === undefined &&
-      revokedHostKeys.some((h) => windowsOverlap(h, k)),
+      revokedHostKeys.some((h) => overlaps(h, k)),
   );
   return { revoked, ...(inUse ? { atNextRotation: { host: inUse.host, keyId: inUse.keyId, vkey: inUse.vkey } } : {}) };
 }

@@ -1031,8 +1031,11 @@ function revokedFrom<K extends { revokedAt?: string }>(key: K, at: string): K {
   return revokedAt === key.revokedAt ? key : { ...key, revokedAt };
 }
 
-/** Do two key windows share an instant? */
-function overlaps(a: { notBefore: string; notAfter?: string }, b: { notBefore: string; notAfter?: string }): boolean {
+/** Do two key windows share an instant? (Also how `keys revoke` tells which checkpoint key a rotation will revoke.) */
+export function overlaps(
+  a: { notBefore: string; notAfter?: string },
+  b: { notBefore: string; notAfter?: string },
+): boolean {
   const end = (k: { notAfter?: string }) => (k.notAfter === undefined ? Infinity : Date.parse(k.notAfter));
   return Date.parse(a.notBefore) < end(b) && Date.parse(b.notBefore) < end(a);
 }
