@@ -342,7 +342,14 @@ const DAMAGES: Damage[] = [
   },
   {
     name: 'session-heads node that is malformed',
-    want: { fsck: 'findings RECORD_CORRUPT', publish: 'TREE_DAMAGED' },
+    // Every session's path passes the root: resume and history cannot hold a head to the index (before: ok).
+    want: {
+      fsck: 'findings RECORD_CORRUPT',
+      publish: 'TREE_DAMAGED',
+      resume: 'RECORD_CORRUPT',
+      'resume s2': 'RECORD_CORRUPT',
+      history: 'RECORD_CORRUPT',
+    },
     level: () => ({ 'x!000!': 'q' }),
   },
   {
@@ -406,11 +413,16 @@ const DAMAGES: Damage[] = [
     name: 'chain renamed to a session that is no id',
     // s2's entries, head and watermark moved under the session "a b" behind the log's back: reading that chain is
     // refused INVALID_ID, which ended fsck and gc before; fsck names the head record, gc refuses, s1 is untouched.
+    // The embedded store holds s2's missing head to the session-heads index, which still commits one: resume and
+    // publish refuse ROLLBACK (before: none was resumed, and a publish began s2 anew); PostgreSQL does not read the
+    // index beside a head.
     want: {
-      'resume s2': 'ok',
+      'resume s2': 'ROLLBACK',
+      publish: 'ROLLBACK',
       fsck: 'findings RECORD_CORRUPT,SESSION_HEADS_ROOT',
       gc: 'RECORD_CORRUPT',
     },
+    pgDiffers: { 'resume s2': 'ok', publish: 'ok' },
     level: async (_m, read) => {
       const ops: Record<string, string | undefined> = { 'h!s2': undefined, 'w!s2': undefined };
       const head = JSON.parse(await read('h!s2'));

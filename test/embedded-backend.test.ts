@@ -173,6 +173,7 @@ const levelLogFactory: ManifestLogFactory = async () => {
   const fx = {
     log: await LevelManifestLog.open(path),
     idAppendedAgain: 'latest' as const,
+    windowReadsIndex: true,
     async appendTogether(start: Array<() => Promise<LogEntry>>) {
       // Held back until every append has queued, then written as one batch.
       const log = fx.log;

@@ -39,6 +39,11 @@ export interface CutBackFacts {
   head: { seq: number } | undefined;
   entryBeyondHead: boolean;
   watermark: number | undefined;
+  /**
+   * The session-heads index commits another head than `head`, or none (HeadWindow.index, a head record set back or
+   * removed under the index), if so: the embedded log's appends refuse with it.
+   */
+  indexProblem?: string | undefined;
 }
 
 /**
@@ -52,6 +57,7 @@ export function cutBackProblems(f: CutBackFacts): string[] {
     out.push(`head is at seq ${f.head?.seq ?? 'none'}, but seq ${f.watermark} was already verified`);
   if (f.entryBeyondHead)
     out.push(f.head ? `entries exist beyond head seq ${headSeq}` : 'entries exist, but no head names them');
+  if (f.indexProblem !== undefined) out.push(f.indexProblem);
   return out;
 }
 

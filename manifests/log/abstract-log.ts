@@ -334,7 +334,8 @@ export abstract class AbstractManifestLog implements ManifestLog {
     const check = async (session: string) => {
       throwIfAborted(signal, ManifestError);
       try {
-        problems.push(...headProblems(await this._headWindow(session)));
+        // Not held to the session-heads index here (every session's path at every open): each is at its first read.
+        problems.push(...headProblems(await this._headWindow(session, { index: false })));
       } catch (err) {
         corrupt(session, err);
       }
@@ -355,7 +356,11 @@ export abstract class AbstractManifestLog implements ManifestLog {
 
   protected abstract _head(session: string): Promise<ChainHead | undefined>;
   protected abstract _entry(session: string, seq: number): Promise<LogEntry | undefined>;
-  protected abstract _headWindow(session: string): Promise<HeadWindow>;
+  /**
+   * `headWindow` for a valid id. `index: false`: the head is not held to the session-heads index (HeadWindow.index is
+   * left undefined), as the head check of every session at open does.
+   */
+  protected abstract _headWindow(session: string, options?: { index?: boolean }): Promise<HeadWindow>;
   protected abstract _chain(session: string, fromSeq: number): AsyncIterable<LogEntry>;
   /** Entries after `afterPosition` (undefined: from the start). */
   protected abstract _entries(afterPosition: number | undefined): AsyncIterable<LogEntry>;

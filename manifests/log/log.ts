@@ -57,6 +57,14 @@ export interface HeadWindow {
   entryBeyondHead: boolean;
   /** The session's watermark (undefined: none recorded); it only rises, so it may be read beside the rest. */
   watermark: number | undefined;
+  /**
+   * How the session-heads index of the same state disagrees with the head (`indexedHeadProblem`: `ROLLBACK`, a whole
+   * index committing another head or none; `TREE_DAMAGED` / `RECORD_CORRUPT`, a path that is not whole); undefined
+   * when it agrees or is not read. The embedded log holds each session's head to it at its first read in a process (a
+   * head record set back with its tail and watermark, before the process opened the store: `ROLLBACK`), and knows the
+   * heads it writes itself; PostgreSQL does not read it here (docs/ARCHITECTURE.md, "Session heads").
+   */
+  index?: { code: 'ROLLBACK' | 'TREE_DAMAGED' | 'RECORD_CORRUPT'; problem: string } | undefined;
 }
 
 export interface AppendRequest {

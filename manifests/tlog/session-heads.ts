@@ -504,6 +504,69 @@ export async function proveSessionHead(
   return { proof, value: undefined };
 }
 
+/**
+ * How a stored index disagrees with `head` as `session`'s head: undefined when the stored nodes beside the session's
+ * path hash, with the node where the path ends, to the stored root (the index is whole on this path), and that node
+ * commits exactly `head` (or, `head` undefined, no head for the session); else `TREE_DAMAGED` (a node on the path
+ * rewritten without its ancestors) or `ROLLBACK` (a whole index that commits another head or none: a head record set
+ * back or removed under it). Reads the path one depth at a time, then the siblings in one round: made for a reader
+ * that answers at once (the result is then at once too). Throws what `read` throws (a damaged node: `RECORD_CORRUPT`).
+ */
+export function indexedHeadProblem(
+  read: HeadsNodeReader,
+  session: string,
+  head: SessionHead | undefined,
+): IndexedHeadProblem | undefined | Promise<IndexedHeadProblem | undefined> {
+  return runReads(indexedHeadSteps(session, head), read);
+}
+
+export interface IndexedHeadProblem {
+  code: 'ROLLBACK' | 'TREE_DAMAGED';
+  problem: string;
+}
+
+function* indexedHeadSteps(session: string, head: SessionHead | undefined): Reads<IndexedHeadProblem | undefined> {
+  const key = placedKey(session);
+  // Down the path one depth a read (made for a reader that answers at once: no absent depths probed past its end).
+  let root: HeadsNode | undefined;
+  let depth = 0;
+  let node: HeadsNode | undefined;
+  for (; ; depth++) {
+    if (depth > KEY_BITS)
+      throw new ManifestError('RECORD_CORRUPT', 'session-heads index: an interior node at depth 256 (a damaged index)');
+    [node] = yield [{ depth, prefix: prefixOf(key, depth) }];
+    if (depth === 0) root = node;
+    if (node === undefined || node.leaf) break;
+  }
+  const got: Array<HeadsNode | undefined> = [
+    root,
+    ...(depth === 0
+      ? []
+      : yield Array.from({ length: depth }, (_, d) => ({ depth: d + 1, prefix: prefixOf(key, d + 1, true) }))),
+  ];
+  let hash = hashOfNode(node);
+  for (let d = depth - 1; d >= 0; d--) {
+    const sibling = hashOfNode(got[d + 1]);
+    hash = bitAt(key, d) === 0 ? innerNodeHash(hash, sibling) : innerNodeHash(sibling, hash);
+  }
+  if (!equalBytes(hash, hashOfNode(got[0])))
+    return {
+      code: 'TREE_DAMAGED',
+      problem: `session-heads index: the nodes on the session's path do not hash to its root (a node at depth ${depth} or beside the path rewritten without its ancestors; fsck reports it)`,
+    };
+  const own = node?.leaf === true && equalBytes(node.key, key);
+  const rollback = (problem: string) => ({ code: 'ROLLBACK' as const, problem });
+  if (head === undefined)
+    return own
+      ? rollback('the session-heads index commits a head for the session, which has no head record')
+      : undefined;
+  if (!own)
+    return rollback(`the session-heads index commits no head for the session, whose head record names seq ${head.seq}`);
+  if (!equalBytes((node as HeadsNode & { leaf: true }).value, headValue(head)))
+    return rollback(`the session-heads index commits a head other than the head record's seq ${head.seq}`);
+  return undefined;
+}
+
 const fail = (reason: string): { ok: false; reason: string } => ({ ok: false, reason });
 
 /**

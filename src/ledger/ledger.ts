@@ -158,6 +158,20 @@ function grantOptions(options: unknown): { by?: unknown } {
  * the signal is checked where it is first used (throwIfCancelled).
  * @throws LedgerError `INVALID_ARGUMENT`
  */
+
+/**
+ * After a read's head and entries passed every other check: the session-heads index's word on the head
+ * (HeadWindow.index). Judged last, so a head that names a forged or damaged entry keeps that entry's own code; what is
+ * left is a head every check passes that the index (whose root the pinned checkpoint signs) does not commit: a head
+ * record set back, with its tail and watermark, under the index (`ROLLBACK`), or an index that is not whole on its path
+ * (ManifestError `TREE_DAMAGED`, or `RECORD_CORRUPT` for a node that cannot be read: fsck names the record).
+ */
+function refuseUnindexed(session: string, index: HeadWindow['index']): void {
+  if (index === undefined) return;
+  if (index.code === 'ROLLBACK') throw new LedgerError('ROLLBACK', `session ${session}: ${index.problem}`);
+  throw new ManifestError(index.code, `session ${session}: ${index.problem}`);
+}
+
 function readOptions(options: unknown, what: string): { signal?: AbortSignal | undefined } {
   return readOptionFields(options, ['signal'], what, LedgerError) as { signal?: AbortSignal | undefined };
 }
@@ -962,7 +976,16 @@ export class Ledger {
     window: Promise<HeadWindow> = this.log.headWindow(session),
     // What this process knew when the read began: a publish that commits meanwhile may be past the read's state.
     knownBefore = this.watermarks.get(session) ?? -1,
-  ): Promise<{ head: ChainHead; entry: LogEntry; prev: LogEntry | undefined; stored: number } | undefined> {
+  ): Promise<
+    | {
+        head: ChainHead;
+        entry: LogEntry;
+        prev: LogEntry | undefined;
+        stored: number;
+        index: HeadWindow['index'];
+      }
+    | undefined
+  > {
     const facts = await window;
     const known = Math.max(knownBefore, facts.watermark ?? -1);
     const [problem] = headProblems({ ...facts, watermark: known < 0 ? undefined : known });
@@ -978,6 +1001,7 @@ export class Ledger {
         entry: facts.entryAtHead!,
         prev: facts.entryBeforeHead,
         stored: facts.watermark ?? -1,
+        index: facts.index,
       }
     );
   }
@@ -985,10 +1009,13 @@ export class Ledger {
   /**
    * Returns the latest verified summary of a session, or `undefined` when it has none. Verifies the
    * signature (trusted key for the host at its time), the scope, the link to the previous entry and
-   * the blob's digest and size before any summary byte is returned.
+   * the blob's digest and size before any summary byte is returned; on the embedded store, at the session's first read
+   * in this process, also that the session-heads index (whose root the pinned checkpoint signs) commits this head.
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (a signal that is none, or an options field that throws as it
    *   is read), `CANCELLED`, `CLOSED`, `ROLLBACK`, `SCOPE_MISMATCH`, `CHAIN_BROKEN`, `UNAUTHORIZED`, `REVOKED`;
-   *   ManifestError `SIGNATURE_INVALID`, `KEY_UNTRUSTED`, `KEY_EXPIRED`, `KEY_REVOKED`, `MANIFEST_INVALID`;
+   *   ManifestError `SIGNATURE_INVALID`, `KEY_UNTRUSTED`, `KEY_EXPIRED`, `KEY_REVOKED`, `MANIFEST_INVALID`,
+   *   `TREE_DAMAGED` / `RECORD_CORRUPT` (embedded store: the session-heads index on the session's path is not whole or
+   *   cannot be read, so the head cannot be held to it);
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
   async resume(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<Resumed | undefined> {
@@ -1025,7 +1052,11 @@ export class Ledger {
     await untilCancelled(checked, options.signal);
     const read = await untilCancelled(reading, options.signal);
     await trusted;
-    if (!read) return undefined;
+    if (!read) {
+      // No head: none unless the index commits one (the session's records removed under it).
+      refuseUnindexed(s.session, (await window).index);
+      return undefined;
+    }
     const { head, entry, prev } = read;
     // Entries this ledger appended and signed itself, read back as it stored them: their signatures are its own.
     const own = this.ownSigned.get(s.session);
@@ -1041,6 +1072,7 @@ export class Ledger {
     const { manifest, id } = this.accept(s.session, head.seq, checker.check(entry));
     throwIfCancelled(options.signal);
     const summary = await this.readSummary(manifest.summary, options.signal);
+    refuseUnindexed(s.session, read.index);
     this.watermarks.set(s.session, Math.max(this.watermarks.get(s.session) ?? -1, head.seq));
     // The log's watermark was read with the head: raised only when below (a no-op write is a round trip).
     if (read.stored < head.seq) await this.log.setWatermark(s.session, head.seq).catch(() => {});
@@ -1127,9 +1159,13 @@ export class Ledger {
     // Keys first: a checkpoint is never signed with a key another process of this root has revoked meanwhile.
     await untilCancelled(this.freshTrust(), signal);
     await untilCancelled(this.checkpoints.sync(), signal);
-    const head = (await untilCancelled(this.readHead(s.session, window, knownBefore), signal))?.head;
+    const read = await untilCancelled(this.readHead(s.session, window, knownBefore), signal);
+    const head = read?.head;
     const out: HistoryEntry[] = [];
-    if (!head) return out;
+    if (!head) {
+      refuseUnindexed(s.session, (await window).index); // as resume: none, unless the index commits a head
+      return out;
+    }
     const checker = this.checker(s.session);
     for await (const entry of this.log.chain(s.session)) {
       throwIfCancelled(signal);
@@ -1140,6 +1176,7 @@ export class Ledger {
     if (out.length !== head.seq + 1 || out[head.seq]?.id !== head.id) {
       throw new LedgerError('CHAIN_BROKEN', `session ${s.session}: the chain does not end at its head`);
     }
+    refuseUnindexed(s.session, read.index);
     return out;
   }
 

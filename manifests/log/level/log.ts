@@ -57,9 +57,15 @@ import type {
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { equalBytes } from '../../tlog/merkle.js';
 import { rootOf, treeHeadAt, type NodeId, type TreeHead, type TreeNode } from '../../tlog/tree.js';
-import type { HeadsNode, NodePath } from '../../tlog/session-heads.js';
+import {
+  indexedHeadProblem,
+  type HeadsNode,
+  type IndexedHeadProblem,
+  type NodePath,
+} from '../../tlog/session-heads.js';
 import {
   HEADS_BUILT_KEY,
+  headsNodeKey,
   HeadsNodeCache,
   headsPuts,
   type HeadsPuts,
@@ -67,6 +73,7 @@ import {
   readHeadsRoot,
   rebuildSessionHeads,
 } from './session-heads.js';
+import { parseHeadsNodeRecord } from './records.js';
 import { backfillTree, idKey, loadFrontier, nodeKey, ORIGIN_KEY, readNodes, readTreeSize, treePuts } from './tree.js';
 
 export type { BatchOp } from './tables.js';
@@ -121,6 +128,9 @@ const openInProcess = new Map<string, LevelManifestLog | undefined>();
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** Sessions whose head this process has held to the session-heads index, remembered (`indexedHeads`). */
+const INDEXED_HEADS_KEPT = 1 << 16;
+
 export class LevelManifestLog extends AbstractManifestLog implements AppendQueue {
   /** This log's entry in `openInProcess`, removed when it closes. */
   private inProcessId: string | undefined;
@@ -130,6 +140,14 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private readonly headCache = new Map<string, ChainHead | null>();
   /** Sessions found cut back when their head was loaded (entries beyond it): appends refuse them (`ROLLBACK`). */
   private readonly cutBack = new Set<string>();
+  /** Sessions whose head the session-heads index did not commit when it was loaded: appends refuse them too. */
+  private readonly unindexed = new Map<string, string>();
+  /**
+   * Each session's head (its id, null for none) as last held to the session-heads index in this process, or as this log
+   * wrote it with the index (`_headWindow`): while the store is open only this log writes it, so a head read again as
+   * it was held needs no second walk. Bounded: the oldest entry goes (its next read walks the index again).
+   */
+  private readonly indexedHeads = new Map<string, string | null>();
   private readonly queue: Pending[] = [];
   private readonly pendingSessions = new Set<string>();
   private flushing = false;
@@ -392,7 +410,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
    * the watermark while seq 1… remain. That is one range read of the session's entry keys (limit 1) from the same
    * snapshot, the only asynchronous read, paid by a headless session alone.
    */
-  protected async _headWindow(session: string): Promise<HeadWindow> {
+  protected async _headWindow(session: string, options: { index?: boolean } = {}): Promise<HeadWindow> {
     await new Promise((resolve) => setImmediate(resolve));
     // Taken with the snapshot: the cache moves only after a commit, so it is never ahead of the snapshot.
     const cached = this.watermarkCache.get(session);
@@ -418,6 +436,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         const rawMark = read(`w!${session}`);
         watermark = rawMark === undefined ? undefined : parseWatermarkRecord(`w!${session}`, rawMark);
       }
+      const index = options.index === false ? undefined : this.indexedHead(session, head, read);
       if (!head)
         return {
           session,
@@ -426,6 +445,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
           entryBeforeHead: undefined,
           entryBeyondHead: await this.anyEntry(session, snapshot),
           watermark,
+          index,
         };
       const seq = head.seq;
       const entry = (at: number) => {
@@ -440,10 +460,61 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         entryBeforeHead: seq > 0 ? entry(seq - 1) : undefined,
         entryBeyondHead: read(entryKey(session, seq + 1)) !== undefined,
         watermark,
+        index,
       };
     } finally {
       if (snapshot !== this.pinned) await snapshot.close().catch(() => {});
     }
+  }
+
+  /**
+   * The head held to the session-heads index of the same snapshot (`indexedHeadProblem`), once per session and head in
+   * this process: a head record set back offline with its tail and watermark (the index, whose root the pinned
+   * checkpoint signs, left as it was) is a `ROLLBACK` at its first read, not a stale summary handed out. The index's
+   * root is the one the open judged against the pin (the same tree: the same root, else `FORK`), or one this log
+   * wrote since. Synchronous reads from the snapshot, as the window's; a node on the path that cannot be parsed is
+   * `RECORD_CORRUPT` for this session (fsck names the record).
+   */
+  private indexedHead(
+    session: string,
+    head: ChainHead | undefined,
+    read: (key: string) => string | undefined,
+  ): HeadWindow['index'] {
+    const id = head?.id ?? null;
+    if (this.indexedHeads.get(session) === id) return undefined;
+    const fromSnapshot = (path: NodePath) => {
+      const key = headsNodeKey(path);
+      const raw = read(key);
+      return raw === undefined ? undefined : parseHeadsNodeRecord(key, raw);
+    };
+    const judge = (node: (path: NodePath) => HeadsNode | undefined) => {
+      try {
+        // The reader answers at once: so does the judgement.
+        return indexedHeadProblem((paths) => paths.map(node), session, head && { seq: head.seq, id: head.id }) as
+          IndexedHeadProblem | undefined;
+      } catch (err) {
+        if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+        return { code: 'RECORD_CORRUPT' as const, problem: err.message };
+      }
+    };
+    // First the nodes the index's cache holds (every walk and append keeps the few near the root there), the rest from
+    // the snapshot. The cache may hold a state just before or after the snapshot's (a batch this log is committing):
+    // nodes of two states mixed cannot hash to a stored root unless they are that root's own (the hashes bind every
+    // node below), so an agreement stands; a disagreement is judged again from the snapshot alone.
+    const cached = (path: NodePath) => {
+      const hit = this.headsNodes.peek(path);
+      return hit === undefined ? fromSnapshot(path) : (hit ?? undefined);
+    };
+    const problem = judge(cached) && judge(fromSnapshot);
+    if (problem !== undefined) return problem;
+    this.rememberIndexed(session, id);
+    return undefined;
+  }
+
+  private rememberIndexed(session: string, id: string | null): void {
+    this.indexedHeads.delete(session);
+    this.indexedHeads.set(session, id);
+    if (this.indexedHeads.size > INDEXED_HEADS_KEPT) this.indexedHeads.delete(this.indexedHeads.keys().next().value!);
   }
 
   /** True when `snapshot` holds any entry of `session`: its first entry key, if any (keys only, limit 1). */
@@ -509,6 +580,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     if (now !== undefined) return now;
     this.headCache.set(session, read);
     if (window.entryBeyondHead) this.cutBack.add(session);
+    if (window.index?.code === 'ROLLBACK') this.unindexed.set(session, window.index.problem);
     return read;
   }
 
@@ -521,6 +593,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       head: head ?? undefined,
       entryBeyondHead: this.cutBack.has(session),
       watermark: this.watermarkCache.get(session),
+      indexProblem: this.unindexed.get(session),
     };
   }
 
@@ -681,6 +754,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
           this.headsNodes.commit(heads.changes, heads.removed);
           batch.forEach((p, i) => {
             this.headCache.set(p.request.session, results[i]!.head);
+            this.rememberIndexed(p.request.session, p.request.id); // written with its index, in the same batch
             this.watermarkCache.set(p.request.session, marks[i]!);
             this.pendingSessions.delete(p.request.session);
             p.resolve(results[i]!.entry);

@@ -90,6 +90,11 @@ export class HeadsNodeCache {
     });
   };
 
+  /** The node cached at `path` (null: cached as absent), undefined when not cached; its place in the order kept. */
+  peek(path: NodePath): HeadsNode | null | undefined {
+    return this.nodes.get(headsNodeKey(path));
+  }
+
   /** The nodes a batch wrote and the records it removed, once it is durable. */
   commit(changes: Array<{ path: NodePath; node: HeadsNode }>, removed: NodePath[] = []): void {
     for (const c of changes) this.remember(headsNodeKey(c.path), c.node);
