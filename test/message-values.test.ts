@@ -406,6 +406,64 @@ describe('a stored record quoted in a refusal', () => {
     expect(err.message).not.toMatch(raw);
   });
 
+  it("resume's, history's and fsck's refusal of an entry stored with another principal: the stored one escaped", async () => {
+    const root = tempDir();
+    const scope = { principal: 'alice', session: 's1', run: 'r1' };
+    let ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    await ledger.publish(scope, sampleSummary(0));
+    await ledger.publish(scope, sampleSummary(1));
+    const entry = await ledger.log.entry('s1', 1);
+    await ledger.close();
+    // The entry's principal column, edited behind the log's back: JSON.stringify left its one-byte CSI, DEL and
+    // right-to-left override raw in the refusal, and all of its length.
+    const stored = `mallory${ACTING}${'x'.repeat(2000)}`;
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    await log.raw.put('e!s1!000000000001', JSON.stringify({ ...entry!, principal: stored }));
+    await log.close();
+    ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    try {
+      for (const refusal of [() => ledger.resume(scope), () => ledger.history(scope)]) {
+        const err = (await refusal().catch((e: unknown) => e)) as Error;
+        expect(err).toMatchObject({ name: 'LedgerError', code: 'CHAIN_BROKEN' });
+        expect(err.message).toContain('the entry records principal "mallory\\u009b2J\\u007f\\u202exxx');
+        expect(err.message).not.toMatch(raw);
+        expect(err.message.length).toBeLessThan(300);
+      }
+      const [finding] = (await fsck(ledger)).findings.filter((f) => f.code === 'PRINCIPAL_MISMATCH');
+      expect(finding!.message).toContain('principal "mallory\\u009b2J');
+      expect(finding!.message).not.toMatch(raw);
+      expect(finding!.message.length).toBeLessThan(300);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("publish's CHAIN_CONFLICT naming a stored head whose id is no manifest id: escaped", async () => {
+    const root = tempDir();
+    const scope = { principal: 'alice', session: 's1', run: 'r1' };
+    let ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    const { id } = await ledger.publish(scope, sampleSummary(0));
+    await ledger.close();
+    // The head record, edited behind the log's back: its id went into the refusal as it was.
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    await log.raw.put('h!s1', JSON.stringify({ session: 's1', seq: 0, id: `x${ACTING}`, owner: 'alice' }));
+    await log.close();
+    ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    try {
+      for (const refusal of [
+        () => ledger.checkPublish(scope, { expectedPrev: id }),
+        () => ledger.publish(scope, sampleSummary(1), { expectedPrev: id }),
+      ]) {
+        const err = (await refusal().catch((e: unknown) => e)) as Error;
+        expect(err).toMatchObject({ code: 'CHAIN_CONFLICT' });
+        expect(err.message).toContain('found "x\\u009b2J\\u007f\\u202e" at seq 0');
+        expect(err.message).not.toMatch(raw);
+      }
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('an origin a log refuses to be named: escaped', async () => {
     const log = await LevelManifestLog.open(join(tempDir(), 'log'));
     try {

@@ -4,6 +4,7 @@
  * as its manifest says (entry rules), and it links to the entry before (./link-rules.ts). Isomorphic.
  */
 import type { Digest } from '../../store/hash/digest.js';
+import { shownValue } from '../../store/errors.js';
 import { ManifestError, type ManifestErrorCode } from '../errors.js';
 import { verifyEnvelopeWith, type VerifiedManifest, type VerifyManifestOptions } from '../crypto/verify-manifest.js';
 import type { LogEntry } from '../log/log.js';
@@ -48,14 +49,21 @@ export interface CheckedEntry {
 /** The rules between a stored entry and the manifest it holds. */
 export function checkStoredEntry(entry: LogEntry, v: VerifiedManifest, session: string): ChainCheckFinding | undefined {
   const m = v.manifest;
-  if (m.session !== session || entry.session !== session)
+  // The signed fields are schema-checked ids and counts; the stored ones are whatever the log holds (a hand edit, a
+  // log of the caller's): quoted as data, shortened, nothing a terminal acts on left raw.
+  if (entry.session !== session)
+    return { code: 'SCOPE_MISMATCH', message: `the entry is stored under session ${shownValue(entry.session)}` };
+  if (m.session !== session)
     return { code: 'SCOPE_MISMATCH', message: `the entry holds a manifest of session ${m.session}` };
   if (m.seq !== entry.seq)
-    return { code: 'SEQ_MISMATCH', message: `the entry at seq ${entry.seq} holds the manifest of seq ${m.seq}` };
+    return {
+      code: 'SEQ_MISMATCH',
+      message: `the entry at seq ${shownValue(entry.seq)} holds the manifest of seq ${m.seq}`,
+    };
   if (m.principal !== entry.principal)
     return {
       code: 'PRINCIPAL_MISMATCH',
-      message: `the entry records principal ${JSON.stringify(entry.principal)}, the manifest is signed for ${m.principal}`,
+      message: `the entry records principal ${shownValue(entry.principal)}, the manifest is signed for ${m.principal}`,
     };
   if (v.id !== entry.id) return { code: 'ID_MISMATCH', message: 'the stored id is not the hash of the payload' };
   return undefined;

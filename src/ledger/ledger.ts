@@ -198,7 +198,8 @@ function headMoved(
   expectedPrev: Digest | null,
   head: { id: Digest; seq: number } | undefined,
 ): LedgerError {
-  const found = head ? `${head.id} at seq ${head.seq}` : 'an empty chain';
+  // The stored head's id as the log holds it: a manifest id as it is, anything else (a hand edit) quoted as data.
+  const found = head ? `${isDigest(head.id) ? head.id : shownValue(head.id)} at seq ${head.seq}` : 'an empty chain';
   return new LedgerError(
     'CHAIN_CONFLICT',
     `session ${session}: the head moved (expected ${expectedPrev ?? 'an empty chain'}, found ${found}): another run ` +
