@@ -13,7 +13,8 @@ import { extractSummary } from '../src/compaction/tool.js';
 import { compactionOnly } from '../src/adapters/shared.js';
 import { reportInternalError } from '../src/cli/io.js';
 import { compact, openLedger, type ModelAdapter, type ModelRequest, type ModelResponse } from '../src/index.js';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { signNote, type NoteSigner } from '../manifests/crypto/note.js';
 import { join } from 'node:path';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { parseIdPositionRecord, parseInlineKey, parsePositionKey } from '../manifests/log/level/records.js';
@@ -366,6 +367,31 @@ describe('a stored record quoted in a refusal', () => {
     // JSON.stringify left the log's C1, DEL and right-to-left override raw.
     expect(err.message).toContain('not the log named "example.com/\\u009b2J\\u007f\\u202e"');
     expect(err.message).not.toMatch(raw);
+  });
+
+  it("FORK naming the origin a pin file copied under this log's name carries: escaped", async () => {
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'h', onNotice: () => {} });
+    const current = await ledger.checkpoint();
+    // A pin whose body names another log, signed by a key of this one's name (a pin file copied under another origin's
+    // name carries any text the note's origin line may hold): its origin went into the refusal as it was.
+    const signer = (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring.checkpointSigner;
+    const body = current.note.slice(0, current.note.indexOf('\n\n') + 1);
+    const other = `example.com/${ACTING}${body.slice(body.indexOf('\n'))}`;
+    await ledger.close();
+    const pin = readdirSync(join(root, 'checkpoints')).find((n) => n.endsWith('.pin'))!;
+    rmSync(join(root, 'checkpoints', pin));
+    writeFileSync(join(root, 'checkpoints', pin.replace(/\.pin$/, '.note')), await signNote(other, [signer]));
+    const err = (await openLedger({ root, host: 'h', onNotice: () => {} }).catch((e: unknown) => e)) as Error;
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'FORK' });
+    expect(err.message).toContain('pins origin example.com/\\u009b2J\\u007f\\u202e, not ');
+    expect(err.message).not.toMatch(raw);
+    // An origin line of kilobytes (the pin holds up to 64 KiB) is cut.
+    const long = `example.com/${'x'.repeat(10_000)}${body.slice(body.indexOf('\n'))}`;
+    writeFileSync(join(root, 'checkpoints', pin.replace(/\.pin$/, '.note')), await signNote(long, [signer]));
+    const cutErr = (await openLedger({ root, host: 'h', onNotice: () => {} }).catch((e: unknown) => e)) as Error;
+    expect(cutErr).toMatchObject({ name: 'LedgerError', code: 'FORK' });
+    expect(cutErr.message.length).toBeLessThan(1000);
   });
 
   it("a lock file's host in LOCKED: escaped", async () => {

@@ -25,7 +25,7 @@ import { SESSION_HEADS_EXTENSION, sessionHeadsLine } from '../../manifests/tlog/
 import type { LogTreeHead, ManifestLog } from '../../manifests/log/log.js';
 import { holdsNoLog } from '../../manifests/log/level/log.js';
 import { LedgerError } from '../errors.js';
-import { errorText, escapeRawInJson, shownValue } from '../../store/errors.js';
+import { errorText, escapedText, escapeRawInJson, shownValue } from '../../store/errors.js';
 import { isTreeDamage, ManifestError } from '../../manifests/errors.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
 
@@ -41,6 +41,9 @@ function originHash(origin: string): string {
 }
 
 /** `<root>/checkpoints/<blake3(origin)>`: a log's pin is `<stem>.pin`; its witnesses' files go beside it. */
+/** Text from a file as a message quotes it: its first 300 characters (`…` when cut). */
+const cut = (text: string) => (text.length > 300 ? `${text.slice(0, 300)}…` : text);
+
 function pinStem(root: string, origin: string): string {
   return join(root, 'checkpoints', originHash(origin));
 }
@@ -326,8 +329,14 @@ export class CheckpointGuard {
         const keys = init.pinVerifiers ?? init.verifiers();
         const opened = openNote(note, keys);
         const checkpoint = parseCheckpoint(opened.text);
+        // The pinned origin is the file's text (any a note's origin line holds), the log's one named before the rule
+        // may hold what a terminal acts on too: both escaped, as every other refusal naming an origin has them (the
+        // file's cut: no origin is longer than 256 characters, a note's line may be).
         if (checkpoint.origin !== init.origin)
-          throw new LedgerError('FORK', `${stem} pins origin ${checkpoint.origin}, not ${init.origin}`);
+          throw new LedgerError(
+            'FORK',
+            `${stem} pins origin ${escapedText(cut(checkpoint.origin))}, not ${escapedText(init.origin)}`,
+          );
         guard.pinned = { note, checkpoint };
         guard.pinnedBy = signerOf(opened, keys);
         // The previous version's file, verified: from now on the slot file alone is the pin (read in place to diagnose).
