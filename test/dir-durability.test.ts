@@ -5,10 +5,11 @@
  * the directory held at that moment.
  */
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
+import { open, utimes, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
+import { gc } from '../src/ops/maintenance.js';
 import { digestHex, digestOf } from '../store/hash/digest.js';
 import { validateSummary } from '../src/summary/summary.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
@@ -97,5 +98,29 @@ describe('directories durable in their parents', () => {
       { path: dir, target: 'new' },
     ]);
     expect(readFileSync(target, 'utf8')).toBe('new');
+  });
+
+  it("gc's removal of a blob is durable before gc reports it: gc-aside/ and the shard flushed without it", async () => {
+    // gc moves the file into gc-aside/, judges it there and unlinks it. Without a flush of gc-aside/ after that
+    // unlink, a crash could leave the name there, and the next open links every file found aside back at its path:
+    // a blob gc reported removed would reappear (and be counted, listed and exported again).
+    const root = tempDir();
+    const ledger = await openLedger({ root, host: 'h1', inlineSummaryBytes: 0, onNotice: () => {} });
+    try {
+      const digest = await ledger.blobs.put(new TextEncoder().encode('an orphan, named by no manifest'));
+      const hex = digestHex(digest.digest);
+      const shard = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4));
+      const old = new Date(Date.now() - 2 * 3_600_000);
+      await utimes(join(shard, hex), old, old);
+      flushes.length = 0;
+      const report = await gc(ledger, { graceMs: 3_600_000 });
+      expect(report.removed).toEqual([digest.digest]);
+      const asideDir = join(root, 'gc-aside');
+      expect(readdirSync(asideDir)).not.toContain(hex);
+      expect(flushes.some((f) => f.dir === asideDir && !f.held.includes(hex))).toBe(true);
+      expect(flushes.some((f) => f.dir === shard && !f.held.includes(hex))).toBe(true);
+    } finally {
+      await ledger.close();
+    }
   });
 });

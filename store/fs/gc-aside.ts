@@ -51,7 +51,10 @@ export async function deleteIfOld(
     await restore(fs, aside, file, dir);
     return false;
   }
+  // Durable before it is reported removed: the unlink in gc-aside/ (a name a crash left there is linked back at its
+  // path by the next open, `restoreAside`), then the rename out of the blob's directory.
   await fs.unlink(aside);
+  await fs.fsyncDir(asideDir);
   await fs.fsyncDir(dir);
   return true;
 }
