@@ -5,7 +5,7 @@
  * digests become path components.
  */
 import { constants, createReadStream } from 'node:fs';
-import { lstat, open, realpath } from 'node:fs/promises';
+import { lstat, open, realpath, type FileHandle } from 'node:fs/promises';
 import { readUpTo } from '../../store/fs/bounded-read.js';
 import { join, resolve } from 'node:path';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
@@ -47,12 +47,19 @@ function ioError(what: string, err: unknown): AuditError {
   return new AuditError('BUNDLE_IO', `cannot read ${what}: ${errorText(err)}`, { cause: err });
 }
 
-async function readSmallFile(path: string, max: number): Promise<string | undefined> {
+/**
+ * Opens a file of the bundle (never through a link, never blocking on a FIFO) and refuses it unless it is a regular
+ * file: `BUNDLE_INVALID` for anything else (a FIFO, a socket, a device, a directory), `BUNDLE_IO` for a link or a file
+ * that cannot be opened. `undefined` when nothing is there and `absentOk`.
+ */
+async function openRegular(path: string, absentOk?: false): Promise<FileHandle>;
+async function openRegular(path: string, absentOk: true): Promise<FileHandle | undefined>;
+async function openRegular(path: string, absentOk = false): Promise<FileHandle | undefined> {
   let h;
   try {
     h = await open(path, READ);
   } catch (err) {
-    if (errno(err) === 'ENOENT') return undefined;
+    if (absentOk && errno(err) === 'ENOENT') return undefined;
     // A symlinked tree file is BUNDLE_IO (audit-ui answers 403 for it, which the page reports as BUNDLE_IO too).
     if (errno(err) === 'ENXIO' || errno(err) === 'ENODEV')
       throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`, { cause: err });
@@ -61,9 +68,25 @@ async function readSmallFile(path: string, max: number): Promise<string | undefi
     if (errno(err) === 'ELOOP') throw new AuditError('BUNDLE_IO', symlinkedEntry(path), { cause: err });
     throw ioError(path, err);
   }
+  let regular: boolean;
+  try {
+    regular = (await h.stat()).isFile();
+  } catch (err) {
+    await h.close();
+    throw ioError(path, err);
+  }
+  if (!regular) {
+    await h.close();
+    throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`);
+  }
+  return h;
+}
+
+async function readSmallFile(path: string, max: number): Promise<string | undefined> {
+  const h = await openRegular(path, true);
+  if (!h) return undefined;
   try {
     const st = await h.stat();
-    if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${path} is not a regular file`);
     if (st.size > max) throw new AuditError('BUNDLE_INVALID', `${path} is ${st.size} bytes, over ${max}`);
     const bytes = await readUpTo(h, max, st.size);
     if (bytes.length > max)
@@ -139,9 +162,9 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
     },
     manifestsSize: async () => manifestsSize,
     async *manifests() {
-      const h = await open(manifestsPath, READ).catch((err) => {
-        throw ioError(manifestsPath, err);
-      });
+      // Judged by what it opens, as the tree files are (`openRegular`): what stands at the name now may be other than
+      // what the open of the bundle found there (a FIFO opened O_NONBLOCK without a writer reads as empty).
+      const h = await openRegular(manifestsPath);
       const stream = createReadStream('', { fd: h, highWaterMark: 1024 * 1024 });
       let read = 0;
       try {

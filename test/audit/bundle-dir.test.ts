@@ -187,6 +187,57 @@ describe('openBundleDir', () => {
     );
   });
 
+  it('judges manifests.jsonl by what it opens, as the tree files are: a FIFO, a socket or a link put in its place after the open', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const base = tempDir();
+    const dir = join(base, 'bundle');
+    await writeBundleDir(dir, b.lines);
+    const path = join(dir, 'manifests.jsonl');
+    const read = async (reader: Awaited<ReturnType<typeof openBundleDir>>) => {
+      try {
+        for await (const _ of reader.manifests()) void _;
+      } catch (err) {
+        return err as Error & { code: string };
+      }
+      return undefined;
+    };
+    // A FIFO opened O_NONBLOCK with no writer reads as empty: the bundle was read as one holding no manifest at all.
+    const fifo = await openBundleDir(dir);
+    unlinkSync(path);
+    execFileSync('mkfifo', [path]);
+    expect(await read(fifo)).toMatchObject({
+      name: 'AuditError',
+      code: 'BUNDLE_INVALID',
+      message: `${path} is not a regular file`,
+    });
+    // A socket (open fails ENXIO): BUNDLE_INVALID too, not BUNDLE_IO.
+    unlinkSync(path);
+    await writeBundleDir(dir, b.lines);
+    const socket = await openBundleDir(dir);
+    unlinkSync(path);
+    const server = await listenAt(path);
+    try {
+      expect(await read(socket)).toMatchObject({
+        code: 'BUNDLE_INVALID',
+        message: `${path} is not a regular file`,
+      });
+    } finally {
+      server.close();
+    }
+    rmSync(path, { force: true });
+    // A link (O_NOFOLLOW's ELOOP): said to be one, never "too many symbolic links".
+    await writeBundleDir(dir, b.lines);
+    const linked = await openBundleDir(dir);
+    writeFileSync(join(base, 'outside'), readFileSync(path));
+    unlinkSync(path);
+    symlinkSync(join(base, 'outside'), path);
+    const err = await read(linked);
+    expect(err).toMatchObject({ name: 'AuditError', code: 'BUNDLE_IO' });
+    expect(err!.message).toMatch(
+      /manifests\.jsonl is a symbolic link: a bundle's files are read only as regular files/,
+    );
+  });
+
   it('refuses an oversized bundle.json and a missing manifests.jsonl with BUNDLE_INVALID', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
     const dir = join(tempDir(), 'bundle');
