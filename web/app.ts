@@ -7,7 +7,7 @@
 import type { BundleAuditReport } from '../manifests/audit/verify-chain.js';
 import type { Finding } from '../manifests/audit/findings.js';
 import { HistoryView } from './history/canvas.js';
-import { buildHistory, distinct, markFor, type HistoryFilter } from './history/model.js';
+import { AFTER_EVERY_TIME, buildHistory, distinct, markFor, type HistoryFilter } from './history/model.js';
 import type { ManifestMark, PoolState, VerifyRequest, WorkerMessage } from './protocol.js';
 import { readDrop } from './drop.js';
 import {
@@ -348,17 +348,34 @@ async function takeSideFiles(
   return undefined;
 }
 
+/** The first instant whose `toISOString` has no four-digit year: every manifest's createdAt is before it. */
+const AFTER_EVERY_MANIFEST_MS = Date.UTC(10000, 0, 1);
+
+/**
+ * A From or To input's local time as the filter compares it with a manifest's createdAt (its `toISOString`):
+ * `undefined` when empty, `after` for a time past the year 9999. The input takes years up to 275760, which Date
+ * does not read (a year of five digits: `toISOString` threw a RangeError), and a local time late in 9999 may be in
+ * 10000 in UTC (`+010000-…`, which sorts before every createdAt). Every manifest is signed with a four-digit year.
+ */
+function timeBound(v: string): string | 'after' | undefined {
+  if (!v) return undefined;
+  const ms = new Date(v).getTime();
+  if (/^\d{5,}-/.test(v) || ms >= AFTER_EVERY_MANIFEST_MS) return 'after';
+  // The input hands no other value Date does not read; one it did would bound nothing.
+  return Number.isNaN(ms) ? undefined : new Date(ms).toISOString();
+}
+
 function currentFilter(): HistoryFilter {
   const value = (id: string) => $<HTMLInputElement>(id).value;
-  const iso = (v: string) => (v ? new Date(v).toISOString() : undefined);
   const f: HistoryFilter = {};
   if (value('filter-principal')) f.principal = value('filter-principal');
   if (value('filter-host')) f.host = value('filter-host');
   if (value('filter-session')) f.session = value('filter-session');
-  const from = iso(value('filter-from'));
-  const to = iso(value('filter-to'));
-  if (from) f.from = from;
-  if (to) f.to = to;
+  const from = timeBound(value('filter-from'));
+  const to = timeBound(value('filter-to'));
+  // From after every manifest leaves none; To after every manifest holds back none.
+  if (from) f.from = from === 'after' ? AFTER_EVERY_TIME : from;
+  if (to && to !== 'after') f.to = to;
   return f;
 }
 

@@ -47,10 +47,13 @@ export interface HistoryFilter {
   host?: string;
   /** Substring of the session id. */
   session?: string;
-  /** ISO timestamps, inclusive. */
+  /** ISO timestamps, inclusive (`AFTER_EVERY_TIME`: after every manifest's). */
   from?: string;
   to?: string;
 }
+
+/** A bound after every createdAt (`toISOString` of a four-digit year: every one starts with a digit, `~` after it). */
+export const AFTER_EVERY_TIME = '~';
 
 /** The line of the mark a finding is shown on: its own, or for a repeated manifest the line it first appeared on. */
 export function markLineOf(f: Finding): number | undefined {
