@@ -10,6 +10,7 @@
  * add-checkpoint calls), and the new tree is durable before the cosignature is written to the socket.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { cosignCheckpoint, cosignerKeyHash } from '../../manifests/crypto/cosignature.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import type { NoteSigner, NoteVerifierKey } from '../../manifests/crypto/note.js';
@@ -265,6 +266,40 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
   // A monitor's GET names a log by the hash of its origin: looked up, not hashed anew for every log on each GET.
   const byHash = new Map([...options.logs.keys()].map((o) => [originHash(o), o]));
 
+  /** Connections a 413 closes once the rest of its body is in. */
+  const closing = new WeakSet<Socket>();
+
+  /**
+   * A 413's connection: its answer says `Connection: close`, and node closes the socket as soon as the answer is
+   * written (`destroySoon`). With the rest of the refused body still coming, that close resets the connection, and a
+   * client still writing the body may lose the answer; so the rest is read and dropped first, for a second at most,
+   * and only then is the connection closed. Nothing after the body on it is taken as a request.
+   */
+  function closeAfterBody(req: IncomingMessage): void {
+    const socket = req.socket;
+    closing.add(socket);
+    const close = socket.destroySoon.bind(socket);
+    let answered = false;
+    let bodyIn = req.complete;
+    const timer = setTimeout(() => socket.destroy(), 1000).unref();
+    const go = () => {
+      if (!answered || !bodyIn) return;
+      clearTimeout(timer);
+      close();
+    };
+    socket.destroySoon = () => {
+      answered = true;
+      go();
+    };
+    const done = () => {
+      bodyIn = true;
+      go();
+    };
+    req.once('end', done);
+    req.once('close', done);
+    req.resume();
+  }
+
   /**
    * Answers a request and reports it, once: its handler and its 408 timer may both come to answer it (the handler of a
    * request that waits for the log's lock or the signer when its timer runs), and the second finds it answered. A
@@ -295,12 +330,14 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
     // (`Connection: close`) and the socket goes once it is written. The request goes with it: a socket closed after
     // its response has finished no longer ends the request, and the read of a body still trickling in would wait for
     // ever (its handler with it, and settled()).
-    const close = r.status === 408;
-    if (close)
+    const close = r.status === 408 || r.status === 413;
+    if (r.status === 408)
       exchange.res.on('finish', () => {
         exchange.req.destroy();
         exchange.req.socket.destroy();
       });
+    // A 413 closes its connection too (`Connection: close`), once the rest of the refused body is read and dropped.
+    if (r.status === 413) closeAfterBody(exchange.req);
     answer(exchange.res, r.status, r.body, r.type, close, r.allow);
   }
 
@@ -340,6 +377,11 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
       connectionsCheckingInterval: 1000,
     },
     (req, res) => {
+      // A request after a refused body on a connection its 413 closes is not read: the answer said the connection ends.
+      if (closing.has(req.socket)) {
+        req.socket.destroy();
+        return;
+      }
       const exchange: Exchange = { req, res, answered: false };
       // Our own deadline as well as node's: it answers 408 and drops the connection of a slow sender.
       const deadline = performance.now() + timeout;
@@ -361,12 +403,6 @@ export function createWitnessServer(options: WitnessServerOptions): WitnessServe
             { status, body: `${reason}\n`, reason: reported, ...(allow ? { allow } : {}) },
             status === 404,
           );
-          // The rest of a refused body is drained (discarded) so the client can read the 413 rather than
-          // fail writing into a closed socket, but for a second at most: then the connection goes.
-          if (status === 413) {
-            req.resume();
-            setTimeout(() => req.socket.destroy(), 1000).unref();
-          }
         })
         .finally(() => {
           clearTimeout(timer);

@@ -511,6 +511,64 @@ describe('the witness server and replays of the tree it holds', () => {
   });
 });
 
+describe('the witness server and a body over its limit', () => {
+  /**
+   * A request whose body is over the limit, over a connection of its own: the first part of the body is written, the
+   * 413 read, then the rest of the body and a second request. What came back after the 413, whether the connection
+   * was reset (a client still writing its body could lose the answer), and the 413's head.
+   */
+  function overLimit(url: string, chunked: boolean) {
+    const { hostname, port } = new URL(url);
+    const part = 'y'.repeat(200);
+    return new Promise<{ head: string; after: string; reset?: string }>((resolve, reject) => {
+      const s = connect(Number(port), hostname);
+      let got = Buffer.alloc(0);
+      let head: string | undefined;
+      let after = '';
+      let reset: string | undefined;
+      s.on('data', (d: Buffer) => {
+        if (head !== undefined) return void (after += d.toString());
+        got = Buffer.concat([got, d]);
+        const end = got.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const text = got.subarray(0, end).toString();
+        if (got.length < end + 4 + Number(/\r\ncontent-length: *(\d+)/i.exec(text)?.[1])) return;
+        head = text;
+        after = got.subarray(end + 4 + Number(/\r\ncontent-length: *(\d+)/i.exec(text)?.[1])).toString();
+        // The rest of the body a moment later (a connection closed before it is in is reset), then a request of its own
+        // (answered 404 on a connection kept open).
+        const rest = chunked ? `${(4000).toString(16)}\r\n${'z'.repeat(4000)}\r\n0\r\n\r\n` : 'z'.repeat(4800);
+        setTimeout(() => s.write(`${rest}GET /not-a-path HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`), 300);
+      });
+      s.on('error', (err: NodeJS.ErrnoException) => (reset = err.code));
+      s.on('close', () => {
+        if (head === undefined) reject(new Error(`the connection closed without an answer: ${got.toString()}`));
+        else resolve({ head, after, ...(reset ? { reset } : {}) });
+      });
+      const framing = chunked ? 'Transfer-Encoding: chunked' : 'Content-Length: 5000';
+      s.write(`POST /add-checkpoint HTTP/1.1\r\nHost: ${hostname}\r\n${framing}\r\n\r\n`);
+      s.write(chunked ? `${part.length.toString(16)}\r\n${part}\r\n` : part);
+    });
+  }
+
+  it('answers 413 with Connection: close and closes the connection once the body is in: no second request is read', async () => {
+    const { state } = await honestWitness();
+    const server = createWitnessServer({ signer: w1, logs, state, maxBodyBytes: 100 });
+    const url = await listen(server);
+    // Declared over the limit, and streamed over it: the old answer said nothing of the connection, which was then
+    // kept for a second (the request after the body answered 404) and cut whatever it was doing.
+    for (const chunked of [false, true]) {
+      const r = await overLimit(url, chunked);
+      expect(r.head, `chunked: ${chunked}`).toMatch(/^HTTP\/1\.1 413 [^]*\r\nconnection: close(\r\n|$)/i);
+      expect(r.after, `chunked: ${chunked}`).toBe('');
+      // The rest of the body is read before the connection goes: a reset could cost a client still writing it the
+      // answer.
+      expect(r.reset, `chunked: ${chunked}`).toBeUndefined();
+    }
+    await server.settled();
+  });
+});
+
 describe('the auditor’s quorum', () => {
   const text = `${log.origin}\n3\n${encodeBase64(log.root(leaves))}\n`;
   const lineAt = (name: string, timestamp: bigint) => {
