@@ -464,6 +464,32 @@ describe('a stored record quoted in a refusal', () => {
     }
   });
 
+  it("resume's and history's PAYLOAD_TYPE naming a stored envelope's payload type: escaped", async () => {
+    const root = tempDir();
+    const scope = { principal: 'alice', session: 's1', run: 'r1' };
+    let ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    await ledger.publish(scope, sampleSummary(0));
+    const entry = await ledger.log.entry('s1', 0);
+    await ledger.close();
+    // The envelope's payload type, edited behind the log's back: JSON.stringify left its one-byte CSI, DEL and
+    // right-to-left override raw in the refusal.
+    const envelope = { ...JSON.parse(entry!.envelope), payloadType: `t${ACTING}` };
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    await log.raw.put('e!s1!000000000000', JSON.stringify({ ...entry!, envelope: JSON.stringify(envelope) }));
+    await log.close();
+    ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    try {
+      for (const refusal of [() => ledger.resume(scope), () => ledger.history(scope)]) {
+        const err = (await refusal().catch((e: unknown) => e)) as Error;
+        expect(err).toMatchObject({ name: 'ManifestError', code: 'PAYLOAD_TYPE' });
+        expect(err.message).toContain('payload type "t\\u009b2J\\u007f\\u202e" is not ');
+        expect(err.message).not.toMatch(raw);
+      }
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it("publish's CHAIN_CONFLICT naming a stored head whose id is no manifest id: escaped", async () => {
     const root = tempDir();
     const scope = { principal: 'alice', session: 's1', run: 'r1' };

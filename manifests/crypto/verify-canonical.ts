@@ -7,6 +7,7 @@ import type { Digest } from '../../store/hash/digest.js';
 import type { SignatureVerifier } from './ed25519.js';
 import { pae, type Envelope, type ParsedEnvelope } from './envelope.js';
 import { ManifestError } from '../errors.js';
+import { shownValue } from '../../store/errors.js';
 import { MANIFEST_PAYLOAD_TYPE, manifestId } from '../format/manifest-core.js';
 import type { Manifest } from '../format/manifest.js';
 import { readCanonicalManifest } from '../format/manifest-read.js';
@@ -44,7 +45,7 @@ function verifyPayloadType(parsed: ParsedEnvelope): void {
   if (parsed.envelope.payloadType !== MANIFEST_PAYLOAD_TYPE) {
     throw new ManifestError(
       'PAYLOAD_TYPE',
-      `payload type ${JSON.stringify(parsed.envelope.payloadType.slice(0, 100))} is not ${MANIFEST_PAYLOAD_TYPE}`,
+      `payload type ${shownValue(parsed.envelope.payloadType, 100)} is not ${MANIFEST_PAYLOAD_TYPE}`,
     );
   }
 }
