@@ -464,6 +464,29 @@ describe('a stored record quoted in a refusal', () => {
     }
   });
 
+  it("resume's SCOPE_MISMATCH for an entry a log of the caller's serves under another session: that session escaped", async () => {
+    const root = tempDir();
+    const scope = { principal: 'alice', session: 's1', run: 'r1' };
+    const log = await LevelManifestLog.open(join(tempDir(), 'log'));
+    const ledger = await openLedger({ host: 'h', root, log, onNotice: () => {} });
+    try {
+      await ledger.publish(scope, sampleSummary(0));
+      // The entry at the head as a log of the caller's may serve it: stored under another session. The refusal named
+      // the signed manifest's session (the one asked for), not the one the entry is stored under.
+      const headWindow = log.headWindow.bind(log);
+      log.headWindow = async (session: string) => {
+        const w = await headWindow(session);
+        return { ...w, entryAtHead: w.entryAtHead && { ...w.entryAtHead, session: `other${ACTING}` } };
+      };
+      const err = (await ledger.resume(scope).catch((e: unknown) => e)) as Error;
+      expect(err).toMatchObject({ name: 'LedgerError', code: 'SCOPE_MISMATCH' });
+      expect(err.message).toBe('session s1 seq 0: the entry is stored under session "other\\u009b2J\\u007f\\u202e"');
+    } finally {
+      await ledger.close();
+      await log.close();
+    }
+  });
+
   it("resume's and history's PAYLOAD_TYPE naming a stored envelope's payload type: escaped", async () => {
     const root = tempDir();
     const scope = { principal: 'alice', session: 's1', run: 'r1' };
