@@ -40,10 +40,10 @@ function originHash(origin: string): string {
   return digestOf(new TextEncoder().encode(origin)).slice(7);
 }
 
-/** `<root>/checkpoints/<blake3(origin)>`: a log's pin is `<stem>.pin`; its witnesses' files go beside it. */
 /** Text from a file as a message quotes it: its first 300 characters (`…` when cut). */
 const cut = (text: string) => (text.length > 300 ? `${text.slice(0, 300)}…` : text);
 
+/** `<root>/checkpoints/<blake3(origin)>`: a log's pin is `<stem>.pin`; its witnesses' files go beside it. */
 function pinStem(root: string, origin: string): string {
   return join(root, 'checkpoints', originHash(origin));
 }
