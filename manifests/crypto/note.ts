@@ -56,17 +56,31 @@ const NAME_FORBIDDEN = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\
 const NAME_CONTROL = /[\u0000-\u001f]/;
 
 /**
+ * Names `isValidKeyName` found valid (strings: the same text is valid again). Every commit checks the signer's name and
+ * formats the log's origin, each with four regular expressions; a few short names are remembered, no long one (a
+ * hostile note's names are checked as ever and cost no memory kept).
+ */
+const validNames = new Set<string>();
+const REMEMBERED_NAMES = 16;
+const REMEMBERED_NAME_LENGTH = 256;
+
+/**
  * Key names: non-empty, valid UTF-8, no Unicode space, no `+` (as Go's note.isValidName), and no C0 control: a name
  * is written in note text (the origin line, signature lines), which refuses them, so such a name could never sign.
  */
 export function isValidKeyName(name: string): boolean {
-  return (
+  if (validNames.has(name)) return true;
+  const valid =
     typeof name === 'string' &&
     name.length > 0 &&
     !NAME_FORBIDDEN.test(name) &&
     !NAME_CONTROL.test(name) &&
-    isWellFormed(name)
-  );
+    isWellFormed(name);
+  if (valid && name.length <= REMEMBERED_NAME_LENGTH) {
+    if (validNames.size >= REMEMBERED_NAMES) validNames.clear();
+    validNames.add(name);
+  }
+  return valid;
 }
 
 export function isWellFormed(s: string): boolean {
@@ -95,8 +109,30 @@ const NOTE_KEY: Ed25519KeyKind = {
   algNoun: 'Ed25519 (0x01)',
 };
 
+/**
+ * The last key hash computed, with a copy of the exact inputs it is of: a ledger signs every checkpoint note with one
+ * key, and hashed its name and key afresh each time (SHA-256 and two fresh arrays per commit). Used only when the
+ * algorithm, the name and every byte of the key are those (a rotated key, another name or kind is hashed anew).
+ */
+let lastKeyHash: { alg: number; name: string; publicKey: Uint8Array; hash: number } | undefined;
+
 /** The key hash of an Ed25519 key of a kind: big-endian uint32 of SHA-256(name ‖ "\n" ‖ alg ‖ key)[0:4]. */
 export function ed25519KeyHash(alg: number, name: string, publicKey: Uint8Array): number {
+  const last = lastKeyHash;
+  if (last !== undefined && last.alg === alg && last.name === name && equalKeyBytes(last.publicKey, publicKey))
+    return last.hash;
+  const hash = computeKeyHash(alg, name, publicKey);
+  lastKeyHash = { alg, name, publicKey: Uint8Array.from(publicKey), hash };
+  return hash;
+}
+
+function equalKeyBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function computeKeyHash(alg: number, name: string, publicKey: Uint8Array): number {
   const nameBytes = encoder.encode(name);
   const buf = new Uint8Array(nameBytes.length + 2 + publicKey.length);
   buf.set(nameBytes, 0);
