@@ -63,9 +63,15 @@ export interface PinSlot {
   note: string;
 }
 
+const encoder = new TextEncoder();
+
 /** One slot's bytes: header, note, zero padding, checksum. */
 export function encodePinSlot(seq: number, note: string, slotSize: number): Uint8Array {
-  const text = new TextEncoder().encode(note);
+  return encodeSlotOf(seq, encoder.encode(note), slotSize);
+}
+
+/** `encodePinSlot` of a note already encoded (`text`: its UTF-8 bytes, as a pin sized its slot by them). */
+function encodeSlotOf(seq: number, text: Uint8Array, slotSize: number): Uint8Array {
   if (HEADER + text.length + CHECKSUM > slotSize)
     throw new RangeError(`a ${text.length}-byte note needs a larger slot`);
   const slot = new Uint8Array(slotSize);
@@ -277,7 +283,9 @@ export class CheckpointPinFile {
 
   /** `write`, with the file this process's alone (exclusive) or its lock held. */
   private async writeHeld(note: string, supersedes?: (pinned: string) => boolean): Promise<boolean> {
-    const needed = HEADER + new TextEncoder().encode(note).length + CHECKSUM;
+    // Encoded once: its length sizes the slot, its bytes are what the slot holds.
+    const text = encoder.encode(note);
+    const needed = HEADER + text.length + CHECKSUM;
     // Whether a pin found on file (by this or another process) already stands over `note`.
     const standsOver = (pinned: string): boolean => pinned !== note && supersedes?.(pinned) === true;
     if (!this.exclusive && (this.newest === undefined || needed > this.slotSize)) {
@@ -297,7 +305,7 @@ export class CheckpointPinFile {
       }
     }
     if (this.newest === undefined || needed > this.slotSize) return this.create(note, needed).then(() => true);
-    if (this.exclusive) return this.writeExclusive(note).then(() => true);
+    if (this.exclusive) return this.writeExclusive(note, text).then(() => true);
     const handle = await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW);
     try {
       // Another process of this root (PostgreSQL backend) may have pinned since: read both slots again, so this pin
@@ -324,7 +332,7 @@ export class CheckpointPinFile {
       }
       const index = newest.index === 0 ? 1 : 0;
       const seq = Math.max(newest.seq, this.newest.seq) + 1;
-      await this.writeSlot(handle, index, seq, note);
+      await this.writeSlot(handle, index, seq, text);
       // Overwritten in place: the size and name do not change, so the data is all that must reach the disk.
       await handle.datasync();
       this.newest = { index, seq, note };
@@ -338,13 +346,13 @@ export class CheckpointPinFile {
    * An exclusive pin: the slot beside this process's own newest pin, in one write on a handle opened with
    * `O_DSYNC` (the write returns once its data is durable, as write + fdatasync would).
    */
-  private async writeExclusive(note: string): Promise<void> {
+  private async writeExclusive(note: string, text: Uint8Array): Promise<void> {
     const newest = this.newest!;
     this.handle ??= await open(this.path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_DSYNC);
     const index = newest.index === 0 ? 1 : 0;
     const seq = newest.seq + 1;
     try {
-      await this.writeSlot(this.handle, index, seq, note);
+      await this.writeSlot(this.handle, index, seq, text);
     } catch (err) {
       // The slot may be torn: the next pin opens the file again and writes that slot again (its pair still holds).
       await this.dropHandle();
@@ -353,9 +361,12 @@ export class CheckpointPinFile {
     this.newest = { index, seq, note };
   }
 
-  /** Writes slot `index` in place: the pin `seq` holding `note` (durable only when the handle makes it so). */
-  private async writeSlot(handle: FileHandle, index: 0 | 1, seq: number, note: string): Promise<void> {
-    const slot = encodePinSlot(seq, note, this.slotSize);
+  /**
+   * Writes slot `index` in place: the pin `seq` holding the note whose UTF-8 bytes are `text` (durable only when the
+   * handle makes it so).
+   */
+  private async writeSlot(handle: FileHandle, index: 0 | 1, seq: number, text: Uint8Array): Promise<void> {
+    const slot = encodeSlotOf(seq, text, this.slotSize);
     let off = 0;
     while (off < slot.length)
       off += (await handle.write(slot, off, slot.length - off, index * this.slotSize + off)).bytesWritten;

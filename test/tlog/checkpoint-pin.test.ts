@@ -119,6 +119,29 @@ describe('a pin file other processes pin too', () => {
 });
 
 describe('the pin file', () => {
+  it('encodes a note once a pin (its length sizes the slot, its bytes fill it), in either mode, and reads it back', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'checkpoints'));
+    for (const exclusive of [false, true]) {
+      const stem = join(dir, 'checkpoints', exclusive ? 'own' : 'shared');
+      const { file } = await CheckpointPinFile.open(stem, { exclusive });
+      await file.write('origin\n1\nroot\n'); // the first pin creates the file
+      const encode = vi.spyOn(TextEncoder.prototype, 'encode');
+      try {
+        const note = 'origin\n2\nr\u00f6\u00f6t\n';
+        await file.write(note);
+        expect(
+          encode.mock.calls.filter(([text]) => text === note),
+          exclusive ? 'exclusive' : 'shared',
+        ).toHaveLength(1);
+        expect(await readPinnedNote(`${stem}.pin`)).toBe(note);
+      } finally {
+        encode.mockRestore();
+        await file.close();
+      }
+    }
+  });
+
   it('keeps a note whose origin begins with U+FEFF as signed: the store reopens and publishes on', async () => {
     // A valid origin (U+FEFF is no space); a decoder that took it for a byte order mark dropped it, and the pinned
     // note no longer matched its signature: every open, fsck's too, was NOTE_SIGNATURE_INVALID.
