@@ -319,3 +319,22 @@ describePostgres('id → position records on PostgreSQL', (pg) => {
     }
   });
 });
+
+describe("an id record that is no manifest id (a hand-edited row, a log of the caller's)", () => {
+  it('is named as data: escaped and shortened, nothing a terminal acts on left raw', async () => {
+    const ids = new LeafIds();
+    ids.add(new TextEncoder().encode('leaf 0'));
+    ids.complete = true;
+    const hostile = `\u001b]0;owned\u0007\u202e${'x'.repeat(500)}`;
+    const log = {
+      async *idPositions() {
+        yield { id: hostile as Digest, position: 0 };
+      },
+    } as unknown as ManifestLog;
+    const findings = await fsckIdPositions(log, ids);
+    const message = findings.find((f) => f.message.includes('the log holds no manifest with that id'))!.message;
+    expect(message).not.toMatch(/[\u0000-\u001f\u007f\u202e]/);
+    expect(message).toContain('\\u001b]0;owned');
+    expect(message.length).toBeLessThan(400);
+  });
+});

@@ -9,6 +9,7 @@
 import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import { digestBytesOf, formatDigest, isDigest, type Digest } from '../../store/hash/digest.js';
+import { shownValue } from '../../store/errors.js';
 import type { FsckFinding } from './maintenance.js';
 
 const MAX_REPORTED = 100;
@@ -40,8 +41,8 @@ export class LeafIds {
   }
 }
 
-/** An id read from a record, as a message names it: a digest as it is, anything else quoted. */
-const named = (id: string) => (isDigest(id) ? id : JSON.stringify(id));
+/** An id read from a record, as a message names it: a digest as it is, anything else quoted as data (`shownValue`). */
+const named = (id: string) => (isDigest(id) ? id : shownValue(id));
 
 /**
  * Holds every id → position record to the leaves' ids (`ids`, complete: else nothing is judged, the walk having
