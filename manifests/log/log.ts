@@ -59,8 +59,8 @@ export interface HeadWindow {
   watermark: number | undefined;
   /**
    * How the session-heads index of the same state disagrees with the head (`indexedHeadProblem`: `ROLLBACK`, a whole
-   * index committing another head or none; `TREE_DAMAGED` / `RECORD_CORRUPT`, a path that is not whole); undefined
-   * when it agrees or is not read. The embedded log holds each session's head to it at its first read in a process (a
+   * index committing another head or none; `TREE_DAMAGED` / `RECORD_CORRUPT`, a path that is not whole, or an index
+   * the open could not read or build); undefined when it agrees or is not read. The embedded log holds each session's head to it at its first read in a process (a
    * head record set back with its tail and watermark, before the process opened the store: `ROLLBACK`), and knows the
    * heads it writes itself; PostgreSQL does not read it here (docs/ARCHITECTURE.md, "Session heads").
    */

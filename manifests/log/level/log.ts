@@ -178,6 +178,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private treeSizeDamage: ManifestError | undefined;
   /** The session-heads index root as committed (moves with treeSize); undefined while the index is unreadable. */
   private headsRoot: Uint8Array | undefined;
+  /** Why the open could not read the index's root or build the index (`RECORD_CORRUPT`): no head can be held to it. */
+  private headsDamage: string | undefined;
 
   private readonly keys: LevelSigningKeys;
   private readonly grantTable: LevelGrantTable;
@@ -333,6 +335,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         // still loaded: checkpoints go on (without the line) and resume still checks them.
         if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
         log.treeDamage = err.message;
+        log.headsDamage = err.message;
       }
       try {
         log.treeSize = await readTreeSize(db);
@@ -473,7 +476,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
    * checkpoint signs, left as it was) is a `ROLLBACK` at its first read, not a stale summary handed out. The index's
    * root is the one the open judged against the pin (the same tree: the same root, else `FORK`), or one this log
    * wrote since. Synchronous reads from the snapshot, as the window's; a node on the path that cannot be parsed is
-   * `RECORD_CORRUPT` for this session (fsck names the record).
+   * `RECORD_CORRUPT` for this session (fsck names the record), and so is every head where the open could not read the
+   * index's root or build the index (a rebuild clears it first: an empty index would agree with a removed session).
    */
   private indexedHead(
     session: string,
@@ -482,6 +486,11 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   ): HeadWindow['index'] {
     const id = head?.id ?? null;
     if (this.indexedHeads.get(session) === id) return undefined;
+    if (this.headsDamage !== undefined)
+      return {
+        code: 'RECORD_CORRUPT',
+        problem: `the session-heads index could not be built or read at open: ${this.headsDamage}`,
+      };
     const fromSnapshot = (path: NodePath) => {
       const key = headsNodeKey(path);
       const raw = read(key);
@@ -1001,6 +1010,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       view.frontier = [...this.frontier];
       view.treeSize = this.treeSize;
       view.headsRoot = this.headsRoot?.slice();
+      view.headsDamage = this.headsDamage;
       view.treeDamage = this.treeDamage;
       view.treeSizeDamage = this.treeSizeDamage;
     });
