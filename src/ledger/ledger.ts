@@ -160,12 +160,6 @@ function grantOptions(options: unknown): { by?: unknown } {
 }
 
 /**
- * The options of resume and history (`null`: none), the signal read once (a getter that throws: `INVALID_ARGUMENT`);
- * the signal is checked where it is first used (throwIfCancelled).
- * @throws LedgerError `INVALID_ARGUMENT`
- */
-
-/**
  * After a read's head and entries passed every other check: the session-heads index's word on the head
  * (HeadWindow.index). Judged last, so a head that names a forged or damaged entry keeps that entry's own code; what is
  * left is a head every check passes that the index (whose root the pinned checkpoint signs) does not commit: a head
@@ -178,6 +172,11 @@ function refuseUnindexed(session: string, index: HeadWindow['index']): void {
   throw new ManifestError(index.code, `session ${session}: ${index.problem}`);
 }
 
+/**
+ * The options of resume and history (`null`: none), the signal read once (a getter that throws: `INVALID_ARGUMENT`);
+ * the signal is checked where it is first used (throwIfCancelled).
+ * @throws LedgerError `INVALID_ARGUMENT`
+ */
 function readOptions(options: unknown, what: string): { signal?: AbortSignal | undefined } {
   return readOptionFields(options, ['signal'], what, LedgerError) as { signal?: AbortSignal | undefined };
 }
