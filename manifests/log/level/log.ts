@@ -506,8 +506,8 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
         return { code: 'RECORD_CORRUPT' as const, problem: err.message };
       }
     };
-    // First the nodes the index's cache holds (every walk and append keeps the few near the root there), the rest from
-    // the snapshot. The cache may hold a state just before or after the snapshot's (a batch this log is committing):
+    // First the nodes the index's cache holds (the paths appends of this process read and wrote: never filled from a
+    // read's snapshot, which may be ahead of the committed state appends build on), the rest from the snapshot. The cache may hold a state just before or after the snapshot's (a batch this log is committing):
     // nodes of two states mixed cannot hash to a stored root unless they are that root's own (the hashes bind every
     // node below), so an agreement stands; a disagreement is judged again from the snapshot alone.
     const cached = (path: NodePath) => {
