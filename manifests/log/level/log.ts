@@ -507,9 +507,10 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
       }
     };
     // First the nodes the index's cache holds (the paths appends of this process read and wrote: never filled from a
-    // read's snapshot, which may be ahead of the committed state appends build on), the rest from the snapshot. The cache may hold a state just before or after the snapshot's (a batch this log is committing):
-    // nodes of two states mixed cannot hash to a stored root unless they are that root's own (the hashes bind every
-    // node below), so an agreement stands; a disagreement is judged again from the snapshot alone.
+    // read's snapshot, which may be ahead of the committed state appends build on), the rest from the snapshot. The
+    // cache may hold a state just before or after the snapshot's (a batch this log is committing): nodes of two states
+    // mixed cannot hash to a stored root unless they are that root's own (the hashes bind every node below), so an
+    // agreement stands; a disagreement is judged again from the snapshot alone.
     const cached = (path: NodePath) => {
       const hit = this.headsNodes.peek(path);
       return hit === undefined ? fromSnapshot(path) : (hit ?? undefined);
