@@ -1589,7 +1589,9 @@ describePostgres('PostgreSQL backend', (pg) => {
         await locker.query('BEGIN');
         await locker.query(`SELECT 1 FROM "${schema}".heads WHERE session = 's' FOR UPDATE`);
         const append = rejection(log.append(link('s', 1)));
-        await new Promise((r) => setTimeout(r, 300));
+        // Restarted once the append waits on that lock (a fixed pause was not always enough on a loaded machine: an
+        // append that had not yet reached the lock ran after the restart, on a fresh connection, and succeeded).
+        await waitingForLock(pg, '%', { settles: append });
 
         await pg.cluster.restart();
         release();
