@@ -12,29 +12,13 @@ import { bitAt, buildSessionHeads, headValue, prefixOf, sessionKey } from '../..
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { fsck } from '../../src/ops/maintenance.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
-import { open, publishMany, scope } from './ledger-support.js';
+import { editClosedLog, logLocation, open, publishMany, scope } from './ledger-support.js';
 
 const hex12 = (n: number) => n.toString(16).padStart(12, '0');
-const locationOf = (ledger: Ledger) =>
-  ((ledger.log as LevelManifestLog).raw as unknown as { location: string }).location;
 const ROOT_KEY = headsNodeKey({ depth: 0, prefix: new Uint8Array(32) });
 const at = (session: string, depth: number) => headsNodeKey({ depth, prefix: prefixOf(sessionKey(session), depth) });
 
-/** Edits the closed store's LevelDB records (`undefined`: removed). */
-async function edit(
-  location: string,
-  change: (log: LevelManifestLog) => Promise<Record<string, string | undefined>>,
-): Promise<void> {
-  const log = await LevelManifestLog.open(location);
-  try {
-    const ops = await change(log);
-    for (const [key, value] of Object.entries(ops))
-      if (value === undefined) await log.raw.del(key);
-      else await log.raw.put(key, value);
-  } finally {
-    await log.close();
-  }
-}
+const edit = editClosedLog;
 
 /** A closed store: s published three times, t and o0…o5 once; s's receipts. */
 async function store() {
@@ -42,7 +26,7 @@ async function store() {
   const ledger = await open(root);
   const published = await publishMany(ledger, 's', 3);
   for (const other of ['t', ...Array.from({ length: 6 }, (_, i) => `o${i}`)]) await publishMany(ledger, other, 1);
-  const location = locationOf(ledger);
+  const location = logLocation(ledger);
   await ledger.close();
   return { root, location, seq0: { seq: 0, id: published[0]!.id } };
 }

@@ -6,33 +6,19 @@
  * over the cut, re-signing an index that hid it). A head the index commits is walked once per process.
  */
 import { describe, expect, it } from 'vitest';
-import { LevelManifestLog } from '../../manifests/log/level/log.js';
 import { headsNodeKey, headsNodeValue } from '../../manifests/log/level/session-heads.js';
 import { headValue, prefixOf, sessionKey } from '../../manifests/tlog/session-heads.js';
-import type { Ledger } from '../../src/ledger/ledger.js';
 import { fsck } from '../../src/ops/maintenance.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
-import { open, publishMany, scope } from './ledger-support.js';
+import { editClosedLog, logLocation, open, publishMany, scope } from './ledger-support.js';
 
 const hex12 = (n: number) => n.toString(16).padStart(12, '0');
-const locationOf = (ledger: Ledger) =>
-  ((ledger.log as LevelManifestLog).raw as unknown as { location: string }).location;
 
-/** Edits the closed store's LevelDB records (`undefined`: removed). */
-async function edit(
+/** Edits the closed store's records, reading them through `read` (`undefined`: removed). */
+const edit = (
   location: string,
   change: (read: (key: string) => Promise<string>) => Promise<Record<string, string | undefined>>,
-) {
-  const log = await LevelManifestLog.open(location);
-  try {
-    const ops = await change(async (key) => (await log.raw.get(key))!);
-    for (const [key, value] of Object.entries(ops))
-      if (value === undefined) await log.raw.del(key);
-      else await log.raw.put(key, value);
-  } finally {
-    await log.close();
-  }
-}
+) => editClosedLog(location, (log) => change(async (key) => (await log.raw.get(key))!));
 
 /** A store with s published three times and t once, closed; its root and s's receipts. */
 async function store() {
@@ -40,7 +26,7 @@ async function store() {
   const ledger = await open(root);
   const published = await publishMany(ledger, 's', 3);
   await publishMany(ledger, 't', 1);
-  const location = locationOf(ledger);
+  const location = logLocation(ledger);
   await ledger.close();
   return { root, location, published };
 }

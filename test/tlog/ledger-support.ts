@@ -51,3 +51,26 @@ export async function embeddedNamedAsBefore(root: string, origin: string): Promi
     await log.close();
   }
 }
+
+/** Where an embedded ledger's LevelDB log lives (its `manifests-v1/`). */
+export const logLocation = (ledger: Ledger): string =>
+  ((ledger.log as LevelManifestLog).raw as unknown as { location: string }).location;
+
+/**
+ * Edits a closed embedded store's LevelDB records behind the log's back (`undefined`: removed), as someone who can
+ * write the storage would.
+ */
+export async function editClosedLog(
+  location: string,
+  change: (log: LevelManifestLog) => Promise<Record<string, string | undefined>>,
+): Promise<void> {
+  const log = await LevelManifestLog.open(location);
+  try {
+    const ops = await change(log);
+    for (const [key, value] of Object.entries(ops))
+      if (value === undefined) await log.raw.del(key);
+      else await log.raw.put(key, value);
+  } finally {
+    await log.close();
+  }
+}
