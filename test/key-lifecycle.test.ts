@@ -484,6 +484,34 @@ describe('a trust.json restored from before the last rotation', () => {
     await ledger.close();
   });
 
+  it('is refused (KEY_INVALID) also before the new key signed anything: the log closed the key it holds current', async () => {
+    // A backup restored right after a rotation: the new key has no record in the log yet, but the old one's window
+    // is closed there. Listing the new key from now would leave the old one current in trust.json (fsck:
+    // KEY_WINDOW_MISMATCH), its window open to every auditor given `keys export`.
+    const root = tempDir();
+    let ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(1));
+    const backup = readFileSync(join(root, 'trust.json'));
+    const old = ledger.keyId;
+    await ledger.rotateKey();
+    await ledger.close();
+    const current = readFileSync(join(root, 'trust.json'));
+    writeFileSync(join(root, 'trust.json'), backup, { mode: 0o600 });
+    await expect(open(root)).rejects.toMatchObject({
+      code: 'KEY_INVALID',
+      message: expect.stringContaining(
+        `lists key "${old}" of host "host-a" as current, which the log closed at`,
+      ) as unknown,
+    });
+    await expect(open(root)).rejects.toThrow(/a trust\.json from before its last rotation; restore the current one/);
+    expect(readFileSync(join(root, 'trust.json'))).toEqual(backup); // nothing listed from now
+    writeFileSync(join(root, 'trust.json'), current, { mode: 0o600 });
+    ledger = await open(root);
+    await ledger.publish(scope, sampleSummary(2));
+    expect((await fsck(ledger)).ok).toBe(true);
+    await ledger.close();
+  });
+
   it('is judged only under the trust lock: a trust.json read while another process rotates is read again', async () => {
     // Another process of the root (PostgreSQL) rotates under the trust lock; this process reads trust.json from
     // before the rotation and the rotated key file. Without the lock the pair looks like a restored backup.

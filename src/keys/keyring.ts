@@ -52,6 +52,11 @@ export interface KeyringOptions {
    */
   signedBefore?: (keyId: string) => Promise<boolean>;
   /**
+   * Where the log closed a key's window (a rotation or revocation), if it did: a key of this host that trust.json holds
+   * current and the log closed makes a trust.json from before that rotation, whose new key may not have signed yet.
+   */
+  closedInLog?: (keyId: string) => Promise<string | undefined>;
+  /**
    * Whether nothing was ever signed in this store (no entry, no signing-key record): only then is a missing trust.json
    * rebuilt for the host key (a first open that stopped between writing the key and trust.json). Any other key it
    * listed, of a rotation or of another host, could have signed, and would silently lose its window.
@@ -709,6 +714,23 @@ export class Keyring {
           'KEY_INVALID',
           `${this.trustPath} does not list key ${signer.keyId} of host ${this.options.host}, which signed manifests of this store (a trust.json from before its last rotation?); restore the current trust.json (a backup or \`keys export\` taken after the last rotation)`,
         );
+      // The rotation's new key may not have signed yet (a backup taken, and restored, right after it): the log then
+      // knows nothing of it, but it closed the key trust.json still holds current. Listed from now beside that one, the
+      // new key would leave the closed key's window open in trust.json (and in every `keys export` of it) — the
+      // window the rotation meant to end. Judged for this host's own key file only, read as it was (not made anew): a
+      // rotation puts its new key there only once trust.json lists it, so there this pair is a trust.json older than
+      // the key file. (A record that cannot be read is fsck's to name: it decides nothing here.)
+      const ownKeyFile = this.keyPath !== undefined && this.options.keyFile === undefined && !this.madeHostKey;
+      if (!elsewhere && ownKeyFile && this.options.closedInLog)
+        for (const k of this.trust.keys) {
+          if (k.host !== this.options.host || k.notAfter !== undefined || k.revokedAt !== undefined) continue;
+          const closedAt = await this.options.closedInLog(k.keyId).catch(() => undefined);
+          if (closedAt !== undefined)
+            throw new LedgerError(
+              'KEY_INVALID',
+              `${this.trustPath} does not list key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.options.host)}, and lists key ${JSON.stringify(k.keyId)} of host ${JSON.stringify(this.options.host)} as current, which the log closed at ${closedAt} (rotated or revoked): a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); nothing was listed`,
+            );
+        }
       // Keys of this host trust.json holds current: a key file lost (and this key made anew), or a key held where this
       // open was not given it (a `keyFile`, an injected signer). Which one, only the operator knows: both stay listed,
       // and the notice says how to end the other one.

@@ -544,6 +544,7 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
         clock,
         origin,
         signedBefore: async (keyId) => (await log.signingKeys.get(keyId)) !== undefined,
+        closedInLog: async (keyId) => (await log.signingKeys.get(keyId))?.closedAt,
         notice,
         createHostKey: options.createHostKey,
         // A diagnosing open of a store whose origin record is damaged writes no key and lists none under the name it
