@@ -505,6 +505,15 @@ describe('a trust.json restored from before the last rotation', () => {
     });
     await expect(open(root)).rejects.toThrow(/a trust\.json from before its last rotation; restore the current one/);
     expect(readFileSync(join(root, 'trust.json'))).toEqual(backup); // nothing listed from now
+    // An open that lists no key (createHostKey: false: the CLI's resume, history, fsck…) says the same, not that the
+    // key file was copied from another store (whose advice, to move it aside and make a new key, would lose it).
+    const refused = await open(root, { createHostKey: false }).then(
+      () => 'opened',
+      (err: Error) => err.message,
+    );
+    expect(refused).toContain(`lists key "${old}" of host "host-a" as current, which the log closed at`);
+    expect(refused).toContain('a trust.json from before its last rotation; restore the current one');
+    expect(refused).not.toContain('copied from another store');
     writeFileSync(join(root, 'trust.json'), current, { mode: 0o600 });
     ledger = await open(root);
     await ledger.publish(scope, sampleSummary(2));

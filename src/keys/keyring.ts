@@ -283,6 +283,24 @@ async function assertSignerVerifies(signer: Signer): Promise<void> {
 }
 
 /**
+ * A key of this host that trust.json holds current (no window end, not revoked) and the log closed (a rotation or
+ * revocation ended it there), with where: beside a key file trust.json does not list, a trust.json from before that
+ * rotation, whose new key may not have signed yet. A record that cannot be read is fsck's to name: it decides nothing.
+ */
+async function closedCurrentKey(
+  trust: TrustStore,
+  options: KeyringOptions,
+): Promise<{ keyId: string; closedAt: string } | undefined> {
+  if (!options.closedInLog) return undefined;
+  for (const k of trust.keys) {
+    if (k.host !== options.host || k.notAfter !== undefined || k.revokedAt !== undefined) continue;
+    const closedAt = await options.closedInLog(k.keyId).catch(() => undefined);
+    if (closedAt !== undefined) return { keyId: k.keyId, closedAt };
+  }
+  return undefined;
+}
+
+/**
  * What an operator reads when the host's key file holds a key trust.json does not list, for an open that lists none
  * (`createHostKey: false`): which case it is, as far as the store can tell, and what to do. A key that signed here is
  * this store's (trust.json is older than it); beside another current key of the host it is most likely a key file
@@ -296,12 +314,15 @@ function unlistedKeyAdvice(
   keyPath: string,
   keyId: string,
   signedHere: boolean | undefined,
+  closed: { keyId: string; closedAt: string } | undefined,
 ): string {
   const host = options.host;
   const file = JSON.stringify(keyPath);
   const head = `${trustPath} does not list key ${JSON.stringify(keyId)} of host ${JSON.stringify(host)}, read from ${file}`;
   if (signedHere === true)
     return `${head}, which signed manifests of this store: a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); this command lists no key`;
+  if (closed !== undefined)
+    return `${head}, and lists key ${JSON.stringify(closed.keyId)} of host ${JSON.stringify(host)} as current, which the log closed at ${closed.closedAt} (rotated or revoked): a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); this command lists no key`;
   const current = trust.keys.filter((k) => k.host === host && k.notAfter === undefined && k.revokedAt === undefined);
   if (current.length > 0) {
     const listed = current.map((k) => JSON.stringify(k.keyId)).join(', ');
@@ -532,6 +553,7 @@ export class Keyring {
           keyPath!,
           signer.keyId,
           await options.signedBefore?.(signer.keyId).catch(() => undefined),
+          await closedCurrentKey(trust, options),
         ),
       );
     }
@@ -719,18 +741,14 @@ export class Keyring {
       // new key would leave the closed key's window open in trust.json (and in every `keys export` of it) — the
       // window the rotation meant to end. Judged for this host's own key file only, read as it was (not made anew): a
       // rotation puts its new key there only once trust.json lists it, so there this pair is a trust.json older than
-      // the key file. (A record that cannot be read is fsck's to name: it decides nothing here.)
+      // the key file.
       const ownKeyFile = this.keyPath !== undefined && this.options.keyFile === undefined && !this.madeHostKey;
-      if (!elsewhere && ownKeyFile && this.options.closedInLog)
-        for (const k of this.trust.keys) {
-          if (k.host !== this.options.host || k.notAfter !== undefined || k.revokedAt !== undefined) continue;
-          const closedAt = await this.options.closedInLog(k.keyId).catch(() => undefined);
-          if (closedAt !== undefined)
-            throw new LedgerError(
-              'KEY_INVALID',
-              `${this.trustPath} does not list key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.options.host)}, and lists key ${JSON.stringify(k.keyId)} of host ${JSON.stringify(this.options.host)} as current, which the log closed at ${closedAt} (rotated or revoked): a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); nothing was listed`,
-            );
-        }
+      const closed = !elsewhere && ownKeyFile ? await closedCurrentKey(this.trust, this.options) : undefined;
+      if (closed !== undefined)
+        throw new LedgerError(
+          'KEY_INVALID',
+          `${this.trustPath} does not list key ${JSON.stringify(signer.keyId)} of host ${JSON.stringify(this.options.host)}, and lists key ${JSON.stringify(closed.keyId)} of host ${JSON.stringify(this.options.host)} as current, which the log closed at ${closed.closedAt} (rotated or revoked): a trust.json from before its last rotation; restore the current one (a backup or \`keys export\` taken after the last rotation); nothing was listed`,
+        );
       // Keys of this host trust.json holds current: a key file lost (and this key made anew), or a key held where this
       // open was not given it (a `keyFile`, an injected signer). Which one, only the operator knows: both stay listed,
       // and the notice says how to end the other one.
