@@ -19,7 +19,7 @@
 import { sha256 } from '../crypto/sha256.js';
 import { decodeBase64, encodeBase64 } from '../encoding/base64.js';
 import { domainHash, equalBytes, type ProofResult } from './merkle.js';
-import { ManifestError } from '../errors.js';
+import { ManifestError, rollbackRefused } from '../errors.js';
 
 export const KEY_BITS = 256;
 const LEAF = 0x10;
@@ -111,6 +111,13 @@ function placedKey(session: string): Uint8Array {
   }
   return key;
 }
+
+/**
+ * The head an append of `seq` with link `prev` extends, as `SessionHeadsUpdate.set`'s `previous`: none (null) for a
+ * chain's first entry, else seq − 1 with the id `prev` names (the append was checked to extend the head so).
+ */
+export const extendedHead = (change: { seq: number; prev: string | null }): SessionHead | null =>
+  change.prev === null ? null : { seq: change.seq - 1, id: change.prev };
 
 /** The value hashed into the leaf: SHA-256 of the RFC 8785 bytes of `{ id, seq }` (keys in code-point order). */
 export function headValue(head: SessionHead): Uint8Array {
@@ -308,16 +315,33 @@ export class SessionHeadsUpdate {
     this.overlay.set(nodeName(path), { path, node });
   }
 
-  /** Records `session`'s new head (a new session, or its chain grown). */
-  async set(session: string, head: SessionHead): Promise<void> {
-    return runReads(this.setSteps(session, head), this.stored);
+  /**
+   * The first session whose stored leaf did not commit the head its change extends (`set`'s `previous`), with how:
+   * refused `ROLLBACK` once the path's stored nodes were held to each other (`settle`), so a damaged path keeps its
+   * `TREE_DAMAGED`.
+   */
+  private unextended: { session: string; problem: string } | undefined;
+
+  /**
+   * Records `session`'s new head (a new session, or its chain grown). `previous`: the head the change extends (null:
+   * none, a new chain), which the stored index must commit for the session (its leaf, or none), else the update is
+   * refused `ROLLBACK` (a head record set back or removed under the index, with its tail and watermark, must not be
+   * folded into the next signed root); undefined: not checked.
+   */
+  async set(session: string, head: SessionHead, previous?: SessionHead | null): Promise<void> {
+    return runReads(this.setSteps(session, head, previous), this.stored);
   }
 
-  private *setSteps(session: string, head: SessionHead): Reads<void> {
+  private *setSteps(session: string, head: SessionHead, previous?: SessionHead | null): Reads<void> {
     const key = placedKey(session);
     const value = headValue(head);
     const end = yield* walk(key, (paths) => this.read(paths), this.firstRound);
     this.walkedTo = Math.max(this.walkedTo, end.depth);
+    if (previous !== undefined && this.unextended === undefined) {
+      // The node where the path ends as stored (a batch's sessions are distinct: no change of this update replaced it).
+      const problem = leafProblem(end.node, key, previous ?? undefined);
+      if (problem !== undefined) this.unextended = { session, problem };
+    }
     let deepest = end.depth - 1; // the deepest interior node on the path after this change
     if (end.node?.leaf && !equalBytes(end.node.key, key)) {
       // Another key sits alone where the path ends: both go one level below where their keys part.
@@ -343,7 +367,11 @@ export class SessionHeadsUpdate {
 
   /** Hashes the pending interior nodes, deepest first; their children not in the overlay are read in one round. */
   private *settle(): Reads<void> {
-    if (this.dirty.size === 0) return;
+    if (this.dirty.size === 0) {
+      // No interior node on the changed paths (the root a leaf, or none): nothing stored to hold the leaf to.
+      if (this.unextended !== undefined) throw rollbackRefused(this.unextended.session, this.unextended.problem);
+      return;
+    }
     const pending = [...this.dirty].sort((a, b) => b[1].depth - a[1].depth); // [name, path], deepest first
     this.dirty.clear();
     // Each pending node's two children, named once (a batch names every changed node's children several times).
@@ -391,6 +419,9 @@ export class SessionHeadsUpdate {
           `session-heads index: the stored node at depth ${p.depth} does not hash its children (a node below it was changed without it: a damaged or rewritten index; fsck reports it)`,
         );
     });
+    // The stored path is whole (each changed node hashes its stored children): a leaf that does not commit the head a
+    // change extends is the head record's own change, not the index's.
+    if (this.unextended !== undefined) throw rollbackRefused(this.unextended.session, this.unextended.problem);
     const child = (c: { name: string }): Uint8Array => {
       const mine = this.overlay.get(c.name);
       return hashOfNode(mine ? mine.node : storedChildren.get(c.name));
@@ -428,12 +459,16 @@ export class SessionHeadsUpdate {
    * `set` for each of `heads`, then `changes()` and `root()`: the result at once where the stored reader answers at
    * once (every node cached), else a promise of it. An append batch is built without yielding to the event loop.
    */
-  apply(heads: Iterable<{ session: string; head: SessionHead }>): Applied | Promise<Applied> {
+  apply(
+    heads: Iterable<{ session: string; head: SessionHead; previous?: SessionHead | null | undefined }>,
+  ): Applied | Promise<Applied> {
     return runReads(this.applySteps(heads), this.stored);
   }
 
-  private *applySteps(heads: Iterable<{ session: string; head: SessionHead }>): Reads<Applied> {
-    for (const { session, head } of heads) yield* this.setSteps(session, head);
+  private *applySteps(
+    heads: Iterable<{ session: string; head: SessionHead; previous?: SessionHead | null | undefined }>,
+  ): Reads<Applied> {
+    for (const { session, head, previous } of heads) yield* this.setSteps(session, head, previous);
     const root = yield* this.rootSteps();
     return { changes: [...this.overlay.values()], removed: this.removed(), root };
   }
@@ -554,16 +589,21 @@ function* indexedHeadSteps(session: string, head: SessionHead | undefined): Read
       code: 'TREE_DAMAGED',
       problem: `session-heads index: the nodes on the session's path do not hash to its root (a node at depth ${depth} or beside the path rewritten without its ancestors; fsck reports it)`,
     };
+  const problem = leafProblem(node, key, head);
+  return problem === undefined ? undefined : { code: 'ROLLBACK', problem };
+}
+
+/**
+ * How `node`, where the path of the session whose key is `key` ends, fails to commit `head` as its head (undefined
+ * `head`: no head), undefined when it commits exactly that.
+ */
+function leafProblem(node: HeadsNode | undefined, key: Uint8Array, head: SessionHead | undefined): string | undefined {
   const own = node?.leaf === true && equalBytes(node.key, key);
-  const rollback = (problem: string) => ({ code: 'ROLLBACK' as const, problem });
   if (head === undefined)
-    return own
-      ? rollback('the session-heads index commits a head for the session, which has no head record')
-      : undefined;
-  if (!own)
-    return rollback(`the session-heads index commits no head for the session, whose head record names seq ${head.seq}`);
+    return own ? 'the session-heads index commits a head for the session, which has no head record' : undefined;
+  if (!own) return `the session-heads index commits no head for the session, whose head record names seq ${head.seq}`;
   if (!equalBytes((node as HeadsNode & { leaf: true }).value, headValue(head)))
-    return rollback(`the session-heads index commits a head other than the head record's seq ${head.seq}`);
+    return `the session-heads index commits a head other than the head record's seq ${head.seq}`;
   return undefined;
 }
 

@@ -163,6 +163,57 @@ it('holds a node it made itself to its children too: a child changed without it 
   await expect(changed.apply([[left[0]!, head(100)]])).rejects.toMatchObject({ code: 'TREE_DAMAGED' });
 });
 
+it('refuses ROLLBACK a change whose `previous` head the stored leaf does not commit, once the path is whole', async () => {
+  const index = memoryIndex();
+  const sessions = Array.from({ length: 12 }, (_, i) => `s${i}`);
+  await index.apply(sessions.map((s) => [s, head(2)]));
+  const before = new Map(index.nodes);
+  const update = (changes: Array<{ session: string; head: SessionHead; previous?: SessionHead | null }>) =>
+    new SessionHeadsUpdate(index.read).apply(changes);
+  // The head it extends: accepted, the same root as without the check.
+  const root = (await update([{ session: 's3', head: head(3), previous: head(2) }])).root;
+  expect(root).toEqual((await update([{ session: 's3', head: head(3) }])).root);
+  // Another head (the head row set back to seq 1), or none (the row removed): ROLLBACK naming the session; a session
+  // that is new where the index commits none: accepted.
+  await expect(update([{ session: 's3', head: head(2), previous: head(1) }])).rejects.toMatchObject({
+    code: 'ROLLBACK',
+    message: expect.stringContaining(
+      "session s3: the session-heads index commits a head other than the head record's seq 1",
+    ),
+  });
+  await expect(update([{ session: 's3', head: head(0), previous: null }])).rejects.toMatchObject({
+    code: 'ROLLBACK',
+    message: expect.stringContaining('commits a head for the session, which has no head record'),
+  });
+  await expect(update([{ session: 'new', head: head(1), previous: head(0) }])).rejects.toMatchObject({
+    code: 'ROLLBACK',
+    message: expect.stringContaining('commits no head for the session, whose head record names seq 0'),
+  });
+  expect((await update([{ session: 'new', head: head(0), previous: null }])).root).toEqual(
+    sessionHeadsRoot([...sessions.map((session) => ({ session, head: head(2) })), { session: 'new', head: head(0) }]),
+  );
+  // In a batch, only the session held to another head refuses; alone, the others pass.
+  await expect(
+    update([
+      { session: 's1', head: head(3), previous: head(2) },
+      { session: 's4', head: head(3), previous: head(1) },
+    ]),
+  ).rejects.toMatchObject({ code: 'ROLLBACK', message: expect.stringContaining('session s4:') });
+  // An index of one session (its leaf at the root, no interior node to hold it to): still held to the head.
+  const one = memoryIndex();
+  await one.apply([['only', head(5)]]);
+  await expect(
+    new SessionHeadsUpdate(one.read).apply([{ session: 'only', head: head(5), previous: head(4) }]),
+  ).rejects.toMatchObject({ code: 'ROLLBACK' });
+  // The leaf rewritten with the head (the path no longer whole): TREE_DAMAGED, as a reader judges it.
+  const leaf = [...index.nodes].find(([, n]) => n.leaf && n.key.every((b, i) => b === sessionKey('s3')[i]))!;
+  index.nodes.set(leaf[0], { ...(leaf[1] as HeadsNode & { leaf: true }), value: headValue(head(1)) });
+  await expect(update([{ session: 's3', head: head(2), previous: head(1) }])).rejects.toMatchObject({
+    code: 'TREE_DAMAGED',
+  });
+  expect(index.nodes.size).toBe(before.size);
+});
+
 describe('session-heads index: proofs', () => {
   const sessions = Array.from({ length: 300 }, (_, i) => `session-${i}`);
   const setup = async () => {

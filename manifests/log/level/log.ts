@@ -727,9 +727,10 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
           // cache where it holds the paths (no turn of the event loop between two batches), else after reading them.
           let heads: HeadsPuts;
           try {
+            // Each held to the head its append extends: the index must commit it (it does, as this log wrote both).
             const built = headsPuts(
               this.headsNodes.read,
-              results.map((r) => r.head),
+              results.map((r, i) => ({ ...r.head, prev: batch[i]!.request.prev })),
             );
             heads = built instanceof Promise ? await built : built;
           } catch (err) {
@@ -795,9 +796,9 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private async refuseAlone(batch: Pending[]): Promise<boolean> {
     const refusals = new Map<Pending, ManifestError | Error>();
     for (const p of batch) {
-      const { session, seq, id } = p.request;
+      const { session, seq, id, prev } = p.request;
       try {
-        const built = headsPuts(this.headsNodes.read, [{ session, seq, id, owner: p.owner }]);
+        const built = headsPuts(this.headsNodes.read, [{ session, seq, id, owner: p.owner, prev }]);
         if (built instanceof Promise) await built;
       } catch (err) {
         refusals.set(p, err instanceof ManifestError ? err : storageFailed('session-heads index read', err));

@@ -20,6 +20,7 @@ import {
   type HeadsNodeReader,
   type NodePath,
   SessionHeadsUpdate,
+  extendedHead,
   type Applied,
 } from '../../tlog/session-heads.js';
 import type { ChainHead } from '../log.js';
@@ -116,11 +117,19 @@ export interface HeadsPuts extends Applied {
 /**
  * The puts that record the heads of one append batch (distinct sessions). Synchronous when `read` answers from its
  * cache (the usual case: the batch is built between two synced writes without waiting for other work), else a
- * promise.
+ * promise. A head's `prev` (its append's link): the index must commit the head that append extended (`extendedHead`),
+ * else `ROLLBACK` (SessionHeadsUpdate.set's `previous`); absent, not checked.
  */
-export function headsPuts(read: HeadsNodeReader, heads: ChainHead[]): HeadsPuts | Promise<HeadsPuts> {
+export function headsPuts(
+  read: HeadsNodeReader,
+  heads: Array<ChainHead & { prev?: string | null }>,
+): HeadsPuts | Promise<HeadsPuts> {
   const applied = new SessionHeadsUpdate(read).apply(
-    heads.map((h) => ({ session: h.session, head: { seq: h.seq, id: h.id } })),
+    heads.map((h) => ({
+      session: h.session,
+      head: { seq: h.seq, id: h.id },
+      previous: h.prev === undefined ? undefined : extendedHead({ seq: h.seq, prev: h.prev }),
+    })),
   );
   const toPuts = ({ changes, removed, root }: Applied): HeadsPuts => ({
     puts: [

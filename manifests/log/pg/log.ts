@@ -51,7 +51,7 @@ import { MANIFEST_MIGRATIONS } from './schema.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { equalBytes } from '../../tlog/merkle.js';
 import { frontierOf, treeHeadAt, type NodeId, type TreeHead } from '../../tlog/tree.js';
-import { hashOfNode, type HeadsNode, type NodePath } from '../../tlog/session-heads.js';
+import { extendedHead, hashOfNode, type HeadsNode, type NodePath } from '../../tlog/session-heads.js';
 import { grown, hashesOf, nodeColumns, PgTree, treeCollision } from './tree.js';
 import { PgSessionHeads, type PrefetchedNodeRow, type ReadAhead } from './session-heads.js';
 import { onAbort } from '../../../store/abort.js';
@@ -738,11 +738,12 @@ export class PgManifestLog extends AbstractManifestLog {
       const code = pgCode(err);
       // A unique key or a deadlock the batch met as a whole: each by itself meets its own, or none. So does a damaged
       // node of the session-heads index (TREE_DAMAGED, rolled back): one append's path may be what met it, and it is
-      // refused alone, not the appends that happened to share its transaction.
+      // refused alone, not the appends that happened to share its transaction; as is one whose head the index does not
+      // commit (ROLLBACK: a head row set back under the index).
       if (
         code === UNIQUE_VIOLATION ||
         code === DEADLOCK_DETECTED ||
-        (err instanceof ManifestError && err.code === 'TREE_DAMAGED') ||
+        (err instanceof ManifestError && (err.code === 'TREE_DAMAGED' || err.code === 'ROLLBACK')) ||
         err instanceof FirstHeadHeld
       )
         return outcomes;
@@ -1057,7 +1058,8 @@ export class PgManifestLog extends AbstractManifestLog {
     const tree = grown(position, leaves, hashes);
     const { changes, removed } = await this.headsIndex.changesFor(
       client,
-      requests.map((r) => ({ session: r.session, head: { seq: r.seq, id: r.id } })),
+      // Each held to the head it extends (its row locked in this transaction): the index must commit it.
+      requests.map((r) => ({ session: r.session, head: { seq: r.seq, id: r.id }, previous: extendedHead(r) })),
       { ahead: read.ahead, rows: read.gate.heads_nodes },
     );
     try {

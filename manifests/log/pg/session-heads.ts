@@ -14,6 +14,7 @@ import {
   nodeName,
   type NodePath,
   SessionHeadsUpdate,
+  type SessionHead,
 } from '../../tlog/session-heads.js';
 import type { Queryable } from './tree.js';
 
@@ -137,18 +138,20 @@ export class PgSessionHeads {
   /**
    * Inside an append's transaction, after the position was taken: what recording the session's new head changes (read
    * in that transaction, written by the append in the same one, with the tree's nodes): the nodes to upsert
-   * (`upsertColumns`), and the stray records to remove (`remove`), usually none.
+   * (`upsertColumns`), and the stray records to remove (`remove`), usually none. Each head's `previous` (the head its
+   * append extends, locked in that transaction; null: none) must be what the index commits for the session, else
+   * ManifestError `ROLLBACK` (a head row set back or removed under the index: not folded into the next root).
    */
   async changesFor(
     q: Queryable,
-    heads: Array<{ session: string; head: { seq: number; id: string } }>,
+    heads: Array<{ session: string; head: SessionHead; previous: SessionHead | null }>,
     read?: { ahead: ReadAhead; rows: PrefetchedNodeRow[] },
   ): Promise<{ changes: Array<{ path: NodePath; node: HeadsNode }>; removed: NodePath[] }> {
     const fromStore = (paths: NodePath[]) => this.read(q, paths);
     const update = read
       ? new SessionHeadsUpdate(prefetched(read.ahead.paths, read.rows, fromStore), read.ahead.depths)
       : new SessionHeadsUpdate(fromStore);
-    for (const { session, head } of heads) await update.set(session, head);
+    for (const { session, head, previous } of heads) await update.set(session, head, previous);
     if (read) this.depth = Math.min(Math.max(update.walkedTo + 3, this.depth - heads.length / 16), MAX_READ_AHEAD);
     const changes = await update.changes();
     return { changes, removed: update.removed() };
