@@ -118,6 +118,8 @@ describePostgres('PostgreSQL backend', (pg) => {
     const open = () => PgManifestLog.open({ connectionString: pg.connectionString, schema });
     const fx = {
       log: await open(),
+      // Its head window reads the session's path with the head, from the same snapshot.
+      windowReadsIndex: true,
       async reopen() {
         await fx.log.close();
         fx.log = await open();

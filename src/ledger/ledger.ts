@@ -1020,13 +1020,14 @@ export class Ledger {
   /**
    * Returns the latest verified summary of a session, or `undefined` when it has none. Verifies the
    * signature (trusted key for the host at its time), the scope, the link to the previous entry and
-   * the blob's digest and size before any summary byte is returned; on the embedded store, at the session's first read
-   * in this process, also that the session-heads index (whose root the pinned checkpoint signs) commits this head.
+   * the blob's digest and size before any summary byte is returned; also that the session-heads index (whose root the
+   * pinned checkpoint signs) commits this head: on the embedded store at the session's first read in this process, on
+   * PostgreSQL at every read.
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (a signal that is none, or an options field that throws as it
    *   is read), `CANCELLED`, `CLOSED`, `ROLLBACK`, `SCOPE_MISMATCH`, `CHAIN_BROKEN`, `UNAUTHORIZED`, `REVOKED`;
    *   ManifestError `SIGNATURE_INVALID`, `KEY_UNTRUSTED`, `KEY_EXPIRED`, `KEY_REVOKED`, `MANIFEST_INVALID`,
-   *   `TREE_DAMAGED` / `RECORD_CORRUPT` (embedded store: the session-heads index on the session's path is not whole or
-   *   cannot be read, so the head cannot be held to it);
+   *   `TREE_DAMAGED` / `RECORD_CORRUPT` (the session-heads index on the session's path is not whole or cannot be read,
+   *   so the head cannot be held to it);
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
   async resume(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<Resumed | undefined> {

@@ -472,7 +472,17 @@ export function manifestLogSuite(name: string, factory: ManifestLogFactory): voi
           await appendChain(session, 3);
           const code = await fx.damage(record);
           const window = await outcome(fx.log.headWindow(session));
-          expect(window).toEqual(await outcome(separately(session)));
+          // A head read back as another well-formed head (no code: PostgreSQL's typed columns) is one the session-heads
+          // index, left as it was, does not commit, where the window reads the index.
+          const index = 'value' in window ? window.value.index : undefined;
+          expect(index).toEqual(
+            code === undefined && record.kind === 'head' && fx.windowReadsIndex
+              ? { code: 'ROLLBACK', problem: expect.stringContaining("commits a head other than the head record's") }
+              : undefined,
+          );
+          expect('value' in window ? { value: { ...window.value, index: undefined } } : window).toEqual(
+            await outcome(separately(session)),
+          );
           if (code !== undefined) expect(window).toEqual({ code });
         }
       });

@@ -51,9 +51,18 @@ import { MANIFEST_MIGRATIONS } from './schema.js';
 import { leafOfEnvelope } from '../../tlog/leaf.js';
 import { equalBytes } from '../../tlog/merkle.js';
 import { frontierOf, treeHeadAt, type NodeId, type TreeHead } from '../../tlog/tree.js';
-import { extendedHead, hashOfNode, type HeadsNode, type NodePath } from '../../tlog/session-heads.js';
+import {
+  extendedHead,
+  hashOfNode,
+  indexedHeadProblem,
+  KEY_BITS,
+  likelyPaths,
+  type HeadsNode,
+  type IndexedHeadProblem,
+  type NodePath,
+} from '../../tlog/session-heads.js';
 import { grown, hashesOf, nodeColumns, PgTree, treeCollision } from './tree.js';
-import { PgSessionHeads, type PrefetchedNodeRow, type ReadAhead } from './session-heads.js';
+import { PgSessionHeads, prefetched, type PrefetchedNodeRow, type ReadAhead } from './session-heads.js';
 import { onAbort } from '../../../store/abort.js';
 
 const PAGE = 500;
@@ -297,6 +306,16 @@ const readAlong = {
           'hash', encode(hash, 'hex'), 'leaf_key', encode(leaf_key, 'hex'))), '[]'::json)
       FROM {schema}.session_heads WHERE (depth, prefix) IN (SELECT * FROM unnest(${depths}::smallint[], ${prefixes}::bytea[])))
       AS heads_nodes`,
+  /**
+   * The head window's nodes (`headWindowIndexed`), as `headsNodes` returns them, with no column name: those at `depths`
+   * (smallint[]) whose prefixes are `prefixes`, one bytea of 32 bytes each in the same order (one parameter, not an
+   * array of 2 × depth byteas to quote and parse: ~90 µs a statement less).
+   */
+  pathNodes: (depths: string, prefixes: string) =>
+    `(SELECT coalesce(json_agg(json_build_object('depth', h.depth, 'prefix', encode(h.prefix, 'hex'),
+          'hash', encode(h.hash, 'hex'), 'leaf_key', encode(h.leaf_key, 'hex'))), '[]'::json)
+      FROM unnest(${depths}::smallint[]) WITH ORDINALITY AS p(depth, i)
+      JOIN {schema}.session_heads h ON h.depth = p.depth AND h.prefix = substring(${prefixes}::bytea FROM (p.i::integer - 1) * 32 + 1 FOR 32))`,
 };
 
 export class PgManifestLog extends AbstractManifestLog {
@@ -428,6 +447,16 @@ export class PgManifestLog extends AbstractManifestLog {
       headWindow: q(`SELECT h.seq AS head_seq, h.id AS head_id, h.owner, ${cutBack.watermark('$1')} AS watermark,
           CASE WHEN h.seq IS NULL THEN ${cutBack.anyEntry('$1')} ELSE false END AS headless_beyond,
           e.position, e.session, e.seq, e.id, e.principal, e.envelope
+        FROM (SELECT 1) one
+        LEFT JOIN {schema}.heads h ON h.session = $1
+        LEFT JOIN {schema}.entries e ON e.session = $1 AND e.seq BETWEEN h.seq - 1 AND h.seq + 1
+        ORDER BY e.seq`),
+      // The same, with the session-heads nodes of the session's path and beside it ($2, $3: `likelyPaths`) from the
+      // same snapshot, to hold the head to the index (`_headWindow`): on the first row alone (the rows are up to three).
+      headWindowIndexed: q(`SELECT h.seq AS head_seq, h.id AS head_id, h.owner, ${cutBack.watermark('$1')} AS watermark,
+          CASE WHEN h.seq IS NULL THEN ${cutBack.anyEntry('$1')} ELSE false END AS headless_beyond,
+          e.position, e.session, e.seq, e.id, e.principal, e.envelope,
+          CASE WHEN row_number() OVER (ORDER BY e.seq) = 1 THEN ${readAlong.pathNodes('$2', '$3')} END AS heads_nodes
         FROM (SELECT 1) one
         LEFT JOIN {schema}.heads h ON h.session = $1
         LEFT JOIN {schema}.entries e ON e.session = $1 AND e.seq BETWEEN h.seq - 1 AND h.seq + 1
@@ -568,8 +597,54 @@ export class PgManifestLog extends AbstractManifestLog {
     };
   }
 
-  protected async _headWindow(session: string): Promise<HeadWindow> {
-    const rows = await this.rows<HeadWindowRow>('head window', this.sql.headWindow!, [session]);
+  /**
+   * The head window in one statement, so from one snapshot; unless `index: false`, with the session-heads nodes on the
+   * session's path and beside it (as deep as the index's recent walks went: `PgSessionHeads.readDepths`), which hold
+   * the head to the index (`indexedHeadProblem`, HeadWindow.index): a head row set back or removed under the index
+   * with its tail and watermark, by whichever host, is `ROLLBACK`; a path that does not hash to the stored root
+   * `TREE_DAMAGED`. Nothing is remembered (other hosts write heads too): every window reads the path. A path longer
+   * than the statement read (the index grew, or is damaged) is read again, whole window and deeper path together.
+   */
+  protected async _headWindow(session: string, options: { index?: boolean } = {}): Promise<HeadWindow> {
+    if (options.index === false)
+      return this.windowOf(session, await this.rows<HeadWindowRow>('head window', this.sql.headWindow!, [session]));
+    for (let depths = this.headsIndex.readDepths(); ; depths = depths < 32 ? 32 : KEY_BITS + 1) {
+      const paths = likelyPaths(session, depths);
+      const rows = await this.rows<HeadWindowRow & { heads_nodes: PrefetchedNodeRow[] | null }>(
+        'head window',
+        this.sql.headWindowIndexed!,
+        [session, paths.map((p) => p.depth), Buffer.concat(paths.map((p) => p.prefix))],
+      );
+      const window = this.windowOf(session, rows);
+      let walked = 0;
+      const deeper = new Error('the path is longer than read');
+      const nodes = rows.find((r) => r.heads_nodes !== null)!.heads_nodes!;
+      const read = prefetched(paths, nodes, () => {
+        throw deeper;
+      });
+      let index: HeadWindow['index'];
+      try {
+        // Every node asked for was read with the head: the judgement is at once.
+        index = indexedHeadProblem(
+          (asked) => {
+            for (const p of asked) walked = Math.max(walked, p.depth);
+            return read(asked);
+          },
+          session,
+          window.head && { seq: window.head.seq, id: window.head.id },
+        ) as IndexedHeadProblem | undefined;
+      } catch (err) {
+        if (err === deeper) continue;
+        if (!(err instanceof ManifestError && err.code === 'RECORD_CORRUPT')) throw err;
+        index = { code: 'RECORD_CORRUPT', problem: err.message };
+      }
+      this.headsIndex.walked(walked);
+      return { ...window, index };
+    }
+  }
+
+  /** A head window from its statement's rows. */
+  private windowOf(session: string, rows: HeadWindowRow[]): HeadWindow {
     const first = rows[0]!;
     const head =
       first.head_seq === null

@@ -158,6 +158,18 @@ export class PgSessionHeads {
   }
 
   /**
+   * How many depths of a session's path a head window reads with the head (`likelyPaths`): as an append reads ahead.
+   */
+  readDepths(): number {
+    return Math.max(1, Math.ceil(this.depth));
+  }
+
+  /** A head window's walk of the index ended at `depth`: the read-ahead follows it as an append's walk (`changesFor`). */
+  walked(depth: number): void {
+    this.depth = Math.min(Math.max(depth + 3, this.depth - 1 / 16), MAX_READ_AHEAD);
+  }
+
+  /**
    * The nodes an append of `sessions` reads with its entries (`likelyPaths` as deep as this index's recent walks went),
    * for `changesFor`'s `read`.
    */
