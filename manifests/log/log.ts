@@ -60,10 +60,10 @@ export interface HeadWindow {
   /**
    * How the session-heads index of the same state disagrees with the head (`indexedHeadProblem`: `ROLLBACK`, a whole
    * index committing another head or none; `TREE_DAMAGED` / `RECORD_CORRUPT`, a path that is not whole, or an index
-   * the open could not read or build); undefined when it agrees or is not read. The embedded log holds each session's head to it at its first read in a process (a
-   * head record set back with its tail and watermark, before the process opened the store: `ROLLBACK`), and knows the
-   * heads it writes itself; PostgreSQL reads the session's path in the window's statement, every time (other hosts
-   * write heads too: docs/ARCHITECTURE.md, "Session heads").
+   * the open could not read or build); undefined when it agrees or is not read. The embedded log holds each session's
+   * head to it at its first read in a process (a head record set back with its tail and watermark, before the process
+   * opened the store: `ROLLBACK`), and knows the heads it writes itself; PostgreSQL reads the session's path in the
+   * window's statement, every time (other hosts write heads too: docs/ARCHITECTURE.md, "Session heads").
    */
   index?: { code: 'ROLLBACK' | 'TREE_DAMAGED' | 'RECORD_CORRUPT'; problem: string } | undefined;
 }
