@@ -62,6 +62,16 @@ describePostgres(
       expect((await ledgers[0]!.publish(scope('t'), sampleSummary('t after'))).seq).toBe(1);
     }
 
+    /** s's head row set back to seq 0 by SQL, with its later entries removed and its watermark lowered. */
+    async function setBack(s: Awaited<ReturnType<typeof store>>) {
+      await s.q(
+        `WITH d AS (DELETE FROM "${s.schema}".entries WHERE session = 's' AND seq > 0)
+          UPDATE "${s.schema}".heads SET seq = 0, id = $1 WHERE session = 's'`,
+        [s.published[0]!.id],
+      );
+      await s.q(`UPDATE "${s.schema}".watermarks SET seq = 0 WHERE session = 's'`);
+    }
+
     /** Resume and history of s by each ledger: refused with `code`, the message naming `problem`. */
     async function readsRefused(ledgers: Ledger[], code: string, problem: string) {
       for (const ledger of ledgers)
@@ -73,12 +83,7 @@ describePostgres(
       const s = await store();
       let fresh: Ledger | undefined;
       try {
-        await s.q(
-          `WITH d AS (DELETE FROM "${s.schema}".entries WHERE session = 's' AND seq > 0)
-            UPDATE "${s.schema}".heads SET seq = 0, id = $1 WHERE session = 's'`,
-          [s.published[0]!.id],
-        );
-        await s.q(`UPDATE "${s.schema}".watermarks SET seq = 0 WHERE session = 's'`);
+        await setBack(s);
         fresh = await s.openOne();
         await readsRefused([s.running, fresh], 'ROLLBACK', "commits a head other than the head record's seq 0");
         expect((await fresh.resume(scope('t')))?.seq).toBe(0);
@@ -118,12 +123,7 @@ describePostgres(
         );
         expect(leaf).toHaveLength(1);
         expect(leaf[0]!.depth).toBeGreaterThan(0);
-        await s.q(
-          `WITH d AS (DELETE FROM "${s.schema}".entries WHERE session = 's' AND seq > 0)
-            UPDATE "${s.schema}".heads SET seq = 0, id = $1 WHERE session = 's'`,
-          [s.published[0]!.id],
-        );
-        await s.q(`UPDATE "${s.schema}".watermarks SET seq = 0 WHERE session = 's'`);
+        await setBack(s);
         await readsRefused([s.running], 'TREE_DAMAGED', "the nodes on the session's path do not hash to its root");
       } finally {
         await s.running.close();
@@ -188,12 +188,7 @@ describePostgres(
     it('refuses only the set-back session of appends that share a transaction', async () => {
       const s = await store();
       try {
-        await s.q(
-          `WITH d AS (DELETE FROM "${s.schema}".entries WHERE session = 's' AND seq > 0)
-            UPDATE "${s.schema}".heads SET seq = 0, id = $1 WHERE session = 's'`,
-          [s.published[0]!.id],
-        );
-        await s.q(`UPDATE "${s.schema}".watermarks SET seq = 0 WHERE session = 's'`);
+        await setBack(s);
         const sessions = ['s', 'u1', 'u2', 'u3', 'u4', 'u5', 't'];
         const outcomes = await Promise.allSettled(
           sessions.map((session) => s.running.publish(scope(session), sampleSummary(`${session} together`))),
