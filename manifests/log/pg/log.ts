@@ -301,21 +301,18 @@ const readAlong = {
         '[]'::json)
       FROM {schema}.tree_nodes WHERE (level, idx) IN (SELECT * FROM unnest(${levels}::smallint[], ${indexes}::bigint[])))
       AS frontier`,
-  headsNodes: (depths: string, prefixes: string) =>
-    `(SELECT coalesce(json_agg(json_build_object('depth', depth, 'prefix', encode(prefix, 'hex'),
-          'hash', encode(hash, 'hex'), 'leaf_key', encode(leaf_key, 'hex'))), '[]'::json)
-      FROM {schema}.session_heads WHERE (depth, prefix) IN (SELECT * FROM unnest(${depths}::smallint[], ${prefixes}::bytea[])))
-      AS heads_nodes`,
   /**
-   * The head window's nodes (`headWindowIndexed`), as `headsNodes` returns them, with no column name: those at `depths`
-   * (smallint[]) whose prefixes are `prefixes`, one bytea of 32 bytes each in the same order (one parameter, not an
-   * array of 2 × depth byteas to quote and parse: ~90 µs a statement less).
+   * The session-heads nodes at `depths` (smallint[]) whose prefixes are `prefixes`, one bytea of 32 bytes each in the
+   * same order (one parameter, not an array of byteas to quote and parse: ~90 µs a statement less), as JSON rows of
+   * depth, prefix, hash and leaf key (`PrefetchedNodeRow`); absent ones are left out. No column name (`headsNodes`
+   * names it for the append's gates; the head window's statement names it with its CASE).
    */
   pathNodes: (depths: string, prefixes: string) =>
     `(SELECT coalesce(json_agg(json_build_object('depth', h.depth, 'prefix', encode(h.prefix, 'hex'),
           'hash', encode(h.hash, 'hex'), 'leaf_key', encode(h.leaf_key, 'hex'))), '[]'::json)
       FROM unnest(${depths}::smallint[]) WITH ORDINALITY AS p(depth, i)
       JOIN {schema}.session_heads h ON h.depth = p.depth AND h.prefix = substring(${prefixes}::bytea FROM (p.i::integer - 1) * 32 + 1 FOR 32))`,
+  headsNodes: (depths: string, prefixes: string) => `${readAlong.pathNodes(depths, prefixes)} AS heads_nodes`,
 };
 
 export class PgManifestLog extends AbstractManifestLog {
@@ -922,7 +919,7 @@ export class PgManifestLog extends AbstractManifestLog {
             frontier.map((id) => id.level),
             frontier.map((id) => String(id.index)),
             ahead.paths.map((p) => p.depth),
-            ahead.paths.map((p) => Buffer.from(p.prefix)),
+            Buffer.concat(ahead.paths.map((p) => p.prefix)),
           ])
         ).rows;
         const closedAt = new Map(gate!.keys.map((k) => [k.key_id, k.closed_at]));
@@ -1051,7 +1048,7 @@ export class PgManifestLog extends AbstractManifestLog {
               frontier.map((id) => id.level),
               frontier.map((id) => String(id.index)),
               ahead.paths.map((p) => p.depth),
-              ahead.paths.map((p) => Buffer.from(p.prefix)),
+              Buffer.concat(ahead.paths.map((p) => p.prefix)),
               head !== undefined,
             ])
           ).rows;
