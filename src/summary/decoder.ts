@@ -1,6 +1,6 @@
 /**
- * Decodes the JSON of a large stored summary while its bytes stream in (resume of a summary of 1 MiB
- * or more), instead of decoding it to text and parsing that afterwards: each string's body goes
+ * Decodes the JSON of a large stored summary while its bytes stream in (resume of a summary of 128 KiB or more,
+ * `STREAM_DECODE_FROM`), instead of decoding it to text and parsing that afterwards: each string's body goes
  * through the WebAssembly unescaper (manifests/encoding/json-unescape.ts) into one arena as the chunks arrive, and
  * becomes a JS string once, directly from UTF-8; what lies between the strings (the structure) is
  * collected with a placeholder per string and handed to JSON.parse at the end.
