@@ -998,6 +998,34 @@ describe('the paths and links the documents give', () => {
       ),
     ).toEqual([]);
   });
+
+  it('name as a section of a document (`AUDIT.md, "Completeness"`) only a heading or a bold run-in heading of it', () => {
+    // benchmarks/README.md sent a reader to ARCHITECTURE.md, "Checkpoints": no section of that page is so named.
+    const sections = (path: string) => [
+      ...[...read(path).matchAll(/^#+ (.*)$/gm)].map((m) => m[1]!.trim()),
+      ...[...read(path).matchAll(/^\s*(?:- )?\*\*([^*]+)\*\*/gm)].map((m) => m[1]!.trim()),
+    ];
+    const refs = documents.flatMap((doc) =>
+      [
+        ...read(doc)
+          .replace(/\s+/g, ' ')
+          .matchAll(/\b((?:[\w./-]*\/)?[A-Z][\w-]*\.md)(?:'s)?,? "([^"]+)"/g),
+      ].map((m) => {
+        const target = [m[1]!, join(doc, '..', m[1]!), `docs/${m[1]!}`].find(exists) ?? m[1]!;
+        return [doc, target, m[2]!] as const;
+      }),
+    );
+    expect(refs.length).toBeGreaterThan(10);
+    expect(
+      refs.filter(
+        ([, target, section]) =>
+          !exists(target) ||
+          !sections(target).some(
+            (s) => s === section || (s.startsWith(section) && /^\W/.test(s.slice(section.length))),
+          ),
+      ),
+    ).toEqual([]);
+  });
 });
 
 describe('the limits and defaults DESIGN.md, ARCHITECTURE.md and AUDIT.md (and the README) quote', () => {
