@@ -1422,7 +1422,7 @@ export class Ledger {
    * outcome), then the witnesses, the log, the blob store and the pin are closed. A witness submission under way (a
    * publish just made) is given `witnesses.closeWaitMs` to end first (default the request deadline, at most 5 s; no
    * wait when none is under way), and a witness left without a cosignature of the newest checkpoint is said through
-   * onNotice. gc, fsck and export running on this ledger are the caller's to await before closing it.
+   * onNotice. gc, fsck and export running on this ledger, admitted before the close, are waited for too (they complete).
    */
   close(): Promise<void> {
     // Every call gets the one closing: a second close() resolves when the ledger is closed, not before.
