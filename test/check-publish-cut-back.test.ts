@@ -1,8 +1,10 @@
 /**
  * `checkPublish` (what `compact` asks before the model) refuses a session whose chain was cut back — its head moved
- * back below entries still stored, removed while entries remain, or below the session's watermark — with the refusal
- * the append itself would give (`ROLLBACK`, ManifestLog.sessionAppendRefusal: one rule for both), so the transcript
- * never goes to the model for a summary no append would take. Both backends; another session of the store passes.
+ * back below entries still stored, removed while entries remain, below the session's watermark, or set back with its
+ * tail and watermark under the session-heads index (PostgreSQL before: passed, and the model was asked) — with the
+ * refusal the append itself would give (`ROLLBACK`, ManifestLog.sessionAppendRefusal: one rule for both), so the
+ * transcript never goes to the model for a summary no append would take. Both backends; another session of the store
+ * passes.
  * With the head, the watermark and entry 0 all removed, both judge by the entries left (any entry of a session with no
  * head is beyond it), and resume, reading the same head window, refuses it too.
  */
@@ -44,6 +46,37 @@ async function refusedBeforeTheModel(ledger: Ledger, principal: string, problem:
   // The refusal is the session's, not the store's.
   expect(await refusal(ledger.checkPublish({ ...scope, session: 'other' }))).toBe('passed');
 }
+
+/**
+ * Session `s` published three times, then set back to seq 0 under the session-heads index with its tail and watermark
+ * (nothing else tells): publish, checkPublish and compact refuse it alike, before the model is asked, with the index's
+ * problem; `t` (an honest session with a head) and `fresh` (none) are checked and compacted as before.
+ */
+async function setBackRefusedBeforeTheModel(ledger: Ledger): Promise<void> {
+  const head = await ledger.log.head('s');
+  expect(head?.seq).toBe(0);
+  const model = countingModel();
+  const checked = await refusal(ledger.checkPublish(scope));
+  expect(checked).toMatch(
+    /^LedgerError ROLLBACK: session s: the session-heads index commits a head other than the head record's seq 0; /,
+  );
+  expect(await refusal(compact({ ledger, scope, model, transcript }))).toBe(checked);
+  expect(model.asked).toBe(0);
+  expect(await refusal(ledger.publish(scope, sampleSummary('over the cut')))).toBe(checked);
+  expect(await ledger.log.head('s')).toEqual(head);
+  for (const [session, seq] of [
+    ['t', 1],
+    ['fresh', 0],
+  ] as const) {
+    const as = { ...scope, session };
+    expect(await refusal(ledger.checkPublish(as))).toBe('passed');
+    expect((await compact({ ledger, scope: as, model, transcript })).receipt.seq).toBe(seq);
+  }
+  expect(model.asked).toBe(2);
+}
+
+const setBackTitle =
+  'a head set back under the session-heads index, with its tail and watermark: ROLLBACK before the model is asked; an honest session and a fresh one are compacted';
 
 /** Resume of `s` from a ledger that holds no watermark of its own for it: the log's head window alone refuses. */
 async function resumeRefused(ledger: Ledger): Promise<void> {
@@ -92,6 +125,33 @@ describe('checkPublish and a chain cut back, embedded store', () => {
         await ledger.close();
       }
     });
+
+  it(setBackTitle, async () => {
+    const root = tempDir();
+    let ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await ledger.publish(scope, sampleSummary(i))).id);
+    await ledger.publish({ ...scope, session: 't' }, sampleSummary('t'));
+    await ledger.close();
+    // Offline: s's head record back to seq 0, its watermark with it, entries 1 and 2 (positions 1 and 2) removed.
+    const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+    const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
+    await log.raw.batch([
+      { type: 'put', key: 'h!s', value: JSON.stringify({ session: 's', seq: 0, id: ids[0], owner: 'alice' }) },
+      { type: 'put', key: 'w!s', value: '0' },
+      ...[1, 2].flatMap((n) => [
+        { type: 'del' as const, key: `e!s!${hex(n, 12)}` },
+        { type: 'del' as const, key: `p!${hex(n, 16)}` },
+      ]),
+    ]);
+    await log.close();
+    ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+    try {
+      await setBackRefusedBeforeTheModel(ledger);
+    } finally {
+      await ledger.close();
+    }
+  });
 
   it('a head removed with its watermark and the first entry: resume, checkPublish and publish refuse ROLLBACK (any entry of a headless session)', async () => {
     const root = tempDir();
@@ -147,6 +207,42 @@ describePostgres('checkPublish and a chain cut back, PostgreSQL', (pg) => {
         await ledger.close();
       }
     });
+
+  it(setBackTitle + ' (a ledger running before the change, and one opened after)', async () => {
+    const schema = nextSchema();
+    const root = tempDir();
+    const postgres = { connectionString: pg.connectionString, schema };
+    const openOne = () => openLedger({ root, host: 'host-a', postgres, onNotice: () => {} });
+    const running = await openOne();
+    let fresh: Ledger | undefined;
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await running.publish(scope, sampleSummary(i))).id);
+      await running.publish({ ...scope, session: 't' }, sampleSummary('t'));
+      // In the shared database: s's head row back to seq 0, its watermark with it, entries 1 and 2 removed.
+      await sqlOn(
+        pg.connectionString,
+        `WITH d AS (DELETE FROM "${schema}".entries WHERE session = 's' AND seq > 0),
+          w AS (UPDATE "${schema}".watermarks SET seq = 0 WHERE session = 's')
+          UPDATE "${schema}".heads SET seq = 0, id = $1 WHERE session = 's'`,
+        [ids[0]],
+      );
+      fresh = await openOne();
+      await setBackRefusedBeforeTheModel(fresh);
+      // The running ledger: t and fresh were compacted by the other one (seq 2 and 1 now).
+      const head = await running.log.head('s');
+      const model = countingModel();
+      const checked = await refusal(running.checkPublish(scope));
+      expect(checked).toMatch(/^LedgerError ROLLBACK: session s: the session-heads index commits a head other than/);
+      expect(await refusal(compact({ ledger: running, scope, model, transcript }))).toBe(checked);
+      expect(model.asked).toBe(0);
+      expect(await running.log.head('s')).toEqual(head);
+      expect(await refusal(running.checkPublish({ ...scope, session: 't' }))).toBe('passed');
+    } finally {
+      await fresh?.close();
+      await running.close();
+    }
+  });
 
   it('a head removed with its watermark and the first entry: resume, checkPublish and publish refuse ROLLBACK (any entry of a headless session)', async () => {
     const schema = nextSchema();

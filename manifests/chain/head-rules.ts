@@ -40,8 +40,10 @@ export interface CutBackFacts {
   entryBeyondHead: boolean;
   watermark: number | undefined;
   /**
-   * The session-heads index commits another head than `head`, or none (HeadWindow.index, a head record set back or
-   * removed under the index), if so: the embedded log's appends refuse with it.
+   * The session-heads index commits another head than `head`, or none (HeadWindow.index `ROLLBACK`, a head record set
+   * back or removed under the index), if so: the embedded log's appends refuse with it, PostgreSQL's in their index
+   * update (`SessionHeadsUpdate.set`'s `previous`, the same problem), and both logs' `sessionAppendRefusal` (checkPublish,
+   * before the model) with it.
    */
   indexProblem?: string | undefined;
 }

@@ -2,9 +2,10 @@
  * A session's head row set back (or removed) under a PostgreSQL store, with its later entries and watermark, the
  * session-heads index left as it was: the index, whose root the pinned checkpoint signs, still commits the later head.
  * The next publish over it is refused `ROLLBACK` in the append's transaction, by a ledger opened before the change and
- * by one opened after it: nothing appended, the index and the signed checkpoint as they were (before: appended, and
- * the index rewritten so that the next signed root hid the cut). Resume and history read the session's path with the
- * head, from the same snapshot, and refuse likewise (before: the older summary was resumed, or none).
+ * by one opened after it, and checkPublish (compact's check before the model) refuses it alike: nothing appended, the
+ * index and the signed checkpoint as they were (before: appended, and the index rewritten so that the next signed root
+ * hid the cut; checkPublish passed it). Resume and history read the session's path with the head, from the same
+ * snapshot, and refuse likewise (before: the older summary was resumed, or none).
  */
 import { createHash } from 'node:crypto';
 import { expect, it } from 'vitest';
@@ -13,7 +14,7 @@ import { openLedger } from '../../src/ledger/open.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { describePostgres, sqlOn, watchStatements } from '../support/postgres.js';
 import { sampleSummary, tempDir } from '../support/tmp.js';
-import { publishMany, scope } from './ledger-support.js';
+import { publishMany, refusal, scope } from './ledger-support.js';
 
 describePostgres(
   'a head row set back under PostgreSQL, the session-heads index left as it was',
@@ -49,9 +50,15 @@ describePostgres(
       const count = await entries();
       for (const ledger of ledgers) {
         const size = (await ledger.checkpoint()).checkpoint.size;
-        await expect(ledger.publish(scope('s'), sampleSummary('over the cut'))).rejects.toMatchObject({
+        // checkPublish (compact's check before the model) refuses it as the publish does.
+        const checked = await refusal(ledger.checkPublish(scope('s')));
+        expect(checked).toMatchObject({
           code: 'ROLLBACK',
           message: expect.stringContaining('session-heads index commits'),
+        });
+        await expect(ledger.publish(scope('s'), sampleSummary('over the cut'))).rejects.toMatchObject({
+          code: 'ROLLBACK',
+          message: checked.message,
         });
         expect((await ledger.log.head('s'))?.seq).toBe(headSeq);
         expect(await entries()).toBe(count);
@@ -175,6 +182,12 @@ describePostgres(
         );
         const fresh = await openOne();
         try {
+          // checkPublish first: its facts' statement reads the deeper path again too (a new ledger reads 8 depths).
+          await expect(fresh.checkPublish(scope(pair[0]))).rejects.toMatchObject({
+            code: 'ROLLBACK',
+            message: expect.stringContaining("commits a head other than the head record's seq 0"),
+          });
+          await fresh.checkPublish(scope(pair[1]));
           await expect(fresh.resume(scope(pair[0]))).rejects.toMatchObject({ code: 'ROLLBACK' });
           expect((await fresh.resume(scope(pair[1])))?.seq).toBe(0);
         } finally {

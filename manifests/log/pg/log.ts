@@ -60,6 +60,7 @@ import {
   type HeadsNode,
   type IndexedHeadProblem,
   type NodePath,
+  type SessionHead,
 } from '../../tlog/session-heads.js';
 import { grown, hashesOf, nodeColumns, PgTree, treeCollision } from './tree.js';
 import { PgSessionHeads, prefetched, type PrefetchedNodeRow, type ReadAhead } from './session-heads.js';
@@ -339,9 +340,10 @@ export class PgManifestLog extends AbstractManifestLog {
       // append made since is a lost race (CHAIN_CONFLICT), which the append tells apart only by reading it again.
       headless: q(`SELECT ${cutBack.watermark('$1')} AS watermark, ${cutBack.anyEntry('$1')} AS beyond`),
       // lockHead's and headless's facts in one statement, nothing locked (sessionAppendRefusal: what the append
-      // would judge now).
-      cutBackFacts: q(`SELECT h.seq AS head_seq, ${cutBack.watermark('$1')} AS watermark,
-          ${cutBack.beyond('$1', 'h')} AS beyond
+      // would judge now), with the session-heads nodes of the session's path and beside it ($2, $3: `likelyPaths`) from
+      // the same snapshot, which the append's index update holds the head to (`SessionHeadsUpdate.set`'s `previous`).
+      cutBackFacts: q(`SELECT h.seq AS head_seq, h.id AS head_id, ${cutBack.watermark('$1')} AS watermark,
+          ${cutBack.beyond('$1', 'h')} AS beyond, ${readAlong.pathNodes('$2', '$3')} AS heads_nodes
         FROM (SELECT 1) one LEFT JOIN {schema}.heads h ON h.session = $1`),
       newHead: q('INSERT INTO {schema}.heads (session, seq, id, owner) VALUES ($1, $2, $3, $4)'),
       // appendMany's statements. Heads are locked in session order (and new ones inserted in it), then the counter:
@@ -579,44 +581,70 @@ export class PgManifestLog extends AbstractManifestLog {
 
   /**
    * The facts the append judges a cut-back chain by, read as it reads them (`lockHead` / `headless`): with no head,
-   * any entry of the session is one beyond it. The head window's facts, without its entry rows.
+   * any entry of the session is one beyond it. The head window's facts, without its entry rows, and held to the
+   * session-heads index as the window's head is (`indexedRead`): a head row set back or removed under the index, with
+   * its tail and watermark, is `indexProblem` (`ROLLBACK`), which the append's index update would refuse (after the
+   * model, for compact); as in the embedded log, a path that is not whole is left to the append (`TREE_DAMAGED`).
    */
   protected override async _cutBackFacts(session: string): Promise<CutBackFacts> {
-    const [row] = await this.rows<{ head_seq: number | null; watermark: number | null; beyond: boolean }>(
-      'cut-back facts',
-      this.sql.cutBackFacts!,
-      [session],
-    );
-    return {
-      head: row!.head_seq === null ? undefined : { seq: row!.head_seq },
+    const { read, index } = await this.indexedRead<
+      { head_seq: number | null; head_id: string | null; watermark: number | null; beyond: boolean },
+      CutBackFacts & { head: SessionHead | undefined }
+    >('cut-back facts', this.sql.cutBackFacts!, session, ([row]) => ({
+      head: row!.head_seq === null ? undefined : { seq: row!.head_seq, id: row!.head_id! },
       entryBeyondHead: row!.beyond,
       watermark: row!.watermark ?? undefined,
-    };
+    }));
+    return { ...read, indexProblem: index?.code === 'ROLLBACK' ? index.problem : undefined };
   }
 
   /**
    * The head window in one statement, so from one snapshot; unless `index: false`, with the session-heads nodes on the
-   * session's path and beside it (as deep as the index's recent walks went: `PgSessionHeads.readDepths`), which hold
-   * the head to the index (`indexedHeadProblem`, HeadWindow.index): a head row set back or removed under the index
-   * with its tail and watermark, by whichever host, is `ROLLBACK`; a path that does not hash to the stored root
-   * `TREE_DAMAGED`. Nothing is remembered (other hosts write heads too): every window reads the path. A path longer
-   * than the statement read (the index grew, or is damaged) is read again, whole window and deeper path together.
+   * session's path and beside it, which hold the head to the index (`indexedRead`, HeadWindow.index): a head row set
+   * back or removed under the index with its tail and watermark, by whichever host, is `ROLLBACK`; a path that does not
+   * hash to the stored root `TREE_DAMAGED`. Nothing is remembered (other hosts write heads too): every window reads the
+   * path.
    */
   protected async _headWindow(session: string, options: { index?: boolean } = {}): Promise<HeadWindow> {
     if (options.index === false)
       return this.windowOf(session, await this.rows<HeadWindowRow>('head window', this.sql.headWindow!, [session]));
+    const { read, index } = await this.indexedRead<HeadWindowRow, HeadWindow>(
+      'head window',
+      this.sql.headWindowIndexed!,
+      session,
+      (rows) => this.windowOf(session, rows),
+    );
+    return { ...read, index };
+  }
+
+  /**
+   * `text` run for `session` ($1) with the session-heads nodes on the session's path and beside it ($2, $3:
+   * `likelyPaths` as deep as the index's recent walks went, `PgSessionHeads.readDepths`), which it returns as
+   * `heads_nodes` on one of its rows, from the snapshot of the rest; `read` makes of its rows what the caller reads,
+   * whose head is held to those nodes (`indexedHeadProblem`: undefined when the index commits it; `ROLLBACK` when a
+   * whole index commits another head or none; `TREE_DAMAGED` for a path that does not hash to the stored root;
+   * `RECORD_CORRUPT` for a node that cannot be parsed). A path longer than the statement read (the index grew, or is
+   * damaged) is read again, whole statement and deeper path together. The head window's and the cut-back facts' one
+   * way of holding a head to the index.
+   */
+  private async indexedRead<R extends pg.QueryResultRow, T extends { head: SessionHead | undefined }>(
+    what: string,
+    text: string,
+    session: string,
+    read: (rows: R[]) => T,
+  ): Promise<{ read: T; index: HeadWindow['index'] }> {
     for (let depths = this.headsIndex.readDepths(); ; depths = depths < 32 ? 32 : KEY_BITS + 1) {
       const paths = likelyPaths(session, depths);
-      const rows = await this.rows<HeadWindowRow & { heads_nodes: PrefetchedNodeRow[] | null }>(
-        'head window',
-        this.sql.headWindowIndexed!,
-        [session, paths.map((p) => p.depth), Buffer.concat(paths.map((p) => p.prefix))],
-      );
-      const window = this.windowOf(session, rows);
+      const rows = await this.rows<R & { heads_nodes: PrefetchedNodeRow[] | null }>(what, text, [
+        session,
+        paths.map((p) => p.depth),
+        Buffer.concat(paths.map((p) => p.prefix)),
+      ]);
+      const made = read(rows);
       let walked = 0;
       const deeper = new Error('the path is longer than read');
       const nodes = rows.find((r) => r.heads_nodes !== null)!.heads_nodes!;
-      const read = prefetched(paths, nodes, () => {
+      const fromRows = prefetched(paths, nodes, () => {
         throw deeper;
       });
       let index: HeadWindow['index'];
@@ -625,10 +653,10 @@ export class PgManifestLog extends AbstractManifestLog {
         index = indexedHeadProblem(
           (asked) => {
             for (const p of asked) walked = Math.max(walked, p.depth);
-            return read(asked);
+            return fromRows(asked);
           },
           session,
-          window.head && { seq: window.head.seq, id: window.head.id },
+          made.head && { seq: made.head.seq, id: made.head.id },
         ) as IndexedHeadProblem | undefined;
       } catch (err) {
         if (err === deeper) continue;
@@ -636,7 +664,7 @@ export class PgManifestLog extends AbstractManifestLog {
         index = { code: 'RECORD_CORRUPT', problem: err.message };
       }
       this.headsIndex.walked(walked);
-      return { ...window, index };
+      return { read: made, index };
     }
   }
 
