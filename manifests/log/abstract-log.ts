@@ -441,10 +441,13 @@ export abstract class AbstractManifestLog implements ManifestLog {
 
   /**
    * The facts an append to `session` judges a cut-back chain by, as it would read them now. By default the session's
-   * head window as committed (a log whose append reads them from its own memory overrides it with that).
+   * head window as committed, its head held to the session-heads index (a `ROLLBACK` of `HeadWindow.index` is
+   * `indexProblem`, as both logs' own facts give it; a path that is not whole is left to the append). A log whose
+   * append reads them from its own memory overrides it with that.
    */
-  protected _cutBackFacts(session: string): Promise<CutBackFacts> {
-    return this._headWindow(session);
+  protected async _cutBackFacts(session: string): Promise<CutBackFacts> {
+    const window = await this._headWindow(session);
+    return { ...window, indexProblem: window.index?.code === 'ROLLBACK' ? window.index.problem : undefined };
   }
 
   /** The append itself; the request is well-formed and the signal was not aborted when it was called. */

@@ -6,6 +6,7 @@
  * over the cut, re-signing an index that hid it). A head the index commits is walked once per process.
  */
 import { describe, expect, it } from 'vitest';
+import { AbstractManifestLog, type CutBackFacts } from '../../manifests/index.js';
 import { headsNodeKey, headsNodeValue } from '../../manifests/log/level/session-heads.js';
 import { headValue, prefixOf, sessionKey } from '../../manifests/tlog/session-heads.js';
 import { fsck } from '../../src/ops/maintenance.js';
@@ -82,6 +83,11 @@ describe('a head set back under the embedded store, the session-heads index left
         });
       await expect(ledger.publish(scope('s'), sampleSummary('anew'))).rejects.toMatchObject({ code: 'ROLLBACK' });
       expect(await ledger.log.head('s')).toBeUndefined();
+      // The facts a log that does not override them gives (AbstractManifestLog's, from the head window) say it too.
+      const facts = await (
+        AbstractManifestLog.prototype as unknown as { _cutBackFacts(s: string): Promise<CutBackFacts> }
+      )._cutBackFacts.call(ledger.log, 's');
+      expect(facts.indexProblem).toMatch(/commits a head for the session, which has no head record/);
     } finally {
       await ledger.close();
     }
