@@ -195,7 +195,7 @@ async function holdsTrustFile(path: string): Promise<boolean> {
   }
 }
 
-/** keys export --out FILE | keys rotate | keys revoke KEYID [--at TIME] | keys list | keys vkey */
+/** keys export --out FILE | keys rotate | keys revoke KEYID [--at TIME] | keys close KEYID | keys list | keys vkey */
 export async function keys(argv: string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = argv;
   const { values, positionals } = parse(
@@ -205,15 +205,15 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
   );
   try {
     const keysUsage =
-      'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys list [--out FILE] | keys vkey';
+      'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys close KEYID | keys list [--out FILE] | keys vkey';
     // Name what is wrong before the usage, as `witness` does: "usage: …" alone left a typo (`keys lst`) to be found by eye.
     // `keys --root DIR list` too: the subcommand comes first.
     if (sub === undefined || sub.startsWith('-'))
       throw new UsageError(`keys needs a subcommand first${sub ? `, not ${JSON.stringify(sub)}` : ''}; ${keysUsage}`);
-    if (!['export', 'rotate', 'revoke', 'list', 'vkey'].includes(sub))
+    if (!['export', 'rotate', 'revoke', 'close', 'list', 'vkey'].includes(sub))
       throw new UsageError(`unknown keys subcommand ${JSON.stringify(sub)}; ${keysUsage}`);
     // `keys revoke A B` would revoke A alone, `keys export trust.json` print to stdout: extra words are refused.
-    if (positionals.length > (sub === 'revoke' ? 1 : 0))
+    if (positionals.length > (sub === 'revoke' || sub === 'close' ? 1 : 0))
       throw new UsageError(`unexpected argument ${JSON.stringify(positionals.at(-1))}; ${keysUsage}`);
     // Options of one subcommand are refused on the others (`keys rotate --at T` would rotate now, ignoring T).
     if (values.out !== undefined && sub !== 'export' && sub !== 'list')
@@ -221,6 +221,7 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     if (values.at !== undefined && sub !== 'revoke') throw new UsageError(`--at is for keys revoke; ${keysUsage}`);
     // Before the open, as every missing argument: on a root with no store the open would answer KEY_INVALID instead.
     if (sub === 'revoke' && !positionals[0]) throw new UsageError('keys revoke needs a KEYID');
+    if (sub === 'close' && !positionals[0]) throw new UsageError('keys close needs a KEYID');
     if (values.out === '') throw new UsageError('--out needs a file name');
     if (values.out !== undefined) await refuseOutThatIsNoFile(values.out, sub);
     // This store's own keys, whatever HANDOFF_LEDGER_TRUST names (trust: undefined): `keys export` hands them to
@@ -289,6 +290,18 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
           else
             io.stdout.write(
               printableLines([`rotated: new signing key ${keyId}`, ...revoked.map(checkpointKeyRevokedLine)]),
+            );
+        } else if (sub === 'close') {
+          // The log's record of the key's window, closed where trust.json ends it (a store restored from before a
+          // rotation or revocation); trust.json and the checkpoint keys are not changed.
+          const keyId = positionals[0]!;
+          const at = await ledger.closeKeyWindow(keyId);
+          if (values.json) writeJson(io.stdout, { closed: keyId, at });
+          else
+            io.stdout.write(
+              printableLines([
+                `closed ${keyId} in the log at ${at}, where trust.json ends it; trust.json is unchanged`,
+              ]),
             );
         } else {
           const keyId = positionals[0]!;

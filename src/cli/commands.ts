@@ -243,7 +243,7 @@ export const commands: Record<string, CommandSpec> = {
   },
   keys: {
     summary: "export, list, rotate or revoke this host's keys",
-    synopsis: `keys (export [--out FILE] | list [--out FILE] | rotate | revoke KEYID [--at ISO-TIME] | vkey) ${STORE} [--json]`,
+    synopsis: `keys (export [--out FILE] | list [--out FILE] | rotate | revoke KEYID [--at ISO-TIME] | close KEYID | vkey) ${STORE} [--json]`,
     options: [
       'export            the trust file auditors need (stdout, or --out FILE written atomically)',
       'list              the trusted keys and checkpoint keys, one a line (--json or --out FILE: the trust file)',
@@ -253,6 +253,8 @@ export const commands: Record<string, CommandSpec> = {
       "                  rotate and revoke name each checkpoint key they revoke (take it out of every witness's",
       '                  logs.json), and revoke the one in use that only the next rotate revokes (--json:',
       '                  checkpointKeysRevoked, checkpointKeyAtNextRotation)',
+      "close KEYID       close the key's window in the log where trust.json already ends it (a store",
+      '                  restored from before its rotation: fsck KEY_WINDOW_MISMATCH); changes nothing else',
       '--out FILE        export, list: write the trust file to FILE (atomically) instead of stdout; a FILE that is',
       '                  a symlink, device or FIFO is refused (USAGE), for the write would replace it with a file,',
       '                  and so is a file that exists and holds no trust file (a key file: it would be lost),',

@@ -4,6 +4,7 @@
  */
 import { digestOf, hashBytes, isDigest, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import { errorText, readOptionFields, shownValue, StoreError } from '../../store/errors.js';
+import { shellWord } from '../../manifests/encoding/printable.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { pae, signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
@@ -1379,6 +1380,47 @@ export class Ledger {
             if (closed !== from && this.keyring.windowEnd(keyId) !== closed) from = closed;
           }
           return this.keyring.revoke(keyId, from);
+        });
+      });
+    });
+  }
+
+  /**
+   * Closes `keyId`'s window in the log where trust.json already ends it (its `notAfter`, or `revokedAt` when
+   * earlier), and changes nothing else: trust.json, the key files and the checkpoint keys stay as they are. What a
+   * store restored from before the key's rotation or revocation lacks (fsck: `KEY_WINDOW_MISMATCH`, the log has not
+   * closed it, or closed it later): from then on no process appends a manifest of that key dated at or after that end.
+   * A window only closes earlier: one the log closed before trust.json's end stays where it is, and is refused.
+   * Returns the window end the log now holds.
+   * @throws LedgerError `INVALID_ARGUMENT` (a key id that is no string; a key trust.json holds current, whose window
+   *   `keys rotate` or `keys revoke` ends; one the log closed before trust.json ends it: a revocation that stopped,
+   *   which `keys revoke` run again finishes), `KEY_INVALID` (a key trust.json does not list as a signing key),
+   *   `CLOSED`, `ROLLBACK` / `FORK` (as `grant`), `LOCKED` (another process held `trust.json.lock` over 30 s);
+   *   ManifestError `STORAGE_FAILED`, `LOCKED` (the log's key record)
+   */
+  async closeKeyWindow(keyId: string): Promise<string> {
+    return this.tracked(async () => {
+      this.assertSound();
+      if (typeof keyId !== 'string')
+        throw new LedgerError('INVALID_ARGUMENT', `a key id is a string (keys list), not ${shownValue(keyId)}`);
+      return this.signing.exclusive(async () => {
+        // Under the trust lock, with trust.json read again under it: the end is the one trust.json holds now.
+        return await this.keyring.exclusive(async () => {
+          if (!this.keyring.isManifestKey(keyId))
+            throw new LedgerError('KEY_INVALID', `trust.json lists no signing key ${shownValue(keyId)}`);
+          const end = this.keyring.windowEnd(keyId);
+          if (end === undefined)
+            throw new LedgerError(
+              'INVALID_ARGUMENT',
+              `trust.json holds key ${keyId} current (no notAfter, no revokedAt): \`keys rotate\` or \`keys revoke\` ends its window, in the log and in trust.json; nothing was changed`,
+            );
+          const closed = await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, end));
+          if (closed !== end)
+            throw new LedgerError(
+              'INVALID_ARGUMENT',
+              `the log closed the window of key ${keyId} at ${closed}, before trust.json ends it (${end}): a revocation that stopped after closing it in the log, or a trust.json from before a revocation; run it again (\`keys revoke ${shellWord(keyId)}\`), which ends the key in trust.json where the log closed it; nothing was changed`,
+            );
+          return closed;
         });
       });
     });

@@ -10,6 +10,7 @@ import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog, SigningKeyRecord } from '../../manifests/log/log.js';
 import type { TrustStore, TrustedKey } from '../../manifests/format/trust.js';
 import { ManifestError } from '../../manifests/errors.js';
+import { shellWord } from '../../manifests/encoding/printable.js';
 import type { FsckFinding } from './maintenance.js';
 
 /** Where trust.json ends a key's window: the earlier of `notAfter` (rotation) and `revokedAt`, if either. */
@@ -78,7 +79,12 @@ export async function fsckSigningKeys(
         code: 'KEY_WINDOW_MISMATCH',
         message:
           `key ${key.keyId}: trust.json ends its window ${end === undefined ? 'nowhere (it is current)' : `at ${end}`}, ` +
-          `the log ${rec.closedAt === undefined ? 'has not closed it' : `closed it at ${rec.closedAt}`}`,
+          `the log ${rec.closedAt === undefined ? 'has not closed it' : `closed it at ${rec.closedAt}`}` +
+          // The log behind trust.json (a store restored from before the rotation or revocation): closing the log's
+          // window there changes nothing auditors hold, and is the remedy (a revocation would revoke more).
+          (end !== undefined && (rec.closedAt === undefined || rec.closedAt > end)
+            ? ` (a store restored from before its rotation or revocation? \`keys close ${shellWord(key.keyId)}\` closes it in the log where trust.json ends it)`
+            : ''),
       });
   }
   for (const [keyId, newest] of newestSigned) {
