@@ -64,6 +64,14 @@ async function remedy(o: {
   expect(await ledger.log.signingKeys.get(ledger.keyId)).toBeUndefined();
   await ledger.close();
 
+  expect(await cli(['keys', 'close', ...o.storeArgs])).toMatchObject({
+    code: 2,
+    stderr: expect.stringContaining('keys close needs a KEYID') as unknown,
+  });
+  expect(await cli(['keys', 'close', o.old, '--at', '2026-11-30T12:00:00.000Z', ...o.storeArgs])).toMatchObject({
+    code: 2,
+    stderr: expect.stringContaining('--at is for keys revoke') as unknown,
+  });
   const closed = await cli(['keys', 'close', o.old, ...o.storeArgs]);
   expect(closed).toEqual({
     code: 0,

@@ -242,7 +242,7 @@ export const commands: Record<string, CommandSpec> = {
     load: async () => (await access()).grants,
   },
   keys: {
-    summary: "export, list, rotate or revoke this host's keys",
+    summary: "export, list, rotate, revoke or close this host's keys",
     synopsis: `keys (export [--out FILE] | list [--out FILE] | rotate | revoke KEYID [--at ISO-TIME] | close KEYID | vkey) ${STORE} [--json]`,
     options: [
       'export            the trust file auditors need (stdout, or --out FILE written atomically)',
