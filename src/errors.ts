@@ -40,6 +40,7 @@ export type LedgerErrorCode =
   | 'MODEL_REFUSED'
   | 'LOCKED'
   | 'RECORD_CORRUPT'
+  | 'FORMAT_UNSUPPORTED'
   | 'WITNESS_KEY_MISMATCH';
 
 /** Both sides of a detected rollback or fork: the checkpoint this ledger had pinned and the log's current one. */

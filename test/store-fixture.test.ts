@@ -123,8 +123,11 @@ describe('the fixture writer', () => {
   it('writes a store of the same shape as the kept fixture (the recipe still runs)', async () => {
     const root = join(tempDir(), 'fresh');
     await writeStoreFixture(root);
-    // One addition since version 1: checkpoints/ (the pinned checkpoint, outside the database). Version-1
-    // stores get it, their Merkle tree and a checkpoint key on first open (the tests above open one).
-    expect(await keptEntries(root)).toEqual([...(await keptEntries(FIXTURE_ROOT)), 'checkpoints'].sort());
+    // Two additions since version 1: checkpoints/ (the pinned checkpoint, outside the database) and format.json (the
+    // root's format marker, naming layout version 1, which the fixture's layout is). Version-1 stores get them, their
+    // Merkle tree and a checkpoint key on first open (the tests above open one).
+    expect(await keptEntries(root)).toEqual(
+      [...(await keptEntries(FIXTURE_ROOT)), 'checkpoints', 'format.json'].sort(),
+    );
   });
 });

@@ -45,6 +45,7 @@ import { parseHost } from './scope.js';
 import { checkIdentifierPolicy, checkTelemetryProviders, type TelemetryOptions } from '../telemetry/telemetry.js';
 import type { OpenLedgerOptions } from './options.js';
 import { printableOnce, shellWord } from '../../manifests/encoding/printable.js';
+import { readRootFormat, writeRootFormat } from './root-format.js';
 
 export type { OpenLedgerOptions } from './options.js';
 
@@ -213,6 +214,9 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  * Opens a ledger. Opening is recovery: staging files of interrupted writes are cleared (an open to diagnose leaves
  * them, naming them in a notice) and every chain head is checked against its entries (`ledger.recovery` reports both).
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
+ * @throws LedgerError `FORMAT_UNSUPPORTED` for a root whose format marker (`format.json`) names a higher layout version
+ *   or another format, `RECORD_CORRUPT` for one that is damaged (not a regular file, over 4 KiB, not the marker's JSON):
+ *   refused before anything under the root is written or opened, diagnosing or not.
  * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
  *   integer, a `verifier` that is not `auto`, `node` or `noble`, a `hash` that is not `auto`, `native`, `wasm` or
  *   `noble`, an `authorizer` that is not a function, a `root` or `keyFile` that is not a non-empty string (or holds a NUL), a
@@ -346,6 +350,10 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   // Before anything is written: an open that may not make this host a key finds that out with the store untouched.
   // A root that is a file or a link is UNSAFE_ROOT for every command, not a storage failure of the first read under it.
   await refuseNonDirectory(root, 'UNSAFE_ROOT');
+  // The root's format marker, read before anything under the root is written or opened (no LevelDB open, no key made):
+  // a root of a layout this version does not read (a newer one, another format) or with a damaged marker is refused
+  // here, diagnosing or not. None (a store made before the marker, or no store yet): layout version 1, marked below.
+  const rootFormat = await readRootFormat(root);
   await refuseRootInsideStore(root);
   if (options.createHostKey === false && !options.signer && options.keyFile === undefined)
     await refuseNewHostKey(root, host);
@@ -649,6 +657,12 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
       notice(
         `the log closed the window of key ${keyring.signer.keyId} at ${signed.closedAt} but trust.json does not end it (a rotation or revocation stopped, unless another process's is under way): publish is refused (KEY_EXPIRED) until the command that stopped is run again (\`keys revoke ${shellWord(keyring.signer.keyId)}\` for a revocation, then \`keys rotate\`; \`keys rotate\` for a rotation)`,
       );
+    // A root without its format marker (a new one, or one made before the marker) gets it once the open has found
+    // everything in order, so a refused open leaves the root as it found it; a diagnosing open (fsck) writes none.
+    if (!rootFormat.present && options.diagnose !== true) {
+      throwIfCancelled(signal);
+      await writeRootFormat(root);
+    }
     return new Ledger({
       witnesses,
       lastSignedAt: signed?.lastSignedAt,

@@ -136,9 +136,17 @@ describe('ids', () => {
       const layout = readdirSync(root).sort();
       judge.tally.right(
         layout.every((n) =>
-          ['blobs-v1', 'checkpoints', 'gc-aside', 'keys', 'manifests-v1', 'quarantine', 'tmp', 'trust.json'].includes(
-            n,
-          ),
+          [
+            'blobs-v1',
+            'checkpoints',
+            'format.json',
+            'gc-aside',
+            'keys',
+            'manifests-v1',
+            'quarantine',
+            'tmp',
+            'trust.json',
+          ].includes(n),
         ),
         `unexpected entries in the root: ${layout}`,
       );
