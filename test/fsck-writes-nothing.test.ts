@@ -3,7 +3,7 @@
  * on both backends. Staging files a crash left beside trust.json, the key files and the pin stay (a notice names them),
  * and so do (embedded) the blob store's staging files, blobs an interrupted gc held in gc-aside/ and key files a
  * stopped rotation staged (`<file>.next`); a missing checkpoints/ is not made, and a 0.1.0 pin (`<hash>.note`) is read
- * in place, not moved into a slot file.
+ * in place, not moved into a slot file, and a root made before the format marker gets none.
  * Only LevelDB's own files under manifests-v1/ change (it writes LOG and MANIFEST at every open). An ordinary open
  * still clears and converts them, as before.
  */
@@ -172,6 +172,18 @@ function suite(
       // keys/ restored: the diagnosis is clean, and still writes nothing.
       renameSync(join(root, 'keys.aside'), keys);
       expect(await fsckLeavesIt(root)).toEqual([]);
+    });
+
+    it("writes no format marker into a root made before it (none there); an ordinary open writes the root's", async () => {
+      const root = await made();
+      const marker = readFileSync(join(root, 'format.json'), 'utf8');
+      rmSync(join(root, 'format.json'));
+      expect(await fsckLeavesIt(root)).toEqual([]);
+      expect(existsSync(join(root, 'format.json'))).toBe(false);
+      const ledger = await open(root);
+      await ledger.close();
+      expect(readFileSync(join(root, 'format.json'), 'utf8')).toBe(marker);
+      expect(marker).toBe('{"format":"handoff-ledger-root","version":1}\n');
     });
 
     it('makes no checkpoints/ where it is missing; an ordinary open makes it and pins', async () => {
