@@ -168,6 +168,17 @@ describe('handoff-ledger help', () => {
     [['history', '--Session', 's'], "Unknown option '--Session' (did you mean '--session'?)"],
     [['gc', '--dryrun'], "Unknown option '--dryrun' (did you mean '--dry-run'?)"],
     [['history', '--limit', '2'], "Unknown option '--limit'\n"],
+    // A command that takes arguments (verify DIR, publish FILE, keys, prove, witness, audit-ui) got Node's own message,
+    // whose hint about `--` ends in an unclosed quote, with the did-you-mean after it:
+    // `Unknown option '--trusst'. To specify a positional argument … as in '-- "--trusst" (did you mean '--trust'?)`.
+    [['verify', 'bundle', '--trusst', 'keys.json'], "Unknown option '--trusst' (did you mean '--trust'?)\n"],
+    [['publish', '--princpal', 'a'], "Unknown option '--princpal' (did you mean '--principal'?)\n"],
+    [['keys', 'rotate', '--hots', 'x'], "Unknown option '--hots' (did you mean '--host'?)\n"],
+    [['audit-ui', '--trsut', 'x'], "Unknown option '--trsut' (did you mean '--trust'?)\n"],
+    [
+      ['publish', '--bogus'],
+      "Unknown option '--bogus'; an argument that begins with '-' goes after '--': -- --bogus\n",
+    ],
   ])('names the option %j is close to, if one is', async (argv, message) => {
     const r = await cli(argv);
     expect(r).toMatchObject({ code: 2, stdout: '' });

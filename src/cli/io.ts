@@ -127,9 +127,19 @@ export function parse<T extends Options>(
     parsed = parseArgs({ args: argv, options, allowPositionals, strict: true, tokens: true });
   } catch (err) {
     // A misspelt option (`--hots`) is named with the option it is a slip of, as the library's options objects are.
-    const unknown = /^Unknown option '(--[^'\s]+)'/.exec((err as Error).message)?.[1];
-    const near = unknown === undefined ? undefined : nearestName(unknown.slice(2), Object.keys(options));
-    throw new UsageError(`${(err as Error).message}${near === undefined ? '' : ` (did you mean '--${near}'?)`}`);
+    // Node's message for a command that takes arguments goes on with a hint about `--` that ends in an unclosed
+    // quote (`… as in '-- "--hots"`), which put the did-you-mean after it: the message is written here instead.
+    const message = (err as Error).message;
+    const unknown = /^Unknown option '(-[^'\s]*)'/.exec(message)?.[1];
+    if (unknown === undefined) throw new UsageError(message);
+    const near = unknown.startsWith('--') ? nearestName(unknown.slice(2), Object.keys(options)) : undefined;
+    const hint =
+      near !== undefined
+        ? ` (did you mean '--${near}'?)`
+        : allowPositionals
+          ? `; an argument that begins with '-' goes after '--': -- ${unknown}`
+          : '';
+    throw new UsageError(`Unknown option '${unknown}'${hint}`);
   }
   // parseArgs lets the last of a repeated option win: `revoke --principal mallory --principal alice` would act on
   // one of the two silently. A single-value option given twice is refused instead.
