@@ -296,3 +296,35 @@ describe('JSDoc examples of the public API, run', () => {
     expect(new Function('shouldCompact', `return ${said![1]};`)(shouldCompact)).toBe(JSON.parse(said![2]!));
   });
 });
+
+describe("docs/AUDIT.md's library use, run", () => {
+  // docs/AUDIT.md named createWorkerLineVerifier and what it does, not how it is used: which option of verifyBundle
+  // takes it, that it resolves once its threads have started, and that its threads keep the process alive until
+  // close(): a script that verified through it never exited.
+  it("docs/AUDIT.md's worker pool: passed as the option it names, closed as it says, verifies a bundle", async () => {
+    const audit = readFileSync(join(ROOT, 'docs', 'AUDIT.md'), 'utf8').replace(/\s+/g, ' ');
+    const said =
+      /await createWorkerLineVerifier\(\{ trust, threads, mainShare\? \}\)(?:(?!\. [A-Z]).)*?`verifyBundle`'s \(or `verifyChain`'s\) `(\w+)` option(?:(?!\. [A-Z]).)*?`close\(\)`/.exec(
+        audit,
+      );
+    expect(said, 'docs/AUDIT.md says how a worker pool is passed to verifyBundle and ended').not.toBeNull();
+    const { createWorkerLineVerifier, exportBundle } = await import('../src/index.js');
+    const { verifyBundle, verifyChain, parseTrustStore } = await import('../manifests/audit/index.js');
+    const { openBundleDir } = await import('../src/ops/bundle-dir.js');
+    const ledger = await openLedger({ root: tempDir(), host: 'harness-eu-1', onNotice: () => {} });
+    await ledger.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary());
+    const out = join(tempDir(), 'bundle');
+    await exportBundle(ledger, { out });
+    const trust = parseTrustStore(JSON.stringify(await ledger.storeTrust()));
+    await ledger.close();
+    const pool = await createWorkerLineVerifier({ trust, threads: 2 });
+    try {
+      const report = await verifyBundle(await openBundleDir(out), { trust, [said![1]!]: pool });
+      expect(report.findings).toEqual([]);
+      const lines = readFileSync(join(out, 'manifests.jsonl'), 'utf8').split('\n').filter(Boolean);
+      expect((await verifyChain(lines, { trust, [said![1]!]: pool })).ok).toBe(true);
+    } finally {
+      await pool.close();
+    }
+  });
+});
