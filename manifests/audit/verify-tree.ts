@@ -234,7 +234,10 @@ function openCheckpoint(text: string, options: TreeCheckOptions): Opened {
  * revocation when several entries do), or undefined when no revoked key signed it. A listing that is no verifier key
  * (a store built by hand, not parsed) is passed over.
  */
-function revokedSigner(text: string, options: TreeCheckOptions): TrustedCheckpointKey | undefined {
+export function revokedSigner(
+  text: string,
+  options: Pick<TreeCheckOptions, 'trust' | 'verifier'>,
+): TrustedCheckpointKey | undefined {
   const revoked: Array<{ entry: TrustedCheckpointKey; key: NoteVerifierKey }> = [];
   for (const entry of options.trust.checkpointKeys ?? []) {
     if (entry.revokedAt === undefined) continue;

@@ -10,6 +10,9 @@ import { consistencyRanges, hashRanges, inclusionRanges, treeHeadAt } from '../.
 import { openNote } from '../../manifests/crypto/note.js';
 import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { auditUsage } from '../../manifests/audit/errors.js';
+import { revokedSigner } from '../../manifests/audit/verify-tree.js';
+import { ManifestError } from '../../manifests/errors.js';
+import type { TrustStore } from '../../manifests/format/trust.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
 import {
@@ -55,11 +58,23 @@ export async function sinceSize(
   verifiers: NoteVerifierKey[],
   cut: { origin?: string; size: number },
   log: ManifestLog,
+  trust?: TrustStore,
 ): Promise<number> {
   let old;
   try {
     old = parseCheckpoint(openNote(note, verifiers).text);
   } catch (err) {
+    // Signed by this log's checkpoint key of the time, revoked since (with the host key, after a compromise): say so,
+    // as verify --since does, not that the note is of another log.
+    const revoked =
+      err instanceof ManifestError && err.code === 'NOTE_UNVERIFIED' && trust !== undefined
+        ? revokedSigner(note, { trust })
+        : undefined;
+    if (revoked)
+      throw auditUsage(
+        `--since: the earlier checkpoint is signed by checkpoint key ${JSON.stringify(revoked.keyId)} of host ${JSON.stringify(revoked.host)}, revoked (at ${JSON.stringify(revoked.revokedAt)}) in the keys this store trusts: a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); export without --since, and give the auditor the new bundle's checkpoint to keep`,
+        { cause: err },
+      );
     throw auditUsage(`--since: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });
   }
   if (cut.origin !== undefined && old.origin !== cut.origin)

@@ -701,14 +701,17 @@ async function exportInto(
   const { cut, selected, headProofs } = await cutFor(source, options, filtered);
   const limit = cut?.checkpoint.size ?? Infinity;
   if (options.since !== undefined && !cut) throw auditUsage('--since needs a store with checkpoints');
+  // The keys the earlier checkpoint is checked under, read once (and named when one of them, revoked since, signed it).
+  const sinceTrust = options.since !== undefined && cut && source.trustStore ? source.trustStore() : undefined;
   const oldSize =
     options.since === undefined || !cut
       ? undefined
       : await sinceSize(
           options.since,
-          source.trustStore ? checkpointVerifiers(source.trustStore(), cut.checkpoint.origin) : [],
+          sinceTrust ? checkpointVerifiers(sinceTrust, cut.checkpoint.origin) : [],
           { origin: cut.checkpoint.origin, size: limit },
           source.log,
+          sinceTrust,
         );
   const positions: number[] = [];
   const lastOf = new Map<string, { seq: number; id: string }>();

@@ -461,6 +461,35 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
   });
 });
 
+describe('export --since a checkpoint signed by a checkpoint key the store has since revoked', () => {
+  // The auditor's note is this log's, signed by its checkpoint key of the time; the host key was revoked since (a
+  // compromise), and the checkpoint key with it. export refused it as "not a checkpoint of this log: the note carries
+  // no signature by a known key", which sent the operator looking for another log or a fork; verify --since names
+  // the revoked key, and so does export now.
+  it('refuses it (AuditError USAGE, no bundle) naming the revoked key, not as a note of another log', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'h1', origin: ORIGIN, onNotice: () => {} });
+    try {
+      await publish(ledger, 's', 0);
+      const old = ledger.keyId;
+      const revokedCheckpointKey = ledger.trustStore().checkpointKeys!.find((k) => k.revokedAt === undefined)!;
+      const earlier = (await ledger.checkpoint()).note;
+      await ledger.rotateKey();
+      await ledger.revokeKey(old, '2000-01-01T00:00:00.000Z');
+      await publish(ledger, 't', 1); // a new session: s's head is signed by the revoked key
+      const out = join(tempDir(), 'bundle');
+      const err = await exportBundle(ledger, { out, since: earlier }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AuditError);
+      expect(err).toMatchObject({ code: 'USAGE' });
+      expect((err as Error).message).toBe(
+        `--since: the earlier checkpoint is signed by checkpoint key "${revokedCheckpointKey.keyId}" of host "h1", revoked (at "2000-01-01T00:00:00.000Z") in the keys this store trusts: a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); export without --since, and give the auditor the new bundle's checkpoint to keep`,
+      );
+      expect(existsSync(out)).toBe(false);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
+
 describe('step 9d: witnesses, against a host that shows two auditors two trees', () => {
   const witness = (name: string, byte: number) => {
     const seed = new Uint8Array(32).fill(byte);
