@@ -611,6 +611,12 @@ describe('handoff-ledger CLI: options the README promises', () => {
     const resumed = as('resume', '--principal', 'bob', '--session', 's');
     expect(resumed.code).toBe(1);
     expect(resumed.stderr).toMatch(/UNAUTHORIZED/);
+    // --json of grant --all and revoke --all marks the record of every session as grants --json lists it: a bare
+    // `"session": "*", "state": "granted"` read as a grant of every session, which the note on stderr says it is not.
+    const json = (...args: string[]) => JSON.parse(as(...args, '--json').stdout) as Record<string, unknown>;
+    expect(json('revoke', '--principal', 'erin', '--all')).toMatchObject({ session: '*', everySession: true });
+    expect(json('grant', '--principal', 'erin', '--all')).toMatchObject({ session: '*', everySession: true });
+    expect(json('grant', '--principal', 'erin', '--session', 's')).not.toHaveProperty('everySession');
     const again = as('grant', '--principal', 'carol', '--all');
     expect(again.stdout).toMatch(/^no revocation on all sessions to lift for carol at /);
     expect(again.stderr).not.toContain('stays revoked');

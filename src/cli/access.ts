@@ -50,7 +50,8 @@ function changeGrant(kind: 'grant' | 'revoke') {
         const lifting = kind === 'grant' && session === '*';
         const wasRevoked = lifting && (await ledger.grants({ principal, session })).some((g) => g.state === 'revoked');
         const rec = await ledger[kind](principal, session, { by: values.by });
-        if (values.json) writeJson(io.stdout, rec);
+        // A record of every session says so, as grants --json lists it (a bare session "*" granted reads as a grant).
+        if (values.json) writeJson(io.stdout, session === '*' ? { ...rec, everySession: true } : rec);
         else
           io.stdout.write(
             printableLines([
