@@ -48,6 +48,23 @@ describe('README error codes', () => {
   });
 });
 
+describe("README's pointer to the auditor's codes", () => {
+  // The table holds the library's codes; the auditor's are left to docs/AUDIT.md by a sentence naming them. That
+  // sentence named USAGE, BUNDLE_* and WORKER_FAILED, not TRUST_INVALID, which the CLI's trust files (--trust,
+  // HANDOFF_LEDGER_TRUST) are refused with as an AuditError (exit 2), and the table gave TRUST_INVALID to
+  // ManifestError alone.
+  it('covers every AuditError code: in the table as AuditError, or among the codes it says docs/AUDIT.md lists', () => {
+    const codes = codesOf('manifests/audit/errors.ts', 'AuditErrorCode');
+    expect(codes.length).toBeGreaterThan(4);
+    const section = read('README.md').split('## Error codes')[1]!.split('\n## ')[0]!;
+    const named = [...(/The auditor's own codes \(([^)]*)\)/.exec(section)?.[1] ?? '').matchAll(/`([A-Z_]+\*?)`/g)];
+    const said = (code: string) =>
+      named.some(([, n]) => (n!.endsWith('*') ? code.startsWith(n!.slice(0, -1)) : code === n)) ||
+      readmeTable().get(code)?.has('AuditError') === true;
+    expect(codes.filter((code) => !said(code))).toEqual([]);
+  });
+});
+
 describe("README's rows of the summary codes name compact's refusals", () => {
   // The rows said only what publish refuses (a summary marked incomplete; schema faults), not what compact and
   // extractSummary refuse with the same codes: an answer the model did not finish, not JSON, another tool, two calls.
