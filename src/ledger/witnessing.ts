@@ -14,7 +14,7 @@
  * was down meanwhile is caught up from it. A size read from disk is a hint: a witness that answers otherwise
  * (409) is believed. A witness ahead of the checkpoint submitted is given the log's current tree when the log has
  * grown that far (another process of a shared log got there first); one that names less than it cosigned before went
- * backwards, and is said to have.
+ * backwards, and is said to have. A refusal is said once for a checkpoint size, however many rounds hear it (`refused`).
  */
 import { readFile } from 'node:fs/promises';
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../../manifests/crypto/cosignature.js';
@@ -218,6 +218,12 @@ export class WitnessPool {
   private readonly closeWaitMs: number;
   /** Witnesses whose request the close cut (no answer within closeWaitMs): said so in the closing notice. */
   private readonly cut = new Set<string>();
+  /**
+   * The refusal last said of each witness URL (the size of the checkpoint refused, and the notice): the same refusal of
+   * the same checkpoint size is said once, however many rounds hear it (a publish's, then `checkpoint()`'s, the
+   * retries). A new size, another answer, or the same one after the witness cosigned meanwhile is said again.
+   */
+  private readonly refusalSaid = new Map<string, string>();
   private target: SignedCheckpoint | undefined;
   /** Cosignature lines for the checkpoint `text`, per witness (its `id`), and the lines restored from disk (`saved:<line>`). */
   private cosigned: { text: string; lines: Map<string, string> } | undefined;
@@ -494,17 +500,19 @@ export class WitnessPool {
         Object.assign(w, { size: held, fromDisk: false });
         // Below a size it cosigned of this log: a witness never goes back, so this one lost or rolled back its state
         // (or another witness answers at its URL). Said, and not taken as progress: the witness is left out of this
-        // round (the largest size it cosigned is kept, so that it is said again should it still be behind), and the
-        // next round catches it up from the size it named.
+        // round (the largest size it cosigned is kept, so that it is said again of a newer checkpoint should it still be
+        // behind), and the next round catches it up from the size it named.
         if (w.cosignedSize !== undefined && held < w.cosignedSize) {
-          this.notice(
+          this.refused(
+            w,
+            size,
             `witness ${w.url} went backwards: it cosigned a tree of ${w.cosignedSize} entries of this log and now holds ${held} (its state was lost or rolled back, or another witness answers at its URL); it is left out of this round`,
           );
           return false;
         }
         // The size we sent, refused: the witness holds another tree at this size (the log was rewritten).
         if (held === old) {
-          this.notice(`witness ${w.url} holds another tree of ${held} entries than this log's`);
+          this.refused(w, size, `witness ${w.url} holds another tree of ${held} entries than this log's`);
           return false;
         }
         if (held > size) return this.ranAhead(w, held, size);
@@ -519,21 +527,39 @@ export class WitnessPool {
             : '';
         // An empty body adds nothing after the status (it left a space at the end of the notice).
         const words = body.trim().slice(0, 200);
-        this.notice(
+        this.refused(
+          w,
+          size,
           `witness ${w.url} refused the checkpoint of size ${size}: ${res.status}${words ? ` ${words}` : ''}${hint}`,
         );
         return false;
       }
       const lines = this.acceptLines(w, text, body);
       if (lines.length === 0) {
-        this.notice(`witness ${w.url} answered without a cosignature we can use`);
+        this.refused(w, size, `witness ${w.url} answered without a cosignature we can use`);
         return false;
       }
       Object.assign(w, { size, fromDisk: false, cosignedSize: Math.max(w.cosignedSize ?? 0, size) });
       this.cosigned?.lines.set(w.id, lines.join(''));
+      // It cosigned: a refusal after this one is said again, whatever it repeats.
+      this.refusalSaid.delete(w.url);
       return true;
     }
     return false;
+  }
+
+  /**
+   * Says that witness `w` refused the checkpoint of `size` (a refusing status, another or a larger tree, a size below
+   * one it cosigned, an answer without a usable cosignature), unless it is the very refusal last said of its URL for
+   * that size: a publish's round and the `checkpoint()` (export) after it, or a retry, that hear it again say nothing
+   * new, and an operator reading the notices twice would count two witnesses or two checkpoints refused. A request that
+   * got no answer (unreachable, no answer in time) is said each time, and changes nothing here.
+   */
+  private refused(w: Witness, size: number, message: string): void {
+    const said = `${size}\n${message}`;
+    if (this.refusalSaid.get(w.url) === said) return;
+    this.refusalSaid.set(w.url, said);
+    this.notice(message);
   }
 
   /**
@@ -560,7 +586,7 @@ export class WitnessPool {
       Object.assign(w, { size: held, fromDisk: false });
       return false;
     }
-    this.notice(`witness ${w.url} holds a tree of ${held} entries, larger than this log's ${now}`);
+    this.refused(w, size, `witness ${w.url} holds a tree of ${held} entries, larger than this log's ${now}`);
     // Believed for this round only: the next one asks again, so a witness that was reset or misconfigured
     // for a while is caught up once it answers otherwise.
     Object.assign(w, { size: undefined, fromDisk: false });

@@ -73,8 +73,8 @@ describe('a store restored from a backup, submitted to the witness that cosigned
       expect(cosigned(cp.note)).toBe(0);
       refusals.push(...notices.filter((m) => m.includes(w.url)));
     }
-    // Each said once by the publish's submission and again by checkpoint()'s round.
-    expect([...new Set(refusals)]).toEqual([
+    // Each said once, though the publish's submission and checkpoint()'s round both hear it.
+    expect(refusals).toEqual([
       `witness ${w.url} holds a tree of 5 entries, larger than this log's 4`,
       `witness ${w.url} holds another tree of 5 entries than this log's`,
       `witness ${w.url} refused the checkpoint of size 6: 422 the consistency proof fails: the proof does not lead to the old root`,
