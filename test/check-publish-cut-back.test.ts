@@ -7,6 +7,10 @@
  * passes.
  * With the head, the watermark and entry 0 all removed, both judge by the entries left (any entry of a session with no
  * head is beyond it), and resume, reading the same head window, refuses it too.
+ * A session whose path in the session-heads index is not whole (a node on it or beside it rewritten, or one that
+ * cannot be read) is refused by checkPublish and compact with the append's own refusal (`TREE_DAMAGED`,
+ * `RECORD_CORRUPT`: its code and message), before the model is asked (before: passed, and the model was asked for a
+ * summary the append then refused); the sessions whose paths are whole are compacted.
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -14,6 +18,8 @@ import type { Ledger } from '../src/ledger/ledger.js';
 import { openLedger } from '../src/ledger/open.js';
 import { compact } from '../src/index.js';
 import { LevelManifestLog } from '../manifests/log/level/log.js';
+import { headsNodeKey, headsNodeValue } from '../manifests/log/level/session-heads.js';
+import { bitAt, headValue, prefixOf, sessionKey } from '../manifests/tlog/session-heads.js';
 import { describePostgres, sqlOn } from './support/postgres.js';
 import { countingModel } from './support/counting-model.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
@@ -84,6 +90,65 @@ async function resumeRefused(ledger: Ledger): Promise<void> {
     /^LedgerError ROLLBACK: session s: entries exist, but no head names them$/,
   );
 }
+
+/** How many leading bits the session-heads keys of two sessions share (where their paths in the index part). */
+function sharedBits(a: string, b: string): number {
+  const [x, y] = [sessionKey(a), sessionKey(b)];
+  let n = 0;
+  while (n < 256 && bitAt(x, n) === bitAt(y, n)) n++;
+  return n;
+}
+
+/** The first of `names` whose path in the index shares exactly `bits` leading bits with s's. */
+const partingFromS = (names: string[], bits: number) => names.find((n) => sharedBits('s', n) === bits)!;
+
+const OTHERS = ['t', ...Array.from({ length: 6 }, (_, i) => `o${i}`)];
+/** Sessions never published: one whose path parts from s's at the root, candidates for one that runs beside s's leaf. */
+const UNPUBLISHED = Array.from({ length: 20_000 }, (_, i) => `n${i}`);
+
+/** s published three times, the others once each (s's leaf then lies a few depths down); s's receipts. */
+async function publishDamageStore(ledger: Ledger): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) ids.push((await ledger.publish(scope, sampleSummary(i))).id);
+  for (const session of OTHERS) await ledger.publish({ ...scope, session }, sampleSummary(session));
+  return ids;
+}
+
+type Damage = 'leaf rewritten' | 'node beside it rewritten' | 'node unreadable';
+const damages: Damage[] = ['leaf rewritten', 'node beside it rewritten', 'node unreadable'];
+const damageTitle = (damage: Damage) =>
+  `s's path in the session-heads index not whole (${damage}): checkPublish and compact refuse with the append's own refusal before the model is asked; whole paths are compacted`;
+
+/**
+ * Each of `refused` (a session and the start of the refusal the append gives it, `<class> <code>: <message>`):
+ * checkPublish refuses with it, compact gives the same without asking the model, publish the same, nothing appended.
+ * Then a published session and an unpublished one whose paths part from s's at the root pass and are compacted.
+ */
+async function damageRefusedBeforeTheModel(ledger: Ledger, refused: Array<[string, string]>): Promise<void> {
+  const model = countingModel();
+  for (const [session, expected] of refused) {
+    const as = { ...scope, session };
+    const head = await ledger.log.head(session);
+    const checked = await refusal(ledger.checkPublish(as));
+    expect(checked.slice(0, expected.length), session).toBe(expected);
+    expect(await refusal(compact({ ledger, scope: as, model, transcript }))).toBe(checked);
+    expect(model.asked).toBe(0);
+    expect(await refusal(ledger.publish(as, sampleSummary('over the damage')))).toBe(checked);
+    expect(await ledger.log.head(session)).toEqual(head);
+  }
+  const whole = [partingFromS(OTHERS, 0), partingFromS(UNPUBLISHED, 0)];
+  for (const session of whole) {
+    const as = { ...scope, session };
+    const seq = ((await ledger.log.head(session))?.seq ?? -1) + 1;
+    expect(await refusal(ledger.checkPublish(as))).toBe('passed');
+    expect((await compact({ ledger, scope: as, model, transcript })).receipt.seq).toBe(seq);
+  }
+  expect(model.asked).toBe(whole.length);
+}
+
+/** The append's refusal of a path through a stored interior node at `depth` that does not hash its children. */
+const unhashedAt = (depth: number) =>
+  `ManifestError TREE_DAMAGED: session-heads index: the stored node at depth ${depth} does not hash its children (`;
 
 type Cut = 'moved back' | 'removed' | 'below the watermark';
 
@@ -175,6 +240,54 @@ describe('checkPublish and a chain cut back, embedded store', () => {
       await ledger.close();
     }
   });
+
+  for (const damage of damages)
+    it(damageTitle(damage), async () => {
+      const root = tempDir();
+      let ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+      const ids = await publishDamageStore(ledger);
+      await ledger.close();
+      // Offline, the head records as they were: a node of the index on s's path or beside it rewritten, or s's leaf made
+      // unreadable.
+      const log = await LevelManifestLog.open(join(root, 'manifests-v1'));
+      const at = (depth: number) => headsNodeKey({ depth, prefix: prefixOf(sessionKey('s'), depth) });
+      let leaf = 0;
+      while (!(await log.raw.get(at(leaf)))?.startsWith('l ')) leaf++;
+      expect(leaf).toBeGreaterThan(3);
+      if (damage === 'leaf rewritten')
+        await log.raw.put(
+          at(leaf),
+          headsNodeValue({ leaf: true, key: sessionKey('s'), value: headValue({ seq: 0, id: ids[0]! }) }),
+        );
+      else if (damage === 'node beside it rewritten')
+        await log.raw.put(
+          headsNodeKey({ depth: 2, prefix: prefixOf(sessionKey('s'), 2, true) }),
+          headsNodeValue({ leaf: false, hash: new Uint8Array(32).fill(7) }),
+        );
+      else await log.raw.put(at(leaf), 'not a node');
+      await log.close();
+      ledger = await openLedger({ root, host: 'host-a', onNotice: () => {} });
+      try {
+        // A session never published whose path runs beside s's leaf: its path does not hash to the root either.
+        const beside = partingFromS(UNPUBLISHED, leaf - 1);
+        await damageRefusedBeforeTheModel(
+          ledger,
+          damage === 'leaf rewritten'
+            ? [
+                ['s', unhashedAt(leaf - 1)],
+                [beside, unhashedAt(leaf - 1)],
+              ]
+            : damage === 'node beside it rewritten'
+              ? [['s', unhashedAt(1)]]
+              : [
+                  ['s', `ManifestError RECORD_CORRUPT: manifest log record ${at(leaf)} is corrupt: `],
+                  [beside, `ManifestError RECORD_CORRUPT: manifest log record ${at(leaf)} is corrupt: `],
+                ],
+        );
+      } finally {
+        await ledger.close();
+      }
+    });
 });
 
 let schemas = 0;
@@ -275,4 +388,77 @@ describePostgres('checkPublish and a chain cut back, PostgreSQL', (pg) => {
       await ledger.close();
     }
   });
+
+  for (const damage of damages)
+    it(damageTitle(damage) + ' (a ledger running before the change)', async () => {
+      const schema = nextSchema();
+      const ledger = await openLedger({
+        root: tempDir(),
+        host: 'host-a',
+        postgres: { connectionString: pg.connectionString, schema },
+        onNotice: () => {},
+      });
+      try {
+        const ids = await publishDamageStore(ledger);
+        const key = Buffer.from(sessionKey('s'));
+        const leaf = (
+          await sqlOn<{ depth: number }>(
+            pg.connectionString,
+            `SELECT depth FROM "${schema}".session_heads WHERE leaf_key = $1`,
+            [key],
+          )
+        )[0]!.depth;
+        expect(leaf).toBeGreaterThan(3);
+        // In the shared database, the head rows as they were.
+        if (damage === 'leaf rewritten')
+          await sqlOn(pg.connectionString, `UPDATE "${schema}".session_heads SET hash = $1 WHERE leaf_key = $2`, [
+            Buffer.from(headValue({ seq: 0, id: ids[0]! })),
+            key,
+          ]);
+        else if (damage === 'node beside it rewritten')
+          await sqlOn(
+            pg.connectionString,
+            `INSERT INTO "${schema}".session_heads (depth, prefix, hash, leaf_key) VALUES (2, $1, $2, NULL)
+              ON CONFLICT (depth, prefix) DO UPDATE SET hash = EXCLUDED.hash, leaf_key = NULL`,
+            [Buffer.from(prefixOf(sessionKey('s'), 2, true)), Buffer.alloc(32, 7)],
+          );
+        // A node no walk can end at: interior nodes on s's path from its leaf down to depth 256.
+        else
+          await sqlOn(
+            pg.connectionString,
+            `INSERT INTO "${schema}".session_heads (depth, prefix, hash, leaf_key)
+              SELECT * FROM unnest($1::smallint[], $2::bytea[], $3::bytea[], $4::bytea[])
+              ON CONFLICT (depth, prefix) DO UPDATE SET hash = EXCLUDED.hash, leaf_key = NULL`,
+            (() => {
+              const depths = Array.from({ length: 257 - leaf }, (_, i) => leaf + i);
+              return [
+                depths,
+                depths.map((d) => Buffer.from(prefixOf(sessionKey('s'), d))),
+                depths.map(() => Buffer.alloc(32, 7)),
+                depths.map(() => null),
+              ];
+            })(),
+          );
+        const beside = partingFromS(UNPUBLISHED, leaf - 1);
+        await damageRefusedBeforeTheModel(
+          ledger,
+          damage === 'leaf rewritten'
+            ? [
+                ['s', unhashedAt(leaf - 1)],
+                [beside, unhashedAt(leaf - 1)],
+              ]
+            : damage === 'node beside it rewritten'
+              ? [['s', unhashedAt(1)]]
+              : [
+                  [
+                    's',
+                    'ManifestError RECORD_CORRUPT: session-heads index: an interior node at depth 256 (a damaged index)',
+                  ],
+                  [beside, unhashedAt(leaf - 1)],
+                ],
+        );
+      } finally {
+        await ledger.close();
+      }
+    });
 });

@@ -3,7 +3,7 @@
  * reading of a head, and fsck all apply them. Isomorphic.
  */
 import type { Digest } from '../../store/hash/digest.js';
-import type { ChainHead } from '../log/log.js';
+import type { ChainHead, HeadWindow } from '../log/log.js';
 
 /**
  * `HEAD_MISMATCH`: the head names no stored entry with its id. `ROLLBACK`: the chain was cut back: the head
@@ -46,6 +46,24 @@ export interface CutBackFacts {
    * before the model) with it.
    */
   indexProblem?: string | undefined;
+  /**
+   * The session's path in the session-heads index is not whole (HeadWindow.index `TREE_DAMAGED`: it does not hash to the
+   * stored root; `RECORD_CORRUPT`: a node on it or beside it cannot be read), if so, with the message the append's index
+   * update refuses it with (`problem`). Not the `ROLLBACK` rule's (`cutBackProblems` leaves it out): both logs' appends
+   * meet it in their index update, and `sessionAppendRefusal` (checkPublish, before the model) refuses with it after
+   * that rule.
+   */
+  indexDamage?: { code: 'TREE_DAMAGED' | 'RECORD_CORRUPT'; problem: string } | undefined;
+}
+
+/**
+ * The facts' `indexProblem` and `indexDamage` from a head's judgement by the session-heads index (HeadWindow.index):
+ * `ROLLBACK` is the one, a path not whole the other, with the append's words for it.
+ */
+export function indexFacts(index: HeadWindow['index']): Pick<CutBackFacts, 'indexProblem' | 'indexDamage'> {
+  if (index === undefined) return { indexProblem: undefined, indexDamage: undefined };
+  if (index.code === 'ROLLBACK') return { indexProblem: index.problem, indexDamage: undefined };
+  return { indexProblem: undefined, indexDamage: { code: index.code, problem: index.appendProblem ?? index.problem } };
 }
 
 /**

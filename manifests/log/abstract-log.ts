@@ -8,7 +8,7 @@ import { isDigest, type Digest } from '../../store/hash/digest.js';
 import { readOptionFields, refuseNonSignal, shownValue, throwIfAborted } from '../../store/errors.js';
 import { ManifestError, rollbackRefused } from '../errors.js';
 import { invalidIdMessage, isValidId } from '../format/id-pattern.js';
-import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
+import { cutBackProblems, headProblems, indexFacts, type CutBackFacts, type HeadProblem } from '../chain/head-rules.js';
 import type { NodeId } from '../tlog/tree.js';
 import { KEY_BITS, type HeadsNode, type NodePath } from '../tlog/session-heads.js';
 import { isManifestTimestamp } from '../format/manifest-core.js';
@@ -429,25 +429,29 @@ export abstract class AbstractManifestLog implements ManifestLog {
   /**
    * What an append to `session` would be refused with whatever it holds (ManifestLog.sessionAppendRefusal): the
    * store's `appendRefusal()`, else `ROLLBACK` when the chain was cut back, judged by the rule the backend's append
-   * judges by (`cutBackProblems`) on the facts it reads (`_cutBackFacts`).
+   * judges by (`cutBackProblems`) on the facts it reads (`_cutBackFacts`), else the session's path in the session-heads
+   * index not whole (`indexDamage`: `TREE_DAMAGED` / `RECORD_CORRUPT`, as the append's index update refuses it, met
+   * after the rule there too).
    */
   async sessionAppendRefusal(session: string): Promise<ManifestError | undefined> {
     const checked = checkId(session, 'session');
     const refused = this.appendRefusal();
     if (refused) return refused;
-    const [problem] = cutBackProblems(await this._cutBackFacts(checked));
-    return problem === undefined ? undefined : rollbackRefused(checked, problem);
+    const facts = await this._cutBackFacts(checked);
+    const [problem] = cutBackProblems(facts);
+    if (problem !== undefined) return rollbackRefused(checked, problem);
+    return facts.indexDamage && new ManifestError(facts.indexDamage.code, facts.indexDamage.problem);
   }
 
   /**
    * The facts an append to `session` judges a cut-back chain by, as it would read them now. By default the session's
-   * head window as committed, its head held to the session-heads index (a `ROLLBACK` of `HeadWindow.index` is
-   * `indexProblem`, as both logs' own facts give it; a path that is not whole is left to the append). A log whose
+   * head window as committed, its head held to the session-heads index (`HeadWindow.index`: a `ROLLBACK` is
+   * `indexProblem`, a path not whole `indexDamage`, as both logs' own facts give them: `indexFacts`). A log whose
    * append reads them from its own memory overrides it with that.
    */
   protected async _cutBackFacts(session: string): Promise<CutBackFacts> {
     const window = await this._headWindow(session);
-    return { ...window, indexProblem: window.index?.code === 'ROLLBACK' ? window.index.problem : undefined };
+    return { ...window, ...indexFacts(window.index) };
   }
 
   /** The append itself; the request is well-formed and the signal was not aborted when it was called. */

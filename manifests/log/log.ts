@@ -64,8 +64,12 @@ export interface HeadWindow {
    * head to it at its first read in a process (a head record set back with its tail and watermark, before the process
    * opened the store: `ROLLBACK`), and knows the heads it writes itself; PostgreSQL reads the session's path in the
    * window's statement, every time (other hosts write heads too: docs/ARCHITECTURE.md, "Session heads").
+   * `appendProblem` (`TREE_DAMAGED`): the same damage as an append's index update over the path words its refusal (the
+   * deepest stored node on the path that does not hash its children), for `sessionAppendRefusal` to refuse with.
    */
-  index?: { code: 'ROLLBACK' | 'TREE_DAMAGED' | 'RECORD_CORRUPT'; problem: string } | undefined;
+  index?:
+    | { code: 'ROLLBACK' | 'TREE_DAMAGED' | 'RECORD_CORRUPT'; problem: string; appendProblem?: string | undefined }
+    | undefined;
 }
 
 export interface AppendRequest {
@@ -256,10 +260,12 @@ export interface ManifestLog {
   appendRefusal?(): ManifestError | undefined;
   /**
    * The refusal an append to `session` meets now whatever it holds, as `append` throws it: `appendRefusal()`, or
-   * `ROLLBACK` for a chain cut back (its head below the session's watermark, or entries beyond its head), judged by the
-   * append's own rule on the facts the append reads. Undefined while an append to the session may go on (it may still
-   * lose a race, be revoked, …). A caller that checks before it appends (`Ledger.checkPublish`) asks it. Absent: none
-   * known before the append.
+   * `ROLLBACK` for a chain cut back (its head below the session's watermark, or entries beyond its head, or a head the
+   * session-heads index does not commit), judged by the append's own rule on the facts the append reads, or the
+   * session's path in the session-heads index not whole (`TREE_DAMAGED`: a node on it or beside it does not hash to the
+   * stored root; `RECORD_CORRUPT`: a node that cannot be read), which the append's index update refuses, with its code
+   * and message. Undefined while an append to the session may go on (it may still lose a race, be revoked, …). A caller
+   * that checks before it appends (`Ledger.checkPublish`) asks it. Absent: none known before the append.
    * @throws ManifestError `INVALID_ID`, `RECORD_CORRUPT` (a damaged head or watermark record), `STORAGE_FAILED`
    */
   sessionAppendRefusal?(session: string): Promise<ManifestError | undefined>;

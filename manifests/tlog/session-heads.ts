@@ -414,10 +414,7 @@ export class SessionHeadsUpdate {
       const from = hashedFrom.get(before);
       if (from !== undefined && from[0] === left && from[1] === right) return; // hashed from these very arrays
       if (!equalBytes(innerNodeHash(left, right), before.hash))
-        throw new ManifestError(
-          'TREE_DAMAGED',
-          `session-heads index: the stored node at depth ${p.depth} does not hash its children (a node below it was changed without it: a damaged or rewritten index; fsck reports it)`,
-        );
+        throw new ManifestError('TREE_DAMAGED', unhashedNodeProblem(p.depth));
     });
     // The stored path is whole (each changed node hashes its stored children): a leaf that does not commit the head a
     // change extends is the head record's own change, not the index's.
@@ -472,6 +469,14 @@ export class SessionHeadsUpdate {
     const root = yield* this.rootSteps();
     return { changes: [...this.overlay.values()], removed: this.removed(), root };
   }
+}
+
+/**
+ * An update's refusal of a stored interior node at `depth` that does not hash its stored children (`settle`, deepest
+ * first): the message of the `TREE_DAMAGED` an append's index update throws, and so `IndexedHeadProblem.appendProblem`.
+ */
+function unhashedNodeProblem(depth: number): string {
+  return `session-heads index: the stored node at depth ${depth} does not hash its children (a node below it was changed without it: a damaged or rewritten index; fsck reports it)`;
 }
 
 /** What an update wrote: each changed position once, with its latest node, and the new root. */
@@ -544,7 +549,8 @@ export async function proveSessionHead(
  * path hash, with the node where the path ends, to the stored root (the index is whole on this path), and that node
  * commits exactly `head` (or, `head` undefined, no head for the session); else `TREE_DAMAGED` (a node on the path
  * rewritten without its ancestors) or `ROLLBACK` (a whole index that commits another head or none: a head record set
- * back or removed under it). Reads the path one depth at a time, then the siblings in one round: made for a reader
+ * back or removed under it); a `TREE_DAMAGED` carries what an append's index update over the path refuses with
+ * (`appendProblem`). Reads the path one depth at a time, then the siblings in one round: made for a reader
  * that answers at once (the result is then at once too). Throws what `read` throws (a damaged node: `RECORD_CORRUPT`).
  */
 export function indexedHeadProblem(
@@ -558,6 +564,12 @@ export function indexedHeadProblem(
 export interface IndexedHeadProblem {
   code: 'ROLLBACK' | 'TREE_DAMAGED';
   problem: string;
+  /**
+   * `TREE_DAMAGED`: what an update of the session's head over this path refuses with (`SessionHeadsUpdate`, an append's
+   * index update: the deepest stored node on the path that does not hash its stored children), for a check made before
+   * the append (ManifestLog.sessionAppendRefusal) to refuse with the append's own words.
+   */
+  appendProblem?: string;
 }
 
 function* indexedHeadSteps(session: string, head: SessionHead | undefined): Reads<IndexedHeadProblem | undefined> {
@@ -566,12 +578,14 @@ function* indexedHeadSteps(session: string, head: SessionHead | undefined): Read
   let root: HeadsNode | undefined;
   let depth = 0;
   let node: HeadsNode | undefined;
+  const interior: Array<HeadsNode & { leaf: false }> = []; // the path's interior nodes, by depth
   for (; ; depth++) {
     if (depth > KEY_BITS)
       throw new ManifestError('RECORD_CORRUPT', 'session-heads index: an interior node at depth 256 (a damaged index)');
     [node] = yield [{ depth, prefix: prefixOf(key, depth) }];
     if (depth === 0) root = node;
     if (node === undefined || node.leaf) break;
+    interior.push(node);
   }
   const got: Array<HeadsNode | undefined> = [
     root,
@@ -579,15 +593,21 @@ function* indexedHeadSteps(session: string, head: SessionHead | undefined): Read
       ? []
       : yield Array.from({ length: depth }, (_, d) => ({ depth: d + 1, prefix: prefixOf(key, d + 1, true) }))),
   ];
+  // Folded up from where the path ends; the deepest interior node on it that is not what its stored children hash to is
+  // where an update over this path stops (SessionHeadsUpdate's `settle`, deepest first: below it, each stored node is
+  // what was folded, so it is held to its own stored children there).
   let hash = hashOfNode(node);
+  let unhashed = -1;
   for (let d = depth - 1; d >= 0; d--) {
     const sibling = hashOfNode(got[d + 1]);
     hash = bitAt(key, d) === 0 ? innerNodeHash(hash, sibling) : innerNodeHash(sibling, hash);
+    if (unhashed < 0 && !equalBytes(hash, interior[d]!.hash)) unhashed = d;
   }
   if (!equalBytes(hash, hashOfNode(got[0])))
     return {
       code: 'TREE_DAMAGED',
       problem: `session-heads index: the nodes on the session's path do not hash to its root (a node at depth ${depth} or beside the path rewritten without its ancestors; fsck reports it)`,
+      appendProblem: unhashedNodeProblem(unhashed), // the root at least is not what it folds to
     };
   const problem = leafProblem(node, key, head);
   return problem === undefined ? undefined : { code: 'ROLLBACK', problem };

@@ -617,17 +617,18 @@ export class Ledger {
    * append (CheckpointGuard.verify: nothing signed or pinned); that the head is one resume accepts for its key (not
    * revoked, expired or untrusted at its createdAt, under trust.json as it is now: resume verifies it as the entry
    * before the next handoff); and that the host key would sign now (not revoked, inside its window); and that the
-   * log's append would not refuse the session whatever it holds (a tree found damaged, a chain cut back). `compact`
-   * calls it before it asks the model, so a transcript whose summary publish would refuse is never sent to the
-   * provider. Passing promises nothing: publish checks all of it again (a revocation or
-   * another publish may come in between).
+   * log's append would not refuse the session whatever it holds (a tree found damaged, a chain cut back, the session's
+   * path in the session-heads index not whole). `compact` calls it before it asks the model, so a transcript whose
+   * summary publish would refuse is never sent to the provider. Passing promises nothing: publish checks all of it
+   * again (a revocation or another publish may come in between).
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`,
    *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), `ROLLBACK` / `FORK` (seen before, or found now), `CANCELLED`,
    *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign, or the head's
    *   key is one resume refuses it for),
    *   `RECORD_CORRUPT` (its log record), `TREE_DAMAGED` / `RECORD_CORRUPT` kept by a diagnosing open or met by the
    *   check of the tree, `TREE_DAMAGED` the log's appends refuse, `ROLLBACK` for a chain cut back that the append would
-   *   refuse (ManifestLog.sessionAppendRefusal); StoreError / ManifestError `STORAGE_FAILED`
+   *   refuse, `TREE_DAMAGED` / `RECORD_CORRUPT` for the session's path in the session-heads index not whole, as the
+   *   append's index update refuses it (ManifestLog.sessionAppendRefusal); StoreError / ManifestError `STORAGE_FAILED`
    */
   async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
     // Its own span and metrics (`check_publish`): a compaction refused here is counted, as its publish would be.
@@ -680,7 +681,8 @@ export class Ledger {
         }
       }, signal);
       // What the append itself refuses whatever it holds, by its own rule and as the commit passes it on: a tree or
-      // index record found damaged at open (TREE_DAMAGED), this session's chain cut back (ROLLBACK).
+      // index record found damaged at open (TREE_DAMAGED), this session's chain cut back (ROLLBACK), this session's path
+      // in the session-heads index not whole (TREE_DAMAGED, RECORD_CORRUPT: in the words of the append's index update).
       const refused = this.log.sessionAppendRefusal
         ? await untilCancelled(this.log.sessionAppendRefusal(s.session), signal)
         : this.log.appendRefusal?.();

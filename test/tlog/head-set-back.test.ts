@@ -129,6 +129,17 @@ describe('a head set back under the embedded store, the session-heads index left
         code: 'TREE_DAMAGED',
         message: expect.stringContaining('do not hash to its root'),
       });
+      // checkPublish (compact's check before the model) refuses it as the append's index update does, not ROLLBACK.
+      const checked = await ledger.checkPublish(scope('s')).then(
+        () => undefined,
+        (err: Error) => err,
+      );
+      expect(checked).toMatchObject({ name: 'ManifestError', code: 'TREE_DAMAGED' });
+      await expect(ledger.publish(scope('s'), sampleSummary('over the damage'))).rejects.toMatchObject({
+        name: 'ManifestError',
+        code: 'TREE_DAMAGED',
+        message: checked!.message,
+      });
     } finally {
       await ledger.close();
     }

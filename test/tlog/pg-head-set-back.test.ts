@@ -132,6 +132,17 @@ describePostgres(
         expect(leaf[0]!.depth).toBeGreaterThan(0);
         await setBack(s);
         await readsRefused([s.running], 'TREE_DAMAGED', "the nodes on the session's path do not hash to its root");
+        // checkPublish (compact's check before the model) refuses it as the append's index update does, not ROLLBACK.
+        const checked = await s.running.checkPublish(scope('s')).then(
+          () => undefined,
+          (err: Error) => err,
+        );
+        expect(checked).toMatchObject({ name: 'ManifestError', code: 'TREE_DAMAGED' });
+        await expect(s.running.publish(scope('s'), sampleSummary('over the damage'))).rejects.toMatchObject({
+          name: 'ManifestError',
+          code: 'TREE_DAMAGED',
+          message: checked!.message,
+        });
       } finally {
         await s.running.close();
       }

@@ -31,7 +31,7 @@ import {
   parseWatermarkRecord,
 } from './records.js';
 import { AbstractManifestLog, CheckedInlineBlobTable, readSnapshotSignal } from '../abstract-log.js';
-import { cutBackProblems, type CutBackFacts } from '../../chain/head-rules.js';
+import { cutBackProblems, indexFacts, type CutBackFacts } from '../../chain/head-rules.js';
 import {
   inlineBlobOps,
   LevelGrantTable,
@@ -140,8 +140,13 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
   private readonly headCache = new Map<string, ChainHead | null>();
   /** Sessions found cut back when their head was loaded (entries beyond it): appends refuse them (`ROLLBACK`). */
   private readonly cutBack = new Set<string>();
-  /** Sessions whose head the session-heads index did not commit when it was loaded: appends refuse them too. */
-  private readonly unindexed = new Map<string, string>();
+  /**
+   * Sessions whose head the session-heads index did not commit when it was loaded, with its judgement (HeadWindow.index):
+   * `ROLLBACK`, which appends refuse before they are queued; a path not whole (`TREE_DAMAGED`, `RECORD_CORRUPT`), which
+   * their index update meets. Kept for the session: only this log writes the store while it is open, and no append
+   * over a path not whole commits.
+   */
+  private readonly unindexed = new Map<string, NonNullable<HeadWindow['index']>>();
   /**
    * Each session's head (its id, null for none) as last held to the session-heads index in this process, or as this log
    * wrote it with the index (`_headWindow`): while the store is open only this log writes it, so a head read again as
@@ -590,20 +595,22 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
     if (now !== undefined) return now;
     this.headCache.set(session, read);
     if (window.entryBeyondHead) this.cutBack.add(session);
-    if (window.index?.code === 'ROLLBACK') this.unindexed.set(session, window.index.problem);
+    if (window.index) this.unindexed.set(session, window.index);
     return read;
   }
 
   /**
    * What an append to `session` judges a cut-back chain by (ManifestLog.append: `ROLLBACK`, the rule
-   * `cutBackProblems`): the caches, once the head and watermark are loaded.
+   * `cutBackProblems`), and the session's path in the index as its head's load judged it (`indexDamage`, which the
+   * append's index update meets): the caches, once the head and watermark are loaded.
    */
   private cutBackFacts(session: string, head: ChainHead | null): CutBackFacts {
+    const index = this.unindexed.get(session);
     return {
       head: head ?? undefined,
       entryBeyondHead: this.cutBack.has(session),
       watermark: this.watermarkCache.get(session),
-      indexProblem: this.unindexed.get(session),
+      ...(index && indexFacts(index)),
     };
   }
 

@@ -30,7 +30,13 @@ import {
 } from '../../../store/pg/db.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
 import { AbstractManifestLog, CheckedInlineBlobTable, isGrantTime, readSnapshotSignal } from '../abstract-log.js';
-import { cutBackProblems, headProblems, type CutBackFacts, type HeadProblem } from '../../chain/head-rules.js';
+import {
+  cutBackProblems,
+  headProblems,
+  indexFacts,
+  type CutBackFacts,
+  type HeadProblem,
+} from '../../chain/head-rules.js';
 import type {
   AppendRequest,
   ChainHead,
@@ -584,7 +590,8 @@ export class PgManifestLog extends AbstractManifestLog {
    * any entry of the session is one beyond it. The head window's facts, without its entry rows, and held to the
    * session-heads index as the window's head is (`indexedRead`): a head row set back or removed under the index, with
    * its tail and watermark, is `indexProblem` (`ROLLBACK`), which the append's index update would refuse (after the
-   * model, for compact); as in the embedded log, a path that is not whole is left to the append (`TREE_DAMAGED`).
+   * model, for compact); a path that is not whole is `indexDamage` (`TREE_DAMAGED`, `RECORD_CORRUPT`, in the words of the
+   * append's index update, which meets it), as in the embedded log.
    */
   protected override async _cutBackFacts(session: string): Promise<CutBackFacts> {
     const { read, index } = await this.indexedRead<
@@ -595,7 +602,7 @@ export class PgManifestLog extends AbstractManifestLog {
       entryBeyondHead: row!.beyond,
       watermark: row!.watermark ?? undefined,
     }));
-    return { ...read, indexProblem: index?.code === 'ROLLBACK' ? index.problem : undefined };
+    return { ...read, ...indexFacts(index) };
   }
 
   /**
