@@ -1,0 +1,264 @@
+/**
+ * The documentation's TypeScript examples type-check as a user's code: every ```ts block of README.md and of docs/*.md
+ * is compiled as a module of its own under `strict`, with `moduleResolution` `nodenext` and `bundler`, by the repo's
+ * own `typescript`. docs-examples.test.ts runs the README's blocks but under `@ts-nocheck`, and docs-imports.test.ts
+ * and test/package/ compile their imports only: a renamed option or a changed return type left a block that no
+ * longer compiles for its reader. Its `handoff-ledger…` imports resolve (tsconfig `paths`) to the source of the entry
+ * points package.json `exports` names, so no build is needed. What a block leaves to the reader (a ledger, a scope, a
+ * model, texts) is declared before it, typed from the library's exported types (never `any`), so a change of those
+ * types reaches the block. One program per resolution holds every block; only the blocks are checked.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  exports: Record<string, string | { default: string }>;
+};
+
+/** The source module behind an entry point, as docs-examples.test.ts finds it: ./dist/src/x.js → src/x.ts. */
+function sourceOf(specifier: string): string {
+  const entry = pkg.exports[specifier === 'handoff-ledger' ? '.' : `.${specifier.slice('handoff-ledger'.length)}`];
+  if (typeof entry !== 'object') throw new Error(`${specifier} is not an entry point of package.json`);
+  return join(ROOT, entry.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts'));
+}
+
+interface Block {
+  doc: string; // README.md, docs/AUDIT.md
+  line: number; // the doc's line of the block's first line (1-based)
+  first: string; // its first line: how it is named here
+  code: string;
+}
+
+const DOCS = ['README.md', ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`)].filter((f) => f.endsWith('.md'));
+
+function blocksOf(doc: string, text = readFileSync(join(ROOT, doc), 'utf8')): Block[] {
+  return [...text.matchAll(/^```(?:ts|typescript)\n([\s\S]*?)^```/gm)].map((m) => ({
+    doc,
+    line: text.slice(0, m.index).split('\n').length + 1,
+    first: m[1]!.split('\n')[0]!,
+    code: m[1]!,
+  }));
+}
+
+/**
+ * What a block leaves to the reader, each name declared as the reader has it: the library's values imported, its
+ * types reached through `__hl` (so a block's own imports of the same names do not clash), the SDK's through `__OpenAI`.
+ */
+const READER: Record<string, string> = {
+  // values of handoff-ledger an earlier block imported
+  openLedger: "import { openLedger } from 'handoff-ledger';",
+  compact: "import { compact } from 'handoff-ledger';",
+  summarySchemaFor: "import { summarySchemaFor } from 'handoff-ledger';",
+  normalizeStrictSummary: "import { normalizeStrictSummary } from 'handoff-ledger';",
+  // what the Harness has
+  ledger: 'declare const ledger: __hl.Ledger;',
+  scope: 'declare const scope: __hl.PublishScope;',
+  model: 'declare const model: __hl.ModelAdapter;',
+  transcript: 'declare const transcript: __hl.ModelMessage[];',
+  head: "declare const head: __hl.Receipt['id'] | null;",
+  receipt: 'declare const receipt: __hl.Receipt;',
+  signal: 'declare const signal: AbortSignal;',
+  usedTokens: 'declare const usedTokens: number;',
+  contextWindow: 'declare const contextWindow: number;',
+  oldSize: 'declare const oldSize: number;',
+  apiKey: 'declare const apiKey: string;',
+  client: 'declare const client: __OpenAI;',
+  messages: 'declare const messages: __OpenAI.ChatCompletionMessageParam[];',
+  // an auditor's fetched texts
+  hostAKeysText: 'declare const hostAKeysText: string;',
+  hostBKeysText: 'declare const hostBKeysText: string;',
+  checkpointText: 'declare const checkpointText: string;',
+  proofsText: 'declare const proofsText: string;',
+  headsText: 'declare const headsText: string;',
+  headerText: 'declare const headerText: string;',
+  fetchedText: 'declare const fetchedText: string;',
+  envelopeLines: 'declare const envelopeLines: string[];',
+};
+
+/** The names each block leaves to the reader, by doc and first line; a block not named here is given nothing. */
+const GIVEN: Record<string, Record<string, string[]>> = {
+  'README.md': {
+    "import { shouldCompact, compact, resumeContext } from 'handoff-ledger';": [
+      'ledger',
+      'scope',
+      'model',
+      'signal',
+      'usedTokens',
+      'contextWindow',
+    ],
+    "import OpenAI from 'openai';": ['compact', 'ledger', 'scope', 'transcript', 'head', 'apiKey'],
+    'const completion = await client.chat.completions.create({': [
+      'client',
+      'messages',
+      'ledger',
+      'scope',
+      'head',
+      'summarySchemaFor',
+      'normalizeStrictSummary',
+    ],
+    'const { note, checkpoint } = await ledger.checkpoint();       // signed note; { origin, size, root, extensions }':
+      ['ledger', 'receipt', 'oldSize'],
+    "import { readFileSync } from 'node:fs';": ['openLedger'],
+  },
+  'docs/AUDIT.md': {
+    "import { verifyBundle, verifyChain, memoryBundleReader, mergeTrust, parseTrustStore } from 'handoff-ledger/audit';":
+      [
+        'hostAKeysText',
+        'hostBKeysText',
+        'checkpointText',
+        'proofsText',
+        'headsText',
+        'headerText',
+        'fetchedText',
+        'envelopeLines',
+      ],
+  },
+};
+
+function preludeOf(names: string[]): string {
+  return [
+    "import type * as __hl from 'handoff-ledger';",
+    "import type __OpenAI from 'openai';",
+    ...names.map((name) => {
+      const declared = READER[name];
+      if (declared === undefined) throw new Error(`no declaration of ${name} for the reader`);
+      return declared;
+    }),
+  ].join('\n');
+}
+
+/** A block as a module of its own, in the checkout (so `openai` and the others resolve from its node_modules). */
+interface Unit {
+  block: Block;
+  file: string;
+  text: string;
+  preludeLines: number;
+}
+
+function unitOf(block: Block, name: string): Unit {
+  const prelude = preludeOf(GIVEN[block.doc]?.[block.first] ?? []);
+  return {
+    block,
+    file: join(ROOT, `.docs-types-${name}.ts`),
+    text: `${prelude}\n${block.code}\nexport {};\n`,
+    preludeLines: prelude.split('\n').length,
+  };
+}
+
+/** A user's settings: strict, ES modules, Node's types; `handoff-ledger…` onto the entry points' source. */
+function optionsFor(resolution: 'nodenext' | 'bundler', specifiers: string[]): ts.CompilerOptions {
+  return {
+    strict: true,
+    target: ts.ScriptTarget.ES2022,
+    lib: ['lib.es2023.d.ts'], // Node 20's
+    types: ['node'],
+    skipLibCheck: true,
+    noEmit: true,
+    ...(resolution === 'nodenext'
+      ? { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext }
+      : { module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler }),
+    paths: Object.fromEntries(specifiers.map((s) => [s, [sourceOf(s)]])),
+  };
+}
+
+/** What is wrong with a block, one line per diagnostic: the doc, its first line, where and what tsc says. */
+function failuresOf(program: ts.Program, unit: Unit, resolution: string): string[] {
+  const source = program.getSourceFile(unit.file)!;
+  const diagnostics = [...program.getSyntacticDiagnostics(source), ...program.getSemanticDiagnostics(source)];
+  return diagnostics.map((d) => {
+    const at = d.start === undefined ? undefined : source.getLineAndCharacterOfPosition(d.start).line;
+    const where =
+      at === undefined
+        ? ''
+        : at < unit.preludeLines
+          ? ' (in what the test declares for it)'
+          : ` at ${unit.block.doc}:${unit.block.line + at - unit.preludeLines}`;
+    const message = ts.flattenDiagnosticMessageText(d.messageText, '\n');
+    // a name the doc leaves to the reader: declared for it in GIVEN
+    const hint = d.code === 2304 ? ' (left to the reader? name it in GIVEN of test/docs-types.test.ts)' : '';
+    return `${unit.block.doc} block "${unit.block.first}" (${resolution})${where}: TS${d.code} ${message}${hint}`;
+  });
+}
+
+/** The `handoff-ledger…` specifiers the units import. */
+function specifiersOf(units: Unit[]): string[] {
+  return [...new Set(units.flatMap((u) => [...u.text.matchAll(/from\s+'(handoff-ledger[^']*)'/g)].map((m) => m[1]!)))];
+}
+
+/** One program over the given units; every file else comes from the disk. */
+function check(units: Unit[], resolution: 'nodenext' | 'bundler') {
+  const options = optionsFor(resolution, specifiersOf(units));
+  const byFile = new Map(units.map((u) => [u.file, u]));
+  const host = ts.createCompilerHost(options, true);
+  const { fileExists, readFile, getSourceFile } = host;
+  host.fileExists = (f) => byFile.has(f) || fileExists.call(host, f);
+  host.readFile = (f) => byFile.get(f)?.text ?? readFile.call(host, f);
+  host.getSourceFile = (f, language, ...rest) => {
+    const unit = byFile.get(f);
+    return unit ? ts.createSourceFile(f, unit.text, language, true) : getSourceFile.call(host, f, language, ...rest);
+  };
+  const program = ts.createProgram({ rootNames: [...byFile.keys()], options, host });
+  const general = [...program.getOptionsDiagnostics(), ...program.getGlobalDiagnostics()].map((d) =>
+    ts.flattenDiagnosticMessageText(d.messageText, '\n'),
+  );
+  return { program, general, failures: (unit: Unit) => failuresOf(program, unit, resolution) };
+}
+
+const blocks = DOCS.flatMap((doc) => blocksOf(doc));
+const units = blocks.map((b, i) => unitOf(b, `${b.doc.replace(/\W/g, '-')}-${i}`));
+
+// A copy of a block with a misspelt option, and one reading a field the library's type does not have: both must fail.
+const LIBRARY = "import { openLedger, summaryJsonSchema } from 'handoff-ledger';";
+const HARNESS = "import { shouldCompact, compact, resumeContext } from 'handoff-ledger';";
+function mutant(first: string, from: string, to: string, name: string): Unit {
+  const block = blocks.find((b) => b.doc === 'README.md' && b.first === first);
+  if (!block || !block.code.includes(from)) throw new Error(`README.md has no block "${first}" with ${from}`);
+  return unitOf({ ...block, code: block.code.replace(from, to) }, name);
+}
+const misspelt = mutant(LIBRARY, "openLedger({ host: 'harness-eu-1' })", "openLedger({ hots: 'harness-eu-1' })", 'm1');
+const misread = mutant(HARNESS, 'resumed?.id ?? null', 'resumed?.digest ?? null', 'm2');
+
+describe("the docs' TypeScript blocks", () => {
+  it("are found: the README's six and docs/AUDIT.md's, each given only names declared for the reader", () => {
+    expect(blocks.filter((b) => b.doc === 'README.md').length).toBeGreaterThanOrEqual(6);
+    expect(blocks.filter((b) => b.doc === 'docs/AUDIT.md').length).toBeGreaterThanOrEqual(1);
+    // every block named in GIVEN is there (a block's first line changed is renamed here, or this fails)
+    const named = Object.entries(GIVEN).flatMap(([doc, byFirst]) =>
+      Object.keys(byFirst).map((first) => ({ doc, first })),
+    );
+    for (const { doc, first } of named)
+      expect(
+        blocks.filter((b) => b.doc === doc && b.first === first),
+        `one ${doc} block begins ${first}`,
+      ).toHaveLength(1);
+  });
+
+  describe.each(['nodenext', 'bundler'] as const)('under strict, moduleResolution %s', (resolution) => {
+    let checked: ReturnType<typeof check>;
+    beforeAll(() => {
+      checked = check([...units, misspelt, misread], resolution);
+    });
+
+    it("compile as a user compiles them, their imports resolved to the entry points' source", () => {
+      expect(checked.general).toEqual([]);
+      // the entry points' source, never a build's declarations (the package resolving its own name to dist/)
+      for (const specifier of specifiersOf(units))
+        expect(checked.program.getSourceFile(sourceOf(specifier)), specifier).toBeDefined();
+      expect(checked.program.getSourceFiles().filter((f) => f.fileName.startsWith(join(ROOT, 'dist')))).toEqual([]);
+      expect(units.flatMap((u) => checked.failures(u))).toEqual([]);
+    });
+
+    it('fail, naming the doc, the block and the diagnostic, where an option is misspelt or a field misread', () => {
+      const [option] = checked.failures(misspelt);
+      expect(option).toMatch(/^README\.md block "import \{ openLedger, summaryJsonSchema \} from 'handoff-ledger';" /);
+      expect(option).toMatch(/ at README\.md:\d+: TS\d+ .*'hots'/);
+      const [field] = checked.failures(misread);
+      expect(field).toMatch(/^README\.md block "import \{ shouldCompact, compact, resumeContext \}/);
+      expect(field).toMatch(/ at README\.md:\d+: TS2339 Property 'digest' does not exist on type 'Resumed'/);
+    });
+  });
+});
