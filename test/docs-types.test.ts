@@ -1,12 +1,13 @@
 /**
  * The documentation's TypeScript examples type-check as a user's code: every ```ts block of README.md and of docs/*.md
- * is compiled as a module of its own under `strict`, with `moduleResolution` `nodenext` and `bundler`, by the repo's
- * own `typescript`. docs-examples.test.ts runs the README's blocks but under `@ts-nocheck`, and docs-imports.test.ts
- * and test/package/ compile their imports only: a renamed option or a changed return type left a block that no
- * longer compiles for its reader. Its `handoff-ledger…` imports resolve (tsconfig `paths`) to the source of the entry
- * points package.json `exports` names, so no build is needed. What a block leaves to the reader (a ledger, a scope, a
- * model, texts) is declared before it, typed from the library's exported types (never `any`), so a change of those
- * types reaches the block. One program per resolution holds every block; only the blocks are checked.
+ * is compiled as a module of its own under `strict` and `noUncheckedIndexedAccess`, with `moduleResolution`
+ * `nodenext` and `bundler`, by the repo's own `typescript`. docs-examples.test.ts runs the README's blocks but under
+ * `@ts-nocheck`, and docs-imports.test.ts and test/package/ compile their imports only: a renamed option or a changed
+ * return type left a block that no longer compiles for its reader. Its `handoff-ledger…` imports resolve (tsconfig
+ * `paths`) to the source of the entry points package.json `exports` names, so no build is needed. What a block leaves
+ * to the reader (a ledger, a scope, a model, texts) is declared before it, typed from the library's exported types
+ * (never `any`), so a change of those types reaches the block. One program per resolution holds every block; only the
+ * blocks are checked.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -149,10 +150,15 @@ function unitOf(block: Block, name: string): Unit {
   };
 }
 
-/** A user's settings: strict, ES modules, Node's types; `handoff-ledger…` onto the entry points' source. */
+/**
+ * A user's settings: strict, ES modules, Node's types; `handoff-ledger…` onto the entry points' source. With
+ * `noUncheckedIndexedAccess` too (this repo's own, and in the strictest presets users start from): the Chat Completions
+ * block destructured `completion.choices[0]`, which such a project refuses (TS2339 on `Choice | undefined`).
+ */
 function optionsFor(resolution: 'nodenext' | 'bundler', specifiers: string[]): ts.CompilerOptions {
   return {
     strict: true,
+    noUncheckedIndexedAccess: true,
     target: ts.ScriptTarget.ES2022,
     lib: ['lib.es2023.d.ts'], // Node 20's
     types: ['node'],
