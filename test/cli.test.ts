@@ -816,7 +816,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
       const r = cli([...argv, '--root', root, '--host', 'typo-host']);
       expect(r.code, `${argv.join(' ')}: ${r.stderr}`).toBe(1);
       expect(r.stderr).toBe(
-        `handoff-ledger: KEY_INVALID: host "typo-host" has no signing key in ${root} and this command makes none; hosts with keys here: "cli-host" (choose one with --host), or \`init --host typo-host\` adds this host\n`,
+        `handoff-ledger: KEY_INVALID: host "typo-host" has no signing key in ${root} and this command makes none; hosts with keys here: "cli-host" (choose one with --host, the library's host option), or \`init --host typo-host\` (an open without createHostKey: false) adds this host\n`,
       );
       expect(snapshot(root)).toEqual(before);
     }
@@ -833,7 +833,9 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     for (const argv of readers) {
       const r = cli([...argv, '--root', root]);
       expect(r.code, `${argv.join(' ')}: ${r.stderr}`).toBe(1);
-      expect(r.stderr).toBe(`handoff-ledger: KEY_INVALID: no store at ${root} (no trust.json); \`init\` makes one\n`);
+      expect(r.stderr).toBe(
+        `handoff-ledger: KEY_INVALID: no store at ${root} (no trust.json); \`init\` makes one (in the library, an open without createHostKey: false)\n`,
+      );
       expect(existsSync(root)).toBe(false);
     }
     expect(
@@ -876,7 +878,7 @@ describe('handoff-ledger CLI: only init and publish make a host a key', () => {
     const r = cli(['fsck', '--root', root]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      `handoff-ledger: KEY_INVALID: host "cli-host" is listed in trust.json but this root holds no key file of it (${hostKeyPath(root, 'cli-host')}): lost, or held in a key file or signer of its own, which the CLI is not given; this command makes no key. If it is lost: \`publish\` or \`init\` with this host makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")\n`,
+      `handoff-ledger: KEY_INVALID: host "cli-host" is listed in trust.json but this root holds no key file of it (${hostKeyPath(root, 'cli-host')}): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. If it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")\n`,
     );
     expect(snapshot(root)).toEqual(before);
   });

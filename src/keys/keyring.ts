@@ -396,17 +396,21 @@ export async function refuseNewHostKey(root: string, host: string): Promise<void
   // A key file a rotation staged and trust.json lists: the keyring moves it into place (one it does not list, it removes).
   const staged = await loadKeyFileIfPresent(stagedPathOf(path));
   if (staged && read?.trust.keys.some((k) => k.host === host && k.keyId === staged.keyId)) return;
-  if (!read) throw new LedgerError('KEY_INVALID', `no store at ${root} (no trust.json); \`init\` makes one`);
+  if (!read)
+    throw new LedgerError(
+      'KEY_INVALID',
+      `no store at ${root} (no trust.json); \`init\` makes one (in the library, an open without createHostKey: false)`,
+    );
   const shown = JSON.stringify(host);
   if (read.trust.keys.some((k) => k.host === host))
     throw new LedgerError(
       'KEY_INVALID',
-      `host ${shown} is listed in trust.json but this root holds no key file of it (${path}): lost, or held in a key file or signer of its own, which the CLI is not given; this command makes no key. If it is lost: \`publish\` or \`init\` with this host makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
+      `host ${shown} is listed in trust.json but this root holds no key file of it (${path}): lost, or held in a key file or signer of its own, which this open was not given (the CLI gives none; the library: keyFile, signer); this command makes no key. If it is lost: \`publish\` or \`init\` with this host (an open without createHostKey: false) makes a new one, and \`keys revoke <keyId>\` ends the lost one (README "Key rotation runbook")`,
     );
   const hosts = [...new Set(read.trust.keys.map((k) => k.host))].sort();
   throw new LedgerError(
     'KEY_INVALID',
-    `host ${shown} has no signing key in ${root} and this command makes none; hosts with keys here: ${hosts.map((h) => JSON.stringify(h)).join(', ') || 'none'} (choose one with --host), or \`init --host ${host}\` adds this host`,
+    `host ${shown} has no signing key in ${root} and this command makes none; hosts with keys here: ${hosts.map((h) => JSON.stringify(h)).join(', ') || 'none'} (choose one with --host, the library's host option), or \`init --host ${host}\` (an open without createHostKey: false) adds this host`,
   );
 }
 
