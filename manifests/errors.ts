@@ -20,6 +20,7 @@ export type ManifestErrorCode =
   | 'REVOKED'
   | 'LOCKED'
   | 'RECORD_CORRUPT'
+  | 'FORMAT_UNSUPPORTED'
   | 'STORAGE_FAILED'
   | 'CANCELLED'
   | 'NOTE_MALFORMED'

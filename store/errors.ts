@@ -29,6 +29,7 @@ export type StoreErrorCode =
   | 'UNSAFE_PATH'
   | 'STORAGE_FAILED'
   | 'LOCKED'
+  | 'FORMAT_UNSUPPORTED'
   | 'CANCELLED';
 
 /** Errors of the blob-store layer. */

@@ -218,7 +218,9 @@ describePostgres('PostgreSQL backend', (pg) => {
       ]);
     });
 
-    it('refuses (STORAGE_FAILED) a database migrated by a newer library', async () => {
+    // Not STORAGE_FAILED (an I/O failure a retry may mend): only an upgrade opens it, as an embedded root of a newer
+    // layout (test/pg-schema-unsupported.test.ts holds the ledger and the CLI to it).
+    it('refuses (FORMAT_UNSUPPORTED) a database migrated by a newer library', async () => {
       const schema = nextSchema();
       await (await PgManifestLog.open({ connectionString: pg.connectionString, schema })).close();
       await sql(
@@ -227,8 +229,9 @@ describePostgres('PostgreSQL backend', (pg) => {
       );
       const err = await rejection(PgManifestLog.open({ connectionString: pg.connectionString, schema }));
       expect(err).toBeInstanceOf(ManifestError);
-      expect((err as ManifestError).code).toBe('STORAGE_FAILED');
+      expect((err as ManifestError).code).toBe('FORMAT_UNSUPPORTED');
       expect((err as Error).message).toMatch(/newer than this library/);
+      expect((err as Error).message).toMatch(/upgrade handoff-ledger/i);
     });
   });
 

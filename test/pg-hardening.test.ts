@@ -114,7 +114,7 @@ describePostgres(
     async function schemaV2Store(schema: string, positions: number[]): Promise<Map<number, string>> {
       const db = new PgDatabase({ connectionString: pg.connectionString, schema });
       try {
-        await db.migrate('manifests', MANIFEST_MIGRATIONS.slice(0, 2));
+        await db.migrate('manifests', MANIFEST_MIGRATIONS.slice(0, 2), ManifestError);
       } finally {
         await db.close();
       }

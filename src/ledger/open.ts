@@ -216,7 +216,9 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  * @throws ManifestError `LOCKED` when another process has the embedded store open.
  * @throws LedgerError `FORMAT_UNSUPPORTED` for a root whose format marker (`format.json`) names a higher layout version
  *   or another format, `RECORD_CORRUPT` for one that is damaged (not a regular file, over 4 KiB, not the marker's JSON):
- *   refused before anything under the root is written or opened, diagnosing or not.
+ *   refused before anything under the root is written or opened, diagnosing or not. With `postgres`, StoreError /
+ *   ManifestError `FORMAT_UNSUPPORTED` for a schema a newer handoff-ledger migrated (or holding a known version under
+ *   another name): nothing in the database migrated or written, diagnosing or not.
  * @throws LedgerError `INVALID_ARGUMENT` for an `inlineSummaryBytes` or `maxSummaryBytes` that is not a non-negative
  *   integer, a `verifier` that is not `auto`, `node` or `noble`, a `hash` that is not `auto`, `native`, `wasm` or
  *   `noble`, an `authorizer` that is not a function, a `root` or `keyFile` that is not a non-empty string (or holds a NUL), a

@@ -19,8 +19,10 @@ import { LedgerError, throwIfCancelled } from '../errors.js';
  * Closing both ends the shared pool. Reached through postgres.ts, which loads this module (and the client) lazily.
  * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
  *   lowercase identifier, a pool size or timeout out of range, a hash that is neither a backend nor its name), before
- *   anything connects; StoreError / ManifestError `STORAGE_FAILED` when the database
- *   cannot be reached or migrated; `CANCELLED` (StoreError / ManifestError) once `signal` aborts, the pool ended.
+ *   anything connects; StoreError / ManifestError `FORMAT_UNSUPPORTED` when the schema was migrated by a newer
+ *   handoff-ledger or holds a known version under another name (that component not migrated, the pool ended), `STORAGE_FAILED`
+ *   when the database cannot be reached or migrated; `CANCELLED` (StoreError / ManifestError) once `signal` aborts, the
+ *   pool ended.
  */
 export async function openPostgresBackends(
   given: PostgresBackendOptions,

@@ -61,7 +61,9 @@ export interface OpenPostgresBackendsOptions {
  * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
  *   lowercase identifier, a hash that is neither a backend nor its name; `open` that is not an object, a field of it of another name, a `signal` that is no
  *   AbortSignal), before anything connects; `CANCELLED` once `open.signal` aborts, the pool ended; StoreError /
- *   ManifestError `STORAGE_FAILED` when the database cannot be reached or migrated.
+ *   ManifestError `FORMAT_UNSUPPORTED` when the schema was migrated by a newer handoff-ledger (upgrade it) or holds a
+ *   known version under another name, nothing migrated and the pool ended; StoreError / ManifestError
+ *   `STORAGE_FAILED` when the database cannot be reached or migrated.
  */
 export async function openPostgresBackends(
   options: PostgresBackendOptions,

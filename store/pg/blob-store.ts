@@ -121,8 +121,10 @@ export class PgBlobStore extends AbstractBlobStore {
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
    * @throws StoreError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`) or an option of a name
    *   it does not know (or one that throws as it is read), or a `signal` that is no AbortSignal, before anything
-   *   connects; `CANCELLED` once `signal` aborts (the pool it made ended); `STORAGE_FAILED` when the database cannot
-   *   be reached or migrated.
+   *   connects; `CANCELLED` once `signal` aborts (the pool it made ended); `FORMAT_UNSUPPORTED` when the schema's
+   *   blob tables were migrated by a newer handoff-ledger (a version this one does not know) or hold a known version
+   *   under another name (`PgDatabase.migrate`: nothing migrated, the pool it made ended); `STORAGE_FAILED` when the
+   *   database cannot be reached or migrated.
    */
   static async open(given: PgBlobStoreOptions): Promise<PgBlobStore> {
     // Each field read once; a misspelt one (`maxblobBytes`: the default bound) is refused before anything connects.
@@ -142,7 +144,7 @@ export class PgBlobStore extends AbstractBlobStore {
     throwIfAborted(signal);
     const db = new PgDatabase(options);
     try {
-      await db.migrate('blobs', BLOB_MIGRATIONS, signal);
+      await db.migrate('blobs', BLOB_MIGRATIONS, StoreError, signal);
       throwIfAborted(signal);
     } catch (err) {
       await db.close().catch(() => {});

@@ -2,12 +2,12 @@
  * The PostgreSQL plumbing shared by the Postgres blob store and the Postgres manifest log: one pool,
  * transactions that never leak a broken connection back into it, and versioned migrations run under
  * an advisory lock. Layer-neutral: it throws driver errors as they are and each layer maps them to its
- * own error class.
+ * own error class; a schema this code does not know is refused with the class the layer gives `migrate`.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { onAbort } from '../abort.js';
-import { isHandoffLedgerError, shownValue, throwIfAborted, type NamesEveryField } from '../errors.js';
+import { isHandoffLedgerError, shownValue, throwIfAborted, type ErrorClass, type NamesEveryField } from '../errors.js';
 
 /** Default `lockTimeoutMs`: how long a statement waits for a lock another connection holds. */
 export const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
@@ -149,6 +149,41 @@ export interface PgMigration {
   version: number;
   name: string;
   sql: string;
+}
+
+/** A component of the schema as its opener migrates it: its steps, and its layer's class for a refusal. */
+export interface PgMigratedComponent {
+  component: string;
+  migrations: readonly PgMigration[];
+  Unsupported: ErrorClass<'FORMAT_UNSUPPORTED'>;
+}
+
+/**
+ * Judges the versions the schema records for a component (`applied`: version to name) against the steps this code
+ * knows. Not a failure a retry mends: only another version of handoff-ledger opens such a schema (FORMAT_UNSUPPORTED,
+ * as an embedded root whose format marker names a newer layout or another format).
+ * @throws `Unsupported` `FORMAT_UNSUPPORTED` for a version it does not know (a newer library migrated the schema) or a
+ *   known version under another name (the stored name quoted escaped)
+ */
+function judgeApplied(
+  { component, migrations, Unsupported }: PgMigratedComponent,
+  schema: string,
+  applied: ReadonlyMap<number, string>,
+): void {
+  const known = new Map(migrations.map((m) => [m.version, m.name]));
+  const latest = Math.max(0, ...known.keys());
+  for (const [version, name] of [...applied].sort(([a], [b]) => a - b)) {
+    if (!known.has(version))
+      throw new Unsupported(
+        'FORMAT_UNSUPPORTED',
+        `${component} schema v${version} in ${schema} is newer than this library, which knows up to v${latest}: a newer handoff-ledger migrated this database; nothing was migrated or changed. Upgrade handoff-ledger to open it`,
+      );
+    if (known.get(version) !== name)
+      throw new Unsupported(
+        'FORMAT_UNSUPPORTED',
+        `${component} schema v${version} in ${schema} is ${shownValue(name, 80)}, expected "${known.get(version)}": another program, or a build of handoff-ledger this release does not know, migrated this schema; nothing was migrated or changed. Give the schema of a handoff-ledger store, or open it with the handoff-ledger that made it`,
+      );
+  }
 }
 
 const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -643,10 +678,17 @@ export class PgDatabase {
    * processes opening the same database at once neither race nor apply a step twice.
    * With a `signal`, as `transaction`: an abort ends the wait for the lock (another opener migrating) or a step,
    * rolls back and throws the signal's reason, nothing applied.
-   * @throws Error when the database holds a version this code does not know (a newer library wrote it)
-   *   or a known version under another name.
+   * @throws `Unsupported` (the calling layer's class) `FORMAT_UNSUPPORTED` when the database holds a version of
+   *   `component` this code does not know (a newer library migrated it) or a known version under another name (another
+   *   program, or a build this release does not know, made it): judged before any step is applied, the transaction
+   *   rolled back, so nothing is migrated or written. What the database says (a migration's name) is quoted escaped.
    */
-  async migrate(component: string, migrations: readonly PgMigration[], signal?: AbortSignal): Promise<void> {
+  async migrate(
+    component: string,
+    migrations: readonly PgMigration[],
+    Unsupported: ErrorClass<'FORMAT_UNSUPPORTED'>,
+    signal?: AbortSignal,
+  ): Promise<void> {
     // Without the lock wait's bound: another opener migrating (a large store's backfill included) is waited for.
     await this.transaction(
       async (client) => {
@@ -667,19 +709,8 @@ export class PgDatabase {
           [component],
         );
         const applied = new Map(rows.map((r) => [r.version, r.name]));
-        const known = new Map(migrations.map((m) => [m.version, m.name]));
-        for (const [version, name] of applied) {
-          if (!known.has(version)) {
-            throw new Error(
-              `${component} schema v${version} in ${this.schema} is newer than this library; upgrade handoff-ledger`,
-            );
-          }
-          if (known.get(version) !== name) {
-            throw new Error(
-              `${component} schema v${version} in ${this.schema} is "${name}", expected "${known.get(version)}"`,
-            );
-          }
-        }
+        // Judged before any step, in the transaction: a refusal rolls it back, nothing migrated.
+        judgeApplied({ component, migrations, Unsupported }, this.schema, applied);
         for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
           if (applied.has(m.version)) continue;
           await client.query(this.sql(m.sql));

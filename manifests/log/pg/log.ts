@@ -541,8 +541,10 @@ export class PgManifestLog extends AbstractManifestLog {
    * Connects and brings the schema up to date (idempotent; safe when many processes open at once).
    * @throws ManifestError `INVALID_ARGUMENT` for unusable connection options (`pgOptionsProblem`) or an option of a
    *   name it does not know (or one that throws as it is read), or a `signal` that is no AbortSignal, before anything
-   *   connects; `CANCELLED` once `signal` aborts (the pool it made ended); `STORAGE_FAILED` when the database cannot be
-   *   reached or migrated.
+   *   connects; `CANCELLED` once `signal` aborts (the pool it made ended); `FORMAT_UNSUPPORTED` when the schema's log
+   *   tables were migrated by a newer handoff-ledger (a version this one does not know) or hold a known version under
+   *   another name (`PgDatabase.migrate`: nothing migrated, the pool it made ended); `STORAGE_FAILED` when the database
+   *   cannot be reached or migrated.
    */
   static async open(given: PgManifestLogOptions): Promise<PgManifestLog> {
     // Each field read once; a misspelt one is refused (INVALID_ARGUMENT naming it) before anything connects.
@@ -558,7 +560,7 @@ export class PgManifestLog extends AbstractManifestLog {
     throwIfAborted(signal, ManifestError);
     const db = new PgDatabase(options);
     try {
-      await db.migrate('manifests', MANIFEST_MIGRATIONS, signal);
+      await db.migrate('manifests', MANIFEST_MIGRATIONS, ManifestError, signal);
       const log = new PgManifestLog(db);
       log.treeDamage = await log.tree.backfill(signal);
       await log.headsIndex.backfill(signal);
