@@ -6,8 +6,11 @@
 import { byteLimitProblem, type BlobStore } from '../../store/blob-store.js';
 import { hashBackendNameProblem, loadHashBackend } from '../../store/hash/backends.node.js';
 import { hashBackendProblem } from '../../store/hash/digest.js';
-import { PgBlobStore } from '../../store/pg/blob-store.js';
-import { createPgPool, pgOptionsProblem } from '../../store/pg/db.js';
+import { BLOB_MIGRATIONS, PgBlobStore } from '../../store/pg/blob-store.js';
+import { createPgPool, PgDatabase, pgOptionsProblem } from '../../store/pg/db.js';
+import { storageFailure, StoreError, throwIfAborted } from '../../store/errors.js';
+import { ManifestError } from '../../manifests/errors.js';
+import { MANIFEST_MIGRATIONS } from '../../manifests/log/pg/schema.js';
 import { PgManifestLog } from '../../manifests/log/pg/log.js';
 import type { ManifestLog } from '../../manifests/log/log.js';
 import type { PostgresBackendOptions } from './postgres.js';
@@ -20,7 +23,7 @@ import { LedgerError, throwIfCancelled } from '../errors.js';
  * @throws LedgerError `INVALID_ARGUMENT` for unusable options (an empty connection string, a schema that is not a
  *   lowercase identifier, a pool size or timeout out of range, a hash that is neither a backend nor its name), before
  *   anything connects; StoreError / ManifestError `FORMAT_UNSUPPORTED` when the schema was migrated by a newer
- *   handoff-ledger or holds a known version under another name (that component not migrated, the pool ended), `STORAGE_FAILED`
+ *   handoff-ledger or holds a known version under another name (nothing migrated, the pool ended), `STORAGE_FAILED`
  *   when the database cannot be reached or migrated; `CANCELLED` (StoreError / ManifestError) once `signal` aborts, the
  *   pool ended.
  */
@@ -41,6 +44,7 @@ export async function openPostgresBackends(
   try {
     // `signal` (openLedger's) ends each store's migrations and the log's backfills: rolled back, the pool ended below.
     const conn = { pool, schema: options.schema, preparedStatements: options.preparedStatements, signal };
+    await judgeSchemaVersions(pool, options.schema, signal);
     const blobs = await PgBlobStore.open({ ...conn, hash, maxBlobBytes: options.maxBlobBytes });
     const log = await PgManifestLog.open(conn).catch(async (err: unknown) => {
       await blobs.close();
@@ -50,6 +54,36 @@ export async function openPostgresBackends(
   } catch (err) {
     await pool.end().catch(() => {});
     throw err;
+  }
+}
+
+/**
+ * Both components' recorded versions judged before either store migrates its own (each in a transaction of its own,
+ * the blob store's first): a schema the log refuses (a newer handoff-ledger's, or a known version under another name)
+ * leaves the blob store's tables unmade too, where the blob store's migration had committed before the log's refusal.
+ * @throws StoreError / ManifestError `FORMAT_UNSUPPORTED` (the component's layer, as its open would throw it);
+ *   StoreError `CANCELLED` once `signal` aborts, `STORAGE_FAILED` when the versions cannot be read (as the blob store's
+ *   open would fail, first to connect)
+ */
+async function judgeSchemaVersions(
+  pool: ReturnType<typeof createPgPool>,
+  schema: string | undefined,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const db = new PgDatabase({ pool, schema });
+  try {
+    await db.judgeVersions(
+      [
+        { component: 'blobs', migrations: BLOB_MIGRATIONS, Unsupported: StoreError },
+        { component: 'manifests', migrations: MANIFEST_MIGRATIONS, Unsupported: ManifestError },
+      ],
+      signal,
+    );
+  } catch (err) {
+    if (signal?.aborted) throwIfAborted(signal);
+    throw storageFailure(StoreError, 'postgres store: reading its schema versions', err);
+  } finally {
+    await db.close();
   }
 }
 

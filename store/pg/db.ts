@@ -186,6 +186,9 @@ function judgeApplied(
   }
 }
 
+/** SQLSTATE 42P01 / 3F000: the table, or the schema named with it, is not there. */
+const UNDEFINED_TABLE = new Set(['42P01', '3F000']);
+
 const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** A counting semaphore, first come first served. */
@@ -723,6 +726,43 @@ export class PgDatabase {
       UNBOUNDED_LOCK_WAIT,
       signal,
     );
+  }
+
+  /**
+   * Judges, as `migrate` does and writing nothing, the versions the schema records for each of `components`, in one
+   * statement: for an opener of several (openPostgresBackends: the blob store, then the log, each migrating in a
+   * transaction of its own), so that a schema one of them refuses leaves the others unmigrated too. A schema or a
+   * migrations table not made yet records none. A migration committed after this look is judged by `migrate` still.
+   * @throws as `migrate` (`FORMAT_UNSUPPORTED` of the component's class); the signal's reason once it aborts (the wait
+   *   for a connection, one still being made included); a driver error as it is
+   */
+  async judgeVersions(components: readonly PgMigratedComponent[], signal?: AbortSignal): Promise<void> {
+    const client = await this.connect(signal);
+    // A connection lost during the statement fails it; its 'error' event is not left unheard (as in `transaction`).
+    const onError = () => {};
+    client.on('error', onError);
+    let failure: unknown;
+    let rows: Array<{ component: string; version: number; name: string }> = [];
+    try {
+      if (!signal?.aborted)
+        rows = (
+          await client.query<{ component: string; version: number; name: string }>(
+            `SELECT component, version, name FROM ${this.schema}.handoff_ledger_migrations`,
+          )
+        ).rows;
+    } catch (err) {
+      failure = err;
+    } finally {
+      client.off('error', onError);
+      // An error the server answered leaves the connection usable; any other (the connection lost) ends it.
+      client.release(failure !== undefined && pgCode(failure) === undefined ? (failure as Error) : undefined);
+    }
+    signal?.throwIfAborted();
+    if (failure !== undefined && !UNDEFINED_TABLE.has(pgCode(failure) ?? '')) throw failure;
+    for (const judged of components) {
+      const applied = new Map(rows.filter((r) => r.component === judged.component).map((r) => [r.version, r.name]));
+      judgeApplied(judged, this.schema, applied);
+    }
   }
 
   /** Ends the pool when this object created it; a borrowed pool stays open for its owner. */
