@@ -185,6 +185,36 @@ describe('handoff-ledger help', () => {
     expect(r.stderr).toContain(`handoff-ledger: USAGE: ${message}`);
   });
 
+  // The option echoed back is the argument given, whole: one holding a quote or a space was cut at it (`--a'b` said
+  // "Unknown option '--a'"), and the hint's argument after `--` is one shell word (a pasted `-- --$(id)` ran `id`);
+  // a short option in a group (`-xyz`) or with a value (`--bogus=v`) is given back as typed after `--`.
+  it.each([
+    [
+      ['publish', "--a'b"],
+      "Unknown option '--a'b'; an argument that begins with '-' goes after '--': -- '--a'\\\\''b'\n",
+    ],
+    [['publish', '--a b'], "Unknown option '--a b'; an argument that begins with '-' goes after '--': -- '--a b'\n"],
+    [
+      ['publish', '--a\nb'],
+      "Unknown option '--a\\x0ab'; an argument that begins with '-' goes after '--': -- '--a\\x0ab'\n",
+    ],
+    [
+      ['publish', '--$(id)'],
+      "Unknown option '--$(id)'; an argument that begins with '-' goes after '--': -- '--$(id)'\n",
+    ],
+    [['publish', '-xyz'], "Unknown option '-x'; an argument that begins with '-' goes after '--': -- -xyz\n"],
+    [
+      ['publish', '--bogus=v'],
+      "Unknown option '--bogus'; an argument that begins with '-' goes after '--': -- --bogus=v\n",
+    ],
+    [['history', "--a'b"], "Unknown option '--a'b'\n"],
+    [['history', '-\u202ex'], "Unknown option '-\\u{202e}'\n"],
+  ])('gives back the unknown option of %j whole, escaped', async (argv, message) => {
+    const r = await cli(argv);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toBe(`handoff-ledger: USAGE: ${message}`);
+  });
+
   // `grants` with nothing to list printed nothing at all, where history and resume say "has no compaction yet".
   it('says on stderr that grants found no record, and prints [] with --json', async () => {
     const r = await cli(['grants', ...store, '--principal', 'nobody', '--session', 's1']);

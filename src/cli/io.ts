@@ -11,7 +11,13 @@ import { readBoundedFile } from '../../store/fs/bounded-read.js';
 import { AuditError } from '../../manifests/audit/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { OpenLedgerOptions } from '../ledger/open.js';
-import { printable, printableJson, printableLines, printableOnce } from '../../manifests/encoding/printable.js';
+import {
+  printable,
+  printableJson,
+  printableLines,
+  printableOnce,
+  shellWord,
+} from '../../manifests/encoding/printable.js';
 import { readWholeNumber } from '../../manifests/encoding/whole-number.js';
 
 export interface CliIo {
@@ -117,6 +123,26 @@ export const storeOptions = {
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
+/**
+ * The option parseArgs refused as unknown, as it was given (`unknown`: its name, `-x` of a group `-xyz`, `--name` of
+ * `--name=value`) and the argument that held it (`arg`), from the tokens of a lenient parse: the name is taken whole,
+ * whatever it holds (a quote, a space, a newline), where a pattern over Node's message cut it there. Undefined for any
+ * other parse error, or when the lenient parse does not find the option Node's message names.
+ */
+function unknownOption(err: unknown, argv: string[], options: Options): { unknown: string; arg: string } | undefined {
+  if ((err as { code?: unknown }).code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return undefined;
+  let tokens;
+  try {
+    ({ tokens } = parseArgs({ args: argv, options, allowPositionals: true, strict: false, tokens: true }));
+  } catch {
+    return undefined;
+  }
+  const token = tokens.find((t) => t.kind === 'option' && !Object.hasOwn(options, t.name));
+  if (token?.kind !== 'option' || !(err as Error).message.startsWith(`Unknown option '${token.rawName}'`))
+    return undefined;
+  return { unknown: token.rawName, arg: argv[token.index] ?? token.rawName };
+}
+
 export function parse<T extends Options>(
   argv: string[],
   options: T,
@@ -130,14 +156,17 @@ export function parse<T extends Options>(
     // Node's message for a command that takes arguments goes on with a hint about `--` that ends in an unclosed
     // quote (`… as in '-- "--hots"`), which put the did-you-mean after it: the message is written here instead.
     const message = (err as Error).message;
-    const unknown = /^Unknown option '(-[^'\s]*)'/.exec(message)?.[1];
-    if (unknown === undefined) throw new UsageError(message);
+    const found = unknownOption(err, argv, options);
+    if (found === undefined) throw new UsageError(message);
+    const { unknown, arg } = found;
     const near = unknown.startsWith('--') ? nearestName(unknown.slice(2), Object.keys(options)) : undefined;
+    // The argument after `--` is the one given (`-xyz` whole, `--bogus=v` with its value), as one shell word: a
+    // pasted `-- --$(id)` would run what it names.
     const hint =
       near !== undefined
         ? ` (did you mean '--${near}'?)`
         : allowPositionals
-          ? `; an argument that begins with '-' goes after '--': -- ${unknown}`
+          ? `; an argument that begins with '-' goes after '--': -- ${shellWord(arg)}`
           : '';
     throw new UsageError(`Unknown option '${unknown}'${hint}`);
   }
