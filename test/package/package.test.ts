@@ -70,10 +70,12 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * the page and the library to ~2,316 KiB unpacked; 768 KiB and 2,496 KiB since session 42's reviews (PostgreSQL, the
  * encoding, the checkpoints, the servers, fsck, the reliability suite's durability model, the escaping sweep: some
  * fifty fixes and their CHANGELOG entries) brought the pack to ~855 KiB with the page and the library to ~2,720 KiB
- * unpacked with it.)
+ * unpacked with it; 800 KiB and 2,624 KiB since sessions 43 to 45 (the head held to the session-heads index on both
+ * backends, the root's format marker, `keys close`, the restore runbook, the documents checked against the code and
+ * their CHANGELOG entries) brought the pack to ~903 KiB with the page and the library to ~2,513 KiB unpacked.)
  */
-const MAX_PACKED_BYTES = 768 * 1024;
-const MAX_UNPACKED_BYTES = 2496 * 1024;
+const MAX_PACKED_BYTES = 800 * 1024;
+const MAX_UNPACKED_BYTES = 2624 * 1024;
 /**
  * The auditor's page (`handoff-ledger/web`) has a budget of its own on top: it is one self-contained file
  * (verifier, zod, noble and the BLAKE3 WebAssembly bundled twice over, for the page and its worker), about
