@@ -14,7 +14,9 @@
  * was down meanwhile is caught up from it. A size read from disk is a hint: a witness that answers otherwise
  * (409) is believed. A witness ahead of the checkpoint submitted is given the log's current tree when the log has
  * grown that far (another process of a shared log got there first); one that names less than it cosigned before went
- * backwards, and is said to have. A refusal is said once for a checkpoint size, however many rounds hear it (`refused`).
+ * backwards, and is said to have. What befalls a witness is said once for a checkpoint size, however many rounds hear
+ * it (`said`): a refusal, and a request that got no answer (unreachable, no usable answer, the deadline), whose kind alone
+ * counts, not the error's words; a witness said to be down that cosigns again is said to answer again.
  */
 import { readFile } from 'node:fs/promises';
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../../manifests/crypto/cosignature.js';
@@ -219,11 +221,13 @@ export class WitnessPool {
   /** Witnesses whose request the close cut (no answer within closeWaitMs): said so in the closing notice. */
   private readonly cut = new Set<string>();
   /**
-   * The refusal last said of each witness URL (the size of the checkpoint refused, and the notice): the same refusal of
-   * the same checkpoint size is said once, however many rounds hear it (a publish's, then `checkpoint()`'s, the
-   * retries). A new size, another answer, or the same one after the witness cosigned meanwhile is said again.
+   * What was last said of each witness URL: the size of the checkpoint it was said for, and what it was (a refusal's
+   * notice, or the kind of a request that got no answer). The same thing of the same checkpoint size is said once,
+   * however many rounds hear it (a publish's, then `checkpoint()`'s, the retries): a witness that stays down is said
+   * down once per checkpoint, at the rate of publishes, not once a retry. A new size, another answer or kind of
+   * failure, or the same one after the witness cosigned meanwhile is said again.
    */
-  private readonly refusalSaid = new Map<string, string>();
+  private readonly said = new Map<string, { size: number; what: string; unanswered: boolean }>();
   private target: SignedCheckpoint | undefined;
   /** Cosignature lines for the checkpoint `text`, per witness (its `id`), and the lines restored from disk (`saved:<line>`). */
   private cosigned: { text: string; lines: Map<string, string> } | undefined;
@@ -486,9 +490,10 @@ export class WitnessPool {
         // witness no connection reached.
         if (this.abort.signal.aborted) this.cut.add(w.id);
         else if (deadline.signal.aborted)
-          this.notice(`witness ${w.url} sent no complete answer within ${this.timeoutMs} ms`);
-        else if (unreached(err)) this.notice(`witness ${w.url} is unreachable: ${errorText(err, 200)}`);
-        else this.notice(`witness ${w.url} gave no usable answer: ${errorText(err, 200)}`);
+          this.unanswered(w, size, 'deadline', `witness ${w.url} sent no complete answer within ${this.timeoutMs} ms`);
+        else if (unreached(err))
+          this.unanswered(w, size, 'unreachable', `witness ${w.url} is unreachable: ${errorText(err, 200)}`);
+        else this.unanswered(w, size, 'unusable', `witness ${w.url} gave no usable answer: ${errorText(err, 200)}`);
         return false;
       } finally {
         clearTimeout(timer);
@@ -541,8 +546,11 @@ export class WitnessPool {
       }
       Object.assign(w, { size, fromDisk: false, cosignedSize: Math.max(w.cosignedSize ?? 0, size) });
       this.cosigned?.lines.set(w.id, lines.join(''));
-      // It cosigned: a refusal after this one is said again, whatever it repeats.
-      this.refusalSaid.delete(w.url);
+      // It cosigned: a refusal or failure after this one is said again, whatever it repeats. A witness last said to be
+      // down is said to answer again: else the last line of it an operator reads says it is down.
+      if (this.said.get(w.url)?.unanswered)
+        this.notice(`witness ${w.url} answers again: it cosigned the checkpoint of size ${size}`);
+      this.said.delete(w.url);
       return true;
     }
     return false;
@@ -552,13 +560,27 @@ export class WitnessPool {
    * Says that witness `w` refused the checkpoint of `size` (a refusing status, another or a larger tree, a size below
    * one it cosigned, an answer without a usable cosignature), unless it is the very refusal last said of its URL for
    * that size: a publish's round and the `checkpoint()` (export) after it, or a retry, that hear it again say nothing
-   * new, and an operator reading the notices twice would count two witnesses or two checkpoints refused. A request that
-   * got no answer (unreachable, no answer in time) is said each time, and changes nothing here.
+   * new, and an operator reading the notices twice would count two witnesses or two checkpoints refused.
    */
   private refused(w: Witness, size: number, message: string): void {
-    const said = `${size}\n${message}`;
-    if (this.refusalSaid.get(w.url) === said) return;
-    this.refusalSaid.set(w.url, said);
+    this.say(w, size, message, message, false);
+  }
+
+  /**
+   * Says that a request to witness `w` for the checkpoint of `size` got no answer (`kind`: unreachable, no usable
+   * answer, the deadline), unless that kind was the last thing said of its URL for that size: a witness that is down
+   * is said down when it fails for a checkpoint, and again for a new checkpoint or a failure of another kind, not by
+   * each retry (once a minute while it stays down). The kind is compared, not the message, whose error text varies
+   * (an address, an errno, the cause fetch keeps).
+   */
+  private unanswered(w: Witness, size: number, kind: 'deadline' | 'unreachable' | 'unusable', message: string): void {
+    this.say(w, size, kind, message, true);
+  }
+
+  private say(w: Witness, size: number, what: string, message: string, unanswered: boolean): void {
+    const last = this.said.get(w.url);
+    if (last?.size === size && last.what === what && last.unanswered === unanswered) return;
+    this.said.set(w.url, { size, what, unanswered });
     this.notice(message);
   }
 
