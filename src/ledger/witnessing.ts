@@ -228,6 +228,11 @@ export class WitnessPool {
    * failure, or the same one after the witness cosigned meanwhile is said again.
    */
   private readonly said = new Map<string, { size: number; what: string; unanswered: boolean }>();
+  /**
+   * The failure to read the log's current tree last said (`size`: of the checkpoint submitted, `kind`: the error's
+   * code): said once per checkpoint size and kind, until a read succeeds.
+   */
+  private treeUnreadSaid: { size: number; kind: string } | undefined;
   private target: SignedCheckpoint | undefined;
   /** Cosignature lines for the checkpoint `text`, per witness (its `id`), and the lines restored from disk (`saved:<line>`). */
   private cosigned: { text: string; lines: Map<string, string> } | undefined;
@@ -592,7 +597,7 @@ export class WitnessPool {
    * log's (then the retry, with its backoff, submits it).
    */
   private async ranAhead(w: Witness, held: number, size: number): Promise<boolean> {
-    const latest = await this.latestTree();
+    const latest = await this.latestTree(size);
     // Unread (a failure said by latestTree, or the ledger closing): nothing is known of the log's size, nor said.
     if (this.current && latest === undefined) {
       Object.assign(w, { size: held, fromDisk: false });
@@ -615,16 +620,36 @@ export class WitnessPool {
     return false;
   }
 
-  /** The log's current tree (one read per round), or undefined when it cannot be read (said) or is not followed. */
-  private latestTree(): Promise<SignedCheckpoint | undefined> {
+  /**
+   * The log's current tree (one read per round), or undefined when it cannot be read (said) or is not followed. A
+   * failure is said once for the checkpoint submitted (`size`) and the error's code, however many rounds need the
+   * tree (its message may vary: a path, an errno); again for a new checkpoint, another code, or after a read succeeded.
+   */
+  private latestTree(size: number): Promise<SignedCheckpoint | undefined> {
     const current = this.current;
     if (!current) return Promise.resolve(undefined);
-    this.latest ??= current().catch((err: unknown) => {
-      // A ledger closing refuses (CLOSED): nothing to say.
-      if (!this.closed && (err as { code?: unknown }).code !== 'CLOSED')
-        this.notice(`witnesses: cannot read the log's current tree: ${errorText(err)}`);
-      return undefined;
-    });
+    this.latest ??= current().then(
+      (cp) => {
+        this.treeUnreadSaid = undefined;
+        return cp;
+      },
+      (err: unknown) => {
+        let code: unknown;
+        try {
+          code = (err as { code?: unknown } | null | undefined)?.code;
+        } catch {
+          // A code getter that throws: no code.
+        }
+        const kind = typeof code === 'string' ? code : '';
+        // A ledger closing refuses (CLOSED): nothing to say.
+        if (this.closed || kind === 'CLOSED') return undefined;
+        if (this.treeUnreadSaid?.size !== size || this.treeUnreadSaid.kind !== kind) {
+          this.treeUnreadSaid = { size, kind };
+          this.notice(`witnesses: cannot read the log's current tree: ${errorText(err)}`);
+        }
+        return undefined;
+      },
+    );
     return this.latest;
   }
 

@@ -111,4 +111,36 @@ describe('a witness ahead of the checkpoint submitted', () => {
       await s.close();
     }
   });
+
+  it("says that the log's current tree cannot be read once for a checkpoint size and kind of failure, not each round", async () => {
+    const failure = new Error('the pin cannot be read: read 1');
+    const s = await scene(failure);
+    const unread = (words: string) => `witnesses: cannot read the log's current tree: ${words}`;
+    try {
+      // Three rounds of one checkpoint (a publish's, checkpoint()'s, a retry's) need the tree; its error's words vary.
+      for (let i = 1; i <= 3; i++) {
+        failure.message = `the pin cannot be read: read ${i}`;
+        await s.pool.cosign(await checkpointOf(4));
+      }
+      expect(s.asked()).toBe(3);
+      expect(s.notices).toEqual([unread('the pin cannot be read: read 1')]);
+      // A new checkpoint: said again, once.
+      for (const i of [4, 5]) {
+        failure.message = `the pin cannot be read: read ${i}`;
+        await s.pool.cosign(await checkpointOf(5));
+      }
+      expect(s.notices).toEqual([unread('the pin cannot be read: read 1'), unread('the pin cannot be read: read 4')]);
+      // Another kind of failure (its code) of the same checkpoint: said.
+      Object.assign(failure, { code: 'FORK', message: 'the log does not extend the pinned checkpoint' });
+      await s.pool.cosign(await checkpointOf(5));
+      await s.pool.cosign(await checkpointOf(5));
+      expect(s.notices).toEqual([
+        unread('the pin cannot be read: read 1'),
+        unread('the pin cannot be read: read 4'),
+        unread('the log does not extend the pinned checkpoint'),
+      ]);
+    } finally {
+      await s.close();
+    }
+  });
 });
