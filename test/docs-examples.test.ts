@@ -9,9 +9,10 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, sourceOf } from './support/entry-source.js';
 import OpenAI from 'openai';
 import { openLedger } from '../src/ledger/open.js';
 import type { Ledger } from '../src/ledger/ledger.js';
@@ -21,18 +22,6 @@ import { normalizeStrictSummary } from '../src/index.js';
 import { openaiAdapter } from '../src/adapters/openai.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 import { completion, functionCall, response } from './adapters/openai-replies.js';
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
-  exports: Record<string, string | { default: string }>;
-};
-
-/** The source module behind an entry point, as docs-imports.test.ts finds it: ./dist/src/x.js → src/x.ts. */
-function sourceOf(specifier: string): string {
-  const entry = pkg.exports[specifier === 'handoff-ledger' ? '.' : `.${specifier.slice('handoff-ledger'.length)}`];
-  if (typeof entry !== 'object') throw new Error(`${specifier} is not an entry point of package.json`);
-  return join(ROOT, entry.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts'));
-}
 
 /** The README's ```ts blocks, each with its first line (how it is named here). */
 function readmeBlocks(readme = readFileSync(join(ROOT, 'README.md'), 'utf8')) {

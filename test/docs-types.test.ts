@@ -10,22 +10,10 @@
  * blocks are checked.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import ts from 'typescript';
 import { beforeAll, describe, expect, it } from 'vitest';
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
-  exports: Record<string, string | { default: string }>;
-};
-
-/** The source module behind an entry point, as docs-examples.test.ts finds it: ./dist/src/x.js → src/x.ts. */
-function sourceOf(specifier: string): string {
-  const entry = pkg.exports[specifier === 'handoff-ledger' ? '.' : `.${specifier.slice('handoff-ledger'.length)}`];
-  if (typeof entry !== 'object') throw new Error(`${specifier} is not an entry point of package.json`);
-  return join(ROOT, entry.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts'));
-}
+import { ROOT, sourceOf } from './support/entry-source.js';
 
 interface Block {
   doc: string; // README.md, docs/AUDIT.md
