@@ -151,7 +151,7 @@ describe('what a model adapter returns or throws', () => {
         (e: unknown) => e,
       )) as Error;
       expect(err).toMatchObject({ name: 'LedgerError', code: 'SUMMARY_INVALID' });
-      expect(err.message).toMatch(/Unrecognized key/);
+      expect(err.message).toMatch(/unknown field/);
       expect(err.message).not.toMatch(/[\u0000-\u001f]/);
       expect(err.message).not.toMatch(raw);
       expect(await ledger.resume(scope)).toBeUndefined();

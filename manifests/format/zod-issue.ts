@@ -1,6 +1,6 @@
 /** How every layer reports a value its zod schema refused: the first issue, as `path: message`. */
 import type { z } from 'zod';
-import { TERMINAL_ACTING } from '../../store/errors.js';
+import { nearestName, shownValue, TERMINAL_ACTING } from '../../store/errors.js';
 
 /** The longest path segment and message a report quotes: a hostile input's key can be megabytes long. */
 export const MAX_SEGMENT_CHARS = 100;
@@ -20,6 +20,47 @@ const clip = (text: string, max: number, escaped: boolean): string => {
   return escaped ? clipped.replace(ACTING, escapedChar) : clipped;
 };
 
+/** A schema node as zod 4 defines it: enough of `_zod.def` to walk to the object an issue's path is in. */
+interface SchemaNode {
+  _zod: {
+    def: {
+      type: string;
+      shape?: Record<string, SchemaNode>;
+      element?: SchemaNode;
+      valueType?: SchemaNode;
+      innerType?: SchemaNode;
+      in?: SchemaNode;
+    };
+  };
+}
+
+/** What a wrapper (optional, nullable, default…) or a pipe's input is of, down to the schema that reads the value. */
+function unwrapped(node: SchemaNode | undefined): SchemaNode | undefined {
+  for (let depth = 0; node !== undefined && depth < 32; depth++) {
+    const def = node._zod.def;
+    const inner = def.innerType ?? (def.type === 'pipe' ? def.in : undefined);
+    if (inner === undefined) return node;
+    node = inner;
+  }
+  return node;
+}
+
+/** The field names of the object schema at `path` inside `schema`, or undefined when it is not an object schema. */
+function fieldsAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] | undefined {
+  let node = unwrapped(schema as unknown as SchemaNode);
+  for (const segment of path) {
+    const def = node?._zod.def;
+    if (def?.type === 'object')
+      node = Object.hasOwn(def.shape ?? {}, segment) ? def.shape![String(segment)] : undefined;
+    else if (def?.type === 'array') node = def.element;
+    else if (def?.type === 'record') node = def.valueType;
+    else return undefined;
+    node = unwrapped(node);
+  }
+  const def = node?._zod.def;
+  return def?.type === 'object' && def.shape ? Object.keys(def.shape) : undefined;
+}
+
 /**
  * The first issue as `path: message`, each path segment and the message clipped (`…`): zod quotes an unknown key
  * whole, and a bundle's or trust file's keys are the auditor's input, so a finding would otherwise repeat a key of any
@@ -29,10 +70,28 @@ const clip = (text: string, max: number, escaped: boolean): string => {
  * `\uXXXX`, as `shownValue` quotes a caller's value in a refusal: for the library's own refusals (a summary's key a
  * model wrote, a key file's). Without it the text is as zod gives it, for the auditor's findings and refusals, which
  * the CLI and the page print through `printable` (`\x1b`, `\u{202e}`: escaped once, never twice).
+ *
+ * `schema` (with `escaped`): the schema that refused the value. An unknown key is then named as the options objects'
+ * are, with the known field it is a slip of (`unknown field "nextstep" (did you mean 'nextSteps'?)`), not in zod's
+ * words, which name no field the schema knows.
  */
-export function describeZodError(error: z.ZodError, { escaped = false }: { escaped?: boolean } = {}): string {
+export function describeZodError(
+  error: z.ZodError,
+  { escaped = false, schema }: { escaped?: boolean; schema?: z.ZodType } = {},
+): string {
   const issue = error.issues[0];
   if (!issue) return '(root): invalid';
   const path = issue.path.map((segment) => clip(String(segment), MAX_SEGMENT_CHARS, escaped)).join('.');
-  return `${issue.path.length > 0 ? path : '(root)'}: ${clip(issue.message, MAX_MESSAGE_CHARS, escaped)}`;
+  const where = issue.path.length > 0 ? path : '(root)';
+  if (escaped && schema !== undefined && issue.code === 'unrecognized_keys' && issue.keys.length > 0) {
+    const fields = fieldsAt(schema, issue.path);
+    if (fields !== undefined) {
+      const name = issue.keys[0]!;
+      const near = nearestName(name, fields);
+      const hint = near === undefined ? '' : ` (did you mean '${near}'?)`;
+      const more = issue.keys.length > 1 ? `, and ${issue.keys.length - 1} more unknown` : '';
+      return `${where}: unknown field ${shownValue(name, MAX_SEGMENT_CHARS)}${hint}${more}`;
+    }
+  }
+  return `${where}: ${clip(issue.message, MAX_MESSAGE_CHARS, escaped)}`;
 }

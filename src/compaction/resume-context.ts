@@ -6,7 +6,7 @@ import type { Resumed } from '../ledger/ledger.js';
 import type { ModelMessage } from './model.js';
 import { LedgerError } from '../errors.js';
 import { isDigest } from '../../store/hash/digest.js';
-import { readSummaryValue, type Summary } from '../summary/summary.js';
+import { readSummaryValue, summarySchema, type Summary } from '../summary/summary.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { indented, quoted } from './framing.js';
 
@@ -37,7 +37,7 @@ function renderable(summary: unknown): Summary {
   if (!parsed.success)
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `resumeContext: not a handoff summary (${describeZodError(parsed.error, { escaped: true })})`,
+      `resumeContext: not a handoff summary (${describeZodError(parsed.error, { escaped: true, schema: summarySchema })})`,
     );
   return parsed.data;
 }

@@ -143,7 +143,10 @@ function parseCovers(covers: unknown): PublishOptions['covers'] {
     });
   }
   if (!parsed.success) {
-    throw new LedgerError('INVALID_ARGUMENT', `covers: ${describeZodError(parsed.error, { escaped: true })}`);
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `covers: ${describeZodError(parsed.error, { escaped: true, schema: coversSchema })}`,
+    );
   }
   return parsed.data as PublishOptions['covers'];
 }

@@ -108,7 +108,7 @@ function checkSummary(value: unknown, maxBytes: number): { summary: Summary; atL
     );
     throw new LedgerError(
       tooLarge ? 'SUMMARY_TOO_LARGE' : 'SUMMARY_INVALID',
-      `summary: ${describeZodError(parsed.error, { escaped: true })}`,
+      `summary: ${describeZodError(parsed.error, { escaped: true, schema: summarySchema })}`,
     );
   }
   const summary = parsed.data;
