@@ -359,6 +359,57 @@ describe("the README's list of the Ledger's members", () => {
   });
 });
 
+describe("the README's word on the Ledger's methods and classes", () => {
+  // The list named revokeKey without its parameters: a caller could not tell it takes a time, or in what form.
+  it("gives revokeKey's parameters as the method declares them", () => {
+    const source = ts.createSourceFile('ledger.ts', read('src/ledger/ledger.ts'), ts.ScriptTarget.Latest, true);
+    const cls = source.statements.find((s) => ts.isClassDeclaration(s) && s.name?.text === 'Ledger');
+    const method = (cls as ts.ClassDeclaration).members.find(
+      (m): m is ts.MethodDeclaration => ts.isMethodDeclaration(m) && m.name.getText(source) === 'revokeKey',
+    );
+    const params = method!.parameters.map((p) => `${p.name.getText(source)}${p.questionToken ? '?' : ''}`);
+    expect(params.length).toBeGreaterThan(0);
+    const list = readme.split('`Ledger` methods:')[1]!.split('`fsck(ledger')[0]!;
+    expect(list).toContain(`\`revokeKey(${params.join(', ')})\``);
+  });
+
+  // The error table named WitnessState.put and WitnessState.open, a class no entry point exports: a user meets
+  // `witness serve`, never the class.
+  it('names no class (`Class.member`) that no entry point of package.json exports', () => {
+    const pkg = JSON.parse(read('package.json')) as { exports: Record<string, string | { default?: string }> };
+    const entries = Object.values(pkg.exports)
+      .map((e) => (typeof e === 'string' ? e : e.default))
+      .filter((e): e is string => e !== undefined && e.startsWith('./dist/') && e.endsWith('.js'))
+      .map((e) => e.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts'));
+    expect(entries.length).toBeGreaterThan(5);
+    const program = ts.createProgram(entries, { noEmit: true, allowJs: false, module: ts.ModuleKind.NodeNext });
+    const checker = program.getTypeChecker();
+    const exported = new Set<string>();
+    for (const entry of entries) {
+      const symbol = checker.getSymbolAtLocation(program.getSourceFile(entry)!);
+      for (const e of checker.getExportsOfModule(symbol!)) exported.add(e.name);
+    }
+    expect(exported).toContain('FsBlobStore');
+    const classes = new Set<string>();
+    for (const dir of ['src', 'store', 'manifests']) {
+      for (const file of readdirSync(dir, { recursive: true, encoding: 'utf8' })) {
+        if (!file.endsWith('.ts')) continue;
+        for (const m of read(join(dir, file)).matchAll(/^export (?:abstract )?class (\w+)/gm)) classes.add(m[1]!);
+      }
+    }
+    // ARCHITECTURE.md is the contributors' map of the source, internal classes and all; the rest is a user's.
+    const docs = [
+      readme,
+      ...readdirSync('docs')
+        .filter((f) => f.endsWith('.md') && f !== 'ARCHITECTURE.md')
+        .map((f) => read(join('docs', f))),
+    ];
+    const named = new Set(docs.flatMap((d) => [...d.matchAll(/`(\w+)\.\w+/g)].map((m) => m[1]!)));
+    const unexported = [...named].filter((n) => classes.has(n) && !exported.has(n));
+    expect(unexported).toEqual([]);
+  });
+});
+
 describe("the README's table of openLedger's options", () => {
   // It had no row for blobs, log, fs, levelLog and clock, which openLedger takes (and refuses misspelt).
   it('has a row for every field openLedger reads (OPEN_FIELDS), and none for another', () => {
