@@ -5,6 +5,7 @@
 import {
   HandoffLedgerError,
   isHandoffLedgerError as isAnyLayerError,
+  OPERATION_CANCELLED,
   refuseNonSignal,
   throwIfAborted,
   type StoreError,
@@ -92,7 +93,7 @@ export function throwIfCancelled(signal: AbortSignal | undefined): void {
  */
 export function untilCancelled<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (!signal) return p;
-  const cancelled = () => new LedgerError('CANCELLED', 'operation cancelled', { cause: signal.reason });
+  const cancelled = () => new LedgerError('CANCELLED', OPERATION_CANCELLED, { cause: signal.reason });
   if (signal.aborted) {
     p.catch(() => {});
     return Promise.reject(cancelled());

@@ -47,7 +47,21 @@ export function isHandoffLedgerError(err: unknown): err is HandoffLedgerError {
  * of a write, so a cancelled operation stops before its next side effect.
  */
 export function throwIfAborted(signal: AbortSignal | undefined, Class: ErrorClass<'CANCELLED'> = StoreError): void {
-  if (signal?.aborted) throw new Class('CANCELLED', 'operation cancelled', { cause: signal.reason });
+  if (signal?.aborted) throw new Class('CANCELLED', OPERATION_CANCELLED, { cause: signal.reason });
+}
+
+/** What a `CANCELLED` says where the wait it ended (a store's, a lock's) does not know the call it was made for. */
+export const OPERATION_CANCELLED = 'operation cancelled';
+
+/**
+ * `err`, or, a `CANCELLED` that says only `operation cancelled`, one that names the call it ended (`resume
+ * cancelled`): the same class, code and cause (the signal's reason), so a caller that told its timeout from its
+ * user's stop by `err.cause` still does. Any other error, and a `CANCELLED` that already says more, as it is.
+ */
+export function namedCancel(err: unknown, call: string): unknown {
+  if (!isHandoffLedgerError(err) || err.code !== 'CANCELLED' || err.message !== OPERATION_CANCELLED) return err;
+  const Class = err.constructor as ErrorClass<'CANCELLED'>;
+  return new Class('CANCELLED', `${call} cancelled`, { cause: err.cause });
 }
 
 /**

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { exportBundle, fsck, gc, openLedger } from '../src/index.js';
+import { compact, exportBundle, fsck, gc, openLedger, type ModelAdapter } from '../src/index.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -50,6 +50,9 @@ describe("a cancelled call's cause is the signal's reason", () => {
       await ledger.publish(alice, sampleSummary('first'));
       const reason = new Error('stop');
       const signal = AbortSignal.abort(reason);
+      const model: ModelAdapter = async () => ({ finishReason: 'stop', text: JSON.stringify(sampleSummary('m')) });
+      const transcript = [{ role: 'user' as const, content: 'hi' }];
+      // Each names the call it ended ("operation cancelled" named none of them): the message starts with its name.
       const calls: Array<[string, () => Promise<unknown>]> = [
         ['publish', () => ledger.publish(alice, sampleSummary('second'), { signal })],
         ['checkPublish', () => ledger.checkPublish(alice, { signal })],
@@ -58,11 +61,13 @@ describe("a cancelled call's cause is the signal's reason", () => {
         ['fsck', () => fsck(ledger, { signal })],
         ['gc', () => gc(ledger, { graceMs: 0, signal })],
         ['export', () => exportBundle(ledger, { out: join(root, 'bundle'), signal })],
+        ['compaction', () => compact({ ledger, scope: alice, model, transcript, signal })],
       ];
       for (const [name, call] of calls) {
         const err = await call().catch((e: unknown) => e);
         expect(err, name).toMatchObject({ name: 'LedgerError', code: 'CANCELLED' });
         expect((err as Error).cause, name).toBe(reason);
+        expect((err as Error).message, name).toMatch(new RegExp(`^${name} cancelled`));
       }
       expect((await ledger.history(alice)).length).toBe(1);
     } finally {

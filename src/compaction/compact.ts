@@ -6,7 +6,7 @@
 import type { Digest } from '../../store/hash/digest.js';
 import type { Covers } from '../../manifests/format/manifest.js';
 import { parsePublishScope, type PublishScope } from '../ledger/scope.js';
-import { errorText, escapedText, readOptionFields, type NamesEveryField } from '../../store/errors.js';
+import { errorText, escapedText, namedCancel, readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
 import type { ModelAdapter, ModelMessage, ModelRequest, ModelResponse } from './model.js';
@@ -195,6 +195,17 @@ void everyCompactField;
  * }
  */
 export async function compact<L extends PublishingLedger>(
+  options: CompactOptions<L>,
+): Promise<CompactResult<Awaited<ReturnType<L['publish']>>>> {
+  try {
+    return await compactOnce(options);
+  } catch (err) {
+    // A wait that does not know the call (the model's, a wrapper ledger's) says `operation cancelled`: named here.
+    throw namedCancel(err, 'compaction');
+  }
+}
+
+async function compactOnce<L extends PublishingLedger>(
   options: CompactOptions<L>,
 ): Promise<CompactResult<Awaited<ReturnType<L['publish']>>>> {
   if (typeof options !== 'object' || options === null)

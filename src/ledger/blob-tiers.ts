@@ -15,7 +15,7 @@ import {
   type PutOptions,
 } from '../../store/blob-store.js';
 import { settledOrAborted } from '../../store/abort.js';
-import { StoreError, throwIfAborted } from '../../store/errors.js';
+import { OPERATION_CANCELLED, StoreError, throwIfAborted } from '../../store/errors.js';
 import { digestHex, hashBytes, type Digest, type HashBackend } from '../../store/hash/digest.js';
 import type { InlineBlobTable } from '../../manifests/log/log.js';
 
@@ -59,7 +59,7 @@ export class TieredBlobStore implements BlobStore {
     await settledOrAborted(
       reading,
       signal,
-      () => new StoreError('CANCELLED', 'operation cancelled', { cause: signal?.reason as unknown }),
+      () => new StoreError('CANCELLED', OPERATION_CANCELLED, { cause: signal?.reason as unknown }),
     );
     const bytes = await reading;
     if (bytes === undefined) return undefined;

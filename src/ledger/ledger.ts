@@ -3,7 +3,7 @@
  * Comments cite the numbered steps of docs/DESIGN.md's Publish and Resume contracts.
  */
 import { digestOf, hashBytes, isDigest, type Digest, type HashBackend } from '../../store/hash/digest.js';
-import { errorText, readOptionFields, shownValue, StoreError } from '../../store/errors.js';
+import { errorText, namedCancel, readOptionFields, shownValue, StoreError } from '../../store/errors.js';
 import { shellWord } from '../../manifests/encoding/printable.js';
 import type { BlobStore } from '../../store/blob-store.js';
 import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
@@ -226,6 +226,16 @@ function toLedgerCancel(err: unknown, signal: AbortSignal | undefined): unknown 
   if (isHandoffLedgerError(err) && err.code === 'CANCELLED' && !(err instanceof LedgerError))
     return new LedgerError('CANCELLED', 'publish cancelled', { cause: signal?.aborted ? signal.reason : err.cause });
   return err;
+}
+
+/**
+ * A rejection handler of a Ledger method that takes a signal: a `CANCELLED` that says only `operation cancelled` (a
+ * wait in a store or a lock, which does not know the call) names the method it ended, `resume cancelled`.
+ */
+function cancelledAs(method: string): (err: unknown) => never {
+  return (err) => {
+    throw namedCancel(err, method);
+  };
 }
 
 /** An append refused because another process closed the signing key's window after this one signed. */
@@ -543,7 +553,7 @@ export class Ledger {
     return this.telemetry.run(
       'publish',
       { scope: read, host: this.host },
-      (span) => this.tracked(() => this.publishTraced(read, summary, options, span)),
+      (span) => this.tracked(() => this.publishTraced(read, summary, options, span)).catch(cancelledAs('publish')),
       (r) => ({ bytes: r.size, attributes: { 'handoff_ledger.seq': r.seq } }),
     );
   }
@@ -637,7 +647,7 @@ export class Ledger {
     // Its own span and metrics (`check_publish`): a compaction refused here is counted, as its publish would be.
     const read = readScopeOnce(scope, true) as PublishScope; // its ids read once, for the span and the check alike
     return this.telemetry.run('check_publish', { scope: read, host: this.host }, () =>
-      this.checkPublishTracked(read, options),
+      this.checkPublishTracked(read, options).catch(cancelledAs('checkPublish')),
     );
   }
 
@@ -1041,7 +1051,7 @@ export class Ledger {
     return this.telemetry.run(
       'resume',
       { scope: read, host: this.host },
-      () => this.tracked(() => this.resumeTraced(read, options)),
+      () => this.tracked(() => this.resumeTraced(read, options)).catch(cancelledAs('resume')),
       (r) => ({
         attributes: { 'handoff_ledger.found': r !== undefined, ...(r ? { 'handoff_ledger.seq': r.seq } : {}) },
         ...(r ? { bytes: r.manifest.summary.size } : {}),
@@ -1158,7 +1168,7 @@ export class Ledger {
     return this.telemetry.run(
       'history',
       { scope: read, host: this.host },
-      () => this.tracked(() => this.historyTraced(read, options)),
+      () => this.tracked(() => this.historyTraced(read, options)).catch(cancelledAs('history')),
       (entries) => ({ attributes: { 'handoff_ledger.manifests': entries.length } }),
     );
   }

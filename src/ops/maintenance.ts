@@ -7,6 +7,7 @@ import {
   checkBooleanOption,
   escapeRawInJson,
   isHandoffLedgerError,
+  namedCancel,
   readOptionFields,
   StoreError,
 } from '../../store/errors.js';
@@ -195,6 +196,14 @@ function checkLedger(ledger: unknown, what: string): void {
  *   a storage failure of the log as it is (ManifestError `STORAGE_FAILED`)
  */
 export async function fsck(ledger: Ledger, given: FsckOptions = {}): Promise<FsckReport> {
+  try {
+    return await fsckOnce(ledger, given);
+  } catch (err) {
+    throw namedCancel(err, 'fsck'); // `operation cancelled` of a wait that does not know the call, named
+  }
+}
+
+async function fsckOnce(ledger: Ledger, given: FsckOptions): Promise<FsckReport> {
   checkLedger(ledger, 'fsck');
   // `null` from JavaScript callers too; each field read once (a getter that throws: INVALID_ARGUMENT).
   const options = readOptionFields(given, ['signal', 'checkBlobs'], 'fsck options', LedgerError) as FsckOptions;

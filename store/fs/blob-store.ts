@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { digestHex, hashBackendProblem, isDigest, type Digest, type HashBackend } from '../hash/digest.js';
 import {
+  OPERATION_CANCELLED,
   readOptionFields,
   shownValue,
   StoreError,
@@ -737,7 +738,7 @@ async function oneAtATime<T>(
     ? settledOrAborted(
         before,
         signal,
-        () => new StoreError('CANCELLED', 'operation cancelled', { cause: signal?.reason }),
+        () => new StoreError('CANCELLED', OPERATION_CANCELLED, { cause: signal?.reason }),
       ).then(call)
     : call();
   // Settled once both this call and the one before it have: a wait ended by the signal hands no turn on early.

@@ -18,7 +18,13 @@ import { mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Level } from 'level';
 import { onAbort, settledOrAborted } from '../../../store/abort.js';
-import { readOptionFields, refuseNonSignal, throwIfAborted, type NamesEveryField } from '../../../store/errors.js';
+import {
+  OPERATION_CANCELLED,
+  readOptionFields,
+  refuseNonSignal,
+  throwIfAborted,
+  type NamesEveryField,
+} from '../../../store/errors.js';
 import type { Digest } from '../../../store/hash/digest.js';
 import { ManifestError, rollbackRefused } from '../../errors.js';
 import {
@@ -220,7 +226,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
    * once `fn` runs, the signal changes nothing.
    */
   async withAppendsHeld<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    const cancelled = () => new ManifestError('CANCELLED', 'operation cancelled', { cause: signal?.reason });
+    const cancelled = () => new ManifestError('CANCELLED', OPERATION_CANCELLED, { cause: signal?.reason });
     while (this.paused) await settledOrAborted(this.paused, signal, cancelled);
     throwIfAborted(signal, ManifestError);
     let release!: () => void;
@@ -661,7 +667,7 @@ export class LevelManifestLog extends AbstractManifestLog implements AppendQueue
           if (at < 0) return;
           this.queue.splice(at, 1);
           this.pendingSessions.delete(request.session);
-          reject(new ManifestError('CANCELLED', 'operation cancelled', { cause: signal.reason }));
+          reject(new ManifestError('CANCELLED', OPERATION_CANCELLED, { cause: signal.reason }));
         });
         pending.resolve = (entry) => {
           settled();

@@ -10,6 +10,7 @@ import type { Digest } from '../../../store/hash/digest.js';
 import {
   escapeRawInJson,
   isHandoffLedgerError,
+  OPERATION_CANCELLED,
   readOptionFields,
   refuseNonSignal,
   storageFailure,
@@ -236,7 +237,7 @@ class FirstHeadHeld extends Error {
 
 /** The abort of an append's `signal`, as `throwIfAborted` throws it. */
 const cancelled = (signal: AbortSignal) =>
-  new ManifestError('CANCELLED', 'operation cancelled', { cause: signal.reason as unknown });
+  new ManifestError('CANCELLED', OPERATION_CANCELLED, { cause: signal.reason as unknown });
 
 /** An append whose seq and prev are not the head's next. */
 const chainConflict = (request: AppendRequest, head: HeadRow | undefined) =>
