@@ -14,6 +14,18 @@ const alice = { principal: 'alice', session: 's1', run: 'r1' };
 const MiB = 1024 * 1024;
 
 describe("a cancelled call's cause is the signal's reason", () => {
+  it('openLedger given an aborted signal names itself, as openPostgresBackends does', async () => {
+    const reason = new Error('stop');
+    const err = await openLedger({
+      host: 'h',
+      root: tempDir(),
+      signal: AbortSignal.abort(reason),
+      onNotice: () => {},
+    }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'LedgerError', code: 'CANCELLED', message: 'openLedger cancelled' });
+    expect((err as Error).cause).toBe(reason);
+  });
+
   it('a publish cancelled between two block writes of its blob', async () => {
     const root = tempDir();
     const ac = new AbortController();

@@ -29,6 +29,7 @@ import { ManifestError } from '../../manifests/errors.js';
 import {
   checkBooleanOption,
   isHandoffLedgerError,
+  namedCancel,
   readOptionFields,
   escapedText,
   shownValue,
@@ -241,6 +242,14 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   key, `KEY_FILE_UNSAFE` for one others can read (nothing is written).
  */
 export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
+  try {
+    return await openLedgerOnce(given);
+  } catch (err) {
+    throw namedCancel(err, 'openLedger'); // `operation cancelled` of a wait that does not know the call, named
+  }
+}
+
+async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
   if (typeof given !== 'object' || given === null)
     throw new LedgerError('INVALID_ARGUMENT', 'openLedger needs an options object with at least a host');
   // Each field read once, here (a getter or proxy that throws: INVALID_ARGUMENT naming it, before anything is written),
