@@ -1,6 +1,7 @@
 /**
- * The documentation's TypeScript examples type-check as a user's code: every ```ts block of README.md and of docs/*.md
- * is compiled as a module of its own under `strict` and `noUncheckedIndexedAccess`, with `moduleResolution`
+ * The documentation's TypeScript examples type-check as a user's code: every ```ts block of README.md and of docs/*.md,
+ * and every JSDoc `@example` of src/, store/ and manifests/ (what an editor shows a user on hover), is compiled as a
+ * module of its own under `strict` and `noUncheckedIndexedAccess`, with `moduleResolution`
  * `nodenext` and `bundler`, by the repo's own `typescript`. docs-examples.test.ts runs the README's blocks but under
  * `@ts-nocheck`, and docs-imports.test.ts and test/package/ compile their imports only: a renamed option or a changed
  * return type left a block that no longer compiles for its reader. Its `handoff-ledger…` imports resolve (tsconfig
@@ -32,6 +33,32 @@ function blocksOf(doc: string, text = readFileSync(join(ROOT, doc), 'utf8')): Bl
     code: m[1]!,
   }));
 }
+
+/** The source directories whose JSDoc `@example`s are a user's code too (what an editor shows on hover). */
+const SOURCE_DIRS = ['src', 'store', 'manifests'];
+
+/**
+ * Every JSDoc `@example` of the source as a block: its ` * ` prefixes removed, a ```ts fence around it (the page's has
+ * one) left out as an empty line, so a diagnostic's line is the source file's.
+ */
+function examplesOf(file: string, text = readFileSync(join(ROOT, file), 'utf8')): Block[] {
+  return [...text.matchAll(/@example\n((?: \*(?! @)(?: .*)?\n)+?) \*(?:\/| @)/g)].map((m) => {
+    const code = m[1]!.replace(/^ \* ?/gm, '').replace(/^```.*$/gm, '');
+    return {
+      doc: file,
+      line: text.slice(0, m.index).split('\n').length + 1,
+      first: code.split('\n').find((l) => l.trim() !== '')!,
+      code,
+    };
+  });
+}
+
+const SOURCES = SOURCE_DIRS.flatMap((dir) =>
+  readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
+    .map((f) => `${dir}/${f}`)
+    .sort(),
+);
 
 /**
  * What a block leaves to the reader, each name declared as the reader has it: the library's values imported, its
@@ -66,6 +93,27 @@ const READER: Record<string, string> = {
   headerText: 'declare const headerText: string;',
   fetchedText: 'declare const fetchedText: string;',
   envelopeLines: 'declare const envelopeLines: string[];',
+  // what a JSDoc example takes from the library, the SDKs, or its caller
+  shouldCompact: "import { shouldCompact } from 'handoff-ledger';",
+  resumeContext: "import { resumeContext } from 'handoff-ledger';",
+  ModelMessage: "import type { ModelMessage } from 'handoff-ledger';",
+  openaiAdapter: "import { openaiAdapter } from 'handoff-ledger/adapters/openai';",
+  anthropicAdapter: "import { anthropicAdapter } from 'handoff-ledger/adapters/anthropic';",
+  geminiAdapter: "import { geminiAdapter } from 'handoff-ledger/adapters/gemini';",
+  aiSdkAdapter: "import { aiSdkAdapter } from 'handoff-ledger/adapters/ai-sdk';",
+  verifyBundle: "import { verifyBundle } from 'handoff-ledger/audit';",
+  memoryBundleReader: "import { memoryBundleReader } from 'handoff-ledger/audit';",
+  parseTrustStore: "import { parseTrustStore } from 'handoff-ledger/audit';",
+  OpenAI: "import OpenAI from 'openai';",
+  Anthropic: "import Anthropic from '@anthropic-ai/sdk';",
+  GoogleGenAI: "import { GoogleGenAI } from '@google/genai';",
+  principal: 'declare const principal: string;',
+  session: 'declare const session: string;',
+  newTurns: 'declare const newTurns: __hl.ModelMessage[];',
+  description: 'declare const description: string;',
+  res: "declare const res: import('node:http').ServerResponse;",
+  text: 'declare const text: string;',
+  json: 'declare const json: string;',
 };
 
 /** The names each block leaves to the reader, by doc and first line; a block not named here is given nothing. */
@@ -92,6 +140,77 @@ const GIVEN: Record<string, Record<string, string[]>> = {
     'const { note, checkpoint } = await ledger.checkpoint();       // signed note; { origin, size, root, extensions }':
       ['ledger', 'receipt', 'oldSize'],
     "import { readFileSync } from 'node:fs';": ['openLedger'],
+  },
+  'src/ops/auditor-page.ts': { "import { auditorPagePath, readAuditorPage } from 'handoff-ledger/web';": ['res'] },
+  'src/compaction/should-compact.ts': {
+    'shouldCompact({ usedTokens: 140_000, contextWindow: 200_000 }); // true': ['shouldCompact'],
+  },
+  'src/compaction/compact.ts': {
+    "const system: ModelMessage = { role: 'system', content: 'You are a coding assistant.' };": [
+      'ModelMessage',
+      'shouldCompact',
+      'compact',
+      'resumeContext',
+      'ledger',
+      'scope',
+      'model',
+      'signal',
+      'usedTokens',
+      'contextWindow',
+    ],
+  },
+  'src/compaction/resume-context.ts': {
+    'const resumed = await ledger.resume({ principal, session });': [
+      'resumeContext',
+      'ledger',
+      'principal',
+      'session',
+      'newTurns',
+    ],
+  },
+  'src/summary/schema-forms.ts': {
+    "const tool = { name: 'submit_handoff', description, input_schema: summarySchemaFor('anthropic') };": [
+      'summarySchemaFor',
+      'description',
+    ],
+  },
+  'src/adapters/openai.ts': {
+    "const model = openaiAdapter({ client: new OpenAI(), model: 'gpt-5-mini' });": [
+      'openaiAdapter',
+      'OpenAI',
+      'compact',
+      'ledger',
+      'scope',
+      'transcript',
+    ],
+  },
+  'src/adapters/anthropic.ts': {
+    "const model = anthropicAdapter({ client: new Anthropic(), model: 'claude-sonnet-4-6' });": [
+      'anthropicAdapter',
+      'Anthropic',
+      'compact',
+      'ledger',
+      'scope',
+      'transcript',
+    ],
+  },
+  'src/adapters/gemini.ts': {
+    "const model = geminiAdapter({ client: new GoogleGenAI({ apiKey }), model: 'gemini-2.5-flash' });": [
+      'geminiAdapter',
+      'GoogleGenAI',
+      'apiKey',
+      'compact',
+      'ledger',
+      'scope',
+      'transcript',
+    ],
+  },
+  'src/adapters/ai-sdk.ts': {
+    "import { openai } from '@ai-sdk/openai';": ['aiSdkAdapter', 'compact', 'ledger', 'scope', 'transcript'],
+  },
+  'manifests/audit/index.ts': {
+    "// A trust file that lists checkpoint keys (keys export writes them) expects the bundle's checkpoint.note: without":
+      ['verifyBundle', 'memoryBundleReader', 'parseTrustStore', 'checkpointText', 'text', 'json'],
   },
   'docs/AUDIT.md': {
     "import { verifyBundle, verifyChain, memoryBundleReader, mergeTrust, parseTrustStore } from 'handoff-ledger/audit';":
@@ -202,7 +321,8 @@ function check(units: Unit[], resolution: 'nodenext' | 'bundler') {
   return { program, general, failures: (unit: Unit) => failuresOf(program, unit, resolution) };
 }
 
-const blocks = DOCS.flatMap((doc) => blocksOf(doc));
+const blocks = [...DOCS.flatMap((doc) => blocksOf(doc)), ...SOURCES.flatMap((file) => examplesOf(file))];
+const examples = blocks.filter((b) => !b.doc.endsWith('.md'));
 const units = blocks.map((b, i) => unitOf(b, `${b.doc.replace(/\W/g, '-')}-${i}`));
 
 // A copy of a block with a misspelt option, and one reading a field the library's type does not have: both must fail.
@@ -215,6 +335,13 @@ function mutant(first: string, from: string, to: string, name: string): Unit {
 }
 const misspelt = mutant(LIBRARY, "openLedger({ host: 'harness-eu-1' })", "openLedger({ hots: 'harness-eu-1' })", 'm1');
 const misread = mutant(HARNESS, 'resumed?.id ?? null', 'resumed?.digest ?? null', 'm2');
+// And a JSDoc example's: an adapter option misspelt.
+const OPENAI_EXAMPLE = "const model = openaiAdapter({ client: new OpenAI(), model: 'gpt-5-mini' });";
+const exampleMisspelt = (() => {
+  const block = examples.find((b) => b.doc === 'src/adapters/openai.ts' && b.first === OPENAI_EXAMPLE);
+  if (!block) throw new Error(`src/adapters/openai.ts has no @example "${OPENAI_EXAMPLE}"`);
+  return unitOf({ ...block, code: block.code.replace("model: 'gpt-5-mini'", "modle: 'gpt-5-mini'") }, 'm3');
+})();
 
 describe("the docs' TypeScript blocks", () => {
   it("are found: the README's six and docs/AUDIT.md's, each given only names declared for the reader", () => {
@@ -231,10 +358,19 @@ describe("the docs' TypeScript blocks", () => {
       ).toHaveLength(1);
   });
 
+  // The source's JSDoc @examples were run (two of them, docs-examples.test.ts) but never compiled: one reading a field
+  // or passing an option the library no longer has showed on hover as if it worked.
+  it('include every JSDoc @example of src/, store/ and manifests/, each named in GIVEN', () => {
+    const files = SOURCES.filter((f) => /@example\n/.test(readFileSync(join(ROOT, f), 'utf8')));
+    expect(files.length).toBeGreaterThanOrEqual(10);
+    expect([...new Set(examples.map((b) => b.doc))]).toEqual(files);
+    for (const b of examples) expect(GIVEN[b.doc]?.[b.first], `${b.doc} @example "${b.first}"`).toBeDefined();
+  });
+
   describe.each(['nodenext', 'bundler'] as const)('under strict, moduleResolution %s', (resolution) => {
     let checked: ReturnType<typeof check>;
     beforeAll(() => {
-      checked = check([...units, misspelt, misread], resolution);
+      checked = check([...units, misspelt, misread, exampleMisspelt], resolution);
     });
 
     it("compile as a user compiles them, their imports resolved to the entry points' source", () => {
@@ -253,6 +389,9 @@ describe("the docs' TypeScript blocks", () => {
       const [field] = checked.failures(misread);
       expect(field).toMatch(/^README\.md block "import \{ shouldCompact, compact, resumeContext \}/);
       expect(field).toMatch(/ at README\.md:\d+: TS2339 Property 'digest' does not exist on type 'Resumed'/);
+      const [example] = checked.failures(exampleMisspelt);
+      expect(example).toMatch(/^src\/adapters\/openai\.ts block "const model = openaiAdapter\(/);
+      expect(example).toMatch(/ at src\/adapters\/openai\.ts:\d+: TS\d+ .*'modle'/);
     });
   });
 });
