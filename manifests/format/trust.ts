@@ -140,7 +140,10 @@ export function parseTrustStore(input: string | unknown): TrustStore {
   }
   const parsed = trustStoreSchema.safeParse(value);
   if (!parsed.success) {
-    throw new ManifestError('TRUST_INVALID', `trust store is malformed: ${describeZodError(parsed.error)}`);
+    throw new ManifestError(
+      'TRUST_INVALID',
+      `trust store is malformed: ${describeZodError(parsed.error, { escaped: true, schema: trustStoreSchema })}`,
+    );
   }
   return parsed.data;
 }
