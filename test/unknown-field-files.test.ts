@@ -1,5 +1,5 @@
 /**
- * Files operators and auditors write by hand (a trust file) refuse an unknown field as a
+ * Files operators and auditors write by hand (a trust file, a witness's logs file) refuse an unknown field as a
  * summary does: the field (escaped) and the known one it is a slip of, with each refusal's code as before. A key
  * file's refusal names fields, never a value: no part of the private key is printed.
  */
@@ -7,10 +7,12 @@ import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decodeBase64Url } from '../manifests/encoding/base64.js';
+import { encodeVerifierKey } from '../manifests/crypto/note.js';
 import { keyIdOf, parseTrustStore } from '../manifests/format/trust.js';
 import { readTrustFile } from '../src/cli/trust-file.js';
 import { generateJwk, loadKeyFile } from '../src/keys/local-signer.js';
 import { loadWitnessKeyFile } from '../src/witness/key.js';
+import { parseWitnessLogs } from '../src/witness/logs.js';
 import { tempDir } from './support/tmp.js';
 
 const refusal = async (fn: () => unknown): Promise<Error & { code?: string }> => {
@@ -53,6 +55,17 @@ describe('a hand-written file names the known field an unknown one is close to',
     expect(file.message).toBe(
       `trust file ${path}: trust store is malformed: keys.0: unknown field "notafter" (did you mean 'notAfter'?)`,
     );
+  });
+
+  it("a witness's logs file: INVALID_ARGUMENT naming the near field", async () => {
+    const origin = 'example.com/log';
+    const keys = [encodeVerifierKey(origin, publicKey)];
+    const nested = await refusal(() => parseWitnessLogs(JSON.stringify({ logs: [{ origin, keys, orign: origin }] })));
+    expect(nested).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(nested.message).toBe(`the logs file: logs.0: unknown field "orign" (did you mean 'origin'?)`);
+    const far = await refusal(() => parseWitnessLogs(JSON.stringify({ logs: [], witness: 'w1' })));
+    expect(far).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(far.message).toBe('the logs file: (root): unknown field "witness"');
   });
 
   it("a key file's refusal prints no part of its private key", async () => {

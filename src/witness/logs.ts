@@ -83,7 +83,10 @@ export function parseWitnessLogs(text: string): Map<string, NoteVerifierKey[]> {
     }
   const parsed = logsSchema.safeParse(value);
   if (!parsed.success)
-    throw new LedgerError('INVALID_ARGUMENT', `the logs file: ${describeZodError(parsed.error, { escaped: true })}`);
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      `the logs file: ${describeZodError(parsed.error, { escaped: true, schema: logsSchema })}`,
+    );
   const logs = new Map<string, NoteVerifierKey[]>();
   for (const log of parsed.data.logs) {
     if (logs.has(log.origin))
