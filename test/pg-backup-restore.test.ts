@@ -4,28 +4,16 @@
  * `ROLLBACK`; with the root's `checkpoints/` copied before the dump and put back with it, or with the pin moved aside,
  * the restored store opens, resumes what it holds, publishes and passes fsck.
  */
-import { spawnSync } from 'node:child_process';
 import { cpSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
-import { describePostgres, findPostgresBin, sqlOn } from './support/postgres.js';
+import { describePostgres, pgClientToolOut, sqlOn } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 describePostgres('a PostgreSQL store restored from pg_dump (README, Backups)', (pg) => {
-  /** Runs a client tool of the cluster's installation (pg_dump, psql) on the test's database; returns its stdout. */
-  function tool(name: string, args: string[]): string {
-    const found = findPostgresBin();
-    if (!('bin' in found)) throw new Error(found.reason);
-    const database = decodeURIComponent(/@\/([^?]+)/.exec(pg.connectionString)![1]!);
-    const r = spawnSync(join(found.bin, name), ['-h', pg.cluster.socketDir, '-U', 'postgres', ...args, database], {
-      encoding: 'utf8',
-      maxBuffer: 64 << 20,
-    });
-    if (r.status !== 0) throw new Error(`${name} failed (${r.status}): ${r.stderr}`);
-    return r.stdout;
-  }
+  const tool = (name: string, args: string[]) => pgClientToolOut(pg, name, args);
 
   it('opens once the pin from before the dump is put back, or moved aside; refuses ROLLBACK under a newer pin', async () => {
     const root = tempDir();

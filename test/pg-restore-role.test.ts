@@ -5,34 +5,20 @@
  * restoring role the owner, and the ledger runs as it. A role that may not create schemas in its database is given
  * the empty schema by the database's owner, and loads the dump without its CREATE SCHEMA (`pg_restore -L`).
  */
-import { spawnSync } from 'node:child_process';
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
 import { fsck } from '../src/ops/maintenance.js';
-import { describePostgres, findPostgresBin, sqlOn } from './support/postgres.js';
+import { describePostgres, pgClientTool, sqlOn } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r' };
 
 describePostgres('a pg_dump restored by a role that does not own the store in the dump (README, Backups)', (pg) => {
-  /** Runs a client tool of the cluster's installation as `user` on `database`; returns its exit status and stderr. */
-  function tool(
-    name: string,
-    user: string,
-    database: string,
-    args: string[],
-  ): { status: number | null; stderr: string; stdout: string } {
-    const found = findPostgresBin();
-    if (!('bin' in found)) throw new Error(found.reason);
-    const r = spawnSync(
-      join(found.bin, name),
-      ['-h', pg.cluster.socketDir, '-U', user, ...args, ...(name === 'pg_restore' ? ['-d', database] : [database])],
-      { encoding: 'utf8', maxBuffer: 64 << 20 },
-    );
-    return { status: r.status, stderr: r.stderr, stdout: r.stdout };
-  }
+  /** Runs a client tool of the cluster's installation as `user` on `database`; returns its exit status and output. */
+  const tool = (name: string, user: string, database: string, args: string[]) =>
+    pgClientTool(pg, name, args, { user, database });
   const as = (user: string, database: string) =>
     pg.connectionString.replace('postgres@', `${user}@`).replace(/@\/[^?]+\?/, `@/${database}?`);
 

@@ -5,7 +5,6 @@
  * trust.json ends it and changes nothing else: no key is revoked, so a bundle exported before the rotation, whose
  * checkpoint the rotated-out checkpoint key signed, still verifies (`keys revoke --at` would revoke that key too).
  */
-import { spawnSync } from 'node:child_process';
 import { cpSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -18,7 +17,7 @@ import { openBundleDir } from '../src/ops/bundle-dir.js';
 import { auditBundle } from '../src/ops/audit.js';
 import type { TrustStore } from '../manifests/format/trust.js';
 import { captureIo } from './support/capture-io.js';
-import { describePostgres, findPostgresBin, sqlOn } from './support/postgres.js';
+import { describePostgres, pgClientToolOut, sqlOn } from './support/postgres.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
@@ -176,17 +175,7 @@ describe('an embedded root restored from before a key rotation, run with the cur
 });
 
 describePostgres('a PostgreSQL dump restored from before a key rotation (README, Backups)', (pg) => {
-  function tool(name: string, args: string[]): string {
-    const found = findPostgresBin();
-    if (!('bin' in found)) throw new Error(found.reason);
-    const database = decodeURIComponent(/@\/([^?]+)/.exec(pg.connectionString)![1]!);
-    const r = spawnSync(join(found.bin, name), ['-h', pg.cluster.socketDir, '-U', 'postgres', ...args, database], {
-      encoding: 'utf8',
-      maxBuffer: 64 << 20,
-    });
-    if (r.status !== 0) throw new Error(`${name} failed (${r.status}): ${r.stderr}`);
-    return r.stdout;
-  }
+  const tool = (name: string, args: string[]) => pgClientToolOut(pg, name, args);
 
   it('fsck reports KEY_WINDOW_MISMATCH; `keys close` closes the window in the log, and nothing else', async () => {
     const root = tempDir();

@@ -3,6 +3,7 @@
  * private Unix socket (no port to collide with), stop and remove it afterwards. Without the binaries the
  * tests are skipped with a plain notice; under CI=true their absence is a failure, so CI always runs them.
  */
+import { spawnSync } from 'node:child_process';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { ENDS_AT_SIGNAL_MS } from './settled.js';
@@ -25,6 +26,34 @@ export interface PostgresHandle {
   cluster: TestCluster;
   /** A database created for this describe block (one per test file by convention). */
   connectionString: string;
+}
+
+/**
+ * Runs a client tool of the cluster's installation (pg_dump, psql, pg_restore) on a database of the test's cluster, as
+ * `user` (default the superuser) on `database` (default the handle's); returns its exit status, stdout and stderr.
+ */
+export function pgClientTool(
+  pg: PostgresHandle,
+  name: string,
+  args: string[],
+  { user = 'postgres', database }: { user?: string; database?: string } = {},
+): { status: number | null; stdout: string; stderr: string } {
+  const found = findPostgresBin();
+  if (!('bin' in found)) throw new Error(found.reason);
+  const db = database ?? decodeURIComponent(/@\/([^?]+)/.exec(pg.connectionString)![1]!);
+  const r = spawnSync(
+    join(found.bin, name),
+    ['-h', pg.cluster.socketDir, '-U', user, ...args, ...(name === 'pg_restore' ? ['-d', db] : [db])],
+    { encoding: 'utf8', maxBuffer: 64 << 20 },
+  );
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** `pgClientTool` as the superuser on the handle's database, which must succeed; returns its stdout. */
+export function pgClientToolOut(pg: PostgresHandle, name: string, args: string[]): string {
+  const r = pgClientTool(pg, name, args);
+  if (r.status !== 0) throw new Error(`${name} failed (${r.status}): ${r.stderr}`);
+  return r.stdout;
 }
 
 /** Runs SQL on a connection of its own, outside the stores under test, and returns the rows. */
