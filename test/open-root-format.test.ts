@@ -6,10 +6,8 @@
  * as it was. A process killed while it writes the marker leaves none or the whole one, never a torn file.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import {
   existsSync,
-  lstatSync,
   mkdirSync,
   readFileSync,
   readdirSync,
@@ -25,7 +23,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
 import { readRootFormat, rootFormatText, writeRootFormat } from '../src/ledger/root-format.js';
 import { FIXTURE, FIXTURE_ROOT } from './fixtures/write-store-v1.js';
-import { sampleSummary, tempDir } from './support/tmp.js';
+import { sampleSummary, tempDir, treeSnapshot } from './support/tmp.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 const BUILT = fileURLToPath(new URL('../dist/src/ledger/root-format.js', import.meta.url));
@@ -43,19 +41,6 @@ function cli(args: string[]) {
     timeout: 60_000,
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** Every path under `root` (LevelDB's own files included) with its type, mode and bytes' hash. */
-function tree(root: string): string[] {
-  return (readdirSync(root, { recursive: true }) as string[])
-    .map((name) => {
-      const path = join(root, name);
-      const st = lstatSync(path);
-      if (st.isDirectory()) return `${name}/ ${st.mode.toString(8)}`;
-      if (!st.isFile()) return `${name} (not a file)`;
-      return `${name} ${st.mode.toString(8)} ${createHash('sha256').update(readFileSync(path)).digest('hex')}`;
-    })
-    .sort();
 }
 
 const open = (root: string, extra: Partial<Parameters<typeof openLedger>[0]> = {}) =>
@@ -98,14 +83,14 @@ describe('a root is marked with its format', () => {
   it('a root made before the marker opens as version 1 and gets it at its next ordinary open, not at fsck', async () => {
     const root = await storeWithoutMarker();
     await expect(readRootFormat(root)).resolves.toEqual({ present: false, version: 1 });
-    const before = tree(root).filter((l) => !l.startsWith('manifests-v1'));
+    const before = treeSnapshot(root).filter((l) => !l.startsWith('manifests-v1'));
     // fsck (a diagnosing open) writes no marker, through the library and through the CLI.
     const diagnosing = await open(root, { diagnose: true });
     await diagnosing.close();
     const r = cli(['fsck', '--root', root]);
     expect(r, r.stderr).toMatchObject({ code: 0 });
     expect(existsSync(join(root, 'format.json'))).toBe(false);
-    expect(tree(root).filter((l) => !l.startsWith('manifests-v1'))).toEqual(before);
+    expect(treeSnapshot(root).filter((l) => !l.startsWith('manifests-v1'))).toEqual(before);
     // An ordinary open (a read: resume) marks it, and the store is as it was otherwise.
     const ledger = await open(root);
     expect((await ledger.resume({ principal: 'alice', session: 's1' }))?.summary.task).toBe(sampleSummary(0).task);
@@ -142,7 +127,7 @@ describe('a root this version does not read is refused before anything under it 
   it.each(unsupported)('%s: FORMAT_UNSUPPORTED, saying to upgrade, every file as it was', async (_, marker, says) => {
     const root = await storeWithoutMarker();
     writeFileSync(join(root, 'format.json'), marker, { mode: 0o600 });
-    const before = tree(root);
+    const before = treeSnapshot(root);
     for (const diagnose of [false, true]) {
       const err = await refusal(open(root, { diagnose }));
       expect(err).toMatchObject({ name: 'LedgerError', code: 'FORMAT_UNSUPPORTED' });
@@ -151,7 +136,7 @@ describe('a root this version does not read is refused before anything under it 
       expect(err.message).toContain(join(root, 'format.json'));
     }
     // LevelDB writes LOG and MANIFEST at every open: manifests-v1/ unchanged means it was not opened.
-    expect(tree(root)).toEqual(before);
+    expect(treeSnapshot(root)).toEqual(before);
     // Every command, fsck included, says so (exit 1, the code on stderr), and changes nothing either.
     for (const args of [['fsck'], ['history', '--principal', 'alice', '--session', 's1'], ['init']]) {
       const r = cli([...args, '--root', root]);
@@ -160,7 +145,7 @@ describe('a root this version does not read is refused before anything under it 
     }
     const json = cli(['fsck', '--root', root, '--json']);
     expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'FORMAT_UNSUPPORTED' } });
-    expect(tree(root)).toEqual(before);
+    expect(treeSnapshot(root)).toEqual(before);
   });
 
   it('a root holding only a newer marker: no store, no key made in it', async () => {
@@ -206,7 +191,7 @@ describe('a root this version does not read is refused before anything under it 
   it.each(damaged)('a marker %s: RECORD_CORRUPT, saying what to do, every file as it was', async (_, plant, says) => {
     const root = await storeWithoutMarker();
     plant(join(root, 'format.json'));
-    const before = tree(root);
+    const before = treeSnapshot(root);
     for (const diagnose of [false, true]) {
       const err = await refusal(open(root, { diagnose }));
       expect(err).toMatchObject({ name: 'LedgerError', code: 'RECORD_CORRUPT' });
@@ -217,7 +202,7 @@ describe('a root this version does not read is refused before anything under it 
     const r = cli(['fsck', '--root', root]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^handoff-ledger: RECORD_CORRUPT: .*format\.json is no format marker/);
-    expect(tree(root)).toEqual(before);
+    expect(treeSnapshot(root)).toEqual(before);
   });
 });
 

@@ -6,8 +6,7 @@
  * `PgManifestLog.open`, `PgBlobStore.open`, and every CLI command (exit 1, as the embedded refusal). Not STORAGE_FAILED:
  * no retry mends it. Nothing is migrated or written: the migrations table, the schema's tables and the root as they were.
  */
-import { createHash } from 'node:crypto';
-import { lstatSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { PgBlobStore, BLOB_MIGRATIONS } from '../store/pg/blob-store.js';
@@ -22,23 +21,10 @@ import { openPostgresBackends } from '../src/ledger/postgres.js';
 import { main } from '../src/cli/main.js';
 import { captureIo } from './support/capture-io.js';
 import { describePostgres, sqlOn } from './support/postgres.js';
-import { sampleSummary, tempDir } from './support/tmp.js';
+import { sampleSummary, tempDir, treeSnapshot } from './support/tmp.js';
 
 let schemas = 0;
 const nextSchema = () => `u${process.pid}_${schemas++}`;
-
-/** Every path under `root` with its type, mode and bytes' hash. */
-function tree(root: string): string[] {
-  return (readdirSync(root, { recursive: true }) as string[])
-    .map((name) => {
-      const path = join(root, name);
-      const st = lstatSync(path);
-      if (st.isDirectory()) return `${name}/ ${st.mode.toString(8)}`;
-      if (!st.isFile()) return `${name} (not a file)`;
-      return `${name} ${st.mode.toString(8)} ${createHash('sha256').update(readFileSync(path)).digest('hex')}`;
-    })
-    .sort();
-}
 
 async function rejection(p: Promise<unknown>): Promise<Error & { code?: string }> {
   return p.then(
@@ -81,7 +67,7 @@ describePostgres(
       await made.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary());
       await made.close();
       await future(schema, 'manifests', MANIFEST_MIGRATIONS.length + 1);
-      const before = { db: await schemaState(schema), root: tree(root) };
+      const before = { db: await schemaState(schema), root: treeSnapshot(root) };
 
       for (const diagnose of [false, true]) {
         const err = await rejection(openLedger({ root, host: 'h1', postgres: conn(schema), diagnose }));
@@ -106,7 +92,7 @@ describePostgres(
       expect(readdirSync(other)).toEqual([]);
 
       expect(await schemaState(schema)).toEqual(before.db);
-      expect(tree(root)).toEqual(before.root);
+      expect(treeSnapshot(root)).toEqual(before.root);
     });
 
     it('judges the versions before it migrates: a log of an older release with a newer version gets no step, nor blob tables', async () => {
@@ -199,7 +185,7 @@ describePostgres(
         ['blobs', BLOB_MIGRATIONS.length + 1],
       ] as const) {
         await future('handoff_ledger', component, version);
-        const before = { db: await schemaState('handoff_ledger'), root: tree(root) };
+        const before = { db: await schemaState('handoff_ledger'), root: treeSnapshot(root) };
         for (const args of [
           ['fsck'],
           ['history', ...scope],
@@ -219,7 +205,7 @@ describePostgres(
         expect(json.code).toBe(1);
         expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'FORMAT_UNSUPPORTED' } });
         expect(await schemaState('handoff_ledger')).toEqual(before.db);
-        expect(tree(root)).toEqual(before.root);
+        expect(treeSnapshot(root)).toEqual(before.root);
         await sql('DELETE FROM handoff_ledger.handoff_ledger_migrations WHERE component = $1 AND version = $2', [
           component,
           version,

@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
@@ -25,4 +26,20 @@ export function sampleSummary(marker: string | number = 1) {
     nextSteps: ['Move tax rules into their own module', 'Update the README'],
     files: [{ path: 'src/billing/invoice.ts', note: 'new calculator' }],
   };
+}
+
+/**
+ * Every path under `root` (a store's LevelDB files included) with its type, mode and bytes' hash, sorted: two snapshots
+ * are equal when nothing under `root` was written, made or removed.
+ */
+export function treeSnapshot(root: string): string[] {
+  return (readdirSync(root, { recursive: true }) as string[])
+    .map((name) => {
+      const path = join(root, name);
+      const st = lstatSync(path);
+      if (st.isDirectory()) return `${name}/ ${st.mode.toString(8)}`;
+      if (!st.isFile()) return `${name} (not a file)`;
+      return `${name} ${st.mode.toString(8)} ${createHash('sha256').update(readFileSync(path)).digest('hex')}`;
+    })
+    .sort();
 }
