@@ -810,10 +810,24 @@ export class Keyring {
     );
   }
 
-  /** Where trust.json ends key `keyId`'s window: `notAfter`, or `revokedAt` when earlier; undefined while current. */
-  windowEnd(keyId: string): string | undefined {
-    const key = this.trust.keys.find((k) => k.keyId === keyId);
-    return [key?.notAfter, key?.revokedAt].filter((t): t is string => t !== undefined).sort()[0];
+  /**
+   * Where trust.json ends key `keyId`'s window for `host` (default this keyring's host): its listing's `notAfter`, or
+   * `revokedAt` when earlier; undefined while current, or when trust.json does not list the key for that host. A key
+   * may be listed for several hosts, each listing with its own window (a manifest's key is looked up for the
+   * manifest's host): another host's listing never stands for this one's.
+   */
+  windowEnd(keyId: string, host: string = this.options.host): string | undefined {
+    const key = this.trust.keys.find((k) => k.host === host && k.keyId === keyId);
+    return key === undefined ? undefined : listingEnd(key);
+  }
+
+  /**
+   * Every listing of key `keyId` in trust.json (one per host it is listed for), with where each ends its window
+   * (`windowEnd`; undefined while current): the log keeps one window per key id, which a revocation or `keys close`
+   * holds against all of them.
+   */
+  windowEnds(keyId: string): Array<{ host: string; end: string | undefined }> {
+    return this.trust.keys.filter((k) => k.keyId === keyId).map((k) => ({ host: k.host, end: listingEnd(k) }));
   }
 
   /** When the current key's window opens: nothing it signs may be dated earlier (its manifests would not verify). */
@@ -1051,14 +1065,13 @@ export class Keyring {
   async revoke(keyId: string, at: string = this.now()): Promise<string> {
     this.checkRevocation(keyId, at);
     const checkpointKeys = this.trust.checkpointKeys ?? [];
-    const manifestKey = this.trust.keys.find((k) => k.keyId === keyId);
+    // Every listing of the key (one per host it is listed for) is revoked.
+    const manifestKeys = this.trust.keys.filter((k) => k.keyId === keyId);
     // The host key's checkpoint keys go with it: they lie in the same keys/ directory, and a checkpoint carries no
-    // time to hold against a window. The current one goes at the next rotation (`rotate`), which replaces it.
+    // time to hold against a window. The current one goes at the next rotation (`rotate`), which replaces it. Those of
+    // each host the key is listed for, whose windows overlap that listing's.
     const paired = (k: TrustedCheckpointKey) =>
-      manifestKey !== undefined &&
-      k.host === manifestKey.host &&
-      k.keyId !== this.checkpoint.keyId &&
-      overlaps(k, manifestKey);
+      k.keyId !== this.checkpoint.keyId && manifestKeys.some((m) => k.host === m.host && overlaps(k, m));
     await this.save({
       ...this.trust,
       keys: this.trust.keys.map((k) => (k.keyId === keyId ? revokedFrom(k, at) : k)),
@@ -1068,6 +1081,9 @@ export class Keyring {
     return listed?.revokedAt ?? at;
   }
 }
+
+/** Where a listing ends its key's window: `notAfter`, or `revokedAt` when earlier; undefined while current. */
+const listingEnd = (key: TrustedKey): string | undefined => earlierTime(key.notAfter, key.revokedAt);
 
 /** `key` revoked from `at`, or as it is when already revoked no later: a revocation only ever moves earlier. */
 function revokedFrom<K extends { revokedAt?: string }>(key: K, at: string): K {

@@ -32,7 +32,7 @@ import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } f
 import { authorize, type Action, type Authorizer } from './grants.js';
 import { parsePublishScope, parseScope, readScopeOnce, type PublishScope, type Scope } from './scope.js';
 import { Keyring } from '../keys/keyring.js';
-import { mergeTrust } from '../../manifests/format/trust.js';
+import { earlierTime, mergeTrust } from '../../manifests/format/trust.js';
 import { KeyedMutex, SharedExclusiveLock } from './locks.js';
 import { LedgerTelemetry } from '../telemetry/telemetry.js';
 import { packageVersion } from '../version.js';
@@ -1391,8 +1391,9 @@ export class Ledger {
           if (this.keyring.isManifestKey(keyId)) {
             const closed = await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, from));
             // Closed earlier where trust.json does not end it (a revocation or rotation that stopped after this
-            // step): revoked from there, so the log and trust.json agree.
-            if (closed !== from && this.keyring.windowEnd(keyId) !== closed) from = closed;
+            // step): revoked from there, so the log and trust.json agree. The revocation ends every listing of the key
+            // (one per host it is listed for), and the log keeps one window for it: each listing must end there.
+            if (closed !== from && this.keyring.windowEnds(keyId).some((l) => l.end !== closed)) from = closed;
           }
           return this.keyring.revoke(keyId, from);
         });
@@ -1423,12 +1424,16 @@ export class Ledger {
         return await this.keyring.exclusive(async () => {
           if (!this.keyring.isManifestKey(keyId))
             throw new LedgerError('KEY_INVALID', `trust.json lists no signing key ${shownValue(keyId)}`);
-          const end = this.keyring.windowEnd(keyId);
-          if (end === undefined)
+          // The log keeps one window per key id; trust.json one per listing (a key listed for several hosts): a
+          // listing held current refuses (closing the log would stop that host's publishes), else the earliest end.
+          const listings = this.keyring.windowEnds(keyId);
+          const current = listings.find((l) => l.end === undefined);
+          if (current !== undefined)
             throw new LedgerError(
               'INVALID_ARGUMENT',
-              `trust.json holds key ${keyId} current (no notAfter, no revokedAt): \`keys rotate\` or \`keys revoke\` ends its window, in the log and in trust.json; nothing was changed`,
+              `trust.json holds key ${keyId} current (no notAfter, no revokedAt)${listings.length > 1 ? ` in its listing for host ${shownValue(current.host)}` : ''}: \`keys rotate\` or \`keys revoke\` ends its window, in the log and in trust.json; nothing was changed`,
             );
+          const end = listings.map((l) => l.end!).reduce((a, b) => earlierTime(a, b));
           const closed = await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, end));
           if (closed !== end)
             throw new LedgerError(
