@@ -315,8 +315,13 @@ export function ledgerSuite(name: string, factory: LedgerBackendFactory, options
             code: 'INVALID_ARGUMENT',
             message: expect.stringMatching(/signal/),
           });
-          for (const read of [ledger.resume(scope, { signal: bogus }), ledger.history(scope, { signal: bogus })])
-            await expect(read).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT' });
+          // Each read called as it is judged: both made at once, the second was left with no handler while the
+          // first was awaited.
+          for (const read of [
+            () => ledger.resume(scope, { signal: bogus }),
+            () => ledger.history(scope, { signal: bogus }),
+          ])
+            await expect(read()).rejects.toMatchObject({ name: 'LedgerError', code: 'INVALID_ARGUMENT' });
         }
       }
       expect((await ledger.history(scope)).map((e) => e.manifest.summary.size)).toHaveLength(1);
