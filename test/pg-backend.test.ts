@@ -650,14 +650,15 @@ describePostgres('PostgreSQL backend', (pg) => {
 
     it("goes by itself when another writer's first append of a new chain is not committed: the others commit", async () => {
       const schema = nextSchema();
-      // A short lock wait: the other writer's first append of n stalls, uncommitted, for the whole test.
-      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, lockTimeoutMs: 1000 });
+      // A short lock wait: the other writer's first append of n stalls, uncommitted, for the whole test. It is begun
+      // before the log's transactions are made busy: their appends wait for held heads under the same lock wait.
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, lockTimeoutMs: 2000 });
       const client = new pgLib.Client({ connectionString: pg.connectionString });
       try {
-        const { held, running } = await busy(log, schema);
         await client.connect();
         await client.query('BEGIN');
         await client.query(`INSERT INTO "${schema}".heads (session, seq, id, owner) VALUES ('n', 0, 'x', 'alice')`);
+        const { held, running } = await busy(log, schema);
         const settled = Promise.allSettled([log.append(link('n', 0)), log.append(link('o', 0))]);
         await held.release();
         await Promise.all(running);
