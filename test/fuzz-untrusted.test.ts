@@ -577,6 +577,8 @@ afterAll(async () => {
   await workerPool?.close();
   await ledger?.close();
   rmSync(base, { recursive: true, force: true });
+  // A rejection left unhandled after the last test's check is judged here (vitest reports none while this listens).
+  expect(unhandled.map(describeError)).toEqual([]);
 });
 
 // ------------------------------------------------------------------------------------------------------------------
