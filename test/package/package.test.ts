@@ -6,10 +6,11 @@
  * covered without editing this file. Needs the npm registry (or its cache) only, for the consumer's install.
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve, sep } from 'node:path';
 import { promisify } from 'node:util';
+import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
@@ -72,7 +73,9 @@ const bin = (name: string) => join(repo, 'node_modules', '.bin', name);
  * fifty fixes and their CHANGELOG entries) brought the pack to ~855 KiB with the page and the library to ~2,720 KiB
  * unpacked with it; 800 KiB and 2,624 KiB since sessions 43 to 45 (the head held to the session-heads index on both
  * backends, the root's format marker, `keys close`, the restore runbook, the documents checked against the code and
- * their CHANGELOG entries) brought the pack to ~903 KiB with the page and the library to ~2,513 KiB unpacked.)
+ * their CHANGELOG entries) brought the pack to ~903 KiB with the page and the library to ~2,513 KiB unpacked; the
+ * build's leaving out the fifty-one declarations no entry point reaches, ~95 KiB, took the pack from ~907 KiB to
+ * ~876 KiB with the page and the library from ~2,526 KiB to ~2,433 KiB unpacked.)
  */
 const MAX_PACKED_BYTES = 800 * 1024;
 const MAX_UNPACKED_BYTES = 2624 * 1024;
@@ -86,7 +89,8 @@ const MAX_PAGE_PACKED_BYTES = 128 * 1024;
 const MAX_PAGE_UNPACKED_BYTES = 400 * 1024;
 /**
  * Paths that must never ship. The declarations of the command-line tool and the witness server it runs are
- * dead weight: `exports` reaches none of them (no entry point's types import them), so no user can import them.
+ * dead weight: `exports` reaches none of them (no entry point's types import them), so no user can import them;
+ * the build (prune-declarations.mjs) leaves them out of dist/ with every other declaration no entry point reaches.
  */
 const FORBIDDEN = [
   /^test\//,
@@ -197,6 +201,38 @@ describe('the packed tarball', { timeout: 240_000 }, () => {
     for (const file of Object.values(pkg.bin)) expect(paths.has(file.replace(/^\.\//, '')), file).toBe(true);
     for (const file of Array.isArray(pkg.sideEffects) ? pkg.sideEffects : [])
       expect(paths.has(file.replace(/^\.\//, '')), `sideEffects ${file}`).toBe(true);
+  });
+
+  // A declaration file that no entry point's types reach is dead weight: `exports` lets no user import it (some fifty
+  // of them shipped, ~95 KiB: the fsck steps, the filesystem store's helpers, the PostgreSQL schema, …). Each one an
+  // entry point reaches must ship, and resolve: the fresh project below type-checks every entry from the tarball too.
+  it("ships the declarations its entry points' types reach, and no other", () => {
+    const roots = entries.map((e) => join(repo, (pkg.exports[e] as { types: string }).types));
+    const program = ts.createProgram(roots, {
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2022,
+      types: [],
+      noEmit: true,
+      strict: true,
+    });
+    const ours = program.getSourceFiles().filter((f) => f.fileName.startsWith(join(repo, 'dist') + sep));
+    const reached = ours.map((f) => relative(repo, f.fileName).split(sep).join('/'));
+    expect(reached.length).toBeGreaterThan(entries.length);
+    // An import whose declaration file is not there would leave it out of `reached` unseen: TS2307 (no module), or
+    // TS7016 (only its JavaScript, so untyped).
+    const unresolved = ours.flatMap((f) =>
+      program
+        .getSemanticDiagnostics(f)
+        .filter((d) => d.code === 2307 || d.code === 7016)
+        .map((d) => `${relative(repo, f.fileName)}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`),
+    );
+    expect(unresolved).toEqual([]);
+    const shipped = packed.files.map((f) => f.path).filter((p) => p.endsWith('.d.ts'));
+    expect({
+      unreached: shipped.filter((p) => !reached.includes(p)),
+      missing: reached.filter((p) => !shipped.includes(p)),
+    }).toEqual({ unreached: [], missing: [] });
   });
 
   it('passes publint in strict mode', async () => {
@@ -404,6 +440,22 @@ describe('a fresh project that installs the tarball', { timeout: 240_000 }, () =
           return `${result.stdout ?? ''}${result.stderr ?? ''}`;
         };
         expect(await typeCheck(dir, lines.join('\n') + '\n')).toBe('');
+        // The compiler reads, of the package, every declaration file it holds: none ships that no entry point reaches.
+        const installed = join(consumer, 'node_modules', pkg.name);
+        const own = (file: string) => !file.split(sep).includes('node_modules') && file.endsWith('.d.ts');
+        const { stdout: listed } = await run(join(consumer, 'node_modules', '.bin', 'tsc'), [
+          '-p',
+          dir,
+          '--listFilesOnly',
+        ]);
+        const read = listed
+          .split('\n')
+          .filter((f) => f.startsWith(installed + sep))
+          .map((f) => relative(installed, f))
+          .filter(own);
+        const held = (await readdir(installed, { recursive: true })).filter(own);
+        expect(read.length).toBeGreaterThan(entries.length);
+        expect(read.sort()).toEqual(held.sort());
         // The main entry under the strictest optional-property checks (the adapters' SDKs do not pass them
         // themselves): an optional option passed through as possibly undefined is accepted, as at runtime.
         const passThrough = [
