@@ -7,6 +7,8 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import {
+  chmodSync,
+  chownSync,
   existsSync,
   mkdirSync,
   readFileSync,
@@ -207,6 +209,46 @@ describe('a root this version does not read is refused before anything under it 
 });
 
 describe('writing the marker', () => {
+  it('a root this user may not write in (its directory read-only) is read unmarked: resume, history, export work', () => {
+    // Root may write anywhere: as root, the store is made and read by another user (nobody).
+    const as = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+    const base = tempDir();
+    chmodSync(base, 0o755);
+    if (as.uid !== undefined) chownSync(base, as.uid, as.gid);
+    const run = (args: string[]) => {
+      const r = spawnSync(process.execPath, [CLI, ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, HANDOFF_LEDGER_HOST: 'h1' },
+        timeout: 60_000,
+        cwd: base,
+        ...as,
+      });
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+    };
+    const root = join(base, 'store');
+    const summary = join(base, 'summary.json');
+    writeFileSync(summary, JSON.stringify(sampleSummary(0)), { mode: 0o644 });
+    expect(run(['init', '--root', root])).toMatchObject({ code: 0 });
+    const scope = ['--principal', 'alice', '--session', 's1'];
+    expect(run(['publish', '--root', root, ...scope, '--run', 'r1', summary])).toMatchObject({ code: 0 });
+    // A store made before the marker, whose root directory was then made read-only (its subdirectories are not).
+    rmSync(join(root, 'format.json'));
+    chmodSync(root, 0o500);
+    try {
+      const resumed = run(['resume', '--root', root, ...scope, '--json']);
+      expect(resumed, resumed.stderr).toMatchObject({ code: 0 });
+      expect(resumed.stdout).toContain(sampleSummary(0).task);
+      expect(run(['history', '--root', root, ...scope])).toMatchObject({ code: 0, stderr: '' });
+      expect(run(['export', '--root', root, '--out', join(base, 'bundle')])).toMatchObject({ code: 0 });
+      expect(readdirSync(root).filter((n) => n.startsWith('format.json'))).toEqual([]);
+    } finally {
+      chmodSync(root, 0o700);
+    }
+    // The first open that can write it marks the root.
+    expect(run(['resume', '--root', root, ...scope])).toMatchObject({ code: 0 });
+    expect(readFileSync(join(root, 'format.json'), 'utf8')).toBe(MARKER);
+  });
+
   it('never replaces a marker that stands there (another opener wrote a newer one meanwhile): it is judged', async () => {
     const root = tempDir();
     const newer = '{"format":"handoff-ledger-root","version":3}';

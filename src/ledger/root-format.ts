@@ -115,10 +115,18 @@ export async function readRootFormat(root: string): Promise<RootFormat> {
 }
 
 /**
+ * What creating a file in a root this process may read but not write answers (its directory not writable by this
+ * user, a read-only mount, an immutable directory): the root stays unmarked, as it was read.
+ */
+const ROOT_NOT_WRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
+
+/**
  * Gives a root without a marker this version's (layout version 1): made whole or not at all (a staging file, synced,
  * hard-linked to the name: `createFileWhole`), never replacing a marker that stands there, then the root directory
- * synced. One another opener wrote meanwhile is judged as one found at open.
- * @throws as `readRootFormat` for such a marker; StoreError `STORAGE_FAILED` when it cannot be written
+ * synced. One another opener wrote meanwhile is judged as one found at open. A root this process may not write in
+ * (EACCES, EPERM, EROFS) is left unmarked, as it was read (layout version 1): an open that only reads such a root
+ * (resume, history, export) is not refused for the marker, which the first open that can write it makes.
+ * @throws as `readRootFormat` for such a marker; StoreError `STORAGE_FAILED` when it cannot be written otherwise
  */
 export async function writeRootFormat(root: string): Promise<void> {
   const path = join(root, ROOT_FORMAT_FILE);
@@ -130,6 +138,7 @@ export async function writeRootFormat(root: string): Promise<void> {
       await nodeFsOps.fsyncDir(root);
     }
   } catch (err) {
+    if (made === undefined && ROOT_NOT_WRITABLE.has((err as NodeJS.ErrnoException).code ?? '')) return;
     throw storageFailure(StoreError, `writing ${path}`, err);
   }
   if (!made) await readRootFormat(root);
