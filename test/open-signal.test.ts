@@ -664,6 +664,15 @@ describePostgres(
         await abortedWhileWaiting(root, schema, '%log_meta WHERE key = %', held, { origin, lockTimeoutMs: 0 });
       });
 
+      it("ends the judging of the schema's versions (both components, before either migrates), waiting for a lock on the migrations table, at the abort: CANCELLED, the pool ended; a later open works", async () => {
+        const schema = 'versions_look_lock';
+        const root = await publishedStore(schema);
+        // An operator (or a restore in one transaction) holding the migrations table: the versions' read waits for it.
+        // No lock_timeout (0: the server's, none): a read that is not cancelled waits for as long as the lock is held.
+        const held = await holding(`LOCK TABLE "${schema}".handoff_ledger_migrations IN ACCESS EXCLUSIVE MODE`);
+        await abortedWhileWaiting(root, schema, '%SELECT component, version, name FROM%', held, { lockTimeoutMs: 0 });
+      });
+
       it("ends the tree's backfill of a store from before the tree, waiting for the append lock, at the abort: CANCELLED, the pool ended; a later open backfills", async () => {
         const schema = 'tree_backfill_lock';
         const root = await publishedStore(schema);

@@ -734,31 +734,29 @@ export class PgDatabase {
    * transaction of its own), so that a schema one of them refuses leaves the others unmigrated too. A schema or a
    * migrations table not made yet records none. A migration committed after this look is judged by `migrate` still.
    * @throws as `migrate` (`FORMAT_UNSUPPORTED` of the component's class); the signal's reason once it aborts (the wait
-   *   for a connection, one still being made included); a driver error as it is
+   *   for a connection, one still being made included, and the read, a wait for a lock on the migrations table
+   *   included: cancelled, as `transaction`'s statements are); a driver error as it is
    */
   async judgeVersions(components: readonly PgMigratedComponent[], signal?: AbortSignal): Promise<void> {
-    const client = await this.connect(signal);
-    // A connection lost during the statement fails it; its 'error' event is not left unheard (as in `transaction`).
-    const onError = () => {};
-    client.on('error', onError);
-    let failure: unknown;
-    let rows: Array<{ component: string; version: number; name: string }> = [];
+    let rows: Array<{ component: string; version: number; name: string }>;
     try {
-      if (!signal?.aborted)
-        rows = (
-          await client.query<{ component: string; version: number; name: string }>(
-            `SELECT component, version, name FROM ${this.schema}.handoff_ledger_migrations`,
-          )
-        ).rows;
+      // In a transaction of its own, for its signal: an abort cancels the read, a wait for a lock another connection
+      // holds on the migrations table included (an operator's LOCK TABLE, a restore in one transaction), and ends it.
+      rows = await this.transaction(
+        async (client) =>
+          (
+            await client.query<{ component: string; version: number; name: string }>(
+              `SELECT component, version, name FROM ${this.schema}.handoff_ledger_migrations`,
+            )
+          ).rows,
+        BEGIN,
+        signal,
+      );
     } catch (err) {
-      failure = err;
-    } finally {
-      client.off('error', onError);
-      // An error the server answered leaves the connection usable; any other (the connection lost) ends it.
-      client.release(failure !== undefined && pgCode(failure) === undefined ? (failure as Error) : undefined);
+      signal?.throwIfAborted();
+      if (!UNDEFINED_TABLE.has(pgCode(err) ?? '')) throw err;
+      rows = [];
     }
-    signal?.throwIfAborted();
-    if (failure !== undefined && !UNDEFINED_TABLE.has(pgCode(failure) ?? '')) throw failure;
     for (const judged of components) {
       const applied = new Map(rows.filter((r) => r.component === judged.component).map((r) => [r.version, r.name]));
       judgeApplied(judged, this.schema, applied);
