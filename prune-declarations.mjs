@@ -12,9 +12,18 @@ const ROOT = dirname(fileURLToPath(import.meta.url));
 const LAYERS = ['store', 'manifests', 'src'];
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
-const roots = Object.values(pkg.exports).flatMap((target) =>
-  typeof target === 'object' && target.types ? [resolve(ROOT, target.types)] : [],
-);
+/**
+ * Every declaration file `exports` names as types: the `types` of each entry, at its top or nested under conditions
+ * (`import` / `require`, each with its own `types`; an `exports` without subpaths), and every target under a `types`.
+ */
+function typesOf(target, underTypes = false) {
+  if (typeof target === 'string') return underTypes ? [target] : [];
+  if (target === null || typeof target !== 'object') return [];
+  return Object.entries(target).flatMap(([key, value]) => typesOf(value, underTypes || key === 'types'));
+}
+const roots = [...new Set(typesOf(pkg.exports).map((types) => resolve(ROOT, types)))];
+// None found would remove every declaration: an `exports` this script does not read is refused instead.
+if (roots.length === 0) throw new Error('prune-declarations: package.json exports names no types');
 const program = ts.createProgram(roots, {
   module: ts.ModuleKind.NodeNext,
   moduleResolution: ts.ModuleResolutionKind.NodeNext,
