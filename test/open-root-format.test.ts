@@ -249,6 +249,24 @@ describe('writing the marker', () => {
     expect(readFileSync(join(root, 'format.json'), 'utf8')).toBe(MARKER);
   });
 
+  it('in a root this user may not write in, a marker another opener wrote meanwhile is judged still', () => {
+    // Root may write anywhere: as root, the marker is written by another user (nobody).
+    const as = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+    const root = tempDir();
+    chmodSync(root, 0o755);
+    writeFileSync(join(root, 'format.json'), '{"format":"handoff-ledger-root","version":3}', { mode: 0o644 });
+    if (as.uid !== undefined) chownSync(root, as.uid, as.gid);
+    chmodSync(root, 0o500);
+    const script = `import(${JSON.stringify(BUILT)}).then((m) => m.writeRootFormat(${JSON.stringify(root)})).then(() => console.log('written'), (err) => console.log(err.code))`;
+    try {
+      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000, ...as });
+      expect(r.stdout.trim(), r.stderr).toBe('FORMAT_UNSUPPORTED');
+      expect(readdirSync(root)).toEqual(['format.json']);
+    } finally {
+      chmodSync(root, 0o700);
+    }
+  });
+
   it('never replaces a marker that stands there (another opener wrote a newer one meanwhile): it is judged', async () => {
     const root = tempDir();
     const newer = '{"format":"handoff-ledger-root","version":3}';

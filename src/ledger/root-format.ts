@@ -138,8 +138,9 @@ export async function writeRootFormat(root: string): Promise<void> {
       await nodeFsOps.fsyncDir(root);
     }
   } catch (err) {
-    if (made === undefined && ROOT_NOT_WRITABLE.has((err as NodeJS.ErrnoException).code ?? '')) return;
-    throw storageFailure(StoreError, `writing ${path}`, err);
+    // Not writable here: left unmarked, and a marker another opener wrote meanwhile is judged below all the same.
+    if (!(made === undefined && ROOT_NOT_WRITABLE.has((err as NodeJS.ErrnoException).code ?? '')))
+      throw storageFailure(StoreError, `writing ${path}`, err);
   }
   if (!made) await readRootFormat(root);
 }
