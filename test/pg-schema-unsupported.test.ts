@@ -6,7 +6,7 @@
  * `PgManifestLog.open`, `PgBlobStore.open`, and every CLI command (exit 1, as the embedded refusal). Not STORAGE_FAILED:
  * no retry mends it. Nothing is migrated or written: the migrations table, the schema's tables and the root as they were.
  */
-import { readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { PgBlobStore, BLOB_MIGRATIONS } from '../store/pg/blob-store.js';
@@ -93,6 +93,48 @@ describePostgres(
 
       expect(await schemaState(schema)).toEqual(before.db);
       expect(treeSnapshot(root)).toEqual(before.root);
+    });
+
+    it('openLedger with an origin: the versions are judged before the stored origin is read, nothing written', async () => {
+      // A store named `log.example/a`; opened asking for another name (or the same), and with the log's table of a
+      // layout this release does not read. Each is a schema a newer handoff-ledger migrated: FORMAT_UNSUPPORTED, not
+      // the origin mismatch (INVALID_ARGUMENT) nor the failed read of its table (STORAGE_FAILED) it would be otherwise.
+      for (const [component, version, Class, relayout] of [
+        ['manifests', MANIFEST_MIGRATIONS.length + 1, ManifestError, false],
+        ['manifests', MANIFEST_MIGRATIONS.length + 1, ManifestError, true],
+        ['blobs', BLOB_MIGRATIONS.length + 1, StoreError, false],
+      ] as const) {
+        const schema = nextSchema();
+        const root = tempDir();
+        const made = await openLedger({ root, host: 'h1', postgres: conn(schema), origin: 'log.example/a' });
+        await made.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary());
+        await made.close();
+        await future(schema, component, version);
+        if (relayout) await sql(`ALTER TABLE "${schema}".log_meta RENAME COLUMN value TO v`);
+        const before = { db: await schemaState(schema), root: treeSnapshot(root) };
+        for (const origin of ['log.example/b', 'log.example/a'])
+          for (const diagnose of [false, true]) {
+            const err = await rejection(openLedger({ root, host: 'h1', postgres: conn(schema), origin, diagnose }));
+            const what = `${component} v${version}${relayout ? ', log_meta relaid' : ''}, origin ${origin}`;
+            expect(err, what).toBeInstanceOf(Class);
+            expect(err.code, `${what}: ${err.message}`).toBe('FORMAT_UNSUPPORTED');
+            expect(err.message).toMatch(
+              new RegExp(
+                `${component} schema v${version} in "${schema}" is newer than this library.*upgrade handoff-ledger`,
+                'i',
+              ),
+            );
+          }
+        // A root not made yet stays unmade: the refusal comes before it.
+        const other = join(tempDir(), 'root');
+        expect(
+          (await rejection(openLedger({ root: other, host: 'h2', postgres: conn(schema), origin: 'log.example/b' })))
+            .code,
+        ).toBe('FORMAT_UNSUPPORTED');
+        expect(existsSync(other)).toBe(false);
+        expect(await schemaState(schema)).toEqual(before.db);
+        expect(treeSnapshot(root)).toEqual(before.root);
+      }
     });
 
     it('judges the versions before it migrates: a log of an older release with a newer version gets no step, nor blob tables', async () => {

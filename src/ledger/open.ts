@@ -376,7 +376,9 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
   // (ManifestLog.origin). After the refusal that says more: no store there, for a command that makes none.
   // A PostgreSQL log that records a valid origin other than the one asked for is refused on the same look, before the
   // root directory is made (as the open below would refuse it, after making it). A stored origin that is no valid one
-  // is left to the open, which refuses it or (diagnosing) goes on under the name trust.json lists.
+  // is left to the open, which refuses it or (diagnosing) goes on under the name trust.json lists. The look judges the
+  // schema's versions before it reads anything else there, as the open below does: a schema a newer handoff-ledger
+  // migrated is FORMAT_UNSUPPORTED, not judged by an origin read from tables this version may not know the layout of.
   if (options.origin !== undefined && !options.log && options.postgres) {
     const { storedPostgresOrigin } = await import('./pg-backend.js');
     // A connection of its own, closed by the look itself whenever it ends; the open's signal cancels its statement (a

@@ -100,17 +100,32 @@ export function refuseUnusableOptions(options: PostgresBackendOptions): void {
 
 /**
  * The origin the log of the store `options` open records, read on a connection of its own without making the schema
- * (PgManifestLog.storedOrigin): none for a schema not made yet or a log not named yet. `signal` (openLedger's) ends
- * the look: its statement cancelled (a wait for a lock included), its connection ended.
- * @throws as `openPostgresBackends` (unusable options, a database that cannot be reached; `CANCELLED` once `signal`
- *   aborts, nothing left connected)
+ * (PgManifestLog.storedOrigin): none for a schema not made yet or a log not named yet. The schema's versions are
+ * judged first, as `openPostgresBackends` judges them: a schema a newer handoff-ledger migrated (whose log table may
+ * be laid out otherwise) is refused FORMAT_UNSUPPORTED before anything else is read from it, not judged by the origin
+ * it seems to hold. `signal` (openLedger's) ends the look: its statement cancelled (a wait for a lock included), its
+ * connection ended.
+ * @throws as `openPostgresBackends` (unusable options, a database that cannot be reached, `FORMAT_UNSUPPORTED` of the
+ *   component's layer; `CANCELLED` once `signal` aborts, nothing left connected)
  */
 export async function storedPostgresOrigin(
   options: PostgresBackendOptions,
   signal?: AbortSignal,
 ): Promise<string | undefined> {
   refuseUnusableOptions(options);
-  return PgManifestLog.storedOrigin({ ...options, pool: undefined, maxConnections: 1, signal });
+  throwIfCancelled(signal);
+  const pool = createPgPool({ ...options, maxConnections: 1 });
+  try {
+    await judgeSchemaVersions(pool, options.schema, signal);
+    return await PgManifestLog.storedOrigin({
+      pool,
+      schema: options.schema,
+      preparedStatements: options.preparedStatements,
+      signal,
+    });
+  } finally {
+    await pool.end().catch(() => {});
+  }
 }
 
 /**
