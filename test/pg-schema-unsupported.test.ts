@@ -181,6 +181,37 @@ describePostgres(
       expect(await schemaState(schema)).toEqual(before);
     });
 
+    it('a version no release writes (0 or below, a hand edit): FORMAT_UNSUPPORTED that says so, not "newer", nothing written', async () => {
+      for (const [component, version, Class] of [
+        ['manifests', 0, ManifestError],
+        ['manifests', -3, ManifestError],
+        ['blobs', 0, StoreError],
+      ] as const) {
+        const schema = nextSchema();
+        const root = tempDir();
+        await (await openLedger({ root, host: 'h1', postgres: conn(schema) })).close();
+        await future(schema, component, version);
+        const before = { db: await schemaState(schema), root: treeSnapshot(root) };
+        const opens = [
+          () => openLedger({ root, host: 'h1', postgres: conn(schema) }),
+          () => openLedger({ root, host: 'h1', postgres: conn(schema), diagnose: true }),
+          () => openPostgresBackends(conn(schema)),
+          component === 'manifests'
+            ? () => PgManifestLog.open(conn(schema))
+            : () => PgBlobStore.open({ ...conn(schema), hash: nobleBlake3 }),
+        ];
+        for (const open of opens) {
+          const err = await rejection(open());
+          expect(err).toBeInstanceOf(Class);
+          expect(err.code, err.message).toBe('FORMAT_UNSUPPORTED');
+          expect(err.message).toContain(`${component} schema in "${schema}" records unknown version ${version}`);
+          expect(err.message).not.toMatch(/newer/i);
+        }
+        expect(await schemaState(schema)).toEqual(before.db);
+        expect(treeSnapshot(root)).toEqual(before.root);
+      }
+    });
+
     it('a known version under another name: FORMAT_UNSUPPORTED, the stored name escaped', async () => {
       const schema = nextSchema();
       await (await PgManifestLog.open(conn(schema))).close();

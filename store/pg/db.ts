@@ -162,8 +162,11 @@ export interface PgMigratedComponent {
  * Judges the versions the schema records for a component (`applied`: version to name) against the steps this code
  * knows. Not a failure a retry mends: only another version of handoff-ledger opens such a schema (FORMAT_UNSUPPORTED,
  * as an embedded root whose format marker names a newer layout or another format).
- * @throws `Unsupported` `FORMAT_UNSUPPORTED` for a version it does not know (a newer library migrated the schema) or a
- *   known version under another name (the stored name quoted escaped)
+ * A row no release of handoff-ledger writes is refused the same way, as a known version under another name is: a
+ * version of 0 or below (versions start at 1; the table holds one only if another program or a hand edit wrote it) is
+ * named for what it is, an unknown version, not a newer one; upgrading would not open it either.
+ * @throws `Unsupported` `FORMAT_UNSUPPORTED` for a version it does not know (a newer library migrated the schema; or,
+ *   0 or below, one no release writes) or a known version under another name (the stored name quoted escaped)
  */
 function judgeApplied(
   { component, migrations, Unsupported }: PgMigratedComponent,
@@ -173,6 +176,11 @@ function judgeApplied(
   const known = new Map(migrations.map((m) => [m.version, m.name]));
   const latest = Math.max(0, ...known.keys());
   for (const [version, name] of [...applied].sort(([a], [b]) => a - b)) {
+    if (!known.has(version) && version < 1)
+      throw new Unsupported(
+        'FORMAT_UNSUPPORTED',
+        `${component} schema in ${schema} records unknown version ${version}, which no release of handoff-ledger writes (its versions start at v1; this library knows up to v${latest}): another program, or a hand edit, wrote the schema's migrations table; nothing was migrated or changed. Give the schema of a handoff-ledger store, or restore its handoff_ledger_migrations table from a backup`,
+      );
     if (!known.has(version))
       throw new Unsupported(
         'FORMAT_UNSUPPORTED',
