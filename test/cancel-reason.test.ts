@@ -8,6 +8,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { compact, exportBundle, fsck, gc, openLedger, type ModelAdapter } from '../src/index.js';
 import { nodeFsOps, type FsOps } from '../store/fs/ops.js';
+import { digestHex } from '../store/hash/digest.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const alice = { principal: 'alice', session: 's1', run: 'r1' };
@@ -82,6 +83,53 @@ describe("a cancelled call's cause is the signal's reason", () => {
         expect((err as Error).message, name).toMatch(new RegExp(`^${name} cancelled`));
       }
       expect((await ledger.history(alice)).length).toBe(1);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("resume, export and fsck aborted mid-call, while the store's read of a blob waits on the disk, name the call", async () => {
+    // The first open of `at` (the summary's blob file) waits until `release`: a stalled disk, the call inside it.
+    let at: string | undefined;
+    let entered = () => {};
+    let gate = Promise.resolve();
+    const fs: FsOps = {
+      ...nodeFsOps,
+      open: async (path, flags, mode) => {
+        if (path === at) {
+          at = undefined;
+          entered();
+          await gate;
+        }
+        return nodeFsOps.open(path, flags, mode);
+      },
+    };
+    const root = tempDir();
+    const ledger = await openLedger({ host: 'h', root, fs, inlineSummaryBytes: 0, onNotice: () => {} });
+    try {
+      const hex = digestHex((await ledger.publish(alice, sampleSummary('first'))).digest);
+      const blob = join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex);
+      const calls: Array<[string, (signal: AbortSignal) => Promise<unknown>]> = [
+        ['resume', (signal) => ledger.resume(alice, { signal })],
+        ['export', (signal) => exportBundle(ledger, { out: join(tempDir(), 'bundle'), withBlobs: true, signal })],
+        ['fsck', (signal) => fsck(ledger, { signal })],
+      ];
+      for (const [name, call] of calls) {
+        const abort = new AbortController();
+        const reason = new Error('stop');
+        let release = () => {};
+        gate = new Promise((r) => (release = r));
+        const inside = new Promise<void>((r) => (entered = r));
+        at = blob;
+        const ended = call(abort.signal).catch((e: unknown) => e);
+        await inside;
+        abort.abort(reason);
+        release();
+        const err = await ended;
+        expect(err, name).toMatchObject({ code: 'CANCELLED' });
+        expect((err as Error).cause, name).toBe(reason);
+        expect((err as Error).message, name).toMatch(new RegExp(`^${name} cancelled`));
+      }
     } finally {
       await ledger.close();
     }
