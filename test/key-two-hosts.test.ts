@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { openLedger } from '../src/ledger/open.js';
 import { generateJwk, writeKeyFile } from '../src/keys/local-signer.js';
 import { fsck } from '../src/ops/maintenance.js';
+import { LevelManifestLog } from '../manifests/log/level/log.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's', run: 'r' };
@@ -113,6 +114,42 @@ describe('a key listed for two hosts, ended by one of them', () => {
     ]);
     expect((await fsck(ledger)).findings.filter((f) => f.code === 'KEY_WINDOW_MISMATCH')).toEqual([]);
     await ledger.close();
+  });
+
+  it("fsck's KEY_WINDOW_MISMATCH names the host of each listing it judges", async () => {
+    const s = await sharedKeyRotatedByB();
+    let ledger = await openLedger({
+      root: s.root,
+      host: 'a',
+      keyFile: s.aKeyFile,
+      clock: s.clock,
+      onNotice: s.onNotice,
+    });
+    // Host a's listing is current while the log closed the key where b's listing ends it.
+    expect((await fsck(ledger)).findings).toEqual([
+      {
+        code: 'KEY_WINDOW_MISMATCH',
+        message: `key ${s.keyId}: trust.json's listing for host "a" ends its window nowhere (it is current), the log closed it at ${s.bEnd}`,
+      },
+    ]);
+    // Revoked: both listings end at bEnd. A log closed later (as in a store restored from before the revocation,
+    // then closed later by hand) differs from both listings alike: two findings, told apart by their host.
+    await ledger.revokeKey(s.keyId);
+    const record = (await ledger.log.signingKeys.get(s.keyId))!;
+    await ledger.close();
+    const later = new Date(Date.parse(s.bEnd) + 5_000).toISOString();
+    const log = await LevelManifestLog.open(join(s.root, 'manifests-v1'));
+    await log.raw.put(`k!${s.keyId}`, JSON.stringify({ ...record, closedAt: later }));
+    await log.close();
+    ledger = await openLedger({ root: s.root, host: 'a', keyFile: s.aKeyFile, clock: s.clock, onNotice: s.onNotice });
+    const findings = (await fsck(ledger)).findings.filter((f) => f.code === 'KEY_WINDOW_MISMATCH');
+    await ledger.close();
+    const said = (host: string) =>
+      `key ${s.keyId}: trust.json's listing for host "${host}" ends its window at ${s.bEnd}, the log closed it at ${later}`;
+    expect(findings.map((f) => f.message)).toEqual([
+      expect.stringContaining(said('b')),
+      expect.stringContaining(said('a')),
+    ]);
   });
 
   it('`keys close` refuses while a listing holds the key current, naming that host', async () => {

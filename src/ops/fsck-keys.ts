@@ -11,6 +11,7 @@ import type { ManifestLog, SigningKeyRecord } from '../../manifests/log/log.js';
 import type { TrustStore, TrustedKey } from '../../manifests/format/trust.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { shellWord } from '../../manifests/encoding/printable.js';
+import { shownValue } from '../../store/errors.js';
 import type { FsckFinding } from './maintenance.js';
 
 /** Where trust.json ends a key's window: the earlier of `notAfter` (rotation) and `revokedAt`, if either. */
@@ -70,15 +71,24 @@ export async function fsckSigningKeys(
     });
   }
   // A key without any record is not judged: stores written by 0.1.0 kept none (its rotations included).
+  // A key listed for several hosts (docs/DESIGN.md "Keys and trust") is judged per listing, each finding naming
+  // its listing's host: without it, two listings ended alike read as the same line twice.
+  const listings = new Map<string, number>();
+  for (const key of storeTrust.keys) listings.set(key.keyId, (listings.get(key.keyId) ?? 0) + 1);
   for (const key of storeTrust.keys) {
     const rec = records.get(key.keyId);
     if (!rec) continue;
     const end = windowEnd(key);
+    // A host id is at most 128 characters: quoted whole, so two listings never read alike.
+    const trustSays =
+      listings.get(key.keyId)! > 1
+        ? `trust.json's listing for host ${shownValue(key.host, 128)} ends`
+        : 'trust.json ends';
     if (rec.closedAt !== end)
       findings.push({
         code: 'KEY_WINDOW_MISMATCH',
         message:
-          `key ${key.keyId}: trust.json ends its window ${end === undefined ? 'nowhere (it is current)' : `at ${end}`}, ` +
+          `key ${key.keyId}: ${trustSays} its window ${end === undefined ? 'nowhere (it is current)' : `at ${end}`}, ` +
           `the log ${rec.closedAt === undefined ? 'has not closed it' : `closed it at ${rec.closedAt}`}` +
           // The log behind trust.json (a store restored from before the rotation or revocation): closing the log's
           // window there changes nothing auditors hold, and is the remedy (a revocation would revoke more).
