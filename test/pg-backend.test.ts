@@ -218,6 +218,25 @@ describePostgres('PostgreSQL backend', (pg) => {
       ]);
     });
 
+    it('opens a fresh database from many openPostgresBackends a few milliseconds apart, each judging the versions first', async () => {
+      // A judge that read the migrations rows before the tables could meet another opener's tables made between its
+      // two reads, and take them for a schema whose migrations table lost its rows.
+      for (let round = 0; round < 4; round++) {
+        const conn = { connectionString: pg.connectionString, schema: nextSchema(), hash: nobleBlake3 };
+        // Started a little apart, so that some judge while another opener's migration commits.
+        const opened = await Promise.all(
+          Array.from({ length: 12 }, (_, i) =>
+            new Promise((r) => setTimeout(r, i * 4)).then(() => openPostgresBackends(conn)),
+          ),
+        );
+        await Promise.all(opened.flatMap((o) => [o.log.close(), o.blobs.close()]));
+        const rows = await sql<{ n: string }>(
+          `SELECT count(*)::text AS n FROM "${conn.schema}".handoff_ledger_migrations`,
+        );
+        expect(rows).toEqual([{ n: String(1 + MANIFEST_MIGRATIONS.length) }]);
+      }
+    });
+
     // Not STORAGE_FAILED (an I/O failure a retry may mend): only an upgrade opens it, as an embedded root of a newer
     // layout (test/pg-schema-unsupported.test.ts holds the ledger and the CLI to it).
     it('refuses (FORMAT_UNSUPPORTED) a database migrated by a newer library', async () => {

@@ -237,6 +237,91 @@ describePostgres(
       expect(await schemaState(schema)).toEqual(before);
     });
 
+    it("a schema whose migrations table lost its rows (deleted, or the table dropped) while the component's tables remain: FORMAT_UNSUPPORTED saying so, nothing written", async () => {
+      /** As `schemaState`, the migrations table's absence included (a dropped one must not be made again). */
+      const state = async (schema: string) =>
+        schemaState(schema).catch(async () => ({
+          migrations: 'dropped',
+          tables: (
+            await sql<{ t: string }>('SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1', [
+              schema,
+            ])
+          )
+            .map((r) => r.t)
+            .sort(),
+        }));
+      const origin = 'log.example/a';
+      const logV1 = `manifests schema in "S" already holds log_counter, entries, heads, grants, watermarks, which its step v1 ("${MANIFEST_MIGRATIONS[0]!.name}") makes, but its handoff_ledger_migrations table records no version of manifests`;
+      for (const [lost, Class, said] of [
+        [
+          'blobs',
+          StoreError,
+          'blobs schema in "S" already holds blobs, blob_chunks, which its step v1 ("blobs and chunks") makes, but its handoff_ledger_migrations table records no version of blobs',
+        ],
+        ['manifests', ManifestError, logV1],
+        [
+          'manifests v4 and v5',
+          ManifestError,
+          `manifests schema in "S" already holds signing_keys, which its step v4 ("${MANIFEST_MIGRATIONS[3]!.name}") makes, but its handoff_ledger_migrations table records v1, v2, v3 of manifests and not v4`,
+        ],
+        [
+          'the table',
+          StoreError,
+          'blobs schema in "S" already holds blobs, blob_chunks, which its step v1 ("blobs and chunks") makes, but its handoff_ledger_migrations table records no version of blobs',
+        ],
+      ] as const) {
+        const schema = nextSchema();
+        const root = tempDir();
+        const made = await openLedger({ root, host: 'h1', postgres: conn(schema), origin });
+        await made.publish({ principal: 'alice', session: 's1', run: 'r1' }, sampleSummary());
+        await made.close();
+        if (lost === 'the table') await sql(`DROP TABLE "${schema}".handoff_ledger_migrations`);
+        else if (lost === 'manifests v4 and v5')
+          await sql(`DELETE FROM "${schema}".handoff_ledger_migrations WHERE component = 'manifests' AND version >= 4`);
+        else await sql(`DELETE FROM "${schema}".handoff_ledger_migrations WHERE component = $1`, [lost]);
+        const before = { db: await state(schema), root: treeSnapshot(root) };
+        const message = said.replace('"S"', `"${schema}"`);
+        const refused = async (what: string, open: () => Promise<unknown>, Expected: typeof Class, text: string) => {
+          const err = await rejection(open());
+          expect(err, `${lost}, ${what}: ${err.message}`).toBeInstanceOf(Expected);
+          expect(err.code, `${lost}, ${what}: ${err.message}`).toBe('FORMAT_UNSUPPORTED');
+          expect(err.message).toContain(text);
+          expect(err.message).toMatch(
+            /nothing was migrated or changed\. Restore the schema's handoff_ledger_migrations table from a backup/,
+          );
+        };
+        // Every open a user meets it by; an origin other than the store's is refused for the schema, not the name.
+        for (const diagnose of [false, true])
+          for (const asked of [undefined, origin, 'log.example/b'])
+            await refused(
+              `openLedger origin ${asked} diagnose ${diagnose}`,
+              () => openLedger({ root, host: 'h1', postgres: conn(schema), diagnose, ...(asked && { origin: asked }) }),
+              Class,
+              message,
+            );
+        await refused('openPostgresBackends', () => openPostgresBackends(conn(schema)), Class, message);
+        // Each store's own open (no judging of both first): its component, in its migration's transaction.
+        if (lost === 'blobs' || lost === 'the table')
+          await refused(
+            'PgBlobStore.open',
+            () => PgBlobStore.open({ ...conn(schema), hash: nobleBlake3 }),
+            StoreError,
+            message,
+          );
+        if (lost !== 'blobs')
+          await refused(
+            'PgManifestLog.open',
+            () => PgManifestLog.open(conn(schema)),
+            ManifestError,
+            lost === 'the table' ? logV1.replace('"S"', `"${schema}"`) : message,
+          );
+        // The component that kept its rows opens as ever.
+        if (lost === 'blobs') await (await PgManifestLog.open(conn(schema))).close();
+        expect(await state(schema)).toEqual(before.db);
+        expect(treeSnapshot(root)).toEqual(before.root);
+      }
+    });
+
     it('every CLI command: FORMAT_UNSUPPORTED, exit 1 (as an embedded root of a newer layout), nothing changed', async () => {
       // The CLI's schema (handoff_ledger), a store the CLI made.
       const dir = tempDir();

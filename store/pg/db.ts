@@ -165,13 +165,19 @@ export interface PgMigratedComponent {
  * A row no release of handoff-ledger writes is refused the same way, as a known version under another name is: a
  * version of 0 or below (versions start at 1; the table holds one only if another program or a hand edit wrote it) is
  * named for what it is, an unknown version, not a newer one; upgrading would not open it either.
+ * A step not recorded whose tables the schema holds already (`present`: the relations it holds of those the steps make)
+ * is refused the same way: its migrations table lost rows (deleted, or the table dropped and made again empty), or
+ * another program made a table of that name there. Running the step again would fail on the table it finds
+ * (`relation "blobs" already exists`, STORAGE_FAILED), inviting a retry that meets it again.
  * @throws `Unsupported` `FORMAT_UNSUPPORTED` for a version it does not know (a newer library migrated the schema; or,
- *   0 or below, one no release writes) or a known version under another name (the stored name quoted escaped)
+ *   0 or below, one no release writes), a known version under another name (the stored name quoted escaped), or a step
+ *   not recorded whose tables are there already
  */
 function judgeApplied(
   { component, migrations, Unsupported }: PgMigratedComponent,
   schema: string,
   applied: ReadonlyMap<number, string>,
+  present: ReadonlySet<string>,
 ): void {
   const known = new Map(migrations.map((m) => [m.version, m.name]));
   const latest = Math.max(0, ...known.keys());
@@ -192,6 +198,46 @@ function judgeApplied(
         `${component} schema v${version} in ${schema} is ${shownValue(name, 80)}, expected "${known.get(version)}": another program, or a build of handoff-ledger this release does not know, migrated this schema; nothing was migrated or changed. Give the schema of a handoff-ledger store, or open it with the handoff-ledger that made it`,
       );
   }
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (applied.has(m.version)) continue;
+    const there = tablesMadeBy(m).filter((t) => present.has(t));
+    if (there.length === 0) continue;
+    const recorded = [...applied.keys()].sort((a, b) => a - b);
+    throw new Unsupported(
+      'FORMAT_UNSUPPORTED',
+      `${component} schema in ${schema} already holds ${there.join(', ')}, which its step v${m.version} ("${m.name}") makes, but its handoff_ledger_migrations table records ${recorded.length ? `v${recorded.join(', v')} of ${component} and not v${m.version}` : `no version of ${component}`}: the table's rows were deleted or the table dropped, or another program made ${there.length > 1 ? 'tables of those names' : 'a table of that name'} in this schema; nothing was migrated or changed. Restore the schema's handoff_ledger_migrations table from a backup, or give handoff-ledger a schema of its own`,
+    );
+  }
+}
+
+/**
+ * The tables a step makes (`CREATE TABLE {schema}.name`), read from its SQL so that the two never disagree: a schema
+ * that holds one of them though it records no such step is one whose migrations table lost its rows (`judgeApplied`),
+ * where running the step again would fail on the table it finds, a driver error a retry would meet again.
+ */
+function tablesMadeBy(m: PgMigration): string[] {
+  return [...m.sql.matchAll(/\bCREATE TABLE (?:IF NOT EXISTS )?\{schema\}\.([a-z_][a-z0-9_]*)/g)].map((x) => x[1]!);
+}
+
+/** The steps of `components` the schema does not record (`applied`, per component), by the tables they make. */
+function tablesOfUnrecordedSteps(
+  components: readonly PgMigratedComponent[],
+  applied: (component: string) => ReadonlyMap<number, string>,
+): string[] {
+  return components.flatMap(({ component, migrations }) =>
+    migrations.filter((m) => !applied(component).has(m.version)).flatMap(tablesMadeBy),
+  );
+}
+
+/** Of `names`, the relations `schema` (unquoted) holds: a table, or any relation whose name a CREATE TABLE would meet. */
+async function presentRelations(client: pg.PoolClient, schema: string, names: readonly string[]): Promise<Set<string>> {
+  if (names.length === 0) return new Set();
+  const { rows } = await client.query<{ relname: string }>(
+    `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = $1 AND c.relname = ANY($2::text[])`,
+    [schema, names],
+  );
+  return new Set(rows.map((r) => r.relname));
 }
 
 /** SQLSTATE 42P01 / 3F000: the table, or the schema named with it, is not there. */
@@ -691,8 +737,9 @@ export class PgDatabase {
    * rolls back and throws the signal's reason, nothing applied.
    * @throws `Unsupported` (the calling layer's class) `FORMAT_UNSUPPORTED` when the database holds a version of
    *   `component` this code does not know (a newer library migrated it) or a known version under another name (another
-   *   program, or a build this release does not know, made it): judged before any step is applied, the transaction
-   *   rolled back, so nothing is migrated or written. What the database says (a migration's name) is quoted escaped.
+   *   program, or a build this release does not know, made it), or does not record a step whose tables it holds (its
+   *   migrations table lost rows): judged before any step is applied, the transaction rolled back, so nothing is
+   *   migrated or written. What the database says (a migration's name) is quoted escaped.
    */
   async migrate(
     component: string,
@@ -720,8 +767,16 @@ export class PgDatabase {
           [component],
         );
         const applied = new Map(rows.map((r) => [r.version, r.name]));
-        // Judged before any step, in the transaction: a refusal rolls it back, nothing migrated.
-        judgeApplied({ component, migrations, Unsupported }, this.schema, applied);
+        // Judged before any step, in the transaction: a refusal rolls it back, nothing migrated. Under the lock, the
+        // tables the steps not recorded make are there only if the migrations table lost their rows (or another
+        // program made them): every migration records its steps in the transaction that makes their tables.
+        const judged = { component, migrations, Unsupported };
+        const present = await presentRelations(
+          client,
+          this.schema.slice(1, -1),
+          tablesOfUnrecordedSteps([judged], () => applied),
+        );
+        judgeApplied(judged, this.schema, applied, present);
         for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
           if (applied.has(m.version)) continue;
           await client.query(this.sql(m.sql));
@@ -737,8 +792,8 @@ export class PgDatabase {
   }
 
   /**
-   * Judges, as `migrate` does and writing nothing, the versions the schema records for each of `components`, in one
-   * statement: for an opener of several (openPostgresBackends: the blob store, then the log, each migrating in a
+   * Judges, as `migrate` does and writing nothing, the versions the schema records for each of `components` (read in
+   * one statement, after the tables their steps make), and the tables of steps it does not record: for an opener of several (openPostgresBackends: the blob store, then the log, each migrating in a
    * transaction of its own), so that a schema one of them refuses leaves the others unmigrated too. A schema or a
    * migrations table not made yet records none. A migration committed after this look is judged by `migrate` still.
    * @throws as `migrate` (`FORMAT_UNSUPPORTED` of the component's class); the signal's reason once it aborts (the wait
@@ -746,28 +801,40 @@ export class PgDatabase {
    *   included: cancelled, as `transaction`'s statements are); a driver error as it is
    */
   async judgeVersions(components: readonly PgMigratedComponent[], signal?: AbortSignal): Promise<void> {
-    let rows: Array<{ component: string; version: number; name: string }>;
+    let rows: Array<{ component: string; version: number; name: string }> = [];
+    // The relations the schema holds of those every step makes, and the migrations table: read first, as no migration
+    // lock is held here. A migration records its steps in the transaction that makes their tables, so the rows read
+    // after a table was seen include its step's (a concurrent first open is not judged against tables without rows).
+    let present = new Set<string>();
+    const migrationsTable = 'handoff_ledger_migrations';
     try {
       // In a transaction of its own, for its signal: an abort cancels the read, a wait for a lock another connection
       // holds on the migrations table included (an operator's LOCK TABLE, a restore in one transaction), and ends it.
-      rows = await this.transaction(
-        async (client) =>
-          (
+      await this.transaction(
+        async (client) => {
+          present = await presentRelations(client, this.schema.slice(1, -1), [
+            migrationsTable,
+            ...components.flatMap((c) => c.migrations.flatMap(tablesMadeBy)),
+          ]);
+          if (!present.has(migrationsTable)) return;
+          rows = (
             await client.query<{ component: string; version: number; name: string }>(
-              `SELECT component, version, name FROM ${this.schema}.handoff_ledger_migrations`,
+              `SELECT component, version, name FROM ${this.schema}.${migrationsTable}`,
             )
-          ).rows,
+          ).rows;
+        },
         BEGIN,
         signal,
       );
     } catch (err) {
       signal?.throwIfAborted();
       if (!UNDEFINED_TABLE.has(pgCode(err) ?? '')) throw err;
+      // Dropped between the two reads: what was there is judged against no rows, as `migrate` would judge it.
       rows = [];
     }
     for (const judged of components) {
       const applied = new Map(rows.filter((r) => r.component === judged.component).map((r) => [r.version, r.name]));
-      judgeApplied(judged, this.schema, applied);
+      judgeApplied(judged, this.schema, applied, present);
     }
   }
 
