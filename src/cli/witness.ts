@@ -170,7 +170,7 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
     io.stdout.write(
       printableLines([
         `witness ${key.vkey}`,
-        `listening on http://${shown}:${address.port} (${logs.size} logs); Ctrl-C stops it`,
+        `listening on http://${shown}:${address.port} (${logs.size} ${logs.size === 1 ? 'log' : 'logs'}); Ctrl-C stops it`,
       ]),
     );
     await stopped;

@@ -73,6 +73,8 @@ export interface WitnessProcess {
   url: string;
   vkey: string;
   proc: ChildProcessWithoutNullStreams;
+  /** The line it printed as it began to listen (`listening on URL (N logs); …`). */
+  listening: string;
   stderr(): string;
   exited: Promise<number | null>;
 }
@@ -104,15 +106,19 @@ export async function startWitness(
   const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
   const lines = createInterface({ input: proc.stdout });
   let vkey = '';
+  let listening = '';
   const url = await new Promise<string>((resolve, reject) => {
     lines.on('line', (line) => {
       if (line.startsWith('witness ')) vkey = line.slice('witness '.length);
       const m = /^listening on (http:\/\/[^ ]+) /.exec(line);
-      if (m) resolve(m[1]!);
+      if (m) {
+        listening = line;
+        resolve(m[1]!);
+      }
     });
     void exited.then((code) => reject(new Error(`witness exited ${String(code)} before listening: ${err}`)));
   });
-  return { url, vkey, proc, stderr: () => err, exited };
+  return { url, vkey, proc, listening, stderr: () => err, exited };
 }
 
 export async function stopWitness(w: WitnessProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {

@@ -109,6 +109,16 @@ describe('witness serve', () => {
     expect(await witnessed(w1.url, log.origin)).toBe(await cosigned(a, [r.text]));
   });
 
+  it('says how many logs it follows as it listens, "1 log" and "4 logs"', async () => {
+    expect(w2.listening).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+ \(4 logs\); Ctrl-C stops it$/);
+    const one = await startWitness(join(base, 'one-log'), 'witness.example/one', [logs[0]!]);
+    try {
+      expect(one.listening).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+ \(1 log\); Ctrl-C stops it$/);
+    } finally {
+      await stopWitness(one);
+    }
+  });
+
   it('keeps a log that shows two trees to two witnesses from gathering a quorum of 2 for either', async () => {
     const a = HandLog.leaves('a', 3);
     const b = HandLog.leaves('b', 3);
