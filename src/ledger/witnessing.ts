@@ -171,6 +171,11 @@ interface Witness {
    * goes back, so a 409 naming less means it lost or rolled back its state (or another witness answers at its URL).
    */
   cosignedSize: number | undefined;
+  /**
+   * The size this witness last said it holds when that was larger than this log (`ranAhead`): not believed for the
+   * next round (`size` is cleared), but what the closing notice says it holds. Cleared by its next answer.
+   */
+  ahead?: number | undefined;
 }
 
 /**
@@ -408,7 +413,9 @@ export class WitnessPool {
           ? `no answer within the ${this.closeWaitMs} ms close() waited; `
           : 'not waited for; '
         : '';
-      const held = w.size !== undefined ? `it holds size ${w.size}` : 'its size not yet known';
+      // A witness said to hold a larger tree than this log is said to hold it here too, not to be unknown.
+      const size = w.size ?? w.ahead;
+      const held = size !== undefined ? `it holds size ${size}` : 'its size not yet known';
       return `${w.url} (${why}${held})`;
     });
     this.notice(
@@ -506,6 +513,8 @@ export class WitnessPool {
       }
       // A size past 2^53 − 1 is no size of a log (Number() would read another one): a refusal like any other, below.
       const held = /^(0|[1-9][0-9]{0,15})\n$/.test(body) ? Number(body.trim()) : NaN;
+      // An answer: what it said of a larger tree before is superseded (ranAhead says it again if it still holds one).
+      w.ahead = undefined;
       if (res.status === 409 && Number.isSafeInteger(held)) {
         Object.assign(w, { size: held, fromDisk: false });
         // Below a size it cosigned of this log: a witness never goes back, so this one lost or rolled back its state
@@ -615,8 +624,8 @@ export class WitnessPool {
     }
     this.refused(w, size, `witness ${w.url} holds a tree of ${held} entries, larger than this log's ${now}`);
     // Believed for this round only: the next one asks again, so a witness that was reset or misconfigured
-    // for a while is caught up once it answers otherwise.
-    Object.assign(w, { size: undefined, fromDisk: false });
+    // for a while is caught up once it answers otherwise. The closing notice still says the size it named.
+    Object.assign(w, { size: undefined, fromDisk: false, ahead: held });
     return false;
   }
 

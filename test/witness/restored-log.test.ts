@@ -93,4 +93,19 @@ describe('a store restored from a backup, submitted to the witness that cosigned
     });
     expect(report.findings.map((f) => f.code)).toEqual(['WITNESS_QUORUM_MISSING']);
   }, 120_000);
+
+  it('closes saying the size the witness holds, larger than the log, not that its size is unknown', async () => {
+    rmSync(root, { recursive: true });
+    cpSync(join(base, 'backup'), root, { recursive: true });
+    const ledger = await open();
+    notices.length = 0;
+    await ledger.publish(scope, sampleSummary(9));
+    expect(cosigned((await ledger.checkpoint()).note)).toBe(0);
+    await ledger.close();
+    const said = notices.filter((m) => m.includes(w.url));
+    expect(said[0]).toBe(`witness ${w.url} holds a tree of 5 entries, larger than this log's 4`);
+    expect(said.slice(1)).toEqual([
+      `witnesses: closing with the checkpoint of size 4 not cosigned by ${w.url} (it holds size 5); the next publish, checkpoint or export with these witnesses submits the log's newest tree to each, from the size it holds`,
+    ]);
+  }, 60_000);
 });
