@@ -265,6 +265,19 @@ describe('handoff-ledger CLI', () => {
     },
   );
 
+  it('export into an --out that exists: BUNDLE_EXISTS, exit 2 as its help says, the target untouched', () => {
+    const root = join(tempDir(), 'store');
+    expect(cli(['init', '--root', root]).code).toBe(0);
+    const out = join(tempDir(), 'bundle');
+    expect(cli(['export', '--root', root, '--out', out]).code).toBe(0);
+    const before = readFileSync(join(out, 'bundle.json'), 'utf8');
+    const r = cli(['export', '--root', root, '--out', out]);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/^handoff-ledger: BUNDLE_EXISTS: .* already exists; export never overwrites\n$/);
+    expect(readFileSync(join(out, 'bundle.json'), 'utf8')).toBe(before);
+    expect(cli(['help', 'export']).stdout).toMatch(/\n {2}2 {3}[^\n]*\n {6}an --out that exists \(BUNDLE_EXISTS/);
+  });
+
   it('grant, revoke, grants and keys export', () => {
     const root = join(tempDir(), 'store');
     const s = ['--root', root];

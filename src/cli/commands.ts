@@ -294,6 +294,8 @@ export const commands: Record<string, CommandSpec> = {
     exits: {
       ok: 'written',
       refused: refusedLedger,
+      // An AuditError, as the auditor's: exit 2, not the refusal (1) a coded error of the ledger is.
+      failed: `${STORE_FAILED},\nan --out that exists (BUNDLE_EXISTS: export never overwrites)`,
       more: [
         '130 stopped by SIGINT (Ctrl-C), 143 by SIGTERM while it opens the store or before it begins to publish',
         '    the bundle: nothing written, no staging directory left; run it again',
