@@ -195,6 +195,15 @@ describe('the exit codes a command help lists', () => {
       /^usage error, I\/O or storage failure, store locked by another process,\n {6}an --out that exists \(BUNDLE_EXISTS/,
     );
   });
+  // witness serve on another key's --state exits 1 with WITNESS_KEY_MISMATCH (test/witness/state-binding.test.ts);
+  // the exit 1 line listed the other codes it answers, and not that one.
+  it('witness: exit 1 names WITNESS_KEY_MISMATCH, a --state of another key', () => {
+    const exit1 = commandHelp(commands.witness!)
+      .split('Exit codes:\n')[1]!
+      .split(/\n {2}2 /)[0]!;
+    expect(exit1).toMatch(/^ {2}1 {3}a coded refusal \(KEY_INVALID, /m);
+    expect(exit1).toMatch(/\n {6}WITNESS_KEY_MISMATCH: a --state of another witness key\)$/);
+  });
   it('every command lists 0, 1, 2 and 70, in that order', () => {
     for (const [name, spec] of Object.entries(commands)) {
       const codes = [...commandHelp(spec).matchAll(/^ {2}(\d+) /gm)].map((m) => m[1]);

@@ -385,7 +385,9 @@ export const commands: Record<string, CommandSpec> = {
     ],
     exits: {
       ok: 'keygen: written; serve: stopped (Ctrl-C or SIGTERM)',
-      refused: 'a coded refusal (KEY_INVALID, KEY_FILE_UNSAFE, INVALID_ARGUMENT: a bad --name or logs file)',
+      refused:
+        'a coded refusal (KEY_INVALID, KEY_FILE_UNSAFE, INVALID_ARGUMENT: a bad --name or logs file;\n' +
+        'WITNESS_KEY_MISMATCH: a --state of another witness key)',
       failed:
         'usage error (also a missing --key, an unusable --logs, an --out that exists, an address it cannot\n' +
         'listen on); a key file or --state it cannot write or read (IO_FAILED, STORAGE_FAILED); output it cannot write',
@@ -535,7 +537,7 @@ export function commandHelp(spec: CommandSpec): string {
     ...(spec.environment?.length ? ['Environment:', ...spec.environment.map((e) => `  ${e}`), ''] : []),
     'Exit codes:',
     `  0   ${spec.exits.ok}`,
-    `  1   ${spec.exits.refused}`,
+    ...spec.exits.refused.split('\n').map((l, i) => `  ${i === 0 ? '1 ' : '  '}  ${l}`),
     ...(spec.exits.failed ?? STORE_FAILED).split('\n').map((l, i) => `  ${i === 0 ? '2 ' : '  '}  ${l}`),
     `  ${EXIT_CODES[3]}`,
     ...(spec.exits.more ?? []).map((l) => `  ${l}`),
