@@ -278,6 +278,22 @@ describe('handoff-ledger CLI', () => {
     expect(cli(['help', 'export']).stdout).toMatch(/\n {2}2 {3}[^\n]*\n {6}an --out that exists \(BUNDLE_EXISTS/);
   });
 
+  it("export's hint names the keys export of the store it exported: its --root and --host", () => {
+    // It said `handoff-ledger keys export` alone, which run as shown opens the default store and this machine's host.
+    const root = join(tempDir(), 'my store');
+    expect(cli(['init', '--root', root, '--host', 'h1']).code).toBe(0);
+    const r = cli(['export', '--root', root, '--host', 'h1', '--out', join(tempDir(), 'bundle')]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')[1]).toBe(
+      `auditors also need this host's public keys: handoff-ledger keys export --root '${root}' --host h1`,
+    );
+    const env = cli(['export', '--out', join(tempDir(), 'bundle')], {
+      env: { HANDOFF_LEDGER_ROOT: root, HANDOFF_LEDGER_HOST: 'h1' },
+    });
+    expect(env.code, env.stderr).toBe(0);
+    expect(env.stdout.split('\n')[1]).toBe("auditors also need this host's public keys: handoff-ledger keys export");
+  });
+
   it('grant, revoke, grants and keys export', () => {
     const root = join(tempDir(), 'store');
     const s = ['--root', root];

@@ -23,6 +23,7 @@ import {
 } from './io.js';
 import { counted, printable, printableLines } from '../../manifests/encoding/printable.js';
 import { SIGNAL_EXITS, stopSignals } from './stop-signals.js';
+import { shellWord } from './demo-scenario.js';
 
 export const usage =
   'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--root DIR] [--host ID] [--postgres URL] [--origin NAME] [--json]';
@@ -96,9 +97,17 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       const { counts } = result.header;
       if (json) writeJson(io.stdout, result);
       else {
+        // The command that exports this store's keys, run as it is: the --root and --host given here (not the default
+        // store), and --postgres named, not its URL (which may carry a password).
+        const keysExport = [
+          'handoff-ledger keys export',
+          ...(values.root !== undefined ? ['--root', shellWord(values.root)] : []),
+          ...(values.host !== undefined ? ['--host', shellWord(values.host)] : []),
+          ...(values.postgres !== undefined ? ['--postgres URL'] : []),
+        ].join(' ');
         io.stdout.write(
           `exported ${counted(counts.manifests, 'manifest')} in ${counted(counts.chains, 'chain')}${counts.blobs !== undefined ? ` and ${counted(counts.blobs, 'blob')}` : ''} to ${printable(result.dir)}\n` +
-            `auditors also need this host's public keys: handoff-ledger keys export\n`,
+            printableLines([`auditors also need this host's public keys: ${keysExport}`]),
         );
       }
       return EXIT_OK;
