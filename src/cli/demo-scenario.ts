@@ -26,6 +26,7 @@ import { defaultRoot, openLedger } from '../ledger/open.js';
 import { throwIfCancelled } from '../errors.js';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Summary } from '../summary/summary.js';
+import { shellWord } from '../../manifests/encoding/printable.js';
 import type { Digest } from '../../store/hash/digest.js';
 
 export interface DemoOptions {
@@ -48,10 +49,8 @@ export interface DemoOptions {
   signal?: AbortSignal | undefined;
 }
 
-/** A word as a POSIX shell reads it back: as it is when it holds nothing the shell treats specially, else quoted. */
-export function shellWord(word: string): string {
-  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'"'"'`)}'`;
-}
+/** A word as a POSIX shell reads it back (the one helper of every suggested command, manifests/encoding/printable.ts). */
+export { shellWord };
 
 export interface DemoReport {
   root: string;

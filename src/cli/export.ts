@@ -21,9 +21,8 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { counted, printable, printableLines } from '../../manifests/encoding/printable.js';
+import { counted, printable, printableLines, shellWord } from '../../manifests/encoding/printable.js';
 import { SIGNAL_EXITS, stopSignals } from './stop-signals.js';
-import { shellWord } from './demo-scenario.js';
 
 export const usage =
   'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--root DIR] [--host ID] [--postgres URL] [--origin NAME] [--json]';

@@ -194,7 +194,7 @@ describe('handoff-ledger demo (command)', () => {
     const env = { npm_lifecycle_event: 'start', npm_package_name: 'handoff-ledger', HANDOFF_LEDGER_HOST: 'h-1' };
     expect(await run(['--root', root], { stdout, stderr: collector(), env })).toBe(0);
     expect(stdout.text().trimEnd().split('\n').at(-1)).toMatch(
-      new RegExp(`^look at it: node dist/src/cli/main\\.js history --root '${base}/it'"'"'s a store' --host h-1 `),
+      new RegExp(`^look at it: node dist/src/cli/main\\.js history --root '${base}/it'\\\\''s a store' --host h-1 `),
     );
     // Read back by a shell, each word is what it was.
     for (const word of [root, 'plain', 'a b', "'", '$HOME', '*', ''])
