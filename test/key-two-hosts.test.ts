@@ -54,16 +54,14 @@ async function sharedKeyRotatedByB() {
   return { root, clock, onNotice, notices, keyId, aKeyFile, bKeyFile, bEnd, advance: (ms: number) => (now += ms) };
 }
 
+/** Opens the root of `sharedKeyRotatedByB` as host "a", with its key file, clock and notices. */
+const openAsA = (s: Awaited<ReturnType<typeof sharedKeyRotatedByB>>) =>
+  openLedger({ root: s.root, host: 'a', keyFile: s.aKeyFile, clock: s.clock, onNotice: s.onNotice });
+
 describe('a key listed for two hosts, ended by one of them', () => {
   it("the other host's open says the log closed its key's window while trust.json does not end it", async () => {
     const s = await sharedKeyRotatedByB();
-    const ledger = await openLedger({
-      root: s.root,
-      host: 'a',
-      keyFile: s.aKeyFile,
-      clock: s.clock,
-      onNotice: s.onNotice,
-    });
+    const ledger = await openAsA(s);
     expect(ledger.keyId).toBe(s.keyId);
     expect(s.notices).toContainEqual(
       expect.stringContaining(
@@ -76,13 +74,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
 
   it("the other host's rotation ends its listing where the log closed the key, so the two agree", async () => {
     const s = await sharedKeyRotatedByB();
-    const ledger = await openLedger({
-      root: s.root,
-      host: 'a',
-      keyFile: s.aKeyFile,
-      clock: s.clock,
-      onNotice: s.onNotice,
-    });
+    const ledger = await openAsA(s);
     await ledger.rotateKey();
     const listings = ledger.trustStore().keys.filter((k) => k.keyId === s.keyId);
     expect(listings.map((k) => [k.host, k.notAfter])).toEqual([
@@ -99,13 +91,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
 
   it('a revocation of the key ends every listing where the log closed it', async () => {
     const s = await sharedKeyRotatedByB();
-    const ledger = await openLedger({
-      root: s.root,
-      host: 'a',
-      keyFile: s.aKeyFile,
-      clock: s.clock,
-      onNotice: s.onNotice,
-    });
+    const ledger = await openAsA(s);
     expect(await ledger.revokeKey(s.keyId)).toBe(s.bEnd);
     const listings = ledger.trustStore().keys.filter((k) => k.keyId === s.keyId);
     expect(listings.map((k) => [k.host, k.revokedAt])).toEqual([
@@ -118,13 +104,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
 
   it("fsck's KEY_WINDOW_MISMATCH names the host of each listing it judges", async () => {
     const s = await sharedKeyRotatedByB();
-    let ledger = await openLedger({
-      root: s.root,
-      host: 'a',
-      keyFile: s.aKeyFile,
-      clock: s.clock,
-      onNotice: s.onNotice,
-    });
+    let ledger = await openAsA(s);
     // Host a's listing is current while the log closed the key where b's listing ends it.
     expect((await fsck(ledger)).findings).toEqual([
       {
@@ -154,13 +134,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
 
   it('`keys close` refuses while a listing holds the key current, naming that host', async () => {
     const s = await sharedKeyRotatedByB();
-    const ledger = await openLedger({
-      root: s.root,
-      host: 'a',
-      keyFile: s.aKeyFile,
-      clock: s.clock,
-      onNotice: s.onNotice,
-    });
+    const ledger = await openAsA(s);
     await expect(ledger.closeKeyWindow(s.keyId)).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
       message: expect.stringContaining(
@@ -172,13 +146,7 @@ describe('a key listed for two hosts, ended by one of them', () => {
 
   it("a revocation by the host that rotated it out also revokes the other host's checkpoint keys of its window", async () => {
     const s = await sharedKeyRotatedByB();
-    const before = await openLedger({
-      root: s.root,
-      host: 'a',
-      keyFile: s.aKeyFile,
-      clock: s.clock,
-      onNotice: s.onNotice,
-    });
+    const before = await openAsA(s);
     const aCheckpointKeys = (before.trustStore().checkpointKeys ?? []).filter((k) => k.host === 'a');
     await before.close();
     expect(aCheckpointKeys).toHaveLength(1);
