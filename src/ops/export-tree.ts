@@ -80,7 +80,10 @@ export async function sinceSize(
   if (cut.origin !== undefined && old.origin !== cut.origin)
     throw auditUsage(`--since: not a checkpoint of this log: its origin is another (${old.origin})`);
   if (old.size > cut.size)
-    throw auditUsage(`--since: the earlier checkpoint has ${old.size} entries, the log ${cut.size}`);
+    // Both sizes are numbers (parseCheckpoint's and the log's): nothing from the file to escape.
+    throw auditUsage(
+      `--since: the earlier checkpoint has ${old.size} entries, the log ${cut.size}: this store was restored from a backup taken before that checkpoint, or the checkpoint is of another, longer tree of this origin; export without --since (a full bundle), or give a checkpoint of this log's tree`,
+    );
   const here = await treeHeadAt(old.size, (ids) => log.treeNodes(ids));
   if (!equalBytes(here.root, old.root))
     throw auditUsage(

@@ -449,7 +449,14 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
       [trusting, foreign, /^--since: not a checkpoint of this log: /],
       // This log's origin and keys, no larger than the log, another root: a fork, from which no proof holds.
       [ledger, forkedEarlier, /^--since: the earlier checkpoint has another root at size 2 than this log's tree/],
-      [ledger, larger, new RegExp(`^--since: the earlier checkpoint has ${size + 1} entries, the log ${size}$`)],
+      // The refusal names the likely causes (a store restored from an older backup, another tree) and the remedies.
+      [
+        ledger,
+        larger,
+        new RegExp(
+          `^--since: the earlier checkpoint has ${size + 1} entries, the log ${size}: this store was restored from a backup taken before that checkpoint, or the checkpoint is of another, longer tree of this origin; export without --since \\(a full bundle\\), or give a checkpoint of this log's tree$`,
+        ),
+      ],
       [plain, earlier, /^--since needs a store with checkpoints$/],
     ] as const) {
       const out = join(tempDir(), 'bundle');
