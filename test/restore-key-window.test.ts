@@ -77,12 +77,17 @@ async function remedy(o: {
     stdout: `closed ${o.old} in the log at ${end}, where trust.json ends it; trust.json is unchanged\n`,
     stderr: '',
   });
+  expect(await cli(['keys', 'close', o.old, ...o.storeArgs])).toEqual({
+    code: 0,
+    stdout: `already closed ${o.old} in the log at ${end}, where trust.json ends it; nothing changed\n`,
+    stderr: '',
+  });
   ledger = await o.open();
   expect(await ledger.storeTrust()).toEqual(trust); // nothing revoked, no window moved
   expect((await ledger.log.signingKeys.get(o.old))?.closedAt).toBe(end);
   expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] });
-  // Run again: the same end, nothing else.
-  expect(await ledger.closeKeyWindow(o.old)).toBe(end);
+  // Run again: the same end, and it says nothing changed (it printed "closed … in the log" again, as if it had).
+  expect(await ledger.closeKeyWindow(o.old)).toEqual({ at: end, changed: false });
   expect((await ledger.resume(scope))?.seq).toBe(0);
   expect((await ledger.publish(scope, sampleSummary('after the restore'))).seq).toBe(1);
   expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] });
@@ -146,7 +151,7 @@ describe('an embedded root restored from before a key rotation, run with the cur
     expect((await fsck(ledger)).findings).toMatchObject([
       { code: 'KEY_WINDOW_MISMATCH', message: expect.stringContaining(`\`keys close ${old}\``) as unknown },
     ]);
-    expect(await ledger.closeKeyWindow(old)).toBe(revokedAt);
+    expect(await ledger.closeKeyWindow(old)).toEqual({ at: revokedAt, changed: true });
     expect(await fsck(ledger)).toMatchObject({ ok: true, findings: [] });
     await ledger.close();
   });

@@ -296,12 +296,14 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
           // The log's record of the key's window, closed where trust.json ends it (a store restored from before a
           // rotation or revocation); trust.json and the checkpoint keys are not changed.
           const keyId = positionals[0]!;
-          const at = await ledger.closeKeyWindow(keyId);
-          if (values.json) writeJson(io.stdout, { closed: keyId, at });
+          const { at, changed } = await ledger.closeKeyWindow(keyId);
+          if (values.json) writeJson(io.stdout, { closed: keyId, at, changed });
           else
             io.stdout.write(
               printableLines([
-                `closed ${keyId} in the log at ${at}, where trust.json ends it; trust.json is unchanged`,
+                changed
+                  ? `closed ${keyId} in the log at ${at}, where trust.json ends it; trust.json is unchanged`
+                  : `already closed ${keyId} in the log at ${at}, where trust.json ends it; nothing changed`,
               ]),
             );
         } else {

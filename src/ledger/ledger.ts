@@ -1407,14 +1407,15 @@ export class Ledger {
    * store restored from before the key's rotation or revocation lacks (fsck: `KEY_WINDOW_MISMATCH`, the log has not
    * closed it, or closed it later): from then on no process appends a manifest of that key dated at or after that end.
    * A window only closes earlier: one the log closed before trust.json's end stays where it is, and is refused.
-   * Returns the window end the log now holds.
+   * Resolves to `{ at, changed }`: the window end the log now holds, and whether this call moved it there (`false`:
+   * the log had already closed the window at that end; nothing changed).
    * @throws LedgerError `INVALID_ARGUMENT` (a key id that is no string; a key trust.json holds current, whose window
    *   `keys rotate` or `keys revoke` ends; one the log closed before trust.json ends it: a revocation that stopped,
    *   which `keys revoke` run again finishes), `KEY_INVALID` (a key trust.json does not list as a signing key),
    *   `CLOSED`, `ROLLBACK` / `FORK` (as `grant`), `LOCKED` (another process held `trust.json.lock` over 30 s);
    *   ManifestError `STORAGE_FAILED`, `LOCKED` (the log's key record)
    */
-  async closeKeyWindow(keyId: string): Promise<string> {
+  async closeKeyWindow(keyId: string): Promise<{ at: string; changed: boolean }> {
     return this.tracked(async () => {
       this.assertSound();
       if (typeof keyId !== 'string')
@@ -1434,13 +1435,19 @@ export class Ledger {
               `trust.json holds key ${keyId} current (no notAfter, no revokedAt)${listings.length > 1 ? ` in its listing for host ${shownValue(current.host)}` : ''}: \`keys rotate\` or \`keys revoke\` ends its window, in the log and in trust.json; nothing was changed`,
             );
           const end = listings.map((l) => l.end!).reduce((a, b) => earlierTime(a, b));
-          const closed = await this.log.signingKeys.close(keyId, (record) => closedNoLater(record, end));
+          // Where the log held the window as the close read its record (under the key's lock): already at `end`,
+          // nothing moved.
+          let before: string | undefined;
+          const closed = await this.log.signingKeys.close(keyId, (record) => {
+            before = record?.closedAt;
+            return closedNoLater(record, end);
+          });
           if (closed !== end)
             throw new LedgerError(
               'INVALID_ARGUMENT',
               `the log closed the window of key ${keyId} at ${closed}, before trust.json ends it (${end}): a revocation that stopped after closing it in the log, or a trust.json from before a revocation; run it again (\`keys revoke ${shellWord(keyId)}\`), which ends the key in trust.json where the log closed it; nothing was changed`,
             );
-          return closed;
+          return { at: closed, changed: before !== closed };
         });
       });
     });
