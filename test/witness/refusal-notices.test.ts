@@ -6,8 +6,7 @@
  * the witness it leaves without a cosignature.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -27,22 +26,13 @@ import { exportBundle } from '../../src/ops/export.js';
 import { createWitnessServer } from '../../src/witness/server.js';
 import { WitnessState } from '../../src/witness/state.js';
 import { sampleSummary } from '../support/tmp.js';
-import { HandLog, noteSigner } from './support.js';
+import { HandLog, listenLocal, noteSigner, stopServer } from './support.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-refusal-notices-'));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
 const witness = noteSigner('witness.example/refusals', new Uint8Array(32).fill(51));
 const wvkey = encodeCosignerKey(witness.name, witness.publicKey);
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-async function stop(server: Server): Promise<void> {
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
-}
 
 describe('a ledger whose witness refuses its checkpoints (a witness of this process, `witness serve`)', () => {
   it('says each refusal once, though the publish and then checkpoint() and export each submit it', async () => {
@@ -59,7 +49,7 @@ describe('a ledger whose witness refuses its checkpoints (a witness of this proc
     const server = createWitnessServer({ signer: witness, logs, state });
     let asked = 0;
     server.on('request', () => asked++);
-    const url = await listen(server);
+    const url = await listenLocal(server);
     const notices: string[] = [];
     const ledger = await openLedger({
       root,
@@ -98,7 +88,7 @@ describe('a ledger whose witness refuses its checkpoints (a witness of this proc
       expect(about()).toEqual([refusal(1), refusal(2), refusal(4)]);
     } finally {
       await ledger.close();
-      await stop(server);
+      await stopServer(server);
       await state.close();
     }
     // The close still names the witness it leaves without a cosignature of the newest checkpoint.
@@ -137,7 +127,7 @@ describe('the witness pool, one refusal heard by several rounds', () => {
         })();
       });
     });
-    const url = await listen(server);
+    const url = await listenLocal(server);
     const notices: string[] = [];
     const pool = await WitnessPool.open({
       options: { witnesses: [`${url}#${wvkey}`], timeoutMs: 5000, retryMs: 60_000 },
@@ -190,7 +180,7 @@ describe('the witness pool, one refusal heard by several rounds', () => {
       ]);
     } finally {
       await pool.close();
-      await stop(server);
+      await stopServer(server);
     }
   });
 });

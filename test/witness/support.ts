@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -18,6 +18,18 @@ import { consistencyRanges } from '../../manifests/tlog/tree.js';
 import { formatAddCheckpoint, parseAddCheckpoint } from '../../manifests/witness/add-checkpoint.js';
 
 export const CLI = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+
+/** Makes `server` listen on an ephemeral port of 127.0.0.1; resolves to its base URL. */
+export async function listenLocal(server: Server): Promise<string> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** Closes `server`, its open connections (keep-alive ones included) first. */
+export async function stopServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+}
 
 function mth(leaves: Uint8Array[]): Uint8Array {
   if (leaves.length === 0) return EMPTY_ROOT;

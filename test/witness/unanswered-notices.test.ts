@@ -8,7 +8,7 @@
  * witness it leaves without a cosignature.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +26,7 @@ import type { SignedCheckpoint } from '../../src/ledger/checkpoints.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { WitnessPool } from '../../src/ledger/witnessing.js';
 import { sampleSummary } from '../support/tmp.js';
-import { HandLog, noteSigner } from './support.js';
+import { HandLog, listenLocal, noteSigner, stopServer } from './support.js';
 
 const base = mkdtempSync(join(tmpdir(), 'hl-unanswered-notices-'));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
@@ -35,15 +35,6 @@ const witness = noteSigner('witness.example/unanswered', new Uint8Array(32).fill
 const wvkey = encodeCosignerKey(witness.name, witness.publicKey);
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
 let dirs = 0;
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-async function stop(server: Server): Promise<void> {
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
-}
 
 /** A port nothing listens on: one taken and let go. */
 async function closedPort(): Promise<string> {
@@ -75,7 +66,7 @@ describe('a ledger whose witness is down', () => {
       300,
       async () => {
         const server = createServer(() => {});
-        return { url: await listen(server), close: () => stop(server) };
+        return { url: await listenLocal(server), close: () => stopServer(server) };
       },
       (url: string) => new RegExp(`^witness ${url} sent no complete answer within 300 ms$`),
     ],
@@ -152,7 +143,7 @@ describe('the witness pool, a witness down then back', () => {
         })();
       });
     });
-    const url = await listen(server);
+    const url = await listenLocal(server);
     const notices: string[] = [];
     const pool = await WitnessPool.open({
       options: { witnesses: [`${url}#${wvkey}`], timeoutMs: 300, retryMs: 60_000 },
@@ -217,7 +208,7 @@ describe('the witness pool, a witness down then back', () => {
       expect(notices).toEqual([silent, refused(6), silent, refused(6)]);
     } finally {
       await pool.close();
-      await stop(server);
+      await stopServer(server);
     }
   }, 60_000);
 });
