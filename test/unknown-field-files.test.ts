@@ -14,15 +14,7 @@ import { generateJwk, loadKeyFile } from '../src/keys/local-signer.js';
 import { loadWitnessKeyFile } from '../src/witness/key.js';
 import { parseWitnessLogs } from '../src/witness/logs.js';
 import { tempDir } from './support/tmp.js';
-
-const refusal = async (fn: () => unknown): Promise<Error & { code?: string }> => {
-  try {
-    await fn();
-  } catch (err) {
-    return err as Error & { code?: string };
-  }
-  throw new Error('expected a refusal');
-};
+import { refusal } from './support/settled.js';
 
 const publicKey = decodeBase64Url(generateJwk().x)!;
 const trustedKey = {

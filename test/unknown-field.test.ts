@@ -8,15 +8,7 @@ import { describeZodError } from '../manifests/format/zod-issue.js';
 import { validateSummary } from '../src/summary/summary.js';
 import { openLedger, resumeContext } from '../src/index.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
-
-const refusal = async (fn: () => unknown): Promise<Error & { code?: string }> => {
-  try {
-    await fn();
-  } catch (err) {
-    return err as Error & { code?: string };
-  }
-  throw new Error('expected a refusal');
-};
+import { refusal } from './support/settled.js';
 
 describe('an unknown field names the known one it is close to', () => {
   it("publish's summary: SUMMARY_INVALID naming the field and the near name, top level and in a file entry", async () => {

@@ -55,3 +55,13 @@ export function watchedSignal(signal: AbortSignal): { signal: AbortSignal; liste
   }) as AbortSignal['addEventListener'];
   return { signal: inner.signal, listened: once };
 }
+
+/** The error `fn` throws or rejects with; a call that succeeds fails the test (`expected a refusal`). */
+export const refusal = async (fn: () => unknown): Promise<Error & { code?: string }> => {
+  try {
+    await fn();
+  } catch (err) {
+    return err as Error & { code?: string };
+  }
+  throw new Error('expected a refusal');
+};
