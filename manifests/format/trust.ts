@@ -163,6 +163,10 @@ export function earlierTime<T extends string | undefined>(x: string | undefined,
   return x === undefined ? y : y === undefined ? x : Date.parse(x) <= Date.parse(y) ? x : y;
 }
 
+/** Where a trust listing ends its key's window: `notAfter` (a rotation), or `revokedAt` when earlier; undefined while current. */
+export const windowEndOf = (key: { notAfter?: string; revokedAt?: string }): string | undefined =>
+  earlierTime(key.notAfter, key.revokedAt);
+
 /** `a` with the most restrictive window of `a` and `b`: latest notBefore, earliest notAfter and revokedAt. */
 export function restrictiveWindow<K extends { notBefore: string; notAfter?: string; revokedAt?: string }>(
   a: K,

@@ -22,6 +22,7 @@ import {
   type TrustedCheckpointKey,
   type TrustStore,
   type TrustedKey,
+  windowEndOf,
 } from '../../manifests/format/trust.js';
 import { encodeVerifierKey, type NoteSigner } from '../../manifests/crypto/note.js';
 import { LedgerError, untilCancelled } from '../errors.js';
@@ -818,7 +819,7 @@ export class Keyring {
    */
   windowEnd(keyId: string, host: string = this.options.host): string | undefined {
     const key = this.trust.keys.find((k) => k.host === host && k.keyId === keyId);
-    return key === undefined ? undefined : listingEnd(key);
+    return key === undefined ? undefined : windowEndOf(key);
   }
 
   /**
@@ -827,7 +828,7 @@ export class Keyring {
    * holds against all of them.
    */
   windowEnds(keyId: string): Array<{ host: string; end: string | undefined }> {
-    return this.trust.keys.filter((k) => k.keyId === keyId).map((k) => ({ host: k.host, end: listingEnd(k) }));
+    return this.trust.keys.filter((k) => k.keyId === keyId).map((k) => ({ host: k.host, end: windowEndOf(k) }));
   }
 
   /** When the current key's window opens: nothing it signs may be dated earlier (its manifests would not verify). */
@@ -1081,9 +1082,6 @@ export class Keyring {
     return listed?.revokedAt ?? at;
   }
 }
-
-/** Where a listing ends its key's window: `notAfter`, or `revokedAt` when earlier; undefined while current. */
-const listingEnd = (key: TrustedKey): string | undefined => earlierTime(key.notAfter, key.revokedAt);
 
 /** `key` revoked from `at`, or as it is when already revoked no later: a revocation only ever moves earlier. */
 function revokedFrom<K extends { revokedAt?: string }>(key: K, at: string): K {

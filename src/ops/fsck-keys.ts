@@ -8,17 +8,11 @@
  */
 import { throwIfCancelled } from '../errors.js';
 import type { ManifestLog, SigningKeyRecord } from '../../manifests/log/log.js';
-import type { TrustStore, TrustedKey } from '../../manifests/format/trust.js';
+import { windowEndOf, type TrustStore } from '../../manifests/format/trust.js';
 import { ManifestError } from '../../manifests/errors.js';
 import { shellWord } from '../../manifests/encoding/printable.js';
 import { shownValue } from '../../store/errors.js';
 import type { FsckFinding } from './maintenance.js';
-
-/** Where trust.json ends a key's window: the earlier of `notAfter` (rotation) and `revokedAt`, if either. */
-function windowEnd(key: TrustedKey): string | undefined {
-  const ends = [key.notAfter, key.revokedAt].filter((t): t is string => t !== undefined).sort();
-  return ends[0];
-}
 
 /**
  * @param storeTrust this store's own trust.json (not keys the caller added: the log closes only its windows)
@@ -78,7 +72,7 @@ export async function fsckSigningKeys(
   for (const key of storeTrust.keys) {
     const rec = records.get(key.keyId);
     if (!rec) continue;
-    const end = windowEnd(key);
+    const end = windowEndOf(key);
     // A host id is at most 128 characters: quoted whole, so two listings never read alike.
     const trustSays =
       listings.get(key.keyId)! > 1
