@@ -10,6 +10,8 @@ import { digestHex, digestOf } from '../store/hash/digest.js';
 import { validateSummary } from '../src/summary/summary.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { LevelManifestLog, type BatchOp } from '../manifests/log/level/log.js';
+import type { AppendOptions, HeadHold, LogEntry } from '../manifests/log/log.js';
+import { ManifestError } from '../manifests/errors.js';
 import { writeSyncedBatch } from '../manifests/log/level/tables.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
@@ -458,15 +460,45 @@ describe('keys', () => {
 });
 
 describe('writers that share one log (other processes or hosts)', () => {
-  /** Two hosts on one log; host B publishes right after host A's commit step reads the head it builds on. */
-  async function racingHosts() {
+  /**
+   * Two hosts on one log; host B publishes right after host A's commit step reads the head it builds on. With `holds`,
+   * A's log holds heads (ManifestLog.holdHead, as PostgreSQL's does) the way `holds` says: a held head (the log's
+   * head, appended to through the log), or none to hold; `holdAppend` replaces the held append.
+   */
+  async function racingHosts({
+    holds,
+    holdAppend,
+  }: { holds?: 'head' | 'none'; holdAppend?: () => Promise<LogEntry> } = {}) {
     const { LevelManifestLog } = await import('../manifests/log/level/log.js');
     const shared = await LevelManifestLog.open(join(tempDir(), 'log'));
     const a = await open(tempDir(), { host: 'host-a', log: shared });
     const b = await open(tempDir(), { host: 'host-b', log: shared, trust: a.trustStore() });
     const realHead = shared.appendHead.bind(shared);
     const realAppend = shared.append.bind(shared);
-    const stats = { headReads: 0, conflicts: 0, race: true };
+    const stats = {
+      headReads: 0,
+      conflicts: 0,
+      race: true,
+      appends: 0,
+      holds: [] as unknown[][],
+      heldAppends: 0,
+      released: 0,
+    };
+    const holdHead = async (session: string, options?: AppendOptions): Promise<HeadHold | undefined> => {
+      stats.holds.push([session, options]);
+      const head = await shared.head(session);
+      if (holds === 'none' || !head) return undefined;
+      return {
+        head,
+        append: (request) => {
+          stats.heldAppends++;
+          return holdAppend ? holdAppend() : realAppend(request);
+        },
+        release: async () => {
+          stats.released++;
+        },
+      };
+    };
     const viaA = {
       // The head a publish builds on (ManifestLog.appendHead).
       appendHead: async (session: string) => {
@@ -479,11 +511,14 @@ describe('writers that share one log (other processes or hosts)', () => {
         }
         return head;
       },
-      append: async (...args: Parameters<typeof shared.append>) =>
-        realAppend(...args).catch((e) => {
+      append: async (...args: Parameters<typeof shared.append>) => {
+        stats.appends++;
+        return realAppend(...args).catch((e) => {
           if (e.code === 'CHAIN_CONFLICT') stats.conflicts++;
           throw e;
-        }),
+        });
+      },
+      ...(holds ? { holdHead } : {}),
     };
     const aLog = Object.assign(Object.create(shared), viaA);
     const racingA = await open(tempDir(), {
@@ -518,6 +553,49 @@ describe('writers that share one log (other processes or hosts)', () => {
       ['host-b', 0],
       ['host-a', 1],
     ]);
+    await close();
+  });
+
+  it('retries a lost race on a head the log holds for it (ManifestLog.holdHead), and ends the hold', async () => {
+    const { a, b, stats, close } = await racingHosts({ holds: 'head' });
+    const ac = new AbortController();
+    const receipt = await a.publish({ principal: 'alice', session: 's', run: 'on-a' }, sampleSummary('a'), {
+      signal: ac.signal,
+    });
+    expect(receipt.seq).toBe(1);
+    // The first attempt held nothing and lost; the retry held the head (under the publish's signal) and appended there.
+    expect(stats).toMatchObject({ conflicts: 1, appends: 1, heldAppends: 1, released: 1 });
+    expect(stats.holds).toEqual([['s', { signal: ac.signal }]]);
+    const history = await b.history({ principal: 'alice', session: 's' });
+    expect(history.map((h) => [h.manifest.host, h.manifest.seq])).toEqual([
+      ['host-b', 0],
+      ['host-a', 1],
+    ]);
+    // An uncontended publish holds nothing.
+    await a.publish({ principal: 'alice', session: 's', run: 'on-a' }, sampleSummary('a2'));
+    expect(stats.holds).toHaveLength(1);
+    await close();
+  });
+
+  it('retries as before when the log has no head to hold for it', async () => {
+    const { a, stats, close } = await racingHosts({ holds: 'none' });
+    const receipt = await a.publish({ principal: 'alice', session: 's', run: 'on-a' }, sampleSummary('a'));
+    expect(receipt.seq).toBe(1);
+    expect(stats).toMatchObject({ conflicts: 1, appends: 2, heldAppends: 0, released: 0 });
+    expect(stats.holds).toHaveLength(1);
+    await close();
+  });
+
+  it("ends the hold when the held append fails, and the publish fails with the append's error", async () => {
+    const { a, b, stats, close } = await racingHosts({
+      holds: 'head',
+      holdAppend: () => Promise.reject(new ManifestError('STORAGE_FAILED', 'the disk went away')),
+    });
+    await expect(
+      a.publish({ principal: 'alice', session: 's', run: 'on-a' }, sampleSummary('a')),
+    ).rejects.toMatchObject({ code: 'STORAGE_FAILED', message: expect.stringContaining('the disk went away') });
+    expect(stats).toMatchObject({ conflicts: 1, heldAppends: 1, released: 1 });
+    expect((await b.history({ principal: 'alice', session: 's' })).length).toBe(1);
     await close();
   });
 

@@ -171,7 +171,7 @@ describePostgres('PostgreSQL backend', (pg) => {
     };
     return fx;
   };
-  manifestLogSuite('PgManifestLog', pgLogFactory);
+  manifestLogSuite('PgManifestLog', pgLogFactory, { holdsHeads: true });
   signingKeySuite('PgManifestLog', pgLogFactory);
 
   ledgerSuite('PostgreSQL', async () => {
@@ -251,6 +251,102 @@ describePostgres('PostgreSQL backend', (pg) => {
       expect((err as ManifestError).code).toBe('FORMAT_UNSUPPORTED');
       expect((err as Error).message).toMatch(/newer than this library/);
       expect((err as Error).message).toMatch(/upgrade handoff-ledger/i);
+    });
+  });
+
+  describe('held heads (ManifestLog.holdHead: a retry after a lost race cannot lose again)', () => {
+    const other = (session: string, seq: number): AppendRequest => ({
+      ...link(session, seq),
+      id: digestOf(utf8(`other ${session}/${seq}`)),
+      envelope: `{"payload":"${Buffer.from(`other ${session}/${seq}`).toString('base64')}"}`,
+    });
+    /** Another connection's transaction holding `session`'s head row until `release()`. */
+    async function lockRow(schema: string, session: string) {
+      const client = new pgLib.Client({ connectionString: pg.connectionString });
+      await client.connect();
+      await client.query('BEGIN');
+      await client.query(`SELECT 1 FROM "${schema}".heads WHERE session = $1 FOR UPDATE`, [session]);
+      return {
+        release: async () => {
+          await client.query('COMMIT');
+          await client.end();
+        },
+      };
+    }
+
+    it("keeps another process's append waiting on the head's row until the held append commits", async () => {
+      const schema = nextSchema();
+      const a = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      const b = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+      try {
+        await a.append(link('s', 0));
+        const held = (await a.holdHead('s'))!;
+        expect(held.head).toMatchObject({ seq: 0, id: link('s', 0).id });
+        const raced = rejection(b.append(other('s', 1)));
+        await waitingForLock(pg, '%FOR UPDATE OF h%', { settles: raced });
+        expect(await held.append(link('s', 1))).toMatchObject({ seq: 1, id: link('s', 1).id });
+        expect(await raced).toMatchObject({ code: 'CHAIN_CONFLICT' });
+        expect(await b.head('s')).toMatchObject({ seq: 1, id: link('s', 1).id });
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it("holds heads on at most half the pool's connections (a holder reads on another): beyond, none", async () => {
+      const schema = nextSchema();
+      const one = await PgManifestLog.open({ connectionString: pg.connectionString, schema, maxConnections: 1 });
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, maxConnections: 4 });
+      try {
+        for (const s of ['a', 'b', 'c']) await log.append(link(s, 0));
+        expect(await one.holdHead('a')).toBeUndefined();
+        const first = (await log.holdHead('a'))!;
+        const second = (await log.holdHead('b'))!;
+        expect([first.head.session, second.head.session]).toEqual(['a', 'b']);
+        expect(await log.holdHead('c')).toBeUndefined();
+        // Each ended hold frees its place, whether released or appended.
+        await first.release();
+        const third = (await log.holdHead('c'))!;
+        expect(await third.append(link('c', 1))).toMatchObject({ seq: 1 });
+        expect(await second.append(link('b', 1))).toMatchObject({ seq: 1 });
+        // A hold left open is ended by the log's close, with nothing written.
+        const left = (await log.holdHead('a'))!;
+        await log.close();
+        expect(await rejection(left.append(link('a', 1)))).toMatchObject({
+          code: 'STORAGE_FAILED',
+          message: expect.stringMatching(/closed while the head was held/),
+        });
+        const again = await PgManifestLog.open({ connectionString: pg.connectionString, schema });
+        expect(await again.head('a')).toMatchObject({ seq: 0 });
+        await again.close();
+      } finally {
+        await one.close();
+        await log.close();
+      }
+    });
+
+    it("a hold whose wait for the head's row times out is LOCKED, and holds nothing", async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({
+        connectionString: pg.connectionString,
+        schema,
+        maxConnections: 2,
+        lockTimeoutMs: 300,
+      });
+      try {
+        await log.append(link('s', 0));
+        const row = await lockRow(schema, 's');
+        try {
+          expect(await rejection(log.holdHead('s'))).toMatchObject({ code: 'LOCKED' });
+        } finally {
+          await row.release();
+        }
+        // Its place is free again (a pool of two holds one head).
+        const held = (await log.holdHead('s'))!;
+        expect(await held.append(link('s', 1))).toMatchObject({ seq: 1 });
+      } finally {
+        await log.close();
+      }
     });
   });
 

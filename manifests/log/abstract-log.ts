@@ -293,6 +293,20 @@ export abstract class AbstractManifestLog implements ManifestLog {
     return this._append(checked, signal);
   }
 
+  /** `holdHead`'s arguments checked as `append` checks its own, for a backend that holds heads. */
+  protected checkHold(session: unknown, options: unknown): { session: string; signal: AbortSignal | undefined } {
+    const { signal } = readOptionFields(checkObject(options, 'options'), ['signal'], 'hold options', ManifestError);
+    refuseNonSignal(signal, ManifestError);
+    const checked = checkId(session, 'session');
+    throwIfAborted(signal, ManifestError);
+    return { session: checked, signal };
+  }
+
+  /** An append request checked as `append` checks it (a held head's append). */
+  protected checkRequest(request: unknown): AppendRequest {
+    return checkRequest(request);
+  }
+
   async getWatermark(session: string): Promise<number | undefined> {
     return this._getWatermark(checkId(session, 'session'));
   }

@@ -169,6 +169,24 @@ export interface AppendOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * A chain's head held for one append of its holder's (`ManifestLog.holdHead`): no other writer's append can move it
+ * until the hold ends.
+ */
+export interface HeadHold {
+  /** The head the held append extends. */
+  readonly head: ChainHead;
+  /**
+   * Appends `request`, built on `head`, in the hold's transaction, which ends the hold: answers as `append` does
+   * (`CHAIN_CONFLICT` only for a request that does not extend `head`), `CANCELLED` once the hold's signal aborted and
+   * `STORAGE_FAILED` once the log was closed (nothing written: a close ends the holds still open). One append per hold,
+   * to the held session: another is refused `INVALID_ARGUMENT`.
+   */
+  append(request: AppendRequest): Promise<LogEntry>;
+  /** Ends the hold with nothing written (after `append`: waits for its answer). Never rejects. */
+  release(): Promise<void>;
+}
+
 export type GrantState = 'granted' | 'revoked';
 
 /**
@@ -258,6 +276,18 @@ export interface ManifestLog {
    * while appends may go on. A caller that checks before it appends (`Ledger.checkPublish`) asks it. Absent: none.
    */
   appendRefusal?(): ManifestError | undefined;
+  /**
+   * Holds `session`'s head for one append of the caller's: a shared log, where a writer can lose the race for a head to
+   * another process (`CHAIN_CONFLICT`) again and again while that one keeps appending, lets the loser build its next
+   * manifest on a held head, which cannot move under it. Other writers' appends to the session wait for the hold (up to
+   * their lock wait), so a holder holds it only while it signs. Undefined when there is nothing to hold (a chain with
+   * no head yet) or the log holds as many heads as it can now (it needs a connection besides each hold's): the caller
+   * appends as usual. The holder must end every hold (`append` or `release`). Absent: the log has one writer (the
+   * embedded log: the ledger's own lock orders its appends).
+   * @throws ManifestError as `append` before its transaction (`appendRefusal()`, `CANCELLED`, `INVALID_ID`,
+   *   `INVALID_ARGUMENT`), `LOCKED` (the head's lock wait timed out), `STORAGE_FAILED`
+   */
+  holdHead?(session: string, options?: AppendOptions): Promise<HeadHold | undefined>;
   /**
    * The refusal an append to `session` meets now whatever it holds, as `append` throws it: `appendRefusal()`, or
    * `ROLLBACK` for a chain cut back (its head below the session's watermark, or entries beyond its head, or a head the

@@ -10,7 +10,15 @@ import type { SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { pae, signEnvelope, serializeEnvelope, type Envelope } from '../../manifests/crypto/envelope.js';
 import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { ManifestError } from '../../manifests/errors.js';
-import type { ChainHead, GrantRecord, HeadWindow, LogEntry, ManifestLog } from '../../manifests/log/log.js';
+import type {
+  AppendRequest,
+  ChainHead,
+  GrantRecord,
+  HeadHold,
+  HeadWindow,
+  LogEntry,
+  ManifestLog,
+} from '../../manifests/log/log.js';
 import {
   coversSchema,
   encodeManifest,
@@ -543,7 +551,8 @@ export class Ledger {
    * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, or an options field that throws as it is read), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key), `SIGNER_FAILED` (an injected signer threw; its error is the cause), `CANCELLED`, `CLOSED`;
    *   ManifestError `KEY_INVALID` (an injected signer's answer is no 64-byte `Uint8Array`), `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key signs nothing: rotate it; or the session's
    *   head is signed by a key resume refuses it for, at its createdAt: the handoff would not resume either), `CHAIN_CONFLICT`
-   *   (another host's append won the race, PostgreSQL), `TREE_DAMAGED` / `RECORD_CORRUPT` (as `checkPublish`);
+   *   (another writer's append won the race at every attempt: with PostgreSQL, which holds the head for a retry, only
+   *   when it could hold none: a new chain, or half the pool's connections holding heads), `TREE_DAMAGED` / `RECORD_CORRUPT` (as `checkPublish`);
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
@@ -598,9 +607,13 @@ export class Ledger {
       async () => {
         // Another process or host (PostgreSQL) may win the append between our head read and our commit.
         // Without expectedPrev the caller asked for "after whatever is there": read the head again and re-sign.
+        // A lost race (not the first attempt's) is retried on a held head where the log can hold one: another
+        // process that keeps appending to the session cannot win every time (the first attempt holds nothing, so
+        // the common, uncontended publish waits for nobody).
+        let hold = false;
         for (let attempt = 1; ; attempt++) {
           try {
-            return await this.signing.shared(() => this.commit(s, blob, covers, options), signal);
+            return await this.signing.shared(() => this.commit(s, blob, covers, options, hold), signal);
           } catch (err) {
             if (err instanceof KeyWindowClosed) {
               // Another process rotated or revoked this key after we signed: take its keys and sign again (its
@@ -615,6 +628,7 @@ export class Ledger {
             const lostRace = err instanceof ManifestError && err.code === 'CHAIN_CONFLICT';
             if (!lostRace || options.expectedPrev !== undefined || attempt >= MAX_APPEND_ATTEMPTS) throw err;
             this.telemetry.chainConflictRetry(span);
+            hold = true;
           }
         }
       },
@@ -854,6 +868,25 @@ export class Ledger {
     blob: SummaryBlob,
     covers: PublishOptions['covers'],
     options: PublishOptions,
+    hold: boolean,
+  ): Promise<Receipt> {
+    if (!hold || !this.log.holdHead) return this.commitOn(s, blob, covers, options, undefined);
+    // The head held from its read to the append (ManifestLog.holdHead); none to hold: as without.
+    const held = await untilCancelled(this.log.holdHead(s.session, { signal: options.signal }), options.signal);
+    try {
+      return await this.commitOn(s, blob, covers, options, held);
+    } finally {
+      await held?.release();
+    }
+  }
+
+  /** `commit` on the head `held` (a held head), or on the one it reads. */
+  private async commitOn(
+    s: PublishScope,
+    blob: SummaryBlob,
+    covers: PublishOptions['covers'],
+    options: PublishOptions,
+    held: HeadHold | undefined,
   ): Promise<Receipt> {
     const { signal } = options;
     // Point of no return: re-check cancellation and authorization.
@@ -867,7 +900,7 @@ export class Ledger {
     // One head serves the authorization (its owner) and the manifest (its seq and prev): the one the append checks.
     let head: ChainHead | undefined;
     try {
-      head = await untilCancelled(this.appendHead(s.session), signal);
+      head = held ? held.head : await untilCancelled(this.appendHead(s.session), signal);
       await untilCancelled(this.authorize(s, 'publish', head ?? null), signal);
     } catch (err) {
       await checked;
@@ -910,19 +943,17 @@ export class Ledger {
     let appended: LogEntry | undefined;
     try {
       // The append answers the signal until it commits (PostgreSQL: until COMMIT is sent, a lock wait included).
-      appended = await this.log.append(
-        {
-          session: s.session,
-          principal: s.principal,
-          seq: manifest.seq,
-          prev: manifest.prev,
-          id,
-          envelope: stored,
-          ...(blob.inline ? { blob: { digest: blob.digest, bytes: blob.inline } } : {}),
-          signed: { keyId: signer.keyId, createdAt },
-        },
-        { signal },
-      );
+      const request: AppendRequest = {
+        session: s.session,
+        principal: s.principal,
+        seq: manifest.seq,
+        prev: manifest.prev,
+        id,
+        envelope: stored,
+        ...(blob.inline ? { blob: { digest: blob.digest, bytes: blob.inline } } : {}),
+        signed: { keyId: signer.keyId, createdAt },
+      };
+      appended = await (held ? held.append(request) : this.log.append(request, { signal }));
     } catch (err) {
       if (err instanceof ManifestError && err.code === 'KEY_EXPIRED') throw new KeyWindowClosed(err);
       if (err instanceof ManifestError && (err.code === 'REVOKED' || err.code === 'ROLLBACK'))

@@ -2,7 +2,8 @@
 // chosen step of a publish. It opens the ledger on the shared schema with the backends wrapped, so that it says where
 // a publish is: {"type":"blob-stored",digest} once the summary's blob is durable (a summary over the inline bound),
 // {"type":"appending"} as the manifest's append starts, {"type":"committed"} once the append has committed (before
-// the checkpoint is pinned and the publish resolves), {"type":"ack",...} when the publish resolved. A command may ask
+// the checkpoint is pinned and the publish resolves), {"type":"held"} when a retry holds the head it appends to,
+// {"type":"ack",...} when the publish resolved. A command may ask
 // it to stop at one of those steps: it then waits there for ever (until the parent kills it).
 // Protocol: config as JSON in argv[2] ({ root, host, connectionString, schema }); {"type":"open"} once open; then one
 // JSON command per stdin line:
@@ -38,6 +39,14 @@ log.append = async (...args) => {
   say({ type: 'committed', seq: entry.seq, id: entry.id });
   if (stopAt === 'committed') await never();
   return entry;
+};
+
+// A retry after a lost race appends on a held head (through the hold, not log.append): {"type":"held"} says so.
+const holdHead = log.holdHead.bind(log);
+log.holdHead = async (...args) => {
+  const hold = await holdHead(...args);
+  if (hold) say({ type: 'held' });
+  return hold;
 };
 
 const ledger = await openLedger({ root: config.root, host: config.host, blobs, log, onNotice: () => {} });

@@ -39,11 +39,13 @@ import {
   type HeadProblem,
 } from '../../chain/head-rules.js';
 import type {
+  AppendOptions,
   AppendRequest,
   ChainHead,
   GrantRecord,
   GrantState,
   GrantTable,
+  HeadHold,
   IdPositionRecord,
   InlineBlobTable,
   InlineDeleteOptions,
@@ -83,6 +85,15 @@ const APPEND_TRANSACTIONS = 2;
 const MAX_BATCH = 64;
 
 /** An append waiting for a transaction of its log, or in one. */
+/** What `appendLocked` appends: a request and its leaf (`leafOfEnvelope`). */
+interface Taken {
+  request: AppendRequest;
+  leaf: Uint8Array;
+}
+
+/** Thrown inside `appendLocked`'s transaction when there is nothing to append: it rolls back. */
+const RELEASED = Symbol('released');
+
 interface PendingAppend {
   request: AppendRequest;
   /** The request's leaf (`leafOfEnvelope`), taken before it was queued. */
@@ -1021,8 +1032,116 @@ export class PgManifestLog extends AbstractManifestLog {
     return answered;
   }
 
+  /** The heads held now (`holdHead`). */
+  private holds = 0;
+  /** Ends each hold not yet appended to or released, which `_close` rolls back. */
+  private readonly openHolds = new Set<() => void>();
+
+  /**
+   * Holds the head in a transaction of its own (`appendLocked`) until the holder's append or release: its row lock
+   * keeps other writers' appends to the chain waiting meanwhile. At most half the pool's connections hold heads at
+   * once (a holder reads grants and the head's entry on another connection while it signs); beyond that, and for a
+   * chain with no head row to lock, undefined.
+   */
+  async holdHead(session: string, options?: AppendOptions): Promise<HeadHold | undefined> {
+    const { session: held, signal } = this.checkHold(session, options);
+    const refused = this.appendRefusal();
+    if (refused) throw refused;
+    if (this.holds >= Math.floor((this.db.pool.options.max ?? 10) / 2)) return undefined;
+    this.holds++;
+    let handOut!: (hold: HeadHold | undefined) => void;
+    let failed!: (err: unknown) => void;
+    const handed = new Promise<HeadHold | undefined>((resolve, reject) => {
+      handOut = resolve;
+      failed = reject;
+    });
+    let give!: (taken: Taken | undefined) => void;
+    const given = new Promise<Taken | undefined>((resolve) => (give = resolve));
+    // 'open' until the holder appends or releases, or the signal aborts or the log closes (then rolled back).
+    let state: 'open' | 'used' | 'aborted' | 'closed' = 'open';
+    const end = (why: 'aborted' | 'closed') => {
+      if (state !== 'open') return;
+      state = why;
+      give(undefined);
+    };
+    const stopListening = signal && onAbort(signal, () => end('aborted'));
+    const closing = () => end('closed');
+    this.openHolds.add(closing);
+    const done = this.appendLocked(held, signal, (head) => {
+      if (head === undefined) return undefined;
+      handOut({
+        head,
+        append: (request) => {
+          if (state === 'aborted') return Promise.reject(cancelled(signal!));
+          if (state === 'closed')
+            return Promise.reject(
+              new ManifestError('STORAGE_FAILED', 'the log was closed while the head was held: nothing was written'),
+            );
+          if (state === 'used')
+            return Promise.reject(new ManifestError('INVALID_ARGUMENT', 'a held head takes one append'));
+          state = 'used';
+          let taken: Taken;
+          try {
+            const checked = this.checkRequest(request);
+            if (checked.session !== held)
+              throw new ManifestError(
+                'INVALID_ARGUMENT',
+                `the append is to session ${checked.session}, the head held is session ${held}'s`,
+              );
+            taken = { request: checked, leaf: leafOfEnvelope(checked.envelope) };
+          } catch (err) {
+            give(undefined);
+            return done.then(() => Promise.reject(err));
+          }
+          give(taken);
+          return done.then((entry) => entry!);
+        },
+        release: () => {
+          if (state === 'open') {
+            state = 'used';
+            give(undefined);
+          }
+          return done.then(
+            () => {},
+            () => {},
+          );
+        },
+      });
+      return given;
+    });
+    // Settles the hold itself when it ended before it was handed out (no head to hold, the lock wait failed).
+    done.then(() => handOut(undefined), failed);
+    const run = done
+      .then(
+        () => {},
+        () => {},
+      )
+      .finally(() => {
+        stopListening?.();
+        this.openHolds.delete(closing);
+        this.holds--;
+        this.runs.delete(run);
+      });
+    this.runs.add(run);
+    return handed;
+  }
+
   private async appendOne({ request, leaf }: PendingAppend, signal: AbortSignal | undefined): Promise<LogEntry> {
-    const conflict = (head: HeadRow | undefined) => chainConflict(request, head);
+    return (await this.appendLocked(request.session, signal, () => ({ request, leaf })))!;
+  }
+
+  /**
+   * One append in a transaction of its own: locks `session`'s head row (waiting for any concurrent append to the chain
+   * to finish), then `take(head)` gives the append (appendOne: the one it was asked for; a hold: its holder's, built on
+   * that head), or undefined to write nothing (rolled back, resolves undefined).
+   */
+  private async appendLocked(
+    session: string,
+    signal: AbortSignal | undefined,
+    take: (head: ChainHead | undefined) => Taken | undefined | Promise<Taken | undefined>,
+  ): Promise<LogEntry | undefined> {
+    let request: AppendRequest | undefined;
+    const conflict = (head: HeadRow | undefined) => chainConflict(request!, head);
     let growth: Growth | undefined;
     try {
       // An abort before COMMIT is sent cancels the statement running (a wait for the head's row lock, say) and rolls
@@ -1030,8 +1149,12 @@ export class PgManifestLog extends AbstractManifestLog {
       const entry = await this.db.transaction(
         async (client) => {
           // Waits for any concurrent append to this chain to finish, then sees its result.
-          const [locked] = (await client.query<LockedHeadRow>(this.sql.lockHead!, [request.session])).rows;
+          const [locked] = (await client.query<LockedHeadRow>(this.sql.lockHead!, [session])).rows;
           const head: HeadRow | undefined = locked && toHeadRow(locked);
+          const taken = await take(head && toHead(head));
+          if (taken === undefined) throw RELEASED;
+          request = taken.request;
+          const { leaf } = taken;
           // A chain cut back is not extended (the facts of a moment before the lock are never newer than the head).
           const facts =
             locked ??
@@ -1114,7 +1237,10 @@ export class PgManifestLog extends AbstractManifestLog {
       this.grew(growth);
       return entry;
     } catch (err) {
+      if (err === RELEASED) return undefined;
       if (signal?.aborted && err === signal.reason) throwIfAborted(signal, ManifestError);
+      // Failed before there was an append to judge (the head's lock wait): the hold's failure.
+      if (request === undefined) throw storageFailed('hold of the head', err);
       // Only the chain's own keys mean another writer won; any other unique key refusing a row is damage.
       const constraint = pgCode(err) === UNIQUE_VIOLATION ? (err as { constraint?: string }).constraint : undefined;
       if (constraint === 'heads_pkey' || constraint === 'entries_session_seq_key') throw lostRace(request, err);
@@ -1362,6 +1488,8 @@ export class PgManifestLog extends AbstractManifestLog {
   }
 
   protected async _close(): Promise<void> {
+    // A held head its holder never appended to nor released is released, with nothing written.
+    for (const end of [...this.openHolds]) end();
     // Appends made before the close are answered before the pool ends, the queued ones too (each run starts the next).
     while (this.runs.size > 0) await Promise.all([...this.runs]);
     await this.db.close();
