@@ -1,13 +1,14 @@
 /**
  * Every option a command's parser accepts is named in its help (`help <command>`, `<command> --help`). The options
  * are taken from the parser itself: `parse` is wrapped to record what each command hands it, so an option added to
- * a command without its help line fails here.
+ * a command without its help line fails here. And every command line the documents show uses options its command
+ * accepts.
  */
 import { describe, expect, it, vi } from 'vitest';
 import type { ParseArgsConfig } from 'node:util';
 import { commandHelp, commands } from '../src/cli/commands.js';
 import { main } from '../src/cli/main.js';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { captureIo } from './support/capture-io.js';
 import { cosignWaitMs } from '../src/ledger/witnessing.js';
@@ -361,5 +362,76 @@ describe("publish help lists the scope as a manifest's scope", () => {
     const at = starts.indexOf('--principal');
     expect(starts.slice(at, at + 4)).toEqual(['--principal', '--session', '--run', '--root']);
     expect(commands.publish!.synopsis).toMatch(/--principal P --session S --run R /);
+  });
+});
+
+describe('every command line the documents show uses options its command accepts', () => {
+  // The documents' command lines are read by operators and auditors, who type them: an option renamed or removed in
+  // the CLI must not live on in a shell block or an inline `handoff-ledger …` of README.md, docs/, SECURITY.md,
+  // web/README.md or src/README.md. (CHANGELOG.md tells history: an option it names may be gone since.)
+  const documents = ['README.md', 'SECURITY.md', 'web/README.md', 'src/README.md', 'benchmarks/README.md'].concat(
+    ['ARCHITECTURE.md', 'AUDIT.md', 'DESIGN.md'].map((f) => `docs/${f}`),
+  );
+  const read = (file: string) => readFileSync(new URL(`../${file}`, import.meta.url), 'utf8');
+  /** The command lines of a document: each shell block's lines, and each inline code span that runs the command. */
+  const commandLines = (text: string): string[] => {
+    const blocks = [...text.matchAll(/^```(?:sh|bash|shell)\n([\s\S]*?)^```/gm)].flatMap((m) => m[1]!.split('\n'));
+    const prose = text.replace(/^```[\s\S]*?^```/gm, '');
+    // Code spans are the odd pieces between backticks (per paragraph: an unpaired one ends at the blank line).
+    const spans = prose
+      .split(/\n\s*\n/)
+      .flatMap((paragraph) => paragraph.split('`').filter((_, i) => i % 2 === 1))
+      .filter((span) => /^(?:npx )?handoff-ledger /.test(span));
+    return [...blocks, ...spans];
+  };
+  /**
+   * Each invocation in `line`: the words after `handoff-ledger` up to the end of its command (comment, pipe, `;`, …).
+   * A line of one invocation whose comment lists options in brackets (`# [--json] [--since OLD.note]`) lists that
+   * command's: they are its words too.
+   */
+  const invocations = (line: string): string[][] => {
+    const found = [...line.matchAll(/(?:^|[\s"'(`$])handoff-ledger((?: +[^\s;|&)#>"]+)+)/g)].map((m) =>
+      m[1]!
+        .trim()
+        .split(/ +/)
+        .map((w) => w.replace(/^[[(]+|[\]),.…]+$/g, '')),
+    );
+    const comment = line.split(/\s#\s/)[1];
+    if (found.length === 1 && comment)
+      found[0]!.push(...[...comment.matchAll(/\[(--[a-z][a-z0-9-]*)/g)].map((m) => m[1]!));
+    return found;
+  };
+  const withSubcommand = new Set(['keys', 'witness', 'prove']);
+
+  it('finds the command lines of the README and docs/AUDIT.md', () => {
+    const found = documents.flatMap((f) => commandLines(read(f)).flatMap(invocations));
+    expect(found.filter((w) => w[0] === 'verify').length).toBeGreaterThan(3);
+    expect(found.filter((w) => w[0] === 'keys' && w[1] === 'export').length).toBeGreaterThan(2);
+  });
+
+  it.each(documents)('%s', async (file) => {
+    const accepted = new Map<string, Set<string>>();
+    const wrong: string[] = [];
+    for (const words of commandLines(read(file)).flatMap(invocations)) {
+      const [name, sub] = words;
+      // `handoff-ledger <command>`, `--help`, `help publish`: a placeholder or the help, no command line.
+      if (!name || !/^[a-z]/.test(name) || name === 'help') continue;
+      if (!Object.hasOwn(commands, name)) {
+        wrong.push(`${words.join(' ')}: no command ${name}`);
+        continue;
+      }
+      const prefix = withSubcommand.has(name) && sub && /^[a-z]/.test(sub) ? [name, sub] : [name];
+      const key = prefix.join(' ');
+      if (!accepted.has(key)) {
+        seen.length = 0;
+        expect(await main([...prefix, '--not-an-option'], captureIo().io), key).toBe(2);
+        accepted.set(key, new Set(seen.flatMap((o) => Object.keys(o))));
+      }
+      for (const w of words) {
+        const option = /^--([a-z][a-z0-9-]*)/.exec(w)?.[1];
+        if (option && !accepted.get(key)!.has(option)) wrong.push(`${words.join(' ')}: ${key} takes no --${option}`);
+      }
+    }
+    expect(wrong).toEqual([]);
   });
 });
