@@ -24,7 +24,7 @@ import { Level } from 'level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commands } from '../src/cli/commands.js';
 import { main } from '../src/cli/main.js';
-import { captureIo } from './support/capture-io.js';
+import { captureIo, helpHint } from './support/capture-io.js';
 import { sampleSummary } from './support/tmp.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -212,7 +212,7 @@ describe('handoff-ledger help', () => {
   ])('gives back the unknown option of %j whole, escaped', async (argv, message) => {
     const r = await cli(argv);
     expect(r).toMatchObject({ code: 2, stdout: '' });
-    expect(r.stderr).toBe(`handoff-ledger: USAGE: ${message}`);
+    expect(r.stderr).toBe(`handoff-ledger: USAGE: ${message}${helpHint(argv[0]!)}`);
   });
 
   // `grants` with nothing to list printed nothing at all, where history and resume say "has no compaction yet".
@@ -304,9 +304,12 @@ describe.each(Object.keys(commands))('%s', (name) => {
   );
 
   it('exits 2 on a usage error, with the message on stderr and nothing on stdout', async () => {
-    const r = await cli([...(name === 'keys' ? ['keys', 'list'] : [name]), '--no-such-option']);
+    const sub = { keys: ['keys', 'list'], witness: ['witness', 'serve'] }[name] ?? [name];
+    const r = await cli([...sub, '--no-such-option']);
     expect(r).toMatchObject({ code: 2, stdout: '' });
-    expect(r.stderr).toMatch(/^handoff-ledger: .*no-such-option.*\n$/);
+    expect(r.stderr).toMatch(/^handoff-ledger: .*no-such-option.*\n/);
+    // The line after it says where the command's options are listed.
+    expect(r.stderr.split('\n').slice(1).join('\n')).toBe(helpHint(name));
   });
 
   if (spec.json)
@@ -519,7 +522,7 @@ describe('usage errors with --json', () => {
       const r = await cli(argv);
       expect(r.code, argv.join(' ')).toBe(2);
       expect(JSON.parse(r.stdout), argv.join(' ')).toEqual({ error: { code: 'USAGE', message: expect.any(String) } });
-      expect(r.stderr).toMatch(/^handoff-ledger: USAGE: .+\n$/);
+      expect(r.stderr).toMatch(/^handoff-ledger: USAGE: .+\n(Try 'handoff-ledger help [a-z]+' for its options\.\n)?$/);
     }
     // An unknown command too (its stderr carries the usage after the message).
     const unknown = await cli(['bogus', '--json']);
@@ -851,7 +854,7 @@ describe('repeated options and extra arguments', () => {
       expect(r).toMatchObject({
         code: 2,
         stdout: '',
-        stderr: 'handoff-ledger: USAGE: an argument must not be empty\n',
+        stderr: `handoff-ledger: USAGE: an argument must not be empty\n${helpHint('verify')}`,
       });
     } finally {
       process.chdir(cwd);
@@ -861,7 +864,9 @@ describe('repeated options and extra arguments', () => {
       ['prove', 'consistency', '', ...store],
       ['publish', ...scope, '--run', 'r9', '--', ''],
     ])
-      expect((await cli(argv)).stderr, argv.join(' ')).toBe('handoff-ledger: USAGE: an argument must not be empty\n');
+      expect((await cli(argv)).stderr, argv.join(' ')).toBe(
+        `handoff-ledger: USAGE: an argument must not be empty\n${helpHint(argv[0]!)}`,
+      );
   });
 
   it('demo: an empty --root is USAGE and makes no store in the working directory; a usage error is JSON with --json', async () => {
@@ -870,7 +875,11 @@ describe('repeated options and extra arguments', () => {
     process.chdir(here);
     try {
       const r = await cli(['demo', '--root', '']);
-      expect(r).toMatchObject({ code: 2, stdout: '', stderr: 'handoff-ledger: USAGE: --root must not be empty\n' });
+      expect(r).toMatchObject({
+        code: 2,
+        stdout: '',
+        stderr: `handoff-ledger: USAGE: --root must not be empty\n${helpHint('demo')}`,
+      });
       expect(readdirSync(here)).toEqual([]);
     } finally {
       process.chdir(cwd);
@@ -892,7 +901,7 @@ describe('repeated options and extra arguments', () => {
   it('refuses a single-value option given twice, acting on neither', async () => {
     const r = await cli(['revoke', ...store, '--principal', 'mallory', '--principal', 'dave', '--session', 's1']);
     expect(r).toMatchObject({ code: 2, stdout: '' });
-    expect(r.stderr).toBe('handoff-ledger: USAGE: --principal given more than once\n');
+    expect(r.stderr).toBe(`handoff-ledger: USAGE: --principal given more than once\n${helpHint('revoke')}`);
     const grants = JSON.parse((await cli(['grants', ...store, '--json'])).stdout) as Array<{ principal: string }>;
     expect(grants.map((g) => g.principal)).not.toContain('mallory');
     expect(grants.map((g) => g.principal)).not.toContain('dave');

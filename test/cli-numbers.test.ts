@@ -63,7 +63,8 @@ interface Caller {
 
 const usageOf = (code: number, stderr: string) => {
   expect(code, stderr).toBe(2);
-  const m = /^handoff-ledger: USAGE: (.*)\n$/.exec(stderr);
+  // A refusal of the line's shape (an empty value) is followed by where the command's options are listed.
+  const m = /^handoff-ledger: USAGE: (.*)\n(?:Try 'handoff-ledger help [a-z-]+' for its options\.\n)?$/.exec(stderr);
   expect(m, stderr).not.toBeNull();
   return m![1]!;
 };

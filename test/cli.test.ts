@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { openLedger } from '../src/ledger/open.js';
 import { validateSummary } from '../src/summary/summary.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
+import { helpHint } from './support/capture-io.js';
 
 const CLI = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 
@@ -94,7 +95,9 @@ describe('handoff-ledger CLI', () => {
     ] as const) {
       const r = cli(['init', '--root', root, ...args], { env });
       expect(r.code, r.stderr).toBe(2);
-      expect(r.stderr).toMatch(/^handoff-ledger: USAGE: --(postgres|origin) must not be empty\n$/);
+      expect(r.stderr).toBe(
+        `handoff-ledger: USAGE: --${args[0] === '--postgres' ? 'postgres' : 'origin'} must not be empty\n${helpHint('init')}`,
+      );
       expect(existsSync(root)).toBe(false);
     }
     const r = cli(['init', '--json', '--root', ''], { env: { HANDOFF_LEDGER_ROOT: root } });

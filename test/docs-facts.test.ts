@@ -14,7 +14,7 @@ import { openLedger } from '../src/ledger/open.js';
 import { summarySchema } from '../manifests/format/summary.js';
 import { validateSummary } from '../src/summary/summary.js';
 import { main } from '../src/cli/main.js';
-import { captureIo } from './support/capture-io.js';
+import { captureIo, helpHint } from './support/capture-io.js';
 import { tempDir } from './support/tmp.js';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
@@ -982,7 +982,7 @@ describe("the README's USAGE row", () => {
     expect(quoted![1]).toContain('did you mean');
     const c = captureIo();
     expect(await main(['init', `--${quoted![2]!}`, 'x'], c.io)).toBe(2);
-    expect(c.stderr()).toBe(`handoff-ledger: USAGE: ${quoted![1]}\n`);
+    expect(c.stderr()).toBe(`handoff-ledger: USAGE: ${quoted![1]}\n${helpHint('init')}`);
   });
 });
 

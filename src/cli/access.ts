@@ -15,6 +15,7 @@ import {
   reportError,
   storeOptions,
   UsageError,
+  CommandLineError,
   wantsJson,
   writeJson,
   type CliIo,
@@ -33,8 +34,9 @@ function grantTarget(values: { principal?: string; session?: string; all?: boole
   principal: string;
   session: string;
 } {
-  if (!values.principal) throw new UsageError('--principal is required');
-  if (values.all === (values.session !== undefined)) throw new UsageError('give exactly one of --session S or --all');
+  if (!values.principal) throw new CommandLineError('--principal is required');
+  if (values.all === (values.session !== undefined))
+    throw new CommandLineError('give exactly one of --session S or --all');
   // The library's '*' is every session; on the command line it is most likely a glob the shell left unexpanded.
   if (values.session === '*') throw new UsageError('--session "*" is no session id; give --all for every session');
   return { principal: values.principal, session: values.all ? '*' : values.session! };

@@ -18,6 +18,7 @@ import {
   reportError,
   storeOptions,
   UsageError,
+  CommandLineError,
   usableHashFromEnv,
   wholeNumber,
   writeJson,
@@ -55,7 +56,7 @@ const scopeOptions = {
 } as const;
 
 function need(value: string | undefined, name: string): string {
-  if (value === undefined) throw new UsageError(`--${name} is required`);
+  if (value === undefined) throw new CommandLineError(`--${name} is required`);
   return value;
 }
 

@@ -17,6 +17,7 @@ import {
   reportError,
   storeOptions,
   UsageError,
+  CommandLineError,
   wantsJson,
   writeJson,
   type CliIo,
@@ -61,7 +62,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     );
     json = values.json;
     if (positionals.length > 0) throw new UsageError(`usage: handoff-ledger ${usage}`);
-    if (!values.out) throw new UsageError('--out DIR is required');
+    if (!values.out) throw new CommandLineError('--out DIR is required');
     const since = values.since === undefined ? undefined : await readSince(values.since);
     // SIGINT/SIGTERM end the open (nothing done), or cancel the export, which then removes its staging directory and
     // its claim on --out; a second signal, of either kind, ends the process at once (stopSignals).

@@ -25,6 +25,8 @@ export interface CliIo {
   stderr: Writable;
   stdin?: NodeJS.ReadableStream;
   env: NodeJS.ProcessEnv;
+  /** The command being run (`main` sets it): a refusal of its command line points to the command's help. */
+  command?: string;
 }
 
 export type Command = (argv: string[], io: CliIo) => Promise<number>;
@@ -37,6 +39,12 @@ export const EXIT_USAGE = 2;
 export const EXIT_INTERNAL = 70;
 
 export class UsageError extends Error {}
+
+/**
+ * A command line of the wrong shape: an unknown or repeated option, a missing value or required option, an empty
+ * argument. Its refusal says where the command's options are listed (`help <command>`).
+ */
+export class CommandLineError extends UsageError {}
 
 /**
  * The CLI's own codes, beside those of the library's errors: `USAGE` (bad arguments; exit 2) and `IO_FAILED` (a
@@ -157,7 +165,7 @@ export function parse<T extends Options>(
     // quote (`… as in '-- "--hots"`), which put the did-you-mean after it: the message is written here instead.
     const message = (err as Error).message;
     const found = unknownOption(err, argv, options);
-    if (found === undefined) throw new UsageError(message);
+    if (found === undefined) throw new CommandLineError(message);
     const { unknown, arg } = found;
     const near = unknown.startsWith('--') ? nearestName(unknown.slice(2), Object.keys(options)) : undefined;
     // The argument after `--` is the one given (`-xyz` whole, `--bogus=v` with its value), as one shell word: a
@@ -168,7 +176,7 @@ export function parse<T extends Options>(
         : allowPositionals
           ? `; an argument that begins with '-' goes after '--': -- ${shellWord(arg)}`
           : '';
-    throw new UsageError(`Unknown option '${unknown}'${hint}`);
+    throw new CommandLineError(`Unknown option '${unknown}'${hint}`);
   }
   // parseArgs lets the last of a repeated option win: `revoke --principal mallory --principal alice` would act on
   // one of the two silently. A single-value option given twice is refused instead.
@@ -176,14 +184,14 @@ export function parse<T extends Options>(
   for (const t of parsed.tokens) {
     // An empty argument is the same mistake: `publish "$FILE"` would read standard input, `verify "$DIR"` the
     // working directory.
-    if (t.kind === 'positional' && t.value === '') throw new UsageError('an argument must not be empty');
+    if (t.kind === 'positional' && t.value === '') throw new CommandLineError('an argument must not be empty');
     if (t.kind !== 'option') continue;
     // An empty value is a mistake (an unset shell variable), not a value: `--principal ""` is USAGE as a missing one
     // is, whichever option, rather than an INVALID_ID from deeper down for some and a default for others.
-    if (t.value === '') throw new UsageError(`--${t.name} must not be empty`);
+    if (t.value === '') throw new CommandLineError(`--${t.name} must not be empty`);
     const spec = options[t.name];
     if (!spec || spec.multiple || spec.type !== 'string') continue;
-    if (seen.has(t.name)) throw new UsageError(`--${t.name} given more than once`);
+    if (seen.has(t.name)) throw new CommandLineError(`--${t.name} given more than once`);
     seen.add(t.name);
   }
   const { tokens: _tokens, ...result } = parsed;
@@ -462,6 +470,8 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
   if (!known) return reportInternalError(err, io);
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
   io.stderr.write(`handoff-ledger: ${known.code}: ${printable(known.message)}\n`);
+  if (err instanceof CommandLineError && io.command !== undefined)
+    io.stderr.write(`Try 'handoff-ledger help ${printable(io.command)}' for its options.\n`);
   if (err instanceof InterruptedError) return SIGNAL_EXITS[err.stoppedBy];
   const couldNotRun = !isHandoffLedgerError(err) || err instanceof AuditError || USAGE_CODES.has(known.code);
   return couldNotRun ? EXIT_USAGE : EXIT_REFUSED;

@@ -11,6 +11,7 @@ import {
   reportError,
   storeOptions,
   UsageError,
+  CommandLineError,
   writeJson,
   type CliIo,
 } from './io.js';
@@ -59,7 +60,7 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
     'dry-run': { type: 'boolean', default: false },
   });
   try {
-    if (values.grace === undefined) throw new UsageError('--grace DURATION is required (e.g. --grace 24h)');
+    if (values.grace === undefined) throw new CommandLineError('--grace DURATION is required (e.g. --grace 24h)');
     let graceMs: number;
     try {
       // Its number read as every number of the CLI is, plain digits (README: ` 5` is refused): parseDuration, the

@@ -1,5 +1,8 @@
 import { Writable } from 'node:stream';
 
+/** The line after a refusal of a command line of the wrong shape (an unknown option, a missing one, …). */
+export const helpHint = (command: string) => `Try 'handoff-ledger help ${command}' for its options.\n`;
+
 /** CLI I/O captured in memory; `tty` marks stderr as a terminal (for the progress bar). */
 export function captureIo(o: { tty?: boolean; env?: NodeJS.ProcessEnv } = {}) {
   const chunks = { stdout: [] as string[], stderr: [] as string[] };
