@@ -63,7 +63,9 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   // The command's name goes with its streams: a refusal of its command line points to its help.
   const commandIo = { ...io, command: name };
   try {
-    return await (await spec.load())(rest, commandIo);
+    return await (
+      await spec.load()
+    )(rest, commandIo);
   } catch (err) {
     // What a command let through: its option-parse errors (USAGE, as JSON too with --json), I/O errors, or a bug (70).
     return reportError(err, commandIo, wantsJson(rest));
