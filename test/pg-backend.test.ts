@@ -348,6 +348,27 @@ describePostgres('PostgreSQL backend', (pg) => {
         await log.close();
       }
     });
+
+    it("a plain append whose wait for the head's row times out is told as the append's, not a hold's", async () => {
+      const schema = nextSchema();
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, lockTimeoutMs: 300 });
+      try {
+        await log.append(link('s', 0));
+        const row = await lockRow(schema, 's');
+        try {
+          const err = await rejection(log.append(link('s', 1)));
+          expect(err).toMatchObject({
+            code: 'LOCKED',
+            message: expect.stringMatching(/^postgres manifest log: append: /),
+          });
+        } finally {
+          await row.release();
+        }
+        expect(await log.append(link('s', 1))).toMatchObject({ seq: 1 });
+      } finally {
+        await log.close();
+      }
+    });
   });
 
   describe('head check', () => {

@@ -1127,20 +1127,22 @@ export class PgManifestLog extends AbstractManifestLog {
   }
 
   private async appendOne({ request, leaf }: PendingAppend, signal: AbortSignal | undefined): Promise<LogEntry> {
-    return (await this.appendLocked(request.session, signal, () => ({ request, leaf })))!;
+    return (await this.appendLocked(request.session, signal, () => ({ request, leaf }), request))!;
   }
 
   /**
    * One append in a transaction of its own: locks `session`'s head row (waiting for any concurrent append to the chain
    * to finish), then `take(head)` gives the append (appendOne: the one it was asked for; a hold: its holder's, built on
-   * that head), or undefined to write nothing (rolled back, resolves undefined).
+   * that head), or undefined to write nothing (rolled back, resolves undefined). `known`: the request, when it is known
+   * before the lock (appendOne), whose failures are then the append's from the start.
    */
   private async appendLocked(
     session: string,
     signal: AbortSignal | undefined,
     take: (head: ChainHead | undefined) => Taken | undefined | Promise<Taken | undefined>,
+    known?: AppendRequest,
   ): Promise<LogEntry | undefined> {
-    let request: AppendRequest | undefined;
+    let request: AppendRequest | undefined = known;
     const conflict = (head: HeadRow | undefined) => chainConflict(request!, head);
     let growth: Growth | undefined;
     try {
@@ -1239,7 +1241,7 @@ export class PgManifestLog extends AbstractManifestLog {
     } catch (err) {
       if (err === RELEASED) return undefined;
       if (signal?.aborted && err === signal.reason) throwIfAborted(signal, ManifestError);
-      // Failed before there was an append to judge (the head's lock wait): the hold's failure.
+      // A hold that failed before its holder's append was taken (the head's lock wait): the hold's failure.
       if (request === undefined) throw storageFailed('hold of the head', err);
       // Only the chain's own keys mean another writer won; any other unique key refusing a row is damage.
       const constraint = pgCode(err) === UNIQUE_VIOLATION ? (err as { constraint?: string }).constraint : undefined;
