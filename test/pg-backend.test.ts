@@ -296,10 +296,13 @@ describePostgres('PostgreSQL backend', (pg) => {
     it("holds heads on at most half the pool's connections (a holder reads on another): beyond, none", async () => {
       const schema = nextSchema();
       const one = await PgManifestLog.open({ connectionString: pg.connectionString, schema, maxConnections: 1 });
-      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, maxConnections: 4 });
+      // A pool of three: its two transactions of appends may both wait on other processes' held heads.
+      const three = await PgManifestLog.open({ connectionString: pg.connectionString, schema, maxConnections: 3 });
+      const log = await PgManifestLog.open({ connectionString: pg.connectionString, schema, maxConnections: 5 });
       try {
         for (const s of ['a', 'b', 'c']) await log.append(link(s, 0));
         expect(await one.holdHead('a')).toBeUndefined();
+        expect(await three.holdHead('a')).toBeUndefined();
         const first = (await log.holdHead('a'))!;
         const second = (await log.holdHead('b'))!;
         expect([first.head.session, second.head.session]).toEqual(['a', 'b']);
@@ -321,6 +324,7 @@ describePostgres('PostgreSQL backend', (pg) => {
         await again.close();
       } finally {
         await one.close();
+        await three.close();
         await log.close();
       }
     });
@@ -330,7 +334,7 @@ describePostgres('PostgreSQL backend', (pg) => {
       const log = await PgManifestLog.open({
         connectionString: pg.connectionString,
         schema,
-        maxConnections: 2,
+        maxConnections: 4,
         lockTimeoutMs: 300,
       });
       try {
@@ -341,11 +345,58 @@ describePostgres('PostgreSQL backend', (pg) => {
         } finally {
           await row.release();
         }
-        // Its place is free again (a pool of two holds one head).
+        // Its place is free again (a pool of four holds one head).
         const held = (await log.holdHead('s'))!;
         expect(await held.append(link('s', 1))).toMatchObject({ seq: 1 });
       } finally {
         await log.close();
+      }
+    });
+
+    it("a holder's reads find a connection while the log's appends wait on another process's held heads", async () => {
+      // Two processes, each with a pool of four, that lost races on heads of their own and hold them; each one's
+      // appends to the heads the other holds wait (its two transactions of appends, a connection each). A holder reads
+      // on another connection before it appends (the ledger: grants, the head's entry): if none is left, neither
+      // holder can go on until the lock waits time out, and PostgreSQL sees no deadlock to break (the cycle goes
+      // through the pools).
+      const schema = nextSchema();
+      const open = () =>
+        PgManifestLog.open({ connectionString: pg.connectionString, schema, maxConnections: 4, lockTimeoutMs: 3_000 });
+      const a = await open();
+      const b = await open();
+      try {
+        for (const s of ['a1', 'a2', 'b1', 'b2']) await a.append(link(s, 0));
+        const holdAll = async (log: PgManifestLog, sessions: string[]) => {
+          const held = [];
+          for (const s of sessions) {
+            const h = await log.holdHead(s);
+            if (h) held.push(h);
+          }
+          return held;
+        };
+        const heldA = await holdAll(a, ['a1', 'a2']);
+        const heldB = await holdAll(b, ['b1', 'b2']);
+        expect(heldA.length).toBeGreaterThan(0);
+        expect(heldB.length).toBeGreaterThan(0);
+        const settle = (p: Promise<unknown>) =>
+          p.then(
+            (value) => ({ value }),
+            (error: unknown) => ({ error }),
+          );
+        const waits = [
+          ...heldB.map((h) => settle(a.append(other(h.head.session, 1)))),
+          ...heldA.map((h) => settle(b.append(other(h.head.session, 1)))),
+        ];
+        await waitingForLock(pg, '%FOR UPDATE OF h%', { count: waits.length });
+        const started = Date.now();
+        await Promise.all([a.entry('a1', 0), b.entry('b1', 0)]);
+        expect(Date.now() - started).toBeLessThan(1_500);
+        for (const h of [...heldA, ...heldB]) expect(await h.append(link(h.head.session, 1))).toMatchObject({ seq: 1 });
+        // The appends that waited find the heads moved; none timed out.
+        for (const w of await Promise.all(waits)) expect(w).toMatchObject({ error: { code: 'CHAIN_CONFLICT' } });
+      } finally {
+        await a.close();
+        await b.close();
       }
     });
 

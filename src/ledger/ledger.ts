@@ -552,7 +552,7 @@ export class Ledger {
    *   ManifestError `KEY_INVALID` (an injected signer's answer is no 64-byte `Uint8Array`), `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key signs nothing: rotate it; or the session's
    *   head is signed by a key resume refuses it for, at its createdAt: the handoff would not resume either), `CHAIN_CONFLICT`
    *   (another writer's append won the race at every attempt: with PostgreSQL, which holds the head for a retry, only
-   *   when it could hold none: a new chain, or half the pool's connections holding heads), `TREE_DAMAGED` / `RECORD_CORRUPT` (as `checkPublish`);
+   *   when it could hold none: a new chain, a pool of fewer than 4 connections, or as many heads held as its pool allows), `TREE_DAMAGED` / `RECORD_CORRUPT` (as `checkPublish`);
    *   StoreError / ManifestError `STORAGE_FAILED`
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {

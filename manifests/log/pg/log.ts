@@ -84,6 +84,15 @@ const APPEND_TRANSACTIONS = 2;
 /** Most appends one transaction takes. */
 const MAX_BATCH = 64;
 
+/**
+ * Most heads a log with a pool of `max` connections holds at once (`holdHead`): half of them, and fewer than those its
+ * APPEND_TRANSACTIONS leave. Each holder needs one more connection for its reads before it appends; the transactions
+ * of appends may all be waiting on heads other processes hold, whose holders wait likewise for reads of their own: were
+ * the holds and those waits to take every connection of both pools, neither holder could go on until the lock waits
+ * time out (`lockTimeoutMs`), a cycle through the pools that PostgreSQL's deadlock check cannot see.
+ */
+const maxHolds = (max: number) => Math.max(0, Math.min(Math.floor(max / 2), max - APPEND_TRANSACTIONS - 1));
+
 /** An append waiting for a transaction of its log, or in one. */
 /** What `appendLocked` appends: a request and its leaf (`leafOfEnvelope`). */
 interface Taken {
@@ -1040,14 +1049,15 @@ export class PgManifestLog extends AbstractManifestLog {
   /**
    * Holds the head in a transaction of its own (`appendLocked`) until the holder's append or release: its row lock
    * keeps other writers' appends to the chain waiting meanwhile. At most half the pool's connections hold heads at
-   * once (a holder reads grants and the head's entry on another connection while it signs); beyond that, and for a
-   * chain with no head row to lock, undefined.
+   * once (a holder reads grants and the head's entry on another connection while it signs), and fewer than the
+   * connections left beside the log's transactions of appends (`maxHolds`); beyond that, and for a chain with no head
+   * row to lock, undefined.
    */
   async holdHead(session: string, options?: AppendOptions): Promise<HeadHold | undefined> {
     const { session: held, signal } = this.checkHold(session, options);
     const refused = this.appendRefusal();
     if (refused) throw refused;
-    if (this.holds >= Math.floor((this.db.pool.options.max ?? 10) / 2)) return undefined;
+    if (this.holds >= maxHolds(this.db.pool.options.max ?? 10)) return undefined;
     this.holds++;
     let handOut!: (hold: HeadHold | undefined) => void;
     let failed!: (err: unknown) => void;
