@@ -222,10 +222,8 @@ async function sendFileOrThrow(
     // A blob's own link (the directories above it are the bundle's: sendBlob): verify's words for it.
     if (kind === 'blob' && code === 'ELOOP') return refuseLinkedBlob(res, basename(path), 'file');
     if (code === 'ENOENT' || (kind === 'blob' && NOT_A_FILE.has(code))) return refuse(res, 404, 'not found');
-    // verify lstats manifests.jsonl (a symlink is not a regular file: BUNDLE_INVALID) and opens the others (BUNDLE_IO).
-    if (NOT_A_FILE.has(code) && (code !== 'ELOOP' || name === BUNDLE_MANIFESTS_FILE))
-      return refuse(res, 422, `${name} is not a regular file`);
-    // A link in a tree file's place: verify's words for it (BUNDLE_IO), which the page shows.
+    if (NOT_A_FILE.has(code) && code !== 'ELOOP') return refuse(res, 422, `${name} is not a regular file`);
+    // A link in a bundle file's place: verify's words for it (BUNDLE_IO), which the page shows.
     if (code === 'ELOOP') return refuse(res, 403, symlinkedEntry(name));
     return refuse(res, 403, `${name} cannot be read (${code || 'error'})`);
   }

@@ -139,6 +139,9 @@ export async function openBundleDir(dir: string, options: OpenBundleOptions = {}
   let manifestsSize: number;
   try {
     const st = await lstat(manifestsPath);
+    // A link is said to be one (BUNDLE_IO), as when it is found at the read (`openRegular`) and for every other file
+    // of the bundle: "not a regular file" would send the auditor to the file it points to.
+    if (st.isSymbolicLink()) throw new AuditError('BUNDLE_IO', symlinkedEntry(manifestsPath));
     if (!st.isFile()) throw new AuditError('BUNDLE_INVALID', `${manifestsPath} is not a regular file`);
     if (st.size > maxBytes)
       throw new AuditError(

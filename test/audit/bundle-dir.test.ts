@@ -238,6 +238,27 @@ describe('openBundleDir', () => {
     );
   });
 
+  it('refuses a manifests.jsonl that is a symbolic link when the bundle is opened as it refuses one found later: BUNDLE_IO saying it is a link', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const base = tempDir();
+    const dir = join(base, 'bundle');
+    await writeBundleDir(dir, b.lines);
+    const path = join(dir, 'manifests.jsonl');
+    // A link to a regular file: "not a regular file" would send the auditor to look at the file it points to.
+    writeFileSync(join(base, 'outside'), readFileSync(path));
+    unlinkSync(path);
+    symlinkSync(join(base, 'outside'), path);
+    const err = await openBundleDir(dir).then(
+      () => undefined,
+      (e: unknown) => e as Error & { code: string },
+    );
+    expect(err).toMatchObject({ name: 'AuditError', code: 'BUNDLE_IO' });
+    expect(err!.message).toBe(
+      `${path} is a symbolic link: a bundle's files are read only as regular files in the ` +
+        'bundle, never through a link (copy the file itself into the bundle, or export it again)',
+    );
+  });
+
   it('refuses an oversized bundle.json and a missing manifests.jsonl with BUNDLE_INVALID', async () => {
     const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
     const dir = join(tempDir(), 'bundle');

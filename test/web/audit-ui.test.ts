@@ -830,7 +830,7 @@ describe('audit-ui and the page agree with verify on what the bundle is now', ()
 });
 
 describe('audit-ui answering for a bundle file that is not one', () => {
-  it('answers as verify reads it: a symlinked manifests.jsonl is 422 (BUNDLE_INVALID), a symlinked tree file 403 (BUNDLE_IO)', async () => {
+  it('answers as verify reads it: a symlinked manifests.jsonl or tree file is 403 (BUNDLE_IO), saying it is a link', async () => {
     const { dir, trustPath } = await blobCase();
     const server = await startAuditServer({ page: auditorPagePath()!, bundle: dir, trust: trustPath });
     try {
@@ -840,9 +840,11 @@ describe('audit-ui answering for a bundle file that is not one', () => {
       symlinkSync(join(dir, 'bundle.json'), join(dir, 'proofs.jsonl'));
       expect(await cliVerify(dir, trustPath)).toMatchObject({
         code: 2,
-        stderr: expect.stringMatching(/BUNDLE_INVALID: .*manifests\.jsonl is not a regular file/),
+        stderr: expect.stringMatching(/BUNDLE_IO: .*manifests\.jsonl is a symbolic link: /),
       });
-      expect((await get(`${server.url}bundle/manifests.jsonl`)).status).toBe(422);
+      const manifests = await get(`${server.url}bundle/manifests.jsonl`);
+      expect(manifests.status).toBe(403);
+      expect(manifests.body).toMatch(/^manifests\.jsonl is a symbolic link: /);
       const proofs = await get(`${server.url}bundle/proofs.jsonl`);
       expect(proofs.status).toBe(403);
       expect(proofs.body).toMatch(/^proofs\.jsonl is a symbolic link: /);
