@@ -56,4 +56,14 @@ describe('docs/AUDIT.md', () => {
   it('documents the tail-truncation limitation', () => {
     expect(doc).toMatch(/Tail truncation is undetectable by a bare chain/);
   });
+
+  // test/audit/tamper-tree.test.ts ("a whole chain replayed from another log of the host") shows the findings.
+  it("documents whole-chain replay as a limitation of bare chains, which a full bundle's checkpoint closes", () => {
+    const limitations = doc.split('## Limitations')[1]!.split('\n## ')[0]!;
+    const bullet = limitations.split('\n- ').find((b) => b.startsWith('**Whole-chain replay'));
+    expect(bullet).toBeDefined();
+    expect(bullet).not.toMatch(/undetectable in an unfiltered bundle/);
+    for (const code of ['TREE_SIZE_MISMATCH', 'TREE_ROOT_MISMATCH', 'SESSION_HEAD_MISMATCH', 'OUT_OF_SCOPE'])
+      expect(bullet).toContain(`\`${code}\``);
+  });
 });

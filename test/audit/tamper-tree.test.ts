@@ -174,6 +174,19 @@ describe('step 9: full bundles against their checkpoint', () => {
     expect(found(r)).toEqual(['TREE_ROOT_MISMATCH@-', 'SESSION_HEAD_MISMATCH@-']);
   });
 
+  it('catches a whole chain replayed from another log of the host, which bare chains cannot see (docs/AUDIT.md, Limitations)', async () => {
+    // The fork's chain "other" is complete and signed by the trusted host key: steps 1-8 find nothing.
+    const legacy = { version: 1 as const, keys: trust.keys };
+    const added = { ...full, lines: [...full.lines, ...forkLines] };
+    expect(found(await audit({ ...added, tree: {} }, legacy))).toEqual([]);
+    expect(found(await audit(added, trust))).toEqual(['TREE_SIZE_MISMATCH@-', 'SESSION_HEAD_MISMATCH@-']);
+    // In place of s2's chain (two lines for two): the size holds, the root does not.
+    const s2 = (l: string) => JSON.parse(atob(JSON.parse(l).payload)).session === 's2';
+    const replaced = { ...full, lines: [...full.lines.filter((l) => !s2(l)), ...forkLines] };
+    expect(replaced.lines).toHaveLength(full.lines.length);
+    expect(found(await audit(replaced, trust))).toEqual(['TREE_ROOT_MISMATCH@-', 'SESSION_HEAD_MISMATCH@-']);
+  });
+
   it('requires a checkpoint when checkpoint keys are pinned (CHECKPOINT_MISSING)', async () => {
     const r = await audit({ ...full, tree: {} }, trust);
     expect(found(r)).toEqual(['CHECKPOINT_MISSING@-']);
