@@ -462,10 +462,15 @@ async function verifySince(
   }
   const proof = hashes(c?.proof);
   if (!c || c.oldSize !== o.size || !proof) {
-    sink.add({
-      code: 'CONSISTENCY_MISSING',
-      message: `no consistency proof from size ${o.size} (export it with --since)`,
-    });
+    // Why, in words that send the auditor the right way: a bundle exported with --since (a consistency.json there)
+    // from another earlier checkpoint, or damaged, is not mended by "export it with --since" alone.
+    const why =
+      text === undefined
+        ? ' (export it with --since)'
+        : proof && typeof c?.oldSize === 'number' && Number.isSafeInteger(c.oldSize) && c.oldSize >= 0
+          ? `: ${BUNDLE_CONSISTENCY_FILE} proves the log from size ${c.oldSize} (export it with --since your earlier checkpoint)`
+          : `: ${BUNDLE_CONSISTENCY_FILE} is not a well-formed proof (export it again with --since)`;
+    sink.add({ code: 'CONSISTENCY_MISSING', message: `no consistency proof from size ${o.size}${why}` });
     return;
   }
   const r = verifyConsistency(o.size, cp.size, proof, o.root, cp.root);

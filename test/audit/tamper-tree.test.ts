@@ -403,6 +403,36 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
     expect(found(await audit(withProof, trust, { since: forkedEarlier }))).toEqual(['CONSISTENCY_INVALID@-']);
   });
 
+  it('says why a consistency.json is no proof from the earlier size: absent, malformed, or from another size', async () => {
+    const out = join(tempDir(), 'since');
+    await exportBundle(ledger, { out, session: 's1', since: earlier });
+    const withProof = readBundle(out);
+    const size = /\n(\d+)\n/.exec(earlier)![1]!;
+    const said = async (consistency: string | undefined) => {
+      const { 'consistency.json': _, ...tree } = withProof.tree;
+      const r = await audit(
+        { ...withProof, tree: consistency === undefined ? tree : { ...tree, 'consistency.json': consistency } },
+        trust,
+        { since: earlier },
+      );
+      expect(found(r)).toEqual(['CONSISTENCY_MISSING@-']);
+      return r.findings[0]!.message;
+    };
+    expect(await said(undefined)).toBe(`no consistency proof from size ${size} (export it with --since)`);
+    // The bundle was exported with --since: "export it with --since" alone sends the auditor to do what was done.
+    expect(await said('{"oldSize":')).toBe(
+      `no consistency proof from size ${size}: consistency.json is not a well-formed proof (export it again with --since)`,
+    );
+    expect(await said(JSON.stringify({ oldSize: 1, proof: [] }))).toBe(
+      `no consistency proof from size ${size}: consistency.json proves the log from size 1 ` +
+        `(export it with --since your earlier checkpoint)`,
+    );
+    // A size that is no count is malformed, never quoted.
+    expect(await said('{"oldSize":"\\u001b[2J","proof":[]}')).toBe(
+      `no consistency proof from size ${size}: consistency.json is not a well-formed proof (export it again with --since)`,
+    );
+  });
+
   it('judges the signed checkpoint, not the lines: a signed fork of the earlier one beside honest lines is CONSISTENCY_INVALID', async () => {
     // The host hands over today's lines with a checkpoint that forks the one the auditor kept (same size, another
     // root). The lines' first entries do match the earlier root; the tree the host signed does not.
