@@ -93,7 +93,6 @@ const MAX_BATCH = 64;
  */
 const maxHolds = (max: number) => Math.max(0, Math.min(Math.floor(max / 2), max - APPEND_TRANSACTIONS - 1));
 
-/** An append waiting for a transaction of its log, or in one. */
 /** What `appendLocked` appends: a request and its leaf (`leafOfEnvelope`). */
 interface Taken {
   request: AppendRequest;
@@ -103,6 +102,7 @@ interface Taken {
 /** Thrown inside `appendLocked`'s transaction when there is nothing to append: it rolls back. */
 const RELEASED = Symbol('released');
 
+/** An append waiting for a transaction of its log, or in one. */
 interface PendingAppend {
   request: AppendRequest;
   /** The request's leaf (`leafOfEnvelope`), taken before it was queued. */
