@@ -105,7 +105,10 @@ export function parseBundleHeader(text: string): BundleHeader {
   try {
     value = JSON.parse(text);
   } catch (err) {
-    throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE} is not JSON`, { cause: err });
+    // A byte order mark is kept by the read (the file is the exporter's UTF-8, which writes none): named, for it is
+    // invisible in an editor.
+    const bom = text.startsWith('\uFEFF') ? ' (it begins with a byte order mark, U+FEFF)' : '';
+    throw new AuditError('BUNDLE_INVALID', `${BUNDLE_HEADER_FILE} is not JSON${bom}`, { cause: err });
   }
   const parsed = bundleHeaderSchema.safeParse(value);
   if (!parsed.success) {

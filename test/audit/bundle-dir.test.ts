@@ -268,4 +268,18 @@ describe('openBundleDir', () => {
     writeFileSync(join(dir, 'bundle.json'), ' '.repeat(70_000));
     await expect(openBundleDir(dir)).rejects.toMatchObject({ name: 'AuditError', code: 'BUNDLE_INVALID' });
   });
+
+  it('names a byte order mark that makes bundle.json no JSON (an editor shows none)', async () => {
+    const b = await buildBundle({ chains: [{ session: 's1', count: 1 }] });
+    const dir = join(tempDir(), 'bundle');
+    await writeBundleDir(dir, b.lines);
+    const header = readFileSync(join(dir, 'bundle.json'), 'utf8');
+    writeFileSync(join(dir, 'bundle.json'), `\uFEFF${header}`);
+    await expect(openBundleDir(dir)).rejects.toMatchObject({
+      code: 'BUNDLE_INVALID',
+      message: 'bundle.json is not JSON (it begins with a byte order mark, U+FEFF)',
+    });
+    writeFileSync(join(dir, 'bundle.json'), `${header.slice(0, -3)}`);
+    await expect(openBundleDir(dir)).rejects.toMatchObject({ message: 'bundle.json is not JSON' });
+  });
 });
