@@ -345,6 +345,17 @@ describe("the README's option names are all known", () => {
     expect(witnesses).toContain('closeWaitMs');
     for (const name of witnesses) readWitnessingOptions({ witnesses: [], [name]: undefined });
   });
+
+  it('openLedger given the witness list itself as `witnesses` says the shape it takes, not an unknown option "0"', async () => {
+    // `witnesses: { witnesses: [url…] }` nests the list: passing the list straight is the mistake to expect.
+    const parent = tempDir();
+    const err = await refusal(() =>
+      openLedger({ root: join(parent, 'store'), host: 'h', witnesses: ['http://127.0.0.1:1'] as never }),
+    );
+    expect(err).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect((err as Error).message).toBe('witnesses must be { witnesses: [...] } (WitnessingOptions), not an array');
+    expect(readdirSync(parent)).toEqual([]);
+  });
 });
 
 describe("the stores' own openers and the manifest layer", () => {

@@ -110,8 +110,11 @@ void everyWitnessingField;
  * @throws LedgerError `INVALID_ARGUMENT`
  */
 export function readWitnessingOptions(given: unknown): WitnessingOptions {
-  const shape = () => new LedgerError('INVALID_ARGUMENT', 'witnesses must be { witnesses: [...] } (WitnessingOptions)');
+  const shape = (what = '') =>
+    new LedgerError('INVALID_ARGUMENT', `witnesses must be { witnesses: [...] } (WitnessingOptions)${what}`);
   if (typeof given !== 'object' || given === null) throw shape();
+  // The list itself given in place of the object that holds it: said so, not as an unknown option "0".
+  if (Array.isArray(given)) throw shape(', not an array');
   const options = readOptionFields(given, WITNESSING_FIELDS, 'witnesses options', LedgerError);
   let list: unknown[];
   try {
