@@ -585,6 +585,33 @@ describe("a caller's argument quoted in a refusal", () => {
     const long = (thrown(() => parseDuration(`\ufeff${'9'.repeat(400)}\u2028`)) as Error).message;
     expect(long).toMatch(/^not a duration: "\\ufeff9{400}\\u2028" is too long/);
   });
+
+  it('null for an id, a hash backend or a verifier is named null, not "object" (its typeof)', async () => {
+    // `principal: user.id ?? null` is refused INVALID_ID: "principal object is not a valid id" named a value not given.
+    const root = tempDir();
+    const ledger = await openLedger({ host: 'h', root, onNotice: () => {} });
+    try {
+      await expect(ledger.resume({ principal: null, session: 's' } as never)).rejects.toMatchObject({
+        code: 'INVALID_ID',
+        message: 'principal null is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)',
+      });
+    } finally {
+      await ledger.close();
+    }
+    expect(hashBackendNameProblem(null)).toBe('unknown BLAKE3 backend null (auto, native, wasm or noble)');
+    const parent = tempDir();
+    for (const [options, message] of [
+      [{ hash: null }, 'unknown BLAKE3 backend null (auto, native, wasm or noble)'],
+      [{ verifier: null }, 'verifier: auto, node or noble, not null'],
+    ] as const)
+      await expect(openLedger({ host: 'h', root: join(parent, 'store'), ...options } as never)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message,
+      });
+    expect(readdirSync(parent)).toEqual([]);
+    // Another type is named by it, as before.
+    expect(hashBackendNameProblem(5)).toBe('unknown BLAKE3 backend number (auto, native, wasm or noble)');
+  });
 });
 
 describePostgres('PostgreSQL rows quoted in RECORD_CORRUPT', (pg) => {

@@ -16,9 +16,15 @@ export function isValidId(value: unknown): value is string {
  * The one wording of an invalid id, wherever it is refused (the ledger's scope, a grant, an export's filter, the
  * auditor's scope): `principal "x y" is not a valid id (…the rule…)`. `name` is how the caller names the id
  * (`principal`, `--principal`, `the principal`); the value is shown quoted (its first 80 characters, a JSON string with
- * nothing a terminal acts on left raw, as `shownValue` quotes one) or, for one that is no string, by its type.
+ * nothing a terminal acts on left raw, as `shownValue` quotes one) or, for one that is no string, by its type (`null`
+ * as `null`, not its typeof `object`).
  */
 export function invalidIdMessage(name: string, value: unknown): string {
-  const shown = typeof value === 'string' ? escapeRawInJson(JSON.stringify(value.slice(0, 80))) : typeof value;
+  const shown =
+    typeof value === 'string'
+      ? escapeRawInJson(JSON.stringify(value.slice(0, 80)))
+      : value === null
+        ? 'null'
+        : typeof value;
   return `${name} ${shown} is not a valid id (1-128 chars of [A-Za-z0-9._:@-], starting alphanumeric)`;
 }

@@ -63,7 +63,7 @@ function pickVerifier(name: unknown): SignatureVerifier {
   if (name !== undefined && !(VERIFIERS as readonly unknown[]).includes(name))
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `verifier: auto, node or noble, not ${typeof name === 'string' ? shownValue(name, 80) : typeof name}`,
+      `verifier: auto, node or noble, not ${typeof name === 'string' ? shownValue(name, 80) : name === null ? 'null' : typeof name}`,
     );
   return name === 'noble' ? nobleVerifier : nodeVerifier;
 }

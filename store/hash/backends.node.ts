@@ -16,7 +16,7 @@ const NAMES: readonly string[] = ['auto', 'native', 'wasm', 'noble'];
 /** What is wrong with a backend name (`undefined`: nothing; absent means `auto`), for callers that check up front. */
 export function hashBackendNameProblem(name: unknown): string | undefined {
   if (name === undefined || NAMES.includes(name as string)) return undefined;
-  const shown = typeof name === 'string' ? shownValue(name, 40) : typeof name;
+  const shown = typeof name === 'string' ? shownValue(name, 40) : name === null ? 'null' : typeof name;
   return `unknown BLAKE3 backend ${shown} (auto, native, wasm or noble)`;
 }
 
