@@ -25,6 +25,7 @@ import {
   type ModelAdapter,
 } from '../src/index.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
+import { FsBlobStore, loadHashBackend } from '../store/index.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
@@ -601,6 +602,28 @@ describe('loadKeyFile, LocalSigner and openBundleDir', () => {
       );
     // null options are none, as everywhere; an empty directory is no bundle.
     expect(await codeOf(() => openBundleDir(dir, null as never))).toBe('BUNDLE_INVALID');
+  });
+});
+
+describe('FsBlobStore.open', () => {
+  it('a root that is not a non-empty path: INVALID_ARGUMENT, nothing made (an empty one made a store in the working directory)', async () => {
+    const hash = await loadHashBackend('noble');
+    const cwd = process.cwd();
+    const here = tempDir();
+    process.chdir(here);
+    try {
+      // An object or undefined was Node's uncoded TypeError; '' made blobs-v1/, tmp/, quarantine/ and gc-aside/ in the
+      // working directory, then failed STORAGE_FAILED fsyncing ''.
+      for (const root of [{ root: join(here, 'store') }, undefined, null, 5, '', `${join(here, 'store')}\0`])
+        await expect(FsBlobStore.open(root as never, { hash }), String(root)).rejects.toMatchObject({
+          name: 'StoreError',
+          code: 'INVALID_ARGUMENT',
+          message: expect.stringContaining('FsBlobStore.open: root must be a non-empty path') as string,
+        });
+      expect(readdirSync(here)).toEqual([]);
+    } finally {
+      process.chdir(cwd);
+    }
   });
 });
 

@@ -166,13 +166,20 @@ export class FsBlobStore extends AbstractBlobStore {
   /**
    * Opens (creating if needed) a store under `root` and clears its staging area.
    * @throws StoreError `UNSAFE_ROOT` if the root is a symlink, not a directory, or writable by group/others;
-   *   `INVALID_ARGUMENT` for an option of a name it does not know (or one that throws as it is read), before anything
-   *   is made.
+   *   `INVALID_ARGUMENT` for a `root` that is not a non-empty path (or holds a NUL), or an option of a name it does not
+   *   know (or one that throws as it is read), before anything is made.
    */
   static async open(
     root: string,
     given: FsBlobStoreOptions,
   ): Promise<{ store: FsBlobStore; recovery: FsRecoveryReport }> {
+    // An empty root names the working directory (its directories were made there before the open failed), one that is
+    // no string failed as Node's uncoded TypeError, one with a NUL names no file: refused as openLedger refuses them.
+    if (typeof root !== 'string' || root === '' || root.includes('\0'))
+      throw new StoreError(
+        'INVALID_ARGUMENT',
+        `FsBlobStore.open: root must be a non-empty path without NUL characters, not ${shownValue(root, 80)}`,
+      );
     // Each field read once (a misspelt `leaveLeftovers` would clear what a diagnosis must leave): INVALID_ARGUMENT.
     const options = readOptionFields(
       given,
