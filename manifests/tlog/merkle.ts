@@ -106,6 +106,18 @@ function chainBorderRight(seed: Uint8Array, proof: Uint8Array[]): Uint8Array {
 const wellSized = (hashes: Uint8Array[]) => hashes.every((h) => h instanceof Uint8Array && h.length === HASH_SIZE);
 
 /**
+ * What is wrong with the type of a proof or a root handed to a verifier (`undefined`: nothing), so that it answers with
+ * a reason rather than a TypeError (a proof that is no list), or a verdict on a value never compared (a root given as
+ * the base64 text the ledger's proofs carry, which reads as a proof leading elsewhere). A root of another length is
+ * bytes all the same and is compared as transparency-dev/merkle compares it (see `domainHash`).
+ */
+function argumentProblem(proof: unknown, roots: Array<[string, unknown]>): string | undefined {
+  if (!Array.isArray(proof)) return 'the proof is not a list of hashes';
+  for (const [name, root] of roots) if (!(root instanceof Uint8Array)) return `${name} is not bytes (a Uint8Array)`;
+  return undefined;
+}
+
+/**
  * The root that an inclusion proof of `leafHash` at `index` implies for a tree of `size` leaves, or a reason.
  * (RFC 9162 section 2.1.3.2.)
  */
@@ -121,6 +133,8 @@ export function rootFromInclusionProof(
   if (i >= n) return { ok: false, reason: `index ${i} is beyond the tree size ${n}` };
   if (!(leaf instanceof Uint8Array) || leaf.length !== HASH_SIZE)
     return { ok: false, reason: 'the leaf hash is not 32 bytes' };
+  const problem = argumentProblem(proof, []);
+  if (problem) return { ok: false, reason: problem };
   if (!wellSized(proof)) return { ok: false, reason: 'a proof hash is not 32 bytes' };
   const { inner, border } = decompose(i, n);
   if (proof.length !== inner + border)
@@ -139,6 +153,8 @@ export function verifyInclusion(
 ): ProofResult {
   const computed = rootFromInclusionProof(index, size, leaf, proof);
   if (!computed.ok) return computed;
+  const problem = argumentProblem(proof, [['the root', root]]);
+  if (problem) return fail(problem);
   return equalBytes(computed.root, root) ? { ok: true } : fail('the proof leads to another root');
 }
 
@@ -156,6 +172,11 @@ export function verifyConsistency(
   const m = toIndex(size1);
   const n = toIndex(size2);
   if (m === undefined || n === undefined) return fail('sizes must be non-negative integers');
+  const problem = argumentProblem(proof, [
+    ['the old root', root1],
+    ['the new root', root2],
+  ]);
+  if (problem) return fail(problem);
   if (!wellSized(proof)) return fail('a proof hash is not 32 bytes');
   if (n < m) return fail(`size2 ${n} is smaller than size1 ${m}`);
   // Every tree extends the empty one: a "proof" from size 0 proves nothing and is refused, as the

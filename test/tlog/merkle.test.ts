@@ -3,7 +3,14 @@ import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decodeBase64, encodeBase64 } from '../../manifests/encoding/base64.js';
-import { EMPTY_ROOT, leafHash, nodeHash, verifyConsistency, verifyInclusion } from '../../manifests/tlog/merkle.js';
+import {
+  EMPTY_ROOT,
+  leafHash,
+  nodeHash,
+  rootFromInclusionProof,
+  verifyConsistency,
+  verifyInclusion,
+} from '../../manifests/tlog/merkle.js';
 import {
   appendLeaves,
   consistencyRanges,
@@ -144,6 +151,46 @@ describe('RFC 6962 proof verification', () => {
         .update(Uint8Array.of(1, ...odd, ...b))
         .digest('hex'),
     );
+  });
+});
+
+describe('proof verification given arguments of another type (the verifiers never throw on bad input)', () => {
+  it('answers a proof that is no list, or a root that is no bytes (base64 text not decoded), with a reason', () => {
+    const [a, b] = [leafHash(REF_LEAVES[1]!), leafHash(REF_LEAVES[2]!)];
+    const root2 = nodeHash(a, b);
+    const text = encodeBase64(root2); // what consistencyProof() and inclusionProof() give: base64 text
+    expect(verifyInclusion(0, 2, a, [b], root2)).toEqual({ ok: true });
+    expect(verifyConsistency(1, 2, [b], a, root2)).toEqual({ ok: true });
+    // A proof that is no list threw a TypeError (`hashes.every is not a function`, of undefined too).
+    for (const proof of [undefined, null, encodeBase64(b), b]) {
+      expect(verifyInclusion(0, 2, a, proof as never, root2)).toEqual({
+        ok: false,
+        reason: 'the proof is not a list of hashes',
+      });
+      expect(rootFromInclusionProof(0, 2, a, proof as never)).toEqual({
+        ok: false,
+        reason: 'the proof is not a list of hashes',
+      });
+      expect(verifyConsistency(1, 2, proof as never, a, root2)).toEqual({
+        ok: false,
+        reason: 'the proof is not a list of hashes',
+      });
+    }
+    // A root given as its base64 text was answered as a proof that leads elsewhere (undefined threw a TypeError).
+    for (const root of [text, undefined, null]) {
+      expect(verifyInclusion(0, 2, a, [b], root as never)).toEqual({
+        ok: false,
+        reason: 'the root is not bytes (a Uint8Array)',
+      });
+      expect(verifyConsistency(1, 2, [b], a, root as never)).toEqual({
+        ok: false,
+        reason: 'the new root is not bytes (a Uint8Array)',
+      });
+      expect(verifyConsistency(1, 2, [b], root as never, root2)).toEqual({
+        ok: false,
+        reason: 'the old root is not bytes (a Uint8Array)',
+      });
+    }
   });
 });
 
