@@ -72,8 +72,13 @@ function distinctKeys(keys: CosignerKey[]): number {
 
 const publicKeyId = (k: CosignerKey) => bytesToHex(k.publicKey);
 
-/** Checks a validated policy's shape. @throws ManifestError `INVALID_ARGUMENT` */
+/**
+ * Checks a validated policy's shape: its keys (as `witnessDigest` judges them: a list of keys `parseWitnessKeys` gave,
+ * where `keys.map is not a function` and the like were the refusal's words) and its quorum.
+ * @throws ManifestError `KEY_INVALID` (keys that are none), `INVALID_ARGUMENT` (the quorum)
+ */
 export function assertWitnessPolicy(policy: WitnessPolicy): void {
+  distinctTexts(policy.keys);
   if (!Number.isSafeInteger(policy.quorum) || policy.quorum < 1)
     throw new ManifestError('INVALID_ARGUMENT', 'the witness quorum is a whole number from 1');
   const pinned = distinctKeys(policy.keys);

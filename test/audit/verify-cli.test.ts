@@ -561,6 +561,23 @@ describe('the report names the witness keys it held the checkpoint to (checked.w
         }),
       ).rejects.toMatchObject({ code: 'USAGE' });
   });
+
+  it("verifyBundle's USAGE for witness keys that are no list, or not parseWitnessKeys's, says so (not a TypeError's words)", async () => {
+    // The witness keys file's text given as `keys` (parseWitnessKeys left out) was refused 'keys.map is not a function'.
+    const text = readFileSync(w.keys, 'utf8');
+    const [good] = parseWitnessKeys(text);
+    for (const [keys, message] of [
+      [text, 'the pinned witness keys are not a list'],
+      [undefined, 'the pinned witness keys are not a list'],
+      [[{ ...good!, publicKey: 'x' }], 'a pinned witness key is not one (read them with parseWitnessKeys)'],
+    ] as const)
+      await expect(
+        verifyBundle(memoryBundleReader({ manifests: '' }), {
+          trust: { version: 1, keys: [] },
+          witnesses: { keys: keys as unknown as CosignerKey[], quorum: 1 },
+        }),
+      ).rejects.toMatchObject({ code: 'USAGE', message });
+  });
 });
 
 describe('the report names who signed what it verified (checked.signers)', () => {
