@@ -41,9 +41,18 @@ const hex8 = (n: number) => n.toString(16).padStart(8, '0');
 
 /**
  * Parses a witness keys file: one C2SP `cosignature/v1` verifier key per line; blank lines and lines
- * starting with `#` are skipped. @throws ManifestError `KEY_INVALID` naming the line
+ * starting with `#` are skipped. @throws ManifestError `KEY_INVALID` naming the line, or saying the input is not
+ * text (the file's bytes, read without an encoding, were a TypeError: `text.split is not a function`)
  */
 export function parseWitnessKeys(text: string): CosignerKey[] {
+  const given: unknown = text;
+  if (typeof given !== 'string') {
+    const what = given instanceof Uint8Array ? 'bytes' : given === null ? 'null' : typeof given;
+    throw new ManifestError(
+      'KEY_INVALID',
+      `witness keys: not text (${what}); pass the file's text, e.g. readFileSync(file, 'utf8')`,
+    );
+  }
   const keys: CosignerKey[] = [];
   const seen = new Set<string>();
   text.split('\n').forEach((raw, i) => {

@@ -47,6 +47,27 @@ describe('witnessDigest', () => {
   });
 });
 
+describe('parseWitnessKeys', () => {
+  it('refuses what is not text with KEY_INVALID saying so, never a TypeError (a file read without an encoding)', () => {
+    const line = vkey('w.example/a', 1);
+    expect(parseWitnessKeys(`${line}\n`)).toHaveLength(1);
+    // readFileSync(file) without 'utf8' gives a Buffer: it threw TypeError 'text.split is not a function'.
+    for (const text of [Buffer.from(`${line}\n`), new Uint8Array(3), undefined, null, 5, [line]]) {
+      let thrown: unknown;
+      try {
+        parseWitnessKeys(text as never);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, String(text)).toMatchObject({
+        name: 'ManifestError',
+        code: 'KEY_INVALID',
+        message: expect.stringMatching(/^witness keys: not text/) as string,
+      });
+    }
+  });
+});
+
 describe('describeSigners', () => {
   it('names at most three keys of each kind and says how many more', () => {
     const many = Array.from({ length: 5 }, (_, i) => ({ host: 'h1', keyId: `ed25519:${i}`, count: i + 1 }));
