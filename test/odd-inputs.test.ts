@@ -26,6 +26,7 @@ import {
 } from '../src/index.js';
 import { LocalSigner, generateJwk } from '../src/keys/local-signer.js';
 import { FsBlobStore, loadHashBackend } from '../store/index.js';
+import { parseTrustStore } from '../manifests/index.js';
 import { sampleSummary, tempDir } from './support/tmp.js';
 
 const scope = { principal: 'alice', session: 's1', run: 'r1' };
@@ -602,6 +603,25 @@ describe('loadKeyFile, LocalSigner and openBundleDir', () => {
       );
     // null options are none, as everywhere; an empty directory is no bundle.
     expect(await codeOf(() => openBundleDir(dir, null as never))).toBe('BUNDLE_INVALID');
+  });
+});
+
+describe('a trust file given as bytes', () => {
+  it("parseTrustStore and openLedger's trust say bytes were given (a file read without an encoding), not 'version: expected 1'", async () => {
+    const text = JSON.stringify({ version: 1, keys: [] });
+    expect(parseTrustStore(text).keys).toEqual([]);
+    const message =
+      "trust store is malformed: bytes, not a trust file's text or JSON value (read it as text: readFileSync(file, 'utf8'))";
+    for (const bytes of [Buffer.from(text), new TextEncoder().encode(text)])
+      expect(() => parseTrustStore(bytes)).toThrow(expect.objectContaining({ code: 'TRUST_INVALID', message }));
+    const parent = tempDir();
+    await expect(
+      openLedger({ host: 'h', root: join(parent, 'store'), trust: Buffer.from(text) as never }),
+    ).rejects.toMatchObject({
+      code: 'TRUST_INVALID',
+      message,
+    });
+    expect(readdirSync(parent)).toEqual([]);
   });
 });
 

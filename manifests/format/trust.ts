@@ -130,6 +130,12 @@ export const MAX_TRUST_FILE_BYTES = 16 * 1024 * 1024;
 
 /** Parses a trust store from untrusted JSON text or value. @throws ManifestError `TRUST_INVALID` */
 export function parseTrustStore(input: string | unknown): TrustStore {
+  // The file's bytes (read without an encoding) were judged as an object: 'version: Invalid input: expected 1'.
+  if (input instanceof Uint8Array)
+    throw new ManifestError(
+      'TRUST_INVALID',
+      "trust store is malformed: bytes, not a trust file's text or JSON value (read it as text: readFileSync(file, 'utf8'))",
+    );
   let value = input;
   if (typeof input === 'string') {
     try {
