@@ -47,6 +47,7 @@ export type {
   GrantRecord,
   GrantState,
   GrantTable,
+  HeadHold,
   HeadWindow,
   IdPositionRecord,
   InlineBlob,
