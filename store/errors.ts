@@ -256,6 +256,9 @@ export function escapedText(text: string): string {
  * undefined as itself, anything else by its type. `${value}` or `String(value)` of an object whose `toString` throws
  * (or a symbol, in a template) threw that error in place of the coded refusal.
  */
+/** A value's type as a refusal names it: its `typeof`, and `null` as `null` (not `object`). */
+export const typeName = (value: unknown): string => (value === null ? 'null' : typeof value);
+
 export function shownValue(value: unknown, max = 40): string {
   if (typeof value === 'string') return escapeRawInJson(JSON.stringify(value.slice(0, max)));
   if (value === null || ['number', 'boolean', 'bigint', 'undefined'].includes(typeof value)) return String(value);

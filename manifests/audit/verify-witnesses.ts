@@ -12,7 +12,7 @@
 import { checkCosignatures, parseCosignerKey, type CosignerKey } from '../crypto/cosignature.js';
 import type { SignatureVerifier } from '../crypto/ed25519.js';
 import { ManifestError } from '../errors.js';
-import { errorText } from '../../store/errors.js';
+import { errorText, typeName } from '../../store/errors.js';
 import { bytesToHex, digestOf, type Digest } from '../../store/hash/digest.js';
 import { encodeBase64 } from '../encoding/base64.js';
 import { canonicalBytes } from '../encoding/canonical.js';
@@ -47,7 +47,7 @@ const hex8 = (n: number) => n.toString(16).padStart(8, '0');
 export function parseWitnessKeys(text: string): CosignerKey[] {
   const given: unknown = text;
   if (typeof given !== 'string') {
-    const what = given instanceof Uint8Array ? 'bytes' : given === null ? 'null' : typeof given;
+    const what = given instanceof Uint8Array ? 'bytes' : typeName(given);
     throw new ManifestError(
       'KEY_INVALID',
       `witness keys: not text (${what}); pass the file's text, e.g. readFileSync(file, 'utf8')`,

@@ -6,7 +6,7 @@
 import { ANSWER_HOW, SUBMIT_HANDOFF, type CompactionMode } from '../compaction/tool.js';
 import type { ModelFinishReason, ModelMessage, ModelRequest, ModelToolCall } from '../compaction/model.js';
 import { LedgerError } from '../errors.js';
-import { readOptionFields, shownValue } from '../../store/errors.js';
+import { readOptionFields, shownValue, typeName } from '../../store/errors.js';
 import { isRecord, normalizeStrictSummary, summarySchemaFor, type SummarySchemaForm } from '../summary/schema-forms.js';
 
 /**
@@ -64,10 +64,7 @@ export function adapterOptions<K extends string>(
   names: readonly K[],
 ): { [P in K]?: unknown } {
   if (typeof given !== 'object' || given === null)
-    throw new LedgerError(
-      'INVALID_ARGUMENT',
-      `${adapter} needs an options object, not ${given === null ? 'null' : typeof given}`,
-    );
+    throw new LedgerError('INVALID_ARGUMENT', `${adapter} needs an options object, not ${typeName(given)}`);
   const options = readOptionFields(given, names, `${adapter} options`, LedgerError);
   const fields = options as Record<string, unknown>;
   if ((names as readonly string[]).includes('client') && (typeof fields.client !== 'object' || fields.client === null))

@@ -5,7 +5,7 @@
  */
 import { summaryJsonSchema } from '../summary/summary.js';
 import { LedgerError } from '../errors.js';
-import { readOptionFields, shownValue } from '../../store/errors.js';
+import { readOptionFields, shownValue, typeName } from '../../store/errors.js';
 import { indented, quoted } from './framing.js';
 import type {
   ModelFinishReason,
@@ -149,7 +149,7 @@ function checkMessages(messages: unknown): void {
     throw new LedgerError('INVALID_ARGUMENT', 'the transcript holds no messages: there is nothing to summarize');
   messages.forEach((m: unknown, i) => {
     const bad = (what: string) => new LedgerError('INVALID_ARGUMENT', `transcript message ${i}: ${what}`);
-    if (typeof m !== 'object' || m === null) throw bad(`not a message (${m === null ? 'null' : typeof m})`);
+    if (typeof m !== 'object' || m === null) throw bad(`not a message (${typeName(m)})`);
     const { role, content, toolCallId, toolCalls } = m as Record<string, unknown>;
     if (!ROLES.has(role)) throw bad('role must be system, user, assistant or tool');
     // `null` is an absent field (JSON, a nullable column), and an assistant turn that only calls tools may carry no

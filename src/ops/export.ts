@@ -27,6 +27,7 @@ import {
   readOptionFields,
   StoreError,
   type NamesEveryField,
+  typeName,
 } from '../../store/errors.js';
 import { nodeFsOps, type FsOps } from '../../store/fs/ops.js';
 import { isProcessAlive } from '../../store/fs/process.js';
@@ -398,7 +399,7 @@ function checkSource(source: unknown): void {
   )
     throw new LedgerError(
       'INVALID_ARGUMENT',
-      `exportBundle needs a Ledger or an ExportSource { host, log, blobs }, not ${source === null ? 'null' : typeof source}`,
+      `exportBundle needs a Ledger or an ExportSource { host, log, blobs }, not ${typeName(source)}`,
     );
 }
 

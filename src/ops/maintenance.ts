@@ -10,6 +10,7 @@ import {
   namedCancel,
   readOptionFields,
   StoreError,
+  typeName,
 } from '../../store/errors.js';
 import { ChainChecker, type ManifestRuleCode } from '../../manifests/chain/checker.js';
 import type { Manifest } from '../../manifests/format/manifest.js';
@@ -181,10 +182,7 @@ export interface FsckOptions {
  */
 function checkLedger(ledger: unknown, what: string): void {
   if (typeof ledger !== 'object' || ledger === null || typeof (ledger as Partial<Ledger>).maintenance !== 'function')
-    throw new LedgerError(
-      'INVALID_ARGUMENT',
-      `${what} needs a Ledger (from openLedger), not ${ledger === null ? 'null' : typeof ledger}`,
-    );
+    throw new LedgerError('INVALID_ARGUMENT', `${what} needs a Ledger (from openLedger), not ${typeName(ledger)}`);
 }
 
 /**

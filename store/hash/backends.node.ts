@@ -7,7 +7,7 @@
 import { nobleBlake3, formatDigest, type HashBackend } from './digest.js';
 import { loadNativeBlake3 } from './native.node.js';
 import { loadWasmBlake3 } from './wasm.js';
-import { errorText, shownValue, StoreError } from '../errors.js';
+import { errorText, shownValue, StoreError, typeName } from '../errors.js';
 
 export type HashBackendName = 'auto' | 'native' | 'wasm' | 'noble';
 
@@ -16,7 +16,7 @@ const NAMES: readonly string[] = ['auto', 'native', 'wasm', 'noble'];
 /** What is wrong with a backend name (`undefined`: nothing; absent means `auto`), for callers that check up front. */
 export function hashBackendNameProblem(name: unknown): string | undefined {
   if (name === undefined || NAMES.includes(name as string)) return undefined;
-  const shown = typeof name === 'string' ? shownValue(name, 40) : name === null ? 'null' : typeof name;
+  const shown = typeof name === 'string' ? shownValue(name, 40) : typeName(name);
   return `unknown BLAKE3 backend ${shown} (auto, native, wasm or noble)`;
 }
 
