@@ -11,6 +11,7 @@ import { HandoffLedgerError, LedgerError } from '../errors.js';
 import { isErrnoError, shownValue, StoreError } from '../../store/errors.js';
 import { writeFileAtomic } from '../../store/fs/atomic-file.js';
 import { readBoundedFile } from '../../store/fs/bounded-read.js';
+import { isPathName } from '../../store/fs/safe-dir.js';
 import { describeZodError } from '../../manifests/format/zod-issue.js';
 import { ownerProblem } from '../../store/fs/owner.js';
 
@@ -151,7 +152,7 @@ export async function loadKeyFileIfPresent(path: string): Promise<LocalSigner | 
  */
 export async function loadKeyFile(path: string): Promise<LocalSigner> {
   // A NUL names no file (Node's fs refuses it with a plain TypeError).
-  if (typeof path !== 'string' || path === '' || path.includes('\0'))
+  if (!isPathName(path))
     throw new LedgerError('INVALID_ARGUMENT', 'loadKeyFile needs the path of a key file (a non-empty string, no NUL)');
   const signer = await loadKeyFileIfPresent(path);
   if (!signer) throw new LedgerError('KEY_INVALID', `no such key file ${path}`);

@@ -9,7 +9,7 @@ import { lstat } from 'node:fs/promises';
 import type { BlobStore } from '../../store/blob-store.js';
 import { FsBlobStore } from '../../store/fs/blob-store.js';
 import { hashBackendNameProblem, loadHashBackend } from '../../store/hash/backends.node.js';
-import { ensurePrivateDir, refuseNonDirectory } from '../../store/fs/safe-dir.js';
+import { ensurePrivateDir, isPathName, refuseNonDirectory } from '../../store/fs/safe-dir.js';
 import { findAtomicStagingLeftovers, removeAtomicStagingLeftovers } from '../../store/fs/atomic-file.js';
 import { nobleVerifier, type SignatureVerifier } from '../../manifests/crypto/ed25519.js';
 import { nodeVerifier } from '../../manifests/crypto/ed25519.node.js';
@@ -173,11 +173,14 @@ function clockValue(now: unknown): string {
  */
 function checkKeyOptions(options: OpenLedgerOptions): void {
   const path = (name: string, value: unknown) => {
-    if (value !== undefined && value !== null && (typeof value !== 'string' || value === ''))
-      throw new LedgerError('INVALID_ARGUMENT', `${name} must be a non-empty path`);
+    if (value === undefined || value === null || isPathName(value)) return;
     // A NUL names no file: Node's fs refused it with a plain TypeError (ERR_INVALID_ARG_VALUE) once the open began.
-    if (typeof value === 'string' && value.includes('\0'))
-      throw new LedgerError('INVALID_ARGUMENT', `${name} must be a path without NUL characters`);
+    throw new LedgerError(
+      'INVALID_ARGUMENT',
+      typeof value === 'string' && value !== ''
+        ? `${name} must be a path without NUL characters`
+        : `${name} must be a non-empty path`,
+    );
   };
   path('root', options.root);
   path('keyFile', options.keyFile);

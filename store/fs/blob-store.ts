@@ -31,7 +31,7 @@ import {
   type ReadLimits,
   type WriteLimits,
 } from '../blob-store.js';
-import { ensurePrivateDir, privateDirIfPresent } from './safe-dir.js';
+import { ensurePrivateDir, isPathName, privateDirIfPresent } from './safe-dir.js';
 import { FLUSH_BEHIND, readStream, readWhole, slices, writeBuffer, writeStream } from './blob-io.js';
 import { threadHasher } from '../hash/hash-thread.node.js';
 
@@ -175,7 +175,7 @@ export class FsBlobStore extends AbstractBlobStore {
   ): Promise<{ store: FsBlobStore; recovery: FsRecoveryReport }> {
     // An empty root names the working directory (its directories were made there before the open failed), one that is
     // no string failed as Node's uncoded TypeError, one with a NUL names no file: refused as openLedger refuses them.
-    if (typeof root !== 'string' || root === '' || root.includes('\0'))
+    if (!isPathName(root))
       throw new StoreError(
         'INVALID_ARGUMENT',
         `FsBlobStore.open: root must be a non-empty path without NUL characters, not ${shownValue(root, 80)}`,

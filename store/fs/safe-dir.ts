@@ -6,6 +6,13 @@ import { nodeFsOps } from './ops.js';
 import { ownerProblem } from './owner.js';
 
 /**
+ * A path a caller may give to name a file or directory: a non-empty string (an empty one names the working
+ * directory) without NUL (which names no file: Node's fs refuses it with a plain TypeError).
+ */
+export const isPathName = (value: unknown): value is string =>
+  typeof value === 'string' && value !== '' && !value.includes('\0');
+
+/**
  * Creates `dir` with mode 0700 if missing, then refuses it unless it is a real directory (not a
  * symlink), owned by this user or root, that group and others cannot write: a store others can write to
  * cannot keep its promises. Every directory it creates is made durable in its parent (the parent is fsynced),
