@@ -3,8 +3,8 @@
  * publishes): key rotation, revocation of a key rotated out, gc without grace, grants and their revocation, with
  * publishes between them, in a child process (test/support/maintenance-child.mjs). After each kill the store opens
  * (recovery), every acknowledged publish is in its chain and the head resumes, every grant change acknowledged
- * holds, fsck is clean, and the ledger publishes again; a rotation or revocation cut off after it closed the key's
- * window in the log is run again, as docs/DESIGN.md ("Keys and trust") says, and the notice at open says so.
+ * holds, fsck is clean, and the ledger publishes again; a rotation cut off after it closed the key's window in the
+ * log is run again, as docs/DESIGN.md ("Keys and trust") says, and the notice at open says so.
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -153,13 +153,16 @@ async function killsAndChecks(store: Store, writers: number, rounds: number): Pr
     const notices: string[] = [];
     const ledger = await openLedger({ ...store, host: HOST, onNotice: (m) => notices.push(m) });
     try {
-      // A rotation or revocation cut off after it closed the window in the log is run again (the notice says so).
+      // A rotation cut off after it closed the window in the log is run again (the notice says so). The notice is about
+      // the current signing key, so the command cut off is a rotation: the children revoke only keys rotated out
+      // before, whose windows trust.json already ends. With both children cut off, the other's revocation is not the
+      // one to run again (nor is the rotation's key id in its start message: a child that began from a key another had
+      // rotated out meanwhile rotates the current one).
       if (notices.some((n) => n.includes('until the command that stopped is run again'))) {
-        const cut = pending.find((p) => p.op === 'rotate' || p.op === 'revokeKey');
-        expect(cut, notices.join('\n')).toBeDefined();
+        const cut = pending.find((p) => p.op === 'rotate');
+        expect(cut, `${notices.join('\n')}\ncut off: ${JSON.stringify(pending)}`).toBeDefined();
         runAgain++;
-        if (cut!.op === 'rotate') await ledger.rotateKey();
-        else await ledger.revokeKey(cut!.keyId!);
+        await ledger.rotateKey();
       }
       await checkStore(
         ledger,
