@@ -171,6 +171,27 @@ describe('telemetry of publish', () => {
     });
   });
 
+  it('records a publish refused for an option in its scope in its span, the ids named, the option not', async () => {
+    const t = sdk();
+    const ledger = await ledgerWith(t, 'plain');
+    // Spread, as plain JavaScript passes it: the types would refuse the field in an object literal.
+    await expect(
+      ledger.publish({ ...scope, run: 'r1', ...{ expectedPrev: null } }, sampleSummary()),
+    ).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    await ledger.close();
+    const [span] = t.spans();
+    expect(span?.name).toBe('handoff_ledger.publish');
+    expect(span?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'INVALID_ARGUMENT' });
+    expect(span?.attributes).toMatchObject({
+      'handoff_ledger.outcome': 'INVALID_ARGUMENT',
+      'handoff_ledger.principal': scope.principal,
+      'handoff_ledger.session': scope.session,
+    });
+    expect(Object.keys(span?.attributes ?? {}).filter((k) => /expected/i.test(k))).toEqual([]);
+  });
+
   it('records a call refused because the ledger is closed (CLOSED) as a failure, for every operation', async () => {
     const t = sdk();
     const ledger = await ledgerWith(t);

@@ -5,7 +5,7 @@
  */
 import type { Digest } from '../../store/hash/digest.js';
 import type { Covers } from '../../manifests/format/manifest.js';
-import { parsePublishScope, type PublishScope } from '../ledger/scope.js';
+import { parsePublishScope, refuseOptionsInScope, SCOPE_CALLS, type PublishScope } from '../ledger/scope.js';
 import { errorText, escapedText, namedCancel, readOptionFields, type NamesEveryField } from '../../store/errors.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { checkByteBound, validateSummary, type Summary } from '../summary/summary.js';
@@ -177,7 +177,7 @@ void everyCompactField;
  *   (`UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, …; StoreError / ManifestError `STORAGE_FAILED`, …)
  * @throws LedgerError `INVALID_ID` for a scope publish would refuse, `INVALID_ARGUMENT` for an options field that
  *   throws as it is read (a getter, a proxy; the ledger's `publish` and `checkPublish` too), no ledger or model adapter, a transcript that is not a list of messages
- *   or holds none or throws as it is read (compactionRequest), or a `maxSummaryBytes` that is not a non-negative integer (each before the model is asked);
+ *   or holds none or throws as it is read (compactionRequest), a `maxSummaryBytes` that is not a non-negative integer, or a scope that carries `expectedPrev`, `covers` or `signal` (they go beside it, in these options) (each before the model is asked);
  *   with a ledger that has `checkPublish` (`Ledger` has), `UNAUTHORIZED`, `REVOKED`, `CHAIN_CONFLICT`, `ROLLBACK` /
  *   `FORK` (the log, or the session's chain cut back) and `INVALID_ARGUMENT` for `covers` or `expectedPrev`, and
  *   ManifestError `TREE_DAMAGED` (the log), `KEY_REVOKED` / `KEY_EXPIRED` (the host key would not sign; or, with
@@ -230,6 +230,9 @@ async function compactOnce<L extends PublishingLedger>(
   if (typeof options.model !== 'function')
     throw new LedgerError('INVALID_ARGUMENT', 'compact needs a model adapter: (request) => Promise<response>');
   parsePublishScope(options.scope); // a scope publish would refuse is refused before the model is asked
+  // expectedPrev, covers or signal given in the scope rather than beside it: refused in compact's words, before the
+  // model is asked (publish would refuse it too, naming its own options, and a wrapper ledger only after the model).
+  refuseOptionsInScope(options.scope, options as unknown as Record<string, unknown>, SCOPE_CALLS.compact);
   checkByteBound('maxSummaryBytes', options.maxSummaryBytes);
   throwIfCancelled(options.signal);
   const publishOptions: Parameters<PublishingLedger['publish']>[2] = {};

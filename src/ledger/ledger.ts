@@ -38,7 +38,16 @@ import { VerifiedManifestCache } from '../../manifests/crypto/verified-cache.js'
 import { headProblems, type HeadProblem } from '../../manifests/chain/head-rules.js';
 import { isHandoffLedgerError, LedgerError, throwIfCancelled, untilCancelled } from '../errors.js';
 import { authorize, type Action, type Authorizer } from './grants.js';
-import { parsePublishScope, parseScope, readScopeOnce, type PublishScope, type Scope } from './scope.js';
+import {
+  parsePublishScope,
+  parseScope,
+  readScopeOnce,
+  refuseOptionsInScope,
+  SCOPE_CALLS,
+  type PublishScope,
+  type Scope,
+  type ScopeCall,
+} from './scope.js';
 import { Keyring } from '../keys/keyring.js';
 import { earlierTime, mergeTrust } from '../../manifests/format/trust.js';
 import { KeyedMutex, SharedExclusiveLock } from './locks.js';
@@ -189,8 +198,15 @@ function refuseUnindexed(session: string, index: HeadWindow['index']): void {
  * the signal is checked where it is first used (throwIfCancelled).
  * @throws LedgerError `INVALID_ARGUMENT`
  */
-function readOptions(options: unknown, what: string): { signal?: AbortSignal | undefined } {
-  return readOptionFields(options, ['signal'], what, LedgerError) as { signal?: AbortSignal | undefined };
+function readOptions(
+  options: unknown,
+  what: string,
+  scope: unknown,
+  call: ScopeCall,
+): { signal?: AbortSignal | undefined } {
+  const o = readOptionFields(options, ['signal'], what, LedgerError);
+  refuseOptionsInScope(scope, o, call); // a signal given in the scope: refused, not left out
+  return o as { signal?: AbortSignal | undefined };
 }
 
 /**
@@ -199,10 +215,12 @@ function readOptions(options: unknown, what: string): { signal?: AbortSignal | u
  * first used (throwIfCancelled).
  * @throws LedgerError `INVALID_ARGUMENT`
  */
-function parsePublishOptions(options: unknown): PublishOptions {
+function parsePublishOptions(options: unknown, scope: unknown, call: ScopeCall): PublishOptions {
   const o = readOptionFields(options, ['signal', 'expectedPrev', 'covers'], 'publish options', LedgerError);
   const covers = parseCovers(o.covers);
   const expectedPrev = parseExpectedPrev(o.expectedPrev);
+  // An option given in the scope (`{ ...scope, expectedPrev }`): refused, not left out (a publish without its guard).
+  refuseOptionsInScope(scope, o, call);
   return { signal: o.signal as AbortSignal | undefined, expectedPrev, covers };
 }
 
@@ -548,7 +566,7 @@ export class Ledger {
    * Publishes a compaction summary: validates it, stores it as a blob, and appends a signed manifest
    * to the session's chain. Nothing is visible until the append commits; any failure or cancellation
    * before that leaves no manifest and the previous head intact.
-   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, or an options field that throws as it is read), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key), `SIGNER_FAILED` (an injected signer threw; its error is the cause), `CANCELLED`, `CLOSED`;
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, an options field that throws as it is read, or a scope that carries one of the options: `{ ...scope, expectedPrev }`, whose guard would be left out), `UNAUTHORIZED`, `REVOKED`, `SUMMARY_*`, `CHAIN_CONFLICT`, `ROLLBACK` (the chain was cut back: not retryable), `FORK` (the log does not extend its pinned checkpoint), `KEY_INVALID` (an injected signer's signature does not verify under its listed key), `SIGNER_FAILED` (an injected signer threw; its error is the cause), `CANCELLED`, `CLOSED`;
    *   ManifestError `KEY_INVALID` (an injected signer's answer is no 64-byte `Uint8Array`), `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key signs nothing: rotate it; or the session's
    *   head is signed by a key resume refuses it for, at its createdAt: the handoff would not resume either), `CHAIN_CONFLICT`
    *   (another writer's append won the race at every attempt: with PostgreSQL, which holds the head for a retry, only
@@ -557,7 +575,7 @@ export class Ledger {
    */
   async publish(scope: PublishScope, summary: unknown, options: PublishOptions = {}): Promise<Receipt> {
     // Its ids read once, for the span and the operation alike.
-    const read = readScopeOnce(scope, true) as PublishScope;
+    const read = readScopeOnce(scope, true, SCOPE_CALLS.publish) as PublishScope;
     // The span outside the operation: a call refused CLOSED is a failure recorded like any other.
     return this.telemetry.run(
       'publish',
@@ -570,7 +588,7 @@ export class Ledger {
   private async publishTraced(scope: PublishScope, summary: unknown, given: unknown, span: Span): Promise<Receipt> {
     // Publish step 1: validate ids and options (`null` options too: none); authorize.
     const s = parsePublishScope(scope);
-    const options = parsePublishOptions(given);
+    const options = parsePublishOptions(given, scope, SCOPE_CALLS.publish);
     const { signal, covers } = options;
     throwIfCancelled(signal);
     // Reads that a busy PostgreSQL pool can hold: an abort ends the wait for them (as it ends the append's).
@@ -648,7 +666,8 @@ export class Ledger {
    * path in the session-heads index not whole). `compact` calls it before it asks the model, so a transcript whose
    * summary publish would refuse is never sent to the provider. Passing promises nothing: publish checks all of it
    * again (a revocation or another publish may come in between).
-   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal), `UNAUTHORIZED`, `REVOKED`,
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (covers, expectedPrev, signal, or one of them in the scope, as
+   *   publish), `UNAUTHORIZED`, `REVOKED`,
    *   `CHAIN_CONFLICT` (the head is not `expectedPrev`), `ROLLBACK` / `FORK` (seen before, or found now), `CANCELLED`,
    *   `CLOSED`; ManifestError `KEY_REVOKED`, `KEY_EXPIRED`, `KEY_UNTRUSTED` (the host key would not sign, or the head's
    *   key is one resume refuses it for),
@@ -659,7 +678,7 @@ export class Ledger {
    */
   async checkPublish(scope: PublishScope, options: PublishOptions = {}): Promise<void> {
     // Its own span and metrics (`check_publish`): a compaction refused here is counted, as its publish would be.
-    const read = readScopeOnce(scope, true) as PublishScope; // its ids read once, for the span and the check alike
+    const read = readScopeOnce(scope, true, SCOPE_CALLS.checkPublish) as PublishScope; // its ids read once, for the span and the check alike
     return this.telemetry.run('check_publish', { scope: read, host: this.host }, () =>
       this.checkPublishTracked(read, options).catch(cancelledAs('checkPublish')),
     );
@@ -668,7 +687,7 @@ export class Ledger {
   private async checkPublishTracked(scope: PublishScope, options: PublishOptions): Promise<void> {
     return this.tracked(async () => {
       const s = parsePublishScope(scope);
-      const { signal, expectedPrev } = parsePublishOptions(options); // `null` options too, as publish takes them
+      const { signal, expectedPrev } = parsePublishOptions(options, scope, SCOPE_CALLS.checkPublish); // `null` options too, as publish takes them
       throwIfCancelled(signal);
       const head = await untilCancelled(this.appendHead(s.session), signal);
       // Authorization first, as publish authorizes: a caller without the right learns nothing of the head, and is
@@ -1070,15 +1089,15 @@ export class Ledger {
    * the blob's digest and size before any summary byte is returned; also that the session-heads index (whose root the
    * pinned checkpoint signs) commits this head: on the embedded store at the session's first read in this process, on
    * PostgreSQL at every read.
-   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (a signal that is none, or an options field that throws as it
-   *   is read), `CANCELLED`, `CLOSED`, `ROLLBACK`, `SCOPE_MISMATCH`, `CHAIN_BROKEN`, `UNAUTHORIZED`, `REVOKED`;
+   * @throws LedgerError `INVALID_ID`, `INVALID_ARGUMENT` (a signal that is none, an options field that throws as it
+   *   is read, or a scope that carries a signal: it goes in the options), `CANCELLED`, `CLOSED`, `ROLLBACK`, `SCOPE_MISMATCH`, `CHAIN_BROKEN`, `UNAUTHORIZED`, `REVOKED`;
    *   ManifestError `SIGNATURE_INVALID`, `KEY_UNTRUSTED`, `KEY_EXPIRED`, `KEY_REVOKED`, `MANIFEST_INVALID`,
    *   `TREE_DAMAGED` / `RECORD_CORRUPT` (the session-heads index on the session's path is not whole or cannot be read,
    *   so the head cannot be held to it);
    *   StoreError `BLOB_INTEGRITY`, `BLOB_NOT_FOUND`
    */
   async resume(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<Resumed | undefined> {
-    const read = readScopeOnce(scope, false) as Scope; // its ids read once, for the span and the operation alike
+    const read = readScopeOnce(scope, false, SCOPE_CALLS.resume) as Scope; // its ids read once, for the span and the operation alike
     return this.telemetry.run(
       'resume',
       { scope: read, host: this.host },
@@ -1092,7 +1111,7 @@ export class Ledger {
 
   private async resumeTraced(scope: Scope, given: unknown): Promise<Resumed | undefined> {
     const s = parseScope(scope);
-    const options = readOptions(given, 'resume options');
+    const options = readOptions(given, 'resume options', scope, SCOPE_CALLS.resume);
     throwIfCancelled(options.signal);
     // One round of reads (the head, the entries at, after and before it, the watermark) serves authorization
     // and the head rules; the grants and the checkpoint check go out beside it: a small resume is a round trip
@@ -1195,7 +1214,7 @@ export class Ledger {
    * @throws as `resume` (a chain that does not end at its head: `CHAIN_BROKEN`)
    */
   async history(scope: Scope, options: { signal?: AbortSignal | undefined } = {}): Promise<HistoryEntry[]> {
-    const read = readScopeOnce(scope, false) as Scope; // its ids read once, for the span and the operation alike
+    const read = readScopeOnce(scope, false, SCOPE_CALLS.history) as Scope; // its ids read once, for the span and the operation alike
     return this.telemetry.run(
       'history',
       { scope: read, host: this.host },
@@ -1206,7 +1225,7 @@ export class Ledger {
 
   private async historyTraced(scope: Scope, given: unknown): Promise<HistoryEntry[]> {
     const s = parseScope(scope);
-    const { signal } = readOptions(given, 'history options');
+    const { signal } = readOptions(given, 'history options', scope, SCOPE_CALLS.history);
     throwIfCancelled(signal);
     // Authorized on the very head it then walks to, as resume is: a first publish of the session that commits
     // between an authorization on "no head yet" and a later head read must not reach a caller without rights.
