@@ -800,6 +800,29 @@ describe('handoff-ledger CLI: options the README promises', () => {
     writeFileSync(own, cli(['checkpoint', '--root', root]).stdout);
     expect(cli(['export', '--root', root, '--out', out, '--since', own]).code).toBe(0);
   });
+
+  it('export --since names its flag in each refusal and its advice, as the library names its `since` option', () => {
+    // The store's checkpoint key of the time revoked since (with the host key, after a compromise): the refusal that
+    // names the key also says what to do, in the command's words (`export without --since`), not the library's.
+    const root = join(tempDir(), 'store');
+    expect(publish(root).code).toBe(0);
+    const earlier = join(tempDir(), 'earlier.note');
+    writeFileSync(earlier, cli(['checkpoint', '--root', root]).stdout);
+    const trustFile = join(tempDir(), 'trust.json');
+    expect(cli(['keys', 'export', '--root', root, '--out', trustFile]).code).toBe(0);
+    const hostKey = (JSON.parse(readFileSync(trustFile, 'utf8')) as { keys: Array<{ keyId: string }> }).keys[0]!.keyId;
+    expect(cli(['keys', 'rotate', '--root', root]).code).toBe(0);
+    const revoked = cli(['keys', 'revoke', hostKey, '--at', '2000-01-01T00:00:00.000Z', '--root', root]);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    const out = join(tempDir(), 'bundle');
+    const refused = cli(['export', '--root', root, '--out', out, '--since', earlier]);
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stderr).toMatch(
+      /^handoff-ledger: USAGE: --since: the earlier checkpoint is signed by checkpoint key /,
+    );
+    expect(refused.stderr).toContain('export without --since, and give the auditor');
+    expect(existsSync(out)).toBe(false);
+  });
 });
 
 describe('handoff-ledger CLI: only init and publish make a host a key', () => {

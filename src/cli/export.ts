@@ -7,7 +7,7 @@
  * handler).
  */
 import { auditUsage } from '../../manifests/audit/errors.js';
-import { exportBundle, isInsideRoot } from '../ops/export.js';
+import { exportBundleAs, isInsideRoot, type ExportWords } from '../ops/export.js';
 import { LedgerError } from '../errors.js';
 import {
   EXIT_OK,
@@ -24,6 +24,9 @@ import {
 } from './io.js';
 import { counted, printable, printableLines, shellWord } from '../../manifests/encoding/printable.js';
 import { SIGNAL_EXITS, stopSignals } from './stop-signals.js';
+
+/** The export's refusals name its options as the command's flags (`--since`), not as the library's (`since`). */
+const CLI_WORDS: ExportWords = { since: '--since' };
 
 export const usage =
   'export [--principal P] [--session S] --out DIR [--with-blobs] [--since FILE] [--root DIR] [--host ID] [--postgres URL] [--origin NAME] [--json]';
@@ -82,14 +85,18 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         throw new UsageError(
           `--out ${values.out} is inside the store root ${ledger.root}, whose files the store manages (its keys, its log, staging files an open clears): export the bundle outside it`,
         );
-      const result = await exportBundle(ledger, {
-        signal: stop.signal,
-        out: values.out,
-        ...(values.principal !== undefined ? { principal: values.principal } : {}),
-        ...(values.session !== undefined ? { session: values.session } : {}),
-        withBlobs: values['with-blobs'],
-        ...(since !== undefined ? { since } : {}),
-      });
+      const result = await exportBundleAs(
+        ledger,
+        {
+          signal: stop.signal,
+          out: values.out,
+          ...(values.principal !== undefined ? { principal: values.principal } : {}),
+          ...(values.session !== undefined ? { session: values.session } : {}),
+          withBlobs: values['with-blobs'],
+          ...(since !== undefined ? { since } : {}),
+        },
+        CLI_WORDS,
+      );
       for (const b of result.unavailableBlobs)
         io.stderr.write(
           printableLines([`handoff-ledger: blob ${b.digest} not exported (${b.code}); verify will report it`]),

@@ -51,14 +51,16 @@ export async function* inclusionProofLines(
  * The size of an auditor's earlier checkpoint, which must be a checkpoint of this log: of its origin, signed by one
  * of `verifiers` (the log's checkpoint keys, named after that origin: `checkpointVerifiers(trust, origin)`), no larger
  * than the cut, and with the root this log's tree has at its size (another root there is a fork: no consistency proof
- * from it can hold). @throws AuditError `USAGE`
+ * from it can hold). `name` is the option's name in the caller's words: `since` (exportBundle), `--since` (the CLI).
+ * @throws AuditError `USAGE`
  */
 export async function sinceSize(
   note: string,
   verifiers: NoteVerifierKey[],
   cut: { origin?: string; size: number },
   log: ManifestLog,
-  trust?: TrustStore,
+  trust: TrustStore | undefined,
+  name: string,
 ): Promise<number> {
   let old;
   try {
@@ -72,22 +74,22 @@ export async function sinceSize(
         : undefined;
     if (revoked)
       throw auditUsage(
-        `--since: the earlier checkpoint is signed by checkpoint key ${JSON.stringify(revoked.keyId)} of host ${JSON.stringify(revoked.host)}, revoked (at ${JSON.stringify(revoked.revokedAt)}) in the keys this store trusts: a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); export without --since, and give the auditor the new bundle's checkpoint to keep`,
+        `${name}: the earlier checkpoint is signed by checkpoint key ${JSON.stringify(revoked.keyId)} of host ${JSON.stringify(revoked.host)}, revoked (at ${JSON.stringify(revoked.revokedAt)}) in the keys this store trusts: a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); export without ${name}, and give the auditor the new bundle's checkpoint to keep`,
         { cause: err },
       );
-    throw auditUsage(`--since: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });
+    throw auditUsage(`${name}: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });
   }
   if (cut.origin !== undefined && old.origin !== cut.origin)
-    throw auditUsage(`--since: not a checkpoint of this log: its origin is another (${old.origin})`);
+    throw auditUsage(`${name}: not a checkpoint of this log: its origin is another (${old.origin})`);
   if (old.size > cut.size)
     // Both sizes are numbers (parseCheckpoint's and the log's): nothing from the file to escape.
     throw auditUsage(
-      `--since: the earlier checkpoint has ${old.size} entries, the log ${cut.size}: this store was restored from a backup taken before that checkpoint, or the checkpoint is of another, longer tree of this origin; export without --since (a full bundle), or give a checkpoint of this log's tree`,
+      `${name}: the earlier checkpoint has ${old.size} entries, the log ${cut.size}: this store was restored from a backup taken before that checkpoint, or the checkpoint is of another, longer tree of this origin; export without ${name} (a full bundle), or give a checkpoint of this log's tree`,
     );
   const here = await treeHeadAt(old.size, (ids) => log.treeNodes(ids));
   if (!equalBytes(here.root, old.root))
     throw auditUsage(
-      `--since: the earlier checkpoint has another root at size ${old.size} than this log's tree: a fork of this log (keep both checkpoints as evidence and run fsck)`,
+      `${name}: the earlier checkpoint has another root at size ${old.size} than this log's tree: a fork of this log (keep both checkpoints as evidence and run fsck)`,
     );
   return old.size;
 }

@@ -352,6 +352,25 @@ async function writeAll(fs: FsOps, path: string, data: Uint8Array | AsyncIterabl
  *   ManifestError/StoreError from the log or blob store pass through.
  */
 export async function exportBundle(source: ExportSource, options: ExportOptions): Promise<ExportResult> {
+  return exportBundleAs(source, options, LIBRARY_WORDS);
+}
+
+/**
+ * How a caller names export's options where its refusals name them: the library's `since` as a caller of
+ * `exportBundle` wrote it, the CLI's `--since` (as the auditor's settings are named by each caller: SettingWords).
+ */
+export interface ExportWords {
+  since: string;
+}
+
+const LIBRARY_WORDS: ExportWords = { since: 'since' };
+
+/** `exportBundle`, its refusals naming its options in `words` (the CLI's flags). Not part of the package's API. */
+export async function exportBundleAs(
+  source: ExportSource,
+  options: ExportOptions,
+  words: ExportWords,
+): Promise<ExportResult> {
   checkSource(source);
   // Each field read once, for the span (its principal and session, under the telemetry's `identifiers`) and the export
   // alike: a getter asked twice could name one session on the span and export another. A refusal of the options is the
@@ -365,7 +384,7 @@ export async function exportBundle(source: ExportSource, options: ExportOptions)
   }
   const exported = async () => {
     if (refused) throw refused.error;
-    return exportTraced(source, read as ExportOptions);
+    return exportTraced(source, read as ExportOptions, words);
   };
   return (source.telemetry ?? new LedgerTelemetry()).run(
     'export',
@@ -470,7 +489,7 @@ async function refuseOutInsideRoot(root: string, out: string): Promise<void> {
   );
 }
 
-async function exportTraced(source: ExportSource, given: ExportOptions): Promise<ExportResult> {
+async function exportTraced(source: ExportSource, given: ExportOptions, words: ExportWords): Promise<ExportResult> {
   const options = exportOptions(given);
   const fs = options.fs ?? nodeFsOps;
   for (const [name, v] of [
@@ -513,7 +532,7 @@ async function exportTraced(source: ExportSource, given: ExportOptions): Promise
       throw ioError(`checking ${out}`, err);
     })) === (held?.identity ?? claim);
   try {
-    return await claimedExport(source, options, fs, out, claim, stillOurClaim);
+    return await claimedExport(source, options, fs, out, claim, stillOurClaim, words);
   } finally {
     await held?.handle.close().catch(() => {});
   }
@@ -526,6 +545,7 @@ async function claimedExport(
   out: string,
   claim: string,
   stillOurClaim: () => Promise<boolean>,
+  words: ExportWords,
 ): Promise<ExportResult> {
   // Beside the target, who claimed it: a later export there removes the claim and the staging if this one dies.
   const token = `${process.pid}.${randomBytes(8).toString('hex')}`;
@@ -536,7 +556,7 @@ async function claimedExport(
     throw ioError(`writing ${owner}`, err);
   });
   try {
-    return await exportInto(source, options, fs, out, stillOurClaim, token);
+    return await exportInto(source, options, fs, out, stillOurClaim, token, words);
   } catch (err) {
     // Only the claim itself, still empty and still ours, is removed; whatever replaced it is left alone.
     if (await stillOurClaim().catch(() => false)) await rmdir(out).catch(() => {});
@@ -690,6 +710,7 @@ async function exportInto(
   out: string,
   stillOurClaim: () => Promise<boolean>,
   token: string,
+  words: ExportWords,
 ): Promise<ExportResult> {
   const parent = dirname(out);
   // Not derived from the target's name: a basename near NAME_MAX (255) would make it too long (ENAMETOOLONG).
@@ -701,7 +722,7 @@ async function exportInto(
   // the cut is in the cut's tree, and so in the bundle.
   const { cut, selected, headProofs } = await cutFor(source, options, filtered);
   const limit = cut?.checkpoint.size ?? Infinity;
-  if (options.since !== undefined && !cut) throw auditUsage('--since needs a store with checkpoints');
+  if (options.since !== undefined && !cut) throw auditUsage(`${words.since} needs a store with checkpoints`);
   // The keys the earlier checkpoint is checked under, read once (and named when one of them, revoked since, signed it).
   const sinceTrust = options.since !== undefined && cut && source.trustStore ? source.trustStore() : undefined;
   const oldSize =
@@ -713,6 +734,7 @@ async function exportInto(
           { origin: cut.checkpoint.origin, size: limit },
           source.log,
           sinceTrust,
+          words.since,
         );
   const positions: number[] = [];
   const lastOf = new Map<string, { seq: number; id: string }>();

@@ -465,7 +465,7 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
     expect((err as AuditError).code).toBe('USAGE');
   });
 
-  it('export refuses an earlier checkpoint it cannot prove from (AuditError USAGE), writing no bundle', async () => {
+  it('export refuses an earlier checkpoint it cannot prove from (AuditError USAGE, naming `since` as the library caller wrote it), writing no bundle', async () => {
     // Another log's (its own keys and origin, trusted or not); one of this log's keys and origin with more entries
     // than the log has (a host that showed the auditor a longer history), or with another root (a forked one); and
     // any, from a source that signs no checkpoints.
@@ -488,19 +488,19 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
     const merged = { ...own, checkpointKeys: [...(own.checkpointKeys ?? []), ...(otherTrust.checkpointKeys ?? [])] };
     const trusting = { ...plain, checkpoint: () => ledger.checkpoint(), trustStore: () => merged };
     for (const [source, since, message] of [
-      [ledger, foreign, /^--since: not a checkpoint of this log: /],
-      [trusting, foreign, /^--since: not a checkpoint of this log: /],
+      [ledger, foreign, /^since: not a checkpoint of this log: /],
+      [trusting, foreign, /^since: not a checkpoint of this log: /],
       // This log's origin and keys, no larger than the log, another root: a fork, from which no proof holds.
-      [ledger, forkedEarlier, /^--since: the earlier checkpoint has another root at size 2 than this log's tree/],
+      [ledger, forkedEarlier, /^since: the earlier checkpoint has another root at size 2 than this log's tree/],
       // The refusal names the likely causes (a store restored from an older backup, another tree) and the remedies.
       [
         ledger,
         larger,
         new RegExp(
-          `^--since: the earlier checkpoint has ${size + 1} entries, the log ${size}: this store was restored from a backup taken before that checkpoint, or the checkpoint is of another, longer tree of this origin; export without --since \\(a full bundle\\), or give a checkpoint of this log's tree$`,
+          `^since: the earlier checkpoint has ${size + 1} entries, the log ${size}: this store was restored from a backup taken before that checkpoint, or the checkpoint is of another, longer tree of this origin; export without since \\(a full bundle\\), or give a checkpoint of this log's tree$`,
         ),
       ],
-      [plain, earlier, /^--since needs a store with checkpoints$/],
+      [plain, earlier, /^since needs a store with checkpoints$/],
     ] as const) {
       const out = join(tempDir(), 'bundle');
       const err = await exportBundle(source, { out, since }).catch((e: unknown) => e);
@@ -531,7 +531,7 @@ describe('export --since a checkpoint signed by a checkpoint key the store has s
       expect(err).toBeInstanceOf(AuditError);
       expect(err).toMatchObject({ code: 'USAGE' });
       expect((err as Error).message).toBe(
-        `--since: the earlier checkpoint is signed by checkpoint key "${revokedCheckpointKey.keyId}" of host "h1", revoked (at "2000-01-01T00:00:00.000Z") in the keys this store trusts: a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); export without --since, and give the auditor the new bundle's checkpoint to keep`,
+        `since: the earlier checkpoint is signed by checkpoint key "${revokedCheckpointKey.keyId}" of host "h1", revoked (at "2000-01-01T00:00:00.000Z") in the keys this store trusts: a revoked checkpoint key's checkpoints are refused whenever they were signed (checkpoints carry no time); export without since, and give the auditor the new bundle's checkpoint to keep`,
       );
       expect(existsSync(out)).toBe(false);
     } finally {
