@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hostKeyPath } from '../src/keys/keyring.js';
+import { OPEN_FIELDS } from '../src/ledger/open.js';
 import {
   compact,
   compactionRequest,
@@ -219,6 +220,42 @@ describe('openLedger refuses options that are not what their types say, before w
     });
     expect((await ledger.publish(scope, good)).seq).toBe(0);
     await ledger.close();
+  });
+
+  it('null for any option but host is the option left out: one rule (hash, verifier, origin, trust, … were refused)', async () => {
+    // Each alone, and all at once: the open is the one with the option left out (root given: never the default store).
+    const others = OPEN_FIELDS.filter((name) => name !== 'host' && name !== 'root' && name !== 'onNotice');
+    expect(others).toEqual(expect.arrayContaining(['trust', 'authorizer', 'hash', 'verifier', 'origin', 'signal']));
+    for (const set of [...others.map((name) => [name]), others]) {
+      const root = tempDir();
+      const nulls = Object.fromEntries(set.map((name) => [name, null]));
+      const ledger = await openLedger({ host: 'h', root, onNotice: () => {}, ...(nulls as object) });
+      try {
+        expect((await ledger.publish(scope, good)).seq, set.join()).toBe(0);
+        expect((await ledger.resume(scope))?.seq).toBe(0);
+      } finally {
+        await ledger.close();
+      }
+    }
+    // The defaults, as left out: the 1 MiB bound (not none), inline small summaries, the checkpoint origin made up.
+    const root = tempDir();
+    const ledger = await openLedger({
+      host: 'h',
+      root,
+      onNotice: () => {},
+      ...({ maxSummaryBytes: null, inlineSummaryBytes: null, origin: null } as object),
+    });
+    try {
+      const big = { ...good, state: 'x'.repeat(1024 * 1024) };
+      expect(await codeOf(() => ledger.publish(scope, big))).toBe('SUMMARY_TOO_LARGE');
+      expect((await ledger.checkpoint()).checkpoint.origin).toMatch(/^handoff-ledger\.local\//);
+    } finally {
+      await ledger.close();
+    }
+    // host is no option to leave out.
+    expect(await codeOf(() => openLedger({ host: null as never, root: tempDir(), onNotice: () => {} }))).toBe(
+      'INVALID_ID',
+    );
   });
 
   it('keyFile: null with createHostKey: false refuses a key file trust.json does not list, as keyFile: undefined does', async () => {

@@ -80,7 +80,7 @@ function refuseStoredOrigin(origin: string): void {
 }
 
 /** Every field of OpenLedgerOptions: `openLedger` reads these once, and a field left out of the list fails to compile. */
-const OPEN_FIELDS = [
+export const OPEN_FIELDS = [
   'root',
   'host',
   'signer',
@@ -232,9 +232,10 @@ async function noEmbeddedLog(levelDir: string): Promise<boolean> {
  *   `isNewOrigin`), or a `telemetry` option that is not an object or whose
  *   `identifiers.hashKey` is not 32 bytes, or that names a `tracerProvider` or `meterProvider` while
  *   `@opentelemetry/api` (an optional peer) is not installed, a `clock` or `onNotice` that is not a function, a `createHostKey` or
- *   `diagnose` that is not a boolean (null and undefined: the default), a `log`, `blobs`, `fs` or `levelLog` that is not
- *   an object (null: none), a `signal` that is not an AbortSignal, or an
- *   options field that throws as it is read (nothing is written).
+ *   `diagnose` that is not a boolean, a `log`, `blobs`, `fs` or `levelLog` that is not
+ *   an object, a `signal` that is not an AbortSignal, or an
+ *   options field that throws as it is read (nothing is written). `null` is no such value: for every option but `host`
+ *   it is the option left out (its default), as `undefined` is.
  * @throws LedgerError `CANCELLED` once `signal` aborts (nothing made when it had before the call), with what the open
  *   had opened closed again: at its next step, within the steps that go over many items (the blob store's and the
  *   root's staging leftovers, the head check over every chain: those removed or checked stay so), or in a wait (a
@@ -260,9 +261,11 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
   // and what is checked is what is used.
   given = readOptionFields(given, OPEN_FIELDS, 'openLedger options', LedgerError) as OpenLedgerOptions;
   const host = parseHost(given.host);
-  // `null` is "none" for these, as `undefined` is, everywhere below (`signer: kms ? … : null`).
-  const nulls = (['root', 'keyFile', 'signer', 'witnesses'] as const).filter(
-    (name) => (given as unknown as Record<string, unknown>)[name] === null,
+  // `null` is the option left out (its default), for every option but `host`, as `undefined` is, everywhere below
+  // (`signer: kms ? … : null`, `maxSummaryBytes: config.max ?? null`): one rule, not one per option (some took it as
+  // none, others refused it as no value of their type).
+  const nulls = OPEN_FIELDS.filter(
+    (name) => name !== 'host' && (given as unknown as Record<string, unknown>)[name] === null,
   );
   const plain: OpenLedgerOptions =
     nulls.length === 0 ? given : { ...given, ...Object.fromEntries(nulls.map((name) => [name, undefined])) };

@@ -11,6 +11,11 @@ import type { WitnessingOptions } from './witnessing.js';
 import type { PostgresBackendOptions } from './postgres.js';
 import type { TelemetryOptions } from '../telemetry/telemetry.js';
 
+/**
+ * The options of `openLedger`. Every option but `host` may be `null`, which is the option left out (its default), as
+ * `undefined` is: `keyFile: args.key ?? null`, `telemetry: null` (the global API, as when left out), `root: null` (the
+ * default root below). Any other value not of its type is refused (`INVALID_ARGUMENT`, naming the option).
+ */
 export interface OpenLedgerOptions {
   /**
    * Store directory; default `$HANDOFF_LEDGER_ROOT` (set to `""`: as if unset), else
