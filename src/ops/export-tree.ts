@@ -12,6 +12,7 @@ import { parseCheckpoint } from '../../manifests/format/checkpoint.js';
 import { auditUsage } from '../../manifests/audit/errors.js';
 import { revokedSigner } from '../../manifests/audit/verify-tree.js';
 import { ManifestError } from '../../manifests/errors.js';
+import { escapeRawInJson } from '../../store/errors.js';
 import type { TrustStore } from '../../manifests/format/trust.js';
 import type { NoteVerifierKey } from '../../manifests/crypto/note.js';
 import { equalBytes } from '../../manifests/tlog/merkle.js';
@@ -80,7 +81,10 @@ export async function sinceSize(
     throw auditUsage(`${name}: not a checkpoint of this log: ${(err as Error).message}`, { cause: err });
   }
   if (cut.origin !== undefined && old.origin !== cut.origin)
-    throw auditUsage(`${name}: not a checkpoint of this log: its origin is another (${old.origin})`);
+    // The note's origin is the auditor's file's text (a control or bidi character may be in it): quoted, escaped.
+    throw auditUsage(
+      `${name}: not a checkpoint of this log: its origin is another (${escapeRawInJson(JSON.stringify(old.origin))})`,
+    );
   if (old.size > cut.size)
     // Both sizes are numbers (parseCheckpoint's and the log's): nothing from the file to escape.
     throw auditUsage(

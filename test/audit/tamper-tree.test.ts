@@ -511,6 +511,23 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
   });
 });
 
+describe("export since a note of this log's key whose checkpoint names another origin", () => {
+  // Signed by this log's checkpoint key (its name is the log's origin), the body's origin line another: the refusal
+  // quotes that line, the auditor's file's text, with what a terminal acts on escaped.
+  it('refuses it (AuditError USAGE, no bundle), the origin quoted and escaped', async () => {
+    const signer = (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring.checkpointSigner;
+    const note = earlier.slice(0, earlier.indexOf('\n\n') + 1);
+    const moved = await signNote(note.replace(/^[^\n]*\n/, 'evil\u202e\u009bx\n'), [signer]);
+    const out = join(tempDir(), 'bundle');
+    const err = await exportBundle(ledger, { out, since: moved }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AuditError);
+    expect((err as AuditError).message).toBe(
+      'since: not a checkpoint of this log: its origin is another ("evil\\u202e\\u009bx")',
+    );
+    expect(existsSync(out)).toBe(false);
+  });
+});
+
 describe('export --since a checkpoint signed by a checkpoint key the store has since revoked', () => {
   // The auditor's note is this log's, signed by its checkpoint key of the time; the host key was revoked since (a
   // compromise), and the checkpoint key with it. export refused it as "not a checkpoint of this log: the note carries
