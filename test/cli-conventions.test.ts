@@ -280,18 +280,15 @@ describe.each(Object.keys(commands))('%s', (name) => {
     );
   });
 
-  it.skipIf(serves.has(name))(
-    'exits 0 on success',
-    async () => {
+  // audit-ui serves until interrupted and has no refusal: these two are not registered for it (see `serves`).
+  if (!serves.has(name))
+    it('exits 0 on success', async () => {
       const r = await cli(cases[name]!.ok());
       expect(r.code, r.stderr).toBe(0);
-    },
-    60_000,
-  );
+    }, 60_000);
 
-  it.skipIf(serves.has(name))(
-    'exits 1 on a refusal, with the error code on stderr and no data on stdout',
-    async () => {
+  if (!serves.has(name))
+    it('exits 1 on a refusal, with the error code on stderr and no data on stdout', async () => {
       const r = await cli(cases[name]!.refused());
       expect(r.code, r.stderr + r.stdout).toBe(1);
       if (findingsOnStdout.has(name)) expect(r.stdout).toMatch(/FAILED/);
@@ -299,9 +296,7 @@ describe.each(Object.keys(commands))('%s', (name) => {
         if (!narrates.has(name)) expect(r.stdout).toBe('');
         expect(r.stderr).toMatch(/^handoff-ledger: [A-Z_]+: .*\n$/m);
       }
-    },
-    60_000,
-  );
+    }, 60_000);
 
   it('exits 2 on a usage error, with the message on stderr and nothing on stdout', async () => {
     const sub = { keys: ['keys', 'list'], witness: ['witness', 'serve'] }[name] ?? [name];
