@@ -4,7 +4,7 @@
  * `npm test` builds it first).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -91,7 +91,121 @@ export interface WitnessProcess {
   exited: Promise<number | null>;
 }
 
-/** Writes a witness's key (once per dir) and logs file, then starts `witness serve` and waits until it listens. */
+/**
+ * How long a witness is given to print its address: past it, startWitness fails with what the child printed so far and
+ * where it waited (a diagnostic report of Node's), not a hook's bare timeout. Below the 60 s the tests give the hooks.
+ */
+export const START_DEADLINE_MS = 45_000;
+
+/** The part of a Node diagnostic report (`--report-on-signal`) that says where a process waits: its stack and handles. */
+function reportExcerpt(dir: string): string {
+  let files: string[];
+  try {
+    files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+  } catch {
+    return '(no diagnostic report)';
+  }
+  return files
+    .map((f) => {
+      try {
+        const r = JSON.parse(readFileSync(join(dir, f), 'utf8')) as {
+          javascriptStack?: { message?: string; stack?: string[] };
+          libuv?: Array<{ type?: string; is_active?: boolean; localEndpoint?: unknown }>;
+        };
+        const handles = (r.libuv ?? [])
+          .filter((h) => h.is_active)
+          .map((h) => `${h.type ?? '?'}${h.localEndpoint ? ` ${JSON.stringify(h.localEndpoint)}` : ''}`);
+        return `report ${f}: ${r.javascriptStack?.message ?? ''}\n${(r.javascriptStack?.stack ?? []).join('\n')}\nactive handles: ${handles.join(', ')}`;
+      } catch (err) {
+        return `report ${f}: unreadable (${String(err)})`;
+      }
+    })
+    .join('\n');
+}
+
+/**
+ * Each thread of a process as Linux shows it: its name, its state (D: waiting in the kernel, on a disk) and the number
+ * of the system call it is in (74 fsync, 75 fdatasync, 202 futex, 232 epoll_wait on x86-64). Empty elsewhere.
+ */
+function threadStates(pid: number | undefined): string {
+  if (pid === undefined) return '';
+  try {
+    return readdirSync(`/proc/${pid}/task`)
+      .map((t) => {
+        const at = (f: string) => {
+          try {
+            return readFileSync(`/proc/${pid}/task/${t}/${f}`, 'utf8');
+          } catch {
+            return '';
+          }
+        };
+        const state = /^State:\s*(\S+)/m.exec(at('status'))?.[1] ?? '?';
+        return `${at('comm').trim()} ${state} syscall ${at('syscall').split(' ')[0]?.trim() ?? '?'}`;
+      })
+      .join('; ');
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Runs `node args`, resolves with the child once `ready(line)` returns a value for a line of its stdout; rejects when
+ * it exits first, or after `deadlineMs` (then with what it printed and a diagnostic report of where it waited, and
+ * the child killed).
+ */
+async function startChild<T>(
+  what: string,
+  /** What it is waited for, as the errors say it ("listening"). */
+  until: string,
+  args: string[],
+  reports: string,
+  ready: (line: string) => T | undefined,
+  deadlineMs: number,
+): Promise<{ proc: ChildProcessWithoutNullStreams; value: T; stderr: () => string; exited: Promise<number | null> }> {
+  const proc = spawn(process.execPath, [
+    '--report-on-signal',
+    '--report-signal=SIGUSR2',
+    `--report-directory=${reports}`,
+    ...args,
+  ]);
+  let err = '';
+  const out: string[] = [];
+  proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
+  const lines = createInterface({ input: proc.stdout });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const value = await new Promise<T>((resolve, reject) => {
+      lines.on('line', (line) => {
+        out.push(line);
+        const v = ready(line);
+        if (v !== undefined) resolve(v);
+      });
+      void exited.then((code) => reject(new Error(`${what} exited ${String(code)} before ${until}: ${err}`)));
+      timer = setTimeout(() => {
+        // Where it waits, then the child killed: a hung start must not outlive the test.
+        const threads = threadStates(proc.pid);
+        proc.kill('SIGUSR2');
+        setTimeout(() => {
+          proc.kill('SIGKILL');
+          reject(
+            new Error(
+              `${what} not ${until} after ${deadlineMs} ms (pid ${String(proc.pid)});\nstdout: ${out.join('\n')}\nstderr: ${err}\nthreads: ${threads}\n${reportExcerpt(reports)}`,
+            ),
+          );
+        }, 2_000);
+      }, deadlineMs);
+    });
+    return { proc, value, stderr: () => err, exited };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Writes a witness's key (once per dir) and logs file, then starts `witness serve` and waits until it listens (at
+ * most `deadlineMs` for each of the two children: see START_DEADLINE_MS).
+ */
 export async function startWitness(
   dir: string,
   name: string,
@@ -99,38 +213,45 @@ export async function startWitness(
   extra: string[] = [],
   /** Node's own options before the CLI (`--import PRELOAD`). */
   nodeArgs: string[] = [],
+  deadlineMs = START_DEADLINE_MS,
 ): Promise<WitnessProcess> {
   mkdirSync(dir, { recursive: true });
   const key = join(dir, 'witness.key');
   const logsFile = join(dir, 'logs.json');
+  const reports = join(dir, 'reports');
+  mkdirSync(reports, { recursive: true });
   writeFileSync(logsFile, JSON.stringify({ logs }));
-  const { existsSync } = await import('node:fs');
   if (!existsSync(key)) {
-    const gen = spawn(process.execPath, [CLI, 'witness', 'keygen', '--name', name, '--out', key]);
-    const code = await new Promise((r) => gen.on('exit', r));
-    if (code !== 0) throw new Error(`witness keygen exited ${String(code)}`);
+    const gen = await startChild(
+      'witness keygen',
+      'done',
+      [CLI, 'witness', 'keygen', '--name', name, '--out', key],
+      reports,
+      () => undefined,
+      deadlineMs,
+    ).catch((err: Error) => err);
+    // keygen prints nothing it waits on: its exit ends the wait (a rejection "exited N before done").
+    if (!(gen instanceof Error) || !/^witness keygen exited 0 before done: /.test(gen.message)) throw gen;
   }
   const listen = extra.includes('--listen') ? [] : ['--listen', '127.0.0.1:0'];
   const args = ['witness', 'serve', ...listen, '--key', key, '--logs', logsFile];
-  const proc = spawn(process.execPath, [...nodeArgs, CLI, ...args, '--state', join(dir, 'state'), ...extra]);
-  let err = '';
-  proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
-  const lines = createInterface({ input: proc.stdout });
   let vkey = '';
   let listening = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    lines.on('line', (line) => {
+  const started = await startChild(
+    'witness',
+    'listening',
+    [...nodeArgs, CLI, ...args, '--state', join(dir, 'state'), ...extra],
+    reports,
+    (line) => {
       if (line.startsWith('witness ')) vkey = line.slice('witness '.length);
       const m = /^listening on (http:\/\/[^ ]+) /.exec(line);
-      if (m) {
-        listening = line;
-        resolve(m[1]!);
-      }
-    });
-    void exited.then((code) => reject(new Error(`witness exited ${String(code)} before listening: ${err}`)));
-  });
-  return { url, vkey, proc, listening, stderr: () => err, exited };
+      if (!m) return undefined;
+      listening = line;
+      return m[1]!;
+    },
+    deadlineMs,
+  );
+  return { url: started.value, vkey, proc: started.proc, listening, stderr: started.stderr, exited: started.exited };
 }
 
 export async function stopWitness(w: WitnessProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
