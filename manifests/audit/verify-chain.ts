@@ -21,7 +21,7 @@ import { parseBundleHeader, type BundleHeader, type BundleReader } from './bundl
 import { nobleVerifier, type SignatureVerifier } from '../crypto/ed25519.js';
 import { byHostThenKeyId, trustDigest, type TrustStore } from '../format/trust.js';
 import { verifyBlobs, type BlobCheckOptions } from './verify-blobs.js';
-import { checkpointSigners, startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
+import { checkpointSigners, openSince, startTreeCheck, verifyTree, type CheckpointSummary } from './verify-tree.js';
 import { verifySessionHeads, type CompletenessCoverage } from './verify-heads.js';
 import { assertWitnessPolicy, witnessCoverage, type WitnessCoverage, type WitnessPolicy } from './verify-witnesses.js';
 import { auditUsage, readAuditOptions } from './errors.js';
@@ -555,6 +555,23 @@ function readerProblem(reader: unknown): string | undefined {
  *   that cannot be met
  */
 export async function verifyBundle(reader: BundleReader, options: VerifyBundleOptions): Promise<BundleAuditReport> {
+  return verifyBundleAs(reader, options, { since: 'since' });
+}
+
+/** The names a refusal gives an option: the library's (`since`) or the command line's and the page's (`--since`). */
+export interface AuditOptionNames {
+  since: string;
+}
+
+/**
+ * `verifyBundle`, its refusals naming the options as `names` says: the command line and the auditor's page call it
+ * with their `--since`. Not exported from the package: the library's callers gave `since`.
+ */
+export async function verifyBundleAs(
+  reader: BundleReader,
+  options: VerifyBundleOptions,
+  names: AuditOptionNames,
+): Promise<BundleAuditReport> {
   const notReader = readerProblem(reader);
   if (notReader !== undefined)
     throw auditUsage(`verifyBundle takes a bundle reader (bundleDirReader, memoryBundleReader)${notReader}`);
@@ -575,6 +592,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   } catch (err) {
     throw auditUsage((err as Error).message, { cause: err });
   }
+  const since = options.since === undefined ? undefined : openSince(options.since, options, names.since);
   const headerText = await reader.header();
   const header = headerText === undefined ? undefined : parseBundleHeader(headerText);
   const sink = new FindingSink(options.maxFindings ?? 100_000);
@@ -583,7 +601,7 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
   // filtered checks unless the auditor expects a full bundle; filters the auditor did not confirm are a finding (step 8).
   const filtered = scopeOf(header) !== undefined && options.expect !== 'full';
   // The checkpoint is read and opened once; leaves are hashed only when it verifies, to hold them against it.
-  const tree = await startTreeCheck(reader, filtered, options);
+  const tree = await startTreeCheck(reader, filtered, options, since);
   const runs = tree.leaves ? tree.leaves.tap(splitLineRuns(reader.manifests())) : splitLineRuns(reader.manifests());
   const { chains: tracker, lines, verified, signers } = await verifyLines(runs, options, sink, totalBytes);
   // Expecting the whole log, the auditor takes no scope from the header.
@@ -652,8 +670,8 @@ export async function verifyBundle(reader: BundleReader, options: VerifyBundleOp
       checkpoints: checkpoint && tree.opened?.ok ? checkpointSigners(tree.opened.note, options.trust) : [],
     },
   };
-  // verifyTree threw USAGE for an earlier checkpoint that does not verify: one given here opened.
-  if (tree.since?.ok) {
+  // An earlier checkpoint that does not verify was refused (USAGE) before the bundle was read: one given here opened.
+  if (tree.since) {
     const counts = sink.counts() as Record<string, number | undefined>;
     const failed = Object.keys(counts).some(
       (c) => (counts[c] ?? 0) > 0 && (c.startsWith('CONSISTENCY_') || c.startsWith('CHECKPOINT_')),

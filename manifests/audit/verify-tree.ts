@@ -158,6 +158,20 @@ export class LeafTap {
 }
 
 type Opened = { ok: true; checkpoint: Checkpoint; note: OpenedNote } | { ok: false; code: string; message: string };
+/** A checkpoint note whose signature verified. */
+export type OpenedCheckpoint = Extract<Opened, { ok: true }>;
+
+/**
+ * The auditor's earlier checkpoint, opened under the pinned checkpoint keys before any of the bundle is read: one that
+ * does not verify is the auditor's mistake, said at once (not after every line was checked). `name` is the option as
+ * the caller gave it (`since` to the library, `--since` on the command line and the auditor's page).
+ * @throws AuditError `USAGE` when it does not verify
+ */
+export function openSince(text: string, options: TreeCheckOptions, name: string): OpenedCheckpoint {
+  const opened = openCheckpoint(text, options);
+  if (!opened.ok) throw auditUsage(`${name}: the earlier checkpoint does not verify: ${opened.message}`);
+  return opened;
+}
 
 /**
  * Step 9 as far as it goes before the lines stream: the bundle's checkpoint read and opened once, the auditor's
@@ -167,7 +181,7 @@ type Opened = { ok: true; checkpoint: Checkpoint; note: OpenedNote } | { ok: fal
 export interface TreeStart {
   text: string | undefined;
   opened: Opened | undefined;
-  since: Opened | undefined;
+  since: OpenedCheckpoint | undefined;
   leaves: LeafTap | undefined;
 }
 
@@ -175,12 +189,13 @@ export async function startTreeCheck(
   reader: BundleReader,
   filtered: boolean,
   options: TreeCheckOptions,
+  /** The auditor's earlier checkpoint (`openSince`), when one was given. */
+  since: OpenedCheckpoint | undefined,
 ): Promise<TreeStart> {
   const text = await reader.treeFile?.(BUNDLE_CHECKPOINT_FILE);
   const opened = text === undefined ? undefined : openCheckpoint(text, options);
-  const since = options.since === undefined ? undefined : openCheckpoint(options.since, options);
   const leaves = opened?.ok
-    ? new LeafTap(filtered ? 'keep' : 'fold', since?.ok ? since.checkpoint.size : undefined, opened.checkpoint.size)
+    ? new LeafTap(filtered ? 'keep' : 'fold', since?.checkpoint.size, opened.checkpoint.size)
     : undefined;
   return { text, opened, since, leaves };
 }
@@ -302,7 +317,6 @@ export function checkpointSigners(
 /**
  * Runs step 9. Returns the checkpoint summary, or `undefined` when the bundle has no checkpoint and none
  * was demanded (no pinned checkpoint key, no `since`).
- * @throws AuditError `USAGE` when the auditor's own `since` checkpoint does not verify
  */
 export async function verifyTree(
   reader: BundleReader,
@@ -429,11 +443,10 @@ async function verifySince(
   reader: BundleReader,
   leaves: LeafTap,
   cp: Checkpoint,
-  old: Opened,
+  old: OpenedCheckpoint,
   sink: FindingSink,
   linesMatch: boolean,
 ): Promise<void> {
-  if (!old.ok) throw auditUsage(`--since: the earlier checkpoint does not verify: ${old.message}`);
   const o = old.checkpoint;
   const fail = (message: string) =>
     sink.add({

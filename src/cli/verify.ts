@@ -35,7 +35,7 @@ import {
   readExpectation,
   type SettingWords,
 } from '../../manifests/audit/auditor-options.js';
-import { auditBundle } from '../ops/audit.js';
+import { auditBundleAs } from '../ops/audit.js';
 import {
   MAX_WITNESS_KEYS_BYTES,
   readWitnessPolicy,
@@ -275,19 +275,23 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const bar = progressBar(io);
     let report: BundleAuditReport;
     try {
-      report = await auditBundle(reader, {
-        trust,
-        verifier: values.verifier === 'noble' ? nobleVerifier : nodeVerifier,
-        ...(lineVerifier ? { lineVerifier } : {}),
-        hash: await loadHashBackend(hashName, (m) => io.stderr.write(`${printableOnce(m)}\n`)),
-        checkSummary: storedSummaryProblem,
-        requireBlobs: values['require-blobs'],
-        ...(scope ? { scope } : {}),
-        ...(expect ? { expect } : {}),
-        onProgress: bar.update,
-        ...(since !== undefined ? { since } : {}),
-        ...(witnesses ? { witnesses: witnesses.policy } : {}),
-      });
+      report = await auditBundleAs(
+        reader,
+        {
+          trust,
+          verifier: values.verifier === 'noble' ? nobleVerifier : nodeVerifier,
+          ...(lineVerifier ? { lineVerifier } : {}),
+          hash: await loadHashBackend(hashName, (m) => io.stderr.write(`${printableOnce(m)}\n`)),
+          checkSummary: storedSummaryProblem,
+          requireBlobs: values['require-blobs'],
+          ...(scope ? { scope } : {}),
+          ...(expect ? { expect } : {}),
+          onProgress: bar.update,
+          ...(since !== undefined ? { since } : {}),
+          ...(witnesses ? { witnesses: witnesses.policy } : {}),
+        },
+        { since: '--since' },
+      );
     } finally {
       bar.done();
       await lineVerifier?.close();

@@ -2,7 +2,8 @@
 import type { BundleReader } from '../../manifests/audit/bundle.js';
 import {
   BUNDLE_FIELDS,
-  verifyBundle,
+  verifyBundleAs,
+  type AuditOptionNames,
   type BundleAuditReport,
   type VerifyBundleOptions,
 } from '../../manifests/audit/verify-chain.js';
@@ -19,6 +20,15 @@ export async function auditBundle(
   reader: BundleReader,
   options: VerifyBundleOptions & { telemetry?: TelemetryOptions | LedgerTelemetry },
 ): Promise<BundleAuditReport> {
+  return auditBundleAs(reader, options, { since: 'since' });
+}
+
+/** `auditBundle`, its refusals naming the options as `names` says (`verify` gives its `--since`). */
+export async function auditBundleAs(
+  reader: BundleReader,
+  options: VerifyBundleOptions & { telemetry?: TelemetryOptions | LedgerTelemetry },
+  names: AuditOptionNames,
+): Promise<BundleAuditReport> {
   // No options, or options that cannot be read: verifyBundle's own USAGE, not a TypeError of the destructuring here.
   if (typeof options !== 'object' || options === null)
     throw auditUsage('auditBundle needs options naming the pinned trust store: { trust }');
@@ -34,7 +44,7 @@ export async function auditBundle(
   return t.run(
     'verify',
     {},
-    () => verifyBundle(reader, verifyOptions),
+    () => verifyBundleAs(reader, verifyOptions, names),
     (r) => ({
       attributes: {
         'handoff_ledger.verdict_ok': r.ok,

@@ -3,7 +3,7 @@
  * filtered bundle's packed with a bit a line. Both against the tree code the ledger itself appends with.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { startTreeCheck, type LeafTap } from '../../manifests/audit/verify-tree.js';
+import { openSince, startTreeCheck, type LeafTap } from '../../manifests/audit/verify-tree.js';
 import type { RawLine } from '../../manifests/audit/verify-line.js';
 import { memoryBundleReader } from '../../manifests/audit/bundle.js';
 import { encodeVerifierKey, signNote } from '../../manifests/crypto/note.js';
@@ -50,14 +50,18 @@ async function drain(tap: LeafTap, source: AsyncIterable<RawLine[]>): Promise<vo
 
 async function tapFor(filtered: boolean, size: number, root: Uint8Array, since?: string) {
   const reader = memoryBundleReader({ manifests: '', treeFiles: { 'checkpoint.note': await note(size, root) } });
-  return (await startTreeCheck(reader, filtered, { trust, ...(since ? { since } : {}) })).leaves;
+  const options = { trust, ...(since ? { since } : {}) };
+  return (await startTreeCheck(reader, filtered, options, since ? openSince(since, options, 'since') : undefined))
+    .leaves;
 }
 
 describe('LeafTap', () => {
   it('is made only behind a checkpoint that verifies', async () => {
     const reader = memoryBundleReader({ manifests: '', treeFiles: { 'checkpoint.note': 'not a note' } });
-    expect((await startTreeCheck(reader, false, { trust })).leaves).toBeUndefined();
-    expect((await startTreeCheck(memoryBundleReader({ manifests: '' }), false, { trust })).leaves).toBeUndefined();
+    expect((await startTreeCheck(reader, false, { trust }, undefined)).leaves).toBeUndefined();
+    expect(
+      (await startTreeCheck(memoryBundleReader({ manifests: '' }), false, { trust }, undefined)).leaves,
+    ).toBeUndefined();
   });
 
   it("folds a full bundle's leaves to the root the tree code computes, and takes the root at --since's size", async () => {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openLedger } from '../../src/ledger/open.js';
 import type { Ledger } from '../../src/ledger/ledger.js';
 import { exportBundle } from '../../src/ops/export.js';
+import { auditBundle } from '../../src/ops/audit.js';
 import { CHECKPOINT_FINDING_CODES, type FindingCode } from '../../manifests/audit/findings.js';
 import { verifyBundle, type VerifyBundleOptions } from '../../manifests/audit/verify-chain.js';
 import { memoryBundleReader, type BundleTreeFile } from '../../manifests/audit/bundle.js';
@@ -463,6 +464,39 @@ describe('step 9: --since, an auditor’s earlier checkpoint', () => {
     const err = await audit(full, trust, { since: 'not a note' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AuditError);
     expect((err as AuditError).code).toBe('USAGE');
+  });
+
+  it('refuses it before reading any of the bundle, naming `since` as the library caller wrote it (verifyBundle, auditBundle)', async () => {
+    // Another log's checkpoint (its key not pinned), and text that is no note.
+    const seed = new Uint8Array(32).fill(9);
+    const foreign = await signNote(`example.com/other\n1\n${'A'.repeat(43)}=\n`, [
+      { name: 'example.com/other', publicKey: noblePublicKey(seed), sign: (m) => nobleSign(m, seed) },
+    ]);
+    for (const since of [foreign, 'not a note'])
+      for (const call of [verifyBundle, auditBundle]) {
+        const read: string[] = [];
+        const reader = memoryBundleReader({
+          manifests: full.lines.map((l) => `${l}\n`).join(''),
+          treeFiles: full.tree,
+        });
+        const watched = new Proxy(reader, {
+          get(target, name, receiver) {
+            const member = Reflect.get(target, name, receiver) as unknown;
+            if (typeof member !== 'function') return member;
+            return (...args: unknown[]) => {
+              read.push(String(name));
+              return (member as (...a: unknown[]) => unknown).apply(target, args);
+            };
+          },
+        });
+        const err = await call(watched, { trust, since }).catch((e: unknown) => e);
+        expect(err, call.name).toMatchObject({
+          name: 'AuditError',
+          code: 'USAGE',
+          message: expect.stringMatching(/^since: the earlier checkpoint does not verify: /),
+        });
+        expect(read, call.name).toEqual([]);
+      }
   });
 
   it('export refuses an earlier checkpoint it cannot prove from (AuditError USAGE, naming `since` as the library caller wrote it), writing no bundle', async () => {

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { AuditError, auditUsage } from '../../manifests/audit/errors.js';
-import { verifyBundle } from '../../manifests/audit/verify-chain.js';
+import { verifyBundleAs } from '../../manifests/audit/verify-chain.js';
 import { inlineLineVerifier, type LineVerifier, type VerifiedLine } from '../../manifests/audit/verify-line.js';
 import { createWebCryptoLineVerifier } from '../../manifests/audit/verify-webcrypto.js';
 import { readWitnessPolicy } from '../../manifests/audit/verify-witnesses.js';
@@ -180,23 +180,28 @@ async function verify(request: VerifyRequest): Promise<void> {
   let lastPost = 0;
   let report;
   try {
-    report = await verifyBundle(reader, {
-      trust,
-      lineVerifier: lines,
-      checkSummary: storedSummaryProblem,
-      requireBlobs: request.requireBlobs === true,
-      ...(auditScope ? { scope: auditScope } : {}),
-      ...(expect ? { expect } : {}),
-      ...(request.since !== undefined ? { since: request.since } : {}),
-      ...(witnesses ? { witnesses } : {}),
-      ...(batch !== undefined ? { batchSize: batch } : {}),
-      onProgress(p) {
-        const now = performance.now();
-        if (now - lastPost < 50) return;
-        lastPost = now;
-        post({ type: 'progress', ...p });
+    report = await verifyBundleAs(
+      reader,
+      {
+        trust,
+        lineVerifier: lines,
+        checkSummary: storedSummaryProblem,
+        requireBlobs: request.requireBlobs === true,
+        ...(auditScope ? { scope: auditScope } : {}),
+        ...(expect ? { expect } : {}),
+        ...(request.since !== undefined ? { since: request.since } : {}),
+        ...(witnesses ? { witnesses } : {}),
+        ...(batch !== undefined ? { batchSize: batch } : {}),
+        onProgress(p) {
+          const now = performance.now();
+          if (now - lastPost < 50) return;
+          lastPost = now;
+          post({ type: 'progress', ...p });
+        },
       },
-    });
+      // The page's refusals say what the command line's say (`--since: …`), word for word.
+      { since: '--since' },
+    );
   } finally {
     await inner.close();
   }
