@@ -39,6 +39,7 @@ import { equalBytes, leafHash, verifyConsistency, verifyInclusion } from '../tlo
 import { leafOfLine } from '../tlog/leaf.js';
 import { appendLeafHashes, rootOf, type TreeNode } from '../tlog/tree.js';
 import { verifyWitnesses, type WitnessPolicy, type WitnessSummary } from './verify-witnesses.js';
+import { escapedText } from '../../store/errors.js';
 
 export interface TreeCheckOptions {
   trust: TrustStore;
@@ -169,7 +170,8 @@ export type OpenedCheckpoint = Extract<Opened, { ok: true }>;
  */
 export function openSince(text: string, options: TreeCheckOptions, name: string): OpenedCheckpoint {
   const opened = openCheckpoint(text, options);
-  if (!opened.ok) throw auditUsage(`${name}: the earlier checkpoint does not verify: ${opened.message}`);
+  // Its reason may quote the note's origin line, the auditor's file's text: what a terminal acts on escaped.
+  if (!opened.ok) throw auditUsage(`${name}: the earlier checkpoint does not verify: ${escapedText(opened.message)}`);
   return opened;
 }
 

@@ -560,6 +560,22 @@ describe("export since a note of this log's key whose checkpoint names another o
     );
     expect(existsSync(out)).toBe(false);
   });
+
+  it('verify refuses it (USAGE, before the bundle is read), the origin escaped as export escapes it', async () => {
+    // The same note given to verifyBundle / auditBundle: its key is pinned, its origin line names no pinned key. The
+    // refusal quoted the auditor's file's origin raw (U+202E and U+009B as they are).
+    const signer = (ledger as unknown as { keyring: { checkpointSigner: NoteSigner } }).keyring.checkpointSigner;
+    const note = earlier.slice(0, earlier.indexOf('\n\n') + 1);
+    const moved = await signNote(note.replace(/^[^\n]*\n/, 'evil\u202e\u009bx\n'), [signer]);
+    for (const call of [verifyBundle, auditBundle]) {
+      const reader = memoryBundleReader({ manifests: full.lines.map((l) => `${l}\n`).join(''), treeFiles: full.tree });
+      const err = await call(reader, { trust, since: moved }).catch((e: unknown) => e);
+      expect(err, call.name).toBeInstanceOf(AuditError);
+      expect((err as AuditError).message, call.name).toBe(
+        'since: the earlier checkpoint does not verify: no pinned key named evil\\u202e\\u009bx signed it',
+      );
+    }
+  });
 });
 
 describe('export --since a checkpoint signed by a checkpoint key the store has since revoked', () => {
