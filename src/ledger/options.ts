@@ -14,7 +14,8 @@ import type { TelemetryOptions } from '../telemetry/telemetry.js';
 /**
  * The options of `openLedger`. Every option but `host` may be `null`, which is the option left out (its default), as
  * `undefined` is: `keyFile: args.key ?? null`, `telemetry: null` (the global API, as when left out), `root: null` (the
- * default root below). Any other value not of its type is refused (`INVALID_ARGUMENT`, naming the option).
+ * default root below). Any other value not of its type is refused (`INVALID_ARGUMENT`, naming the option; `trust`:
+ * `TRUST_INVALID`, as `parseTrustStore` refuses it).
  */
 export interface OpenLedgerOptions {
   /**
