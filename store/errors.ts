@@ -250,15 +250,15 @@ export function escapedText(text: string): string {
   return text.replace(ACTING_TEXT, jsonEscape);
 }
 
+/** A value's type as a refusal names it: its `typeof`, and `null` as `null` (not `object`). */
+export const typeName = (value: unknown): string => (value === null ? 'null' : typeof value);
+
 /**
  * A caller's value (or a stored one) as a refusal's message names it, without converting it: a string quoted (its
  * first `max` units, a JSON string with nothing a terminal acts on left raw), a number, boolean, bigint, null or
  * undefined as itself, anything else by its type. `${value}` or `String(value)` of an object whose `toString` throws
  * (or a symbol, in a template) threw that error in place of the coded refusal.
  */
-/** A value's type as a refusal names it: its `typeof`, and `null` as `null` (not `object`). */
-export const typeName = (value: unknown): string => (value === null ? 'null' : typeof value);
-
 export function shownValue(value: unknown, max = 40): string {
   if (typeof value === 'string') return escapeRawInJson(JSON.stringify(value.slice(0, max)));
   if (value === null || ['number', 'boolean', 'bigint', 'undefined'].includes(typeof value)) return String(value);
