@@ -552,7 +552,8 @@ function readerProblem(reader: unknown): string | undefined {
  * @throws AuditError `BUNDLE_INVALID` (no parseable header where the reader has one), `BUNDLE_IO`
  *   (from the reader), `WORKER_FAILED`; `USAGE` for no reader (or an object without its `header` and `manifests`
  *   methods, or with an optional one that is no function), options without a trust store or a witness policy
- *   that cannot be met
+ *   that cannot be met, or a `since` that does not verify under the pinned checkpoint keys (`since: the earlier
+ *   checkpoint does not verify: …`, before any of the bundle is read)
  */
 export async function verifyBundle(reader: BundleReader, options: VerifyBundleOptions): Promise<BundleAuditReport> {
   return verifyBundleAs(reader, options, { since: 'since' });
