@@ -142,6 +142,7 @@ const GIVEN: Record<string, Record<string, string[]>> = {
     "import { readFileSync } from 'node:fs';": ['openLedger'],
   },
   'src/ops/auditor-page.ts': { "import { auditorPagePath, readAuditorPage } from 'handoff-ledger/web';": ['res'] },
+  'src/ledger/options.ts': { "import { openLedger } from 'handoff-ledger';": [] },
   'src/compaction/should-compact.ts': {
     'shouldCompact({ usedTokens: 140_000, contextWindow: 200_000 }); // true': ['shouldCompact'],
   },

@@ -64,7 +64,7 @@ import {
   type ConsistencyProof,
   type InclusionProof,
 } from './proofs.js';
-import type { OpenLedgerOptions } from './options.js';
+import type { ResolvedOpenOptions } from './options.js';
 import {
   canDecodeStream,
   decodeSummary,
@@ -436,7 +436,7 @@ export class Ledger {
     verifier: SignatureVerifier;
     /** Where notices go: `options.onNotice`, or console.warn (decided once, by openLedger). */
     notice: (message: string) => void;
-    options: OpenLedgerOptions;
+    options: ResolvedOpenOptions;
     /** The newest createdAt the log holds for the current key (earlier runs, other processes). */
     lastSignedAt?: string;
     /** The current key's log record, damaged (a diagnosing open goes on for fsck): that key signs nothing. */

@@ -45,7 +45,7 @@ import { decodeBase64 } from '../../manifests/encoding/base64.js';
 import { Ledger } from './ledger.js';
 import { parseHost } from './scope.js';
 import { checkIdentifierPolicy, checkTelemetryProviders, type TelemetryOptions } from '../telemetry/telemetry.js';
-import type { OpenLedgerOptions } from './options.js';
+import type { OpenLedgerOptions, ResolvedOpenOptions } from './options.js';
 import { printableOnce, shellWord } from '../../manifests/encoding/printable.js';
 import { readRootFormat, writeRootFormat } from './root-format.js';
 
@@ -171,7 +171,7 @@ function clockValue(now: unknown): string {
  * first use.
  * @throws LedgerError `INVALID_ARGUMENT`
  */
-function checkKeyOptions(options: OpenLedgerOptions): void {
+function checkKeyOptions(options: ResolvedOpenOptions): void {
   const path = (name: string, value: unknown) => {
     if (value === undefined || value === null || isPathName(value)) return;
     // A NUL names no file: Node's fs refused it with a plain TypeError (ERR_INVALID_ARG_VALUE) once the open began.
@@ -267,13 +267,15 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
   const nulls = OPEN_FIELDS.filter(
     (name) => name !== 'host' && (given as unknown as Record<string, unknown>)[name] === null,
   );
-  const plain: OpenLedgerOptions =
-    nulls.length === 0 ? given : { ...given, ...Object.fromEntries(nulls.map((name) => [name, undefined])) };
+  const plain: ResolvedOpenOptions =
+    nulls.length === 0
+      ? (given as ResolvedOpenOptions)
+      : { ...(given as ResolvedOpenOptions), ...Object.fromEntries(nulls.map((name) => [name, undefined])) };
   // Further trusted keys are checked like a trust file: a window time that does not parse would compare as no bound.
   const trusted = plain.trust === undefined ? plain : { ...plain, trust: parseTrustStore(plain.trust) };
   // The option objects inside (witnesses and their endpoints, postgres, telemetry) read once as well: a getter or proxy
   // that throws there is INVALID_ARGUMENT naming it, before anything is written, and what is checked is what is used.
-  const options: OpenLedgerOptions = {
+  const options: ResolvedOpenOptions = {
     ...trusted,
     ...(trusted.witnesses !== undefined ? { witnesses: readWitnessingOptions(trusted.witnesses) } : {}),
     ...(trusted.postgres ? { postgres: readPostgresOptions(trusted.postgres) } : {}),

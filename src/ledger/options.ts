@@ -16,60 +16,68 @@ import type { TelemetryOptions } from '../telemetry/telemetry.js';
  * `undefined` is: `keyFile: args.key ?? null`, `telemetry: null` (the global API, as when left out), `root: null` (the
  * default root below). Any other value not of its type is refused (`INVALID_ARGUMENT`, naming the option; `trust`:
  * `TRUST_INVALID`, as `parseTrustStore` refuses it).
+ * @example
+ * ```ts
+ * import { openLedger } from 'handoff-ledger';
+ * // Settings a deployment may leave out: null is the option's default.
+ * const config = JSON.parse(process.env.LEDGER_CONFIG ?? '{}') as { keyFile?: string; root?: string };
+ * const ledger = await openLedger({ host: 'build-01', keyFile: config.keyFile ?? null, root: config.root ?? null });
+ * await ledger.close();
+ * ```
  */
 export interface OpenLedgerOptions {
   /**
    * Store directory; default `$HANDOFF_LEDGER_ROOT` (set to `""`: as if unset), else
    * `${XDG_STATE_HOME:-~/.local/state}/handoff-ledger`.
    */
-  root?: string | undefined;
+  root?: string | null | undefined;
   /** This host's id: bound into every manifest it signs. */
   host: string;
   /** An injected signer (KMS/HSM); default: the store's key file for this host, generated on first open. */
-  signer?: Signer | undefined;
+  signer?: Signer | null | undefined;
   /** Path of a private JWK key file to sign with instead of the store's own. */
-  keyFile?: string | undefined;
+  keyFile?: string | null | undefined;
   /**
    * Whether an open may make this host a signing key when the root has none for it (its first open; default true).
    * False: `KEY_INVALID` naming the hosts with keys here, and no host key made or listed (a key file trust.json does not
    * list is refused too): what the CLI's commands other than `init` and `publish` open with, for a mistyped or missing
    * `--host` must not add a trusted key. Ignored with `signer` or `keyFile`.
    */
-  createHostKey?: boolean | undefined;
+  createHostKey?: boolean | null | undefined;
   /** Further trusted keys (other hosts sharing a PostgreSQL store). The store's own trust file is always used. */
-  trust?: TrustStore | undefined;
+  trust?: TrustStore | null | undefined;
   /** Largest accepted summary, in canonical bytes (default 1 MiB). */
-  maxSummaryBytes?: number | undefined;
+  maxSummaryBytes?: number | null | undefined;
   /**
    * Summaries up to this many canonical bytes (default 64 KiB) are stored inline in the manifest log, in the
    * same durable write as their manifest: one sync instead of three. `0` stores every summary as a blob file
    * (or blob row). Ignored with an injected log that cannot hold blobs.
    */
-  inlineSummaryBytes?: number | undefined;
-  authorizer?: Authorizer | undefined;
+  inlineSummaryBytes?: number | null | undefined;
+  authorizer?: Authorizer | null | undefined;
   /** BLAKE3 backend: `auto` (native, else WASM, else noble; a fallback is reported once), `native`, `wasm`, `noble`. */
-  hash?: HashBackendName | undefined;
+  hash?: HashBackendName | null | undefined;
   /** Ed25519 verification backend: `auto` (node:crypto), `node`, `noble`. */
-  verifier?: 'auto' | 'node' | 'noble' | undefined;
+  verifier?: 'auto' | 'node' | 'noble' | null | undefined;
   /**
    * Share one store between processes and hosts: blobs and manifests in PostgreSQL. `root` then holds
    * only this host's key and trust file.
    */
-  postgres?: Omit<PostgresBackendOptions, 'hash'> | undefined;
+  postgres?: Omit<PostgresBackendOptions, 'hash'> | null | undefined;
   /** Injected backends (tests, custom stores). Default: filesystem blobs + LevelDB log under `root`. */
-  blobs?: BlobStore | undefined;
-  log?: ManifestLog | undefined;
+  blobs?: BlobStore | null | undefined;
+  log?: ManifestLog | null | undefined;
   /** Filesystem operations of the embedded blob store (fault injection). */
-  fs?: FsOps | undefined;
+  fs?: FsOps | null | undefined;
   /** LevelDB log options (fault injection): `writeBatch`; the log's open takes the open's own `signal`. */
-  levelLog?: Omit<LevelManifestLogOptions, 'signal'> | undefined;
+  levelLog?: Omit<LevelManifestLogOptions, 'signal'> | null | undefined;
   /**
    * The log's checkpoint origin (C2SP tlog-checkpoint: a unique name such as `example.com/handoffs`). The
    * first opener of a store sets it (default `handoff-ledger.local/<random>`); a different one later is refused. A
    * new log's name holds no character the CLI prints escaped (a bidi or format character such as U+202E, a backslash:
    * `INVALID_ARGUMENT`); a stored name that does (a log named before that rule) still opens.
    */
-  origin?: string | undefined;
+  origin?: string | null | undefined;
   /**
    * Witnesses (C2SP tlog-witness) to submit every new checkpoint to, in the background; `checkpoint()`
    * (and so `export`) returns the checkpoint with the cosignatures gathered for it. A witness that is down
@@ -77,7 +85,7 @@ export interface OpenLedgerOptions {
    * submission under way `closeWaitMs` to end (a process that closes right after a publish still submits it), and
    * says which witnesses it leaves without a cosignature of the newest checkpoint.
    */
-  witnesses?: WitnessingOptions | undefined;
+  witnesses?: WitnessingOptions | null | undefined;
   /**
    * Opens a store whose log does not extend the checkpoint its root pinned (`ROLLBACK`, `FORK`) instead of refusing:
    * the refusal is kept (`Ledger.checkpointFailure`), every operation that checks the log still refuses with it,
@@ -93,14 +101,14 @@ export interface OpenLedgerOptions {
    * or the checkpoint key, refuses it `KEY_INVALID`), a 0.1.0 pin (`<hash>.note`) is read in place, nothing is signed or
    * pinned at open. LevelDB's own files and an older store's migrations are written as at any open.
    */
-  diagnose?: boolean | undefined;
+  diagnose?: boolean | null | undefined;
   /** Clock for `createdAt` (tests). */
-  clock?: (() => Date) | undefined;
+  clock?: (() => Date) | null | undefined;
   /**
    * OpenTelemetry: spans and metrics through the global API (a no-op unless the application registers an
    * SDK), or through the providers given here. Principal and session ids are left out unless asked for.
    */
-  telemetry?: TelemetryOptions | undefined;
+  telemetry?: TelemetryOptions | null | undefined;
   /**
    * Receives one-line notices: backend fallbacks, a publish whose manifest is committed but whose checkpoint
    * pin failed (the next operation pins it), key files and windows found at open, and witnesses that refuse or
@@ -108,7 +116,7 @@ export interface OpenLedgerOptions {
    * answered) is escaped as the CLI prints data (`printable`, manifests/encoding/printable.ts). Default: console.warn.
    * One that throws fails nothing (its error is dropped): a notice never decides an operation's outcome.
    */
-  onNotice?: ((message: string) => void) | undefined;
+  onNotice?: ((message: string) => void) | null | undefined;
   /**
    * Ends the open once it aborts: `CANCELLED` (LedgerError, the signal's reason as its cause), with whatever the open
    * had opened closed again (the embedded log and its lock, PostgreSQL's pool, a connection it is still making closed
@@ -123,5 +131,8 @@ export interface OpenLedgerOptions {
    * and the log closed again (LevelManifestLogOptions.signal). Only the open's: the ledger does not keep it (each
    * operation takes a signal of its own). Not an AbortSignal: `INVALID_ARGUMENT`.
    */
-  signal?: AbortSignal | undefined;
+  signal?: AbortSignal | null | undefined;
 }
+
+/** The options as `openLedger` reads them once `null` was made the option left out: no field is `null`. */
+export type ResolvedOpenOptions = { [K in keyof OpenLedgerOptions]: Exclude<OpenLedgerOptions[K], null> };
