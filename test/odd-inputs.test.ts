@@ -243,12 +243,20 @@ describe('openLedger refuses options that are not what their types say, before w
       host: 'h',
       root,
       onNotice: () => {},
-      ...({ maxSummaryBytes: null, inlineSummaryBytes: null, origin: null } as object),
+      // The options' types admit null too (as the README's `keyFile: args.key ?? null`): no cast.
+      maxSummaryBytes: null,
+      inlineSummaryBytes: null,
+      origin: null,
     });
     try {
       const big = { ...good, state: 'x'.repeat(1024 * 1024) };
       expect(await codeOf(() => ledger.publish(scope, big))).toBe('SUMMARY_TOO_LARGE');
       expect((await ledger.checkpoint()).checkpoint.origin).toMatch(/^handoff-ledger\.local\//);
+      // A small summary is kept in the log (inline), not as a blob file of the store.
+      const small = await ledger.publish(scope, good);
+      const hex = small.digest.slice('blake3:'.length);
+      expect(existsSync(join(root, 'blobs-v1', 'blake3', hex.slice(0, 2), hex.slice(2, 4), hex))).toBe(false);
+      expect((await ledger.resume(scope))?.summary).toEqual(good);
     } finally {
       await ledger.close();
     }
