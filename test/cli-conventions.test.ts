@@ -816,6 +816,29 @@ describe('numeric options', () => {
   });
 });
 
+describe('a required option left out', () => {
+  it("is USAGE followed by the line that points to the command's help, in every command that requires one", async () => {
+    const key = join(newDir(), 'w.key');
+    for (const argv of [
+      ['publish', ...store, '--session', 's1', '--run', 'r1', files.summary],
+      ['grant', ...store, '--principal', 'bob'],
+      ['export', ...store],
+      ['gc', ...store],
+      ['verify', files.bundle],
+      ['witness', 'keygen', '--name', 'w.example/w1'],
+      ['witness', 'keygen', '--out', key],
+      ['witness', 'serve', '--listen', '127.0.0.1:0', '--key', key, '--logs', files.summary],
+    ]) {
+      const r = await cli(argv);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.stdout, argv.join(' ')).toBe('');
+      expect(r.stderr, argv.join(' ')).toMatch(/^handoff-ledger: USAGE: .+\n/);
+      expect(r.stderr.split('\n').slice(1).join('\n'), argv.join(' ')).toBe(helpHint(argv[0]!));
+    }
+    expect(existsSync(key)).toBe(false);
+  });
+});
+
 describe('repeated options and extra arguments', () => {
   it('refuses an empty value of any option as USAGE (exit 2), whichever command and option', async () => {
     for (const argv of [

@@ -48,6 +48,7 @@ import { openBundleDir } from '../ops/bundle-dir.js';
 import { storedSummaryProblem } from '../../manifests/format/summary.js';
 import {
   colours,
+  CommandLineError,
   EXIT_OK,
   EXIT_REFUSED,
   usableHashFromEnv,
@@ -251,8 +252,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     );
     json = values.json;
     if (positionals.length !== 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
+    // A required option left out: a command line of the wrong shape, which points to the command's help.
     if (!values.trust || values.trust.length === 0)
-      throw new UsageError(
+      throw new CommandLineError(
         '--trust FILE is required: the pinned public keys of the hosts (`handoff-ledger keys export`)',
       );
     if (values.verifier !== 'node' && values.verifier !== 'noble')

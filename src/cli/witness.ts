@@ -9,6 +9,7 @@ import { MAX_WITNESS_LOGS_BYTES, parseWitnessLogs } from '../witness/logs.js';
 import { createWitnessServer, type WitnessServer } from '../witness/server.js';
 import { WitnessState } from '../witness/state.js';
 import {
+  CommandLineError,
   EXIT_OK,
   onStopSignal,
   parse,
@@ -60,7 +61,8 @@ export const keygenOptions = {
 async function keygen(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, keygenOptions);
   try {
-    if (!values.name || !values.out) throw new UsageError(`usage: handoff-ledger ${usage}`);
+    // A required option left out: a command line of the wrong shape, which points to the command's help.
+    if (!values.name || !values.out) throw new CommandLineError(`usage: handoff-ledger ${usage}`);
     const key = await createWitnessKeyFile(values.out, values.name);
     // createWitnessKeyFile took only a name that prints as it is; escaped all the same, like all data.
     if (values.json) writeJson(io.stdout, { vkey: key.vkey, name: values.name, out: values.out });
@@ -101,7 +103,7 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
   let server: WitnessServer | undefined;
   try {
     if (!values.listen || !values.key || !values.logs || !values.state)
-      throw new UsageError(`usage: handoff-ledger ${usage}`);
+      throw new CommandLineError(`usage: handoff-ledger ${usage}`);
     const { host, port } = listenAddress(values.listen);
     const maxBodyBytes = optionalCount(
       values['max-body-bytes'],
