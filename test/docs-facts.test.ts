@@ -533,6 +533,14 @@ describe("the README's CLI and web/README.md's files", () => {
     const table = read('web/README.md').split('## What lives here')[1]!.split('\n## ')[0]!;
     expect(sources.filter((f) => !table.includes(`\`${f}\``))).toEqual([]);
   });
+
+  it("the README's word on the page's Content-Security-Policy quotes the connections web/build.mjs allows", () => {
+    const connect = /"connect-src ([^"]+)"/.exec(read('web/build.mjs'))?.[1];
+    expect(connect).toBeDefined();
+    const section = readme.split("### The auditor's page")[1]!.split('\n## ')[0]!.replace(/\s+/g, ' ');
+    const said = section.split('Its Content-Security-Policy')[1] ?? '';
+    expect(said.split('. ')[0]).toContain(`\`connect-src ${connect}\``);
+  });
 });
 
 describe("SECURITY.md's filesystem rule", () => {
