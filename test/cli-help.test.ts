@@ -205,6 +205,14 @@ describe('the exit codes a command help lists', () => {
     expect(exit1).toMatch(/^ {2}1 {3}a coded refusal \(KEY_INVALID, /m);
     expect(exit1).toMatch(/\n {6}WITNESS_KEY_MISMATCH: a --state of another witness key\)$/);
   });
+  // A second witness serve on a --state another one serves exits 2 with LOCKED (witness.lock); the exit 2 line listed
+  // the other failures it answers, and not that one.
+  it('witness: exit 2 names LOCKED, a --state another witness process serves', () => {
+    const exit2 = commandHelp(commands.witness!)
+      .split(/\n {2}2 {3}/)[1]!
+      .split(/\n {2}70 /)[0]!;
+    expect(exit2.replace(/\s+/g, ' ')).toMatch(/a --state another witness process serves \(LOCKED\)/);
+  });
   it('every command lists 0, 1, 2 and 70, in that order', () => {
     for (const [name, spec] of Object.entries(commands)) {
       const codes = [...commandHelp(spec).matchAll(/^ {2}(\d+) /gm)].map((m) => m[1]);

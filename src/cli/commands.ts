@@ -390,7 +390,8 @@ export const commands: Record<string, CommandSpec> = {
         'WITNESS_KEY_MISMATCH: a --state of another witness key)',
       failed:
         'usage error (also a missing --key, an unusable --logs, an --out that exists, an address it cannot\n' +
-        'listen on); a key file or --state it cannot write or read (IO_FAILED, STORAGE_FAILED); output it cannot write',
+        'listen on); a key file or --state it cannot write or read (IO_FAILED, STORAGE_FAILED), a --state another\n' +
+        'witness process serves (LOCKED); output it cannot write',
     },
     json: true,
     load: async () => (await import('./witness.js')).run,
