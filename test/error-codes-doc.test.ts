@@ -172,6 +172,21 @@ describe("docs/AUDIT.md's audit errors", () => {
     expect(said('USAGE')).toContain('`openBundleDir` a path that is no non-empty string or a `maxManifestsBytes`');
     expect(said('TRUST_INVALID')).toContain('two `--trust` files list one key id with two public keys');
   });
+
+  // The section said the CLI prints `CODE: message`; every refusal of the CLI starts with `handoff-ledger: `.
+  it('quote a refusal of verify as the CLI prints it on stderr, and the exit code', async () => {
+    const { main } = await import('../src/cli/main.js');
+    const { captureIo } = await import('./support/capture-io.js');
+    const { tempDir } = await import('./support/tmp.js');
+    const c = captureIo();
+    const code = await main(['verify', `${tempDir()}/no-bundle`, '--trust', `${tempDir()}/keys.json`], c.io);
+    const quoted = /the CLI\s+prints `([^`]+)` and exits (\d)/.exec(section);
+    expect(quoted).not.toBeNull();
+    const [, form, exit] = quoted!;
+    const pattern = new RegExp(`^${form!.replace('CODE', '[A-Z_]+').replace('message', '.+')}\n$`);
+    expect(c.stderr()).toMatch(pattern);
+    expect(String(code)).toBe(exit);
+  });
 });
 
 describe("Ledger's public methods' @throws", () => {
