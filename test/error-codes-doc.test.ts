@@ -3,7 +3,7 @@
  * with the class that carries it, and the table names no code that no class can throw.
  */
 import { describe, expect, it } from 'vitest';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const codesOf = (path: string, type: string): string[] => {
@@ -171,6 +171,40 @@ describe("docs/AUDIT.md's audit errors", () => {
     expect(said('USAGE')).toContain('`memoryBundleReader` an input without the text or bytes of `manifests`');
     expect(said('USAGE')).toContain('`openBundleDir` a path that is no non-empty string or a `maxManifestsBytes`');
     expect(said('TRUST_INVALID')).toContain('two `--trust` files list one key id with two public keys');
+  });
+
+  // The rows said any tree file that is not a regular file is BUNDLE_INVALID; verify judges one when it reads it, and a
+  // full bundle reads neither proofs.jsonl nor heads.jsonl.
+  it('say which tree files verify judges for what bundle, as it reads them', async () => {
+    const { main } = await import('../src/cli/main.js');
+    const { captureIo } = await import('./support/capture-io.js');
+    const { tempDir } = await import('./support/tmp.js');
+    const { openLedger } = await import('../src/ledger/open.js');
+    const { exportBundle } = await import('../src/ops/export.js');
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    const ledger = await openLedger({ root: tempDir(), host: 'h1', onNotice: () => {} });
+    await ledger.publish({ principal: 'p', session: 's', run: 'r' }, { task: 't', state: 's', nextSteps: [] });
+    const full = `${tempDir()}/full`;
+    const filtered = `${tempDir()}/filtered`;
+    await exportBundle(ledger, { out: full });
+    await exportBundle(ledger, { out: filtered, session: 's' });
+    const trust = `${tempDir()}/keys.json`;
+    writeFileSync(trust, JSON.stringify(await ledger.trustStore()));
+    await ledger.close();
+    mkdirSync(`${full}/heads.jsonl`);
+    mkdirSync(`${full}/proofs.jsonl`);
+    const run = async (argv: string[]) => {
+      const c = captureIo();
+      return { code: await main(argv, c.io), stderr: c.stderr() };
+    };
+    expect((await run(['verify', full, '--trust', trust])).code).toBe(0);
+    rmSync(`${filtered}/heads.jsonl`);
+    mkdirSync(`${filtered}/heads.jsonl`);
+    const refused = await run(['verify', filtered, '--trust', trust, '--session', 's']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/BUNDLE_INVALID: .*heads\.jsonl is not a regular file/);
+    const said = rows.find((r) => r.startsWith('| `BUNDLE_INVALID`'))!.replace(/\s+/g, ' ');
+    expect(said).toContain('`proofs.jsonl` and `heads.jsonl` only for a filtered bundle');
   });
 
   // The section said the CLI prints `CODE: message`; every refusal of the CLI starts with `handoff-ledger: `.
