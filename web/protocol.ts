@@ -16,6 +16,11 @@ export type BundleSource =
       blobs?: Record<string, Blob>;
       /** checkpoint.note, proofs.jsonl, consistency.json, heads.jsonl: those the folder has. */
       tree: Partial<Record<BundleTreeFile, Blob>>;
+      /**
+       * Tree files' names at which the folder holds a directory: each refused (BUNDLE_INVALID) when a check reads it,
+       * as `verify` refuses one, and not before (a full bundle reads no proofs.jsonl or heads.jsonl).
+       */
+      notFiles?: BundleTreeFile[];
     }
   | {
       kind: 'url';

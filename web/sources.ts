@@ -44,14 +44,16 @@ export function bundleFromFiles(
     inside.set(parts.slice(1).join('/'), file);
   }
   // A directory where a tree file belongs is refused as `verify` refuses it (BUNDLE_INVALID: not a regular file), not
-  // taken for an absent file. A drop lists every directory; the folder picker lists files only, so it sees one only by
-  // the files inside it (an empty one is then absent, as a symlink is). (bundle.json or manifests.jsonl as a
-  // directory: absent, BUNDLE_INVALID either way.)
+  // taken for an absent file, and when `verify` refuses it: checkpoint.note, which every check reads, when the folder
+  // is chosen; another tree file's name when a check reads it (`notFiles`: a full bundle reads no proofs.jsonl or
+  // heads.jsonl, and verify passes one with a directory there). A drop lists every directory; the folder picker lists
+  // files only, so it sees one only by the files inside it (an empty one is then absent, as a symlink is).
+  // (bundle.json or manifests.jsonl as a directory: absent, BUNDLE_INVALID either way.)
   const holding = new Set<string>();
   for (const path of inside.keys()) if (path.includes('/')) holding.add(path.slice(0, path.indexOf('/')));
-  for (const file of BUNDLE_TREE_FILES)
-    if (directories.includes(`${name}/${file}`) || holding.has(file))
-      return `BUNDLE_INVALID: ${file} in ${JSON.stringify(name)} is a directory, not a regular file`;
+  const notFiles = BUNDLE_TREE_FILES.filter((file) => directories.includes(`${name}/${file}`) || holding.has(file));
+  if (notFiles.includes(BUNDLE_CHECKPOINT_FILE))
+    return `BUNDLE_INVALID: ${BUNDLE_CHECKPOINT_FILE} in ${JSON.stringify(name)} is a directory, not a regular file`;
   const manifests = inside.get(BUNDLE_MANIFESTS_FILE);
   // verify's code for it (src/ops/bundle-dir.ts: BUNDLE_INVALID), as for the refusals above and a missing bundle.json.
   if (!manifests)
@@ -75,7 +77,14 @@ export function bundleFromFiles(
   const count = blobs ? Object.keys(blobs).length : 0;
   return {
     name,
-    source: { kind: 'files', manifests, tree, ...(header ? { header } : {}), ...(blobs ? { blobs } : {}) },
+    source: {
+      kind: 'files',
+      manifests,
+      tree,
+      ...(header ? { header } : {}),
+      ...(blobs ? { blobs } : {}),
+      ...(notFiles.length > 0 ? { notFiles } : {}),
+    },
     description: `bundle ${name}: ${manifests.size.toLocaleString('en-US')} bytes of manifests${blobs ? `, ${counted(count, 'blob')}` : ''}${tree[BUNDLE_CHECKPOINT_FILE] ? `, cut at ${BUNDLE_CHECKPOINT_FILE}` : ''}`,
   };
 }
@@ -83,7 +92,7 @@ export function bundleFromFiles(
 /**
  * What the walk of a dropped folder does with the entry at `path` inside it (`/`-separated) of `kind`: `read` the
  * files `verify` opens (bundle.json, manifests.jsonl, the tree files, `blobs/blake3/<64 hex>`), `enter` `blobs/` and
- * `blobs/blake3/`, `list` any other directory at the top (a tree file's name as a directory is refused, as `verify`
+ * `blobs/blake3/`, `list` any other directory at the top (a tree file's name as a directory is refused as `verify`
  * refuses it), and `skip` the rest, neither read nor entered, as `verify` never opens them.
  */
 export function readOfBundle(path: string, kind: 'file' | 'directory'): 'read' | 'enter' | 'list' | 'skip' {

@@ -144,6 +144,9 @@ function fileReader(source: Extract<BundleSource, { kind: 'files' }>): BundleRea
     },
     manifestsSize: async () => source.manifests.size,
     async treeFile(name) {
+      // A directory at the name, refused as `verify` refuses it once a check reads it (src/ops/bundle-dir.ts).
+      if (source.notFiles?.includes(name))
+        throw new AuditError('BUNDLE_INVALID', `${name} is a directory, not a regular file`);
       const file = source.tree?.[name];
       if (!file) return undefined;
       const max = maxTreeBytes(name, source.manifests.size);

@@ -1,0 +1,100 @@
+/**
+ * The page's reading of a picked or dropped folder (web/sources.ts `bundleFromFiles`, web/worker/bundle-source.ts
+ * `kind: 'files'`), in Node with the folder's files as Blobs: a directory where a tree file belongs is refused as
+ * `verify` refuses it, and when: checkpoint.note (every check reads it) when the folder is chosen, the others when a
+ * check reads them, so a full bundle with a directory at heads.jsonl or proofs.jsonl gets verify's verdict, OK.
+ */
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { BundleReader } from '../../manifests/audit/bundle.js';
+import { verifyBundle } from '../../manifests/audit/index.js';
+import { parseTrustStore } from '../../manifests/format/trust.js';
+import { storedSummaryProblem } from '../../manifests/format/summary.js';
+import { main } from '../../src/cli/main.js';
+import { openLedger } from '../../src/ledger/open.js';
+import { exportBundle } from '../../src/ops/export.js';
+import { captureIo } from '../support/capture-io.js';
+import { tempDir } from '../support/tmp.js';
+
+// Imported by names the root project's type check does not follow (web/tsconfig.json checks these modules, which use
+// the DOM's types), as test/web/served-reader.test.ts does.
+const SOURCES: string = '../../web/sources.js';
+const BUNDLE_SOURCE: string = '../../web/worker/bundle-source.js';
+type Source = { kind: 'files' };
+const { bundleFromFiles } = (await import(SOURCES)) as {
+  bundleFromFiles(
+    files: Array<{ path: string; file: Blob }>,
+    directories?: readonly string[],
+    folder?: string,
+  ): { source: Source } | string;
+};
+const { readerFor } = (await import(BUNDLE_SOURCE)) as { readerFor(source: Source): BundleReader };
+
+/** The folder `dir` as a drop gives it: its files under `bundle/`, and its directories. */
+function dropped(dir: string): { files: Array<{ path: string; file: Blob }>; directories: string[] } {
+  const files: Array<{ path: string; file: Blob }> = [];
+  const directories: string[] = [];
+  const walk = (at: string, path: string) => {
+    for (const e of readdirSync(at, { withFileTypes: true })) {
+      if (e.isDirectory()) {
+        directories.push(`${path}/${e.name}`);
+        walk(join(at, e.name), `${path}/${e.name}`);
+      } else files.push({ path: `${path}/${e.name}`, file: new Blob([readFileSync(join(at, e.name))]) });
+    }
+  };
+  walk(dir, 'bundle');
+  return { files, directories };
+}
+
+describe('a picked or dropped folder with a directory where a tree file belongs, as verify reads it', () => {
+  it('is verified as verify verifies it: a full bundle reads no heads.jsonl or proofs.jsonl; checkpoint.note is refused at once', async () => {
+    const ledger = await openLedger({ root: tempDir(), host: 'h1', onNotice: () => {} });
+    await ledger.publish({ principal: 'p', session: 's', run: 'r' }, { task: 't', state: 's', nextSteps: [] });
+    const full = join(tempDir(), 'full');
+    const filtered = join(tempDir(), 'filtered');
+    await exportBundle(ledger, { out: full });
+    await exportBundle(ledger, { out: filtered, session: 's' });
+    const trustText = JSON.stringify(await ledger.trustStore());
+    await ledger.close();
+    const trustPath = join(tempDir(), 'keys.json');
+    writeFileSync(trustPath, trustText);
+    const trust = parseTrustStore(trustText);
+    const cli = async (dir: string, ...more: string[]) => {
+      const c = captureIo();
+      return { code: await main(['verify', dir, '--trust', trustPath, ...more], c.io), stderr: c.stderr() };
+    };
+    const page = async (dir: string, scope?: { session: string }) => {
+      const { files, directories } = dropped(dir);
+      const picked = bundleFromFiles(files, directories, 'bundle');
+      if (typeof picked === 'string') return picked;
+      try {
+        const report = await verifyBundle(readerFor(picked.source), {
+          trust,
+          checkSummary: storedSummaryProblem,
+          ...(scope ? { scope } : {}),
+        });
+        return report.ok ? 'OK' : 'FAILED';
+      } catch (err) {
+        return `${(err as { code: string }).code}: ${(err as Error).message}`;
+      }
+    };
+
+    mkdirSync(join(full, 'heads.jsonl'));
+    mkdirSync(join(full, 'proofs.jsonl'));
+    expect((await cli(full)).code).toBe(0);
+    expect(await page(full)).toBe('OK');
+
+    rmSync(join(filtered, 'heads.jsonl'));
+    mkdirSync(join(filtered, 'heads.jsonl'));
+    expect((await cli(filtered, '--session', 's')).stderr).toMatch(/BUNDLE_INVALID: .*heads\.jsonl is not a regular/);
+    expect(await page(filtered, { session: 's' })).toBe(
+      'BUNDLE_INVALID: heads.jsonl is a directory, not a regular file',
+    );
+
+    rmSync(join(full, 'checkpoint.note'));
+    mkdirSync(join(full, 'checkpoint.note'));
+    expect((await cli(full)).stderr).toMatch(/BUNDLE_INVALID: .*checkpoint\.note is not a regular file/);
+    expect(await page(full)).toBe('BUNDLE_INVALID: checkpoint.note in "bundle" is a directory, not a regular file');
+  });
+});
