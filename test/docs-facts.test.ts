@@ -541,6 +541,13 @@ describe("the README's CLI and web/README.md's files", () => {
     const said = section.split('Its Content-Security-Policy')[1] ?? '';
     expect(said.split('. ')[0]).toContain(`\`connect-src ${connect}\``);
   });
+
+  it("the page's own word on its requests names the one source its CSP lets it read from, audit-ui's server", () => {
+    const connect = /"connect-src ([^"]+)"/.exec(read('web/build.mjs'))?.[1];
+    const header = read('web/index.html').split('<header>')[1]!.split('</header>')[0]!.replace(/\s+/g, ' ');
+    expect(header).toContain('Nothing is uploaded');
+    if (connect !== "'none'") expect(header).toMatch(/no network requests, save those that read the files .*audit-ui/);
+  });
 });
 
 describe("SECURITY.md's filesystem rule", () => {
