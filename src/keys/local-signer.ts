@@ -79,11 +79,38 @@ export class LocalSigner implements Signer {
   }
 }
 
+/** The DER of an Ed25519 private key (PKCS#8) and of a public key (SPKI) up to their 32 bytes (RFC 8410). */
+const ED25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+
+/** The 32 bytes of an Ed25519 key's DER (`prefix`, then the key), base64url. */
+function rawEd25519(der: Buffer, prefix: Buffer, what: string): string {
+  if (der.length !== prefix.length + 32 || !der.subarray(0, prefix.length).equals(prefix))
+    throw new Error(`node:crypto gave an Ed25519 ${what} key in a DER encoding other than RFC 8410's`);
+  return der.subarray(prefix.length).toString('base64url');
+}
+
+/**
+ * A new Ed25519 private key as a JWK (`kid`: its key id). The pair comes from generateKeyPairSync already encoded
+ * (DER), never as key objects exported to JWK afterwards: Node (20.20 at least) deadlocked now and then on such an
+ * export, for ever, when a garbage collection during it destroyed the job that generated the key, whose destructor
+ * waits for the lock the export holds (`init`, `witness keygen` hung, printing nothing).
+ */
 export function generateJwk(): PrivateJwk {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const jwk = privateKey.export({ format: 'jwk' }) as { x: string; d: string };
-  const signer = new LocalSigner({ kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d });
-  return { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d, kid: signer.keyId };
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519', {
+    privateKeyEncoding: { format: 'der', type: 'pkcs8' },
+    publicKeyEncoding: { format: 'der', type: 'spki' },
+  });
+  let d: string;
+  try {
+    d = rawEd25519(privateKey, ED25519_PKCS8_PREFIX, 'private');
+  } finally {
+    privateKey.fill(0);
+  }
+  const x = rawEd25519(publicKey, ED25519_SPKI_PREFIX, 'public');
+  // Loaded as every key file is: x checked against d.
+  const signer = new LocalSigner({ kty: 'OKP', crv: 'Ed25519', x, d });
+  return { kty: 'OKP', crv: 'Ed25519', x, d, kid: signer.keyId };
 }
 
 const isMissing = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
