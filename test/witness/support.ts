@@ -3,7 +3,7 @@
  * checkpoints) and real `handoff-ledger witness serve` child processes on 127.0.0.1 (the compiled CLI:
  * `npm test` builds it first).
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -105,6 +105,7 @@ function reportExcerpt(dir: string): string {
   } catch {
     return '(no diagnostic report)';
   }
+  if (files.length === 0) return '(no diagnostic report: its JavaScript did not run to write one)';
   return files
     .map((f) => {
       try {
@@ -124,8 +125,9 @@ function reportExcerpt(dir: string): string {
 }
 
 /**
- * Each thread of a process as Linux shows it: its name, its state (D: waiting in the kernel, on a disk) and the number
- * of the system call it is in (74 fsync, 75 fdatasync, 202 futex, 232 epoll_wait on x86-64). Empty elsewhere.
+ * Each thread of a process as Linux shows it: its name (the main thread marked), its state (D: waiting in the kernel,
+ * on a disk) and the number of the system call it is in (74 fsync, 75 fdatasync, 202 futex, 232 epoll_wait on
+ * x86-64). Empty elsewhere.
  */
 function threadStates(pid: number | undefined): string {
   if (pid === undefined) return '';
@@ -140,12 +142,38 @@ function threadStates(pid: number | undefined): string {
           }
         };
         const state = /^State:\s*(\S+)/m.exec(at('status'))?.[1] ?? '?';
-        return `${at('comm').trim()} ${state} syscall ${at('syscall').split(' ')[0]?.trim() ?? '?'}`;
+        const main = t === String(pid) ? ' (main)' : '';
+        return `${at('comm').trim()}${main} ${state} syscall ${at('syscall').split(' ')[0]?.trim() ?? '?'}`;
       })
       .join('; ');
   } catch {
     return '';
   }
+}
+
+/**
+ * The native stack of a process's main thread, as gdb shows it (where gdb is installed; at most 8 s): a main thread
+ * blocked in native code (a lock, futex 202) never runs the JavaScript that writes the diagnostic report. So was a hung
+ * `witness keygen` found: Node deadlocked in a JWK export of a key generateKeyPairSync gave.
+ */
+function nativeStack(pid: number | undefined): Promise<string> {
+  if (pid === undefined) return Promise.resolve('');
+  return new Promise((resolve) =>
+    execFile(
+      'gdb',
+      ['-p', String(pid), '-batch', '-ex', 'bt 30'],
+      { encoding: 'utf8', timeout: 8_000, killSignal: 'SIGKILL' },
+      (err, stdout) => {
+        const frames = stdout
+          .split('\n')
+          .filter((l) => l.startsWith('#'))
+          .join('\n');
+        resolve(
+          frames ? `main thread (gdb):\n${frames}\n` : `(no native stack: ${err ? err.message : 'gdb showed none'})\n`,
+        );
+      },
+    ),
+  );
 }
 
 /**
@@ -183,17 +211,20 @@ async function startChild<T>(
       });
       void exited.then((code) => reject(new Error(`${what} exited ${String(code)} before ${until}: ${err}`)));
       timer = setTimeout(() => {
-        // Where it waits, then the child killed: a hung start must not outlive the test.
+        // Where it waits, then the child killed: a hung start must not outlive the test. The native stack first (gdb
+        // stops the process while it looks), then the report, which needs the process running.
         const threads = threadStates(proc.pid);
-        proc.kill('SIGUSR2');
-        setTimeout(() => {
-          proc.kill('SIGKILL');
-          reject(
-            new Error(
-              `${what} not ${until} after ${deadlineMs} ms (pid ${String(proc.pid)});\nstdout: ${out.join('\n')}\nstderr: ${err}\nthreads: ${threads}\n${reportExcerpt(reports)}`,
-            ),
-          );
-        }, 2_000);
+        void nativeStack(proc.pid).then((native) => {
+          proc.kill('SIGUSR2');
+          setTimeout(() => {
+            proc.kill('SIGKILL');
+            reject(
+              new Error(
+                `${what} not ${until} after ${deadlineMs} ms (pid ${String(proc.pid)});\nstdout: ${out.join('\n')}\nstderr: ${err}\nthreads: ${threads}\n${native}${reportExcerpt(reports)}`,
+              ),
+            );
+          }, 2_000);
+        });
       }, deadlineMs);
     });
     return { proc, value, stderr: () => err, exited };
