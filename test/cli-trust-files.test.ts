@@ -2,7 +2,7 @@
  * The auditor's trust files (`verify --trust` / `audit-ui --trust`, once per file): several hosts' exports are merged
  * into one trust store, which audit-ui serves to the page as JSON; one file is taken as it is.
  */
-import { generateKeyPairSync } from 'node:crypto';
+import { generateJwk } from '../src/keys/local-signer.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
@@ -18,7 +18,7 @@ const key = (host: string, keyId: string, publicKey: string, extra: Record<strin
   ...extra,
 });
 // Two real Ed25519 public keys (base64url); the key ids are what the files say, not derived here.
-const publicKeyOf = () => generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x!;
+const publicKeyOf = () => generateJwk().x;
 const PK_A = publicKeyOf();
 const PK_B = publicKeyOf();
 

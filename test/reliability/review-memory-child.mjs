@@ -10,9 +10,12 @@ import { keyIdOf } from '../../dist/manifests/format/trust.js';
 import { encodeBase64Url } from '../../dist/manifests/encoding/base64.js';
 import { sign } from 'node:crypto';
 
-const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-const x = publicKey.export({ format: 'jwk' }).x;
-const raw = Buffer.from(x, 'base64url');
+// The public key DER-encoded as it is made (its last 32 bytes the key): a JWK export of a generated key object can
+// deadlock Node (src/keys/local-signer.ts, generateJwk).
+const { privateKey, publicKey } = generateKeyPairSync('ed25519', {
+  publicKeyEncoding: { format: 'der', type: 'spki' },
+});
+const raw = publicKey.subarray(publicKey.length - 32);
 const keyId = keyIdOf(raw);
 const signer = { keyId, publicKey: raw, sign: (m) => new Uint8Array(sign(null, m, privateKey)) };
 const manifest = {

@@ -11,8 +11,12 @@ import { encodeBase64 } from '../../dist/manifests/encoding/base64.js';
 import { leafHash } from '../../dist/manifests/tlog/merkle.js';
 
 const origin = 'example.com/memory';
-const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-const raw = Buffer.from(publicKey.export({ format: 'jwk' }).x, 'base64url');
+// The public key DER-encoded as it is made (its last 32 bytes the key): a JWK export of a generated key object can
+// deadlock Node (src/keys/local-signer.ts, generateJwk).
+const { privateKey, publicKey } = generateKeyPairSync('ed25519', {
+  publicKeyEncoding: { format: 'der', type: 'spki' },
+});
+const raw = publicKey.subarray(publicKey.length - 32);
 const signer = { name: origin, publicKey: raw, sign: (m) => new Uint8Array(sign(null, m, privateKey)) };
 const junk = Buffer.from('{"payload":"AAAA"}\n');
 const root = leafHash(Buffer.from('AAAA', 'base64')); // the tree of one such leaf

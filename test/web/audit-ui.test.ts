@@ -3,7 +3,7 @@
  * keys and quorum) preloaded, read-only, nothing else reachable; refused combinations refused as `verify`
  * refuses them; and the preloaded page verifying in a real browser exactly as the CLI does.
  */
-import { generateKeyPairSync } from 'node:crypto';
+import { generateJwk } from '../../src/keys/local-signer.js';
 import { spawn } from 'node:child_process';
 import { createServer, request } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -972,7 +972,7 @@ describe('audit-ui with several --trust files', () => {
       // Another host's keys (a store two hosts share), in a file whose name carries a bidirectional override.
       const otherName = 'h9-\u202enosj.json';
       const other = join(tempDir(), otherName);
-      const x = generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x!;
+      const x = generateJwk().x;
       const key = { host: 'h9', keyId: keyIdOf(Buffer.from(x, 'base64url')), publicKey: x };
       writeFileSync(other, JSON.stringify({ version: 1, keys: [{ ...key, notBefore: '2020-01-01T00:00:00.000Z' }] }));
       const expected = await cliVerify(dir, trustPath, undefined, ['--trust', other]);

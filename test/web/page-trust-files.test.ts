@@ -5,12 +5,12 @@
  * narrowest window of a key listed twice; one key id with two public keys is TRUST_INVALID naming the files). The
  * CLI's report on the same files is the expected result.
  */
+import { generateJwk } from '../../src/keys/local-signer.js';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
-import { generateKeyPairSync } from 'node:crypto';
 import { mergeTrust, parseTrustStore, trustDigest, type TrustStore } from '../../manifests/format/trust.js';
 import { describeSigners, describeTrust } from '../../manifests/audit/report-text.js';
 import { openLedger } from '../../src/ledger/open.js';
@@ -67,7 +67,7 @@ beforeAll(async () => {
   forged = join(base, 'forged.json');
   writeFileSync(trustA, JSON.stringify(only('h1')));
   writeFileSync(trustB, JSON.stringify(only('h2')));
-  const other = generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x!;
+  const other = generateJwk().x;
   const b = only('h2');
   writeFileSync(forged, JSON.stringify({ ...b, keys: b.keys.map((k) => ({ ...k, publicKey: other })) }));
   ({ browser, close: closeBrowser } = await launchChromium());
