@@ -916,6 +916,21 @@ describe('repeated options and extra arguments', () => {
     expect(existsSync(dir)).toBe(false);
   });
 
+  it('demo takes HANDOFF_LEDGER_ORIGIN as every command does: it names the store the demo makes, and another store’s is refused', async () => {
+    const dir = newDir();
+    const named = await cli(['demo', '--root', dir], { env: { HANDOFF_LEDGER_ORIGIN: 'example.com/demo-log' } });
+    expect(named.code, named.stderr).toBe(0);
+    // Every later command with the variable exported opens the store the demo made (a made-up name refused them all).
+    const cp = await cli(['checkpoint', '--root', dir, '--host', 'demo-host', '--json'], {
+      env: { HANDOFF_LEDGER_ORIGIN: 'example.com/demo-log' },
+    });
+    expect(cp.code, cp.stderr).toBe(0);
+    expect((JSON.parse(cp.stdout) as { origin: string }).origin).toBe('example.com/demo-log');
+    const other = await cli(['demo', '--root', dir], { env: { HANDOFF_LEDGER_ORIGIN: 'example.com/other-log' } });
+    expect(other.code).toBe(1);
+    expect(other.stderr).toMatch(/handoff-ledger: INVALID_ARGUMENT: .*example\.com\/other-log/);
+  });
+
   it('refuses a single-value option given twice, acting on neither', async () => {
     const r = await cli(['revoke', ...store, '--principal', 'mallory', '--principal', 'dave', '--session', 's1']);
     expect(r).toMatchObject({ code: 2, stdout: '' });

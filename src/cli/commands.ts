@@ -485,6 +485,8 @@ export const commands: Record<string, CommandSpec> = {
     ],
     environment: [
       ...HASH_ENV,
+      "HANDOFF_LEDGER_ORIGIN=NAME  the log's checkpoint name for a new store, as every command takes it; another",
+      "                  store's name refused (INVALID_ARGUMENT)",
       'npm_lifecycle_event, npm_package_name  set by `npm start` in a checkout of handoff-ledger: the last line',
       '                  names the command as node dist/src/cli/main.js (no witness variable is read: the demo',
       '                  submits to no witness)',

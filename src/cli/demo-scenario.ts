@@ -35,6 +35,11 @@ export interface DemoOptions {
   host?: string;
   /** The BLAKE3 backend (the CLI passes HANDOFF_LEDGER_HASH's, as every command takes it). */
   hash?: HashBackendName;
+  /**
+   * The log's checkpoint origin: a new store's name, an existing store's must match (the CLI passes
+   * HANDOFF_LEDGER_ORIGIN's, as every command takes it; default: the store's own, or a made-up one for a new store).
+   */
+  origin?: string | undefined;
   out: { write(chunk: string): unknown };
   /**
    * How the operator runs the CLI, for the last line, which says how to look at what the demo wrote (default
@@ -217,7 +222,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   const host = options.host ?? 'demo-host';
   const say = (label: string, text: string) => void options.out.write(`${label.padEnd(10)} ${text}\n`);
   const signal = options.signal;
-  const open = () => openLedger({ root, host, hash: options.hash, onNotice: (m) => say('notice', m), signal });
+  const open = () =>
+    openLedger({ root, host, hash: options.hash, origin: options.origin, onNotice: (m) => say('notice', m), signal });
   const scope = {
     principal: PRINCIPAL,
     session: `demo-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`,

@@ -27,7 +27,18 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       io.env.npm_lifecycle_event === 'start' && io.env.npm_package_name === 'handoff-ledger'
         ? 'node dist/src/cli/main.js'
         : 'handoff-ledger';
-    await runDemo({ root: values.root ?? defaultRoot(io.env), host, hash, cli, out: io.stdout, signal: stop.signal });
+    // The log's name as every command takes it: an exported HANDOFF_LEDGER_ORIGIN names the store the demo makes
+    // (a made-up name would have every later command with it refused) and must match an existing store's.
+    const origin = io.env.HANDOFF_LEDGER_ORIGIN || undefined;
+    await runDemo({
+      root: values.root ?? defaultRoot(io.env),
+      host,
+      hash,
+      origin,
+      cli,
+      out: io.stdout,
+      signal: stop.signal,
+    });
     return EXIT_OK;
   } catch (err) {
     const stoppedBy = stop.stoppedBy();
