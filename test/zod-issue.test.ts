@@ -37,6 +37,20 @@ describe('describeZodError', () => {
     expect(describeZodError(short.error!)).toBe('a.1: Invalid input: expected number, received string');
   });
 
+  it('names a missing field as missing, not as a value of type undefined, and keeps the other type mismatches', () => {
+    const schema = z.object({ task: z.string(), steps: z.array(z.string()), at: z.object({ n: z.number() }) });
+    const missing = (value: unknown) => describeZodError(schema.safeParse(value).error!);
+    expect(missing({})).toBe('task: required field missing (expected string)');
+    expect(missing({ task: 't' })).toBe('steps: required field missing (expected array)');
+    expect(missing({ task: 't', steps: [], at: {} })).toBe('at.n: required field missing (expected number)');
+    // A hole in an array is an element, not a field; a value of another type says what it is.
+    expect(missing({ task: 't', steps: [, 's'] })).toBe('steps.0: Invalid input: expected string, received undefined');
+    expect(missing({ task: 1 })).toBe('task: Invalid input: expected string, received number');
+    expect(describeZodError(z.string().safeParse(undefined).error!)).toBe(
+      '(root): Invalid input: expected string, received undefined',
+    );
+  });
+
   it('escaped: leaves nothing a terminal acts on raw in a key it quotes or a path segment (zod quotes a key as it is)', () => {
     // ESC (C0, which zod does not escape), the one-byte CSI, DEL and a right-to-left override.
     const acting = '\u001b[2J\u009b2J\u007f\u202e';

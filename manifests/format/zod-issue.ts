@@ -94,5 +94,10 @@ export function describeZodError(
       return `${where}: unknown field ${shownValue(name, MAX_SEGMENT_CHARS)}${hint}${more}`;
     }
   }
+  // zod says a missing field "Invalid input: expected string, received undefined": name it missing instead.
+  const field = issue.path.at(-1);
+  if (issue.code === 'invalid_type' && typeof field === 'string' && / received undefined$/.test(issue.message)) {
+    return `${where}: required field missing (expected ${issue.expected})`;
+  }
   return `${where}: ${clip(issue.message, MAX_MESSAGE_CHARS, escaped)}`;
 }
