@@ -126,3 +126,57 @@ describe('escaping of stored data in CLI output', () => {
     }
   }, 60_000);
 });
+
+describe('a refusal is escaped once', () => {
+  // Refusals quote what they were given as a JSON string with nothing a terminal acts on left raw (`"p\u001b[2J"`):
+  // terminal-safe already, printed as it is, the very words --json gives. Escaped again by the printer, every
+  // backslash of the quotes printed doubled (`"p\\u001b[2J"`, `\\"`, `\\\\`).
+  const cases: Array<[string, string[]]> = [
+    ['INVALID_ID', ['grant', ...store, '--principal', 'p\u001b[2J\\"é', '--session', 's1']],
+    ['INVALID_ID', ['prove', 'inclusion', 'blake3:\u001b[31m\\', ...store]],
+    ['USAGE', ['x\u001b\\"\u009b']],
+    ['USAGE', ['keys', 'lst\u009b\\', ...store]],
+    ['USAGE', ['gc', ...store, '--grace', '1\u001bh\\']],
+    ['USAGE', ['witness', 'serve\u202e']],
+  ];
+  it.each(cases)('%s: %j prints the message --json gives, escaped once', async (code, argv) => {
+    const human = await cli(argv);
+    const json = await cli([...argv, '--json']);
+    const { error } = JSON.parse(json.stdout) as { error: { code: string; message: string } };
+    expect(error.code).toBe(code);
+    expect(error.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/);
+    expect(error.message).toMatch(/\\u00(1b|9b)|\\u202e/);
+    expect(human.stderr.split('\n')[0]).toBe(`handoff-ledger: ${code}: ${error.message}`);
+    expect(json.stderr.split('\n')[0]).toBe(`handoff-ledger: ${code}: ${error.message}`);
+  });
+
+  it('a message naming a value as it is (a path in an errno message) is escaped whole, once', async () => {
+    const trust = join(base, 'no\u001b[2Jtrust\\');
+    const r = await cli(['verify', join(base, 'bundle'), '--trust', trust]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).not.toMatch(/\u001b/);
+    expect(r.stderr).toContain(`${base}/no\\x1b[2Jtrust\\\\: ENOENT`);
+  });
+
+  it('demo: the root it names is escaped (it was printed as given, a control character and all)', async () => {
+    const dir = join(base, 'demo\u001b[31m\u202e');
+    const r = await cli(['demo', '--root', dir]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toMatch(/[\u001b\u202e]/);
+    expect(r.stdout).toContain(`store      ${base}/demo\\x1b[31m\\u{202e} (embedded`);
+  }, 60_000);
+});
+
+describe('an auditor refusal is escaped once, by verify and audit-ui alike', () => {
+  it('a trust file with an unknown field: the field quoted once', async () => {
+    const good = JSON.parse(readFileSync(join(base, 'trust.json'), 'utf8')) as object;
+    const file = join(base, 'odd-trust.json');
+    writeFileSync(file, JSON.stringify({ ...good, 'x\u001b\\y': 1 }));
+    const line = `handoff-ledger: TRUST_INVALID: trust file ${file}: trust store is malformed: (root): unknown field "x\\u001b\\\\y"\n`;
+    const verify = await cli(['verify', join(base, 'bundle'), '--trust', file]);
+    expect(verify).toMatchObject({ code: 2, stderr: line });
+    // audit-ui printed its AuditError through printable: `"x\\u001b\\\\y"`.
+    const ui = await cli(['audit-ui', '--trust', file]);
+    expect(ui).toMatchObject({ code: 2, stderr: line });
+  });
+});

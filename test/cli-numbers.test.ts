@@ -270,7 +270,7 @@ describe('numbers the operator writes', () => {
       ),
     ).toBe(2);
     expect(c.stderr()).toBe(
-      `handoff-ledger: USAGE: --max-body-bytes must be a whole number of bytes from 1 to ${SAFE}, not "\\\\u001b[31m"\n`,
+      `handoff-ledger: USAGE: --max-body-bytes must be a whole number of bytes from 1 to ${SAFE}, not "\\u001b[31m"\n`,
     );
     expect(c.stderr()).not.toContain('\x1b');
   });

@@ -14,6 +14,8 @@ import {
   printable,
   printableExact,
   printableJson,
+  printableOnce,
+  quoted,
   shellWord,
 } from '../manifests/encoding/printable.js';
 
@@ -54,6 +56,15 @@ describe('printable', () => {
     expect(raw.map((c) => c.codePointAt(0)!.toString(16))).toEqual([]);
     expect(printable('type\u{e0001}\u{e004f}')).toBe('type\\u{e0001}\\u{e004f}');
     expect(printable('a\\b\tc\u0001')).toBe('a\\\\b\tc\\x01');
+  });
+
+  it('quoted: every such character quoted as a JSON escape, one terminal-safe line printableOnce leaves as it is', () => {
+    const text = acting.join('') + '"\\ é';
+    const q = quoted(text);
+    expect(JSON.parse(q)).toBe(text);
+    expect(isTerminalSafe(q) && !q.includes('\n')).toBe(true);
+    expect(printableOnce(q)).toBe(q);
+    expect(quoted('p\u001b[2J\u009b\\"')).toBe('"p\\u001b[2J\\u009b\\\\\\""');
   });
 
   it('leaves a paired surrogate (an emoji) and ordinary text as they are', () => {

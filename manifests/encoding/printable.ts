@@ -34,6 +34,15 @@ export function printableOnce(text: string): string {
   return isTerminalSafe(text) && !text.includes('\n') ? text : printable(text);
 }
 
+/**
+ * `text` as a message quotes a value: a JSON string with nothing a terminal acts on left raw (DEL, C1 controls, bidi
+ * and invisible format characters as `\uXXXX`, as `shownValue` quotes a value, uncut). One terminal-safe line, which
+ * `printableOnce` prints as it is: `printable` of it would double its backslashes (`"\\u001b"`).
+ */
+export function quoted(text: string): string {
+  return escapeRawInJson(JSON.stringify(text));
+}
+
 /** Several lines, each made printable, each ended by a newline. */
 export function printableLines(lines: string[]): string {
   return lines.map((l) => `${printable(l)}\n`).join('');

@@ -20,7 +20,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { counted, printableLines, printableRow } from '../../manifests/encoding/printable.js';
+import { counted, printableLines, printableRow, quoted } from '../../manifests/encoding/printable.js';
 
 const grantOptions = {
   ...storeOptions,
@@ -212,12 +212,12 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
     // Name what is wrong before the usage, as `witness` does: "usage: …" alone left a typo (`keys lst`) to be found by eye.
     // `keys --root DIR list` too: the subcommand comes first.
     if (sub === undefined || sub.startsWith('-'))
-      throw new UsageError(`keys needs a subcommand first${sub ? `, not ${JSON.stringify(sub)}` : ''}; ${keysUsage}`);
+      throw new UsageError(`keys needs a subcommand first${sub ? `, not ${quoted(sub)}` : ''}; ${keysUsage}`);
     if (!['export', 'rotate', 'revoke', 'close', 'list', 'vkey'].includes(sub))
-      throw new UsageError(`unknown keys subcommand ${JSON.stringify(sub)}; ${keysUsage}`);
+      throw new UsageError(`unknown keys subcommand ${quoted(sub)}; ${keysUsage}`);
     // `keys revoke A B` would revoke A alone, `keys export trust.json` print to stdout: extra words are refused.
     if (positionals.length > (sub === 'revoke' || sub === 'close' ? 1 : 0))
-      throw new UsageError(`unexpected argument ${JSON.stringify(positionals.at(-1))}; ${keysUsage}`);
+      throw new UsageError(`unexpected argument ${quoted(positionals.at(-1)!)}; ${keysUsage}`);
     // Options of one subcommand are refused on the others (`keys rotate --at T` would rotate now, ignoring T).
     if (values.out !== undefined && sub !== 'export' && sub !== 'list')
       throw new UsageError(`--out is for keys export and keys list; ${keysUsage}`);

@@ -13,7 +13,7 @@ import { openBundleDir } from '../ops/bundle-dir.js';
 import { auditorPagePath } from '../ops/auditor-page.js';
 import { startAuditServer, type AuditServer } from '../ops/audit-server.js';
 import { readSince } from './export.js';
-import { printableLines } from '../../manifests/encoding/printable.js';
+import { printableLines, printableOnce } from '../../manifests/encoding/printable.js';
 import { auditorScope, byteCount, expectation, readWitnessArgs } from './verify.js';
 import { readTrustFiles } from './trust-file.js';
 import { EXIT_OK, EXIT_USAGE, onStopSignal, parse, UsageError, wholeNumber, type CliIo } from './io.js';
@@ -113,7 +113,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       return EXIT_USAGE;
     }
     if (!(err instanceof AuditError)) throw err;
-    io.stderr.write(printableLines([`handoff-ledger: ${err.code}: ${err.message}`]));
+    // As reportError prints a refusal: escaped once (its quotes of bundle or trust-file text are escaped already).
+    io.stderr.write(`handoff-ledger: ${err.code}: ${printableOnce(err.message)}\n`);
     return EXIT_USAGE;
   }
   await stopped;

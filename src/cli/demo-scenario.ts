@@ -26,7 +26,7 @@ import { defaultRoot, openLedger } from '../ledger/open.js';
 import { throwIfCancelled } from '../errors.js';
 import type { HashBackendName } from '../../store/hash/backends.node.js';
 import type { Summary } from '../summary/summary.js';
-import { shellWord } from '../../manifests/encoding/printable.js';
+import { printableOnce, shellWord } from '../../manifests/encoding/printable.js';
 import type { Digest } from '../../store/hash/digest.js';
 
 export interface DemoOptions {
@@ -220,7 +220,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   // Absolute: the project directory's file tool judges paths against it (a relative root failed its own check).
   const root = resolve(options.root ?? defaultRoot());
   const host = options.host ?? 'demo-host';
-  const say = (label: string, text: string) => void options.out.write(`${label.padEnd(10)} ${text}\n`);
+  // What a line names is data (the root and host given, a notice, a file tool's answer): a line with a character a
+  // terminal acts on is escaped (`printableOnce`: a notice, escaped already, is not escaped twice).
+  const say = (label: string, text: string) => void options.out.write(`${label.padEnd(10)} ${printableOnce(text)}\n`);
   const signal = options.signal;
   const open = () =>
     openLedger({ root, host, hash: options.hash, origin: options.origin, onNotice: (m) => say('notice', m), signal });
@@ -278,7 +280,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     // Where it is and under which host: any other command opens as the machine's host name, which has no key in a
     // store only the demo wrote (KEY_INVALID), and on the default store the demo's sessions sit among real ones.
     const look = ['history', '--root', root, '--host', host, '--principal', PRINCIPAL, '--session', scope.session];
-    options.out.write(`look at it: ${options.cli ?? 'handoff-ledger'} ${look.map(shellWord).join(' ')}\n`);
+    options.out.write(
+      `${printableOnce(`look at it: ${options.cli ?? 'handoff-ledger'} ${look.map(shellWord).join(' ')}`)}\n`,
+    );
     return report;
   } finally {
     try {

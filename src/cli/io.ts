@@ -16,6 +16,7 @@ import {
   printableJson,
   printableLines,
   printableOnce,
+  quoted,
   shellWord,
 } from '../../manifests/encoding/printable.js';
 import { readWholeNumber } from '../../manifests/encoding/whole-number.js';
@@ -234,7 +235,7 @@ const HASH_BACKENDS: readonly HashBackendName[] = ['auto', 'native', 'wasm', 'no
 export function preparedFromEnv(env: NodeJS.ProcessEnv): boolean {
   const value = env.HANDOFF_LEDGER_POSTGRES_PREPARED || 'on';
   if (value !== 'on' && value !== 'off')
-    throw new UsageError(`HANDOFF_LEDGER_POSTGRES_PREPARED must be on or off, not ${JSON.stringify(value)}`);
+    throw new UsageError(`HANDOFF_LEDGER_POSTGRES_PREPARED must be on or off, not ${quoted(value)}`);
   return value === 'on';
 }
 
@@ -242,7 +243,7 @@ export function preparedFromEnv(env: NodeJS.ProcessEnv): boolean {
 export function hashFromEnv(env: NodeJS.ProcessEnv): HashBackendName {
   const name = env.HANDOFF_LEDGER_HASH || 'auto';
   if (!HASH_BACKENDS.includes(name as HashBackendName)) {
-    throw new UsageError(`HANDOFF_LEDGER_HASH must be one of ${HASH_BACKENDS.join(', ')}, not ${JSON.stringify(name)}`);
+    throw new UsageError(`HANDOFF_LEDGER_HASH must be one of ${HASH_BACKENDS.join(', ')}, not ${quoted(name)}`);
   }
   return name as HashBackendName;
 }
@@ -469,7 +470,11 @@ export function reportError(err: unknown, io: CliIo, json = false): number {
           : undefined;
   if (!known) return reportInternalError(err, io);
   if (json) writeJson(io.stdout, { error: { code: known.code, message: known.message } });
-  io.stderr.write(`handoff-ledger: ${known.code}: ${printable(known.message)}\n`);
+  // A refusal quotes the values it names escaped already (`shownValue`, `invalidIdMessage`, `quoted`: `"a\u001b"`): a
+  // message that is terminal-safe is printed as it is, the same words --json gives; escaped again, every backslash of
+  // those quotes would print doubled (`"a\\u001b"`). One that is not (an errno message naming a path as it is, a
+  // user's argument) is escaped whole.
+  io.stderr.write(`handoff-ledger: ${known.code}: ${printableOnce(known.message)}\n`);
   if (err instanceof CommandLineError && io.command !== undefined)
     io.stderr.write(`Try 'handoff-ledger help ${printable(io.command)}' for its options.\n`);
   if (err instanceof InterruptedError) return SIGNAL_EXITS[err.stoppedBy];

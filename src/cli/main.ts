@@ -13,7 +13,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { printable } from '../../manifests/encoding/printable.js';
+import { printable, quoted } from '../../manifests/encoding/printable.js';
 import { packageVersion } from '../version.js';
 
 /** `--help` or `-h` before any `--`: the command's help, whatever else the line says. */
@@ -40,7 +40,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     }
     const spec = Object.hasOwn(commands, topic) ? commands[topic] : undefined;
     if (!spec) {
-      io.stderr.write(`handoff-ledger: USAGE: no command ${printable(JSON.stringify(topic))}\n\n${usage()}`);
+      io.stderr.write(`handoff-ledger: USAGE: no command ${quoted(topic)}\n\n${usage()}`);
       return EXIT_USAGE;
     }
     io.stdout.write(commandHelp(spec));
@@ -51,9 +51,8 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     // A usage error like any other: coded on stderr (`handoff-ledger: USAGE: …`, as every other refusal), and with
     // --json as JSON on stdout too.
     // `--json` in the command's place (`handoff-ledger --json init`) asks for JSON too.
-    if (wantsJson(argv))
-      writeJson(io.stdout, { error: { code: 'USAGE', message: `unknown command ${JSON.stringify(name)}` } });
-    io.stderr.write(`handoff-ledger: USAGE: unknown command ${printable(JSON.stringify(name))}\n\n${usage()}`);
+    if (wantsJson(argv)) writeJson(io.stdout, { error: { code: 'USAGE', message: `unknown command ${quoted(name)}` } });
+    io.stderr.write(`handoff-ledger: USAGE: unknown command ${quoted(name)}\n\n${usage()}`);
     return EXIT_USAGE;
   }
   if (asksForHelp(rest)) {

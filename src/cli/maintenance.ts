@@ -15,7 +15,7 @@ import {
   writeJson,
   type CliIo,
 } from './io.js';
-import { counted, printableRow } from '../../manifests/encoding/printable.js';
+import { counted, printableRow, quoted } from '../../manifests/encoding/printable.js';
 
 export async function fsck(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { ...storeOptions, 'skip-blobs': { type: 'boolean', default: false } });
@@ -71,7 +71,7 @@ export async function gc(argv: string[], io: CliIo): Promise<number> {
       // As every number's refusal (README, "CLI"): the option, its range and the text given.
       throw new UsageError(
         `--grace must be a duration from 0 to ${Number.MAX_SAFE_INTEGER} ms: a whole number and a unit, ms, s, m, h ` +
-          `or d (none: s), not ${JSON.stringify(values.grace)} (e.g. 30m, 24h, 7d)`,
+          `or d (none: s), not ${quoted(values.grace)} (e.g. 30m, 24h, 7d)`,
       );
     }
     // SIGINT/SIGTERM end the open (nothing done), then gc between blobs (a delete waiting behind a hung call on its

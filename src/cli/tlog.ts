@@ -1,6 +1,6 @@
 /** checkpoint, prove: the transparency-log view of the store (C2SP checkpoints, RFC 6962 proofs). */
 import { parseManifestId } from '../ledger/proofs.js';
-import { printableExact } from '../../manifests/encoding/printable.js';
+import { printableExact, quoted } from '../../manifests/encoding/printable.js';
 import {
   EXIT_OK,
   parse,
@@ -62,13 +62,12 @@ export async function prove(argv: string[], io: CliIo): Promise<number> {
     const proveUsage = 'usage: prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N]';
     if (kind === undefined) throw new UsageError(`prove needs a subcommand; ${proveUsage}`);
     if (kind !== 'inclusion' && kind !== 'consistency')
-      throw new UsageError(`unknown prove subcommand ${JSON.stringify(kind)}; ${proveUsage}`);
+      throw new UsageError(`unknown prove subcommand ${quoted(kind)}; ${proveUsage}`);
     if (arg === undefined)
       throw new UsageError(
         `prove ${kind} needs ${kind === 'inclusion' ? 'a MANIFEST-ID' : 'an OLD-SIZE'}; ${proveUsage}`,
       );
-    if (positionals.length > 2)
-      throw new UsageError(`unexpected argument ${JSON.stringify(positionals[2])}; ${proveUsage}`);
+    if (positionals.length > 2) throw new UsageError(`unexpected argument ${quoted(positionals[2]!)}; ${proveUsage}`);
     const treeSize = size(values.size, '--size');
     const oldSize = kind === 'consistency' ? size(arg, 'OLD-SIZE') : undefined;
     // A malformed id is the ledger's refusal, INVALID_ID (exit 1), as for every id a command on a store is given;

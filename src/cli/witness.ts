@@ -21,7 +21,7 @@ import {
   type CliIo,
 } from './io.js';
 import { isErrnoError } from '../../store/errors.js';
-import { printable, printableLines } from '../../manifests/encoding/printable.js';
+import { printable, printableLines, quoted } from '../../manifests/encoding/printable.js';
 import { MAX_TIMER_MS } from '../../store/abort.js';
 
 export const usage =
@@ -141,7 +141,7 @@ async function serve(argv: string[], io: CliIo): Promise<number> {
       // request's body (64 KiB a line for every request): its first 200 characters.
       onRequest: (e) =>
         io.stderr.write(
-          `witness: ${e.status}${e.origin !== undefined ? ` ${printable(JSON.stringify(clipped(e.origin)))}` : ''}${e.reason ? ` ${printable(e.reason)}` : ''}\n`,
+          `witness: ${e.status}${e.origin !== undefined ? ` ${quoted(clipped(e.origin))}` : ''}${e.reason ? ` ${printable(e.reason)}` : ''}\n`,
         ),
     });
     server = created;
@@ -201,9 +201,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (sub === 'serve') return serve(rest, io);
   if (sub === undefined || sub.startsWith('-'))
     throw new UsageError(
-      `witness needs a subcommand first${sub ? `, not ${JSON.stringify(sub)}` : ''}; usage: handoff-ledger ${usage}`,
+      `witness needs a subcommand first${sub ? `, not ${quoted(sub)}` : ''}; usage: handoff-ledger ${usage}`,
     );
-  throw new UsageError(`unknown witness subcommand ${JSON.stringify(sub)}; usage: handoff-ledger ${usage}`);
+  throw new UsageError(`unknown witness subcommand ${quoted(sub)}; usage: handoff-ledger ${usage}`);
 }
 
 /** An origin as the request log shows it: its first 200 characters, `…` where it goes on. */

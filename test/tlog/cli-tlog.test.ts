@@ -100,7 +100,7 @@ describe('handoff-ledger checkpoint, prove, keys vkey', () => {
     for (const [id, shown] of [
       ['not-an-id', '"not-an-id"'],
       [`BLAKE3:${'A'.repeat(64)}`, `"BLAKE3:${'A'.repeat(64)}"`],
-      ['blake3:\u001b[31m', '"blake3:\\\\u001b[31m"'],
+      ['blake3:\u001b[31m', '"blake3:\\u001b[31m"'],
     ])
       for (const root of [env.HANDOFF_LEDGER_ROOT, join(tempDir(), 'no-store')]) {
         const r = cli(['prove', 'inclusion', id!, '--root', root], env);

@@ -236,6 +236,11 @@ describe('witness serve, hostile requests: the protocol status, and no change of
       .split('\n')
       .find((l) => l.startsWith('witness: 404 "example.com/ooo'));
     expect(line).toBe(`witness: 404 "example.com/${'o'.repeat(188)}…" unknown log origin`);
+    // Quoted as a refusal quotes a value, once: a quote, a backslash and a bidi override in it were escaped twice
+    // (`\\"`, `\\\\`: JSON quoting, then the printer's escaping of each backslash of it).
+    const odd = request.replace('example.com/not-followed\n', 'example.com/q"b\\s\u202e\n');
+    expect((await addCheckpoint(w1.url, odd)).status).toBe(404);
+    expect(w1.stderr().split('\n')).toContain('witness: 404 "example.com/q\\"b\\\\s\\u202e" unknown log origin');
     await unchanged();
   });
 
