@@ -3,7 +3,16 @@
  * with the class that carries it, and the table names no code that no class can throw.
  */
 import { describe, expect, it } from 'vitest';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { memoryBundleReader, mergeTrust, parseTrustStore, verifyBundle } from '../manifests/audit/index.js';
+import { main } from '../src/cli/main.js';
+import { extractSummary } from '../src/compaction/tool.js';
+import { openLedger } from '../src/ledger/open.js';
+import { openBundleDir } from '../src/ops/bundle-dir.js';
+import { exportBundle } from '../src/ops/export.js';
+import { captureIo } from './support/capture-io.js';
+import { tempDir } from './support/tmp.js';
+import { treeFileDirs } from './support/tree-file-dirs.js';
 
 const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const codesOf = (path: string, type: string): string[] => {
@@ -68,8 +77,7 @@ describe("README's pointer to the auditor's codes", () => {
 describe("README's rows of the summary codes name compact's refusals", () => {
   // The rows said only what publish refuses (a summary marked incomplete; schema faults), not what compact and
   // extractSummary refuse with the same codes: an answer the model did not finish, not JSON, another tool, two calls.
-  it('SUMMARY_INCOMPLETE and SUMMARY_INVALID as extractSummary throws them', async () => {
-    const { extractSummary } = await import('../src/compaction/tool.js');
+  it('SUMMARY_INCOMPLETE and SUMMARY_INVALID as extractSummary throws them', () => {
     const code = (response: unknown) => {
       try {
         extractSummary(response as never);
@@ -119,12 +127,6 @@ describe("docs/AUDIT.md's audit errors", () => {
   // refusals of memoryBundleReader's input and openBundleDir's arguments; nor TRUST_INVALID two --trust files that
   // give one key id two public keys.
   it('name the refusals the auditor makes so', async () => {
-    const { memoryBundleReader, verifyBundle, parseTrustStore, mergeTrust } =
-      await import('../manifests/audit/index.js');
-    const { openBundleDir } = await import('../src/ops/bundle-dir.js');
-    const { exportBundle } = await import('../src/ops/export.js');
-    const { openLedger } = await import('../src/ledger/open.js');
-    const { tempDir } = await import('./support/tmp.js');
     const code = async (run: () => unknown) => {
       try {
         await run();
@@ -176,31 +178,9 @@ describe("docs/AUDIT.md's audit errors", () => {
   // The rows said any tree file that is not a regular file is BUNDLE_INVALID; verify judges one when it reads it, and a
   // full bundle reads neither proofs.jsonl nor heads.jsonl.
   it('say which tree files verify judges for what bundle, as it reads them', async () => {
-    const { main } = await import('../src/cli/main.js');
-    const { captureIo } = await import('./support/capture-io.js');
-    const { tempDir } = await import('./support/tmp.js');
-    const { openLedger } = await import('../src/ledger/open.js');
-    const { exportBundle } = await import('../src/ops/export.js');
-    const { mkdirSync, writeFileSync } = await import('node:fs');
-    const ledger = await openLedger({ root: tempDir(), host: 'h1', onNotice: () => {} });
-    await ledger.publish({ principal: 'p', session: 's', run: 'r' }, { task: 't', state: 's', nextSteps: [] });
-    const full = `${tempDir()}/full`;
-    const filtered = `${tempDir()}/filtered`;
-    await exportBundle(ledger, { out: full });
-    await exportBundle(ledger, { out: filtered, session: 's' });
-    const trust = `${tempDir()}/keys.json`;
-    writeFileSync(trust, JSON.stringify(await ledger.trustStore()));
-    await ledger.close();
-    mkdirSync(`${full}/heads.jsonl`);
-    mkdirSync(`${full}/proofs.jsonl`);
-    const run = async (argv: string[]) => {
-      const c = captureIo();
-      return { code: await main(argv, c.io), stderr: c.stderr() };
-    };
-    expect((await run(['verify', full, '--trust', trust])).code).toBe(0);
-    rmSync(`${filtered}/heads.jsonl`);
-    mkdirSync(`${filtered}/heads.jsonl`);
-    const refused = await run(['verify', filtered, '--trust', trust, '--session', 's']);
+    const { full, filtered, verify } = await treeFileDirs();
+    expect((await verify(full)).code).toBe(0);
+    const refused = await verify(filtered, '--session', 's');
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/BUNDLE_INVALID: .*heads\.jsonl is not a regular file/);
     const said = rows.find((r) => r.startsWith('| `BUNDLE_INVALID`'))!.replace(/\s+/g, ' ');
@@ -209,9 +189,6 @@ describe("docs/AUDIT.md's audit errors", () => {
 
   // The section said the CLI prints `CODE: message`; every refusal of the CLI starts with `handoff-ledger: `.
   it('quote a refusal of verify as the CLI prints it on stderr, and the exit code', async () => {
-    const { main } = await import('../src/cli/main.js');
-    const { captureIo } = await import('./support/capture-io.js');
-    const { tempDir } = await import('./support/tmp.js');
     const c = captureIo();
     const code = await main(['verify', `${tempDir()}/no-bundle`, '--trust', `${tempDir()}/keys.json`], c.io);
     const quoted = /the CLI\s+prints `([^`]+)` and exits (\d)/.exec(section);

@@ -4,18 +4,14 @@
  * `verify` refuses it, and when: checkpoint.note (every check reads it) when the folder is chosen, the others when a
  * check reads them, so a full bundle with a directory at heads.jsonl or proofs.jsonl gets verify's verdict, OK.
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { BundleReader } from '../../manifests/audit/bundle.js';
 import { verifyBundle } from '../../manifests/audit/index.js';
 import { parseTrustStore } from '../../manifests/format/trust.js';
 import { storedSummaryProblem } from '../../manifests/format/summary.js';
-import { main } from '../../src/cli/main.js';
-import { openLedger } from '../../src/ledger/open.js';
-import { exportBundle } from '../../src/ops/export.js';
-import { captureIo } from '../support/capture-io.js';
-import { tempDir } from '../support/tmp.js';
+import { treeFileDirs } from '../support/tree-file-dirs.js';
 
 // Imported by names the root project's type check does not follow (web/tsconfig.json checks these modules, which use
 // the DOM's types), as test/web/served-reader.test.ts does.
@@ -49,21 +45,8 @@ function dropped(dir: string): { files: Array<{ path: string; file: Blob }>; dir
 
 describe('a picked or dropped folder with a directory where a tree file belongs, as verify reads it', () => {
   it('is verified as verify verifies it: a full bundle reads no heads.jsonl or proofs.jsonl; checkpoint.note is refused at once', async () => {
-    const ledger = await openLedger({ root: tempDir(), host: 'h1', onNotice: () => {} });
-    await ledger.publish({ principal: 'p', session: 's', run: 'r' }, { task: 't', state: 's', nextSteps: [] });
-    const full = join(tempDir(), 'full');
-    const filtered = join(tempDir(), 'filtered');
-    await exportBundle(ledger, { out: full });
-    await exportBundle(ledger, { out: filtered, session: 's' });
-    const trustText = JSON.stringify(await ledger.trustStore());
-    await ledger.close();
-    const trustPath = join(tempDir(), 'keys.json');
-    writeFileSync(trustPath, trustText);
+    const { full, filtered, trustText, verify: cli } = await treeFileDirs();
     const trust = parseTrustStore(trustText);
-    const cli = async (dir: string, ...more: string[]) => {
-      const c = captureIo();
-      return { code: await main(['verify', dir, '--trust', trustPath, ...more], c.io), stderr: c.stderr() };
-    };
     const page = async (dir: string, scope?: { session: string }) => {
       const { files, directories } = dropped(dir);
       const picked = bundleFromFiles(files, directories, 'bundle');
@@ -80,13 +63,10 @@ describe('a picked or dropped folder with a directory where a tree file belongs,
       }
     };
 
-    mkdirSync(join(full, 'heads.jsonl'));
-    mkdirSync(join(full, 'proofs.jsonl'));
+    // A directory at the full bundle's heads.jsonl and proofs.jsonl, and in place of the filtered one's heads.jsonl.
     expect((await cli(full)).code).toBe(0);
     expect(await page(full)).toBe('OK');
 
-    rmSync(join(filtered, 'heads.jsonl'));
-    mkdirSync(join(filtered, 'heads.jsonl'));
     expect((await cli(filtered, '--session', 's')).stderr).toMatch(/BUNDLE_INVALID: .*heads\.jsonl is not a regular/);
     expect(await page(filtered, { session: 's' })).toBe(
       'BUNDLE_INVALID: heads.jsonl is a directory, not a regular file',
