@@ -534,8 +534,10 @@ describe("the README's CLI and web/README.md's files", () => {
     expect(sources.filter((f) => !table.includes(`\`${f}\``))).toEqual([]);
   });
 
+  // The connections the page's Content-Security-Policy allows (web/build.mjs writes it into the page).
+  const connect = /"connect-src ([^"]+)"/.exec(read('web/build.mjs'))?.[1];
+
   it("the README's word on the page's Content-Security-Policy quotes the connections web/build.mjs allows", () => {
-    const connect = /"connect-src ([^"]+)"/.exec(read('web/build.mjs'))?.[1];
     expect(connect).toBeDefined();
     const section = readme.split("### The auditor's page")[1]!.split('\n## ')[0]!.replace(/\s+/g, ' ');
     const said = section.split('Its Content-Security-Policy')[1] ?? '';
@@ -543,7 +545,6 @@ describe("the README's CLI and web/README.md's files", () => {
   });
 
   it("the page's own word on its requests names the one source its CSP lets it read from, audit-ui's server", () => {
-    const connect = /"connect-src ([^"]+)"/.exec(read('web/build.mjs'))?.[1];
     const header = read('web/index.html').split('<header>')[1]!.split('</header>')[0]!.replace(/\s+/g, ' ');
     expect(header).toContain('Nothing is uploaded');
     if (connect !== "'none'") expect(header).toMatch(/no network requests, save those that read the files .*audit-ui/);
