@@ -1066,6 +1066,32 @@ describe('the paths and links the documents give', () => {
     ).toEqual([]);
   });
 
+  it('link, in a document the package ships, only to files it ships (the README on the registry, the rest installed)', () => {
+    // The README linked the page's screenshot and web/README.md, test/RELIABILITY.md and the benchmarks' results and
+    // log, AUDIT.md web/README.md: none is in the tarball, so each link was broken where a user reads the package.
+    const pack = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+      cwd: new URL('..', import.meta.url),
+      encoding: 'utf8',
+    });
+    expect(pack.status, pack.stderr).toBe(0);
+    const packed = new Set(
+      (JSON.parse(pack.stdout) as Array<{ files: Array<{ path: string }> }>)[0]!.files.map((f) => f.path),
+    );
+    const shipped = [...packed].filter((path) => path.endsWith('.md'));
+    expect(shipped).toEqual(expect.arrayContaining(['README.md', 'SECURITY.md', 'docs/AUDIT.md']));
+    const links = shipped.flatMap((doc) =>
+      [...read(doc).matchAll(/\]\(([^)\s]+)\)/g)]
+        .map((m) => m[1]!)
+        .filter((link) => !/^[a-z][\w+.-]*:/i.test(link))
+        .map((link) => {
+          const path = link.split('#')[0]!;
+          return [doc, link, path === '' ? doc : join(doc, '..', path)] as const;
+        }),
+    );
+    expect(links.length).toBeGreaterThan(3);
+    expect(links.filter(([, , target]) => !packed.has(target))).toEqual([]);
+  });
+
   it('name as a section of a document (`AUDIT.md, "Completeness"`) only a heading or a bold run-in heading of it', () => {
     // benchmarks/README.md sent a reader to ARCHITECTURE.md, "Checkpoints": no section of that page is so named.
     const sections = (path: string) => [
