@@ -3,7 +3,7 @@
  * command that prints data, the documented exit codes (0 ok, 1 refused, 2 usage), errors on stderr and
  * data on stdout, and NO_COLOR. The table below must name every command, so a new one is held to them too.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   existsSync,
   lstatSync,
@@ -19,6 +19,7 @@ import {
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Readable, type Writable } from 'node:stream';
 import { Level } from 'level';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -1068,6 +1069,8 @@ describe('publish refused on its store arguments', () => {
     try {
       const root = join(base, 'store');
       const scope = ['--root', root, '--principal', 'alice', '--session', 's', '--run', 'r'];
+      const notJson = join(base, 'trust.json');
+      writeFileSync(notJson, 'not json');
       const runs: [string[], NodeJS.ProcessEnv, string][] = [
         [['--host', 'x y'], {}, 'handoff-ledger: INVALID_ID: host "x y" is not a valid id'],
         [[], { HANDOFF_LEDGER_HOST: 'x y' }, 'handoff-ledger: INVALID_ID: host "x y" is not a valid id'],
@@ -1082,14 +1085,99 @@ describe('publish refused on its store arguments', () => {
           { HANDOFF_LEDGER_WITNESS_TIMEOUT_MS: '5s' },
           'handoff-ledger: USAGE: HANDOFF_LEDGER_WITNESS_TIMEOUT_MS must be',
         ],
+        // The witnesses, the trust file, the origin and the connection string, which the open judged after the read.
+        [
+          ['--host', 'h'],
+          { HANDOFF_LEDGER_WITNESSES: 'not-a-url' },
+          'handoff-ledger: INVALID_ARGUMENT: witness URL "not-a-url" is not a URL',
+        ],
+        [
+          ['--host', 'h'],
+          { HANDOFF_LEDGER_WITNESSES: 'http://127.0.0.1:9/#no-key' },
+          'handoff-ledger: KEY_INVALID: malformed witness verifier key',
+        ],
+        [
+          ['--host', 'h'],
+          { HANDOFF_LEDGER_TRUST: join(base, 'no-such-trust.json') },
+          'handoff-ledger: TRUST_INVALID: cannot read trust file',
+        ],
+        [['--host', 'h'], { HANDOFF_LEDGER_TRUST: notJson }, 'handoff-ledger: TRUST_INVALID: '],
+        [['--host', 'h', '--origin', 'a b'], {}, 'handoff-ledger: INVALID_ARGUMENT: origin: a non-empty name'],
+        [
+          ['--host', 'h'],
+          { HANDOFF_LEDGER_ORIGIN: 'a+b' },
+          'handoff-ledger: INVALID_ARGUMENT: origin: a non-empty name',
+        ],
+        // A name the CLI prints escaped names no new log: the root holds no store yet.
+        [
+          ['--host', 'h', '--origin', 'example.com/a\\b'],
+          {},
+          "handoff-ledger: INVALID_ARGUMENT: origin: a new log's origin may not hold",
+        ],
+        [
+          ['--host', 'h', '--postgres', 'not-a-url'],
+          {},
+          'handoff-ledger: INVALID_ARGUMENT: the PostgreSQL connection string is not',
+        ],
+        [
+          ['--host', 'h'],
+          { HANDOFF_LEDGER_POSTGRES: 'not-a-url' },
+          'handoff-ledger: INVALID_ARGUMENT: the PostgreSQL connection string is not',
+        ],
       ];
       for (const [args, env, said] of runs) {
         const c = captureIo({ env });
         const stdin = Readable.from([JSON.stringify(sampleSummary('unread'))]);
         const code = await main(['publish', ...scope, ...args], { ...c.io, stdin });
-        expect(code, said).toBe(said.includes('USAGE') ? 2 : 1);
+        expect(code, said).toBe(/USAGE|TRUST_INVALID/.test(said) ? 2 : 1);
         expect(c.stderr().startsWith(said), c.stderr()).toBe(true);
         expect(stdin.readableDidRead, `${said}: standard input was read`).toBe(false);
+      }
+      expect(existsSync(root)).toBe(false);
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
+  // The built CLI in a child process whose standard input stays open (half a summary written, no end): a refusal
+  // judged before the read ends the process with its code; judged after it, the child waited for an end that never
+  // comes (this test then runs into its timeout).
+  it('is refused without waiting for a standard input held open (the built CLI, dist/)', async () => {
+    const cliPath = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+    const base = mkdtempSync(join(tmpdir(), 'hl-publish-held-'));
+    try {
+      const root = join(base, 'store');
+      const scope = ['--root', root, '--host', 'h', '--principal', 'alice', '--session', 's', '--run', 'r'];
+      const runs: [string[], NodeJS.ProcessEnv, number, string][] = [
+        [[], { HANDOFF_LEDGER_WITNESSES: 'not-a-url' }, 1, 'handoff-ledger: INVALID_ARGUMENT: witness URL'],
+        [
+          [],
+          { HANDOFF_LEDGER_TRUST: join(base, 'no-such-trust.json') },
+          2,
+          'handoff-ledger: TRUST_INVALID: cannot read trust file',
+        ],
+        [['--origin', 'a b'], {}, 1, 'handoff-ledger: INVALID_ARGUMENT: origin: '],
+        [[], { HANDOFF_LEDGER_ORIGIN: 'example.com/a\\b' }, 1, 'handoff-ledger: INVALID_ARGUMENT: origin: '],
+      ];
+      for (const [args, env, code, said] of runs) {
+        const child = spawn(process.execPath, [cliPath, 'publish', ...scope, ...args], {
+          stdio: ['pipe', 'pipe', 'pipe'],
+          env: { ...process.env, NO_COLOR: '1', ...env },
+        });
+        let stderr = '';
+        child.stderr.on('data', (d) => (stderr += d));
+        child.stdin.on('error', () => {});
+        child.stdin.write(JSON.stringify(sampleSummary('held')).slice(0, 20));
+        try {
+          const exit = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+          expect({ code: exit, refused: stderr.startsWith(said) }, `${said}: ${stderr}`).toEqual({
+            code,
+            refused: true,
+          });
+        } finally {
+          child.stdin.end();
+          child.kill('SIGKILL');
+        }
       }
       expect(existsSync(root)).toBe(false);
     } finally {

@@ -8,7 +8,7 @@ import { parsePublishScope } from '../ledger/scope.js';
 import { parseExpectedPrev } from '../ledger/ledger.js';
 import { DEFAULT_MAX_SUMMARY_BYTES, prepareSummary } from '../summary/summary.js';
 import {
-  checkStoreArgs,
+  checkOpenArgs,
   withLedger,
   EXIT_OK,
   InterruptedError,
@@ -19,7 +19,6 @@ import {
   storeOptions,
   UsageError,
   CommandLineError,
-  usableHashFromEnv,
   wholeNumber,
   writeJson,
   type CliIo,
@@ -86,9 +85,10 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
     parsePublishScope({ principal, session, run });
     const prev = values['expected-prev'];
     const expectedPrev = parseExpectedPrev(prev === 'null' ? null : prev); // `null`: an empty chain
-    // The host and the variables every command on a store reads, as the open will judge them: before the read too.
-    checkStoreArgs(values, io.env);
-    await usableHashFromEnv(io.env); // a `native` or `wasm` backend that cannot load here: USAGE, unread
+    // The host, the options and the variables every command on a store reads (HANDOFF_LEDGER_TRUST's file, the
+    // witnesses, the origin, the connection string, a `native` or `wasm` hash backend that cannot load here), as the
+    // open will judge them: before the read too. The open then takes the trust read here.
+    const openExtra = await checkOpenArgs(values, io, { maxSummaryBytes, createHostKey: true });
     const file = positionals[0] === '-' ? undefined : positionals[0];
     // JSON text can be larger than its canonical form: up to 6 times when every character is written as a \u
     // escape (as Python's json.dumps writes non-ASCII text), plus whitespace. Beyond that it cannot fit the limit,
@@ -163,7 +163,7 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
         stop.dispose();
         return EXIT_OK;
       },
-      { maxSummaryBytes, createHostKey: true },
+      openExtra,
     );
   } catch (err) {
     return reportError(err, io, values.json);

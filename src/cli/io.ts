@@ -274,8 +274,9 @@ export async function usableHashFromEnv(env: NodeJS.ProcessEnv): Promise<HashBac
  * What `openFromArgs` judges of the store's options and variables before it opens anything: an empty `--root`,
  * `--postgres` or `--origin` (USAGE: an unset shell variable, not a request for the default: `--postgres ""` would
  * otherwise open the embedded store in its place), the host (`--host`, else HANDOFF_LEDGER_HOST; INVALID_ID),
- * HANDOFF_LEDGER_HASH, HANDOFF_LEDGER_POSTGRES_PREPARED and HANDOFF_LEDGER_WITNESS_TIMEOUT_MS (USAGE). `publish` calls
- * it before it reads its summary too, so that a summary piped to a command refused anyway is not taken in vain.
+ * HANDOFF_LEDGER_HASH, HANDOFF_LEDGER_POSTGRES_PREPARED and HANDOFF_LEDGER_WITNESS_TIMEOUT_MS (USAGE). `publish` judges
+ * them before it reads its summary too (`checkOpenArgs`), so that a summary piped to a command refused anyway is not
+ * taken in vain.
  * @throws UsageError, LedgerError `INVALID_ID`
  */
 export function checkStoreArgs(
@@ -309,10 +310,50 @@ export async function openFromArgs(
   by: string | StopSignals,
   extra: Partial<OpenLedgerOptions> = {},
 ): Promise<Ledger> {
-  checkStoreArgs(values, io.env);
+  const options = await openOptionsFromArgs(values, io, extra);
   // Loaded here, not at the top: a command that opens no ledger does not load the store and LevelDB (`verify` on an
   // auditor's machine), nor, for `--help` and `--version`, zod and the telemetry API.
-  const { defaultRoot, openLedger } = await import('../ledger/open.js');
+  const { openLedger } = await import('../ledger/open.js');
+  const stop = typeof by === 'string' ? stopSignals(by) : by;
+  const interrupted = (stoppedBy: StopSignal, cause: unknown) =>
+    new InterruptedError(
+      stoppedBy,
+      `${stop.command} interrupted by ${stoppedBy} while opening the store, before it began; run it again`,
+      { cause },
+    );
+  let ledger: Ledger;
+  try {
+    ledger = await openLedger({ ...options, signal: stop.signal });
+  } catch (err) {
+    const stoppedBy = stop.stoppedBy();
+    if (stoppedBy !== undefined && err instanceof LedgerError && err.code === 'CANCELLED')
+      throw interrupted(stoppedBy, err);
+    throw err;
+  } finally {
+    if (typeof by === 'string') stop.dispose();
+  }
+  const stoppedBy = typeof by === 'string' ? stop.stoppedBy() : undefined;
+  if (stoppedBy !== undefined) {
+    // The signal came as the open ended: the command has not begun, and does not.
+    await ledger.close();
+    throw interrupted(stoppedBy, stop.signal.reason);
+  }
+  return ledger;
+}
+
+/**
+ * The options `openFromArgs` opens the ledger with (without its signal): the store's options and variables judged
+ * (`checkStoreArgs`), the BLAKE3 backend loaded when it does not fall back, HANDOFF_LEDGER_TRUST's file read
+ * (unless `extra` names the trust), the witnesses, the origin and PostgreSQL's connection string taken.
+ * @throws UsageError, LedgerError `INVALID_ID`, ManifestError `TRUST_INVALID` (HANDOFF_LEDGER_TRUST)
+ */
+async function openOptionsFromArgs(
+  values: { root?: string; host?: string; postgres?: string; origin?: string },
+  io: CliIo,
+  extra: Partial<OpenLedgerOptions>,
+): Promise<OpenLedgerOptions> {
+  checkStoreArgs(values, io.env);
+  const { defaultRoot } = await import('../ledger/open.js');
   const root = values.root ?? defaultRoot(io.env);
   const host = values.host ?? defaultHost(io.env);
   const options: OpenLedgerOptions = {
@@ -334,36 +375,30 @@ export async function openFromArgs(
   };
   const pg = values.postgres ?? io.env.HANDOFF_LEDGER_POSTGRES;
   const prepared = preparedFromEnv(io.env);
-  const stop = typeof by === 'string' ? stopSignals(by) : by;
-  const interrupted = (stoppedBy: StopSignal, cause: unknown) =>
-    new InterruptedError(
-      stoppedBy,
-      `${stop.command} interrupted by ${stoppedBy} while opening the store, before it began; run it again`,
-      { cause },
-    );
-  let ledger: Ledger;
-  try {
-    const opened = { ...options, signal: stop.signal };
-    ledger = await openLedger(
-      pg
-        ? { ...opened, postgres: { connectionString: pg, ...(prepared ? {} : { preparedStatements: false }) } }
-        : opened,
-    );
-  } catch (err) {
-    const stoppedBy = stop.stoppedBy();
-    if (stoppedBy !== undefined && err instanceof LedgerError && err.code === 'CANCELLED')
-      throw interrupted(stoppedBy, err);
-    throw err;
-  } finally {
-    if (typeof by === 'string') stop.dispose();
-  }
-  const stoppedBy = typeof by === 'string' ? stop.stoppedBy() : undefined;
-  if (stoppedBy !== undefined) {
-    // The signal came as the open ended: the command has not begun, and does not.
-    await ledger.close();
-    throw interrupted(stoppedBy, stop.signal.reason);
-  }
-  return ledger;
+  return pg
+    ? { ...options, postgres: { connectionString: pg, ...(prepared ? {} : { preparedStatements: false }) } }
+    : options;
+}
+
+/**
+ * Judges, before anything is opened or made, all that the open of the store the options name would refuse and that
+ * can be known without opening it (`checkOpenOptions`): the store's options and variables (`checkStoreArgs`), a
+ * `native` or `wasm` HANDOFF_LEDGER_HASH that cannot load here, HANDOFF_LEDGER_TRUST's file (read now), the witnesses
+ * HANDOFF_LEDGER_WITNESSES names (each a URL, a pinned key that parses), the origin (`--origin`, HANDOFF_LEDGER_ORIGIN:
+ * its form, and the new-log rule for an embedded store that holds no log yet) and PostgreSQL's connection string.
+ * `publish` calls it before it reads its summary. Returns `extra` with the trust read, for the open: the file is not
+ * read twice.
+ * @throws UsageError, LedgerError `INVALID_ID` / `INVALID_ARGUMENT`, ManifestError `TRUST_INVALID` / `KEY_INVALID`
+ */
+export async function checkOpenArgs(
+  values: { root?: string; host?: string; postgres?: string; origin?: string },
+  io: CliIo,
+  extra: Partial<OpenLedgerOptions> = {},
+): Promise<Partial<OpenLedgerOptions>> {
+  const options = await openOptionsFromArgs(values, io, extra);
+  const { checkOpenOptions } = await import('../ledger/open.js');
+  await checkOpenOptions(options);
+  return { ...extra, trust: options.trust };
 }
 
 /**

@@ -254,7 +254,17 @@ export async function openLedger(given: OpenLedgerOptions): Promise<Ledger> {
   }
 }
 
-async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
+/**
+ * What `openLedger` judges of its options before it looks at the root or makes anything: each field read once, the
+ * host, the values and shapes of the options (the witnesses' URLs and keys, the origin's form, the trust store, …).
+ * Returns the options as read (what is checked is what is used), the host and the signature verifier.
+ * @throws LedgerError `INVALID_ARGUMENT`, `INVALID_ID`; ManifestError `TRUST_INVALID`, `KEY_INVALID` (as `openLedger`)
+ */
+function readOpenOptions(given: OpenLedgerOptions): {
+  options: ResolvedOpenOptions;
+  host: string;
+  verifier: SignatureVerifier;
+} {
   if (typeof given !== 'object' || given === null)
     throw new LedgerError('INVALID_ARGUMENT', 'openLedger needs an options object with at least a host');
   // Each field read once, here (a getter or proxy that throws: INVALID_ARGUMENT naming it, before anything is written),
@@ -347,6 +357,34 @@ async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
   for (const name of ['clock', 'onNotice'] as const)
     if (options[name] !== undefined && options[name] !== null && typeof options[name] !== 'function')
       throw new LedgerError('INVALID_ARGUMENT', `${name} must be a function`);
+  return { options, host, verifier };
+}
+
+/**
+ * What `openLedger` would refuse `given` for that can be known without opening or making anything: every option's value
+ * and shape (`readOpenOptions`), PostgreSQL options it cannot use (a connection string that is no postgresql:// URL),
+ * and an origin that may name no new log (`isNewOrigin`) given for an embedded store that holds no log yet (a look at
+ * the root, read-only; a look that fails decides nothing: the open says what is wrong). A PostgreSQL log's stored
+ * origin is the open's to look up, on a connection. The CLI's `publish` calls it before it reads its summary, so that a
+ * summary piped to an open refused anyway is not taken in vain.
+ * @throws as `openLedger` does for these
+ */
+export async function checkOpenOptions(given: OpenLedgerOptions): Promise<void> {
+  const { options } = readOpenOptions(given);
+  if (options.postgres && !options.log && !options.blobs)
+    (await import('./pg-backend.js')).refuseUnusableOptions(options.postgres);
+  if (
+    options.origin !== undefined &&
+    !isNewOrigin(options.origin) &&
+    !options.log &&
+    !options.postgres &&
+    (await noEmbeddedLog(join(options.root ?? defaultRoot(), 'manifests-v1')).catch(() => false))
+  )
+    throw new LedgerError('INVALID_ARGUMENT', `origin: ${NEW_ORIGIN_RULE}`);
+}
+
+async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
+  const { options, host, verifier } = readOpenOptions(given);
   const root = options.root ?? defaultRoot();
   const clock = checkedClock(options.clock ?? undefined);
   // One sink for every notice of this ledger: the hash backend's, the keyring's, the witnesses' and the Ledger's own.
