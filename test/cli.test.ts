@@ -401,6 +401,27 @@ describe('handoff-ledger CLI: options the README promises', () => {
   const publish = (root: string, extra: string[] = [], marker: string | number = 1) =>
     cli(['publish', ...s(root), '--run', 'r', '--json', ...extra], { input: JSON.stringify(sampleSummary(marker)) });
 
+  // A size the tree does not have is refused naming the range and the size given, as every refusal of a value names
+  // the value: "old size: a tree size from 1 to 1" alone left the operator to find which argument it meant.
+  it('prove: a size beyond the tree (or below the old size) is INVALID_ARGUMENT naming the size given', () => {
+    const root = join(tempDir(), 'store');
+    const first = publish(root, [], 1);
+    expect(first.code, first.stderr).toBe(0);
+    expect(publish(root, [], 2).code).toBe(0);
+    const id = (JSON.parse(first.stdout) as { id: string }).id;
+    for (const [args, said] of [
+      [['consistency', '12'], 'old size: a tree size from 1 to 2, not 12'],
+      [['consistency', '0'], 'old size: a tree size from 1 to 2, not 0'],
+      [['consistency', '2', '--size', '1'], 'size: a tree size from 2 to 2, not 1'],
+      [['inclusion', id, '--size', '7'], 'size: a tree size from 1 to 2, not 7'],
+    ] as const) {
+      const r = cli(['prove', ...args, '--root', root]);
+      expect(r, args.join(' ')).toEqual({ code: 1, stdout: '', stderr: `handoff-ledger: INVALID_ARGUMENT: ${said}\n` });
+      const json = cli(['prove', ...args, '--root', root, '--json']);
+      expect(JSON.parse(json.stdout), args.join(' ')).toEqual({ error: { code: 'INVALID_ARGUMENT', message: said } });
+    }
+  });
+
   it('publish --expected-prev: the head publishes, a stale one is CHAIN_CONFLICT (exit 1) and appends nothing', () => {
     const root = join(tempDir(), 'store');
     // null: the chain must be empty.

@@ -42,10 +42,15 @@ export function parseManifestId(id: unknown): Digest {
   throw new LedgerError('INVALID_ID', `a manifest id is blake3:<64 lowercase hex>, not ${shown}`);
 }
 
+/**
+ * A tree size asked for (`size`; undefined: the latest), from `min` to the latest. A refusal names the range and the
+ * value given (shownValue: escaped, bounded), as every refusal of a value does: `prove consistency 12` on a tree of 5
+ * said only "a tree size from 1 to 5", leaving the operator to find which argument it meant.
+ */
 function pickSize(latest: number, size: number | undefined, min: number, what: string): number {
   if (size === undefined) return latest;
   if (!Number.isSafeInteger(size) || size < min || size > latest)
-    throw new LedgerError('INVALID_ARGUMENT', `${what}: a tree size from ${min} to ${latest}`);
+    throw new LedgerError('INVALID_ARGUMENT', `${what}: a tree size from ${min} to ${latest}, not ${shownValue(size)}`);
   return size;
 }
 
