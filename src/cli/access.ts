@@ -211,20 +211,23 @@ export async function keys(argv: string[], io: CliIo): Promise<number> {
       'usage: keys export [--out FILE] | keys rotate | keys revoke KEYID [--at ISO-TIME] | keys close KEYID | keys list [--out FILE] | keys vkey';
     // Name what is wrong before the usage, as `witness` does: "usage: …" alone left a typo (`keys lst`) to be found by eye.
     // `keys --root DIR list` too: the subcommand comes first.
+    // Each a command line of the wrong shape (a subcommand, an argument or an option missing, misspelt or one too
+    // many), which points to the command's help.
     if (sub === undefined || sub.startsWith('-'))
-      throw new UsageError(`keys needs a subcommand first${sub ? `, not ${quoted(sub)}` : ''}; ${keysUsage}`);
+      throw new CommandLineError(`keys needs a subcommand first${sub ? `, not ${quoted(sub)}` : ''}; ${keysUsage}`);
     if (!['export', 'rotate', 'revoke', 'close', 'list', 'vkey'].includes(sub))
-      throw new UsageError(`unknown keys subcommand ${quoted(sub)}; ${keysUsage}`);
+      throw new CommandLineError(`unknown keys subcommand ${quoted(sub)}; ${keysUsage}`);
     // `keys revoke A B` would revoke A alone, `keys export trust.json` print to stdout: extra words are refused.
     if (positionals.length > (sub === 'revoke' || sub === 'close' ? 1 : 0))
-      throw new UsageError(`unexpected argument ${quoted(positionals.at(-1)!)}; ${keysUsage}`);
+      throw new CommandLineError(`unexpected argument ${quoted(positionals.at(-1)!)}; ${keysUsage}`);
     // Options of one subcommand are refused on the others (`keys rotate --at T` would rotate now, ignoring T).
     if (values.out !== undefined && sub !== 'export' && sub !== 'list')
-      throw new UsageError(`--out is for keys export and keys list; ${keysUsage}`);
-    if (values.at !== undefined && sub !== 'revoke') throw new UsageError(`--at is for keys revoke; ${keysUsage}`);
+      throw new CommandLineError(`--out is for keys export and keys list; ${keysUsage}`);
+    if (values.at !== undefined && sub !== 'revoke')
+      throw new CommandLineError(`--at is for keys revoke; ${keysUsage}`);
     // Before the open, as every missing argument: on a root with no store the open would answer KEY_INVALID instead.
-    if (sub === 'revoke' && !positionals[0]) throw new UsageError('keys revoke needs a KEYID');
-    if (sub === 'close' && !positionals[0]) throw new UsageError('keys close needs a KEYID');
+    if (sub === 'revoke' && !positionals[0]) throw new CommandLineError('keys revoke needs a KEYID');
+    if (sub === 'close' && !positionals[0]) throw new CommandLineError('keys close needs a KEYID');
     if (values.out === '') throw new UsageError('--out needs a file name');
     if (values.out !== undefined) await refuseOutThatIsNoFile(values.out, sub);
     // This store's own keys, whatever HANDOFF_LEDGER_TRUST names (trust: undefined): `keys export` hands them to

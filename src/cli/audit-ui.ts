@@ -16,7 +16,16 @@ import { readSince } from './export.js';
 import { printableLines, printableOnce } from '../../manifests/encoding/printable.js';
 import { auditorScope, byteCount, expectation, readWitnessArgs } from './verify.js';
 import { readTrustFiles } from './trust-file.js';
-import { EXIT_OK, EXIT_USAGE, onStopSignal, parse, UsageError, wholeNumber, type CliIo } from './io.js';
+import {
+  CommandLineError,
+  EXIT_OK,
+  EXIT_USAGE,
+  onStopSignal,
+  parse,
+  UsageError,
+  wholeNumber,
+  type CliIo,
+} from './io.js';
 
 export const usage =
   'audit-ui [--open] [--trust FILE]… [--since FILE] [--witness-keys FILE --quorum K] [--require-blobs] [--expect full|filtered] [--principal ID] [--session ID] [--max-bundle-bytes N] [--port N] [BUNDLE_DIR]';
@@ -49,7 +58,8 @@ export async function serve(argv: string[], io: CliIo): Promise<AuditServer> {
     },
     true,
   );
-  if (positionals.length > 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
+  // More than one BUNDLE_DIR: a command line of the wrong shape, which points to the command's help.
+  if (positionals.length > 1) throw new CommandLineError(`usage: handoff-ledger ${usage}`);
   const port = wholeNumber(values.port, '--port', 0, 65535);
   const scope = auditorScope(values.principal, values.session);
   const expect = expectation(values.expect);

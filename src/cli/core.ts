@@ -79,7 +79,7 @@ export async function publish(argv: string[], io: CliIo): Promise<number> {
       values['max-bytes'] === undefined
         ? DEFAULT_MAX_SUMMARY_BYTES
         : wholeNumber(values['max-bytes'], '--max-bytes', 1, Number.MAX_SAFE_INTEGER, 'bytes');
-    if (positionals.length > 1) throw new UsageError('publish takes at most one FILE (default: standard input)');
+    if (positionals.length > 1) throw new CommandLineError('publish takes at most one FILE (default: standard input)');
     // The ids and --expected-prev as publish judges them, before the summary is read: a summary piped from a model
     // call is not taken in vain by a command that was refused anyway.
     parsePublishScope({ principal, session, run });

@@ -64,7 +64,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       true,
     );
     json = values.json;
-    if (positionals.length > 0) throw new UsageError(`usage: handoff-ledger ${usage}`);
+    // An argument it takes none of, a required option left out: a command line of the wrong shape.
+    if (positionals.length > 0) throw new CommandLineError(`usage: handoff-ledger ${usage}`);
     if (!values.out) throw new CommandLineError('--out DIR is required');
     const since = values.since === undefined ? undefined : await readSince(values.since);
     // SIGINT/SIGTERM end the open (nothing done), or cancel the export, which then removes its staging directory and

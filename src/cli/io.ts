@@ -43,7 +43,9 @@ export class UsageError extends Error {}
 
 /**
  * A command line of the wrong shape: an unknown or repeated option, a missing value or required option, an empty
- * argument. Its refusal says where the command's options are listed (`help <command>`).
+ * argument, a missing or unknown subcommand, a missing or extra argument. Its refusal says where the command's options
+ * are listed (`help <command>`). A value of the right place that is refused for what it is (a number out of range, a
+ * file that is not a regular file) is a plain UsageError.
  */
 export class CommandLineError extends UsageError {}
 

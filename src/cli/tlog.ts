@@ -6,7 +6,7 @@ import {
   parse,
   reportError,
   storeOptions,
-  UsageError,
+  CommandLineError,
   wholeNumber,
   withLedger,
   witnessingFromEnv,
@@ -58,16 +58,18 @@ export async function prove(argv: string[], io: CliIo): Promise<number> {
   try {
     const [kind, arg] = positionals;
     // Each refusal names what is wrong (no subcommand, an unknown one, its argument missing, one too many), then
-    // the usage: "usage: …" alone left a typo such as `prove incl` to be found by eye.
+    // the usage: "usage: …" alone left a typo such as `prove incl` to be found by eye. Each a command line of the wrong
+    // shape, which points to the command's help.
     const proveUsage = 'usage: prove inclusion MANIFEST-ID [--size N] | prove consistency OLD-SIZE [--size N]';
-    if (kind === undefined) throw new UsageError(`prove needs a subcommand; ${proveUsage}`);
+    if (kind === undefined) throw new CommandLineError(`prove needs a subcommand; ${proveUsage}`);
     if (kind !== 'inclusion' && kind !== 'consistency')
-      throw new UsageError(`unknown prove subcommand ${quoted(kind)}; ${proveUsage}`);
+      throw new CommandLineError(`unknown prove subcommand ${quoted(kind)}; ${proveUsage}`);
     if (arg === undefined)
-      throw new UsageError(
+      throw new CommandLineError(
         `prove ${kind} needs ${kind === 'inclusion' ? 'a MANIFEST-ID' : 'an OLD-SIZE'}; ${proveUsage}`,
       );
-    if (positionals.length > 2) throw new UsageError(`unexpected argument ${quoted(positionals[2]!)}; ${proveUsage}`);
+    if (positionals.length > 2)
+      throw new CommandLineError(`unexpected argument ${quoted(positionals[2]!)}; ${proveUsage}`);
     const treeSize = size(values.size, '--size');
     const oldSize = kind === 'consistency' ? size(arg, 'OLD-SIZE') : undefined;
     // A malformed id is the ledger's refusal, INVALID_ID (exit 1), as for every id a command on a store is given;

@@ -251,8 +251,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       true,
     );
     json = values.json;
-    if (positionals.length !== 1) throw new UsageError(`usage: handoff-ledger ${usage}`);
-    // A required option left out: a command line of the wrong shape, which points to the command's help.
+    // DIR left out (or more than one given), a required option left out: a command line of the wrong shape, which
+    // points to the command's help.
+    if (positionals.length !== 1) throw new CommandLineError(`usage: handoff-ledger ${usage}`);
     if (!values.trust || values.trust.length === 0)
       throw new CommandLineError(
         '--trust FILE is required: the pinned public keys of the hosts (`handoff-ledger keys export`)',

@@ -199,11 +199,12 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub === 'keygen') return keygen(rest, io);
   if (sub === 'serve') return serve(rest, io);
+  // A subcommand left out or misspelt: a command line of the wrong shape, which points to the command's help.
   if (sub === undefined || sub.startsWith('-'))
-    throw new UsageError(
+    throw new CommandLineError(
       `witness needs a subcommand first${sub ? `, not ${quoted(sub)}` : ''}; usage: handoff-ledger ${usage}`,
     );
-  throw new UsageError(`unknown witness subcommand ${quoted(sub)}; usage: handoff-ledger ${usage}`);
+  throw new CommandLineError(`unknown witness subcommand ${quoted(sub)}; usage: handoff-ledger ${usage}`);
 }
 
 /** An origin as the request log shows it: its first 200 characters, `…` where it goes on. */
