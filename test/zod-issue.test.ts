@@ -43,8 +43,10 @@ describe('describeZodError', () => {
     expect(missing({})).toBe('task: required field missing (expected string)');
     expect(missing({ task: 't' })).toBe('steps: required field missing (expected array)');
     expect(missing({ task: 't', steps: [], at: {} })).toBe('at.n: required field missing (expected number)');
-    // A hole in an array is an element, not a field; a value of another type says what it is.
-    expect(missing({ task: 't', steps: [, 's'] })).toBe('steps.0: Invalid input: expected string, received undefined');
+    // An undefined element of an array is an element, not a field; a value of another type says what it is.
+    expect(missing({ task: 't', steps: [undefined, 's'] })).toBe(
+      'steps.0: Invalid input: expected string, received undefined',
+    );
     expect(missing({ task: 1 })).toBe('task: Invalid input: expected string, received number');
     expect(describeZodError(z.string().safeParse(undefined).error!)).toBe(
       '(root): Invalid input: expected string, received undefined',
