@@ -173,7 +173,7 @@ function clockValue(now: unknown): string {
  */
 function checkKeyOptions(options: ResolvedOpenOptions): void {
   const path = (name: string, value: unknown) => {
-    if (value === undefined || value === null || isPathName(value)) return;
+    if (value === undefined || isPathName(value)) return;
     // A NUL names no file: Node's fs refused it with a plain TypeError (ERR_INVALID_ARG_VALUE) once the open began.
     throw new LedgerError(
       'INVALID_ARGUMENT',
@@ -190,11 +190,11 @@ function checkKeyOptions(options: ResolvedOpenOptions): void {
   const signer =
     typeof given === 'object' && given !== null
       ? readOptionFields(given, ['keyId', 'publicKey', 'sign'], 'signer', LedgerError, 'allowed')
-      : (given as null | undefined);
-  // `null` is no signer (the key file), as it was before the shape was checked: `signer: kms ? … : null`.
+      : (given as undefined);
+  // `null` is no signer (the key file), as it was before the shape was checked: `signer: kms ? … : null` (made
+  // `undefined`, as every null option is, before this check).
   if (
     signer !== undefined &&
-    signer !== null &&
     (typeof signer !== 'object' ||
       typeof signer.keyId !== 'string' ||
       !(signer.publicKey instanceof Uint8Array) ||
@@ -289,7 +289,7 @@ function readOpenOptions(given: OpenLedgerOptions): {
     ...trusted,
     ...(trusted.witnesses !== undefined ? { witnesses: readWitnessingOptions(trusted.witnesses) } : {}),
     ...(trusted.postgres ? { postgres: readPostgresOptions(trusted.postgres) } : {}),
-    ...(typeof trusted.levelLog === 'object' && trusted.levelLog !== null
+    ...(typeof trusted.levelLog === 'object'
       ? {
           levelLog: readOptionFields(
             trusted.levelLog,
@@ -300,7 +300,7 @@ function readOpenOptions(given: OpenLedgerOptions): {
           ) as LevelManifestLogOptions,
         }
       : {}),
-    ...(typeof trusted.telemetry === 'object' && trusted.telemetry !== null
+    ...(typeof trusted.telemetry === 'object'
       ? {
           telemetry: readOptionFields(
             trusted.telemetry,
@@ -330,7 +330,7 @@ function readOpenOptions(given: OpenLedgerOptions): {
   if (options.witnesses) checkWitnessingOptions(options.witnesses);
   if (options.origin !== undefined && !isValidOrigin(options.origin))
     throw new LedgerError('INVALID_ARGUMENT', `origin: ${ORIGIN_RULE} (e.g. example.com/log1)`);
-  if (options.telemetry !== undefined && (typeof options.telemetry !== 'object' || options.telemetry === null))
+  if (options.telemetry !== undefined && typeof options.telemetry !== 'object')
     throw new LedgerError('INVALID_ARGUMENT', 'telemetry must be an object of TelemetryOptions');
   checkIdentifierPolicy(options.telemetry?.identifiers ?? 'omit');
   // A tracer or meter provider while @opentelemetry/api (an optional peer) is not installed: refused, naming it.
@@ -352,10 +352,10 @@ function readOpenOptions(given: OpenLedgerOptions): {
   // Injected backends and fault-injection hooks are objects (null: none): anything else was a TypeError once the root
   // was made (log, fs), or ignored (levelLog), or a blob store that failed at its first use.
   for (const name of ['log', 'blobs', 'fs', 'levelLog'] as const)
-    if (options[name] !== undefined && options[name] !== null && typeof options[name] !== 'object')
+    if (options[name] !== undefined && typeof options[name] !== 'object')
       throw new LedgerError('INVALID_ARGUMENT', `${name} must be an object, not ${shownValue(options[name])}`);
   for (const name of ['clock', 'onNotice'] as const)
-    if (options[name] !== undefined && options[name] !== null && typeof options[name] !== 'function')
+    if (options[name] !== undefined && typeof options[name] !== 'function')
       throw new LedgerError('INVALID_ARGUMENT', `${name} must be a function`);
   return { options, host, verifier };
 }
@@ -386,7 +386,7 @@ export async function checkOpenOptions(given: OpenLedgerOptions): Promise<void> 
 async function openLedgerOnce(given: OpenLedgerOptions): Promise<Ledger> {
   const { options, host, verifier } = readOpenOptions(given);
   const root = options.root ?? defaultRoot();
-  const clock = checkedClock(options.clock ?? undefined);
+  const clock = checkedClock(options.clock);
   // One sink for every notice of this ledger: the hash backend's, the keyring's, the witnesses' and the Ledger's own.
   // A notice names paths, key ids and error messages, whatever they hold: it reaches the sink (a terminal, by default)
   // terminal-safe and on one line, escaped as everything printed is; one that already is passes as it is.
